@@ -1,0 +1,195 @@
+"""GPUs, nodes, topology and allocations: the cluster as value types.
+
+A cluster is an immutable tuple of :class:`Node`; each node has ``gpus`` identical GPUs of one
+:class:`GpuType` and sits in a rack (under a switch). GPUs are addressed by ``(node, gpu)``
+indices. An :class:`Allocation` is a tuple of :class:`GpuShare`: a whole GPU
+(``milli == 1000``) or a memory-sized / fractional share of one GPU.
+"""
+
+from __future__ import annotations
+
+from collections import Counter
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass, field
+
+from danlu.core.errors import UnknownNameError
+from danlu.core.units import GiB
+
+MILLI_PER_GPU = 1000
+"""A whole GPU in milli-GPU units (fractional requests use less, as in the Alibaba trace)."""
+
+
+@dataclass(frozen=True, slots=True)
+class GpuType:
+    """A GPU model: its name and usable device memory in bytes."""
+
+    name: str
+    memory: int
+
+
+def _gpu(name: str, gib: float) -> GpuType:
+    return GpuType(name, int(gib * GiB))
+
+
+GPU_TYPES: Mapping[str, GpuType] = {
+    g.name: g
+    for g in (
+        _gpu("H200", 141),
+        _gpu("H100", 80),
+        _gpu("A100-80GB", 80),
+        _gpu("A100-40GB", 40),
+        _gpu("V100-32GB", 32),
+        _gpu("V100-16GB", 16),
+        _gpu("P100", 16),
+        _gpu("T4", 16),
+        _gpu("A10", 24),
+        _gpu("L4", 24),
+        _gpu("RTX4090", 24),
+        _gpu("K80", 12),
+        _gpu("generic", 80),
+    )
+}
+"""Known GPU types by canonical name (memory as sold; usable memory is calibrated elsewhere)."""
+
+_ALIASES = {
+    "a100": "A100-80GB",
+    "a100-80": "A100-80GB",
+    "a100-40": "A100-40GB",
+    "v100": "V100-32GB",
+    "v100m32": "V100-32GB",
+    "v100m16": "V100-16GB",
+    "v100-32": "V100-32GB",
+    "v100-16": "V100-16GB",
+    "rtx-4090": "RTX4090",
+    "4090": "RTX4090",
+}
+
+
+def gpu_type(name: str) -> GpuType:
+    """Look a GPU type up by name, case-insensitively (``h100``, ``A100-40GB``, ``V100M16``)."""
+    for key, value in GPU_TYPES.items():
+        if key.lower() == name.lower():
+            return value
+    alias = _ALIASES.get(name.lower())
+    if alias is not None:
+        return GPU_TYPES[alias]
+    raise UnknownNameError("GPU type", name, list(GPU_TYPES))
+
+
+@dataclass(frozen=True, slots=True)
+class Node:
+    """A machine with ``gpus`` GPUs of one type, CPUs in milli-cores and host memory in bytes."""
+
+    name: str
+    gpus: int
+    gpu_type: GpuType = GPU_TYPES["generic"]
+    cpu_milli: int = 0
+    memory: int = 0
+    rack: str = "rack-0"
+    """Nodes under one top-of-rack switch share this label; topology-aware placement uses it."""
+
+
+@dataclass(frozen=True, slots=True)
+class GpuShare:
+    """Part of one GPU given to a job: ``milli`` thousandths of its compute and ``memory`` bytes.
+
+    A whole GPU is ``milli=1000`` with ``memory`` equal to the GPU's memory.
+    """
+
+    node: int
+    gpu: int
+    milli: int = MILLI_PER_GPU
+    memory: int = 0
+
+    @property
+    def whole(self) -> bool:
+        return self.milli >= MILLI_PER_GPU
+
+
+@dataclass(frozen=True, slots=True)
+class Allocation:
+    """The GPUs (or GPU shares) given to one job, all at once (gang)."""
+
+    shares: tuple[GpuShare, ...] = ()
+
+    @property
+    def num_gpus(self) -> int:
+        """Number of distinct GPUs touched."""
+        return len({(s.node, s.gpu) for s in self.shares})
+
+    @property
+    def nodes(self) -> tuple[int, ...]:
+        """Sorted distinct node indices."""
+        return tuple(sorted({s.node for s in self.shares}))
+
+    def per_node(self) -> tuple[int, ...]:
+        """GPU count on each node used, in descending order (a Pollux-style placement shape)."""
+        counts = Counter(s.node for s in self.shares)
+        return tuple(sorted(counts.values(), reverse=True))
+
+    @property
+    def gpu_milli(self) -> int:
+        """Total milli-GPU held."""
+        return sum(s.milli for s in self.shares)
+
+    def __bool__(self) -> bool:
+        return bool(self.shares)
+
+    @classmethod
+    def whole_gpus(cls, gpus: Iterable[tuple[int, int]], memory: int = 0) -> Allocation:
+        """Whole GPUs at ``(node, gpu)`` indices."""
+        return cls(tuple(GpuShare(n, g, MILLI_PER_GPU, memory) for n, g in gpus))
+
+
+@dataclass(frozen=True)
+class Cluster:
+    """An immutable set of nodes. Node indices are positions in ``nodes``."""
+
+    nodes: tuple[Node, ...]
+    name: str = "cluster"
+    _gpu_offsets: tuple[int, ...] = field(init=False, repr=False, compare=False)
+
+    def __post_init__(self) -> None:
+        offsets, total = [], 0
+        for node in self.nodes:
+            offsets.append(total)
+            total += node.gpus
+        object.__setattr__(self, "_gpu_offsets", tuple(offsets))
+
+    @property
+    def total_gpus(self) -> int:
+        return sum(n.gpus for n in self.nodes)
+
+    def gpu_offset(self, node: int) -> int:
+        """Index of the node's first GPU in a flat numbering of all GPUs."""
+        return self._gpu_offsets[node]
+
+    def racks(self) -> tuple[str, ...]:
+        return tuple(sorted({n.rack for n in self.nodes}))
+
+    @classmethod
+    def homogeneous(
+        cls,
+        nodes: int,
+        gpus_per_node: int,
+        gpu: GpuType | str = "generic",
+        nodes_per_rack: int = 0,
+        cpu_milli: int = 0,
+        memory: int = 0,
+    ) -> Cluster:
+        """``nodes`` identical nodes; ``nodes_per_rack`` > 0 groups them into racks."""
+        kind = gpu if isinstance(gpu, GpuType) else gpu_type(gpu)
+        per_rack = nodes_per_rack if nodes_per_rack > 0 else max(nodes, 1)
+        return cls(
+            tuple(
+                Node(
+                    name=f"node-{i}",
+                    gpus=gpus_per_node,
+                    gpu_type=kind,
+                    cpu_milli=cpu_milli,
+                    memory=memory,
+                    rack=f"rack-{i // per_rack}",
+                )
+                for i in range(nodes)
+            )
+        )

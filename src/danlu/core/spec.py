@@ -1,0 +1,203 @@
+"""The job spec: what a user submits (YAML or JSON), validated with pydantic.
+
+Minimal form::
+
+    name: hello
+    command: [python, -c, "print('hello')"]
+    resources: {gpus: 1, gpu_memory: 20GiB}
+    priority: 0
+
+Every field has a default or is required with a clear message; :func:`load_spec` turns
+pydantic's errors into one :class:`~danlu.core.errors.SpecError` naming the field and the fix.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+from pathlib import Path
+from typing import Any, Literal
+
+import yaml
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
+
+from danlu.core.errors import SpecError
+from danlu.core.units import parse_bytes
+
+_NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.-]{0,62}$")
+_RANGE = re.compile(r"^\s*(\d+)\s*\.\.\s*(\d+)\s*$")
+
+
+class _Strict(BaseModel):
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+
+class GpuCount(_Strict):
+    """GPUs a job needs: a fixed count (``min == max``) or an elastic range ``min..max``."""
+
+    min: int = Field(ge=0)
+    max: int = Field(ge=0)
+
+    @model_validator(mode="after")
+    def _ordered(self) -> GpuCount:
+        if self.max < self.min:
+            raise ValueError(f"elastic range {self.min}..{self.max} has max below min")
+        return self
+
+    @property
+    def elastic(self) -> bool:
+        return self.max > self.min
+
+
+class Resources(_Strict):
+    """Per-job resources. ``gpu_memory`` is bytes per GPU, ``"auto"`` (estimated) or unset."""
+
+    gpus: GpuCount = GpuCount(min=1, max=1)
+    gpu_memory: int | Literal["auto"] | None = None
+    gpu_fraction: float | None = Field(default=None, gt=0, le=1)
+    gpu_type: list[str] = Field(default_factory=list)
+    cpus: float = Field(default=1.0, ge=0)
+    memory: int = 0
+
+    @field_validator("gpus", mode="before")
+    @classmethod
+    def _gpus(cls, value: Any) -> Any:
+        if isinstance(value, bool):
+            raise ValueError("expected a GPU count such as 2, or an elastic range such as '1..8'")
+        if isinstance(value, int):
+            return {"min": value, "max": value}
+        if isinstance(value, str):
+            match = _RANGE.match(value)
+            if match:
+                return {"min": int(match.group(1)), "max": int(match.group(2))}
+            if value.strip().isdigit():
+                return {"min": int(value), "max": int(value)}
+            raise ValueError(f"{value!r} is not a GPU count; write 2 or an elastic range '1..8'")
+        return value
+
+    @field_validator("gpu_memory", mode="before")
+    @classmethod
+    def _gpu_memory(cls, value: Any) -> Any:
+        if value is None or value == "auto":
+            return value
+        return parse_bytes(value, "")
+
+    @field_validator("memory", mode="before")
+    @classmethod
+    def _memory(cls, value: Any) -> Any:
+        return parse_bytes(value, "")
+
+    @field_validator("gpu_type", mode="before")
+    @classmethod
+    def _gpu_type(cls, value: Any) -> Any:
+        return [value] if isinstance(value, str) else value
+
+
+class TrainingHints(_Strict):
+    """Optional hints that let the scheduler choose batch size and estimate memory."""
+
+    global_batch_size: int | None = Field(default=None, gt=0)
+    min_batch_size: int | None = Field(default=None, gt=0)
+    max_batch_size: int | None = Field(default=None, gt=0)
+    model: str | None = None
+    """A model reference ``package.module:factory`` for memory estimation."""
+    application: str | None = None
+    """A profiled application name (simulator workloads)."""
+    expected_duration: float | None = Field(default=None, gt=0)
+    """The user's estimate of the run time in seconds (used by sjf / value-density)."""
+
+
+class JobSpec(_Strict):
+    """A training job as submitted."""
+
+    name: str
+    command: list[str] = Field(default_factory=list)
+    shell: bool = False
+    """Run ``command[0]`` through ``/bin/sh -c``. Off by default: commands are argv lists."""
+    project: str = "default"
+    user: str = "default"
+    priority: int = 0
+    env: dict[str, str] = Field(default_factory=dict)
+    resources: Resources = Resources()
+    training: TrainingHints = TrainingHints()
+    preemptible: bool = True
+    max_restarts: int = Field(default=3, ge=0)
+    checkpoint_dir: str | None = None
+    deadline: float | None = Field(default=None, gt=0)
+    """Seconds after submission by which the job should finish."""
+
+    @field_validator("name")
+    @classmethod
+    def _name(cls, value: str) -> str:
+        if not _NAME.match(value):
+            raise ValueError(
+                "use 1-63 letters, digits, '.', '_' or '-', starting with a letter or digit"
+            )
+        return value
+
+    @field_validator("command", mode="before")
+    @classmethod
+    def _command(cls, value: Any) -> Any:
+        if isinstance(value, str):
+            raise ValueError(
+                "write the command as an argv list, e.g. [python, train.py, --lr, '0.1']; "
+                "a shell string runs only with shell: true and command: ['the string']"
+            )
+        return value
+
+    @model_validator(mode="after")
+    def _shell(self) -> JobSpec:
+        if self.shell and len(self.command) != 1:
+            raise ValueError("with shell: true, command must hold exactly one string")
+        return self
+
+
+def _field_path(loc: tuple[int | str, ...]) -> str:
+    return ".".join(str(p) for p in loc)
+
+
+def _message(err: Any) -> str:
+    kind = err.get("type", "")
+    msg = str(err.get("msg", "invalid value"))
+    if kind == "missing":
+        return "this field is required"
+    if kind == "extra_forbidden":
+        return "unknown field; check the spelling against the job spec reference"
+    return msg.removeprefix("Value error, ")
+
+
+def parse_spec(data: Any) -> JobSpec:
+    """Validate a mapping as a :class:`JobSpec`; errors name the field and the fix."""
+    if not isinstance(data, dict):
+        raise SpecError("", f"a job spec must be a mapping of fields, got {type(data).__name__}")
+    try:
+        return JobSpec.model_validate(data)
+    except SpecError:
+        raise
+    except ValidationError as exc:
+        errors = exc.errors()
+        first = errors[0]
+        field = _field_path(tuple(first["loc"]))
+        more = f" (and {len(errors) - 1} more problem(s))" if len(errors) > 1 else ""
+        raise SpecError(field, _message(first) + more) from None
+
+
+def load_spec(path: str | Path) -> JobSpec:
+    """Load a job spec from a YAML or JSON file."""
+    p = Path(path)
+    try:
+        text = p.read_text(encoding="utf-8")
+    except OSError as exc:
+        raise SpecError("", f"cannot read job spec {p}: {exc.strerror}") from None
+    return loads_spec(text, p.suffix.lower() == ".json")
+
+
+def loads_spec(text: str, is_json: bool = False) -> JobSpec:
+    """Parse a job spec from YAML (a superset of JSON) or JSON text."""
+    try:
+        data = json.loads(text) if is_json else yaml.safe_load(text)
+    except (json.JSONDecodeError, yaml.YAMLError) as exc:
+        raise SpecError(
+            "", f"the job spec is not valid {'JSON' if is_json else 'YAML'}: {exc}"
+        ) from None
+    return parse_spec(data)

@@ -1,0 +1,94 @@
+"""Job states, the ONE table of allowed transitions, and the one function that changes state.
+
+::
+
+    PENDING ──> RUNNING ──> SUCCEEDED | FAILED | CANCELLED
+       ^          │
+       │          ├──> PREEMPTING ──> PENDING      (checkpointed, re-queued)
+       │          └──> RESTARTING ──> PENDING      (after a failure, with backoff)
+       └── CANCELLED from PENDING / PREEMPTING / RESTARTING too
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from enum import StrEnum
+from typing import Protocol
+
+from danlu.core.errors import InvalidTransitionError
+
+
+class JobState(StrEnum):
+    PENDING = "PENDING"
+    RUNNING = "RUNNING"
+    PREEMPTING = "PREEMPTING"
+    RESTARTING = "RESTARTING"
+    SUCCEEDED = "SUCCEEDED"
+    FAILED = "FAILED"
+    CANCELLED = "CANCELLED"
+
+    @property
+    def terminal(self) -> bool:
+        return self in TERMINAL_STATES
+
+
+TERMINAL_STATES = frozenset({JobState.SUCCEEDED, JobState.FAILED, JobState.CANCELLED})
+
+TRANSITIONS: dict[JobState, frozenset[JobState]] = {
+    JobState.PENDING: frozenset({JobState.RUNNING, JobState.CANCELLED, JobState.FAILED}),
+    JobState.RUNNING: frozenset(
+        {
+            JobState.SUCCEEDED,
+            JobState.FAILED,
+            JobState.CANCELLED,
+            JobState.PREEMPTING,
+            JobState.RESTARTING,
+        }
+    ),
+    JobState.PREEMPTING: frozenset({JobState.PENDING, JobState.CANCELLED, JobState.FAILED}),
+    JobState.RESTARTING: frozenset({JobState.PENDING, JobState.CANCELLED, JobState.FAILED}),
+    JobState.SUCCEEDED: frozenset(),
+    JobState.FAILED: frozenset(),
+    JobState.CANCELLED: frozenset(),
+}
+"""Every allowed edge. PENDING -> FAILED is for jobs rejected or out of retries while queued."""
+
+
+@dataclass(frozen=True, slots=True)
+class Event:
+    """One state change of one job, with the reason."""
+
+    job_id: str
+    time: float
+    old: JobState
+    new: JobState
+    reason: str
+
+
+class HasState(Protocol):
+    id: str
+    state: JobState
+
+
+def check_transition(old: JobState, new: JobState) -> None:
+    """Raise :class:`InvalidTransitionError` unless ``old -> new`` is in :data:`TRANSITIONS`."""
+    if new not in TRANSITIONS[old]:
+        allowed = ", ".join(sorted(TRANSITIONS[old])) or "none (terminal)"
+        raise InvalidTransitionError(f"{old} -> {new} is not allowed; from {old}: {allowed}")
+
+
+def transition(job: HasState, new: JobState, reason: str, time: float) -> Event:
+    """Change ``job.state`` to ``new`` if the table allows it and return the event."""
+    old = job.state
+    check_transition(old, new)
+    job.state = new
+    return Event(job.id, time, old, new, reason)
+
+
+def restart_backoff(
+    restarts: int, base_seconds: float = 10.0, cap_seconds: float = 3600.0
+) -> float:
+    """Delay before the ``restarts``-th restart: ``T0 * 2^(n-1)``, capped."""
+    if restarts < 1:
+        return 0.0
+    return float(min(cap_seconds, base_seconds * 2 ** (restarts - 1)))
