@@ -1,0 +1,497 @@
+"""Profiled application model for trace-driven simulation (Pollux OSDI'21 traces).
+
+``traces/<app>/`` holds, for one training application measured on real GPUs:
+``placements.csv`` (seconds per iteration and its gradient-sync part for every placement of
+at most four nodes -- ``"1122"`` = four nodes with 1, 1, 2, 2 replicas -- at several per-GPU
+batch sizes), ``scalability.csv`` (the same for larger clusters, by node and replica counts)
+and ``validation-<batch>.csv`` (per epoch at that global batch: progress reached and the
+gradient statistics ``grad_sqr``/``grad_var``). :class:`ApplicationProfile` turns them into
+step times, statistical gains, epoch boundaries and a completion target; :class:`JobProgress`
+advances one job. The numeric rules follow the Pollux artifact's simulator so its published
+job completion times can be reproduced.
+
+Units: *progress* counts iterations at the initial (smallest validated) batch size, so one
+iteration at batch ``b`` is worth ``gain(b)`` units, and ``gain`` is 1 at the initial batch.
+"""
+
+from __future__ import annotations
+
+import csv
+import math
+import re
+from bisect import bisect_left, bisect_right
+from dataclasses import dataclass
+from pathlib import Path
+
+import numpy as np
+from scipy.interpolate import LinearNDInterpolator
+
+from danlu.core.errors import DanluError, DataError
+
+Placement = tuple[int, ...]
+
+RESTART_SECONDS = 30.0
+"""Seconds without progress charged after each (re)allocation in the Pollux study."""
+
+_MAX_INTERPOLATED_NODES = 16  # node counts above this are clamped before interpolating
+_EPS = 1e-8  # slack for ceil() on batch-size ratios, as the artifact uses
+
+
+class OutOfProfileError(DanluError, ValueError):
+    """A configuration (placement, batch size) that the measured traces do not cover."""
+
+
+@dataclass(frozen=True)
+class AppOverride:
+    """Per-application settings the artifact fixes instead of deriving them from traces."""
+
+    max_epochs: int | None = None
+    max_local_bsz: int | None = None
+
+
+APP_OVERRIDES: dict[str, AppOverride] = {
+    "bert": AppOverride(max_epochs=2),
+    "cifar10": AppOverride(max_epochs=100),
+    "ncf": AppOverride(max_epochs=10),
+    "imagenet": AppOverride(max_epochs=90),
+    "deepspeech2": AppOverride(max_epochs=80),
+    "yolov3": AppOverride(max_epochs=50, max_local_bsz=8),
+}
+"""Settings of the Pollux artifact (``applications.py``); YOLOv3's per-GPU batch is
+capped at 8 although 16 was measured."""
+
+
+@dataclass(frozen=True)
+class BatchConfig:
+    """How a global batch is executed: per-GPU micro-batch and accumulation steps."""
+
+    num_replicas: int
+    atomic_bsz: int
+    accum_steps: int
+
+    @property
+    def batch_size(self) -> int:
+        """Global batch actually trained per optimizer step."""
+        return self.num_replicas * self.atomic_bsz * (self.accum_steps + 1)
+
+
+def canonical_placement(placement: tuple[int, ...]) -> Placement:
+    """Drop empty nodes, rotate to the smallest rotation (``2211`` -> ``1122``, not ``1212``)."""
+    nodes = tuple(int(n) for n in placement if n)
+    if not nodes:
+        return ()
+    return min(nodes[i:] + nodes[:i] for i in range(len(nodes)))
+
+
+_Columns = tuple[np.ndarray, np.ndarray, np.ndarray]  # three columns of one trace table
+
+
+class ApplicationProfile:
+    """Measured behaviour of one training application. Treat instances as immutable.
+
+    Attributes:
+        name: application name (the trace folder's name).
+        init_batch_size: smallest validated global batch size; gain is 1 there.
+        max_batch_size: largest validated global batch size.
+        min_local_bsz / max_local_bsz: per-GPU micro-batch limits (the measured range;
+            ``max_local_bsz`` stands in for the GPU-memory limit).
+        max_epochs: epochs to train; the job completes when it finishes the last one.
+        validated_batch_sizes: the batch sizes that have a ``validation-*.csv``.
+        epoch_boundaries: progress at the end of epoch 1, 2, ..., ``max_epochs``.
+        target_progress: progress at which the job completes (the last boundary).
+    """
+
+    def __init__(
+        self,
+        name: str,
+        *,
+        validation: dict[int, _Columns],
+        placements: dict[Placement, _Columns],
+        scalability: list[tuple[float, float, float, float, float]],
+        override: AppOverride | None = None,
+    ) -> None:
+        """Build a profile from parsed trace tables (use :func:`load_profile` normally).
+
+        ``validation`` maps batch size to (progress, grad_sqr, grad_var) columns;
+        ``placements`` maps the trace's placement to its measured rows; ``scalability`` is
+        a list of (num_nodes, num_replicas, local_bsz, step_time, sync_time) rows.
+        """
+        override = override or AppOverride()
+        self.name = name
+        self.validated_batch_sizes: tuple[int, ...] = tuple(sorted(validation))
+        self.init_batch_size = self.validated_batch_sizes[0]
+        self.max_batch_size = self.validated_batch_sizes[-1]
+        all_local = np.concatenate([m[0] for m in placements.values()])
+        self.min_local_bsz = int(all_local.min())
+        self.max_local_bsz = override.max_local_bsz or int(all_local.max())
+        min_rows = min(len(v[0]) for v in validation.values())
+        self.max_epochs = override.max_epochs or min_rows
+        if self.max_epochs > min_rows:
+            raise DataError(
+                f"{name}: max_epochs={self.max_epochs} but a validation file has {min_rows} rows"
+            )
+        n = self.max_epochs
+        progress = np.stack([validation[b][0][:n] for b in self.validated_batch_sizes])
+        self._grad_sqr = np.stack([validation[b][1][:n] for b in self.validated_batch_sizes])
+        self._grad_var = np.stack([validation[b][2][:n] for b in self.validated_batch_sizes])
+        # An epoch ends where the slowest-progressing batch size ends it.
+        self.epoch_boundaries: tuple[float, ...] = tuple(float(p) for p in progress.min(axis=0))
+        self.target_progress = self.epoch_boundaries[-1]
+        self._placements = placements
+        self._scalability = scalability
+        self._nd: LinearNDInterpolator | None = None
+        self._step_cache: dict[tuple[Placement, float], tuple[float, float]] = {}
+        self._gain_cache: dict[tuple[float, int], float] = {}
+        self._rigid_cache: dict[tuple[int, float], BatchConfig] = {}
+        self._iter_cache: dict[tuple[Placement, int, int], float] = {}
+
+    # ---- throughput -------------------------------------------------------------------
+
+    def step_time(self, placement: tuple[int, ...], local_bsz: float) -> tuple[float, float]:
+        """Seconds per iteration and its synchronisation part at this per-GPU batch.
+
+        Measured placements (in any rotation) are interpolated linearly in ``local_bsz``
+        between that placement's rows. Other placements are interpolated linearly over
+        (nodes, replicas, local_bsz) on a Delaunay triangulation of the per-count means of
+        the measured placements plus the scalability rows (nodes clamped to 16).
+
+        Raises:
+            OutOfProfileError: the point lies outside the measured range.
+        """
+        key = (tuple(placement), float(local_bsz))
+        hit = self._step_cache.get(key)
+        if hit is not None:
+            return hit
+        canon = canonical_placement(placement)
+        if not canon:
+            raise OutOfProfileError(f"{self.name}: empty placement {placement!r}")
+        measured = self._placements.get(canon)
+        if measured is not None:
+            xs, steps, syncs = measured
+            lo, hi = xs[0], xs[-1]
+            if not lo <= local_bsz <= hi:
+                raise OutOfProfileError(
+                    f"{self.name}: local batch {local_bsz} outside measured {lo:g}..{hi:g}"
+                    f" for placement {canon}"
+                )
+            step = float(np.interp(local_bsz, xs, steps))
+            sync = float(np.interp(local_bsz, xs, syncs))
+        else:
+            nodes = min(len(canon), _MAX_INTERPOLATED_NODES)
+            out = self._interpolator()([[nodes, sum(canon), float(local_bsz)]])[0]
+            step, sync = float(out[0]), float(out[1])
+            if math.isnan(step) or math.isnan(sync):
+                raise OutOfProfileError(
+                    f"{self.name}: ({nodes} nodes, {sum(canon)} replicas, local batch"
+                    f" {local_bsz}) is outside the measured scalability range"
+                )
+        result = (step, sync)
+        self._step_cache[key] = result
+        return result
+
+    def _interpolator(self) -> LinearNDInterpolator:
+        if self._nd is None:
+            # Mean of the measured placements per (nodes, replicas, local_bsz), in sorted
+            # key order, followed by the scalability rows in file order.
+            groups: dict[tuple[float, float, float], list[tuple[float, float]]] = {}
+            for canon, m in self._placements.items():
+                for b, s, y in zip(*m, strict=True):
+                    key = (float(len(canon)), float(sum(canon)), float(b))
+                    groups.setdefault(key, []).append((float(s), float(y)))
+            points: list[tuple[float, float, float]] = []
+            values: list[tuple[float, float]] = []
+            for key in sorted(groups):
+                rows = groups[key]
+                points.append(key)
+                values.append(
+                    (sum(r[0] for r in rows) / len(rows), sum(r[1] for r in rows) / len(rows))
+                )
+            for nn, nr, lb, st, sy in self._scalability:
+                points.append((nn, nr, lb))
+                values.append((st, sy))
+            self._nd = LinearNDInterpolator(np.array(points), np.array(values))
+        return self._nd
+
+    def rigid_config(self, num_replicas: int, batch_size: float) -> BatchConfig:
+        """Per-GPU micro-batch and accumulation for a fixed global batch on N replicas.
+
+        The local share is split into micro-batches no larger than ``max_local_bsz``; a
+        single replica with a batch above the initial one accumulates at least once; the
+        micro-batch is then capped so the global batch stays within ``max_batch_size``.
+        """
+        key = (num_replicas, float(batch_size))
+        hit = self._rigid_cache.get(key)
+        if hit is not None:
+            return hit
+        if num_replicas < 1:
+            raise OutOfProfileError(f"{self.name}: num_replicas must be >= 1")
+        local = math.ceil(batch_size / num_replicas - _EPS)
+        accum = math.ceil(local / self.max_local_bsz - _EPS) - 1
+        if num_replicas == 1 and batch_size > self.init_batch_size:
+            accum = max(1, accum)
+        atomic = math.ceil(local / (accum + 1) - _EPS)
+        atomic = min(atomic, int(self.max_batch_size / (num_replicas * (accum + 1))))
+        config = BatchConfig(num_replicas=num_replicas, atomic_bsz=atomic, accum_steps=accum)
+        self._rigid_cache[key] = config
+        return config
+
+    def iteration_time(self, placement: tuple[int, ...], config: BatchConfig) -> float:
+        """Seconds per optimizer step: one synchronised step plus ``accum_steps`` local ones."""
+        key = (tuple(placement), config.atomic_bsz, config.accum_steps)
+        hit = self._iter_cache.get(key)
+        if hit is None:
+            step, sync = self.step_time(placement, config.atomic_bsz)
+            hit = step + (step - sync) * config.accum_steps
+            self._iter_cache[key] = hit
+        return hit
+
+    # ---- statistical efficiency ------------------------------------------------------
+
+    def epoch_at(self, progress: float) -> int:
+        """Number of epochs completed at this progress (0 .. ``max_epochs``)."""
+        return bisect_right(self.epoch_boundaries, progress)
+
+    def grad_stats(self, batch_size: float, epoch: int) -> tuple[float, float]:
+        """(grad_sqr, grad_var) during ``epoch`` (0-based), linear in batch size between
+        the two nearest validated batch sizes."""
+        sizes = self.validated_batch_sizes
+        if not sizes[0] <= batch_size <= sizes[-1]:
+            raise OutOfProfileError(
+                f"{self.name}: batch size {batch_size} outside validated {sizes[0]}..{sizes[-1]}"
+            )
+        if not 0 <= epoch < self.max_epochs:
+            raise OutOfProfileError(f"{self.name}: epoch {epoch} outside 0..{self.max_epochs - 1}")
+        hi = bisect_left(sizes, batch_size)
+        if sizes[hi] == batch_size:
+            return float(self._grad_sqr[hi, epoch]), float(self._grad_var[hi, epoch])
+        lo = hi - 1
+        b_lo, b_hi = sizes[lo], sizes[hi]
+        w_hi, w_lo, span = batch_size - b_lo, b_hi - batch_size, b_hi - b_lo
+        sqr = (w_hi * self._grad_sqr[hi, epoch] + w_lo * self._grad_sqr[lo, epoch]) / span
+        var = (w_hi * self._grad_var[hi, epoch] + w_lo * self._grad_var[lo, epoch]) / span
+        return float(sqr), float(var)
+
+    def gain(self, batch_size: float, epoch: int) -> float:
+        """Progress per iteration at this global batch during ``epoch``.
+
+        ``(var + sqr) / (var / scale + sqr)`` with ``scale = batch_size / init_batch_size``.
+        """
+        key = (float(batch_size), epoch)
+        hit = self._gain_cache.get(key)
+        if hit is None:
+            sqr, var = self.grad_stats(batch_size, epoch)
+            scale = batch_size / self.init_batch_size
+            hit = (var + sqr) / (var / scale + sqr)
+            self._gain_cache[key] = hit
+        return hit
+
+    def efficiency(self, progress: float, batch_size: float) -> float:
+        """Statistical efficiency (progress per example relative to the initial batch).
+
+        ``gain / scale``: 1 at the initial batch size, below 1 above it. Uses the gradient
+        statistics of the epoch in progress (the last one once the job is complete).
+        """
+        epoch = min(self.epoch_at(progress), self.max_epochs - 1)
+        return self.gain(batch_size, epoch) * self.init_batch_size / batch_size
+
+
+class JobProgress:
+    """Training progress of one job, advanced through simulated time.
+
+    Mirrors the artifact's job model: after each (re)allocation the job first sits out
+    the restart cost (see :meth:`restart`), then progresses at ``gain / iteration_time``
+    per second; the gain is re-read at each epoch boundary; reaching a boundary takes
+    ``round((boundary - progress) / rate)`` whole seconds, so times stay integral when
+    the windows are; the job completes at its last epoch boundary.
+    """
+
+    __slots__ = (
+        "attained_service",
+        "done",
+        "epoch",
+        "profile",
+        "progress",
+        "restart_remaining",
+        "round_to_seconds",
+    )
+
+    def __init__(self, profile: ApplicationProfile, *, round_to_seconds: bool = True) -> None:
+        """Start a job at zero progress. ``round_to_seconds=False`` keeps exact epoch times."""
+        self.profile = profile
+        self.progress = 0.0
+        self.epoch = 0
+        self.done = False
+        self.restart_remaining = 0.0
+        self.attained_service = 0.0  # GPU-seconds held, restart time included
+        self.round_to_seconds = round_to_seconds
+
+    @property
+    def fraction(self) -> float:
+        """Share of the target progress reached, 0..1."""
+        return min(1.0, self.progress / self.profile.target_progress)
+
+    def restart(self, seconds: float = RESTART_SECONDS) -> None:
+        """Charge a restart: the next ``seconds`` of allocated time make no progress.
+
+        Call it whenever the job gets a new non-empty allocation (start, resume, resize).
+        The countdown is replaced, not added to, and only runs while GPUs are held.
+        """
+        self.restart_remaining = float(seconds)
+
+    def advance(
+        self,
+        seconds: float,
+        placement: tuple[int, ...],
+        batch_size: float | None = None,
+        *,
+        config: BatchConfig | None = None,
+        interference: float = 0.0,
+    ) -> float:
+        """Run the job for up to ``seconds`` on ``placement`` (GPUs per node).
+
+        The batch is ``config`` if given, else :meth:`ApplicationProfile.rigid_config` of
+        ``batch_size`` on ``sum(placement)`` replicas. ``interference`` slows progress by
+        that fraction. Returns the seconds used: all of them unless the job completes
+        inside the window, in which case the job is done at ``start + returned``. A job
+        without GPUs makes no progress (and its restart countdown waits); a done job uses 0.
+        """
+        if self.done or seconds <= 0:
+            return 0.0
+        nodes = tuple(n for n in placement if n)
+        if not nodes:
+            return seconds
+        gpus = sum(nodes)
+        delay = min(self.restart_remaining, seconds)
+        self.restart_remaining -= delay
+        self.attained_service += delay * gpus
+        used = delay
+        left = seconds - delay
+        if left <= 0:
+            return used
+        profile = self.profile
+        if config is None:
+            if batch_size is None:
+                raise OutOfProfileError("advance() needs batch_size or config")
+            config = profile.rigid_config(gpus, batch_size)
+        elif config.num_replicas != gpus:
+            raise OutOfProfileError(
+                f"config for {config.num_replicas} replicas used on {gpus} GPUs"
+            )
+        slowdown = 1.0 - interference
+        per_iteration = profile.iteration_time(nodes, config)
+        boundaries = profile.epoch_boundaries
+        while left > 0:
+            rate = profile.gain(config.batch_size, self.epoch) / per_iteration * slowdown
+            boundary = boundaries[self.epoch]
+            if self.progress + rate * left < boundary:
+                self.progress += rate * left
+                used += left
+                break
+            exact = (boundary - self.progress) / rate
+            step = min(float(round(exact)), left) if self.round_to_seconds else min(exact, left)
+            self.epoch += 1
+            self.progress = boundary
+            used += step
+            left -= step
+            if self.epoch >= profile.max_epochs:
+                self.done = True
+                break
+        self.attained_service += (used - delay) * gpus
+        return used
+
+
+# ---- loading ------------------------------------------------------------------------
+
+_VALIDATION = re.compile(r"validation-(\d+)\.csv")
+
+
+def _read_table(path: Path, columns: tuple[str, ...]) -> np.ndarray:
+    """The named columns of a csv file as a 2-D float array (rows in file order)."""
+    if not path.is_file():
+        raise DataError(f"missing trace file {path}")
+    try:
+        with path.open(newline="") as handle:
+            reader = csv.DictReader(handle)
+            missing = [c for c in columns if c not in (reader.fieldnames or [])]
+            if missing:
+                raise DataError(f"{path}: missing column(s) {', '.join(missing)}")
+            rows = list(reader)
+    except (OSError, UnicodeDecodeError, csv.Error) as exc:
+        raise DataError(f"cannot read {path}: {exc}") from exc
+    if not rows:
+        raise DataError(f"{path}: no data rows")
+    table = np.empty((len(rows), len(columns)))
+    for i, row in enumerate(rows):
+        for j, column in enumerate(columns):
+            try:
+                table[i, j] = float(row[column])
+            except (TypeError, ValueError):
+                raise DataError(
+                    f"{path}:{i + 2}: {column}={row[column]!r} is not a number"
+                ) from None
+    if not np.all(np.isfinite(table)):
+        raise DataError(f"{path}: values must be finite")
+    return table
+
+
+def load_profile(app_dir: Path, override: AppOverride | None = None) -> ApplicationProfile:
+    """Load one application's traces from ``app_dir`` (named after the application).
+
+    ``override`` defaults to the artifact's entry in :data:`APP_OVERRIDES`, if any.
+
+    Raises:
+        DataError: the folder or a file is missing or malformed; the message names it.
+    """
+    app_dir = Path(app_dir)
+    if not app_dir.is_dir():
+        raise DataError(f"trace folder {app_dir} does not exist")
+    path = app_dir / "placements.csv"
+    table = _read_table(path, ("placement", "local_bsz", "step_time", "sync_time"))
+    placements: dict[Placement, _Columns] = {}
+    for code in np.unique(table[:, 0]):
+        digits = str(int(code))
+        if code != int(code) or code < 1 or "0" in digits:
+            raise DataError(f"{path}: bad placement {code!r}")
+        rows = table[table[:, 0] == code]
+        rows = rows[np.argsort(rows[:, 1], kind="stable")]
+        if len(np.unique(rows[:, 1])) != len(rows):
+            raise DataError(f"{path}: duplicate local_bsz for placement {digits}")
+        placements[tuple(int(c) for c in digits)] = (rows[:, 1], rows[:, 2], rows[:, 3])
+    scols = ("num_nodes", "num_replicas", "local_bsz", "step_time", "sync_time")
+    scalability = [
+        (r[0], r[1], r[2], r[3], r[4])
+        for r in _read_table(app_dir / "scalability.csv", scols).tolist()
+    ]
+    validation: dict[int, _Columns] = {}
+    for path in sorted(app_dir.glob("validation-*.csv")):
+        match = _VALIDATION.fullmatch(path.name)
+        if match is None:
+            raise DataError(f"{path}: expected validation-<batch size>.csv")
+        table = _read_table(path, ("progress", "grad_sqr", "grad_var"))
+        if np.any(np.diff(table[:, 0]) <= 0):
+            raise DataError(f"{path}: progress must increase from row to row")
+        validation[int(match.group(1))] = (table[:, 0], table[:, 1], table[:, 2])
+    if not validation:
+        raise DataError(f"{app_dir}: no validation-<batch size>.csv files")
+    return ApplicationProfile(
+        app_dir.name,
+        validation=validation,
+        placements=placements,
+        scalability=scalability,
+        override=override or APP_OVERRIDES.get(app_dir.name),
+    )
+
+
+def load_profiles(traces_dir: Path) -> dict[str, ApplicationProfile]:
+    """Load every application folder under ``traces_dir`` (files there are ignored).
+
+    Raises:
+        DataError: ``traces_dir`` is missing or holds no application, or one is malformed.
+    """
+    traces_dir = Path(traces_dir)
+    if not traces_dir.is_dir():
+        raise DataError(f"traces folder {traces_dir} does not exist")
+    apps = [sub for sub in sorted(traces_dir.iterdir()) if sub.is_dir()]
+    if not apps:
+        raise DataError(f"traces folder {traces_dir} holds no application folders")
+    return {sub.name: load_profile(sub) for sub in apps}
