@@ -1,0 +1,207 @@
+"""Statistical efficiency and goodput (McCandlish et al. 2018; Pollux, OSDI 2021).
+
+Training with a global batch ``B`` larger than the batch ``B0`` a job was tuned with makes
+more progress per step but less per sample. With the gradient statistics measured at
+``B0`` -- ``sqr = |E[g]|^2`` (squared norm of the true gradient) and ``var`` (variance of
+the gradient estimate at batch ``B0``, i.e. ``tr(Sigma) / B0``) -- and ``scale = B / B0``,
+Pollux's gain (equal to AdaScale's gain ratio, Johnson et al. 2020) is::
+
+    gain(B) = (var + sqr) / (var / scale + sqr)          in [1, scale]
+
+and the statistical efficiency, the progress per sample relative to ``B0``::
+
+    E(B) = gain(B) / scale = (B_noise + B0) / (B_noise + B)
+
+where ``B_noise = B0 * var / sqr`` is the (simple) gradient noise scale of McCandlish et
+al., "An Empirical Model of Large-Batch Training" (2018). Goodput is throughput times
+efficiency (Pollux section 3): ``GOODPUT = THROUGHPUT(b, N, R, s) * E(R * b * s)``.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+
+import numpy as np
+import numpy.typing as npt
+
+from danlu.core.errors import SpecError
+from danlu.estimate.optimize import MemoryModel, largest_batch
+from danlu.estimate.throughput import ThroughputModel
+
+__all__ = [
+    "GoodputChoice",
+    "GoodputModel",
+    "GradientStats",
+    "efficiency",
+    "gain",
+    "optimize_goodput",
+]
+
+FloatArray = npt.NDArray[np.float64]
+
+
+@dataclass(frozen=True, slots=True)
+class GradientStats:
+    """Gradient statistics at the initial batch size: ``sqr = |E g|^2``, ``var`` the
+    variance of the mini-batch gradient at that batch (both >= 0, finite)."""
+
+    sqr: float
+    var: float
+
+    def __post_init__(self) -> None:
+        for name in ("sqr", "var"):
+            value = getattr(self, name)
+            if not (math.isfinite(value) and value >= 0):
+                raise SpecError(f"grad_stats.{name}", f"must be a finite number >= 0, got {value}")
+
+    def noise_scale(self, init_batch_size: int) -> float:
+        """``B_noise = B0 * var / sqr`` (McCandlish et al. 2018); ``inf`` when ``sqr = 0``."""
+        if self.sqr == 0:
+            return math.inf
+        return init_batch_size * self.var / self.sqr
+
+
+def _scale(batch_size: float, init_batch_size: int) -> float:
+    if init_batch_size < 1:
+        raise SpecError("init_batch_size", f"must be a positive integer, got {init_batch_size}")
+    if batch_size <= 0:
+        raise SpecError("batch_size", f"must be positive, got {batch_size}")
+    return batch_size / init_batch_size
+
+
+def _gain(stats: GradientStats, scale: FloatArray) -> FloatArray:
+    denom = stats.var / scale + stats.sqr
+    safe = np.where(denom > 0, denom, 1.0)
+    out: FloatArray = np.where(denom > 0, (stats.var + stats.sqr) / safe, 1.0)
+    return out
+
+
+def gain(stats: GradientStats, batch_size: float, init_batch_size: int) -> float:
+    """``gain = (var + sqr) / (var / scale + sqr)``, ``scale = B / B0`` (Pollux eq. 6;
+    AdaScale's gain ratio). 1 when both statistics are 0."""
+    scale = _scale(batch_size, init_batch_size)
+    return float(_gain(stats, np.array([scale]))[0])
+
+
+def efficiency(stats: GradientStats, batch_size: float, init_batch_size: int) -> float:
+    """Statistical efficiency ``E(B) = gain(B) / scale`` (Pollux eq. 7), in (0, 1] for
+    ``B >= B0``."""
+    return gain(stats, batch_size, init_batch_size) / _scale(batch_size, init_batch_size)
+
+
+@dataclass(frozen=True, slots=True)
+class GoodputChoice:
+    """A goodput-optimal configuration for one placement."""
+
+    local_bsz: int
+    """Micro-batch per replica (what has to fit in GPU memory)."""
+    accum_steps: int
+    """Micro-batches per optimizer step (1 = no accumulation)."""
+    global_batch: int
+    """``num_replicas * local_bsz * accum_steps``."""
+    goodput: float
+    throughput: float
+    efficiency: float
+
+
+@dataclass(frozen=True, slots=True)
+class GoodputModel:
+    """Goodput of one job: its throughput model, gradient statistics and initial batch."""
+
+    throughput_model: ThroughputModel
+    grad_stats: GradientStats
+    init_batch_size: int
+
+    def __post_init__(self) -> None:
+        if self.init_batch_size < 1:
+            raise SpecError(
+                "init_batch_size", f"must be a positive integer, got {self.init_batch_size}"
+            )
+
+    def efficiency(self, batch_size: float) -> float:
+        """:func:`efficiency` at global batch ``batch_size``."""
+        return efficiency(self.grad_stats, batch_size, self.init_batch_size)
+
+    def goodput(
+        self, local_bsz: int, num_nodes: int, num_replicas: int, accum_steps: int = 1
+    ) -> float:
+        """``THROUGHPUT(b, N, R, s) * E(R * b * s)`` in useful samples per second."""
+        rate = self.throughput_model.throughput(local_bsz, num_nodes, num_replicas, accum_steps)
+        return rate * self.efficiency(num_replicas * local_bsz * accum_steps)
+
+
+def optimize_goodput(
+    model: GoodputModel,
+    num_nodes: int,
+    num_replicas: int,
+    *,
+    max_batch_size: int,
+    max_local_bsz: int,
+    min_local_bsz: int = 1,
+    accumulation: bool = True,
+    memory: MemoryModel | None = None,
+    limit_bytes: int | None = None,
+    margin_bytes: int = 0,
+) -> GoodputChoice | None:
+    """The goodput-optimal (micro-batch, accumulation steps) for a placement.
+
+    Searches every per-replica total ``L = b * s`` with global batch ``R * L`` in
+    ``[max(B0, R * min_local_bsz), max_batch_size]``. The micro-batch cap ``m`` is
+    ``max_local_bsz``, lowered to the largest batch with ``M(b) <= limit - margin`` when a
+    memory model is given. For each ``L`` the fewest micro-batches are used
+    (``s = ceil(L / m)``, ``b = ceil(L / s)``; extra micro-batches only add compute time);
+    without ``accumulation`` only ``s = 1`` is allowed. Ties go to the smaller batch.
+
+    Returns ``None`` when no configuration is feasible (memory too small for
+    ``min_local_bsz``, or ``R * min_local_bsz > max_batch_size``). Raises
+    :class:`SpecError` for invalid arguments.
+    """
+    model.throughput_model.step_time(1, num_nodes, num_replicas)  # validates the placement
+    for field, value in (
+        ("max_batch_size", max_batch_size),
+        ("max_local_bsz", max_local_bsz),
+        ("min_local_bsz", min_local_bsz),
+    ):
+        if value < 1:
+            raise SpecError(field, f"must be a positive integer, got {value}")
+    cap: int | None = max_local_bsz
+    if memory is not None:
+        if limit_bytes is None:
+            raise SpecError(
+                "limit_bytes", "required with a memory model: pass the GPU memory limit in bytes"
+            )
+        cap = largest_batch(memory, limit_bytes, margin_bytes, upper=max_local_bsz)
+    if cap is None or cap < min_local_bsz:
+        return None
+    lo_total = max(-(-model.init_batch_size // num_replicas), min_local_bsz)
+    hi_total = max_batch_size // num_replicas
+    if not accumulation:
+        hi_total = min(hi_total, cap)
+    if hi_total < min_local_bsz:
+        return None
+    if hi_total < lo_total:
+        # Even the initial batch B0 is out of reach: take the largest batch that is allowed.
+        lo_total = hi_total
+    totals = np.arange(lo_total, hi_total + 1, dtype=np.int64)
+    accum = -(-totals // cap)
+    bsz = -(-totals // accum)
+    ok = (bsz >= min_local_bsz) & (num_replicas * bsz * accum <= max_batch_size)
+    if not np.any(ok):
+        return None
+    totals, accum, bsz = totals[ok], accum[ok], bsz[ok]
+    step = model.throughput_model.step_times(bsz, num_nodes, num_replicas, accum)
+    global_batch = num_replicas * bsz * accum
+    rate = global_batch / step
+    scale = global_batch / model.init_batch_size
+    eff = _gain(model.grad_stats, scale.astype(np.float64)) / scale
+    good = rate * eff
+    i = int(np.argmax(good))
+    return GoodputChoice(
+        local_bsz=int(bsz[i]),
+        accum_steps=int(accum[i]),
+        global_batch=int(global_batch[i]),
+        goodput=float(good[i]),
+        throughput=float(rate[i]),
+        efficiency=float(eff[i]),
+    )

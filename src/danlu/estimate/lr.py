@@ -1,0 +1,146 @@
+"""Learning-rate co-scaling with the batch size (seed 000 section 4.3; AdaScale).
+
+With ``k = B / B0`` (new batch over the batch the base learning rate ``eta0`` was tuned
+for):
+
+* linear (Goyal et al. 2017, seed 000 4.3):        ``eta = eta0 * k``
+* square root (Krizhevsky 2014, seed 000 4.3):     ``eta = eta0 * sqrt(k)``
+* progressive with factor ``c`` (seed 000 4.3):    ``eta = eta0 * min(k, c * sqrt(k))``
+  -- linear while ``k <= c^2``, then square root, continuous at ``k = c^2``
+* AdaScale (Johnson et al., "AdaScale SGD", ICML 2020): ``eta = eta0 * gain(B)`` with
+  ``gain = (var + sqr) / (var / k + sqr)`` from the gradient statistics
+  (:func:`danlu.estimate.goodput.gain`); between 1 (no noise) and ``k`` (pure noise).
+
+The rules are plain functions; :func:`scale_lr` dispatches by name through a small
+registry whose lookup errors list the valid names.
+"""
+
+from __future__ import annotations
+
+import math
+from enum import StrEnum
+
+from danlu.core.errors import SpecError, UnknownNameError
+from danlu.estimate.goodput import GradientStats, gain
+
+__all__ = [
+    "LRScaling",
+    "adascale_lr",
+    "linear_lr",
+    "progressive_lr",
+    "rule_names",
+    "scale_lr",
+    "sqrt_lr",
+]
+
+
+class LRScaling(StrEnum):
+    """The learning-rate scaling rules by name."""
+
+    LINEAR = "linear"
+    SQRT = "sqrt"
+    PROGRESSIVE = "progressive"
+    ADASCALE = "adascale"
+
+
+_ALIASES = {"square_root": LRScaling.SQRT, "square-root": LRScaling.SQRT}
+
+
+def _ratio(base_lr: float, batch_size: float, base_batch_size: float) -> float:
+    if not (math.isfinite(base_lr) and base_lr > 0):
+        raise SpecError("base_lr", f"must be a positive number, got {base_lr}")
+    if not base_batch_size > 0:
+        raise SpecError("base_batch_size", f"must be positive, got {base_batch_size}")
+    if not batch_size > 0:
+        raise SpecError("batch_size", f"must be positive, got {batch_size}")
+    return batch_size / base_batch_size
+
+
+def linear_lr(base_lr: float, batch_size: float, base_batch_size: float) -> float:
+    """Linear scaling rule: ``eta0 * B / B0`` (seed 000 section 4.3)."""
+    return base_lr * _ratio(base_lr, batch_size, base_batch_size)
+
+
+def sqrt_lr(base_lr: float, batch_size: float, base_batch_size: float) -> float:
+    """Square-root scaling rule: ``eta0 * sqrt(B / B0)`` (seed 000 section 4.3)."""
+    return base_lr * math.sqrt(_ratio(base_lr, batch_size, base_batch_size))
+
+
+def progressive_lr(base_lr: float, batch_size: float, base_batch_size: float, c: float) -> float:
+    """Progressive rule: ``eta0 * min(B / B0, c * sqrt(B / B0))`` (seed 000 section 4.3).
+
+    ``c > 0`` is the adjustment factor: the rule is linear up to ``B / B0 = c^2`` and
+    square-root beyond. Raises :class:`SpecError` on ``c`` when it is not positive.
+    """
+    k = _ratio(base_lr, batch_size, base_batch_size)
+    if not (math.isfinite(c) and c > 0):
+        raise SpecError("c", f"the progressive factor must be a positive number, got {c}")
+    return base_lr * min(k, c * math.sqrt(k))
+
+
+def adascale_lr(
+    base_lr: float, batch_size: float, base_batch_size: int, grad_stats: GradientStats
+) -> float:
+    """AdaScale: ``eta0 * gain(B)``, ``gain = (var + sqr) / (var / (B / B0) + sqr)``.
+
+    ``grad_stats`` are measured at ``base_batch_size`` (Johnson et al. 2020; Pollux uses
+    the same gain for its learning-rate scaling).
+    """
+    _ratio(base_lr, batch_size, base_batch_size)
+    return base_lr * gain(grad_stats, batch_size, base_batch_size)
+
+
+def rule_names() -> list[str]:
+    """The valid rule names, sorted."""
+    return sorted(r.value for r in LRScaling)
+
+
+def _rule(rule: str | LRScaling) -> LRScaling:
+    if isinstance(rule, LRScaling):
+        return rule
+    key = str(rule).strip().lower()
+    if key in _ALIASES:
+        return _ALIASES[key]
+    try:
+        return LRScaling(key)
+    except ValueError:
+        raise UnknownNameError("lr scaling rule", str(rule), rule_names()) from None
+
+
+def scale_lr(
+    rule: str | LRScaling,
+    base_lr: float,
+    batch_size: float,
+    base_batch_size: int,
+    *,
+    c: float | None = None,
+    grad_stats: GradientStats | None = None,
+) -> float:
+    """Scale ``base_lr`` from ``base_batch_size`` to ``batch_size`` by the named rule.
+
+    ``rule`` is one of :func:`rule_names` (``square_root`` is accepted for ``sqrt``);
+    ``progressive`` needs ``c``, ``adascale`` needs ``grad_stats``. Raises
+    :class:`UnknownNameError` listing the valid names, or :class:`SpecError` for a missing
+    or invalid argument.
+    """
+    which = _rule(rule)
+    if which is LRScaling.LINEAR:
+        return linear_lr(base_lr, batch_size, base_batch_size)
+    if which is LRScaling.SQRT:
+        return sqrt_lr(base_lr, batch_size, base_batch_size)
+    if which is LRScaling.PROGRESSIVE:
+        if c is None:
+            raise SpecError(
+                "c",
+                "the progressive rule needs its factor c (linear up to "
+                "B/B0 = c^2, square root beyond), e.g. c=2.0",
+            )
+        return progressive_lr(base_lr, batch_size, base_batch_size, c)
+    assert which is LRScaling.ADASCALE
+    if grad_stats is None:
+        raise SpecError(
+            "grad_stats",
+            "the adascale rule needs the gradient statistics "
+            "(GradientStats(sqr, var)) measured at the base batch size",
+        )
+    return adascale_lr(base_lr, batch_size, base_batch_size, grad_stats)

@@ -1,0 +1,287 @@
+"""Batch-size, accumulation and GPU-count optimisers (seed 002; seed 000 sections 4.3, 9.4).
+
+* :func:`largest_batch`: the largest batch ``b`` with ``M(b) <= limit - margin`` under a
+  memory model ``M`` (peak reserved bytes per GPU, non-decreasing in ``b``).
+* :func:`best_batch` / :func:`fastest_batch`: the batch that maximises a score (throughput,
+  or goodput via :meth:`danlu.estimate.goodput.GoodputModel.goodput`) under that limit. For
+  goodput with gradient accumulation use :func:`danlu.estimate.goodput.optimize_goodput`.
+* :func:`plan_accumulation`: micro-batch and accumulation steps so that
+  ``micro_batch * accum_steps * replicas`` is the requested global batch.
+* :func:`cost_optimal_gpu_count`: ``K* = argmin_K C(K) * T(K)`` with
+  ``T(K) = T0 / (K * E(K))`` (seed 000 section 9.4).
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Callable, Iterable
+from dataclasses import dataclass
+from typing import Protocol, runtime_checkable
+
+import numpy as np
+
+from danlu.core.errors import SpecError
+from danlu.estimate.throughput import ThroughputModel
+
+__all__ = [
+    "AccumulationPlan",
+    "CostChoice",
+    "MemoryModel",
+    "best_batch",
+    "cost_optimal_gpu_count",
+    "fastest_batch",
+    "largest_batch",
+    "parallel_efficiency",
+    "plan_accumulation",
+    "training_time",
+]
+
+
+@runtime_checkable
+class MemoryModel(Protocol):
+    """Peak GPU memory as a function of the per-GPU batch size.
+
+    Structurally the same as ``danlu.estimate.memory.model.MemoryModel``: ``predict(b)`` is
+    the peak reserved bytes per GPU at micro-batch ``b`` (non-decreasing in ``b``);
+    ``max_batch(limit, margin)`` the largest ``b`` with ``predict(b) <= limit - margin``,
+    or ``None`` when not even ``b = 1`` fits.
+    """
+
+    def predict(self, batch_size: int) -> int:
+        """Peak reserved bytes per GPU at this batch size."""
+        ...
+
+    def max_batch(self, limit_bytes: int, margin_bytes: int = 0) -> int | None:
+        """Largest batch with ``predict(b) <= limit_bytes - margin_bytes``, or ``None``."""
+        ...
+
+
+def _positive(field: str, value: int) -> None:
+    if value < 1:
+        raise SpecError(field, f"must be a positive integer, got {value}")
+
+
+def largest_batch(
+    memory: MemoryModel, limit_bytes: int, margin_bytes: int = 0, upper: int | None = None
+) -> int | None:
+    """The largest batch ``b <= upper`` with ``M(b) <= limit_bytes - margin_bytes``.
+
+    Asks ``memory.max_batch`` first, then checks the answer against ``memory.predict`` and
+    bisects below it if needed, so the result always satisfies the inequality under
+    ``predict`` (assuming ``M`` non-decreasing). Returns ``None`` when ``b = 1`` does not fit.
+    Raises :class:`SpecError` for a non-positive ``limit_bytes``/``upper`` or a negative
+    ``margin_bytes``.
+    """
+    if limit_bytes <= 0:
+        raise SpecError("limit_bytes", f"must be positive bytes, got {limit_bytes}")
+    if margin_bytes < 0:
+        raise SpecError("margin_bytes", f"must be >= 0 bytes, got {margin_bytes}")
+    if upper is not None:
+        _positive("upper", upper)
+    budget = limit_bytes - margin_bytes
+    hint = memory.max_batch(limit_bytes, margin_bytes)
+    if hint is None or hint < 1:
+        return None
+    hi = hint if upper is None else min(hint, upper)
+    if memory.predict(hi) <= budget:
+        return hi
+    # The model's own answer does not hold under predict(): bisect on [1, hi).
+    if memory.predict(1) > budget:
+        return None
+    lo = 1  # invariant: predict(lo) <= budget < predict(hi)
+    while hi - lo > 1:
+        mid = (lo + hi) // 2
+        if memory.predict(mid) <= budget:
+            lo = mid
+        else:
+            hi = mid
+    return lo
+
+
+def best_batch(
+    score: Callable[[int], float],
+    max_local_bsz: int,
+    *,
+    min_local_bsz: int = 1,
+    memory: MemoryModel | None = None,
+    limit_bytes: int | None = None,
+    margin_bytes: int = 0,
+) -> int | None:
+    """The local batch in ``[min_local_bsz, cap]`` with the highest ``score(b)``.
+
+    ``cap`` is ``max_local_bsz``, lowered to :func:`largest_batch` when a ``memory`` model and
+    ``limit_bytes`` are given. Ties go to the smaller batch. Returns ``None`` when no batch
+    in range fits. Use ``score = lambda b: model.throughput(b, N, R)`` for the fastest batch
+    or ``lambda b: goodput_model.goodput(b, N, R)`` for the goodput-optimal one.
+    """
+    _positive("min_local_bsz", min_local_bsz)
+    _positive("max_local_bsz", max_local_bsz)
+    cap: int | None = max_local_bsz
+    if memory is not None:
+        if limit_bytes is None:
+            raise SpecError(
+                "limit_bytes", "required with a memory model: pass the GPU memory limit in bytes"
+            )
+        cap = largest_batch(memory, limit_bytes, margin_bytes, upper=max_local_bsz)
+    if cap is None or cap < min_local_bsz:
+        return None
+    best, best_score = min_local_bsz, -math.inf
+    for b in range(min_local_bsz, cap + 1):
+        value = score(b)
+        if value > best_score:
+            best, best_score = b, value
+    return best
+
+
+def fastest_batch(
+    model: ThroughputModel,
+    num_nodes: int,
+    num_replicas: int,
+    max_local_bsz: int,
+    *,
+    memory: MemoryModel | None = None,
+    limit_bytes: int | None = None,
+    margin_bytes: int = 0,
+) -> int | None:
+    """The local batch maximising throughput ``R * b / T_step(b, N, R)`` under the limits.
+
+    With a linear compute model throughput rises with ``b``, so this is usually the largest
+    batch that fits; it is computed, not assumed. See :func:`best_batch`.
+    """
+    model.step_time(1, num_nodes, num_replicas)  # validates the placement
+    bsz = np.arange(1, max(max_local_bsz, 0) + 1, dtype=np.float64)
+    rates = num_replicas * bsz / model.step_times(bsz, num_nodes, num_replicas)
+    return best_batch(
+        lambda b: float(rates[b - 1]),
+        max_local_bsz,
+        memory=memory,
+        limit_bytes=limit_bytes,
+        margin_bytes=margin_bytes,
+    )
+
+
+@dataclass(frozen=True, slots=True)
+class AccumulationPlan:
+    """``micro_batch * accum_steps * num_replicas = global_batch`` (>= ``requested``)."""
+
+    micro_batch: int
+    accum_steps: int
+    num_replicas: int
+    requested: int
+
+    @property
+    def global_batch(self) -> int:
+        """The global batch this plan really trains with."""
+        return self.micro_batch * self.accum_steps * self.num_replicas
+
+
+def plan_accumulation(
+    global_batch: int, num_replicas: int, max_micro_batch: int, *, exact: bool = False
+) -> AccumulationPlan:
+    """Micro-batch and accumulation steps that keep a requested global batch.
+
+    ``accum_steps = ceil(G / (R * m_max))`` (the fewest micro-batches that fit) and
+    ``micro_batch = ceil(G / (R * accum_steps)) <= m_max``. Rounding goes *up*: the global
+    batch actually trained with, ``micro_batch * accum_steps * R``, is at least ``G`` and
+    exceeds it by less than ``R * accum_steps`` samples (never a smaller batch than the
+    LR schedule was tuned for). With ``exact=True`` the global batch is kept exactly: the
+    smallest ``accum_steps`` at or above that minimum with ``R * accum_steps`` dividing ``G``
+    (it exists when ``R`` divides ``G``: at worst micro-batch 1); otherwise
+    :class:`SpecError` on ``global_batch``.
+    """
+    _positive("global_batch", global_batch)
+    _positive("num_replicas", num_replicas)
+    _positive("max_micro_batch", max_micro_batch)
+    if global_batch < num_replicas:
+        raise SpecError(
+            "global_batch",
+            f"{global_batch} is smaller than the {num_replicas} replicas; every replica needs "
+            "at least one sample: raise the global batch or use fewer GPUs",
+        )
+    accum = -(-global_batch // (num_replicas * max_micro_batch))
+    if exact:
+        if global_batch % num_replicas:
+            raise SpecError(
+                "global_batch",
+                f"{global_batch} is not divisible by {num_replicas} replicas, so it cannot be "
+                "kept exactly; pick a multiple of the replica count or allow rounding up",
+            )
+        per_replica = global_batch // num_replicas
+        while per_replica % accum:
+            accum += 1
+        return AccumulationPlan(per_replica // accum, accum, num_replicas, global_batch)
+    micro = -(-global_batch // (num_replicas * accum))
+    assert micro <= max_micro_batch
+    return AccumulationPlan(micro, accum, num_replicas, global_batch)
+
+
+def parallel_efficiency(
+    model: ThroughputModel, local_bsz: int, num_gpus: int, gpus_per_node: int
+) -> float:
+    """``E(K) = X(K) / (K * X(1))``: throughput on K GPUs relative to K single GPUs.
+
+    Weak scaling at a fixed local batch; the K GPUs are packed onto
+    ``ceil(K / gpus_per_node)`` nodes. ``X`` is :meth:`ThroughputModel.throughput`.
+    """
+    _positive("num_gpus", num_gpus)
+    _positive("gpus_per_node", gpus_per_node)
+    nodes = -(-num_gpus // gpus_per_node)
+    single = model.throughput(local_bsz, 1, 1)
+    return model.throughput(local_bsz, nodes, num_gpus) / (num_gpus * single)
+
+
+def training_time(t0: float, num_gpus: int, efficiency: float) -> float:
+    """``T(K) = T0 / (K * E(K))`` (seed 000 section 9.4); ``T0`` is the time on one GPU."""
+    if t0 <= 0:
+        raise SpecError("t0", f"single-GPU training time must be positive, got {t0}")
+    _positive("num_gpus", num_gpus)
+    if not 0 < efficiency <= 1.0 + 1e-9:
+        raise SpecError("efficiency", f"parallel efficiency must be in (0, 1], got {efficiency}")
+    return t0 / (num_gpus * efficiency)
+
+
+@dataclass(frozen=True, slots=True)
+class CostChoice:
+    """The chosen GPU count with its training time (s) and total cost ``C(K) * T(K)``."""
+
+    num_gpus: int
+    time_s: float
+    total_cost: float
+
+
+def cost_optimal_gpu_count(
+    candidates: Iterable[int],
+    time_s: Callable[[int], float],
+    cost_rate: Callable[[int], float],
+    *,
+    deadline_s: float | None = None,
+) -> CostChoice:
+    """``K* = argmin_K C(K) * T(K)`` over ``candidates`` (seed 000 section 9.4).
+
+    ``time_s(K)`` is the training time on K GPUs, e.g.
+    ``training_time(T0, K, parallel_efficiency(model, b, K, 8))``; ``cost_rate(K)`` is the
+    cost per second of K GPUs (price x K plus any fixed per-job rate; with a pure per-GPU
+    price and ``E(K) < 1`` the optimum is the smallest K, so a fixed rate or a deadline is
+    what makes more GPUs pay). Only K with ``T(K) <= deadline_s`` are eligible. Ties go to the
+    faster choice. Raises :class:`SpecError` when no candidate is given or none meets the
+    deadline.
+    """
+    best: CostChoice | None = None
+    seen = False
+    for k in candidates:
+        _positive("candidates", k)
+        seen = True
+        t = time_s(k)
+        if deadline_s is not None and t > deadline_s:
+            continue
+        choice = CostChoice(k, t, cost_rate(k) * t)
+        if best is None or (choice.total_cost, choice.time_s) < (best.total_cost, best.time_s):
+            best = choice
+    if not seen:
+        raise SpecError("candidates", "no GPU counts to choose from; pass e.g. range(1, 65)")
+    if best is None:
+        raise SpecError(
+            "deadline_s",
+            f"no GPU count meets the deadline of {deadline_s} s; relax it or allow more GPUs",
+        )
+    return best
