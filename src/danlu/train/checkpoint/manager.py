@@ -1,0 +1,423 @@
+"""CheckpointManager: atomic, verified, incremental and asynchronous checkpoints.
+
+Layout under ``directory``: one sub-directory per checkpoint, ``ckpt-<step:012d>-<id>``,
+holding ``tensors.pt`` (a flat ``{key: tensor}`` map, loaded with ``weights_only=True``),
+``meta.json`` (the JSON skeleton of the state and how each tensor is stored) and, written
+LAST, ``MANIFEST.json`` (kind, base, step, metrics and the SHA-256 and size of every file).
+A directory without a manifest, or whose files do not match it, is never loaded.
+
+An incremental checkpoint stores only what differs from the last *full* checkpoint (its
+``base``): unchanged tensors are references, changed ones a sparse bit-delta or a whole
+tensor, whichever is smaller. Every ``full_every``-th checkpoint is full, so a restore
+reads at most two checkpoints.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import threading
+import time
+import uuid
+from dataclasses import dataclass, field
+from typing import Any, Literal
+
+import torch
+
+from danlu.core.errors import ConfigError, DataError
+from danlu.train.checkpoint import codec
+from danlu.train.checkpoint.storage import Storage, open_storage, sha256
+from danlu.train.state import CapturedState
+
+log = logging.getLogger(__name__)
+
+FORMAT = "danlu.checkpoint/1"
+MANIFEST, META, TENSORS = "MANIFEST.json", "meta.json", "tensors.pt"
+_PREFIX = "ckpt-"
+
+
+@dataclass
+class CheckpointInfo:
+    """One complete checkpoint as its manifest describes it."""
+
+    name: str
+    step: int
+    kind: Literal["full", "incremental"]
+    base: str | None
+    created_ns: int
+    metrics: dict[str, float] = field(default_factory=dict)
+    files: dict[str, dict[str, Any]] = field(default_factory=dict)
+
+    @property
+    def size(self) -> int:
+        """Bytes of this checkpoint's own files (a base is not counted)."""
+        return sum(int(f["size"]) for f in self.files.values())
+
+
+class CheckpointManager:
+    """Saves and loads training states under ``directory`` (a path or an fsspec URL).
+
+    Args:
+        directory: local path, ``file://`` URL, or fsspec URL such as ``s3://bucket/prefix``.
+        keep_last: keep the newest N checkpoints (>= 1).
+        keep_best: also keep the best K by ``best_metric`` (0 disables).
+        best_metric: the key of ``metrics`` (passed to :meth:`save`) ranking checkpoints.
+        mode: ``"min"`` or ``"max"``: which values of ``best_metric`` are better.
+        incremental: store deltas against the last full checkpoint (keeps that full
+            checkpoint's tensors in host memory to compare against).
+        full_every: every N-th checkpoint is full (so at most N-1 deltas per base).
+        async_save: persist in a background thread; :meth:`save` returns once the state
+            is snapshotted in host memory; at most one save is in flight.
+        storage_options: passed to fsspec for URLs (e.g. ``{"client_kwargs": ...}``).
+        every_steps: :meth:`should_save` is true on steps divisible by this.
+        every_seconds: :meth:`should_save` is true when this long (``time.monotonic``
+            seconds) has passed since the last save.
+
+    A single process writes a directory; in a distributed run let rank 0 own it.
+    """
+
+    def __init__(
+        self,
+        directory: str,
+        *,
+        keep_last: int = 3,
+        keep_best: int = 1,
+        best_metric: str | None = None,
+        mode: Literal["min", "max"] = "min",
+        incremental: bool = False,
+        full_every: int = 10,
+        async_save: bool = False,
+        storage_options: dict[str, Any] | None = None,
+        every_steps: int | None = None,
+        every_seconds: float | None = None,
+    ) -> None:
+        if keep_last < 1:
+            raise ConfigError("keep_last must be >= 1")
+        if keep_best < 0:
+            raise ConfigError("keep_best must be >= 0")
+        if mode not in ("min", "max"):
+            raise ConfigError(f"mode must be 'min' or 'max', not {mode!r}")
+        if full_every < 1:
+            raise ConfigError("full_every must be >= 1")
+        if every_steps is not None and every_steps < 1:
+            raise ConfigError("every_steps must be >= 1")
+        if every_seconds is not None and every_seconds <= 0:
+            raise ConfigError("every_seconds must be > 0")
+        self.directory = directory
+        self.keep_last, self.keep_best = keep_last, keep_best
+        self.best_metric, self.mode = best_metric, mode
+        self.incremental, self.full_every = incremental, full_every
+        self.async_save = async_save
+        self.every_steps, self.every_seconds = every_steps, every_seconds
+        self.storage: Storage = open_storage(directory, storage_options)
+        self._infos: dict[str, CheckpointInfo] = {}
+        self._base: tuple[str, dict[str, torch.Tensor]] | None = None
+        self._since_full = 0
+        self._staging: dict[str, torch.Tensor] = {}
+        self._thread: threading.Thread | None = None
+        self._error: BaseException | None = None
+        self._last_step: int | None = None
+        self._last_time = time.monotonic()
+        self._closed = False
+        self.last_snapshot_s = 0.0
+        """Seconds the last :meth:`save` blocked its caller (snapshot, plus persisting
+        when synchronous)."""
+
+    # -- when -----------------------------------------------------------------------------
+    def should_save(self, step: int, now: float | None = None) -> bool:
+        """True when ``step`` is due by ``every_steps`` or ``every_seconds``.
+
+        ``now`` is ``time.monotonic()`` seconds (taken when omitted). A step already saved
+        is never due again. With neither policy set, nothing is ever due.
+        """
+        if step == self._last_step:
+            return False
+        if self.every_steps is not None and step % self.every_steps == 0:
+            return True
+        if self.every_seconds is not None:
+            now = time.monotonic() if now is None else now
+            return now - self._last_time >= self.every_seconds
+        return False
+
+    # -- save -----------------------------------------------------------------------------
+    def save(
+        self, step: int, state: dict[str, Any], metrics: dict[str, float] | None = None
+    ) -> None:
+        """Checkpoint ``state`` (from :func:`~danlu.train.state.capture_state`) at ``step``.
+
+        With ``async_save`` this returns once the state is snapshotted to host memory (a
+        state from ``capture_state`` already is one, so it is taken over as is and must
+        not be mutated after); any other dict is copied into reused host buffers first.
+        A save still in flight is waited for first. Errors of a background save are raised
+        by the next call to :meth:`save`, :meth:`wait` or :meth:`close`.
+        """
+        if self._closed:
+            raise ConfigError("save() on a closed CheckpointManager")
+        t0 = time.perf_counter()
+        self.wait()
+        skeleton, tensors = codec.encode(state)
+        owned = isinstance(state, CapturedState) and state.owned
+        if not owned:
+            tensors = (
+                self._snapshot(tensors)
+                if self.async_save
+                else {k: t.detach().cpu() for k, t in tensors.items()}
+            )
+        job = (int(step), skeleton, tensors, dict(metrics or {}), owned)
+        self._last_step, self._last_time = int(step), time.monotonic()
+        if self.async_save:
+            self._thread = threading.Thread(
+                target=self._run, args=job, name="danlu-checkpoint", daemon=True
+            )
+            self._thread.start()
+            self.last_snapshot_s = time.perf_counter() - t0
+        else:
+            self._persist(*job)
+            self.last_snapshot_s = time.perf_counter() - t0
+
+    def _snapshot(self, tensors: dict[str, torch.Tensor]) -> dict[str, torch.Tensor]:
+        """Copy ``tensors`` into reused (pinned, for CUDA sources) host buffers."""
+        out: dict[str, torch.Tensor] = {}
+        cuda = False
+        for key, t in tensors.items():
+            buf = self._staging.get(key)
+            if buf is None or buf.shape != t.shape or buf.dtype != t.dtype:
+                pin = t.device.type == "cuda"
+                buf = torch.empty(t.shape, dtype=t.dtype, device="cpu", pin_memory=pin)
+                self._staging[key] = buf
+            buf.copy_(t.detach(), non_blocking=t.device.type == "cuda")
+            cuda = cuda or t.device.type == "cuda"
+            out[key] = buf
+        for key in set(self._staging) - set(tensors):
+            del self._staging[key]
+        if cuda:
+            torch.cuda.synchronize()
+        return out
+
+    def _run(self, *job: Any) -> None:
+        try:
+            self._persist(*job)
+        except BaseException as exc:  # re-raised in the caller's thread by wait()
+            self._error = exc
+
+    def _persist(
+        self,
+        step: int,
+        skeleton: Any,
+        tensors: dict[str, torch.Tensor],
+        metrics: dict[str, float],
+        owned: bool,
+    ) -> None:
+        use_delta = (
+            self.incremental and self._base is not None and self._since_full < self.full_every - 1
+        )
+        stored: dict[str, torch.Tensor] = {}
+        layout: dict[str, str] = {}
+        base_name: str | None = None
+        if use_delta:
+            assert self._base is not None
+            base_name, base = self._base
+            for key, t in tensors.items():
+                d = codec.delta(t, base[key]) if key in base else {"full": t}
+                if d is None:
+                    layout[key] = "base"
+                elif "full" in d:
+                    layout[key], stored[key] = "full", t
+                else:
+                    layout[key] = "sparse"
+                    stored[key + "::idx"], stored[key + "::val"] = d["idx"], d["val"]
+        else:
+            stored = tensors
+            layout = dict.fromkeys(tensors, "full")
+
+        name = f"{_PREFIX}{step:012d}-{uuid.uuid4().hex[:8]}"
+        path = self.storage.join(name)
+        self.storage.makedirs(path)
+        blobs = {
+            TENSORS: codec.tensors_to_bytes(stored),
+            META: json.dumps({"format": FORMAT, "skeleton": skeleton, "layout": layout}).encode(),
+        }
+        files = {}
+        for fname, data in blobs.items():
+            self.storage.write(self.storage.join(name, fname), data)
+            files[fname] = {"size": len(data), "sha256": sha256(data)}
+        info = CheckpointInfo(
+            name=name,
+            step=step,
+            kind="incremental" if use_delta else "full",
+            base=base_name,
+            created_ns=time.time_ns(),
+            metrics=metrics,
+            files=files,
+        )
+        manifest = {
+            "format": FORMAT,
+            "name": name,
+            "step": step,
+            "kind": info.kind,
+            "base": base_name,
+            "created_ns": info.created_ns,
+            "metrics": metrics,
+            "files": files,
+        }
+        self.storage.sync_dir(path)
+        self.storage.write(self.storage.join(name, MANIFEST), json.dumps(manifest).encode())
+        self.storage.sync_dir(path)
+        self.storage.sync_dir(self.storage.root)
+        self._infos[name] = info
+        if use_delta:
+            self._since_full += 1
+        elif self.incremental:
+            kept = tensors if owned else {k: t.clone() for k, t in tensors.items()}
+            self._base, self._since_full = (name, kept), 0
+        self._retain()
+
+    # -- retention ------------------------------------------------------------------------
+    def _retain(self) -> None:
+        infos = self.list_checkpoints()
+        keep = {i.name for i in infos[-self.keep_last :]}
+        if self.best_metric is not None and self.keep_best > 0:
+            ranked = [i for i in infos if self.best_metric in i.metrics]
+            ranked.sort(
+                key=lambda i: float(i.metrics[self.best_metric]), reverse=self.mode == "max"
+            )
+            keep |= {i.name for i in ranked[: self.keep_best]}
+        by_name = {i.name: i for i in infos}
+        keep |= {by_name[n].base for n in keep if by_name[n].base is not None}  # type: ignore[misc]
+        if self._base is not None:
+            keep.add(self._base[0])
+        for name in self.storage.list_dirs():
+            if name.startswith(_PREFIX) and name not in keep:
+                self.storage.remove_dir(name)
+                self._infos.pop(name, None)
+
+    # -- inspect / load -------------------------------------------------------------------
+    def list_checkpoints(self) -> list[CheckpointInfo]:
+        """Checkpoints that have a readable manifest, oldest first (not verified)."""
+        out = []
+        for name in self.storage.list_dirs():
+            if not name.startswith(_PREFIX):
+                continue
+            info = self._infos.get(name)
+            if info is None:
+                try:
+                    info = self._read_manifest(name)
+                except (OSError, DataError):
+                    continue
+                self._infos[name] = info
+            out.append(info)
+        out.sort(key=lambda i: (i.step, i.created_ns))
+        return out
+
+    def _read_manifest(self, name: str) -> CheckpointInfo:
+        where = self.storage.join(name, MANIFEST)
+        try:
+            m = json.loads(self.storage.read(where))
+            if m.get("format") != FORMAT or m.get("name") != name:
+                raise DataError(f"{where}: not a {FORMAT} manifest for {name}")
+            return CheckpointInfo(
+                name=name,
+                step=int(m["step"]),
+                kind=m["kind"],
+                base=m["base"],
+                created_ns=int(m["created_ns"]),
+                metrics=dict(m["metrics"]),
+                files=dict(m["files"]),
+            )
+        except (ValueError, KeyError, TypeError) as exc:
+            raise DataError(f"{where}: malformed manifest: {exc}") from exc
+
+    def _read_verified(self, info: CheckpointInfo, fname: str) -> bytes:
+        where = self.storage.join(info.name, fname)
+        spec = info.files.get(fname)
+        if spec is None:
+            raise DataError(f"{where}: not listed in the manifest")
+        data = self.storage.read(where)
+        if len(data) != int(spec["size"]) or sha256(data) != spec["sha256"]:
+            raise DataError(f"{where}: size or checksum does not match the manifest")
+        return data
+
+    def _load_parts(self, info: CheckpointInfo) -> tuple[dict[str, Any], dict[str, torch.Tensor]]:
+        meta_where = self.storage.join(info.name, META)
+        try:
+            meta = json.loads(self._read_verified(info, META))
+        except ValueError as exc:
+            raise DataError(f"{meta_where}: malformed JSON: {exc}") from exc
+        stored = codec.tensors_from_bytes(
+            self._read_verified(info, TENSORS), self.storage.join(info.name, TENSORS)
+        )
+        return meta, stored
+
+    def load(self, name: str) -> tuple[int, dict[str, Any]]:
+        """Load and verify the checkpoint ``name``; raises DataError when it is invalid."""
+        try:
+            info = self._infos.get(name) or self._read_manifest(name)
+        except FileNotFoundError as exc:
+            raise DataError(f"{self.storage.join(name)}: no manifest") from exc
+        meta, stored = self._load_parts(info)
+        tensors: dict[str, torch.Tensor] = {}
+        base: dict[str, torch.Tensor] | None = None
+        if info.kind == "incremental":
+            if info.base is None:
+                raise DataError(f"{self.storage.join(name)}: incremental without a base")
+            try:
+                base_info = self._read_manifest(info.base)
+            except FileNotFoundError as exc:
+                raise DataError(f"{self.storage.join(info.base)}: base is gone") from exc
+            if base_info.kind != "full":
+                raise DataError(f"{self.storage.join(info.base)}: base is not full")
+            _, base = self._load_parts(base_info)
+        try:
+            for key, how in meta["layout"].items():
+                if how == "full":
+                    tensors[key] = stored[key]
+                elif how == "base" and base is not None:
+                    tensors[key] = base[key]
+                elif how == "sparse" and base is not None:
+                    tensors[key] = codec.apply_delta(
+                        base[key], stored[key + "::idx"], stored[key + "::val"]
+                    )
+                else:
+                    raise DataError(f"{self.storage.join(name)}: bad layout {how!r}")
+        except KeyError as exc:
+            raise DataError(f"{self.storage.join(name)}: missing tensor {exc}") from exc
+        return info.step, codec.decode(meta["skeleton"], tensors)
+
+    def load_latest(self) -> tuple[int, dict[str, Any]] | None:
+        """The newest checkpoint whose manifest and checksums verify, as ``(step, state)``.
+
+        Invalid or partial checkpoints are skipped with a warning, falling back to older
+        ones; None when there is no valid checkpoint at all.
+        """
+        self.wait()
+        for info in reversed(self.list_checkpoints()):
+            try:
+                return self.load(info.name)
+            except (OSError, DataError) as exc:
+                log.warning("skipping invalid checkpoint %s: %s", info.name, exc)
+        return None
+
+    # -- lifecycle ------------------------------------------------------------------------
+    def wait(self) -> None:
+        """Block until the save in flight (if any) is persisted; re-raise its error."""
+        if self._thread is not None:
+            self._thread.join()
+            self._thread = None
+        if self._error is not None:
+            err, self._error = self._error, None
+            raise err
+
+    def close(self) -> None:
+        """Wait for the save in flight and release host buffers."""
+        try:
+            self.wait()
+        finally:
+            self._closed = True
+            self._staging.clear()
+            self._base = None
+
+    def __enter__(self) -> CheckpointManager:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()

@@ -1,0 +1,150 @@
+"""Where checkpoints live: a local directory or any fsspec URL (``s3://bucket/prefix``).
+
+Local writes are fsynced (file, then its directory) and small files are written through a
+temporary name and ``os.replace`` so they appear whole or not at all. Object stores make
+each PUT atomic by themselves, so the fsspec backend writes objects directly.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import os
+import shutil
+from typing import Any, Protocol
+
+
+class Storage(Protocol):
+    """The few operations a checkpoint directory needs."""
+
+    root: str
+
+    def join(self, *parts: str) -> str:
+        """The path of ``parts`` under the root."""
+        ...
+
+    def write(self, path: str, data: bytes) -> None:
+        """Write ``data`` durably to ``path`` (whole or not at all where supported)."""
+        ...
+
+    def read(self, path: str) -> bytes:
+        """Read the whole object at ``path``; raises ``FileNotFoundError`` when absent."""
+        ...
+
+    def list_dirs(self) -> list[str]:
+        """Names (not paths) of the entries directly under the root."""
+        ...
+
+    def remove_dir(self, name: str) -> None:
+        """Remove the entry ``name`` under the root and all it holds; absent is fine."""
+        ...
+
+    def makedirs(self, path: str) -> None:
+        """Create the directory ``path`` (no-op on object stores)."""
+        ...
+
+    def sync_dir(self, path: str) -> None:
+        """Make the entries of directory ``path`` durable (no-op on object stores)."""
+        ...
+
+
+def sha256(data: bytes) -> str:
+    """Hex SHA-256 of ``data`` (hashlib releases the GIL on large buffers)."""
+    return hashlib.sha256(data).hexdigest()
+
+
+class LocalStorage:
+    """A directory on a local (or mounted) filesystem, with fsync."""
+
+    def __init__(self, root: str) -> None:
+        self.root = os.path.abspath(os.path.expanduser(root))
+        os.makedirs(self.root, exist_ok=True)
+
+    def join(self, *parts: str) -> str:
+        return os.path.join(self.root, *parts)
+
+    def write(self, path: str, data: bytes) -> None:
+        tmp = f"{path}.tmp-{os.getpid()}"
+        with open(tmp, "wb") as f:
+            f.write(data)
+            f.flush()
+            os.fsync(f.fileno())
+        os.replace(tmp, path)
+
+    def read(self, path: str) -> bytes:
+        with open(path, "rb") as f:
+            return f.read()
+
+    def list_dirs(self) -> list[str]:
+        try:
+            return sorted(e.name for e in os.scandir(self.root) if e.is_dir())
+        except FileNotFoundError:
+            return []
+
+    def remove_dir(self, name: str) -> None:
+        shutil.rmtree(self.join(name), ignore_errors=True)
+
+    def makedirs(self, path: str) -> None:
+        os.makedirs(path, exist_ok=True)
+
+    def sync_dir(self, path: str) -> None:
+        fd = os.open(path, os.O_RDONLY)
+        try:
+            os.fsync(fd)
+        finally:
+            os.close(fd)
+
+
+class FsspecStorage:
+    """A prefix in any fsspec filesystem (S3 via ``s3fs``, GCS, memory, ...)."""
+
+    def __init__(self, url: str, storage_options: dict[str, Any] | None = None) -> None:
+        import fsspec  # optional dependency: only needed for URLs
+
+        fs, root = fsspec.core.url_to_fs(url, **(storage_options or {}))
+        self.fs = fs
+        self.root = root.rstrip("/")
+
+    def join(self, *parts: str) -> str:
+        return "/".join([self.root, *parts])
+
+    def write(self, path: str, data: bytes) -> None:
+        self.fs.pipe_file(path, data)
+
+    def read(self, path: str) -> bytes:
+        data = self.fs.cat_file(path)
+        assert isinstance(data, bytes)
+        return data
+
+    def list_dirs(self) -> list[str]:
+        try:
+            self.fs.invalidate_cache(self.root)
+            entries = self.fs.ls(self.root, detail=True)
+        except FileNotFoundError:
+            return []
+        names = []
+        for e in entries:
+            if e.get("type") == "directory":
+                names.append(str(e["name"]).rstrip("/").rsplit("/", 1)[-1])
+        return sorted(names)
+
+    def remove_dir(self, name: str) -> None:
+        try:
+            self.fs.rm(self.join(name), recursive=True)
+        except FileNotFoundError:
+            pass
+        self.fs.invalidate_cache(self.root)
+
+    def makedirs(self, path: str) -> None:
+        self.fs.makedirs(path, exist_ok=True)
+
+    def sync_dir(self, path: str) -> None:
+        return None
+
+
+def open_storage(directory: str, storage_options: dict[str, Any] | None = None) -> Storage:
+    """A :class:`LocalStorage` for plain paths and ``file://``, else :class:`FsspecStorage`."""
+    if "://" not in directory:
+        return LocalStorage(directory)
+    if directory.startswith("file://"):
+        return LocalStorage(directory.removeprefix("file://"))
+    return FsspecStorage(directory, storage_options)

@@ -1,0 +1,218 @@
+"""Full training state: capture it as CPU copies, restore it exactly.
+
+:func:`capture_state` gathers everything a bit-exact resume needs — model, optimizer,
+LR scheduler, GradScaler, the RNG states of python ``random``, numpy's global generator,
+torch's CPU generator and every CUDA generator, the data position, the step and the metric
+history — into a plain nested ``dict`` whose tensors are CPU copies owned by the caller.
+RNG states are stored in JSON-safe or tensor form, so a checkpoint of the state loads with
+``torch.load(weights_only=True)`` and never unpickles arbitrary objects.
+
+:func:`restore_state` puts such a dict back into live objects and returns what the caller
+needs to continue (:class:`RestoredInfo`).
+"""
+
+from __future__ import annotations
+
+import copy
+import random
+from dataclasses import dataclass, field
+from typing import Any
+
+import numpy as np
+import torch
+
+from danlu.core.errors import DataError
+
+STATE_VERSION = 1
+"""Version of the state layout written by :func:`capture_state`."""
+
+__all__ = [
+    "STATE_VERSION",
+    "CapturedState",
+    "RestoredInfo",
+    "capture_rng_state",
+    "capture_state",
+    "restore_rng_state",
+    "restore_state",
+]
+
+
+class CapturedState(dict[str, Any]):
+    """The ``dict`` returned by :func:`capture_state`.
+
+    ``owned`` is True when every tensor in it is a private CPU copy, so a
+    :class:`~danlu.train.checkpoint.CheckpointManager` may persist it in the background
+    without copying it again. Hand such a state to the manager and do not mutate it after.
+    """
+
+    owned: bool = False
+
+
+@dataclass
+class RestoredInfo:
+    """What :func:`restore_state` hands back besides the objects it loaded into."""
+
+    step: int
+    data_state: dict[str, Any] | None
+    metrics_history: list[dict[str, Any]] = field(default_factory=list)
+    extra: dict[str, Any] | None = None
+
+
+def _to_cpu_copy(obj: Any) -> Any:
+    """Deep copy ``obj``; tensors become detached, contiguous CPU copies."""
+    if isinstance(obj, torch.Tensor):
+        t = obj.detach()
+        if t.device.type == "cpu":
+            return t.clone(memory_format=torch.contiguous_format)
+        return t.to("cpu", copy=True).contiguous()
+    if isinstance(obj, dict):
+        out = type(obj)() if type(obj) is not dict else {}
+        for k, v in obj.items():
+            out[k] = _to_cpu_copy(v)
+        return out
+    if isinstance(obj, list):
+        return [_to_cpu_copy(v) for v in obj]
+    if isinstance(obj, tuple) and not hasattr(obj, "_fields"):
+        return tuple(_to_cpu_copy(v) for v in obj)
+    return copy.deepcopy(obj)
+
+
+def capture_rng_state() -> dict[str, Any]:
+    """The state of every global RNG, in JSON-safe or tensor form.
+
+    CUDA generators are included only when CUDA is already initialised, so capturing never
+    initialises CUDA as a side effect.
+    """
+    version, internal, gauss_next = random.getstate()
+    np_state = np.random.get_state(legacy=False)
+    assert isinstance(np_state, dict)
+    state: dict[str, Any] = {
+        "python": {
+            "version": int(version),
+            "internal": [int(x) for x in internal],
+            "gauss_next": gauss_next,
+        },
+        "numpy": {
+            "bit_generator": str(np_state["bit_generator"]),
+            "key": torch.from_numpy(np.asarray(np_state["state"]["key"], dtype=np.int64)),
+            "pos": int(np_state["state"]["pos"]),
+            "has_gauss": int(np_state["has_gauss"]),
+            "gauss": float(np_state["gauss"]),
+        },
+        "torch": torch.get_rng_state().clone(),
+        "cuda": None,
+    }
+    if torch.cuda.is_available() and torch.cuda.is_initialized():
+        state["cuda"] = [s.clone() for s in torch.cuda.get_rng_state_all()]
+    return state
+
+
+def restore_rng_state(state: dict[str, Any]) -> None:
+    """Set every global RNG from a dict made by :func:`capture_rng_state`."""
+    try:
+        py = state["python"]
+        random.setstate(
+            (int(py["version"]), tuple(int(x) for x in py["internal"]), py["gauss_next"])
+        )
+        nps = state["numpy"]
+        np.random.set_state(
+            {
+                "bit_generator": nps["bit_generator"],
+                "state": {
+                    "key": np.asarray(torch.as_tensor(nps["key"]).numpy(), dtype=np.uint32),
+                    "pos": int(nps["pos"]),
+                },
+                "has_gauss": int(nps["has_gauss"]),
+                "gauss": float(nps["gauss"]),
+            }
+        )
+        torch.set_rng_state(torch.as_tensor(state["torch"], dtype=torch.uint8).cpu())
+    except (KeyError, TypeError, ValueError) as exc:
+        raise DataError(f"invalid RNG state in checkpoint: {exc}") from exc
+    cuda = state.get("cuda")
+    if cuda and torch.cuda.is_available():
+        n = min(len(cuda), torch.cuda.device_count())
+        torch.cuda.set_rng_state_all([torch.as_tensor(s, dtype=torch.uint8) for s in cuda[:n]])
+
+
+def capture_state(
+    model: torch.nn.Module,
+    optimizer: torch.optim.Optimizer | None = None,
+    scheduler: Any = None,
+    scaler: Any = None,
+    *,
+    data_state: dict[str, Any] | None = None,
+    step: int = 0,
+    metrics_history: list[dict[str, Any]] | None = None,
+    extra: dict[str, Any] | None = None,
+) -> dict[str, Any]:
+    """Capture the full training state as a nested dict of CPU copies.
+
+    Args:
+        model: the module whose ``state_dict()`` is captured (unwrap DDP yourself or not:
+            the keys are whatever ``model.state_dict()`` returns, and restore uses the same).
+        optimizer: a ``torch.optim.Optimizer``; its ``state_dict()`` is captured.
+        scheduler: an LR scheduler (anything with ``state_dict``/``load_state_dict``).
+        scaler: a ``torch.amp.GradScaler`` (or anything with ``state_dict``).
+        data_state: the data position (epoch, sampler state, offset); plain data and tensors.
+        step: the number of optimizer steps completed.
+        metrics_history: per-step or per-eval metric records.
+        extra: anything else the caller wants back (plain data and tensors).
+
+    Returns:
+        A :class:`CapturedState` (a ``dict``) with keys ``version``, ``step``, ``model``,
+        ``optimizer``, ``scheduler``, ``scaler``, ``rng``, ``data_state``,
+        ``metrics_history`` and ``extra``. Every tensor is a private CPU copy.
+    """
+    state = CapturedState(
+        version=STATE_VERSION,
+        step=int(step),
+        model=_to_cpu_copy(model.state_dict()),
+        optimizer=_to_cpu_copy(optimizer.state_dict()) if optimizer is not None else None,
+        scheduler=_to_cpu_copy(scheduler.state_dict()) if scheduler is not None else None,
+        scaler=_to_cpu_copy(scaler.state_dict()) if scaler is not None else None,
+        rng=capture_rng_state(),
+        data_state=_to_cpu_copy(data_state) if data_state is not None else None,
+        metrics_history=_to_cpu_copy(list(metrics_history or [])),
+        extra=_to_cpu_copy(extra) if extra is not None else None,
+    )
+    state.owned = True
+    return state
+
+
+def restore_state(
+    state: dict[str, Any],
+    model: torch.nn.Module,
+    optimizer: torch.optim.Optimizer | None = None,
+    scheduler: Any = None,
+    scaler: Any = None,
+) -> RestoredInfo:
+    """Load a state made by :func:`capture_state` into live objects and set every RNG.
+
+    The model is loaded strictly (missing or unexpected keys raise). Objects passed as
+    None are skipped; a component missing from ``state`` while its object is given raises
+    :class:`~danlu.core.errors.DataError`.
+
+    Returns:
+        The step, data position, metric history and ``extra`` stored in the state.
+    """
+    if not isinstance(state, dict) or "model" not in state:
+        raise DataError("not a danlu training state (no 'model' entry)")
+    version = state.get("version", STATE_VERSION)
+    if version != STATE_VERSION:
+        raise DataError(f"unsupported training-state version {version!r}")
+    model.load_state_dict(state["model"])
+    for name, obj in (("optimizer", optimizer), ("scheduler", scheduler), ("scaler", scaler)):
+        if obj is None:
+            continue
+        if state.get(name) is None:
+            raise DataError(f"the checkpoint holds no {name} state but a {name} was given")
+        obj.load_state_dict(state[name])
+    if state.get("rng") is not None:
+        restore_rng_state(state["rng"])
+    return RestoredInfo(
+        step=int(state.get("step", 0)),
+        data_state=state.get("data_state"),
+        metrics_history=list(state.get("metrics_history") or []),
+        extra=state.get("extra"),
+    )
