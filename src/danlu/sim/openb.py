@@ -6,7 +6,8 @@ arrived GPU demand can pass ``load`` x cluster capacity. Pods arrive one at a ti
 never leave; a pod that fits nowhere fails but its demand still counts as arrived. After
 every pod the GPU allocation ratio (allocated / total milli-GPU) is recorded; the result
 for the seed is the mean ratio over the pods at which the arrived demand lies within
-+-0.5 % of capacity of ``load`` x capacity. Ties between equally scored nodes go to a
++-0.5 % of capacity of ``load`` x capacity (if one pod jumps over that window, the state
+just after it). Pods after the window are not simulated. Ties between equally scored nodes go to a
 node order drawn from the seed, like the artifact's random node-name prefixes.
 """
 
@@ -223,23 +224,23 @@ def run_seed(
             req = requests[int(order[count])]
         else:
             req = requests[int(copy_rng.integers(len(requests)))]
+        arrived_pct = 100.0 * (arrived + req.total_gpu_milli) / capacity
+        beyond = arrived_pct > target + WINDOW_PCT
+        if beyond and window:
+            break
         count += 1
         arrived += req.total_gpu_milli
         if cluster.place(req) is None:
             failed += 1
-        arrived_pct = 100.0 * arrived / capacity
-        if arrived_pct > target + WINDOW_PCT:
-            break
         alloc_pct = 100.0 * cluster.allocated_gpu_milli() / capacity
         if arrived_pct >= target - WINDOW_PCT:
-            window.append(alloc_pct)
+            window.append(alloc_pct)  # a pod that jumps over the window counts alone
         if not frag_taken and arrived_pct >= target:
             frag = cluster_fragmentation(cluster, typical)
             frag_taken = True
-    if not window:  # a pod larger than the window jumped over it: use the last state
-        window.append(100.0 * cluster.allocated_gpu_milli() / capacity)
-    if not frag_taken:
-        frag = cluster_fragmentation(cluster, typical)
+        if beyond:
+            break
+    assert frag_taken and window
     frag_milli, idle = frag
     return SeedResult(
         seed=seed,
