@@ -85,7 +85,7 @@ def test_step_time_monotone_and_vectorised_agrees(
     t = m.step_time(b, nodes, replicas, accum)
     assert m.step_time(b + 1, nodes, replicas, accum) > t
     assert m.step_time(b, nodes, replicas, accum + 1) > t
-    assert t >= m.compute_time(b) * accum
+    assert t >= m.compute_time(b) * accum * (1 - 1e-12)
     assert float(m.step_times([b], nodes, replicas, accum)[0]) == pytest.approx(t)
 
 
