@@ -1,0 +1,75 @@
+"""Gradient accumulation: splitting a batch into micro-batches and DDP's ``no_sync``.
+
+A rank's batch of ``n`` samples is cut into micro-batches of at most ``micro`` samples; each
+micro-batch's mean loss is weighted by its share ``len(micro) / n`` so the accumulated gradient
+is exactly the gradient of the mean loss over the whole batch, whatever the split.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import math
+from collections.abc import Mapping, Sequence
+from typing import Any
+
+import torch
+
+
+def batch_len(data: Any) -> int:
+    """Number of samples in a batch: the first dimension of its first tensor."""
+    if isinstance(data, torch.Tensor):
+        return int(data.shape[0])
+    if isinstance(data, Mapping):
+        for v in data.values():
+            n = batch_len(v)
+            if n >= 0:
+                return n
+    elif isinstance(data, Sequence) and not isinstance(data, str | bytes):
+        for v in data:
+            n = batch_len(v)
+            if n >= 0:
+                return n
+    return -1
+
+
+def _slice(data: Any, lo: int, hi: int) -> Any:
+    if isinstance(data, torch.Tensor):
+        return data[lo:hi]
+    if isinstance(data, Mapping):
+        return {k: _slice(v, lo, hi) for k, v in data.items()}
+    if isinstance(data, tuple):
+        return tuple(_slice(v, lo, hi) for v in data)
+    if isinstance(data, list):
+        return [_slice(v, lo, hi) for v in data]
+    return data
+
+
+def split(data: Any, micro: int) -> list[tuple[Any, float]]:
+    """Cut ``data`` into micro-batches of at most ``micro`` samples, with their weights.
+
+    The weights (each micro-batch's share of the samples) sum to 1.
+    """
+    n = batch_len(data)
+    if n <= micro or n < 0:
+        return [(data, 1.0)]
+    count = math.ceil(n / micro)
+    return [
+        (
+            _slice(data, i * micro, min(n, (i + 1) * micro)),
+            (min(n, (i + 1) * micro) - i * micro) / n,
+        )
+        for i in range(count)
+    ]
+
+
+def accumulation_steps(local_batch: int, micro: int) -> int:
+    """How many micro-steps make one optimizer step."""
+    return max(1, math.ceil(local_batch / micro))
+
+
+def no_sync(model: torch.nn.Module, last: bool) -> contextlib.AbstractContextManager[Any]:
+    """DDP's ``no_sync()`` for every micro-step but the last (a no-op for plain modules)."""
+    if last:
+        return contextlib.nullcontext()
+    fn = getattr(model, "no_sync", None)
+    return fn() if callable(fn) else contextlib.nullcontext()

@@ -1,0 +1,88 @@
+"""Mixed precision: ``torch.autocast`` plus ``torch.amp.GradScaler`` (dynamic loss scaling).
+
+Only what torch lacks is written here: choosing the dtype from a short name, a no-op context in
+full precision (no autocast overhead), and counting the steps the scaler skipped.
+"""
+
+from __future__ import annotations
+
+import contextlib
+from collections.abc import Iterator
+
+import torch
+
+from danlu.core.errors import ConfigError
+
+_DTYPES = {
+    "fp32": None,
+    "32": None,
+    "fp16": torch.float16,
+    "16": torch.float16,
+    "bf16": torch.bfloat16,
+}
+
+
+class Precision:
+    """Autocast and loss scaling for one device.
+
+    ``precision`` is ``"fp32"`` (default), ``"fp16"`` (autocast to float16 with a GradScaler)
+    or ``"bf16"`` (autocast to bfloat16, no scaler needed).
+    """
+
+    def __init__(
+        self,
+        precision: str = "fp32",
+        device: torch.device | str = "cpu",
+        *,
+        init_scale: float = 2.0**16,
+    ) -> None:
+        if precision not in _DTYPES:
+            raise ConfigError(f"precision must be one of fp32, fp16, bf16; got {precision!r}")
+        self.name = precision
+        self.dtype = _DTYPES[precision]
+        self.device_type = torch.device(device).type
+        self.scaler = torch.amp.GradScaler(
+            self.device_type, init_scale=init_scale, enabled=self.dtype is torch.float16
+        )
+        self.skipped_steps = 0
+
+    @property
+    def scaling(self) -> bool:
+        """True when a GradScaler is active (fp16)."""
+        return self.scaler.is_enabled()
+
+    @contextlib.contextmanager
+    def autocast(self) -> Iterator[None]:
+        """Autocast region for the forward pass (a no-op in fp32)."""
+        if self.dtype is None:
+            yield
+            return
+        with torch.autocast(self.device_type, dtype=self.dtype):
+            yield
+
+    def scale(self, loss: torch.Tensor) -> torch.Tensor:
+        """The loss to call ``backward()`` on."""
+        return self.scaler.scale(loss) if self.scaling else loss
+
+    def unscale(self, optimizer: torch.optim.Optimizer) -> None:
+        """Bring gradients back to their true scale (before clipping or norm checks)."""
+        if self.scaling:
+            self.scaler.unscale_(optimizer)
+
+    def step(self, optimizer: torch.optim.Optimizer) -> bool:
+        """Optimizer step through the scaler; returns False when the scaler skipped it."""
+        if not self.scaling:
+            optimizer.step()
+            return True
+        before = self.scaler.get_scale()
+        self.scaler.step(optimizer)
+        self.scaler.update()
+        skipped = self.scaler.get_scale() < before
+        if skipped:
+            self.skipped_steps += 1
+        return not skipped
+
+    @property
+    def loss_scale(self) -> float:
+        """The current loss scale (1.0 without a scaler)."""
+        return float(self.scaler.get_scale()) if self.scaling else 1.0

@@ -1,0 +1,200 @@
+"""Batch control: global batch, per-GPU micro-batch, accumulation; adaptive growth.
+
+Vocabulary: the *global batch* ``B`` is the number of samples per optimizer step over all
+ranks; each of the ``W`` ranks handles ``B / W`` of them (its *local batch*) in micro-batches of
+at most ``micro`` samples, accumulating ``ceil(local / micro)`` gradients. OOM recovery halves
+``micro`` (accumulation doubles, ``B`` unchanged); an adaptive schedule changes ``B`` (``micro``
+unchanged, accumulation follows).
+
+The first micro-batch comes from, in order: the ``micro_batch`` argument, ``DANLU_BATCH_SIZE``
+(the scheduler's choice), the largest safe batch predicted by ``danlu.estimate.memory`` when that
+module is installed and a memory limit is known, else the local batch itself.
+"""
+
+from __future__ import annotations
+
+import importlib
+import math
+from collections.abc import Callable
+from typing import Any
+
+from danlu.core.errors import ConfigError
+
+
+class BatchController:
+    """The current batch configuration of this job (identical on every rank)."""
+
+    def __init__(
+        self,
+        global_batch: int,
+        world_size: int = 1,
+        micro: int | None = None,
+        *,
+        min_micro: int = 1,
+    ) -> None:
+        if global_batch <= 0:
+            raise ConfigError(f"global batch size must be positive, got {global_batch}")
+        self.world_size = world_size
+        self.global_batch = global_batch
+        self.base_global_batch = global_batch
+        self.min_micro = min_micro
+        self.micro = min(micro or self.local_batch, self.local_batch)
+        self.oom_count = 0
+
+    @property
+    def local_batch(self) -> int:
+        """Samples per optimizer step on this rank."""
+        return max(1, math.ceil(self.global_batch / self.world_size))
+
+    @property
+    def accumulation(self) -> int:
+        """Micro-steps per optimizer step."""
+        return max(1, math.ceil(self.local_batch / self.micro))
+
+    def on_oom(self) -> None:
+        """Halve the micro-batch (accumulation doubles, the global batch stays)."""
+        if self.micro <= self.min_micro:
+            raise ConfigError(
+                f"out of memory even at micro-batch {self.micro}; the model does "
+                "not fit this GPU's memory limit"
+            )
+        self.micro = max(self.min_micro, self.micro // 2)
+        self.oom_count += 1
+
+    def set_global(self, global_batch: int) -> None:
+        """Change the global batch (adaptive batch size); the micro-batch never grows past it."""
+        self.global_batch = max(1, int(global_batch))
+        self.micro = min(self.micro, self.local_batch)
+
+    def set_world_size(self, world_size: int) -> None:
+        """Resize: the global batch stays, the local batch follows."""
+        self.world_size = max(1, world_size)
+        self.micro = min(self.micro, self.local_batch)
+
+    def state_dict(self) -> dict[str, Any]:
+        """Resumable state."""
+        return {
+            "global_batch": self.global_batch,
+            "micro": self.micro,
+            "oom_count": self.oom_count,
+            "base_global_batch": self.base_global_batch,
+        }
+
+    def load_state_dict(self, state: dict[str, Any]) -> None:
+        """Restore :meth:`state_dict` output (the world size may have changed meanwhile)."""
+        self.global_batch = int(state["global_batch"])
+        self.base_global_batch = int(state.get("base_global_batch", self.global_batch))
+        self.micro = min(int(state["micro"]), self.local_batch)
+        self.oom_count = int(state.get("oom_count", 0))
+
+
+def estimated_micro_batch(model: Any, limit_bytes: int | None) -> int | None:
+    """The largest safe micro-batch from ``danlu.estimate.memory``, if that module exists and
+    offers ``largest_batch(model, limit_bytes)``; None otherwise (never raises)."""
+    if limit_bytes is None or model is None:
+        return None
+    try:
+        memory = importlib.import_module("danlu.estimate.memory")
+    except ImportError:
+        return None
+    fn = getattr(memory, "largest_batch", None)
+    if not callable(fn):
+        return None
+    try:
+        b = fn(model, limit_bytes)
+    except Exception:  # an estimate is a hint; a failing one must not stop training
+        return None
+    return int(b) if isinstance(b, int | float) and b >= 1 else None
+
+
+class PowerSchedule:
+    """B(t) = B0 * (1 + t / T) ** alpha (seed 000 section 4.2), rounded down to a multiple of
+    ``multiple`` and clamped to ``[B0, max_batch]``."""
+
+    def __init__(
+        self,
+        b0: int,
+        total_steps: int,
+        alpha: float = 1.0,
+        max_batch: int | None = None,
+        multiple: int = 1,
+    ) -> None:
+        if total_steps <= 0:
+            raise ConfigError("the batch schedule needs total_steps > 0")
+        self.b0, self.total, self.alpha = b0, total_steps, alpha
+        self.max_batch = max_batch or b0 * 2**30
+        self.multiple = max(1, multiple)
+
+    def __call__(self, step: int) -> int:
+        raw = self.b0 * (1.0 + step / self.total) ** self.alpha
+        b = int(raw // self.multiple) * self.multiple
+        return int(min(max(b, self.b0), self.max_batch))
+
+
+class GradientNoiseScale:
+    """Gradient noise scale B_noise = tr(Sigma) / |G|^2 (McCandlish et al., 2018), from the
+    squared gradient norms at two batch sizes ``b < B`` (one micro-batch and the whole
+    accumulated batch), smoothed by an exponential moving average."""
+
+    def __init__(self, beta: float = 0.9) -> None:
+        self.beta = beta
+        self.sigma2 = 0.0  # tr(Sigma): per-sample gradient variance
+        self.mu2 = 0.0  # |G|^2
+        self.count = 0
+
+    def update(self, small_sq: float, small_n: int, big_sq: float, big_n: int) -> None:
+        """Feed ``|g_b|^2`` at batch ``small_n`` and ``|g_B|^2`` at batch ``big_n``."""
+        if big_n <= small_n or not (math.isfinite(small_sq) and math.isfinite(big_sq)):
+            return
+        mu2 = (big_n * big_sq - small_n * small_sq) / (big_n - small_n)
+        sigma2 = (small_sq - big_sq) / (1.0 / small_n - 1.0 / big_n)
+        b = self.beta if self.count else 0.0
+        self.mu2 = b * self.mu2 + (1 - b) * mu2
+        self.sigma2 = b * self.sigma2 + (1 - b) * sigma2
+        self.count += 1
+
+    @property
+    def noise_scale(self) -> float | None:
+        """Current B_noise estimate, or None before a usable estimate."""
+        if self.count == 0 or self.mu2 <= 0 or self.sigma2 <= 0:
+            return None
+        return self.sigma2 / self.mu2
+
+
+class AdaptiveBatch:
+    """Decides the global batch each step: a :class:`PowerSchedule`, or growth towards the
+    gradient noise scale (never shrinking), in ``[b0, max_batch]`` multiples of ``multiple``."""
+
+    def __init__(
+        self,
+        mode: str,
+        b0: int,
+        *,
+        total_steps: int = 1,
+        alpha: float = 1.0,
+        max_batch: int | None = None,
+        multiple: int = 1,
+        gns: GradientNoiseScale | None = None,
+    ) -> None:
+        if mode not in ("schedule", "gns"):
+            raise ConfigError(f"adaptive batch mode must be 'schedule' or 'gns', got {mode!r}")
+        self.mode = mode
+        self.b0 = b0
+        self.multiple = max(1, multiple)
+        self.max_batch = max_batch or b0 * 64
+        self.schedule = PowerSchedule(b0, total_steps, alpha, self.max_batch, self.multiple)
+        self.gns = gns or GradientNoiseScale()
+
+    def target(self, step: int, current: int) -> int:
+        """The global batch to use at ``step``."""
+        if self.mode == "schedule":
+            return self.schedule(step)
+        noise = self.gns.noise_scale
+        if noise is None:
+            return current
+        b = int(min(max(noise, current), self.max_batch) // self.multiple) * self.multiple
+        return max(current, b)
+
+
+BatchHook = Callable[[int, int], None]
+"""``hook(old_global_batch, new_global_batch)``: called when the global batch changes."""

@@ -1,0 +1,94 @@
+"""Bridge from the training context to the checkpoint engine.
+
+The engine (:mod:`danlu.train.checkpoint` and :mod:`danlu.train.state`) is imported lazily,
+when the first checkpoint directory is configured, so a run without checkpoints pays nothing.
+Without a directory every method is a no-op (the do-nothing default off the cluster).
+"""
+
+from __future__ import annotations
+
+import importlib
+from typing import Any
+
+from danlu.core.errors import ConfigError
+
+
+class Checkpoints:
+    """Periodic / on-demand checkpoints through ``CheckpointManager``; no-op without a dir."""
+
+    def __init__(
+        self,
+        directory: str | None,
+        *,
+        every_steps: int | None = None,
+        every_seconds: float | None = None,
+        keep_last: int = 3,
+        keep_best: int = 1,
+        best_metric: str | None = None,
+        mode: str = "min",
+        incremental: bool = False,
+        async_save: bool = False,
+        storage_options: dict[str, Any] | None = None,
+        writer: bool = True,
+    ) -> None:
+        self.directory = directory
+        self.writer = writer
+        self._manager: Any = None
+        if directory is None:
+            return
+        try:
+            module = importlib.import_module("danlu.train.checkpoint")
+            manager_cls = module.CheckpointManager
+        except (ImportError, AttributeError) as exc:
+            raise ConfigError(
+                f"checkpointing to {directory!r} needs danlu.train.checkpoint: {exc}"
+            ) from exc
+        self._manager = manager_cls(
+            directory,
+            keep_last=keep_last,
+            keep_best=keep_best,
+            best_metric=best_metric,
+            mode=mode,
+            incremental=incremental,
+            async_save=async_save,
+            storage_options=storage_options,
+            every_steps=every_steps,
+            every_seconds=every_seconds,
+        )
+
+    @property
+    def enabled(self) -> bool:
+        """True when checkpoints are written somewhere."""
+        return self._manager is not None
+
+    def should_save(self, step: int) -> bool:
+        """True when the periodic policy says ``step`` is due (same answer on every rank)."""
+        return self._manager is not None and bool(self._manager.should_save(step))
+
+    def save(self, step: int, state: dict[str, Any], metrics: dict[str, float] | None) -> None:
+        """Persist ``state`` (only on the writer rank)."""
+        if self._manager is not None and self.writer:
+            self._manager.save(step, state, metrics=metrics)
+
+    def wait(self) -> None:
+        """Wait for a background save to finish."""
+        if self._manager is not None:
+            self._manager.wait()
+
+    def load_latest(self) -> tuple[int, dict[str, Any]] | None:
+        """The newest valid checkpoint as ``(step, state)``, or None."""
+        if self._manager is None:
+            return None
+        out = self._manager.load_latest()
+        return None if out is None else (int(out[0]), out[1])
+
+    def close(self) -> None:
+        """Finish pending saves and release the manager."""
+        if self._manager is not None:
+            self._manager.close()
+            self._manager = None
+
+
+def state_api() -> Any:
+    """The :mod:`danlu.train.state` module (``capture_state`` / ``restore_state``)."""
+    return importlib.import_module("danlu.train.state")

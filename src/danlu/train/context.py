@@ -1,0 +1,360 @@
+"""The training context: one object bundling every part of ``danlu.train``.
+
+``ctx = danlu.train.init(model, optimizer, ...)`` reads the job environment, joins the process
+group, wraps the model in DDP, applies the GPU memory limit, picks the batch configuration,
+resumes from the newest checkpoint and installs the SIGTERM handler. Inside your loop::
+
+    with danlu.train.init(model, opt, sched, global_batch_size=64) as ctx:
+        for epoch in ctx.epochs(10):
+            for batch in ctx.batches(dataset):
+                ctx.step(batch, loss_fn)   # loss_fn(model, micro_batch) -> mean loss
+
+Off the cluster (no ``DANLU_*`` variables, no torchrun) every part has a do-nothing default:
+no process group, no checkpoints unless a directory is given, metrics to a local JSONL file.
+"""
+
+from __future__ import annotations
+
+import logging
+import time
+from collections.abc import Callable, Iterator
+from pathlib import Path
+from typing import Any
+
+import torch
+
+from danlu.core.errors import ConfigError
+from danlu.train.amp import Precision
+from danlu.train.anomaly import AnomalyDetector
+from danlu.train.batch import AdaptiveBatch, BatchController, estimated_micro_batch
+from danlu.train.ckpt import Checkpoints, state_api
+from danlu.train.data import ElasticSampler, LocalBatch, default_collate, fetch
+from danlu.train.distributed import Distributed, unwrap
+from danlu.train.env import JobEnv
+from danlu.train.lr import LRController
+from danlu.train.oom import OOMInjector, apply_memory_limit
+from danlu.train.preempt import Preemption
+from danlu.train.report import MetricsReporter, Progress
+from danlu.train.scaling import lr_factor
+from danlu.train.step import LossFn, StepEngine, StepResult
+
+log = logging.getLogger("danlu.train")
+
+HISTORY_LIMIT = 1000
+"""Metric records kept in memory (and in checkpoints)."""
+
+
+class TrainContext:
+    """Everything a training loop needs; build it with :func:`danlu.train.init`.
+
+    Public members: ``env`` (:class:`~danlu.train.env.JobEnv`), ``distributed``, ``model`` (DDP
+    wrapped when distributed), ``optimizer``, ``scheduler``, ``lr`` (warmup, grad-norm scaling,
+    batch co-scaling), ``batch`` (global/micro/accumulation), ``precision`` (autocast and
+    GradScaler), ``anomaly``, ``checkpoints``, ``reporter``, ``preemption``, ``sampler``.
+    """
+
+    def __init__(self, *, env: JobEnv, distributed: Distributed, model: torch.nn.Module,
+                 optimizer: torch.optim.Optimizer, scheduler: Any, engine: StepEngine,
+                 checkpoints: Checkpoints, reporter: MetricsReporter, progress: Progress,
+                 preemption: Preemption, sampler: ElasticSampler | None,
+                 adaptive: AdaptiveBatch | None, lr_scaling: str,
+                 consistency_check: bool) -> None:
+        self.env = env
+        self.distributed = distributed
+        self.model = model
+        self.optimizer = optimizer
+        self.scheduler = scheduler
+        self.engine = engine
+        self.lr = engine.lr
+        self.batch = engine.batch
+        self.precision = engine.precision
+        self.anomaly = engine.anomaly
+        self.checkpoints = checkpoints
+        self.reporter = reporter
+        self.progress = progress
+        self.preemption = preemption
+        self.sampler = sampler
+        self.adaptive = adaptive
+        self.lr_scaling = lr_scaling
+        self.consistency_check = consistency_check
+        self.step_num = 0
+        self.rollbacks = 0
+        self.history: list[dict[str, Any]] = []
+        self.extra: dict[str, Any] = {}
+        self._current: LocalBatch | None = None
+        self._closed = False
+        self._t_last = time.perf_counter()
+
+    # ------------------------------------------------------------------ data
+    @property
+    def epoch(self) -> int:
+        """The current epoch (0 without a sampler)."""
+        return self.sampler.epoch if self.sampler is not None else 0
+
+    def epochs(self, n: int) -> Iterator[int]:
+        """Yield the epochs still to run out of ``n`` (resumes mid-epoch after a restart)."""
+        sampler = self._need_sampler()
+        while sampler.epoch < n:
+            yield sampler.epoch
+            if sampler.epoch_done:
+                sampler.next_epoch()
+
+    def batches(self, dataset: Any, collate: Callable[[list[Any]], Any] = default_collate
+                ) -> Iterator[Any]:
+        """This rank's batches of ``dataset`` for the rest of the current epoch.
+
+        The batch size follows :attr:`batch` (``global_batch / world_size``), so adaptive
+        growth takes effect at once; :meth:`step` commits each batch to the sampler.
+        """
+        sampler = self._need_sampler()
+        d = self.distributed
+        for lb in sampler.batches(lambda: self.batch.local_batch, d.rank, d.world_size,
+                                  follow_commits=True):
+            self._current = lb
+            yield fetch(dataset, lb, collate)
+            if self._current is lb:  # the caller did not train on it: count it as consumed
+                self._current = None
+                sampler.commit(lb.global_real)
+
+    def _need_sampler(self) -> ElasticSampler:
+        if self.sampler is None:
+            raise ConfigError("pass dataset_size=len(dataset) to danlu.train.init() to use "
+                              "ctx.epochs()/ctx.batches()")
+        return self.sampler
+
+    # ------------------------------------------------------------------ step
+    def step(self, data: Any, loss_fn: LossFn) -> StepResult:
+        """One optimizer step on this rank's batch ``data``; see :class:`StepEngine`.
+
+        Also: commits the data position, reports metrics, applies the anomaly action, grows the
+        batch when adaptive, writes periodic checkpoints, and on SIGTERM checkpoints and exits
+        with :data:`~danlu.train.env.PREEMPTED_EXIT_CODE`.
+        """
+        lb = self._current
+        self._current = None
+        real = lb.real if lb is not None else None
+        glob = lb.global_real if lb is not None else None
+        result = self.engine.step(data, loss_fn, real=real, global_real=glob)
+        if result.anomaly is not None and self.anomaly is not None \
+                and self.anomaly.action == "rollback":
+            self._rollback()
+            return result
+        if lb is not None and self.sampler is not None:
+            self.sampler.commit(lb.global_real)
+        self.step_num += 1
+        self._report(result)
+        if self.adaptive is not None:
+            self._adapt()
+        if self.checkpoints.should_save(self.step_num):
+            self.save()
+        if self.preemption.should_stop(self.step_num):
+            self._preempt()
+        return result
+
+    def _report(self, r: StepResult) -> None:
+        now = time.perf_counter()
+        wall = now - self._t_last
+        self._t_last = now
+        record: dict[str, Any] = {
+            "step": self.step_num, "epoch": self.epoch, "loss": r.loss, "lr": self.lr.lr,
+            "grad_norm": r.grad_norm, "loss_scale": self.precision.loss_scale,
+            "samples_per_s": r.samples / wall if wall > 0 else None,
+            "step_time_s": r.step_time, "global_batch": self.batch.global_batch,
+            "micro_batch": self.batch.micro, "accumulation": self.batch.accumulation,
+            "world_size": self.distributed.world_size, "applied": r.applied,
+            "skipped_steps": self.precision.skipped_steps,
+            "anomalies": self.anomaly.total if self.anomaly is not None else 0,
+            "anomaly": r.anomaly, "oom_count": self.batch.oom_count,
+            "rollbacks": self.rollbacks, "time": time.time(),
+        }
+        if self.distributed.device.type == "cuda":
+            record["memory_bytes"] = torch.cuda.max_memory_allocated(self.distributed.device)
+        self.history.append(record)
+        if len(self.history) > 2 * HISTORY_LIMIT:
+            del self.history[:HISTORY_LIMIT]
+        if self.distributed.is_chief:
+            self.reporter.report(record)
+            self.progress.update(self.step_num, record)
+
+    def _adapt(self) -> None:
+        assert self.adaptive is not None
+        old = self.batch.global_batch
+        new = self.adaptive.target(self.step_num, old)
+        if new == old:
+            return
+        self.batch.set_global(new)
+        gns = self.adaptive.gns
+        self.lr.set_scale(lr_factor(self.lr_scaling, new, self.batch.base_global_batch,
+                                    sigma2=gns.sigma2, mu2=gns.mu2))
+
+    def _rollback(self) -> None:
+        assert self.anomaly is not None
+        self.checkpoints.wait()
+        if self.restore():
+            self.rollbacks += 1
+            self.lr.reduce(self.anomaly.rollback_lr_factor)
+            log.warning("anomaly: rolled back to step %d, LR x%.3g", self.step_num,
+                        self.anomaly.rollback_lr_factor)
+        else:  # nothing to roll back to: the step was already skipped
+            log.warning("anomaly at step %d and no checkpoint to roll back to: skipped",
+                        self.step_num)
+
+    def _preempt(self) -> None:
+        log.warning("preemption requested: checkpointing at step %d and exiting with %d",
+                    self.step_num, self.preemption.exit_code)
+        self.save()
+        self.close()
+        raise SystemExit(self.preemption.exit_code)
+
+    # ------------------------------------------------------------------ state
+    def data_state(self) -> dict[str, Any]:
+        """Everything besides model/optimizer/scheduler/scaler that a resume needs."""
+        return {
+            "sampler": self.sampler.state_dict() if self.sampler is not None else None,
+            "batch": self.batch.state_dict(), "lr": self.lr.state_dict(),
+            "anomaly": self.anomaly.state_dict() if self.anomaly is not None else None,
+            "skipped_steps": self.precision.skipped_steps, "rollbacks": self.rollbacks,
+            "engine_steps": self.engine.step_count,
+        }
+
+    def save(self, metrics: dict[str, float] | None = None) -> None:
+        """Checkpoint now (every rank calls it; rank 0 writes). Checks that all ranks hold the
+        same parameters first when ``consistency_check`` is on."""
+        if not self.checkpoints.enabled:
+            return
+        if self.consistency_check and self.distributed.enabled:
+            self.distributed.check_consistency(self.model)
+        if self.distributed.is_chief:
+            api = state_api()
+            state = api.capture_state(
+                unwrap(self.model), self.optimizer, self.scheduler,
+                self.precision.scaler if self.precision.scaling else None,
+                data_state=self.data_state(), step=self.step_num,
+                metrics_history=self.history[-HISTORY_LIMIT:], extra=dict(self.extra))
+            if metrics is None and self.history:
+                metrics = {"loss": float(self.history[-1]["loss"])}
+            self.checkpoints.save(self.step_num, state, metrics)
+        if self.distributed.enabled:
+            self.checkpoints.wait()
+            self.distributed.barrier()
+
+    def restore(self) -> bool:
+        """Load the newest valid checkpoint into the live objects; False when there is none."""
+        found = self.checkpoints.load_latest()
+        if found is None:
+            return False
+        _, state = found
+        api = state_api()
+        info = api.restore_state(state, unwrap(self.model), self.optimizer, self.scheduler,
+                                 self.precision.scaler if self.precision.scaling else None)
+        self.step_num = int(info.step)
+        self.history = list(info.metrics_history or [])
+        self.extra = dict(info.extra or {})
+        ds = info.data_state or {}
+        if ds.get("sampler") is not None and self.sampler is not None:
+            self.sampler.load_state_dict(ds["sampler"])
+        if ds.get("batch") is not None:
+            self.batch.load_state_dict(ds["batch"])
+        if ds.get("lr") is not None:
+            self.lr.load_state_dict(ds["lr"])
+        if ds.get("anomaly") is not None and self.anomaly is not None:
+            self.anomaly.load_state_dict(ds["anomaly"])
+        self.precision.skipped_steps = int(ds.get("skipped_steps", 0))
+        self.rollbacks = int(ds.get("rollbacks", self.rollbacks))
+        self.engine.step_count = int(ds.get("engine_steps", self.step_num))
+        return True
+
+    # ------------------------------------------------------------------ lifecycle
+    def __enter__(self) -> TrainContext:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+    def close(self) -> None:
+        """Flush metrics, finish checkpoints, restore the signal handler, leave the group."""
+        if self._closed:
+            return
+        self._closed = True
+        self.progress.close()
+        self.reporter.close()
+        self.checkpoints.close()
+        self.preemption.close()
+        self.distributed.close()
+
+
+def _metrics_path(env: JobEnv, metrics_file: str | Path | bool | None,
+                  checkpoint_dir: str | None) -> Path | None:
+    if metrics_file is False:
+        return None
+    if isinstance(metrics_file, str | Path):
+        return Path(metrics_file)
+    if env.metrics_file:
+        return Path(env.metrics_file)
+    if checkpoint_dir and "://" not in checkpoint_dir:
+        return Path(checkpoint_dir) / "metrics.jsonl"
+    return Path("danlu-metrics.jsonl")
+
+
+def init(model: torch.nn.Module, optimizer: torch.optim.Optimizer, scheduler: Any = None, *,
+         global_batch_size: int, micro_batch_size: int | None = None,
+         precision: str = "fp32", warmup_steps: int = 0, grad_norm_tau: float | None = None,
+         clip_grad_norm: float | None = None, compute_grad_norm: bool = True,
+         anomaly: str | None = "skip", anomaly_k: float = 6.0, anomaly_window: int = 100,
+         adaptive_batch: AdaptiveBatch | None = None, lr_scaling: str = "linear",
+         gns_every: int = 0, dataset_size: int | None = None, shuffle: bool = True,
+         seed: int = 0, checkpoint_dir: str | None = None,
+         checkpoint_every_steps: int | None = None,
+         checkpoint_every_seconds: float | None = None, keep_last: int = 3,
+         async_checkpoint: bool = False, incremental_checkpoint: bool = False,
+         resume: bool = True, metrics_file: str | Path | bool | None = None,
+         report_interval_s: float = 2.0, progress: bool | None = None,
+         oom_injector: OOMInjector | None = None, consistency_check: bool = True,
+         collective_timeout_s: float = 300.0, ddp_kwargs: dict[str, Any] | None = None,
+         environ: dict[str, str] | None = None) -> TrainContext:
+    """Build the :class:`TrainContext` for this process.
+
+    ``global_batch_size`` is the number of samples per optimizer step over all ranks; the
+    per-GPU micro-batch is ``micro_batch_size``, else ``DANLU_BATCH_SIZE``, else the largest
+    safe batch from ``danlu.estimate`` (when available), else the whole local batch.
+    ``checkpoint_dir`` defaults to ``DANLU_CHECKPOINT_DIR``; ``anomaly`` is one of
+    ``"skip"``, ``"rollback"``, ``"stop"``, ``"warn"`` or None; ``precision`` is ``"fp32"``,
+    ``"fp16"`` or ``"bf16"``. ``environ`` replaces ``os.environ`` (tests).
+    """
+    env = JobEnv.from_environ(environ)
+    dist = Distributed.from_env(env, timeout_s=collective_timeout_s)
+    apply_memory_limit(env.gpu_memory_limit, dist.device)
+    wrapped = dist.wrap(model, **(ddp_kwargs or {}))
+    micro = (micro_batch_size or env.batch_size
+             or estimated_micro_batch(model, env.gpu_memory_limit))
+    batch = BatchController(global_batch_size, dist.world_size, micro)
+    lr = LRController(optimizer, scheduler, warmup_steps=warmup_steps,
+                      grad_norm_tau=grad_norm_tau)
+    detector = (AnomalyDetector(anomaly, window=anomaly_window, k=anomaly_k)
+                if anomaly is not None else None)
+    gns = adaptive_batch.gns if adaptive_batch is not None else None
+    if adaptive_batch is not None and adaptive_batch.mode == "gns" and gns_every <= 0:
+        gns_every = 10
+    engine = StepEngine(wrapped, optimizer, lr, batch, Precision(precision, dist.device), dist,
+                        detector, clip_grad_norm=clip_grad_norm,
+                        compute_grad_norm=compute_grad_norm, gns=gns, gns_every=gns_every,
+                        oom_injector=oom_injector)
+    ckpt_dir = checkpoint_dir or env.checkpoint_dir
+    checkpoints = Checkpoints(ckpt_dir, every_steps=checkpoint_every_steps,
+                              every_seconds=checkpoint_every_seconds, keep_last=keep_last,
+                              async_save=async_checkpoint, incremental=incremental_checkpoint,
+                              writer=dist.is_chief)
+    path = _metrics_path(env, metrics_file, ckpt_dir) if dist.is_chief else None
+    reporter = MetricsReporter(url=env.metrics_url if dist.is_chief else None, token=env.token,
+                               path=path, interval_s=report_interval_s)
+    reporter.start()
+    sampler = ElasticSampler(dataset_size, shuffle=shuffle, seed=seed) if dataset_size else None
+    ctx = TrainContext(env=env, distributed=dist, model=wrapped, optimizer=optimizer,
+                       scheduler=scheduler, engine=engine, checkpoints=checkpoints,
+                       reporter=reporter,
+                       progress=Progress(None, progress if dist.is_chief else False),
+                       preemption=Preemption(dist), sampler=sampler, adaptive=adaptive_batch,
+                       lr_scaling=lr_scaling, consistency_check=consistency_check)
+    if resume and ctx.restore():
+        log.info("resumed from the checkpoint of step %d", ctx.step_num)
+    return ctx

@@ -1,0 +1,142 @@
+"""A resumable, elastic distributed sampler: exactly once per epoch across resizes.
+
+Each epoch is a seeded permutation of ``range(n)``. The sampler's whole state is
+``{"epoch", "offset", "seed"}`` where ``offset`` counts the samples of the epoch that have been
+*committed* (consumed by finished optimizer steps) over all ranks. The samples not yet seen are
+``perm[offset:]``; step ``j`` (counted from the resume point) takes the window of the next
+``local_batch * world_size`` positions of it and rank ``r`` takes the positions ``≡ r (mod
+world)`` in that window. Because every rank takes its share of the same window, the committed
+samples are always a prefix of the permutation, whatever the world size was at each step: when
+the world size changes, the new workers simply start from the committed offset and no sample is
+lost or repeated within the epoch.
+
+At the end of an epoch a window may hold fewer samples than ranks; a rank that gets nothing
+receives one padding sample with ``real == 0`` (the training step weights its loss by zero).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass
+from typing import Any
+
+import torch
+
+from danlu.core.errors import ConfigError
+
+
+@dataclass(frozen=True)
+class LocalBatch:
+    """This rank's share of one step: dataset ``indices``, of which the first ``real`` count.
+
+    ``global_real`` is the number of real samples in the step over all ranks.
+    """
+
+    indices: list[int]
+    real: int
+    global_real: int
+
+
+class ElasticSampler:
+    """Seeded per-epoch permutation, sharded by window; see the module docstring."""
+
+    def __init__(self, n: int, *, shuffle: bool = True, seed: int = 0) -> None:
+        if n <= 0:
+            raise ConfigError(f"dataset size must be positive, got {n}")
+        self.n = n
+        self.shuffle = shuffle
+        self.seed = seed
+        self.epoch = 0
+        self.offset = 0
+        self._perm: list[int] | None = None
+        self._perm_epoch = -1
+
+    def permutation(self) -> list[int]:
+        """The current epoch's order of sample indices."""
+        if self._perm is None or self._perm_epoch != self.epoch:
+            if self.shuffle:
+                g = torch.Generator().manual_seed(self.seed * 1_000_003 + self.epoch)
+                self._perm = torch.randperm(self.n, generator=g).tolist()
+            else:
+                self._perm = list(range(self.n))
+            self._perm_epoch = self.epoch
+        return self._perm
+
+    @property
+    def remaining(self) -> int:
+        """Samples of the current epoch not yet committed."""
+        return self.n - self.offset
+
+    def window(self, start: int, local_batch: int, rank: int, world_size: int) -> LocalBatch:
+        """The share of rank ``rank`` of the window starting ``start`` samples past the offset."""
+        perm = self.permutation()
+        lo = self.offset + start
+        hi = min(self.n, lo + local_batch * world_size)
+        mine = perm[lo + rank : hi : world_size]
+        real = len(mine)
+        if real == 0:  # fewer samples than ranks at the end of the epoch: pad, weight zero
+            mine = [perm[lo if lo < self.n else self.n - 1]]
+        return LocalBatch(mine, real, hi - lo)
+
+    def batches(self, local_batch: Callable[[], int], rank: int, world_size: int, *,
+                follow_commits: bool = False) -> Iterator[LocalBatch]:
+        """Yield this rank's batches for the rest of the epoch from the committed offset.
+
+        ``local_batch()`` is asked before each step so the batch size may change mid-epoch
+        (adaptive batch size). The offset is NOT advanced here: call :meth:`commit` when the
+        step is done. With ``follow_commits`` every window starts at the committed offset (the
+        caller commits each batch before asking for the next; a rollback that moves the offset
+        back is then followed), else the iterator keeps its own cursor.
+        """
+        start = 0
+        while self.offset + start < self.n:
+            lb = self.window(start, local_batch(), rank, world_size)
+            if not follow_commits:
+                start += lb.global_real
+            yield lb
+
+    def commit(self, global_samples: int) -> None:
+        """Record that one step consumed ``global_samples`` samples (over all ranks)."""
+        self.offset = min(self.n, self.offset + global_samples)
+
+    def next_epoch(self) -> None:
+        """Start the following epoch."""
+        self.epoch += 1
+        self.offset = 0
+
+    @property
+    def epoch_done(self) -> bool:
+        """True once every sample of the epoch was committed."""
+        return self.offset >= self.n
+
+    def state_dict(self) -> dict[str, Any]:
+        """The sampler's resumable state (a part of ``data_state``)."""
+        return {"epoch": self.epoch, "offset": self.offset, "seed": self.seed, "n": self.n}
+
+    def load_state_dict(self, state: dict[str, Any]) -> None:
+        """Resume from :meth:`state_dict` output (possibly written at another world size)."""
+        if int(state.get("n", self.n)) != self.n:
+            raise ConfigError(f"sampler state is for {state['n']} samples, dataset has {self.n}")
+        self.epoch = int(state["epoch"])
+        self.offset = int(state["offset"])
+        self.seed = int(state.get("seed", self.seed))
+
+
+def default_collate(samples: list[Any]) -> Any:
+    """Stack a list of samples (tensors, numbers, tuples or dicts of them) into a batch."""
+    from torch.utils.data import default_collate as _collate
+
+    return _collate(samples)
+
+
+def fetch(
+    dataset: Any, batch: LocalBatch, collate: Callable[[list[Any]], Any] = default_collate
+) -> Any:
+    """Load ``batch`` from an indexable ``dataset``; tensors datasets are sliced directly."""
+    if isinstance(dataset, torch.Tensor):
+        return dataset[batch.indices]
+    tensors = getattr(dataset, "tensors", None)  # torch.utils.data.TensorDataset
+    if isinstance(tensors, tuple):
+        idx = torch.as_tensor(batch.indices)
+        return tuple(t[idx] for t in tensors)
+    return collate([dataset[i] for i in batch.indices])

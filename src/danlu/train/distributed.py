@@ -1,0 +1,164 @@
+"""Distributed helpers: process group set-up, agreement collectives, DDP wrapping, consistency.
+
+One :class:`Distributed` object serves both cases: with ``world_size == 1`` every collective is
+a local no-op, so the training code never branches on "am I distributed".
+"""
+
+from __future__ import annotations
+
+import datetime as _dt
+import hashlib
+import logging
+from typing import Any
+
+import torch
+import torch.distributed as dist
+
+from danlu.core.errors import DanluError
+from danlu.train.env import JobEnv
+
+log = logging.getLogger("danlu.train")
+
+DEFAULT_TIMEOUT_S = 300.0
+"""Collective timeout: a peer that vanished turns into an error, not an endless hang."""
+
+
+class ConsistencyError(DanluError):
+    """Ranks hold different parameters (they drifted apart: a bug or a hardware fault)."""
+
+
+class Distributed:
+    """Rank/world information and the few collectives ``danlu.train`` needs.
+
+    ``Distributed.from_env(env)`` joins the process group torchrun prepared (gloo on CPU,
+    NCCL when the model lives on CUDA) with a collective timeout; off torchrun it is the
+    single-process version.
+    """
+
+    def __init__(
+        self,
+        rank: int = 0,
+        world_size: int = 1,
+        local_rank: int = 0,
+        device: torch.device | None = None,
+        owns_group: bool = False,
+    ) -> None:
+        self.rank = rank
+        self.world_size = world_size
+        self.local_rank = local_rank
+        self.device = device or torch.device("cpu")
+        self._owns_group = owns_group
+
+    @classmethod
+    def from_env(
+        cls, env: JobEnv, *, backend: str | None = None, timeout_s: float = DEFAULT_TIMEOUT_S
+    ) -> Distributed:
+        """Join (or reuse) the default process group when ``env`` says we are distributed."""
+        if not env.distributed:
+            device = torch.device("cuda", 0) if torch.cuda.is_available() else torch.device("cpu")
+            return cls(device=device)
+        use_cuda = torch.cuda.is_available()
+        device = torch.device("cuda", env.local_rank) if use_cuda else torch.device("cpu")
+        if use_cuda:
+            torch.cuda.set_device(device)
+        owns = False
+        if not dist.is_initialized():
+            chosen = backend or ("nccl" if use_cuda else "gloo")
+            dist.init_process_group(chosen, timeout=_dt.timedelta(seconds=timeout_s))
+            owns = True
+        return cls(dist.get_rank(), dist.get_world_size(), env.local_rank, device, owns)
+
+    @property
+    def enabled(self) -> bool:
+        """True with more than one worker."""
+        return self.world_size > 1
+
+    @property
+    def is_chief(self) -> bool:
+        """Rank 0."""
+        return self.rank == 0
+
+    def _flag_device(self) -> torch.device:
+        if self.enabled and dist.get_backend() == "nccl":
+            return self.device
+        return torch.device("cpu")
+
+    def any(self, flag: bool) -> bool:
+        """True when ``flag`` is true on any rank (one tiny all_reduce; local when alone)."""
+        if not self.enabled:
+            return flag
+        t = torch.tensor([1.0 if flag else 0.0], device=self._flag_device())
+        dist.all_reduce(t, op=dist.ReduceOp.MAX)
+        return bool(t.item() > 0)
+
+    def sum_floats(self, values: list[float]) -> list[float]:
+        """Element-wise sum of ``values`` over ranks."""
+        if not self.enabled:
+            return list(values)
+        t = torch.tensor(values, dtype=torch.float64, device=self._flag_device())
+        dist.all_reduce(t)
+        return [float(v) for v in t.tolist()]
+
+    def all_gather_object(self, obj: Any) -> list[Any]:
+        """Every rank's ``obj``, in rank order."""
+        if not self.enabled:
+            return [obj]
+        out: list[Any] = [None] * self.world_size
+        dist.all_gather_object(out, obj)
+        return out
+
+    def broadcast_object(self, obj: Any, src: int = 0) -> Any:
+        """Rank ``src``'s ``obj`` on every rank."""
+        if not self.enabled:
+            return obj
+        box = [obj]
+        dist.broadcast_object_list(box, src=src)
+        return box[0]
+
+    def barrier(self) -> None:
+        """Wait for every rank."""
+        if self.enabled:
+            dist.barrier()
+
+    def wrap(self, model: torch.nn.Module, **ddp_kwargs: Any) -> torch.nn.Module:
+        """Move ``model`` to this rank's device and wrap it in DDP when distributed."""
+        model = model.to(self.device)
+        if not self.enabled:
+            return model
+        from torch.nn.parallel import DistributedDataParallel as DDP
+
+        ids = [self.device.index] if self.device.type == "cuda" else None
+        return DDP(model, device_ids=ids, **ddp_kwargs)
+
+    def check_consistency(self, model: torch.nn.Module) -> str:
+        """Hash the parameters on every rank; raise :class:`ConsistencyError` if they differ.
+
+        Returns the hash (identical on all ranks).
+        """
+        digest = parameter_hash(model)
+        hashes = self.all_gather_object(digest)
+        if len(set(hashes)) > 1:
+            raise ConsistencyError(f"parameters differ across ranks: {hashes}")
+        return digest
+
+    def close(self) -> None:
+        """Leave the process group if we created it."""
+        if self._owns_group and dist.is_initialized():
+            dist.destroy_process_group()
+            self._owns_group = False
+
+
+def unwrap(model: torch.nn.Module) -> torch.nn.Module:
+    """The user's module inside a DDP wrapper (or the module itself)."""
+    inner = getattr(model, "module", None)
+    return inner if isinstance(inner, torch.nn.Module) else model
+
+
+def parameter_hash(model: torch.nn.Module) -> str:
+    """SHA-256 over the names and exact bytes of every parameter and buffer."""
+    h = hashlib.sha256()
+    for name, t in unwrap(model).state_dict().items():
+        h.update(name.encode())
+        if isinstance(t, torch.Tensor):
+            h.update(t.detach().cpu().contiguous().reshape(-1).view(torch.uint8).numpy().tobytes())
+    return h.hexdigest()

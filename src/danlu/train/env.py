@@ -1,0 +1,144 @@
+"""The job environment: the ONE place where ``danlu.train`` reads environment variables.
+
+A job started by danlu receives these variables (every one optional, so the same script runs
+anywhere; off the cluster every part of ``danlu.train`` falls back to a do-nothing default):
+
+=========================  ====================================================================
+``DANLU_JOB_ID``           the job's id; metrics are reported under it
+``DANLU_API_URL``          base URL of the danlu API (``http://host:port``); when set together
+                           with ``DANLU_JOB_ID`` metrics are POSTed to
+                           ``{DANLU_API_URL}/api/v1/jobs/{DANLU_JOB_ID}/metrics``
+``DANLU_TOKEN``            bearer token sent as ``Authorization: Bearer <token>``
+``DANLU_CHECKPOINT_DIR``   where checkpoints go (a local path or an fsspec URL such as ``s3://``)
+``DANLU_GPU_MEMORY_LIMIT`` bytes this job may use on each GPU (enforced with
+                           ``torch.cuda.set_per_process_memory_fraction``)
+``DANLU_BATCH_SIZE``       the scheduler's choice of the per-GPU micro-batch size; the global
+                           batch stays what the script asks for, accumulation makes up the rest
+``DANLU_RESTART_COUNT``    how many times danlu has restarted this job (0 on the first run)
+``DANLU_METRICS_FILE``     JSONL file for metrics when no API is configured (optional)
+=========================  ====================================================================
+
+and, for distributed runs, torchrun's own: ``RANK``, ``LOCAL_RANK``, ``WORLD_SIZE``,
+``LOCAL_WORLD_SIZE``, ``MASTER_ADDR``, ``MASTER_PORT``, ``TORCHELASTIC_RESTART_COUNT``,
+``TORCHELASTIC_RUN_ID``, ``GROUP_RANK``.
+
+Exit codes
+----------
+:data:`PREEMPTED_EXIT_CODE` (75, ``EX_TEMPFAIL`` of ``sysexits.h``: "temporary failure, try
+again later") is the code a job exits with after it received SIGTERM, wrote a checkpoint at the
+next step boundary and stopped cleanly. The executor re-queues a job that exits with it; any
+other non-zero code is a failure. 75 rather than 143 (= 128 + SIGTERM) because 143 is also what
+a shell reports for a process that was killed by SIGTERM *without* checkpointing.
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Mapping
+from dataclasses import dataclass
+
+from danlu.core.errors import ConfigError
+
+PREEMPTED_EXIT_CODE = 75
+"""Exit code of a job that checkpointed and stopped after SIGTERM (re-queue it)."""
+
+__all__ = ["PREEMPTED_EXIT_CODE", "JobEnv"]
+
+
+def _int(environ: Mapping[str, str], name: str, default: int | None) -> int | None:
+    raw = environ.get(name)
+    if raw is None or raw.strip() == "":
+        return default
+    try:
+        return int(raw)
+    except ValueError:
+        raise ConfigError(f"environment variable {name}={raw!r} is not an integer") from None
+
+
+def _str(environ: Mapping[str, str], name: str) -> str | None:
+    raw = environ.get(name)
+    return raw if raw else None
+
+
+@dataclass(frozen=True)
+class JobEnv:
+    """Everything the job learns from its environment, read once.
+
+    Build it with :meth:`from_environ` (``JobEnv.from_environ(os.environ)``); tests pass a dict.
+    """
+
+    job_id: str | None = None
+    api_url: str | None = None
+    token: str | None = None
+    checkpoint_dir: str | None = None
+    gpu_memory_limit: int | None = None
+    batch_size: int | None = None
+    restart_count: int = 0
+    metrics_file: str | None = None
+    rank: int = 0
+    local_rank: int = 0
+    world_size: int = 1
+    local_world_size: int = 1
+    master_addr: str | None = None
+    master_port: int | None = None
+    elastic_restart_count: int = 0
+    elastic_run_id: str | None = None
+
+    @classmethod
+    def from_environ(cls, environ: Mapping[str, str] | None = None) -> JobEnv:
+        """Read the job environment from ``environ`` (default: ``os.environ``).
+
+        Raises :class:`~danlu.core.errors.ConfigError` for a malformed value, naming it.
+        """
+        env = os.environ if environ is None else environ
+        world = _int(env, "WORLD_SIZE", 1) or 1
+        rank = _int(env, "RANK", 0) or 0
+        if world < 1 or not 0 <= rank < world:
+            raise ConfigError(f"RANK={rank} is not within WORLD_SIZE={world}")
+        limit = _int(env, "DANLU_GPU_MEMORY_LIMIT", None)
+        if limit is not None and limit <= 0:
+            raise ConfigError(f"DANLU_GPU_MEMORY_LIMIT={limit} must be a positive byte count")
+        batch = _int(env, "DANLU_BATCH_SIZE", None)
+        if batch is not None and batch <= 0:
+            raise ConfigError(f"DANLU_BATCH_SIZE={batch} must be positive")
+        api = _str(env, "DANLU_API_URL")
+        return cls(
+            job_id=_str(env, "DANLU_JOB_ID"),
+            api_url=api.rstrip("/") if api else None,
+            token=_str(env, "DANLU_TOKEN"),
+            checkpoint_dir=_str(env, "DANLU_CHECKPOINT_DIR"),
+            gpu_memory_limit=limit,
+            batch_size=batch,
+            restart_count=_int(env, "DANLU_RESTART_COUNT", 0) or 0,
+            metrics_file=_str(env, "DANLU_METRICS_FILE"),
+            rank=rank,
+            local_rank=_int(env, "LOCAL_RANK", 0) or 0,
+            world_size=world,
+            local_world_size=_int(env, "LOCAL_WORLD_SIZE", 1) or 1,
+            master_addr=_str(env, "MASTER_ADDR"),
+            master_port=_int(env, "MASTER_PORT", None),
+            elastic_restart_count=_int(env, "TORCHELASTIC_RESTART_COUNT", 0) or 0,
+            elastic_run_id=_str(env, "TORCHELASTIC_RUN_ID"),
+        )
+
+    @property
+    def distributed(self) -> bool:
+        """True when launched as one of several workers (torchrun with WORLD_SIZE > 1)."""
+        return self.world_size > 1
+
+    @property
+    def on_cluster(self) -> bool:
+        """True when danlu started this job (it has a job id)."""
+        return self.job_id is not None
+
+    @property
+    def metrics_url(self) -> str | None:
+        """Where metrics are POSTed, or None when they go to a file instead."""
+        if self.api_url and self.job_id:
+            return f"{self.api_url}/api/v1/jobs/{self.job_id}/metrics"
+        return None
+
+    @property
+    def is_chief(self) -> bool:
+        """Rank 0: the worker that reports metrics and writes shared files."""
+        return self.rank == 0

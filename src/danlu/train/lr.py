@@ -1,0 +1,126 @@
+"""Learning-rate control around any torch scheduler.
+
+torch's own schedulers do the schedules (``StepLR``, ``ExponentialLR``, ``CosineAnnealingLR``,
+``PolynomialLR``, ``CyclicLR``, ``ReduceLROnPlateau``, ...). :class:`LRController` composes with
+any of them, as multipliers on the LR the scheduler chose:
+
+* linear warmup: ``min(1, (t + 1) / warmup_steps)`` (seed 000 section 5.2);
+* gradient-norm-adaptive scaling: ``tau / max(||g||, tau)`` (seed 000 section 5.3);
+* batch co-scaling (:mod:`danlu.train.scaling`) when the batch size changes;
+* rollback decay: after an anomaly rollback the LR is multiplied by a factor < 1.
+
+The scheduler keeps seeing its own LR (the multipliers are removed before it steps), so chainable
+schedulers never compound the multipliers.
+"""
+
+from __future__ import annotations
+
+import math
+from typing import Any
+
+import torch
+
+
+class LRController:
+    """Owns the optimizer LRs: scheduler LR x warmup x scale x decay x grad-norm factor."""
+
+    def __init__(
+        self,
+        optimizer: torch.optim.Optimizer,
+        scheduler: Any | None = None,
+        *,
+        warmup_steps: int = 0,
+        grad_norm_tau: float | None = None,
+    ) -> None:
+        self.optimizer = optimizer
+        self.scheduler = scheduler
+        self.warmup_steps = max(0, int(warmup_steps))
+        self.grad_norm_tau = grad_norm_tau
+        self.scale = 1.0
+        self.decay = 1.0
+        self.steps = 0
+        self._inner = [float(g["lr"]) for g in optimizer.param_groups]
+        self._apply(1.0)
+
+    @property
+    def plateau(self) -> bool:
+        """True when the scheduler is ``ReduceLROnPlateau`` (stepped with a metric)."""
+        return isinstance(self.scheduler, torch.optim.lr_scheduler.ReduceLROnPlateau)
+
+    @property
+    def uses_grad_norm(self) -> bool:
+        """True when the LR depends on the gradient norm."""
+        return self.grad_norm_tau is not None
+
+    def warmup_factor(self) -> float:
+        """The warmup multiplier at the current step."""
+        if self.warmup_steps <= 0:
+            return 1.0
+        return min(1.0, (self.steps + 1) / self.warmup_steps)
+
+    def grad_norm_factor(self, grad_norm: float | None) -> float:
+        """``tau / max(||g||, tau)``, or 1 when disabled or the norm is unknown/non-finite."""
+        tau = self.grad_norm_tau
+        if tau is None or grad_norm is None or not math.isfinite(grad_norm):
+            return 1.0
+        return tau / max(grad_norm, tau)
+
+    def _apply(self, extra: float) -> None:
+        f = self.warmup_factor() * self.scale * self.decay * extra
+        for g, lr in zip(self.optimizer.param_groups, self._inner, strict=True):
+            g["lr"] = lr * f
+
+    def before_step(self, grad_norm: float | None = None) -> None:
+        """Set the effective LRs for the optimizer step about to happen."""
+        if self.grad_norm_tau is not None:
+            self._apply(self.grad_norm_factor(grad_norm))
+
+    def after_step(self) -> None:
+        """Advance the scheduler (not ``ReduceLROnPlateau``: see :meth:`plateau_step`)."""
+        self.steps += 1
+        self._with_inner(None if self.plateau else (lambda s: s.step()))
+
+    def plateau_step(self, metric: float) -> None:
+        """Feed a validation metric to ``ReduceLROnPlateau`` (call once per epoch)."""
+        if self.plateau:
+            self._with_inner(lambda s: s.step(metric))
+
+    def _with_inner(self, fn: Any) -> None:
+        if fn is not None and self.scheduler is not None:
+            for g, lr in zip(self.optimizer.param_groups, self._inner, strict=True):
+                g["lr"] = lr
+            fn(self.scheduler)
+            self._inner = [float(g["lr"]) for g in self.optimizer.param_groups]
+        self._apply(1.0)
+
+    def set_scale(self, scale: float) -> None:
+        """Batch co-scaling multiplier (from :func:`danlu.train.scaling.lr_factor`)."""
+        self.scale = float(scale)
+        self._apply(1.0)
+
+    def reduce(self, factor: float) -> None:
+        """Multiply the LR by ``factor`` from now on (anomaly rollback)."""
+        self.decay *= float(factor)
+        self._apply(1.0)
+
+    @property
+    def lr(self) -> float:
+        """The first param group's effective LR."""
+        return float(self.optimizer.param_groups[0]["lr"])
+
+    def state_dict(self) -> dict[str, Any]:
+        """Resumable state (the scheduler's own state is saved with the scheduler)."""
+        return {
+            "steps": self.steps,
+            "scale": self.scale,
+            "decay": self.decay,
+            "inner": list(self._inner),
+        }
+
+    def load_state_dict(self, state: dict[str, Any]) -> None:
+        """Restore :meth:`state_dict` output."""
+        self.steps = int(state["steps"])
+        self.scale = float(state["scale"])
+        self.decay = float(state["decay"])
+        self._inner = [float(v) for v in state["inner"]]
+        self._apply(1.0)

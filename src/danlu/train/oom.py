@@ -1,0 +1,62 @@
+"""Out-of-memory recovery helpers: recognising an OOM, releasing memory, injecting one.
+
+The recovery itself lives in the training step (:mod:`danlu.train.step`): the OOM is caught,
+the ``except`` block only records it (the exception keeps the failed step's frames, and with them
+their tensors, alive), then memory is released *outside* the block, every rank agrees through one
+``all_reduce``, the micro-batch is halved, accumulation doubled and the step retried.
+"""
+
+from __future__ import annotations
+
+import gc
+from collections.abc import Callable
+
+import torch
+
+OOMInjector = Callable[[int, int], bool]
+"""``injector(step, micro_batch) -> bool``: True makes the next forward raise an OOM (tests)."""
+
+
+def is_oom(exc: BaseException) -> bool:
+    """True for CUDA (or any torch) out-of-memory errors."""
+    if isinstance(exc, torch.OutOfMemoryError):
+        return True
+    return isinstance(exc, RuntimeError) and "out of memory" in str(exc).lower()
+
+
+def release_memory(*modules_or_optimizers: object) -> None:
+    """Drop gradients, collect garbage and return cached blocks to the driver."""
+    for obj in modules_or_optimizers:
+        zero = getattr(obj, "zero_grad", None)
+        if callable(zero):
+            zero(set_to_none=True)
+    gc.collect()
+    if torch.cuda.is_available():
+        torch.cuda.empty_cache()
+
+
+def inject_oom_at(micro_batch: int, times: int = 1) -> OOMInjector:
+    """An injector that fails a forward pass ``times`` times while the micro-batch is
+    ``>= micro_batch``: the test double for running out of GPU memory."""
+    remaining = [times]
+
+    def injector(step: int, micro: int) -> bool:
+        if micro >= micro_batch and remaining[0] > 0:
+            remaining[0] -= 1
+            return True
+        return False
+
+    return injector
+
+
+def apply_memory_limit(limit_bytes: int | None, device: torch.device) -> float | None:
+    """Cap this process's CUDA memory to ``limit_bytes`` (DANLU_GPU_MEMORY_LIMIT).
+
+    Returns the fraction set, or None on CPU / without a limit.
+    """
+    if limit_bytes is None or device.type != "cuda" or not torch.cuda.is_available():
+        return None
+    total = torch.cuda.get_device_properties(device).total_memory
+    fraction = min(1.0, limit_bytes / total)
+    torch.cuda.set_per_process_memory_fraction(fraction, device)
+    return fraction

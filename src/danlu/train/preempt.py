@@ -1,0 +1,61 @@
+"""Preemption: SIGTERM asks the job to checkpoint at the next step boundary and exit.
+
+The handler only sets a flag; :meth:`Preemption.should_stop` is polled at step boundaries and,
+in a distributed run, agreed across ranks (any rank signalled means all stop at the same step).
+The job then exits with :data:`danlu.train.env.PREEMPTED_EXIT_CODE`.
+"""
+
+from __future__ import annotations
+
+import signal
+import threading
+from types import FrameType
+from typing import Any
+
+from danlu.train.distributed import Distributed
+from danlu.train.env import PREEMPTED_EXIT_CODE
+
+
+class Preemption:
+    """Installs a SIGTERM handler (main thread only) and answers "should we stop now?"."""
+
+    exit_code = PREEMPTED_EXIT_CODE
+
+    def __init__(
+        self, dist: Distributed | None = None, *, install: bool = True, check_every: int = 1
+    ) -> None:
+        self.dist = dist or Distributed()
+        self.check_every = max(1, check_every)
+        self._flag = threading.Event()
+        self._previous: Any = None
+        self._installed = False
+        if install and threading.current_thread() is threading.main_thread():
+            self._previous = signal.signal(signal.SIGTERM, self._on_signal)
+            self._installed = True
+
+    def _on_signal(self, signum: int, frame: FrameType | None) -> None:
+        self._flag.set()
+
+    def request(self) -> None:
+        """Ask for a stop as if SIGTERM had arrived (tests, or a user's own trigger)."""
+        self._flag.set()
+
+    @property
+    def requested(self) -> bool:
+        """True once this rank was signalled."""
+        return self._flag.is_set()
+
+    def should_stop(self, step: int) -> bool:
+        """True on every rank when any rank was signalled (checked every ``check_every``
+        steps in distributed runs, every step alone)."""
+        if not self.dist.enabled:
+            return self._flag.is_set()
+        if step % self.check_every:
+            return False
+        return self.dist.any(self._flag.is_set())
+
+    def close(self) -> None:
+        """Restore the previous SIGTERM handler."""
+        if self._installed:
+            signal.signal(signal.SIGTERM, self._previous)
+            self._installed = False

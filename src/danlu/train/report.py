@@ -1,0 +1,159 @@
+"""Per-step metrics: batched, non-blocking POSTs to the danlu API, or a JSONL file.
+
+:meth:`MetricsReporter.report` only appends the record to a deque (thread-safe, no lock, no I/O);
+a daemon thread ships the records every ``interval_s`` seconds: as one JSON POST
+``{"metrics": [...]}`` to ``{DANLU_API_URL}/api/v1/jobs/{DANLU_JOB_ID}/metrics`` with
+``Authorization: Bearer {DANLU_TOKEN}``, or appended as lines to a JSONL file. A network error
+never fails training: the batch is kept (up to ``max_pending`` records, oldest dropped first)
+and retried on the next flush; ``errors`` and ``dropped`` count what went wrong.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import logging
+import sys
+import threading
+import urllib.request
+from collections import deque
+from pathlib import Path
+from typing import Any
+
+log = logging.getLogger("danlu.train")
+
+
+class MetricsReporter:
+    """Ships metric records from a background thread; see the module docstring.
+
+    With neither ``url`` nor ``path`` it is a do-nothing sink that still keeps the last record.
+    """
+
+    def __init__(
+        self,
+        *,
+        url: str | None = None,
+        token: str | None = None,
+        path: str | Path | None = None,
+        interval_s: float = 2.0,
+        max_pending: int = 100_000,
+        timeout_s: float = 5.0,
+    ) -> None:
+        self.url = url
+        self.token = token
+        self.path = Path(path) if path is not None and url is None else None
+        self.interval_s = interval_s
+        self.max_pending = max_pending
+        self.timeout_s = timeout_s
+        self._queue: deque[dict[str, Any]] = deque()
+        self._retry: list[dict[str, Any]] = []
+        self._wake = threading.Event()
+        self._stop = threading.Event()
+        self._thread: threading.Thread | None = None
+        self._io = threading.Lock()
+        self.sent = 0
+        self.errors = 0
+        self.dropped = 0
+        self.last: dict[str, Any] | None = None
+
+    @property
+    def active(self) -> bool:
+        """True when records go somewhere (an API or a file)."""
+        return self.url is not None or self.path is not None
+
+    def start(self) -> None:
+        """Start the shipping thread (idempotent; a no-op for the do-nothing sink)."""
+        if self.active and self._thread is None:
+            self._thread = threading.Thread(target=self._run, name="danlu-metrics", daemon=True)
+            self._thread.start()
+
+    def report(self, record: dict[str, Any]) -> None:
+        """Queue one record (never blocks, never raises)."""
+        self.last = record
+        if self.active:
+            self._queue.append(record)
+
+    def _run(self) -> None:
+        while not self._stop.is_set():
+            self._wake.wait(self.interval_s)
+            self._wake.clear()
+            self.flush()
+
+    def flush(self) -> None:
+        """Ship everything queued now (called by the thread, and by :meth:`close`)."""
+        with self._io:
+            batch = self._retry
+            self._retry = []
+            while self._queue:
+                batch.append(self._queue.popleft())
+            if not batch:
+                return
+            try:
+                self._ship(batch)
+                self.sent += len(batch)
+            except Exception as exc:  # never let reporting break training
+                self.errors += 1
+                log.debug("metrics shipping failed: %s", exc)
+                overflow = len(batch) - self.max_pending
+                if overflow > 0:
+                    self.dropped += overflow
+                    batch = batch[overflow:]
+                self._retry = batch
+
+    def _ship(self, batch: list[dict[str, Any]]) -> None:
+        if self.url is not None:
+            body = json.dumps({"metrics": batch}).encode()
+            req = urllib.request.Request(
+                self.url, data=body, method="POST", headers={"Content-Type": "application/json"}
+            )
+            if self.token:
+                req.add_header("Authorization", f"Bearer {self.token}")
+            with urllib.request.urlopen(req, timeout=self.timeout_s) as resp:
+                resp.read()
+        elif self.path is not None:
+            self.path.parent.mkdir(parents=True, exist_ok=True)
+            with self.path.open("a") as f:
+                f.writelines(json.dumps(r) + "\n" for r in batch)
+
+    def close(self) -> None:
+        """Stop the thread and ship what is left (one last try)."""
+        self._stop.set()
+        self._wake.set()
+        if self._thread is not None:
+            self._thread.join(timeout=self.timeout_s + 1)
+            self._thread = None
+        self.flush()
+
+
+class Progress:
+    """A Rich progress bar on an interactive terminal (rank 0), a no-op elsewhere.
+
+    Updated every ``every`` steps so it costs nothing measurable.
+    """
+
+    def __init__(self, total: int | None, enabled: bool | None = None, every: int = 10) -> None:
+        self.enabled = sys.stdout.isatty() if enabled is None else enabled
+        self.every = max(1, every)
+        self._bar: Any = None
+        self._task: Any = None
+        if self.enabled:
+            with contextlib.suppress(ImportError):
+                from rich.progress import Progress as _RichProgress
+
+                self._bar = _RichProgress(transient=False)
+                self._task = self._bar.add_task("training", total=total)
+                self._bar.start()
+
+    def update(self, step: int, record: dict[str, Any]) -> None:
+        """Show ``step`` and the record's loss."""
+        if self._bar is None or step % self.every:
+            return
+        loss = record.get("loss")
+        desc = f"step {step} loss {loss:.4g}" if isinstance(loss, float) else f"step {step}"
+        self._bar.update(self._task, completed=step, description=desc)
+
+    def close(self) -> None:
+        """Stop the bar."""
+        if self._bar is not None:
+            self._bar.stop()
+            self._bar = None

@@ -1,0 +1,191 @@
+"""One optimizer step: micro-batches, autocast, loss scaling, OOM retry, anomaly checks.
+
+:class:`StepEngine` holds no policy of its own: batch sizes come from
+:class:`~danlu.train.batch.BatchController`, the LR from :class:`~danlu.train.lr.LRController`,
+the verdict on a bad step from :class:`~danlu.train.anomaly.AnomalyDetector`.
+"""
+
+from __future__ import annotations
+
+import math
+import time
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Any
+
+import torch
+
+from danlu.core.errors import DanluError
+from danlu.train import accumulate
+from danlu.train.amp import Precision
+from danlu.train.anomaly import AnomalyDetector
+from danlu.train.batch import BatchController, GradientNoiseScale
+from danlu.train.distributed import Distributed
+from danlu.train.lr import LRController
+from danlu.train.oom import OOMInjector, is_oom, release_memory
+
+LossFn = Callable[[torch.nn.Module, Any], torch.Tensor]
+"""``loss_fn(model, micro_batch) -> scalar mean loss over the micro-batch``."""
+
+
+@dataclass
+class StepResult:
+    """What one call of :meth:`StepEngine.step` did."""
+
+    loss: float
+    grad_norm: float | None
+    applied: bool  # the optimizer step happened (not skipped by the scaler or an anomaly)
+    anomaly: str | None
+    ooms: int  # OOMs recovered from during this step
+    step_time: float
+    samples: int
+
+
+_OOM = object()
+_PEER_OOM = object()
+
+
+def grad_norm(params: list[torch.Tensor]) -> float:
+    """Global L2 norm of the gradients of ``params`` (inf/nan propagate)."""
+    grads = [p.grad for p in params if p.grad is not None]
+    if not grads:
+        return 0.0
+    norms = torch._foreach_norm(grads, 2.0)
+    return float(torch.linalg.vector_norm(torch.stack(norms), 2.0).item())
+
+
+class StepEngine:
+    """Runs training steps for one model/optimizer pair."""
+
+    def __init__(
+        self,
+        model: torch.nn.Module,
+        optimizer: torch.optim.Optimizer,
+        lr: LRController,
+        batch: BatchController,
+        precision: Precision,
+        dist: Distributed,
+        anomaly: AnomalyDetector | None = None,
+        *,
+        clip_grad_norm: float | None = None,
+        compute_grad_norm: bool = True,
+        gns: GradientNoiseScale | None = None,
+        gns_every: int = 0,
+        oom_injector: OOMInjector | None = None,
+    ) -> None:
+        self.model = model
+        self.optimizer = optimizer
+        self.lr = lr
+        self.batch = batch
+        self.precision = precision
+        self.dist = dist
+        self.anomaly = anomaly
+        self.clip = clip_grad_norm
+        self.compute_norm = compute_grad_norm or clip_grad_norm is not None or lr.uses_grad_norm
+        self.gns = gns
+        self.gns_every = gns_every
+        self.oom_injector = oom_injector
+        self.params = [p for g in optimizer.param_groups for p in g["params"]]
+        self.step_count = 0  # optimizer steps taken (applied or skipped)
+        self._gns_small: tuple[float, int] | None = None
+
+    def step(
+        self, data: Any, loss_fn: LossFn, *, real: int | None = None, global_real: int | None = None
+    ) -> StepResult:
+        """Train on this rank's batch ``data`` (its first ``real`` samples count; ``global_real``
+        real samples over all ranks) and take one optimizer step."""
+        t0 = time.perf_counter()
+        n = accumulate.batch_len(data)
+        real = n if real is None else real
+        global_real = real * self.dist.world_size if global_real is None else global_real
+        # Weight so that DDP's mean over ranks equals the mean over the real samples.
+        weight = real * self.dist.world_size / global_real if global_real > 0 else 0.0
+        ooms = 0
+        while True:
+            out = self._accumulate(data, loss_fn, weight)
+            if out is _OOM or out is _PEER_OOM:
+                # Out of the except block now: the failed step's tensors can really be freed.
+                release_memory(self.model, self.optimizer)
+                self.batch.on_oom()
+                ooms += 1
+                continue
+            assert isinstance(out, float)
+            loss = out
+            break
+        self.precision.unscale(self.optimizer)
+        norm: float | None = None
+        if self.clip is not None:
+            norm = float(torch.nn.utils.clip_grad_norm_(self.params, self.clip))
+        elif self.compute_norm:
+            norm = grad_norm(self.params)
+        if self.gns is not None and self._gns_small is not None and norm is not None:
+            self.gns.update(
+                self._gns_small[0], self._gns_small[1], norm * norm, n * self.dist.world_size
+            )
+        kind = None
+        applied = False
+        scaler_overflow = self.precision.scaling and norm is not None and not math.isfinite(norm)
+        if self.anomaly is not None and not scaler_overflow:
+            kind = self.anomaly.check(loss, norm)
+        if kind is not None and self.anomaly is not None and self.anomaly.action == "stop":
+            self.anomaly.raise_for(kind, self.step_count, loss, norm)
+        if kind is None or (self.anomaly is not None and self.anomaly.action == "warn"):
+            self.lr.before_step(norm)
+            applied = self.precision.step(self.optimizer)
+        elif self.precision.scaling:
+            self.precision.scaler.update()
+        self.optimizer.zero_grad(set_to_none=True)
+        self.lr.after_step()
+        self.step_count += 1
+        return StepResult(loss, norm, applied, kind, ooms, time.perf_counter() - t0, global_real)
+
+    def _accumulate(self, data: Any, loss_fn: LossFn, weight: float) -> object:
+        """Forward/backward over the micro-batches; the summed loss, or an OOM marker."""
+        chunks = accumulate.split(data, self.batch.micro)
+        last = len(chunks) - 1
+        agreed = False
+        total: torch.Tensor | float = 0.0
+        self._gns_small = None
+        measure_gns = (
+            self.gns is not None
+            and last > 0
+            and self.gns_every > 0
+            and self.step_count % self.gns_every == 0
+        )
+        failed = False
+        try:
+            for i, (chunk, share) in enumerate(chunks):
+                with accumulate.no_sync(self.model, i == last):
+                    if self.oom_injector is not None and self.oom_injector(
+                        self.step_count, self.batch.micro
+                    ):
+                        raise torch.OutOfMemoryError(
+                            f"injected OOM at micro-batch {self.batch.micro}"
+                        )
+                    with self.precision.autocast():
+                        loss = loss_fn(self.model, chunk)
+                    if i == last and self.dist.enabled:
+                        agreed = True
+                        if self.dist.any(False):  # a peer ran out of memory: retry together
+                            return _PEER_OOM
+                    self.precision.scale(loss * (share * weight)).backward()
+                total = total + loss.detach().float() * share
+                if measure_gns and i == 0 and weight > 0:
+                    denom = share * weight * self.precision.loss_scale
+                    sq = grad_norm(self.params) ** 2 / denom**2
+                    self._gns_small = (sq, accumulate.batch_len(chunk))
+        except Exception as exc:
+            if not is_oom(exc):
+                raise
+            failed = True
+        if failed:
+            if agreed:
+                raise DanluError(
+                    "out of memory in the last backward pass, after the ranks agreed to go on; "
+                    "the peers are inside DDP's all-reduce and cannot retry. Restart the job: "
+                    "lower DANLU_BATCH_SIZE or the micro-batch"
+                )
+            if self.dist.enabled:
+                self.dist.any(True)
+            return _OOM
+        return float(total)

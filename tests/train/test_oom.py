@@ -1,0 +1,61 @@
+"""OOM recovery: an injected OOM at micro-batch 64 continues at 32 with accumulation 2."""
+
+from __future__ import annotations
+
+import torch
+
+import danlu.train as dt
+from danlu.train.batch import BatchController
+from train_helpers import mse_loss, tiny_model, tiny_regression
+
+
+def _run(micro: int, injector: dt.oom.OOMInjector | None, steps: int = 12
+         ) -> tuple[list[float], dt.TrainContext]:
+    data = tiny_regression(n=64 * steps)
+    model = tiny_model()
+    opt = torch.optim.SGD(model.parameters(), lr=0.05, momentum=0.9)
+    ctx = dt.init(model, opt, global_batch_size=64, micro_batch_size=micro,
+                  dataset_size=len(data), shuffle=False, metrics_file=False,
+                  oom_injector=injector, environ={})
+    losses = []
+    with ctx:
+        for _ in ctx.epochs(1):
+            for batch in ctx.batches(data):
+                losses.append(ctx.step(batch, mse_loss).loss)
+    return losses, ctx
+
+
+def test_injected_oom_halves_micro_batch_and_matches_accumulation_2() -> None:
+    recovered, ctx = _run(64, dt.inject_oom_at(64))
+    assert ctx.batch.micro == 32
+    assert ctx.batch.accumulation == 2
+    assert ctx.batch.global_batch == 64
+    assert ctx.batch.oom_count == 1
+    assert ctx.history[0]["micro_batch"] == 32
+    reference, ref_ctx = _run(32, None)
+    assert ref_ctx.batch.accumulation == 2
+    assert len(recovered) == len(reference) == 12
+    torch.testing.assert_close(torch.tensor(recovered), torch.tensor(reference),
+                               rtol=1e-6, atol=1e-7)
+    # and the run at 64 without an OOM is the same trajectory within fp tolerance
+    plain, _ = _run(64, None)
+    torch.testing.assert_close(torch.tensor(plain), torch.tensor(reference), rtol=1e-5,
+                               atol=1e-6)
+
+
+def test_oom_at_smallest_micro_batch_is_a_clear_error() -> None:
+    import pytest
+
+    from danlu.core.errors import ConfigError
+
+    bc = BatchController(4, micro=1)
+    with pytest.raises(ConfigError, match="out of memory even at micro-batch 1"):
+        bc.on_oom()
+
+
+def test_real_torch_oom_error_is_recognised() -> None:
+    from danlu.train.oom import is_oom
+
+    assert is_oom(torch.OutOfMemoryError("CUDA out of memory"))
+    assert is_oom(RuntimeError("CUDA out of memory. Tried to allocate"))
+    assert not is_oom(RuntimeError("shape mismatch"))
