@@ -122,6 +122,14 @@ class Allocation:
         """Sorted distinct node indices."""
         return tuple(sorted({s.node for s in self.shares}))
 
+    def node_counts(self) -> tuple[int, ...]:
+        """GPU count on each node used, in the order the nodes first appear in ``shares``
+        (the order a placement picked them)."""
+        counts: dict[int, int] = {}
+        for share in self.shares:
+            counts[share.node] = counts.get(share.node, 0) + 1
+        return tuple(counts.values())
+
     def per_node(self) -> tuple[int, ...]:
         """GPU count on each node used, in descending order (a Pollux-style placement shape)."""
         counts = Counter(s.node for s in self.shares)

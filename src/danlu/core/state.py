@@ -66,7 +66,11 @@ class Event:
 
 
 class HasState(Protocol):
-    id: str
+    """Anything with an id and a mutable state (a core Job, a simulated job, a DB row)."""
+
+    @property
+    def id(self) -> str: ...
+
     state: JobState
 
 

@@ -1,0 +1,267 @@
+"""Whole-GPU gang placement and memory-sized GPU sharing on a per-round scratch copy.
+
+:class:`FreeMap` is the mutable working copy of free capacity that a policy fills during one
+round. It is built from a :class:`~danlu.sched.view.ClusterView` in O(GPUs) numpy work and
+answers a placement in O(nodes) numpy work, so a round over thousands of jobs stays fast.
+
+Placement strategies for whole GPUs (all-or-nothing: a job gets every GPU it asks for or none):
+
+- ``best-fit``: the node whose free GPUs fit the job most tightly; if no single node can hold
+  it, the fewest nodes (fullest-free first).
+- ``first-fit``: nodes in index order.
+- ``spread``: one GPU per node on the emptiest nodes (for jobs that want host bandwidth).
+- ``worst-fit``: repeatedly the node with the most free GPUs (lowest index on ties), taking as
+  many GPUs there as the job still needs -- the Pollux artifact's Tiresias placement.
+- ``topology``: fewest racks, then fewest nodes (best-fit inside the chosen rack).
+
+Shared requests (part of one GPU by milli-GPU or by memory) go to the GPU they fit most tightly,
+preferring GPUs already in use, so whole GPUs stay free for gang jobs.
+"""
+
+from __future__ import annotations
+
+from typing import Final
+
+import numpy as np
+
+from danlu.core.cluster import MILLI_PER_GPU, Allocation, GpuShare
+from danlu.core.errors import PlacementError, UnknownNameError
+from danlu.sched.view import BoolArray, ClusterView, IntArray, JobRequest
+
+STRATEGIES: Final = ("best-fit", "first-fit", "spread", "topology", "worst-fit")
+_BIG: Final = np.iinfo(np.int64).max // 4
+
+
+class FreeMap:
+    """Free capacity of a cluster during one scheduling round (mutable scratch)."""
+
+    def __init__(self, view: ClusterView, strategy: str = "best-fit") -> None:
+        if strategy not in STRATEGIES:
+            raise UnknownNameError("placement", strategy, list(STRATEGIES))
+        self.strategy = strategy
+        cluster = view.cluster
+        self.cluster = cluster
+        nodes = cluster.nodes
+        self._offsets: IntArray = np.array([cluster.gpu_offset(i) for i in range(len(nodes))])
+        self._sizes: IntArray = np.array([n.gpus for n in nodes], dtype=np.int64)
+        self._gpu_node: IntArray = np.repeat(np.arange(len(nodes)), self._sizes)
+        self._gpu_mem_cap: IntArray = np.repeat(
+            np.array([n.gpu_type.memory for n in nodes], dtype=np.int64), self._sizes
+        )
+        used_milli, used_memory = view.usage()
+        self.free_milli: IntArray = MILLI_PER_GPU - used_milli
+        self.free_memory: IntArray = self._gpu_mem_cap - used_memory
+        whole = (self.free_milli >= MILLI_PER_GPU).astype(np.int64)
+        self.node_free: IntArray = (
+            np.add.reduceat(whole, self._offsets) if len(nodes) else np.zeros(0, np.int64)
+        )
+        self.node_free[self._sizes == 0] = 0
+        self.total_free = int(self.node_free.sum())
+        self._rack_ids: IntArray = np.unique([n.rack for n in nodes], return_inverse=True)[1]
+        self._type_names = [n.gpu_type.name for n in nodes]
+        self._type_masks: dict[frozenset[str], BoolArray] = {}
+
+    # -- queries -------------------------------------------------------------------------
+    def _node_mask(self, req: JobRequest) -> BoolArray | None:
+        if not req.gpu_types:
+            return None
+        mask = self._type_masks.get(req.gpu_types)
+        if mask is None:
+            wanted = {t.lower() for t in req.gpu_types}
+            mask = np.array([t.lower() in wanted for t in self._type_names], dtype=bool)
+            self._type_masks[req.gpu_types] = mask
+        return mask
+
+    def could_fit_now(self, req: JobRequest) -> bool:
+        """Cheap necessary condition (enough free whole GPUs in total)."""
+        if req.shares_gpu:
+            return True
+        return self.total_free >= req.gpus
+
+    # -- placement -----------------------------------------------------------------------
+    def place(self, req: JobRequest, gpus: int | None = None) -> Allocation | None:
+        """Find room for ``req`` (``gpus`` overrides the count for elastic jobs), take it, and
+        return the allocation; ``None`` (and nothing taken) when it does not fit."""
+        count = req.gpus if gpus is None else gpus
+        if count <= 0:
+            return None
+        if req.shares_gpu and count == 1:
+            return self._place_shared(req)
+        if self.total_free < count:
+            return None
+        free = self.node_free
+        mask = self._node_mask(req)
+        if mask is not None:
+            free = np.where(mask, free, 0)
+        if req.gpu_memory:
+            free = np.where(self._node_gpu_memory() >= req.gpu_memory, free, 0)
+        nodes = self._choose_nodes(free, count)
+        if nodes is None:
+            return None
+        shares: list[GpuShare] = []
+        for node, take in nodes:
+            start = int(self._offsets[node])
+            idle = np.flatnonzero(
+                self.free_milli[start : start + int(self._sizes[node])] >= MILLI_PER_GPU
+            )
+            for gpu in idle[:take].tolist():
+                memory = int(self.free_memory[start + gpu])
+                shares.append(GpuShare(node, gpu, MILLI_PER_GPU, memory))
+        alloc = Allocation(tuple(shares))
+        self.take(alloc)
+        return alloc
+
+    def _node_gpu_memory(self) -> IntArray:
+        return self._gpu_mem_cap[self._offsets] if len(self._offsets) else self._offsets
+
+    def _choose_nodes(self, free: IntArray, count: int) -> list[tuple[int, int]] | None:
+        if int(free.sum()) < count:
+            return None
+        strategy = self.strategy
+        if strategy == "first-fit":
+            fitting = np.flatnonzero(free >= count)
+            if fitting.size:
+                return [(int(fitting[0]), count)]
+            return _take_in_order(np.flatnonzero(free > 0), free, count)
+        if strategy == "spread":
+            order = np.lexsort((np.arange(free.size), -free))
+            order = order[free[order] > 0]
+            if order.size >= count:
+                return [(int(n), 1) for n in order[:count]]
+            return _take_round_robin(order, free, count)
+        if strategy == "worst-fit":
+            return _emptiest_first(free, count)
+        single = _best_single(free, count)
+        if single is not None:
+            return [(single, count)]
+        if strategy == "topology":
+            return self._by_rack(free, count)
+        order = np.lexsort((np.arange(free.size), -free))
+        return _take_in_order(order[free[order] > 0], free, count)
+
+    def _by_rack(self, free: IntArray, count: int) -> list[tuple[int, int]] | None:
+        rack_free = np.bincount(self._rack_ids, weights=free).astype(np.int64)
+        fitting = np.flatnonzero(rack_free >= count)
+        racks: list[int]
+        if fitting.size:
+            racks = [int(fitting[np.argmin(rack_free[fitting])])]
+        else:
+            racks = np.argsort(-rack_free, kind="stable").tolist()
+        chosen: list[tuple[int, int]] = []
+        need = count
+        for rack in racks:
+            in_rack = np.flatnonzero((self._rack_ids == rack) & (free > 0))
+            in_rack = in_rack[np.argsort(-free[in_rack], kind="stable")]
+            for node in in_rack.tolist():
+                take = min(need, int(free[node]))
+                chosen.append((node, take))
+                need -= take
+                if need == 0:
+                    return chosen
+        return None
+
+    def _place_shared(self, req: JobRequest) -> Allocation | None:
+        milli = min(req.gpu_milli, MILLI_PER_GPU)
+        fits = (self.free_milli >= milli) & (self.free_memory >= req.gpu_memory)
+        mask = self._node_mask(req)
+        if mask is not None:
+            fits &= mask[self._gpu_node]
+        candidates = np.flatnonzero(fits)
+        if candidates.size == 0:
+            return None
+        # Tightest fit first: least memory left, then least compute left, then lowest index.
+        left_mem = self.free_memory[candidates] - req.gpu_memory
+        left_milli = self.free_milli[candidates] - milli
+        best = candidates[np.lexsort((candidates, left_milli, left_mem))[0]]
+        node = int(self._gpu_node[best])
+        memory = req.gpu_memory or int(self.free_memory[best])
+        alloc = Allocation((GpuShare(node, int(best - self._offsets[node]), milli, memory),))
+        self.take(alloc)
+        return alloc
+
+    # -- bookkeeping ---------------------------------------------------------------------
+    def can_take(self, alloc: Allocation) -> bool:
+        """Whether every share of ``alloc`` is free right now."""
+        need_milli: dict[int, int] = {}
+        need_memory: dict[int, int] = {}
+        for share in alloc.shares:
+            index = int(self._offsets[share.node]) + share.gpu
+            need_milli[index] = need_milli.get(index, 0) + share.milli
+            need_memory[index] = need_memory.get(index, 0) + share.memory
+        return all(
+            self.free_milli[i] >= need_milli[i] and self.free_memory[i] >= need_memory[i]
+            for i in need_milli
+        )
+
+    def take(self, alloc: Allocation) -> None:
+        """Mark ``alloc`` as used. Raises :class:`PlacementError` on over-allocation."""
+        self._apply(alloc, -1)
+
+    def release(self, alloc: Allocation) -> None:
+        """Give ``alloc`` back."""
+        self._apply(alloc, +1)
+
+    def _apply(self, alloc: Allocation, sign: int) -> None:
+        for share in alloc.shares:
+            index = int(self._offsets[share.node]) + share.gpu
+            was_whole = self.free_milli[index] >= MILLI_PER_GPU
+            self.free_milli[index] += sign * share.milli
+            self.free_memory[index] += sign * share.memory
+            if self.free_milli[index] < 0 or self.free_memory[index] < 0:
+                raise PlacementError(
+                    f"GPU {share.gpu} of node {share.node} over-allocated: "
+                    f"{-int(self.free_milli[index])} milli, {-int(self.free_memory[index])} bytes"
+                )
+            is_whole = self.free_milli[index] >= MILLI_PER_GPU
+            if was_whole != is_whole:
+                delta = 1 if is_whole else -1
+                self.node_free[share.node] += delta
+                self.total_free += delta
+
+
+def _emptiest_first(free: IntArray, count: int) -> list[tuple[int, int]] | None:
+    left = free.copy()
+    chosen: list[tuple[int, int]] = []
+    need = count
+    while need:
+        node = int(np.argmax(left))
+        if left[node] <= 0:
+            return None
+        take = min(need, int(left[node]))
+        chosen.append((node, take))
+        left[node] -= take
+        need -= take
+    return chosen
+
+
+def _best_single(free: IntArray, count: int) -> int | None:
+    fitting = np.where(free >= count, free, _BIG)
+    node = int(np.argmin(fitting))
+    return node if fitting[node] < _BIG else None
+
+
+def _take_in_order(order: IntArray, free: IntArray, count: int) -> list[tuple[int, int]] | None:
+    chosen: list[tuple[int, int]] = []
+    need = count
+    for node in order.tolist():
+        take = min(need, int(free[node]))
+        chosen.append((node, take))
+        need -= take
+        if need == 0:
+            return chosen
+    return None
+
+
+def _take_round_robin(order: IntArray, free: IntArray, count: int) -> list[tuple[int, int]] | None:
+    taken = dict.fromkeys(order.tolist(), 0)
+    need = count
+    while need:
+        progressed = False
+        for node in taken:
+            if taken[node] < free[node] and need:
+                taken[node] += 1
+                need -= 1
+                progressed = True
+        if not progressed:
+            return None
+    return [(node, n) for node, n in taken.items() if n]

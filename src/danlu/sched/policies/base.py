@@ -1,0 +1,139 @@
+"""The Policy interface and the two round procedures most policies are made of.
+
+A policy is a plain object: configuration in its constructor, and
+``schedule(view) -> Plan``, a pure, deterministic function of the frozen view.
+
+- :func:`queue_round` walks pending jobs in the policy's order and starts each one that fits
+  (``backfill``) or stops at the first that does not (strict order). Nothing is preempted.
+- :func:`preemptive_round` orders running and pending jobs together; the best ones that fit
+  the cluster's capacity are kept or started, and preemptible running jobs that fall outside
+  are preempted, unless their GPUs are still free once the admitted jobs are placed.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+from typing import Any, Protocol
+
+from danlu.core.cluster import MILLI_PER_GPU
+from danlu.sched.placement.gang import FreeMap
+from danlu.sched.view import ClusterView, JobStatus, Plan, Preempt, Start
+
+
+class Policy(Protocol):
+    """A scheduling policy: a pure function from a cluster view to a plan."""
+
+    @property
+    def name(self) -> str:
+        """The registry name."""
+        ...
+
+    @property
+    def time_invariant(self) -> bool:
+        """True when the plan depends only on the jobs and the cluster, not on the clock:
+        callers may then skip rounds in which nothing changed."""
+        ...
+
+    def schedule(self, view: ClusterView) -> Plan:
+        """Decide which jobs start, stop or move in this round."""
+        ...
+
+
+def _why_not(free: FreeMap, job: JobStatus) -> str:
+    req = job.request
+    if req.shares_gpu:
+        return f"no GPU has {req.gpu_milli} milli-GPU and {req.gpu_memory} bytes free" + (
+            f" among types {sorted(req.gpu_types)}" if req.gpu_types else ""
+        )
+    if free.total_free < req.gpus:
+        return f"needs {req.gpus} GPUs, {free.total_free} free"
+    return f"needs {req.gpus} GPUs; free GPUs are fragmented or of the wrong type"
+
+
+def queue_round(
+    view: ClusterView, order: Sequence[JobStatus], placement: str, backfill: bool
+) -> Plan:
+    """Start pending jobs in ``order`` while they fit; see the module docstring."""
+    free = FreeMap(view, placement)
+    starts: list[Start] = []
+    waiting: dict[str, str] = {}
+    blocked_by: str | None = None
+    for job in order:
+        if blocked_by is not None:
+            waiting[job.id] = f"queued behind {blocked_by} (strict order, no backfill)"
+            continue
+        alloc = free.place(job.request) if free.could_fit_now(job.request) else None
+        if alloc is not None:
+            starts.append(Start(job.id, alloc))
+            continue
+        waiting[job.id] = _why_not(free, job)
+        if not backfill:
+            blocked_by = job.id
+    return Plan(starts=tuple(starts), waiting=waiting)
+
+
+def _demand_milli(job: JobStatus) -> int:
+    req = job.request
+    if job.running:
+        return job.allocation.gpu_milli
+    return req.gpu_milli if req.shares_gpu else req.gpus * MILLI_PER_GPU
+
+
+def preemptive_round(
+    view: ClusterView,
+    rank: Callable[[JobStatus], tuple[Any, ...]],
+    placement: str,
+) -> Plan:
+    """Keep or start the best-ranked jobs (lowest ``rank``) that fit; preempt the rest.
+
+    Non-preemptible running jobs are always kept. The capacity budget is counted in
+    milli-GPU; a job that would be admitted by the budget but cannot be placed (fragmentation,
+    GPU type) waits and does not cause preemptions.
+    """
+    capacity = view.cluster.total_gpus * MILLI_PER_GPU
+    kept_fixed = [j for j in view.running if not j.request.preemptible]
+    budget = capacity - sum(_demand_milli(j) for j in kept_fixed)
+    candidates = sorted(
+        [j for j in view.running if j.request.preemptible] + list(view.pending), key=rank
+    )
+    admitted: list[JobStatus] = []
+    rejected_running: list[JobStatus] = []
+    waiting: dict[str, str] = {}
+    for job in candidates:
+        demand = _demand_milli(job)
+        if demand <= budget:
+            admitted.append(job)
+            budget -= demand
+        elif job.running:
+            rejected_running.append(job)
+        else:
+            waiting[job.id] = (
+                f"outranked: needs {demand // MILLI_PER_GPU} GPUs of capacity "
+                "held by higher-ranked jobs"
+            )
+
+    free = FreeMap(view, placement)
+    # Release every running job that fell below the line, then place the admitted pending
+    # jobs in rank order. A victim whose GPUs are all still free afterwards keeps running:
+    # preempting it would only idle GPUs.
+    for victim in rejected_running:
+        free.release(victim.allocation)
+    starts: list[Start] = []
+    unplaced: list[JobStatus] = []
+    for job in admitted:
+        if job.running:
+            continue
+        alloc = free.place(job.request)
+        if alloc is None:
+            unplaced.append(job)
+        else:
+            starts.append(Start(job.id, alloc))
+    preempts: list[Preempt] = []
+    for victim in rejected_running:
+        if free.can_take(victim.allocation):
+            free.take(victim.allocation)
+        else:
+            preempts.append(Preempt(victim.id, "outranked by waiting jobs"))
+    for job in unplaced:
+        waiting[job.id] = _why_not(free, job)
+    return Plan(starts=tuple(starts), preempts=tuple(preempts), waiting=waiting)

@@ -1,0 +1,26 @@
+"""First in, first out: jobs start in submission order; never preempts."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from danlu.sched.policies.base import queue_round
+from danlu.sched.view import ClusterView, Plan
+
+
+@dataclass(frozen=True)
+class FifoPolicy:
+    """Start jobs in submission order.
+
+    ``backfill=False`` (default) is strict FIFO: a job that does not fit blocks the ones
+    behind it. With ``backfill=True`` later jobs that fit may start first.
+    """
+
+    placement: str = "best-fit"
+    backfill: bool = False
+    name: str = "fifo"
+    time_invariant: bool = True
+
+    def schedule(self, view: ClusterView) -> Plan:
+        order = sorted(view.pending, key=lambda j: (j.request.submit_time, j.id))
+        return queue_round(view, order, self.placement, self.backfill)

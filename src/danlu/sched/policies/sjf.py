@@ -1,0 +1,33 @@
+"""Shortest job first by the expected duration, with backfill; never preempts."""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+
+from danlu.sched.policies.base import queue_round
+from danlu.sched.view import ClusterView, JobStatus, Plan
+
+
+@dataclass(frozen=True)
+class SjfPolicy:
+    """Start the job with the least expected GPU time (``duration x GPUs``) first.
+
+    Jobs without an expected duration go last, in submission order. ``by_gpu_time=False``
+    orders by duration alone.
+    """
+
+    placement: str = "best-fit"
+    backfill: bool = True
+    by_gpu_time: bool = True
+    name: str = "sjf"
+    time_invariant: bool = True
+
+    def _key(self, job: JobStatus) -> tuple[float, float, str]:
+        req = job.request
+        duration = req.expected_duration if req.expected_duration is not None else math.inf
+        size = duration * max(req.gpus, 1) if self.by_gpu_time else duration
+        return (size, req.submit_time, req.id)
+
+    def schedule(self, view: ClusterView) -> Plan:
+        return queue_round(view, sorted(view.pending, key=self._key), self.placement, self.backfill)

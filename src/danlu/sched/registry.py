@@ -1,0 +1,72 @@
+"""Policies by name. ``make_policy("tiresias", thresholds=(3600,))`` builds one.
+
+The registry is an ordinary object: :func:`default_registry` returns a fresh one holding the
+built-in policies, and callers that add their own register on their instance (no global state
+to reset between tests).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import fields, is_dataclass
+from typing import Any
+
+from danlu.core.errors import ConfigError, UnknownNameError
+from danlu.sched.placement.gang import STRATEGIES
+from danlu.sched.policies.base import Policy
+from danlu.sched.policies.fifo import FifoPolicy
+from danlu.sched.policies.priority import PriorityPolicy
+from danlu.sched.policies.sjf import SjfPolicy
+from danlu.sched.policies.tiresias import TiresiasPolicy
+from danlu.sched.policies.value_density import ValueDensityPolicy
+
+PolicyFactory = Callable[..., Policy]
+
+
+class PolicyRegistry:
+    """Named policy factories."""
+
+    def __init__(self) -> None:
+        self._factories: dict[str, PolicyFactory] = {}
+
+    def register(self, name: str, factory: PolicyFactory) -> None:
+        if name in self._factories:
+            raise ConfigError(f"a policy named {name!r} is already registered")
+        self._factories[name] = factory
+
+    def names(self) -> list[str]:
+        return sorted(self._factories)
+
+    def create(self, name: str, **options: Any) -> Policy:
+        """Build policy ``name``; unknown names and options raise errors listing valid ones."""
+        factory = self._factories.get(name)
+        if factory is None:
+            raise UnknownNameError("policy", name, self.names())
+        if is_dataclass(factory):
+            valid = {f.name for f in fields(factory)} - {"name"}
+            unknown = sorted(set(options) - valid)
+            if unknown:
+                raise ConfigError(
+                    f"policy {name!r} has no option {unknown[0]!r}; "
+                    f"options: {', '.join(sorted(valid))}"
+                )
+        placement = options.get("placement")
+        if placement is not None and placement not in STRATEGIES:
+            raise UnknownNameError("placement", str(placement), list(STRATEGIES))
+        return factory(**options)
+
+
+def default_registry() -> PolicyRegistry:
+    """A new registry holding danlu's built-in policies."""
+    registry = PolicyRegistry()
+    registry.register("fifo", FifoPolicy)
+    registry.register("priority", PriorityPolicy)
+    registry.register("sjf", SjfPolicy)
+    registry.register("tiresias", TiresiasPolicy)
+    registry.register("value-density", ValueDensityPolicy)
+    return registry
+
+
+def make_policy(name: str, **options: Any) -> Policy:
+    """Build a built-in policy by name."""
+    return default_registry().create(name, **options)

@@ -1,0 +1,188 @@
+"""What a policy sees (a frozen :class:`ClusterView`) and what it returns (a :class:`Plan`).
+
+Policies are pure functions of the view: no clock, no I/O, no randomness beyond a seed in
+their config. The simulator and the server build the same view from their own state (thin
+adapters) and apply the same plan.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass, field
+
+import numpy as np
+import numpy.typing as npt
+
+from danlu.core.cluster import MILLI_PER_GPU, Allocation, Cluster
+
+IntArray = npt.NDArray[np.int64]
+BoolArray = npt.NDArray[np.bool_]
+
+
+@dataclass(frozen=True, slots=True)
+class JobRequest:
+    """The schedulable facts of one job (derived from its spec; no command, no env)."""
+
+    id: str
+    submit_time: float
+    gpus: int = 1
+    """GPUs needed (the minimum for elastic jobs)."""
+    max_gpus: int = 0
+    """Most GPUs an elastic job can use; 0 means ``gpus`` (rigid)."""
+    priority: int = 0
+    gpu_milli: int = MILLI_PER_GPU
+    """Share of each GPU in thousandths; below 1000 only for single-GPU shared jobs."""
+    gpu_memory: int = 0
+    """Bytes needed on each GPU; 0 means the whole GPU."""
+    gpu_types: frozenset[str] = frozenset()
+    """Allowed GPU type names; empty means any."""
+    cpu_milli: int = 0
+    memory: int = 0
+    preemptible: bool = True
+    expected_duration: float | None = None
+    """The user's (or a model's) estimate of the run time at ``gpus`` GPUs, in seconds."""
+    project: str = "default"
+    seq: int = 0
+    """Submission sequence number: breaks ties between equal ``submit_time``s."""
+    batch_size: int | None = None
+    """The global batch size the user asked for, when known."""
+
+    @property
+    def elastic(self) -> bool:
+        return self.max_gpus > self.gpus
+
+    @property
+    def shares_gpu(self) -> bool:
+        """True when the job asks for part of one GPU (by milli or by memory)."""
+        return self.gpus <= 1 and (self.gpu_milli < MILLI_PER_GPU or self.gpu_memory > 0)
+
+
+@dataclass(frozen=True, slots=True)
+class JobStatus:
+    """A job's request plus what has happened to it so far."""
+
+    request: JobRequest
+    allocation: Allocation = field(default_factory=Allocation)
+    """Empty for pending jobs."""
+    attained_service: float = 0.0
+    """GPU-seconds received before ``last_start`` (for a running job) or in total (pending).
+    Use :meth:`attained_at` for the value at a given time."""
+    run_time: float = 0.0
+    """Seconds run before ``last_start`` (running) or in total (pending).
+    See :meth:`run_time_at`."""
+    last_start: float | None = None
+    """When the current (running) or last run started."""
+    progress: float = 0.0
+    """Fraction of the work done at the last state change, 0..1, when known."""
+    preemptions: int = 0
+    restarts: int = 0
+    marks: Mapping[str, float] = field(default_factory=dict)
+    """Notes a policy attached to this job in earlier rounds (see :attr:`Plan.marks`)."""
+
+    def attained_at(self, now: float) -> float:
+        """GPU-seconds of service at ``now`` (running jobs keep accruing)."""
+        if self.allocation and self.last_start is not None:
+            gpus = self.allocation.gpu_milli / MILLI_PER_GPU
+            return self.attained_service + gpus * max(0.0, now - self.last_start)
+        return self.attained_service
+
+    def run_time_at(self, now: float) -> float:
+        """Seconds run at ``now``."""
+        if self.allocation and self.last_start is not None:
+            return self.run_time + max(0.0, now - self.last_start)
+        return self.run_time
+
+    @property
+    def id(self) -> str:
+        return self.request.id
+
+    @property
+    def running(self) -> bool:
+        return bool(self.allocation)
+
+
+@dataclass(frozen=True)
+class ClusterView:
+    """A frozen snapshot: nodes, GPU usage, running and pending jobs, and the time.
+
+    ``used_milli`` / ``used_memory`` are per-GPU arrays in the flat GPU numbering of
+    :meth:`Cluster.gpu_offset`; they are derived from the running jobs' allocations when not
+    given (adapters that track usage incrementally pass them to save work).
+    """
+
+    time: float
+    cluster: Cluster
+    running: tuple[JobStatus, ...] = ()
+    pending: tuple[JobStatus, ...] = ()
+    used_milli: IntArray | None = None
+    used_memory: IntArray | None = None
+
+    def __post_init__(self) -> None:
+        if self.used_milli is None or self.used_memory is None:
+            milli, memory = usage_from_allocations(
+                self.cluster, (j.allocation for j in self.running)
+            )
+            object.__setattr__(self, "used_milli", milli)
+            object.__setattr__(self, "used_memory", memory)
+        for array in self.usage():
+            array.flags.writeable = False
+
+    def usage(self) -> tuple[IntArray, IntArray]:
+        """Per-GPU used milli-GPU and used memory (read-only arrays)."""
+        assert self.used_milli is not None and self.used_memory is not None
+        return self.used_milli, self.used_memory
+
+
+def usage_from_allocations(
+    cluster: Cluster, allocations: Iterable[Allocation]
+) -> tuple[IntArray, IntArray]:
+    """Per-GPU used milli-GPU and memory from an iterable of :class:`Allocation`."""
+    total = cluster.total_gpus
+    milli = np.zeros(total, dtype=np.int64)
+    memory = np.zeros(total, dtype=np.int64)
+    for alloc in allocations:
+        for share in alloc.shares:
+            index = cluster.gpu_offset(share.node) + share.gpu
+            milli[index] += share.milli
+            memory[index] += share.memory
+    return milli, memory
+
+
+@dataclass(frozen=True, slots=True)
+class Start:
+    """Start a pending job on ``allocation`` (with an optional batch size choice)."""
+
+    job_id: str
+    allocation: Allocation
+    batch_size: int | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class Preempt:
+    """Stop a running job by checkpoint and re-queue it."""
+
+    job_id: str
+    reason: str
+
+
+@dataclass(frozen=True, slots=True)
+class Resize:
+    """Move a running job to a new allocation (and batch size): costs a restart."""
+
+    job_id: str
+    allocation: Allocation
+    batch_size: int | None = None
+
+
+@dataclass(frozen=True)
+class Plan:
+    """A policy's decision for one round. ``waiting`` says why each unstarted job waits."""
+
+    starts: tuple[Start, ...] = ()
+    preempts: tuple[Preempt, ...] = ()
+    resizes: tuple[Resize, ...] = ()
+    waiting: dict[str, str] = field(default_factory=dict)
+    marks: dict[str, dict[str, float]] = field(default_factory=dict)
+    """Per-job notes to remember across rounds (e.g. when Tiresias demoted a job). The
+    caller stores them and hands them back in :attr:`JobStatus.marks`, so policies stay pure
+    functions of the view while keeping the state their algorithm needs."""

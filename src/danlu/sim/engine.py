@@ -1,0 +1,397 @@
+"""The discrete-event simulator: a virtual clock driving the real ``danlu.sched`` policies.
+
+Time advances from event to event. Job arrivals and completions happen at their exact times;
+the policy is asked for a plan at scheduling instants on the ``interval`` grid (t = interval,
+2 x interval, ...), the protocol of the Pollux artifact. With ``event_rounds`` the policy is
+also asked at every arrival and completion. Instants at which nothing can change are skipped:
+with no stepwise job running, no round is due while the queue is empty, nor, for a policy
+that does not depend on the clock, while nothing arrived or finished.
+
+The engine is a thin adapter: it keeps per-job state, builds the frozen
+:class:`~danlu.sched.view.ClusterView`, calls ``policy.schedule`` and applies the plan,
+checking that no GPU is ever over-allocated.
+"""
+
+from __future__ import annotations
+
+import heapq
+import math
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass, field
+
+import numpy as np
+
+from danlu.core.cluster import MILLI_PER_GPU, Allocation, Cluster
+from danlu.core.errors import ConfigError, PlacementError
+from danlu.core.state import Event, JobState, transition
+from danlu.sched.policies.base import Policy
+from danlu.sched.view import ClusterView, JobRequest, JobStatus, Plan
+from danlu.sim.elastic import ApplicationProfile
+from danlu.sim.metrics import JobRecord, SimResult, Timeline
+from danlu.sim.progress import ProfiledProgress, Progress, RigidProgress
+from danlu.sim.workload import ProfiledWork, Workload, WorkloadJob
+
+
+@dataclass(frozen=True)
+class SimConfig:
+    """Simulation settings."""
+
+    interval: float = 60.0
+    """Seconds between scheduling instants."""
+    restart_cost: float = 30.0
+    """Seconds of held GPUs without progress charged per (re)allocation."""
+    event_rounds: bool = False
+    """Also schedule at every arrival and completion, not only on the interval grid."""
+    record_events: bool = False
+    """Keep every state-change event (memory grows with the workload)."""
+    max_time: float = math.inf
+    """Stop the clock here; jobs still running are reported as unfinished."""
+
+    def __post_init__(self) -> None:
+        if not self.interval > 0:
+            raise ConfigError(f"interval must be > 0 seconds, got {self.interval}")
+        if self.restart_cost < 0:
+            raise ConfigError(f"restart_cost must be >= 0 seconds, got {self.restart_cost}")
+
+
+@dataclass(eq=False, slots=True)
+class _Job:
+    request: JobRequest
+    progress: Progress
+    state: JobState = JobState.PENDING
+    allocation: Allocation = field(default_factory=Allocation)
+    attained: float = 0.0
+    run_time: float = 0.0
+    last_start: float | None = None
+    first_start: float | None = None
+    end_time: float | None = None
+    preemptions: int = 0
+    marks: dict[str, float] = field(default_factory=dict)
+    version: int = 0
+    cached: JobStatus | None = None
+
+    @property
+    def id(self) -> str:
+        return self.request.id
+
+    def status(self) -> JobStatus:
+        if self.cached is None:
+            self.cached = JobStatus(
+                request=self.request,
+                allocation=self.allocation,
+                attained_service=self.attained,
+                run_time=self.run_time,
+                last_start=self.last_start,
+                preemptions=self.preemptions,
+                marks=dict(self.marks),
+            )
+        return self.cached
+
+
+ProgressCallback = Callable[[float, int, int], None]
+"""Called as ``(sim_time, finished_jobs, total_jobs)`` while a simulation runs."""
+
+
+class Simulator:
+    """Replays ``workload`` on ``cluster`` under ``policy``; :meth:`run` returns the result."""
+
+    def __init__(
+        self,
+        cluster: Cluster,
+        policy: Policy,
+        workload: Workload,
+        config: SimConfig | None = None,
+        profiles: Mapping[str, ApplicationProfile] | None = None,
+        on_progress: ProgressCallback | None = None,
+    ) -> None:
+        self.cluster = cluster
+        self.policy = policy
+        self.workload = workload
+        self.config = config or SimConfig()
+        self.profiles = profiles or {}
+        self.on_progress = on_progress
+        total = cluster.total_gpus
+        self._gpu_memory = np.repeat(
+            np.array([n.gpu_type.memory for n in cluster.nodes], dtype=np.int64),
+            [n.gpus for n in cluster.nodes],
+        )
+        self._used_milli = np.zeros(total, dtype=np.int64)
+        self._used_memory = np.zeros(total, dtype=np.int64)
+        self._offsets = [cluster.gpu_offset(i) for i in range(len(cluster.nodes))]
+        self._running: dict[str, _Job] = {}
+        self._pending: dict[str, _Job] = {}
+        self._stepwise: dict[str, _Job] = {}
+        self._finished: list[_Job] = []
+        self._rejected: list[tuple[str, str]] = []
+        self._heap: list[tuple[float, int, str, int]] = []
+        self._events: list[Event] = []
+        self._timeline = Timeline()
+        self._rounds = 0
+        self._preemptions = 0
+        self._now = 0.0
+
+    # -- job construction ----------------------------------------------------------------
+    def _progress_for(self, job: WorkloadJob) -> Progress:
+        work = job.work
+        if isinstance(work, ProfiledWork):
+            profile = self.profiles.get(work.application)
+            if profile is None:
+                known = ", ".join(sorted(self.profiles)) or "none loaded"
+                raise ConfigError(
+                    f"job {job.request.id} uses application {work.application!r} but no "
+                    f"measurements for it were loaded (known: {known}); pass --traces DIR"
+                )
+            return ProfiledProgress(profile, work.batch_size, self.config.restart_cost)
+        return RigidProgress(work.duration, self.config.restart_cost)
+
+    def _never_fits(self, request: JobRequest) -> str | None:
+        total = self.cluster.total_gpus
+        if request.gpus > total:
+            return f"asks for {request.gpus} GPUs; the cluster has {total}"
+        biggest = max((n.gpu_type.memory for n in self.cluster.nodes), default=0)
+        if request.gpu_memory > biggest:
+            return f"asks for {request.gpu_memory} bytes per GPU; the largest GPU has {biggest}"
+        if request.gpu_types:
+            wanted = {t.lower() for t in request.gpu_types}
+            have = sum(n.gpus for n in self.cluster.nodes if n.gpu_type.name.lower() in wanted)
+            if have < request.gpus:
+                return f"asks for {request.gpus} GPUs of {sorted(wanted)}; the cluster has {have}"
+        return None
+
+    # -- state changes -------------------------------------------------------------------
+    def _move(self, job: _Job, new: JobState, reason: str) -> None:
+        event = transition(job, new, reason, self._now)
+        if self.config.record_events:
+            self._events.append(event)
+
+    def _take(self, alloc: Allocation, sign: int, job_id: str) -> None:
+        for share in alloc.shares:
+            index = self._offsets[share.node] + share.gpu
+            self._used_milli[index] += sign * share.milli
+            self._used_memory[index] += sign * share.memory
+            if sign > 0 and (
+                self._used_milli[index] > MILLI_PER_GPU
+                or self._used_memory[index] > self._gpu_memory[index]
+            ):
+                raise PlacementError(
+                    f"plan over-allocates GPU {share.gpu} of node {share.node} "
+                    f"when starting {job_id}"
+                )
+
+    def _start(self, job: _Job, alloc: Allocation) -> None:
+        self._move(job, JobState.RUNNING, "scheduled")
+        del self._pending[job.id]
+        self._occupy(job, alloc)
+
+    def _occupy(self, job: _Job, alloc: Allocation) -> None:
+        """Give ``alloc`` to ``job`` (state already RUNNING) and start its progress."""
+        if not alloc:
+            raise PlacementError(f"policy started {job.id} on an empty allocation")
+        self._take(alloc, +1, job.id)
+        now = self._now
+        job.allocation = alloc
+        job.last_start = now
+        if job.first_start is None:
+            job.first_start = now
+        job.cached = None
+        self._running[job.id] = job
+        job.progress.start(now, alloc)
+        if job.progress.stepwise:
+            self._stepwise[job.id] = job
+        else:
+            finish = job.progress.finish_time()
+            assert finish is not None
+            job.version += 1
+            heapq.heappush(self._heap, (finish, job.request.seq, job.id, job.version))
+
+    def _release(self, job: _Job, at: float) -> None:
+        self._take(job.allocation, -1, job.id)
+        assert job.last_start is not None
+        held = max(0.0, at - job.last_start)
+        job.attained += held * job.allocation.gpu_milli / MILLI_PER_GPU
+        job.run_time += held
+        job.allocation = Allocation()
+        job.cached = None
+        job.version += 1
+        del self._running[job.id]
+        self._stepwise.pop(job.id, None)
+
+    def _preempt(self, job: _Job, reason: str) -> None:
+        if not job.request.preemptible:
+            raise PlacementError(f"policy preempted {job.id}, which is not preemptible")
+        job.progress.stop(self._now)
+        self._release(job, self._now)
+        self._move(job, JobState.PREEMPTING, reason)
+        self._move(job, JobState.PENDING, "checkpointed and re-queued")
+        job.preemptions += 1
+        self._preemptions += 1
+        self._pending[job.id] = job
+
+    def _complete(self, job: _Job, at: float) -> None:
+        saved, self._now = self._now, at
+        self._release(job, at)
+        self._move(job, JobState.SUCCEEDED, "finished")
+        self._now = saved
+        job.end_time = at
+        self._finished.append(job)
+
+    # -- rounds --------------------------------------------------------------------------
+    def _apply(self, plan: Plan) -> int:
+        for preempt in plan.preempts:
+            job = self._running.get(preempt.job_id)
+            if job is None:
+                raise PlacementError(f"policy preempted {preempt.job_id}, which is not running")
+            self._preempt(job, preempt.reason)
+        for resize in plan.resizes:
+            job = self._running.get(resize.job_id)
+            if job is None:
+                raise PlacementError(f"policy resized {resize.job_id}, which is not running")
+            # A resize restarts the job in place on new GPUs: it stays RUNNING throughout.
+            job.progress.stop(self._now)
+            self._release(job, self._now)
+            self._occupy(job, resize.allocation)
+        for start in plan.starts:
+            job = self._pending.get(start.job_id)
+            if job is None:
+                raise PlacementError(f"policy started {start.job_id}, which is not pending")
+            self._start(job, start.allocation)
+        for job_id, marks in plan.marks.items():
+            target = self._running.get(job_id) or self._pending.get(job_id)
+            if target is not None:
+                target.marks.update(marks)
+                target.cached = None
+        return len(plan.starts) + len(plan.resizes)
+
+    def _round(self) -> int:
+        view = ClusterView(
+            time=self._now,
+            cluster=self.cluster,
+            running=tuple(j.status() for j in self._running.values()),
+            pending=tuple(j.status() for j in self._pending.values()),
+            used_milli=self._used_milli.copy(),
+            used_memory=self._used_memory.copy(),
+        )
+        self._rounds += 1
+        return self._apply(self.policy.schedule(view))
+
+    # -- main loop -----------------------------------------------------------------------
+    def run(self) -> SimResult:
+        """Simulate until every job has finished (or ``max_time``)."""
+        cfg = self.config
+        interval = cfg.interval
+        arrivals: list[tuple[WorkloadJob, _Job]] = []
+        for wj in self.workload.jobs:
+            reason = self._never_fits(wj.request)
+            if reason is not None:
+                self._rejected.append((wj.request.id, reason))
+                continue
+            arrivals.append((wj, _Job(wj.request, self._progress_for(wj))))
+        total = len(arrivals)
+        next_arrival = 0
+        next_tick = interval
+        changed = False
+        time_invariant = bool(self.policy.time_invariant)
+        last_report = -math.inf
+
+        while len(self._finished) < total:
+            arrival_time = (
+                arrivals[next_arrival][0].request.submit_time
+                if next_arrival < len(arrivals)
+                else math.inf
+            )
+            completion_time = self._heap[0][0] if self._heap else math.inf
+            ticking = bool(self._stepwise) or (
+                bool(self._pending) and (changed or not time_invariant)
+            )
+            if ticking:
+                instant = next_tick
+            else:
+                upcoming = min(arrival_time, completion_time)
+                if upcoming == math.inf:
+                    self._fail_unschedulable()
+                    break
+                instant = max(next_tick, math.ceil(upcoming / interval) * interval)
+            if cfg.event_rounds:
+                soonest = min(arrival_time, completion_time)
+                if self._now < soonest < instant:
+                    instant = soonest
+            if instant > cfg.max_time:
+                break
+
+            # Advance running jobs to the instant: exact completions first, then steps.
+            while self._heap and self._heap[0][0] <= instant:
+                finish, _, job_id, version = heapq.heappop(self._heap)
+                job = self._running.get(job_id)
+                if job is not None and job.version == version:
+                    self._complete(job, finish)
+                    changed = True
+            for job in list(self._stepwise.values()):
+                done_at = job.progress.advance(self._now, instant - self._now)
+                if done_at is not None:
+                    self._complete(job, done_at)
+                    changed = True
+            self._now = instant
+            if instant >= next_tick:
+                next_tick = instant + interval
+
+            while (
+                next_arrival < len(arrivals)
+                and arrivals[next_arrival][0].request.submit_time <= instant
+            ):
+                job = arrivals[next_arrival][1]
+                self._pending[job.id] = job
+                next_arrival += 1
+                changed = True
+
+            due = bool(self._pending) and (changed or not time_invariant)
+            due = due or (bool(self._stepwise) and not time_invariant)
+            if due:
+                started = self._round()
+                changed = False
+                if started == 0 and not self._running and next_arrival >= len(arrivals):
+                    self._fail_unschedulable()
+                    break
+            self._timeline.record(
+                self._now, self._used_milli, self._offsets, len(self._pending), len(self._running)
+            )
+            if self.on_progress is not None and instant - last_report >= 3600.0:
+                last_report = instant
+                self.on_progress(instant, len(self._finished), total)
+
+        if self.on_progress is not None:
+            self.on_progress(self._now, len(self._finished), total)
+        return self._result()
+
+    def _fail_unschedulable(self) -> None:
+        for job in list(self._pending.values()):
+            self._move(job, JobState.FAILED, "can never be placed on this cluster")
+            self._rejected.append((job.id, "could not be placed even on an idle cluster"))
+        self._pending.clear()
+
+    def _result(self) -> SimResult:
+        records = [
+            JobRecord(
+                id=j.id,
+                submit_time=j.request.submit_time,
+                start_time=j.first_start,
+                end_time=j.end_time,
+                gpus=j.request.gpus,
+                gpu_seconds=j.attained,
+                restart_gpu_seconds=j.progress.restart_seconds * j.request.gpus,
+                preemptions=j.preemptions,
+            )
+            for j in self._finished
+        ]
+        unfinished = [j.id for j in (*self._running.values(), *self._pending.values())]
+        return SimResult(
+            policy=self.policy.name,
+            workload=self.workload.name,
+            total_gpus=self.cluster.total_gpus,
+            jobs=records,
+            unfinished=unfinished,
+            rejected=self._rejected,
+            timeline=self._timeline,
+            rounds=self._rounds,
+            preemptions=self._preemptions,
+            events=self._events,
+        )

@@ -1,0 +1,184 @@
+"""Simulation results: per-job records, the cluster timeline, and summary metrics."""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+import numpy as np
+import numpy.typing as npt
+
+from danlu.core.cluster import MILLI_PER_GPU
+from danlu.core.state import Event
+
+
+@dataclass(frozen=True, slots=True)
+class JobRecord:
+    """What happened to one finished job."""
+
+    id: str
+    submit_time: float
+    start_time: float | None
+    end_time: float | None
+    gpus: int
+    gpu_seconds: float
+    """GPU-seconds held, restarts included."""
+    restart_gpu_seconds: float
+    preemptions: int
+
+    @property
+    def jct(self) -> float:
+        """Job completion time: end minus submission."""
+        return (self.end_time or math.nan) - self.submit_time
+
+    @property
+    def queueing_delay(self) -> float:
+        """Wait from submission to the first start."""
+        return (self.start_time if self.start_time is not None else math.nan) - self.submit_time
+
+
+class Timeline:
+    """Piecewise-constant cluster state sampled at every simulated instant."""
+
+    def __init__(self) -> None:
+        self.times: list[float] = []
+        self.allocated_gpus: list[float] = []
+        self.pending: list[int] = []
+        self.running: list[int] = []
+        self.fragmentation: list[float] = []
+
+    def record(
+        self,
+        now: float,
+        used_milli: npt.NDArray[np.int64],
+        offsets: Sequence[int],
+        pending: int,
+        running: int,
+    ) -> None:
+        allocated = float(used_milli.sum()) / MILLI_PER_GPU
+        if self.times and self.times[-1] == now:
+            self.times.pop()
+            self.allocated_gpus.pop()
+            self.pending.pop()
+            self.running.pop()
+            self.fragmentation.pop()
+        self.times.append(now)
+        self.allocated_gpus.append(allocated)
+        self.pending.append(pending)
+        self.running.append(running)
+        self.fragmentation.append(fragmentation(used_milli, offsets) if pending else 0.0)
+
+
+def fragmentation(used_milli: npt.NDArray[np.int64], offsets: Sequence[int]) -> float:
+    """Share of the free whole GPUs that sit on partly used nodes (0 = no fragmentation).
+
+    Free GPUs on partly used nodes cannot serve a gang that wants a whole node; the share is
+    computed only while jobs are waiting, when fragmentation can hurt.
+    """
+    if used_milli.size == 0:
+        return 0.0
+    free_whole = (used_milli == 0).astype(np.int64)
+    idx = np.asarray(offsets, dtype=np.int64)
+    free_per_node = np.add.reduceat(free_whole, idx)
+    sizes = np.diff(np.append(idx, used_milli.size))
+    total_free = int(free_per_node.sum())
+    if total_free == 0:
+        return 0.0
+    partial = free_per_node[(free_per_node > 0) & (free_per_node < sizes)].sum()
+    return float(partial) / total_free
+
+
+def _percentile(values: Sequence[float], q: float) -> float:
+    return float(np.percentile(np.asarray(values, dtype=float), q)) if values else math.nan
+
+
+@dataclass
+class SimResult:
+    """Everything a simulation produced, with summary metrics."""
+
+    policy: str
+    workload: str
+    total_gpus: int
+    jobs: list[JobRecord]
+    unfinished: list[str] = field(default_factory=list)
+    rejected: list[tuple[str, str]] = field(default_factory=list)
+    timeline: Timeline = field(default_factory=Timeline)
+    rounds: int = 0
+    preemptions: int = 0
+    events: list[Event] = field(default_factory=list)
+
+    @property
+    def jcts(self) -> list[float]:
+        return [r.jct for r in self.jobs]
+
+    def summary(self) -> dict[str, float]:
+        """Headline metrics (seconds, ratios in 0..1)."""
+        jcts = self.jcts
+        delays = [r.queueing_delay for r in self.jobs]
+        first_submit = min((r.submit_time for r in self.jobs), default=0.0)
+        last_end = max((r.end_time or 0.0 for r in self.jobs), default=0.0)
+        makespan = last_end - first_submit
+        held = sum(r.gpu_seconds for r in self.jobs)
+        useful = held - sum(r.restart_gpu_seconds for r in self.jobs)
+        capacity = self.total_gpus * makespan
+        times = self.timeline.times
+        if len(times) > 1:
+            widths = np.diff(np.asarray(times))
+            alloc = np.asarray(self.timeline.allocated_gpus[:-1])
+            mean_alloc = float((alloc * widths).sum() / widths.sum()) / max(self.total_gpus, 1)
+            frag = np.asarray(self.timeline.fragmentation[:-1])
+            mean_frag = float((frag * widths).sum() / widths.sum())
+        else:
+            mean_alloc = mean_frag = 0.0
+        return {
+            "jobs": float(len(self.jobs)),
+            "avg_jct": float(np.mean(jcts)) if jcts else math.nan,
+            "median_jct": _percentile(jcts, 50),
+            "p99_jct": _percentile(jcts, 99),
+            "makespan": makespan,
+            "avg_queueing_delay": float(np.mean(delays)) if delays else math.nan,
+            "p99_queueing_delay": _percentile(delays, 99),
+            "gpu_allocation_ratio": mean_alloc,
+            "gpu_utilization": useful / capacity if capacity > 0 else 0.0,
+            "fragmentation": mean_frag,
+            "preemptions": float(self.preemptions),
+            "restarts": float(sum(r.preemptions for r in self.jobs)),
+            "rounds": float(self.rounds),
+        }
+
+    def to_json(self, timeline: bool = False) -> dict[str, Any]:
+        """A JSON-ready dict: the summary at top level, per-job JCTs, and optionally the
+        timeline."""
+        out: dict[str, Any] = {
+            "policy": self.policy,
+            "workload": self.workload,
+            "total_gpus": self.total_gpus,
+            **self.summary(),
+            "unfinished": self.unfinished,
+            "rejected": [{"id": i, "reason": r} for i, r in self.rejected],
+            "job_jcts": {r.id: r.jct for r in self.jobs},
+            "per_job": [
+                {
+                    "id": r.id,
+                    "submit_time": r.submit_time,
+                    "start_time": r.start_time,
+                    "end_time": r.end_time,
+                    "jct": r.jct,
+                    "queueing_delay": r.queueing_delay,
+                    "gpus": r.gpus,
+                    "preemptions": r.preemptions,
+                }
+                for r in self.jobs
+            ],
+        }
+        if timeline:
+            out["timeline"] = {
+                "time": self.timeline.times,
+                "allocated_gpus": self.timeline.allocated_gpus,
+                "pending": self.timeline.pending,
+                "running": self.timeline.running,
+                "fragmentation": self.timeline.fragmentation,
+            }
+        return out

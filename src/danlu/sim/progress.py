@@ -1,0 +1,140 @@
+"""How a simulated job advances while it holds GPUs.
+
+Two kinds of model, one interface:
+
+- closed-form (:class:`RigidProgress`): the completion time under the current allocation is
+  known exactly (``finish_time``), so the engine puts it on its event heap and never steps it;
+- stepwise (:class:`ProfiledProgress`): progress depends on measured step times and
+  statistical efficiency, so the engine advances it every interval (``advance``).
+
+Every (re)allocation after the first costs ``restart_cost`` seconds of held GPUs without
+progress for rigid jobs (their measured durations include the first start-up); profiled jobs
+pay it on every allocation, as in the Pollux study.
+"""
+
+from __future__ import annotations
+
+from typing import Protocol
+
+from danlu.core.cluster import Allocation
+from danlu.sim.elastic import ApplicationProfile, JobProgress
+
+
+class Progress(Protocol):
+    """The progress of one job through simulated time."""
+
+    @property
+    def stepwise(self) -> bool:
+        """True when the engine must call :meth:`advance` every interval."""
+        ...
+
+    def start(self, now: float, allocation: Allocation) -> None:
+        """The job got ``allocation`` at ``now`` (a first start, a resume or a resize)."""
+        ...
+
+    def stop(self, now: float) -> None:
+        """The job lost its GPUs at ``now``; settle its progress up to then."""
+        ...
+
+    def finish_time(self) -> float | None:
+        """Closed-form models: when the job completes if it keeps its allocation."""
+        ...
+
+    def advance(self, now: float, seconds: float) -> float | None:
+        """Stepwise models: run ``seconds`` from ``now``; the completion time if it finished."""
+        ...
+
+    def fraction(self, now: float) -> float:
+        """Share of the work done at ``now``, 0..1."""
+        ...
+
+    @property
+    def restart_seconds(self) -> float:
+        """Seconds of held GPUs spent restarting so far."""
+        ...
+
+
+class RigidProgress:
+    """A job that needs ``duration`` seconds of running, wherever it runs."""
+
+    stepwise = False
+
+    def __init__(self, duration: float, restart_cost: float = 30.0) -> None:
+        self.duration = duration
+        self.remaining = duration
+        self.restart_cost = restart_cost
+        self._started_at: float | None = None
+        self._delay = 0.0
+        self._starts = 0
+        self._restart_seconds = 0.0
+
+    @property
+    def restart_seconds(self) -> float:
+        return self._restart_seconds
+
+    def start(self, now: float, allocation: Allocation) -> None:
+        self._starts += 1
+        self._delay = self.restart_cost if self._starts > 1 else 0.0
+        self._started_at = now
+
+    def stop(self, now: float) -> None:
+        if self._started_at is None:
+            return
+        elapsed = max(0.0, now - self._started_at)
+        self._restart_seconds += min(elapsed, self._delay)
+        self.remaining = max(0.0, self.remaining - max(0.0, elapsed - self._delay))
+        self._started_at = None
+
+    def finish_time(self) -> float | None:
+        if self._started_at is None:
+            return None
+        return self._started_at + self._delay + self.remaining
+
+    def advance(self, now: float, seconds: float) -> float | None:
+        raise NotImplementedError("rigid jobs are closed-form; use finish_time()")
+
+    def fraction(self, now: float) -> float:
+        done = self.duration - self.remaining
+        if self._started_at is not None:
+            done += max(0.0, now - self._started_at - self._delay)
+        return min(1.0, done / self.duration) if self.duration > 0 else 1.0
+
+
+class ProfiledProgress:
+    """A job of a profiled application (Pollux traces) at a fixed global batch size."""
+
+    stepwise = True
+
+    def __init__(
+        self, profile: ApplicationProfile, batch_size: int, restart_cost: float = 30.0
+    ) -> None:
+        self.job = JobProgress(profile)
+        self.batch_size = batch_size
+        self.restart_cost = restart_cost
+        self._placement: tuple[int, ...] = ()
+        self._restart_seconds = 0.0
+
+    @property
+    def restart_seconds(self) -> float:
+        return self._restart_seconds
+
+    def start(self, now: float, allocation: Allocation) -> None:
+        self._placement = allocation.node_counts()
+        self.job.restart(self.restart_cost)
+
+    def stop(self, now: float) -> None:
+        self._placement = ()
+
+    def finish_time(self) -> float | None:
+        return None
+
+    def advance(self, now: float, seconds: float) -> float | None:
+        if not self._placement:
+            return None
+        before = self.job.restart_remaining
+        used = self.job.advance(seconds, self._placement, self.batch_size)
+        self._restart_seconds += before - self.job.restart_remaining
+        return now + used if self.job.done else None
+
+    def fraction(self, now: float) -> float:
+        return self.job.fraction

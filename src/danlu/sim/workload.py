@@ -1,0 +1,209 @@
+"""Workloads for the simulator: job requests plus how each job progresses.
+
+Formats, recognised from the CSV header:
+
+- **pollux**: ``name,time,application,num_replicas,batch_size`` (Pollux OSDI'21 artifact):
+  profiled jobs that progress by the measured traces of their application.
+- **philly**: ``timestamp,duration,num_gpus,gpu_time,cluster`` (Microsoft Philly, 2017):
+  rigid jobs of known duration; submission times are relative to the first job.
+- **openb**: ``name,cpu_milli,memory_mib,num_gpu,gpu_milli,...,creation_time,deletion_time,
+  scheduled_time`` (Alibaba GPU trace 2023): rigid jobs, fractional GPUs allowed.
+- **danlu**: ``name,submit_time,gpus,duration[,priority][,gpu_memory]``: a plain rigid list.
+"""
+
+from __future__ import annotations
+
+import csv
+import math
+import random
+from collections.abc import Iterator
+from dataclasses import dataclass
+from datetime import datetime
+from pathlib import Path
+
+from danlu.core.cluster import MILLI_PER_GPU
+from danlu.core.errors import DataError
+from danlu.core.units import MiB
+from danlu.sched.view import JobRequest
+
+
+@dataclass(frozen=True, slots=True)
+class RigidWork:
+    """A job that needs ``duration`` seconds of running on its requested GPUs."""
+
+    duration: float
+
+
+@dataclass(frozen=True, slots=True)
+class ProfiledWork:
+    """A job of a profiled application trained at a fixed global ``batch_size``."""
+
+    application: str
+    batch_size: int
+
+
+Work = RigidWork | ProfiledWork
+
+
+@dataclass(frozen=True, slots=True)
+class WorkloadJob:
+    """One job of a workload: what the scheduler sees and what the simulator runs."""
+
+    request: JobRequest
+    work: Work
+
+
+@dataclass(frozen=True)
+class Workload:
+    """A named list of jobs sorted by submission."""
+
+    name: str
+    format: str
+    jobs: tuple[WorkloadJob, ...]
+
+
+FORMATS: dict[str, frozenset[str]] = {
+    "pollux": frozenset({"name", "time", "application", "num_replicas", "batch_size"}),
+    "philly": frozenset({"timestamp", "duration", "num_gpus"}),
+    "openb": frozenset({"name", "num_gpu", "gpu_milli", "creation_time", "deletion_time"}),
+    "danlu": frozenset({"name", "submit_time", "gpus", "duration"}),
+}
+
+
+def detect_format(header: list[str]) -> str:
+    """The format whose required columns the header has; DataError lists the formats."""
+    columns = {c.strip() for c in header}
+    for name, required in FORMATS.items():
+        if required <= columns:
+            return name
+    described = "; ".join(f"{n}: {','.join(sorted(c))}" for n, c in FORMATS.items())
+    raise DataError(f"unrecognised workload columns {sorted(columns)}; expected one of {described}")
+
+
+def _rows(path: Path) -> tuple[list[str], Iterator[tuple[int, dict[str, str]]]]:
+    try:
+        handle = path.open(newline="", encoding="utf-8")
+    except OSError as exc:
+        raise DataError(f"cannot read workload {path}: {exc.strerror}") from None
+    reader = csv.DictReader(handle)
+    header = list(reader.fieldnames or [])
+
+    def rows() -> Iterator[tuple[int, dict[str, str]]]:
+        with handle:
+            yield from enumerate(reader, start=2)
+
+    return header, rows()
+
+
+def _num(row: dict[str, str], column: str, path: Path, line: int) -> float:
+    try:
+        value = float(row[column])
+    except (KeyError, TypeError, ValueError):
+        raise DataError(
+            f"{path}:{line}: column {column!r} must be a number, got {row.get(column)!r}"
+        ) from None
+    if not math.isfinite(value) or value < 0:
+        raise DataError(f"{path}:{line}: column {column!r} must be >= 0, got {value}")
+    return value
+
+
+def load_workload(path: str | Path) -> Workload:
+    """Load a workload CSV of any supported format (recognised from its columns)."""
+    p = Path(path)
+    header, rows = _rows(p)
+    kind = detect_format(header)
+    jobs: list[WorkloadJob] = []
+    if kind == "pollux":
+        for line, row in rows:
+            replicas = int(_num(row, "num_replicas", p, line))
+            request = JobRequest(
+                id=row["name"],
+                submit_time=_num(row, "time", p, line),
+                gpus=replicas,
+                seq=len(jobs),
+                batch_size=int(_num(row, "batch_size", p, line)),
+            )
+            work = ProfiledWork(row["application"], int(_num(row, "batch_size", p, line)))
+            jobs.append(WorkloadJob(request, work))
+    elif kind == "philly":
+        raw: list[tuple[float, float, int, int]] = []
+        for line, row in rows:
+            try:
+                stamp = datetime.fromisoformat(row["timestamp"]).timestamp()
+            except ValueError:
+                raise DataError(
+                    f"{p}:{line}: column 'timestamp' must be an ISO date-time, "
+                    f"got {row['timestamp']!r}"
+                ) from None
+            gpus = int(_num(row, "num_gpus", p, line))
+            raw.append((stamp, _num(row, "duration", p, line), gpus, line))
+        raw.sort(key=lambda r: (r[0], r[3]))
+        origin = raw[0][0] if raw else 0.0
+        for stamp, duration, gpus, line in raw:
+            request = JobRequest(
+                id=f"philly-{line - 2}",
+                submit_time=stamp - origin,
+                gpus=max(gpus, 1),
+                seq=len(jobs),
+                expected_duration=max(duration, 1.0),
+            )
+            jobs.append(WorkloadJob(request, RigidWork(max(duration, 1.0))))
+    elif kind == "openb":
+        for line, row in rows:
+            gpus = int(_num(row, "num_gpu", p, line))
+            milli = int(_num(row, "gpu_milli", p, line)) if gpus == 1 else MILLI_PER_GPU
+            start = _num(row, "scheduled_time", p, line) if row.get("scheduled_time") else None
+            created = _num(row, "creation_time", p, line)
+            duration = max(1.0, _num(row, "deletion_time", p, line) - (start or created))
+            request = JobRequest(
+                id=row["name"],
+                submit_time=created,
+                gpus=gpus,
+                gpu_milli=milli if gpus else 0,
+                cpu_milli=int(_num(row, "cpu_milli", p, line)),
+                memory=int(_num(row, "memory_mib", p, line)) * MiB,
+                seq=len(jobs),
+                expected_duration=duration,
+            )
+            if gpus == 0:
+                continue  # CPU-only pods do not take GPUs: not part of a GPU schedule
+            jobs.append(WorkloadJob(request, RigidWork(duration)))
+    else:
+        for line, row in rows:
+            duration = max(_num(row, "duration", p, line), 1.0)
+            request = JobRequest(
+                id=row["name"],
+                submit_time=_num(row, "submit_time", p, line),
+                gpus=int(_num(row, "gpus", p, line)),
+                priority=int(float(row.get("priority") or 0)),
+                gpu_memory=int(float(row.get("gpu_memory") or 0)),
+                seq=len(jobs),
+                expected_duration=duration,
+            )
+            jobs.append(WorkloadJob(request, RigidWork(duration)))
+    jobs.sort(key=lambda j: (j.request.submit_time, j.request.seq))
+    return Workload(p.stem, kind, tuple(jobs))
+
+
+def synthetic_workload(jobs: int = 200, seed: int = 0, hours: float = 8.0) -> Workload:
+    """A deterministic Philly-like workload: mostly 1-GPU jobs, some gangs of 2-16 GPUs,
+    log-normal durations (minutes to hours), random priorities; used as the embedded
+    default when no workload file is given."""
+    rng = random.Random(seed)
+    sizes = [1] * 70 + [2] * 12 + [4] * 10 + [8] * 6 + [16] * 2
+    out: list[WorkloadJob] = []
+    for i in range(jobs):
+        submit = float(int(rng.uniform(0.0, hours * 3600.0)))
+        gpus = rng.choice(sizes)
+        duration = float(int(min(12 * 3600.0, max(60.0, rng.lognormvariate(7.2, 1.3)))))
+        request = JobRequest(
+            id=f"job-{i:04d}",
+            submit_time=submit,
+            gpus=gpus,
+            priority=rng.choice([0, 0, 0, 1, 2]),
+            seq=i,
+            expected_duration=duration,
+        )
+        out.append(WorkloadJob(request, RigidWork(duration)))
+    out.sort(key=lambda j: (j.request.submit_time, j.request.seq))
+    return Workload(f"synthetic-{jobs}-seed{seed}", "danlu", tuple(out))
