@@ -1,0 +1,48 @@
+"""GPU memory of a training step, predicted before launch (no torch imported here).
+
+* :func:`trace` / :func:`estimate_memory`: trace steps under FakeTensorMode in a subprocess and
+  replay them through a model of PyTorch's CUDA caching allocator for a GPU type;
+* :class:`FittedMemoryModel`: M(b) = max(C_step, C0 + a*b) from a few traces;
+* :mod:`.analytic`: closed-form estimates for transformer configurations too large to trace;
+* :class:`MemoryModel`: the protocol the batch-size and GPU-count optimisers consume.
+"""
+
+from __future__ import annotations
+
+from danlu.estimate.memory.allocator import CachingAllocatorModel
+from danlu.estimate.memory.analytic import TransformerConfig, TransformerMemory, transformer_memory
+from danlu.estimate.memory.fit import ExtrapolationError, PiecewiseLinearFit, fit_piecewise_linear
+from danlu.estimate.memory.gpus import GPUS, GpuSpec, get_gpu, load_gpu_table
+from danlu.estimate.memory.model import MemoryModel
+from danlu.estimate.memory.predict import (
+    FittedMemoryModel,
+    MemoryEstimate,
+    estimate_memory,
+    fit_memory_model,
+    replay,
+)
+from danlu.estimate.memory.trace_result import StepTrace, TraceRequest
+from danlu.estimate.memory.tracer import trace
+
+__all__ = [
+    "GPUS",
+    "CachingAllocatorModel",
+    "ExtrapolationError",
+    "FittedMemoryModel",
+    "GpuSpec",
+    "MemoryEstimate",
+    "MemoryModel",
+    "PiecewiseLinearFit",
+    "StepTrace",
+    "TraceRequest",
+    "TransformerConfig",
+    "TransformerMemory",
+    "estimate_memory",
+    "fit_memory_model",
+    "fit_piecewise_linear",
+    "get_gpu",
+    "load_gpu_table",
+    "replay",
+    "trace",
+    "transformer_memory",
+]

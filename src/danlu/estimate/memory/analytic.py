@@ -1,0 +1,169 @@
+"""Closed-form training memory of GPT-style transformers, for models too large to trace.
+
+* parameters: ``V*h + s*h + L*(12h^2 + 13h) + 2h`` (token and learned position embeddings, per
+  layer QKV/projection/MLP weights and biases and two LayerNorms, final LayerNorm; the LM head
+  is tied to the token embedding);
+* activations per layer, Korthikanti et al. 2022 ("Reducing Activation Recomputation in Large
+  Transformer Models", sections 4.1-4.2), with 16-bit activations:
+  ``s*b*h*(34 + 5*a*s/h)`` without recomputation, ``34*s*b*h`` with selective recomputation
+  (attention scores recomputed), ``2*s*b*h`` with full recomputation (only the layer input
+  kept), with tensor parallelism ``t`` and sequence parallelism as in their Table 2. In fp32
+  the 2-byte tensors double (dropout masks stay 1 byte). Flash attention removes the
+  ``a*s^2`` terms. The output layer adds ``4*s*b*h`` (final LayerNorm input) and ``6*s*b*V``
+  (16-bit logits and their fp32 softmax), divided by ``t``;
+* model states per parameter (Rajbhandari et al. 2020, ZeRO, section 3): weights ``p``,
+  gradients ``g`` and optimizer state ``K`` bytes; mixed precision with fp32 master weights
+  has ``p = g = 2`` and ``K = 4 + optimizer moments`` (Adam: ``K = 12``); ZeRO stage 1 divides
+  ``K`` by the data-parallel degree ``N_d``, stage 2 ``g + K``, stage 3 ``p + g + K``.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from danlu.core.errors import SpecError
+
+OPTIMIZER_MOMENTS: dict[str, int] = {"sgd": 0, "sgd-momentum": 1, "adam": 2, "adamw": 2,
+                                     "adagrad": 1, "rmsprop": 1}
+"""fp32 moment tensors per parameter kept by each optimizer."""
+
+
+@dataclass(frozen=True)
+class TransformerConfig:
+    """A GPT-style decoder: layers, hidden size, heads, sequence length, vocabulary."""
+
+    layers: int
+    hidden: int
+    heads: int
+    seq: int
+    vocab: int
+
+    def __post_init__(self) -> None:
+        for name in ("layers", "hidden", "heads", "seq", "vocab"):
+            if getattr(self, name) < 1:
+                raise SpecError(name, f"must be >= 1, got {getattr(self, name)}")
+        if self.hidden % self.heads:
+            raise SpecError("heads", f"hidden ({self.hidden}) must be divisible by heads")
+
+    @property
+    def parameters(self) -> int:
+        """Parameter count (tied LM head)."""
+        h, v, s, n = self.hidden, self.vocab, self.seq, self.layers
+        return v * h + s * h + n * (12 * h * h + 13 * h) + 2 * h
+
+
+@dataclass(frozen=True)
+class TransformerMemory:
+    """Per-GPU training memory of a :class:`TransformerConfig` (bytes).
+
+    ``predict(b)`` (the :class:`MemoryModel` protocol) adds ``activation_bytes_per_sample*b``
+    to the model states, times ``fragmentation``, plus ``overhead_bytes`` (CUDA context and
+    cuBLAS workspaces of the GPU, when one was given).
+    """
+
+    config: TransformerConfig
+    parameter_bytes: int
+    gradient_bytes: int
+    optimizer_bytes: int
+    activation_bytes_per_sample: int
+    overhead_bytes: int = 0
+    fragmentation: float = 1.0
+
+    @property
+    def state_bytes(self) -> int:
+        """Weights, gradients and optimizer state."""
+        return self.parameter_bytes + self.gradient_bytes + self.optimizer_bytes
+
+    def activation_bytes(self, batch_size: int) -> int:
+        """Activations kept for the backward pass at ``batch_size``."""
+        return self.activation_bytes_per_sample * batch_size
+
+    def predict(self, batch_size: int) -> int:
+        """Peak bytes per GPU at ``batch_size``."""
+        logical = self.state_bytes + self.activation_bytes(batch_size)
+        return int(logical * self.fragmentation) + self.overhead_bytes
+
+    def max_batch(self, limit_bytes: int, margin_bytes: int = 0) -> int | None:
+        """Largest b with ``predict(b) <= limit_bytes - margin_bytes`` (None if b=1 does not)."""
+        budget = limit_bytes - margin_bytes
+        if self.predict(1) > budget:
+            return None
+        per = self.activation_bytes_per_sample * self.fragmentation
+        b = max(1, int((budget - self.overhead_bytes) / self.fragmentation - self.state_bytes)
+                // max(1, self.activation_bytes_per_sample))
+        while b > 1 and self.predict(b) > budget:
+            b -= 1
+        while per > 0 and self.predict(b + 1) <= budget:
+            b += 1
+        return b
+
+
+def activation_bytes_per_layer(cfg: TransformerConfig, batch_size: int, *,
+                               recompute: str = "none", tensor_parallel: int = 1,
+                               sequence_parallel: bool = False, bytes_per_value: int = 2,
+                               flash_attention: bool = False) -> float:
+    """Korthikanti et al.'s activation memory of one layer (bytes)."""
+    s, b, h, a, t = cfg.seq, batch_size, cfg.hidden, cfg.heads, tensor_parallel
+    if recompute not in ("none", "selective", "full"):
+        raise SpecError("recompute", f"{recompute!r}: use none, selective or full")
+    scale = bytes_per_value / 2
+    if recompute == "full":
+        return 2 * s * b * h * scale / (t if sequence_parallel else 1)
+    # 34 = 32 bytes of 16-bit tensors + 2 one-byte dropout masks (per s*b*h); without sequence
+    # parallelism 10 of them (LayerNorms, dropouts, block inputs) are not split across t
+    linear = (32 * scale + 2) / t if sequence_parallel else 8 * scale + 2 + 24 * scale / t
+    attention = 0.0
+    if recompute == "none" and not flash_attention:
+        attention = (4 * scale + 1) * a * s / (h * t)  # scores, softmax/dropout out, mask
+    elif flash_attention:
+        attention = 4 * a / (h * t)  # fp32 log-sum-exp per head and position
+    return s * b * h * (linear + attention)
+
+
+def transformer_memory(cfg: TransformerConfig, *, precision: str = "bf16",
+                       optimizer: str = "adamw", master_weights: bool = True,
+                       recompute: str = "none", zero_stage: int = 0, data_parallel: int = 1,
+                       tensor_parallel: int = 1, sequence_parallel: bool = False,
+                       flash_attention: bool = False, overhead_bytes: int = 0,
+                       fragmentation: float = 1.0) -> TransformerMemory:
+    """Model-state and activation memory per GPU.
+
+    ``precision`` fp32 keeps fp32 weights and gradients; fp16/bf16 with ``master_weights``
+    keeps 16-bit weights and gradients plus an fp32 master copy in the optimizer state (the
+    ZeRO paper's mixed-precision setting); without ``master_weights`` (PyTorch autocast)
+    weights and gradients stay fp32 and only activations are 16-bit.
+    """
+    if precision not in ("fp32", "fp16", "bf16"):
+        raise SpecError("--precision", f"{precision!r}: use fp32, fp16 or bf16")
+    if optimizer.lower() not in OPTIMIZER_MOMENTS:
+        raise SpecError("--optimizer", f"{optimizer!r}: use one of "
+                        f"{', '.join(sorted(OPTIMIZER_MOMENTS))}")
+    if zero_stage not in (0, 1, 2, 3):
+        raise SpecError("zero_stage", f"must be 0, 1, 2 or 3, got {zero_stage}")
+    if data_parallel < 1 or tensor_parallel < 1:
+        raise SpecError("data_parallel", "parallel degrees must be >= 1")
+    moments = 4 * OPTIMIZER_MOMENTS[optimizer.lower()]
+    mixed = precision != "fp32"
+    if mixed and master_weights:
+        p, g, k = 2, 2, 4 + moments
+    else:
+        p, g, k = 4, 4, moments
+    n = data_parallel
+    if zero_stage >= 1:
+        k /= n
+    if zero_stage >= 2:
+        g /= n
+    if zero_stage >= 3:
+        p /= n
+    params = cfg.parameters / tensor_parallel
+    act_bytes = 2 if mixed else 4
+    per_layer = activation_bytes_per_layer(
+        cfg, 1, recompute=recompute, tensor_parallel=tensor_parallel,
+        sequence_parallel=sequence_parallel, bytes_per_value=act_bytes,
+        flash_attention=flash_attention)
+    output = (4 * cfg.seq * cfg.hidden + (act_bytes + 4) * cfg.seq * cfg.vocab) / tensor_parallel
+    return TransformerMemory(
+        config=cfg, parameter_bytes=int(params * p), gradient_bytes=int(params * g),
+        optimizer_bytes=int(params * k),
+        activation_bytes_per_sample=int(cfg.layers * per_layer + output),
+        overhead_bytes=overhead_bytes, fragmentation=fragmentation)

@@ -1,0 +1,27 @@
+"""The contract between the memory model and its consumers (throughput/batch optimisers)."""
+
+from __future__ import annotations
+
+from typing import Protocol, runtime_checkable
+
+
+@runtime_checkable
+class MemoryModel(Protocol):
+    """Peak GPU memory of one training step as a function of the per-GPU (micro-)batch size.
+
+    ``predict(b)`` is the peak number of bytes the training process holds on one GPU at
+    batch size ``b``: what PyTorch's caching allocator reserves at its peak
+    (``torch.cuda.max_memory_reserved``, cuBLAS workspaces included) plus the CUDA context.
+    Compare it with the GPU's total memory.
+    """
+
+    def predict(self, batch_size: int) -> int:
+        """Peak bytes per GPU at ``batch_size``."""
+        ...
+
+    def max_batch(self, limit_bytes: int, margin_bytes: int = 0) -> int | None:
+        """Largest batch size ``b`` with ``predict(b) <= limit_bytes - margin_bytes``.
+
+        ``None`` when not even ``b = 1`` fits.
+        """
+        ...

@@ -1,0 +1,132 @@
+"""The training step that is traced and measured (imports torch: tracer subprocess only).
+
+The same code drives the fake trace and the real ground-truth run, so the two see the same
+program.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import importlib
+import inspect
+import sys
+from collections.abc import Callable, Iterator
+from typing import Any
+
+import torch
+
+from danlu.core.errors import SpecError
+
+Marker = Callable[[str], None]
+
+_OPTIMIZERS: dict[str, tuple[str, dict[str, Any]]] = {
+    "sgd": ("SGD", {"lr": 1e-2}),
+    "sgd-momentum": ("SGD", {"lr": 1e-2, "momentum": 0.9}),
+    "adam": ("Adam", {"lr": 1e-3}),
+    "adamw": ("AdamW", {"lr": 1e-3}),
+    "adagrad": ("Adagrad", {"lr": 1e-2}),
+    "rmsprop": ("RMSprop", {"lr": 1e-3}),
+    "adamax": ("Adamax", {"lr": 1e-3}),
+    "nadam": ("NAdam", {"lr": 1e-3}),
+    "radam": ("RAdam", {"lr": 1e-3}),
+}
+
+
+def load_factory(model_ref: str, sys_path: tuple[str, ...] = ()) -> Callable[[], Any]:
+    """Import ``package.module:factory`` (after putting ``sys_path`` first on ``sys.path``)."""
+    for p in reversed(sys_path):
+        if p not in sys.path:
+            sys.path.insert(0, p)
+    module_name, sep, attr = model_ref.partition(":")
+    if not sep or not module_name or not attr:
+        raise SpecError("MODEL_REF", f"{model_ref!r} is not of the form package.module:factory")
+    try:
+        module = importlib.import_module(module_name)
+    except ImportError as exc:
+        raise SpecError("MODEL_REF", f"cannot import {module_name!r} ({exc}); run from the "
+                        "directory that holds it or add it to PYTHONPATH") from exc
+    obj: Any = module
+    for part in attr.split("."):
+        if not hasattr(obj, part):
+            raise SpecError("MODEL_REF", f"module {module_name!r} has no attribute {attr!r}")
+        obj = getattr(obj, part)
+    if not callable(obj):
+        raise SpecError("MODEL_REF", f"{model_ref!r} is not callable")
+    return obj  # type: ignore[no-any-return]
+
+
+def build(factory: Callable[[], Any], model_ref: str) -> tuple[torch.nn.Module, Any, Any]:
+    """Call the factory and check it returned ``(model, make_batch, loss_fn)``."""
+    out = factory()
+    if not (isinstance(out, tuple) and len(out) == 3 and isinstance(out[0], torch.nn.Module)
+            and callable(out[1]) and callable(out[2])):
+        raise SpecError("MODEL_REF", f"{model_ref} must return (model, make_batch, loss_fn) "
+                        "with an nn.Module first")
+    return out  # type: ignore[no-any-return]
+
+
+def make_optimizer(name: str, model: torch.nn.Module,
+                   foreach: bool | None) -> torch.optim.Optimizer:
+    """Build the optimizer ``name`` (``adamw``, ``sgd-momentum``... or any torch.optim class)."""
+    key = name.lower()
+    if key in _OPTIMIZERS:
+        cls_name, kwargs = _OPTIMIZERS[key]
+    else:
+        matches = [n for n in dir(torch.optim) if n.lower() == key]
+        if not matches:
+            raise SpecError("--optimizer", f"unknown optimizer {name!r}; use one of "
+                            f"{', '.join(sorted(_OPTIMIZERS))} or a torch.optim class name")
+        cls_name, kwargs = matches[0], {}
+    cls = getattr(torch.optim, cls_name)
+    kwargs = dict(kwargs)
+    if foreach is not None and "foreach" in inspect.signature(cls).parameters:
+        kwargs["foreach"] = foreach
+    return cls(model.parameters(), **kwargs)  # type: ignore[no-any-return]
+
+
+def enable_checkpointing(model: torch.nn.Module, model_ref: str) -> None:
+    """Turn on activation checkpointing: ``model.checkpointing = True`` or HF-style."""
+    if hasattr(model, "gradient_checkpointing_enable"):
+        model.gradient_checkpointing_enable()
+    elif hasattr(model, "checkpointing"):
+        model.checkpointing = True
+    else:
+        raise SpecError("--checkpointing", f"{model_ref} has neither a `checkpointing` attribute "
+                        "nor gradient_checkpointing_enable(); drop --checkpointing or add one")
+
+
+def autocast(precision: str, device: str = "cpu") -> contextlib.AbstractContextManager[Any]:
+    """The autocast context for ``precision`` on ``device`` (fp32: none)."""
+    if precision == "fp32":
+        return contextlib.nullcontext()
+    dtype = torch.bfloat16 if precision == "bf16" else torch.float16
+    return torch.autocast(device, dtype=dtype)
+
+
+def train_step(model: torch.nn.Module, opt: torch.optim.Optimizer, batch: Any,
+               loss_fn: Callable[[torch.nn.Module, Any], torch.Tensor], precision: str,
+               accumulation: int, mark: Marker, device: str = "cpu") -> None:
+    """One optimizer step: ``accumulation`` forward/backward passes, step, zero_grad."""
+    for _ in range(accumulation):
+        mark("forward")
+        with autocast(precision, device):
+            loss = loss_fn(model, batch)
+        if accumulation > 1:
+            loss = loss / accumulation
+        mark("backward")
+        loss.backward()
+        del loss
+    mark("optimizer")
+    opt.step()
+    mark("zero_grad")
+    opt.zero_grad(set_to_none=True)
+    mark("end")
+
+
+def storages(objs: Any) -> Iterator[torch.UntypedStorage]:
+    """Storages of the tensors in a (nested) structure."""
+    from torch.utils._pytree import tree_flatten
+
+    for t in tree_flatten(objs)[0]:
+        if isinstance(t, torch.Tensor):
+            yield t.untyped_storage()

@@ -1,0 +1,116 @@
+"""Plain data exchanged between the tracer subprocess and the parent (no torch here)."""
+
+from __future__ import annotations
+
+from dataclasses import asdict, dataclass, field
+from typing import Any, Literal
+
+Precision = Literal["fp32", "fp16", "bf16"]
+Target = Literal["cuda", "cpu"]
+PRECISIONS: tuple[str, ...] = ("fp32", "fp16", "bf16")
+TARGETS: tuple[str, ...] = ("cuda", "cpu")
+BREAKDOWN_KEYS: tuple[str, ...] = (
+    "parameters",
+    "gradients",
+    "optimizer_state",
+    "activations",
+    "temporaries",
+)
+
+
+@dataclass(frozen=True)
+class TraceRequest:
+    """What to trace.
+
+    ``target`` chooses the kernel paths to imitate: ``"cuda"`` (the default: what the step
+    would do on an NVIDIA GPU: foreach optimizers, cuBLAS workspaces, CPU-resident step
+    counters) or ``"cpu"`` (what it does on this machine's CPU, with the real CPU kernels'
+    internal buffers measured by running each such kernel once: used to check the tracer
+    against the real CPU allocator).
+    """
+
+    model_ref: str
+    batch_sizes: tuple[int, ...]
+    precision: Precision = "fp32"
+    optimizer: str = "adamw"
+    checkpointing: bool = False
+    accumulation: int = 1
+    target: Target = "cuda"
+    probe_limit_bytes: int = 1 << 30
+    sys_path: tuple[str, ...] = ()
+
+    def to_json(self) -> dict[str, Any]:
+        """A JSON-ready dict."""
+        return asdict(self)
+
+    @classmethod
+    def from_json(cls, data: dict[str, Any]) -> TraceRequest:
+        """Inverse of :meth:`to_json`."""
+        data = dict(data)
+        data["batch_sizes"] = tuple(data["batch_sizes"])
+        data["sys_path"] = tuple(data.get("sys_path", ()))
+        return cls(**data)
+
+
+@dataclass
+class StepTrace:
+    """The logical allocation sequence of one traced run at one batch size.
+
+    ``events`` holds ``(storage_id, delta_bytes)``: positive when the storage is allocated,
+    negative when it is freed, in program order, from model creation to the end of the
+    measured (steady-state) step. ``marks`` names event indices (``measure_start``,
+    ``measure_end`` and the phase ends of the measured step). ``sites`` are places where a
+    GPU would allocate something the trace cannot see, as ``(event_index, kind, hint_bytes)``
+    (``cublas``: a cuBLAS handle's workspace; ``conv``: a cuDNN workspace, ``attn_bwd``: an
+    attention backward's accumulators), applied by the allocator model per GPU type.
+    ``host_ids`` are storages that live in host memory on a GPU (optimizer step counters).
+    """
+
+    batch_size: int
+    events: list[tuple[int, int]]
+    marks: dict[str, int]
+    peak_logical_bytes: int
+    step_start_bytes: int
+    breakdown: dict[str, int]
+    timeline: list[tuple[int, int]] = field(default_factory=list)
+    sites: list[tuple[int, str, int]] = field(default_factory=list)
+    host_ids: list[int] = field(default_factory=list)
+    warnings: list[str] = field(default_factory=list)
+    trace_seconds: float = 0.0
+
+    def to_json(self) -> dict[str, Any]:
+        """A JSON-ready dict."""
+        return asdict(self)
+
+    @classmethod
+    def from_json(cls, data: dict[str, Any]) -> StepTrace:
+        """Inverse of :meth:`to_json`."""
+        data = dict(data)
+        data["events"] = [(int(a), int(b)) for a, b in data["events"]]
+        data["timeline"] = [(int(a), int(b)) for a, b in data.get("timeline", [])]
+        data["sites"] = [(int(a), str(b), int(c)) for a, b, c in data.get("sites", [])]
+        return cls(**data)
+
+
+def peak_in_window(events: list[tuple[int, int]], start: int, end: int,
+                   exclude: frozenset[int] = frozenset()) -> tuple[int, int, int]:
+    """Replay ``events`` and return ``(peak live bytes in [start, end), index, live at start)``.
+
+    Storages in ``exclude`` are not counted.
+    """
+    live = 0
+    at_start = 0
+    peak = -1
+    where = start
+    for i, (sid, delta) in enumerate(events[:end]):
+        if i == start:
+            at_start = live
+            peak, where = live, i
+        if sid not in exclude:
+            live += delta
+        if i >= start and live > peak:
+            peak, where = live, i
+    if start >= len(events[:end]):
+        at_start = live
+        peak = max(peak, live)
+    return peak, where, at_start

@@ -1,0 +1,258 @@
+"""The tracer subprocess: ``python -m danlu.estimate.memory.trace_worker``.
+
+Reads one JSON :class:`TraceRequest` on stdin; writes JSON lines on stdout:
+``{"progress": ...}`` while it works, then ``{"result": [StepTrace...]}`` or
+``{"error": {"kind": ..., "field": ..., "message": ...}}``. Anything the user's code prints goes
+to stderr. Imports torch.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import sys
+import time
+import traceback
+import weakref
+from typing import IO, Any
+
+import torch
+from torch._subclasses.fake_tensor import FakeTensorMode
+from torch.utils._python_dispatch import TorchDispatchMode
+from torch.utils._pytree import tree_flatten
+
+from danlu.core.errors import SpecError
+from danlu.estimate.memory import kernels, steps
+from danlu.estimate.memory.trace_result import StepTrace, TraceRequest, peak_in_window
+
+_TIMELINE_POINTS = 1000
+
+
+class StorageTracker(TorchDispatchMode):
+    """Counts live tensor storage bytes: a storage is born when an op first returns it and
+    dies when its weakref finalizer runs."""
+
+    def __init__(self, target: str, probe_limit: int) -> None:
+        super().__init__()
+        self.target = target
+        self.events: list[tuple[int, int]] = []
+        self.live: dict[int, tuple[int, int]] = {}  # id(storage) -> (sid, nbytes)
+        self.next_sid = 1
+        self.sites: list[tuple[int, str, int]] = []
+        self.marks: dict[str, int] = {}
+        self.phase = "init"
+        self.phase_log: list[tuple[int, str]] = []
+        self.cublas_phases: set[str] = set()
+        self.probe = kernels.CpuProbe(probe_limit) if target == "cpu" else None
+
+    # -- bookkeeping -------------------------------------------------------------------
+    def mark(self, phase: str) -> None:
+        """Start a phase (``forward``, ``backward``, ``optimizer``...) at the current event."""
+        self.phase = phase
+        self.phase_log.append((len(self.events), phase))
+
+    def _freed(self, key: int) -> None:
+        entry = self.live.pop(key, None)
+        if entry is not None:
+            self.events.append((entry[0], -entry[1]))
+
+    def sid_of(self, st: torch.UntypedStorage) -> int | None:
+        """The id given to a storage, or None when the tracker never saw it."""
+        entry = self.live.get(id(st))
+        return entry[0] if entry else None
+
+    def register(self, st: torch.UntypedStorage) -> None:
+        """Count a storage (once)."""
+        key = id(st)
+        n = st.nbytes()
+        entry = self.live.get(key)
+        if entry is not None:
+            if entry[1] != n:  # resized in place
+                self.events.append((entry[0], n - entry[1]))
+                self.live[key] = (entry[0], n)
+            return
+        sid = self.next_sid
+        self.next_sid += 1
+        self.live[key] = (sid, n)
+        self.events.append((sid, n))
+        weakref.finalize(st, self._freed, key)
+
+    def _pseudo(self, n: int) -> int:
+        sid = self.next_sid
+        self.next_sid += 1
+        self.events.append((sid, n))
+        return sid
+
+    # -- dispatch ------------------------------------------------------------------------
+    def __torch_dispatch__(self, func: Any, types: Any, args: Any = (),
+                           kwargs: Any = None) -> Any:
+        kwargs = kwargs or {}
+        name = kernels.op_name(func)
+        out = func(*args, **kwargs)
+        workspace = 0
+        if self.probe is not None and name in kernels.PROBED_OPS:
+            workspace = self.probe.workspace(func, args, kwargs)
+        elif self.target == "cuda":
+            if name in kernels.MATMUL_OPS and self.phase in ("forward", "backward") \
+                    and self.phase not in self.cublas_phases:
+                self.cublas_phases.add(self.phase)  # one handle per thread: fwd and autograd
+                self.sites.append((len(self.events), "cublas", 0))
+            site = kernels.cuda_site(func, args, out)
+            if site is not None:
+                self.sites.append((len(self.events), *site))
+        ws_sid = self._pseudo(workspace) if workspace else None
+        for t in tree_flatten(out)[0]:
+            if isinstance(t, torch.Tensor):
+                self.register(t.untyped_storage())
+        if ws_sid is not None:
+            self.events.append((ws_sid, -workspace))
+        return out
+
+
+def _trace_one(req: TraceRequest, batch_size: int) -> StepTrace:
+    t0 = time.perf_counter()
+    factory = steps.load_factory(req.model_ref, req.sys_path)
+    foreach = True if req.target == "cuda" else None
+    with FakeTensorMode(allow_non_fake_inputs=False):
+        tracker = StorageTracker(req.target, req.probe_limit_bytes)
+        with tracker:
+            model, make_batch, loss_fn = steps.build(factory, req.model_ref)
+            model.train()
+            if req.checkpointing:
+                steps.enable_checkpointing(model, req.model_ref)
+            param_sids = {tracker.sid_of(s) for s in steps.storages(
+                [*model.parameters(), *model.buffers()])}
+            opt = steps.make_optimizer(req.optimizer, model, foreach)
+            batch = make_batch(batch_size)
+            batch_sids = {tracker.sid_of(s) for s in steps.storages(batch)}
+            steps.train_step(model, opt, batch, loss_fn, req.precision, req.accumulation,
+                             tracker.mark)
+            host: set[int | None] = set()
+            if req.target == "cuda":
+                for state in opt.state.values():
+                    if isinstance(state.get("step"), torch.Tensor):
+                        host.add(tracker.sid_of(state["step"].untyped_storage()))
+            grad_sids: set[int | None] = set()
+            params = list(model.parameters())
+
+            def mark(phase: str, params: list[torch.Tensor] = params) -> None:
+                if phase == "optimizer":
+                    grad_sids.update(tracker.sid_of(p.grad.untyped_storage())
+                                     for p in params if p.grad is not None)
+                tracker.mark("measured_" + phase)
+
+            tracker.marks["measure_start"] = len(tracker.events)
+            steps.train_step(model, opt, batch, loss_fn, req.precision, req.accumulation, mark)
+            tracker.marks["measure_end"] = len(tracker.events)
+            opt_sids = {tracker.sid_of(s) for s in steps.storages(list(opt.state.values()))}
+            del model, opt, batch, make_batch, loss_fn, params
+    for idx, phase in tracker.phase_log:
+        if phase.startswith("measured_"):
+            tracker.marks.setdefault(phase[len("measured_"):], idx)
+    host_ids = sorted(s for s in host if s is not None)
+    events = tracker.events[: tracker.marks["measure_end"]]
+    start, end = tracker.marks["measure_start"], tracker.marks["measure_end"]
+    peak, where, at_start = peak_in_window(events, start, end, frozenset(host_ids))
+    breakdown = _breakdown(events, where, tracker.phase_log, start, frozenset(host_ids),
+                           param_sids, grad_sids, opt_sids, batch_sids)
+    warnings = []
+    if tracker.probe is not None and tracker.probe.skipped:
+        warnings.append("kernel buffers not measured (over the probe limit) for: "
+                        + ", ".join(sorted(tracker.probe.skipped)))
+    if tracker.probe is not None and tracker.probe.failed:
+        warnings.append("kernel buffers not measured (probe failed) for: "
+                        + ", ".join(sorted(tracker.probe.failed)))
+    return StepTrace(
+        batch_size=batch_size, events=events, marks=tracker.marks, peak_logical_bytes=peak,
+        step_start_bytes=at_start, breakdown=breakdown,
+        timeline=_timeline(events, start, end, frozenset(host_ids)),
+        sites=[s for s in tracker.sites if s[0] < end], host_ids=host_ids, warnings=warnings,
+        trace_seconds=time.perf_counter() - t0,
+    )
+
+
+def _breakdown(events: list[tuple[int, int]], where: int, phase_log: list[tuple[int, str]],
+               start: int, host: frozenset[int], params: set[Any], grads: set[Any],
+               opt_state: set[Any], batch: set[Any]) -> dict[str, int]:
+    forward_ranges: list[tuple[int, int]] = []
+    for i, (idx, phase) in enumerate(phase_log):
+        if phase == "measured_forward":
+            nxt = phase_log[i + 1][0] if i + 1 < len(phase_log) else len(events)
+            forward_ranges.append((idx, nxt))
+    live: dict[int, tuple[int, int]] = {}
+    for i, (sid, delta) in enumerate(events[: where + 1]):
+        if sid in host:
+            continue
+        if delta > 0 and sid not in live:
+            live[sid] = (delta, i)
+        elif delta < 0:
+            size, born = live.pop(sid, (0, i))
+            if size + delta > 0:
+                live[sid] = (size + delta, born)
+        else:
+            size, born = live.get(sid, (0, i))
+            live[sid] = (size + delta, born)
+    out = dict.fromkeys(("parameters", "gradients", "optimizer_state", "activations",
+                         "temporaries"), 0)
+    for sid, (size, born) in live.items():
+        if sid in params:
+            key = "parameters"
+        elif sid in grads:
+            key = "gradients"
+        elif sid in opt_state:
+            key = "optimizer_state"
+        elif sid in batch or any(a <= born < b for a, b in forward_ranges):
+            key = "activations"
+        else:
+            key = "temporaries"
+        out[key] += size
+    return out
+
+
+def _timeline(events: list[tuple[int, int]], start: int, end: int,
+              host: frozenset[int]) -> list[tuple[int, int]]:
+    live = 0
+    points: list[tuple[int, int]] = []
+    stride = max(1, (end - start) // _TIMELINE_POINTS)
+    for i, (sid, delta) in enumerate(events[:end]):
+        if sid not in host:
+            live += delta
+        if i >= start and ((i - start) % stride == 0 or i == end - 1):
+            points.append((i - start, live))
+    return points
+
+
+def run(req: TraceRequest, out: IO[str]) -> None:
+    """Trace every batch size of ``req``, reporting progress and the result on ``out``."""
+    results = []
+    for n, b in enumerate(req.batch_sizes):
+        out.write(json.dumps({"progress": {"done": n, "total": len(req.batch_sizes),
+                                           "batch_size": b}}) + "\n")
+        out.flush()
+        results.append(_trace_one(req, b).to_json())
+    out.write(json.dumps({"result": results}) + "\n")
+    out.flush()
+
+
+def main() -> int:
+    """Entry point: protocol on the original stdout, everything else to stderr."""
+    proto = os.fdopen(os.dup(1), "w")
+    os.dup2(2, 1)
+    sys.stdout = sys.stderr
+    try:
+        req = TraceRequest.from_json(json.loads(sys.stdin.read()))
+        torch.manual_seed(0)
+        run(req, proto)
+        return 0
+    except SpecError as exc:
+        err = {"kind": "spec", "field": exc.field, "message": exc.message}
+    except Exception as exc:  # report any failure of user code to the parent
+        traceback.print_exc()
+        err = {"kind": "trace", "field": "", "message": f"{type(exc).__name__}: {exc}"}
+    proto.write(json.dumps({"error": err}) + "\n")
+    proto.flush()
+    return 2
+
+
+if __name__ == "__main__":
+    sys.exit(main())
