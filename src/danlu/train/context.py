@@ -116,6 +116,12 @@ class TrainContext:
                 self._current = None
                 sampler.commit(lb.global_real)
 
+    @property
+    def current_batch(self) -> LocalBatch | None:
+        """The sampler's record of the batch last yielded by :meth:`batches` (indices, real
+        count) until :meth:`step` consumes it."""
+        return self._current
+
     def _need_sampler(self) -> ElasticSampler:
         if self.sampler is None:
             raise ConfigError("pass dataset_size=len(dataset) to danlu.train.init() to use "
