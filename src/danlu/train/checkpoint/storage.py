@@ -7,6 +7,7 @@ each PUT atomic by themselves, so the fsspec backend writes objects directly.
 
 from __future__ import annotations
 
+import contextlib
 import hashlib
 import os
 import shutil
@@ -128,10 +129,8 @@ class FsspecStorage:
         return sorted(names)
 
     def remove_dir(self, name: str) -> None:
-        try:
+        with contextlib.suppress(FileNotFoundError):
             self.fs.rm(self.join(name), recursive=True)
-        except FileNotFoundError:
-            pass
         self.fs.invalidate_cache(self.root)
 
     def makedirs(self, path: str) -> None:
