@@ -1,0 +1,216 @@
+"""CheckpointManager and capture_state/restore_state: formats, atomicity, retention,
+incremental deltas, async saves."""
+
+from __future__ import annotations
+
+import json
+import math
+import random
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+torch = pytest.importorskip("torch")
+
+from danlu.core.errors import ConfigError, DataError  # noqa: E402
+from danlu.train.checkpoint import CheckpointManager, codec  # noqa: E402
+from danlu.train.state import capture_state, restore_state  # noqa: E402
+
+
+def _setup(seed: int = 0) -> tuple:
+    torch.manual_seed(seed)
+    model = torch.nn.Sequential(torch.nn.Linear(6, 8), torch.nn.BatchNorm1d(8),
+                                torch.nn.Linear(8, 2))
+    opt = torch.optim.Adam(model.parameters(), lr=0.01)
+    sched = torch.optim.lr_scheduler.ReduceLROnPlateau(opt)
+    scaler = torch.amp.GradScaler("cpu", init_scale=1024.0)
+    return model, opt, sched, scaler
+
+
+def _train(model, opt, steps: int = 3) -> None:
+    for _ in range(steps):
+        loss = model(torch.randn(4, 6)).pow(2).mean()
+        opt.zero_grad()
+        loss.backward()
+        opt.step()
+
+
+def _equal_trees(a, b) -> bool:
+    if isinstance(a, torch.Tensor):
+        return (isinstance(b, torch.Tensor) and a.dtype == b.dtype and a.shape == b.shape
+                and torch.equal(codec.bits(a), codec.bits(b)))
+    if isinstance(a, dict):
+        return isinstance(b, dict) and a.keys() == b.keys() and all(
+            _equal_trees(a[k], b[k]) for k in a)
+    if isinstance(a, list | tuple):
+        return type(a) is type(b) and len(a) == len(b) and all(
+            _equal_trees(x, y) for x, y in zip(a, b, strict=True))
+    if isinstance(a, float) and math.isnan(a):
+        return isinstance(b, float) and math.isnan(b)
+    if isinstance(a, np.ndarray):
+        return isinstance(b, np.ndarray) and np.array_equal(a, b)
+    return a == b and type(a) is type(b)
+
+
+def test_capture_restore_roundtrip_through_disk(tmp_path: Path) -> None:
+    model, opt, sched, scaler = _setup()
+    _train(model, opt)
+    sched.step(1.0)
+    random.random()
+    np.random.rand()
+    extra = {"nan": float("nan"), "inf": -math.inf, 3: "int key", "t": (1, 2.5, None),
+             "arr": np.arange(4), "dtype": torch.bfloat16, "neg0": torch.tensor([-0.0])}
+    state = capture_state(model, opt, sched, scaler, data_state={"epoch": 2, "offset": 32},
+                          step=7, metrics_history=[{"loss": 0.5}], extra=extra)
+    mgr = CheckpointManager(str(tmp_path))
+    mgr.save(7, state, {"loss": 0.5})
+    expect = (random.random(), float(np.random.rand()), float(torch.rand(1)))
+
+    step, loaded = CheckpointManager(str(tmp_path)).load_latest()  # type: ignore[misc]
+    assert step == 7
+    assert _equal_trees(dict(state), loaded)
+    m2, o2, s2, sc2 = _setup(seed=1)
+    info = restore_state(loaded, m2, o2, s2, sc2)
+    assert (info.step, info.data_state, info.metrics_history) == (7, {"epoch": 2, "offset": 32},
+                                                                  [{"loss": 0.5}])
+    assert (random.random(), float(np.random.rand()), float(torch.rand(1))) == expect
+    for a, b in zip(model.state_dict().values(), m2.state_dict().values(), strict=True):
+        assert torch.equal(a, b)
+    assert sc2.get_scale() == 1024.0 and s2.state_dict() == sched.state_dict()
+    # the tensor file loads with weights_only=True on its own
+    (ckpt,) = tmp_path.iterdir()
+    assert torch.load(ckpt / "tensors.pt", weights_only=True)
+
+
+def test_capture_copies_and_restore_checks() -> None:
+    model, opt, *_ = _setup()
+    state = capture_state(model, opt)
+    with torch.no_grad():
+        model[0].weight.add_(1.0)
+    assert not torch.equal(state["model"]["0.weight"], model[0].weight)
+    with pytest.raises(DataError, match="scheduler"):
+        restore_state(state, model, opt, scheduler=torch.optim.lr_scheduler.StepLR(opt, 1))
+    with pytest.raises(DataError):
+        restore_state({"nope": 1}, model)
+
+
+def test_unsupported_value_is_rejected(tmp_path: Path) -> None:
+    model, *_ = _setup()
+    state = capture_state(model, extra={"fn": object()})
+    with pytest.raises(DataError, match="extra/fn"):
+        CheckpointManager(str(tmp_path)).save(1, state)
+
+
+def test_partial_and_corrupt_checkpoints_are_skipped(tmp_path: Path) -> None:
+    model, opt, *_ = _setup()
+    mgr = CheckpointManager(str(tmp_path), keep_last=5)
+    assert mgr.load_latest() is None
+    for step in (1, 2, 3):
+        _train(model, opt, 1)
+        mgr.save(step, capture_state(model, opt, step=step))
+    names = sorted(p.name for p in tmp_path.iterdir())
+    (tmp_path / names[2] / "MANIFEST.json").unlink()  # step 3: cut before its manifest
+    tensors = tmp_path / names[1] / "tensors.pt"  # step 2: bit rot
+    data = bytearray(tensors.read_bytes())
+    data[-100] ^= 0xFF
+    tensors.write_bytes(bytes(data))
+    fresh = CheckpointManager(str(tmp_path))
+    step, _ = fresh.load_latest()  # type: ignore[misc]
+    assert step == 1
+    with pytest.raises(DataError, match=str(tensors)):
+        fresh.load(names[1])
+
+
+def test_retention_keeps_last_and_best(tmp_path: Path) -> None:
+    model, *_ = _setup()
+    mgr = CheckpointManager(str(tmp_path), keep_last=2, keep_best=2, best_metric="acc",
+                            mode="max")
+    accs = [0.1, 0.9, 0.3, 0.8, 0.2, 0.4]
+    for step, acc in enumerate(accs, 1):
+        mgr.save(step, capture_state(model, step=step), {"acc": acc})
+    kept = [c.step for c in mgr.list_checkpoints()]
+    assert kept == [2, 4, 5, 6]
+    with pytest.raises(ConfigError):
+        CheckpointManager(str(tmp_path), keep_last=0)
+
+
+def test_should_save_by_steps_and_seconds(tmp_path: Path) -> None:
+    model, *_ = _setup()
+    by_steps = CheckpointManager(str(tmp_path / "a"), every_steps=5)
+    assert [s for s in range(1, 16) if by_steps.should_save(s)] == [5, 10, 15]
+    by_steps.save(10, capture_state(model, step=10))
+    assert not by_steps.should_save(10)
+    assert not CheckpointManager(str(tmp_path / "b")).should_save(100)
+    by_time = CheckpointManager(str(tmp_path / "c"), every_seconds=60)
+    t0 = by_time._last_time
+    assert not by_time.should_save(1, now=t0 + 59)
+    assert by_time.should_save(1, now=t0 + 61)
+
+
+def _finetune_state(step: int, base_seed: int = 0) -> dict:
+    """A 'model' in which only the head (~10% of the elements) changes between steps."""
+    g = torch.Generator().manual_seed(base_seed)
+    body = {f"body{i}": torch.randn(64, 64, generator=g) for i in range(9)}
+    head = torch.randn(64, 64, generator=g) + step * 1e-3
+    return {"model": {**body, "head": head}, "step": step}
+
+
+def test_incremental_is_smaller_and_restores_exactly(tmp_path: Path) -> None:
+    mgr = CheckpointManager(str(tmp_path), incremental=True, full_every=3, keep_last=10)
+    states = []
+    for step in range(1, 8):
+        state = _finetune_state(step)
+        if step == 5:  # sparse change inside a tensor, and signed zero
+            state["model"]["body0"][0, :3] = torch.tensor([1.0, -0.0, float("nan")])
+        states.append(state)
+        mgr.save(step, state)
+    infos = mgr.list_checkpoints()
+    assert [i.kind for i in infos] == ["full", "incremental", "incremental"] * 2 + ["full"]
+    full, inc = infos[0].size, infos[1].size
+    assert inc < 0.2 * full
+    assert all(i.base == infos[3 * (n // 3)].name for n, i in enumerate(infos)
+               if i.kind == "incremental")
+    meta = json.loads((tmp_path / infos[4].name / "meta.json").read_bytes())
+    assert meta["layout"]["model/body0"] == "sparse" and meta["layout"]["model/body1"] == "base"
+    fresh = CheckpointManager(str(tmp_path))
+    for info, state in zip(infos, states, strict=True):
+        step, loaded = fresh.load(info.name)
+        assert step == info.step and _equal_trees(state, loaded)
+
+
+def test_incremental_base_corruption_falls_back(tmp_path: Path) -> None:
+    mgr = CheckpointManager(str(tmp_path), incremental=True, full_every=3, keep_last=10)
+    for step in range(1, 6):
+        mgr.save(step, _finetune_state(step))
+    infos = mgr.list_checkpoints()  # full, inc, inc, full, inc
+    (tmp_path / infos[3].name / "tensors.pt").write_bytes(b"")  # base of step 5
+    step, loaded = CheckpointManager(str(tmp_path)).load_latest()  # type: ignore[misc]
+    assert step == 3 and _equal_trees(_finetune_state(3), loaded)
+
+
+def test_async_snapshot_is_taken_at_save_time(tmp_path: Path) -> None:
+    model, opt, *_ = _setup()
+    mgr = CheckpointManager(str(tmp_path), async_save=True, incremental=True)
+    for step in range(1, 4):
+        live = {"model": model.state_dict(), "optimizer": opt.state_dict(), "step": step}
+        expected = {k: v.clone() for k, v in model.state_dict().items()}
+        mgr.save(step, live)  # a plain dict: copied into host buffers before returning
+        _train(model, opt, 1)  # mutates the live tensors while the save is in flight
+        mgr.wait()
+        _, loaded = mgr.load_latest()  # type: ignore[misc]
+        assert all(torch.equal(loaded["model"][k], v) for k, v in expected.items())
+    mgr.close()
+    with pytest.raises(ConfigError):
+        mgr.save(9, {"step": 9})
+
+
+def test_async_error_is_raised_by_wait(tmp_path: Path) -> None:
+    target = tmp_path / "file"
+    target.write_text("not a directory")
+    mgr = CheckpointManager(str(tmp_path), async_save=True)
+    mgr.storage.root = str(target)  # make the background write fail
+    mgr.save(1, {"x": torch.ones(2)})
+    with pytest.raises(OSError):
+        mgr.wait()
+    mgr.wait()  # reported once
