@@ -81,7 +81,7 @@ def test_two_workers_lose_one_and_regain_it(tmp_path: Path) -> None:
         procs.append(first)
         _wait(lambda: _progress(out)["world"] == 2 and _progress(out)["step"] >= 4,
               "2 workers at step 4", 120, procs, out)
-        victim = [p for p in _workers_of(first, out) if p != _progress(out)["pid"]][0]
+        victim = next(p for p in _workers_of(first, out) if p != _progress(out)["pid"])
         os.kill(victim, signal.SIGKILL)  # one worker dies
         (out / "phase").write_text("1")
         assert first.wait(timeout=120) != 0  # the group failed; danlu re-launches smaller

@@ -3,10 +3,10 @@
 from __future__ import annotations
 
 import torch
+from train_helpers import mse_loss, tiny_model, tiny_regression
 
 import danlu.train as dt
 from danlu.train.batch import BatchController
-from train_helpers import mse_loss, tiny_model, tiny_regression
 
 
 def _run(micro: int, injector: dt.oom.OOMInjector | None, steps: int = 12

@@ -1,0 +1,175 @@
+"""Unit tests of danlu.train's parts: env, sampler, LR control, anomalies, batch, AMP."""
+
+from __future__ import annotations
+
+import math
+
+import pytest
+import torch
+from train_helpers import mse_loss, tiny_model, tiny_regression
+
+import danlu.train as dt
+from danlu.core.errors import ConfigError
+from danlu.train.batch import AdaptiveBatch, GradientNoiseScale, PowerSchedule
+from danlu.train.scaling import lr_factor
+
+
+def test_env_defaults_and_values() -> None:
+    off = dt.JobEnv.from_environ({})
+    assert (off.world_size, off.rank, off.job_id, off.metrics_url) == (1, 0, None, None)
+    on = dt.JobEnv.from_environ({
+        "DANLU_JOB_ID": "j1", "DANLU_API_URL": "http://h:1/", "DANLU_TOKEN": "t",
+        "DANLU_BATCH_SIZE": "16", "DANLU_GPU_MEMORY_LIMIT": "1000", "WORLD_SIZE": "4",
+        "RANK": "3", "TORCHELASTIC_RESTART_COUNT": "2"})
+    assert on.metrics_url == "http://h:1/api/v1/jobs/j1/metrics"
+    assert (on.batch_size, on.gpu_memory_limit, on.rank, on.elastic_restart_count) == (16, 1000,
+                                                                                       3, 2)
+    with pytest.raises(ConfigError, match="DANLU_BATCH_SIZE"):
+        dt.JobEnv.from_environ({"DANLU_BATCH_SIZE": "x"})
+    assert dt.PREEMPTED_EXIT_CODE == 75
+
+
+@pytest.mark.parametrize("sizes", [[2, 2, 2], [2, 1, 3], [3, 1, 2, 2]])
+def test_sampler_exactly_once_across_world_size_changes(sizes: list[int]) -> None:
+    n, local = 37, 3
+    s = dt.ElasticSampler(n, seed=5)
+    seen: list[int] = []
+    for world in sizes + [1] * 20:
+        if s.epoch_done:
+            break
+        state = s.state_dict()  # a "restart" at a new world size
+        s = dt.ElasticSampler(n, seed=5)
+        s.load_state_dict(state)
+        for _ in range(2):
+            if s.epoch_done:
+                break
+            parts = [s.window(0, local, r, world) for r in range(world)]
+            seen += [i for p in parts for i in p.indices[: p.real]]
+            s.commit(parts[0].global_real)
+    assert sorted(seen) == list(range(n))
+
+
+def test_lr_warmup_composes_with_a_torch_scheduler() -> None:
+    model = tiny_model()
+    opt = torch.optim.SGD(model.parameters(), lr=1.0)
+    sched = torch.optim.lr_scheduler.StepLR(opt, step_size=2, gamma=0.5)
+    lr = dt.LRController(opt, sched, warmup_steps=4)
+    seen = []
+    for _ in range(6):
+        lr.before_step()
+        seen.append(lr.lr)
+        lr.after_step()
+    assert seen == pytest.approx([0.25, 0.5, 0.5 * 0.75, 0.5, 0.25, 0.25])
+
+
+def test_grad_norm_adaptive_lr() -> None:
+    opt = torch.optim.SGD(tiny_model().parameters(), lr=0.1)
+    lr = dt.LRController(opt, grad_norm_tau=1.0)
+    lr.before_step(4.0)
+    assert lr.lr == pytest.approx(0.025)  # lr0 * tau / max(|g|, tau)
+    lr.after_step()
+    lr.before_step(0.5)
+    assert lr.lr == pytest.approx(0.1)
+
+
+def test_anomaly_detector_kinds() -> None:
+    det = dt.AnomalyDetector("skip", window=50, k=4.0, min_history=10)
+    for i in range(30):
+        assert det.check(1.0 + 0.01 * (i % 3), 1.0 + 0.01 * (i % 5)) is None
+    assert det.check(float("nan"), 1.0) == "nonfinite_loss"
+    assert det.check(1.0, float("inf")) == "nonfinite_grad"
+    assert det.check(1.0, 0.0) == "zero_grad"
+    assert det.check(1.0, 50.0) == "grad_spike"
+    assert det.check(80.0, 1.0) == "loss_spike"
+    assert det.total == 5
+
+
+def test_nan_loss_is_skipped_and_counted_then_stop_raises() -> None:
+    data = tiny_regression(64)
+    model = tiny_model()
+    opt = torch.optim.SGD(model.parameters(), lr=0.01)
+    calls = [0]
+
+    def bad_loss(m: torch.nn.Module, b: tuple[torch.Tensor, torch.Tensor]) -> torch.Tensor:
+        calls[0] += 1
+        loss = mse_loss(m, b)
+        return loss * float("nan") if calls[0] == 2 else loss
+
+    with dt.init(model, opt, global_batch_size=16, dataset_size=64, metrics_file=False,
+                 environ={}) as ctx:
+        before = [p.clone() for p in model.parameters()]
+        results = [ctx.step(b, bad_loss) for _, b in zip(range(3), ctx.batches(data), strict=False)]
+    assert [r.applied for r in results] == [True, False, True]
+    assert ctx.anomaly is not None and ctx.anomaly.counts == {"nonfinite_loss": 1}
+    assert ctx.history[-1]["anomalies"] == 1
+    assert any(not torch.equal(a, b) for a, b in zip(before, model.parameters(), strict=True))
+    model2 = tiny_model()
+    opt2 = torch.optim.SGD(model2.parameters(), lr=0.01)
+    with dt.init(model2, opt2, global_batch_size=16, anomaly="stop", metrics_file=False,
+                 environ={}) as ctx2, pytest.raises(dt.TrainingAnomalyError, match="step 0"):
+        ctx2.step(data.tensors, lambda m, b: mse_loss(m, b) * float("inf"))
+
+
+def test_accumulation_equals_one_big_batch() -> None:
+    data = tiny_regression(32)
+    grads = []
+    for micro in (32, 8, 5):
+        model = tiny_model()
+        opt = torch.optim.SGD(model.parameters(), lr=0.0)
+        with dt.init(model, opt, global_batch_size=32, micro_batch_size=micro,
+                     metrics_file=False, environ={}) as ctx:
+            ctx.engine.optimizer.zero_grad = lambda set_to_none=True: None  # keep grads
+            ctx.step(data.tensors, mse_loss)
+        grads.append(torch.cat([p.grad.flatten() for p in model.parameters()]))
+    torch.testing.assert_close(grads[0], grads[1])
+    torch.testing.assert_close(grads[0], grads[2])
+
+
+def test_bf16_and_fp16_steps_run_and_count() -> None:
+    data = tiny_regression(32)
+    for precision in ("bf16", "fp16"):
+        model = tiny_model()
+        opt = torch.optim.SGD(model.parameters(), lr=0.01)
+        with dt.init(model, opt, global_batch_size=32, precision=precision, metrics_file=False,
+                     environ={}) as ctx:
+            r = ctx.step(data.tensors, mse_loss)
+        assert math.isfinite(r.loss)
+        assert ctx.history[-1]["loss_scale"] == (65536.0 if precision == "fp16" else 1.0)
+
+
+def test_power_schedule_and_gns_growth() -> None:
+    sched = PowerSchedule(32, total_steps=100, alpha=1.0, multiple=8)
+    assert [sched(0), sched(50), sched(100)] == [32, 48, 64]
+    gns = GradientNoiseScale(beta=0.0)
+    # |g_b|^2 = mu2 + sigma2/b ; mu2 = 1, sigma2 = 256 -> B_noise = 256
+    gns.update(1 + 256 / 16, 16, 1 + 256 / 64, 64)
+    assert gns.noise_scale == pytest.approx(256.0)
+    ab = AdaptiveBatch("gns", 32, max_batch=128, multiple=8, gns=gns)
+    assert ab.target(1, 32) == 128
+    assert lr_factor("linear", 128, 32) == 4.0
+    assert lr_factor("sqrt", 128, 32) == 2.0
+    assert 1.0 <= lr_factor("adascale", 128, 32, sigma2=256.0, mu2=1.0) <= 4.0
+
+
+def test_adaptive_batch_grows_global_batch_and_scales_lr() -> None:
+    data = tiny_regression(512)
+    model = tiny_model()
+    opt = torch.optim.SGD(model.parameters(), lr=0.01)
+    ab = AdaptiveBatch("schedule", 16, total_steps=4, alpha=1.0, max_batch=64)
+    with dt.init(model, opt, global_batch_size=16, micro_batch_size=16, dataset_size=512,
+                 adaptive_batch=ab, lr_scaling="linear", metrics_file=False, environ={}) as ctx:
+        for _, b in zip(range(4), ctx.batches(data), strict=False):
+            ctx.step(b, mse_loss)
+    assert ctx.batch.global_batch == 32  # B(4) = 16 * (1 + 4/4)
+    assert ctx.batch.accumulation == 2
+    assert ctx.lr.lr == pytest.approx(0.02)
+    assert [h["global_batch"] for h in ctx.history] == [16, 20, 24, 28]
+    assert ctx.sampler is not None and ctx.sampler.offset == 16 + 20 + 24 + 28
+
+
+def test_env_batch_size_sets_micro_batch() -> None:
+    model = tiny_model()
+    opt = torch.optim.SGD(model.parameters(), lr=0.01)
+    with dt.init(model, opt, global_batch_size=64, metrics_file=False,
+                 environ={"DANLU_BATCH_SIZE": "16"}) as ctx:
+        assert (ctx.batch.micro, ctx.batch.accumulation) == (16, 4)

@@ -1,0 +1,104 @@
+"""Metrics to a local HTTP server and to JSONL; SIGTERM -> checkpoint and exit 75."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+import threading
+import time
+from http.server import BaseHTTPRequestHandler, HTTPServer
+from pathlib import Path
+
+import torch
+from train_helpers import mse_loss, tiny_model, tiny_regression
+
+import danlu.train as dt
+from danlu.train.report import MetricsReporter
+
+
+def test_metrics_are_posted_in_batches_with_the_token() -> None:
+    got: list[tuple[str, str, dict[str, object]]] = []
+
+    class Handler(BaseHTTPRequestHandler):
+        def do_POST(self) -> None:
+            body = json.loads(self.rfile.read(int(self.headers["Content-Length"])))
+            got.append((self.path, self.headers["Authorization"], body))
+            self.send_response(204)
+            self.end_headers()
+
+        def log_message(self, *args: object) -> None:
+            pass
+
+    server = HTTPServer(("127.0.0.1", 0), Handler)
+    threading.Thread(target=server.serve_forever, daemon=True).start()
+    env = {"DANLU_API_URL": f"http://127.0.0.1:{server.server_port}", "DANLU_JOB_ID": "42",
+           "DANLU_TOKEN": "sekret"}
+    model = tiny_model()
+    opt = torch.optim.SGD(model.parameters(), lr=0.01)
+    data = tiny_regression(64)
+    with dt.init(model, opt, global_batch_size=16, dataset_size=64, environ=env,
+                 report_interval_s=60) as ctx:
+        for b in ctx.batches(data):
+            ctx.step(b, mse_loss)
+    server.shutdown()
+    assert got, "nothing was posted"
+    path, auth, _ = got[0]
+    assert path == "/api/v1/jobs/42/metrics" and auth == "Bearer sekret"
+    records = [r for _, _, b in got for r in b["metrics"]]  # type: ignore[union-attr]
+    assert [r["step"] for r in records] == [1, 2, 3, 4]
+    for key in ("loss", "lr", "samples_per_s", "step_time_s", "grad_norm", "loss_scale"):
+        assert key in records[0]
+
+
+def test_network_errors_never_fail_training(tmp_path: Path) -> None:
+    rep = MetricsReporter(url="http://127.0.0.1:9/nothing", interval_s=0.01, timeout_s=0.5)
+    rep.start()
+    rep.report({"step": 1})
+    rep.close()
+    assert rep.errors >= 1 and rep.sent == 0
+    jsonl = MetricsReporter(path=tmp_path / "m.jsonl")
+    jsonl.start()
+    jsonl.report({"step": 1, "loss": 0.5})
+    jsonl.close()
+    assert json.loads((tmp_path / "m.jsonl").read_text()) == {"step": 1, "loss": 0.5}
+
+
+SCRIPT = """
+import sys, time, torch, danlu.train as dt
+torch.manual_seed(0)
+model = torch.nn.Linear(4, 1)
+opt = torch.optim.SGD(model.parameters(), lr=0.01)
+x = torch.randn(10_000, 4)
+data = torch.utils.data.TensorDataset(x, x.sum(1, keepdim=True))
+loss = lambda m, b: torch.nn.functional.mse_loss(m(b[0]), b[1])
+with dt.init(model, opt, global_batch_size=8, dataset_size=len(data), metrics_file=False,
+             checkpoint_dir=sys.argv[1]) as ctx:
+    print("resumed at", ctx.step_num, flush=True)
+    for epoch in ctx.epochs(1):
+        for b in ctx.batches(data):
+            ctx.step(b, loss)
+            if ctx.step_num == 3:
+                print("ready", flush=True)
+            time.sleep(0.01)
+"""
+
+
+def test_sigterm_checkpoints_and_exits_with_the_preemption_code(tmp_path: Path) -> None:
+    env = dict(os.environ, PYTHONPATH=str(Path(__file__).parents[2] / "src"))
+    argv = [sys.executable, "-c", SCRIPT, str(tmp_path / "ckpt")]
+    proc = subprocess.Popen(argv, stdout=subprocess.PIPE, text=True, env=env)
+    assert proc.stdout is not None
+    for line in proc.stdout:
+        if line.startswith("ready"):
+            break
+    time.sleep(0.1)
+    proc.terminate()
+    assert proc.wait(timeout=60) == dt.PREEMPTED_EXIT_CODE == 75
+    again = subprocess.Popen(argv, stdout=subprocess.PIPE, text=True, env=env)
+    assert again.stdout is not None
+    first = again.stdout.readline()
+    again.terminate()
+    again.wait(timeout=60)
+    assert first.startswith("resumed at") and int(first.split()[-1]) >= 3
