@@ -17,17 +17,32 @@ def _ints(value: str, flag: str) -> list[int]:
     try:
         out = [int(v) for v in value.replace(" ", "").split(",") if v]
     except ValueError:
-        raise SpecError(flag, f"{value!r} is not a comma-separated list of batch sizes, "
-                        "e.g. 1,2,4,8") from None
+        raise SpecError(
+            flag, f"{value!r} is not a comma-separated list of batch sizes, e.g. 1,2,4,8"
+        ) from None
     if not out or any(v < 1 for v in out):
         raise SpecError(flag, f"batch sizes must be integers >= 1, got {value!r}")
     return out
 
 
-def run_estimate(model_ref: str, *, batch_size: int | None, precision: str, gpu_name: str,
-                 optimizer: str, checkpointing: bool, accumulation: int, sweep: str | None,
-                 max_batch: bool, gpu_memory: str | None, margin: str, fit_points: str,
-                 gpu_table: str | None, target: str, as_json: bool) -> dict[str, Any]:
+def run_estimate(
+    model_ref: str,
+    *,
+    batch_size: int | None,
+    precision: str,
+    gpu_name: str,
+    optimizer: str,
+    checkpointing: bool,
+    accumulation: int,
+    sweep: str | None,
+    max_batch: bool,
+    gpu_memory: str | None,
+    margin: str,
+    fit_points: str,
+    gpu_table: str | None,
+    target: str,
+    as_json: bool,
+) -> dict[str, Any]:
     """Do the work of the command; returns the JSON object (also printed)."""
     from rich.console import Console
     from rich.progress import BarColumn, Progress, TextColumn, TimeElapsedColumn
@@ -50,8 +65,10 @@ def run_estimate(model_ref: str, *, batch_size: int | None, precision: str, gpu_
     need_fit = bool(sweep_sizes) or max_batch
     points = _ints(fit_points, "--fit-points") if need_fit else []
     if batch_size is None and not need_fit:
-        raise SpecError("--batch-size", "give a batch size (e.g. --batch-size 32), or --sweep "
-                        "1,2,4,8 or --max-batch")
+        raise SpecError(
+            "--batch-size",
+            "give a batch size (e.g. --batch-size 32), or --sweep 1,2,4,8 or --max-batch",
+        )
     if batch_size is not None and batch_size < 1:
         raise SpecError("--batch-size", f"must be >= 1, got {batch_size}")
     if need_fit and len(set(points)) < 2:
@@ -59,13 +76,25 @@ def run_estimate(model_ref: str, *, batch_size: int | None, precision: str, gpu_
     limit = parse_bytes(gpu_memory, "--gpu-memory") if gpu_memory else gpu.capacity_bytes
     margin_bytes = parse_bytes(margin, "--margin")
     sizes = sorted(set(points) | ({batch_size} if batch_size else set()))
-    req = TraceRequest(model_ref, tuple(sizes), precision=precision,  # type: ignore[arg-type]
-                       optimizer=optimizer, checkpointing=checkpointing,
-                       accumulation=accumulation, target=target)  # type: ignore[arg-type]
+    req = TraceRequest(
+        model_ref,
+        tuple(sizes),
+        precision=precision,  # type: ignore[arg-type]
+        optimizer=optimizer,
+        checkpointing=checkpointing,
+        accumulation=accumulation,
+        target=target,
+    )  # type: ignore[arg-type]
     t0 = time.perf_counter()
-    with Progress(TextColumn("tracing {task.description}"), BarColumn(), TextColumn(
-            "{task.completed}/{task.total} batch sizes"), TimeElapsedColumn(), console=err,
-            transient=True, disable=not err.is_terminal) as bar:
+    with Progress(
+        TextColumn("tracing {task.description}"),
+        BarColumn(),
+        TextColumn("{task.completed}/{task.total} batch sizes"),
+        TimeElapsedColumn(),
+        console=err,
+        transient=True,
+        disable=not err.is_terminal,
+    ) as bar:
         task = bar.add_task(model_ref, total=len(sizes))
 
         def progress(done: int, total: int, b: int) -> None:
@@ -76,9 +105,15 @@ def run_estimate(model_ref: str, *, batch_size: int | None, precision: str, gpu_
     traced_s = time.perf_counter() - t0
     main = estimates[batch_size] if batch_size else estimates[max(estimates)]
     result: dict[str, Any] = {
-        "model_ref": model_ref, "gpu": gpu.name, "precision": precision,
-        "optimizer": optimizer, "checkpointing": checkpointing, "accumulation": accumulation,
-        "target": target, **main.to_json(), "trace_seconds": round(traced_s, 3),
+        "model_ref": model_ref,
+        "gpu": gpu.name,
+        "precision": precision,
+        "optimizer": optimizer,
+        "checkpointing": checkpointing,
+        "accumulation": accumulation,
+        "target": target,
+        **main.to_json(),
+        "trace_seconds": round(traced_s, 3),
     }
     rows: list[dict[str, Any]] = []
     if need_fit:
@@ -88,20 +123,31 @@ def run_estimate(model_ref: str, *, batch_size: int | None, precision: str, gpu_
             bmax = max(points)
             more = [bmax * 4, bmax * 8]
             err.print(f"M(b) is flat over b={points} (optimizer-step peak); tracing b={more}")
-            extra = TraceRequest(**{**req.to_json(), "batch_sizes": tuple(more),
-                                    "sys_path": req.sys_path})
+            extra = TraceRequest(
+                **{**req.to_json(), "batch_sizes": tuple(more), "sys_path": req.sys_path}
+            )
             estimates.update({t.batch_size: replay(t, gpu) for t in trace(extra)})
             points = sorted({*points, *more})
             model = FittedMemoryModel([estimates[b] for b in points], gpu)
-        result["fit"] = {"points": points, "c_step": int(model.logical.c_step),
-                         "c0": int(model.logical.c0), "slope": int(model.logical.slope),
-                         "residual": model.logical.residual, "allocator_overhead": model.frag}
+        result["fit"] = {
+            "points": points,
+            "c_step": int(model.logical.c_step),
+            "c0": int(model.logical.c0),
+            "slope": int(model.logical.slope),
+            "residual": model.logical.residual,
+            "allocator_overhead": model.frag,
+        }
         for b in sweep_sizes:
             try:
-                rows.append({"batch_size": b, "peak_logical_bytes": model.predict_logical(b),
-                             "peak_reserved_bytes": model.predict_reserved(b),
-                             "peak_device_bytes": model.predict(b),
-                             "fits": model.predict(b) <= limit})
+                rows.append(
+                    {
+                        "batch_size": b,
+                        "peak_logical_bytes": model.predict_logical(b),
+                        "peak_reserved_bytes": model.predict_reserved(b),
+                        "peak_device_bytes": model.predict(b),
+                        "fits": model.predict(b) <= limit,
+                    }
+                )
             except ExtrapolationError as exc:
                 rows.append({"batch_size": b, "error": str(exc)})
         if sweep_sizes:
@@ -121,12 +167,14 @@ def run_estimate(model_ref: str, *, batch_size: int | None, precision: str, gpu_
     table.add_column("", justify="right")
     for key, value in main.breakdown.items():
         table.add_row(f"  {key}", str(value), format_bytes(value))
-    for label, value in (("peak logical (live tensors)", main.peak_logical_bytes),
-                         ("peak allocated (allocator)", main.peak_allocated_bytes),
-                         ("peak reserved (allocator)", main.peak_reserved_bytes),
-                         ("CUDA context", main.context_bytes),
-                         ("peak on the GPU", main.peak_device_bytes),
-                         (f"{gpu.name} capacity", main.capacity_bytes)):
+    for label, value in (
+        ("peak logical (live tensors)", main.peak_logical_bytes),
+        ("peak allocated (allocator)", main.peak_allocated_bytes),
+        ("peak reserved (allocator)", main.peak_reserved_bytes),
+        ("CUDA context", main.context_bytes),
+        ("peak on the GPU", main.peak_device_bytes),
+        (f"{gpu.name} capacity", main.capacity_bytes),
+    ):
         table.add_row(label, str(value), format_bytes(value))
     out.print(table)
     out.print("fits" if main.fits else "[red]does NOT fit[/red]", f"on {gpu.name}")
@@ -140,15 +188,21 @@ def run_estimate(model_ref: str, *, batch_size: int | None, precision: str, gpu_
             if "error" in r:
                 st.add_row(str(r["batch_size"]), "-", "-", "-", f"refused: {r['error']}")
             else:
-                st.add_row(str(r["batch_size"]), format_bytes(r["peak_logical_bytes"]),
-                           format_bytes(r["peak_reserved_bytes"]),
-                           format_bytes(r["peak_device_bytes"]), "fits" if r["fits"] else "OOM")
+                st.add_row(
+                    str(r["batch_size"]),
+                    format_bytes(r["peak_logical_bytes"]),
+                    format_bytes(r["peak_reserved_bytes"]),
+                    format_bytes(r["peak_device_bytes"]),
+                    "fits" if r["fits"] else "OOM",
+                )
         out.print(st)
     if max_batch:
         mb = result["max_batch"]
         answer = str(mb) if mb else "none (b=1 does not fit)"
-        out.print(f"largest safe batch within {format_bytes(limit)} - margin "
-                  f"{format_bytes(margin_bytes)}: {answer}")
+        out.print(
+            f"largest safe batch within {format_bytes(limit)} - margin "
+            f"{format_bytes(margin_bytes)}: {answer}"
+        )
     return result
 
 
@@ -157,39 +211,77 @@ def register(app: typer.Typer) -> None:
 
     @app.command("estimate")
     def estimate(
-        model_ref: Annotated[str, typer.Argument(help="package.module:factory returning "
-                             "(model, make_batch, loss_fn), e.g. danlu.estimate.zoo:gpt2_124m")],
-        batch_size: Annotated[int | None, typer.Option("--batch-size", "-b",
-                              help="per-GPU (micro-)batch size to trace")] = None,
+        model_ref: Annotated[
+            str,
+            typer.Argument(
+                help="package.module:factory returning "
+                "(model, make_batch, loss_fn), e.g. danlu.estimate.zoo:gpt2_124m"
+            ),
+        ],
+        batch_size: Annotated[
+            int | None,
+            typer.Option("--batch-size", "-b", help="per-GPU (micro-)batch size to trace"),
+        ] = None,
         precision: Annotated[str, typer.Option(help="fp32, fp16 or bf16 (autocast)")] = "fp32",
-        gpu: Annotated[str, typer.Option(help="GPU type: h100, h200, a100-80gb, a100-40gb, "
-                       "v100-32gb, v100-16gb, t4, a10, l4, rtx4090")] = "h100",
-        optimizer: Annotated[str, typer.Option(help="adamw, adam, sgd, sgd-momentum, ... or "
-                             "any torch.optim class")] = "adamw",
-        checkpointing: Annotated[bool, typer.Option("--checkpointing",
-                                 help="activation checkpointing on")] = False,
+        gpu: Annotated[
+            str,
+            typer.Option(
+                help="GPU type: h100, h200, a100-80gb, a100-40gb, "
+                "v100-32gb, v100-16gb, t4, a10, l4, rtx4090"
+            ),
+        ] = "h100",
+        optimizer: Annotated[
+            str, typer.Option(help="adamw, adam, sgd, sgd-momentum, ... or any torch.optim class")
+        ] = "adamw",
+        checkpointing: Annotated[
+            bool, typer.Option("--checkpointing", help="activation checkpointing on")
+        ] = False,
         accumulation: Annotated[int, typer.Option(help="gradient accumulation steps")] = 1,
-        sweep: Annotated[str | None, typer.Option(help="batch sizes to predict from the "
-                         "fitted M(b), e.g. 1,2,4,8,16")] = None,
-        max_batch: Annotated[bool, typer.Option("--max-batch",
-                             help="print the largest batch that fits")] = False,
-        gpu_memory: Annotated[str | None, typer.Option(help="memory limit for --max-batch "
-                              "(default: the GPU's capacity), e.g. 80GiB")] = None,
+        sweep: Annotated[
+            str | None,
+            typer.Option(help="batch sizes to predict from the fitted M(b), e.g. 1,2,4,8,16"),
+        ] = None,
+        max_batch: Annotated[
+            bool, typer.Option("--max-batch", help="print the largest batch that fits")
+        ] = False,
+        gpu_memory: Annotated[
+            str | None,
+            typer.Option(
+                help="memory limit for --max-batch (default: the GPU's capacity), e.g. 80GiB"
+            ),
+        ] = None,
         margin: Annotated[str, typer.Option(help="safety margin for --max-batch")] = "0",
         fit_points: Annotated[str, typer.Option(help="batch sizes traced to fit M(b)")] = "1,2,4",
-        gpu_table: Annotated[str | None, typer.Option(help="JSON file recalibrating the GPU "
-                             "table")] = None,
-        target: Annotated[str, typer.Option(help="cuda (predict for a GPU) or cpu (imitate "
-                          "this machine's CPU kernels)")] = "cuda",
+        gpu_table: Annotated[
+            str | None, typer.Option(help="JSON file recalibrating the GPU table")
+        ] = None,
+        target: Annotated[
+            str,
+            typer.Option(
+                help="cuda (predict for a GPU) or cpu (imitate this machine's CPU kernels)"
+            ),
+        ] = "cuda",
         as_json: Annotated[bool, typer.Option("--json", help="print one JSON object")] = False,
     ) -> None:
         """Predict the peak GPU memory of one training step (and M(b), the largest batch)."""
         try:
-            run_estimate(model_ref, batch_size=batch_size, precision=precision, gpu_name=gpu,
-                         optimizer=optimizer, checkpointing=checkpointing,
-                         accumulation=accumulation, sweep=sweep, max_batch=max_batch,
-                         gpu_memory=gpu_memory, margin=margin, fit_points=fit_points,
-                         gpu_table=gpu_table, target=target, as_json=as_json)
+            run_estimate(
+                model_ref,
+                batch_size=batch_size,
+                precision=precision,
+                gpu_name=gpu,
+                optimizer=optimizer,
+                checkpointing=checkpointing,
+                accumulation=accumulation,
+                sweep=sweep,
+                max_batch=max_batch,
+                gpu_memory=gpu_memory,
+                margin=margin,
+                fit_points=fit_points,
+                gpu_table=gpu_table,
+                target=target,
+                as_json=as_json,
+            )
         except DanluError as exc:
             typer.echo(f"error: {exc}", err=True)
             raise typer.Exit(2) from None

@@ -23,8 +23,14 @@ from dataclasses import dataclass
 
 from danlu.core.errors import SpecError
 
-OPTIMIZER_MOMENTS: dict[str, int] = {"sgd": 0, "sgd-momentum": 1, "adam": 2, "adamw": 2,
-                                     "adagrad": 1, "rmsprop": 1}
+OPTIMIZER_MOMENTS: dict[str, int] = {
+    "sgd": 0,
+    "sgd-momentum": 1,
+    "adam": 2,
+    "adamw": 2,
+    "adagrad": 1,
+    "rmsprop": 1,
+}
 """fp32 moment tensors per parameter kept by each optimizer."""
 
 
@@ -89,8 +95,11 @@ class TransformerMemory:
         if self.predict(1) > budget:
             return None
         per = self.activation_bytes_per_sample * self.fragmentation
-        b = max(1, int((budget - self.overhead_bytes) / self.fragmentation - self.state_bytes)
-                // max(1, self.activation_bytes_per_sample))
+        b = max(
+            1,
+            int((budget - self.overhead_bytes) / self.fragmentation - self.state_bytes)
+            // max(1, self.activation_bytes_per_sample),
+        )
         while b > 1 and self.predict(b) > budget:
             b -= 1
         while per > 0 and self.predict(b + 1) <= budget:
@@ -98,10 +107,16 @@ class TransformerMemory:
         return b
 
 
-def activation_bytes_per_layer(cfg: TransformerConfig, batch_size: int, *,
-                               recompute: str = "none", tensor_parallel: int = 1,
-                               sequence_parallel: bool = False, bytes_per_value: int = 2,
-                               flash_attention: bool = False) -> float:
+def activation_bytes_per_layer(
+    cfg: TransformerConfig,
+    batch_size: int,
+    *,
+    recompute: str = "none",
+    tensor_parallel: int = 1,
+    sequence_parallel: bool = False,
+    bytes_per_value: int = 2,
+    flash_attention: bool = False,
+) -> float:
     """Korthikanti et al.'s activation memory of one layer (bytes)."""
     s, b, h, a, t = cfg.seq, batch_size, cfg.hidden, cfg.heads, tensor_parallel
     if recompute not in ("none", "selective", "full"):
@@ -120,12 +135,21 @@ def activation_bytes_per_layer(cfg: TransformerConfig, batch_size: int, *,
     return s * b * h * (linear + attention)
 
 
-def transformer_memory(cfg: TransformerConfig, *, precision: str = "bf16",
-                       optimizer: str = "adamw", master_weights: bool = True,
-                       recompute: str = "none", zero_stage: int = 0, data_parallel: int = 1,
-                       tensor_parallel: int = 1, sequence_parallel: bool = False,
-                       flash_attention: bool = False, overhead_bytes: int = 0,
-                       fragmentation: float = 1.0) -> TransformerMemory:
+def transformer_memory(
+    cfg: TransformerConfig,
+    *,
+    precision: str = "bf16",
+    optimizer: str = "adamw",
+    master_weights: bool = True,
+    recompute: str = "none",
+    zero_stage: int = 0,
+    data_parallel: int = 1,
+    tensor_parallel: int = 1,
+    sequence_parallel: bool = False,
+    flash_attention: bool = False,
+    overhead_bytes: int = 0,
+    fragmentation: float = 1.0,
+) -> TransformerMemory:
     """Model-state and activation memory per GPU.
 
     ``precision`` fp32 keeps fp32 weights and gradients; fp16/bf16 with ``master_weights``
@@ -136,8 +160,9 @@ def transformer_memory(cfg: TransformerConfig, *, precision: str = "bf16",
     if precision not in ("fp32", "fp16", "bf16"):
         raise SpecError("--precision", f"{precision!r}: use fp32, fp16 or bf16")
     if optimizer.lower() not in OPTIMIZER_MOMENTS:
-        raise SpecError("--optimizer", f"{optimizer!r}: use one of "
-                        f"{', '.join(sorted(OPTIMIZER_MOMENTS))}")
+        raise SpecError(
+            "--optimizer", f"{optimizer!r}: use one of {', '.join(sorted(OPTIMIZER_MOMENTS))}"
+        )
     if zero_stage not in (0, 1, 2, 3):
         raise SpecError("zero_stage", f"must be 0, 1, 2 or 3, got {zero_stage}")
     if data_parallel < 1 or tensor_parallel < 1:
@@ -158,12 +183,21 @@ def transformer_memory(cfg: TransformerConfig, *, precision: str = "bf16",
     params = cfg.parameters / tensor_parallel
     act_bytes = 2 if mixed else 4
     per_layer = activation_bytes_per_layer(
-        cfg, 1, recompute=recompute, tensor_parallel=tensor_parallel,
-        sequence_parallel=sequence_parallel, bytes_per_value=act_bytes,
-        flash_attention=flash_attention)
+        cfg,
+        1,
+        recompute=recompute,
+        tensor_parallel=tensor_parallel,
+        sequence_parallel=sequence_parallel,
+        bytes_per_value=act_bytes,
+        flash_attention=flash_attention,
+    )
     output = (4 * cfg.seq * cfg.hidden + (act_bytes + 4) * cfg.seq * cfg.vocab) / tensor_parallel
     return TransformerMemory(
-        config=cfg, parameter_bytes=int(params * p), gradient_bytes=int(params * g),
+        config=cfg,
+        parameter_bytes=int(params * p),
+        gradient_bytes=int(params * g),
         optimizer_bytes=int(params * k),
         activation_bytes_per_sample=int(cfg.layers * per_layer + output),
-        overhead_bytes=overhead_bytes, fragmentation=fragmentation)
+        overhead_bytes=overhead_bytes,
+        fragmentation=fragmentation,
+    )

@@ -53,16 +53,19 @@ class PiecewiseLinearFit:
             raise ExtrapolationError(
                 f"fewer than two of the traced batch sizes {sorted(traced)} rise above the "
                 f"optimizer-step peak, so the growth with b is unknown; trace larger batches "
-                f"(e.g. {bmax * 4} and {bmax * 8})")
+                f"(e.g. {bmax * 4} and {bmax * 8})"
+            )
         if self.residual > self.tolerance:
             raise ExtrapolationError(
                 f"{self.what} is not piecewise linear in b over the traced points "
                 f"{sorted(traced)} (misfit {self.residual:.2%} > {self.tolerance:.2%}); "
-                f"trace b={batch_size} directly")
+                f"trace b={batch_size} directly"
+            )
         if batch_size > bmax * self.max_extrapolation:
             raise ExtrapolationError(
                 f"b={batch_size} is more than {self.max_extrapolation:g}x the largest traced "
-                f"batch ({bmax}); trace a batch size nearer to it")
+                f"batch ({bmax}); trace a batch size nearer to it"
+            )
 
     def __call__(self, batch_size: int) -> int:
         """M(b) in bytes (exact at traced points)."""
@@ -72,14 +75,21 @@ class PiecewiseLinearFit:
             return traced[batch_size]
         bmin = min(traced)
         if batch_size < bmin:  # M is non-decreasing: the smallest traced point bounds it
-            return max(round(self.c0 + self.slope * batch_size), int(self.c_step)) \
-                if self.c_step else traced[bmin]
+            return (
+                max(round(self.c0 + self.slope * batch_size), int(self.c_step))
+                if self.c_step
+                else traced[bmin]
+            )
         return round(max(self.c_step, self.c0 + self.slope * batch_size))
 
 
-def fit_piecewise_linear(points: Mapping[int, int], *, tolerance: float = DEFAULT_TOLERANCE,
-                         max_extrapolation: float = DEFAULT_MAX_EXTRAPOLATION,
-                         what: str = "memory") -> PiecewiseLinearFit:
+def fit_piecewise_linear(
+    points: Mapping[int, int],
+    *,
+    tolerance: float = DEFAULT_TOLERANCE,
+    max_extrapolation: float = DEFAULT_MAX_EXTRAPOLATION,
+    what: str = "memory",
+) -> PiecewiseLinearFit:
     """Fit ``max(C_step, C0 + a*b)`` to two or more ``{b: bytes}`` points.
 
     The points are split into a flat prefix and a linear suffix (least squares); the split with
@@ -111,8 +121,9 @@ def fit_piecewise_linear(points: Mapping[int, int], *, tolerance: float = DEFAUL
         else:
             continue
         res = max(abs(max(c_step, c0 + slope * b) - m) / m for b, m in pts)
-        fit = PiecewiseLinearFit(c_step, c0, slope, tuple(pts), res, tolerance,
-                                 max_extrapolation, what)
+        fit = PiecewiseLinearFit(
+            c_step, c0, slope, tuple(pts), res, tolerance, max_extrapolation, what
+        )
         if best is None or res < best.residual - 1e-12:
             best = fit
     assert best is not None

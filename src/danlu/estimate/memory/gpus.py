@@ -49,18 +49,21 @@ def _g(name: str, cap_gib: float, ctx_mib: int, cc: str) -> GpuSpec:
     return GpuSpec(name, int(cap_gib * GiB), ctx_mib * MiB, ws, compute_capability=cc)
 
 
-GPUS: dict[str, GpuSpec] = {g.name: g for g in (
-    _g("h100", 79.19, 520, "9.0"),       # H100 80GB HBM3 (SXM/PCIe)
-    _g("h200", 139.81, 520, "9.0"),      # H200 141GB HBM3e
-    _g("a100-80gb", 79.15, 430, "8.0"),
-    _g("a100-40gb", 39.39, 430, "8.0"),
-    _g("v100-32gb", 31.74, 310, "7.0"),
-    _g("v100-16gb", 15.77, 310, "7.0"),
-    _g("t4", 14.58, 270, "7.5"),
-    _g("a10", 22.07, 300, "8.6"),
-    _g("l4", 22.04, 300, "8.9"),
-    _g("rtx4090", 23.53, 300, "8.9"),
-)}
+GPUS: dict[str, GpuSpec] = {
+    g.name: g
+    for g in (
+        _g("h100", 79.19, 520, "9.0"),  # H100 80GB HBM3 (SXM/PCIe)
+        _g("h200", 139.81, 520, "9.0"),  # H200 141GB HBM3e
+        _g("a100-80gb", 79.15, 430, "8.0"),
+        _g("a100-40gb", 39.39, 430, "8.0"),
+        _g("v100-32gb", 31.74, 310, "7.0"),
+        _g("v100-16gb", 15.77, 310, "7.0"),
+        _g("t4", 14.58, 270, "7.5"),
+        _g("a10", 22.07, 300, "8.6"),
+        _g("l4", 22.04, 300, "8.9"),
+        _g("rtx4090", 23.53, 300, "8.9"),
+    )
+}
 """Built-in GPU table (capacity as reported by the device; context per the module docstring)."""
 
 ALIASES = {"a100": "a100-80gb", "v100": "v100-32gb", "4090": "rtx4090", "rtx-4090": "rtx4090"}

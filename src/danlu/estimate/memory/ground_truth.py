@@ -16,8 +16,14 @@ import torch
 from danlu.estimate.memory import steps
 
 
-def _setup(model_ref: str, batch_size: int, optimizer: str, checkpointing: bool,
-           device: str, foreach: bool | None) -> tuple[Any, Any, Any, Any]:
+def _setup(
+    model_ref: str,
+    batch_size: int,
+    optimizer: str,
+    checkpointing: bool,
+    device: str,
+    foreach: bool | None,
+) -> tuple[Any, Any, Any, Any]:
     model, make_batch, loss_fn = steps.build(steps.load_factory(model_ref), model_ref)
     model.to(device).train()
     if checkpointing:
@@ -31,21 +37,27 @@ def _setup(model_ref: str, batch_size: int, optimizer: str, checkpointing: bool,
     return model, opt, batch, loss_fn
 
 
-def cpu_peak(model_ref: str, batch_size: int, *, precision: str = "fp32",
-             optimizer: str = "adamw", checkpointing: bool = False,
-             accumulation: int = 1) -> int:
+def cpu_peak(
+    model_ref: str,
+    batch_size: int,
+    *,
+    precision: str = "fp32",
+    optimizer: str = "adamw",
+    checkpointing: bool = False,
+    accumulation: int = 1,
+) -> int:
     """Peak live bytes of the CPU allocator over a real steady-state step."""
     from torch._C._profiler import _EventType
     from torch.profiler import ProfilerActivity, profile
 
     torch.manual_seed(0)
     with profile(activities=[ProfilerActivity.CPU], profile_memory=True) as prof:
-        model, opt, batch, loss_fn = _setup(model_ref, batch_size, optimizer, checkpointing,
-                                            "cpu", None)
+        model, opt, batch, loss_fn = _setup(
+            model_ref, batch_size, optimizer, checkpointing, "cpu", None
+        )
         steps.train_step(model, opt, batch, loss_fn, precision, accumulation, lambda _: None)
         with torch.profiler.record_function("danlu_measured_step"):
-            steps.train_step(model, opt, batch, loss_fn, precision, accumulation,
-                             lambda _: None)
+            steps.train_step(model, opt, batch, loss_fn, precision, accumulation, lambda _: None)
     allocs: list[tuple[int, int]] = []
     window = (0, 0)
     stack = list(prof.profiler.kineto_results.experimental_event_tree())  # type: ignore[union-attr]
@@ -68,13 +80,20 @@ def cpu_peak(model_ref: str, batch_size: int, *, precision: str = "fp32",
     return int(peak or 0)
 
 
-def cuda_peak(model_ref: str, batch_size: int, *, precision: str = "fp32",
-              optimizer: str = "adamw", checkpointing: bool = False,
-              accumulation: int = 1) -> dict[str, int]:
+def cuda_peak(
+    model_ref: str,
+    batch_size: int,
+    *,
+    precision: str = "fp32",
+    optimizer: str = "adamw",
+    checkpointing: bool = False,
+    accumulation: int = 1,
+) -> dict[str, int]:
     """``max_memory_reserved`` / ``max_memory_allocated`` over a real steady-state GPU step."""
     torch.manual_seed(0)
-    model, opt, batch, loss_fn = _setup(model_ref, batch_size, optimizer, checkpointing,
-                                        "cuda", None)
+    model, opt, batch, loss_fn = _setup(
+        model_ref, batch_size, optimizer, checkpointing, "cuda", None
+    )
     run_step = steps.train_step
     run_step(model, opt, batch, loss_fn, precision, accumulation, lambda _: None, "cuda")
     torch.cuda.synchronize()
@@ -82,7 +101,10 @@ def cuda_peak(model_ref: str, batch_size: int, *, precision: str = "fp32",
     run_step(model, opt, batch, loss_fn, precision, accumulation, lambda _: None, "cuda")
     torch.cuda.synchronize()
     free, total = torch.cuda.mem_get_info()
-    out = {"reserved": torch.cuda.max_memory_reserved(),
-           "allocated": torch.cuda.max_memory_allocated(),
-           "device_used": total - free, "total": total}
+    out = {
+        "reserved": torch.cuda.max_memory_reserved(),
+        "allocated": torch.cuda.max_memory_allocated(),
+        "device_used": total - free,
+        "total": total,
+    }
     return out

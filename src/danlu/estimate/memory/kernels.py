@@ -18,19 +18,34 @@ from typing import Any
 import torch
 from torch.utils._pytree import tree_flatten, tree_map
 
-PROBED_OPS: frozenset[str] = frozenset({
-    "convolution", "_convolution", "convolution_backward", "mkldnn_convolution",
-    "native_batch_norm", "native_batch_norm_backward", "_native_batch_norm_legit",
-    "_native_batch_norm_legit_functional", "_native_batch_norm_legit_no_training",
-    "native_layer_norm", "native_layer_norm_backward",
-    "native_group_norm", "native_group_norm_backward",
-    "_adaptive_avg_pool2d", "_adaptive_avg_pool2d_backward",
-    "max_pool2d_with_indices", "max_pool2d_with_indices_backward",
-    "avg_pool2d", "avg_pool2d_backward",
-    "_scaled_dot_product_flash_attention_for_cpu",
-    "_scaled_dot_product_flash_attention_for_cpu_backward",
-    "embedding_dense_backward", "_embedding_bag", "_embedding_bag_backward",
-})
+PROBED_OPS: frozenset[str] = frozenset(
+    {
+        "convolution",
+        "_convolution",
+        "convolution_backward",
+        "mkldnn_convolution",
+        "native_batch_norm",
+        "native_batch_norm_backward",
+        "_native_batch_norm_legit",
+        "_native_batch_norm_legit_functional",
+        "_native_batch_norm_legit_no_training",
+        "native_layer_norm",
+        "native_layer_norm_backward",
+        "native_group_norm",
+        "native_group_norm_backward",
+        "_adaptive_avg_pool2d",
+        "_adaptive_avg_pool2d_backward",
+        "max_pool2d_with_indices",
+        "max_pool2d_with_indices_backward",
+        "avg_pool2d",
+        "avg_pool2d_backward",
+        "_scaled_dot_product_flash_attention_for_cpu",
+        "_scaled_dot_product_flash_attention_for_cpu_backward",
+        "embedding_dense_backward",
+        "_embedding_bag",
+        "_embedding_bag_backward",
+    }
+)
 """aten ops (overload packet names) whose real CPU kernels are probed for internal buffers."""
 
 CONV_OPS = frozenset({"convolution", "_convolution", "convolution_backward"})
@@ -87,8 +102,9 @@ class CpuProbe:
 
             def real(x: Any) -> Any:
                 if isinstance(x, torch.Tensor):
-                    return torch.empty_strided(tuple(x.shape), tuple(x.stride()),
-                                               dtype=x.dtype).zero_()
+                    return torch.empty_strided(
+                        tuple(x.shape), tuple(x.stride()), dtype=x.dtype
+                    ).zero_()
                 return x
 
             rargs, rkwargs = tree_map(real, args), tree_map(real, kwargs)

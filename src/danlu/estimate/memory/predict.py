@@ -89,15 +89,24 @@ def replay(tr: StepTrace, gpu: GpuSpec) -> MemoryEstimate:
     device = peak_res + gpu.context_bytes
     warnings = list(tr.warnings)
     if alloc.stats.ooms:
-        warnings.append(f"out of memory on {gpu.name}: {alloc.stats.ooms} allocation(s) did "
-                        "not fit even after releasing cached segments")
+        warnings.append(
+            f"out of memory on {gpu.name}: {alloc.stats.ooms} allocation(s) did "
+            "not fit even after releasing cached segments"
+        )
     return MemoryEstimate(
-        batch_size=tr.batch_size, gpu=gpu.name, peak_logical_bytes=tr.peak_logical_bytes,
-        peak_allocated_bytes=peak_alloc, peak_reserved_bytes=peak_res,
-        context_bytes=gpu.context_bytes, peak_device_bytes=device,
+        batch_size=tr.batch_size,
+        gpu=gpu.name,
+        peak_logical_bytes=tr.peak_logical_bytes,
+        peak_allocated_bytes=peak_alloc,
+        peak_reserved_bytes=peak_res,
+        context_bytes=gpu.context_bytes,
+        peak_device_bytes=device,
         capacity_bytes=gpu.capacity_bytes,
         fits=device <= gpu.capacity_bytes and not alloc.stats.ooms,
-        breakdown=dict(tr.breakdown), step_start_bytes=tr.step_start_bytes, warnings=warnings)
+        breakdown=dict(tr.breakdown),
+        step_start_bytes=tr.step_start_bytes,
+        warnings=warnings,
+    )
 
 
 class FittedMemoryModel:
@@ -110,19 +119,28 @@ class FittedMemoryModel:
     replayed at the largest traced batch size.
     """
 
-    def __init__(self, estimates: Sequence[MemoryEstimate], gpu: GpuSpec,
-                 max_extrapolation: float = DEFAULT_MAX_EXTRAPOLATION) -> None:
+    def __init__(
+        self,
+        estimates: Sequence[MemoryEstimate],
+        gpu: GpuSpec,
+        max_extrapolation: float = DEFAULT_MAX_EXTRAPOLATION,
+    ) -> None:
         if len(estimates) < 2:
             raise SpecError("--sweep", "fitting M(b) needs at least two traced batch sizes")
         self.gpu = gpu
         self.estimates = {e.batch_size: e for e in estimates}
         self.logical: PiecewiseLinearFit = fit_piecewise_linear(
             {b: e.peak_logical_bytes for b, e in self.estimates.items()},
-            max_extrapolation=max_extrapolation, what="the logical peak")
+            max_extrapolation=max_extrapolation,
+            what="the logical peak",
+        )
         top = self.estimates[max(self.estimates)]
         self.fixed = gpu.cublas_workspace_bytes * gpu.cublas_handles
-        self.frag = max(0.0, (top.peak_reserved_bytes - self.fixed - top.peak_logical_bytes)
-                        / max(1, top.peak_logical_bytes))
+        self.frag = max(
+            0.0,
+            (top.peak_reserved_bytes - self.fixed - top.peak_logical_bytes)
+            / max(1, top.peak_logical_bytes),
+        )
 
     def predict_logical(self, batch_size: int) -> int:
         """Live tensor bytes at the step's peak."""
@@ -163,14 +181,16 @@ class FittedMemoryModel:
         return lo
 
 
-def estimate_memory(req: TraceRequest, gpu: GpuSpec, progress: Progress | None = None
-                    ) -> list[MemoryEstimate]:
+def estimate_memory(
+    req: TraceRequest, gpu: GpuSpec, progress: Progress | None = None
+) -> list[MemoryEstimate]:
     """Trace ``req`` (every batch size in one subprocess) and replay each trace for ``gpu``."""
     return [replay(t, gpu) for t in trace(req, progress)]
 
 
-def fit_memory_model(req: TraceRequest, gpu: GpuSpec, progress: Progress | None = None,
-                     max_extra_rounds: int = 2) -> FittedMemoryModel:
+def fit_memory_model(
+    req: TraceRequest, gpu: GpuSpec, progress: Progress | None = None, max_extra_rounds: int = 2
+) -> FittedMemoryModel:
     """Trace ``req.batch_sizes`` (e.g. 1, 2, 4) and fit M(b); when every point is dominated by
     the optimizer-step peak, trace larger batches (x4, x8) up to ``max_extra_rounds`` times."""
     estimates = estimate_memory(req, gpu, progress)
@@ -179,8 +199,9 @@ def fit_memory_model(req: TraceRequest, gpu: GpuSpec, progress: Progress | None 
         if model.logical.slope_known:
             break
         bmax = max(model.estimates)
-        more = TraceRequest(**{**req.to_json(), "batch_sizes": (bmax * 4, bmax * 8),
-                               "sys_path": req.sys_path})
+        more = TraceRequest(
+            **{**req.to_json(), "batch_sizes": (bmax * 4, bmax * 8), "sys_path": req.sys_path}
+        )
         estimates += estimate_memory(more, gpu, progress)
         model = FittedMemoryModel(estimates, gpu)
     return model

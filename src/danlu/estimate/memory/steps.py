@@ -43,8 +43,11 @@ def load_factory(model_ref: str, sys_path: tuple[str, ...] = ()) -> Callable[[],
     try:
         module = importlib.import_module(module_name)
     except ImportError as exc:
-        raise SpecError("MODEL_REF", f"cannot import {module_name!r} ({exc}); run from the "
-                        "directory that holds it or add it to PYTHONPATH") from exc
+        raise SpecError(
+            "MODEL_REF",
+            f"cannot import {module_name!r} ({exc}); run from the "
+            "directory that holds it or add it to PYTHONPATH",
+        ) from exc
     obj: Any = module
     for part in attr.split("."):
         if not hasattr(obj, part):
@@ -58,15 +61,23 @@ def load_factory(model_ref: str, sys_path: tuple[str, ...] = ()) -> Callable[[],
 def build(factory: Callable[[], Any], model_ref: str) -> tuple[torch.nn.Module, Any, Any]:
     """Call the factory and check it returned ``(model, make_batch, loss_fn)``."""
     out = factory()
-    if not (isinstance(out, tuple) and len(out) == 3 and isinstance(out[0], torch.nn.Module)
-            and callable(out[1]) and callable(out[2])):
-        raise SpecError("MODEL_REF", f"{model_ref} must return (model, make_batch, loss_fn) "
-                        "with an nn.Module first")
+    if not (
+        isinstance(out, tuple)
+        and len(out) == 3
+        and isinstance(out[0], torch.nn.Module)
+        and callable(out[1])
+        and callable(out[2])
+    ):
+        raise SpecError(
+            "MODEL_REF",
+            f"{model_ref} must return (model, make_batch, loss_fn) with an nn.Module first",
+        )
     return out  # type: ignore[no-any-return]
 
 
-def make_optimizer(name: str, model: torch.nn.Module,
-                   foreach: bool | None) -> torch.optim.Optimizer:
+def make_optimizer(
+    name: str, model: torch.nn.Module, foreach: bool | None
+) -> torch.optim.Optimizer:
     """Build the optimizer ``name`` (``adamw``, ``sgd-momentum``... or any torch.optim class)."""
     key = name.lower()
     if key in _OPTIMIZERS:
@@ -74,8 +85,11 @@ def make_optimizer(name: str, model: torch.nn.Module,
     else:
         matches = [n for n in dir(torch.optim) if n.lower() == key]
         if not matches:
-            raise SpecError("--optimizer", f"unknown optimizer {name!r}; use one of "
-                            f"{', '.join(sorted(_OPTIMIZERS))} or a torch.optim class name")
+            raise SpecError(
+                "--optimizer",
+                f"unknown optimizer {name!r}; use one of "
+                f"{', '.join(sorted(_OPTIMIZERS))} or a torch.optim class name",
+            )
         cls_name, kwargs = matches[0], {}
     cls = getattr(torch.optim, cls_name)
     kwargs = dict(kwargs)
@@ -91,8 +105,11 @@ def enable_checkpointing(model: torch.nn.Module, model_ref: str) -> None:
     elif hasattr(model, "checkpointing"):
         model.checkpointing = True
     else:
-        raise SpecError("--checkpointing", f"{model_ref} has neither a `checkpointing` attribute "
-                        "nor gradient_checkpointing_enable(); drop --checkpointing or add one")
+        raise SpecError(
+            "--checkpointing",
+            f"{model_ref} has neither a `checkpointing` attribute "
+            "nor gradient_checkpointing_enable(); drop --checkpointing or add one",
+        )
 
 
 def autocast(precision: str, device: str = "cpu") -> contextlib.AbstractContextManager[Any]:
@@ -103,9 +120,16 @@ def autocast(precision: str, device: str = "cpu") -> contextlib.AbstractContextM
     return torch.autocast(device, dtype=dtype)
 
 
-def train_step(model: torch.nn.Module, opt: torch.optim.Optimizer, batch: Any,
-               loss_fn: Callable[[torch.nn.Module, Any], torch.Tensor], precision: str,
-               accumulation: int, mark: Marker, device: str = "cpu") -> None:
+def train_step(
+    model: torch.nn.Module,
+    opt: torch.optim.Optimizer,
+    batch: Any,
+    loss_fn: Callable[[torch.nn.Module, Any], torch.Tensor],
+    precision: str,
+    accumulation: int,
+    mark: Marker,
+    device: str = "cpu",
+) -> None:
     """One optimizer step: ``accumulation`` forward/backward passes, step, zero_grad."""
     for _ in range(accumulation):
         mark("forward")

@@ -92,8 +92,9 @@ class StepTrace:
         return cls(**data)
 
 
-def peak_in_window(events: list[tuple[int, int]], start: int, end: int,
-                   exclude: frozenset[int] = frozenset()) -> tuple[int, int, int]:
+def peak_in_window(
+    events: list[tuple[int, int]], start: int, end: int, exclude: frozenset[int] = frozenset()
+) -> tuple[int, int, int]:
     """Replay ``events`` and return ``(peak live bytes in [start, end), index, live at start)``.
 
     Storages in ``exclude`` are not counted.

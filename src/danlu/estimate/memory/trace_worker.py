@@ -84,8 +84,7 @@ class StorageTracker(TorchDispatchMode):
         return sid
 
     # -- dispatch ------------------------------------------------------------------------
-    def __torch_dispatch__(self, func: Any, types: Any, args: Any = (),
-                           kwargs: Any = None) -> Any:
+    def __torch_dispatch__(self, func: Any, types: Any, args: Any = (), kwargs: Any = None) -> Any:
         kwargs = kwargs or {}
         name = kernels.op_name(func)
         out = func(*args, **kwargs)
@@ -93,8 +92,11 @@ class StorageTracker(TorchDispatchMode):
         if self.probe is not None and name in kernels.PROBED_OPS:
             workspace = self.probe.workspace(func, args, kwargs)
         elif self.target == "cuda":
-            if name in kernels.MATMUL_OPS and self.phase in ("forward", "backward") \
-                    and self.phase not in self.cublas_phases:
+            if (
+                name in kernels.MATMUL_OPS
+                and self.phase in ("forward", "backward")
+                and self.phase not in self.cublas_phases
+            ):
                 self.cublas_phases.add(self.phase)  # one handle per thread: fwd and autograd
                 self.sites.append((len(self.events), "cublas", 0))
             site = kernels.cuda_site(func, args, out)
@@ -120,13 +122,15 @@ def _trace_one(req: TraceRequest, batch_size: int) -> StepTrace:
             model.train()
             if req.checkpointing:
                 steps.enable_checkpointing(model, req.model_ref)
-            param_sids = {tracker.sid_of(s) for s in steps.storages(
-                [*model.parameters(), *model.buffers()])}
+            param_sids = {
+                tracker.sid_of(s) for s in steps.storages([*model.parameters(), *model.buffers()])
+            }
             opt = steps.make_optimizer(req.optimizer, model, foreach)
             batch = make_batch(batch_size)
             batch_sids = {tracker.sid_of(s) for s in steps.storages(batch)}
-            steps.train_step(model, opt, batch, loss_fn, req.precision, req.accumulation,
-                             tracker.mark)
+            steps.train_step(
+                model, opt, batch, loss_fn, req.precision, req.accumulation, tracker.mark
+            )
             host: set[int | None] = set()
             if req.target == "cuda":
                 for state in opt.state.values():
@@ -137,8 +141,11 @@ def _trace_one(req: TraceRequest, batch_size: int) -> StepTrace:
 
             def mark(phase: str, params: list[torch.Tensor] = params) -> None:
                 if phase == "optimizer":
-                    grad_sids.update(tracker.sid_of(p.grad.untyped_storage())
-                                     for p in params if p.grad is not None)
+                    grad_sids.update(
+                        tracker.sid_of(p.grad.untyped_storage())
+                        for p in params
+                        if p.grad is not None
+                    )
                 tracker.mark("measured_" + phase)
 
             tracker.marks["measure_start"] = len(tracker.events)
@@ -148,32 +155,59 @@ def _trace_one(req: TraceRequest, batch_size: int) -> StepTrace:
             del model, opt, batch, make_batch, loss_fn, params
     for idx, phase in tracker.phase_log:
         if phase.startswith("measured_"):
-            tracker.marks.setdefault(phase[len("measured_"):], idx)
+            tracker.marks.setdefault(phase[len("measured_") :], idx)
     host_ids = sorted(s for s in host if s is not None)
     events = tracker.events[: tracker.marks["measure_end"]]
     start, end = tracker.marks["measure_start"], tracker.marks["measure_end"]
     peak, where, at_start = peak_in_window(events, start, end, frozenset(host_ids))
-    breakdown = _breakdown(events, where, tracker.phase_log, start, frozenset(host_ids),
-                           param_sids, grad_sids, opt_sids, batch_sids)
+    breakdown = _breakdown(
+        events,
+        where,
+        tracker.phase_log,
+        start,
+        frozenset(host_ids),
+        param_sids,
+        grad_sids,
+        opt_sids,
+        batch_sids,
+    )
     warnings = []
     if tracker.probe is not None and tracker.probe.skipped:
-        warnings.append("kernel buffers not measured (over the probe limit) for: "
-                        + ", ".join(sorted(tracker.probe.skipped)))
+        warnings.append(
+            "kernel buffers not measured (over the probe limit) for: "
+            + ", ".join(sorted(tracker.probe.skipped))
+        )
     if tracker.probe is not None and tracker.probe.failed:
-        warnings.append("kernel buffers not measured (probe failed) for: "
-                        + ", ".join(sorted(tracker.probe.failed)))
+        warnings.append(
+            "kernel buffers not measured (probe failed) for: "
+            + ", ".join(sorted(tracker.probe.failed))
+        )
     return StepTrace(
-        batch_size=batch_size, events=events, marks=tracker.marks, peak_logical_bytes=peak,
-        step_start_bytes=at_start, breakdown=breakdown,
+        batch_size=batch_size,
+        events=events,
+        marks=tracker.marks,
+        peak_logical_bytes=peak,
+        step_start_bytes=at_start,
+        breakdown=breakdown,
         timeline=_timeline(events, start, end, frozenset(host_ids)),
-        sites=[s for s in tracker.sites if s[0] < end], host_ids=host_ids, warnings=warnings,
+        sites=[s for s in tracker.sites if s[0] < end],
+        host_ids=host_ids,
+        warnings=warnings,
         trace_seconds=time.perf_counter() - t0,
     )
 
 
-def _breakdown(events: list[tuple[int, int]], where: int, phase_log: list[tuple[int, str]],
-               start: int, host: frozenset[int], params: set[Any], grads: set[Any],
-               opt_state: set[Any], batch: set[Any]) -> dict[str, int]:
+def _breakdown(
+    events: list[tuple[int, int]],
+    where: int,
+    phase_log: list[tuple[int, str]],
+    start: int,
+    host: frozenset[int],
+    params: set[Any],
+    grads: set[Any],
+    opt_state: set[Any],
+    batch: set[Any],
+) -> dict[str, int]:
     forward_ranges: list[tuple[int, int]] = []
     for i, (idx, phase) in enumerate(phase_log):
         if phase == "measured_forward":
@@ -192,8 +226,9 @@ def _breakdown(events: list[tuple[int, int]], where: int, phase_log: list[tuple[
         else:
             size, born = live.get(sid, (0, i))
             live[sid] = (size + delta, born)
-    out = dict.fromkeys(("parameters", "gradients", "optimizer_state", "activations",
-                         "temporaries"), 0)
+    out = dict.fromkeys(
+        ("parameters", "gradients", "optimizer_state", "activations", "temporaries"), 0
+    )
     for sid, (size, born) in live.items():
         if sid in params:
             key = "parameters"
@@ -209,8 +244,9 @@ def _breakdown(events: list[tuple[int, int]], where: int, phase_log: list[tuple[
     return out
 
 
-def _timeline(events: list[tuple[int, int]], start: int, end: int,
-              host: frozenset[int]) -> list[tuple[int, int]]:
+def _timeline(
+    events: list[tuple[int, int]], start: int, end: int, host: frozenset[int]
+) -> list[tuple[int, int]]:
     live = 0
     points: list[tuple[int, int]] = []
     stride = max(1, (end - start) // _TIMELINE_POINTS)
@@ -226,8 +262,10 @@ def run(req: TraceRequest, out: IO[str]) -> None:
     """Trace every batch size of ``req``, reporting progress and the result on ``out``."""
     results = []
     for n, b in enumerate(req.batch_sizes):
-        out.write(json.dumps({"progress": {"done": n, "total": len(req.batch_sizes),
-                                           "batch_size": b}}) + "\n")
+        out.write(
+            json.dumps({"progress": {"done": n, "total": len(req.batch_sizes), "batch_size": b}})
+            + "\n"
+        )
         out.flush()
         results.append(_trace_one(req, b).to_json())
     out.write(json.dumps({"result": results}) + "\n")

@@ -7,12 +7,14 @@ quoted when it fails. Never goes through a shell.
 
 from __future__ import annotations
 
+import importlib.util
 import json
 import os
 import subprocess
 import sys
 import tempfile
 from collections.abc import Callable
+from pathlib import Path
 
 from danlu.core.errors import DataError, SpecError
 from danlu.estimate.memory.trace_result import PRECISIONS, TARGETS, StepTrace, TraceRequest
@@ -32,12 +34,26 @@ def validate(req: TraceRequest) -> None:
     if req.accumulation < 1:
         raise SpecError("--accumulation", f"must be >= 1, got {req.accumulation}")
     if ":" not in req.model_ref:
-        raise SpecError("MODEL_REF", f"{req.model_ref!r} is not of the form "
-                        "package.module:factory (e.g. danlu.estimate.zoo:gpt2_124m)")
+        raise SpecError(
+            "MODEL_REF",
+            f"{req.model_ref!r} is not of the form "
+            "package.module:factory (e.g. danlu.estimate.zoo:gpt2_124m)",
+        )
+    top = req.model_ref.partition(":")[0].split(".")[0]
+    where = (*req.sys_path, os.getcwd())
+    if importlib.util.find_spec(top) is None and not any(
+        (Path(p) / top).exists() or (Path(p) / f"{top}.py").exists() for p in where
+    ):
+        raise SpecError(
+            "MODEL_REF",
+            f"cannot find module {top!r}; run from the directory that holds it or add it "
+            "to PYTHONPATH",
+        )
 
 
-def trace(req: TraceRequest, progress: Progress | None = None,
-          timeout_s: float = 1800.0) -> list[StepTrace]:
+def trace(
+    req: TraceRequest, progress: Progress | None = None, timeout_s: float = 1800.0
+) -> list[StepTrace]:
     """Trace every batch size of ``req`` in one subprocess; one :class:`StepTrace` each.
 
     Raises :class:`SpecError` for a bad model reference or flag, :class:`DataError` when the
@@ -45,12 +61,14 @@ def trace(req: TraceRequest, progress: Progress | None = None,
     """
     validate(req)
     if not req.sys_path:
-        req = TraceRequest(**{**req.to_json(), "batch_sizes": req.batch_sizes,
-                              "sys_path": (os.getcwd(),)})
+        req = TraceRequest(
+            **{**req.to_json(), "batch_sizes": req.batch_sizes, "sys_path": (os.getcwd(),)}
+        )
     cmd = [sys.executable, "-m", "danlu.estimate.memory.trace_worker"]
     with tempfile.TemporaryFile("w+") as err:
-        proc = subprocess.Popen(cmd, stdin=subprocess.PIPE, stdout=subprocess.PIPE,
-                                stderr=err, text=True)
+        proc = subprocess.Popen(
+            cmd, stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=err, text=True
+        )
         assert proc.stdin is not None and proc.stdout is not None
         proc.stdin.write(json.dumps(req.to_json()))
         proc.stdin.close()

@@ -1,0 +1,62 @@
+"""Analytic transformer memory against the published formulas."""
+
+from __future__ import annotations
+
+import pytest
+
+from danlu.core.errors import SpecError
+from danlu.estimate.memory.analytic import (
+    TransformerConfig,
+    activation_bytes_per_layer,
+    transformer_memory,
+)
+
+GPT2 = TransformerConfig(layers=12, hidden=768, heads=12, seq=1024, vocab=50257)
+
+
+def test_gpt2_small_parameter_count() -> None:
+    assert GPT2.parameters == 124_439_808
+
+
+def test_korthikanti_activation_terms() -> None:
+    sbh = GPT2.seq * GPT2.hidden
+    a_s_h = 5 * GPT2.heads * GPT2.seq / GPT2.hidden
+    assert activation_bytes_per_layer(GPT2, 1) == pytest.approx(sbh * (34 + a_s_h))
+    assert activation_bytes_per_layer(GPT2, 2, recompute="selective") == pytest.approx(
+        2 * 34 * sbh)
+    assert activation_bytes_per_layer(GPT2, 1, recompute="full") == pytest.approx(2 * sbh)
+    t = 8
+    assert activation_bytes_per_layer(GPT2, 1, tensor_parallel=t) == pytest.approx(
+        sbh * (10 + 24 / t + a_s_h / t))
+    assert activation_bytes_per_layer(GPT2, 1, tensor_parallel=t, sequence_parallel=True,
+                                      recompute="selective") == pytest.approx(sbh * 34 / t)
+
+
+def test_zero_stages_match_deepspeed_paper_example() -> None:
+    # ZeRO paper, Figure 1: 7.5B parameters, N_d = 64, mixed-precision Adam (K = 12)
+    cfg = TransformerConfig(layers=1, hidden=8, heads=1, seq=1, vocab=1)
+    psi = 7.5e9
+    scale = psi / cfg.parameters
+    # the figure's 120 / 31.4 / 16.6 / 1.9 GB are these, rounded
+    expect = {0: 16 * psi, 1: 4 * psi + 12 * psi / 64, 2: 2 * psi + 14 * psi / 64,
+              3: 16 * psi / 64}
+    assert [round(v / 1e8) / 10 for v in expect.values()] == [120.0, 31.4, 16.6, 1.9]
+    for stage, want in expect.items():
+        m = transformer_memory(cfg, precision="fp16", optimizer="adam", zero_stage=stage,
+                               data_parallel=64)
+        assert m.state_bytes * scale == pytest.approx(want, rel=0.01)
+
+
+def test_optimizers_and_precisions() -> None:
+    p = GPT2.parameters
+    sgd = transformer_memory(GPT2, precision="fp32", optimizer="sgd")
+    assert sgd.state_bytes == 8 * p
+    mom = transformer_memory(GPT2, precision="fp32", optimizer="sgd-momentum")
+    assert mom.optimizer_bytes == 4 * p
+    amp = transformer_memory(GPT2, precision="bf16", optimizer="adamw", master_weights=False)
+    assert amp.state_bytes == 16 * p
+    m = transformer_memory(GPT2, precision="bf16", recompute="full")
+    b = m.max_batch(80 << 30)
+    assert b is not None and m.predict(b) <= 80 << 30 < m.predict(b + 1)
+    with pytest.raises(SpecError, match="optimizer"):
+        transformer_memory(GPT2, optimizer="lbfgs")

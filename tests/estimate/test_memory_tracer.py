@@ -1,0 +1,121 @@
+"""The tracer against the real CPU allocator, and its GPU-target behaviour."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+import textwrap
+from pathlib import Path
+
+import pytest
+
+from danlu.core.errors import DataError, SpecError
+from danlu.estimate.memory import (
+    FittedMemoryModel,
+    MemoryModel,
+    TraceRequest,
+    get_gpu,
+    replay,
+    trace,
+)
+
+torch = pytest.importorskip("torch")
+ZOO = "danlu.estimate.zoo:"
+
+
+def test_import_without_torch() -> None:
+    code = textwrap.dedent("""
+        import sys
+        class Block:
+            def find_spec(self, name, path=None, target=None):
+                if name == "torch" or name.startswith("torch."):
+                    raise ImportError("torch blocked")
+        sys.meta_path.insert(0, Block())
+        import danlu.estimate, danlu.estimate.memory, danlu.cli.estimate
+        from danlu.estimate.memory import fit_piecewise_linear, transformer_memory
+        print("ok", "torch" in sys.modules)
+    """)
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
+                         check=False)
+    assert out.stdout.strip() == "ok False", out.stderr
+
+
+@pytest.fixture(scope="module")
+def cpu_traces() -> dict[str, list]:
+    return {
+        "resnet_tiny": trace(TraceRequest(ZOO + "resnet_tiny", (2, 4), target="cpu")),
+        "gpt2_tiny": trace(TraceRequest(ZOO + "gpt2_tiny", (1, 2, 4, 32), precision="bf16",
+                                        target="cpu")),
+    }
+
+
+def test_traced_peak_matches_real_cpu_allocator(cpu_traces: dict[str, list]) -> None:
+    from danlu.estimate.memory.ground_truth import cpu_peak
+
+    for name, precision, tr in (("resnet_tiny", "fp32", cpu_traces["resnet_tiny"][1]),
+                                ("gpt2_tiny", "bf16", cpu_traces["gpt2_tiny"][2])):
+        real = cpu_peak(ZOO + name, tr.batch_size, precision=precision)
+        assert abs(tr.peak_logical_bytes - real) <= 0.01 * real, (name, tr.peak_logical_bytes,
+                                                                   real)
+
+
+def test_breakdown_and_phases(cpu_traces: dict[str, list]) -> None:
+    tr = cpu_traces["resnet_tiny"][0]
+    assert sum(tr.breakdown.values()) == tr.peak_logical_bytes
+    assert tr.breakdown["parameters"] > 0 and tr.breakdown["optimizer_state"] > 0
+    m = tr.marks
+    assert m["measure_start"] <= m["forward"] < m["backward"] < m["optimizer"] < m["end"]
+    assert tr.timeline and max(v for _, v in tr.timeline) == tr.peak_logical_bytes
+
+
+def test_fit_from_small_batches_predicts_large(cpu_traces: dict[str, list]) -> None:
+    traces = {t.batch_size: t for t in cpu_traces["gpt2_tiny"]}
+    gpu = get_gpu("h100")
+    model = FittedMemoryModel([replay(traces[b], gpu) for b in (1, 2, 4)], gpu)
+    assert isinstance(model, MemoryModel)
+    assert model.predict_logical(32) == pytest.approx(traces[32].peak_logical_bytes, rel=0.01)
+
+
+def test_cuda_target_adds_cublas_and_keeps_step_counters_on_host() -> None:
+    (tr,) = trace(TraceRequest(ZOO + "mlp_small", (8,), optimizer="adam"))
+    kinds = [k for _, k, _ in tr.sites]
+    assert kinds.count("cublas") == 2
+    assert len(tr.host_ids) == 8  # one step counter per parameter tensor
+    est = replay(tr, get_gpu("h100"))
+    assert est.peak_reserved_bytes >= est.peak_allocated_bytes >= est.peak_logical_bytes
+    assert est.peak_allocated_bytes >= 2 * (32 << 20)
+    assert est.peak_device_bytes == est.peak_reserved_bytes + get_gpu("h100").context_bytes
+
+
+def test_bad_references_and_failing_models(tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+                                           ) -> None:
+    with pytest.raises(SpecError, match="MODEL_REF"):
+        trace(TraceRequest("no_such_module_xyz:f", (1,)))
+    (tmp_path / "mymodels.py").write_text(textwrap.dedent("""
+        import torch
+        def broken():
+            model = torch.nn.Linear(4, 4)
+            return model, lambda b: torch.randn(b, 5), lambda m, x: m(x).sum()
+        def not_a_triple():
+            return 3
+    """))
+    monkeypatch.chdir(tmp_path)
+    with pytest.raises(SpecError, match="make_batch"):
+        trace(TraceRequest("mymodels:not_a_triple", (1,)))
+    with pytest.raises(DataError, match="tracing mymodels:broken failed"):
+        trace(TraceRequest("mymodels:broken", (1,)))
+    with pytest.raises(SpecError, match="--precision"):
+        trace(TraceRequest(ZOO + "mlp_small", (1,), precision="fp8"))  # type: ignore[arg-type]
+
+
+@pytest.mark.gpu
+def test_reserved_prediction_on_a_real_gpu() -> None:
+    if not torch.cuda.is_available():
+        pytest.skip("no CUDA GPU available")
+    from danlu.estimate.memory.ground_truth import cuda_peak
+
+    (tr,) = trace(TraceRequest(ZOO + "gpt2_tiny", (16,)))
+    name = "h100" if "H100" in torch.cuda.get_device_name(0) else "a100-80gb"
+    pred = replay(tr, get_gpu(name)).peak_reserved_bytes
+    real = cuda_peak(ZOO + "gpt2_tiny", 16)["reserved"]
+    assert abs(pred - real) <= 0.1 * real
