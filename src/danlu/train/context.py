@@ -53,12 +53,24 @@ class TrainContext:
     GradScaler), ``anomaly``, ``checkpoints``, ``reporter``, ``preemption``, ``sampler``.
     """
 
-    def __init__(self, *, env: JobEnv, distributed: Distributed, model: torch.nn.Module,
-                 optimizer: torch.optim.Optimizer, scheduler: Any, engine: StepEngine,
-                 checkpoints: Checkpoints, reporter: MetricsReporter, progress: Progress,
-                 preemption: Preemption, sampler: ElasticSampler | None,
-                 adaptive: AdaptiveBatch | None, lr_scaling: str,
-                 consistency_check: bool) -> None:
+    def __init__(
+        self,
+        *,
+        env: JobEnv,
+        distributed: Distributed,
+        model: torch.nn.Module,
+        optimizer: torch.optim.Optimizer,
+        scheduler: Any,
+        engine: StepEngine,
+        checkpoints: Checkpoints,
+        reporter: MetricsReporter,
+        progress: Progress,
+        preemption: Preemption,
+        sampler: ElasticSampler | None,
+        adaptive: AdaptiveBatch | None,
+        lr_scaling: str,
+        consistency_check: bool,
+    ) -> None:
         self.env = env
         self.distributed = distributed
         self.model = model
@@ -99,8 +111,9 @@ class TrainContext:
             if sampler.epoch_done:
                 sampler.next_epoch()
 
-    def batches(self, dataset: Any, collate: Callable[[list[Any]], Any] = default_collate
-                ) -> Iterator[Any]:
+    def batches(
+        self, dataset: Any, collate: Callable[[list[Any]], Any] = default_collate
+    ) -> Iterator[Any]:
         """This rank's batches of ``dataset`` for the rest of the current epoch.
 
         The batch size follows :attr:`batch` (``global_batch / world_size``), so adaptive
@@ -108,8 +121,9 @@ class TrainContext:
         """
         sampler = self._need_sampler()
         d = self.distributed
-        for lb in sampler.batches(lambda: self.batch.local_batch, d.rank, d.world_size,
-                                  follow_commits=True):
+        for lb in sampler.batches(
+            lambda: self.batch.local_batch, d.rank, d.world_size, follow_commits=True
+        ):
             self._current = lb
             yield fetch(dataset, lb, collate)
             if self._current is lb:  # the caller did not train on it: count it as consumed
@@ -124,8 +138,10 @@ class TrainContext:
 
     def _need_sampler(self) -> ElasticSampler:
         if self.sampler is None:
-            raise ConfigError("pass dataset_size=len(dataset) to danlu.train.init() to use "
-                              "ctx.epochs()/ctx.batches()")
+            raise ConfigError(
+                "pass dataset_size=len(dataset) to danlu.train.init() to use "
+                "ctx.epochs()/ctx.batches()"
+            )
         return self.sampler
 
     # ------------------------------------------------------------------ step
@@ -141,8 +157,11 @@ class TrainContext:
         real = lb.real if lb is not None else None
         glob = lb.global_real if lb is not None else None
         result = self.engine.step(data, loss_fn, real=real, global_real=glob)
-        if result.anomaly is not None and self.anomaly is not None \
-                and self.anomaly.action == "rollback":
+        if (
+            result.anomaly is not None
+            and self.anomaly is not None
+            and self.anomaly.action == "rollback"
+        ):
             self._rollback()
             return result
         if lb is not None and self.sampler is not None:
@@ -162,16 +181,25 @@ class TrainContext:
         wall = now - self._t_last
         self._t_last = now
         record: dict[str, Any] = {
-            "step": self.step_num, "epoch": self.epoch, "loss": r.loss, "lr": self.lr.lr,
-            "grad_norm": r.grad_norm, "loss_scale": self.precision.loss_scale,
+            "step": self.step_num,
+            "epoch": self.epoch,
+            "loss": r.loss,
+            "lr": self.lr.lr,
+            "grad_norm": r.grad_norm,
+            "loss_scale": self.precision.loss_scale,
             "samples_per_s": r.samples / wall if wall > 0 else None,
-            "step_time_s": r.step_time, "global_batch": self.batch.global_batch,
-            "micro_batch": self.batch.micro, "accumulation": self.batch.accumulation,
-            "world_size": self.distributed.world_size, "applied": r.applied,
+            "step_time_s": r.step_time,
+            "global_batch": self.batch.global_batch,
+            "micro_batch": self.batch.micro,
+            "accumulation": self.batch.accumulation,
+            "world_size": self.distributed.world_size,
+            "applied": r.applied,
             "skipped_steps": self.precision.skipped_steps,
             "anomalies": self.anomaly.total if self.anomaly is not None else 0,
-            "anomaly": r.anomaly, "oom_count": self.batch.oom_count,
-            "rollbacks": self.rollbacks, "time": time.time(),
+            "anomaly": r.anomaly,
+            "oom_count": self.batch.oom_count,
+            "rollbacks": self.rollbacks,
+            "time": time.time(),
         }
         if self.distributed.device.type == "cuda":
             record["memory_bytes"] = torch.cuda.max_memory_allocated(self.distributed.device)
@@ -190,8 +218,11 @@ class TrainContext:
             return
         self.batch.set_global(new)
         gns = self.adaptive.gns
-        self.lr.set_scale(lr_factor(self.lr_scaling, new, self.batch.base_global_batch,
-                                    sigma2=gns.sigma2, mu2=gns.mu2))
+        self.lr.set_scale(
+            lr_factor(
+                self.lr_scaling, new, self.batch.base_global_batch, sigma2=gns.sigma2, mu2=gns.mu2
+            )
+        )
 
     def _rollback(self) -> None:
         assert self.anomaly is not None
@@ -199,15 +230,22 @@ class TrainContext:
         if self.restore():
             self.rollbacks += 1
             self.lr.reduce(self.anomaly.rollback_lr_factor)
-            log.warning("anomaly: rolled back to step %d, LR x%.3g", self.step_num,
-                        self.anomaly.rollback_lr_factor)
+            log.warning(
+                "anomaly: rolled back to step %d, LR x%.3g",
+                self.step_num,
+                self.anomaly.rollback_lr_factor,
+            )
         else:  # nothing to roll back to: the step was already skipped
-            log.warning("anomaly at step %d and no checkpoint to roll back to: skipped",
-                        self.step_num)
+            log.warning(
+                "anomaly at step %d and no checkpoint to roll back to: skipped", self.step_num
+            )
 
     def _preempt(self) -> None:
-        log.warning("preemption requested: checkpointing at step %d and exiting with %d",
-                    self.step_num, self.preemption.exit_code)
+        log.warning(
+            "preemption requested: checkpointing at step %d and exiting with %d",
+            self.step_num,
+            self.preemption.exit_code,
+        )
         self.save()
         self.close()
         raise SystemExit(self.preemption.exit_code)
@@ -217,9 +255,11 @@ class TrainContext:
         """Everything besides model/optimizer/scheduler/scaler that a resume needs."""
         return {
             "sampler": self.sampler.state_dict() if self.sampler is not None else None,
-            "batch": self.batch.state_dict(), "lr": self.lr.state_dict(),
+            "batch": self.batch.state_dict(),
+            "lr": self.lr.state_dict(),
             "anomaly": self.anomaly.state_dict() if self.anomaly is not None else None,
-            "skipped_steps": self.precision.skipped_steps, "rollbacks": self.rollbacks,
+            "skipped_steps": self.precision.skipped_steps,
+            "rollbacks": self.rollbacks,
             "engine_steps": self.engine.step_count,
         }
 
@@ -233,10 +273,15 @@ class TrainContext:
         if self.distributed.is_chief:
             api = state_api()
             state = api.capture_state(
-                unwrap(self.model), self.optimizer, self.scheduler,
+                unwrap(self.model),
+                self.optimizer,
+                self.scheduler,
                 self.precision.scaler if self.precision.scaling else None,
-                data_state=self.data_state(), step=self.step_num,
-                metrics_history=self.history[-HISTORY_LIMIT:], extra=dict(self.extra))
+                data_state=self.data_state(),
+                step=self.step_num,
+                metrics_history=self.history[-HISTORY_LIMIT:],
+                extra=dict(self.extra),
+            )
             if metrics is None and self.history:
                 metrics = {"loss": float(self.history[-1]["loss"])}
             self.checkpoints.save(self.step_num, state, metrics)
@@ -251,8 +296,13 @@ class TrainContext:
             return False
         _, state = found
         api = state_api()
-        info = api.restore_state(state, unwrap(self.model), self.optimizer, self.scheduler,
-                                 self.precision.scaler if self.precision.scaling else None)
+        info = api.restore_state(
+            state,
+            unwrap(self.model),
+            self.optimizer,
+            self.scheduler,
+            self.precision.scaler if self.precision.scaling else None,
+        )
         self.step_num = int(info.step)
         self.history = list(info.metrics_history or [])
         self.extra = dict(info.extra or {})
@@ -289,8 +339,9 @@ class TrainContext:
         self.distributed.close()
 
 
-def _metrics_path(env: JobEnv, metrics_file: str | Path | bool | None,
-                  checkpoint_dir: str | None) -> Path | None:
+def _metrics_path(
+    env: JobEnv, metrics_file: str | Path | bool | None, checkpoint_dir: str | None
+) -> Path | None:
     if metrics_file is False:
         return None
     if isinstance(metrics_file, str | Path):
@@ -302,22 +353,43 @@ def _metrics_path(env: JobEnv, metrics_file: str | Path | bool | None,
     return Path("danlu-metrics.jsonl")
 
 
-def init(model: torch.nn.Module, optimizer: torch.optim.Optimizer, scheduler: Any = None, *,
-         global_batch_size: int, micro_batch_size: int | None = None,
-         precision: str = "fp32", warmup_steps: int = 0, grad_norm_tau: float | None = None,
-         clip_grad_norm: float | None = None, compute_grad_norm: bool = True,
-         anomaly: str | None = "skip", anomaly_k: float = 6.0, anomaly_window: int = 100,
-         adaptive_batch: AdaptiveBatch | None = None, lr_scaling: str = "linear",
-         gns_every: int = 0, dataset_size: int | None = None, shuffle: bool = True,
-         seed: int = 0, checkpoint_dir: str | None = None,
-         checkpoint_every_steps: int | None = None,
-         checkpoint_every_seconds: float | None = None, keep_last: int = 3,
-         async_checkpoint: bool = False, incremental_checkpoint: bool = False,
-         resume: bool = True, metrics_file: str | Path | bool | None = None,
-         report_interval_s: float = 2.0, progress: bool | None = None,
-         oom_injector: OOMInjector | None = None, consistency_check: bool = True,
-         collective_timeout_s: float = 300.0, ddp_kwargs: dict[str, Any] | None = None,
-         environ: dict[str, str] | None = None) -> TrainContext:
+def init(
+    model: torch.nn.Module,
+    optimizer: torch.optim.Optimizer,
+    scheduler: Any = None,
+    *,
+    global_batch_size: int,
+    micro_batch_size: int | None = None,
+    precision: str = "fp32",
+    warmup_steps: int = 0,
+    grad_norm_tau: float | None = None,
+    clip_grad_norm: float | None = None,
+    compute_grad_norm: bool = True,
+    anomaly: str | None = "skip",
+    anomaly_k: float = 6.0,
+    anomaly_window: int = 100,
+    adaptive_batch: AdaptiveBatch | None = None,
+    lr_scaling: str = "linear",
+    gns_every: int = 0,
+    dataset_size: int | None = None,
+    shuffle: bool = True,
+    seed: int = 0,
+    checkpoint_dir: str | None = None,
+    checkpoint_every_steps: int | None = None,
+    checkpoint_every_seconds: float | None = None,
+    keep_last: int = 3,
+    async_checkpoint: bool = False,
+    incremental_checkpoint: bool = False,
+    resume: bool = True,
+    metrics_file: str | Path | bool | None = None,
+    report_interval_s: float = 2.0,
+    progress: bool | None = None,
+    oom_injector: OOMInjector | None = None,
+    consistency_check: bool = True,
+    collective_timeout_s: float = 300.0,
+    ddp_kwargs: dict[str, Any] | None = None,
+    environ: dict[str, str] | None = None,
+) -> TrainContext:
     """Build the :class:`TrainContext` for this process.
 
     ``global_batch_size`` is the number of samples per optimizer step over all ranks; the
@@ -331,36 +403,66 @@ def init(model: torch.nn.Module, optimizer: torch.optim.Optimizer, scheduler: An
     dist = Distributed.from_env(env, timeout_s=collective_timeout_s)
     apply_memory_limit(env.gpu_memory_limit, dist.device)
     wrapped = dist.wrap(model, **(ddp_kwargs or {}))
-    micro = (micro_batch_size or env.batch_size
-             or estimated_micro_batch(model, env.gpu_memory_limit))
+    micro = micro_batch_size or env.batch_size or estimated_micro_batch(model, env.gpu_memory_limit)
     batch = BatchController(global_batch_size, dist.world_size, micro)
-    lr = LRController(optimizer, scheduler, warmup_steps=warmup_steps,
-                      grad_norm_tau=grad_norm_tau)
-    detector = (AnomalyDetector(anomaly, window=anomaly_window, k=anomaly_k)
-                if anomaly is not None else None)
+    lr = LRController(optimizer, scheduler, warmup_steps=warmup_steps, grad_norm_tau=grad_norm_tau)
+    detector = (
+        AnomalyDetector(anomaly, window=anomaly_window, k=anomaly_k)
+        if anomaly is not None
+        else None
+    )
     gns = adaptive_batch.gns if adaptive_batch is not None else None
     if adaptive_batch is not None and adaptive_batch.mode == "gns" and gns_every <= 0:
         gns_every = 10
-    engine = StepEngine(wrapped, optimizer, lr, batch, Precision(precision, dist.device), dist,
-                        detector, clip_grad_norm=clip_grad_norm,
-                        compute_grad_norm=compute_grad_norm, gns=gns, gns_every=gns_every,
-                        oom_injector=oom_injector)
+    engine = StepEngine(
+        wrapped,
+        optimizer,
+        lr,
+        batch,
+        Precision(precision, dist.device),
+        dist,
+        detector,
+        clip_grad_norm=clip_grad_norm,
+        compute_grad_norm=compute_grad_norm,
+        gns=gns,
+        gns_every=gns_every,
+        oom_injector=oom_injector,
+    )
     ckpt_dir = checkpoint_dir or env.checkpoint_dir
-    checkpoints = Checkpoints(ckpt_dir, every_steps=checkpoint_every_steps,
-                              every_seconds=checkpoint_every_seconds, keep_last=keep_last,
-                              async_save=async_checkpoint, incremental=incremental_checkpoint,
-                              writer=dist.is_chief)
+    checkpoints = Checkpoints(
+        ckpt_dir,
+        every_steps=checkpoint_every_steps,
+        every_seconds=checkpoint_every_seconds,
+        keep_last=keep_last,
+        async_save=async_checkpoint,
+        incremental=incremental_checkpoint,
+        writer=dist.is_chief,
+    )
     path = _metrics_path(env, metrics_file, ckpt_dir) if dist.is_chief else None
-    reporter = MetricsReporter(url=env.metrics_url if dist.is_chief else None, token=env.token,
-                               path=path, interval_s=report_interval_s)
+    reporter = MetricsReporter(
+        url=env.metrics_url if dist.is_chief else None,
+        token=env.token,
+        path=path,
+        interval_s=report_interval_s,
+    )
     reporter.start()
     sampler = ElasticSampler(dataset_size, shuffle=shuffle, seed=seed) if dataset_size else None
-    ctx = TrainContext(env=env, distributed=dist, model=wrapped, optimizer=optimizer,
-                       scheduler=scheduler, engine=engine, checkpoints=checkpoints,
-                       reporter=reporter,
-                       progress=Progress(None, progress if dist.is_chief else False),
-                       preemption=Preemption(dist), sampler=sampler, adaptive=adaptive_batch,
-                       lr_scaling=lr_scaling, consistency_check=consistency_check)
+    ctx = TrainContext(
+        env=env,
+        distributed=dist,
+        model=wrapped,
+        optimizer=optimizer,
+        scheduler=scheduler,
+        engine=engine,
+        checkpoints=checkpoints,
+        reporter=reporter,
+        progress=Progress(None, progress if dist.is_chief else False),
+        preemption=Preemption(dist),
+        sampler=sampler,
+        adaptive=adaptive_batch,
+        lr_scaling=lr_scaling,
+        consistency_check=consistency_check,
+    )
     if resume and ctx.restore():
         log.info("resumed from the checkpoint of step %d", ctx.step_num)
     return ctx

@@ -78,8 +78,14 @@ class ElasticSampler:
             mine = [perm[lo if lo < self.n else self.n - 1]]
         return LocalBatch(mine, real, hi - lo)
 
-    def batches(self, local_batch: Callable[[], int], rank: int, world_size: int, *,
-                follow_commits: bool = False) -> Iterator[LocalBatch]:
+    def batches(
+        self,
+        local_batch: Callable[[], int],
+        rank: int,
+        world_size: int,
+        *,
+        follow_commits: bool = False,
+    ) -> Iterator[LocalBatch]:
         """Yield this rank's batches for the rest of the epoch from the committed offset.
 
         ``local_batch()`` is asked before each step so the batch size may change mid-epoch

@@ -11,11 +11,19 @@ from danlu.train.context import TrainContext, init
 from danlu.train.step import LossFn
 
 
-def fit(model: torch.nn.Module, optimizer: torch.optim.Optimizer, dataset: Any,
-        loss_fn: LossFn, *, epochs: int = 1, scheduler: Any = None,
-        global_batch_size: int = 32, max_steps: int | None = None,
-        evaluate: Callable[[TrainContext], float] | None = None,
-        **init_kwargs: Any) -> TrainContext:
+def fit(
+    model: torch.nn.Module,
+    optimizer: torch.optim.Optimizer,
+    dataset: Any,
+    loss_fn: LossFn,
+    *,
+    epochs: int = 1,
+    scheduler: Any = None,
+    global_batch_size: int = 32,
+    max_steps: int | None = None,
+    evaluate: Callable[[TrainContext], float] | None = None,
+    **init_kwargs: Any,
+) -> TrainContext:
     """Train ``model`` on an indexable ``dataset`` for ``epochs`` epochs (or ``max_steps``).
 
     ``loss_fn(model, micro_batch)`` returns the mean loss of a micro-batch; ``evaluate(ctx)``,
@@ -23,8 +31,14 @@ def fit(model: torch.nn.Module, optimizer: torch.optim.Optimizer, dataset: Any,
     checkpoint's best metric. Every other keyword goes to :func:`danlu.train.init`. Returns the
     (closed) context, whose ``history`` holds the per-step metrics.
     """
-    with init(model, optimizer, scheduler, global_batch_size=global_batch_size,
-              dataset_size=len(dataset), **init_kwargs) as ctx:
+    with init(
+        model,
+        optimizer,
+        scheduler,
+        global_batch_size=global_batch_size,
+        dataset_size=len(dataset),
+        **init_kwargs,
+    ) as ctx:
         for _ in ctx.epochs(epochs):
             for batch in ctx.batches(dataset):
                 ctx.step(batch, loss_fn)
