@@ -22,8 +22,9 @@ from danlu.estimate.memory import (
     ExtrapolationError,
     FittedMemoryModel,
     TraceRequest,
-    estimate_memory,
     get_gpu,
+    replay,
+    trace,
 )
 
 CLI = (
@@ -65,17 +66,20 @@ def fit_accuracy() -> None:
           "| traced reserved | fitted reserved | error |")
     print("|---|---|---:|---:|---:|---:|---:|---:|---:|")
     for name in FIT_MODELS:
-        ests = estimate_memory(TraceRequest("danlu.estimate.zoo:" + name,
-                                            (1, 2, 4, 8, 16, 32, 64), precision="bf16"), gpu)
-        by_b = {e.batch_size: e for e in ests}
+        traces = trace(TraceRequest("danlu.estimate.zoo:" + name, (1, 2, 4, 8, 16, 32, 64),
+                                    precision="bf16"))
+        by_t = {t.batch_size: t for t in traces}
+        by_b = {t.batch_size: replay(t, gpu) for t in traces}
         points = (1, 2, 4)
-        model = FittedMemoryModel([by_b[b] for b in points], gpu)
+        model = FittedMemoryModel([by_b[b] for b in points], gpu,
+                                  traces=[by_t[b] for b in points])
         try:
             model.predict_logical(32)
         except ExtrapolationError as exc:  # flat at 1, 2, 4: the fit says so; use 4, 8, 16
             print(f"<!-- {name}: {exc} -->")
             points = (4, 8, 16)
-            model = FittedMemoryModel([by_b[b] for b in points], gpu)
+            model = FittedMemoryModel([by_b[b] for b in points], gpu,
+                                      traces=[by_t[b] for b in points])
         for b in (32, 64):
             t = by_b[b]
             lg, rs = model.predict_logical(b), model.predict_reserved(b)

@@ -118,17 +118,10 @@ def run_estimate(
     rows: list[dict[str, Any]] = []
     if need_fit:
         t1 = time.perf_counter()
-        model = FittedMemoryModel([estimates[b] for b in points], gpu)
-        if not model.logical.slope_known:
-            bmax = max(points)
-            more = [bmax * 4, bmax * 8]
-            err.print(f"M(b) is flat over b={points} (optimizer-step peak); tracing b={more}")
-            extra = TraceRequest(
-                **{**req.to_json(), "batch_sizes": tuple(more), "sys_path": req.sys_path}
-            )
-            estimates.update({t.batch_size: replay(t, gpu) for t in trace(extra)})
-            points = sorted({*points, *more})
-            model = FittedMemoryModel([estimates[b] for b in points], gpu)
+        by_b = {t.batch_size: t for t in traces}
+        model = FittedMemoryModel(
+            [estimates[b] for b in points], gpu, traces=[by_b[b] for b in points]
+        )
         result["fit"] = {
             "points": points,
             "c_step": int(model.logical.c_step),

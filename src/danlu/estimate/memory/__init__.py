@@ -11,7 +11,12 @@ from __future__ import annotations
 
 from danlu.estimate.memory.allocator import CachingAllocatorModel
 from danlu.estimate.memory.analytic import TransformerConfig, TransformerMemory, transformer_memory
-from danlu.estimate.memory.fit import ExtrapolationError, PiecewiseLinearFit, fit_piecewise_linear
+from danlu.estimate.memory.fit import (
+    ExtrapolationError,
+    PiecewiseLinearFit,
+    fit_piecewise_linear,
+    fit_two_phase,
+)
 from danlu.estimate.memory.gpus import GPUS, GpuSpec, get_gpu, load_gpu_table
 from danlu.estimate.memory.model import MemoryModel
 from danlu.estimate.memory.predict import (
@@ -40,6 +45,7 @@ __all__ = [
     "estimate_memory",
     "fit_memory_model",
     "fit_piecewise_linear",
+    "fit_two_phase",
     "get_gpu",
     "load_gpu_table",
     "replay",

@@ -35,11 +35,13 @@ class PiecewiseLinearFit:
     tolerance: float = DEFAULT_TOLERANCE
     max_extrapolation: float = DEFAULT_MAX_EXTRAPOLATION
     what: str = "memory"
+    step_slope: float = 0.0
+    two_phase: bool = False
 
     @property
     def slope_known(self) -> bool:
         """Whether at least two points were on the linear part."""
-        return self.slope > 0 or self.c_step == 0 or len(self.points) < 2
+        return self.two_phase or self.slope > 0 or self.c_step == 0 or len(self.points) < 2
 
     def check(self, batch_size: int) -> None:
         """Raise :class:`ExtrapolationError` where the fit does not support ``batch_size``."""
@@ -74,13 +76,59 @@ class PiecewiseLinearFit:
         if batch_size in traced:
             return traced[batch_size]
         bmin = min(traced)
+        if self.two_phase:
+            return round(self.value(batch_size))
         if batch_size < bmin:  # M is non-decreasing: the smallest traced point bounds it
             return (
                 max(round(self.c0 + self.slope * batch_size), int(self.c_step))
                 if self.c_step
                 else traced[bmin]
             )
-        return round(max(self.c_step, self.c0 + self.slope * batch_size))
+        return round(self.value(batch_size))
+
+    def value(self, batch_size: float) -> float:
+        """The fitted curve, without range checks."""
+        return max(self.c_step + self.step_slope * batch_size, self.c0 + self.slope * batch_size)
+
+
+def _line(points: list[tuple[int, int]]) -> tuple[float, float]:
+    n = len(points)
+    mb = sum(b for b, _ in points) / n
+    mm = sum(m for _, m in points) / n
+    var = sum((b - mb) ** 2 for b, _ in points)
+    slope = sum((b - mb) * (m - mm) for b, m in points) / var if var else 0.0
+    return mm - slope * mb, slope
+
+
+def fit_two_phase(
+    passes: Mapping[int, int],
+    optimizer: Mapping[int, int],
+    *,
+    tolerance: float = DEFAULT_TOLERANCE,
+    max_extrapolation: float = DEFAULT_MAX_EXTRAPOLATION,
+    what: str = "memory",
+) -> PiecewiseLinearFit:
+    """Fit M(b) from the peaks of the two phases of each traced step, each linear in b.
+
+    ``passes`` are the peaks of the forward/backward passes (``C0 + a*b``), ``optimizer`` the
+    peaks of the optimizer step (``C_step + e*b``; ``e`` is small: the batch stays alive).
+    Knowing both at every traced b removes the ambiguity of a flat-looking overall peak.
+    """
+    if len(passes) < 2 or set(passes) != set(optimizer):
+        raise DataError("need the phase peaks of at least two traced batch sizes to fit M(b)")
+    pa = sorted((int(b), int(m)) for b, m in passes.items())
+    po = sorted((int(b), int(m)) for b, m in optimizer.items())
+    c0, slope = _line(pa)
+    c_step, step_slope = _line(po)
+    res = max(
+        abs(c + k * b - m) / m
+        for (c, k), pts in (((c0, slope), pa), ((c_step, step_slope), po))
+        for b, m in pts
+    )
+    overall = tuple((b, max(m, dict(po)[b])) for b, m in pa)
+    return PiecewiseLinearFit(
+        c_step, c0, slope, overall, res, tolerance, max_extrapolation, what, step_slope, True
+    )
 
 
 def fit_piecewise_linear(
@@ -128,3 +176,77 @@ def fit_piecewise_linear(
             best = fit
     assert best is not None
     return best
+
+
+class EnvelopeFit:
+    """M(b) = max over the step's events t of (A_t + B_t*b): the exact peak of a step whose
+    program does not depend on b and whose tensor sizes are linear in b.
+
+    Traces at different batch sizes replay the same allocation sequence, so the live bytes
+    after each event are fitted by a line in b (least squares over the traced points); the
+    peak at any b is the upper envelope of those lines. The same refusals as
+    :class:`PiecewiseLinearFit`: misfit above ``tolerance`` (relative to the peak) or b beyond
+    ``max_extrapolation`` times the largest traced batch size.
+    """
+
+    slope_known = True
+
+    def __init__(
+        self,
+        lives: Mapping[int, list[int]],
+        *,
+        tolerance: float = DEFAULT_TOLERANCE,
+        max_extrapolation: float = DEFAULT_MAX_EXTRAPOLATION,
+        what: str = "memory",
+    ) -> None:
+        import numpy as np
+
+        if len(lives) < 2 or len({len(v) for v in lives.values()}) != 1:
+            raise DataError("need aligned traces of at least two batch sizes")
+        bs = np.array(sorted(lives), dtype=float)
+        mat = np.array([lives[int(b)] for b in bs], dtype=float)  # (k, T)
+        mb = bs.mean()
+        var = ((bs - mb) ** 2).sum()
+        self.slopes = ((bs - mb)[:, None] * (mat - mat.mean(axis=0))).sum(axis=0) / var
+        self.intercepts = mat.mean(axis=0) - self.slopes * mb
+        peaks = mat.max(axis=1)
+        fitted = self.intercepts[None, :] + self.slopes[None, :] * bs[:, None]
+        # misfit of the predicted peaks at the traced points (per-event misfits that never
+        # reach the peak do not matter)
+        self.event_misfit = float((np.abs(fitted - mat).max(axis=1) / peaks).max())
+        self.residual = float((np.abs(fitted.max(axis=1) - peaks) / peaks).max())
+        self.points = tuple((int(b), int(p)) for b, p in zip(bs, peaks, strict=True))
+        self.tolerance = tolerance
+        self.max_extrapolation = max_extrapolation
+        self.what = what
+        t = int(np.argmax(self.intercepts + self.slopes * bs[-1]))
+        self.c0, self.slope = float(self.intercepts[t]), float(self.slopes[t])
+        t0 = int(np.argmax(self.intercepts))
+        self.c_step = float(self.intercepts[t0])
+
+    def check(self, batch_size: int) -> None:
+        """Raise :class:`ExtrapolationError` where the fit does not support ``batch_size``."""
+        traced = dict(self.points)
+        if batch_size in traced:
+            return
+        if batch_size < 1:
+            raise ExtrapolationError(f"batch size must be >= 1, got {batch_size}")
+        if self.residual > self.tolerance:
+            raise ExtrapolationError(
+                f"{self.what} is not linear in b over the traced points "
+                f"{sorted(traced)} (misfit {self.residual:.2%} > {self.tolerance:.2%}); "
+                f"trace b={batch_size} directly"
+            )
+        if batch_size > max(traced) * self.max_extrapolation:
+            raise ExtrapolationError(
+                f"b={batch_size} is more than {self.max_extrapolation:g}x the largest traced "
+                f"batch ({max(traced)}); trace a batch size nearer to it"
+            )
+
+    def __call__(self, batch_size: int) -> int:
+        """M(b) in bytes (exact at traced points)."""
+        self.check(batch_size)
+        traced = dict(self.points)
+        if batch_size in traced:
+            return traced[batch_size]
+        return round(float((self.intercepts + self.slopes * batch_size).max()))

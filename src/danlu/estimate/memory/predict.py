@@ -10,9 +10,11 @@ from danlu.core.errors import SpecError
 from danlu.estimate.memory.allocator import CachingAllocatorModel
 from danlu.estimate.memory.fit import (
     DEFAULT_MAX_EXTRAPOLATION,
+    EnvelopeFit,
     ExtrapolationError,
     PiecewiseLinearFit,
     fit_piecewise_linear,
+    fit_two_phase,
 )
 from danlu.estimate.memory.gpus import GpuSpec
 from danlu.estimate.memory.trace_result import StepTrace, TraceRequest
@@ -42,10 +44,14 @@ class MemoryEstimate:
     breakdown: dict[str, int]
     step_start_bytes: int
     warnings: list[str] = field(default_factory=list)
+    window_live: list[int] = field(default_factory=list, repr=False)
+    phase_peaks: dict[str, int] = field(default_factory=dict)
 
     def to_json(self) -> dict[str, Any]:
-        """A JSON-ready dict (all sizes integers, in bytes)."""
-        return asdict(self)
+        """A JSON-ready dict (all sizes integers, in bytes; without the step's live curve)."""
+        out = asdict(self)
+        out.pop("window_live")
+        return out
 
 
 def replay(tr: StepTrace, gpu: GpuSpec) -> MemoryEstimate:
@@ -106,6 +112,45 @@ def replay(tr: StepTrace, gpu: GpuSpec) -> MemoryEstimate:
         breakdown=dict(tr.breakdown),
         step_start_bytes=tr.step_start_bytes,
         warnings=warnings,
+        phase_peaks=dict(tr.phase_peaks),
+        window_live=list(tr.window_live),
+    )
+
+
+def synthesize(a: StepTrace, b: StepTrace, batch_size: int) -> StepTrace | None:
+    """The allocation sequence at ``batch_size``, interpolated (or extrapolated) event by event
+    from traces ``a`` and ``b`` of the same program at two other batch sizes; None when the two
+    sequences do not line up."""
+    ba, bb = a.batch_size, b.batch_size
+    if ba == bb or len(a.events) != len(b.events) or a.marks != b.marks:
+        return None
+    if [(i, k) for i, k, _ in a.sites] != [(i, k) for i, k, _ in b.sites]:
+        return None
+
+    def lerp(x: int, y: int) -> int:
+        return max(0, round((x * (bb - batch_size) + y * (batch_size - ba)) / (bb - ba)))
+
+    sizes: dict[int, int] = {}
+    events: list[tuple[int, int]] = []
+    for (s1, d1), (s2, d2) in zip(a.events, b.events, strict=True):
+        if s1 != s2:
+            return None
+        if d1 < 0 and d2 < 0 and s1 in sizes:
+            events.append((s1, -sizes.pop(s1)))
+        else:
+            n = lerp(d1, d2)
+            sizes[s1] = sizes.get(s1, 0) + n
+            events.append((s1, n))
+    sites = [(i, k, lerp(h1, h2)) for (i, k, h1), (_, _, h2) in zip(a.sites, b.sites, strict=True)]
+    return StepTrace(
+        batch_size=batch_size,
+        events=events,
+        marks=dict(a.marks),
+        peak_logical_bytes=0,
+        step_start_bytes=0,
+        breakdown={},
+        sites=sites,
+        host_ids=list(a.host_ids),
     )
 
 
@@ -124,16 +169,35 @@ class FittedMemoryModel:
         estimates: Sequence[MemoryEstimate],
         gpu: GpuSpec,
         max_extrapolation: float = DEFAULT_MAX_EXTRAPOLATION,
+        traces: Sequence[StepTrace] = (),
     ) -> None:
         if len(estimates) < 2:
             raise SpecError("--sweep", "fitting M(b) needs at least two traced batch sizes")
         self.gpu = gpu
         self.estimates = {e.batch_size: e for e in estimates}
-        self.logical: PiecewiseLinearFit = fit_piecewise_linear(
-            {b: e.peak_logical_bytes for b, e in self.estimates.items()},
-            max_extrapolation=max_extrapolation,
-            what="the logical peak",
-        )
+        ests = self.estimates.values()
+        self.logical: PiecewiseLinearFit | EnvelopeFit
+        if len({len(e.window_live) for e in ests}) == 1 and ests and next(iter(ests)).window_live:
+            self.logical = EnvelopeFit(
+                {e.batch_size: e.window_live for e in ests},
+                max_extrapolation=max_extrapolation,
+                what="the logical peak",
+            )
+        elif all({"passes", "optimizer"} <= e.phase_peaks.keys() for e in ests):
+            self.logical = fit_two_phase(
+                {e.batch_size: e.phase_peaks["passes"] for e in ests},
+                {e.batch_size: e.phase_peaks["optimizer"] for e in ests},
+                max_extrapolation=max_extrapolation,
+                what="the logical peak",
+            )
+        else:
+            self.logical = fit_piecewise_linear(
+                {b: e.peak_logical_bytes for b, e in self.estimates.items()},
+                max_extrapolation=max_extrapolation,
+                what="the logical peak",
+            )
+        self.traces = {t.batch_size: t for t in traces if t.batch_size in self.estimates}
+        self._replayed: dict[int, int] = {}
         top = self.estimates[max(self.estimates)]
         self.fixed = gpu.cublas_workspace_bytes * gpu.cublas_handles
         self.frag = max(
@@ -147,10 +211,24 @@ class FittedMemoryModel:
         return self.logical(batch_size)
 
     def predict_reserved(self, batch_size: int) -> int:
-        """Caching-allocator reserved bytes at the step's peak."""
+        """Caching-allocator reserved bytes at the step's peak.
+
+        With the traces at hand, the allocation sequence at ``batch_size`` is synthesised from
+        the two largest traced ones (sizes are linear in b event by event) and replayed through
+        the allocator model; otherwise the overhead ratio at the largest traced b is used.
+        """
         if batch_size in self.estimates:
             return self.estimates[batch_size].peak_reserved_bytes
-        return int(self.logical(batch_size) * (1 + self.frag)) + self.fixed
+        logical = self.logical(batch_size)  # raises where the fit is not trusted
+        if batch_size not in self._replayed and len(self.traces) >= 2:
+            a, b = sorted(self.traces.values(), key=lambda t: t.batch_size)[-2:]
+            syn = synthesize(a, b, batch_size)
+            if syn is not None:
+                syn.peak_logical_bytes = logical
+                self._replayed[batch_size] = replay(syn, self.gpu).peak_reserved_bytes
+        if batch_size in self._replayed:
+            return self._replayed[batch_size]
+        return int(logical * (1 + self.frag)) + self.fixed
 
     def predict(self, batch_size: int) -> int:
         """Peak bytes per GPU: reserved plus the CUDA context (see ``MemoryModel``)."""
@@ -193,8 +271,9 @@ def fit_memory_model(
 ) -> FittedMemoryModel:
     """Trace ``req.batch_sizes`` (e.g. 1, 2, 4) and fit M(b); when every point is dominated by
     the optimizer-step peak, trace larger batches (x4, x8) up to ``max_extra_rounds`` times."""
-    estimates = estimate_memory(req, gpu, progress)
-    model = FittedMemoryModel(estimates, gpu)
+    traces = trace(req, progress)
+    estimates = [replay(t, gpu) for t in traces]
+    model = FittedMemoryModel(estimates, gpu, traces=traces)
     for _ in range(max_extra_rounds):
         if model.logical.slope_known:
             break
@@ -202,6 +281,8 @@ def fit_memory_model(
         more = TraceRequest(
             **{**req.to_json(), "batch_sizes": (bmax * 4, bmax * 8), "sys_path": req.sys_path}
         )
-        estimates += estimate_memory(more, gpu, progress)
-        model = FittedMemoryModel(estimates, gpu)
+        extra = trace(more, progress)
+        traces += extra
+        estimates += [replay(t, gpu) for t in extra]
+        model = FittedMemoryModel(estimates, gpu, traces=traces)
     return model

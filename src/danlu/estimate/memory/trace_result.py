@@ -77,6 +77,8 @@ class StepTrace:
     host_ids: list[int] = field(default_factory=list)
     warnings: list[str] = field(default_factory=list)
     trace_seconds: float = 0.0
+    phase_peaks: dict[str, int] = field(default_factory=dict)
+    window_live: list[int] = field(default_factory=list)
 
     def to_json(self) -> dict[str, Any]:
         """A JSON-ready dict."""

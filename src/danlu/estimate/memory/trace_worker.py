@@ -182,6 +182,8 @@ def _trace_one(req: TraceRequest, batch_size: int) -> StepTrace:
             "kernel buffers not measured (probe failed) for: "
             + ", ".join(sorted(tracker.probe.failed))
         )
+    opt_at = tracker.marks["optimizer"]
+    hosts = frozenset(host_ids)
     return StepTrace(
         batch_size=batch_size,
         events=events,
@@ -194,6 +196,12 @@ def _trace_one(req: TraceRequest, batch_size: int) -> StepTrace:
         host_ids=host_ids,
         warnings=warnings,
         trace_seconds=time.perf_counter() - t0,
+        window_live=_window_live(events, start, end, hosts),
+        phase_peaks={
+            # forward/backward passes vs optimizer step: each is linear in b
+            "passes": peak_in_window(events, start, opt_at, hosts)[0],
+            "optimizer": peak_in_window(events, opt_at, end, hosts)[0],
+        },
     )
 
 
@@ -241,6 +249,19 @@ def _breakdown(
         else:
             key = "temporaries"
         out[key] += size
+    return out
+
+
+def _window_live(
+    events: list[tuple[int, int]], start: int, end: int, host: frozenset[int]
+) -> list[int]:
+    """Live bytes at the start of the measured step and after each of its events."""
+    live = sum(d for sid, d in events[:start] if sid not in host)
+    out = [live]
+    for sid, delta in events[start:end]:
+        if sid not in host:
+            live += delta
+        out.append(live)
     return out
 
 
