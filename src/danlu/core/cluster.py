@@ -11,6 +11,10 @@ from __future__ import annotations
 from collections import Counter
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
+from functools import cached_property
+
+import numpy as np
+import numpy.typing as npt
 
 from danlu.core.errors import UnknownNameError
 from danlu.core.units import GiB
@@ -111,6 +115,10 @@ class Allocation:
     """The GPUs (or GPU shares) given to one job, all at once (gang)."""
 
     shares: tuple[GpuShare, ...] = ()
+    _milli: int = field(default=0, init=False, repr=False, compare=False)
+
+    def __post_init__(self) -> None:
+        object.__setattr__(self, "_milli", sum(s.milli for s in self.shares))
 
     @property
     def num_gpus(self) -> int:
@@ -138,7 +146,7 @@ class Allocation:
     @property
     def gpu_milli(self) -> int:
         """Total milli-GPU held."""
-        return sum(s.milli for s in self.shares)
+        return self._milli
 
     def __bool__(self) -> bool:
         return bool(self.shares)
@@ -147,6 +155,18 @@ class Allocation:
     def whole_gpus(cls, gpus: Iterable[tuple[int, int]], memory: int = 0) -> Allocation:
         """Whole GPUs at ``(node, gpu)`` indices."""
         return cls(tuple(GpuShare(n, g, MILLI_PER_GPU, memory) for n, g in gpus))
+
+
+@dataclass(frozen=True)
+class ClusterArrays:
+    """Per-node and per-GPU arrays of a cluster (flat GPU numbering: node offset + index)."""
+
+    offsets: npt.NDArray[np.int64]
+    sizes: npt.NDArray[np.int64]
+    gpu_node: npt.NDArray[np.int64]
+    gpu_memory: npt.NDArray[np.int64]
+    rack_ids: npt.NDArray[np.int64]
+    type_names: tuple[str, ...]
 
 
 @dataclass(frozen=True)
@@ -171,6 +191,23 @@ class Cluster:
     def gpu_offset(self, node: int) -> int:
         """Index of the node's first GPU in a flat numbering of all GPUs."""
         return self._gpu_offsets[node]
+
+    @cached_property
+    def arrays(self) -> ClusterArrays:
+        """Numpy views of the cluster's shape, computed once per cluster."""
+        sizes = np.array([n.gpus for n in self.nodes], dtype=np.int64)
+        offsets = np.array(self._gpu_offsets, dtype=np.int64)
+        rack_ids = np.unique([n.rack for n in self.nodes], return_inverse=True)[1]
+        return ClusterArrays(
+            offsets=offsets,
+            sizes=sizes,
+            gpu_node=np.repeat(np.arange(len(self.nodes), dtype=np.int64), sizes),
+            gpu_memory=np.repeat(
+                np.array([n.gpu_type.memory for n in self.nodes], dtype=np.int64), sizes
+            ),
+            rack_ids=rack_ids.astype(np.int64),
+            type_names=tuple(n.gpu_type.name.lower() for n in self.nodes),
+        )
 
     def racks(self) -> tuple[str, ...]:
         return tuple(sorted({n.rack for n in self.nodes}))

@@ -81,14 +81,14 @@ class JobStatus:
 
     def attained_at(self, now: float) -> float:
         """GPU-seconds of service at ``now`` (running jobs keep accruing)."""
-        if self.allocation and self.last_start is not None:
+        if self.last_start is not None and self.allocation.shares:
             gpus = self.allocation.gpu_milli / MILLI_PER_GPU
             return self.attained_service + gpus * max(0.0, now - self.last_start)
         return self.attained_service
 
     def run_time_at(self, now: float) -> float:
         """Seconds run at ``now``."""
-        if self.allocation and self.last_start is not None:
+        if self.last_start is not None and self.allocation.shares:
             return self.run_time + max(0.0, now - self.last_start)
         return self.run_time
 
@@ -98,7 +98,7 @@ class JobStatus:
 
     @property
     def running(self) -> bool:
-        return bool(self.allocation)
+        return bool(self.allocation.shares)
 
 
 @dataclass(frozen=True)
@@ -182,6 +182,10 @@ class Plan:
     preempts: tuple[Preempt, ...] = ()
     resizes: tuple[Resize, ...] = ()
     waiting: dict[str, str] = field(default_factory=dict)
+    recheck_at: float = 0.0
+    """The earliest time at which this decision could change if no job arrives, finishes or
+    is cancelled: callers may skip rounds before it. 0 (the default) asks for every round;
+    ``math.inf`` means only a change of jobs can change the plan."""
     marks: dict[str, dict[str, float]] = field(default_factory=dict)
     """Per-job notes to remember across rounds (e.g. when Tiresias demoted a job). The
     caller stores them and hands them back in :attr:`JobStatus.marks`, so policies stay pure

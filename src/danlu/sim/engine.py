@@ -111,6 +111,8 @@ class Simulator:
         self.profiles = profiles or {}
         self.on_progress = on_progress
         total = cluster.total_gpus
+        self._total_gpus = total
+        self._biggest_gpu = max((n.gpu_type.memory for n in cluster.nodes), default=0)
         self._gpu_memory = np.repeat(
             np.array([n.gpu_type.memory for n in cluster.nodes], dtype=np.int64),
             [n.gpus for n in cluster.nodes],
@@ -145,10 +147,10 @@ class Simulator:
         return RigidProgress(work.duration, self.config.restart_cost)
 
     def _never_fits(self, request: JobRequest) -> str | None:
-        total = self.cluster.total_gpus
+        total = self._total_gpus
         if request.gpus > total:
             return f"asks for {request.gpus} GPUs; the cluster has {total}"
-        biggest = max((n.gpu_type.memory for n in self.cluster.nodes), default=0)
+        biggest = self._biggest_gpu
         if request.gpu_memory > biggest:
             return f"asks for {request.gpu_memory} bytes per GPU; the largest GPU has {biggest}"
         if request.gpu_types:
@@ -262,7 +264,7 @@ class Simulator:
                 target.cached = None
         return len(plan.starts) + len(plan.resizes)
 
-    def _round(self) -> int:
+    def _round(self) -> tuple[int, float]:
         view = ClusterView(
             time=self._now,
             cluster=self.cluster,
@@ -272,7 +274,8 @@ class Simulator:
             used_memory=self._used_memory.copy(),
         )
         self._rounds += 1
-        return self._apply(self.policy.schedule(view))
+        plan = self.policy.schedule(view)
+        return self._apply(plan), plan.recheck_at
 
     # -- main loop -----------------------------------------------------------------------
     def run(self) -> SimResult:
@@ -290,7 +293,7 @@ class Simulator:
         next_arrival = 0
         next_tick = interval
         changed = False
-        time_invariant = bool(self.policy.time_invariant)
+        recheck_at = 0.0  # from the last plan: when the policy's decision may change by itself
         last_report = -math.inf
 
         while len(self._finished) < total:
@@ -300,13 +303,11 @@ class Simulator:
                 else math.inf
             )
             completion_time = self._heap[0][0] if self._heap else math.inf
-            ticking = bool(self._stepwise) or (
-                bool(self._pending) and (changed or not time_invariant)
-            )
-            if ticking:
+            waiting = bool(self._pending) or bool(self._running)
+            if self._stepwise or changed:
                 instant = next_tick
             else:
-                upcoming = min(arrival_time, completion_time)
+                upcoming = min(arrival_time, completion_time, recheck_at if waiting else math.inf)
                 if upcoming == math.inf:
                     self._fail_unschedulable()
                     break
@@ -343,10 +344,9 @@ class Simulator:
                 next_arrival += 1
                 changed = True
 
-            due = bool(self._pending) and (changed or not time_invariant)
-            due = due or (bool(self._stepwise) and not time_invariant)
-            if due:
-                started = self._round()
+            active = bool(self._pending) or bool(self._running)
+            if active and (changed or instant >= recheck_at):
+                started, recheck_at = self._round()
                 changed = False
                 if started == 0 and not self._running and next_arrival >= len(arrivals):
                     self._fail_unschedulable()

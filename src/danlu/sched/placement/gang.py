@@ -41,25 +41,29 @@ class FreeMap:
         self.strategy = strategy
         cluster = view.cluster
         self.cluster = cluster
-        nodes = cluster.nodes
-        self._offsets: IntArray = np.array([cluster.gpu_offset(i) for i in range(len(nodes))])
-        self._sizes: IntArray = np.array([n.gpus for n in nodes], dtype=np.int64)
-        self._gpu_node: IntArray = np.repeat(np.arange(len(nodes)), self._sizes)
-        self._gpu_mem_cap: IntArray = np.repeat(
-            np.array([n.gpu_type.memory for n in nodes], dtype=np.int64), self._sizes
-        )
+        arrays = cluster.arrays
+        self._offsets: IntArray = arrays.offsets
+        self._sizes: IntArray = arrays.sizes
+        self._gpu_node: IntArray = arrays.gpu_node
+        self._gpu_mem_cap: IntArray = arrays.gpu_memory
         used_milli, used_memory = view.usage()
         self.free_milli: IntArray = MILLI_PER_GPU - used_milli
         self.free_memory: IntArray = self._gpu_mem_cap - used_memory
-        whole = (self.free_milli >= MILLI_PER_GPU).astype(np.int64)
+        whole = self._whole(slice(None)).astype(np.int64)
         self.node_free: IntArray = (
-            np.add.reduceat(whole, self._offsets) if len(nodes) else np.zeros(0, np.int64)
+            np.add.reduceat(whole, self._offsets) if self._offsets.size else np.zeros(0, np.int64)
         )
         self.node_free[self._sizes == 0] = 0
         self.total_free = int(self.node_free.sum())
-        self._rack_ids: IntArray = np.unique([n.rack for n in nodes], return_inverse=True)[1]
-        self._type_names = [n.gpu_type.name for n in nodes]
+        self._rack_ids: IntArray = arrays.rack_ids
+        self._type_names = arrays.type_names
         self._type_masks: dict[frozenset[str], BoolArray] = {}
+
+    def _whole(self, index: slice | int) -> BoolArray:
+        """Free as a whole: all compute and all memory unused."""
+        return (self.free_milli[index] >= MILLI_PER_GPU) & (
+            self.free_memory[index] >= self._gpu_mem_cap[index]
+        )
 
     # -- queries -------------------------------------------------------------------------
     def _node_mask(self, req: JobRequest) -> BoolArray | None:
@@ -68,7 +72,7 @@ class FreeMap:
         mask = self._type_masks.get(req.gpu_types)
         if mask is None:
             wanted = {t.lower() for t in req.gpu_types}
-            mask = np.array([t.lower() in wanted for t in self._type_names], dtype=bool)
+            mask = np.array([t in wanted for t in self._type_names], dtype=bool)
             self._type_masks[req.gpu_types] = mask
         return mask
 
@@ -101,9 +105,7 @@ class FreeMap:
         shares: list[GpuShare] = []
         for node, take in nodes:
             start = int(self._offsets[node])
-            idle = np.flatnonzero(
-                self.free_milli[start : start + int(self._sizes[node])] >= MILLI_PER_GPU
-            )
+            idle = np.flatnonzero(self._whole(slice(start, start + int(self._sizes[node]))))
             for gpu in idle[:take].tolist():
                 memory = int(self.free_memory[start + gpu])
                 shares.append(GpuShare(node, gpu, MILLI_PER_GPU, memory))
@@ -161,8 +163,13 @@ class FreeMap:
         return None
 
     def _place_shared(self, req: JobRequest) -> Allocation | None:
-        milli = min(req.gpu_milli, MILLI_PER_GPU)
-        fits = (self.free_milli >= milli) & (self.free_memory >= req.gpu_memory)
+        # A share sized by memory alone takes compute in proportion to its memory, so that the
+        # compute of a GPU is full exactly when its memory is.
+        if req.gpu_milli < MILLI_PER_GPU or not req.gpu_memory:
+            need: IntArray | int = min(req.gpu_milli, MILLI_PER_GPU)
+        else:
+            need = -((-MILLI_PER_GPU * req.gpu_memory) // self._gpu_mem_cap)
+        fits = (self.free_milli >= need) & (self.free_memory >= req.gpu_memory)
         mask = self._node_mask(req)
         if mask is not None:
             fits &= mask[self._gpu_node]
@@ -170,9 +177,11 @@ class FreeMap:
         if candidates.size == 0:
             return None
         # Tightest fit first: least memory left, then least compute left, then lowest index.
+        need_at = need[candidates] if isinstance(need, np.ndarray) else need
         left_mem = self.free_memory[candidates] - req.gpu_memory
-        left_milli = self.free_milli[candidates] - milli
+        left_milli = self.free_milli[candidates] - need_at
         best = candidates[np.lexsort((candidates, left_milli, left_mem))[0]]
+        milli = int(need[best]) if isinstance(need, np.ndarray) else need
         node = int(self._gpu_node[best])
         memory = req.gpu_memory or int(self.free_memory[best])
         alloc = Allocation((GpuShare(node, int(best - self._offsets[node]), milli, memory),))
@@ -204,7 +213,7 @@ class FreeMap:
     def _apply(self, alloc: Allocation, sign: int) -> None:
         for share in alloc.shares:
             index = int(self._offsets[share.node]) + share.gpu
-            was_whole = self.free_milli[index] >= MILLI_PER_GPU
+            was_whole = bool(self._whole(index))
             self.free_milli[index] += sign * share.milli
             self.free_memory[index] += sign * share.memory
             if self.free_milli[index] < 0 or self.free_memory[index] < 0:
@@ -212,7 +221,7 @@ class FreeMap:
                     f"GPU {share.gpu} of node {share.node} over-allocated: "
                     f"{-int(self.free_milli[index])} milli, {-int(self.free_memory[index])} bytes"
                 )
-            is_whole = self.free_milli[index] >= MILLI_PER_GPU
+            is_whole = bool(self._whole(index))
             if was_whole != is_whole:
                 delta = 1 if is_whole else -1
                 self.node_free[share.node] += delta

@@ -12,6 +12,7 @@ A policy is a plain object: configuration in its constructor, and
 
 from __future__ import annotations
 
+import math
 from collections.abc import Callable, Sequence
 from typing import Any, Protocol
 
@@ -26,12 +27,6 @@ class Policy(Protocol):
     @property
     def name(self) -> str:
         """The registry name."""
-        ...
-
-    @property
-    def time_invariant(self) -> bool:
-        """True when the plan depends only on the jobs and the cluster, not on the clock:
-        callers may then skip rounds in which nothing changed."""
         ...
 
     def schedule(self, view: ClusterView) -> Plan:
@@ -69,7 +64,7 @@ def queue_round(
         waiting[job.id] = _why_not(free, job)
         if not backfill:
             blocked_by = job.id
-    return Plan(starts=tuple(starts), waiting=waiting)
+    return Plan(starts=tuple(starts), waiting=waiting, recheck_at=math.inf)
 
 
 def _demand_milli(job: JobStatus) -> int:
@@ -90,6 +85,27 @@ def preemptive_round(
     milli-GPU; a job that would be admitted by the budget but cannot be placed (fragmentation,
     GPU type) waits and does not cause preemptions.
     """
+    # Fast path: place pending jobs in rank order on the free GPUs, skipping those that do not
+    # fit. If every job fits, or no preemptible running job ranks below a job left waiting,
+    # nobody can be preempted and this is the whole answer (gangs may span nodes, so a job
+    # fits by GPU count exactly when it can be placed).
+    if not view.pending:
+        return Plan(recheck_at=math.inf)
+    free = FreeMap(view, placement)
+    quick: list[Start] = []
+    left: list[JobStatus] = []
+    for job in sorted(view.pending, key=rank):
+        alloc = free.place(job.request) if free.could_fit_now(job.request) else None
+        if alloc is None:
+            left.append(job)
+        else:
+            quick.append(Start(job.id, alloc))
+    if not left:
+        return Plan(starts=tuple(quick), recheck_at=math.inf)
+    best_waiting = rank(left[0])
+    if not any(j.request.preemptible and rank(j) > best_waiting for j in view.running):
+        return Plan(starts=tuple(quick), waiting={j.id: _why_not(free, j) for j in left})
+
     capacity = view.cluster.total_gpus * MILLI_PER_GPU
     kept_fixed = [j for j in view.running if not j.request.preemptible]
     budget = capacity - sum(_demand_milli(j) for j in kept_fixed)

@@ -19,7 +19,6 @@ class FifoPolicy:
     placement: str = "best-fit"
     backfill: bool = False
     name: str = "fifo"
-    time_invariant: bool = True
 
     def schedule(self, view: ClusterView) -> Plan:
         order = sorted(view.pending, key=lambda j: (j.request.submit_time, j.id))

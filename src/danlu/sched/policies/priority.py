@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import dataclasses
+import math
 from dataclasses import dataclass
 
 from danlu.sched.policies.base import preemptive_round, queue_round
@@ -22,7 +24,6 @@ class PriorityPolicy:
     preempt: bool = True
     backfill: bool = True
     name: str = "priority"
-    time_invariant: bool = False
 
     def schedule(self, view: ClusterView) -> Plan:
         now = view.time
@@ -49,4 +50,7 @@ class PriorityPolicy:
             req = job.request
             return (-req.priority, 0.0 if job.running else 1.0, queue_key(job)[0], req.id)
 
-        return preemptive_round(view, rank, self.placement)
+        # Waiting jobs never overtake running ones by the clock alone (see the docstring).
+        return dataclasses.replace(
+            preemptive_round(view, rank, self.placement), recheck_at=math.inf
+        )

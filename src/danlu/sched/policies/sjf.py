@@ -21,7 +21,6 @@ class SjfPolicy:
     backfill: bool = True
     by_gpu_time: bool = True
     name: str = "sjf"
-    time_invariant: bool = True
 
     def _key(self, job: JobStatus) -> tuple[float, float, str]:
         req = job.request

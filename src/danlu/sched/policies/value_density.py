@@ -10,6 +10,8 @@ so two jobs of similar value never trade places back and forth.
 
 from __future__ import annotations
 
+import dataclasses
+import math
 from dataclasses import dataclass
 
 from danlu.sched.policies.base import preemptive_round
@@ -25,7 +27,6 @@ class ValueDensityPolicy:
     restart_cost: float = 30.0
     min_remaining: float = 1.0
     name: str = "value-density"
-    time_invariant: bool = False
 
     def density(self, job: JobStatus, now: float) -> float:
         """Value per second of remaining GPU time (higher runs first)."""
@@ -41,4 +42,7 @@ class ValueDensityPolicy:
         def rank(job: JobStatus) -> tuple[float, float, str]:
             return (-self.density(job, view.time), job.request.submit_time, job.id)
 
-        return preemptive_round(view, rank, self.placement)
+        # Waiting jobs never overtake running ones by the clock alone (see the docstring).
+        return dataclasses.replace(
+            preemptive_round(view, rank, self.placement), recheck_at=math.inf
+        )
