@@ -26,7 +26,8 @@ import torch
 
 from danlu.core.errors import ConfigError, DataError
 from danlu.train.checkpoint import codec
-from danlu.train.checkpoint.storage import Storage, open_storage, sha256
+from danlu.train.checkpoint.sharded import distributed_world, load_sharded, save_sharded
+from danlu.train.checkpoint.storage import LocalStorage, Storage, open_storage, sha256
 from danlu.train.state import CapturedState
 
 log = logging.getLogger(__name__)
@@ -42,7 +43,7 @@ class CheckpointInfo:
 
     name: str
     step: int
-    kind: Literal["full", "incremental"]
+    kind: Literal["full", "incremental", "sharded"]
     base: str | None
     created_ns: int
     metrics: dict[str, float] = field(default_factory=dict)
@@ -155,6 +156,11 @@ class CheckpointManager:
             raise ConfigError("save() on a closed CheckpointManager")
         t0 = time.perf_counter()
         self.wait()
+        if distributed_world()[1] > 1:
+            self._save_sharded(int(step), state, dict(metrics or {}))
+            self._last_step, self._last_time = int(step), time.monotonic()
+            self.last_snapshot_s = time.perf_counter() - t0
+            return
         skeleton, tensors = codec.encode(state)
         owned = isinstance(state, CapturedState) and state.owned
         if not owned:
@@ -174,6 +180,48 @@ class CheckpointManager:
         else:
             self._persist(*job)
             self.last_snapshot_s = time.perf_counter() - t0
+
+    def _save_sharded(
+        self, step: int, state: dict[str, Any], metrics: dict[str, float]
+    ) -> None:
+        """Collective save through DCP (synchronous); rank 0 writes the manifest last."""
+        if not isinstance(self.storage, LocalStorage):
+            raise ConfigError(
+                "sharded (world size > 1) checkpoints need a local or shared filesystem "
+                "directory, not an object-store URL"
+            )
+        dist = torch.distributed
+        names = [f"{_PREFIX}{step:012d}-{uuid.uuid4().hex[:8]}"]
+        dist.broadcast_object_list(names, src=0)  # one directory name for all ranks
+        name = names[0]
+        written = save_sharded(state, self.storage.join(name))
+        if dist.get_rank() == 0:
+            files = {}
+            for fname in written:
+                data = self.storage.read(self.storage.join(name, fname))
+                files[fname] = {"size": len(data), "sha256": sha256(data)}
+            info = CheckpointInfo(
+                name=name, step=step, kind="sharded", base=None,
+                created_ns=time.time_ns(), metrics=metrics, files=files,
+            )
+            self._write_manifest(info)
+            self._retain()
+        dist.barrier()
+
+    def _write_manifest(self, info: CheckpointInfo) -> None:
+        manifest = {
+            "format": FORMAT, "name": info.name, "step": info.step, "kind": info.kind,
+            "base": info.base, "created_ns": info.created_ns, "metrics": info.metrics,
+            "files": info.files,
+        }
+        # No directory fsync before the manifest: a file lost by a power cut is caught by
+        # the manifest's checksums, so the manifest alone is the commit record.
+        self.storage.write(
+            self.storage.join(info.name, MANIFEST), json.dumps(manifest).encode()
+        )
+        self.storage.sync_dir(self.storage.join(info.name))
+        self.storage.sync_dir(self.storage.root)
+        self._infos[info.name] = info
 
     def _snapshot(self, tensors: dict[str, torch.Tensor]) -> dict[str, torch.Tensor]:
         """Copy ``tensors`` into reused (pinned, for CUDA sources) host buffers."""
@@ -250,22 +298,7 @@ class CheckpointManager:
             metrics=metrics,
             files=files,
         )
-        manifest = {
-            "format": FORMAT,
-            "name": name,
-            "step": step,
-            "kind": info.kind,
-            "base": base_name,
-            "created_ns": info.created_ns,
-            "metrics": metrics,
-            "files": files,
-        }
-        # No directory fsync before the manifest: a file lost by a power cut is caught by
-        # the manifest's checksums, so the manifest alone is the commit record.
-        self.storage.write(self.storage.join(name, MANIFEST), json.dumps(manifest).encode())
-        self.storage.sync_dir(path)
-        self.storage.sync_dir(self.storage.root)
-        self._infos[name] = info
+        self._write_manifest(info)
         if use_delta:
             self._since_full += 1
         elif self.incremental:
@@ -355,6 +388,11 @@ class CheckpointManager:
             info = self._infos.get(name) or self._read_manifest(name)
         except FileNotFoundError as exc:
             raise DataError(f"{self.storage.join(name)}: no manifest") from exc
+        if info.kind == "sharded":
+            for fname in info.files:
+                self._read_verified(info, fname)
+            assert isinstance(self.storage, LocalStorage)
+            return info.step, load_sharded(self.storage.join(name))
         meta, stored = self._load_parts(info)
         tensors: dict[str, torch.Tensor] = {}
         base: dict[str, torch.Tensor] | None = None

@@ -1,0 +1,93 @@
+"""Incremental checkpoints: size of a delta vs a full checkpoint in a fine-tuning run.
+
+A frozen MLP backbone with a trainable head of ~10% of the parameters is fine-tuned; a
+checkpoint is saved every ``--every`` steps with ``incremental=True``. We print, per
+optimizer, the mean incremental/full size ratio and check that every checkpoint restores
+bit-exactly.
+
+    PYTHONPATH=src python benchmarks/checkpoint_incremental.py
+"""
+
+from __future__ import annotations
+
+import argparse
+import statistics
+import tempfile
+
+import torch
+
+from danlu.train.checkpoint import CheckpointManager
+from danlu.train.checkpoint.codec import bits
+from danlu.train.state import capture_state
+
+
+def build(width: int, depth: int) -> tuple[torch.nn.Module, int, int]:
+    layers: list[torch.nn.Module] = []
+    for _ in range(depth):
+        layers += [torch.nn.Linear(width, width), torch.nn.ReLU()]
+    body = torch.nn.Sequential(*layers)
+    for p in body.parameters():
+        p.requires_grad_(False)
+    head = torch.nn.Linear(width, width)
+    model = torch.nn.Sequential(body, head)
+    n_all = sum(p.numel() for p in model.parameters())
+    n_train = sum(p.numel() for p in model.parameters() if p.requires_grad)
+    return model, n_all, n_train
+
+
+def run(opt_name: str, args: argparse.Namespace) -> tuple[float, float, bool]:
+    torch.manual_seed(0)
+    model, _, _ = build(args.width, args.depth)
+    params = [p for p in model.parameters() if p.requires_grad]
+    opt: torch.optim.Optimizer
+    if opt_name == "sgd":
+        opt = torch.optim.SGD(params, lr=1e-3)
+    elif opt_name == "sgd-momentum":
+        opt = torch.optim.SGD(params, lr=1e-3, momentum=0.9)
+    else:
+        opt = torch.optim.AdamW(params, lr=1e-4)
+    saved: dict[int, dict[str, torch.Tensor]] = {}
+    with tempfile.TemporaryDirectory() as d:
+        mgr = CheckpointManager(d, incremental=True, full_every=args.full_every,
+                                keep_last=10**6)
+        for step in range(1, args.steps + 1):
+            x = torch.randn(32, args.width)
+            loss = model(x).pow(2).mean()
+            opt.zero_grad()
+            loss.backward()
+            opt.step()
+            if step % args.every == 0:
+                state = capture_state(model, opt, step=step)
+                saved[step] = {k: v.clone() for k, v in state["model"].items()}
+                mgr.save(step, state)
+        infos = mgr.list_checkpoints()
+        fulls = [i.size for i in infos if i.kind == "full"]
+        incs = [i.size for i in infos if i.kind == "incremental"]
+        exact = True
+        for info in infos:
+            step, state = mgr.load(info.name)
+            exact &= all(torch.equal(bits(state["model"][k]), bits(v))
+                         for k, v in saved[step].items())
+    return statistics.mean(incs) / statistics.mean(fulls), statistics.mean(fulls), exact
+
+
+def main() -> None:
+    p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    p.add_argument("--width", type=int, default=512)
+    p.add_argument("--depth", type=int, default=9)
+    p.add_argument("--steps", type=int, default=200)
+    p.add_argument("--every", type=int, default=20)
+    p.add_argument("--full-every", type=int, default=5)
+    args = p.parse_args()
+    torch.set_num_threads(max(1, torch.get_num_threads()))
+    _, n_all, n_train = build(args.width, args.depth)
+    print(f"model: {n_all:,} parameters, {n_train:,} trainable "
+          f"({100 * n_train / n_all:.1f}% change during fine-tuning)")
+    print(f"{'optimizer':<14} {'full MB':>8} {'incremental/full':>17} {'restore exact':>14}")
+    for name in ("sgd", "sgd-momentum", "adamw"):
+        ratio, full, exact = run(name, args)
+        print(f"{name:<14} {full / 1e6:8.2f} {ratio:17.3f} {exact!s:>14}")
+
+
+if __name__ == "__main__":
+    main()
