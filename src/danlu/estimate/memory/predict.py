@@ -122,7 +122,7 @@ def synthesize(a: StepTrace, b: StepTrace, batch_size: int) -> StepTrace | None:
     from traces ``a`` and ``b`` of the same program at two other batch sizes; None when the two
     sequences do not line up."""
     ba, bb = a.batch_size, b.batch_size
-    if ba == bb or len(a.events) != len(b.events) or a.marks != b.marks:
+    if ba == bb or a.marks != b.marks:
         return None
     if [(i, k) for i, k, _ in a.sites] != [(i, k) for i, k, _ in b.sites]:
         return None
@@ -130,22 +130,33 @@ def synthesize(a: StepTrace, b: StepTrace, batch_size: int) -> StepTrace | None:
     def lerp(x: int, y: int) -> int:
         return max(0, round((x * (bb - batch_size) + y * (batch_size - ba)) / (bb - ba)))
 
+    def growths(tr: StepTrace) -> dict[int, list[int]]:
+        out: dict[int, list[int]] = {}
+        for sid, d in tr.events:
+            if d > 0:
+                out.setdefault(sid, []).append(d)
+        return out
+
+    ga, gb = growths(a), growths(b)  # storages are numbered in allocation order
+    if ga.keys() != gb.keys() or any(len(ga[k]) != len(gb[k]) for k in ga):
+        return None
+    seen: dict[int, int] = {}
     sizes: dict[int, int] = {}
     events: list[tuple[int, int]] = []
-    for (s1, d1), (s2, d2) in zip(a.events, b.events, strict=True):
-        if s1 != s2:
-            return None
-        if d1 < 0 and d2 < 0 and s1 in sizes:
-            events.append((s1, -sizes.pop(s1)))
+    for sid, d in b.events:  # b's order (frees may come in another order than in a)
+        if d > 0:
+            k = seen.get(sid, 0)
+            seen[sid] = k + 1
+            n = lerp(ga[sid][k], gb[sid][k])
+            sizes[sid] = sizes.get(sid, 0) + n
+            events.append((sid, n))
         else:
-            n = lerp(d1, d2)
-            sizes[s1] = sizes.get(s1, 0) + n
-            events.append((s1, n))
+            events.append((sid, -sizes.pop(sid, 0)))
     sites = [(i, k, lerp(h1, h2)) for (i, k, h1), (_, _, h2) in zip(a.sites, b.sites, strict=True)]
     return StepTrace(
         batch_size=batch_size,
         events=events,
-        marks=dict(a.marks),
+        marks=dict(b.marks),
         peak_logical_bytes=0,
         step_start_bytes=0,
         breakdown={},
