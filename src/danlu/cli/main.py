@@ -1,0 +1,24 @@
+"""The ``danlu`` command line. Each command group lives in its own module and registers itself
+here; this module only assembles them."""
+
+from __future__ import annotations
+
+import typer
+
+from danlu.cli import estimate as estimate_cli
+from danlu.cli import sim as sim_cli
+
+app = typer.Typer(
+    name="danlu",
+    help="danlu: GPU-cluster resource manager and training controller for deep learning.",
+    no_args_is_help=True,
+    add_completion=False,
+    pretty_exceptions_enable=False,
+)
+
+sim_cli.register(app)
+estimate_cli.register(app)
+
+
+def main() -> None:  # pragma: no cover - console entry point
+    app()

@@ -1,0 +1,319 @@
+"""``danlu sim``: replay workloads on a simulated cluster with the production policies.
+
+- ``danlu sim run``      one policy on one workload: summary table, JSON, PNG plot.
+- ``danlu sim compare``  several policies on one workload, side by side.
+- ``danlu sim pack``     the FGD allocation experiment on Alibaba pod/node lists.
+"""
+
+from __future__ import annotations
+
+import json
+import time
+from pathlib import Path
+from typing import Annotated, Any
+
+import typer
+from rich.console import Console
+from rich.progress import BarColumn, Progress, TextColumn, TimeElapsedColumn
+from rich.table import Table
+
+from danlu.core.cluster import Cluster
+from danlu.core.errors import ConfigError, DanluError
+from danlu.sched.registry import default_registry
+from danlu.sim.engine import SimConfig, Simulator
+from danlu.sim.metrics import SimResult
+from danlu.sim.workload import Workload, load_workload, synthetic_workload
+
+DEFAULT_TRACES = Path("../shared/data/pollux/traces")
+
+sim_app = typer.Typer(
+    help="Simulate scheduling policies on public cluster traces.", no_args_is_help=True
+)
+console = Console()
+err = Console(stderr=True)
+
+
+def register(app: typer.Typer) -> None:
+    """Add the ``sim`` command group to ``app``."""
+    app.add_typer(sim_app, name="sim")
+
+
+def _fail(exc: Exception) -> typer.Exit:
+    err.print(f"[red]error:[/red] {exc}")
+    return typer.Exit(code=2)
+
+
+def parse_seeds(text: str) -> list[int]:
+    """``42-51`` or ``1,2,3`` (or a mix: ``1,5-7``) -> list of ints."""
+    seeds: list[int] = []
+    try:
+        for part in text.split(","):
+            part = part.strip()
+            if "-" in part:
+                lo, hi = part.split("-", 1)
+                if int(hi) < int(lo):
+                    raise ValueError
+                seeds.extend(range(int(lo), int(hi) + 1))
+            elif part:
+                seeds.append(int(part))
+    except ValueError:
+        raise ConfigError(
+            f"--seeds {text!r} is not a seed list; write e.g. 42-51 or 1,2,3"
+        ) from None
+    if not seeds:
+        raise ConfigError("--seeds is empty; write e.g. 42-51")
+    return seeds
+
+
+def parse_options(pairs: list[str]) -> dict[str, Any]:
+    """``key=value`` policy options; values are parsed as JSON when they can be."""
+    options: dict[str, Any] = {}
+    for pair in pairs:
+        key, sep, value = pair.partition("=")
+        if not sep or not key:
+            raise ConfigError(
+                f"--option {pair!r} must look like key=value, e.g. placement=best-fit"
+            )
+        try:
+            parsed = json.loads(value)
+        except json.JSONDecodeError:
+            parsed = value
+        options[key.strip().replace("-", "_")] = (
+            tuple(parsed) if isinstance(parsed, list) else parsed
+        )
+    return options
+
+
+def _load(workload: Path | None, jobs: int, seed: int) -> Workload:
+    if workload is None:
+        return synthetic_workload(jobs=jobs, seed=seed)
+    return load_workload(workload)
+
+
+def _simulate(
+    workload: Workload,
+    policy_name: str,
+    options: dict[str, Any],
+    cluster: Cluster,
+    config: SimConfig,
+    traces: Path,
+    progress: bool,
+) -> SimResult:
+    policy = default_registry().create(policy_name, **options)
+    profiles = {}
+    if workload.format == "pollux":
+        from danlu.sim.elastic import load_profiles
+
+        if not traces.is_dir():
+            raise ConfigError(
+                f"--traces {traces} is not a folder; point it at the Pollux traces "
+                "(e.g. ../shared/data/pollux/traces)"
+            )
+        profiles = load_profiles(traces)
+    if not progress:
+        return Simulator(cluster, policy, workload, config, profiles).run()
+    columns = (
+        TextColumn("[bold]{task.description}"),
+        BarColumn(),
+        TextColumn("{task.completed}/{task.total} jobs"),
+        TimeElapsedColumn(),
+    )
+    with Progress(*columns, console=err, transient=True) as bar:
+        task = bar.add_task(f"{policy_name}", total=len(workload.jobs))
+
+        def update(now: float, done: int, total: int) -> None:
+            bar.update(task, completed=done, total=total)
+
+        return Simulator(cluster, policy, workload, config, profiles, on_progress=update).run()
+
+
+def _fmt(value: float, kind: str) -> str:
+    if value != value:  # NaN
+        return "-"
+    if kind == "count":
+        return f"{int(value):,}"
+    return f"{value:,.1f}" if kind == "seconds" else f"{value:.3f}"
+
+
+ROWS = (
+    ("jobs", "jobs", "count"),
+    ("avg_jct", "average JCT (s)", "seconds"),
+    ("median_jct", "median JCT (s)", "seconds"),
+    ("p99_jct", "p99 JCT (s)", "seconds"),
+    ("makespan", "makespan (s)", "seconds"),
+    ("avg_queueing_delay", "avg queueing delay (s)", "seconds"),
+    ("gpu_allocation_ratio", "GPU allocation ratio", "ratio"),
+    ("gpu_utilization", "GPU utilisation", "ratio"),
+    ("fragmentation", "fragmentation", "ratio"),
+    ("preemptions", "preemptions", "count"),
+)
+
+
+def _table(results: list[SimResult], title: str) -> Table:
+    table = Table(title=title)
+    table.add_column("metric")
+    for result in results:
+        table.add_column(result.policy, justify="right")
+    summaries = [r.summary() for r in results]
+    for key, label, kind in ROWS:
+        table.add_row(label, *(_fmt(s[key], kind) for s in summaries))
+    return table
+
+
+WorkloadOpt = Annotated[
+    Path | None,
+    typer.Option(
+        "--workload",
+        help="Workload CSV (Pollux, Philly, Alibaba openb or danlu format, recognised by its "
+        "columns). Without it, a built-in synthetic workload is used.",
+    ),
+]
+TracesOpt = Annotated[
+    Path, typer.Option("--traces", help="Folder of per-application measurements (Pollux format).")
+]
+NodesOpt = Annotated[int, typer.Option("--nodes", min=1, help="Nodes in the simulated cluster.")]
+GpusOpt = Annotated[int, typer.Option("--gpus-per-node", min=1, help="GPUs per node.")]
+IntervalOpt = Annotated[
+    float, typer.Option("--interval", help="Seconds between scheduling rounds.")
+]
+RestartOpt = Annotated[
+    float, typer.Option("--restart-cost", help="Seconds lost per (re)allocation.")
+]
+EventOpt = Annotated[
+    bool,
+    typer.Option(
+        "--event-rounds/--no-event-rounds", help="Also schedule at each arrival/completion."
+    ),
+]
+JsonOpt = Annotated[Path | None, typer.Option("--json", help="Write the results as JSON here.")]
+
+
+@sim_app.command("run")
+def run(
+    workload: WorkloadOpt = None,
+    policy: Annotated[str, typer.Option("--policy", help="Scheduling policy name.")] = "tiresias",
+    option: Annotated[
+        list[str] | None, typer.Option("--option", help="Policy option key=value (repeatable).")
+    ] = None,
+    traces: TracesOpt = DEFAULT_TRACES,
+    nodes: NodesOpt = 16,
+    gpus_per_node: GpusOpt = 4,
+    interval: IntervalOpt = 60.0,
+    restart_cost: RestartOpt = 30.0,
+    event_rounds: EventOpt = False,
+    json_out: JsonOpt = None,
+    plot: Annotated[Path | None, typer.Option("--plot", help="Write a PNG timeline here.")] = None,
+    jobs: Annotated[int, typer.Option("--jobs", help="Jobs in the synthetic workload.")] = 200,
+    seed: Annotated[int, typer.Option("--seed", help="Seed of the synthetic workload.")] = 0,
+    quiet: Annotated[bool, typer.Option("--quiet", help="No progress bar.")] = False,
+) -> None:
+    """Simulate one policy on one workload and print a summary."""
+    try:
+        wl = _load(workload, jobs, seed)
+        config = SimConfig(interval=interval, restart_cost=restart_cost, event_rounds=event_rounds)
+        cluster = Cluster.homogeneous(nodes, gpus_per_node)
+        started = time.perf_counter()
+        result = _simulate(
+            wl, policy, parse_options(option or []), cluster, config, traces, not quiet
+        )
+        wall = time.perf_counter() - started
+    except DanluError as exc:
+        raise _fail(exc) from None
+    console.print(_table([result], f"{wl.name}: {len(wl.jobs)} jobs on {cluster.total_gpus} GPUs"))
+    if result.rejected:
+        console.print(
+            f"[yellow]{len(result.rejected)} job(s) rejected[/yellow], e.g. "
+            f"{result.rejected[0][0]}: {result.rejected[0][1]}"
+        )
+    console.print(f"simulated in {wall:.2f} s wall, {result.rounds} scheduling rounds")
+    if json_out is not None:
+        payload = result.to_json(timeline=True)
+        payload["wall_seconds"] = wall
+        json_out.write_text(json.dumps(payload, indent=1))
+        console.print(f"wrote {json_out}")
+    if plot is not None:
+        from danlu.sim.report import plot_timeline
+
+        console.print(f"wrote {plot_timeline(result, plot)}")
+
+
+@sim_app.command("compare")
+def compare(
+    workload: WorkloadOpt = None,
+    policies: Annotated[
+        str, typer.Option("--policies", help="Comma-separated policy names.")
+    ] = "fifo,sjf,priority,tiresias,value-density",
+    traces: TracesOpt = DEFAULT_TRACES,
+    nodes: NodesOpt = 16,
+    gpus_per_node: GpusOpt = 4,
+    interval: IntervalOpt = 60.0,
+    restart_cost: RestartOpt = 30.0,
+    event_rounds: EventOpt = False,
+    json_out: JsonOpt = None,
+    jobs: Annotated[int, typer.Option("--jobs", help="Jobs in the synthetic workload.")] = 200,
+    seed: Annotated[int, typer.Option("--seed", help="Seed of the synthetic workload.")] = 0,
+    quiet: Annotated[bool, typer.Option("--quiet", help="No progress bar.")] = False,
+) -> None:
+    """Simulate several policies on one workload and print them side by side."""
+    names = [n.strip() for n in policies.split(",") if n.strip()]
+    try:
+        registry = default_registry()
+        for name in names:
+            if name not in registry.names():
+                raise ConfigError(
+                    f"--policies: unknown policy {name!r}; valid: {', '.join(registry.names())}"
+                )
+        wl = _load(workload, jobs, seed)
+        config = SimConfig(interval=interval, restart_cost=restart_cost, event_rounds=event_rounds)
+        cluster = Cluster.homogeneous(nodes, gpus_per_node)
+        results = [_simulate(wl, name, {}, cluster, config, traces, not quiet) for name in names]
+    except DanluError as exc:
+        raise _fail(exc) from None
+    console.print(_table(results, f"{wl.name}: {len(wl.jobs)} jobs on {cluster.total_gpus} GPUs"))
+    if json_out is not None:
+        json_out.write_text(json.dumps({r.policy: r.to_json() for r in results}, indent=1))
+        console.print(f"wrote {json_out}")
+
+
+@sim_app.command("pack")
+def pack(
+    pods: Annotated[Path, typer.Option("--pods", help="Alibaba openb pod list CSV.")],
+    nodes: Annotated[Path, typer.Option("--nodes", help="Alibaba openb node list CSV.")],
+    policy: Annotated[
+        str, typer.Option("--policy", help="Placement: random, best-fit, fgd, ...")
+    ] = "fgd",
+    load: Annotated[float, typer.Option("--load", help="Arrived GPU demand / capacity.")] = 1.0,
+    seeds: Annotated[str, typer.Option("--seeds", help="Seeds, e.g. 42-51 or 1,2,3.")] = "42-51",
+    json_out: JsonOpt = None,
+) -> None:
+    """The FGD allocation experiment: GPU allocation ratio when demand reaches --load."""
+    from danlu.sched.placement.share import scorer_names
+    from danlu.sim.openb import load_nodes, load_pods, run_allocation_experiment
+
+    try:
+        if policy not in scorer_names():
+            raise ConfigError(
+                f"--policy: unknown placement {policy!r}; valid: {', '.join(scorer_names())}"
+            )
+        if not load > 0:
+            raise ConfigError(f"--load must be > 0, got {load}")
+        seed_list = parse_seeds(seeds)
+        node_list = load_nodes(nodes)
+        pod_list = load_pods(pods)
+        with console.status(f"packing {len(pod_list)} pods x {len(seed_list)} seeds ({policy})"):
+            result = run_allocation_experiment(pod_list, node_list, policy, load, seed_list)
+    except DanluError as exc:
+        raise _fail(exc) from None
+    table = Table(title=f"{pods.name} on {nodes.name}, load {load}")
+    table.add_column("seed", justify="right")
+    table.add_column("allocation ratio (%)", justify="right")
+    for seed_result in result.per_seed:
+        table.add_row(str(seed_result.seed), f"{seed_result.allocation_ratio:.2f}")
+    table.add_row("[bold]mean[/bold]", f"[bold]{result.allocation_ratio:.2f}[/bold]")
+    console.print(table)
+    console.print(
+        f"allocation_ratio {result.allocation_ratio:.2f} ({policy}, {result.wall_seconds:.1f} s)"
+    )
+    if json_out is not None:
+        json_out.write_text(json.dumps(result.to_json(), indent=1))
+        console.print(f"wrote {json_out}")
