@@ -19,7 +19,15 @@ from pathlib import Path
 from typing import Any, Literal
 
 import yaml
-from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
+from pydantic import (
+    BaseModel,
+    ConfigDict,
+    Field,
+    ValidationError,
+    ValidationInfo,
+    field_validator,
+    model_validator,
+)
 
 from danlu.core.errors import SpecError
 from danlu.core.units import parse_bytes
@@ -65,6 +73,8 @@ class Resources(_Strict):
         if isinstance(value, bool):
             raise ValueError("expected a GPU count such as 2, or an elastic range such as '1..8'")
         if isinstance(value, int):
+            if value < 0:
+                raise ValueError(f"a GPU count cannot be negative (got {value}); write 0 or more")
             return {"min": value, "max": value}
         if isinstance(value, str):
             match = _RANGE.match(value)
@@ -72,6 +82,8 @@ class Resources(_Strict):
                 return {"min": int(match.group(1)), "max": int(match.group(2))}
             if value.strip().isdigit():
                 return {"min": int(value), "max": int(value)}
+            raise ValueError(f"{value!r} is not a GPU count; write 2 or an elastic range '1..8'")
+        if not isinstance(value, dict | GpuCount):
             raise ValueError(f"{value!r} is not a GPU count; write 2 or an elastic range '1..8'")
         return value
 
@@ -111,9 +123,10 @@ class JobSpec(_Strict):
     """A training job as submitted."""
 
     name: str
-    command: list[str] = Field(default_factory=list)
     shell: bool = False
-    """Run ``command[0]`` through ``/bin/sh -c``. Off by default: commands are argv lists."""
+    """Run ``command[0]`` through ``/bin/sh -c``. Off by default: commands are argv lists.
+    Declared before ``command`` so that the command's validator can see it."""
+    command: list[str] = Field(default_factory=list, validate_default=True)
     project: str = "default"
     user: str = "default"
     priority: int = 0
@@ -145,11 +158,14 @@ class JobSpec(_Strict):
             )
         return value
 
-    @model_validator(mode="after")
-    def _shell(self) -> JobSpec:
-        if self.shell and len(self.command) != 1:
-            raise ValueError("with shell: true, command must hold exactly one string")
-        return self
+    @field_validator("command")
+    @classmethod
+    def _shell(cls, value: list[str], info: ValidationInfo) -> list[str]:
+        if info.data.get("shell") and len(value) != 1:
+            raise ValueError(
+                "with shell: true, command must hold exactly one string, e.g. ['make && ./run']"
+            )
+        return value
 
 
 def _field_path(loc: tuple[int | str, ...]) -> str:
