@@ -1,0 +1,164 @@
+"""Job spec parsing: the minimal spec, elastic GPU ranges, errors that name the field."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from danlu.core.errors import DanluError, SpecError
+from danlu.core.spec import JobSpec, load_spec, loads_spec, parse_spec
+from danlu.core.units import GiB
+
+MINIMAL_YAML = """\
+name: hello
+command: [python, -c, "print('hello')"]
+resources: {gpus: 1, gpu_memory: 20GiB}
+priority: 0
+"""
+
+
+def _spec(**fields: Any) -> dict[str, Any]:
+    return {"name": "job", **fields}
+
+
+def test_minimal_yaml_spec_parses() -> None:
+    spec = loads_spec(MINIMAL_YAML)
+    assert spec.name == "hello"
+    assert spec.command == ["python", "-c", "print('hello')"]
+    assert (spec.resources.gpus.min, spec.resources.gpus.max) == (1, 1)
+    assert not spec.resources.gpus.elastic
+    assert spec.resources.gpu_memory == 20 * GiB
+    assert spec.priority == 0
+    # defaults
+    assert spec.shell is False and spec.preemptible is True and spec.max_restarts == 3
+    assert spec.project == "default" and spec.env == {}
+
+
+@pytest.mark.parametrize(
+    ("gpus", "expected"),
+    [("1..8", (1, 8)), (" 2 .. 4 ", (2, 4)), ("3", (3, 3)), (4, (4, 4)), ("2..2", (2, 2))],
+)
+def test_gpu_counts_and_elastic_ranges(gpus: Any, expected: tuple[int, int]) -> None:
+    spec = parse_spec(_spec(resources={"gpus": gpus}))
+    assert (spec.resources.gpus.min, spec.resources.gpus.max) == expected
+    assert spec.resources.gpus.elastic == (expected[1] > expected[0])
+
+
+def test_gpu_memory_auto_and_units() -> None:
+    assert parse_spec(_spec(resources={"gpu_memory": "auto"})).resources.gpu_memory == "auto"
+    assert parse_spec(_spec(resources={"gpu_memory": "512MiB"})).resources.gpu_memory == 512 << 20
+    assert parse_spec(_spec(resources={"gpu_memory": 1000})).resources.gpu_memory == 1000
+    assert parse_spec(_spec(resources={"gpu_type": "H100"})).resources.gpu_type == ["H100"]
+
+
+@pytest.mark.parametrize(
+    ("data", "field", "hint"),
+    [
+        (_spec(resources={"gpus": "lots"}), "resources.gpus", "'1..8'"),
+        (_spec(resources={"gpus": "8..1"}), "resources.gpus", "max below min"),
+        (_spec(resources={"gpus": True}), "resources.gpus", "such as 2"),
+        (_spec(resources={"gpus": -1}), "resources.gpus", "negative"),
+        (_spec(resources={"gpus": 2.5}), "resources.gpus", "'1..8'"),
+        (_spec(resources={"gpu_memory": "lots"}), "resources.gpu_memory", "e.g. 20GiB"),
+        (_spec(resources={"gpu_memory": "20 parsecs"}), "resources.gpu_memory", "GiB"),
+        (_spec(resources={"gpu_memory": -5}), "resources.gpu_memory", "negative"),
+        (_spec(command="python train.py"), "command", "argv list"),
+        ({"name": "-bad"}, "name", "letters, digits"),
+        ({"name": "x" * 64}, "name", "1-63"),
+        ({"command": ["true"]}, "name", "required"),
+        (_spec(colour="blue"), "colour", "unknown field"),
+        (_spec(resources={"gpuz": 1}), "resources.gpuz", "unknown field"),
+        (_spec(training={"global_batch_size": 0}), "training.global_batch_size", "greater"),
+        (_spec(max_restarts=-1), "max_restarts", "greater"),
+    ],
+)
+def test_errors_name_the_dotted_field_and_the_fix(
+    data: dict[str, Any], field: str, hint: str
+) -> None:
+    with pytest.raises(SpecError) as info:
+        parse_spec(data)
+    assert info.value.field == field
+    assert str(info.value).startswith(f"{field}: ")
+    assert hint in str(info.value)
+    assert isinstance(info.value, DanluError) and isinstance(info.value, ValueError)
+
+
+def test_several_problems_are_counted() -> None:
+    with pytest.raises(SpecError, match=r"and 1 more problem"):
+        parse_spec({"name": "-bad", "colour": 1})
+
+
+def test_non_mapping_spec_is_rejected() -> None:
+    with pytest.raises(SpecError, match="mapping"):
+        parse_spec([1, 2])
+    with pytest.raises(SpecError, match="mapping"):
+        loads_spec("- just\n- a list\n")
+
+
+def test_shell_string_needs_shell_true() -> None:
+    with pytest.raises(SpecError) as info:
+        parse_spec(_spec(command="echo hi && ls"))
+    assert info.value.field == "command"
+    assert "shell: true" in info.value.message
+    spec = parse_spec(_spec(shell=True, command=["echo hi && ls"]))
+    assert spec.shell and spec.command == ["echo hi && ls"]
+    # an argv list never needs shell
+    assert parse_spec(_spec(command=["echo", "hi"])).shell is False
+
+
+@pytest.mark.parametrize("command", [["echo", "hi"], []])
+def test_shell_true_needs_exactly_one_string(command: list[str]) -> None:
+    with pytest.raises(SpecError) as info:
+        parse_spec(_spec(shell=True, command=command))
+    assert info.value.field == "command"
+    assert "exactly one string" in info.value.message
+    with pytest.raises(SpecError) as info:
+        parse_spec(_spec(shell=True))  # the default (empty) command too
+    assert info.value.field == "command"
+
+
+def test_spec_is_frozen() -> None:
+    spec = loads_spec(MINIMAL_YAML)
+    with pytest.raises(ValueError):
+        spec.priority = 5  # type: ignore[misc]
+
+
+def test_load_spec_yaml_and_json_files(tmp_path: Path) -> None:
+    yml = tmp_path / "job.yaml"
+    yml.write_text(MINIMAL_YAML)
+    from_yaml = load_spec(yml)
+    js = tmp_path / "job.json"
+    js.write_text(
+        json.dumps(
+            {
+                "name": "hello",
+                "command": ["python", "-c", "print('hello')"],
+                "resources": {"gpus": 1, "gpu_memory": "20GiB"},
+                "priority": 0,
+            }
+        )
+    )
+    from_json = load_spec(js)
+    assert isinstance(from_json, JobSpec)
+    assert from_yaml == from_json
+
+
+def test_load_spec_file_errors(tmp_path: Path) -> None:
+    with pytest.raises(SpecError, match="cannot read job spec"):
+        load_spec(tmp_path / "missing.yaml")
+    bad_json = tmp_path / "bad.json"
+    bad_json.write_text("{name: hello")  # valid-ish YAML, invalid JSON
+    with pytest.raises(SpecError, match="not valid JSON"):
+        load_spec(bad_json)
+    bad_yaml = tmp_path / "bad.yaml"
+    bad_yaml.write_text("name: [unclosed\n")
+    with pytest.raises(SpecError, match="not valid YAML"):
+        load_spec(bad_yaml)
+    wrong = tmp_path / "wrong.yaml"
+    wrong.write_text("name: ok\nresources: {gpus: many}\n")
+    with pytest.raises(SpecError) as info:
+        load_spec(wrong)
+    assert info.value.field == "resources.gpus"
