@@ -103,7 +103,7 @@ def test_shell_string_needs_shell_true() -> None:
         parse_spec(_spec(command="echo hi && ls"))
     assert info.value.field == "command"
     assert "shell: true" in info.value.message
-    spec = parse_spec(_spec(shell=True, command=["echo hi && ls"]))
+    spec = parse_spec({"name": "job", "shell": True, "command": ["echo hi && ls"]})
     assert spec.shell and spec.command == ["echo hi && ls"]
     # an argv list never needs shell
     assert parse_spec(_spec(command=["echo", "hi"])).shell is False
@@ -112,11 +112,11 @@ def test_shell_string_needs_shell_true() -> None:
 @pytest.mark.parametrize("command", [["echo", "hi"], []])
 def test_shell_true_needs_exactly_one_string(command: list[str]) -> None:
     with pytest.raises(SpecError) as info:
-        parse_spec(_spec(shell=True, command=command))
+        parse_spec({"name": "job", "shell": True, "command": command})
     assert info.value.field == "command"
     assert "exactly one string" in info.value.message
     with pytest.raises(SpecError) as info:
-        parse_spec(_spec(shell=True))  # the default (empty) command too
+        parse_spec({"name": "job", "shell": True})  # the default (empty) command too
     assert info.value.field == "command"
 
 

@@ -79,7 +79,7 @@ def test_every_other_pair_raises(old: JobState, new: JobState) -> None:
 
 def test_terminal_states_have_no_exits() -> None:
     assert {s for s in JobState if s.terminal} == TERMINAL_STATES
-    assert TERMINAL_STATES == {S.SUCCEEDED, S.FAILED, S.CANCELLED}
+    assert {S.SUCCEEDED, S.FAILED, S.CANCELLED} == TERMINAL_STATES
     for state in TERMINAL_STATES:
         assert TRANSITIONS[state] == frozenset()
         for new in JobState:
