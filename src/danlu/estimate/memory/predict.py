@@ -188,9 +188,13 @@ class FittedMemoryModel:
         self.estimates = {e.batch_size: e for e in estimates}
         ests = self.estimates.values()
         self.logical: PiecewiseLinearFit | EnvelopeFit
-        if len({len(e.window_live) for e in ests}) == 1 and ests and next(iter(ests)).window_live:
+        # traces whose steps line up event by event (b=1 can differ: some reshapes of a
+        # batch of one are views instead of copies); the group holding the largest b
+        top_len = len(self.estimates[max(self.estimates)].window_live)
+        aligned = {e.batch_size: e.window_live for e in ests if len(e.window_live) == top_len}
+        if top_len and len(aligned) >= 2:
             self.logical = EnvelopeFit(
-                {e.batch_size: e.window_live for e in ests},
+                aligned,
                 max_extrapolation=max_extrapolation,
                 what="the logical peak",
             )
@@ -219,6 +223,8 @@ class FittedMemoryModel:
 
     def predict_logical(self, batch_size: int) -> int:
         """Live tensor bytes at the step's peak."""
+        if batch_size in self.estimates:
+            return self.estimates[batch_size].peak_logical_bytes
         return self.logical(batch_size)
 
     def predict_reserved(self, batch_size: int) -> int:
