@@ -1,0 +1,159 @@
+"""Byte sizes, GPU types, allocations and clusters."""
+
+from __future__ import annotations
+
+import pytest
+
+from danlu.core.cluster import (
+    GPU_TYPES,
+    MILLI_PER_GPU,
+    Allocation,
+    Cluster,
+    GpuShare,
+    GpuType,
+    Node,
+    gpu_type,
+)
+from danlu.core.errors import SpecError, UnknownNameError
+from danlu.core.units import GiB, MiB, format_bytes, parse_bytes
+
+
+@pytest.mark.parametrize(
+    ("text", "expected"),
+    [
+        ("20GiB", 20 * 1024**3),
+        ("20 GiB", 20 * 1024**3),
+        ("20gib", 20 * 1024**3),
+        ("1.5GB", 1_500_000_000),
+        ("512MiB", 512 * 1024**2),
+        ("512M", 512_000_000),
+        ("1k", 1000),
+        ("1Ki", 1024),
+        ("0.5KiB", 512),
+        ("2TiB", 2 * 1024**4),
+        ("3TB", 3 * 1000**4),
+        ("7", 7),
+        ("7B", 7),
+        (" 42 ", 42),
+        (1024, 1024),
+        (1.9, 1),
+        (0, 0),
+    ],
+)
+def test_parse_bytes(text: str | int | float, expected: int) -> None:
+    assert parse_bytes(text) == expected
+
+
+@pytest.mark.parametrize("bad", ["lots", "20 parsecs", "GiB", "-5GiB", "1e3", "", "5 G i B"])
+def test_parse_bytes_rejects_non_sizes(bad: str) -> None:
+    with pytest.raises(SpecError) as info:
+        parse_bytes(bad, "resources.gpu_memory")
+    assert info.value.field == "resources.gpu_memory"
+    assert "20GiB" in str(info.value)  # says how to write one
+
+
+def test_parse_bytes_rejects_negative_and_bool() -> None:
+    with pytest.raises(SpecError, match="negative"):
+        parse_bytes(-1, "mem")
+    with pytest.raises(SpecError, match="boolean"):
+        parse_bytes(True, "mem")
+
+
+def test_format_bytes() -> None:
+    assert format_bytes(80 * GiB) == "80.0GiB"
+    assert format_bytes(512) == "512B"
+    assert format_bytes(1536 * MiB) == "1.5GiB"
+    assert format_bytes(2 * 1024**4) == "2.0TiB"
+
+
+@pytest.mark.parametrize(
+    ("name", "canonical"),
+    [
+        ("h100", "H100"),
+        ("H100", "H100"),
+        ("a100-40gb", "A100-40GB"),
+        ("A100", "A100-80GB"),
+        ("V100M16", "V100-16GB"),
+        ("v100m32", "V100-32GB"),
+        ("v100", "V100-32GB"),
+        ("4090", "RTX4090"),
+        ("rtx-4090", "RTX4090"),
+    ],
+)
+def test_gpu_type_names_and_aliases(name: str, canonical: str) -> None:
+    assert gpu_type(name) is GPU_TYPES[canonical]
+
+
+def test_gpu_type_memory() -> None:
+    assert gpu_type("H100").memory == 80 * GiB
+    assert gpu_type("A100-40GB").memory == 40 * GiB
+    assert gpu_type("V100M16").memory == 16 * GiB
+
+
+def test_unknown_gpu_type_lists_names() -> None:
+    with pytest.raises(UnknownNameError) as info:
+        gpu_type("B200")
+    message = str(info.value)
+    assert "'B200'" in message
+    for name in GPU_TYPES:
+        assert name in message
+    assert info.value.valid == sorted(GPU_TYPES)
+    assert isinstance(info.value, KeyError)
+    assert not message.startswith('"')  # not KeyError's quoted repr
+
+
+def test_allocation_node_counts_keep_pick_order_per_node_sorts() -> None:
+    alloc = Allocation.whole_gpus([(3, 0), (0, 0), (0, 1), (0, 2), (5, 1), (5, 0)])
+    assert alloc.node_counts() == (1, 3, 2)  # node 3, then 0, then 5: the order picked
+    assert alloc.per_node() == (3, 2, 1)  # descending
+    assert alloc.nodes == (0, 3, 5)
+    assert alloc.num_gpus == 6
+    assert alloc.gpu_milli == 6 * MILLI_PER_GPU
+
+
+def test_allocation_shares_and_emptiness() -> None:
+    empty = Allocation()
+    assert not empty and empty.num_gpus == 0 and empty.gpu_milli == 0
+    shared = Allocation((GpuShare(0, 1, 250, GiB), GpuShare(0, 1, 250, GiB)))
+    assert shared and shared.num_gpus == 1  # two shares of the same GPU
+    assert shared.gpu_milli == 500
+    assert not shared.shares[0].whole
+    assert GpuShare(0, 0).whole
+    assert Allocation.whole_gpus([(1, 2)], memory=5).shares == (GpuShare(1, 2, 1000, 5),)
+
+
+def test_homogeneous_cluster_racks() -> None:
+    cluster = Cluster.homogeneous(5, 4, "h100", nodes_per_rack=2)
+    assert cluster.total_gpus == 20
+    assert [n.rack for n in cluster.nodes] == ["rack-0", "rack-0", "rack-1", "rack-1", "rack-2"]
+    assert cluster.racks() == ("rack-0", "rack-1", "rack-2")
+    assert all(n.gpu_type is GPU_TYPES["H100"] for n in cluster.nodes)
+    assert [cluster.gpu_offset(i) for i in range(5)] == [0, 4, 8, 12, 16]
+    assert [n.name for n in cluster.nodes] == [f"node-{i}" for i in range(5)]
+    one_rack = Cluster.homogeneous(3, 2)
+    assert one_rack.racks() == ("rack-0",)
+    assert one_rack.nodes[0].gpu_type is GPU_TYPES["generic"]
+
+
+def test_cluster_arrays_heterogeneous() -> None:
+    small = GpuType("small", 10)
+    cluster = Cluster(
+        (
+            Node("a", 2, gpu_type("T4"), rack="r1"),
+            Node("b", 0, rack="r0"),
+            Node("c", 3, small, rack="r1"),
+        )
+    )
+    arrays = cluster.arrays
+    assert arrays.offsets.tolist() == [0, 2, 2]
+    assert arrays.sizes.tolist() == [2, 0, 3]
+    assert arrays.gpu_node.tolist() == [0, 0, 2, 2, 2]
+    assert arrays.gpu_memory.tolist() == [16 * GiB] * 2 + [10] * 3
+    assert arrays.rack_ids.tolist() == [1, 0, 1]  # sorted rack labels r0 < r1
+    assert arrays.type_names == ("t4", "generic", "small")
+    assert cluster.total_gpus == 5
+
+
+def test_homogeneous_unknown_gpu_type() -> None:
+    with pytest.raises(UnknownNameError):
+        Cluster.homogeneous(1, 1, "nope")
