@@ -50,10 +50,10 @@ class FreeMap:
         self.free_milli: IntArray = MILLI_PER_GPU - used_milli
         self.free_memory: IntArray = self._gpu_mem_cap - used_memory
         whole = self._whole(slice(None)).astype(np.int64)
-        self.node_free: IntArray = (
-            np.add.reduceat(whole, self._offsets) if self._offsets.size else np.zeros(0, np.int64)
-        )
-        self.node_free[self._sizes == 0] = 0
+        # bincount, not reduceat: reduceat fails on a trailing node without GPUs
+        self.node_free: IntArray = np.bincount(
+            self._gpu_node, weights=whole, minlength=self._sizes.size
+        ).astype(np.int64)
         self.total_free = int(self.node_free.sum())
         self._rack_ids: IntArray = arrays.rack_ids
         self._type_names = arrays.type_names
