@@ -43,7 +43,7 @@ class PolicyRegistry:
         if factory is None:
             raise UnknownNameError("policy", name, self.names())
         if is_dataclass(factory):
-            valid = {f.name for f in fields(factory)} - {"name"}
+            valid = {f.name for f in fields(factory) if f.init} - {"name"}
             unknown = sorted(set(options) - valid)
             if unknown:
                 raise ConfigError(

@@ -76,6 +76,10 @@ class FreeMap:
             self._type_masks[req.gpu_types] = mask
         return mask
 
+    def any_capacity(self) -> bool:
+        """Whether any GPU has any compute and memory left (for shared requests)."""
+        return bool(((self.free_milli > 0) & (self.free_memory > 0)).any())
+
     def could_fit_now(self, req: JobRequest) -> bool:
         """Cheap necessary condition (enough free whole GPUs in total)."""
         if req.shares_gpu:

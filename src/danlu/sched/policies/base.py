@@ -53,10 +53,16 @@ def queue_round(
     starts: list[Start] = []
     waiting: dict[str, str] = {}
     blocked_by: str | None = None
-    for job in order:
-        if blocked_by is not None:
-            waiting[job.id] = f"queued behind {blocked_by} (strict order, no backfill)"
-            continue
+    for position, job in enumerate(order):
+        if blocked_by is not None or (free.total_free == 0 and not free.any_capacity()):
+            # Nothing else can start this round: one shared reason for the rest of the queue.
+            reason = (
+                f"queued behind {blocked_by} (strict order, no backfill)"
+                if blocked_by is not None
+                else "no free GPUs"
+            )
+            waiting.update(dict.fromkeys([j.request.id for j in order[position:]], reason))
+            break
         alloc = free.place(job.request) if free.could_fit_now(job.request) else None
         if alloc is not None:
             starts.append(Start(job.id, alloc))
