@@ -41,7 +41,8 @@ def main() -> None:
         walls[name] = time.perf_counter() - started
         summary = result.summary()
         print(
-            f"{name:<10} simulate {walls[name]:7.2f} s  (load + simulate {walls[name] + load_s:7.2f} s)"
+            f"{name:<10} simulate {walls[name]:7.2f} s  "
+            f"(load + simulate {walls[name] + load_s:7.2f} s)"
             f"  jobs {int(summary['jobs'])}  avg JCT {summary['avg_jct']:.0f} s  "
             f"rounds {int(summary['rounds'])}  preemptions {int(summary['preemptions'])}"
         )
