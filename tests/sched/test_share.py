@@ -24,8 +24,8 @@ from danlu.sched.placement.share import (
     ShareNode,
     ShareRequest,
     ShareScorer,
+    default_scorers,
     make_scorer,
-    register_scorer,
     scorer_names,
 )
 
@@ -257,8 +257,10 @@ def test_registry() -> None:
         ) -> FloatArray:
             return nodes.astype(np.float64)
 
-    register_scorer("last-node", lambda _t: Last())
-    cluster = ShareCluster([node("a", 1), node("b", 1), node("c", 1)], "last-node")
+    registry = default_scorers()
+    registry.register("last-node", lambda _t: Last())
+    scorer = registry.create("last-node")
+    cluster = ShareCluster([node("a", 1), node("b", 1), node("c", 1)], scorer)
     p = cluster.place(share(100))
     assert p is not None and p.node == 2
 

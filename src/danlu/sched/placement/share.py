@@ -366,29 +366,48 @@ def _fgd_factory(typical: TypicalPods | None) -> ShareScorer:
     return FgdScorer(typical)
 
 
-_SCORERS: dict[str, ScorerFactory] = {
-    "random": lambda _typical: RandomScorer(),
-    "best-fit": lambda _typical: BestFitScorer(),
-    "fgd": _fgd_factory,
-}
+class ScorerRegistry:
+    """Named scorer factories. :func:`default_scorers` returns a fresh one holding the
+    built-ins; add your own on your instance (no process-global state)."""
+
+    def __init__(self) -> None:
+        self._factories: dict[str, ScorerFactory] = {}
+
+    def register(self, name: str, factory: ScorerFactory) -> None:
+        """Make :meth:`create` build a scorer named ``name`` with ``factory(typical)``."""
+        if not name:
+            raise ConfigError("a scorer needs a non-empty name")
+        if name in self._factories:
+            raise ConfigError(f"a scorer named {name!r} is already registered")
+        self._factories[name] = factory
+
+    def names(self) -> list[str]:
+        return sorted(self._factories)
+
+    def create(self, name: str, *, typical: TypicalPods | None = None) -> ShareScorer:
+        """Build scorer ``name`` (``typical`` is needed by ``fgd``)."""
+        factory = self._factories.get(name)
+        if factory is None:
+            raise UnknownNameError("placement scorer", name, self.names())
+        return factory(typical)
 
 
-def register_scorer(name: str, factory: ScorerFactory) -> None:
-    """Make ``make_scorer(name)`` build a scorer with ``factory(typical)``."""
-    if not name:
-        raise ConfigError("a scorer needs a non-empty name")
-    _SCORERS[name] = factory
+def default_scorers() -> ScorerRegistry:
+    """A new registry with the built-in scorers: ``random``, ``best-fit``, ``fgd``."""
+    registry = ScorerRegistry()
+    registry.register("random", lambda _typical: RandomScorer())
+    registry.register("best-fit", lambda _typical: BestFitScorer())
+    registry.register("fgd", _fgd_factory)
+    return registry
 
 
 def scorer_names() -> list[str]:
-    """Names accepted by :func:`make_scorer`."""
-    return sorted(_SCORERS)
+    """Names of the built-in scorers."""
+    return default_scorers().names()
 
 
-def make_scorer(name: str, *, typical: TypicalPods | None = None) -> ShareScorer:
-    """Build the scorer registered as ``name`` (``typical`` is needed by ``fgd``)."""
-    try:
-        factory = _SCORERS[name]
-    except KeyError:
-        raise UnknownNameError("placement scorer", name, list(_SCORERS)) from None
-    return factory(typical)
+def make_scorer(
+    name: str, *, typical: TypicalPods | None = None, registry: ScorerRegistry | None = None
+) -> ShareScorer:
+    """Build scorer ``name`` from ``registry`` (default: the built-ins)."""
+    return (registry or default_scorers()).create(name, typical=typical)
