@@ -15,7 +15,9 @@ Placement strategies for whole GPUs (all-or-nothing: a job gets every GPU it ask
 - ``topology``: fewest racks, then fewest nodes (best-fit inside the chosen rack).
 
 Shared requests (part of one GPU by milli-GPU or by memory) go to the GPU they fit most tightly,
-preferring GPUs already in use, so whole GPUs stay free for gang jobs.
+preferring GPUs already in use, so whole GPUs stay free for gang jobs. With ``fgd`` (best-fit
+for gangs) they go where the node's fragmentation grows least instead (FGD, ATC'23): the
+fragmentation is measured against the request shapes of the jobs in the view.
 """
 
 from __future__ import annotations
@@ -26,9 +28,11 @@ import numpy as np
 
 from danlu.core.cluster import MILLI_PER_GPU, Allocation, GpuShare
 from danlu.core.errors import PlacementError, UnknownNameError
+from danlu.sched.placement.frag import TypicalPods, node_fragmentation, typical_pods
+from danlu.sched.placement.share import FloatArray, ShareRequest
 from danlu.sched.view import BoolArray, ClusterView, IntArray, JobRequest
 
-STRATEGIES: Final = ("best-fit", "first-fit", "spread", "topology", "worst-fit")
+STRATEGIES: Final = ("best-fit", "first-fit", "spread", "topology", "worst-fit", "fgd")
 _BIG: Final = np.iinfo(np.int64).max // 4
 
 
@@ -58,6 +62,8 @@ class FreeMap:
         self._rack_ids: IntArray = arrays.rack_ids
         self._type_names = arrays.type_names
         self._type_masks: dict[frozenset[str], BoolArray] = {}
+        self._view = view
+        self._typical: TypicalPods | None = None
 
     def _whole(self, index: slice | int) -> BoolArray:
         """Free as a whole: all compute and all memory unused."""
@@ -184,13 +190,41 @@ class FreeMap:
         need_at = need[candidates] if isinstance(need, np.ndarray) else need
         left_mem = self.free_memory[candidates] - req.gpu_memory
         left_milli = self.free_milli[candidates] - need_at
-        best = candidates[np.lexsort((candidates, left_milli, left_mem))[0]]
+        if self.strategy == "fgd":
+            growth = self._fragmentation_growth(candidates, need_at)
+            best = candidates[np.lexsort((candidates, left_milli, growth))[0]]
+        else:
+            best = candidates[np.lexsort((candidates, left_milli, left_mem))[0]]
         milli = int(need[best]) if isinstance(need, np.ndarray) else need
         node = int(self._gpu_node[best])
         memory = req.gpu_memory or int(self.free_memory[best])
         alloc = Allocation((GpuShare(node, int(best - self._offsets[node]), milli, memory),))
         self.take(alloc)
         return alloc
+
+    def _fragmentation_growth(self, gpus: IntArray, need: IntArray | int) -> FloatArray:
+        """How much each candidate GPU's node fragmentation grows if the share lands there."""
+        if self._typical is None:
+            self._typical = typical_pods(
+                _share_shape(j.request) for j in (*self._view.pending, *self._view.running)
+            )
+        nodes = self._gpu_node[gpus]
+        width = int(self._sizes.max())
+        local = gpus - self._offsets[nodes]
+        before = np.zeros((gpus.size, width), dtype=np.int64)
+        for column in range(width):
+            present = column < self._sizes[nodes]
+            index = np.where(present, self._offsets[nodes] + column, 0)
+            before[:, column] = np.where(present, self.free_milli[index], 0)
+        after = before.copy()
+        after[np.arange(gpus.size), local] -= need
+        cpu = np.full(gpus.size, np.iinfo(np.int64).max // 2, dtype=np.int64)
+        models = [self._type_names[n] for n in nodes.tolist()]
+        typical = self._typical
+        growth: FloatArray = node_fragmentation(cpu, after, models, typical) - node_fragmentation(
+            cpu, before, models, typical
+        )
+        return growth
 
     # -- bookkeeping ---------------------------------------------------------------------
     def can_take(self, alloc: Allocation) -> bool:
@@ -230,6 +264,21 @@ class FreeMap:
                 delta = 1 if is_whole else -1
                 self.node_free[share.node] += delta
                 self.total_free += delta
+
+
+def _lower(names: frozenset[str]) -> frozenset[str]:
+    return frozenset(n.lower() for n in names)
+
+
+def _share_shape(req: JobRequest) -> ShareRequest:
+    """A job's request in the shape the fragmentation measure counts (CPU is not modelled
+    here: the whole-GPU placer tracks GPUs only)."""
+    if req.shares_gpu:
+        milli = req.gpu_milli if req.gpu_milli < MILLI_PER_GPU else MILLI_PER_GPU // 2
+        return ShareRequest(cpu_milli=0, num_gpu=1, gpu_milli=milli, gpu_spec=_lower(req.gpu_types))
+    return ShareRequest(
+        cpu_milli=0, num_gpu=req.gpus, gpu_milli=MILLI_PER_GPU, gpu_spec=_lower(req.gpu_types)
+    )
 
 
 def _emptiest_first(free: IntArray, count: int) -> list[tuple[int, int]] | None:
