@@ -1,0 +1,412 @@
+"""Policies: ordering, blocking, preemption, Tiresias queues, value density, registry."""
+
+from __future__ import annotations
+
+import dataclasses
+import math
+from typing import Any
+
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from danlu.core.cluster import Allocation, Cluster, GpuType, Node
+from danlu.core.errors import ConfigError, PlacementError, UnknownNameError
+from danlu.core.units import GiB
+from danlu.sched.placement.gang import STRATEGIES, FreeMap
+from danlu.sched.policies.fifo import FifoPolicy
+from danlu.sched.policies.priority import PriorityPolicy
+from danlu.sched.policies.sjf import SjfPolicy
+from danlu.sched.policies.tiresias import ENTERED, QUEUE, TiresiasPolicy
+from danlu.sched.policies.value_density import ValueDensityPolicy
+from danlu.sched.registry import PolicyRegistry, default_registry, make_policy
+from danlu.sched.view import ClusterView, JobRequest, JobStatus, Plan
+
+SEQ = iter(range(10**9))
+
+
+def request(job_id: str, gpus: int = 1, submit: float = 0.0, **kw: Any) -> JobRequest:
+    return JobRequest(id=job_id, submit_time=submit, gpus=gpus, seq=next(SEQ), **kw)
+
+
+def pending(job_id: str, gpus: int = 1, submit: float = 0.0, **kw: Any) -> JobStatus:
+    status_kw = {k: kw.pop(k) for k in ("marks", "attained_service", "run_time") if k in kw}
+    return JobStatus(request(job_id, gpus, submit, **kw), **status_kw)
+
+
+def running(
+    job_id: str,
+    gpus_at: list[tuple[int, int]],
+    submit: float = 0.0,
+    last_start: float = 0.0,
+    **kw: Any,
+) -> JobStatus:
+    status_kw = {k: kw.pop(k) for k in ("marks", "attained_service", "run_time") if k in kw}
+    return JobStatus(
+        request(job_id, len(gpus_at), submit, **kw),
+        Allocation.whole_gpus(gpus_at),
+        last_start=last_start,
+        **status_kw,
+    )
+
+
+def view(
+    cluster: Cluster,
+    run: tuple[JobStatus, ...] = (),
+    pend: tuple[JobStatus, ...] = (),
+    now: float = 0.0,
+) -> ClusterView:
+    return ClusterView(now, cluster, running=run, pending=pend)
+
+
+def started(plan: Plan) -> list[str]:
+    return [s.job_id for s in plan.starts]
+
+
+def preempted(plan: Plan) -> list[str]:
+    return [p.job_id for p in plan.preempts]
+
+
+ONE_BY_4 = Cluster.homogeneous(1, 4)
+ONE_BY_2 = Cluster.homogeneous(1, 2)
+
+
+# ---------------------------------------------------------------------------- fifo
+def test_fifo_strict_order_blocks() -> None:
+    hold = running("hold", [(0, 0), (0, 1)])
+    big = pending("big", 4, submit=0.0)
+    small = pending("small", 1, submit=1.0)
+    plan = FifoPolicy().schedule(view(ONE_BY_4, (hold,), (small, big)))  # list order ignored
+    assert started(plan) == []
+    assert plan.waiting["big"] == "needs 4 GPUs, 2 free"
+    assert "queued behind big" in plan.waiting["small"]
+    assert plan.preempts == () and plan.recheck_at == math.inf
+
+
+def test_fifo_backfill_lets_a_later_job_start() -> None:
+    hold = running("hold", [(0, 0), (0, 1)])
+    pend = (pending("big", 4, submit=0.0), pending("small", 1, submit=1.0))
+    plan = FifoPolicy(backfill=True).schedule(view(ONE_BY_4, (hold,), pend))
+    assert started(plan) == ["small"]
+    assert set(plan.waiting) == {"big"}
+
+
+def test_fifo_starts_in_submission_order() -> None:
+    pend = (pending("c", 2, submit=3.0), pending("a", 2, submit=1.0), pending("b", 2, submit=2.0))
+    plan = FifoPolicy().schedule(view(ONE_BY_4, (), pend))
+    assert started(plan) == ["a", "b"]
+    assert "free" in plan.waiting["c"]
+
+
+# ----------------------------------------------------------------------------- sjf
+def test_sjf_orders_by_expected_gpu_time() -> None:
+    wide_short = pending("wide", 4, submit=0.0, expected_duration=100.0)  # 400 GPU-s
+    narrow_long = pending("narrow", 1, submit=1.0, expected_duration=300.0)  # 300 GPU-s
+    unknown = pending("unknown", 1, submit=-5.0)
+    pend = (wide_short, narrow_long, unknown)
+    plan = SjfPolicy().schedule(view(ONE_BY_4, (), pend))
+    assert started(plan) == ["narrow", "unknown"]  # wide no longer fits; unknown goes last
+    plan = SjfPolicy(by_gpu_time=False).schedule(view(ONE_BY_4, (), pend))
+    assert started(plan) == ["wide"]
+    plan = SjfPolicy(backfill=False).schedule(view(ONE_BY_4, (), pend))
+    assert started(plan) == ["narrow"]
+    assert "queued behind wide" in plan.waiting["unknown"]
+
+
+# ------------------------------------------------------------------------ priority
+def test_priority_higher_first() -> None:
+    pend = (pending("lo", 2, submit=0.0, priority=0), pending("hi", 2, submit=10.0, priority=1))
+    plan = PriorityPolicy().schedule(view(ONE_BY_2, (), pend, now=20.0))
+    assert started(plan) == ["hi"]
+    assert set(plan.waiting) == {"lo"}
+
+
+def test_priority_aging_lets_an_old_job_pass_a_new_one() -> None:
+    old = pending("old", 2, submit=0.0, priority=0)  # 0 + 2 h x 1/h = 2
+    new = pending("new", 2, submit=7000.0, priority=1)  # 1 + 200 s
+    plan = PriorityPolicy(aging_per_hour=1.0).schedule(view(ONE_BY_2, (), (new, old), now=7200.0))
+    assert started(plan) == ["old"]
+    plan = PriorityPolicy(aging_per_hour=0.0).schedule(view(ONE_BY_2, (), (new, old), now=7200.0))
+    assert started(plan) == ["new"]
+
+
+def test_priority_preempts_only_for_strictly_higher_base_priority() -> None:
+    low = running("low", [(0, 0), (0, 1)], priority=0)
+    urgent = pending("urgent", 2, submit=5.0, priority=1)
+    plan = PriorityPolicy().schedule(view(ONE_BY_2, (low,), (urgent,), now=10.0))
+    assert preempted(plan) == ["low"] and started(plan) == ["urgent"]
+    # an equal-priority job waits, however long it has aged
+    aged = pending("aged", 2, submit=0.0, priority=0)
+    plan = PriorityPolicy(aging_per_hour=100.0).schedule(
+        view(ONE_BY_2, (low,), (aged,), now=10 * 3600.0)
+    )
+    assert preempted(plan) == [] and started(plan) == [] and set(plan.waiting) == {"aged"}
+    # preempt=False never preempts
+    plan = PriorityPolicy(preempt=False).schedule(view(ONE_BY_2, (low,), (urgent,), now=10.0))
+    assert preempted(plan) == [] and started(plan) == []
+
+
+def test_priority_never_preempts_a_non_preemptible_job() -> None:
+    pinned = running("pinned", [(0, 0), (0, 1)], priority=0, preemptible=False)
+    urgent = pending("urgent", 2, submit=5.0, priority=9)
+    plan = PriorityPolicy().schedule(view(ONE_BY_2, (pinned,), (urgent,), now=10.0))
+    assert preempted(plan) == [] and started(plan) == []
+    assert set(plan.waiting) == {"urgent"}
+
+
+def test_priority_preempts_the_lowest_first() -> None:
+    a = running("a", [(0, 0)], priority=2)
+    b = running("b", [(0, 1)], priority=1)
+    c = running("c", [(0, 2), (0, 3)], priority=3)
+    urgent = pending("urgent", 1, submit=5.0, priority=5)
+    plan = PriorityPolicy().schedule(view(ONE_BY_4, (a, b, c), (urgent,), now=10.0))
+    assert preempted(plan) == ["b"] and started(plan) == ["urgent"]
+    assert [(s.node, s.gpu) for s in plan.starts[0].allocation.shares] == [(0, 1)]
+
+
+# ------------------------------------------------------------------------ tiresias
+TIRESIAS = TiresiasPolicy(thresholds=(100.0,))
+
+
+def test_tiresias_demotes_at_the_threshold() -> None:
+    job = running("r", [(0, 0), (0, 1)], last_start=10.0)  # 2 GPUs: 100 GPU-s at t = 60
+    assert TIRESIAS.queue_of(job, 59.9) == (0, 0.0)
+    assert TIRESIAS.queue_of(job, 60.0) == (1, 60.0)  # reaching the threshold demotes
+    assert TIRESIAS.queue_of(job, 500.0) == (1, 60.0)  # entered when it crossed
+    # service attained in earlier runs counts
+    resumed = running("r2", [(0, 0)], last_start=1000.0, attained_service=70.0)
+    assert TIRESIAS.queue_of(resumed, 1029.0) == (0, 0.0)
+    assert TIRESIAS.queue_of(resumed, 1030.0) == (1, 1030.0)
+    # a pending job is placed by its service
+    stopped = pending("p", 1, submit=5.0, attained_service=150.0)
+    assert TIRESIAS.queue_of(stopped, 2000.0)[0] == 1
+    # several thresholds
+    multi = TiresiasPolicy(thresholds=(10.0, 100.0))
+    one = running("one", [(0, 0)], last_start=0.0)
+    assert [multi.queue_of(one, t)[0] for t in (9.0, 10.0, 99.0, 100.0, 1e6)] == [0, 1, 1, 2, 2]
+
+
+def test_tiresias_new_job_preempts_a_demoted_running_job() -> None:
+    old = running("old", [(0, 0), (0, 1)], last_start=0.0)  # demoted at t = 50
+    new = pending("new", 2, submit=90.0)
+    plan = TIRESIAS.schedule(view(ONE_BY_2, (old,), (new,), now=120.0))
+    assert preempted(plan) == ["old"] and started(plan) == ["new"]
+    assert plan.marks == {"old": {QUEUE: 1.0, ENTERED: 50.0}}
+
+
+def test_tiresias_no_preemption_before_the_threshold_and_recheck_at_crossing() -> None:
+    old = running("old", [(0, 0), (0, 1)], last_start=0.0)
+    new = pending("new", 2, submit=30.0)
+    plan = TIRESIAS.schedule(view(ONE_BY_2, (old,), (new,), now=40.0))
+    assert preempted(plan) == [] and started(plan) == []
+    assert set(plan.waiting) == {"new"}
+    assert plan.recheck_at == pytest.approx(50.0)  # 80 GPU-s now, 2 GPUs, threshold 100
+    assert plan.marks == {}
+    # at the crossing the plan changes
+    plan = TIRESIAS.schedule(view(ONE_BY_2, (old,), (new,), now=50.0))
+    assert preempted(plan) == ["old"]
+
+
+def test_tiresias_recheck_is_infinite_when_nothing_waits() -> None:
+    old = running("old", [(0, 0)], last_start=0.0)
+    plan = TIRESIAS.schedule(view(ONE_BY_2, (old,), (pending("new", 1),), now=1.0))
+    assert started(plan) == ["new"] and plan.recheck_at == math.inf
+
+
+def test_tiresias_orders_demoted_jobs_by_demotion_time() -> None:
+    early = pending("early", 2, submit=0.0, attained_service=500.0, marks={QUEUE: 1, ENTERED: 900})
+    late = pending("late", 2, submit=100.0, attained_service=500.0, marks={QUEUE: 1, ENTERED: 300})
+    fresh = pending("fresh", 2, submit=950.0)
+    plan = TIRESIAS.schedule(view(ONE_BY_2, (), (early, late), now=1000.0))
+    assert started(plan) == ["late"]  # demoted first, so first in queue 1
+    plan = TIRESIAS.schedule(view(ONE_BY_2, (), (early, late, fresh), now=1000.0))
+    assert started(plan) == ["fresh"]  # queue 0 before queue 1
+
+
+def test_tiresias_skips_a_job_that_does_not_fit() -> None:
+    hold = running("hold", [(0, 0), (0, 1), (0, 2)], last_start=0.0)
+    big = pending("big", 2, submit=1.0)
+    small = pending("small", 1, submit=2.0)
+    plan = TIRESIAS.schedule(view(ONE_BY_4, (hold,), (big, small), now=3.0))
+    assert started(plan) == ["small"] and preempted(plan) == []
+
+
+def test_tiresias_rejects_unsorted_thresholds() -> None:
+    with pytest.raises(ValueError, match="ascend"):
+        TiresiasPolicy(thresholds=(100.0, 10.0))
+
+
+# ------------------------------------------------------------------- value density
+def test_value_density_orders_by_priority_over_remaining_time() -> None:
+    vd = ValueDensityPolicy()
+    short = pending("short", 1, expected_duration=100.0)
+    long_ = pending("long", 1, expected_duration=1000.0)
+    one = Cluster.homogeneous(1, 1)
+    assert started(vd.schedule(view(one, (), (long_, short)))) == ["short"]
+    important = pending("important", 1, expected_duration=1000.0, priority=4)  # 16 / 1000
+    assert started(vd.schedule(view(one, (), (short, important)))) == ["important"]
+    # density counts GPUs and time already run
+    wide = pending("wide", 2, expected_duration=100.0)
+    assert vd.density(wide, 0.0) == pytest.approx(1 / 200)
+    half = pending("half", 1, expected_duration=100.0, run_time=60.0)
+    assert vd.density(half, 0.0) == pytest.approx(1 / 40)
+
+
+def test_value_density_preempts_a_much_less_valuable_job() -> None:
+    one = Cluster.homogeneous(1, 1)
+    slow = running("slow", [(0, 0)], expected_duration=10_000.0)
+    quick = pending("quick", 1, expected_duration=10.0)
+    plan = ValueDensityPolicy().schedule(view(one, (slow,), (quick,)))
+    assert preempted(plan) == ["slow"] and started(plan) == ["quick"]
+
+
+def test_value_density_hysteresis_prevents_swapping_similar_jobs() -> None:
+    one = Cluster.homogeneous(1, 1)
+    runner = running("runner", [(0, 0)], expected_duration=120.0)  # 120 s left, 90 with credit
+    rival = pending("rival", 1, expected_duration=100.0)
+    plan = ValueDensityPolicy(restart_cost=30.0).schedule(view(one, (runner,), (rival,)))
+    assert preempted(plan) == [] and started(plan) == []
+    # without the restart credit the two would swap ...
+    plan = ValueDensityPolicy(restart_cost=0.0).schedule(view(one, (runner,), (rival,)))
+    assert preempted(plan) == ["runner"] and started(plan) == ["rival"]
+    # ... and with it, once swapped, they do not swap back
+    swapped = running("rival", [(0, 0)], expected_duration=100.0)
+    back = pending("runner", 1, expected_duration=120.0)
+    plan = ValueDensityPolicy(restart_cost=30.0).schedule(view(one, (swapped,), (back,)))
+    assert preempted(plan) == []
+
+
+# ---------------------------------------------------------------- all the policies
+POLICIES = (
+    FifoPolicy(),
+    FifoPolicy(backfill=True, placement="first-fit"),
+    SjfPolicy(),
+    PriorityPolicy(),
+    PriorityPolicy(placement="topology"),
+    TiresiasPolicy(thresholds=(200.0,)),
+    TiresiasPolicy(thresholds=(50.0, 500.0), placement="spread"),
+    ValueDensityPolicy(),
+)
+GPU_KINDS = (GpuType("small", 16 * GiB), GpuType("big", 80 * GiB))
+
+
+@st.composite
+def views(draw: st.DrawFn) -> ClusterView:
+    nodes = tuple(
+        Node(
+            f"n{i}",
+            draw(st.integers(1, 4)),
+            draw(st.sampled_from(GPU_KINDS)),
+            rack=f"rack-{i % 2}",
+        )
+        for i in range(draw(st.integers(1, 4)))
+    )
+    cluster = Cluster(nodes)
+    now = 1000.0
+    free = FreeMap(ClusterView(now, cluster))
+    run: list[JobStatus] = []
+    pend: list[JobStatus] = []
+    for i in range(draw(st.integers(0, 10))):
+        shared = draw(st.booleans()) and draw(st.booleans())
+        req = JobRequest(
+            id=f"j{i}",
+            submit_time=draw(st.floats(0.0, now)),
+            gpus=1 if shared else draw(st.integers(1, 6)),
+            priority=draw(st.integers(0, 2)),
+            gpu_memory=draw(st.integers(1, 20)) * GiB if shared else 0,
+            gpu_types=draw(st.sampled_from([frozenset(), frozenset({"big"})])),
+            preemptible=draw(st.booleans()) or draw(st.booleans()),
+            expected_duration=draw(st.one_of(st.none(), st.floats(10.0, 5000.0))),
+            seq=i,
+        )
+        alloc = free.place(req) if draw(st.booleans()) else None
+        service = draw(st.floats(0.0, 600.0))
+        if alloc is not None:
+            start = draw(st.floats(req.submit_time, now))
+            run.append(JobStatus(req, alloc, attained_service=service, last_start=start))
+        else:
+            pend.append(JobStatus(req, attained_service=service, run_time=service / req.gpus))
+    return ClusterView(now, cluster, running=tuple(run), pending=tuple(pend))
+
+
+def check_plan(v: ClusterView, plan: Plan) -> None:
+    pending_ids = {j.id for j in v.pending}
+    running_by_id = {j.id: j for j in v.running}
+    starts = started(plan)
+    assert len(set(starts)) == len(starts) and set(starts) <= pending_ids
+    assert set(starts).isdisjoint(plan.waiting)
+    assert set(starts) | set(plan.waiting) == pending_ids  # every pending job is accounted for
+    for job_id in preempted(plan):
+        assert running_by_id[job_id].request.preemptible
+    assert len(set(preempted(plan))) == len(plan.preempts)
+    free = FreeMap(v)
+    for job_id in preempted(plan):
+        free.release(running_by_id[job_id].allocation)
+    requests = {j.id: j.request for j in v.pending}
+    for start in plan.starts:
+        req = requests[start.job_id]
+        if not req.shares_gpu:
+            assert len(start.allocation.shares) == req.gpus == start.allocation.num_gpus
+        if req.gpu_types:
+            for share in start.allocation.shares:
+                assert v.cluster.nodes[share.node].gpu_type.name in req.gpu_types
+        free.take(start.allocation)  # raises PlacementError on over-allocation
+    assert (free.free_milli >= 0).all() and (free.free_memory >= 0).all()
+
+
+@settings(max_examples=60, deadline=None)
+@given(views())
+def test_plans_never_over_allocate_and_are_deterministic(v: ClusterView) -> None:
+    for policy in POLICIES:
+        plan = policy.schedule(v)
+        check_plan(v, plan)
+        assert policy.schedule(v) == plan  # same view, same plan (memo or not)
+        assert dataclasses.replace(policy).schedule(v) == plan  # a fresh instance agrees
+
+
+def test_check_plan_catches_over_allocation() -> None:
+    hold = running("hold", [(0, 0)])
+    bad = Plan(starts=(*FifoPolicy().schedule(view(ONE_BY_2, (), (pending("x"),))).starts,))
+    with pytest.raises(PlacementError):
+        check_plan(view(ONE_BY_2, (hold,), (pending("x"),)), bad)
+
+
+# ------------------------------------------------------------------------ registry
+def test_registry_builds_policies_with_options() -> None:
+    assert default_registry().names() == ["fifo", "priority", "sjf", "tiresias", "value-density"]
+    policy = make_policy("tiresias", thresholds=(3600.0,), placement="best-fit")
+    assert isinstance(policy, TiresiasPolicy)
+    assert policy.thresholds == (3600.0,) and policy.name == "tiresias"
+    assert make_policy("fifo", backfill=True) == FifoPolicy(backfill=True)
+
+
+def test_registry_unknown_name_lists_valid_names() -> None:
+    with pytest.raises(UnknownNameError) as info:
+        make_policy("drf")
+    for name in default_registry().names():
+        assert name in str(info.value)
+
+
+@pytest.mark.parametrize("option", ["bogus", "_memo"])
+def test_registry_rejects_unknown_options(option: str) -> None:
+    with pytest.raises(ConfigError) as info:
+        make_policy("tiresias", **{option: 1})
+    message = str(info.value)
+    assert repr(option) in message
+    assert "thresholds" in message and "placement" in message
+    assert "_memo" not in message.split("options:")[1]
+
+
+def test_registry_rejects_unknown_placement() -> None:
+    with pytest.raises(UnknownNameError) as info:
+        make_policy("fifo", placement="tightest")
+    assert all(s in str(info.value) for s in STRATEGIES)
+
+
+def test_registry_instances_are_independent() -> None:
+    mine = PolicyRegistry()
+    mine.register("mine", FifoPolicy)
+    with pytest.raises(ConfigError, match="already registered"):
+        mine.register("mine", SjfPolicy)
+    assert "mine" not in default_registry().names()
+    assert mine.create("mine") == FifoPolicy()
