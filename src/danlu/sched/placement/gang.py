@@ -191,7 +191,7 @@ class FreeMap:
         left_mem = self.free_memory[candidates] - req.gpu_memory
         left_milli = self.free_milli[candidates] - need_at
         if self.strategy == "fgd":
-            growth = self._fragmentation_growth(candidates, need_at)
+            growth = self._fragmentation_growth(candidates, need_at, req)
             best = candidates[np.lexsort((candidates, left_milli, growth))[0]]
         else:
             best = candidates[np.lexsort((candidates, left_milli, left_mem))[0]]
@@ -202,11 +202,15 @@ class FreeMap:
         self.take(alloc)
         return alloc
 
-    def _fragmentation_growth(self, gpus: IntArray, need: IntArray | int) -> FloatArray:
+    def _fragmentation_growth(
+        self, gpus: IntArray, need: IntArray | int, req: JobRequest
+    ) -> FloatArray:
         """How much each candidate GPU's node fragmentation grows if the share lands there."""
         if self._typical is None:
+            jobs = (*self._view.pending, *self._view.running)
+            # a view without jobs (a request placed on an idle snapshot): measure against it
             self._typical = typical_pods(
-                _share_shape(j.request) for j in (*self._view.pending, *self._view.running)
+                [_share_shape(j.request) for j in jobs] or [_share_shape(req)]
             )
         nodes = self._gpu_node[gpus]
         width = int(self._sizes.max())
