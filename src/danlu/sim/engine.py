@@ -314,7 +314,7 @@ class Simulator:
                 instant = max(next_tick, math.ceil(upcoming / interval) * interval)
             if cfg.event_rounds:
                 soonest = min(arrival_time, completion_time)
-                if self._now < soonest < instant:
+                if self._now <= soonest < instant:  # <=: arrivals at t = 0 too
                     instant = soonest
             if instant > cfg.max_time:
                 break
