@@ -81,8 +81,10 @@ def fragmentation(used_milli: npt.NDArray[np.int64], offsets: Sequence[int]) -> 
         return 0.0
     free_whole = (used_milli == 0).astype(np.int64)
     idx = np.asarray(offsets, dtype=np.int64)
-    free_per_node = np.add.reduceat(free_whole, idx)
     sizes = np.diff(np.append(idx, used_milli.size))
+    # bincount, not reduceat: reduceat miscounts nodes without GPUs (and fails on a last one)
+    node_of_gpu = np.repeat(np.arange(idx.size), sizes)
+    free_per_node = np.bincount(node_of_gpu, weights=free_whole, minlength=idx.size)
     total_free = int(free_per_node.sum())
     if total_free == 0:
         return 0.0
