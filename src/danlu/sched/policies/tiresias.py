@@ -73,15 +73,15 @@ class TiresiasPolicy:
             at_start = job.attained_service - base
             start_queue = bisect.bisect_right(thresholds, at_start)
             if start_queue > queue:  # crossed in an earlier run whose mark was lost
-                queue, entered = start_queue, job.last_start
+                queue, entered = start_queue, job.request.submit_time
             now_queue = bisect.bisect_right(thresholds, at_start + gpus * (now - job.last_start))
             if now_queue > queue and gpus > 0:
                 crossing = thresholds[now_queue - 1]
                 queue, entered = now_queue, job.last_start + (crossing - at_start) / gpus
             return queue, entered
         by_service = bisect.bisect_right(thresholds, job.attained_service - base)
-        if by_service > queue:
-            queue, entered = by_service, job.last_start or job.request.submit_time
+        if by_service > queue:  # same fallback as for a running job: no swapping back and forth
+            queue, entered = by_service, job.request.submit_time
         promotable = self.starvation_factor > 0 and queue > 0 and job.run_time > 0
         if promotable and now >= self._promotion_time(job):
             return 0, self._promotion_time(job)
