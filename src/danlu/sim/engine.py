@@ -231,6 +231,7 @@ class Simulator:
 
     def _complete(self, job: _Job, at: float) -> None:
         saved, self._now = self._now, at
+        job.progress.stop(at)  # settles the restart time paid in this last run
         self._release(job, at)
         self._move(job, JobState.SUCCEEDED, "finished")
         self._now = saved
