@@ -92,8 +92,8 @@ def test_fifo_backfill_lets_a_later_job_start() -> None:
 
 
 def test_fifo_starts_in_submission_order() -> None:
-    pend = (pending("c", 2, submit=3.0), pending("a", 2, submit=1.0), pending("b", 2, submit=2.0))
-    plan = FifoPolicy().schedule(view(ONE_BY_4, (), pend))
+    a, b, c = (pending(name, 2, submit=t) for name, t in (("a", 1.0), ("b", 2.0), ("c", 3.0)))
+    plan = FifoPolicy().schedule(view(ONE_BY_4, (), (c, a, b)))  # view order is not queue order
     assert started(plan) == ["a", "b"]
     assert "free" in plan.waiting["c"]
 
