@@ -58,21 +58,28 @@ def build_view(nodes: int, gpus: int, pending: int, running: int, seed: int = 0)
                 last_start=start,
             )
         )
-    pending_jobs = tuple(
-        JobStatus(
-            request=JobRequest(
-                id=f"p{i}",
-                submit_time=rng.uniform(now / 2, now),
-                gpus=rng.choice(SIZES),
-                priority=rng.choice([0, 0, 1, 2]),
-                seq=running + i,
-                expected_duration=rng.uniform(600, 86_400),
-            ),
-            attained_service=rng.choice([0.0, 0.0, rng.uniform(0, 200_000)]),
-        )
-        for i in range(pending)
+    pending_jobs = sorted(
+        (
+            JobStatus(
+                request=JobRequest(
+                    id=f"p{i}",
+                    submit_time=rng.uniform(now / 2, now),
+                    gpus=rng.choice(SIZES),
+                    priority=rng.choice([0, 0, 1, 2]),
+                    seq=running + i,
+                    expected_duration=rng.uniform(600, 86_400),
+                ),
+                attained_service=rng.choice([0.0, 0.0, rng.uniform(0, 200_000)]),
+            )
+            for i in range(pending)
+        ),
+        key=lambda j: j.request.submit_time,
     )
-    return ClusterView(time=now, cluster=cluster, running=tuple(running_jobs), pending=pending_jobs)
+    # Adapters number jobs in submission order (JobRequest.seq): renumber after sorting.
+    ordered = tuple(
+        replace(j, request=replace(j.request, seq=running + i)) for i, j in enumerate(pending_jobs)
+    )
+    return ClusterView(time=now, cluster=cluster, running=tuple(running_jobs), pending=ordered)
 
 
 def apply_plan(view: ClusterView, plan: Plan) -> ClusterView:

@@ -43,7 +43,8 @@ class JobRequest:
     """The user's (or a model's) estimate of the run time at ``gpus`` GPUs, in seconds."""
     project: str = "default"
     seq: int = 0
-    """Submission sequence number: breaks ties between equal ``submit_time``s."""
+    """Submission sequence number, increasing in submission order (by ``submit_time``, ties
+    broken by arrival): adapters number jobs as they are accepted."""
     batch_size: int | None = None
     """The global batch size the user asked for, when known."""
 

@@ -14,6 +14,7 @@ Formats, recognised from the CSV header:
 from __future__ import annotations
 
 import csv
+import dataclasses
 import math
 import random
 from collections.abc import Iterator
@@ -181,8 +182,15 @@ def load_workload(path: str | Path) -> Workload:
                 expected_duration=duration,
             )
             jobs.append(WorkloadJob(request, RigidWork(duration)))
+    return Workload(p.stem, kind, _in_submission_order(jobs))
+
+
+def _in_submission_order(jobs: list[WorkloadJob]) -> tuple[WorkloadJob, ...]:
+    """Sort by submission time (file order breaks ties) and number ``seq`` in that order."""
     jobs.sort(key=lambda j: (j.request.submit_time, j.request.seq))
-    return Workload(p.stem, kind, tuple(jobs))
+    return tuple(
+        WorkloadJob(dataclasses.replace(j.request, seq=i), j.work) for i, j in enumerate(jobs)
+    )
 
 
 def synthetic_workload(jobs: int = 200, seed: int = 0, hours: float = 8.0) -> Workload:
@@ -205,5 +213,4 @@ def synthetic_workload(jobs: int = 200, seed: int = 0, hours: float = 8.0) -> Wo
             expected_duration=duration,
         )
         out.append(WorkloadJob(request, RigidWork(duration)))
-    out.sort(key=lambda j: (j.request.submit_time, j.request.seq))
-    return Workload(f"synthetic-{jobs}-seed{seed}", "danlu", tuple(out))
+    return Workload(f"synthetic-{jobs}-seed{seed}", "danlu", _in_submission_order(out))

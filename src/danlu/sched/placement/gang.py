@@ -22,6 +22,7 @@ fragmentation is measured against the request shapes of the jobs in the view.
 
 from __future__ import annotations
 
+import bisect
 from typing import Final
 
 import numpy as np
@@ -64,6 +65,8 @@ class FreeMap:
         self._type_masks: dict[frozenset[str], BoolArray] = {}
         self._view = view
         self._typical: TypicalPods | None = None
+        self._buckets: list[list[int]] | None = None
+        """Node indices by free whole-GPU count (index), ascending: the best-fit fast path."""
 
     def _whole(self, index: slice | int) -> BoolArray:
         """Free as a whole: all compute and all memory unused."""
@@ -103,6 +106,9 @@ class FreeMap:
             return self._place_shared(req)
         if self.total_free < count:
             return None
+        if self.strategy in ("best-fit", "fgd") and not req.gpu_types and not req.gpu_memory:
+            chosen = self._best_fit_buckets(count)
+            return None if chosen is None else self._take_nodes(chosen)
         free = self.node_free
         mask = self._node_mask(req)
         if mask is not None:
@@ -112,6 +118,10 @@ class FreeMap:
         nodes = self._choose_nodes(free, count)
         if nodes is None:
             return None
+        return self._take_nodes(nodes)
+
+    def _take_nodes(self, nodes: list[tuple[int, int]]) -> Allocation:
+        """Take ``count`` idle GPUs on each ``(node, count)``, in that order."""
         shares: list[GpuShare] = []
         for node, take in nodes:
             start = int(self._offsets[node])
@@ -122,6 +132,29 @@ class FreeMap:
         alloc = Allocation(tuple(shares))
         self.take(alloc)
         return alloc
+
+    def _best_fit_buckets(self, count: int) -> list[tuple[int, int]] | None:
+        """Best-fit without constraints, in pure Python (no per-call numpy overhead)."""
+        buckets = self._buckets
+        if buckets is None:
+            buckets = [[] for _ in range(int(self._sizes.max(initial=0)) + 1)]
+            for node, free in enumerate(self.node_free.tolist()):
+                if free > 0:
+                    buckets[free].append(node)
+            self._buckets = buckets
+        for size in range(count, len(buckets)):
+            if buckets[size]:
+                return [(buckets[size][0], count)]
+        chosen: list[tuple[int, int]] = []
+        need = count
+        for size in range(len(buckets) - 1, 0, -1):
+            for node in buckets[size]:
+                take = min(need, size)
+                chosen.append((node, take))
+                need -= take
+                if need == 0:
+                    return chosen
+        return None
 
     def _node_gpu_memory(self) -> IntArray:
         return self._gpu_mem_cap[self._offsets] if len(self._offsets) else self._offsets
@@ -266,8 +299,14 @@ class FreeMap:
             is_whole = bool(self._whole(index))
             if was_whole != is_whole:
                 delta = 1 if is_whole else -1
-                self.node_free[share.node] += delta
+                old = int(self.node_free[share.node])
+                self.node_free[share.node] = old + delta
                 self.total_free += delta
+                if self._buckets is not None:
+                    if old > 0:
+                        self._buckets[old].remove(share.node)
+                    if old + delta > 0:
+                        bisect.insort(self._buckets[old + delta], share.node)
 
 
 def _lower(names: frozenset[str]) -> frozenset[str]:

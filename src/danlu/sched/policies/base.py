@@ -16,6 +16,8 @@ import math
 from collections.abc import Callable, Sequence
 from typing import Any, Protocol
 
+import numpy as np
+
 from danlu.core.cluster import MILLI_PER_GPU
 from danlu.sched.placement.gang import FreeMap
 from danlu.sched.view import ClusterView, JobStatus, Plan, Preempt, Start
@@ -34,15 +36,41 @@ class Policy(Protocol):
         ...
 
 
+_REASONS: dict[tuple[int, int], str] = {}
+
+
 def _why_not(free: FreeMap, job: JobStatus) -> str:
     req = job.request
     if req.shares_gpu:
         return f"no GPU has {req.gpu_milli} milli-GPU and {req.gpu_memory} bytes free" + (
             f" among types {sorted(req.gpu_types)}" if req.gpu_types else ""
         )
-    if free.total_free < req.gpus:
-        return f"needs {req.gpus} GPUs, {free.total_free} free"
-    return f"needs {req.gpus} GPUs; free GPUs are fragmented or of the wrong type"
+    if req.gpu_types or req.gpu_memory:
+        return f"needs {req.gpus} GPUs; free GPUs are fragmented or of the wrong type"
+    key = (req.gpus, free.total_free)
+    reason = _REASONS.get(key)
+    if reason is None:
+        reason = (
+            f"needs {req.gpus} GPUs, {free.total_free} free"
+            if free.total_free < req.gpus
+            else f"needs {req.gpus} GPUs; the {free.total_free} free GPUs are fragmented"
+        )
+        if len(_REASONS) < 4096:  # a bounded cache of immutable strings
+            _REASONS[key] = reason
+    return reason
+
+
+def order_by(jobs: Sequence[JobStatus], *keys: Sequence[float]) -> list[JobStatus]:
+    """``jobs`` sorted by ``keys`` (primary key first), ties in submission order.
+
+    One ``numpy.lexsort`` instead of a Python sort with tuple keys: several times faster on
+    queues of thousands of jobs.
+    """
+    if not jobs:
+        return []
+    seq = np.fromiter((j.request.seq for j in jobs), dtype=np.int64, count=len(jobs))
+    columns = [seq, *(np.asarray(k, dtype=np.float64) for k in reversed(keys))]
+    return [jobs[i] for i in np.lexsort(columns).tolist()]
 
 
 def queue_round(

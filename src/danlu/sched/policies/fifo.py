@@ -2,10 +2,13 @@
 
 from __future__ import annotations
 
+import operator
 from dataclasses import dataclass
 
 from danlu.sched.policies.base import queue_round
 from danlu.sched.view import ClusterView, Plan
+
+_SUBMISSION_ORDER = operator.attrgetter("request.seq")
 
 
 @dataclass(frozen=True)
@@ -21,5 +24,5 @@ class FifoPolicy:
     name: str = "fifo"
 
     def schedule(self, view: ClusterView) -> Plan:
-        order = sorted(view.pending, key=lambda j: (j.request.submit_time, j.id))
+        order = sorted(view.pending, key=_SUBMISSION_ORDER)
         return queue_round(view, order, self.placement, self.backfill)

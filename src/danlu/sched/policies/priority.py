@@ -6,7 +6,7 @@ import dataclasses
 import math
 from dataclasses import dataclass
 
-from danlu.sched.policies.base import preemptive_round, queue_round
+from danlu.sched.policies.base import order_by, preemptive_round, queue_round
 from danlu.sched.view import ClusterView, JobStatus, Plan
 
 
@@ -34,7 +34,11 @@ class PriorityPolicy:
             effective = req.priority + aging * max(0.0, now - req.submit_time)
             return (-effective, req.submit_time, req.id)
 
-        order = sorted(view.pending, key=queue_key)
+        effective = [
+            -(j.request.priority + aging * max(0.0, now - j.request.submit_time))
+            for j in view.pending
+        ]
+        order = order_by(view.pending, effective)
         plan = queue_round(view, order, self.placement, self.backfill)
         if not self.preempt or not plan.waiting or not view.running:
             return plan

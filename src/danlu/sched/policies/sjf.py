@@ -5,7 +5,7 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass
 
-from danlu.sched.policies.base import queue_round
+from danlu.sched.policies.base import order_by, queue_round
 from danlu.sched.view import ClusterView, JobStatus, Plan
 
 
@@ -29,4 +29,10 @@ class SjfPolicy:
         return (size, req.submit_time, req.id)
 
     def schedule(self, view: ClusterView) -> Plan:
-        return queue_round(view, sorted(view.pending, key=self._key), self.placement, self.backfill)
+        pending = view.pending
+        weight = self.by_gpu_time
+        sizes = [
+            (j.request.expected_duration or math.inf) * (max(j.request.gpus, 1) if weight else 1)
+            for j in pending
+        ]
+        return queue_round(view, order_by(pending, sizes), self.placement, self.backfill)
