@@ -209,6 +209,9 @@ def run(
 ) -> None:
     """Simulate one policy on one workload and print a summary."""
     try:
+        names = default_registry().names()
+        if policy not in names:
+            raise ConfigError(f"--policy: unknown policy {policy!r}; valid: {', '.join(names)}")
         wl = _load(workload, jobs, seed)
         config = SimConfig(interval=interval, restart_cost=restart_cost, event_rounds=event_rounds)
         cluster = Cluster.homogeneous(nodes, gpus_per_node)
