@@ -1,0 +1,182 @@
+"""``danlu sim`` through Typer's CliRunner: run, compare, pack, and flag errors."""
+
+from __future__ import annotations
+
+import json
+import statistics
+from pathlib import Path
+
+import pytest
+from typer.testing import CliRunner
+
+from danlu.cli.main import app
+from danlu.cli.sim import parse_options, parse_seeds
+from danlu.core.errors import ConfigError
+
+PNG_SIGNATURE = b"\x89PNG\r\n\x1a\n"
+
+
+@pytest.fixture
+def runner() -> CliRunner:
+    return CliRunner()
+
+
+def squash(text: str) -> str:
+    """Output without whitespace: Rich wraps long lines at the terminal width."""
+    return "".join(text.split())
+
+
+def test_sim_run_default_prints_a_table_and_writes_json(runner: CliRunner, tmp_path: Path) -> None:
+    out = tmp_path / "run.json"
+    result = runner.invoke(
+        app, ["sim", "run", "--policy", "fifo", "--jobs", "60", "--quiet", "--json", str(out)]
+    )
+    assert result.exit_code == 0, result.output
+    for label in ("average JCT (s)", "p99 JCT (s)", "makespan (s)", "fifo", "60 jobs on 64 GPUs"):
+        assert squash(label) in squash(result.output)
+    data = json.loads(out.read_text())
+    assert data["policy"] == "fifo" and data["total_gpus"] == 64
+    assert data["jobs"] == 60 and len(data["job_jcts"]) == 60
+    jcts = list(data["job_jcts"].values())
+    assert data["avg_jct"] == pytest.approx(statistics.fmean(jcts))
+    assert min(jcts) <= data["p99_jct"] <= max(jcts)
+    assert data["makespan"] > 0 and all(j > 0 for j in jcts)
+    assert {j["id"] for j in data["per_job"]} == set(data["job_jcts"])
+    assert "timeline" in data and "wall_seconds" in data
+
+
+def test_sim_run_options_change_the_result(runner: CliRunner, tmp_path: Path) -> None:
+    base, other = tmp_path / "a.json", tmp_path / "b.json"
+    common = ["sim", "run", "--policy", "tiresias", "--jobs", "40", "--quiet", "--nodes", "2"]
+    assert runner.invoke(app, [*common, "--json", str(base)]).exit_code == 0
+    result = runner.invoke(
+        app, [*common, "--option", "thresholds=[60]", "--option", "placement=best-fit",
+              "--json", str(other)]
+    )  # fmt: skip
+    assert result.exit_code == 0, result.output
+    assert json.loads(base.read_text())["total_gpus"] == 8
+    assert json.loads(base.read_text())["job_jcts"] != json.loads(other.read_text())["job_jcts"]
+
+
+def test_sim_run_plot_writes_a_png(runner: CliRunner, tmp_path: Path) -> None:
+    png = tmp_path / "timeline.png"
+    result = runner.invoke(
+        app, ["sim", "run", "--policy", "sjf", "--jobs", "30", "--quiet", "--plot", str(png)]
+    )
+    assert result.exit_code == 0, result.output
+    assert png.read_bytes()[:8] == PNG_SIGNATURE
+    assert png.stat().st_size > 1000
+
+
+def test_sim_compare(runner: CliRunner, tmp_path: Path) -> None:
+    out = tmp_path / "cmp.json"
+    result = runner.invoke(
+        app,
+        ["sim", "compare", "--policies", "fifo,sjf", "--jobs", "40", "--quiet", "--json", str(out)],
+    )
+    assert result.exit_code == 0, result.output
+    assert "fifo" in result.output and "sjf" in result.output
+    data = json.loads(out.read_text())
+    assert set(data) == {"fifo", "sjf"}
+    assert data["fifo"]["jobs"] == data["sjf"]["jobs"] == 40
+    # same workload, different order: SJF never has a larger average JCT here
+    assert data["sjf"]["avg_jct"] <= data["fifo"]["avg_jct"]
+
+
+def test_sim_pack_writes_allocation_ratio(runner: CliRunner, tmp_path: Path) -> None:
+    nodes = tmp_path / "nodes.csv"
+    nodes.write_text(
+        "sn,cpu_milli,memory_mib,gpu,model\n"
+        "n0,64000,262144,2,T4\nn1,64000,262144,4,T4\nn2,32000,65536,0,\n"
+    )
+    pods = tmp_path / "pods.csv"
+    pods.write_text(
+        "name,cpu_milli,memory_mib,num_gpu,gpu_milli,gpu_spec,qos,pod_phase\n"
+        "p0,4000,1024,1,500,,LS,Running\n"
+        "p1,4000,1024,1,250,,LS,Running\n"
+        "p2,8000,2048,2,1000,,BE,Running\n"
+        "p3,2000,512,1,1000,T4,LS,Running\n"
+        "p4,1000,512,0,0,,BE,Running\n"
+    )
+    out = tmp_path / "pack.json"
+    args = ["sim", "pack", "--pods", str(pods), "--nodes", str(nodes), "--policy", "best-fit"]
+    result = runner.invoke(app, [*args, "--seeds", "1,3-4", "--load", "0.5", "--json", str(out)])
+    assert result.exit_code == 0, result.output
+    assert "allocation_ratio" in result.output
+    data = json.loads(out.read_text())
+    assert data["seeds"] == [1, 3, 4] and len(data["per_seed"]) == 3
+    assert 0 < data["allocation_ratio"] <= 100
+    assert data["allocation_ratio"] == pytest.approx(
+        statistics.fmean(s["allocation_ratio"] for s in data["per_seed"])
+    )
+
+
+def bad_pack_args(tmp_path: Path) -> list[str]:
+    return ["sim", "pack", "--pods", str(tmp_path / "p.csv"), "--nodes", str(tmp_path / "n.csv")]
+
+
+@pytest.mark.parametrize(
+    ("args", "needle"),
+    [
+        (["sim", "run", "--policy", "nope", "--quiet"], "--policy"),
+        (["sim", "compare", "--policies", "fifo,nope", "--quiet"], "--policies"),
+        (["sim", "run", "--option", "thresholds", "--quiet"], "--option"),
+        (["sim", "run", "--policy", "fifo", "--option", "colour=1", "--quiet"], "'colour'"),
+    ],
+)
+def test_bad_flags_exit_2_naming_the_flag(runner: CliRunner, args: list[str], needle: str) -> None:
+    result = runner.invoke(app, args)
+    assert result.exit_code == 2
+    assert "error" in result.output and needle in result.output
+
+
+@pytest.mark.parametrize(
+    ("extra", "needle"),
+    [
+        (["--seeds", "5-1"], "--seeds"),
+        (["--seeds", "x"], "--seeds"),
+        (["--seeds", ","], "--seeds"),
+        (["--policy", "tightest"], "--policy"),
+        (["--load", "0"], "--load"),
+    ],
+)
+def test_bad_pack_flags_exit_2(
+    runner: CliRunner, tmp_path: Path, extra: list[str], needle: str
+) -> None:
+    result = runner.invoke(app, [*bad_pack_args(tmp_path), *extra])
+    assert result.exit_code == 2
+    assert needle in result.output
+
+
+def test_missing_files_exit_2_naming_the_file(runner: CliRunner, tmp_path: Path) -> None:
+    missing = tmp_path / "nowhere.csv"
+    result = runner.invoke(app, ["sim", "run", "--workload", str(missing), "--quiet"])
+    assert result.exit_code == 2
+    assert squash(str(missing)) in squash(result.output)
+    result = runner.invoke(app, [*bad_pack_args(tmp_path), "--seeds", "1"])
+    assert result.exit_code == 2
+    assert squash(str(tmp_path / "n.csv")) in squash(result.output)
+
+
+def test_pollux_workload_without_traces_exits_2(runner: CliRunner, tmp_path: Path) -> None:
+    workload = tmp_path / "pollux.csv"
+    workload.write_text("name,time,application,num_replicas,batch_size\nj,0,cifar10,1,128\n")
+    args = ["sim", "run", "--workload", str(workload), "--traces", str(tmp_path / "no"), "--quiet"]
+    result = runner.invoke(app, args)
+    assert result.exit_code == 2 and "--traces" in result.output
+
+
+def test_parse_seeds_and_options() -> None:
+    assert parse_seeds("42-44") == [42, 43, 44]
+    assert parse_seeds("1, 5-6,9") == [1, 5, 6, 9]
+    for bad in ("", "a-b", "3-1", "1.5"):
+        with pytest.raises(ConfigError, match="--seeds"):
+            parse_seeds(bad)
+    assert parse_options(["thresholds=[1, 2]", "backfill=true", "placement=best-fit"]) == {
+        "thresholds": (1, 2),
+        "backfill": True,
+        "placement": "best-fit",
+    }
+    assert parse_options(["aging-per-hour=2"]) == {"aging_per_hour": 2}
+    with pytest.raises(ConfigError, match="key=value"):
+        parse_options(["=1"])
