@@ -1,0 +1,53 @@
+"""Where jobs run: the :class:`Executor` interface, an in-memory fake for tests, and the local
+process executor. Imports only :mod:`danlu.core` of danlu; nothing heavy at import."""
+
+from danlu.executors.base import (
+    PREEMPTED_EXIT_CODE,
+    ExecStatus,
+    Executor,
+    GpuSharingExecutor,
+    GpuSlot,
+    Handle,
+    JobLaunch,
+    MultiNodeExecutor,
+    Outcome,
+    RunState,
+    StopReason,
+    classify_exit,
+    validate_job_id,
+)
+from danlu.executors.errors import (
+    ExecutorError,
+    InvalidLaunchError,
+    JobAlreadyRunningError,
+    LaunchError,
+    UnknownHandleError,
+)
+from danlu.executors.fake import FakeExecutor, FakeWorld, ManualClock, Script
+from danlu.executors.local import LocalExecutor
+
+__all__ = [
+    "PREEMPTED_EXIT_CODE",
+    "ExecStatus",
+    "Executor",
+    "ExecutorError",
+    "FakeExecutor",
+    "FakeWorld",
+    "GpuSharingExecutor",
+    "GpuSlot",
+    "Handle",
+    "InvalidLaunchError",
+    "JobAlreadyRunningError",
+    "JobLaunch",
+    "LaunchError",
+    "LocalExecutor",
+    "ManualClock",
+    "MultiNodeExecutor",
+    "Outcome",
+    "RunState",
+    "Script",
+    "StopReason",
+    "UnknownHandleError",
+    "classify_exit",
+    "validate_job_id",
+]

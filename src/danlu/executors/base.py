@@ -1,0 +1,306 @@
+"""The executor interface: where jobs run.
+
+An :class:`Executor` reports the cluster it can place on (:meth:`Executor.inventory`), starts a
+:class:`JobLaunch` and returns a :class:`Handle`, and reports the run's :class:`ExecStatus`
+when polled. It can preempt (SIGTERM, then SIGKILL after a grace period), cancel, tail logs, and
+after a control-plane restart re-attach to the runs it started (:meth:`Executor.adopt`).
+
+Optional capabilities are separate base classes, checked with ``isinstance``:
+:class:`MultiNodeExecutor` (one job across several hosts) and :class:`GpuSharingExecutor`
+(several jobs on one GPU, each capped to its memory share).
+
+Exit classification (:func:`classify_exit`): 0 is SUCCEEDED; :data:`PREEMPTED_EXIT_CODE` (75,
+the code ``danlu.train`` exits with after checkpointing on SIGTERM) is PREEMPTED; a CUDA or
+host out-of-memory error recognised in the log tail is OOM; anything else is FAILED.
+"""
+
+from __future__ import annotations
+
+import enum
+import re
+from abc import ABC, abstractmethod
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
+
+from danlu.core.cluster import Allocation, Cluster
+from danlu.executors.errors import InvalidLaunchError
+
+PREEMPTED_EXIT_CODE = 75
+"""Exit code of a job that checkpointed and stopped after SIGTERM (``danlu.train``'s contract;
+``EX_TEMPFAIL``). The executor classifies it as :attr:`Outcome.PREEMPTED`."""
+
+JOB_ID_RE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.-]{0,127}$")
+"""What a job id may look like: it becomes a file name, so no separators, no leading dot."""
+
+SHELL = "/bin/sh"
+
+# Text that identifies an out-of-memory death in the tail of a job's log.
+_CUDA_OOM = re.compile(
+    r"OutOfMemoryError|CUDA out of memory|CUDA error: out of memory|CUBLAS_STATUS_ALLOC_FAILED"
+)
+_HOST_OOM = re.compile(r"out of memory|MemoryError|oom[-_ ]kill|Killed process", re.IGNORECASE)
+KILLED_EXIT_CODE = 137
+"""128 + SIGKILL: what a shell reports for a process the kernel's OOM killer killed."""
+
+
+def validate_job_id(job_id: str, field_name: str = "job_id") -> str:
+    """Return ``job_id`` if it is safe as a file name, else raise :class:`InvalidLaunchError`.
+
+    1-128 letters, digits, ``.``, ``_`` or ``-``, starting with a letter or digit: no ``/``,
+    no ``..`` path component, nothing a path could escape its directory with.
+    """
+    if not isinstance(job_id, str) or not JOB_ID_RE.match(job_id):
+        raise InvalidLaunchError(
+            field_name,
+            f"{job_id!r} is not a valid job id; use 1-128 letters, digits, '.', '_' or '-', "
+            "starting with a letter or digit",
+        )
+    return job_id
+
+
+class Outcome(enum.Enum):
+    """How a finished run ended."""
+
+    SUCCEEDED = "SUCCEEDED"
+    FAILED = "FAILED"
+    OOM = "OOM"
+    PREEMPTED = "PREEMPTED"
+
+
+class RunState(enum.Enum):
+    """Whether a run still runs."""
+
+    RUNNING = "RUNNING"
+    EXITED = "EXITED"
+
+
+class StopReason(enum.Enum):
+    """Why the executor was asked to stop a run (recorded, so a restarted server learns it)."""
+
+    PREEMPT = "preempt"
+    CANCEL = "cancel"
+
+
+@dataclass(frozen=True, slots=True)
+class GpuSlot:
+    """One GPU given to a job: node index and GPU index in the executor's cluster, and the
+    memory the job may use on it (``None``: the whole GPU, no cap)."""
+
+    node: int
+    gpu: int
+    memory: int | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class JobLaunch:
+    """Everything an executor needs to start one run of a job.
+
+    ``argv`` is run as is, never through a shell, unless ``shell=True``: then ``argv`` must be
+    one string, run as ``["/bin/sh", "-c", argv[0]]``. ``env`` is the job's own environment; the
+    executor adds the danlu job environment (DESIGN.md, "Job environment") on top.
+    Directories left ``None`` get the executor's defaults.
+    """
+
+    job_id: str
+    argv: tuple[str, ...]
+    env: Mapping[str, str] = field(default_factory=dict)
+    gpus: tuple[GpuSlot, ...] = ()
+    shell: bool = False
+    workdir: str | None = None
+    log_dir: str | None = None
+    checkpoint_dir: str | None = None
+    restart_count: int = 0
+    batch_size: int | None = None
+    token: str | None = None
+    """Bearer token the job uses to report metrics (``DANLU_TOKEN``); never written to disk."""
+
+    def __post_init__(self) -> None:
+        validate_job_id(self.job_id)
+        object.__setattr__(self, "argv", tuple(self.argv))
+        object.__setattr__(self, "gpus", tuple(self.gpus))
+        if not self.argv or not all(isinstance(a, str) for a in self.argv):
+            raise InvalidLaunchError("argv", "give the command as a non-empty list of strings")
+        if self.shell and len(self.argv) != 1:
+            raise InvalidLaunchError(
+                "argv", "with shell=True give exactly one command string (run by /bin/sh -c)"
+            )
+        if any("\0" in a for a in self.argv):
+            raise InvalidLaunchError("argv", "an argument contains a NUL byte")
+        if self.restart_count < 0:
+            raise InvalidLaunchError("restart_count", "must be 0 or more")
+        if self.batch_size is not None and self.batch_size <= 0:
+            raise InvalidLaunchError("batch_size", "must be a positive integer")
+        for key, value in self.env.items():
+            if not key or "=" in key or "\0" in key or "\0" in value:
+                raise InvalidLaunchError(f"env.{key}", "not a valid environment variable")
+        for slot in self.gpus:
+            if slot.memory is not None and slot.memory <= 0:
+                raise InvalidLaunchError("gpus", f"memory share of {slot} must be positive")
+
+    @property
+    def command(self) -> list[str]:
+        """The argv actually executed (``/bin/sh -c`` only when ``shell`` was asked for)."""
+        return [SHELL, "-c", self.argv[0]] if self.shell else list(self.argv)
+
+    @property
+    def memory_limit(self) -> int | None:
+        """Bytes the job may use on each GPU when it shares one (the smallest capped slot)."""
+        caps = [s.memory for s in self.gpus if s.memory is not None]
+        return min(caps) if caps else None
+
+    @property
+    def nodes(self) -> tuple[int, ...]:
+        """Sorted distinct node indices of the allocation."""
+        return tuple(sorted({s.node for s in self.gpus}))
+
+    @staticmethod
+    def slots(allocation: Allocation, shared_memory: bool | None = None) -> tuple[GpuSlot, ...]:
+        """GPU slots from a core :class:`Allocation`: whole-GPU shares are uncapped, partial
+        shares (``milli < 1000``) capped to their memory. ``shared_memory=True`` caps every
+        share that names its memory."""
+        out = []
+        for share in allocation.shares:
+            capped = (shared_memory or not share.whole) and share.memory > 0
+            out.append(GpuSlot(share.node, share.gpu, share.memory if capped else None))
+        return tuple(out)
+
+
+@dataclass(frozen=True, slots=True)
+class Handle:
+    """Identifies one run: the job id and its attempt (the restart count it was launched with).
+
+    Plain data, so the control plane can store it and rebuild it after a restart."""
+
+    job_id: str
+    attempt: int = 0
+
+    @property
+    def key(self) -> str:
+        """A string form, ``job-id#attempt``."""
+        return f"{self.job_id}#{self.attempt}"
+
+
+@dataclass(frozen=True, slots=True)
+class ExecStatus:
+    """What an executor knows about a run when polled.
+
+    ``exit_code`` follows the shell convention: 128 + N when the process died from signal N
+    (``signal`` is then N). ``stop_reason`` says whether danlu asked it to stop; a run stopped
+    for preemption is PREEMPTED even when it had to be killed (``checkpointed`` is then False).
+    """
+
+    state: RunState
+    outcome: Outcome | None = None
+    exit_code: int | None = None
+    signal: int | None = None
+    stop_reason: StopReason | None = None
+    started_at: float | None = None
+    finished_at: float | None = None
+    message: str = ""
+
+    @property
+    def running(self) -> bool:
+        """True while the run has not exited."""
+        return self.state is RunState.RUNNING
+
+    @property
+    def checkpointed(self) -> bool:
+        """True when the job exited with the preemption code after writing a checkpoint."""
+        return self.exit_code == PREEMPTED_EXIT_CODE
+
+
+def classify_exit(
+    exit_code: int | None, log_tail: str = "", stop_reason: StopReason | None = None
+) -> Outcome:
+    """Classify an exited run.
+
+    0 -> SUCCEEDED; 75 -> PREEMPTED; a run killed after a preemption request -> PREEMPTED;
+    torch's ``OutOfMemoryError`` / "CUDA out of memory" in the log tail, or exit status 137
+    with an out-of-memory marker there (the kernel OOM killer, a MemoryError) -> OOM;
+    anything else (including an unknown exit code) -> FAILED.
+    """
+    if exit_code == 0:
+        return Outcome.SUCCEEDED
+    if exit_code == PREEMPTED_EXIT_CODE:
+        return Outcome.PREEMPTED
+    if stop_reason is StopReason.PREEMPT and exit_code is not None and exit_code > 128:
+        return Outcome.PREEMPTED
+    if _CUDA_OOM.search(log_tail):
+        return Outcome.OOM
+    if exit_code == KILLED_EXIT_CODE and _HOST_OOM.search(log_tail):
+        return Outcome.OOM
+    return Outcome.FAILED
+
+
+class Executor(ABC):
+    """Where jobs run. Implementations: :class:`~danlu.executors.fake.FakeExecutor` (tests),
+    :class:`~danlu.executors.local.LocalExecutor` (processes on this host)."""
+
+    @abstractmethod
+    def inventory(self) -> Cluster:
+        """The nodes and GPUs this executor can place jobs on (node/GPU indices of
+        :class:`GpuSlot` refer to it)."""
+
+    @abstractmethod
+    def submit(self, job: JobLaunch) -> Handle:
+        """Start one run of ``job`` and return its handle without waiting for it."""
+
+    @abstractmethod
+    def poll(self, handle: Handle) -> ExecStatus:
+        """The run's current status; never blocks on the job."""
+
+    @abstractmethod
+    def preempt(self, handle: Handle, grace_seconds: float) -> None:
+        """Ask the run to checkpoint and stop: SIGTERM now, SIGKILL after ``grace_seconds``.
+        Returns at once; poll to see it exit. A no-op for a run that already exited."""
+
+    @abstractmethod
+    def cancel(self, handle: Handle) -> None:
+        """Stop the run for good (SIGTERM, then SIGKILL after the executor's short grace)."""
+
+    @abstractmethod
+    def adopt(self) -> list[Handle]:
+        """Re-attach to runs started by an earlier instance (before a control-plane restart):
+        the handles of every run not yet :meth:`forget`-ten, still running or exited since."""
+
+    @abstractmethod
+    def logs(self, handle: Handle, offset: int = 0, limit: int = 1 << 20) -> tuple[bytes, int]:
+        """Up to ``limit`` bytes of the job's log from ``offset``, and the offset to ask next."""
+
+    def forget(self, handle: Handle) -> None:  # noqa: B027 - optional hook, default no-op
+        """Drop the executor's record of an exited run (its logs stay). Default: nothing."""
+
+    def close(self) -> None:  # noqa: B027 - optional hook, default no-op
+        """Release the executor's own resources; running jobs keep running."""
+
+
+class MultiNodeExecutor(Executor):
+    """Capability: one job may span several hosts (torchrun-style rendezvous)."""
+
+    @abstractmethod
+    def max_nodes_per_job(self) -> int:
+        """The most nodes one job may span."""
+
+
+class GpuSharingExecutor(Executor):
+    """Capability: several jobs may share one GPU, each told (and, where possible, held to)
+    its memory share through ``DANLU_GPU_MEMORY_LIMIT``."""
+
+    @abstractmethod
+    def max_jobs_per_gpu(self) -> int:
+        """The most jobs that may share one GPU."""
+
+
+def check_slots(cluster: Cluster, gpus: Sequence[GpuSlot]) -> None:
+    """Raise :class:`InvalidLaunchError` unless every slot names a GPU of ``cluster`` once."""
+    seen: set[tuple[int, int]] = set()
+    for slot in gpus:
+        if not 0 <= slot.node < len(cluster.nodes):
+            raise InvalidLaunchError("gpus", f"node {slot.node} is not in the executor's cluster")
+        if not 0 <= slot.gpu < cluster.nodes[slot.node].gpus:
+            raise InvalidLaunchError(
+                "gpus", f"GPU {slot.gpu} is not on node {cluster.nodes[slot.node].name}"
+            )
+        if (slot.node, slot.gpu) in seen:
+            raise InvalidLaunchError("gpus", f"GPU {slot.node}/{slot.gpu} is given twice")
+        seen.add((slot.node, slot.gpu))

@@ -1,0 +1,197 @@
+"""An in-memory executor for tests of the layers above (the reconcile loop, the API).
+
+Jobs "run" for a scripted duration on a manual clock and end with a scripted outcome; nothing
+is started. The runs live in a :class:`FakeWorld` that outlives any one executor instance, so
+a test can drop an executor, build a new one on the same world and check :meth:`adopt`::
+
+    world = FakeWorld()
+    ex = FakeExecutor(Cluster.homogeneous(1, 4), world)
+    world.script("train-1", duration=60, outcome=Outcome.SUCCEEDED)
+    h = ex.submit(JobLaunch("train-1", ("python", "train.py")))
+    world.clock.advance(61)
+    assert ex.poll(h).outcome is Outcome.SUCCEEDED
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+from danlu.core.cluster import Cluster
+from danlu.executors.base import (
+    PREEMPTED_EXIT_CODE,
+    ExecStatus,
+    GpuSharingExecutor,
+    Handle,
+    JobLaunch,
+    MultiNodeExecutor,
+    Outcome,
+    RunState,
+    StopReason,
+    check_slots,
+)
+from danlu.executors.errors import ExecutorError, JobAlreadyRunningError, UnknownHandleError
+
+_EXIT_CODES = {Outcome.SUCCEEDED: 0, Outcome.FAILED: 1, Outcome.OOM: 1, Outcome.PREEMPTED: 75}
+
+
+class ManualClock:
+    """A clock that moves only when told to."""
+
+    def __init__(self, start: float = 0.0) -> None:
+        self.now = start
+
+    def __call__(self) -> float:
+        return self.now
+
+    def advance(self, seconds: float) -> float:
+        """Move the clock forward and return the new time."""
+        if seconds < 0:
+            raise ExecutorError("a clock does not go backwards")
+        self.now += seconds
+        return self.now
+
+
+@dataclass(frozen=True, slots=True)
+class Script:
+    """How a fake run behaves: it ends ``duration`` seconds after start with ``outcome``;
+    on SIGTERM it checkpoints within ``checkpoint_seconds`` (None: it ignores SIGTERM and is
+    killed when the grace period ends)."""
+
+    duration: float = 1.0
+    outcome: Outcome = Outcome.SUCCEEDED
+    exit_code: int | None = None
+    log: bytes = b""
+    checkpoint_seconds: float | None = 0.0
+
+
+@dataclass
+class FakeRun:
+    """One fake run, as the world records it."""
+
+    launch: JobLaunch
+    script: Script
+    started_at: float
+    stop_reason: StopReason | None = None
+    stop_at: float | None = None
+    """When the run ends because it was asked to stop."""
+    stop_kills: bool = False
+    """True when it ends by SIGKILL (it ignored SIGTERM past the grace period)."""
+
+
+@dataclass
+class FakeWorld:
+    """The machines behind fake executors: runs, scripts and the clock, shared by instances."""
+
+    clock: ManualClock = field(default_factory=ManualClock)
+    default: Script = field(default_factory=Script)
+    scripts: dict[str, Script] = field(default_factory=dict)
+    runs: dict[str, FakeRun] = field(default_factory=dict)
+    launches: list[JobLaunch] = field(default_factory=list)
+    """Every launch ever submitted, in order (for assertions)."""
+
+    def script(self, job_id: str, **kwargs: object) -> Script:
+        """Script the next runs of ``job_id`` (keyword arguments of :class:`Script`)."""
+        made = Script(**kwargs)  # type: ignore[arg-type]
+        self.scripts[job_id] = made
+        return made
+
+
+class FakeExecutor(MultiNodeExecutor, GpuSharingExecutor):
+    """Runs nothing; reports scripted runs on a manual clock. Has every optional capability."""
+
+    def __init__(self, cluster: Cluster, world: FakeWorld | None = None) -> None:
+        self._cluster = cluster
+        self.world = world if world is not None else FakeWorld()
+
+    def inventory(self) -> Cluster:
+        """The cluster given at construction."""
+        return self._cluster
+
+    def max_nodes_per_job(self) -> int:
+        """Any number of nodes."""
+        return len(self._cluster.nodes)
+
+    def max_jobs_per_gpu(self) -> int:
+        """Any reasonable number of sharers."""
+        return 64
+
+    def submit(self, job: JobLaunch) -> Handle:
+        """Record the launch and start its scripted run now."""
+        check_slots(self._cluster, job.gpus)
+        old = self.world.runs.get(job.job_id)
+        if old is not None and self._status(old).running:
+            raise JobAlreadyRunningError(f"job {job.job_id} still runs")
+        script = self.world.scripts.get(job.job_id, self.world.default)
+        self.world.runs[job.job_id] = FakeRun(job, script, self.world.clock())
+        self.world.launches.append(job)
+        return Handle(job.job_id, job.restart_count)
+
+    def poll(self, handle: Handle) -> ExecStatus:
+        """The scripted status at the clock's current time."""
+        return self._status(self._run(handle))
+
+    def preempt(self, handle: Handle, grace_seconds: float) -> None:
+        """The run ends after its checkpoint time, or is killed after the grace period."""
+        self._stop(self._run(handle), StopReason.PREEMPT, grace_seconds)
+
+    def cancel(self, handle: Handle) -> None:
+        """The run ends now (killed)."""
+        self._stop(self._run(handle), StopReason.CANCEL, 0.0)
+
+    def adopt(self) -> list[Handle]:
+        """Every run of the world not forgotten."""
+        return [Handle(r.launch.job_id, r.launch.restart_count) for r in self.world.runs.values()]
+
+    def logs(self, handle: Handle, offset: int = 0, limit: int = 1 << 20) -> tuple[bytes, int]:
+        """The scripted log bytes."""
+        data = self._run(handle).script.log[offset : offset + limit]
+        return data, offset + len(data)
+
+    def forget(self, handle: Handle) -> None:
+        """Drop the run from the world."""
+        self.world.runs.pop(self._run(handle).launch.job_id)
+
+    def _run(self, handle: Handle) -> FakeRun:
+        run = self.world.runs.get(handle.job_id)
+        if run is None or run.launch.restart_count != handle.attempt:
+            raise UnknownHandleError(f"no fake run {handle.key}")
+        return run
+
+    def _stop(self, run: FakeRun, reason: StopReason, grace: float) -> None:
+        if not self._status(run).running:
+            return
+        now = self.world.clock()
+        ckpt = run.script.checkpoint_seconds
+        run.stop_reason = reason
+        if reason is StopReason.CANCEL or ckpt is None or ckpt > grace:
+            delay = 0.0 if reason is StopReason.CANCEL else grace
+            run.stop_at, run.stop_kills = now + delay, True
+        else:
+            run.stop_at, run.stop_kills = now + ckpt, False
+
+    def _status(self, run: FakeRun) -> ExecStatus:
+        now = self.world.clock()
+        natural = run.started_at + run.script.duration
+        end = natural if run.stop_at is None else min(natural, run.stop_at)
+        if now < end:
+            return ExecStatus(
+                RunState.RUNNING, stop_reason=run.stop_reason, started_at=run.started_at
+            )
+        if end < natural or (run.stop_at is not None and end == run.stop_at):
+            code: int | None = 137 if run.stop_kills else PREEMPTED_EXIT_CODE
+            preempted = run.stop_reason is StopReason.PREEMPT
+            outcome = Outcome.PREEMPTED if preempted else Outcome.FAILED
+        else:
+            outcome = run.script.outcome
+            code = run.script.exit_code
+            if code is None:
+                code = _EXIT_CODES[outcome]
+        return ExecStatus(
+            RunState.EXITED,
+            outcome=outcome,
+            exit_code=code,
+            signal=9 if code == 137 else None,
+            stop_reason=run.stop_reason,
+            started_at=run.started_at,
+            finished_at=end,
+        )

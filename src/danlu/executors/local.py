@@ -1,0 +1,357 @@
+"""The local executor: each job a process group on this host, supervised, adoptable.
+
+Every run is started through :mod:`danlu.executors.supervise` (in a new session, so it outlives
+the control plane), which starts the job's argv (never a shell unless the launch asks for one)
+in its own process group and records pid, start time and exit status as small JSON files under
+``STATE_DIR/runs/JOB_ID/``. A new :class:`LocalExecutor` on the same state directory re-attaches
+to every run an earlier instance started (:meth:`LocalExecutor.adopt`) and later sees its exit
+code. Pids are always checked together with their start time (``/proc/PID/stat``), so a reused
+pid is never signalled.
+
+Logs: stdout and stderr of the job go to ``LOG_DIR/JOB_ID.log`` (appended across restarts).
+File names come only from validated job ids, and every path is resolved and checked to stay in
+its directory.
+
+GPU pinning: ``CUDA_VISIBLE_DEVICES`` lists the host device indices of the allocation (with
+``CUDA_DEVICE_ORDER=PCI_BUS_ID`` so CUDA numbers GPUs as NVML does); a job without GPUs gets an
+empty ``CUDA_VISIBLE_DEVICES``. The job environment of DESIGN.md is set on top of the job's env.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import shutil
+import signal
+import subprocess
+import sys
+import time
+from collections.abc import Mapping
+from pathlib import Path
+from typing import Any
+
+from danlu.core.cluster import Cluster
+from danlu.executors import supervise
+from danlu.executors.base import (
+    ExecStatus,
+    GpuSharingExecutor,
+    Handle,
+    JobLaunch,
+    Outcome,
+    RunState,
+    StopReason,
+    check_slots,
+    classify_exit,
+    validate_job_id,
+)
+from danlu.executors.errors import (
+    ExecutorError,
+    InvalidLaunchError,
+    JobAlreadyRunningError,
+    LaunchError,
+    UnknownHandleError,
+)
+
+LOG_TAIL_BYTES = 64 * 1024
+"""How much of the end of a run's log is searched for out-of-memory markers."""
+START_TIMEOUT = 30.0
+"""Seconds a run may take to record its supervisor before it counts as lost."""
+SUPERVISOR = Path(supervise.__file__).resolve()
+
+
+def safe_child(base: Path, name: str) -> Path:
+    """``base / name``, resolved, refusing anything that would leave ``base``.
+
+    ``name`` must be a single file-name component; the resolved path (symlinks followed) must
+    have ``base`` (resolved) as its parent, else :class:`InvalidLaunchError`.
+    """
+    root = base.resolve()
+    if not name or name in {".", ".."} or "/" in name or "\0" in name:
+        raise InvalidLaunchError("job_id", f"{name!r} is not a plain file name")
+    path = (root / name).resolve()
+    if path.parent != root:
+        raise InvalidLaunchError("job_id", f"{name!r} escapes {root}")
+    return path
+
+
+class LocalExecutor(GpuSharingExecutor):
+    """Runs jobs as supervised process groups on this host.
+
+    ``cluster`` is what the executor may place on (normally
+    ``danlu.devices.discover().cluster()`` or a fake inventory's); ``devices`` maps
+    ``(node, gpu)`` to the value for ``CUDA_VISIBLE_DEVICES`` (default: the flat GPU number,
+    ``cluster.gpu_offset(node) + gpu``). ``base_env`` is the environment jobs start from (the
+    caller passes ``os.environ`` or a curated mapping; this module reads no environment).
+    ``cancel_grace`` is the SIGTERM-to-SIGKILL delay of :meth:`cancel`.
+    """
+
+    def __init__(
+        self,
+        cluster: Cluster,
+        state_dir: str | Path,
+        *,
+        log_dir: str | Path | None = None,
+        base_env: Mapping[str, str] | None = None,
+        api_url: str | None = None,
+        devices: Mapping[tuple[int, int], str] | None = None,
+        cancel_grace: float = 5.0,
+        python: str = sys.executable,
+        max_jobs_per_gpu: int = 16,
+    ) -> None:
+        self._cluster = cluster
+        self._runs = Path(state_dir).resolve() / "runs"
+        self._runs.mkdir(parents=True, exist_ok=True, mode=0o700)
+        self._log_dir = Path(log_dir) if log_dir is not None else self._runs.parent / "logs"
+        self._base_env = {k: v for k, v in (base_env or {}).items() if not k.startswith("DANLU_")}
+        self._api_url = api_url
+        self._devices = dict(devices) if devices is not None else None
+        self._cancel_grace = cancel_grace
+        self._python = python
+        self._max_jobs_per_gpu = max_jobs_per_gpu
+        self._children: dict[str, subprocess.Popen[bytes]] = {}
+
+    # -- capabilities -------------------------------------------------------------------------
+
+    def inventory(self) -> Cluster:
+        """The cluster given at construction."""
+        return self._cluster
+
+    def max_jobs_per_gpu(self) -> int:
+        """The most jobs that may share one GPU (a constructor setting)."""
+        return self._max_jobs_per_gpu
+
+    # -- environment --------------------------------------------------------------------------
+
+    def visible_devices(self, job: JobLaunch) -> str:
+        """The ``CUDA_VISIBLE_DEVICES`` value for ``job``'s allocation."""
+        out = []
+        for slot in job.gpus:
+            if self._devices is not None:
+                out.append(self._devices[(slot.node, slot.gpu)])
+            else:
+                out.append(str(self._cluster.gpu_offset(slot.node) + slot.gpu))
+        return ",".join(out)
+
+    def child_env(self, job: JobLaunch) -> dict[str, str]:
+        """The job's environment: ``base_env`` (without inherited ``DANLU_*``), the job's own
+        ``env``, then the danlu job environment and GPU pinning, which win."""
+        env = dict(self._base_env)
+        env.setdefault("PYTHONUNBUFFERED", "1")
+        env.update(job.env)
+        env["DANLU_JOB_ID"] = job.job_id
+        env["DANLU_RESTART_COUNT"] = str(job.restart_count)
+        env["CUDA_DEVICE_ORDER"] = "PCI_BUS_ID"
+        env["CUDA_VISIBLE_DEVICES"] = self.visible_devices(job)
+        optional = {
+            "DANLU_API_URL": self._api_url,
+            "DANLU_TOKEN": job.token,
+            "DANLU_CHECKPOINT_DIR": job.checkpoint_dir,
+            "DANLU_GPU_MEMORY_LIMIT": job.memory_limit,
+            "DANLU_BATCH_SIZE": job.batch_size,
+        }
+        for key, value in optional.items():
+            if value is not None:
+                env[key] = str(value)
+            else:
+                env.pop(key, None)
+        return env
+
+    # -- lifecycle ----------------------------------------------------------------------------
+
+    def submit(self, job: JobLaunch) -> Handle:
+        """Start ``job`` under a supervisor; raises :class:`JobAlreadyRunningError` while an
+        earlier run of the same job id still runs, :class:`LaunchError` when it cannot start."""
+        check_slots(self._cluster, job.gpus)
+        if any(s.memory is None for s in job.gpus) and job.memory_limit is not None:
+            raise InvalidLaunchError("gpus", "mix of whole GPUs and memory shares in one job")
+        run_dir = safe_child(self._runs, job.job_id)
+        if (run_dir / supervise.LAUNCH).exists():
+            old = self._read_launch(run_dir)
+            if old is not None and self._status(run_dir, old).running:
+                raise JobAlreadyRunningError(
+                    f"job {job.job_id} still runs (attempt {old['attempt']})"
+                )
+            shutil.rmtree(run_dir)
+        if job.workdir is not None and not Path(job.workdir).is_dir():
+            raise LaunchError(f"working directory {job.workdir!r} of job {job.job_id} is missing")
+        log_dir = Path(job.log_dir) if job.log_dir is not None else self._log_dir
+        log_dir.mkdir(parents=True, exist_ok=True)
+        log_path = safe_child(log_dir, f"{job.job_id}.log")
+        run_dir.mkdir(mode=0o700)
+        with open(log_path, "ab") as log:
+            offset = log.seek(0, os.SEEK_END)
+            supervise.write_json(
+                run_dir / supervise.LAUNCH,
+                {
+                    "job_id": job.job_id,
+                    "attempt": job.restart_count,
+                    "command": job.command,
+                    "log_path": str(log_path),
+                    "log_offset": offset,
+                    "cancel_grace": self._cancel_grace,
+                    "launched_at": time.time(),
+                },
+            )
+            try:
+                proc = subprocess.Popen(
+                    [self._python, "-I", str(SUPERVISOR), str(run_dir)],
+                    stdin=subprocess.DEVNULL,
+                    stdout=log,
+                    stderr=subprocess.STDOUT,
+                    env=self.child_env(job),
+                    cwd=job.workdir,
+                    start_new_session=True,
+                    close_fds=True,
+                )
+            except OSError as exc:
+                shutil.rmtree(run_dir, ignore_errors=True)
+                raise LaunchError(
+                    f"cannot start the supervisor of job {job.job_id}: {exc}"
+                ) from exc
+        self._children[job.job_id] = proc
+        supervise.write_json(
+            run_dir / "supervisor.json",
+            {"pid": proc.pid, "start": supervise.proc_start_time(proc.pid)},
+        )
+        return Handle(job.job_id, job.restart_count)
+
+    def poll(self, handle: Handle) -> ExecStatus:
+        """The run's status from its files; reaps the supervisor if this instance started it."""
+        run_dir, launch = self._load(handle)
+        return self._status(run_dir, launch)
+
+    def preempt(self, handle: Handle, grace_seconds: float) -> None:
+        """SIGTERM the job's process group now, SIGKILL it after ``grace_seconds``."""
+        self._stop(handle, StopReason.PREEMPT, grace_seconds)
+
+    def cancel(self, handle: Handle) -> None:
+        """SIGTERM the job's process group now, SIGKILL it after ``cancel_grace`` seconds."""
+        self._stop(handle, StopReason.CANCEL, self._cancel_grace)
+
+    def adopt(self) -> list[Handle]:
+        """Every run recorded in the state directory and not forgotten, running or exited."""
+        handles = []
+        for run_dir in sorted(self._runs.iterdir()):
+            launch = self._read_launch(run_dir)
+            if launch is not None and run_dir.name == launch.get("job_id"):
+                handles.append(Handle(run_dir.name, int(launch["attempt"])))
+        return handles
+
+    def logs(self, handle: Handle, offset: int = 0, limit: int = 1 << 20) -> tuple[bytes, int]:
+        """Bytes of the job's log file (all its runs) from ``offset``."""
+        _, launch = self._load(handle)
+        if offset < 0 or limit <= 0:
+            raise InvalidLaunchError("offset", "offset must be >= 0 and limit > 0")
+        try:
+            with open(launch["log_path"], "rb") as f:
+                f.seek(offset)
+                data = f.read(limit)
+        except FileNotFoundError:
+            return b"", offset
+        return data, offset + len(data)
+
+    def forget(self, handle: Handle) -> None:
+        """Delete the state of an exited run (the log stays)."""
+        run_dir, launch = self._load(handle)
+        if self._status(run_dir, launch).running:
+            raise ExecutorError(f"job {handle.job_id} still runs; stop it before forgetting it")
+        self._children.pop(handle.job_id, None)
+        shutil.rmtree(run_dir, ignore_errors=True)
+
+    def close(self) -> None:
+        """Reap supervisors that have exited; running jobs keep running."""
+        for proc in self._children.values():
+            proc.poll()
+
+    # -- internals ----------------------------------------------------------------------------
+
+    def _read_launch(self, run_dir: Path) -> dict[str, Any] | None:
+        launch = supervise.read_json(run_dir / supervise.LAUNCH)
+        if launch is None or not isinstance(launch.get("attempt"), int):
+            return None
+        return launch
+
+    def _load(self, handle: Handle) -> tuple[Path, dict[str, Any]]:
+        validate_job_id(handle.job_id)
+        run_dir = safe_child(self._runs, handle.job_id)
+        launch = self._read_launch(run_dir)
+        if launch is None or launch["attempt"] != handle.attempt:
+            raise UnknownHandleError(f"no run {handle.key} in {self._runs}")
+        return run_dir, launch
+
+    def _status(self, run_dir: Path, launch: dict[str, Any]) -> ExecStatus:
+        child = self._children.get(launch["job_id"])
+        if child is not None:
+            child.poll()  # reap our own supervisor so it does not linger as a zombie
+        job = supervise.read_json(run_dir / supervise.JOB) or {}
+        stop = supervise.read_json(run_dir / supervise.STOP) or {}
+        reason = StopReason(stop["reason"]) if stop.get("reason") else None
+        started = job.get("started_at", launch.get("launched_at"))
+        done = supervise.read_json(run_dir / supervise.EXIT)
+        if done is None:
+            sup = supervise.read_json(run_dir / "supervisor.json") or {}
+            pid = job.get("supervisor_pid", sup.get("pid"))
+            start = job.get("supervisor_start", sup.get("start"))
+            if supervise.alive(pid, start):
+                return ExecStatus(RunState.RUNNING, stop_reason=reason, started_at=started)
+            done = supervise.read_json(run_dir / supervise.EXIT)  # it may just have finished
+            if done is None:
+                if pid is None and time.time() - launch["launched_at"] < START_TIMEOUT:
+                    return ExecStatus(RunState.RUNNING, stop_reason=reason, started_at=started)
+                done = self._lost(run_dir, job)
+        code = done.get("exit_code")
+        if done.get("error") == "supervisor lost":
+            outcome = Outcome.PREEMPTED if reason is StopReason.PREEMPT else Outcome.FAILED
+        else:
+            outcome = classify_exit(code, self._log_tail(launch), reason)
+        return ExecStatus(
+            RunState.EXITED,
+            outcome=outcome,
+            exit_code=code,
+            signal=done.get("signal"),
+            stop_reason=reason,
+            started_at=started,
+            finished_at=done.get("finished_at"),
+            message=str(done.get("error", "")),
+        )
+
+    def _lost(self, run_dir: Path, job: dict[str, Any]) -> dict[str, Any]:
+        """The supervisor died without recording an exit: kill what is left, record that."""
+        if supervise.alive(job.get("pid"), job.get("start")):
+            with contextlib.suppress(ProcessLookupError, PermissionError):
+                os.killpg(int(job["pgid"]), signal.SIGKILL)
+        done = {
+            "exit_code": None,
+            "signal": None,
+            "finished_at": time.time(),
+            "error": "supervisor lost",
+        }
+        supervise.write_json(run_dir / supervise.EXIT, done)
+        return done
+
+    def _stop(self, handle: Handle, reason: StopReason, grace: float) -> None:
+        run_dir, launch = self._load(handle)
+        if not self._status(run_dir, launch).running:
+            return
+        supervise.write_json(
+            run_dir / supervise.STOP,
+            {"reason": reason.value, "grace": max(0.0, grace), "requested_at": time.time()},
+        )
+        job = supervise.read_json(run_dir / supervise.JOB) or {}
+        sup = supervise.read_json(run_dir / "supervisor.json") or {}
+        pid = job.get("supervisor_pid", sup.get("pid"))
+        if pid is not None and supervise.alive(pid, job.get("supervisor_start", sup.get("start"))):
+            with contextlib.suppress(ProcessLookupError):
+                os.kill(int(pid), signal.SIGTERM)
+        elif supervise.alive(job.get("pid"), job.get("start")):  # no supervisor: no grace
+            with contextlib.suppress(ProcessLookupError, PermissionError):
+                os.killpg(int(job["pgid"]), signal.SIGKILL)
+
+    def _log_tail(self, launch: dict[str, Any]) -> str:
+        try:
+            with open(launch["log_path"], "rb") as f:
+                end = f.seek(0, os.SEEK_END)
+                f.seek(max(int(launch.get("log_offset", 0)), end - LOG_TAIL_BYTES))
+                return f.read().decode("utf-8", "replace")
+        except OSError:
+            return ""

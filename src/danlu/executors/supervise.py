@@ -1,0 +1,168 @@
+"""The per-job supervisor: ``python -m danlu.executors.supervise RUN_DIR``.
+
+The local executor starts this tiny process (in a new session, so it outlives a control plane
+killed with SIGKILL) instead of the job itself. It reads ``RUN_DIR/launch.json``, starts the
+job's argv in a new process group with its own stdout/stderr (the job's log file) and the
+environment it was given, records the job's pid and start time in ``RUN_DIR/job.json``, waits
+for it, kills whatever is left of its process group, and writes the exit status to
+``RUN_DIR/exit.json``. Any executor instance can read those files: a child of a dead parent
+cannot be waited for, but its exit code is on disk.
+
+Stopping: the executor writes ``RUN_DIR/stop.json`` (``{"reason": ..., "grace": seconds}``) and
+sends SIGTERM to the supervisor, which forwards SIGTERM to the job's process group and sends
+SIGKILL to the group once the grace period has passed.
+
+Standard library only, so it also runs as a plain script under ``python -I`` (isolated from the
+job's PYTHONPATH and friends).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import os
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+from types import FrameType
+from typing import Any
+
+LAUNCH = "launch.json"
+JOB = "job.json"
+EXIT = "exit.json"
+STOP = "stop.json"
+SPAWN_FAILED_EXIT_CODE = 127
+"""Exit code recorded when the job's program could not be started (as a shell reports it)."""
+
+
+def write_json(path: Path, data: dict[str, Any]) -> None:
+    """Write ``data`` to ``path`` atomically (temporary file, fsync, rename), mode 0600."""
+    tmp = path.with_name(f".{path.name}.{os.getpid()}.tmp")
+    fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
+    with os.fdopen(fd, "w") as f:
+        json.dump(data, f)
+        f.flush()
+        os.fsync(f.fileno())
+    os.replace(tmp, path)
+
+
+def read_json(path: Path) -> dict[str, Any] | None:
+    """The JSON object in ``path``, or None when it is missing or unreadable."""
+    try:
+        data = json.loads(path.read_text())
+    except (OSError, ValueError):
+        return None
+    return data if isinstance(data, dict) else None
+
+
+def proc_start_time(pid: int) -> int | None:
+    """The start time of process ``pid`` (clock ticks since boot, /proc/PID/stat field 22), or
+    None when no such live process exists (a zombie counts as dead). Together with the pid it
+    identifies a process even after the pid is reused."""
+    try:
+        raw = Path(f"/proc/{pid}/stat").read_bytes()
+    except OSError:
+        return None
+    fields = raw[raw.rindex(b")") + 2 :].split()
+    if fields[0] in (b"Z", b"X"):
+        return None
+    return int(fields[19])
+
+
+def alive(pid: int | None, start: int | None) -> bool:
+    """True when process ``pid`` runs and is the one that started at ``start``."""
+    return pid is not None and start is not None and proc_start_time(pid) == start
+
+
+def exit_code_of(returncode: int) -> int:
+    """Popen's return code in the shell convention (128 + N for death by signal N)."""
+    return returncode if returncode >= 0 else 128 - returncode
+
+
+def main(argv: list[str]) -> int:
+    """Supervise one run; see the module docstring. Returns the supervisor's exit status."""
+    if len(argv) != 2:
+        print("usage: python -m danlu.executors.supervise RUN_DIR", file=sys.stderr)
+        return 2
+    run_dir = Path(argv[1])
+    spec = read_json(run_dir / LAUNCH)
+    if spec is None:
+        print(f"danlu supervisor: no readable {run_dir / LAUNCH}", file=sys.stderr)
+        return 2
+    child: subprocess.Popen[bytes] | None = None
+    stopping: list[bool] = []
+
+    def kill_group(sig: int) -> None:
+        if child is not None:
+            with contextlib.suppress(ProcessLookupError, PermissionError):
+                os.killpg(child.pid, sig)
+
+    def on_stop(signum: int, frame: FrameType | None) -> None:
+        stop = read_json(run_dir / STOP) or {}
+        grace = float(stop.get("grace", spec.get("cancel_grace", 5.0)))
+        if not stopping:
+            stopping.append(True)
+            signal.setitimer(signal.ITIMER_REAL, max(grace, 0.001))
+        kill_group(signal.SIGTERM)
+
+    def on_alarm(signum: int, frame: FrameType | None) -> None:
+        kill_group(signal.SIGKILL)
+
+    # Python-level handlers (unlike SIG_IGN) are reset to the default in the exec'ed job.
+    signal.signal(signal.SIGTERM, on_stop)
+    signal.signal(signal.SIGINT, on_stop)
+    signal.signal(signal.SIGALRM, on_alarm)
+    started = time.time()
+    try:
+        child = subprocess.Popen(
+            spec["command"],
+            cwd=spec.get("workdir"),
+            stdin=subprocess.DEVNULL,
+            start_new_session=True,
+            close_fds=True,
+        )
+    except OSError as exc:
+        print(f"danlu: cannot start {spec['command'][0]!r}: {exc}", file=sys.stderr, flush=True)
+        write_json(
+            run_dir / EXIT,
+            {
+                "exit_code": SPAWN_FAILED_EXIT_CODE,
+                "signal": None,
+                "finished_at": time.time(),
+                "error": str(exc),
+            },
+        )
+        return 0
+    me = os.getpid()
+    write_json(
+        run_dir / JOB,
+        {
+            "pid": child.pid,
+            "pgid": child.pid,
+            "start": proc_start_time(child.pid),
+            "supervisor_pid": me,
+            "supervisor_start": proc_start_time(me),
+            "started_at": started,
+        },
+    )
+    if stopping:  # a stop arrived before the job existed
+        kill_group(signal.SIGTERM)
+    returncode = child.wait()
+    signal.setitimer(signal.ITIMER_REAL, 0)
+    kill_group(signal.SIGKILL)  # stragglers of the job's process group (grandchildren)
+    code = exit_code_of(returncode)
+    write_json(
+        run_dir / EXIT,
+        {
+            "exit_code": code,
+            "signal": -returncode if returncode < 0 else None,
+            "finished_at": time.time(),
+        },
+    )
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main(sys.argv))

@@ -1,0 +1,297 @@
+"""The local executor with real processes: env, logs, classification, signals, adoption."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+
+from danlu.core.cluster import Cluster
+from danlu.executors import (
+    ExecStatus,
+    GpuSlot,
+    Handle,
+    InvalidLaunchError,
+    JobAlreadyRunningError,
+    JobLaunch,
+    LocalExecutor,
+    Outcome,
+    StopReason,
+    UnknownHandleError,
+)
+from danlu.executors.supervise import proc_start_time
+
+PY = sys.executable
+SRC = str(Path(__file__).resolve().parents[2] / "src")
+ENV = {"PATH": "/usr/bin:/bin", "PYTHONPATH": SRC, "DANLU_JOB_ID": "leaked-from-parent"}
+
+
+@pytest.fixture
+def ex(tmp_path: Path) -> LocalExecutor:
+    return LocalExecutor(
+        Cluster.homogeneous(1, 4, "A100-80GB"),
+        tmp_path / "state",
+        base_env=ENV,
+        api_url="http://127.0.0.1:8080",
+        cancel_grace=1.0,
+    )
+
+
+def wait(ex: LocalExecutor, handle: Handle, timeout: float = 15.0) -> ExecStatus:
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        status = ex.poll(handle)
+        if not status.running:
+            return status
+        time.sleep(0.02)
+    raise AssertionError(f"{handle} still running after {timeout}s")
+
+
+def wait_for(path: Path, timeout: float = 10.0) -> str:
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        if path.exists() and path.read_text().strip():
+            return path.read_text()
+        time.sleep(0.02)
+    raise AssertionError(f"{path} never written")
+
+
+def launch(job_id: str, code: str, **kwargs: object) -> JobLaunch:
+    return JobLaunch(job_id, (PY, "-c", code), **kwargs)  # type: ignore[arg-type]
+
+
+def test_job_succeeds_with_env_pinning_and_logs(ex: LocalExecutor, tmp_path: Path) -> None:
+    code = (
+        "import os, json; print(json.dumps({k: v for k, v in os.environ.items() "
+        "if k.startswith(('DANLU_', 'CUDA_', 'MY_'))}))"
+    )
+    job = launch(
+        "env-1",
+        code,
+        env={"MY_VAR": "x y", "DANLU_JOB_ID": "spoofed"},
+        gpus=(GpuSlot(0, 1, 20 * 2**30), GpuSlot(0, 3, 30 * 2**30)),
+        checkpoint_dir=str(tmp_path / "ckpt"),
+        restart_count=2,
+        batch_size=16,
+        token="tok",
+    )
+    handle = ex.submit(job)
+    assert handle == Handle("env-1", 2)
+    status = wait(ex, handle)
+    assert status.outcome is Outcome.SUCCEEDED and status.exit_code == 0
+    data, offset = ex.logs(handle)
+    env = json.loads(data.decode())
+    assert offset == len(data)
+    assert env == {
+        "MY_VAR": "x y",
+        "DANLU_JOB_ID": "env-1",
+        "DANLU_RESTART_COUNT": "2",
+        "DANLU_API_URL": "http://127.0.0.1:8080",
+        "DANLU_TOKEN": "tok",
+        "DANLU_CHECKPOINT_DIR": str(tmp_path / "ckpt"),
+        "DANLU_GPU_MEMORY_LIMIT": str(20 * 2**30),
+        "DANLU_BATCH_SIZE": "16",
+        "CUDA_VISIBLE_DEVICES": "1,3",
+        "CUDA_DEVICE_ORDER": "PCI_BUS_ID",
+    }
+    assert ex.logs(handle, offset) == (b"", offset)
+    assert (tmp_path / "state" / "logs" / "env-1.log").exists()
+
+
+def test_no_gpus_hides_all_and_device_map(tmp_path: Path) -> None:
+    ex = LocalExecutor(
+        Cluster.homogeneous(2, 2),
+        tmp_path,
+        base_env=ENV,
+        devices={(0, 0): "0", (0, 1): "2", (1, 0): "1", (1, 1): "3"},
+    )
+    assert ex.visible_devices(JobLaunch("a", ("x",), gpus=(GpuSlot(0, 1), GpuSlot(1, 0)))) == "2,1"
+    assert ex.child_env(JobLaunch("a", ("x",)))["CUDA_VISIBLE_DEVICES"] == ""
+    whole = JobLaunch("a", ("x",), gpus=(GpuSlot(0, 0),))
+    assert "DANLU_GPU_MEMORY_LIMIT" not in ex.child_env(whole)
+    with pytest.raises(InvalidLaunchError, match="GPU 5"):
+        ex.submit(JobLaunch("a", ("x",), gpus=(GpuSlot(0, 5),)))
+
+
+def test_failure_and_preempted_exit_codes(ex: LocalExecutor) -> None:
+    failed = ex.submit(launch("fail", "import sys; print('boom'); sys.exit(3)"))
+    preempted = ex.submit(launch("pre", "import sys; sys.exit(75)"))
+    status = wait(ex, failed)
+    assert (status.outcome, status.exit_code) == (Outcome.FAILED, 3)
+    status = wait(ex, preempted)
+    assert (status.outcome, status.exit_code, status.checkpointed) == (Outcome.PREEMPTED, 75, True)
+
+
+def test_oom_from_torch_text(ex: LocalExecutor) -> None:
+    code = (
+        "import sys; print('torch.OutOfMemoryError: CUDA out of memory. Tried to allocate 2 GiB',"
+        " file=sys.stderr); sys.exit(1)"
+    )
+    assert wait(ex, ex.submit(launch("oom", code))).outcome is Outcome.OOM
+
+
+def test_missing_program_fails_with_127(ex: LocalExecutor) -> None:
+    handle = ex.submit(JobLaunch("nope", ("/nonexistent/program",)))
+    status = wait(ex, handle)
+    assert (status.outcome, status.exit_code) == (Outcome.FAILED, 127)
+    assert b"cannot start" in ex.logs(handle)[0]
+
+
+def test_shell_metacharacters_are_literal(ex: LocalExecutor, tmp_path: Path) -> None:
+    marker = tmp_path / "pwned"
+    evil = f"; touch {marker} && echo $HOME `id` | cat > /dev/null"
+    code = "import sys, json; print(json.dumps(sys.argv[1:]))"
+    handle = ex.submit(JobLaunch("lit", (PY, "-c", code, evil, "$(id)", "*")))
+    assert wait(ex, handle).outcome is Outcome.SUCCEEDED
+    assert json.loads(ex.logs(handle)[0]) == [evil, "$(id)", "*"]
+    assert not marker.exists()
+
+
+def test_shell_only_when_asked(ex: LocalExecutor) -> None:
+    job = JobLaunch("sh", ("echo one && echo two",), shell=True)  # noqa: S604 - the explicit opt-in
+    assert job.command == ["/bin/sh", "-c", "echo one && echo two"]
+    assert wait(ex, ex.submit(job)).outcome is Outcome.SUCCEEDED
+    assert ex.logs(Handle("sh"))[0] == b"one\ntwo\n"
+    with pytest.raises(InvalidLaunchError, match="exactly one"):
+        JobLaunch("sh2", ("echo", "x"), shell=True)  # noqa: S604
+
+
+@pytest.mark.parametrize("bad", ["../../etc", "..", ".hidden", "a/b", "", "x" * 200, "a\0b"])
+def test_malicious_job_ids_are_rejected(ex: LocalExecutor, bad: str, tmp_path: Path) -> None:
+    with pytest.raises(InvalidLaunchError) as err:
+        JobLaunch(bad, ("true",))
+    assert err.value.field == "job_id"
+    with pytest.raises(InvalidLaunchError):
+        ex.poll(Handle(bad))
+    assert not (tmp_path / "etc").exists()
+
+
+def test_log_symlink_cannot_escape(ex: LocalExecutor, tmp_path: Path) -> None:
+    logs = tmp_path / "logs"
+    logs.mkdir()
+    (logs / "sneaky.log").symlink_to(tmp_path / "outside.log")
+    with pytest.raises(InvalidLaunchError, match="escapes"):
+        ex.submit(JobLaunch("sneaky", ("true",), log_dir=str(logs)))
+    assert not (tmp_path / "outside.log").exists()
+
+
+def test_preempt_checkpointing_job_exits_75(ex: LocalExecutor, tmp_path: Path) -> None:
+    ready = tmp_path / "ready"
+    code = (
+        "import signal, sys, time, pathlib\n"
+        "signal.signal(signal.SIGTERM, lambda *a: (print('checkpoint'), sys.exit(75)))\n"
+        f"pathlib.Path({str(ready)!r}).write_text('1')\n"
+        "time.sleep(60)\n"
+    )
+    handle = ex.submit(launch("ckpt", code))
+    wait_for(ready)
+    ex.preempt(handle, grace_seconds=10)
+    status = wait(ex, handle)
+    assert (status.outcome, status.exit_code, status.stop_reason) == (
+        Outcome.PREEMPTED,
+        75,
+        StopReason.PREEMPT,
+    )
+    assert b"checkpoint" in ex.logs(handle)[0]
+
+
+def test_sigterm_ignored_then_sigkill_whole_group(ex: LocalExecutor, tmp_path: Path) -> None:
+    pids = tmp_path / "pids"
+    code = (
+        "import os, signal, subprocess, sys, time, pathlib\n"
+        "signal.signal(signal.SIGTERM, signal.SIG_IGN)\n"
+        "child = subprocess.Popen([sys.executable, '-c', "
+        "'import signal, time; signal.signal(signal.SIGTERM, signal.SIG_IGN); time.sleep(60)'])\n"
+        f"pathlib.Path({str(pids)!r}).write_text(f'{{os.getpid()}} {{child.pid}}')\n"
+        "time.sleep(60)\n"
+    )
+    handle = ex.submit(launch("stubborn", code))
+    job_pid, grandchild = map(int, wait_for(pids).split())
+    t0 = time.monotonic()
+    ex.preempt(handle, grace_seconds=0.5)
+    time.sleep(0.2)
+    assert ex.poll(handle).running  # SIGTERM ignored: still alive within the grace period
+    status = wait(ex, handle)
+    assert 0.4 < time.monotonic() - t0 < 10
+    assert (status.exit_code, status.signal) == (137, 9)
+    assert status.outcome is Outcome.PREEMPTED and not status.checkpointed
+    deadline = time.monotonic() + 5
+    while proc_start_time(grandchild) is not None and time.monotonic() < deadline:
+        time.sleep(0.02)
+    assert proc_start_time(job_pid) is None
+    assert proc_start_time(grandchild) is None, "grandchild outlived its job's process group"
+
+
+def test_cancel_kills(ex: LocalExecutor) -> None:
+    handle = ex.submit(launch("long", "import time; time.sleep(60)"))
+    time.sleep(0.3)
+    ex.cancel(handle)
+    status = wait(ex, handle)
+    assert status.stop_reason is StopReason.CANCEL and status.outcome is Outcome.FAILED
+    assert status.exit_code == 128 + 15
+
+
+def test_resubmit_while_running_rejected_then_restart(ex: LocalExecutor) -> None:
+    handle = ex.submit(launch("again", "import time; time.sleep(60)"))
+    with pytest.raises(JobAlreadyRunningError):
+        ex.submit(launch("again", "pass", restart_count=1))
+    ex.cancel(handle)
+    wait(ex, handle)
+    second = ex.submit(launch("again", "print('second')", restart_count=1))
+    assert wait(ex, second).outcome is Outcome.SUCCEEDED
+    with pytest.raises(UnknownHandleError):
+        ex.poll(handle)  # attempt 0 was replaced by attempt 1
+    ex.forget(second)
+    assert ex.adopt() == []
+
+
+def test_adoption_after_executor_is_dropped(tmp_path: Path) -> None:
+    cluster = Cluster.homogeneous(1, 2)
+    go = tmp_path / "go"
+    code = (
+        "import pathlib, time, sys\n"
+        f"while not pathlib.Path({str(go)!r}).exists(): time.sleep(0.02)\n"
+        "print('done'); sys.exit(4)\n"
+    )
+    a = LocalExecutor(cluster, tmp_path / "state", base_env=ENV)
+    handle = a.submit(launch("adopt-me", code))
+    del a  # a crash: nothing cleaned up
+    b = LocalExecutor(cluster, tmp_path / "state", base_env=ENV)
+    assert b.adopt() == [handle]
+    assert b.poll(handle).running
+    go.write_text("1")
+    status = wait(b, handle)
+    assert (status.outcome, status.exit_code) == (Outcome.FAILED, 4)
+    assert b.logs(handle)[0] == b"done\n"
+
+
+def test_adoption_after_control_plane_sigkill(tmp_path: Path) -> None:
+    """The executor's process is killed with SIGKILL; the job and its supervisor live on."""
+    go = tmp_path / "go"
+    state = tmp_path / "state"
+    job = f"import pathlib, time\nwhile not pathlib.Path({str(go)!r}).exists(): time.sleep(0.02)\n"
+    script = (
+        "import sys, time\n"
+        "from danlu.core.cluster import Cluster\n"
+        "from danlu.executors import JobLaunch, LocalExecutor\n"
+        f"ex = LocalExecutor(Cluster.homogeneous(1, 1), {str(state)!r}, base_env={ENV!r})\n"
+        f"ex.submit(JobLaunch('survivor', (sys.executable, '-c', {job!r})))\n"
+        "print('started', flush=True)\n"
+        "time.sleep(60)\n"
+    )
+    plane = subprocess.Popen(
+        [PY, "-c", script], stdout=subprocess.PIPE, env={**ENV, "PYTHONPATH": SRC}
+    )
+    assert plane.stdout is not None
+    assert plane.stdout.readline() == b"started\n"
+    plane.kill()
+    plane.wait()
+    b = LocalExecutor(Cluster.homogeneous(1, 1), state, base_env=ENV)
+    (handle,) = b.adopt()
+    assert b.poll(handle).running
+    go.write_text("1")
+    assert wait(b, handle).outcome is Outcome.SUCCEEDED
