@@ -1,0 +1,139 @@
+"""What GPUs a host has: value types, and a fake inventory for machines without GPUs.
+
+An :class:`Inventory` is a tuple of :class:`NodeInventory`, each with GPUs of ONE type (a host
+with two GPU models becomes two nodes, since a :class:`~danlu.core.cluster.Node` has one GPU
+type). :meth:`Inventory.cluster` gives the scheduler's view; :meth:`Inventory.device_map` the
+``(node, gpu) -> CUDA_VISIBLE_DEVICES`` value map for the local executor.
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass
+
+from danlu.core.cluster import GPU_TYPES, Cluster, GpuType, Node, gpu_type
+from danlu.core.errors import ConfigError, SpecError, UnknownNameError
+from danlu.core.units import format_bytes, parse_bytes
+
+
+@dataclass(frozen=True, slots=True)
+class GpuInfo:
+    """One GPU as discovered: host device ``index`` (NVML / PCI order), ``uuid``, NVML's
+    ``name`` and the matching danlu :class:`GpuType`, memory in bytes, utilisation in percent,
+    temperature in degrees C and power in watts (None where unknown)."""
+
+    index: int
+    uuid: str
+    name: str
+    gpu_type: GpuType
+    memory_total: int
+    memory_used: int = 0
+    utilization: float | None = None
+    temperature: float | None = None
+    power: float | None = None
+
+    @property
+    def memory_free(self) -> int:
+        """Bytes not in use."""
+        return max(self.memory_total - self.memory_used, 0)
+
+
+@dataclass(frozen=True, slots=True)
+class NodeInventory:
+    """The GPUs of one type on one host."""
+
+    name: str
+    hostname: str
+    gpus: tuple[GpuInfo, ...]
+
+    def node(self) -> Node:
+        """The scheduler's :class:`Node`: its GPU type's memory is the smallest GPU's total."""
+        if not self.gpus:
+            return Node(self.name, 0)
+        kind = self.gpus[0].gpu_type
+        memory = min(g.memory_total for g in self.gpus)
+        return Node(self.name, len(self.gpus), GpuType(kind.name, memory))
+
+
+@dataclass(frozen=True, slots=True)
+class Inventory:
+    """All GPUs an executor can use; ``source`` is ``"nvml"`` or ``"fake"``."""
+
+    nodes: tuple[NodeInventory, ...]
+    source: str
+
+    def cluster(self, name: str = "local") -> Cluster:
+        """The scheduler's view of these nodes."""
+        return Cluster(tuple(n.node() for n in self.nodes), name)
+
+    def device_map(self) -> dict[tuple[int, int], str]:
+        """``(node, gpu)`` -> host device index, for ``CUDA_VISIBLE_DEVICES``."""
+        return {
+            (i, j): str(g.index) for i, n in enumerate(self.nodes) for j, g in enumerate(n.gpus)
+        }
+
+    @property
+    def gpus(self) -> tuple[GpuInfo, ...]:
+        """Every GPU, node by node."""
+        return tuple(g for n in self.nodes for g in n.gpus)
+
+    def describe(self) -> str:
+        """One line for the start-up banner, e.g. ``fake GPUs (no NVML): 4x A100-80GB 80.0GiB``."""
+        parts = [
+            f"{len(n.gpus)}x {n.gpus[0].gpu_type.name} {format_bytes(n.gpus[0].memory_total)}"
+            for n in self.nodes
+            if n.gpus
+        ]
+        label = "fake GPUs (not real hardware)" if self.source == "fake" else "GPUs from NVML"
+        return f"{label}: {', '.join(parts) or 'none'}"
+
+
+_FLAG = "--fake-gpus"
+_GROUP = re.compile(r"^\s*(\d+)\s*[xX]\s*([^:\s]+)\s*(?::\s*(\S+))?\s*$")
+
+
+def _fake_error(spec: str, why: str) -> ConfigError:
+    return ConfigError(
+        f"{_FLAG} {spec!r}: {why}; write COUNTxSIZE or COUNTxTYPE, comma-separated, optionally "
+        f"COUNTxSIZE:TYPE, e.g. {_FLAG} 4x80GiB or {_FLAG} 2xH100,4x40GiB:A100-40GB "
+        f"(types: {', '.join(GPU_TYPES)})"
+    )
+
+
+def fake_inventory(spec: str, hostname: str = "localhost") -> Inventory:
+    """An inventory of fake GPUs from ``--fake-gpus``: ``NxSIZE[,NxSIZE...]``, where SIZE is a
+    byte size (``80GiB``) or a GPU type (``H100``), optionally ``NxSIZE:TYPE``. Each group is one
+    node; device indices run across the groups. Raises :class:`ConfigError` naming the flag."""
+    nodes: list[NodeInventory] = []
+    index = 0
+    groups = [g for g in spec.split(",")] if spec.strip() else []
+    if not groups:
+        raise _fake_error(spec, "no GPUs given")
+    for number, group in enumerate(groups):
+        match = _GROUP.match(group)
+        if match is None:
+            raise _fake_error(spec, f"{group.strip()!r} is not COUNTxSIZE")
+        count, size, type_name = int(match.group(1)), match.group(2), match.group(3)
+        if count <= 0:
+            raise _fake_error(spec, f"{group.strip()!r} has no GPUs")
+        try:
+            if size[0].isdigit():
+                memory = parse_bytes(size, _FLAG)
+                kind = gpu_type(type_name) if type_name else GpuType("generic", memory)
+            else:
+                if type_name:
+                    raise _fake_error(spec, f"{group.strip()!r} names a type twice")
+                kind = gpu_type(size)
+                memory = kind.memory
+        except (SpecError, UnknownNameError) as exc:
+            raise _fake_error(spec, str(exc)) from None
+        if memory <= 0:
+            raise _fake_error(spec, f"{group.strip()!r} has no memory")
+        kind = GpuType(kind.name, memory)
+        gpus = []
+        for _ in range(count):
+            gpus.append(GpuInfo(index, f"GPU-fake-{index:04d}", f"Fake {kind.name}", kind, memory))
+            index += 1
+        name = hostname if len(groups) == 1 else f"{hostname}-{number}"
+        nodes.append(NodeInventory(name, hostname, tuple(gpus)))
+    return Inventory(tuple(nodes), "fake")

@@ -1,0 +1,115 @@
+"""Per-GPU metrics under the names of NVIDIA's DCGM exporter, for the server's ``/metrics``.
+
+Units as DCGM reports them: utilisation in percent, framebuffer memory in MiB, temperature in
+degrees C, power in watts. Labels: ``gpu`` (device index), ``UUID``, ``device``
+(``nvidia<index>``), ``modelName`` and ``Hostname``.
+"""
+
+from __future__ import annotations
+
+import contextlib
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass
+from types import ModuleType
+from typing import Any
+
+from danlu.core.cluster import MILLI_PER_GPU, Allocation
+from danlu.devices.inventory import GpuInfo, Inventory
+from danlu.devices.nvml import load_nvml, read_gpu
+
+_MiB = 1024**2
+
+METRICS: Mapping[str, str] = {
+    "DCGM_FI_DEV_GPU_UTIL": "GPU utilization (in %).",
+    "DCGM_FI_DEV_FB_USED": "Framebuffer memory used (in MiB).",
+    "DCGM_FI_DEV_FB_FREE": "Framebuffer memory free (in MiB).",
+    "DCGM_FI_DEV_GPU_TEMP": "GPU temperature (in C).",
+    "DCGM_FI_DEV_POWER_USAGE": "Power draw (in W).",
+}
+"""The exported metric names with DCGM-exporter's help texts (all gauges)."""
+
+IDLE_TEMP, IDLE_POWER, MAX_POWER = 30.0, 60.0, 400.0
+"""The fake GPUs' synthetic temperature (C) and power (W) at 0 % utilisation, and power at 100 %."""
+
+
+@dataclass(frozen=True, slots=True)
+class MetricSample:
+    """One gauge value: DCGM metric ``name``, its labels and value."""
+
+    name: str
+    labels: Mapping[str, str]
+    value: float
+
+
+def _samples(gpu: GpuInfo, hostname: str) -> list[MetricSample]:
+    labels = {
+        "gpu": str(gpu.index),
+        "UUID": gpu.uuid,
+        "device": f"nvidia{gpu.index}",
+        "modelName": gpu.name,
+        "Hostname": hostname,
+    }
+    values = {
+        "DCGM_FI_DEV_GPU_UTIL": gpu.utilization,
+        "DCGM_FI_DEV_FB_USED": gpu.memory_used / _MiB,
+        "DCGM_FI_DEV_FB_FREE": gpu.memory_free / _MiB,
+        "DCGM_FI_DEV_GPU_TEMP": gpu.temperature,
+        "DCGM_FI_DEV_POWER_USAGE": gpu.power,
+    }
+    return [MetricSample(k, labels, float(v)) for k, v in values.items() if v is not None]
+
+
+def synthetic(inventory: Inventory, allocations: Iterable[Allocation]) -> Inventory:
+    """The fake GPUs as if the allocations were running: memory used is the sum of the shares'
+    memory (capped at the total), utilisation the shares' compute (milli-GPU / 10), temperature
+    and power rising linearly with utilisation."""
+    used: dict[tuple[int, int], int] = {}
+    milli: dict[tuple[int, int], int] = {}
+    for allocation in allocations:
+        for share in allocation.shares:
+            key = (share.node, share.gpu)
+            used[key] = used.get(key, 0) + share.memory
+            milli[key] = milli.get(key, 0) + share.milli
+    nodes = []
+    for i, node in enumerate(inventory.nodes):
+        gpus = []
+        for j, gpu in enumerate(node.gpus):
+            util = min(100.0, 100.0 * milli.get((i, j), 0) / MILLI_PER_GPU)
+            gpus.append(
+                GpuInfo(
+                    gpu.index,
+                    gpu.uuid,
+                    gpu.name,
+                    gpu.gpu_type,
+                    gpu.memory_total,
+                    min(used.get((i, j), 0), gpu.memory_total),
+                    util,
+                    IDLE_TEMP + 0.5 * util,
+                    IDLE_POWER + (MAX_POWER - IDLE_POWER) * util / 100.0,
+                )
+            )
+        nodes.append(type(node)(node.name, node.hostname, tuple(gpus)))
+    return Inventory(tuple(nodes), inventory.source)
+
+
+def sample_metrics(
+    inventory: Inventory,
+    allocations: Iterable[Allocation] = (),
+    nvml: ModuleType | Any | None = None,
+) -> list[MetricSample]:
+    """Current per-GPU samples: read from NVML for an NVML inventory, synthesised from
+    ``allocations`` (node/GPU indices of ``inventory.cluster()``) for a fake one."""
+    if inventory.source != "nvml":
+        current = synthetic(inventory, allocations)
+        return [s for n in current.nodes for g in n.gpus for s in _samples(g, n.hostname)]
+    lib = load_nvml(nvml)
+    try:
+        return [
+            s
+            for n in inventory.nodes
+            for g in n.gpus
+            for s in _samples(read_gpu(lib, g.index), n.hostname)
+        ]
+    finally:
+        with contextlib.suppress(Exception):  # shutting down is best effort
+            lib.nvmlShutdown()

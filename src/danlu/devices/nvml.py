@@ -1,0 +1,125 @@
+"""GPU discovery through NVML (``nvidia-ml-py``, imported lazily as ``pynvml``).
+
+Every function takes an optional ``nvml`` module object so tests can inject a fake one.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import re
+import socket
+from types import ModuleType
+from typing import Any
+
+from danlu.core.cluster import GPU_TYPES, GpuType
+from danlu.devices.errors import DeviceUnavailableError
+from danlu.devices.inventory import GpuInfo, Inventory, NodeInventory
+
+_GiB = 1024**3
+_NVML_HINT = (
+    "install the NVIDIA driver and `pip install nvidia-ml-py`, or run without GPUs using "
+    "fake ones: --fake-gpus 4x80GiB"
+)
+
+
+def load_nvml(nvml: ModuleType | Any | None = None) -> Any:
+    """The NVML module (``pynvml``), initialised; :class:`DeviceUnavailableError` if absent."""
+    lib: Any = nvml
+    if lib is None:
+        try:
+            import pynvml  # optional: imported only when NVML is asked for
+
+            lib = pynvml
+        except ImportError:
+            raise DeviceUnavailableError(f"NVML is not installed; {_NVML_HINT}") from None
+    try:
+        lib.nvmlInit()
+    except Exception as exc:  # pynvml.NVMLError and friends: no driver, no device
+        raise DeviceUnavailableError(f"NVML cannot start ({exc}); {_NVML_HINT}") from None
+    return lib
+
+
+def _text(value: str | bytes) -> str:
+    return value.decode() if isinstance(value, bytes) else str(value)
+
+
+def type_from_name(name: str, memory: int) -> GpuType:
+    """danlu's :class:`GpuType` for an NVML device name, with the device's real memory.
+
+    ``"NVIDIA A100-SXM4-80GB"`` -> ``A100-80GB``, ``"Tesla V100-SXM2-16GB"`` -> ``V100-16GB``;
+    an unknown model keeps NVML's name."""
+    up = name.upper()
+    rules = [
+        (r"H200", "H200"),
+        (r"H100", "H100"),
+        (r"A100", "A100-80GB" if memory > 48 * _GiB else "A100-40GB"),
+        (r"V100", "V100-32GB" if memory > 20 * _GiB else "V100-16GB"),
+        (r"P100", "P100"),
+        (r"\bT4\b", "T4"),
+        (r"\bA10G?\b", "A10"),
+        (r"\bL4\b", "L4"),
+        (r"4090", "RTX4090"),
+        (r"K80", "K80"),
+    ]
+    for pattern, canonical in rules:
+        if re.search(pattern, up):
+            return GpuType(GPU_TYPES[canonical].name, memory)
+    return GpuType(name, memory)
+
+
+def read_gpu(nvml: Any, index: int) -> GpuInfo:
+    """One GPU's identity, memory, utilisation, temperature and power from NVML."""
+    handle = nvml.nvmlDeviceGetHandleByIndex(index)
+    name = _text(nvml.nvmlDeviceGetName(handle))
+    mem = nvml.nvmlDeviceGetMemoryInfo(handle)
+
+    def optional(read: Any) -> float | None:
+        try:
+            return float(read())
+        except Exception:  # a field this GPU or driver does not support
+            return None
+
+    power_mw = optional(lambda: nvml.nvmlDeviceGetPowerUsage(handle))
+    return GpuInfo(
+        index=index,
+        uuid=_text(nvml.nvmlDeviceGetUUID(handle)),
+        name=name,
+        gpu_type=type_from_name(name, int(mem.total)),
+        memory_total=int(mem.total),
+        memory_used=int(mem.used),
+        utilization=optional(lambda: nvml.nvmlDeviceGetUtilizationRates(handle).gpu),
+        temperature=optional(
+            lambda: nvml.nvmlDeviceGetTemperature(handle, nvml.NVML_TEMPERATURE_GPU)
+        ),
+        power=None if power_mw is None else power_mw / 1000.0,
+    )
+
+
+def discover(nvml: ModuleType | Any | None = None, hostname: str | None = None) -> Inventory:
+    """This host's GPUs from NVML, grouped into one node per GPU type (in device order).
+
+    Raises :class:`DeviceUnavailableError` (with the fix) when NVML is missing or finds no
+    GPU."""
+    lib = load_nvml(nvml)
+    host = hostname or socket.gethostname()
+    try:
+        gpus = [read_gpu(lib, i) for i in range(int(lib.nvmlDeviceGetCount()))]
+    except DeviceUnavailableError:
+        raise
+    except Exception as exc:
+        raise DeviceUnavailableError(
+            f"NVML failed reading the GPUs ({exc}); {_NVML_HINT}"
+        ) from None
+    finally:
+        with contextlib.suppress(Exception):  # shutting down is best effort
+            lib.nvmlShutdown()
+    if not gpus:
+        raise DeviceUnavailableError(f"NVML found no GPU; {_NVML_HINT}")
+    groups: dict[tuple[str, int], list[GpuInfo]] = {}
+    for gpu in gpus:
+        groups.setdefault((gpu.gpu_type.name, gpu.memory_total // _GiB), []).append(gpu)
+    nodes = tuple(
+        NodeInventory(host if len(groups) == 1 else f"{host}-{i}", host, tuple(members))
+        for i, members in enumerate(groups.values())
+    )
+    return Inventory(nodes, "nvml")

@@ -1,0 +1,181 @@
+"""GPU discovery with an injected fake NVML module, fake inventories and DCGM-named metrics."""
+
+from __future__ import annotations
+
+import shutil
+import types
+from typing import Any
+
+import pytest
+
+from danlu.core.cluster import Allocation, GpuShare
+from danlu.core.errors import ConfigError, DanluError
+from danlu.devices import (
+    METRICS,
+    DeviceUnavailableError,
+    discover,
+    fake_inventory,
+    sample_metrics,
+    type_from_name,
+)
+
+GiB, MiB = 1024**3, 1024**2
+
+
+class _Err(Exception):
+    pass
+
+
+def fake_nvml(gpus: list[dict[str, Any]], fail_init: bool = False) -> Any:
+    """A module object with the pynvml functions danlu calls."""
+    m = types.SimpleNamespace()
+    m.NVML_TEMPERATURE_GPU = 0
+    m.calls = []
+
+    def init() -> None:
+        m.calls.append("init")
+        if fail_init:
+            raise _Err("NVML Shared Library Not Found")
+
+    m.nvmlInit = init
+    m.nvmlShutdown = lambda: m.calls.append("shutdown")
+    m.nvmlDeviceGetCount = lambda: len(gpus)
+    m.nvmlDeviceGetHandleByIndex = lambda i: gpus[i]
+    m.nvmlDeviceGetName = lambda h: h["name"]
+    m.nvmlDeviceGetUUID = lambda h: h["uuid"]
+    m.nvmlDeviceGetMemoryInfo = lambda h: types.SimpleNamespace(
+        total=h["total"], used=h["used"], free=h["total"] - h["used"]
+    )
+    m.nvmlDeviceGetUtilizationRates = lambda h: types.SimpleNamespace(gpu=h["util"], memory=0)
+    m.nvmlDeviceGetTemperature = lambda h, sensor: h["temp"]
+
+    def power(h: dict[str, Any]) -> int:
+        if h.get("power") is None:
+            raise _Err("Not Supported")
+        return int(h["power"])
+
+    m.nvmlDeviceGetPowerUsage = power
+    return m
+
+
+def _gpu(i: int, name: str | bytes, total: int, **kw: Any) -> dict[str, Any]:
+    base = {"name": name, "uuid": f"GPU-{i}", "total": total, "used": 0, "util": 0, "temp": 40}
+    return base | kw
+
+
+def test_discover_parses_nvml_and_groups_by_type() -> None:
+    nvml = fake_nvml(
+        [
+            _gpu(0, "NVIDIA H100 80GB HBM3", 81559 * MiB, used=1024 * MiB, util=50, power=300_000),
+            _gpu(1, b"NVIDIA A100-SXM4-40GB", 40960 * MiB),
+            _gpu(2, "NVIDIA H100 80GB HBM3", 81559 * MiB),
+        ]
+    )
+    inv = discover(nvml, hostname="box")
+    assert inv.source == "nvml" and nvml.calls == ["init", "shutdown"]
+    assert [n.name for n in inv.nodes] == ["box-0", "box-1"]
+    h100 = inv.nodes[0].gpus[0]
+    assert (h100.index, h100.uuid, h100.gpu_type.name) == (0, "GPU-0", "H100")
+    assert (h100.memory_used, h100.memory_free) == (1024 * MiB, 80535 * MiB)
+    assert (h100.utilization, h100.temperature, h100.power) == (50.0, 40.0, 300.0)
+    assert inv.nodes[1].gpus[0].name == "NVIDIA A100-SXM4-40GB"
+    assert inv.nodes[1].gpus[0].power is None  # unsupported field -> None, not an error
+    cluster = inv.cluster()
+    assert [(n.gpus, n.gpu_type.name, n.gpu_type.memory) for n in cluster.nodes] == [
+        (2, "H100", 81559 * MiB),
+        (1, "A100-40GB", 40960 * MiB),
+    ]
+    assert inv.device_map() == {(0, 0): "0", (0, 1): "2", (1, 0): "1"}
+
+
+def test_no_nvml_is_a_clear_error() -> None:
+    with pytest.raises(DeviceUnavailableError, match="--fake-gpus") as err:
+        discover(fake_nvml([], fail_init=True))
+    assert isinstance(err.value, DanluError)
+    with pytest.raises(DeviceUnavailableError, match="no GPU"):
+        discover(fake_nvml([]))
+
+
+@pytest.mark.parametrize(
+    ("name", "memory", "expected"),
+    [
+        ("NVIDIA A100-SXM4-80GB", 80 * GiB, "A100-80GB"),
+        ("Tesla V100-SXM2-16GB", 16 * GiB, "V100-16GB"),
+        ("Tesla T4", 15 * GiB, "T4"),
+        ("NVIDIA A10G", 23 * GiB, "A10"),
+        ("NVIDIA GeForce RTX 4090", 24 * GiB, "RTX4090"),
+        ("NVIDIA L40S", 45 * GiB, "NVIDIA L40S"),
+    ],
+)
+def test_type_from_name(name: str, memory: int, expected: str) -> None:
+    assert type_from_name(name, memory).name == expected
+    assert type_from_name(name, memory).memory == memory
+
+
+def test_fake_inventory_forms() -> None:
+    inv = fake_inventory("4x80GiB", hostname="h")
+    assert inv.source == "fake" and len(inv.gpus) == 4
+    assert inv.cluster().nodes[0].gpus == 4
+    assert inv.cluster().nodes[0].gpu_type.memory == 80 * GiB
+    mixed = fake_inventory("2xH100, 4x40GiB:A100-40GB", hostname="h")
+    assert [(n.name, len(n.gpus), n.gpus[0].gpu_type.name) for n in mixed.nodes] == [
+        ("h-0", 2, "H100"),
+        ("h-1", 4, "A100-40GB"),
+    ]
+    assert [g.index for g in mixed.gpus] == list(range(6))
+    assert len({g.uuid for g in mixed.gpus}) == 6
+    assert "fake" in mixed.describe()
+
+
+@pytest.mark.parametrize("bad", ["", "4", "0x80GiB", "4x", "4xfoo", "4x80GiB:Nope", "x80GiB"])
+def test_fake_inventory_errors_name_the_flag(bad: str) -> None:
+    with pytest.raises(ConfigError, match="--fake-gpus") as err:
+        fake_inventory(bad)
+    assert "e.g. --fake-gpus 4x80GiB" in str(err.value)
+
+
+def test_fake_metrics_follow_allocations() -> None:
+    inv = fake_inventory("2x80GiB", hostname="h")
+    allocations = [
+        Allocation((GpuShare(0, 0, 500, 20 * GiB),)),
+        Allocation((GpuShare(0, 0, 500, 30 * GiB),)),
+    ]
+    samples = sample_metrics(inv, allocations)
+    assert {s.name for s in samples} == set(METRICS)
+    by = {(s.name, s.labels["gpu"]): s for s in samples}
+    assert by["DCGM_FI_DEV_FB_USED", "0"].value == 50 * 1024
+    assert by["DCGM_FI_DEV_FB_FREE", "0"].value == 30 * 1024
+    assert by["DCGM_FI_DEV_GPU_UTIL", "0"].value == 100
+    assert by["DCGM_FI_DEV_GPU_UTIL", "1"].value == 0
+    assert by["DCGM_FI_DEV_GPU_TEMP", "0"].value > by["DCGM_FI_DEV_GPU_TEMP", "1"].value
+    assert by["DCGM_FI_DEV_POWER_USAGE", "0"].value > by["DCGM_FI_DEV_POWER_USAGE", "1"].value
+    assert dict(by["DCGM_FI_DEV_FB_USED", "1"].labels) == {
+        "gpu": "1",
+        "UUID": "GPU-fake-0001",
+        "device": "nvidia1",
+        "modelName": "Fake generic",
+        "Hostname": "h",
+    }
+
+
+def test_nvml_metrics_are_read_fresh() -> None:
+    gpus = [_gpu(0, "NVIDIA H100 80GB HBM3", 80 * GiB, power=100_000)]
+    nvml = fake_nvml(gpus)
+    inv = discover(nvml, hostname="h")
+    gpus[0].update(used=8 * GiB, util=77, temp=70)
+    by = {s.name: s.value for s in sample_metrics(inv, nvml=nvml)}
+    assert by == {
+        "DCGM_FI_DEV_GPU_UTIL": 77,
+        "DCGM_FI_DEV_FB_USED": 8 * 1024,
+        "DCGM_FI_DEV_FB_FREE": 72 * 1024,
+        "DCGM_FI_DEV_GPU_TEMP": 70,
+        "DCGM_FI_DEV_POWER_USAGE": 100.0,
+    }
+
+
+@pytest.mark.gpu
+@pytest.mark.skipif(shutil.which("nvidia-smi") is None, reason="no NVIDIA GPU here")
+def test_real_nvml() -> None:
+    inv = discover()
+    assert inv.gpus and all(g.memory_total > 0 for g in inv.gpus)
+    assert {s.name for s in sample_metrics(inv)} >= {"DCGM_FI_DEV_FB_USED"}
