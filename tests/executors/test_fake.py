@@ -1,0 +1,103 @@
+"""The in-memory executor: scripted runs on a manual clock, stops, adoption, base helpers."""
+
+from __future__ import annotations
+
+import pytest
+
+from danlu.core.cluster import Allocation, Cluster, GpuShare
+from danlu.executors import (
+    FakeExecutor,
+    FakeWorld,
+    GpuSharingExecutor,
+    GpuSlot,
+    Handle,
+    JobAlreadyRunningError,
+    JobLaunch,
+    MultiNodeExecutor,
+    Outcome,
+    StopReason,
+    UnknownHandleError,
+    classify_exit,
+)
+
+
+def _job(job_id: str = "j", attempt: int = 0) -> JobLaunch:
+    return JobLaunch(job_id, ("python", "train.py"), restart_count=attempt)
+
+
+def test_scripted_run_on_manual_clock() -> None:
+    world = FakeWorld()
+    ex = FakeExecutor(Cluster.homogeneous(1, 4), world)
+    assert isinstance(ex, MultiNodeExecutor) and isinstance(ex, GpuSharingExecutor)
+    world.script("j", duration=10, outcome=Outcome.OOM, log=b"CUDA out of memory")
+    handle = ex.submit(_job())
+    assert ex.poll(handle).running
+    with pytest.raises(JobAlreadyRunningError):
+        ex.submit(_job(attempt=1))
+    world.clock.advance(10)
+    status = ex.poll(handle)
+    assert (status.outcome, status.finished_at) == (Outcome.OOM, 10)
+    assert ex.logs(handle, 5) == (b"out of memory", 18)
+    assert world.launches == [_job()]
+
+
+def test_preempt_checkpoints_or_is_killed_and_cancel() -> None:
+    world = FakeWorld()
+    ex = FakeExecutor(Cluster.homogeneous(1, 4), world)
+    world.script("ckpt", duration=100, checkpoint_seconds=2)
+    world.script("stubborn", duration=100, checkpoint_seconds=None)
+    a, b, c = (ex.submit(_job(n)) for n in ("ckpt", "stubborn", "cancel"))
+    ex.preempt(a, 5)
+    ex.preempt(b, 5)
+    ex.cancel(c)
+    world.clock.advance(2)
+    assert (ex.poll(a).outcome, ex.poll(a).exit_code) == (Outcome.PREEMPTED, 75)
+    assert ex.poll(b).running
+    assert ex.poll(c).stop_reason is StopReason.CANCEL and ex.poll(c).exit_code == 137
+    world.clock.advance(3)
+    status = ex.poll(b)
+    assert (status.outcome, status.exit_code, status.checkpointed) == (
+        Outcome.PREEMPTED,
+        137,
+        False,
+    )
+
+
+def test_adopt_from_a_new_instance_and_forget() -> None:
+    world = FakeWorld()
+    handle = FakeExecutor(Cluster.homogeneous(1, 1), world).submit(_job())
+    again = FakeExecutor(Cluster.homogeneous(1, 1), world)
+    assert again.adopt() == [handle]
+    again.forget(handle)
+    with pytest.raises(UnknownHandleError):
+        again.poll(handle)
+    with pytest.raises(UnknownHandleError):
+        again.poll(Handle("j", 3))
+
+
+def test_slots_from_allocation_and_memory_limit() -> None:
+    alloc = Allocation((GpuShare(0, 1, 1000, 80), GpuShare(0, 2, 500, 30)))
+    slots = JobLaunch.slots(alloc)
+    assert slots == (GpuSlot(0, 1, None), GpuSlot(0, 2, 30))
+    assert JobLaunch("x", ("a",), gpus=slots).memory_limit == 30
+    assert JobLaunch("x", ("a",), gpus=JobLaunch.slots(alloc, shared_memory=True)).nodes == (0,)
+
+
+@pytest.mark.parametrize(
+    ("code", "tail", "stop", "outcome"),
+    [
+        (0, "", None, Outcome.SUCCEEDED),
+        (75, "", None, Outcome.PREEMPTED),
+        (1, "", None, Outcome.FAILED),
+        (1, "torch.OutOfMemoryError: CUDA out of memory.", None, Outcome.OOM),
+        (137, "Out of memory: Killed process 123", None, Outcome.OOM),
+        (137, "", None, Outcome.FAILED),
+        (137, "", StopReason.PREEMPT, Outcome.PREEMPTED),
+        (143, "", StopReason.CANCEL, Outcome.FAILED),
+        (None, "", None, Outcome.FAILED),
+    ],
+)
+def test_classify_exit(
+    code: int | None, tail: str, stop: StopReason | None, outcome: Outcome
+) -> None:
+    assert classify_exit(code, tail, stop) is outcome
