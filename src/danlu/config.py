@@ -1,0 +1,160 @@
+"""Server-side settings: the ONLY server-side module that reads environment variables.
+
+==================== ===================================== ===================================
+variable             meaning                               default
+==================== ===================================== ===================================
+DANLU_HOME           state directory (DB, tokens, logs)    ``~/.danlu``
+DANLU_DATABASE_URL   SQLAlchemy URL (sqlite / postgresql)  ``sqlite:///{DANLU_HOME}/danlu.db``
+DANLU_POLICY         scheduling policy name                ``priority``
+DANLU_INTERVAL       seconds between reconcile rounds      ``2.0``
+DANLU_FAKE_GPUS      fake inventory, e.g. ``4x80GiB``      unset (use NVML)
+DANLU_PORT           HTTP port                             ``8470``
+==================== ===================================== ===================================
+
+Nothing is read at import: call :func:`load_settings`. Errors are
+:class:`~danlu.core.errors.ConfigError` naming the variable and the fix.
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from pydantic import Field, ValidationError, field_validator
+from pydantic_settings import BaseSettings, SettingsConfigDict
+
+from danlu.core.cluster import gpu_type
+from danlu.core.errors import ConfigError, SpecError, UnknownNameError
+from danlu.core.units import parse_bytes
+
+ENV_PREFIX = "DANLU_"
+_FAKE = re.compile(r"^\s*(?:(\d+)\s*[xX*]\s*)?(\d+)\s*[xX*]\s*([A-Za-z0-9.\-]+)\s*$")
+_HINTS: dict[str, str] = {
+    "home": "a directory path, e.g. DANLU_HOME=/var/lib/danlu",
+    "database_url": (
+        "an SQLAlchemy URL, e.g. sqlite:////var/lib/danlu/danlu.db or "
+        "postgresql+psycopg://user:password@host:5432/danlu"
+    ),
+    "policy": "a policy name, e.g. DANLU_POLICY=priority",
+    "interval": "a positive number of seconds, e.g. DANLU_INTERVAL=2.0",
+    "fake_gpus": "GPUs per node and memory or type, e.g. DANLU_FAKE_GPUS=4x80GiB or 2x8xH100",
+    "port": "a TCP port 1..65535, e.g. DANLU_PORT=8470",
+}
+
+
+@dataclass(frozen=True, slots=True)
+class FakeGpus:
+    """A fake inventory: ``nodes`` nodes of ``gpus`` GPUs with ``memory`` bytes each."""
+
+    nodes: int
+    gpus: int
+    memory: int
+    gpu_type: str = "generic"
+
+
+def parse_fake_gpus(value: str, variable: str = "DANLU_FAKE_GPUS") -> FakeGpus:
+    """Parse ``[NODES x] GPUS x (SIZE | TYPE)``: ``4x80GiB``, ``2x8xH100``, ``1x24GB``."""
+    match = _FAKE.match(value)
+    if match is None:
+        raise ConfigError(f"{variable}={value!r} is not a GPU inventory; use {_HINTS['fake_gpus']}")
+    nodes = int(match.group(1) or 1)
+    gpus = int(match.group(2))
+    what = match.group(3)
+    if nodes < 1 or gpus < 1:
+        raise ConfigError(f"{variable}={value!r}: node and GPU counts must be at least 1")
+    if what[0].isdigit():
+        try:
+            memory = parse_bytes(what, variable)
+        except SpecError as exc:
+            raise ConfigError(f"{variable}={value!r}: {exc.message}") from None
+        if memory <= 0:
+            raise ConfigError(f"{variable}={value!r}: GPU memory must be positive")
+        return FakeGpus(nodes, gpus, memory)
+    try:
+        kind = gpu_type(what)
+    except UnknownNameError as exc:
+        raise ConfigError(f"{variable}={value!r}: {exc}") from None
+    return FakeGpus(nodes, gpus, kind.memory, kind.name)
+
+
+def normalise_database_url(url: str) -> str:
+    """Map ``postgres://`` / ``postgresql://`` to the psycopg 3 driver; check the scheme."""
+    for prefix in ("postgres://", "postgresql://"):
+        if url.startswith(prefix):
+            return "postgresql+psycopg://" + url[len(prefix) :]
+    if url.startswith(("sqlite://", "postgresql+psycopg://")):
+        return url
+    raise ValueError(f"unsupported database URL scheme in {url.split(':', 1)[0]!r}")
+
+
+class Settings(BaseSettings):
+    """The server's settings, from ``DANLU_*`` environment variables or keyword overrides."""
+
+    model_config = SettingsConfigDict(env_prefix=ENV_PREFIX, extra="ignore", frozen=True)
+
+    home: Path = Field(default=Path("~/.danlu"))
+    database_url: str | None = None
+    policy: str = "priority"
+    interval: float = Field(default=2.0, gt=0)
+    fake_gpus: str | None = None
+    port: int = Field(default=8470, ge=1, le=65535)
+
+    @field_validator("home", mode="after")
+    @classmethod
+    def _home(cls, value: Path) -> Path:
+        return value.expanduser()
+
+    @field_validator("database_url", mode="after")
+    @classmethod
+    def _url(cls, value: str | None) -> str | None:
+        return normalise_database_url(value) if value else None
+
+    @field_validator("fake_gpus", mode="after")
+    @classmethod
+    def _fake(cls, value: str | None) -> str | None:
+        if value:
+            try:
+                parse_fake_gpus(value)
+            except ConfigError as exc:
+                raise ValueError(str(exc).split(": ", 1)[-1]) from None
+        return value or None
+
+    @field_validator("policy", mode="after")
+    @classmethod
+    def _policy(cls, value: str) -> str:
+        if not value.strip():
+            raise ValueError("the policy name is empty")
+        return value.strip()
+
+    @property
+    def db_url(self) -> str:
+        """The database URL, defaulting to SQLite under :attr:`home`."""
+        return self.database_url or f"sqlite:///{self.home / 'danlu.db'}"
+
+    @property
+    def admin_token_path(self) -> Path:
+        """Where the bootstrap admin token is written (mode 0600)."""
+        return self.home / "admin.token"
+
+    @property
+    def inventory(self) -> FakeGpus | None:
+        """The parsed fake inventory, or ``None`` to discover GPUs."""
+        return parse_fake_gpus(self.fake_gpus) if self.fake_gpus else None
+
+
+def load_settings(**overrides: Any) -> Settings:
+    """Read the settings (keyword overrides win over the environment).
+
+    Raises :class:`ConfigError` naming the ``DANLU_*`` variable and how to fix it.
+    """
+    try:
+        return Settings(**overrides)
+    except ValidationError as exc:
+        err = exc.errors()[0]
+        name = str(err["loc"][0]) if err["loc"] else ""
+        variable = ENV_PREFIX + name.upper()
+        msg = str(err.get("msg", "invalid value")).removeprefix("Value error, ")
+        hint = _HINTS.get(name, "")
+        raise ConfigError(f"{variable}: {msg}" + (f"; expected {hint}" if hint else "")) from None

@@ -1,0 +1,34 @@
+"""The control plane's store: engine/sessions, typed models and migrations."""
+
+from danlu.server.db.engine import Database, make_engine
+from danlu.server.db.migrate import current_revision, head_revision, upgrade_database
+from danlu.server.db.models import (
+    ApiToken,
+    Base,
+    Gpu,
+    Job,
+    JobEvent,
+    JobMetric,
+    Lease,
+    Node,
+    Project,
+    User,
+)
+
+__all__ = [
+    "ApiToken",
+    "Base",
+    "Database",
+    "Gpu",
+    "Job",
+    "JobEvent",
+    "JobMetric",
+    "Lease",
+    "Node",
+    "Project",
+    "User",
+    "current_revision",
+    "head_revision",
+    "make_engine",
+    "upgrade_database",
+]

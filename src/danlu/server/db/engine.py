@@ -1,0 +1,115 @@
+"""Engine and session factory: SQLite (WAL, foreign keys, busy timeout) or PostgreSQL (psycopg 3).
+
+SQLite transactions begin with ``BEGIN IMMEDIATE`` so that a transaction that reads and then
+writes never fails with "database is locked" half-way (writers queue on the busy timeout
+instead); sessions opened with :meth:`Database.read_session` use a plain deferred ``BEGIN`` and
+read a WAL snapshot concurrently with the writer.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from contextlib import contextmanager
+from pathlib import Path
+from typing import Any
+
+from sqlalchemy import Engine, create_engine, event
+from sqlalchemy.engine import make_url
+from sqlalchemy.orm import Session, sessionmaker
+
+from danlu.config import normalise_database_url
+from danlu.core.errors import ConfigError
+
+SQLITE_BUSY_TIMEOUT_MS = 30_000
+_READONLY = "danlu_readonly"
+
+
+def _sqlite_file(url: str) -> Path | None:
+    database = make_url(url).database
+    if not database or database == ":memory:" or database.startswith("file:"):
+        return None
+    return Path(database)
+
+
+def make_engine(url: str, echo: bool = False, pool_size: int = 10) -> Engine:
+    """Create an engine for ``url`` (``sqlite:///path`` or ``postgresql+psycopg://...``).
+
+    For a SQLite file the parent directory is created (mode 0700).
+    """
+    try:
+        url = normalise_database_url(url)
+    except ValueError as exc:
+        raise ConfigError(
+            f"DANLU_DATABASE_URL: {exc}; use sqlite:///PATH or postgresql+psycopg://..."
+        ) from None
+    if url.startswith("sqlite"):
+        path = _sqlite_file(url)
+        if path is not None:
+            path.parent.mkdir(parents=True, exist_ok=True, mode=0o700)
+        engine = create_engine(
+            url,
+            echo=echo,
+            connect_args={"check_same_thread": False, "timeout": SQLITE_BUSY_TIMEOUT_MS / 1000},
+        )
+        _configure_sqlite(engine)
+        return engine
+    return create_engine(
+        url, echo=echo, pool_size=pool_size, max_overflow=2 * pool_size, pool_pre_ping=True
+    )
+
+
+def _configure_sqlite(engine: Engine) -> None:
+    @event.listens_for(engine, "connect")
+    def _on_connect(dbapi_connection: Any, _record: Any) -> None:
+        # Let SQLAlchemy's "begin" event emit BEGIN itself (pysqlite would defer it).
+        dbapi_connection.isolation_level = None
+        cursor = dbapi_connection.cursor()
+        cursor.execute("PRAGMA journal_mode=WAL")
+        cursor.execute("PRAGMA foreign_keys=ON")
+        cursor.execute(f"PRAGMA busy_timeout={SQLITE_BUSY_TIMEOUT_MS}")
+        cursor.execute("PRAGMA synchronous=NORMAL")
+        cursor.close()
+
+    @event.listens_for(engine, "begin")
+    def _on_begin(connection: Any) -> None:
+        readonly = connection.get_execution_options().get(_READONLY, False)
+        connection.exec_driver_sql("BEGIN" if readonly else "BEGIN IMMEDIATE")
+
+
+class Database:
+    """An engine plus a session factory. Sessions do not expire objects on commit."""
+
+    def __init__(self, url: str, echo: bool = False) -> None:
+        self.url = normalise_database_url(url) if "://" in url else url
+        self.engine = make_engine(url, echo=echo)
+        self.sessionmaker = sessionmaker(self.engine, expire_on_commit=False)
+
+    @property
+    def dialect(self) -> str:
+        """``sqlite`` or ``postgresql``."""
+        return self.engine.dialect.name
+
+    @contextmanager
+    def session(self) -> Iterator[Session]:
+        """A read-write session: commits when the block ends, rolls back on an exception."""
+        with self.sessionmaker() as session:
+            try:
+                yield session
+                session.commit()
+            except BaseException:
+                session.rollback()
+                raise
+
+    @contextmanager
+    def read_session(self) -> Iterator[Session]:
+        """A session for reads (on SQLite it does not take the write lock); never commits."""
+        with self.sessionmaker() as session:
+            session.connection(execution_options={_READONLY: True})
+            try:
+                yield session
+            finally:
+                session.rollback()
+
+    def dispose(self) -> None:
+        """Close every pooled connection."""
+        self.engine.dispose()

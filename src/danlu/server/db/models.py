@@ -1,0 +1,229 @@
+"""SQLAlchemy 2 typed models of the control plane's store.
+
+Times are POSIX seconds (``float``), the clock the scheduler's :class:`ClusterView` uses, so
+nothing depends on a database's time-zone handling. Byte counts are 64-bit integers. JSON
+columns hold plain data (the validated spec, allocations, payloads): never pickles.
+
+The schema is created only by Alembic (``danlu.server.migrations``); the models and the first
+revision are checked against each other by the test suite.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from sqlalchemy import (
+    JSON,
+    BigInteger,
+    Boolean,
+    Double,
+    ForeignKey,
+    Index,
+    Integer,
+    MetaData,
+    String,
+    Text,
+    UniqueConstraint,
+)
+from sqlalchemy.orm import DeclarativeBase, Mapped, mapped_column, relationship
+
+NAMING = {
+    "ix": "ix_%(table_name)s_%(column_0_N_name)s",
+    "uq": "uq_%(table_name)s_%(column_0_N_name)s",
+    "ck": "ck_%(table_name)s_%(constraint_name)s",
+    "fk": "fk_%(table_name)s_%(column_0_name)s_%(referred_table_name)s",
+    "pk": "pk_%(table_name)s",
+}
+
+# An auto-incrementing 64-bit key: SQLite only auto-increments INTEGER PRIMARY KEY.
+BigId = BigInteger().with_variant(Integer, "sqlite")
+
+
+class Base(DeclarativeBase):
+    """Declarative base with a naming convention (stable constraint names for Alembic)."""
+
+    metadata = MetaData(naming_convention=NAMING)
+
+
+class LockMixin:
+    """Row-lock columns of the dstack-style pipelines (see :mod:`danlu.server.services.locks`).
+
+    A worker sets ``lock_token``/``lock_expires_at``/``lock_owner`` when it claims a row,
+    works outside any transaction, and writes back only if the token still matches.
+    """
+
+    lock_token: Mapped[str | None] = mapped_column(String(64), default=None)
+    lock_expires_at: Mapped[float | None] = mapped_column(Double, default=None)
+    lock_owner: Mapped[str | None] = mapped_column(String(100), default=None)
+
+
+class User(Base):
+    """A person or service account. ``role`` is ``admin`` or ``user``."""
+
+    __tablename__ = "users"
+
+    id: Mapped[int] = mapped_column(BigId, primary_key=True, autoincrement=True)
+    name: Mapped[str] = mapped_column(String(64), unique=True)
+    role: Mapped[str] = mapped_column(String(16), default="user")
+    created_at: Mapped[float] = mapped_column(Double)
+
+    tokens: Mapped[list[ApiToken]] = relationship(back_populates="user", passive_deletes=True)
+
+    @property
+    def is_admin(self) -> bool:
+        return self.role == "admin"
+
+
+class ApiToken(Base):
+    """An API token, stored hashed: ``sha256(token)`` plus a short public ``prefix`` to find
+    the row. The plain token is returned once, at issue."""
+
+    __tablename__ = "api_tokens"
+
+    id: Mapped[int] = mapped_column(BigId, primary_key=True, autoincrement=True)
+    user_id: Mapped[int] = mapped_column(ForeignKey("users.id", ondelete="CASCADE"), index=True)
+    name: Mapped[str] = mapped_column(String(64), default="")
+    prefix: Mapped[str] = mapped_column(String(16), index=True)
+    token_hash: Mapped[str] = mapped_column(String(64), unique=True)
+    created_at: Mapped[float] = mapped_column(Double)
+    last_used_at: Mapped[float | None] = mapped_column(Double, default=None)
+    revoked_at: Mapped[float | None] = mapped_column(Double, default=None)
+
+    user: Mapped[User] = relationship(back_populates="tokens")
+
+
+class Project(Base):
+    """A project (queue): a priority added to its jobs' priorities, and optional quotas.
+
+    ``quota_gpus`` / ``quota_gpu_memory``: most GPUs (whole-GPU equivalents, milli/1000) and
+    GPU bytes its running jobs may hold at once; ``None`` means unlimited.
+    """
+
+    __tablename__ = "projects"
+
+    id: Mapped[int] = mapped_column(BigId, primary_key=True, autoincrement=True)
+    name: Mapped[str] = mapped_column(String(64), unique=True)
+    priority: Mapped[int] = mapped_column(Integer, default=0)
+    quota_gpus: Mapped[float | None] = mapped_column(Double, default=None)
+    quota_gpu_memory: Mapped[int | None] = mapped_column(BigInteger, default=None)
+    created_at: Mapped[float] = mapped_column(Double)
+
+
+class Job(LockMixin, Base):
+    """One submitted job. ``seq`` (the key) is the submission order; ``id`` the public name.
+
+    ``state`` changes only through :func:`danlu.server.services.jobs.change_state`, which
+    writes a :class:`JobEvent` in the same transaction. ``version`` increments on every ORM
+    update and guards against lost updates (optimistic concurrency).
+    """
+
+    __tablename__ = "jobs"
+    __table_args__ = (Index("ix_jobs_state_seq", "state", "seq"),)
+
+    seq: Mapped[int] = mapped_column(BigId, primary_key=True, autoincrement=True)
+    id: Mapped[str] = mapped_column(String(32), unique=True)
+    name: Mapped[str] = mapped_column(String(64))
+    project_id: Mapped[int] = mapped_column(ForeignKey("projects.id"), index=True)
+    user_id: Mapped[int] = mapped_column(ForeignKey("users.id"), index=True)
+    priority: Mapped[int] = mapped_column(Integer, default=0)
+    spec: Mapped[dict[str, Any]] = mapped_column(JSON)
+    state: Mapped[str] = mapped_column(String(16))
+    restarts: Mapped[int] = mapped_column(Integer, default=0)
+    preemptions: Mapped[int] = mapped_column(Integer, default=0)
+    attempt: Mapped[int] = mapped_column(Integer, default=0)
+    """Incremented at every start and resize: the executor runs attempt N at most once."""
+    pending_reason: Mapped[str | None] = mapped_column(Text, default=None)
+    allocation: Mapped[list[dict[str, Any]] | None] = mapped_column(JSON, default=None)
+    """``[{"node": name, "gpu": index, "milli": int, "memory": bytes}, ...]`` or null."""
+    batch_size: Mapped[int | None] = mapped_column(Integer, default=None)
+    gpu_memory_per_gpu: Mapped[int | None] = mapped_column(BigInteger, default=None)
+    """Resolved bytes per GPU (an explicit spec value or the estimate for ``auto``)."""
+    submitted_at: Mapped[float] = mapped_column(Double)
+    started_at: Mapped[float | None] = mapped_column(Double, default=None)
+    last_start: Mapped[float | None] = mapped_column(Double, default=None)
+    finished_at: Mapped[float | None] = mapped_column(Double, default=None)
+    next_attempt_at: Mapped[float | None] = mapped_column(Double, default=None)
+    attained_service: Mapped[float] = mapped_column(Double, default=0.0)
+    run_time: Mapped[float] = mapped_column(Double, default=0.0)
+    exit_code: Mapped[int | None] = mapped_column(Integer, default=None)
+    checkpoint_step: Mapped[int | None] = mapped_column(BigInteger, default=None)
+    last_step: Mapped[int | None] = mapped_column(BigInteger, default=None)
+    cancel_requested_at: Mapped[float | None] = mapped_column(Double, default=None)
+    cancel_reason: Mapped[str | None] = mapped_column(Text, default=None)
+    marks: Mapped[dict[str, float] | None] = mapped_column(JSON, default=None)
+    version: Mapped[int] = mapped_column(Integer, default=1)
+
+    project: Mapped[Project] = relationship(lazy="joined", innerjoin=True)
+    user: Mapped[User] = relationship(lazy="joined", innerjoin=True)
+
+    __mapper_args__ = {"version_id_col": version}  # noqa: RUF012
+
+
+class JobEvent(Base):
+    """One state change of one job with its reason (``old`` is null for the submission)."""
+
+    __tablename__ = "job_events"
+
+    id: Mapped[int] = mapped_column(BigId, primary_key=True, autoincrement=True)
+    job_id: Mapped[str] = mapped_column(ForeignKey("jobs.id", ondelete="CASCADE"), index=True)
+    time: Mapped[float] = mapped_column(Double)
+    old: Mapped[str | None] = mapped_column(String(16))
+    new: Mapped[str] = mapped_column(String(16))
+    reason: Mapped[str] = mapped_column(Text, default="")
+
+
+class JobMetric(Base):
+    """A training metric record reported by ``danlu.train`` (step, time, JSON payload)."""
+
+    __tablename__ = "job_metrics"
+    __table_args__ = (Index("ix_job_metrics_job_id_step", "job_id", "step"),)
+
+    id: Mapped[int] = mapped_column(BigId, primary_key=True, autoincrement=True)
+    job_id: Mapped[str] = mapped_column(ForeignKey("jobs.id", ondelete="CASCADE"))
+    step: Mapped[int] = mapped_column(BigInteger)
+    time: Mapped[float] = mapped_column(Double)
+    data: Mapped[dict[str, Any]] = mapped_column(JSON)
+
+
+class Node(Base):
+    """A machine in the inventory. ``position`` orders nodes (their index in the view)."""
+
+    __tablename__ = "nodes"
+
+    id: Mapped[int] = mapped_column(BigId, primary_key=True, autoincrement=True)
+    name: Mapped[str] = mapped_column(String(128), unique=True)
+    position: Mapped[int] = mapped_column(Integer)
+    gpu_type: Mapped[str] = mapped_column(String(64))
+    rack: Mapped[str] = mapped_column(String(64), default="rack-0")
+    cpu_milli: Mapped[int] = mapped_column(BigInteger, default=0)
+    memory: Mapped[int] = mapped_column(BigInteger, default=0)
+    fake: Mapped[bool] = mapped_column(Boolean, default=False)
+    updated_at: Mapped[float] = mapped_column(Double)
+
+    gpus: Mapped[list[Gpu]] = relationship(
+        back_populates="node", order_by="Gpu.index", cascade="all, delete-orphan"
+    )
+
+
+class Gpu(Base):
+    """One GPU of a node: its index on the node, type name, memory in bytes, UUID if known."""
+
+    __tablename__ = "gpus"
+    __table_args__ = (UniqueConstraint("node_id", "index"),)
+
+    id: Mapped[int] = mapped_column(BigId, primary_key=True, autoincrement=True)
+    node_id: Mapped[int] = mapped_column(ForeignKey("nodes.id", ondelete="CASCADE"))
+    index: Mapped[int] = mapped_column(Integer)
+    gpu_type: Mapped[str] = mapped_column(String(64))
+    memory: Mapped[int] = mapped_column(BigInteger)
+    uuid: Mapped[str | None] = mapped_column(String(128), default=None)
+
+    node: Mapped[Node] = relationship(back_populates="gpus")
+
+
+class Lease(LockMixin, Base):
+    """A named singleton lock (e.g. ``scheduler``: one reconcile loop at a time)."""
+
+    __tablename__ = "leases"
+
+    id: Mapped[str] = mapped_column(String(64), primary_key=True)

@@ -1,0 +1,45 @@
+"""Server-side errors (subclasses of :class:`~danlu.core.errors.DanluError`).
+
+Until the lead moves them into ``danlu.core.errors`` they live here. Routes map them to HTTP:
+``AuthError`` 401, ``PermissionDenied`` 403, ``NotFoundError`` 404, ``ConflictError`` 409,
+``AdmissionError`` 422 (a spec that can never fit; names the field).
+"""
+
+from __future__ import annotations
+
+from danlu.core.errors import DanluError, UnschedulableError
+
+
+class AuthError(DanluError):
+    """No token, or a token that matches no user."""
+
+
+class PermissionDenied(DanluError):
+    """An authenticated user may not do this (someone else's job, an admin-only action)."""
+
+
+class NotFoundError(DanluError, LookupError):
+    """A job, project, user or node that does not exist. ``field`` names the lookup key."""
+
+    def __init__(self, kind: str, key: str, field: str = "id") -> None:
+        self.kind = kind
+        self.key = key
+        self.field = field
+        super().__init__(f"{kind} {key!r} not found")
+
+    def __str__(self) -> str:
+        return str(self.args[0])
+
+
+class ConflictError(DanluError):
+    """The request conflicts with the current state (cancel a finished job, a name taken,
+    a row changed concurrently)."""
+
+
+class AdmissionError(UnschedulableError):
+    """A spec that can never run here (cluster inventory or project quota); names the field."""
+
+    def __init__(self, field: str, message: str) -> None:
+        self.field = field
+        self.message = message
+        super().__init__(f"{field}: {message}")

@@ -1,0 +1,1 @@
+"""Alembic migrations of the danlu store (run by :func:`danlu.server.db.upgrade_database`)."""

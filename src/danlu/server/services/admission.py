@@ -1,0 +1,146 @@
+"""Admission: the schedulable request of a spec, and the reasons a spec can never run here."""
+
+from __future__ import annotations
+
+from danlu.core.cluster import MILLI_PER_GPU, Cluster, gpu_type
+from danlu.core.errors import SpecError, UnknownNameError
+from danlu.core.spec import JobSpec
+from danlu.core.units import format_bytes
+from danlu.sched.view import JobRequest
+from danlu.server.db.models import Project
+from danlu.server.errors import AdmissionError
+from danlu.server.services.projects import Usage, quota_excess
+
+
+def canonical_gpu_types(spec: JobSpec, cluster: Cluster) -> frozenset[str]:
+    """The spec's ``gpu_type`` names in the inventory's spelling (``a100`` -> ``A100-80GB``).
+
+    A name neither danlu nor the inventory knows is an :class:`AdmissionError`."""
+    present = {n.gpu_type.name.lower(): n.gpu_type.name for n in cluster.nodes}
+    out: set[str] = set()
+    for name in spec.resources.gpu_type:
+        if name.lower() in present:
+            out.add(present[name.lower()])
+            continue
+        try:
+            out.add(gpu_type(name).name)
+        except UnknownNameError:
+            known = sorted(set(present.values()))
+            raise AdmissionError(
+                "resources.gpu_type",
+                f"unknown GPU type {name!r}; this cluster has {', '.join(known) or 'no GPUs'}",
+            ) from None
+    return frozenset(out)
+
+
+def gpu_milli(spec: JobSpec) -> int:
+    """Compute share per GPU in thousandths (``gpu_fraction``; whole GPUs otherwise)."""
+    fraction = spec.resources.gpu_fraction
+    if fraction is None:
+        return MILLI_PER_GPU
+    return max(1, min(MILLI_PER_GPU, round(fraction * MILLI_PER_GPU)))
+
+
+def build_request(
+    job_id: str,
+    spec: JobSpec,
+    *,
+    submit_time: float,
+    seq: int,
+    priority: int,
+    gpu_memory: int | None,
+    gpu_types: frozenset[str] = frozenset(),
+) -> JobRequest:
+    """The :class:`JobRequest` the scheduler sees for ``spec`` (``gpu_memory``: resolved
+    bytes per GPU, ``None`` or 0 for whole GPUs)."""
+    res = spec.resources
+    gpus = res.gpus
+    return JobRequest(
+        id=job_id,
+        submit_time=submit_time,
+        gpus=gpus.min,
+        max_gpus=gpus.max if gpus.elastic else 0,
+        priority=priority,
+        gpu_milli=gpu_milli(spec),
+        gpu_memory=int(gpu_memory or 0),
+        gpu_types=gpu_types or frozenset(res.gpu_type),
+        cpu_milli=int(res.cpus * 1000),
+        memory=res.memory,
+        preemptible=spec.preemptible,
+        expected_duration=spec.training.expected_duration,
+        project=spec.project,
+        seq=seq,
+        batch_size=spec.training.global_batch_size,
+    )
+
+
+def check_spec_shape(spec: JobSpec) -> None:
+    """Rules on the spec itself that pydantic does not express."""
+    res = spec.resources
+    if res.gpus.min < 1:
+        raise SpecError("resources.gpus", "danlu schedules GPU jobs: ask for 1 GPU or more")
+    if res.gpu_fraction is not None and res.gpus.max > 1:
+        raise SpecError(
+            "resources.gpu_fraction", "a fraction applies to one GPU; use gpus: 1 with it"
+        )
+    if not spec.command:
+        raise SpecError("command", "this field is required: the argv list to run")
+
+
+def never_fits(request: JobRequest, cluster: Cluster) -> AdmissionError | None:
+    """Why ``request`` can never run on ``cluster`` (empty of other jobs), or ``None``."""
+    wanted = {t.lower() for t in request.gpu_types}
+    nodes = [n for n in cluster.nodes if not wanted or n.gpu_type.name.lower() in wanted]
+    kinds = f" of type {', '.join(sorted(request.gpu_types))}" if wanted else ""
+    total = sum(n.gpus for n in nodes)
+    if total == 0:
+        what = f"GPUs{kinds}" if wanted else "GPUs (no inventory reported yet)"
+        return AdmissionError(
+            "resources.gpu_type" if wanted else "resources.gpus", f"the cluster has no {what}"
+        )
+    if request.gpus > total:
+        return AdmissionError(
+            "resources.gpus", f"asks for {request.gpus} GPUs; the cluster has {total}{kinds}"
+        )
+    if request.gpu_memory:
+        biggest = max(n.gpu_type.memory for n in nodes)
+        if request.gpu_memory > biggest:
+            return AdmissionError(
+                "resources.gpu_memory",
+                f"asks for {format_bytes(request.gpu_memory)} per GPU; the largest GPU{kinds} "
+                f"has {format_bytes(biggest)}",
+            )
+        big_enough = sum(n.gpus for n in nodes if n.gpu_type.memory >= request.gpu_memory)
+        if request.gpus > big_enough:
+            return AdmissionError(
+                "resources.gpus",
+                f"asks for {request.gpus} GPUs with {format_bytes(request.gpu_memory)} each; "
+                f"the cluster has {big_enough} such GPUs{kinds}",
+            )
+    return None
+
+
+def minimum_usage(request: JobRequest, cluster: Cluster) -> Usage:
+    """The least a start of ``request`` holds (for quota admission): GPUs and bytes."""
+    wanted = {t.lower() for t in request.gpu_types}
+    sizes = [
+        n.gpu_type.memory
+        for n in cluster.nodes
+        if n.gpus and (not wanted or n.gpu_type.name.lower() in wanted)
+    ]
+    per_gpu = request.gpu_memory or (min(sizes) if sizes else 0)
+    if request.shares_gpu:
+        if request.gpu_milli < MILLI_PER_GPU or not sizes:
+            milli = request.gpu_milli
+        else:
+            milli = -(-MILLI_PER_GPU * request.gpu_memory // max(sizes))
+        return Usage(milli / MILLI_PER_GPU, per_gpu)
+    return Usage(float(request.gpus), per_gpu * request.gpus)
+
+
+def check_quota(request: JobRequest, project: Project, cluster: Cluster) -> None:
+    """Reject a request that alone exceeds its project's quota (it could never start)."""
+    reason = quota_excess(project, Usage(), minimum_usage(request, cluster))
+    if reason is not None:
+        field = "resources.gpu_memory" if "memory" in reason else "resources.gpus"
+        raise AdmissionError(field, f"can never start: {reason}")

@@ -1,0 +1,120 @@
+"""The GPU inventory: nodes and their GPUs, as reported by an executor or a fake config."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+
+from sqlalchemy import delete, select
+from sqlalchemy.orm import Session, selectinload
+
+from danlu.core.cluster import GPU_TYPES, Cluster, GpuType
+from danlu.core.cluster import Node as CoreNode
+from danlu.core.errors import ConfigError
+from danlu.core.state import JobState
+from danlu.server.db.models import Gpu, Job, Node
+from danlu.server.services.common import resolve_now
+
+
+@dataclass(frozen=True, slots=True)
+class ShareRecord:
+    """One GPU share held by a job (what ``danlu nodes`` / the cluster route show)."""
+
+    job_id: str
+    state: str
+    node: str
+    gpu: int
+    milli: int
+    memory: int
+
+
+def replace_inventory(
+    session: Session,
+    nodes: Sequence[CoreNode],
+    uuids: Mapping[str, Sequence[str]] | None = None,
+    fake: bool = False,
+    now: float | None = None,
+) -> list[Node]:
+    """Make the stored inventory exactly ``nodes`` (in this order), with optional GPU UUIDs
+    per node name. Nodes keep their names, so allocations stored by name stay valid."""
+    t = resolve_now(now)
+    names = [n.name for n in nodes]
+    if len(set(names)) != len(names):
+        raise ConfigError(f"duplicate node names in the inventory: {names}")
+    uuids = uuids or {}
+    existing = {n.name: n for n in session.scalars(select(Node).options(selectinload(Node.gpus)))}
+    for name in set(existing) - set(names):
+        session.delete(existing.pop(name))
+    session.flush()
+    rows: list[Node] = []
+    for position, spec in enumerate(nodes):
+        ids = list(uuids.get(spec.name, ()))
+        row = existing.get(spec.name)
+        if row is None:
+            row = Node(name=spec.name, position=position, gpu_type="", updated_at=t)
+            session.add(row)
+        row.position = position
+        row.gpu_type = spec.gpu_type.name
+        row.rack = spec.rack
+        row.cpu_milli = spec.cpu_milli
+        row.memory = spec.memory
+        row.fake = fake
+        row.updated_at = t
+        row.gpus = [
+            Gpu(
+                index=i,
+                gpu_type=spec.gpu_type.name,
+                memory=spec.gpu_type.memory,
+                uuid=ids[i] if i < len(ids) else None,
+            )
+            for i in range(spec.gpus)
+        ]
+        rows.append(row)
+    session.flush()
+    return rows
+
+
+def list_nodes(session: Session) -> list[Node]:
+    """The inventory in node order, GPUs loaded."""
+    query = select(Node).options(selectinload(Node.gpus)).order_by(Node.position, Node.id)
+    return list(session.scalars(query))
+
+
+def clear_inventory(session: Session) -> None:
+    """Remove every node and GPU."""
+    session.execute(delete(Node))
+    session.flush()
+
+
+def load_cluster(session: Session) -> Cluster:
+    """The inventory as a :class:`danlu.core.cluster.Cluster` (node index = position)."""
+    nodes: list[CoreNode] = []
+    for row in list_nodes(session):
+        memory = min((g.memory for g in row.gpus), default=0)
+        known = GPU_TYPES.get(row.gpu_type)
+        kind = (
+            known if known is not None and known.memory == memory else GpuType(row.gpu_type, memory)
+        )
+        nodes.append(
+            CoreNode(
+                name=row.name,
+                gpus=len(row.gpus),
+                gpu_type=kind,
+                cpu_milli=row.cpu_milli,
+                memory=row.memory,
+                rack=row.rack,
+            )
+        )
+    return Cluster(tuple(nodes), name="danlu")
+
+
+def list_shares(session: Session) -> list[ShareRecord]:
+    """Every GPU share held now (RUNNING and PREEMPTING jobs), by node and GPU."""
+    holding = (JobState.RUNNING.value, JobState.PREEMPTING.value)
+    rows = session.execute(select(Job.id, Job.state, Job.allocation).where(Job.state.in_(holding)))
+    out = [
+        ShareRecord(job_id, state, s["node"], int(s["gpu"]), int(s["milli"]), int(s["memory"]))
+        for job_id, state, allocation in rows
+        for s in allocation or ()
+    ]
+    return sorted(out, key=lambda r: (r.node, r.gpu, r.job_id))

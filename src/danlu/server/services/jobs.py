@@ -1,0 +1,396 @@
+"""Jobs: submit (with admission), list, get, cancel, explain, and the ONE state-change function.
+
+:func:`change_state` is the only code that writes ``Job.state``; it checks the edge against
+:data:`danlu.core.state.TRANSITIONS` and adds a :class:`JobEvent` in the same transaction.
+"""
+
+from __future__ import annotations
+
+import secrets
+from collections.abc import Iterable, Mapping
+from typing import Any
+
+from sqlalchemy import select
+from sqlalchemy.orm import Session
+from sqlalchemy.orm.exc import StaleDataError
+
+from danlu.core.cluster import MILLI_PER_GPU
+from danlu.core.errors import PlacementError, SpecError
+from danlu.core.spec import JobSpec, parse_spec
+from danlu.core.state import JobState, check_transition, restart_backoff
+from danlu.core.units import format_bytes
+from danlu.server.db.models import Job, JobEvent, User
+from danlu.server.errors import ConflictError, NotFoundError, PermissionDenied
+from danlu.server.services import admission
+from danlu.server.services.cluster import load_cluster
+from danlu.server.services.common import resolve_now
+from danlu.server.services.projects import (
+    DEFAULT_PROJECT,
+    HOLDING,
+    ensure_default_project,
+    get_project,
+    list_projects,
+)
+from danlu.server.services.users import get_user
+
+MAX_LIMIT = 1000
+RESTART_BACKOFF_SECONDS = 10.0
+ShareDict = dict[str, Any]
+
+
+def new_job_id() -> str:
+    """A fresh public job id: 12 hex digits."""
+    return secrets.token_hex(6)
+
+
+def job_spec(job: Job) -> JobSpec:
+    """The stored spec of ``job`` as a :class:`JobSpec`."""
+    return parse_spec(job.spec)
+
+
+def _owner(session: Session, spec: JobSpec, caller: User) -> User:
+    if spec.user in ("default", caller.name):
+        return caller
+    if not caller.is_admin:
+        raise PermissionDenied(
+            f"user: {caller.name!r} may submit only as themselves, not as {spec.user!r}"
+        )
+    try:
+        return get_user(session, spec.user)
+    except NotFoundError:
+        raise SpecError("user", f"unknown user {spec.user!r}") from None
+
+
+def _project(session: Session, name: str, now: float) -> Any:
+    if name == DEFAULT_PROJECT:
+        return ensure_default_project(session, now)
+    try:
+        return get_project(session, name)
+    except NotFoundError:
+        known = ", ".join(p.name for p in list_projects(session)) or "none"
+        raise SpecError(
+            "project", f"unknown project {name!r}; an admin creates it first (known: {known})"
+        ) from None
+
+
+def submit(
+    session: Session,
+    spec: JobSpec | Mapping[str, Any],
+    user: User,
+    *,
+    gpu_memory: int | None = None,
+    now: float | None = None,
+) -> Job:
+    """Validate and admit ``spec`` for ``user`` and queue it as PENDING.
+
+    ``gpu_memory`` overrides the per-GPU bytes (the caller's estimate for ``gpu_memory:
+    auto``, computed outside the transaction); ``auto`` without it means whole GPUs.
+    Raises :class:`SpecError` (invalid field), :class:`AdmissionError` (can never fit the
+    inventory or the project's quota, naming the field) or :class:`PermissionDenied`.
+    """
+    t = resolve_now(now)
+    parsed = spec if isinstance(spec, JobSpec) else parse_spec(dict(spec))
+    admission.check_spec_shape(parsed)
+    if gpu_memory is not None and gpu_memory < 0:
+        raise SpecError("resources.gpu_memory", "a size cannot be negative")
+    owner = _owner(session, parsed, user)
+    project = _project(session, parsed.project, t)
+    memory = gpu_memory
+    if memory is None and isinstance(parsed.resources.gpu_memory, int):
+        memory = parsed.resources.gpu_memory
+    cluster = load_cluster(session)
+    types = admission.canonical_gpu_types(parsed, cluster)
+    job_id = new_job_id()
+    request = admission.build_request(
+        job_id,
+        parsed,
+        submit_time=t,
+        seq=0,
+        priority=parsed.priority + project.priority,
+        gpu_memory=memory,
+        gpu_types=types,
+    )
+    problem = admission.never_fits(request, cluster)
+    if problem is not None:
+        raise problem
+    admission.check_quota(request, project, cluster)
+    stored = parsed.model_copy(update={"user": owner.name})
+    job = Job(
+        id=job_id,
+        name=parsed.name,
+        project_id=project.id,
+        user_id=owner.id,
+        priority=parsed.priority,
+        spec=stored.model_dump(mode="json"),
+        state=JobState.PENDING.value,
+        gpu_memory_per_gpu=memory or None,
+        batch_size=parsed.training.global_batch_size,
+        submitted_at=t,
+        pending_reason="waiting for the next scheduling round",
+    )
+    session.add(job)
+    session.add(
+        JobEvent(
+            job_id=job_id,
+            time=t,
+            old=None,
+            new=JobState.PENDING.value,
+            reason=f"submitted by {user.name}",
+        )
+    )
+    session.flush()
+    return job
+
+
+def _visible(job: Job, viewer: User | None) -> None:
+    if viewer is not None and not viewer.is_admin and job.user_id != viewer.id:
+        raise PermissionDenied(f"job {job.id} belongs to another user")
+
+
+def get_job(session: Session, job_id: str, viewer: User | None = None) -> Job:
+    """The job with id ``job_id`` (or a unique id prefix of 4+ characters).
+
+    ``viewer``: a non-admin may see only their own jobs (else :class:`PermissionDenied`).
+    """
+    job = session.scalar(select(Job).where(Job.id == job_id))
+    if job is None and 4 <= len(job_id) < 12:
+        found = list(
+            session.scalars(select(Job).where(Job.id.startswith(job_id, autoescape=True)).limit(2))
+        )
+        if len(found) > 1:
+            raise ConflictError(f"job id prefix {job_id!r} is ambiguous; give more characters")
+        job = found[0] if found else None
+    if job is None:
+        raise NotFoundError("job", job_id)
+    _visible(job, viewer)
+    return job
+
+
+def list_jobs(
+    session: Session,
+    *,
+    viewer: User | None = None,
+    states: Iterable[JobState | str] | None = None,
+    project: str | None = None,
+    user: str | None = None,
+    limit: int = 100,
+    offset: int = 0,
+) -> list[Job]:
+    """Jobs, newest first, filtered by state(s), project and user name; a non-admin
+    ``viewer`` sees only their own jobs."""
+    if not 1 <= limit <= MAX_LIMIT:
+        raise SpecError("limit", f"must be between 1 and {MAX_LIMIT}")
+    if offset < 0:
+        raise SpecError("offset", "cannot be negative")
+    query = select(Job)
+    if states is not None:
+        wanted = []
+        for s in states:
+            try:
+                wanted.append(JobState(str(s).upper()).value)
+            except ValueError:
+                valid = ", ".join(JobState)
+                raise SpecError("state", f"{s!r} is not a job state; use one of {valid}") from None
+        query = query.where(Job.state.in_(wanted))
+    if project is not None:
+        query = query.where(Job.project.has(name=project))
+    if user is not None:
+        query = query.where(Job.user.has(name=user))
+    if viewer is not None and not viewer.is_admin:
+        query = query.where(Job.user_id == viewer.id)
+    return list(session.scalars(query.order_by(Job.seq.desc()).limit(limit).offset(offset)))
+
+
+def _release(job: Job, t: float) -> None:
+    """Account the service received on the current allocation and drop it."""
+    if job.allocation and job.last_start is not None:
+        held = max(0.0, t - job.last_start)
+        milli = sum(int(s["milli"]) for s in job.allocation)
+        job.attained_service += held * milli / MILLI_PER_GPU
+        job.run_time += held
+    job.allocation = None
+
+
+def change_state(
+    session: Session,
+    job: Job,
+    new: JobState,
+    reason: str,
+    now: float | None = None,
+    *,
+    allocation: list[ShareDict] | None = None,
+    exit_code: int | None = None,
+) -> JobEvent:
+    """THE one function that changes a job's state: checks the edge, updates the bookkeeping
+    (allocation, times, counters, backoff) and records a :class:`JobEvent`, all in the
+    caller's transaction.
+
+    ``allocation`` is required for a start (-> RUNNING). Raises
+    :class:`InvalidTransitionError` for an edge outside the table and
+    :class:`ConflictError` if the row changed concurrently (the caller rolls back).
+    """
+    t = resolve_now(now)
+    old = JobState(job.state)
+    check_transition(old, new)
+    if new is JobState.RUNNING:
+        if not allocation:
+            raise PlacementError(f"starting job {job.id} needs a non-empty allocation")
+        job.allocation = [dict(s) for s in allocation]
+        job.last_start = t
+        if job.started_at is None:
+            job.started_at = t
+        job.attempt += 1
+        job.pending_reason = None
+        job.next_attempt_at = None
+    elif new.value not in HOLDING:
+        _release(job, t)
+    if new is JobState.PREEMPTING:
+        job.preemptions += 1
+    elif new is JobState.RESTARTING:
+        job.restarts += 1
+        job.next_attempt_at = t + restart_backoff(job.restarts, RESTART_BACKOFF_SECONDS)
+    elif new is JobState.PENDING:
+        job.pending_reason = (
+            "preempted: re-queued to resume from its checkpoint"
+            if old is JobState.PREEMPTING
+            else f"restart {job.restarts} after a failure"
+        )
+    if new.terminal:
+        job.finished_at = t
+        job.pending_reason = None
+    if exit_code is not None:
+        job.exit_code = exit_code
+    job.state = new.value
+    event = JobEvent(job_id=job.id, time=t, old=old.value, new=new.value, reason=reason)
+    session.add(event)
+    try:
+        session.flush()
+    except StaleDataError:
+        raise ConflictError(f"job {job.id} changed concurrently; retry") from None
+    return event
+
+
+def resize(
+    session: Session,
+    job: Job,
+    allocation: list[ShareDict],
+    batch_size: int | None = None,
+    now: float | None = None,
+) -> None:
+    """Move a RUNNING job to a new allocation (a restart in place: ``attempt`` increments,
+    the state stays RUNNING, so no event is written)."""
+    t = resolve_now(now)
+    if job.state != JobState.RUNNING.value or not allocation:
+        raise PlacementError(f"cannot resize job {job.id} in state {job.state}")
+    _release(job, t)
+    job.allocation = [dict(s) for s in allocation]
+    job.last_start = t
+    job.attempt += 1
+    if batch_size is not None:
+        job.batch_size = batch_size
+    try:
+        session.flush()
+    except StaleDataError:
+        raise ConflictError(f"job {job.id} changed concurrently; retry") from None
+
+
+def cancel_job(
+    session: Session,
+    job_id: str,
+    viewer: User | None = None,
+    reason: str | None = None,
+    now: float | None = None,
+) -> Job:
+    """Cancel a job. A queued job (PENDING, RESTARTING) becomes CANCELLED now; a job holding
+    GPUs (RUNNING, PREEMPTING) gets ``cancel_requested_at`` and the reconcile loop stops it and
+    records CANCELLED. Cancelling twice is harmless; a finished job is a ConflictError."""
+    t = resolve_now(now)
+    job = get_job(session, job_id, viewer)
+    who = viewer.name if viewer is not None else "the system"
+    why = reason or f"cancelled by {who}"
+    state = JobState(job.state)
+    if state.terminal:
+        raise ConflictError(f"job {job.id} already finished ({state}); nothing to cancel")
+    if state.value in HOLDING:
+        if job.cancel_requested_at is None:
+            job.cancel_requested_at = t
+            job.cancel_reason = why
+            try:
+                session.flush()
+            except StaleDataError:
+                raise ConflictError(f"job {job.id} changed concurrently; retry") from None
+        return job
+    change_state(session, job, JobState.CANCELLED, why, t)
+    return job
+
+
+def cancellations(session: Session) -> list[Job]:
+    """Jobs holding GPUs whose cancellation was requested (for the reconcile loop)."""
+    query = select(Job).where(Job.state.in_(HOLDING), Job.cancel_requested_at.is_not(None))
+    return list(session.scalars(query.order_by(Job.seq)))
+
+
+def settle_exit(
+    session: Session,
+    job: Job,
+    *,
+    succeeded: bool,
+    exit_code: int | None,
+    reason: str,
+    now: float | None = None,
+) -> list[JobEvent]:
+    """Record the exit of a RUNNING / PREEMPTING job's process: CANCELLED if cancellation
+    was requested, re-queued if it was being preempted, SUCCEEDED, or after a failure
+    RESTARTING -> PENDING with backoff while ``restarts < max_restarts``, else FAILED."""
+    t = resolve_now(now)
+    state = JobState(job.state)
+    if state.value not in HOLDING:
+        raise ConflictError(f"job {job.id} is {state}; only a running job can exit")
+    if job.cancel_requested_at is not None:
+        why = job.cancel_reason or "cancelled"
+        return [change_state(session, job, JobState.CANCELLED, why, t, exit_code=exit_code)]
+    if state is JobState.PREEMPTING:
+        return [change_state(session, job, JobState.PENDING, reason, t, exit_code=exit_code)]
+    if succeeded:
+        return [change_state(session, job, JobState.SUCCEEDED, reason, t, exit_code=exit_code)]
+    if job.restarts < job_spec(job).max_restarts:
+        first = change_state(session, job, JobState.RESTARTING, reason, t, exit_code=exit_code)
+        delay = (job.next_attempt_at or t) - t
+        second = change_state(
+            session, job, JobState.PENDING, f"re-queued; retry after {delay:g}s backoff", t
+        )
+        return [first, second]
+    why = f"{reason}; out of restarts ({job.restarts} of {job_spec(job).max_restarts})"
+    return [change_state(session, job, JobState.FAILED, why, t, exit_code=exit_code)]
+
+
+def why(session: Session, job: Job, now: float | None = None) -> str:
+    """Explain in one sentence why ``job`` is where it is (mainly: why it is pending)."""
+    t = resolve_now(now)
+    state = JobState(job.state)
+    if state is JobState.PENDING:
+        if job.next_attempt_at is not None and job.next_attempt_at > t:
+            return (
+                f"backing off after restart {job.restarts}: eligible again in "
+                f"{job.next_attempt_at - t:.0f}s"
+            )
+        ahead = session.scalar(
+            select(Job.seq).where(Job.state == JobState.PENDING.value, Job.seq < job.seq).limit(1)
+        )
+        queue = " (older jobs are queued ahead)" if ahead is not None else ""
+        return (job.pending_reason or "waiting for the next scheduling round") + queue
+    if state.value in HOLDING:
+        where = ", ".join(
+            f"{s['node']}:{s['gpu']}"
+            + (f" ({format_bytes(s['memory'])})" if int(s["milli"]) < MILLI_PER_GPU else "")
+            for s in job.allocation or ()
+        )
+        verb = "running" if state is JobState.RUNNING else "checkpointing before re-queue"
+        extra = "; cancellation requested" if job.cancel_requested_at is not None else ""
+        return f"{verb} on {where or 'no GPUs'}{extra}"
+    if state is JobState.RESTARTING:
+        return f"restarting after a failure (restart {job.restarts})"
+    last = session.scalar(
+        select(JobEvent.reason).where(JobEvent.job_id == job.id).order_by(JobEvent.id.desc())
+    )
+    return f"{state.value.lower()}: {last or 'finished'}"

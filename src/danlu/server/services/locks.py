@@ -1,0 +1,164 @@
+"""dstack-style row locks: claim rows with a token, work outside the transaction, write back
+only while the token still matches.
+
+``claim`` takes ``SELECT ... FOR UPDATE SKIP LOCKED`` row locks on PostgreSQL, so concurrent
+claimers never wait on each other and never get the same row; on SQLite (one writer at a time,
+transactions begin IMMEDIATE) a compare-and-set ``UPDATE`` does the same. A lock whose
+``lock_expires_at`` has passed can be claimed again: a dead worker's rows are picked up, and
+its stale token can no longer write back.
+
+Each helper here runs and COMMITS its own short transaction: call it on a session with no
+pending work of its own.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Mapping, Sequence
+from typing import Any, TypeVar
+
+from sqlalchemy import ColumnElement, and_, or_, select, update
+from sqlalchemy.exc import IntegrityError
+from sqlalchemy.orm import Session
+
+from danlu.server.db.models import Job, Lease
+from danlu.server.services.common import resolve_now
+
+Locked = TypeVar("Locked", Job, Lease)
+Key = Any
+
+
+def _free(model: type[Locked], now: float) -> ColumnElement[bool]:
+    return or_(model.lock_expires_at.is_(None), model.lock_expires_at < now)
+
+
+def claim(
+    session: Session,
+    model: type[Locked],
+    ids: Iterable[Key],
+    token: str,
+    ttl: float,
+    now: float | None = None,
+    owner: str | None = None,
+) -> list[Key]:
+    """Lock the rows of ``ids`` that are unlocked (or whose lock expired) with ``token`` for
+    ``ttl`` seconds; return the ids claimed (sorted). Commits."""
+    return claim_where(session, model, [model.id.in_(list(ids))], token, ttl, now, owner)
+
+
+def claim_where(
+    session: Session,
+    model: type[Locked],
+    conditions: Sequence[ColumnElement[bool]],
+    token: str,
+    ttl: float,
+    now: float | None = None,
+    owner: str | None = None,
+    limit: int | None = None,
+    order_by: Sequence[Any] = (),
+) -> list[Key]:
+    """Like :func:`claim` for up to ``limit`` rows matching ``conditions`` (a fetcher).
+    Commits."""
+    t = resolve_now(now)
+    where = and_(*conditions, _free(model, t))
+    values = {"lock_token": token, "lock_expires_at": t + ttl, "lock_owner": owner}
+    if session.get_bind().dialect.name == "postgresql":
+        query = select(model.id).where(where).order_by(*order_by, model.id)
+        if limit is not None:
+            query = query.limit(limit)
+        got = list(session.scalars(query.with_for_update(skip_locked=True)))
+        if got:
+            _update(session, model, model.id.in_(got), values)
+    else:
+        if limit is not None:
+            query = select(model.id).where(where).order_by(*order_by, model.id).limit(limit)
+            where = model.id.in_(query.scalar_subquery())
+        _update(session, model, where, values)
+        got = list(session.scalars(select(model.id).where(*conditions, model.lock_token == token)))
+    session.commit()
+    return sorted(got)
+
+
+def _update(
+    session: Session, model: type[Locked], where: ColumnElement[bool], values: Mapping[str, Any]
+) -> int:
+    # Core UPDATE (no ORM version check): lock columns are not part of the optimistic version.
+    result = session.execute(
+        update(model).where(where).values(**values).execution_options(synchronize_session=False)
+    )
+    return int(getattr(result, "rowcount", 0) or 0)
+
+
+def extend(
+    session: Session,
+    model: type[Locked],
+    ids: Iterable[Key],
+    token: str,
+    ttl: float,
+    now: float | None = None,
+) -> list[Key]:
+    """Heartbeat: push the expiry of rows still held with ``token``; return those ids.
+    Commits."""
+    t = resolve_now(now)
+    ids = list(ids)
+    _update(
+        session,
+        model,
+        and_(model.id.in_(ids), model.lock_token == token),
+        {"lock_expires_at": t + ttl},
+    )
+    held = list(
+        session.scalars(select(model.id).where(model.id.in_(ids), model.lock_token == token))
+    )
+    session.commit()
+    return sorted(held)
+
+
+def release_if_token(session: Session, model: type[Locked], ids: Iterable[Key], token: str) -> int:
+    """Unlock the rows of ``ids`` still held with ``token``; return how many. Commits."""
+    count = _update(
+        session,
+        model,
+        and_(model.id.in_(list(ids)), model.lock_token == token),
+        {"lock_token": None, "lock_expires_at": None, "lock_owner": None},
+    )
+    session.commit()
+    return count
+
+
+def holds(session: Session, model: type[Locked], key: Key, token: str) -> bool:
+    """True if row ``key`` is locked with ``token`` (inside the caller's transaction; on
+    PostgreSQL the row is also locked ``FOR UPDATE`` until it ends, so a write-back guarded by
+    this check cannot race a re-claim)."""
+    query = select(model.lock_token).where(model.id == key)
+    if session.get_bind().dialect.name == "postgresql":
+        query = query.with_for_update()
+    return session.scalar(query) == token
+
+
+def update_if_token(
+    session: Session, model: type[Locked], key: Key, token: str, values: Mapping[str, Any]
+) -> bool:
+    """Write ``values`` to row ``key`` only if it is still locked with ``token`` (part of the
+    caller's transaction: does not commit). False means the lock was lost: drop the result."""
+    return _update(session, model, and_(model.id == key, model.lock_token == token), values) == 1
+
+
+def acquire_lease(
+    session: Session,
+    name: str,
+    token: str,
+    ttl: float,
+    now: float | None = None,
+    owner: str | None = None,
+) -> bool:
+    """Take (or renew, with the same token) the named singleton lease. Commits."""
+    if session.get(Lease, name) is None:
+        try:
+            with session.begin_nested():
+                session.add(Lease(id=name))
+        except IntegrityError:
+            pass  # another process created it first
+        session.commit()
+    if name in extend(session, Lease, [name], token, ttl, now):
+        return True
+    return name in claim(session, Lease, [name], token, ttl, now, owner)

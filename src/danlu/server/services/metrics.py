@@ -1,0 +1,107 @@
+"""Training metrics reported by ``danlu.train`` (a batch of dicts per request)."""
+
+from __future__ import annotations
+
+import json
+import math
+from collections.abc import Mapping, Sequence
+from typing import Any
+
+from sqlalchemy import case, select, update
+from sqlalchemy.orm import Session
+
+from danlu.core.errors import SpecError
+from danlu.server.db.models import Job, JobMetric
+from danlu.server.services.common import resolve_now
+
+MAX_BATCH = 1000
+MAX_RECORD_BYTES = 16_384
+MAX_READ = 10_000
+
+
+def _clean(value: Any, field: str) -> Any:
+    if isinstance(value, bool) or value is None or isinstance(value, str):
+        return value
+    if isinstance(value, int):
+        return value
+    if isinstance(value, float):
+        if not math.isfinite(value):
+            return None  # NaN / inf are not JSON: store null (the anomaly is the point)
+        return value
+    raise SpecError(field, "metric values must be numbers, strings, booleans or null")
+
+
+def ingest(
+    session: Session,
+    job: Job,
+    records: Sequence[Mapping[str, Any]],
+    now: float | None = None,
+) -> int:
+    """Store ``records`` for ``job``; each needs an integer ``step`` (>= 0) and may carry a
+    ``time`` (POSIX seconds; default now) and flat scalar values. A ``checkpoint_step`` value
+    updates the job's last checkpoint. Returns the number stored."""
+    t = resolve_now(now)
+    if len(records) > MAX_BATCH:
+        raise SpecError("metrics", f"at most {MAX_BATCH} records per request")
+    last = job.last_step
+    checkpoint = job.checkpoint_step
+    rows = []
+    for i, record in enumerate(records):
+        where = f"metrics.{i}"
+        if not isinstance(record, Mapping):
+            raise SpecError(where, "each metric record must be an object")
+        step = record.get("step")
+        if isinstance(step, bool) or not isinstance(step, int) or step < 0:
+            raise SpecError(f"{where}.step", "an integer step >= 0 is required")
+        when = record.get("time", t)
+        if isinstance(when, bool) or not isinstance(when, int | float) or not math.isfinite(when):
+            raise SpecError(f"{where}.time", "must be a number of seconds")
+        data = {
+            str(k): _clean(v, f"{where}.{k}")
+            for k, v in record.items()
+            if k not in ("step", "time")
+        }
+        if len(json.dumps(data)) > MAX_RECORD_BYTES:
+            raise SpecError(where, f"a record may hold at most {MAX_RECORD_BYTES} bytes of JSON")
+        ckpt = data.get("checkpoint_step")
+        if isinstance(ckpt, int) and not isinstance(ckpt, bool):
+            checkpoint = max(checkpoint or 0, ckpt)
+        last = step if last is None else max(last, step)
+        rows.append(JobMetric(job_id=job.id, step=step, time=float(when), data=data))
+    session.add_all(rows)
+    values: dict[str, Any] = {}
+    if last is not None and last != job.last_step:
+        values["last_step"] = _raise_to(Job.last_step, last)
+    if checkpoint is not None and checkpoint != job.checkpoint_step:
+        values["checkpoint_step"] = _raise_to(Job.checkpoint_step, checkpoint)
+    if values:
+        # A Core UPDATE: progress reports must not bump the job's optimistic version (they
+        # would race every state change the reconcile loop makes).
+        session.execute(
+            update(Job)
+            .where(Job.id == job.id)
+            .values(**values)
+            .execution_options(synchronize_session=False)
+        )
+        session.expire(job, list(values))
+    session.flush()
+    return len(rows)
+
+
+def _raise_to(column: Any, value: int) -> Any:
+    return case((column.is_(None), value), (column < value, value), else_=column)
+
+
+def list_metrics(
+    session: Session, job_id: str, *, after_step: int = -1, limit: int = 1000
+) -> list[JobMetric]:
+    """A job's metric records with ``step > after_step``, by step then arrival."""
+    if not 1 <= limit <= MAX_READ:
+        raise SpecError("limit", f"must be between 1 and {MAX_READ}")
+    query = (
+        select(JobMetric)
+        .where(JobMetric.job_id == job_id, JobMetric.step > after_step)
+        .order_by(JobMetric.step, JobMetric.id)
+        .limit(limit)
+    )
+    return list(session.scalars(query))

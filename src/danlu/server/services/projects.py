@@ -1,0 +1,149 @@
+"""Projects (queues): priority and quotas (GPUs, GPU memory), and what they use now."""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass
+
+from sqlalchemy import select
+from sqlalchemy.exc import IntegrityError
+from sqlalchemy.orm import Session
+
+from danlu.core.cluster import MILLI_PER_GPU
+from danlu.core.errors import SpecError
+from danlu.core.state import JobState
+from danlu.server.db.models import Job, Project
+from danlu.server.errors import ConflictError, NotFoundError
+from danlu.server.services.common import resolve_now
+
+DEFAULT_PROJECT = "default"
+_NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.-]{0,62}$")
+HOLDING = (JobState.RUNNING.value, JobState.PREEMPTING.value)
+"""States whose jobs hold GPUs."""
+
+
+@dataclass(frozen=True, slots=True)
+class Usage:
+    """GPUs (whole-GPU equivalents) and GPU bytes held by a project's running jobs."""
+
+    gpus: float = 0.0
+    gpu_memory: int = 0
+
+
+def _check_quotas(quota_gpus: float | None, quota_gpu_memory: int | None) -> None:
+    if quota_gpus is not None and quota_gpus < 0:
+        raise SpecError("quota_gpus", "a quota cannot be negative; omit it for no limit")
+    if quota_gpu_memory is not None and quota_gpu_memory < 0:
+        raise SpecError("quota_gpu_memory", "a quota cannot be negative; omit it for no limit")
+
+
+def create_project(
+    session: Session,
+    name: str,
+    priority: int = 0,
+    quota_gpus: float | None = None,
+    quota_gpu_memory: int | None = None,
+    now: float | None = None,
+) -> Project:
+    """Create a project; quotas ``None`` mean unlimited. A taken name is a ConflictError."""
+    if not _NAME.match(name):
+        raise SpecError("name", "use 1-63 letters, digits, '.', '_' or '-'")
+    _check_quotas(quota_gpus, quota_gpu_memory)
+    project = Project(
+        name=name,
+        priority=priority,
+        quota_gpus=quota_gpus,
+        quota_gpu_memory=quota_gpu_memory,
+        created_at=resolve_now(now),
+    )
+    try:
+        with session.begin_nested():
+            session.add(project)
+    except IntegrityError:
+        raise ConflictError(f"a project named {name!r} already exists") from None
+    return project
+
+
+def ensure_default_project(session: Session, now: float | None = None) -> Project:
+    """The ``default`` project, created on first use."""
+    project = session.scalar(select(Project).where(Project.name == DEFAULT_PROJECT))
+    if project is not None:
+        return project
+    try:
+        return create_project(session, DEFAULT_PROJECT, now=now)
+    except ConflictError:  # created concurrently
+        return get_project(session, DEFAULT_PROJECT)
+
+
+def get_project(session: Session, name: str) -> Project:
+    """The project called ``name`` or :class:`NotFoundError` (field ``project``)."""
+    project = session.scalar(select(Project).where(Project.name == name))
+    if project is None:
+        raise NotFoundError("project", name, "project")
+    return project
+
+
+def list_projects(session: Session) -> list[Project]:
+    """All projects by name."""
+    return list(session.scalars(select(Project).order_by(Project.name)))
+
+
+_UNSET: float = float("nan")
+
+
+def update_project(
+    session: Session,
+    name: str,
+    *,
+    priority: int | None = None,
+    quota_gpus: float | None = _UNSET,
+    quota_gpu_memory: int | float | None = _UNSET,
+) -> Project:
+    """Change a project's priority and/or quotas (pass ``None`` to remove a quota)."""
+    project = get_project(session, name)
+    new_gpus = project.quota_gpus if quota_gpus is _UNSET else quota_gpus
+    new_mem = project.quota_gpu_memory if quota_gpu_memory is _UNSET else quota_gpu_memory
+    mem = None if new_mem is None else int(new_mem)
+    _check_quotas(new_gpus, mem)
+    if priority is not None:
+        project.priority = priority
+    project.quota_gpus = new_gpus
+    project.quota_gpu_memory = mem
+    session.flush()
+    return project
+
+
+def allocation_usage(allocation: list[dict[str, int]] | None) -> Usage:
+    """GPUs and bytes held by one stored allocation."""
+    if not allocation:
+        return Usage()
+    milli = sum(int(s["milli"]) for s in allocation)
+    return Usage(milli / MILLI_PER_GPU, sum(int(s["memory"]) for s in allocation))
+
+
+def usage_by_project(session: Session) -> dict[int, Usage]:
+    """Project id -> what its RUNNING / PREEMPTING jobs hold."""
+    totals: dict[int, Usage] = {}
+    rows = session.execute(select(Job.project_id, Job.allocation).where(Job.state.in_(HOLDING)))
+    for project_id, allocation in rows:
+        used = allocation_usage(allocation)
+        prev = totals.get(project_id, Usage())
+        totals[project_id] = Usage(prev.gpus + used.gpus, prev.gpu_memory + used.gpu_memory)
+    return totals
+
+
+def quota_excess(project: Project, used: Usage, extra: Usage) -> str | None:
+    """Why ``extra`` on top of ``used`` would exceed ``project``'s quota, or ``None``."""
+    gpus = used.gpus + extra.gpus
+    if project.quota_gpus is not None and gpus > project.quota_gpus + 1e-9:
+        return (
+            f"project {project.name!r} GPU quota: {used.gpus:g} in use + {extra.gpus:g} asked "
+            f"> {project.quota_gpus:g}"
+        )
+    memory = used.gpu_memory + extra.gpu_memory
+    if project.quota_gpu_memory is not None and memory > project.quota_gpu_memory:
+        return (
+            f"project {project.name!r} GPU memory quota: {used.gpu_memory} bytes in use + "
+            f"{extra.gpu_memory} asked > {project.quota_gpu_memory}"
+        )
+    return None

@@ -1,0 +1,145 @@
+"""Users, API tokens (hashed at rest) and the admin bootstrap.
+
+A token is ``dl_<prefix>_<secret>``: the 8-character prefix finds the row, and only
+``sha256(token)`` is stored. :func:`issue_token` returns the plain token once.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import hmac
+import os
+import re
+import secrets
+from pathlib import Path
+
+from sqlalchemy import select
+from sqlalchemy.exc import IntegrityError
+from sqlalchemy.orm import Session
+
+from danlu.core.errors import SpecError
+from danlu.server.db.models import ApiToken, User
+from danlu.server.errors import ConflictError, NotFoundError
+from danlu.server.services.common import resolve_now
+
+ROLES = ("admin", "user")
+ADMIN = "admin"
+_NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.@-]{0,62}$")
+_TOKEN = re.compile(r"^dl_([A-Za-z0-9]{8})_[A-Za-z0-9_-]{20,}$")
+
+
+def hash_token(token: str) -> str:
+    """The stored form of a token: hex sha256."""
+    return hashlib.sha256(token.encode()).hexdigest()
+
+
+def create_user(session: Session, name: str, role: str = "user", now: float | None = None) -> User:
+    """Create a user; ``role`` is ``admin`` or ``user``. A taken name is a ConflictError."""
+    if not _NAME.match(name):
+        raise SpecError("name", "use 1-63 letters, digits, '.', '_', '@' or '-'")
+    if role not in ROLES:
+        raise SpecError("role", f"{role!r} is not a role; use one of {', '.join(ROLES)}")
+    user = User(name=name, role=role, created_at=resolve_now(now))
+    try:
+        with session.begin_nested():
+            session.add(user)
+    except IntegrityError:
+        raise ConflictError(f"a user named {name!r} already exists") from None
+    return user
+
+
+def get_user(session: Session, name: str) -> User:
+    """The user called ``name`` or :class:`NotFoundError`."""
+    user = session.scalar(select(User).where(User.name == name))
+    if user is None:
+        raise NotFoundError("user", name, "name")
+    return user
+
+
+def list_users(session: Session) -> list[User]:
+    """All users by name."""
+    return list(session.scalars(select(User).order_by(User.name)))
+
+
+def issue_token(session: Session, user: User, name: str = "", now: float | None = None) -> str:
+    """Create an API token for ``user``; return the plain token (never stored)."""
+    prefix = secrets.token_hex(4)
+    token = f"dl_{prefix}_{secrets.token_urlsafe(32)}"
+    session.add(
+        ApiToken(
+            user_id=user.id,
+            name=name[:64],
+            prefix=prefix,
+            token_hash=hash_token(token),
+            created_at=resolve_now(now),
+        )
+    )
+    session.flush()
+    return token
+
+
+def authenticate(session: Session, token: str | None, now: float | None = None) -> User | None:
+    """The user owning ``token``, or ``None`` for a missing, malformed, unknown or revoked
+    token. Updates the token's ``last_used_at``."""
+    if not token:
+        return None
+    match = _TOKEN.match(token)
+    if match is None:
+        return None
+    digest = hash_token(token)
+    for row in session.scalars(select(ApiToken).where(ApiToken.prefix == match.group(1))):
+        if row.revoked_at is None and hmac.compare_digest(row.token_hash, digest):
+            row.last_used_at = resolve_now(now)
+            return row.user
+    return None
+
+
+def revoke_tokens(session: Session, user: User, now: float | None = None) -> int:
+    """Revoke every live token of ``user``; return how many."""
+    t = resolve_now(now)
+    rows = list(
+        session.scalars(
+            select(ApiToken).where(ApiToken.user_id == user.id, ApiToken.revoked_at.is_(None))
+        )
+    )
+    for row in rows:
+        row.revoked_at = t
+    session.flush()
+    return len(rows)
+
+
+def _write_secret(path: Path, text: str) -> None:
+    """Write ``text`` to ``path`` with mode 0600 atomically (never world-readable)."""
+    path.parent.mkdir(parents=True, exist_ok=True, mode=0o700)
+    tmp = path.with_name(f".{path.name}.{secrets.token_hex(4)}.tmp")
+    fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
+    try:
+        with os.fdopen(fd, "w", encoding="utf-8") as handle:
+            handle.write(text + "\n")
+        os.replace(tmp, path)
+    except BaseException:
+        tmp.unlink(missing_ok=True)
+        raise
+
+
+def bootstrap_admin(session: Session, token_path: Path, now: float | None = None) -> str | None:
+    """First start: create the ``admin`` user and write a token to ``token_path`` (0600).
+
+    Idempotent: when the file already holds a valid admin token nothing changes and ``None``
+    is returned; when the admin exists but the file is missing or stale, a new token is
+    issued and written. Returns the new plain token when one was issued. Commits (the token
+    must be valid before the file names it).
+    """
+    admin = session.scalar(select(User).where(User.name == ADMIN))
+    if admin is None:
+        admin = create_user(session, ADMIN, "admin", now)
+    elif token_path.exists():
+        current = token_path.read_text(encoding="utf-8").strip()
+        user = authenticate(session, current, now)
+        if user is not None and user.id == admin.id:
+            session.commit()
+            return None
+    token = issue_token(session, admin, "bootstrap", now)
+    session.commit()
+    _write_secret(token_path, token)
+    return token

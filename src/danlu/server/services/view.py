@@ -1,0 +1,303 @@
+"""The adapter between the store and ``danlu.sched``: build a :class:`ClusterView` from the DB,
+and record a policy's :class:`Plan` as state changes and allocations.
+
+Only records: the executor's side effects (spawn, SIGTERM) are the reconcile loop's, outside
+this transaction, driven by what :func:`apply_plan` returns. A preempted job keeps its GPUs
+while it checkpoints (PREEMPTING), so a start that would land on them is deferred to a later
+round; the stored allocations never exceed a GPU's compute (1000 milli) or memory.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass, field, replace
+
+import numpy as np
+from sqlalchemy import or_, select
+from sqlalchemy.orm import Session
+
+from danlu.core.cluster import MILLI_PER_GPU, Allocation, Cluster, GpuShare
+from danlu.core.errors import PlacementError
+from danlu.core.state import JobState
+from danlu.sched.view import ClusterView, IntArray, JobStatus, Plan
+from danlu.server.db.models import Job, Project
+from danlu.server.errors import AdmissionError
+from danlu.server.services import admission, jobs
+from danlu.server.services.cluster import load_cluster
+from danlu.server.services.common import resolve_now
+from danlu.server.services.projects import HOLDING, Usage, quota_excess, usage_by_project
+
+ShareDict = dict[str, int | str]
+
+
+@dataclass(frozen=True)
+class Snapshot:
+    """A view plus the pending jobs kept out of it, with the reason (quota, inventory)."""
+
+    view: ClusterView
+    withheld: dict[str, str] = field(default_factory=dict)
+
+
+@dataclass
+class Applied:
+    """What :func:`apply_plan` recorded: the reconcile loop acts on ``started`` (spawn),
+    ``preempted`` (SIGTERM, checkpoint) and ``resized`` (restart on the new allocation)."""
+
+    started: list[Job] = field(default_factory=list)
+    preempted: list[Job] = field(default_factory=list)
+    resized: list[Job] = field(default_factory=list)
+    deferred: dict[str, str] = field(default_factory=dict)
+    """Starts or resizes not recorded this round, with the reason (the job stays as it was)."""
+    skipped: dict[str, str] = field(default_factory=dict)
+    """Plan entries about jobs that changed since the view was built (e.g. cancelled)."""
+
+
+def to_allocation(shares: Iterable[Mapping[str, object]] | None, cluster: Cluster) -> Allocation:
+    """A stored allocation (node names) as a core :class:`Allocation` (node indices); shares
+    on nodes no longer in the inventory are dropped."""
+    index = {n.name: i for i, n in enumerate(cluster.nodes)}
+    out = []
+    for s in shares or ():
+        node = index.get(str(s["node"]))
+        if node is not None:
+            out.append(
+                GpuShare(node, int(str(s["gpu"])), int(str(s["milli"])), int(str(s["memory"])))
+            )
+    return Allocation(tuple(out))
+
+
+def to_records(allocation: Allocation, cluster: Cluster) -> list[ShareDict]:
+    """A core allocation as stored records (node names); bad indices are a PlacementError."""
+    out: list[ShareDict] = []
+    for s in allocation.shares:
+        if not 0 <= s.node < len(cluster.nodes) or not 0 <= s.gpu < cluster.nodes[s.node].gpus:
+            raise PlacementError(f"allocation names GPU {s.gpu} of node {s.node}, which is absent")
+        if not 0 < s.milli <= MILLI_PER_GPU or s.memory < 0:
+            raise PlacementError(f"share of GPU {s.gpu} of node {s.node} is malformed: {s}")
+        out.append(
+            {"node": cluster.nodes[s.node].name, "gpu": s.gpu, "milli": s.milli, "memory": s.memory}
+        )
+    return out
+
+
+def _status(job: Job, project: Project, cluster: Cluster, running: bool) -> JobStatus:
+    spec = jobs.job_spec(job)
+    request = admission.build_request(
+        job.id,
+        spec,
+        submit_time=job.submitted_at,
+        seq=job.seq,
+        priority=job.priority + project.priority,
+        gpu_memory=job.gpu_memory_per_gpu,
+        gpu_types=admission.canonical_gpu_types(spec, cluster),
+    )
+    if job.state == JobState.PREEMPTING.value:
+        request = replace(request, preemptible=False)  # already on its way out
+    return JobStatus(
+        request=request,
+        allocation=to_allocation(job.allocation, cluster) if running else Allocation(),
+        attained_service=job.attained_service,
+        run_time=job.run_time,
+        last_start=job.last_start,
+        preemptions=job.preemptions,
+        restarts=job.restarts,
+        marks=dict(job.marks or {}),
+    )
+
+
+def build_snapshot(session: Session, now: float | None = None) -> Snapshot:
+    """The scheduler's view at ``now``: inventory, RUNNING/PREEMPTING jobs with their
+    allocations, and PENDING jobs past their backoff in submission order (minus those whose
+    project quota or the current inventory keeps them out, listed in ``withheld``)."""
+    t = resolve_now(now)
+    cluster = load_cluster(session)
+    projects = {p.id: p for p in session.scalars(select(Project))}
+    usage = usage_by_project(session)
+    running: list[JobStatus] = []
+    for job in session.scalars(select(Job).where(Job.state.in_(HOLDING)).order_by(Job.seq)):
+        running.append(_status(job, projects[job.project_id], cluster, running=True))
+    pending: list[JobStatus] = []
+    withheld: dict[str, str] = {}
+    query = (
+        select(Job)
+        .where(Job.state == JobState.PENDING.value)
+        .where(or_(Job.next_attempt_at.is_(None), Job.next_attempt_at <= t))
+        .order_by(Job.seq)
+    )
+    for job in session.scalars(query):
+        project = projects[job.project_id]
+        try:
+            status = _status(job, project, cluster, running=False)
+        except AdmissionError as exc:
+            withheld[job.id] = str(exc)
+            continue
+        problem = admission.never_fits(status.request, cluster)
+        if problem is not None:
+            withheld[job.id] = f"cannot fit the current inventory: {problem}"
+            continue
+        need = admission.minimum_usage(status.request, cluster)
+        reason = quota_excess(project, usage.get(project.id, Usage()), need)
+        if reason is not None:
+            withheld[job.id] = f"waiting for quota: {reason}"
+            continue
+        pending.append(status)
+    view = ClusterView(time=t, cluster=cluster, running=tuple(running), pending=tuple(pending))
+    return Snapshot(view, withheld)
+
+
+def build_view(session: Session, now: float | None = None) -> ClusterView:
+    """:attr:`Snapshot.view` of :func:`build_snapshot`."""
+    return build_snapshot(session, now).view
+
+
+class _Usage:
+    """Per-GPU milli and memory held, checked against the GPUs' capacity."""
+
+    def __init__(self, cluster: Cluster) -> None:
+        self.cluster = cluster
+        size = cluster.total_gpus
+        self.milli: IntArray = np.zeros(size, dtype=np.int64)
+        self.memory: IntArray = np.zeros(size, dtype=np.int64)
+        self.capacity = cluster.arrays.gpu_memory
+
+    def _indices(self, alloc: Allocation) -> list[int]:
+        return [self.cluster.gpu_offset(s.node) + s.gpu for s in alloc.shares]
+
+    def add(self, alloc: Allocation, sign: int = 1) -> None:
+        for i, s in zip(self._indices(alloc), alloc.shares, strict=True):
+            self.milli[i] += sign * s.milli
+            self.memory[i] += sign * s.memory
+
+    def overflow(self, alloc: Allocation, other: _Usage | None = None) -> list[int]:
+        """Flat GPU indices that ``alloc`` on top of this usage (and ``other``) overfills."""
+        bad = []
+        for i, s in zip(self._indices(alloc), alloc.shares, strict=True):
+            milli = self.milli[i] + s.milli + (other.milli[i] if other else 0)
+            memory = self.memory[i] + s.memory + (other.memory[i] if other else 0)
+            if milli > MILLI_PER_GPU or memory > self.capacity[i]:
+                bad.append(i)
+        return bad
+
+
+def _by_id(session: Session, ids: Iterable[str]) -> dict[str, Job]:
+    wanted = sorted(set(ids))
+    if not wanted:
+        return {}
+    return {j.id: j for j in session.scalars(select(Job).where(Job.id.in_(wanted)))}
+
+
+def apply_plan(
+    session: Session,
+    plan: Plan,
+    now: float | None = None,
+    withheld: Mapping[str, str] | None = None,
+) -> Applied:
+    """Record ``plan`` in the caller's transaction: preempts (RUNNING -> PREEMPTING), resizes
+    and starts (PENDING -> RUNNING with the allocation), waiting reasons and policy marks.
+
+    Raises :class:`PlacementError` (the caller rolls back) when the plan would over-allocate
+    a GPU beyond its compute or memory, or preempts a non-preemptible job."""
+    t = resolve_now(now)
+    cluster = load_cluster(session)
+    out = Applied()
+    touched = [p.job_id for p in plan.preempts] + [r.job_id for r in plan.resizes]
+    rows = _by_id(
+        session,
+        [*touched, *(s.job_id for s in plan.starts), *plan.waiting, *plan.marks, *(withheld or {})],
+    )
+    holding = {j.id: j for j in session.scalars(select(Job).where(Job.state.in_(HOLDING)))}
+    committed, draining = _Usage(cluster), _Usage(cluster)
+    owners: dict[int, list[str]] = {}
+    for job in holding.values():
+        alloc = to_allocation(job.allocation, cluster)
+        (draining if job.state == JobState.PREEMPTING.value else committed).add(alloc)
+        if job.state == JobState.PREEMPTING.value:
+            for i in draining._indices(alloc):
+                owners.setdefault(i, []).append(job.id)
+
+    for preempt in plan.preempts:
+        job = rows.get(preempt.job_id)
+        if job is None or job.state != JobState.RUNNING.value:
+            out.skipped[preempt.job_id] = "not running any more"
+            continue
+        if not jobs.job_spec(job).preemptible:
+            raise PlacementError(f"plan preempts {job.id}, which is not preemptible")
+        alloc = to_allocation(job.allocation, cluster)
+        committed.add(alloc, -1)
+        draining.add(alloc)
+        for i in draining._indices(alloc):
+            owners.setdefault(i, []).append(job.id)
+        jobs.change_state(session, job, JobState.PREEMPTING, preempt.reason, t)
+        out.preempted.append(job)
+
+    def blocked(alloc: Allocation, job_id: str) -> str | None:
+        bad = committed.overflow(alloc)
+        if bad:
+            raise PlacementError(
+                f"plan over-allocates GPU(s) {bad} (flat numbering) when placing {job_id}"
+            )
+        bad = committed.overflow(alloc, draining)
+        if bad:
+            names = sorted({o for i in bad for o in owners.get(i, [])})
+            return f"waiting for preempted job(s) {', '.join(names)} to checkpoint and exit"
+        return None
+
+    for resize in plan.resizes:
+        job = rows.get(resize.job_id)
+        if job is None or job.state != JobState.RUNNING.value:
+            out.skipped[resize.job_id] = "not running any more"
+            continue
+        records = to_records(resize.allocation, cluster)
+        old = to_allocation(job.allocation, cluster)
+        committed.add(old, -1)
+        reason = blocked(resize.allocation, job.id)
+        if reason is not None:
+            committed.add(old)
+            out.deferred[job.id] = reason
+            continue
+        committed.add(resize.allocation)
+        jobs.resize(session, job, records, resize.batch_size, t)
+        out.resized.append(job)
+
+    used = usage_by_project(session)
+    projects = {p.id: p for p in session.scalars(select(Project))}
+    for start in plan.starts:
+        job = rows.get(start.job_id)
+        if job is None or job.state != JobState.PENDING.value:
+            out.skipped[start.job_id] = "not pending any more"
+            continue
+        records = to_records(start.allocation, cluster)
+        reason = blocked(start.allocation, job.id)
+        extra = Usage(
+            start.allocation.gpu_milli / MILLI_PER_GPU,
+            sum(s.memory for s in start.allocation.shares),
+        )
+        project = projects[job.project_id]
+        current = used.get(project.id, Usage())
+        reason = reason or quota_excess(project, current, extra)
+        if reason is not None:
+            out.deferred[job.id] = reason
+            _note(job, reason)
+            continue
+        committed.add(start.allocation)
+        used[project.id] = Usage(current.gpus + extra.gpus, current.gpu_memory + extra.gpu_memory)
+        if start.batch_size is not None:
+            job.batch_size = start.batch_size
+        jobs.change_state(session, job, JobState.RUNNING, "scheduled", t, allocation=records)
+        out.started.append(job)
+
+    for job_id, reason in {**(withheld or {}), **plan.waiting}.items():
+        job = rows.get(job_id)
+        if job is not None and job.state == JobState.PENDING.value and job_id not in out.deferred:
+            _note(job, reason)
+    for job_id, marks in plan.marks.items():
+        job = rows.get(job_id)
+        if job is not None and dict(job.marks or {}) != dict(marks):
+            job.marks = dict(marks)
+    session.flush()
+    return out
+
+
+def _note(job: Job, reason: str) -> None:
+    if job.pending_reason != reason:
+        job.pending_reason = reason

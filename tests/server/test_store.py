@@ -1,0 +1,109 @@
+"""The store: migrations match the models, engine settings, settings from the environment."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+from alembic.autogenerate import compare_metadata
+from alembic.runtime.migration import MigrationContext
+from sqlalchemy import inspect, text
+
+from danlu.config import load_settings, parse_fake_gpus
+from danlu.core.errors import ConfigError
+from danlu.core.units import GiB
+from danlu.server.db import Database, current_revision, head_revision, upgrade_database
+from danlu.server.db.models import Base
+
+
+def test_migrations_create_exactly_the_models(db: Database) -> None:
+    with db.engine.connect() as conn:
+        diff = compare_metadata(MigrationContext.configure(conn), Base.metadata)
+    assert diff == []
+    assert current_revision(db.engine) == head_revision()
+    tables = set(inspect(db.engine).get_table_names())
+    assert {"users", "api_tokens", "projects", "jobs", "job_events", "job_metrics"} <= tables
+
+
+def test_upgrade_is_idempotent(db_url: str) -> None:
+    upgrade_database(db_url)
+    upgrade_database(db_url)
+    db = Database(db_url)
+    assert current_revision(db.engine) == head_revision()
+    db.dispose()
+
+
+def test_fresh_sqlite_file_is_created_and_migrated(tmp_path: Path) -> None:
+    url = f"sqlite:///{tmp_path}/home/sub/danlu.db"
+    upgrade_database(url)
+    db = Database(url)
+    with db.engine.connect() as conn:
+        assert conn.exec_driver_sql("PRAGMA journal_mode").scalar() == "wal"
+        assert conn.exec_driver_sql("PRAGMA foreign_keys").scalar() == 1
+        assert conn.exec_driver_sql("PRAGMA busy_timeout").scalar() == 30000
+    db.dispose()
+    assert (tmp_path / "home" / "sub" / "danlu.db").exists()
+
+
+def test_foreign_keys_are_enforced(db: Database) -> None:
+    with pytest.raises(Exception, match=r"(?i)foreign key"), db.session() as s:
+        s.execute(
+            text(
+                "INSERT INTO job_events (job_id, time, old, new, reason) "
+                "VALUES ('nope', 0, NULL, 'PENDING', '')"
+            )
+        )
+
+
+def test_read_session_does_not_write(db: Database) -> None:
+    with db.read_session() as s:
+        assert s.execute(text("SELECT 1")).scalar() == 1
+
+
+def test_settings_defaults(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
+    for name in ("HOME", "DATABASE_URL", "POLICY", "INTERVAL", "FAKE_GPUS", "PORT"):
+        monkeypatch.delenv(f"DANLU_{name}", raising=False)
+    monkeypatch.setenv("HOME", str(tmp_path))
+    settings = load_settings()
+    assert settings.home == tmp_path / ".danlu"
+    assert settings.db_url == f"sqlite:///{tmp_path}/.danlu/danlu.db"
+    assert (settings.policy, settings.interval, settings.port) == ("priority", 2.0, 8470)
+    assert settings.inventory is None
+    assert settings.admin_token_path == tmp_path / ".danlu" / "admin.token"
+
+
+def test_settings_from_environment(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
+    monkeypatch.setenv("DANLU_HOME", str(tmp_path))
+    monkeypatch.setenv("DANLU_DATABASE_URL", "postgresql://u:p@db:5432/danlu")
+    monkeypatch.setenv("DANLU_FAKE_GPUS", "4x80GiB")
+    monkeypatch.setenv("DANLU_INTERVAL", "0.5")
+    monkeypatch.setenv("DANLU_PORT", "9000")
+    settings = load_settings()
+    assert settings.db_url == "postgresql+psycopg://u:p@db:5432/danlu"
+    assert settings.inventory is not None and settings.inventory.memory == 80 * GiB
+    assert (settings.interval, settings.port) == (0.5, 9000)
+
+
+@pytest.mark.parametrize(
+    ("variable", "value"),
+    [
+        ("DANLU_PORT", "99999"),
+        ("DANLU_INTERVAL", "0"),
+        ("DANLU_FAKE_GPUS", "lots"),
+        ("DANLU_DATABASE_URL", "mysql://x/y"),
+    ],
+)
+def test_settings_errors_name_the_variable(
+    monkeypatch: pytest.MonkeyPatch, variable: str, value: str
+) -> None:
+    monkeypatch.setenv(variable, value)
+    with pytest.raises(ConfigError, match=variable):
+        load_settings()
+
+
+def test_fake_gpus_forms() -> None:
+    assert parse_fake_gpus("4x80GiB").gpus == 4
+    two = parse_fake_gpus("2x8xH100")
+    assert (two.nodes, two.gpus, two.gpu_type) == (2, 8, "H100")
+    with pytest.raises(ConfigError, match="0x80GiB"):
+        parse_fake_gpus("0x80GiB")
