@@ -77,6 +77,10 @@ def _to_cpu_copy(obj: Any) -> Any:
     return copy.deepcopy(obj)
 
 
+def _same(obj: Any) -> Any:
+    return obj
+
+
 def capture_rng_state() -> dict[str, Any]:
     """The state of every global RNG, in JSON-safe or tensor form.
 
@@ -145,6 +149,7 @@ def capture_state(
     step: int = 0,
     metrics_history: list[dict[str, Any]] | None = None,
     extra: dict[str, Any] | None = None,
+    copy: bool = True,
 ) -> dict[str, Any]:
     """Capture the full training state as a nested dict of CPU copies.
 
@@ -158,17 +163,23 @@ def capture_state(
         step: the number of optimizer steps completed.
         metrics_history: per-step or per-eval metric records.
         extra: anything else the caller wants back (plain data and tensors).
+        copy: with False, model and optimizer tensors are the live ones (no copy): only for
+            handing straight to ``CheckpointManager.save``, which then snapshots them into
+            reused host buffers — the fast path for async checkpoints (fresh CPU copies
+            cost page faults; see ``benchmarks/checkpoint_stall.py``). RNG, scheduler and
+            scaler states are copied either way.
 
     Returns:
         A :class:`CapturedState` (a ``dict``) with keys ``version``, ``step``, ``model``,
         ``optimizer``, ``scheduler``, ``scaler``, ``rng``, ``data_state``,
         ``metrics_history`` and ``extra``. Every tensor is a private CPU copy.
     """
+    cp = _to_cpu_copy if copy else _same
     state = CapturedState(
         version=STATE_VERSION,
         step=int(step),
-        model=_to_cpu_copy(model.state_dict()),
-        optimizer=_to_cpu_copy(optimizer.state_dict()) if optimizer is not None else None,
+        model=cp(model.state_dict()),
+        optimizer=cp(optimizer.state_dict()) if optimizer is not None else None,
         scheduler=_to_cpu_copy(scheduler.state_dict()) if scheduler is not None else None,
         scaler=_to_cpu_copy(scaler.state_dict()) if scaler is not None else None,
         rng=capture_rng_state(),
@@ -176,7 +187,7 @@ def capture_state(
         metrics_history=_to_cpu_copy(list(metrics_history or [])),
         extra=_to_cpu_copy(extra) if extra is not None else None,
     )
-    state.owned = True
+    state.owned = copy
     return state
 
 
