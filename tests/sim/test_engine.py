@@ -85,12 +85,6 @@ def test_fifo_on_the_interval_grid(tmp_path: Path) -> None:
     assert result.unfinished == [] and result.rejected == []
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="the timeline is sampled only at scheduling instants, so GPUs freed by a "
-    "completion between two instants count as allocated until the next one, and the time "
-    "before the first instant is left out: gpu_allocation_ratio over-states allocation",
-)
 def test_allocation_ratio_counts_completions_between_instants(tmp_path: Path) -> None:
     result = simulate(load_workload(write(tmp_path, FOUR_JOBS)), interval=60.0)
     # 400 GPU-seconds allocated over 2 GPUs x 300 s (the makespan)

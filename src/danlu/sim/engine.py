@@ -291,6 +291,8 @@ class Simulator:
                 continue
             arrivals.append((wj, _Job(wj.request, self._progress_for(wj))))
         total = len(arrivals)
+        if arrivals:  # the timeline starts idle at the first submission
+            self._record(arrivals[0][0].request.submit_time)
         next_arrival = 0
         next_tick = interval
         changed = False
@@ -320,18 +322,23 @@ class Simulator:
             if instant > cfg.max_time:
                 break
 
-            # Advance running jobs to the instant: exact completions first, then steps.
+            # Advance running jobs to the instant; completions are applied in time order and
+            # each one is a point of the timeline (GPUs free up between instants too).
+            done: list[tuple[float, int, _Job]] = []
             while self._heap and self._heap[0][0] <= instant:
                 finish, _, job_id, version = heapq.heappop(self._heap)
                 job = self._running.get(job_id)
                 if job is not None and job.version == version:
-                    self._complete(job, finish)
-                    changed = True
+                    done.append((finish, job.request.seq, job))
             for job in list(self._stepwise.values()):
                 done_at = job.progress.advance(self._now, instant - self._now)
                 if done_at is not None:
-                    self._complete(job, done_at)
-                    changed = True
+                    done.append((done_at, job.request.seq, job))
+            done.sort(key=lambda d: (d[0], d[1]))
+            for finish, _, job in done:
+                self._complete(job, finish)
+                self._record(finish)
+                changed = True
             self._now = instant
             if instant >= next_tick:
                 next_tick = instant + interval
@@ -352,9 +359,7 @@ class Simulator:
                 if started == 0 and not self._running and next_arrival >= len(arrivals):
                     self._fail_unschedulable()
                     break
-            self._timeline.record(
-                self._now, self._used_milli, self._offsets, len(self._pending), len(self._running)
-            )
+            self._record(self._now)
             if self.on_progress is not None and instant - last_report >= 3600.0:
                 last_report = instant
                 self.on_progress(instant, len(self._finished), total)
@@ -362,6 +367,11 @@ class Simulator:
         if self.on_progress is not None:
             self.on_progress(self._now, len(self._finished), total)
         return self._result()
+
+    def _record(self, at: float) -> None:
+        self._timeline.record(
+            at, self._used_milli, self._offsets, len(self._pending), len(self._running)
+        )
 
     def _fail_unschedulable(self) -> None:
         for job in list(self._pending.values()):
