@@ -201,6 +201,14 @@ def list_jobs(
     return list(session.scalars(query.order_by(Job.seq.desc()).limit(limit).offset(offset)))
 
 
+def _flush_or_conflict(session: Session, job_id: str) -> None:
+    """Flush; a lost optimistic-version race becomes a ConflictError (the caller rolls back)."""
+    try:
+        session.flush()
+    except StaleDataError:
+        raise ConflictError(f"job {job_id} changed concurrently; retry") from None
+
+
 def _release(job: Job, t: float) -> None:
     """Account the service received on the current allocation and drop it."""
     if job.allocation and job.last_start is not None:
@@ -263,10 +271,7 @@ def change_state(
     job.state = new.value
     event = JobEvent(job_id=job.id, time=t, old=old.value, new=new.value, reason=reason)
     session.add(event)
-    try:
-        session.flush()
-    except StaleDataError:
-        raise ConflictError(f"job {job.id} changed concurrently; retry") from None
+    _flush_or_conflict(session, event.job_id)
     return event
 
 
@@ -280,6 +285,7 @@ def resize(
     """Move a RUNNING job to a new allocation (a restart in place: ``attempt`` increments,
     the state stays RUNNING, so no event is written)."""
     t = resolve_now(now)
+    job_id = job.id
     if job.state != JobState.RUNNING.value or not allocation:
         raise PlacementError(f"cannot resize job {job.id} in state {job.state}")
     _release(job, t)
@@ -288,10 +294,7 @@ def resize(
     job.attempt += 1
     if batch_size is not None:
         job.batch_size = batch_size
-    try:
-        session.flush()
-    except StaleDataError:
-        raise ConflictError(f"job {job.id} changed concurrently; retry") from None
+    _flush_or_conflict(session, job_id)
 
 
 def cancel_job(
@@ -315,10 +318,7 @@ def cancel_job(
         if job.cancel_requested_at is None:
             job.cancel_requested_at = t
             job.cancel_reason = why
-            try:
-                session.flush()
-            except StaleDataError:
-                raise ConflictError(f"job {job.id} changed concurrently; retry") from None
+            _flush_or_conflict(session, job.id)
         return job
     change_state(session, job, JobState.CANCELLED, why, t)
     return job
