@@ -60,15 +60,16 @@ def replace_inventory(
         row.memory = spec.memory
         row.fake = fake
         row.updated_at = t
-        row.gpus = [
-            Gpu(
-                index=i,
-                gpu_type=spec.gpu_type.name,
-                memory=spec.gpu_type.memory,
-                uuid=ids[i] if i < len(ids) else None,
-            )
-            for i in range(spec.gpus)
-        ]
+        gpus = list(row.gpus)
+        del row.gpus[spec.gpus :]  # extra GPUs (delete-orphan) go first
+        for i in range(spec.gpus):
+            gpu = gpus[i] if i < len(gpus) else None
+            if gpu is None:
+                gpu = Gpu(index=i, gpu_type="", memory=0)
+                row.gpus.append(gpu)
+            gpu.gpu_type = spec.gpu_type.name
+            gpu.memory = spec.gpu_type.memory
+            gpu.uuid = ids[i] if i < len(ids) else None
         rows.append(row)
     session.flush()
     return rows

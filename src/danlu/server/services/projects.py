@@ -88,7 +88,11 @@ def list_projects(session: Session) -> list[Project]:
     return list(session.scalars(select(Project).order_by(Project.name)))
 
 
-_UNSET: float = float("nan")
+class _Unset:
+    """Marker for "leave this quota as it is" (``None`` removes a quota)."""
+
+
+UNSET = _Unset()
 
 
 def update_project(
@@ -96,13 +100,13 @@ def update_project(
     name: str,
     *,
     priority: int | None = None,
-    quota_gpus: float | None = _UNSET,
-    quota_gpu_memory: int | float | None = _UNSET,
+    quota_gpus: float | _Unset | None = UNSET,
+    quota_gpu_memory: int | _Unset | None = UNSET,
 ) -> Project:
     """Change a project's priority and/or quotas (pass ``None`` to remove a quota)."""
     project = get_project(session, name)
-    new_gpus = project.quota_gpus if quota_gpus is _UNSET else quota_gpus
-    new_mem = project.quota_gpu_memory if quota_gpu_memory is _UNSET else quota_gpu_memory
+    new_gpus = project.quota_gpus if isinstance(quota_gpus, _Unset) else quota_gpus
+    new_mem = project.quota_gpu_memory if isinstance(quota_gpu_memory, _Unset) else quota_gpu_memory
     mem = None if new_mem is None else int(new_mem)
     _check_quotas(new_gpus, mem)
     if priority is not None:

@@ -208,12 +208,12 @@ def apply_plan(
     holding = {j.id: j for j in session.scalars(select(Job).where(Job.state.in_(HOLDING)))}
     committed, draining = _Usage(cluster), _Usage(cluster)
     owners: dict[int, list[str]] = {}
-    for job in holding.values():
-        alloc = to_allocation(job.allocation, cluster)
-        (draining if job.state == JobState.PREEMPTING.value else committed).add(alloc)
-        if job.state == JobState.PREEMPTING.value:
+    for held in holding.values():
+        alloc = to_allocation(held.allocation, cluster)
+        (draining if held.state == JobState.PREEMPTING.value else committed).add(alloc)
+        if held.state == JobState.PREEMPTING.value:
             for i in draining._indices(alloc):
-                owners.setdefault(i, []).append(job.id)
+                owners.setdefault(i, []).append(held.id)
 
     for preempt in plan.preempts:
         job = rows.get(preempt.job_id)

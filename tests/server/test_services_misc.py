@@ -1,0 +1,122 @@
+"""Users and tokens, admin bootstrap, projects, metrics ingestion, inventory."""
+
+from __future__ import annotations
+
+import stat
+from pathlib import Path
+
+import pytest
+
+from danlu.core.cluster import Node, gpu_type
+from danlu.core.errors import SpecError
+from danlu.core.units import GiB
+from danlu.server.db import Database
+from danlu.server.db.models import ApiToken
+from danlu.server.errors import ConflictError, NotFoundError
+from danlu.server.services import cluster, jobs, metrics, projects, users
+
+NOW = 1_000_000.0
+SPEC = {"name": "m", "command": ["true"], "resources": {"gpus": 1}}
+
+
+def test_tokens_are_hashed_and_authenticate(db: Database) -> None:
+    with db.session() as s:
+        alice = users.create_user(s, "alice", now=NOW)
+        token = users.issue_token(s, alice, "laptop", now=NOW)
+        row = s.query(ApiToken).one()
+        assert token not in (row.token_hash, row.prefix) and row.token_hash == users.hash_token(
+            token
+        )
+        assert users.authenticate(s, token, now=NOW + 5) is alice
+        assert row.last_used_at == NOW + 5
+        for bad in (None, "", "nope", token[:-1] + ("A" if token[-1] != "A" else "B")):
+            assert users.authenticate(s, bad) is None
+        assert users.revoke_tokens(s, alice) == 1
+        assert users.authenticate(s, token) is None
+        with pytest.raises(ConflictError):
+            users.create_user(s, "alice")
+        with pytest.raises(SpecError, match="role"):
+            users.create_user(s, "carol", role="root")
+        with pytest.raises(NotFoundError):
+            users.get_user(s, "dave")
+
+
+def test_admin_bootstrap_writes_a_private_token_once(db: Database, tmp_path: Path) -> None:
+    path = tmp_path / "home" / "admin.token"
+    with db.session() as s:
+        token = users.bootstrap_admin(s, path, now=NOW)
+    assert token is not None and path.read_text().strip() == token
+    assert stat.S_IMODE(path.stat().st_mode) == 0o600
+    with db.session() as s:
+        assert users.bootstrap_admin(s, path, now=NOW) is None  # second start: unchanged
+        admin = users.authenticate(s, token)
+        assert admin is not None and admin.is_admin
+    path.unlink()
+    with db.session() as s:
+        again = users.bootstrap_admin(s, path, now=NOW)
+    assert again is not None and again != token and path.read_text().strip() == again
+
+
+def test_projects_and_quotas(db: Database) -> None:
+    with db.session() as s:
+        projects.create_project(s, "vision", priority=3, quota_gpus=4, now=NOW)
+        assert projects.ensure_default_project(s, NOW).name == "default"
+        assert [p.name for p in projects.list_projects(s)] == ["default", "vision"]
+        p = projects.update_project(s, "vision", quota_gpu_memory=100 * GiB)
+        assert (p.quota_gpus, p.quota_gpu_memory, p.priority) == (4, 100 * GiB, 3)
+        p = projects.update_project(s, "vision", quota_gpus=None, priority=1)
+        assert (p.quota_gpus, p.priority) == (None, 1)
+        with pytest.raises(SpecError, match="quota_gpus"):
+            projects.update_project(s, "vision", quota_gpus=-1)
+        with pytest.raises(ConflictError):
+            projects.create_project(s, "vision")
+        with pytest.raises(NotFoundError):
+            projects.get_project(s, "audio")
+        assert projects.quota_excess(p, projects.Usage(1, 90 * GiB), projects.Usage(1, 20 * GiB))
+
+
+def test_inventory_replace_and_load(db: Database) -> None:
+    with db.session() as s:
+        cluster.replace_inventory(
+            s, [Node("a", 2, gpu_type("A100-40GB")), Node("b", 1)], uuids={"a": ["GPU-1"]}
+        )
+        loaded = cluster.load_cluster(s)
+        assert [n.name for n in loaded.nodes] == ["a", "b"] and loaded.total_gpus == 3
+        assert loaded.nodes[0].gpu_type == gpu_type("A100-40GB")
+        nodes = cluster.list_nodes(s)
+        assert [g.uuid for g in nodes[0].gpus] == ["GPU-1", None]
+        cluster.replace_inventory(s, [Node("b", 4, gpu_type("H100"))])
+        loaded = cluster.load_cluster(s)
+        assert [(n.name, n.gpus) for n in loaded.nodes] == [("b", 4)]
+
+
+def test_metrics_ingestion(db: Database) -> None:
+    with db.session() as s:
+        alice = users.create_user(s, "alice", now=NOW)
+        cluster.replace_inventory(s, [Node("n", 1)])
+        job = jobs.submit(s, SPEC, alice, now=NOW)
+        stored = metrics.ingest(
+            s,
+            job,
+            [
+                {"step": 1, "loss": 2.5, "lr": 0.1},
+                {"step": 2, "loss": float("nan"), "time": NOW + 2},
+                {"step": 3, "checkpoint_step": 3},
+            ],
+            now=NOW,
+        )
+        assert stored == 3
+        version = job.version
+        assert (job.last_step, job.checkpoint_step) == (3, 3)
+        assert job.version == version  # progress reports do not bump the job's version
+        rows = metrics.list_metrics(s, job.id, after_step=1)
+        assert [(r.step, r.data.get("loss", "-")) for r in rows] == [(2, None), (3, "-")]
+        for bad, field in [
+            ([{"loss": 1}], "metrics.0.step"),
+            ([{"step": -1}], "metrics.0.step"),
+            ([{"step": 1, "x": [1, 2]}], "metrics.0.x"),
+            ([{"step": 1, "time": "noon"}], "metrics.0.time"),
+        ]:
+            with pytest.raises(SpecError) as err:
+                metrics.ingest(s, job, bad)
+            assert err.value.field == field

@@ -1,0 +1,170 @@
+"""The scheduler adapter: ClusterView from the DB, plans recorded as states + allocations."""
+
+from __future__ import annotations
+
+import random
+from typing import Any
+
+import pytest
+
+from danlu.core.cluster import Allocation, GpuShare
+from danlu.core.errors import PlacementError
+from danlu.core.state import JobState
+from danlu.core.units import GiB
+from danlu.sched.registry import make_policy
+from danlu.sched.view import Plan, Preempt, Start, usage_from_allocations
+from danlu.server.db import Database
+from danlu.server.services import cluster, jobs, projects, users, view
+
+NOW = 1_000_000.0
+H100 = 80 * GiB
+
+
+def spec(
+    name: str, gpus: int = 1, memory: str | None = None, gpu_type: str | None = None, **over: Any
+) -> dict[str, Any]:
+    res: dict[str, Any] = {"gpus": gpus}
+    if memory:
+        res["gpu_memory"] = memory
+    if gpu_type:
+        res["gpu_type"] = gpu_type
+    return {"name": name, "command": ["true"], "resources": res, **over}
+
+
+def _check_stored_usage(db: Database) -> None:
+    """The allocation record never exceeds a GPU's compute or memory."""
+    with db.read_session() as s:
+        snap = view.build_snapshot(s, NOW)
+        milli, memory = usage_from_allocations(
+            snap.view.cluster, (j.allocation for j in snap.view.running)
+        )
+        assert (milli <= 1000).all()
+        assert (memory <= snap.view.cluster.arrays.gpu_memory).all()
+
+
+def test_view_from_db(seeded: Database) -> None:
+    with seeded.session() as s:
+        projects.create_project(s, "vip", priority=10, now=NOW)
+        alice = users.get_user(s, "alice")
+        a = jobs.submit(s, spec("a", memory="30GiB"), alice, now=NOW)
+        b = jobs.submit(s, spec("b", gpus=2, project="vip", priority=1), alice, now=NOW + 1)
+        c = jobs.submit(s, spec("c", gpu_type="l4"), alice, now=NOW + 2)
+        c.next_attempt_at = NOW + 100  # backing off
+        v = view.build_view(s, NOW + 10)
+    assert v.cluster.total_gpus == 6 and v.running == ()
+    assert [j.id for j in v.pending] == [a.id, b.id]
+    ra, rb = (j.request for j in v.pending)
+    assert (ra.gpu_memory, ra.shares_gpu, ra.seq < rb.seq) == (30 * GiB, True, True)
+    assert (rb.gpus, rb.priority, rb.project) == (2, 11, "vip")
+
+
+def test_policy_plan_is_recorded(seeded: Database) -> None:
+    with seeded.session() as s:
+        alice = users.get_user(s, "alice")
+        for i in range(3):
+            jobs.submit(s, spec(f"s{i}", memory="30GiB"), alice, now=NOW + i)
+        jobs.submit(s, spec("big", gpus=4, gpu_type="H100"), alice, now=NOW + 5)
+    policy = make_policy("priority")
+    with seeded.session() as s:
+        snap = view.build_snapshot(s, NOW + 10)
+        applied = view.apply_plan(s, policy.schedule(snap.view), NOW + 10, snap.withheld)
+        assert len(applied.started) >= 3
+        for job in applied.started:
+            assert job.state == "RUNNING" and job.allocation and job.attempt == 1
+        shared = [j for j in applied.started if j.gpu_memory_per_gpu]
+        assert all(s["memory"] == 30 * GiB for j in shared for s in j.allocation)
+    _check_stored_usage(seeded)
+    with seeded.session() as s:  # idempotent: a second round starts nothing new twice
+        snap = view.build_snapshot(s, NOW + 11)
+        again = view.apply_plan(s, policy.schedule(snap.view), NOW + 11, snap.withheld)
+        assert not {j.id for j in again.started} & {j.id for j in applied.started}
+    _check_stored_usage(seeded)
+
+
+def test_over_allocation_is_a_placement_error(seeded: Database) -> None:
+    with seeded.session() as s:
+        alice = users.get_user(s, "alice")
+        a = jobs.submit(s, spec("a", memory="50GiB"), alice, now=NOW).id
+        b = jobs.submit(s, spec("b", memory="50GiB"), alice, now=NOW).id
+    share = Allocation((GpuShare(0, 0, 500, 50 * GiB),))
+    plan = Plan(starts=(Start(a, share), Start(b, share)))
+    with pytest.raises(PlacementError, match="over-allocates"), seeded.session() as s:
+        view.apply_plan(s, plan, NOW)
+    with seeded.read_session() as s:  # rolled back: nothing started
+        assert {j.state for j in jobs.list_jobs(s)} == {"PENDING"}
+    bad = Plan(starts=(Start(a, Allocation((GpuShare(5, 0),))),))
+    with pytest.raises(PlacementError, match="absent"), seeded.session() as s:
+        view.apply_plan(s, bad, NOW)
+
+
+def test_start_on_a_checkpointing_gpu_is_deferred(seeded: Database) -> None:
+    whole = Allocation((GpuShare(0, 0, 1000, H100),))
+    with seeded.session() as s:
+        alice = users.get_user(s, "alice")
+        low = jobs.submit(s, spec("low"), alice, now=NOW).id
+        high = jobs.submit(s, spec("high", priority=9), alice, now=NOW + 1).id
+        view.apply_plan(s, Plan(starts=(Start(low, whole),)), NOW)
+    plan = Plan(preempts=(Preempt(low, "priority"),), starts=(Start(high, whole),))
+    with seeded.session() as s:
+        applied = view.apply_plan(s, plan, NOW + 5)
+        assert [j.id for j in applied.preempted] == [low] and applied.started == []
+        assert low in applied.deferred[high]
+        assert jobs.get_job(s, high).pending_reason == applied.deferred[high]
+        snap = view.build_snapshot(s, NOW + 6)
+        (preempting,) = snap.view.running
+        assert preempting.id == low and not preempting.request.preemptible
+    _check_stored_usage(seeded)
+    with seeded.session() as s:
+        job = jobs.get_job(s, low)
+        jobs.settle_exit(s, job, succeeded=True, exit_code=0, reason="checkpointed", now=NOW + 7)
+        applied = view.apply_plan(s, Plan(starts=(Start(high, whole),)), NOW + 8)
+        assert [j.id for j in applied.started] == [high]
+
+
+def test_quota_withholds_and_defers(seeded: Database) -> None:
+    with seeded.session() as s:
+        projects.create_project(s, "q", quota_gpus=1, now=NOW)
+        alice = users.get_user(s, "alice")
+        first = jobs.submit(s, spec("a", project="q"), alice, now=NOW).id
+        second = jobs.submit(s, spec("b", project="q"), alice, now=NOW + 1).id
+        one, two = (Allocation((GpuShare(0, g, 1000, H100),)) for g in (0, 1))
+        applied = view.apply_plan(s, Plan(starts=(Start(first, one), Start(second, two))), NOW)
+        assert [j.id for j in applied.started] == [first]
+        assert "quota" in applied.deferred[second]
+        snap = view.build_snapshot(s, NOW + 1)
+        assert [j.id for j in snap.view.pending] == [] and "quota" in snap.withheld[second]
+        assert "quota" in jobs.why(s, jobs.get_job(s, second), NOW + 1)
+
+
+def test_random_rounds_keep_allocations_within_gpus(seeded: Database) -> None:
+    rng = random.Random(7)
+    policy = make_policy("priority")
+    with seeded.session() as s:
+        alice = users.get_user(s, "alice")
+        for i in range(20):
+            kind = rng.choice(["mem", "whole", "gang"])
+            if kind == "mem":
+                body = spec(f"m{i}", memory=f"{rng.choice([10, 20, 30, 50])}GiB")
+            elif kind == "whole":
+                body = spec(f"w{i}", gpu_type=rng.choice(["h100", "l4"]))
+            else:
+                body = spec(f"g{i}", gpus=rng.choice([2, 3]))
+            jobs.submit(s, {**body, "priority": rng.randint(0, 3)}, alice, now=NOW + i)
+    t = NOW + 100
+    for _ in range(25):
+        t += 10
+        with seeded.session() as s:
+            snap = view.build_snapshot(s, t)
+            view.apply_plan(s, policy.schedule(snap.view), t, snap.withheld)
+        _check_stored_usage(seeded)
+        with seeded.session() as s:
+            for job in jobs.list_jobs(s, states=["RUNNING", "PREEMPTING"]):
+                if rng.random() < 0.4 or job.state == "PREEMPTING":
+                    ok = rng.random() < 0.8
+                    jobs.settle_exit(
+                        s, job, succeeded=ok, exit_code=0 if ok else 1, reason="exit", now=t
+                    )
+    with seeded.read_session() as s:
+        states = {j.state for j in jobs.list_jobs(s, limit=100)}
+    assert JobState.SUCCEEDED.value in states
+    assert cluster.list_shares is not None
