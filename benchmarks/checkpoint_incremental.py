@@ -48,8 +48,7 @@ def run(opt_name: str, args: argparse.Namespace) -> tuple[float, float, bool]:
         opt = torch.optim.AdamW(params, lr=1e-4)
     saved: dict[int, dict[str, torch.Tensor]] = {}
     with tempfile.TemporaryDirectory() as d:
-        mgr = CheckpointManager(d, incremental=True, full_every=args.full_every,
-                                keep_last=10**6)
+        mgr = CheckpointManager(d, incremental=True, full_every=args.full_every, keep_last=10**6)
         for step in range(1, args.steps + 1):
             x = torch.randn(32, args.width)
             loss = model(x).pow(2).mean()
@@ -66,8 +65,9 @@ def run(opt_name: str, args: argparse.Namespace) -> tuple[float, float, bool]:
         exact = True
         for info in infos:
             step, state = mgr.load(info.name)
-            exact &= all(torch.equal(bits(state["model"][k]), bits(v))
-                         for k, v in saved[step].items())
+            exact &= all(
+                torch.equal(bits(state["model"][k]), bits(v)) for k, v in saved[step].items()
+            )
     return statistics.mean(incs) / statistics.mean(fulls), statistics.mean(fulls), exact
 
 
@@ -81,8 +81,10 @@ def main() -> None:
     args = p.parse_args()
     torch.set_num_threads(max(1, torch.get_num_threads()))
     _, n_all, n_train = build(args.width, args.depth)
-    print(f"model: {n_all:,} parameters, {n_train:,} trainable "
-          f"({100 * n_train / n_all:.1f}% change during fine-tuning)")
+    print(
+        f"model: {n_all:,} parameters, {n_train:,} trainable "
+        f"({100 * n_train / n_all:.1f}% change during fine-tuning)"
+    )
     print(f"{'optimizer':<14} {'full MB':>8} {'incremental/full':>17} {'restore exact':>14}")
     for name in ("sgd", "sgd-momentum", "adamw"):
         ratio, full, exact = run(name, args)
