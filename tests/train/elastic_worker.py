@@ -40,7 +40,7 @@ def main() -> None:
     opt = torch.optim.SGD(model.parameters(), lr=0.01)
     ctx = dt.init(model, opt, global_batch_size=GLOBAL_BATCH, dataset_size=N,
                   checkpoint_dir=str(out / "ckpt"), checkpoint_every_steps=1,
-                  metrics_file=False, collective_timeout_s=30, progress=False)
+                  metrics_file=False, collective_timeout_s=90, progress=False)
     world = ctx.distributed.world_size
     seen: dict[str, list[int]] = ctx.extra.setdefault("seen", {})
     worlds: list[int] = ctx.extra.setdefault("worlds", [])

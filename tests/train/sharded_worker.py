@@ -27,7 +27,7 @@ def main(rank: int, world: int, port: int, directory: str) -> int:
     model = torch.nn.Linear(8, 4)
     full = torch.arange(world * 6, dtype=torch.float32).reshape(world * 3, 2)
     sharded = distribute_tensor(full, mesh, [Shard(0)])
-    mgr = CheckpointManager(os.path.join(directory, "ckpt"), keep_last=2)
+    mgr = CheckpointManager(os.path.join(directory, "ckpt"), keep_last=2, sharded=True)
     for step in (1, 2, 3):
         with torch.no_grad():
             model.weight.add_(1.0)

@@ -45,6 +45,7 @@ def _torchrun(nproc: int, out: Path, log: Path) -> subprocess.Popen[bytes]:
     src = str(HERE.parents[1] / "src")
     env["PYTHONPATH"] = src + os.pathsep + env.get("PYTHONPATH", "")
     env["OMP_NUM_THREADS"] = "1"
+    env["GLOO_SOCKET_IFNAME"] = "lo"  # the workers talk over loopback only
     with log.open("wb") as f:
         return subprocess.Popen(argv, stdout=f, stderr=subprocess.STDOUT, env=env,
                                 start_new_session=True)

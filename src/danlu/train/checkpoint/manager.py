@@ -73,8 +73,11 @@ class CheckpointManager:
         every_steps: :meth:`should_save` is true on steps divisible by this.
         every_seconds: :meth:`should_save` is true when this long (``time.monotonic``
             seconds) has passed since the last save.
-
-    A single process writes a directory; in a distributed run let rank 0 own it.
+        sharded: with a process group of more than one rank, :meth:`save` is COLLECTIVE:
+            every rank calls it and writes its own shards through
+            ``torch.distributed.checkpoint`` (for sharded state such as FSDP). Off (the
+            default), a single process writes the directory: with DDP's replicated state,
+            let rank 0 own it and call :meth:`save` there only.
     """
 
     def __init__(
@@ -91,6 +94,7 @@ class CheckpointManager:
         storage_options: dict[str, Any] | None = None,
         every_steps: int | None = None,
         every_seconds: float | None = None,
+        sharded: bool = False,
     ) -> None:
         if keep_last < 1:
             raise ConfigError("keep_last must be >= 1")
@@ -105,6 +109,7 @@ class CheckpointManager:
         if every_seconds is not None and every_seconds <= 0:
             raise ConfigError("every_seconds must be > 0")
         self.directory = directory
+        self.sharded = sharded
         self.keep_last, self.keep_best = keep_last, keep_best
         self.best_metric, self.mode = best_metric, mode
         self.incremental, self.full_every = incremental, full_every
@@ -156,7 +161,7 @@ class CheckpointManager:
             raise ConfigError("save() on a closed CheckpointManager")
         t0 = time.perf_counter()
         self.wait()
-        if distributed_world()[1] > 1:
+        if self.sharded and distributed_world()[1] > 1:
             self._save_sharded(int(step), state, dict(metrics or {}))
             self._last_step, self._last_time = int(step), time.monotonic()
             self.last_snapshot_s = time.perf_counter() - t0
