@@ -6,6 +6,16 @@ cd "$(dirname "$0")/.."
 
 pip_install() { python3 -m pip install --quiet --disable-pip-version-check "$@"; }
 
+# Real services the tests start themselves (Debian packages): PostgreSQL for the store tests.
+if ! ls /usr/lib/postgresql/*/bin/initdb >/dev/null 2>&1; then
+  if [ "$(id -u)" = 0 ]; then
+    apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq postgresql >/dev/null
+  else
+    sudo apt-get update -qq && sudo DEBIAN_FRONTEND=noninteractive apt-get install -y -qq postgresql >/dev/null
+  fi
+fi
+export DANLU_TEST_REQUIRE_POSTGRES=1  # CI fails instead of skipping when PostgreSQL is missing
+
 # The CPU build of torch first: with it installed, the `train` extra's torch range is already
 # satisfied and pip never downloads a CUDA build.
 pip_install "torch==2.13.0"
