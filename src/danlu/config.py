@@ -9,6 +9,9 @@ DANLU_POLICY         scheduling policy name                ``priority``
 DANLU_INTERVAL       seconds between reconcile rounds      ``2.0``
 DANLU_FAKE_GPUS      fake inventory, e.g. ``4x80GiB``      unset (use NVML)
 DANLU_PORT           HTTP port                             ``8470``
+DANLU_URL            server URL for the CLI (overrides     unset (``DANLU_HOME/server.json``)
+                     ``DANLU_HOME/server.json``)
+DANLU_TOKEN          API token for the CLI                 unset (``DANLU_HOME/admin.token``)
 ==================== ===================================== ===================================
 
 Nothing is read at import: call :func:`load_settings`. Errors are
@@ -158,3 +161,34 @@ def load_settings(**overrides: Any) -> Settings:
         msg = str(err.get("msg", "invalid value")).removeprefix("Value error, ")
         hint = _HINTS.get(name, "")
         raise ConfigError(f"{variable}: {msg}" + (f"; expected {hint}" if hint else "")) from None
+
+
+class ClientSettings(BaseSettings):
+    """Where the CLI finds the server: ``DANLU_HOME`` (``server.json`` + ``admin.token``), and
+    ``DANLU_URL`` / ``DANLU_TOKEN``, which override what the home holds."""
+
+    model_config = SettingsConfigDict(env_prefix=ENV_PREFIX, extra="ignore", frozen=True)
+
+    home: Path = Field(default=Path("~/.danlu"))
+    url: str | None = None
+    token: str | None = None
+
+    @field_validator("home", mode="after")
+    @classmethod
+    def _home(cls, value: Path) -> Path:
+        return value.expanduser()
+
+
+def load_client_settings(
+    home: Path | None = None, url: str | None = None, token: str | None = None
+) -> ClientSettings:
+    """The CLI's connection settings: flags (when not ``None``) win over ``DANLU_HOME``,
+    ``DANLU_URL`` and ``DANLU_TOKEN``; the home defaults to ``~/.danlu``."""
+    overrides = {k: v for k, v in {"home": home, "url": url, "token": token}.items() if v}
+    try:
+        return ClientSettings(**overrides)
+    except ValidationError as exc:
+        err = exc.errors()[0]
+        name = str(err["loc"][0]) if err["loc"] else ""
+        msg = err.get("msg", "invalid value")
+        raise ConfigError(f"{ENV_PREFIX}{name.upper()}: {msg}") from None

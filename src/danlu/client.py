@@ -1,0 +1,412 @@
+"""A small typed client for the danlu REST API (``docs/api.md``), over :class:`httpx.Client`.
+
+::
+
+    from danlu.client import Client
+
+    with Client.from_home(Path("~/.danlu")) as client:
+        job = client.submit({"name": "hello", "command": ["python", "-c", "print('hi')"]})
+        text, offset = client.logs(job["id"])
+
+Every error is a :class:`~danlu.core.errors.DanluError`: HTTP errors become an :class:`ApiError`
+subclass chosen by status code (and by the server's error ``type`` for 422), carrying the
+server's ``type``, ``field`` and ``message`` unchanged. This module imports only ``danlu.core``
+and httpx and reads no environment variables: the CLI resolves ``DANLU_HOME`` / ``DANLU_URL`` /
+``DANLU_TOKEN`` through :mod:`danlu.config` and passes them in.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Iterator, Mapping, Sequence
+from pathlib import Path
+from types import TracebackType
+from typing import Any
+from urllib.parse import quote
+
+import httpx
+
+from danlu.core.errors import ConfigError, DanluError, SpecError, UnschedulableError
+from danlu.core.spec import JobSpec
+
+API_PREFIX = "/api/v1"
+LOG_OFFSET_HEADER = "X-Danlu-Log-Offset"
+DEFAULT_HOME = Path("~/.danlu")
+MAX_PAGE = 1000
+JobDict = dict[str, Any]
+
+
+class ApiError(DanluError):
+    """An error answer of the server: HTTP ``status`` plus the body's ``type``, ``field``
+    (dotted, or ``None``) and ``message``, exactly as the server sent them."""
+
+    def __init__(
+        self,
+        status: int,
+        type: str,
+        field: str | None,
+        message: str,
+        method: str = "",
+        path: str = "",
+    ) -> None:
+        self.status = status
+        self.type = type
+        self.field = field
+        self.message = message
+        self.method = method
+        self.path = path
+        Exception.__init__(self, f"{field}: {message}" if field else message)
+
+    def __str__(self) -> str:
+        return str(self.args[0])
+
+
+class AuthError(ApiError):
+    """401: no token, or a token the server does not know."""
+
+
+class PermissionDenied(ApiError):
+    """403: another user's job, or an admin-only route."""
+
+
+class NotFoundError(ApiError, LookupError):
+    """404: an unknown job, project, user or route."""
+
+
+class ConflictError(ApiError):
+    """409: the request conflicts with the current state (e.g. cancel a finished job)."""
+
+
+class InvalidRequestError(ApiError, SpecError):
+    """422 (or 400): invalid input; ``field`` names the offending field."""
+
+
+class UnschedulableRequestError(ApiError, UnschedulableError):
+    """422: a spec that can never fit the cluster (or its project's quota), with the reason."""
+
+
+class ServerError(ApiError):
+    """5xx: the server failed; its message is kept."""
+
+
+class ServerUnavailable(DanluError):
+    """No answer from the server (connection refused, timeout, broken stream)."""
+
+
+class NoServerError(ConfigError):
+    """No ``server.json`` under the danlu home: no server was started there."""
+
+
+_BY_STATUS: dict[int, type[ApiError]] = {
+    400: InvalidRequestError,
+    401: AuthError,
+    403: PermissionDenied,
+    404: NotFoundError,
+    409: ConflictError,
+    422: InvalidRequestError,
+}
+_UNSCHEDULABLE_TYPES = {"AdmissionError", "UnschedulableError"}
+
+
+def error_from_response(response: httpx.Response) -> ApiError:
+    """The :class:`ApiError` subclass for an error ``response`` (body read already)."""
+    status = response.status_code
+    kind, field, message = "http", None, ""
+    try:
+        body = response.json()
+    except (json.JSONDecodeError, UnicodeDecodeError, ValueError):
+        body = None
+    if isinstance(body, dict) and isinstance(body.get("error"), dict):
+        error = body["error"]
+        kind = str(error.get("type") or "http")
+        field = str(error["field"]) if error.get("field") is not None else None
+        message = str(error.get("message") or "")
+    elif isinstance(body, dict) and "detail" in body:  # a plain FastAPI error
+        detail = body["detail"]
+        if isinstance(detail, list) and detail and isinstance(detail[0], dict):
+            loc = [str(p) for p in detail[0].get("loc", []) if p not in ("body", "query", "path")]
+            field = ".".join(loc) or None
+            message = str(detail[0].get("msg", ""))
+        else:
+            message = str(detail)
+    if not message:
+        message = (response.text.strip() or response.reason_phrase or "error")[:500]
+    method = response.request.method if response.has_request() else ""
+    path = response.request.url.path if response.has_request() else ""
+    if status == 422 and kind in _UNSCHEDULABLE_TYPES:
+        cls: type[ApiError] = UnschedulableRequestError
+    elif status >= 500:
+        cls = ServerError
+    else:
+        cls = _BY_STATUS.get(status, ApiError)
+    return cls(status, kind, field, message, method, path)
+
+
+def find_server(home: Path | None = None) -> tuple[str, str | None]:
+    """The URL (from ``home/server.json``) and admin token (``home/admin.token``, if readable)
+    of the server started with ``danlu up --home home``. Raises :class:`NoServerError`."""
+    root = (home or DEFAULT_HOME).expanduser()
+    hint = f"no danlu server found at {root}: start one with `danlu up --home {root}`"
+    try:
+        info = json.loads((root / "server.json").read_text(encoding="utf-8"))
+    except FileNotFoundError:
+        raise NoServerError(hint) from None
+    except (OSError, json.JSONDecodeError) as exc:
+        raise NoServerError(f"{hint} ({root / 'server.json'} is unreadable: {exc})") from None
+    if not isinstance(info, dict) or not info.get("url"):
+        raise NoServerError(f"{hint} ({root / 'server.json'} names no url)")
+    try:
+        token: str | None = (root / "admin.token").read_text(encoding="utf-8").strip() or None
+    except OSError:
+        token = None
+    return str(info["url"]), token
+
+
+def _spec_body(spec: JobSpec | Mapping[str, Any]) -> dict[str, Any]:
+    if isinstance(spec, JobSpec):
+        return spec.model_dump(mode="json", exclude_defaults=True) | {"name": spec.name}
+    return dict(spec)
+
+
+def _seg(value: str) -> str:
+    """One URL path segment: ``/``, ``..`` and the like cannot change the route."""
+    if value in ("", ".", ".."):
+        raise SpecError("id", f"{value!r} is not a valid id or name")
+    return quote(value, safe="")
+
+
+def _clean(params: Mapping[str, Any]) -> dict[str, Any]:
+    return {k: v for k, v in params.items() if v is not None and v != []}
+
+
+class Client:
+    """The REST client. ``url`` is the server's base URL (``http://127.0.0.1:8470``, with or
+    without ``/api/v1``); ``transport`` replaces the network (``httpx.MockTransport``,
+    ``httpx.ASGITransport`` for in-process tests)."""
+
+    def __init__(
+        self,
+        url: str,
+        token: str | None = None,
+        *,
+        transport: httpx.BaseTransport | None = None,
+        timeout: float = 30,
+    ) -> None:
+        base = url.rstrip("/")
+        base = base.removesuffix(API_PREFIX)
+        self.url = base
+        self.token = token
+        headers = {"Accept": "application/json"}
+        if token:
+            headers["Authorization"] = f"Bearer {token}"
+        self._http = httpx.Client(
+            base_url=base + API_PREFIX, headers=headers, transport=transport, timeout=timeout
+        )
+
+    @classmethod
+    def from_home(
+        cls,
+        home: Path | None = None,
+        *,
+        url: str | None = None,
+        token: str | None = None,
+        transport: httpx.BaseTransport | None = None,
+        timeout: float = 30,
+    ) -> Client:
+        """A client for the server started with ``danlu up --home home`` (default ``~/.danlu``).
+
+        ``url`` / ``token`` override what the home holds; with both given the home is not read.
+        Environment variables are the caller's business (the CLI reads them in danlu.config).
+        """
+        if url is None or token is None:
+            found_url, found_token = find_server(home)
+            url = url or found_url
+            token = token or found_token
+        return cls(url, token, transport=transport, timeout=timeout)
+
+    # -- plumbing ---------------------------------------------------------------------------
+
+    def close(self) -> None:
+        """Close the connection pool."""
+        self._http.close()
+
+    def __enter__(self) -> Client:
+        return self
+
+    def __exit__(
+        self,
+        exc_type: type[BaseException] | None,
+        exc: BaseException | None,
+        tb: TracebackType | None,
+    ) -> None:
+        self.close()
+
+    def _unavailable(self, exc: httpx.HTTPError) -> ServerUnavailable:
+        return ServerUnavailable(
+            f"cannot reach the danlu server at {self.url}: {exc or type(exc).__name__}; "
+            "is it running? (start one with `danlu up`)"
+        )
+
+    def request(self, method: str, path: str, **kwargs: Any) -> httpx.Response:
+        """Send one request; raise the mapped :class:`ApiError` on a 4xx/5xx answer."""
+        try:
+            response = self._http.request(method, path, **kwargs)
+        except httpx.HTTPError as exc:
+            raise self._unavailable(exc) from None
+        if response.is_error:
+            raise error_from_response(response)
+        return response
+
+    def _json(self, method: str, path: str, **kwargs: Any) -> Any:
+        response = self.request(method, path, **kwargs)
+        try:
+            return response.json()
+        except ValueError:
+            raise ServerError(
+                response.status_code, "http", None, f"not JSON: {response.text[:200]!r}"
+            ) from None
+
+    # -- health and identity ----------------------------------------------------------------
+
+    def health(self) -> dict[str, Any]:
+        """``GET /health``: ``{"status": "ok", "version"}`` (needs no token)."""
+        return dict(self._json("GET", "/health"))
+
+    def me(self) -> dict[str, Any]:
+        """``GET /users/me``: the caller, ``{"name", "role"}``."""
+        return dict(self._json("GET", "/users/me"))
+
+    def create_user(self, name: str, role: str = "user") -> dict[str, Any]:
+        """``POST /users`` (admin)."""
+        return dict(self._json("POST", "/users", json={"name": name, "role": role}))
+
+    def create_token(self, user: str, name: str = "") -> str:
+        """``POST /users/{name}/tokens``: a new API token for ``user`` (shown once)."""
+        return str(self._json("POST", f"/users/{_seg(user)}/tokens", json={"name": name})["token"])
+
+    # -- jobs -------------------------------------------------------------------------------
+
+    def submit(self, spec: JobSpec | Mapping[str, Any]) -> JobDict:
+        """``POST /jobs``: submit a spec; returns the new Job."""
+        return dict(self._json("POST", "/jobs", json=_spec_body(spec)))
+
+    def list_jobs(
+        self,
+        state: str | Sequence[str] | None = None,
+        *,
+        project: str | None = None,
+        user: str | None = None,
+        limit: int | None = None,
+        offset: int | None = None,
+    ) -> list[JobDict]:
+        """``GET /jobs``: newest first; ``state`` may be one state or several."""
+        states = [state] if isinstance(state, str) else list(state or [])
+        params = _clean(
+            {"state": states, "project": project, "user": user, "limit": limit, "offset": offset}
+        )
+        return list(self._json("GET", "/jobs", params=params))
+
+    def iter_jobs(
+        self,
+        state: str | Sequence[str] | None = None,
+        *,
+        project: str | None = None,
+        user: str | None = None,
+        page: int = MAX_PAGE,
+    ) -> Iterator[JobDict]:
+        """Every matching job, newest first, fetched ``page`` at a time."""
+        offset = 0
+        while True:
+            batch = self.list_jobs(state, project=project, user=user, limit=page, offset=offset)
+            yield from batch
+            if len(batch) < page:
+                return
+            offset += len(batch)
+
+    def get_job(self, job: str) -> JobDict:
+        """``GET /jobs/{id}`` (an id or a unique prefix)."""
+        return dict(self._json("GET", f"/jobs/{_seg(job)}"))
+
+    def cancel(self, job: str) -> JobDict:
+        """``POST /jobs/{id}/cancel``: returns the Job."""
+        return dict(self._json("POST", f"/jobs/{_seg(job)}/cancel"))
+
+    def events(
+        self, job: str, after_id: int | None = None, limit: int | None = None
+    ) -> list[dict[str, Any]]:
+        """``GET /jobs/{id}/events``: the job's state changes with their reasons."""
+        params = _clean({"after_id": after_id, "limit": limit})
+        return list(self._json("GET", f"/jobs/{_seg(job)}/events", params=params))
+
+    def why(self, job: str) -> dict[str, Any]:
+        """``GET /jobs/{id}/why``: ``{"id", "state", "reason"}``."""
+        return dict(self._json("GET", f"/jobs/{_seg(job)}/why"))
+
+    def logs(self, job: str, offset: int = 0) -> tuple[str, int]:
+        """``GET /jobs/{id}/logs``: the log from byte ``offset`` and the next offset."""
+        response = self.request("GET", f"/jobs/{_seg(job)}/logs", params={"offset": offset})
+        raw = response.content
+        header = response.headers.get(LOG_OFFSET_HEADER)
+        next_offset = int(header) if header and header.isdigit() else offset + len(raw)
+        return raw.decode("utf-8", errors="replace"), next_offset
+
+    def follow_logs(self, job: str, offset: int = 0) -> Iterator[str]:
+        """``GET /jobs/{id}/logs?follow=true``: text chunks until the job is terminal."""
+        params = {"offset": offset, "follow": "true"}
+        timeout = httpx.Timeout(self._http.timeout.connect, read=None)
+        try:
+            with self._http.stream(
+                "GET", f"/jobs/{_seg(job)}/logs", params=params, timeout=timeout
+            ) as response:
+                if response.is_error:
+                    response.read()
+                    raise error_from_response(response)
+                yield from response.iter_text()
+        except httpx.HTTPError as exc:
+            raise self._unavailable(exc) from None
+
+    def post_metrics(self, job: str, metrics: Sequence[Mapping[str, Any]]) -> int:
+        """``POST /jobs/{id}/metrics``: returns how many records were accepted."""
+        body = {"metrics": [dict(m) for m in metrics]}
+        return int(self._json("POST", f"/jobs/{_seg(job)}/metrics", json=body)["accepted"])
+
+    def metrics(
+        self, job: str, after_step: int | None = None, limit: int | None = None
+    ) -> list[dict[str, Any]]:
+        """``GET /jobs/{id}/metrics``."""
+        params = _clean({"after_step": after_step, "limit": limit})
+        return list(self._json("GET", f"/jobs/{_seg(job)}/metrics", params=params))
+
+    # -- projects and cluster ---------------------------------------------------------------
+
+    def projects(self) -> list[dict[str, Any]]:
+        """``GET /projects``."""
+        return list(self._json("GET", "/projects"))
+
+    def create_project(
+        self,
+        name: str,
+        priority: int = 0,
+        quota_gpus: float | None = None,
+        quota_gpu_memory: int | None = None,
+    ) -> dict[str, Any]:
+        """``POST /projects`` (admin)."""
+        body = {
+            "name": name,
+            "priority": priority,
+            "quota_gpus": quota_gpus,
+            "quota_gpu_memory": quota_gpu_memory,
+        }
+        return dict(self._json("POST", "/projects", json=body))
+
+    def update_project(self, name: str, **fields: Any) -> dict[str, Any]:
+        """``PUT /projects/{name}`` with a partial Project (admin)."""
+        return dict(self._json("PUT", f"/projects/{_seg(name)}", json=fields))
+
+    def nodes(self) -> list[dict[str, Any]]:
+        """``GET /cluster/nodes``: nodes with their GPUs, allocated memory and jobs."""
+        return list(self._json("GET", "/cluster/nodes"))
+
+    def allocations(self) -> list[dict[str, Any]]:
+        """``GET /cluster/allocations``: ``[{"job_id", "node", "gpu", "milli", "memory"}]``."""
+        return list(self._json("GET", "/cluster/allocations"))
