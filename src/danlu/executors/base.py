@@ -113,6 +113,9 @@ class JobLaunch:
     batch_size: int | None = None
     token: str | None = None
     """Bearer token the job uses to report metrics (``DANLU_TOKEN``); never written to disk."""
+    attempt: int | None = None
+    """The run's number for :class:`Handle` (the control plane's start counter); ``None``
+    means ``restart_count``. Lets DANLU_RESTART_COUNT count failures while handles count runs."""
 
     def __post_init__(self) -> None:
         validate_job_id(self.job_id)
@@ -128,6 +131,8 @@ class JobLaunch:
             raise InvalidLaunchError("argv", "an argument contains a NUL byte")
         if self.restart_count < 0:
             raise InvalidLaunchError("restart_count", "must be 0 or more")
+        if self.attempt is not None and self.attempt < 0:
+            raise InvalidLaunchError("attempt", "must be 0 or more")
         if self.batch_size is not None and self.batch_size <= 0:
             raise InvalidLaunchError("batch_size", "must be a positive integer")
         for key, value in self.env.items():
@@ -141,6 +146,11 @@ class JobLaunch:
     def command(self) -> list[str]:
         """The argv actually executed (``/bin/sh -c`` only when ``shell`` was asked for)."""
         return [SHELL, "-c", self.argv[0]] if self.shell else list(self.argv)
+
+    @property
+    def run_attempt(self) -> int:
+        """The attempt number of this run's :class:`Handle`."""
+        return self.restart_count if self.attempt is None else self.attempt
 
     @property
     def memory_limit(self) -> int | None:

@@ -124,7 +124,7 @@ class FakeExecutor(MultiNodeExecutor, GpuSharingExecutor):
         script = self.world.scripts.get(job.job_id, self.world.default)
         self.world.runs[job.job_id] = FakeRun(job, script, self.world.clock())
         self.world.launches.append(job)
-        return Handle(job.job_id, job.restart_count)
+        return Handle(job.job_id, job.run_attempt)
 
     def poll(self, handle: Handle) -> ExecStatus:
         """The scripted status at the clock's current time."""
@@ -140,7 +140,7 @@ class FakeExecutor(MultiNodeExecutor, GpuSharingExecutor):
 
     def adopt(self) -> list[Handle]:
         """Every run of the world not forgotten."""
-        return [Handle(r.launch.job_id, r.launch.restart_count) for r in self.world.runs.values()]
+        return [Handle(r.launch.job_id, r.launch.run_attempt) for r in self.world.runs.values()]
 
     def logs(self, handle: Handle, offset: int = 0, limit: int = 1 << 20) -> tuple[bytes, int]:
         """The scripted log bytes."""
@@ -153,7 +153,7 @@ class FakeExecutor(MultiNodeExecutor, GpuSharingExecutor):
 
     def _run(self, handle: Handle) -> FakeRun:
         run = self.world.runs.get(handle.job_id)
-        if run is None or run.launch.restart_count != handle.attempt:
+        if run is None or run.launch.run_attempt != handle.attempt:
             raise UnknownHandleError(f"no fake run {handle.key}")
         return run
 

@@ -184,7 +184,7 @@ class LocalExecutor(GpuSharingExecutor):
                 run_dir / supervise.LAUNCH,
                 {
                     "job_id": job.job_id,
-                    "attempt": job.restart_count,
+                    "attempt": job.run_attempt,
                     "command": job.command,
                     "log_path": str(log_path),
                     "log_offset": offset,
@@ -213,7 +213,7 @@ class LocalExecutor(GpuSharingExecutor):
             run_dir / "supervisor.json",
             {"pid": proc.pid, "start": supervise.proc_start_time(proc.pid)},
         )
-        return Handle(job.job_id, job.restart_count)
+        return Handle(job.job_id, job.run_attempt)
 
     def poll(self, handle: Handle) -> ExecStatus:
         """The run's status from its files; reaps the supervisor if this instance started it."""
