@@ -79,6 +79,13 @@ class JobStatus:
     restarts: int = 0
     marks: Mapping[str, float] = field(default_factory=dict)
     """Notes a policy attached to this job in earlier rounds (see :attr:`Plan.marks`)."""
+    observed: Mapping[str, float] = field(default_factory=dict)
+    """What the job itself reports (``danlu.train`` in production, the profile in the
+    simulator): its limits (``init_batch``, ``max_batch``, ``min_local_bsz``,
+    ``max_local_bsz``, ``target_batch``) and, while it runs, measurements at its current
+    placement and batch (``step_time``, ``sync_time``, ``local_bsz``, ``accum_steps``,
+    ``batch_size``, ``num_replicas``, ``num_nodes``, ``grad_sqr``, ``grad_var``) and
+    ``progress`` (fraction of the work done). Empty when nothing is known."""
 
     def attained_at(self, now: float) -> float:
         """GPU-seconds of service at ``now`` (running jobs keep accruing)."""

@@ -10,6 +10,12 @@ that does not depend on the clock, while nothing arrived or finished.
 The engine is a thin adapter: it keeps per-job state, builds the frozen
 :class:`~danlu.sched.view.ClusterView`, calls ``policy.schedule`` and applies the plan,
 checking that no GPU is ever over-allocated.
+
+Elastic policies: a start's or resize's ``batch_size`` goes to the job's progress model,
+and every job's :attr:`~danlu.sched.view.JobStatus.observed` holds what its progress model
+reports (limits, and measurements at the current placement and batch while it runs). The
+engine keeps no history of observations: a policy that learns from them keeps what it
+needs in its marks (as ``danlu`` does), exactly as it would against the server.
 """
 
 from __future__ import annotations
@@ -75,7 +81,8 @@ class _Job:
         return self.request.id
 
     def status(self) -> JobStatus:
-        if self.cached is None:
+        observed = self.progress.observe()
+        if self.cached is None or self.cached.observed is not observed:
             self.cached = JobStatus(
                 request=self.request,
                 allocation=self.allocation,
@@ -84,6 +91,7 @@ class _Job:
                 last_start=self.last_start,
                 preemptions=self.preemptions,
                 marks=dict(self.marks),
+                observed=observed,
             )
         return self.cached
 
@@ -180,13 +188,14 @@ class Simulator:
                     f"when starting {job_id}"
                 )
 
-    def _start(self, job: _Job, alloc: Allocation) -> None:
+    def _start(self, job: _Job, alloc: Allocation, batch_size: int | None = None) -> None:
         self._move(job, JobState.RUNNING, "scheduled")
         del self._pending[job.id]
-        self._occupy(job, alloc)
+        self._occupy(job, alloc, batch_size)
 
-    def _occupy(self, job: _Job, alloc: Allocation) -> None:
-        """Give ``alloc`` to ``job`` (state already RUNNING) and start its progress."""
+    def _occupy(self, job: _Job, alloc: Allocation, batch_size: int | None = None) -> None:
+        """Give ``alloc`` to ``job`` (state already RUNNING) and start its progress at the
+        scheduler's ``batch_size`` (``None``: the job's own)."""
         if not alloc:
             raise PlacementError(f"policy started {job.id} on an empty allocation")
         self._take(alloc, +1, job.id)
@@ -197,7 +206,7 @@ class Simulator:
             job.first_start = now
         job.cached = None
         self._running[job.id] = job
-        job.progress.start(now, alloc)
+        job.progress.start(now, alloc, batch_size)
         if job.progress.stepwise:
             self._stepwise[job.id] = job
         else:
@@ -252,12 +261,12 @@ class Simulator:
             # A resize restarts the job in place on new GPUs: it stays RUNNING throughout.
             job.progress.stop(self._now)
             self._release(job, self._now)
-            self._occupy(job, resize.allocation)
+            self._occupy(job, resize.allocation, resize.batch_size)
         for start in plan.starts:
             job = self._pending.get(start.job_id)
             if job is None:
                 raise PlacementError(f"policy started {start.job_id}, which is not pending")
-            self._start(job, start.allocation)
+            self._start(job, start.allocation, start.batch_size)
         for job_id, marks in plan.marks.items():
             target = self._running.get(job_id) or self._pending.get(job_id)
             if target is not None:

@@ -14,6 +14,7 @@ pay it on every allocation, as in the Pollux study.
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from typing import Protocol
 
 from danlu.core.cluster import Allocation
@@ -28,8 +29,13 @@ class Progress(Protocol):
         """True when the engine must call :meth:`advance` every interval."""
         ...
 
-    def start(self, now: float, allocation: Allocation) -> None:
-        """The job got ``allocation`` at ``now`` (a first start, a resume or a resize)."""
+    def start(self, now: float, allocation: Allocation, batch_size: int | None = None) -> None:
+        """The job got ``allocation`` at ``now`` (a first start, a resume or a resize), to
+        train at global ``batch_size`` when the scheduler chose one."""
+        ...
+
+    def observe(self) -> Mapping[str, float]:
+        """What the job reports about itself now (see :attr:`JobStatus.observed`)."""
         ...
 
     def stop(self, now: float) -> None:
@@ -72,7 +78,7 @@ class RigidProgress:
     def restart_seconds(self) -> float:
         return self._restart_seconds
 
-    def start(self, now: float, allocation: Allocation) -> None:
+    def start(self, now: float, allocation: Allocation, batch_size: int | None = None) -> None:
         self._starts += 1
         self._delay = self.restart_cost if self._starts > 1 else 0.0
         self._started_at = now
@@ -93,6 +99,9 @@ class RigidProgress:
     def advance(self, now: float, seconds: float) -> float | None:
         raise NotImplementedError("rigid jobs are closed-form; use finish_time()")
 
+    def observe(self) -> Mapping[str, float]:
+        return _NOTHING
+
     def fraction(self, now: float) -> float:
         done = self.duration - self.remaining
         if self._started_at is not None:
@@ -100,8 +109,17 @@ class RigidProgress:
         return min(1.0, done / self.duration) if self.duration > 0 else 1.0
 
 
+_NOTHING: Mapping[str, float] = {}
+
+
 class ProfiledProgress:
-    """A job of a profiled application (Pollux traces) at a fixed global batch size."""
+    """A job of a profiled application (Pollux traces).
+
+    It trains at the global batch the scheduler chose in its last start or resize, else at
+    the workload's (rigid) ``batch_size``. :meth:`observe` reports what ``danlu.train``
+    would measure: the step and sync time of the current placement and per-GPU batch, the
+    gradient statistics of the current epoch, and the fraction of the work done.
+    """
 
     stepwise = True
 
@@ -109,21 +127,60 @@ class ProfiledProgress:
         self, profile: ApplicationProfile, batch_size: int, restart_cost: float = 30.0
     ) -> None:
         self.job = JobProgress(profile)
+        self.rigid_batch = batch_size
         self.batch_size = batch_size
         self.restart_cost = restart_cost
         self._placement: tuple[int, ...] = ()
         self._restart_seconds = 0.0
+        self._limits: dict[str, float] = {
+            "init_batch": float(profile.init_batch_size),
+            "max_batch": float(profile.max_batch_size),
+            "min_local_bsz": float(profile.min_local_bsz),
+            "max_local_bsz": float(profile.max_local_bsz),
+            "target_batch": float(batch_size),
+        }
+        self._observed: Mapping[str, float] | None = None
 
     @property
     def restart_seconds(self) -> float:
         return self._restart_seconds
 
-    def start(self, now: float, allocation: Allocation) -> None:
+    def start(self, now: float, allocation: Allocation, batch_size: int | None = None) -> None:
         self._placement = allocation.node_counts()
+        self.batch_size = self.rigid_batch if batch_size is None else batch_size
         self.job.restart(self.restart_cost)
+        self._observed = None
 
     def stop(self, now: float) -> None:
         self._placement = ()
+        self._observed = None
+
+    def observe(self) -> Mapping[str, float]:
+        if self._observed is not None:
+            return self._observed
+        job = self.job
+        profile = job.profile
+        seen = dict(self._limits)
+        seen["progress"] = job.fraction
+        nodes = tuple(n for n in self._placement if n)
+        if nodes and not job.done:
+            config = profile.rigid_config(sum(nodes), self.batch_size)
+            step, sync = profile.step_time(nodes, config.atomic_bsz)
+            epoch = min(job.epoch, profile.max_epochs - 1)
+            sqr, var = profile.grad_stats(config.batch_size, epoch)
+            seen.update(
+                step_time=step,
+                sync_time=sync,
+                local_bsz=float(config.atomic_bsz),
+                accum_steps=float(config.accum_steps),
+                batch_size=float(config.batch_size),
+                num_replicas=float(sum(nodes)),
+                num_nodes=float(len(nodes)),
+                grad_sqr=sqr,
+                grad_var=var,
+            )
+        self._observed = seen
+        return seen
 
     def finish_time(self) -> float | None:
         return None
@@ -132,7 +189,12 @@ class ProfiledProgress:
         if not self._placement:
             return None
         before = self.job.restart_remaining
+        epoch = self.job.epoch
         used = self.job.advance(seconds, self._placement, self.batch_size)
+        if self.job.epoch != epoch or self._observed is None:
+            self._observed = None
+        else:  # only the progress moved
+            self._observed = {**self._observed, "progress": self.job.fraction}
         self._restart_seconds += before - self.job.restart_remaining
         return now + used if self.job.done else None
 
