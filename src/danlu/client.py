@@ -131,8 +131,10 @@ def error_from_response(response: httpx.Response) -> ApiError:
             message = str(detail)
     if not message:
         message = (response.text.strip() or response.reason_phrase or "error")[:500]
-    method = response.request.method if response.has_request() else ""
-    path = response.request.url.path if response.has_request() else ""
+    try:
+        method, path = response.request.method, response.request.url.path
+    except RuntimeError:  # a response built without a request
+        method, path = "", ""
     if status == 422 and kind in _UNSCHEDULABLE_TYPES:
         cls: type[ApiError] = UnschedulableRequestError
     elif status >= 500:

@@ -1,0 +1,398 @@
+"""Job and cluster commands over the REST client: ``danlu submit / ls / show / logs / cancel /
+why / nodes / top``.
+
+Every command takes ``--home DIR`` (else ``DANLU_HOME``, else ``~/.danlu``) to find the server
+started by ``danlu up`` and its admin token; ``--url`` / ``--token`` (or ``DANLU_URL`` /
+``DANLU_TOKEN``) override. Errors print one line and exit with code 2.
+"""
+
+from __future__ import annotations
+
+import json
+import sys
+import time
+from collections.abc import Callable
+from pathlib import Path
+from typing import Annotated, Any
+
+import typer
+import yaml
+from rich.console import Console
+from rich.live import Live
+from rich.table import Table
+
+from danlu.cli import top as top_view
+from danlu.client import Client
+from danlu.config import load_client_settings
+from danlu.core.errors import DanluError, SpecError
+from danlu.core.spec import parse_spec
+from danlu.core.state import JobState
+from danlu.core.units import format_bytes
+
+console = Console()
+err = Console(stderr=True)
+
+HomeOpt = Annotated[
+    Path | None,
+    typer.Option("--home", help="danlu home of the server (default: DANLU_HOME or ~/.danlu)."),
+]
+UrlOpt = Annotated[
+    str | None, typer.Option("--url", help="Server URL (overrides the home; or DANLU_URL).")
+]
+TokenOpt = Annotated[
+    str | None, typer.Option("--token", help="API token (overrides the home; or DANLU_TOKEN).")
+]
+JsonOpt = Annotated[bool, typer.Option("--json", help="Print JSON instead of a table.")]
+JobArg = Annotated[str, typer.Argument(help="Job id (or a unique prefix).")]
+
+ClientFactory = Callable[[Path | None, str | None, str | None], Client]
+
+
+def default_client(home: Path | None, url: str | None, token: str | None) -> Client:
+    """A client from the flags, then ``DANLU_*`` (via danlu.config), then the home's files."""
+    settings = load_client_settings(home, url, token)
+    return Client.from_home(settings.home, url=settings.url, token=settings.token)
+
+
+client_factory: ClientFactory = default_client
+"""How commands build their client; tests replace it (e.g. with an ASGI transport)."""
+
+
+def connect(home: Path | None, url: str | None, token: str | None) -> Client:
+    """The client for one command; a :class:`DanluError` exits with code 2."""
+    try:
+        return client_factory(home, url, token)
+    except DanluError as exc:
+        raise fail(exc) from None
+
+
+def fail(exc: Exception | str) -> typer.Exit:
+    """Print ``error: ...`` on stderr and return the exit-2 exception to raise."""
+    err.print(f"[red]error:[/red] {exc}", highlight=False, markup=True, soft_wrap=True)
+    return typer.Exit(code=2)
+
+
+def print_json(value: Any) -> None:
+    """JSON on stdout, unstyled (for scripts)."""
+    sys.stdout.write(json.dumps(value, indent=2, sort_keys=False) + "\n")
+    sys.stdout.flush()
+
+
+# -- submit ------------------------------------------------------------------------------------
+
+
+def set_path(data: dict[str, Any], dotted: str, value: Any) -> None:
+    """``data["a"]["b"] = value`` for ``dotted = "a.b"``, creating mappings on the way."""
+    parts = dotted.split(".")
+    if not all(parts):
+        raise SpecError(dotted, "an override key must be a dotted field name, e.g. resources.gpus")
+    node = data
+    for part in parts[:-1]:
+        child = node.get(part)
+        if child is None:
+            child = node[part] = {}
+        if not isinstance(child, dict):
+            raise SpecError(dotted, f"{part!r} is not a mapping, cannot set a field inside it")
+        node = child
+    node[parts[-1]] = value
+
+
+def build_spec(path: Path, overrides: dict[str, Any], sets: list[str]) -> dict[str, Any]:
+    """Read ``path`` (YAML or JSON), apply flag overrides and ``--set key=value`` (values parsed
+    as YAML), validate it locally, and return the JSON body to submit."""
+    try:
+        text = path.read_text(encoding="utf-8")
+    except OSError as exc:
+        raise SpecError("", f"cannot read job spec {path}: {exc.strerror or exc}") from None
+    try:
+        data = yaml.safe_load(text)
+    except yaml.YAMLError as exc:
+        raise SpecError("", f"{path} is not valid YAML/JSON: {exc}") from None
+    if data is None:
+        data = {}
+    if not isinstance(data, dict):
+        raise SpecError("", f"a job spec must be a mapping of fields, got {type(data).__name__}")
+    for key, value in overrides.items():
+        if value is not None:
+            set_path(data, key, value)
+    for item in sets:
+        key, sep, raw = item.partition("=")
+        if not sep:
+            raise SpecError(key, f"--set {item!r}: write key=value, e.g. --set resources.gpus=2")
+        try:
+            value = yaml.safe_load(raw) if raw else ""
+        except yaml.YAMLError:
+            value = raw
+        key = key.strip()
+        if key.startswith("env.") and value is not None:
+            value = raw  # environment values are strings, never YAML numbers
+        set_path(data, key, value)
+    spec = parse_spec(data)
+    return spec.model_dump(mode="json", exclude_defaults=True) | {"name": spec.name}
+
+
+def submit(
+    spec: Annotated[Path, typer.Argument(help="Job spec file (YAML or JSON).")],
+    name: Annotated[str | None, typer.Option("--name", help="Override the job name.")] = None,
+    priority: Annotated[int | None, typer.Option("--priority", help="Override priority.")] = None,
+    project: Annotated[str | None, typer.Option("--project", help="Override project.")] = None,
+    user: Annotated[str | None, typer.Option("--user", help="Submit as user (admin).")] = None,
+    gpus: Annotated[str | None, typer.Option("--gpus", help="GPUs: 2 or a range 1..4.")] = None,
+    gpu_memory: Annotated[
+        str | None, typer.Option("--gpu-memory", help="Per-GPU memory, e.g. 20GiB or auto.")
+    ] = None,
+    sets: Annotated[
+        list[str] | None,
+        typer.Option("--set", help="Override any field: --set env.SEED=1 (repeatable)."),
+    ] = None,
+    json_out: JsonOpt = False,
+    home: HomeOpt = None,
+    url: UrlOpt = None,
+    token: TokenOpt = None,
+) -> None:
+    """Validate a job spec locally, then submit it."""
+    overrides = {
+        "name": name,
+        "priority": priority,
+        "project": project,
+        "user": user,
+        "resources.gpus": gpus,
+        "resources.gpu_memory": gpu_memory,
+    }
+    try:
+        body = build_spec(spec, overrides, list(sets or []))
+    except DanluError as exc:
+        raise fail(f"{spec}: {exc}") from None
+    with connect(home, url, token) as client:
+        try:
+            job = client.submit(body)
+        except DanluError as exc:
+            raise fail(exc) from None
+    if json_out:
+        print_json(job)
+        return
+    console.print(
+        f"submitted job [bold]{job.get('id')}[/bold] ({job.get('name')}): {job.get('state')}",
+        highlight=False,
+    )
+
+
+# -- ls / show ---------------------------------------------------------------------------------
+
+
+def _states(values: list[str]) -> list[str]:
+    valid = [s.value for s in JobState]
+    out = []
+    for value in values:
+        for part in value.split(","):
+            upper = part.strip().upper()
+            if upper not in valid:
+                raise SpecError("state", f"unknown state {part!r}; valid: {', '.join(valid)}")
+            out.append(upper)
+    return out
+
+
+def ls(
+    state: Annotated[
+        list[str] | None,
+        typer.Option("--state", "-s", help="Only jobs in this state (repeatable or a,b)."),
+    ] = None,
+    project: Annotated[str | None, typer.Option("--project", help="Only this project.")] = None,
+    user: Annotated[str | None, typer.Option("--user", help="Only this user's jobs.")] = None,
+    all_: Annotated[bool, typer.Option("--all", "-a", help="Every job, not only the newest.")] = (
+        False
+    ),
+    limit: Annotated[int, typer.Option("--limit", min=1, max=1000, help="Newest N jobs.")] = 100,
+    json_out: JsonOpt = False,
+    home: HomeOpt = None,
+    url: UrlOpt = None,
+    token: TokenOpt = None,
+) -> None:
+    """List jobs, newest first."""
+    try:
+        states = _states(list(state or []))
+    except SpecError as exc:
+        raise fail(exc) from None
+    with connect(home, url, token) as client:
+        try:
+            if all_:
+                jobs = list(client.iter_jobs(states, project=project, user=user))
+            else:
+                jobs = client.list_jobs(states, project=project, user=user, limit=limit)
+        except DanluError as exc:
+            raise fail(exc) from None
+    if json_out:
+        print_json(jobs)
+        return
+    if not jobs:
+        console.print("no jobs")
+        return
+    console.print(top_view.jobs_table(jobs))
+
+
+def show(
+    job: JobArg,
+    json_out: JsonOpt = False,
+    home: HomeOpt = None,
+    url: UrlOpt = None,
+    token: TokenOpt = None,
+) -> None:
+    """Show one job, with its allocation and recent events."""
+    with connect(home, url, token) as client:
+        try:
+            data = client.get_job(job)
+            events = client.events(str(data["id"]))
+        except DanluError as exc:
+            raise fail(exc) from None
+    if json_out:
+        print_json(data | {"events": events})
+        return
+    table = Table(show_header=False, box=None, padding=(0, 2))
+    table.add_column(style="bold")
+    table.add_column()
+    for key in ("id", "name", "project", "user", "priority"):
+        table.add_row(key, str(data.get(key)))
+    table.add_row("state", top_view.state_text(str(data.get("state"))))
+    for key in ("restarts", "preemptions", "exit_code", "batch_size", "checkpoint_step"):
+        if data.get(key) is not None:
+            table.add_row(key, str(data[key]))
+    table.add_row("gpus", top_view.gpus_of(data))
+    for key in ("submitted_at", "started_at", "finished_at"):
+        if data.get(key):
+            table.add_row(key, time.strftime("%Y-%m-%d %H:%M:%S", time.localtime(data[key])))
+    for a in data.get("allocation") or []:
+        share = f"{a.get('milli', 0) / 10:.0f}% compute, {format_bytes(a.get('memory') or 0)}"
+        table.add_row("allocation", f"{a.get('node')} gpu {a.get('gpu')}: {share}")
+    if data.get("pending_reason"):
+        table.add_row("pending", str(data["pending_reason"]))
+    command = (data.get("spec") or {}).get("command")
+    if command:
+        table.add_row("command", " ".join(json.dumps(c) if " " in c else c for c in command))
+    console.print(table)
+    if events:
+        ev = Table(title="events", title_justify="left")
+        for col in ("time", "from", "to", "reason"):
+            ev.add_column(col)
+        for e in events[-20:]:
+            when = time.strftime("%H:%M:%S", time.localtime(float(e.get("time") or 0)))
+            ev.add_row(when, str(e.get("old") or "-"), str(e.get("new")), str(e.get("reason")))
+        console.print(ev)
+
+
+# -- logs / cancel / why -----------------------------------------------------------------------
+
+
+def logs(
+    job: JobArg,
+    follow: Annotated[
+        bool, typer.Option("--follow", "-f", help="Stream until the job finishes.")
+    ] = False,
+    home: HomeOpt = None,
+    url: UrlOpt = None,
+    token: TokenOpt = None,
+) -> None:
+    """Print a job's output (stdout and stderr)."""
+    with connect(home, url, token) as client:
+        try:
+            if follow:
+                for chunk in client.follow_logs(job):
+                    sys.stdout.write(chunk)
+                    sys.stdout.flush()
+            else:
+                text, _ = client.logs(job)
+                sys.stdout.write(text)
+                sys.stdout.flush()
+        except DanluError as exc:
+            raise fail(exc) from None
+        except KeyboardInterrupt:
+            raise typer.Exit(code=130) from None
+
+
+def cancel(
+    job: JobArg,
+    json_out: JsonOpt = False,
+    home: HomeOpt = None,
+    url: UrlOpt = None,
+    token: TokenOpt = None,
+) -> None:
+    """Cancel a job (a running job is stopped; a finished one is a conflict)."""
+    with connect(home, url, token) as client:
+        try:
+            data = client.cancel(job)
+        except DanluError as exc:
+            raise fail(exc) from None
+    if json_out:
+        print_json(data)
+        return
+    console.print(f"cancelled job [bold]{data.get('id')}[/bold]: {data.get('state')}")
+
+
+def why(
+    job: JobArg,
+    json_out: JsonOpt = False,
+    home: HomeOpt = None,
+    url: UrlOpt = None,
+    token: TokenOpt = None,
+) -> None:
+    """Explain why a job is pending (or what state it is in)."""
+    with connect(home, url, token) as client:
+        try:
+            data = client.why(job)
+        except DanluError as exc:
+            raise fail(exc) from None
+    if json_out:
+        print_json(data)
+        return
+    console.print(f"{data.get('id')} {data.get('state')}: {data.get('reason')}", highlight=False)
+
+
+# -- nodes / top -------------------------------------------------------------------------------
+
+
+def nodes(
+    json_out: JsonOpt = False,
+    home: HomeOpt = None,
+    url: UrlOpt = None,
+    token: TokenOpt = None,
+) -> None:
+    """List nodes and GPUs with allocated memory and the jobs on each GPU."""
+    with connect(home, url, token) as client:
+        try:
+            data = client.nodes()
+        except DanluError as exc:
+            raise fail(exc) from None
+    if json_out:
+        print_json(data)
+        return
+    console.print(top_view.nodes_table(data))
+
+
+def top(
+    once: Annotated[bool, typer.Option("--once", help="Print one frame and exit.")] = False,
+    interval: Annotated[
+        float, typer.Option("--interval", min=0.1, help="Seconds between refreshes.")
+    ] = 1.0,
+    home: HomeOpt = None,
+    url: UrlOpt = None,
+    token: TokenOpt = None,
+) -> None:
+    """A live view of nodes, GPUs and jobs (Ctrl-C to quit)."""
+    with connect(home, url, token) as client:
+        try:
+            if once:
+                console.print(top_view.frame(client))
+                return
+            with Live(top_view.frame(client), console=console, screen=False) as live:
+                while True:
+                    time.sleep(interval)
+                    live.update(top_view.frame(client))
+        except DanluError as exc:
+            raise fail(exc) from None
+        except KeyboardInterrupt:
+            return
+
+
+def register(app: typer.Typer) -> None:
+    """Add ``submit``, ``ls``, ``show``, ``logs``, ``cancel``, ``why``, ``nodes`` and ``top``."""
+    for command in (submit, ls, show, logs, cancel, why, nodes, top):
+        app.command(name=command.__name__)(command)

@@ -1,0 +1,152 @@
+"""Rich renderings of the cluster for ``danlu nodes`` and ``danlu top``.
+
+Pure functions of the API's Node / Job objects (``docs/api.md``), so they are tested without a
+server; :func:`frame` fetches one snapshot through a :class:`~danlu.client.Client`.
+"""
+
+from __future__ import annotations
+
+import time
+from collections import Counter
+from collections.abc import Sequence
+from typing import Any
+
+from rich.console import Group, RenderableType
+from rich.table import Table
+from rich.text import Text
+
+from danlu.client import Client
+from danlu.core.units import format_bytes
+
+STATE_STYLE: dict[str, str] = {
+    "PENDING": "yellow",
+    "RUNNING": "green",
+    "PREEMPTING": "magenta",
+    "RESTARTING": "magenta",
+    "SUCCEEDED": "blue",
+    "FAILED": "red",
+    "CANCELLED": "dim",
+}
+ACTIVE = ("RUNNING", "PREEMPTING", "RESTARTING", "PENDING")
+BAR_WIDTH = 20
+
+
+def state_text(state: str) -> Text:
+    """A job state, coloured."""
+    return Text(state, style=STATE_STYLE.get(state, ""))
+
+
+def memory_bar(used: int, total: int, width: int = BAR_WIDTH) -> Text:
+    """``[######.......] 40.0GiB/80.0GiB`` with a colour by fill level."""
+    frac = min(max(used / total, 0.0), 1.0) if total > 0 else 0.0
+    filled = round(frac * width)
+    style = "green" if frac < 0.7 else "yellow" if frac < 0.95 else "red"
+    bar = Text("[")
+    bar.append("#" * filled, style=style)
+    bar.append("." * (width - filled), style="dim")
+    bar.append(f"] {format_bytes(used)}/{format_bytes(total)}")
+    return bar
+
+
+def nodes_table(nodes: Sequence[dict[str, Any]]) -> Table:
+    """One row per GPU: node, index, type, allocated memory bar, compute share, jobs."""
+    table = Table(title="GPUs", title_justify="left", expand=False)
+    for col in ("node", "gpu", "type", "memory", "compute", "jobs"):
+        table.add_column(col, justify="right" if col in ("gpu", "compute") else "left")
+    for node in nodes:
+        name = str(node.get("name", "?")) + (" (fake)" if node.get("fake") else "")
+        for gpu in node.get("gpus", []):
+            jobs = gpu.get("jobs", []) or []
+            table.add_row(
+                name,
+                str(gpu.get("index", "?")),
+                str(gpu.get("type") or node.get("gpu_type") or ""),
+                memory_bar(int(gpu.get("allocated_memory") or 0), int(gpu.get("memory") or 0)),
+                f"{int(gpu.get('allocated_milli') or 0) / 10:.0f}%",
+                ", ".join(str(j) for j in jobs) or "-",
+            )
+            name = ""
+    return table
+
+
+def _ago(t: float | None, now: float) -> str:
+    if not t:
+        return "-"
+    s = max(0.0, now - float(t))
+    return f"{s:.0f}s" if s < 120 else f"{s / 60:.0f}m" if s < 7200 else f"{s / 3600:.1f}h"
+
+
+def gpus_of(job: dict[str, Any]) -> str:
+    """A job's GPU request: ``2`` or ``1 x 10.0GiB``."""
+    gpus = job.get("gpus")
+    memory = job.get("gpu_memory")
+    text = "-" if gpus is None else str(gpus)
+    if isinstance(memory, int | float) and memory:
+        text += f" x {format_bytes(memory)}"
+    return text
+
+
+def jobs_table(jobs: Sequence[dict[str, Any]], now: float | None = None, title: str = "") -> Table:
+    """A table of jobs: id, name, user, state, priority, GPUs, restarts, age, placement/reason."""
+    now = time.time() if now is None else now
+    table = Table(title=title or None, title_justify="left")
+    for col in ("id", "name", "user", "state", "prio", "gpus", "restarts", "age"):
+        right = col in ("prio", "restarts", "age")
+        table.add_column(col, justify="right" if right else "left", no_wrap=col != "name")
+    table.add_column("where / why", overflow="fold")
+    for job in jobs:
+        alloc = job.get("allocation") or []
+        where = ", ".join(f"{a.get('node')}:{a.get('gpu')}" for a in alloc)
+        if not where and job.get("state") == "PENDING":
+            where = str(job.get("pending_reason") or "")
+        elif job.get("exit_code") is not None and not where:
+            where = f"exit {job['exit_code']}"
+        table.add_row(
+            str(job.get("id", "")),
+            str(job.get("name", "")),
+            str(job.get("user", "")),
+            state_text(str(job.get("state", ""))),
+            str(job.get("priority", "")),
+            gpus_of(job),
+            str(job.get("restarts", 0)),
+            _ago(job.get("submitted_at"), now),
+            Text(where, overflow="ellipsis", no_wrap=True),
+        )
+    return table
+
+
+def summary_line(nodes: Sequence[dict[str, Any]], jobs: Sequence[dict[str, Any]]) -> Text:
+    """``4 GPUs, 120.0GiB/320.0GiB allocated; RUNNING 3, PENDING 5``."""
+    gpus = [g for n in nodes for g in n.get("gpus", [])]
+    total = sum(int(g.get("memory") or 0) for g in gpus)
+    used = sum(int(g.get("allocated_memory") or 0) for g in gpus)
+    counts = Counter(str(j.get("state")) for j in jobs)
+    line = Text(f"{len(nodes)} node(s), {len(gpus)} GPU(s), ")
+    line.append(f"{format_bytes(used)}/{format_bytes(total)} GPU memory allocated; ")
+    parts = [f"{s} {counts[s]}" for s in STATE_STYLE if counts.get(s)]
+    line.append(", ".join(parts) or "no jobs")
+    return line
+
+
+def render(
+    nodes: Sequence[dict[str, Any]],
+    jobs: Sequence[dict[str, Any]],
+    now: float | None = None,
+    max_jobs: int = 30,
+) -> RenderableType:
+    """One ``danlu top`` frame: a summary line, the GPU table and the active jobs."""
+    active = [j for j in jobs if j.get("state") in ACTIVE]
+    order = {s: i for i, s in enumerate(ACTIVE)}
+    active.sort(key=lambda j: (order.get(str(j.get("state")), 9), -int(j.get("priority") or 0)))
+    shown = active[:max_jobs]
+    title = f"active jobs ({len(active)})" + (
+        f", first {max_jobs}" if len(active) > max_jobs else ""
+    )
+    return Group(summary_line(nodes, jobs), nodes_table(nodes), jobs_table(shown, now, title))
+
+
+def frame(client: Client, max_jobs: int = 30) -> RenderableType:
+    """Fetch nodes and recent jobs and render one frame."""
+    nodes = client.nodes()
+    jobs = client.list_jobs(limit=1000)
+    return render(nodes, jobs, max_jobs=max_jobs)

@@ -1,0 +1,179 @@
+"""An in-memory stand-in for the danlu server, as an ``httpx.MockTransport`` handler.
+
+It follows docs/api.md closely enough for the client and CLI tests: bearer auth, the error body
+``{"error": {"type", "field", "message"}}``, jobs with states, events, logs with the offset
+header, nodes and allocations of a fake 1 x 2 x 80 GiB cluster.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+from typing import Any
+
+import httpx
+
+from danlu.core.errors import SpecError
+from danlu.core.spec import parse_spec
+
+GiB = 1024**3
+TOKEN = "secret-token"
+TERMINAL = {"SUCCEEDED", "FAILED", "CANCELLED"}
+
+
+def error(status: int, kind: str, field: str | None, message: str) -> httpx.Response:
+    body = {"error": {"type": kind, "field": field, "message": message}}
+    return httpx.Response(status, json=body)
+
+
+class FakeApi:
+    """State plus a ``handler`` for ``httpx.MockTransport``."""
+
+    def __init__(self) -> None:
+        self.jobs: dict[str, dict[str, Any]] = {}
+        self.events: dict[str, list[dict[str, Any]]] = {}
+        self.logs: dict[str, bytes] = {}
+        self.requests: list[httpx.Request] = []
+        self.next = 0
+
+    def transport(self) -> httpx.MockTransport:
+        return httpx.MockTransport(self.handler)
+
+    # -- helpers used by tests ---------------------------------------------------------------
+
+    def add_job(self, name: str, state: str = "PENDING", **extra: Any) -> dict[str, Any]:
+        self.next += 1
+        job_id = f"{self.next:012x}"
+        job = {
+            "id": job_id,
+            "name": name,
+            "project": "default",
+            "user": "admin",
+            "priority": 0,
+            "state": state,
+            "restarts": 0,
+            "preemptions": 0,
+            "submitted_at": 1000.0 + self.next,
+            "started_at": None,
+            "finished_at": None,
+            "exit_code": None,
+            "pending_reason": "waiting for 1 GPU(s)" if state == "PENDING" else None,
+            "allocation": [],
+            "gpus": 1,
+            "gpu_memory": 20 * GiB,
+            "batch_size": None,
+            "checkpoint_step": None,
+            "spec": {"name": name, "command": ["python", "-c", "print('hi')"]},
+        } | extra
+        self.jobs[job_id] = job
+        self.events[job_id] = [
+            {
+                "id": 1,
+                "job_id": job_id,
+                "time": 1000.0,
+                "old": None,
+                "new": "PENDING",
+                "reason": "submitted",
+            }
+        ]
+        self.logs[job_id] = b""
+        return job
+
+    def _find(self, key: str) -> dict[str, Any] | httpx.Response:
+        hits = [j for i, j in self.jobs.items() if i.startswith(key)]
+        if len(hits) != 1:
+            return error(404, "NotFoundError", "id", f"job {key!r} not found")
+        return hits[0]
+
+    # -- the handler -------------------------------------------------------------------------
+
+    def handler(self, request: httpx.Request) -> httpx.Response:
+        self.requests.append(request)
+        path = request.url.path.removeprefix("/api/v1")
+        if path == "/health":
+            return httpx.Response(200, json={"status": "ok", "version": "0.1.0"})
+        if request.headers.get("authorization") != f"Bearer {TOKEN}":
+            return error(401, "AuthError", None, "missing or invalid API token")
+        method = request.method
+        if path == "/jobs" and method == "POST":
+            return self._submit(json.loads(request.content))
+        if path == "/jobs" and method == "GET":
+            return self._list(request)
+        if path == "/cluster/nodes":
+            return httpx.Response(200, json=self._nodes())
+        if path == "/cluster/allocations":
+            allocs = [{"job_id": j["id"], **a} for j in self.jobs.values() for a in j["allocation"]]
+            return httpx.Response(200, json=allocs)
+        if path == "/users/me":
+            return httpx.Response(200, json={"name": "admin", "role": "admin"})
+        match = re.fullmatch(r"/jobs/([^/]+)(/[a-z]+)?", path)
+        if match:
+            found = self._find(match.group(1))
+            if isinstance(found, httpx.Response):
+                return found
+            return self._job_route(found, match.group(2) or "", request)
+        return error(404, "http", None, f"no route {method} {path}")
+
+    def _submit(self, body: dict[str, Any]) -> httpx.Response:
+        try:
+            spec = parse_spec(body)
+        except SpecError as exc:
+            return error(422, "SpecError", exc.field, exc.message)
+        if spec.resources.gpus.min > 2:
+            return error(
+                422, "AdmissionError", "resources.gpus", "needs 3 GPUs; the largest node has 2"
+            )
+        job = self.add_job(spec.name, priority=spec.priority, gpus=spec.resources.gpus.min)
+        job["spec"] = body
+        return httpx.Response(201, json=job)
+
+    def _list(self, request: httpx.Request) -> httpx.Response:
+        states = request.url.params.get_list("state")
+        jobs = [j for j in reversed(self.jobs.values()) if not states or j["state"] in states]
+        for key in ("project", "user"):
+            if key in request.url.params:
+                jobs = [j for j in jobs if j[key] == request.url.params[key]]
+        offset = int(request.url.params.get("offset", 0))
+        limit = int(request.url.params.get("limit", 1000))
+        return httpx.Response(200, json=jobs[offset : offset + limit])
+
+    def _job_route(self, job: dict[str, Any], tail: str, request: httpx.Request) -> httpx.Response:
+        job_id = job["id"]
+        if tail == "":
+            return httpx.Response(200, json=job)
+        if tail == "/cancel":
+            if job["state"] in TERMINAL:
+                return error(
+                    409, "ConflictError", "state", f"job {job_id} is already {job['state']}"
+                )
+            job["state"] = "CANCELLED"
+            return httpx.Response(200, json=job)
+        if tail == "/events":
+            return httpx.Response(200, json=self.events[job_id])
+        if tail == "/why":
+            reason = job["pending_reason"] or f"the job is {job['state']}"
+            return httpx.Response(200, json={"id": job_id, "state": job["state"], "reason": reason})
+        if tail == "/logs":
+            offset = int(request.url.params.get("offset", 0))
+            data = self.logs[job_id][offset:]
+            headers = {"X-Danlu-Log-Offset": str(offset + len(data))}
+            return httpx.Response(200, content=data, headers=headers)
+        return error(404, "http", None, f"no route {tail}")
+
+    def _nodes(self) -> list[dict[str, Any]]:
+        gpus = []
+        for index in range(2):
+            on = [(j, a) for j in self.jobs.values() for a in j["allocation"] if a["gpu"] == index]
+            gpus.append(
+                {
+                    "index": index,
+                    "type": "H100",
+                    "memory": 80 * GiB,
+                    "allocated_memory": sum(a["memory"] for _, a in on),
+                    "allocated_milli": sum(a["milli"] for _, a in on),
+                    "jobs": [j["id"] for j, _ in on],
+                }
+            )
+        return [
+            {"name": "node-0", "gpu_type": "H100", "rack": "rack-0", "fake": True, "gpus": gpus}
+        ]

@@ -1,0 +1,275 @@
+"""``danlu submit / ls / show / logs / cancel / why / nodes / top`` through Typer's CliRunner,
+against the in-memory API of ``cli_fake_api`` (an httpx.MockTransport)."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+import typer
+from cli_fake_api import TOKEN, FakeApi, GiB
+from rich.console import Console
+from typer.testing import CliRunner
+
+from danlu.cli import jobs as jobs_cli
+from danlu.client import Client
+from danlu.config import load_client_settings
+
+EXAMPLES = Path(__file__).resolve().parents[2] / "examples" / "jobs"
+
+
+def make_app() -> typer.Typer:
+    app = typer.Typer(no_args_is_help=True, add_completion=False, pretty_exceptions_enable=False)
+    jobs_cli.register(app)
+    try:  # the server engineer's `danlu up` / `danlu server`, when present
+        from danlu.cli import server as server_cli
+    except ImportError:
+        pass
+    else:
+        server_cli.register(app)
+    return app
+
+
+APP = make_app()
+
+
+@pytest.fixture
+def fake(monkeypatch: pytest.MonkeyPatch) -> FakeApi:
+    api = FakeApi()
+    seen: list[tuple[Path | None, str | None, str | None]] = []
+
+    def factory(home: Path | None, url: str | None, token: str | None) -> Client:
+        seen.append((home, url, token))
+        return Client("http://fake", TOKEN, transport=api.transport())
+
+    monkeypatch.setattr(jobs_cli, "client_factory", factory)
+    monkeypatch.setattr(jobs_cli, "console", Console(width=200))
+    api.factory_calls = seen  # type: ignore[attr-defined]
+    return api
+
+
+def run(*args: str) -> tuple[int, str, str]:
+    result = CliRunner().invoke(APP, list(args))
+    if result.exception and not isinstance(result.exception, SystemExit):
+        raise result.exception
+    return result.exit_code, result.stdout, result.stderr
+
+
+def write(tmp_path: Path, text: str, name: str = "job.yaml") -> Path:
+    path = tmp_path / name
+    path.write_text(text)
+    return path
+
+
+HELLO = """\
+name: hello
+command: [python, -c, "print('hello')"]
+resources: {gpus: 1, gpu_memory: 20GiB}
+priority: 0
+"""
+
+
+def test_submit_validates_locally_and_sends_the_spec(fake: FakeApi, tmp_path: Path) -> None:
+    code, out, _ = run("submit", str(write(tmp_path, HELLO)))
+    assert code == 0, out
+    assert "submitted job" in out and "hello" in out and "PENDING" in out
+    sent = json.loads(fake.requests[-1].content)
+    assert sent["command"] == ["python", "-c", "print('hello')"]
+    assert sent["resources"]["gpu_memory"] == 20 * GiB
+
+
+def test_submit_overrides(fake: FakeApi, tmp_path: Path) -> None:
+    path = write(tmp_path, HELLO)
+    code, out, _ = run(
+        "submit",
+        str(path),
+        "--name",
+        "renamed",
+        "--priority",
+        "7",
+        "--gpus",
+        "2",
+        "--gpu-memory",
+        "10GiB",
+        "--set",
+        "env.SEED=3",
+        "--set",
+        "max_restarts=0",
+        "--json",
+    )
+    assert code == 0, out
+    sent = json.loads(fake.requests[-1].content)
+    assert sent["name"] == "renamed"
+    assert sent["priority"] == 7
+    assert sent["resources"]["gpus"] == {"min": 2, "max": 2}
+    assert sent["resources"]["gpu_memory"] == 10 * GiB
+    assert sent["env"] == {"SEED": "3"}
+    assert sent["max_restarts"] == 0
+    assert json.loads(out)["name"] == "renamed"
+
+
+@pytest.mark.parametrize(
+    "text,field",
+    [
+        ("name: x\ncommand: python train.py\n", "command"),
+        ("name: x\ncommand: [a]\nresources: {gpus: -1}\n", "resources.gpus"),
+        ("name: x\ncommand: [a]\nresources: {gpu_memory: lots}\n", "resources.gpu_memory"),
+        ("name: x\ncommand: [a]\npriorty: 1\n", "priorty"),
+        ("command: [a]\n", "name"),
+    ],
+)
+def test_submit_rejects_invalid_specs_locally_naming_the_field(
+    fake: FakeApi, tmp_path: Path, text: str, field: str
+) -> None:
+    code, _, err = run("submit", str(write(tmp_path, text)))
+    assert code == 2
+    assert f"{field}:" in err
+    assert fake.requests == []  # never sent
+
+
+def test_submit_bad_file_and_bad_set(fake: FakeApi, tmp_path: Path) -> None:
+    code, _, err = run("submit", str(tmp_path / "missing.yaml"))
+    assert code == 2 and "cannot read job spec" in err
+    code, _, err = run("submit", str(write(tmp_path, "- a\n- b\n")))
+    assert code == 2 and "mapping" in err
+    code, _, err = run("submit", str(write(tmp_path, HELLO)), "--set", "priority")
+    assert code == 2 and "key=value" in err
+
+
+def test_submit_shows_the_servers_admission_error(fake: FakeApi, tmp_path: Path) -> None:
+    code, _, err = run("submit", str(write(tmp_path, HELLO)), "--gpus", "3")
+    assert code == 2
+    assert "resources.gpus: needs 3 GPUs; the largest node has 2" in err
+
+
+def test_ls_json_lists_jobs_with_the_required_fields(fake: FakeApi) -> None:
+    fake.add_job("a", "RUNNING")
+    fake.add_job("b", "SUCCEEDED")
+    fake.add_job("c", "PENDING")
+    code, out, _ = run("ls", "--json")
+    assert code == 0
+    jobs = json.loads(out)
+    assert [j["name"] for j in jobs] == ["c", "b", "a"]
+    for job in jobs:
+        assert {"id", "name", "state", "restarts"} <= set(job)
+    code, out, _ = run("ls", "--json", "--state", "running,pending")
+    assert [j["name"] for j in json.loads(out)] == ["c", "a"]
+    code, out, _ = run("ls", "--json", "--all", "-s", "SUCCEEDED")
+    assert [j["name"] for j in json.loads(out)] == ["b"]
+
+
+def test_ls_table_and_bad_state(fake: FakeApi) -> None:
+    code, out, _ = run("ls")
+    assert code == 0 and "no jobs" in out
+    fake.add_job(
+        "train-a",
+        "RUNNING",
+        allocation=[{"node": "n0", "gpu": 1, "milli": 1000, "memory": 20 * GiB}],
+    )
+    code, out, _ = run("ls")
+    assert code == 0 and "train-a" in out and "RUNNING" in out and "n0:1" in out
+    code, _, err = run("ls", "--state", "DONE")
+    assert code == 2 and "unknown state 'DONE'" in err
+
+
+def test_show_json_and_table(fake: FakeApi) -> None:
+    job = fake.add_job("shown", "PENDING")
+    code, out, _ = run("show", job["id"][:11], "--json")
+    assert code == 0
+    data = json.loads(out)
+    assert data["id"] == job["id"] and data["events"][0]["new"] == "PENDING"
+    code, out, _ = run("show", job["id"])
+    assert code == 0 and "shown" in out and "waiting for 1 GPU" in out and "submitted" in out
+
+
+def test_unknown_job_exits_2_with_the_servers_message(fake: FakeApi) -> None:
+    for cmd in ("show", "logs", "cancel", "why"):
+        code, _, err = run(cmd, "nope")
+        assert code == 2, cmd
+        assert "id: job 'nope' not found" in err
+
+
+def test_logs_and_follow(fake: FakeApi) -> None:
+    job = fake.add_job("talky", "SUCCEEDED")
+    fake.logs[job["id"]] = b"hello\nworld\n"
+    code, out, _ = run("logs", job["id"])
+    assert code == 0 and out == "hello\nworld\n"
+    code, out, _ = run("logs", "-f", job["id"])
+    assert code == 0 and out == "hello\nworld\n"
+    assert fake.requests[-1].url.params["follow"] == "true"
+
+
+def test_cancel_and_conflict(fake: FakeApi) -> None:
+    job = fake.add_job("victim", "RUNNING")
+    code, out, _ = run("cancel", job["id"])
+    assert code == 0 and "CANCELLED" in out
+    code, _, err = run("cancel", job["id"])
+    assert code == 2 and "state: job" in err and "already CANCELLED" in err
+
+
+def test_why(fake: FakeApi) -> None:
+    job = fake.add_job("waiting", "PENDING", pending_reason="needs 2 GPUs, 1 free")
+    code, out, _ = run("why", job["id"])
+    assert code == 0 and "PENDING: needs 2 GPUs, 1 free" in out
+    code, out, _ = run("why", job["id"], "--json")
+    assert json.loads(out)["reason"] == "needs 2 GPUs, 1 free"
+
+
+def test_nodes_and_top_once(fake: FakeApi) -> None:
+    fake.add_job(
+        "j1", "RUNNING", allocation=[{"node": "node-0", "gpu": 0, "milli": 500, "memory": 30 * GiB}]
+    )
+    fake.add_job("j2", "PENDING")
+    code, out, _ = run("nodes", "--json")
+    assert code == 0
+    nodes = json.loads(out)
+    assert nodes[0]["gpus"][0]["allocated_memory"] == 30 * GiB
+    code, out, _ = run("nodes")
+    assert code == 0 and "node-0" in out and "30.0GiB/80.0GiB" in out
+    code, out, _ = run("top", "--once")
+    assert code == 0
+    assert "2 GPU(s)" in out and "RUNNING 1" in out and "PENDING 1" in out
+    assert "j1" in out and "j2" in out
+
+
+def test_flags_reach_the_client_factory(fake: FakeApi, tmp_path: Path) -> None:
+    run("ls", "--home", str(tmp_path), "--url", "http://x:1", "--token", "t")
+    assert fake.factory_calls[-1] == (tmp_path, "http://x:1", "t")  # type: ignore[attr-defined]
+
+
+def test_no_server_at_home_exits_2_with_the_hint(tmp_path: Path) -> None:
+    for cmd in (["ls"], ["nodes"], ["top", "--once"], ["show", "x"]):
+        code, _, err = run(*cmd, "--home", str(tmp_path))
+        assert code == 2
+        assert f"no danlu server found at {tmp_path}" in err
+        assert "danlu up --home" in err
+
+
+def test_unreachable_server_exits_2(tmp_path: Path) -> None:
+    code, _, err = run("ls", "--url", "http://127.0.0.1:9", "--token", "t")
+    assert code == 2 and "cannot reach the danlu server" in err
+
+
+def test_client_settings_flags_win_over_environment(
+    monkeypatch: pytest.MonkeyPatch, tmp_path: Path
+) -> None:
+    monkeypatch.setenv("DANLU_HOME", str(tmp_path / "env-home"))
+    monkeypatch.setenv("DANLU_URL", "http://env:1")
+    monkeypatch.setenv("DANLU_TOKEN", "env-token")
+    s = load_client_settings()
+    assert (s.home, s.url, s.token) == (tmp_path / "env-home", "http://env:1", "env-token")
+    s = load_client_settings(tmp_path, "http://flag:2", "flag-token")
+    assert (s.home, s.url, s.token) == (tmp_path, "http://flag:2", "flag-token")
+    monkeypatch.delenv("DANLU_HOME")
+    monkeypatch.delenv("DANLU_URL")
+    monkeypatch.delenv("DANLU_TOKEN")
+    s = load_client_settings()
+    assert s.home == Path("~/.danlu").expanduser() and s.url is None and s.token is None
+
+
+@pytest.mark.parametrize("path", sorted(EXAMPLES.glob("*.yaml")), ids=lambda p: p.name)
+def test_example_jobs_are_valid_specs(fake: FakeApi, path: Path) -> None:
+    code, out, err = run("submit", str(path), "--json")
+    assert code == 0, err
+    assert json.loads(out)["state"] == "PENDING"
