@@ -1,0 +1,216 @@
+"""End to end: ``danlu up --fake-gpus 4x80GiB`` as a real subprocess, 50 jobs of mixed sizes
+(whole GPUs, 2-GPU gangs, and 10-30 GiB jobs that share GPUs by memory), all reach SUCCEEDED;
+while they run, the allocation record never exceeds a GPU's memory and at least one GPU holds
+two jobs at once; ``danlu ls --json`` and ``danlu logs`` work against the live server."""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import os
+import random
+import signal
+import socket
+import subprocess
+import sys
+import time
+from collections.abc import Iterator
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from danlu.client import Client
+
+LAUNCHER = Path(__file__).with_name("danlu_launcher.py")
+GiB = 1024**3
+N_JOBS = 50
+STATES = {"PENDING", "RUNNING", "PREEMPTING", "RESTARTING", "SUCCEEDED", "FAILED", "CANCELLED"}
+TERMINAL = {"SUCCEEDED", "FAILED", "CANCELLED"}
+
+pytestmark = pytest.mark.slow
+
+
+def _server_available() -> bool:
+    try:
+        import danlu.cli.server
+
+        import danlu.server.app  # noqa: F401
+    except ImportError:
+        return False
+    return True
+
+
+def _free_port() -> int:
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return int(sock.getsockname()[1])
+
+
+def _env() -> dict[str, str]:
+    env = {k: v for k, v in os.environ.items() if not k.startswith("DANLU_")}
+    env["DANLU_INTERVAL"] = "0.2"  # reconcile often: the jobs are short
+    src = str(Path(__file__).resolve().parents[2] / "src")
+    env["PYTHONPATH"] = os.pathsep.join(p for p in (src, env.get("PYTHONPATH")) if p)
+    return env
+
+
+def danlu(*args: str, timeout: float = 60) -> subprocess.CompletedProcess[str]:
+    """Run the CLI in a subprocess (argv list, no shell)."""
+    return subprocess.run(
+        [sys.executable, str(LAUNCHER), *args],
+        capture_output=True,
+        text=True,
+        timeout=timeout,
+        env=_env(),
+        check=False,
+    )
+
+
+@dataclass
+class Server:
+    home: Path
+    proc: subprocess.Popen[bytes]
+    log: Path
+
+    def client(self) -> Client:
+        return Client.from_home(self.home, timeout=10)
+
+    def output(self) -> str:
+        return self.log.read_text(errors="replace")[-4000:]
+
+
+def _stop(proc: subprocess.Popen[bytes]) -> int:
+    for sig, wait in ((signal.SIGINT, 15), (signal.SIGTERM, 10)):
+        if proc.poll() is not None:
+            break
+        proc.send_signal(sig)
+        with contextlib.suppress(subprocess.TimeoutExpired):
+            proc.wait(wait)
+    if proc.poll() is None:
+        os.killpg(proc.pid, signal.SIGKILL)
+        proc.wait(10)
+    return int(proc.returncode)
+
+
+@pytest.fixture
+def server(tmp_path: Path) -> Iterator[Server]:
+    if not _server_available():
+        pytest.skip("danlu up is not built yet (danlu.cli.server / danlu.server.app)")
+    home = tmp_path / "home"
+    log = tmp_path / "server.log"
+    argv = [
+        sys.executable,
+        str(LAUNCHER),
+        "up",
+        "--home",
+        str(home),
+        "--fake-gpus",
+        "4x80GiB",
+        "--port",
+        str(_free_port()),
+    ]
+    with log.open("wb") as out:
+        proc = subprocess.Popen(
+            argv,
+            stdout=out,
+            stderr=subprocess.STDOUT,
+            env=_env(),
+            cwd=tmp_path,
+            start_new_session=True,
+        )
+    srv = Server(home, proc, log)
+    try:
+        deadline = time.monotonic() + 30
+        while True:
+            assert proc.poll() is None, f"danlu up exited {proc.returncode}:\n{srv.output()}"
+            assert time.monotonic() < deadline, f"no server.json after 30 s:\n{srv.output()}"
+            if (home / "server.json").exists() and (home / "admin.token").exists():
+                with contextlib.suppress(Exception), srv.client() as c:
+                    if c.health()["status"] == "ok":
+                        break
+            time.sleep(0.1)
+        yield srv
+    finally:
+        code = _stop(proc)
+    assert code in (0, 130, -signal.SIGINT, -signal.SIGTERM), srv.output()
+
+
+def job_specs(seed: int = 5) -> list[dict[str, Any]]:
+    """50 jobs: 2-GPU gangs, whole GPUs, and 10/20/30 GiB jobs that share 80 GiB GPUs."""
+    rng = random.Random(seed)
+    specs = []
+    for i in range(N_JOBS):
+        kind = i % 10
+        resources: dict[str, Any]
+        if kind == 0:
+            resources = {"gpus": 2}
+        elif kind in (1, 2):
+            resources = {"gpus": 1}
+        else:
+            resources = {"gpus": 1, "gpu_memory": f"{rng.choice([10, 20, 30])}GiB"}
+        sleep = round(rng.uniform(0.1, 0.5), 2)
+        code = f"import time; time.sleep({sleep}); print('job {i} done')"
+        specs.append(
+            {
+                "name": f"e2e-{i:02d}",
+                "command": [sys.executable, "-c", code],
+                "resources": resources,
+                "priority": rng.randint(0, 3),
+                "max_restarts": 0,
+            }
+        )
+    return specs
+
+
+def test_fifty_mixed_jobs_all_succeed_sharing_gpus_within_memory(server: Server) -> None:
+    started = time.monotonic()
+    client = server.client()
+    submitted = {client.submit(spec)["id"]: spec["name"] for spec in job_specs()}
+    assert len(submitted) == N_JOBS
+
+    max_sharing = 0
+    over: list[str] = []
+    jobs: list[dict[str, Any]] = []
+    deadline = time.monotonic() + 70
+    while time.monotonic() < deadline:
+        for node in client.nodes():
+            for gpu in node["gpus"]:
+                if gpu["allocated_memory"] > gpu["memory"]:
+                    over.append(f"{node['name']}:{gpu['index']} {gpu['allocated_memory']}")
+                max_sharing = max(max_sharing, len(set(gpu["jobs"])))
+        per_gpu: dict[tuple[str, int], int] = {}
+        for a in client.allocations():
+            key = (a["node"], a["gpu"])
+            per_gpu[key] = per_gpu.get(key, 0) + int(a["memory"])
+        over += [f"{k} allocations {v}" for k, v in per_gpu.items() if v > 80 * GiB]
+        jobs = [j for j in client.list_jobs(limit=1000) if j["id"] in submitted]
+        if len(jobs) == N_JOBS and all(j["state"] in TERMINAL for j in jobs):
+            break
+        time.sleep(0.05)
+    states = {j["name"]: j["state"] for j in jobs}
+    assert all(s == "SUCCEEDED" for s in states.values()) and len(states) == N_JOBS, (
+        f"not all succeeded: {states}\n{server.output()}"
+    )
+    assert not over, f"allocation over a GPU's memory: {over[:5]}"
+    assert max_sharing >= 2, "no GPU was ever shared by two jobs at once"
+    run_seconds = time.monotonic() - started
+
+    listed = danlu("ls", "--json", "--home", str(server.home))
+    assert listed.returncode == 0, listed.stderr
+    rows = json.loads(listed.stdout)
+    mine = [r for r in rows if r["id"] in submitted]
+    assert len(mine) == N_JOBS
+    for row in mine:
+        assert {"id", "name", "state", "restarts"} <= set(row)
+        assert row["state"] in STATES and row["state"] == "SUCCEEDED"
+        assert row["name"] == submitted[row["id"]]
+
+    some_id = next(iter(submitted))
+    index = int(submitted[some_id].removeprefix("e2e-"))
+    shown = danlu("logs", some_id, "--home", str(server.home))
+    assert shown.returncode == 0, shown.stderr
+    assert f"job {index} done" in shown.stdout
+    client.close()
+    print(f"50 jobs SUCCEEDED in {run_seconds:.1f} s; max jobs on one GPU at once: {max_sharing}")
