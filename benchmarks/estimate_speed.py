@@ -40,8 +40,12 @@ FIT_MODELS = ("gpt2_124m", "bert_base", "resnet18", "vit_tiny", "mlp_large")
 
 def _cli(args: list[str]) -> tuple[float, dict[str, object]]:
     t0 = time.perf_counter()
-    out = subprocess.run([sys.executable, "-c", CLI, "estimate", *args, "--json"],
-                         capture_output=True, text=True, check=True)
+    out = subprocess.run(
+        [sys.executable, "-c", CLI, "estimate", *args, "--json"],
+        capture_output=True,
+        text=True,
+        check=True,
+    )
     return time.perf_counter() - t0, json.loads(out.stdout)
 
 
@@ -49,45 +53,55 @@ def speed() -> None:
     """Print the CLI timings."""
     ref = "danlu.estimate.zoo:gpt2_124m"
     wall, one = _cli([ref, "--batch-size", "8", "--precision", "bf16"])
-    print(f"danlu estimate {ref} --batch-size 8 --precision bf16: {wall:.2f} s wall "
-          f"(trace {one['trace_seconds']} s); peak_logical_bytes={one['peak_logical_bytes']} "
-          f"peak_reserved_bytes={one['peak_reserved_bytes']} (target < 15 s)")
+    print(
+        f"danlu estimate {ref} --batch-size 8 --precision bf16: {wall:.2f} s wall "
+        f"(trace {one['trace_seconds']} s); peak_logical_bytes={one['peak_logical_bytes']} "
+        f"peak_reserved_bytes={one['peak_reserved_bytes']} (target < 15 s)"
+    )
     sweep = "1,2,4,8,12,16,24,32,48,64"
     wall2, many = _cli([ref, "--batch-size", "8", "--precision", "bf16", "--sweep", sweep])
-    print(f"... --sweep {sweep} (fit from 1,2,4): fit + 10-size sweep {many['fit_seconds']} s "
-          f"after the traces (target < 1 s); {wall2:.2f} s wall in all, "
-          f"{wall2 - wall:+.2f} s vs one batch size (three more traced batch sizes)")
+    print(
+        f"... --sweep {sweep} (fit from 1,2,4): fit + 10-size sweep {many['fit_seconds']} s "
+        f"after the traces (target < 1 s); {wall2:.2f} s wall in all, "
+        f"{wall2 - wall:+.2f} s vs one batch size (three more traced batch sizes)"
+    )
 
 
 def fit_accuracy() -> None:
     """Print fitted-vs-traced errors at b = 32 and 64."""
     gpu = get_gpu("h100")
-    print("| model | fitted from b | b | traced logical | fitted logical | error "
-          "| traced reserved | fitted reserved | error |")
+    print(
+        "| model | fitted from b | b | traced logical | fitted logical | error "
+        "| traced reserved | fitted reserved | error |"
+    )
     print("|---|---|---:|---:|---:|---:|---:|---:|---:|")
     for name in FIT_MODELS:
-        traces = trace(TraceRequest("danlu.estimate.zoo:" + name, (1, 2, 4, 8, 16, 32, 64),
-                                    precision="bf16"))
+        traces = trace(
+            TraceRequest("danlu.estimate.zoo:" + name, (1, 2, 4, 8, 16, 32, 64), precision="bf16")
+        )
         by_t = {t.batch_size: t for t in traces}
         by_b = {t.batch_size: replay(t, gpu) for t in traces}
         points = (1, 2, 4)
-        model = FittedMemoryModel([by_b[b] for b in points], gpu,
-                                  traces=[by_t[b] for b in points])
+        model = FittedMemoryModel([by_b[b] for b in points], gpu, traces=[by_t[b] for b in points])
         try:
             model.predict_logical(32)
         except ExtrapolationError as exc:  # flat at 1, 2, 4: the fit says so; use 4, 8, 16
             print(f"<!-- {name}: {exc} -->")
             points = (4, 8, 16)
-            model = FittedMemoryModel([by_b[b] for b in points], gpu,
-                                      traces=[by_t[b] for b in points])
+            model = FittedMemoryModel(
+                [by_b[b] for b in points], gpu, traces=[by_t[b] for b in points]
+            )
         for b in (32, 64):
             t = by_b[b]
             lg, rs = model.predict_logical(b), model.predict_reserved(b)
             el = (lg - t.peak_logical_bytes) / t.peak_logical_bytes
             er = (rs - t.peak_reserved_bytes) / t.peak_reserved_bytes
             pts = ",".join(map(str, points))
-            print(f"| {name} | {pts} | {b} | {t.peak_logical_bytes} | {lg} | {el:+.3%} "
-                  f"| {t.peak_reserved_bytes} | {rs} | {er:+.3%} |", flush=True)
+            print(
+                f"| {name} | {pts} | {b} | {t.peak_logical_bytes} | {lg} | {el:+.3%} "
+                f"| {t.peak_reserved_bytes} | {rs} | {er:+.3%} |",
+                flush=True,
+            )
 
 
 def main() -> int:

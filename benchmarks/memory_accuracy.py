@@ -55,8 +55,11 @@ def cpu_table() -> float:
                 real = cpu_peak(ZOO + name, tr.batch_size, precision=precision)
                 err = (tr.peak_logical_bytes - real) / real
                 worst = max(worst, abs(err))
-                print(f"| {name} | {precision} | {tr.batch_size} | {tr.peak_logical_bytes} "
-                      f"| {real} | {err:+.3%} |", flush=True)
+                print(
+                    f"| {name} | {precision} | {tr.batch_size} | {tr.peak_logical_bytes} "
+                    f"| {real} | {err:+.3%} |",
+                    flush=True,
+                )
     print(f"max |error| = {worst:.3%} (target <= 1%)")
     return worst
 
@@ -66,14 +69,25 @@ def _gpu_name() -> str:
 
     full = torch.cuda.get_device_name(0).lower()
     total = torch.cuda.get_device_properties(0).total_memory / 2**30
-    for key, name in (("h200", "h200"), ("h100", "h100"), ("a10g", "a10"), ("a100", "a100"),
-                      ("v100", "v100"), ("t4", "t4"), ("l4", "l4"), ("4090", "rtx4090"),
-                      ("a10", "a10")):
+    for key, name in (
+        ("h200", "h200"),
+        ("h100", "h100"),
+        ("a10g", "a10"),
+        ("a100", "a100"),
+        ("v100", "v100"),
+        ("t4", "t4"),
+        ("l4", "l4"),
+        ("4090", "rtx4090"),
+        ("a10", "a10"),
+    ):
         if key in full:
             if name in ("a100", "v100"):
                 small = total < (45 if name == "a100" else 20)
-                return f"{name}-{'40gb' if name == 'a100' and small else '80gb'}" \
-                    if name == "a100" else f"v100-{'16gb' if small else '32gb'}"
+                return (
+                    f"{name}-{'40gb' if name == 'a100' and small else '80gb'}"
+                    if name == "a100"
+                    else f"v100-{'16gb' if small else '32gb'}"
+                )
             return name
     raise SystemExit(f"unknown GPU {full!r}: add it to danlu.estimate.memory.gpus")
 
@@ -95,22 +109,34 @@ def gpu_table(calibrate: str | None) -> None:
         for precision in ("fp32", "bf16"):
             preds = estimate_memory(TraceRequest(ZOO + name, sizes, precision=precision), gpu)
             for p in preds:
-                cmd = [sys.executable, __file__, "--measure", ZOO + name, str(p.batch_size),
-                       precision]
+                cmd = [
+                    sys.executable,
+                    __file__,
+                    "--measure",
+                    ZOO + name,
+                    str(p.batch_size),
+                    precision,
+                ]
                 out = subprocess.run(cmd, capture_output=True, text=True, check=False)
                 if out.returncode != 0:
-                    print(f"| {name} | {precision} | {p.batch_size} | {p.peak_reserved_bytes} "
-                          f"| failed: {out.stderr.strip().splitlines()[-1:]} | |")
+                    print(
+                        f"| {name} | {precision} | {p.batch_size} | {p.peak_reserved_bytes} "
+                        f"| failed: {out.stderr.strip().splitlines()[-1:]} | |"
+                    )
                     continue
                 real = json.loads(out.stdout.strip().splitlines()[-1])
                 err = (p.peak_reserved_bytes - real["reserved"]) / real["reserved"]
                 errors.append(abs(err))
                 context.append(real["device_used"] - real["reserved"])
-                print(f"| {name} | {precision} | {p.batch_size} | {p.peak_reserved_bytes} "
-                      f"| {real['reserved']} | {err:+.2%} |", flush=True)
+                print(
+                    f"| {name} | {precision} | {p.batch_size} | {p.peak_reserved_bytes} "
+                    f"| {real['reserved']} | {err:+.2%} |",
+                    flush=True,
+                )
     if errors:
-        print(f"MAPE = {100 * sum(errors) / len(errors):.2f}% over {len(errors)} runs "
-              "(target <= 5%)")
+        print(
+            f"MAPE = {100 * sum(errors) / len(errors):.2f}% over {len(errors)} runs (target <= 5%)"
+        )
     if calibrate and context:
         ctx = sorted(context)[len(context) // 2]
         with open(calibrate, "w") as f:
@@ -124,8 +150,9 @@ def main() -> int:
     ap.add_argument("--cpu-only", action="store_true")
     ap.add_argument("--gpu-only", action="store_true")
     ap.add_argument("--calibrate", metavar="OUT_JSON")
-    ap.add_argument("--measure", nargs=3, metavar=("REF", "BATCH", "PRECISION"),
-                    help=argparse.SUPPRESS)
+    ap.add_argument(
+        "--measure", nargs=3, metavar=("REF", "BATCH", "PRECISION"), help=argparse.SUPPRESS
+    )
     args = ap.parse_args()
     if args.measure:
         from danlu.estimate.memory.ground_truth import cuda_peak

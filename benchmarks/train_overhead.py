@@ -24,9 +24,13 @@ import danlu.train as dt
 
 def make_model() -> torch.nn.Module:
     torch.manual_seed(0)
-    return torch.nn.Sequential(torch.nn.Linear(512, 1024), torch.nn.ReLU(),
-                               torch.nn.Linear(1024, 1024), torch.nn.ReLU(),
-                               torch.nn.Linear(1024, 10))
+    return torch.nn.Sequential(
+        torch.nn.Linear(512, 1024),
+        torch.nn.ReLU(),
+        torch.nn.Linear(1024, 1024),
+        torch.nn.ReLU(),
+        torch.nn.Linear(1024, 10),
+    )
 
 
 def loss_fn(model: torch.nn.Module, batch: tuple[torch.Tensor, torch.Tensor]) -> torch.Tensor:
@@ -49,8 +53,14 @@ def plain(batches: list[tuple[torch.Tensor, torch.Tensor]]) -> float:
 def under_danlu(batches: list[tuple[torch.Tensor, torch.Tensor]], metrics: Path) -> float:
     model = make_model()
     opt = torch.optim.SGD(model.parameters(), lr=0.01, momentum=0.9)
-    with dt.init(model, opt, global_batch_size=batches[0][0].shape[0], metrics_file=metrics,
-                 progress=False, environ={}) as ctx:
+    with dt.init(
+        model,
+        opt,
+        global_batch_size=batches[0][0].shape[0],
+        metrics_file=metrics,
+        progress=False,
+        environ={},
+    ) as ctx:
         t0 = time.perf_counter()
         for batch in batches:
             ctx.step(batch, loss_fn)
@@ -67,8 +77,13 @@ def main() -> None:
     args = ap.parse_args()
     torch.set_num_threads(args.threads)
     g = torch.Generator().manual_seed(0)
-    batches = [(torch.randn(args.batch, 512, generator=g),
-                torch.randint(0, 10, (args.batch,), generator=g)) for _ in range(args.steps)]
+    batches = [
+        (
+            torch.randn(args.batch, 512, generator=g),
+            torch.randint(0, 10, (args.batch,), generator=g),
+        )
+        for _ in range(args.steps)
+    ]
     with tempfile.TemporaryDirectory() as tmp:
         metrics = Path(tmp) / "metrics.jsonl"
         plain(batches[:5])
@@ -84,11 +99,15 @@ def main() -> None:
             ratios.append(d / p)
         lines = sum(1 for _ in metrics.open())
     ratio = statistics.median(ratios)
-    print(f"plain loop      : {statistics.median(p_rates):8.2f} steps/s (median of "
-          f"{args.repeats} x {args.steps} steps, batch {args.batch})")
+    print(
+        f"plain loop      : {statistics.median(p_rates):8.2f} steps/s (median of "
+        f"{args.repeats} x {args.steps} steps, batch {args.batch})"
+    )
     print(f"under danlu     : {statistics.median(d_rates):8.2f} steps/s")
-    print(f"ratio danlu/plain (median of per-repeat ratios): {ratio:.4f}  "
-          f"overhead {100 * (1 - ratio):+.2f}%  (target <= 1%)")
+    print(
+        f"ratio danlu/plain (median of per-repeat ratios): {ratio:.4f}  "
+        f"overhead {100 * (1 - ratio):+.2f}%  (target <= 1%)"
+    )
     print(f"metric records written: {lines}")
 
 
