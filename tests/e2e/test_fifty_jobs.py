@@ -6,6 +6,7 @@ two jobs at once; ``danlu ls --json`` and ``danlu logs`` work against the live s
 from __future__ import annotations
 
 import contextlib
+import importlib.util
 import json
 import os
 import random
@@ -33,13 +34,10 @@ pytestmark = pytest.mark.slow
 
 
 def _server_available() -> bool:
-    try:
-        import danlu.cli.server
-
-        import danlu.server.app  # noqa: F401
-    except ImportError:
-        return False
-    return True
+    return all(
+        importlib.util.find_spec(name) is not None
+        for name in ("danlu.cli.server", "danlu.server.app", "danlu.server.main")
+    )
 
 
 def _free_port() -> int:
@@ -50,7 +48,6 @@ def _free_port() -> int:
 
 def _env() -> dict[str, str]:
     env = {k: v for k, v in os.environ.items() if not k.startswith("DANLU_")}
-    env["DANLU_INTERVAL"] = "0.2"  # reconcile often: the jobs are short
     src = str(Path(__file__).resolve().parents[2] / "src")
     env["PYTHONPATH"] = os.pathsep.join(p for p in (src, env.get("PYTHONPATH")) if p)
     return env
@@ -110,6 +107,8 @@ def server(tmp_path: Path) -> Iterator[Server]:
         "4x80GiB",
         "--port",
         str(_free_port()),
+        "--interval",
+        "0.2",
     ]
     with log.open("wb") as out:
         proc = subprocess.Popen(
