@@ -14,6 +14,7 @@ from typing import Any
 from danlu.core.errors import ConfigError, UnknownNameError
 from danlu.sched.placement.gang import STRATEGIES
 from danlu.sched.policies.base import Policy
+from danlu.sched.policies.danlu import DanluPolicy
 from danlu.sched.policies.fifo import FifoPolicy
 from danlu.sched.policies.priority import PriorityPolicy
 from danlu.sched.policies.sjf import SjfPolicy
@@ -64,6 +65,7 @@ def default_registry() -> PolicyRegistry:
     registry.register("sjf", SjfPolicy)
     registry.register("tiresias", TiresiasPolicy)
     registry.register("value-density", ValueDensityPolicy)
+    registry.register("danlu", DanluPolicy)
     return registry
 
 

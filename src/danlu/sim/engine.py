@@ -22,6 +22,7 @@ from __future__ import annotations
 
 import heapq
 import math
+import operator
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 
@@ -96,6 +97,8 @@ class _Job:
         return self.cached
 
 
+_BY_SEQ = operator.attrgetter("request.seq")
+
 ProgressCallback = Callable[[float, int, int], None]
 """Called as ``(sim_time, finished_jobs, total_jobs)`` while a simulation runs."""
 
@@ -130,6 +133,10 @@ class Simulator:
         self._offsets = [cluster.gpu_offset(i) for i in range(len(cluster.nodes))]
         self._running: dict[str, _Job] = {}
         self._pending: dict[str, _Job] = {}
+        self._pending_status: dict[str, JobStatus] = {}
+        """Statuses of the pending jobs, in submission order: a pending job's status does not
+        change while it waits, so views reuse these objects instead of rebuilding them."""
+        self._pending_sorted = True
         self._stepwise: dict[str, _Job] = {}
         self._finished: list[_Job] = []
         self._rejected: list[tuple[str, str]] = []
@@ -191,6 +198,7 @@ class Simulator:
     def _start(self, job: _Job, alloc: Allocation, batch_size: int | None = None) -> None:
         self._move(job, JobState.RUNNING, "scheduled")
         del self._pending[job.id]
+        del self._pending_status[job.id]
         self._occupy(job, alloc, batch_size)
 
     def _occupy(self, job: _Job, alloc: Allocation, batch_size: int | None = None) -> None:
@@ -237,6 +245,7 @@ class Simulator:
         job.preemptions += 1
         self._preemptions += 1
         self._pending[job.id] = job
+        self._queue_status(job)
 
     def _complete(self, job: _Job, at: float) -> None:
         saved, self._now = self._now, at
@@ -254,14 +263,18 @@ class Simulator:
             if job is None:
                 raise PlacementError(f"policy preempted {preempt.job_id}, which is not running")
             self._preempt(job, preempt.reason)
+        moved: list[tuple[_Job, Allocation, int | None]] = []
         for resize in plan.resizes:
             job = self._running.get(resize.job_id)
             if job is None:
                 raise PlacementError(f"policy resized {resize.job_id}, which is not running")
             # A resize restarts the job in place on new GPUs: it stays RUNNING throughout.
+            # Every resized job lets go first, so one may move onto another's old GPUs.
             job.progress.stop(self._now)
             self._release(job, self._now)
-            self._occupy(job, resize.allocation, resize.batch_size)
+            moved.append((job, resize.allocation, resize.batch_size))
+        for job, alloc, batch_size in moved:
+            self._occupy(job, alloc, batch_size)
         for start in plan.starts:
             job = self._pending.get(start.job_id)
             if job is None:
@@ -272,14 +285,33 @@ class Simulator:
             if target is not None:
                 target.marks.update(marks)
                 target.cached = None
+                if target.id in self._pending_status:
+                    self._pending_status[target.id] = target.status()
         return len(plan.starts) + len(plan.resizes)
+
+    def _queue_status(self, job: _Job) -> None:
+        """``job`` joined the queue: keep its status, and note when the order breaks."""
+        if self._pending_status and job.request.seq < self._last_queued_seq():
+            self._pending_sorted = False
+        self._pending_status[job.id] = job.status()
+
+    def _last_queued_seq(self) -> int:
+        return next(reversed(self._pending_status.values())).request.seq
+
+    def _pending_view(self) -> tuple[JobStatus, ...]:
+        """Pending statuses in submission order (the order ClusterView promises)."""
+        if not self._pending_sorted:
+            ordered = sorted(self._pending_status.values(), key=_BY_SEQ)
+            self._pending_status = {status.id: status for status in ordered}
+            self._pending_sorted = True
+        return tuple(self._pending_status.values())
 
     def _round(self) -> tuple[int, float]:
         view = ClusterView(
             time=self._now,
             cluster=self.cluster,
             running=tuple(j.status() for j in self._running.values()),
-            pending=tuple(j.status() for j in self._pending.values()),
+            pending=self._pending_view(),
             used_milli=self._used_milli.copy(),
             used_memory=self._used_memory.copy(),
         )
@@ -358,6 +390,7 @@ class Simulator:
             ):
                 job = arrivals[next_arrival][1]
                 self._pending[job.id] = job
+                self._queue_status(job)
                 next_arrival += 1
                 changed = True
 
@@ -387,6 +420,7 @@ class Simulator:
             self._move(job, JobState.FAILED, "can never be placed on this cluster")
             self._rejected.append((job.id, "could not be placed even on an idle cluster"))
         self._pending.clear()
+        self._pending_status.clear()
 
     def _result(self) -> SimResult:
         records = [

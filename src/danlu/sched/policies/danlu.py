@@ -1,0 +1,335 @@
+"""danlu's own policy: co-adapt every job's GPU count, placement and batch size to cut the
+average job completion time while keeping the cluster's goodput high.
+
+Each round, for every job, the policy predicts its remaining time ``T(n)`` on ``n`` GPUs at
+the best batch size there (the online model of :mod:`danlu_model`: throughput fitted from
+the step times the job measured, statistical efficiency from its gradient statistics,
+remaining work from the progress it reported) and gives it the value ``w / T(n)`` -- the
+rate at which it would finish, a value density. The GPU counts maximise the sum of values
+(:func:`danlu_alloc.allocate`): short jobs that are nearly done and scale well get GPUs first
+(shortest-remaining-time first, as far as the speed-up curve makes extra GPUs worth it),
+long jobs soak up what is left at their most efficient sizes.
+
+- Restarts are priced: any option other than keeping the current allocation and batch adds
+  ``restart_cost`` to ``T``; keeping gets a ``hysteresis`` bonus; a job (re)started less than
+  ``min_hold`` seconds ago keeps its allocation; after ``max_moves`` moves a job is only
+  ever kept. So nobody thrashes: preemptions per job are bounded.
+- Fairness: ``w = 1 + waited / aging`` grows with the time a job waited, and a job waiting
+  ``starve_after`` seconds is started first (at its smallest size): no job starves.
+- Jobs that report no batch limits are rigid: their requested GPUs, ``T`` from their
+  ``expected_duration`` (else ``new_job_seconds``). Jobs never measured start at their
+  requested size (the user's tuned configuration) and the model explores from there,
+  growing at most to twice the replicas measured so far.
+- Batch size and learning rate: the chosen global batch goes in the Start/Resize; the marks
+  record it (``danlu.batch``) and the AdaScale learning-rate factor it implies
+  (``danlu.lr_factor`` = gain(batch), applied to the LR tuned at ``init_batch``;
+  ``danlu.lr_rule`` = 3, the index of ``adascale`` in :class:`danlu.estimate.lr.LRScaling`).
+- Shared (fractional) requests are placed by :mod:`danlu_share`: on a GPU already in use only
+  when the interference model (calibrated on Gavel's co-location measurements) predicts a
+  gain, else on an empty GPU.
+
+Pure and deterministic: state lives in the job marks; the memo is a transparent cache.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+
+from danlu.core.cluster import MILLI_PER_GPU, Allocation
+from danlu.sched.placement.gang import FreeMap
+from danlu.sched.policies import danlu_model as dm
+from danlu.sched.policies.danlu_alloc import Option, allocate
+from danlu.sched.policies.danlu_share import place_shared
+from danlu.sched.view import ClusterView, JobStatus, Plan, Preempt, Resize, Start
+
+BATCH = "danlu.batch"
+LR_FACTOR = "danlu.lr_factor"
+LR_RULE = "danlu.lr_rule"
+ADASCALE_RULE = 3.0
+P0 = "danlu.p0"
+WORK = "danlu.work"
+MOVES = "danlu.moves"
+
+_COUNTS = (1, 2, 3, 4, 6, 8, 12, 16, 24, 32, 48, 64, 96, 128, 192, 256)
+
+
+@dataclass(frozen=True)
+class DanluPolicy:
+    """Goodput- and JCT-driven elastic scheduling (see the module docstring)."""
+
+    restart_cost: float = 30.0
+    """Seconds a (re)allocation costs the job (the executor's checkpoint-restore time)."""
+    hysteresis: float = 0.1
+    """Bonus on the value of keeping a running job as it is."""
+    min_hold: float = 120.0
+    """Seconds after a (re)start during which a job is not moved."""
+    max_moves: int = 50
+    """Preemptions and resizes after which a job is only kept."""
+    aging: float = 7200.0
+    """Seconds of waiting that add 1 to a job's weight (1 at submission)."""
+    starve_after: float = 7200.0
+    """A job waiting this long (since submission or its last run) is started first."""
+    new_job_seconds: float = 600.0
+    """Remaining time assumed for a job with no estimate."""
+    placement: str = "best-fit"
+    name: str = "danlu"
+    explore_after: float = 1800.0
+    """A job with at least this many seconds left explores bigger sizes optimistically."""
+    _memo: dict[
+        tuple[str, bool], tuple[object, dm.JobModel | None, dict[int, tuple[float, int]]]
+    ] = field(default_factory=dict, init=False, repr=False, compare=False)
+
+    # -- model ------------------------------------------------------------------------
+    def _model(
+        self, job: JobStatus, marks: Mapping[str, float], optimistic: bool = False
+    ) -> tuple[dm.JobModel | None, dict[int, tuple[float, int]]]:
+        key = dm.model_key(marks, job.observed)
+        hit = self._memo.get((job.id, optimistic))
+        if hit is not None and hit[0] == key:
+            return hit[1], hit[2]
+        model = dm.build(marks, job.observed, optimistic)
+        table: dict[int, tuple[float, int]] = {}
+        self._memo[(job.id, optimistic)] = (key, model, table)
+        return model, table
+
+    def _work(self, job: JobStatus, marks: Mapping[str, float], now: float) -> float | None:
+        """Updated estimate of the job's total work (goodput units), from its progress rate
+        since its last (re)start; ``None`` before the first estimate."""
+        seen = job.observed
+        work = marks.get(WORK)
+        step = seen.get("step_time")
+        p0 = marks.get(P0)
+        if step is None or p0 is None or job.last_start is None:
+            return work
+        ran = now - job.last_start - self.restart_cost
+        done = seen.get("progress", 0.0) - p0
+        if ran < 1.0 or done <= 0:
+            return work
+        return _observed_goodput(seen) / (done / ran)
+
+    # -- options ----------------------------------------------------------------------
+    def _options(
+        self,
+        job: JobStatus,
+        marks: Mapping[str, float],
+        work: float | None,
+        weight: float,
+        capacity: int,
+        gpn: int,
+        now: float,
+    ) -> list[Option]:
+        req = job.request
+        running = job.running
+        cur_gpus = job.allocation.num_gpus if running else 0
+        restart = self.restart_cost
+        model, table = self._model(job, marks) if job.observed else (None, {})
+        bonus = 1.0 + self.hysteresis
+        if model is None:
+            gpus = req.gpus if not req.shares_gpu else 1
+            if job.observed.get("max_batch"):  # elastic, never measured: one node first
+                gpus = min(gpus, gpn)
+            if gpus > capacity:
+                return []
+            if req.expected_duration is not None and not job.observed:
+                left = max(req.expected_duration - job.run_time_at(now), 1.0)
+            else:
+                left = self.new_job_seconds
+            if running:
+                return [Option(cur_gpus, bonus * weight / left, None, True)]
+            return [Option(gpus, weight / (left + restart), None, False)]
+        remaining = 1.0 - job.observed.get("progress", 0.0)
+        cap = min(capacity, 2 * max(model.max_replicas_seen, 1), model.max_batch // model.min_local)
+        counts = [n for n in _COUNTS if n <= cap]
+        options: dict[int, Option] = {}
+        ref: float | None = None
+        if work is None:  # no rate yet: the prior at the current (or requested) size
+            base_n = cur_gpus or min(req.gpus, cap, gpn)
+            ref_good = self._good(model, table, base_n, gpn)[0]
+            ref = ref_good * self.new_job_seconds if ref_good > 0 else None
+        total = work if work is not None else ref
+        if total is None:
+            return []
+        base_good = self._good(model, table, cur_gpus or 1, gpn)[0]
+        if base_good > 0 and remaining * total / base_good >= self.explore_after:
+            explorer, table = self._model(job, marks, optimistic=True)
+            model = explorer or model
+        for n in sorted(counts):
+            good, batch = self._good(model, table, n, gpn)
+            if good <= 0:
+                continue
+            left = remaining * total / good + restart
+            options[n] = Option(n, weight / left, batch, False)
+        if running:
+            good = _observed_goodput(job.observed)
+            if good > 0:
+                keep = Option(cur_gpus, bonus * weight / (remaining * total / good), None, True)
+                if cur_gpus not in options or options[cur_gpus].value <= keep.value:
+                    options[cur_gpus] = keep
+        return [options[n] for n in sorted(options)]
+
+    @staticmethod
+    def _good(
+        model: dm.JobModel, table: dict[int, tuple[float, int]], n: int, gpn: int
+    ) -> tuple[float, int]:
+        hit = table.get(n)
+        if hit is None:
+            hit = model.best_batch(n, gpn)
+            table[n] = hit
+        return hit
+
+    # -- round ------------------------------------------------------------------------
+    def schedule(self, view: ClusterView) -> Plan:
+        now = view.time
+        cluster = view.cluster
+        gpn = max((node.gpus for node in cluster.nodes), default=1)
+        fixed = [j for j in view.running if not j.request.preemptible]
+        jobs = [j for j in view.running if j.request.preemptible] + list(view.pending)
+        shared = [j for j in jobs if j.request.shares_gpu and not j.running]
+        whole = [j for j in jobs if not (j.request.shares_gpu and not j.running)]
+        capacity = cluster.total_gpus - sum(
+            math.ceil(j.allocation.gpu_milli / MILLI_PER_GPU) for j in fixed
+        )
+        capacity -= sum(
+            math.ceil(j.allocation.gpu_milli / MILLI_PER_GPU) for j in whole if j.request.shares_gpu
+        )
+        new_marks: dict[str, dict[str, float]] = {}
+        all_options: list[list[Option]] = []
+        forced: list[int] = []
+        for job in whole:
+            marks: Mapping[str, float] = job.marks
+            update = dm.remembered(marks, job.observed) if job.running else {}
+            if update:
+                marks = {**marks, **update}
+            work = self._work(job, marks, now) if job.running else marks.get(WORK)
+            if work is not None and work != marks.get(WORK):
+                update[WORK] = work
+            if update:
+                new_marks[job.id] = update
+            waited = max(0.0, now - job.request.submit_time - job.run_time_at(now))
+            weight = 1.0 + waited / self.aging
+            opts = self._options(job, marks, work, weight, capacity, gpn, now)
+            held = job.running and (
+                (job.last_start is not None and now - job.last_start < self.min_hold)
+                or marks.get(MOVES, 0.0) >= self.max_moves
+                or job.request.shares_gpu
+            )
+            pin = -1
+            if held:
+                opts = [o for o in opts if o.keep] or [
+                    Option(job.allocation.num_gpus, 1.0, None, True)
+                ]
+                pin = 0
+            elif not job.running and opts and waited >= self.starve_after:
+                pin = 0
+            all_options.append(opts)
+            forced.append(pin)
+        chosen = allocate(all_options, capacity, forced)
+        plan = self._place(view, whole, all_options, chosen, new_marks)
+        return self._share(view, shared, plan)
+
+    def _place(
+        self,
+        view: ClusterView,
+        jobs: list[JobStatus],
+        options: list[list[Option]],
+        chosen: list[int],
+        marks: dict[str, dict[str, float]],
+    ) -> Plan:
+        free = FreeMap(view, self.placement)
+        moves: list[tuple[JobStatus, list[Option], int]] = []
+        preempts: list[Preempt] = []
+        waiting: dict[str, str] = {}
+        for job, opts, k in zip(jobs, options, chosen, strict=True):
+            if k >= 0 and opts[k].keep:
+                continue
+            if job.running:
+                free.release(job.allocation)
+            if k >= 0:
+                moves.append((job, opts, k))
+            elif job.running:
+                preempts.append(Preempt(job.id, "outvalued by other jobs"))
+            else:
+                waiting[job.id] = "lower value density than the jobs running"
+        moves.sort(key=lambda m: (-m[1][m[2]].gpus, m[0].request.seq))
+        starts: list[Start] = []
+        resizes: list[Resize] = []
+        for job, opts, k in moves:
+            alloc: Allocation | None = None
+            option = opts[k]
+            for cand in range(k, -1, -1):
+                if opts[cand].keep:
+                    continue
+                option = opts[cand]
+                alloc = free.place(job.request, option.gpus)
+                if alloc is not None:
+                    break
+            if alloc is None:
+                if job.running:
+                    if free.can_take(job.allocation):
+                        free.take(job.allocation)
+                    else:
+                        preempts.append(Preempt(job.id, "no room after re-packing"))
+                else:
+                    waiting[job.id] = "the free GPUs are fragmented"
+                continue
+            note = marks.setdefault(job.id, {})
+            note[P0] = job.observed.get("progress", 0.0)
+            if option.batch is not None:
+                note[BATCH] = float(option.batch)
+                note[LR_FACTOR] = _lr_factor(job, option.batch)
+                note[LR_RULE] = ADASCALE_RULE
+            if job.running:
+                note[MOVES] = job.marks.get(MOVES, 0.0) + 1
+                resizes.append(Resize(job.id, alloc, option.batch))
+            else:
+                if job.preemptions or job.run_time:
+                    note[MOVES] = job.marks.get(MOVES, 0.0) + 1
+                starts.append(Start(job.id, alloc, option.batch))
+        for p in preempts:
+            marks.setdefault(p.job_id, {})[P0] = -1.0
+        return Plan(
+            starts=tuple(starts),
+            preempts=tuple(preempts),
+            resizes=tuple(resizes),
+            waiting=waiting,
+            recheck_at=0.0,
+            marks=marks,
+        )
+
+    def _share(self, view: ClusterView, shared: list[JobStatus], plan: Plan) -> Plan:
+        if not shared:
+            return plan
+        starts, waiting = place_shared(view, shared, plan, self.placement)
+        plan.waiting.update(waiting)
+        return Plan(
+            starts=plan.starts + starts,
+            preempts=plan.preempts,
+            resizes=plan.resizes,
+            waiting=plan.waiting,
+            recheck_at=plan.recheck_at,
+            marks=plan.marks,
+        )
+
+
+def _observed_goodput(seen: Mapping[str, float]) -> float:
+    step = seen.get("step_time")
+    if step is None:
+        return 0.0
+    iteration = step + (step - seen["sync_time"]) * seen.get("accum_steps", 0.0)
+    scale = seen["batch_size"] / seen["init_batch"]
+    sqr, var = seen.get("grad_sqr", 0.0), seen.get("grad_var", 0.0)
+    gain = (var + sqr) / (var / scale + sqr) if sqr > 0 or var > 0 else 1.0
+    return gain / iteration
+
+
+def _lr_factor(job: JobStatus, batch: int) -> float:
+    """AdaScale's learning-rate multiplier at ``batch`` (relative to ``init_batch``)."""
+    seen = job.observed
+    init = seen.get("init_batch", 0.0)
+    sqr, var = job.marks.get(dm.SQR, 0.0), job.marks.get(dm.VAR, 0.0)
+    if init <= 0 or (sqr <= 0 and var <= 0):
+        return batch / init if init > 0 else 1.0
+    scale = batch / init
+    return (var + sqr) / (var / scale + sqr)
