@@ -23,6 +23,7 @@ from typing import Any
 import pytest
 
 from danlu.client import Client
+from danlu.core.errors import DanluError
 
 LAUNCHER = Path(__file__).with_name("danlu_launcher.py")
 GiB = 1024**3
@@ -166,7 +167,12 @@ def job_specs(seed: int = 5) -> list[dict[str, Any]]:
 def test_fifty_mixed_jobs_all_succeed_sharing_gpus_within_memory(server: Server) -> None:
     started = time.monotonic()
     client = server.client()
-    submitted = {client.submit(spec)["id"]: spec["name"] for spec in job_specs()}
+    submitted: dict[str, str] = {}
+    for spec in job_specs():
+        try:
+            submitted[client.submit(spec)["id"]] = spec["name"]
+        except DanluError as exc:
+            pytest.fail(f"submit {spec['name']}: {exc}\n{server.output()}")
     assert len(submitted) == N_JOBS
 
     max_sharing = 0
