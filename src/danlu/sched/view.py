@@ -122,6 +122,8 @@ class ClusterView:
     cluster: Cluster
     running: tuple[JobStatus, ...] = ()
     pending: tuple[JobStatus, ...] = ()
+    """Pending jobs in submission order (ascending ``request.seq``): adapters keep them so,
+    and order-preserving policies (fifo) rely on it instead of sorting."""
     used_milli: IntArray | None = None
     used_memory: IntArray | None = None
 
@@ -190,6 +192,9 @@ class Plan:
     preempts: tuple[Preempt, ...] = ()
     resizes: tuple[Resize, ...] = ()
     waiting: dict[str, str] = field(default_factory=dict)
+    waiting_default: str = ""
+    """Why every pending job that is neither started nor listed in ``waiting`` waits (one
+    shared reason keeps a round O(jobs considered), not O(queue))."""
     recheck_at: float = 0.0
     """The earliest time at which this decision could change if no job arrives, finishes or
     is cancelled: callers may skip rounds before it. 0 (the default) asks for every round;
@@ -198,3 +203,17 @@ class Plan:
     """Per-job notes to remember across rounds (e.g. when Tiresias demoted a job). The
     caller stores them and hands them back in :attr:`JobStatus.marks`, so policies stay pure
     functions of the view while keeping the state their algorithm needs."""
+
+    @property
+    def has_waiting(self) -> bool:
+        """Whether some pending job was left waiting."""
+        return bool(self.waiting) or bool(self.waiting_default)
+
+    def reason(self, job_id: str) -> str | None:
+        """Why ``job_id`` waits after this plan: None when the plan starts it (or says
+        nothing of it)."""
+        if job_id in self.waiting:
+            return self.waiting[job_id]
+        if any(s.job_id == job_id for s in self.starts):
+            return None
+        return self.waiting_default or None

@@ -81,15 +81,15 @@ def queue_round(
     starts: list[Start] = []
     waiting: dict[str, str] = {}
     blocked_by: str | None = None
-    for position, job in enumerate(order):
+    default = ""
+    for job in order:
         if blocked_by is not None or (free.total_free == 0 and not free.any_capacity()):
             # Nothing else can start this round: one shared reason for the rest of the queue.
-            reason = (
+            default = (
                 f"queued behind {blocked_by} (strict order, no backfill)"
                 if blocked_by is not None
                 else "no free GPUs"
             )
-            waiting.update(dict.fromkeys([j.request.id for j in order[position:]], reason))
             break
         alloc = free.place(job.request) if free.could_fit_now(job.request) else None
         if alloc is not None:
@@ -98,7 +98,7 @@ def queue_round(
         waiting[job.id] = _why_not(free, job)
         if not backfill:
             blocked_by = job.id
-    return Plan(starts=tuple(starts), waiting=waiting, recheck_at=math.inf)
+    return Plan(starts=tuple(starts), waiting=waiting, waiting_default=default, recheck_at=math.inf)
 
 
 def _demand_milli(job: JobStatus) -> int:

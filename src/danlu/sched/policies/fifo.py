@@ -24,5 +24,7 @@ class FifoPolicy:
     name: str = "fifo"
 
     def schedule(self, view: ClusterView) -> Plan:
+        # Near O(n) when the view keeps its promised submission order (timsort on sorted
+        # input), and still correct when an adapter does not.
         order = sorted(view.pending, key=_SUBMISSION_ORDER)
         return queue_round(view, order, self.placement, self.backfill)

@@ -40,7 +40,7 @@ class PriorityPolicy:
         ]
         order = order_by(view.pending, effective)
         plan = queue_round(view, order, self.placement, self.backfill)
-        if not self.preempt or not plan.waiting or not view.running:
+        if not self.preempt or not plan.has_waiting or not view.running:
             return plan
         lowest_running = min(
             (j.request.priority for j in view.running if j.request.preemptible), default=None

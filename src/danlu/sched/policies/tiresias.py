@@ -143,7 +143,7 @@ class TiresiasPolicy:
             for rank_ in (fresh[p.job_id][2],)
         }
         recheck = math.inf
-        if plan.waiting:
+        if plan.has_waiting:
             # A waiting job may overtake a running one once that one is demoted.
             recheck = min(
                 (self._valid_until(j, now) for j in view.running),

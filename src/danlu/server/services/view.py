@@ -13,7 +13,7 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field, replace
 
 import numpy as np
-from sqlalchemy import or_, select
+from sqlalchemy import or_, select, update
 from sqlalchemy.orm import Session
 
 from danlu.core.cluster import MILLI_PER_GPU, Allocation, Cluster, GpuShare
@@ -290,6 +290,17 @@ def apply_plan(
         job = rows.get(job_id)
         if job is not None and job.state == JobState.PENDING.value and job_id not in out.deferred:
             _note(job, reason)
+    if plan.waiting_default:
+        # Every other pending job waits for the plan's shared reason (one UPDATE, not a row
+        # per queued job). Started jobs are no longer PENDING; listed ones keep their reason.
+        listed = {*plan.waiting, *(withheld or {}), *out.deferred}
+        session.flush()
+        session.execute(
+            update(Job)
+            .where(Job.state == JobState.PENDING.value, Job.id.not_in(listed))
+            .values(pending_reason=plan.waiting_default)
+            .execution_options(synchronize_session=False)
+        )
     for job_id, marks in plan.marks.items():
         job = rows.get(job_id)
         if job is not None and dict(job.marks or {}) != dict(marks):
