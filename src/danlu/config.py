@@ -20,6 +20,7 @@ Nothing is read at import: call :func:`load_settings`. Errors are
 
 from __future__ import annotations
 
+import os
 import re
 from dataclasses import dataclass
 from pathlib import Path
@@ -192,3 +193,10 @@ def load_client_settings(
         name = str(err["loc"][0]) if err["loc"] else ""
         msg = err.get("msg", "invalid value")
         raise ConfigError(f"{ENV_PREFIX}{name.upper()}: {msg}") from None
+
+
+def job_base_env() -> dict[str, str]:
+    """The environment jobs start from: this process's, minus every ``DANLU_*`` variable (the
+    executor sets the job's own). Read here because config.py is the server side's only
+    reader of environment variables."""
+    return {k: v for k, v in os.environ.items() if not k.startswith(ENV_PREFIX)}

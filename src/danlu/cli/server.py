@@ -1,0 +1,133 @@
+"""``danlu up`` (a local control plane, prints the URL and the admin token) and ``danlu server``
+(the same for production: the token stays in ``{home}/admin.token``)."""
+
+from __future__ import annotations
+
+import logging
+from pathlib import Path
+from typing import Annotated, Any
+
+import typer
+from rich.console import Console
+
+from danlu.core.errors import DanluError
+
+err = Console(stderr=True)
+
+HomeOpt = Annotated[
+    Path | None, typer.Option("--home", help="state directory (default: DANLU_HOME or ~/.danlu)")
+]
+PortOpt = Annotated[int | None, typer.Option("--port", help="HTTP port (default 8470; 0: any)")]
+FakeOpt = Annotated[
+    str | None,
+    typer.Option("--fake-gpus", help="fake GPU inventory instead of NVML, e.g. 4x80GiB"),
+]
+PolicyOpt = Annotated[
+    str | None, typer.Option("--policy", help="scheduling policy (default: priority)")
+]
+HostOpt = Annotated[str, typer.Option("--host", help="address to listen on")]
+IntervalOpt = Annotated[
+    float | None, typer.Option("--interval", help="seconds between reconcile passes")
+]
+DbOpt = Annotated[
+    str | None, typer.Option("--database-url", help="SQLAlchemy URL (default: SQLite in home)")
+]
+
+
+def _settings(**given: Any) -> Any:
+    from danlu.config import load_settings
+
+    return load_settings(**{k: v for k, v in given.items() if v is not None})
+
+
+def _start(
+    *,
+    show_token: bool,
+    home: Path | None,
+    port: int | None,
+    fake_gpus: str | None,
+    policy: str | None,
+    host: str,
+    interval: float | None,
+    database_url: str | None,
+) -> None:
+    from danlu.server.main import Prepared, prepare, run
+
+    logging.basicConfig(level=logging.INFO, format="%(asctime)s %(name)s: %(message)s")
+    logging.getLogger("alembic").setLevel(logging.WARNING)
+    try:
+        settings = _settings(
+            home=home,
+            fake_gpus=fake_gpus,
+            policy=policy,
+            interval=interval,
+            database_url=database_url,
+        )
+        prepared = prepare(settings, host=host, port=port, fake_gpus=fake_gpus)
+    except (DanluError, OSError) as exc:
+        err.print(f"[red]error:[/red] {exc}")
+        raise typer.Exit(code=2) from None
+
+    def ready(p: Prepared) -> None:
+        print(
+            f"danlu is up: {p.url}  (home {p.settings.home}, policy {p.settings.policy})",
+            flush=True,
+        )
+        if show_token:
+            print(f"admin token: {p.admin_token}", flush=True)
+        else:
+            print(f"admin token in {p.settings.admin_token_path}", flush=True)
+        print("press Ctrl-C to stop", flush=True)
+
+    run(prepared, ready)
+
+
+def up(
+    home: HomeOpt = None,
+    port: PortOpt = None,
+    fake_gpus: FakeOpt = None,
+    policy: PolicyOpt = None,
+    host: HostOpt = "127.0.0.1",
+    interval: IntervalOpt = None,
+    database_url: DbOpt = None,
+) -> None:
+    """Start a local control plane (server + local executor, SQLite in --home); prints the
+    URL and the admin token, then serves until Ctrl-C."""
+    _start(
+        show_token=True,
+        home=home,
+        port=port,
+        fake_gpus=fake_gpus,
+        policy=policy,
+        host=host,
+        interval=interval,
+        database_url=database_url,
+    )
+
+
+def server(
+    home: HomeOpt = None,
+    port: PortOpt = None,
+    fake_gpus: FakeOpt = None,
+    policy: PolicyOpt = None,
+    host: HostOpt = "127.0.0.1",
+    interval: IntervalOpt = None,
+    database_url: DbOpt = None,
+) -> None:
+    """Run the control plane (production): like `up` but the admin token is not printed."""
+    _start(
+        show_token=False,
+        home=home,
+        port=port,
+        fake_gpus=fake_gpus,
+        policy=policy,
+        host=host,
+        interval=interval,
+        database_url=database_url,
+    )
+
+
+def register(app: typer.Typer) -> None:
+    """Add ``danlu up`` and ``danlu server`` to ``app``."""
+    app.command("up")(up)
+    app.command("server")(server)

@@ -1,0 +1,248 @@
+"""The FastAPI application of the control plane (docs/api.md).
+
+:func:`create_app` wires the store, the executor, the metrics registry and the reconcile loop
+into one app; nothing here is global, so tests build as many apps as they like.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import AsyncIterator
+from contextlib import asynccontextmanager
+from pathlib import Path
+from typing import Any
+
+from fastapi import FastAPI, Request
+from fastapi.exceptions import RequestValidationError
+from fastapi.responses import JSONResponse, Response
+from starlette.exceptions import HTTPException as StarletteHTTPException
+from starlette.types import ASGIApp, Receive, Scope, Send
+
+from danlu.config import Settings, job_base_env
+from danlu.core.cluster import Cluster
+from danlu.core.errors import (
+    ConfigError,
+    DanluError,
+    InvalidTransitionError,
+    PlacementError,
+    SpecError,
+    UnknownNameError,
+    UnschedulableError,
+)
+from danlu.devices import GpuInfo, Inventory, NodeInventory, discover, fake_inventory
+from danlu.devices.errors import DeviceError
+from danlu.executors import Executor, ExecutorError, LocalExecutor
+from danlu.server.db import Database, upgrade_database
+from danlu.server.errors import (
+    AdmissionError,
+    AuthError,
+    ConflictError,
+    NotFoundError,
+    PermissionDenied,
+)
+from danlu.server.metrics import ServerMetrics
+from danlu.server.reconcile import Reconciler
+from danlu.server.routes import admin, jobs
+from danlu.server.routes.deps import ServerState, version
+from danlu.server.services import cluster as cluster_service
+
+log = logging.getLogger(__name__)
+API = "/api/v1"
+
+_STATUS: tuple[tuple[type[BaseException], int], ...] = (
+    (AuthError, 401),
+    (PermissionDenied, 403),
+    (NotFoundError, 404),
+    (ConflictError, 409),
+    (InvalidTransitionError, 409),
+    (PlacementError, 409),
+    (AdmissionError, 422),
+    (SpecError, 422),
+    (UnschedulableError, 422),
+    (ConfigError, 422),
+    (UnknownNameError, 422),
+    (ExecutorError, 409),
+)
+
+
+def error_body(kind: str, field: str | None, message: str) -> dict[str, Any]:
+    """The structured error body of docs/api.md."""
+    return {"error": {"type": kind, "field": field, "message": message}}
+
+
+def _danlu_error(_request: Request, exc: Exception) -> Response:
+    status = next((code for cls, code in _STATUS if isinstance(exc, cls)), 400)
+    field = getattr(exc, "field", None)
+    message = getattr(exc, "message", None) or str(exc)
+    headers = {"WWW-Authenticate": "Bearer"} if status == 401 else None
+    return JSONResponse(
+        error_body(type(exc).__name__, field or None, message), status, headers=headers
+    )
+
+
+def _validation_error(_request: Request, exc: Exception) -> Response:
+    assert isinstance(exc, RequestValidationError)
+    errors = list(exc.errors())
+    first = errors[0] if errors else {"loc": (), "msg": "invalid request"}
+    loc = [str(p) for p in first.get("loc", ())]
+    where = loc[0] if loc else ""
+    path = loc[1:] if where in ("body", "query", "path", "header", "cookie") else loc
+    field = ".".join(path) or where or None
+    msg = str(first.get("msg", "invalid value")).removeprefix("Value error, ")
+    if first.get("type") == "missing":
+        msg = "this field is required"
+    elif first.get("type") == "extra_forbidden":
+        msg = "unknown field; check the spelling against docs/api.md"
+    elif first.get("type") == "json_invalid":
+        field, msg = "body", "the body is not valid JSON"
+    more = f" (and {len(errors) - 1} more problem(s))" if len(errors) > 1 else ""
+    return JSONResponse(error_body("SpecError", field, msg + more), 422)
+
+
+def _http_error(_request: Request, exc: Exception) -> Response:
+    assert isinstance(exc, StarletteHTTPException)
+    return JSONResponse(
+        error_body("http", None, str(exc.detail)), exc.status_code, headers=exc.headers
+    )
+
+
+def _internal_error(_request: Request, exc: Exception) -> Response:
+    log.exception("internal error: %s", exc)
+    return JSONResponse(error_body("internal", None, "internal server error; see the log"), 500)
+
+
+class RejectNul:
+    """ASGI middleware: a request whose path or query holds an encoded NUL is a 422 (no
+    database or file system ever sees such a string)."""
+
+    def __init__(self, app: ASGIApp) -> None:
+        self.app = app
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        if scope["type"] == "http":
+            raw = bytes(scope.get("query_string", b"")).lower() + str(scope.get("path", "")).encode(
+                "utf-8", "surrogateescape"
+            )
+            if b"%00" in raw or b"\0" in raw:
+                response = JSONResponse(
+                    error_body("SpecError", None, "NUL characters are not allowed in a URL"), 422
+                )
+                await response(scope, receive, send)
+                return
+        await self.app(scope, receive, send)
+
+
+def inventory_from_cluster(cluster: Cluster, source: str = "fake") -> Inventory:
+    """A (fake) :class:`Inventory` describing ``cluster`` (for an executor given without one)."""
+    nodes = []
+    index = 0
+    for node in cluster.nodes:
+        gpus = []
+        for _ in range(node.gpus):
+            gpus.append(
+                GpuInfo(
+                    index,
+                    f"GPU-fake-{index:04d}",
+                    f"Fake {node.gpu_type.name}",
+                    node.gpu_type,
+                    node.gpu_type.memory,
+                )
+            )
+            index += 1
+        nodes.append(NodeInventory(node.name, node.name, tuple(gpus)))
+    return Inventory(tuple(nodes), source)
+
+
+def build_inventory(settings: Settings, fake_gpus: str | None = None) -> Inventory:
+    """GPUs from ``fake_gpus`` (or ``settings.fake_gpus``) when given, else from NVML; when
+    NVML is unavailable, one fake 80 GiB GPU (the caller announces it)."""
+    spec = fake_gpus or settings.fake_gpus
+    if spec:
+        return fake_inventory(spec)
+    try:
+        return discover()
+    except DeviceError as exc:
+        log.warning("no NVML GPUs (%s): using a fake inventory of 1x80GiB", exc)
+        return fake_inventory("1x80GiB")
+
+
+def build_executor(settings: Settings, inventory: Inventory, api_url: str | None) -> Executor:
+    """The local executor: state under ``{home}/executor``, logs under ``{home}/logs``."""
+    home = Path(settings.home)
+    return LocalExecutor(
+        inventory.cluster(),
+        home / "executor",
+        log_dir=home / "logs",
+        base_env=job_base_env(),
+        api_url=api_url,
+        devices=inventory.device_map(),
+    )
+
+
+def create_app(
+    settings: Settings,
+    *,
+    executor: Executor | None = None,
+    start_loops: bool = True,
+    inventory: Inventory | None = None,
+    api_url: str | None = None,
+    follow_timeout: float = 3600.0,
+    preempt_grace: float = 30.0,
+) -> FastAPI:
+    """The danlu API app. Migrates the store and records the executor's inventory at once;
+    the reconcile loop runs in a background thread during the app's lifespan when
+    ``start_loops`` (else call ``app.state.reconciler.run_once()`` yourself)."""
+    db = Database(settings.db_url)
+    upgrade_database(db.engine)
+    if inventory is None:
+        inventory = (
+            build_inventory(settings)
+            if executor is None
+            else inventory_from_cluster(executor.inventory())
+        )
+    if executor is None:
+        executor = build_executor(settings, inventory, api_url)
+    with db.session() as session:
+        cluster_service.replace_inventory(
+            session, executor.inventory().nodes, fake=inventory.source == "fake"
+        )
+    metrics = ServerMetrics(db, inventory)
+    state = ServerState(settings, db, executor, inventory, metrics, follow_timeout=follow_timeout)
+    reconciler = Reconciler(db, executor, settings, metrics=metrics, preempt_grace=preempt_grace)
+    state.wake = reconciler.wake
+
+    @asynccontextmanager
+    async def lifespan(_app: FastAPI) -> AsyncIterator[None]:
+        if start_loops:
+            reconciler.start()
+        try:
+            yield
+        finally:
+            reconciler.stop()
+            executor.close()
+            db.dispose()
+
+    app = FastAPI(
+        title="danlu",
+        version=version(),
+        description="danlu control plane: jobs, projects, cluster, users (docs/api.md).",
+        openapi_url=f"{API}/openapi.json",
+        docs_url=f"{API}/docs",
+        redoc_url=None,
+        lifespan=lifespan,
+    )
+    app.state.danlu = state
+    app.state.reconciler = reconciler
+    app.add_middleware(RejectNul)
+    app.add_exception_handler(DanluError, _danlu_error)
+    app.add_exception_handler(RequestValidationError, _validation_error)
+    app.add_exception_handler(StarletteHTTPException, _http_error)
+    app.add_exception_handler(Exception, _internal_error)
+    app.include_router(admin.router, prefix=API)
+    app.include_router(jobs.router, prefix=API)
+
+    @app.get("/metrics", include_in_schema=False)
+    def prometheus_metrics() -> Response:
+        return Response(metrics.exposition(), media_type="text/plain; version=0.0.4")
+
+    return app

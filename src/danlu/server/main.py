@@ -1,0 +1,162 @@
+"""Run the control plane: migrate, bootstrap the admin token, find the GPUs, serve.
+
+:func:`prepare` does everything but serving (tests run the result in a thread); :func:`serve`
+runs it with uvicorn until interrupted.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import os
+import socket
+import sys
+import threading
+import time
+from collections.abc import Callable
+from dataclasses import dataclass
+from pathlib import Path
+
+import uvicorn
+from fastapi import FastAPI
+
+from danlu.config import Settings
+from danlu.devices import Inventory, discover, fake_inventory
+from danlu.devices.errors import DeviceError
+from danlu.server.app import build_executor, create_app
+from danlu.server.db import Database, upgrade_database
+from danlu.server.services.users import bootstrap_admin
+
+log = logging.getLogger(__name__)
+FALLBACK_FAKE = "1x80GiB"
+
+
+@dataclass
+class Prepared:
+    """A ready-to-serve control plane: the app, its bound socket, URL and admin token."""
+
+    app: FastAPI
+    sock: socket.socket
+    url: str
+    admin_token: str
+    inventory: Inventory
+    settings: Settings
+
+
+def find_inventory(fake_gpus: str | None, announce: Callable[[str], None]) -> Inventory:
+    """NVML's GPUs, or the fake inventory ``fake_gpus`` (also when NVML is unavailable);
+    a fake inventory is announced through ``announce``."""
+    if fake_gpus:
+        inventory = fake_inventory(fake_gpus)
+        announce(f"danlu: using FAKE GPUs from --fake-gpus {fake_gpus}: {inventory.describe()}")
+        return inventory
+    try:
+        return discover()
+    except DeviceError as exc:
+        inventory = fake_inventory(FALLBACK_FAKE)
+        announce(
+            f"danlu: no GPUs found ({exc}).\n"
+            f"danlu: using FAKE GPUs ({FALLBACK_FAKE}); jobs run on the CPU: "
+            f"{inventory.describe()}"
+        )
+        return inventory
+
+
+def _announce(text: str) -> None:
+    print(text, file=sys.stderr, flush=True)
+
+
+def bind(host: str, port: int) -> socket.socket:
+    """A listening-ready TCP socket on ``host:port`` (port 0: a free one)."""
+    family = socket.AF_INET6 if ":" in host else socket.AF_INET
+    sock = socket.socket(family, socket.SOCK_STREAM)
+    sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+    sock.bind((host, port))
+    sock.set_inheritable(False)
+    return sock
+
+
+def prepare(
+    settings: Settings,
+    *,
+    host: str = "127.0.0.1",
+    port: int | None = None,
+    fake_gpus: str | None = None,
+    start_loops: bool = True,
+    announce: Callable[[str], None] = _announce,
+    preempt_grace: float = 30.0,
+    follow_timeout: float = 3600.0,
+) -> Prepared:
+    """Migrate the store, bootstrap the admin token (``{home}/admin.token``, mode 0600), find
+    the GPUs, bind the port and build the app with its local executor."""
+    home = Path(settings.home)
+    home.mkdir(parents=True, exist_ok=True, mode=0o700)
+    upgrade_database(settings.db_url)
+    db = Database(settings.db_url)
+    try:
+        with db.session() as session:
+            issued = bootstrap_admin(session, settings.admin_token_path)
+    finally:
+        db.dispose()
+    token = issued or settings.admin_token_path.read_text(encoding="utf-8").strip()
+    inventory = find_inventory(fake_gpus or settings.fake_gpus, announce)
+    sock = bind(host, settings.port if port is None else port)
+    bound_host, bound_port = sock.getsockname()[:2]
+    shown = f"[{bound_host}]" if ":" in bound_host else bound_host
+    url = f"http://{shown}:{bound_port}"
+    executor = build_executor(settings, inventory, url)
+    app = create_app(
+        settings,
+        executor=executor,
+        inventory=inventory,
+        start_loops=start_loops,
+        api_url=url,
+        preempt_grace=preempt_grace,
+        follow_timeout=follow_timeout,
+    )
+    return Prepared(app, sock, url, token, inventory, settings)
+
+
+def write_server_json(home: Path, url: str) -> None:
+    """``{home}/server.json``: where the CLI finds this server."""
+    path = home / "server.json"
+    tmp = path.with_name(f".server.json.{os.getpid()}.tmp")
+    tmp.write_text(json.dumps({"url": url, "pid": os.getpid(), "started_at": time.time()}))
+    os.replace(tmp, path)
+
+
+def run(
+    prepared: Prepared,
+    on_ready: Callable[[Prepared], None] | None = None,
+    log_level: str = "warning",
+) -> uvicorn.Server:
+    """Serve ``prepared`` with uvicorn in this thread until it is told to exit (Ctrl-C)."""
+    config = uvicorn.Config(prepared.app, log_level=log_level, access_log=False, lifespan="on")
+    server = uvicorn.Server(config)
+
+    def ready() -> None:
+        while not server.started and not server.should_exit:
+            time.sleep(0.02)
+        if server.started:
+            write_server_json(Path(prepared.settings.home), prepared.url)
+            if on_ready is not None:
+                on_ready(prepared)
+
+    threading.Thread(target=ready, name="danlu-ready", daemon=True).start()
+    server.run(sockets=[prepared.sock])
+    return server
+
+
+def serve(
+    settings: Settings,
+    *,
+    host: str = "127.0.0.1",
+    port: int | None = None,
+    fake_gpus: str | None = None,
+    on_ready: Callable[[Prepared], None] | None = None,
+) -> None:
+    """Run the control plane until interrupted: migrate the store, bootstrap the admin token,
+    find the GPUs (fake ones announced on stderr), start the local executor and the reconcile
+    loop, write ``{home}/server.json`` once listening, and serve the API with uvicorn."""
+    prepared = prepare(settings, host=host, port=port, fake_gpus=fake_gpus)
+    run(prepared, on_ready)

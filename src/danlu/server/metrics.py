@@ -1,0 +1,136 @@
+"""Prometheus metrics of one server: DCGM-named GPU gauges and danlu's job and queue metrics.
+
+Every app has its own :class:`~prometheus_client.CollectorRegistry` (never the global one).
+Gauges derived from the store are computed at scrape time by a custom collector (one read
+transaction per scrape); the scheduling-round histogram is observed by the reconcile loop.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Iterator
+
+from prometheus_client import CollectorRegistry, Histogram, generate_latest
+from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, Metric
+from prometheus_client.registry import Collector
+from sqlalchemy import func, select
+
+from danlu.core.cluster import MILLI_PER_GPU, Allocation, GpuShare
+from danlu.core.state import JobState
+from danlu.devices import METRICS, Inventory, sample_metrics
+from danlu.server.db import Database, Job, Project
+from danlu.server.services.cluster import list_shares
+
+log = logging.getLogger(__name__)
+DCGM_LABELS = ("gpu", "UUID", "device", "modelName", "Hostname")
+
+
+class _StoreCollector(Collector):
+    """Reads the store (and the GPUs) at every scrape."""
+
+    def __init__(self, db: Database, inventory: Inventory) -> None:
+        self.db = db
+        self.inventory = inventory
+
+    def _allocations(self, shares: list[tuple[str, int, int, int, str]]) -> list[Allocation]:
+        index = {n.name: i for i, n in enumerate(self.inventory.nodes)}
+        by_job: dict[str, list[GpuShare]] = {}
+        for node, gpu, milli, memory, job_id in shares:
+            if node in index:
+                by_job.setdefault(job_id, []).append(GpuShare(index[node], gpu, milli, memory))
+        return [Allocation(tuple(s)) for s in by_job.values()]
+
+    def collect(self) -> Iterator[Metric]:
+        try:
+            with self.db.read_session() as session:
+                states = dict(
+                    session.execute(select(Job.state, func.count()).group_by(Job.state)).all()
+                )
+                queue = dict(
+                    session.execute(
+                        select(Project.name, func.count(Job.seq))
+                        .join(Job, Job.project_id == Project.id)
+                        .where(Job.state == JobState.PENDING.value)
+                        .group_by(Project.name)
+                    ).all()
+                )
+                projects = list(session.scalars(select(Project.name)))
+                restarts, preemptions = session.execute(
+                    select(
+                        func.coalesce(func.sum(Job.restarts), 0),
+                        func.coalesce(func.sum(Job.preemptions), 0),
+                    )
+                ).one()
+                shares = [
+                    (s.node, s.gpu, s.milli, s.memory, s.job_id) for s in list_shares(session)
+                ]
+        except Exception as exc:  # a scrape must never take the server down
+            log.warning("metrics: cannot read the store: %s", exc)
+            return
+        jobs = GaugeMetricFamily("danlu_jobs", "Jobs by state.", labels=["state"])
+        for state in JobState:
+            jobs.add_metric([state.value], float(states.get(state.value, 0)))
+        yield jobs
+        length = GaugeMetricFamily(
+            "danlu_queue_length", "Pending jobs per project.", labels=["project"]
+        )
+        for name in sorted(set(projects) | set(queue)):
+            length.add_metric([name], float(queue.get(name, 0)))
+        yield length
+        allocated = sum(milli for _, _, milli, _, _ in shares) / MILLI_PER_GPU
+        yield GaugeMetricFamily(
+            "danlu_gpus_allocated", "GPUs allocated (whole-GPU equivalents).", value=allocated
+        )
+        yield GaugeMetricFamily(
+            "danlu_gpu_memory_allocated_bytes",
+            "GPU memory allocated to running jobs.",
+            value=float(sum(memory for _, _, _, memory, _ in shares)),
+        )
+        total = sum(len(n.gpus) for n in self.inventory.nodes)
+        yield GaugeMetricFamily("danlu_gpus", "GPUs in the inventory.", value=float(total))
+        yield CounterMetricFamily(
+            "danlu_job_restarts", "Restarts after failures, all jobs.", value=float(restarts)
+        )
+        yield CounterMetricFamily(
+            "danlu_job_preemptions", "Preemptions, all jobs.", value=float(preemptions)
+        )
+        yield from self._gpu_metrics(shares)
+
+    def _gpu_metrics(self, shares: list[tuple[str, int, int, int, str]]) -> Iterator[Metric]:
+        try:
+            samples = sample_metrics(self.inventory, self._allocations(shares))
+        except Exception as exc:  # NVML can fail at any time; the rest of /metrics still works
+            log.warning("metrics: cannot sample the GPUs: %s", exc)
+            return
+        families = {
+            name: GaugeMetricFamily(name, help_text, labels=list(DCGM_LABELS))
+            for name, help_text in METRICS.items()
+        }
+        for sample in samples:
+            family = families.get(sample.name)
+            if family is not None:
+                family.add_metric([sample.labels[k] for k in DCGM_LABELS], sample.value)
+        yield from families.values()
+
+
+class ServerMetrics:
+    """The registry of one server and the instruments the reconcile loop observes."""
+
+    def __init__(self, db: Database, inventory: Inventory) -> None:
+        self.registry = CollectorRegistry(auto_describe=False)
+        self.round_seconds = Histogram(
+            "danlu_scheduling_round_seconds",
+            "Wall time of one scheduling round (snapshot, policy, plan recorded).",
+            buckets=(0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0),
+            registry=self.registry,
+        )
+        self.reconcile_seconds = Histogram(
+            "danlu_reconcile_seconds",
+            "Wall time of one whole reconcile pass (poll, schedule, launch).",
+            registry=self.registry,
+        )
+        self.registry.register(_StoreCollector(db, inventory))
+
+    def exposition(self) -> bytes:
+        """The text exposition format of every metric."""
+        return generate_latest(self.registry)

@@ -1,0 +1,433 @@
+"""The reconcile loop: make the executor's reality and the store agree, and schedule.
+
+One pass (:meth:`Reconciler.run_once`), under the ``scheduler`` lease:
+
+1. **poll** every RUNNING / PREEMPTING job's run (row locks with this loop's token; process
+   I/O outside any transaction): settle exits (:func:`jobs.settle_exit`: SUCCEEDED, PREEMPTED
+   -> PENDING to resume from its checkpoint, FAILED / OOM -> RESTARTING -> PENDING with
+   backoff or FAILED after ``max_restarts``, CANCELLED when cancellation was requested),
+   deliver cancellations and preemptions not yet delivered, and collect jobs recorded as
+   started but never launched (a crash between the scheduling transaction and the launch);
+2. **schedule**: build the snapshot, ask the configured policy (the same ``danlu.sched`` code
+   as the simulator) for a plan and record it with :func:`view.apply_plan` in ONE transaction,
+   then, outside it, SIGTERM the preempted jobs (grace period, then SIGKILL);
+3. **launch** the started jobs and the never-launched ones: each run is ``(job id, attempt)``
+   and the executor refuses a second run of a job id while one runs, so nothing runs twice.
+
+Every state change goes through the services, which record an event with the reason. A pass
+may stop at any point (kill -9): the next one, in this process or a new one, picks up from what
+the store and the executor's files say. On start, :meth:`Reconciler.adopt` re-attaches to the
+executor's runs and stops runs the store no longer wants (orphans).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import logging
+import os
+import secrets
+import socket
+import threading
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from sqlalchemy import select, update
+from sqlalchemy.orm import Session
+
+from danlu.config import Settings
+from danlu.core.errors import DanluError, PlacementError
+from danlu.core.state import JobState
+from danlu.executors import (
+    ExecStatus,
+    Executor,
+    ExecutorError,
+    Handle,
+    JobAlreadyRunningError,
+    JobLaunch,
+    Outcome,
+    RunState,
+    StopReason,
+    UnknownHandleError,
+)
+from danlu.executors.supervise import alive, proc_start_time
+from danlu.sched import default_registry
+from danlu.sched.policies.base import Policy
+from danlu.server.db import Database, Job, Lease
+from danlu.server.metrics import ServerMetrics
+from danlu.server.services import jobs, locks, users
+from danlu.server.services.common import resolve_now
+from danlu.server.services.projects import HOLDING
+from danlu.server.services.view import apply_plan, build_snapshot, to_allocation
+
+log = logging.getLogger(__name__)
+LEASE = "scheduler"
+DEFAULT_PREEMPT_GRACE = 30.0
+
+
+@dataclass
+class RoundReport:
+    """What one pass did (for tests and logs)."""
+
+    leader: bool = False
+    settled: list[str] = field(default_factory=list)
+    started: list[str] = field(default_factory=list)
+    launched: list[str] = field(default_factory=list)
+    preempted: list[str] = field(default_factory=list)
+    stopped: list[str] = field(default_factory=list)
+    errors: list[str] = field(default_factory=list)
+
+
+def _owner_id() -> str:
+    pid = os.getpid()
+    return f"{socket.gethostname()}:{pid}:{proc_start_time(pid)}"
+
+
+def _dead_here(owner: str | None) -> bool:
+    """True if ``owner`` (``host:pid:start``) was a process on this host that is gone."""
+    if not owner:
+        return False
+    host, _, rest = owner.partition(":")
+    pid, _, start = rest.partition(":")
+    if host != socket.gethostname() or not pid.isdigit():
+        return False
+    return not alive(int(pid), int(start) if start.isdigit() else None)
+
+
+def _describe(status: ExecStatus | None) -> tuple[bool, int | None, str]:
+    """(succeeded, exit code, reason) of an exited run (``None``: it never launched)."""
+    if status is None:
+        return False, None, "never launched (the control plane stopped before the launch)"
+    code = status.exit_code
+    how = f"exit code {code}" if code is not None else "no exit code"
+    if status.signal:
+        how = f"signal {status.signal}"
+    if status.message:
+        how += f"; {status.message}"
+    if status.outcome is Outcome.SUCCEEDED:
+        return True, code, "exited 0"
+    if status.outcome is Outcome.PREEMPTED:
+        if status.checkpointed:
+            return False, code, "checkpointed and exited after preemption; re-queued to resume"
+        return False, code, f"stopped for preemption ({how}); re-queued"
+    if status.outcome is Outcome.OOM:
+        return False, code, f"out of memory ({how})"
+    if status.stop_reason is StopReason.CANCEL:
+        return False, code, f"stopped ({how})"
+    return False, code, f"failed ({how})"
+
+
+class Reconciler:
+    """The reconcile loop of one server (a background thread, or :meth:`run_once` by hand)."""
+
+    def __init__(
+        self,
+        db: Database,
+        executor: Executor,
+        settings: Settings,
+        *,
+        metrics: ServerMetrics | None = None,
+        policy: Policy | None = None,
+        preempt_grace: float = DEFAULT_PREEMPT_GRACE,
+        lease_ttl: float | None = None,
+    ) -> None:
+        self.db = db
+        self.executor = executor
+        self.settings = settings
+        self.metrics = metrics
+        self.policy = policy if policy is not None else default_registry().create(settings.policy)
+        self.preempt_grace = preempt_grace
+        self.interval = settings.interval
+        self.ttl = lease_ttl if lease_ttl is not None else max(10.0, 5 * settings.interval)
+        self.token = secrets.token_hex(16)
+        self.owner = _owner_id()
+        self.checkpoints = Path(settings.home) / "checkpoints"
+        self._adopted = False
+        self._lock = threading.Lock()
+        self._stop = threading.Event()
+        self._wake = threading.Event()
+        self._thread: threading.Thread | None = None
+
+    # -- the background thread ----------------------------------------------------------------
+
+    def start(self) -> None:
+        """Run passes every ``settings.interval`` seconds in a daemon thread."""
+        if self._thread is not None:
+            return
+        self._stop.clear()
+        self._thread = threading.Thread(target=self._loop, name="danlu-reconcile", daemon=True)
+        self._thread.start()
+
+    def wake(self) -> None:
+        """Run the next pass now (e.g. after a submission)."""
+        self._wake.set()
+
+    def stop(self, timeout: float = 30.0) -> None:
+        """Stop the thread (after the current pass) and give the lease back."""
+        self._stop.set()
+        self._wake.set()
+        if self._thread is not None:
+            self._thread.join(timeout)
+            self._thread = None
+        try:
+            with self.db.session() as session:
+                locks.release_if_token(session, Lease, [LEASE], self.token)
+        except Exception as exc:  # shutting down: the lease expires anyway
+            log.warning("reconcile: cannot release the lease: %s", exc)
+
+    def _loop(self) -> None:
+        while not self._stop.is_set():
+            try:
+                self.run_once()
+            except Exception:  # the loop must survive anything one pass meets
+                log.exception("reconcile pass failed")
+            self._wake.wait(self.interval)
+            self._wake.clear()
+
+    # -- one pass -------------------------------------------------------------------------------
+
+    def run_once(self, now: float | None = None) -> RoundReport:
+        """One pass: poll and settle, schedule, launch. Safe to call at any time, repeatedly,
+        from several processes (only the lease holder acts)."""
+        with self._lock:
+            t0 = time.perf_counter()
+            report = RoundReport()
+            t = resolve_now(now)
+            if not self._lease(t):
+                return report
+            report.leader = True
+            if not self._adopted:
+                self.adopt()
+                self._adopted = True
+            to_launch = self._poll(t, report)
+            started = self._schedule(resolve_now(now), report)
+            pending = [*started, *(j for j in to_launch if j not in started)]
+            self._launch(pending, resolve_now(now), report)
+            if self.metrics is not None:
+                self.metrics.reconcile_seconds.observe(time.perf_counter() - t0)
+            return report
+
+    def _lease(self, t: float) -> bool:
+        with self.db.session() as session:
+            if locks.acquire_lease(session, LEASE, self.token, self.ttl, t, self.owner):
+                return True
+            lease = session.get(Lease, LEASE)
+            if lease is None or lease.lock_token is None or not _dead_here(lease.lock_owner):
+                return False
+            dead = lease.lock_owner
+            values = {
+                "lock_token": self.token,
+                "lock_expires_at": t + self.ttl,
+                "lock_owner": self.owner,
+            }
+            if not locks.update_if_token(session, Lease, LEASE, lease.lock_token, values):
+                return False
+            # The dead leader's job locks would otherwise block us until they expire.
+            session.execute(
+                update(Job)
+                .where(Job.lock_owner == dead)
+                .values(lock_token=None, lock_expires_at=None, lock_owner=None)
+                .execution_options(synchronize_session=False)
+            )
+            log.info("reconcile: took the lease over from %s (no longer running)", dead)
+            return True
+
+    def adopt(self) -> list[Handle]:
+        """Re-attach to the executor's runs; stop those the store no longer wants (the job
+        finished, or moved on to a later attempt). Returns the runs that are current."""
+        handles = self.executor.adopt()
+        ids = [h.job_id for h in handles]
+        with self.db.read_session() as session:
+            rows = (
+                {
+                    j.id: (j.state, j.attempt)
+                    for j in session.scalars(select(Job).where(Job.id.in_(ids)))
+                }
+                if ids
+                else {}
+            )
+        current = []
+        for handle in handles:
+            state, attempt = rows.get(handle.job_id, (None, None))
+            if state in HOLDING and attempt == handle.attempt:
+                current.append(handle)
+                continue
+            try:
+                if self.executor.poll(handle).running:
+                    log.warning("reconcile: stopping orphan run %s (job is %s)", handle.key, state)
+                    self.executor.cancel(handle)
+            except ExecutorError as exc:
+                log.warning("reconcile: cannot check run %s: %s", handle.key, exc)
+        return current
+
+    def _claim(self, ids: list[str], t: float) -> set[str]:
+        if not ids:
+            return set()
+        with self.db.session() as session:
+            return set(locks.claim(session, Job, ids, self.token, self.ttl, t, self.owner))
+
+    def _release(self, ids: set[str]) -> None:
+        if ids:
+            with self.db.session() as session:
+                locks.release_if_token(session, Job, ids, self.token)
+
+    def _poll(self, t: float, report: RoundReport) -> list[str]:
+        """Poll every run that holds GPUs; settle exits; deliver stops. Returns the ids of
+        jobs recorded RUNNING whose current attempt was never launched."""
+        with self.db.read_session() as session:
+            rows = [
+                (j.id, j.attempt, j.state, j.cancel_requested_at is not None)
+                for j in session.scalars(
+                    select(Job).where(Job.state.in_(HOLDING)).order_by(Job.seq)
+                )
+            ]
+        claimed = self._claim([r[0] for r in rows], t)
+        unlaunched: list[str] = []
+        try:
+            for job_id, attempt, state, cancel in rows:
+                if job_id not in claimed:
+                    continue
+                handle = Handle(job_id, attempt)
+                try:
+                    status: ExecStatus | None = self.executor.poll(handle)
+                except UnknownHandleError:
+                    status = None
+                except ExecutorError as exc:
+                    report.errors.append(f"poll {handle.key}: {exc}")
+                    continue
+                if status is None:
+                    if cancel or state == JobState.PREEMPTING.value:
+                        self._settle(job_id, attempt, None, resolve_now(None), report)
+                    else:
+                        unlaunched.append(job_id)
+                elif status.running:
+                    self._deliver(handle, state, cancel, status, report)
+                else:
+                    self._settle(job_id, attempt, status, resolve_now(None), report)
+        finally:
+            self._release(claimed)
+        return unlaunched
+
+    def _deliver(
+        self, handle: Handle, state: str, cancel: bool, status: ExecStatus, report: RoundReport
+    ) -> None:
+        try:
+            if cancel and status.stop_reason is not StopReason.CANCEL:
+                self.executor.cancel(handle)
+                report.stopped.append(handle.job_id)
+            elif state == JobState.PREEMPTING.value and status.stop_reason is None:
+                self.executor.preempt(handle, self.preempt_grace)
+                report.preempted.append(handle.job_id)
+        except ExecutorError as exc:
+            report.errors.append(f"stop {handle.key}: {exc}")
+
+    def _settle(
+        self, job_id: str, attempt: int, status: ExecStatus | None, t: float, report: RoundReport
+    ) -> None:
+        succeeded, code, reason = _describe(status)
+        try:
+            with self.db.session() as session:
+                job = session.scalar(select(Job).where(Job.id == job_id))
+                if job is None or job.attempt != attempt or job.state not in HOLDING:
+                    return
+                if not locks.holds(session, Job, job_id, self.token):
+                    return
+                jobs.settle_exit(
+                    session, job, succeeded=succeeded, exit_code=code, reason=reason, now=t
+                )
+            report.settled.append(job_id)
+        except DanluError as exc:  # e.g. a concurrent cancel: the next pass settles it
+            report.errors.append(f"settle {job_id}: {exc}")
+
+    def _schedule(self, t: float, report: RoundReport) -> list[str]:
+        """Snapshot, policy, plan recorded in one transaction; then SIGTERM the preempted."""
+        t0 = time.perf_counter()
+        try:
+            with self.db.session() as session:
+                snapshot = build_snapshot(session, t)
+                plan = self.policy.schedule(snapshot.view)
+                applied = apply_plan(session, plan, t, snapshot.withheld)
+                started = [j.id for j in applied.started]
+                resized = [(j.id, j.attempt) for j in applied.resized]
+                preempted = [(j.id, j.attempt) for j in applied.preempted]
+        except (PlacementError, DanluError) as exc:
+            report.errors.append(f"schedule: {exc}")
+            log.warning("reconcile: plan not recorded: %s", exc)
+            return []
+        finally:
+            if self.metrics is not None:
+                self.metrics.round_seconds.observe(time.perf_counter() - t0)
+        report.started.extend(started)
+        for job_id, attempt in preempted:
+            try:
+                self.executor.preempt(Handle(job_id, attempt), self.preempt_grace)
+                report.preempted.append(job_id)
+            except UnknownHandleError:
+                pass  # never launched: the next poll re-queues it
+            except ExecutorError as exc:
+                report.errors.append(f"preempt {job_id}: {exc}")
+        for job_id, attempt in resized:
+            with contextlib.suppress(ExecutorError):  # the old run may be gone already
+                self.executor.cancel(Handle(job_id, attempt - 1))
+        return started + [job_id for job_id, _ in resized]
+
+    def _launch(self, ids: list[str], t: float, report: RoundReport) -> None:
+        claimed = self._claim(ids, t)
+        try:
+            for job_id in ids:
+                if job_id in claimed:
+                    self._launch_one(job_id, report)
+        finally:
+            self._release(claimed)
+
+    def _launch_one(self, job_id: str, report: RoundReport) -> None:
+        try:
+            with self.db.session() as session:
+                job = session.scalar(select(Job).where(Job.id == job_id))
+                if (
+                    job is None
+                    or job.state != JobState.RUNNING.value
+                    or job.cancel_requested_at is not None
+                    or not locks.holds(session, Job, job_id, self.token)
+                ):
+                    return
+                launch = self.job_launch(session, job)
+                attempt = job.attempt
+        except DanluError as exc:
+            report.errors.append(f"launch {job_id}: {exc}")
+            return
+        try:
+            self.executor.submit(launch)  # process I/O: outside any transaction
+            report.launched.append(job_id)
+        except JobAlreadyRunningError:
+            pass  # the previous run is still exiting: the next pass launches
+        except ExecutorError as exc:
+            log.warning("reconcile: launch of %s failed: %s", job_id, exc)
+            failed = ExecStatus(
+                state=RunState.EXITED,
+                outcome=Outcome.FAILED,
+                message=f"launch failed: {exc}",
+            )
+            self._settle(job_id, attempt, failed, resolve_now(None), report)
+
+    def job_launch(self, session: Session, job: Job) -> JobLaunch:
+        """The launch of ``job``'s current attempt, with the job environment of DESIGN.md
+        (a fresh API token of the job's user is issued in ``session``)."""
+        spec = jobs.job_spec(job)
+        allocation = to_allocation(job.allocation, self.executor.inventory())
+        slots = JobLaunch.slots(allocation, shared_memory=bool(job.gpu_memory_per_gpu) or None)
+        checkpoint = self.checkpoints / job.id  # job ids are validated names
+        checkpoint.mkdir(parents=True, exist_ok=True, mode=0o700)
+        token = users.issue_token(session, job.user, f"job {job.id}#{job.attempt}")
+        return JobLaunch(
+            job_id=job.id,
+            argv=tuple(spec.command),
+            env=dict(spec.env),
+            gpus=slots,
+            shell=spec.shell,
+            checkpoint_dir=str(checkpoint),
+            restart_count=job.restarts,
+            batch_size=job.batch_size,
+            token=token,
+            attempt=job.attempt,
+        )

@@ -1,0 +1,115 @@
+"""``/api/v1``: health, projects, cluster, users and tokens."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from fastapi import APIRouter
+
+from danlu.core.errors import SpecError
+from danlu.server.routes.deps import Caller, State, checked_name, require_admin, version
+from danlu.server.routes.schemas import (
+    AllocationOut,
+    HealthOut,
+    NodeOut,
+    ProjectIn,
+    ProjectOut,
+    ProjectPatch,
+    TokenIn,
+    TokenOut,
+    UserIn,
+    UserOut,
+    nodes_out,
+    project_out,
+    user_out,
+)
+from danlu.server.services import cluster, projects, users
+
+router = APIRouter()
+
+
+@router.get("/health", response_model=HealthOut, tags=["health"], summary="Liveness")
+def health() -> dict[str, str]:
+    """``{"status": "ok", "version"}``; needs no token."""
+    return {"status": "ok", "version": version()}
+
+
+@router.get("/projects", response_model=list[ProjectOut], tags=["projects"])
+def list_projects(user: Caller, state: State) -> list[dict[str, Any]]:
+    """Every project with its priority and quotas."""
+    with state.db.read_session() as session:
+        return [project_out(p) for p in projects.list_projects(session)]
+
+
+@router.post("/projects", status_code=201, response_model=ProjectOut, tags=["projects"])
+def create_project(body: ProjectIn, user: Caller, state: State) -> dict[str, Any]:
+    """Create a project (admin)."""
+    require_admin(user)
+    with state.db.session() as session:
+        project = projects.create_project(
+            session, body.name, body.priority, body.quota_gpus, body.quota_gpu_memory
+        )
+        return project_out(project)
+
+
+@router.put("/projects/{name}", response_model=ProjectOut, tags=["projects"])
+def update_project(name: str, body: ProjectPatch, user: Caller, state: State) -> dict[str, Any]:
+    """Change a project's priority or quotas (admin); absent fields stay as they are."""
+    require_admin(user)
+    checked_name(name, "project", "name")
+    given = body.model_fields_set
+    with state.db.session() as session:
+        project = projects.update_project(
+            session,
+            name,
+            priority=body.priority,
+            quota_gpus=body.quota_gpus if "quota_gpus" in given else projects.UNSET,
+            quota_gpu_memory=(
+                body.quota_gpu_memory if "quota_gpu_memory" in given else projects.UNSET
+            ),
+        )
+        return project_out(project)
+
+
+@router.get("/cluster/nodes", response_model=list[NodeOut], tags=["cluster"])
+def list_nodes(user: Caller, state: State) -> list[dict[str, Any]]:
+    """Nodes and GPUs with what is allocated on each GPU."""
+    with state.db.read_session() as session:
+        return nodes_out(cluster.list_nodes(session), cluster.list_shares(session))
+
+
+@router.get("/cluster/allocations", response_model=list[AllocationOut], tags=["cluster"])
+def list_allocations(user: Caller, state: State) -> list[dict[str, Any]]:
+    """Every GPU share held by a running (or checkpointing) job."""
+    with state.db.read_session() as session:
+        return [
+            {"job_id": s.job_id, "node": s.node, "gpu": s.gpu, "milli": s.milli, "memory": s.memory}
+            for s in cluster.list_shares(session)
+        ]
+
+
+@router.get("/users/me", response_model=UserOut, tags=["users"])
+def me(user: Caller) -> dict[str, Any]:
+    """The caller."""
+    return user_out(user)
+
+
+@router.post("/users", status_code=201, response_model=UserOut, tags=["users"])
+def create_user(body: UserIn, user: Caller, state: State) -> dict[str, Any]:
+    """Create a user (admin)."""
+    require_admin(user)
+    with state.db.session() as session:
+        return user_out(users.create_user(session, body.name, body.role))
+
+
+@router.post("/users/{name}/tokens", status_code=201, response_model=TokenOut, tags=["users"])
+def issue_token(name: str, body: TokenIn, user: Caller, state: State) -> dict[str, str]:
+    """Issue an API token for ``name`` (an admin, or the user itself); shown once."""
+    checked_name(name, "user", "name")
+    if name != user.name:
+        require_admin(user)
+    if "\0" in body.name:
+        raise SpecError("name", "must not contain NUL characters")
+    with state.db.session() as session:
+        owner = users.get_user(session, name)
+        return {"token": users.issue_token(session, owner, body.name)}

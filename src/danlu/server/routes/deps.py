@@ -1,0 +1,132 @@
+"""What every route needs: the server's state, the authenticated caller, input guards."""
+
+from __future__ import annotations
+
+import math
+import re
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from importlib import metadata
+from typing import TYPE_CHECKING, Annotated, Any
+
+from fastapi import Depends, Request
+from fastapi.security import HTTPAuthorizationCredentials, HTTPBearer
+
+from danlu.config import Settings
+from danlu.core.errors import SpecError
+from danlu.devices import Inventory
+from danlu.executors import Executor
+from danlu.server.db import Database, User
+from danlu.server.errors import AuthError, NotFoundError, PermissionDenied
+from danlu.server.services import users
+
+if TYPE_CHECKING:
+    from danlu.server.metrics import ServerMetrics
+
+ID_RE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.@-]{0,127}$")
+"""What a job id, user, project or token name in a path may look like (anything else is 404)."""
+MAX_INT = 2**62
+"""Largest magnitude of an integer accepted anywhere (64-bit columns stay safe)."""
+MAX_INT32 = 2**31 - 1
+"""Largest magnitude of a value stored in a 32-bit column (priority, batch size)."""
+
+
+def version() -> str:
+    """danlu's installed version (``0+unknown`` when run from a source tree)."""
+    try:
+        return metadata.version("danlu")
+    except metadata.PackageNotFoundError:
+        return "0+unknown"
+
+
+@dataclass
+class ServerState:
+    """Everything the routes and loops share (one per app; no globals)."""
+
+    settings: Settings
+    db: Database
+    executor: Executor
+    inventory: Inventory
+    metrics: ServerMetrics
+    follow_timeout: float = 3600.0
+    estimate_timeout: float = 120.0
+    wake: Callable[[], None] | None = None
+    """Asks the reconcile loop for a pass now (after a submission or a cancellation)."""
+    extra: dict[str, Any] = field(default_factory=dict)
+
+
+def get_state(request: Request) -> ServerState:
+    """The :class:`ServerState` of the app serving ``request``."""
+    state: ServerState = request.app.state.danlu
+    return state
+
+
+_bearer = HTTPBearer(auto_error=False, description="An API token: `Authorization: Bearer dl_...`")
+
+
+def caller(
+    request: Request,
+    credentials: Annotated[HTTPAuthorizationCredentials | None, Depends(_bearer)],
+) -> User:
+    """The user owning the request's bearer token (401 when missing or unknown).
+
+    Authentication runs in a read-only session (no write lock per request), so the token's
+    ``last_used_at`` is not updated; the returned :class:`User` is a detached copy.
+    """
+    if credentials is None or credentials.scheme.lower() != "bearer":
+        raise AuthError("an API token is required: send 'Authorization: Bearer <token>'")
+    state = get_state(request)
+    with state.db.read_session() as session, session.no_autoflush:
+        user = users.authenticate(session, credentials.credentials)
+        if user is None:
+            raise AuthError("the API token is unknown or revoked; ask an admin for a new one")
+        return User(id=user.id, name=user.name, role=user.role, created_at=user.created_at)
+
+
+Caller = Annotated[User, Depends(caller)]
+State = Annotated[ServerState, Depends(get_state)]
+
+
+def require_admin(user: User) -> None:
+    """403 unless ``user`` is an admin."""
+    if not user.is_admin:
+        raise PermissionDenied(f"this route is for admins; {user.name!r} is not one")
+
+
+def checked_name(value: str, kind: str, field_name: str = "id") -> str:
+    """``value`` if it looks like a name or id (no separators, no NUL), else 404: a path
+    parameter never reaches the database or the file system unchecked."""
+    if not ID_RE.match(value):
+        raise NotFoundError(kind, value, field_name)
+    return value
+
+
+def check_values(data: Any, path: str = "") -> None:
+    """Reject what the store cannot hold: non-finite numbers, integers beyond 2**62, NUL
+    characters in strings or keys (SpecError naming the field)."""
+    if isinstance(data, bool) or data is None:
+        return
+    if isinstance(data, float):
+        if not math.isfinite(data):
+            raise SpecError(path, "must be a finite number")
+    elif isinstance(data, int):
+        if abs(data) > MAX_INT:
+            raise SpecError(path, f"must be between -2**62 and 2**62 (got {data})")
+    elif isinstance(data, str):
+        if "\0" in data:
+            raise SpecError(path, "must not contain NUL characters")
+    elif isinstance(data, dict):
+        for key, value in data.items():
+            sub = f"{path}.{key}" if path else str(key)
+            if "\0" in str(key):
+                raise SpecError(path or "body", "keys must not contain NUL characters")
+            check_values(value, sub)
+    elif isinstance(data, list | tuple):
+        for i, value in enumerate(data):
+            check_values(value, f"{path}.{i}" if path else str(i))
+
+
+def check_int32(value: int | None, field_name: str) -> None:
+    """Reject an integer a 32-bit column cannot hold."""
+    if value is not None and abs(value) > MAX_INT32:
+        raise SpecError(field_name, f"must be between -{MAX_INT32} and {MAX_INT32}")

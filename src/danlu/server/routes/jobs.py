@@ -1,0 +1,228 @@
+"""``/api/v1/jobs``: submit, list, get, cancel, events, why, logs, metrics."""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Iterator
+from typing import Annotated, Any
+
+from fastapi import APIRouter, Query
+from fastapi.responses import Response, StreamingResponse
+
+from danlu.core.spec import JobSpec
+from danlu.executors import Handle, UnknownHandleError
+from danlu.server.db import User
+from danlu.server.errors import PermissionDenied
+from danlu.server.routes.deps import (
+    MAX_INT,
+    Caller,
+    ServerState,
+    State,
+    check_int32,
+    check_values,
+    checked_name,
+)
+from danlu.server.routes.estimation import resolve_gpu_memory
+from danlu.server.routes.schemas import (
+    TERMINAL,
+    AcceptedOut,
+    EventOut,
+    JobOut,
+    MetricsIn,
+    WhyOut,
+    event_out,
+    job_out,
+    metric_out,
+)
+from danlu.server.services import events, jobs, metrics
+from danlu.server.services.cluster import load_cluster
+
+router = APIRouter(prefix="/jobs", tags=["jobs"])
+LOG_CHUNK = 1 << 20
+FOLLOW_POLL = 0.25
+
+
+def _check_spec(spec: JobSpec) -> None:
+    check_values(spec.model_dump(mode="json"))
+    check_int32(spec.priority, "priority")
+    hints = spec.training
+    for name in ("global_batch_size", "min_batch_size", "max_batch_size"):
+        check_int32(getattr(hints, name), f"training.{name}")
+    check_int32(spec.max_restarts, "max_restarts")
+
+
+@router.post("", status_code=201, response_model=JobOut, summary="Submit a job")
+def submit_job(spec: JobSpec, user: Caller, state: State) -> dict[str, Any]:
+    """Validate and admit a job spec; 422 names the field of an invalid or unfittable spec."""
+    _check_spec(spec)
+    with state.db.read_session() as session:
+        cluster = load_cluster(session)
+    estimate = resolve_gpu_memory(spec, cluster, state.estimate_timeout)  # no transaction
+    with state.db.session() as session:
+        job = jobs.submit(session, spec, user, gpu_memory=estimate.gpu_memory)
+        if estimate.note and spec.resources.gpu_memory == "auto":
+            job.pending_reason = f"waiting for the next scheduling round ({estimate.note})"
+        out = job_out(job)
+    if state.wake is not None:
+        state.wake()
+    return out
+
+
+@router.get("", response_model=list[JobOut], summary="List jobs, newest first")
+def list_jobs(
+    user: Caller,
+    state: State,
+    states: Annotated[
+        list[str] | None, Query(alias="state", description="a job state; repeat for several")
+    ] = None,
+    project: Annotated[str | None, Query(max_length=64)] = None,
+    owner: Annotated[str | None, Query(alias="user", max_length=64)] = None,
+    limit: Annotated[int, Query(ge=1, le=1000)] = 100,
+    offset: Annotated[int, Query(ge=0, le=MAX_INT)] = 0,
+) -> list[dict[str, Any]]:
+    """Jobs filtered by state(s), project and user; non-admins see only their own."""
+    with state.db.read_session() as session:
+        rows = jobs.list_jobs(
+            session,
+            viewer=user,
+            states=states,
+            project=project,
+            user=owner,
+            limit=limit,
+            offset=offset,
+        )
+        return [job_out(j) for j in rows]
+
+
+def _run_of(state: ServerState, job_id: str, user: User) -> Handle:
+    """The current run of a job the caller may see (its id comes from the store)."""
+    checked_name(job_id, "job")
+    with state.db.read_session() as session:
+        job = jobs.get_job(session, job_id, user)
+        return Handle(job.id, job.attempt)
+
+
+@router.get("/{job_id}", response_model=JobOut, summary="Get a job (id or unique prefix)")
+def get_job(job_id: str, user: Caller, state: State) -> dict[str, Any]:
+    """One job."""
+    checked_name(job_id, "job")
+    with state.db.read_session() as session:
+        return job_out(jobs.get_job(session, job_id, user))
+
+
+@router.post("/{job_id}/cancel", response_model=JobOut, summary="Cancel a job")
+def cancel_job(job_id: str, user: Caller, state: State) -> dict[str, Any]:
+    """A queued job is cancelled now; a running one is stopped by the reconcile loop."""
+    checked_name(job_id, "job")
+    with state.db.session() as session:
+        out = job_out(jobs.cancel_job(session, job_id, user))
+    if state.wake is not None:
+        state.wake()
+    return out
+
+
+@router.get("/{job_id}/events", response_model=list[EventOut], summary="A job's events")
+def job_events(
+    job_id: str,
+    user: Caller,
+    state: State,
+    after_id: Annotated[int, Query(ge=0, le=MAX_INT)] = 0,
+    limit: Annotated[int, Query(ge=1, le=1000)] = 100,
+) -> list[dict[str, Any]]:
+    """State changes of a job in order, with their reasons."""
+    checked_name(job_id, "job")
+    with state.db.read_session() as session:
+        job = jobs.get_job(session, job_id, user)
+        rows = events.list_events(session, job.id, after_id=after_id, limit=limit)
+        return [event_out(e) for e in rows]
+
+
+@router.get("/{job_id}/why", response_model=WhyOut, summary="Why a job is where it is")
+def job_why(job_id: str, user: Caller, state: State) -> dict[str, Any]:
+    """One sentence: why the job is pending (or running, or finished)."""
+    checked_name(job_id, "job")
+    with state.db.read_session() as session:
+        job = jobs.get_job(session, job_id, user)
+        return {"id": job.id, "state": job.state, "reason": jobs.why(session, job)}
+
+
+def _read_log(state: ServerState, run: Handle, offset: int) -> tuple[bytes, int]:
+    # The handle is built from the stored job's id: a request string never names a file.
+    try:
+        return state.executor.logs(run, offset, LOG_CHUNK)
+    except UnknownHandleError:
+        return b"", offset
+
+
+def _follow(state: ServerState, run: Handle, offset: int) -> Iterator[bytes]:
+    deadline = time.monotonic() + state.follow_timeout
+    while True:
+        data, offset = _read_log(state, run, offset)
+        if data:
+            yield data
+            continue
+        with state.db.read_session() as session:
+            job = jobs.get_job(session, run.job_id)
+            done, current = job.state in TERMINAL, Handle(job.id, job.attempt)
+        if current != run:  # a new run (restart, resume) appends to the same log
+            run = current
+            continue
+        if done:
+            while True:  # what the run wrote between the last read and its exit
+                data, offset = _read_log(state, run, offset)
+                if not data:
+                    return
+                yield data
+        if time.monotonic() >= deadline:
+            return
+        time.sleep(FOLLOW_POLL)
+
+
+@router.get(
+    "/{job_id}/logs",
+    summary="A job's log (text/plain)",
+    response_class=Response,
+    responses={200: {"content": {"text/plain": {}}}},
+)
+def job_logs(
+    job_id: str,
+    user: Caller,
+    state: State,
+    offset: Annotated[int, Query(ge=0, le=MAX_INT)] = 0,
+    follow: bool = False,
+) -> Response:
+    """The job's output from byte ``offset``; ``X-Danlu-Log-Offset`` is the next offset.
+    With ``follow=true`` the body streams until the job is terminal."""
+    run = _run_of(state, job_id, user)
+    if follow:
+        return StreamingResponse(_follow(state, run, offset), media_type="text/plain")
+    data, next_offset = _read_log(state, run, offset)
+    return Response(data, media_type="text/plain", headers={"X-Danlu-Log-Offset": str(next_offset)})
+
+
+@router.post("/{job_id}/metrics", response_model=AcceptedOut, summary="Report training metrics")
+def post_metrics(job_id: str, body: MetricsIn, user: Caller, state: State) -> dict[str, int]:
+    """Store metric records (the job's own token, i.e. its owner, or an admin)."""
+    checked_name(job_id, "job")
+    check_values(body.metrics, "metrics")
+    with state.db.session() as session:
+        job = jobs.get_job(session, job_id, user)
+        if job.user_id != user.id and not user.is_admin:
+            raise PermissionDenied(f"job {job.id} belongs to another user")
+        return {"accepted": metrics.ingest(session, job, body.metrics)}
+
+
+@router.get("/{job_id}/metrics", response_model=list[dict[str, Any]], summary="Job metrics")
+def get_metrics(
+    job_id: str,
+    user: Caller,
+    state: State,
+    after_step: Annotated[int, Query(ge=-1, le=MAX_INT)] = -1,
+    limit: Annotated[int, Query(ge=1, le=10_000)] = 1000,
+) -> list[dict[str, Any]]:
+    """Metric records with ``step > after_step``, by step."""
+    checked_name(job_id, "job")
+    with state.db.read_session() as session:
+        job = jobs.get_job(session, job_id, user)
+        rows = metrics.list_metrics(session, job.id, after_step=after_step, limit=limit)
+        return [metric_out(m) for m in rows]

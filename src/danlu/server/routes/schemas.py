@@ -1,0 +1,280 @@
+"""The JSON objects of docs/api.md (pydantic models, for the OpenAPI schema) and the functions
+that turn store rows into them."""
+
+from __future__ import annotations
+
+from typing import Any, Literal
+
+from pydantic import BaseModel, ConfigDict, Field
+
+from danlu.core.cluster import MILLI_PER_GPU
+from danlu.core.state import JobState
+from danlu.server.db import Job, JobEvent, JobMetric, Node, Project, User
+from danlu.server.services.cluster import ShareRecord
+
+StateName = Literal[
+    "PENDING", "RUNNING", "PREEMPTING", "RESTARTING", "SUCCEEDED", "FAILED", "CANCELLED"
+]
+
+
+class _In(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+
+
+class Share(BaseModel):
+    """One GPU share of a job's allocation."""
+
+    node: str
+    gpu: int
+    milli: int
+    memory: int
+
+
+class JobOut(BaseModel):
+    """A job (docs/api.md "Job")."""
+
+    id: str
+    name: str
+    project: str
+    user: str
+    priority: int
+    state: StateName
+    restarts: int
+    preemptions: int
+    submitted_at: float
+    started_at: float | None
+    finished_at: float | None
+    exit_code: int | None
+    pending_reason: str | None
+    allocation: list[Share]
+    gpus: int
+    gpu_memory: int | None
+    batch_size: int | None
+    checkpoint_step: int | None
+    spec: dict[str, Any]
+
+
+class EventOut(BaseModel):
+    """One state change of a job."""
+
+    id: int
+    job_id: str
+    time: float
+    old: StateName | None
+    new: StateName
+    reason: str
+
+
+class WhyOut(BaseModel):
+    """Why a job is where it is."""
+
+    id: str
+    state: StateName
+    reason: str
+
+
+class GpuOut(BaseModel):
+    """One GPU of a node with what is allocated on it."""
+
+    index: int
+    type: str
+    memory: int
+    allocated_memory: int
+    allocated_milli: int
+    jobs: list[str]
+
+
+class NodeOut(BaseModel):
+    """A node of the inventory."""
+
+    name: str
+    gpu_type: str
+    rack: str
+    fake: bool
+    gpus: list[GpuOut]
+
+
+class AllocationOut(BaseModel):
+    """One GPU share held by a running job."""
+
+    job_id: str
+    node: str
+    gpu: int
+    milli: int
+    memory: int
+
+
+class ProjectOut(BaseModel):
+    """A project (queue)."""
+
+    name: str
+    priority: int
+    quota_gpus: float | None
+    quota_gpu_memory: int | None
+
+
+class ProjectIn(_In):
+    """A new project (admin)."""
+
+    name: str = Field(max_length=63)
+    priority: int = Field(default=0, ge=-1_000_000, le=1_000_000)
+    quota_gpus: float | None = Field(default=None, ge=0, le=1e9, allow_inf_nan=False)
+    quota_gpu_memory: int | None = Field(default=None, ge=0, le=2**62)
+
+
+class ProjectPatch(_In):
+    """A partial project: fields present are changed (``null`` removes a quota)."""
+
+    priority: int | None = Field(default=None, ge=-1_000_000, le=1_000_000)
+    quota_gpus: float | None = Field(default=None, ge=0, le=1e9, allow_inf_nan=False)
+    quota_gpu_memory: int | None = Field(default=None, ge=0, le=2**62)
+
+
+class UserOut(BaseModel):
+    """A user."""
+
+    name: str
+    role: Literal["admin", "user"]
+
+
+class UserIn(_In):
+    """A new user (admin)."""
+
+    name: str = Field(max_length=63)
+    role: Literal["admin", "user"] = "user"
+
+
+class TokenIn(_In):
+    """A new API token's label."""
+
+    name: str = Field(default="", max_length=64)
+
+
+class TokenOut(BaseModel):
+    """A new API token (shown once)."""
+
+    token: str
+
+
+class MetricsIn(_In):
+    """A batch of training metric records, each with an integer ``step``."""
+
+    metrics: list[dict[str, Any]] = Field(max_length=1000)
+
+
+class AcceptedOut(BaseModel):
+    """How many metric records were stored."""
+
+    accepted: int
+
+
+class HealthOut(BaseModel):
+    """Liveness."""
+
+    status: Literal["ok"]
+    version: str
+
+
+def job_out(job: Job) -> dict[str, Any]:
+    """``job`` as the API's Job object."""
+    allocation = [
+        {
+            "node": str(s["node"]),
+            "gpu": int(s["gpu"]),
+            "milli": int(s["milli"]),
+            "memory": int(s["memory"]),
+        }
+        for s in job.allocation or ()
+    ]
+    resources = (job.spec or {}).get("resources") or {}
+    gpus = resources.get("gpus") or {}
+    requested = int(gpus.get("min", 1)) if isinstance(gpus, dict) else 1
+    return {
+        "id": job.id,
+        "name": job.name,
+        "project": job.project.name,
+        "user": job.user.name,
+        "priority": job.priority,
+        "state": job.state,
+        "restarts": job.restarts,
+        "preemptions": job.preemptions,
+        "submitted_at": job.submitted_at,
+        "started_at": job.started_at,
+        "finished_at": job.finished_at,
+        "exit_code": job.exit_code,
+        "pending_reason": job.pending_reason,
+        "allocation": allocation,
+        "gpus": len(allocation) if allocation else requested,
+        "gpu_memory": job.gpu_memory_per_gpu,
+        "batch_size": job.batch_size,
+        "checkpoint_step": job.checkpoint_step,
+        "spec": job.spec,
+    }
+
+
+def event_out(event: JobEvent) -> dict[str, Any]:
+    """``event`` as the API's Event object."""
+    return {
+        "id": event.id,
+        "job_id": event.job_id,
+        "time": event.time,
+        "old": event.old,
+        "new": event.new,
+        "reason": event.reason,
+    }
+
+
+def metric_out(metric: JobMetric) -> dict[str, Any]:
+    """A metric record: its step, time and values."""
+    return {**metric.data, "step": metric.step, "time": metric.time}
+
+
+def project_out(project: Project) -> dict[str, Any]:
+    """``project`` as the API's Project object."""
+    return {
+        "name": project.name,
+        "priority": project.priority,
+        "quota_gpus": project.quota_gpus,
+        "quota_gpu_memory": project.quota_gpu_memory,
+    }
+
+
+def user_out(user: User) -> dict[str, Any]:
+    """``user`` as the API's User object."""
+    return {"name": user.name, "role": user.role}
+
+
+def nodes_out(nodes: list[Node], shares: list[ShareRecord]) -> list[dict[str, Any]]:
+    """The inventory with, per GPU, the memory and compute allocated and the jobs holding it."""
+    by_gpu: dict[tuple[str, int], list[ShareRecord]] = {}
+    for share in shares:
+        by_gpu.setdefault((share.node, share.gpu), []).append(share)
+    out = []
+    for node in nodes:
+        gpus = []
+        for gpu in node.gpus:
+            held = by_gpu.get((node.name, gpu.index), [])
+            gpus.append(
+                {
+                    "index": gpu.index,
+                    "type": gpu.gpu_type,
+                    "memory": gpu.memory,
+                    "allocated_memory": sum(s.memory for s in held),
+                    "allocated_milli": min(MILLI_PER_GPU, sum(s.milli for s in held)),
+                    "jobs": sorted({s.job_id for s in held}),
+                }
+            )
+        out.append(
+            {
+                "name": node.name,
+                "gpu_type": node.gpu_type,
+                "rack": node.rack,
+                "fake": node.fake,
+                "gpus": gpus,
+            }
+        )
+    return out
+
+
+TERMINAL = frozenset(s.value for s in JobState if s.terminal)
+"""Names of the terminal states."""

@@ -1,0 +1,250 @@
+"""Shared helpers of the API / reconcile / crash / security / Prometheus tests: a real uvicorn
+server on 127.0.0.1 (a free port) in a thread, or ``danlu server`` as a subprocess."""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+import sys
+import threading
+import time
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager, suppress
+from dataclasses import dataclass
+from pathlib import Path
+from types import SimpleNamespace
+from typing import Any
+
+import httpx
+import uvicorn
+
+from danlu.config import load_settings
+from danlu.core.state import JobState
+from danlu.executors import Executor
+from danlu.server.main import Prepared, prepare
+from danlu.server.services.events import replay
+
+TERMINAL = {s.value for s in JobState if s.terminal}
+SRC = Path(__file__).resolve().parents[2] / "src"
+
+
+def wait_for(predicate: Callable[[], Any], timeout: float = 30.0, every: float = 0.05) -> Any:
+    """Poll ``predicate`` until it returns something truthy; fail after ``timeout`` seconds."""
+    deadline = time.monotonic() + timeout
+    while True:
+        value = predicate()
+        if value:
+            return value
+        if time.monotonic() > deadline:
+            raise AssertionError(f"timed out after {timeout}s waiting for {predicate}")
+        time.sleep(every)
+
+
+@dataclass
+class Live:
+    """A running server: its URL, admin token, home and (in-process) app."""
+
+    url: str
+    token: str
+    home: Path
+    prepared: Prepared | None = None
+
+    def client(self, token: str | None = None) -> httpx.Client:
+        """An HTTP client on ``/api/v1`` with ``token`` (default: admin)."""
+        return httpx.Client(
+            base_url=f"{self.url}/api/v1",
+            headers={"Authorization": f"Bearer {token or self.token}"},
+            timeout=30.0,
+        )
+
+    @property
+    def executor(self) -> Executor:
+        assert self.prepared is not None
+        executor: Executor = self.prepared.app.state.danlu.executor
+        return executor
+
+
+def stop_runs(executor: Executor) -> None:
+    """Cancel every run the executor still has (no stray processes after a test)."""
+    for handle in executor.adopt():
+        with suppress(Exception):
+            if executor.poll(handle).running:
+                executor.cancel(handle)
+
+
+@contextmanager
+def live_server(
+    root: Path,
+    *,
+    fake_gpus: str = "4x80GiB",
+    db_url: str | None = None,
+    interval: float = 0.1,
+    start_loops: bool = True,
+    preempt_grace: float = 30.0,
+    follow_timeout: float = 3600.0,
+    policy: str = "priority",
+) -> Iterator[Live]:
+    """A real server (uvicorn, real HTTP, local executor, fake GPUs) in a thread."""
+    settings = load_settings(
+        home=root / "home",
+        fake_gpus=fake_gpus,
+        interval=interval,
+        database_url=db_url,
+        policy=policy,
+    )
+    prepared = prepare(
+        settings,
+        port=0,
+        start_loops=start_loops,
+        announce=lambda _text: None,
+        preempt_grace=preempt_grace,
+        follow_timeout=follow_timeout,
+    )
+    server = uvicorn.Server(
+        uvicorn.Config(prepared.app, log_level="warning", lifespan="on", access_log=False)
+    )
+    thread = threading.Thread(target=server.run, kwargs={"sockets": [prepared.sock]}, daemon=True)
+    thread.start()
+    wait_for(lambda: server.started, 30)
+    try:
+        yield Live(prepared.url, prepared.admin_token, Path(settings.home), prepared)
+    finally:
+        server.should_exit = True
+        thread.join(30)
+        stop_runs(prepared.app.state.danlu.executor)
+
+
+def spec(name: str, code: str, **extra: Any) -> dict[str, Any]:
+    """A job spec running ``python -c code``."""
+    out: dict[str, Any] = {"name": name, "command": [sys.executable, "-c", code]}
+    out.update(extra)
+    return out
+
+
+def submit(client: httpx.Client, body: dict[str, Any]) -> dict[str, Any]:
+    """POST a job; assert 201."""
+    response = client.post("/jobs", json=body)
+    assert response.status_code == 201, response.text
+    job: dict[str, Any] = response.json()
+    return job
+
+
+def get_job(client: httpx.Client, job_id: str) -> dict[str, Any]:
+    response = client.get(f"/jobs/{job_id}")
+    assert response.status_code == 200, response.text
+    job: dict[str, Any] = response.json()
+    return job
+
+
+def wait_state(
+    client: httpx.Client, job_id: str, states: set[str] | str, timeout: float = 30.0
+) -> dict[str, Any]:
+    """Wait until the job is in one of ``states``."""
+    wanted = {states} if isinstance(states, str) else states
+
+    def check() -> dict[str, Any] | None:
+        job = get_job(client, job_id)
+        return job if job["state"] in wanted else None
+
+    result: dict[str, Any] = wait_for(check, timeout, 0.1)
+    return result
+
+
+def replayed_state(events: list[dict[str, Any]]) -> str | None:
+    """Replay a job's events through the transition table; the state they lead to."""
+    rows = [SimpleNamespace(**e) for e in events]
+    final = replay(rows)  # type: ignore[arg-type]
+    return None if final is None else final.value
+
+
+# -- danlu server as a subprocess ---------------------------------------------------------
+
+SERVER_MAIN = (
+    "import sys, typer\n"
+    "from danlu.cli import server\n"
+    "app = typer.Typer()\n"
+    "server.register(app)\n"
+    "app(sys.argv[1:])\n"
+)
+
+
+class ServerProcess:
+    """``danlu server --home HOME --port 0 --fake-gpus ...`` in a subprocess."""
+
+    def __init__(self, home: Path, fake_gpus: str, env: dict[str, str] | None = None) -> None:
+        self.home = home
+        self.fake_gpus = fake_gpus
+        self.env = {**os.environ, "PYTHONPATH": str(SRC), **(env or {})}
+        self.proc: subprocess.Popen[bytes] | None = None
+        self.log = home.parent / "server.log"
+
+    def start(self, timeout: float = 30.0) -> str:
+        """Start the server and wait for a fresh ``server.json``; return the URL."""
+        self.home.mkdir(parents=True, exist_ok=True)
+        (self.home / "server.json").unlink(missing_ok=True)
+        with open(self.log, "ab") as log:
+            self.proc = subprocess.Popen(
+                [
+                    sys.executable,
+                    "-c",
+                    SERVER_MAIN,
+                    "server",
+                    "--home",
+                    str(self.home),
+                    "--port",
+                    "0",
+                    "--fake-gpus",
+                    self.fake_gpus,
+                ],
+                env=self.env,
+                stdout=log,
+                stderr=subprocess.STDOUT,
+                start_new_session=True,
+            )
+        proc = self.proc
+
+        def ready() -> str | None:
+            if proc.poll() is not None:
+                raise AssertionError(f"server exited with {proc.returncode}: {self.tail()}")
+            path = self.home / "server.json"
+            if not path.exists():
+                return None
+            info = json.loads(path.read_text())
+            if info["pid"] != proc.pid:
+                return None
+            with suppress(httpx.HTTPError):
+                if httpx.get(f"{info['url']}/api/v1/health", timeout=2).status_code == 200:
+                    return str(info["url"])
+            return None
+
+        url: str = wait_for(ready, timeout, 0.05)
+        self.url = url
+        return url
+
+    def kill9(self) -> None:
+        """SIGKILL the server process only (its jobs run in their own sessions)."""
+        assert self.proc is not None
+        os.kill(self.proc.pid, signal.SIGKILL)
+        self.proc.wait(10)
+
+    def stop(self) -> None:
+        """SIGTERM the server (graceful) and wait."""
+        if self.proc is not None and self.proc.poll() is None:
+            self.proc.send_signal(signal.SIGTERM)
+            try:
+                self.proc.wait(20)
+            except subprocess.TimeoutExpired:
+                self.proc.kill()
+                self.proc.wait(10)
+
+    def tail(self, n: int = 3000) -> str:
+        try:
+            return self.log.read_text(errors="replace")[-n:]
+        except OSError:
+            return ""
+
+    @property
+    def token(self) -> str:
+        return (self.home / "admin.token").read_text().strip()

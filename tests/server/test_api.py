@@ -1,0 +1,225 @@
+"""The REST contract of docs/api.md over real HTTP (uvicorn on 127.0.0.1, local executor,
+fake GPUs, SQLite; the core flow also on PostgreSQL)."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from pathlib import Path
+
+import httpx
+import pytest
+from helpers import Live, live_server, replayed_state, spec, submit, wait_for, wait_state
+
+GiB = 1024**3
+
+
+@pytest.fixture
+def live(tmp_path: Path) -> Iterator[Live]:
+    with live_server(tmp_path, fake_gpus="2x80GiB") as server:
+        yield server
+
+
+def test_health_openapi_and_auth_required(live: Live) -> None:
+    health = httpx.get(f"{live.url}/api/v1/health")
+    assert health.status_code == 200
+    assert health.json()["status"] == "ok"
+    schema = httpx.get(f"{live.url}/api/v1/openapi.json").json()
+    paths = set(schema["paths"])
+    for path in (
+        "/api/v1/jobs",
+        "/api/v1/jobs/{job_id}/logs",
+        "/api/v1/cluster/nodes",
+        "/api/v1/users/{name}/tokens",
+        "/api/v1/projects/{name}",
+    ):
+        assert path in paths
+    anonymous = httpx.get(f"{live.url}/api/v1/jobs")
+    assert anonymous.status_code == 401
+    assert anonymous.json()["error"]["type"] == "AuthError"
+    with live.client("dl_abcdefgh_not-a-real-token-at-all-xx") as bad:
+        assert bad.get("/jobs").status_code == 401
+    with live.client() as admin:
+        assert admin.get("/users/me").json() == {"name": "admin", "role": "admin"}
+
+
+@pytest.mark.parametrize("backend", ["sqlite", "postgresql"])
+def test_submit_run_logs_events(
+    tmp_path: Path, backend: str, request: pytest.FixtureRequest
+) -> None:
+    db_url = None
+    if backend == "postgresql":
+        db_url = _pg_url(request)
+    with live_server(tmp_path, fake_gpus="2x80GiB", db_url=db_url) as live, live.client() as c:
+        job = submit(
+            c,
+            spec(
+                "hello", "print('hello from danlu')", resources={"gpus": 1, "gpu_memory": "20GiB"}
+            ),
+        )
+        assert job["state"] in ("PENDING", "RUNNING")
+        assert job["gpu_memory"] == 20 * GiB
+        done = wait_state(c, job["id"], "SUCCEEDED")
+        assert done["exit_code"] == 0 and done["restarts"] == 0
+        logs = c.get(f"/jobs/{job['id']}/logs")
+        assert logs.status_code == 200 and "hello from danlu" in logs.text
+        offset = int(logs.headers["X-Danlu-Log-Offset"])
+        assert offset == len(logs.content)
+        assert c.get(f"/jobs/{job['id']}/logs", params={"offset": offset}).content == b""
+        events = c.get(f"/jobs/{job['id']}/events").json()
+        assert [e["new"] for e in events] == ["PENDING", "RUNNING", "SUCCEEDED"]
+        assert replayed_state(events) == "SUCCEEDED"
+        assert all(e["reason"] for e in events)
+        listed = c.get("/jobs").json()
+        assert {"id", "name", "state", "restarts"} <= set(listed[0])
+        assert c.get(f"/jobs/{job['id'][:6]}").json()["id"] == job["id"]
+
+
+def _pg_url(request: pytest.FixtureRequest) -> str:
+    url = request.getfixturevalue("pg_template")
+    if url is None:
+        pytest.skip("PostgreSQL is not installed (apt-get install -y postgresql)")
+    from conftest import _truncate
+
+    from danlu.server.db import Database
+
+    db = Database(url)
+    _truncate(db)
+    db.dispose()
+    return str(url)
+
+
+def test_invalid_specs_name_the_field(live: Live) -> None:
+    cases = [
+        ({"command": ["true"]}, "name"),
+        ({"name": "x", "command": "echo hi"}, "command"),
+        ({"name": "x", "command": ["true"], "resources": {"gpus": 3}}, "resources.gpus"),
+        (
+            {"name": "x", "command": ["true"], "resources": {"gpu_memory": "200GiB"}},
+            "resources.gpu_memory",
+        ),
+        ({"name": "x", "command": ["true"], "colour": "red"}, "colour"),
+        ({"name": "x", "command": ["true"], "priority": 2**40}, "priority"),
+        ({"name": "x", "command": ["true"], "project": "nope"}, "project"),
+        ({"name": "x", "command": ["true"], "resources": {"gpus": "many"}}, "resources.gpus"),
+        ({"name": "bad name!", "command": ["true"]}, "name"),
+    ]
+    with live.client() as c:
+        for body, field in cases:
+            response = c.post("/jobs", json=body)
+            assert response.status_code == 422, (body, response.text)
+            error = response.json()["error"]
+            assert error["field"] == field, (body, error)
+            assert error["message"]
+        not_json = c.post("/jobs", content=b"{nope", headers={"content-type": "application/json"})
+        assert not_json.status_code == 422
+        assert c.get("/jobs", params={"limit": 0}).json()["error"]["field"] == "limit"
+        assert c.get("/jobs", params={"state": "DONE"}).json()["error"]["field"] == "state"
+        assert c.get("/jobs/deadbeef0000").status_code == 404
+
+
+def test_cancel_pending_and_running(live: Live) -> None:
+    with live.client() as c:
+        blocker = submit(
+            c,
+            spec(
+                "blocker", "import time; time.sleep(60)", resources={"gpus": 2}, preemptible=False
+            ),
+        )
+        wait_state(c, blocker["id"], "RUNNING")
+        queued = submit(c, spec("queued", "print(1)", resources={"gpus": 2}))
+        why = c.get(f"/jobs/{queued['id']}/why").json()
+        assert why["state"] == "PENDING" and why["reason"]
+        cancelled = c.post(f"/jobs/{queued['id']}/cancel").json()
+        assert cancelled["state"] == "CANCELLED"
+        again = c.post(f"/jobs/{queued['id']}/cancel")
+        assert again.status_code == 409 and again.json()["error"]["type"] == "ConflictError"
+        c.post(f"/jobs/{blocker['id']}/cancel")
+        done = wait_state(c, blocker["id"], "CANCELLED", timeout=20)
+        assert done["allocation"] == []
+        events = c.get(f"/jobs/{blocker['id']}/events").json()
+        assert replayed_state(events) == "CANCELLED"
+
+
+def test_projects_users_tokens_and_quotas(live: Live) -> None:
+    with live.client() as admin:
+        created = admin.post("/projects", json={"name": "vision", "priority": 5, "quota_gpus": 1})
+        assert created.status_code == 201, created.text
+        assert admin.post("/projects", json={"name": "vision"}).status_code == 409
+        updated = admin.put("/projects/vision", json={"quota_gpu_memory": 40 * GiB}).json()
+        assert updated["quota_gpus"] == 1 and updated["quota_gpu_memory"] == 40 * GiB
+        assert admin.put("/projects/nope", json={"priority": 1}).status_code == 404
+        assert admin.post("/users", json={"name": "carol"}).status_code == 201
+        token = admin.post("/users/carol/tokens", json={"name": "laptop"}).json()["token"]
+        too_big = admin.post(
+            "/jobs", json=spec("big", "print(1)", project="vision", resources={"gpus": 2})
+        )
+        assert too_big.status_code == 422
+        assert too_big.json()["error"]["field"] == "resources.gpus"
+    with live.client(token) as carol:
+        assert carol.get("/users/me").json() == {"name": "carol", "role": "user"}
+        assert carol.post("/projects", json={"name": "mine"}).status_code == 403
+        assert carol.post("/users", json={"name": "eve"}).status_code == 403
+        assert carol.post("/users/admin/tokens", json={}).status_code == 403
+        assert carol.post("/users/carol/tokens", json={}).status_code == 201
+        names = [p["name"] for p in carol.get("/projects").json()]
+        assert "vision" in names
+        job = submit(
+            carol,
+            spec("mine", "print('carol')", project="vision", resources={"gpu_memory": "20GiB"}),
+        )
+        assert job["user"] == "carol" and job["project"] == "vision"
+        as_admin = carol.post("/jobs", json=spec("x", "print(1)", user="admin"))
+        assert as_admin.status_code == 403
+
+
+def test_cluster_allocations_and_metrics(live: Live) -> None:
+    with live.client() as c:
+        job = submit(
+            c,
+            spec(
+                "share", "import time; time.sleep(30)", resources={"gpus": 1, "gpu_memory": "30GiB"}
+            ),
+        )
+        wait_state(c, job["id"], "RUNNING")
+        nodes = c.get("/cluster/nodes").json()
+        assert len(nodes) == 1 and nodes[0]["fake"] is True and len(nodes[0]["gpus"]) == 2
+        held = [g for g in nodes[0]["gpus"] if job["id"] in g["jobs"]]
+        assert len(held) == 1 and held[0]["allocated_memory"] == 30 * GiB
+        allocations = c.get("/cluster/allocations").json()
+        assert [a["job_id"] for a in allocations] == [job["id"]]
+        posted = c.post(
+            f"/jobs/{job['id']}/metrics",
+            json={
+                "metrics": [
+                    {"step": 1, "loss": 2.5},
+                    {"step": 2, "loss": 2.0, "checkpoint_step": 2},
+                ]
+            },
+        )
+        assert posted.json() == {"accepted": 2}
+        got = c.get(f"/jobs/{job['id']}/metrics", params={"after_step": 1}).json()
+        assert [(m["step"], m["loss"]) for m in got] == [(2, 2.0)]
+        assert c.get(f"/jobs/{job['id']}").json()["checkpoint_step"] == 2
+        bad = c.post(f"/jobs/{job['id']}/metrics", json={"metrics": [{"loss": 1}]})
+        assert bad.status_code == 422 and bad.json()["error"]["field"] == "metrics.0.step"
+        c.post(f"/jobs/{job['id']}/cancel")
+        wait_state(c, job["id"], "CANCELLED", timeout=20)
+
+
+def test_follow_streams_until_terminal(live: Live) -> None:
+    code = "import time\nfor i in range(5):\n    print('line', i, flush=True)\n    time.sleep(0.2)"
+    with live.client() as c:
+        job = submit(c, spec("follow", code))
+        with c.stream("GET", f"/jobs/{job['id']}/logs", params={"follow": "true"}) as response:
+            text = b"".join(response.iter_bytes()).decode()
+        assert all(f"line {i}" in text for i in range(5))
+        assert c.get(f"/jobs/{job['id']}").json()["state"] == "SUCCEEDED"
+
+
+def test_gpu_memory_auto_without_model_uses_whole_gpus(live: Live) -> None:
+    with live.client() as c:
+        job = submit(c, spec("auto", "print(1)", resources={"gpus": 1, "gpu_memory": "auto"}))
+        assert job["gpu_memory"] is None
+        assert "whole GPUs" in (job["pending_reason"] or "")
+        wait_state(c, job["id"], "SUCCEEDED")
+        wait_for(lambda: c.get("/jobs", params={"state": "SUCCEEDED"}).json())
