@@ -227,7 +227,7 @@ def ls(
     if not jobs:
         console.print("no jobs")
         return
-    console.print(top_view.jobs_table(jobs))
+    console.print(top_view.jobs_table(jobs, width=console.width))
 
 
 def show(
@@ -380,12 +380,14 @@ def top(
     with connect(home, url, token) as client:
         try:
             if once:
-                console.print(top_view.frame(client))
+                console.print(top_view.frame(client, width=console.width))
                 return
-            with Live(top_view.frame(client), console=console, screen=False) as live:
+            with Live(
+                top_view.frame(client, width=console.width), console=console, screen=False
+            ) as live:
                 while True:
                     time.sleep(interval)
-                    live.update(top_view.frame(client))
+                    live.update(top_view.frame(client, width=console.width))
         except DanluError as exc:
             raise fail(exc) from None
         except KeyboardInterrupt:

@@ -29,6 +29,7 @@ STATE_STYLE: dict[str, str] = {
 }
 ACTIVE = ("RUNNING", "PREEMPTING", "RESTARTING", "PENDING")
 BAR_WIDTH = 20
+NARROW = 120
 
 
 def state_text(state: str) -> Text:
@@ -73,7 +74,11 @@ def _ago(t: float | None, now: float) -> str:
     if not t:
         return "-"
     s = max(0.0, now - float(t))
-    return f"{s:.0f}s" if s < 120 else f"{s / 60:.0f}m" if s < 7200 else f"{s / 3600:.1f}h"
+    if s < 120:
+        return f"{s:.0f}s"
+    if s < 7200:
+        return f"{s / 60:.0f}m"
+    return f"{s / 3600:.1f}h" if s < 172800 else f"{s / 86400:.0f}d"
 
 
 def gpus_of(job: dict[str, Any]) -> str:
@@ -86,14 +91,32 @@ def gpus_of(job: dict[str, Any]) -> str:
     return text
 
 
-def jobs_table(jobs: Sequence[dict[str, Any]], now: float | None = None, title: str = "") -> Table:
-    """A table of jobs: id, name, user, state, priority, GPUs, restarts, age, placement/reason."""
+def jobs_table(
+    jobs: Sequence[dict[str, Any]],
+    now: float | None = None,
+    title: str = "",
+    width: int | None = None,
+) -> Table:
+    """A table of jobs: id, name, user, state, priority, GPUs, restarts, age, placement/reason
+    (user, priority and restarts left out when ``width`` is under 120 columns)."""
     now = time.time() if now is None else now
+    narrow = width is not None and width < NARROW
     table = Table(title=title or None, title_justify="left")
-    for col in ("id", "name", "user", "state", "prio", "gpus", "restarts", "age"):
+    widths = {"id": 12, "user": 5, "state": 10, "prio": 4, "gpus": 6, "restarts": 8, "age": 5}
+    columns = ["id", "name", "user", "state", "prio", "gpus", "restarts", "age"]
+    if narrow:
+        columns = [c for c in columns if c not in ("user", "prio", "restarts")]
+    for col in columns:
         right = col in ("prio", "restarts", "age")
-        table.add_column(col, justify="right" if right else "left", no_wrap=col != "name")
-    table.add_column("where / why", overflow="fold")
+        table.add_column(
+            col,
+            justify="right" if right else "left",
+            no_wrap=col != "name",
+            overflow="fold" if col == "name" else "ellipsis",
+            min_width=widths.get(col, 8),
+            max_width=24 if col == "name" else None,
+        )
+    table.add_column("where / why", overflow="fold", min_width=10)
     for job in jobs:
         alloc = job.get("allocation") or []
         where = ", ".join(f"{a.get('node')}:{a.get('gpu')}" for a in alloc)
@@ -101,17 +124,17 @@ def jobs_table(jobs: Sequence[dict[str, Any]], now: float | None = None, title: 
             where = str(job.get("pending_reason") or "")
         elif job.get("exit_code") is not None and not where:
             where = f"exit {job['exit_code']}"
-        table.add_row(
-            str(job.get("id", "")),
-            str(job.get("name", "")),
-            str(job.get("user", "")),
-            state_text(str(job.get("state", ""))),
-            str(job.get("priority", "")),
-            gpus_of(job),
-            str(job.get("restarts", 0)),
-            _ago(job.get("submitted_at"), now),
-            Text(where, overflow="ellipsis", no_wrap=True),
-        )
+        cells = {
+            "id": str(job.get("id", "")),
+            "name": str(job.get("name", "")),
+            "user": str(job.get("user", "")),
+            "state": state_text(str(job.get("state", ""))),
+            "prio": str(job.get("priority", "")),
+            "gpus": gpus_of(job),
+            "restarts": str(job.get("restarts", 0)),
+            "age": _ago(job.get("submitted_at"), now),
+        }
+        table.add_row(*(cells[c] for c in columns), Text(where, overflow="fold"))
     return table
 
 
@@ -133,6 +156,7 @@ def render(
     jobs: Sequence[dict[str, Any]],
     now: float | None = None,
     max_jobs: int = 30,
+    width: int | None = None,
 ) -> RenderableType:
     """One ``danlu top`` frame: a summary line, the GPU table and the active jobs."""
     active = [j for j in jobs if j.get("state") in ACTIVE]
@@ -142,11 +166,13 @@ def render(
     title = f"active jobs ({len(active)})" + (
         f", first {max_jobs}" if len(active) > max_jobs else ""
     )
-    return Group(summary_line(nodes, jobs), nodes_table(nodes), jobs_table(shown, now, title))
+    return Group(
+        summary_line(nodes, jobs), nodes_table(nodes), jobs_table(shown, now, title, width)
+    )
 
 
-def frame(client: Client, max_jobs: int = 30) -> RenderableType:
-    """Fetch nodes and recent jobs and render one frame."""
+def frame(client: Client, max_jobs: int = 30, width: int | None = None) -> RenderableType:
+    """Fetch nodes and recent jobs and render one frame for a console ``width`` wide."""
     nodes = client.nodes()
     jobs = client.list_jobs(limit=1000)
-    return render(nodes, jobs, max_jobs=max_jobs)
+    return render(nodes, jobs, max_jobs=max_jobs, width=width)
