@@ -366,6 +366,14 @@ def _fgd_factory(typical: TypicalPods | None) -> ShareScorer:
     return FgdScorer(typical)
 
 
+def _danlu_factory(typical: TypicalPods | None) -> ShareScorer:
+    from danlu.sched.placement.danlu_pack import DanluPackScorer  # imports frag
+
+    if typical is None:
+        raise ConfigError("the danlu scorer needs the typical pods (typical=...)")
+    return DanluPackScorer(typical)
+
+
 class ScorerRegistry:
     """Named scorer factories. :func:`default_scorers` returns a fresh one holding the
     built-ins; add your own on your instance (no process-global state)."""
@@ -393,11 +401,12 @@ class ScorerRegistry:
 
 
 def default_scorers() -> ScorerRegistry:
-    """A new registry with the built-in scorers: ``random``, ``best-fit``, ``fgd``."""
+    """A new registry with the built-in scorers: ``random``, ``best-fit``, ``fgd``, ``danlu``."""
     registry = ScorerRegistry()
     registry.register("random", lambda _typical: RandomScorer())
     registry.register("best-fit", lambda _typical: BestFitScorer())
     registry.register("fgd", _fgd_factory)
+    registry.register("danlu", _danlu_factory)
     return registry
 
 

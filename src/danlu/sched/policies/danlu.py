@@ -33,6 +33,7 @@ Pure and deterministic: state lives in the job marks; the memo is a transparent 
 
 from __future__ import annotations
 
+import dataclasses
 import math
 from collections.abc import Mapping
 from dataclasses import dataclass, field
@@ -302,14 +303,8 @@ class DanluPolicy:
         if not shared:
             return plan
         starts, waiting = place_shared(view, shared, plan, self.placement)
-        plan.waiting.update(waiting)
-        return Plan(
-            starts=plan.starts + starts,
-            preempts=plan.preempts,
-            resizes=plan.resizes,
-            waiting=plan.waiting,
-            recheck_at=plan.recheck_at,
-            marks=plan.marks,
+        return dataclasses.replace(
+            plan, starts=plan.starts + starts, waiting={**plan.waiting, **waiting}
         )
 
 

@@ -1,0 +1,202 @@
+"""The danlu policy as a pure function of the view: registry, determinism, capacity,
+starvation guard, hysteresis, batch/LR marks, the online model, sharing calibration."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from danlu.core.cluster import Allocation, Cluster
+from danlu.sched.placement.gang import FreeMap
+from danlu.sched.placement.share import scorer_names
+from danlu.sched.policies import danlu_model as dm
+from danlu.sched.policies.danlu import BATCH, LR_FACTOR, LR_RULE, MOVES, P0, DanluPolicy
+from danlu.sched.policies.danlu_alloc import Option, allocate
+from danlu.sched.policies.danlu_share import PAIR_GAIN, calibrate, sharing_pays
+from danlu.sched.registry import default_registry, make_policy
+from danlu.sched.view import ClusterView, JobRequest, JobStatus
+
+GAVEL = Path(__file__).parents[2] / ".." / "shared" / "data" / "gavel"
+LIMITS = {"init_batch": 128.0, "max_batch": 4096.0, "min_local_bsz": 32.0, "max_local_bsz": 256.0}
+
+
+def job(job_id: str, gpus: int = 1, submit: float = 0.0, **kw: Any) -> JobStatus:
+    observed = kw.pop("observed", {})
+    marks = kw.pop("marks", {})
+    req_kw = {k: kw.pop(k) for k in list(kw) if k in ("expected_duration", "preemptible")}
+    seq = int(submit)
+    request = JobRequest(id=job_id, submit_time=submit, gpus=gpus, seq=seq, **req_kw)
+    return JobStatus(request=request, observed=observed, marks=marks, **kw)
+
+
+def on(cluster: Cluster, first: int, count: int) -> Allocation:
+    per = cluster.nodes[0].gpus
+    return Allocation.whole_gpus([((first + i) // per, (first + i) % per) for i in range(count)])
+
+
+def measured(
+    replicas: int, local: int, step: float, sync: float, progress: float
+) -> dict[str, float]:
+    return {
+        **LIMITS,
+        "target_batch": 512.0,
+        "progress": progress,
+        "step_time": step,
+        "sync_time": sync,
+        "local_bsz": float(local),
+        "accum_steps": 0.0,
+        "batch_size": float(local * replicas),
+        "num_replicas": float(replicas),
+        "num_nodes": 1.0,
+        "grad_sqr": 1.0,
+        "grad_var": 4.0,
+    }
+
+
+def test_registered_by_name() -> None:
+    assert "danlu" in default_registry().names()
+    assert make_policy("danlu", aging=600.0).name == "danlu"
+    assert "danlu" in scorer_names()
+
+
+def test_rigid_jobs_fit_and_plan_is_deterministic() -> None:
+    cluster = Cluster.homogeneous(2, 4)
+    pend = tuple(
+        job(f"j{i}", gpus=1 + i % 3, submit=float(i), expected_duration=100.0 * (i + 1))
+        for i in range(8)
+    )
+    view = ClusterView(time=10.0, cluster=cluster, pending=pend)
+    plan_a = DanluPolicy().schedule(view)
+    plan_b = DanluPolicy().schedule(view)
+    assert plan_a.starts == plan_b.starts
+    free = FreeMap(view)
+    for start in plan_a.starts:
+        assert free.can_take(start.allocation)
+        free.take(start.allocation)
+    # shortest first: the 100 s job is among the started ones
+    assert "j0" in {s.job_id for s in plan_a.starts}
+
+
+@settings(max_examples=30, deadline=None)
+@given(st.lists(st.tuples(st.integers(1, 4), st.floats(10, 10_000)), min_size=1, max_size=12))
+def test_never_over_allocates(jobs: list[tuple[int, float]]) -> None:
+    cluster = Cluster.homogeneous(2, 4)
+    pend = tuple(
+        job(f"j{i}", gpus=g, submit=float(i), expected_duration=d) for i, (g, d) in enumerate(jobs)
+    )
+    view = ClusterView(time=50.0, cluster=cluster, pending=pend)
+    plan = DanluPolicy().schedule(view)
+    free = FreeMap(view)
+    for start in plan.starts:
+        assert free.can_take(start.allocation)
+        free.take(start.allocation)
+
+
+def test_allocator_respects_capacity_and_prefers_dense_value() -> None:
+    options = [
+        [Option(1, 1.0), Option(4, 2.0)],
+        [Option(2, 3.0)],
+        [Option(1, 0.1)],
+    ]
+    chosen = allocate(options, 3)
+    used = sum(options[j][k].gpus for j, k in enumerate(chosen) if k >= 0)
+    assert used <= 3
+    assert chosen[1] == 0 and chosen[0] == 0 and chosen[2] == -1
+
+
+def test_starving_job_is_started_first() -> None:
+    cluster = Cluster.homogeneous(1, 2)
+    busy = job("short", gpus=2, submit=0.0, expected_duration=60.0)
+    old = job("long", gpus=2, submit=-20_000.0, expected_duration=1e6)
+    view = ClusterView(time=0.0, cluster=cluster, pending=(busy, old))
+    plan = DanluPolicy(starve_after=3600.0).schedule(view)
+    assert [s.job_id for s in plan.starts] == ["long"]
+    plan = DanluPolicy(starve_after=1e9, aging=1e9).schedule(view)
+    assert [s.job_id for s in plan.starts] == ["short"]
+
+
+def test_recently_started_job_is_held() -> None:
+    cluster = Cluster.homogeneous(1, 2)
+    run = job(
+        "run",
+        gpus=2,
+        submit=0.0,
+        expected_duration=1e6,
+        allocation=on(cluster, 0, 2),
+        last_start=0.0,
+    )
+    short = job("short", gpus=2, submit=1.0, expected_duration=30.0)
+    view = ClusterView(time=60.0, cluster=cluster, running=(run,), pending=(short,))
+    assert not DanluPolicy(min_hold=120.0).schedule(view).preempts
+    view = ClusterView(time=600.0, cluster=cluster, running=(run,), pending=(short,))
+    plan = DanluPolicy(min_hold=120.0).schedule(view)
+    assert [p.job_id for p in plan.preempts] == ["run"]
+    tired = job(
+        "run",
+        gpus=2,
+        submit=0.0,
+        expected_duration=1e6,
+        allocation=on(cluster, 0, 2),
+        last_start=0.0,
+        marks={MOVES: 50.0},
+    )
+    view = ClusterView(time=600.0, cluster=cluster, running=(tired,), pending=(short,))
+    assert not DanluPolicy(max_moves=50).schedule(view).preempts
+
+
+def test_elastic_job_gets_batch_and_lr_marks() -> None:
+    cluster = Cluster.homogeneous(2, 4)
+    seen = measured(2, 64, 0.10, 0.01, 0.2)
+    marks = dm.remembered({}, seen)
+    marks[P0] = 0.1
+    run = job(
+        "e",
+        gpus=2,
+        submit=0.0,
+        allocation=on(cluster, 0, 2),
+        last_start=0.0,
+        observed=seen,
+        marks=marks,
+    )
+    plan = DanluPolicy(min_hold=0.0).schedule(
+        ClusterView(time=600.0, cluster=cluster, running=(run,))
+    )
+    assert "danlu.work" in plan.marks["e"]
+    for move in plan.resizes:
+        assert move.batch_size is not None
+        note = plan.marks["e"]
+        assert note[BATCH] == move.batch_size and note[LR_RULE] == 3.0 and note[LR_FACTOR] >= 1.0
+
+
+def test_model_learns_compute_and_sync() -> None:
+    one = dm.remembered({}, measured(1, 64, 0.10, 0.0, 0.0))
+    model = dm.build(one, measured(1, 64, 0.10, 0.0, 0.0))
+    assert model is not None
+    prior = model.sync_time(1, 4)
+    more = {**one, **dm.remembered(one, measured(4, 64, 0.13, 0.03, 0.0))}
+    more.update(dm.remembered(more, measured(4, 128, 0.23, 0.03, 0.0)))
+    learned = dm.build(more, measured(4, 128, 0.23, 0.03, 0.0))
+    assert learned is not None
+    assert learned.sync_time(1, 4) == pytest.approx(0.03)
+    assert abs(learned.compute_time(128) - 0.20) < abs(model.compute_time(128) - 0.20) + 1e-9
+    assert prior != learned.sync_time(1, 4)
+
+
+def test_split_batch_matches_memory_limit() -> None:
+    split = dm.split_batch(4, 2048, 256, 128, 4096)
+    assert split.atomic <= 256 and split.batch >= 2048
+    assert dm.split_batch(1, 256, 256, 128, 4096).accum >= 1
+
+
+def test_sharing_rule_is_calibrated_on_gavel() -> None:
+    path = GAVEL / "physical_cluster_throughputs.json"
+    if not path.is_file():
+        pytest.skip("gavel data not present")
+    median, losing = calibrate(path)
+    assert median == pytest.approx(PAIR_GAIN, abs=1e-4)
+    assert 0.3 < losing < 0.6
+    assert sharing_pays() and not sharing_pays(min_gain=0.2)
