@@ -231,7 +231,7 @@ def main() -> int:
             elif backend == "postgresql":
                 helpers = postgres_helpers()
                 bindir = helpers._pg_bin() if helpers else None
-                if bindir is None:
+                if helpers is None or bindir is None:
                     print("postgresql: skipped (apt-get install -y postgresql)")
                     continue
                 pg = helpers.PgServer(bindir)

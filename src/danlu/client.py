@@ -77,7 +77,7 @@ class ConflictError(ApiError):
     """409: the request conflicts with the current state (e.g. cancel a finished job)."""
 
 
-class InvalidRequestError(ApiError, SpecError):
+class InvalidRequestError(ApiError, SpecError):  # type: ignore[misc]  # field may be None
     """422 (or 400): invalid input; ``field`` names the offending field."""
 
 
@@ -354,7 +354,7 @@ class Client:
 
     def follow_logs(self, job: str, offset: int = 0) -> Iterator[str]:
         """``GET /jobs/{id}/logs?follow=true``: text chunks until the job is terminal."""
-        params = {"offset": offset, "follow": "true"}
+        params: dict[str, str | int] = {"offset": offset, "follow": "true"}
         timeout = httpx.Timeout(self._http.timeout.connect, read=None)
         try:
             with self._http.stream(

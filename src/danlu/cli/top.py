@@ -124,7 +124,7 @@ def jobs_table(
             where = str(job.get("pending_reason") or "")
         elif job.get("exit_code") is not None and not where:
             where = f"exit {job['exit_code']}"
-        cells = {
+        cells: dict[str, str | Text] = {
             "id": str(job.get("id", "")),
             "name": str(job.get("name", "")),
             "user": str(job.get("user", "")),
