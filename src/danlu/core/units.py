@@ -40,9 +40,15 @@ def parse_bytes(value: int | float | str, field: str = "size") -> int:
     if isinstance(value, bool):
         raise SpecError(field, "expected a byte size such as 20GiB or 21474836480, got a boolean")
     if isinstance(value, int | float):
+        if value != value or value in (float("inf"), float("-inf")):
+            raise SpecError(field, f"a size must be a finite number (got {value})")
         if value < 0:
             raise SpecError(field, f"a size cannot be negative (got {value})")
         return int(value)
+    if not isinstance(value, str):
+        raise SpecError(
+            field, f"expected a byte size such as 20GiB or 21474836480, got {type(value).__name__}"
+        )
     match = _SIZE.match(value)
     if match is None or match.group(2).lower() not in _UNITS:
         raise SpecError(
