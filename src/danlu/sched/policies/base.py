@@ -101,6 +101,17 @@ def queue_round(
     return Plan(starts=tuple(starts), waiting=waiting, waiting_default=default, recheck_at=math.inf)
 
 
+_LISTED_REASONS = 100
+"""Jobs left waiting beyond this many (in rank order) share one reason: a round stays
+proportional to the jobs it can act on, not to the length of the queue."""
+
+
+def _reasons(free: FreeMap, left: list[JobStatus]) -> dict[str, Any]:
+    waiting = {j.id: _why_not(free, j) for j in left[:_LISTED_REASONS]}
+    default = "waiting for GPUs to free up" if len(left) > _LISTED_REASONS else ""
+    return {"waiting": waiting, "waiting_default": default}
+
+
 def _demand_milli(job: JobStatus) -> int:
     req = job.request
     if job.running:
@@ -128,7 +139,9 @@ def preemptive_round(
     free = FreeMap(view, placement)
     quick: list[Start] = []
     left: list[JobStatus] = []
-    for job in sorted(view.pending, key=rank):
+    # Decorate-sort: one rank() call per job; the index keeps equal ranks in view order.
+    pending_ranked = sorted([(rank(j), i, j) for i, j in enumerate(view.pending)])
+    for _, _, job in pending_ranked:
         alloc = free.place(job.request) if free.could_fit_now(job.request) else None
         if alloc is None:
             left.append(job)
@@ -137,19 +150,28 @@ def preemptive_round(
     if not left:
         return Plan(starts=tuple(quick), recheck_at=math.inf)
     best_waiting = rank(left[0])
-    if not any(j.request.preemptible and rank(j) > best_waiting for j in view.running):
-        return Plan(starts=tuple(quick), waiting={j.id: _why_not(free, j) for j in left})
+    offset = len(view.pending)
+    running_ranked = [
+        (rank(j), offset + i, j) for i, j in enumerate(view.running) if j.request.preemptible
+    ]
+    if not any(key > best_waiting for key, _, _ in running_ranked):
+        return Plan(starts=tuple(quick), **_reasons(free, left))
 
     capacity = view.cluster.total_gpus * MILLI_PER_GPU
     kept_fixed = [j for j in view.running if not j.request.preemptible]
     budget = capacity - sum(_demand_milli(j) for j in kept_fixed)
-    candidates = sorted(
-        [j for j in view.running if j.request.preemptible] + list(view.pending), key=rank
-    )
+    candidates = sorted(running_ranked + pending_ranked)
     admitted: list[JobStatus] = []
     rejected_running: list[JobStatus] = []
     waiting: dict[str, str] = {}
-    for job in candidates:
+    default = ""
+    for position, (_, _, job) in enumerate(candidates):
+        if budget <= 0:
+            # Capacity is spoken for: every later running job falls below the line and
+            # every later pending job waits for the same reason.
+            rejected_running += [j for _, _, j in candidates[position:] if j.running]
+            default = "outranked: the cluster's capacity is held by higher-ranked jobs"
+            break
         demand = _demand_milli(job)
         if demand <= budget:
             admitted.append(job)
@@ -186,4 +208,6 @@ def preemptive_round(
             preempts.append(Preempt(victim.id, "outranked by waiting jobs"))
     for job in unplaced:
         waiting[job.id] = _why_not(free, job)
-    return Plan(starts=tuple(starts), preempts=tuple(preempts), waiting=waiting)
+    return Plan(
+        starts=tuple(starts), preempts=tuple(preempts), waiting=waiting, waiting_default=default
+    )

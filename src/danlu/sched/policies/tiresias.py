@@ -146,7 +146,12 @@ class TiresiasPolicy:
         if plan.has_waiting:
             # A waiting job may overtake a running one once that one is demoted.
             recheck = min(
-                (self._valid_until(j, now) for j in view.running),
+                (
+                    hit[1]
+                    if (hit := fresh.get(j.id)) is not None and hit[0] is j
+                    else self._valid_until(j, now)
+                    for j in view.running
+                ),
                 default=math.inf,
             )
             if self.starvation_factor > 0:
