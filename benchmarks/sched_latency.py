@@ -5,7 +5,7 @@ A "cold" round uses a new policy object each time (nothing cached); a "warm" rou
 as a long-running control plane does when most job states have not changed since the last
 round. Building the view is measured separately (the adapter's cost, not the policy's).
 
-    python benchmarks/sched_latency.py [--repeats 30] [--policies fifo,priority,sjf,tiresias]
+    python benchmarks/sched_latency.py [--repeats 30] [--policies fifo,priority,sjf,tiresias,danlu]
 """
 
 from __future__ import annotations
@@ -122,7 +122,7 @@ def main() -> None:
     parser.add_argument("--pending", type=int, default=10_000)
     parser.add_argument("--running", type=int, default=2_000)
     parser.add_argument("--repeats", type=int, default=30)
-    parser.add_argument("--policies", default="fifo,priority,sjf,tiresias,value-density")
+    parser.add_argument("--policies", default="fifo,priority,sjf,tiresias,value-density,danlu")
     args = parser.parse_args()
 
     started = time.perf_counter()

@@ -1,0 +1,95 @@
+"""danlu vs Pollux's published results on the Pollux workloads 1-4 at 0.5x / 1.0x / 1.5x load
+(16 nodes x 4 GPUs, 60 s interval, 30 s restart cost), plus the p99 latency of one danlu
+round measured inside the same runs. Prints figures; asserts nothing.
+
+    python benchmarks/danlu_pollux.py [--loads 0.5,1.0,1.5] [--workloads 1,2,3,4]
+
+Pollux's numbers come from the OSDI'21 artifact's ``simulator/results-jobload/pollux-<load>/
+summary.json`` (public ``petuum/adaptdl``, branch ``osdi21-artifact``): average JCT, and
+p99 JCT as ``numpy.percentile(per-job JCTs, 99)``, the same estimator our metrics use.
+"""
+
+from __future__ import annotations
+
+import argparse
+import time
+from pathlib import Path
+
+import numpy as np
+
+from danlu.core.cluster import Cluster
+from danlu.sched.policies.danlu import DanluPolicy
+from danlu.sched.view import ClusterView, Plan
+from danlu.sim.elastic import load_profiles
+from danlu.sim.engine import SimConfig, Simulator
+from danlu.sim.workload import load_workload
+
+DATA = Path(__file__).resolve().parents[1] / ".." / "shared" / "data" / "pollux"
+FOLDERS = {"0.5": "workloads-0.5", "1.0": "workloads", "1.5": "workloads-1.5"}
+POLLUX: dict[tuple[str, int], tuple[float, float]] = {
+    ("0.5", 1): (1059.51, 10149.06),
+    ("0.5", 2): (1826.26, 15804.90),
+    ("0.5", 3): (1310.53, 8966.41),
+    ("0.5", 4): (1497.76, 13825.96),
+    ("1.0", 1): (2088.77, 39104.59),
+    ("1.0", 2): (3322.94, 43323.72),
+    ("1.0", 3): (2188.49, 14570.10),
+    ("1.0", 4): (2720.98, 51976.49),
+    ("1.5", 1): (3855.78, 71396.36),
+    ("1.5", 2): (3380.58, 34682.49),
+    ("1.5", 3): (3299.92, 20379.31),
+    ("1.5", 4): (3902.68, 63453.31),
+}
+"""(average JCT, p99 JCT) in seconds of Pollux in the artifact, by (load, workload)."""
+
+
+class Timed:
+    """Wraps a policy and records the wall time of each round."""
+
+    def __init__(self, policy: DanluPolicy) -> None:
+        self.policy = policy
+        self.name = policy.name
+        self.times: list[float] = []
+
+    def schedule(self, view: ClusterView) -> Plan:
+        start = time.perf_counter()
+        plan = self.policy.schedule(view)
+        self.times.append((time.perf_counter() - start) * 1000)
+        return plan
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--loads", default="0.5,1.0,1.5")
+    parser.add_argument("--workloads", default="1,2,3,4")
+    args = parser.parse_args()
+    profiles = load_profiles(DATA / "traces")
+    print(
+        f"{'load':>4} {'workload':>8} {'danlu avg':>10} {'pollux avg':>10} {'ratio':>6} "
+        f"{'target':>8} {'danlu p99':>10} {'pollux p99':>10} {'p99 ok':>6} {'round p99 ms':>12}"
+    )
+    for load in args.loads.split(","):
+        for number in (int(w) for w in args.workloads.split(",")):
+            path = DATA / FOLDERS[load] / f"workload-{number}.csv"
+            timed = Timed(DanluPolicy())
+            sim = Simulator(
+                Cluster.homogeneous(16, 4),
+                timed,
+                load_workload(path),
+                SimConfig(interval=60.0, restart_cost=30.0),
+                profiles,
+            )
+            result = sim.run()
+            jcts = np.array([j.end_time - j.submit_time for j in result.jobs if j.end_time])
+            avg, p99 = float(jcts.mean()), float(np.percentile(jcts, 99))
+            pavg, pp99 = POLLUX[(load, number)]
+            print(
+                f"{load:>4} {number:>8} {avg:>10.1f} {pavg:>10.1f} {avg / pavg:>6.3f} "
+                f"{0.8 * pavg:>8.1f} {p99:>10.1f} {pp99:>10.1f} {'yes' if p99 <= pp99 else 'no':>6}"
+                f" {float(np.percentile(timed.times, 99)):>12.2f}",
+                flush=True,
+            )
+
+
+if __name__ == "__main__":
+    main()
