@@ -6,6 +6,8 @@ from __future__ import annotations
 import typer
 
 from danlu.cli import estimate as estimate_cli
+from danlu.cli import jobs as jobs_cli
+from danlu.cli import server as server_cli
 from danlu.cli import sim as sim_cli
 
 app = typer.Typer(
@@ -16,6 +18,8 @@ app = typer.Typer(
     pretty_exceptions_enable=False,
 )
 
+server_cli.register(app)
+jobs_cli.register(app)
 sim_cli.register(app)
 estimate_cli.register(app)
 
