@@ -63,6 +63,7 @@ class Result:
     latencies: list[float]
     persisted: int
     first_error: str
+    server_errors: str = ""
 
 
 def free_port() -> int:
@@ -165,13 +166,15 @@ def count_persisted(home: Path, submitted: set[str]) -> int:
 
 def run_backend(backend: str, jobs: int, clients: int, root: Path, url: str | None) -> Result:
     home = root / backend
-    proc, _log = start_server(home, url)
+    proc, log = start_server(home, url)
     try:
         seconds, latencies, errors, first, ids = load(home, jobs, clients)
         persisted = count_persisted(home, ids)
     finally:
         stop_server(proc)
-    return Result(backend, jobs, errors, seconds, latencies, persisted, first)
+    lines = log.read_text(errors="replace").splitlines()
+    server_errors = "\n".join(ln for ln in lines if "Error" in ln or "error" in ln)[-2000:]
+    return Result(backend, jobs, errors, seconds, latencies, persisted, first, server_errors)
 
 
 def percentile(values: list[float], q: float) -> float:
@@ -207,6 +210,8 @@ def report(r: Result) -> None:
     )
     if r.first_error:
         print(f"  first error: {r.first_error}")
+    if r.errors and r.server_errors:
+        print(f"  server log (errors):\n{r.server_errors}")
 
 
 def main() -> int:
