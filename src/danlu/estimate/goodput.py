@@ -26,7 +26,7 @@ import numpy as np
 import numpy.typing as npt
 
 from danlu.core.errors import SpecError
-from danlu.estimate.optimize import MemoryModel, largest_batch
+from danlu.estimate.optimize import MemoryModel, memory_capped_batch
 from danlu.estimate.throughput import ThroughputModel
 
 __all__ = [
@@ -165,13 +165,7 @@ def optimize_goodput(
     ):
         if value < 1:
             raise SpecError(field, f"must be a positive integer, got {value}")
-    cap: int | None = max_local_bsz
-    if memory is not None:
-        if limit_bytes is None:
-            raise SpecError(
-                "limit_bytes", "required with a memory model: pass the GPU memory limit in bytes"
-            )
-        cap = largest_batch(memory, limit_bytes, margin_bytes, upper=max_local_bsz)
+    cap = memory_capped_batch(max_local_bsz, memory, limit_bytes, margin_bytes)
     if cap is None or cap < min_local_bsz:
         return None
     lo_total = max(-(-model.init_batch_size // num_replicas), min_local_bsz)

@@ -98,6 +98,23 @@ def largest_batch(
     return lo
 
 
+
+def memory_capped_batch(
+    max_local_bsz: int,
+    memory: MemoryModel | None,
+    limit_bytes: int | None,
+    margin_bytes: int = 0,
+) -> int | None:
+    """``max_local_bsz``, lowered to the largest batch that fits ``limit_bytes - margin``
+    when a memory model is given (None when not even one sample fits)."""
+    if memory is None:
+        return max_local_bsz
+    if limit_bytes is None:
+        raise SpecError(
+            "limit_bytes", "required with a memory model: pass the GPU memory limit in bytes"
+        )
+    return largest_batch(memory, limit_bytes, margin_bytes, upper=max_local_bsz)
+
 def best_batch(
     score: Callable[[int], float],
     max_local_bsz: int,
@@ -116,13 +133,7 @@ def best_batch(
     """
     _positive("min_local_bsz", min_local_bsz)
     _positive("max_local_bsz", max_local_bsz)
-    cap: int | None = max_local_bsz
-    if memory is not None:
-        if limit_bytes is None:
-            raise SpecError(
-                "limit_bytes", "required with a memory model: pass the GPU memory limit in bytes"
-            )
-        cap = largest_batch(memory, limit_bytes, margin_bytes, upper=max_local_bsz)
+    cap = memory_capped_batch(max_local_bsz, memory, limit_bytes, margin_bytes)
     if cap is None or cap < min_local_bsz:
         return None
     best, best_score = min_local_bsz, -math.inf
