@@ -83,8 +83,8 @@ def run_estimate(
         optimizer=optimizer,
         checkpointing=checkpointing,
         accumulation=accumulation,
-        target=target,
-    )  # type: ignore[arg-type]
+        target=target,  # type: ignore[arg-type]
+    )
     t0 = time.perf_counter()
     with Progress(
         TextColumn("tracing {task.description}"),
