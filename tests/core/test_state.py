@@ -32,6 +32,7 @@ EXPECTED_EDGES = {
     (S.RUNNING, S.PREEMPTING),
     (S.RUNNING, S.RESTARTING),
     (S.PREEMPTING, S.PENDING),
+    (S.PREEMPTING, S.SUCCEEDED),  # finished before it stopped for the preemption
     (S.PREEMPTING, S.CANCELLED),
     (S.PREEMPTING, S.FAILED),
     (S.RESTARTING, S.PENDING),

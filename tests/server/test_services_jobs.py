@@ -169,9 +169,18 @@ def test_preempted_job_requeues(seeded: Database) -> None:
         jobs.change_state(s, job, JobState.RUNNING, "scheduled", NOW, allocation=SHARE)
         jobs.change_state(s, job, JobState.PREEMPTING, "higher priority", NOW + 1)
         assert job.allocation == SHARE  # still held while checkpointing
-        jobs.settle_exit(s, job, succeeded=True, exit_code=0, reason="checkpointed", now=NOW + 2)
+        jobs.settle_exit(s, job, succeeded=False, exit_code=75, reason="checkpointed", now=NOW + 2)
         assert (job.state, job.preemptions, job.allocation) == ("PENDING", 1, None)
         assert "preempted" in jobs.why(s, job, NOW + 3)
+
+
+def test_job_that_finishes_while_being_preempted_succeeds(seeded: Database) -> None:
+    with seeded.session() as s:
+        job = jobs.submit(s, spec(), users.get_user(s, "alice"), now=NOW)
+        jobs.change_state(s, job, JobState.RUNNING, "scheduled", NOW, allocation=SHARE)
+        jobs.change_state(s, job, JobState.PREEMPTING, "higher priority", NOW + 1)
+        jobs.settle_exit(s, job, succeeded=True, exit_code=0, reason="exited 0", now=NOW + 2)
+        assert (job.state, job.allocation) == ("SUCCEEDED", None)  # not re-run
 
 
 def test_concurrent_change_is_a_conflict(seeded: Database) -> None:

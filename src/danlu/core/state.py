@@ -4,7 +4,8 @@
 
     PENDING ──> RUNNING ──> SUCCEEDED | FAILED | CANCELLED
        ^          │
-       │          ├──> PREEMPTING ──> PENDING      (checkpointed, re-queued)
+       │          ├──> PREEMPTING ──> PENDING      (checkpointed, re-queued;
+       │          │                 └──> SUCCEEDED   or finished before it stopped)
        │          └──> RESTARTING ──> PENDING      (after a failure, with backoff)
        └── CANCELLED from PENDING / PREEMPTING / RESTARTING too
 """
@@ -45,7 +46,9 @@ TRANSITIONS: dict[JobState, frozenset[JobState]] = {
             JobState.RESTARTING,
         }
     ),
-    JobState.PREEMPTING: frozenset({JobState.PENDING, JobState.CANCELLED, JobState.FAILED}),
+    JobState.PREEMPTING: frozenset(
+        {JobState.PENDING, JobState.SUCCEEDED, JobState.CANCELLED, JobState.FAILED}
+    ),
     JobState.RESTARTING: frozenset({JobState.PENDING, JobState.CANCELLED, JobState.FAILED}),
     JobState.SUCCEEDED: frozenset(),
     JobState.FAILED: frozenset(),

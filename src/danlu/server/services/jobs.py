@@ -340,7 +340,8 @@ def settle_exit(
     now: float | None = None,
 ) -> list[JobEvent]:
     """Record the exit of a RUNNING / PREEMPTING job's process: CANCELLED if cancellation
-    was requested, re-queued if it was being preempted, SUCCEEDED, or after a failure
+    was requested, SUCCEEDED (also when it finished while being preempted), re-queued if it
+    stopped for a preemption, or after a failure
     RESTARTING -> PENDING with backoff while ``restarts < max_restarts``, else FAILED."""
     t = resolve_now(now)
     state = JobState(job.state)
@@ -349,7 +350,7 @@ def settle_exit(
     if job.cancel_requested_at is not None:
         why = job.cancel_reason or "cancelled"
         return [change_state(session, job, JobState.CANCELLED, why, t, exit_code=exit_code)]
-    if state is JobState.PREEMPTING:
+    if state is JobState.PREEMPTING and not succeeded:
         return [change_state(session, job, JobState.PENDING, reason, t, exit_code=exit_code)]
     if succeeded:
         return [change_state(session, job, JobState.SUCCEEDED, reason, t, exit_code=exit_code)]
