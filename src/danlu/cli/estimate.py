@@ -74,7 +74,7 @@ def run_estimate(
     if need_fit and len(set(points)) < 2:
         raise SpecError("--fit-points", "fitting M(b) needs at least two batch sizes, e.g. 1,2,4")
     limit = parse_bytes(gpu_memory, "--gpu-memory") if gpu_memory else gpu.capacity_bytes
-    margin_bytes = parse_bytes(margin, "--margin")
+    margin_bytes = _margin_bytes(margin, limit)
     sizes = sorted(set(points) | ({batch_size} if batch_size else set()))
     req = TraceRequest(
         model_ref,
@@ -199,6 +199,20 @@ def run_estimate(
     return result
 
 
+def _margin_bytes(margin: str, limit: int) -> int:
+    """``--margin`` as bytes: a size (``2GiB``) or a percentage of the limit (``5%``)."""
+    text = margin.strip()
+    if text.endswith("%"):
+        try:
+            share = float(text[:-1])
+        except ValueError:
+            share = -1.0
+        if not 0.0 <= share < 100.0:
+            raise SpecError("--margin", f"{margin!r} is not a percentage; write e.g. 5%")
+        return int(limit * share / 100.0)
+    return parse_bytes(text, "--margin")
+
+
 def register(app: typer.Typer) -> None:
     """Add the ``estimate`` command to ``app``."""
 
@@ -243,7 +257,10 @@ def register(app: typer.Typer) -> None:
                 help="memory limit for --max-batch (default: the GPU's capacity), e.g. 80GiB"
             ),
         ] = None,
-        margin: Annotated[str, typer.Option(help="safety margin for --max-batch")] = "0",
+        margin: Annotated[
+            str,
+            typer.Option(help="safety margin for --max-batch: a size (2GiB) or a share (5%)"),
+        ] = "5%",
         fit_points: Annotated[str, typer.Option(help="batch sizes traced to fit M(b)")] = "1,2,4",
         gpu_table: Annotated[
             str | None, typer.Option(help="JSON file recalibrating the GPU table")
