@@ -87,6 +87,11 @@ class JobStatus:
     ``batch_size``, ``num_replicas``, ``num_nodes``, ``grad_sqr``, ``grad_var``) and
     ``progress`` (fraction of the work done). Empty when nothing is known."""
 
+    _running: bool = field(default=False, init=False, repr=False, compare=False)
+
+    def __post_init__(self) -> None:
+        object.__setattr__(self, "_running", bool(self.allocation.shares))
+
     def attained_at(self, now: float) -> float:
         """GPU-seconds of service at ``now`` (running jobs keep accruing)."""
         if self.last_start is not None and self.allocation.shares:
@@ -106,7 +111,7 @@ class JobStatus:
 
     @property
     def running(self) -> bool:
-        return bool(self.allocation.shares)
+        return self._running
 
 
 @dataclass(frozen=True)

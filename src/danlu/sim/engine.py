@@ -132,6 +132,9 @@ class Simulator:
         self._used_memory = np.zeros(total, dtype=np.int64)
         self._offsets = [cluster.gpu_offset(i) for i in range(len(cluster.nodes))]
         self._running: dict[str, _Job] = {}
+        self._running_status: dict[str, JobStatus] = {}
+        """Statuses of the running jobs, in the order of ``_running``; only stepwise jobs'
+        statuses change while they run (their observations), so only those are refreshed."""
         self._pending: dict[str, _Job] = {}
         self._pending_status: dict[str, JobStatus] = {}
         """Statuses of the pending jobs, in submission order: a pending job's status does not
@@ -222,6 +225,7 @@ class Simulator:
             assert finish is not None
             job.version += 1
             heapq.heappush(self._heap, (finish, job.request.seq, job.id, job.version))
+        self._running_status[job.id] = job.status()
 
     def _release(self, job: _Job, at: float) -> None:
         self._take(job.allocation, -1, job.id)
@@ -233,6 +237,7 @@ class Simulator:
         job.cached = None
         job.version += 1
         del self._running[job.id]
+        del self._running_status[job.id]
         self._stepwise.pop(job.id, None)
 
     def _preempt(self, job: _Job, reason: str) -> None:
@@ -287,6 +292,8 @@ class Simulator:
                 target.cached = None
                 if target.id in self._pending_status:
                     self._pending_status[target.id] = target.status()
+                elif target.id in self._running_status:
+                    self._running_status[target.id] = target.status()
         return len(plan.starts) + len(plan.resizes)
 
     def _queue_status(self, job: _Job) -> None:
@@ -297,6 +304,12 @@ class Simulator:
 
     def _last_queued_seq(self) -> int:
         return next(reversed(self._pending_status.values())).request.seq
+
+    def _running_view(self) -> tuple[JobStatus, ...]:
+        """Running statuses in ``_running`` order, stepwise jobs' observations refreshed."""
+        for job_id, job in self._stepwise.items():
+            self._running_status[job_id] = job.status()
+        return tuple(self._running_status.values())
 
     def _pending_view(self) -> tuple[JobStatus, ...]:
         """Pending statuses in submission order (the order ClusterView promises)."""
@@ -310,7 +323,7 @@ class Simulator:
         view = ClusterView(
             time=self._now,
             cluster=self.cluster,
-            running=tuple(j.status() for j in self._running.values()),
+            running=self._running_view(),
             pending=self._pending_view(),
             used_milli=self._used_milli.copy(),
             used_memory=self._used_memory.copy(),

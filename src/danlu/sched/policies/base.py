@@ -141,7 +141,10 @@ def preemptive_round(
     left: list[JobStatus] = []
     # Decorate-sort: one rank() call per job; the index keeps equal ranks in view order.
     pending_ranked = sorted([(rank(j), i, j) for i, j in enumerate(view.pending)])
-    for _, _, job in pending_ranked:
+    for position, (_, _, job) in enumerate(pending_ranked):
+        if free.total_free == 0 and not free.any_capacity():
+            left += [j for _, _, j in pending_ranked[position:]]  # nothing else can fit
+            break
         alloc = free.place(job.request) if free.could_fit_now(job.request) else None
         if alloc is None:
             left.append(job)

@@ -127,13 +127,16 @@ class TiresiasPolicy:
         fresh: dict[str, tuple[JobStatus, float, tuple[int, float, int, str]]] = {}
 
         def rank(job: JobStatus) -> tuple[int, float, int, str]:
-            hit = fresh.get(job.id) or memo.get(job.id)
+            job_id = job.request.id
+            hit = fresh.get(job_id)
+            if hit is None:
+                hit = memo.get(job_id)
             if hit is not None and hit[0] is job and now < hit[1]:
-                fresh[job.id] = hit
+                fresh[job_id] = hit
                 return hit[2]
             queue, entered = self.queue_of(job, now)
-            key = (queue, entered, job.request.seq, job.id)
-            fresh[job.id] = (job, self._valid_until(job, now), key)
+            key = (queue, entered, job.request.seq, job_id)
+            fresh[job_id] = (job, self._valid_until(job, now), key)
             return key
 
         plan = preemptive_round(view, rank, self.placement)
@@ -148,7 +151,7 @@ class TiresiasPolicy:
             recheck = min(
                 (
                     hit[1]
-                    if (hit := fresh.get(j.id)) is not None and hit[0] is j
+                    if (hit := fresh.get(j.request.id)) is not None and hit[0] is j
                     else self._valid_until(j, now)
                     for j in view.running
                 ),
