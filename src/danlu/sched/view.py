@@ -88,9 +88,20 @@ class JobStatus:
     ``progress`` (fraction of the work done). Empty when nothing is known."""
 
     _running: bool = field(default=False, init=False, repr=False, compare=False)
+    demand_milli: int = field(default=0, init=False, repr=False, compare=False)
+    """Milli-GPU the job holds (running) or asks for (pending), computed once."""
 
     def __post_init__(self) -> None:
-        object.__setattr__(self, "_running", bool(self.allocation.shares))
+        running = bool(self.allocation.shares)
+        object.__setattr__(self, "_running", running)
+        req = self.request
+        if running:
+            demand = self.allocation.gpu_milli
+        elif req.shares_gpu:
+            demand = req.gpu_milli
+        else:
+            demand = req.gpus * MILLI_PER_GPU
+        object.__setattr__(self, "demand_milli", demand)
 
     def attained_at(self, now: float) -> float:
         """GPU-seconds of service at ``now`` (running jobs keep accruing)."""

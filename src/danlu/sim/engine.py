@@ -391,7 +391,7 @@ class Simulator:
             done.sort(key=lambda d: (d[0], d[1]))
             for finish, _, job in done:
                 self._complete(job, finish)
-                self._record(finish)
+                self._record(finish, measure_fragmentation=False)
                 changed = True
             self._now = instant
             if instant >= next_tick:
@@ -423,9 +423,14 @@ class Simulator:
             self.on_progress(self._now, len(self._finished), total)
         return self._result()
 
-    def _record(self, at: float) -> None:
+    def _record(self, at: float, measure_fragmentation: bool = True) -> None:
         self._timeline.record(
-            at, self._used_milli, self._offsets, len(self._pending), len(self._running)
+            at,
+            self._used_milli,
+            self._offsets,
+            len(self._pending),
+            len(self._running),
+            measure_fragmentation,
         )
 
     def _fail_unschedulable(self) -> None:

@@ -56,7 +56,10 @@ class Timeline:
         offsets: Sequence[int],
         pending: int,
         running: int,
+        measure_fragmentation: bool = True,
     ) -> None:
+        """Add a point. ``measure_fragmentation=False`` carries the last fragmentation value
+        forward (the engine measures it at scheduling instants, not at every completion)."""
         allocated = float(used_milli.sum()) / MILLI_PER_GPU
         if self.times and self.times[-1] == now:
             self.times.pop()
@@ -68,7 +71,13 @@ class Timeline:
         self.allocated_gpus.append(allocated)
         self.pending.append(pending)
         self.running.append(running)
-        self.fragmentation.append(fragmentation(used_milli, offsets) if pending else 0.0)
+        if not pending:
+            frag = 0.0
+        elif measure_fragmentation or not self.fragmentation:
+            frag = fragmentation(used_milli, offsets)
+        else:
+            frag = self.fragmentation[-1]
+        self.fragmentation.append(frag)
 
 
 def fragmentation(used_milli: npt.NDArray[np.int64], offsets: Sequence[int]) -> float:

@@ -112,13 +112,6 @@ def _reasons(free: FreeMap, left: list[JobStatus]) -> dict[str, Any]:
     return {"waiting": waiting, "waiting_default": default}
 
 
-def _demand_milli(job: JobStatus) -> int:
-    req = job.request
-    if job.running:
-        return job.allocation.gpu_milli
-    return req.gpu_milli if req.shares_gpu else req.gpus * MILLI_PER_GPU
-
-
 def preemptive_round(
     view: ClusterView,
     rank: Callable[[JobStatus], tuple[Any, ...]],
@@ -162,7 +155,7 @@ def preemptive_round(
 
     capacity = view.cluster.total_gpus * MILLI_PER_GPU
     kept_fixed = [j for j in view.running if not j.request.preemptible]
-    budget = capacity - sum(_demand_milli(j) for j in kept_fixed)
+    budget = capacity - sum(j.demand_milli for j in kept_fixed)
     candidates = sorted(running_ranked + pending_ranked)
     admitted: list[JobStatus] = []
     rejected_running: list[JobStatus] = []
@@ -175,7 +168,7 @@ def preemptive_round(
             rejected_running += [j for _, _, j in candidates[position:] if j.running]
             default = "outranked: the cluster's capacity is held by higher-ranked jobs"
             break
-        demand = _demand_milli(job)
+        demand = job.demand_milli
         if demand <= budget:
             admitted.append(job)
             budget -= demand
