@@ -22,11 +22,14 @@ import re
 from bisect import bisect_left, bisect_right
 from dataclasses import dataclass
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import numpy as np
-from scipy.interpolate import LinearNDInterpolator
 
 from danlu.core.errors import DanluError, DataError
+
+if TYPE_CHECKING:  # scipy.interpolate costs ~0.5 s to import: loaded only when interpolating
+    from scipy.interpolate import LinearNDInterpolator
 
 Placement = tuple[int, ...]
 
@@ -209,6 +212,8 @@ class ApplicationProfile:
             for nn, nr, lb, st, sy in self._scalability:
                 points.append((nn, nr, lb))
                 values.append((st, sy))
+            from scipy.interpolate import LinearNDInterpolator
+
             self._nd = LinearNDInterpolator(np.array(points), np.array(values))
         return self._nd
 
