@@ -63,6 +63,8 @@ class FreeMap:
         self._rack_ids: IntArray = arrays.rack_ids
         self._type_names = arrays.type_names
         self._type_masks: dict[frozenset[str], BoolArray] = {}
+        self.reasons: dict[tuple[int, int], str] = {}
+        """Waiting reasons by (GPUs asked, GPUs free): shared strings for this round."""
         self._view = view
         self._typical: TypicalPods | None = None
         self._buckets: list[list[int]] | None = None
@@ -192,18 +194,12 @@ class FreeMap:
             racks = [int(fitting[np.argmin(rack_free[fitting])])]
         else:
             racks = np.argsort(-rack_free, kind="stable").tolist()
-        chosen: list[tuple[int, int]] = []
-        need = count
-        for rack in racks:
-            in_rack = np.flatnonzero((self._rack_ids == rack) & (free > 0))
-            in_rack = in_rack[np.argsort(-free[in_rack], kind="stable")]
-            for node in in_rack.tolist():
-                take = min(need, int(free[node]))
-                chosen.append((node, take))
-                need -= take
-                if need == 0:
-                    return chosen
-        return None
+        # Each chosen rack's nodes, fullest-free first, racks in the order chosen above.
+        order = [
+            in_rack[np.argsort(-free[in_rack], kind="stable")]
+            for in_rack in (np.flatnonzero((self._rack_ids == r) & (free > 0)) for r in racks)
+        ]
+        return _take_in_order(np.concatenate(order), free, count)
 
     def _place_shared(self, req: JobRequest) -> Allocation | None:
         # A share sized by memory alone takes compute in proportion to its memory, so that the

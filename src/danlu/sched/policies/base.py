@@ -36,9 +36,6 @@ class Policy(Protocol):
         ...
 
 
-_REASONS: dict[tuple[int, int], str] = {}
-
-
 def _why_not(free: FreeMap, job: JobStatus) -> str:
     req = job.request
     if req.shares_gpu:
@@ -48,15 +45,14 @@ def _why_not(free: FreeMap, job: JobStatus) -> str:
     if req.gpu_types or req.gpu_memory:
         return f"needs {req.gpus} GPUs; free GPUs are fragmented or of the wrong type"
     key = (req.gpus, free.total_free)
-    reason = _REASONS.get(key)
+    reason = free.reasons.get(key)
     if reason is None:
         reason = (
             f"needs {req.gpus} GPUs, {free.total_free} free"
             if free.total_free < req.gpus
             else f"needs {req.gpus} GPUs; the {free.total_free} free GPUs are fragmented"
         )
-        if len(_REASONS) < 4096:  # a bounded cache of immutable strings
-            _REASONS[key] = reason
+        free.reasons[key] = reason
     return reason
 
 

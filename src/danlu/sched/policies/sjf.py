@@ -6,7 +6,7 @@ import math
 from dataclasses import dataclass
 
 from danlu.sched.policies.base import order_by, queue_round
-from danlu.sched.view import ClusterView, JobStatus, Plan
+from danlu.sched.view import ClusterView, Plan
 
 
 @dataclass(frozen=True)
@@ -21,12 +21,6 @@ class SjfPolicy:
     backfill: bool = True
     by_gpu_time: bool = True
     name: str = "sjf"
-
-    def _key(self, job: JobStatus) -> tuple[float, float, str]:
-        req = job.request
-        duration = req.expected_duration if req.expected_duration is not None else math.inf
-        size = duration * max(req.gpus, 1) if self.by_gpu_time else duration
-        return (size, req.submit_time, req.id)
 
     def schedule(self, view: ClusterView) -> Plan:
         pending = view.pending
