@@ -15,7 +15,7 @@ from danlu.sched.placement.gang import FreeMap
 from danlu.sched.placement.share import scorer_names
 from danlu.sched.policies import danlu_model as dm
 from danlu.sched.policies.danlu import BATCH, LR_FACTOR, LR_RULE, MOVES, P0, DanluPolicy
-from danlu.sched.policies.danlu_alloc import Option, allocate
+from danlu.sched.policies.danlu_alloc import Option, walk
 from danlu.sched.policies.danlu_share import PAIR_GAIN, calibrate, sharing_pays
 from danlu.sched.registry import default_registry, make_policy
 from danlu.sched.view import ClusterView, JobRequest, JobStatus
@@ -96,16 +96,31 @@ def test_never_over_allocates(jobs: list[tuple[int, float]]) -> None:
         free.take(start.allocation)
 
 
-def test_allocator_respects_capacity_and_prefers_dense_value() -> None:
+def test_walk_respects_capacity_and_serves_shortest_first() -> None:
     options = [
-        [Option(1, 1.0), Option(4, 2.0)],
-        [Option(2, 3.0)],
-        [Option(1, 0.1)],
+        [Option(1, 1000.0), Option(4, 300.0)],
+        [Option(2, 50.0)],
+        [Option(1, 5000.0)],
     ]
-    chosen = allocate(options, 3)
+    chosen = walk(options, [1, 0, 2], 3)
     used = sum(options[j][k].gpus for j, k in enumerate(chosen) if k >= 0)
     assert used <= 3
     assert chosen[1] == 0 and chosen[0] == 0 and chosen[2] == -1
+
+
+def test_walk_prices_gpus_by_the_jobs_behind() -> None:
+    curve = [Option(1, 1000.0), Option(2, 560.0), Option(4, 320.0), Option(8, 200.0)]
+    alone = walk([curve], [0], 8)
+    assert curve[alone[0]].gpus == 8  # nobody behind: as fast as it gets
+    crowd = walk([curve] + [[Option(1, 9000.0)]] * 12, list(range(13)), 16)
+    assert curve[crowd[0]].gpus < 8  # twelve jobs behind: an efficient size
+    assert sum(1 for k in crowd[1:] if k >= 0) >= 16 - 8
+
+
+def test_walk_keeps_pinned_and_grows_only_when_allowed() -> None:
+    curve = [Option(1, 1000.0, keep=True), Option(4, 300.0)]
+    assert walk([curve], [0], 4, pinned=[0]) == [0]
+    assert walk([curve], [0], 4, pinned=[0], may_grow=[True]) == [1]
 
 
 def test_starving_job_is_started_first() -> None:
@@ -135,17 +150,20 @@ def test_recently_started_job_is_held() -> None:
     view = ClusterView(time=600.0, cluster=cluster, running=(run,), pending=(short,))
     plan = DanluPolicy(min_hold=120.0).schedule(view)
     assert [p.job_id for p in plan.preempts] == ["run"]
-    tired = job(
+    moved = job(
         "run",
         gpus=2,
         submit=0.0,
         expected_duration=1e6,
         allocation=on(cluster, 0, 2),
         last_start=0.0,
-        marks={MOVES: 50.0},
+        marks={MOVES: 10.0},
     )
-    view = ClusterView(time=600.0, cluster=cluster, running=(tired,), pending=(short,))
-    assert not DanluPolicy(max_moves=50).schedule(view).preempts
+    # ten moves: held 120 * (1 + 10 / 5) = 360 s instead of 120 s
+    view = ClusterView(time=300.0, cluster=cluster, running=(moved,), pending=(short,))
+    assert not DanluPolicy(min_hold=120.0, move_slack=5.0).schedule(view).preempts
+    view = ClusterView(time=300.0, cluster=cluster, running=(run,), pending=(short,))
+    assert DanluPolicy(min_hold=120.0, move_slack=5.0).schedule(view).preempts
 
 
 def test_elastic_job_gets_batch_and_lr_marks() -> None:

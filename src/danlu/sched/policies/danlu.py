@@ -41,7 +41,7 @@ from dataclasses import dataclass, field
 from danlu.core.cluster import MILLI_PER_GPU, Allocation
 from danlu.sched.placement.gang import FreeMap
 from danlu.sched.policies import danlu_model as dm
-from danlu.sched.policies.danlu_alloc import Option, allocate
+from danlu.sched.policies.danlu_alloc import Option, walk
 from danlu.sched.policies.danlu_share import place_shared
 from danlu.sched.view import ClusterView, JobStatus, Plan, Preempt, Resize, Start
 
@@ -53,7 +53,12 @@ P0 = "danlu.p0"
 WORK = "danlu.work"
 MOVES = "danlu.moves"
 
-_COUNTS = (1, 2, 3, 4, 6, 8, 12, 16, 24, 32, 48, 64, 96, 128, 192, 256)
+
+def _counts(cap: int, gpn: int) -> list[int]:
+    """GPU counts a job may get: 1..one node, then whole nodes (up to ``cap``)."""
+    out = list(range(1, min(cap, gpn) + 1))
+    out.extend(range(2 * gpn, cap + 1, gpn))
+    return out
 
 
 @dataclass(frozen=True)
@@ -64,10 +69,19 @@ class DanluPolicy:
     """Seconds a (re)allocation costs the job (the executor's checkpoint-restore time)."""
     hysteresis: float = 0.1
     """Bonus on the value of keeping a running job as it is."""
-    min_hold: float = 120.0
-    """Seconds after a (re)start during which a job is not moved."""
+    min_hold: float = 300.0
+    """Seconds after a (re)start during which a job is neither shrunk nor preempted."""
+    move_slack: float = 5.0
+    """Each preemption or resize lengthens a job's hold by ``min_hold / move_slack``: a job
+    moved often is moved ever more rarely (bounded thrashing)."""
     max_moves: int = 50
-    """Preemptions and resizes after which a job is only kept."""
+    """Preemptions and resizes after which a job is never shrunk or preempted again (it may
+    still grow into GPUs nobody takes)."""
+    rank_hysteresis: float = 0.5
+    """A running job ranks as if its remaining time were this much shorter: a waiting job
+    displaces it only when clearly shorter (no flip-flop between similar jobs)."""
+    grow_after: float = 120.0
+    """Seconds after a (re)start before a held job may grow into GPUs nobody takes."""
     aging: float = 7200.0
     """Seconds of waiting that add 1 to a job's weight (1 at submission)."""
     starve_after: float = 7200.0
@@ -116,57 +130,54 @@ class DanluPolicy:
         job: JobStatus,
         marks: Mapping[str, float],
         work: float | None,
-        weight: float,
         capacity: int,
         gpn: int,
         now: float,
     ) -> list[Option]:
+        """The job's options: GPU count -> predicted remaining seconds (restart included
+        unless the option keeps the current allocation and batch)."""
         req = job.request
         running = job.running
         cur_gpus = job.allocation.num_gpus if running else 0
         restart = self.restart_cost
         model, table = self._model(job, marks) if job.observed else (None, {})
-        bonus = 1.0 + self.hysteresis
         if model is None:
             gpus = req.gpus if not req.shares_gpu else 1
             if job.observed.get("max_batch"):  # elastic, never measured: one node first
                 gpus = min(gpus, gpn)
-            if gpus > capacity:
-                return []
             if req.expected_duration is not None and not job.observed:
                 left = max(req.expected_duration - job.run_time_at(now), 1.0)
             else:
                 left = self.new_job_seconds
             if running:
-                return [Option(cur_gpus, bonus * weight / left, None, True)]
-            return [Option(gpus, weight / (left + restart), None, False)]
+                return [Option(cur_gpus, left, None, True)]
+            if gpus > capacity:
+                return []
+            return [Option(gpus, left + restart, None, False)]
         remaining = 1.0 - job.observed.get("progress", 0.0)
         cap = min(capacity, 2 * max(model.max_replicas_seen, 1), model.max_batch // model.min_local)
-        counts = [n for n in _COUNTS if n <= cap]
         options: dict[int, Option] = {}
-        ref: float | None = None
-        if work is None:  # no rate yet: the prior at the current (or requested) size
+        total = work
+        if total is None:  # no rate yet: the prior at the current (or requested) size
             base_n = cur_gpus or min(req.gpus, cap, gpn)
             ref_good = self._good(model, table, base_n, gpn)[0]
-            ref = ref_good * self.new_job_seconds if ref_good > 0 else None
-        total = work if work is not None else ref
-        if total is None:
-            return []
+            if ref_good <= 0:
+                return []
+            total = ref_good * self.new_job_seconds
         base_good = self._good(model, table, cur_gpus or 1, gpn)[0]
         if base_good > 0 and remaining * total / base_good >= self.explore_after:
             explorer, table = self._model(job, marks, optimistic=True)
             model = explorer or model
-        for n in sorted(counts):
+        for n in _counts(cap, gpn):
             good, batch = self._good(model, table, n, gpn)
             if good <= 0:
                 continue
-            left = remaining * total / good + restart
-            options[n] = Option(n, weight / left, batch, False)
+            options[n] = Option(n, remaining * total / good + restart, batch, False)
         if running:
             good = _observed_goodput(job.observed)
             if good > 0:
-                keep = Option(cur_gpus, bonus * weight / (remaining * total / good), None, True)
-                if cur_gpus not in options or options[cur_gpus].value <= keep.value:
+                keep = Option(cur_gpus, remaining * total / good, None, True)
+                if cur_gpus not in options or options[cur_gpus].seconds >= keep.seconds:
                     options[cur_gpus] = keep
         return [options[n] for n in sorted(options)]
 
@@ -197,8 +208,12 @@ class DanluPolicy:
         )
         new_marks: dict[str, dict[str, float]] = {}
         all_options: list[list[Option]] = []
-        forced: list[int] = []
-        for job in whole:
+        pinned: list[int] = []
+        keys: list[tuple[float, int]] = []
+        starving: list[int] = []
+        grow: list[bool] = []
+        scale = max(capacity, 1)
+        for index, job in enumerate(whole):
             marks: Mapping[str, float] = job.marks
             update = dm.remembered(marks, job.observed) if job.running else {}
             if update:
@@ -210,23 +225,34 @@ class DanluPolicy:
                 new_marks[job.id] = update
             waited = max(0.0, now - job.request.submit_time - job.run_time_at(now))
             weight = 1.0 + waited / self.aging
-            opts = self._options(job, marks, work, weight, capacity, gpn, now)
+            opts = self._options(job, marks, work, capacity, gpn, now)
+            since = now - job.last_start if job.last_start is not None else math.inf
+            hold = self.min_hold * (1.0 + marks.get(MOVES, 0.0) / self.move_slack)
             held = job.running and (
-                (job.last_start is not None and now - job.last_start < self.min_hold)
-                or marks.get(MOVES, 0.0) >= self.max_moves
-                or job.request.shares_gpu
+                since < hold or marks.get(MOVES, 0.0) >= self.max_moves or job.request.shares_gpu
             )
             pin = -1
             if held:
                 opts = [o for o in opts if o.keep] or [
-                    Option(job.allocation.num_gpus, 1.0, None, True)
+                    Option(job.allocation.num_gpus, self.new_job_seconds, None, True)
                 ]
                 pin = 0
             elif not job.running and opts and waited >= self.starve_after:
-                pin = 0
+                starving.append(index)
             all_options.append(opts)
-            forced.append(pin)
-        chosen = allocate(all_options, capacity, forced)
+            pinned.append(pin)
+            grow.append(held and since >= self.grow_after and not job.request.shares_gpu)
+            best = min((o.seconds * (1.0 + o.gpus / scale) for o in opts), default=math.inf)
+            if job.running:
+                best *= 1.0 - self.rank_hysteresis
+            keys.append((best / weight, job.request.seq))
+        order = sorted(range(len(whole)), key=keys.__getitem__)
+        if starving:  # waited too long: first in line, at their smallest size
+            first = set(starving)
+            order = starving + [j for j in order if j not in first]
+            for j in starving:
+                all_options[j] = all_options[j][:1]
+        chosen = walk(all_options, order, capacity, pinned, self.hysteresis, grow)
         plan = self._place(view, whole, all_options, chosen, new_marks)
         return self._share(view, shared, plan)
 

@@ -1,93 +1,107 @@
-"""GPU counts for the ``danlu`` policy: a greedy over each job's value curve.
+"""GPU counts for the ``danlu`` policy: an elastic shortest-remaining-time-first walk.
 
-Every job offers a few *options* (a GPU count, the value of running with it, the batch size
-that value assumes, and whether it keeps the job's current allocation). The allocator
-maximises the total value under the cluster's GPU count: it starts every job at "nothing"
-(or at a forced option) and repeatedly grants the increment with the best value per GPU,
-from a job's current option to any larger one (the upper concave hull of its curve, so a
-value curve with a bump -- a kept allocation that needs no restart -- is handled). A heap
-with lazy re-evaluation keeps it O((jobs + grants) log jobs).
+Every job offers a few *options*: a GPU count, the predicted remaining time with it (the
+restart cost included when it is not the job's current allocation), the batch size that
+prediction assumes, and whether it keeps the job's current allocation and batch.
+
+The jobs are walked in rank order (shortest predicted remaining time first, divided by the
+aging weight). Each job takes the option that minimises
+
+    ``seconds * (1 + price * gpus)``,   ``price = jobs ranked after it / cluster GPUs``
+
+among those that fit the GPUs left. The price is the JCT the GPUs cost the others: every
+GPU-second a job holds delays each of the jobs queued behind it by about ``1 / capacity``
+seconds, so a job with many jobs behind it stays at an efficient size and the last job (no
+one behind it) may use everything it can speed up with. A kept allocation's cost is
+discounted by ``hysteresis`` (changing it must pay for itself). A second pass gives GPUs
+nobody took (price 0) to the jobs, in rank order, where they shorten them.
+
+Linear in the jobs times their options; deterministic (ties by walk order).
 """
 
 from __future__ import annotations
 
-import heapq
 from collections.abc import Sequence
 from dataclasses import dataclass
 
 
 @dataclass(frozen=True, slots=True)
 class Option:
-    """Run a job on ``gpus`` GPUs at global ``batch`` for ``value``; ``keep``: its current
-    allocation and batch, no restart."""
+    """Run a job on ``gpus`` GPUs at global ``batch``; it then needs ``seconds`` more;
+    ``keep``: its current allocation and batch, no restart."""
 
     gpus: int
-    value: float
+    seconds: float
     batch: int | None = None
     keep: bool = False
 
 
-def _best_step(options: Sequence[Option], level: int, free: int) -> tuple[float, int] | None:
-    """The best (value per GPU, option index) above ``level`` that fits in ``free`` GPUs."""
-    cur_gpus = options[level].gpus if level >= 0 else 0
-    cur_value = options[level].value if level >= 0 else 0.0
-    best: tuple[float, int] | None = None
-    for k in range(level + 1, len(options)):
-        extra = options[k].gpus - cur_gpus
-        if extra > free:
-            break
-        gain = options[k].value - cur_value
-        if gain <= 0:
+def _cost(option: Option, price: float, hysteresis: float) -> float:
+    cost = option.seconds * (1.0 + price * option.gpus)
+    return cost * (1.0 - hysteresis) if option.keep else cost
+
+
+def _pick(
+    options: Sequence[Option], free: int, price: float, hysteresis: float, floor: int = 0
+) -> int:
+    """The index of the cheapest option with ``floor <= gpus <= free`` (-1: none)."""
+    best, best_cost = -1, float("inf")
+    for k, option in enumerate(options):
+        if option.gpus > free or option.gpus < floor:
             continue
-        slope = gain / extra if extra > 0 else float("inf")
-        if best is None or slope > best[0]:
-            best = (slope, k)
+        cost = _cost(option, price, hysteresis)
+        if cost < best_cost:
+            best, best_cost = k, cost
     return best
 
 
-def allocate(
-    options: Sequence[Sequence[Option]], capacity: int, forced: Sequence[int] | None = None
+def walk(
+    options: Sequence[Sequence[Option]],
+    order: Sequence[int],
+    capacity: int,
+    pinned: Sequence[int] | None = None,
+    hysteresis: float = 0.1,
+    may_grow: Sequence[bool] | None = None,
 ) -> list[int]:
     """The chosen option index per job (-1: none), GPUs within ``capacity``.
 
-    ``options[j]`` must be sorted by GPU count. ``forced[j] >= 0`` pins job ``j`` to at
-    least that option (granted first, in job order, while capacity lasts).
+    ``order`` lists the jobs best-ranked first; ``pinned[j] >= 0`` reserves job ``j`` that
+    option (granted before anyone else, in job order, while capacity lasts): the walk leaves
+    it alone, and only the second pass may grow it, when ``may_grow[j]``.
     """
     count = len(options)
-    level = [-1] * count
+    chosen = [-1] * count
     free = capacity
-    if forced is not None:
-        for j, k in enumerate(forced):
+    locked = [False] * count
+    if pinned is not None:
+        for j, k in enumerate(pinned):
             if k >= 0 and options[j][k].gpus <= free:
-                level[j] = k
+                chosen[j] = k
                 free -= options[j][k].gpus
-    version = [0] * count
-    heap: list[tuple[float, int, int, int]] = []
-
-    def push(j: int) -> None:
-        step = _best_step(options[j], level[j], free)
-        if step is not None:
-            heap.append((-step[0], j, step[1], version[j]))
-
-    for j in range(count):
-        push(j)
-    heapq.heapify(heap)
-    while heap and free > 0:
-        _, j, k, ver = heapq.heappop(heap)
-        if ver != version[j]:
+                locked[j] = True
+    scale = max(capacity, 1)
+    for rank, j in enumerate(order):
+        if locked[j] or not options[j]:
             continue
-        cur = options[j][level[j]].gpus if level[j] >= 0 else 0
-        extra = options[j][k].gpus - cur
-        if extra > free:
-            version[j] += 1
-            step = _best_step(options[j], level[j], free)
-            if step is not None:
-                heapq.heappush(heap, (-step[0], j, step[1], version[j]))
+        price = (len(order) - rank - 1) / scale
+        k = _pick(options[j], free, price, hysteresis)
+        if k >= 0:
+            chosen[j] = k
+            free -= options[j][k].gpus
+    if free <= 0:
+        return chosen
+    for j in order:  # GPUs nobody took: to whoever they shorten, best-ranked first
+        if not options[j] or free <= 0:
             continue
-        free -= extra
-        level[j] = k
-        version[j] += 1
-        step = _best_step(options[j], level[j], free)
-        if step is not None:
-            heapq.heappush(heap, (-step[0], j, step[1], version[j]))
-    return level
+        if locked[j] and (may_grow is None or not may_grow[j]):
+            continue
+        k = chosen[j]
+        held = options[j][k].gpus if k >= 0 else 0
+        better = _pick(options[j], free + held, 0.0, hysteresis, floor=held + 1)
+        if better < 0:
+            continue
+        current = _cost(options[j][k], 0.0, hysteresis) if k >= 0 else float("inf")
+        if _cost(options[j][better], 0.0, hysteresis) < current:
+            chosen[j] = better
+            free -= options[j][better].gpus - held
+    return chosen
