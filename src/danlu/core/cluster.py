@@ -176,6 +176,7 @@ class Cluster:
     nodes: tuple[Node, ...]
     name: str = "cluster"
     _gpu_offsets: tuple[int, ...] = field(init=False, repr=False, compare=False)
+    _total_gpus: int = field(init=False, repr=False, compare=False)
 
     def __post_init__(self) -> None:
         offsets, total = [], 0
@@ -183,10 +184,11 @@ class Cluster:
             offsets.append(total)
             total += node.gpus
         object.__setattr__(self, "_gpu_offsets", tuple(offsets))
+        object.__setattr__(self, "_total_gpus", total)
 
     @property
     def total_gpus(self) -> int:
-        return sum(n.gpus for n in self.nodes)
+        return self._total_gpus
 
     def gpu_offset(self, node: int) -> int:
         """Index of the node's first GPU in a flat numbering of all GPUs."""

@@ -128,12 +128,20 @@ class FreeMap:
         for node, take in nodes:
             start = int(self._offsets[node])
             idle = np.flatnonzero(self._whole(slice(start, start + int(self._sizes[node]))))
-            for gpu in idle[:take].tolist():
-                memory = int(self.free_memory[start + gpu])
-                shares.append(GpuShare(node, gpu, MILLI_PER_GPU, memory))
-        alloc = Allocation(tuple(shares))
-        self.take(alloc)
-        return alloc
+            gpus = idle[:take]
+            if gpus.size < take:
+                raise PlacementError(f"node {node} has {gpus.size} idle GPUs, {take} asked")
+            index = start + gpus
+            memory = self.free_memory[index].tolist()
+            shares += [
+                GpuShare(node, gpu, MILLI_PER_GPU, mem)
+                for gpu, mem in zip(gpus.tolist(), memory, strict=True)
+            ]
+            # Idle GPUs taken whole: nothing of them is left.
+            self.free_milli[index] = 0
+            self.free_memory[index] = 0
+            self._whole_gpus_changed(node, -take)
+        return Allocation(tuple(shares))
 
     def _best_fit_buckets(self, count: int) -> list[tuple[int, int]] | None:
         """Best-fit without constraints, in pure Python (no per-call numpy overhead)."""
@@ -294,15 +302,18 @@ class FreeMap:
                 )
             is_whole = bool(self._whole(index))
             if was_whole != is_whole:
-                delta = 1 if is_whole else -1
-                old = int(self.node_free[share.node])
-                self.node_free[share.node] = old + delta
-                self.total_free += delta
-                if self._buckets is not None:
-                    if old > 0:
-                        self._buckets[old].remove(share.node)
-                    if old + delta > 0:
-                        bisect.insort(self._buckets[old + delta], share.node)
+                self._whole_gpus_changed(share.node, 1 if is_whole else -1)
+
+    def _whole_gpus_changed(self, node: int, delta: int) -> None:
+        """Count ``delta`` more idle GPUs on ``node`` (negative: fewer)."""
+        old = int(self.node_free[node])
+        self.node_free[node] = old + delta
+        self.total_free += delta
+        if self._buckets is not None:
+            if old > 0:
+                self._buckets[old].remove(node)
+            if old + delta > 0:
+                bisect.insort(self._buckets[old + delta], node)
 
 
 def _lower(names: frozenset[str]) -> frozenset[str]:

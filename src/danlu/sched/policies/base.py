@@ -13,13 +13,15 @@ A policy is a plain object: configuration in its constructor, and
 from __future__ import annotations
 
 import math
+from bisect import bisect_left, bisect_right
 from collections.abc import Callable, Sequence
+from itertools import accumulate
+from operator import attrgetter
 from typing import Any, Protocol
-
-import numpy as np
 
 from danlu.core.cluster import MILLI_PER_GPU
 from danlu.sched.placement.gang import FreeMap
+from danlu.sched.policies.ranked import RankKey
 from danlu.sched.view import ClusterView, JobStatus, Plan, Preempt, Start
 
 
@@ -56,19 +58,6 @@ def _why_not(free: FreeMap, job: JobStatus) -> str:
     return reason
 
 
-def order_by(jobs: Sequence[JobStatus], *keys: Sequence[float]) -> list[JobStatus]:
-    """``jobs`` sorted by ``keys`` (primary key first), ties in submission order.
-
-    One ``numpy.lexsort`` instead of a Python sort with tuple keys: several times faster on
-    queues of thousands of jobs.
-    """
-    if not jobs:
-        return []
-    seq = np.fromiter((j.request.seq for j in jobs), dtype=np.int64, count=len(jobs))
-    columns = [seq, *(np.asarray(k, dtype=np.float64) for k in reversed(keys))]
-    return [jobs[i] for i in np.lexsort(columns).tolist()]
-
-
 def queue_round(
     view: ClusterView, order: Sequence[JobStatus], placement: str, backfill: bool
 ) -> Plan:
@@ -102,10 +91,17 @@ _LISTED_REASONS = 100
 proportional to the jobs it can act on, not to the length of the queue."""
 
 
-def _reasons(free: FreeMap, left: list[JobStatus]) -> dict[str, Any]:
+def _reasons(free: FreeMap, left: list[JobStatus], total: int) -> dict[str, Any]:
     waiting = {j.id: _why_not(free, j) for j in left[:_LISTED_REASONS]}
-    default = "waiting for GPUs to free up" if len(left) > _LISTED_REASONS else ""
+    default = "waiting for GPUs to free up" if total > _LISTED_REASONS else ""
     return {"waiting": waiting, "waiting_default": default}
+
+
+_PREEMPTIBLE = attrgetter("request.preemptible")
+_DEMAND = attrgetter("demand_milli")
+
+RankedLists = tuple[Sequence[RankKey], Sequence[JobStatus]]
+"""Keys ascending and the jobs they rank, in the same order."""
 
 
 def preemptive_round(
@@ -115,61 +111,154 @@ def preemptive_round(
 ) -> Plan:
     """Keep or start the best-ranked jobs (lowest ``rank``) that fit; preempt the rest.
 
+    Ranks every job of the view; policies that keep their order across rounds call
+    :func:`ranked_round` directly. Equal ranks keep view order, pending jobs first.
+    """
+    if not view.pending:
+        return Plan(recheck_at=math.inf)
+    pending = sorted([((rank(j), i), j) for i, j in enumerate(view.pending)], key=_first)
+
+    def running() -> RankedLists:
+        offset = len(view.pending)
+        ranked = sorted(
+            [((rank(j), offset + i), j) for i, j in enumerate(view.running)], key=_first
+        )
+        return [key for key, _ in ranked], [job for _, job in ranked]
+
+    return ranked_round(
+        view, [key for key, _ in pending], [job for _, job in pending], running, placement
+    )
+
+
+def _first(item: tuple[RankKey, JobStatus]) -> RankKey:
+    return item[0]
+
+
+def ranked_round(
+    view: ClusterView,
+    pending_keys: Sequence[RankKey],
+    pending_jobs: Sequence[JobStatus],
+    running: Callable[[], RankedLists],
+    placement: str,
+    mark_preempted: Callable[[JobStatus], dict[str, float]] | None = None,
+) -> Plan:
+    """Keep or start the best-ranked jobs that fit; preempt the rest.
+
+    ``pending_keys``/``pending_jobs``: the view's pending jobs in rank order (lowest key
+    first); ``running()``: the same for the view's running jobs, called only when a
+    preemption is possible. Keys must be unique across both lists.
+
     Non-preemptible running jobs are always kept. The capacity budget is counted in
     milli-GPU; a job that would be admitted by the budget but cannot be placed (fragmentation,
-    GPU type) waits and does not cause preemptions.
+    GPU type) waits and does not cause preemptions. ``mark_preempted(job)`` gives the marks
+    to keep for each preempted job (:attr:`Plan.marks`).
     """
     # Fast path: place pending jobs in rank order on the free GPUs, skipping those that do not
     # fit. If every job fits, or no preemptible running job ranks below a job left waiting,
     # nobody can be preempted and this is the whole answer (gangs may span nodes, so a job
     # fits by GPU count exactly when it can be placed).
-    if not view.pending:
+    if not pending_jobs:
         return Plan(recheck_at=math.inf)
     free = FreeMap(view, placement)
     quick: list[Start] = []
     left: list[JobStatus] = []
-    # Decorate-sort: one rank() call per job; the index keeps equal ranks in view order.
-    pending_ranked = sorted([(rank(j), i, j) for i, j in enumerate(view.pending)])
-    for position, (_, _, job) in enumerate(pending_ranked):
+    left_total = 0
+    best_waiting: RankKey | None = None
+    for position, job in enumerate(pending_jobs):
         if free.total_free == 0 and not free.any_capacity():
-            left += [j for _, _, j in pending_ranked[position:]]  # nothing else can fit
+            # Nothing else can fit: the rest waits.
+            if best_waiting is None:
+                best_waiting = pending_keys[position]
+            room = _LISTED_REASONS + 1 - len(left)
+            if room > 0:
+                left.extend(pending_jobs[position : position + room])
+            left_total += len(pending_jobs) - position
             break
         alloc = free.place(job.request) if free.could_fit_now(job.request) else None
-        if alloc is None:
-            left.append(job)
-        else:
+        if alloc is not None:
             quick.append(Start(job.id, alloc))
-    if not left:
+            continue
+        if best_waiting is None:
+            best_waiting = pending_keys[position]
+        if len(left) <= _LISTED_REASONS:
+            left.append(job)
+        left_total += 1
+    if best_waiting is None:
         return Plan(starts=tuple(quick), recheck_at=math.inf)
-    best_waiting = rank(left[0])
-    offset = len(view.pending)
-    running_ranked = [
-        (rank(j), offset + i, j) for i, j in enumerate(view.running) if j.request.preemptible
-    ]
-    if not any(key > best_waiting for key, _, _ in running_ranked):
-        return Plan(starts=tuple(quick), **_reasons(free, left))
+    running_keys, running_jobs = running()
+    lowest = next(
+        (
+            key
+            for key, job in zip(reversed(running_keys), reversed(running_jobs), strict=True)
+            if job.request.preemptible
+        ),
+        None,
+    )
+    if lowest is None or not lowest > best_waiting:
+        return Plan(starts=tuple(quick), **_reasons(free, left, left_total))
+    return _preempting_round(
+        view, pending_keys, pending_jobs, running_keys, running_jobs, placement, mark_preempted
+    )
 
-    capacity = view.cluster.total_gpus * MILLI_PER_GPU
-    kept_fixed = [j for j in view.running if not j.request.preemptible]
-    budget = capacity - sum(j.demand_milli for j in kept_fixed)
-    candidates = sorted(running_ranked + pending_ranked)
+
+def _preempting_round(
+    view: ClusterView,
+    pending_keys: Sequence[RankKey],
+    pending_jobs: Sequence[JobStatus],
+    running_keys: Sequence[RankKey],
+    running_jobs: Sequence[JobStatus],
+    placement: str,
+    mark_preempted: Callable[[JobStatus], dict[str, float]] | None,
+) -> Plan:
+    """The slow path of :func:`ranked_round`: admit by rank within capacity, then place.
+
+    Jobs are admitted in rank order while their demand fits the capacity left. Running jobs
+    are taken in bulk between two pending ones (prefix sums of their demand and a bisection
+    find how many fit), so the walk costs a step per pending job it reaches, not per job.
+    """
+    fixed = 0
+    if all(map(_PREEMPTIBLE, running_jobs)):
+        run_keys, run_jobs = running_keys, running_jobs
+    else:
+        run_keys = [
+            k for k, j in zip(running_keys, running_jobs, strict=True) if j.request.preemptible
+        ]
+        run_jobs = [j for j in running_jobs if j.request.preemptible]
+        fixed = sum(j.demand_milli for j in running_jobs if not j.request.preemptible)
+    budget = view.cluster.total_gpus * MILLI_PER_GPU - fixed
+    demand_before = [0, *accumulate(map(_DEMAND, run_jobs))]
+    """``demand_before[i]``: milli-GPU held by the ``i`` best-ranked preemptible running jobs."""
     admitted: list[JobStatus] = []
     rejected_running: list[JobStatus] = []
     waiting: dict[str, str] = {}
     default = ""
-    for position, (_, _, job) in enumerate(candidates):
+    p, r = 0, 0
+    n_pending, n_running = len(pending_jobs), len(run_jobs)
+    while p < n_pending or r < n_running:
         if budget <= 0:
             # Capacity is spoken for: every later running job falls below the line and
             # every later pending job waits for the same reason.
-            rejected_running += [j for _, _, j in candidates[position:] if j.running]
+            rejected_running += run_jobs[r:]
             default = "outranked: the cluster's capacity is held by higher-ranked jobs"
             break
+        if r < n_running and (p >= n_pending or run_keys[r] < pending_keys[p]):
+            # The running jobs ranked before the next pending one, as many as fit at once.
+            end = n_running if p >= n_pending else bisect_left(run_keys, pending_keys[p], r)
+            fit = bisect_right(demand_before, demand_before[r] + budget, r, end + 1) - 1
+            if fit > r:
+                budget -= demand_before[fit] - demand_before[r]
+                r = fit
+                continue
+            job = run_jobs[r]  # the next one does not fit: it falls below the line
+            r += 1
+            rejected_running.append(job)
+            continue
+        job = pending_jobs[p]
+        p += 1
         demand = job.demand_milli
         if demand <= budget:
             admitted.append(job)
             budget -= demand
-        elif job.running:
-            rejected_running.append(job)
         else:
             waiting[job.id] = (
                 f"outranked: needs {demand // MILLI_PER_GPU} GPUs of capacity "
@@ -185,21 +274,26 @@ def preemptive_round(
     starts: list[Start] = []
     unplaced: list[JobStatus] = []
     for job in admitted:
-        if job.running:
-            continue
         alloc = free.place(job.request)
         if alloc is None:
             unplaced.append(job)
         else:
             starts.append(Start(job.id, alloc))
     preempts: list[Preempt] = []
+    marks: dict[str, dict[str, float]] = {}
     for victim in rejected_running:
         if free.can_take(victim.allocation):
             free.take(victim.allocation)
         else:
             preempts.append(Preempt(victim.id, "outranked by waiting jobs"))
+            if mark_preempted is not None:
+                marks[victim.id] = mark_preempted(victim)
     for job in unplaced:
         waiting[job.id] = _why_not(free, job)
     return Plan(
-        starts=tuple(starts), preempts=tuple(preempts), waiting=waiting, waiting_default=default
+        starts=tuple(starts),
+        preempts=tuple(preempts),
+        waiting=waiting,
+        waiting_default=default,
+        marks=marks,
     )

@@ -4,9 +4,10 @@ from __future__ import annotations
 
 import dataclasses
 import math
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
-from danlu.sched.policies.base import order_by, preemptive_round, queue_round
+from danlu.sched.policies.base import queue_round, ranked_round
+from danlu.sched.policies.ranked import RankedJobs, RankKey, ranked_pending
 from danlu.sched.view import ClusterView, JobStatus, Plan
 
 
@@ -17,6 +18,9 @@ class PriorityPolicy:
     Aging orders the queue (so low-priority jobs are never starved by a stream of equal
     ones) but preemption compares base priorities only: a running job is preempted only for a
     job of strictly higher base priority, so aging cannot cause thrashing.
+
+    Every job ages at the same rate, so the queue's order never changes with the clock:
+    ``priority + rate x (now - submit)`` ranks jobs as ``priority - rate x submit`` does.
     """
 
     placement: str = "best-fit"
@@ -24,37 +28,53 @@ class PriorityPolicy:
     preempt: bool = True
     backfill: bool = True
     name: str = "priority"
+    _queue: RankedJobs = field(
+        default_factory=ranked_pending, init=False, repr=False, compare=False
+    )
+    _pending: RankedJobs = field(
+        default_factory=ranked_pending, init=False, repr=False, compare=False
+    )
+    _running: RankedJobs = field(default_factory=RankedJobs, init=False, repr=False, compare=False)
+    """The queue order and the preemption ranks, kept from round to round (a transparent
+    cache: the plans are the same with a fresh policy; see :mod:`.ranked`)."""
+
+    def _aged(self, job: JobStatus) -> float:
+        """Minus the effective priority, up to a shift shared by all jobs at one time."""
+        req = job.request
+        return self.aging_per_hour / 3600.0 * req.submit_time - req.priority
+
+    def queue_key(self, job: JobStatus, now: float) -> tuple[RankKey, float]:
+        """Effective (aged) priority, highest first; then submission order."""
+        return (self._aged(job), job.request.seq, job.request.id), math.inf
+
+    def preempt_key(self, job: JobStatus, now: float) -> tuple[RankKey, float]:
+        """Base priority first; running jobs before waiting ones of the same priority (no
+        preemption within a priority class); then the queue order."""
+        req = job.request
+        running = 0.0 if job.running else 1.0
+        return (-req.priority, running, self._aged(job), req.seq, req.id), math.inf
 
     def schedule(self, view: ClusterView) -> Plan:
         now = view.time
-        aging = self.aging_per_hour / 3600.0
-
-        def queue_key(job: JobStatus) -> tuple[float, float, str]:
-            req = job.request
-            effective = req.priority + aging * max(0.0, now - req.submit_time)
-            return (-effective, req.submit_time, req.id)
-
-        effective = [
-            -(j.request.priority + aging * max(0.0, now - j.request.submit_time))
-            for j in view.pending
-        ]
-        order = order_by(view.pending, effective)
+        order = self._queue.update(view.pending, now, self.queue_key).jobs
         plan = queue_round(view, order, self.placement, self.backfill)
         if not self.preempt or not plan.has_waiting or not view.running:
             return plan
-        lowest_running = min(
-            (j.request.priority for j in view.running if j.request.preemptible), default=None
+        pending = self._pending.update(view.pending, now, self.preempt_key)
+        running = self._running.update(view.running, now, self.preempt_key)
+        lowest_running = next(
+            (
+                -key[0]
+                for key, job in zip(reversed(running.keys), reversed(running.jobs), strict=True)
+                if job.request.preemptible
+            ),
+            None,
         )
-        top_waiting = max(view.pending, key=lambda j: j.request.priority).request.priority
+        top_waiting = -pending.keys[0][0]
         if lowest_running is None or top_waiting <= lowest_running:
             return plan
-
-        def rank(job: JobStatus) -> tuple[float, float, float, str]:
-            # Running jobs first among equals: preemption only across base-priority classes.
-            req = job.request
-            return (-req.priority, 0.0 if job.running else 1.0, queue_key(job)[0], req.id)
-
         # Waiting jobs never overtake running ones by the clock alone (see the docstring).
-        return dataclasses.replace(
-            preemptive_round(view, rank, self.placement), recheck_at=math.inf
+        plan = ranked_round(
+            view, pending.keys, pending.jobs, lambda: (running.keys, running.jobs), self.placement
         )
+        return dataclasses.replace(plan, recheck_at=math.inf)

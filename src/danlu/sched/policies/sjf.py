@@ -3,10 +3,11 @@
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
-from danlu.sched.policies.base import order_by, queue_round
-from danlu.sched.view import ClusterView, Plan
+from danlu.sched.policies.base import queue_round
+from danlu.sched.policies.ranked import RankedJobs, RankKey, ranked_pending
+from danlu.sched.view import ClusterView, JobStatus, Plan
 
 
 @dataclass(frozen=True)
@@ -22,11 +23,17 @@ class SjfPolicy:
     by_gpu_time: bool = True
     name: str = "sjf"
 
+    _queue: RankedJobs = field(
+        default_factory=ranked_pending, init=False, repr=False, compare=False
+    )
+    """The pending jobs in order, kept from round to round (a transparent cache)."""
+
+    def rank_key(self, job: JobStatus, now: float) -> tuple[RankKey, float]:
+        """Expected (GPU) time, then submission order; the key never changes."""
+        req = job.request
+        size = (req.expected_duration or math.inf) * (max(req.gpus, 1) if self.by_gpu_time else 1)
+        return (size, req.seq, req.id), math.inf
+
     def schedule(self, view: ClusterView) -> Plan:
-        pending = view.pending
-        weight = self.by_gpu_time
-        sizes = [
-            (j.request.expected_duration or math.inf) * (max(j.request.gpus, 1) if weight else 1)
-            for j in pending
-        ]
-        return queue_round(view, order_by(pending, sizes), self.placement, self.backfill)
+        order = self._queue.update(view.pending, view.time, self.rank_key).jobs
+        return queue_round(view, order, self.placement, self.backfill)

@@ -27,7 +27,8 @@ import math
 from dataclasses import dataclass, field
 
 from danlu.core.cluster import MILLI_PER_GPU
-from danlu.sched.policies.base import preemptive_round
+from danlu.sched.policies.base import ranked_round
+from danlu.sched.policies.ranked import RankedJobs, RankKey, ranked_pending
 from danlu.sched.view import ClusterView, JobStatus, Plan
 
 QUEUE = "tiresias.queue"
@@ -44,11 +45,12 @@ class TiresiasPolicy:
     """Promote a pending job to queue 0 once waited >= factor x run time; 0 disables."""
     starvation_min: float = 0.0
     name: str = "tiresias"
-    _memo: dict[str, tuple[JobStatus, float, tuple[int, float, int, str]]] = field(
-        default_factory=dict, init=False, repr=False, compare=False
+    _pending: RankedJobs = field(
+        default_factory=ranked_pending, init=False, repr=False, compare=False
     )
-    """Rank keys by job, reused while the job's status object is unchanged and no threshold
-    is crossed (a transparent cache: results are the same with or without it)."""
+    _running: RankedJobs = field(default_factory=RankedJobs, init=False, repr=False, compare=False)
+    """The pending and running jobs in rank order, kept from round to round (a transparent
+    cache: the plans are the same with a fresh policy; see :mod:`.ranked`)."""
 
     def __post_init__(self) -> None:
         if list(self.thresholds) != sorted(self.thresholds):
@@ -91,23 +93,6 @@ class TiresiasPolicy:
         stopped = (job.last_start or job.request.submit_time) + job.run_time
         return stopped + max(self.starvation_min, self.starvation_factor * job.run_time)
 
-    def _next_change(self, view: ClusterView) -> float:
-        """When the next running job crosses a threshold (or a waiting one is promoted)."""
-        soonest = math.inf
-        for job in view.running:
-            if job.last_start is None:
-                continue
-            gpus = job.allocation.gpu_milli / MILLI_PER_GPU
-            service = job.attained_at(view.time) - job.marks.get(SERVICE_BASE, 0.0)
-            index = bisect.bisect_right(self.thresholds, service)
-            if index < len(self.thresholds) and gpus > 0:
-                soonest = min(soonest, view.time + (self.thresholds[index] - service) / gpus)
-        if self.starvation_factor > 0:
-            for job in view.pending:
-                if job.run_time > 0:
-                    soonest = min(soonest, self._promotion_time(job))
-        return soonest
-
     def _valid_until(self, job: JobStatus, now: float) -> float:
         """Until when ``queue_of`` stays what it is at ``now`` (if the status is unchanged)."""
         if job.last_start is not None and job.allocation.shares:
@@ -118,47 +103,39 @@ class TiresiasPolicy:
                 return now + (self.thresholds[index] - service) / gpus
             return math.inf
         if self.starvation_factor > 0 and job.run_time > 0:
-            return self._promotion_time(job)
+            promotion = self._promotion_time(job)
+            if now < promotion:
+                return promotion
         return math.inf
+
+    def rank_key(self, job: JobStatus, now: float) -> tuple[RankKey, float]:
+        """The job's rank (queue, time it entered the queue, submission order) at ``now``,
+        and the time until which it holds."""
+        queue, entered = self.queue_of(job, now)
+        return (queue, entered, job.request.seq, job.request.id), self._valid_until(job, now)
 
     def schedule(self, view: ClusterView) -> Plan:
         now = view.time
-        memo = self._memo
-        fresh: dict[str, tuple[JobStatus, float, tuple[int, float, int, str]]] = {}
+        pending = self._pending.update(view.pending, now, self.rank_key)
+        running = self._running.update(view.running, now, self.rank_key)
 
-        def rank(job: JobStatus) -> tuple[int, float, int, str]:
-            job_id = job.request.id
-            hit = fresh.get(job_id)
-            if hit is None:
-                hit = memo.get(job_id)
-            if hit is not None and hit[0] is job and now < hit[1]:
-                fresh[job_id] = hit
-                return hit[2]
-            queue, entered = self.queue_of(job, now)
-            key = (queue, entered, job.request.seq, job_id)
-            fresh[job_id] = (job, self._valid_until(job, now), key)
-            return key
+        def mark(job: JobStatus) -> dict[str, float]:
+            queue, entered = running.key_of(job)[:2]
+            return {QUEUE: float(queue), ENTERED: entered}
 
-        plan = preemptive_round(view, rank, self.placement)
-        marks = {
-            p.job_id: {QUEUE: float(rank_[0]), ENTERED: rank_[1]}
-            for p in plan.preempts
-            for rank_ in (fresh[p.job_id][2],)
-        }
+        plan = ranked_round(
+            view,
+            pending.keys,
+            pending.jobs,
+            lambda: (running.keys, running.jobs),
+            self.placement,
+            mark,
+        )
         recheck = math.inf
         if plan.has_waiting:
-            # A waiting job may overtake a running one once that one is demoted.
-            recheck = min(
-                (
-                    hit[1]
-                    if (hit := fresh.get(j.request.id)) is not None and hit[0] is j
-                    else self._valid_until(j, now)
-                    for j in view.running
-                ),
-                default=math.inf,
-            )
+            # A waiting job may overtake a running one once that one is demoted (or a
+            # waiting one is promoted).
+            recheck = running.expiry
             if self.starvation_factor > 0:
-                recheck = min(recheck, self._next_change(view))
-        memo.clear()
-        memo.update(fresh)
-        return dataclasses.replace(plan, marks=marks, recheck_at=recheck)
+                recheck = min(recheck, pending.expiry)
+        return dataclasses.replace(plan, recheck_at=recheck)
