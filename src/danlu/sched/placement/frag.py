@@ -39,6 +39,8 @@ class TypicalPods:
 
     Arrays of one entry per class: ``cpu_milli``, ``gpu_milli`` (per GPU, 0 for CPU-only
     pods), ``num_gpu``, ``weight``; ``specs`` holds the allowed GPU models (empty: any).
+    ``memory_mib`` (optional) is the median host memory of the class's requests; FGD's
+    measure ignores it, danlu's fill measure counts it.
     """
 
     cpu_milli: IntArray
@@ -46,6 +48,7 @@ class TypicalPods:
     num_gpu: IntArray
     specs: tuple[frozenset[str], ...]
     weight: FloatArray
+    memory_mib: IntArray | None = None
 
     def __len__(self) -> int:
         return len(self.specs)
@@ -63,17 +66,21 @@ def typical_pods(requests: Iterable[ShareRequest], coverage: float = 0.95) -> Ty
     """The most frequent request shapes covering ``coverage`` of the requests.
 
     Requests are grouped by (CPU, GPU milli, GPU count, GPU models) -- memory is not part
-    of the shape -- and taken from the most frequent down (ties: larger shape first)
-    until they cover ``coverage`` of all requests; their frequencies are renormalised.
+    of the shape; each class records the median memory of its requests (rounded down) --
+    and taken from the most frequent down (ties: larger shape first) until they cover
+    ``coverage`` of all requests; their frequencies are renormalised.
     """
     if not 0.0 < coverage <= 1.0:
         raise ConfigError(f"coverage must be in (0, 1], got {coverage}")
     counts: Counter[tuple[int, int, int, str]] = Counter()
+    memory: dict[tuple[int, int, int, str], list[int]] = {}
     specs: dict[str, frozenset[str]] = {}
     for r in requests:
         spec_key = "|".join(sorted(r.gpu_spec))
         specs[spec_key] = r.gpu_spec
-        counts[(r.cpu_milli, r.gpu_milli, r.num_gpu, spec_key)] += 1
+        key = (r.cpu_milli, r.gpu_milli, r.num_gpu, spec_key)
+        counts[key] += 1
+        memory.setdefault(key, []).append(r.memory_mib)
     total = sum(counts.values())
     if total == 0:
         raise ConfigError("typical pods need at least one request")
@@ -92,6 +99,7 @@ def typical_pods(requests: Iterable[ShareRequest], coverage: float = 0.95) -> Ty
         num_gpu=np.array([k[2] for k, _ in chosen], np.int64),
         specs=tuple(specs[k[3]] for k, _ in chosen),
         weight=weight / weight.sum(),
+        memory_mib=np.array([int(np.median(memory[k])) for k, _ in chosen], np.int64),
     )
 
 
@@ -163,8 +171,8 @@ class FgdScorer(ShareScorer):
         # per request shape: node scores and the node epochs they were computed at
         self._scores: dict[tuple[int, int, int, frozenset[str]], tuple[FloatArray, IntArray]] = {}
 
-    # per-cluster caches, refreshed for the nodes whose epoch changed
-    def _sync(self, cluster: ShareCluster) -> None:
+    def sync(self, cluster: ShareCluster) -> None:
+        """Refresh the per-cluster caches for the nodes whose epoch changed."""
         if self._cluster is not cluster:
             self._cluster = cluster
             self._usable: BoolArray = self.typical.usable(cluster.models)[cluster.model_idx]
@@ -205,11 +213,11 @@ class FgdScorer(ShareScorer):
         out: FloatArray = np.floor(100.0 / (1.0 + np.exp(-drop / 1000.0)))
         return out
 
-    def _share_drops(
+    def share_drops(
         self, cluster: ShareCluster, request: ShareRequest, rows: IntArray, values: IntArray
     ) -> FloatArray:
         """Fragmentation drop for putting the share on a GPU with ``values`` free on
-        node ``rows`` (parallel arrays)."""
+        node ``rows`` (parallel arrays; call :meth:`sync` first)."""
         d_cnt, d_small = self._lut(request.gpu_milli)
         after = _expected(
             self._usable[rows],
@@ -233,7 +241,7 @@ class FgdScorer(ShareScorer):
 
         Scores are cached per request shape and recomputed only for nodes that changed.
         """
-        self._sync(cluster)
+        self.sync(cluster)
         key = (request.cpu_milli, request.gpu_milli, request.num_gpu, request.gpu_spec)
         entry = self._scores.get(key)
         if entry is None:
@@ -255,17 +263,25 @@ class FgdScorer(ShareScorer):
             cand = srt >= request.gpu_milli
             cand[:, 1:] &= srt[:, 1:] != srt[:, :-1]
             r, c = np.nonzero(cand)
-            pair_score = self._to_score(self._share_drops(cluster, request, nodes[r], srt[r, c]))
+            pair_score = self._to_score(self.share_drops(cluster, request, nodes[r], srt[r, c]))
             starts = np.flatnonzero(np.r_[True, r[1:] != r[:-1]])
             out: FloatArray = np.maximum.reduceat(pair_score, starts)
             return out
+        return self._to_score(self.whole_drops(cluster, request, nodes))
+
+    def whole_drops(
+        self, cluster: ShareCluster, request: ShareRequest, nodes: IntArray
+    ) -> FloatArray:
+        """Fragmentation drop for placing a CPU-only or whole-GPU ``request`` on each of
+        ``nodes`` (call :meth:`sync` first)."""
         cpu_after = cluster.cpu_free[nodes] - request.cpu_milli
         cnt = self._cnt[nodes] - request.num_gpu  # whole GPUs: full ones become empty
         total = self._total[nodes] - request.total_gpu_milli
         after = _expected(
             self._usable[nodes], cnt, self._small[nodes], total, cpu_after, self.typical
         )
-        return self._to_score(self._frag[nodes] - after)
+        out: FloatArray = self._frag[nodes] - after
+        return out
 
     def pick_gpus(
         self,
@@ -277,9 +293,9 @@ class FgdScorer(ShareScorer):
         """For a share, the GPU with the best score (lowest index on ties)."""
         if not request.shared:
             return super().pick_gpus(cluster, request, node, rng)
-        self._sync(cluster)
+        self.sync(cluster)
         free = cluster.gpu_free[node]
         gpus = np.flatnonzero(free >= request.gpu_milli)
         rows = np.full(gpus.size, node, np.int64)
-        scores = self._to_score(self._share_drops(cluster, request, rows, free[gpus]))
+        scores = self._to_score(self.share_drops(cluster, request, rows, free[gpus]))
         return (int(gpus[np.argmax(scores)]),)
