@@ -4,21 +4,23 @@ average job completion time while keeping the cluster's goodput high.
 Each round, for every job, the policy predicts its remaining time ``T(n)`` on ``n`` GPUs at
 the best batch size there (the online model of :mod:`danlu_model`: throughput fitted from
 the step times the job measured, statistical efficiency from its gradient statistics,
-remaining work from the progress it reported) and gives it the value ``w / T(n)`` -- the
-rate at which it would finish, a value density. The GPU counts maximise the sum of values
-(:func:`danlu_alloc.allocate`): short jobs that are nearly done and scale well get GPUs first
-(shortest-remaining-time first, as far as the speed-up curve makes extra GPUs worth it),
-long jobs soak up what is left at their most efficient sizes.
+remaining work from the progress it reported). The GPU counts come from an elastic
+shortest-remaining-time-first walk (:func:`danlu_alloc.walk`): jobs in rank order (shortest
+``T`` first) each take the size that minimises ``T(n) * (1 + price * n)``, the price being
+the number of jobs ranked behind it per cluster GPU -- short jobs run first at efficient
+sizes, the last-ranked (long) job soaks up what is left.
 
 - Restarts are priced: any option other than keeping the current allocation and batch adds
-  ``restart_cost`` to ``T``; keeping gets a ``hysteresis`` bonus; a job (re)started less than
-  ``min_hold`` seconds ago keeps its allocation; after ``max_moves`` moves a job is only
-  ever kept. So nobody thrashes: preemptions per job are bounded.
+  ``restart_cost`` to ``T``; keeping gets a ``hysteresis`` discount; a running job ranks as
+  if ``rank_hysteresis`` shorter; a job (re)started less than ``min_hold * (1 + moves /
+  move_slack)`` seconds ago is neither shrunk nor preempted (it may grow into idle GPUs after
+  ``grow_after``); after ``max_moves`` moves it is never shrunk or preempted again. So nobody
+  thrashes: preemptions per job are bounded.
 - Fairness: ``w = 1 + waited / aging`` grows with the time a job waited, and a job waiting
   ``starve_after`` seconds is started first (at its smallest size): no job starves.
 - Jobs that report no batch limits are rigid: their requested GPUs, ``T`` from their
   ``expected_duration`` (else ``new_job_seconds``). Jobs never measured start at their
-  requested size (the user's tuned configuration) and the model explores from there,
+  requested size capped at one node (the user's tuned configuration) and the model explores,
   growing at most to twice the replicas measured so far.
 - Batch size and learning rate: the chosen global batch goes in the Start/Resize; the marks
   record it (``danlu.batch``) and the AdaScale learning-rate factor it implies
@@ -276,9 +278,9 @@ class DanluPolicy:
             if k >= 0:
                 moves.append((job, opts, k))
             elif job.running:
-                preempts.append(Preempt(job.id, "outvalued by other jobs"))
+                preempts.append(Preempt(job.id, "shorter-ranked jobs need its GPUs"))
             else:
-                waiting[job.id] = "lower value density than the jobs running"
+                waiting[job.id] = "shorter-ranked jobs hold the GPUs"
         moves.sort(key=lambda m: (-m[1][m[2]].gpus, m[0].request.seq))
         starts: list[Start] = []
         resizes: list[Resize] = []
