@@ -20,8 +20,9 @@ from danlu.train.state import capture_state, restore_state  # noqa: E402
 
 def _setup(seed: int = 0) -> tuple:
     torch.manual_seed(seed)
-    model = torch.nn.Sequential(torch.nn.Linear(6, 8), torch.nn.BatchNorm1d(8),
-                                torch.nn.Linear(8, 2))
+    model = torch.nn.Sequential(
+        torch.nn.Linear(6, 8), torch.nn.BatchNorm1d(8), torch.nn.Linear(8, 2)
+    )
     opt = torch.optim.Adam(model.parameters(), lr=0.01)
     sched = torch.optim.lr_scheduler.ReduceLROnPlateau(opt)
     scaler = torch.amp.GradScaler("cpu", init_scale=1024.0)
@@ -38,14 +39,24 @@ def _train(model, opt, steps: int = 3) -> None:
 
 def _equal_trees(a, b) -> bool:
     if isinstance(a, torch.Tensor):
-        return (isinstance(b, torch.Tensor) and a.dtype == b.dtype and a.shape == b.shape
-                and torch.equal(codec.bits(a), codec.bits(b)))
+        return (
+            isinstance(b, torch.Tensor)
+            and a.dtype == b.dtype
+            and a.shape == b.shape
+            and torch.equal(codec.bits(a), codec.bits(b))
+        )
     if isinstance(a, dict):
-        return isinstance(b, dict) and a.keys() == b.keys() and all(
-            _equal_trees(a[k], b[k]) for k in a)
+        return (
+            isinstance(b, dict)
+            and a.keys() == b.keys()
+            and all(_equal_trees(a[k], b[k]) for k in a)
+        )
     if isinstance(a, list | tuple):
-        return type(a) is type(b) and len(a) == len(b) and all(
-            _equal_trees(x, y) for x, y in zip(a, b, strict=True))
+        return (
+            type(a) is type(b)
+            and len(a) == len(b)
+            and all(_equal_trees(x, y) for x, y in zip(a, b, strict=True))
+        )
     if isinstance(a, float) and math.isnan(a):
         return isinstance(b, float) and math.isnan(b)
     if isinstance(a, np.ndarray):
@@ -59,10 +70,25 @@ def test_capture_restore_roundtrip_through_disk(tmp_path: Path) -> None:
     sched.step(1.0)
     random.random()
     np.random.rand()
-    extra = {"nan": float("nan"), "inf": -math.inf, 3: "int key", "t": (1, 2.5, None),
-             "arr": np.arange(4), "dtype": torch.bfloat16, "neg0": torch.tensor([-0.0])}
-    state = capture_state(model, opt, sched, scaler, data_state={"epoch": 2, "offset": 32},
-                          step=7, metrics_history=[{"loss": 0.5}], extra=extra)
+    extra = {
+        "nan": float("nan"),
+        "inf": -math.inf,
+        3: "int key",
+        "t": (1, 2.5, None),
+        "arr": np.arange(4),
+        "dtype": torch.bfloat16,
+        "neg0": torch.tensor([-0.0]),
+    }
+    state = capture_state(
+        model,
+        opt,
+        sched,
+        scaler,
+        data_state={"epoch": 2, "offset": 32},
+        step=7,
+        metrics_history=[{"loss": 0.5}],
+        extra=extra,
+    )
     mgr = CheckpointManager(str(tmp_path))
     mgr.save(7, state, {"loss": 0.5})
     expect = (random.random(), float(np.random.rand()), float(torch.rand(1)))
@@ -72,8 +98,11 @@ def test_capture_restore_roundtrip_through_disk(tmp_path: Path) -> None:
     assert _equal_trees(dict(state), loaded)
     m2, o2, s2, sc2 = _setup(seed=1)
     info = restore_state(loaded, m2, o2, s2, sc2)
-    assert (info.step, info.data_state, info.metrics_history) == (7, {"epoch": 2, "offset": 32},
-                                                                  [{"loss": 0.5}])
+    assert (info.step, info.data_state, info.metrics_history) == (
+        7,
+        {"epoch": 2, "offset": 32},
+        [{"loss": 0.5}],
+    )
     assert (random.random(), float(np.random.rand()), float(torch.rand(1))) == expect
     for a, b in zip(model.state_dict().values(), m2.state_dict().values(), strict=True):
         assert torch.equal(a, b)
@@ -124,8 +153,7 @@ def test_partial_and_corrupt_checkpoints_are_skipped(tmp_path: Path) -> None:
 
 def test_retention_keeps_last_and_best(tmp_path: Path) -> None:
     model, *_ = _setup()
-    mgr = CheckpointManager(str(tmp_path), keep_last=2, keep_best=2, best_metric="acc",
-                            mode="max")
+    mgr = CheckpointManager(str(tmp_path), keep_last=2, keep_best=2, best_metric="acc", mode="max")
     accs = [0.1, 0.9, 0.3, 0.8, 0.2, 0.4]
     for step, acc in enumerate(accs, 1):
         mgr.save(step, capture_state(model, step=step), {"acc": acc})
@@ -169,10 +197,13 @@ def test_incremental_is_smaller_and_restores_exactly(tmp_path: Path) -> None:
     assert [i.kind for i in infos] == ["full", "incremental", "incremental"] * 2 + ["full"]
     full, inc = infos[0].size, infos[1].size
     assert inc < 0.2 * full
-    assert all(i.base == infos[3 * (n // 3)].name for n, i in enumerate(infos)
-               if i.kind == "incremental")
+    assert all(
+        i.base == infos[3 * (n // 3)].name for n, i in enumerate(infos) if i.kind == "incremental"
+    )
     meta = json.loads((tmp_path / infos[4].name / "meta.json").read_bytes())
-    assert meta["layout"]["model/body0"] == "sparse" and meta["layout"]["model/body1"] == "base"
+    assert meta["layout"]["model/body1"] == "base"
+    assert meta["layout"]["model/body0"]["delta"]["nnz"] == 3  # only the changed elements
+    assert "delta" in meta["layout"]["model/head"]
     fresh = CheckpointManager(str(tmp_path))
     for info, state in zip(infos, states, strict=True):
         step, loaded = fresh.load(info.name)

@@ -7,8 +7,9 @@ LAST, ``MANIFEST.json`` (kind, base, step, metrics and the SHA-256 and size of e
 A directory without a manifest, or whose files do not match it, is never loaded.
 
 An incremental checkpoint stores only what differs from the last *full* checkpoint (its
-``base``): unchanged tensors are references, changed ones a sparse bit-delta or a whole
-tensor, whichever is smaller. Every ``full_every``-th checkpoint is full, so a restore
+``base``): unchanged tensors are references, changed ones a compressed element-wise delta
+(:mod:`danlu.train.checkpoint.delta`: exact on the bits) or the whole tensor, whichever is
+smaller. Every ``full_every``-th checkpoint is full, so a restore
 reads at most two checkpoints.
 """
 
@@ -25,7 +26,7 @@ from typing import Any, Literal
 import torch
 
 from danlu.core.errors import ConfigError, DataError
-from danlu.train.checkpoint import codec
+from danlu.train.checkpoint import codec, delta
 from danlu.train.checkpoint.sharded import distributed_world, load_sharded, save_sharded
 from danlu.train.checkpoint.storage import LocalStorage, Storage, open_storage, sha256
 from danlu.train.state import CapturedState
@@ -186,9 +187,7 @@ class CheckpointManager:
             self._persist(*job)
             self.last_snapshot_s = time.perf_counter() - t0
 
-    def _save_sharded(
-        self, step: int, state: dict[str, Any], metrics: dict[str, float]
-    ) -> None:
+    def _save_sharded(self, step: int, state: dict[str, Any], metrics: dict[str, float]) -> None:
         """Collective save through DCP (synchronous); rank 0 writes the manifest last."""
         if not isinstance(self.storage, LocalStorage):
             raise ConfigError(
@@ -206,8 +205,13 @@ class CheckpointManager:
                 data = self.storage.read(self.storage.join(name, fname))
                 files[fname] = {"size": len(data), "sha256": sha256(data)}
             info = CheckpointInfo(
-                name=name, step=step, kind="sharded", base=None,
-                created_ns=time.time_ns(), metrics=metrics, files=files,
+                name=name,
+                step=step,
+                kind="sharded",
+                base=None,
+                created_ns=time.time_ns(),
+                metrics=metrics,
+                files=files,
             )
             self._write_manifest(info)
             self._retain()
@@ -215,15 +219,18 @@ class CheckpointManager:
 
     def _write_manifest(self, info: CheckpointInfo) -> None:
         manifest = {
-            "format": FORMAT, "name": info.name, "step": info.step, "kind": info.kind,
-            "base": info.base, "created_ns": info.created_ns, "metrics": info.metrics,
+            "format": FORMAT,
+            "name": info.name,
+            "step": info.step,
+            "kind": info.kind,
+            "base": info.base,
+            "created_ns": info.created_ns,
+            "metrics": info.metrics,
             "files": info.files,
         }
         # No directory fsync before the manifest: a file lost by a power cut is caught by
         # the manifest's checksums, so the manifest alone is the commit record.
-        self.storage.write(
-            self.storage.join(info.name, MANIFEST), json.dumps(manifest).encode()
-        )
+        self.storage.write(self.storage.join(info.name, MANIFEST), json.dumps(manifest).encode())
         self.storage.sync_dir(self.storage.join(info.name))
         self.storage.sync_dir(self.storage.root)
         self._infos[info.name] = info
@@ -271,14 +278,18 @@ class CheckpointManager:
             assert self._base is not None
             base_name, base = self._base
             for key, t in tensors.items():
-                d = codec.delta(t, base[key]) if key in base else {"full": t}
+                ref = base.get(key)
+                if ref is None or ref.dtype != t.dtype or ref.shape != t.shape:
+                    layout[key], stored[key] = "full", t
+                    continue
+                d = delta.encode(t, ref)
                 if d is None:
                     layout[key] = "base"
-                elif "full" in d:
+                elif d[0].numel() >= t.numel() * t.element_size():
                     layout[key], stored[key] = "full", t
                 else:
-                    layout[key] = "sparse"
-                    stored[key + "::idx"], stored[key + "::val"] = d["idx"], d["val"]
+                    layout[key] = {"delta": d[1]}
+                    stored[key + "::delta"] = d[0]
         else:
             stored = tensors
             layout = dict.fromkeys(tensors, "full")
@@ -417,7 +428,9 @@ class CheckpointManager:
                     tensors[key] = stored[key]
                 elif how == "base" and base is not None:
                     tensors[key] = base[key]
-                elif how == "sparse" and base is not None:
+                elif isinstance(how, dict) and "delta" in how and base is not None:
+                    tensors[key] = delta.decode(base[key], stored[key + "::delta"], how["delta"])
+                elif how == "sparse" and base is not None:  # written by earlier versions
                     tensors[key] = codec.apply_delta(
                         base[key], stored[key + "::idx"], stored[key + "::val"]
                     )
