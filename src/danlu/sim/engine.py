@@ -20,6 +20,7 @@ needs in its marks (as ``danlu`` does), exactly as it would against the server.
 
 from __future__ import annotations
 
+import bisect
 import heapq
 import math
 import operator
@@ -137,9 +138,10 @@ class Simulator:
         statuses change while they run (their observations), so only those are refreshed."""
         self._pending: dict[str, _Job] = {}
         self._pending_status: dict[str, JobStatus] = {}
-        """Statuses of the pending jobs, in submission order: a pending job's status does not
-        change while it waits, so views reuse these objects instead of rebuilding them."""
-        self._pending_sorted = True
+        """Statuses of the pending jobs by id: a pending job's status does not change while it
+        waits, so views reuse these objects instead of rebuilding them."""
+        self._pending_order: list[JobStatus] = []
+        """The same statuses in submission order (ascending ``seq``), as views hand them."""
         self._stepwise: dict[str, _Job] = {}
         self._finished: list[_Job] = []
         self._rejected: list[tuple[str, str]] = []
@@ -201,7 +203,7 @@ class Simulator:
     def _start(self, job: _Job, alloc: Allocation, batch_size: int | None = None) -> None:
         self._move(job, JobState.RUNNING, "scheduled")
         del self._pending[job.id]
-        del self._pending_status[job.id]
+        self._drop_pending_status(job.id)
         self._occupy(job, alloc, batch_size)
 
     def _occupy(self, job: _Job, alloc: Allocation, batch_size: int | None = None) -> None:
@@ -291,19 +293,31 @@ class Simulator:
                 target.marks.update(marks)
                 target.cached = None
                 if target.id in self._pending_status:
-                    self._pending_status[target.id] = target.status()
+                    self._set_pending_status(target.status())
                 elif target.id in self._running_status:
                     self._running_status[target.id] = target.status()
         return len(plan.starts) + len(plan.resizes)
 
     def _queue_status(self, job: _Job) -> None:
-        """``job`` joined the queue: keep its status, and note when the order breaks."""
-        if self._pending_status and job.request.seq < self._last_queued_seq():
-            self._pending_sorted = False
-        self._pending_status[job.id] = job.status()
+        """``job`` joined the queue: keep its status."""
+        self._set_pending_status(job.status())
 
-    def _last_queued_seq(self) -> int:
-        return next(reversed(self._pending_status.values())).request.seq
+    def _set_pending_status(self, status: JobStatus) -> None:
+        """Add or replace a pending job's status, keeping ``_pending_order`` sorted."""
+        order = self._pending_order
+        old = self._pending_status.get(status.request.id)
+        if old is not None:
+            order[bisect.bisect_left(order, old.request.seq, key=_BY_SEQ)] = status
+        elif order and status.request.seq < order[-1].request.seq:
+            bisect.insort(order, status, key=_BY_SEQ)  # a preempted job rejoins
+        else:
+            order.append(status)
+        self._pending_status[status.request.id] = status
+
+    def _drop_pending_status(self, job_id: str) -> None:
+        status = self._pending_status.pop(job_id)
+        order = self._pending_order
+        del order[bisect.bisect_left(order, status.request.seq, key=_BY_SEQ)]
 
     def _running_view(self) -> tuple[JobStatus, ...]:
         """Running statuses in ``_running`` order, stepwise jobs' observations refreshed."""
@@ -313,11 +327,7 @@ class Simulator:
 
     def _pending_view(self) -> tuple[JobStatus, ...]:
         """Pending statuses in submission order (the order ClusterView promises)."""
-        if not self._pending_sorted:
-            ordered = sorted(self._pending_status.values(), key=_BY_SEQ)
-            self._pending_status = {status.id: status for status in ordered}
-            self._pending_sorted = True
-        return tuple(self._pending_status.values())
+        return tuple(self._pending_order)
 
     def _round(self) -> tuple[int, float]:
         view = ClusterView(
@@ -439,6 +449,7 @@ class Simulator:
             self._rejected.append((job.id, "could not be placed even on an idle cluster"))
         self._pending.clear()
         self._pending_status.clear()
+        self._pending_order.clear()
 
     def _result(self) -> SimResult:
         records = [

@@ -70,6 +70,18 @@ class FreeMap:
         self._buckets: list[list[int]] | None = None
         """Node indices by free whole-GPU count (index), ascending: the best-fit fast path."""
 
+    def copy(self) -> FreeMap:
+        """An independent copy (cheaper than building a new map from the view)."""
+        other = object.__new__(FreeMap)
+        other.__dict__.update(self.__dict__)
+        other.free_milli = self.free_milli.copy()
+        other.free_memory = self.free_memory.copy()
+        other.node_free = self.node_free.copy()
+        other.reasons = {}
+        if self._buckets is not None:
+            other._buckets = [list(bucket) for bucket in self._buckets]
+        return other
+
     def _whole(self, index: slice | int) -> BoolArray:
         """Free as a whole: all compute and all memory unused."""
         return (self.free_milli[index] >= MILLI_PER_GPU) & (
@@ -108,9 +120,13 @@ class FreeMap:
             return self._place_shared(req)
         if self.total_free < count:
             return None
-        if self.strategy in ("best-fit", "fgd") and not req.gpu_types and not req.gpu_memory:
-            chosen = self._best_fit_buckets(count)
-            return None if chosen is None else self._take_nodes(chosen)
+        if not req.gpu_types and not req.gpu_memory:
+            if self.strategy in ("best-fit", "fgd"):
+                chosen = self._best_fit_buckets(count)
+                return None if chosen is None else self._take_nodes(chosen)
+            if self.strategy == "worst-fit":
+                chosen = self._emptiest_buckets(count)
+                return None if chosen is None else self._take_nodes(chosen)
         free = self.node_free
         mask = self._node_mask(req)
         if mask is not None:
@@ -127,24 +143,28 @@ class FreeMap:
         shares: list[GpuShare] = []
         for node, take in nodes:
             start = int(self._offsets[node])
-            idle = np.flatnonzero(self._whole(slice(start, start + int(self._sizes[node]))))
-            gpus = idle[:take]
-            if gpus.size < take:
-                raise PlacementError(f"node {node} has {gpus.size} idle GPUs, {take} asked")
-            index = start + gpus
-            memory = self.free_memory[index].tolist()
-            shares += [
-                GpuShare(node, gpu, MILLI_PER_GPU, mem)
-                for gpu, mem in zip(gpus.tolist(), memory, strict=True)
-            ]
-            # Idle GPUs taken whole: nothing of them is left.
-            self.free_milli[index] = 0
-            self.free_memory[index] = 0
+            end = start + int(self._sizes[node])
+            # Plain lists: a node has a handful of GPUs, too few for numpy to pay off.
+            milli = self.free_milli[start:end].tolist()
+            memory = self.free_memory[start:end].tolist()
+            capacity = self._gpu_mem_cap[start:end].tolist()
+            idle = [
+                gpu
+                for gpu, (m, mem, cap) in enumerate(zip(milli, memory, capacity, strict=True))
+                if m >= MILLI_PER_GPU and mem >= cap
+            ][:take]
+            if len(idle) < take:
+                raise PlacementError(f"node {node} has {len(idle)} idle GPUs, {take} asked")
+            for gpu in idle:
+                shares.append(GpuShare(node, gpu, MILLI_PER_GPU, memory[gpu]))
+                # Idle GPUs taken whole: nothing of them is left.
+                self.free_milli[start + gpu] = 0
+                self.free_memory[start + gpu] = 0
             self._whole_gpus_changed(node, -take)
         return Allocation(tuple(shares))
 
-    def _best_fit_buckets(self, count: int) -> list[tuple[int, int]] | None:
-        """Best-fit without constraints, in pure Python (no per-call numpy overhead)."""
+    def _node_buckets(self) -> list[list[int]]:
+        """Node indices by free whole-GPU count, each list ascending (built on first use)."""
         buckets = self._buckets
         if buckets is None:
             buckets = [[] for _ in range(int(self._sizes.max(initial=0)) + 1)]
@@ -152,6 +172,26 @@ class FreeMap:
                 if free > 0:
                     buckets[free].append(node)
             self._buckets = buckets
+        return buckets
+
+    def _emptiest_buckets(self, count: int) -> list[tuple[int, int]] | None:
+        """Worst-fit without constraints: the nodes with the most idle GPUs first (lowest
+        index first among equals), as :func:`_emptiest_first` picks them."""
+        buckets = self._node_buckets()
+        chosen: list[tuple[int, int]] = []
+        need = count
+        for size in range(len(buckets) - 1, 0, -1):
+            for node in buckets[size]:
+                take = min(need, size)
+                chosen.append((node, take))
+                need -= take
+                if need == 0:
+                    return chosen
+        return None
+
+    def _best_fit_buckets(self, count: int) -> list[tuple[int, int]] | None:
+        """Best-fit without constraints, in pure Python (no per-call numpy overhead)."""
+        buckets = self._node_buckets()
         for size in range(count, len(buckets)):
             if buckets[size]:
                 return [(buckets[size][0], count)]

@@ -159,7 +159,8 @@ def ranked_round(
     # fits by GPU count exactly when it can be placed).
     if not pending_jobs:
         return Plan(recheck_at=math.inf)
-    free = FreeMap(view, placement)
+    initial = FreeMap(view, placement)
+    free = initial.copy()
     quick: list[Start] = []
     left: list[JobStatus] = []
     left_total = 0
@@ -197,20 +198,20 @@ def ranked_round(
     if lowest is None or not lowest > best_waiting:
         return Plan(starts=tuple(quick), **_reasons(free, left, left_total))
     return _preempting_round(
-        view, pending_keys, pending_jobs, running_keys, running_jobs, placement, mark_preempted
+        initial, pending_keys, pending_jobs, running_keys, running_jobs, mark_preempted
     )
 
 
 def _preempting_round(
-    view: ClusterView,
+    free: FreeMap,
     pending_keys: Sequence[RankKey],
     pending_jobs: Sequence[JobStatus],
     running_keys: Sequence[RankKey],
     running_jobs: Sequence[JobStatus],
-    placement: str,
     mark_preempted: Callable[[JobStatus], dict[str, float]] | None,
 ) -> Plan:
-    """The slow path of :func:`ranked_round`: admit by rank within capacity, then place.
+    """The slow path of :func:`ranked_round`: admit by rank within capacity, then place
+    (``free``: the round's free map before anything was placed; it is used up).
 
     Jobs are admitted in rank order while their demand fits the capacity left. Running jobs
     are taken in bulk between two pending ones (prefix sums of their demand and a bisection
@@ -225,7 +226,7 @@ def _preempting_round(
         ]
         run_jobs = [j for j in running_jobs if j.request.preemptible]
         fixed = sum(j.demand_milli for j in running_jobs if not j.request.preemptible)
-    budget = view.cluster.total_gpus * MILLI_PER_GPU - fixed
+    budget = free.cluster.total_gpus * MILLI_PER_GPU - fixed
     demand_before = [0, *accumulate(map(_DEMAND, run_jobs))]
     """``demand_before[i]``: milli-GPU held by the ``i`` best-ranked preemptible running jobs."""
     admitted: list[JobStatus] = []
@@ -265,7 +266,6 @@ def _preempting_round(
                 "held by higher-ranked jobs"
             )
 
-    free = FreeMap(view, placement)
     # Release every running job that fell below the line, then place the admitted pending
     # jobs in rank order. A victim whose GPUs are all still free afterwards keeps running:
     # preempting it would only idle GPUs.
