@@ -60,7 +60,7 @@ class PriorityPolicy:
         plan = queue_round(view, order, self.placement, self.backfill)
         if not self.preempt or not plan.has_waiting or not view.running:
             return plan
-        pending = self._pending.update(view.pending, now, self.preempt_key)
+        pending = self._pending.update(view.pending, now, self.preempt_key, like=self._queue)
         running = self._running.update(view.running, now, self.preempt_key)
         lowest_running = next(
             (

@@ -56,6 +56,13 @@ class RankedJobs:
         valid until). Holding the status keeps its id from being reused while it is here."""
         self._source: Sequence[JobStatus] | None = None
         self._time = -math.inf
+        self._last_diff: tuple[object, object, list[JobStatus], list[JobStatus]] = (
+            None,
+            None,
+            [],
+            [],
+        )
+        """(previous set, new set, gone, came) of the last comparison (see ``like``)."""
         self._expiries: list[tuple[float, int]] = []
         """A heap of (valid until, identity) for keys that expire; entries of jobs that left
         (or were re-keyed) are dropped when they reach the top."""
@@ -89,10 +96,18 @@ class RankedJobs:
         """The key of a job of the current set."""
         return self._entries[self._ident(job)][1]
 
-    def update(self, jobs: Sequence[JobStatus], now: float, key: KeyFunction) -> RankedJobs:
+    def update(
+        self,
+        jobs: Sequence[JobStatus],
+        now: float,
+        key: KeyFunction,
+        like: RankedJobs | None = None,
+    ) -> RankedJobs:
         """Make the set ``jobs`` ranked at ``now``; returns ``self``.
 
         ``key`` must be the same function (same policy configuration) on every call.
+        ``like``: another ``by_seq`` order over the same jobs, already updated to ``jobs``;
+        when it came from the same previous set, its comparison is reused.
         """
         if self._by_seq and not isinstance(jobs, tuple):
             jobs = tuple(jobs)  # seq_diff compares slices: both sides must be tuples
@@ -104,7 +119,12 @@ class RankedJobs:
             self._rebuild(jobs, now, key)
             return self
         if self._by_seq:
-            gone_jobs, came_jobs = seq_diff(source, jobs)
+            last = like._last_diff if like is not None else None
+            if last is not None and last[0] is source and last[1] is jobs:
+                gone_jobs, came_jobs = last[2], last[3]
+            else:
+                gone_jobs, came_jobs = seq_diff(source, jobs)
+                self._last_diff = (source, jobs, gone_jobs, came_jobs)
             gone = {job.request.seq for job in gone_jobs}
             came = {job.request.seq: job for job in came_jobs}
         else:
