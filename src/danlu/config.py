@@ -185,7 +185,9 @@ def load_client_settings(
 ) -> ClientSettings:
     """The CLI's connection settings: flags (when not ``None``) win over ``DANLU_HOME``,
     ``DANLU_URL`` and ``DANLU_TOKEN``; the home defaults to ``~/.danlu``."""
-    overrides = {k: v for k, v in {"home": home, "url": url, "token": token}.items() if v}
+    overrides: dict[str, Any] = {
+        k: v for k, v in {"home": home, "url": url, "token": token}.items() if v
+    }
     try:
         return ClientSettings(**overrides)
     except ValidationError as exc:
