@@ -218,3 +218,26 @@ def test_sharing_rule_is_calibrated_on_gavel() -> None:
     assert median == pytest.approx(PAIR_GAIN, abs=1e-4)
     assert 0.3 < losing < 0.6
     assert sharing_pays() and not sharing_pays(min_gain=0.2)
+
+
+def test_a_move_that_measured_far_worse_is_undone_during_the_hold() -> None:
+    cluster = Cluster.homogeneous(1, 4)
+    good = measured(1, 64, 0.10, 0.0, 0.1)
+    marks = dm.remembered({}, good)
+    bad = measured(4, 64, 0.90, 0.80, 0.2)  # four GPUs: sync ate the step (0.8 of 0.9 s)
+    marks.update(dm.remembered(marks, bad))
+    marks[P0] = 0.15
+    run = job(
+        "e",
+        gpus=1,
+        submit=0.0,
+        allocation=on(cluster, 0, 4),
+        last_start=0.0,
+        observed=bad,
+        marks=marks,
+    )
+    view = ClusterView(time=200.0, cluster=cluster, running=(run,))
+    undone = DanluPolicy(min_hold=300.0, grow_after=120.0).schedule(view)
+    assert [r.allocation.num_gpus for r in undone.resizes] == [1]
+    kept = DanluPolicy(min_hold=300.0, grow_after=120.0, regret=1e9).schedule(view)
+    assert not kept.resizes and not kept.preempts

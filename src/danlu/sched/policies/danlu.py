@@ -82,6 +82,14 @@ class DanluPolicy:
     rank_hysteresis: float = 0.5
     """A running job ranks as if its remaining time were this much shorter: a waiting job
     displaces it only when clearly shorter (no flip-flop between similar jobs)."""
+    price_scale: float = 1.0
+    """Multiplies the walk's GPU price (jobs behind / cluster GPUs): above 1 keeps jobs at
+    more efficient (smaller) sizes, below 1 lets them spread wider."""
+    regret: float = 1.5
+    """A held job is released when its measured remaining time is this many times the best
+    option's (a move that measured far worse than the model predicted is undone early)."""
+    width: float = 1.0
+    """How much a job's width counts in its rank: ``min_n T(n) * (1 + width * n / C)``."""
     grow_after: float = 120.0
     """Seconds after a (re)start before a held job may grow into GPUs nobody takes."""
     aging: float = 7200.0
@@ -92,7 +100,7 @@ class DanluPolicy:
     """Remaining time assumed for a job with no estimate."""
     placement: str = "best-fit"
     name: str = "danlu"
-    explore_after: float = 1800.0
+    explore_after: float = 0.0
     """A job with at least this many seconds left explores bigger sizes optimistically."""
     _memo: dict[
         tuple[str, bool], tuple[object, dm.JobModel | None, dict[int, tuple[float, int]]]
@@ -175,13 +183,13 @@ class DanluPolicy:
             if good <= 0:
                 continue
             options[n] = Option(n, remaining * total / good + restart, batch, False)
+        out = [options[n] for n in sorted(options)]
         if running:
             good = _observed_goodput(job.observed)
-            if good > 0:
+            if good > 0:  # beside a same-size option at another batch, if any
                 keep = Option(cur_gpus, remaining * total / good, None, True)
-                if cur_gpus not in options or options[cur_gpus].seconds >= keep.seconds:
-                    options[cur_gpus] = keep
-        return [options[n] for n in sorted(options)]
+                out.insert(sum(1 for o in out if o.gpus < cur_gpus), keep)
+        return out
 
     @staticmethod
     def _good(
@@ -233,10 +241,13 @@ class DanluPolicy:
             held = job.running and (
                 since < hold or marks.get(MOVES, 0.0) >= self.max_moves or job.request.shares_gpu
             )
+            if held and since >= self.grow_after and _regrets(opts, self.regret):
+                held = False  # the last move measured far worse than predicted: undo it
             pin = -1
             if held:
+                left = min((o.seconds for o in opts), default=self.new_job_seconds)
                 opts = [o for o in opts if o.keep] or [
-                    Option(job.allocation.num_gpus, self.new_job_seconds, None, True)
+                    Option(job.allocation.num_gpus, left, None, True)
                 ]
                 pin = 0
             elif not job.running and opts and waited >= self.starve_after:
@@ -244,7 +255,9 @@ class DanluPolicy:
             all_options.append(opts)
             pinned.append(pin)
             grow.append(held and since >= self.grow_after and not job.request.shares_gpu)
-            best = min((o.seconds * (1.0 + o.gpus / scale) for o in opts), default=math.inf)
+            best = min(
+                (o.seconds * (1.0 + self.width * o.gpus / scale) for o in opts), default=math.inf
+            )
             if job.running:
                 best *= 1.0 - self.rank_hysteresis
             keys.append((best / weight, job.request.seq))
@@ -254,7 +267,7 @@ class DanluPolicy:
             order = starving + [j for j in order if j not in first]
             for j in starving:
                 all_options[j] = all_options[j][:1]
-        chosen = walk(all_options, order, capacity, pinned, self.hysteresis, grow)
+        chosen = walk(all_options, order, capacity, pinned, self.hysteresis, grow, self.price_scale)
         plan = self._place(view, whole, all_options, chosen, new_marks)
         return self._share(view, shared, plan)
 
@@ -334,6 +347,13 @@ class DanluPolicy:
         return dataclasses.replace(
             plan, starts=plan.starts + starts, waiting={**plan.waiting, **waiting}
         )
+
+
+def _regrets(options: list[Option], factor: float) -> bool:
+    """Whether keeping is ``factor`` times slower than the best other option."""
+    keep = min((o.seconds for o in options if o.keep), default=math.inf)
+    other = min((o.seconds for o in options if not o.keep), default=math.inf)
+    return keep < math.inf and keep > factor * other
 
 
 def _observed_goodput(seen: Mapping[str, float]) -> float:

@@ -62,6 +62,7 @@ def walk(
     pinned: Sequence[int] | None = None,
     hysteresis: float = 0.1,
     may_grow: Sequence[bool] | None = None,
+    price_scale: float = 1.0,
 ) -> list[int]:
     """The chosen option index per job (-1: none), GPUs within ``capacity``.
 
@@ -83,7 +84,7 @@ def walk(
     for rank, j in enumerate(order):
         if locked[j] or not options[j]:
             continue
-        price = (len(order) - rank - 1) / scale
+        price = price_scale * (len(order) - rank - 1) / scale
         k = _pick(options[j], free, price, hysteresis)
         if k >= 0:
             chosen[j] = k
