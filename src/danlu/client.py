@@ -18,6 +18,7 @@ and httpx and reads no environment variables: the CLI resolves ``DANLU_HOME`` / 
 from __future__ import annotations
 
 import json
+import time
 from collections.abc import Iterator, Mapping, Sequence
 from pathlib import Path
 from types import TracebackType
@@ -177,6 +178,18 @@ def _seg(value: str) -> str:
     return quote(value, safe="")
 
 
+def _busy(response: httpx.Response, error: ApiError) -> bool:
+    """A 503 from a danlu server whose database was busy: the request changed nothing."""
+    return response.status_code == 503 and error.type == "busy"
+
+
+def _retry_after(response: httpx.Response) -> float:
+    try:
+        return min(5.0, max(0.0, float(response.headers.get("Retry-After", "1"))))
+    except ValueError:
+        return 1.0
+
+
 def _clean(params: Mapping[str, Any]) -> dict[str, Any]:
     return {k: v for k, v in params.items() if v is not None and v != []}
 
@@ -193,8 +206,12 @@ class Client:
         *,
         transport: httpx.BaseTransport | None = None,
         timeout: float = 30,
+        busy_retries: int = 5,
     ) -> None:
         base = url.rstrip("/")
+        self.busy_retries = busy_retries
+        """How many times a request answered 503 "busy" (the server's database was busy and
+        changed nothing) is sent again, after the server's ``Retry-After`` (at most 5 s)."""
         base = base.removesuffix(API_PREFIX)
         self.url = base
         self.token = token
@@ -251,13 +268,18 @@ class Client:
 
     def request(self, method: str, path: str, **kwargs: Any) -> httpx.Response:
         """Send one request; raise the mapped :class:`ApiError` on a 4xx/5xx answer."""
-        try:
-            response = self._http.request(method, path, **kwargs)
-        except httpx.HTTPError as exc:
-            raise self._unavailable(exc) from None
-        if response.is_error:
-            raise error_from_response(response)
-        return response
+        for attempt in range(self.busy_retries + 1):
+            try:
+                response = self._http.request(method, path, **kwargs)
+            except httpx.HTTPError as exc:
+                raise self._unavailable(exc) from None
+            if not response.is_error:
+                return response
+            error = error_from_response(response)
+            if attempt == self.busy_retries or not _busy(response, error):
+                raise error
+            time.sleep(_retry_after(response))
+        raise AssertionError("unreachable")
 
     def _json(self, method: str, path: str, **kwargs: Any) -> Any:
         response = self.request(method, path, **kwargs)

@@ -15,6 +15,7 @@ from typing import Any
 from fastapi import FastAPI, Request
 from fastapi.exceptions import RequestValidationError
 from fastapi.responses import JSONResponse, Response
+from sqlalchemy.exc import OperationalError
 from starlette.exceptions import HTTPException as StarletteHTTPException
 from starlette.types import ASGIApp, Receive, Scope, Send
 
@@ -103,6 +104,33 @@ def _http_error(_request: Request, exc: Exception) -> Response:
     assert isinstance(exc, StarletteHTTPException)
     return JSONResponse(
         error_body("http", None, str(exc.detail)), exc.status_code, headers=exc.headers
+    )
+
+
+_BUSY_SQLSTATES = frozenset({"40001", "40P01", "55P03"})
+"""PostgreSQL: serialization failure, deadlock detected, lock not available."""
+BUSY_RETRY_AFTER_S = 1
+
+
+def is_busy(exc: OperationalError) -> bool:
+    """Whether a database error means "busy, try again" (a lock wait ran out, or PostgreSQL
+    gave up on a transaction to break a conflict): nothing was written."""
+    orig = exc.orig
+    if getattr(orig, "sqlstate", None) in _BUSY_SQLSTATES:
+        return True
+    text = str(orig).lower()
+    return "database is locked" in text or "database is busy" in text
+
+
+def _database_error(request: Request, exc: Exception) -> Response:
+    assert isinstance(exc, OperationalError)
+    if not is_busy(exc):
+        return _internal_error(request, exc)
+    log.warning("database busy, answered 503: %s", exc.orig)
+    return JSONResponse(
+        error_body("busy", None, "the database is busy; nothing was changed, retry shortly"),
+        503,
+        headers={"Retry-After": str(BUSY_RETRY_AFTER_S)},
     )
 
 
@@ -237,6 +265,7 @@ def create_app(
     app.add_exception_handler(DanluError, _danlu_error)
     app.add_exception_handler(RequestValidationError, _validation_error)
     app.add_exception_handler(StarletteHTTPException, _http_error)
+    app.add_exception_handler(OperationalError, _database_error)
     app.add_exception_handler(Exception, _internal_error)
     app.include_router(admin.router, prefix=API)
     app.include_router(jobs.router, prefix=API)

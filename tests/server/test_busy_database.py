@@ -1,0 +1,96 @@
+"""A busy database is a 503 with Retry-After (nothing written), and the client retries it."""
+
+from __future__ import annotations
+
+import sqlite3
+import threading
+import time
+from pathlib import Path
+
+import pytest
+from helpers import live_server, spec
+from sqlalchemy.exc import OperationalError
+
+from danlu.client import Client, ServerError
+from danlu.server.app import is_busy
+from danlu.server.db import engine as db_engine
+
+
+def _hold_write_lock(path: str, seconds: float, held: threading.Event) -> None:
+    """Hold SQLite's write lock on ``path`` for ``seconds`` from another connection."""
+    conn = sqlite3.connect(path, isolation_level=None, timeout=5)
+    try:
+        conn.execute("BEGIN IMMEDIATE")
+        held.set()
+        time.sleep(seconds)
+        conn.execute("ROLLBACK")
+    finally:
+        conn.close()
+
+
+def test_a_write_that_waits_out_the_lock_is_a_503_and_the_client_retries(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setattr(db_engine, "SQLITE_BUSY_TIMEOUT_MS", 200)
+    with live_server(tmp_path, start_loops=False) as live:
+        state = live.prepared.app.state.danlu if live.prepared else None
+        assert state is not None
+        path = state.db.engine.url.database
+        assert path
+
+        held = threading.Event()
+        locker = threading.Thread(target=_hold_write_lock, args=(path, 1.5, held))
+        locker.start()
+        held.wait(5)
+        with live.client() as raw:
+            answer = raw.post("/jobs", json=spec("busy", "pass"))
+        assert answer.status_code == 503, answer.text
+        assert answer.headers["Retry-After"] == "1"
+        assert answer.json()["error"]["type"] == "busy"
+        locker.join()
+        with live.client() as raw:
+            listed = raw.get("/jobs").json()
+        assert not any(j["name"] == "busy" for j in listed)  # nothing was written
+
+        # The client sends the same request again after Retry-After and gets through.
+        held.clear()
+        locker = threading.Thread(target=_hold_write_lock, args=(path, 1.2, held))
+        locker.start()
+        held.wait(5)
+        with Client(live.url, live.token) as client:
+            job = client.submit(spec("retried", "pass"))
+        locker.join()
+        assert job["name"] == "retried"
+
+        # Without retries the 503 reaches the caller as a ServerError naming the cause.
+        held.clear()
+        locker = threading.Thread(target=_hold_write_lock, args=(path, 1.0, held))
+        locker.start()
+        held.wait(5)
+        with (
+            Client(live.url, live.token, busy_retries=0) as client,
+            pytest.raises(ServerError, match="busy"),
+        ):
+            client.submit(spec("given-up", "pass"))
+        locker.join()
+
+
+class _PgError(Exception):
+    def __init__(self, sqlstate: str) -> None:
+        super().__init__(f"sqlstate {sqlstate}")
+        self.sqlstate = sqlstate
+
+
+@pytest.mark.parametrize(
+    ("orig", "busy"),
+    [
+        (sqlite3.OperationalError("database is locked"), True),
+        (sqlite3.OperationalError("no such table: jobs"), False),
+        (_PgError("40001"), True),  # serialization failure
+        (_PgError("40P01"), True),  # deadlock detected
+        (_PgError("55P03"), True),  # lock not available
+        (_PgError("42P01"), False),  # undefined table: a bug, stays a 500
+    ],
+)
+def test_only_lock_and_conflict_errors_count_as_busy(orig: Exception, busy: bool) -> None:
+    assert is_busy(OperationalError("statement", {}, orig)) is busy
