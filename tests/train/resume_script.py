@@ -110,8 +110,11 @@ def main(argv: list[str] | None = None) -> int:
         step += 1
         history.append({"step": step, "loss": loss.item()})
         if mgr.should_save(step):
+            # copy=False: live tensors; with async saves the host copy overlaps the next
+            # step and opt.step() waits for it, so resuming proves the copy is exact.
             mgr.save(step, capture_state(model, opt, sched, data_state=sampler.state_dict(),
-                                         step=step, metrics_history=history[-5:]),
+                                         step=step, metrics_history=history[-5:],
+                                         copy=False),
                      {"loss": loss.item()})
         if a.progress:
             tmp = a.progress + ".tmp"

@@ -6,6 +6,7 @@ from __future__ import annotations
 import json
 import math
 import random
+import threading
 from pathlib import Path
 
 import numpy as np
@@ -14,7 +15,7 @@ import pytest
 torch = pytest.importorskip("torch")
 
 from danlu.core.errors import ConfigError, DataError  # noqa: E402
-from danlu.train.checkpoint import CheckpointManager, codec  # noqa: E402
+from danlu.train.checkpoint import CheckpointManager, codec, snapshot  # noqa: E402
 from danlu.train.state import capture_state, restore_state  # noqa: E402
 
 
@@ -234,6 +235,57 @@ def test_async_snapshot_is_taken_at_save_time(tmp_path: Path) -> None:
     mgr.close()
     with pytest.raises(ConfigError):
         mgr.save(9, {"step": 9})
+
+
+def test_capture_without_copy_shares_parameters_and_copies_buffers() -> None:
+    model, opt, *_ = _setup()
+    _train(model, opt, 1)
+    state = capture_state(model, opt, copy=False)
+    assert state["model"]["0.weight"].data_ptr() == model[0].weight.data_ptr()
+    assert state["model"]["1.running_mean"].data_ptr() != model[1].running_mean.data_ptr()
+    assert torch.equal(state["model"]["1.running_mean"], model[1].running_mean)
+    exp_avg = opt.state[model[0].weight]["exp_avg"]
+    assert state["optimizer"]["state"][0]["exp_avg"].data_ptr() == exp_avg.data_ptr()
+    assert state.guards == (opt,) and not state.owned
+    assert capture_state(model, copy=False).guards == ()  # no optimizer: nothing guards
+
+
+def test_deferred_async_snapshot_equals_a_sync_save_at_the_same_step(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The async save copies live tensors in the background, during the next forward and
+    backward; the next opt.step() must wait for the copy. The copy is held until that
+    step starts, so training (BatchNorm buffers in the forward, then the step) really runs
+    while the snapshot is pending; the checkpoint must still be bit-identical to a
+    synchronous save taken at the same step."""
+    model, opt, *_ = _setup()
+    _train(model, opt, 3)
+    sync = CheckpointManager(str(tmp_path / "sync"))
+    sync.save(3, capture_state(model, opt, step=3))  # copies, persisted before returning
+
+    release, order = threading.Event(), []
+    real_copyto = snapshot.np.copyto
+
+    def held_copyto(dst: np.ndarray, src: np.ndarray) -> None:
+        assert release.wait(30), "the next optimizer step never started"
+        real_copyto(dst, src)
+        order.append("copy")
+
+    monkeypatch.setattr(snapshot.np, "copyto", held_copyto)
+    opt.register_step_pre_hook(lambda *_: release.set())  # runs before the manager's hook
+    mgr = CheckpointManager(str(tmp_path / "async"), async_save=True)
+    mgr.save(3, capture_state(model, opt, step=3, copy=False))
+    assert mgr.snapshot_pending  # deferred: nothing copied yet
+    opt.register_step_pre_hook(lambda *_: order.append("step"))  # after the manager's hook
+    _train(model, opt, 2)
+    assert order.index("step") == order.count("copy") > 0  # every copy before the 1st step
+    mgr.close()
+
+    _, expected = CheckpointManager(str(tmp_path / "sync")).load_latest()  # type: ignore[misc]
+    _, got = CheckpointManager(str(tmp_path / "async")).load_latest()  # type: ignore[misc]
+    assert _equal_trees(expected, got)
+    assert not torch.equal(got["model"]["0.weight"], model[0].weight)  # training went on
+    assert not torch.equal(got["model"]["1.running_mean"], model[1].running_mean)
 
 
 def test_async_error_is_raised_by_wait(tmp_path: Path) -> None:

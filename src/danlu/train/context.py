@@ -281,6 +281,7 @@ class TrainContext:
                 step=self.step_num,
                 metrics_history=self.history[-HISTORY_LIMIT:],
                 extra=dict(self.extra),
+                copy=False,  # the manager snapshots live tensors (async: during the next step)
             )
             if metrics is None and self.history:
                 metrics = {"loss": float(self.history[-1]["loss"])}

@@ -43,9 +43,14 @@ class CapturedState(dict[str, Any]):
     ``owned`` is True when every tensor in it is a private CPU copy, so a
     :class:`~danlu.train.checkpoint.CheckpointManager` may persist it in the background
     without copying it again. Hand such a state to the manager and do not mutate it after.
+
+    ``guards`` (``copy=False`` only) are the optimizers whose ``step()`` is the only thing
+    that changes the live tensors in the state (parameters and optimizer state): the
+    manager may copy them in the background and make the next ``step()`` wait for that.
     """
 
     owned: bool = False
+    guards: tuple[torch.optim.Optimizer, ...] = ()
 
 
 @dataclass
@@ -77,8 +82,16 @@ def _to_cpu_copy(obj: Any) -> Any:
     return copy.deepcopy(obj)
 
 
-def _same(obj: Any) -> Any:
-    return obj
+def _model_state(model: torch.nn.Module, copy: bool) -> Any:
+    """``model.state_dict()``: all copies, or (``copy=False``) live parameters and copied
+    buffers (the forward pass updates buffers such as BatchNorm's running statistics)."""
+    if copy:
+        return _to_cpu_copy(model.state_dict())
+    live = model.state_dict(keep_vars=True)
+    return {
+        k: v.detach() if isinstance(v, torch.nn.Parameter) else _to_cpu_copy(v)
+        for k, v in live.items()
+    }
 
 
 def capture_rng_state() -> dict[str, Any]:
@@ -163,23 +176,29 @@ def capture_state(
         step: the number of optimizer steps completed.
         metrics_history: per-step or per-eval metric records.
         extra: anything else the caller wants back (plain data and tensors).
-        copy: with False, model and optimizer tensors are the live ones (no copy): only for
-            handing straight to ``CheckpointManager.save``, which then snapshots them into
-            reused host buffers — the fast path for async checkpoints (fresh CPU copies
-            cost page faults; see ``benchmarks/checkpoint_stall.py``). RNG, scheduler and
-            scaler states are copied either way.
+        copy: with False, the model's parameters and the optimizer's state are the live
+            tensors (no copy): only for handing straight to ``CheckpointManager.save``,
+            which snapshots them into reused host buffers — with ``async_save`` on CPU in
+            its background thread, the optimizer's next ``step()`` waiting for the copy
+            (``CapturedState.guards``). The fast path for async checkpoints (fresh CPU
+            copies cost page faults; see ``benchmarks/checkpoint_stall.py``). Model
+            buffers, RNG, scheduler and scaler states are copied either way.
 
     Returns:
         A :class:`CapturedState` (a ``dict``) with keys ``version``, ``step``, ``model``,
         ``optimizer``, ``scheduler``, ``scaler``, ``rng``, ``data_state``,
-        ``metrics_history`` and ``extra``. Every tensor is a private CPU copy.
+        ``metrics_history`` and ``extra``. Every tensor is a private CPU copy (unless
+        ``copy=False``).
     """
-    cp = _to_cpu_copy if copy else _same
+    opt_state: Any = None
+    if optimizer is not None:
+        opt_state = optimizer.state_dict()
+        opt_state = _to_cpu_copy(opt_state) if copy else opt_state
     state = CapturedState(
         version=STATE_VERSION,
         step=int(step),
-        model=cp(model.state_dict()),
-        optimizer=cp(optimizer.state_dict()) if optimizer is not None else None,
+        model=_model_state(model, copy),
+        optimizer=opt_state,
         scheduler=_to_cpu_copy(scheduler.state_dict()) if scheduler is not None else None,
         scaler=_to_cpu_copy(scaler.state_dict()) if scaler is not None else None,
         rng=capture_rng_state(),
@@ -188,6 +207,8 @@ def capture_state(
         extra=_to_cpu_copy(extra) if extra is not None else None,
     )
     state.owned = copy
+    if not copy and optimizer is not None:
+        state.guards = (optimizer,)
     return state
 
 

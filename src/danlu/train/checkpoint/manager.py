@@ -20,6 +20,7 @@ import logging
 import threading
 import time
 import uuid
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any, Literal
 
@@ -28,6 +29,7 @@ import torch
 from danlu.core.errors import ConfigError, DataError
 from danlu.train.checkpoint import codec, delta
 from danlu.train.checkpoint.sharded import distributed_world, load_sharded, save_sharded
+from danlu.train.checkpoint.snapshot import HostSnapshot
 from danlu.train.checkpoint.storage import LocalStorage, Storage, open_storage, sha256
 from danlu.train.state import CapturedState
 
@@ -68,8 +70,9 @@ class CheckpointManager:
         incremental: store deltas against the last full checkpoint (keeps that full
             checkpoint's tensors in host memory to compare against).
         full_every: every N-th checkpoint is full (so at most N-1 deltas per base).
-        async_save: persist in a background thread; :meth:`save` returns once the state
-            is snapshotted in host memory; at most one save is in flight.
+        async_save: persist in a background thread, at most one save in flight; the
+            training waits only for the snapshot to host memory, and with
+            ``capture_state(copy=False)`` not even for that (see :meth:`save`).
         storage_options: passed to fsspec for URLs (e.g. ``{"client_kwargs": ...}``).
         every_steps: :meth:`should_save` is true on steps divisible by this.
         every_seconds: :meth:`should_save` is true when this long (``time.monotonic``
@@ -120,7 +123,7 @@ class CheckpointManager:
         self._infos: dict[str, CheckpointInfo] = {}
         self._base: tuple[str, dict[str, torch.Tensor]] | None = None
         self._since_full = 0
-        self._staging: dict[str, torch.Tensor] = {}
+        self._snap = HostSnapshot()
         self._thread: threading.Thread | None = None
         self._error: BaseException | None = None
         self._last_step: int | None = None
@@ -128,7 +131,7 @@ class CheckpointManager:
         self._closed = False
         self.last_snapshot_s = 0.0
         """Seconds the last :meth:`save` blocked its caller (snapshot, plus persisting
-        when synchronous)."""
+        when synchronous); see also :attr:`snapshot_wait_s`."""
 
     # -- when -----------------------------------------------------------------------------
     def should_save(self, step: int, now: float | None = None) -> bool:
@@ -152,11 +155,22 @@ class CheckpointManager:
     ) -> None:
         """Checkpoint ``state`` (from :func:`~danlu.train.state.capture_state`) at ``step``.
 
-        With ``async_save`` this returns once the state is snapshotted to host memory (a
-        state from ``capture_state`` already is one, so it is taken over as is and must
-        not be mutated after); any other dict is copied into reused host buffers first.
-        A save still in flight is waited for first. Errors of a background save are raised
-        by the next call to :meth:`save`, :meth:`wait` or :meth:`close`.
+        With ``async_save`` the state is persisted by a background thread; at most one save
+        is in flight (a save still in flight is waited for first). What this call waits for
+        depends on the state (see :mod:`danlu.train.checkpoint.snapshot`):
+
+        * ``capture_state(...)`` (copies): nothing more; the copies are taken over as they
+          are and must not be mutated after.
+        * ``capture_state(..., copy=False)`` with an optimizer, on CPU: nothing more; the
+          live parameters and optimizer state are copied into reused host buffers by the
+          background thread while training goes on, and that optimizer's next ``step()``
+          waits until the copy is done. Until then change them only through
+          ``optimizer.step()`` (or call :meth:`wait_snapshot` first).
+        * anything else (a plain dict of live tensors, CUDA tensors): the live tensors are
+          copied into reused host buffers before this returns.
+
+        Errors of a background save are raised by the next call to :meth:`save`,
+        :meth:`wait` or :meth:`close`.
         """
         if self._closed:
             raise ConfigError("save() on a closed CheckpointManager")
@@ -169,19 +183,28 @@ class CheckpointManager:
             return
         skeleton, tensors = codec.encode(state)
         owned = isinstance(state, CapturedState) and state.owned
+        guards = tuple(state.guards) if isinstance(state, CapturedState) else ()
+        copy: Callable[[], None] | None = None
         if not owned:
-            tensors = (
-                self._snapshot(tensors)
-                if self.async_save
-                else {k: t.detach().cpu() for k, t in tensors.items()}
-            )
+            if not self.async_save:
+                tensors = {k: t.detach().cpu() for k, t in tensors.items()}
+            elif guards and HostSnapshot.deferrable(tensors):
+                tensors, copy = self._snap.start_deferred(tensors, guards)
+            else:
+                tensors = self._snap.copy_now(tensors)
         job = (int(step), skeleton, tensors, dict(metrics or {}), owned)
         self._last_step, self._last_time = int(step), time.monotonic()
         if self.async_save:
             self._thread = threading.Thread(
-                target=self._run, args=job, name="danlu-checkpoint", daemon=True
+                target=self._run, args=(copy, *job), name="danlu-checkpoint", daemon=True
             )
-            self._thread.start()
+            try:
+                self._thread.start()
+            except BaseException:
+                self._thread = None
+                if copy is not None:  # never leave the optimizer hook waiting
+                    copy()
+                raise
             self.last_snapshot_s = time.perf_counter() - t0
         else:
             self._persist(*job)
@@ -235,27 +258,10 @@ class CheckpointManager:
         self.storage.sync_dir(self.storage.root)
         self._infos[info.name] = info
 
-    def _snapshot(self, tensors: dict[str, torch.Tensor]) -> dict[str, torch.Tensor]:
-        """Copy ``tensors`` into reused (pinned, for CUDA sources) host buffers."""
-        out: dict[str, torch.Tensor] = {}
-        cuda = False
-        for key, t in tensors.items():
-            buf = self._staging.get(key)
-            if buf is None or buf.shape != t.shape or buf.dtype != t.dtype:
-                pin = t.device.type == "cuda"
-                buf = torch.empty(t.shape, dtype=t.dtype, device="cpu", pin_memory=pin)
-                self._staging[key] = buf
-            buf.copy_(t.detach(), non_blocking=t.device.type == "cuda")
-            cuda = cuda or t.device.type == "cuda"
-            out[key] = buf
-        for key in set(self._staging) - set(tensors):
-            del self._staging[key]
-        if cuda:
-            torch.cuda.synchronize()
-        return out
-
-    def _run(self, *job: Any) -> None:
+    def _run(self, copy: Callable[[], None] | None, *job: Any) -> None:
         try:
+            if copy is not None:
+                copy()
             self._persist(*job)
         except BaseException as exc:  # re-raised in the caller's thread by wait()
             self._error = exc
@@ -455,11 +461,28 @@ class CheckpointManager:
         return None
 
     # -- lifecycle ------------------------------------------------------------------------
+    @property
+    def snapshot_wait_s(self) -> float:
+        """Seconds optimizer steps have waited for deferred snapshots (cumulative): with
+        :attr:`last_snapshot_s`, the time training was stalled by async checkpoints."""
+        return self._snap.wait_s
+
+    @property
+    def snapshot_pending(self) -> bool:
+        """True while the deferred host copy of the save in flight is not done."""
+        return self._snap.pending
+
+    def wait_snapshot(self) -> None:
+        """Block until the deferred host copy of the save in flight is done (its
+        persisting may go on): after this the live tensors may be changed freely."""
+        self._snap.wait()
+
     def wait(self) -> None:
         """Block until the save in flight (if any) is persisted; re-raise its error."""
         if self._thread is not None:
             self._thread.join()
             self._thread = None
+        self._snap.wait()
         if self._error is not None:
             err, self._error = self._error, None
             raise err
@@ -470,7 +493,7 @@ class CheckpointManager:
             self.wait()
         finally:
             self._closed = True
-            self._staging.clear()
+            self._snap.close()
             self._base = None
 
     def __enter__(self) -> CheckpointManager:
