@@ -122,6 +122,11 @@ class RankedJobs:
             last = like._last_diff if like is not None else None
             if last is not None and last[0] is source and last[1] is jobs:
                 gone_jobs, came_jobs = last[2], last[3]
+            elif not _shares_objects(source, jobs):
+                # New status objects throughout (an adapter that rebuilds every status):
+                # comparing them by value would cost more than sorting again.
+                self._rebuild(jobs, now, key)
+                return self
             else:
                 gone_jobs, came_jobs = seq_diff(source, jobs)
                 self._last_diff = (source, jobs, gone_jobs, came_jobs)
@@ -195,6 +200,18 @@ def _seq(job: JobStatus) -> int:
 
 
 _SMALL_RANGE = 32
+
+
+def _shares_objects(old: Sequence[JobStatus], new: Sequence[JobStatus]) -> bool:
+    """Whether some of ``new`` (probed at its start, middle and end) are the very status
+    objects of ``old`` with the same ``seq``. Both in ascending ``seq``."""
+    if not old or not new:
+        return True  # nothing to compare by value
+    for probe in (new[0], new[len(new) // 2], new[-1]):
+        index = bisect.bisect_left(old, probe.request.seq, key=_seq)
+        if index < len(old) and old[index] is probe:
+            return True
+    return False
 
 
 def seq_diff(
