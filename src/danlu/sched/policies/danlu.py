@@ -150,7 +150,8 @@ class DanluPolicy:
         running = job.running
         cur_gpus = job.allocation.num_gpus if running else 0
         restart = self.restart_cost
-        model, table = self._model(job, marks) if job.observed else (None, {})
+        explore = self.explore_after <= 0  # always optimistic: one model per job
+        model, table = self._model(job, marks, explore) if job.observed else (None, {})
         if model is None:
             gpus = req.gpus if not req.shares_gpu else 1
             if job.observed.get("max_batch"):  # elastic, never measured: one node first
@@ -174,7 +175,7 @@ class DanluPolicy:
             if ref_good <= 0:
                 return []
             total = ref_good * self.new_job_seconds
-        base_good = self._good(model, table, cur_gpus or 1, gpn)[0]
+        base_good = 0.0 if explore else self._good(model, table, cur_gpus or 1, gpn)[0]
         if base_good > 0 and remaining * total / base_good >= self.explore_after:
             explorer, table = self._model(job, marks, optimistic=True)
             model = explorer or model

@@ -211,11 +211,26 @@ def remembered(marks: Mapping[str, float], observed: Mapping[str, float]) -> dic
     return out
 
 
+STAT_STEP = 1.05
+"""Gradient statistics enter the model rounded to powers of this factor (5 % steps): they
+drift every epoch, and a model (and its table of best batches) is rebuilt only when they
+moved by a step."""
+
+
+def quantized(value: float) -> float:
+    """``value`` rounded to the nearest power of :data:`STAT_STEP` (0 stays 0)."""
+    if value <= 0:
+        return 0.0
+    return float(STAT_STEP ** round(math.log(value) / math.log(STAT_STEP)))
+
+
 def model_key(marks: Mapping[str, float], observed: Mapping[str, float]) -> tuple[object, ...]:
-    """What the model depends on (a cache key): limits and the history marks."""
+    """What the model depends on (a cache key): limits, the history marks and the rounded
+    gradient statistics."""
     limits = tuple(observed.get(k, 0.0) for k in LIMIT_KEYS)
     hist = tuple(sorted((k, v) for k, v in marks.items() if k.startswith(("danlu.c", "danlu.s"))))
-    return limits, hist, marks.get(SQR, 0.0), marks.get(VAR, 0.0), marks.get(MAXR, 0.0)
+    stats = quantized(marks.get(SQR, 0.0)), quantized(marks.get(VAR, 0.0))
+    return limits, hist, stats, marks.get(MAXR, 0.0)
 
 
 def build(
@@ -263,7 +278,7 @@ def build(
         alpha=alpha,
         beta=beta,
         sync_fit=fits,
-        grad_sqr=marks.get(SQR, 0.0),
-        grad_var=marks.get(VAR, 0.0),
+        grad_sqr=quantized(marks.get(SQR, 0.0)),
+        grad_var=quantized(marks.get(VAR, 0.0)),
         max_replicas_seen=int(marks.get(MAXR, 1)),
     )
