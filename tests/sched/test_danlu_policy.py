@@ -241,3 +241,24 @@ def test_a_move_that_measured_far_worse_is_undone_during_the_hold() -> None:
     assert [r.allocation.num_gpus for r in undone.resizes] == [1]
     kept = DanluPolicy(min_hold=300.0, grow_after=120.0, regret=1e9).schedule(view)
     assert not kept.resizes and not kept.preempts
+
+
+def test_held_job_grows_into_free_gpus_only_after_grow_after() -> None:
+    cluster = Cluster.homogeneous(1, 4)
+    seen = measured(1, 64, 0.10, 0.0, 0.3)
+    marks = dm.remembered({}, seen)
+    marks[P0] = 0.1
+    run = job(
+        "e",
+        gpus=1,
+        submit=0.0,
+        allocation=on(cluster, 0, 1),
+        last_start=0.0,
+        observed=seen,
+        marks=marks,
+    )
+    policy = DanluPolicy(min_hold=600.0, grow_after=120.0)
+    early = policy.schedule(ClusterView(time=60.0, cluster=cluster, running=(run,)))
+    assert not early.resizes and not early.preempts
+    later = policy.schedule(ClusterView(time=300.0, cluster=cluster, running=(run,)))
+    assert [r.allocation.num_gpus > 1 for r in later.resizes] == [True]

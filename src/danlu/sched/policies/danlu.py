@@ -245,17 +245,19 @@ class DanluPolicy:
             if held and since >= self.grow_after and _regrets(opts, self.regret):
                 held = False  # the last move measured far worse than predicted: undo it
             pin = -1
-            if held:
+            may_grow = held and since >= self.grow_after and not job.request.shares_gpu
+            if held:  # pinned to its allocation; bigger options stay if it may grow
+                cur = job.allocation.num_gpus
                 left = min((o.seconds for o in opts), default=self.new_job_seconds)
-                opts = [o for o in opts if o.keep] or [
-                    Option(job.allocation.num_gpus, left, None, True)
-                ]
+                kept = [o for o in opts if o.keep][:1] or [Option(cur, left, None, True)]
+                bigger = [o for o in opts if not o.keep and o.gpus > cur] if may_grow else []
+                opts = kept + bigger
                 pin = 0
             elif not job.running and opts and waited >= self.starve_after:
                 starving.append(index)
             all_options.append(opts)
             pinned.append(pin)
-            grow.append(held and since >= self.grow_after and not job.request.shares_gpu)
+            grow.append(may_grow)
             best = min(
                 (o.seconds * (1.0 + self.width * o.gpus / scale) for o in opts), default=math.inf
             )

@@ -67,8 +67,8 @@ def walk(
     """The chosen option index per job (-1: none), GPUs within ``capacity``.
 
     ``order`` lists the jobs best-ranked first; ``pinned[j] >= 0`` reserves job ``j`` that
-    option (granted before anyone else, in job order, while capacity lasts): the walk leaves
-    it alone, and only the second pass may grow it, when ``may_grow[j]``.
+    option (granted before anyone else, in job order, while capacity lasts): it is never
+    shrunk, and grows (in its rank turn or into GPUs nobody took) only when ``may_grow[j]``.
     """
     count = len(options)
     chosen = [-1] * count
@@ -82,9 +82,18 @@ def walk(
                 locked[j] = True
     scale = max(capacity, 1)
     for rank, j in enumerate(order):
-        if locked[j] or not options[j]:
+        if not options[j]:
             continue
         price = price_scale * (len(order) - rank - 1) / scale
+        if locked[j]:  # held: never shrunk, but may grow in its turn when allowed
+            if may_grow is not None and may_grow[j]:
+                held = options[j][chosen[j]].gpus
+                k = _pick(options[j], free + held, price, hysteresis, floor=held + 1)
+                current = _cost(options[j][chosen[j]], price, hysteresis)
+                if k >= 0 and _cost(options[j][k], price, hysteresis) < current:
+                    chosen[j] = k
+                    free -= options[j][k].gpus - held
+            continue
         k = _pick(options[j], free, price, hysteresis)
         if k >= 0:
             chosen[j] = k
