@@ -14,7 +14,15 @@ from danlu.core.cluster import Allocation, Cluster
 from danlu.sched.placement.gang import FreeMap
 from danlu.sched.placement.share import scorer_names
 from danlu.sched.policies import danlu_model as dm
-from danlu.sched.policies.danlu import BATCH, LR_FACTOR, LR_RULE, MOVES, P0, DanluPolicy
+from danlu.sched.policies.danlu import (
+    BATCH,
+    LR_FACTOR,
+    LR_RULE,
+    MOVES,
+    P0,
+    STOPPED,
+    DanluPolicy,
+)
 from danlu.sched.policies.danlu_alloc import Option, walk
 from danlu.sched.policies.danlu_share import PAIR_GAIN, calibrate, sharing_pays
 from danlu.sched.registry import default_registry, make_policy
@@ -131,6 +139,11 @@ def test_starving_job_is_started_first() -> None:
     plan = DanluPolicy(starve_after=3600.0).schedule(view)
     assert [s.job_id for s in plan.starts] == ["long"]
     plan = DanluPolicy(starve_after=1e9, aging=1e9).schedule(view)
+    assert [s.job_id for s in plan.starts] == ["short"]
+    # preempted 100 s ago: its wait restarts there, so it is not starving yet
+    back = job("long", gpus=2, submit=-20_000.0, expected_duration=1e6, marks={STOPPED: -100.0})
+    view = ClusterView(time=0.0, cluster=cluster, pending=(busy, back))
+    plan = DanluPolicy(starve_after=3600.0, aging=1e9).schedule(view)
     assert [s.job_id for s in plan.starts] == ["short"]
 
 

@@ -54,6 +54,8 @@ ADASCALE_RULE = 3.0
 P0 = "danlu.p0"
 WORK = "danlu.work"
 MOVES = "danlu.moves"
+STOPPED = "danlu.stopped"
+"""When the policy last preempted the job: its wait for the starvation rule starts there."""
 
 
 def _counts(cap: int, gpn: int) -> list[int]:
@@ -253,7 +255,7 @@ class DanluPolicy:
                 bigger = [o for o in opts if not o.keep and o.gpus > cur] if may_grow else []
                 opts = kept + bigger
                 pin = 0
-            elif not job.running and opts and waited >= self.starve_after:
+            elif not job.running and opts and now - _waiting_since(job) >= self.starve_after:
                 starving.append(index)
             all_options.append(opts)
             pinned.append(pin)
@@ -333,7 +335,9 @@ class DanluPolicy:
                     note[MOVES] = job.marks.get(MOVES, 0.0) + 1
                 starts.append(Start(job.id, alloc, option.batch))
         for p in preempts:
-            marks.setdefault(p.job_id, {})[P0] = -1.0
+            note = marks.setdefault(p.job_id, {})
+            note[P0] = -1.0
+            note[STOPPED] = view.time
         return Plan(
             starts=tuple(starts),
             preempts=tuple(preempts),
@@ -350,6 +354,12 @@ class DanluPolicy:
         return dataclasses.replace(
             plan, starts=plan.starts + starts, waiting={**plan.waiting, **waiting}
         )
+
+
+def _waiting_since(job: JobStatus) -> float:
+    """Since when a pending job has waited without a break: its submission, or the last
+    time the policy preempted it (a job that ran is not starving again right away)."""
+    return max(job.request.submit_time, job.marks.get(STOPPED, -math.inf))
 
 
 def _regrets(options: list[Option], factor: float) -> bool:
