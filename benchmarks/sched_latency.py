@@ -90,8 +90,9 @@ def build_view(nodes: int, gpus: int, pending: int, running: int, seed: int = 0)
 def apply_plan(
     view: ClusterView, plan: Plan, churn: int = 0, rng: random.Random | None = None
 ) -> ClusterView:
-    """The view after ``plan``, 60 s later: started jobs run, preempted jobs wait; then
-    ``churn`` running jobs finish and as many new jobs are submitted."""
+    """The view after ``plan``, 60 s later: started jobs run, resized ones run on their new
+    GPUs, preempted jobs wait, the plan's marks are kept; then ``churn`` running jobs finish
+    and as many new jobs are submitted."""
     started = {s.job_id: s.allocation for s in plan.starts}
     stopped = {p.job_id for p in plan.preempts}
     if churn and rng is not None and view.running:
@@ -99,7 +100,12 @@ def apply_plan(
         finished = stopped_or_done - stopped
     else:
         finished = set()
-    running = [j for j in view.running if j.id not in stopped and j.id not in finished]
+    resized = {r.job_id: r.allocation for r in plan.resizes}
+    running = [
+        replace(j, allocation=resized[j.id], last_start=view.time) if j.id in resized else j
+        for j in view.running
+        if j.id not in stopped and j.id not in finished
+    ]
     running += [
         replace(j, allocation=started[j.id], last_start=view.time)
         for j in view.pending
@@ -114,6 +120,10 @@ def apply_plan(
     pending = [
         replace(j, marks={**j.marks, **plan.marks[j.id]}) if j.id in plan.marks else j
         for j in pending
+    ]
+    running = [
+        replace(j, marks={**j.marks, **plan.marks[j.id]}) if j.id in plan.marks else j
+        for j in running
     ]
     if churn and rng is not None:
         seq = 1 + max(j.request.seq for j in (*view.running, *view.pending))
