@@ -107,6 +107,11 @@ class DanluPolicy:
     _memo: dict[
         tuple[str, bool], tuple[object, dm.JobModel | None, dict[int, tuple[float, int]]]
     ] = field(default_factory=dict, init=False, repr=False, compare=False)
+    _waiting: dict[int, _Waiting] = field(
+        default_factory=dict, init=False, repr=False, compare=False
+    )
+    """What a pending job's status object implies (options, unweighted rank), by
+    ``id(status)``: a waiting job's status does not change, so later rounds reuse it."""
 
     # -- model ------------------------------------------------------------------------
     def _model(
@@ -204,6 +209,27 @@ class DanluPolicy:
             table[n] = hit
         return hit
 
+    def _waiting_job(
+        self, job: JobStatus, capacity: int, gpn: int, now: float, scale: int
+    ) -> _Waiting:
+        """A pending job's options and unweighted rank (cached per status object)."""
+        hit = self._waiting.get(id(job))
+        if hit is not None and hit.status is job and hit.shape == (capacity, gpn):
+            return hit
+        marks = job.marks
+        opts = self._options(job, marks, marks.get(WORK), capacity, gpn, now)
+        best = min(
+            (o.seconds * (1.0 + self.width * o.gpus / scale) for o in opts), default=math.inf
+        )
+        return _Waiting(
+            status=job,
+            shape=(capacity, gpn),
+            options=opts,
+            best=best,
+            waiting_from=job.request.submit_time + job.run_time,
+            starving_from=_waiting_since(job),
+        )
+
     # -- round ------------------------------------------------------------------------
     def schedule(self, view: ClusterView) -> Plan:
         now = view.time
@@ -226,7 +252,20 @@ class DanluPolicy:
         starving: list[int] = []
         grow: list[bool] = []
         scale = max(capacity, 1)
+        seen_waiting: dict[int, _Waiting] = {}
         for index, job in enumerate(whole):
+            if not job.running:
+                wait = self._waiting_job(job, capacity, gpn, now, scale)
+                seen_waiting[id(job)] = wait
+                waited = max(0.0, now - wait.waiting_from)
+                opts = wait.options
+                if opts and now - wait.starving_from >= self.starve_after:
+                    starving.append(index)
+                all_options.append(opts)
+                pinned.append(-1)
+                grow.append(False)
+                keys.append((wait.best / (1.0 + waited / self.aging), job.request.seq))
+                continue
             marks: Mapping[str, float] = job.marks
             update = dm.remembered(marks, job.observed) if job.running else {}
             if update:
@@ -266,6 +305,8 @@ class DanluPolicy:
             if job.running:
                 best *= 1.0 - self.rank_hysteresis
             keys.append((best / weight, job.request.seq))
+        self._waiting.clear()
+        self._waiting.update(seen_waiting)
         order = sorted(range(len(whole)), key=keys.__getitem__)
         if starving:  # waited too long: first in line, at their smallest size
             first = set(starving)
@@ -285,6 +326,7 @@ class DanluPolicy:
         marks: dict[str, dict[str, float]],
     ) -> Plan:
         free = FreeMap(view, self.placement)
+        outranked = 0
         moves: list[tuple[JobStatus, list[Option], int]] = []
         preempts: list[Preempt] = []
         waiting: dict[str, str] = {}
@@ -298,7 +340,7 @@ class DanluPolicy:
             elif job.running:
                 preempts.append(Preempt(job.id, "shorter-ranked jobs need its GPUs"))
             else:
-                waiting[job.id] = "shorter-ranked jobs hold the GPUs"
+                outranked += 1
         moves.sort(key=lambda m: (-m[1][m[2]].gpus, m[0].request.seq))
         starts: list[Start] = []
         resizes: list[Resize] = []
@@ -343,6 +385,7 @@ class DanluPolicy:
             preempts=tuple(preempts),
             resizes=tuple(resizes),
             waiting=waiting,
+            waiting_default="shorter-ranked jobs hold the GPUs" if outranked else "",
             recheck_at=0.0,
             marks=marks,
         )
@@ -354,6 +397,21 @@ class DanluPolicy:
         return dataclasses.replace(
             plan, starts=plan.starts + starts, waiting={**plan.waiting, **waiting}
         )
+
+
+@dataclass(frozen=True, slots=True)
+class _Waiting:
+    """A pending job's round inputs that depend on its status object alone."""
+
+    status: JobStatus
+    shape: tuple[int, int]
+    """(capacity, GPUs per node) they were computed for."""
+    options: list[Option]
+    best: float
+    """Its rank before the aging weight: ``min T(n) * (1 + width * n / C)``."""
+    waiting_from: float
+    """Submission plus time run: ``now - waiting_from`` is the wait that ages it."""
+    starving_from: float
 
 
 def _waiting_since(job: JobStatus) -> float:

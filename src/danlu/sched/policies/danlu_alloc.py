@@ -82,6 +82,8 @@ def walk(
                 locked[j] = True
     scale = max(capacity, 1)
     for rank, j in enumerate(order):
+        if free <= 0:
+            break  # nothing left to take or grow into (held jobs were granted up front)
         if not options[j]:
             continue
         price = price_scale * (len(order) - rank - 1) / scale
