@@ -1,4 +1,7 @@
-"""Tests of danlu's packing scorer: the fill fragmentation and the combined score."""
+"""Tests of danlu's packing scorer: the fill fragmentation and the combined score.
+
+Exact-score tests switch the remainder term off (``remainder_weight=0``); it is tested in
+``test_danlu_pack_scarcity.py``."""
 
 from __future__ import annotations
 
@@ -98,7 +101,7 @@ def test_fill_breaks_a_tie_fgd_cannot_see() -> None:
     assert fgd.scorer.score(fgd, req, np.array([0, 1]), fgd.rng).tolist() == [0.0, 0.0]
     fgd_choice = fgd.place(req)
     assert fgd_choice is not None and fgd_choice.node == 0  # tie: lowest rank
-    danlu = two_gpu_cluster(DanluPackScorer(typical))
+    danlu = two_gpu_cluster(DanluPackScorer(typical, remainder_weight=0.0))
     scores = danlu.scorer.score(danlu, req, np.array([0, 1]), danlu.rng)
     assert scores.tolist() == [-100.0, 300.0]
     p = danlu.place(req)
@@ -122,7 +125,7 @@ def test_cpu_only_pod_goes_where_it_strands_no_gpu() -> None:
 
 def test_fgd_measure_dominates_the_combination() -> None:
     typical = classes([500], [1], [0])
-    scorer = DanluPackScorer(typical)
+    scorer = DanluPackScorer(typical, remainder_weight=0.0)
     cluster = two_gpu_cluster(scorer)
     req = ShareRequest(0, 0, 1, 300)
     # a: 1000 -> 700 still fits a 500-pod (FGD 0) but one pod fewer (fill 0 -> 200 left);
@@ -134,7 +137,7 @@ def test_fgd_measure_dominates_the_combination() -> None:
 def test_scores_follow_state_changes_and_pick_the_tightest_gpu() -> None:
     typical = classes([600], [1], [0])
     nodes = [ShareNode("a", 64_000, 262_144, 4, "T4")]
-    cluster = ShareCluster(nodes, DanluPackScorer(typical))
+    cluster = ShareCluster(nodes, DanluPackScorer(typical, remainder_weight=0.0))
     req = ShareRequest(0, 0, 1, 400)
     before = cluster.scorer.score(cluster, req, np.array([0]), cluster.rng)
     assert before.tolist() == [400.0]  # 1000 -> 600: FGD 0, fill 400 -> 0 left over

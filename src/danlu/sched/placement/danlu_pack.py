@@ -10,19 +10,27 @@ allocation ratio of a nearly full cluster:
 * remainders that no whole number of pods fills: a 470-pod on an empty GPU leaves 530,
   which fits one more 470-pod and then 60 that nothing typical uses.
 
-danlu scores a candidate placement by the drop of two expected fragmentations:
+danlu scores a candidate placement by the drop of three expected wastes:
 
-``score = fill_drop + fgd_weight * fgd_drop``
+``score = fill_drop + fgd_weight * fgd_drop + remainder_weight * remainder_drop``
 
 ``fgd_drop`` is FGD's measure, un-quantised; ``fill_drop`` is the fill fragmentation of
 :mod:`danlu.sched.placement.danlu_pack_fill` (how much of the free capacity pods of each
 typical class could fill, counting GPUs, CPU and memory; the class memory is the median
-of its requests). FGD's measure dominates (``fgd_weight`` = :data:`FGD_WEIGHT`); the
-fill measure decides among placements FGD sees as (nearly) equal and stops it from
-stranding CPU-starved GPUs. Scores are rounded to 1e-6 milli-GPU so that equal scores
-tie exactly; ties go to the lowest node rank (the experiment's seeded node order). A
-share goes to the GPU of the chosen node with the best score (ties: the GPU with the
-least free capacity, then the lowest index). Deterministic; no state beyond caches.
+of its requests), with the classes restricted to a few GPU models weighted up by how
+scarce their models are (``scarcity_weight``, see
+:class:`~danlu.sched.placement.danlu_pack_fill.FillFragmentation`). For a share,
+``remainder_drop`` is the drop of the expected unused remainder of the GPU it goes on
+(:func:`~danlu.sched.placement.danlu_pack_fill.remainder_waste`: what a random stream of
+the typical pods that fit would leave of it), which sees mixes of classes that the
+per-class fill measure does not (470 + 320 leaves 210, which only 160 + 50 fill); it is 0
+for CPU-only and whole-GPU requests. FGD's measure dominates (``fgd_weight`` =
+:data:`FGD_WEIGHT`); the other two decide among placements FGD sees as (nearly) equal and
+stop it from stranding CPU-starved GPUs, scarce GPU models and unfillable remainders.
+Scores are rounded to 1e-6 milli-GPU so that equal scores tie exactly; ties go to the
+lowest node rank (the experiment's seeded node order). A share goes to the GPU of the
+chosen node with the best score (ties: the GPU with the least free capacity, then the
+lowest index). Deterministic; no state beyond caches.
 """
 
 from __future__ import annotations
@@ -31,7 +39,7 @@ from typing import ClassVar
 
 import numpy as np
 
-from danlu.sched.placement.danlu_pack_fill import FillFragmentation
+from danlu.sched.placement.danlu_pack_fill import FillFragmentation, remainder_waste
 from danlu.sched.placement.frag import FgdScorer, TypicalPods
 from danlu.sched.placement.share import (
     FloatArray,
@@ -46,6 +54,18 @@ FGD_WEIGHT = 12.0
 milli-GPU). Chosen once on the default openb pod list, seeds 42-45 (allocation ratio:
 8 -> 95.53 %, 12 -> 95.63, 16 -> 95.63, 24 -> 95.53), and used for every pod list."""
 
+SCARCITY_WEIGHT = 8.0
+"""Weight of the GPU-model pressure added to the fill-measure weight of a model-restricted
+class (:class:`~danlu.sched.placement.danlu_pack_fill.FillFragmentation`). Chosen on the
+gpuspec25 pod list, seeds 42-43 (allocation ratio: 0 -> 93.16 %, 1 -> 93.74, 4 -> 95.23,
+8 -> 95.25, 16 -> 95.29); gpuspec20 gives 95.32 / 95.31 / 95.34 at 4 / 8 / 16. No effect on
+pod lists without ``gpu_spec``."""
+
+REMAINDER_WEIGHT = 4.0
+"""Weight of the drop of a share GPU's expected remainder waste (milli-GPU). Chosen on the
+default pod list, seeds 42-51 (2 -> 95.73 %, 4 -> 95.73, 6 -> 95.75, 8 -> 95.73,
+12 -> 95.59; 0 -> 95.66): the middle of the plateau."""
+
 _DECIMALS = 6
 """Scores are rounded to this many decimals (milli-GPU) so equal scores tie exactly."""
 
@@ -53,36 +73,62 @@ _ShapeKey = tuple[int, int, int, int, frozenset[str]]
 
 
 class DanluPackScorer(ShareScorer):
-    """FGD's fragmentation drop plus the fill-fragmentation drop (module docstring)."""
+    """FGD's fragmentation drop plus the fill-fragmentation and remainder drops (module
+    docstring)."""
 
     name: ClassVar[str] = "danlu"
 
-    def __init__(self, typical: TypicalPods, fgd_weight: float = FGD_WEIGHT) -> None:
+    def __init__(
+        self,
+        typical: TypicalPods,
+        fgd_weight: float = FGD_WEIGHT,
+        scarcity_weight: float = SCARCITY_WEIGHT,
+        remainder_weight: float = REMAINDER_WEIGHT,
+    ) -> None:
         self.typical = typical
         self.fgd_weight = float(fgd_weight)
+        self.scarcity_weight = float(scarcity_weight)
+        self.remainder_weight = float(remainder_weight)
         self.fgd = FgdScorer(typical, quantize=False)
-        self.fill = FillFragmentation(typical)
+        self.fill = FillFragmentation(typical, self.scarcity_weight)
         self._cluster: ShareCluster | None = None
         # per request shape: node scores and the node epochs they were computed at
-        self._scores: dict[_ShapeKey, tuple[FloatArray, IntArray]] = {}
+        self._scores: dict[_ShapeKey, tuple[FloatArray, IntArray, IntArray]] = {}
 
     def _sync(self, cluster: ShareCluster) -> None:
         if self._cluster is not cluster:
             self._cluster = cluster
             self._scores.clear()
+            self._waste: FloatArray = remainder_waste(self.typical, cluster.models)
         self.fgd.sync(cluster)
         self.fill.sync(cluster)
 
-    def _combine(self, fill_drop: FloatArray, fgd_drop: FloatArray) -> FloatArray:
-        out: FloatArray = np.round(fill_drop + self.fgd_weight * fgd_drop, _DECIMALS)
+    def _combine(
+        self, fill_drop: FloatArray, fgd_drop: FloatArray, remainder_drop: FloatArray | None = None
+    ) -> FloatArray:
+        total = fill_drop + self.fgd_weight * fgd_drop
+        if remainder_drop is not None:
+            total = total + self.remainder_weight * remainder_drop
+        out: FloatArray = np.round(total, _DECIMALS)
         return out
 
     def _share_scores(
         self, cluster: ShareCluster, request: ShareRequest, rows: IntArray, values: IntArray
     ) -> FloatArray:
+        model = cluster.model_idx[rows]
         return self._combine(
             self.fill.share_drop(cluster, request, rows, values),
             self.fgd.share_drops(cluster, request, rows, values),
+            self._waste[model, values] - self._waste[model, values - request.gpu_milli],
+        )
+
+    def _key(self, request: ShareRequest) -> _ShapeKey:
+        return (
+            request.cpu_milli,
+            request.memory_mib,
+            request.gpu_milli,
+            request.num_gpu,
+            request.gpu_spec,
         )
 
     def score(
@@ -94,44 +140,52 @@ class DanluPackScorer(ShareScorer):
     ) -> FloatArray:
         """Score of each feasible node (best over its GPUs for a share).
 
-        Cached per request shape and recomputed only for the nodes that changed.
+        Cached per request shape and recomputed only for the nodes that changed; for a
+        share the cache also keeps the free value of the best GPU, which
+        :meth:`pick_gpus` then reuses.
         """
         self._sync(cluster)
-        key = (
-            request.cpu_milli,
-            request.memory_mib,
-            request.gpu_milli,
-            request.num_gpu,
-            request.gpu_spec,
-        )
+        key = self._key(request)
         entry = self._scores.get(key)
         if entry is None:
             n = len(cluster)
-            entry = (np.zeros(n, np.float64), np.full(n, -1, np.int64))
+            entry = (np.zeros(n, np.float64), np.full(n, -1, np.int64), np.zeros(n, np.int64))
             self._scores[key] = entry
-        values, seen = entry
+        values, seen, best_free = entry
         stale = nodes[seen[nodes] != cluster.epoch[nodes]]
         if stale.size:
-            values[stale] = self._compute(cluster, request, stale)
+            values[stale], best_free[stale] = self._compute(cluster, request, stale)
             seen[stale] = cluster.epoch[stale]
         out: FloatArray = values[nodes]
         return out
 
-    def _compute(self, cluster: ShareCluster, request: ShareRequest, nodes: IntArray) -> FloatArray:
+    def _compute(
+        self, cluster: ShareCluster, request: ShareRequest, nodes: IntArray
+    ) -> tuple[FloatArray, IntArray]:
+        """Scores of ``nodes`` and, for a share, the free value of the GPU to take."""
         if request.shared:
-            # one candidate per distinct free value on each node (equal GPUs score equal)
+            # one candidate per distinct free value on each node (equal GPUs score equal);
+            # every node here is feasible, so row i of the candidates belongs to nodes[i]
             srt = np.sort(cluster.gpu_free[nodes], axis=1)
             cand = srt >= request.gpu_milli
             cand[:, 1:] &= srt[:, 1:] != srt[:, :-1]
             r, c = np.nonzero(cand)
             pair = self._share_scores(cluster, request, nodes[r], srt[r, c])
-            starts = np.flatnonzero(np.r_[True, r[1:] != r[:-1]])
-            best: FloatArray = np.maximum.reduceat(pair, starts)
-            return best
-        return self._combine(
+            new_row = np.ones(r.size, np.bool_)
+            new_row[1:] = r[1:] != r[:-1]
+            best: FloatArray = np.maximum.reduceat(pair, np.flatnonzero(new_row))
+            # best GPU: the least free value among the best-scoring ones (values ascend)
+            hit = np.flatnonzero(pair == best[r])
+            first_hit = np.ones(hit.size, np.bool_)
+            first_hit[1:] = r[hit[1:]] != r[hit[:-1]]
+            first = hit[first_hit]
+            value: IntArray = srt[r[first], c[first]]
+            return best, value
+        scores = self._combine(
             self.fill.drop(cluster, request, nodes),
             self.fgd.whole_drops(cluster, request, nodes),
         )
+        return scores, np.zeros(nodes.size, np.int64)
 
     def pick_gpus(
         self,
@@ -143,10 +197,14 @@ class DanluPackScorer(ShareScorer):
         """For a share, the GPU with the best score (ties: least free, lowest index)."""
         if not request.shared:
             return super().pick_gpus(cluster, request, node, rng)
-        self._sync(cluster)
         free = cluster.gpu_free[node]
-        gpus = np.flatnonzero(free >= request.gpu_milli)
-        rows = np.full(gpus.size, node, np.int64)
-        scores = self._share_scores(cluster, request, rows, free[gpus])
-        best = gpus[scores == scores.max()]
-        return (int(best[np.argmin(free[best])]),)
+        entry = self._scores.get(self._key(request))
+        if self._cluster is cluster and entry is not None and entry[1][node] == cluster.epoch[node]:
+            value = int(entry[2][node])  # scored at this state by score()
+        else:
+            self._sync(cluster)
+            gpus = np.flatnonzero(free >= request.gpu_milli)
+            rows = np.full(gpus.size, node, np.int64)
+            scores = self._share_scores(cluster, request, rows, free[gpus])
+            value = int(free[gpus[scores == scores.max()]].min())
+        return (int(np.flatnonzero(free == value)[0]),)

@@ -42,14 +42,50 @@ _UNLIMITED = np.int64(1) << np.int64(40)
 """Pod count standing for "not limited" (a class that asks for no CPU or no memory)."""
 
 
+def scarcity(typical: TypicalPods, models: Sequence[str], capacity: FloatArray) -> FloatArray:
+    """Per class: how much of its allowed GPU models' capacity the class is expected to need.
+
+    ``models`` are the GPU models of a cluster and ``capacity`` their total milli-GPU. A
+    class restricted to some models (``gpu_spec``) takes the fraction
+    ``f_k = w_k * gpu_k / sum_j w_j * gpu_j`` of the GPU demand (``gpu_k`` the milli-GPU
+    of one pod); at load 1 that is ``f_k * total capacity``, to be served by its models
+    only, so its pressure is ``f_k * total capacity / capacity of its models``. Summed
+    over the classes restricted to a model, it is the share of that model's capacity
+    that constrained pods need (above 1: more than the model has). Unrestricted classes,
+    classes without GPUs and classes none of whose models is present get 0.
+    """
+    unit = (typical.gpu_milli * typical.num_gpu).astype(np.float64)
+    demand = typical.weight * unit
+    total_demand = float(demand.sum())
+    out: FloatArray = np.zeros(len(typical), np.float64)
+    if total_demand <= 0:
+        return out
+    usable = typical.usable(models)  # (models, K)
+    total_capacity = float(capacity.sum())
+    for k, spec in enumerate(typical.specs):
+        if not spec or unit[k] <= 0:
+            continue
+        own = float(capacity[usable[:, k]].sum())
+        if own > 0:
+            out[k] = demand[k] / total_demand * total_capacity / own
+    return out
+
+
 class FillFragmentation:
     """Fill fragmentation of the nodes of one cluster against ``typical`` (see module doc).
 
     Class memory comes from ``typical.memory_mib`` (absent: memory is not counted).
+    With ``scarcity_weight`` > 0, the capacity that classes restricted to a few GPU
+    models could fill counts more, by ``scarcity_weight`` x the class's pressure on its
+    models (:func:`scarcity`): a class's fill fragment weighs ``w_k + scarcity_weight *
+    pressure_k``, so taking capacity that constrained pods need costs more than taking
+    the same capacity on a model nobody is restricted to. The pressure is fixed per
+    cluster (from the typical pods and the cluster's capacity per model).
     """
 
-    def __init__(self, typical: TypicalPods) -> None:
+    def __init__(self, typical: TypicalPods, scarcity_weight: float = 0.0) -> None:
         self.typical = typical
+        self.scarcity_weight = float(scarcity_weight)
         g, n = typical.gpu_milli, typical.num_gpu
         mem = typical.memory_mib if typical.memory_mib is not None else np.zeros_like(g)
         self._share: BoolArray = (n == 1) & (g > 0) & (g < MILLI)
@@ -61,6 +97,8 @@ class FillFragmentation:
         self._cpu_free_class: BoolArray = typical.cpu_milli == 0
         self._mem: IntArray = np.where(mem > 0, mem, 1)
         self._mem_free_class: BoolArray = mem == 0
+        self._any_cpu_free = bool(self._cpu_free_class.any())
+        self._any_mem_free = bool(self._mem_free_class.any())
         self._weight: FloatArray = typical.weight
         self._cluster: ShareCluster | None = None
 
@@ -72,19 +110,30 @@ class FillFragmentation:
         out: IntArray = np.where(self._share, share, whole)
         return out
 
+    def usable_unit(self, usable: BoolArray) -> FloatArray:
+        """(rows, K) milli-GPU one pod of each class fills on each row's node (0 where the
+        class may not use the node)."""
+        out: FloatArray = np.where(usable, self._unit, 0.0)
+        return out
+
     def expected(
         self,
-        usable: BoolArray,
+        unit: FloatArray,
         slots: IntArray,
         gpu_total: IntArray,
         cpu_free: IntArray,
         mem_free: IntArray,
     ) -> FloatArray:
-        """Expected fill fragment per row (milli-GPU) from the per-class GPU slots."""
-        by_cpu = np.where(self._cpu_free_class, _UNLIMITED, cpu_free[:, None] // self._cpu)
-        by_mem = np.where(self._mem_free_class, _UNLIMITED, mem_free[:, None] // self._mem)
+        """Expected fill fragment per row (milli-GPU) from the per-class GPU slots;
+        ``unit`` from :meth:`usable_unit`."""
+        by_cpu = cpu_free[:, None] // self._cpu
+        if self._any_cpu_free:
+            by_cpu = np.where(self._cpu_free_class, _UNLIMITED, by_cpu)
+        by_mem = mem_free[:, None] // self._mem
+        if self._any_mem_free:
+            by_mem = np.where(self._mem_free_class, _UNLIMITED, by_mem)
         pods = np.minimum(np.minimum(slots, by_cpu), by_mem)
-        filled = np.where(usable, pods * self._unit, 0.0)
+        filled = pods * unit
         frag = gpu_total[:, None].astype(np.float64) - filled
         out: FloatArray = (frag * self._weight).sum(axis=1)
         return out
@@ -94,7 +143,15 @@ class FillFragmentation:
         """Bring the per-node caches up to date with ``cluster`` (by node epoch)."""
         if self._cluster is not cluster:
             self._cluster = cluster
-            self._usable: BoolArray = self.typical.usable(cluster.models)[cluster.model_idx]
+            usable = self.typical.usable(cluster.models)[cluster.model_idx]
+            self._unit_node: FloatArray = self.usable_unit(usable)
+            self._weight = self.typical.weight
+            if self.scarcity_weight > 0:
+                cap = np.bincount(
+                    cluster.model_idx, cluster.gpu_cap.sum(axis=1), len(cluster.models)
+                ).astype(np.float64)
+                pressure = scarcity(self.typical, cluster.models, cap)
+                self._weight = self.typical.weight + self.scarcity_weight * pressure
             n, k = len(cluster), len(self.typical)
             self._slots: IntArray = np.zeros((n, k), np.int64)
             self._frag: FloatArray = np.zeros(n, np.float64)
@@ -104,7 +161,7 @@ class FillFragmentation:
             slots = self.slots(cluster.gpu_free[dirty], cluster.n_full[dirty])
             self._slots[dirty] = slots
             self._frag[dirty] = self.expected(
-                self._usable[dirty],
+                self._unit_node[dirty],
                 slots,
                 cluster.gpu_free_total[dirty],
                 cluster.cpu_free[dirty],
@@ -137,7 +194,7 @@ class FillFragmentation:
         self, cluster: ShareCluster, request: ShareRequest, rows: IntArray, slots: IntArray
     ) -> FloatArray:
         after = self.expected(
-            self._usable[rows],
+            self._unit_node[rows],
             slots,
             cluster.gpu_free_total[rows] - request.total_gpu_milli,
             cluster.cpu_free[rows] - request.cpu_milli,
@@ -165,9 +222,39 @@ def fill_fragmentation(
     gpu_free = np.asarray(gpu_free, np.int64)
     n_full = np.count_nonzero(gpu_free == MILLI, axis=1).astype(np.int64)
     return fill.expected(
-        usable,
+        fill.usable_unit(usable),
         fill.slots(gpu_free, n_full),
         gpu_free.sum(axis=1),
         np.asarray(cpu_free, np.int64),
         np.asarray(mem_free, np.int64),
     )
+
+
+def remainder_waste(typical: TypicalPods, models: Sequence[str]) -> FloatArray:
+    """(len(models), 1001) expected milli-GPU that stays unused on one GPU with ``v`` free.
+
+    The GPU is filled by a random stream of the typical pods that may use the model: the
+    next pod is class ``k`` with probability ``w_k`` among the classes that still fit (a
+    share class of ``g`` fits when ``g <= v``; a whole-GPU class only a fully free GPU,
+    which it takes), and the GPU stops when no class fits; what is left then is wasted.
+    ``E(v) = v`` when nothing fits, else ``sum_k w_k E(v - size_k) / sum_k w_k`` over the
+    classes that fit. Unlike the per-class fill measure, this sees mixes: 210 left by
+    470 + 320 is filled by 160 + 50 only if those arrive, 60 left by two 470-pods by
+    nothing.
+    """
+    usable = typical.usable(models)  # (models, K)
+    size = np.where(
+        (typical.num_gpu == 1) & (typical.gpu_milli < MILLI), typical.gpu_milli, MILLI
+    ).astype(np.int64)
+    out: FloatArray = np.zeros((len(models), MILLI + 1), np.float64)
+    for j in range(len(models)):
+        ks = np.flatnonzero(usable[j])
+        sizes, weights = size[ks], typical.weight[ks]
+        for v in range(1, MILLI + 1):
+            fits = sizes <= v
+            total = float(weights[fits].sum())
+            if total <= 0.0:
+                out[j, v] = float(v)
+            else:
+                out[j, v] = float((weights[fits] * out[j, v - sizes[fits]]).sum()) / total
+    return out

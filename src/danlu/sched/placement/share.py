@@ -267,27 +267,29 @@ class ShareCluster:
         req, n = placement.request, placement.node
         if not 0 <= n < len(self.nodes):
             raise PlacementError(f"node index {n} out of range")
-        if len(placement.gpus) != req.num_gpu or len(set(placement.gpus)) != req.num_gpu:
-            raise PlacementError(f"placement needs {req.num_gpu} distinct GPUs: {placement.gpus}")
-        cpu = self.cpu_free[n] + sign * req.cpu_milli
-        mem = self.mem_free[n] + sign * req.memory_mib
+        gpus = placement.gpus
+        if len(gpus) != req.num_gpu or len(set(gpus)) != req.num_gpu:
+            raise PlacementError(f"placement needs {req.num_gpu} distinct GPUs: {gpus}")
+        cpu = int(self.cpu_free[n]) + sign * req.cpu_milli
+        mem = int(self.mem_free[n]) + sign * req.memory_mib
         if not (0 <= cpu <= self.cpu_cap[n] and 0 <= mem <= self.mem_cap[n]):
             raise PlacementError(f"CPU/memory of node {self.nodes[n].name} would leave its range")
-        gidx = np.array(placement.gpus, np.int64)
-        if gidx.size:
-            if gidx.min() < 0 or gidx.max() >= self.num_gpu[n]:
+        if gpus:
+            if min(gpus) < 0 or max(gpus) >= self.num_gpu[n]:
                 raise PlacementError(f"GPU index out of range on node {self.nodes[n].name}")
             if not self.model_allowed(req.gpu_spec)[self.model_idx[n]]:
                 raise PlacementError(f"GPU model of node {self.nodes[n].name} not allowed")
-            new = self.gpu_free[n, gidx] + sign * req.gpu_milli
-            if new.min() < 0 or new.max() > MILLI:
-                raise PlacementError(f"GPU milli of node {self.nodes[n].name} would leave 0..1000")
-            if sign < 0 and not req.shared and (self.gpu_free[n, gidx] != MILLI).any():
-                raise PlacementError("whole-GPU requests need fully free GPUs")
-            self.gpu_free[n, gidx] = new
             row = self.gpu_free[n]
-            self.gpu_free_total[n] = row.sum()
-            self.n_full[n] = np.count_nonzero(row == MILLI)
+            old = [int(row[g]) for g in gpus]
+            new = [v + sign * req.gpu_milli for v in old]
+            if min(new) < 0 or max(new) > MILLI:
+                raise PlacementError(f"GPU milli of node {self.nodes[n].name} would leave 0..1000")
+            if sign < 0 and not req.shared and any(v != MILLI for v in old):
+                raise PlacementError("whole-GPU requests need fully free GPUs")
+            for g, v in zip(gpus, new, strict=True):
+                row[g] = v
+            self.gpu_free_total[n] += sign * req.gpu_milli * len(gpus)
+            self.n_full[n] += sum(v == MILLI for v in new) - sum(v == MILLI for v in old)
             self.max_free[n] = row.max()
         self.cpu_free[n] = cpu
         self.mem_free[n] = mem
