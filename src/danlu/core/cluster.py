@@ -116,14 +116,16 @@ class Allocation:
 
     shares: tuple[GpuShare, ...] = ()
     _milli: int = field(default=0, init=False, repr=False, compare=False)
+    _gpus: int = field(default=0, init=False, repr=False, compare=False)
 
     def __post_init__(self) -> None:
         object.__setattr__(self, "_milli", sum(s.milli for s in self.shares))
+        object.__setattr__(self, "_gpus", len({(s.node, s.gpu) for s in self.shares}))
 
     @property
     def num_gpus(self) -> int:
         """Number of distinct GPUs touched."""
-        return len({(s.node, s.gpu) for s in self.shares})
+        return self._gpus
 
     @property
     def nodes(self) -> tuple[int, ...]:

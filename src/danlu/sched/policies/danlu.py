@@ -236,14 +236,15 @@ class DanluPolicy:
         cluster = view.cluster
         gpn = max((node.gpus for node in cluster.nodes), default=1)
         fixed = [j for j in view.running if not j.request.preemptible]
-        jobs = [j for j in view.running if j.request.preemptible] + list(view.pending)
-        shared = [j for j in jobs if j.request.shares_gpu and not j.running]
-        whole = [j for j in jobs if not (j.request.shares_gpu and not j.running)]
-        capacity = cluster.total_gpus - sum(
-            math.ceil(j.allocation.gpu_milli / MILLI_PER_GPU) for j in fixed
+        movable = [j for j in view.running if j.request.preemptible]
+        shared = [j for j in view.pending if j.request.shares_gpu]
+        whole = movable + (
+            [j for j in view.pending if not j.request.shares_gpu] if shared else list(view.pending)
         )
-        capacity -= sum(
-            math.ceil(j.allocation.gpu_milli / MILLI_PER_GPU) for j in whole if j.request.shares_gpu
+        # GPUs not ours to move: non-preemptible jobs' and the GPUs shared jobs sit on.
+        held_shares = [*fixed, *(j for j in movable if j.request.shares_gpu)]
+        capacity = cluster.total_gpus - sum(
+            math.ceil(j.allocation.gpu_milli / MILLI_PER_GPU) for j in held_shares
         )
         new_marks: dict[str, dict[str, float]] = {}
         all_options: list[list[Option]] = []
