@@ -7,11 +7,13 @@ full precision (no autocast overhead), and counting the steps the scaler skipped
 from __future__ import annotations
 
 import contextlib
-from collections.abc import Iterator
+from typing import Any
 
 import torch
 
 from danlu.core.errors import ConfigError
+
+_NO_AUTOCAST = contextlib.nullcontext()
 
 _DTYPES = {
     "fp32": None,
@@ -51,14 +53,11 @@ class Precision:
         """True when a GradScaler is active (fp16)."""
         return self.scaler.is_enabled()
 
-    @contextlib.contextmanager
-    def autocast(self) -> Iterator[None]:
+    def autocast(self) -> contextlib.AbstractContextManager[Any]:
         """Autocast region for the forward pass (a no-op in fp32)."""
         if self.dtype is None:
-            yield
-            return
-        with torch.autocast(self.device_type, dtype=self.dtype):
-            yield
+            return _NO_AUTOCAST
+        return torch.autocast(self.device_type, dtype=self.dtype)
 
     def scale(self, loss: torch.Tensor) -> torch.Tensor:
         """The loss to call ``backward()`` on."""

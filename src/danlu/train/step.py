@@ -45,13 +45,19 @@ _OOM = object()
 _PEER_OOM = object()
 
 
+def norm_tensor(grads: list[torch.Tensor]) -> torch.Tensor:
+    """The global L2 norm of ``grads`` as a 0-d tensor on their device (inf/nan propagate)."""
+    norms = torch._foreach_norm(grads, 2.0)
+    total: torch.Tensor = torch.linalg.vector_norm(torch.stack(norms), 2.0)
+    return total
+
+
 def grad_norm(params: list[torch.Tensor]) -> float:
     """Global L2 norm of the gradients of ``params`` (inf/nan propagate)."""
     grads = [p.grad for p in params if p.grad is not None]
     if not grads:
         return 0.0
-    norms = torch._foreach_norm(grads, 2.0)
-    return float(torch.linalg.vector_norm(torch.stack(norms), 2.0).item())
+    return float(norm_tensor(grads).item())
 
 
 class StepEngine:
@@ -102,22 +108,17 @@ class StepEngine:
         weight = real * self.dist.world_size / global_real if global_real > 0 else 0.0
         ooms = 0
         while True:
-            out = self._accumulate(data, loss_fn, weight)
+            out = self._accumulate(data, n, loss_fn, weight)
             if out is _OOM or out is _PEER_OOM:
                 # Out of the except block now: the failed step's tensors can really be freed.
                 release_memory(self.model, self.optimizer)
                 self.batch.on_oom()
                 ooms += 1
                 continue
-            assert isinstance(out, float)
-            loss = out
+            assert isinstance(out, torch.Tensor)
             break
         self.precision.unscale(self.optimizer)
-        norm: float | None = None
-        if self.clip is not None:
-            norm = float(torch.nn.utils.clip_grad_norm_(self.params, self.clip))
-        elif self.compute_norm:
-            norm = grad_norm(self.params)
+        loss, norm = self._loss_and_norm(out)
         if self.gns is not None and self._gns_small is not None and norm is not None:
             self.gns.update(
                 self._gns_small[0], self._gns_small[1], norm * norm, n * self.dist.world_size
@@ -139,8 +140,29 @@ class StepEngine:
         self.step_count += 1
         return StepResult(loss, norm, applied, kind, ooms, time.perf_counter() - t0, global_real)
 
-    def _accumulate(self, data: Any, loss_fn: LossFn, weight: float) -> object:
-        """Forward/backward over the micro-batches; the summed loss, or an OOM marker."""
+    def _loss_and_norm(self, loss: torch.Tensor) -> tuple[float, float | None]:
+        """The step's loss and gradient norm as floats (the norm: None when not wanted).
+
+        Both come to the host in one transfer: on a GPU, one synchronisation per step."""
+        if self.clip is not None:
+            norm_t = torch.nn.utils.clip_grad_norm_(self.params, self.clip)
+        elif not self.compute_norm:
+            return float(loss), None
+        else:
+            grads = [p.grad for p in self.params if p.grad is not None]
+            if not grads:
+                return float(loss), 0.0
+            norm_t = norm_tensor(grads)
+        if norm_t.device.type == "cpu" and loss.device.type == "cpu":
+            return float(loss), float(norm_t)
+        both = torch.stack([loss.to(norm_t.device, torch.float32), norm_t.float()]).tolist()
+        return float(both[0]), float(both[1])
+
+    def _accumulate(self, data: Any, n: int, loss_fn: LossFn, weight: float) -> object:
+        """Forward/backward over the micro-batches; the summed loss (a detached 0-d float
+        tensor), or an OOM marker."""
+        if self.oom_injector is None and not self.dist.enabled and n <= self.batch.micro:
+            return self._single(data, loss_fn, weight)
         chunks = accumulate.split(data, self.batch.micro)
         last = len(chunks) - 1
         agreed = False
@@ -168,7 +190,7 @@ class StepEngine:
                         agreed = True
                         if self.dist.any(False):  # a peer ran out of memory: retry together
                             return _PEER_OOM
-                    self.precision.scale(loss * (share * weight)).backward()
+                    self.precision.scale(loss * (share * weight)).backward()  # type: ignore[no-untyped-call]
                 total = total + loss.detach().float() * share
                 if measure_gns and i == 0 and weight > 0:
                     denom = share * weight * self.precision.loss_scale
@@ -188,4 +210,21 @@ class StepEngine:
             if self.dist.enabled:
                 self.dist.any(True)
             return _OOM
-        return float(total)
+        assert isinstance(total, torch.Tensor)  # there is at least one micro-batch
+        return total
+
+    def _single(self, data: Any, loss_fn: LossFn, weight: float) -> object:
+        """:meth:`_accumulate` for the common case: one micro-batch, one process, no OOM
+        injection (the same arithmetic, without the bookkeeping of the general path)."""
+        self._gns_small = None
+        try:
+            with self.precision.autocast():
+                loss = loss_fn(self.model, data)
+            # x * 1.0 == x exactly, and so is its gradient: skip the no-op multiply
+            scaled = loss if weight == 1.0 else loss * weight
+            self.precision.scale(scaled).backward()  # type: ignore[no-untyped-call]
+        except Exception as exc:
+            if not is_oom(exc):
+                raise
+            return _OOM
+        return loss.detach().float()

@@ -278,7 +278,7 @@ class CheckpointManager:
             self.incremental and self._base is not None and self._since_full < self.full_every - 1
         )
         stored: dict[str, torch.Tensor] = {}
-        layout: dict[str, str] = {}
+        layout: dict[str, Any] = {}
         base_name: str | None = None
         if use_delta:
             assert self._base is not None
@@ -332,11 +332,10 @@ class CheckpointManager:
     def _retain(self) -> None:
         infos = self.list_checkpoints()
         keep = {i.name for i in infos[-self.keep_last :]}
-        if self.best_metric is not None and self.keep_best > 0:
-            ranked = [i for i in infos if self.best_metric in i.metrics]
-            ranked.sort(
-                key=lambda i: float(i.metrics[self.best_metric]), reverse=self.mode == "max"
-            )
+        best = self.best_metric
+        if best is not None and self.keep_best > 0:
+            ranked = [i for i in infos if best in i.metrics]
+            ranked.sort(key=lambda i: float(i.metrics[best]), reverse=self.mode == "max")
             keep |= {i.name for i in ranked[: self.keep_best]}
         by_name = {i.name: i for i in infos}
         keep |= {by_name[n].base for n in keep if by_name[n].base is not None}  # type: ignore[misc]

@@ -1,0 +1,90 @@
+"""The training step: the gradient norm anomaly detection checks (right, NaN gradients skip
+the step, spikes are caught) and the single-micro-batch fast path."""
+
+from __future__ import annotations
+
+import math
+
+import pytest
+import torch
+from train_helpers import mse_loss, tiny_model, tiny_regression
+
+import danlu.train as dt
+from danlu.train.step import grad_norm, norm_tensor
+
+
+def test_grad_norm_matches_the_definition() -> None:
+    torch.manual_seed(0)
+    model = torch.nn.Sequential(torch.nn.Linear(64, 256), torch.nn.ReLU(), torch.nn.Linear(256, 3))
+    model(torch.randn(32, 64)).pow(2).mean().backward()
+    params = list(model.parameters())
+    ref = torch.linalg.vector_norm(torch.cat([p.grad.double().flatten() for p in params]))
+    assert grad_norm(params) == pytest.approx(float(ref), rel=1e-6)
+    assert float(norm_tensor([p.grad for p in params])) == pytest.approx(float(ref), rel=1e-6)
+    strided = model[0].weight.grad.t().contiguous().t()  # same values, column-major
+    assert not strided.is_contiguous()
+    model[0].weight.grad = strided
+    assert grad_norm(params) == pytest.approx(float(ref), rel=1e-6)
+    for p in params:
+        p.grad = None
+    assert grad_norm(params) == 0.0
+
+
+def test_nan_gradients_skip_the_step_and_spikes_are_caught() -> None:
+    data = tiny_regression(512)
+    model = tiny_model()
+    opt = torch.optim.SGD(model.parameters(), lr=0.01)
+    bad = {25: "nan", 30: "spike"}
+    calls = [0]
+
+    def loss_fn(m: torch.nn.Module, b: tuple[torch.Tensor, torch.Tensor]) -> torch.Tensor:
+        calls[0] += 1
+        loss = mse_loss(m, b)
+        if bad.get(calls[0]) == "nan":  # a finite loss with NaN gradients: sqrt'(0) * 0
+            return loss + (m[0].weight * 0).abs().sqrt().sum()
+        if bad.get(calls[0]) == "spike":
+            return loss * 1e4
+        return loss
+
+    with dt.init(
+        model, opt, global_batch_size=16, dataset_size=512, metrics_file=False, environ={}
+    ) as ctx:
+        results = []
+        for i, b in zip(range(32), ctx.batches(data), strict=False):
+            before = [p.detach().clone() for p in model.parameters()]
+            results.append(ctx.step(b, loss_fn))
+            after = list(model.parameters())
+            unchanged = all(torch.equal(a, p) for a, p in zip(before, after, strict=True))
+            assert unchanged == (i in (24, 29))  # skipped steps leave the parameters alone
+    assert math.isfinite(results[24].loss) and math.isnan(results[24].grad_norm or 0.0)
+    assert (results[24].anomaly, results[24].applied) == ("nonfinite_grad", False)
+    assert (results[29].anomaly, results[29].applied) == ("grad_spike", False)
+    assert sum(r.applied for r in results) == 30
+    assert ctx.anomaly is not None
+    assert ctx.anomaly.counts == {"nonfinite_grad": 1, "grad_spike": 1}
+
+
+def test_single_micro_batch_fast_path_is_bit_identical_to_the_general_path() -> None:
+    """One micro-batch, one process: StepEngine skips the accumulation bookkeeping. An OOM
+    injector that never fires forces the general path; both must train the same bits."""
+    runs = []
+    for injector in (None, lambda step, micro: False):
+        data = tiny_regression(256)
+        model = tiny_model()
+        opt = torch.optim.AdamW(model.parameters(), lr=0.01)
+        with dt.init(
+            model,
+            opt,
+            global_batch_size=32,
+            dataset_size=256,
+            metrics_file=False,
+            oom_injector=injector,
+            shuffle=False,
+            environ={},
+        ) as ctx:
+            steps = [ctx.step(b, mse_loss) for b in ctx.batches(data)]
+        params = [p.detach().clone() for p in model.parameters()]
+        runs.append(([(s.loss, s.grad_norm) for s in steps], params))
+    (s0, p0), (s1, p1) = runs
+    assert s0 == s1 and len(s0) == 8
+    assert all(torch.equal(a, b) for a, b in zip(p0, p1, strict=True))
