@@ -11,6 +11,12 @@ so background threads count) is printed too, and, to show where the overhead com
 third loop in the rotation: the plain loop plus ``danlu.train.step.grad_norm`` before
 each optimizer step (the one read of every gradient that anomaly detection needs).
 
+On a shared machine the per-repeat ratios of ~1 s runs scatter by several percent, so the
+median moves by a few percent from one invocation to the next. A second, steadier estimate
+follows: the plain loop and the danlu loop (and plain + norm) kept alive side by side and
+stepped in turn, one step each, for ``--interleaved`` steps; the median step times give the
+cost per step in microseconds.
+
     PYTHONPATH=src python benchmarks/train_overhead.py [--repeats 21] [--steps 60] [--threads 1]
 """
 
@@ -85,12 +91,58 @@ def under_danlu(
     return len(batches) / wall, cpu / len(batches)
 
 
+def interleaved(
+    batches: list[tuple[torch.Tensor, torch.Tensor]], metrics: Path, steps: int
+) -> dict[str, float]:
+    """Median seconds per step of the three loops stepped in turn (one step each)."""
+    if steps <= 0:
+        return {}
+    models = {}
+    for name in ("plain", "danlu", "plain + norm"):
+        model = make_model()
+        models[name] = (model, torch.optim.SGD(model.parameters(), lr=0.01, momentum=0.9))
+    model, opt = models["danlu"]
+    ctx = dt.init(
+        model,
+        opt,
+        global_batch_size=batches[0][0].shape[0],
+        metrics_file=metrics,
+        progress=False,
+        environ={},
+    )
+
+    def plain_step(name: str, batch: tuple[torch.Tensor, torch.Tensor]) -> None:
+        m, o = models[name]
+        loss_fn(m, batch).backward()
+        if name == "plain + norm":
+            grad_norm(list(m.parameters()))
+        o.step()
+        o.zero_grad(set_to_none=True)
+
+    steppers = {
+        "plain": lambda b: plain_step("plain", b),
+        "danlu": lambda b: ctx.step(b, loss_fn),
+        "plain + norm": lambda b: plain_step("plain + norm", b),
+    }
+    times: dict[str, list[float]] = {name: [] for name in steppers}
+    names = list(steppers)
+    with ctx:
+        for i in range(steps):
+            batch = batches[i % len(batches)]
+            for name in names[i % 3 :] + names[: i % 3]:
+                t0 = time.perf_counter()
+                steppers[name](batch)
+                times[name].append(time.perf_counter() - t0)
+    return {name: statistics.median(ts[10:]) for name, ts in times.items()}
+
+
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--repeats", type=int, default=21)
     ap.add_argument("--steps", type=int, default=60)
     ap.add_argument("--batch", type=int, default=128)
     ap.add_argument("--threads", type=int, default=1, help="torch intra-op threads")
+    ap.add_argument("--interleaved", type=int, default=600, help="steps per loop (0: skip)")
     args = ap.parse_args()
     torch.set_num_threads(args.threads)
     g = torch.Generator().manual_seed(0)
@@ -122,6 +174,7 @@ def main() -> None:
             cpu_ratios.append(dc / pc)
             norm_ratios.append(got["norm"][0] / p)
         lines = sum(1 for _ in metrics.open())
+        step_s = interleaved(batches, Path(tmp) / "metrics2.jsonl", args.interleaved)
     ratio = statistics.median(ratios)
     print(
         f"plain loop      : {statistics.median(p_rates):8.2f} steps/s (median of "
@@ -140,6 +193,17 @@ def main() -> None:
         f"for reference, plain loop + gradient norm / plain: {norm:.4f}  "
         f"overhead {100 * (1 - norm):+.2f}%"
     )
+    if step_s:
+        base = step_s["plain"]
+        print(
+            f"interleaved, median of {args.interleaved} steps each: "
+            f"plain {base * 1e3:.3f} ms/step; "
+            + "; ".join(
+                f"{name} {(t - base) * 1e6:+.0f} us ({100 * (t / base - 1):+.2f}%)"
+                for name, t in step_s.items()
+                if name != "plain"
+            )
+        )
     print(f"metric records written: {lines}")
 
 
