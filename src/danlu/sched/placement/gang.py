@@ -195,16 +195,7 @@ class FreeMap:
         for size in range(count, len(buckets)):
             if buckets[size]:
                 return [(buckets[size][0], count)]
-        chosen: list[tuple[int, int]] = []
-        need = count
-        for size in range(len(buckets) - 1, 0, -1):
-            for node in buckets[size]:
-                take = min(need, size)
-                chosen.append((node, take))
-                need -= take
-                if need == 0:
-                    return chosen
-        return None
+        return self._emptiest_buckets(count)  # no single node: fewest nodes, fullest first
 
     def _node_gpu_memory(self) -> IntArray:
         return self._gpu_mem_cap[self._offsets] if len(self._offsets) else self._offsets
