@@ -4,10 +4,10 @@ A checkpoint never pickles Python objects: the structure (dicts, lists, tuples, 
 strings) goes to JSON with tensors replaced by ``{"__tensor__": key}``, and the tensors go
 to a ``torch.save`` file that is read back with ``weights_only=True``.
 
-Incremental checkpoints store, per tensor, one of: nothing (bytes equal to the base), a
-sparse delta (flat indices and new values of the elements whose *bits* differ), or the
-whole tensor. Comparison is on the raw bits, so ``-0.0`` vs ``0.0`` and NaN payloads are
-preserved: restores are lossless.
+Incremental checkpoints compare tensors on their raw bits (:func:`bits`), so ``-0.0`` vs
+``0.0`` and NaN payloads are preserved; their deltas are made by
+:mod:`danlu.train.checkpoint.delta`. :func:`apply_delta` reads the sparse deltas (flat
+indices and new bits) that earlier versions wrote.
 """
 
 from __future__ import annotations
@@ -131,29 +131,9 @@ def same_bits(a: torch.Tensor, b: torch.Tensor) -> bool:
     return a.dtype == b.dtype and a.shape == b.shape and torch.equal(bits(a), bits(b))
 
 
-def delta(new: torch.Tensor, base: torch.Tensor) -> dict[str, torch.Tensor] | None:
-    """The cheapest lossless encoding of ``new`` against ``base``.
-
-    Returns None when the bytes are identical, ``{"full": new}`` when a sparse delta would
-    not be smaller, else ``{"idx": flat_indices, "val": new_bits_at_idx}``.
-    """
-    if new.dtype != base.dtype or new.shape != base.shape:
-        return {"full": new}
-    nb, bb = bits(new), bits(base)
-    changed = torch.ne(nb, bb)
-    nnz = int(changed.sum())
-    if nnz == 0:
-        return None
-    idx_dtype = torch.int32 if nb.numel() < 2**31 else torch.int64
-    idx_size = 4 if idx_dtype == torch.int32 else 8
-    if nnz * (idx_size + nb.element_size()) >= nb.numel() * nb.element_size():
-        return {"full": new}
-    idx = changed.nonzero().reshape(-1).to(idx_dtype)
-    return {"idx": idx, "val": nb[idx.long()].clone()}
-
-
 def apply_delta(base: torch.Tensor, idx: torch.Tensor, val: torch.Tensor) -> torch.Tensor:
-    """``base`` with the elements at flat ``idx`` set to the raw bits ``val``."""
+    """``base`` with the elements at flat ``idx`` set to the raw bits ``val`` (the sparse
+    deltas of earlier versions)."""
     out = base.detach().clone(memory_format=torch.contiguous_format)
     ob = bits(out)
     if val.dtype != ob.dtype or idx.numel() != val.numel():
