@@ -62,16 +62,26 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--loads", default="0.5,1.0,1.5")
     parser.add_argument("--workloads", default="1,2,3,4")
+    parser.add_argument(
+        "--set",
+        action="append",
+        default=[],
+        metavar="KNOB=VALUE",
+        help="a DanluPolicy setting other than its default (repeatable)",
+    )
     args = parser.parse_args()
+    knobs = dict(_knob(text) for text in args.set)
     profiles = load_profiles(DATA / "traces")
     print(
         f"{'load':>4} {'workload':>8} {'danlu avg':>10} {'pollux avg':>10} {'ratio':>6} "
         f"{'target':>8} {'danlu p99':>10} {'pollux p99':>10} {'p99 ok':>6} {'round p99 ms':>12}"
     )
+    ratios: list[float] = []
+    met = 0
     for load in args.loads.split(","):
         for number in (int(w) for w in args.workloads.split(",")):
             path = DATA / FOLDERS[load] / f"workload-{number}.csv"
-            timed = Timed(DanluPolicy())
+            timed = Timed(DanluPolicy(**knobs))
             sim = Simulator(
                 Cluster.homogeneous(16, 4),
                 timed,
@@ -89,6 +99,18 @@ def main() -> None:
                 f" {float(np.percentile(timed.times, 99)):>12.2f}",
                 flush=True,
             )
+            ratios.append(avg / pavg)
+            met += p99 <= pp99
+    print(f"mean ratio {float(np.mean(ratios)):.3f}, p99 ok {met}/{len(ratios)}")
+
+
+def _knob(text: str) -> tuple[str, object]:
+    """``name=value`` with the value parsed as the field's type (bool, int or float)."""
+    name, _, raw = text.partition("=")
+    default = getattr(DanluPolicy(), name)
+    if isinstance(default, bool):
+        return name, raw.lower() in ("1", "true", "yes")
+    return name, type(default)(raw)
 
 
 if __name__ == "__main__":

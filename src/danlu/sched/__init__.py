@@ -5,7 +5,16 @@ The simulator and the server call exactly this code.
 
 from danlu.sched.policies.base import Policy
 from danlu.sched.registry import PolicyRegistry, default_registry, make_policy
-from danlu.sched.view import ClusterView, JobRequest, JobStatus, Plan, Preempt, Resize, Start
+from danlu.sched.view import (
+    ClusterView,
+    JobRequest,
+    JobStatus,
+    Plan,
+    Preempt,
+    Rebatch,
+    Resize,
+    Start,
+)
 
 __all__ = [
     "ClusterView",
@@ -15,6 +24,7 @@ __all__ = [
     "Policy",
     "PolicyRegistry",
     "Preempt",
+    "Rebatch",
     "Resize",
     "Start",
     "default_registry",

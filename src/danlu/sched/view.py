@@ -176,11 +176,16 @@ def usage_from_allocations(
 
 @dataclass(frozen=True, slots=True)
 class Start:
-    """Start a pending job on ``allocation`` (with an optional batch size choice)."""
+    """Start a pending job on ``allocation`` (with an optional batch size choice).
+
+    ``adaptive``: the job may re-pick its global batch in-process between rounds (the
+    goodput-optimal batch for this allocation, from its own measurements; only jobs that
+    report ``observed["adaptive"]`` do), starting from ``batch_size``."""
 
     job_id: str
     allocation: Allocation
     batch_size: int | None = None
+    adaptive: bool = False
 
 
 @dataclass(frozen=True, slots=True)
@@ -193,11 +198,29 @@ class Preempt:
 
 @dataclass(frozen=True, slots=True)
 class Resize:
-    """Move a running job to a new allocation (and batch size): costs a restart."""
+    """Move a running job to a new allocation (and batch size): costs a restart.
+    ``adaptive`` as in :class:`Start`. A change of batch size alone is a :class:`Rebatch`."""
 
     job_id: str
     allocation: Allocation
     batch_size: int | None = None
+    adaptive: bool = False
+
+
+@dataclass(frozen=True, slots=True)
+class Rebatch:
+    """Change a running job's global batch size in place: it keeps its allocation and its
+    process, and applies the new batch at its next step boundary (``danlu.train``'s
+    ``BatchController.set_global``: the micro-batch stays, accumulation follows). No
+    restart, no checkpoint. ``adaptive`` as in :class:`Start`.
+
+    The server records it as the job's batch size (``Job.batch_size``, the attempt is
+    unchanged and nothing is relaunched) and hands it to the running job in the reply to
+    its next metrics report; the simulator applies it at once at no restart cost."""
+
+    job_id: str
+    batch_size: int
+    adaptive: bool = False
 
 
 @dataclass(frozen=True)
@@ -207,6 +230,9 @@ class Plan:
     starts: tuple[Start, ...] = ()
     preempts: tuple[Preempt, ...] = ()
     resizes: tuple[Resize, ...] = ()
+    rebatches: tuple[Rebatch, ...] = ()
+    """Batch-only changes of running jobs (no restart); a job is in at most one of
+    ``preempts``, ``resizes`` and ``rebatches``."""
     waiting: dict[str, str] = field(default_factory=dict)
     waiting_default: str = ""
     """Why every pending job that is neither started nor listed in ``waiting`` waits (one

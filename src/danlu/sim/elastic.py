@@ -50,12 +50,15 @@ class AppOverride:
 
     max_epochs: int | None = None
     max_local_bsz: int | None = None
+    adaptive: bool = True
+    """Whether the application's jobs adapt their batch size in-process (Pollux runs every
+    job adaptive except NCF, whose batch the artifact fixes at 32768)."""
 
 
 APP_OVERRIDES: dict[str, AppOverride] = {
     "bert": AppOverride(max_epochs=2),
     "cifar10": AppOverride(max_epochs=100),
-    "ncf": AppOverride(max_epochs=10),
+    "ncf": AppOverride(max_epochs=10, adaptive=False),
     "imagenet": AppOverride(max_epochs=90),
     "deepspeech2": AppOverride(max_epochs=80),
     "yolov3": AppOverride(max_epochs=50, max_local_bsz=8),
@@ -99,6 +102,7 @@ class ApplicationProfile:
         min_local_bsz / max_local_bsz: per-GPU micro-batch limits (the measured range;
             ``max_local_bsz`` stands in for the GPU-memory limit).
         max_epochs: epochs to train; the job completes when it finishes the last one.
+        adaptive: whether its jobs may adapt their batch size in-process.
         validated_batch_sizes: the batch sizes that have a ``validation-*.csv``.
         epoch_boundaries: progress at the end of epoch 1, 2, ..., ``max_epochs``.
         target_progress: progress at which the job completes (the last boundary).
@@ -127,6 +131,7 @@ class ApplicationProfile:
         all_local = np.concatenate([m[0] for m in placements.values()])
         self.min_local_bsz = int(all_local.min())
         self.max_local_bsz = override.max_local_bsz or int(all_local.max())
+        self.adaptive = override.adaptive
         min_rows = min(len(v[0]) for v in validation.values())
         self.max_epochs = override.max_epochs or min_rows
         if self.max_epochs > min_rows:
@@ -351,6 +356,7 @@ class JobProgress:
         *,
         config: BatchConfig | None = None,
         interference: float = 0.0,
+        stop_at_epoch: bool = False,
     ) -> float:
         """Run the job for up to ``seconds`` on ``placement`` (GPUs per node).
 
@@ -359,6 +365,8 @@ class JobProgress:
         that fraction. Returns the seconds used: all of them unless the job completes
         inside the window, in which case the job is done at ``start + returned``. A job
         without GPUs makes no progress (and its restart countdown waits); a done job uses 0.
+        ``stop_at_epoch`` returns right after the first epoch boundary crossed (so that the
+        caller may change the batch between epochs).
         """
         if self.done or seconds <= 0:
             return 0.0
@@ -400,6 +408,8 @@ class JobProgress:
             left -= step
             if self.epoch >= profile.max_epochs:
                 self.done = True
+                break
+            if stop_at_epoch:
                 break
         self.attained_service += (used - delay) * gpus
         return used

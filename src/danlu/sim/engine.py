@@ -11,9 +11,11 @@ The engine is a thin adapter: it keeps per-job state, builds the frozen
 :class:`~danlu.sched.view.ClusterView`, calls ``policy.schedule`` and applies the plan,
 checking that no GPU is ever over-allocated.
 
-Elastic policies: a start's or resize's ``batch_size`` goes to the job's progress model,
-and every job's :attr:`~danlu.sched.view.JobStatus.observed` holds what its progress model
-reports (limits, and measurements at the current placement and batch while it runs). The
+Elastic policies: a start's, resize's or rebatch's ``batch_size`` goes to the job's
+progress model (a rebatch keeps the job's GPUs and costs no restart; ``adaptive`` lets a
+job re-pick its batch in-process between rounds), and every job's
+:attr:`~danlu.sched.view.JobStatus.observed` holds what its progress model reports
+(limits, and measurements at the current placement and batch while it runs). The
 engine keeps no history of observations: a policy that learns from them keeps what it
 needs in its marks (as ``danlu`` does), exactly as it would against the server.
 """
@@ -200,15 +202,20 @@ class Simulator:
                     f"when starting {job_id}"
                 )
 
-    def _start(self, job: _Job, alloc: Allocation, batch_size: int | None = None) -> None:
+    def _start(
+        self, job: _Job, alloc: Allocation, batch_size: int | None = None, adaptive: bool = False
+    ) -> None:
         self._move(job, JobState.RUNNING, "scheduled")
         del self._pending[job.id]
         self._drop_pending_status(job.id)
-        self._occupy(job, alloc, batch_size)
+        self._occupy(job, alloc, batch_size, adaptive)
 
-    def _occupy(self, job: _Job, alloc: Allocation, batch_size: int | None = None) -> None:
+    def _occupy(
+        self, job: _Job, alloc: Allocation, batch_size: int | None = None, adaptive: bool = False
+    ) -> None:
         """Give ``alloc`` to ``job`` (state already RUNNING) and start its progress at the
-        scheduler's ``batch_size`` (``None``: the job's own)."""
+        scheduler's ``batch_size`` (``None``: the job's own), adapting it in-process when
+        ``adaptive``."""
         if not alloc:
             raise PlacementError(f"policy started {job.id} on an empty allocation")
         self._take(alloc, +1, job.id)
@@ -219,7 +226,7 @@ class Simulator:
             job.first_start = now
         job.cached = None
         self._running[job.id] = job
-        job.progress.start(now, alloc, batch_size)
+        job.progress.start(now, alloc, batch_size, adaptive)
         if job.progress.stepwise:
             self._stepwise[job.id] = job
         else:
@@ -270,7 +277,7 @@ class Simulator:
             if job is None:
                 raise PlacementError(f"policy preempted {preempt.job_id}, which is not running")
             self._preempt(job, preempt.reason)
-        moved: list[tuple[_Job, Allocation, int | None]] = []
+        moved: list[tuple[_Job, Allocation, int | None, bool]] = []
         for resize in plan.resizes:
             job = self._running.get(resize.job_id)
             if job is None:
@@ -279,14 +286,16 @@ class Simulator:
             # Every resized job lets go first, so one may move onto another's old GPUs.
             job.progress.stop(self._now)
             self._release(job, self._now)
-            moved.append((job, resize.allocation, resize.batch_size))
-        for job, alloc, batch_size in moved:
-            self._occupy(job, alloc, batch_size)
+            moved.append((job, resize.allocation, resize.batch_size, resize.adaptive))
+        for job, alloc, batch_size, adaptive in moved:
+            self._occupy(job, alloc, batch_size, adaptive)
+        if plan.rebatches:
+            self._rebatch(plan, {m[0].id for m in moved})
         for start in plan.starts:
             job = self._pending.get(start.job_id)
             if job is None:
                 raise PlacementError(f"policy started {start.job_id}, which is not pending")
-            self._start(job, start.allocation, start.batch_size)
+            self._start(job, start.allocation, start.batch_size, start.adaptive)
         for job_id, marks in plan.marks.items():
             target = self._running.get(job_id) or self._pending.get(job_id)
             if target is not None:
@@ -297,6 +306,22 @@ class Simulator:
                 elif target.id in self._running_status:
                     self._running_status[target.id] = target.status()
         return len(plan.starts) + len(plan.resizes)
+
+    def _rebatch(self, plan: Plan, resized: set[str]) -> None:
+        """Batch-only changes: the job keeps its GPUs, no restart is charged."""
+        for rebatch in plan.rebatches:
+            job = self._running.get(rebatch.job_id)
+            if job is None:
+                raise PlacementError(f"policy rebatched {rebatch.job_id}, which is not running")
+            if rebatch.job_id in resized:
+                raise PlacementError(f"policy resized and rebatched {rebatch.job_id} at once")
+            if rebatch.batch_size <= 0:
+                raise PlacementError(
+                    f"policy rebatched {rebatch.job_id} to batch size {rebatch.batch_size}"
+                )
+            job.progress.rebatch(self._now, rebatch.batch_size, rebatch.adaptive)
+            job.cached = None
+            self._running_status[job.id] = job.status()
 
     def _queue_status(self, job: _Job) -> None:
         """``job`` joined the queue: keep its status."""

@@ -18,6 +18,7 @@ from collections.abc import Mapping
 from typing import Protocol
 
 from danlu.core.cluster import Allocation
+from danlu.sim.adapt import SelfTuner
 from danlu.sim.elastic import ApplicationProfile, JobProgress
 
 
@@ -29,9 +30,20 @@ class Progress(Protocol):
         """True when the engine must call :meth:`advance` every interval."""
         ...
 
-    def start(self, now: float, allocation: Allocation, batch_size: int | None = None) -> None:
+    def start(
+        self,
+        now: float,
+        allocation: Allocation,
+        batch_size: int | None = None,
+        adaptive: bool = False,
+    ) -> None:
         """The job got ``allocation`` at ``now`` (a first start, a resume or a resize), to
-        train at global ``batch_size`` when the scheduler chose one."""
+        train at global ``batch_size`` when the scheduler chose one; ``adaptive``: the
+        scheduler lets it re-pick its batch in-process (if the job can)."""
+        ...
+
+    def rebatch(self, now: float, batch_size: int, adaptive: bool = False) -> None:
+        """Change the global batch at ``now`` in place: same GPUs, no restart."""
         ...
 
     def observe(self) -> Mapping[str, float]:
@@ -78,7 +90,13 @@ class RigidProgress:
     def restart_seconds(self) -> float:
         return self._restart_seconds
 
-    def start(self, now: float, allocation: Allocation, batch_size: int | None = None) -> None:
+    def start(
+        self,
+        now: float,
+        allocation: Allocation,
+        batch_size: int | None = None,
+        adaptive: bool = False,
+    ) -> None:
         self._starts += 1
         self._delay = self.restart_cost if self._starts > 1 else 0.0
         self._started_at = now
@@ -90,6 +108,9 @@ class RigidProgress:
         self._restart_seconds += min(elapsed, self._delay)
         self.remaining = max(0.0, self.remaining - max(0.0, elapsed - self._delay))
         self._started_at = None
+
+    def rebatch(self, now: float, batch_size: int, adaptive: bool = False) -> None:
+        """Rigid jobs have no batch to change."""
 
     def finish_time(self) -> float | None:
         if self._started_at is None:
@@ -115,10 +136,16 @@ _NOTHING: Mapping[str, float] = {}
 class ProfiledProgress:
     """A job of a profiled application (Pollux traces).
 
-    It trains at the global batch the scheduler chose in its last start or resize, else at
-    the workload's (rigid) ``batch_size``. :meth:`observe` reports what ``danlu.train``
-    would measure: the step and sync time of the current placement and per-GPU batch, the
-    gradient statistics of the current epoch, and the fraction of the work done.
+    It trains at the global batch the scheduler chose in its last start, resize or rebatch,
+    else at the workload's (rigid) ``batch_size``. :meth:`observe` reports what
+    ``danlu.train`` would measure: the step and sync time of the current placement and
+    per-GPU batch, the gradient statistics of the current epoch, and the fraction of the
+    work done; an application whose jobs adapt their batch reports ``adaptive`` = 1.
+
+    Adaptive runs (the scheduler's ``adaptive`` flag, for an adaptive application): the job
+    re-picks its goodput-optimal batch for its placement in-process (:class:`SelfTuner`,
+    from its own measurements) at the start of every interval and at every epoch boundary,
+    as AdaptDL does inside Pollux's jobs; no restart is charged for it.
     """
 
     stepwise = True
@@ -130,6 +157,9 @@ class ProfiledProgress:
         self.rigid_batch = batch_size
         self.batch_size = batch_size
         self.restart_cost = restart_cost
+        self.adaptive = False
+        """Whether the current run re-picks its batch in-process."""
+        self.tuner = SelfTuner(profile)
         self._placement: tuple[int, ...] = ()
         self._restart_seconds = 0.0
         self._limits: dict[str, float] = {
@@ -139,16 +169,31 @@ class ProfiledProgress:
             "max_local_bsz": float(profile.max_local_bsz),
             "target_batch": float(batch_size),
         }
+        if profile.adaptive:
+            self._limits["adaptive"] = 1.0
         self._observed: Mapping[str, float] | None = None
 
     @property
     def restart_seconds(self) -> float:
         return self._restart_seconds
 
-    def start(self, now: float, allocation: Allocation, batch_size: int | None = None) -> None:
+    def start(
+        self,
+        now: float,
+        allocation: Allocation,
+        batch_size: int | None = None,
+        adaptive: bool = False,
+    ) -> None:
         self._placement = allocation.node_counts()
         self.batch_size = self.rigid_batch if batch_size is None else batch_size
+        self.adaptive = adaptive and self.job.profile.adaptive
         self.job.restart(self.restart_cost)
+        self._observed = None
+
+    def rebatch(self, now: float, batch_size: int, adaptive: bool = False) -> None:
+        """A batch-only change: the job keeps its GPUs and its process (no restart)."""
+        self.batch_size = batch_size
+        self.adaptive = adaptive and self.job.profile.adaptive
         self._observed = None
 
     def stop(self, now: float) -> None:
@@ -190,13 +235,42 @@ class ProfiledProgress:
             return None
         before = self.job.restart_remaining
         epoch = self.job.epoch
-        used = self.job.advance(seconds, self._placement, self.batch_size)
-        if self.job.epoch != epoch or self._observed is None:
+        if self.adaptive:
+            used = self._advance_adaptive(seconds)
+        else:
+            used = self.job.advance(seconds, self._placement, self.batch_size)
+        if self.job.epoch != epoch or self._observed is None or self.adaptive:
             self._observed = None
         else:  # only the progress moved
             self._observed = {**self._observed, "progress": self.job.fraction}
         self._restart_seconds += before - self.job.restart_remaining
         return now + used if self.job.done else None
+
+    def _advance_adaptive(self, seconds: float) -> float:
+        """Advance epoch by epoch, re-picking the batch before each piece."""
+        job = self.job
+        nodes = tuple(n for n in self._placement if n)
+        used = 0.0
+        while used < seconds and not job.done:
+            chosen = self.tuner.choose(nodes)
+            if chosen is not None:
+                self.batch_size = chosen
+            epoch = job.epoch
+            ran = job.advance(seconds - used, self._placement, self.batch_size, stop_at_epoch=True)
+            if job.restart_remaining <= 0:  # it trained: it measured itself
+                self._measure(nodes, epoch)
+            used += ran
+            if ran <= 0 and job.epoch == epoch:
+                break
+        return used
+
+    def _measure(self, nodes: tuple[int, ...], epoch: int) -> None:
+        """What the job measured while it trained ``epoch`` at its current batch."""
+        profile = self.job.profile
+        config = profile.rigid_config(sum(nodes), self.batch_size)
+        step, sync = profile.step_time(nodes, config.atomic_bsz)
+        stats = profile.grad_stats(config.batch_size, min(epoch, profile.max_epochs - 1))
+        self.tuner.measure(nodes, config.atomic_bsz, step, sync, stats)
 
     def fraction(self, now: float) -> float:
         return self.job.fraction

@@ -45,13 +45,15 @@ from danlu.sched.placement.gang import FreeMap
 from danlu.sched.policies import danlu_model as dm
 from danlu.sched.policies.danlu_alloc import Option, walk
 from danlu.sched.policies.danlu_share import place_shared
-from danlu.sched.view import ClusterView, JobStatus, Plan, Preempt, Resize, Start
+from danlu.sched.view import ClusterView, JobStatus, Plan, Preempt, Rebatch, Resize, Start
 
 BATCH = "danlu.batch"
 LR_FACTOR = "danlu.lr_factor"
 LR_RULE = "danlu.lr_rule"
 ADASCALE_RULE = 3.0
 P0 = "danlu.p0"
+T0 = "danlu.t0"
+"""When ``P0`` was taken, if later than the job's (re)start (a rebatch)."""
 WORK = "danlu.work"
 MOVES = "danlu.moves"
 STOPPED = "danlu.stopped"
@@ -104,6 +106,9 @@ class DanluPolicy:
     name: str = "danlu"
     explore_after: float = 0.0
     """A job with at least this many seconds left explores bigger sizes optimistically."""
+    adaptive_jobs: bool = True
+    """Let jobs that report ``observed["adaptive"]`` re-pick their batch in-process
+    (``Start.adaptive``); off: the policy picks every job's batch (rebatches in place)."""
     _memo: dict[
         tuple[str, bool], tuple[object, dm.JobModel | None, dict[int, tuple[float, int]]]
     ] = field(default_factory=dict, init=False, repr=False, compare=False)
@@ -135,7 +140,7 @@ class DanluPolicy:
         p0 = marks.get(P0)
         if step is None or p0 is None or job.last_start is None:
             return work
-        ran = now - job.last_start - self.restart_cost
+        ran = now - max(job.last_start + self.restart_cost, marks.get(T0, -math.inf))
         done = seen.get("progress", 0.0) - p0
         if ran < 1.0 or done <= 0:
             return work
@@ -186,14 +191,26 @@ class DanluPolicy:
         if base_good > 0 and remaining * total / base_good >= self.explore_after:
             explorer, table = self._model(job, marks, optimistic=True)
             model = explorer or model
+        adaptive = self._adaptive(job)
         for n in _counts(cap, gpn):
             good, batch = self._good(model, table, n, gpn)
             if good <= 0:
                 continue
-            options[n] = Option(n, remaining * total / good + restart, batch, False)
+            if n != cur_gpus:
+                options[n] = Option(n, remaining * total / good + restart, batch, False)
+            elif not adaptive:  # same GPUs, another batch: a rebatch, no restart
+                options[n] = Option(n, remaining * total / good, batch, False, in_place=True)
+            # an adaptive job re-picks its batch on the GPUs it has by itself
         out = [options[n] for n in sorted(options)]
         if running:
             good = _observed_goodput(job.observed)
+            if adaptive and good > 0:  # it moves to its best batch on these GPUs by itself
+                nodes = len(job.allocation.node_counts())
+                if nodes == math.ceil(cur_gpus / gpn):  # packed: the table has it
+                    best = self._good(model, table, cur_gpus, gpn)[0]
+                else:
+                    best = model.best_batch(cur_gpus, gpn, nodes)[0]
+                good = max(good, best)
             if good > 0:  # beside a same-size option at another batch, if any
                 keep = Option(cur_gpus, remaining * total / good, None, True)
                 out.insert(sum(1 for o in out if o.gpus < cur_gpus), keep)
@@ -330,9 +347,13 @@ class DanluPolicy:
         outranked = 0
         moves: list[tuple[JobStatus, list[Option], int]] = []
         preempts: list[Preempt] = []
+        rebatches: list[Rebatch] = []
         waiting: dict[str, str] = {}
         for job, opts, k in zip(jobs, options, chosen, strict=True):
             if k >= 0 and opts[k].keep:
+                continue
+            if k >= 0 and opts[k].in_place and job.running:
+                self._rebatch(view.time, job, opts[k], marks, rebatches)
                 continue
             if job.running:
                 free.release(job.allocation)
@@ -349,7 +370,7 @@ class DanluPolicy:
             alloc: Allocation | None = None
             option = opts[k]
             for cand in range(k, -1, -1):
-                if opts[cand].keep:
+                if opts[cand].keep or opts[cand].in_place:
                     continue
                 option = opts[cand]
                 alloc = free.place(job.request, option.gpus)
@@ -370,13 +391,14 @@ class DanluPolicy:
                 note[BATCH] = float(option.batch)
                 note[LR_FACTOR] = _lr_factor(job, option.batch)
                 note[LR_RULE] = ADASCALE_RULE
+            adaptive = self._adaptive(job)
             if job.running:
                 note[MOVES] = job.marks.get(MOVES, 0.0) + 1
-                resizes.append(Resize(job.id, alloc, option.batch))
+                resizes.append(Resize(job.id, alloc, option.batch, adaptive))
             else:
                 if job.preemptions or job.run_time:
                     note[MOVES] = job.marks.get(MOVES, 0.0) + 1
-                starts.append(Start(job.id, alloc, option.batch))
+                starts.append(Start(job.id, alloc, option.batch, adaptive))
         for p in preempts:
             note = marks.setdefault(p.job_id, {})
             note[P0] = -1.0
@@ -385,11 +407,36 @@ class DanluPolicy:
             starts=tuple(starts),
             preempts=tuple(preempts),
             resizes=tuple(resizes),
+            rebatches=tuple(rebatches),
             waiting=waiting,
             waiting_default="shorter-ranked jobs hold the GPUs" if outranked else "",
             recheck_at=0.0,
             marks=marks,
         )
+
+    def _adaptive(self, job: JobStatus) -> bool:
+        """Whether ``job`` runs with in-process batch adaptation."""
+        return self.adaptive_jobs and bool(job.observed.get("adaptive"))
+
+    def _rebatch(
+        self,
+        now: float,
+        job: JobStatus,
+        option: Option,
+        marks: dict[str, dict[str, float]],
+        out: list[Rebatch],
+    ) -> None:
+        """A batch-only change: the job keeps its GPUs and process (no restart, not a move);
+        its progress-rate window restarts now."""
+        if option.batch is None or float(option.batch) == job.observed.get("batch_size"):
+            return
+        note = marks.setdefault(job.id, {})
+        note[P0] = job.observed.get("progress", 0.0)
+        note[T0] = now
+        note[BATCH] = float(option.batch)
+        note[LR_FACTOR] = _lr_factor(job, option.batch)
+        note[LR_RULE] = ADASCALE_RULE
+        out.append(Rebatch(job.id, option.batch, self._adaptive(job)))
 
     def _share(self, view: ClusterView, shared: list[JobStatus], plan: Plan) -> Plan:
         if not shared:

@@ -28,12 +28,14 @@ from dataclasses import dataclass
 @dataclass(frozen=True, slots=True)
 class Option:
     """Run a job on ``gpus`` GPUs at global ``batch``; it then needs ``seconds`` more;
-    ``keep``: its current allocation and batch, no restart."""
+    ``keep``: its current allocation and batch, no restart; ``in_place``: its current
+    allocation at another batch (a rebatch, no restart)."""
 
     gpus: int
     seconds: float
     batch: int | None = None
     keep: bool = False
+    in_place: bool = False
 
 
 def _cost(option: Option, price: float, hysteresis: float) -> float:

@@ -126,10 +126,13 @@ class JobModel:
     def goodput(self, nodes: int, split: BatchSplit) -> float:
         return self.gain(split.batch) / self.iteration_time(nodes, split)
 
-    def best_batch(self, replicas: int, gpus_per_node: int) -> tuple[float, int]:
+    def best_batch(
+        self, replicas: int, gpus_per_node: int, nodes: int | None = None
+    ) -> tuple[float, int]:
         """(goodput, global batch) of the best batch on ``replicas`` GPUs packed on the
-        fewest nodes; (0, 0) when no valid batch exists there."""
-        nodes = max(1, math.ceil(replicas / max(gpus_per_node, 1)))
+        fewest nodes (or on ``nodes`` nodes); (0, 0) when no valid batch exists there."""
+        if nodes is None:
+            nodes = max(1, math.ceil(replicas / max(gpus_per_node, 1)))
         best = (0.0, 0)
         for batch in self._candidates(replicas):
             split = split_batch(replicas, batch, self.max_local, self.init_batch, self.max_batch)
