@@ -196,7 +196,7 @@ def test_cluster_allocations_and_metrics(live: Live) -> None:
                 ]
             },
         )
-        assert posted.json() == {"accepted": 2}
+        assert posted.json() == {"accepted": 2, "batch_size": None}
         got = c.get(f"/jobs/{job['id']}/metrics", params={"after_step": 1}).json()
         assert [(m["step"], m["loss"]) for m in got] == [(2, 2.0)]
         assert c.get(f"/jobs/{job['id']}").json()["checkpoint_step"] == 2

@@ -12,7 +12,7 @@ from danlu.core.errors import PlacementError
 from danlu.core.state import JobState
 from danlu.core.units import GiB
 from danlu.sched.registry import make_policy
-from danlu.sched.view import Plan, Preempt, Start, usage_from_allocations
+from danlu.sched.view import Plan, Preempt, Rebatch, Resize, Start, usage_from_allocations
 from danlu.server.db import Database
 from danlu.server.services import cluster, jobs, projects, users, view
 
@@ -168,3 +168,32 @@ def test_random_rounds_keep_allocations_within_gpus(seeded: Database) -> None:
         states = {j.state for j in jobs.list_jobs(s, limit=100)}
     assert JobState.SUCCEEDED.value in states
     assert cluster.list_shares is not None
+
+
+def test_rebatch_records_the_batch_only(seeded: Database) -> None:
+    whole = Allocation((GpuShare(0, 0, 1000, H100),))
+    with seeded.session() as s:
+        alice = users.get_user(s, "alice")
+        run = jobs.submit(s, spec("run"), alice, now=NOW).id
+        wait = jobs.submit(s, spec("wait"), alice, now=NOW + 1).id
+        view.apply_plan(s, Plan(starts=(Start(run, whole, 256),)), NOW)
+    with seeded.session() as s:
+        before = jobs.get_job(s, run)
+        attempt, allocation = before.attempt, list(before.allocation)
+        plan = Plan(rebatches=(Rebatch(run, 1024, adaptive=True), Rebatch(wait, 64)))
+        applied = view.apply_plan(s, plan, NOW + 60)
+        assert [j.id for j in applied.rebatched] == [run]
+        assert applied.resized == [] and applied.started == [] and applied.preempted == []
+        assert applied.skipped == {wait: "not running any more"}
+        job = jobs.get_job(s, run)
+        # same attempt (nothing for the reconcile loop to stop or relaunch), same GPUs
+        assert (job.state, job.attempt, job.allocation, job.batch_size) == (
+            "RUNNING",
+            attempt,
+            allocation,
+            1024,
+        )
+        assert jobs.get_job(s, wait).batch_size is None
+    both = Plan(resizes=(Resize(run, whole, 512),), rebatches=(Rebatch(run, 512),))
+    with pytest.raises(PlacementError, match="at once"), seeded.session() as s:
+        view.apply_plan(s, both, NOW + 120)

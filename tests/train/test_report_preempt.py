@@ -52,6 +52,32 @@ def test_metrics_are_posted_in_batches_with_the_token() -> None:
         assert key in records[0]
 
 
+def test_the_reply_carries_the_schedulers_batch() -> None:
+    class Handler(BaseHTTPRequestHandler):
+        def do_POST(self) -> None:
+            self.rfile.read(int(self.headers["Content-Length"]))
+            reply = json.dumps({"accepted": 1, "batch_size": 1024}).encode()
+            self.send_response(200)
+            self.send_header("Content-Length", str(len(reply)))
+            self.end_headers()
+            self.wfile.write(reply)
+
+        def log_message(self, *args: object) -> None:
+            pass
+
+    server = HTTPServer(("127.0.0.1", 0), Handler)
+    threading.Thread(target=server.serve_forever, daemon=True).start()
+    rep = MetricsReporter(url=f"http://127.0.0.1:{server.server_port}/m", interval_s=60)
+    assert rep.scheduler_batch is None
+    rep.report({"step": 1})
+    rep.flush()
+    server.shutdown()
+    assert rep.scheduler_batch == 1024  # a Rebatch reaches the running job here
+    rep._note_reply(b"not json")
+    rep._note_reply(b'{"accepted": 1, "batch_size": null}')
+    assert rep.scheduler_batch == 1024
+
+
 def test_network_errors_never_fail_training(tmp_path: Path) -> None:
     rep = MetricsReporter(url="http://127.0.0.1:9/nothing", interval_s=0.01, timeout_s=0.5)
     rep.start()

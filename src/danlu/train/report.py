@@ -55,6 +55,10 @@ class MetricsReporter:
         self.errors = 0
         self.dropped = 0
         self.last: dict[str, Any] | None = None
+        self.scheduler_batch: int | None = None
+        """The global batch size the scheduler last set for this job, from the reply to a
+        metrics POST (a ``Rebatch`` changes it without restarting the job); ``None`` until
+        a reply carried one. Read it at a step boundary (on the chief rank)."""
 
     @property
     def active(self) -> bool:
@@ -109,11 +113,19 @@ class MetricsReporter:
             if self.token:
                 req.add_header("Authorization", f"Bearer {self.token}")
             with urllib.request.urlopen(req, timeout=self.timeout_s) as resp:
-                resp.read()
+                reply = resp.read()
+            self._note_reply(reply)
         elif self.path is not None:
             self.path.parent.mkdir(parents=True, exist_ok=True)
             with self.path.open("a") as f:
                 f.writelines(json.dumps(r) + "\n" for r in batch)
+
+    def _note_reply(self, reply: bytes) -> None:
+        """Keep the scheduler's batch size from the server's reply (``batch_size``)."""
+        with contextlib.suppress(ValueError, AttributeError):
+            batch = json.loads(reply or b"{}").get("batch_size")
+            if isinstance(batch, int) and batch > 0:
+                self.scheduler_batch = batch
 
     def close(self) -> None:
         """Stop the thread and ship what is left (one last try)."""
@@ -151,6 +163,13 @@ class Progress:
         loss = record.get("loss")
         desc = f"step {step} loss {loss:.4g}" if isinstance(loss, float) else f"step {step}"
         self._bar.update(self._task, completed=step, description=desc)
+
+    def _note_reply(self, reply: bytes) -> None:
+        """Keep the scheduler's batch size from the server's reply (``batch_size``)."""
+        with contextlib.suppress(ValueError, AttributeError):
+            batch = json.loads(reply or b"{}").get("batch_size")
+            if isinstance(batch, int) and batch > 0:
+                self.scheduler_batch = batch
 
     def close(self) -> None:
         """Stop the bar."""

@@ -201,15 +201,19 @@ def job_logs(
 
 
 @router.post("/{job_id}/metrics", response_model=AcceptedOut, summary="Report training metrics")
-def post_metrics(job_id: str, body: MetricsIn, user: Caller, state: State) -> dict[str, int]:
-    """Store metric records (the job's own token, i.e. its owner, or an admin)."""
+def post_metrics(
+    job_id: str, body: MetricsIn, user: Caller, state: State
+) -> dict[str, int | None]:
+    """Store metric records (the job's own token, i.e. its owner, or an admin). The reply
+    carries the job's current global batch size (the scheduler's latest choice)."""
     checked_name(job_id, "job")
     check_values(body.metrics, "metrics")
     with state.db.session() as session:
         job = jobs.get_job(session, job_id, user)
         if job.user_id != user.id and not user.is_admin:
             raise PermissionDenied(f"job {job.id} belongs to another user")
-        return {"accepted": metrics.ingest(session, job, body.metrics)}
+        accepted = metrics.ingest(session, job, body.metrics)
+        return {"accepted": accepted, "batch_size": job.batch_size}
 
 
 @router.get("/{job_id}/metrics", response_model=list[dict[str, Any]], summary="Job metrics")

@@ -163,9 +163,11 @@ class MetricsIn(_In):
 
 
 class AcceptedOut(BaseModel):
-    """How many metric records were stored."""
+    """How many metric records were stored, and the job's current global batch size as the
+    scheduler set it (a batch-only change, ``Rebatch``, reaches the running job here)."""
 
     accepted: int
+    batch_size: int | None = None
 
 
 class HealthOut(BaseModel):

@@ -41,11 +41,13 @@ class Snapshot:
 @dataclass
 class Applied:
     """What :func:`apply_plan` recorded: the reconcile loop acts on ``started`` (spawn),
-    ``preempted`` (SIGTERM, checkpoint) and ``resized`` (restart on the new allocation)."""
+    ``preempted`` (SIGTERM, checkpoint) and ``resized`` (restart on the new allocation);
+    ``rebatched`` jobs only got a new batch size recorded (nothing to stop or launch)."""
 
     started: list[Job] = field(default_factory=list)
     preempted: list[Job] = field(default_factory=list)
     resized: list[Job] = field(default_factory=list)
+    rebatched: list[Job] = field(default_factory=list)
     deferred: dict[str, str] = field(default_factory=dict)
     """Starts or resizes not recorded this round, with the reason (the job stays as it was)."""
     skipped: dict[str, str] = field(default_factory=dict)
@@ -193,7 +195,8 @@ def apply_plan(
     withheld: Mapping[str, str] | None = None,
 ) -> Applied:
     """Record ``plan`` in the caller's transaction: preempts (RUNNING -> PREEMPTING), resizes
-    and starts (PENDING -> RUNNING with the allocation), waiting reasons and policy marks.
+    and starts (PENDING -> RUNNING with the allocation), rebatches (the running job's batch
+    size only: same attempt, nothing relaunched), waiting reasons and policy marks.
 
     Raises :class:`PlacementError` (the caller rolls back) when the plan would over-allocate
     a GPU beyond its compute or memory, or preempts a non-preemptible job."""
@@ -201,6 +204,7 @@ def apply_plan(
     cluster = load_cluster(session)
     out = Applied()
     touched = [p.job_id for p in plan.preempts] + [r.job_id for r in plan.resizes]
+    touched += [b.job_id for b in plan.rebatches]
     rows = _by_id(
         session,
         [*touched, *(s.job_id for s in plan.starts), *plan.waiting, *plan.marks, *(withheld or {})],
@@ -258,6 +262,17 @@ def apply_plan(
         committed.add(resize.allocation)
         jobs.resize(session, job, records, resize.batch_size, t)
         out.resized.append(job)
+
+    moved = {r.job_id for r in plan.resizes} | {p.job_id for p in plan.preempts}
+    for rebatch in plan.rebatches:
+        if rebatch.job_id in moved:
+            raise PlacementError(f"plan moves and rebatches {rebatch.job_id} at once")
+        job = rows.get(rebatch.job_id)
+        if job is None or job.state != JobState.RUNNING.value:
+            out.skipped[rebatch.job_id] = "not running any more"
+            continue
+        jobs.rebatch(session, job, rebatch.batch_size)
+        out.rebatched.append(job)
 
     used = usage_by_project(session)
     projects = {p.id: p for p in session.scalars(select(Project))}
