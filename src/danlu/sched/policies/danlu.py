@@ -54,6 +54,11 @@ ADASCALE_RULE = 3.0
 P0 = "danlu.p0"
 T0 = "danlu.t0"
 """When ``P0`` was taken, if later than the job's (re)start (a rebatch)."""
+UNITS = "danlu.u"
+"""Goodput units trained since the job's progress-rate window opened (estimated)."""
+GOOD = "danlu.g"
+TG = "danlu.tg"
+"""The goodput the job reported in the last round, and that round's time."""
 WORK = "danlu.work"
 MOVES = "danlu.moves"
 STOPPED = "danlu.stopped"
@@ -131,20 +136,31 @@ class DanluPolicy:
         self._memo[(job.id, optimistic)] = (key, model, table)
         return model, table
 
-    def _work(self, job: JobStatus, marks: Mapping[str, float], now: float) -> float | None:
-        """Updated estimate of the job's total work (goodput units), from its progress rate
-        since its last (re)start; ``None`` before the first estimate."""
+    def _work(
+        self, job: JobStatus, marks: Mapping[str, float], now: float, update: dict[str, float]
+    ) -> float | None:
+        """Updated estimate of the job's total work (goodput units) since its last (re)start
+        or rebatch: the goodput it reported, integrated over the time it trained (trapezoid
+        between rounds; marks ``danlu.u``/``danlu.g``/``danlu.tg``, written into ``update``),
+        over the progress it made; ``None`` before the first estimate."""
         seen = job.observed
         work = marks.get(WORK)
         step = seen.get("step_time")
         p0 = marks.get(P0)
         if step is None or p0 is None or job.last_start is None:
             return work
-        ran = now - max(job.last_start + self.restart_cost, marks.get(T0, -math.inf))
+        start = max(job.last_start + self.restart_cost, marks.get(T0, -math.inf))
+        good = _observed_goodput(seen)
+        last = marks.get(TG, -math.inf)
+        if last >= start:  # a later round of the same window
+            units = marks.get(UNITS, 0.0) + 0.5 * (marks.get(GOOD, good) + good) * (now - last)
+        else:
+            units = good * max(0.0, now - start)
+        update[UNITS], update[GOOD], update[TG] = units, good, now
         done = seen.get("progress", 0.0) - p0
-        if ran < 1.0 or done <= 0:
+        if units <= 0 or done <= 0:
             return work
-        return _observed_goodput(seen) / (done / ran)
+        return units / done
 
     # -- options ----------------------------------------------------------------------
     def _options(
@@ -288,7 +304,7 @@ class DanluPolicy:
             update = dm.remembered(marks, job.observed) if job.running else {}
             if update:
                 marks = {**marks, **update}
-            work = self._work(job, marks, now) if job.running else marks.get(WORK)
+            work = self._work(job, marks, now, update) if job.running else marks.get(WORK)
             if work is not None and work != marks.get(WORK):
                 update[WORK] = work
             if update:
