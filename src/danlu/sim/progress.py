@@ -185,8 +185,8 @@ class ProfiledProgress:
         adaptive: bool = False,
     ) -> None:
         self._placement = allocation.node_counts()
-        self.batch_size = self.rigid_batch if batch_size is None else batch_size
         self.adaptive = adaptive and self.job.profile.adaptive
+        self.batch_size = self.rigid_batch if batch_size is None else batch_size
         self.job.restart(self.restart_cost)
         self._observed = None
 

@@ -61,6 +61,8 @@ TG = "danlu.tg"
 """The goodput the job reported in the last round, and that round's time."""
 WORK = "danlu.work"
 MOVES = "danlu.moves"
+GREW_FROM = "danlu.grew"
+"""The GPU count a running job had before it last grew (0: its last move was no growth)."""
 STOPPED = "danlu.stopped"
 """When the policy last preempted the job: its wait for the starvation rule starts there."""
 
@@ -99,7 +101,7 @@ class DanluPolicy:
     option's (a move that measured far worse than the model predicted is undone early)."""
     width: float = 1.0
     """How much a job's width counts in its rank: ``min_n T(n) * (1 + width * n / C)``."""
-    grow_after: float = 120.0
+    grow_after: float = 60.0
     """Seconds after a (re)start before a held job may grow into GPUs nobody takes."""
     aging: float = 7200.0
     """Seconds of waiting that add 1 to a job's weight (1 at submission)."""
@@ -111,6 +113,13 @@ class DanluPolicy:
     name: str = "danlu"
     explore_after: float = 0.0
     """A job with at least this many seconds left explores bigger sizes optimistically."""
+    first_gpus: int = 0
+    """Most GPUs of an elastic job's first start (never measured); 0: one node."""
+    grow_factor: float = 2.0
+    """A job grows to at most this many times the replicas it was measured at."""
+    lend: bool = True
+    """GPUs a held job grew into are lent: while jobs wait, it may be shrunk back to the
+    size it had before it grew (it keeps them when nobody ranked ahead of it takes them)."""
     adaptive_jobs: bool = True
     """Let jobs that report ``observed["adaptive"]`` re-pick their batch in-process
     (``Start.adaptive``); off: the policy picks every job's batch (rebatches in place)."""
@@ -183,7 +192,7 @@ class DanluPolicy:
         if model is None:
             gpus = req.gpus if not req.shares_gpu else 1
             if job.observed.get("max_batch"):  # elastic, never measured: one node first
-                gpus = min(gpus, gpn)
+                gpus = min(gpus, self.first_gpus or gpn)
             if req.expected_duration is not None and not job.observed:
                 left = max(req.expected_duration - job.run_time_at(now), 1.0)
             else:
@@ -194,7 +203,8 @@ class DanluPolicy:
                 return []
             return [Option(gpus, left + restart, None, False)]
         remaining = 1.0 - job.observed.get("progress", 0.0)
-        cap = min(capacity, 2 * max(model.max_replicas_seen, 1), model.max_batch // model.min_local)
+        grown = int(self.grow_factor * max(model.max_replicas_seen, 1))
+        cap = min(capacity, grown, model.max_batch // model.min_local)
         options: dict[int, Option] = {}
         total = work
         if total is None:  # no rate yet: the prior at the current (or requested) size
@@ -287,6 +297,7 @@ class DanluPolicy:
         grow: list[bool] = []
         scale = max(capacity, 1)
         seen_waiting: dict[int, _Waiting] = {}
+        queued = len(whole) > len(movable)
         for index, job in enumerate(whole):
             if not job.running:
                 wait = self._waiting_job(job, capacity, gpn, now, scale)
@@ -326,8 +337,11 @@ class DanluPolicy:
                 left = min((o.seconds for o in opts), default=self.new_job_seconds)
                 kept = [o for o in opts if o.keep][:1] or [Option(cur, left, None, True)]
                 bigger = [o for o in opts if not o.keep and o.gpus > cur] if may_grow else []
-                opts = kept + bigger
+                lent = int(marks.get(GREW_FROM, 0.0)) if self.lend and queued else 0
+                back = [o for o in opts if o.gpus == lent and not o.keep] if lent < cur else []
+                opts = back[:1] + kept + bigger
                 pin = 0
+                may_grow = may_grow or bool(back)
             elif not job.running and opts and now - _waiting_since(job) >= self.starve_after:
                 starving.append(index)
             all_options.append(opts)
@@ -410,8 +424,13 @@ class DanluPolicy:
             adaptive = self._adaptive(job)
             if job.running:
                 note[MOVES] = job.marks.get(MOVES, 0.0) + 1
+                grew = alloc.num_gpus > job.allocation.num_gpus
+                if grew or job.marks.get(GREW_FROM):
+                    note[GREW_FROM] = float(job.allocation.num_gpus) if grew else 0.0
                 resizes.append(Resize(job.id, alloc, option.batch, adaptive))
             else:
+                if job.marks.get(GREW_FROM):
+                    note[GREW_FROM] = 0.0
                 if job.preemptions or job.run_time:
                     note[MOVES] = job.marks.get(MOVES, 0.0) + 1
                 starts.append(Start(job.id, alloc, option.batch, adaptive))

@@ -1,0 +1,61 @@
+"""GPUs a held job grew into are lent: while another job waits, the danlu policy may shrink
+the held job back to its size before it grew (not below, and not when nobody waits)."""
+
+from __future__ import annotations
+
+from danlu.core.cluster import Allocation, Cluster
+from danlu.sched.policies import danlu_model as dm
+from danlu.sched.policies.danlu import GREW_FROM, MOVES, P0, DanluPolicy
+from danlu.sched.view import ClusterView, JobRequest, JobStatus, Plan
+
+LIMITS = {"init_batch": 128.0, "max_batch": 4096.0, "min_local_bsz": 32.0, "max_local_bsz": 256.0}
+CLUSTER = Cluster.homogeneous(2, 4)
+
+
+def grown(grew_from: float) -> JobStatus:
+    """Runs on all 8 GPUs since t=0 (held until 360 s: one move), measured there."""
+    seen = {
+        **LIMITS,
+        "target_batch": 1024.0,
+        "progress": 0.1,
+        "step_time": 0.20,
+        "sync_time": 0.05,
+        "local_bsz": 128.0,
+        "accum_steps": 0.0,
+        "batch_size": 1024.0,
+        "num_replicas": 8.0,
+        "num_nodes": 2.0,
+        "grad_sqr": 1.0,
+        "grad_var": 50.0,
+        "adaptive": 1.0,
+    }
+    marks = {**dm.remembered({}, seen), P0: 0.05, MOVES: 1.0, GREW_FROM: grew_from}
+    alloc = Allocation.whole_gpus([(n, g) for n in range(2) for g in range(4)])
+    request = JobRequest(id="big", submit_time=0.0, gpus=4, seq=0)
+    return JobStatus(request=request, allocation=alloc, last_start=0.0, observed=seen, marks=marks)
+
+
+def waiting() -> JobStatus:
+    request = JobRequest(id="small", submit_time=100.0, gpus=4, seq=1, expected_duration=60.0)
+    return JobStatus(request=request)
+
+
+def plan(job: JobStatus, pending: tuple[JobStatus, ...], lend: bool = True) -> Plan:
+    view = ClusterView(time=200.0, cluster=CLUSTER, running=(job,), pending=pending)
+    return DanluPolicy(lend=lend).schedule(view)
+
+
+def test_a_waiting_job_gets_the_lent_gpus() -> None:
+    out = plan(grown(4.0), (waiting(),))
+    assert [(r.job_id, r.allocation.num_gpus) for r in out.resizes] == [("big", 4)]
+    assert [(s.job_id, s.allocation.num_gpus) for s in out.starts] == [("small", 4)]
+    assert not out.preempts  # shrunk back, never preempted while held
+    assert out.marks["big"][GREW_FROM] == 0.0  # a shrink: nothing is lent any more
+
+
+def test_no_lending_without_a_waiting_job_or_growth() -> None:
+    assert not plan(grown(4.0), ()).resizes  # nobody waits: it keeps what it grew into
+    held = plan(grown(0.0), (waiting(),))  # its last move was no growth: held as it is
+    assert not held.resizes and not held.starts
+    off = plan(grown(4.0), (waiting(),), lend=False)
+    assert not off.resizes and not off.starts
