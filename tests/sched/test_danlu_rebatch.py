@@ -6,9 +6,11 @@ from __future__ import annotations
 
 from typing import Any
 
+from pytest import approx
+
 from danlu.core.cluster import Allocation, Cluster
 from danlu.sched.policies import danlu_model as dm
-from danlu.sched.policies.danlu import BATCH, MOVES, P0, T0, DanluPolicy
+from danlu.sched.policies.danlu import BATCH, MOVES, P0, DanluPolicy, _observed_goodput
 from danlu.sched.view import ClusterView, JobRequest, JobStatus, Plan, Rebatch
 
 LIMITS = {"init_batch": 128.0, "max_batch": 4096.0, "min_local_bsz": 32.0, "max_local_bsz": 256.0}
@@ -62,7 +64,7 @@ def test_best_batch_moved_gives_a_rebatch_not_a_resize() -> None:
     assert isinstance(rebatch, Rebatch) and rebatch.job_id == "e"
     assert rebatch.batch_size > 128 and not rebatch.adaptive
     note = plan.marks["e"]
-    assert note[BATCH] == rebatch.batch_size and note[T0] == 600.0 and note[P0] == 0.2
+    assert note[BATCH] == rebatch.batch_size
     assert MOVES not in note  # a rebatch is not a move: the job's hold is not lengthened
 
 
@@ -102,3 +104,38 @@ def test_starts_and_resizes_carry_the_adaptive_flag() -> None:
         )
         plan = DanluPolicy().schedule(ClusterView(time=60.0, cluster=cluster, pending=(pending,)))
         assert [s.adaptive for s in plan.starts] == [adaptive]
+
+
+def test_work_estimate_integrates_goodput_over_trained_time() -> None:
+    """Total work = goodput integrated over the time trained / progress: exact at a constant
+    goodput, across a round, a rebatch-like goodput change and a restart (left out)."""
+    policy = DanluPolicy()
+    total = 5000.0
+    marks: dict[str, float] = {}
+
+    def status(progress: float, batch: int, last_start: float) -> JobStatus:
+        observed = {**seen(batch, adaptive=True), "progress": progress}
+        alloc = Allocation.whole_gpus([(0, i) for i in range(4)])
+        request = JobRequest(id="w", submit_time=0.0, gpus=4, seq=0)
+        return JobStatus(
+            request=request,
+            allocation=alloc,
+            last_start=last_start,
+            observed=observed,
+            marks=dict(marks),
+            run_time=0.0 if last_start == 0.0 else 100.0,
+        )
+
+    good = _observed_goodput(seen(256, adaptive=True))
+    better = _observed_goodput(seen(512, adaptive=True))
+    progress = good * (90.0 - 30.0) / total  # trained 60 s after the 30 s restart
+    update: dict[str, float] = {}
+    assert policy._work(status(progress, 256, 0.0), marks, 90.0, update) == approx(total)
+    marks.update(update)
+    progress += 0.5 * (good + better) * 60.0 / total  # the batch changed in between
+    update = {}
+    assert policy._work(status(progress, 512, 0.0), marks, 150.0, update) == approx(total)
+    marks.update(update)
+    progress += better * (300.0 - 230.0) / total  # resized at 200: trained from 230
+    update = {}
+    assert policy._work(status(progress, 512, 200.0), marks, 300.0, update) == approx(total)

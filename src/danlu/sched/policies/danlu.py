@@ -52,12 +52,12 @@ LR_FACTOR = "danlu.lr_factor"
 LR_RULE = "danlu.lr_rule"
 ADASCALE_RULE = 3.0
 P0 = "danlu.p0"
-T0 = "danlu.t0"
-"""When ``P0`` was taken, if later than the job's (re)start (a rebatch)."""
 UNITS = "danlu.u"
-"""Goodput units trained since the job's progress-rate window opened (estimated)."""
+"""Goodput units trained since the work window opened (estimated)."""
 GOOD = "danlu.g"
 TG = "danlu.tg"
+PB = "danlu.pb"
+"""The progress at which the work window opened (0 for a job measured from its start)."""
 """The goodput the job reported in the last round, and that round's time."""
 WORK = "danlu.work"
 MOVES = "danlu.moves"
@@ -115,7 +115,7 @@ class DanluPolicy:
     """A job with at least this many seconds left explores bigger sizes optimistically."""
     first_gpus: int = 0
     """Most GPUs of an elastic job's first start (never measured); 0: one node."""
-    grow_factor: float = 2.0
+    grow_factor: float = 3.0
     """A job grows to at most this many times the replicas it was measured at."""
     lend: bool = True
     """GPUs a held job grew into are lent: while jobs wait, it may be shrunk back to the
@@ -148,25 +148,31 @@ class DanluPolicy:
     def _work(
         self, job: JobStatus, marks: Mapping[str, float], now: float, update: dict[str, float]
     ) -> float | None:
-        """Updated estimate of the job's total work (goodput units) since its last (re)start
-        or rebatch: the goodput it reported, integrated over the time it trained (trapezoid
-        between rounds; marks ``danlu.u``/``danlu.g``/``danlu.tg``, written into ``update``),
-        over the progress it made; ``None`` before the first estimate."""
+        """Updated estimate of the job's total work (goodput units): the goodput it reported,
+        integrated over the time it trained (trapezoid between rounds, restarts left out;
+        marks ``danlu.u``/``danlu.g``/``danlu.tg``/``danlu.pb``, written into ``update``),
+        over the progress made meanwhile; ``None`` before the first estimate."""
         seen = job.observed
         work = marks.get(WORK)
-        step = seen.get("step_time")
-        p0 = marks.get(P0)
-        if step is None or p0 is None or job.last_start is None:
+        if seen.get("step_time") is None or job.last_start is None:
             return work
-        start = max(job.last_start + self.restart_cost, marks.get(T0, -math.inf))
+        trained_from = job.last_start + self.restart_cost
         good = _observed_goodput(seen)
-        last = marks.get(TG, -math.inf)
-        if last >= start:  # a later round of the same window
-            units = marks.get(UNITS, 0.0) + 0.5 * (marks.get(GOOD, good) + good) * (now - last)
+        progress = seen.get("progress", 0.0)
+        units, base = marks.get(UNITS), marks.get(PB)
+        if units is None or base is None:  # the first measurement opens the window
+            fresh = job.run_time <= 0 and job.preemptions == 0
+            base = 0.0 if fresh else progress
+            units = good * max(0.0, now - trained_from) if fresh else 0.0
+            update[PB] = base
         else:
-            units = good * max(0.0, now - start)
+            last = marks.get(TG, -math.inf)
+            if last >= trained_from:  # trained since the last round
+                units += 0.5 * (marks.get(GOOD, good) + good) * (now - last)
+            else:  # (re)started since: it trained from the end of its restart
+                units += good * max(0.0, now - trained_from)
         update[UNITS], update[GOOD], update[TG] = units, good, now
-        done = seen.get("progress", 0.0) - p0
+        done = progress - base
         if units <= 0 or done <= 0:
             return work
         return units / done
@@ -383,7 +389,7 @@ class DanluPolicy:
             if k >= 0 and opts[k].keep:
                 continue
             if k >= 0 and opts[k].in_place and job.running:
-                self._rebatch(view.time, job, opts[k], marks, rebatches)
+                self._rebatch(job, opts[k], marks, rebatches)
                 continue
             if job.running:
                 free.release(job.allocation)
@@ -455,19 +461,15 @@ class DanluPolicy:
 
     def _rebatch(
         self,
-        now: float,
         job: JobStatus,
         option: Option,
         marks: dict[str, dict[str, float]],
         out: list[Rebatch],
     ) -> None:
-        """A batch-only change: the job keeps its GPUs and process (no restart, not a move);
-        its progress-rate window restarts now."""
+        """A batch-only change: the job keeps its GPUs and process (no restart, not a move)."""
         if option.batch is None or float(option.batch) == job.observed.get("batch_size"):
             return
         note = marks.setdefault(job.id, {})
-        note[P0] = job.observed.get("progress", 0.0)
-        note[T0] = now
         note[BATCH] = float(option.batch)
         note[LR_FACTOR] = _lr_factor(job, option.batch)
         note[LR_RULE] = ADASCALE_RULE
