@@ -6,6 +6,7 @@ from __future__ import annotations
 from danlu.core.cluster import Allocation, Cluster
 from danlu.sched.policies import danlu_model as dm
 from danlu.sched.policies.danlu import GREW_FROM, MOVES, P0, DanluPolicy
+from danlu.sched.policies.danlu_alloc import Option, walk
 from danlu.sched.view import ClusterView, JobRequest, JobStatus, Plan
 
 LIMITS = {"init_batch": 128.0, "max_batch": 4096.0, "min_local_bsz": 32.0, "max_local_bsz": 256.0}
@@ -59,3 +60,16 @@ def test_no_lending_without_a_waiting_job_or_growth() -> None:
     assert not held.resizes and not held.starts
     off = plan(grown(4.0), (waiting(),), lend=False)
     assert not off.resizes and not off.starts
+
+
+def test_spare_gpus_need_a_clear_gain() -> None:
+    """A job that has GPUs grows into GPUs nobody took (the walk's second pass) only for a
+    gain of more than ``spare_gain`` over keeping."""
+    keep = Option(4, 1000.0, keep=True)  # costs 900 with the 10 % hysteresis discount
+    behind = [Option(16, 50.0)]  # ranked behind (prices GPUs in the first pass), never fits
+    jobs = [[keep, Option(8, 870.0)], behind]  # growing is 3 % cheaper than keeping
+    grow = {"pinned": [0, -1], "may_grow": [True, False]}
+    assert walk(jobs, [0, 1], 8, **grow) == [1, -1]  # type: ignore[arg-type]
+    assert walk(jobs, [0, 1], 8, spare_gain=0.05, **grow) == [0, -1]  # type: ignore[arg-type]
+    clear = [[keep, Option(8, 800.0)], behind]  # 11 % cheaper: worth the lent GPUs
+    assert walk(clear, [0, 1], 8, spare_gain=0.05, **grow) == [1, -1]  # type: ignore[arg-type]

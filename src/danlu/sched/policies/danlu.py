@@ -120,6 +120,10 @@ class DanluPolicy:
     lend: bool = True
     """GPUs a held job grew into are lent: while jobs wait, it may be shrunk back to the
     size it had before it grew (it keeps them when nobody ranked ahead of it takes them)."""
+    spare_gain: float = 0.05
+    """A job that holds GPUs grows into GPUs nobody took only when that cuts its cost by this
+    fraction more than ``hysteresis`` asks (they are lent: the next arrival takes them back,
+    two restarts later)."""
     adaptive_jobs: bool = True
     """Let jobs that report ``observed["adaptive"]`` re-pick their batch in-process
     (``Start.adaptive``); off: the policy picks every job's batch (rebatches in place)."""
@@ -367,7 +371,16 @@ class DanluPolicy:
             order = starving + [j for j in order if j not in first]
             for j in starving:
                 all_options[j] = all_options[j][:1]
-        chosen = walk(all_options, order, capacity, pinned, self.hysteresis, grow, self.price_scale)
+        chosen = walk(
+            all_options,
+            order,
+            capacity,
+            pinned,
+            self.hysteresis,
+            grow,
+            self.price_scale,
+            self.spare_gain,
+        )
         plan = self._place(view, whole, all_options, chosen, new_marks)
         return self._share(view, shared, plan)
 

@@ -65,6 +65,7 @@ def walk(
     hysteresis: float = 0.1,
     may_grow: Sequence[bool] | None = None,
     price_scale: float = 1.0,
+    spare_gain: float = 0.0,
 ) -> list[int]:
     """The chosen option index per job (-1: none), GPUs within ``capacity``.
 
@@ -115,6 +116,8 @@ def walk(
         if better < 0:
             continue
         current = _cost(options[j][k], 0.0, hysteresis) if k >= 0 else float("inf")
+        if k >= 0:  # a job that has GPUs grows into spare ones only for a clear gain
+            current *= 1.0 - spare_gain
         if _cost(options[j][better], 0.0, hysteresis) < current:
             chosen[j] = better
             free -= options[j][better].gpus - held
