@@ -99,7 +99,7 @@ class DanluPolicy:
     regret: float = 1.5
     """A held job is released when its measured remaining time is this many times the best
     option's (a move that measured far worse than the model predicted is undone early)."""
-    width: float = 1.0
+    width: float = 3.0
     """How much a job's width counts in its rank: ``min_n T(n) * (1 + width * n / C)``."""
     grow_after: float = 60.0
     """Seconds after a (re)start before a held job may grow into GPUs nobody takes."""
