@@ -40,6 +40,8 @@ import math
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 
+import numpy as np
+
 from danlu.core.cluster import MILLI_PER_GPU, Allocation
 from danlu.sched.placement.gang import FreeMap
 from danlu.sched.policies import danlu_model as dm
@@ -112,6 +114,10 @@ class DanluPolicy:
     )
     """What a pending job's status object implies (options, unweighted rank), by
     ``id(status)``: a waiting job's status does not change, so later rounds reuse it."""
+    _running_memo: dict[int, _Running] = field(
+        default_factory=dict, init=False, repr=False, compare=False
+    )
+    """The same for running jobs (what does not depend on the clock), by ``id(status)``."""
 
     # -- model ------------------------------------------------------------------------
     def _model(
@@ -213,9 +219,8 @@ class DanluPolicy:
         self, job: JobStatus, capacity: int, gpn: int, now: float, scale: int
     ) -> _Waiting:
         """A pending job's options and unweighted rank (cached per status object)."""
-        hit = self._waiting.get(id(job))
-        if hit is not None and hit.status is job and hit.shape == (capacity, gpn):
-            return hit
+        if job.request.shares_gpu:  # placed by the sharing rule, not the walk
+            return _Waiting(job, (capacity, gpn), [], math.inf, 0.0, 0.0, True)
         marks = job.marks
         opts = self._options(job, marks, marks.get(WORK), capacity, gpn, now)
         best = min(
@@ -230,6 +235,123 @@ class DanluPolicy:
             starving_from=_waiting_since(job),
         )
 
+    def _pending(
+        self, pending: tuple[JobStatus, ...], capacity: int, gpn: int, now: float
+    ) -> list[_Waiting]:
+        """Every pending job's cached round inputs, in queue order (the cache is renewed:
+        entries of jobs no longer pending are dropped)."""
+        cache = self._waiting
+        shape = (capacity, gpn)
+        scale = max(capacity, 1)
+        out: list[_Waiting] = []
+        for job in pending:
+            hit = cache.get(id(job))
+            if hit is None or hit.status is not job or hit.shape != shape:
+                hit = self._waiting_job(job, capacity, gpn, now, scale)
+            out.append(hit)
+        cache.clear()
+        cache.update(zip(map(id, pending), out, strict=True))
+        return out
+
+    def _running_job(self, job: JobStatus) -> _Running:
+        """A running job's round inputs that depend on its status object alone (cached)."""
+        marks: Mapping[str, float] = job.marks
+        update = dm.remembered(marks, job.observed)
+        if update:
+            marks = {**marks, **update}
+        moves = marks.get(MOVES, 0.0)
+        shares = job.request.shares_gpu
+        return _Running(
+            status=job,
+            marks=marks,
+            update=update,
+            hold=self.min_hold * (1.0 + moves / self.move_slack),
+            stuck=moves >= self.max_moves or shares,
+            shares=shares,
+            since=job.last_start if job.last_start is not None else -math.inf,
+            fixed=[Option(job.allocation.num_gpus, self.new_job_seconds, None, True)]
+            if not job.observed and job.request.expected_duration is None
+            else None,
+        )
+
+    def _running(
+        self,
+        movable: list[JobStatus],
+        capacity: int,
+        gpn: int,
+        now: float,
+        new_marks: dict[str, dict[str, float]],
+    ) -> tuple[list[list[Option]], list[int], list[bool], list[float]]:
+        """Options, pins, growth permissions and rank keys of the preemptible running jobs
+        (their status-only inputs cached per status object; marks to write go in
+        ``new_marks``)."""
+        cache = self._running_memo
+        scale = max(capacity, 1)
+        all_options: list[list[Option]] = []
+        pinned: list[int] = []
+        grow: list[bool] = []
+        keys: list[float] = []
+        fresh: list[_Running] = []
+        width, aging, shorter = self.width, self.aging, 1.0 - self.rank_hysteresis
+        for job in movable:
+            run = cache.get(id(job))
+            if run is None or run.status is not job:
+                run = self._running_job(job)
+            fresh.append(run)
+            ran = job.run_time_at(now)
+            weight = 1.0 + max(0.0, now - job.request.submit_time - ran) / aging
+            since = now - run.since
+            held = since < run.hold or run.stuck
+            cur = job.allocation.num_gpus
+            if not job.observed:  # no model: one option, keeping it as it is
+                if run.fixed is not None:
+                    opts = run.fixed
+                else:
+                    expected = job.request.expected_duration
+                    assert expected is not None
+                    opts = [Option(cur, max(expected - ran, 1.0), None, True)]
+                best = opts[0].seconds * (1.0 + width * cur / scale)
+                may_grow = held and since >= self.grow_after and not run.shares
+                pin = 0 if held else -1
+            else:
+                opts, pin, may_grow, update = self._measured(job, run, now, capacity, gpn, held)
+                if update:
+                    new_marks[job.id] = update
+                best = min(
+                    (o.seconds * (1.0 + width * o.gpus / scale) for o in opts), default=math.inf
+                )
+            all_options.append(opts)
+            pinned.append(pin)
+            grow.append(may_grow)
+            keys.append(best * shorter / weight)  # a running job ranks as if shorter
+        cache.clear()
+        cache.update(zip(map(id, movable), fresh, strict=True))
+        return all_options, pinned, grow, keys
+
+    def _measured(
+        self, job: JobStatus, run: _Running, now: float, capacity: int, gpn: int, held: bool
+    ) -> tuple[list[Option], int, bool, dict[str, float]]:
+        """A running job with observations: its options (pinned to the current allocation
+        while held), pin, growth permission and the marks to write."""
+        marks = run.marks
+        update = dict(run.update)
+        work = self._work(job, marks, now)
+        if work is not None and work != marks.get(WORK):
+            update[WORK] = work
+        opts = self._options(job, marks, work, capacity, gpn, now)
+        since = now - run.since
+        if held and since >= self.grow_after and _regrets(opts, self.regret):
+            held = False  # the last move measured far worse than predicted: undo it
+        may_grow = held and since >= self.grow_after and not run.shares
+        if not held:
+            return opts, -1, may_grow, update
+        # pinned to its allocation; bigger options stay if it may grow
+        cur = job.allocation.num_gpus
+        left = min((o.seconds for o in opts), default=self.new_job_seconds)
+        kept = [o for o in opts if o.keep][:1] or [Option(cur, left, None, True)]
+        bigger = [o for o in opts if not o.keep and o.gpus > cur] if may_grow else []
+        return kept + bigger, 0, may_grow, update
+
     # -- round ------------------------------------------------------------------------
     def schedule(self, view: ClusterView) -> Plan:
         now = view.time
@@ -237,111 +359,76 @@ class DanluPolicy:
         gpn = max((node.gpus for node in cluster.nodes), default=1)
         fixed = [j for j in view.running if not j.request.preemptible]
         movable = [j for j in view.running if j.request.preemptible]
-        shared = [j for j in view.pending if j.request.shares_gpu]
-        whole = movable + (
-            [j for j in view.pending if not j.request.shares_gpu] if shared else list(view.pending)
-        )
         # GPUs not ours to move: non-preemptible jobs' and the GPUs shared jobs sit on.
         held_shares = [*fixed, *(j for j in movable if j.request.shares_gpu)]
         capacity = cluster.total_gpus - sum(
             math.ceil(j.allocation.gpu_milli / MILLI_PER_GPU) for j in held_shares
         )
+        waits = self._pending(view.pending, capacity, gpn, now)
+        shared = [w.status for w in waits if w.shared]
+        if shared:
+            waits = [w for w in waits if not w.shared]
         new_marks: dict[str, dict[str, float]] = {}
-        all_options: list[list[Option]] = []
-        pinned: list[int] = []
-        keys: list[tuple[float, int]] = []
-        starving: list[int] = []
-        grow: list[bool] = []
-        scale = max(capacity, 1)
-        seen_waiting: dict[int, _Waiting] = {}
-        for index, job in enumerate(whole):
-            if not job.running:
-                wait = self._waiting_job(job, capacity, gpn, now, scale)
-                seen_waiting[id(job)] = wait
-                waited = max(0.0, now - wait.waiting_from)
-                opts = wait.options
-                if opts and now - wait.starving_from >= self.starve_after:
-                    starving.append(index)
-                all_options.append(opts)
-                pinned.append(-1)
-                grow.append(False)
-                keys.append((wait.best / (1.0 + waited / self.aging), job.request.seq))
-                continue
-            marks: Mapping[str, float] = job.marks
-            update = dm.remembered(marks, job.observed) if job.running else {}
-            if update:
-                marks = {**marks, **update}
-            work = self._work(job, marks, now) if job.running else marks.get(WORK)
-            if work is not None and work != marks.get(WORK):
-                update[WORK] = work
-            if update:
-                new_marks[job.id] = update
-            waited = max(0.0, now - job.request.submit_time - job.run_time_at(now))
-            weight = 1.0 + waited / self.aging
-            opts = self._options(job, marks, work, capacity, gpn, now)
-            since = now - job.last_start if job.last_start is not None else math.inf
-            hold = self.min_hold * (1.0 + marks.get(MOVES, 0.0) / self.move_slack)
-            held = job.running and (
-                since < hold or marks.get(MOVES, 0.0) >= self.max_moves or job.request.shares_gpu
+        all_options, pinned, grow, run_keys = self._running(movable, capacity, gpn, now, new_marks)
+        first = len(movable)
+        whole = movable + [w.status for w in waits]
+        all_options += [w.options for w in waits]
+        pinned += [-1] * len(waits)
+        grow += [False] * len(waits)
+        # rank: min T(n) (1 + width n / C) over the aging weight, ties by submission order
+        waiting_from = np.fromiter((w.waiting_from for w in waits), float, len(waits))
+        best = np.fromiter((w.best for w in waits), float, len(waits))
+        keys = np.concatenate(
+            (
+                np.array(run_keys, dtype=float),
+                best / (1.0 + np.maximum(0.0, now - waiting_from) / self.aging),
             )
-            if held and since >= self.grow_after and _regrets(opts, self.regret):
-                held = False  # the last move measured far worse than predicted: undo it
-            pin = -1
-            may_grow = held and since >= self.grow_after and not job.request.shares_gpu
-            if held:  # pinned to its allocation; bigger options stay if it may grow
-                cur = job.allocation.num_gpus
-                left = min((o.seconds for o in opts), default=self.new_job_seconds)
-                kept = [o for o in opts if o.keep][:1] or [Option(cur, left, None, True)]
-                bigger = [o for o in opts if not o.keep and o.gpus > cur] if may_grow else []
-                opts = kept + bigger
-                pin = 0
-            elif not job.running and opts and now - _waiting_since(job) >= self.starve_after:
-                starving.append(index)
-            all_options.append(opts)
-            pinned.append(pin)
-            grow.append(may_grow)
-            best = min(
-                (o.seconds * (1.0 + self.width * o.gpus / scale) for o in opts), default=math.inf
-            )
-            if job.running:
-                best *= 1.0 - self.rank_hysteresis
-            keys.append((best / weight, job.request.seq))
-        self._waiting.clear()
-        self._waiting.update(seen_waiting)
-        order = sorted(range(len(whole)), key=keys.__getitem__)
+        )
+        seqs = np.fromiter((j.request.seq for j in whole), np.int64, len(whole))
+        order: list[int] = np.lexsort((seqs, keys)).tolist()
+        starving = self._starving(waits, now, first)
         if starving:  # waited too long: first in line, at their smallest size
-            first = set(starving)
-            order = starving + [j for j in order if j not in first]
+            promoted = set(starving)
+            order = starving + [j for j in order if j not in promoted]
             for j in starving:
                 all_options[j] = all_options[j][:1]
         chosen = walk(all_options, order, capacity, pinned, self.hysteresis, grow, self.price_scale)
-        plan = self._place(view, whole, all_options, chosen, new_marks)
+        plan = self._place(view, whole, first, all_options, chosen, new_marks)
         return self._share(view, shared, plan)
+
+    def _starving(self, waits: list[_Waiting], now: float, first: int) -> list[int]:
+        """Indices (``first`` + position in ``waits``) of the pending jobs that waited
+        ``starve_after`` seconds and can run."""
+        since = np.fromiter((w.starving_from for w in waits), float, len(waits))
+        mask = now - since >= self.starve_after
+        return [first + int(i) for i in np.flatnonzero(mask) if waits[i].options]
 
     def _place(
         self,
         view: ClusterView,
         jobs: list[JobStatus],
+        first: int,
         options: list[list[Option]],
         chosen: list[int],
         marks: dict[str, dict[str, float]],
     ) -> Plan:
+        """Gangs for the chosen options (``jobs[:first]`` run, the others wait)."""
         free = FreeMap(view, self.placement)
-        outranked = 0
         moves: list[tuple[JobStatus, list[Option], int]] = []
         preempts: list[Preempt] = []
         waiting: dict[str, str] = {}
-        for job, opts, k in zip(jobs, options, chosen, strict=True):
+        for j in range(first):
+            job, opts, k = jobs[j], options[j], chosen[j]
             if k >= 0 and opts[k].keep:
                 continue
-            if job.running:
-                free.release(job.allocation)
+            free.release(job.allocation)
             if k >= 0:
                 moves.append((job, opts, k))
-            elif job.running:
-                preempts.append(Preempt(job.id, "shorter-ranked jobs need its GPUs"))
             else:
-                outranked += 1
+                preempts.append(Preempt(job.id, "shorter-ranked jobs need its GPUs"))
+        picked = [j for j in range(first, len(jobs)) if chosen[j] >= 0]
+        moves += [(jobs[j], options[j], chosen[j]) for j in picked]
+        outranked = len(jobs) - first - len(picked)
         moves.sort(key=lambda m: (-m[1][m[2]].gpus, m[0].request.seq))
         starts: list[Start] = []
         resizes: list[Resize] = []
@@ -413,6 +500,29 @@ class _Waiting:
     waiting_from: float
     """Submission plus time run: ``now - waiting_from`` is the wait that ages it."""
     starving_from: float
+    shared: bool = False
+    """A shared (fractional) request: placed by :func:`place_shared`, not the walk."""
+
+
+@dataclass(frozen=True, slots=True)
+class _Running:
+    """A preemptible running job's round inputs that depend on its status object alone."""
+
+    status: JobStatus
+    marks: Mapping[str, float]
+    """Its marks with the current measurement remembered."""
+    update: dict[str, float]
+    """The marks that measurement adds (to be written; never mutated)."""
+    hold: float
+    """Seconds after its (re)start during which it is neither shrunk nor preempted."""
+    stuck: bool
+    """Held for good: ``max_moves`` reached, or a shared request."""
+    shares: bool
+    since: float
+    """Its last (re)start (``-inf`` when unknown)."""
+    fixed: list[Option] | None
+    """The options of a job without observations nor expected duration: keeping it, with
+    ``new_job_seconds`` left (they do not change while it runs)."""
 
 
 def _waiting_since(job: JobStatus) -> float:
