@@ -131,6 +131,26 @@ def test_walk_keeps_pinned_and_grows_only_when_allowed() -> None:
     assert walk([curve], [0], 4, pinned=[0], may_grow=[True]) == [1]
 
 
+def test_walk_ignores_the_time_of_a_lone_option() -> None:
+    # The policy reuses a running rigid job's one option across rounds (its time stale):
+    # the walk must pick the same whatever that time is.
+    curve = [Option(1, 1000.0), Option(2, 560.0), Option(4, 320.0)]
+    for pinned in (None, [-1, 0, -1]):
+        picks = {
+            tuple(
+                walk(
+                    [curve, [Option(2, t, keep=True)], [Option(1, 50.0)]],
+                    [1, 2, 0],
+                    5,
+                    pinned,
+                    may_grow=[False, True, False],
+                )
+            )
+            for t in (1.0, 77.0, 1e6)
+        }
+        assert len(picks) == 1
+
+
 def test_starving_job_is_started_first() -> None:
     cluster = Cluster.homogeneous(1, 2)
     busy = job("short", gpus=2, submit=0.0, expected_duration=60.0)

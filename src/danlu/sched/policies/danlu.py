@@ -253,7 +253,7 @@ class DanluPolicy:
         cache.update(zip(map(id, pending), out, strict=True))
         return out
 
-    def _running_job(self, job: JobStatus) -> _Running:
+    def _running_job(self, job: JobStatus, now: float) -> _Running:
         """A running job's round inputs that depend on its status object alone (cached)."""
         marks: Mapping[str, float] = job.marks
         update = dm.remembered(marks, job.observed)
@@ -261,6 +261,10 @@ class DanluPolicy:
             marks = {**marks, **update}
         moves = marks.get(MOVES, 0.0)
         shares = job.request.shares_gpu
+        options = None
+        if not job.observed:  # no model: one option, keeping it as it is
+            left = self._left(job, job.run_time_at(now))
+            options = [Option(job.allocation.num_gpus, left, None, True)]
         return _Running(
             status=job,
             marks=marks,
@@ -269,10 +273,14 @@ class DanluPolicy:
             stuck=moves >= self.max_moves or shares,
             shares=shares,
             since=job.last_start if job.last_start is not None else -math.inf,
-            fixed=[Option(job.allocation.num_gpus, self.new_job_seconds, None, True)]
-            if not job.observed and job.request.expected_duration is None
-            else None,
+            options=options,
         )
+
+    def _left(self, job: JobStatus, ran: float) -> float:
+        """Remaining seconds of a job without observations that has run ``ran`` seconds:
+        from its expected duration, else ``new_job_seconds``."""
+        expected = job.request.expected_duration
+        return max(expected - ran, 1.0) if expected is not None else self.new_job_seconds
 
     def _running(
         self,
@@ -296,21 +304,16 @@ class DanluPolicy:
         for job in movable:
             run = cache.get(id(job))
             if run is None or run.status is not job:
-                run = self._running_job(job)
+                run = self._running_job(job, now)
             fresh.append(run)
             ran = job.run_time_at(now)
             weight = 1.0 + max(0.0, now - job.request.submit_time - ran) / aging
             since = now - run.since
             held = since < run.hold or run.stuck
             cur = job.allocation.num_gpus
-            if not job.observed:  # no model: one option, keeping it as it is
-                if run.fixed is not None:
-                    opts = run.fixed
-                else:
-                    expected = job.request.expected_duration
-                    assert expected is not None
-                    opts = [Option(cur, max(expected - ran, 1.0), None, True)]
-                best = opts[0].seconds * (1.0 + width * cur / scale)
+            if run.options is not None:  # its lone option; the rank from the current time
+                opts = run.options
+                best = self._left(job, ran) * (1.0 + width * cur / scale)
                 may_grow = held and since >= self.grow_after and not run.shares
                 pin = 0 if held else -1
             else:
@@ -520,9 +523,12 @@ class _Running:
     shares: bool
     since: float
     """Its last (re)start (``-inf`` when unknown)."""
-    fixed: list[Option] | None
-    """The options of a job without observations nor expected duration: keeping it, with
-    ``new_job_seconds`` left (they do not change while it runs)."""
+    options: list[Option] | None
+    """A job without observations: its one option, keeping it, built in the round its
+    status was first seen. Only its GPUs count: the walk compares the times of one job's
+    options with each other, never a lone option's; the rank is computed from the current
+    remaining time every round. (Reused, not rebuilt, so that a round allocates in
+    proportion to the jobs that changed, not to all the running ones.)"""
 
 
 def _waiting_since(job: JobStatus) -> float:
