@@ -17,7 +17,9 @@ sizes, the last-ranked (long) job soaks up what is left.
   ``grow_after``); after ``max_moves`` moves it is never shrunk or preempted again. So nobody
   thrashes: preemptions per job are bounded.
 - Fairness: ``w = 1 + waited / aging`` grows with the time a job waited, and a job waiting
-  ``starve_after`` seconds is started first (at its smallest size): no job starves.
+  ``starve_after`` seconds is started first (at its smallest size): no job starves. At most
+  ``starve_share`` of the cluster is promoted so per round (longest-starving first, at least
+  one job), so a backlog of starving jobs is started a slice per round, not in one wave.
 - Jobs that report no batch limits are rigid: their requested GPUs, ``T`` from their
   ``expected_duration`` (else ``new_job_seconds``). Jobs never measured start at their
   requested size capped at one node (the user's tuned configuration) and the model explores,
@@ -39,6 +41,8 @@ import dataclasses
 import math
 from collections.abc import Mapping
 from dataclasses import dataclass, field
+from itertools import compress, repeat
+from operator import attrgetter, is_not
 
 import numpy as np
 
@@ -47,7 +51,7 @@ from danlu.sched.placement.gang import FreeMap
 from danlu.sched.policies import danlu_model as dm
 from danlu.sched.policies.danlu_alloc import Option, walk
 from danlu.sched.policies.danlu_share import place_shared
-from danlu.sched.view import ClusterView, JobStatus, Plan, Preempt, Resize, Start
+from danlu.sched.view import ClusterView, JobRequest, JobStatus, Plan, Preempt, Resize, Start
 
 BATCH = "danlu.batch"
 LR_FACTOR = "danlu.lr_factor"
@@ -100,6 +104,10 @@ class DanluPolicy:
     """Seconds of waiting that add 1 to a job's weight (1 at submission)."""
     starve_after: float = 7200.0
     """A job waiting this long (since submission or its last run) is started first."""
+    starve_share: float = 0.05
+    """Share of the capacity that starving jobs are promoted onto per round (at their
+    smallest size, longest-starving first, at least one job per round): a backlog of
+    starving jobs is started a slice per round, not in one wave."""
     new_job_seconds: float = 600.0
     """Remaining time assumed for a job with no estimate."""
     placement: str = "best-fit"
@@ -118,6 +126,10 @@ class DanluPolicy:
         default_factory=dict, init=False, repr=False, compare=False
     )
     """The same for running jobs (what does not depend on the clock), by ``id(status)``."""
+    _shape: list[tuple[int, int]] = field(
+        default_factory=list, init=False, repr=False, compare=False
+    )
+    """The (capacity, GPUs per node) the cached options were computed for."""
 
     # -- model ------------------------------------------------------------------------
     def _model(
@@ -220,7 +232,7 @@ class DanluPolicy:
     ) -> _Waiting:
         """A pending job's options and unweighted rank (cached per status object)."""
         if job.request.shares_gpu:  # placed by the sharing rule, not the walk
-            return _Waiting(job, (capacity, gpn), [], math.inf, 0.0, 0.0, True)
+            return _Waiting(job, [], math.inf, 0.0, 0.0, job.request.seq, True)
         marks = job.marks
         opts = self._options(job, marks, marks.get(WORK), capacity, gpn, now)
         best = min(
@@ -228,11 +240,11 @@ class DanluPolicy:
         )
         return _Waiting(
             status=job,
-            shape=(capacity, gpn),
             options=opts,
             best=best,
             waiting_from=job.request.submit_time + job.run_time,
             starving_from=_waiting_since(job),
+            seq=job.request.seq,
         )
 
     def _pending(
@@ -241,16 +253,17 @@ class DanluPolicy:
         """Every pending job's cached round inputs, in queue order (the cache is renewed:
         entries of jobs no longer pending are dropped)."""
         cache = self._waiting
-        shape = (capacity, gpn)
+        if self._shape != [(capacity, gpn)]:  # options computed for another cluster shape
+            cache.clear()
+            self._shape[:] = [(capacity, gpn)]
         scale = max(capacity, 1)
-        out: list[_Waiting] = []
-        for job in pending:
-            hit = cache.get(id(job))
-            if hit is None or hit.status is not job or hit.shape != shape:
-                hit = self._waiting_job(job, capacity, gpn, now, scale)
-            out.append(hit)
+        ids = list(map(id, pending))
+        out = list(map(cache.get, ids, repeat(_NO_HIT)))
+        # C-level loops: most statuses are the objects seen last round
+        for i in compress(range(len(out)), map(is_not, map(_STATUS, out), pending)):
+            out[i] = self._waiting_job(pending[i], capacity, gpn, now, scale)
         cache.clear()
-        cache.update(zip(map(id, pending), out, strict=True))
+        cache.update(zip(ids, out, strict=True))
         return out
 
     def _running_job(self, job: JobStatus, now: float) -> _Running:
@@ -368,28 +381,35 @@ class DanluPolicy:
             math.ceil(j.allocation.gpu_milli / MILLI_PER_GPU) for j in held_shares
         )
         waits = self._pending(view.pending, capacity, gpn, now)
-        shared = [w.status for w in waits if w.shared]
-        if shared:
+        shared: list[JobStatus] = []
+        if any(map(_SHARED, waits)):
+            shared = [w.status for w in waits if w.shared]
             waits = [w for w in waits if not w.shared]
         new_marks: dict[str, dict[str, float]] = {}
         all_options, pinned, grow, run_keys = self._running(movable, capacity, gpn, now, new_marks)
         first = len(movable)
-        whole = movable + [w.status for w in waits]
-        all_options += [w.options for w in waits]
+        whole = movable + list(map(_STATUS, waits))
+        all_options += map(_OPTIONS, waits)
         pinned += [-1] * len(waits)
         grow += [False] * len(waits)
         # rank: min T(n) (1 + width n / C) over the aging weight, ties by submission order
-        waiting_from = np.fromiter((w.waiting_from for w in waits), float, len(waits))
-        best = np.fromiter((w.best for w in waits), float, len(waits))
+        count = len(waits)
+        waiting_from = np.fromiter(map(_WAITING_FROM, waits), float, count)
+        best = np.fromiter(map(_BEST, waits), float, count)
         keys = np.concatenate(
             (
                 np.array(run_keys, dtype=float),
                 best / (1.0 + np.maximum(0.0, now - waiting_from) / self.aging),
             )
         )
-        seqs = np.fromiter((j.request.seq for j in whole), np.int64, len(whole))
+        seqs = np.concatenate(
+            (
+                np.fromiter(map(_SEQ, movable), np.int64, first),
+                np.fromiter(map(_WAIT_SEQ, waits), np.int64, count),
+            )
+        )
         order: list[int] = np.lexsort((seqs, keys)).tolist()
-        starving = self._starving(waits, now, first)
+        starving = self._starving(waits, now, first, capacity)
         if starving:  # waited too long: first in line, at their smallest size
             promoted = set(starving)
             order = starving + [j for j in order if j not in promoted]
@@ -399,12 +419,30 @@ class DanluPolicy:
         plan = self._place(view, whole, first, all_options, chosen, new_marks)
         return self._share(view, shared, plan)
 
-    def _starving(self, waits: list[_Waiting], now: float, first: int) -> list[int]:
-        """Indices (``first`` + position in ``waits``) of the pending jobs that waited
-        ``starve_after`` seconds and can run."""
-        since = np.fromiter((w.starving_from for w in waits), float, len(waits))
-        mask = now - since >= self.starve_after
-        return [first + int(i) for i in np.flatnonzero(mask) if waits[i].options]
+    def _starving(self, waits: list[_Waiting], now: float, first: int, capacity: int) -> list[int]:
+        """The starving jobs promoted this round, as indices ``first`` + position in
+        ``waits``: of the pending jobs that waited ``starve_after`` seconds and can run,
+        the longest-waiting (ties by submission order) whose smallest sizes sum to at most
+        ``starve_share`` of the capacity, and at least the first of them."""
+        since = np.fromiter(map(_STARVING_FROM, waits), float, len(waits))
+        late = np.flatnonzero(now - since >= self.starve_after)
+        if not late.size:
+            return []
+        seqs = np.fromiter(
+            map(_WAIT_SEQ, map(waits.__getitem__, late.tolist())), np.int64, late.size
+        )
+        budget = self.starve_share * capacity
+        promoted: list[int] = []
+        used = 0
+        for i in late[np.lexsort((seqs, since[late]))].tolist():
+            opts = waits[i].options
+            if not opts:
+                continue
+            if promoted and used + opts[0].gpus > budget:
+                break  # strictly in turn: nobody overtakes a longer-starving job
+            promoted.append(first + i)
+            used += opts[0].gpus
+        return promoted
 
     def _place(
         self,
@@ -495,16 +533,27 @@ class _Waiting:
     """A pending job's round inputs that depend on its status object alone."""
 
     status: JobStatus
-    shape: tuple[int, int]
-    """(capacity, GPUs per node) they were computed for."""
     options: list[Option]
     best: float
     """Its rank before the aging weight: ``min T(n) * (1 + width * n / C)``."""
     waiting_from: float
     """Submission plus time run: ``now - waiting_from`` is the wait that ages it."""
     starving_from: float
+    seq: int
     shared: bool = False
     """A shared (fractional) request: placed by :func:`place_shared`, not the walk."""
+
+
+_NO_HIT = _Waiting(JobStatus(JobRequest("", 0.0)), [], math.inf, 0.0, 0.0, 0)
+"""Stands for a cache miss: its status is no job's."""
+_STATUS = attrgetter("status")
+_OPTIONS = attrgetter("options")
+_BEST = attrgetter("best")
+_WAITING_FROM = attrgetter("waiting_from")
+_STARVING_FROM = attrgetter("starving_from")
+_WAIT_SEQ = attrgetter("seq")
+_SHARED = attrgetter("shared")
+_SEQ = attrgetter("request.seq")
 
 
 @dataclass(frozen=True, slots=True)
