@@ -42,9 +42,11 @@ import math
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from itertools import compress, repeat
-from operator import attrgetter, is_not
+from operator import attrgetter, is_, is_not
+from typing import Any
 
 import numpy as np
+import numpy.typing as npt
 
 from danlu.core.cluster import MILLI_PER_GPU, Allocation
 from danlu.sched.placement.gang import FreeMap
@@ -60,6 +62,7 @@ ADASCALE_RULE = 3.0
 P0 = "danlu.p0"
 WORK = "danlu.work"
 MOVES = "danlu.moves"
+FloatArray = npt.NDArray[np.float64]
 STOPPED = "danlu.stopped"
 """When the policy last preempted the job: its wait for the starvation rule starts there."""
 
@@ -274,9 +277,12 @@ class DanluPolicy:
             marks = {**marks, **update}
         moves = marks.get(MOVES, 0.0)
         shares = job.request.shares_gpu
+        expected = job.request.expected_duration
         options = None
         if not job.observed:  # no model: one option, keeping it as it is
-            left = self._left(job, job.run_time_at(now))
+            left = self.new_job_seconds
+            if expected is not None:
+                left = max(expected - job.run_time_at(now), 1.0)
             options = [Option(job.allocation.num_gpus, left, None, True)]
         return _Running(
             status=job,
@@ -285,15 +291,13 @@ class DanluPolicy:
             hold=self.min_hold * (1.0 + moves / self.move_slack),
             stuck=moves >= self.max_moves or shares,
             shares=shares,
-            since=job.last_start if job.last_start is not None else -math.inf,
+            start=job.last_start if job.last_start is not None else math.inf,
             options=options,
+            submit=job.request.submit_time,
+            run_time=job.run_time,
+            expected=expected if expected is not None else math.nan,
+            gpus=job.allocation.num_gpus,
         )
-
-    def _left(self, job: JobStatus, ran: float) -> float:
-        """Remaining seconds of a job without observations that has run ``ran`` seconds:
-        from its expected duration, else ``new_job_seconds``."""
-        expected = job.request.expected_duration
-        return max(expected - ran, 1.0) if expected is not None else self.new_job_seconds
 
     def _running(
         self,
@@ -302,60 +306,68 @@ class DanluPolicy:
         gpn: int,
         now: float,
         new_marks: dict[str, dict[str, float]],
-    ) -> tuple[list[list[Option]], list[int], list[bool], list[float]]:
+    ) -> tuple[list[list[Option]], list[int], list[bool], FloatArray]:
         """Options, pins, growth permissions and rank keys of the preemptible running jobs
         (their status-only inputs cached per status object; marks to write go in
-        ``new_marks``)."""
+        ``new_marks``). Jobs without observations are computed as arrays."""
         cache = self._running_memo
-        scale = max(capacity, 1)
-        all_options: list[list[Option]] = []
-        pinned: list[int] = []
-        grow: list[bool] = []
-        keys: list[float] = []
-        fresh: list[_Running] = []
-        width, aging, shorter = self.width, self.aging, 1.0 - self.rank_hysteresis
-        for job in movable:
-            run = cache.get(id(job))
-            if run is None or run.status is not job:
-                run = self._running_job(job, now)
-            fresh.append(run)
-            ran = job.run_time_at(now)
-            weight = 1.0 + max(0.0, now - job.request.submit_time - ran) / aging
-            since = now - run.since
-            held = since < run.hold or run.stuck
-            cur = job.allocation.num_gpus
-            if run.options is not None:  # its lone option; the rank from the current time
-                opts = run.options
-                best = self._left(job, ran) * (1.0 + width * cur / scale)
-                may_grow = held and since >= self.grow_after and not run.shares
-                pin = 0 if held else -1
-            else:
-                opts, pin, may_grow, update = self._measured(job, run, now, capacity, gpn, held)
-                if update:
-                    new_marks[job.id] = update
-                best = min(
-                    (o.seconds * (1.0 + width * o.gpus / scale) for o in opts), default=math.inf
-                )
-            all_options.append(opts)
-            pinned.append(pin)
-            grow.append(may_grow)
-            keys.append(best * shorter / weight)  # a running job ranks as if shorter
+        count = len(movable)
+        ids = list(map(id, movable))
+        runs = list(map(cache.get, ids, repeat(_NO_RUN)))
+        for i in compress(range(count), map(is_not, map(_STATUS, runs), movable)):
+            runs[i] = self._running_job(movable[i], now)
         cache.clear()
-        cache.update(zip(map(id, movable), fresh, strict=True))
+        cache.update(zip(ids, runs, strict=True))
+
+        def column(name: str, dtype: type) -> npt.NDArray[Any]:
+            return np.fromiter(map(attrgetter(name), runs), dtype, count)
+
+        start = column("start", float)
+        ran = column("run_time", float) + np.maximum(0.0, now - start)  # run_time_at(now)
+        weight = 1.0 + np.maximum(0.0, now - column("submit", float) - ran) / self.aging
+        since = np.where(start == math.inf, math.inf, now - start)
+        held = (since < column("hold", float)) | column("stuck", bool)
+        may_grow = held & (since >= self.grow_after) & ~column("shares", bool)
+        expected = column("expected", float)
+        left = np.where(np.isnan(expected), self.new_job_seconds, np.maximum(expected - ran, 1.0))
+        scale = max(capacity, 1)
+        width, shorter = self.width, 1.0 - self.rank_hysteresis
+        # a running job ranks as if shorter
+        keys = left * (1.0 + width * column("gpus", float) / scale) * shorter / weight
+        pinned: list[int] = np.where(held, 0, -1).tolist()
+        grow: list[bool] = may_grow.tolist()
+        # no observations: the lone option (the rank above is from the current time)
+        all_options = [run.options or [] for run in runs]
+        for i in compress(range(count), map(is_, map(_OPTIONS, runs), repeat(None))):
+            job = movable[i]
+            opts, pin, grow[i], update = self._measured(
+                job, runs[i], now, capacity, gpn, float(since[i]), bool(held[i])
+            )
+            if update:
+                new_marks[job.id] = update
+            best = min((o.seconds * (1.0 + width * o.gpus / scale) for o in opts), default=math.inf)
+            all_options[i], pinned[i], keys[i] = opts, pin, best * shorter / weight[i]
         return all_options, pinned, grow, keys
 
     def _measured(
-        self, job: JobStatus, run: _Running, now: float, capacity: int, gpn: int, held: bool
+        self,
+        job: JobStatus,
+        run: _Running,
+        now: float,
+        capacity: int,
+        gpn: int,
+        since: float,
+        held: bool,
     ) -> tuple[list[Option], int, bool, dict[str, float]]:
-        """A running job with observations: its options (pinned to the current allocation
-        while held), pin, growth permission and the marks to write."""
+        """A running job with observations, ``since`` seconds after its (re)start: its
+        options (pinned to the current allocation while held), pin, growth permission and
+        the marks to write."""
         marks = run.marks
         update = dict(run.update)
         work = self._work(job, marks, now)
         if work is not None and work != marks.get(WORK):
             update[WORK] = work
         opts = self._options(job, marks, work, capacity, gpn, now)
-        since = now - run.since
         if held and since >= self.grow_after and _regrets(opts, self.regret):
             held = False  # the last move measured far worse than predicted: undo it
         may_grow = held and since >= self.grow_after and not run.shares
@@ -398,7 +410,7 @@ class DanluPolicy:
         best = np.fromiter(map(_BEST, waits), float, count)
         keys = np.concatenate(
             (
-                np.array(run_keys, dtype=float),
+                run_keys,
                 best / (1.0 + np.maximum(0.0, now - waiting_from) / self.aging),
             )
         )
@@ -544,18 +556,6 @@ class _Waiting:
     """A shared (fractional) request: placed by :func:`place_shared`, not the walk."""
 
 
-_NO_HIT = _Waiting(JobStatus(JobRequest("", 0.0)), [], math.inf, 0.0, 0.0, 0)
-"""Stands for a cache miss: its status is no job's."""
-_STATUS = attrgetter("status")
-_OPTIONS = attrgetter("options")
-_BEST = attrgetter("best")
-_WAITING_FROM = attrgetter("waiting_from")
-_STARVING_FROM = attrgetter("starving_from")
-_WAIT_SEQ = attrgetter("seq")
-_SHARED = attrgetter("shared")
-_SEQ = attrgetter("request.seq")
-
-
 @dataclass(frozen=True, slots=True)
 class _Running:
     """A preemptible running job's round inputs that depend on its status object alone."""
@@ -570,14 +570,34 @@ class _Running:
     stuck: bool
     """Held for good: ``max_moves`` reached, or a shared request."""
     shares: bool
-    since: float
-    """Its last (re)start (``-inf`` when unknown)."""
+    start: float
+    """Its last (re)start (``inf`` when unknown)."""
     options: list[Option] | None
     """A job without observations: its one option, keeping it, built in the round its
     status was first seen. Only its GPUs count: the walk compares the times of one job's
     options with each other, never a lone option's; the rank is computed from the current
     remaining time every round. (Reused, not rebuilt, so that a round allocates in
     proportion to the jobs that changed, not to all the running ones.)"""
+    submit: float
+    run_time: float
+    """Seconds run before ``start``."""
+    expected: float
+    """Its expected duration (``nan`` when unknown)."""
+    gpus: int
+
+
+_NO_HIT = _Waiting(JobStatus(JobRequest("", 0.0)), [], math.inf, 0.0, 0.0, 0)
+"""Stands for a cache miss: its status is no job's."""
+_STATUS = attrgetter("status")
+_OPTIONS = attrgetter("options")
+_BEST = attrgetter("best")
+_WAITING_FROM = attrgetter("waiting_from")
+_STARVING_FROM = attrgetter("starving_from")
+_WAIT_SEQ = attrgetter("seq")
+_SHARED = attrgetter("shared")
+_SEQ = attrgetter("request.seq")
+_NO_RUN = _Running(_NO_HIT.status, {}, {}, 0.0, False, False, math.inf, None, 0.0, 0.0, 0.0, 0)
+"""Stands for a cache miss of a running job."""
 
 
 def _waiting_since(job: JobStatus) -> float:
