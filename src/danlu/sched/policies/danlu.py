@@ -62,9 +62,10 @@ ADASCALE_RULE = 3.0
 P0 = "danlu.p0"
 WORK = "danlu.work"
 MOVES = "danlu.moves"
-FloatArray = npt.NDArray[np.float64]
 STOPPED = "danlu.stopped"
 """When the policy last preempted the job: its wait for the starvation rule starts there."""
+
+FloatArray = npt.NDArray[np.float64]
 
 
 def _counts(cap: int, gpn: int) -> list[int]:
