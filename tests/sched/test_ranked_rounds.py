@@ -16,6 +16,7 @@ from hypothesis import strategies as st
 from danlu.core.cluster import MILLI_PER_GPU, Allocation, Cluster
 from danlu.sched.placement.gang import FreeMap
 from danlu.sched.policies.base import _preempting_round, ranked_round
+from danlu.sched.policies.danlu import DanluPolicy
 from danlu.sched.policies.priority import PriorityPolicy
 from danlu.sched.policies.ranked import RankedJobs, RankKey, seq_diff
 from danlu.sched.policies.sjf import SjfPolicy
@@ -89,6 +90,7 @@ POLICIES = {
     ),
     "priority": lambda: PriorityPolicy(),
     "sjf": lambda: SjfPolicy(),
+    "danlu": lambda: DanluPolicy(),
 }
 
 
