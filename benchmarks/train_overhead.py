@@ -2,9 +2,17 @@
 
 danlu.train runs with its defaults: metrics on (every step, shipped to a JSONL file by the
 background thread), gradient norm computed every step for anomaly detection (action "skip"),
-LR control, OOM guard; checkpoints off. The two loops alternate (A B A B ...) on identical
-batches so machine noise hits both; the figure is the median over repeats of
+LR control, OOM guard; checkpoints off. The loops alternate (A B A B ...) on identical
+batches so machine noise hits all alike; the figure is the median over repeats of
 ``danlu_steps_per_s / plain_steps_per_s``.
+
+Two workloads (``--workloads``):
+
+- ``cnn``: the ResNet-style CNN of ``examples/train_cnn.py`` (two residual blocks) on 3x32x32
+  images, batch 64: compute-bound, like most training;
+- ``mlp``: a 1.6 M-parameter MLP, batch 128: the stress case for the per-step gradient norm,
+  since every parameter is used once per sample, so reading all gradients once more (the norm)
+  is large next to the step's arithmetic.
 
 The CPU time per step of both loops (``time.process_time``: all threads of the process,
 so background threads count) is printed too, and, to show where the overhead comes from, a
@@ -13,28 +21,37 @@ each optimizer step (the one read of every gradient that anomaly detection needs
 
 On a shared machine the per-repeat ratios of ~1 s runs scatter by several percent, so the
 median moves by a few percent from one invocation to the next. A second, steadier estimate
-follows: the plain loop and the danlu loop (and plain + norm) kept alive side by side and
-stepped in turn, one step each, for ``--interleaved`` steps; the median step times give the
-cost per step in microseconds.
+follows: the loops kept alive side by side and stepped in turn, one step each; the median step
+times give the cost per step in microseconds.
 
-    PYTHONPATH=src python benchmarks/train_overhead.py [--repeats 21] [--steps 60] [--threads 1]
+    PYTHONPATH=src python benchmarks/train_overhead.py [--workloads cnn,mlp] [--threads 1]
+        [--repeats R] [--steps S] [--interleaved N]   (R, S, N: per-workload defaults)
 """
 
 from __future__ import annotations
 
 import argparse
 import statistics
+import sys
 import tempfile
 import time
+from collections.abc import Callable
+from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 import torch
 
 import danlu.train as dt
 from danlu.train.step import grad_norm
 
+sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "examples"))
+import train_cnn  # the example's model, as a user would write it
 
-def make_model() -> torch.nn.Module:
+Batch = tuple[torch.Tensor, torch.Tensor]
+
+
+def make_mlp() -> torch.nn.Module:
     torch.manual_seed(0)
     return torch.nn.Sequential(
         torch.nn.Linear(512, 1024),
@@ -45,13 +62,36 @@ def make_model() -> torch.nn.Module:
     )
 
 
-def loss_fn(model: torch.nn.Module, batch: tuple[torch.Tensor, torch.Tensor]) -> torch.Tensor:
+def make_cnn() -> torch.nn.Module:
+    torch.manual_seed(0)
+    return train_cnn.make_model()
+
+
+@dataclass(frozen=True)
+class Workload:
+    """A model and its batches, with how long to measure it by default."""
+
+    make_model: Callable[[], torch.nn.Module]
+    input_shape: tuple[int, ...]
+    batch: int
+    repeats: int
+    steps: int
+    interleaved: int
+
+
+WORKLOADS = {
+    "cnn": Workload(make_cnn, (3, 32, 32), 64, repeats=11, steps=15, interleaved=150),
+    "mlp": Workload(make_mlp, (512,), 128, repeats=21, steps=60, interleaved=600),
+}
+
+
+def loss_fn(model: torch.nn.Module, batch: Batch) -> torch.Tensor:
     x, y = batch
     return torch.nn.functional.cross_entropy(model(x), y)
 
 
 def plain(
-    batches: list[tuple[torch.Tensor, torch.Tensor]], with_norm: bool = False
+    make_model: Callable[[], torch.nn.Module], batches: list[Batch], with_norm: bool = False
 ) -> tuple[float, float]:
     """Steps per second and CPU seconds per step of the plain loop (``with_norm``: plus the
     gradient norm before each optimizer step)."""
@@ -71,7 +111,7 @@ def plain(
 
 
 def under_danlu(
-    batches: list[tuple[torch.Tensor, torch.Tensor]], metrics: Path
+    make_model: Callable[[], torch.nn.Module], batches: list[Batch], metrics: Path
 ) -> tuple[float, float]:
     """Steps per second and CPU seconds per step of the same loop under danlu.train."""
     model = make_model()
@@ -92,7 +132,7 @@ def under_danlu(
 
 
 def interleaved(
-    batches: list[tuple[torch.Tensor, torch.Tensor]], metrics: Path, steps: int
+    make_model: Callable[[], torch.nn.Module], batches: list[Batch], metrics: Path, steps: int
 ) -> dict[str, float]:
     """Median seconds per step of the three loops stepped in turn (one step each)."""
     if steps <= 0:
@@ -111,7 +151,7 @@ def interleaved(
         environ={},
     )
 
-    def plain_step(name: str, batch: tuple[torch.Tensor, torch.Tensor]) -> None:
+    def plain_step(name: str, batch: Batch) -> None:
         m, o = models[name]
         loss_fn(m, batch).backward()
         if name == "plain + norm":
@@ -136,49 +176,46 @@ def interleaved(
     return {name: statistics.median(ts[10:]) for name, ts in times.items()}
 
 
-def main() -> None:
-    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    ap.add_argument("--repeats", type=int, default=21)
-    ap.add_argument("--steps", type=int, default=60)
-    ap.add_argument("--batch", type=int, default=128)
-    ap.add_argument("--threads", type=int, default=1, help="torch intra-op threads")
-    ap.add_argument("--interleaved", type=int, default=600, help="steps per loop (0: skip)")
-    args = ap.parse_args()
-    torch.set_num_threads(args.threads)
+def measure(name: str, w: Workload, args: argparse.Namespace, tmp: Path) -> float:
+    """Print one workload's block; return its headline ratio danlu/plain."""
+    repeats = args.repeats or w.repeats
+    steps = args.steps or w.steps
+    n_interleaved = w.interleaved if args.interleaved is None else args.interleaved
     g = torch.Generator().manual_seed(0)
     batches = [
         (
-            torch.randn(args.batch, 512, generator=g),
-            torch.randint(0, 10, (args.batch,), generator=g),
+            torch.randn(w.batch, *w.input_shape, generator=g),
+            torch.randint(0, 10, (w.batch,), generator=g),
         )
-        for _ in range(args.steps)
+        for _ in range(steps)
     ]
-    with tempfile.TemporaryDirectory() as tmp:
-        metrics = Path(tmp) / "metrics.jsonl"
-        loops = {
-            "plain": lambda: plain(batches),
-            "danlu": lambda: under_danlu(batches, metrics),
-            "norm": lambda: plain(batches, with_norm=True),
-        }
-        for run in loops.values():
-            run()  # warm up every path
-        ratios, p_rates, d_rates, cpu_ratios, norm_ratios = [], [], [], [], []
-        names = list(loops)
-        for i in range(args.repeats):
-            order = names[i % 3 :] + names[: i % 3]  # rotate so noise hits all alike
-            got = {name: loops[name]() for name in order}
-            (p, pc), (d, dc) = got["plain"], got["danlu"]
-            p_rates.append(p)
-            d_rates.append(d)
-            ratios.append(d / p)
-            cpu_ratios.append(dc / pc)
-            norm_ratios.append(got["norm"][0] / p)
-        lines = sum(1 for _ in metrics.open())
-        step_s = interleaved(batches, Path(tmp) / "metrics2.jsonl", args.interleaved)
+    params = sum(p.numel() for p in w.make_model().parameters())
+    metrics = tmp / f"{name}.jsonl"
+    loops: dict[str, Callable[[], Any]] = {
+        "plain": lambda: plain(w.make_model, batches),
+        "danlu": lambda: under_danlu(w.make_model, batches, metrics),
+        "norm": lambda: plain(w.make_model, batches, with_norm=True),
+    }
+    for run in loops.values():
+        run()  # warm up every path
+    ratios, p_rates, d_rates, cpu_ratios, norm_ratios = [], [], [], [], []
+    names = list(loops)
+    for i in range(repeats):
+        order = names[i % 3 :] + names[: i % 3]  # rotate so noise hits all alike
+        got = {n: loops[n]() for n in order}
+        (p, pc), (d, dc) = got["plain"], got["danlu"]
+        p_rates.append(p)
+        d_rates.append(d)
+        ratios.append(d / p)
+        cpu_ratios.append(dc / pc)
+        norm_ratios.append(got["norm"][0] / p)
+    lines = sum(1 for _ in metrics.open())
+    step_s = interleaved(w.make_model, batches, tmp / f"{name}-interleaved.jsonl", n_interleaved)
     ratio = statistics.median(ratios)
+    print(f"== {name}: {params:,} parameters, batch {w.batch}, input {w.input_shape}")
     print(
         f"plain loop      : {statistics.median(p_rates):8.2f} steps/s (median of "
-        f"{args.repeats} x {args.steps} steps, batch {args.batch})"
+        f"{repeats} x {steps} steps)"
     )
     print(f"under danlu     : {statistics.median(d_rates):8.2f} steps/s")
     print(
@@ -196,15 +233,42 @@ def main() -> None:
     if step_s:
         base = step_s["plain"]
         print(
-            f"interleaved, median of {args.interleaved} steps each: "
+            f"interleaved, median of {n_interleaved} steps each: "
             f"plain {base * 1e3:.3f} ms/step; "
             + "; ".join(
-                f"{name} {(t - base) * 1e6:+.0f} us ({100 * (t / base - 1):+.2f}%)"
-                for name, t in step_s.items()
-                if name != "plain"
+                f"{n} {(t - base) * 1e6:+.0f} us ({100 * (t / base - 1):+.2f}%)"
+                for n, t in step_s.items()
+                if n != "plain"
             )
         )
     print(f"metric records written: {lines}")
+    return ratio
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=(__doc__ or "").splitlines()[0])
+    ap.add_argument("--workloads", default="cnn,mlp", help=f"of {sorted(WORKLOADS)}")
+    ap.add_argument("--repeats", type=int, default=0, help="0: the workload's default")
+    ap.add_argument("--steps", type=int, default=0, help="0: the workload's default")
+    ap.add_argument("--threads", type=int, default=1, help="torch intra-op threads")
+    ap.add_argument(
+        "--interleaved",
+        type=int,
+        default=None,
+        help="steps per loop (0: skip; default per workload)",
+    )
+    args = ap.parse_args()
+    names = [n.strip() for n in args.workloads.split(",") if n.strip()]
+    unknown = [n for n in names if n not in WORKLOADS]
+    if unknown:
+        ap.error(f"--workloads: unknown {unknown}; choose from {sorted(WORKLOADS)}")
+    torch.set_num_threads(args.threads)
+    with tempfile.TemporaryDirectory() as tmp:
+        ratios = {n: measure(n, WORKLOADS[n], args, Path(tmp)) for n in names}
+    print(
+        "summary, overhead (median of repeats): "
+        + ", ".join(f"{n} {100 * (1 - r):+.2f}%" for n, r in ratios.items())
+    )
 
 
 if __name__ == "__main__":

@@ -27,7 +27,6 @@ pip_install -e ".[train,dev]"
 echo "== ruff"
 python3 -m ruff check src tests benchmarks examples
 echo "== mypy"
-python3 -m mypy src/danlu/core src/danlu/sched src/danlu/sim src/danlu/cli src/danlu/server \
-    src/danlu/executors src/danlu/devices src/danlu/config.py src/danlu/client.py
+python3 -m mypy src/danlu
 echo "== pytest"
 python3 -m pytest -q -p no:cacheprovider "$@"

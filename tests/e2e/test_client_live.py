@@ -141,3 +141,15 @@ def test_cli_top_and_nodes_against_a_live_server(shared_server: Server) -> None:
     assert missing.returncode == 2 and "not found" in missing.stderr
     admin.cancel(visible["id"])  # leave no job running after the server stops
     assert wait_state(admin, visible["id"], TERMINAL)["state"] == "CANCELLED"
+
+
+def test_a_second_server_on_the_same_home_is_refused(shared_server: Server) -> None:
+    home = shared_server.home
+    pid = shared_server.proc.pid
+    second = danlu("up", "--home", str(home), "--fake-gpus", "1x80GiB", "--port", "0")
+    assert second.returncode == 2, second.stdout + second.stderr
+    said = " ".join(second.stderr.split())  # the console wraps long lines
+    assert "in use by another danlu server" in said
+    assert f"pid {pid}" in said  # names the running server
+    with shared_server.client() as client:  # the first one is untouched
+        assert client.health()["status"] == "ok"

@@ -3,6 +3,7 @@ starvation guard, hysteresis, batch/LR marks, the online model, sharing calibrat
 
 from __future__ import annotations
 
+from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
@@ -26,7 +27,7 @@ from danlu.sched.policies.danlu import (
 from danlu.sched.policies.danlu_alloc import Option, walk
 from danlu.sched.policies.danlu_share import PAIR_GAIN, calibrate, sharing_pays
 from danlu.sched.registry import default_registry, make_policy
-from danlu.sched.view import ClusterView, JobRequest, JobStatus
+from danlu.sched.view import ClusterView, JobRequest, JobStatus, Plan
 
 GAVEL = Path(__file__).parents[2] / ".." / "shared" / "data" / "gavel"
 LIMITS = {"init_batch": 128.0, "max_batch": 4096.0, "min_local_bsz": 32.0, "max_local_bsz": 256.0}
@@ -131,6 +132,26 @@ def test_walk_keeps_pinned_and_grows_only_when_allowed() -> None:
     assert walk([curve], [0], 4, pinned=[0], may_grow=[True]) == [1]
 
 
+def test_walk_ignores_the_time_of_a_lone_option() -> None:
+    # The policy reuses a running rigid job's one option across rounds (its time stale):
+    # the walk must pick the same whatever that time is.
+    curve = [Option(1, 1000.0), Option(2, 560.0), Option(4, 320.0)]
+    for pinned in (None, [-1, 0, -1]):
+        picks = {
+            tuple(
+                walk(
+                    [curve, [Option(2, t, keep=True)], [Option(1, 50.0)]],
+                    [1, 2, 0],
+                    5,
+                    pinned,
+                    may_grow=[False, True, False],
+                )
+            )
+            for t in (1.0, 77.0, 1e6)
+        }
+        assert len(picks) == 1
+
+
 def test_starving_job_is_started_first() -> None:
     cluster = Cluster.homogeneous(1, 2)
     busy = job("short", gpus=2, submit=0.0, expected_duration=60.0)
@@ -145,6 +166,69 @@ def test_starving_job_is_started_first() -> None:
     view = ClusterView(time=0.0, cluster=cluster, pending=(busy, back))
     plan = DanluPolicy(starve_after=3600.0, aging=1e9).schedule(view)
     assert [s.job_id for s in plan.starts] == ["short"]
+
+
+def _after(view: ClusterView, plan: Plan, step: float) -> ClusterView:
+    """The view ``step`` seconds after ``plan`` was applied (nobody finishes)."""
+    started = {s.job_id: s.allocation for s in plan.starts}
+    stopped = {p.job_id for p in plan.preempts}
+    running = [j for j in view.running if j.id not in stopped]
+    running += [
+        replace(j, allocation=started[j.id], last_start=view.time)
+        for j in view.pending
+        if j.id in started
+    ]
+    pending = [j for j in view.pending if j.id not in started]
+    pending += [
+        replace(j, allocation=Allocation(), run_time=j.run_time_at(view.time))
+        for j in view.running
+        if j.id in stopped
+    ]
+    running = [replace(j, marks={**j.marks, **plan.marks.get(j.id, {})}) for j in running]
+    pending = [replace(j, marks={**j.marks, **plan.marks.get(j.id, {})}) for j in pending]
+    pending.sort(key=lambda j: j.request.seq)
+    return ClusterView(
+        time=view.time + step, cluster=view.cluster, running=tuple(running), pending=tuple(pending)
+    )
+
+
+def test_starving_jobs_are_promoted_a_bounded_share_per_round() -> None:
+    # 16 GPUs busy with short (not held) 1-GPU jobs; 10 long 1-GPU jobs starve. Aging is
+    # off, so only the starvation rule can start them: at most starve_share x 16 = 4 GPUs
+    # of them per round, longest-starving first, and all of them within three rounds.
+    cluster = Cluster.homogeneous(4, 4)
+    now = 0.0
+    busy = tuple(
+        job(
+            f"run{i}",
+            submit=-50_000.0 + i,
+            expected_duration=100_000.0,
+            allocation=on(cluster, i, 1),
+            last_start=-1_000.0,
+        )
+        for i in range(16)
+    )
+    starving = [job(f"s{i}", submit=-20_000.0 + i, expected_duration=1e7) for i in range(9)]
+    # submitted first but preempted at -15,000: it has starved since then, behind s0..s8
+    back = job("back", submit=-30_000.0, expected_duration=1e7, marks={STOPPED: -15_000.0})
+    view = ClusterView(time=now, cluster=cluster, running=busy, pending=tuple([back, *starving]))
+    policy = DanluPolicy(aging=1e12, starve_share=0.25)
+    waited: set[str] = {j.id for j in view.pending}
+    order: list[list[str]] = []
+    for _ in range(3):
+        plan = policy.schedule(view)
+        started = [s.job_id for s in plan.starts if s.job_id in waited]
+        assert len(started) <= 4  # the bound: 0.25 x 16 GPUs of 1-GPU jobs
+        order.append(sorted(started))
+        waited -= set(started)
+        view = _after(view, plan, 60.0)
+    assert not waited  # nobody starves: all ten started
+    assert order == [["s0", "s1", "s2", "s3"], ["s4", "s5", "s6", "s7"], ["back", "s8"]]
+    # at least one per round, even when the longest-starving job is wider than the share
+    wide = job("wide", gpus=4, submit=-40_000.0, expected_duration=1e7)
+    view = ClusterView(time=now, cluster=cluster, running=busy, pending=tuple([wide, *starving]))
+    plan = DanluPolicy(aging=1e12, starve_share=0.1).schedule(view)
+    assert [s.job_id for s in plan.starts] == ["wide"]
 
 
 def test_recently_started_job_is_held() -> None:

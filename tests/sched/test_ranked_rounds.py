@@ -15,7 +15,8 @@ from hypothesis import strategies as st
 
 from danlu.core.cluster import MILLI_PER_GPU, Allocation, Cluster
 from danlu.sched.placement.gang import FreeMap
-from danlu.sched.policies.base import ranked_round
+from danlu.sched.policies.base import _preempting_round, ranked_round
+from danlu.sched.policies.danlu import DanluPolicy
 from danlu.sched.policies.priority import PriorityPolicy
 from danlu.sched.policies.ranked import RankedJobs, RankKey, seq_diff
 from danlu.sched.policies.sjf import SjfPolicy
@@ -89,6 +90,7 @@ POLICIES = {
     ),
     "priority": lambda: PriorityPolicy(),
     "sjf": lambda: SjfPolicy(),
+    "danlu": lambda: DanluPolicy(),
 }
 
 
@@ -190,7 +192,25 @@ def test_bulk_admission_draws_the_same_line_as_one_job_at_a_time() -> None:
                 budget -= job.demand_milli
             elif job.running:
                 below.add(job.id)
-        assert {s.job_id for s in plan.starts} <= admitted | {j.id for j in view.pending}
         assert {p.job_id for p in plan.preempts} <= below
         if plan.preempts:  # the slow path ran: nothing outside the line starts
             assert {s.job_id for s in plan.starts} <= admitted
+        # The slow path itself, run directly: exactly the pending jobs above the line may
+        # start; those below wait as outranked, those above wait only for placement.
+        slow = _preempting_round(
+            FreeMap(view, "best-fit"),
+            [k for k, _ in pend],
+            [j for _, j in pend],
+            [k for k, _ in run],
+            [j for _, j in run],
+            None,
+        )
+        started = {s.job_id for s in slow.starts}
+        assert started <= admitted
+        assert {p.job_id for p in slow.preempts} <= below
+        for _, job in pend:
+            reason = slow.waiting.get(job.id, slow.waiting_default)
+            if job.id not in admitted:
+                assert reason.startswith("outranked"), (job.id, reason)
+            elif job.id not in started:
+                assert not reason.startswith("outranked"), (job.id, reason)

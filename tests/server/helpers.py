@@ -114,6 +114,7 @@ def live_server(
         server.should_exit = True
         thread.join(30)
         stop_runs(prepared.app.state.danlu.executor)
+        prepared.close()
 
 
 def spec(name: str, code: str, **extra: Any) -> dict[str, Any]:

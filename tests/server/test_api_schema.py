@@ -37,6 +37,7 @@ def served(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[Any, str]
         yield prepared.app, prepared.admin_token
     finally:
         stop_runs(prepared.app.state.danlu.executor)
+        prepared.close()
 
 
 @pytest.fixture(scope="module")

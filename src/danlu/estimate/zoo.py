@@ -92,7 +92,8 @@ class ResNet(nn.Module):
 
     def forward(self, x: Tensor) -> Tensor:
         x = self.stages(self.stem(x))
-        return self.head(torch.flatten(F.adaptive_avg_pool2d(x, 1), 1))
+        out: Tensor = self.head(torch.flatten(F.adaptive_avg_pool2d(x, 1), 1))
+        return out
 
 
 def resnet(
@@ -124,7 +125,8 @@ class _Attention(nn.Module):
         q, k, v = (t.view(shape).transpose(1, 2) for t in (q, k, v))
         p = self.dropout if self.training else 0.0
         y = F.scaled_dot_product_attention(q, k, v, dropout_p=p, is_causal=self.causal)
-        return self.proj(y.transpose(1, 2).reshape(b, s, d))
+        out: Tensor = self.proj(y.transpose(1, 2).reshape(b, s, d))
+        return out
 
 
 class _Block(nn.Module):
@@ -139,7 +141,8 @@ class _Block(nn.Module):
 
     def forward(self, x: Tensor) -> Tensor:
         x = x + self.drop(self.attn(self.ln1(x)))
-        return x + self.drop(self.out(F.gelu(self.fc(self.ln2(x)))))
+        out: Tensor = x + self.drop(self.out(F.gelu(self.fc(self.ln2(x)))))
+        return out
 
 
 class Transformer(nn.Module):
@@ -184,7 +187,8 @@ class Transformer(nn.Module):
                 x = block(x)
         x = self.ln_f(x)
         if self.head is not None:
-            return self.head(x[:, 0])
+            out: Tensor = self.head(x[:, 0])
+            return out
         return F.linear(x, self.wte.weight)  # tied LM head
 
 
@@ -243,7 +247,8 @@ class ViT(nn.Module):
     def forward(self, x: Tensor) -> Tensor:
         x = self.patch(x).flatten(2).transpose(1, 2)
         x = torch.cat([self.cls.expand(x.size(0), -1, -1), x], dim=1) + self.pos
-        return self.head(self.ln(self.blocks(x))[:, 0])
+        out: Tensor = self.head(self.ln(self.blocks(x))[:, 0])
+        return out
 
 
 def vit(

@@ -6,6 +6,7 @@ runs it with uvicorn until interrupted.
 
 from __future__ import annotations
 
+import fcntl
 import json
 import logging
 import os
@@ -16,11 +17,13 @@ import time
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
+from typing import IO
 
 import uvicorn
 from fastapi import FastAPI
 
 from danlu.config import Settings
+from danlu.core.errors import ConfigError
 from danlu.devices import Inventory, discover, fake_inventory
 from danlu.devices.errors import DeviceError
 from danlu.server.app import build_executor, create_app
@@ -41,6 +44,42 @@ class Prepared:
     admin_token: str
     inventory: Inventory
     settings: Settings
+    home_lock: IO[str] | None = None
+
+    def close(self) -> None:
+        """Give up the home (its lock) and the socket; for callers that serve more than one
+        control plane in a process (tests)."""
+        if self.home_lock is not None:
+            self.home_lock.close()
+            self.home_lock = None
+        self.sock.close()
+
+
+def lock_home(home: Path) -> IO[str]:
+    """Hold ``{home}/server.lock`` (an exclusive ``flock``) for as long as the returned file
+    stays open: one control plane per home, since two would both launch the home's jobs.
+
+    The kernel drops the lock when the process dies, so a crashed server never leaves a
+    stale lock behind. Raises :class:`ConfigError` naming the running server when the home
+    is taken.
+    """
+    path = home / "server.lock"
+    handle = path.open("a+", encoding="utf-8")
+    try:
+        fcntl.flock(handle, fcntl.LOCK_EX | fcntl.LOCK_NB)
+    except BlockingIOError:
+        handle.close()
+        running = ""
+        try:
+            info = json.loads((home / "server.json").read_text(encoding="utf-8"))
+            running = f" (pid {int(info['pid'])}, {info['url']})"
+        except (OSError, ValueError, KeyError, TypeError):
+            pass
+        raise ConfigError(
+            f"home {str(home)!r} is in use by another danlu server{running}; stop that server "
+            "or start this one with another --home (DANLU_HOME)"
+        ) from None
+    return handle
 
 
 def find_inventory(fake_gpus: str | None, announce: Callable[[str], None]) -> Inventory:
@@ -87,34 +126,40 @@ def prepare(
     preempt_grace: float = 30.0,
     follow_timeout: float = 3600.0,
 ) -> Prepared:
-    """Migrate the store, bootstrap the admin token (``{home}/admin.token``, mode 0600), find
-    the GPUs, bind the port and build the app with its local executor."""
+    """Lock the home (one control plane per home: :func:`lock_home`), migrate the store,
+    bootstrap the admin token (``{home}/admin.token``, mode 0600), find the GPUs, bind the
+    port and build the app with its local executor."""
     home = Path(settings.home)
     home.mkdir(parents=True, exist_ok=True, mode=0o700)
-    upgrade_database(settings.db_url)
-    db = Database(settings.db_url)
+    home_lock = lock_home(home)
     try:
-        with db.session() as session:
-            issued = bootstrap_admin(session, settings.admin_token_path)
-    finally:
-        db.dispose()
-    token = issued or settings.admin_token_path.read_text(encoding="utf-8").strip()
-    inventory = find_inventory(fake_gpus or settings.fake_gpus, announce)
-    sock = bind(host, settings.port if port is None else port)
-    bound_host, bound_port = sock.getsockname()[:2]
-    shown = f"[{bound_host}]" if ":" in bound_host else bound_host
-    url = f"http://{shown}:{bound_port}"
-    executor = build_executor(settings, inventory, url)
-    app = create_app(
-        settings,
-        executor=executor,
-        inventory=inventory,
-        start_loops=start_loops,
-        api_url=url,
-        preempt_grace=preempt_grace,
-        follow_timeout=follow_timeout,
-    )
-    return Prepared(app, sock, url, token, inventory, settings)
+        upgrade_database(settings.db_url)
+        db = Database(settings.db_url)
+        try:
+            with db.session() as session:
+                issued = bootstrap_admin(session, settings.admin_token_path)
+        finally:
+            db.dispose()
+        token = issued or settings.admin_token_path.read_text(encoding="utf-8").strip()
+        inventory = find_inventory(fake_gpus or settings.fake_gpus, announce)
+        sock = bind(host, settings.port if port is None else port)
+        bound_host, bound_port = sock.getsockname()[:2]
+        shown = f"[{bound_host}]" if ":" in bound_host else bound_host
+        url = f"http://{shown}:{bound_port}"
+        executor = build_executor(settings, inventory, url)
+        app = create_app(
+            settings,
+            executor=executor,
+            inventory=inventory,
+            start_loops=start_loops,
+            api_url=url,
+            preempt_grace=preempt_grace,
+            follow_timeout=follow_timeout,
+        )
+    except BaseException:
+        home_lock.close()
+        raise
+    return Prepared(app, sock, url, token, inventory, settings, home_lock)
 
 
 def write_server_json(home: Path, url: str) -> None:

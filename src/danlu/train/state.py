@@ -119,7 +119,7 @@ def capture_rng_state() -> dict[str, Any]:
         "torch": torch.get_rng_state().clone(),
         "cuda": None,
     }
-    if torch.cuda.is_available() and torch.cuda.is_initialized():
+    if torch.cuda.is_available() and torch.cuda.is_initialized():  # type: ignore[no-untyped-call]
         state["cuda"] = [s.clone() for s in torch.cuda.get_rng_state_all()]
     return state
 

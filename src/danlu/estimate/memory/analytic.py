@@ -170,9 +170,9 @@ def transformer_memory(
     moments = 4 * OPTIMIZER_MOMENTS[optimizer.lower()]
     mixed = precision != "fp32"
     if mixed and master_weights:
-        p, g, k = 2, 2, 4 + moments
+        p, g, k = 2.0, 2.0, 4.0 + moments
     else:
-        p, g, k = 4, 4, moments
+        p, g, k = 4.0, 4.0, float(moments)
     n = data_parallel
     if zero_stage >= 1:
         k /= n

@@ -60,7 +60,7 @@ def cpu_peak(
             steps.train_step(model, opt, batch, loss_fn, precision, accumulation, lambda _: None)
     allocs: list[tuple[int, int]] = []
     window = (0, 0)
-    stack = list(prof.profiler.kineto_results.experimental_event_tree())  # type: ignore[union-attr]
+    stack = list(prof.profiler.kineto_results.experimental_event_tree())
     while stack:
         node = stack.pop()
         if node.tag == _EventType.Allocation:

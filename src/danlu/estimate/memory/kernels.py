@@ -131,7 +131,7 @@ class CpuProbe:
         with profile(activities=[ProfilerActivity.CPU], profile_memory=True) as prof:
             out = func(*args, **kwargs)
         allocs: list[tuple[int, int]] = []
-        stack = list(prof.profiler.kineto_results.experimental_event_tree())  # type: ignore[union-attr]
+        stack = list(prof.profiler.kineto_results.experimental_event_tree())
         while stack:
             node = stack.pop()
             if node.tag == _EventType.Allocation:

@@ -28,12 +28,12 @@ from danlu.estimate.memory.trace_result import StepTrace, TraceRequest, peak_in_
 _TIMELINE_POINTS = 1000
 
 
-class StorageTracker(TorchDispatchMode):
+class StorageTracker(TorchDispatchMode):  # type: ignore[no-untyped-call]
     """Counts live tensor storage bytes: a storage is born when an op first returns it and
     dies when its weakref finalizer runs."""
 
     def __init__(self, target: str, probe_limit: int) -> None:
-        super().__init__()
+        super().__init__()  # type: ignore[no-untyped-call]
         self.target = target
         self.events: list[tuple[int, int]] = []
         self.live: dict[int, tuple[int, int]] = {}  # id(storage) -> (sid, nbytes)
@@ -139,7 +139,7 @@ def _trace_one(req: TraceRequest, batch_size: int) -> StepTrace:
             grad_sids: set[int | None] = set()
             params = list(model.parameters())
 
-            def mark(phase: str, params: list[torch.Tensor] = params) -> None:
+            def mark(phase: str, params: list[torch.nn.Parameter] = params) -> None:
                 if phase == "optimizer":
                     grad_sids.update(
                         tracker.sid_of(p.grad.untyped_storage())

@@ -17,7 +17,9 @@ sizes, the last-ranked (long) job soaks up what is left.
   ``grow_after``); after ``max_moves`` moves it is never shrunk or preempted again. So nobody
   thrashes: preemptions per job are bounded.
 - Fairness: ``w = 1 + waited / aging`` grows with the time a job waited, and a job waiting
-  ``starve_after`` seconds is started first (at its smallest size): no job starves.
+  ``starve_after`` seconds is started first (at its smallest size): no job starves. At most
+  ``starve_share`` of the cluster is promoted so per round (longest-starving first, at least
+  one job), so a backlog of starving jobs is started a slice per round, not in one wave.
 - Jobs that report no batch limits are rigid: their requested GPUs, ``T`` from their
   ``expected_duration`` (else ``new_job_seconds``). Jobs never measured start at their
   requested size capped at one node (the user's tuned configuration) and the model explores,
@@ -39,13 +41,28 @@ import dataclasses
 import math
 from collections.abc import Mapping
 from dataclasses import dataclass, field
+from itertools import compress, repeat
+from operator import attrgetter, is_, is_not
+from typing import Any
+
+import numpy as np
+import numpy.typing as npt
 
 from danlu.core.cluster import MILLI_PER_GPU, Allocation
 from danlu.sched.placement.gang import FreeMap
 from danlu.sched.policies import danlu_model as dm
 from danlu.sched.policies.danlu_alloc import Option, walk
 from danlu.sched.policies.danlu_share import place_shared
-from danlu.sched.view import ClusterView, JobStatus, Plan, Preempt, Rebatch, Resize, Start
+from danlu.sched.view import (
+    ClusterView,
+    JobRequest,
+    JobStatus,
+    Plan,
+    Preempt,
+    Rebatch,
+    Resize,
+    Start,
+)
 
 BATCH = "danlu.batch"
 LR_FACTOR = "danlu.lr_factor"
@@ -65,6 +82,8 @@ GREW_FROM = "danlu.grew"
 """The GPU count a running job had before it last grew (0: its last move was no growth)."""
 STOPPED = "danlu.stopped"
 """When the policy last preempted the job: its wait for the starvation rule starts there."""
+
+FloatArray = npt.NDArray[np.float64]
 
 
 def _counts(cap: int, gpn: int) -> list[int]:
@@ -107,6 +126,10 @@ class DanluPolicy:
     """Seconds of waiting that add 1 to a job's weight (1 at submission)."""
     starve_after: float = 7200.0
     """A job waiting this long (since submission or its last run) is started first."""
+    starve_share: float = 0.05
+    """Share of the capacity that starving jobs are promoted onto per round (at their
+    smallest size, longest-starving first, at least one job per round): a backlog of
+    starving jobs is started a slice per round, not in one wave."""
     new_job_seconds: float = 600.0
     """Remaining time assumed for a job with no estimate."""
     placement: str = "best-fit"
@@ -135,6 +158,14 @@ class DanluPolicy:
     )
     """What a pending job's status object implies (options, unweighted rank), by
     ``id(status)``: a waiting job's status does not change, so later rounds reuse it."""
+    _running_memo: dict[int, _Running] = field(
+        default_factory=dict, init=False, repr=False, compare=False
+    )
+    """The same for running jobs (what does not depend on the clock), by ``id(status)``."""
+    _shape: list[tuple[int, int]] = field(
+        default_factory=list, init=False, repr=False, compare=False
+    )
+    """The (capacity, GPUs per node) the cached options were computed for."""
 
     # -- model ------------------------------------------------------------------------
     def _model(
@@ -266,9 +297,8 @@ class DanluPolicy:
         self, job: JobStatus, capacity: int, gpn: int, now: float, scale: int
     ) -> _Waiting:
         """A pending job's options and unweighted rank (cached per status object)."""
-        hit = self._waiting.get(id(job))
-        if hit is not None and hit.status is job and hit.shape == (capacity, gpn):
-            return hit
+        if job.request.shares_gpu:  # placed by the sharing rule, not the walk
+            return _Waiting(job, [], math.inf, 0.0, 0.0, job.request.seq, True)
         marks = job.marks
         opts = self._options(job, marks, marks.get(WORK), capacity, gpn, now)
         best = min(
@@ -276,12 +306,150 @@ class DanluPolicy:
         )
         return _Waiting(
             status=job,
-            shape=(capacity, gpn),
             options=opts,
             best=best,
             waiting_from=job.request.submit_time + job.run_time,
             starving_from=_waiting_since(job),
+            seq=job.request.seq,
         )
+
+    def _pending(
+        self, pending: tuple[JobStatus, ...], capacity: int, gpn: int, now: float
+    ) -> list[_Waiting]:
+        """Every pending job's cached round inputs, in queue order (the cache is renewed:
+        entries of jobs no longer pending are dropped)."""
+        cache = self._waiting
+        if self._shape != [(capacity, gpn)]:  # options computed for another cluster shape
+            cache.clear()
+            self._shape[:] = [(capacity, gpn)]
+        scale = max(capacity, 1)
+        ids = list(map(id, pending))
+        out = list(map(cache.get, ids, repeat(_NO_HIT)))
+        # C-level loops: most statuses are the objects seen last round
+        for i in compress(range(len(out)), map(is_not, map(_STATUS, out), pending)):
+            out[i] = self._waiting_job(pending[i], capacity, gpn, now, scale)
+        cache.clear()
+        cache.update(zip(ids, out, strict=True))
+        return out
+
+    def _running_job(self, job: JobStatus, now: float) -> _Running:
+        """A running job's round inputs that depend on its status object alone (cached)."""
+        marks: Mapping[str, float] = job.marks
+        update = dm.remembered(marks, job.observed)
+        if update:
+            marks = {**marks, **update}
+        moves = marks.get(MOVES, 0.0)
+        shares = job.request.shares_gpu
+        expected = job.request.expected_duration
+        options = None
+        if not job.observed:  # no model: one option, keeping it as it is
+            left = self.new_job_seconds
+            if expected is not None:
+                left = max(expected - job.run_time_at(now), 1.0)
+            options = [Option(job.allocation.num_gpus, left, None, True)]
+        return _Running(
+            status=job,
+            marks=marks,
+            update=update,
+            hold=self.min_hold * (1.0 + moves / self.move_slack),
+            stuck=moves >= self.max_moves or shares,
+            shares=shares,
+            start=job.last_start if job.last_start is not None else math.inf,
+            options=options,
+            submit=job.request.submit_time,
+            run_time=job.run_time,
+            expected=expected if expected is not None else math.nan,
+            gpus=job.allocation.num_gpus,
+        )
+
+    def _running(
+        self,
+        movable: list[JobStatus],
+        capacity: int,
+        gpn: int,
+        now: float,
+        new_marks: dict[str, dict[str, float]],
+        *,
+        queued: bool,
+    ) -> tuple[list[list[Option]], list[int], list[bool], FloatArray]:
+        """Options, pins, growth permissions and rank keys of the preemptible running jobs
+        (their status-only inputs cached per status object; marks to write go in
+        ``new_marks``; ``queued``: jobs are waiting). Jobs without observations are computed
+        as arrays."""
+        cache = self._running_memo
+        count = len(movable)
+        ids = list(map(id, movable))
+        runs = list(map(cache.get, ids, repeat(_NO_RUN)))
+        for i in compress(range(count), map(is_not, map(_STATUS, runs), movable)):
+            runs[i] = self._running_job(movable[i], now)
+        cache.clear()
+        cache.update(zip(ids, runs, strict=True))
+
+        def column(name: str, dtype: type) -> npt.NDArray[Any]:
+            return np.fromiter(map(attrgetter(name), runs), dtype, count)
+
+        start = column("start", float)
+        ran = column("run_time", float) + np.maximum(0.0, now - start)  # run_time_at(now)
+        weight = 1.0 + np.maximum(0.0, now - column("submit", float) - ran) / self.aging
+        since = np.where(start == math.inf, math.inf, now - start)
+        held = (since < column("hold", float)) | column("stuck", bool)
+        may_grow = held & (since >= self.grow_after) & ~column("shares", bool)
+        expected = column("expected", float)
+        left = np.where(np.isnan(expected), self.new_job_seconds, np.maximum(expected - ran, 1.0))
+        scale = max(capacity, 1)
+        width, shorter = self.width, 1.0 - self.rank_hysteresis
+        # a running job ranks as if shorter
+        keys = left * (1.0 + width * column("gpus", float) / scale) * shorter / weight
+        pinned: list[int] = np.where(held, 0, -1).tolist()
+        grow: list[bool] = may_grow.tolist()
+        # no observations: the lone option (the rank above is from the current time)
+        all_options = [run.options or [] for run in runs]
+        for i in compress(range(count), map(is_, map(_OPTIONS, runs), repeat(None))):
+            job = movable[i]
+            opts, pin, grow[i], update = self._measured(
+                job, runs[i], now, capacity, gpn, float(since[i]), bool(held[i]), queued
+            )
+            if update:
+                new_marks[job.id] = update
+            best = min((o.seconds * (1.0 + width * o.gpus / scale) for o in opts), default=math.inf)
+            all_options[i], pinned[i], keys[i] = opts, pin, best * shorter / weight[i]
+        return all_options, pinned, grow, keys
+
+    def _measured(
+        self,
+        job: JobStatus,
+        run: _Running,
+        now: float,
+        capacity: int,
+        gpn: int,
+        since: float,
+        held: bool,
+        queued: bool,
+    ) -> tuple[list[Option], int, bool, dict[str, float]]:
+        """A running job with observations, ``since`` seconds after its (re)start: its
+        options (pinned to the current allocation while held; ``queued``: jobs wait, so
+        GPUs it grew into may be taken back), pin, growth permission and the marks to
+        write."""
+        marks = run.marks
+        update = dict(run.update)
+        work = self._work(job, marks, now, update)
+        if work is not None and work != marks.get(WORK):
+            update[WORK] = work
+        opts = self._options(job, marks, work, capacity, gpn, now)
+        if held and since >= self.grow_after and _regrets(opts, self.regret):
+            held = False  # the last move measured far worse than predicted: undo it
+        may_grow = held and since >= self.grow_after and not run.shares
+        if not held:
+            return opts, -1, may_grow, update
+        # pinned to its allocation; bigger options stay if it may grow
+        cur = job.allocation.num_gpus
+        left = min((o.seconds for o in opts), default=self.new_job_seconds)
+        kept = [o for o in opts if o.keep][:1] or [Option(cur, left, None, True)]
+        bigger = [o for o in opts if not o.keep and o.gpus > cur] if may_grow else []
+        # GPUs it grew into are lent: while jobs wait, it may go back to its size before
+        lent = int(marks.get(GREW_FROM, 0.0)) if self.lend and queued else 0
+        back = [o for o in opts if o.gpus == lent and not o.keep] if lent < cur else []
+        return back[:1] + kept + bigger, 0, may_grow or bool(back), update
 
     # -- round ------------------------------------------------------------------------
     def schedule(self, view: ClusterView) -> Plan:
@@ -290,85 +458,46 @@ class DanluPolicy:
         gpn = max((node.gpus for node in cluster.nodes), default=1)
         fixed = [j for j in view.running if not j.request.preemptible]
         movable = [j for j in view.running if j.request.preemptible]
-        shared = [j for j in view.pending if j.request.shares_gpu]
-        whole = movable + (
-            [j for j in view.pending if not j.request.shares_gpu] if shared else list(view.pending)
-        )
         # GPUs not ours to move: non-preemptible jobs' and the GPUs shared jobs sit on.
         held_shares = [*fixed, *(j for j in movable if j.request.shares_gpu)]
         capacity = cluster.total_gpus - sum(
             math.ceil(j.allocation.gpu_milli / MILLI_PER_GPU) for j in held_shares
         )
+        waits = self._pending(view.pending, capacity, gpn, now)
+        shared: list[JobStatus] = []
+        if any(map(_SHARED, waits)):
+            shared = [w.status for w in waits if w.shared]
+            waits = [w for w in waits if not w.shared]
         new_marks: dict[str, dict[str, float]] = {}
-        all_options: list[list[Option]] = []
-        pinned: list[int] = []
-        keys: list[tuple[float, int]] = []
-        starving: list[int] = []
-        grow: list[bool] = []
-        scale = max(capacity, 1)
-        seen_waiting: dict[int, _Waiting] = {}
-        queued = len(whole) > len(movable)
-        for index, job in enumerate(whole):
-            if not job.running:
-                wait = self._waiting_job(job, capacity, gpn, now, scale)
-                seen_waiting[id(job)] = wait
-                waited = max(0.0, now - wait.waiting_from)
-                opts = wait.options
-                if opts and now - wait.starving_from >= self.starve_after:
-                    starving.append(index)
-                all_options.append(opts)
-                pinned.append(-1)
-                grow.append(False)
-                keys.append((wait.best / (1.0 + waited / self.aging), job.request.seq))
-                continue
-            marks: Mapping[str, float] = job.marks
-            update = dm.remembered(marks, job.observed) if job.running else {}
-            if update:
-                marks = {**marks, **update}
-            work = self._work(job, marks, now, update) if job.running else marks.get(WORK)
-            if work is not None and work != marks.get(WORK):
-                update[WORK] = work
-            if update:
-                new_marks[job.id] = update
-            waited = max(0.0, now - job.request.submit_time - job.run_time_at(now))
-            weight = 1.0 + waited / self.aging
-            opts = self._options(job, marks, work, capacity, gpn, now)
-            since = now - job.last_start if job.last_start is not None else math.inf
-            hold = self.min_hold * (1.0 + marks.get(MOVES, 0.0) / self.move_slack)
-            held = job.running and (
-                since < hold or marks.get(MOVES, 0.0) >= self.max_moves or job.request.shares_gpu
+        all_options, pinned, grow, run_keys = self._running(
+            movable, capacity, gpn, now, new_marks, queued=bool(waits)
+        )
+        first = len(movable)
+        whole = movable + list(map(_STATUS, waits))
+        all_options += map(_OPTIONS, waits)
+        pinned += [-1] * len(waits)
+        grow += [False] * len(waits)
+        # rank: min T(n) (1 + width n / C) over the aging weight, ties by submission order
+        count = len(waits)
+        waiting_from = np.fromiter(map(_WAITING_FROM, waits), float, count)
+        best = np.fromiter(map(_BEST, waits), float, count)
+        keys = np.concatenate(
+            (
+                run_keys,
+                best / (1.0 + np.maximum(0.0, now - waiting_from) / self.aging),
             )
-            if held and since >= self.grow_after and _regrets(opts, self.regret):
-                held = False  # the last move measured far worse than predicted: undo it
-            pin = -1
-            may_grow = held and since >= self.grow_after and not job.request.shares_gpu
-            if held:  # pinned to its allocation; bigger options stay if it may grow
-                cur = job.allocation.num_gpus
-                left = min((o.seconds for o in opts), default=self.new_job_seconds)
-                kept = [o for o in opts if o.keep][:1] or [Option(cur, left, None, True)]
-                bigger = [o for o in opts if not o.keep and o.gpus > cur] if may_grow else []
-                lent = int(marks.get(GREW_FROM, 0.0)) if self.lend and queued else 0
-                back = [o for o in opts if o.gpus == lent and not o.keep] if lent < cur else []
-                opts = back[:1] + kept + bigger
-                pin = 0
-                may_grow = may_grow or bool(back)
-            elif not job.running and opts and now - _waiting_since(job) >= self.starve_after:
-                starving.append(index)
-            all_options.append(opts)
-            pinned.append(pin)
-            grow.append(may_grow)
-            best = min(
-                (o.seconds * (1.0 + self.width * o.gpus / scale) for o in opts), default=math.inf
+        )
+        seqs = np.concatenate(
+            (
+                np.fromiter(map(_SEQ, movable), np.int64, first),
+                np.fromiter(map(_WAIT_SEQ, waits), np.int64, count),
             )
-            if job.running:
-                best *= 1.0 - self.rank_hysteresis
-            keys.append((best / weight, job.request.seq))
-        self._waiting.clear()
-        self._waiting.update(seen_waiting)
-        order = sorted(range(len(whole)), key=keys.__getitem__)
+        )
+        order: list[int] = np.lexsort((seqs, keys)).tolist()
+        starving = self._starving(waits, now, first, capacity)
         if starving:  # waited too long: first in line, at their smallest size
-            first = set(starving)
-            order = starving + [j for j in order if j not in first]
+            promoted = set(starving)
+            order = starving + [j for j in order if j not in promoted]
             for j in starving:
                 all_options[j] = all_options[j][:1]
         chosen = walk(
@@ -381,37 +510,64 @@ class DanluPolicy:
             self.price_scale,
             self.spare_gain,
         )
-        plan = self._place(view, whole, all_options, chosen, new_marks)
+        plan = self._place(view, whole, first, all_options, chosen, new_marks)
         return self._share(view, shared, plan)
+
+    def _starving(self, waits: list[_Waiting], now: float, first: int, capacity: int) -> list[int]:
+        """The starving jobs promoted this round, as indices ``first`` + position in
+        ``waits``: of the pending jobs that waited ``starve_after`` seconds and can run,
+        the longest-waiting (ties by submission order) whose smallest sizes sum to at most
+        ``starve_share`` of the capacity, and at least the first of them."""
+        since = np.fromiter(map(_STARVING_FROM, waits), float, len(waits))
+        late = np.flatnonzero(now - since >= self.starve_after)
+        if not late.size:
+            return []
+        seqs = np.fromiter(
+            map(_WAIT_SEQ, map(waits.__getitem__, late.tolist())), np.int64, late.size
+        )
+        budget = self.starve_share * capacity
+        promoted: list[int] = []
+        used = 0
+        for i in late[np.lexsort((seqs, since[late]))].tolist():
+            opts = waits[i].options
+            if not opts:
+                continue
+            if promoted and used + opts[0].gpus > budget:
+                break  # strictly in turn: nobody overtakes a longer-starving job
+            promoted.append(first + i)
+            used += opts[0].gpus
+        return promoted
 
     def _place(
         self,
         view: ClusterView,
         jobs: list[JobStatus],
+        first: int,
         options: list[list[Option]],
         chosen: list[int],
         marks: dict[str, dict[str, float]],
     ) -> Plan:
+        """Gangs for the chosen options (``jobs[:first]`` run, the others wait)."""
         free = FreeMap(view, self.placement)
-        outranked = 0
         moves: list[tuple[JobStatus, list[Option], int]] = []
         preempts: list[Preempt] = []
         rebatches: list[Rebatch] = []
         waiting: dict[str, str] = {}
-        for job, opts, k in zip(jobs, options, chosen, strict=True):
+        for j in range(first):
+            job, opts, k = jobs[j], options[j], chosen[j]
             if k >= 0 and opts[k].keep:
                 continue
-            if k >= 0 and opts[k].in_place and job.running:
+            if k >= 0 and opts[k].in_place:
                 self._rebatch(job, opts[k], marks, rebatches)
                 continue
-            if job.running:
-                free.release(job.allocation)
+            free.release(job.allocation)
             if k >= 0:
                 moves.append((job, opts, k))
-            elif job.running:
-                preempts.append(Preempt(job.id, "shorter-ranked jobs need its GPUs"))
             else:
-                outranked += 1
+                preempts.append(Preempt(job.id, "shorter-ranked jobs need its GPUs"))
+        picked = [j for j in range(first, len(jobs)) if chosen[j] >= 0]
+        moves += [(jobs[j], options[j], chosen[j]) for j in picked]
+        outranked = len(jobs) - first - len(picked)
         moves.sort(key=lambda m: (-m[1][m[2]].gpus, m[0].request.seq))
         starts: list[Start] = []
         resizes: list[Resize] = []
@@ -502,14 +658,59 @@ class _Waiting:
     """A pending job's round inputs that depend on its status object alone."""
 
     status: JobStatus
-    shape: tuple[int, int]
-    """(capacity, GPUs per node) they were computed for."""
     options: list[Option]
     best: float
     """Its rank before the aging weight: ``min T(n) * (1 + width * n / C)``."""
     waiting_from: float
     """Submission plus time run: ``now - waiting_from`` is the wait that ages it."""
     starving_from: float
+    seq: int
+    shared: bool = False
+    """A shared (fractional) request: placed by :func:`place_shared`, not the walk."""
+
+
+@dataclass(frozen=True, slots=True)
+class _Running:
+    """A preemptible running job's round inputs that depend on its status object alone."""
+
+    status: JobStatus
+    marks: Mapping[str, float]
+    """Its marks with the current measurement remembered."""
+    update: dict[str, float]
+    """The marks that measurement adds (to be written; never mutated)."""
+    hold: float
+    """Seconds after its (re)start during which it is neither shrunk nor preempted."""
+    stuck: bool
+    """Held for good: ``max_moves`` reached, or a shared request."""
+    shares: bool
+    start: float
+    """Its last (re)start (``inf`` when unknown)."""
+    options: list[Option] | None
+    """A job without observations: its one option, keeping it, built in the round its
+    status was first seen. Only its GPUs count: the walk compares the times of one job's
+    options with each other, never a lone option's; the rank is computed from the current
+    remaining time every round. (Reused, not rebuilt, so that a round allocates in
+    proportion to the jobs that changed, not to all the running ones.)"""
+    submit: float
+    run_time: float
+    """Seconds run before ``start``."""
+    expected: float
+    """Its expected duration (``nan`` when unknown)."""
+    gpus: int
+
+
+_NO_HIT = _Waiting(JobStatus(JobRequest("", 0.0)), [], math.inf, 0.0, 0.0, 0)
+"""Stands for a cache miss: its status is no job's."""
+_STATUS = attrgetter("status")
+_OPTIONS = attrgetter("options")
+_BEST = attrgetter("best")
+_WAITING_FROM = attrgetter("waiting_from")
+_STARVING_FROM = attrgetter("starving_from")
+_WAIT_SEQ = attrgetter("seq")
+_SHARED = attrgetter("shared")
+_SEQ = attrgetter("request.seq")
+_NO_RUN = _Running(_NO_HIT.status, {}, {}, 0.0, False, False, math.inf, None, 0.0, 0.0, 0.0, 0)
+"""Stands for a cache miss of a running job."""
 
 
 def _waiting_since(job: JobStatus) -> float:

@@ -16,7 +16,9 @@ one behind it) may use everything it can speed up with. A kept allocation's cost
 discounted by ``hysteresis`` (changing it must pay for itself). A second pass gives GPUs
 nobody took (price 0) to the jobs, in rank order, where they shorten them.
 
-Linear in the jobs times their options; deterministic (ties by walk order).
+Linear in the jobs times their options; deterministic (ties by walk order). A job's option
+times are only compared with each other: a job with a single option takes it when it fits,
+whatever its time (the ``danlu`` policy relies on this to reuse such options across rounds).
 """
 
 from __future__ import annotations

@@ -35,12 +35,12 @@ def save_sharded(state: dict[str, Any], path: str) -> list[str]:
     Returns the names of the files written (rank 0 only; other ranks get ``[]``), after a
     barrier, so rank 0 can checksum them all.
     """
-    import torch.distributed.checkpoint as dcp
+    from torch.distributed.checkpoint import state_dict_saver
 
     rank, _ = distributed_world()
     skeleton, tensors = codec.encode(state)
     os.makedirs(path, exist_ok=True)
-    dcp.save(tensors, checkpoint_id=path)
+    state_dict_saver.save(tensors, checkpoint_id=path)
     if rank == 0:
         with open(os.path.join(path, SKELETON), "wb") as f:
             f.write(json.dumps(skeleton).encode())
@@ -66,7 +66,7 @@ def load_sharded(path: str, template: dict[str, Any] | None = None) -> dict[str,
     loaded whole on this rank, shaped as the checkpoint's metadata says. Works with or
     without an initialised process group.
     """
-    import torch.distributed.checkpoint as dcp
+    from torch.distributed.checkpoint import filesystem, metadata, state_dict_loader
 
     try:
         with open(os.path.join(path, SKELETON), "rb") as f:
@@ -76,17 +76,17 @@ def load_sharded(path: str, template: dict[str, Any] | None = None) -> dict[str,
     if template is not None:
         _, tensors = codec.encode(template)
     else:
-        meta = dcp.FileSystemReader(path).read_metadata()
+        meta = filesystem.FileSystemReader(path).read_metadata()
         tensors = {}
         for key, md in meta.state_dict_metadata.items():
-            if not isinstance(md, dcp.TensorStorageMetadata):
+            if not isinstance(md, metadata.TensorStorageMetadata):
                 raise DataError(f"{path}: entry {key!r} is not a tensor")
             tensors[key] = torch.empty(md.size, dtype=md.properties.dtype)
     _, world = distributed_world()
     try:
         with warnings.catch_warnings():  # DCP warns that it loads in a single process
             warnings.filterwarnings("ignore", message="torch.distributed is disabled")
-            dcp.load(tensors, checkpoint_id=path, no_dist=world == 1)
+            state_dict_loader.load(tensors, checkpoint_id=path, no_dist=world == 1)
     except Exception as exc:  # DCP wraps per-rank failures in CheckpointException
         raise DataError(f"{path}: cannot load sharded checkpoint: {exc}") from exc
     return codec.decode(skeleton, tensors)  # type: ignore[no-any-return]

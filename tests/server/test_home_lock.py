@@ -1,0 +1,61 @@
+"""One control plane per home: a second ``prepare`` on a locked home is refused with an error
+naming the fix; the lock goes with the holder (closed, or the process gone)."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from danlu.config import load_settings
+from danlu.core.errors import ConfigError
+from danlu.server.main import Prepared, lock_home, prepare
+
+
+def _prepare(home: Path) -> Prepared:
+    return prepare(
+        load_settings(home=home, fake_gpus="1x80GiB"),
+        port=0,
+        start_loops=False,
+        announce=lambda _text: None,
+    )
+
+
+def test_second_prepare_on_a_home_is_refused_until_the_first_closes(tmp_path: Path) -> None:
+    home = tmp_path / "home"
+    first = _prepare(home)
+    try:
+        with pytest.raises(ConfigError, match="in use by another danlu server") as err:
+            _prepare(home)
+        assert "--home" in str(err.value)
+        other = _prepare(tmp_path / "other")  # another home is free
+        other.close()
+    finally:
+        first.close()
+    again = _prepare(home)  # released: the home can be served again
+    again.close()
+
+
+def test_the_lock_dies_with_its_process(tmp_path: Path) -> None:
+    home = tmp_path / "home"
+    home.mkdir()
+    code = (
+        "import sys; from pathlib import Path; from danlu.server.main import lock_home; "
+        "h = lock_home(Path(sys.argv[1])); print('locked', flush=True); sys.stdin.readline()"
+    )
+    proc = subprocess.Popen(
+        [sys.executable, "-c", code, str(home)],
+        stdin=subprocess.PIPE,
+        stdout=subprocess.PIPE,
+        text=True,
+    )
+    try:
+        assert proc.stdout is not None and proc.stdout.readline().strip() == "locked"
+        with pytest.raises(ConfigError):
+            lock_home(home)
+    finally:
+        proc.kill()
+        proc.wait(10)
+    lock_home(home).close()  # the kernel dropped it with the process: no stale lock
