@@ -11,6 +11,7 @@ import time
 from http.server import BaseHTTPRequestHandler, HTTPServer
 from pathlib import Path
 
+import pytest
 import torch
 from train_helpers import mse_loss, tiny_model, tiny_regression
 
@@ -76,6 +77,52 @@ def test_the_reply_carries_the_schedulers_batch() -> None:
     rep._note_reply(b"not json")
     rep._note_reply(b'{"accepted": 1, "batch_size": null}')
     assert rep.scheduler_batch == 1024
+
+
+def test_a_running_job_adopts_the_schedulers_batch_in_process() -> None:
+    """A Rebatch reaches the job in a metrics reply; at the next step boundary its global
+    batch changes (same process, no restart) and the LR follows the linear rule."""
+    answer = {"batch_size": 16}
+
+    class Handler(BaseHTTPRequestHandler):
+        def do_POST(self) -> None:
+            self.rfile.read(int(self.headers["Content-Length"]))
+            reply = json.dumps({"accepted": 1, **answer}).encode()
+            self.send_response(200)
+            self.send_header("Content-Length", str(len(reply)))
+            self.end_headers()
+            self.wfile.write(reply)
+
+        def log_message(self, *args: object) -> None:
+            pass
+
+    server = HTTPServer(("127.0.0.1", 0), Handler)
+    threading.Thread(target=server.serve_forever, daemon=True).start()
+    env = {"DANLU_API_URL": f"http://127.0.0.1:{server.server_port}", "DANLU_JOB_ID": "7"}
+    model = tiny_model()
+    opt = torch.optim.SGD(model.parameters(), lr=0.01)
+    data = tiny_regression(4096)
+    seen: list[tuple[int, float]] = []
+    sizes: list[int] = []
+    with dt.init(model, opt, global_batch_size=16, dataset_size=len(data), environ=env,
+                 report_interval_s=60) as ctx:
+        for b in ctx.batches(data):
+            ctx.step(b, mse_loss)
+            seen.append((ctx.batch.global_batch, ctx.lr.lr))
+            sizes.append(len(b[0]))
+            if len(seen) == 5:
+                ctx.reporter.flush()  # the scheduler still says 16: nothing changes
+            if len(seen) == 8:
+                answer["batch_size"] = 32  # now the scheduler rebatches the job
+                ctx.reporter.flush()
+            if len(seen) == 12:
+                break
+    server.shutdown()
+    assert seen[5:8] == [(16, 0.01)] * 3
+    assert seen[8] == (32, pytest.approx(0.02))  # at the next step boundary
+    assert ctx.batch.global_batch == 32  # adopted in process
+    assert ctx.lr.lr == pytest.approx(0.02)  # linear LR scaling from the launch batch
+    assert sizes[:9] == [16] * 9 and sizes[9] == 32, sizes  # the data loader follows
 
 
 def test_network_errors_never_fail_training(tmp_path: Path) -> None:

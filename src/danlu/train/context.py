@@ -42,6 +42,9 @@ log = logging.getLogger("danlu.train")
 
 HISTORY_LIMIT = 1000
 """Metric records kept in memory (and in checkpoints)."""
+FOLLOW_EVERY = 20
+"""Under DDP, every how many steps the ranks agree on the batch size the scheduler set (a
+broadcast from the chief, the only rank that talks to the API)."""
 
 
 class TrainContext:
@@ -96,6 +99,8 @@ class TrainContext:
         self._current: LocalBatch | None = None
         self._closed = False
         self._t_last = time.perf_counter()
+        self._scheduler_batch: int | None = None  # the first reply's is the baseline
+        self._follows_api = env.metrics_url is not None
 
     # ------------------------------------------------------------------ data
     @property
@@ -168,6 +173,8 @@ class TrainContext:
             self.sampler.commit(lb.global_real)
         self.step_num += 1
         self._report(result)
+        if self._follows_api:
+            self._follow_scheduler()
         if self.adaptive is not None:
             self._adapt()
         if self.checkpoints.should_save(self.step_num):
@@ -214,14 +221,34 @@ class TrainContext:
         assert self.adaptive is not None
         old = self.batch.global_batch
         new = self.adaptive.target(self.step_num, old)
-        if new == old:
-            return
+        if new != old:
+            self._set_global(new)
+
+    def _follow_scheduler(self) -> None:
+        """Adopt a global batch size the scheduler set while the job runs (a ``Rebatch``:
+        same GPUs, no restart; it arrives in the reply to a metrics report), at this step
+        boundary. The first value received is what the job was launched with (the script's
+        batch stands); each later change is applied. Under DDP only the chief talks to the
+        API: every :data:`FOLLOW_EVERY` steps the ranks take the chief's value (a broadcast)."""
+        wanted = self.reporter.scheduler_batch
+        if self.distributed.enabled:
+            if self.step_num % FOLLOW_EVERY:
+                return
+            wanted = self.distributed.broadcast_object(wanted)
+        if wanted is None or wanted == self._scheduler_batch:
+            return  # nothing new: a batch the job chose itself (adaptive) is not undone
+        first = self._scheduler_batch is None
+        self._scheduler_batch = wanted
+        if not first and wanted != self.batch.global_batch:
+            self._set_global(wanted)
+
+    def _set_global(self, new: int) -> None:
+        """Change the global batch; the LR follows by ``lr_scaling`` from the base batch."""
         self.batch.set_global(new)
-        gns = self.adaptive.gns
+        gns = self.adaptive.gns if self.adaptive is not None else self.engine.gns
+        sigma2, mu2 = (gns.sigma2, gns.mu2) if gns is not None else (0.0, 0.0)
         self.lr.set_scale(
-            lr_factor(
-                self.lr_scaling, new, self.batch.base_global_batch, sigma2=gns.sigma2, mu2=gns.mu2
-            )
+            lr_factor(self.lr_scaling, new, self.batch.base_global_batch, sigma2=sigma2, mu2=mu2)
         )
 
     def _rollback(self) -> None:

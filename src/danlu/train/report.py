@@ -164,13 +164,6 @@ class Progress:
         desc = f"step {step} loss {loss:.4g}" if isinstance(loss, float) else f"step {step}"
         self._bar.update(self._task, completed=step, description=desc)
 
-    def _note_reply(self, reply: bytes) -> None:
-        """Keep the scheduler's batch size from the server's reply (``batch_size``)."""
-        with contextlib.suppress(ValueError, AttributeError):
-            batch = json.loads(reply or b"{}").get("batch_size")
-            if isinstance(batch, int) and batch > 0:
-                self.scheduler_batch = batch
-
     def close(self) -> None:
         """Stop the bar."""
         if self._bar is not None:
