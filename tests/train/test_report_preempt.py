@@ -16,6 +16,7 @@ import torch
 from train_helpers import mse_loss, tiny_model, tiny_regression
 
 import danlu.train as dt
+from danlu.core.errors import ConfigError
 from danlu.train.report import MetricsReporter
 
 
@@ -123,6 +124,18 @@ def test_a_running_job_adopts_the_schedulers_batch_in_process() -> None:
     assert ctx.batch.global_batch == 32  # adopted in process
     assert ctx.lr.lr == pytest.approx(0.02)  # linear LR scaling from the launch batch
     assert sizes[:9] == [16] * 9 and sizes[9] == 32, sizes  # the data loader follows
+
+
+def test_the_schedulers_global_batch_replaces_the_scripts() -> None:
+    model = tiny_model()
+    opt = torch.optim.SGD(model.parameters(), lr=0.01)
+    env = {"DANLU_GLOBAL_BATCH_SIZE": "64"}
+    with dt.init(model, opt, global_batch_size=16, micro_batch_size=16, environ=env,
+                 metrics_file=False) as ctx:
+        assert (ctx.batch.global_batch, ctx.batch.micro, ctx.batch.accumulation) == (64, 16, 4)
+        assert ctx.lr.lr == pytest.approx(0.04)  # linear rule from the script's batch of 16
+    with pytest.raises(ConfigError, match="DANLU_GLOBAL_BATCH_SIZE"):
+        dt.init(model, opt, global_batch_size=16, environ={"DANLU_GLOBAL_BATCH_SIZE": "0"})
 
 
 def test_network_errors_never_fail_training(tmp_path: Path) -> None:

@@ -111,6 +111,9 @@ class JobLaunch:
     checkpoint_dir: str | None = None
     restart_count: int = 0
     batch_size: int | None = None
+    """The job's global batch as the scheduler set it (the spec's, or a policy's choice):
+    ``DANLU_GLOBAL_BATCH_SIZE`` (and, read by ``danlu.train`` as a cap on the per-GPU
+    micro-batch, ``DANLU_BATCH_SIZE``)."""
     token: str | None = None
     """Bearer token the job uses to report metrics (``DANLU_TOKEN``); never written to disk."""
     attempt: int | None = None

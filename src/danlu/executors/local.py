@@ -148,6 +148,7 @@ class LocalExecutor(GpuSharingExecutor):
             "DANLU_CHECKPOINT_DIR": job.checkpoint_dir,
             "DANLU_GPU_MEMORY_LIMIT": job.memory_limit,
             "DANLU_BATCH_SIZE": job.batch_size,
+            "DANLU_GLOBAL_BATCH_SIZE": job.batch_size,
         }
         for key, value in optional.items():
             if value is not None:

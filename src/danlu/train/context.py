@@ -99,7 +99,7 @@ class TrainContext:
         self._current: LocalBatch | None = None
         self._closed = False
         self._t_last = time.perf_counter()
-        self._scheduler_batch: int | None = None  # the first reply's is the baseline
+        self._scheduler_batch: int | None = None  # launch's (env), else the first reply's
         self._follows_api = env.metrics_url is not None
 
     # ------------------------------------------------------------------ data
@@ -227,9 +227,10 @@ class TrainContext:
     def _follow_scheduler(self) -> None:
         """Adopt a global batch size the scheduler set while the job runs (a ``Rebatch``:
         same GPUs, no restart; it arrives in the reply to a metrics report), at this step
-        boundary. The first value received is what the job was launched with (the script's
-        batch stands); each later change is applied. Under DDP only the chief talks to the
-        API: every :data:`FOLLOW_EVERY` steps the ranks take the chief's value (a broadcast)."""
+        boundary. Each change from the batch the job was launched with
+        (``DANLU_GLOBAL_BATCH_SIZE``; without it, the first value received) is applied.
+        Under DDP only the chief talks to the API: every :data:`FOLLOW_EVERY` steps the
+        ranks take the chief's value (a broadcast)."""
         wanted = self.reporter.scheduler_batch
         if self.distributed.enabled:
             if self.step_num % FOLLOW_EVERY:
@@ -420,9 +421,11 @@ def init(
 ) -> TrainContext:
     """Build the :class:`TrainContext` for this process.
 
-    ``global_batch_size`` is the number of samples per optimizer step over all ranks; the
-    per-GPU micro-batch is ``micro_batch_size``, else ``DANLU_BATCH_SIZE``, else the largest
-    safe batch from ``danlu.estimate`` (when available), else the whole local batch.
+    ``global_batch_size`` is the number of samples per optimizer step over all ranks (the LR
+    is tuned for it; ``DANLU_GLOBAL_BATCH_SIZE``, the scheduler's choice, replaces it and the
+    LR follows by ``lr_scaling``); the per-GPU micro-batch is ``micro_batch_size``, else
+    ``DANLU_BATCH_SIZE``, else the largest safe batch from ``danlu.estimate`` (when
+    available), else the whole local batch.
     ``checkpoint_dir`` defaults to ``DANLU_CHECKPOINT_DIR``; ``anomaly`` is one of
     ``"skip"``, ``"rollback"``, ``"stop"``, ``"warn"`` or None; ``precision`` is ``"fp32"``,
     ``"fp16"`` or ``"bf16"``. ``environ`` replaces ``os.environ`` (tests).
@@ -493,4 +496,8 @@ def init(
     )
     if resume and ctx.restore():
         log.info("resumed from the checkpoint of step %d", ctx.step_num)
+    if env.global_batch_size is not None:  # the scheduler's choice, also over a checkpoint's
+        ctx._scheduler_batch = env.global_batch_size
+        if env.global_batch_size != ctx.batch.global_batch:
+            ctx._set_global(env.global_batch_size)
     return ctx

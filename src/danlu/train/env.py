@@ -14,6 +14,9 @@ anywhere; off the cluster every part of ``danlu.train`` falls back to a do-nothi
                            ``torch.cuda.set_per_process_memory_fraction``)
 ``DANLU_BATCH_SIZE``       the scheduler's choice of the per-GPU micro-batch size; the global
                            batch stays what the script asks for, accumulation makes up the rest
+``DANLU_GLOBAL_BATCH_SIZE`` the scheduler's choice of the global batch (a policy that co-adapts
+                           batch and GPUs sets it); it replaces the script's, the LR is scaled
+                           from the script's batch by the ``lr_scaling`` rule
 ``DANLU_RESTART_COUNT``    how many times danlu has restarted this job (0 on the first run)
 ``DANLU_METRICS_FILE``     JSONL file for metrics when no API is configured (optional)
 =========================  ====================================================================
@@ -73,6 +76,7 @@ class JobEnv:
     checkpoint_dir: str | None = None
     gpu_memory_limit: int | None = None
     batch_size: int | None = None
+    global_batch_size: int | None = None
     restart_count: int = 0
     metrics_file: str | None = None
     rank: int = 0
@@ -101,6 +105,9 @@ class JobEnv:
         batch = _int(env, "DANLU_BATCH_SIZE", None)
         if batch is not None and batch <= 0:
             raise ConfigError(f"DANLU_BATCH_SIZE={batch} must be positive")
+        global_batch = _int(env, "DANLU_GLOBAL_BATCH_SIZE", None)
+        if global_batch is not None and global_batch <= 0:
+            raise ConfigError(f"DANLU_GLOBAL_BATCH_SIZE={global_batch} must be positive")
         api = _str(env, "DANLU_API_URL")
         return cls(
             job_id=_str(env, "DANLU_JOB_ID"),
@@ -109,6 +116,7 @@ class JobEnv:
             checkpoint_dir=_str(env, "DANLU_CHECKPOINT_DIR"),
             gpu_memory_limit=limit,
             batch_size=batch,
+            global_batch_size=global_batch,
             restart_count=_int(env, "DANLU_RESTART_COUNT", 0) or 0,
             metrics_file=_str(env, "DANLU_METRICS_FILE"),
             rank=rank,
