@@ -250,6 +250,15 @@ def test_resubmit_while_running_rejected_then_restart(ex: LocalExecutor) -> None
     assert ex.adopt() == []
 
 
+def test_submit_after_a_crash_that_left_a_bare_run_directory(ex: LocalExecutor) -> None:
+    # The control plane died between creating the run directory and writing the launch
+    # record: nothing runs from it, and the relaunch must not trip over it.
+    (ex._runs / "bare").mkdir()
+    assert ex.adopt() == []
+    handle = ex.submit(launch("bare", "print('ran')"))
+    assert wait(ex, handle).outcome is Outcome.SUCCEEDED
+
+
 def test_adoption_after_executor_is_dropped(tmp_path: Path) -> None:
     cluster = Cluster.homogeneous(1, 2)
     go = tmp_path / "go"

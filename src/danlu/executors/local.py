@@ -173,6 +173,10 @@ class LocalExecutor(GpuSharingExecutor):
                     f"job {job.job_id} still runs (attempt {old['attempt']})"
                 )
             shutil.rmtree(run_dir)
+        elif run_dir.exists():
+            # A submit that died (control plane killed) between creating the directory and
+            # writing the launch record: nothing was started from it.
+            shutil.rmtree(run_dir)
         if job.workdir is not None and not Path(job.workdir).is_dir():
             raise LaunchError(f"working directory {job.workdir!r} of job {job.job_id} is missing")
         log_dir = Path(job.log_dir) if job.log_dir is not None else self._log_dir
