@@ -401,7 +401,7 @@ class Reconciler:
             report.launched.append(job_id)
         except JobAlreadyRunningError:
             pass  # the previous run is still exiting: the next pass launches
-        except ExecutorError as exc:
+        except (ExecutorError, OSError) as exc:  # OSError: one job's files, not the pass
             log.warning("reconcile: launch of %s failed: %s", job_id, exc)
             failed = ExecStatus(
                 state=RunState.EXITED,
