@@ -10,6 +10,7 @@ import threading
 import time
 from http.server import BaseHTTPRequestHandler, HTTPServer
 from pathlib import Path
+from typing import Any
 
 import pytest
 import torch
@@ -54,36 +55,9 @@ def test_metrics_are_posted_in_batches_with_the_token() -> None:
         assert key in records[0]
 
 
-def test_the_reply_carries_the_schedulers_batch() -> None:
-    class Handler(BaseHTTPRequestHandler):
-        def do_POST(self) -> None:
-            self.rfile.read(int(self.headers["Content-Length"]))
-            reply = json.dumps({"accepted": 1, "batch_size": 1024}).encode()
-            self.send_response(200)
-            self.send_header("Content-Length", str(len(reply)))
-            self.end_headers()
-            self.wfile.write(reply)
-
-        def log_message(self, *args: object) -> None:
-            pass
-
-    server = HTTPServer(("127.0.0.1", 0), Handler)
-    threading.Thread(target=server.serve_forever, daemon=True).start()
-    rep = MetricsReporter(url=f"http://127.0.0.1:{server.server_port}/m", interval_s=60)
-    assert rep.scheduler_batch is None
-    rep.report({"step": 1})
-    rep.flush()
-    server.shutdown()
-    assert rep.scheduler_batch == 1024  # a Rebatch reaches the running job here
-    rep._note_reply(b"not json")
-    rep._note_reply(b'{"accepted": 1, "batch_size": null}')
-    assert rep.scheduler_batch == 1024
-
-
-def test_a_running_job_adopts_the_schedulers_batch_in_process() -> None:
-    """A Rebatch reaches the job in a metrics reply; at the next step boundary its global
-    batch changes (same process, no restart) and the LR follows the linear rule."""
-    answer = {"batch_size": 16}
+def _replying_server(answer: dict[str, Any]) -> HTTPServer:
+    """A metrics endpoint (in a thread) that answers every POST with ``accepted`` plus the
+    current contents of ``answer``."""
 
     class Handler(BaseHTTPRequestHandler):
         def do_POST(self) -> None:
@@ -99,6 +73,27 @@ def test_a_running_job_adopts_the_schedulers_batch_in_process() -> None:
 
     server = HTTPServer(("127.0.0.1", 0), Handler)
     threading.Thread(target=server.serve_forever, daemon=True).start()
+    return server
+
+
+def test_the_reply_carries_the_schedulers_batch() -> None:
+    server = _replying_server({"batch_size": 1024})
+    rep = MetricsReporter(url=f"http://127.0.0.1:{server.server_port}/m", interval_s=60)
+    assert rep.scheduler_batch is None
+    rep.report({"step": 1})
+    rep.flush()
+    server.shutdown()
+    assert rep.scheduler_batch == 1024  # a Rebatch reaches the running job here
+    rep._note_reply(b"not json")
+    rep._note_reply(b'{"accepted": 1, "batch_size": null}')
+    assert rep.scheduler_batch == 1024
+
+
+def test_a_running_job_adopts_the_schedulers_batch_in_process() -> None:
+    """A Rebatch reaches the job in a metrics reply; at the next step boundary its global
+    batch changes (same process, no restart) and the LR follows the linear rule."""
+    answer: dict[str, Any] = {"batch_size": 16}
+    server = _replying_server(answer)
     env = {"DANLU_API_URL": f"http://127.0.0.1:{server.server_port}", "DANLU_JOB_ID": "7"}
     model = tiny_model()
     opt = torch.optim.SGD(model.parameters(), lr=0.01)
