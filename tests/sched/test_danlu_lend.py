@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from danlu.core.cluster import Allocation, Cluster
 from danlu.sched.policies import danlu_model as dm
-from danlu.sched.policies.danlu import GREW_FROM, MOVES, P0, DanluPolicy
+from danlu.sched.policies.danlu import GREW_FROM, MOVES, DanluPolicy
 from danlu.sched.policies.danlu_alloc import Option, walk
 from danlu.sched.view import ClusterView, JobRequest, JobStatus, Plan
 
@@ -30,7 +30,7 @@ def grown(grew_from: float) -> JobStatus:
         "grad_var": 50.0,
         "adaptive": 1.0,
     }
-    marks = {**dm.remembered({}, seen), P0: 0.05, MOVES: 1.0, GREW_FROM: grew_from}
+    marks = {**dm.remembered({}, seen), MOVES: 1.0, GREW_FROM: grew_from}
     alloc = Allocation.whole_gpus([(n, g) for n in range(2) for g in range(4)])
     request = JobRequest(id="big", submit_time=0.0, gpus=4, seq=0)
     return JobStatus(request=request, allocation=alloc, last_start=0.0, observed=seen, marks=marks)

@@ -20,7 +20,6 @@ from danlu.sched.policies.danlu import (
     LR_FACTOR,
     LR_RULE,
     MOVES,
-    P0,
     STOPPED,
     DanluPolicy,
 )
@@ -267,7 +266,6 @@ def test_elastic_job_gets_batch_and_lr_marks() -> None:
     cluster = Cluster.homogeneous(2, 4)
     seen = measured(2, 64, 0.10, 0.01, 0.2)
     marks = dm.remembered({}, seen)
-    marks[P0] = 0.1
     run = job(
         "e",
         gpus=2,
@@ -323,7 +321,6 @@ def test_a_move_that_measured_far_worse_is_undone_during_the_hold() -> None:
     marks = dm.remembered({}, good)
     bad = measured(4, 64, 0.90, 0.80, 0.2)  # four GPUs: sync ate the step (0.8 of 0.9 s)
     marks.update(dm.remembered(marks, bad))
-    marks[P0] = 0.15
     run = job(
         "e",
         gpus=1,
@@ -344,7 +341,6 @@ def test_held_job_grows_into_free_gpus_only_after_grow_after() -> None:
     cluster = Cluster.homogeneous(1, 4)
     seen = measured(1, 64, 0.10, 0.0, 0.3)
     marks = dm.remembered({}, seen)
-    marks[P0] = 0.1
     run = job(
         "e",
         gpus=1,

@@ -10,7 +10,7 @@ from pytest import approx
 
 from danlu.core.cluster import Allocation, Cluster
 from danlu.sched.policies import danlu_model as dm
-from danlu.sched.policies.danlu import BATCH, MOVES, P0, DanluPolicy, _observed_goodput
+from danlu.sched.policies.danlu import BATCH, MOVES, DanluPolicy, _observed_goodput
 from danlu.sched.view import ClusterView, JobRequest, JobStatus, Plan, Rebatch
 
 LIMITS = {"init_batch": 128.0, "max_batch": 4096.0, "min_local_bsz": 32.0, "max_local_bsz": 256.0}
@@ -18,7 +18,6 @@ LIMITS = {"init_batch": 128.0, "max_batch": 4096.0, "min_local_bsz": 32.0, "max_
 
 def running(cluster: Cluster, gpus: int, observed: dict[str, float], **kw: Any) -> JobStatus:
     marks = dm.remembered({}, observed)
-    marks[P0] = 0.05
     marks.update(kw.pop("marks", {}))
     alloc = Allocation.whole_gpus([(0, i) for i in range(gpus)])
     request = JobRequest(id="e", submit_time=0.0, gpus=gpus, seq=0)

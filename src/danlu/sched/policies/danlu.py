@@ -68,14 +68,14 @@ BATCH = "danlu.batch"
 LR_FACTOR = "danlu.lr_factor"
 LR_RULE = "danlu.lr_rule"
 ADASCALE_RULE = 3.0
-P0 = "danlu.p0"
 UNITS = "danlu.u"
 """Goodput units trained since the work window opened (estimated)."""
 GOOD = "danlu.g"
+"""The goodput the job reported in the last round."""
 TG = "danlu.tg"
+"""The time of that round."""
 PB = "danlu.pb"
 """The progress at which the work window opened (0 for a job measured from its start)."""
-"""The goodput the job reported in the last round, and that round's time."""
 WORK = "danlu.work"
 MOVES = "danlu.moves"
 GREW_FROM = "danlu.grew"
@@ -591,7 +591,6 @@ class DanluPolicy:
                     waiting[job.id] = "the free GPUs are fragmented"
                 continue
             note = marks.setdefault(job.id, {})
-            note[P0] = job.observed.get("progress", 0.0)
             if option.batch is not None:
                 note[BATCH] = float(option.batch)
                 note[LR_FACTOR] = _lr_factor(job, option.batch)
@@ -610,9 +609,7 @@ class DanluPolicy:
                     note[MOVES] = job.marks.get(MOVES, 0.0) + 1
                 starts.append(Start(job.id, alloc, option.batch, adaptive))
         for p in preempts:
-            note = marks.setdefault(p.job_id, {})
-            note[P0] = -1.0
-            note[STOPPED] = view.time
+            marks.setdefault(p.job_id, {})[STOPPED] = view.time
         return Plan(
             starts=tuple(starts),
             preempts=tuple(preempts),
