@@ -110,20 +110,27 @@ def plain(
     return len(batches) / wall, cpu / len(batches)
 
 
-def under_danlu(
-    make_model: Callable[[], torch.nn.Module], batches: list[Batch], metrics: Path
-) -> tuple[float, float]:
-    """Steps per second and CPU seconds per step of the same loop under danlu.train."""
-    model = make_model()
-    opt = torch.optim.SGD(model.parameters(), lr=0.01, momentum=0.9)
-    with dt.init(
+def _danlu(
+    model: torch.nn.Module, opt: torch.optim.Optimizer, batches: list[Batch], metrics: Path
+) -> dt.TrainContext:
+    """danlu.train with its defaults, metrics to ``metrics``, off the cluster."""
+    return dt.init(
         model,
         opt,
         global_batch_size=batches[0][0].shape[0],
         metrics_file=metrics,
         progress=False,
         environ={},
-    ) as ctx:
+    )
+
+
+def under_danlu(
+    make_model: Callable[[], torch.nn.Module], batches: list[Batch], metrics: Path
+) -> tuple[float, float]:
+    """Steps per second and CPU seconds per step of the same loop under danlu.train."""
+    model = make_model()
+    opt = torch.optim.SGD(model.parameters(), lr=0.01, momentum=0.9)
+    with _danlu(model, opt, batches, metrics) as ctx:
         t0, c0 = time.perf_counter(), time.process_time()
         for batch in batches:
             ctx.step(batch, loss_fn)
@@ -142,14 +149,7 @@ def interleaved(
         model = make_model()
         models[name] = (model, torch.optim.SGD(model.parameters(), lr=0.01, momentum=0.9))
     model, opt = models["danlu"]
-    ctx = dt.init(
-        model,
-        opt,
-        global_batch_size=batches[0][0].shape[0],
-        metrics_file=metrics,
-        progress=False,
-        environ={},
-    )
+    ctx = _danlu(model, opt, batches, metrics)
 
     def plain_step(name: str, batch: Batch) -> None:
         m, o = models[name]
