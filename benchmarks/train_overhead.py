@@ -19,18 +19,31 @@ so background threads count) is printed too, and, to show where the overhead com
 third loop in the rotation: the plain loop plus ``danlu.train.step.grad_norm`` before
 each optimizer step (the one read of every gradient that anomaly detection needs).
 
+A fourth loop runs danlu.train with ``grad_norm_every=8`` (the norm on every 8th step only;
+the loss is still checked every step): what a memory-bound model gives up to get the
+norm's cost out of the step.
+
+The process first raises glibc's mmap threshold (``mallopt``; ``--keep-malloc`` leaves it).
+By default glibc serves the CNN's multi-MB activations with fresh ``mmap`` calls and
+returns them to the kernel on free, so every step page-faults its activations in again:
+that cost, ~15% of the step, varies from step to step and made two identical plain loops
+differ by ~5% here. The setting applies to every loop of the process alike.
+
 On a shared machine the per-repeat ratios of ~1 s runs scatter by several percent, so the
 median moves by a few percent from one invocation to the next. A second, steadier estimate
 follows: the loops kept alive side by side and stepped in turn, one step each; the median step
 times give the cost per step in microseconds.
 
     PYTHONPATH=src python benchmarks/train_overhead.py [--workloads cnn,mlp] [--threads 1]
-        [--repeats R] [--steps S] [--interleaved N]   (R, S, N: per-workload defaults)
+        [--repeats R] [--steps S] [--interleaved N] [--keep-malloc]
+        (R, S, N: per-workload defaults)
 """
 
 from __future__ import annotations
 
 import argparse
+import ctypes
+import ctypes.util
 import statistics
 import sys
 import tempfile
@@ -111,26 +124,35 @@ def plain(
 
 
 def _danlu(
-    model: torch.nn.Module, opt: torch.optim.Optimizer, batches: list[Batch], metrics: Path
+    model: torch.nn.Module,
+    opt: torch.optim.Optimizer,
+    batches: list[Batch],
+    metrics: Path,
+    grad_norm_every: int = 1,
 ) -> dt.TrainContext:
-    """danlu.train with its defaults, metrics to ``metrics``, off the cluster."""
+    """danlu.train with its defaults (but ``grad_norm_every``), metrics to ``metrics``, off
+    the cluster."""
     return dt.init(
         model,
         opt,
         global_batch_size=batches[0][0].shape[0],
         metrics_file=metrics,
         progress=False,
+        grad_norm_every=grad_norm_every,
         environ={},
     )
 
 
 def under_danlu(
-    make_model: Callable[[], torch.nn.Module], batches: list[Batch], metrics: Path
+    make_model: Callable[[], torch.nn.Module],
+    batches: list[Batch],
+    metrics: Path,
+    grad_norm_every: int = 1,
 ) -> tuple[float, float]:
     """Steps per second and CPU seconds per step of the same loop under danlu.train."""
     model = make_model()
     opt = torch.optim.SGD(model.parameters(), lr=0.01, momentum=0.9)
-    with _danlu(model, opt, batches, metrics) as ctx:
+    with _danlu(model, opt, batches, metrics, grad_norm_every) as ctx:
         t0, c0 = time.perf_counter(), time.process_time()
         for batch in batches:
             ctx.step(batch, loss_fn)
@@ -195,13 +217,15 @@ def measure(name: str, w: Workload, args: argparse.Namespace, tmp: Path) -> floa
         "plain": lambda: plain(w.make_model, batches),
         "danlu": lambda: under_danlu(w.make_model, batches, metrics),
         "norm": lambda: plain(w.make_model, batches, with_norm=True),
+        "every8": lambda: under_danlu(w.make_model, batches, tmp / f"{name}-8.jsonl", 8),
     }
     for run in loops.values():
         run()  # warm up every path
-    ratios, p_rates, d_rates, cpu_ratios, norm_ratios = [], [], [], [], []
+    ratios, p_rates, d_rates, cpu_ratios, norm_ratios, every8 = [], [], [], [], [], []
     names = list(loops)
     for i in range(repeats):
-        order = names[i % 3 :] + names[: i % 3]  # rotate so noise hits all alike
+        k = i % len(names)
+        order = names[k:] + names[:k]  # rotate so noise hits all alike
         got = {n: loops[n]() for n in order}
         (p, pc), (d, dc) = got["plain"], got["danlu"]
         p_rates.append(p)
@@ -209,6 +233,7 @@ def measure(name: str, w: Workload, args: argparse.Namespace, tmp: Path) -> floa
         ratios.append(d / p)
         cpu_ratios.append(dc / pc)
         norm_ratios.append(got["norm"][0] / p)
+        every8.append(got["every8"][0] / p)
     lines = sum(1 for _ in metrics.open())
     step_s = interleaved(w.make_model, batches, tmp / f"{name}-interleaved.jsonl", n_interleaved)
     ratio = statistics.median(ratios)
@@ -230,6 +255,8 @@ def measure(name: str, w: Workload, args: argparse.Namespace, tmp: Path) -> floa
         f"for reference, plain loop + gradient norm / plain: {norm:.4f}  "
         f"overhead {100 * (1 - norm):+.2f}%"
     )
+    e8 = statistics.median(every8)
+    print(f"under danlu with grad_norm_every=8 / plain: {e8:.4f}  overhead {100 * (1 - e8):+.2f}%")
     if step_s:
         base = step_s["plain"]
         print(
@@ -245,6 +272,27 @@ def measure(name: str, w: Workload, args: argparse.Namespace, tmp: Path) -> floa
     return ratio
 
 
+def keep_freed_memory() -> bool:
+    """Have glibc serve large blocks from the heap and keep freed memory (see the module
+    docstring); False where that is not glibc."""
+    name = ctypes.util.find_library("c")
+    if name is None:
+        return False
+    try:
+        mallopt = ctypes.CDLL(name).mallopt
+    except (OSError, AttributeError):
+        return False
+    m_trim_threshold, m_top_pad, m_mmap_threshold = -1, -2, -3  # <malloc.h>
+    return all(
+        mallopt(param, value) == 1
+        for param, value in (
+            (m_mmap_threshold, 1 << 30),
+            (m_trim_threshold, 1 << 30),
+            (m_top_pad, 64 << 20),
+        )
+    )
+
+
 def main() -> None:
     ap = argparse.ArgumentParser(description=(__doc__ or "").splitlines()[0])
     ap.add_argument("--workloads", default="cnn,mlp", help=f"of {sorted(WORKLOADS)}")
@@ -257,12 +305,17 @@ def main() -> None:
         default=None,
         help="steps per loop (0: skip; default per workload)",
     )
+    ap.add_argument(
+        "--keep-malloc", action="store_true", help="leave glibc's mmap threshold as it is"
+    )
     args = ap.parse_args()
     names = [n.strip() for n in args.workloads.split(",") if n.strip()]
     unknown = [n for n in names if n not in WORKLOADS]
     if unknown:
         ap.error(f"--workloads: unknown {unknown}; choose from {sorted(WORKLOADS)}")
     torch.set_num_threads(args.threads)
+    if not args.keep_malloc:
+        print(f"glibc mmap threshold raised: {keep_freed_memory()}")
     with tempfile.TemporaryDirectory() as tmp:
         ratios = {n: measure(n, WORKLOADS[n], args, Path(tmp)) for n in names}
     print(

@@ -10,6 +10,7 @@ import torch
 from train_helpers import mse_loss, tiny_model, tiny_regression
 
 import danlu.train as dt
+from danlu.core.errors import DanluError
 from danlu.train.step import grad_norm, norm_tensor
 
 
@@ -88,3 +89,56 @@ def test_single_micro_batch_fast_path_is_bit_identical_to_the_general_path() -> 
     (s0, p0), (s1, p1) = runs
     assert s0 == s1 and len(s0) == 8
     assert all(torch.equal(a, b) for a, b in zip(p0, p1, strict=True))
+
+
+def test_grad_norm_every_n_steps_and_the_loss_every_step() -> None:
+    """``grad_norm_every=3``: the norm (metric and anomaly check) on steps 0, 3, 6, ...; the
+    loss is still checked every step; clipping needs the norm every step and overrides it."""
+    data = tiny_regression(512)
+    model = tiny_model()
+    opt = torch.optim.SGD(model.parameters(), lr=0.01)
+    calls = [0]
+
+    def loss_fn(m: torch.nn.Module, b: tuple[torch.Tensor, torch.Tensor]) -> torch.Tensor:
+        calls[0] += 1
+        loss = mse_loss(m, b)
+        return loss * float("nan") if calls[0] == 8 else loss  # step 7: off the cadence
+
+    with dt.init(
+        model,
+        opt,
+        global_batch_size=16,
+        dataset_size=512,
+        metrics_file=False,
+        grad_norm_every=3,
+        environ={},
+    ) as ctx:
+        results = [ctx.step(b, loss_fn) for _, b in zip(range(12), ctx.batches(data), strict=False)]
+        history = list(ctx.history)
+    has_norm = [r.grad_norm is not None for r in results]
+    assert has_norm == [i % 3 == 0 for i in range(12)]
+    assert [h["grad_norm"] is not None for h in history] == has_norm
+    assert (results[7].anomaly, results[7].applied) == ("nonfinite_loss", False)
+    assert sum(r.applied for r in results) == 11
+
+    clipped = tiny_model()
+    opt = torch.optim.SGD(clipped.parameters(), lr=0.01)
+    with dt.init(
+        clipped,
+        opt,
+        global_batch_size=16,
+        dataset_size=512,
+        metrics_file=False,
+        grad_norm_every=3,
+        clip_grad_norm=1.0,
+        environ={},
+    ) as ctx:
+        steps = [ctx.step(b, mse_loss) for _, b in zip(range(4), ctx.batches(data), strict=False)]
+    assert all(s.grad_norm is not None for s in steps)
+
+
+def test_grad_norm_every_below_one_is_refused_by_name() -> None:
+    model = tiny_model()
+    opt = torch.optim.SGD(model.parameters(), lr=0.01)
+    with pytest.raises(DanluError, match="grad_norm_every must be >= 1"):
+        dt.init(model, opt, global_batch_size=16, metrics_file=False, grad_norm_every=0, environ={})

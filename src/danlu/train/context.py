@@ -394,6 +394,7 @@ def init(
     grad_norm_tau: float | None = None,
     clip_grad_norm: float | None = None,
     compute_grad_norm: bool = True,
+    grad_norm_every: int = 1,
     anomaly: str | None = "skip",
     anomaly_k: float = 6.0,
     anomaly_window: int = 100,
@@ -429,6 +430,11 @@ def init(
     ``checkpoint_dir`` defaults to ``DANLU_CHECKPOINT_DIR``; ``anomaly`` is one of
     ``"skip"``, ``"rollback"``, ``"stop"``, ``"warn"`` or None; ``precision`` is ``"fp32"``,
     ``"fp16"`` or ``"bf16"``. ``environ`` replaces ``os.environ`` (tests).
+    ``grad_norm_every``: compute the gradient norm (a metric, and what anomaly detection
+    checks for NaN/Inf gradients and spikes) on every N-th step only; the loss is still
+    checked every step. 1 (the default) is every step; raise it for memory-bound models,
+    where reading every gradient once more costs a few percent of the step. Clipping and
+    ``grad_norm_tau`` need the norm every step and ignore it.
     """
     env = JobEnv.from_environ(environ)
     dist = Distributed.from_env(env, timeout_s=collective_timeout_s)
@@ -455,6 +461,7 @@ def init(
         detector,
         clip_grad_norm=clip_grad_norm,
         compute_grad_norm=compute_grad_norm,
+        grad_norm_every=grad_norm_every,
         gns=gns,
         gns_every=gns_every,
         oom_injector=oom_injector,

@@ -75,6 +75,7 @@ class StepEngine:
         *,
         clip_grad_norm: float | None = None,
         compute_grad_norm: bool = True,
+        grad_norm_every: int = 1,
         gns: GradientNoiseScale | None = None,
         gns_every: int = 0,
         oom_injector: OOMInjector | None = None,
@@ -87,7 +88,15 @@ class StepEngine:
         self.dist = dist
         self.anomaly = anomaly
         self.clip = clip_grad_norm
-        self.compute_norm = compute_grad_norm or clip_grad_norm is not None or lr.uses_grad_norm
+        needs_norm = clip_grad_norm is not None or lr.uses_grad_norm
+        self.compute_norm = compute_grad_norm or needs_norm
+        if grad_norm_every < 1:
+            raise DanluError(
+                f"grad_norm_every must be >= 1 (got {grad_norm_every}); "
+                "use compute_grad_norm=False to skip the norm altogether"
+            )
+        # clipping and norm-adaptive LR act on every step's norm: no cadence for them
+        self.norm_every = 1 if needs_norm else grad_norm_every
         self.gns = gns
         self.gns_every = gns_every
         self.oom_injector = oom_injector
@@ -141,12 +150,16 @@ class StepEngine:
         return StepResult(loss, norm, applied, kind, ooms, time.perf_counter() - t0, global_real)
 
     def _loss_and_norm(self, loss: torch.Tensor) -> tuple[float, float | None]:
-        """The step's loss and gradient norm as floats (the norm: None when not wanted).
+        """The step's loss and gradient norm as floats (the norm: None when not wanted, or
+        not on this step of the ``grad_norm_every`` cadence; a gradient-noise measurement
+        always gets it).
 
         Both come to the host in one transfer: on a GPU, one synchronisation per step."""
         if self.clip is not None:
             norm_t = torch.nn.utils.clip_grad_norm_(self.params, self.clip)
-        elif not self.compute_norm:
+        elif not self.compute_norm or (
+            self.step_count % self.norm_every and self._gns_small is None
+        ):
             return float(loss), None
         else:
             grads = [p.grad for p in self.params if p.grad is not None]
