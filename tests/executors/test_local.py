@@ -94,7 +94,7 @@ def test_job_succeeds_with_env_pinning_and_logs(ex: LocalExecutor, tmp_path: Pat
         "DANLU_TOKEN": "tok",
         "DANLU_CHECKPOINT_DIR": str(tmp_path / "ckpt"),
         "DANLU_GPU_MEMORY_LIMIT": str(20 * 2**30),
-        "DANLU_BATCH_SIZE": "16",
+        "DANLU_BATCH_SIZE": "8",  # the per-GPU share of the global 16 over 2 GPUs
         "DANLU_GLOBAL_BATCH_SIZE": "16",
         "CUDA_VISIBLE_DEVICES": "1,3",
         "CUDA_DEVICE_ORDER": "PCI_BUS_ID",

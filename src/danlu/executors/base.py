@@ -112,13 +112,20 @@ class JobLaunch:
     restart_count: int = 0
     batch_size: int | None = None
     """The job's global batch as the scheduler set it (the spec's, or a policy's choice):
-    ``DANLU_GLOBAL_BATCH_SIZE`` (and, read by ``danlu.train`` as a cap on the per-GPU
-    micro-batch, ``DANLU_BATCH_SIZE``)."""
+    ``DANLU_GLOBAL_BATCH_SIZE``. Its per-GPU share, :attr:`per_gpu_batch`, goes in
+    ``DANLU_BATCH_SIZE``, which ``danlu.train`` reads as its per-GPU micro-batch."""
     token: str | None = None
     """Bearer token the job uses to report metrics (``DANLU_TOKEN``); never written to disk."""
     attempt: int | None = None
     """The run's number for :class:`Handle` (the control plane's start counter); ``None``
     means ``restart_count``. Lets DANLU_RESTART_COUNT count failures while handles count runs."""
+
+    @property
+    def per_gpu_batch(self) -> int | None:
+        """``batch_size`` split over the job's GPUs (rounded up; all of it without GPUs)."""
+        if self.batch_size is None:
+            return None
+        return -(-self.batch_size // max(1, len(self.gpus)))
 
     def __post_init__(self) -> None:
         validate_job_id(self.job_id)

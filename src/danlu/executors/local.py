@@ -147,7 +147,7 @@ class LocalExecutor(GpuSharingExecutor):
             "DANLU_TOKEN": job.token,
             "DANLU_CHECKPOINT_DIR": job.checkpoint_dir,
             "DANLU_GPU_MEMORY_LIMIT": job.memory_limit,
-            "DANLU_BATCH_SIZE": job.batch_size,
+            "DANLU_BATCH_SIZE": job.per_gpu_batch,
             "DANLU_GLOBAL_BATCH_SIZE": job.batch_size,
         }
         for key, value in optional.items():
