@@ -16,7 +16,7 @@ from danlu.sched.view import ClusterView, Plan, Rebatch, Resize, Start
 from danlu.sim.adapt import SelfTuner
 from danlu.sim.elastic import ApplicationProfile, load_profiles
 from danlu.sim.engine import SimConfig, Simulator
-from danlu.sim.progress import ProfiledProgress
+from danlu.sim.progress import ProfiledProgress, RigidProgress
 from danlu.sim.workload import load_workload
 
 TRACES = Path(__file__).parents[2] / ".." / "shared" / "data" / "pollux" / "traces"
@@ -161,3 +161,26 @@ def test_self_tuner_knows_nothing_before_it_measured(
     assert tuner.choose((2, 2)) is None  # sync on two nodes never measured
     chosen = tuner.choose((4,))
     assert chosen is not None and 128 <= chosen <= 4096
+
+
+def test_restart_gpu_seconds_count_the_gpus_of_each_run(
+    profiles: dict[str, ApplicationProfile],
+) -> None:
+    """A job restarted on 4 GPUs, then on 1, wastes 30 s x 4 + 30 s x 1 GPU-seconds."""
+    job = ProfiledProgress(profiles["cifar10"], 128)
+    job.start(0.0, FOUR, 128)  # the first start is charged the restart cost too
+    job.advance(0.0, 60.0)
+    job.stop(60.0)
+    job.start(60.0, Allocation.whole_gpus([(1, 0)]), 128)
+    job.advance(60.0, 60.0)
+    assert job.restart_seconds == 60.0
+    assert job.restart_gpu_seconds == 30.0 * 4 + 30.0 * 1
+
+
+def test_rigid_restart_gpu_seconds() -> None:
+    job = RigidProgress(1000.0, restart_cost=30.0)
+    job.start(0.0, FOUR)  # the first start costs nothing
+    job.stop(100.0)
+    job.start(200.0, FOUR)
+    job.stop(210.0)  # stopped 10 s into its 30 s restart
+    assert (job.restart_seconds, job.restart_gpu_seconds) == (10.0, 40.0)

@@ -485,7 +485,7 @@ class Simulator:
                 end_time=j.end_time,
                 gpus=j.request.gpus,
                 gpu_seconds=j.attained,
-                restart_gpu_seconds=j.progress.restart_seconds * j.request.gpus,
+                restart_gpu_seconds=j.progress.restart_gpu_seconds,
                 preemptions=j.preemptions,
             )
             for j in self._finished

@@ -71,6 +71,11 @@ class Progress(Protocol):
         """Seconds of held GPUs spent restarting so far."""
         ...
 
+    @property
+    def restart_gpu_seconds(self) -> float:
+        """GPU-seconds spent restarting so far, at the GPU count of each run."""
+        ...
+
 
 class RigidProgress:
     """A job that needs ``duration`` seconds of running, wherever it runs."""
@@ -84,11 +89,17 @@ class RigidProgress:
         self._started_at: float | None = None
         self._delay = 0.0
         self._starts = 0
+        self._gpus = 0
         self._restart_seconds = 0.0
+        self._restart_gpu_seconds = 0.0
 
     @property
     def restart_seconds(self) -> float:
         return self._restart_seconds
+
+    @property
+    def restart_gpu_seconds(self) -> float:
+        return self._restart_gpu_seconds
 
     def start(
         self,
@@ -100,12 +111,15 @@ class RigidProgress:
         self._starts += 1
         self._delay = self.restart_cost if self._starts > 1 else 0.0
         self._started_at = now
+        self._gpus = allocation.num_gpus
 
     def stop(self, now: float) -> None:
         if self._started_at is None:
             return
         elapsed = max(0.0, now - self._started_at)
-        self._restart_seconds += min(elapsed, self._delay)
+        restarting = min(elapsed, self._delay)
+        self._restart_seconds += restarting
+        self._restart_gpu_seconds += restarting * self._gpus
         self.remaining = max(0.0, self.remaining - max(0.0, elapsed - self._delay))
         self._started_at = None
 
@@ -162,6 +176,7 @@ class ProfiledProgress:
         self.tuner = SelfTuner(profile)
         self._placement: tuple[int, ...] = ()
         self._restart_seconds = 0.0
+        self._restart_gpu_seconds = 0.0
         self._limits: dict[str, float] = {
             "init_batch": float(profile.init_batch_size),
             "max_batch": float(profile.max_batch_size),
@@ -176,6 +191,10 @@ class ProfiledProgress:
     @property
     def restart_seconds(self) -> float:
         return self._restart_seconds
+
+    @property
+    def restart_gpu_seconds(self) -> float:
+        return self._restart_gpu_seconds
 
     def start(
         self,
@@ -243,7 +262,9 @@ class ProfiledProgress:
             self._observed = None
         else:  # only the progress moved
             self._observed = {**self._observed, "progress": self.job.fraction}
-        self._restart_seconds += before - self.job.restart_remaining
+        restarting = before - self.job.restart_remaining
+        self._restart_seconds += restarting
+        self._restart_gpu_seconds += restarting * sum(self._placement)
         return now + used if self.job.done else None
 
     def _advance_adaptive(self, seconds: float) -> float:
