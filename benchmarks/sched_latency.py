@@ -101,8 +101,14 @@ def apply_plan(
     else:
         finished = set()
     resized = {r.job_id: r.allocation for r in plan.resizes}
+    now = view.time
+
+    def banked(j: JobStatus) -> JobStatus:
+        """``j`` with the service of its current run folded in (it stops or restarts now)."""
+        return replace(j, attained_service=j.attained_at(now), run_time=j.run_time_at(now))
+
     running = [
-        replace(j, allocation=resized[j.id], last_start=view.time) if j.id in resized else j
+        replace(banked(j), allocation=resized[j.id], last_start=now) if j.id in resized else j
         for j in view.running
         if j.id not in stopped and j.id not in finished
     ]
@@ -113,7 +119,7 @@ def apply_plan(
     ]
     pending = [j for j in view.pending if j.id not in started]
     pending += [
-        replace(j, allocation=Allocation(), last_start=None)
+        replace(banked(j), allocation=Allocation(), last_start=None)
         for j in view.running
         if j.id in stopped
     ]
