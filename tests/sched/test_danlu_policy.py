@@ -337,6 +337,30 @@ def test_a_move_that_measured_far_worse_is_undone_during_the_hold() -> None:
     assert not kept.resizes and not kept.preempts
 
 
+def test_a_held_job_that_regrets_its_size_is_shrunk_not_preempted() -> None:
+    cluster = Cluster.homogeneous(1, 4)
+    good = measured(1, 64, 0.10, 0.0, 0.1)
+    marks = dm.remembered({}, good)
+    bad = measured(4, 64, 0.90, 0.80, 0.01)  # far from done: ranks after 's'
+    marks.update(dm.remembered(marks, bad))
+    run = job(
+        "e",
+        gpus=1,
+        submit=0.0,
+        allocation=on(cluster, 0, 4),
+        last_start=0.0,
+        observed=bad,
+        marks=marks,
+    )
+    short = job("s", gpus=4, submit=100.0, expected_duration=1.0)  # ranks first, wants all
+    view = ClusterView(time=200.0, cluster=cluster, running=(run,), pending=(short,))
+    plan = DanluPolicy(min_hold=300.0, grow_after=120.0).schedule(view)
+    assert not plan.preempts and not plan.starts
+    assert [r.allocation.num_gpus for r in plan.resizes] == [1]
+    later = ClusterView(time=400.0, cluster=cluster, running=(run,), pending=(short,))
+    assert [p.job_id for p in DanluPolicy(min_hold=300.0).schedule(later).preempts] == ["e"]
+
+
 def test_held_job_grows_into_free_gpus_only_after_grow_after() -> None:
     cluster = Cluster.homogeneous(1, 4)
     seen = measured(1, 64, 0.10, 0.0, 0.3)

@@ -14,8 +14,9 @@ sizes, the last-ranked (long) job soaks up what is left.
   ``restart_cost`` to ``T``; keeping gets a ``hysteresis`` discount; a running job ranks as
   if ``rank_hysteresis`` shorter; a job (re)started less than ``min_hold * (1 + moves /
   move_slack)`` seconds ago is neither shrunk nor preempted (it may grow into idle GPUs after
-  ``grow_after``); after ``max_moves`` moves it is never shrunk or preempted again. So nobody
-  thrashes: preemptions per job are bounded.
+  ``grow_after``; one whose measured time is ``regret`` times its best option's may move to
+  any size, down to its smallest, but is still not preempted); after ``max_moves`` moves it
+  is never shrunk or preempted again. So nobody thrashes: preemptions per job are bounded.
 - Fairness: ``w = 1 + waited / aging`` grows with the time a job waited, and a job waiting
   ``starve_after`` seconds is started first (at its smallest size): no job starves. At most
   ``starve_share`` of the cluster is promoted so per round (longest-starving first, at least
@@ -101,8 +102,9 @@ class DanluPolicy:
     """Seconds a (re)allocation costs the job (the executor's checkpoint-restore time)."""
     hysteresis: float = 0.1
     """Bonus on the value of keeping a running job as it is."""
-    min_hold: float = 300.0
-    """Seconds after a (re)start during which a job is neither shrunk nor preempted."""
+    min_hold: float = 200.0
+    """Seconds after a (re)start during which a job is not preempted (nor shrunk, unless
+    it ``regret``s its size)."""
     move_slack: float = 5.0
     """Each preemption or resize lengthens a job's hold by ``min_hold / move_slack``: a job
     moved often is moved ever more rarely (bounded thrashing)."""
@@ -117,7 +119,8 @@ class DanluPolicy:
     more efficient (smaller) sizes, below 1 lets them spread wider."""
     regret: float = 1.5
     """A held job is released when its measured remaining time is this many times the best
-    option's (a move that measured far worse than the model predicted is undone early)."""
+    option's (a move that measured far worse than the model predicted is undone early):
+    it may then move to any size, down to its smallest, but is not preempted."""
     width: float = 3.0
     """How much a job's width counts in its rank: ``min_n T(n) * (1 + width * n / C)``."""
     grow_after: float = 60.0
@@ -437,7 +440,11 @@ class DanluPolicy:
             update[WORK] = work
         opts = self._options(job, marks, work, capacity, gpn, now)
         if held and since >= self.grow_after and _regrets(opts, self.regret):
-            held = False  # the last move measured far worse than predicted: undo it
+            # the last move measured far worse than predicted: undo it, but a held job is
+            # never preempted: pinned at its smallest option, it may take any bigger one
+            if opts and not run.stuck:
+                return opts, 0, True, update
+            held = False
         may_grow = held and since >= self.grow_after and not run.shares
         if not held:
             return opts, -1, may_grow, update
