@@ -243,6 +243,14 @@ class TrainContext:
         if not first and wanted != self.batch.global_batch:
             self._set_global(wanted)
 
+    def adopt_launch_batch(self, global_batch: int) -> None:
+        """Train at the global batch the scheduler launched this run with
+        (``DANLU_GLOBAL_BATCH_SIZE``), also over a restored checkpoint's; later changes
+        arrive through :meth:`_follow_scheduler`."""
+        self._scheduler_batch = global_batch
+        if global_batch != self.batch.global_batch:
+            self._set_global(global_batch)
+
     def _set_global(self, new: int) -> None:
         """Change the global batch; the LR follows by ``lr_scaling`` from the base batch."""
         self.batch.set_global(new)
@@ -503,8 +511,6 @@ def init(
     )
     if resume and ctx.restore():
         log.info("resumed from the checkpoint of step %d", ctx.step_num)
-    if env.global_batch_size is not None:  # the scheduler's choice, also over a checkpoint's
-        ctx._scheduler_batch = env.global_batch_size
-        if env.global_batch_size != ctx.batch.global_batch:
-            ctx._set_global(env.global_batch_size)
+    if env.global_batch_size is not None:
+        ctx.adopt_launch_batch(env.global_batch_size)
     return ctx
