@@ -315,13 +315,14 @@ def test_sharing_rule_is_calibrated_on_gavel() -> None:
     assert sharing_pays() and not sharing_pays(min_gain=0.2)
 
 
-def test_a_move_that_measured_far_worse_is_undone_during_the_hold() -> None:
-    cluster = Cluster.homogeneous(1, 4)
+def regretting(cluster: Cluster, progress: float) -> JobStatus:
+    """Job 'e', moved to four GPUs at t=0 where sync ate its step (0.8 of 0.9 s): one GPU
+    measured far better (0.1 s); ``progress`` is the share of its work done."""
     good = measured(1, 64, 0.10, 0.0, 0.1)
     marks = dm.remembered({}, good)
-    bad = measured(4, 64, 0.90, 0.80, 0.2)  # four GPUs: sync ate the step (0.8 of 0.9 s)
+    bad = measured(4, 64, 0.90, 0.80, progress)
     marks.update(dm.remembered(marks, bad))
-    run = job(
+    return job(
         "e",
         gpus=1,
         submit=0.0,
@@ -330,6 +331,11 @@ def test_a_move_that_measured_far_worse_is_undone_during_the_hold() -> None:
         observed=bad,
         marks=marks,
     )
+
+
+def test_a_move_that_measured_far_worse_is_undone_during_the_hold() -> None:
+    cluster = Cluster.homogeneous(1, 4)
+    run = regretting(cluster, 0.2)
     view = ClusterView(time=200.0, cluster=cluster, running=(run,))
     undone = DanluPolicy(min_hold=300.0, grow_after=120.0).schedule(view)
     assert [r.allocation.num_gpus for r in undone.resizes] == [1]
@@ -339,19 +345,7 @@ def test_a_move_that_measured_far_worse_is_undone_during_the_hold() -> None:
 
 def test_a_held_job_that_regrets_its_size_is_shrunk_not_preempted() -> None:
     cluster = Cluster.homogeneous(1, 4)
-    good = measured(1, 64, 0.10, 0.0, 0.1)
-    marks = dm.remembered({}, good)
-    bad = measured(4, 64, 0.90, 0.80, 0.01)  # far from done: ranks after 's'
-    marks.update(dm.remembered(marks, bad))
-    run = job(
-        "e",
-        gpus=1,
-        submit=0.0,
-        allocation=on(cluster, 0, 4),
-        last_start=0.0,
-        observed=bad,
-        marks=marks,
-    )
+    run = regretting(cluster, 0.01)  # far from done: ranks after 's'
     short = job("s", gpus=4, submit=100.0, expected_duration=1.0)  # ranks first, wants all
     view = ClusterView(time=200.0, cluster=cluster, running=(run,), pending=(short,))
     plan = DanluPolicy(min_hold=300.0, grow_after=120.0).schedule(view)
