@@ -77,7 +77,27 @@ class Progress(Protocol):
         ...
 
 
-class RigidProgress:
+class _RestartLedger:
+    """The restart time a job's runs were charged: seconds, and GPU-seconds at the GPU count
+    of each run."""
+
+    _restart_seconds = 0.0
+    _restart_gpu_seconds = 0.0
+
+    @property
+    def restart_seconds(self) -> float:
+        return self._restart_seconds
+
+    @property
+    def restart_gpu_seconds(self) -> float:
+        return self._restart_gpu_seconds
+
+    def _charge_restart(self, seconds: float, gpus: int) -> None:
+        self._restart_seconds += seconds
+        self._restart_gpu_seconds += seconds * gpus
+
+
+class RigidProgress(_RestartLedger):
     """A job that needs ``duration`` seconds of running, wherever it runs."""
 
     stepwise = False
@@ -90,16 +110,6 @@ class RigidProgress:
         self._delay = 0.0
         self._starts = 0
         self._gpus = 0
-        self._restart_seconds = 0.0
-        self._restart_gpu_seconds = 0.0
-
-    @property
-    def restart_seconds(self) -> float:
-        return self._restart_seconds
-
-    @property
-    def restart_gpu_seconds(self) -> float:
-        return self._restart_gpu_seconds
 
     def start(
         self,
@@ -117,9 +127,7 @@ class RigidProgress:
         if self._started_at is None:
             return
         elapsed = max(0.0, now - self._started_at)
-        restarting = min(elapsed, self._delay)
-        self._restart_seconds += restarting
-        self._restart_gpu_seconds += restarting * self._gpus
+        self._charge_restart(min(elapsed, self._delay), self._gpus)
         self.remaining = max(0.0, self.remaining - max(0.0, elapsed - self._delay))
         self._started_at = None
 
@@ -147,7 +155,7 @@ class RigidProgress:
 _NOTHING: Mapping[str, float] = {}
 
 
-class ProfiledProgress:
+class ProfiledProgress(_RestartLedger):
     """A job of a profiled application (Pollux traces).
 
     It trains at the global batch the scheduler chose in its last start, resize or rebatch,
@@ -175,8 +183,6 @@ class ProfiledProgress:
         """Whether the current run re-picks its batch in-process."""
         self.tuner = SelfTuner(profile)
         self._placement: tuple[int, ...] = ()
-        self._restart_seconds = 0.0
-        self._restart_gpu_seconds = 0.0
         self._limits: dict[str, float] = {
             "init_batch": float(profile.init_batch_size),
             "max_batch": float(profile.max_batch_size),
@@ -187,14 +193,6 @@ class ProfiledProgress:
         if profile.adaptive:
             self._limits["adaptive"] = 1.0
         self._observed: Mapping[str, float] | None = None
-
-    @property
-    def restart_seconds(self) -> float:
-        return self._restart_seconds
-
-    @property
-    def restart_gpu_seconds(self) -> float:
-        return self._restart_gpu_seconds
 
     def start(
         self,
@@ -262,9 +260,7 @@ class ProfiledProgress:
             self._observed = None
         else:  # only the progress moved
             self._observed = {**self._observed, "progress": self.job.fraction}
-        restarting = before - self.job.restart_remaining
-        self._restart_seconds += restarting
-        self._restart_gpu_seconds += restarting * sum(self._placement)
+        self._charge_restart(before - self.job.restart_remaining, sum(self._placement))
         return now + used if self.job.done else None
 
     def _advance_adaptive(self, seconds: float) -> float:
