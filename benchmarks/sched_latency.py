@@ -169,6 +169,12 @@ def main() -> None:
         "--churn", type=int, default=20, help="jobs that finish (and arrive) between rounds"
     )
     parser.add_argument("--policies", default="fifo,priority,sjf,tiresias,value-density,danlu")
+    parser.add_argument(
+        "--fresh-statuses",
+        action="store_true",
+        help="rebuild every job's status object between rounds (what a control plane without "
+        "the server's StatusCache would hand the policy: its per-status memos all miss)",
+    )
     args = parser.parse_args()
 
     started = time.perf_counter()
@@ -205,6 +211,12 @@ def main() -> None:
             times.append((time.perf_counter() - t0) * 1000)
             moves += len(plan.starts) + len(plan.preempts)
             steady = apply_plan(steady, plan, args.churn, rng)
+            if args.fresh_statuses:
+                steady = replace(
+                    steady,
+                    running=tuple(replace(j) for j in steady.running),
+                    pending=tuple(replace(j) for j in steady.pending),
+                )
         print(
             f"{name:<14} {first_ms:>7.1f}ms {statistics.median(times):>9.2f}ms "
             f"{percentile(times, 99):>9.2f}ms  {len(first_plan.starts)}/{len(first_plan.preempts)}"

@@ -197,3 +197,91 @@ def test_rebatch_records_the_batch_only(seeded: Database) -> None:
     both = Plan(resizes=(Resize(run, whole, 512),), rebatches=(Rebatch(run, 512),))
     with pytest.raises(PlacementError, match="at once"), seeded.session() as s:
         view.apply_plan(s, both, NOW + 120)
+
+
+def _views_equal(a: view.Snapshot, b: view.Snapshot) -> None:
+    assert a.view.running == b.view.running and a.view.pending == b.view.pending
+    assert a.withheld == b.withheld
+
+
+def test_status_cache_reuses_unchanged_jobs_and_never_goes_stale(seeded: Database) -> None:
+    """Statuses of jobs nothing happened to are the same objects next snapshot (a policy's
+    per-status memo hits); every snapshot equals one built without the cache."""
+    cache = view.StatusCache()
+    with seeded.session() as s:
+        projects.create_project(s, "vip", priority=1, now=NOW)
+        alice = users.get_user(s, "alice")
+        a = jobs.submit(s, spec("a"), alice, now=NOW).id
+        b = jobs.submit(s, spec("b", project="vip"), alice, now=NOW + 1).id
+        c = jobs.submit(s, spec("c", gpus=2), alice, now=NOW + 2).id
+
+    def snapshot(t: float) -> dict[str, Any]:
+        with seeded.session() as s:
+            cached = view.build_snapshot(s, t, cache)
+            _views_equal(cached, view.build_snapshot(s, t))
+        return {j.id: j for j in (*cached.view.running, *cached.view.pending)}
+
+    first = snapshot(NOW + 10)
+    again = snapshot(NOW + 11)
+    assert all(again[j] is first[j] for j in (a, b, c))
+    with seeded.session() as s:  # a start: a new status for the started job only
+        whole = Allocation((GpuShare(0, 0, 1000, H100),))
+        view.apply_plan(s, Plan(starts=(Start(a, whole),)), NOW + 12)
+    started = snapshot(NOW + 13)
+    assert started[a] is not again[a] and started[a].running
+    assert started[b] is again[b] and started[c] is again[c]
+    with seeded.session() as s:  # progress reports do not change a status
+        from danlu.server.services import metrics
+
+        metrics.ingest(s, jobs.get_job(s, a), [{"step": 5, "loss": 1.0}], now=NOW + 14)
+    assert snapshot(NOW + 15)[a] is started[a]
+    with seeded.session() as s:  # a policy's marks: same state, new status
+        view.apply_plan(s, Plan(marks={c: {"policy.note": 1.0}}), NOW + 15)
+    marked = snapshot(NOW + 15)
+    assert marked[c] is not started[c] and marked[c].marks == {"policy.note": 1.0}
+    started = marked
+    with seeded.session() as s:  # the project's priority is part of every request
+        projects.update_project(s, "vip", priority=5)
+    bumped = snapshot(NOW + 16)
+    assert bumped[b] is not started[b] and bumped[b].request.priority == 5
+    assert bumped[c] is started[c]
+    with seeded.session() as s:  # another inventory: every status is rebuilt
+        from danlu.core.cluster import Node, gpu_type
+
+        cluster.replace_inventory(
+            s,
+            [Node("node-0", 4, gpu_type("H100")), Node("node-2", 2, gpu_type("L4"))],
+            fake=True,
+            now=NOW + 17,
+        )
+    moved = snapshot(NOW + 18)
+    assert all(moved[j] is not bumped[j] for j in moved)
+    with seeded.session() as s:  # a finished job leaves the cache
+        jobs.settle_exit(
+            s, jobs.get_job(s, a), succeeded=True, exit_code=0, reason="exit", now=NOW + 19
+        )
+    assert a not in snapshot(NOW + 20)
+    assert cache.hits > 0 and cache.misses > 0
+
+
+def test_cached_snapshots_equal_fresh_ones_over_random_danlu_rounds(seeded: Database) -> None:
+    rng = random.Random(3)
+    policy = make_policy("danlu")
+    cache = view.StatusCache()
+    with seeded.session() as s:
+        alice = users.get_user(s, "alice")
+        for i in range(16):
+            body = spec(f"j{i}", gpus=rng.choice([1, 2]), memory=rng.choice([None, "20GiB"]))
+            jobs.submit(s, {**body, "priority": rng.randint(0, 2)}, alice, now=NOW + i)
+    t = NOW + 100
+    for _ in range(12):
+        t += 60
+        with seeded.session() as s:
+            snap = view.build_snapshot(s, t, cache)
+            _views_equal(snap, view.build_snapshot(s, t))
+            view.apply_plan(s, policy.schedule(snap.view), t, snap.withheld)
+        with seeded.session() as s:
+            for job in jobs.list_jobs(s, states=["RUNNING", "PREEMPTING"]):
+                if rng.random() < 0.3 or job.state == "PREEMPTING":
+                    jobs.settle_exit(s, job, succeeded=True, exit_code=0, reason="exit", now=t)
+    assert cache.hits > 0

@@ -58,7 +58,7 @@ from danlu.server.metrics import ServerMetrics
 from danlu.server.services import jobs, locks, users
 from danlu.server.services.common import resolve_now
 from danlu.server.services.projects import HOLDING
-from danlu.server.services.view import apply_plan, build_snapshot, to_allocation
+from danlu.server.services.view import StatusCache, apply_plan, build_snapshot, to_allocation
 
 log = logging.getLogger(__name__)
 LEASE = "scheduler"
@@ -136,6 +136,8 @@ class Reconciler:
         self.settings = settings
         self.metrics = metrics
         self.policy = policy if policy is not None else default_registry().create(settings.policy)
+        self.statuses = StatusCache()
+        """Job statuses reused across rounds while their job is unchanged (policy memos hit)."""
         self.preempt_grace = preempt_grace
         self.interval = settings.interval
         self.ttl = lease_ttl if lease_ttl is not None else max(10.0, 5 * settings.interval)
@@ -344,7 +346,7 @@ class Reconciler:
         t0 = time.perf_counter()
         try:
             with self.db.session() as session:
-                snapshot = build_snapshot(session, t)
+                snapshot = build_snapshot(session, t, self.statuses)
                 plan = self.policy.schedule(snapshot.view)
                 applied = apply_plan(session, plan, t, snapshot.withheld)
                 started = [j.id for j in applied.started]

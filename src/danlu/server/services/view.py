@@ -107,17 +107,67 @@ def _status(job: Job, project: Project, cluster: Cluster, running: bool) -> JobS
     )
 
 
-def build_snapshot(session: Session, now: float | None = None) -> Snapshot:
+class StatusCache:
+    """The :class:`JobStatus` objects of the last snapshot, reused while their job is unchanged.
+
+    A policy may memoise per status object (``danlu`` does: a job's options and rank inputs),
+    so a round costs in proportion to the jobs that changed, as in the simulator. A job's
+    status depends on its row, its project's priority and the inventory: the row's
+    ``version`` (bumped by every ORM update; the Core UPDATEs that skip it touch only
+    progress, waiting reasons and locks, which a status does not carry), the project
+    priority and the cluster (any inventory change drops everything) are the key.
+    Keep one per process (the reconcile loop does); it holds only the jobs of the last
+    snapshot.
+    """
+
+    def __init__(self) -> None:
+        self._cluster: Cluster | None = None
+        self._last: dict[str, tuple[tuple[int, int, bool], JobStatus]] = {}
+        self._next: dict[str, tuple[tuple[int, int, bool], JobStatus]] = {}
+        self.hits = 0
+        self.misses = 0
+
+    def begin(self, cluster: Cluster) -> None:
+        """Start a snapshot on ``cluster``."""
+        if cluster != self._cluster:
+            self._last.clear()
+            self._cluster = cluster
+        self._next = {}
+
+    def status(self, job: Job, project: Project, cluster: Cluster, running: bool) -> JobStatus:
+        """``job``'s status: the last snapshot's when its key is unchanged, else a new one."""
+        key = (job.version, job.priority + project.priority, running)
+        hit = self._last.get(job.id)
+        if hit is not None and hit[0] == key:
+            self.hits += 1
+            status = hit[1]
+        else:
+            self.misses += 1
+            status = _status(job, project, cluster, running)
+        self._next[job.id] = (key, status)
+        return status
+
+    def end(self) -> None:
+        """Finish the snapshot: only its jobs are kept."""
+        self._last, self._next = self._next, {}
+
+
+def build_snapshot(
+    session: Session, now: float | None = None, cache: StatusCache | None = None
+) -> Snapshot:
     """The scheduler's view at ``now``: inventory, RUNNING/PREEMPTING jobs with their
     allocations, and PENDING jobs past their backoff in submission order (minus those whose
-    project quota or the current inventory keeps them out, listed in ``withheld``)."""
+    project quota or the current inventory keeps them out, listed in ``withheld``).
+    ``cache``: reuse the statuses of unchanged jobs (see :class:`StatusCache`)."""
     t = resolve_now(now)
     cluster = load_cluster(session)
+    statuses = cache if cache is not None else StatusCache()
+    statuses.begin(cluster)
     projects = {p.id: p for p in session.scalars(select(Project))}
     usage = usage_by_project(session)
     running: list[JobStatus] = []
     for job in session.scalars(select(Job).where(Job.state.in_(HOLDING)).order_by(Job.seq)):
-        running.append(_status(job, projects[job.project_id], cluster, running=True))
+        running.append(statuses.status(job, projects[job.project_id], cluster, running=True))
     pending: list[JobStatus] = []
     withheld: dict[str, str] = {}
     query = (
@@ -129,7 +179,7 @@ def build_snapshot(session: Session, now: float | None = None) -> Snapshot:
     for job in session.scalars(query):
         project = projects[job.project_id]
         try:
-            status = _status(job, project, cluster, running=False)
+            status = statuses.status(job, project, cluster, running=False)
         except AdmissionError as exc:
             withheld[job.id] = str(exc)
             continue
@@ -143,6 +193,7 @@ def build_snapshot(session: Session, now: float | None = None) -> Snapshot:
             withheld[job.id] = f"waiting for quota: {reason}"
             continue
         pending.append(status)
+    statuses.end()
     view = ClusterView(time=t, cluster=cluster, running=tuple(running), pending=tuple(pending))
     return Snapshot(view, withheld)
 
