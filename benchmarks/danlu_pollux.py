@@ -14,6 +14,7 @@ from __future__ import annotations
 import argparse
 import time
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 
@@ -104,7 +105,7 @@ def main() -> None:
     print(f"mean ratio {float(np.mean(ratios)):.3f}, p99 ok {met}/{len(ratios)}")
 
 
-def _knob(text: str) -> tuple[str, object]:
+def _knob(text: str) -> tuple[str, Any]:
     """``name=value`` with the value parsed as the field's type (bool, int or float)."""
     name, _, raw = text.partition("=")
     default = getattr(DanluPolicy(), name)

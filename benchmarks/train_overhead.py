@@ -80,7 +80,8 @@ def make_mlp() -> torch.nn.Module:
 
 def make_cnn() -> torch.nn.Module:
     torch.manual_seed(0)
-    return train_cnn.make_model()
+    model: torch.nn.Module = train_cnn.make_model()
+    return model
 
 
 @dataclass(frozen=True)
@@ -117,7 +118,7 @@ def plain(
     t0, c0 = time.perf_counter(), time.process_time()
     for batch in batches:
         loss = loss_fn(model, batch)
-        loss.backward()
+        loss.backward()  # type: ignore[no-untyped-call]
         if with_norm:
             grad_norm(params)
         opt.step()
@@ -180,7 +181,7 @@ def interleaved(
 
     def plain_step(name: str, batch: Batch) -> None:
         m, o = models[name]
-        loss_fn(m, batch).backward()
+        loss_fn(m, batch).backward()  # type: ignore[no-untyped-call]
         if name == "plain + norm":
             grad_norm(list(m.parameters()))
         o.step()

@@ -27,6 +27,6 @@ pip_install -e ".[train,dev]"
 echo "== ruff"
 python3 -m ruff check src tests benchmarks examples
 echo "== mypy"
-python3 -m mypy src/danlu
+python3 -m mypy src/danlu benchmarks
 echo "== pytest"
 python3 -m pytest -q -p no:cacheprovider "$@"

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import math
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -52,7 +52,7 @@ def norm_tensor(grads: list[torch.Tensor]) -> torch.Tensor:
     return total
 
 
-def grad_norm(params: list[torch.Tensor]) -> float:
+def grad_norm(params: Sequence[torch.Tensor]) -> float:
     """Global L2 norm of the gradients of ``params`` (inf/nan propagate)."""
     grads = [p.grad for p in params if p.grad is not None]
     if not grads:
