@@ -31,6 +31,17 @@ def test_grad_norm_matches_the_definition() -> None:
     assert grad_norm(params) == 0.0
 
 
+def test_norm_tensor_propagates_nan_and_inf_on_every_path() -> None:
+    finite = torch.ones(3)
+    for bad, check in ((float("nan"), math.isnan), (float("inf"), math.isinf)):
+        g = torch.tensor([1.0, bad])
+        assert check(float(norm_tensor([finite, g])))  # the BLAS path (dense fp32)
+        assert check(float(norm_tensor([finite, g.half()])))  # the foreach path
+    half = norm_tensor([torch.full((4,), 2.0, dtype=torch.float16)])
+    assert float(half) == 4.0 and half.dtype == torch.float16
+    assert norm_tensor([torch.full((4,), 2.0, dtype=torch.float64)]).dtype == torch.float64
+
+
 def test_nan_gradients_skip_the_step_and_spikes_are_caught() -> None:
     data = tiny_regression(512)
     model = tiny_model()
