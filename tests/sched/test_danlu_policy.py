@@ -35,7 +35,7 @@ LIMITS = {"init_batch": 128.0, "max_batch": 4096.0, "min_local_bsz": 32.0, "max_
 def job(job_id: str, gpus: int = 1, submit: float = 0.0, **kw: Any) -> JobStatus:
     observed = kw.pop("observed", {})
     marks = kw.pop("marks", {})
-    req_kw = {k: kw.pop(k) for k in list(kw) if k in ("expected_duration", "preemptible")}
+    req_kw = {k: kw.pop(k) for k in list(kw) if k in ("expected_duration", "preemptible", "max_gpus")}
     seq = int(submit)
     request = JobRequest(id=job_id, submit_time=submit, gpus=gpus, seq=seq, **req_kw)
     return JobStatus(request=request, observed=observed, marks=marks, **kw)
@@ -373,3 +373,38 @@ def test_held_job_grows_into_free_gpus_only_after_grow_after() -> None:
     assert not early.resizes and not early.preempts
     later = policy.schedule(ClusterView(time=300.0, cluster=cluster, running=(run,)))
     assert [r.allocation.num_gpus > 1 for r in later.resizes] == [True]
+
+
+def test_an_elastic_request_bounds_the_sizes_the_policy_chooses() -> None:
+    cluster = Cluster.homogeneous(1, 4)
+    run = regretting(cluster, 0.2)  # would shrink to one GPU
+    ranged = replace(run, request=replace(run.request, gpus=2, max_gpus=4))
+    plan = DanluPolicy(min_hold=300.0, grow_after=120.0).schedule(
+        ClusterView(time=200.0, cluster=cluster, running=(ranged,))
+    )
+    # unbounded it shrinks to 1 GPU (the test above); at 2 its model predicts no gain
+    assert all(r.allocation.num_gpus >= 2 for r in plan.resizes)
+
+    seen = measured(1, 64, 0.10, 0.0, 0.3)
+    grower = job(
+        "g",
+        gpus=1,
+        max_gpus=2,
+        allocation=on(cluster, 0, 1),
+        last_start=0.0,
+        observed=seen,
+        marks=dm.remembered({}, seen),
+    )
+    later = DanluPolicy(min_hold=600.0, grow_after=120.0).schedule(
+        ClusterView(time=300.0, cluster=cluster, running=(grower,))
+    )
+    assert [r.allocation.num_gpus for r in later.resizes] == [2]  # not the 4 free ones
+
+
+def test_gpu_counts_start_at_an_elastic_minimum() -> None:
+    from danlu.sched.policies.danlu import _counts
+
+    assert _counts(16, 4) == [1, 2, 3, 4, 8, 12, 16]
+    assert _counts(16, 4, floor=3) == [3, 4, 8, 12, 16]
+    assert _counts(16, 4, floor=6) == [6, 8, 12, 16]
+    assert _counts(4, 4, floor=6) == []

@@ -40,6 +40,7 @@ from __future__ import annotations
 
 import dataclasses
 import math
+import sys
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from itertools import compress, repeat
@@ -87,11 +88,23 @@ STOPPED = "danlu.stopped"
 FloatArray = npt.NDArray[np.float64]
 
 
-def _counts(cap: int, gpn: int) -> list[int]:
-    """GPU counts a job may get: 1..one node, then whole nodes (up to ``cap``)."""
-    out = list(range(1, min(cap, gpn) + 1))
-    out.extend(range(2 * gpn, cap + 1, gpn))
+def _counts(cap: int, gpn: int, floor: int = 1) -> list[int]:
+    """GPU counts a job may get: ``floor``..one node, then whole nodes (up to ``cap``)."""
+    out = list(range(max(floor, 1), min(cap, gpn) + 1))
+    out.extend(n for n in range(2 * gpn, cap + 1, gpn) if n >= floor)
+    if floor > gpn and floor <= cap and floor not in out:
+        out.insert(0, floor)  # an elastic minimum that is not a whole number of nodes
     return out
+
+
+def _gpu_range(req: JobRequest) -> tuple[int, int]:
+    """The GPU counts the job's request allows the policy to choose from: ``gpus..max_gpus``
+    for a request that names a range (an elastic spec such as ``gpus: 2..8``), else any
+    count (``1..`` the cluster: the simulated traces' requests name one count, which the
+    policy treats as a starting point, as Pollux does)."""
+    if req.max_gpus > 0:
+        return req.gpus, max(req.max_gpus, req.gpus)
+    return 1, sys.maxsize
 
 
 @dataclass(frozen=True)
@@ -233,10 +246,11 @@ class DanluPolicy:
         restart = self.restart_cost
         explore = self.explore_after <= 0  # always optimistic: one model per job
         model, table = self._model(job, marks, explore) if job.observed else (None, {})
+        floor, ceiling = _gpu_range(req)
         if model is None:
             gpus = req.gpus if not req.shares_gpu else 1
             if job.observed.get("max_batch"):  # elastic, never measured: one node first
-                gpus = min(gpus, self.first_gpus or gpn)
+                gpus = max(min(gpus, self.first_gpus or gpn), floor)
             if req.expected_duration is not None and not job.observed:
                 left = max(req.expected_duration - job.run_time_at(now), 1.0)
             else:
@@ -248,7 +262,7 @@ class DanluPolicy:
             return [Option(gpus, left + restart, None, False)]
         remaining = 1.0 - job.observed.get("progress", 0.0)
         grown = int(self.grow_factor * max(model.max_replicas_seen, 1))
-        cap = min(capacity, grown, model.max_batch // model.min_local)
+        cap = min(capacity, ceiling, max(grown, floor), model.max_batch // model.min_local)
         options: dict[int, Option] = {}
         total = work
         if total is None:  # no rate yet: the prior at the current (or requested) size
@@ -262,7 +276,7 @@ class DanluPolicy:
             explorer, table = self._model(job, marks, optimistic=True)
             model = explorer or model
         adaptive = self._adaptive(job)
-        for n in _counts(cap, gpn):
+        for n in _counts(cap, gpn, floor):
             good, batch = self._good(model, table, n, gpn)
             if good <= 0:
                 continue
