@@ -35,7 +35,9 @@ LIMITS = {"init_batch": 128.0, "max_batch": 4096.0, "min_local_bsz": 32.0, "max_
 def job(job_id: str, gpus: int = 1, submit: float = 0.0, **kw: Any) -> JobStatus:
     observed = kw.pop("observed", {})
     marks = kw.pop("marks", {})
-    req_kw = {k: kw.pop(k) for k in list(kw) if k in ("expected_duration", "preemptible", "max_gpus")}
+    req_kw = {
+        k: kw.pop(k) for k in list(kw) if k in ("expected_duration", "preemptible", "max_gpus")
+    }
     seq = int(submit)
     request = JobRequest(id=job_id, submit_time=submit, gpus=gpus, seq=seq, **req_kw)
     return JobStatus(request=request, observed=observed, marks=marks, **kw)

@@ -5,6 +5,7 @@ from __future__ import annotations
 from pathlib import Path
 
 import pytest
+from alembic import command
 from alembic.autogenerate import compare_metadata
 from alembic.runtime.migration import MigrationContext
 from sqlalchemy import inspect, text
@@ -13,6 +14,7 @@ from danlu.config import load_settings, parse_fake_gpus
 from danlu.core.errors import ConfigError
 from danlu.core.units import GiB
 from danlu.server.db import Database, current_revision, head_revision, upgrade_database
+from danlu.server.db.migrate import alembic_config
 from danlu.server.db.models import Base
 
 
@@ -30,6 +32,28 @@ def test_upgrade_is_idempotent(db_url: str) -> None:
     upgrade_database(db_url)
     db = Database(db_url)
     assert current_revision(db.engine) == head_revision()
+    db.dispose()
+
+
+def test_the_observed_columns_migrate_down_and_up(db_url: str) -> None:
+    db = Database(db_url)
+    try:
+
+        def columns() -> set[str]:
+            return {c["name"] for c in inspect(db.engine).get_columns("jobs")}
+
+        assert {"observed", "observed_version"} <= columns()
+        with db.engine.begin() as conn:
+            config = alembic_config()
+            config.attributes["connection"] = conn
+            command.downgrade(config, "0001")
+        assert not {"observed", "observed_version"} & columns()
+        assert current_revision(db.engine) == "0001"
+    finally:
+        upgrade_database(db.engine)  # the PostgreSQL template is shared: leave it at head
+    assert {"observed", "observed_version"} <= columns()
+    with db.engine.connect() as conn:
+        assert compare_metadata(MigrationContext.configure(conn), Base.metadata) == []
     db.dispose()
 
 

@@ -57,7 +57,9 @@ def norm_tensor(grads: list[torch.Tensor]) -> torch.Tensor:
     less accurate (both accumulate in the gradient's dtype; an fp32 sum of squares past
     ~3.4e38 reads inf in both)."""
     if all(
-        g.device.type == "cpu" and g.dtype in _DOT_DTYPES and g.layout == torch.strided
+        g.device.type == "cpu"
+        and g.dtype in _DOT_DTYPES
+        and g.layout == torch.strided
         and g.is_contiguous()
         for g in grads
     ):

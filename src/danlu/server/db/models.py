@@ -151,6 +151,11 @@ class Job(LockMixin, Base):
     cancel_requested_at: Mapped[float | None] = mapped_column(Double, default=None)
     cancel_reason: Mapped[str | None] = mapped_column(Text, default=None)
     marks: Mapped[dict[str, float] | None] = mapped_column(JSON, default=None)
+    observed: Mapped[dict[str, float] | None] = mapped_column(JSON, default=None)
+    """The last measurement of the job's run from its metric reports (see
+    :mod:`danlu.server.services.observe`); null before any and after its GPUs are released."""
+    observed_version: Mapped[int] = mapped_column(Integer, default=0, server_default="0")
+    """Incremented with every stored measurement (a Core UPDATE that leaves ``version``)."""
     version: Mapped[int] = mapped_column(Integer, default=1)
 
     project: Mapped[Project] = relationship(lazy="joined", innerjoin=True)

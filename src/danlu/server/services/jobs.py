@@ -210,13 +210,17 @@ def _flush_or_conflict(session: Session, job_id: str) -> None:
 
 
 def _release(job: Job, t: float) -> None:
-    """Account the service received on the current allocation and drop it."""
+    """Account the service received on the current allocation and drop it, with the
+    measurement taken on it (keeping the progress it reported)."""
     if job.allocation and job.last_start is not None:
         held = max(0.0, t - job.last_start)
         milli = sum(int(s["milli"]) for s in job.allocation)
         job.attained_service += held * milli / MILLI_PER_GPU
         job.run_time += held
     job.allocation = None
+    if job.observed:
+        progress = job.observed.get("progress")
+        job.observed = {"progress": progress} if progress is not None else None
 
 
 def change_state(

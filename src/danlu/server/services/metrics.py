@@ -12,6 +12,7 @@ from sqlalchemy.orm import Session
 
 from danlu.core.errors import SpecError
 from danlu.server.db.models import Job, JobMetric
+from danlu.server.services import observe
 from danlu.server.services.common import resolve_now
 
 MAX_BATCH = 1000
@@ -39,7 +40,9 @@ def ingest(
 ) -> int:
     """Store ``records`` for ``job``; each needs an integer ``step`` (>= 0) and may carry a
     ``time`` (POSIX seconds; default now) and flat scalar values. A ``checkpoint_step`` value
-    updates the job's last checkpoint. Returns the number stored."""
+    updates the job's last checkpoint; while the job holds GPUs, the step times and the
+    rest of danlu.train's record update its measurement (see
+    :mod:`~danlu.server.services.observe`). Returns the number stored."""
     t = resolve_now(now)
     if len(records) > MAX_BATCH:
         raise SpecError("metrics", f"at most {MAX_BATCH} records per request")
@@ -74,6 +77,13 @@ def ingest(
         values["last_step"] = _raise_to(Job.last_step, last)
     if checkpoint is not None and checkpoint != job.checkpoint_step:
         values["checkpoint_step"] = _raise_to(Job.checkpoint_step, checkpoint)
+    seen = observe.measurement([row.data for row in rows]) if job.allocation else None
+    stored = observe.merged(job.observed, seen) if seen is not None else None
+    if stored is not None:
+        # read by the scheduler's adapter; the counter tells its status cache (a Core
+        # UPDATE leaves ``version``, like the rest of a progress report)
+        values["observed"] = stored
+        values["observed_version"] = Job.observed_version + 1
     if values:
         # A Core UPDATE: progress reports must not bump the job's optimistic version (they
         # would race every state change the reconcile loop makes).

@@ -22,7 +22,7 @@ from danlu.core.state import JobState
 from danlu.sched.view import ClusterView, IntArray, JobStatus, Plan
 from danlu.server.db.models import Job, Project
 from danlu.server.errors import AdmissionError
-from danlu.server.services import admission, jobs
+from danlu.server.services import admission, jobs, observe
 from danlu.server.services.cluster import load_cluster
 from danlu.server.services.common import resolve_now
 from danlu.server.services.projects import HOLDING, Usage, quota_excess, usage_by_project
@@ -104,6 +104,7 @@ def _status(job: Job, project: Project, cluster: Cluster, running: bool) -> JobS
         preemptions=job.preemptions,
         restarts=job.restarts,
         marks=dict(job.marks or {}),
+        observed=observe.observed(spec, job.observed, job.allocation if running else None),
     )
 
 
@@ -114,16 +115,17 @@ class StatusCache:
     so a round costs in proportion to the jobs that changed, as in the simulator. A job's
     status depends on its row, its project's priority and the inventory: the row's
     ``version`` (bumped by every ORM update; the Core UPDATEs that skip it touch only
-    progress, waiting reasons and locks, which a status does not carry), the project
-    priority and the cluster (any inventory change drops everything) are the key.
+    progress, waiting reasons and locks, which a status does not carry, and the
+    measurement, which bumps ``observed_version``), the project priority and the cluster
+    (any inventory change drops everything) are the key.
     Keep one per process (the reconcile loop does); it holds only the jobs of the last
     snapshot.
     """
 
     def __init__(self) -> None:
         self._cluster: Cluster | None = None
-        self._last: dict[str, tuple[tuple[int, int, bool], JobStatus]] = {}
-        self._next: dict[str, tuple[tuple[int, int, bool], JobStatus]] = {}
+        self._last: dict[str, tuple[tuple[int, int, int, bool], JobStatus]] = {}
+        self._next: dict[str, tuple[tuple[int, int, int, bool], JobStatus]] = {}
         self.hits = 0
         self.misses = 0
 
@@ -136,7 +138,7 @@ class StatusCache:
 
     def status(self, job: Job, project: Project, cluster: Cluster, running: bool) -> JobStatus:
         """``job``'s status: the last snapshot's when its key is unchanged, else a new one."""
-        key = (job.version, job.priority + project.priority, running)
+        key = (job.version, job.observed_version, job.priority + project.priority, running)
         hit = self._last.get(job.id)
         if hit is not None and hit[0] == key:
             self.hits += 1

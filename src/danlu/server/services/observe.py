@@ -1,0 +1,183 @@
+"""What a job reports about itself, as the scheduling policy reads it
+(:attr:`danlu.sched.view.JobStatus.observed`).
+
+``danlu.train`` reports one metric record per optimizer step (see ``docs/train.md``):
+``step_time_s`` (the whole step: every micro-batch's forward and backward, the gradient
+synchronisation, the optimizer), ``micro_batch``, ``accumulation`` (micro-batches per step,
+1 = none), ``world_size``, ``global_batch`` and, when known, ``sync_time_s`` (the exposed
+all-reduce time), ``grad_sqr`` / ``grad_var`` (the gradient-noise estimator's |G|^2 and
+tr(Sigma)) and ``progress`` (fraction of the work done, 0..1).
+
+:func:`measurement` turns a batch of records into one measurement of the job's current
+configuration, in the units of the policy's model (``danlu.sched.policies.danlu_model``):
+``step_time`` is one micro-step (its compute plus the sync), ``sync_time`` the sync,
+``accum_steps`` the micro-steps beyond the first. A multi-GPU run that did not measure its
+sync time reports no ``step_time``: the model would otherwise read the sync as free.
+
+:func:`merged` decides whether a new measurement replaces the stored one. Step times jitter;
+storing every report would rebuild the job's status (and the policy's model) every round, so
+a measurement of the same configuration replaces the stored one only when it moved by more
+than :data:`TOLERANCE`.
+
+:func:`observed` assembles what the policy sees: the job's limits from its spec and, while
+it runs on the GPU count it was measured at, the stored measurement and its node count.
+Only elastic jobs (``resources.gpus: MIN..MAX``) with a ``training.global_batch_size`` get
+one: for a job with one GPU count the policy has nothing to choose.
+"""
+
+from __future__ import annotations
+
+import math
+import statistics
+from collections.abc import Mapping, Sequence
+from typing import Any
+
+from danlu.core.spec import JobSpec
+
+TOLERANCE = 0.05
+"""Relative change of the step time (or the sync time, or a gradient statistic) below which
+a new measurement of the same configuration does not replace the stored one."""
+PROGRESS_STEP = 0.01
+"""Change of ``progress`` below which it is not stored again."""
+
+_SHAPE = ("local_bsz", "accum_steps", "batch_size", "num_replicas")
+
+
+def _number(value: Any) -> float | None:
+    """``value`` as a finite float, or None (booleans, strings, NaN and null are not)."""
+    if isinstance(value, bool) or not isinstance(value, int | float):
+        return None
+    out = float(value)
+    return out if math.isfinite(out) else None
+
+
+def _count(value: Any) -> int | None:
+    """``value`` as an integer >= 1, or None."""
+    if isinstance(value, bool) or not isinstance(value, int) or value < 1:
+        return None
+    return value
+
+
+def _shape(record: Mapping[str, Any]) -> tuple[int, int, int, int] | None:
+    """(micro_batch, accumulation, global_batch, world_size) of a usable record."""
+    step = _number(record.get("step_time_s"))
+    if step is None or step <= 0:
+        return None
+    parts = tuple(
+        _count(record.get(k)) for k in ("micro_batch", "accumulation", "global_batch", "world_size")
+    )
+    if any(p is None for p in parts):
+        return None
+    micro, accumulation, batch, world = (int(p or 0) for p in parts)
+    return micro, accumulation, batch, world
+
+
+def measurement(records: Sequence[Mapping[str, Any]]) -> dict[str, float] | None:
+    """One measurement of the configuration of the last usable record in ``records`` (the
+    median over the records of that configuration), or None when no record is usable.
+
+    A record is usable when ``step_time_s`` is a positive number and ``micro_batch``,
+    ``accumulation``, ``global_batch`` and ``world_size`` are integers >= 1. Gradient
+    statistics and progress come from the last record that has them."""
+    shaped = [(s, r) for r in records if (s := _shape(r)) is not None]
+    out: dict[str, float] = {}
+    if shaped:
+        shape = shaped[-1][0]
+        same = [r for s, r in shaped if s == shape]
+        micro, accumulation, batch, world = shape
+        out.update(
+            local_bsz=float(micro),
+            accum_steps=float(accumulation - 1),
+            batch_size=float(batch),
+            num_replicas=float(world),
+        )
+        step = statistics.median(float(r["step_time_s"]) for r in same)
+        sync: float | None = 0.0
+        if world > 1:
+            syncs = [v for r in same if (v := _number(r.get("sync_time_s"))) is not None]
+            sync = statistics.median(syncs) if syncs else None
+        if sync is not None:
+            sync = min(max(sync, 0.0), step)
+            compute = (step - sync) / accumulation
+            out.update(step_time=compute + sync, sync_time=sync)
+    for record in reversed(records):
+        sqr, var = _number(record.get("grad_sqr")), _number(record.get("grad_var"))
+        if sqr is not None and var is not None and sqr > 0 and var > 0:
+            out.update(grad_sqr=sqr, grad_var=var)
+            break
+    for record in reversed(records):
+        progress = _number(record.get("progress"))
+        if progress is not None and 0.0 <= progress <= 1.0:
+            out["progress"] = progress
+            break
+    return out or None
+
+
+def _moved(old: Mapping[str, float], new: Mapping[str, float], key: str, scale: float) -> bool:
+    a, b = old.get(key), new.get(key)
+    if a is None or b is None:
+        return (a is None) != (b is None)
+    return abs(a - b) > TOLERANCE * scale
+
+
+def merged(stored: Mapping[str, float] | None, new: Mapping[str, float]) -> dict[str, float] | None:
+    """The measurement to store after ``new`` arrived, or None to keep ``stored``.
+
+    Keys ``new`` lacks keep their stored values (a batch without gradient statistics does
+    not erase them) unless the configuration changed, which replaces the measurement."""
+    if not stored:
+        return dict(new)
+    if any(k in new and new[k] != stored.get(k) for k in _SHAPE):
+        kept = {k: v for k, v in stored.items() if k in ("grad_sqr", "grad_var", "progress")}
+        return {**kept, **new}
+    out = {**stored, **new}
+    step = max(stored.get("step_time", 0.0), new.get("step_time", 0.0))
+    changed = (
+        _moved(stored, out, "step_time", step)
+        or _moved(stored, out, "sync_time", step)
+        or _moved(stored, out, "grad_sqr", abs(stored.get("grad_sqr", 0.0)))
+        or _moved(stored, out, "grad_var", abs(stored.get("grad_var", 0.0)))
+        or abs(out.get("progress", 0.0) - stored.get("progress", 0.0)) >= PROGRESS_STEP
+    )
+    return out if changed else None
+
+
+def limits(spec: JobSpec) -> dict[str, float]:
+    """What the policy may choose for the job, from its spec; empty when it may choose
+    nothing (one GPU count, or no global batch size to scale).
+
+    ``init_batch`` is ``training.global_batch_size`` (the batch its hyper-parameters were
+    tuned at), ``max_batch`` is ``training.max_batch_size`` (default: the global batch: the
+    GPU count changes, the batch does not); the per-GPU micro-batch may range from 1 to
+    ``max_batch`` (danlu.train halves a micro-batch that runs out of memory)."""
+    gpus, hints = spec.resources.gpus, spec.training
+    if not gpus.elastic or hints.global_batch_size is None:
+        return {}
+    init = hints.global_batch_size
+    top = max(hints.max_batch_size or init, init)
+    return {
+        "init_batch": float(init),
+        "max_batch": float(top),
+        "min_local_bsz": 1.0,
+        "max_local_bsz": float(top),
+        "target_batch": float(init),
+    }
+
+
+def observed(
+    spec: JobSpec,
+    stored: Mapping[str, float] | None,
+    allocation: Sequence[Mapping[str, Any]] | None,
+) -> dict[str, float]:
+    """The job's :attr:`~danlu.sched.view.JobStatus.observed`: its :func:`limits`, its
+    progress, and, when it runs on as many GPUs as ``stored`` was measured at (a measurement
+    from before a resize is stale), the measurement with ``num_nodes`` from ``allocation``."""
+    out = limits(spec)
+    if not out or not stored:
+        return out
+    if "progress" in stored:
+        out["progress"] = stored["progress"]
+    if allocation and stored.get("num_replicas") == float(len(allocation)):
+        out.update(stored)
+        out["num_nodes"] = float(len({str(s["node"]) for s in allocation}))
+    return out

@@ -1,0 +1,181 @@
+"""What a job reports becomes what the policy sees: danlu.train's records -> one measurement
+per configuration (observe), stored by metrics.ingest, shown in the snapshot's
+JobStatus.observed (on SQLite and PostgreSQL) and learned by the danlu policy."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pytest
+
+from danlu.core.cluster import Allocation, GpuShare
+from danlu.core.spec import parse_spec
+from danlu.core.units import GiB
+from danlu.sched.registry import make_policy
+from danlu.sched.view import JobStatus, Plan, Resize, Start
+from danlu.server.db import Database
+from danlu.server.services import jobs, metrics, observe, users, view
+
+NOW = 1_000_000.0
+H100 = 80 * GiB
+
+
+def record(step: int, step_time: float, **over: Any) -> dict[str, Any]:
+    """A danlu.train record of one GPU, no accumulation, batch 32."""
+    base = {
+        "step": step,
+        "loss": 1.0,
+        "step_time_s": step_time,
+        "micro_batch": 32,
+        "accumulation": 1,
+        "global_batch": 32,
+        "world_size": 1,
+        "sync_time_s": 0.0,
+    }
+    return {**base, **over}
+
+
+def test_a_micro_step_is_the_step_over_its_micro_batches_plus_the_sync() -> None:
+    recs = [record(i, t, accumulation=4, global_batch=128) for i, t in enumerate((0.5, 9.0, 0.5))]
+    seen = observe.measurement(recs)
+    assert seen == {
+        "local_bsz": 32.0,
+        "accum_steps": 3.0,
+        "batch_size": 128.0,
+        "num_replicas": 1.0,
+        "step_time": 0.125,  # the median step (0.5 s, not the 9 s outlier) over 4 micro-steps
+        "sync_time": 0.0,
+    }
+    two = [record(1, 0.5, world_size=2, accumulation=2, global_batch=128, sync_time_s=0.1)]
+    seen2 = observe.measurement(two)
+    assert seen2 is not None
+    assert seen2["step_time"] == pytest.approx(0.3) and seen2["sync_time"] == pytest.approx(0.1)
+
+
+def test_a_multi_gpu_step_without_a_measured_sync_is_not_a_measurement() -> None:
+    recs = [record(1, 0.5, world_size=2)]
+    del recs[0]["sync_time_s"]
+    seen = observe.measurement(recs)
+    assert seen is not None and "step_time" not in seen and seen["num_replicas"] == 2.0
+
+
+def test_the_last_configuration_counts_and_unusable_records_are_skipped() -> None:
+    recs = [
+        record(1, 0.2),
+        record(2, 0.4, micro_batch=64, global_batch=64),
+        record(3, float("nan")),
+        record(4, 0.5, micro_batch=True),
+        {"step": 5, "loss": 0.3},
+        record(6, 0.6, micro_batch=64, global_batch=64, grad_sqr=2.0, grad_var=8.0),
+        {"step": 7, "progress": 0.25, "grad_sqr": 0.0, "grad_var": 1.0},
+    ]
+    seen = observe.measurement(recs)
+    assert seen is not None
+    assert (seen["local_bsz"], seen["step_time"]) == (64.0, pytest.approx(0.5))
+    assert (seen["grad_sqr"], seen["grad_var"], seen["progress"]) == (2.0, 8.0, 0.25)
+    assert observe.measurement([{"step": 1, "loss": 0.1}, record(2, 0.0)]) is None
+
+
+def test_jitter_is_not_stored_again_but_a_move_or_a_new_configuration_is() -> None:
+    stored = observe.measurement([record(1, 0.2, grad_sqr=1.0, grad_var=4.0)])
+    assert stored is not None
+    assert observe.merged(None, stored) == stored
+    jitter = observe.measurement([record(2, 0.205)])
+    assert jitter is not None and observe.merged(stored, jitter) is None
+    slower = observe.measurement([record(3, 0.25)])
+    assert slower is not None
+    moved = observe.merged(stored, slower)
+    assert moved is not None and moved["step_time"] == 0.25 and moved["grad_sqr"] == 1.0
+    other = observe.measurement([record(4, 0.205, micro_batch=16, accumulation=2)])
+    assert other is not None
+    changed = observe.merged(stored, other)
+    assert changed is not None
+    assert (changed["local_bsz"], changed["grad_var"]) == (16.0, 4.0)
+    assert observe.merged(stored, {"progress": 0.5}) == {**stored, "progress": 0.5}
+
+
+def test_limits_come_from_an_elastic_spec_with_a_global_batch() -> None:
+    def spec(**over: Any) -> Any:
+        return parse_spec({"name": "j", "command": ["true"], **over})
+
+    assert observe.limits(spec(resources={"gpus": 4}, training={"global_batch_size": 64})) == {}
+    assert observe.limits(spec(resources={"gpus": "1..4"})) == {}
+    elastic = spec(resources={"gpus": "1..4"}, training={"global_batch_size": 64})
+    assert observe.limits(elastic)["init_batch"] == 64.0
+    assert observe.limits(elastic)["max_batch"] == 64.0
+    wide = spec(
+        resources={"gpus": "1..4"}, training={"global_batch_size": 64, "max_batch_size": 512}
+    )
+    assert (observe.limits(wide)["max_batch"], observe.limits(wide)["max_local_bsz"]) == (
+        512.0,
+        512.0,
+    )
+    stored = {"num_replicas": 2.0, "step_time": 0.1, "sync_time": 0.01, "progress": 0.3}
+    on_two = [{"node": "a", "gpu": 0}, {"node": "b", "gpu": 0}]
+    seen = observe.observed(elastic, stored, on_two)
+    assert (seen["step_time"], seen["num_nodes"], seen["init_batch"]) == (0.1, 2.0, 64.0)
+    stale = observe.observed(elastic, stored, on_two[:1])  # measured on 2 GPUs, runs on 1
+    assert "step_time" not in stale and stale["progress"] == 0.3
+
+
+def _elastic(name: str, gpus: str = "1..4", batch: int | None = 64) -> dict[str, Any]:
+    body: dict[str, Any] = {"name": name, "command": ["true"], "resources": {"gpus": gpus}}
+    if batch is not None:
+        body["training"] = {"global_batch_size": batch}
+    return body
+
+
+def _on(*gpus: int) -> Allocation:
+    return Allocation(tuple(GpuShare(0, g, 1000, H100) for g in gpus))
+
+
+def test_reports_reach_the_policy_through_the_store(seeded: Database) -> None:
+    cache = view.StatusCache()
+    with seeded.session() as s:
+        alice = users.get_user(s, "alice")
+        job_id = jobs.submit(s, _elastic("e"), alice, now=NOW).id
+        rigid = jobs.submit(s, _elastic("r", gpus="2"), alice, now=NOW + 1).id
+        view.apply_plan(s, Plan(starts=(Start(job_id, _on(0, 1), 64),)), NOW + 2)
+        view.apply_plan(s, Plan(starts=(Start(rigid, _on(2, 3)),)), NOW + 2)
+
+    def status(t: float, job: str = job_id) -> JobStatus:
+        with seeded.session() as s:
+            snap = view.build_snapshot(s, t, cache)
+            fresh = view.build_snapshot(s, t)
+            assert snap.view.running == fresh.view.running  # the cache never goes stale
+        return next(j for j in snap.view.running if j.id == job)
+
+    before = status(NOW + 3)
+    assert "step_time" not in before.observed and before.observed["init_batch"] == 64.0
+
+    def report(step: int, step_time: float, job: str = job_id) -> None:
+        with seeded.session() as s:
+            over = {"world_size": 2, "global_batch": 64, "sync_time_s": 0.05}
+            metrics.ingest(s, jobs.get_job(s, job), [record(step, step_time, **over)], NOW + step)
+
+    report(10, 0.2)
+    first = status(NOW + 11)
+    assert first is not before
+    assert first.observed["step_time"] == pytest.approx(0.2)
+    assert (first.observed["sync_time"], first.observed["num_nodes"]) == (0.05, 1.0)
+    report(12, 0.203)  # jitter: the status (and the policy's memo) is reused
+    assert status(NOW + 13) is first
+    report(14, 0.3)
+    slower = status(NOW + 15)
+    assert slower is not first and slower.observed["step_time"] == pytest.approx(0.3)
+
+    report(16, 0.3, job=rigid)  # a rigid job is measured but the policy gets nothing
+    assert status(NOW + 17, rigid).observed == {}
+
+    with seeded.session() as s:
+        snap = view.build_snapshot(s, NOW + 400, cache)
+        plan = make_policy("danlu").schedule(snap.view)
+    assert plan.marks[job_id]["danlu.c:32"] == pytest.approx(0.25)  # compute = step - sync
+    for resize in plan.resizes:
+        assert 1 <= resize.allocation.num_gpus <= 4
+
+    with seeded.session() as s:  # a new allocation: the old measurement is gone
+        view.apply_plan(s, Plan(resizes=(Resize(job_id, _on(0), 64),)), NOW + 500)
+        assert jobs.get_job(s, job_id).observed is None
+    moved = status(NOW + 501)
+    assert "step_time" not in moved.observed and moved.observed["max_batch"] == 64.0
