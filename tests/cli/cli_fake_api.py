@@ -63,6 +63,7 @@ class FakeApi:
             "gpu_memory": 20 * GiB,
             "batch_size": None,
             "checkpoint_step": None,
+            "observed": {},
             "spec": {"name": name, "command": ["python", "-c", "print('hi')"]},
         } | extra
         self.jobs[job_id] = job

@@ -81,8 +81,9 @@ def _stop(proc: subprocess.Popen[bytes]) -> int:
 
 
 @contextlib.contextmanager
-def running_server(tmp_path: Path) -> Iterator[Server]:
-    """``danlu up --home tmp_path/home --fake-gpus 4x80GiB`` until the block ends (SIGINT)."""
+def running_server(tmp_path: Path, env: dict[str, str] | None = None) -> Iterator[Server]:
+    """``danlu up --home tmp_path/home --fake-gpus 4x80GiB`` until the block ends (SIGINT);
+    ``env``: extra variables for the server (e.g. ``DANLU_POLICY``)."""
     if not _server_available():
         pytest.skip("danlu up is not built yet (danlu.cli.server / danlu.server.app)")
     home = tmp_path / "home"
@@ -105,7 +106,7 @@ def running_server(tmp_path: Path) -> Iterator[Server]:
             argv,
             stdout=out,
             stderr=subprocess.STDOUT,
-            env=_env(),
+            env={**_env(), **(env or {})},
             cwd=tmp_path,
             start_new_session=True,
         )

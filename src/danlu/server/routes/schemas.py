@@ -51,6 +51,9 @@ class JobOut(BaseModel):
     gpu_memory: int | None
     batch_size: int | None
     checkpoint_step: int | None
+    observed: dict[str, float]
+    """The scheduler's measurement of the current run from the job's metric reports (per
+    micro-step ``step_time``, ``sync_time``, ``local_bsz``, ...); empty when none."""
     spec: dict[str, Any]
 
 
@@ -210,6 +213,7 @@ def job_out(job: Job) -> dict[str, Any]:
         "gpu_memory": job.gpu_memory_per_gpu,
         "batch_size": job.batch_size,
         "checkpoint_step": job.checkpoint_step,
+        "observed": dict(job.observed or {}),
         "spec": job.spec,
     }
 
