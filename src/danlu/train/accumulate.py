@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import contextlib
 import math
+import statistics
 from collections.abc import Mapping, Sequence
 from typing import Any
 
@@ -73,3 +74,23 @@ def no_sync(model: torch.nn.Module, last: bool) -> contextlib.AbstractContextMan
         return contextlib.nullcontext()
     fn = getattr(model, "no_sync", None)
     return fn() if callable(fn) else contextlib.nullcontext()
+
+
+def exposed_sync_time(durations: Sequence[float], last_ratio: float = 1.0) -> float:
+    """The gradient synchronisation of one DDP step that its backward pass did not hide, in
+    seconds, from the durations of its micro-steps (forward + backward each, in order).
+
+    Every micro-step but the last runs under ``no_sync``; the last one also all-reduces the
+    gradients, so its excess over the median of the others is the exposed synchronisation
+    (never below 0). The others are all ``micro`` samples; ``last_ratio`` is the last
+    micro-batch's size over theirs (:func:`split` may leave a smaller last chunk), and the
+    median is scaled by it: compute time is taken as proportional to the samples. With a
+    fixed cost ``a`` per micro-step besides, the estimate for a smaller last chunk is too high
+    by ``a * (1 - last_ratio)``.
+    """
+    if len(durations) < 2:
+        raise ValueError(
+            f"the exposed sync time needs at least two micro-steps, got {len(durations)}"
+        )
+    compute = statistics.median(durations[:-1]) * last_ratio
+    return max(0.0, durations[-1] - compute)

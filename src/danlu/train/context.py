@@ -16,6 +16,7 @@ no process group, no checkpoints unless a directory is given, metrics to a local
 from __future__ import annotations
 
 import logging
+import math
 import time
 from collections.abc import Callable, Iterator
 from pathlib import Path
@@ -26,7 +27,12 @@ import torch
 from danlu.core.errors import ConfigError
 from danlu.train.amp import Precision
 from danlu.train.anomaly import AnomalyDetector
-from danlu.train.batch import AdaptiveBatch, BatchController, estimated_micro_batch
+from danlu.train.batch import (
+    AdaptiveBatch,
+    BatchController,
+    GradientNoiseScale,
+    estimated_micro_batch,
+)
 from danlu.train.ckpt import Checkpoints, state_api
 from danlu.train.data import ElasticSampler, LocalBatch, default_collate, fetch
 from danlu.train.distributed import Distributed, unwrap
@@ -208,6 +214,9 @@ class TrainContext:
             "rollbacks": self.rollbacks,
             "time": time.time(),
         }
+        if r.sync_time is not None:
+            record["sync_time_s"] = r.sync_time
+        self._note_gradient_stats(record)
         if self.distributed.device.type == "cuda":
             record["memory_bytes"] = torch.cuda.max_memory_allocated(self.distributed.device)
         self.history.append(record)
@@ -216,6 +225,22 @@ class TrainContext:
         if self.distributed.is_chief:
             self.reporter.report(record)
             self.progress.update(self.step_num, record)
+
+    @property
+    def _gradient_noise(self) -> GradientNoiseScale | None:
+        """The gradient-noise estimator in use: the adaptive batch's, else the engine's."""
+        return self.adaptive.gns if self.adaptive is not None else self.engine.gns
+
+    def _note_gradient_stats(self, record: dict[str, Any]) -> None:
+        """Add ``grad_sqr`` (|G|^2) and ``grad_var`` (tr Sigma, the per-sample variance) of the
+        gradient-noise estimator to ``record`` once it has measured, both finite and > 0."""
+        gns = self._gradient_noise
+        if gns is None or gns.count == 0:
+            return
+        sqr, var = gns.mu2, gns.sigma2
+        if math.isfinite(sqr) and math.isfinite(var) and sqr > 0 and var > 0:
+            record["grad_sqr"] = sqr
+            record["grad_var"] = var
 
     def _adapt(self) -> None:
         assert self.adaptive is not None
@@ -254,7 +279,7 @@ class TrainContext:
     def _set_global(self, new: int) -> None:
         """Change the global batch; the LR follows by ``lr_scaling`` from the base batch."""
         self.batch.set_global(new)
-        gns = self.adaptive.gns if self.adaptive is not None else self.engine.gns
+        gns = self._gradient_noise
         sigma2, mu2 = (gns.sigma2, gns.mu2) if gns is not None else (0.0, 0.0)
         self.lr.set_scale(
             lr_factor(self.lr_scaling, new, self.batch.base_global_batch, sigma2=sigma2, mu2=mu2)

@@ -39,6 +39,9 @@ class StepResult:
     ooms: int  # OOMs recovered from during this step
     step_time: float
     samples: int
+    # exposed gradient synchronisation, seconds: 0.0 in one process; under DDP estimated from
+    # the micro-step timings (accumulate.exposed_sync_time), None with a single micro-batch
+    sync_time: float | None = None
 
 
 _OOM = object()
@@ -68,6 +71,58 @@ def norm_tensor(grads: list[torch.Tensor]) -> torch.Tensor:
     norms = torch._foreach_norm(grads, 2.0)
     total: torch.Tensor = torch.linalg.vector_norm(torch.stack(norms), 2.0)
     return total
+
+
+class MicroStepTimer:
+    """Times the micro-steps (forward + backward) of one optimizer step.
+
+    On CPU, :func:`time.perf_counter` at both ends. On CUDA, a pair of timing events per
+    micro-step recorded on the current stream (from a pool reused across steps), so that the
+    micro-steps are not synchronised: :meth:`durations` reads them once the step has brought
+    its loss to the host, when they are complete.
+    """
+
+    def __init__(self, device: torch.device) -> None:
+        self._cuda = device.type == "cuda"
+        self._marks: list[float] = []  # CPU: start, end, start, end, ...
+        self._events: list[torch.cuda.Event] = []  # CUDA: the pool, in the same order
+        self._recorded = 0  # CUDA: events of the pool recorded in this step
+
+    def reset(self) -> None:
+        """Forget the previous step's (or the failed attempt's) micro-steps."""
+        self._marks.clear()
+        self._recorded = 0
+
+    def start(self) -> None:
+        """A micro-step begins."""
+        self._mark()
+
+    def stop(self) -> None:
+        """The micro-step that began last ends (its backward pass has returned)."""
+        self._mark()
+
+    def _mark(self) -> None:
+        if not self._cuda:
+            self._marks.append(time.perf_counter())
+            return
+        if self._recorded == len(self._events):
+            self._events.append(torch.cuda.Event(enable_timing=True))  # type: ignore[no-untyped-call]
+        self._events[self._recorded].record()
+        self._recorded += 1
+
+    def durations(self) -> list[float]:
+        """The finished micro-steps' durations in seconds, in order."""
+        if not self._cuda:
+            marks = self._marks
+            return [marks[i + 1] - marks[i] for i in range(0, len(marks) - 1, 2)]
+        events = self._events[: self._recorded]
+        if not events:
+            return []
+        # Complete already (the step synchronised on its loss after them): a no-op guard.
+        events[-1].synchronize()
+        return [
+            events[i].elapsed_time(events[i + 1]) / 1000.0 for i in range(0, len(events) - 1, 2)
+        ]
 
 
 def grad_norm(params: Sequence[torch.Tensor]) -> float:
@@ -121,6 +176,10 @@ class StepEngine:
         self.params = [p for g in optimizer.param_groups for p in g["params"]]
         self.step_count = 0  # optimizer steps taken (applied or skipped)
         self._gns_small: tuple[float, int] | None = None
+        self._timer = MicroStepTimer(dist.device)
+        # the last micro-batch's size over the others' when this step's micro-steps were
+        # timed (DDP with accumulation), else None
+        self._timed_last_ratio: float | None = None
 
     def step(
         self, data: Any, loss_fn: LossFn, *, real: int | None = None, global_real: int | None = None
@@ -146,6 +205,7 @@ class StepEngine:
             break
         self.precision.unscale(self.optimizer)
         loss, norm = self._loss_and_norm(out)
+        sync = self._sync_time()  # after the step's synchronisation: CUDA events are complete
         if self.gns is not None and self._gns_small is not None and norm is not None:
             self.gns.update(
                 self._gns_small[0], self._gns_small[1], norm * norm, n * self.dist.world_size
@@ -165,7 +225,26 @@ class StepEngine:
         self.optimizer.zero_grad(set_to_none=True)
         self.lr.after_step()
         self.step_count += 1
-        return StepResult(loss, norm, applied, kind, ooms, time.perf_counter() - t0, global_real)
+        return StepResult(
+            loss,
+            norm,
+            applied,
+            kind,
+            ooms,
+            time.perf_counter() - t0,
+            global_real,
+            sync_time=sync,
+        )
+
+    def _sync_time(self) -> float | None:
+        """The step's exposed gradient synchronisation in seconds: 0.0 in one process, the
+        estimate of :func:`~danlu.train.accumulate.exposed_sync_time` under DDP with two or
+        more micro-batches, None (unknown) under DDP with one."""
+        if not self.dist.enabled:
+            return 0.0
+        if self._timed_last_ratio is None:
+            return None
+        return accumulate.exposed_sync_time(self._timer.durations(), self._timed_last_ratio)
 
     def _loss_and_norm(self, loss: torch.Tensor) -> tuple[float, float | None]:
         """The step's loss and gradient norm as floats (the norm: None when not wanted, or
@@ -196,6 +275,7 @@ class StepEngine:
             return self._single(data, loss_fn, weight)
         chunks = accumulate.split(data, self.batch.micro)
         last = len(chunks) - 1
+        timer = self._start_timing(chunks)
         agreed = False
         total: torch.Tensor | float = 0.0
         self._gns_small = None
@@ -215,6 +295,8 @@ class StepEngine:
                         raise torch.OutOfMemoryError(
                             f"injected OOM at micro-batch {self.batch.micro}"
                         )
+                    if timer is not None:
+                        timer.start()
                     with self.precision.autocast():
                         loss = loss_fn(self.model, chunk)
                     if i == last and self.dist.enabled:
@@ -222,6 +304,8 @@ class StepEngine:
                         if self.dist.any(False):  # a peer ran out of memory: retry together
                             return _PEER_OOM
                     self.precision.scale(loss * (share * weight)).backward()  # type: ignore[no-untyped-call]
+                    if timer is not None:
+                        timer.stop()
                 total = total + loss.detach().float() * share
                 if measure_gns and i == 0 and weight > 0:
                     denom = share * weight * self.precision.loss_scale
@@ -243,6 +327,18 @@ class StepEngine:
             return _OOM
         assert isinstance(total, torch.Tensor)  # there is at least one micro-batch
         return total
+
+    def _start_timing(self, chunks: list[tuple[Any, float]]) -> MicroStepTimer | None:
+        """The timer for this attempt's micro-steps, reset, when the step's exposed
+        synchronisation can be estimated (DDP, two or more micro-batches); else None."""
+        if not self.dist.enabled or len(chunks) < 2:
+            self._timed_last_ratio = None
+            return None
+        # shares are size / n: the ratio of the last chunk's share to the first's is exactly
+        # 1.0 for equal chunks
+        self._timed_last_ratio = chunks[-1][1] / chunks[0][1]
+        self._timer.reset()
+        return self._timer
 
     def _single(self, data: Any, loss_fn: LossFn, weight: float) -> object:
         """:meth:`_accumulate` for the common case: one micro-batch, one process, no OOM

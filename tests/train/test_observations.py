@@ -1,0 +1,195 @@
+"""What the per-step metric records tell the scheduler's ``danlu`` policy besides the step
+time: the exposed gradient synchronisation (``sync_time_s``) and the gradient-noise
+statistics (``grad_sqr``, ``grad_var``). The DDP side runs in ``test_observations_ddp.py``."""
+
+from __future__ import annotations
+
+import math
+import time
+from typing import Any
+
+import pytest
+import torch
+from train_helpers import mse_loss, tiny_model, tiny_regression
+
+import danlu.train as dt
+from danlu.train import accumulate
+from danlu.train.amp import Precision
+from danlu.train.batch import AdaptiveBatch, BatchController, GradientNoiseScale
+from danlu.train.distributed import Distributed
+from danlu.train.step import StepEngine
+
+
+def test_exposed_sync_time_is_the_last_micro_step_over_the_median_of_the_others() -> None:
+    # odd number of no_sync micro-steps: the middle one; the outlier 3.0 does not count
+    assert accumulate.exposed_sync_time([1.0, 3.0, 0.9, 1.5]) == pytest.approx(0.5)
+    # even number: the mean of the two middle ones
+    assert accumulate.exposed_sync_time([1.0, 2.0, 1.7]) == pytest.approx(0.2)
+    # a last micro-step faster than the others (noise): 0, never negative
+    assert accumulate.exposed_sync_time([1.0, 1.0, 0.8]) == 0.0
+    # the last chunk has half the samples: the others' median counts half
+    assert accumulate.exposed_sync_time([1.0, 1.4, 1.0, 0.8], last_ratio=0.5) == pytest.approx(0.3)
+    assert accumulate.exposed_sync_time([2.0, 1.1], last_ratio=0.25) == pytest.approx(0.6)
+    with pytest.raises(ValueError, match="at least two micro-steps"):
+        accumulate.exposed_sync_time([1.0])
+
+
+class _LocalPeers(Distributed):
+    """A world of 2 without a process group: the OOM agreement answers locally (the model
+    is a plain module, so there is no all-reduce either)."""
+
+    def any(self, flag: bool) -> bool:
+        return flag
+
+
+def _ddp_like_engine(micro: int) -> StepEngine:
+    model = tiny_model()
+    opt = torch.optim.SGD(model.parameters(), lr=0.01)
+    dist = _LocalPeers(rank=0, world_size=2)
+    return StepEngine(
+        model,
+        opt,
+        dt.LRController(opt),
+        BatchController(16, dist.world_size, micro),
+        Precision("fp32", "cpu"),
+        dist,
+    )
+
+
+@pytest.mark.parametrize(("micro", "chunks", "ratio"), [(4, 2, 1.0), (3, 3, 2 / 3)])
+def test_the_engine_times_each_micro_step_and_scales_a_smaller_last_one(
+    monkeypatch: pytest.MonkeyPatch, micro: int, chunks: int, ratio: float
+) -> None:
+    seen: list[tuple[int, float]] = []
+    estimate = accumulate.exposed_sync_time
+
+    def spy(durations: list[float], last_ratio: float = 1.0) -> float:
+        seen.append((len(durations), last_ratio))
+        return estimate(durations, last_ratio)
+
+    monkeypatch.setattr(accumulate, "exposed_sync_time", spy)
+    engine = _ddp_like_engine(micro)
+    data = tiny_regression(8).tensors  # this rank's 8 samples
+
+    calls = [0]
+
+    def slow_last(m: torch.nn.Module, b: tuple[torch.Tensor, torch.Tensor]) -> torch.Tensor:
+        calls[0] += 1
+        if calls[0] == chunks:  # the last micro-batch
+            time.sleep(0.05)  # stands for the exposed all-reduce
+        return mse_loss(m, b)
+
+    result = engine.step(data, slow_last)
+    assert seen == [(chunks, ratio)]
+    assert seen[0][1] == ratio  # exactly 1.0 for equal chunks
+    assert result.sync_time is not None and 0.04 <= result.sync_time < 1.0
+
+
+def test_one_micro_batch_under_ddp_has_no_sync_estimate() -> None:
+    engine = _ddp_like_engine(8)
+    result = engine.step(tiny_regression(8).tensors, mse_loss)
+    assert result.sync_time is None
+
+
+@pytest.mark.parametrize("micro", [16, 4])
+def test_one_process_reports_zero_sync_time(micro: int) -> None:
+    """Both the single-micro-batch fast path and the accumulating path: exactly 0.0."""
+    data = tiny_regression(64)
+    model = tiny_model()
+    opt = torch.optim.SGD(model.parameters(), lr=0.01)
+    with dt.init(
+        model,
+        opt,
+        global_batch_size=16,
+        micro_batch_size=micro,
+        dataset_size=len(data),
+        metrics_file=False,
+        environ={},
+    ) as ctx:
+        results = [ctx.step(b, mse_loss) for b in ctx.batches(data)]
+    assert [r.sync_time for r in results] == [0.0] * 4
+    assert [h["sync_time_s"] for h in ctx.history] == [0.0] * 4
+    assert [h["accumulation"] for h in ctx.history] == [16 // micro] * 4
+
+
+def _gns_keys(record: dict[str, Any]) -> tuple[float, float] | None:
+    if "grad_sqr" not in record and "grad_var" not in record:
+        return None
+    return record["grad_sqr"], record["grad_var"]
+
+
+def test_records_carry_the_adaptive_batchs_gradient_noise_statistics() -> None:
+    """Absent until the estimator has measured (a first step of a single micro-batch cannot
+    measure), then the estimator's mu2 and sigma2 after each step."""
+    data = tiny_regression(256)
+    model = tiny_model()
+    opt = torch.optim.SGD(model.parameters(), lr=0.01)
+    adaptive = AdaptiveBatch("gns", 32, max_batch=32)  # measures, never grows
+    after: list[tuple[float, float] | None] = []
+    with dt.init(
+        model,
+        opt,
+        global_batch_size=32,
+        micro_batch_size=8,
+        adaptive_batch=adaptive,
+        gns_every=1,
+        metrics_file=False,
+        environ={},
+    ) as ctx:
+        x, y = data.tensors
+        ctx.step((x[:8], y[:8]), mse_loss)  # one micro-batch: nothing to compare
+        after.append(None)
+        for lo in range(8, 8 + 4 * 32, 32):
+            ctx.step((x[lo : lo + 32], y[lo : lo + 32]), mse_loss)
+            after.append((adaptive.gns.mu2, adaptive.gns.sigma2))
+    assert adaptive.gns.count == 4
+    got = [_gns_keys(h) for h in ctx.history]
+    assert got == after
+    assert all(v > 0 for pair in got[1:] if pair is not None for v in pair)
+    assert ctx.history[-1]["accumulation"] == 4
+
+
+class _Fixed(GradientNoiseScale):
+    """An estimator that holds the given |G|^2 and tr(Sigma) from the start (before any
+    measurement: they must not be reported yet) and after every measurement."""
+
+    def __init__(self, mu2: float, sigma2: float) -> None:
+        super().__init__()
+        self.fixed = self.mu2, self.sigma2 = mu2, sigma2
+
+    def update(self, small_sq: float, small_n: int, big_sq: float, big_n: int) -> None:
+        self.mu2, self.sigma2 = self.fixed
+        self.count += 1
+
+
+@pytest.mark.parametrize(
+    ("mu2", "sigma2", "reported"),
+    [
+        (2.0, 3.0, True),
+        (0.0, 3.0, False),
+        (2.0, -1.0, False),
+        (math.nan, 3.0, False),
+        (2.0, math.inf, False),
+    ],
+)
+def test_the_engines_estimator_is_reported_only_when_finite_and_positive(
+    mu2: float, sigma2: float, reported: bool
+) -> None:
+    """Without an adaptive batch the context reports the engine's estimator (``gns_every``
+    on an engine that accumulates)."""
+    data = tiny_regression(64)
+    model = tiny_model()
+    opt = torch.optim.SGD(model.parameters(), lr=0.01)
+    with dt.init(
+        model, opt, global_batch_size=16, micro_batch_size=8, metrics_file=False, environ={}
+    ) as ctx:
+        gns = _Fixed(mu2, sigma2)
+        ctx.engine.gns, ctx.engine.gns_every = gns, 2
+        x, y = data.tensors
+        ctx.step((x[:8], y[:8]), mse_loss)  # step 0, one micro-batch: cannot measure
+        ctx.step((x[8:24], y[8:24]), mse_loss)  # step 1: off the gns_every cadence
+        ctx.step((x[24:40], y[24:40]), mse_loss)  # step 2: measured
+        ctx.step((x[40:56], y[40:56]), mse_loss)  # step 3: not, the estimate stays
+    assert gns.count == 1
+    expected = (mu2, sigma2) if reported else None
+    assert [_gns_keys(h) for h in ctx.history] == [None, None, expected, expected]
