@@ -201,12 +201,14 @@ def list_jobs(
     return list(session.scalars(query.order_by(Job.seq.desc()).limit(limit).offset(offset)))
 
 
-def _flush_or_conflict(session: Session, job_id: str) -> None:
-    """Flush; a lost optimistic-version race becomes a ConflictError (the caller rolls back)."""
+def flush_or_conflict(session: Session, job_id: str | None = None) -> None:
+    """Flush; a lost optimistic-version race becomes a ConflictError (the caller rolls back).
+    ``job_id``: the job changed, when only one was."""
     try:
         session.flush()
     except StaleDataError:
-        raise ConflictError(f"job {job_id} changed concurrently; retry") from None
+        what = f"job {job_id}" if job_id is not None else "a job of this change"
+        raise ConflictError(f"{what} changed concurrently; retry") from None
 
 
 def _release(job: Job, t: float) -> None:
@@ -232,6 +234,7 @@ def change_state(
     *,
     allocation: list[ShareDict] | None = None,
     exit_code: int | None = None,
+    flush: bool = True,
 ) -> JobEvent:
     """THE one function that changes a job's state: checks the edge, updates the bookkeeping
     (allocation, times, counters, backoff) and records a :class:`JobEvent`, all in the
@@ -240,6 +243,8 @@ def change_state(
     ``allocation`` is required for a start (-> RUNNING). Raises
     :class:`InvalidTransitionError` for an edge outside the table and
     :class:`ConflictError` if the row changed concurrently (the caller rolls back).
+    ``flush=False`` leaves the flush (and that check) to the caller, who changes many jobs
+    and flushes once with :func:`flush_or_conflict`.
     """
     t = resolve_now(now)
     old = JobState(job.state)
@@ -275,7 +280,8 @@ def change_state(
     job.state = new.value
     event = JobEvent(job_id=job.id, time=t, old=old.value, new=new.value, reason=reason)
     session.add(event)
-    _flush_or_conflict(session, event.job_id)
+    if flush:
+        flush_or_conflict(session, event.job_id)
     return event
 
 
@@ -285,9 +291,12 @@ def resize(
     allocation: list[ShareDict],
     batch_size: int | None = None,
     now: float | None = None,
+    *,
+    flush: bool = True,
 ) -> None:
     """Move a RUNNING job to a new allocation (a restart in place: ``attempt`` increments,
-    the state stays RUNNING, so no event is written)."""
+    the state stays RUNNING, so no event is written). ``flush``: as for
+    :func:`change_state`."""
     t = resolve_now(now)
     job_id = job.id
     if job.state != JobState.RUNNING.value or not allocation:
@@ -298,7 +307,8 @@ def resize(
     job.attempt += 1
     if batch_size is not None:
         job.batch_size = batch_size
-    _flush_or_conflict(session, job_id)
+    if flush:
+        flush_or_conflict(session, job_id)
 
 
 def rebatch(session: Session, job: Job, batch_size: int) -> None:
@@ -313,7 +323,7 @@ def rebatch(session: Session, job: Job, batch_size: int) -> None:
         raise PlacementError(f"cannot rebatch job {job.id} to batch size {batch_size}")
     if job.batch_size != batch_size:
         job.batch_size = batch_size
-        _flush_or_conflict(session, job.id)
+        flush_or_conflict(session, job.id)
 
 
 def cancel_job(
@@ -337,7 +347,7 @@ def cancel_job(
         if job.cancel_requested_at is None:
             job.cancel_requested_at = t
             job.cancel_reason = why
-            _flush_or_conflict(session, job.id)
+            flush_or_conflict(session, job.id)
         return job
     change_state(session, job, JobState.CANCELLED, why, t)
     return job

@@ -3,7 +3,9 @@
 from __future__ import annotations
 
 import re
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
+from typing import Any
 
 from sqlalchemy import select
 from sqlalchemy.exc import IntegrityError
@@ -117,7 +119,7 @@ def update_project(
     return project
 
 
-def allocation_usage(allocation: list[dict[str, int]] | None) -> Usage:
+def allocation_usage(allocation: Sequence[Mapping[str, Any]] | None) -> Usage:
     """GPUs and bytes held by one stored allocation."""
     if not allocation:
         return Usage()

@@ -14,7 +14,7 @@ from dataclasses import dataclass, field, replace
 
 import numpy as np
 from sqlalchemy import or_, select, update
-from sqlalchemy.orm import Session
+from sqlalchemy.orm import Session, lazyload
 
 from danlu.core.cluster import MILLI_PER_GPU, Allocation, Cluster, GpuShare
 from danlu.core.errors import PlacementError
@@ -25,7 +25,7 @@ from danlu.server.errors import AdmissionError
 from danlu.server.services import admission, jobs, observe
 from danlu.server.services.cluster import load_cluster
 from danlu.server.services.common import resolve_now
-from danlu.server.services.projects import HOLDING, Usage, quota_excess, usage_by_project
+from danlu.server.services.projects import HOLDING, Usage, allocation_usage, quota_excess
 
 ShareDict = dict[str, int | str]
 
@@ -108,24 +108,39 @@ def _status(job: Job, project: Project, cluster: Cluster, running: bool) -> JobS
     )
 
 
+@dataclass(frozen=True, slots=True)
+class _Entry:
+    """A job's cached status with what admission said of it on this inventory."""
+
+    key: tuple[int, int, int, bool]
+    status: JobStatus | None
+    """None when the job's request cannot be built (``withheld`` says why)."""
+    withheld: str | None = None
+    """Why a pending job can never run on this inventory, or None."""
+    need: Usage = field(default_factory=Usage)
+    """The least a pending job's start adds to its project's usage (the quota check)."""
+
+
 class StatusCache:
     """The :class:`JobStatus` objects of the last snapshot, reused while their job is unchanged.
 
     A policy may memoise per status object (``danlu`` does: a job's options and rank inputs),
-    so a round costs in proportion to the jobs that changed, as in the simulator. A job's
-    status depends on its row, its project's priority and the inventory: the row's
-    ``version`` (bumped by every ORM update; the Core UPDATEs that skip it touch only
-    progress, waiting reasons and locks, which a status does not carry, and the
+    so a round costs in proportion to the jobs that changed, as in the simulator; and
+    :func:`build_snapshot` loads the full rows (their JSON spec, allocation, marks) of those
+    jobs only. A job's status depends on its row, its project's priority and the inventory:
+    the row's ``version`` (bumped by every ORM update; the Core UPDATEs that skip it touch
+    only progress, waiting reasons and locks, which a status does not carry, and the
     measurement, which bumps ``observed_version``), the project priority and the cluster
-    (any inventory change drops everything) are the key.
+    (any inventory change drops everything) are the key. What admission says of a pending job
+    on the inventory (never fits; the least its start uses) is kept with its status.
     Keep one per process (the reconcile loop does); it holds only the jobs of the last
     snapshot.
     """
 
     def __init__(self) -> None:
         self._cluster: Cluster | None = None
-        self._last: dict[str, tuple[tuple[int, int, int, bool], JobStatus]] = {}
-        self._next: dict[str, tuple[tuple[int, int, int, bool], JobStatus]] = {}
+        self._last: dict[str, _Entry] = {}
+        self._next: dict[str, _Entry] = {}
         self.hits = 0
         self.misses = 0
 
@@ -136,22 +151,72 @@ class StatusCache:
             self._cluster = cluster
         self._next = {}
 
-    def status(self, job: Job, project: Project, cluster: Cluster, running: bool) -> JobStatus:
-        """``job``'s status: the last snapshot's when its key is unchanged, else a new one."""
-        key = (job.version, job.observed_version, job.priority + project.priority, running)
-        hit = self._last.get(job.id)
-        if hit is not None and hit[0] == key:
-            self.hits += 1
-            status = hit[1]
-        else:
+    def get(self, job_id: str, key: tuple[int, int, int, bool]) -> _Entry | None:
+        """The last snapshot's entry of ``job_id`` if its key is ``key`` (kept for the next)."""
+        hit = self._last.get(job_id)
+        if hit is None or hit.key != key:
             self.misses += 1
-            status = _status(job, project, cluster, running)
-        self._next[job.id] = (key, status)
+            return None
+        self.hits += 1
+        self._next[job_id] = hit
+        return hit
+
+    def put(self, job_id: str, entry: _Entry) -> None:
+        """A new entry for ``job_id`` in this snapshot."""
+        self._next[job_id] = entry
+
+    def status(self, job: Job, project: Project, cluster: Cluster, running: bool) -> JobStatus:
+        """``job``'s status: the last snapshot's when its key is unchanged, else a new one
+        (raises :class:`AdmissionError` when its request cannot be built)."""
+        key = _key(job.version, job.observed_version, job.priority + project.priority, running)
+        hit = self.get(job.id, key)
+        if hit is not None and hit.status is not None:
+            return hit.status
+        status = _status(job, project, cluster, running)
+        self.put(job.id, _Entry(key, status))
         return status
 
     def end(self) -> None:
         """Finish the snapshot: only its jobs are kept."""
         self._last, self._next = self._next, {}
+
+
+def _key(version: int, observed: int, priority: int, running: bool) -> tuple[int, int, int, bool]:
+    return (version, observed, priority, running)
+
+
+def _pending_entry(
+    job: Job, project: Project, cluster: Cluster, key: tuple[int, int, int, bool]
+) -> _Entry:
+    """A pending job's status and what admission says of it on ``cluster``."""
+    try:
+        status = _status(job, project, cluster, running=False)
+    except AdmissionError as exc:
+        return _Entry(key, None, str(exc))
+    problem = admission.never_fits(status.request, cluster)
+    if problem is not None:
+        return _Entry(key, status, f"cannot fit the current inventory: {problem}")
+    return _Entry(key, status, None, admission.minimum_usage(status.request, cluster))
+
+
+_LOAD_CHUNK = 500
+"""Rows per ``IN (...)`` when loading the jobs whose status changed."""
+
+
+def _load_rows(session: Session, seqs: list[int]) -> dict[int, Job]:
+    """Full rows of the jobs ``seqs`` (without their user and project: not needed here)."""
+    out: dict[int, Job] = {}
+    for i in range(0, len(seqs), _LOAD_CHUNK):
+        query = (
+            select(Job)
+            .options(lazyload(Job.project), lazyload(Job.user))
+            .where(Job.seq.in_(seqs[i : i + _LOAD_CHUNK]))
+        )
+        out.update((job.seq, job) for job in session.scalars(query))
+    return out
+
+
+_KEY_COLUMNS = (Job.seq, Job.id, Job.version, Job.observed_version, Job.priority, Job.project_id)
 
 
 def build_snapshot(
@@ -160,43 +225,66 @@ def build_snapshot(
     """The scheduler's view at ``now``: inventory, RUNNING/PREEMPTING jobs with their
     allocations, and PENDING jobs past their backoff in submission order (minus those whose
     project quota or the current inventory keeps them out, listed in ``withheld``).
-    ``cache``: reuse the statuses of unchanged jobs (see :class:`StatusCache`)."""
+    ``cache``: reuse the statuses of unchanged jobs (see :class:`StatusCache`); only the rows
+    of the others are loaded whole."""
     t = resolve_now(now)
     cluster = load_cluster(session)
     statuses = cache if cache is not None else StatusCache()
     statuses.begin(cluster)
     projects = {p.id: p for p in session.scalars(select(Project))}
-    usage = usage_by_project(session)
-    running: list[JobStatus] = []
-    for job in session.scalars(select(Job).where(Job.state.in_(HOLDING)).order_by(Job.seq)):
-        running.append(statuses.status(job, projects[job.project_id], cluster, running=True))
-    pending: list[JobStatus] = []
-    withheld: dict[str, str] = {}
-    query = (
-        select(Job)
+    held = session.execute(select(*_KEY_COLUMNS).where(Job.state.in_(HOLDING)).order_by(Job.seq))
+    waiting = session.execute(
+        select(*_KEY_COLUMNS)
         .where(Job.state == JobState.PENDING.value)
         .where(or_(Job.next_attempt_at.is_(None), Job.next_attempt_at <= t))
         .order_by(Job.seq)
     )
-    for job in session.scalars(query):
-        project = projects[job.project_id]
-        try:
-            status = statuses.status(job, project, cluster, running=False)
-        except AdmissionError as exc:
-            withheld[job.id] = str(exc)
+    rows = [(row, True) for row in held] + [(row, False) for row in waiting]
+    entries: list[_Entry | None] = []
+    missing: list[int] = []
+    for (seq, job_id, version, observed, priority, project_id), running in rows:
+        key = _key(version, observed, priority + projects[project_id].priority, running)
+        entry = statuses.get(job_id, key)
+        entries.append(entry)
+        if entry is None:
+            missing.append(seq)
+    loaded = _load_rows(session, missing)
+    running_jobs: list[JobStatus] = []
+    pending: list[JobStatus] = []
+    withheld: dict[str, str] = {}
+    usage: dict[int, Usage] = {}  # by project, from the running jobs (listed first)
+    for i, ((seq, job_id, version, observed, priority, project_id), is_running) in enumerate(rows):
+        project = projects[project_id]
+        entry = entries[i]
+        if entry is None:
+            key = _key(version, observed, priority + project.priority, is_running)
+            job = loaded[seq]
+            if is_running:
+                entry = _Entry(key, _status(job, project, cluster, running=True))
+            else:
+                entry = _pending_entry(job, project, cluster, key)
+            statuses.put(job_id, entry)
+        if is_running:
+            if entry.status is None:  # running entries are built with their status
+                raise PlacementError(f"job {job_id} holds GPUs but its request is unknown")
+            running_jobs.append(entry.status)
+            held_now = entry.status.allocation
+            prev = usage.get(project_id, Usage())
+            usage[project_id] = Usage(
+                prev.gpus + held_now.gpu_milli / MILLI_PER_GPU,
+                prev.gpu_memory + sum(share.memory for share in held_now.shares),
+            )
             continue
-        problem = admission.never_fits(status.request, cluster)
-        if problem is not None:
-            withheld[job.id] = f"cannot fit the current inventory: {problem}"
+        if entry.withheld is not None or entry.status is None:
+            withheld[job_id] = entry.withheld or "cannot build the job's request"
             continue
-        need = admission.minimum_usage(status.request, cluster)
-        reason = quota_excess(project, usage.get(project.id, Usage()), need)
+        reason = quota_excess(project, usage.get(project_id, Usage()), entry.need)
         if reason is not None:
-            withheld[job.id] = f"waiting for quota: {reason}"
+            withheld[job_id] = f"waiting for quota: {reason}"
             continue
-        pending.append(status)
+        pending.append(entry.status)
     statuses.end()
-    view = ClusterView(time=t, cluster=cluster, running=tuple(running), pending=tuple(pending))
+    view = ClusterView(time=t, cluster=cluster, running=tuple(running_jobs), pending=tuple(pending))
     return Snapshot(view, withheld)
 
 
@@ -262,15 +350,20 @@ def apply_plan(
         session,
         [*touched, *(s.job_id for s in plan.starts), *plan.waiting, *plan.marks, *(withheld or {})],
     )
-    holding = {j.id: j for j in session.scalars(select(Job).where(Job.state.in_(HOLDING)))}
+    holding = session.execute(
+        select(Job.id, Job.state, Job.project_id, Job.allocation).where(Job.state.in_(HOLDING))
+    )
     committed, draining = _Usage(cluster), _Usage(cluster)
     owners: dict[int, list[str]] = {}
-    for held in holding.values():
-        alloc = to_allocation(held.allocation, cluster)
-        (draining if held.state == JobState.PREEMPTING.value else committed).add(alloc)
-        if held.state == JobState.PREEMPTING.value:
+    used: dict[int, Usage] = {}
+    for held_id, held_state, project_id, held_allocation in holding:
+        prev, more = used.get(project_id, Usage()), allocation_usage(held_allocation)
+        used[project_id] = Usage(prev.gpus + more.gpus, prev.gpu_memory + more.gpu_memory)
+        alloc = to_allocation(held_allocation, cluster)
+        (draining if held_state == JobState.PREEMPTING.value else committed).add(alloc)
+        if held_state == JobState.PREEMPTING.value:
             for i in draining._indices(alloc):
-                owners.setdefault(i, []).append(held.id)
+                owners.setdefault(i, []).append(held_id)
 
     for preempt in plan.preempts:
         job = rows.get(preempt.job_id)
@@ -284,7 +377,7 @@ def apply_plan(
         draining.add(alloc)
         for i in draining._indices(alloc):
             owners.setdefault(i, []).append(job.id)
-        jobs.change_state(session, job, JobState.PREEMPTING, preempt.reason, t)
+        jobs.change_state(session, job, JobState.PREEMPTING, preempt.reason, t, flush=False)
         out.preempted.append(job)
 
     def blocked(alloc: Allocation, job_id: str) -> str | None:
@@ -313,7 +406,12 @@ def apply_plan(
             out.deferred[job.id] = reason
             continue
         committed.add(resize.allocation)
-        jobs.resize(session, job, records, resize.batch_size, t)
+        prev, gone = used.get(job.project_id, Usage()), allocation_usage(job.allocation)
+        more = allocation_usage(records)
+        used[job.project_id] = Usage(
+            prev.gpus - gone.gpus + more.gpus, prev.gpu_memory - gone.gpu_memory + more.gpu_memory
+        )
+        jobs.resize(session, job, records, resize.batch_size, t, flush=False)
         out.resized.append(job)
 
     moved = {r.job_id for r in plan.resizes} | {p.job_id for p in plan.preempts}
@@ -327,7 +425,6 @@ def apply_plan(
         jobs.rebatch(session, job, rebatch.batch_size)
         out.rebatched.append(job)
 
-    used = usage_by_project(session)
     projects = {p.id: p for p in session.scalars(select(Project))}
     for start in plan.starts:
         job = rows.get(start.job_id)
@@ -351,7 +448,9 @@ def apply_plan(
         used[project.id] = Usage(current.gpus + extra.gpus, current.gpu_memory + extra.gpu_memory)
         if start.batch_size is not None:
             job.batch_size = start.batch_size
-        jobs.change_state(session, job, JobState.RUNNING, "scheduled", t, allocation=records)
+        jobs.change_state(
+            session, job, JobState.RUNNING, "scheduled", t, allocation=records, flush=False
+        )
         out.started.append(job)
 
     for job_id, reason in {**(withheld or {}), **plan.waiting}.items():
@@ -362,18 +461,20 @@ def apply_plan(
         # Every other pending job waits for the plan's shared reason (one UPDATE, not a row
         # per queued job). Started jobs are no longer PENDING; listed ones keep their reason.
         listed = {*plan.waiting, *(withheld or {}), *out.deferred}
-        session.flush()
+        jobs.flush_or_conflict(session)
+        reason = plan.waiting_default
         session.execute(
             update(Job)
             .where(Job.state == JobState.PENDING.value, Job.id.not_in(listed))
-            .values(pending_reason=plan.waiting_default)
+            .where(or_(Job.pending_reason.is_(None), Job.pending_reason != reason))
+            .values(pending_reason=reason)
             .execution_options(synchronize_session=False)
         )
     for job_id, marks in plan.marks.items():
         job = rows.get(job_id)
         if job is not None and dict(job.marks or {}) != dict(marks):
             job.marks = dict(marks)
-    session.flush()
+    jobs.flush_or_conflict(session)
     return out
 
 
