@@ -7,7 +7,8 @@ The store is SQLite in a temporary directory (``--db-url`` for another, e.g. Pos
 tables are dropped and re-created). Population is not timed: the jobs are submitted through
 ``jobs.submit`` on a one-node inventory, then the inventory grows to its full size and one
 round of the policy starts what fits. Each steady round, as in a running control plane:
-finish ``--churn`` running jobs and submit as many new ones (not timed), advance the clock
+the jobs preempted last round exit (back to PENDING), ``--churn`` running jobs finish and as
+many new ones are submitted (not timed), advance the clock
 by 60 s, then the timed transaction, with one :class:`StatusCache` and one policy object
 over all rounds, as the reconcile loop keeps them.
 
@@ -82,7 +83,12 @@ def populate(db: Database, args: argparse.Namespace, now: float) -> None:
 
 
 def churn(db: Database, rng: random.Random, count: int, t: float, serial: int) -> None:
+    """What happens between two rounds: the preempted jobs checkpoint and exit (back to
+    PENDING, as the executor reports), ``count`` running jobs finish and ``count`` new ones
+    arrive."""
     with db.session() as s:
+        for job in s.scalars(select(Job).where(Job.state == "PREEMPTING")):
+            jobs.settle_exit(s, job, succeeded=False, exit_code=143, reason="checkpointed", now=t)
         running = list(s.scalars(select(Job).where(Job.state == "RUNNING")))
         for job in rng.sample(running, min(count, len(running))):
             jobs.settle_exit(s, job, succeeded=True, exit_code=0, reason="done", now=t)

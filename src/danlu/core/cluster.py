@@ -197,6 +197,28 @@ class Cluster:
         return self._gpu_offsets[node]
 
     @cached_property
+    def node_index(self) -> Mapping[str, int]:
+        """Node name -> index, computed once per cluster."""
+        return {node.name: i for i, node in enumerate(self.nodes)}
+
+    @cached_property
+    def gpus_by_type(self) -> Mapping[str, Mapping[int, int]]:
+        """Lower-case GPU type name -> {GPU memory in bytes: GPUs of that type and memory}
+        (a node without GPUs counts 0 GPUs), computed once per cluster: what admission
+        checks read instead of walking every node for every job."""
+        out: dict[str, dict[int, int]] = {}
+        for node in self.nodes:
+            sizes = out.setdefault(node.gpu_type.name.lower(), {})
+            memory = node.gpu_type.memory
+            sizes[memory] = sizes.get(memory, 0) + node.gpus
+        return out
+
+    @cached_property
+    def type_spelling(self) -> Mapping[str, str]:
+        """Lower-case GPU type name -> the inventory's spelling."""
+        return {node.gpu_type.name.lower(): node.gpu_type.name for node in self.nodes}
+
+    @cached_property
     def arrays(self) -> ClusterArrays:
         """Numpy views of the cluster's shape, computed once per cluster."""
         sizes = np.array([n.gpus for n in self.nodes], dtype=np.int64)

@@ -16,7 +16,7 @@ def canonical_gpu_types(spec: JobSpec, cluster: Cluster) -> frozenset[str]:
     """The spec's ``gpu_type`` names in the inventory's spelling (``a100`` -> ``A100-80GB``).
 
     A name neither danlu nor the inventory knows is an :class:`AdmissionError`."""
-    present = {n.gpu_type.name.lower(): n.gpu_type.name for n in cluster.nodes}
+    present = cluster.type_spelling
     out: set[str] = set()
     for name in spec.resources.gpu_type:
         if name.lower() in present:
@@ -87,12 +87,23 @@ def check_spec_shape(spec: JobSpec) -> None:
         raise SpecError("command", "this field is required: the argv list to run")
 
 
+def _sizes(request: JobRequest, cluster: Cluster) -> dict[int, int]:
+    """GPU memory -> GPUs of the types ``request`` allows (every type when it names none)."""
+    wanted = {t.lower() for t in request.gpu_types}
+    out: dict[int, int] = {}
+    for kind, sizes in cluster.gpus_by_type.items():
+        if not wanted or kind in wanted:
+            for memory, gpus in sizes.items():
+                out[memory] = out.get(memory, 0) + gpus
+    return out
+
+
 def never_fits(request: JobRequest, cluster: Cluster) -> AdmissionError | None:
     """Why ``request`` can never run on ``cluster`` (empty of other jobs), or ``None``."""
-    wanted = {t.lower() for t in request.gpu_types}
-    nodes = [n for n in cluster.nodes if not wanted or n.gpu_type.name.lower() in wanted]
+    wanted = bool(request.gpu_types)
+    sizes = _sizes(request, cluster)
     kinds = f" of type {', '.join(sorted(request.gpu_types))}" if wanted else ""
-    total = sum(n.gpus for n in nodes)
+    total = sum(sizes.values())
     if total == 0:
         what = f"GPUs{kinds}" if wanted else "GPUs (no inventory reported yet)"
         return AdmissionError(
@@ -103,14 +114,14 @@ def never_fits(request: JobRequest, cluster: Cluster) -> AdmissionError | None:
             "resources.gpus", f"asks for {request.gpus} GPUs; the cluster has {total}{kinds}"
         )
     if request.gpu_memory:
-        biggest = max(n.gpu_type.memory for n in nodes)
+        biggest = max(sizes)
         if request.gpu_memory > biggest:
             return AdmissionError(
                 "resources.gpu_memory",
                 f"asks for {format_bytes(request.gpu_memory)} per GPU; the largest GPU{kinds} "
                 f"has {format_bytes(biggest)}",
             )
-        big_enough = sum(n.gpus for n in nodes if n.gpu_type.memory >= request.gpu_memory)
+        big_enough = sum(gpus for memory, gpus in sizes.items() if memory >= request.gpu_memory)
         if request.gpus > big_enough:
             return AdmissionError(
                 "resources.gpus",
@@ -122,12 +133,7 @@ def never_fits(request: JobRequest, cluster: Cluster) -> AdmissionError | None:
 
 def minimum_usage(request: JobRequest, cluster: Cluster) -> Usage:
     """The least a start of ``request`` holds (for quota admission): GPUs and bytes."""
-    wanted = {t.lower() for t in request.gpu_types}
-    sizes = [
-        n.gpu_type.memory
-        for n in cluster.nodes
-        if n.gpus and (not wanted or n.gpu_type.name.lower() in wanted)
-    ]
+    sizes = [memory for memory, gpus in _sizes(request, cluster).items() if gpus]
     per_gpu = request.gpu_memory or (min(sizes) if sizes else 0)
     if request.shares_gpu:
         if request.gpu_milli < MILLI_PER_GPU or not sizes:

@@ -57,7 +57,7 @@ class Applied:
 def to_allocation(shares: Iterable[Mapping[str, object]] | None, cluster: Cluster) -> Allocation:
     """A stored allocation (node names) as a core :class:`Allocation` (node indices); shares
     on nodes no longer in the inventory are dropped."""
-    index = {n.name: i for i, n in enumerate(cluster.nodes)}
+    index = cluster.node_index
     out = []
     for s in shares or ():
         node = index.get(str(s["node"]))
