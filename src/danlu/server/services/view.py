@@ -240,10 +240,16 @@ def build_snapshot(
         .order_by(Job.seq)
     )
     rows = [(row, True) for row in held] + [(row, False) for row in waiting]
+    base = {pid: p.priority for pid, p in projects.items()}
+    limited = {
+        pid
+        for pid, p in projects.items()
+        if p.quota_gpus is not None or p.quota_gpu_memory is not None
+    }
     entries: list[_Entry | None] = []
     missing: list[int] = []
     for (seq, job_id, version, observed, priority, project_id), running in rows:
-        key = _key(version, observed, priority + projects[project_id].priority, running)
+        key = _key(version, observed, priority + base[project_id], running)
         entry = statuses.get(job_id, key)
         entries.append(entry)
         if entry is None:
@@ -254,10 +260,10 @@ def build_snapshot(
     withheld: dict[str, str] = {}
     usage: dict[int, Usage] = {}  # by project, from the running jobs (listed first)
     for i, ((seq, job_id, version, observed, priority, project_id), is_running) in enumerate(rows):
-        project = projects[project_id]
         entry = entries[i]
+        project = projects[project_id]
         if entry is None:
-            key = _key(version, observed, priority + project.priority, is_running)
+            key = _key(version, observed, priority + base[project_id], is_running)
             job = loaded[seq]
             if is_running:
                 entry = _Entry(key, _status(job, project, cluster, running=True))
@@ -278,10 +284,11 @@ def build_snapshot(
         if entry.withheld is not None or entry.status is None:
             withheld[job_id] = entry.withheld or "cannot build the job's request"
             continue
-        reason = quota_excess(project, usage.get(project_id, Usage()), entry.need)
-        if reason is not None:
-            withheld[job_id] = f"waiting for quota: {reason}"
-            continue
+        if project_id in limited:
+            reason = quota_excess(project, usage.get(project_id, Usage()), entry.need)
+            if reason is not None:
+                withheld[job_id] = f"waiting for quota: {reason}"
+                continue
         pending.append(entry.status)
     statuses.end()
     view = ClusterView(time=t, cluster=cluster, running=tuple(running_jobs), pending=tuple(pending))
@@ -305,6 +312,23 @@ class _Usage:
 
     def _indices(self, alloc: Allocation) -> list[int]:
         return [self.cluster.gpu_offset(s.node) + s.gpu for s in alloc.shares]
+
+    def add_records(self, records: Iterable[Mapping[str, object]] | None) -> list[int]:
+        """Add a stored allocation (node names) without building an :class:`Allocation`
+        (the round reads every holding job's); shares on nodes or GPUs no longer in the
+        inventory are skipped, as :func:`to_allocation` drops them. Returns the flat GPU
+        indices added."""
+        index, nodes, flat = self.cluster.node_index, self.cluster.nodes, []
+        for share in records or ():
+            node = index.get(str(share["node"]))
+            gpu = int(str(share["gpu"]))
+            if node is None or not 0 <= gpu < nodes[node].gpus:
+                continue
+            i = self.cluster.gpu_offset(node) + gpu
+            self.milli[i] += int(str(share["milli"]))
+            self.memory[i] += int(str(share["memory"]))
+            flat.append(i)
+        return flat
 
     def add(self, alloc: Allocation, sign: int = 1) -> None:
         for i, s in zip(self._indices(alloc), alloc.shares, strict=True):
@@ -359,10 +383,10 @@ def apply_plan(
     for held_id, held_state, project_id, held_allocation in holding:
         prev, more = used.get(project_id, Usage()), allocation_usage(held_allocation)
         used[project_id] = Usage(prev.gpus + more.gpus, prev.gpu_memory + more.gpu_memory)
-        alloc = to_allocation(held_allocation, cluster)
-        (draining if held_state == JobState.PREEMPTING.value else committed).add(alloc)
-        if held_state == JobState.PREEMPTING.value:
-            for i in draining._indices(alloc):
+        leaving = held_state == JobState.PREEMPTING.value
+        flat = (draining if leaving else committed).add_records(held_allocation)
+        if leaving:
+            for i in flat:
                 owners.setdefault(i, []).append(held_id)
 
     for preempt in plan.preempts:
