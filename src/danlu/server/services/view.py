@@ -313,22 +313,32 @@ class _Usage:
     def _indices(self, alloc: Allocation) -> list[int]:
         return [self.cluster.gpu_offset(s.node) + s.gpu for s in alloc.shares]
 
-    def add_records(self, records: Iterable[Mapping[str, object]] | None) -> list[int]:
-        """Add a stored allocation (node names) without building an :class:`Allocation`
-        (the round reads every holding job's); shares on nodes or GPUs no longer in the
-        inventory are skipped, as :func:`to_allocation` drops them. Returns the flat GPU
-        indices added."""
-        index, nodes, flat = self.cluster.node_index, self.cluster.nodes, []
-        for share in records or ():
-            node = index.get(str(share["node"]))
-            gpu = int(str(share["gpu"]))
-            if node is None or not 0 <= gpu < nodes[node].gpus:
-                continue
-            i = self.cluster.gpu_offset(node) + gpu
-            self.milli[i] += int(str(share["milli"]))
-            self.memory[i] += int(str(share["memory"]))
-            flat.append(i)
-        return flat
+    def add_records(self, held: Iterable[Iterable[Mapping[str, object]] | None]) -> list[list[int]]:
+        """Add stored allocations (node names) without building :class:`Allocation` objects
+        (the round reads every holding job's) in one numpy update; shares on nodes or GPUs
+        no longer in the inventory are skipped, as :func:`to_allocation` drops them. Returns
+        each allocation's flat GPU indices."""
+        index, nodes = self.cluster.node_index, self.cluster.nodes
+        flat: list[int] = []
+        milli: list[int] = []
+        memory: list[int] = []
+        out: list[list[int]] = []
+        for records in held:
+            mine = []
+            for share in records or ():
+                node = index.get(str(share["node"]))
+                gpu = int(str(share["gpu"]))
+                if node is None or not 0 <= gpu < nodes[node].gpus:
+                    continue
+                i = self.cluster.gpu_offset(node) + gpu
+                mine.append(i)
+                milli.append(int(str(share["milli"])))
+                memory.append(int(str(share["memory"])))
+            flat.extend(mine)
+            out.append(mine)
+        np.add.at(self.milli, np.asarray(flat, dtype=np.int64), np.asarray(milli, dtype=np.int64))
+        np.add.at(self.memory, np.asarray(flat, dtype=np.int64), np.asarray(memory, dtype=np.int64))
+        return out
 
     def add(self, alloc: Allocation, sign: int = 1) -> None:
         for i, s in zip(self._indices(alloc), alloc.shares, strict=True):
@@ -380,14 +390,21 @@ def apply_plan(
     committed, draining = _Usage(cluster), _Usage(cluster)
     owners: dict[int, list[str]] = {}
     used: dict[int, Usage] = {}
+    staying: list[list[dict[str, object]] | None] = []
+    leaving: list[tuple[str, list[dict[str, object]] | None]] = []
     for held_id, held_state, project_id, held_allocation in holding:
         prev, more = used.get(project_id, Usage()), allocation_usage(held_allocation)
         used[project_id] = Usage(prev.gpus + more.gpus, prev.gpu_memory + more.gpu_memory)
-        leaving = held_state == JobState.PREEMPTING.value
-        flat = (draining if leaving else committed).add_records(held_allocation)
-        if leaving:
-            for i in flat:
-                owners.setdefault(i, []).append(held_id)
+        if held_state == JobState.PREEMPTING.value:
+            leaving.append((held_id, held_allocation))
+        else:
+            staying.append(held_allocation)
+    committed.add_records(staying)
+    for (held_id, _), flat in zip(
+        leaving, draining.add_records(a for _, a in leaving), strict=True
+    ):
+        for i in flat:
+            owners.setdefault(i, []).append(held_id)
 
     for preempt in plan.preempts:
         job = rows.get(preempt.job_id)
