@@ -11,6 +11,7 @@ from __future__ import annotations
 
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field, replace
+from typing import Any
 
 import numpy as np
 from sqlalchemy import or_, select, update
@@ -313,12 +314,12 @@ class _Usage:
     def _indices(self, alloc: Allocation) -> list[int]:
         return [self.cluster.gpu_offset(s.node) + s.gpu for s in alloc.shares]
 
-    def add_records(self, held: Iterable[Iterable[Mapping[str, object]] | None]) -> list[list[int]]:
+    def add_records(self, held: Iterable[Iterable[Mapping[str, Any]] | None]) -> list[list[int]]:
         """Add stored allocations (node names) without building :class:`Allocation` objects
         (the round reads every holding job's) in one numpy update; shares on nodes or GPUs
         no longer in the inventory are skipped, as :func:`to_allocation` drops them. Returns
         each allocation's flat GPU indices."""
-        index, nodes = self.cluster.node_index, self.cluster.nodes
+        index, nodes, offset = self.cluster.node_index, self.cluster.nodes, self.cluster.gpu_offset
         flat: list[int] = []
         milli: list[int] = []
         memory: list[int] = []
@@ -326,14 +327,14 @@ class _Usage:
         for records in held:
             mine = []
             for share in records or ():
-                node = index.get(str(share["node"]))
-                gpu = int(str(share["gpu"]))
+                node = index.get(share["node"])
+                gpu = int(share["gpu"])
                 if node is None or not 0 <= gpu < nodes[node].gpus:
                     continue
-                i = self.cluster.gpu_offset(node) + gpu
+                i = offset(node) + gpu
                 mine.append(i)
-                milli.append(int(str(share["milli"])))
-                memory.append(int(str(share["memory"])))
+                milli.append(int(share["milli"]))
+                memory.append(int(share["memory"]))
             flat.extend(mine)
             out.append(mine)
         np.add.at(self.milli, np.asarray(flat, dtype=np.int64), np.asarray(milli, dtype=np.int64))
@@ -390,8 +391,8 @@ def apply_plan(
     committed, draining = _Usage(cluster), _Usage(cluster)
     owners: dict[int, list[str]] = {}
     used: dict[int, Usage] = {}
-    staying: list[list[dict[str, object]] | None] = []
-    leaving: list[tuple[str, list[dict[str, object]] | None]] = []
+    staying: list[list[dict[str, Any]] | None] = []
+    leaving: list[tuple[str, list[dict[str, Any]] | None]] = []
     for held_id, held_state, project_id, held_allocation in holding:
         prev, more = used.get(project_id, Usage()), allocation_usage(held_allocation)
         used[project_id] = Usage(prev.gpus + more.gpus, prev.gpu_memory + more.gpu_memory)
