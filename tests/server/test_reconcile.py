@@ -136,3 +136,77 @@ def test_crash_between_transaction_and_launch_launches_once(
             assert second.run_once().launched == []
         second.stop()
     assert len(out.read_text().splitlines()) == 1  # ran exactly once
+
+
+RECORDING = """
+import os, sys, time
+with open(sys.argv[1], "a") as out:
+    out.write(f"{os.environ['CUDA_VISIBLE_DEVICES']} {os.environ.get('DANLU_BATCH_SIZE')} "
+              f"{os.environ.get('DANLU_GLOBAL_BATCH_SIZE')}\\n")
+time.sleep(60)
+"""
+
+
+def test_danlu_policy_learns_from_reports_and_grows_an_elastic_job(tmp_path: Path) -> None:
+    """The server's danlu policy: an elastic job starts on one GPU (nothing measured); its
+    step reports (at two micro-batch sizes, so the model learns that compute scales with the
+    micro-batch) become the measurement the policy reads; once its hold is over it is
+    resized onto more GPUs and relaunched with the per-GPU batch of the same global batch."""
+    from danlu.server.services import jobs, metrics
+
+    out = tmp_path / "runs.txt"
+    with (
+        live_server(tmp_path, fake_gpus="4x80GiB", start_loops=False, policy="danlu") as live,
+        live.client() as c,
+    ):
+        state = live.prepared.app.state.danlu if live.prepared else None
+        loop = live.prepared.app.state.reconciler if live.prepared else None
+        assert state is not None and isinstance(loop, Reconciler)
+        job = submit(
+            c,
+            {
+                "name": "elastic",
+                "command": [sys.executable, "-c", RECORDING, str(out)],
+                "resources": {"gpus": "1..4"},
+                "training": {"global_batch_size": 64},
+            },
+        )
+        t0 = job["submitted_at"] + 1
+        loop.run_once(now=t0)
+        first = c.get(f"/jobs/{job['id']}").json()
+        assert (first["state"], first["gpus"]) == ("RUNNING", 1)
+        wait_for(lambda: out.exists() and len(out.read_text().splitlines()) == 1)
+        def report(step: int, micro: int, now: float) -> None:  # what danlu.train sends
+            record = {
+                "step_time_s": 0.5,  # one step of the global batch of 64, as micro-batches
+                "micro_batch": micro,
+                "accumulation": 64 // micro,
+                "global_batch": 64,
+                "world_size": 1,
+                "sync_time_s": 0.0,
+            }
+            with state.db.session() as s:
+                reports = [{"step": step + i, **record} for i in range(10)]
+                metrics.ingest(s, jobs.get_job(s, job["id"]), reports, now=now)
+
+        report(1, 64, t0 + 20)
+        assert c.get(f"/jobs/{job['id']}").json()["observed"]["step_time"] == 0.5
+        loop.run_once(now=t0 + 40)  # remembered: a micro-batch of 64 takes 0.5 s
+        report(11, 32, t0 + 60)  # e.g. after an OOM: 2 x 32 in the same 0.5 s
+        assert c.get(f"/jobs/{job['id']}").json()["observed"]["step_time"] == 0.25
+        loop.run_once(now=t0 + 400)  # past the hold: the model says more GPUs pay
+        grown = c.get(f"/jobs/{job['id']}").json()
+
+        def relaunched() -> bool:  # the new attempt starts once the old run has exited
+            loop.run_once(now=t0 + 401)
+            return len(out.read_text().splitlines()) == 2
+
+        wait_for(relaunched, 30, 0.2)
+        loop.stop()
+    assert grown["state"] == "RUNNING" and grown["gpus"] > 1, grown
+    assert grown["observed"] == {}  # measured on one GPU: dropped with that allocation
+    runs = [line.split() for line in out.read_text().splitlines()]
+    assert runs[0][1:] == ["64", "64"]
+    devices, per_gpu, global_batch = runs[1]
+    assert len(devices.split(",")) == grown["gpus"]
+    assert (int(per_gpu), global_batch) == (-(-64 // grown["gpus"]), "64")
