@@ -176,6 +176,7 @@ def test_danlu_policy_learns_from_reports_and_grows_an_elastic_job(tmp_path: Pat
         first = c.get(f"/jobs/{job['id']}").json()
         assert (first["state"], first["gpus"]) == ("RUNNING", 1)
         wait_for(lambda: out.exists() and len(out.read_text().splitlines()) == 1)
+
         def report(step: int, micro: int, now: float) -> None:  # what danlu.train sends
             record = {
                 "step_time_s": 0.5,  # one step of the global batch of 64, as micro-batches
