@@ -193,3 +193,20 @@ def test_the_engines_estimator_is_reported_only_when_finite_and_positive(
     assert gns.count == 1
     expected = (mu2, sigma2) if reported else None
     assert [_gns_keys(h) for h in ctx.history] == [None, None, expected, expected]
+
+
+def test_records_carry_the_progress_of_the_epochs_asked_for() -> None:
+    """Only once ``epochs(n)`` says how much there is: the share of its samples done."""
+    data = tiny_regression(64)
+    model = tiny_model()
+    opt = torch.optim.SGD(model.parameters(), lr=0.01)
+    with dt.init(
+        model, opt, global_batch_size=16, dataset_size=len(data), metrics_file=False, environ={}
+    ) as ctx:
+        first = ctx.step(next(iter(ctx.batches(data))), mse_loss)
+        assert first is not None and "progress" not in ctx.history[-1]
+        for _ in ctx.epochs(2):
+            for batch in ctx.batches(data):
+                ctx.step(batch, mse_loss)
+    progress = [h["progress"] for h in ctx.history[1:]]
+    assert progress == pytest.approx([k / 8 for k in range(2, 9)])

@@ -106,6 +106,7 @@ class TrainContext:
         self._closed = False
         self._t_last = time.perf_counter()
         self._scheduler_batch: int | None = None  # launch's (env), else the first reply's
+        self._target_epochs: int | None = None  # set by epochs(n): what progress counts to
         self._follows_api = env.metrics_url is not None
 
     # ------------------------------------------------------------------ data
@@ -115,8 +116,12 @@ class TrainContext:
         return self.sampler.epoch if self.sampler is not None else 0
 
     def epochs(self, n: int) -> Iterator[int]:
-        """Yield the epochs still to run out of ``n`` (resumes mid-epoch after a restart)."""
+        """Yield the epochs still to run out of ``n`` (resumes mid-epoch after a restart).
+
+        From then on each metric record carries ``progress``: the share of the ``n`` epochs'
+        samples done, 0..1 (the scheduler's estimate of the work left reads it)."""
         sampler = self._need_sampler()
+        self._target_epochs = n if n > 0 else None
         while sampler.epoch < n:
             yield sampler.epoch
             if sampler.epoch_done:
@@ -216,6 +221,10 @@ class TrainContext:
         }
         if r.sync_time is not None:
             record["sync_time_s"] = r.sync_time
+        sampler = self.sampler
+        if self._target_epochs is not None and sampler is not None and sampler.n > 0:
+            done = (sampler.epoch + sampler.offset / sampler.n) / self._target_epochs
+            record["progress"] = min(1.0, done)
         self._note_gradient_stats(record)
         if self.distributed.device.type == "cuda":
             record["memory_bytes"] = torch.cuda.max_memory_allocated(self.distributed.device)
