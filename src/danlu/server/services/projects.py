@@ -14,7 +14,7 @@ from sqlalchemy.orm import Session
 from danlu.core.cluster import MILLI_PER_GPU
 from danlu.core.errors import SpecError
 from danlu.core.state import JobState
-from danlu.server.db.models import Job, Project
+from danlu.server.db.models import Project
 from danlu.server.errors import ConflictError, NotFoundError
 from danlu.server.services.common import resolve_now
 
@@ -125,17 +125,6 @@ def allocation_usage(allocation: Sequence[Mapping[str, Any]] | None) -> Usage:
         return Usage()
     milli = sum(int(s["milli"]) for s in allocation)
     return Usage(milli / MILLI_PER_GPU, sum(int(s["memory"]) for s in allocation))
-
-
-def usage_by_project(session: Session) -> dict[int, Usage]:
-    """Project id -> what its RUNNING / PREEMPTING jobs hold."""
-    totals: dict[int, Usage] = {}
-    rows = session.execute(select(Job.project_id, Job.allocation).where(Job.state.in_(HOLDING)))
-    for project_id, allocation in rows:
-        used = allocation_usage(allocation)
-        prev = totals.get(project_id, Usage())
-        totals[project_id] = Usage(prev.gpus + used.gpus, prev.gpu_memory + used.gpu_memory)
-    return totals
 
 
 def quota_excess(project: Project, used: Usage, extra: Usage) -> str | None:

@@ -166,17 +166,6 @@ class StatusCache:
         """A new entry for ``job_id`` in this snapshot."""
         self._next[job_id] = entry
 
-    def status(self, job: Job, project: Project, cluster: Cluster, running: bool) -> JobStatus:
-        """``job``'s status: the last snapshot's when its key is unchanged, else a new one
-        (raises :class:`AdmissionError` when its request cannot be built)."""
-        key = _key(job.version, job.observed_version, job.priority + project.priority, running)
-        hit = self.get(job.id, key)
-        if hit is not None and hit.status is not None:
-            return hit.status
-        status = _status(job, project, cluster, running)
-        self.put(job.id, _Entry(key, status))
-        return status
-
     def end(self) -> None:
         """Finish the snapshot: only its jobs are kept."""
         self._last, self._next = self._next, {}
