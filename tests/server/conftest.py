@@ -21,10 +21,10 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
+from helpers import truncate
 from sqlalchemy import text
 
 from danlu.server.db import Database, upgrade_database
-from danlu.server.db.models import Base
 
 BACKENDS = ["sqlite", "postgresql"]
 
@@ -149,12 +149,6 @@ def sqlite_template(tmp_path_factory: pytest.TempPathFactory) -> Path:
     return path
 
 
-def _truncate(db: Database) -> None:
-    tables = ", ".join(t.name for t in reversed(Base.metadata.sorted_tables))
-    with db.engine.begin() as conn:
-        conn.execute(text(f"TRUNCATE {tables} RESTART IDENTITY CASCADE"))
-
-
 @pytest.fixture(params=BACKENDS)
 def backend(request: pytest.FixtureRequest) -> str:
     return str(request.param)
@@ -176,7 +170,7 @@ def db_url(
     if url is None:
         pytest.skip("PostgreSQL is not installed (apt-get install -y postgresql)")
     db = Database(url)
-    _truncate(db)
+    truncate(db)
     db.dispose()
     return str(url)
 

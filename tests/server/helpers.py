@@ -19,15 +19,25 @@ from typing import Any
 
 import httpx
 import uvicorn
+from sqlalchemy import text
 
 from danlu.config import load_settings
 from danlu.core.state import JobState
 from danlu.executors import Executor
+from danlu.server.db import Database
+from danlu.server.db.models import Base
 from danlu.server.main import Prepared, prepare
 from danlu.server.services.events import replay
 
 TERMINAL = {s.value for s in JobState if s.terminal}
 SRC = Path(__file__).resolve().parents[2] / "src"
+
+
+def truncate(db: Database) -> None:
+    """Empty every table of a PostgreSQL store (the shared, migrated template database)."""
+    tables = ", ".join(t.name for t in reversed(Base.metadata.sorted_tables))
+    with db.engine.begin() as conn:
+        conn.execute(text(f"TRUNCATE {tables} RESTART IDENTITY CASCADE"))
 
 
 def wait_for(predicate: Callable[[], Any], timeout: float = 30.0, every: float = 0.05) -> Any:

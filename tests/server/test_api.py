@@ -8,7 +8,16 @@ from pathlib import Path
 
 import httpx
 import pytest
-from helpers import Live, live_server, replayed_state, spec, submit, wait_for, wait_state
+from helpers import (
+    Live,
+    live_server,
+    replayed_state,
+    spec,
+    submit,
+    truncate,
+    wait_for,
+    wait_state,
+)
 
 GiB = 1024**3
 
@@ -78,12 +87,10 @@ def _pg_url(request: pytest.FixtureRequest) -> str:
     url = request.getfixturevalue("pg_template")
     if url is None:
         pytest.skip("PostgreSQL is not installed (apt-get install -y postgresql)")
-    from conftest import _truncate
-
     from danlu.server.db import Database
 
     db = Database(url)
-    _truncate(db)
+    truncate(db)
     db.dispose()
     return str(url)
 
