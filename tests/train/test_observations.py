@@ -5,7 +5,7 @@ statistics (``grad_sqr``, ``grad_var``). The DDP side runs in ``test_observation
 from __future__ import annotations
 
 import math
-import time
+from types import SimpleNamespace
 from typing import Any
 
 import pytest
@@ -14,6 +14,7 @@ from train_helpers import mse_loss, tiny_model, tiny_regression
 
 import danlu.train as dt
 from danlu.train import accumulate
+from danlu.train import step as step_module
 from danlu.train.amp import Precision
 from danlu.train.batch import AdaptiveBatch, BatchController, GradientNoiseScale
 from danlu.train.distributed import Distributed
@@ -71,18 +72,23 @@ def test_the_engine_times_each_micro_step_and_scales_a_smaller_last_one(
     engine = _ddp_like_engine(micro)
     data = tiny_regression(8).tensors  # this rank's 8 samples
 
+    # the engine's clock, advanced by the micro-steps themselves (no wall-clock timing)
+    clock = SimpleNamespace(now=100.0)
+    monkeypatch.setattr(step_module, "time", SimpleNamespace(perf_counter=lambda: clock.now))
     calls = [0]
 
     def slow_last(m: torch.nn.Module, b: tuple[torch.Tensor, torch.Tensor]) -> torch.Tensor:
         calls[0] += 1
+        clock.now += 0.01  # each micro-step's compute
         if calls[0] == chunks:  # the last micro-batch
-            time.sleep(0.05)  # stands for the exposed all-reduce
+            clock.now += 0.05  # stands for the exposed all-reduce
         return mse_loss(m, b)
 
     result = engine.step(data, slow_last)
     assert seen == [(chunks, ratio)]
     assert seen[0][1] == ratio  # exactly 1.0 for equal chunks
-    assert result.sync_time is not None and 0.04 <= result.sync_time < 1.0
+    # the last micro-step took 0.06 s; the others' median 0.01 s, scaled by the size ratio
+    assert result.sync_time == pytest.approx(0.06 - 0.01 * ratio)
 
 
 def test_one_micro_batch_under_ddp_has_no_sync_estimate() -> None:
