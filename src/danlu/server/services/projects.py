@@ -31,6 +31,12 @@ class Usage:
     gpus: float = 0.0
     gpu_memory: int = 0
 
+    def __add__(self, other: Usage) -> Usage:
+        return Usage(self.gpus + other.gpus, self.gpu_memory + other.gpu_memory)
+
+    def __sub__(self, other: Usage) -> Usage:
+        return Usage(self.gpus - other.gpus, self.gpu_memory - other.gpu_memory)
+
 
 def _check_quotas(quota_gpus: float | None, quota_gpu_memory: int | None) -> None:
     if quota_gpus is not None and quota_gpus < 0:

@@ -69,6 +69,13 @@ def to_allocation(shares: Iterable[Mapping[str, object]] | None, cluster: Cluste
     return Allocation(tuple(out))
 
 
+def _held(allocation: Allocation) -> Usage:
+    """What ``allocation`` holds, as a project's quota counts it."""
+    return Usage(
+        allocation.gpu_milli / MILLI_PER_GPU, sum(share.memory for share in allocation.shares)
+    )
+
+
 def to_records(allocation: Allocation, cluster: Cluster) -> list[ShareDict]:
     """A core allocation as stored records (node names); bad indices are a PlacementError."""
     out: list[ShareDict] = []
@@ -236,24 +243,22 @@ def build_snapshot(
         for pid, p in projects.items()
         if p.quota_gpus is not None or p.quota_gpu_memory is not None
     }
-    entries: list[_Entry | None] = []
-    missing: list[int] = []
-    for (seq, job_id, version, observed, priority, project_id), running in rows:
-        key = _key(version, observed, priority + base[project_id], running)
-        entry = statuses.get(job_id, key)
-        entries.append(entry)
-        if entry is None:
-            missing.append(seq)
+    keys = [
+        _key(version, observed, priority + base[project_id], running)
+        for (_, _, version, observed, priority, project_id), running in rows
+    ]
+    entries = [statuses.get(row[1], key) for (row, _), key in zip(rows, keys, strict=True)]
+    missing = [row[0] for (row, _), entry in zip(rows, entries, strict=True) if entry is None]
     loaded = _load_rows(session, missing)
     running_jobs: list[JobStatus] = []
     pending: list[JobStatus] = []
     withheld: dict[str, str] = {}
     usage: dict[int, Usage] = {}  # by project, from the running jobs (listed first)
-    for i, ((seq, job_id, version, observed, priority, project_id), is_running) in enumerate(rows):
-        entry = entries[i]
+    for ((seq, job_id, *_, project_id), is_running), key, entry in zip(
+        rows, keys, entries, strict=True
+    ):
         project = projects[project_id]
         if entry is None:
-            key = _key(version, observed, priority + base[project_id], is_running)
             job = loaded[seq]
             if is_running:
                 entry = _Entry(key, _status(job, project, cluster, running=True))
@@ -264,12 +269,7 @@ def build_snapshot(
             if entry.status is None:  # running entries are built with their status
                 raise PlacementError(f"job {job_id} holds GPUs but its request is unknown")
             running_jobs.append(entry.status)
-            held_now = entry.status.allocation
-            prev = usage.get(project_id, Usage())
-            usage[project_id] = Usage(
-                prev.gpus + held_now.gpu_milli / MILLI_PER_GPU,
-                prev.gpu_memory + sum(share.memory for share in held_now.shares),
-            )
+            usage[project_id] = usage.get(project_id, Usage()) + _held(entry.status.allocation)
             continue
         if entry.withheld is not None or entry.status is None:
             withheld[job_id] = entry.withheld or "cannot build the job's request"
@@ -383,8 +383,7 @@ def apply_plan(
     staying: list[list[dict[str, Any]] | None] = []
     leaving: list[tuple[str, list[dict[str, Any]] | None]] = []
     for held_id, held_state, project_id, held_allocation in holding:
-        prev, more = used.get(project_id, Usage()), allocation_usage(held_allocation)
-        used[project_id] = Usage(prev.gpus + more.gpus, prev.gpu_memory + more.gpu_memory)
+        used[project_id] = used.get(project_id, Usage()) + allocation_usage(held_allocation)
         if held_state == JobState.PREEMPTING.value:
             leaving.append((held_id, held_allocation))
         else:
@@ -437,10 +436,10 @@ def apply_plan(
             out.deferred[job.id] = reason
             continue
         committed.add(resize.allocation)
-        prev, gone = used.get(job.project_id, Usage()), allocation_usage(job.allocation)
-        more = allocation_usage(records)
-        used[job.project_id] = Usage(
-            prev.gpus - gone.gpus + more.gpus, prev.gpu_memory - gone.gpu_memory + more.gpu_memory
+        used[job.project_id] = (
+            used.get(job.project_id, Usage())
+            - allocation_usage(job.allocation)
+            + allocation_usage(records)
         )
         jobs.resize(session, job, records, resize.batch_size, t, flush=False)
         out.resized.append(job)
@@ -464,10 +463,7 @@ def apply_plan(
             continue
         records = to_records(start.allocation, cluster)
         reason = blocked(start.allocation, job.id)
-        extra = Usage(
-            start.allocation.gpu_milli / MILLI_PER_GPU,
-            sum(s.memory for s in start.allocation.shares),
-        )
+        extra = _held(start.allocation)
         project = projects[job.project_id]
         current = used.get(project.id, Usage())
         reason = reason or quota_excess(project, current, extra)
@@ -476,7 +472,7 @@ def apply_plan(
             _note(job, reason)
             continue
         committed.add(start.allocation)
-        used[project.id] = Usage(current.gpus + extra.gpus, current.gpu_memory + extra.gpu_memory)
+        used[project.id] = current + extra
         if start.batch_size is not None:
             job.batch_size = start.batch_size
         jobs.change_state(
