@@ -7,6 +7,7 @@ import shutil
 from itertools import pairwise
 from pathlib import Path
 
+import numpy as np
 import pytest
 
 from danlu.core.errors import DanluError, DataError
@@ -109,6 +110,27 @@ def test_step_time_interpolates_unmeasured_placements(
         imagenet.step_time((1,), 10_000)
     with pytest.raises(OutOfProfileError):
         imagenet.step_time((), 100)
+
+
+def test_vector_accessors_agree_with_the_scalar_ones(
+    profiles: dict[str, ApplicationProfile],
+) -> None:
+    imagenet = profiles["imagenet"]
+    measured = imagenet.measured_placements
+    assert (1, 1, 2, 2) in measured
+    xs, steps, syncs = measured[(4,)]
+    assert imagenet.step_time((4,), float(xs[1])) == (float(steps[1]), float(syncs[1]))
+    points = np.array([[5.0, 17.0, 200.0], [8.0, 32.0, 100.0], [20.0, 64.0, 100.0], [1, 1, 1e6]])
+    out = imagenet.interpolated_step_times(points)
+    assert tuple(out[0]) == pytest.approx(imagenet.step_time((4, 4, 4, 4, 1), 200))
+    assert tuple(out[1]) == pytest.approx(imagenet.step_time((4,) * 8, 100))
+    # nodes are clamped to 16 as step_time clamps them
+    assert tuple(out[2]) == pytest.approx(imagenet.step_time((4,) * 4 + (3,) * 16, 100))
+    assert np.isnan(out[3]).all()
+    cifar = profiles["cifar10"]
+    sqr, var = cifar.grad_stats_many(np.array([128.0, 320.0, 4096.0]), 3)
+    for i, batch in enumerate((128, 320, 4096)):
+        assert (sqr[i], var[i]) == pytest.approx(cifar.grad_stats(batch, 3))
 
 
 def test_canonical_placement() -> None:

@@ -222,6 +222,28 @@ class ApplicationProfile:
             self._nd = LinearNDInterpolator(np.array(points), np.array(values))
         return self._nd
 
+    @property
+    def measured_placements(self) -> dict[Placement, _Columns]:
+        """The measured placements (canonical) and their (local_bsz, step_time, sync_time)
+        columns, sorted by ``local_bsz``. Do not modify."""
+        return self._placements
+
+    def interpolated_step_times(self, points: np.ndarray) -> np.ndarray:
+        """(step, sync) seconds at each (nodes, replicas, local_bsz) row of ``points`` by the
+        interpolation that :meth:`step_time` uses for unmeasured placements (NaN outside the
+        measured range; nodes are clamped to 16 as there)."""
+        rows = np.array(points, dtype=float, copy=True)
+        rows[:, 0] = np.minimum(rows[:, 0], _MAX_INTERPOLATED_NODES)
+        out: np.ndarray = self._interpolator()(rows)
+        return out
+
+    def grad_stats_many(self, batch_sizes: np.ndarray, epoch: int) -> tuple[np.ndarray, np.ndarray]:
+        """:meth:`grad_stats` for an array of batch sizes inside the validated range."""
+        sizes = np.array(self.validated_batch_sizes, dtype=float)
+        sqr = np.interp(batch_sizes, sizes, self._grad_sqr[:, epoch])
+        var = np.interp(batch_sizes, sizes, self._grad_var[:, epoch])
+        return sqr, var
+
     def rigid_config(self, num_replicas: int, batch_size: float) -> BatchConfig:
         """Per-GPU micro-batch and accumulation for a fixed global batch on N replicas.
 
