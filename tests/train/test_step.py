@@ -11,7 +11,7 @@ from train_helpers import mse_loss, tiny_model, tiny_regression
 
 import danlu.train as dt
 from danlu.core.errors import DanluError
-from danlu.train.step import grad_norm, norm_tensor
+from danlu.train.step import cpu_norm, grad_norm, norm_tensor
 
 
 def test_grad_norm_matches_the_definition() -> None:
@@ -40,6 +40,28 @@ def test_norm_tensor_propagates_nan_and_inf_on_every_path() -> None:
     half = norm_tensor([torch.full((4,), 2.0, dtype=torch.float16)])
     assert float(half) == 4.0 and half.dtype == torch.float16
     assert norm_tensor([torch.full((4,), 2.0, dtype=torch.float64)]).dtype == torch.float64
+
+
+def test_cpu_norm_is_a_float_for_dense_fp32_and_fp64_gradients_only() -> None:
+    g32 = torch.randn(1000)
+    g64 = torch.randn(7, dtype=torch.float64)
+    ref = math.sqrt(float(g32.double().pow(2).sum()) + float(g64.pow(2).sum()))
+    value = cpu_norm([g32, g64])
+    assert isinstance(value, float) and value == pytest.approx(ref, rel=1e-6)
+    assert cpu_norm([g32, g64.half()]) is None
+    assert cpu_norm([torch.randn(4, 4).t()]) is None  # not contiguous
+    assert math.isnan(cpu_norm([g32, torch.tensor([float("nan")])]) or 0.0)
+
+
+def test_the_step_reports_the_same_norm_as_grad_norm() -> None:
+    data = tiny_regression(64)
+    model = tiny_model()
+    opt = torch.optim.SGD(model.parameters(), lr=0.0)  # parameters stay put
+    batch = next(iter(torch.utils.data.DataLoader(data, batch_size=16)))
+    with dt.init(model, opt, global_batch_size=16, metrics_file=False, environ={}) as ctx:
+        result = ctx.step(batch, mse_loss)
+    mse_loss(model, batch).backward()
+    assert result.grad_norm == pytest.approx(grad_norm(list(model.parameters())), rel=1e-6)
 
 
 def test_nan_gradients_skip_the_step_and_spikes_are_caught() -> None:

@@ -51,23 +51,32 @@ _PEER_OOM = object()
 _DOT_DTYPES = (torch.float32, torch.float64)
 
 
+def cpu_norm(grads: list[torch.Tensor]) -> float | None:
+    """The global L2 norm of dense, contiguous fp32/fp64 CPU ``grads`` as a float: the sum of
+    ``torch.dot(g, g)``, the BLAS routine, which reads each gradient once at memory speed
+    (~1.7x faster than ``torch._foreach_norm`` on CPU and no less accurate: both accumulate in
+    the gradient's dtype; an fp32 sum of squares past ~3.4e38 reads inf in both). None for any
+    other gradients."""
+    for g in grads:
+        if (
+            g.device.type != "cpu"
+            or g.dtype not in _DOT_DTYPES
+            or g.layout != torch.strided
+            or not g.is_contiguous()
+        ):
+            return None
+    total_sq = math.fsum(float(torch.dot(g.view(-1), g.view(-1))) for g in grads)
+    return math.sqrt(total_sq)
+
+
 def norm_tensor(grads: list[torch.Tensor]) -> torch.Tensor:
     """The global L2 norm of ``grads`` as a 0-d tensor on their device (inf/nan propagate).
 
-    On a GPU: ``torch._foreach_norm`` (one fused multi-tensor kernel). For dense, contiguous
-    fp32/fp64 CPU gradients: the sum of ``torch.dot(g, g)``, the BLAS routine, which reads
-    each gradient once at memory speed: ~1.7x faster than ``_foreach_norm`` on CPU and no
-    less accurate (both accumulate in the gradient's dtype; an fp32 sum of squares past
-    ~3.4e38 reads inf in both)."""
-    if all(
-        g.device.type == "cpu"
-        and g.dtype in _DOT_DTYPES
-        and g.layout == torch.strided
-        and g.is_contiguous()
-        for g in grads
-    ):
-        total_sq = math.fsum(float(torch.dot(g.view(-1), g.view(-1))) for g in grads)
-        return torch.tensor(math.sqrt(total_sq), dtype=grads[0].dtype)
+    On a GPU: ``torch._foreach_norm`` (one fused multi-tensor kernel); dense fp32/fp64 CPU
+    gradients: :func:`cpu_norm`."""
+    value = cpu_norm(grads)
+    if value is not None:
+        return torch.tensor(value, dtype=grads[0].dtype)
     norms = torch._foreach_norm(grads, 2.0)
     total: torch.Tensor = torch.linalg.vector_norm(torch.stack(norms), 2.0)
     return total
@@ -130,7 +139,8 @@ def grad_norm(params: Sequence[torch.Tensor]) -> float:
     grads = [p.grad for p in params if p.grad is not None]
     if not grads:
         return 0.0
-    return float(norm_tensor(grads).item())
+    value = cpu_norm(grads)
+    return value if value is not None else float(norm_tensor(grads).item())
 
 
 class StepEngine:
@@ -262,6 +272,9 @@ class StepEngine:
             grads = [p.grad for p in self.params if p.grad is not None]
             if not grads:
                 return float(loss), 0.0
+            value = cpu_norm(grads) if loss.device.type == "cpu" else None
+            if value is not None:  # no tensor round trip on CPU
+                return float(loss), value
             norm_t = norm_tensor(grads)
         if norm_t.device.type == "cpu" and loss.device.type == "cpu":
             return float(loss), float(norm_t)
