@@ -88,21 +88,33 @@ class BatchController:
         self.oom_count = int(state.get("oom_count", 0))
 
 
-def estimated_micro_batch(model: Any, limit_bytes: int | None) -> int | None:
-    """The largest safe micro-batch from ``danlu.estimate.memory``, if that module exists and
-    offers ``largest_batch(model, limit_bytes)``; None otherwise (never raises)."""
-    if limit_bytes is None or model is None:
+MEMORY_MARGIN = 0.05
+"""Share of the memory limit kept free when the micro-batch comes from a memory model."""
+
+
+def estimated_micro_batch(
+    memory_model: Any, limit_bytes: int | None, upper: int | None = None
+) -> int | None:
+    """The largest micro-batch ``b <= upper`` whose predicted peak fits ``limit_bytes`` less a
+    :data:`MEMORY_MARGIN` share, by ``danlu.estimate.optimize.largest_batch`` over
+    ``memory_model`` (``danlu.estimate``'s ``MemoryModel``: ``predict(b)`` and
+    ``max_batch(limit, margin)``, e.g. from ``danlu.estimate.memory.fit_memory_model``).
+
+    None when there is no model or no limit, when ``danlu.estimate`` is not installed
+    (``danlu.train`` needs only torch), when not even one sample fits, or when the model
+    fails: an estimate is a hint, and the OOM guard still halves a micro-batch that does not
+    fit."""
+    if memory_model is None or limit_bytes is None:
         return None
     try:
-        memory = importlib.import_module("danlu.estimate.memory")
+        optimize = importlib.import_module("danlu.estimate.optimize")
     except ImportError:
         return None
-    fn = getattr(memory, "largest_batch", None)
-    if not callable(fn):
-        return None
     try:
-        b = fn(model, limit_bytes)
-    except Exception:  # an estimate is a hint; a failing one must not stop training
+        b = optimize.largest_batch(
+            memory_model, limit_bytes, int(limit_bytes * MEMORY_MARGIN), upper=upper
+        )
+    except Exception:  # a failing estimate must not stop training
         return None
     return int(b) if isinstance(b, int | float) and b >= 1 else None
 

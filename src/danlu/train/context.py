@@ -38,7 +38,7 @@ from danlu.train.data import ElasticSampler, LocalBatch, default_collate, fetch
 from danlu.train.distributed import Distributed, unwrap
 from danlu.train.env import JobEnv
 from danlu.train.lr import LRController
-from danlu.train.oom import OOMInjector, apply_memory_limit
+from danlu.train.oom import OOMInjector, apply_memory_limit, memory_budget
 from danlu.train.preempt import Preemption
 from danlu.train.report import MetricsReporter, Progress
 from danlu.train.scaling import lr_factor
@@ -460,6 +460,7 @@ def init(
     consistency_check: bool = True,
     collective_timeout_s: float = 300.0,
     ddp_kwargs: dict[str, Any] | None = None,
+    memory_model: Any = None,
     environ: dict[str, str] | None = None,
 ) -> TrainContext:
     """Build the :class:`TrainContext` for this process.
@@ -467,8 +468,10 @@ def init(
     ``global_batch_size`` is the number of samples per optimizer step over all ranks (the LR
     is tuned for it; ``DANLU_GLOBAL_BATCH_SIZE``, the scheduler's choice, replaces it and the
     LR follows by ``lr_scaling``); the per-GPU micro-batch is ``micro_batch_size``, else
-    ``DANLU_BATCH_SIZE``, else the largest safe batch from ``danlu.estimate`` (when
-    available), else the whole local batch.
+    ``DANLU_BATCH_SIZE``, else, given a ``memory_model`` (``danlu.estimate``'s
+    ``MemoryModel`` of this training step, e.g. from ``fit_memory_model``), the largest
+    micro-batch it predicts to fit ``DANLU_GPU_MEMORY_LIMIT`` (on a GPU without one: the
+    device's memory) with 5 % to spare, else the whole local batch.
     ``checkpoint_dir`` defaults to ``DANLU_CHECKPOINT_DIR``; ``anomaly`` is one of
     ``"skip"``, ``"rollback"``, ``"stop"``, ``"warn"`` or None; ``precision`` is ``"fp32"``,
     ``"fp16"`` or ``"bf16"``. ``environ`` replaces ``os.environ`` (tests).
@@ -482,7 +485,13 @@ def init(
     dist = Distributed.from_env(env, timeout_s=collective_timeout_s)
     apply_memory_limit(env.gpu_memory_limit, dist.device)
     wrapped = dist.wrap(model, **(ddp_kwargs or {}))
-    micro = micro_batch_size or env.batch_size or estimated_micro_batch(model, env.gpu_memory_limit)
+    micro = micro_batch_size or env.batch_size
+    if micro is None and memory_model is not None:
+        micro = estimated_micro_batch(
+            memory_model,
+            memory_budget(env.gpu_memory_limit, dist.device),
+            upper=max(1, -(-global_batch_size // dist.world_size)),
+        )
     batch = BatchController(global_batch_size, dist.world_size, micro)
     lr = LRController(optimizer, scheduler, warmup_steps=warmup_steps, grad_norm_tau=grad_norm_tau)
     detector = (

@@ -60,3 +60,13 @@ def apply_memory_limit(limit_bytes: int | None, device: torch.device) -> float |
     fraction = min(1.0, limit_bytes / total)
     torch.cuda.set_per_process_memory_fraction(fraction, device)
     return fraction
+
+
+def memory_budget(limit_bytes: int | None, device: torch.device) -> int | None:
+    """The bytes a micro-batch may use on each GPU: ``limit_bytes`` (DANLU_GPU_MEMORY_LIMIT)
+    when set, else a CUDA device's total memory; None on CPU without a limit."""
+    if limit_bytes is not None:
+        return limit_bytes
+    if device.type == "cuda" and torch.cuda.is_available():
+        return int(torch.cuda.get_device_properties(device).total_memory)
+    return None
