@@ -103,6 +103,15 @@ def test_job_succeeds_with_env_pinning_and_logs(ex: LocalExecutor, tmp_path: Pat
     assert (tmp_path / "state" / "logs" / "env-1.log").exists()
 
 
+def test_the_micro_batch_limit_caps_the_per_gpu_batch() -> None:
+    two = (GpuSlot(0, 1, 20 * 2**30), GpuSlot(0, 3, 30 * 2**30))
+    assert launch("cap-1", "pass", gpus=two, batch_size=64).per_gpu_batch == 32
+    capped = launch("cap-2", "pass", gpus=two, batch_size=64, micro_batch_limit=12)
+    assert (capped.per_gpu_batch, capped.batch_size) == (12, 64)  # the global batch stays
+    assert launch("cap-3", "pass", gpus=two, batch_size=16, micro_batch_limit=12).per_gpu_batch == 8
+    assert launch("cap-4", "pass", gpus=two, micro_batch_limit=12).per_gpu_batch is None
+
+
 def test_no_gpus_hides_all_and_device_map(tmp_path: Path) -> None:
     ex = LocalExecutor(
         Cluster.homogeneous(2, 2),

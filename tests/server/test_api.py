@@ -223,6 +223,21 @@ def test_follow_streams_until_terminal(live: Live) -> None:
         assert c.get(f"/jobs/{job['id']}").json()["state"] == "SUCCEEDED"
 
 
+def test_an_elastic_job_with_a_model_gets_a_micro_batch_limit_at_submission(live: Live) -> None:
+    hints = {"global_batch_size": 64, "max_batch_size": 4096}
+    model = {**hints, "model": "danlu.estimate.zoo:resnet_tiny"}
+    with live.client() as c:
+        job = submit(c, spec("m", "print(1)", resources={"gpus": "1..2"}, training=model))
+        # traced for the fake 80 GiB GPUs: far more than 4096 samples fit; the fit is trusted
+        # up to 32 x its largest traced batch (32)
+        assert job["micro_batch_limit"] == 1024
+        plain = submit(c, spec("p", "print(1)", resources={"gpus": "1..2"}, training=hints))
+        assert plain["micro_batch_limit"] is None
+        assert c.get(f"/jobs/{job['id']}").json()["micro_batch_limit"] == 1024
+        wait_state(c, job["id"], "SUCCEEDED")
+        wait_state(c, plain["id"], "SUCCEEDED")
+
+
 def test_gpu_memory_auto_without_model_uses_whole_gpus(live: Live) -> None:
     with live.client() as c:
         job = submit(c, spec("auto", "print(1)", resources={"gpus": 1, "gpu_memory": "auto"}))

@@ -179,3 +179,31 @@ def test_reports_reach_the_policy_through_the_store(seeded: Database) -> None:
         assert jobs.get_job(s, job_id).observed is None
     moved = status(NOW + 501)
     assert "step_time" not in moved.observed and moved.observed["max_batch"] == 64.0
+
+
+def test_the_memory_model_s_micro_batch_limit_bounds_the_policy_s_micro_batches(
+    seeded: Database,
+) -> None:
+    wide = parse_spec(
+        {
+            "name": "j",
+            "command": ["true"],
+            "resources": {"gpus": "1..4"},
+            "training": {"global_batch_size": 64, "max_batch_size": 512},
+        }
+    )
+    assert observe.limits(wide, 48)["max_local_bsz"] == 48.0
+    assert observe.limits(wide, 4096)["max_local_bsz"] == 512.0  # never above the batch
+    assert observe.limits(wide, None)["max_local_bsz"] == 512.0
+    with seeded.session() as s:
+        alice = users.get_user(s, "alice")
+        body = _elastic("m")
+        body["training"]["max_batch_size"] = 512
+        job_id = jobs.submit(s, body, alice, micro_batch_limit=24, now=NOW).id
+        other = jobs.submit(s, _elastic("n"), alice, micro_batch_limit=0, now=NOW + 1).id
+        assert jobs.get_job(s, job_id).micro_batch_limit == 24
+        assert jobs.get_job(s, other).micro_batch_limit is None
+        snap = view.build_snapshot(s, NOW + 2)
+    pending = {j.id: j for j in snap.view.pending}
+    assert pending[job_id].observed["max_local_bsz"] == 24.0
+    assert pending[other].observed["max_local_bsz"] == 64.0

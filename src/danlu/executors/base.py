@@ -120,12 +120,20 @@ class JobLaunch:
     """The run's number for :class:`Handle` (the control plane's start counter); ``None``
     means ``restart_count``. Lets DANLU_RESTART_COUNT count failures while handles count runs."""
 
+    micro_batch_limit: int | None = None
+    """The largest per-GPU micro-batch the memory model predicts to fit: caps
+    :attr:`per_gpu_batch` (``danlu.train`` then accumulates to keep the global batch)."""
+
     @property
     def per_gpu_batch(self) -> int | None:
-        """``batch_size`` split over the job's GPUs (rounded up; all of it without GPUs)."""
+        """``batch_size`` split over the job's GPUs (rounded up; all of it without GPUs),
+        capped at :attr:`micro_batch_limit`."""
         if self.batch_size is None:
             return None
-        return -(-self.batch_size // max(1, len(self.gpus)))
+        share = -(-self.batch_size // max(1, len(self.gpus)))
+        if self.micro_batch_limit is not None and self.micro_batch_limit >= 1:
+            return min(share, self.micro_batch_limit)
+        return share
 
     def __post_init__(self) -> None:
         validate_job_id(self.job_id)

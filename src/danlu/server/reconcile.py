@@ -430,6 +430,7 @@ class Reconciler:
             checkpoint_dir=str(checkpoint),
             restart_count=job.restarts,
             batch_size=job.batch_size,
+            micro_batch_limit=job.micro_batch_limit,
             token=token,
             attempt=job.attempt,
         )

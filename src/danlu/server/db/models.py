@@ -138,6 +138,9 @@ class Job(LockMixin, Base):
     batch_size: Mapped[int | None] = mapped_column(Integer, default=None)
     gpu_memory_per_gpu: Mapped[int | None] = mapped_column(BigInteger, default=None)
     """Resolved bytes per GPU (an explicit spec value or the estimate for ``auto``)."""
+    micro_batch_limit: Mapped[int | None] = mapped_column(Integer, default=None)
+    """The largest per-GPU micro-batch the memory model predicts to fit (estimated at
+    submission for elastic jobs with ``training.model``); null when unknown."""
     submitted_at: Mapped[float] = mapped_column(Double)
     started_at: Mapped[float | None] = mapped_column(Double, default=None)
     last_start: Mapped[float | None] = mapped_column(Double, default=None)

@@ -9,7 +9,9 @@ from __future__ import annotations
 
 import concurrent.futures
 import logging
+from collections.abc import Callable
 from dataclasses import dataclass
+from typing import Any
 
 from danlu.core.cluster import Cluster
 from danlu.core.spec import JobSpec
@@ -46,6 +48,21 @@ def _predict(model_ref: str, batch_size: int, gpu_name: str) -> int:
     return max(e.peak_device_bytes for e in estimates)
 
 
+def _in_worker(fn: Callable[..., int | None], timeout: float, *args: Any) -> tuple[int | None, str]:
+    """``fn(*args)`` in a worker thread: (its value, "") or (None, why not)."""
+    pool = concurrent.futures.ThreadPoolExecutor(1, thread_name_prefix="danlu-estimate")
+    try:
+        future = pool.submit(fn, *args)
+        return future.result(timeout=timeout), ""
+    except concurrent.futures.TimeoutError:
+        return None, f"timed out after {timeout:g}s"
+    except Exception as exc:  # the tracer runs arbitrary user models: any failure falls back
+        log.info("memory estimate of %s failed: %s", args[0] if args else fn, exc)
+        return None, f"failed ({exc})"
+    finally:
+        pool.shutdown(wait=False)
+
+
 def resolve_gpu_memory(spec: JobSpec, cluster: Cluster, timeout: float) -> Estimate:
     """The per-GPU bytes to admit ``spec`` with: the explicit value, the estimate for
     ``auto`` with a ``training.model``, or whole GPUs (``None``) with a note why."""
@@ -57,15 +74,48 @@ def resolve_gpu_memory(spec: JobSpec, cluster: Cluster, timeout: float) -> Estim
         return Estimate(None, "gpu_memory: auto without training.model: using whole GPUs")
     hints = spec.training
     batch = hints.min_batch_size or hints.global_batch_size or 1
-    pool = concurrent.futures.ThreadPoolExecutor(1, thread_name_prefix="danlu-estimate")
-    try:
-        future = pool.submit(_predict, model, batch, _gpu_name(spec, cluster))
-        value = future.result(timeout=timeout)
-    except concurrent.futures.TimeoutError:
-        return Estimate(None, f"memory estimate timed out after {timeout:g}s: using whole GPUs")
-    except Exception as exc:  # the tracer runs arbitrary user models: any failure falls back
-        log.info("memory estimate of %s failed: %s", model, exc)
-        return Estimate(None, f"memory estimate failed ({exc}): using whole GPUs")
-    finally:
-        pool.shutdown(wait=False)
+    value, why = _in_worker(_predict, timeout, model, batch, _gpu_name(spec, cluster))
+    if value is None:
+        return Estimate(None, f"memory estimate {why}: using whole GPUs")
     return Estimate(int(value), f"gpu_memory estimated at {value} bytes per GPU")
+
+
+MICRO_BATCH_TRACES = (2, 8, 32)
+"""Batch sizes traced to fit the memory model M(b) for the micro-batch limit (the fit is
+trusted up to 32 x the largest)."""
+MICRO_BATCH_MARGIN = 0.05
+"""Share of the GPU memory (or of the job's memory share) kept free."""
+
+
+def _largest_micro_batch(
+    model_ref: str, gpu_name: str, limit: int | None, upper: int
+) -> int | None:
+    from danlu.core.errors import UnknownNameError
+    from danlu.estimate.memory import TraceRequest, fit_memory_model, get_gpu
+    from danlu.estimate.optimize import largest_batch
+
+    try:
+        gpu = get_gpu(gpu_name)
+    except UnknownNameError:
+        gpu = get_gpu(DEFAULT_GPU)
+    fitted = fit_memory_model(TraceRequest(model_ref, MICRO_BATCH_TRACES), gpu)
+    budget = limit if limit is not None else gpu.capacity_bytes
+    return largest_batch(fitted, budget, int(budget * MICRO_BATCH_MARGIN), upper=upper)
+
+
+def resolve_micro_batch_limit(
+    spec: JobSpec, cluster: Cluster, timeout: float, gpu_memory: int | None = None
+) -> int | None:
+    """The largest per-GPU micro-batch of an elastic job with a global batch and a
+    ``training.model`` that its memory model predicts to fit, with 5 % spare, in
+    ``gpu_memory`` bytes (its memory share) or else the whole GPU of its type; at most the
+    job's largest batch. None for other jobs, and when the estimate fails or times out (then
+    ``danlu.train``'s OOM guard finds the micro-batch)."""
+    hints = spec.training
+    if not spec.resources.gpus.elastic or hints.global_batch_size is None or not hints.model:
+        return None
+    upper = max(hints.max_batch_size or hints.global_batch_size, hints.global_batch_size)
+    value, _ = _in_worker(
+        _largest_micro_batch, timeout, hints.model, _gpu_name(spec, cluster), gpu_memory, upper
+    )
+    return int(value) if value is not None and value >= 1 else None

@@ -22,7 +22,7 @@ from danlu.server.routes.deps import (
     check_values,
     checked_name,
 )
-from danlu.server.routes.estimation import resolve_gpu_memory
+from danlu.server.routes.estimation import resolve_gpu_memory, resolve_micro_batch_limit
 from danlu.server.routes.schemas import (
     TERMINAL,
     AcceptedOut,
@@ -58,8 +58,13 @@ def submit_job(spec: JobSpec, user: Caller, state: State) -> dict[str, Any]:
     with state.db.read_session() as session:
         cluster = load_cluster(session)
     estimate = resolve_gpu_memory(spec, cluster, state.estimate_timeout)  # no transaction
+    micro = resolve_micro_batch_limit(
+        spec, cluster, state.estimate_timeout, estimate.gpu_memory
+    )  # no transaction either
     with state.db.session() as session:
-        job = jobs.submit(session, spec, user, gpu_memory=estimate.gpu_memory)
+        job = jobs.submit(
+            session, spec, user, gpu_memory=estimate.gpu_memory, micro_batch_limit=micro
+        )
         if estimate.note and spec.resources.gpu_memory == "auto":
             job.pending_reason = f"waiting for the next scheduling round ({estimate.note})"
         out = job_out(job)
@@ -201,9 +206,7 @@ def job_logs(
 
 
 @router.post("/{job_id}/metrics", response_model=AcceptedOut, summary="Report training metrics")
-def post_metrics(
-    job_id: str, body: MetricsIn, user: Caller, state: State
-) -> dict[str, int | None]:
+def post_metrics(job_id: str, body: MetricsIn, user: Caller, state: State) -> dict[str, int | None]:
     """Store metric records (the job's own token, i.e. its owner, or an admin). The reply
     carries the job's current global batch size (the scheduler's latest choice)."""
     checked_name(job_id, "job")

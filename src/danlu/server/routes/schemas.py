@@ -50,6 +50,9 @@ class JobOut(BaseModel):
     gpus: int
     gpu_memory: int | None
     batch_size: int | None
+    micro_batch_limit: int | None = None
+    """The largest per-GPU micro-batch the memory model predicts to fit (estimated at
+    submission for elastic jobs with ``training.model``); null when unknown."""
     checkpoint_step: int | None
     observed: dict[str, float]
     """The scheduler's measurement of the current run from the job's metric reports (per
@@ -211,6 +214,7 @@ def job_out(job: Job) -> dict[str, Any]:
         "allocation": allocation,
         "gpus": len(allocation) if allocation else requested,
         "gpu_memory": job.gpu_memory_per_gpu,
+        "micro_batch_limit": job.micro_batch_limit,
         "batch_size": job.batch_size,
         "checkpoint_step": job.checkpoint_step,
         "observed": dict(job.observed or {}),

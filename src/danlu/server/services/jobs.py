@@ -79,12 +79,15 @@ def submit(
     user: User,
     *,
     gpu_memory: int | None = None,
+    micro_batch_limit: int | None = None,
     now: float | None = None,
 ) -> Job:
     """Validate and admit ``spec`` for ``user`` and queue it as PENDING.
 
     ``gpu_memory`` overrides the per-GPU bytes (the caller's estimate for ``gpu_memory:
     auto``, computed outside the transaction); ``auto`` without it means whole GPUs.
+    ``micro_batch_limit``: the largest per-GPU micro-batch the memory model predicts to fit
+    (also estimated outside the transaction), or None.
     Raises :class:`SpecError` (invalid field), :class:`AdmissionError` (can never fit the
     inventory or the project's quota, naming the field) or :class:`PermissionDenied`.
     """
@@ -124,6 +127,9 @@ def submit(
         spec=stored.model_dump(mode="json"),
         state=JobState.PENDING.value,
         gpu_memory_per_gpu=memory or None,
+        micro_batch_limit=micro_batch_limit
+        if micro_batch_limit and micro_batch_limit > 0
+        else None,
         batch_size=parsed.training.global_batch_size,
         submitted_at=t,
         pending_reason="waiting for the next scheduling round",

@@ -142,24 +142,29 @@ def merged(stored: Mapping[str, float] | None, new: Mapping[str, float]) -> dict
     return out if changed else None
 
 
-def limits(spec: JobSpec) -> dict[str, float]:
+def limits(spec: JobSpec, micro_batch_limit: int | None = None) -> dict[str, float]:
     """What the policy may choose for the job, from its spec; empty when it may choose
     nothing (one GPU count, or no global batch size to scale).
 
     ``init_batch`` is ``training.global_batch_size`` (the batch its hyper-parameters were
     tuned at), ``max_batch`` is ``training.max_batch_size`` (default: the global batch: the
     GPU count changes, the batch does not); the per-GPU micro-batch may range from 1 to
-    ``max_batch`` (danlu.train halves a micro-batch that runs out of memory)."""
+    ``micro_batch_limit`` (what the memory model predicts to fit, estimated at submission)
+    or, without one, to ``max_batch`` (danlu.train halves a micro-batch that runs out of
+    memory)."""
     gpus, hints = spec.resources.gpus, spec.training
     if not gpus.elastic or hints.global_batch_size is None:
         return {}
     init = hints.global_batch_size
     top = max(hints.max_batch_size or init, init)
+    local = (
+        top if micro_batch_limit is None or micro_batch_limit < 1 else min(top, micro_batch_limit)
+    )
     return {
         "init_batch": float(init),
         "max_batch": float(top),
         "min_local_bsz": 1.0,
-        "max_local_bsz": float(top),
+        "max_local_bsz": float(local),
         "target_batch": float(init),
     }
 
@@ -168,11 +173,13 @@ def observed(
     spec: JobSpec,
     stored: Mapping[str, float] | None,
     allocation: Sequence[Mapping[str, Any]] | None,
+    *,
+    micro_batch_limit: int | None = None,
 ) -> dict[str, float]:
     """The job's :attr:`~danlu.sched.view.JobStatus.observed`: its :func:`limits`, its
     progress, and, when it runs on as many GPUs as ``stored`` was measured at (a measurement
     from before a resize is stale), the measurement with ``num_nodes`` from ``allocation``."""
-    out = limits(spec)
+    out = limits(spec, micro_batch_limit)
     if not out or not stored:
         return out
     if "progress" in stored:

@@ -112,7 +112,12 @@ def _status(job: Job, project: Project, cluster: Cluster, running: bool) -> JobS
         preemptions=job.preemptions,
         restarts=job.restarts,
         marks=dict(job.marks or {}),
-        observed=observe.observed(spec, job.observed, job.allocation if running else None),
+        observed=observe.observed(
+            spec,
+            job.observed,
+            job.allocation if running else None,
+            micro_batch_limit=job.micro_batch_limit,
+        ),
     )
 
 

@@ -1,0 +1,36 @@
+"""Submission-time estimates from danlu.estimate's memory model: the micro-batch limit of an
+elastic job (traced for real, in a subprocess, outside any transaction)."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from danlu.core.cluster import Cluster, Node, gpu_type
+from danlu.core.spec import parse_spec
+from danlu.core.units import GiB
+from danlu.server.routes.estimation import resolve_micro_batch_limit
+
+CLUSTER = Cluster((Node("n0", 4, gpu_type("H100")),), name="t")
+
+
+def _spec(gpus: str = "1..4", **training: Any) -> Any:
+    hints = {"global_batch_size": 64, "max_batch_size": 4096, **training}
+    return parse_spec(
+        {"name": "j", "command": ["true"], "resources": {"gpus": gpus}, "training": hints}
+    )
+
+
+def test_an_elastic_job_s_micro_batch_limit_fits_its_memory_share() -> None:
+    spec = _spec(model="danlu.estimate.zoo:resnet_tiny")
+    # resnet_tiny on an H100 (CUDA context included): ~586 MiB at batch 1, ~686 MiB at 128,
+    # ~978 MiB at 512; 1 GiB less 5 % fits a few hundred samples
+    limit = resolve_micro_batch_limit(spec, CLUSTER, 120.0, gpu_memory=1 * GiB)
+    assert limit is not None and 128 < limit < 512
+
+
+def test_no_limit_for_other_jobs_or_a_failing_model() -> None:
+    assert resolve_micro_batch_limit(_spec(), CLUSTER, 120.0) is None  # no training.model
+    rigid = _spec(gpus="2", model="danlu.estimate.zoo:resnet_tiny")
+    assert resolve_micro_batch_limit(rigid, CLUSTER, 120.0) is None
+    broken = _spec(model="no_such_module_xyz:factory")
+    assert resolve_micro_batch_limit(broken, CLUSTER, 120.0) is None
