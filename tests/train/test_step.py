@@ -49,6 +49,7 @@ def test_cpu_norm_is_a_float_for_dense_fp32_and_fp64_gradients_only() -> None:
     value = cpu_norm([g32, g64])
     assert isinstance(value, float) and value == pytest.approx(ref, rel=1e-6)
     assert cpu_norm([g32, g64.half()]) is None
+    assert float(norm_tensor([])) == 0.0 and cpu_norm([]) == 0.0
     assert cpu_norm([torch.randn(4, 4).t()]) is None  # not contiguous
     assert math.isnan(cpu_norm([g32, torch.tensor([float("nan")])]) or 0.0)
 

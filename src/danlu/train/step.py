@@ -74,6 +74,8 @@ def norm_tensor(grads: list[torch.Tensor]) -> torch.Tensor:
 
     On a GPU: ``torch._foreach_norm`` (one fused multi-tensor kernel); dense fp32/fp64 CPU
     gradients: :func:`cpu_norm`."""
+    if not grads:
+        return torch.tensor(0.0)
     value = cpu_norm(grads)
     if value is not None:
         return torch.tensor(value, dtype=grads[0].dtype)
