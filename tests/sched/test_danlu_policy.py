@@ -410,3 +410,43 @@ def test_gpu_counts_start_at_an_elastic_minimum() -> None:
     assert _counts(16, 4, floor=3) == [3, 4, 8, 12, 16]
     assert _counts(16, 4, floor=6) == [6, 8, 12, 16]
     assert _counts(4, 4, floor=6) == []
+
+
+def test_a_change_of_capacity_reuses_the_pending_jobs_options(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    cluster = Cluster.homogeneous(4, 4)
+    seen = measured(4, 64, 0.10, 0.02, 0.3)  # measured on one node: may grow to 12 GPUs
+    waiting = tuple(
+        job(
+            f"w{i}",
+            gpus=4,
+            submit=float(i),
+            observed={**LIMITS, "target_batch": 512.0, "progress": 0.3},
+            marks=dm.remembered({}, seen),
+        )
+        for i in range(3)
+    )
+    built = [0]
+    original = DanluPolicy._waiting_job
+
+    def counting(self: DanluPolicy, *args: Any) -> Any:
+        built[0] += 1
+        return original(self, *args)
+
+    monkeypatch.setattr(DanluPolicy, "_waiting_job", counting)
+    warm = DanluPolicy()
+    widths = []
+    for held in (0, 8, 4, 12, 0):  # GPUs of a non-preemptible job: capacity 16, 8, 12, 4, 16
+        fixed = (
+            (job("fixed", gpus=held, preemptible=False, allocation=on(cluster, 0, held)),)
+            if held
+            else ()
+        )
+        view = ClusterView(time=1000.0, cluster=cluster, running=fixed, pending=waiting)
+        plan = warm.schedule(view)
+        assert plan == DanluPolicy().schedule(view)  # as a fresh policy plans it
+        widths.append(sum(s.allocation.num_gpus for s in plan.starts))
+        assert widths[-1] <= 16 - held
+    assert built[0] == 3 + 3 * 5  # the warm policy built each job once; fresh ones 3 a round
+    assert widths[0] > widths[3] > 0

@@ -181,7 +181,7 @@ class DanluPolicy:
     _shape: list[tuple[int, int]] = field(
         default_factory=list, init=False, repr=False, compare=False
     )
-    """The (capacity, GPUs per node) the cached options were computed for."""
+    """The (cluster GPUs, GPUs per node) the cached options were computed for."""
 
     # -- model ------------------------------------------------------------------------
     def _model(
@@ -331,23 +331,42 @@ class DanluPolicy:
         )
 
     def _pending(
-        self, pending: tuple[JobStatus, ...], capacity: int, gpn: int, now: float
+        self, pending: tuple[JobStatus, ...], capacity: int, total: int, gpn: int, now: float
     ) -> list[_Waiting]:
         """Every pending job's cached round inputs, in queue order (the cache is renewed:
-        entries of jobs no longer pending are dropped)."""
+        entries of jobs no longer pending are dropped).
+
+        The cache holds options for the whole cluster (``total`` GPUs), so that a change of
+        ``capacity`` (GPUs held by non-preemptible or PREEMPTING jobs, or under shared
+        requests) does not rebuild 10,000 entries: only the entries with options wider than
+        ``capacity`` are cut down, this round."""
         cache = self._waiting
-        if self._shape != [(capacity, gpn)]:  # options computed for another cluster shape
+        if self._shape != [(total, gpn)]:  # options computed for another cluster shape
             cache.clear()
-            self._shape[:] = [(capacity, gpn)]
-        scale = max(capacity, 1)
+            self._shape[:] = [(total, gpn)]
+        scale = max(total, 1)
         ids = list(map(id, pending))
         out = list(map(cache.get, ids, repeat(_NO_HIT)))
         # C-level loops: most statuses are the objects seen last round
         for i in compress(range(len(out)), map(is_not, map(_STATUS, out), pending)):
-            out[i] = self._waiting_job(pending[i], capacity, gpn, now, scale)
+            out[i] = self._waiting_job(pending[i], total, gpn, now, scale)
         cache.clear()
         cache.update(zip(ids, out, strict=True))
+        if capacity < total:
+            out = [self._within(w, capacity, scale) for w in out]
         return out
+
+    def _within(self, waiting: _Waiting, capacity: int, scale: int) -> _Waiting:
+        """``waiting`` with only the options that fit ``capacity`` GPUs (itself when all
+        do; the options are sorted by GPU count)."""
+        opts = waiting.options
+        if not opts or opts[-1].gpus <= capacity:
+            return waiting
+        kept = [o for o in opts if o.gpus <= capacity]
+        best = min(
+            (o.seconds * (1.0 + self.width * o.gpus / scale) for o in kept), default=math.inf
+        )
+        return dataclasses.replace(waiting, options=kept, best=best)
 
     def _running_job(self, job: JobStatus, now: float) -> _Running:
         """A running job's round inputs that depend on its status object alone (cached)."""
@@ -383,6 +402,7 @@ class DanluPolicy:
         self,
         movable: list[JobStatus],
         capacity: int,
+        total: int,
         gpn: int,
         now: float,
         new_marks: dict[str, dict[str, float]],
@@ -413,7 +433,7 @@ class DanluPolicy:
         may_grow = held & (since >= self.grow_after) & ~column("shares", bool)
         expected = column("expected", float)
         left = np.where(np.isnan(expected), self.new_job_seconds, np.maximum(expected - ran, 1.0))
-        scale = max(capacity, 1)
+        scale = max(total, 1)  # C in the rank: the cluster's GPUs
         width, shorter = self.width, 1.0 - self.rank_hysteresis
         # a running job ranks as if shorter
         keys = left * (1.0 + width * column("gpus", float) / scale) * shorter / weight
@@ -484,14 +504,15 @@ class DanluPolicy:
         capacity = cluster.total_gpus - sum(
             math.ceil(j.allocation.gpu_milli / MILLI_PER_GPU) for j in held_shares
         )
-        waits = self._pending(view.pending, capacity, gpn, now)
+        total = cluster.total_gpus
+        waits = self._pending(view.pending, capacity, total, gpn, now)
         shared: list[JobStatus] = []
         if any(map(_SHARED, waits)):
             shared = [w.status for w in waits if w.shared]
             waits = [w for w in waits if not w.shared]
         new_marks: dict[str, dict[str, float]] = {}
         all_options, pinned, grow, run_keys = self._running(
-            movable, capacity, gpn, now, new_marks, queued=bool(waits)
+            movable, capacity, total, gpn, now, new_marks, queued=bool(waits)
         )
         first = len(movable)
         whole = movable + list(map(_STATUS, waits))
