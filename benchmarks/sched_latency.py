@@ -10,7 +10,8 @@ so policies that keep state across rounds (their rank order) are measured with i
 the views is not timed (the adapter's cost, not the policy's).
 
     python benchmarks/sched_latency.py [--repeats 100] [--churn 20]
-        [--policies fifo,priority,sjf,tiresias,value-density,danlu]
+        [--policies fifo,priority,sjf,tiresias,value-density,danlu] [--fresh-statuses]
+        [--preempting]
 """
 
 from __future__ import annotations
@@ -88,16 +89,30 @@ def build_view(nodes: int, gpus: int, pending: int, running: int, seed: int = 0)
 
 
 def apply_plan(
-    view: ClusterView, plan: Plan, churn: int = 0, rng: random.Random | None = None
+    view: ClusterView,
+    plan: Plan,
+    churn: int = 0,
+    rng: random.Random | None = None,
+    draining: set[str] | None = None,
 ) -> ClusterView:
     """The view after ``plan``, 60 s later: started jobs run, resized ones run on their new
     GPUs, preempted jobs wait, the plan's marks are kept; then ``churn`` running jobs finish
-    and as many new jobs are submitted."""
+    and as many new jobs are submitted.
+
+    ``draining`` (updated in place): model the server's PREEMPTING state. A preempted job
+    keeps its GPUs for one round as a non-preemptible running job (as the server's snapshot
+    shows a PREEMPTING one: its GPUs are not the policy's to move) and waits from the round
+    after; the set holds the ids of the jobs draining now."""
     started = {s.job_id: s.allocation for s in plan.starts}
     stopped = {p.job_id for p in plan.preempts}
+    drained: set[str] = set()
+    if draining is not None:
+        drained = set(draining)
+        draining.clear()
+        draining.update(stopped)
     if churn and rng is not None and view.running:
         stopped_or_done = set(rng.sample([j.id for j in view.running], churn))
-        finished = stopped_or_done - stopped
+        finished = stopped_or_done - stopped - drained
     else:
         finished = set()
     resized = {r.job_id: r.allocation for r in plan.resizes}
@@ -110,8 +125,15 @@ def apply_plan(
     running = [
         replace(banked(j), allocation=resized[j.id], last_start=now) if j.id in resized else j
         for j in view.running
-        if j.id not in stopped and j.id not in finished
+        if j.id not in stopped and j.id not in finished and j.id not in drained
     ]
+    if draining is not None:  # still on their GPUs, out of the policy's hands
+        running += [
+            replace(j, request=replace(j.request, preemptible=False))
+            for j in view.running
+            if j.id in stopped
+        ]
+        stopped, drained = drained, stopped
     running += [
         replace(j, allocation=started[j.id], last_start=view.time)
         for j in view.pending
@@ -119,7 +141,12 @@ def apply_plan(
     ]
     pending = [j for j in view.pending if j.id not in started]
     pending += [
-        replace(banked(j), allocation=Allocation(), last_start=None)
+        replace(
+            banked(j),
+            request=replace(j.request, preemptible=True),
+            allocation=Allocation(),
+            last_start=None,
+        )
         for j in view.running
         if j.id in stopped
     ]
@@ -175,6 +202,12 @@ def main() -> None:
         help="rebuild every job's status object between rounds (what a control plane without "
         "the server's StatusCache would hand the policy: its per-status memos all miss)",
     )
+    parser.add_argument(
+        "--preempting",
+        action="store_true",
+        help="preempted jobs hold their GPUs for one round as PREEMPTING (non-preemptible) "
+        "jobs before they wait, as in the server: the capacity changes whenever jobs drain",
+    )
     args = parser.parse_args()
 
     started = time.perf_counter()
@@ -199,7 +232,8 @@ def main() -> None:
         first_plan = make_policy(name).schedule(view)
         first_ms = (time.perf_counter() - t0) * 1000
         rng = random.Random(1)
-        steady = apply_plan(view, first_plan)
+        draining: set[str] | None = set() if args.preempting else None
+        steady = apply_plan(view, first_plan, draining=draining)
         policy = make_policy(name)
         policy.schedule(steady)  # a control plane's policy has seen earlier rounds
         times: list[float] = []
@@ -210,7 +244,7 @@ def main() -> None:
             plan = policy.schedule(steady)
             times.append((time.perf_counter() - t0) * 1000)
             moves += len(plan.starts) + len(plan.preempts)
-            steady = apply_plan(steady, plan, args.churn, rng)
+            steady = apply_plan(steady, plan, args.churn, rng, draining)
             if args.fresh_statuses:
                 steady = replace(
                     steady,
