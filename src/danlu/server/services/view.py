@@ -131,7 +131,8 @@ class _Entry:
     withheld: str | None = None
     """Why a pending job can never run on this inventory, or None."""
     need: Usage = field(default_factory=Usage)
-    """The least a pending job's start adds to its project's usage (the quota check)."""
+    """The least a pending job's start adds to its project's usage (the quota check); what
+    a running job holds."""
 
 
 class StatusCache:
@@ -266,7 +267,8 @@ def build_snapshot(
         if entry is None:
             job = loaded[seq]
             if is_running:
-                entry = _Entry(key, _status(job, project, cluster, running=True))
+                status = _status(job, project, cluster, running=True)
+                entry = _Entry(key, status, need=_held(status.allocation))
             else:
                 entry = _pending_entry(job, project, cluster, key)
             statuses.put(job_id, entry)
@@ -274,7 +276,8 @@ def build_snapshot(
             if entry.status is None:  # running entries are built with their status
                 raise PlacementError(f"job {job_id} holds GPUs but its request is unknown")
             running_jobs.append(entry.status)
-            usage[project_id] = usage.get(project_id, Usage()) + _held(entry.status.allocation)
+            if project_id in limited:  # only quotas read the usage
+                usage[project_id] = usage.get(project_id, Usage()) + entry.need
             continue
         if entry.withheld is not None or entry.status is None:
             withheld[job_id] = entry.withheld or "cannot build the job's request"
