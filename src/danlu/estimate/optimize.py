@@ -31,6 +31,7 @@ __all__ = [
     "cost_optimal_gpu_count",
     "fastest_batch",
     "largest_batch",
+    "largest_safe_batch",
     "parallel_efficiency",
     "plan_accumulation",
     "training_time",
@@ -98,6 +99,17 @@ def largest_batch(
     return lo
 
 
+SPARE_SHARE = 0.05
+"""Share of a memory limit that :func:`largest_safe_batch` keeps free."""
+
+
+def largest_safe_batch(
+    memory: MemoryModel, limit_bytes: int, upper: int | None = None, spare: float = SPARE_SHARE
+) -> int | None:
+    """:func:`largest_batch` with ``spare`` of ``limit_bytes`` kept free: the starting
+    micro-batch that ``danlu.train`` and the server's submission estimate use."""
+    return largest_batch(memory, limit_bytes, int(limit_bytes * spare), upper=upper)
+
 
 def memory_capped_batch(
     max_local_bsz: int,
@@ -114,6 +126,7 @@ def memory_capped_batch(
             "limit_bytes", "required with a memory model: pass the GPU memory limit in bytes"
         )
     return largest_batch(memory, limit_bytes, margin_bytes, upper=max_local_bsz)
+
 
 def best_batch(
     score: Callable[[int], float],

@@ -89,14 +89,15 @@ class BatchController:
 
 
 MEMORY_MARGIN = 0.05
-"""Share of the memory limit kept free when the micro-batch comes from a memory model."""
+"""Share of the memory limit kept free when the micro-batch comes from a memory model
+(``danlu.estimate.optimize.SPARE_SHARE``, restated: ``danlu.train`` imports only torch)."""
 
 
 def estimated_micro_batch(
     memory_model: Any, limit_bytes: int | None, upper: int | None = None
 ) -> int | None:
     """The largest micro-batch ``b <= upper`` whose predicted peak fits ``limit_bytes`` less a
-    :data:`MEMORY_MARGIN` share, by ``danlu.estimate.optimize.largest_batch`` over
+    :data:`MEMORY_MARGIN` share, by ``danlu.estimate.optimize.largest_safe_batch`` over
     ``memory_model`` (``danlu.estimate``'s ``MemoryModel``: ``predict(b)`` and
     ``max_batch(limit, margin)``, e.g. from ``danlu.estimate.memory.fit_memory_model``).
 
@@ -111,9 +112,7 @@ def estimated_micro_batch(
     except ImportError:
         return None
     try:
-        b = optimize.largest_batch(
-            memory_model, limit_bytes, int(limit_bytes * MEMORY_MARGIN), upper=upper
-        )
+        b = optimize.largest_safe_batch(memory_model, limit_bytes, upper, MEMORY_MARGIN)
     except Exception:  # a failing estimate must not stop training
         return None
     return int(b) if isinstance(b, int | float) and b >= 1 else None

@@ -486,12 +486,9 @@ def init(
     apply_memory_limit(env.gpu_memory_limit, dist.device)
     wrapped = dist.wrap(model, **(ddp_kwargs or {}))
     micro = micro_batch_size or env.batch_size
-    if micro is None and memory_model is not None:
-        micro = estimated_micro_batch(
-            memory_model,
-            memory_budget(env.gpu_memory_limit, dist.device),
-            upper=max(1, -(-global_batch_size // dist.world_size)),
-        )
+    if micro is None and memory_model is not None:  # BatchController caps it at the local batch
+        budget = memory_budget(env.gpu_memory_limit, dist.device)
+        micro = estimated_micro_batch(memory_model, budget)
     batch = BatchController(global_batch_size, dist.world_size, micro)
     lr = LRController(optimizer, scheduler, warmup_steps=warmup_steps, grad_norm_tau=grad_norm_tau)
     detector = (

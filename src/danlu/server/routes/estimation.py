@@ -83,8 +83,6 @@ def resolve_gpu_memory(spec: JobSpec, cluster: Cluster, timeout: float) -> Estim
 MICRO_BATCH_TRACES = (2, 8, 32)
 """Batch sizes traced to fit the memory model M(b) for the micro-batch limit (the fit is
 trusted up to 32 x the largest)."""
-MICRO_BATCH_MARGIN = 0.05
-"""Share of the GPU memory (or of the job's memory share) kept free."""
 
 
 def _largest_micro_batch(
@@ -92,7 +90,7 @@ def _largest_micro_batch(
 ) -> int | None:
     from danlu.core.errors import UnknownNameError
     from danlu.estimate.memory import TraceRequest, fit_memory_model, get_gpu
-    from danlu.estimate.optimize import largest_batch
+    from danlu.estimate.optimize import largest_safe_batch
 
     try:
         gpu = get_gpu(gpu_name)
@@ -100,7 +98,7 @@ def _largest_micro_batch(
         gpu = get_gpu(DEFAULT_GPU)
     fitted = fit_memory_model(TraceRequest(model_ref, MICRO_BATCH_TRACES), gpu)
     budget = limit if limit is not None else gpu.capacity_bytes
-    return largest_batch(fitted, budget, int(budget * MICRO_BATCH_MARGIN), upper=upper)
+    return largest_safe_batch(fitted, budget, upper)
 
 
 def resolve_micro_batch_limit(
