@@ -79,6 +79,11 @@ def norm_tensor(grads: list[torch.Tensor]) -> torch.Tensor:
     value = cpu_norm(grads)
     if value is not None:
         return torch.tensor(value, dtype=grads[0].dtype)
+    return _fused_norm(grads)
+
+
+def _fused_norm(grads: list[torch.Tensor]) -> torch.Tensor:
+    """``torch._foreach_norm`` over ``grads``, then the norm of those norms (0-d tensor)."""
     norms = torch._foreach_norm(grads, 2.0)
     total: torch.Tensor = torch.linalg.vector_norm(torch.stack(norms), 2.0)
     return total
@@ -142,7 +147,7 @@ def grad_norm(params: Sequence[torch.Tensor]) -> float:
     if not grads:
         return 0.0
     value = cpu_norm(grads)
-    return value if value is not None else float(norm_tensor(grads).item())
+    return value if value is not None else float(_fused_norm(grads).item())
 
 
 class StepEngine:
@@ -277,7 +282,7 @@ class StepEngine:
             value = cpu_norm(grads) if loss.device.type == "cpu" else None
             if value is not None:  # no tensor round trip on CPU
                 return float(loss), value
-            norm_t = norm_tensor(grads)
+            norm_t = _fused_norm(grads)
         if norm_t.device.type == "cpu" and loss.device.type == "cpu":
             return float(loss), float(norm_t)
         both = torch.stack([loss.to(norm_t.device, torch.float32), norm_t.float()]).tolist()

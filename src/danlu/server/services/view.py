@@ -131,8 +131,9 @@ class _Entry:
     withheld: str | None = None
     """Why a pending job can never run on this inventory, or None."""
     need: Usage = field(default_factory=Usage)
-    """The least a pending job's start adds to its project's usage (the quota check); what
-    a running job holds."""
+    """The least a pending job's start adds to its project's usage (the quota check)."""
+    held: Usage = field(default_factory=Usage)
+    """What a running job holds (its project's usage)."""
 
 
 class StatusCache:
@@ -268,7 +269,7 @@ def build_snapshot(
             job = loaded[seq]
             if is_running:
                 status = _status(job, project, cluster, running=True)
-                entry = _Entry(key, status, need=_held(status.allocation))
+                entry = _Entry(key, status, held=_held(status.allocation))
             else:
                 entry = _pending_entry(job, project, cluster, key)
             statuses.put(job_id, entry)
@@ -277,7 +278,7 @@ def build_snapshot(
                 raise PlacementError(f"job {job_id} holds GPUs but its request is unknown")
             running_jobs.append(entry.status)
             if project_id in limited:  # only quotas read the usage
-                usage[project_id] = usage.get(project_id, Usage()) + entry.need
+                usage[project_id] = usage.get(project_id, Usage()) + entry.held
             continue
         if entry.withheld is not None or entry.status is None:
             withheld[job_id] = entry.withheld or "cannot build the job's request"
