@@ -105,14 +105,15 @@ def apply_plan(
     after; the set holds the ids of the jobs draining now."""
     started = {s.job_id: s.allocation for s in plan.starts}
     stopped = {p.job_id for p in plan.preempts}
-    drained: set[str] = set()
-    if draining is not None:
-        drained = set(draining)
+    if draining is None:  # preempted jobs wait at once
+        leaving, holding = stopped, set()
+    else:  # last round's preempted jobs wait now; this round's drain for a round
+        leaving, holding = set(draining), stopped
         draining.clear()
-        draining.update(stopped)
+        draining.update(holding)
     if churn and rng is not None and view.running:
         stopped_or_done = set(rng.sample([j.id for j in view.running], churn))
-        finished = stopped_or_done - stopped - drained
+        finished = stopped_or_done - stopped - leaving
     else:
         finished = set()
     resized = {r.job_id: r.allocation for r in plan.resizes}
@@ -125,15 +126,13 @@ def apply_plan(
     running = [
         replace(banked(j), allocation=resized[j.id], last_start=now) if j.id in resized else j
         for j in view.running
-        if j.id not in stopped and j.id not in finished and j.id not in drained
+        if j.id not in stopped and j.id not in leaving and j.id not in finished
     ]
-    if draining is not None:  # still on their GPUs, out of the policy's hands
-        running += [
-            replace(j, request=replace(j.request, preemptible=False))
-            for j in view.running
-            if j.id in stopped
-        ]
-        stopped, drained = drained, stopped
+    running += [  # draining: still on their GPUs, out of the policy's hands
+        replace(j, request=replace(j.request, preemptible=False))
+        for j in view.running
+        if j.id in holding
+    ]
     running += [
         replace(j, allocation=started[j.id], last_start=view.time)
         for j in view.pending
@@ -148,7 +147,7 @@ def apply_plan(
             last_start=None,
         )
         for j in view.running
-        if j.id in stopped
+        if j.id in leaving
     ]
     pending = [
         replace(j, marks={**j.marks, **plan.marks[j.id]}) if j.id in plan.marks else j
