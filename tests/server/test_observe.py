@@ -118,6 +118,32 @@ def test_limits_come_from_an_elastic_spec_with_a_global_batch() -> None:
     assert "step_time" not in stale and stale["progress"] == 0.3
 
 
+def test_the_policy_reads_the_reported_variance_in_its_own_units() -> None:
+    """danlu.train reports tr(Sigma) per sample; the policy's gain needs the variance of an
+    init_batch gradient. Its gain must then be the AdaScale gain danlu.train applies itself."""
+    from danlu.sched.policies.danlu_model import build, remembered
+    from danlu.train.scaling import lr_factor
+
+    elastic = parse_spec(
+        {
+            "name": "j",
+            "command": ["true"],
+            "resources": {"gpus": "1..4"},
+            "training": {"global_batch_size": 64, "max_batch_size": 1024},
+        }
+    )
+    stored = observe.measurement([record(1, 0.2, grad_sqr=0.5, grad_var=40.0)])
+    assert stored is not None and stored["grad_var"] == 40.0  # stored as reported
+    seen = observe.observed(elastic, stored, [{"node": "a", "gpu": 0}])
+    assert seen["grad_var"] == pytest.approx(40.0 / 64)
+    model = build(remembered({}, {**seen, "num_nodes": 1.0}), seen)
+    assert model is not None
+    for batch in (64, 128, 512, 1024):
+        own = lr_factor("adascale", batch, 64, sigma2=40.0, mu2=0.5)
+        assert model.gain(batch) == pytest.approx(own, rel=0.06)  # the model's 5 % steps
+    assert model.gain(1024) < 2.2  # the raw tr(Sigma) read as the variance gave 13.5
+
+
 def _elastic(name: str, gpus: str = "1..4", batch: int | None = 64) -> dict[str, Any]:
     body: dict[str, Any] = {"name": name, "command": ["true"], "resources": {"gpus": gpus}}
     if batch is not None:

@@ -178,7 +178,14 @@ def observed(
 ) -> dict[str, float]:
     """The job's :attr:`~danlu.sched.view.JobStatus.observed`: its :func:`limits`, its
     progress, and, when it runs on as many GPUs as ``stored`` was measured at (a measurement
-    from before a resize is stale), the measurement with ``num_nodes`` from ``allocation``."""
+    from before a resize is stale), the measurement with ``num_nodes`` from ``allocation``.
+
+    ``grad_var`` is converted to the policy's units. ``danlu.train`` reports ``tr(Sigma)``,
+    the variance of a one-sample gradient; the policy's gain ``(var + sqr) / (var / scale +
+    sqr)``, ``scale = batch / init_batch`` (Pollux's convention, also that of the simulated
+    profiles) needs the variance of an ``init_batch`` gradient, ``tr(Sigma) / init_batch``.
+    Passed on raw, the noise was read ``init_batch`` times too large, and large batches as
+    nearly free."""
     out = limits(spec, micro_batch_limit)
     if not out or not stored:
         return out
@@ -187,4 +194,6 @@ def observed(
     if allocation and stored.get("num_replicas") == float(len(allocation)):
         out.update(stored)
         out["num_nodes"] = float(len({str(s["node"]) for s in allocation}))
+        if "grad_var" in stored:  # per sample -> the variance of one init_batch gradient
+            out["grad_var"] = stored["grad_var"] / out["init_batch"]
     return out
