@@ -4,15 +4,16 @@ JobStatus.observed (on SQLite and PostgreSQL) and learned by the danlu policy.""
 
 from __future__ import annotations
 
+import dataclasses
 from typing import Any
 
 import pytest
 
-from danlu.core.cluster import Allocation, GpuShare
+from danlu.core.cluster import Allocation, Cluster, GpuShare
 from danlu.core.spec import parse_spec
 from danlu.core.units import GiB
 from danlu.sched.registry import make_policy
-from danlu.sched.view import JobStatus, Plan, Resize, Start
+from danlu.sched.view import ClusterView, JobRequest, JobStatus, Plan, Resize, Start
 from danlu.server.db import Database
 from danlu.server.services import jobs, metrics, observe, users, view
 
@@ -142,6 +143,34 @@ def test_the_policy_reads_the_reported_variance_in_its_own_units() -> None:
         own = lr_factor("adascale", batch, 64, sigma2=40.0, mu2=0.5)
         assert model.gain(batch) == pytest.approx(own, rel=0.06)  # the model's 5 % steps
     assert model.gain(1024) < 2.2  # the raw tr(Sigma) read as the variance gave 13.5
+
+
+def test_a_job_that_adapts_its_batch_in_process_is_seen_as_adaptive() -> None:
+    """danlu.train's goodput-adaptive batch reports ``adaptive``; the policy then starts the
+    job with ``adaptive`` and leaves its batch to it."""
+    elastic = parse_spec(
+        {
+            "name": "j",
+            "command": ["true"],
+            "resources": {"gpus": "1..4"},
+            "training": {"global_batch_size": 64, "max_batch_size": 512},
+        }
+    )
+    stored = observe.measurement([record(1, 0.2, adaptive=1)])
+    assert stored is not None and stored["adaptive"] == 1.0
+    assert "adaptive" not in (observe.measurement([record(1, 0.2)]) or {})
+    later = observe.merged(stored, observe.measurement([record(2, 0.2, micro_batch=16)]) or {})
+    assert later is not None and later["adaptive"] == 1.0  # kept over a new configuration
+    two = [{"node": "a", "gpu": 0}, {"node": "a", "gpu": 1}]
+    seen = observe.observed(elastic, stored, two)  # measured on 1 GPU, runs on 2
+    assert seen["adaptive"] == 1.0 and "step_time" not in seen
+    pending = JobStatus(JobRequest("j", 0.0, gpus=1), observed=observe.limits(elastic) | seen)
+    cluster = Cluster.homogeneous(1, 4)
+    plan = make_policy("danlu").schedule(ClusterView(60.0, cluster, pending=(pending,)))
+    assert [s.adaptive for s in plan.starts] == [True]
+    plain = dataclasses.replace(pending, observed=observe.limits(elastic))
+    plan = make_policy("danlu").schedule(ClusterView(60.0, cluster, pending=(plain,)))
+    assert [s.adaptive for s in plan.starts] == [False]
 
 
 def _elastic(name: str, gpus: str = "1..4", batch: int | None = 64) -> dict[str, Any]:

@@ -13,7 +13,7 @@ import pytest
 from danlu.core.cluster import Allocation, Cluster
 from danlu.core.errors import PlacementError
 from danlu.sched.view import ClusterView, Plan, Rebatch, Resize, Start
-from danlu.sim.adapt import SelfTuner
+from danlu.sim.adapt import profile_tuner
 from danlu.sim.elastic import ApplicationProfile, load_profiles
 from danlu.sim.engine import SimConfig, Simulator
 from danlu.sim.progress import ProfiledProgress, RigidProgress
@@ -155,7 +155,7 @@ def test_only_consenting_runs_of_adaptive_applications_adapt(
 def test_self_tuner_knows_nothing_before_it_measured(
     profiles: dict[str, ApplicationProfile],
 ) -> None:
-    tuner = SelfTuner(profiles["cifar10"])
+    tuner = profile_tuner(profiles["cifar10"])
     assert tuner.choose((4,)) is None
     tuner.measure((4,), 128, 0.11, 0.005, (1.0, 50.0))
     assert tuner.choose((2, 2)) is None  # sync on two nodes never measured

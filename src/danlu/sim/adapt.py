@@ -1,142 +1,20 @@
-"""Job-side batch adaptation of a simulated job: what ``danlu.train``'s adaptive batch (and
-AdaptDL inside Pollux's jobs) does in-process, without a restart.
-
-The job knows only what it measured about itself:
-
-- the compute time of one micro-batch (``step_time - sync_time``) at each micro-batch size
-  it ran, on any placement (per-GPU work: the placement does not change it);
-- the gradient-synchronisation time at each placement it ran on (the last measurement);
-- the gradient statistics (``grad_sqr``, ``grad_var``) of the epoch it last trained.
-
-From them it picks the goodput-optimal global batch for its *current* placement:
-``gain(B) / ((accum + 1) * compute(b) + sync)`` over the batches its limits allow,
-``compute(b) = alpha + beta * b`` fitted to its measured micro-batches (one point: a 20 %
-fixed part), executed as ``danlu.train`` executes a global batch (fewest micro-batches that
-fit memory; see :meth:`ApplicationProfile.rigid_config`). Before it has measured the sync
-time of a placement it keeps the batch it was given. The knowledge survives restarts (it is
-part of the job's checkpointed state, as AdaptDL keeps its profile).
-"""
+"""A simulated job's in-process batch adaptation: :class:`danlu.estimate.adapt.SelfTuner`
+(the code ``danlu.train``'s goodput-adaptive batch runs) with the limits of a profile."""
 
 from __future__ import annotations
 
-import math
-
-import numpy as np
-
+from danlu.estimate.adapt import BatchLimits, SelfTuner
 from danlu.sim.elastic import ApplicationProfile
 
-_EPS = 1e-8
 
-
-class SelfTuner:
-    """One job's measurements of itself and its goodput-optimal batch choice."""
-
-    __slots__ = ("_cache", "_compute", "_fit", "_stats", "_sync", "_version", "profile")
-
-    def __init__(self, profile: ApplicationProfile) -> None:
-        """Nothing measured yet; ``profile`` supplies only the job's limits (batch range,
-        micro-batch range: what the job's own configuration and memory model give it)."""
-        self.profile = profile
-        self._compute: dict[int, float] = {}
-        self._sync: dict[tuple[int, ...], float] = {}
-        self._stats: tuple[float, float] | None = None
-        self._fit: tuple[float, float] | None = None
-        self._cache: dict[tuple[object, ...], int] = {}
-        self._version = 0
-
-    def measure(
-        self,
-        placement: tuple[int, ...],
-        atomic: int,
-        step: float,
-        sync: float,
-        stats: tuple[float, float],
-    ) -> None:
-        """Record one measurement: micro-batch ``atomic`` took ``step`` seconds per
-        synchronised step (``sync`` of them in gradient sync) on ``placement``; the
-        gradient statistics were ``stats`` = (sqr, var)."""
-        compute = max(step - sync, 1e-9)
-        if self._compute.get(atomic) != compute:
-            self._compute[atomic] = compute
-            self._fit = None
-            self._version += 1
-        self._sync[placement] = sync
-        self._stats = stats
-
-    def choose(self, placement: tuple[int, ...]) -> int | None:
-        """The goodput-optimal global batch on ``placement`` (GPUs per node, empty nodes
-        dropped) by what the job measured; ``None`` before it measured sync there."""
-        sync = self._sync.get(placement)
-        if sync is None or self._stats is None or not self._compute:
-            return None
-        sqr, var = self._stats
-        key = (placement, sync, _rounded(sqr), _rounded(var), self._version)
-        hit = self._cache.get(key)
-        if hit is None:
-            hit = self._best(sum(placement), sync, sqr, var)
-            if len(self._cache) > 4096:
-                self._cache.clear()
-            self._cache[key] = hit
-        return hit
-
-    def _line(self) -> tuple[float, float]:
-        if self._fit is None:
-            self._fit = _fit_line(sorted(self._compute.items()))
-        return self._fit
-
-    def _best(self, replicas: int, sync: float, sqr: float, var: float) -> int:
-        profile = self.profile
-        init, top = profile.init_batch_size, profile.max_batch_size
-        lo_local, hi_local = profile.min_local_bsz, profile.max_local_bsz
-        totals = np.arange(max(1, math.ceil(init / replicas - _EPS)), top // replicas + 1)
-        if totals.size == 0:
-            return min(top, max(init, replicas * lo_local))
-        # the executed split, as ApplicationProfile.rigid_config does it
-        batch = totals * replicas
-        local = np.ceil(batch / replicas - _EPS)
-        accum = np.ceil(local / hi_local - _EPS) - 1
-        if replicas == 1:
-            accum = np.where(batch > init, np.maximum(accum, 1), accum)
-        atomic = np.ceil(local / (accum + 1) - _EPS)
-        atomic = np.minimum(atomic, np.floor(top / (replicas * (accum + 1))))
-        executed = replicas * atomic * (accum + 1)
-        ok = (atomic >= lo_local) & (executed >= init)
-        if not np.any(ok):
-            return min(top, max(init, replicas * lo_local))
-        atomic, accum, executed = atomic[ok], accum[ok], executed[ok]
-        alpha, beta = self._line()
-        compute = alpha + beta * atomic
-        iteration = (accum + 1) * compute + (sync if replicas > 1 else 0.0)
-        if sqr <= 0 and var <= 0:
-            gain = np.ones_like(executed)
-        else:
-            scale = executed / init
-            gain = (var + sqr) / (var / scale + sqr)
-        good = gain / iteration
-        return int(executed[int(np.argmax(good))])
-
-
-def _rounded(value: float) -> float:
-    """Gradient statistics to 2 % steps (the cache key; they drift every epoch)."""
-    if value <= 0:
-        return 0.0
-    return round(math.log(value) / math.log(1.02))
-
-
-def _fit_line(points: list[tuple[int, float]]) -> tuple[float, float]:
-    """Least-squares ``y = a + b x`` with ``a, b >= 0``; one point gives a 20 % fixed part."""
-    if len(points) == 1:
-        x, y = points[0]
-        return 0.2 * y, 0.8 * y / x if x > 0 else 0.0
-    xs = np.array([p[0] for p in points], dtype=float)
-    ys = np.array([p[1] for p in points], dtype=float)
-    mx, my = float(xs.mean()), float(ys.mean())
-    sxx = float(((xs - mx) ** 2).sum())
-    if sxx <= 0:
-        return my, 0.0
-    b = max(0.0, float(((xs - mx) * (ys - my)).sum()) / sxx)
-    a = my - b * mx
-    if a < 0:  # through the origin instead
-        b = float((xs * ys).sum() / (xs**2).sum())
-        a = 0.0
-    return a, b
+def profile_tuner(profile: ApplicationProfile) -> SelfTuner:
+    """A tuner that knows nothing yet, with the job's limits: the profile's batch range and
+    its micro-batch range (what the job's own configuration and memory model give it)."""
+    return SelfTuner(
+        BatchLimits(
+            init_batch=profile.init_batch_size,
+            max_batch=profile.max_batch_size,
+            min_local=profile.min_local_bsz,
+            max_local=profile.max_local_bsz,
+        )
+    )

@@ -18,7 +18,7 @@ from collections.abc import Mapping
 from typing import Protocol
 
 from danlu.core.cluster import Allocation
-from danlu.sim.adapt import SelfTuner
+from danlu.sim.adapt import profile_tuner
 from danlu.sim.elastic import ApplicationProfile, JobProgress
 
 
@@ -165,8 +165,9 @@ class ProfiledProgress(_RestartLedger):
     work done; an application whose jobs adapt their batch reports ``adaptive`` = 1.
 
     Adaptive runs (the scheduler's ``adaptive`` flag, for an adaptive application): the job
-    re-picks its goodput-optimal batch for its placement in-process (:class:`SelfTuner`,
-    from its own measurements) at the start of every interval and at every epoch boundary,
+    re-picks its goodput-optimal batch for its placement in-process
+    (``danlu.estimate.adapt.SelfTuner``, the code ``danlu.train``'s goodput-adaptive batch
+    runs, from its own measurements) at the start of every interval and at every epoch boundary,
     as AdaptDL does inside Pollux's jobs; no restart is charged for it.
     """
 
@@ -181,7 +182,7 @@ class ProfiledProgress(_RestartLedger):
         self.restart_cost = restart_cost
         self.adaptive = False
         """Whether the current run re-picks its batch in-process."""
-        self.tuner = SelfTuner(profile)
+        self.tuner = profile_tuner(profile)
         self._placement: tuple[int, ...] = ()
         self._limits: dict[str, float] = {
             "init_batch": float(profile.init_batch_size),

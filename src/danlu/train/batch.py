@@ -39,6 +39,9 @@ class BatchController:
         self.base_global_batch = global_batch
         self.min_micro = min_micro
         self.micro = min(micro or self.local_batch, self.local_batch)
+        self.micro_cap = micro or self.micro
+        """The largest micro-batch known to fit (the first one, halved by each OOM): the
+        micro-batch follows the local batch up to it when the global batch changes."""
         self.oom_count = 0
 
     @property
@@ -59,23 +62,26 @@ class BatchController:
                 "not fit this GPU's memory limit"
             )
         self.micro = max(self.min_micro, self.micro // 2)
+        self.micro_cap = self.micro
         self.oom_count += 1
 
     def set_global(self, global_batch: int) -> None:
-        """Change the global batch (adaptive batch size); the micro-batch never grows past it."""
+        """Change the global batch (adaptive batch size); the micro-batch is the local batch,
+        up to :attr:`micro_cap` (accumulation covers the rest)."""
         self.global_batch = max(1, int(global_batch))
-        self.micro = min(self.micro, self.local_batch)
+        self.micro = min(self.micro_cap, self.local_batch)
 
     def set_world_size(self, world_size: int) -> None:
         """Resize: the global batch stays, the local batch follows."""
         self.world_size = max(1, world_size)
-        self.micro = min(self.micro, self.local_batch)
+        self.micro = min(self.micro_cap, self.local_batch)
 
     def state_dict(self) -> dict[str, Any]:
         """Resumable state."""
         return {
             "global_batch": self.global_batch,
             "micro": self.micro,
+            "micro_cap": self.micro_cap,
             "oom_count": self.oom_count,
             "base_global_batch": self.base_global_batch,
         }
@@ -84,6 +90,7 @@ class BatchController:
         """Restore :meth:`state_dict` output (the world size may have changed meanwhile)."""
         self.global_batch = int(state["global_batch"])
         self.base_global_batch = int(state.get("base_global_batch", self.global_batch))
+        self.micro_cap = int(state.get("micro_cap", state["micro"]))
         self.micro = min(int(state["micro"]), self.local_batch)
         self.oom_count = int(state.get("oom_count", 0))
 
@@ -172,9 +179,16 @@ class GradientNoiseScale:
         return self.sigma2 / self.mu2
 
 
+ADAPTIVE_MODES = ("schedule", "gns", "goodput")
+
+
 class AdaptiveBatch:
-    """Decides the global batch each step: a :class:`PowerSchedule`, or growth towards the
-    gradient noise scale (never shrinking), in ``[b0, max_batch]`` multiples of ``multiple``."""
+    """Decides the global batch each step: a :class:`PowerSchedule` (``"schedule"``), growth
+    towards the gradient noise scale, never shrinking (``"gns"``), both in ``[b0, max_batch]``
+    multiples of ``multiple``; or (``"goodput"``) every ``every`` steps the batch in
+    ``[b0, max_batch]`` with the most goodput on the job's GPUs, from its own step times and
+    gradient noise (:mod:`danlu.train.goodput`; the job then reports ``adaptive`` and the
+    ``danlu`` scheduler leaves its batch to it). Use ``lr_scaling="adascale"`` with it."""
 
     def __init__(
         self,
@@ -186,10 +200,16 @@ class AdaptiveBatch:
         max_batch: int | None = None,
         multiple: int = 1,
         gns: GradientNoiseScale | None = None,
+        every: int = 50,
     ) -> None:
-        if mode not in ("schedule", "gns"):
-            raise ConfigError(f"adaptive batch mode must be 'schedule' or 'gns', got {mode!r}")
+        if mode not in ADAPTIVE_MODES:
+            raise ConfigError(
+                f"adaptive batch mode must be one of {', '.join(ADAPTIVE_MODES)}, got {mode!r}"
+            )
+        if every < 1:
+            raise ConfigError(f"adaptive batch: every must be >= 1 step, got {every}")
         self.mode = mode
+        self.every = every
         self.b0 = b0
         self.multiple = max(1, multiple)
         self.max_batch = max_batch or b0 * 64
@@ -197,7 +217,10 @@ class AdaptiveBatch:
         self.gns = gns or GradientNoiseScale()
 
     def target(self, step: int, current: int) -> int:
-        """The global batch to use at ``step``."""
+        """The global batch to use at ``step`` (modes ``"schedule"`` and ``"gns"``; the
+        ``"goodput"`` mode decides in the training context, from measurements)."""
+        if self.mode == "goodput":
+            return current
         if self.mode == "schedule":
             return self.schedule(step)
         noise = self.gns.noise_scale

@@ -37,6 +37,7 @@ from danlu.train.ckpt import Checkpoints, state_api
 from danlu.train.data import ElasticSampler, LocalBatch, default_collate, fetch
 from danlu.train.distributed import Distributed, unwrap
 from danlu.train.env import JobEnv
+from danlu.train.goodput import GoodputTuner, placement_of
 from danlu.train.lr import LRController
 from danlu.train.oom import OOMInjector, apply_memory_limit, memory_budget
 from danlu.train.preempt import Preemption
@@ -96,6 +97,10 @@ class TrainContext:
         self.preemption = preemption
         self.sampler = sampler
         self.adaptive = adaptive
+        self.goodput: GoodputTuner | None = None
+        """The goodput tuner of a ``"goodput"`` adaptive batch (None otherwise)."""
+        if adaptive is not None and adaptive.mode == "goodput":
+            self.goodput = GoodputTuner(adaptive.b0, adaptive.max_batch, engine.batch.micro_cap)
         self.lr_scaling = lr_scaling
         self.consistency_check = consistency_check
         self.step_num = 0
@@ -187,7 +192,7 @@ class TrainContext:
         if self._follows_api:
             self._follow_scheduler()
         if self.adaptive is not None:
-            self._adapt()
+            self._adapt(result)
         if self.checkpoints.should_save(self.step_num):
             self.save()
         if self.preemption.should_stop(self.step_num):
@@ -221,6 +226,8 @@ class TrainContext:
         }
         if r.sync_time is not None:
             record["sync_time_s"] = r.sync_time
+        if self.goodput is not None:
+            record["adaptive"] = 1
         sampler = self.sampler
         if self._target_epochs is not None and sampler is not None and sampler.n > 0:
             done = (sampler.epoch + sampler.offset / sampler.n) / self._target_epochs
@@ -251,12 +258,46 @@ class TrainContext:
             record["grad_sqr"] = sqr
             record["grad_var"] = var
 
-    def _adapt(self) -> None:
+    def _adapt(self, result: StepResult) -> None:
         assert self.adaptive is not None
+        if self.goodput is not None:
+            self._adapt_goodput(result)
+            return
         old = self.batch.global_batch
         new = self.adaptive.target(self.step_num, old)
         if new != old:
             self._set_global(new)
+
+    def _placement(self) -> tuple[int, ...]:
+        return placement_of(self.distributed.world_size, self.env.local_world_size)
+
+    def _adapt_goodput(self, r: StepResult) -> None:
+        """Feed the step's measurements to the goodput tuner; every ``every`` steps take the
+        batch it picks (under DDP the chief's pick, broadcast, so every rank agrees)."""
+        assert self.adaptive is not None and self.goodput is not None
+        batch = self.batch
+        tuner = self.goodput
+        tuner.cap_micro(batch.micro_cap)
+        gns = self._gradient_noise
+        has_stats = gns is not None and gns.count > 0
+        placement = self._placement()
+        if r.applied and r.step_time is not None:
+            tuner.record(
+                micro=max(1, round(batch.local_batch / batch.accumulation)),
+                accumulation=batch.accumulation,
+                placement=placement,
+                step_time=r.step_time,
+                sync_time=r.sync_time,
+                grad_sqr=gns.mu2 if has_stats and gns is not None else None,
+                grad_var=gns.sigma2 if has_stats and gns is not None else None,
+            )
+        if self.step_num % self.adaptive.every:
+            return
+        chosen = tuner.choose(placement) if self.distributed.is_chief else None
+        if self.distributed.enabled:
+            chosen = self.distributed.broadcast_object(chosen)
+        if chosen is not None and chosen != batch.global_batch:
+            self._set_global(chosen)
 
     def _follow_scheduler(self) -> None:
         """Adopt a global batch size the scheduler set while the job runs (a ``Rebatch``:
@@ -331,6 +372,7 @@ class TrainContext:
             "skipped_steps": self.precision.skipped_steps,
             "rollbacks": self.rollbacks,
             "engine_steps": self.engine.step_count,
+            "goodput": self.goodput.state_dict() if self.goodput is not None else None,
         }
 
     def save(self, metrics: dict[str, float] | None = None) -> None:
@@ -389,6 +431,8 @@ class TrainContext:
         self.precision.skipped_steps = int(ds.get("skipped_steps", 0))
         self.rollbacks = int(ds.get("rollbacks", self.rollbacks))
         self.engine.step_count = int(ds.get("engine_steps", self.step_num))
+        if ds.get("goodput") is not None and self.goodput is not None:
+            self.goodput.load_state_dict(ds["goodput"])
         return True
 
     # ------------------------------------------------------------------ lifecycle
@@ -497,7 +541,7 @@ def init(
         else None
     )
     gns = adaptive_batch.gns if adaptive_batch is not None else None
-    if adaptive_batch is not None and adaptive_batch.mode == "gns" and gns_every <= 0:
+    if adaptive_batch is not None and adaptive_batch.mode != "schedule" and gns_every <= 0:
         gns_every = 10
     engine = StepEngine(
         wrapped,

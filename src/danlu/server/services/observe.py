@@ -6,7 +6,8 @@
 synchronisation, the optimizer), ``micro_batch``, ``accumulation`` (micro-batches per step,
 1 = none), ``world_size``, ``global_batch`` and, when known, ``sync_time_s`` (the exposed
 all-reduce time), ``grad_sqr`` / ``grad_var`` (the gradient-noise estimator's |G|^2 and
-tr(Sigma)) and ``progress`` (fraction of the work done, 0..1).
+tr(Sigma)), ``progress`` (fraction of the work done, 0..1) and ``adaptive`` = 1 when the job
+re-picks its batch in-process (``AdaptiveBatch("goodput", ...)``).
 
 :func:`measurement` turns a batch of records into one measurement of the job's current
 configuration, in the units of the policy's model (``danlu.sched.policies.danlu_model``):
@@ -41,6 +42,8 @@ PROGRESS_STEP = 0.01
 """Change of ``progress`` below which it is not stored again."""
 
 _SHAPE = ("local_bsz", "accum_steps", "batch_size", "num_replicas")
+_KEPT = ("grad_sqr", "grad_var", "progress", "adaptive")
+"""What a measurement of a new configuration keeps from the stored one when it lacks it."""
 
 
 def _number(value: Any) -> float | None:
@@ -105,6 +108,8 @@ def measurement(records: Sequence[Mapping[str, Any]]) -> dict[str, float] | None
         if sqr is not None and var is not None and sqr > 0 and var > 0:
             out.update(grad_sqr=sqr, grad_var=var)
             break
+    if any(record.get("adaptive") in (1, True) for record in records[-1:]):
+        out["adaptive"] = 1.0  # it re-picks its batch in-process (goodput-adaptive)
     for record in reversed(records):
         progress = _number(record.get("progress"))
         if progress is not None and 0.0 <= progress <= 1.0:
@@ -128,7 +133,7 @@ def merged(stored: Mapping[str, float] | None, new: Mapping[str, float]) -> dict
     if not stored:
         return dict(new)
     if any(k in new and new[k] != stored.get(k) for k in _SHAPE):
-        kept = {k: v for k, v in stored.items() if k in ("grad_sqr", "grad_var", "progress")}
+        kept = {k: v for k, v in stored.items() if k in _KEPT}
         return {**kept, **new}
     out = {**stored, **new}
     step = max(stored.get("step_time", 0.0), new.get("step_time", 0.0))
@@ -138,6 +143,7 @@ def merged(stored: Mapping[str, float] | None, new: Mapping[str, float]) -> dict
         or _moved(stored, out, "grad_sqr", abs(stored.get("grad_sqr", 0.0)))
         or _moved(stored, out, "grad_var", abs(stored.get("grad_var", 0.0)))
         or abs(out.get("progress", 0.0) - stored.get("progress", 0.0)) >= PROGRESS_STEP
+        or out.get("adaptive") != stored.get("adaptive")
     )
     return out if changed else None
 
@@ -189,8 +195,9 @@ def observed(
     out = limits(spec, micro_batch_limit)
     if not out or not stored:
         return out
-    if "progress" in stored:
-        out["progress"] = stored["progress"]
+    for key in ("progress", "adaptive"):  # not tied to the GPUs it was measured on
+        if key in stored:
+            out[key] = stored[key]
     if allocation and stored.get("num_replicas") == float(len(allocation)):
         out.update(stored)
         out["num_nodes"] = float(len({str(s["node"]) for s in allocation}))

@@ -1,0 +1,125 @@
+"""The goodput-adaptive batch of ``AdaptiveBatch("goodput", ...)``: the job re-picks, in
+process, the global batch with the most goodput on the GPUs it has, from what it measured of
+itself -- the in-process adaptation that the ``danlu`` policy expects of jobs reporting
+``adaptive`` (and that AdaptDL runs inside Pollux's jobs).
+
+The choice is :class:`danlu.estimate.adapt.SelfTuner`, the same code the simulator's adaptive
+jobs run. This module feeds it ``danlu.train``'s measurements:
+
+- per configuration (micro-batch, accumulation, placement), the median over
+  :data:`SAMPLES` steps (after :data:`SETTLE` steps that warm up a new shape) of the step time
+  and the gradient-synchronisation time, turned into one micro-step: ``(step - sync) /
+  accumulation + sync``;
+- the gradient-noise estimator's ``|G|^2`` and ``tr(Sigma) / init_batch`` (the gain's
+  convention).
+
+Until it has measured the current placement and the gradient noise it keeps the batch it
+has. The gradient noise needs two batch sizes per step: several ranks, or accumulation; a
+single GPU that never accumulates measures none, and keeps its batch.
+"""
+
+from __future__ import annotations
+
+import math
+import statistics
+from typing import Any
+
+from danlu.estimate.adapt import BatchLimits, SelfTuner
+
+SAMPLES = 5
+"""Steps of one configuration whose median is one measurement."""
+SETTLE = 2
+"""Steps of a new configuration left out (allocator and cache warm-up)."""
+
+Shape = tuple[int, int, tuple[int, ...]]
+
+
+def placement_of(world_size: int, local_world_size: int) -> tuple[int, ...]:
+    """GPUs per node of a run of ``world_size`` ranks, ``local_world_size`` per node."""
+    per_node = max(1, min(local_world_size, world_size))
+    full, rest = divmod(max(world_size, 1), per_node)
+    return (per_node,) * full + ((rest,) if rest else ())
+
+
+class GoodputTuner:
+    """``danlu.train``'s measurements in, the goodput-optimal global batch out."""
+
+    def __init__(self, init_batch: int, max_batch: int, max_micro: int) -> None:
+        """``init_batch``: the batch the job's hyper-parameters were tuned at (the smallest it
+        picks); ``max_batch``: the largest; ``max_micro``: the largest micro-batch known to fit
+        memory (larger per-GPU batches accumulate)."""
+        self.tuner = SelfTuner(self._limits(init_batch, max_batch, max_micro))
+        self._shape: Shape | None = None
+        self._seen = 0
+        self._steps: list[float] = []
+        self._syncs: list[float] = []
+        self._stats: tuple[float, float] | None = None
+
+    @staticmethod
+    def _limits(init_batch: int, max_batch: int, max_micro: int) -> BatchLimits:
+        return BatchLimits(init_batch, max(max_batch, init_batch), 1, max(1, max_micro))
+
+    def cap_micro(self, max_micro: int) -> None:
+        """A smaller micro-batch limit (after an out-of-memory error)."""
+        limits = self.tuner.limits
+        if max_micro < limits.max_local:
+            fresh = SelfTuner(self._limits(limits.init_batch, limits.max_batch, max_micro))
+            fresh.load_state_dict(self.tuner.state_dict())
+            self.tuner = fresh
+
+    def record(
+        self,
+        *,
+        micro: int,
+        accumulation: int,
+        placement: tuple[int, ...],
+        step_time: float,
+        sync_time: float | None,
+        grad_sqr: float | None,
+        grad_var: float | None,
+    ) -> None:
+        """One optimizer step: ``accumulation`` micro-batches of about ``micro`` samples per
+        rank took ``step_time`` seconds, ``sync_time`` of them in gradient sync (None: not
+        measured; 0 on one GPU); ``grad_sqr`` / ``grad_var``: the gradient-noise estimator's
+        ``|G|^2`` and per-sample ``tr(Sigma)`` (None before an estimate)."""
+        if grad_sqr is not None and grad_var is not None and grad_sqr > 0 and grad_var > 0:
+            init = self.tuner.limits.init_batch
+            self._stats = (grad_sqr, grad_var / init)
+        replicas = sum(placement)
+        if replicas > 1 and sync_time is None:
+            return  # the model would read an unmeasured sync as free
+        if not (math.isfinite(step_time) and step_time > 0):
+            return
+        shape: Shape = (micro, accumulation, placement)
+        if shape != self._shape:
+            self._shape, self._seen = shape, 0
+            self._steps.clear()
+            self._syncs.clear()
+        self._seen += 1
+        if self._seen <= SETTLE:
+            return
+        sync = min(max(sync_time or 0.0, 0.0), step_time) if replicas > 1 else 0.0
+        self._steps.append(step_time)
+        self._syncs.append(sync)
+        if len(self._steps) < SAMPLES or self._stats is None:
+            return
+        step = statistics.median(self._steps)
+        sync = statistics.median(self._syncs)
+        compute = (step - sync) / max(accumulation, 1)
+        self.tuner.measure(placement, micro, compute + sync, sync, self._stats)
+        self._steps.clear()
+        self._syncs.clear()
+
+    def choose(self, placement: tuple[int, ...]) -> int | None:
+        """The goodput-optimal global batch on ``placement``; None before it measured it."""
+        return self.tuner.choose(placement)
+
+    def state_dict(self) -> dict[str, Any]:
+        """What it measured (survives a restart, as AdaptDL keeps its profile)."""
+        return {"tuner": self.tuner.state_dict(), "stats": self._stats}
+
+    def load_state_dict(self, state: dict[str, Any]) -> None:
+        """Restore :meth:`state_dict` output."""
+        self.tuner.load_state_dict(state.get("tuner", {}))
+        stats = state.get("stats")
+        self._stats = (float(stats[0]), float(stats[1])) if stats else None

@@ -1,0 +1,176 @@
+"""The goodput-adaptive batch (``AdaptiveBatch("goodput", ...)``): danlu.train feeds its own
+step times and gradient noise to the tuner the simulator's adaptive jobs run, takes the batch
+it picks every ``every`` steps, reports ``adaptive`` and keeps what it measured across a
+restart."""
+
+from __future__ import annotations
+
+import json
+import math
+from pathlib import Path
+
+import pytest
+import torch
+from train_helpers import mse_loss, tiny_model, tiny_regression
+
+import danlu.train as dt
+from danlu.core.errors import ConfigError
+from danlu.estimate.adapt import BatchLimits
+from danlu.train.batch import AdaptiveBatch
+from danlu.train.goodput import SAMPLES, SETTLE, GoodputTuner, placement_of
+
+ALPHA, BETA, SYNC = 0.05, 0.001, 0.02  # compute(b) = ALPHA + BETA * b per micro-batch
+
+
+def test_placement_is_gpus_per_node() -> None:
+    assert placement_of(1, 1) == (1,)
+    assert placement_of(4, 4) == (4,)
+    assert placement_of(8, 4) == (4, 4)
+    assert placement_of(6, 4) == (4, 2)
+    assert placement_of(2, 1) == (1, 1)
+
+
+def _feed(tuner: GoodputTuner, micro: int, accumulation: int, var: float, sqr: float = 1.0) -> None:
+    """SETTLE + SAMPLES steps of one shape on 4 GPUs of one node, exactly on the line."""
+    step = accumulation * (ALPHA + BETA * micro) + SYNC
+    for _ in range(SETTLE + SAMPLES):
+        tuner.record(
+            micro=micro,
+            accumulation=accumulation,
+            placement=(4,),
+            step_time=step,
+            sync_time=SYNC,
+            grad_sqr=sqr,
+            grad_var=var,
+        )
+
+
+def _true_goodput(batch: int, var0: float, sqr: float = 1.0) -> float:
+    """Goodput of ``batch`` on 4 GPUs, micro-batches of at most 128 (fewest that fit)."""
+    local = math.ceil(batch / 4)
+    accum = math.ceil(local / 128)
+    micro = math.ceil(local / accum)
+    executed = 4 * micro * accum
+    gain = (var0 + sqr) / (var0 / (executed / 64) + sqr)
+    return gain / (accum * (ALPHA + BETA * micro) + SYNC)
+
+
+def test_the_tuner_picks_the_goodput_optimum_from_its_measurements() -> None:
+    tuner = GoodputTuner(init_batch=64, max_batch=2048, max_micro=128)
+    assert tuner.choose((4,)) is None  # nothing measured
+    _feed(tuner, 32, 1, var=64 * 4.0)
+    _feed(tuner, 64, 1, var=64 * 4.0)
+    _feed(tuner, 128, 2, var=64 * 4.0)
+    assert tuner.choose((2, 2)) is None  # sync across two nodes never measured
+    chosen = tuner.choose((4,))
+    assert chosen is not None and 64 <= chosen <= 2048
+    best = max(_true_goodput(b, 4.0) for b in range(64, 2049))
+    assert _true_goodput(chosen, 4.0) == pytest.approx(best, rel=1e-9)
+    assert chosen > 64  # noise scale 256: the tuned batch is not the optimum here
+
+    quiet = GoodputTuner(init_batch=64, max_batch=2048, max_micro=128)
+    for micro, accumulation in ((32, 1), (64, 1), (128, 2)):
+        _feed(quiet, micro, accumulation, var=64 * 0.05)  # 80 x less noise
+    calm = quiet.choose((4,))
+    assert calm is not None and calm < chosen  # less noise: a smaller batch is better
+    assert _true_goodput(calm, 0.05) == pytest.approx(
+        max(_true_goodput(b, 0.05) for b in range(64, 2049)), rel=1e-9
+    )
+
+
+def test_the_tuner_waits_for_settled_samples_and_gradient_noise() -> None:
+    tuner = GoodputTuner(init_batch=64, max_batch=1024, max_micro=128)
+    for _ in range(SETTLE + SAMPLES - 1):
+        tuner.record(
+            micro=64,
+            accumulation=1,
+            placement=(4,),
+            step_time=0.2,
+            sync_time=SYNC,
+            grad_sqr=1.0,
+            grad_var=64.0,
+        )
+    assert tuner.choose((4,)) is None  # one sample short
+    blind = GoodputTuner(init_batch=64, max_batch=1024, max_micro=128)
+    _feed(blind, 64, 1, var=0.0)  # no usable gradient noise yet
+    assert blind.choose((4,)) is None
+    unsynced = GoodputTuner(init_batch=64, max_batch=1024, max_micro=128)
+    for _ in range(SETTLE + SAMPLES):
+        unsynced.record(
+            micro=64,
+            accumulation=1,
+            placement=(4,),
+            step_time=0.2,
+            sync_time=None,  # several GPUs, sync not measured: no measurement
+            grad_sqr=1.0,
+            grad_var=64.0,
+        )
+    assert unsynced.choose((4,)) is None
+
+
+def test_what_the_tuner_measured_survives_a_round_trip_and_a_smaller_micro_cap() -> None:
+    tuner = GoodputTuner(init_batch=64, max_batch=2048, max_micro=128)
+    for micro, accumulation in ((32, 1), (128, 1)):
+        _feed(tuner, micro, accumulation, var=64 * 4.0)
+    chosen = tuner.choose((4,))
+    again = GoodputTuner(init_batch=64, max_batch=2048, max_micro=128)
+    again.load_state_dict(json.loads(json.dumps(tuner.state_dict())))  # plain values
+    assert again.choose((4,)) == chosen
+    tuner.cap_micro(16)  # after an OOM: the measurements stay, the limit shrinks
+    assert tuner.tuner.limits.max_local == 16
+    assert tuner.choose((4,)) is not None
+
+
+def test_bad_limits_and_modes_are_named() -> None:
+    with pytest.raises(ConfigError, match="init_batch <= max_batch"):
+        BatchLimits(128, 64)
+    with pytest.raises(ConfigError, match="goodput"):
+        AdaptiveBatch("fastest", 32)
+    with pytest.raises(ConfigError, match="every"):
+        AdaptiveBatch("goodput", 32, every=0)
+
+
+def test_a_run_takes_the_tuner_s_batch_reports_adaptive_and_keeps_its_measurements(
+    tmp_path: Path,
+) -> None:
+    data = tiny_regression(n=4096)
+    metrics = tmp_path / "metrics.jsonl"
+
+    def make() -> dt.TrainContext:
+        model = tiny_model()
+        return dt.init(
+            model,
+            torch.optim.SGD(model.parameters(), lr=0.01),
+            global_batch_size=32,
+            micro_batch_size=8,  # accumulation: the gradient noise is measured
+            adaptive_batch=AdaptiveBatch("goodput", 32, max_batch=512, every=10),
+            lr_scaling="adascale",
+            dataset_size=len(data),
+            checkpoint_dir=str(tmp_path / "ckpt"),
+            metrics_file=str(metrics),
+            progress=False,
+        )
+
+    decided = 0
+    with make() as ctx:
+        assert ctx.goodput is not None
+        for _ in ctx.epochs(1):
+            for batch in ctx.batches(data):
+                ctx.step(batch, mse_loss)
+                if ctx.step_num % 10 == 0:
+                    pick = ctx.goodput.choose((1,))
+                    if pick is not None:
+                        decided += 1
+                        assert ctx.batch.global_batch == pick  # the tuner's pick, taken
+                        assert 32 <= pick <= 512
+                        assert ctx.batch.micro == min(8, pick)  # the micro cap holds
+                if ctx.step_num >= 60:
+                    break
+            break
+        assert decided >= 2
+        ctx.save()
+        kept = ctx.goodput.choose((1,))
+    records = [json.loads(line) for line in metrics.read_text().splitlines()]
+    assert records and all(r["adaptive"] == 1 for r in records)
+    with make() as resumed:  # the measurements come back with the checkpoint
+        assert resumed.goodput is not None and resumed.goodput.choose((1,)) == kept
