@@ -20,7 +20,7 @@ if not torch.distributed.is_available():
 HERE = Path(__file__).resolve().parent
 
 
-def _run_two_ranks(out: Path, *, cuda: bool) -> dict[str, list[dict[str, object]]]:
+def _run_two_ranks(out: Path, *, cuda: bool, script: str = "sync_worker.py") -> None:
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0))
         port = s.getsockname()[1]
@@ -36,7 +36,7 @@ def _run_two_ranks(out: Path, *, cuda: bool) -> dict[str, list[dict[str, object]
         env["CUDA_VISIBLE_DEVICES"] = ""
     procs = [
         subprocess.Popen(
-            [sys.executable, str(HERE / "sync_worker.py"), str(rank), "2", str(port), str(out)],
+            [sys.executable, str(HERE / script), str(rank), "2", str(port), str(out)],
             env=env,
             stderr=subprocess.PIPE,
         )
@@ -51,15 +51,16 @@ def _run_two_ranks(out: Path, *, cuda: bool) -> dict[str, list[dict[str, object]
             if p.poll() is None:
                 p.kill()
                 p.wait()
-    records: dict[str, list[dict[str, object]]] = json.loads(out.read_text())
-    return records
 
 
 @pytest.mark.parametrize("device", ["cpu", pytest.param("cuda", marks=pytest.mark.gpu)])
 def test_ddp_records_carry_sync_time_only_with_accumulation(tmp_path: Path, device: str) -> None:
     if device == "cuda" and not torch.cuda.is_available():
         pytest.skip("no CUDA GPU available")
-    by_micro = _run_two_ranks(tmp_path / "records.json", cuda=device == "cuda")
+    _run_two_ranks(tmp_path / "records.json", cuda=device == "cuda")
+    by_micro: dict[str, list[dict[str, object]]] = json.loads(
+        (tmp_path / "records.json").read_text()
+    )
     # micro-batch 4 of 8 samples: 2 equal micro-batches; 3: 3, 3 and a smaller last one
     for micro, accumulation in (("4", 2), ("3", 3)):
         records = by_micro[micro]
@@ -76,3 +77,16 @@ def test_ddp_records_carry_sync_time_only_with_accumulation(tmp_path: Path, devi
     single = by_micro["8"]
     assert [r["accumulation"] for r in single] == [1, 1, 1]
     assert not any("sync_time_s" in r for r in single)
+
+
+def test_ddp_ranks_take_the_chief_s_goodput_batch(tmp_path: Path) -> None:
+    """Every rank trains at the batch the chief's tuner picks (broadcast): a rank that took its
+    own pick would run another number of micro-steps, and DDP would hang or diverge."""
+    out = tmp_path / "goodput.json"
+    _run_two_ranks(out, cuda=False, script="goodput_worker.py")
+    chief = json.loads(Path(f"{out}.0").read_text())
+    other = json.loads(Path(f"{out}.1").read_text())
+    assert chief["batches"] == other["batches"]
+    assert chief["choice"] is not None  # it measured sync and noise: it decided
+    assert chief["batches"][-1] == chief["choice"]  # step 60 was a decision step
+    assert 32 <= chief["choice"] <= 512

@@ -1,0 +1,69 @@
+"""One rank of a 2-process gloo job that trains with the goodput-adaptive batch (test helper).
+
+``python goodput_worker.py RANK WORLD PORT OUT``: trains ``STEPS`` steps with
+``AdaptiveBatch("goodput", ...)`` (micro-batches of ``MICRO``: it accumulates, so the sync
+time and the gradient noise are measured) and writes ``{"batches": [global batch after each
+step], "choice": the chief's tuner's pick at the end}`` as JSON to ``OUT.RANK``.
+"""
+
+from __future__ import annotations
+
+import datetime
+import json
+import sys
+
+import torch
+import torch.distributed as dist
+
+import danlu.train as dt
+
+LOCAL, MICRO, STEPS, EVERY = 16, 4, 60, 10
+
+
+def _loss(model: torch.nn.Module, batch: tuple[torch.Tensor, torch.Tensor]) -> torch.Tensor:
+    return torch.nn.functional.mse_loss(model(batch[0]), batch[1])
+
+
+def main(rank: int, world: int, port: int, out: str) -> int:
+    dist.init_process_group(
+        "gloo",
+        init_method=f"tcp://127.0.0.1:{port}",
+        rank=rank,
+        world_size=world,
+        timeout=datetime.timedelta(seconds=60),
+    )
+    torch.manual_seed(0)
+    model = torch.nn.Sequential(torch.nn.Linear(4, 8), torch.nn.Tanh(), torch.nn.Linear(8, 1))
+    opt = torch.optim.SGD(model.parameters(), lr=0.01)
+    environ = {"RANK": str(rank), "WORLD_SIZE": str(world), "LOCAL_RANK": "0"}
+    environ["LOCAL_WORLD_SIZE"] = str(world)
+    batches = []
+    with dt.init(
+        model,
+        opt,
+        global_batch_size=LOCAL * world,
+        micro_batch_size=MICRO,
+        adaptive_batch=dt.AdaptiveBatch("goodput", LOCAL * world, max_batch=512, every=EVERY),
+        lr_scaling="adascale",
+        metrics_file=False,
+        progress=False,
+        environ=environ,
+    ) as ctx:
+        g = torch.Generator().manual_seed(rank)
+        for _ in range(STEPS):
+            local = ctx.batch.local_batch
+            x = torch.randn(local, 4, generator=g)
+            ctx.step((x, x.sum(1, keepdim=True) + torch.randn(local, 1, generator=g)), _loss)
+            batches.append(ctx.batch.global_batch)
+        assert ctx.goodput is not None
+        choice = ctx.goodput.choose((world,))
+    with open(f"{out}.{rank}", "w") as f:
+        json.dump({"batches": batches, "choice": choice}, f)
+    dist.barrier()
+    dist.destroy_process_group()
+    return 0
+
+
+if __name__ == "__main__":
+    r, w, p, o = sys.argv[1:5]
+    sys.exit(main(int(r), int(w), int(p), o))
