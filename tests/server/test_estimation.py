@@ -5,10 +5,13 @@ from __future__ import annotations
 
 from typing import Any
 
+import pytest
+
 from danlu.core.cluster import Cluster, Node, gpu_type
 from danlu.core.spec import parse_spec
 from danlu.core.units import GiB
-from danlu.server.routes.estimation import resolve_micro_batch_limit
+from danlu.estimate.memory import predict
+from danlu.server.routes.estimation import resolve_memory, resolve_micro_batch_limit
 
 CLUSTER = Cluster((Node("n0", 4, gpu_type("H100")),), name="t")
 
@@ -34,3 +37,29 @@ def test_no_limit_for_other_jobs_or_a_failing_model() -> None:
     assert resolve_micro_batch_limit(rigid, CLUSTER, 120.0) is None
     broken = _spec(model="no_such_module_xyz:factory")
     assert resolve_micro_batch_limit(broken, CLUSTER, 120.0) is None
+
+
+def test_auto_memory_and_the_micro_batch_limit_come_from_one_trace(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    calls: list[tuple[int, ...]] = []
+    real = predict.trace
+
+    def counted(req: Any, progress: Any = None) -> Any:
+        calls.append(tuple(req.batch_sizes))
+        return real(req, progress)
+
+    monkeypatch.setattr(predict, "trace", counted)
+    spec = parse_spec(
+        {
+            "name": "j",
+            "command": ["true"],
+            "resources": {"gpus": "1..4", "gpu_memory": "auto"},
+            "training": {"global_batch_size": 64, "model": "danlu.estimate.zoo:resnet_tiny"},
+        }
+    )
+    estimate, micro = resolve_memory(spec, CLUSTER, 120.0)
+    assert calls == [(2, 8, 32, 64)]  # one subprocess, the job's batch among the sizes
+    assert estimate.gpu_memory is not None and 500 * 2**20 < estimate.gpu_memory < 1 * GiB
+    # the share is the peak at batch 64, so the limit keeps 5 % of it spare: below 64
+    assert micro is not None and 1 <= micro < 64

@@ -1,4 +1,5 @@
-"""``gpu_memory: auto``: predict a job's peak GPU memory before admission.
+"""Submission-time memory estimates: ``gpu_memory: auto`` (a job's peak GPU memory) and an
+elastic job's micro-batch limit, predicted before admission.
 
 Runs :func:`danlu.estimate.memory.estimate_memory` (which traces in a subprocess) in a worker
 thread with a timeout, OUTSIDE any database transaction. On any failure the job falls back to
@@ -11,13 +12,14 @@ import concurrent.futures
 import logging
 from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, TypeVar
 
 from danlu.core.cluster import Cluster
 from danlu.core.spec import JobSpec
 
 log = logging.getLogger(__name__)
 DEFAULT_GPU = "a100-80gb"
+T = TypeVar("T")
 
 
 @dataclass(frozen=True, slots=True)
@@ -48,7 +50,7 @@ def _predict(model_ref: str, batch_size: int, gpu_name: str) -> int:
     return max(e.peak_device_bytes for e in estimates)
 
 
-def _in_worker(fn: Callable[..., int | None], timeout: float, *args: Any) -> tuple[int | None, str]:
+def _in_worker(fn: Callable[..., T], timeout: float, *args: Any) -> tuple[T | None, str]:
     """``fn(*args)`` in a worker thread: (its value, "") or (None, why not)."""
     pool = concurrent.futures.ThreadPoolExecutor(1, thread_name_prefix="danlu-estimate")
     try:
@@ -86,8 +88,11 @@ trusted up to 32 x the largest)."""
 
 
 def _largest_micro_batch(
-    model_ref: str, gpu_name: str, limit: int | None, upper: int
-) -> int | None:
+    model_ref: str, gpu_name: str, limit: int | None, upper: int, auto_batch: int | None = None
+) -> tuple[int | None, int | None]:
+    """(the largest safe micro-batch, the peak at ``auto_batch``): one trace subprocess. With
+    ``auto_batch`` (``gpu_memory: auto``) that batch is traced too, its peak is the job's
+    memory share and bounds the micro-batch (``limit`` is then ignored)."""
     from danlu.core.errors import UnknownNameError
     from danlu.estimate.memory import TraceRequest, fit_memory_model, get_gpu
     from danlu.estimate.optimize import largest_safe_batch
@@ -96,9 +101,45 @@ def _largest_micro_batch(
         gpu = get_gpu(gpu_name)
     except UnknownNameError:
         gpu = get_gpu(DEFAULT_GPU)
-    fitted = fit_memory_model(TraceRequest(model_ref, MICRO_BATCH_TRACES), gpu)
+    sizes = tuple(sorted({*MICRO_BATCH_TRACES, *([auto_batch] if auto_batch else [])}))
+    fitted = fit_memory_model(TraceRequest(model_ref, sizes), gpu)
+    peak = None
+    if auto_batch:  # traced: exact, as resolve_gpu_memory's own trace would give it
+        peak = fitted.estimates[auto_batch].peak_device_bytes
+        limit = peak
     budget = limit if limit is not None else gpu.capacity_bytes
-    return largest_safe_batch(fitted, budget, upper)
+    try:
+        micro = largest_safe_batch(fitted, budget, upper)
+    except Exception as exc:  # the peak still stands without a micro-batch limit
+        log.info("micro-batch limit of %s failed: %s", model_ref, exc)
+        micro = None
+    return micro, peak
+
+
+def _wants_micro_limit(spec: JobSpec) -> bool:
+    hints = spec.training
+    return bool(spec.resources.gpus.elastic and hints.global_batch_size is not None and hints.model)
+
+
+def resolve_memory(spec: JobSpec, cluster: Cluster, timeout: float) -> tuple[Estimate, int | None]:
+    """:func:`resolve_gpu_memory` and :func:`resolve_micro_batch_limit` together: a job that
+    needs both (``gpu_memory: auto`` and an elastic global batch) has its model traced once,
+    at the micro-batch sizes and its batch in one subprocess, instead of twice."""
+    hints = spec.training
+    if spec.resources.gpu_memory != "auto" or not _wants_micro_limit(spec):
+        estimate = resolve_gpu_memory(spec, cluster, timeout)
+        return estimate, resolve_micro_batch_limit(spec, cluster, timeout, estimate.gpu_memory)
+    assert hints.model is not None and hints.global_batch_size is not None
+    batch = hints.min_batch_size or hints.global_batch_size or 1
+    upper = max(hints.max_batch_size or hints.global_batch_size, hints.global_batch_size)
+    both, why = _in_worker(
+        _largest_micro_batch, timeout, hints.model, _gpu_name(spec, cluster), None, upper, batch
+    )
+    micro, peak = both if both is not None else (None, None)
+    if peak is None:
+        return Estimate(None, f"memory estimate {why or 'failed'}: using whole GPUs"), None
+    estimate = Estimate(int(peak), f"gpu_memory estimated at {peak} bytes per GPU")
+    return estimate, int(micro) if micro is not None and micro >= 1 else None
 
 
 def resolve_micro_batch_limit(
@@ -110,10 +151,12 @@ def resolve_micro_batch_limit(
     job's largest batch. None for other jobs, and when the estimate fails or times out (then
     ``danlu.train``'s OOM guard finds the micro-batch)."""
     hints = spec.training
-    if not spec.resources.gpus.elastic or hints.global_batch_size is None or not hints.model:
+    if not _wants_micro_limit(spec):
         return None
+    assert hints.model is not None and hints.global_batch_size is not None
     upper = max(hints.max_batch_size or hints.global_batch_size, hints.global_batch_size)
-    value, _ = _in_worker(
+    both, _ = _in_worker(
         _largest_micro_batch, timeout, hints.model, _gpu_name(spec, cluster), gpu_memory, upper
     )
+    value = both[0] if both is not None else None
     return int(value) if value is not None and value >= 1 else None

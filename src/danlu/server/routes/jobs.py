@@ -22,7 +22,7 @@ from danlu.server.routes.deps import (
     check_values,
     checked_name,
 )
-from danlu.server.routes.estimation import resolve_gpu_memory, resolve_micro_batch_limit
+from danlu.server.routes.estimation import resolve_memory
 from danlu.server.routes.schemas import (
     TERMINAL,
     AcceptedOut,
@@ -57,10 +57,7 @@ def submit_job(spec: JobSpec, user: Caller, state: State) -> dict[str, Any]:
     _check_spec(spec)
     with state.db.read_session() as session:
         cluster = load_cluster(session)
-    estimate = resolve_gpu_memory(spec, cluster, state.estimate_timeout)  # no transaction
-    micro = resolve_micro_batch_limit(
-        spec, cluster, state.estimate_timeout, estimate.gpu_memory
-    )  # no transaction either
+    estimate, micro = resolve_memory(spec, cluster, state.estimate_timeout)  # no transaction
     with state.db.session() as session:
         job = jobs.submit(
             session, spec, user, gpu_memory=estimate.gpu_memory, micro_batch_limit=micro
