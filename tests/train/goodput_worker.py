@@ -1,9 +1,10 @@
 """One rank of a 2-process gloo job that trains with the goodput-adaptive batch (test helper).
 
 ``python goodput_worker.py RANK WORLD PORT OUT``: trains ``STEPS`` steps with
-``AdaptiveBatch("goodput", ...)`` (micro-batches of ``MICRO``: it accumulates, so the sync
-time and the gradient noise are measured) and writes ``{"batches": [global batch after each
-step], "choice": the chief's tuner's pick at the end}`` as JSON to ``OUT.RANK``.
+``AdaptiveBatch("goodput", ...)``, one micro-batch per step (the first steps probe the sync
+time with two), and writes ``{"batches": [global batch after each step], "accumulations":
+[micro-batches of each step], "choice": the chief's tuner's pick at the end}`` as JSON to
+``OUT.RANK``.
 """
 
 from __future__ import annotations
@@ -17,7 +18,7 @@ import torch.distributed as dist
 
 import danlu.train as dt
 
-LOCAL, MICRO, STEPS, EVERY = 16, 4, 60, 10
+LOCAL, STEPS, EVERY = 16, 60, 10
 
 
 def _loss(model: torch.nn.Module, batch: tuple[torch.Tensor, torch.Tensor]) -> torch.Tensor:
@@ -37,12 +38,11 @@ def main(rank: int, world: int, port: int, out: str) -> int:
     opt = torch.optim.SGD(model.parameters(), lr=0.01)
     environ = {"RANK": str(rank), "WORLD_SIZE": str(world), "LOCAL_RANK": "0"}
     environ["LOCAL_WORLD_SIZE"] = str(world)
-    batches = []
+    batches, accumulations = [], []
     with dt.init(
         model,
         opt,
         global_batch_size=LOCAL * world,
-        micro_batch_size=MICRO,
         adaptive_batch=dt.AdaptiveBatch("goodput", LOCAL * world, max_batch=512, every=EVERY),
         lr_scaling="adascale",
         metrics_file=False,
@@ -55,10 +55,11 @@ def main(rank: int, world: int, port: int, out: str) -> int:
             x = torch.randn(local, 4, generator=g)
             ctx.step((x, x.sum(1, keepdim=True) + torch.randn(local, 1, generator=g)), _loss)
             batches.append(ctx.batch.global_batch)
+            accumulations.append(ctx.history[-1]["accumulation"])
         assert ctx.goodput is not None
         choice = ctx.goodput.choose((world,))
     with open(f"{out}.{rank}", "w") as f:
-        json.dump({"batches": batches, "choice": choice}, f)
+        json.dump({"batches": batches, "accumulations": accumulations, "choice": choice}, f)
     dist.barrier()
     dist.destroy_process_group()
     return 0

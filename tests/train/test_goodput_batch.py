@@ -108,6 +108,26 @@ def test_the_tuner_waits_for_settled_samples_and_gradient_noise() -> None:
     assert unsynced.choose((4,)) is None
 
 
+def test_steps_of_one_micro_batch_are_measured_against_the_probed_sync() -> None:
+    tuner = GoodputTuner(init_batch=64, max_batch=2048, max_micro=128)
+    _feed(tuner, 32, 2, var=64 * 4.0)  # probe steps: two micro-batches expose the sync
+    assert tuner.tuner.sync_time((4,)) == pytest.approx(SYNC)
+    for _ in range(SETTLE + SAMPLES):  # one micro-batch: no sync of its own
+        tuner.record(
+            micro=128,
+            accumulation=1,
+            placement=(4,),
+            step_time=ALPHA + BETA * 128 + SYNC,
+            sync_time=None,
+            grad_sqr=1.0,
+            grad_var=64 * 4.0,
+        )
+    chosen = tuner.choose((4,))  # two compute points, exactly on the line: the optimum
+    assert chosen is not None
+    best = max(_true_goodput(b, 4.0) for b in range(64, 2049))
+    assert _true_goodput(chosen, 4.0) == pytest.approx(best, rel=1e-9)
+
+
 def test_what_the_tuner_measured_survives_a_round_trip_and_a_smaller_micro_cap() -> None:
     tuner = GoodputTuner(init_batch=64, max_batch=2048, max_micro=128)
     for micro, accumulation in ((32, 1), (128, 1)):

@@ -87,6 +87,9 @@ def test_ddp_ranks_take_the_chief_s_goodput_batch(tmp_path: Path) -> None:
     chief = json.loads(Path(f"{out}.0").read_text())
     other = json.loads(Path(f"{out}.1").read_text())
     assert chief["batches"] == other["batches"]
+    assert chief["accumulations"] == other["accumulations"]
+    # one micro-batch per step, so the first 20 steps probe the sync with two
+    assert chief["accumulations"][:20] == [2] * 20
     assert chief["choice"] is not None  # it measured sync and noise: it decided
     assert chief["batches"][-1] == chief["choice"]  # step 60 was a decision step
     assert 32 <= chief["choice"] <= 512

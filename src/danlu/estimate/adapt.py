@@ -99,6 +99,10 @@ class SelfTuner:
         self._sync[placement] = sync
         self._stats = stats
 
+    def sync_time(self, placement: tuple[int, ...]) -> float | None:
+        """The sync time last measured on ``placement`` (None: never measured there)."""
+        return self._sync.get(placement)
+
     def choose(self, placement: tuple[int, ...]) -> int | None:
         """The goodput-optimal global batch on ``placement`` (GPUs per node, empty nodes
         dropped) by what the job measured; ``None`` before it measured sync there."""

@@ -37,7 +37,7 @@ from danlu.train.ckpt import Checkpoints, state_api
 from danlu.train.data import ElasticSampler, LocalBatch, default_collate, fetch
 from danlu.train.distributed import Distributed, unwrap
 from danlu.train.env import JobEnv
-from danlu.train.goodput import GoodputTuner, placement_of
+from danlu.train.goodput import PROBE_STEPS, GoodputTuner, placement_of
 from danlu.train.lr import LRController
 from danlu.train.oom import OOMInjector, apply_memory_limit, memory_budget
 from danlu.train.preempt import Preemption
@@ -101,6 +101,7 @@ class TrainContext:
         """The goodput tuner of a ``"goodput"`` adaptive batch (None otherwise)."""
         if adaptive is not None and adaptive.mode == "goodput":
             self.goodput = GoodputTuner(adaptive.b0, adaptive.max_batch, engine.batch.micro_cap)
+        self._probes_left = PROBE_STEPS
         self.lr_scaling = lr_scaling
         self.consistency_check = consistency_check
         self.step_num = 0
@@ -177,22 +178,27 @@ class TrainContext:
         self._current = None
         real = lb.real if lb is not None else None
         glob = lb.global_real if lb is not None else None
-        result = self.engine.step(data, loss_fn, real=real, global_real=glob)
-        if (
-            result.anomaly is not None
-            and self.anomaly is not None
-            and self.anomaly.action == "rollback"
-        ):
-            self._rollback()
-            return result
-        if lb is not None and self.sampler is not None:
-            self.sampler.commit(lb.global_real)
-        self.step_num += 1
-        self._report(result)
-        if self._follows_api:
-            self._follow_scheduler()
-        if self.adaptive is not None:
-            self._adapt(result)
+        micro = self._probe()
+        try:
+            result = self.engine.step(data, loss_fn, real=real, global_real=glob)
+            if (
+                result.anomaly is not None
+                and self.anomaly is not None
+                and self.anomaly.action == "rollback"
+            ):
+                self._rollback()
+                return result
+            if lb is not None and self.sampler is not None:
+                self.sampler.commit(lb.global_real)
+            self.step_num += 1
+            self._report(result)
+            if self._follows_api:
+                self._follow_scheduler()
+            if self.adaptive is not None:
+                self._adapt(result)
+        finally:
+            if micro is not None:  # the probe's split ends with the step (an OOM may cap it)
+                self.batch.micro = min(self.batch.micro_cap, self.batch.local_batch)
         if self.checkpoints.should_save(self.step_num):
             self.save()
         if self.preemption.should_stop(self.step_num):
@@ -267,6 +273,24 @@ class TrainContext:
         new = self.adaptive.target(self.step_num, old)
         if new != old:
             self._set_global(new)
+
+    def _probe(self) -> int | None:
+        """Run this step as two micro-batches when it would be one, for the goodput tuner
+        to measure the sync time (:data:`~danlu.train.goodput.PROBE_STEPS`); the micro-batch
+        to restore after it, or None."""
+        batch = self.batch
+        if (
+            self.goodput is None
+            or self._probes_left <= 0
+            or self.distributed.world_size <= 1
+            or batch.accumulation > 1
+            or batch.local_batch < 2
+        ):
+            return None
+        self._probes_left -= 1
+        saved = batch.micro
+        batch.micro = math.ceil(batch.local_batch / 2)
+        return saved  # (restored as min(micro_cap, local batch), which it was)
 
     def _placement(self) -> tuple[int, ...]:
         return placement_of(self.distributed.world_size, self.env.local_world_size)

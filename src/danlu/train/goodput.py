@@ -13,6 +13,13 @@ jobs run. This module feeds it ``danlu.train``'s measurements:
 - the gradient-noise estimator's ``|G|^2`` and ``tr(Sigma) / init_batch`` (the gain's
   convention).
 
+The sync time of several ranks is exposed only by a step that accumulates (the last,
+all-reducing micro-step against the others). So a run on several GPUs whose steps are one
+micro-batch runs its first :data:`PROBE_STEPS` steps as two micro-batches of half the size
+(the same global batch and gradient, within floating-point reassociation): they measure the
+placement's sync and a second compute point; later steps of one micro-batch are measured
+against that sync.
+
 Until it has measured the current placement and the gradient noise it keeps the batch it
 has. The gradient noise needs two batch sizes per step: several ranks, or accumulation; a
 single GPU that never accumulates measures none, and keeps its batch.
@@ -30,6 +37,9 @@ SAMPLES = 5
 """Steps of one configuration whose median is one measurement."""
 SETTLE = 2
 """Steps of a new configuration left out (allocator and cache warm-up)."""
+PROBE_STEPS = 20
+"""First steps of a multi-GPU process run as two micro-batches when they would be one (a
+count, the same on every rank: ranks must agree on their micro-steps)."""
 
 Shape = tuple[int, int, tuple[int, ...]]
 
@@ -86,8 +96,10 @@ class GoodputTuner:
             init = self.tuner.limits.init_batch
             self._stats = (grad_sqr, grad_var / init)
         replicas = sum(placement)
-        if replicas > 1 and sync_time is None:
-            return  # the model would read an unmeasured sync as free
+        if replicas > 1 and sync_time is None:  # one micro-batch: the sync is not exposed
+            sync_time = self.tuner.sync_time(placement)  # as measured by the probe steps
+            if sync_time is None:
+                return  # the model would read an unmeasured sync as free
         if not (math.isfinite(step_time) and step_time > 0):
             return
         shape: Shape = (micro, accumulation, placement)
