@@ -9,30 +9,20 @@ time with two), and writes ``{"batches": [global batch after each step], "accumu
 
 from __future__ import annotations
 
-import datetime
 import json
 import sys
 
 import torch
 import torch.distributed as dist
+from sync_worker import join, loss  # the same directory: the script's sys.path[0]
 
 import danlu.train as dt
 
 LOCAL, STEPS, EVERY = 16, 60, 10
 
 
-def _loss(model: torch.nn.Module, batch: tuple[torch.Tensor, torch.Tensor]) -> torch.Tensor:
-    return torch.nn.functional.mse_loss(model(batch[0]), batch[1])
-
-
 def main(rank: int, world: int, port: int, out: str) -> int:
-    dist.init_process_group(
-        "gloo",
-        init_method=f"tcp://127.0.0.1:{port}",
-        rank=rank,
-        world_size=world,
-        timeout=datetime.timedelta(seconds=60),
-    )
+    join(rank, world, port)
     torch.manual_seed(0)
     model = torch.nn.Sequential(torch.nn.Linear(4, 8), torch.nn.Tanh(), torch.nn.Linear(8, 1))
     opt = torch.optim.SGD(model.parameters(), lr=0.01)
@@ -53,7 +43,7 @@ def main(rank: int, world: int, port: int, out: str) -> int:
         for _ in range(STEPS):
             local = ctx.batch.local_batch
             x = torch.randn(local, 4, generator=g)
-            ctx.step((x, x.sum(1, keepdim=True) + torch.randn(local, 1, generator=g)), _loss)
+            ctx.step((x, x.sum(1, keepdim=True) + torch.randn(local, 1, generator=g)), loss)
             batches.append(ctx.batch.global_batch)
             accumulations.append(ctx.history[-1]["accumulation"])
         assert ctx.goodput is not None

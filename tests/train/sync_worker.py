@@ -43,15 +43,16 @@ def train(rank: int, world: int, micro: int) -> list[dict[str, Any]]:
         g = torch.Generator().manual_seed(rank)
         for _ in range(STEPS):
             x = torch.randn(LOCAL, 4, generator=g).to(ctx.distributed.device)
-            ctx.step((x, x.sum(1, keepdim=True)), _loss)
+            ctx.step((x, x.sum(1, keepdim=True)), loss)
         return list(ctx.history)
 
 
-def _loss(model: torch.nn.Module, batch: tuple[torch.Tensor, torch.Tensor]) -> torch.Tensor:
+def loss(model: torch.nn.Module, batch: tuple[torch.Tensor, torch.Tensor]) -> torch.Tensor:
     return torch.nn.functional.mse_loss(model(batch[0]), batch[1])
 
 
-def main(rank: int, world: int, port: int, out: str) -> int:
+def join(rank: int, world: int, port: int) -> None:
+    """Join the 2-process gloo group on localhost (danlu.train then reuses it)."""
     dist.init_process_group(
         "gloo",
         init_method=f"tcp://127.0.0.1:{port}",
@@ -59,6 +60,10 @@ def main(rank: int, world: int, port: int, out: str) -> int:
         world_size=world,
         timeout=datetime.timedelta(seconds=60),  # a dead peer fails the job, not hangs it
     )
+
+
+def main(rank: int, world: int, port: int, out: str) -> int:
+    join(rank, world, port)
     records = {micro: train(rank, world, micro) for micro in MICROS}
     if rank == 0:
         with open(out, "w") as f:
