@@ -178,7 +178,7 @@ class TrainContext:
         self._current = None
         real = lb.real if lb is not None else None
         glob = lb.global_real if lb is not None else None
-        micro = self._probe()
+        probing = self._probe()
         try:
             result = self.engine.step(data, loss_fn, real=real, global_real=glob)
             if (
@@ -197,7 +197,7 @@ class TrainContext:
             if self.adaptive is not None:
                 self._adapt(result)
         finally:
-            if micro is not None:  # the probe's split ends with the step (an OOM may cap it)
+            if probing:  # back to one micro-batch: min(cap, local), as before (an OOM may cap it)
                 self.batch.micro = min(self.batch.micro_cap, self.batch.local_batch)
         if self.checkpoints.should_save(self.step_num):
             self.save()
@@ -267,17 +267,16 @@ class TrainContext:
     def _adapt(self, result: StepResult) -> None:
         assert self.adaptive is not None
         if self.goodput is not None:
-            self._adapt_goodput(result)
+            self._adapt_goodput(result, self.goodput, self.adaptive.every)
             return
         old = self.batch.global_batch
         new = self.adaptive.target(self.step_num, old)
         if new != old:
             self._set_global(new)
 
-    def _probe(self) -> int | None:
-        """Run this step as two micro-batches when it would be one, for the goodput tuner
-        to measure the sync time (:data:`~danlu.train.goodput.PROBE_STEPS`); the micro-batch
-        to restore after it, or None."""
+    def _probe(self) -> bool:
+        """Whether this step runs as two micro-batches where it would be one, for the goodput
+        tuner to measure the sync time (:data:`~danlu.train.goodput.PROBE_STEPS`)."""
         batch = self.batch
         if (
             self.goodput is None
@@ -286,24 +285,21 @@ class TrainContext:
             or batch.accumulation > 1
             or batch.local_batch < 2
         ):
-            return None
+            return False
         self._probes_left -= 1
-        saved = batch.micro
         batch.micro = math.ceil(batch.local_batch / 2)
-        return saved  # (restored as min(micro_cap, local batch), which it was)
+        return True
 
     def _placement(self) -> tuple[int, ...]:
         return placement_of(self.distributed.world_size, self.env.local_world_size)
 
-    def _adapt_goodput(self, r: StepResult) -> None:
+    def _adapt_goodput(self, r: StepResult, tuner: GoodputTuner, every: int) -> None:
         """Feed the step's measurements to the goodput tuner; every ``every`` steps take the
         batch it picks (under DDP the chief's pick, broadcast, so every rank agrees)."""
-        assert self.adaptive is not None and self.goodput is not None
         batch = self.batch
-        tuner = self.goodput
         tuner.cap_micro(batch.micro_cap)
         gns = self._gradient_noise
-        has_stats = gns is not None and gns.count > 0
+        sqr, var = (gns.mu2, gns.sigma2) if gns is not None and gns.count > 0 else (None, None)
         placement = self._placement()
         if r.applied and r.step_time is not None:
             tuner.record(
@@ -312,10 +308,10 @@ class TrainContext:
                 placement=placement,
                 step_time=r.step_time,
                 sync_time=r.sync_time,
-                grad_sqr=gns.mu2 if has_stats and gns is not None else None,
-                grad_var=gns.sigma2 if has_stats and gns is not None else None,
+                grad_sqr=sqr,
+                grad_var=var,
             )
-        if self.step_num % self.adaptive.every:
+        if self.step_num % every:
             return
         chosen = tuner.choose(placement) if self.distributed.is_chief else None
         if self.distributed.enabled:

@@ -116,9 +116,14 @@ def _largest_micro_batch(
     return micro, peak
 
 
-def _wants_micro_limit(spec: JobSpec) -> bool:
+def _micro_limit_inputs(spec: JobSpec) -> tuple[str, int] | None:
+    """(model reference, largest batch) of a job that gets a micro-batch limit: an elastic
+    job with a global batch and a ``training.model``; None for any other."""
     hints = spec.training
-    return bool(spec.resources.gpus.elastic and hints.global_batch_size is not None and hints.model)
+    batch, model = hints.global_batch_size, hints.model
+    if not spec.resources.gpus.elastic or batch is None or not model:
+        return None
+    return model, max(hints.max_batch_size or batch, batch)
 
 
 def resolve_memory(spec: JobSpec, cluster: Cluster, timeout: float) -> tuple[Estimate, int | None]:
@@ -126,14 +131,14 @@ def resolve_memory(spec: JobSpec, cluster: Cluster, timeout: float) -> tuple[Est
     needs both (``gpu_memory: auto`` and an elastic global batch) has its model traced once,
     at the micro-batch sizes and its batch in one subprocess, instead of twice."""
     hints = spec.training
-    if spec.resources.gpu_memory != "auto" or not _wants_micro_limit(spec):
+    inputs = _micro_limit_inputs(spec)
+    if spec.resources.gpu_memory != "auto" or inputs is None:
         estimate = resolve_gpu_memory(spec, cluster, timeout)
         return estimate, resolve_micro_batch_limit(spec, cluster, timeout, estimate.gpu_memory)
-    assert hints.model is not None and hints.global_batch_size is not None
+    model, upper = inputs
     batch = hints.min_batch_size or hints.global_batch_size or 1
-    upper = max(hints.max_batch_size or hints.global_batch_size, hints.global_batch_size)
     both, why = _in_worker(
-        _largest_micro_batch, timeout, hints.model, _gpu_name(spec, cluster), None, upper, batch
+        _largest_micro_batch, timeout, model, _gpu_name(spec, cluster), None, upper, batch
     )
     micro, peak = both if both is not None else (None, None)
     if peak is None:
@@ -150,13 +155,12 @@ def resolve_micro_batch_limit(
     ``gpu_memory`` bytes (its memory share) or else the whole GPU of its type; at most the
     job's largest batch. None for other jobs, and when the estimate fails or times out (then
     ``danlu.train``'s OOM guard finds the micro-batch)."""
-    hints = spec.training
-    if not _wants_micro_limit(spec):
+    inputs = _micro_limit_inputs(spec)
+    if inputs is None:
         return None
-    assert hints.model is not None and hints.global_batch_size is not None
-    upper = max(hints.max_batch_size or hints.global_batch_size, hints.global_batch_size)
+    model, upper = inputs
     both, _ = _in_worker(
-        _largest_micro_batch, timeout, hints.model, _gpu_name(spec, cluster), gpu_memory, upper
+        _largest_micro_batch, timeout, model, _gpu_name(spec, cluster), gpu_memory, upper
     )
     value = both[0] if both is not None else None
     return int(value) if value is not None and value >= 1 else None
