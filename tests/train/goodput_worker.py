@@ -13,8 +13,7 @@ import json
 import sys
 
 import torch
-import torch.distributed as dist
-from sync_worker import join, loss  # the same directory: the script's sys.path[0]
+from sync_worker import join, leave, loss  # the same directory: the script's sys.path[0]
 
 import danlu.train as dt
 
@@ -50,9 +49,7 @@ def main(rank: int, world: int, port: int, out: str) -> int:
         choice = ctx.goodput.choose((world,))
     with open(f"{out}.{rank}", "w") as f:
         json.dump({"batches": batches, "accumulations": accumulations, "choice": choice}, f)
-    dist.barrier()
-    dist.destroy_process_group()
-    return 0
+    return leave()
 
 
 if __name__ == "__main__":

@@ -62,15 +62,20 @@ def join(rank: int, world: int, port: int) -> None:
     )
 
 
+def leave() -> int:
+    """Wait for the peer, leave the group; the exit code."""
+    dist.barrier()
+    dist.destroy_process_group()
+    return 0
+
+
 def main(rank: int, world: int, port: int, out: str) -> int:
     join(rank, world, port)
     records = {micro: train(rank, world, micro) for micro in MICROS}
     if rank == 0:
         with open(out, "w") as f:
             json.dump(records, f)
-    dist.barrier()
-    dist.destroy_process_group()
-    return 0
+    return leave()
 
 
 if __name__ == "__main__":
