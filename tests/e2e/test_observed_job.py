@@ -60,3 +60,33 @@ def test_a_training_jobs_reports_become_the_schedulers_measurement(tmp_path: Pat
         done = _until(finished, 60, "the job to finish")
         assert done["state"] == "SUCCEEDED", server.output()
         assert done["observed"] == {}
+
+
+def test_a_goodput_adaptive_job_is_seen_as_adaptive(tmp_path: Path) -> None:
+    """danlu.train's goodput-adaptive batch reports ``adaptive`` over HTTP; the server keeps it
+    in the job's measurement, where the danlu policy reads it."""
+    stop = tmp_path / "stop"
+    with running_server(tmp_path, env={"DANLU_POLICY": "danlu"}) as server, server.client() as c:
+        spec = {
+            "name": "adaptive",
+            "command": [sys.executable, str(JOB), str(stop), "goodput"],
+            "resources": {"gpus": "1..2"},
+            "training": {"global_batch_size": 16, "max_batch_size": 64},
+            "max_restarts": 0,
+        }
+        job_id = c.submit(spec)["id"]
+
+        def adaptive() -> dict[str, Any] | None:
+            job = c.get_job(job_id)
+            assert job["state"] in ("PENDING", "RUNNING"), job
+            return job if job["observed"].get("adaptive") == 1 else None
+
+        seen = _until(adaptive, 90, "an adaptive measurement")["observed"]
+        assert 16 <= seen["batch_size"] <= 64 and seen["local_bsz"] <= 8  # micro-batches of 8
+        stop.touch()
+
+        def finished() -> dict[str, Any] | None:
+            done = c.get_job(job_id)
+            return done if done["state"] in ("SUCCEEDED", "FAILED", "CANCELLED") else None
+
+        assert _until(finished, 60, "the job to finish")["state"] == "SUCCEEDED", server.output()
