@@ -50,6 +50,12 @@ def _predict(model_ref: str, batch_size: int, gpu_name: str) -> int:
     return max(e.peak_device_bytes for e in estimates)
 
 
+def _auto_batch(spec: JobSpec) -> int:
+    """The per-GPU batch whose peak ``gpu_memory: auto`` predicts."""
+    hints = spec.training
+    return hints.min_batch_size or hints.global_batch_size or 1
+
+
 def _in_worker(fn: Callable[..., T], timeout: float, *args: Any) -> tuple[T | None, str]:
     """``fn(*args)`` in a worker thread: (its value, "") or (None, why not)."""
     pool = concurrent.futures.ThreadPoolExecutor(1, thread_name_prefix="danlu-estimate")
@@ -74,9 +80,7 @@ def resolve_gpu_memory(spec: JobSpec, cluster: Cluster, timeout: float) -> Estim
     model = spec.training.model
     if not model:
         return Estimate(None, "gpu_memory: auto without training.model: using whole GPUs")
-    hints = spec.training
-    batch = hints.min_batch_size or hints.global_batch_size or 1
-    value, why = _in_worker(_predict, timeout, model, batch, _gpu_name(spec, cluster))
+    value, why = _in_worker(_predict, timeout, model, _auto_batch(spec), _gpu_name(spec, cluster))
     if value is None:
         return Estimate(None, f"memory estimate {why}: using whole GPUs")
     return Estimate(int(value), f"gpu_memory estimated at {value} bytes per GPU")
@@ -130,15 +134,19 @@ def resolve_memory(spec: JobSpec, cluster: Cluster, timeout: float) -> tuple[Est
     """:func:`resolve_gpu_memory` and :func:`resolve_micro_batch_limit` together: a job that
     needs both (``gpu_memory: auto`` and an elastic global batch) has its model traced once,
     at the micro-batch sizes and its batch in one subprocess, instead of twice."""
-    hints = spec.training
     inputs = _micro_limit_inputs(spec)
     if spec.resources.gpu_memory != "auto" or inputs is None:
         estimate = resolve_gpu_memory(spec, cluster, timeout)
         return estimate, resolve_micro_batch_limit(spec, cluster, timeout, estimate.gpu_memory)
     model, upper = inputs
-    batch = hints.min_batch_size or hints.global_batch_size or 1
     both, why = _in_worker(
-        _largest_micro_batch, timeout, model, _gpu_name(spec, cluster), None, upper, batch
+        _largest_micro_batch,
+        timeout,
+        model,
+        _gpu_name(spec, cluster),
+        None,
+        upper,
+        _auto_batch(spec),
     )
     micro, peak = both if both is not None else (None, None)
     if peak is None:
