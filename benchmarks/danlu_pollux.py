@@ -3,16 +3,25 @@
 round measured inside the same runs. Prints figures; asserts nothing.
 
     python benchmarks/danlu_pollux.py [--loads 0.5,1.0,1.5] [--workloads 1,2,3,4]
+        [--set KNOB=VALUE ...] [--pollux-results DIR]
 
 Pollux's numbers come from the OSDI'21 artifact's ``simulator/results-jobload/pollux-<load>/
 summary.json`` (public ``petuum/adaptdl``, branch ``osdi21-artifact``): average JCT, and
 p99 JCT as ``numpy.percentile(per-job JCTs, 99)``, the same estimator our metrics use.
+
+``--pollux-results DIR``: that artifact folder (``results-jobload``, holding
+``pollux-<load>/summary.json`` with every job's JCT under ``jcts``; not part of danlu's
+data). After each run, one line per application: its jobs, the mean JCT of danlu / Pollux,
+and what the application adds to the difference of the averages (seconds per job of the
+workload; negative: danlu is ahead), so the gap to the target can be read job by job.
 """
 
 from __future__ import annotations
 
 import argparse
+import json
 import time
+from collections import defaultdict
 from pathlib import Path
 from typing import Any
 
@@ -70,6 +79,13 @@ def main() -> None:
         metavar="KNOB=VALUE",
         help="a DanluPolicy setting other than its default (repeatable)",
     )
+    parser.add_argument(
+        "--pollux-results",
+        type=Path,
+        default=None,
+        metavar="DIR",
+        help="the artifact's results-jobload folder: print a per-application comparison",
+    )
     args = parser.parse_args()
     knobs = dict(_knob(text) for text in args.set)
     profiles = load_profiles(DATA / "traces")
@@ -102,7 +118,31 @@ def main() -> None:
             )
             ratios.append(avg / pavg)
             met += p99 <= pp99
+            if args.pollux_results is not None:
+                summary = args.pollux_results / f"pollux-{load}" / "summary.json"
+                theirs = json.loads(summary.read_text())["jcts"][f"workload-{number}"]
+                ours = {j.id: j.end_time - j.submit_time for j in result.jobs if j.end_time}
+                print(per_application(ours, theirs), flush=True)
     print(f"mean ratio {float(np.mean(ratios)):.3f}, p99 ok {met}/{len(ratios)}")
+
+
+def per_application(ours: dict[str, float], theirs: dict[str, float]) -> str:
+    """``app: jobs danlu/pollux mean JCT, share of the difference of the averages`` for every
+    application (a job's application is its id without the trailing ``-<number>``)."""
+    missing = sorted(set(ours) ^ set(theirs))
+    if missing:
+        raise SystemExit(f"--pollux-results: jobs {missing[:5]} are in only one of the runs")
+    sums: dict[str, list[float]] = defaultdict(lambda: [0.0, 0.0, 0.0])
+    for job_id, jct in ours.items():
+        entry = sums[job_id.rsplit("-", 1)[0]]
+        entry[0] += jct
+        entry[1] += theirs[job_id]
+        entry[2] += 1
+    total = len(ours)
+    return "    " + "  ".join(
+        f"{app} {n:.0f}: {a / n:.0f}/{b / n:.0f} ({(a - b) / total:+.0f})"
+        for app, (a, b, n) in sorted(sums.items())
+    )
 
 
 def _knob(text: str) -> tuple[str, Any]:
