@@ -6,14 +6,20 @@
    the traces (fit + sweep; target < 1 s) and the extra wall time.
 3. M(b) fitted from b in {1, 2, 4} against tracing at b = 32 and 64 (logical and reserved
    peaks; target within 1%) for several zoo models.
+4. ``--warm``: a trace in a worker started per trace (as ``danlu estimate`` does) against
+   one in a worker started ahead of need (``WarmTracers``, as the server does for
+   ``gpu_memory: auto`` submissions after its first): median wall seconds of each over
+   ``--repeats`` alternating pairs, their ratio, and whether the traces are identical.
 
-Run: ``python benchmarks/estimate_speed.py [--skip-fit]``.
+Run: ``python benchmarks/estimate_speed.py [--skip-fit] [--skip-speed] [--warm]``.
 """
 
 from __future__ import annotations
 
 import argparse
+import dataclasses
 import json
+import statistics
 import subprocess
 import sys
 import time
@@ -22,6 +28,7 @@ from danlu.estimate.memory import (
     ExtrapolationError,
     FittedMemoryModel,
     TraceRequest,
+    WarmTracers,
     get_gpu,
     replay,
     trace,
@@ -104,16 +111,48 @@ def fit_accuracy() -> None:
             )
 
 
+def warm_vs_cold(repeats: int, model: str = "resnet_tiny") -> None:
+    """Print the wall time of a cold and a warm trace of ``model`` at batch 8."""
+    req = TraceRequest("danlu.estimate.zoo:" + model, (8,))
+    workers = WarmTracers(1)
+    cold: list[float] = []
+    warm: list[float] = []
+    same = True
+    try:
+        reference = None
+        trace(req, workers=workers)  # the first trace starts the first waiting worker
+        for _ in range(repeats):
+            for times, pool in ((cold, None), (warm, workers)):
+                time.sleep(8.0)  # the replacement worker finishes its start-up meanwhile
+                t0 = time.perf_counter()
+                result = trace(req, workers=pool)
+                times.append(time.perf_counter() - t0)
+                plain = [dataclasses.replace(t, trace_seconds=0.0) for t in result]
+                reference = reference or plain
+                same = same and plain == reference
+    finally:
+        workers.close()
+    c, w = statistics.median(cold), statistics.median(warm)
+    print(
+        f"trace of zoo:{model} at batch 8, median of {repeats}: cold {c:.2f} s, "
+        f"warm {w:.2f} s, warm/cold {w / c:.2f}; identical traces: {same}"
+    )
+
+
 def main() -> int:
     """Command line."""
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--skip-fit", action="store_true")
     ap.add_argument("--skip-speed", action="store_true")
+    ap.add_argument("--warm", action="store_true", help="also time warm against cold tracers")
+    ap.add_argument("--repeats", type=int, default=5)
     args = ap.parse_args()
     if not args.skip_speed:
         speed()
     if not args.skip_fit:
         fit_accuracy()
+    if args.warm:
+        warm_vs_cold(args.repeats)
     return 0
 
 

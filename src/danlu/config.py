@@ -45,6 +45,7 @@ _HINTS: dict[str, str] = {
     "interval": "a positive number of seconds, e.g. DANLU_INTERVAL=2.0",
     "fake_gpus": "GPUs per node and memory or type, e.g. DANLU_FAKE_GPUS=4x80GiB or 2x8xH100",
     "port": "a TCP port 1..65535, e.g. DANLU_PORT=8470",
+    "estimate_warm_workers": "a count 0..16, e.g. DANLU_ESTIMATE_WARM_WORKERS=1",
 }
 
 
@@ -104,6 +105,10 @@ class Settings(BaseSettings):
     interval: float = Field(default=2.0, gt=0)
     fake_gpus: str | None = None
     port: int = Field(default=8470, ge=1, le=65535)
+    estimate_warm_workers: int = Field(default=1, ge=0, le=16)
+    """Memory-estimate workers kept started ahead of need once the first ``gpu_memory: auto``
+    submission has been traced (each holds an imported torch, a few hundred MB), so later
+    submissions skip the worker's ~3-5 s start-up; 0: every trace starts its own."""
 
     @field_validator("home", mode="after")
     @classmethod

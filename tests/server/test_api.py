@@ -231,10 +231,17 @@ def test_an_elastic_job_with_a_model_gets_a_micro_batch_limit_at_submission(live
         # traced for the fake 80 GiB GPUs: far more than 4096 samples fit; the fit is trusted
         # up to 32 x its largest traced batch (32)
         assert job["micro_batch_limit"] == 1024
+        # the next submission's trace runs in a worker started ahead of need, same result
+        assert live.prepared is not None
+        tracers = live.prepared.app.state.danlu.tracers
+        assert tracers.warm_takes == 0 and len(tracers.waiting()) == 1
+        again = submit(c, spec("m2", "print(1)", resources={"gpus": "1..2"}, training=model))
+        assert again["micro_batch_limit"] == 1024 and tracers.warm_takes == 1
         plain = submit(c, spec("p", "print(1)", resources={"gpus": "1..2"}, training=hints))
         assert plain["micro_batch_limit"] is None
         assert c.get(f"/jobs/{job['id']}").json()["micro_batch_limit"] == 1024
         wait_state(c, job["id"], "SUCCEEDED")
+        wait_state(c, again["id"], "SUCCEEDED")
         wait_state(c, plain["id"], "SUCCEEDED")
 
 

@@ -45,9 +45,9 @@ def test_auto_memory_and_the_micro_batch_limit_come_from_one_trace(
     calls: list[tuple[int, ...]] = []
     real = predict.trace
 
-    def counted(req: Any, progress: Any = None) -> Any:
+    def counted(req: Any, progress: Any = None, workers: Any = None) -> Any:
         calls.append(tuple(req.batch_sizes))
-        return real(req, progress)
+        return real(req, progress, workers=workers)
 
     monkeypatch.setattr(predict, "trace", counted)
     spec = parse_spec(

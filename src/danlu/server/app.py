@@ -32,6 +32,7 @@ from danlu.core.errors import (
 )
 from danlu.devices import GpuInfo, Inventory, NodeInventory, discover, fake_inventory
 from danlu.devices.errors import DeviceError
+from danlu.estimate.memory.tracer import WarmTracers
 from danlu.executors import Executor, ExecutorError, LocalExecutor
 from danlu.server.db import Database, upgrade_database
 from danlu.server.errors import (
@@ -236,6 +237,7 @@ def create_app(
         )
     metrics = ServerMetrics(db, inventory)
     state = ServerState(settings, db, executor, inventory, metrics, follow_timeout=follow_timeout)
+    state.tracers = WarmTracers(settings.estimate_warm_workers)
     reconciler = Reconciler(db, executor, settings, metrics=metrics, preempt_grace=preempt_grace)
     state.wake = reconciler.wake
 
@@ -247,6 +249,8 @@ def create_app(
             yield
         finally:
             reconciler.stop()
+            if state.tracers is not None:
+                state.tracers.close()
             executor.close()
             db.dispose()
 

@@ -27,7 +27,7 @@ from danlu.estimate.memory.predict import (
     replay,
 )
 from danlu.estimate.memory.trace_result import StepTrace, TraceRequest
-from danlu.estimate.memory.tracer import trace
+from danlu.estimate.memory.tracer import WarmTracers, trace
 
 __all__ = [
     "GPUS",
@@ -42,6 +42,7 @@ __all__ = [
     "TraceRequest",
     "TransformerConfig",
     "TransformerMemory",
+    "WarmTracers",
     "estimate_memory",
     "fit_memory_model",
     "fit_piecewise_linear",

@@ -18,7 +18,7 @@ from danlu.estimate.memory.fit import (
 )
 from danlu.estimate.memory.gpus import GpuSpec
 from danlu.estimate.memory.trace_result import StepTrace, TraceRequest
-from danlu.estimate.memory.tracer import Progress, trace
+from danlu.estimate.memory.tracer import Progress, WarmTracers, trace
 
 
 @dataclass
@@ -277,18 +277,27 @@ class FittedMemoryModel:
 
 
 def estimate_memory(
-    req: TraceRequest, gpu: GpuSpec, progress: Progress | None = None
+    req: TraceRequest,
+    gpu: GpuSpec,
+    progress: Progress | None = None,
+    workers: WarmTracers | None = None,
 ) -> list[MemoryEstimate]:
-    """Trace ``req`` (every batch size in one subprocess) and replay each trace for ``gpu``."""
-    return [replay(t, gpu) for t in trace(req, progress)]
+    """Trace ``req`` (every batch size in one subprocess, taken from ``workers`` when given)
+    and replay each trace for ``gpu``."""
+    return [replay(t, gpu) for t in trace(req, progress, workers=workers)]
 
 
 def fit_memory_model(
-    req: TraceRequest, gpu: GpuSpec, progress: Progress | None = None, max_extra_rounds: int = 2
+    req: TraceRequest,
+    gpu: GpuSpec,
+    progress: Progress | None = None,
+    max_extra_rounds: int = 2,
+    workers: WarmTracers | None = None,
 ) -> FittedMemoryModel:
     """Trace ``req.batch_sizes`` (e.g. 1, 2, 4) and fit M(b); when every point is dominated by
-    the optimizer-step peak, trace larger batches (x4, x8) up to ``max_extra_rounds`` times."""
-    traces = trace(req, progress)
+    the optimizer-step peak, trace larger batches (x4, x8) up to ``max_extra_rounds`` times.
+    ``workers``: as for :func:`estimate_memory`."""
+    traces = trace(req, progress, workers=workers)
     estimates = [replay(t, gpu) for t in traces]
     model = FittedMemoryModel(estimates, gpu, traces=traces)
     for _ in range(max_extra_rounds):
@@ -298,7 +307,7 @@ def fit_memory_model(
         more = TraceRequest(
             **{**req.to_json(), "batch_sizes": (bmax * 4, bmax * 8), "sys_path": req.sys_path}
         )
-        extra = trace(more, progress)
+        extra = trace(more, progress, workers=workers)
         traces += extra
         estimates += [replay(t, gpu) for t in extra]
         model = FittedMemoryModel(estimates, gpu, traces=traces)

@@ -293,12 +293,23 @@ def run(req: TraceRequest, out: IO[str]) -> None:
     out.flush()
 
 
+def _warm_up() -> None:
+    """Pay torch's first-use costs before the request arrives: the first ``FakeTensorMode``
+    imports ``torch._dynamo`` (~2 s) and the first operators fill dispatch caches. Touches no
+    user code and no random state that a trace reads (the trace seeds torch itself), so a
+    worker started ahead of need (``WarmTracers``) has them done while it waits."""
+    with FakeTensorMode():
+        layer = torch.nn.Linear(4, 4)
+        layer(torch.ones(2, 4)).sum().backward()
+
+
 def main() -> int:
     """Entry point: protocol on the original stdout, everything else to stderr."""
     proto = os.fdopen(os.dup(1), "w")
     os.dup2(2, 1)
     sys.stdout = sys.stderr
     try:
+        _warm_up()
         req = TraceRequest.from_json(json.loads(sys.stdin.read()))
         torch.manual_seed(0)
         run(req, proto)

@@ -3,6 +3,13 @@
 No torch in this process: the request goes to the worker as JSON on stdin, progress and the
 result come back as JSON lines on stdout; the worker's stderr goes to a temporary file and is
 quoted when it fails. Never goes through a shell.
+
+A worker spends most of a small model's trace starting up (~3-5 s on a CPU: Python, torch
+and its fake-tensor machinery) before it reads its request. A long-lived caller (the server,
+which traces every ``gpu_memory: auto`` submission) passes :class:`WarmTracers`: workers
+started ahead of need, already past that start-up and waiting on stdin. A warm worker is the
+same program with the same environment and working directory as a cold one, and it reads
+the user's model only after its request arrives, so the result is the same.
 """
 
 from __future__ import annotations
@@ -13,8 +20,11 @@ import os
 import subprocess
 import sys
 import tempfile
+import threading
+import weakref
 from collections.abc import Callable
 from pathlib import Path
+from typing import IO
 
 from danlu.core.errors import DataError, SpecError
 from danlu.estimate.memory.trace_result import PRECISIONS, TARGETS, StepTrace, TraceRequest
@@ -51,10 +61,107 @@ def validate(req: TraceRequest) -> None:
         )
 
 
+_WORKER = [sys.executable, "-m", "danlu.estimate.memory.trace_worker"]
+Worker = tuple["subprocess.Popen[str]", IO[str]]
+"""A started trace worker and the temporary file its stderr goes to."""
+
+
+def _start_worker() -> Worker:
+    err = tempfile.TemporaryFile("w+")  # noqa: SIM115 (owned by the worker's holder)
+    try:
+        proc = subprocess.Popen(
+            _WORKER, stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=err, text=True
+        )
+    except BaseException:
+        err.close()
+        raise
+    return proc, err
+
+
+def _stop_workers(workers: list[Worker]) -> None:
+    for proc, err in workers:
+        if proc.poll() is None:
+            proc.kill()
+            proc.wait()
+        for stream in (proc.stdin, proc.stdout):
+            if stream is not None:
+                stream.close()
+        err.close()
+    workers.clear()
+
+
+class WarmTracers:
+    """Trace workers started ahead of need, for callers that trace again and again.
+
+    :meth:`take` hands out a waiting worker (or starts one when none is left, or the one
+    waiting has died); :meth:`replenish`, called after each trace, starts replacements so
+    that ``spares`` wait for the next one. Nothing starts before the first trace: a caller
+    that never traces costs nothing. Each waiting worker holds the memory of an imported
+    torch (a few hundred MB). :meth:`close` stops the waiting ones (also done when the object
+    is collected); a worker whose parent exits reads end-of-file on stdin and exits too.
+    Thread-safe.
+    """
+
+    def __init__(self, spares: int = 1) -> None:
+        if spares < 0:
+            raise ValueError(f"spares must be >= 0, got {spares}")
+        self.spares = spares
+        self.started = 0
+        """Workers started so far (for tests and metrics)."""
+        self.warm_takes = 0
+        """Traces that got a worker that was already waiting."""
+        self._waiting: list[Worker] = []
+        self._lock = threading.Lock()
+        self._closed = False
+        self._finalizer = weakref.finalize(self, _stop_workers, self._waiting)
+
+    def take(self) -> Worker:
+        """A worker past its start-up if one is waiting, else a fresh one; the caller owns
+        it (writes the request, reads the replies, waits for it, closes its stderr file)."""
+        with self._lock:
+            if self._closed:
+                raise RuntimeError("these warm tracers are closed")
+            worker: Worker | None = None
+            while self._waiting and worker is None:
+                candidate = self._waiting.pop(0)
+                if candidate[0].poll() is None:
+                    worker = candidate
+                    self.warm_takes += 1
+                else:
+                    _stop_workers([candidate])
+            if worker is None:
+                worker = _start_worker()
+                self.started += 1
+            return worker
+
+    def replenish(self) -> None:
+        """Start workers until ``spares`` wait (:func:`trace` calls it once its worker has
+        finished, so a replacement does not compete with the trace for the CPU)."""
+        with self._lock:
+            while not self._closed and len(self._waiting) < self.spares:
+                self._waiting.append(_start_worker())
+                self.started += 1
+
+    def waiting(self) -> list[int]:
+        """The process ids of the workers waiting now."""
+        with self._lock:
+            return [proc.pid for proc, _ in self._waiting]
+
+    def close(self) -> None:
+        """Stop the waiting workers; :meth:`take` refuses from now on."""
+        with self._lock:
+            self._closed = True
+            _stop_workers(self._waiting)
+
+
 def trace(
-    req: TraceRequest, progress: Progress | None = None, timeout_s: float = 1800.0
+    req: TraceRequest,
+    progress: Progress | None = None,
+    timeout_s: float = 1800.0,
+    workers: WarmTracers | None = None,
 ) -> list[StepTrace]:
     """Trace every batch size of ``req`` in one subprocess; one :class:`StepTrace` each.
+    ``workers``: take the subprocess from these (one already started) instead of starting it.
 
     Raises :class:`SpecError` for a bad model reference or flag, :class:`DataError` when the
     traced program itself fails (with the worker's last error lines).
@@ -64,14 +171,14 @@ def trace(
         req = TraceRequest(
             **{**req.to_json(), "batch_sizes": req.batch_sizes, "sys_path": (os.getcwd(),)}
         )
-    cmd = [sys.executable, "-m", "danlu.estimate.memory.trace_worker"]
-    with tempfile.TemporaryFile("w+") as err:
-        proc = subprocess.Popen(
-            cmd, stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=err, text=True
-        )
+    proc, err = workers.take() if workers is not None else _start_worker()
+    with err:
         assert proc.stdin is not None and proc.stdout is not None
-        proc.stdin.write(json.dumps(req.to_json()))
-        proc.stdin.close()
+        try:
+            proc.stdin.write(json.dumps(req.to_json()))
+            proc.stdin.close()
+        except BrokenPipeError:  # it died before reading: reported below with its stderr
+            pass
         result: list[StepTrace] | None = None
         error: dict[str, str] | None = None
         try:
@@ -89,6 +196,9 @@ def trace(
             if proc.poll() is None:
                 proc.kill()
                 proc.wait()
+            proc.stdout.close()
+        if workers is not None:
+            workers.replenish()
         if error is not None and error.get("kind") == "spec":
             raise SpecError(error["field"], error["message"])
         if result is None:

@@ -21,6 +21,7 @@ from danlu.server.errors import AuthError, NotFoundError, PermissionDenied
 from danlu.server.services import users
 
 if TYPE_CHECKING:
+    from danlu.estimate.memory.tracer import WarmTracers
     from danlu.server.metrics import ServerMetrics
 
 ID_RE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.@-]{0,127}$")
@@ -50,6 +51,9 @@ class ServerState:
     metrics: ServerMetrics
     follow_timeout: float = 3600.0
     estimate_timeout: float = 120.0
+    tracers: WarmTracers | None = None
+    """Memory-estimate workers started ahead of need (``settings.estimate_warm_workers``);
+    None: each trace starts its own."""
     wake: Callable[[], None] | None = None
     """Asks the reconcile loop for a pass now (after a submission or a cancellation)."""
     extra: dict[str, Any] = field(default_factory=dict)

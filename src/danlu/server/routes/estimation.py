@@ -12,10 +12,13 @@ import concurrent.futures
 import logging
 from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Any, TypeVar
+from typing import TYPE_CHECKING, Any, TypeVar
 
 from danlu.core.cluster import Cluster
 from danlu.core.spec import JobSpec
+
+if TYPE_CHECKING:
+    from danlu.estimate.memory.tracer import WarmTracers
 
 log = logging.getLogger(__name__)
 DEFAULT_GPU = "a100-80gb"
@@ -38,7 +41,9 @@ def _gpu_name(spec: JobSpec, cluster: Cluster) -> str:
     return DEFAULT_GPU
 
 
-def _predict(model_ref: str, batch_size: int, gpu_name: str) -> int:
+def _predict(
+    model_ref: str, batch_size: int, gpu_name: str, workers: WarmTracers | None = None
+) -> int:
     from danlu.core.errors import UnknownNameError
     from danlu.estimate.memory import TraceRequest, estimate_memory, get_gpu
 
@@ -46,7 +51,7 @@ def _predict(model_ref: str, batch_size: int, gpu_name: str) -> int:
         gpu = get_gpu(gpu_name)
     except UnknownNameError:
         gpu = get_gpu(DEFAULT_GPU)
-    estimates = estimate_memory(TraceRequest(model_ref, (batch_size,)), gpu)
+    estimates = estimate_memory(TraceRequest(model_ref, (batch_size,)), gpu, workers=workers)
     return max(e.peak_device_bytes for e in estimates)
 
 
@@ -71,16 +76,21 @@ def _in_worker(fn: Callable[..., T], timeout: float, *args: Any) -> tuple[T | No
         pool.shutdown(wait=False)
 
 
-def resolve_gpu_memory(spec: JobSpec, cluster: Cluster, timeout: float) -> Estimate:
+def resolve_gpu_memory(
+    spec: JobSpec, cluster: Cluster, timeout: float, workers: WarmTracers | None = None
+) -> Estimate:
     """The per-GPU bytes to admit ``spec`` with: the explicit value, the estimate for
-    ``auto`` with a ``training.model``, or whole GPUs (``None``) with a note why."""
+    ``auto`` with a ``training.model``, or whole GPUs (``None``) with a note why.
+    ``workers``: trace in one of these (see :class:`WarmTracers`)."""
     memory = spec.resources.gpu_memory
     if memory != "auto":
         return Estimate(memory if isinstance(memory, int) and memory > 0 else None)
     model = spec.training.model
     if not model:
         return Estimate(None, "gpu_memory: auto without training.model: using whole GPUs")
-    value, why = _in_worker(_predict, timeout, model, _auto_batch(spec), _gpu_name(spec, cluster))
+    value, why = _in_worker(
+        _predict, timeout, model, _auto_batch(spec), _gpu_name(spec, cluster), workers
+    )
     if value is None:
         return Estimate(None, f"memory estimate {why}: using whole GPUs")
     return Estimate(int(value), f"gpu_memory estimated at {value} bytes per GPU")
@@ -92,7 +102,12 @@ trusted up to 32 x the largest)."""
 
 
 def _largest_micro_batch(
-    model_ref: str, gpu_name: str, limit: int | None, upper: int, auto_batch: int | None = None
+    model_ref: str,
+    gpu_name: str,
+    limit: int | None,
+    upper: int,
+    auto_batch: int | None = None,
+    workers: WarmTracers | None = None,
 ) -> tuple[int | None, int | None]:
     """(the largest safe micro-batch, the peak at ``auto_batch``): one trace subprocess. With
     ``auto_batch`` (``gpu_memory: auto``) that batch is traced too, its peak is the job's
@@ -106,7 +121,7 @@ def _largest_micro_batch(
     except UnknownNameError:
         gpu = get_gpu(DEFAULT_GPU)
     sizes = tuple(sorted({*MICRO_BATCH_TRACES, *([auto_batch] if auto_batch else [])}))
-    fitted = fit_memory_model(TraceRequest(model_ref, sizes), gpu)
+    fitted = fit_memory_model(TraceRequest(model_ref, sizes), gpu, workers=workers)
     peak = None
     if auto_batch:  # traced: exact, as resolve_gpu_memory's own trace would give it
         peak = fitted.estimates[auto_batch].peak_device_bytes
@@ -130,14 +145,18 @@ def _micro_limit_inputs(spec: JobSpec) -> tuple[str, int] | None:
     return model, max(hints.max_batch_size or batch, batch)
 
 
-def resolve_memory(spec: JobSpec, cluster: Cluster, timeout: float) -> tuple[Estimate, int | None]:
+def resolve_memory(
+    spec: JobSpec, cluster: Cluster, timeout: float, workers: WarmTracers | None = None
+) -> tuple[Estimate, int | None]:
     """:func:`resolve_gpu_memory` and :func:`resolve_micro_batch_limit` together: a job that
     needs both (``gpu_memory: auto`` and an elastic global batch) has its model traced once,
-    at the micro-batch sizes and its batch in one subprocess, instead of twice."""
+    at the micro-batch sizes and its batch in one subprocess, instead of twice.
+    ``workers``: trace in one of these (see :class:`WarmTracers`)."""
     inputs = _micro_limit_inputs(spec)
     if spec.resources.gpu_memory != "auto" or inputs is None:
-        estimate = resolve_gpu_memory(spec, cluster, timeout)
-        return estimate, resolve_micro_batch_limit(spec, cluster, timeout, estimate.gpu_memory)
+        estimate = resolve_gpu_memory(spec, cluster, timeout, workers)
+        limit = resolve_micro_batch_limit(spec, cluster, timeout, estimate.gpu_memory, workers)
+        return estimate, limit
     model, upper = inputs
     both, why = _in_worker(
         _largest_micro_batch,
@@ -147,6 +166,7 @@ def resolve_memory(spec: JobSpec, cluster: Cluster, timeout: float) -> tuple[Est
         None,
         upper,
         _auto_batch(spec),
+        workers,
     )
     micro, peak = both if both is not None else (None, None)
     if peak is None:
@@ -156,7 +176,11 @@ def resolve_memory(spec: JobSpec, cluster: Cluster, timeout: float) -> tuple[Est
 
 
 def resolve_micro_batch_limit(
-    spec: JobSpec, cluster: Cluster, timeout: float, gpu_memory: int | None = None
+    spec: JobSpec,
+    cluster: Cluster,
+    timeout: float,
+    gpu_memory: int | None = None,
+    workers: WarmTracers | None = None,
 ) -> int | None:
     """The largest per-GPU micro-batch of an elastic job with a global batch and a
     ``training.model`` that its memory model predicts to fit, with 5 % spare, in
@@ -168,7 +192,14 @@ def resolve_micro_batch_limit(
         return None
     model, upper = inputs
     both, _ = _in_worker(
-        _largest_micro_batch, timeout, model, _gpu_name(spec, cluster), gpu_memory, upper
+        _largest_micro_batch,
+        timeout,
+        model,
+        _gpu_name(spec, cluster),
+        gpu_memory,
+        upper,
+        None,
+        workers,
     )
     value = both[0] if both is not None else None
     return int(value) if value is not None and value >= 1 else None

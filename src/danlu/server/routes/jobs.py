@@ -57,7 +57,8 @@ def submit_job(spec: JobSpec, user: Caller, state: State) -> dict[str, Any]:
     _check_spec(spec)
     with state.db.read_session() as session:
         cluster = load_cluster(session)
-    estimate, micro = resolve_memory(spec, cluster, state.estimate_timeout)  # no transaction
+    # no transaction
+    estimate, micro = resolve_memory(spec, cluster, state.estimate_timeout, state.tracers)
     with state.db.session() as session:
         job = jobs.submit(
             session, spec, user, gpu_memory=estimate.gpu_memory, micro_batch_limit=micro
