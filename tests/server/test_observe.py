@@ -77,6 +77,19 @@ def test_the_last_configuration_counts_and_unusable_records_are_skipped() -> Non
     assert observe.measurement([{"step": 1, "loss": 0.1}, record(2, 0.0)]) is None
 
 
+def test_a_gradient_noise_probe_is_not_the_run_s_configuration_but_its_statistics_count() -> None:
+    recs = [
+        record(9, 0.4),
+        record(10, 0.5, micro_batch=16, accumulation=2, probe=1, grad_sqr=3.0, grad_var=12.0),
+    ]
+    seen = observe.measurement(recs)
+    assert seen is not None
+    assert (seen["local_bsz"], seen["accum_steps"], seen["step_time"]) == (32.0, 0.0, 0.4)
+    assert (seen["grad_sqr"], seen["grad_var"]) == (3.0, 12.0)
+    only = observe.measurement([recs[1]])
+    assert only == {"grad_sqr": 3.0, "grad_var": 12.0}
+
+
 def test_jitter_is_not_stored_again_but_a_move_or_a_new_configuration_is() -> None:
     stored = observe.measurement([record(1, 0.2, grad_sqr=1.0, grad_var=4.0)])
     assert stored is not None

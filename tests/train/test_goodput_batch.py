@@ -194,3 +194,71 @@ def test_a_run_takes_the_tuner_s_batch_reports_adaptive_and_keeps_its_measuremen
     assert records and all(r["adaptive"] == 1 for r in records)
     with make() as resumed:  # the measurements come back with the checkpoint
         assert resumed.goodput is not None and resumed.goodput.choose((1,)) == kept
+
+
+def _probe_run(
+    data: torch.utils.data.TensorDataset,
+    steps: int,
+    adaptive: AdaptiveBatch | None,
+    save: bool = False,
+    **kw: object,
+) -> tuple[torch.nn.Module, list[dict[str, object]], int]:
+    """Steps of batch 32 in one micro-batch on one process (no accumulation) until step
+    ``steps``; ``save``: checkpoint at the end. Returns the model, the records and the step
+    it started from (a resumed run: its checkpoint's)."""
+    model = tiny_model()
+    x, y = data.tensors
+    with dt.init(
+        model,
+        torch.optim.SGD(model.parameters(), lr=0.05),
+        global_batch_size=32,
+        adaptive_batch=adaptive,
+        metrics_file=False,
+        progress=False,
+        environ={},
+        **kw,  # type: ignore[arg-type]
+    ) as ctx:
+        started = ctx.step_num
+        while ctx.step_num < steps:
+            lo = 32 * ctx.step_num
+            ctx.step((x[lo : lo + 32], y[lo : lo + 32]), mse_loss)
+        if save:
+            ctx.save()
+        return model, ctx.history, started
+
+
+def test_a_single_gpu_that_never_accumulates_probes_for_the_gradient_noise() -> None:
+    """Every gns_every-th step runs as two half micro-batches (``probe: 1``): the noise is
+    measured, the goodput tuner can choose, and the training is the same within rounding."""
+    data = tiny_regression(n=32 * 60)
+    adaptive = AdaptiveBatch("goodput", 32, max_batch=32, every=10)  # measures, stays at 32
+    model, history, _ = _probe_run(data, 60, adaptive, gns_every=10)
+    probes = [r["step"] for r in history if r.get("probe") == 1]
+    assert probes == [1, 11, 21, 31, 41, 51]  # engine steps 0, 10, ...: records count from 1
+    assert all(
+        (r["micro_batch"], r["accumulation"]) == ((16, 2) if r.get("probe") else (32, 1))
+        for r in history
+    )
+    assert adaptive.gns is not None and adaptive.gns.count == len(probes)
+    assert history[-1]["grad_sqr"] == adaptive.gns.mu2 > 0
+    plain, _, _ = _probe_run(data, 60, None)
+    for a, b in zip(model.parameters(), plain.parameters(), strict=True):
+        assert torch.allclose(a, b, rtol=1e-5, atol=1e-7)
+
+
+def test_probes_land_on_the_same_steps_after_a_resume(tmp_path: Path) -> None:
+    """Probe steps follow the engine's step count, which the checkpoint keeps: a run resumed
+    half way is bit-identical to one that never stopped."""
+    data = tiny_regression(n=32 * 30)
+    straight, _, _ = _probe_run(data, 30, AdaptiveBatch("gns", 32, max_batch=32), gns_every=7)
+    ckpt = str(tmp_path / "ckpt")
+    _probe_run(
+        data, 15, AdaptiveBatch("gns", 32, max_batch=32), True, gns_every=7, checkpoint_dir=ckpt
+    )
+    resumed, history, started = _probe_run(
+        data, 30, AdaptiveBatch("gns", 32, max_batch=32), gns_every=7, checkpoint_dir=ckpt
+    )
+    assert started == 15  # it resumed from the checkpoint
+    assert [r["step"] for r in history if r.get("probe") == 1] == [1, 8, 15, 22, 29]
+    for a, b in zip(straight.parameters(), resumed.parameters(), strict=True):
+        assert torch.equal(a, b)

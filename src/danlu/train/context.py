@@ -102,6 +102,8 @@ class TrainContext:
         if adaptive is not None and adaptive.mode == "goodput":
             self.goodput = GoodputTuner(adaptive.b0, adaptive.max_batch, engine.batch.micro_cap)
         self._probes_left = PROBE_STEPS
+        self._gns_probe = False
+        """Whether the step running now is a gradient-noise probe (see :meth:`_probe`)."""
         self.lr_scaling = lr_scaling
         self.consistency_check = consistency_check
         self.step_num = 0
@@ -234,6 +236,8 @@ class TrainContext:
             record["sync_time_s"] = r.sync_time
         if self.goodput is not None:
             record["adaptive"] = 1
+        if self._gns_probe:
+            record["probe"] = 1  # two half micro-batches to measure the gradient noise
         sampler = self.sampler
         if self._target_epochs is not None and sampler is not None and sampler.n > 0:
             done = (sampler.epoch + sampler.offset / sampler.n) / self._target_epochs
@@ -275,18 +279,34 @@ class TrainContext:
             self._set_global(new)
 
     def _probe(self) -> bool:
-        """Whether this step runs as two micro-batches where it would be one, for the goodput
-        tuner to measure the sync time (:data:`~danlu.train.goodput.PROBE_STEPS`)."""
+        """Whether this step runs as two micro-batches of half the size where it would be one
+        (the same gradient, within floating-point reassociation):
+
+        - a *sync probe*: the first :data:`~danlu.train.goodput.PROBE_STEPS` steps of a
+          multi-GPU goodput-adaptive run, for the tuner to measure the sync time;
+        - a *gradient-noise probe*: every ``gns_every``-th step (by the engine's step count,
+          so every rank and a resumed run agree) of a run that estimates the gradient noise
+          (``"gns"`` and ``"goodput"`` adaptive batches). The estimate needs two batch sizes
+          in one step, so without these a run that never accumulates measured none (a single
+          GPU) or only during its sync probes. Its record says ``probe: 1``; its timing is
+          not fed to the goodput tuner (a different shape every ``gns_every`` steps would
+          restart the tuner's samples).
+        """
         batch = self.batch
-        if (
-            self.goodput is None
-            or self._probes_left <= 0
-            or self.distributed.world_size <= 1
-            or batch.accumulation > 1
-            or batch.local_batch < 2
-        ):
+        self._gns_probe = False
+        if batch.accumulation > 1 or batch.local_batch < 2:
             return False
-        self._probes_left -= 1
+        engine = self.engine
+        if self.goodput is not None and self._probes_left > 0 and self.distributed.world_size > 1:
+            self._probes_left -= 1
+        elif (
+            engine.gns is not None
+            and engine.gns_every > 0
+            and engine.step_count % engine.gns_every == 0
+        ):
+            self._gns_probe = True
+        else:
+            return False
         batch.micro = math.ceil(batch.local_batch / 2)
         return True
 
@@ -301,7 +321,9 @@ class TrainContext:
         gns = self._gradient_noise
         sqr, var = (gns.mu2, gns.sigma2) if gns is not None and gns.count > 0 else (None, None)
         placement = self._placement()
-        if r.applied and r.step_time is not None:
+        if self._gns_probe:
+            tuner.note_stats(sqr, var)
+        elif r.applied and r.step_time is not None:
             tuner.record(
                 micro=max(1, round(batch.local_batch / batch.accumulation)),
                 accumulation=batch.accumulation,

@@ -20,9 +20,11 @@ micro-batch runs its first :data:`PROBE_STEPS` steps as two micro-batches of hal
 placement's sync and a second compute point; later steps of one micro-batch are measured
 against that sync.
 
-Until it has measured the current placement and the gradient noise it keeps the batch it
-has. The gradient noise needs two batch sizes per step: several ranks, or accumulation; a
-single GPU that never accumulates measures none, and keeps its batch.
+The gradient noise needs two batch sizes in one step: accumulation does it (one micro-batch
+against the whole batch). A run that does not accumulate runs every ``gns_every``-th step as
+two half micro-batches (a gradient-noise probe, ``TrainContext._probe``), so a single GPU
+measures it too. Until it has measured the current placement and the gradient noise the
+job keeps the batch it has.
 """
 
 from __future__ import annotations
@@ -92,9 +94,7 @@ class GoodputTuner:
         rank took ``step_time`` seconds, ``sync_time`` of them in gradient sync (None: not
         measured; 0 on one GPU); ``grad_sqr`` / ``grad_var``: the gradient-noise estimator's
         ``|G|^2`` and per-sample ``tr(Sigma)`` (None before an estimate)."""
-        if grad_sqr is not None and grad_var is not None and grad_sqr > 0 and grad_var > 0:
-            init = self.tuner.limits.init_batch
-            self._stats = (grad_sqr, grad_var / init)
+        self.note_stats(grad_sqr, grad_var)
         replicas = sum(placement)
         if replicas > 1 and sync_time is None:  # one micro-batch: the sync is not exposed
             sync_time = self.tuner.sync_time(placement)  # as measured by the probe steps
@@ -121,6 +121,13 @@ class GoodputTuner:
         self.tuner.measure(placement, micro, compute + sync, sync, self._stats)
         self._steps.clear()
         self._syncs.clear()
+
+    def note_stats(self, grad_sqr: float | None, grad_var: float | None) -> None:
+        """The gradient-noise estimator's latest ``|G|^2`` and per-sample ``tr(Sigma)`` alone
+        (a step whose timing is not a sample of its shape); None or non-positive: ignored."""
+        if grad_sqr is not None and grad_var is not None and grad_sqr > 0 and grad_var > 0:
+            init = self.tuner.limits.init_batch
+            self._stats = (grad_sqr, grad_var / init)
 
     def choose(self, placement: tuple[int, ...]) -> int | None:
         """The goodput-optimal global batch on ``placement``; None before it measured it."""

@@ -80,9 +80,13 @@ def measurement(records: Sequence[Mapping[str, Any]]) -> dict[str, float] | None
     median over the records of that configuration), or None when no record is usable.
 
     A record is usable when ``step_time_s`` is a positive number and ``micro_batch``,
-    ``accumulation``, ``global_batch`` and ``world_size`` are integers >= 1. Gradient
-    statistics and progress come from the last record that has them."""
-    shaped = [(s, r) for r in records if (s := _shape(r)) is not None]
+    ``accumulation``, ``global_batch`` and ``world_size`` are integers >= 1, and it is not a
+    gradient-noise probe (``probe: 1``: a step run as two half micro-batches now and then,
+    whose shape is not the run's). Gradient statistics and progress come from the last
+    record that has them, probes included."""
+    shaped = [
+        (s, r) for r in records if r.get("probe") not in (1, True) and (s := _shape(r)) is not None
+    ]
     out: dict[str, float] = {}
     if shaped:
         shape = shaped[-1][0]
