@@ -10,7 +10,10 @@ round of the policy starts what fits. Each steady round, as in a running control
 the jobs preempted last round exit (back to PENDING), ``--churn`` running jobs finish and as
 many new ones are submitted (not timed), advance the clock
 by 60 s, then the timed transaction, with one :class:`StatusCache` and one policy object
-over all rounds, as the reconcile loop keeps them.
+over all rounds, as the reconcile loop keeps them, and the cyclic garbage collector paused
+in it, as the reconcile loop pauses it (:func:`danlu.server.reconcile.collector_paused`).
+The last line gives the collector's time per round cycle (the round and what happens
+between rounds) and the part of it inside the timed rounds.
 
     python benchmarks/server_round.py [--nodes 1000] [--pending 10000] [--running 2000]
         [--rounds 30] [--churn 20] [--policy danlu] [--db-url URL]
@@ -19,6 +22,7 @@ over all rounds, as the reconcile loop keeps them.
 from __future__ import annotations
 
 import argparse
+import gc
 import random
 import tempfile
 import time
@@ -32,6 +36,7 @@ from danlu.sched import Plan, Start, make_policy
 from danlu.sched.placement.gang import FreeMap
 from danlu.server.db import Database, upgrade_database
 from danlu.server.db.models import Base, Job
+from danlu.server.reconcile import collector_paused
 from danlu.server.services import cluster, jobs, users, view
 
 SIZES = [1, 1, 1, 1, 2, 2, 4, 8]
@@ -139,29 +144,52 @@ def main() -> None:
         rng = random.Random(args.seed + 1)
         parts: dict[str, list[float]] = {"snapshot": [], "policy": [], "apply": [], "round": []}
         t = now + 60
+        collecting = [0.0, 0.0]  # collector seconds in all, and inside the timed rounds
+        started: list[float] = []
+        inside = [False]
+
+        def timed_collections(phase: str, _info: dict[str, Any]) -> None:
+            if phase == "start":
+                started[:] = [time.perf_counter()]
+            elif started:
+                spent = time.perf_counter() - started[0]
+                collecting[0] += spent
+                collecting[1] += spent if inside[0] else 0.0
+
+        gc.callbacks.append(timed_collections)
         for r in range(args.rounds + 1):
+            if r == 1:
+                collecting[:] = [0.0, 0.0]
             t += 60
             churn(db, rng, args.churn, t, r)
             marks = [time.perf_counter()]
-            with db.session() as s:
+            inside[0] = True
+            with collector_paused(), db.session() as s:
                 snap = view.build_snapshot(s, t, cache)
                 marks.append(time.perf_counter())
                 plan = policy.schedule(snap.view)
                 marks.append(time.perf_counter())
-                view.apply_plan(s, plan, t, snap.withheld)
+                view.apply_plan(s, plan, t, snap.withheld, snap)
                 marks.append(time.perf_counter())
             marks.append(time.perf_counter())  # the commit included
+            inside[0] = False
             for name, i in (("snapshot", 0), ("policy", 1), ("apply", 2)):
                 parts[name].append(marks[i + 1] - marks[i])
             parts["round"].append(marks[-1] - marks[0])
             if r == 0:  # the first round after population starts and moves many jobs
                 for values in parts.values():
                     values.clear()
+        gc.callbacks.remove(timed_collections)
         db.dispose()
     print(f"{'part':>9} {'p50 ms':>8} {'p99 ms':>8}   ({args.rounds} steady rounds)")
     for name, values in parts.items():
         print(f"{name:>9} {ms(values, 0.5):8.1f} {ms(values, 0.99):8.1f}")
     print(f"statuses reused: {cache.hits}, rebuilt: {cache.misses}")
+    per_round = 1000 / max(args.rounds, 1)
+    print(
+        f"collector: {collecting[0] * per_round:.1f} ms per round cycle in all, "
+        f"{collecting[1] * per_round:.1f} ms of it inside the timed rounds"
+    )
 
 
 if __name__ == "__main__":

@@ -4,6 +4,7 @@ and the launch."""
 
 from __future__ import annotations
 
+import gc
 import sys
 from pathlib import Path
 from typing import Any
@@ -12,7 +13,7 @@ import pytest
 from helpers import live_server, replayed_state, spec, submit, wait_for, wait_state
 
 from danlu.executors import JobLaunch
-from danlu.server.reconcile import Reconciler
+from danlu.server.reconcile import Reconciler, collector_paused
 
 CHECKPOINTING = """
 import os, pathlib, signal, sys, time
@@ -211,3 +212,20 @@ def test_danlu_policy_learns_from_reports_and_grows_an_elastic_job(tmp_path: Pat
     devices, per_gpu, global_batch = runs[1]
     assert len(devices.split(",")) == grown["gpus"]
     assert (int(per_gpu), global_batch) == (-(-64 // grown["gpus"]), "64")
+
+
+def test_the_collector_is_paused_in_the_round_and_restored_after() -> None:
+    assert gc.isenabled()
+    with collector_paused():
+        assert not gc.isenabled()
+    assert gc.isenabled()
+    with pytest.raises(RuntimeError), collector_paused():
+        raise RuntimeError("a failed round")
+    assert gc.isenabled()  # back on after an exception too
+    gc.disable()
+    try:
+        with collector_paused():
+            assert not gc.isenabled()
+        assert not gc.isenabled()  # it was off: left off
+    finally:
+        gc.enable()

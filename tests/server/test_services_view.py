@@ -5,6 +5,7 @@ from __future__ import annotations
 import random
 from typing import Any
 
+import numpy as np
 import pytest
 
 from danlu.core.cluster import Allocation, GpuShare
@@ -113,6 +114,10 @@ def test_start_on_a_checkpointing_gpu_is_deferred(seeded: Database) -> None:
         snap = view.build_snapshot(s, NOW + 6)
         (preempting,) = snap.view.running
         assert preempting.id == low and not preempting.request.preemptible
+        assert snap.preempting == {low}
+        # recorded with the snapshot's usage instead of a fresh read: deferred the same way
+        again = view.apply_plan(s, Plan(starts=(Start(high, whole),)), NOW + 6, snapshot=snap)
+        assert again.started == [] and low in again.deferred[high]
     _check_stored_usage(seeded)
     with seeded.session() as s:
         job = jobs.get_job(s, low)
@@ -133,6 +138,9 @@ def test_quota_withholds_and_defers(seeded: Database) -> None:
         assert "quota" in applied.deferred[second]
         snap = view.build_snapshot(s, NOW + 1)
         assert [j.id for j in snap.view.pending] == [] and "quota" in snap.withheld[second]
+        assert snap.project_usage[jobs.get_job(s, first).project_id].gpus == 1.0
+        forced = view.apply_plan(s, Plan(starts=(Start(second, two),)), NOW + 1, snapshot=snap)
+        assert forced.started == [] and "quota" in forced.deferred[second]
         assert "quota" in jobs.why(s, jobs.get_job(s, second), NOW + 1)
 
 
@@ -155,7 +163,15 @@ def test_random_rounds_keep_allocations_within_gpus(seeded: Database) -> None:
         t += 10
         with seeded.session() as s:
             snap = view.build_snapshot(s, t)
-            view.apply_plan(s, policy.schedule(snap.view), t, snap.withheld)
+            # what the snapshot says the holding jobs hold is what the store says
+            fresh, taken = view._read_held(s, snap.view.cluster), view._snapshot_held(snap)
+            assert np.array_equal(fresh.committed.milli, taken.committed.milli)
+            assert np.array_equal(fresh.committed.memory, taken.committed.memory)
+            assert np.array_equal(fresh.draining.milli, taken.draining.milli)
+            assert np.array_equal(fresh.draining.memory, taken.draining.memory)
+            assert fresh.owners == taken.owners
+            assert {k: fresh.used[k] for k in taken.used} == taken.used
+            view.apply_plan(s, policy.schedule(snap.view), t, snap.withheld, snap)
         _check_stored_usage(seeded)
         with seeded.session() as s:
             for job in jobs.list_jobs(s, states=["RUNNING", "PREEMPTING"]):

@@ -23,12 +23,14 @@ executor's runs and stops runs the store no longer wants (orphans).
 from __future__ import annotations
 
 import contextlib
+import gc
 import logging
 import os
 import secrets
 import socket
 import threading
 import time
+from collections.abc import Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -115,6 +117,26 @@ def _describe(status: ExecStatus | None) -> tuple[bool, int | None, str]:
     if status.stop_reason is StopReason.CANCEL:
         return False, code, f"stopped ({how})"
     return False, code, f"failed ({how})"
+
+
+@contextlib.contextmanager
+def collector_paused() -> Iterator[None]:
+    """Python's cyclic garbage collector off for the block, back on (if it was) after.
+
+    The scheduling round runs in one transaction, which on SQLite holds the database's write
+    lock. A full collection that lands in it scans the whole heap (the status cache, the
+    policy's memo, the loaded rows: ~100 ms a round at 1,000 nodes and 12,000 jobs) while
+    every API write waits. With the collector paused, that collection runs at the first
+    allocation after the commit instead. The same work is done, but outside the
+    transaction. Reference counting still frees everything that is not in a cycle meanwhile.
+    """
+    was = gc.isenabled()
+    gc.disable()
+    try:
+        yield
+    finally:
+        if was:
+            gc.enable()
 
 
 class Reconciler:
@@ -345,10 +367,10 @@ class Reconciler:
         """Snapshot, policy, plan recorded in one transaction; then SIGTERM the preempted."""
         t0 = time.perf_counter()
         try:
-            with self.db.session() as session:
+            with collector_paused(), self.db.session() as session:
                 snapshot = build_snapshot(session, t, self.statuses)
                 plan = self.policy.schedule(snapshot.view)
-                applied = apply_plan(session, plan, t, snapshot.withheld)
+                applied = apply_plan(session, plan, t, snapshot.withheld, snapshot)
                 started = [j.id for j in applied.started]
                 resized = [(j.id, j.attempt) for j in applied.resized]
                 preempted = [(j.id, j.attempt) for j in applied.preempted]

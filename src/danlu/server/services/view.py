@@ -37,6 +37,10 @@ class Snapshot:
 
     view: ClusterView
     withheld: dict[str, str] = field(default_factory=dict)
+    preempting: frozenset[str] = frozenset()
+    """The running jobs of the view that are PREEMPTING (checkpointing on their way out)."""
+    project_usage: dict[int, Usage] = field(default_factory=dict)
+    """What the holding jobs of each project with a quota hold (by project id)."""
 
 
 @dataclass
@@ -291,7 +295,8 @@ def build_snapshot(
         pending.append(entry.status)
     statuses.end()
     view = ClusterView(time=t, cluster=cluster, running=tuple(running_jobs), pending=tuple(pending))
-    return Snapshot(view, withheld)
+    preempting = session.scalars(select(Job.id).where(Job.state == JobState.PREEMPTING.value))
+    return Snapshot(view, withheld, frozenset(preempting), usage)
 
 
 def build_view(session: Session, now: float | None = None) -> ClusterView:
@@ -362,20 +367,88 @@ def _by_id(session: Session, ids: Iterable[str]) -> dict[str, Job]:
     return {j.id: j for j in session.scalars(select(Job).where(Job.id.in_(wanted)))}
 
 
+@dataclass
+class _Held:
+    """What the holding jobs hold when a plan is recorded: per GPU, the RUNNING jobs'
+    (``committed``) and the PREEMPTING ones' (``draining``, with their ids per GPU in
+    ``owners``), and per project (``used``; the projects with a quota at least)."""
+
+    committed: _Usage
+    draining: _Usage
+    owners: dict[int, list[str]]
+    used: dict[int, Usage]
+
+
+def _read_held(session: Session, cluster: Cluster) -> _Held:
+    """:class:`_Held` read from the store (every holding job's stored allocation)."""
+    holding = session.execute(
+        select(Job.id, Job.state, Job.project_id, Job.allocation).where(Job.state.in_(HOLDING))
+    )
+    held = _Held(_Usage(cluster), _Usage(cluster), {}, {})
+    staying: list[list[dict[str, Any]] | None] = []
+    leaving: list[tuple[str, list[dict[str, Any]] | None]] = []
+    for held_id, held_state, project_id, held_allocation in holding:
+        held.used[project_id] = held.used.get(project_id, Usage()) + allocation_usage(
+            held_allocation
+        )
+        if held_state == JobState.PREEMPTING.value:
+            leaving.append((held_id, held_allocation))
+        else:
+            staying.append(held_allocation)
+    held.committed.add_records(staying)
+    for (held_id, _), flat in zip(
+        leaving, held.draining.add_records(a for _, a in leaving), strict=True
+    ):
+        for i in flat:
+            held.owners.setdefault(i, []).append(held_id)
+    return held
+
+
+def _snapshot_held(snapshot: Snapshot) -> _Held:
+    """:class:`_Held` from the snapshot the plan was made from (no reading): its view's
+    per-GPU usage less what its PREEMPTING jobs hold, and its per-project usage."""
+    view = snapshot.view
+    cluster = view.cluster
+    held = _Held(_Usage(cluster), _Usage(cluster), {}, dict(snapshot.project_usage))
+    milli, memory = view.usage()
+    held.committed.milli += milli
+    held.committed.memory += memory
+    for status in view.running:
+        if status.id in snapshot.preempting:
+            held.committed.add(status.allocation, -1)
+            held.draining.add(status.allocation)
+            for i in held.draining._indices(status.allocation):
+                held.owners.setdefault(i, []).append(status.id)
+    return held
+
+
 def apply_plan(
     session: Session,
     plan: Plan,
     now: float | None = None,
     withheld: Mapping[str, str] | None = None,
+    snapshot: Snapshot | None = None,
 ) -> Applied:
     """Record ``plan`` in the caller's transaction: preempts (RUNNING -> PREEMPTING), resizes
     and starts (PENDING -> RUNNING with the allocation), rebatches (the running job's batch
     size only: same attempt, nothing relaunched), waiting reasons and policy marks.
 
+    ``snapshot``: the snapshot ``plan`` was made from, built in this transaction. Its
+    inventory and usage are used instead of being read again (~45 ms a round at 1,000 nodes
+    and 2,000 running jobs). They cannot have grown since: only the reconcile loop's
+    ``apply_plan`` adds allocations, and other writers only release them. So the checks
+    below are at least as strict as on a fresh read.
+
     Raises :class:`PlacementError` (the caller rolls back) when the plan would over-allocate
     a GPU beyond its compute or memory, or preempts a non-preemptible job."""
     t = resolve_now(now)
-    cluster = load_cluster(session)
+    if snapshot is not None:
+        cluster = snapshot.view.cluster
+        held = _snapshot_held(snapshot)
+    else:
+        cluster = load_cluster(session)
+        held = _read_held(session, cluster)
+    committed, draining, owners, used = held.committed, held.draining, held.owners, held.used
     out = Applied()
     touched = [p.job_id for p in plan.preempts] + [r.job_id for r in plan.resizes]
     touched += [b.job_id for b in plan.rebatches]
@@ -383,26 +456,6 @@ def apply_plan(
         session,
         [*touched, *(s.job_id for s in plan.starts), *plan.waiting, *plan.marks, *(withheld or {})],
     )
-    holding = session.execute(
-        select(Job.id, Job.state, Job.project_id, Job.allocation).where(Job.state.in_(HOLDING))
-    )
-    committed, draining = _Usage(cluster), _Usage(cluster)
-    owners: dict[int, list[str]] = {}
-    used: dict[int, Usage] = {}
-    staying: list[list[dict[str, Any]] | None] = []
-    leaving: list[tuple[str, list[dict[str, Any]] | None]] = []
-    for held_id, held_state, project_id, held_allocation in holding:
-        used[project_id] = used.get(project_id, Usage()) + allocation_usage(held_allocation)
-        if held_state == JobState.PREEMPTING.value:
-            leaving.append((held_id, held_allocation))
-        else:
-            staying.append(held_allocation)
-    committed.add_records(staying)
-    for (held_id, _), flat in zip(
-        leaving, draining.add_records(a for _, a in leaving), strict=True
-    ):
-        for i in flat:
-            owners.setdefault(i, []).append(held_id)
 
     for preempt in plan.preempts:
         job = rows.get(preempt.job_id)
