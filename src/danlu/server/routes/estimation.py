@@ -145,6 +145,33 @@ def _micro_limit_inputs(spec: JobSpec) -> tuple[str, int] | None:
     return model, max(hints.max_batch_size or batch, batch)
 
 
+def _traced_micro_batch(
+    spec: JobSpec,
+    cluster: Cluster,
+    timeout: float,
+    inputs: tuple[str, int],
+    limit: int | None,
+    workers: WarmTracers | None,
+    *,
+    auto: bool = False,
+) -> tuple[tuple[int | None, int | None] | None, str]:
+    """:func:`_largest_micro_batch` of the job's model (``inputs``: its reference and largest
+    batch) in a worker thread with ``timeout``; ``auto``: trace the ``gpu_memory: auto``
+    batch too. (its value, "") or (None, why not)."""
+    model, upper = inputs
+    auto_batch = _auto_batch(spec) if auto else None
+    return _in_worker(
+        _largest_micro_batch,
+        timeout,
+        model,
+        _gpu_name(spec, cluster),
+        limit,
+        upper,
+        auto_batch,
+        workers,
+    )
+
+
 def resolve_memory(
     spec: JobSpec, cluster: Cluster, timeout: float, workers: WarmTracers | None = None
 ) -> tuple[Estimate, int | None]:
@@ -157,17 +184,7 @@ def resolve_memory(
         estimate = resolve_gpu_memory(spec, cluster, timeout, workers)
         limit = resolve_micro_batch_limit(spec, cluster, timeout, estimate.gpu_memory, workers)
         return estimate, limit
-    model, upper = inputs
-    both, why = _in_worker(
-        _largest_micro_batch,
-        timeout,
-        model,
-        _gpu_name(spec, cluster),
-        None,
-        upper,
-        _auto_batch(spec),
-        workers,
-    )
+    both, why = _traced_micro_batch(spec, cluster, timeout, inputs, None, workers, auto=True)
     micro, peak = both if both is not None else (None, None)
     if peak is None:
         return Estimate(None, f"memory estimate {why or 'failed'}: using whole GPUs"), None
@@ -190,16 +207,6 @@ def resolve_micro_batch_limit(
     inputs = _micro_limit_inputs(spec)
     if inputs is None:
         return None
-    model, upper = inputs
-    both, _ = _in_worker(
-        _largest_micro_batch,
-        timeout,
-        model,
-        _gpu_name(spec, cluster),
-        gpu_memory,
-        upper,
-        None,
-        workers,
-    )
+    both, _ = _traced_micro_batch(spec, cluster, timeout, inputs, gpu_memory, workers)
     value = both[0] if both is not None else None
     return int(value) if value is not None and value >= 1 else None
