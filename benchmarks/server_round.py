@@ -11,7 +11,8 @@ the jobs preempted last round exit (back to PENDING), ``--churn`` running jobs f
 many new ones are submitted (not timed), advance the clock
 by 60 s, then the timed transaction, with one :class:`StatusCache` and one policy object
 over all rounds, as the reconcile loop keeps them, and the cyclic garbage collector paused
-in it, as the reconcile loop pauses it (:func:`danlu.server.reconcile.collector_paused`).
+in it, as the reconcile loop pauses it (:func:`danlu.server.reconcile.collector_paused`), and
+with the control plane's collector thresholds (``tune_collector``; ``--default-gc``: Python's).
 The last line gives the collector's time per round cycle (the round and what happens
 between rounds) and the part of it inside the timed rounds.
 
@@ -36,7 +37,7 @@ from danlu.sched import Plan, Start, make_policy
 from danlu.sched.placement.gang import FreeMap
 from danlu.server.db import Database, upgrade_database
 from danlu.server.db.models import Base, Job
-from danlu.server.reconcile import collector_paused
+from danlu.server.reconcile import collector_paused, tune_collector
 from danlu.server.services import cluster, jobs, users, view
 
 SIZES = [1, 1, 1, 1, 2, 2, 4, 8]
@@ -117,7 +118,12 @@ def main() -> None:
     parser.add_argument("--policy", default="danlu")
     parser.add_argument("--seed", type=int, default=0)
     parser.add_argument("--db-url", default=None)
+    parser.add_argument(
+        "--default-gc", action="store_true", help="Python's collector thresholds, not danlu up's"
+    )
     args = parser.parse_args()
+    if not args.default_gc:
+        tune_collector()
 
     with tempfile.TemporaryDirectory() as tmp:
         url = args.db_url or f"sqlite:///{Path(tmp) / 'danlu.db'}"

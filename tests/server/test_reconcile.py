@@ -13,7 +13,12 @@ import pytest
 from helpers import live_server, replayed_state, spec, submit, wait_for, wait_state
 
 from danlu.executors import JobLaunch
-from danlu.server.reconcile import Reconciler, collector_paused
+from danlu.server.reconcile import (
+    COLLECTOR_THRESHOLDS,
+    Reconciler,
+    collector_paused,
+    tune_collector,
+)
 
 CHECKPOINTING = """
 import os, pathlib, signal, sys, time
@@ -229,3 +234,12 @@ def test_the_collector_is_paused_in_the_round_and_restored_after() -> None:
         assert not gc.isenabled()  # it was off: left off
     finally:
         gc.enable()
+
+
+def test_the_control_plane_s_collector_thresholds_are_set() -> None:
+    before = gc.get_threshold()
+    try:
+        tune_collector()
+        assert gc.get_threshold() == COLLECTOR_THRESHOLDS != (700, 10, 10)
+    finally:
+        gc.set_threshold(*before)

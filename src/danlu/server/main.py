@@ -28,6 +28,7 @@ from danlu.devices import Inventory, discover, fake_inventory
 from danlu.devices.errors import DeviceError
 from danlu.server.app import build_executor, create_app
 from danlu.server.db import Database, upgrade_database
+from danlu.server.reconcile import tune_collector
 from danlu.server.services.users import bootstrap_admin
 
 log = logging.getLogger(__name__)
@@ -203,5 +204,6 @@ def serve(
     """Run the control plane until interrupted: migrate the store, bootstrap the admin token,
     find the GPUs (fake ones announced on stderr), start the local executor and the reconcile
     loop, write ``{home}/server.json`` once listening, and serve the API with uvicorn."""
+    tune_collector()  # this process is the control plane
     prepared = prepare(settings, host=host, port=port, fake_gpus=fake_gpus)
     run(prepared, on_ready)
