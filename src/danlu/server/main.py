@@ -176,7 +176,10 @@ def run(
     on_ready: Callable[[Prepared], None] | None = None,
     log_level: str = "warning",
 ) -> uvicorn.Server:
-    """Serve ``prepared`` with uvicorn in this thread until it is told to exit (Ctrl-C)."""
+    """Serve ``prepared`` with uvicorn in this thread until it is told to exit (Ctrl-C). The
+    process becomes the control plane: its collector thresholds are set
+    (:func:`~danlu.server.reconcile.tune_collector`)."""
+    tune_collector()
     config = uvicorn.Config(prepared.app, log_level=log_level, access_log=False, lifespan="on")
     server = uvicorn.Server(config)
 
@@ -204,6 +207,5 @@ def serve(
     """Run the control plane until interrupted: migrate the store, bootstrap the admin token,
     find the GPUs (fake ones announced on stderr), start the local executor and the reconcile
     loop, write ``{home}/server.json`` once listening, and serve the API with uvicorn."""
-    tune_collector()  # this process is the control plane
     prepared = prepare(settings, host=host, port=port, fake_gpus=fake_gpus)
     run(prepared, on_ready)
