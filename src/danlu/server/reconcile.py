@@ -141,8 +141,8 @@ def collector_paused() -> Iterator[None]:
 
     The scheduling round runs in one transaction, which on SQLite holds the database's write
     lock. A full collection that lands in it scans the whole heap (the status cache, the
-    policy's memo, the loaded rows: ~100 ms a round at 1,000 nodes and 12,000 jobs) while
-    every API write waits. With the collector paused, that collection runs at the first
+    policy's memo, the loaded rows: 120-200 ms at 1,000 nodes and 12,000 jobs) while every
+    API write waits. With the collector paused, that collection runs at the first
     allocation after the commit instead. The same work is done, but outside the
     transaction. Reference counting still frees everything that is not in a cycle meanwhile.
     """
