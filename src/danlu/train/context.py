@@ -292,21 +292,25 @@ class TrainContext:
           not fed to the goodput tuner (a different shape every ``gns_every`` steps would
           restart the tuner's samples).
         """
-        batch = self.batch
         self._gns_probe = False
-        if batch.accumulation > 1 or batch.local_batch < 2:
-            return False
         engine = self.engine
-        if self.goodput is not None and self._probes_left > 0 and self.distributed.world_size > 1:
-            self._probes_left -= 1
-        elif (
+        sync = (
+            self.goodput is not None and self._probes_left > 0 and self.distributed.world_size > 1
+        )
+        noise = (
             engine.gns is not None
             and engine.gns_every > 0
             and engine.step_count % engine.gns_every == 0
-        ):
-            self._gns_probe = True
-        else:
+        )
+        if not (sync or noise):  # the common step: nothing more to look at
             return False
+        batch = self.batch
+        if batch.accumulation > 1 or batch.local_batch < 2:
+            return False
+        if sync:
+            self._probes_left -= 1
+        else:
+            self._gns_probe = True
         batch.micro = math.ceil(batch.local_batch / 2)
         return True
 
