@@ -58,6 +58,7 @@ def test_lr_warmup_composes_with_a_torch_scheduler() -> None:
     for _ in range(6):
         lr.before_step()
         seen.append(lr.lr)
+        opt.step()  # as a training loop does: the optimizer first, then the scheduler
         lr.after_step()
     assert seen == pytest.approx([0.25, 0.5, 0.5 * 0.75, 0.5, 0.25, 0.25])
 
