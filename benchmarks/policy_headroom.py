@@ -1,0 +1,166 @@
+"""Headroom of the ``danlu`` policy on the Pollux workloads: how much of its gap to the
+issue's target (average JCT <= 0.8 x Pollux's) an oracle or free restarts would close.
+
+A diagnostic, not a policy: with ``--oracle`` the policy's online model of each job (compute
+and sync times fitted to what the job measured, the gradient statistics it last reported) is
+replaced by the simulator's own profile of the job's application: the true step and sync
+times of every placement and micro-batch, and the true gradient statistics of the epoch the
+job is in (not of later epochs: the oracle does not see the noise grow). Everything else is
+the policy as it runs: ranking, prices, holds, the remaining-work estimate it integrates from
+the goodput the job reports. ``--restart-cost`` sets the restart cost of both the simulator
+and the policy (0: every move is free).
+
+    PYTHONPATH=src python benchmarks/policy_headroom.py [--oracle none|throughput|stats|both]
+        [--restart-cost 30] [--loads 0.5,1.0,1.5] [--workloads 1,2,3,4]
+
+Prints, per run, danlu's average JCT over Pollux's published one, then the mean over the
+runs; asserts nothing.
+"""
+
+from __future__ import annotations
+
+import argparse
+import dataclasses
+import math
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+
+import numpy as np
+from danlu_pollux import DATA, FOLDERS, POLLUX
+
+from danlu.core.cluster import Cluster
+from danlu.sched.policies import danlu_model as dm
+from danlu.sched.policies.danlu import DanluPolicy
+from danlu.sched.view import JobStatus
+from danlu.sim.elastic import ApplicationProfile, OutOfProfileError, load_profiles
+from danlu.sim.engine import SimConfig, Simulator
+from danlu.sim.workload import ProfiledWork, load_workload
+
+_EPS = 1e-8
+ORACLES = ("none", "throughput", "stats", "both")
+_Table = dict[int, tuple[float, int]]  # the policy's per-model table: GPUs -> (goodput, batch)
+
+
+@dataclass(frozen=True)
+class OracleModel(dm.JobModel):
+    """A job's online model with its goodput read from the true profile: step and sync
+    times (``throughput``) and/or the gradient statistics of ``epoch`` (``stats``)."""
+
+    profile: ApplicationProfile
+    epoch: int
+    throughput: bool
+    stats: bool
+
+    def best_batch(
+        self, replicas: int, gpus_per_node: int, nodes: int | None = None
+    ) -> tuple[float, int]:
+        """As :meth:`JobModel.best_batch` (same candidates, same split), with true times
+        and/or statistics; a placement or batch outside the profile is skipped."""
+        if nodes is None:
+            nodes = max(1, math.ceil(replicas / max(gpus_per_node, 1)))
+        placement = tuple(replicas // nodes + (i < replicas % nodes) for i in range(nodes))
+        best_good, best_batch = 0.0, 0
+        for batch in self._candidates(replicas):
+            local = math.ceil(batch / replicas - _EPS)
+            accum = math.ceil(local / self.max_local - _EPS) - 1
+            if replicas == 1 and batch > self.init_batch:
+                accum = max(1, accum)
+            steps = accum + 1
+            atomic = min(math.ceil(local / steps - _EPS), int(self.max_batch / (replicas * steps)))
+            total = replicas * atomic * steps
+            if atomic < self.min_local or total < self.init_batch:
+                continue
+            try:
+                if self.throughput:
+                    step, sync = self.profile.step_time(placement, atomic)
+                    seconds = step + (step - sync) * accum
+                else:
+                    seconds = steps * self.compute_time(atomic) + self.sync_time(nodes, replicas)
+                gain = self.profile.gain(total, self.epoch) if self.stats else self.gain(total)
+            except OutOfProfileError:
+                continue
+            good = gain / seconds
+            if good > best_good:
+                best_good, best_batch = good, total
+        return best_good, best_batch
+
+
+@dataclass(frozen=True)
+class HeadroomPolicy(DanluPolicy):
+    """The ``danlu`` policy with :class:`OracleModel` in place of its online model."""
+
+    oracle: str = "both"
+    applications: Mapping[str, ApplicationProfile] = field(default_factory=dict)
+    """Each job's application profile, by job id."""
+    _oracles: dict[tuple[str, bool, int], tuple[dm.JobModel, OracleModel, _Table]] = field(
+        default_factory=dict, init=False, repr=False, compare=False
+    )
+    """Oracle models by (job, optimistic, epoch), with the online model they wrap."""
+
+    def _model(
+        self, job: JobStatus, marks: Mapping[str, float], optimistic: bool = False
+    ) -> tuple[dm.JobModel | None, _Table]:
+        model, table = super()._model(job, marks, optimistic)
+        if model is None or self.oracle == "none":
+            return model, table
+        profile = self.applications[job.id]
+        done = job.observed.get("progress", 0.0) * profile.target_progress
+        epoch = min(profile.epoch_at(done), profile.max_epochs - 1)
+        key = (job.id, optimistic, epoch)
+        hit = self._oracles.get(key)
+        if hit is not None and hit[0] is model:
+            return hit[1], hit[2]
+        values = {f.name: getattr(model, f.name) for f in dataclasses.fields(model)}
+        if self.oracle in ("throughput", "both"):
+            values["max_replicas_seen"] = 1 << 20  # no growth cap: nothing to explore
+        oracle = OracleModel(
+            **values,
+            profile=profile,
+            epoch=epoch,
+            throughput=self.oracle in ("throughput", "both"),
+            stats=self.oracle in ("stats", "both"),
+        )
+        fresh: _Table = {}
+        self._oracles[key] = (model, oracle, fresh)
+        return oracle, fresh
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=(__doc__ or "").splitlines()[0])
+    parser.add_argument("--oracle", choices=ORACLES, default="both")
+    parser.add_argument("--restart-cost", type=float, default=30.0)
+    parser.add_argument("--loads", default="0.5,1.0,1.5")
+    parser.add_argument("--workloads", default="1,2,3,4")
+    args = parser.parse_args()
+    if args.restart_cost < 0:
+        parser.error("--restart-cost: seconds, 0 or more")
+    profiles = load_profiles(DATA / "traces")
+    print(f"oracle {args.oracle}, restart cost {args.restart_cost:g} s")
+    ratios: list[float] = []
+    for load in args.loads.split(","):
+        for number in (int(w) for w in args.workloads.split(",")):
+            workload = load_workload(DATA / FOLDERS[load] / f"workload-{number}.csv")
+            apps = {
+                job.request.id: profiles[job.work.application]
+                for job in workload.jobs
+                if isinstance(job.work, ProfiledWork)
+            }
+            policy = HeadroomPolicy(
+                restart_cost=args.restart_cost, oracle=args.oracle, applications=apps
+            )
+            result = Simulator(
+                Cluster.homogeneous(16, 4),
+                policy,
+                workload,
+                SimConfig(interval=60.0, restart_cost=args.restart_cost),
+                profiles,
+            ).run()
+            avg = float(np.mean([j.end_time - j.submit_time for j in result.jobs if j.end_time]))
+            ratio = avg / POLLUX[(load, number)][0]
+            ratios.append(ratio)
+            print(f"{load}x/{number} {avg:8.1f} s  ratio {ratio:.3f}", flush=True)
+    print(f"mean ratio {float(np.mean(ratios)):.3f} (target <= 0.800 on every run)")
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,94 @@
+"""The oracle model of ``benchmarks/policy_headroom.py``: the policy's batch search, with
+true times and statistics from the simulator's profile."""
+
+from __future__ import annotations
+
+import dataclasses
+import importlib.util
+import math
+import sys
+from pathlib import Path
+from types import ModuleType
+
+import pytest
+
+from danlu.sched.policies import danlu_model as dm
+from danlu.sim.elastic import BatchConfig, load_profiles
+
+BENCHMARKS = Path(__file__).resolve().parents[2] / "benchmarks"
+POLLUX = Path(__file__).resolve().parents[2] / "../shared/data/pollux"
+
+pytestmark = pytest.mark.skipif(
+    not (POLLUX / "traces").is_dir(),
+    reason=f"Pollux artifact data not found at {POLLUX.resolve()} (../shared/data is absent)",
+)
+
+
+def _bench(monkeypatch: pytest.MonkeyPatch) -> ModuleType:
+    monkeypatch.syspath_prepend(str(BENCHMARKS))  # it imports danlu_pollux
+    spec = importlib.util.spec_from_file_location(
+        "policy_headroom", BENCHMARKS / "policy_headroom.py"
+    )
+    assert spec is not None and spec.loader is not None
+    module = importlib.util.module_from_spec(spec)
+    monkeypatch.setitem(sys.modules, "policy_headroom", module)  # for its dataclasses
+    spec.loader.exec_module(module)
+    return module
+
+
+def _online() -> dm.JobModel:
+    """A cifar10-like online model (limits of the profile, a made-up fit)."""
+    return dm.JobModel(
+        init_batch=128,
+        max_batch=4096,
+        min_local=32,
+        max_local=512,
+        alpha=0.02,
+        beta=0.0004,
+        sync_fit={"i": (0.01, 0.001), "x": (0.05, 0.005)},
+        grad_sqr=1.0,
+        grad_var=2.0,
+        max_replicas_seen=4,
+    )
+
+
+def test_without_oracle_parts_it_is_the_online_model(monkeypatch: pytest.MonkeyPatch) -> None:
+    bench = _bench(monkeypatch)
+    profile = load_profiles(POLLUX / "traces")["cifar10"]
+    online = _online()
+    values = {f.name: getattr(online, f.name) for f in dataclasses.fields(online)}
+    plain = bench.OracleModel(**values, profile=profile, epoch=0, throughput=False, stats=False)
+    for replicas in (1, 2, 4, 8, 12):
+        assert plain.best_batch(replicas, 4) == pytest.approx(online.best_batch(replicas, 4))
+
+
+def test_the_oracle_picks_the_truly_best_candidate(monkeypatch: pytest.MonkeyPatch) -> None:
+    bench = _bench(monkeypatch)
+    profile = load_profiles(POLLUX / "traces")["cifar10"]
+    online = _online()
+    values = {f.name: getattr(online, f.name) for f in dataclasses.fields(online)}
+    epoch = 10
+    oracle = bench.OracleModel(**values, profile=profile, epoch=epoch, throughput=True, stats=True)
+    placement = (4, 4)
+    good, batch = oracle.best_batch(8, 4)
+    assert batch > 0
+
+    def split(total: int) -> dm.BatchSplit:
+        return dm.split_batch(8, total, online.max_local, online.init_batch, online.max_batch)
+
+    def true_goodput(total: int) -> float:
+        split_ = split(total)
+        config = BatchConfig(num_replicas=8, atomic_bsz=split_.atomic, accum_steps=split_.accum)
+        seconds = profile.iteration_time(placement, config)
+        return profile.gain(split_.batch, epoch) / seconds
+
+    assert good == pytest.approx(true_goodput(batch))
+    candidates = [
+        b
+        for b in oracle._candidates(8)
+        if split(b).atomic >= online.min_local and split(b).batch >= online.init_batch
+    ]
+    assert len(candidates) > 3
+    assert all(true_goodput(b) <= good * (1 + 1e-12) for b in candidates)
+    # the online model's guess differs: the oracle is not the fit
+    assert not math.isclose(online.best_batch(8, 4)[0], good, rel_tol=1e-3)
