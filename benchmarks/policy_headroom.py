@@ -36,7 +36,6 @@ from danlu.sim.elastic import ApplicationProfile, OutOfProfileError, load_profil
 from danlu.sim.engine import SimConfig, Simulator
 from danlu.sim.workload import ProfiledWork, load_workload
 
-_EPS = 1e-8
 ORACLES = ("none", "throughput", "stats", "both")
 _Table = dict[int, tuple[float, int]]  # the policy's per-model table: GPUs -> (goodput, batch)
 
@@ -54,34 +53,29 @@ class OracleModel(dm.JobModel):
     def best_batch(
         self, replicas: int, gpus_per_node: int, nodes: int | None = None
     ) -> tuple[float, int]:
-        """As :meth:`JobModel.best_batch` (same candidates, same split), with true times
-        and/or statistics; a placement or batch outside the profile is skipped."""
+        """As :meth:`JobModel.best_batch` (same candidates, split by
+        :func:`~danlu.sched.policies.danlu_model.split_batch`), with true times and/or
+        statistics; a placement or batch outside the profile is skipped."""
         if nodes is None:
             nodes = max(1, math.ceil(replicas / max(gpus_per_node, 1)))
         placement = tuple(replicas // nodes + (i < replicas % nodes) for i in range(nodes))
         best_good, best_batch = 0.0, 0
         for batch in self._candidates(replicas):
-            local = math.ceil(batch / replicas - _EPS)
-            accum = math.ceil(local / self.max_local - _EPS) - 1
-            if replicas == 1 and batch > self.init_batch:
-                accum = max(1, accum)
-            steps = accum + 1
-            atomic = min(math.ceil(local / steps - _EPS), int(self.max_batch / (replicas * steps)))
-            total = replicas * atomic * steps
-            if atomic < self.min_local or total < self.init_batch:
+            split = dm.split_batch(replicas, batch, self.max_local, self.init_batch, self.max_batch)
+            if split.atomic < self.min_local or split.batch < self.init_batch:
                 continue
             try:
                 if self.throughput:
-                    step, sync = self.profile.step_time(placement, atomic)
-                    seconds = step + (step - sync) * accum
+                    step, sync = self.profile.step_time(placement, split.atomic)
+                    seconds = step + (step - sync) * split.accum
                 else:
-                    seconds = steps * self.compute_time(atomic) + self.sync_time(nodes, replicas)
-                gain = self.profile.gain(total, self.epoch) if self.stats else self.gain(total)
+                    seconds = self.iteration_time(nodes, split)
+                gain = self.profile.gain(split.batch, self.epoch) if self.stats else None
             except OutOfProfileError:
                 continue
-            good = gain / seconds
+            good = (self.gain(split.batch) if gain is None else gain) / seconds
             if good > best_good:
-                best_good, best_batch = good, total
+                best_good, best_batch = good, split.batch
         return best_good, best_batch
 
 
