@@ -240,14 +240,17 @@ def build_snapshot(
     statuses = cache if cache is not None else StatusCache()
     statuses.begin(cluster)
     projects = {p.id: p for p in session.scalars(select(Project))}
-    held = session.execute(select(*_KEY_COLUMNS).where(Job.state.in_(HOLDING)).order_by(Job.seq))
+    held = session.execute(
+        select(*_KEY_COLUMNS, Job.state).where(Job.state.in_(HOLDING)).order_by(Job.seq)
+    ).all()
+    preempting = frozenset(row[1] for row in held if row[-1] == JobState.PREEMPTING.value)
     waiting = session.execute(
         select(*_KEY_COLUMNS)
         .where(Job.state == JobState.PENDING.value)
         .where(or_(Job.next_attempt_at.is_(None), Job.next_attempt_at <= t))
         .order_by(Job.seq)
     )
-    rows = [(row, True) for row in held] + [(row, False) for row in waiting]
+    rows = [(row[:-1], True) for row in held] + [(row, False) for row in waiting]
     base = {pid: p.priority for pid, p in projects.items()}
     limited = {
         pid
@@ -295,8 +298,7 @@ def build_snapshot(
         pending.append(entry.status)
     statuses.end()
     view = ClusterView(time=t, cluster=cluster, running=tuple(running_jobs), pending=tuple(pending))
-    preempting = session.scalars(select(Job.id).where(Job.state == JobState.PREEMPTING.value))
-    return Snapshot(view, withheld, frozenset(preempting), usage)
+    return Snapshot(view, withheld, preempting, usage)
 
 
 def build_view(session: Session, now: float | None = None) -> ClusterView:
