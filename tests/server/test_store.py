@@ -16,6 +16,7 @@ from danlu.core.units import GiB
 from danlu.server.db import Database, current_revision, head_revision, upgrade_database
 from danlu.server.db.migrate import alembic_config
 from danlu.server.db.models import Base
+from danlu.server.services import view
 
 
 def test_migrations_create_exactly_the_models(db: Database) -> None:
@@ -131,3 +132,20 @@ def test_fake_gpus_forms() -> None:
     assert (two.nodes, two.gpus, two.gpu_type) == (2, 8, "H100")
     with pytest.raises(ConfigError, match="0x80GiB"):
         parse_fake_gpus("0x80GiB")
+
+
+def test_the_snapshot_key_rows_are_read_from_the_covering_index(tmp_path: Path) -> None:
+    """The round's key-row queries (held and pending jobs) never touch the jobs table."""
+    url = f"sqlite:///{tmp_path / 'plan.db'}"
+    upgrade_database(url)
+    db = Database(url)
+    try:
+        with db.session() as s:
+            statements = view.key_row_queries(now=0.0)
+            for statement in statements:
+                sql = str(statement.compile(db.engine, compile_kwargs={"literal_binds": True}))
+                plan = s.connection().exec_driver_sql(f"EXPLAIN QUERY PLAN {sql}").all()
+                details = " ".join(str(row[-1]) for row in plan)
+                assert "COVERING INDEX ix_jobs_state_seq_key" in details, details
+    finally:
+        db.dispose()

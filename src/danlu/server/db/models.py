@@ -118,7 +118,21 @@ class Job(LockMixin, Base):
     """
 
     __tablename__ = "jobs"
-    __table_args__ = (Index("ix_jobs_state_seq", "state", "seq"),)
+    __table_args__ = (
+        # covering the scheduling round's key rows (services.view.build_snapshot): read
+        # from the index alone, in submission order
+        Index(
+            "ix_jobs_state_seq_key",
+            "state",
+            "seq",
+            "next_attempt_at",
+            "id",
+            "version",
+            "observed_version",
+            "priority",
+            "project_id",
+        ),
+    )
 
     seq: Mapped[int] = mapped_column(BigId, primary_key=True, autoincrement=True)
     id: Mapped[str] = mapped_column(String(32), unique=True)

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
+from typing import Any
 
 from sqlalchemy import delete, func, select
 from sqlalchemy.orm import Session, selectinload
@@ -87,22 +88,64 @@ def clear_inventory(session: Session) -> None:
     session.flush()
 
 
-def load_cluster(session: Session) -> Cluster:
+class InventoryMemo:
+    """The last inventory :func:`load_cluster` built, with the rows it was built from: while
+    the rows read the same, the same :class:`Cluster` object is returned (building the nodes
+    and the cluster's arrays is most of the cost at 1,000 nodes). Keep one per process."""
+
+    def __init__(self) -> None:
+        self._rows: tuple[list[tuple[Any, ...]], list[tuple[Any, ...]]] | None = None
+        self._cluster: Cluster | None = None
+
+    def get(self, rows: tuple[list[tuple[Any, ...]], list[tuple[Any, ...]]]) -> Cluster | None:
+        """The cluster built from ``rows`` last time, or None."""
+        return self._cluster if rows == self._rows else None
+
+    def put(
+        self, rows: tuple[list[tuple[Any, ...]], list[tuple[Any, ...]]], cluster: Cluster
+    ) -> None:
+        """Remember ``cluster`` as built from ``rows``."""
+        self._rows, self._cluster = rows, cluster
+
+
+def load_cluster(session: Session, memo: InventoryMemo | None = None) -> Cluster:
     """The inventory as a :class:`danlu.core.cluster.Cluster` (node index = position).
 
-    Two column queries, no ORM objects: the reconcile loop calls this twice a round, and at
-    1,000 nodes loading ``Node`` rows with their ``Gpu`` children took tens of ms."""
-    per_node = {
-        node_id: (count, memory)
-        for node_id, count, memory in session.execute(
-            select(Gpu.node_id, func.count(Gpu.id), func.min(Gpu.memory)).group_by(Gpu.node_id)
+    Two column queries, no ORM objects: at 1,000 nodes loading ``Node`` rows with their
+    ``Gpu`` children took tens of ms. ``memo``: when the rows are those it last saw, its
+    cluster (the same object) is returned without building anything."""
+    session.flush()  # the queries below run on the connection, without the ORM's autoflush
+    connection = session.connection()
+    gpu_rows: list[tuple[Any, ...]] = (
+        list(  # plain tuples: the memo compares them (a Row compares in Python)
+            map(
+                tuple,
+                connection.execute(
+                    select(Gpu.node_id, func.count(Gpu.id), func.min(Gpu.memory))
+                    .group_by(Gpu.node_id)
+                    .order_by(Gpu.node_id)
+                ).all(),
+            )
         )
-    }
-    query = select(
-        Node.id, Node.name, Node.gpu_type, Node.cpu_milli, Node.memory, Node.rack
-    ).order_by(Node.position, Node.id)
+    )
+    node_rows: list[tuple[Any, ...]] = list(
+        map(
+            tuple,
+            connection.execute(
+                select(
+                    Node.id, Node.name, Node.gpu_type, Node.cpu_milli, Node.memory, Node.rack
+                ).order_by(Node.position, Node.id)
+            ).all(),
+        )
+    )
+    rows = (gpu_rows, node_rows)
+    if memo is not None:
+        known_cluster = memo.get(rows)
+        if known_cluster is not None:
+            return known_cluster
+    per_node = {node_id: (count, memory) for node_id, count, memory in gpu_rows}
     nodes: list[CoreNode] = []
-    for node_id, name, type_name, cpu_milli, memory, rack in session.execute(query):
+    for node_id, name, type_name, cpu_milli, memory, rack in node_rows:
         count, gpu_memory = per_node.get(node_id, (0, 0))
         known = GPU_TYPES.get(type_name)
         kind = (
@@ -120,7 +163,10 @@ def load_cluster(session: Session) -> Cluster:
                 rack=rack,
             )
         )
-    return Cluster(tuple(nodes), name="danlu")
+    cluster = Cluster(tuple(nodes), name="danlu")
+    if memo is not None:
+        memo.put(rows, cluster)
+    return cluster
 
 
 def list_shares(session: Session) -> list[ShareRecord]:
