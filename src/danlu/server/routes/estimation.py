@@ -18,6 +18,7 @@ from danlu.core.cluster import Cluster
 from danlu.core.spec import JobSpec
 
 if TYPE_CHECKING:
+    from danlu.estimate.memory.gpus import GpuSpec
     from danlu.estimate.memory.tracer import WarmTracers
 
 log = logging.getLogger(__name__)
@@ -41,16 +42,23 @@ def _gpu_name(spec: JobSpec, cluster: Cluster) -> str:
     return DEFAULT_GPU
 
 
+def _gpu_or_default(gpu_name: str) -> GpuSpec:
+    """The spec of ``gpu_name``; the default GPU's for a name the memory model lacks."""
+    from danlu.core.errors import UnknownNameError
+    from danlu.estimate.memory import get_gpu
+
+    try:
+        return get_gpu(gpu_name)
+    except UnknownNameError:
+        return get_gpu(DEFAULT_GPU)
+
+
 def _predict(
     model_ref: str, batch_size: int, gpu_name: str, workers: WarmTracers | None = None
 ) -> int:
-    from danlu.core.errors import UnknownNameError
-    from danlu.estimate.memory import TraceRequest, estimate_memory, get_gpu
+    from danlu.estimate.memory import TraceRequest, estimate_memory
 
-    try:
-        gpu = get_gpu(gpu_name)
-    except UnknownNameError:
-        gpu = get_gpu(DEFAULT_GPU)
+    gpu = _gpu_or_default(gpu_name)
     estimates = estimate_memory(TraceRequest(model_ref, (batch_size,)), gpu, workers=workers)
     return max(e.peak_device_bytes for e in estimates)
 
@@ -112,14 +120,10 @@ def _largest_micro_batch(
     """(the largest safe micro-batch, the peak at ``auto_batch``): one trace subprocess. With
     ``auto_batch`` (``gpu_memory: auto``) that batch is traced too, its peak is the job's
     memory share and bounds the micro-batch (``limit`` is then ignored)."""
-    from danlu.core.errors import UnknownNameError
-    from danlu.estimate.memory import TraceRequest, fit_memory_model, get_gpu
+    from danlu.estimate.memory import TraceRequest, fit_memory_model
     from danlu.estimate.optimize import largest_safe_batch
 
-    try:
-        gpu = get_gpu(gpu_name)
-    except UnknownNameError:
-        gpu = get_gpu(DEFAULT_GPU)
+    gpu = _gpu_or_default(gpu_name)
     sizes = tuple(sorted({*MICRO_BATCH_TRACES, *([auto_batch] if auto_batch else [])}))
     fitted = fit_memory_model(TraceRequest(model_ref, sizes), gpu, workers=workers)
     peak = None
