@@ -90,6 +90,23 @@ def test_inventory_replace_and_load(db: Database) -> None:
         assert [(n.name, n.gpus) for n in loaded.nodes] == [("b", 4)]
 
 
+def test_inventory_memo_reuses_the_cluster_until_the_inventory_changes(db: Database) -> None:
+    memo = cluster.InventoryMemo()
+    with db.session() as s:
+        cluster.replace_inventory(s, [Node("a", 2, gpu_type("A100-40GB")), Node("b", 1)])
+        first = cluster.load_cluster(s, memo)
+        assert cluster.load_cluster(s, memo) is first
+        assert cluster.load_cluster(s) is not first and cluster.load_cluster(s) == first
+    with db.session() as s:  # another transaction, same rows: the same object
+        assert cluster.load_cluster(s, memo) is first
+        cluster.replace_inventory(s, [Node("a", 2, gpu_type("A100-40GB")), Node("b", 2)])
+        grown = cluster.load_cluster(s, memo)  # unflushed changes are flushed and seen
+        assert grown is not first and [n.gpus for n in grown.nodes] == [2, 2]
+        cluster.replace_inventory(s, [Node("a", 2, gpu_type("H100")), Node("b", 2)])
+        retyped = cluster.load_cluster(s, memo)
+        assert retyped is not grown and retyped.nodes[0].gpu_type == gpu_type("H100")
+
+
 def test_metrics_ingestion(db: Database) -> None:
     with db.session() as s:
         alice = users.create_user(s, "alice", now=NOW)
