@@ -25,6 +25,7 @@ from danlu.sched.view import ClusterView, IntArray, JobStatus, Plan
 from danlu.server.db.models import Job, Project
 from danlu.server.errors import AdmissionError
 from danlu.server.services import admission, jobs, observe
+from danlu.server.services.bulk import flush_jobs
 from danlu.server.services.cluster import InventoryMemo, load_cluster
 from danlu.server.services.common import resolve_now
 from danlu.server.services.projects import HOLDING, Usage, allocation_usage, quota_excess
@@ -548,6 +549,8 @@ def apply_plan(
         session,
         [*touched, *(s.job_id for s in plan.starts), *plan.waiting, *plan.marks, *(withheld or {})],
     )
+    # read before any row changes: a query after them would autoflush them row by row
+    projects = {p.id: p for p in session.scalars(select(Project))}
 
     for preempt in plan.preempts:
         job = rows.get(preempt.job_id)
@@ -609,7 +612,6 @@ def apply_plan(
         jobs.rebatch(session, job, rebatch.batch_size)
         out.rebatched.append(job)
 
-    projects = {p.id: p for p in session.scalars(select(Project))}
     for start in plan.starts:
         job = rows.get(start.job_id)
         if job is None or job.state != JobState.PENDING.value:
@@ -642,6 +644,7 @@ def apply_plan(
         # Every other pending job waits for the plan's shared reason (one UPDATE, not a row
         # per queued job). Started jobs are no longer PENDING; listed ones keep their reason.
         listed = {*plan.waiting, *(withheld or {}), *out.deferred}
+        flush_jobs(session, rows.values())
         jobs.flush_or_conflict(session)
         reason = plan.waiting_default
         session.execute(
@@ -655,6 +658,7 @@ def apply_plan(
         job = rows.get(job_id)
         if job is not None and dict(job.marks or {}) != dict(marks):
             job.marks = dict(marks)
+    flush_jobs(session, rows.values())  # the changed rows in a few statements, then the events
     jobs.flush_or_conflict(session)
     return out
 

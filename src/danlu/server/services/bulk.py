@@ -1,0 +1,80 @@
+"""Write many changed job rows at once, with the same optimistic version guard as the ORM.
+
+The ORM writes every versioned row with its own ``UPDATE ... WHERE seq = ? AND version = ?``
+and checks each row count, so a scheduling round that preempts and starts ~3,000 jobs sends
+~3,000 statements, one round trip each (~0.6 ms on a local PostgreSQL: seconds in all).
+:func:`flush_jobs` sends one executemany UPDATE per set of changed columns instead (psycopg
+pipelines its statements), checks the summed row count, and marks the objects clean, so the
+ORM's flush that follows writes only what else the session holds (the events).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+from typing import Any
+
+from sqlalchemy import bindparam, inspect, update
+from sqlalchemy.orm import Session
+from sqlalchemy.orm.attributes import set_committed_value
+
+from danlu.server.db.models import Base, Job
+from danlu.server.errors import ConflictError
+
+_TABLE = Base.metadata.tables[Job.__tablename__]
+_COLUMNS = frozenset(attr.key for attr in inspect(Job).column_attrs) - {"seq", "version"}
+"""The job attributes :func:`flush_jobs` writes (the key and the version are its own)."""
+
+
+def flush_jobs(session: Session, jobs: Iterable[Job]) -> int:
+    """Write the changed columns of ``jobs`` (persistent rows of ``session``) in one
+    executemany UPDATE per set of changed columns, each row guarded by its version and
+    bumping it, as the ORM's flush would; then the objects are clean. Returns the rows
+    written. A row whose version moved since it was loaded is a :class:`ConflictError`
+    (the caller rolls back), as with :func:`danlu.server.services.jobs.flush_or_conflict`.
+
+    Only plain column changes are written here: a job with a change this function cannot
+    write (an expired or never-flushed object) is left to the ORM's flush."""
+    groups: dict[frozenset[str], list[Job]] = {}
+    for job in jobs:
+        state = inspect(job)
+        if not state.persistent or not state.modified or state.expired_attributes:
+            continue
+        changed = _COLUMNS - state.unmodified
+        if changed:
+            groups.setdefault(frozenset(changed), []).append(job)
+    connection = session.connection()
+    written = 0
+    for changed, group in groups.items():
+        keys = sorted(changed)
+        statement = (
+            update(_TABLE)
+            .where(_TABLE.c.seq == bindparam("k_seq"), _TABLE.c.version == bindparam("k_old"))
+            .values(
+                {
+                    **{key: bindparam(f"v_{key}", type_=_TABLE.c[key].type) for key in keys},
+                    "version": bindparam("k_new"),
+                }
+            )
+        )
+        rows: list[dict[str, Any]] = []
+        for job in group:
+            row = {f"v_{key}": getattr(job, key) for key in keys}
+            row.update(k_seq=job.seq, k_old=job.version, k_new=job.version + 1)
+            rows.append(row)
+        result = connection.execute(statement, rows)
+        if result.rowcount != len(rows):
+            raise ConflictError("a job of this change changed concurrently; retry")
+        for job, row in zip(group, rows, strict=True):
+            set_committed_value(job, "version", row["k_new"])
+            _mark_clean(session, job)
+        written += len(rows)
+    return written
+
+
+def _mark_clean(session: Session, job: Job) -> None:
+    """What the ORM does to an object after flushing it: its values become the committed
+    ones and it leaves the session's dirty set, so the next flush does not diff it again
+    (~30 attribute histories per job, ~1 s for 3,000 jobs). SQLAlchemy has no public call for
+    it; the tests check that a written job is no longer in ``Session.dirty``."""
+    state = inspect(job)
+    state._commit_all(state.dict, session.identity_map)

@@ -1,0 +1,119 @@
+"""Bulk writes of changed job rows (``services.bulk.flush_jobs``) and the plans that use them:
+the same rows and version guard as the ORM's flush, in one statement per set of columns."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from contextlib import contextmanager
+from typing import Any
+
+import pytest
+from sqlalchemy import event, select
+
+from danlu.core.cluster import Allocation, GpuShare
+from danlu.core.state import JobState
+from danlu.core.units import GiB
+from danlu.sched import Plan, Preempt, Start
+from danlu.server.db import Database
+from danlu.server.db.models import Job
+from danlu.server.errors import ConflictError
+from danlu.server.services import cluster, events, jobs, users, view
+from danlu.server.services.bulk import flush_jobs
+
+NOW = 1_000_000.0  # the same clock as conftest.NOW
+
+
+def spec(name: str) -> dict[str, Any]:
+    return {
+        "name": name,
+        "command": ["python", "-c", "print('hello')"],
+        "resources": {"gpus": 1, "gpu_memory": "20GiB"},
+    }
+
+
+@contextmanager
+def job_updates(db: Database) -> Iterator[list[int]]:
+    """Counts the UPDATE statements on the jobs table sent to the database (an executemany
+    counts once) and the rows they carried."""
+    counts = [0, 0]
+
+    def seen(_conn: Any, _cursor: Any, sql: str, params: Any, _ctx: Any, many: bool) -> None:
+        if sql.lstrip().upper().startswith("UPDATE JOBS"):
+            counts[0] += 1
+            counts[1] += len(params) if many else 1
+
+    event.listen(db.engine, "before_cursor_execute", seen)
+    try:
+        yield counts
+    finally:
+        event.remove(db.engine, "before_cursor_execute", seen)
+
+
+def submit(db: Database, count: int) -> list[str]:
+    with db.session() as s:
+        alice = users.get_user(s, "alice")
+        return [jobs.submit(s, spec(f"j{i}"), alice, now=NOW + i).id for i in range(count)]
+
+
+def whole(gpu: int) -> Allocation:
+    return Allocation((GpuShare(0, gpu, 1000, 20 * GiB),))
+
+
+def test_a_plan_writes_its_rows_in_one_statement_per_set_of_columns(seeded: Database) -> None:
+    ids = submit(seeded, 4)
+    with seeded.session() as s, job_updates(seeded) as counts:
+        starts = tuple(Start(job_id, whole(i)) for i, job_id in enumerate(ids))
+        applied = view.apply_plan(s, Plan(starts=starts), NOW + 10)
+        assert len(applied.started) == 4
+    assert counts == [1, 4]
+    with seeded.session() as s, job_updates(seeded) as counts:
+        preempts = tuple(Preempt(job_id, "test") for job_id in ids[:3])
+        applied = view.apply_plan(s, Plan(preempts=preempts), NOW + 20)
+        assert len(applied.preempted) == 3
+    assert counts == [1, 3]
+    with seeded.read_session() as s:
+        rows = {job.id: job for job in s.scalars(select(Job))}
+        assert [rows[i].state for i in ids] == ["PREEMPTING"] * 3 + ["RUNNING"]
+        assert [rows[i].version for i in ids] == [3, 3, 3, 2]  # submitted at 1, +start, +preempt
+        assert [rows[i].preemptions for i in ids] == [1, 1, 1, 0]
+        assert rows[ids[3]].allocation == view.to_records(whole(3), cluster.load_cluster(s))
+        assert [e.new for e in events.list_events(s, ids[0])] == [
+            "PENDING",
+            "RUNNING",
+            "PREEMPTING",
+        ]
+
+
+def test_written_objects_are_clean_and_keep_their_guard(seeded: Database) -> None:
+    (job_id,) = submit(seeded, 1)
+    with seeded.session() as s:
+        job = jobs.get_job(s, job_id)
+        job.pending_reason = "bulk"
+        job.batch_size = 64
+        assert flush_jobs(s, [job]) == 1
+        assert job.version == 2 and not s.is_modified(job) and job not in s.dirty
+        assert flush_jobs(s, [job]) == 0  # nothing left to write
+        jobs.change_state(s, job, JobState.CANCELLED, "after the bulk write", NOW + 1)
+        assert job.version == 3
+    with seeded.read_session() as s:
+        stored = jobs.get_job(s, job_id)
+        assert (stored.state, stored.batch_size, stored.version) == ("CANCELLED", 64, 3)
+        assert stored.pending_reason is None
+
+
+def test_a_row_changed_concurrently_is_a_conflict(seeded: Database) -> None:
+    ids = submit(seeded, 2)
+    with seeded.sessionmaker() as one, seeded.sessionmaker() as two:
+        stale = [jobs.get_job(two, job_id) for job_id in ids]  # loaded before the change
+        two.commit()
+        jobs.change_state(one, jobs.get_job(one, ids[1]), JobState.CANCELLED, "by one", NOW)
+        one.commit()
+        for job in stale:
+            job.pending_reason = "by two"
+        with pytest.raises(ConflictError):
+            flush_jobs(two, stale)
+        two.rollback()
+    with seeded.read_session() as s:
+        stored = [jobs.get_job(s, job_id) for job_id in ids]
+        assert "by two" not in [job.pending_reason for job in stored]  # nothing of two's
+        assert [job.version for job in stored] == [1, 2] and stored[1].state == "CANCELLED"
