@@ -117,3 +117,15 @@ def test_a_row_changed_concurrently_is_a_conflict(seeded: Database) -> None:
         stored = [jobs.get_job(s, job_id) for job_id in ids]
         assert "by two" not in [job.pending_reason for job in stored]  # nothing of two's
         assert [job.version for job in stored] == [1, 2] and stored[1].state == "CANCELLED"
+
+
+def test_a_changed_relationship_is_left_to_the_orm(seeded: Database) -> None:
+    (job_id,) = submit(seeded, 1)
+    with seeded.session() as s:
+        job = jobs.get_job(s, job_id)
+        job.user = users.get_user(s, "bob")
+        job.pending_reason = "moved to bob"
+        assert flush_jobs(s, [job]) == 0 and s.is_modified(job)
+    with seeded.read_session() as s:
+        stored = jobs.get_job(s, job_id)
+        assert (stored.user.name, stored.pending_reason) == ("bob", "moved to bob")

@@ -23,6 +23,9 @@ from danlu.server.errors import ConflictError
 _TABLE = Base.metadata.tables[Job.__tablename__]
 _COLUMNS = frozenset(attr.key for attr in inspect(Job).column_attrs) - {"seq", "version"}
 """The job attributes :func:`flush_jobs` writes (the key and the version are its own)."""
+_ATTRIBUTES = frozenset(inspect(Job).attrs.keys())
+"""Every mapped attribute, relationships included: a job with any other change is left to
+the ORM's flush (it writes foreign keys from relationships, which this does not)."""
 
 
 def flush_jobs(session: Session, jobs: Iterable[Job]) -> int:
@@ -33,14 +36,15 @@ def flush_jobs(session: Session, jobs: Iterable[Job]) -> int:
     (the caller rolls back), as with :func:`danlu.server.services.jobs.flush_or_conflict`.
 
     Only plain column changes are written here: a job with a change this function cannot
-    write (an expired or never-flushed object) is left to the ORM's flush."""
+    write (an expired or never-flushed object, a changed relationship or version) is left
+    to the ORM's flush."""
     groups: dict[frozenset[str], list[Job]] = {}
     for job in jobs:
         state = inspect(job)
         if not state.persistent or not state.modified or state.expired_attributes:
             continue
-        changed = _COLUMNS - state.unmodified
-        if changed:
+        changed = _ATTRIBUTES - state.unmodified
+        if changed and changed <= _COLUMNS:  # a relationship or the version: the ORM's
             groups.setdefault(frozenset(changed), []).append(job)
     connection = session.connection()
     written = 0
