@@ -13,7 +13,7 @@ from sqlalchemy import event, select
 from danlu.core.cluster import Allocation, GpuShare
 from danlu.core.state import JobState
 from danlu.core.units import GiB
-from danlu.sched import Plan, Preempt, Start
+from danlu.sched import Plan, Preempt, Rebatch, Start
 from danlu.server.db import Database
 from danlu.server.db.models import Job
 from danlu.server.errors import ConflictError
@@ -68,13 +68,15 @@ def test_a_plan_writes_its_rows_in_one_statement_per_set_of_columns(seeded: Data
     assert counts == [1, 4]
     with seeded.session() as s, job_updates(seeded) as counts:
         preempts = tuple(Preempt(job_id, "test") for job_id in ids[:3])
-        applied = view.apply_plan(s, Plan(preempts=preempts), NOW + 20)
-        assert len(applied.preempted) == 3
-    assert counts == [1, 3]
+        rebatches = (Rebatch(ids[3], 128),)
+        applied = view.apply_plan(s, Plan(preempts=preempts, rebatches=rebatches), NOW + 20)
+        assert len(applied.preempted) == 3 and len(applied.rebatched) == 1
+    assert counts == [2, 4]  # the preempts' columns, and the rebatch's
     with seeded.read_session() as s:
         rows = {job.id: job for job in s.scalars(select(Job))}
         assert [rows[i].state for i in ids] == ["PREEMPTING"] * 3 + ["RUNNING"]
-        assert [rows[i].version for i in ids] == [3, 3, 3, 2]  # submitted at 1, +start, +preempt
+        assert [rows[i].version for i in ids] == [3, 3, 3, 3]  # submitted at 1, +start, +change
+        assert rows[ids[3]].batch_size == 128
         assert [rows[i].preemptions for i in ids] == [1, 1, 1, 0]
         assert rows[ids[3]].allocation == view.to_records(whole(3), cluster.load_cluster(s))
         assert [e.new for e in events.list_events(s, ids[0])] == [

@@ -317,19 +317,20 @@ def resize(
         flush_or_conflict(session, job_id)
 
 
-def rebatch(session: Session, job: Job, batch_size: int) -> None:
+def rebatch(session: Session, job: Job, batch_size: int, *, flush: bool = True) -> None:
     """Record a batch-only change of a RUNNING job: ``batch_size`` becomes its global batch,
     its allocation and ``attempt`` stay (its process is not restarted: the job reads the new
     batch in the reply to its next metrics report; a later launch gets it as its
     ``JobLaunch.batch_size``, like any batch the scheduler chose). No event: the state does
-    not change."""
+    not change. ``flush=False``: the caller flushes (as with :func:`change_state`)."""
     if job.state != JobState.RUNNING.value:
         raise PlacementError(f"cannot rebatch job {job.id} in state {job.state}")
     if batch_size <= 0:
         raise PlacementError(f"cannot rebatch job {job.id} to batch size {batch_size}")
     if job.batch_size != batch_size:
         job.batch_size = batch_size
-        flush_or_conflict(session, job.id)
+        if flush:
+            flush_or_conflict(session, job.id)
 
 
 def cancel_job(

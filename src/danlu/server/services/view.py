@@ -207,7 +207,8 @@ class StatusCache:
 
 
 def _running_entry(job: Job, project: Project, cluster: Cluster) -> _Entry:
-    """A holding job's status, with what it holds as its project and the GPUs count it."""
+    """A holding job's status, with what it holds (its project's usage) and its shares by
+    flat GPU index (the view's per-GPU usage)."""
     status = _status(job, project, cluster, running=True)
     shares = np.array(
         [
@@ -609,7 +610,7 @@ def apply_plan(
         if job is None or job.state != JobState.RUNNING.value:
             out.skipped[rebatch.job_id] = "not running any more"
             continue
-        jobs.rebatch(session, job, rebatch.batch_size)
+        jobs.rebatch(session, job, rebatch.batch_size, flush=False)
         out.rebatched.append(job)
 
     for start in plan.starts:
