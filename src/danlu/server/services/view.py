@@ -142,11 +142,16 @@ class _Entry:
     """Why a pending job can never run on this inventory, or None."""
     need: Usage = field(default_factory=Usage)
     """The least a pending job's start adds to its project's usage (the quota check)."""
-    held: Usage = field(default_factory=Usage)
-    """What a running job holds (its project's usage)."""
     shares: IntArray | None = None
     """A running job's shares as rows of (flat GPU index, milli, memory) on this inventory:
     the view's per-GPU usage is summed from them without walking allocations."""
+
+    @property
+    def held(self) -> Usage:
+        """What a running job holds (its project's usage), from its shares."""
+        if self.shares is None:
+            return Usage()
+        return Usage(int(self.shares[:, 1].sum()) / MILLI_PER_GPU, int(self.shares[:, 2].sum()))
 
 
 class StatusCache:
@@ -207,8 +212,8 @@ class StatusCache:
 
 
 def _running_entry(job: Job, project: Project, cluster: Cluster) -> _Entry:
-    """A holding job's status, with what it holds (its project's usage) and its shares by
-    flat GPU index (the view's per-GPU usage)."""
+    """A holding job's status, with its shares by flat GPU index (the view's per-GPU usage
+    and its project's)."""
     status = _status(job, project, cluster, running=True)
     shares = np.array(
         [
@@ -217,7 +222,7 @@ def _running_entry(job: Job, project: Project, cluster: Cluster) -> _Entry:
         ],
         dtype=np.int64,
     ).reshape(-1, 3)
-    return _Entry(status, held=_held(status.allocation), shares=shares)
+    return _Entry(status, shares=shares)
 
 
 def _pending_entry(job: Job, project: Project, cluster: Cluster) -> _Entry:
@@ -303,8 +308,11 @@ def build_snapshot(
     waiting_entries = held_entries[len(held) :]
     del held_entries[len(held) :]
     if None in held_entries or None in waiting_entries:
-        _fill(session, statuses, cluster, projects, held, held_entries, running=True)
-        _fill(session, statuses, cluster, projects, waiting, waiting_entries, running=False)
+        missing = [row[0] for row, entry in zip(held, held_entries, strict=True) if entry is None]
+        missing += [row[0] for row, e in zip(waiting, waiting_entries, strict=True) if e is None]
+        loaded = _load_rows(session, missing)
+        _fill(statuses, cluster, projects, loaded, held, held_entries, running=True)
+        _fill(statuses, cluster, projects, loaded, waiting, waiting_entries, running=False)
     statuses.end()
     running_jobs = [
         entry.status for entry in held_entries if entry is not None and entry.status is not None
@@ -354,19 +362,17 @@ def build_snapshot(
 
 
 def _fill(
-    session: Session,
     statuses: StatusCache,
     cluster: Cluster,
     projects: Mapping[int, Project],
+    loaded: Mapping[int, Job],
     rows: list[_Key],
     entries: list[_Entry | None],
     running: bool,
 ) -> None:
     """Build (and cache) the entries of ``rows`` that ``entries`` lacks, in place, from the
-    jobs' full rows."""
-    missing = [i for i, entry in enumerate(entries) if entry is None]
-    loaded = _load_rows(session, [rows[i][0] for i in missing])
-    for i in missing:
+    jobs' full rows ``loaded`` (by seq)."""
+    for i in [i for i, entry in enumerate(entries) if entry is None]:
         key = rows[i]
         job = loaded.get(key[0])
         if job is None:
