@@ -6,6 +6,7 @@ and checks each row count, so a scheduling round that preempts and starts ~3,000
 :func:`flush_jobs` sends one executemany UPDATE per set of changed columns instead (psycopg
 pipelines its statements), checks the summed row count, and marks the objects clean, so the
 ORM's flush that follows writes only what else the session holds (the events).
+:func:`danlu.server.services.jobs.flush_or_conflict` calls it on the session's changed jobs.
 """
 
 from __future__ import annotations

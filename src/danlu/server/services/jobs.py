@@ -22,6 +22,7 @@ from danlu.core.units import format_bytes
 from danlu.server.db.models import Job, JobEvent, User
 from danlu.server.errors import ConflictError, NotFoundError, PermissionDenied
 from danlu.server.services import admission
+from danlu.server.services.bulk import flush_jobs
 from danlu.server.services.cluster import load_cluster
 from danlu.server.services.common import resolve_now
 from danlu.server.services.projects import (
@@ -209,10 +210,13 @@ def list_jobs(
 
 def flush_or_conflict(session: Session, job_id: str | None = None) -> None:
     """Flush; a lost optimistic-version race becomes a ConflictError (the caller rolls back).
-    ``job_id``: the job changed, when only one was."""
+    ``job_id``: the job changed, when only one was. The session's changed job rows are
+    written first by :func:`~danlu.server.services.bulk.flush_jobs` (one statement per set
+    of changed columns, not one per row), then the ORM flushes the rest."""
     try:
+        flush_jobs(session, [obj for obj in session.dirty if isinstance(obj, Job)])
         session.flush()
-    except StaleDataError:
+    except (StaleDataError, ConflictError):
         what = f"job {job_id}" if job_id is not None else "a job of this change"
         raise ConflictError(f"{what} changed concurrently; retry") from None
 

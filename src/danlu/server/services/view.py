@@ -25,7 +25,6 @@ from danlu.sched.view import ClusterView, IntArray, JobStatus, Plan
 from danlu.server.db.models import Job, Project
 from danlu.server.errors import AdmissionError
 from danlu.server.services import admission, jobs, observe
-from danlu.server.services.bulk import flush_jobs
 from danlu.server.services.cluster import InventoryMemo, load_cluster
 from danlu.server.services.common import resolve_now
 from danlu.server.services.projects import HOLDING, Usage, allocation_usage, quota_excess
@@ -651,7 +650,6 @@ def apply_plan(
         # Every other pending job waits for the plan's shared reason (one UPDATE, not a row
         # per queued job). Started jobs are no longer PENDING; listed ones keep their reason.
         listed = {*plan.waiting, *(withheld or {}), *out.deferred}
-        flush_jobs(session, rows.values())
         jobs.flush_or_conflict(session)
         reason = plan.waiting_default
         session.execute(
@@ -665,8 +663,7 @@ def apply_plan(
         job = rows.get(job_id)
         if job is not None and dict(job.marks or {}) != dict(marks):
             job.marks = dict(marks)
-    flush_jobs(session, rows.values())  # the changed rows in a few statements, then the events
-    jobs.flush_or_conflict(session)
+    jobs.flush_or_conflict(session)  # the changed rows in a few statements, then the events
     return out
 
 
