@@ -1,10 +1,11 @@
 """Overhead of danlu.train: steps/s of a plain PyTorch loop vs the same loop under danlu.train.
 
 danlu.train runs with its defaults: metrics on (every step, shipped to a JSONL file by the
-background thread), gradient norm computed every step for anomaly detection (action "skip"),
-LR control, OOM guard; checkpoints off. The loops alternate (A B A B ...) on identical
-batches so machine noise hits all alike; the figure is the median over repeats of
-``danlu_steps_per_s / plain_steps_per_s``.
+background thread), anomaly detection (action "skip") on the loss every step and on the
+gradient norm at the ``"auto"`` cadence (every step unless the norm costs more than a tenth
+of a percent of the step; see ``danlu.train.cadence``), LR control, OOM guard; checkpoints off.
+The loops alternate (A B A B ...) on identical batches so machine noise hits all alike; the
+figure is the median over repeats of ``danlu_steps_per_s / plain_steps_per_s``.
 
 Two workloads (``--workloads``):
 
@@ -14,14 +15,10 @@ Two workloads (``--workloads``):
   since every parameter is used once per sample, so reading all gradients once more (the norm)
   is large next to the step's arithmetic.
 
-The CPU time per step of both loops (``time.process_time``: all threads of the process,
-so background threads count) is printed too, and, to show where the overhead comes from, a
-third loop in the rotation: the plain loop plus ``danlu.train.step.grad_norm`` before
-each optimizer step (the one read of every gradient that anomaly detection needs).
-
-A fourth loop runs danlu.train with ``grad_norm_every=8`` (the norm on every 8th step only;
-the loss is still checked every step): what a memory-bound model gives up to get the
-norm's cost out of the step.
+The repeats alternate the two loops only (plain, danlu, danlu, plain, ...: each pair runs
+back to back). The CPU time per step of both loops (``time.process_time``: all threads of
+the process, so background threads count) is printed too, and the cadence of the gradient
+norm that ``"auto"`` chose.
 
 The process first raises glibc's mmap threshold (``mallopt``; ``--keep-malloc`` leaves it).
 By default glibc serves the CNN's multi-MB activations with fresh ``mmap`` calls and
@@ -31,8 +28,12 @@ differ by ~5% here. The setting applies to every loop of the process alike.
 
 On a shared machine the per-repeat ratios of ~1 s runs scatter by several percent, so the
 median moves by a few percent from one invocation to the next. A second, steadier estimate
-follows: the loops kept alive side by side and stepped in turn, one step each, the order
-rotating (a round). The median step times give the cost per step in microseconds; the
+follows: loops kept alive side by side and stepped in turn, one step each, the order
+rotating (a round). Besides plain and danlu, two loops show where the overhead comes from:
+the plain loop plus ``danlu.train.step.grad_norm`` before each optimizer step (the one read
+of every gradient that anomaly detection needs), and danlu.train with ``grad_norm_every=1``
+(the norm on every step, what ``"auto"`` gives up on a memory-bound model to stay within
+its budget). The median step times give the cost per step in microseconds; the
 median over rounds of each loop's step time over the plain loop's step time in the same
 round (paired rounds: both steps ran within a few hundred ms of each other, so drifts in
 the machine's speed cancel) is the steadiest figure, and the summary line prints both.
@@ -59,6 +60,7 @@ from typing import Any
 import torch
 
 import danlu.train as dt
+from danlu.train.cadence import NormEvery
 from danlu.train.step import grad_norm
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "examples"))
@@ -97,8 +99,8 @@ class Workload:
 
 
 WORKLOADS = {
-    "cnn": Workload(make_cnn, (3, 32, 32), 64, repeats=11, steps=15, interleaved=150),
-    "mlp": Workload(make_mlp, (512,), 128, repeats=21, steps=60, interleaved=600),
+    "cnn": Workload(make_cnn, (3, 32, 32), 64, repeats=21, steps=15, interleaved=150),
+    "mlp": Workload(make_mlp, (512,), 128, repeats=41, steps=60, interleaved=600),
 }
 
 
@@ -132,7 +134,7 @@ def _danlu(
     opt: torch.optim.Optimizer,
     batches: list[Batch],
     metrics: Path,
-    grad_norm_every: int = 1,
+    grad_norm_every: NormEvery = "auto",
 ) -> dt.TrainContext:
     """danlu.train with its defaults (but ``grad_norm_every``), metrics to ``metrics``, off
     the cluster."""
@@ -151,9 +153,11 @@ def under_danlu(
     make_model: Callable[[], torch.nn.Module],
     batches: list[Batch],
     metrics: Path,
-    grad_norm_every: int = 1,
+    grad_norm_every: NormEvery = "auto",
+    cadence: list[int] | None = None,
 ) -> tuple[float, float]:
-    """Steps per second and CPU seconds per step of the same loop under danlu.train."""
+    """Steps per second and CPU seconds per step of the same loop under danlu.train (the
+    norm's cadence it ended with appended to ``cadence``)."""
     model = make_model()
     opt = torch.optim.SGD(model.parameters(), lr=0.01, momentum=0.9)
     with _danlu(model, opt, batches, metrics, grad_norm_every) as ctx:
@@ -161,6 +165,8 @@ def under_danlu(
         for batch in batches:
             ctx.step(batch, loss_fn)
         wall, cpu = time.perf_counter() - t0, time.process_time() - c0
+        if cadence is not None:
+            cadence.append(ctx.engine.norm_every)
     return len(batches) / wall, cpu / len(batches)
 
 
@@ -173,11 +179,11 @@ def interleaved(
     if steps <= 0:
         return {}
     models = {}
-    for name in ("plain", "danlu", "plain + norm", "danlu, norm every 8"):
+    for name in ("plain", "danlu", "plain + norm", "danlu, norm every step"):
         model = make_model()
         models[name] = (model, torch.optim.SGD(model.parameters(), lr=0.01, momentum=0.9))
     ctx = _danlu(*models["danlu"], batches, metrics)
-    ctx8 = _danlu(*models["danlu, norm every 8"], batches, metrics.with_suffix(".8.jsonl"), 8)
+    ctx1 = _danlu(*models["danlu, norm every step"], batches, metrics.with_suffix(".1.jsonl"), 1)
 
     def plain_step(name: str, batch: Batch) -> None:
         m, o = models[name]
@@ -191,11 +197,11 @@ def interleaved(
         "plain": lambda b: plain_step("plain", b),
         "danlu": lambda b: ctx.step(b, loss_fn),
         "plain + norm": lambda b: plain_step("plain + norm", b),
-        "danlu, norm every 8": lambda b: ctx8.step(b, loss_fn),
+        "danlu, norm every step": lambda b: ctx1.step(b, loss_fn),
     }
     times: dict[str, list[float]] = {name: [] for name in steppers}
     names = list(steppers)
-    with ctx, ctx8:
+    with ctx, ctx1:
         for i in range(steps):
             batch = batches[i % len(batches)]
             k = i % len(names)
@@ -229,27 +235,22 @@ def measure(name: str, w: Workload, args: argparse.Namespace, tmp: Path) -> str:
     ]
     params = sum(p.numel() for p in w.make_model().parameters())
     metrics = tmp / f"{name}.jsonl"
+    cadences: list[int] = []
     loops: dict[str, Callable[[], Any]] = {
         "plain": lambda: plain(w.make_model, batches),
-        "danlu": lambda: under_danlu(w.make_model, batches, metrics),
-        "norm": lambda: plain(w.make_model, batches, with_norm=True),
-        "every8": lambda: under_danlu(w.make_model, batches, tmp / f"{name}-8.jsonl", 8),
+        "danlu": lambda: under_danlu(w.make_model, batches, metrics, cadence=cadences),
     }
     for run in loops.values():
         run()  # warm up every path
-    ratios, p_rates, d_rates, cpu_ratios, norm_ratios, every8 = [], [], [], [], [], []
-    names = list(loops)
+    ratios, p_rates, d_rates, cpu_ratios = [], [], [], []
     for i in range(repeats):
-        k = i % len(names)
-        order = names[k:] + names[:k]  # rotate so noise hits all alike
+        order = ("plain", "danlu") if i % 2 == 0 else ("danlu", "plain")
         got = {n: loops[n]() for n in order}
         (p, pc), (d, dc) = got["plain"], got["danlu"]
         p_rates.append(p)
         d_rates.append(d)
         ratios.append(d / p)
         cpu_ratios.append(dc / pc)
-        norm_ratios.append(got["norm"][0] / p)
-        every8.append(got["every8"][0] / p)
     lines = sum(1 for _ in metrics.open())
     step_s = interleaved(w.make_model, batches, tmp / f"{name}-interleaved.jsonl", n_interleaved)
     ratio = statistics.median(ratios)
@@ -266,13 +267,11 @@ def measure(name: str, w: Workload, args: argparse.Namespace, tmp: Path) -> str:
     print(
         f"CPU time per step danlu/plain (median, all threads): {statistics.median(cpu_ratios):.4f}"
     )
-    norm = statistics.median(norm_ratios)
     print(
-        f"for reference, plain loop + gradient norm / plain: {norm:.4f}  "
-        f"overhead {100 * (1 - norm):+.2f}%"
+        "gradient norm cadence chosen by grad_norm_every='auto' (per repeat): every "
+        + ", ".join(str(c) for c in sorted(set(cadences)))
+        + " step(s)"
     )
-    e8 = statistics.median(every8)
-    print(f"under danlu with grad_norm_every=8 / plain: {e8:.4f}  overhead {100 * (1 - e8):+.2f}%")
     if step_s:
         base = step_s["plain"][0]
         print(

@@ -26,13 +26,14 @@ import torch
 
 from danlu.core.errors import ConfigError
 from danlu.train.amp import Precision
-from danlu.train.anomaly import AnomalyDetector
+from danlu.train.anomaly import AnomalyDetector, TrainingAnomalyError
 from danlu.train.batch import (
     AdaptiveBatch,
     BatchController,
     GradientNoiseScale,
     estimated_micro_batch,
 )
+from danlu.train.cadence import NormEvery
 from danlu.train.ckpt import Checkpoints, state_api
 from danlu.train.data import ElasticSampler, LocalBatch, default_collate, fetch
 from danlu.train.distributed import Distributed, unwrap
@@ -190,6 +191,14 @@ class TrainContext:
             ):
                 self._rollback()
                 return result
+            if (
+                result.anomaly == "nonfinite_loss"
+                and self.anomaly is not None
+                and self.anomaly.action == "skip"
+                and self._parameters_nonfinite()
+            ):
+                self._recover_parameters()
+                return result
             if lb is not None and self.sampler is not None:
                 self.sampler.commit(lb.global_real)
             self.step_num += 1
@@ -201,7 +210,7 @@ class TrainContext:
         finally:
             if probing:  # back to one micro-batch: min(cap, local), as before (an OOM may cap it)
                 self.batch.micro = min(self.batch.micro_cap, self.batch.local_batch)
-        if self.checkpoints.should_save(self.step_num):
+        if self.checkpoints.should_save(self.step_num) and not self._poisoned_checkpoint():
             self.save()
         if self.preemption.should_stop(self.step_num):
             self._preempt()
@@ -381,10 +390,53 @@ class TrainContext:
             lr_factor(self.lr_scaling, new, self.batch.base_global_batch, sigma2=sigma2, mu2=mu2)
         )
 
-    def _rollback(self) -> None:
+    def _parameters_nonfinite(self) -> bool:
+        """Whether a parameter holds NaN/Inf. Checked (one read of the parameters) only
+        after a non-finite loss with the "skip" action, which cannot mend parameters that
+        are already bad, and before a periodic checkpoint."""
+        with torch.no_grad():
+            return not all(bool(torch.isfinite(p).all()) for p in self.model.parameters())
+
+    def _poisoned_checkpoint(self) -> bool:
+        """With anomaly detection on, a periodic checkpoint is never written from NaN/Inf
+        parameters (a NaN gradient on a step whose norm was not checked puts them there;
+        they are read only when such a step was applied since the last checkpoint):
+        the run recovers by its action instead ("stop": the error; "warn": the checkpoint is
+        left out). True when the checkpoint must not be written."""
+        if self.anomaly is None or not self.engine.unchecked_update:
+            return False
+        self.engine.unchecked_update = False
+        if not self._parameters_nonfinite():
+            return False
+        self.anomaly.counts["nonfinite_params"] = self.anomaly.counts.get("nonfinite_params", 0) + 1
+        if self.anomaly.action == "stop":
+            self.anomaly.raise_for("nonfinite_params", self.step_num, math.nan, None)
+        if self.anomaly.action == "warn":
+            log.warning("parameters hold NaN/Inf at step %d: checkpoint left out", self.step_num)
+        else:
+            self._recover_parameters()
+        return True
+
+    def _recover_parameters(self) -> None:
+        """The parameters went non-finite: a NaN/Inf gradient reached them on a step whose
+        gradient norm was not checked (``grad_norm_every``), or the optimizer's state did.
+        Roll back to the last checkpoint, else stop with a clear error."""
+        if self._rollback():
+            return
+        raise TrainingAnomalyError(
+            f"the parameters hold NaN/Inf at step {self.step_num}, so skipping steps cannot "
+            "recover; a non-finite gradient reached them on a step whose norm was not checked. "
+            "Set grad_norm_every=1 to check every step, or enable checkpoints so that danlu "
+            "can roll back"
+        )
+
+    def _rollback(self) -> bool:
+        """Back to the last checkpoint with a lower LR; False when there is none."""
         assert self.anomaly is not None
         self.checkpoints.wait()
+        counts = dict(self.anomaly.counts)  # the checkpoint's counts miss what led here
         if self.restore():
+            self.anomaly.counts = counts
             self.rollbacks += 1
             self.lr.reduce(self.anomaly.rollback_lr_factor)
             log.warning(
@@ -396,6 +448,8 @@ class TrainContext:
             log.warning(
                 "anomaly at step %d and no checkpoint to roll back to: skipped", self.step_num
             )
+            return False
+        return True
 
     def _preempt(self) -> None:
         log.warning(
@@ -418,6 +472,7 @@ class TrainContext:
             "skipped_steps": self.precision.skipped_steps,
             "rollbacks": self.rollbacks,
             "engine_steps": self.engine.step_count,
+            "norm_cadence": self.engine.cadence.state_dict(),
             "goodput": self.goodput.state_dict() if self.goodput is not None else None,
         }
 
@@ -477,6 +532,8 @@ class TrainContext:
         self.precision.skipped_steps = int(ds.get("skipped_steps", 0))
         self.rollbacks = int(ds.get("rollbacks", self.rollbacks))
         self.engine.step_count = int(ds.get("engine_steps", self.step_num))
+        if ds.get("norm_cadence") is not None:
+            self.engine.cadence.load_state_dict(ds["norm_cadence"])
         if ds.get("goodput") is not None and self.goodput is not None:
             self.goodput.load_state_dict(ds["goodput"])
         return True
@@ -526,7 +583,7 @@ def init(
     grad_norm_tau: float | None = None,
     clip_grad_norm: float | None = None,
     compute_grad_norm: bool = True,
-    grad_norm_every: int = 1,
+    grad_norm_every: NormEvery = "auto",
     anomaly: str | None = "skip",
     anomaly_k: float = 6.0,
     anomaly_window: int = 100,
@@ -567,9 +624,11 @@ def init(
     ``"fp16"`` or ``"bf16"``. ``environ`` replaces ``os.environ`` (tests).
     ``grad_norm_every``: compute the gradient norm (a metric, and what anomaly detection
     checks for NaN/Inf gradients and spikes) on every N-th step only; the loss is still
-    checked every step. 1 (the default) is every step; raise it for memory-bound models,
-    where reading every gradient once more costs a few percent of the step. Clipping and
-    ``grad_norm_tau`` need the norm every step and ignore it.
+    checked every step. ``"auto"`` (the default) is every step on a GPU, and on a CPU every
+    step unless that costs more than a tenth of a percent of the step (a memory-bound model),
+    else every N-th step with the smallest N that keeps it within that budget, measured over
+    the first steps and kept in the checkpoint (:mod:`danlu.train.cadence`); 1 is every
+    step. Clipping and ``grad_norm_tau`` need the norm every step and ignore it.
     """
     env = JobEnv.from_environ(environ)
     dist = Distributed.from_env(env, timeout_s=collective_timeout_s)

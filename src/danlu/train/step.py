@@ -20,6 +20,7 @@ from danlu.train import accumulate
 from danlu.train.amp import Precision
 from danlu.train.anomaly import AnomalyDetector
 from danlu.train.batch import BatchController, GradientNoiseScale
+from danlu.train.cadence import NormCadence, NormEvery
 from danlu.train.distributed import Distributed
 from danlu.train.lr import LRController
 from danlu.train.oom import OOMInjector, is_oom, release_memory
@@ -165,7 +166,7 @@ class StepEngine:
         *,
         clip_grad_norm: float | None = None,
         compute_grad_norm: bool = True,
-        grad_norm_every: int = 1,
+        grad_norm_every: NormEvery = 1,
         gns: GradientNoiseScale | None = None,
         gns_every: int = 0,
         oom_injector: OOMInjector | None = None,
@@ -180,13 +181,16 @@ class StepEngine:
         self.clip = clip_grad_norm
         needs_norm = clip_grad_norm is not None or lr.uses_grad_norm
         self.compute_norm = compute_grad_norm or needs_norm
-        if grad_norm_every < 1:
-            raise DanluError(
-                f"grad_norm_every must be >= 1 (got {grad_norm_every}); "
-                "use compute_grad_norm=False to skip the norm altogether"
-            )
         # clipping and norm-adaptive LR act on every step's norm: no cadence for them
-        self.norm_every = 1 if needs_norm else grad_norm_every
+        self.cadence = NormCadence(
+            1 if needs_norm else grad_norm_every, measurable=dist.device.type == "cpu"
+        )
+        if needs_norm:  # still validate what the user passed
+            NormCadence(grad_norm_every)
+        self._norm_time: float | None = None  # seconds the norm took on a calibration step
+        self.unchecked_update = False
+        """A step applied gradients whose norm was not computed since the caller last
+        verified the parameters (and reset this)."""
         self.gns = gns
         self.gns_every = gns_every
         self.oom_injector = oom_injector
@@ -237,21 +241,41 @@ class StepEngine:
         if kind is None or (self.anomaly is not None and self.anomaly.action == "warn"):
             self.lr.before_step(norm)
             applied = self.precision.step(self.optimizer)
+            # a gradient nobody checked reached the parameters (the fp16 scaler checks its own)
+            self.unchecked_update = self.unchecked_update or (
+                applied and norm is None and not self.precision.scaling
+            )
         elif self.precision.scaling:
             self.precision.scaler.update()
         self.optimizer.zero_grad(set_to_none=True)
         self.lr.after_step()
         self.step_count += 1
+        step_time = time.perf_counter() - t0
+        if self._norm_time is not None:
+            self._calibrate(self._norm_time, step_time)
         return StepResult(
             loss,
             norm,
             applied,
             kind,
             ooms,
-            time.perf_counter() - t0,
+            step_time,
             global_real,
             sync_time=sync,
         )
+
+    @property
+    def norm_every(self) -> int:
+        """The gradient norm's cadence now (1 while ``"auto"`` calibrates)."""
+        return self.cadence.every
+
+    def _calibrate(self, norm_s: float, step_s: float) -> None:
+        """Feed an ``"auto"`` cadence one timed step; once decided, every rank takes rank
+        0's choice (all ranks reach this step together), so all check the same steps."""
+        self._norm_time = None
+        every = self.cadence.observe(norm_s, step_s)
+        if every is not None:
+            self.cadence.fix(int(self.dist.broadcast_object(every)))
 
     def _sync_time(self) -> float | None:
         """The step's exposed gradient synchronisation in seconds: 0.0 in one process, the
@@ -265,22 +289,26 @@ class StepEngine:
 
     def _loss_and_norm(self, loss: torch.Tensor) -> tuple[float, float | None]:
         """The step's loss and gradient norm as floats (the norm: None when not wanted, or
-        not on this step of the ``grad_norm_every`` cadence; a gradient-noise measurement
-        always gets it).
+        not on this step of the norm's cadence, :mod:`~danlu.train.cadence`; a
+        gradient-noise measurement always gets it).
 
         Both come to the host in one transfer: on a GPU, one synchronisation per step."""
         if self.clip is not None:
             norm_t = torch.nn.utils.clip_grad_norm_(self.params, self.clip)
         elif not self.compute_norm or (
-            self.step_count % self.norm_every and self._gns_small is None
+            not self.cadence.due(self.step_count) and self._gns_small is None
         ):
             return float(loss), None
         else:
             grads = [p.grad for p in self.params if p.grad is not None]
             if not grads:
                 return float(loss), 0.0
-            value = cpu_norm(grads) if loss.device.type == "cpu" else None
-            if value is not None:  # no tensor round trip on CPU
+            if loss.device.type == "cpu":  # no tensor round trip on CPU
+                t0 = time.perf_counter()
+                value = cpu_norm(grads)
+                value = float(_fused_norm(grads)) if value is None else value
+                if self.cadence.calibrating:  # a CPU norm is done when it returns
+                    self._norm_time = time.perf_counter() - t0
                 return float(loss), value
             norm_t = _fused_norm(grads)
         if norm_t.device.type == "cpu" and loss.device.type == "cpu":

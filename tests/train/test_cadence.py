@@ -1,0 +1,196 @@
+"""The gradient norm's cadence: ``"auto"`` sizes it to a cost budget, keeps it across a
+resume, and a NaN gradient that slips through an unchecked step is caught, not skipped
+forever."""
+
+from __future__ import annotations
+
+import math
+from pathlib import Path
+
+import pytest
+import torch
+from train_helpers import mse_loss, tiny_model, tiny_regression
+
+import danlu.train as dt
+from danlu.core.errors import DanluError
+from danlu.train import cadence
+from danlu.train.anomaly import TrainingAnomalyError
+from danlu.train.cadence import NormCadence, decide
+from danlu.train.step import LossFn
+
+
+def test_decide_keeps_cheap_norms_every_step_and_sizes_costly_ones_to_the_budget() -> None:
+    assert decide(50e-6, 1e-3) == 1  # under the floor, however short the step
+    assert decide(200e-6, 0.25) == 1  # 0.08 % of the step: inside the budget
+    # 500 us next to a 20 ms step: 2.5 %, 25 times the budget of 0.1 %
+    assert decide(500e-6, 20e-3) == 25
+    assert decide(5e-3, 1e-3) == cadence.MAX_EVERY
+    assert decide(5e-3, 0.0) == cadence.MAX_EVERY
+
+
+def test_auto_skips_a_warm_up_step_then_decides_on_the_median() -> None:
+    c = NormCadence("auto")
+    assert c.calibrating and all(c.due(s) for s in range(7))
+    assert c.observe(1.0, 1.0) is None  # warm-up: ignored, however slow
+    assert [c.observe(n, 20e-3 + n) for n in (500e-6, 9e-3)] == [None, None]
+    every = c.observe(520e-6, 20e-3 + 520e-6)
+    assert every == 26  # median norm 520 us over a median 20.0 ms step
+    assert c.state_dict() == {"every": None}  # not fixed until the caller agrees
+    c.fix(every)
+    assert not c.calibrating and c.state_dict() == {"every": 26}
+    assert [s for s in range(60) if c.due(s)] == [0, 26, 52]
+    assert c.observe(1.0, 1.0) is None  # calibration is over
+
+
+def test_a_fixed_cadence_and_an_unmeasurable_device_never_calibrate() -> None:
+    fixed = NormCadence(3)
+    assert not fixed.calibrating and [s for s in range(7) if fixed.due(s)] == [0, 3, 6]
+    assert fixed.state_dict() == {"every": None}
+    fixed.load_state_dict({"every": 9})  # a user's integer wins over a saved auto cadence
+    assert fixed.every == 3
+    gpu = NormCadence("auto", measurable=False)
+    assert not gpu.calibrating and gpu.every == 1
+    resumed = NormCadence("auto")
+    resumed.load_state_dict({"every": 9})
+    assert not resumed.calibrating and resumed.every == 9
+
+
+@pytest.mark.parametrize("bad", [0, -2, "sometimes", 2.5, True])
+def test_a_bad_cadence_is_refused_by_name(bad: object) -> None:
+    model = tiny_model()
+    opt = torch.optim.SGD(model.parameters(), lr=0.01)
+    with pytest.raises(DanluError, match="grad_norm_every must be >= 1 or 'auto'"):
+        dt.init(
+            model,
+            opt,
+            global_batch_size=16,
+            metrics_file=False,
+            grad_norm_every=bad,  # type: ignore[arg-type]
+            environ={},
+        )
+
+
+def _run(steps: int, ckpt: Path | None = None, **kwargs: object) -> tuple[list[dt.StepResult], int]:
+    data = tiny_regression(512)
+    model = tiny_model()
+    opt = torch.optim.SGD(model.parameters(), lr=0.01)
+    extra: dict[str, object] = {}
+    if ckpt is not None:
+        extra = {"checkpoint_dir": str(ckpt), "checkpoint_every_steps": 4}
+    with dt.init(
+        model,
+        opt,
+        global_batch_size=16,
+        dataset_size=512,
+        metrics_file=False,
+        environ={},
+        **extra,
+        **kwargs,
+    ) as ctx:  # type: ignore[arg-type]
+        results = [
+            ctx.step(b, mse_loss) for _, b in zip(range(steps), ctx.batches(data), strict=False)
+        ]
+        return results, ctx.engine.norm_every
+
+
+def test_auto_on_a_costly_norm_checks_sparsely_and_a_resume_keeps_the_cadence(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # Make every norm "costly": no floor, a budget no norm fits in.
+    monkeypatch.setattr(cadence, "FLOOR_S", 0.0)
+    monkeypatch.setattr(cadence, "BUDGET", 1e-12)
+    results, every = _run(12, tmp_path / "ckpt")
+    assert every == cadence.MAX_EVERY
+    calibration = 1 + cadence.CALIBRATION_STEPS
+    assert [r.grad_norm is not None for r in results] == [i < calibration for i in range(12)]
+
+    monkeypatch.undo()  # the real budget: a resumed run does not measure again
+    results, every = _run(4, tmp_path / "ckpt")
+    assert every == cadence.MAX_EVERY
+    assert all(r.grad_norm is None for r in results)  # steps 12..15: off the cadence
+
+    fresh, every = _run(8)  # tiny model: its norm is under the floor, checked every step
+    assert every == 1 and all(r.grad_norm is not None for r in fresh)
+
+
+def _nan_gradient_on(step: int) -> LossFn:
+    """A loss_fn whose gradient is NaN on call ``step`` while the loss stays finite:
+    ``0 * sqrt(w - w)`` is 0, its derivative 0 * inf."""
+    calls = [0]
+
+    def loss_fn(m: torch.nn.Module, b: tuple[torch.Tensor, torch.Tensor]) -> torch.Tensor:
+        calls[0] += 1
+        loss = mse_loss(m, b)
+        if calls[0] == step + 1:
+            w = next(m.parameters())
+            loss = loss + 0.0 * (w - w.detach()).sum().sqrt()
+        return loss
+
+    return loss_fn
+
+
+def test_a_nan_gradient_on_an_unchecked_step_stops_with_a_clear_error() -> None:
+    data = tiny_regression(512)
+    model = tiny_model()
+    opt = torch.optim.SGD(model.parameters(), lr=0.01)
+    loss_fn = _nan_gradient_on(4)  # off a cadence of 3: steps 0, 3, 6 are checked
+    with dt.init(
+        model,
+        opt,
+        global_batch_size=16,
+        dataset_size=512,
+        metrics_file=False,
+        grad_norm_every=3,
+        environ={},
+    ) as ctx:
+        batches = ctx.batches(data)
+        for _ in range(5):
+            assert math.isfinite(ctx.step(next(batches), loss_fn).loss)
+        with pytest.raises(TrainingAnomalyError, match="grad_norm_every=1"):
+            ctx.step(next(batches), loss_fn)  # step 5: NaN loss from NaN parameters
+
+
+def test_a_nan_gradient_on_an_unchecked_step_rolls_back_to_a_checkpoint(tmp_path: Path) -> None:
+    data = tiny_regression(512)
+    model = tiny_model()
+    opt = torch.optim.SGD(model.parameters(), lr=0.01)
+    loss_fn = _nan_gradient_on(5)
+    with dt.init(
+        model,
+        opt,
+        global_batch_size=16,
+        dataset_size=512,
+        metrics_file=False,
+        grad_norm_every=3,
+        checkpoint_dir=str(tmp_path),
+        checkpoint_every_steps=2,
+        environ={},
+    ) as ctx:
+        batches = ctx.batches(data)
+        results = [ctx.step(next(batches), loss_fn) for _ in range(10)]
+        # step 5's NaN gradient is not checked; before the checkpoint of step 6 the NaN
+        # parameters are found and the run goes back to the checkpoint of step 4
+        assert ctx.rollbacks == 1 and ctx.step_num == 8
+        assert ctx.anomaly is not None and ctx.anomaly.counts == {"nonfinite_params": 1}
+        assert all(torch.isfinite(p).all() for p in model.parameters())
+    assert all(math.isfinite(r.loss) for r in results)
+
+
+def test_the_same_nan_gradient_on_a_checked_step_is_skipped() -> None:
+    data = tiny_regression(512)
+    model = tiny_model()
+    opt = torch.optim.SGD(model.parameters(), lr=0.01)
+    with dt.init(
+        model,
+        opt,
+        global_batch_size=16,
+        dataset_size=512,
+        metrics_file=False,
+        grad_norm_every=1,
+        environ={},
+    ) as ctx:
+        batches = ctx.batches(data)
+        loss_fn = _nan_gradient_on(4)
+        results = [ctx.step(next(batches), loss_fn) for _ in range(8)]
+    assert results[4].anomaly == "nonfinite_grad" and not results[4].applied
+    assert all(r.anomaly is None for r in results[5:])
