@@ -4,8 +4,12 @@ danlu.train runs with its defaults: metrics on (every step, shipped to a JSONL f
 background thread), anomaly detection (action "skip") on the loss every step and on the
 gradient norm at the ``"auto"`` cadence (every step unless the norm costs more than a tenth
 of a percent of the step; see ``danlu.train.cadence``), LR control, OOM guard; checkpoints off.
-The loops alternate (A B A B ...) on identical batches so machine noise hits all alike; the
-figure is the median over repeats of ``danlu_steps_per_s / plain_steps_per_s``.
+Both loops live for the whole measurement and run in blocks of S steps on the same batches,
+alternating plain, danlu, danlu, plain, ... so that the machine's drifts hit both alike; a
+repeat is one block of each, and the figure is the median over repeats of
+``danlu_steps_per_s / plain_steps_per_s``: the steady state a training run sees. The first
+three blocks of each are warm-up (in which ``"auto"`` fixes the cadence of the norm, a
+one-time cost of four norms per run).
 
 Two workloads (``--workloads``):
 
@@ -15,10 +19,9 @@ Two workloads (``--workloads``):
   since every parameter is used once per sample, so reading all gradients once more (the norm)
   is large next to the step's arithmetic.
 
-The repeats alternate the two loops only (plain, danlu, danlu, plain, ...: each pair runs
-back to back). The CPU time per step of both loops (``time.process_time``: all threads of
-the process, so background threads count) is printed too, and the cadence of the gradient
-norm that ``"auto"`` chose.
+The CPU time per step of both loops (``time.process_time``: all threads of the process, so
+background threads count) is printed too, and the cadence of the gradient norm that
+``"auto"`` chose.
 
 The process first raises glibc's mmap threshold (``mallopt``; ``--keep-malloc`` leaves it).
 By default glibc serves the CNN's multi-MB activations with fresh ``mmap`` calls and
@@ -26,9 +29,10 @@ returns them to the kernel on free, so every step page-faults its activations in
 that cost, ~15% of the step, varies from step to step and made two identical plain loops
 differ by ~5% here. The setting applies to every loop of the process alike.
 
-On a shared machine the per-repeat ratios of ~1 s runs scatter by several percent, so the
-median moves by a few percent from one invocation to the next. A second, steadier estimate
-follows: loops kept alive side by side and stepped in turn, one step each, the order
+On a shared machine the per-repeat ratios of ~1 s blocks scatter by several percent (two
+identical plain loops measured this way differ by up to ~1.5% on our 2-core test machine),
+so the median moves by about a percent from one invocation to the next. A second estimate
+follows: four loops kept alive side by side and stepped in turn, one step each, the order
 rotating (a round). Besides plain and danlu, two loops show where the overhead comes from:
 the plain loop plus ``danlu.train.step.grad_norm`` before each optimizer step (the one read
 of every gradient that anomaly detection needs), and danlu.train with ``grad_norm_every=1``
@@ -99,8 +103,8 @@ class Workload:
 
 
 WORKLOADS = {
-    "cnn": Workload(make_cnn, (3, 32, 32), 64, repeats=21, steps=15, interleaved=150),
-    "mlp": Workload(make_mlp, (512,), 128, repeats=41, steps=60, interleaved=600),
+    "cnn": Workload(make_cnn, (3, 32, 32), 64, repeats=61, steps=8, interleaved=150),
+    "mlp": Workload(make_mlp, (512,), 128, repeats=81, steps=30, interleaved=600),
 }
 
 
@@ -109,24 +113,20 @@ def loss_fn(model: torch.nn.Module, batch: Batch) -> torch.Tensor:
     return torch.nn.functional.cross_entropy(model(x), y)
 
 
-def plain(
-    make_model: Callable[[], torch.nn.Module], batches: list[Batch], with_norm: bool = False
-) -> tuple[float, float]:
-    """Steps per second and CPU seconds per step of the plain loop (``with_norm``: plus the
-    gradient norm before each optimizer step)."""
-    model = make_model()
+def plain_stepper(model: torch.nn.Module, with_norm: bool = False) -> Callable[[Batch], None]:
+    """One step of the plain loop (``with_norm``: plus the gradient norm before the optimizer
+    step) for ``model``, with its own SGD optimizer."""
     opt = torch.optim.SGD(model.parameters(), lr=0.01, momentum=0.9)
     params = list(model.parameters())
-    t0, c0 = time.perf_counter(), time.process_time()
-    for batch in batches:
-        loss = loss_fn(model, batch)
-        loss.backward()  # type: ignore[no-untyped-call]
+
+    def step(batch: Batch) -> None:
+        loss_fn(model, batch).backward()  # type: ignore[no-untyped-call]
         if with_norm:
             grad_norm(params)
         opt.step()
         opt.zero_grad(set_to_none=True)
-    wall, cpu = time.perf_counter() - t0, time.process_time() - c0
-    return len(batches) / wall, cpu / len(batches)
+
+    return step
 
 
 def _danlu(
@@ -149,25 +149,12 @@ def _danlu(
     )
 
 
-def under_danlu(
-    make_model: Callable[[], torch.nn.Module],
-    batches: list[Batch],
-    metrics: Path,
-    grad_norm_every: NormEvery = "auto",
-    cadence: list[int] | None = None,
-) -> tuple[float, float]:
-    """Steps per second and CPU seconds per step of the same loop under danlu.train (the
-    norm's cadence it ended with appended to ``cadence``)."""
-    model = make_model()
-    opt = torch.optim.SGD(model.parameters(), lr=0.01, momentum=0.9)
-    with _danlu(model, opt, batches, metrics, grad_norm_every) as ctx:
-        t0, c0 = time.perf_counter(), time.process_time()
-        for batch in batches:
-            ctx.step(batch, loss_fn)
-        wall, cpu = time.perf_counter() - t0, time.process_time() - c0
-        if cadence is not None:
-            cadence.append(ctx.engine.norm_every)
-    return len(batches) / wall, cpu / len(batches)
+def block(step: Callable[[Batch], Any], batches: list[Batch]) -> tuple[float, float]:
+    """Wall and CPU seconds of one step per batch of ``batches``."""
+    t0, c0 = time.perf_counter(), time.process_time()
+    for batch in batches:
+        step(batch)
+    return time.perf_counter() - t0, time.process_time() - c0
 
 
 def interleaved(
@@ -179,24 +166,15 @@ def interleaved(
     if steps <= 0:
         return {}
     models = {}
-    for name in ("plain", "danlu", "plain + norm", "danlu, norm every step"):
+    for name in ("danlu", "danlu, norm every step"):
         model = make_model()
         models[name] = (model, torch.optim.SGD(model.parameters(), lr=0.01, momentum=0.9))
     ctx = _danlu(*models["danlu"], batches, metrics)
     ctx1 = _danlu(*models["danlu, norm every step"], batches, metrics.with_suffix(".1.jsonl"), 1)
-
-    def plain_step(name: str, batch: Batch) -> None:
-        m, o = models[name]
-        loss_fn(m, batch).backward()  # type: ignore[no-untyped-call]
-        if name == "plain + norm":
-            grad_norm(list(m.parameters()))
-        o.step()
-        o.zero_grad(set_to_none=True)
-
     steppers: dict[str, Callable[[Batch], Any]] = {
-        "plain": lambda b: plain_step("plain", b),
+        "plain": plain_stepper(make_model()),
         "danlu": lambda b: ctx.step(b, loss_fn),
-        "plain + norm": lambda b: plain_step("plain + norm", b),
+        "plain + norm": plain_stepper(make_model(), with_norm=True),
         "danlu, norm every step": lambda b: ctx1.step(b, loss_fn),
     }
     times: dict[str, list[float]] = {name: [] for name in steppers}
@@ -235,22 +213,28 @@ def measure(name: str, w: Workload, args: argparse.Namespace, tmp: Path) -> str:
     ]
     params = sum(p.numel() for p in w.make_model().parameters())
     metrics = tmp / f"{name}.jsonl"
-    cadences: list[int] = []
-    loops: dict[str, Callable[[], Any]] = {
-        "plain": lambda: plain(w.make_model, batches),
-        "danlu": lambda: under_danlu(w.make_model, batches, metrics, cadence=cadences),
-    }
-    for run in loops.values():
-        run()  # warm up every path
-    ratios, p_rates, d_rates, cpu_ratios = [], [], [], []
-    for i in range(repeats):
-        order = ("plain", "danlu") if i % 2 == 0 else ("danlu", "plain")
-        got = {n: loops[n]() for n in order}
-        (p, pc), (d, dc) = got["plain"], got["danlu"]
-        p_rates.append(p)
-        d_rates.append(d)
-        ratios.append(d / p)
-        cpu_ratios.append(dc / pc)
+    model = w.make_model()
+    opt = torch.optim.SGD(model.parameters(), lr=0.01, momentum=0.9)
+    plain = plain_stepper(w.make_model())
+    with _danlu(model, opt, batches, metrics) as ctx:
+
+        def danlu(batch: Batch) -> None:
+            ctx.step(batch, loss_fn)
+
+        for _ in range(3):  # warm up both (and let "auto" fix the norm's cadence)
+            block(plain, batches)
+            block(danlu, batches)
+        ratios, p_rates, d_rates, cpu_ratios = [], [], [], []
+        for i in range(repeats):
+            if i % 2 == 0:  # plain, danlu, danlu, plain, ...: drifts hit both alike
+                (pw, pc), (dw, dc) = block(plain, batches), block(danlu, batches)
+            else:
+                (dw, dc), (pw, pc) = block(danlu, batches), block(plain, batches)
+            p_rates.append(steps / pw)
+            d_rates.append(steps / dw)
+            ratios.append(pw / dw)
+            cpu_ratios.append(dc / pc)
+        cadence = ctx.engine.norm_every
     lines = sum(1 for _ in metrics.open())
     step_s = interleaved(w.make_model, batches, tmp / f"{name}-interleaved.jsonl", n_interleaved)
     ratio = statistics.median(ratios)
@@ -267,11 +251,7 @@ def measure(name: str, w: Workload, args: argparse.Namespace, tmp: Path) -> str:
     print(
         f"CPU time per step danlu/plain (median, all threads): {statistics.median(cpu_ratios):.4f}"
     )
-    print(
-        "gradient norm cadence chosen by grad_norm_every='auto' (per repeat): every "
-        + ", ".join(str(c) for c in sorted(set(cadences)))
-        + " step(s)"
-    )
+    print(f"gradient norm cadence chosen by grad_norm_every='auto': every {cadence} step(s)")
     if step_s:
         base = step_s["plain"][0]
         print(
@@ -321,7 +301,9 @@ def main() -> None:
     ap = argparse.ArgumentParser(description=(__doc__ or "").splitlines()[0])
     ap.add_argument("--workloads", default="cnn,mlp", help=f"of {sorted(WORKLOADS)}")
     ap.add_argument("--repeats", type=int, default=0, help="0: the workload's default")
-    ap.add_argument("--steps", type=int, default=0, help="0: the workload's default")
+    ap.add_argument(
+        "--steps", type=int, default=0, help="steps per block (0: the workload's default)"
+    )
     ap.add_argument("--threads", type=int, default=1, help="torch intra-op threads")
     ap.add_argument(
         "--interleaved",
