@@ -96,7 +96,8 @@ def _run(steps: int, ckpt: Path | None = None, **kwargs: object) -> tuple[list[d
 def test_auto_on_a_costly_norm_checks_sparsely_and_a_resume_keeps_the_cadence(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    # Make every norm "costly": no floor, a budget no norm fits in.
+    # Make every norm "costly": no size or time floor, a budget no norm fits in.
+    monkeypatch.setattr(cadence, "SMALL_GRADIENTS", 0)
     monkeypatch.setattr(cadence, "FLOOR_S", 0.0)
     monkeypatch.setattr(cadence, "BUDGET", 1e-12)
     results, every = _run(12, tmp_path / "ckpt")
@@ -109,8 +110,15 @@ def test_auto_on_a_costly_norm_checks_sparsely_and_a_resume_keeps_the_cadence(
     assert every == cadence.MAX_EVERY
     assert all(r.grad_norm is None for r in results)  # steps 12..15: off the cadence
 
-    fresh, every = _run(8)  # tiny model: its norm is under the floor, checked every step
+    fresh, every = _run(8)  # a tiny model is not measured: every step, whatever the timings
     assert every == 1 and all(r.grad_norm is not None for r in fresh)
+
+
+def test_small_models_are_never_timed() -> None:
+    small = NormCadence("auto", elements=cadence.SMALL_GRADIENTS - 1)
+    assert not small.calibrating and small.every == 1
+    assert NormCadence("auto", elements=cadence.SMALL_GRADIENTS).calibrating
+    assert NormCadence("auto").calibrating  # size unknown: measured
 
 
 def _nan_gradient_on(step: int) -> LossFn:

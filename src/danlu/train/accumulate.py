@@ -20,6 +20,8 @@ def batch_len(data: Any) -> int:
     """Number of samples in a batch: the first dimension of its first tensor."""
     if isinstance(data, torch.Tensor):
         return int(data.shape[0])
+    if type(data) in (tuple, list) and data and isinstance(data[0], torch.Tensor):
+        return int(data[0].shape[0])  # the common (inputs, targets): no ABC checks
     if isinstance(data, Mapping):
         for v in data.values():
             n = batch_len(v)

@@ -47,11 +47,9 @@ class Precision:
             self.device_type, init_scale=init_scale, enabled=self.dtype is torch.float16
         )
         self.skipped_steps = 0
-
-    @property
-    def scaling(self) -> bool:
-        """True when a GradScaler is active (fp16)."""
-        return self.scaler.is_enabled()
+        self.scaling: bool = self.scaler.is_enabled()
+        """True when a GradScaler is active (fp16); fixed at construction, as the scaler's
+        own switch is (read on every step, so a plain attribute)."""
 
     def autocast(self) -> contextlib.AbstractContextManager[Any]:
         """Autocast region for the forward pass (a no-op in fp32)."""

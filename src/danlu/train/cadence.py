@@ -8,7 +8,9 @@ arithmetic per parameter (a wide MLP), costs a few percent of the step.
 ``"auto"`` (:class:`NormCadence`'s default in ``danlu.train.init``) keeps that cost inside a
 budget:
 
-- on a GPU, and wherever clipping or norm-adaptive LR need the norm, it is every step;
+- on a GPU, wherever clipping or norm-adaptive LR need the norm, and for models with fewer
+  than :data:`SMALL_GRADIENTS` gradient elements (their norm costs microseconds; timing it
+  would only let the machine's noise pick the cadence), it is every step;
 - on a CPU the norm is computed on every step while it is measured: the first step is
   skipped (allocator warm-up), the next :data:`CALIBRATION_STEPS` are timed. Then the cadence
   is fixed once: every step when the median norm costs at most
@@ -36,6 +38,9 @@ FLOOR_S = 100e-6
 """A norm this cheap (seconds) runs every step whatever the step costs: for small models the
 budget would otherwise drop per-step gradient checks to save microseconds."""
 
+SMALL_GRADIENTS = 1 << 18
+"""Models with fewer gradient elements (1 MiB in fp32) than this are never measured."""
+
 CALIBRATION_STEPS = 3
 """Steps timed (after one warm-up step) before ``"auto"`` fixes the cadence."""
 
@@ -53,9 +58,13 @@ class NormCadence:
     across ranks and :meth:`fix` it).
     """
 
-    def __init__(self, every: NormEvery, *, measurable: bool = True) -> None:
+    def __init__(
+        self, every: NormEvery, *, measurable: bool = True, elements: int | None = None
+    ) -> None:
         """``every``: a cadence >= 1, or ``"auto"``; ``measurable``: False where the norm's
-        cost cannot be timed on the host (a GPU), and ``"auto"`` then means every step."""
+        cost cannot be timed on the host (a GPU); ``elements``: the gradient elements the
+        norm reads (None: unknown). ``"auto"`` means every step when not measurable or below
+        :data:`SMALL_GRADIENTS`."""
         if every != "auto" and (not isinstance(every, int) or isinstance(every, bool) or every < 1):
             raise DanluError(
                 f"grad_norm_every must be >= 1 or 'auto' (got {every!r}); "
@@ -63,7 +72,8 @@ class NormCadence:
             )
         self.auto = every == "auto"
         self.every = 1 if every == "auto" else every
-        self.calibrating = self.auto and measurable
+        small = elements is not None and elements < SMALL_GRADIENTS
+        self.calibrating = self.auto and measurable and not small
         self._warmup = 1
         self._norms: list[float] = []
         self._steps: list[float] = []

@@ -114,6 +114,8 @@ class TrainContext:
         self._current: LocalBatch | None = None
         self._closed = False
         self._t_last = time.perf_counter()
+        self._cuda = distributed.device.type == "cuda"
+        self._chief = distributed.is_chief
         self._scheduler_batch: int | None = None  # launch's (env), else the first reply's
         self._target_epochs: int | None = None  # set by epochs(n): what progress counts to
         self._follows_api = env.metrics_url is not None
@@ -217,27 +219,32 @@ class TrainContext:
         return result
 
     def _report(self, r: StepResult) -> None:
+        # Runs after every step with the CPU's caches full of the step's tensors: locals and
+        # plain attributes rather than properties and calls keep it short.
         now = time.perf_counter()
         wall = now - self._t_last
         self._t_last = now
+        batch, precision, anomaly, sampler = self.batch, self.precision, self.anomaly, self.sampler
+        micro = batch.micro
+        local = batch.local_batch
         record: dict[str, Any] = {
             "step": self.step_num,
-            "epoch": self.epoch,
+            "epoch": sampler.epoch if sampler is not None else 0,
             "loss": r.loss,
-            "lr": self.lr.lr,
+            "lr": float(self.optimizer.param_groups[0]["lr"]),
             "grad_norm": r.grad_norm,
-            "loss_scale": self.precision.loss_scale,
+            "loss_scale": precision.loss_scale if precision.scaling else 1.0,
             "samples_per_s": r.samples / wall if wall > 0 else None,
             "step_time_s": r.step_time,
-            "global_batch": self.batch.global_batch,
-            "micro_batch": self.batch.micro,
-            "accumulation": self.batch.accumulation,
+            "global_batch": batch.global_batch,
+            "micro_batch": micro,
+            "accumulation": max(1, -(-local // micro)),
             "world_size": self.distributed.world_size,
             "applied": r.applied,
-            "skipped_steps": self.precision.skipped_steps,
-            "anomalies": self.anomaly.total if self.anomaly is not None else 0,
+            "skipped_steps": precision.skipped_steps,
+            "anomalies": anomaly.total if anomaly is not None and anomaly.counts else 0,
             "anomaly": r.anomaly,
-            "oom_count": self.batch.oom_count,
+            "oom_count": batch.oom_count,
             "rollbacks": self.rollbacks,
             "time": time.time(),
         }
@@ -247,19 +254,21 @@ class TrainContext:
             record["adaptive"] = 1
         if self._gns_probe:
             record["probe"] = 1  # two half micro-batches to measure the gradient noise
-        sampler = self.sampler
         if self._target_epochs is not None and sampler is not None and sampler.n > 0:
             done = (sampler.epoch + sampler.offset / sampler.n) / self._target_epochs
             record["progress"] = min(1.0, done)
-        self._note_gradient_stats(record)
-        if self.distributed.device.type == "cuda":
+        if self.adaptive is not None or self.engine.gns is not None:
+            self._note_gradient_stats(record)
+        if self._cuda:
             record["memory_bytes"] = torch.cuda.max_memory_allocated(self.distributed.device)
-        self.history.append(record)
-        if len(self.history) > 2 * HISTORY_LIMIT:
-            del self.history[:HISTORY_LIMIT]
-        if self.distributed.is_chief:
+        history = self.history
+        history.append(record)
+        if len(history) > 2 * HISTORY_LIMIT:
+            del history[:HISTORY_LIMIT]
+        if self._chief:
             self.reporter.report(record)
-            self.progress.update(self.step_num, record)
+            if self.progress.enabled:
+                self.progress.update(self.step_num, record)
 
     @property
     def _gradient_noise(self) -> GradientNoiseScale | None:

@@ -40,12 +40,9 @@ class LRController:
         self.decay = 1.0
         self.steps = 0
         self._inner = [float(g["lr"]) for g in optimizer.param_groups]
-        self._apply(1.0)
-
-    @property
-    def plateau(self) -> bool:
+        self.plateau = isinstance(scheduler, torch.optim.lr_scheduler.ReduceLROnPlateau)
         """True when the scheduler is ``ReduceLROnPlateau`` (stepped with a metric)."""
-        return isinstance(self.scheduler, torch.optim.lr_scheduler.ReduceLROnPlateau)
+        self._apply(1.0)
 
     @property
     def uses_grad_norm(self) -> bool:

@@ -182,8 +182,11 @@ class StepEngine:
         needs_norm = clip_grad_norm is not None or lr.uses_grad_norm
         self.compute_norm = compute_grad_norm or needs_norm
         # clipping and norm-adaptive LR act on every step's norm: no cadence for them
+        self.params = [p for g in optimizer.param_groups for p in g["params"]]
         self.cadence = NormCadence(
-            1 if needs_norm else grad_norm_every, measurable=dist.device.type == "cpu"
+            1 if needs_norm else grad_norm_every,
+            measurable=dist.device.type == "cpu",
+            elements=sum(p.numel() for p in self.params),
         )
         if needs_norm:  # still validate what the user passed
             NormCadence(grad_norm_every)
@@ -194,7 +197,6 @@ class StepEngine:
         self.gns = gns
         self.gns_every = gns_every
         self.oom_injector = oom_injector
-        self.params = [p for g in optimizer.param_groups for p in g["params"]]
         self.step_count = 0  # optimizer steps taken (applied or skipped)
         self._gns_small: tuple[float, int] | None = None
         self._timer = MicroStepTimer(dist.device)
@@ -224,9 +226,11 @@ class StepEngine:
                 continue
             assert isinstance(out, torch.Tensor)
             break
-        self.precision.unscale(self.optimizer)
+        if self.precision.scaling:
+            self.precision.unscale(self.optimizer)
         loss, norm = self._loss_and_norm(out)
-        sync = self._sync_time()  # after the step's synchronisation: CUDA events are complete
+        # after the step's synchronisation: CUDA events are complete
+        sync = self._sync_time() if self.dist.world_size > 1 else 0.0
         if self.gns is not None and self._gns_small is not None and norm is not None:
             self.gns.update(
                 self._gns_small[0], self._gns_small[1], norm * norm, n * self.dist.world_size
@@ -239,7 +243,8 @@ class StepEngine:
         if kind is not None and self.anomaly is not None and self.anomaly.action == "stop":
             self.anomaly.raise_for(kind, self.step_count, loss, norm)
         if kind is None or (self.anomaly is not None and self.anomaly.action == "warn"):
-            self.lr.before_step(norm)
+            if self.lr.grad_norm_tau is not None:
+                self.lr.before_step(norm)
             applied = self.precision.step(self.optimizer)
             # a gradient nobody checked reached the parameters (the fp16 scaler checks its own)
             self.unchecked_update = self.unchecked_update or (
