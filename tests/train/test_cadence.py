@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import math
 from pathlib import Path
+from typing import Any
 
 import pytest
 import torch
@@ -70,26 +71,29 @@ def test_a_bad_cadence_is_refused_by_name(bad: object) -> None:
         )
 
 
-def _run(steps: int, ckpt: Path | None = None, **kwargs: object) -> tuple[list[dt.StepResult], int]:
-    data = tiny_regression(512)
-    model = tiny_model()
+def _tiny_ctx(model: torch.nn.Module, **kwargs: Any) -> dt.TrainContext:
+    """danlu.train over ``model`` (SGD), 16 samples a step from a 512-sample dataset."""
     opt = torch.optim.SGD(model.parameters(), lr=0.01)
-    extra: dict[str, object] = {}
-    if ckpt is not None:
-        extra = {"checkpoint_dir": str(ckpt), "checkpoint_every_steps": 4}
-    with dt.init(
+    return dt.init(
         model,
         opt,
         global_batch_size=16,
         dataset_size=512,
         metrics_file=False,
         environ={},
-        **extra,
         **kwargs,
-    ) as ctx:  # type: ignore[arg-type]
-        results = [
-            ctx.step(b, mse_loss) for _, b in zip(range(steps), ctx.batches(data), strict=False)
-        ]
+    )
+
+
+def _run(steps: int, ckpt: Path | None = None) -> tuple[list[dt.StepResult], int]:
+    """``steps`` steps of a tiny model with the default cadence (checkpoints every 4 steps
+    to ``ckpt``, resumed from there)."""
+    extra: dict[str, Any] = {}
+    if ckpt is not None:
+        extra = {"checkpoint_dir": str(ckpt), "checkpoint_every_steps": 4}
+    with _tiny_ctx(tiny_model(), **extra) as ctx:
+        batches = ctx.batches(tiny_regression(512))
+        results = [ctx.step(next(batches), mse_loss) for _ in range(steps)]
         return results, ctx.engine.norm_every
 
 
@@ -138,20 +142,9 @@ def _nan_gradient_on(step: int) -> LossFn:
 
 
 def test_a_nan_gradient_on_an_unchecked_step_stops_with_a_clear_error() -> None:
-    data = tiny_regression(512)
-    model = tiny_model()
-    opt = torch.optim.SGD(model.parameters(), lr=0.01)
     loss_fn = _nan_gradient_on(4)  # off a cadence of 3: steps 0, 3, 6 are checked
-    with dt.init(
-        model,
-        opt,
-        global_batch_size=16,
-        dataset_size=512,
-        metrics_file=False,
-        grad_norm_every=3,
-        environ={},
-    ) as ctx:
-        batches = ctx.batches(data)
+    with _tiny_ctx(tiny_model(), grad_norm_every=3) as ctx:
+        batches = ctx.batches(tiny_regression(512))
         for _ in range(5):
             assert math.isfinite(ctx.step(next(batches), loss_fn).loss)
         with pytest.raises(TrainingAnomalyError, match="grad_norm_every=1"):
@@ -159,22 +152,12 @@ def test_a_nan_gradient_on_an_unchecked_step_stops_with_a_clear_error() -> None:
 
 
 def test_a_nan_gradient_on_an_unchecked_step_rolls_back_to_a_checkpoint(tmp_path: Path) -> None:
-    data = tiny_regression(512)
     model = tiny_model()
-    opt = torch.optim.SGD(model.parameters(), lr=0.01)
     loss_fn = _nan_gradient_on(5)
-    with dt.init(
-        model,
-        opt,
-        global_batch_size=16,
-        dataset_size=512,
-        metrics_file=False,
-        grad_norm_every=3,
-        checkpoint_dir=str(tmp_path),
-        checkpoint_every_steps=2,
-        environ={},
+    with _tiny_ctx(
+        model, grad_norm_every=3, checkpoint_dir=str(tmp_path), checkpoint_every_steps=2
     ) as ctx:
-        batches = ctx.batches(data)
+        batches = ctx.batches(tiny_regression(512))
         results = [ctx.step(next(batches), loss_fn) for _ in range(10)]
         # step 5's NaN gradient is not checked; before the checkpoint of step 6 the NaN
         # parameters are found and the run goes back to the checkpoint of step 4
@@ -185,19 +168,8 @@ def test_a_nan_gradient_on_an_unchecked_step_rolls_back_to_a_checkpoint(tmp_path
 
 
 def test_the_same_nan_gradient_on_a_checked_step_is_skipped() -> None:
-    data = tiny_regression(512)
-    model = tiny_model()
-    opt = torch.optim.SGD(model.parameters(), lr=0.01)
-    with dt.init(
-        model,
-        opt,
-        global_batch_size=16,
-        dataset_size=512,
-        metrics_file=False,
-        grad_norm_every=1,
-        environ={},
-    ) as ctx:
-        batches = ctx.batches(data)
+    with _tiny_ctx(tiny_model(), grad_norm_every=1) as ctx:
+        batches = ctx.batches(tiny_regression(512))
         loss_fn = _nan_gradient_on(4)
         results = [ctx.step(next(batches), loss_fn) for _ in range(8)]
     assert results[4].anomaly == "nonfinite_grad" and not results[4].applied
