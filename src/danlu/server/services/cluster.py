@@ -14,7 +14,7 @@ from danlu.core.cluster import Node as CoreNode
 from danlu.core.errors import ConfigError
 from danlu.core.state import JobState
 from danlu.server.db.models import Gpu, Job, Node
-from danlu.server.services.common import resolve_now
+from danlu.server.services.common import resolve_now, tuple_rows
 
 
 @dataclass(frozen=True, slots=True)
@@ -116,27 +116,17 @@ def load_cluster(session: Session, memo: InventoryMemo | None = None) -> Cluster
     cluster (the same object) is returned without building anything."""
     session.flush()  # the queries below run on the connection, without the ORM's autoflush
     connection = session.connection()
-    gpu_rows: list[tuple[Any, ...]] = (
-        list(  # plain tuples: the memo compares them (a Row compares in Python)
-            map(
-                tuple,
-                connection.execute(
-                    select(Gpu.node_id, func.count(Gpu.id), func.min(Gpu.memory))
-                    .group_by(Gpu.node_id)
-                    .order_by(Gpu.node_id)
-                ).all(),
-            )
-        )
+    gpu_rows = tuple_rows(  # plain tuples: the memo compares them
+        connection,
+        select(Gpu.node_id, func.count(Gpu.id), func.min(Gpu.memory))
+        .group_by(Gpu.node_id)
+        .order_by(Gpu.node_id),
     )
-    node_rows: list[tuple[Any, ...]] = list(
-        map(
-            tuple,
-            connection.execute(
-                select(
-                    Node.id, Node.name, Node.gpu_type, Node.cpu_milli, Node.memory, Node.rack
-                ).order_by(Node.position, Node.id)
-            ).all(),
-        )
+    node_rows = tuple_rows(
+        connection,
+        select(Node.id, Node.name, Node.gpu_type, Node.cpu_milli, Node.memory, Node.rack).order_by(
+            Node.position, Node.id
+        ),
     )
     rows = (gpu_rows, node_rows)
     if memo is not None:

@@ -26,7 +26,7 @@ from danlu.server.db.models import Job, Project
 from danlu.server.errors import AdmissionError
 from danlu.server.services import admission, jobs, observe
 from danlu.server.services.cluster import InventoryMemo, load_cluster
-from danlu.server.services.common import resolve_now
+from danlu.server.services.common import resolve_now, tuple_rows
 from danlu.server.services.projects import HOLDING, Usage, allocation_usage, quota_excess
 
 ShareDict = dict[str, int | str]
@@ -298,10 +298,9 @@ def build_snapshot(
     base = {pid: p.priority for pid, p in projects.items()}
     statuses.begin(cluster, base)
     connection = session.connection()
-    # plain tuples: a Row compares in Python, which made the cache lookups 20 x slower
     holding, pending_due = key_row_queries(t)
-    held: list[_Key] = list(map(tuple, connection.execute(holding).all()))
-    waiting: list[_Key] = list(map(tuple, connection.execute(pending_due).all()))
+    held = tuple_rows(connection, holding)  # plain tuples: the cache's keys
+    waiting = tuple_rows(connection, pending_due)
     preempting = frozenset(row[1] for row in held if row[6] == _PREEMPTING)
     held_entries = statuses.lookup(held + waiting)
     waiting_entries = held_entries[len(held) :]
@@ -371,11 +370,10 @@ def _fill(
 ) -> None:
     """Build (and cache) the entries of ``rows`` that ``entries`` lacks, in place, from the
     jobs' full rows ``loaded`` (by seq)."""
-    for i in [i for i, entry in enumerate(entries) if entry is None]:
-        key = rows[i]
-        job = loaded.get(key[0])
-        if job is None:
-            continue  # gone since the key read (another session): left out of this view
+    for i, key in enumerate(rows):
+        job = loaded.get(key[0]) if entries[i] is None else None
+        if job is None:  # cached, or gone since the key read (another session): left out
+            continue
         project = projects[key[5]]
         if running:
             entry = _running_entry(job, project, cluster)
