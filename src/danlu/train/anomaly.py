@@ -82,8 +82,12 @@ class AnomalyDetector:
             if grad_norm is not None:
                 self._grad.add(grad_norm)
         else:
-            self.counts[kind] = self.counts.get(kind, 0) + 1
+            self.count(kind)
         return kind
+
+    def count(self, kind: str) -> None:
+        """Count one anomaly of ``kind`` (also those found outside :meth:`check`)."""
+        self.counts[kind] = self.counts.get(kind, 0) + 1
 
     def _classify(self, loss: float, grad_norm: float | None) -> str | None:
         if not math.isfinite(loss):

@@ -65,11 +65,7 @@ class NormCadence:
         cost cannot be timed on the host (a GPU); ``elements``: the gradient elements the
         norm reads (None: unknown). ``"auto"`` means every step when not measurable or below
         :data:`SMALL_GRADIENTS`."""
-        if every != "auto" and (not isinstance(every, int) or isinstance(every, bool) or every < 1):
-            raise DanluError(
-                f"grad_norm_every must be >= 1 or 'auto' (got {every!r}); "
-                "use compute_grad_norm=False to skip the norm altogether"
-            )
+        check_norm_every(every)
         self.auto = every == "auto"
         self.every = 1 if every == "auto" else every
         small = elements is not None and elements < SMALL_GRADIENTS
@@ -113,6 +109,15 @@ class NormCadence:
         every = state.get("every")
         if self.auto and isinstance(every, int) and every >= 1:
             self.fix(every)
+
+
+def check_norm_every(every: object) -> None:
+    """Raise a clear error unless ``every`` is a cadence >= 1 or ``"auto"``."""
+    if every != "auto" and (not isinstance(every, int) or isinstance(every, bool) or every < 1):
+        raise DanluError(
+            f"grad_norm_every must be >= 1 or 'auto' (got {every!r}); "
+            "use compute_grad_norm=False to skip the norm altogether"
+        )
 
 
 def decide(norm_s: float, step_s: float) -> int:

@@ -114,8 +114,6 @@ class TrainContext:
         self._current: LocalBatch | None = None
         self._closed = False
         self._t_last = time.perf_counter()
-        self._cuda = distributed.device.type == "cuda"
-        self._chief = distributed.is_chief
         self._scheduler_batch: int | None = None  # launch's (env), else the first reply's
         self._target_epochs: int | None = None  # set by epochs(n): what progress counts to
         self._follows_api = env.metrics_url is not None
@@ -219,30 +217,26 @@ class TrainContext:
         return result
 
     def _report(self, r: StepResult) -> None:
-        # Runs after every step with the CPU's caches full of the step's tensors: locals and
-        # plain attributes rather than properties and calls keep it short.
         now = time.perf_counter()
         wall = now - self._t_last
         self._t_last = now
         batch, precision, anomaly, sampler = self.batch, self.precision, self.anomaly, self.sampler
-        micro = batch.micro
-        local = batch.local_batch
         record: dict[str, Any] = {
             "step": self.step_num,
-            "epoch": sampler.epoch if sampler is not None else 0,
+            "epoch": self.epoch,
             "loss": r.loss,
-            "lr": float(self.optimizer.param_groups[0]["lr"]),
+            "lr": self.lr.lr,
             "grad_norm": r.grad_norm,
-            "loss_scale": precision.loss_scale if precision.scaling else 1.0,
+            "loss_scale": precision.loss_scale,
             "samples_per_s": r.samples / wall if wall > 0 else None,
             "step_time_s": r.step_time,
             "global_batch": batch.global_batch,
-            "micro_batch": micro,
-            "accumulation": max(1, -(-local // micro)),
+            "micro_batch": batch.micro,
+            "accumulation": batch.accumulation,
             "world_size": self.distributed.world_size,
             "applied": r.applied,
             "skipped_steps": precision.skipped_steps,
-            "anomalies": anomaly.total if anomaly is not None and anomaly.counts else 0,
+            "anomalies": anomaly.total if anomaly is not None else 0,
             "anomaly": r.anomaly,
             "oom_count": batch.oom_count,
             "rollbacks": self.rollbacks,
@@ -257,18 +251,15 @@ class TrainContext:
         if self._target_epochs is not None and sampler is not None and sampler.n > 0:
             done = (sampler.epoch + sampler.offset / sampler.n) / self._target_epochs
             record["progress"] = min(1.0, done)
-        if self.adaptive is not None or self.engine.gns is not None:
-            self._note_gradient_stats(record)
-        if self._cuda:
+        self._note_gradient_stats(record)
+        if self.distributed.device.type == "cuda":
             record["memory_bytes"] = torch.cuda.max_memory_allocated(self.distributed.device)
-        history = self.history
-        history.append(record)
-        if len(history) > 2 * HISTORY_LIMIT:
-            del history[:HISTORY_LIMIT]
-        if self._chief:
+        self.history.append(record)
+        if len(self.history) > 2 * HISTORY_LIMIT:
+            del self.history[:HISTORY_LIMIT]
+        if self.distributed.is_chief:
             self.reporter.report(record)
-            if self.progress.enabled:
-                self.progress.update(self.step_num, record)
+            self.progress.update(self.step_num, record)
 
     @property
     def _gradient_noise(self) -> GradientNoiseScale | None:
@@ -417,7 +408,7 @@ class TrainContext:
         self.engine.unchecked_update = False
         if not self._parameters_nonfinite():
             return False
-        self.anomaly.counts["nonfinite_params"] = self.anomaly.counts.get("nonfinite_params", 0) + 1
+        self.anomaly.count("nonfinite_params")
         if self.anomaly.action == "stop":
             self.anomaly.raise_for("nonfinite_params", self.step_num, math.nan, None)
         if self.anomaly.action == "warn":

@@ -20,7 +20,7 @@ from danlu.train import accumulate
 from danlu.train.amp import Precision
 from danlu.train.anomaly import AnomalyDetector
 from danlu.train.batch import BatchController, GradientNoiseScale
-from danlu.train.cadence import NormCadence, NormEvery
+from danlu.train.cadence import NormCadence, NormEvery, check_norm_every
 from danlu.train.distributed import Distributed
 from danlu.train.lr import LRController
 from danlu.train.oom import OOMInjector, is_oom, release_memory
@@ -188,8 +188,7 @@ class StepEngine:
             measurable=dist.device.type == "cpu",
             elements=sum(p.numel() for p in self.params),
         )
-        if needs_norm:  # still validate what the user passed
-            NormCadence(grad_norm_every)
+        check_norm_every(grad_norm_every)  # also when clipping overrides it
         self._norm_time: float | None = None  # seconds the norm took on a calibration step
         self.unchecked_update = False
         """A step applied gradients whose norm was not computed since the caller last
@@ -226,11 +225,9 @@ class StepEngine:
                 continue
             assert isinstance(out, torch.Tensor)
             break
-        if self.precision.scaling:
-            self.precision.unscale(self.optimizer)
+        self.precision.unscale(self.optimizer)
         loss, norm = self._loss_and_norm(out)
-        # after the step's synchronisation: CUDA events are complete
-        sync = self._sync_time() if self.dist.world_size > 1 else 0.0
+        sync = self._sync_time()  # after the step's synchronisation: CUDA events are complete
         if self.gns is not None and self._gns_small is not None and norm is not None:
             self.gns.update(
                 self._gns_small[0], self._gns_small[1], norm * norm, n * self.dist.world_size
@@ -243,8 +240,7 @@ class StepEngine:
         if kind is not None and self.anomaly is not None and self.anomaly.action == "stop":
             self.anomaly.raise_for(kind, self.step_count, loss, norm)
         if kind is None or (self.anomaly is not None and self.anomaly.action == "warn"):
-            if self.lr.grad_norm_tau is not None:
-                self.lr.before_step(norm)
+            self.lr.before_step(norm)
             applied = self.precision.step(self.optimizer)
             # a gradient nobody checked reached the parameters (the fp16 scaler checks its own)
             self.unchecked_update = self.unchecked_update or (
