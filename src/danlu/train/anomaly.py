@@ -12,7 +12,6 @@ from __future__ import annotations
 
 import math
 from collections import deque
-from dataclasses import dataclass, field
 
 from danlu.core.errors import ConfigError, DanluError
 
@@ -23,27 +22,36 @@ class TrainingAnomalyError(DanluError):
     """Training hit an anomaly (NaN loss, exploding gradients, ...) and was told to stop."""
 
 
-@dataclass
 class _Window:
-    size: int
-    values: deque[float] = field(default_factory=deque)
-    total: float = 0.0
-    total_sq: float = 0.0
+    """The last ``size`` healthy values and ``limit``, the spike threshold ``mu + k * sigma``
+    over them: infinite until ``min_history`` values were seen. The limit is updated as each
+    value enters (the check of the next step only compares with it)."""
+
+    __slots__ = ("k", "limit", "min_history", "size", "total", "total_sq", "values")
+
+    def __init__(self, size: int, k: float, min_history: int) -> None:
+        self.size = size
+        self.k = k
+        self.min_history = min_history
+        self.values: deque[float] = deque()
+        self.total = 0.0
+        self.total_sq = 0.0
+        self.limit = math.inf
 
     def add(self, v: float) -> None:
-        self.values.append(v)
+        values = self.values
+        values.append(v)
         self.total += v
         self.total_sq += v * v
-        if len(self.values) > self.size:
-            old = self.values.popleft()
+        n = len(values)
+        if n > self.size:
+            old = values.popleft()
             self.total -= old
             self.total_sq -= old * old
-
-    def threshold(self, k: float) -> float:
-        n = len(self.values)
-        mu = self.total / n
-        var = max(0.0, self.total_sq / n - mu * mu)
-        return mu + k * math.sqrt(var)
+            n -= 1
+        if n >= self.min_history:
+            mu = self.total / n
+            self.limit = mu + self.k * math.sqrt(max(0.0, self.total_sq / n - mu * mu))
 
 
 class AnomalyDetector:
@@ -66,8 +74,8 @@ class AnomalyDetector:
         self.min_history = min_history
         self.check_loss_spikes = check_loss_spikes
         self.rollback_lr_factor = rollback_lr_factor
-        self._grad = _Window(window)
-        self._loss = _Window(window)
+        self._grad = _Window(window, k, min_history)
+        self._loss = _Window(window, k, min_history)
         self.counts: dict[str, int] = {}
 
     def check(self, loss: float, grad_norm: float | None) -> str | None:
@@ -76,38 +84,28 @@ class AnomalyDetector:
 
         Healthy values enter the statistics; anomalous ones never do.
         """
-        kind = self._classify(loss, grad_norm)
-        if kind is None:
+        kind = None
+        if not math.isfinite(loss):
+            kind = "nonfinite_loss"
+        elif grad_norm is not None and not math.isfinite(grad_norm):
+            kind = "nonfinite_grad"
+        elif grad_norm == 0.0:
+            kind = "zero_grad"
+        elif grad_norm is not None and grad_norm > self._grad.limit:
+            kind = "grad_spike"
+        elif self.check_loss_spikes and loss > self._loss.limit:
+            kind = "loss_spike"
+        else:  # healthy
             self._loss.add(loss)
             if grad_norm is not None:
                 self._grad.add(grad_norm)
-        else:
-            self.count(kind)
+            return None
+        self.count(kind)
         return kind
 
     def count(self, kind: str) -> None:
         """Count one anomaly of ``kind`` (also those found outside :meth:`check`)."""
         self.counts[kind] = self.counts.get(kind, 0) + 1
-
-    def _classify(self, loss: float, grad_norm: float | None) -> str | None:
-        if not math.isfinite(loss):
-            return "nonfinite_loss"
-        if grad_norm is not None:
-            if not math.isfinite(grad_norm):
-                return "nonfinite_grad"
-            if grad_norm == 0.0:
-                return "zero_grad"
-            if len(self._grad.values) >= self.min_history and grad_norm > self._grad.threshold(
-                self.k
-            ):
-                return "grad_spike"
-        if (
-            self.check_loss_spikes
-            and len(self._loss.values) >= self.min_history
-            and loss > self._loss.threshold(self.k)
-        ):
-            return "loss_spike"
-        return None
 
     @property
     def total(self) -> int:
@@ -133,8 +131,8 @@ class AnomalyDetector:
         """Restore :meth:`state_dict` output."""
         counts = state.get("counts", {})
         self.counts = {str(k): int(v) for k, v in dict(counts).items()}  # type: ignore[call-overload]
-        self._grad = _Window(self._grad.size)
-        self._loss = _Window(self._loss.size)
+        self._grad = _Window(self._grad.size, self.k, self.min_history)
+        self._loss = _Window(self._loss.size, self.k, self.min_history)
         for v in state.get("grad", []):  # type: ignore[attr-defined]
             self._grad.add(float(v))
         for v in state.get("loss", []):  # type: ignore[attr-defined]

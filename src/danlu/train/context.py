@@ -252,7 +252,7 @@ class TrainContext:
             done = (sampler.epoch + sampler.offset / sampler.n) / self._target_epochs
             record["progress"] = min(1.0, done)
         self._note_gradient_stats(record)
-        if self.distributed.device.type == "cuda":
+        if self.distributed.cuda:
             record["memory_bytes"] = torch.cuda.max_memory_allocated(self.distributed.device)
         self.history.append(record)
         if len(self.history) > 2 * HISTORY_LIMIT:

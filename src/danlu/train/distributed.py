@@ -47,6 +47,15 @@ class Distributed:
         self.world_size = world_size
         self.local_rank = local_rank
         self.device = device or torch.device("cpu")
+        # Plain attributes, not properties: they are read every step, and once a step's
+        # forward/backward has evicted the interpreter from the CPU's caches each call costs
+        # microseconds (``device.type``, a call into torch, ~15 us).
+        self.enabled = world_size > 1
+        """True with more than one worker."""
+        self.is_chief = rank == 0
+        """Rank 0."""
+        self.cuda = self.device.type == "cuda"
+        """The model lives on a CUDA device."""
         self._owns_group = owns_group
 
     @classmethod
@@ -67,16 +76,6 @@ class Distributed:
             dist.init_process_group(chosen, timeout=_dt.timedelta(seconds=timeout_s))
             owns = True
         return cls(dist.get_rank(), dist.get_world_size(), env.local_rank, device, owns)
-
-    @property
-    def enabled(self) -> bool:
-        """True with more than one worker."""
-        return self.world_size > 1
-
-    @property
-    def is_chief(self) -> bool:
-        """Rank 0."""
-        return self.rank == 0
 
     def _flag_device(self) -> torch.device:
         if self.enabled and dist.get_backend() == "nccl":
@@ -127,7 +126,7 @@ class Distributed:
             return model
         from torch.nn.parallel import DistributedDataParallel as DDP
 
-        ids = [self.device.index] if self.device.type == "cuda" else None
+        ids = [self.device.index] if self.cuda else None
         return DDP(model, device_ids=ids, **ddp_kwargs)
 
     def check_consistency(self, model: torch.nn.Module) -> str:

@@ -75,6 +75,8 @@ class LRController:
     def after_step(self) -> None:
         """Advance the scheduler (not ``ReduceLROnPlateau``: see :meth:`plateau_step`)."""
         self.steps += 1
+        if self.scheduler is None and self.grad_norm_tau is None and self.steps > self.warmup_steps:
+            return  # no schedule, no per-step factor, warmup over: the LRs set last still hold
         self._with_inner(None if self.plateau else (lambda s: s.step()))
 
     def plateau_step(self, metric: float) -> None:

@@ -45,6 +45,7 @@ class MetricsReporter:
         self.interval_s = interval_s
         self.max_pending = max_pending
         self.timeout_s = timeout_s
+        self._active = self.url is not None or self.path is not None
         self._queue: deque[dict[str, Any]] = deque()
         self._retry: list[dict[str, Any]] = []
         self._wake = threading.Event()
@@ -63,7 +64,7 @@ class MetricsReporter:
     @property
     def active(self) -> bool:
         """True when records go somewhere (an API or a file)."""
-        return self.url is not None or self.path is not None
+        return self._active
 
     def start(self) -> None:
         """Start the shipping thread (idempotent; a no-op for the do-nothing sink)."""
@@ -74,7 +75,7 @@ class MetricsReporter:
     def report(self, record: dict[str, Any]) -> None:
         """Queue one record (never blocks, never raises)."""
         self.last = record
-        if self.active:
+        if self._active:
             self._queue.append(record)
 
     def _run(self) -> None:

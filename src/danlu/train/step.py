@@ -318,8 +318,9 @@ class StepEngine:
         return float(both[0]), float(both[1])
 
     def _accumulate(self, data: Any, n: int, loss_fn: LossFn, weight: float) -> object:
-        """Forward/backward over the micro-batches; the summed loss (a detached 0-d float
-        tensor), or an OOM marker."""
+        """Forward/backward over the micro-batches; the summed loss (a detached 0-d tensor:
+        float32 over several micro-batches, the loss's own dtype from one), or an OOM
+        marker."""
         if self.oom_injector is None and not self.dist.enabled and n <= self.batch.micro:
             return self._single(data, loss_fn, weight)
         chunks = accumulate.split(data, self.batch.micro)
@@ -403,4 +404,4 @@ class StepEngine:
             if not is_oom(exc):
                 raise
             return _OOM
-        return loss.detach().float()
+        return loss.detach()  # _loss_and_norm reads any float dtype
