@@ -187,13 +187,13 @@ def median_ci(values: list[float], resamples: int = 1000) -> tuple[float, float,
 
 def interleaved(
     make_model: Callable[[], torch.nn.Module], batches: list[Batch], metrics: Path, steps: int
-) -> dict[str, tuple[float, float, float, float]]:
+) -> tuple[dict[str, tuple[float, float, float, float]], dict[str, int]]:
     """The five loops stepped in turn (one step each, the order rotating): per loop, its
     median seconds per step and the median over rounds of its step time over the plain
     loop's in the same round (a paired ratio: both steps saw the same machine state) with
-    its 95% bootstrap interval."""
+    its 95% bootstrap interval; and the anomalies the two danlu loops found (and skipped)."""
     if steps <= 0:
-        return {}
+        return {}, {}
     model = make_model()
     opt = torch.optim.SGD(model.parameters(), lr=0.01, momentum=0.9)
     ctx = _danlu(model, opt, batches, metrics)
@@ -216,13 +216,23 @@ def interleaved(
                 steppers[name](batch)
                 times[name].append(time.perf_counter() - t0)
     base = times["plain"][10:]
-    return {
+    stats = {
         name: (
             statistics.median(ts[10:]),
             *median_ci([t / p for t, p in zip(ts[10:], base, strict=True)]),
         )
         for name, ts in times.items()
     }
+    return stats, anomalies_found(ctx, ctx1)
+
+
+def anomalies_found(*contexts: dt.TrainContext) -> dict[str, int]:
+    """The anomalies (skipped steps) of ``contexts``, summed by kind."""
+    found: dict[str, int] = {}
+    for ctx in contexts:
+        for kind, n in (ctx.anomaly.counts if ctx.anomaly is not None else {}).items():
+            found[kind] = found.get(kind, 0) + n
+    return found
 
 
 def measure(name: str, w: Workload, args: argparse.Namespace, tmp: Path) -> str:
@@ -239,9 +249,9 @@ def measure(name: str, w: Workload, args: argparse.Namespace, tmp: Path) -> str:
         )
         for _ in range(steps)
     ]
-    params = sum(p.numel() for p in w.make_model().parameters())
     metrics = tmp / f"{name}.jsonl"
     model = w.make_model()
+    params = sum(p.numel() for p in model.parameters())
     opt = torch.optim.SGD(model.parameters(), lr=0.01, momentum=0.9)
     plain = plain_stepper(model, opt)
     with _danlu(model, opt, batches, metrics) as ctx:
@@ -263,9 +273,11 @@ def measure(name: str, w: Workload, args: argparse.Namespace, tmp: Path) -> str:
             ratios.append(pw / dw)
             cpu_ratios.append(dc / pc)
         cadence = ctx.engine.norm_every
-        found = dict(ctx.anomaly.counts) if ctx.anomaly is not None else {}
+        found = anomalies_found(ctx)
     lines = sum(1 for _ in metrics.open())
-    step_s = interleaved(w.make_model, batches, tmp / f"{name}-interleaved.jsonl", n_interleaved)
+    step_s, found_interleaved = interleaved(
+        w.make_model, batches, tmp / f"{name}-interleaved.jsonl", n_interleaved
+    )
     ratio, ratio_low, ratio_high = median_ci(ratios)
     print(f"== {name}: {params:,} parameters, batch {w.batch}, input {w.input_shape}")
     print(
@@ -301,7 +313,10 @@ def measure(name: str, w: Workload, args: argparse.Namespace, tmp: Path) -> str:
                 if n != "plain"
             )
         )
-    print(f"metric records written: {lines}; anomalies found (skipped steps): {found or 'none'}")
+    print(
+        f"metric records written: {lines}; anomalies found (skipped steps): {found or 'none'}, "
+        f"in the interleaved danlu loops: {found_interleaved or 'none'}"
+    )
     summary = (
         f"{name} {100 * (1 - ratio):+.2f}% (repeats; 95% interval "
         f"{100 * (1 - ratio_high):+.2f}%..{100 * (1 - ratio_low):+.2f}%)"

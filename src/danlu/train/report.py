@@ -45,7 +45,8 @@ class MetricsReporter:
         self.interval_s = interval_s
         self.max_pending = max_pending
         self.timeout_s = timeout_s
-        self._active = self.url is not None or self.path is not None
+        self.active = self.url is not None or self.path is not None
+        """True when records go somewhere (an API or a file)."""
         self._queue: deque[dict[str, Any]] = deque()
         self._retry: list[dict[str, Any]] = []
         self._wake = threading.Event()
@@ -61,11 +62,6 @@ class MetricsReporter:
         metrics POST (a ``Rebatch`` changes it without restarting the job); ``None`` until
         a reply carried one. Read it at a step boundary (on the chief rank)."""
 
-    @property
-    def active(self) -> bool:
-        """True when records go somewhere (an API or a file)."""
-        return self._active
-
     def start(self) -> None:
         """Start the shipping thread (idempotent; a no-op for the do-nothing sink)."""
         if self.active and self._thread is None:
@@ -75,7 +71,7 @@ class MetricsReporter:
     def report(self, record: dict[str, Any]) -> None:
         """Queue one record (never blocks, never raises)."""
         self.last = record
-        if self._active:
+        if self.active:
             self._queue.append(record)
 
     def _run(self) -> None:

@@ -300,17 +300,16 @@ class StepEngine:
             not self.cadence.due(self.step_count) and self._gns_small is None
         ):
             return float(loss), None
+        elif loss.device.type == "cpu":  # no tensor round trip on CPU
+            t0 = time.perf_counter()
+            value = grad_norm(self.params)
+            if self.cadence.calibrating:  # a CPU norm is done when it returns
+                self._norm_time = time.perf_counter() - t0
+            return float(loss), value
         else:
             grads = [p.grad for p in self.params if p.grad is not None]
             if not grads:
                 return float(loss), 0.0
-            if loss.device.type == "cpu":  # no tensor round trip on CPU
-                t0 = time.perf_counter()
-                value = cpu_norm(grads)
-                value = float(_fused_norm(grads)) if value is None else value
-                if self.cadence.calibrating:  # a CPU norm is done when it returns
-                    self._norm_time = time.perf_counter() - t0
-                return float(loss), value
             norm_t = _fused_norm(grads)
         if norm_t.device.type == "cpu" and loss.device.type == "cpu":
             return float(loss), float(norm_t)
