@@ -26,7 +26,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 
 import numpy as np
-from danlu_pollux import DATA, FOLDERS, POLLUX
+from danlu_pollux import DATA, FOLDERS, POLLUX, _knob
 
 from danlu.core.cluster import Cluster
 from danlu.sched.policies import danlu_model as dm
@@ -125,11 +125,19 @@ def main() -> None:
     parser.add_argument("--restart-cost", type=float, default=30.0)
     parser.add_argument("--loads", default="0.5,1.0,1.5")
     parser.add_argument("--workloads", default="1,2,3,4")
+    parser.add_argument(
+        "--set",
+        action="append",
+        default=[],
+        metavar="KNOB=VALUE",
+        help="a DanluPolicy setting other than its default (repeatable)",
+    )
     args = parser.parse_args()
+    knobs = dict(_knob(text) for text in args.set)
     if args.restart_cost < 0:
         parser.error("--restart-cost: seconds, 0 or more")
     profiles = load_profiles(DATA / "traces")
-    print(f"oracle {args.oracle}, restart cost {args.restart_cost:g} s")
+    print(f"oracle {args.oracle}, restart cost {args.restart_cost:g} s, knobs {knobs}")
     ratios: list[float] = []
     for load in args.loads.split(","):
         for number in (int(w) for w in args.workloads.split(",")):
@@ -140,7 +148,7 @@ def main() -> None:
                 if isinstance(job.work, ProfiledWork)
             }
             policy = HeadroomPolicy(
-                restart_cost=args.restart_cost, oracle=args.oracle, applications=apps
+                restart_cost=args.restart_cost, oracle=args.oracle, applications=apps, **knobs
             )
             result = Simulator(
                 Cluster.homogeneous(16, 4),

@@ -55,6 +55,7 @@ from danlu.sched.placement.gang import FreeMap
 from danlu.sched.policies import danlu_model as dm
 from danlu.sched.policies.danlu_alloc import Option, walk
 from danlu.sched.policies.danlu_share import place_shared
+from danlu.sched.policies.danlu_shares import share_walk
 from danlu.sched.view import (
     ClusterView,
     JobRequest,
@@ -163,6 +164,9 @@ class DanluPolicy:
     """A job that holds GPUs grows into GPUs nobody took only when that cuts its cost by this
     fraction more than ``hysteresis`` asks (they are lent: the next arrival takes them back,
     two restarts later)."""
+    alloc: str = "walk"
+    """GPU counts: ``walk`` (:func:`danlu_alloc.walk`, linear GPU price) or ``shares``
+    (:func:`danlu_shares.share_walk`, heSRPT's delay of the jobs behind)."""
     adaptive_jobs: bool = True
     """Let jobs that report ``observed["adaptive"]`` re-pick their batch in-process
     (``Start.adaptive``); off: the policy picks every job's batch (rebatches in place)."""
@@ -542,7 +546,7 @@ class DanluPolicy:
             order = starving + [j for j in order if j not in promoted]
             for j in starving:
                 all_options[j] = all_options[j][:1]
-        chosen = walk(
+        chosen = (share_walk if self.alloc == "shares" else walk)(
             all_options,
             order,
             capacity,

@@ -107,7 +107,23 @@ def walk(
             free -= options[j][k].gpus
     if free <= 0:
         return chosen
-    for j in order:  # GPUs nobody took: to whoever they shorten, best-ranked first
+    return spare_pass(options, order, chosen, free, locked, may_grow, hysteresis, spare_gain)
+
+
+def spare_pass(
+    options: Sequence[Sequence[Option]],
+    order: Sequence[int],
+    chosen: list[int],
+    free: int,
+    locked: Sequence[bool],
+    may_grow: Sequence[bool] | None,
+    hysteresis: float,
+    spare_gain: float,
+) -> list[int]:
+    """Give ``free`` GPUs nobody took to the jobs they shorten, best-ranked first (price 0);
+    a job that already has GPUs grows only for a gain of ``spare_gain`` more than
+    ``hysteresis`` asks. Updates and returns ``chosen``."""
+    for j in order:
         if not options[j] or free <= 0:
             continue
         if locked[j] and (may_grow is None or not may_grow[j]):

@@ -1,0 +1,175 @@
+"""GPU counts for the ``danlu`` policy: heSRPT-style shares (``DanluPolicy.alloc = "shares"``).
+
+An alternative to :func:`danlu_alloc.walk` with the same inputs and output. The jobs are
+still walked in rank order (shortest first), each taking the option that minimises its cost
+among those that fit the GPUs left; what differs is the cost of the GPUs it takes.
+
+**Objective.** The sum of the completion times of the jobs in the walk, in a fluid model in
+which every job runs at once on a share of the GPUs and the jobs complete in rank order
+(heSRPT: Berg, Vesilo, Harchol-Balter). While the job ranked ``r`` runs (``T(n)`` seconds
+on ``n`` of the ``G`` GPUs left at its turn), the ``B`` jobs ranked after it share the
+other ``G - n``. If they scale as ``g**p`` in the GPUs ``g`` they get together (each keeps
+its fraction of them), they progress at ``((G - n) / G)**p`` of the speed they would have
+with all ``G``: each of them finishes ``T(n) * (1 - ((G - n) / G)**p)`` seconds later than
+if the job had taken nothing. So the job's cost is
+
+    ``T(n) * (1 + B * (1 - ((G - n) / G)**p))``
+
+its own time plus the delay it causes the jobs behind it. For equal jobs with ``T(n) =
+x / n**p`` its minimum is heSRPT's share of the shortest of ``B + 1`` jobs, ``1 - (B / (B +
+1))**(1 / (1 - p))`` of ``G``, and as the jobs behind share what is left by the same rule,
+the walk gives every job its heSRPT share (of the GPUs the options let it take).
+:func:`danlu_alloc.walk` prices the GPUs linearly, ``T(n) * (1 + B * n / C)``, as if the
+jobs behind scaled linearly: for small ``n`` that is ``1 / p`` times the price above, so it
+gives the shortest job about ``p`` times its heSRPT share.
+
+**Heterogeneous jobs.** Each job's exponent ``p`` is read off its own options (between its
+smallest option and its fastest one, clipped to ``[P_MIN, P_MAX]``); the jobs behind are
+taken together with the mean of their exponents. They cannot use more than the sum of their
+fastest options' GPUs (``U``): GPUs beyond that cost them nothing, so the share is of
+``min(G, U)``. The last job (nobody behind) takes its fastest option that fits.
+
+Kept allocations, pins, growth permissions and the second pass over GPUs nobody took are as
+in :func:`danlu_alloc.walk`. Deterministic; linear in the jobs times their options.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Sequence
+
+from danlu.sched.policies.danlu_alloc import Option, spare_pass
+
+P_MIN = 0.05
+"""Smallest speed-up exponent (a job that does not speed up at all)."""
+P_MAX = 0.95
+"""Largest speed-up exponent (nearly linear; 1 would make the share formula degenerate)."""
+P_SINGLE = 0.5
+"""Exponent assumed for a job with a single option (nothing to read it from)."""
+
+
+def exponent(options: Sequence[Option]) -> float:
+    """The speed-up exponent ``p`` of ``T(n) ~ n**-p`` between the job's smallest option and
+    its fastest one, clipped to ``[P_MIN, P_MAX]`` (``P_SINGLE`` with one option)."""
+    if not options:
+        return P_SINGLE
+    if len(options) == 1:
+        return P_SINGLE
+    small = min(options, key=lambda o: (o.gpus, o.seconds))
+    fast = min(options, key=lambda o: (o.seconds, o.gpus))
+    if fast.gpus <= small.gpus or not fast.seconds > 0 or not small.seconds > fast.seconds:
+        return P_MIN
+    p = math.log(small.seconds / fast.seconds) / math.log(fast.gpus / small.gpus)
+    return min(P_MAX, max(P_MIN, p))
+
+
+def useful(options: Sequence[Option]) -> int:
+    """GPUs of the job's fastest option (0 without options): more do not help it."""
+    if not options:
+        return 0
+    return min(options, key=lambda o: (o.seconds, o.gpus)).gpus
+
+
+def delay(gpus: int, left: int, behind: int, p_rest: float, room: int) -> float:
+    """The fraction of its own time by which a job taking ``gpus`` of the ``left`` GPUs
+    delays the ``behind`` jobs after it, summed over them: ``behind * (1 - (g' / g)**p)``
+    with ``g = min(left, room)`` and ``g' = min(left - gpus, room)`` (``room``: the GPUs the
+    jobs behind can use at all)."""
+    if behind <= 0:
+        return 0.0
+    base = min(left, room)
+    if base <= 0:
+        return 0.0
+    rest = min(max(left - gpus, 0), room)
+    return behind * (1.0 - math.pow(rest / base, p_rest))
+
+
+def _cost(
+    option: Option,
+    left: int,
+    behind: int,
+    p_rest: float,
+    room: int,
+    scale: float,
+    hysteresis: float,
+) -> float:
+    cost = option.seconds * (1.0 + scale * delay(option.gpus, left, behind, p_rest, room))
+    return cost * (1.0 - hysteresis) if option.keep else cost
+
+
+def _choose(
+    options: Sequence[Option],
+    current: int,
+    left: int,
+    behind: int,
+    p_rest: float,
+    room: int,
+    scale: float,
+    hysteresis: float,
+) -> int:
+    """The cheapest option with at most ``left`` GPUs (-1: none); with ``current >= 0``
+    only that option or bigger ones."""
+    best, best_cost, floor = -1, math.inf, 0
+    if current >= 0:
+        best, floor = current, options[current].gpus + 1
+        best_cost = _cost(options[current], left, behind, p_rest, room, scale, hysteresis)
+    for k, option in enumerate(options):
+        if option.gpus > left or option.gpus < floor:
+            continue
+        cost = _cost(option, left, behind, p_rest, room, scale, hysteresis)
+        if cost < best_cost:
+            best, best_cost = k, cost
+    return best
+
+
+def share_walk(
+    options: Sequence[Sequence[Option]],
+    order: Sequence[int],
+    capacity: int,
+    pinned: Sequence[int] | None = None,
+    hysteresis: float = 0.1,
+    may_grow: Sequence[bool] | None = None,
+    price_scale: float = 1.0,
+    spare_gain: float = 0.0,
+) -> list[int]:
+    """The chosen option index per job (-1: none), GPUs within ``capacity``; the arguments
+    are those of :func:`danlu_alloc.walk` (``price_scale`` multiplies the delay term)."""
+    count = len(options)
+    chosen = [-1] * count
+    free = capacity
+    locked = [False] * count
+    if pinned is not None:
+        for j, k in enumerate(pinned):
+            if k >= 0 and options[j][k].gpus <= free:
+                chosen[j] = k
+                free -= options[j][k].gpus
+                locked[j] = True
+    # what the jobs ranked after each position amount to: count, summed exponents, room
+    size = len(order)
+    p_after = [0.0] * (size + 1)
+    room_after = [0] * (size + 1)
+    for rank in range(size - 1, -1, -1):
+        j = order[rank]
+        p_after[rank] = p_after[rank + 1] + exponent(options[j])
+        room_after[rank] = room_after[rank + 1] + useful(options[j])
+    for rank, j in enumerate(order):
+        if free <= 0:
+            break
+        opts = options[j]
+        if not opts:
+            continue
+        behind = size - rank - 1
+        p_rest = p_after[rank + 1] / behind if behind else 0.0
+        room = room_after[rank + 1]
+        held = opts[chosen[j]].gpus if locked[j] else 0
+        if locked[j] and (may_grow is None or not may_grow[j]):
+            continue
+        left = free + held
+        current = chosen[j] if locked[j] else -1  # held: may grow in its turn, never shrinks
+        best = _choose(opts, current, left, behind, p_rest, room, price_scale, hysteresis)
+        if best >= 0:
+            chosen[j] = best
+            free -= opts[best].gpus - held
+    if free <= 0:
+        return chosen
+    return spare_pass(options, order, chosen, free, locked, may_grow, hysteresis, spare_gain)
