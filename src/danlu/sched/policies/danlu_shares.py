@@ -70,7 +70,7 @@ def useful(options: Sequence[Option]) -> int:
     return min(options, key=lambda o: (o.seconds, o.gpus)).gpus
 
 
-def delay(gpus: int, left: int, behind: int, p_rest: float, room: int) -> float:
+def delay(gpus: int, left: int, behind: float, p_rest: float, room: int) -> float:
     """The fraction of its own time by which a job taking ``gpus`` of the ``left`` GPUs
     delays the ``behind`` jobs after it, summed over them: ``behind * (1 - (g' / g)**p)``
     with ``g = min(left, room)`` and ``g' = min(left - gpus, room)`` (``room``: the GPUs the
@@ -87,7 +87,7 @@ def delay(gpus: int, left: int, behind: int, p_rest: float, room: int) -> float:
 def _cost(
     option: Option,
     left: int,
-    behind: int,
+    behind: float,
     p_rest: float,
     room: int,
     scale: float,
@@ -101,7 +101,7 @@ def _choose(
     options: Sequence[Option],
     current: int,
     left: int,
-    behind: int,
+    behind: float,
     p_rest: float,
     room: int,
     scale: float,
@@ -144,22 +144,33 @@ def share_walk(
                 chosen[j] = k
                 free -= options[j][k].gpus
                 locked[j] = True
-    # what the jobs ranked after each position amount to: count, summed exponents, room
+    # what the jobs ranked after each position amount to: how many of them the job would
+    # delay (a held job only by the share of its fastest size it does not hold yet, one
+    # that may not grow not at all), their summed exponents (so weighted) and the GPUs
+    # they could still use
     size = len(order)
+    n_after = [0.0] * (size + 1)
     p_after = [0.0] * (size + 1)
     room_after = [0] * (size + 1)
     for rank in range(size - 1, -1, -1):
         j = order[rank]
-        p_after[rank] = p_after[rank + 1] + exponent(options[j])
-        room_after[rank] = room_after[rank + 1] + useful(options[j])
+        weight, room = 1.0, useful(options[j])
+        if locked[j]:
+            held = options[j][chosen[j]].gpus
+            grows = may_grow is not None and may_grow[j]
+            room = max(room - held, 0) if grows else 0
+            weight = room / (room + held) if room > 0 else 0.0
+        n_after[rank] = n_after[rank + 1] + weight
+        p_after[rank] = p_after[rank + 1] + weight * exponent(options[j])
+        room_after[rank] = room_after[rank + 1] + room
     for rank, j in enumerate(order):
         if free <= 0:
             break
         opts = options[j]
         if not opts:
             continue
-        behind = size - rank - 1
-        p_rest = p_after[rank + 1] / behind if behind else 0.0
+        behind = n_after[rank + 1]
+        p_rest = p_after[rank + 1] / behind if behind > 0 else 0.0
         room = room_after[rank + 1]
         held = opts[chosen[j]].gpus if locked[j] else 0
         if locked[j] and (may_grow is None or not may_grow[j]):
