@@ -167,6 +167,8 @@ class DanluPolicy:
     alloc: str = "walk"
     """GPU counts: ``walk`` (:func:`danlu_alloc.walk`, linear GPU price) or ``shares``
     (:func:`danlu_shares.share_walk`, heSRPT's delay of the jobs behind)."""
+    share_p_max: float = 0.65
+    """``shares``: the largest speed-up exponent read off a job's options."""
     adaptive_jobs: bool = True
     """Let jobs that report ``observed["adaptive"]`` re-pick their batch in-process
     (``Start.adaptive``); off: the policy picks every job's batch (rebatches in place)."""
@@ -546,16 +548,11 @@ class DanluPolicy:
             order = starving + [j for j in order if j not in promoted]
             for j in starving:
                 all_options[j] = all_options[j][:1]
-        chosen = (share_walk if self.alloc == "shares" else walk)(
-            all_options,
-            order,
-            capacity,
-            pinned,
-            self.hysteresis,
-            grow,
-            self.price_scale,
-            self.spare_gain,
-        )
+        knobs = (self.hysteresis, grow, self.price_scale, self.spare_gain)
+        if self.alloc == "shares":  # heSRPT's delay of the jobs behind (danlu_shares)
+            chosen = share_walk(all_options, order, capacity, pinned, *knobs, self.share_p_max)
+        else:
+            chosen = walk(all_options, order, capacity, pinned, *knobs)
         plan = self._place(view, whole, first, all_options, chosen, new_marks)
         return self._share(view, shared, plan)
 

@@ -37,37 +37,35 @@ from __future__ import annotations
 
 import math
 from collections.abc import Sequence
+from operator import attrgetter
 
 from danlu.sched.policies.danlu_alloc import Option, spare_pass
 
 P_MIN = 0.05
 """Smallest speed-up exponent (a job that does not speed up at all)."""
-P_MAX = 0.95
-"""Largest speed-up exponent (nearly linear; 1 would make the share formula degenerate)."""
+P_MAX = 0.65
+"""Default largest speed-up exponent. A job's options beyond the sizes it was measured at
+come from an optimistic prior (unmeasured inter-node sync), so their curves overstate how
+well the jobs behind scale; on the Pollux runs 0.65 beat 0.95, 0.8 and 0.5."""
 P_SINGLE = 0.5
 """Exponent assumed for a job with a single option (nothing to read it from)."""
 
+_SECONDS = attrgetter("seconds")
 
-def exponent(options: Sequence[Option]) -> float:
-    """The speed-up exponent ``p`` of ``T(n) ~ n**-p`` between the job's smallest option and
-    its fastest one, clipped to ``[P_MIN, P_MAX]`` (``P_SINGLE`` with one option)."""
-    if not options:
-        return P_SINGLE
-    if len(options) == 1:
-        return P_SINGLE
-    small = min(options, key=lambda o: (o.gpus, o.seconds))
-    fast = min(options, key=lambda o: (o.seconds, o.gpus))
+
+def profile(options: Sequence[Option], p_max: float = P_MAX) -> tuple[float, int]:
+    """The job's speed-up exponent ``p`` of ``T(n) ~ n**-p`` between its smallest option
+    (the first: options come sorted by GPUs) and its fastest one, clipped to ``[P_MIN,
+    p_max]`` (``P_SINGLE`` with one option), and the GPUs of its fastest option (more do
+    not help it; 0 without options)."""
+    if len(options) < 2:
+        return min(P_SINGLE, p_max), (options[0].gpus if options else 0)
+    small = options[0]
+    fast = min(options, key=_SECONDS)
     if fast.gpus <= small.gpus or not fast.seconds > 0 or not small.seconds > fast.seconds:
-        return P_MIN
+        return P_MIN, fast.gpus
     p = math.log(small.seconds / fast.seconds) / math.log(fast.gpus / small.gpus)
-    return min(P_MAX, max(P_MIN, p))
-
-
-def useful(options: Sequence[Option]) -> int:
-    """GPUs of the job's fastest option (0 without options): more do not help it."""
-    if not options:
-        return 0
-    return min(options, key=lambda o: (o.seconds, o.gpus)).gpus
+    return min(p_max, max(P_MIN, p)), fast.gpus
 
 
 def delay(gpus: int, left: int, behind: float, p_rest: float, room: int) -> float:
@@ -84,19 +82,6 @@ def delay(gpus: int, left: int, behind: float, p_rest: float, room: int) -> floa
     return behind * (1.0 - math.pow(rest / base, p_rest))
 
 
-def _cost(
-    option: Option,
-    left: int,
-    behind: float,
-    p_rest: float,
-    room: int,
-    scale: float,
-    hysteresis: float,
-) -> float:
-    cost = option.seconds * (1.0 + scale * delay(option.gpus, left, behind, p_rest, room))
-    return cost * (1.0 - hysteresis) if option.keep else cost
-
-
 def _choose(
     options: Sequence[Option],
     current: int,
@@ -107,16 +92,24 @@ def _choose(
     scale: float,
     hysteresis: float,
 ) -> int:
-    """The cheapest option with at most ``left`` GPUs (-1: none); with ``current >= 0``
-    only that option or bigger ones."""
+    """The option with at most ``left`` GPUs that minimises ``seconds * (1 + scale *
+    delay(...))`` (a kept allocation's cost discounted by ``hysteresis``; -1: none); with
+    ``current >= 0`` only that option or bigger ones."""
+    base = min(left, room)
+    weight = scale * behind if base > 0 else 0.0  # 0: nobody behind can use what it takes
     best, best_cost, floor = -1, math.inf, 0
     if current >= 0:
-        best, floor = current, options[current].gpus + 1
-        best_cost = _cost(options[current], left, behind, p_rest, room, scale, hysteresis)
+        floor = options[current].gpus + 1
     for k, option in enumerate(options):
-        if option.gpus > left or option.gpus < floor:
+        gpus = option.gpus
+        if gpus > left or (gpus < floor and k != current):
             continue
-        cost = _cost(option, left, behind, p_rest, room, scale, hysteresis)
+        cost = option.seconds
+        if weight:
+            rest = min(max(left - gpus, 0), room)
+            cost *= 1.0 + weight * (1.0 - math.pow(rest / base, p_rest))
+        if option.keep:
+            cost *= 1.0 - hysteresis
         if cost < best_cost:
             best, best_cost = k, cost
     return best
@@ -131,9 +124,11 @@ def share_walk(
     may_grow: Sequence[bool] | None = None,
     price_scale: float = 1.0,
     spare_gain: float = 0.0,
+    p_max: float = P_MAX,
 ) -> list[int]:
     """The chosen option index per job (-1: none), GPUs within ``capacity``; the arguments
-    are those of :func:`danlu_alloc.walk` (``price_scale`` multiplies the delay term)."""
+    are those of :func:`danlu_alloc.walk` (``price_scale`` multiplies the delay term);
+    ``p_max`` caps the exponents read off the jobs' options."""
     count = len(options)
     chosen = [-1] * count
     free = capacity
@@ -154,14 +149,15 @@ def share_walk(
     room_after = [0] * (size + 1)
     for rank in range(size - 1, -1, -1):
         j = order[rank]
-        weight, room = 1.0, useful(options[j])
+        p, room = profile(options[j], p_max)
+        weight = 1.0
         if locked[j]:
             held = options[j][chosen[j]].gpus
             grows = may_grow is not None and may_grow[j]
             room = max(room - held, 0) if grows else 0
             weight = room / (room + held) if room > 0 else 0.0
         n_after[rank] = n_after[rank + 1] + weight
-        p_after[rank] = p_after[rank + 1] + weight * exponent(options[j])
+        p_after[rank] = p_after[rank + 1] + weight * p
         room_after[rank] = room_after[rank + 1] + room
     for rank, j in enumerate(order):
         if free <= 0:
