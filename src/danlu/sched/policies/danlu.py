@@ -5,10 +5,11 @@ Each round, for every job, the policy predicts its remaining time ``T(n)`` on ``
 the best batch size there (the online model of :mod:`danlu_model`: throughput fitted from
 the step times the job measured, statistical efficiency from its gradient statistics,
 remaining work from the progress it reported). The GPU counts come from an elastic
-shortest-remaining-time-first walk (:func:`danlu_alloc.walk`): jobs in rank order (shortest
-``T`` first) each take the size that minimises ``T(n) * (1 + price * n)``, the price being
-the number of jobs ranked behind it per cluster GPU -- short jobs run first at efficient
-sizes, the last-ranked (long) job soaks up what is left.
+shortest-remaining-time-first walk: jobs in rank order (shortest ``T`` first) each take the
+size that minimises ``T(n) * (1 + delay(n))``, the delay it causes the jobs ranked behind
+it (``alloc = "shares"``, :func:`danlu_shares.share_walk`: heSRPT's shares; ``"walk"``,
+:func:`danlu_alloc.walk`: a linear price, jobs behind per cluster GPU) -- short jobs run
+first at efficient sizes, the last-ranked (long) job soaks up what is left.
 
 - Restarts are priced: any option other than keeping the current allocation and batch adds
   ``restart_cost`` to ``T``; keeping gets a ``hysteresis`` discount; a running job ranks as
@@ -164,7 +165,7 @@ class DanluPolicy:
     """A job that holds GPUs grows into GPUs nobody took only when that cuts its cost by this
     fraction more than ``hysteresis`` asks (they are lent: the next arrival takes them back,
     two restarts later)."""
-    alloc: str = "walk"
+    alloc: str = "shares"
     """GPU counts: ``walk`` (:func:`danlu_alloc.walk`, linear GPU price) or ``shares``
     (:func:`danlu_shares.share_walk`, heSRPT's delay of the jobs behind)."""
     share_p_max: float = 0.65
