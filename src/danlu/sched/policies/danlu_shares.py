@@ -180,3 +180,67 @@ def share_walk(
     if free <= 0:
         return chosen
     return spare_pass(options, order, chosen, free, locked, may_grow, hysteresis, spare_gain)
+
+
+def greedy_walk(
+    options: Sequence[Sequence[Option]],
+    order: Sequence[int],
+    capacity: int,
+    pinned: Sequence[int] | None = None,
+    hysteresis: float = 0.1,
+    may_grow: Sequence[bool] | None = None,
+    price_scale: float = 1.0,
+    spare_gain: float = 0.0,
+) -> list[int]:
+    """Marginal-gain allocation (``alloc = "greedy"``), same arguments as :func:`share_walk`.
+
+    Every job gets its smallest option in rank order while they fit (pinned jobs keep
+    theirs); then the GPUs left go, one option step at a time, to the job whose next bigger
+    option saves the most ``(1 + jobs ranked behind it) * seconds saved`` per added GPU (a
+    job that finishes sooner lets every job queued behind it start sooner: the saving
+    counted once for it and once for each of them). ``price_scale`` multiplies the count
+    of jobs behind."""
+    del spare_gain  # every GPU left is handed out by marginal gain
+    count = len(options)
+    chosen = [-1] * count
+    free = capacity
+    locked = [False] * count
+    if pinned is not None:
+        for j, k in enumerate(pinned):
+            if k >= 0 and options[j][k].gpus <= free:
+                chosen[j] = k
+                free -= options[j][k].gpus
+                locked[j] = True
+    weight = [0.0] * count
+    for rank, j in enumerate(order):
+        weight[j] = 1.0 + price_scale * (len(order) - rank - 1)
+        if locked[j] or not options[j]:
+            continue
+        sizes = [o.gpus for o in options[j]]
+        smallest = sizes.index(min(sizes))
+        if options[j][smallest].gpus <= free:
+            chosen[j] = smallest
+            free -= options[j][smallest].gpus
+
+    def seconds(option: Option) -> float:
+        return option.seconds * (1.0 - hysteresis) if option.keep else option.seconds
+
+    while free > 0:
+        best_j, best_k, best_gain = -1, -1, 0.0
+        for j in order:
+            k = chosen[j]
+            if k < 0 or (locked[j] and (may_grow is None or not may_grow[j])):
+                continue
+            held, now = options[j][k].gpus, seconds(options[j][k])
+            for m, option in enumerate(options[j]):
+                extra = option.gpus - held
+                if extra <= 0 or extra > free:
+                    continue
+                gain = weight[j] * (now - seconds(option)) / extra
+                if gain > best_gain:
+                    best_j, best_k, best_gain = j, m, gain
+        if best_j < 0:
+            break
+        free -= options[best_j][best_k].gpus - options[best_j][chosen[best_j]].gpus
+        chosen[best_j] = best_k
+    return chosen
