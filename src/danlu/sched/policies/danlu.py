@@ -56,7 +56,7 @@ from danlu.sched.placement.gang import FreeMap
 from danlu.sched.policies import danlu_model as dm
 from danlu.sched.policies.danlu_alloc import Option, walk
 from danlu.sched.policies.danlu_share import place_shared
-from danlu.sched.policies.danlu_shares import greedy_walk, share_walk
+from danlu.sched.policies.danlu_shares import share_walk
 from danlu.sched.view import (
     ClusterView,
     JobRequest,
@@ -552,8 +552,6 @@ class DanluPolicy:
         knobs = (self.hysteresis, grow, self.price_scale, self.spare_gain)
         if self.alloc == "shares":  # heSRPT's delay of the jobs behind (danlu_shares)
             chosen = share_walk(all_options, order, capacity, pinned, *knobs, self.share_p_max)
-        elif self.alloc == "greedy":  # marginal gains (danlu_shares.greedy_walk)
-            chosen = greedy_walk(all_options, order, capacity, pinned, *knobs)
         else:
             chosen = walk(all_options, order, capacity, pinned, *knobs)
         plan = self._place(view, whole, first, all_options, chosen, new_marks)
