@@ -144,12 +144,17 @@ def share_walk(
     # that may not grow not at all), their summed exponents (so weighted) and the GPUs
     # they could still use
     size = len(order)
+    p_single = min(P_SINGLE, p_max)
     n_after = [0.0] * (size + 1)
     p_after = [0.0] * (size + 1)
     room_after = [0] * (size + 1)
     for rank in range(size - 1, -1, -1):
         j = order[rank]
-        p, room = profile(options[j], p_max)
+        opts = options[j]
+        if len(opts) == 1:  # most waiting jobs at scale (profile's answer, without a call)
+            p, room = p_single, opts[0].gpus
+        else:
+            p, room = profile(opts, p_max)
         weight = 1.0
         if locked[j]:
             held = options[j][chosen[j]].gpus
