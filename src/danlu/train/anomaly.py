@@ -16,6 +16,7 @@ from collections import deque
 from danlu.core.errors import ConfigError, DanluError
 
 ACTIONS = ("skip", "rollback", "stop", "warn")
+_isfinite = math.isfinite
 
 
 class TrainingAnomalyError(DanluError):
@@ -77,6 +78,8 @@ class AnomalyDetector:
         self._grad = _Window(window, k, min_history)
         self._loss = _Window(window, k, min_history)
         self.counts: dict[str, int] = {}
+        self.total = 0
+        """Anomalies seen so far (the sum of :attr:`counts`)."""
 
     def check(self, loss: float, grad_norm: float | None) -> str | None:
         """The anomaly kind of this step (``"nonfinite_loss"``, ``"nonfinite_grad"``,
@@ -84,21 +87,26 @@ class AnomalyDetector:
 
         Healthy values enter the statistics; anomalous ones never do.
         """
-        kind = None
-        if not math.isfinite(loss):
+        isfinite = _isfinite
+        if not isfinite(loss):
             kind = "nonfinite_loss"
-        elif grad_norm is not None and not math.isfinite(grad_norm):
+        elif grad_norm is None:  # a step without the norm: only the loss is checked
+            if self.check_loss_spikes and loss > self._loss.limit:
+                kind = "loss_spike"
+            else:
+                self._loss.add(loss)
+                return None
+        elif not isfinite(grad_norm):
             kind = "nonfinite_grad"
         elif grad_norm == 0.0:
             kind = "zero_grad"
-        elif grad_norm is not None and grad_norm > self._grad.limit:
+        elif grad_norm > self._grad.limit:
             kind = "grad_spike"
         elif self.check_loss_spikes and loss > self._loss.limit:
             kind = "loss_spike"
         else:  # healthy
             self._loss.add(loss)
-            if grad_norm is not None:
-                self._grad.add(grad_norm)
+            self._grad.add(grad_norm)
             return None
         self.count(kind)
         return kind
@@ -106,11 +114,7 @@ class AnomalyDetector:
     def count(self, kind: str) -> None:
         """Count one anomaly of ``kind`` (also those found outside :meth:`check`)."""
         self.counts[kind] = self.counts.get(kind, 0) + 1
-
-    @property
-    def total(self) -> int:
-        """Anomalies seen so far."""
-        return sum(self.counts.values())
+        self.total += 1
 
     def raise_for(self, kind: str, step: int, loss: float, grad_norm: float | None) -> None:
         """Raise the clear error of the ``"stop"`` action."""
@@ -131,6 +135,7 @@ class AnomalyDetector:
         """Restore :meth:`state_dict` output."""
         counts = state.get("counts", {})
         self.counts = {str(k): int(v) for k, v in dict(counts).items()}  # type: ignore[call-overload]
+        self.total = sum(self.counts.values())
         self._grad = _Window(self._grad.size, self.k, self.min_history)
         self._loss = _Window(self._loss.size, self.k, self.min_history)
         for v in state.get("grad", []):  # type: ignore[attr-defined]

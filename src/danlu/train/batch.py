@@ -20,9 +20,22 @@ from typing import Any
 
 from danlu.core.errors import ConfigError
 
+_SIZES = frozenset(("global_batch", "world_size", "micro"))
+
 
 class BatchController:
-    """The current batch configuration of this job (identical on every rank)."""
+    """The current batch configuration of this job (identical on every rank).
+
+    ``global_batch``, ``world_size`` and ``micro`` are set (by the methods below, or
+    directly); ``local_batch`` and ``accumulation`` follow them. They are plain attributes,
+    recomputed whenever one of the three is assigned, because the training step reads them
+    on every step and assignments are rare.
+    """
+
+    local_batch: int
+    """Samples per optimizer step on this rank: ``ceil(global_batch / world_size)``, >= 1."""
+    accumulation: int
+    """Micro-steps per optimizer step: ``ceil(local_batch / micro)``, >= 1."""
 
     def __init__(
         self,
@@ -44,15 +57,16 @@ class BatchController:
         micro-batch follows the local batch up to it when the global batch changes."""
         self.oom_count = 0
 
-    @property
-    def local_batch(self) -> int:
-        """Samples per optimizer step on this rank."""
-        return max(1, math.ceil(self.global_batch / self.world_size))
-
-    @property
-    def accumulation(self) -> int:
-        """Micro-steps per optimizer step."""
-        return max(1, math.ceil(self.local_batch / self.micro))
+    def __setattr__(self, name: str, value: Any) -> None:
+        object.__setattr__(self, name, value)
+        if name not in _SIZES:
+            return
+        state = self.__dict__
+        if "global_batch" in state and "world_size" in state:
+            local = max(1, math.ceil(state["global_batch"] / state["world_size"]))
+            object.__setattr__(self, "local_batch", local)
+            if "micro" in state:
+                object.__setattr__(self, "accumulation", max(1, math.ceil(local / state["micro"])))
 
     def on_oom(self) -> None:
         """Halve the micro-batch (accumulation doubles, the global batch stays)."""

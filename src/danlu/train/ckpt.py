@@ -34,6 +34,8 @@ class Checkpoints:
         self.directory = directory
         self.writer = writer
         self._manager: Any = None
+        self.enabled = False
+        """True when checkpoints are written somewhere (a plain flag: read on every step)."""
         if directory is None:
             return
         try:
@@ -55,11 +57,7 @@ class Checkpoints:
             every_steps=every_steps,
             every_seconds=every_seconds,
         )
-
-    @property
-    def enabled(self) -> bool:
-        """True when checkpoints are written somewhere."""
-        return self._manager is not None
+        self.enabled = True
 
     def should_save(self, step: int) -> bool:
         """True when the periodic policy says ``step`` is due (same answer on every rank)."""
@@ -87,6 +85,7 @@ class Checkpoints:
         if self._manager is not None:
             self._manager.close()
             self._manager = None
+            self.enabled = False
 
 
 def state_api() -> Any:

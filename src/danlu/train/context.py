@@ -181,7 +181,8 @@ class TrainContext:
         self._current = None
         real = lb.real if lb is not None else None
         glob = lb.global_real if lb is not None else None
-        probing = self._probe()
+        # only runs with a goodput tuner or a gradient-noise estimator probe
+        probing = (self.goodput is not None or self.engine.gns is not None) and self._probe()
         try:
             result = self.engine.step(data, loss_fn, real=real, global_real=glob)
             if (
@@ -210,9 +211,17 @@ class TrainContext:
         finally:
             if probing:  # back to one micro-batch: min(cap, local), as before (an OOM may cap it)
                 self.batch.micro = min(self.batch.micro_cap, self.batch.local_batch)
-        if self.checkpoints.should_save(self.step_num) and not self._poisoned_checkpoint():
+        if (
+            self.checkpoints.enabled
+            and self.checkpoints.should_save(self.step_num)
+            and not self._poisoned_checkpoint()
+        ):
             self.save()
-        if self.preemption.should_stop(self.step_num):
+        # alone, only a signalled rank stops; distributed, every rank asks (they agree)
+        preemption = self.preemption
+        if (preemption.requested or self.distributed.enabled) and preemption.should_stop(
+            self.step_num
+        ):
             self._preempt()
         return result
 
@@ -225,9 +234,10 @@ class TrainContext:
             "step": self.step_num,
             "epoch": self.epoch,
             "loss": r.loss,
-            "lr": self.lr.lr,
+            # LRController.lr and Precision.loss_scale, read without a call: every step
+            "lr": float(self.optimizer.param_groups[0]["lr"]),
             "grad_norm": r.grad_norm,
-            "loss_scale": precision.loss_scale,
+            "loss_scale": precision.loss_scale if precision.scaling else 1.0,
             "samples_per_s": r.samples / wall if wall > 0 else None,
             "step_time_s": r.step_time,
             "global_batch": batch.global_batch,
@@ -251,7 +261,8 @@ class TrainContext:
         if self._target_epochs is not None and sampler is not None and sampler.n > 0:
             done = (sampler.epoch + sampler.offset / sampler.n) / self._target_epochs
             record["progress"] = min(1.0, done)
-        self._note_gradient_stats(record)
+        if self.adaptive is not None or self.engine.gns is not None:
+            self._note_gradient_stats(record)
         if self.distributed.cuda:
             record["memory_bytes"] = torch.cuda.max_memory_allocated(self.distributed.device)
         self.history.append(record)
@@ -259,7 +270,8 @@ class TrainContext:
             del self.history[:HISTORY_LIMIT]
         if self.distributed.is_chief:
             self.reporter.report(record)
-            self.progress.update(self.step_num, record)
+            if self.progress.enabled:
+                self.progress.update(self.step_num, record)
 
     @property
     def _gradient_noise(self) -> GradientNoiseScale | None:

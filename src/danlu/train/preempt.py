@@ -26,7 +26,10 @@ class Preemption:
     ) -> None:
         self.dist = dist or Distributed()
         self.check_every = max(1, check_every)
-        self._flag = threading.Event()
+        self.requested = False
+        """True once this rank was signalled (or :meth:`request` was called). A plain flag:
+        the handler runs on the main thread between bytecodes, and the step reads it on
+        every step."""
         self._previous: Any = None
         self._installed = False
         if install and threading.current_thread() is threading.main_thread():
@@ -34,25 +37,20 @@ class Preemption:
             self._installed = True
 
     def _on_signal(self, signum: int, frame: FrameType | None) -> None:
-        self._flag.set()
+        self.requested = True
 
     def request(self) -> None:
         """Ask for a stop as if SIGTERM had arrived (tests, or a user's own trigger)."""
-        self._flag.set()
-
-    @property
-    def requested(self) -> bool:
-        """True once this rank was signalled."""
-        return self._flag.is_set()
+        self.requested = True
 
     def should_stop(self, step: int) -> bool:
         """True on every rank when any rank was signalled (checked every ``check_every``
         steps in distributed runs, every step alone)."""
         if not self.dist.enabled:
-            return self._flag.is_set()
+            return self.requested
         if step % self.check_every:
             return False
-        return self.dist.any(self._flag.is_set())
+        return self.dist.any(self.requested)
 
     def close(self) -> None:
         """Restore the previous SIGTERM handler."""

@@ -29,7 +29,7 @@ LossFn = Callable[[torch.nn.Module, Any], torch.Tensor]
 """``loss_fn(model, micro_batch) -> scalar mean loss over the micro-batch``."""
 
 
-@dataclass
+@dataclass(slots=True)
 class StepResult:
     """What one call of :meth:`StepEngine.step` did."""
 
@@ -50,6 +50,7 @@ _PEER_OOM = object()
 
 
 _DOT_DTYPES = (torch.float32, torch.float64)
+_isfinite = math.isfinite
 
 
 def cpu_norm(grads: list[torch.Tensor]) -> float | None:
@@ -196,6 +197,9 @@ class StepEngine:
         self.gns = gns
         self.gns_every = gns_every
         self.oom_injector = oom_injector
+        self._lr_per_step = lr.uses_grad_norm
+        """The LR is set from each step's gradient norm (fixed at construction, as the norm's
+        cadence is)."""
         self.step_count = 0  # optimizer steps taken (applied or skipped)
         self._gns_small: tuple[float, int] | None = None
         self._timer = MicroStepTimer(dist.device)
@@ -210,60 +214,76 @@ class StepEngine:
         real samples over all ranks) and take one optimizer step."""
         t0 = time.perf_counter()
         n = accumulate.batch_len(data)
-        real = n if real is None else real
-        global_real = real * self.dist.world_size if global_real is None else global_real
+        dist, precision, anomaly = self.dist, self.precision, self.anomaly
+        if real is None:
+            real = n
+        if global_real is None:
+            global_real = real * dist.world_size
         # Weight so that DDP's mean over ranks equals the mean over the real samples.
-        weight = real * self.dist.world_size / global_real if global_real > 0 else 0.0
+        weight = real * dist.world_size / global_real if global_real > 0 else 0.0
         ooms = 0
-        while True:
+        if n <= self.batch.micro and self.oom_injector is None and not dist.enabled:
+            out = self._single(data, loss_fn, weight)
+        else:
             out = self._accumulate(data, n, loss_fn, weight)
-            if out is _OOM or out is _PEER_OOM:
-                # Out of the except block now: the failed step's tensors can really be freed.
-                release_memory(self.model, self.optimizer)
-                self.batch.on_oom()
-                ooms += 1
-                continue
-            assert isinstance(out, torch.Tensor)
-            break
-        self.precision.unscale(self.optimizer)
-        loss, norm = self._loss_and_norm(out)
-        sync = self._sync_time()  # after the step's synchronisation: CUDA events are complete
-        if self.gns is not None and self._gns_small is not None and norm is not None:
-            self.gns.update(
-                self._gns_small[0], self._gns_small[1], norm * norm, n * self.dist.world_size
+        while out is _OOM or out is _PEER_OOM:
+            # Out of the except block now: the failed step's tensors can really be freed.
+            release_memory(self.model, self.optimizer)
+            self.batch.on_oom()
+            ooms += 1
+            out = self._accumulate(data, n, loss_fn, weight)
+        assert isinstance(out, torch.Tensor)
+        scaling = precision.scaling
+        if scaling:
+            precision.unscale(self.optimizer)
+        # The norm is wanted for clipping, on the steps of its cadence (NormCadence.due,
+        # inline: this runs on every step), and by a gradient-noise measurement.
+        cadence = self.cadence
+        norm: float | None
+        if self.clip is not None or (
+            self.compute_norm
+            and (
+                cadence.calibrating
+                or self.step_count % cadence.every == 0
+                or self._gns_small is not None
             )
+        ):
+            loss, norm = self._loss_and_norm(out)
+        else:  # most steps (item(): the loss of one micro-batch may still require grad)
+            loss, norm = out.item(), None
+        # after the step's synchronisation: CUDA events are complete
+        sync = self._sync_time() if dist.enabled else 0.0
+        small = self._gns_small
+        if self.gns is not None and small is not None and norm is not None:
+            self.gns.update(small[0], small[1], norm * norm, n * dist.world_size)
         kind = None
         applied = False
-        scaler_overflow = self.precision.scaling and norm is not None and not math.isfinite(norm)
-        if self.anomaly is not None and not scaler_overflow:
-            kind = self.anomaly.check(loss, norm)
-        if kind is not None and self.anomaly is not None and self.anomaly.action == "stop":
-            self.anomaly.raise_for(kind, self.step_count, loss, norm)
-        if kind is None or (self.anomaly is not None and self.anomaly.action == "warn"):
-            self.lr.before_step(norm)
-            applied = self.precision.step(self.optimizer)
-            # a gradient nobody checked reached the parameters (the fp16 scaler checks its own)
-            self.unchecked_update = self.unchecked_update or (
-                applied and norm is None and not self.precision.scaling
-            )
-        elif self.precision.scaling:
-            self.precision.scaler.update()
+        if anomaly is not None and not (scaling and norm is not None and not _isfinite(norm)):
+            # (a non-finite norm under the fp16 scaler is its overflow, not an anomaly)
+            kind = anomaly.check(loss, norm)
+            if kind is not None and anomaly.action == "stop":
+                anomaly.raise_for(kind, self.step_count, loss, norm)
+        if kind is None or (anomaly is not None and anomaly.action == "warn"):
+            if self._lr_per_step:
+                self.lr.before_step(norm)
+            if scaling:
+                applied = precision.step(self.optimizer)
+            else:
+                self.optimizer.step()
+                applied = True
+                # a gradient nobody checked reached the parameters (the fp16 scaler checks
+                # its own)
+                if norm is None:
+                    self.unchecked_update = True
+        elif scaling:
+            precision.scaler.update()
         self.optimizer.zero_grad(set_to_none=True)
         self.lr.after_step()
         self.step_count += 1
         step_time = time.perf_counter() - t0
         if self._norm_time is not None:
             self._calibrate(self._norm_time, step_time)
-        return StepResult(
-            loss,
-            norm,
-            applied,
-            kind,
-            ooms,
-            step_time,
-            global_real,
-            sync_time=sync,
-        )
+        return StepResult(loss, norm, applied, kind, ooms, step_time, global_real, sync)
 
     @property
     def norm_every(self) -> int:
@@ -288,40 +308,35 @@ class StepEngine:
             return None
         return accumulate.exposed_sync_time(self._timer.durations(), self._timed_last_ratio)
 
-    def _loss_and_norm(self, loss: torch.Tensor) -> tuple[float, float | None]:
-        """The step's loss and gradient norm as floats (the norm: None when not wanted, or
-        not on this step of the norm's cadence, :mod:`~danlu.train.cadence`; a
-        gradient-noise measurement always gets it).
+    def _loss_and_norm(self, loss: torch.Tensor) -> tuple[float, float]:
+        """The step's loss and gradient norm as floats, on a step whose norm is wanted
+        (see :meth:`step`).
 
-        Both come to the host in one transfer: on a GPU, one synchronisation per step."""
+        Both come to the host in one transfer: on a GPU, one synchronisation per step.
+        ``loss`` may still require grad (its graph is freed): it is read with ``item()``."""
         if self.clip is not None:
             norm_t = torch.nn.utils.clip_grad_norm_(self.params, self.clip)
-        elif not self.compute_norm or (
-            not self.cadence.due(self.step_count) and self._gns_small is None
-        ):
-            return float(loss), None
         elif loss.device.type == "cpu":  # no tensor round trip on CPU
             t0 = time.perf_counter()
             value = grad_norm(self.params)
             if self.cadence.calibrating:  # a CPU norm is done when it returns
                 self._norm_time = time.perf_counter() - t0
-            return float(loss), value
+            return loss.item(), value
         else:
             grads = [p.grad for p in self.params if p.grad is not None]
             if not grads:
-                return float(loss), 0.0
+                return loss.item(), 0.0
             norm_t = _fused_norm(grads)
         if norm_t.device.type == "cpu" and loss.device.type == "cpu":
-            return float(loss), float(norm_t)
-        both = torch.stack([loss.to(norm_t.device, torch.float32), norm_t.float()]).tolist()
-        return float(both[0]), float(both[1])
+            return loss.item(), norm_t.item()
+        both = torch.stack([loss.detach().to(norm_t.device, torch.float32), norm_t.float()])
+        values = both.tolist()
+        return float(values[0]), float(values[1])
 
     def _accumulate(self, data: Any, n: int, loss_fn: LossFn, weight: float) -> object:
         """Forward/backward over the micro-batches; the summed loss (a detached 0-d tensor:
         float32 over several micro-batches, the loss's own dtype from one), or an OOM
-        marker."""
-        if self.oom_injector is None and not self.dist.enabled and n <= self.batch.micro:
-            return self._single(data, loss_fn, weight)
+        marker. One process with one micro-batch goes through :meth:`_single` instead."""
         chunks = accumulate.split(data, self.batch.micro)
         last = len(chunks) - 1
         timer = self._start_timing(chunks)
@@ -393,14 +408,22 @@ class StepEngine:
         """:meth:`_accumulate` for the common case: one micro-batch, one process, no OOM
         injection (the same arithmetic, without the bookkeeping of the general path)."""
         self._gns_small = None
+        precision = self.precision
         try:
-            with self.precision.autocast():
+            if precision.dtype is None:  # fp32: no autocast region to enter
                 loss = loss_fn(self.model, data)
+            else:
+                with precision.autocast():
+                    loss = loss_fn(self.model, data)
             # x * 1.0 == x exactly, and so is its gradient: skip the no-op multiply
             scaled = loss if weight == 1.0 else loss * weight
-            self.precision.scale(scaled).backward()  # type: ignore[no-untyped-call]
+            if precision.scaling:
+                scaled = precision.scaler.scale(scaled)
+            scaled.backward()  # type: ignore[no-untyped-call]
         except Exception as exc:
             if not is_oom(exc):
                 raise
             return _OOM
-        return loss.detach()  # _loss_and_norm reads any float dtype
+        # the loss itself, not a detached copy: backward() freed its graph, and the step only
+        # reads its value (with item(): float() of a tensor that requires grad warns)
+        return loss
