@@ -174,3 +174,45 @@ def test_env_batch_size_sets_micro_batch() -> None:
     with dt.init(model, opt, global_batch_size=64, metrics_file=False,
                  environ={"DANLU_BATCH_SIZE": "16"}) as ctx:
         assert (ctx.batch.micro, ctx.batch.accumulation) == (16, 4)
+
+
+def test_batch_sizes_follow_every_assignment() -> None:
+    """``local_batch`` and ``accumulation`` are plain attributes kept in step with
+    ``global_batch``, ``world_size`` and ``micro``, however those are set."""
+    from danlu.train.batch import BatchController
+
+    b = BatchController(100, world_size=3, micro=16)
+    assert (b.local_batch, b.micro, b.accumulation) == (34, 16, 3)
+    b.micro = 5  # set directly, as the goodput probe does
+    assert b.accumulation == 7
+    b.set_global(10)
+    assert (b.local_batch, b.micro, b.accumulation) == (4, 4, 1)
+    b.on_oom()
+    assert (b.micro, b.accumulation) == (2, 2)
+    b.set_world_size(1)
+    assert (b.local_batch, b.micro, b.accumulation) == (10, 2, 5)
+    b.load_state_dict({"global_batch": 64, "micro": 8})
+    assert (b.local_batch, b.accumulation) == (64, 8)
+
+
+def test_anomaly_total_counts_every_kind_and_survives_a_restore() -> None:
+    det = dt.AnomalyDetector("skip", min_history=2)
+    assert det.check(math.nan, None) == "nonfinite_loss"
+    assert det.check(1.0, 0.0) == "zero_grad"
+    det.count("rollback_failed")
+    assert det.total == 3 == sum(det.counts.values())
+    fresh = dt.AnomalyDetector("skip", min_history=2)
+    fresh.load_state_dict(det.state_dict())
+    assert fresh.total == 3
+
+
+def test_steps_without_a_norm_check_the_loss_only() -> None:
+    """Off the norm's cadence (``grad_norm=None``) a loss spike or a non-finite loss is still
+    found, and healthy losses enter the loss window only."""
+    det = dt.AnomalyDetector("skip", window=50, k=4.0, min_history=10)
+    for i in range(20):
+        assert det.check(1.0 + 0.01 * (i % 3), None) is None
+    assert det.check(80.0, None) == "loss_spike"
+    assert det.check(math.inf, None) == "nonfinite_loss"
+    assert det.state_dict()["grad"] == []
+    assert len(det.state_dict()["loss"]) == 20  # type: ignore[arg-type]
