@@ -10,6 +10,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from danlu.core.cluster import Cluster
+from danlu.core.errors import ConfigError
 from danlu.sched.policies.danlu import DanluPolicy
 from danlu.sched.policies.danlu_alloc import Option, walk
 from danlu.sched.policies.danlu_shares import P_MIN, delay, profile, share_walk
@@ -142,3 +143,8 @@ def test_policy_knob_selects_the_allocation() -> None:
     shares = run("shares")
     assert len(shares) == 24 and shares == run("shares")
     assert run("walk") != shares
+
+
+def test_an_unknown_alloc_is_a_clear_error() -> None:
+    with pytest.raises(ConfigError, match="alloc must be 'shares' or 'walk'"):
+        DanluPolicy(alloc="greedy")

@@ -52,6 +52,7 @@ import numpy as np
 import numpy.typing as npt
 
 from danlu.core.cluster import MILLI_PER_GPU, Allocation
+from danlu.core.errors import ConfigError
 from danlu.sched.placement.gang import FreeMap
 from danlu.sched.policies import danlu_model as dm
 from danlu.sched.policies.danlu_alloc import Option, walk
@@ -189,6 +190,10 @@ class DanluPolicy:
         default_factory=list, init=False, repr=False, compare=False
     )
     """The (cluster GPUs, GPUs per node) the cached options were computed for."""
+
+    def __post_init__(self) -> None:
+        if self.alloc not in ("shares", "walk"):
+            raise ConfigError(f"danlu policy: alloc must be 'shares' or 'walk', not {self.alloc!r}")
 
     # -- model ------------------------------------------------------------------------
     def _model(
