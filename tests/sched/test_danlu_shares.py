@@ -3,17 +3,20 @@
 from __future__ import annotations
 
 import dataclasses
+import math
 from pathlib import Path
 
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from danlu.core.cluster import Cluster
+from danlu.core.cluster import Allocation, Cluster
 from danlu.core.errors import ConfigError
+from danlu.sched.policies import danlu_model as dm
 from danlu.sched.policies.danlu import DanluPolicy
 from danlu.sched.policies.danlu_alloc import Option, walk
 from danlu.sched.policies.danlu_shares import P_MIN, delay, profile, share_walk
+from danlu.sched.view import JobRequest, JobStatus
 from danlu.sim.elastic import load_profiles
 from danlu.sim.engine import SimConfig, Simulator
 from danlu.sim.workload import load_workload
@@ -67,6 +70,82 @@ def test_profile_reads_the_exponent_off_the_options() -> None:
     assert profile(flat) == (P_MIN, 1)  # no speed-up: its fastest size is its smallest
     assert profile([Option(3, 50.0)]) == (0.5, 3)
     assert profile([]) == (0.5, 0)
+
+
+def test_profile_can_read_the_exponent_off_measured_sizes_only() -> None:
+    """Options beyond the measured sizes (an optimistic prior) set the exponent unless
+    ``measured``: then it is read between the smallest and the fastest measured option,
+    while the GPUs returned stay those of the fastest option of all."""
+    curve = [Option(1, 100.0), Option(2, 60.0), Option(4, 45.0)]  # p = log(100/45)/log 4
+    prior = [Option(8, 20.0, measured=False), Option(16, 10.0, measured=False)]
+    options = curve + prior
+    assert profile(options, p_max=0.95) == (pytest.approx(math.log(10.0) / math.log(16.0)), 16)
+    p, fastest = profile(options, p_max=0.95, measured=True)
+    assert p == pytest.approx(math.log(100.0 / 45.0) / math.log(4.0)) and fastest == 16
+    # one measured size: nothing to read a curve off, the single-option exponent
+    assert profile([Option(1, 100.0), *prior], p_max=0.95, measured=True) == (0.5, 16)
+    # the fastest option measured: the same reading either way
+    assert profile(curve, measured=True) == profile(curve)
+
+
+def test_measured_exponents_set_the_delay_of_the_jobs_behind() -> None:
+    """The job ahead prices the GPUs it takes with the exponent of the job behind: with
+    ``measured``, the one read off the behind job's measured sizes (flat: it hardly slows
+    down when left fewer GPUs), else the one its unmeasured, linear-looking sizes give."""
+    ahead = power_law(1000.0, 0.5, 64)
+    behind = [
+        Option(1, 1e5),
+        Option(2, 0.8e5),
+        Option(4, 0.7e5),
+        *(Option(n, 1e5 / n, measured=False) for n in range(5, 65)),
+    ]  # it takes every GPU the job ahead leaves: no spare pass
+    p_seen = math.log(1e5 / 0.7e5) / math.log(4.0)
+
+    def taken(measured: bool) -> int:
+        chosen = share_walk(
+            [ahead, behind], [0, 1], 64, hysteresis=0.0, p_max=0.95, measured=measured
+        )
+        return ahead[chosen[0]].gpus
+
+    def best(p: float) -> int:
+        return min(ahead, key=lambda o: o.seconds * (1 + delay(o.gpus, 64, 1.0, p, 64))).gpus
+
+    assert taken(measured=False) == best(0.95)
+    assert taken(measured=True) == best(p_seen) != best(0.95)
+
+
+def test_policy_marks_options_beyond_the_measured_replicas() -> None:
+    """A job measured on 4 GPUs offers bigger sizes from its prior: they are not
+    ``measured``, its sizes up to 4 are."""
+    observed = {
+        "init_batch": 128.0,
+        "max_batch": 4096.0,
+        "min_local_bsz": 32.0,
+        "max_local_bsz": 256.0,
+        "target_batch": 128.0,
+        "progress": 0.2,
+        "step_time": 0.1,
+        "sync_time": 0.05,
+        "local_bsz": 64.0,
+        "accum_steps": 0.0,
+        "batch_size": 256.0,
+        "num_replicas": 4.0,
+        "num_nodes": 1.0,
+        "grad_sqr": 1.0,
+        "grad_var": 200.0,
+    }
+    marks = dm.remembered({}, observed)
+    job = JobStatus(
+        request=JobRequest(id="e", submit_time=0.0, gpus=4, seq=0),
+        allocation=Allocation.whole_gpus([(0, i) for i in range(4)]),
+        last_start=0.0,
+        observed=observed,
+        marks=marks,
+    )
+    options = DanluPolicy()._options(job, marks, 1000.0, 16, 4, 600.0)
+    assert {o.gpus for o in options if not o.measured} == {8, 12} & {o.gpus for o in options}
+    assert {o.gpus for o in options if o.measured} == {1, 2, 3, 4} & {o.gpus for o in options}
+    assert any(not o.measured for o in options)
 
 
 def test_delay_is_zero_when_the_jobs_behind_cannot_use_the_gpus() -> None:

@@ -171,6 +171,8 @@ class DanluPolicy:
     (:func:`danlu_shares.share_walk`, heSRPT's delay of the jobs behind)."""
     share_p_max: float = 0.65
     """``shares``: the largest speed-up exponent read off a job's options."""
+    share_measured: bool = False
+    """``shares``: read a job's exponent off its measured sizes only (``Option.measured``)."""
     adaptive_jobs: bool = True
     """Let jobs that report ``observed["adaptive"]`` re-pick their batch in-process
     (``Start.adaptive``); off: the policy picks every job's batch (rebatches in place)."""
@@ -293,7 +295,8 @@ class DanluPolicy:
             if good <= 0:
                 continue
             if n != cur_gpus:
-                options[n] = Option(n, remaining * total / good + restart, batch, False)
+                seen = n <= model.max_replicas_seen
+                options[n] = Option(n, remaining * total / good + restart, batch, measured=seen)
             elif not adaptive:  # same GPUs, another batch: a rebatch, no restart
                 options[n] = Option(n, remaining * total / good, batch, False, in_place=True)
             # an adaptive job re-picks its batch on the GPUs it has by itself
@@ -556,7 +559,8 @@ class DanluPolicy:
                 all_options[j] = all_options[j][:1]
         knobs = (self.hysteresis, grow, self.price_scale, self.spare_gain)
         if self.alloc == "shares":  # heSRPT's delay of the jobs behind (danlu_shares)
-            chosen = share_walk(all_options, order, capacity, pinned, *knobs, self.share_p_max)
+            p_max, seen = self.share_p_max, self.share_measured
+            chosen = share_walk(all_options, order, capacity, pinned, *knobs, p_max, seen)
         else:
             chosen = walk(all_options, order, capacity, pinned, *knobs)
         plan = self._place(view, whole, first, all_options, chosen, new_marks)

@@ -31,13 +31,15 @@ from dataclasses import dataclass
 class Option:
     """Run a job on ``gpus`` GPUs at global ``batch``; it then needs ``seconds`` more;
     ``keep``: its current allocation and batch, no restart; ``in_place``: its current
-    allocation at another batch (a rebatch, no restart)."""
+    allocation at another batch (a rebatch, no restart); ``measured``: ``gpus`` is no more
+    than the replicas the job has been measured at (else its time rests on a prior)."""
 
     gpus: int
     seconds: float
     batch: int | None = None
     keep: bool = False
     in_place: bool = False
+    measured: bool = True
 
 
 def _cost(option: Option, price: float, hysteresis: float) -> float:

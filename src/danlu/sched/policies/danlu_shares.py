@@ -53,15 +53,25 @@ P_SINGLE = 0.5
 _SECONDS = attrgetter("seconds")
 
 
-def profile(options: Sequence[Option], p_max: float = P_MAX) -> tuple[float, int]:
+def profile(
+    options: Sequence[Option], p_max: float = P_MAX, measured: bool = False
+) -> tuple[float, int]:
     """The job's speed-up exponent ``p`` of ``T(n) ~ n**-p`` between its smallest option
     (the first: options come sorted by GPUs) and its fastest one, clipped to ``[P_MIN,
     p_max]`` (``P_SINGLE`` with one option), and the GPUs of its fastest option (more do
-    not help it; 0 without options)."""
+    not help it; 0 without options). ``measured``: the exponent is read off the options
+    at sizes the job was measured at only (``Option.measured``; the GPUs returned are
+    still those of its fastest option of all)."""
     if len(options) < 2:
         return min(P_SINGLE, p_max), (options[0].gpus if options else 0)
     small = options[0]
     fast = min(options, key=_SECONDS)
+    if measured and not fast.measured:
+        seen = [o for o in options if o.measured]
+        if len(seen) < 2:
+            return min(P_SINGLE, p_max), fast.gpus
+        p, _ = profile(seen, p_max)
+        return p, fast.gpus
     if fast.gpus <= small.gpus or not fast.seconds > 0 or not small.seconds > fast.seconds:
         return P_MIN, fast.gpus
     p = math.log(small.seconds / fast.seconds) / math.log(fast.gpus / small.gpus)
@@ -125,10 +135,12 @@ def share_walk(
     price_scale: float = 1.0,
     spare_gain: float = 0.0,
     p_max: float = P_MAX,
+    measured: bool = False,
 ) -> list[int]:
     """The chosen option index per job (-1: none), GPUs within ``capacity``; the arguments
     are those of :func:`danlu_alloc.walk` (``price_scale`` multiplies the delay term);
-    ``p_max`` caps the exponents read off the jobs' options."""
+    ``p_max`` caps the exponents read off the jobs' options; ``measured``: they are read
+    off the sizes each job was measured at only (see :func:`profile`)."""
     count = len(options)
     chosen = [-1] * count
     free = capacity
@@ -154,7 +166,7 @@ def share_walk(
         if len(opts) == 1:  # most waiting jobs at scale (profile's answer, without a call)
             p, room = p_single, opts[0].gpus
         else:
-            p, room = profile(opts, p_max)
+            p, room = profile(opts, p_max, measured)
         weight = 1.0
         if locked[j]:
             held = options[j][chosen[j]].gpus
