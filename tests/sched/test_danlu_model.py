@@ -8,7 +8,7 @@ import random
 
 import pytest
 
-from danlu.sched.policies.danlu_model import JobModel, split_batch
+from danlu.sched.policies.danlu_model import JobModel, build, split_batch
 
 
 def _reference(model: JobModel, replicas: int, gpn: int, nodes: int | None) -> tuple[float, int]:
@@ -54,3 +54,42 @@ def test_best_batch_equals_scoring_every_split(seed: int) -> None:
         assert got == _reference(model, replicas, 4, nodes)  # the same floats, exactly
         checked += got[1] > 0
     assert checked > 50  # most draws have a valid batch: the comparison is not vacuous
+
+
+LIMITS = {"init_batch": 8.0, "max_batch": 512.0, "min_local_bsz": 4.0, "max_local_bsz": 8.0}
+MARKS = {
+    "danlu.c:8": 0.38,
+    "danlu.s:i:4": 0.12,
+    "danlu.s:x:2": 0.5,  # 2 GPUs on 2 nodes
+    "danlu.s:x:3": 0.8,  # 3 GPUs on 2 nodes: the line climbs 0.3 s per replica
+    "danlu.maxr": 4.0,
+    "danlu.sqr": 1.0,
+    "danlu.var": 1000.0,  # noisy gradients: bigger batches pay off
+}
+
+
+def test_flat_sync_holds_the_inter_node_sync_beyond_the_measured_replicas() -> None:
+    """Without ``flat_sync`` the inter-node line through 2 and 3 replicas is extrapolated
+    (16 replicas: 0.5 + 0.3 * 14 s); with it the sync stays at its value at 3 replicas,
+    the most measured across nodes. Measured counts and intra-node sync are unchanged."""
+    line = build(MARKS, LIMITS)
+    flat = build(MARKS, LIMITS, flat_sync=True)
+    assert line is not None and flat is not None
+    assert line.sync_time(4, 16) == pytest.approx(0.5 + 0.3 * 14)
+    assert flat.sync_time(4, 16) == pytest.approx(0.8)
+    for nodes, replicas in ((2, 2), (2, 3), (1, 4), (1, 3), (1, 1)):
+        assert flat.sync_time(nodes, replicas) == pytest.approx(line.sync_time(nodes, replicas))
+    # so a second node looks worth it only with it: 8 GPUs beat one node's 4 only when flat
+    assert flat.best_batch(8, 4)[0] > flat.best_batch(4, 4)[0]
+    assert line.best_batch(8, 4)[0] < line.best_batch(4, 4)[0]
+
+
+def test_flat_sync_leaves_an_unmeasured_inter_node_prior_alone() -> None:
+    """Only a measured inter-node kind is held: the prior derived from intra-node sync is
+    the same either way."""
+    marks = {k: v for k, v in MARKS.items() if not k.startswith("danlu.s:x")}
+    line = build(marks, LIMITS, optimistic=True)
+    flat = build(marks, LIMITS, optimistic=True, flat_sync=True)
+    assert line is not None and flat is not None
+    assert flat.sync_span == {}
+    assert flat.sync_time(8, 32) == line.sync_time(8, 32)

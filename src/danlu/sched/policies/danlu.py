@@ -171,6 +171,8 @@ class DanluPolicy:
     (:func:`danlu_shares.share_walk`, heSRPT's delay of the jobs behind)."""
     share_p_max: float = 0.65
     """``shares``: the largest speed-up exponent read off a job's options."""
+    flat_sync: bool = False
+    """Inter-node sync held beyond the replicas measured (``danlu_model.build``)."""
     share_measured: bool = False
     """``shares``: read a job's exponent off its measured sizes only (``Option.measured``)."""
     adaptive_jobs: bool = True
@@ -205,7 +207,7 @@ class DanluPolicy:
         hit = self._memo.get((job.id, optimistic))
         if hit is not None and hit[0] == key:
             return hit[1], hit[2]
-        model = dm.build(marks, job.observed, optimistic)
+        model = dm.build(marks, job.observed, optimistic, self.flat_sync)
         table: dict[int, tuple[float, int]] = {}
         self._memo[(job.id, optimistic)] = (key, model, table)
         return model, table

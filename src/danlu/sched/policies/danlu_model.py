@@ -32,7 +32,7 @@ from __future__ import annotations
 
 import math
 from collections.abc import Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 COMPUTE = "danlu.c:"
 SYNC = "danlu.s:"
@@ -99,6 +99,10 @@ class JobModel:
     grad_sqr: float
     grad_var: float
     max_replicas_seen: int
+    sync_span: Mapping[str, int] = field(default_factory=dict, kw_only=True)
+    """Per link kind, the replicas beyond which the sync time is held at its value there
+    (``build(..., flat_sync=True)``: across nodes, the most replicas measured there); kinds
+    not in it follow their line at any count."""
 
     def compute_time(self, local: float) -> float:
         return self.alpha + self.beta * local
@@ -108,6 +112,9 @@ class JobModel:
             return 0.0
         kind = "i" if nodes <= 1 else "x"
         a, b = self.sync_fit[kind]
+        span = self.sync_span.get(kind)
+        if span is not None and replicas > span:
+            replicas = span
         return a + b * max(replicas - 2, 0)
 
     def gain(self, batch: float) -> float:
@@ -256,10 +263,17 @@ def model_key(marks: Mapping[str, float], observed: Mapping[str, float]) -> tupl
 
 
 def build(
-    marks: Mapping[str, float], observed: Mapping[str, float], optimistic: bool = False
+    marks: Mapping[str, float],
+    observed: Mapping[str, float],
+    optimistic: bool = False,
+    flat_sync: bool = False,
 ) -> JobModel | None:
     """The job's model from its history marks and limits; ``None`` before any measurement
-    or when the job reports no batch limits (a rigid job)."""
+    or when the job reports no batch limits (a rigid job). ``flat_sync``: a measured
+    inter-node sync time is not extrapolated beyond the most replicas measured across nodes
+    (it stays at its value there: all-reduce time grows little with the replicas once it
+    is bandwidth-bound, and a line through two small, fragmented placements can climb
+    steeply)."""
     if any(observed.get(k, 0.0) <= 0 for k in LIMIT_KEYS):
         return None
     compute: list[tuple[float, float]] = []
@@ -303,4 +317,5 @@ def build(
         grad_sqr=quantized(marks.get(SQR, 0.0)),
         grad_var=quantized(marks.get(VAR, 0.0)),
         max_replicas_seen=int(marks.get(MAXR, 1)),
+        sync_span=({"x": int(max(r for r, _ in syncs["x"]))} if flat_sync and syncs["x"] else {}),
     )
