@@ -56,6 +56,7 @@ from danlu.core.errors import ConfigError
 from danlu.sched.placement.gang import FreeMap
 from danlu.sched.policies import danlu_model as dm
 from danlu.sched.policies.danlu_alloc import Option, walk
+from danlu.sched.policies.danlu_entries import NO_RUNNING, NO_WAITING, RunningEntry, WaitingEntry
 from danlu.sched.policies.danlu_share import place_shared
 from danlu.sched.policies.danlu_shares import share_walk
 from danlu.sched.view import (
@@ -181,12 +182,12 @@ class DanluPolicy:
     _memo: dict[
         tuple[str, bool], tuple[object, dm.JobModel | None, dict[int, tuple[float, int]]]
     ] = field(default_factory=dict, init=False, repr=False, compare=False)
-    _waiting: dict[int, _Waiting] = field(
+    _waiting: dict[int, WaitingEntry] = field(
         default_factory=dict, init=False, repr=False, compare=False
     )
     """What a pending job's status object implies (options, unweighted rank), by
     ``id(status)``: a waiting job's status does not change, so later rounds reuse it."""
-    _running_memo: dict[int, _Running] = field(
+    _running_memo: dict[int, RunningEntry] = field(
         default_factory=dict, init=False, repr=False, compare=False
     )
     """The same for running jobs (what does not depend on the clock), by ``id(status)``."""
@@ -329,16 +330,16 @@ class DanluPolicy:
 
     def _waiting_job(
         self, job: JobStatus, capacity: int, gpn: int, now: float, scale: int
-    ) -> _Waiting:
+    ) -> WaitingEntry:
         """A pending job's options and unweighted rank (cached per status object)."""
         if job.request.shares_gpu:  # placed by the sharing rule, not the walk
-            return _Waiting(job, [], math.inf, 0.0, 0.0, job.request.seq, True)
+            return WaitingEntry(job, [], math.inf, 0.0, 0.0, job.request.seq, True)
         marks = job.marks
         opts = self._options(job, marks, marks.get(WORK), capacity, gpn, now)
         best = min(
             (o.seconds * (1.0 + self.width * o.gpus / scale) for o in opts), default=math.inf
         )
-        return _Waiting(
+        return WaitingEntry(
             status=job,
             options=opts,
             best=best,
@@ -349,7 +350,7 @@ class DanluPolicy:
 
     def _pending(
         self, pending: tuple[JobStatus, ...], capacity: int, total: int, gpn: int, now: float
-    ) -> list[_Waiting]:
+    ) -> list[WaitingEntry]:
         """Every pending job's cached round inputs, in queue order (the cache is renewed:
         entries of jobs no longer pending are dropped).
 
@@ -363,7 +364,7 @@ class DanluPolicy:
             self._shape[:] = [(total, gpn)]
         scale = max(total, 1)
         ids = list(map(id, pending))
-        out = list(map(cache.get, ids, repeat(_NO_HIT)))
+        out = list(map(cache.get, ids, repeat(NO_WAITING)))
         # C-level loops: most statuses are the objects seen last round
         for i in compress(range(len(out)), map(is_not, map(_STATUS, out), pending)):
             out[i] = self._waiting_job(pending[i], total, gpn, now, scale)
@@ -373,7 +374,7 @@ class DanluPolicy:
             out = [self._within(w, capacity, scale) for w in out]
         return out
 
-    def _within(self, waiting: _Waiting, capacity: int, scale: int) -> _Waiting:
+    def _within(self, waiting: WaitingEntry, capacity: int, scale: int) -> WaitingEntry:
         """``waiting`` with only the options that fit ``capacity`` GPUs (itself when all
         do; the options are sorted by GPU count)."""
         opts = waiting.options
@@ -385,7 +386,7 @@ class DanluPolicy:
         )
         return dataclasses.replace(waiting, options=kept, best=best)
 
-    def _running_job(self, job: JobStatus, now: float) -> _Running:
+    def _running_job(self, job: JobStatus, now: float) -> RunningEntry:
         """A running job's round inputs that depend on its status object alone (cached)."""
         marks: Mapping[str, float] = job.marks
         update = dm.remembered(marks, job.observed)
@@ -400,7 +401,7 @@ class DanluPolicy:
             if expected is not None:
                 left = max(expected - job.run_time_at(now), 1.0)
             options = [Option(job.allocation.num_gpus, left, None, True)]
-        return _Running(
+        return RunningEntry(
             status=job,
             marks=marks,
             update=update,
@@ -433,7 +434,7 @@ class DanluPolicy:
         cache = self._running_memo
         count = len(movable)
         ids = list(map(id, movable))
-        runs = list(map(cache.get, ids, repeat(_NO_RUN)))
+        runs = list(map(cache.get, ids, repeat(NO_RUNNING)))
         for i in compress(range(count), map(is_not, map(_STATUS, runs), movable)):
             runs[i] = self._running_job(movable[i], now)
         cache.clear()
@@ -472,7 +473,7 @@ class DanluPolicy:
     def _measured(
         self,
         job: JobStatus,
-        run: _Running,
+        run: RunningEntry,
         now: float,
         capacity: int,
         gpn: int,
@@ -568,7 +569,9 @@ class DanluPolicy:
         plan = self._place(view, whole, first, all_options, chosen, new_marks)
         return self._share(view, shared, plan)
 
-    def _starving(self, waits: list[_Waiting], now: float, first: int, capacity: int) -> list[int]:
+    def _starving(
+        self, waits: list[WaitingEntry], now: float, first: int, capacity: int
+    ) -> list[int]:
         """The starving jobs promoted this round, as indices ``first`` + position in
         ``waits``: of the pending jobs that waited ``starve_after`` seconds and can run,
         the longest-waiting (ties by submission order) whose smallest sizes sum to at most
@@ -705,54 +708,6 @@ class DanluPolicy:
         )
 
 
-@dataclass(frozen=True, slots=True)
-class _Waiting:
-    """A pending job's round inputs that depend on its status object alone."""
-
-    status: JobStatus
-    options: list[Option]
-    best: float
-    """Its rank before the aging weight: ``min T(n) * (1 + width * n / C)``."""
-    waiting_from: float
-    """Submission plus time run: ``now - waiting_from`` is the wait that ages it."""
-    starving_from: float
-    seq: int
-    shared: bool = False
-    """A shared (fractional) request: placed by :func:`place_shared`, not the walk."""
-
-
-@dataclass(frozen=True, slots=True)
-class _Running:
-    """A preemptible running job's round inputs that depend on its status object alone."""
-
-    status: JobStatus
-    marks: Mapping[str, float]
-    """Its marks with the current measurement remembered."""
-    update: dict[str, float]
-    """The marks that measurement adds (to be written; never mutated)."""
-    hold: float
-    """Seconds after its (re)start during which it is neither shrunk nor preempted."""
-    stuck: bool
-    """Held for good: ``max_moves`` reached, or a shared request."""
-    shares: bool
-    start: float
-    """Its last (re)start (``inf`` when unknown)."""
-    options: list[Option] | None
-    """A job without observations: its one option, keeping it, built in the round its
-    status was first seen. Only its GPUs count: the walk compares the times of one job's
-    options with each other, never a lone option's; the rank is computed from the current
-    remaining time every round. (Reused, not rebuilt, so that a round allocates in
-    proportion to the jobs that changed, not to all the running ones.)"""
-    submit: float
-    run_time: float
-    """Seconds run before ``start``."""
-    expected: float
-    """Its expected duration (``nan`` when unknown)."""
-    gpus: int
-
-
-_NO_HIT = _Waiting(JobStatus(JobRequest("", 0.0)), [], math.inf, 0.0, 0.0, 0)
-"""Stands for a cache miss: its status is no job's."""
 _STATUS = attrgetter("status")
 _OPTIONS = attrgetter("options")
 _BEST = attrgetter("best")
@@ -761,8 +716,6 @@ _STARVING_FROM = attrgetter("starving_from")
 _WAIT_SEQ = attrgetter("seq")
 _SHARED = attrgetter("shared")
 _SEQ = attrgetter("request.seq")
-_NO_RUN = _Running(_NO_HIT.status, {}, {}, 0.0, False, False, math.inf, None, 0.0, 0.0, 0.0, 0)
-"""Stands for a cache miss of a running job."""
 
 
 def _waiting_since(job: JobStatus) -> float:
