@@ -54,6 +54,7 @@ import numpy.typing as npt
 from danlu.core.cluster import MILLI_PER_GPU, Allocation
 from danlu.core.errors import ConfigError
 from danlu.sched.placement.gang import FreeMap
+from danlu.sched.policies import danlu_loan as dl
 from danlu.sched.policies import danlu_model as dm
 from danlu.sched.policies.danlu_alloc import Option, walk
 from danlu.sched.policies.danlu_entries import NO_RUNNING, NO_WAITING, RunningEntry, WaitingEntry
@@ -176,6 +177,14 @@ class DanluPolicy:
     """Inter-node sync held beyond the replicas measured (``danlu_model.build``)."""
     share_measured: bool = False
     """``shares``: read a job's exponent off its measured sizes only (``Option.measured``)."""
+    loan_rule: bool = False
+    """A held job grows only where the time saved over a loan as long as its own past
+    loans were repays ``loan_margin`` x its two restarts (``danlu_loan.repays``; the mean
+    weighs the latest loan ``loan_weight``); ``loan_all``: also other running jobs' growth
+    (hold over, regret) while jobs wait."""
+    loan_weight: float = 0.5
+    loan_margin: float = 1.0
+    loan_all: bool = False
     adaptive_jobs: bool = True
     """Let jobs that report ``observed["adaptive"]`` re-pick their batch in-process
     (``Start.adaptive``); off: the policy picks every job's batch (rebatches in place)."""
@@ -491,6 +500,10 @@ class DanluPolicy:
         if work is not None and work != marks.get(WORK):
             update[WORK] = work
         opts = self._options(job, marks, work, capacity, gpn, now)
+        loan = dl.loan_time(marks) if self.loan_rule else None
+        if loan is not None and self.loan_all and queued:
+            cur, margin = job.allocation.num_gpus, self.loan_margin
+            opts = dl.drop_unpaid(opts, cur, loan, self.restart_cost, margin)
         if held and since >= self.grow_after and _regrets(opts, self.regret):
             # the last move measured far worse than predicted: undo it, but a held job is
             # never preempted: pinned at its smallest option, it may take any bigger one
@@ -505,6 +518,9 @@ class DanluPolicy:
         left = min((o.seconds for o in opts), default=self.new_job_seconds)
         kept = [o for o in opts if o.keep][:1] or [Option(cur, left, None, True)]
         bigger = [o for o in opts if not o.keep and o.gpus > cur] if may_grow else []
+        if loan is not None and bigger:  # what it grows into comes back after about `loan`
+            margin, restart = self.loan_margin, self.restart_cost
+            bigger = dl.worth_lending(bigger, kept[0].seconds, loan, restart, margin)
         # GPUs it grew into are lent: while jobs wait, it may go back to its size before
         lent = int(marks.get(GREW_FROM, 0.0)) if self.lend and queued else 0
         back = [o for o in opts if o.gpus == lent and not o.keep] if lent < cur else []
@@ -659,6 +675,8 @@ class DanluPolicy:
                 grew = alloc.num_gpus > job.allocation.num_gpus
                 if grew or job.marks.get(GREW_FROM):
                     note[GREW_FROM] = float(job.allocation.num_gpus) if grew else 0.0
+                if self.loan_rule:
+                    dl.record(job.marks, view.time, grew, self.loan_weight, note)
                 resizes.append(Resize(job.id, alloc, option.batch, adaptive))
             else:
                 if job.marks.get(GREW_FROM):
@@ -668,6 +686,9 @@ class DanluPolicy:
                 starts.append(Start(job.id, alloc, option.batch, adaptive))
         for p in preempts:
             marks.setdefault(p.job_id, {})[STOPPED] = view.time
+        stopped = {p.job_id for p in preempts} if self.loan_rule else set()
+        for job in (j for j in jobs[:first] if j.id in stopped):  # ends its loan too
+            dl.record(job.marks, view.time, False, self.loan_weight, marks[job.id])
         return Plan(
             starts=tuple(starts),
             preempts=tuple(preempts),
