@@ -72,13 +72,7 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--loads", default="0.5,1.0,1.5")
     parser.add_argument("--workloads", default="1,2,3,4")
-    parser.add_argument(
-        "--set",
-        action="append",
-        default=[],
-        metavar="KNOB=VALUE",
-        help="a DanluPolicy setting other than its default (repeatable)",
-    )
+    add_knob_option(parser)
     parser.add_argument(
         "--pollux-results",
         type=Path,
@@ -87,7 +81,7 @@ def main() -> None:
         help="the artifact's results-jobload folder: print a per-application comparison",
     )
     args = parser.parse_args()
-    knobs = dict(_knob(text) for text in args.set)
+    knobs = knob_settings(args)
     profiles = load_profiles(DATA / "traces")
     print(
         f"{'load':>4} {'workload':>8} {'danlu avg':>10} {'pollux avg':>10} {'ratio':>6} "
@@ -143,6 +137,22 @@ def per_application(ours: dict[str, float], theirs: dict[str, float]) -> str:
         f"{app} {n:.0f}: {a / n:.0f}/{b / n:.0f} ({(a - b) / total:+.0f})"
         for app, (a, b, n) in sorted(sums.items())
     )
+
+
+def add_knob_option(parser: argparse.ArgumentParser) -> None:
+    """``--set KNOB=VALUE`` (repeatable): a DanluPolicy setting other than its default."""
+    parser.add_argument(
+        "--set",
+        action="append",
+        default=[],
+        metavar="KNOB=VALUE",
+        help="a DanluPolicy setting other than its default (repeatable)",
+    )
+
+
+def knob_settings(args: argparse.Namespace) -> dict[str, Any]:
+    """The ``--set`` settings parsed, by knob name."""
+    return dict(_knob(text) for text in args.set)
 
 
 def _knob(text: str) -> tuple[str, Any]:

@@ -26,7 +26,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 
 import numpy as np
-from danlu_pollux import DATA, FOLDERS, POLLUX, _knob
+from danlu_pollux import DATA, FOLDERS, POLLUX, add_knob_option, knob_settings
 
 from danlu.core.cluster import Cluster
 from danlu.sched.policies import danlu_model as dm
@@ -125,15 +125,9 @@ def main() -> None:
     parser.add_argument("--restart-cost", type=float, default=30.0)
     parser.add_argument("--loads", default="0.5,1.0,1.5")
     parser.add_argument("--workloads", default="1,2,3,4")
-    parser.add_argument(
-        "--set",
-        action="append",
-        default=[],
-        metavar="KNOB=VALUE",
-        help="a DanluPolicy setting other than its default (repeatable)",
-    )
+    add_knob_option(parser)
     args = parser.parse_args()
-    knobs = dict(_knob(text) for text in args.set)
+    knobs = knob_settings(args)
     if args.restart_cost < 0:
         parser.error("--restart-cost: seconds, 0 or more")
     profiles = load_profiles(DATA / "traces")
