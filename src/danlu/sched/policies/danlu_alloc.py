@@ -61,6 +61,24 @@ def _pick(
     return best
 
 
+def grant_pinned(
+    options: Sequence[Sequence[Option]], capacity: int, pinned: Sequence[int] | None
+) -> tuple[list[int], list[bool], int]:
+    """The walks' start: every pinned option granted, in job order, while ``capacity``
+    lasts. Returns the chosen option per job (-1: none yet), which jobs are pinned (locked)
+    and the GPUs left."""
+    chosen = [-1] * len(options)
+    locked = [False] * len(options)
+    free = capacity
+    if pinned is not None:
+        for j, k in enumerate(pinned):
+            if k >= 0 and options[j][k].gpus <= free:
+                chosen[j] = k
+                free -= options[j][k].gpus
+                locked[j] = True
+    return chosen, locked, free
+
+
 def walk(
     options: Sequence[Sequence[Option]],
     order: Sequence[int],
@@ -77,16 +95,7 @@ def walk(
     option (granted before anyone else, in job order, while capacity lasts): it is never
     shrunk, and grows (in its rank turn or into GPUs nobody took) only when ``may_grow[j]``.
     """
-    count = len(options)
-    chosen = [-1] * count
-    free = capacity
-    locked = [False] * count
-    if pinned is not None:
-        for j, k in enumerate(pinned):
-            if k >= 0 and options[j][k].gpus <= free:
-                chosen[j] = k
-                free -= options[j][k].gpus
-                locked[j] = True
+    chosen, locked, free = grant_pinned(options, capacity, pinned)
     scale = max(capacity, 1)
     for rank, j in enumerate(order):
         if free <= 0:

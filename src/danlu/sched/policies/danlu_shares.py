@@ -39,7 +39,7 @@ import math
 from collections.abc import Sequence
 from operator import attrgetter
 
-from danlu.sched.policies.danlu_alloc import Option, spare_pass
+from danlu.sched.policies.danlu_alloc import Option, grant_pinned, spare_pass
 
 P_MIN = 0.05
 """Smallest speed-up exponent (a job that does not speed up at all)."""
@@ -141,16 +141,7 @@ def share_walk(
     are those of :func:`danlu_alloc.walk` (``price_scale`` multiplies the delay term);
     ``p_max`` caps the exponents read off the jobs' options; ``measured``: they are read
     off the sizes each job was measured at only (see :func:`profile`)."""
-    count = len(options)
-    chosen = [-1] * count
-    free = capacity
-    locked = [False] * count
-    if pinned is not None:
-        for j, k in enumerate(pinned):
-            if k >= 0 and options[j][k].gpus <= free:
-                chosen[j] = k
-                free -= options[j][k].gpus
-                locked[j] = True
+    chosen, locked, free = grant_pinned(options, capacity, pinned)
     # what the jobs ranked after each position amount to: how many of them the job would
     # delay (a held job only by the share of its fastest size it does not hold yet, one
     # that may not grow not at all), their summed exponents (so weighted) and the GPUs
