@@ -174,3 +174,17 @@ def test_the_same_nan_gradient_on_a_checked_step_is_skipped() -> None:
         results = [ctx.step(next(batches), loss_fn) for _ in range(8)]
     assert results[4].anomaly == "nonfinite_grad" and not results[4].applied
     assert all(r.anomaly is None for r in results[5:])
+
+
+def test_the_engine_computes_the_norm_exactly_on_the_cadences_due_steps() -> None:
+    """``StepEngine.step`` inlines ``NormCadence.due`` (the per-step path): both must agree."""
+    data = tiny_regression(64)
+    model = tiny_model()
+    opt = torch.optim.SGD(model.parameters(), lr=0.01)
+    x, y = data.tensors
+    with dt.init(
+        model, opt, global_batch_size=8, grad_norm_every=3, metrics_file=False, environ={}
+    ) as ctx:
+        checked = [ctx.step((x[i : i + 8], y[i : i + 8]), mse_loss).grad_norm for i in range(7)]
+        due = [ctx.engine.cadence.due(s) for s in range(7)]
+    assert [n is not None for n in checked] == due == [s % 3 == 0 for s in range(7)]

@@ -75,7 +75,10 @@ class NormCadence:
         self._steps: list[float] = []
 
     def due(self, step: int) -> bool:
-        """Whether step ``step`` (0-based, counted over the whole run) computes the norm."""
+        """Whether step ``step`` (0-based, counted over the whole run) computes the norm.
+
+        ``StepEngine.step`` evaluates the same condition inline (it runs on every step); a
+        test checks that the two agree."""
         return self.calibrating or step % self.every == 0
 
     def observe(self, norm_s: float, step_s: float) -> int | None:
