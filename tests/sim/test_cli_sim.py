@@ -122,6 +122,14 @@ def bad_pack_args(tmp_path: Path) -> list[str]:
         (["sim", "compare", "--policies", "fifo,nope", "--quiet"], "--policies"),
         (["sim", "run", "--option", "thresholds", "--quiet"], "--option"),
         (["sim", "run", "--policy", "fifo", "--option", "colour=1", "--quiet"], "'colour'"),
+        (
+            ["sim", "run", "--policy", "danlu", "--option", "restart_cost=abc", "--quiet"],
+            "'restart_cost' must be a number",
+        ),
+        (
+            ["sim", "run", "--policy", "danlu", "--option", "share_p_max=2", "--quiet"],
+            "share_p_max must be in [0.05, 1]",
+        ),
     ],
 )
 def test_bad_flags_exit_2_naming_the_flag(runner: CliRunner, args: list[str], needle: str) -> None:

@@ -58,6 +58,7 @@ from danlu.sched.policies import danlu_loan as dl
 from danlu.sched.policies import danlu_model as dm
 from danlu.sched.policies.danlu_alloc import Option, walk
 from danlu.sched.policies.danlu_entries import NO_RUNNING, NO_WAITING, RunningEntry, WaitingEntry
+from danlu.sched.policies.danlu_knobs import check_knobs
 from danlu.sched.policies.danlu_share import place_shared
 from danlu.sched.policies.danlu_shares import share_walk
 from danlu.sched.view import (
@@ -208,6 +209,7 @@ class DanluPolicy:
     def __post_init__(self) -> None:
         if self.alloc not in ("shares", "walk"):
             raise ConfigError(f"danlu policy: alloc must be 'shares' or 'walk', not {self.alloc!r}")
+        check_knobs(self)
 
     # -- model ------------------------------------------------------------------------
     def _model(
