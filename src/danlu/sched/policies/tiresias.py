@@ -27,6 +27,7 @@ import math
 from dataclasses import dataclass, field
 
 from danlu.core.cluster import MILLI_PER_GPU
+from danlu.core.errors import ConfigError
 from danlu.sched.policies.base import ranked_round
 from danlu.sched.policies.ranked import RankedJobs, RankKey, ranked_pending
 from danlu.sched.view import ClusterView, JobStatus, Plan
@@ -54,7 +55,9 @@ class TiresiasPolicy:
 
     def __post_init__(self) -> None:
         if list(self.thresholds) != sorted(self.thresholds):
-            raise ValueError(f"tiresias thresholds must ascend, got {self.thresholds}")
+            raise ConfigError(
+                f"tiresias: thresholds must ascend (seconds of GPU service), got {self.thresholds}"
+            )
 
     def queue_of(self, job: JobStatus, now: float) -> tuple[int, float]:
         """The job's queue (0 is served first) and the time it entered that queue.
