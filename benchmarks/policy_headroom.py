@@ -7,11 +7,15 @@ replaced by the simulator's own profile of the job's application: the true step 
 times of every placement and micro-batch, and the true gradient statistics of the epoch the
 job is in (not of later epochs: the oracle does not see the noise grow). Everything else is
 the policy as it runs: ranking, prices, holds, the remaining-work estimate it integrates from
-the goodput the job reports. ``--restart-cost`` sets the restart cost of both the simulator
-and the policy (0: every move is free).
+the goodput the job reports. ``--oracle future`` is ``both`` and, in place of that estimate,
+every option's remaining time read off the profile: the job's remaining epochs, each at the
+best global batch on that many GPUs (packed on the fewest nodes) for that epoch's true
+statistics, so the noise growing over training is seen too. ``--restart-cost`` sets the
+restart cost of both the simulator and the policy (0: every move is free).
 
     PYTHONPATH=src python benchmarks/policy_headroom.py [--oracle none|throughput|stats|both]
         [--restart-cost 30] [--loads 0.5,1.0,1.5] [--workloads 1,2,3,4]
+        (--oracle also: future)
 
 Prints, per run, danlu's average JCT over Pollux's published one, then the mean over the
 runs; asserts nothing.
@@ -31,12 +35,13 @@ from danlu_pollux import DATA, FOLDERS, POLLUX, add_knob_option, knob_settings
 from danlu.core.cluster import Cluster
 from danlu.sched.policies import danlu_model as dm
 from danlu.sched.policies.danlu import DanluPolicy
+from danlu.sched.policies.danlu_alloc import Option
 from danlu.sched.view import JobStatus
 from danlu.sim.elastic import ApplicationProfile, OutOfProfileError, load_profiles
 from danlu.sim.engine import SimConfig, Simulator
 from danlu.sim.workload import ProfiledWork, load_workload
 
-ORACLES = ("none", "throughput", "stats", "both")
+ORACLES = ("none", "throughput", "stats", "both", "future")
 _Table = dict[int, tuple[float, int]]  # the policy's per-model table: GPUs -> (goodput, batch)
 
 
@@ -105,18 +110,106 @@ class HeadroomPolicy(DanluPolicy):
         if hit is not None and hit[0] is model:
             return hit[1], hit[2]
         values = {f.name: getattr(model, f.name) for f in dataclasses.fields(model)}
-        if self.oracle in ("throughput", "both"):
+        throughput = self.oracle in ("throughput", "both", "future")
+        if throughput:
             values["max_replicas_seen"] = 1 << 20  # no growth cap: nothing to explore
         oracle = OracleModel(
             **values,
             profile=profile,
             epoch=epoch,
-            throughput=self.oracle in ("throughput", "both"),
-            stats=self.oracle in ("stats", "both"),
+            throughput=throughput,
+            stats=self.oracle in ("stats", "both", "future"),
         )
         fresh: _Table = {}
         self._oracles[key] = (model, oracle, fresh)
         return oracle, fresh
+
+    def _options(
+        self,
+        job: JobStatus,
+        marks: Mapping[str, float],
+        work: float | None,
+        capacity: int,
+        gpn: int,
+        now: float,
+    ) -> list[Option]:
+        """With ``future``: the policy's options, each with its remaining time read off the
+        profile (restart added unless the option keeps the job's GPUs); options at GPU
+        counts the profile cannot run are dropped."""
+        options = super()._options(job, marks, work, capacity, gpn, now)
+        profile = self.applications.get(job.id)
+        if self.oracle != "future" or profile is None:
+            return options
+        table = _epoch_seconds(profile, gpn)
+        progress = job.observed.get("progress", 0.0)
+        out = []
+        for option in options:
+            seconds = _remaining(profile, table, progress, option.gpus, gpn)
+            if math.isfinite(seconds):
+                restart = 0.0 if option.keep or option.in_place else self.restart_cost
+                out.append(dataclasses.replace(option, seconds=seconds + restart))
+        return out
+
+
+_EPOCHS: dict[tuple[int, int], dict[int, np.ndarray]] = {}
+"""Per (profile, GPUs per node): GPU count -> the least seconds of each epoch."""
+
+
+def _epoch_seconds(profile: ApplicationProfile, gpn: int) -> dict[int, np.ndarray]:
+    """GPU count -> seconds of each epoch at its best batch on that many GPUs (on the
+    fewest nodes), counts filled in as asked for (cached)."""
+    return _EPOCHS.setdefault((id(profile), gpn), {})
+
+
+def _remaining(
+    profile: ApplicationProfile,
+    table: dict[int, np.ndarray],
+    progress: float,
+    gpus: int,
+    gpn: int,
+) -> float:
+    """Seconds the job still needs on ``gpus`` GPUs (``gpn`` per node) from ``progress``
+    (fraction done); ``table``: the epoch times computed so far, filled in."""
+    seconds = table.get(gpus)
+    if seconds is None:
+        seconds = table[gpus] = _count_epochs(profile, gpus, gpn)
+    done = progress * profile.target_progress
+    epoch = min(profile.epoch_at(done), profile.max_epochs - 1)
+    start = profile.epoch_boundaries[epoch - 1] if epoch else 0.0
+    width = profile.epoch_boundaries[epoch] - start
+    part = (profile.epoch_boundaries[epoch] - done) / width if width > 0 else 0.0
+    return float(part * seconds[epoch] + seconds[epoch + 1 :].sum())
+
+
+def _count_epochs(profile: ApplicationProfile, gpus: int, gpn: int) -> np.ndarray:
+    """Seconds of each epoch on ``gpus`` GPUs packed on ``ceil(gpus / gpn)`` nodes at the
+    best (micro-batch, accumulation) for that epoch's statistics; inf where none runs."""
+    nodes = math.ceil(gpus / gpn)
+    top = profile.max_batch_size
+    local = np.arange(profile.min_local_bsz, min(profile.max_local_bsz, top // gpus) + 1.0)
+    out = np.full(len(profile.epoch_boundaries), np.inf)
+    if not local.size:
+        return out
+    points = np.column_stack([np.full_like(local, nodes), np.full_like(local, gpus), local])
+    times = profile.interpolated_step_times(points)
+    ok = ~np.isnan(times).any(axis=1)
+    local, times = local[ok], times[ok]
+    batches, seconds = [], []
+    for accum in range(16):
+        batch = gpus * local * (accum + 1)
+        fits = (batch <= top) & (batch >= profile.init_batch_size)
+        batches.append(batch[fits])
+        seconds.append(times[fits, 0] + (times[fits, 0] - times[fits, 1]) * accum)
+    batch, step = np.concatenate(batches), np.concatenate(seconds)
+    if not batch.size:
+        return out
+    start = 0.0
+    for epoch, boundary in enumerate(profile.epoch_boundaries):
+        sqr, var = profile.grad_stats_many(batch.astype(np.int64), epoch)
+        gain = (var + sqr) / (var / (batch / profile.init_batch_size) + sqr)
+        out[epoch] = (boundary - start) / float(np.max(gain / step))
+        start = boundary
+    return out
 
 
 def main() -> None:
