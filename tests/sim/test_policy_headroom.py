@@ -92,3 +92,31 @@ def test_the_oracle_picks_the_truly_best_candidate(monkeypatch: pytest.MonkeyPat
     assert all(true_goodput(b) <= good * (1 + 1e-12) for b in candidates)
     # the online model's guess differs: the oracle is not the fit
     assert not math.isclose(online.best_batch(8, 4)[0], good, rel_tol=1e-3)
+
+
+def test_future_oracle_times_are_bounded_by_the_fastest_configuration(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """``--oracle future``: each epoch on ``n`` packed GPUs takes at least the bound's time
+    (the fastest of every placement), the remaining time from the start is the sum of the
+    epochs, and from an epoch boundary it is the sum of the epochs after it."""
+    bench = _bench(monkeypatch)
+    monkeypatch.syspath_prepend(str(BENCHMARKS))
+    import jct_bound
+
+    profile = load_profiles(POLLUX / "traces")["cifar10"]
+    fastest = jct_bound.epoch_seconds(profile)
+    table: dict[int, object] = {}
+    for gpus in (1, 4, 8, 16, 32):
+        seconds = bench._count_epochs(profile, gpus, 4)
+        assert seconds.shape == fastest.shape
+        assert (seconds >= fastest * (1 - 1e-9)).all()
+        total = bench._remaining(profile, table, 0.0, gpus, 4)
+        assert total == pytest.approx(float(seconds.sum()))
+        third = profile.epoch_boundaries[2] / profile.target_progress
+        assert bench._remaining(profile, table, third, gpus, 4) == pytest.approx(
+            float(seconds[3:].sum())
+        )
+    # more GPUs are faster on cifar10 from one GPU to a few nodes, once its noise has grown
+    later = [float(bench._count_epochs(profile, n, 4)[50]) for n in (1, 4, 16)]
+    assert later[0] > later[1] > later[2]
