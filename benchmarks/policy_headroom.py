@@ -95,6 +95,10 @@ class HeadroomPolicy(DanluPolicy):
         default_factory=dict, init=False, repr=False, compare=False
     )
     """Oracle models by (job, optimistic, epoch), with the online model they wrap."""
+    _epochs: dict[tuple[str, int], dict[int, np.ndarray]] = field(
+        default_factory=dict, init=False, repr=False, compare=False
+    )
+    """``future``: per (job, GPUs per node), GPU count -> seconds of each epoch there."""
 
     def _model(
         self, job: JobStatus, marks: Mapping[str, float], optimistic: bool = False
@@ -140,7 +144,7 @@ class HeadroomPolicy(DanluPolicy):
         profile = self.applications.get(job.id)
         if self.oracle != "future" or profile is None:
             return options
-        table = _epoch_seconds(profile, gpn)
+        table = self._epochs.setdefault((job.id, gpn), {})
         progress = job.observed.get("progress", 0.0)
         out = []
         for option in options:
@@ -149,16 +153,6 @@ class HeadroomPolicy(DanluPolicy):
                 restart = 0.0 if option.keep or option.in_place else self.restart_cost
                 out.append(dataclasses.replace(option, seconds=seconds + restart))
         return out
-
-
-_EPOCHS: dict[tuple[int, int], dict[int, np.ndarray]] = {}
-"""Per (profile, GPUs per node): GPU count -> the least seconds of each epoch."""
-
-
-def _epoch_seconds(profile: ApplicationProfile, gpn: int) -> dict[int, np.ndarray]:
-    """GPU count -> seconds of each epoch at its best batch on that many GPUs (on the
-    fewest nodes), counts filled in as asked for (cached)."""
-    return _EPOCHS.setdefault((id(profile), gpn), {})
 
 
 def _remaining(
