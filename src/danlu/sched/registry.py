@@ -17,6 +17,7 @@ from danlu.sched.placement.gang import STRATEGIES
 from danlu.sched.policies.base import Policy
 from danlu.sched.policies.danlu import DanluPolicy
 from danlu.sched.policies.fifo import FifoPolicy
+from danlu.sched.policies.options import check_option_type
 from danlu.sched.policies.priority import PriorityPolicy
 from danlu.sched.policies.sjf import SjfPolicy
 from danlu.sched.policies.tiresias import TiresiasPolicy
@@ -54,35 +55,11 @@ class PolicyRegistry:
                 )
             hints = typing.get_type_hints(factory)
             for key, value in options.items():
-                _check_type(name, key, value, hints.get(key))
+                check_option_type(name, key, value, hints.get(key))
         placement = options.get("placement")
         if placement is not None and placement not in STRATEGIES:
             raise UnknownNameError("placement", str(placement), list(STRATEGIES))
         return factory(**options)
-
-
-def _check_type(policy: str, key: str, value: object, hint: object) -> None:
-    """Raise :class:`ConfigError` when ``value`` does not have the option's declared type
-    (bool, int, float, str or a tuple of numbers; an int is a valid float, a bool is not a
-    number)."""
-    what: str | None = None
-    if hint is bool:
-        what = None if isinstance(value, bool) else "true or false"
-    elif hint is int:
-        ok = isinstance(value, int) and not isinstance(value, bool)
-        what = None if ok else "a whole number"
-    elif hint is float:
-        ok = isinstance(value, int | float) and not isinstance(value, bool)
-        what = None if ok else "a number"
-    elif hint is str:
-        what = None if isinstance(value, str) else "a string"
-    elif typing.get_origin(hint) is tuple:
-        ok = isinstance(value, tuple | list) and all(
-            isinstance(v, int | float) and not isinstance(v, bool) for v in value
-        )
-        what = None if ok else "a list of numbers"
-    if what is not None:
-        raise ConfigError(f"policy {policy!r} option {key!r} must be {what}, got {value!r}")
 
 
 def default_registry() -> PolicyRegistry:

@@ -1,15 +1,18 @@
-"""The value checks of :class:`~danlu.sched.policies.danlu.DanluPolicy`'s knobs: each
-numeric knob's valid range, the whole-number and true/false knobs. A policy built with a
+"""The value checks of :class:`~danlu.sched.policies.danlu.DanluPolicy`'s knobs: every
+knob's declared type (:func:`~danlu.sched.policies.options.check_option_type`, as the
+registry checks options by name) and each numeric knob's valid range. A policy built with a
 value outside them raises :class:`~danlu.core.errors.ConfigError` naming the knob, what it
-accepts and its default (``alloc`` is checked by the policy itself)."""
+accepts and, for a range, its default (``alloc`` is checked by the policy itself)."""
 
 from __future__ import annotations
 
 import dataclasses
 import math
+import typing
 from typing import Any
 
 from danlu.core.errors import ConfigError
+from danlu.sched.policies.options import check_option_type
 
 _INF = math.inf
 _KNOB_RANGES: dict[str, tuple[float, float, tuple[bool, bool]]] = {
@@ -36,17 +39,19 @@ _KNOB_RANGES: dict[str, tuple[float, float, tuple[bool, bool]]] = {
     "loan_margin": (0.0, _INF, (True, False)),
 }
 """Each numeric knob's valid range: (low, high, (low included, high included))."""
-_BOOL_KNOBS = ("lend", "flat_sync", "share_measured", "loan_rule", "loan_all", "adaptive_jobs")
 
 
 def check_knobs(policy: Any) -> None:
     """Raise :class:`ConfigError` for the first knob of ``policy`` (a ``DanluPolicy``) whose
     value has the wrong type or lies outside its range."""
-    defaults = {f.name: f.default for f in dataclasses.fields(policy)}
+    hints = typing.get_type_hints(type(policy))
+    defaults = {}
+    for f in dataclasses.fields(policy):
+        if f.init:
+            check_option_type(policy.name, f.name, getattr(policy, f.name), hints[f.name])
+            defaults[f.name] = f.default
     for knob, (low, high, closed) in _KNOB_RANGES.items():
         value = getattr(policy, knob)
-        if isinstance(value, bool) or not isinstance(value, int | float):
-            raise ConfigError(f"danlu policy: {knob} must be a number, got {value!r}")
         above = value >= low if closed[0] else value > low
         below = value <= high if closed[1] else value < high
         if not (above and below and math.isfinite(value)):
@@ -54,14 +59,4 @@ def check_knobs(policy: Any) -> None:
             raise ConfigError(
                 f"danlu policy: {knob} must be in {span}, got {value!r} "
                 f"(default {defaults[knob]!r})"
-            )
-    for knob in ("max_moves", "first_gpus"):
-        if not isinstance(getattr(policy, knob), int):
-            raise ConfigError(
-                f"danlu policy: {knob} must be a whole number, got {getattr(policy, knob)!r}"
-            )
-    for knob in _BOOL_KNOBS:
-        if not isinstance(getattr(policy, knob), bool):
-            raise ConfigError(
-                f"danlu policy: {knob} must be true or false, got {getattr(policy, knob)!r}"
             )
