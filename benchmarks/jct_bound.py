@@ -60,24 +60,30 @@ def _placement_rows(profile: ApplicationProfile) -> Rows:
             rows.append((replicas, a, np.interp(a, xs, steps), np.interp(a, xs, syncs)))
     for nodes in range(1, NODES + 1):
         for replicas in range(nodes, min(nodes * GPUS_PER_NODE, NODES * GPUS_PER_NODE) + 1):
-            top = min(hi, profile.max_batch_size // replicas)
-            a = np.arange(lo, top + 1, dtype=float)
-            if not a.size:
-                continue
-            points = np.column_stack([np.full_like(a, nodes), np.full_like(a, replicas), a])
-            out = profile.interpolated_step_times(points)
-            ok = ~np.isnan(out).any(axis=1)
-            if ok.any():
-                rows.append((replicas, a[ok], out[ok, 0], out[ok, 1]))
+            rows.extend(count_rows(profile, nodes, replicas))
     return rows
 
 
-def fastest_iteration(profile: ApplicationProfile) -> np.ndarray:
+def count_rows(profile: ApplicationProfile, nodes: int, replicas: int) -> Rows:
+    """The row of ``replicas`` GPUs on ``nodes`` nodes as the simulator interpolates it:
+    every integer micro-batch it covers (none: an empty list)."""
+    top = min(profile.max_local_bsz, profile.max_batch_size // replicas)
+    a = np.arange(profile.min_local_bsz, top + 1, dtype=float)
+    if not a.size:
+        return []
+    points = np.column_stack([np.full_like(a, nodes), np.full_like(a, replicas), a])
+    out = profile.interpolated_step_times(points)
+    ok = ~np.isnan(out).any(axis=1)
+    return [(replicas, a[ok], out[ok, 0], out[ok, 1])] if ok.any() else []
+
+
+def fastest_iteration(profile: ApplicationProfile, rows: Rows | None = None) -> np.ndarray:
     """``t[B]``: the shortest seconds per optimizer step of any configuration whose executed
-    global batch is ``B`` (inf where none), for ``B`` in 0..max_batch_size."""
+    global batch is ``B`` (inf where none), for ``B`` in 0..max_batch_size; ``rows``: the
+    configurations to consider (default: every placement, :func:`_placement_rows`)."""
     top = profile.max_batch_size
     best = np.full(top + 1, np.inf)
-    for replicas, a, step, sync in _placement_rows(profile):
+    for replicas, a, step, sync in _placement_rows(profile) if rows is None else rows:
         per_replica = replicas * a
         k = 0
         while True:
@@ -92,9 +98,10 @@ def fastest_iteration(profile: ApplicationProfile) -> np.ndarray:
     return best
 
 
-def epoch_seconds(profile: ApplicationProfile) -> np.ndarray:
-    """Per epoch, the least seconds it can take (before the boundary rounding)."""
-    best = fastest_iteration(profile)
+def epoch_seconds(profile: ApplicationProfile, best: np.ndarray | None = None) -> np.ndarray:
+    """Per epoch, the least seconds it can take (before the boundary rounding); ``best``: the
+    seconds per step by executed batch to choose from (default: :func:`fastest_iteration`)."""
+    best = fastest_iteration(profile) if best is None else best
     batches = np.flatnonzero(np.isfinite(best))
     seconds = best[batches]
     scale = batches / profile.init_batch_size

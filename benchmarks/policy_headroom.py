@@ -13,9 +13,9 @@ best global batch on that many GPUs (packed on the fewest nodes) for that epoch'
 statistics, so the noise growing over training is seen too. ``--restart-cost`` sets the
 restart cost of both the simulator and the policy (0: every move is free).
 
-    PYTHONPATH=src python benchmarks/policy_headroom.py [--oracle none|throughput|stats|both]
-        [--restart-cost 30] [--loads 0.5,1.0,1.5] [--workloads 1,2,3,4]
-        (--oracle also: future)
+    PYTHONPATH=src python benchmarks/policy_headroom.py
+        [--oracle none|throughput|stats|both|future] [--restart-cost 30]
+        [--loads 0.5,1.0,1.5] [--workloads 1,2,3,4]
 
 Prints, per run, danlu's average JCT over Pollux's published one, then the mean over the
 runs; asserts nothing.
@@ -31,6 +31,7 @@ from dataclasses import dataclass, field
 
 import numpy as np
 from danlu_pollux import DATA, FOLDERS, POLLUX, add_knob_option, knob_settings
+from jct_bound import count_rows, epoch_seconds, fastest_iteration
 
 from danlu.core.cluster import Cluster
 from danlu.sched.policies import danlu_model as dm
@@ -177,33 +178,10 @@ def _remaining(
 
 def _count_epochs(profile: ApplicationProfile, gpus: int, gpn: int) -> np.ndarray:
     """Seconds of each epoch on ``gpus`` GPUs packed on ``ceil(gpus / gpn)`` nodes at the
-    best (micro-batch, accumulation) for that epoch's statistics; inf where none runs."""
-    nodes = math.ceil(gpus / gpn)
-    top = profile.max_batch_size
-    local = np.arange(profile.min_local_bsz, min(profile.max_local_bsz, top // gpus) + 1.0)
-    out = np.full(len(profile.epoch_boundaries), np.inf)
-    if not local.size:
-        return out
-    points = np.column_stack([np.full_like(local, nodes), np.full_like(local, gpus), local])
-    times = profile.interpolated_step_times(points)
-    ok = ~np.isnan(times).any(axis=1)
-    local, times = local[ok], times[ok]
-    batches, seconds = [], []
-    for accum in range(16):
-        batch = gpus * local * (accum + 1)
-        fits = (batch <= top) & (batch >= profile.init_batch_size)
-        batches.append(batch[fits])
-        seconds.append(times[fits, 0] + (times[fits, 0] - times[fits, 1]) * accum)
-    batch, step = np.concatenate(batches), np.concatenate(seconds)
-    if not batch.size:
-        return out
-    start = 0.0
-    for epoch, boundary in enumerate(profile.epoch_boundaries):
-        sqr, var = profile.grad_stats_many(batch.astype(np.int64), epoch)
-        gain = (var + sqr) / (var / (batch / profile.init_batch_size) + sqr)
-        out[epoch] = (boundary - start) / float(np.max(gain / step))
-        start = boundary
-    return out
+    best (micro-batch, accumulation) for that epoch's statistics (``jct_bound``'s epoch
+    times restricted to that one placement); inf where none runs."""
+    rows = count_rows(profile, math.ceil(gpus / gpn), gpus)
+    return epoch_seconds(profile, fastest_iteration(profile, rows))
 
 
 def main() -> None:
