@@ -11,10 +11,12 @@ the goodput the job reports. ``--oracle future`` is ``both`` and, in place of th
 every option's remaining time read off the profile: the job's remaining epochs, each at the
 best global batch on that many GPUs (packed on the fewest nodes) for that epoch's true
 statistics, so the noise growing over training is seen too. ``--restart-cost`` sets the
-restart cost of both the simulator and the policy (0: every move is free).
+restart cost of both the simulator and the policy (0: every move is free). ``--solo`` runs
+every job of a workload alone on the cluster, in a simulation of its own, with a fresh
+policy: what is left of the gap without contention (the job's own ramp, model and moves).
 
     PYTHONPATH=src python benchmarks/policy_headroom.py
-        [--oracle none|throughput|stats|both|future] [--restart-cost 30]
+        [--oracle none|throughput|stats|both|future] [--restart-cost 30] [--solo]
         [--loads 0.5,1.0,1.5] [--workloads 1,2,3,4]
 
 Prints, per run, danlu's average JCT over Pollux's published one, then the mean over the
@@ -25,8 +27,9 @@ from __future__ import annotations
 
 import argparse
 import dataclasses
+import functools
 import math
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 
 import numpy as np
@@ -40,7 +43,7 @@ from danlu.sched.policies.danlu_alloc import Option
 from danlu.sched.view import JobStatus
 from danlu.sim.elastic import ApplicationProfile, OutOfProfileError, load_profiles
 from danlu.sim.engine import SimConfig, Simulator
-from danlu.sim.workload import ProfiledWork, load_workload
+from danlu.sim.workload import ProfiledWork, Workload, load_workload
 
 ORACLES = ("none", "throughput", "stats", "both", "future")
 _Table = dict[int, tuple[float, int]]  # the policy's per-model table: GPUs -> (goodput, batch)
@@ -184,10 +187,30 @@ def _count_epochs(profile: ApplicationProfile, gpus: int, gpn: int) -> np.ndarra
     return epoch_seconds(profile, fastest_iteration(profile, rows))
 
 
+def workload_jcts(
+    workload: Workload,
+    policy: Callable[[], DanluPolicy],
+    config: SimConfig,
+    profiles: Mapping[str, ApplicationProfile],
+    solo: bool = False,
+) -> list[float]:
+    """The JCTs of the workload's finished jobs on 16 x 4 GPUs, each policy from ``policy()``;
+    ``solo``: every job alone, in a simulation (and with a policy) of its own."""
+    parts = [dataclasses.replace(workload, jobs=(job,)) for job in workload.jobs]
+    out: list[float] = []
+    for part in parts if solo else [workload]:
+        result = Simulator(Cluster.homogeneous(16, 4), policy(), part, config, profiles).run()
+        out.extend(j.end_time - j.submit_time for j in result.jobs if j.end_time is not None)
+    return out
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=(__doc__ or "").splitlines()[0])
     parser.add_argument("--oracle", choices=ORACLES, default="both")
     parser.add_argument("--restart-cost", type=float, default=30.0)
+    parser.add_argument(
+        "--solo", action="store_true", help="every job alone on the cluster (no contention)"
+    )
     parser.add_argument("--loads", default="0.5,1.0,1.5")
     parser.add_argument("--workloads", default="1,2,3,4")
     add_knob_option(parser)
@@ -196,7 +219,10 @@ def main() -> None:
     if args.restart_cost < 0:
         parser.error("--restart-cost: seconds, 0 or more")
     profiles = load_profiles(DATA / "traces")
-    print(f"oracle {args.oracle}, restart cost {args.restart_cost:g} s, knobs {knobs}")
+    print(
+        f"oracle {args.oracle}, restart cost {args.restart_cost:g} s, knobs {knobs}"
+        + (", every job alone" if args.solo else "")
+    )
     ratios: list[float] = []
     for load in args.loads.split(","):
         for number in (int(w) for w in args.workloads.split(",")):
@@ -206,17 +232,17 @@ def main() -> None:
                 for job in workload.jobs
                 if isinstance(job.work, ProfiledWork)
             }
-            policy = HeadroomPolicy(
-                restart_cost=args.restart_cost, oracle=args.oracle, applications=apps, **knobs
+            config = SimConfig(interval=60.0, restart_cost=args.restart_cost)
+
+            policy = functools.partial(
+                HeadroomPolicy,
+                restart_cost=args.restart_cost,
+                oracle=args.oracle,
+                applications=apps,
+                **knobs,
             )
-            result = Simulator(
-                Cluster.homogeneous(16, 4),
-                policy,
-                workload,
-                SimConfig(interval=60.0, restart_cost=args.restart_cost),
-                profiles,
-            ).run()
-            avg = float(np.mean([j.end_time - j.submit_time for j in result.jobs if j.end_time]))
+            jcts = workload_jcts(workload, policy, config, profiles, solo=args.solo)
+            avg = float(np.mean(jcts))
             ratio = avg / POLLUX[(load, number)][0]
             ratios.append(ratio)
             print(f"{load}x/{number} {avg:8.1f} s  ratio {ratio:.3f}", flush=True)

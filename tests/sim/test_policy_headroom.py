@@ -13,7 +13,10 @@ from types import ModuleType
 import pytest
 
 from danlu.sched.policies import danlu_model as dm
+from danlu.sched.policies.danlu import DanluPolicy
 from danlu.sim.elastic import BatchConfig, load_profiles
+from danlu.sim.engine import SimConfig
+from danlu.sim.workload import ProfiledWork, load_workload
 
 BENCHMARKS = Path(__file__).resolve().parents[2] / "benchmarks"
 POLLUX = Path(__file__).resolve().parents[2] / "../shared/data/pollux"
@@ -120,3 +123,33 @@ def test_future_oracle_times_are_bounded_by_the_fastest_configuration(
     # more GPUs are faster on cifar10 from one GPU to a few nodes, once its noise has grown
     later = [float(bench._count_epochs(profile, n, 4)[50]) for n in (1, 4, 16)]
     assert later[0] > later[1] > later[2]
+
+
+def test_solo_runs_each_job_in_a_simulation_of_its_own(monkeypatch: pytest.MonkeyPatch) -> None:
+    """``--solo``: one JCT per job, each that of the job simulated alone. Six cifar10 jobs
+    submitted together want more than the 64 GPUs between them, so together they take
+    longer in sum than each alone."""
+    bench = _bench(monkeypatch)
+    profiles = load_profiles(POLLUX / "traces")
+    whole = load_workload(POLLUX / "workloads-0.5" / "workload-1.csv")
+    cifar = next(
+        j
+        for j in whole.jobs
+        if isinstance(j.work, ProfiledWork) and j.work.application == "cifar10"
+    )
+    jobs = tuple(
+        dataclasses.replace(
+            cifar, request=dataclasses.replace(cifar.request, id=f"cifar10-{k}", submit_time=10.0)
+        )
+        for k in range(6)
+    )
+    workload = dataclasses.replace(whole, jobs=jobs)
+    config = SimConfig(interval=60.0, restart_cost=30.0)
+    solo = bench.workload_jcts(workload, DanluPolicy, config, profiles, solo=True)
+    assert len(solo) == len(jobs)
+    for job, jct in zip(jobs, solo, strict=True):
+        alone = dataclasses.replace(workload, jobs=(job,))
+        assert bench.workload_jcts(alone, DanluPolicy, config, profiles) == [jct]
+    shared = bench.workload_jcts(workload, DanluPolicy, config, profiles)
+    assert len(shared) == len(jobs)
+    assert sum(shared) > sum(solo)
