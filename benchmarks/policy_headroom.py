@@ -196,9 +196,13 @@ def workload_jcts(
 ) -> list[float]:
     """The JCTs of the workload's finished jobs on 16 x 4 GPUs, each policy from ``policy()``;
     ``solo``: every job alone, in a simulation (and with a policy) of its own."""
-    parts = [dataclasses.replace(workload, jobs=(job,)) for job in workload.jobs]
+    parts = (
+        [dataclasses.replace(workload, jobs=(job,)) for job in workload.jobs]
+        if solo
+        else [workload]
+    )
     out: list[float] = []
-    for part in parts if solo else [workload]:
+    for part in parts:
         result = Simulator(Cluster.homogeneous(16, 4), policy(), part, config, profiles).run()
         out.extend(j.end_time - j.submit_time for j in result.jobs if j.end_time is not None)
     return out
@@ -233,7 +237,6 @@ def main() -> None:
                 if isinstance(job.work, ProfiledWork)
             }
             config = SimConfig(interval=60.0, restart_cost=args.restart_cost)
-
             policy = functools.partial(
                 HeadroomPolicy,
                 restart_cost=args.restart_cost,
