@@ -1,6 +1,8 @@
 """danlu vs Pollux's published results on the Pollux workloads 1-4 at 0.5x / 1.0x / 1.5x load
 (16 nodes x 4 GPUs, 60 s interval, 30 s restart cost), plus the p99 latency of one danlu
-round measured inside the same runs. Prints figures; asserts nothing.
+round measured inside the same runs, and how often the jobs restarted (resumes after a
+preemption plus resizes: each costs the job the 30 s restart): the mean per job and the
+most of one job. Prints figures; asserts nothing.
 
     python benchmarks/danlu_pollux.py [--loads 0.5,1.0,1.5] [--workloads 1,2,3,4]
         [--set KNOB=VALUE ...] [--pollux-results DIR]
@@ -85,7 +87,8 @@ def main() -> None:
     profiles = load_profiles(DATA / "traces")
     print(
         f"{'load':>4} {'workload':>8} {'danlu avg':>10} {'pollux avg':>10} {'ratio':>6} "
-        f"{'target':>8} {'danlu p99':>10} {'pollux p99':>10} {'p99 ok':>6} {'round p99 ms':>12}"
+        f"{'target':>8} {'danlu p99':>10} {'pollux p99':>10} {'p99 ok':>6} {'round p99 ms':>12} "
+        f"{'restarts/job':>12} {'max':>4}"
     )
     ratios: list[float] = []
     met = 0
@@ -107,7 +110,9 @@ def main() -> None:
             print(
                 f"{load:>4} {number:>8} {avg:>10.1f} {pavg:>10.1f} {avg / pavg:>6.3f} "
                 f"{0.8 * pavg:>8.1f} {p99:>10.1f} {pp99:>10.1f} {'yes' if p99 <= pp99 else 'no':>6}"
-                f" {float(np.percentile(timed.times, 99)):>12.2f}",
+                f" {float(np.percentile(timed.times, 99)):>12.2f}"
+                f" {np.mean([j.restarts for j in result.jobs]):>12.2f}"
+                f" {max(j.restarts for j in result.jobs):>4}",
                 flush=True,
             )
             ratios.append(avg / pavg)

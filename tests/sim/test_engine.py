@@ -143,8 +143,10 @@ def test_preemption_and_restart_cost_for_rigid_jobs(tmp_path: Path) -> None:
     assert records["high"].restart_gpu_seconds == 0.0
     assert records["low"].gpu_seconds == pytest.approx(60 + 170)  # restart time is held
     assert records["high"].gpu_seconds == pytest.approx(50)
+    assert records["low"].restarts == 1 and records["low"].resizes == 0  # one resume
     summary = result.summary()
     assert summary["preemptions"] == 1.0
+    assert (summary["restarts"], summary["resizes"], summary["max_job_restarts"]) == (1, 0, 1)
     assert summary["avg_jct"] == pytest.approx((350 + 70) / 2)
     assert summary["gpu_utilization"] == pytest.approx((230 + 50 - 30) / 350)
     # a free restart changes only low's end

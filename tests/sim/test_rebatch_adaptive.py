@@ -51,7 +51,7 @@ class Scripted:
 
 def simulate(
     tmp: Path, profiles: dict[str, ApplicationProfile], second: str
-) -> tuple[Scripted, float, float]:
+) -> tuple[Scripted, float, float, int]:
     path = tmp / "one.csv"
     path.write_text("name,time,application,num_replicas,batch_size\ncifar10-0,0,cifar10,4,512\n")
     policy = Scripted(second)
@@ -60,14 +60,16 @@ def simulate(
     ).run()
     (record,) = result.jobs
     assert record.end_time is not None
-    return policy, record.end_time, record.restart_gpu_seconds
+    assert result.summary()["restarts"] == record.restarts == record.resizes
+    return policy, record.end_time, record.restart_gpu_seconds, record.restarts
 
 
 def test_rebatch_keeps_the_gpus_and_costs_no_restart(
     tmp_path: Path, profiles: dict[str, ApplicationProfile]
 ) -> None:
-    rebatched, end_rebatch, restart_rebatch = simulate(tmp_path, profiles, "rebatch")
-    _, end_resize, restart_resize = simulate(tmp_path, profiles, "resize")
+    rebatched, end_rebatch, restart_rebatch, restarts = simulate(tmp_path, profiles, "rebatch")
+    _, end_resize, restart_resize, resized_restarts = simulate(tmp_path, profiles, "resize")
+    assert (restarts, resized_restarts) == (0, 1)  # a resize is a restart, a rebatch is not
     assert {alloc for _, alloc, _ in rebatched.seen} == {FOUR}  # same GPUs throughout
     batches = [batch for _, _, batch in rebatched.seen]
     assert batches[0] == 512 and set(batches[1:]) == {1024}

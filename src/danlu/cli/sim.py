@@ -146,6 +146,8 @@ ROWS = (
     ("gpu_utilization", "GPU utilisation", "ratio"),
     ("fragmentation", "fragmentation", "ratio"),
     ("preemptions", "preemptions", "count"),
+    ("restarts", "restarts (resumes + resizes)", "count"),
+    ("max_job_restarts", "most restarts of one job", "count"),
 )
 
 

@@ -76,6 +76,7 @@ class _Job:
     first_start: float | None = None
     end_time: float | None = None
     preemptions: int = 0
+    resizes: int = 0
     marks: dict[str, float] = field(default_factory=dict)
     version: int = 0
     cached: JobStatus | None = None
@@ -286,6 +287,7 @@ class Simulator:
             # Every resized job lets go first, so one may move onto another's old GPUs.
             job.progress.stop(self._now)
             self._release(job, self._now)
+            job.resizes += 1
             moved.append((job, resize.allocation, resize.batch_size, resize.adaptive))
         for job, alloc, batch_size, adaptive in moved:
             self._occupy(job, alloc, batch_size, adaptive)
@@ -487,6 +489,7 @@ class Simulator:
                 gpu_seconds=j.attained,
                 restart_gpu_seconds=j.progress.restart_gpu_seconds,
                 preemptions=j.preemptions,
+                resizes=j.resizes,
             )
             for j in self._finished
         ]

@@ -27,6 +27,14 @@ class JobRecord:
     """GPU-seconds held, restarts included."""
     restart_gpu_seconds: float
     preemptions: int
+    resizes: int = 0
+    """Times it was moved to other GPUs while running (each one a restart)."""
+
+    @property
+    def restarts(self) -> int:
+        """Its starts after the first: one per resize, one per resume after a preemption
+        (a finished job resumed after every preemption)."""
+        return self.preemptions + self.resizes
 
     @property
     def jct(self) -> float:
@@ -155,7 +163,9 @@ class SimResult:
             "gpu_utilization": useful / capacity if capacity > 0 else 0.0,
             "fragmentation": mean_frag,
             "preemptions": float(self.preemptions),
-            "restarts": float(sum(r.preemptions for r in self.jobs)),
+            "resizes": float(sum(r.resizes for r in self.jobs)),
+            "restarts": float(sum(r.restarts for r in self.jobs)),
+            "max_job_restarts": float(max((r.restarts for r in self.jobs), default=0)),
             "rounds": float(self.rounds),
         }
 
@@ -180,6 +190,8 @@ class SimResult:
                     "queueing_delay": r.queueing_delay,
                     "gpus": r.gpus,
                     "preemptions": r.preemptions,
+                    "resizes": r.resizes,
+                    "restarts": r.restarts,
                 }
                 for r in self.jobs
             ],
