@@ -17,7 +17,10 @@ first at efficient sizes, the last-ranked (long) job soaks up what is left.
   move_slack)`` seconds ago is neither shrunk nor preempted (it may grow into idle GPUs after
   ``grow_after``; one whose measured time is ``regret`` times its best option's may move to
   any size, down to its smallest, but is still not preempted); after ``max_moves`` moves it
-  is never shrunk or preempted again. So nobody thrashes: preemptions per job are bounded.
+  is held for good (it may grow, and give back GPUs it was lent) unless it regrets its size:
+  then it is released like a job whose hold is over, and may be shrunk or preempted. Moves
+  are therefore not bounded: the last-ranked long job, which takes what the others leave,
+  is resized as they come and go (docs/danlu-policy.md, "No thrashing", has the counts).
 - Fairness: ``w = 1 + waited / aging`` grows with the time a job waited, and a job waiting
   ``starve_after`` seconds is started first (at its smallest size): no job starves. At most
   ``starve_share`` of the cluster is promoted so per round (longest-starving first, at least
@@ -126,10 +129,12 @@ class DanluPolicy:
     it ``regret``s its size)."""
     move_slack: float = 5.0
     """Each preemption or resize lengthens a job's hold by ``min_hold / move_slack``: a job
-    moved often is moved ever more rarely (bounded thrashing)."""
+    moved often is held ever longer (the ``regret`` release and lent GPUs going back are
+    not held off)."""
     max_moves: int = 50
-    """Preemptions and resizes after which a job is never shrunk or preempted again (it may
-    still grow into GPUs nobody takes)."""
+    """Preemptions and resizes after which a job is held for good: not shrunk (but to give
+    back lent GPUs) nor preempted, unless it ``regret``s its size (then released); it may
+    still grow into GPUs nobody takes."""
     rank_hysteresis: float = 0.5
     """A running job ranks as if its remaining time were this much shorter: a waiting job
     displaces it only when clearly shorter (no flip-flop between similar jobs)."""
