@@ -1,17 +1,22 @@
 """Policy options are checked when a policy is built: a value of the wrong type or outside a
 knob's range is a :class:`ConfigError` naming the option and what it accepts, raised before
 any round runs (through the registry, as ``danlu sim run --option`` builds policies, and on
-direct construction of ``DanluPolicy``)."""
+direct construction of every built-in policy)."""
 
 from __future__ import annotations
 
+import dataclasses
+import typing
 from typing import Any
 
 import pytest
 
 from danlu.core.errors import ConfigError
 from danlu.sched.policies.danlu import DanluPolicy
-from danlu.sched.registry import make_policy
+from danlu.sched.policies.fifo import FifoPolicy
+from danlu.sched.policies.tiresias import TiresiasPolicy
+from danlu.sched.policies.value_density import ValueDensityPolicy
+from danlu.sched.registry import default_registry, make_policy
 
 
 @pytest.mark.parametrize(
@@ -75,18 +80,52 @@ def test_valid_settings_build() -> None:
     make_policy("tiresias", thresholds=[3600, 7200.0])
 
 
-def test_every_danlu_knob_is_checked() -> None:
-    """A new numeric knob cannot skip the range check: each has a range in ``danlu_knobs``;
-    every knob's type is checked on direct construction too."""
-    import dataclasses
-    import typing
+@pytest.mark.parametrize("name", default_registry().names())
+def test_every_numeric_option_has_a_range(name: str) -> None:
+    """A new numeric option of a built-in policy cannot skip the range check: each int,
+    float or tuple-of-numbers option has a range in its class's ``option_ranges``, and
+    those ranges name real options."""
+    policy = make_policy(name)
+    cls = type(policy)
+    hints = typing.get_type_hints(cls)
+    numeric = {
+        f.name
+        for f in dataclasses.fields(policy)
+        if f.init and (hints[f.name] in (int, float) or typing.get_origin(hints[f.name]) is tuple)
+    }
+    assert numeric == set(cls.option_ranges), name  # type: ignore[attr-defined]
 
-    from danlu.sched.policies import danlu_knobs
 
-    hints = typing.get_type_hints(DanluPolicy)
-    for f in dataclasses.fields(DanluPolicy):
-        if f.init and hints[f.name] in (int, float):
-            assert f.name in danlu_knobs._KNOB_RANGES, f.name
+@pytest.mark.parametrize(
+    ("policy", "options", "message"),
+    [
+        ("priority", {"aging_per_hour": -1}, r"aging_per_hour must be in \[0, inf\), got -1"),
+        ("value-density", {"min_remaining": 0}, r"min_remaining must be in \(0, inf\)"),
+        ("value-density", {"priority_scale": 0.0}, r"priority_scale must be in \(0, inf\)"),
+        ("value-density", {"default_duration": float("inf")}, r"default_duration must be in"),
+        ("value-density", {"restart_cost": float("nan")}, r"restart_cost must be in \[0, inf\)"),
+        ("tiresias", {"thresholds": (3600.0, -1.0)}, r"every value of thresholds must be in"),
+        ("tiresias", {"starvation_factor": -2.0}, r"starvation_factor must be in \[0, inf\)"),
+    ],
+)
+def test_other_policies_ranges(policy: str, options: dict[str, Any], message: str) -> None:
+    with pytest.raises(ConfigError, match=rf"{policy} policy: {message}"):
+        make_policy(policy, **options)
+
+
+def test_direct_construction_checks_too() -> None:
+    """Built without the registry (as the server's settings and the benchmarks do), a policy
+    checks its options the same way, default named."""
+    with pytest.raises(ConfigError, match=r"got -5 \(default 30.0\)"):
+        ValueDensityPolicy(restart_cost=-5)
+    with pytest.raises(ConfigError, match="'backfill' must be true or false"):
+        FifoPolicy(backfill="yes")  # type: ignore[arg-type]
+    with pytest.raises(ConfigError, match="thresholds must ascend"):
+        TiresiasPolicy(thresholds=(7200.0, 3600.0))
+    assert TiresiasPolicy(thresholds=(3600.0,), starvation_factor=0).thresholds == (3600.0,)
+
+
+def test_every_danlu_knob_type_is_checked_on_construction() -> None:
     with pytest.raises(ConfigError, match="'lend' must be true or false"):
         DanluPolicy(lend="maybe")  # type: ignore[arg-type]
     with pytest.raises(ConfigError, match="'max_moves' must be a whole number"):

@@ -49,7 +49,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from itertools import compress, repeat
 from operator import attrgetter, is_, is_not
-from typing import Any
+from typing import Any, ClassVar
 
 import numpy as np
 import numpy.typing as npt
@@ -61,9 +61,10 @@ from danlu.sched.policies import danlu_loan as dl
 from danlu.sched.policies import danlu_model as dm
 from danlu.sched.policies.danlu_alloc import Option, walk
 from danlu.sched.policies.danlu_entries import NO_RUNNING, NO_WAITING, RunningEntry, WaitingEntry
-from danlu.sched.policies.danlu_knobs import check_knobs
+from danlu.sched.policies.danlu_knobs import KNOB_RANGES
 from danlu.sched.policies.danlu_share import place_shared
 from danlu.sched.policies.danlu_shares import share_walk
+from danlu.sched.policies.options import OptionRange, check_options
 from danlu.sched.view import (
     ClusterView,
     JobRequest,
@@ -120,6 +121,8 @@ def _gpu_range(req: JobRequest) -> tuple[int, int]:
 class DanluPolicy:
     """Goodput- and JCT-driven elastic scheduling (see the module docstring)."""
 
+    option_ranges: ClassVar[Mapping[str, OptionRange]] = KNOB_RANGES
+    """The numeric knobs' valid ranges, checked when the policy is built."""
     restart_cost: float = 30.0
     """Seconds a (re)allocation costs the job (the executor's checkpoint-restore time)."""
     hysteresis: float = 0.1
@@ -214,7 +217,7 @@ class DanluPolicy:
     def __post_init__(self) -> None:
         if self.alloc not in ("shares", "walk"):
             raise ConfigError(f"danlu policy: alloc must be 'shares' or 'walk', not {self.alloc!r}")
-        check_knobs(self)
+        check_options(self, self.option_ranges, "danlu policy")
 
     # -- model ------------------------------------------------------------------------
     def _model(

@@ -3,9 +3,12 @@
 from __future__ import annotations
 
 import operator
+from collections.abc import Mapping
 from dataclasses import dataclass
+from typing import ClassVar
 
 from danlu.sched.policies.base import queue_round
+from danlu.sched.policies.options import OptionRange, check_options
 from danlu.sched.view import ClusterView, Plan
 
 _SUBMISSION_ORDER = operator.attrgetter("request.seq")
@@ -19,9 +22,14 @@ class FifoPolicy:
     behind it. With ``backfill=True`` later jobs that fit may start first.
     """
 
+    option_ranges: ClassVar[Mapping[str, OptionRange]] = {}
+    """The numeric options' valid ranges, checked when the policy is built."""
     placement: str = "best-fit"
     backfill: bool = False
     name: str = "fifo"
+
+    def __post_init__(self) -> None:
+        check_options(self, self.option_ranges)
 
     def schedule(self, view: ClusterView) -> Plan:
         # Near O(n) when the view keeps its promised submission order (timsort on sorted

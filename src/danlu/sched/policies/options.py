@@ -1,12 +1,23 @@
-"""Type checks of a policy's options against its dataclass fields, shared by the registry
-(options by name, as ``danlu sim run --option`` passes them) and policies that check
-themselves when built (``DanluPolicy``)."""
+"""Checks of a policy's options, shared by the registry (options by name, as ``danlu sim run
+--option`` passes them) and the built-in policies, which check themselves when built: each
+option's declared type (:func:`check_option_type`) and each numeric option's valid range
+(:func:`check_options`, with the policy's ``option_ranges``)."""
 
 from __future__ import annotations
 
+import dataclasses
+import math
 import typing
+from collections.abc import Mapping
+from typing import Any
 
 from danlu.core.errors import ConfigError
+
+INF = math.inf
+
+OptionRange = tuple[float, float, tuple[bool, bool]]
+"""(low, high, (low included, high included)); ``inf`` for no upper bound. NaN and the
+infinities are never inside."""
 
 
 def check_option_type(policy: str, key: str, value: object, hint: object) -> None:
@@ -31,3 +42,35 @@ def check_option_type(policy: str, key: str, value: object, hint: object) -> Non
         what = None if ok else "a list of numbers"
     if what is not None:
         raise ConfigError(f"policy {policy!r} option {key!r} must be {what}, got {value!r}")
+
+
+def check_options(policy: Any, ranges: Mapping[str, OptionRange], label: str = "") -> None:
+    """Raise :class:`ConfigError` for the first option of ``policy`` (a policy dataclass)
+    whose value has the wrong type or lies outside its range in ``ranges`` (for a tuple
+    option: any of its values). The message names the option, what it accepts and its
+    default: ``"<label>: <option> must be in [0, inf), got -1 (default 30.0)"``, with
+    ``label`` ``"<name> policy"`` unless given."""
+    name = str(getattr(policy, "name", type(policy).__name__))
+    label = label or f"{name} policy"
+    hints = typing.get_type_hints(type(policy))
+    defaults: dict[str, Any] = {}
+    for f in dataclasses.fields(policy):
+        if f.init:
+            check_option_type(name, f.name, getattr(policy, f.name), hints[f.name])
+            defaults[f.name] = f.default
+    for option, (low, high, closed) in ranges.items():
+        value = getattr(policy, option)
+        values = tuple(value) if isinstance(value, tuple | list) else (value,)
+        if all(_inside(v, low, high, closed) for v in values):
+            continue
+        span = f"{'[' if closed[0] else '('}{low:g}, {high:g}{']' if closed[1] else ')'}"
+        what = f"every value of {option}" if isinstance(value, tuple | list) else option
+        raise ConfigError(
+            f"{label}: {what} must be in {span}, got {value!r} (default {defaults[option]!r})"
+        )
+
+
+def _inside(value: float, low: float, high: float, closed: tuple[bool, bool]) -> bool:
+    above = value >= low if closed[0] else value > low
+    below = value <= high if closed[1] else value < high
+    return above and below and math.isfinite(value)

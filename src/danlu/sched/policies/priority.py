@@ -4,9 +4,12 @@ from __future__ import annotations
 
 import dataclasses
 import math
+from collections.abc import Mapping
 from dataclasses import dataclass, field
+from typing import ClassVar
 
 from danlu.sched.policies.base import queue_round, ranked_round
+from danlu.sched.policies.options import INF, OptionRange, check_options
 from danlu.sched.policies.ranked import RankedJobs, RankKey, ranked_pending
 from danlu.sched.view import ClusterView, JobStatus, Plan
 
@@ -23,6 +26,10 @@ class PriorityPolicy:
     ``priority + rate x (now - submit)`` ranks jobs as ``priority - rate x submit`` does.
     """
 
+    option_ranges: ClassVar[Mapping[str, OptionRange]] = {
+        "aging_per_hour": (0.0, INF, (True, False))
+    }
+    """The numeric options' valid ranges, checked when the policy is built."""
     placement: str = "best-fit"
     aging_per_hour: float = 1.0
     preempt: bool = True
@@ -37,6 +44,9 @@ class PriorityPolicy:
     _running: RankedJobs = field(default_factory=RankedJobs, init=False, repr=False, compare=False)
     """The queue order and the preemption ranks, kept from round to round (a transparent
     cache: the plans are the same with a fresh policy; see :mod:`.ranked`)."""
+
+    def __post_init__(self) -> None:
+        check_options(self, self.option_ranges)
 
     def _aged(self, job: JobStatus) -> float:
         """Minus the effective priority, up to a shift shared by all jobs at one time."""

@@ -3,9 +3,12 @@
 from __future__ import annotations
 
 import math
+from collections.abc import Mapping
 from dataclasses import dataclass, field
+from typing import ClassVar
 
 from danlu.sched.policies.base import queue_round
+from danlu.sched.policies.options import OptionRange, check_options
 from danlu.sched.policies.ranked import RankedJobs, RankKey, ranked_pending
 from danlu.sched.view import ClusterView, JobStatus, Plan
 
@@ -18,6 +21,8 @@ class SjfPolicy:
     orders by duration alone.
     """
 
+    option_ranges: ClassVar[Mapping[str, OptionRange]] = {}
+    """The numeric options' valid ranges, checked when the policy is built."""
     placement: str = "best-fit"
     backfill: bool = True
     by_gpu_time: bool = True
@@ -27,6 +32,9 @@ class SjfPolicy:
         default_factory=ranked_pending, init=False, repr=False, compare=False
     )
     """The pending jobs in order, kept from round to round (a transparent cache)."""
+
+    def __post_init__(self) -> None:
+        check_options(self, self.option_ranges)
 
     def rank_key(self, job: JobStatus, now: float) -> tuple[RankKey, float]:
         """Expected (GPU) time, then submission order; the key never changes."""

@@ -24,11 +24,14 @@ from __future__ import annotations
 import bisect
 import dataclasses
 import math
+from collections.abc import Mapping
 from dataclasses import dataclass, field
+from typing import ClassVar
 
 from danlu.core.cluster import MILLI_PER_GPU
 from danlu.core.errors import ConfigError
 from danlu.sched.policies.base import ranked_round
+from danlu.sched.policies.options import INF, OptionRange, check_options
 from danlu.sched.policies.ranked import RankedJobs, RankKey, ranked_pending
 from danlu.sched.view import ClusterView, JobStatus, Plan
 
@@ -39,6 +42,12 @@ SERVICE_BASE = "tiresias.service_base"
 
 @dataclass(frozen=True)
 class TiresiasPolicy:
+    option_ranges: ClassVar[Mapping[str, OptionRange]] = {
+        "thresholds": (0.0, INF, (False, False)),
+        "starvation_factor": (0.0, INF, (True, False)),
+        "starvation_min": (0.0, INF, (True, False)),
+    }
+    """The numeric options' valid ranges, checked when the policy is built."""
     placement: str = "worst-fit"
     thresholds: tuple[float, ...] = (57600.0,)
     """Queue boundaries in GPU-seconds of attained service, ascending (K values, K+1 queues)."""
@@ -54,6 +63,7 @@ class TiresiasPolicy:
     cache: the plans are the same with a fresh policy; see :mod:`.ranked`)."""
 
     def __post_init__(self) -> None:
+        check_options(self, self.option_ranges)
         if list(self.thresholds) != sorted(self.thresholds):
             raise ConfigError(
                 f"tiresias: thresholds must ascend (seconds of GPU service), got {self.thresholds}"

@@ -12,14 +12,24 @@ from __future__ import annotations
 
 import dataclasses
 import math
+from collections.abc import Mapping
 from dataclasses import dataclass
+from typing import ClassVar
 
 from danlu.sched.policies.base import preemptive_round
+from danlu.sched.policies.options import INF, OptionRange, check_options
 from danlu.sched.view import ClusterView, JobStatus, Plan
 
 
 @dataclass(frozen=True)
 class ValueDensityPolicy:
+    option_ranges: ClassVar[Mapping[str, OptionRange]] = {
+        "priority_scale": (0.0, INF, (False, False)),
+        "default_duration": (0.0, INF, (False, False)),
+        "restart_cost": (0.0, INF, (True, False)),
+        "min_remaining": (0.0, INF, (False, False)),
+    }
+    """The numeric options' valid ranges, checked when the policy is built."""
     placement: str = "best-fit"
     priority_scale: float = 1.0
     default_duration: float = 3600.0
@@ -27,6 +37,9 @@ class ValueDensityPolicy:
     restart_cost: float = 30.0
     min_remaining: float = 1.0
     name: str = "value-density"
+
+    def __post_init__(self) -> None:
+        check_options(self, self.option_ranges)
 
     def density(self, job: JobStatus, now: float) -> float:
         """Value per second of remaining GPU time (higher runs first)."""
