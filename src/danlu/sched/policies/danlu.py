@@ -217,7 +217,7 @@ class DanluPolicy:
     def __post_init__(self) -> None:
         if self.alloc not in ("shares", "walk"):
             raise ConfigError(f"danlu policy: alloc must be 'shares' or 'walk', not {self.alloc!r}")
-        check_options(self, self.option_ranges, "danlu policy")
+        check_options(self, self.option_ranges)
 
     # -- model ------------------------------------------------------------------------
     def _model(

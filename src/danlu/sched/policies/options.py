@@ -44,14 +44,12 @@ def check_option_type(policy: str, key: str, value: object, hint: object) -> Non
         raise ConfigError(f"policy {policy!r} option {key!r} must be {what}, got {value!r}")
 
 
-def check_options(policy: Any, ranges: Mapping[str, OptionRange], label: str = "") -> None:
+def check_options(policy: Any, ranges: Mapping[str, OptionRange]) -> None:
     """Raise :class:`ConfigError` for the first option of ``policy`` (a policy dataclass)
     whose value has the wrong type or lies outside its range in ``ranges`` (for a tuple
     option: any of its values). The message names the option, what it accepts and its
-    default: ``"<label>: <option> must be in [0, inf), got -1 (default 30.0)"``, with
-    ``label`` ``"<name> policy"`` unless given."""
+    default: ``"<name> policy: <option> must be in [0, inf), got -1 (default 30.0)"``."""
     name = str(getattr(policy, "name", type(policy).__name__))
-    label = label or f"{name} policy"
     hints = typing.get_type_hints(type(policy))
     defaults: dict[str, Any] = {}
     for f in dataclasses.fields(policy):
@@ -66,7 +64,7 @@ def check_options(policy: Any, ranges: Mapping[str, OptionRange], label: str = "
         span = f"{'[' if closed[0] else '('}{low:g}, {high:g}{']' if closed[1] else ')'}"
         what = f"every value of {option}" if isinstance(value, tuple | list) else option
         raise ConfigError(
-            f"{label}: {what} must be in {span}, got {value!r} (default {defaults[option]!r})"
+            f"{name} policy: {what} must be in {span}, got {value!r} (default {defaults[option]!r})"
         )
 
 
