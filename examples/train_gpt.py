@@ -23,8 +23,9 @@ class TinyGPT(nn.Module):
         super().__init__()
         self.tok = nn.Embedding(VOCAB, dim)
         self.pos = nn.Parameter(torch.zeros(CTX, dim))
-        layer = nn.TransformerEncoderLayer(dim, heads, 4 * dim, dropout=0.0, batch_first=True,
-                                           norm_first=True)
+        layer = nn.TransformerEncoderLayer(
+            dim, heads, 4 * dim, dropout=0.0, batch_first=True, norm_first=True
+        )
         self.blocks = nn.TransformerEncoder(layer, layers)
         self.head = nn.Linear(dim, VOCAB)
         self.register_buffer("mask", nn.Transformer.generate_square_subsequent_mask(CTX))
@@ -52,15 +53,26 @@ def main() -> None:
     model = TinyGPT()
     opt = torch.optim.AdamW(model.parameters(), lr=3e-3)
     sched = torch.optim.lr_scheduler.CosineAnnealingLR(opt, T_max=args.steps)
-    with dt.init(model, opt, sched, global_batch_size=32, precision=args.precision,
-                 warmup_steps=5, clip_grad_norm=1.0, dataset_size=len(tokens),
-                 checkpoint_dir=args.checkpoint_dir, metrics_file=False) as ctx:
+    with dt.init(
+        model,
+        opt,
+        sched,
+        global_batch_size=32,
+        precision=args.precision,
+        warmup_steps=5,
+        clip_grad_norm=1.0,
+        dataset_size=len(tokens),
+        checkpoint_dir=args.checkpoint_dir,
+        metrics_file=False,
+    ) as ctx:
         for _ in ctx.epochs(100):
             for batch in ctx.batches(tokens):
                 r = ctx.step(batch, loss_fn)
                 if ctx.step_num % 5 == 0:
-                    print(f"step {ctx.step_num}: loss {r.loss:.3f} lr {ctx.lr.lr:.2e} "
-                          f"grad_norm {r.grad_norm:.2f}")
+                    print(
+                        f"step {ctx.step_num}: loss {r.loss:.3f} lr {ctx.lr.lr:.2e} "
+                        f"grad_norm {r.grad_norm:.2f}"
+                    )
                 if ctx.step_num >= args.steps:
                     return
 

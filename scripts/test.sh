@@ -26,6 +26,7 @@ pip_install -e ".[train,dev]"
 
 echo "== ruff"
 python3 -m ruff check src tests benchmarks examples
+python3 -m ruff format --check src tests benchmarks examples
 echo "== mypy"
 python3 -m mypy src/danlu benchmarks
 echo "== pytest"

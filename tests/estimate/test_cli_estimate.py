@@ -25,10 +25,27 @@ def _app() -> typer.Typer:
 
 
 def test_json_sweep_and_max_batch() -> None:
-    res = CliRunner().invoke(_app(), [
-        "estimate", "danlu.estimate.zoo:gpt2_tiny", "--batch-size", "8", "--precision", "bf16",
-        "--gpu", "a100-40gb", "--sweep", "8,16,100000", "--fit-points", "4,8,16",
-        "--max-batch", "--gpu-memory", "2GiB", "--json"])
+    res = CliRunner().invoke(
+        _app(),
+        [
+            "estimate",
+            "danlu.estimate.zoo:gpt2_tiny",
+            "--batch-size",
+            "8",
+            "--precision",
+            "bf16",
+            "--gpu",
+            "a100-40gb",
+            "--sweep",
+            "8,16,100000",
+            "--fit-points",
+            "4,8,16",
+            "--max-batch",
+            "--gpu-memory",
+            "2GiB",
+            "--json",
+        ],
+    )
     assert res.exit_code == 0, res.output
     out = json.loads(res.stdout)
     assert isinstance(out["peak_logical_bytes"], int)
@@ -47,9 +64,13 @@ def test_table_output_and_flag_errors() -> None:
     res = runner.invoke(_app(), ["estimate", "danlu.estimate.zoo:mlp_small", "-b", "4"])
     assert res.exit_code == 0, res.output
     assert "peak reserved" in res.stdout and "optimizer_state" in res.stdout
-    for args, flag in ((["--precision", "fp8"], "--precision"), (["--sweep", "1,x"], "--sweep"),
-                       (["--gpu", "k80"], "GPU type"), ([], "--batch-size"),
-                       (["--max-batch", "--gpu-memory", "lots"], "--gpu-memory")):
+    for args, flag in (
+        (["--precision", "fp8"], "--precision"),
+        (["--sweep", "1,x"], "--sweep"),
+        (["--gpu", "k80"], "GPU type"),
+        ([], "--batch-size"),
+        (["--max-batch", "--gpu-memory", "lots"], "--gpu-memory"),
+    ):
         bad = ["-b", "2"] if args and flag != "--batch-size" else []
         res = runner.invoke(_app(), ["estimate", "danlu.estimate.zoo:mlp_small", *bad, *args])
         assert res.exit_code == 2, (args, res.output)

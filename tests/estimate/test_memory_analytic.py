@@ -22,14 +22,15 @@ def test_korthikanti_activation_terms() -> None:
     sbh = GPT2.seq * GPT2.hidden
     a_s_h = 5 * GPT2.heads * GPT2.seq / GPT2.hidden
     assert activation_bytes_per_layer(GPT2, 1) == pytest.approx(sbh * (34 + a_s_h))
-    assert activation_bytes_per_layer(GPT2, 2, recompute="selective") == pytest.approx(
-        2 * 34 * sbh)
+    assert activation_bytes_per_layer(GPT2, 2, recompute="selective") == pytest.approx(2 * 34 * sbh)
     assert activation_bytes_per_layer(GPT2, 1, recompute="full") == pytest.approx(2 * sbh)
     t = 8
     assert activation_bytes_per_layer(GPT2, 1, tensor_parallel=t) == pytest.approx(
-        sbh * (10 + 24 / t + a_s_h / t))
-    assert activation_bytes_per_layer(GPT2, 1, tensor_parallel=t, sequence_parallel=True,
-                                      recompute="selective") == pytest.approx(sbh * 34 / t)
+        sbh * (10 + 24 / t + a_s_h / t)
+    )
+    assert activation_bytes_per_layer(
+        GPT2, 1, tensor_parallel=t, sequence_parallel=True, recompute="selective"
+    ) == pytest.approx(sbh * 34 / t)
 
 
 def test_zero_stages_match_deepspeed_paper_example() -> None:
@@ -38,12 +39,12 @@ def test_zero_stages_match_deepspeed_paper_example() -> None:
     psi = 7.5e9
     scale = psi / cfg.parameters
     # the figure's 120 / 31.4 / 16.6 / 1.9 GB are these, rounded
-    expect = {0: 16 * psi, 1: 4 * psi + 12 * psi / 64, 2: 2 * psi + 14 * psi / 64,
-              3: 16 * psi / 64}
+    expect = {0: 16 * psi, 1: 4 * psi + 12 * psi / 64, 2: 2 * psi + 14 * psi / 64, 3: 16 * psi / 64}
     assert [round(v / 1e8) / 10 for v in expect.values()] == [120.0, 31.4, 16.6, 1.9]
     for stage, want in expect.items():
-        m = transformer_memory(cfg, precision="fp16", optimizer="adam", zero_stage=stage,
-                               data_parallel=64)
+        m = transformer_memory(
+            cfg, precision="fp16", optimizer="adam", zero_stage=stage, data_parallel=64
+        )
         assert m.state_bytes * scale == pytest.approx(want, rel=0.01)
 
 

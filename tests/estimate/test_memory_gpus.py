@@ -12,8 +12,18 @@ from danlu.estimate.memory.gpus import GPUS, get_gpu, load_gpu_table
 
 
 def test_table_has_the_required_gpus() -> None:
-    for name in ("h100", "h200", "a100-80gb", "a100-40gb", "v100-32gb", "v100-16gb", "t4",
-                 "a10", "l4", "rtx4090"):
+    for name in (
+        "h100",
+        "h200",
+        "a100-80gb",
+        "a100-40gb",
+        "v100-32gb",
+        "v100-16gb",
+        "t4",
+        "a10",
+        "l4",
+        "rtx4090",
+    ):
         g = GPUS[name]
         assert 0 < g.context_bytes < g.capacity_bytes
     assert get_gpu("H100").cublas_workspace_bytes == 32 << 20
@@ -22,8 +32,14 @@ def test_table_has_the_required_gpus() -> None:
 
 def test_override_file(tmp_path: Path) -> None:
     f = tmp_path / "gpus.json"
-    f.write_text(json.dumps({"h100": {"context_bytes": 123}, "mi300x": {
-        "capacity_bytes": 192 << 30, "context_bytes": 1 << 30}}))
+    f.write_text(
+        json.dumps(
+            {
+                "h100": {"context_bytes": 123},
+                "mi300x": {"capacity_bytes": 192 << 30, "context_bytes": 1 << 30},
+            }
+        )
+    )
     table = load_gpu_table(f)
     assert get_gpu("h100", table).context_bytes == 123
     assert get_gpu("mi300x", table).capacity_bytes == 192 << 30

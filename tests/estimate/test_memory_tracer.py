@@ -35,8 +35,7 @@ def test_import_without_torch() -> None:
         from danlu.estimate.memory import fit_piecewise_linear, transformer_memory
         print("ok", "torch" in sys.modules)
     """)
-    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
-                         check=False)
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=False)
     assert out.stdout.strip() == "ok False", out.stderr
 
 
@@ -44,19 +43,21 @@ def test_import_without_torch() -> None:
 def cpu_traces() -> dict[str, list]:
     return {
         "resnet_tiny": trace(TraceRequest(ZOO + "resnet_tiny", (2, 4), target="cpu")),
-        "gpt2_tiny": trace(TraceRequest(ZOO + "gpt2_tiny", (1, 2, 4, 32), precision="bf16",
-                                        target="cpu")),
+        "gpt2_tiny": trace(
+            TraceRequest(ZOO + "gpt2_tiny", (1, 2, 4, 32), precision="bf16", target="cpu")
+        ),
     }
 
 
 def test_traced_peak_matches_real_cpu_allocator(cpu_traces: dict[str, list]) -> None:
     from danlu.estimate.memory.ground_truth import cpu_peak
 
-    for name, precision, tr in (("resnet_tiny", "fp32", cpu_traces["resnet_tiny"][1]),
-                                ("gpt2_tiny", "bf16", cpu_traces["gpt2_tiny"][2])):
+    for name, precision, tr in (
+        ("resnet_tiny", "fp32", cpu_traces["resnet_tiny"][1]),
+        ("gpt2_tiny", "bf16", cpu_traces["gpt2_tiny"][2]),
+    ):
         real = cpu_peak(ZOO + name, tr.batch_size, precision=precision)
-        assert abs(tr.peak_logical_bytes - real) <= 0.01 * real, (name, tr.peak_logical_bytes,
-                                                                   real)
+        assert abs(tr.peak_logical_bytes - real) <= 0.01 * real, (name, tr.peak_logical_bytes, real)
 
 
 def test_breakdown_and_phases(cpu_traces: dict[str, list]) -> None:
@@ -87,18 +88,19 @@ def test_cuda_target_adds_cublas_and_keeps_step_counters_on_host() -> None:
     assert est.peak_device_bytes == est.peak_reserved_bytes + get_gpu("h100").context_bytes
 
 
-def test_bad_references_and_failing_models(tmp_path: Path, monkeypatch: pytest.MonkeyPatch
-                                           ) -> None:
+def test_bad_references_and_failing_models(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     with pytest.raises(SpecError, match="MODEL_REF"):
         trace(TraceRequest("no_such_module_xyz:f", (1,)))
-    (tmp_path / "mymodels.py").write_text(textwrap.dedent("""
+    (tmp_path / "mymodels.py").write_text(
+        textwrap.dedent("""
         import torch
         def broken():
             model = torch.nn.Linear(4, 4)
             return model, lambda b: torch.randn(b, 5), lambda m, x: m(x).sum()
         def not_a_triple():
             return 3
-    """))
+    """)
+    )
     monkeypatch.chdir(tmp_path)
     with pytest.raises(SpecError, match="make_batch"):
         trace(TraceRequest("mymodels:not_a_triple", (1,)))

@@ -9,8 +9,7 @@ torch = pytest.importorskip("torch")
 from danlu.estimate import zoo  # noqa: E402
 
 
-@pytest.mark.parametrize("name", ["mlp_small", "resnet_tiny", "gpt2_tiny", "bert_tiny",
-                                  "vit_tiny"])
+@pytest.mark.parametrize("name", ["mlp_small", "resnet_tiny", "gpt2_tiny", "bert_tiny", "vit_tiny"])
 def test_small_presets_train_one_step(name: str) -> None:
     model, make_batch, loss_fn = zoo.PRESETS[name]()
     before = [p.detach().clone() for p in model.parameters()]

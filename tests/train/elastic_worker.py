@@ -38,9 +38,17 @@ def main() -> None:
     torch.manual_seed(0)
     model = torch.nn.Linear(4, 1)
     opt = torch.optim.SGD(model.parameters(), lr=0.01)
-    ctx = dt.init(model, opt, global_batch_size=GLOBAL_BATCH, dataset_size=N,
-                  checkpoint_dir=str(out / "ckpt"), checkpoint_every_steps=1,
-                  metrics_file=False, collective_timeout_s=90, progress=False)
+    ctx = dt.init(
+        model,
+        opt,
+        global_batch_size=GLOBAL_BATCH,
+        dataset_size=N,
+        checkpoint_dir=str(out / "ckpt"),
+        checkpoint_every_steps=1,
+        metrics_file=False,
+        collective_timeout_s=90,
+        progress=False,
+    )
     world = ctx.distributed.world_size
     seen: dict[str, list[int]] = ctx.extra.setdefault("seen", {})
     worlds: list[int] = ctx.extra.setdefault("worlds", [])
@@ -60,18 +68,27 @@ def main() -> None:
                     seen.setdefault(str(epoch), []).extend(part)
                 ctx.step((xb, yb), loss_fn)
                 if ctx.distributed.is_chief:
-                    (out / "progress.tmp").write_text(json.dumps(
-                        {"world": world, "step": ctx.step_num, "pid": os.getpid()}))
+                    (out / "progress.tmp").write_text(
+                        json.dumps({"world": world, "step": ctx.step_num, "pid": os.getpid()})
+                    )
                     os.replace(out / "progress.tmp", out / "progress")
                 time.sleep(0.02)
-                gate = KILL_AT if world == 2 and phase(out) == 0 else (
-                    REJOIN_AT if world == 1 else None)
-                while (gate is not None and ctx.step_num >= gate and phase(out) < 1 + (world == 1)
-                       and not ctx.preemption.requested):
+                gate = (
+                    KILL_AT
+                    if world == 2 and phase(out) == 0
+                    else (REJOIN_AT if world == 1 else None)
+                )
+                while (
+                    gate is not None
+                    and ctx.step_num >= gate
+                    and phase(out) < 1 + (world == 1)
+                    and not ctx.preemption.requested
+                ):
                     time.sleep(0.05)
         if ctx.distributed.is_chief:
-            (out / "result.json").write_text(json.dumps(
-                {"seen": seen, "worlds": worlds, "steps": ctx.step_num}))
+            (out / "result.json").write_text(
+                json.dumps({"seen": seen, "worlds": worlds, "steps": ctx.step_num})
+            )
 
 
 if __name__ == "__main__":

@@ -50,8 +50,12 @@ class Sampler:
 
 def build() -> tuple[torch.nn.Module, torch.optim.Optimizer, torch.optim.lr_scheduler.LRScheduler]:
     model = torch.nn.Sequential(
-        torch.nn.Linear(8, 32), torch.nn.ReLU(), torch.nn.Dropout(0.1),
-        torch.nn.Linear(32, 32), torch.nn.ReLU(), torch.nn.Linear(32, 1),
+        torch.nn.Linear(8, 32),
+        torch.nn.ReLU(),
+        torch.nn.Dropout(0.1),
+        torch.nn.Linear(32, 32),
+        torch.nn.ReLU(),
+        torch.nn.Linear(32, 1),
     )
     opt = torch.optim.AdamW(model.parameters(), lr=1e-2)
     sched = torch.optim.lr_scheduler.StepLR(opt, step_size=25, gamma=0.9)
@@ -84,12 +88,18 @@ def main(argv: list[str] | None = None) -> int:
     torch.manual_seed(SEED)
     data_gen = torch.Generator().manual_seed(7)
     x = torch.randn(N_SAMPLES, 8, generator=data_gen)
-    y = (x[:, :1] * 2 - x[:, 1:2] ** 2 + 0.1 * torch.randn(N_SAMPLES, 1, generator=data_gen))
+    y = x[:, :1] * 2 - x[:, 1:2] ** 2 + 0.1 * torch.randn(N_SAMPLES, 1, generator=data_gen)
 
     model, opt, sched = build()
     sampler = Sampler(N_SAMPLES, BATCH, SEED)
-    mgr = CheckpointManager(a.ckpt, keep_last=a.keep_last, every_steps=a.every, incremental=True,
-                            full_every=a.full_every, async_save=not a.no_async)
+    mgr = CheckpointManager(
+        a.ckpt,
+        keep_last=a.keep_last,
+        every_steps=a.every,
+        incremental=True,
+        full_every=a.full_every,
+        async_save=not a.no_async,
+    )
     step, history = 0, []
     found = mgr.load_latest()
     if found is not None:
@@ -112,10 +122,19 @@ def main(argv: list[str] | None = None) -> int:
         if mgr.should_save(step):
             # copy=False: live tensors; with async saves the host copy overlaps the next
             # step and opt.step() waits for it, so resuming proves the copy is exact.
-            mgr.save(step, capture_state(model, opt, sched, data_state=sampler.state_dict(),
-                                         step=step, metrics_history=history[-5:],
-                                         copy=False),
-                     {"loss": loss.item()})
+            mgr.save(
+                step,
+                capture_state(
+                    model,
+                    opt,
+                    sched,
+                    data_state=sampler.state_dict(),
+                    step=step,
+                    metrics_history=history[-5:],
+                    copy=False,
+                ),
+                {"loss": loss.item()},
+            )
         if a.progress:
             tmp = a.progress + ".tmp"
             with open(tmp, "w") as f:

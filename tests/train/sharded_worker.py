@@ -20,8 +20,9 @@ from danlu.train.checkpoint import CheckpointManager
 
 
 def main(rank: int, world: int, port: int, directory: str) -> int:
-    dist.init_process_group("gloo", init_method=f"tcp://127.0.0.1:{port}", rank=rank,
-                            world_size=world)
+    dist.init_process_group(
+        "gloo", init_method=f"tcp://127.0.0.1:{port}", rank=rank, world_size=world
+    )
     mesh = init_device_mesh("cpu", (world,))
     torch.manual_seed(0)  # same replicated values on every rank
     model = torch.nn.Linear(8, 4)
@@ -31,8 +32,12 @@ def main(rank: int, world: int, port: int, directory: str) -> int:
     for step in (1, 2, 3):
         with torch.no_grad():
             model.weight.add_(1.0)
-        state = {"model": model.state_dict(), "emb": sharded * step, "step": step,
-                 "meta": {"world": world}}
+        state = {
+            "model": model.state_dict(),
+            "emb": sharded * step,
+            "step": step,
+            "meta": {"world": world},
+        }
         mgr.save(step, state, {"loss": 1.0 / step})
     step, loaded = mgr.load_latest()  # type: ignore[misc]
     assert step == 3 and loaded["meta"] == {"world": world}
@@ -40,8 +45,10 @@ def main(rank: int, world: int, port: int, directory: str) -> int:
     assert torch.equal(loaded["emb"], full * 3)
     assert len(mgr.list_checkpoints()) == 2
     if rank == 0:
-        torch.save({"weight": model.weight.detach(), "emb": full * 3},
-                   os.path.join(directory, "expected.pt"))
+        torch.save(
+            {"weight": model.weight.detach(), "emb": full * 3},
+            os.path.join(directory, "expected.pt"),
+        )
     dist.barrier()
     dist.destroy_process_group()
     return 0

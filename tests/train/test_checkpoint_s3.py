@@ -26,14 +26,22 @@ def s3() -> Iterator[dict]:
     port = _free_port()
     server = moto_server.ThreadedMotoServer(ip_address="127.0.0.1", port=port, verbose=False)
     server.start()
-    opts = {"key": "testing", "secret": "testing",
-            "endpoint_url": f"http://127.0.0.1:{port}",
-            "client_kwargs": {"region_name": "us-east-1"}, "use_listings_cache": False}
+    opts = {
+        "key": "testing",
+        "secret": "testing",
+        "endpoint_url": f"http://127.0.0.1:{port}",
+        "client_kwargs": {"region_name": "us-east-1"},
+        "use_listings_cache": False,
+    }
     import boto3
 
-    boto3.client("s3", endpoint_url=opts["endpoint_url"], aws_access_key_id="testing",
-                 aws_secret_access_key="testing", region_name="us-east-1"
-                 ).create_bucket(Bucket="ckpt-bucket")
+    boto3.client(
+        "s3",
+        endpoint_url=opts["endpoint_url"],
+        aws_access_key_id="testing",
+        aws_secret_access_key="testing",
+        region_name="us-east-1",
+    ).create_bucket(Bucket="ckpt-bucket")
     try:
         yield opts
     finally:
@@ -45,9 +53,15 @@ def test_s3_save_load_fallback_and_retention(s3: dict) -> None:
     model = torch.nn.Linear(16, 16)
     opt = torch.optim.SGD(model.parameters(), lr=0.1, momentum=0.9)
     url = "s3://ckpt-bucket/run-1"
-    mgr = CheckpointManager(url, keep_last=2, best_metric="loss", incremental=True, full_every=2,
-                            async_save=True,
-                            storage_options=s3)
+    mgr = CheckpointManager(
+        url,
+        keep_last=2,
+        best_metric="loss",
+        incremental=True,
+        full_every=2,
+        async_save=True,
+        storage_options=s3,
+    )
     assert mgr.load_latest() is None
     saved = {}
     for step in range(1, 6):

@@ -23,11 +23,28 @@ def test_two_rank_gloo_sharded_save_and_load(tmp_path: Path) -> None:
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0))
         port = s.getsockname()[1]
-    env = dict(os.environ, OMP_NUM_THREADS="1", PYTHONPATH=os.pathsep.join(
-        [str(HERE.parents[1] / "src"), os.environ.get("PYTHONPATH", "")]))
-    procs = [subprocess.Popen([sys.executable, str(HERE / "sharded_worker.py"), str(rank), "2",
-                               str(port), str(tmp_path)], env=env, stderr=subprocess.PIPE)
-             for rank in (0, 1)]
+    env = dict(
+        os.environ,
+        OMP_NUM_THREADS="1",
+        PYTHONPATH=os.pathsep.join(
+            [str(HERE.parents[1] / "src"), os.environ.get("PYTHONPATH", "")]
+        ),
+    )
+    procs = [
+        subprocess.Popen(
+            [
+                sys.executable,
+                str(HERE / "sharded_worker.py"),
+                str(rank),
+                "2",
+                str(port),
+                str(tmp_path),
+            ],
+            env=env,
+            stderr=subprocess.PIPE,
+        )
+        for rank in (0, 1)
+    ]
     for p in procs:
         _, err = p.communicate(timeout=240)
         assert p.returncode == 0, err.decode()
@@ -41,8 +58,7 @@ def test_two_rank_gloo_sharded_save_and_load(tmp_path: Path) -> None:
     assert torch.equal(state["model"]["weight"], expected["weight"])
     assert torch.equal(state["emb"], expected["emb"])
     # a torn shard file is detected by the manifest: fall back to step 2
-    shard = next(f for f in (tmp_path / "ckpt" / infos[-1].name).iterdir()
-                 if f.suffix == ".distcp")
+    shard = next(f for f in (tmp_path / "ckpt" / infos[-1].name).iterdir() if f.suffix == ".distcp")
     shard.write_bytes(shard.read_bytes()[:-3])
     step, state = CheckpointManager(str(tmp_path / "ckpt")).load_latest()  # type: ignore[misc]
     assert step == 2 and torch.equal(state["emb"], expected["emb"] * 2 / 3)

@@ -37,18 +37,28 @@ def _free_port() -> int:
 
 
 def _torchrun(nproc: int, out: Path, log: Path) -> subprocess.Popen[bytes]:
-    argv = [sys.executable, "-m", "torch.distributed.run", "--nnodes=1:1",
-            f"--nproc-per-node={nproc}", "--rdzv-backend=c10d",
-            f"--rdzv-endpoint=127.0.0.1:{_free_port()}", "--max-restarts=0",
-            "--monitor-interval=0.2", str(HERE / "elastic_worker.py"), str(out)]
+    argv = [
+        sys.executable,
+        "-m",
+        "torch.distributed.run",
+        "--nnodes=1:1",
+        f"--nproc-per-node={nproc}",
+        "--rdzv-backend=c10d",
+        f"--rdzv-endpoint=127.0.0.1:{_free_port()}",
+        "--max-restarts=0",
+        "--monitor-interval=0.2",
+        str(HERE / "elastic_worker.py"),
+        str(out),
+    ]
     env = dict(os.environ)
     src = str(HERE.parents[1] / "src")
     env["PYTHONPATH"] = src + os.pathsep + env.get("PYTHONPATH", "")
     env["OMP_NUM_THREADS"] = "1"
     env["GLOO_SOCKET_IFNAME"] = "lo"  # the workers talk over loopback only
     with log.open("wb") as f:
-        return subprocess.Popen(argv, stdout=f, stderr=subprocess.STDOUT, env=env,
-                                start_new_session=True)
+        return subprocess.Popen(
+            argv, stdout=f, stderr=subprocess.STDOUT, env=env, start_new_session=True
+        )
 
 
 def _progress(out: Path) -> dict[str, int]:
@@ -58,8 +68,9 @@ def _progress(out: Path) -> dict[str, int]:
         return {"world": 0, "step": -1}
 
 
-def _wait(cond: object, what: str, timeout: float, procs: list[subprocess.Popen[bytes]],
-          out: Path) -> None:
+def _wait(
+    cond: object, what: str, timeout: float, procs: list[subprocess.Popen[bytes]], out: Path
+) -> None:
     deadline = time.monotonic() + timeout
     while time.monotonic() < deadline:
         if cond():  # type: ignore[operator]
@@ -70,8 +81,11 @@ def _wait(cond: object, what: str, timeout: float, procs: list[subprocess.Popen[
 
 
 def _workers_of(agent: subprocess.Popen[bytes], out: Path) -> list[int]:
-    return [int(p.name.split(".")[1]) for p in (out / "workers").iterdir()
-            if p.name.split(".")[0] == str(agent.pid)]
+    return [
+        int(p.name.split(".")[1])
+        for p in (out / "workers").iterdir()
+        if p.name.split(".")[0] == str(agent.pid)
+    ]
 
 
 def test_two_workers_lose_one_and_regain_it(tmp_path: Path) -> None:
@@ -80,16 +94,26 @@ def test_two_workers_lose_one_and_regain_it(tmp_path: Path) -> None:
     try:
         first = _torchrun(2, out, out / "agent1.log")
         procs.append(first)
-        _wait(lambda: _progress(out)["world"] == 2 and _progress(out)["step"] >= 4,
-              "2 workers at step 4", 120, procs, out)
+        _wait(
+            lambda: _progress(out)["world"] == 2 and _progress(out)["step"] >= 4,
+            "2 workers at step 4",
+            120,
+            procs,
+            out,
+        )
         victim = next(p for p in _workers_of(first, out) if p != _progress(out)["pid"])
         os.kill(victim, signal.SIGKILL)  # one worker dies
         (out / "phase").write_text("1")
         assert first.wait(timeout=120) != 0  # the group failed; danlu re-launches smaller
         second = _torchrun(1, out, out / "agent2.log")
         procs.append(second)
-        _wait(lambda: _progress(out)["world"] == 1 and _progress(out)["step"] >= 10,
-              "the survivor alone at step 10", 120, procs, out)
+        _wait(
+            lambda: _progress(out)["world"] == 1 and _progress(out)["step"] >= 10,
+            "the survivor alone at step 10",
+            120,
+            procs,
+            out,
+        )
         os.killpg(second.pid, signal.SIGTERM)  # resize back up: preempt, then re-launch
         second.wait(timeout=120)
         third = _torchrun(2, out, out / "agent3.log")
@@ -108,5 +132,7 @@ def test_two_workers_lose_one_and_regain_it(tmp_path: Path) -> None:
         counts = Counter(result["seen"][str(epoch)])
         assert sorted(counts) == list(range(N)), f"epoch {epoch}: missing samples"
         assert set(counts.values()) == {1}, f"epoch {epoch}: repeated samples"
-    print(f"elastic: worlds {worlds}, {result['steps']} steps, every one of {N} samples seen "
-          f"exactly once in each of {EPOCHS} epochs")
+    print(
+        f"elastic: worlds {worlds}, {result['steps']} steps, every one of {N} samples seen "
+        f"exactly once in each of {EPOCHS} epochs"
+    )

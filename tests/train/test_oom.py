@@ -9,14 +9,23 @@ import danlu.train as dt
 from danlu.train.batch import BatchController
 
 
-def _run(micro: int, injector: dt.oom.OOMInjector | None, steps: int = 12
-         ) -> tuple[list[float], dt.TrainContext]:
+def _run(
+    micro: int, injector: dt.oom.OOMInjector | None, steps: int = 12
+) -> tuple[list[float], dt.TrainContext]:
     data = tiny_regression(n=64 * steps)
     model = tiny_model()
     opt = torch.optim.SGD(model.parameters(), lr=0.05, momentum=0.9)
-    ctx = dt.init(model, opt, global_batch_size=64, micro_batch_size=micro,
-                  dataset_size=len(data), shuffle=False, metrics_file=False,
-                  oom_injector=injector, environ={})
+    ctx = dt.init(
+        model,
+        opt,
+        global_batch_size=64,
+        micro_batch_size=micro,
+        dataset_size=len(data),
+        shuffle=False,
+        metrics_file=False,
+        oom_injector=injector,
+        environ={},
+    )
     losses = []
     with ctx:
         for _ in ctx.epochs(1):
@@ -35,12 +44,12 @@ def test_injected_oom_halves_micro_batch_and_matches_accumulation_2() -> None:
     reference, ref_ctx = _run(32, None)
     assert ref_ctx.batch.accumulation == 2
     assert len(recovered) == len(reference) == 12
-    torch.testing.assert_close(torch.tensor(recovered), torch.tensor(reference),
-                               rtol=1e-6, atol=1e-7)
+    torch.testing.assert_close(
+        torch.tensor(recovered), torch.tensor(reference), rtol=1e-6, atol=1e-7
+    )
     # and the run at 64 without an OOM is the same trajectory within fp tolerance
     plain, _ = _run(64, None)
-    torch.testing.assert_close(torch.tensor(plain), torch.tensor(reference), rtol=1e-5,
-                               atol=1e-6)
+    torch.testing.assert_close(torch.tensor(plain), torch.tensor(reference), rtol=1e-5, atol=1e-6)
 
 
 def test_oom_at_smallest_micro_batch_is_a_clear_error() -> None:

@@ -17,13 +17,25 @@ from danlu.train.scaling import lr_factor
 def test_env_defaults_and_values() -> None:
     off = dt.JobEnv.from_environ({})
     assert (off.world_size, off.rank, off.job_id, off.metrics_url) == (1, 0, None, None)
-    on = dt.JobEnv.from_environ({
-        "DANLU_JOB_ID": "j1", "DANLU_API_URL": "http://h:1/", "DANLU_TOKEN": "t",
-        "DANLU_BATCH_SIZE": "16", "DANLU_GPU_MEMORY_LIMIT": "1000", "WORLD_SIZE": "4",
-        "RANK": "3", "TORCHELASTIC_RESTART_COUNT": "2"})
+    on = dt.JobEnv.from_environ(
+        {
+            "DANLU_JOB_ID": "j1",
+            "DANLU_API_URL": "http://h:1/",
+            "DANLU_TOKEN": "t",
+            "DANLU_BATCH_SIZE": "16",
+            "DANLU_GPU_MEMORY_LIMIT": "1000",
+            "WORLD_SIZE": "4",
+            "RANK": "3",
+            "TORCHELASTIC_RESTART_COUNT": "2",
+        }
+    )
     assert on.metrics_url == "http://h:1/api/v1/jobs/j1/metrics"
-    assert (on.batch_size, on.gpu_memory_limit, on.rank, on.elastic_restart_count) == (16, 1000,
-                                                                                       3, 2)
+    assert (on.batch_size, on.gpu_memory_limit, on.rank, on.elastic_restart_count) == (
+        16,
+        1000,
+        3,
+        2,
+    )
     with pytest.raises(ConfigError, match="DANLU_BATCH_SIZE"):
         dt.JobEnv.from_environ({"DANLU_BATCH_SIZE": "x"})
     assert dt.PREEMPTED_EXIT_CODE == 75
@@ -96,8 +108,9 @@ def test_nan_loss_is_skipped_and_counted_then_stop_raises() -> None:
         loss = mse_loss(m, b)
         return loss * float("nan") if calls[0] == 2 else loss
 
-    with dt.init(model, opt, global_batch_size=16, dataset_size=64, metrics_file=False,
-                 environ={}) as ctx:
+    with dt.init(
+        model, opt, global_batch_size=16, dataset_size=64, metrics_file=False, environ={}
+    ) as ctx:
         before = [p.clone() for p in model.parameters()]
         results = [ctx.step(b, bad_loss) for _, b in zip(range(3), ctx.batches(data), strict=False)]
     assert [r.applied for r in results] == [True, False, True]
@@ -106,8 +119,12 @@ def test_nan_loss_is_skipped_and_counted_then_stop_raises() -> None:
     assert any(not torch.equal(a, b) for a, b in zip(before, model.parameters(), strict=True))
     model2 = tiny_model()
     opt2 = torch.optim.SGD(model2.parameters(), lr=0.01)
-    with dt.init(model2, opt2, global_batch_size=16, anomaly="stop", metrics_file=False,
-                 environ={}) as ctx2, pytest.raises(dt.TrainingAnomalyError, match="step 0"):
+    with (
+        dt.init(
+            model2, opt2, global_batch_size=16, anomaly="stop", metrics_file=False, environ={}
+        ) as ctx2,
+        pytest.raises(dt.TrainingAnomalyError, match="step 0"),
+    ):
         ctx2.step(data.tensors, lambda m, b: mse_loss(m, b) * float("inf"))
 
 
@@ -117,8 +134,9 @@ def test_accumulation_equals_one_big_batch() -> None:
     for micro in (32, 8, 5):
         model = tiny_model()
         opt = torch.optim.SGD(model.parameters(), lr=0.0)
-        with dt.init(model, opt, global_batch_size=32, micro_batch_size=micro,
-                     metrics_file=False, environ={}) as ctx:
+        with dt.init(
+            model, opt, global_batch_size=32, micro_batch_size=micro, metrics_file=False, environ={}
+        ) as ctx:
             ctx.engine.optimizer.zero_grad = lambda set_to_none=True: None  # keep grads
             ctx.step(data.tensors, mse_loss)
         grads.append(torch.cat([p.grad.flatten() for p in model.parameters()]))
@@ -131,8 +149,9 @@ def test_bf16_and_fp16_steps_run_and_count() -> None:
     for precision in ("bf16", "fp16"):
         model = tiny_model()
         opt = torch.optim.SGD(model.parameters(), lr=0.01)
-        with dt.init(model, opt, global_batch_size=32, precision=precision, metrics_file=False,
-                     environ={}) as ctx:
+        with dt.init(
+            model, opt, global_batch_size=32, precision=precision, metrics_file=False, environ={}
+        ) as ctx:
             r = ctx.step(data.tensors, mse_loss)
         assert math.isfinite(r.loss)
         assert ctx.history[-1]["loss_scale"] == (65536.0 if precision == "fp16" else 1.0)
@@ -157,8 +176,17 @@ def test_adaptive_batch_grows_global_batch_and_scales_lr() -> None:
     model = tiny_model()
     opt = torch.optim.SGD(model.parameters(), lr=0.01)
     ab = AdaptiveBatch("schedule", 16, total_steps=4, alpha=1.0, max_batch=64)
-    with dt.init(model, opt, global_batch_size=16, micro_batch_size=16, dataset_size=512,
-                 adaptive_batch=ab, lr_scaling="linear", metrics_file=False, environ={}) as ctx:
+    with dt.init(
+        model,
+        opt,
+        global_batch_size=16,
+        micro_batch_size=16,
+        dataset_size=512,
+        adaptive_batch=ab,
+        lr_scaling="linear",
+        metrics_file=False,
+        environ={},
+    ) as ctx:
         for _, b in zip(range(4), ctx.batches(data), strict=False):
             ctx.step(b, mse_loss)
     assert ctx.batch.global_batch == 32  # B(4) = 16 * (1 + 4/4)
@@ -171,8 +199,9 @@ def test_adaptive_batch_grows_global_batch_and_scales_lr() -> None:
 def test_env_batch_size_sets_micro_batch() -> None:
     model = tiny_model()
     opt = torch.optim.SGD(model.parameters(), lr=0.01)
-    with dt.init(model, opt, global_batch_size=64, metrics_file=False,
-                 environ={"DANLU_BATCH_SIZE": "16"}) as ctx:
+    with dt.init(
+        model, opt, global_batch_size=64, metrics_file=False, environ={"DANLU_BATCH_SIZE": "16"}
+    ) as ctx:
         assert (ctx.batch.micro, ctx.batch.accumulation) == (16, 4)
 
 

@@ -36,13 +36,17 @@ def test_metrics_are_posted_in_batches_with_the_token() -> None:
 
     server = HTTPServer(("127.0.0.1", 0), Handler)
     threading.Thread(target=server.serve_forever, daemon=True).start()
-    env = {"DANLU_API_URL": f"http://127.0.0.1:{server.server_port}", "DANLU_JOB_ID": "42",
-           "DANLU_TOKEN": "sekret"}
+    env = {
+        "DANLU_API_URL": f"http://127.0.0.1:{server.server_port}",
+        "DANLU_JOB_ID": "42",
+        "DANLU_TOKEN": "sekret",
+    }
     model = tiny_model()
     opt = torch.optim.SGD(model.parameters(), lr=0.01)
     data = tiny_regression(64)
-    with dt.init(model, opt, global_batch_size=16, dataset_size=64, environ=env,
-                 report_interval_s=60) as ctx:
+    with dt.init(
+        model, opt, global_batch_size=16, dataset_size=64, environ=env, report_interval_s=60
+    ) as ctx:
         for b in ctx.batches(data):
             ctx.step(b, mse_loss)
     server.shutdown()
@@ -100,8 +104,9 @@ def test_a_running_job_adopts_the_schedulers_batch_in_process() -> None:
     data = tiny_regression(4096)
     seen: list[tuple[int, float]] = []
     sizes: list[int] = []
-    with dt.init(model, opt, global_batch_size=16, dataset_size=len(data), environ=env,
-                 report_interval_s=60) as ctx:
+    with dt.init(
+        model, opt, global_batch_size=16, dataset_size=len(data), environ=env, report_interval_s=60
+    ) as ctx:
         for b in ctx.batches(data):
             ctx.step(b, mse_loss)
             seen.append((ctx.batch.global_batch, ctx.lr.lr))
@@ -125,8 +130,9 @@ def test_the_schedulers_global_batch_replaces_the_scripts() -> None:
     model = tiny_model()
     opt = torch.optim.SGD(model.parameters(), lr=0.01)
     env = {"DANLU_GLOBAL_BATCH_SIZE": "64"}
-    with dt.init(model, opt, global_batch_size=16, micro_batch_size=16, environ=env,
-                 metrics_file=False) as ctx:
+    with dt.init(
+        model, opt, global_batch_size=16, micro_batch_size=16, environ=env, metrics_file=False
+    ) as ctx:
         assert (ctx.batch.global_batch, ctx.batch.micro, ctx.batch.accumulation) == (64, 16, 4)
         assert ctx.lr.lr == pytest.approx(0.04)  # linear rule from the script's batch of 16
     with pytest.raises(ConfigError, match="DANLU_GLOBAL_BATCH_SIZE"):

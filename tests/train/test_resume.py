@@ -51,8 +51,13 @@ class Zygote:
     """``resume_script.py --zygote``: a process that has imported torch and forks runs."""
 
     def __init__(self) -> None:
-        self.proc = subprocess.Popen([sys.executable, str(SCRIPT), "--zygote"], env=_env(),
-                                     stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True)
+        self.proc = subprocess.Popen(
+            [sys.executable, str(SCRIPT), "--zygote"],
+            env=_env(),
+            stdin=subprocess.PIPE,
+            stdout=subprocess.PIPE,
+            text=True,
+        )
 
     def _ask(self, cmd: dict[str, object]) -> dict[str, int]:
         assert self.proc.stdin is not None and self.proc.stdout is not None
@@ -78,12 +83,32 @@ def test_sigkill_at_random_steps_resumes_bit_identical(tmp_path: Path) -> None:
     rng = random.Random(20260421)
     targets = sorted(rng.sample(range(2, steps - 10), kills))
     ckpt, progress = tmp_path / "ckpt", tmp_path / "progress"
-    common = ["--ckpt", str(ckpt), "--steps", str(steps), "--out", str(tmp_path / "run.pt"),
-              "--every", "2", "--progress", str(progress)]
+    common = [
+        "--ckpt",
+        str(ckpt),
+        "--steps",
+        str(steps),
+        "--out",
+        str(tmp_path / "run.pt"),
+        "--every",
+        "2",
+        "--progress",
+        str(progress),
+    ]
     zygote = Zygote()
     try:
-        ref = zygote.run(["--ckpt", str(tmp_path / "ref"), "--steps", str(steps),
-                          "--every", "2", "--out", str(tmp_path / "ref.pt")])
+        ref = zygote.run(
+            [
+                "--ckpt",
+                str(tmp_path / "ref"),
+                "--steps",
+                str(steps),
+                "--every",
+                "2",
+                "--out",
+                str(tmp_path / "ref.pt"),
+            ]
+        )
         killed_at: list[int] = []
         for target in targets:
             progress.unlink(missing_ok=True)
@@ -100,8 +125,13 @@ def test_sigkill_at_random_steps_resumes_bit_identical(tmp_path: Path) -> None:
         zygote.close()
     assert len(killed_at) >= 20 and max(killed_at) < steps
     # The last leg in a cold interpreter, launched as a plain process.
-    done = subprocess.run([sys.executable, str(SCRIPT), *common], env=_env(),
-                          capture_output=True, timeout=300, check=False)
+    done = subprocess.run(
+        [sys.executable, str(SCRIPT), *common],
+        env=_env(),
+        capture_output=True,
+        timeout=300,
+        check=False,
+    )
     assert done.returncode == 0, done.stderr.decode()
     assert _read_progress(progress) == steps
     _assert_same(tmp_path / "ref.pt", tmp_path / "run.pt")
@@ -142,22 +172,37 @@ def _corrupt(ckpt_dir: Path, how: str) -> None:
 
 
 @pytest.mark.parametrize(
-    "how", ["truncate-tensors", "flip-byte", "truncate-manifest", "no-manifest", "empty-meta"])
-def test_power_cut_falls_back_and_stays_bit_identical(tmp_path: Path, in_process, how: str
-                                                      ) -> None:
+    "how", ["truncate-tensors", "flip-byte", "truncate-manifest", "no-manifest", "empty-meta"]
+)
+def test_power_cut_falls_back_and_stays_bit_identical(tmp_path: Path, in_process, how: str) -> None:
     main = in_process
     common = ["--every", "10", "--no-async", "--keep-last", "3"]
-    assert main(["--ckpt", str(tmp_path / "ref"), "--steps", "80",
-                 "--out", str(tmp_path / "ref.pt"), *common]) == 0
+    assert (
+        main(
+            [
+                "--ckpt",
+                str(tmp_path / "ref"),
+                "--steps",
+                "80",
+                "--out",
+                str(tmp_path / "ref.pt"),
+                *common,
+            ]
+        )
+        == 0
+    )
     ckpt = tmp_path / "ckpt"
-    assert main(["--ckpt", str(ckpt), "--steps", "60", "--out", str(tmp_path / "x.pt"),
-                 *common]) == 0
+    assert (
+        main(["--ckpt", str(ckpt), "--steps", "60", "--out", str(tmp_path / "x.pt"), *common]) == 0
+    )
     _corrupt(ckpt, how)
 
     from danlu.train.checkpoint import CheckpointManager
 
     found = CheckpointManager(str(ckpt)).load_latest()
     assert found is not None and found[0] == 50  # fell back past the corrupt step 60
-    assert main(["--ckpt", str(ckpt), "--steps", "80", "--out", str(tmp_path / "run.pt"),
-                 *common]) == 0
+    assert (
+        main(["--ckpt", str(ckpt), "--steps", "80", "--out", str(tmp_path / "run.pt"), *common])
+        == 0
+    )
     _assert_same(tmp_path / "ref.pt", tmp_path / "run.pt")
