@@ -19,8 +19,9 @@ policy: what is left of the gap without contention (the job's own ramp, model an
         [--oracle none|throughput|stats|both|future] [--restart-cost 30] [--solo]
         [--loads 0.5,1.0,1.5] [--workloads 1,2,3,4]
 
-Prints, per run, danlu's average JCT over Pollux's published one, then the mean over the
-runs; asserts nothing.
+Prints, per run, danlu's average JCT over Pollux's published one and how often the jobs
+restarted (resizes plus resumes after a preemption: the mean per job and the most of one job),
+then the mean ratio over the runs; asserts nothing.
 """
 
 from __future__ import annotations
@@ -43,6 +44,7 @@ from danlu.sched.policies.danlu_alloc import Option
 from danlu.sched.view import JobStatus
 from danlu.sim.elastic import ApplicationProfile, OutOfProfileError, load_profiles
 from danlu.sim.engine import SimConfig, Simulator
+from danlu.sim.metrics import JobRecord
 from danlu.sim.workload import ProfiledWork, Workload, load_workload
 
 ORACLES = ("none", "throughput", "stats", "both", "future")
@@ -187,6 +189,27 @@ def _count_epochs(profile: ApplicationProfile, gpus: int, gpn: int) -> np.ndarra
     return epoch_seconds(profile, fastest_iteration(profile, rows))
 
 
+def workload_records(
+    workload: Workload,
+    policy: Callable[[], DanluPolicy],
+    config: SimConfig,
+    profiles: Mapping[str, ApplicationProfile],
+    solo: bool = False,
+) -> list[JobRecord]:
+    """The records of the workload's finished jobs on 16 x 4 GPUs, each policy from
+    ``policy()``; ``solo``: every job alone, in a simulation (and with a policy) of its own."""
+    parts = (
+        [dataclasses.replace(workload, jobs=(job,)) for job in workload.jobs]
+        if solo
+        else [workload]
+    )
+    out: list[JobRecord] = []
+    for part in parts:
+        result = Simulator(Cluster.homogeneous(16, 4), policy(), part, config, profiles).run()
+        out.extend(j for j in result.jobs if j.end_time is not None)
+    return out
+
+
 def workload_jcts(
     workload: Workload,
     policy: Callable[[], DanluPolicy],
@@ -194,18 +217,8 @@ def workload_jcts(
     profiles: Mapping[str, ApplicationProfile],
     solo: bool = False,
 ) -> list[float]:
-    """The JCTs of the workload's finished jobs on 16 x 4 GPUs, each policy from ``policy()``;
-    ``solo``: every job alone, in a simulation (and with a policy) of its own."""
-    parts = (
-        [dataclasses.replace(workload, jobs=(job,)) for job in workload.jobs]
-        if solo
-        else [workload]
-    )
-    out: list[float] = []
-    for part in parts:
-        result = Simulator(Cluster.homogeneous(16, 4), policy(), part, config, profiles).run()
-        out.extend(j.end_time - j.submit_time for j in result.jobs if j.end_time is not None)
-    return out
+    """The JCTs of :func:`workload_records`."""
+    return [j.jct for j in workload_records(workload, policy, config, profiles, solo)]
 
 
 def main() -> None:
@@ -244,11 +257,16 @@ def main() -> None:
                 applications=apps,
                 **knobs,
             )
-            jcts = workload_jcts(workload, policy, config, profiles, solo=args.solo)
-            avg = float(np.mean(jcts))
+            records = workload_records(workload, policy, config, profiles, solo=args.solo)
+            avg = float(np.mean([j.jct for j in records]))
             ratio = avg / POLLUX[(load, number)][0]
             ratios.append(ratio)
-            print(f"{load}x/{number} {avg:8.1f} s  ratio {ratio:.3f}", flush=True)
+            restarts = [j.restarts for j in records]
+            print(
+                f"{load}x/{number} {avg:8.1f} s  ratio {ratio:.3f}  restarts/job "
+                f"{float(np.mean(restarts)):.2f}  max {max(restarts)}",
+                flush=True,
+            )
     print(f"mean ratio {float(np.mean(ratios)):.3f} (target <= 0.800 on every run)")
 
 
