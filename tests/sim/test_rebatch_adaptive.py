@@ -14,7 +14,7 @@ from danlu.core.cluster import Allocation, Cluster
 from danlu.core.errors import PlacementError
 from danlu.sched.view import ClusterView, Plan, Rebatch, Resize, Start
 from danlu.sim.adapt import profile_tuner
-from danlu.sim.elastic import ApplicationProfile, load_profiles
+from danlu.sim.elastic import ApplicationProfile, OutOfProfileError, load_profiles
 from danlu.sim.engine import SimConfig, Simulator
 from danlu.sim.progress import ProfiledProgress, RigidProgress
 from danlu.sim.workload import load_workload
@@ -93,6 +93,33 @@ def test_rebatch_of_a_job_not_running_is_refused(
     sim = Simulator(Cluster.homogeneous(1, 4), Bad(), load_workload(path), SimConfig(), profiles)
     with pytest.raises(PlacementError, match="not running"):
         sim.run()
+
+
+def test_a_start_outside_the_profile_names_the_policy_job_and_fix(
+    tmp_path: Path, profiles: dict[str, ApplicationProfile]
+) -> None:
+    """yolov3 at batch 64 on 28 GPUs would run 3 samples per GPU, below what its profile
+    measured: the run stops with an error that says whose choice it was and what to change."""
+    wide = Allocation.whole_gpus([(node, gpu) for node in range(7) for gpu in range(4)])
+
+    @dataclass
+    class Wide:
+        name: str = "wide"
+
+        def schedule(self, view: ClusterView) -> Plan:
+            if not view.pending:
+                return Plan()
+            return Plan(starts=(Start(view.pending[0].id, wide),))
+
+    path = tmp_path / "one.csv"
+    path.write_text("name,time,application,num_replicas,batch_size\nyolov3-0,0,yolov3,4,64\n")
+    sim = Simulator(Cluster.homogeneous(8, 4), Wide(), load_workload(path), SimConfig(), profiles)
+    with pytest.raises(OutOfProfileError) as caught:
+        sim.run()
+    message = str(caught.value)
+    for part in ("policy 'wide'", "job 'yolov3-0'", "28 GPUs (7 nodes)", "its own batch"):
+        assert part in message
+    assert "fewer GPUs" in message and "local batch 3" in message
 
 
 def true_goodput(profile: ApplicationProfile, replicas: int, batch: int, epoch: int) -> float:

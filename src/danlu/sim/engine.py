@@ -36,7 +36,7 @@ from danlu.core.errors import ConfigError, PlacementError
 from danlu.core.state import Event, JobState, transition
 from danlu.sched.policies.base import Policy
 from danlu.sched.view import ClusterView, JobRequest, JobStatus, Plan
-from danlu.sim.elastic import ApplicationProfile
+from danlu.sim.elastic import ApplicationProfile, OutOfProfileError
 from danlu.sim.metrics import JobRecord, SimResult, Timeline
 from danlu.sim.progress import ProfiledProgress, Progress, RigidProgress
 from danlu.sim.workload import ProfiledWork, Workload, WorkloadJob
@@ -235,7 +235,16 @@ class Simulator:
             assert finish is not None
             job.version += 1
             heapq.heappush(self._heap, (finish, job.request.seq, job.id, job.version))
-        self._running_status[job.id] = job.status()
+        try:
+            self._running_status[job.id] = job.status()
+        except OutOfProfileError as err:  # the policy's choice, not the workload's fault
+            batch = "its own batch" if batch_size is None else f"global batch {batch_size}"
+            raise OutOfProfileError(
+                f"policy {self.policy.name!r} ran job {job.id!r} on {alloc.num_gpus} GPUs"
+                f" ({len(alloc.node_counts())} nodes) at {batch}, which its application's"
+                f" profile does not cover ({err}); the policy must give it fewer GPUs or a"
+                " batch that leaves each GPU a measured micro-batch"
+            ) from err
 
     def _release(self, job: _Job, at: float) -> None:
         self._take(job.allocation, -1, job.id)
