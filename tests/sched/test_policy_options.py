@@ -6,7 +6,9 @@ direct construction of every built-in policy)."""
 from __future__ import annotations
 
 import dataclasses
+import re
 import typing
+from pathlib import Path
 from typing import Any
 
 import pytest
@@ -130,3 +132,15 @@ def test_every_danlu_knob_type_is_checked_on_construction() -> None:
         DanluPolicy(lend="maybe")  # type: ignore[arg-type]
     with pytest.raises(ConfigError, match="'max_moves' must be a whole number"):
         DanluPolicy(max_moves=2.5)  # type: ignore[arg-type]
+
+
+def test_every_danlu_knob_is_in_the_documented_table() -> None:
+    """docs/danlu-policy.md lists every knob of the danlu policy with its default: a knob
+    added to ``DanluPolicy`` without a row there fails here (``name`` is the registry's)."""
+    doc = (Path(__file__).resolve().parents[2] / "docs" / "danlu-policy.md").read_text()
+    rows = [line for line in doc.splitlines() if line.startswith("| `")]
+    documented = {name for row in rows for name in re.findall(r"`([a-z_]+)`", row.split("|")[1])}
+    knobs = {
+        f.name for f in dataclasses.fields(DanluPolicy) if f.init and not f.name.startswith("_")
+    }
+    assert knobs - {"name"} <= documented, sorted(knobs - {"name"} - documented)

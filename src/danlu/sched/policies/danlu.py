@@ -28,7 +28,7 @@ first at efficient sizes, the last-ranked (long) job soaks up what is left.
 - Jobs that report no batch limits are rigid: their requested GPUs, ``T`` from their
   ``expected_duration`` (else ``new_job_seconds``). Jobs never measured start at their
   requested size capped at one node (the user's tuned configuration) and the model explores,
-  growing at most to twice the replicas measured so far.
+  growing at most to ``grow_factor`` times the replicas measured so far.
 - Batch size and learning rate: the chosen global batch goes in the Start/Resize; the marks
   record it (``danlu.batch``) and the AdaScale learning-rate factor it implies
   (``danlu.lr_factor`` = gain(batch), applied to the LR tuned at ``init_batch``;
