@@ -6,6 +6,8 @@ variable             meaning                               default
 DANLU_HOME           state directory (DB, tokens, logs)    ``~/.danlu``
 DANLU_DATABASE_URL   SQLAlchemy URL (sqlite / postgresql)  ``sqlite:///{DANLU_HOME}/danlu.db``
 DANLU_POLICY         scheduling policy name                ``priority``
+DANLU_POLICY_OPTIONS the policy's options, a JSON object  unset (the policy's defaults)
+                     (``{"min_hold": 300}``)
 DANLU_INTERVAL       seconds between reconcile rounds      ``2.0``
 DANLU_FAKE_GPUS      fake inventory, e.g. ``4x80GiB``      unset (use NVML)
 DANLU_PORT           HTTP port                             ``8470``
@@ -20,6 +22,7 @@ Nothing is read at import: call :func:`load_settings`. Errors are
 
 from __future__ import annotations
 
+import json
 import os
 import re
 from dataclasses import dataclass
@@ -42,6 +45,10 @@ _HINTS: dict[str, str] = {
         "postgresql+psycopg://user:password@host:5432/danlu"
     ),
     "policy": "a policy name, e.g. DANLU_POLICY=priority",
+    "policy_options": (
+        "a JSON object of the policy's options, e.g. "
+        'DANLU_POLICY_OPTIONS=\'{"min_hold": 300, "hysteresis": 0.2}\''
+    ),
     "interval": "a positive number of seconds, e.g. DANLU_INTERVAL=2.0",
     "fake_gpus": "GPUs per node and memory or type, e.g. DANLU_FAKE_GPUS=4x80GiB or 2x8xH100",
     "port": "a TCP port 1..65535, e.g. DANLU_PORT=8470",
@@ -84,6 +91,23 @@ def parse_fake_gpus(value: str, variable: str = "DANLU_FAKE_GPUS") -> FakeGpus:
     return FakeGpus(nodes, gpus, kind.memory, kind.name)
 
 
+def parse_policy_options(text: str) -> dict[str, Any]:
+    """``DANLU_POLICY_OPTIONS``: a JSON object of option name -> value (lists become
+    tuples). Raises :class:`ValueError` saying what is wrong with it."""
+    try:
+        parsed = json.loads(text)
+    except json.JSONDecodeError as exc:
+        raise ValueError(f"not JSON ({exc.msg} at character {exc.pos})") from None
+    if not isinstance(parsed, dict):
+        raise ValueError(f"a JSON object is needed, got {type(parsed).__name__}")
+    options: dict[str, Any] = {}
+    for key, value in parsed.items():
+        if not key.strip():
+            raise ValueError("an option name is empty")
+        options[key.strip().replace("-", "_")] = tuple(value) if isinstance(value, list) else value
+    return options
+
+
 def normalise_database_url(url: str) -> str:
     """Map ``postgres://`` / ``postgresql://`` to the psycopg 3 driver; check the scheme."""
     for prefix in ("postgres://", "postgresql://"):
@@ -102,6 +126,9 @@ class Settings(BaseSettings):
     home: Path = Field(default=Path("~/.danlu"))
     database_url: str | None = None
     policy: str = "priority"
+    policy_options: str | None = None
+    """The policy's options as a JSON object (see :attr:`policy_knobs`); names and values
+    are checked when the reconcile loop builds the policy."""
     interval: float = Field(default=2.0, gt=0)
     fake_gpus: str | None = None
     port: int = Field(default=8470, ge=1, le=65535)
@@ -136,6 +163,20 @@ class Settings(BaseSettings):
         if not value.strip():
             raise ValueError("the policy name is empty")
         return value.strip()
+
+    @field_validator("policy_options", mode="after")
+    @classmethod
+    def _policy_options(cls, value: str | None) -> str | None:
+        if value is not None and value.strip():
+            parse_policy_options(value)
+            return value
+        return None
+
+    @property
+    def policy_knobs(self) -> dict[str, Any]:
+        """The parsed :attr:`policy_options` (empty when unset): JSON lists become tuples,
+        as the policies' list options are tuples."""
+        return parse_policy_options(self.policy_options) if self.policy_options else {}
 
     @property
     def db_url(self) -> str:

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import sys
 import time
+from pathlib import Path
 from typing import Any
 
 import pytest
@@ -153,3 +154,17 @@ def test_a_second_server_on_the_same_home_is_refused(shared_server: Server) -> N
     assert f"pid {pid}" in said  # names the running server
     with shared_server.client() as client:  # the first one is untouched
         assert client.health()["status"] == "ok"
+
+
+def test_up_checks_the_policy_options_before_serving(tmp_path: Path) -> None:
+    """``--policy-option`` reaches the policy: a value out of range stops ``danlu up`` with
+    an error naming the flag and the option; a malformed pair is refused as such."""
+    base = ("up", "--home", str(tmp_path / "home"), "--fake-gpus", "1x80GiB", "--port", "0")
+    out_of_range = danlu(*base, "--policy", "danlu", "--policy-option", "hysteresis=2")
+    assert out_of_range.returncode == 2, out_of_range.stdout + out_of_range.stderr
+    said = " ".join(out_of_range.stderr.split())  # the console wraps long lines
+    assert "--policy-option" in said and "hysteresis must be in [0, 1), got 2" in said
+    assert "danlu is up" not in out_of_range.stdout
+    malformed = danlu(*base, "--policy-option", "hysteresis")
+    assert malformed.returncode == 2
+    assert "must look like key=value" in " ".join(malformed.stderr.split())

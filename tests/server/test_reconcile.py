@@ -12,10 +12,14 @@ from typing import Any
 import pytest
 from helpers import live_server, replayed_state, spec, submit, wait_for, wait_state
 
+from danlu.config import load_settings
+from danlu.core.errors import ConfigError
 from danlu.executors import JobLaunch
+from danlu.sched.policies.danlu import DanluPolicy
 from danlu.server.reconcile import (
     COLLECTOR_THRESHOLDS,
     Reconciler,
+    build_policy,
     collector_paused,
     tune_collector,
 )
@@ -243,3 +247,33 @@ def test_the_control_plane_s_collector_thresholds_are_set() -> None:
         assert gc.get_threshold() == COLLECTOR_THRESHOLDS != (700, 10, 10)
     finally:
         gc.set_threshold(*before)
+
+
+def test_the_policy_is_built_with_the_settings_options(tmp_path: Path) -> None:
+    settings = load_settings(
+        home=tmp_path, policy="danlu", policy_options='{"min_hold": 300, "alloc": "walk"}'
+    )
+    policy = build_policy(settings)
+    assert isinstance(policy, DanluPolicy)
+    assert (policy.min_hold, policy.alloc, policy.hysteresis) == (300, "walk", 0.1)
+    assert build_policy(load_settings(home=tmp_path, policy="danlu")) == DanluPolicy()
+
+
+@pytest.mark.parametrize(
+    ("options", "names"),
+    [
+        ('{"hysteresis": 2}', ["hysteresis must be in [0, 1), got 2 (default 0.1)"]),
+        ('{"min_hold": "long"}', ["'min_hold' must be a number, got 'long'"]),
+        ('{"holds": 1}', ["has no option 'holds'", "min_hold"]),
+    ],
+)
+def test_bad_policy_options_name_the_setting_and_the_option(
+    tmp_path: Path, options: str, names: list[str]
+) -> None:
+    settings = load_settings(home=tmp_path, policy="danlu", policy_options=options)
+    with pytest.raises(ConfigError) as error:
+        build_policy(settings)
+    message = str(error.value)
+    assert message.startswith("DANLU_POLICY_OPTIONS (--policy-option): ")
+    for name in names:
+        assert name in message

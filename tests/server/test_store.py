@@ -86,7 +86,15 @@ def test_read_session_does_not_write(db: Database) -> None:
 
 
 def test_settings_defaults(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
-    for name in ("HOME", "DATABASE_URL", "POLICY", "INTERVAL", "FAKE_GPUS", "PORT"):
+    for name in (
+        "HOME",
+        "DATABASE_URL",
+        "POLICY",
+        "POLICY_OPTIONS",
+        "INTERVAL",
+        "FAKE_GPUS",
+        "PORT",
+    ):
         monkeypatch.delenv(f"DANLU_{name}", raising=False)
     monkeypatch.setenv("HOME", str(tmp_path))
     settings = load_settings()
@@ -94,6 +102,7 @@ def test_settings_defaults(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> N
     assert settings.db_url == f"sqlite:///{tmp_path}/.danlu/danlu.db"
     assert (settings.policy, settings.interval, settings.port) == ("priority", 2.0, 8470)
     assert settings.inventory is None
+    assert settings.policy_knobs == {}
     assert settings.admin_token_path == tmp_path / ".danlu" / "admin.token"
 
 
@@ -103,7 +112,9 @@ def test_settings_from_environment(monkeypatch: pytest.MonkeyPatch, tmp_path: Pa
     monkeypatch.setenv("DANLU_FAKE_GPUS", "4x80GiB")
     monkeypatch.setenv("DANLU_INTERVAL", "0.5")
     monkeypatch.setenv("DANLU_PORT", "9000")
+    monkeypatch.setenv("DANLU_POLICY_OPTIONS", '{"min_hold": 300, "thresholds": [1, 2]}')
     settings = load_settings()
+    assert settings.policy_knobs == {"min_hold": 300, "thresholds": (1, 2)}
     assert settings.db_url == "postgresql+psycopg://u:p@db:5432/danlu"
     assert settings.inventory is not None and settings.inventory.memory == 80 * GiB
     assert (settings.interval, settings.port) == (0.5, 9000)
@@ -116,6 +127,9 @@ def test_settings_from_environment(monkeypatch: pytest.MonkeyPatch, tmp_path: Pa
         ("DANLU_INTERVAL", "0"),
         ("DANLU_FAKE_GPUS", "lots"),
         ("DANLU_DATABASE_URL", "mysql://x/y"),
+        ("DANLU_POLICY_OPTIONS", "min_hold=300"),
+        ("DANLU_POLICY_OPTIONS", "[300]"),
+        ("DANLU_POLICY_OPTIONS", '{"": 1}'),
     ],
 )
 def test_settings_errors_name_the_variable(

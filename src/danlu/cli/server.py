@@ -3,6 +3,7 @@
 
 from __future__ import annotations
 
+import json
 import logging
 from pathlib import Path
 from typing import Annotated, Any
@@ -24,6 +25,13 @@ FakeOpt = Annotated[
 ]
 PolicyOpt = Annotated[
     str | None, typer.Option("--policy", help="scheduling policy (default: priority)")
+]
+PolicyOptionOpt = Annotated[
+    list[str] | None,
+    typer.Option(
+        "--policy-option",
+        help="policy option KEY=VALUE, repeatable; replaces DANLU_POLICY_OPTIONS when given",
+    ),
 ]
 HostOpt = Annotated[str, typer.Option("--host", help="address to listen on")]
 IntervalOpt = Annotated[
@@ -47,19 +55,23 @@ def _start(
     port: int | None,
     fake_gpus: str | None,
     policy: str | None,
+    policy_option: list[str] | None,
     host: str,
     interval: float | None,
     database_url: str | None,
 ) -> None:
+    from danlu.cli.sim import parse_options
     from danlu.server.main import Prepared, prepare, run
 
     logging.basicConfig(level=logging.INFO, format="%(asctime)s %(name)s: %(message)s")
     logging.getLogger("alembic").setLevel(logging.WARNING)
     try:
+        options = parse_options(policy_option, "--policy-option") if policy_option else None
         settings = _settings(
             home=home,
             fake_gpus=fake_gpus,
             policy=policy,
+            policy_options=json.dumps(options) if options is not None else None,
             interval=interval,
             database_url=database_url,
         )
@@ -70,7 +82,9 @@ def _start(
 
     def ready(p: Prepared) -> None:
         print(
-            f"danlu is up: {p.url}  (home {p.settings.home}, policy {p.settings.policy})",
+            f"danlu is up: {p.url}  (home {p.settings.home}, policy {p.settings.policy}"
+            + (f" {json.dumps(p.settings.policy_knobs)}" if p.settings.policy_knobs else "")
+            + ")",
             flush=True,
         )
         if show_token:
@@ -87,6 +101,7 @@ def up(
     port: PortOpt = None,
     fake_gpus: FakeOpt = None,
     policy: PolicyOpt = None,
+    policy_option: PolicyOptionOpt = None,
     host: HostOpt = "127.0.0.1",
     interval: IntervalOpt = None,
     database_url: DbOpt = None,
@@ -99,6 +114,7 @@ def up(
         port=port,
         fake_gpus=fake_gpus,
         policy=policy,
+        policy_option=policy_option,
         host=host,
         interval=interval,
         database_url=database_url,
@@ -110,6 +126,7 @@ def server(
     port: PortOpt = None,
     fake_gpus: FakeOpt = None,
     policy: PolicyOpt = None,
+    policy_option: PolicyOptionOpt = None,
     host: HostOpt = "127.0.0.1",
     interval: IntervalOpt = None,
     database_url: DbOpt = None,
@@ -121,6 +138,7 @@ def server(
         port=port,
         fake_gpus=fake_gpus,
         policy=policy,
+        policy_option=policy_option,
         host=host,
         interval=interval,
         database_url=database_url,

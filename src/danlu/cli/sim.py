@@ -65,15 +65,14 @@ def parse_seeds(text: str) -> list[int]:
     return seeds
 
 
-def parse_options(pairs: list[str]) -> dict[str, Any]:
-    """``key=value`` policy options; values are parsed as JSON when they can be."""
+def parse_options(pairs: list[str], flag: str = "--option") -> dict[str, Any]:
+    """``key=value`` policy options; values are parsed as JSON when they can be. ``flag``:
+    the option's name in error messages."""
     options: dict[str, Any] = {}
     for pair in pairs:
         key, sep, value = pair.partition("=")
         if not sep or not key:
-            raise ConfigError(
-                f"--option {pair!r} must look like key=value, e.g. placement=best-fit"
-            )
+            raise ConfigError(f"{flag} {pair!r} must look like key=value, e.g. placement=best-fit")
         try:
             parsed = json.loads(value)
         except json.JSONDecodeError:

@@ -38,7 +38,7 @@ from sqlalchemy import select, update
 from sqlalchemy.orm import Session
 
 from danlu.config import Settings
-from danlu.core.errors import DanluError, PlacementError
+from danlu.core.errors import ConfigError, DanluError, PlacementError
 from danlu.core.state import JobState
 from danlu.executors import (
     ExecStatus,
@@ -155,6 +155,17 @@ def collector_paused() -> Iterator[None]:
             gc.enable()
 
 
+def build_policy(settings: Settings) -> Policy:
+    """The scheduling policy the settings name (``DANLU_POLICY``), built with their options
+    (``DANLU_POLICY_OPTIONS`` or ``--policy-option``). An unknown option, or a value of the
+    wrong type or out of its range, is a :class:`ConfigError` naming the setting, the option
+    and what it accepts."""
+    try:
+        return default_registry().create(settings.policy, **settings.policy_knobs)
+    except ConfigError as exc:
+        raise ConfigError(f"DANLU_POLICY_OPTIONS (--policy-option): {exc}") from None
+
+
 class Reconciler:
     """The reconcile loop of one server (a background thread, or :meth:`run_once` by hand)."""
 
@@ -173,7 +184,7 @@ class Reconciler:
         self.executor = executor
         self.settings = settings
         self.metrics = metrics
-        self.policy = policy if policy is not None else default_registry().create(settings.policy)
+        self.policy = policy if policy is not None else build_policy(settings)
         self.statuses = StatusCache()
         """Job statuses reused across rounds while their job is unchanged (policy memos hit)."""
         self.preempt_grace = preempt_grace
