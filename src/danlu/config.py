@@ -91,6 +91,12 @@ def parse_fake_gpus(value: str, variable: str = "DANLU_FAKE_GPUS") -> FakeGpus:
     return FakeGpus(nodes, gpus, kind.memory, kind.name)
 
 
+def _option(key: str, value: Any) -> tuple[str, Any]:
+    """A policy option as the policies take it: ``-`` in the name read as ``_``, a list
+    value as a tuple."""
+    return key.strip().replace("-", "_"), tuple(value) if isinstance(value, list) else value
+
+
 def parse_policy_options(text: str) -> dict[str, Any]:
     """``DANLU_POLICY_OPTIONS``: a JSON object of option name -> value (lists become
     tuples). Raises :class:`ValueError` saying what is wrong with it."""
@@ -100,11 +106,25 @@ def parse_policy_options(text: str) -> dict[str, Any]:
         raise ValueError(f"not JSON ({exc.msg} at character {exc.pos})") from None
     if not isinstance(parsed, dict):
         raise ValueError(f"a JSON object is needed, got {type(parsed).__name__}")
+    if any(not key.strip() for key in parsed):
+        raise ValueError("an option name is empty")
+    return dict(_option(key, value) for key, value in parsed.items())
+
+
+def parse_option_pairs(pairs: list[str], flag: str) -> dict[str, Any]:
+    """``key=value`` policy options from the command line (``flag``: the option's name in
+    errors); values are parsed as JSON when they can be, else kept as strings."""
     options: dict[str, Any] = {}
-    for key, value in parsed.items():
-        if not key.strip():
-            raise ValueError("an option name is empty")
-        options[key.strip().replace("-", "_")] = tuple(value) if isinstance(value, list) else value
+    for pair in pairs:
+        key, sep, value = pair.partition("=")
+        if not sep or not key:
+            raise ConfigError(f"{flag} {pair!r} must look like key=value, e.g. placement=best-fit")
+        try:
+            parsed = json.loads(value)
+        except json.JSONDecodeError:
+            parsed = value
+        name, option = _option(key, parsed)
+        options[name] = option
     return options
 
 

@@ -60,13 +60,13 @@ def _start(
     interval: float | None,
     database_url: str | None,
 ) -> None:
-    from danlu.cli.sim import parse_options
+    from danlu.config import parse_option_pairs
     from danlu.server.main import Prepared, prepare, run
 
     logging.basicConfig(level=logging.INFO, format="%(asctime)s %(name)s: %(message)s")
     logging.getLogger("alembic").setLevel(logging.WARNING)
     try:
-        options = parse_options(policy_option, "--policy-option") if policy_option else None
+        options = parse_option_pairs(policy_option, "--policy-option") if policy_option else None
         settings = _settings(
             home=home,
             fake_gpus=fake_gpus,

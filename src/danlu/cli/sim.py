@@ -17,6 +17,7 @@ from rich.console import Console
 from rich.progress import BarColumn, Progress, TextColumn, TimeElapsedColumn
 from rich.table import Table
 
+from danlu.config import parse_option_pairs
 from danlu.core.cluster import Cluster
 from danlu.core.errors import ConfigError, DanluError
 from danlu.sched.registry import default_registry
@@ -65,22 +66,9 @@ def parse_seeds(text: str) -> list[int]:
     return seeds
 
 
-def parse_options(pairs: list[str], flag: str = "--option") -> dict[str, Any]:
-    """``key=value`` policy options; values are parsed as JSON when they can be. ``flag``:
-    the option's name in error messages."""
-    options: dict[str, Any] = {}
-    for pair in pairs:
-        key, sep, value = pair.partition("=")
-        if not sep or not key:
-            raise ConfigError(f"{flag} {pair!r} must look like key=value, e.g. placement=best-fit")
-        try:
-            parsed = json.loads(value)
-        except json.JSONDecodeError:
-            parsed = value
-        options[key.strip().replace("-", "_")] = (
-            tuple(parsed) if isinstance(parsed, list) else parsed
-        )
-    return options
+def parse_options(pairs: list[str]) -> dict[str, Any]:
+    """``--option key=value`` policy options (:func:`danlu.config.parse_option_pairs`)."""
+    return parse_option_pairs(pairs, "--option")
 
 
 def _load(workload: Path | None, jobs: int, seed: int) -> Workload:
