@@ -1,18 +1,23 @@
-"""Simulator fidelity: Tiresias on the Pollux artifact workloads reproduces the published JCTs."""
+"""Simulator fidelity against the Pollux artifact: Tiresias on its workloads reproduces the
+published JCTs (the rigid path), and one adaptive job alone at a fixed size runs as long as in
+the artifact's simulator (the elastic path)."""
 
 from __future__ import annotations
 
 import json
+from dataclasses import dataclass
 from pathlib import Path
 
 import pytest
 
 from danlu.core.cluster import Cluster
+from danlu.sched.placement.gang import FreeMap
 from danlu.sched.registry import make_policy
+from danlu.sched.view import ClusterView, JobRequest, Plan, Start
 from danlu.sim.elastic import ApplicationProfile, load_profiles
 from danlu.sim.engine import SimConfig, Simulator
 from danlu.sim.metrics import SimResult
-from danlu.sim.workload import load_workload
+from danlu.sim.workload import ProfiledWork, Workload, WorkloadJob, load_workload
 
 DATA = Path(__file__).resolve().parents[2] / "../shared/data"
 POLLUX = DATA / "pollux"
@@ -74,3 +79,81 @@ def test_other_loads_finish_and_are_deterministic(
     avg = one.summary()["avg_jct"]
     print(f"{folder}/workload-{number}: avg JCT {avg:.1f} s")
     assert avg > 0
+
+
+ARTIFACT_ALONE = {
+    ("cifar10", 2): 2202,
+    ("cifar10", 4): 1168,
+    ("cifar10", 8): 843,
+    ("cifar10", 16): 485,
+    ("cifar10", 32): 507,
+    ("bert", 2): 6677,
+    ("bert", 4): 3420,
+    ("bert", 8): 2514,
+    ("bert", 16): 1377,
+    ("bert", 32): 1023,
+    ("deepspeech2", 2): 9831,
+    ("deepspeech2", 4): 5315,
+    ("deepspeech2", 8): 3522,
+    ("deepspeech2", 16): 2030,
+    ("deepspeech2", 32): 1939,
+    ("yolov3", 2): 18632,
+    ("yolov3", 4): 13195,
+    ("yolov3", 8): 15369,
+    ("yolov3", 16): 8989,
+    ("yolov3", 32): 8727,
+    ("imagenet", 16): 42861,
+    ("imagenet", 32): 25056,
+    ("ncf", 1): 77,
+    ("ncf", 4): 60,
+}
+"""Seconds from its allocation to its completion of one job alone on ``n`` GPUs (one node of
+``n`` below 4, else ``n / 4`` whole nodes), adapting its batch in-process (NCF at its fixed
+32768), as the Pollux artifact's simulator computes it: its ``simulator.Job`` at commit
+``de25dcc``, ``reallocate`` at time 0, then ``step(60)`` until it completes (the 30 s
+start included). The elastic path of our simulator (``ProfiledProgress`` with the
+``SelfTuner``) is checked against these, as Tiresias' published averages check the rigid
+path."""
+
+
+@dataclass(frozen=True)
+class _Alone:
+    """Starts every pending job on ``gpus`` GPUs at ``batch``, adaptive, and never moves it."""
+
+    gpus: int
+    batch: int
+    adaptive: bool
+    name: str = "alone"
+
+    def schedule(self, view: ClusterView) -> Plan:
+        free = FreeMap(view)
+        starts = []
+        for job in view.pending:
+            allocation = free.place(job.request, self.gpus)
+            assert allocation is not None
+            starts.append(Start(job.id, allocation, self.batch, adaptive=self.adaptive))
+        return Plan(starts=tuple(starts))
+
+
+@pytest.mark.parametrize(("app", "gpus"), sorted(ARTIFACT_ALONE))
+def test_an_adaptive_job_alone_runs_as_long_as_in_the_artifact(
+    app: str, gpus: int, profiles: dict[str, ApplicationProfile]
+) -> None:
+    profile = profiles[app]
+    adaptive = app != "ncf"
+    batch = max(profile.init_batch_size, profile.min_local_bsz * gpus) if adaptive else 32768
+    request = JobRequest(id="alone", submit_time=0.0, gpus=gpus)
+    workload = Workload("alone", "pollux", (WorkloadJob(request, ProfiledWork(app, batch)),))
+    result = Simulator(
+        Cluster.homogeneous(16, 4),
+        _Alone(gpus, batch, adaptive),
+        workload,
+        SimConfig(interval=60.0, restart_cost=30.0),
+        profiles,
+    ).run()
+    (record,) = result.jobs
+    assert record.start_time is not None and record.end_time is not None
+    seconds = record.end_time - record.start_time
+    artifact = ARTIFACT_ALONE[app, gpus]
+    print(f"{app} on {gpus} GPUs: {seconds:.0f} s, artifact {artifact} s")
+    assert seconds == pytest.approx(artifact, rel=0.05)
