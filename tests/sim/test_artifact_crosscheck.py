@@ -4,8 +4,7 @@ artifact's simulator, against a stand-in of the artifact's jobs built on danlu's
 
 from __future__ import annotations
 
-import importlib.util
-import sys
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 from types import ModuleType, SimpleNamespace
@@ -16,7 +15,6 @@ import pytest
 from danlu.sched.policies.danlu import DanluPolicy
 from danlu.sim.elastic import ApplicationProfile, load_profiles
 
-BENCHMARKS = Path(__file__).resolve().parents[2] / "benchmarks"
 POLLUX = Path(__file__).resolve().parents[2] / "../shared/data/pollux"
 
 pytestmark = pytest.mark.skipif(
@@ -25,16 +23,7 @@ pytestmark = pytest.mark.skipif(
 )
 
 
-def _bench(monkeypatch: pytest.MonkeyPatch) -> ModuleType:
-    monkeypatch.syspath_prepend(str(BENCHMARKS))  # it imports danlu_pollux
-    spec = importlib.util.spec_from_file_location(
-        "artifact_crosscheck", BENCHMARKS / "artifact_crosscheck.py"
-    )
-    assert spec is not None and spec.loader is not None
-    module = importlib.util.module_from_spec(spec)
-    monkeypatch.setitem(sys.modules, "artifact_crosscheck", module)
-    spec.loader.exec_module(module)
-    return module
+Load = Callable[[str], ModuleType]
 
 
 @dataclass
@@ -88,9 +77,9 @@ def apps() -> dict[str, _App]:
 
 
 def test_a_running_job_reports_its_placement_batch_and_progress(
-    monkeypatch: pytest.MonkeyPatch, apps: dict[str, _App]
+    load_benchmark: Load, apps: dict[str, _App]
 ) -> None:
-    bench = _bench(monkeypatch)
+    bench = load_benchmark("artifact_crosscheck")
     cifar = apps["cifar10"]
     bridge = bench.ArtifactBridge(DanluPolicy(), _workload(("cifar10-0", 2, 128)))
     job = _job(cifar, "cifar10-0")
@@ -110,9 +99,9 @@ def test_a_running_job_reports_its_placement_batch_and_progress(
 
 
 def test_a_job_at_a_fixed_batch_is_not_adaptive(
-    monkeypatch: pytest.MonkeyPatch, apps: dict[str, _App]
+    load_benchmark: Load, apps: dict[str, _App]
 ) -> None:
-    bench = _bench(monkeypatch)
+    bench = load_benchmark("artifact_crosscheck")
     bridge = bench.ArtifactBridge(DanluPolicy(), _workload(("ncf-0", 1, 1024)))
     seen = bridge.observed(_job(apps["ncf"], "ncf-0", target_batch_size=32768))
     assert "adaptive" not in seen
@@ -120,9 +109,9 @@ def test_a_job_at_a_fixed_batch_is_not_adaptive(
 
 
 def test_rounds_hand_the_artifact_node_lists_and_forget_finished_jobs(
-    monkeypatch: pytest.MonkeyPatch, apps: dict[str, _App]
+    load_benchmark: Load, apps: dict[str, _App]
 ) -> None:
-    bench = _bench(monkeypatch)
+    bench = load_benchmark("artifact_crosscheck")
     names = [f"cifar10-{i}" for i in range(3)]
     bridge = bench.ArtifactBridge(DanluPolicy(), _workload(*((n, 1, 128) for n in names)))
     jobs = [_job(apps["cifar10"], n) for n in names]
@@ -141,9 +130,7 @@ def test_rounds_hand_the_artifact_node_lists_and_forget_finished_jobs(
     assert names[0] not in nodes and names[0] not in bridge.allocations
 
 
-def test_a_folder_that_is_not_the_artifact_is_refused(
-    monkeypatch: pytest.MonkeyPatch, tmp_path: Path
-) -> None:
-    bench = _bench(monkeypatch)
+def test_a_folder_that_is_not_the_artifact_is_refused(load_benchmark: Load, tmp_path: Path) -> None:
+    bench = load_benchmark("artifact_crosscheck")
     with pytest.raises(SystemExit, match="not the artifact's simulator folder"):
         bench.load_artifact(tmp_path)

@@ -4,9 +4,8 @@ true times and statistics from the simulator's profile."""
 from __future__ import annotations
 
 import dataclasses
-import importlib.util
 import math
-import sys
+from collections.abc import Callable
 from pathlib import Path
 from types import ModuleType
 
@@ -18,7 +17,6 @@ from danlu.sim.elastic import BatchConfig, load_profiles
 from danlu.sim.engine import SimConfig
 from danlu.sim.workload import ProfiledWork, load_workload
 
-BENCHMARKS = Path(__file__).resolve().parents[2] / "benchmarks"
 POLLUX = Path(__file__).resolve().parents[2] / "../shared/data/pollux"
 
 pytestmark = pytest.mark.skipif(
@@ -27,16 +25,7 @@ pytestmark = pytest.mark.skipif(
 )
 
 
-def _bench(monkeypatch: pytest.MonkeyPatch) -> ModuleType:
-    monkeypatch.syspath_prepend(str(BENCHMARKS))  # it imports danlu_pollux
-    spec = importlib.util.spec_from_file_location(
-        "policy_headroom", BENCHMARKS / "policy_headroom.py"
-    )
-    assert spec is not None and spec.loader is not None
-    module = importlib.util.module_from_spec(spec)
-    monkeypatch.setitem(sys.modules, "policy_headroom", module)  # for its dataclasses
-    spec.loader.exec_module(module)
-    return module
+Load = Callable[[str], ModuleType]
 
 
 def _online() -> dm.JobModel:
@@ -55,8 +44,8 @@ def _online() -> dm.JobModel:
     )
 
 
-def test_without_oracle_parts_it_is_the_online_model(monkeypatch: pytest.MonkeyPatch) -> None:
-    bench = _bench(monkeypatch)
+def test_without_oracle_parts_it_is_the_online_model(load_benchmark: Load) -> None:
+    bench = load_benchmark("policy_headroom")
     profile = load_profiles(POLLUX / "traces")["cifar10"]
     online = _online()
     values = {f.name: getattr(online, f.name) for f in dataclasses.fields(online)}
@@ -65,8 +54,8 @@ def test_without_oracle_parts_it_is_the_online_model(monkeypatch: pytest.MonkeyP
         assert plain.best_batch(replicas, 4) == pytest.approx(online.best_batch(replicas, 4))
 
 
-def test_the_oracle_picks_the_truly_best_candidate(monkeypatch: pytest.MonkeyPatch) -> None:
-    bench = _bench(monkeypatch)
+def test_the_oracle_picks_the_truly_best_candidate(load_benchmark: Load) -> None:
+    bench = load_benchmark("policy_headroom")
     profile = load_profiles(POLLUX / "traces")["cifar10"]
     online = _online()
     values = {f.name: getattr(online, f.name) for f in dataclasses.fields(online)}
@@ -98,14 +87,13 @@ def test_the_oracle_picks_the_truly_best_candidate(monkeypatch: pytest.MonkeyPat
 
 
 def test_future_oracle_times_are_bounded_by_the_fastest_configuration(
-    monkeypatch: pytest.MonkeyPatch,
+    load_benchmark: Load,
 ) -> None:
     """``--oracle future``: each epoch on ``n`` packed GPUs takes at least the bound's time
     (the fastest of every placement), the remaining time from the start is the sum of the
     epochs, and from an epoch boundary it is the sum of the epochs after it."""
-    bench = _bench(monkeypatch)
-    monkeypatch.syspath_prepend(str(BENCHMARKS))
-    import jct_bound
+    bench = load_benchmark("policy_headroom")
+    jct_bound = load_benchmark("jct_bound")
 
     profile = load_profiles(POLLUX / "traces")["cifar10"]
     fastest = jct_bound.epoch_seconds(profile)
@@ -125,11 +113,11 @@ def test_future_oracle_times_are_bounded_by_the_fastest_configuration(
     assert later[0] > later[1] > later[2]
 
 
-def test_solo_runs_each_job_in_a_simulation_of_its_own(monkeypatch: pytest.MonkeyPatch) -> None:
+def test_solo_runs_each_job_in_a_simulation_of_its_own(load_benchmark: Load) -> None:
     """``--solo``: one JCT per job, each that of the job simulated alone. Six cifar10 jobs
     submitted together want more than the 64 GPUs between them, so together they take
     longer in sum than each alone."""
-    bench = _bench(monkeypatch)
+    bench = load_benchmark("policy_headroom")
     profiles = load_profiles(POLLUX / "traces")
     whole = load_workload(POLLUX / "workloads-0.5" / "workload-1.csv")
     cifar = next(

@@ -2,27 +2,20 @@
 
 from __future__ import annotations
 
-import importlib.util
-from pathlib import Path
+from collections.abc import Callable
 from types import ModuleType
 
 import pytest
 
-BENCH = Path(__file__).resolve().parents[2] / "benchmarks" / "danlu_pollux.py"
+Load = Callable[[str], ModuleType]
 
 
-def _bench() -> ModuleType:
-    spec = importlib.util.spec_from_file_location("danlu_pollux_bench", BENCH)
-    assert spec is not None and spec.loader is not None
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module
-
-
-def test_each_application_gets_its_means_and_its_share_of_the_difference() -> None:
+def test_each_application_gets_its_means_and_its_share_of_the_difference(
+    load_benchmark: Load,
+) -> None:
     ours = {"cifar10-0": 100.0, "cifar10-3": 300.0, "yolov3-1": 1000.0, "ncf-2": 50.0}
     theirs = {"cifar10-0": 200.0, "cifar10-3": 400.0, "yolov3-1": 800.0, "ncf-2": 50.0}
-    line = _bench().per_application(ours, theirs)
+    line = load_benchmark("danlu_pollux").per_application(ours, theirs)
     # 4 jobs: cifar10 is 200 s behind in sum (-50 per job), yolov3 200 s ahead (+50)
     assert "cifar10 2: 200/300 (-50)" in line
     assert "yolov3 1: 1000/800 (+50)" in line
@@ -33,6 +26,6 @@ def test_each_application_gets_its_means_and_its_share_of_the_difference() -> No
     assert sum(shares) == pytest.approx(mean_ours - mean_theirs)
 
 
-def test_runs_with_different_jobs_are_refused() -> None:
+def test_runs_with_different_jobs_are_refused(load_benchmark: Load) -> None:
     with pytest.raises(SystemExit, match="only one of the runs"):
-        _bench().per_application({"bert-1": 1.0}, {"bert-2": 1.0})
+        load_benchmark("danlu_pollux").per_application({"bert-1": 1.0}, {"bert-2": 1.0})
