@@ -30,18 +30,25 @@ import importlib
 import sys
 import time
 import types
+from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
 import numpy as np
-from danlu_pollux import DATA, FOLDERS, POLLUX, add_knob_option, knob_settings, per_application
+from danlu_pollux import (
+    DATA,
+    FOLDERS,
+    POLLUX,
+    add_knob_option,
+    knob_settings,
+    per_application,
+    simulate,
+)
 
 from danlu.core.cluster import Allocation, Cluster
 from danlu.sched.policies.danlu import DanluPolicy
 from danlu.sched.view import ClusterView, JobRequest, JobStatus, Resize, Start
-from danlu.sim.elastic import load_profiles
-from danlu.sim.engine import SimConfig, Simulator
-from danlu.sim.workload import load_workload
+from danlu.sim.elastic import ApplicationProfile, load_profiles
 
 NODES, GPUS_PER_NODE, INTERVAL = 16, 4, 60
 
@@ -94,7 +101,7 @@ class ArtifactBridge(_PolicyStandIn):
     def __init__(self, policy: DanluPolicy, workload: Any) -> None:
         self.policy = policy
         self.cluster = Cluster.homogeneous(NODES, GPUS_PER_NODE)
-        self.artifact: Any = None
+        self.artifact_cluster: Any = None
         self.rows = {row.name: row for row in workload.itertuples()}
         self.allocations: dict[str, Allocation] = {}
         self.marks: dict[str, dict[str, float]] = {}
@@ -138,10 +145,10 @@ class ArtifactBridge(_PolicyStandIn):
         self, job_infos: dict[str, Any], node_infos: Any, prev: Any, template: Any
     ) -> tuple[dict[str, list[int]], int]:
         """One round: the artifact's active jobs in, their node lists out."""
-        now = float(self.artifact.current_time)
+        now = float(self.artifact_cluster.current_time)
         running: list[JobStatus] = []
         pending: list[JobStatus] = []
-        for seq, job in enumerate(self.artifact.jobs):
+        for seq, job in enumerate(self.artifact_cluster.jobs):
             if job.name not in job_infos:
                 self.allocations.pop(job.name, None)  # completed (or not submitted yet)
                 continue
@@ -200,21 +207,17 @@ def run_in_artifact(
     workload = pandas.read_csv(path)
     bridge = ArtifactBridge(DanluPolicy(**knobs), workload)
     cluster = artifact.Cluster(workload, bridge, NODES, num_gpus=GPUS_PER_NODE)
-    bridge.artifact = cluster
+    bridge.artifact_cluster = cluster
     while not cluster.all_complete():
         cluster.step(INTERVAL)
     return {name: float(jct) for name, jct in cluster.get_jcts().items()}
 
 
-def run_in_danlu(path: Path, knobs: dict[str, Any], profiles: Any) -> dict[str, float]:
+def run_in_danlu(
+    path: Path, knobs: dict[str, Any], profiles: Mapping[str, ApplicationProfile]
+) -> dict[str, float]:
     """The same run in danlu's simulator (as ``danlu_pollux.py`` runs it), by job id."""
-    result = Simulator(
-        Cluster.homogeneous(NODES, GPUS_PER_NODE),
-        DanluPolicy(**knobs),
-        load_workload(path),
-        SimConfig(interval=float(INTERVAL), restart_cost=30.0),
-        profiles,
-    ).run()
+    result = simulate(path, DanluPolicy(**knobs), profiles)
     return {j.id: j.end_time - j.submit_time for j in result.jobs if j.end_time is not None}
 
 

@@ -24,16 +24,19 @@ import argparse
 import json
 import time
 from collections import defaultdict
+from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
 import numpy as np
 
 from danlu.core.cluster import Cluster
+from danlu.sched.policies.base import Policy
 from danlu.sched.policies.danlu import DanluPolicy
 from danlu.sched.view import ClusterView, Plan
-from danlu.sim.elastic import load_profiles
+from danlu.sim.elastic import ApplicationProfile, load_profiles
 from danlu.sim.engine import SimConfig, Simulator
+from danlu.sim.metrics import SimResult
 from danlu.sim.workload import load_workload
 
 DATA = Path(__file__).resolve().parents[1] / ".." / "shared" / "data" / "pollux"
@@ -70,6 +73,17 @@ class Timed:
         return plan
 
 
+def simulate(path: Path, policy: Policy, profiles: Mapping[str, ApplicationProfile]) -> SimResult:
+    """One Pollux workload as the artifact ran it: 16 x 4 GPUs, 60 s rounds, 30 s restarts."""
+    return Simulator(
+        Cluster.homogeneous(16, 4),
+        policy,
+        load_workload(path),
+        SimConfig(interval=60.0, restart_cost=30.0),
+        profiles,
+    ).run()
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--loads", default="0.5,1.0,1.5")
@@ -96,14 +110,7 @@ def main() -> None:
         for number in (int(w) for w in args.workloads.split(",")):
             path = DATA / FOLDERS[load] / f"workload-{number}.csv"
             timed = Timed(DanluPolicy(**knobs))
-            sim = Simulator(
-                Cluster.homogeneous(16, 4),
-                timed,
-                load_workload(path),
-                SimConfig(interval=60.0, restart_cost=30.0),
-                profiles,
-            )
-            result = sim.run()
+            result = simulate(path, timed, profiles)
             jcts = np.array([j.end_time - j.submit_time for j in result.jobs if j.end_time])
             avg, p99 = float(jcts.mean()), float(np.percentile(jcts, 99))
             pavg, pp99 = POLLUX[(load, number)]

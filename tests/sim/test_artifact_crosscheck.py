@@ -115,7 +115,7 @@ def test_rounds_hand_the_artifact_node_lists_and_forget_finished_jobs(
     names = [f"cifar10-{i}" for i in range(3)]
     bridge = bench.ArtifactBridge(DanluPolicy(), _workload(*((n, 1, 128) for n in names)))
     jobs = [_job(apps["cifar10"], n) for n in names]
-    bridge.artifact = SimpleNamespace(current_time=60.0, jobs=jobs)
+    bridge.artifact_cluster = SimpleNamespace(current_time=60.0, jobs=jobs)
     nodes, desired = bridge.optimize({n: None for n in names}, None, {}, None)
     assert desired == bench.NODES
     assert sorted(nodes) == names  # an empty cluster starts every job
@@ -125,7 +125,7 @@ def test_rounds_hand_the_artifact_node_lists_and_forget_finished_jobs(
         assert bridge.last_start[job_id] == 60.0
     assert sum(map(len, nodes.values())) <= bench.NODES * bench.GPUS_PER_NODE
     # The artifact drops a completed job from the active ones: the bridge lets its GPUs go.
-    bridge.artifact.current_time = 120.0
+    bridge.artifact_cluster.current_time = 120.0
     nodes, _ = bridge.optimize({n: None for n in names[1:]}, None, {}, None)
     assert names[0] not in nodes and names[0] not in bridge.allocations
 
