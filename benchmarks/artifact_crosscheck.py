@@ -218,7 +218,7 @@ def run_in_danlu(
 ) -> dict[str, float]:
     """The same run in danlu's simulator (as ``danlu_pollux.py`` runs it), by job id."""
     result = simulate(path, DanluPolicy(**knobs), profiles)
-    return {j.id: j.end_time - j.submit_time for j in result.jobs if j.end_time is not None}
+    return {j.id: j.jct for j in result.jobs if j.end_time is not None}
 
 
 def main() -> None:

@@ -111,7 +111,7 @@ def main() -> None:
             path = DATA / FOLDERS[load] / f"workload-{number}.csv"
             timed = Timed(DanluPolicy(**knobs))
             result = simulate(path, timed, profiles)
-            jcts = np.array([j.end_time - j.submit_time for j in result.jobs if j.end_time])
+            jcts = np.array([j.jct for j in result.jobs if j.end_time])
             avg, p99 = float(jcts.mean()), float(np.percentile(jcts, 99))
             pavg, pp99 = POLLUX[(load, number)]
             print(
@@ -127,7 +127,7 @@ def main() -> None:
             if args.pollux_results is not None:
                 summary = args.pollux_results / f"pollux-{load}" / "summary.json"
                 theirs = json.loads(summary.read_text())["jcts"][f"workload-{number}"]
-                ours = {j.id: j.end_time - j.submit_time for j in result.jobs if j.end_time}
+                ours = {j.id: j.jct for j in result.jobs if j.end_time}
                 print(per_application(ours, theirs), flush=True)
     print(f"mean ratio {float(np.mean(ratios)):.3f}, p99 ok {met}/{len(ratios)}")
 
