@@ -18,6 +18,7 @@ from danlu.sched.policies.base import Policy
 from danlu.sched.policies.danlu import DanluPolicy
 from danlu.sched.policies.fifo import FifoPolicy
 from danlu.sched.policies.options import check_option_type
+from danlu.sched.policies.pollux import PolluxPolicy
 from danlu.sched.policies.priority import PriorityPolicy
 from danlu.sched.policies.sjf import SjfPolicy
 from danlu.sched.policies.tiresias import TiresiasPolicy
@@ -71,6 +72,7 @@ def default_registry() -> PolicyRegistry:
     registry.register("tiresias", TiresiasPolicy)
     registry.register("value-density", ValueDensityPolicy)
     registry.register("danlu", DanluPolicy)
+    registry.register("pollux", PolluxPolicy)
     return registry
 
 

@@ -23,6 +23,7 @@ fragmentation is measured against the request shapes of the jobs in the view.
 from __future__ import annotations
 
 import bisect
+from collections.abc import Sequence
 from typing import Final
 
 import numpy as np
@@ -137,6 +138,12 @@ class FreeMap:
         if nodes is None:
             return None
         return self._take_nodes(nodes)
+
+    def take_counts(self, counts: Sequence[tuple[int, int]]) -> Allocation:
+        """Take ``count`` idle whole GPUs on each ``(node, count)`` (a placement decided by
+        the caller) and return them as one allocation; raises :class:`PlacementError` when a
+        node has fewer idle GPUs."""
+        return self._take_nodes(list(counts))
 
     def _take_nodes(self, nodes: list[tuple[int, int]]) -> Allocation:
         """Take ``count`` idle GPUs on each ``(node, count)``, in that order."""

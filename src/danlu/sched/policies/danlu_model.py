@@ -267,13 +267,18 @@ def build(
     observed: Mapping[str, float],
     optimistic: bool = False,
     flat_sync: bool = False,
+    *,
+    sync_prior: float = SYNC_PRIOR,
+    inter_prior: float | None = None,
 ) -> JobModel | None:
     """The job's model from its history marks and limits; ``None`` before any measurement
     or when the job reports no batch limits (a rigid job). ``flat_sync``: a measured
     inter-node sync time is not extrapolated beyond the most replicas measured across nodes
     (it stays at its value there: all-reduce time grows little with the replicas once it
     is bandwidth-bound, and a line through two small, fragmented placements can climb
-    steeply)."""
+    steeply). ``sync_prior`` and ``inter_prior`` replace :data:`SYNC_PRIOR` and the
+    inter-node factor (:data:`INTER_PRIOR`, or :data:`OPTIMISTIC_INTER_PRIOR` when
+    ``optimistic``) for link kinds not measured yet."""
     if any(observed.get(k, 0.0) <= 0 for k in LIMIT_KEYS):
         return None
     compute: list[tuple[float, float]] = []
@@ -289,7 +294,9 @@ def build(
     compute.sort()
     alpha, beta = _fit_line(compute)
     base = alpha + beta * compute[0][0]
-    inter = OPTIMISTIC_INTER_PRIOR if optimistic else INTER_PRIOR
+    inter = inter_prior
+    if inter is None:
+        inter = OPTIMISTIC_INTER_PRIOR if optimistic else INTER_PRIOR
     fits: dict[str, tuple[float, float]] = {}
     for kind, points in syncs.items():
         if points:
@@ -299,13 +306,13 @@ def build(
             (fits["x"][0] / 2, fits["x"][1] / 2)
             if "x" in fits
             else (
-                SYNC_PRIOR * base,
+                sync_prior * base,
                 0.0,
             )
         )
     if "x" not in fits:
         a, b = fits["i"]
-        fits["x"] = (inter * max(a, SYNC_PRIOR * base), inter * b)
+        fits["x"] = (inter * max(a, sync_prior * base), inter * b)
     return JobModel(
         init_batch=int(observed["init_batch"]),
         max_batch=int(observed["max_batch"]),

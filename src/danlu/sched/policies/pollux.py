@@ -1,0 +1,263 @@
+"""``pollux``: a Pollux-like baseline (Qiao et al., OSDI'21), for comparisons in danlu's
+simulator with the policy the ``danlu`` policy is measured against.
+
+Every round it re-allocates every preemptible whole-GPU job, running or waiting, by the
+search of :mod:`danlu.sched.policies.pollux_search`: the allocation (GPUs per node per job)
+with the highest power mean (``fairness`` = -1) of the jobs' speed-ups. A job's speed-up on
+``r`` GPUs is its goodput there, at its best batch, over its goodput at a fair share (the
+cluster's GPUs divided by the jobs, on one node), from the same online model the ``danlu``
+policy learns (:mod:`danlu.sched.policies.danlu_model`: measured step and sync times,
+gradient statistics). What Pollux does and this policy does too:
+
+- a job may get at most ``growth`` (2) times the most replicas it was measured at, so a new
+  job starts on one GPU; a job not measured yet counts as scaling linearly;
+- a job whose allocation changes has its speed-up multiplied by
+  ``max(age - restarts * restart_cost, 0) / (age + restart_cost)``: young and often-moved
+  jobs are not moved lightly;
+- at most one job spread over several nodes on any node;
+- an adaptive job is (re)started at the batch its model finds best there, or, before any
+  measurement, at ``max(init_batch, GPUs x min_local_bsz)``; it then adapts its batch itself;
+- jobs are ordered by attained service (then submission): earlier ones keep their GPUs when
+  the search has to cut.
+
+Not Pollux's: a rigid job (no batch limits) runs on exactly its requested GPUs or waits;
+requests for part of a GPU are placed after the search, first come first served, on what is
+left (``placement``). Non-preemptible running jobs are left where they are. The search is
+seeded per round (``seed`` and the round's time), so the policy is deterministic.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from typing import ClassVar
+
+import numpy as np
+
+from danlu.sched.placement.gang import FreeMap
+from danlu.sched.policies import danlu_model as dm
+from danlu.sched.policies import pollux_search as ps
+from danlu.sched.policies.options import INF, OptionRange, check_options
+from danlu.sched.view import ClusterView, JobStatus, Plan, Preempt, Resize, Start
+
+NO_GPUS = "the allocation search gave it no GPUs this round"
+SYNC_PRIOR = 0.0
+"""Pollux's prior for a job not measured on several GPUs of one node yet: no sync time
+(perfect scaling until measured)."""
+INTER_PRIOR = 1.1
+"""Pollux's prior for a job not measured across nodes yet: sync across nodes costs 1.1 x
+the sync within one node."""
+
+
+@dataclass
+class PolluxPolicy:
+    """Pollux-like goodput allocation; see the module docstring. Options:
+
+    - ``fairness``: exponent of the power mean of speed-ups (-1; 0: geometric mean; 1:
+      plain sum, no fairness);
+    - ``restart_cost``: seconds one restart costs a job (30), in its restart factor;
+    - ``growth``: most replicas a job may get, as a multiple of the most it was measured at;
+    - ``population``, ``generations``: size of the genetic search (100, 100);
+    - ``seed``: seed of the search;
+    - ``placement``: strategy for requests of part of a GPU.
+    """
+
+    fairness: float = -1.0
+    restart_cost: float = 30.0
+    growth: float = 2.0
+    population: int = 100
+    generations: int = 100
+    seed: int = 0
+    placement: str = "best-fit"
+    name: str = "pollux"
+
+    option_ranges: ClassVar[dict[str, OptionRange]] = {
+        "fairness": (-INF, 1.0, (False, True)),
+        "restart_cost": (0.0, INF, (True, False)),
+        "growth": (1.0, INF, (True, False)),
+        "population": (2, INF, (True, False)),
+        "generations": (0, INF, (True, False)),
+        "seed": (0, INF, (True, False)),
+    }
+
+    _memo: dict[str, tuple[object, dm.JobModel | None]] = field(
+        default_factory=dict, init=False, repr=False, compare=False
+    )
+
+    def __post_init__(self) -> None:
+        check_options(self, self.option_ranges)
+
+    def schedule(self, view: ClusterView) -> Plan:
+        now = view.time
+        cluster = view.cluster
+        gpn = max((node.gpus for node in cluster.nodes), default=1)
+        movable = [j for j in view.running if j.request.preemptible and not j.request.shares_gpu]
+        waiting = [j for j in view.pending if not j.request.shares_gpu]
+        shared = [j for j in view.pending if j.request.shares_gpu]
+        jobs = sorted(
+            [*movable, *waiting],
+            key=lambda j: (j.attained_at(now), j.request.submit_time, j.request.seq),
+        )
+        new_marks: dict[str, dict[str, float]] = {}
+        marks: list[Mapping[str, float]] = []
+        for job in jobs:
+            update = dm.remembered(job.marks, job.observed) if job.running else {}
+            if update:
+                new_marks[job.id] = update
+            marks.append({**job.marks, **update} if update else job.marks)
+        free = FreeMap(view, self.placement)
+        for job in movable:
+            free.release(job.allocation)
+        nodes = len(cluster.nodes)
+        base = np.zeros((len(jobs), nodes), dtype=np.int64)
+        for row, job in enumerate(jobs):
+            for share in job.allocation.shares:
+                base[row, share.node] += 1
+        models = [self._model(job, m) for job, m in zip(jobs, marks, strict=True)]
+        problem = self._problem(jobs, marks, models, base, free.node_free.copy(), gpn, now)
+        rng = np.random.default_rng([self.seed, int(now * 1000)])
+        best = ps.search(problem, base[None], rng, self.population, self.generations)
+        return self._plan(view, jobs, models, base, best, shared, new_marks, gpn)
+
+    # -- inputs ---------------------------------------------------------------------------
+    def _model(self, job: JobStatus, marks: Mapping[str, float]) -> dm.JobModel | None:
+        key = dm.model_key(marks, job.observed)
+        hit = self._memo.get(job.id)
+        if hit is not None and hit[0] == key:
+            return hit[1]
+        model = dm.build(marks, job.observed, sync_prior=SYNC_PRIOR, inter_prior=INTER_PRIOR)
+        self._memo[job.id] = (key, model)
+        return model
+
+    def _problem(
+        self,
+        jobs: list[JobStatus],
+        marks: list[Mapping[str, float]],
+        models: list[dm.JobModel | None],
+        base: ps.IntArray,
+        capacity: ps.IntArray,
+        gpn: int,
+        now: float,
+    ) -> ps.SearchProblem:
+        total = int(capacity.sum())
+        count = len(jobs)
+        fair = max(1, math.ceil(total / max(count, 1)))
+        speedup = np.zeros((count, 2, total + 1))
+        most = np.zeros(count, dtype=np.int64)
+        gang = np.zeros(count, dtype=bool)
+        factor = np.ones(count)
+        replicas = np.arange(total + 1, dtype=np.float64)
+        for row, (job, mark, model) in enumerate(zip(jobs, marks, models, strict=True)):
+            seen = job.observed
+            limits = all(seen.get(k, 0.0) > 0 for k in dm.LIMIT_KEYS)
+            if not limits:  # rigid: its request or nothing
+                gang[row] = True
+                most[row] = min(job.request.gpus, total)
+                speedup[row, :, most[row]] = most[row] / fair
+            else:
+                measured = int(mark.get(dm.MAXR, 0))
+                cap = min(
+                    max(int(self.growth * measured), 1),
+                    total,
+                    int(seen["max_batch"] // seen["min_local_bsz"]),
+                )
+                if job.request.max_gpus > 0:
+                    cap = min(cap, job.request.max_gpus)
+                most[row] = max(cap, 0)
+                speedup[row] = self._speedups(model, most[row], fair, gpn, total)
+                if not speedup[row].any():  # not measured yet: linear
+                    speedup[row, :, 1 : most[row] + 1] = replicas[1 : most[row] + 1] / fair
+            age = max(now - job.request.submit_time, 0.0)
+            cost = self.restart_cost
+            factor[row] = max(age - job.restarts * cost, 0.0) / (age + cost) if age + cost else 1
+        # a fair share's worth of the cluster (one node's share of the GPUs) is speed-up 1
+        speedup *= len(capacity) / max(total, 1)
+        return ps.SearchProblem(speedup, most, capacity, base, factor, gang, self.fairness)
+
+    @staticmethod
+    def _speedups(
+        model: dm.JobModel | None, most: int, fair: int, gpn: int, total: int
+    ) -> ps.FloatArray:
+        table = np.zeros((2, total + 1))
+        if model is None:
+            return table
+        reference = model.best_batch(fair, gpn, nodes=1)[0]
+        if reference <= 0:
+            return table
+        for r in range(1, most + 1):
+            if r <= gpn:
+                table[0, r] = model.best_batch(r, gpn, nodes=1)[0] / reference
+            if r >= 2:
+                table[1, r] = model.best_batch(r, gpn, nodes=2)[0] / reference
+        return table
+
+    # -- output ---------------------------------------------------------------------------
+    def _plan(
+        self,
+        view: ClusterView,
+        jobs: list[JobStatus],
+        models: list[dm.JobModel | None],
+        base: ps.IntArray,
+        best: ps.IntArray,
+        shared: list[JobStatus],
+        new_marks: dict[str, dict[str, float]],
+        gpn: int,
+    ) -> Plan:
+        free = FreeMap(view, self.placement)
+        changed = [row for row in range(len(jobs)) if not np.array_equal(best[row], base[row])]
+        for row in changed:
+            if jobs[row].running:
+                free.release(jobs[row].allocation)
+        starts: list[Start] = []
+        resizes: list[Resize] = []
+        preempts: list[Preempt] = []
+        waiting: dict[str, str] = {}
+        for row in changed:
+            job = jobs[row]
+            counts = [(int(n), int(c)) for n, c in enumerate(best[row]) if c > 0]
+            if not counts:
+                if job.running:
+                    preempts.append(Preempt(job.id, "the allocation search gave its GPUs away"))
+                continue
+            alloc = free.take_counts(counts)
+            adaptive = bool(job.observed.get("adaptive"))
+            batch = self._batch(job, models[row], alloc.num_gpus, len(counts), gpn)
+            if job.running:
+                resizes.append(Resize(job.id, alloc, batch, adaptive))
+            else:
+                starts.append(Start(job.id, alloc, batch, adaptive))
+        started = {s.job_id for s in starts}
+        for job in jobs:
+            if not job.running and job.id not in started:
+                waiting[job.id] = NO_GPUS
+        for job in shared:  # parts of GPUs: first come, first served on what is left
+            part = free.place(job.request)
+            if part is None:
+                waiting[job.id] = "no GPU has the share it asks for left"
+            else:
+                starts.append(Start(job.id, part))
+        return Plan(
+            starts=tuple(starts),
+            preempts=tuple(preempts),
+            resizes=tuple(resizes),
+            waiting=waiting,
+            recheck_at=0.0,
+            marks=new_marks,
+        )
+
+    @staticmethod
+    def _batch(
+        job: JobStatus, model: dm.JobModel | None, replicas: int, nodes: int, gpn: int
+    ) -> int | None:
+        """The global batch an adaptive job (re)starts at; ``None`` for other jobs (they
+        keep their own)."""
+        seen = job.observed
+        if not seen.get("adaptive"):
+            return None
+        if model is not None:
+            batch = model.best_batch(replicas, gpn, nodes=nodes)[1]
+            if batch > 0:
+                return batch
+        first = max(seen["init_batch"], seen["min_local_bsz"] * replicas)
+        return int(min(first, seen["max_batch"]))
