@@ -1,0 +1,252 @@
+"""The ``pollux`` baseline: its search keeps every constraint and finds the best allocation
+of small problems (checked against all of them), and the policy turns views into plans as
+Pollux would (new jobs on one GPU, growth to twice what was measured, restart factor,
+rigid jobs whole, deterministic)."""
+
+from __future__ import annotations
+
+import itertools
+from typing import Any
+
+import numpy as np
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from danlu.core.cluster import Allocation, Cluster
+from danlu.core.errors import ConfigError
+from danlu.sched.policies import danlu_model as dm
+from danlu.sched.policies import pollux_search as ps
+from danlu.sched.policies.pollux import NO_GPUS, PolluxPolicy
+from danlu.sched.registry import make_policy
+from danlu.sched.view import ClusterView, JobRequest, JobStatus
+
+LIMITS = {"init_batch": 128.0, "max_batch": 4096.0, "min_local_bsz": 32.0, "max_local_bsz": 256.0}
+
+
+def problem(
+    speedup: np.ndarray,
+    capacity: list[int],
+    most: list[int],
+    base: np.ndarray | None = None,
+    factor: list[float] | None = None,
+    gang: list[bool] | None = None,
+    fairness: float = -1.0,
+) -> ps.SearchProblem:
+    jobs = speedup.shape[0]
+    return ps.SearchProblem(
+        speedup=speedup,
+        max_replicas=np.array(most, dtype=np.int64),
+        capacity=np.array(capacity, dtype=np.int64),
+        base=np.zeros((jobs, len(capacity)), dtype=np.int64) if base is None else base,
+        restart_factor=np.ones(jobs) if factor is None else np.array(factor),
+        gang=np.zeros(jobs, dtype=bool) if gang is None else np.array(gang),
+        fairness=fairness,
+    )
+
+
+def concave(jobs: int, replicas: int, exponents: list[float], spread_cost: float) -> np.ndarray:
+    table = np.zeros((jobs, 2, replicas + 1))
+    r = np.arange(replicas + 1, dtype=float)
+    for j, p in enumerate(exponents):
+        table[j, 0] = r**p
+        table[j, 1] = spread_cost * r**p
+    return table
+
+
+def valid(prob: ps.SearchProblem, state: np.ndarray) -> None:
+    assert (state >= 0).all()
+    assert (state.sum(axis=0) <= prob.capacity).all(), "a node over capacity"
+    assert (state.sum(axis=1) <= prob.max_replicas).all(), "a job over its most replicas"
+    spread = np.count_nonzero(state, axis=1) > 1
+    assert ((state[spread] > 0).sum(axis=0) <= 1).all(), "two distributed jobs on a node"
+    for j in np.flatnonzero(prob.gang):
+        assert state[j].sum() in (0, prob.max_replicas[j]), "a gang split"
+
+
+@settings(max_examples=30, deadline=None)
+@given(
+    jobs=st.integers(1, 6),
+    nodes=st.integers(1, 4),
+    seed=st.integers(0, 1000),
+    gangs=st.lists(st.booleans(), min_size=6, max_size=6),
+)
+def test_search_keeps_every_constraint(jobs: int, nodes: int, seed: int, gangs: list[bool]) -> None:
+    rng = np.random.default_rng(seed)
+    capacity = rng.integers(0, 5, size=nodes).tolist()
+    total = max(sum(capacity), 1)
+    most = rng.integers(1, total + 1, size=jobs).tolist()
+    exponents = rng.uniform(0.2, 1.0, size=jobs).tolist()
+    prob = problem(concave(jobs, total, exponents, 0.8), capacity, most, gang=gangs[:jobs])
+    best = ps.search(prob, prob.base[None], np.random.default_rng(seed), 20, 15)
+    valid(prob, best)
+    # random candidates are made valid by the repair too
+    noisy = rng.integers(0, 6, size=(10, jobs, nodes))
+    for state in ps.repair(prob, noisy, np.random.default_rng(seed)):
+        valid(prob, state)
+
+
+def all_allocations(prob: ps.SearchProblem) -> np.ndarray:
+    """Every valid allocation of a small problem."""
+    rows = [
+        np.array(c)
+        for c in itertools.product(*(range(int(c) + 1) for c in prob.capacity))
+        if sum(c) <= prob.max_replicas.max()
+    ]
+    out = []
+    for combo in itertools.product(rows, repeat=prob.jobs):
+        state = np.stack(combo)
+        try:
+            valid(prob, state)
+        except AssertionError:
+            continue
+        out.append(state)
+    return np.stack(out)
+
+
+@pytest.mark.parametrize("fairness", [-1.0, 0.0, 1.0])
+def test_search_finds_the_best_allocation_of_small_problems(fairness: float) -> None:
+    # three jobs, two nodes of two GPUs: the best power mean, found by trying them all
+    table = concave(3, 4, [0.9, 0.5, 0.7], spread_cost=0.6)
+    base = np.array([[2, 0], [0, 0], [0, 2]])
+    prob = problem(table, [2, 2], [4, 2, 4], base=base, factor=[0.5, 1.0, 0.9], fairness=fairness)
+    candidates = all_allocations(prob)
+    brute = float(ps.values(prob, candidates).max())
+    best = ps.search(prob, base[None], np.random.default_rng(0), 40, 40)
+    valid(prob, best)
+    assert float(ps.values(prob, best[None])[0]) == pytest.approx(brute)
+
+
+def test_values_power_mean_and_restart_factor() -> None:
+    table = concave(2, 2, [1.0, 1.0], spread_cost=1.0)
+    base = np.array([[1, 0], [0, 1]])
+    prob = problem(table, [1, 1], [2, 2], base=base, factor=[0.5, 0.5])
+    kept = ps.values(prob, base[None])[0]
+    assert kept == pytest.approx(1.0 + ps.EPSILON)  # harmonic mean of 1 and 1
+    swapped = ps.values(prob, base[::-1][None])[0]
+    assert swapped == pytest.approx(0.5 + ps.EPSILON)  # both restarted: factor 0.5 each
+    starved = ps.values(prob, np.array([[[1, 1], [0, 0]]]))[0]
+    # harmonic mean of (2 * 0.5 + eps) and eps: the job left out dominates
+    assert starved == pytest.approx(2 / (1 / (1 + ps.EPSILON) + 1 / ps.EPSILON))
+
+
+def test_search_is_deterministic_for_a_seed() -> None:
+    table = concave(4, 8, [0.9, 0.6, 0.8, 0.4], spread_cost=0.7)
+    prob = problem(table, [4, 4], [8, 8, 4, 2])
+    one = ps.search(prob, prob.base[None], np.random.default_rng(7), 30, 20)
+    two = ps.search(prob, prob.base[None], np.random.default_rng(7), 30, 20)
+    assert (one == two).all()
+
+
+# -- the policy --------------------------------------------------------------------------
+
+
+def status(job_id: str, gpus: int = 1, submit: float = 0.0, **kw: Any) -> JobStatus:
+    req_kw = {k: kw.pop(k) for k in list(kw) if k in ("preemptible", "max_gpus", "gpu_milli")}
+    request = JobRequest(id=job_id, submit_time=submit, gpus=gpus, seq=int(submit), **req_kw)
+    return JobStatus(request=request, **kw)
+
+
+def measured(replicas: int, nodes: int, local: int, step: float, sync: float) -> dict[str, float]:
+    return {
+        **LIMITS,
+        "adaptive": 1.0,
+        "progress": 0.2,
+        "step_time": step,
+        "sync_time": sync,
+        "local_bsz": float(local),
+        "accum_steps": 0.0,
+        "batch_size": float(local * replicas),
+        "num_replicas": float(replicas),
+        "num_nodes": float(nodes),
+        "grad_sqr": 1.0,
+        "grad_var": 40.0,
+    }
+
+
+def small_policy(**kw: Any) -> PolluxPolicy:
+    return PolluxPolicy(population=30, generations=30, **kw)
+
+
+def test_a_new_job_starts_on_one_gpu_at_its_smallest_batch() -> None:
+    cluster = Cluster.homogeneous(2, 4)
+    new = status("new", gpus=4, submit=0.0, observed={**LIMITS, "adaptive": 1.0})
+    plan = small_policy().schedule(ClusterView(time=60.0, cluster=cluster, pending=(new,)))
+    (start,) = plan.starts
+    assert start.allocation.num_gpus == 1
+    assert start.adaptive
+    assert start.batch_size == 128  # max(init_batch, 1 x min_local_bsz)
+
+
+def test_a_measured_job_grows_to_at_most_twice_its_replicas() -> None:
+    cluster = Cluster.homogeneous(4, 4)
+    alloc = Allocation.whole_gpus([(0, 0), (0, 1)])
+    seen = measured(2, 1, 128, step=0.30, sync=0.02)
+    run = status("a", gpus=2, observed=seen, allocation=alloc, last_start=0.0)
+    plan = small_policy().schedule(ClusterView(time=3600.0, cluster=cluster, running=(run,)))
+    (resize,) = plan.resizes
+    assert resize.allocation.num_gpus == 4  # alone, scaling well: twice the 2 measured
+    assert resize.batch_size is not None and resize.batch_size >= 128
+    assert plan.marks["a"][dm.MAXR] == 2.0  # the measurement is remembered
+
+
+def test_a_rigid_job_gets_its_gpus_or_waits() -> None:
+    cluster = Cluster.homogeneous(2, 4)
+    big = status("big", gpus=6, submit=0.0)
+    huge = status("huge", gpus=9, submit=1.0)
+    plan = small_policy().schedule(ClusterView(time=60.0, cluster=cluster, pending=(big, huge)))
+    assert [(s.job_id, s.allocation.num_gpus) for s in plan.starts] == [("big", 6)]
+    assert plan.starts[0].batch_size is None
+    assert plan.waiting == {"huge": NO_GPUS}
+
+
+def test_jobs_share_the_cluster_and_moves_cost_young_jobs_more() -> None:
+    cluster = Cluster.homogeneous(2, 4)
+    seen = measured(8, 2, 64, step=0.4, sync=0.1)
+    alloc = Allocation.whole_gpus([(n, g) for n in range(2) for g in range(4)])
+    old = status("old", gpus=8, observed=seen, allocation=alloc, last_start=0.0)
+    new = status("new", gpus=1, submit=3590.0, observed={**LIMITS, "adaptive": 1.0})
+    plan = small_policy().schedule(
+        ClusterView(time=3600.0, cluster=cluster, running=(old,), pending=(new,))
+    )
+    # the fair mean does not leave the new job out: the old one gives up a GPU
+    assert [s.job_id for s in plan.starts] == ["new"]
+    assert [r.job_id for r in plan.resizes] == ["old"]
+    assert plan.resizes[0].allocation.num_gpus == 7
+    assert not plan.preempts
+
+
+def test_fixed_and_shared_jobs() -> None:
+    cluster = Cluster.homogeneous(1, 4)
+    alloc = Allocation.whole_gpus([(0, 0), (0, 1)])
+    fixed = status("fixed", gpus=2, preemptible=False, allocation=alloc, last_start=0.0)
+    part = status("part", gpus=1, submit=1.0, gpu_milli=500)
+    plan = small_policy().schedule(
+        ClusterView(time=60.0, cluster=cluster, running=(fixed,), pending=(part,))
+    )
+    assert not plan.resizes and not plan.preempts  # the non-preemptible job stays
+    (start,) = plan.starts
+    assert start.job_id == "part" and start.allocation.gpu_milli == 500
+    assert not {(s.node, s.gpu) for s in start.allocation.shares} & {(0, 0), (0, 1)}
+
+
+def test_the_policy_is_deterministic_and_registered() -> None:
+    cluster = Cluster.homogeneous(4, 4)
+    pending = tuple(
+        status(f"j{i}", gpus=1, submit=float(i), observed={**LIMITS, "adaptive": 1.0})
+        for i in range(6)
+    )
+    view = ClusterView(time=600.0, cluster=cluster, pending=pending)
+    one = make_policy("pollux", population=20, generations=10).schedule(view)
+    two = make_policy("pollux", population=20, generations=10).schedule(view)
+    assert one == two
+    assert sorted(s.job_id for s in one.starts) == [f"j{i}" for i in range(6)]
+
+
+@pytest.mark.parametrize(
+    ("option", "value", "span"),
+    [("fairness", 2.0, r"\(-inf, 1\]"), ("growth", 0.5, r"\[1, inf\)"), ("seed", -1, r"\[0")],
+)
+def test_options_out_of_range(option: str, value: float, span: str) -> None:
+    with pytest.raises(ConfigError, match=rf"pollux policy: {option} must be in {span}"):
+        PolluxPolicy(**{option: value})
