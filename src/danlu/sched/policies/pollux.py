@@ -50,6 +50,33 @@ INTER_PRIOR = 1.1
 the sync within one node."""
 
 
+@dataclass(frozen=True)
+class _Known:
+    """A job's model, the marks and limits it was built from (its key), and its speed-up
+    tables by (most replicas, fair share, GPUs per node)."""
+
+    key: object
+    model: dm.JobModel | None
+    tables: dict[tuple[int, int, int], ps.FloatArray]
+
+
+def _speedups(model: dm.JobModel | None, most: int, fair: int, gpn: int) -> ps.FloatArray:
+    """Goodput on 0..``most`` replicas, on one node (row 0) and spread over several (row
+    1), over the goodput of ``fair`` replicas on one node; zeros without a model."""
+    table = np.zeros((2, most + 1))
+    if model is None:
+        return table
+    reference = model.best_batch(fair, gpn, nodes=1)[0]
+    if reference <= 0:
+        return table
+    for r in range(1, most + 1):
+        if r <= gpn:
+            table[0, r] = model.best_batch(r, gpn, nodes=1)[0] / reference
+        if r >= 2:
+            table[1, r] = model.best_batch(r, gpn, nodes=2)[0] / reference
+    return table
+
+
 @dataclass
 class PolluxPolicy:
     """Pollux-like goodput allocation; see the module docstring. Options:
@@ -81,9 +108,8 @@ class PolluxPolicy:
         "seed": (0, INF, (True, False)),
     }
 
-    _memo: dict[str, tuple[object, dm.JobModel | None]] = field(
-        default_factory=dict, init=False, repr=False, compare=False
-    )
+    _memo: dict[str, _Known] = field(default_factory=dict, init=False, repr=False, compare=False)
+    """What each job's measurements gave, until it measures something new."""
 
     def __post_init__(self) -> None:
         check_options(self, self.option_ranges)
@@ -124,10 +150,10 @@ class PolluxPolicy:
     def _model(self, job: JobStatus, marks: Mapping[str, float]) -> dm.JobModel | None:
         key = dm.model_key(marks, job.observed)
         hit = self._memo.get(job.id)
-        if hit is not None and hit[0] == key:
-            return hit[1]
+        if hit is not None and hit.key == key:
+            return hit.model
         model = dm.build(marks, job.observed, sync_prior=SYNC_PRIOR, inter_prior=INTER_PRIOR)
-        self._memo[job.id] = (key, model)
+        self._memo[job.id] = _Known(key, model, {})
         return model
 
     def _problem(
@@ -165,7 +191,12 @@ class PolluxPolicy:
                 if job.request.max_gpus > 0:
                     cap = min(cap, job.request.max_gpus)
                 most[row] = max(cap, 0)
-                speedup[row] = self._speedups(model, most[row], fair, gpn, total)
+                tables = self._memo[job.id].tables
+                shape = (int(most[row]), fair, gpn)
+                table = tables.get(shape)
+                if table is None:
+                    table = tables[shape] = _speedups(model, *shape)
+                speedup[row, :, : table.shape[1]] = table
                 if not speedup[row].any():  # not measured yet: linear
                     speedup[row, :, 1 : most[row] + 1] = replicas[1 : most[row] + 1] / fair
             age = max(now - job.request.submit_time, 0.0)
@@ -174,23 +205,6 @@ class PolluxPolicy:
         # a fair share's worth of the cluster (one node's share of the GPUs) is speed-up 1
         speedup *= len(capacity) / max(total, 1)
         return ps.SearchProblem(speedup, most, capacity, base, factor, gang, self.fairness)
-
-    @staticmethod
-    def _speedups(
-        model: dm.JobModel | None, most: int, fair: int, gpn: int, total: int
-    ) -> ps.FloatArray:
-        table = np.zeros((2, total + 1))
-        if model is None:
-            return table
-        reference = model.best_batch(fair, gpn, nodes=1)[0]
-        if reference <= 0:
-            return table
-        for r in range(1, most + 1):
-            if r <= gpn:
-                table[0, r] = model.best_batch(r, gpn, nodes=1)[0] / reference
-            if r >= 2:
-                table[1, r] = model.best_batch(r, gpn, nodes=2)[0] / reference
-        return table
 
     # -- output ---------------------------------------------------------------------------
     def _plan(
