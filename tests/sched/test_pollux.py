@@ -198,6 +198,8 @@ def test_a_rigid_job_gets_its_gpus_or_waits() -> None:
     assert [(s.job_id, s.allocation.num_gpus) for s in plan.starts] == [("big", 6)]
     assert plan.starts[0].batch_size is None
     assert plan.waiting == {"huge": NO_GPUS}
+    alone = small_policy().schedule(ClusterView(time=60.0, cluster=cluster, pending=(huge,)))
+    assert not alone.starts  # more GPUs than the cluster has: never started on fewer
 
 
 def test_jobs_share_the_cluster_and_moves_cost_young_jobs_more() -> None:

@@ -140,6 +140,9 @@ class PolluxPolicy:
         for row, job in enumerate(jobs):
             for share in job.allocation.shares:
                 base[row, share.node] += 1
+        if len(self._memo) > 2 * len(jobs) + 64:  # forget jobs that left
+            current = {job.id for job in jobs}
+            self._memo = {k: v for k, v in self._memo.items() if k in current}
         models = [self._model(job, m) for job, m in zip(jobs, marks, strict=True)]
         problem = self._problem(jobs, marks, models, base, free.node_free.copy(), gpn, now)
         rng = np.random.default_rng([self.seed, int(now * 1000)])
@@ -179,8 +182,9 @@ class PolluxPolicy:
             limits = all(seen.get(k, 0.0) > 0 for k in dm.LIMIT_KEYS)
             if not limits:  # rigid: its request or nothing
                 gang[row] = True
-                most[row] = min(job.request.gpus, total)
-                speedup[row, :, most[row]] = most[row] / fair
+                if job.request.gpus <= total:
+                    most[row] = job.request.gpus
+                    speedup[row, :, most[row]] = most[row] / fair
             else:
                 measured = int(mark.get(dm.MAXR, 0))
                 cap = min(
