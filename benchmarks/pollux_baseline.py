@@ -53,7 +53,6 @@ def main() -> None:
             restarts = float(np.mean([j.restarts for j in result.jobs]))
             published, published_p99 = POLLUX[(load, number)]
             fidelity.append(avg / published)
-            ours = ""
             if not args.no_danlu:
                 danlu = simulate(path, DanluPolicy(), profiles)
                 danlu_avg = float(np.mean([j.jct for j in danlu.jobs if j.end_time]))

@@ -62,18 +62,18 @@ class _Known:
 
 def _speedups(model: dm.JobModel | None, most: int, fair: int, gpn: int) -> ps.FloatArray:
     """Goodput on 0..``most`` replicas, on one node (row 0) and spread over several (row
-    1), over the goodput of ``fair`` replicas on one node; zeros without a model."""
+    1), over the goodput of ``fair`` replicas on one node; linear in the replicas (``r /
+    fair``) for a job not measured yet (no model, or one that predicts nothing)."""
     table = np.zeros((2, most + 1))
-    if model is None:
-        return table
-    reference = model.best_batch(fair, gpn, nodes=1)[0]
-    if reference <= 0:
-        return table
-    for r in range(1, most + 1):
-        if r <= gpn:
-            table[0, r] = model.best_batch(r, gpn, nodes=1)[0] / reference
-        if r >= 2:
-            table[1, r] = model.best_batch(r, gpn, nodes=2)[0] / reference
+    reference = model.best_batch(fair, gpn, nodes=1)[0] if model is not None else 0.0
+    if model is not None and reference > 0:
+        for r in range(1, most + 1):
+            if r <= gpn:
+                table[0, r] = model.best_batch(r, gpn, nodes=1)[0] / reference
+            if r >= 2:
+                table[1, r] = model.best_batch(r, gpn, nodes=2)[0] / reference
+    if not table.any():
+        table[:, 1:] = np.arange(1, most + 1) / fair
     return table
 
 
@@ -176,7 +176,6 @@ class PolluxPolicy:
         most = np.zeros(count, dtype=np.int64)
         gang = np.zeros(count, dtype=bool)
         factor = np.ones(count)
-        replicas = np.arange(total + 1, dtype=np.float64)
         for row, (job, mark, model) in enumerate(zip(jobs, marks, models, strict=True)):
             seen = job.observed
             limits = all(seen.get(k, 0.0) > 0 for k in dm.LIMIT_KEYS)
@@ -194,15 +193,13 @@ class PolluxPolicy:
                 )
                 if job.request.max_gpus > 0:
                     cap = min(cap, job.request.max_gpus)
-                most[row] = max(cap, 0)
+                most[row] = cap
                 tables = self._memo[job.id].tables
                 shape = (int(most[row]), fair, gpn)
                 table = tables.get(shape)
                 if table is None:
                     table = tables[shape] = _speedups(model, *shape)
                 speedup[row, :, : table.shape[1]] = table
-                if not speedup[row].any():  # not measured yet: linear
-                    speedup[row, :, 1 : most[row] + 1] = replicas[1 : most[row] + 1] / fair
             age = max(now - job.request.submit_time, 0.0)
             cost = self.restart_cost
             factor[row] = max(age - job.restarts * cost, 0.0) / (age + cost) if age + cost else 1
