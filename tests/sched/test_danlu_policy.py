@@ -450,3 +450,21 @@ def test_a_change_of_capacity_reuses_the_pending_jobs_options(
         assert widths[-1] <= 16 - held
     assert built[0] == 3 + 3 * 5  # the warm policy built each job once; fresh ones 3 a round
     assert widths[0] > widths[3] > 0
+
+
+def test_models_of_jobs_that_left_are_forgotten() -> None:
+    """A server's policy lives for months: the models of finished jobs must not pile up, and
+    forgetting them changes no plan (the memo is a cache)."""
+    cluster = Cluster.homogeneous(2, 4)
+    policy, fresh_each_round = DanluPolicy(), []
+    for r in range(200):
+        now = 60.0 * r
+        alloc = on(cluster, 0, 2)
+        running = job(f"run{r}", 2, submit=now - 30.0, allocation=alloc, last_start=now - 30.0)
+        running = replace(running, observed=measured(2, 64, 0.1, 0.01, 0.5))
+        waiting = job(f"wait{r}", 1, submit=now - 10.0, observed=measured(1, 64, 0.1, 0.0, 0.2))
+        view = ClusterView(time=now, cluster=cluster, running=(running,), pending=(waiting,))
+        plan = policy.schedule(view)
+        fresh_each_round.append(plan == DanluPolicy().schedule(view))
+    assert len(policy._memo) <= 2 * 2 + 64 + 2  # bounded by the live jobs, not the 400 seen
+    assert all(fresh_each_round)

@@ -541,6 +541,7 @@ class DanluPolicy:
         now = view.time
         cluster = view.cluster
         gpn = max((node.gpus for node in cluster.nodes), default=1)
+        self._forget_gone(view)
         fixed = [j for j in view.running if not j.request.preemptible]
         movable = [j for j in view.running if j.request.preemptible]
         # GPUs not ours to move: non-preemptible jobs' and the GPUs shared jobs sit on.
@@ -594,6 +595,18 @@ class DanluPolicy:
             chosen = walk(all_options, order, capacity, pinned, *knobs)
         plan = self._place(view, whole, first, all_options, chosen, new_marks)
         return self._share(view, shared, plan)
+
+    def _forget_gone(self, view: ClusterView) -> None:
+        """Drop the models of jobs that are neither running nor pending any more (finished,
+        cancelled), so a long-running server's memo stays in proportion to its live jobs.
+        Checked only once the memo holds twice the live jobs: amortised O(1) a round."""
+        live = len(view.running) + len(view.pending)
+        if len(self._memo) <= 2 * live + 64:
+            return
+        ids = {job.id for job in view.running}
+        ids.update(job.id for job in view.pending)
+        for key in [key for key in self._memo if key[0] not in ids]:
+            del self._memo[key]
 
     def _starving(
         self, waits: list[WaitingEntry], now: float, first: int, capacity: int
