@@ -32,6 +32,11 @@ from pydantic import (
 from danlu.core.errors import SpecError
 from danlu.core.units import parse_bytes
 
+MODEL_FAMILIES = ("cnn-small", "cnn-large", "transformer", "lstm", "recommendation", "gan", "rl")
+"""The model families the GPU-sharing interference model knows (``training.family``): the
+kinds of model whose co-location was measured (Gavel's ResNet-18, ResNet-50, Transformer,
+LSTM language model, recommendation, CycleGAN and A3C jobs)."""
+
 _NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.-]{0,62}$")
 _RANGE = re.compile(r"^\s*(\d+)\s*\.\.\s*(\d+)\s*$")
 
@@ -115,8 +120,21 @@ class TrainingHints(_Strict):
     """A model reference ``package.module:factory`` for memory estimation."""
     application: str | None = None
     """A profiled application name (simulator workloads)."""
+    family: str | None = None
+    """The model's family (one of :data:`MODEL_FAMILIES`), for the interference model that
+    decides whether a GPU-sharing job may go beside another job; unset: the median pair."""
     expected_duration: float | None = Field(default=None, gt=0)
     """The user's estimate of the run time in seconds (used by sjf / value-density)."""
+
+    @field_validator("family")
+    @classmethod
+    def _family(cls, value: str | None) -> str | None:
+        if value is not None and value not in MODEL_FAMILIES:
+            raise ValueError(
+                f"unknown model family {value!r}; use one of {', '.join(MODEL_FAMILIES)}, "
+                "or leave it out"
+            )
+        return value
 
 
 class JobSpec(_Strict):

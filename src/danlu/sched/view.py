@@ -47,6 +47,9 @@ class JobRequest:
     broken by arrival): adapters number jobs as they are accepted."""
     batch_size: int | None = None
     """The global batch size the user asked for, when known."""
+    family: str = ""
+    """The model's family (``training.family``, one of ``danlu.core.spec.MODEL_FAMILIES``)
+    for the GPU-sharing interference model; empty when unknown."""
 
     @property
     def elastic(self) -> bool:

@@ -54,7 +54,7 @@ from typing import Any, ClassVar
 import numpy as np
 import numpy.typing as npt
 
-from danlu.core.cluster import MILLI_PER_GPU, Allocation
+from danlu.core.cluster import Allocation
 from danlu.core.errors import ConfigError
 from danlu.sched.placement.gang import FreeMap
 from danlu.sched.policies import danlu_loan as dl
@@ -62,7 +62,7 @@ from danlu.sched.policies import danlu_model as dm
 from danlu.sched.policies.danlu_alloc import Option, walk
 from danlu.sched.policies.danlu_entries import NO_RUNNING, NO_WAITING, RunningEntry, WaitingEntry
 from danlu.sched.policies.danlu_knobs import KNOB_RANGES
-from danlu.sched.policies.danlu_share import place_shared
+from danlu.sched.policies.danlu_share import gpus_held, place_shared
 from danlu.sched.policies.danlu_shares import share_walk
 from danlu.sched.policies.options import OptionRange, check_options
 from danlu.sched.view import (
@@ -542,12 +542,11 @@ class DanluPolicy:
         cluster = view.cluster
         gpn = max((node.gpus for node in cluster.nodes), default=1)
         self._forget_gone(view)
-        fixed = [j for j in view.running if not j.request.preemptible]
-        movable = [j for j in view.running if j.request.preemptible]
-        # GPUs not ours to move: non-preemptible jobs' and the GPUs shared jobs sit on.
-        held_shares = [*fixed, *(j for j in movable if j.request.shares_gpu)]
-        capacity = cluster.total_gpus - sum(
-            math.ceil(j.allocation.gpu_milli / MILLI_PER_GPU) for j in held_shares
+        # GPUs not ours to move: non-preemptible jobs' and the GPUs shared jobs sit on (each
+        # GPU once, however many shares it holds); those jobs keep running as they are
+        movable = [j for j in view.running if j.request.preemptible and not j.request.shares_gpu]
+        capacity = cluster.total_gpus - gpus_held(
+            j for j in view.running if not j.request.preemptible or j.request.shares_gpu
         )
         total = cluster.total_gpus
         waits = self._pending(view.pending, capacity, total, gpn, now)

@@ -3,34 +3,85 @@
 A job asking for part of one GPU (by milli-GPU or by memory) may be put on a GPU another job
 already uses only when (1) their predicted peak memories fit the GPU (the request's
 ``gpu_memory``, from the memory model, against the GPU's free memory -- :class:`FreeMap`
-checks it) and (2) the interference model predicts that co-location is a gain: the
-combined normalised throughput of the pair (each job's throughput when sharing divided by
-its throughput alone, summed) must reach ``1 + min_gain``; otherwise the job waits for an
-empty GPU.
+checks it) and (2) the interference model predicts that co-location is a gain with every
+job already there: the combined normalised throughput of the pair (each job's throughput
+when sharing divided by its throughput alone, summed) must reach ``1 + min_gain``; a GPU
+where some pair would lose is closed to the job, which goes to another GPU or an empty one,
+or waits.
 
 The model is calibrated on Gavel's measurements (OSDI'20,
-``../shared/data/gavel/physical_cluster_throughputs.json``): over the V100 pairs where both
-jobs ran, the median combined normalised throughput is :data:`PAIR_GAIN` (see
-:func:`calibrate`, which recomputes it from the file; a test checks the constant). Without
-knowing the jobs' types, the median is the prediction; it is a gain of about 9 %, so with the
-default ``min_gain`` (5 %) sharing is allowed, and a deployment that knows its pairs lose
-sets ``min_gain`` higher.
+``../shared/data/gavel/physical_cluster_throughputs.json``), over the V100 pairs where both
+jobs ran. Its prediction for two jobs whose model families (``training.family``,
+:data:`~danlu.core.spec.MODEL_FAMILIES`) are known is the median of the pairs of those two
+families, :data:`PAIR_GAINS` (:func:`calibrate_pairs` recomputes it from the file). They
+differ widely: two small CNNs gain 77 %, two recommendation models lose 95 %, and a large
+CNN loses beside anything but a small CNN. When either family is unknown, the prediction is
+the median over all pairs, :data:`PAIR_GAIN` (:func:`calibrate`), a gain of about 9 %: with
+the default ``min_gain`` (5 %) such jobs share.
 """
 
 from __future__ import annotations
 
 import json
 import statistics
+from collections.abc import Iterable
 from pathlib import Path
 
 import numpy as np
+import numpy.typing as npt
 
-from danlu.core.cluster import MILLI_PER_GPU
+from danlu.core.cluster import Allocation, Cluster
 from danlu.sched.placement.gang import FreeMap
 from danlu.sched.view import ClusterView, JobStatus, Plan, Start
 
 PAIR_GAIN = 1.0919
-"""Median combined normalised throughput of two jobs sharing a V100 (Gavel measurements)."""
+"""Median combined normalised throughput of two jobs sharing a V100 (Gavel measurements):
+the prediction for a pair with a job of unknown family."""
+
+GAVEL_FAMILIES = {
+    "ResNet-18": "cnn-small",
+    "ResNet-50": "cnn-large",
+    "Transformer": "transformer",
+    "LM": "lstm",
+    "Recommendation": "recommendation",
+    "CycleGAN": "gan",
+    "A3C": "rl",
+}
+"""The family of each model Gavel measured (its job names: ``'<model> (batch size N)'``)."""
+
+PAIR_GAINS: dict[tuple[str, str], float] = {
+    ("cnn-large", "cnn-large"): 0.7009,
+    ("cnn-large", "cnn-small"): 1.3054,
+    ("cnn-large", "gan"): 0.7433,
+    ("cnn-large", "lstm"): 0.8446,
+    ("cnn-large", "recommendation"): 0.5175,
+    ("cnn-large", "rl"): 0.6554,
+    ("cnn-large", "transformer"): 0.7394,
+    ("cnn-small", "cnn-small"): 1.7705,
+    ("cnn-small", "gan"): 1.4025,
+    ("cnn-small", "lstm"): 1.6509,
+    ("cnn-small", "recommendation"): 1.0553,
+    ("cnn-small", "rl"): 1.7161,
+    ("cnn-small", "transformer"): 1.3020,
+    ("gan", "gan"): 1.1679,
+    ("gan", "lstm"): 1.2111,
+    ("gan", "recommendation"): 0.4883,
+    ("gan", "rl"): 1.2779,
+    ("gan", "transformer"): 1.3884,
+    ("lstm", "lstm"): 1.1900,
+    ("lstm", "recommendation"): 0.8309,
+    ("lstm", "rl"): 1.0494,
+    ("lstm", "transformer"): 1.4073,
+    ("recommendation", "recommendation"): 0.0524,
+    ("recommendation", "rl"): 0.7287,
+    ("recommendation", "transformer"): 0.7875,
+    ("rl", "rl"): 0.9779,
+    ("rl", "transformer"): 1.5316,
+    ("transformer", "transformer"): 1.5671,
+}
+"""Median combined normalised throughput of two jobs sharing a V100, by the families of the
+pair (sorted), over Gavel's measurements of every batch size and scale of those models
+(between 1 and 50 pairs each: ``gan``/``gan`` and ``rl``/``rl`` rest on one)."""
 
 MIN_GAIN = 0.05
 """Predicted gain co-location must reach (fraction of one GPU's work)."""
@@ -56,9 +107,50 @@ def calibrate(path: str | Path, gpu: str = "v100") -> tuple[float, float]:
     return statistics.median(combined), sum(c < 1.0 for c in combined) / len(combined)
 
 
+def calibrate_pairs(path: str | Path, gpu: str = "v100") -> dict[tuple[str, str], float]:
+    """The median combined normalised throughput by pair of families (sorted), as
+    :func:`calibrate` computes it over all pairs."""
+    data = json.loads(Path(path).read_text())
+    table = data[gpu]
+    combined: dict[tuple[str, str], list[float]] = {}
+    for name_a, row in table.items():
+        solo_a = row.get("null")
+        for name_b, pair in row.items():
+            if name_b == "null" or name_b not in table:
+                continue
+            solo_b = table[name_b].get("null")
+            if not solo_a or not solo_b or pair[0] <= 0 or pair[1] <= 0:
+                continue
+            a, b = sorted((_gavel_family(name_a), _gavel_family(name_b)))
+            combined.setdefault((a, b), []).append(pair[0] / solo_a + pair[1] / solo_b)
+    return {pair: statistics.median(values) for pair, values in sorted(combined.items())}
+
+
+def _gavel_family(job: str) -> str:
+    """The family of a Gavel job key, ``"('<model> (batch size N)', scale)"``."""
+    name = job.split("'")[1].split(" (batch size")[0]
+    family = GAVEL_FAMILIES.get(name)
+    if family is None:
+        raise ValueError(f"Gavel job {job!r}: model {name!r} has no family in GAVEL_FAMILIES")
+    return family
+
+
+def pair_gain(family_a: str, family_b: str) -> float:
+    """The predicted combined normalised throughput of two jobs of these families sharing a
+    GPU (:data:`PAIR_GAIN` when either is unknown or empty)."""
+    key = (family_a, family_b) if family_a <= family_b else (family_b, family_a)
+    return PAIR_GAINS.get(key, PAIR_GAIN)
+
+
 def sharing_pays(min_gain: float = MIN_GAIN, pair_gain: float = PAIR_GAIN) -> bool:
     """Whether the interference model predicts that co-locating two jobs is a gain."""
     return pair_gain >= 1.0 + min_gain
+
+
+def gpus_held(jobs: Iterable[JobStatus]) -> int:
+    """The distinct GPUs the allocations of ``jobs`` touch (a GPU holding several shares
+    counts once)."""
+    return len({(share.node, share.gpu) for job in jobs for share in job.allocation.shares})
 
 
 def place_shared(
@@ -68,8 +160,11 @@ def place_shared(
     placement: str,
     min_gain: float = MIN_GAIN,
 ) -> tuple[tuple[Start, ...], dict[str, str]]:
-    """Starts for pending shared requests on the capacity ``plan`` leaves, in queue order."""
+    """Starts for pending shared requests on the capacity ``plan`` leaves, in queue order
+    (priority first): each on a GPU where its memory fits and the interference model
+    predicts a gain beside every job already there (those of ``plan`` included)."""
     free = FreeMap(view, placement)
+    cluster = view.cluster
     running = {j.id: j for j in view.running}
     for p in plan.preempts:
         free.release(running[p.job_id].allocation)
@@ -79,16 +174,50 @@ def place_shared(
         free.take(r.allocation)
     for s in plan.starts:
         free.take(s.allocation)
-    if not sharing_pays(min_gain):
-        # GPUs in use are closed to newcomers: only empty GPUs are offered.
-        busy = free.free_milli < MILLI_PER_GPU
-        free.free_milli = np.where(busy, 0, free.free_milli)
+    # where the jobs of each family sit once the plan is carried out (GPU index masks)
+    leaving = {p.job_id for p in plan.preempts} | {r.job_id for r in plan.resizes}
+    families = {j.id: j.request.family for j in view.running}
+    families.update((j.id, j.request.family) for j in view.pending)
+    placed: list[tuple[str, Allocation]] = [
+        (j.request.family, j.allocation) for j in view.running if j.id not in leaving
+    ]
+    placed += [(families.get(r.job_id, ""), r.allocation) for r in plan.resizes]
+    placed += [(families.get(s.job_id, ""), s.allocation) for s in plan.starts]
+    hosts: dict[str, npt.NDArray[np.bool_]] = {}
+    for family, where in placed:
+        _mark(hosts, family, where, cluster)
     starts: list[Start] = []
     waiting: dict[str, str] = {}
     for job in sorted(jobs, key=lambda j: (j.request.priority * -1, j.request.seq)):
+        family = job.request.family
+        losers = [f for f in hosts if not sharing_pays(min_gain, pair_gain(family, f))]
+        closed = np.logical_or.reduce([hosts[f] for f in losers]) if losers else None
+        kept = None
+        if closed is not None:  # GPUs beside a job it would lose with: closed to this job
+            kept = free.free_milli[closed]
+            free.free_milli[closed] = 0
         alloc = free.place(job.request)
+        if closed is not None and kept is not None:
+            free.free_milli[closed] = kept
         if alloc is None:
-            waiting[job.id] = "no GPU has room for its predicted peak memory and share"
+            waiting[job.id] = (
+                "no GPU has room for its predicted peak memory and share"
+                if closed is None
+                else "no GPU has room for its predicted peak memory and share beside jobs "
+                "the interference model predicts it gains with"
+            )
         else:
             starts.append(Start(job.id, alloc))
+            _mark(hosts, family, alloc, cluster)
     return tuple(starts), waiting
+
+
+def _mark(
+    hosts: dict[str, npt.NDArray[np.bool_]], family: str, alloc: Allocation, cluster: Cluster
+) -> None:
+    """Record that a job of ``family`` sits on the GPUs of ``alloc``."""
+    mask = hosts.get(family)
+    if mask is None:
+        mask = hosts[family] = np.zeros(cluster.total_gpus, dtype=bool)
+    for share in alloc.shares:
+        mask[cluster.gpu_offset(share.node) + share.gpu] = True

@@ -71,6 +71,7 @@ def build_request(
         project=spec.project,
         seq=seq,
         batch_size=spec.training.global_batch_size,
+        family=spec.training.family or "",
     )
 
 
