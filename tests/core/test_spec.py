@@ -162,3 +162,13 @@ def test_load_spec_file_errors(tmp_path: Path) -> None:
     with pytest.raises(SpecError) as info:
         load_spec(wrong)
     assert info.value.field == "resources.gpus"
+
+
+@pytest.mark.parametrize(
+    "path",
+    sorted((Path(__file__).parents[2] / "examples" / "jobs").glob("*.yaml")),
+    ids=lambda p: p.name,
+)
+def test_every_example_spec_parses(path: Path) -> None:
+    spec = load_spec(path)
+    assert spec.name and spec.command
