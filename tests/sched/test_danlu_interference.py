@@ -42,6 +42,8 @@ def placed(plan: Plan) -> dict[str, int]:
 
 def test_pair_table_is_gavels_medians() -> None:
     path = GAVEL / "physical_cluster_throughputs.json"
+    if not path.is_file():
+        pytest.skip("gavel data not present (../shared/data/gavel)")
     table = calibrate_pairs(path)
     assert set(table) == set(PAIR_GAINS)
     for pair, value in table.items():
