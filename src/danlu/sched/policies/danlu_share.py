@@ -24,7 +24,7 @@ from __future__ import annotations
 
 import json
 import statistics
-from collections.abc import Iterable
+from collections.abc import Iterable, Iterator
 from pathlib import Path
 
 import numpy as np
@@ -87,42 +87,37 @@ MIN_GAIN = 0.05
 """Predicted gain co-location must reach (fraction of one GPU's work)."""
 
 
-def calibrate(path: str | Path, gpu: str = "v100") -> tuple[float, float]:
-    """(median combined normalised throughput, fraction of pairs that lose) from Gavel's
-    ``physical_cluster_throughputs.json``, over the pairs where both jobs made progress."""
-    data = json.loads(Path(path).read_text())
-    table = data[gpu]
-    combined: list[float] = []
-    for row in table.values():
-        solo_a = row.get("null")
-        for job_b, pair in row.items():
-            if job_b == "null" or job_b not in table:
-                continue
-            solo_b = table[job_b].get("null")
-            if not solo_a or not solo_b or pair[0] <= 0 or pair[1] <= 0:
-                continue
-            combined.append(pair[0] / solo_a + pair[1] / solo_b)
-    if not combined:
-        raise ValueError(f"no co-located pairs for {gpu} in {path}")
-    return statistics.median(combined), sum(c < 1.0 for c in combined) / len(combined)
-
-
-def calibrate_pairs(path: str | Path, gpu: str = "v100") -> dict[tuple[str, str], float]:
-    """The median combined normalised throughput by pair of families (sorted), as
-    :func:`calibrate` computes it over all pairs."""
-    data = json.loads(Path(path).read_text())
-    table = data[gpu]
-    combined: dict[tuple[str, str], list[float]] = {}
+def co_located(path: str | Path, gpu: str = "v100") -> Iterator[tuple[str, str, float]]:
+    """Every measured pair of Gavel's ``physical_cluster_throughputs.json`` on ``gpu`` where
+    both jobs made progress: (job, other job, combined normalised throughput), each pair
+    once in either order, as the file lists it."""
+    table = json.loads(Path(path).read_text())[gpu]
     for name_a, row in table.items():
         solo_a = row.get("null")
         for name_b, pair in row.items():
             if name_b == "null" or name_b not in table:
                 continue
             solo_b = table[name_b].get("null")
-            if not solo_a or not solo_b or pair[0] <= 0 or pair[1] <= 0:
-                continue
-            a, b = sorted((_gavel_family(name_a), _gavel_family(name_b)))
-            combined.setdefault((a, b), []).append(pair[0] / solo_a + pair[1] / solo_b)
+            if solo_a and solo_b and pair[0] > 0 and pair[1] > 0:
+                yield name_a, name_b, pair[0] / solo_a + pair[1] / solo_b
+
+
+def calibrate(path: str | Path, gpu: str = "v100") -> tuple[float, float]:
+    """(median combined normalised throughput, fraction of pairs that lose) over the pairs
+    of :func:`co_located`."""
+    combined = [gain for _, _, gain in co_located(path, gpu)]
+    if not combined:
+        raise ValueError(f"no co-located pairs for {gpu} in {path}")
+    return statistics.median(combined), sum(c < 1.0 for c in combined) / len(combined)
+
+
+def calibrate_pairs(path: str | Path, gpu: str = "v100") -> dict[tuple[str, str], float]:
+    """The median combined normalised throughput by pair of families (sorted) over the
+    pairs of :func:`co_located`."""
+    combined: dict[tuple[str, str], list[float]] = {}
+    for name_a, name_b, gain in co_located(path, gpu):
+        a, b = sorted((_gavel_family(name_a), _gavel_family(name_b)))
+        combined.setdefault((a, b), []).append(gain)
     return {pair: statistics.median(values) for pair, values in sorted(combined.items())}
 
 
