@@ -111,14 +111,17 @@ class FreeMap:
         return self.total_free >= req.gpus
 
     # -- placement -----------------------------------------------------------------------
-    def place(self, req: JobRequest, gpus: int | None = None) -> Allocation | None:
+    def place(
+        self, req: JobRequest, gpus: int | None = None, *, closed: BoolArray | None = None
+    ) -> Allocation | None:
         """Find room for ``req`` (``gpus`` overrides the count for elastic jobs), take it, and
-        return the allocation; ``None`` (and nothing taken) when it does not fit."""
+        return the allocation; ``None`` (and nothing taken) when it does not fit.
+        ``closed``: for a shared request, GPUs (flat index) it may not go on."""
         count = req.gpus if gpus is None else gpus
         if count <= 0:
             return None
         if req.shares_gpu and count == 1:
-            return self._place_shared(req)
+            return self._place_shared(req, closed)
         if self.total_free < count:
             return None
         if not req.gpu_types and not req.gpu_memory:
@@ -247,7 +250,7 @@ class FreeMap:
         ]
         return _take_in_order(np.concatenate(order), free, count)
 
-    def _place_shared(self, req: JobRequest) -> Allocation | None:
+    def _place_shared(self, req: JobRequest, closed: BoolArray | None = None) -> Allocation | None:
         # A share sized by memory alone takes compute in proportion to its memory, so that the
         # compute of a GPU is full exactly when its memory is.
         if req.gpu_milli < MILLI_PER_GPU or not req.gpu_memory:
@@ -258,6 +261,8 @@ class FreeMap:
         mask = self._node_mask(req)
         if mask is not None:
             fits &= mask[self._gpu_node]
+        if closed is not None:
+            fits &= ~closed
         candidates = np.flatnonzero(fits)
         if candidates.size == 0:
             return None

@@ -171,29 +171,23 @@ def place_shared(
         free.take(s.allocation)
     # where the jobs of each family sit once the plan is carried out (GPU index masks)
     leaving = {p.job_id for p in plan.preempts} | {r.job_id for r in plan.resizes}
-    families = {j.id: j.request.family for j in view.running}
-    families.update((j.id, j.request.family) for j in view.pending)
-    placed: list[tuple[str, Allocation]] = [
-        (j.request.family, j.allocation) for j in view.running if j.id not in leaving
-    ]
-    placed += [(families.get(r.job_id, ""), r.allocation) for r in plan.resizes]
-    placed += [(families.get(s.job_id, ""), s.allocation) for s in plan.starts]
+    family_of = {j.id: j.request.family for j in (*view.running, *view.pending)}
     hosts: dict[str, npt.NDArray[np.bool_]] = {}
-    for family, where in placed:
-        _mark(hosts, family, where, cluster)
+    for j in view.running:
+        if j.id not in leaving:
+            _mark(hosts, j.request.family, j.allocation, cluster)
+    for job_id, where in [(r.job_id, r.allocation) for r in plan.resizes] + [
+        (s.job_id, s.allocation) for s in plan.starts
+    ]:
+        _mark(hosts, family_of.get(job_id, ""), where, cluster)
     starts: list[Start] = []
     waiting: dict[str, str] = {}
     for job in sorted(jobs, key=lambda j: (j.request.priority * -1, j.request.seq)):
         family = job.request.family
         losers = [f for f in hosts if not sharing_pays(min_gain, pair_gain(family, f))]
+        # GPUs beside a job it would lose with are closed to this job
         closed = np.logical_or.reduce([hosts[f] for f in losers]) if losers else None
-        kept = None
-        if closed is not None:  # GPUs beside a job it would lose with: closed to this job
-            kept = free.free_milli[closed]
-            free.free_milli[closed] = 0
-        alloc = free.place(job.request)
-        if closed is not None and kept is not None:
-            free.free_milli[closed] = kept
+        alloc = free.place(job.request, closed=closed)
         if alloc is None:
             waiting[job.id] = (
                 "no GPU has room for its predicted peak memory and share"
