@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import itertools
 import math
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 
 import numpy as np
@@ -182,6 +182,48 @@ def test_config_validation() -> None:
         SimConfig(interval=0)
     with pytest.raises(ConfigError, match="restart_cost"):
         SimConfig(restart_cost=-1)
+    with pytest.raises(ConfigError, match="idle_retries"):
+        SimConfig(idle_retries=-1)
+
+
+@dataclass
+class Deferring:
+    """fifo, but a job starts only once it has waited ``patience`` seconds (as Pollux gives a
+    job of age 0 no GPUs); its plans say whether the decision may change with time."""
+
+    patience: float
+    recheck_at: float = 0.0
+    name: str = "deferring"
+
+    def schedule(self, view: ClusterView) -> Plan:
+        ready = [j for j in view.pending if view.time - j.request.submit_time >= self.patience]
+        plan = make_policy("fifo").schedule(replace(view, pending=tuple(ready)))
+        return replace(plan, recheck_at=self.recheck_at)
+
+
+# one 1-GPU job submitted on a tick (t=120) to an idle cluster, nothing else to come
+ON_A_TICK = "name,submit_time,gpus,duration\na,120,1,30\n"
+
+
+@pytest.mark.parametrize(("patience", "start"), [(0, 120.0), (60, 180.0), (300, 420.0)])
+def test_a_policy_may_defer_a_start_on_an_idle_cluster(
+    tmp_path: Path, patience: float, start: float
+) -> None:
+    result = simulate(load_workload(write(tmp_path, ON_A_TICK)), Deferring(patience))
+    assert times(result) == {"a": (start, start + 30)} and not result.rejected
+
+
+def test_a_policy_that_never_starts_the_job_fails_it(tmp_path: Path) -> None:
+    workload = load_workload(write(tmp_path, ON_A_TICK))
+    # it would start at 720: the round at 120 and 5 more in a row start nothing
+    result = simulate(workload, Deferring(patience=600), idle_retries=5)
+    assert not result.jobs and dict(result.rejected).keys() == {"a"} and result.rounds == 6
+    assert times(simulate(workload, Deferring(patience=600), idle_retries=10)) == {
+        "a": (720.0, 750.0)
+    }
+    # a plan that cannot change with time fails the job at its first idle round
+    stuck = simulate(workload, Deferring(patience=60, recheck_at=math.inf))
+    assert not stuck.jobs and dict(stuck.rejected).keys() == {"a"} and stuck.rounds == 1
 
 
 @dataclass

@@ -56,12 +56,19 @@ class SimConfig:
     """Keep every state-change event (memory grows with the workload)."""
     max_time: float = math.inf
     """Stop the clock here; jobs still running are reported as unfinished."""
+    idle_retries: int = 5
+    """Rounds in a row a policy may start nothing on an idle cluster, with jobs waiting and
+    none left to arrive, before those jobs fail as unschedulable; only while its plan says
+    the decision may change with time (a finite ``Plan.recheck_at``: Pollux, for one, gives
+    a job of age 0 no GPUs). With ``recheck_at`` infinite they fail at once."""
 
     def __post_init__(self) -> None:
         if not self.interval > 0:
             raise ConfigError(f"interval must be > 0 seconds, got {self.interval}")
         if self.restart_cost < 0:
             raise ConfigError(f"restart_cost must be >= 0 seconds, got {self.restart_cost}")
+        if self.idle_retries < 0:
+            raise ConfigError(f"idle_retries must be >= 0 rounds, got {self.idle_retries}")
 
 
 @dataclass(eq=False, slots=True)
@@ -397,6 +404,7 @@ class Simulator:
         next_tick = interval
         changed = False
         recheck_at = 0.0  # from the last plan: when the policy's decision may change by itself
+        idle_rounds = 0  # rounds in a row that started nothing on an idle, final cluster
         last_report = -math.inf
 
         while len(self._finished) < total:
@@ -458,8 +466,12 @@ class Simulator:
                 started, recheck_at = self._round()
                 changed = False
                 if started == 0 and not self._running and next_arrival >= len(arrivals):
-                    self._fail_unschedulable()
-                    break
+                    idle_rounds += 1
+                    if recheck_at == math.inf or idle_rounds > cfg.idle_retries:
+                        self._fail_unschedulable()
+                        break
+                else:
+                    idle_rounds = 0
             self._record(self._now)
             if self.on_progress is not None and instant - last_report >= 3600.0:
                 last_report = instant
