@@ -39,6 +39,7 @@ from jct_bound import count_rows, epoch_seconds, fastest_iteration
 
 from danlu.core.cluster import Cluster
 from danlu.sched.policies import danlu_model as dm
+from danlu.sched.policies.base import Policy
 from danlu.sched.policies.danlu import DanluPolicy
 from danlu.sched.policies.danlu_alloc import Option
 from danlu.sched.view import JobStatus
@@ -191,7 +192,7 @@ def _count_epochs(profile: ApplicationProfile, gpus: int, gpn: int) -> np.ndarra
 
 def workload_records(
     workload: Workload,
-    policy: Callable[[], DanluPolicy],
+    policy: Callable[[], Policy],
     config: SimConfig,
     profiles: Mapping[str, ApplicationProfile],
     solo: bool = False,
@@ -212,7 +213,7 @@ def workload_records(
 
 def workload_jcts(
     workload: Workload,
-    policy: Callable[[], DanluPolicy],
+    policy: Callable[[], Policy],
     config: SimConfig,
     profiles: Mapping[str, ApplicationProfile],
     solo: bool = False,
