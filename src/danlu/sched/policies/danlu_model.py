@@ -30,6 +30,7 @@ steps it can correct.
 
 from __future__ import annotations
 
+import functools
 import math
 from collections.abc import Mapping
 from dataclasses import dataclass, field
@@ -141,52 +142,78 @@ class JobModel:
         if nodes is None:
             nodes = max(1, math.ceil(replicas / max(gpus_per_node, 1)))
         # split_batch + goodput inlined (the policy's hottest loop): the same arithmetic in
-        # the same order, so the same floats, without an object and four calls per candidate
+        # the same order, so the same floats; the splits depend on the limits only (cached)
         sync = self.sync_time(nodes, replicas)
         alpha, beta, sqr, var = self.alpha, self.beta, self.grad_sqr, self.grad_var
         flat = sqr <= 0 and var <= 0
-        init, max_local, max_batch, min_local = (
-            self.init_batch,
-            self.max_local,
-            self.max_batch,
-            self.min_local,
-        )
-        ceil = math.ceil
         best_good, best_batch = 0.0, 0
-        for batch in self._candidates(replicas):
-            local = ceil(batch / replicas - _EPS)
-            accum = ceil(local / max_local - _EPS) - 1
-            if replicas == 1 and batch > init:
-                accum = max(1, accum)
-            steps = accum + 1
-            atomic = min(ceil(local / steps - _EPS), int(max_batch / (replicas * steps)))
-            total = replicas * atomic * steps
-            if atomic < min_local or total < init:
-                continue
-            gain = 1.0 if flat else (var + sqr) / (var / (total / init) + sqr)
+        splits = batch_splits(
+            self.min_local, self.max_local, self.init_batch, self.max_batch, replicas
+        )
+        for steps, atomic, total, scale in splits:
+            gain = 1.0 if flat else (var + sqr) / (var / scale + sqr)
             good = gain / (steps * (alpha + beta * atomic) + sync)
             if good > best_good:
                 best_good, best_batch = good, total
         return best_good, best_batch
 
-    def _candidates(self, replicas: int) -> list[int]:
-        lo, hi = self.min_local, self.max_local
-        points = {lo, hi}
-        ratio = (hi / lo) ** 0.25 if lo > 0 else 2.0
-        value = float(lo)
-        for _ in range(3):
-            value *= ratio
-            points.add(round(value))
-        out: set[int] = set()
-        for local in points:
-            for accum in (0, 1, 3):
-                batch = replicas * local * (accum + 1)
-                if self.init_batch <= batch <= self.max_batch:
-                    out.add(batch)
-        if replicas * lo <= self.max_batch:
-            out.add(max(self.init_batch, replicas * lo))
-        out.add(min(self.max_batch, max(self.init_batch, replicas * hi)))
-        return sorted(out)
+    def _candidates(self, replicas: int) -> tuple[int, ...]:
+        return batch_candidates(
+            self.min_local, self.max_local, self.init_batch, self.max_batch, replicas
+        )
+
+
+@functools.lru_cache(maxsize=4096)
+def batch_splits(
+    min_local: int, max_local: int, init_batch: int, max_batch: int, replicas: int
+) -> tuple[tuple[int, int, int, float], ...]:
+    """How ``danlu.train`` would run each valid candidate of :func:`batch_candidates`:
+    (micro-batches per step, micro-batch, global batch, global batch / ``init_batch``), in
+    the candidates' order; candidates whose micro-batch falls below ``min_local`` or whose
+    batch falls below ``init_batch`` once split are left out. :func:`split_batch`'s
+    arithmetic, for the limits only (cached)."""
+    out: list[tuple[int, int, int, float]] = []
+    ceil = math.ceil
+    for batch in batch_candidates(min_local, max_local, init_batch, max_batch, replicas):
+        local = ceil(batch / replicas - _EPS)
+        accum = ceil(local / max_local - _EPS) - 1
+        if replicas == 1 and batch > init_batch:
+            accum = max(1, accum)
+        steps = accum + 1
+        atomic = min(ceil(local / steps - _EPS), int(max_batch / (replicas * steps)))
+        total = replicas * atomic * steps
+        if atomic < min_local or total < init_batch:
+            continue
+        out.append((steps, atomic, total, total / init_batch))
+    return tuple(out)
+
+
+@functools.lru_cache(maxsize=4096)
+def batch_candidates(
+    min_local: int, max_local: int, init_batch: int, max_batch: int, replicas: int
+) -> tuple[int, ...]:
+    """The global batches :meth:`JobModel.best_batch` tries on ``replicas`` GPUs, ascending:
+    five micro-batches spread geometrically over ``[min_local, max_local]``, each with 0, 1
+    or 3 accumulation steps, within ``[init_batch, max_batch]``, plus the smallest and the
+    largest batch those limits allow. A function of the job's limits only, so it is cached
+    (jobs keep their limits, and the jobs of one application share them)."""
+    lo, hi = min_local, max_local
+    points = {lo, hi}
+    ratio = (hi / lo) ** 0.25 if lo > 0 else 2.0
+    value = float(lo)
+    for _ in range(3):
+        value *= ratio
+        points.add(round(value))
+    out: set[int] = set()
+    for local in points:
+        for accum in (0, 1, 3):
+            batch = replicas * local * (accum + 1)
+            if init_batch <= batch <= max_batch:
+                out.add(batch)
+    if replicas * lo <= max_batch:
+        out.add(max(init_batch, replicas * lo))
+    out.add(min(max_batch, max(init_batch, replicas * hi)))
+    return tuple(sorted(out))
 
 
 def _fit_line(points: list[tuple[float, float]]) -> tuple[float, float]:
