@@ -52,6 +52,7 @@ def test_json_sweep_and_max_batch() -> None:
     assert isinstance(out["peak_reserved_bytes"], int)
     assert out["peak_reserved_bytes"] >= out["peak_logical_bytes"] > 0
     assert out["gpu"] == "a100-40gb"
+    assert out["family"] == "transformer"
     sweep = {r["batch_size"]: r for r in out["sweep"]}
     assert sweep[8]["peak_logical_bytes"] == pytest.approx(out["peak_logical_bytes"], rel=0.01)
     assert "error" in sweep[100000]  # far outside the fitted range: refused
@@ -64,6 +65,7 @@ def test_table_output_and_flag_errors() -> None:
     res = runner.invoke(_app(), ["estimate", "danlu.estimate.zoo:mlp_small", "-b", "4"])
     assert res.exit_code == 0, res.output
     assert "peak reserved" in res.stdout and "optimizer_state" in res.stdout
+    assert "model family (for GPU sharing): none recognised" in res.stdout  # an MLP
     for args, flag in (
         (["--precision", "fp8"], "--precision"),
         (["--sweep", "1,x"], "--sweep"),

@@ -19,7 +19,7 @@ from danlu.sched.policies.danlu_share import (
     pair_gain,
 )
 from danlu.sched.view import ClusterView, JobRequest, JobStatus, Plan
-from danlu.server.services.admission import build_request
+from danlu.server.services.admission import build_request, check_spec_shape
 
 GAVEL = Path(__file__).parents[2] / ".." / "shared" / "data" / "gavel"
 GiB = 1 << 30
@@ -109,7 +109,25 @@ def test_the_family_comes_from_the_spec_and_is_checked() -> None:
     with pytest.raises(SpecError) as err:
         parse_spec({"name": "x", "command": ["true"], "training": {"family": "resnet"}})
     assert err.value.field == "training.family"
-    assert "cnn-small" in err.value.message
+    assert "cnn-small" in err.value.message and "'auto'" in err.value.message
+
+
+def test_an_auto_family_is_unknown_until_inferred_and_needs_a_model() -> None:
+    body = {
+        "name": "auto",
+        "command": ["python", "train.py"],
+        "resources": {"gpus": 1, "gpu_memory": "20GiB"},
+        "training": {"family": "auto", "model": "danlu.estimate.zoo:resnet_tiny"},
+    }
+    spec = parse_spec(body)
+    assert spec.training.family == "auto"
+    request = build_request("j1", spec, submit_time=0.0, seq=1, priority=0, gpu_memory=20 * GiB)
+    assert request.family == ""  # the median pair until submission stores the inferred one
+    check_spec_shape(spec)
+    no_model = parse_spec({**body, "training": {"family": "auto"}})
+    with pytest.raises(SpecError) as err:
+        check_spec_shape(no_model)
+    assert err.value.field == "training.family" and "training.model" in err.value.message
 
 
 def test_shares_on_one_gpu_leave_the_others_to_whole_gpu_jobs() -> None:

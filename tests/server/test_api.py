@@ -245,6 +245,26 @@ def test_an_elastic_job_with_a_model_gets_a_micro_batch_limit_at_submission(live
         wait_state(c, plain["id"], "SUCCEEDED")
 
 
+def test_an_auto_family_is_inferred_at_submission_and_stored(live: Live) -> None:
+    model = "danlu.estimate.zoo:resnet_tiny"
+    with live.client() as c:
+        job = submit(
+            c,
+            spec(
+                "fam",
+                "print(1)",
+                resources={"gpus": 1},
+                training={"model": model, "family": "auto"},
+            ),
+        )
+        assert job["spec"]["training"]["family"] == "cnn-small"
+        assert "model family cnn-small inferred" in (job["pending_reason"] or "")
+        assert c.get(f"/jobs/{job['id']}").json()["spec"]["training"]["family"] == "cnn-small"
+        bad = c.post("/jobs", json=spec("nofam", "print(1)", training={"family": "auto"}))
+        assert bad.status_code == 422 and bad.json()["error"]["field"] == "training.family"
+        wait_state(c, job["id"], "SUCCEEDED")
+
+
 def test_gpu_memory_auto_without_model_uses_whole_gpus(live: Live) -> None:
     with live.client() as c:
         job = submit(c, spec("auto", "print(1)", resources={"gpus": 1, "gpu_memory": "auto"}))

@@ -63,3 +63,41 @@ def test_auto_memory_and_the_micro_batch_limit_come_from_one_trace(
     assert estimate.gpu_memory is not None and 500 * 2**20 < estimate.gpu_memory < 1 * GiB
     # the share is the peak at batch 64, so the limit keeps 5 % of it spare: below 64
     assert micro is not None and 1 <= micro < 64
+    assert estimate.family == "cnn-small"  # read off the same trace
+
+
+def _counting(monkeypatch: pytest.MonkeyPatch) -> list[tuple[int, ...]]:
+    calls: list[tuple[int, ...]] = []
+    real = predict.trace
+
+    def counted(req: Any, progress: Any = None, workers: Any = None) -> Any:
+        calls.append(tuple(req.batch_sizes))
+        return real(req, progress, workers=workers)
+
+    monkeypatch.setattr(predict, "trace", counted)
+    return calls
+
+
+def test_an_auto_family_comes_from_the_trace_the_job_needs_anyway(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    calls = _counting(monkeypatch)
+    elastic = _spec(model="danlu.estimate.zoo:gpt2_tiny", family="auto")
+    estimate, micro = resolve_memory(elastic, CLUSTER, 120.0)
+    assert calls == [(2, 8, 32)]  # the micro-batch limit's trace only
+    assert estimate.family == "transformer" and estimate.gpu_memory is None and micro
+
+
+def test_an_auto_family_alone_costs_one_trace_and_no_family_none(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    calls = _counting(monkeypatch)
+    rigid = _spec(gpus="2", model="danlu.estimate.zoo:resnet_tiny", family="auto")
+    estimate, micro = resolve_memory(rigid, CLUSTER, 120.0)
+    assert calls == [(64,)]  # at the batch gpu_memory: auto would trace
+    assert estimate.family == "cnn-small" and estimate.gpu_memory is None and micro is None
+    named = _spec(gpus="2", model="danlu.estimate.zoo:resnet_tiny", family="cnn-large")
+    assert resolve_memory(named, CLUSTER, 120.0)[0].family is None
+    mlp = _spec(gpus="2", model="danlu.estimate.zoo:mlp_small", family="auto")
+    assert resolve_memory(mlp, CLUSTER, 120.0)[0].family is None  # traced, nothing recognised
+    assert calls == [(64,), (64,)]

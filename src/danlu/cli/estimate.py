@@ -171,6 +171,7 @@ def run_estimate(
         table.add_row(label, str(value), format_bytes(value))
     out.print(table)
     out.print("fits" if main.fits else "[red]does NOT fit[/red]", f"on {gpu.name}")
+    out.print(f"model family (for GPU sharing): {main.family or 'none recognised'}")
     for w in main.warnings:
         err.print(f"[yellow]warning:[/yellow] {w}")
     if rows:

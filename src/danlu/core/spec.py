@@ -37,6 +37,9 @@ MODEL_FAMILIES = ("cnn-small", "cnn-large", "transformer", "lstm", "recommendati
 kinds of model whose co-location was measured (Gavel's ResNet-18, ResNet-50, Transformer,
 LSTM language model, recommendation, CycleGAN and A3C jobs)."""
 
+AUTO_FAMILY = "auto"
+"""``training.family: auto``: the family is inferred from ``training.model`` at submission."""
+
 _NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.-]{0,62}$")
 _RANGE = re.compile(r"^\s*(\d+)\s*\.\.\s*(\d+)\s*$")
 
@@ -122,17 +125,19 @@ class TrainingHints(_Strict):
     """A profiled application name (simulator workloads)."""
     family: str | None = None
     """The model's family (one of :data:`MODEL_FAMILIES`), for the interference model that
-    decides whether a GPU-sharing job may go beside another job; unset: the median pair."""
+    decides whether a GPU-sharing job may go beside another job; unset: the median pair;
+    ``auto``: inferred at submission from the layers of ``model`` as the memory tracer
+    builds it (:mod:`danlu.estimate.family`), unset when none is recognised."""
     expected_duration: float | None = Field(default=None, gt=0)
     """The user's estimate of the run time in seconds (used by sjf / value-density)."""
 
     @field_validator("family")
     @classmethod
     def _family(cls, value: str | None) -> str | None:
-        if value is not None and value not in MODEL_FAMILIES:
+        if value is not None and value != AUTO_FAMILY and value not in MODEL_FAMILIES:
             raise ValueError(
                 f"unknown model family {value!r}; use one of {', '.join(MODEL_FAMILIES)}, "
-                "or leave it out"
+                f"{AUTO_FAMILY!r} (inferred from training.model), or leave it out"
             )
         return value
 

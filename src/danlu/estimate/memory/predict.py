@@ -7,6 +7,7 @@ from dataclasses import asdict, dataclass, field
 from typing import Any
 
 from danlu.core.errors import SpecError
+from danlu.estimate.family import ModelSummary, infer_family
 from danlu.estimate.memory.allocator import CachingAllocatorModel
 from danlu.estimate.memory.fit import (
     DEFAULT_MAX_EXTRAPOLATION,
@@ -46,6 +47,9 @@ class MemoryEstimate:
     warnings: list[str] = field(default_factory=list)
     window_live: list[int] = field(default_factory=list, repr=False)
     phase_peaks: dict[str, int] = field(default_factory=dict)
+    family: str | None = None
+    """The model's family for the GPU-sharing interference model, inferred from the traced
+    layers (:func:`danlu.estimate.family.infer_family`; ``None``: none recognised)."""
 
     def to_json(self) -> dict[str, Any]:
         """A JSON-ready dict (all sizes integers, in bytes; without the step's live curve)."""
@@ -114,7 +118,16 @@ def replay(tr: StepTrace, gpu: GpuSpec) -> MemoryEstimate:
         warnings=warnings,
         phase_peaks=dict(tr.phase_peaks),
         window_live=list(tr.window_live),
+        family=infer_family(summarize(tr)),
     )
+
+
+def summarize(tr: StepTrace) -> ModelSummary:
+    """The traced model's layers, and the activation bytes one sample keeps: the peak of
+    the forward and backward passes above what the step starts with, over the batch."""
+    passes = tr.phase_peaks.get("passes", tr.peak_logical_bytes)
+    per_sample = max(passes - tr.step_start_bytes, 0) / max(tr.batch_size, 1)
+    return ModelSummary(dict(tr.modules), dict(tr.module_parameters), per_sample)
 
 
 def synthesize(a: StepTrace, b: StepTrace, batch_size: int) -> StepTrace | None:

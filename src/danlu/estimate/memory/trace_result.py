@@ -64,6 +64,8 @@ class StepTrace:
     (``cublas``: a cuBLAS handle's workspace; ``conv``: a cuDNN workspace, ``attn_bwd``: an
     attention backward's accumulators), applied by the allocator model per GPU type.
     ``host_ids`` are storages that live in host memory on a GPU (optimizer step counters).
+    ``modules`` counts the model's modules by class name and ``module_parameters`` the
+    parameters each class holds directly (what :mod:`danlu.estimate.family` reads).
     """
 
     batch_size: int
@@ -79,6 +81,8 @@ class StepTrace:
     trace_seconds: float = 0.0
     phase_peaks: dict[str, int] = field(default_factory=dict)
     window_live: list[int] = field(default_factory=list)
+    modules: dict[str, int] = field(default_factory=dict)
+    module_parameters: dict[str, int] = field(default_factory=dict)
 
     def to_json(self) -> dict[str, Any]:
         """A JSON-ready dict."""

@@ -120,6 +120,7 @@ def _trace_one(req: TraceRequest, batch_size: int) -> StepTrace:
         with tracker:
             model, make_batch, loss_fn = steps.build(factory, req.model_ref)
             model.train()
+            modules, module_parameters = _layers(model)
             if req.checkpointing:
                 steps.enable_checkpointing(model, req.model_ref)
             param_sids = {
@@ -202,7 +203,22 @@ def _trace_one(req: TraceRequest, batch_size: int) -> StepTrace:
             "passes": peak_in_window(events, start, opt_at, hosts)[0],
             "optimizer": peak_in_window(events, opt_at, end, hosts)[0],
         },
+        modules=modules,
+        module_parameters=module_parameters,
     )
+
+
+def _layers(model: torch.nn.Module) -> tuple[dict[str, int], dict[str, int]]:
+    """The model's modules by class name, and the parameters each class holds directly."""
+    modules: dict[str, int] = {}
+    parameters: dict[str, int] = {}
+    for module in model.modules():
+        name = type(module).__name__
+        modules[name] = modules.get(name, 0) + 1
+        held = sum(p.numel() for p in module.parameters(recurse=False))
+        if held:
+            parameters[name] = parameters.get(name, 0) + held
+    return modules, parameters
 
 
 def _breakdown(

@@ -11,11 +11,11 @@ from __future__ import annotations
 import concurrent.futures
 import logging
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import TYPE_CHECKING, Any, TypeVar
 
 from danlu.core.cluster import Cluster
-from danlu.core.spec import JobSpec
+from danlu.core.spec import AUTO_FAMILY, JobSpec
 
 if TYPE_CHECKING:
     from danlu.estimate.memory.gpus import GpuSpec
@@ -28,10 +28,12 @@ T = TypeVar("T")
 
 @dataclass(frozen=True, slots=True)
 class Estimate:
-    """The resolved bytes per GPU (``None``: whole GPUs) and a note for the pending reason."""
+    """The resolved bytes per GPU (``None``: whole GPUs) and a note for the pending reason;
+    ``family``: the model family the trace recognised (``None``: not traced, or none)."""
 
     gpu_memory: int | None
     note: str | None = None
+    family: str | None = None
 
 
 def _gpu_name(spec: JobSpec, cluster: Cluster) -> str:
@@ -55,12 +57,13 @@ def _gpu_or_default(gpu_name: str) -> GpuSpec:
 
 def _predict(
     model_ref: str, batch_size: int, gpu_name: str, workers: WarmTracers | None = None
-) -> int:
+) -> tuple[int, str | None]:
+    """(peak bytes on the GPU, model family) of one trace at ``batch_size``."""
     from danlu.estimate.memory import TraceRequest, estimate_memory
 
     gpu = _gpu_or_default(gpu_name)
     estimates = estimate_memory(TraceRequest(model_ref, (batch_size,)), gpu, workers=workers)
-    return max(e.peak_device_bytes for e in estimates)
+    return max(e.peak_device_bytes for e in estimates), estimates[0].family
 
 
 def _auto_batch(spec: JobSpec) -> int:
@@ -96,12 +99,13 @@ def resolve_gpu_memory(
     model = spec.training.model
     if not model:
         return Estimate(None, "gpu_memory: auto without training.model: using whole GPUs")
-    value, why = _in_worker(
+    traced, why = _in_worker(
         _predict, timeout, model, _auto_batch(spec), _gpu_name(spec, cluster), workers
     )
-    if value is None:
+    if traced is None:
         return Estimate(None, f"memory estimate {why}: using whole GPUs")
-    return Estimate(int(value), f"gpu_memory estimated at {value} bytes per GPU")
+    value, family = traced
+    return Estimate(int(value), f"gpu_memory estimated at {value} bytes per GPU", family)
 
 
 MICRO_BATCH_TRACES = (2, 8, 32)
@@ -116,10 +120,11 @@ def _largest_micro_batch(
     upper: int,
     auto_batch: int | None = None,
     workers: WarmTracers | None = None,
-) -> tuple[int | None, int | None]:
-    """(the largest safe micro-batch, the peak at ``auto_batch``): one trace subprocess. With
-    ``auto_batch`` (``gpu_memory: auto``) that batch is traced too, its peak is the job's
-    memory share and bounds the micro-batch (``limit`` is then ignored)."""
+) -> tuple[int | None, int | None, str | None]:
+    """(the largest safe micro-batch, the peak at ``auto_batch``, the model family): one
+    trace subprocess. With ``auto_batch`` (``gpu_memory: auto``) that batch is traced too,
+    its peak is the job's memory share and bounds the micro-batch (``limit`` is then
+    ignored)."""
     from danlu.estimate.memory import TraceRequest, fit_memory_model
     from danlu.estimate.optimize import largest_safe_batch
 
@@ -136,7 +141,7 @@ def _largest_micro_batch(
     except Exception as exc:  # the peak still stands without a micro-batch limit
         log.info("micro-batch limit of %s failed: %s", model_ref, exc)
         micro = None
-    return micro, peak
+    return micro, peak, fitted.estimates[max(fitted.estimates)].family
 
 
 def _micro_limit_inputs(spec: JobSpec) -> tuple[str, int] | None:
@@ -158,7 +163,7 @@ def _traced_micro_batch(
     workers: WarmTracers | None,
     *,
     auto: bool = False,
-) -> tuple[tuple[int | None, int | None] | None, str]:
+) -> tuple[tuple[int | None, int | None, str | None] | None, str]:
     """:func:`_largest_micro_batch` of the job's model (``inputs``: its reference and largest
     batch) in a worker thread with ``timeout``; ``auto``: trace the ``gpu_memory: auto``
     batch too. (its value, "") or (None, why not)."""
@@ -181,19 +186,38 @@ def resolve_memory(
 ) -> tuple[Estimate, int | None]:
     """:func:`resolve_gpu_memory` and :func:`resolve_micro_batch_limit` together: a job that
     needs both (``gpu_memory: auto`` and an elastic global batch) has its model traced once,
-    at the micro-batch sizes and its batch in one subprocess, instead of twice.
+    at the micro-batch sizes and its batch in one subprocess, instead of twice. The
+    estimate's ``family`` is what those traces recognised; with ``training.family: auto``
+    and no trace needed otherwise, the model is traced once at its ``auto`` batch for it.
     ``workers``: trace in one of these (see :class:`WarmTracers`)."""
     inputs = _micro_limit_inputs(spec)
     if spec.resources.gpu_memory != "auto" or inputs is None:
         estimate = resolve_gpu_memory(spec, cluster, timeout, workers)
-        limit = resolve_micro_batch_limit(spec, cluster, timeout, estimate.gpu_memory, workers)
-        return estimate, limit
-    both, why = _traced_micro_batch(spec, cluster, timeout, inputs, None, workers, auto=True)
-    micro, peak = both if both is not None else (None, None)
-    if peak is None:
-        return Estimate(None, f"memory estimate {why or 'failed'}: using whole GPUs"), None
-    estimate = Estimate(int(peak), f"gpu_memory estimated at {peak} bytes per GPU")
-    return estimate, int(micro) if micro is not None and micro >= 1 else None
+        traced = spec.resources.gpu_memory == "auto" and bool(spec.training.model)
+        limit, family, limit_traced = _micro_batch_limit(
+            spec, cluster, timeout, estimate.gpu_memory, workers
+        )
+        if estimate.family is None and family is not None:
+            estimate = replace(estimate, family=family)
+        traced = traced or limit_traced
+    else:
+        both, why = _traced_micro_batch(spec, cluster, timeout, inputs, None, workers, auto=True)
+        micro, peak, family = both if both is not None else (None, None, None)
+        traced = True
+        limit = int(micro) if micro is not None and micro >= 1 else None
+        if peak is None:
+            estimate = Estimate(None, f"memory estimate {why or 'failed'}: using whole GPUs")
+            limit = None
+        else:
+            estimate = Estimate(int(peak), f"gpu_memory estimated at {peak} bytes per GPU", family)
+    model = spec.training.model
+    if spec.training.family == AUTO_FAMILY and not traced and model:
+        found, _ = _in_worker(
+            _predict, timeout, model, _auto_batch(spec), _gpu_name(spec, cluster), workers
+        )
+        if found is not None:
+            estimate = replace(estimate, family=found[1])
+    return estimate, limit
 
 
 def resolve_micro_batch_limit(
@@ -208,9 +232,23 @@ def resolve_micro_batch_limit(
     ``gpu_memory`` bytes (its memory share) or else the whole GPU of its type; at most the
     job's largest batch. None for other jobs, and when the estimate fails or times out (then
     ``danlu.train``'s OOM guard finds the micro-batch)."""
+    return _micro_batch_limit(spec, cluster, timeout, gpu_memory, workers)[0]
+
+
+def _micro_batch_limit(
+    spec: JobSpec,
+    cluster: Cluster,
+    timeout: float,
+    gpu_memory: int | None,
+    workers: WarmTracers | None,
+) -> tuple[int | None, str | None, bool]:
+    """:func:`resolve_micro_batch_limit`, with the model family its trace recognised and
+    whether it traced at all."""
     inputs = _micro_limit_inputs(spec)
     if inputs is None:
-        return None
+        return None, None, False
     both, _ = _traced_micro_batch(spec, cluster, timeout, inputs, gpu_memory, workers)
-    value = both[0] if both is not None else None
-    return int(value) if value is not None and value >= 1 else None
+    if both is None:
+        return None, None, True
+    value, _, family = both
+    return (int(value) if value is not None and value >= 1 else None), family, True

@@ -9,7 +9,7 @@ from typing import Annotated, Any
 from fastapi import APIRouter, Query
 from fastapi.responses import Response, StreamingResponse
 
-from danlu.core.spec import JobSpec
+from danlu.core.spec import AUTO_FAMILY, JobSpec
 from danlu.executors import Handle, UnknownHandleError
 from danlu.server.db import User
 from danlu.server.errors import PermissionDenied
@@ -61,10 +61,22 @@ def submit_job(spec: JobSpec, user: Caller, state: State) -> dict[str, Any]:
     estimate, micro = resolve_memory(spec, cluster, state.estimate_timeout, state.tracers)
     with state.db.session() as session:
         job = jobs.submit(
-            session, spec, user, gpu_memory=estimate.gpu_memory, micro_batch_limit=micro
+            session,
+            spec,
+            user,
+            gpu_memory=estimate.gpu_memory,
+            micro_batch_limit=micro,
+            family=estimate.family,
         )
-        if estimate.note and spec.resources.gpu_memory == "auto":
-            job.pending_reason = f"waiting for the next scheduling round ({estimate.note})"
+        notes = [estimate.note] if estimate.note and spec.resources.gpu_memory == "auto" else []
+        if spec.training.family == AUTO_FAMILY:
+            notes.append(
+                f"model family {estimate.family} inferred from its layers"
+                if estimate.family
+                else "no model family recognised: the interference model uses its median pair"
+            )
+        if notes:
+            job.pending_reason = f"waiting for the next scheduling round ({'; '.join(notes)})"
         out = job_out(job)
     if state.wake is not None:
         state.wake()

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from danlu.core.cluster import MILLI_PER_GPU, Cluster, gpu_type
 from danlu.core.errors import SpecError, UnknownNameError
-from danlu.core.spec import JobSpec
+from danlu.core.spec import AUTO_FAMILY, JobSpec
 from danlu.core.units import format_bytes
 from danlu.sched.view import JobRequest
 from danlu.server.db.models import Project
@@ -71,8 +71,15 @@ def build_request(
         project=spec.project,
         seq=seq,
         batch_size=spec.training.global_batch_size,
-        family=spec.training.family or "",
+        family=known_family(spec),
     )
+
+
+def known_family(spec: JobSpec) -> str:
+    """The spec's model family for the scheduler: ``""`` when unset or still ``auto`` (not
+    inferred: the interference model then uses its median pair)."""
+    family = spec.training.family or ""
+    return "" if family == AUTO_FAMILY else family
 
 
 def check_spec_shape(spec: JobSpec) -> None:
@@ -86,6 +93,12 @@ def check_spec_shape(spec: JobSpec) -> None:
         )
     if not spec.command:
         raise SpecError("command", "this field is required: the argv list to run")
+    if spec.training.family == AUTO_FAMILY and not spec.training.model:
+        raise SpecError(
+            "training.family",
+            f"{AUTO_FAMILY!r} infers the family from training.model, which is not set: "
+            "set training.model to the model's factory or name the family",
+        )
 
 
 def _sizes(request: JobRequest, cluster: Cluster) -> dict[int, int]:

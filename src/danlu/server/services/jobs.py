@@ -16,7 +16,7 @@ from sqlalchemy.orm.exc import StaleDataError
 
 from danlu.core.cluster import MILLI_PER_GPU
 from danlu.core.errors import PlacementError, SpecError
-from danlu.core.spec import JobSpec, parse_spec
+from danlu.core.spec import AUTO_FAMILY, JobSpec, parse_spec
 from danlu.core.state import JobState, check_transition, restart_backoff
 from danlu.core.units import format_bytes
 from danlu.server.db.models import Job, JobEvent, User
@@ -81,6 +81,7 @@ def submit(
     *,
     gpu_memory: int | None = None,
     micro_batch_limit: int | None = None,
+    family: str | None = None,
     now: float | None = None,
 ) -> Job:
     """Validate and admit ``spec`` for ``user`` and queue it as PENDING.
@@ -88,13 +89,18 @@ def submit(
     ``gpu_memory`` overrides the per-GPU bytes (the caller's estimate for ``gpu_memory:
     auto``, computed outside the transaction); ``auto`` without it means whole GPUs.
     ``micro_batch_limit``: the largest per-GPU micro-batch the memory model predicts to fit
-    (also estimated outside the transaction), or None.
+    (also estimated outside the transaction), or None. ``family``: the model family the
+    trace recognised, stored as ``training.family`` when the spec says ``auto`` (which stays
+    when it is None: the scheduler then treats the family as unknown).
     Raises :class:`SpecError` (invalid field), :class:`AdmissionError` (can never fit the
     inventory or the project's quota, naming the field) or :class:`PermissionDenied`.
     """
     t = resolve_now(now)
     parsed = spec if isinstance(spec, JobSpec) else parse_spec(dict(spec))
     admission.check_spec_shape(parsed)
+    if parsed.training.family == AUTO_FAMILY and family is not None:
+        training = parsed.training.model_copy(update={"family": family})
+        parsed = parsed.model_copy(update={"training": training})
     if gpu_memory is not None and gpu_memory < 0:
         raise SpecError("resources.gpu_memory", "a size cannot be negative")
     owner = _owner(session, parsed, user)
