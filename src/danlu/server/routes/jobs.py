@@ -73,7 +73,8 @@ def submit_job(spec: JobSpec, user: Caller, state: State) -> dict[str, Any]:
             notes.append(
                 f"model family {estimate.family} inferred from its layers"
                 if estimate.family
-                else "no model family recognised: the interference model uses its median pair"
+                else "model family not inferred (no layer it knows, or the trace failed): "
+                "the interference model uses its median pair"
             )
         if notes:
             job.pending_reason = f"waiting for the next scheduling round ({'; '.join(notes)})"
