@@ -142,45 +142,33 @@ def share_walk(
     ``p_max`` caps the exponents read off the jobs' options; ``measured``: they are read
     off the sizes each job was measured at only (see :func:`profile`)."""
     chosen, locked, free = grant_pinned(options, capacity, pinned)
-    # what the jobs ranked after each position amount to: how many of them the job would
-    # delay (a held job only by the share of its fastest size it does not hold yet, one
-    # that may not grow not at all), their summed exponents (so weighted) and the GPUs
-    # they could still use
-    size = len(order)
-    p_single = min(P_SINGLE, p_max)
-    n_after = [0.0] * (size + 1)
-    p_after = [0.0] * (size + 1)
-    room_after = [0] * (size + 1)
-    for rank in range(size - 1, -1, -1):
-        j = order[rank]
-        opts = options[j]
-        if len(opts) == 1:  # most waiting jobs at scale (profile's answer, without a call)
-            p, room = p_single, opts[0].gpus
-        else:
-            p, room = profile(opts, p_max, measured)
-        weight = 1.0
-        if locked[j]:
-            held = options[j][chosen[j]].gpus
-            grows = may_grow is not None and may_grow[j]
-            room = max(room - held, 0) if grows else 0
-            weight = room / (room + held) if room > 0 else 0.0
-        n_after[rank] = n_after[rank + 1] + weight
-        p_after[rank] = p_after[rank + 1] + weight * p
-        room_after[rank] = room_after[rank + 1] + room
+    n_after, p_after, room_after = _behind(
+        options, order, chosen, locked, may_grow, min(P_SINGLE, p_max), p_max, measured
+    )
+    inf = math.inf
     for rank, j in enumerate(order):
         if free <= 0:
             break
         opts = options[j]
         if not opts:
             continue
+        if locked[j]:
+            if may_grow is None or not may_grow[j]:
+                continue
+            held = opts[chosen[j]].gpus
+            current = chosen[j]  # held: may grow in its turn, never shrinks
+        else:
+            if len(opts) == 1:  # _choose's answer for one option, without the call
+                only = opts[0]
+                if only.gpus <= free and only.seconds < inf:
+                    chosen[j] = 0
+                    free -= only.gpus
+                continue
+            held, current = 0, -1
         behind = n_after[rank + 1]
         p_rest = p_after[rank + 1] / behind if behind > 0 else 0.0
         room = room_after[rank + 1]
-        held = opts[chosen[j]].gpus if locked[j] else 0
-        if locked[j] and (may_grow is None or not may_grow[j]):
-            continue
         left = free + held
-        current = chosen[j] if locked[j] else -1  # held: may grow in its turn, never shrinks
         best = _choose(opts, current, left, behind, p_rest, room, price_scale, hysteresis)
         if best >= 0:
             chosen[j] = best
@@ -188,3 +176,50 @@ def share_walk(
     if free <= 0:
         return chosen
     return spare_pass(options, order, chosen, free, locked, may_grow, hysteresis, spare_gain)
+
+
+def _behind(
+    options: Sequence[Sequence[Option]],
+    order: Sequence[int],
+    chosen: Sequence[int],
+    locked: Sequence[bool],
+    may_grow: Sequence[bool] | None,
+    p_single: float,
+    p_max: float,
+    measured: bool,
+) -> tuple[list[float], list[float], list[int]]:
+    """What the jobs ranked at or after each position amount to (one more entry, 0, past
+    the last rank): how many of them a job ahead would delay (a held job only by the share
+    of its fastest size it does not hold yet, one that may not grow not at all), their
+    exponents summed (so weighted) and the GPUs they could still use. Summed from the last
+    rank up; a waiting job with one option (most of them at scale) adds 1, ``p_single``
+    and its GPUs without a call to :func:`profile`."""
+    n_sum, p_sum, room_sum = 0.0, 0.0, 0
+    n_after, p_after, room_after = [n_sum], [p_sum], [room_sum]
+    for j in reversed(order):
+        opts = options[j]
+        if len(opts) == 1 and not locked[j]:
+            n_sum += 1.0
+            p_sum += p_single
+            room_sum += opts[0].gpus
+        else:
+            if len(opts) == 1:
+                p, room = p_single, opts[0].gpus
+            else:
+                p, room = profile(opts, p_max, measured)
+            weight = 1.0
+            if locked[j]:
+                held = opts[chosen[j]].gpus
+                grows = may_grow is not None and may_grow[j]
+                room = max(room - held, 0) if grows else 0
+                weight = room / (room + held) if room > 0 else 0.0
+            n_sum += weight
+            p_sum += weight * p
+            room_sum += room
+        n_after.append(n_sum)
+        p_after.append(p_sum)
+        room_after.append(room_sum)
+    n_after.reverse()
+    p_after.reverse()
+    room_after.reverse()
+    return n_after, p_after, room_after
