@@ -11,12 +11,18 @@ the views is not timed (the adapter's cost, not the policy's).
 
     python benchmarks/sched_latency.py [--repeats 100] [--churn 20]
         [--policies fifo,priority,sjf,tiresias,value-density,danlu] [--fresh-statuses]
-        [--preempting]
+        [--preempting] [--pause-collector]
+
+``--pause-collector``: Python's cyclic garbage collector is off in each timed round and back
+on between rounds, as the server's reconcile loop runs its round
+(:func:`danlu.server.reconcile.collector_paused`): a full collection then lands between
+rounds instead of in one (by default it may land in any round, as in a library caller's).
 """
 
 from __future__ import annotations
 
 import argparse
+import contextlib
 import random
 import statistics
 import time
@@ -25,6 +31,7 @@ from dataclasses import replace
 from danlu.core.cluster import Allocation, Cluster
 from danlu.sched import ClusterView, JobRequest, JobStatus, Plan, make_policy
 from danlu.sched.placement.gang import FreeMap
+from danlu.server.reconcile import collector_paused
 
 SIZES = [1, 1, 1, 1, 2, 2, 4, 8]
 RUNNING_SIZES = [1, 2, 4, 4, 4, 8]
@@ -207,7 +214,14 @@ def main() -> None:
         help="preempted jobs hold their GPUs for one round as PREEMPTING (non-preemptible) "
         "jobs before they wait, as in the server: the capacity changes whenever jobs drain",
     )
+    parser.add_argument(
+        "--pause-collector",
+        action="store_true",
+        help="the cyclic garbage collector off in each timed round, as the server's "
+        "reconcile loop has it (collections land between rounds)",
+    )
     args = parser.parse_args()
+    paused = collector_paused if args.pause_collector else contextlib.nullcontext
 
     started = time.perf_counter()
     view = build_view(args.nodes, args.gpus_per_node, args.pending, args.running)
@@ -239,9 +253,10 @@ def main() -> None:
         plan = first_plan
         moves = 0
         for _ in range(args.repeats):
-            t0 = time.perf_counter()
-            plan = policy.schedule(steady)
-            times.append((time.perf_counter() - t0) * 1000)
+            with paused():
+                t0 = time.perf_counter()
+                plan = policy.schedule(steady)
+                times.append((time.perf_counter() - t0) * 1000)
             moves += len(plan.starts) + len(plan.preempts)
             steady = apply_plan(steady, plan, args.churn, rng, draining)
             if args.fresh_statuses:
