@@ -39,9 +39,7 @@ def test_no_limit_for_other_jobs_or_a_failing_model() -> None:
     assert resolve_micro_batch_limit(broken, CLUSTER, 120.0) is None
 
 
-def test_auto_memory_and_the_micro_batch_limit_come_from_one_trace(
-    monkeypatch: pytest.MonkeyPatch,
-) -> None:
+def _counting(monkeypatch: pytest.MonkeyPatch) -> list[tuple[int, ...]]:
     calls: list[tuple[int, ...]] = []
     real = predict.trace
 
@@ -50,6 +48,13 @@ def test_auto_memory_and_the_micro_batch_limit_come_from_one_trace(
         return real(req, progress, workers=workers)
 
     monkeypatch.setattr(predict, "trace", counted)
+    return calls
+
+
+def test_auto_memory_and_the_micro_batch_limit_come_from_one_trace(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    calls = _counting(monkeypatch)
     spec = parse_spec(
         {
             "name": "j",
@@ -64,18 +69,6 @@ def test_auto_memory_and_the_micro_batch_limit_come_from_one_trace(
     # the share is the peak at batch 64, so the limit keeps 5 % of it spare: below 64
     assert micro is not None and 1 <= micro < 64
     assert estimate.family == "cnn-small"  # read off the same trace
-
-
-def _counting(monkeypatch: pytest.MonkeyPatch) -> list[tuple[int, ...]]:
-    calls: list[tuple[int, ...]] = []
-    real = predict.trace
-
-    def counted(req: Any, progress: Any = None, workers: Any = None) -> Any:
-        calls.append(tuple(req.batch_sizes))
-        return real(req, progress, workers=workers)
-
-    monkeypatch.setattr(predict, "trace", counted)
-    return calls
 
 
 def test_an_auto_family_comes_from_the_trace_the_job_needs_anyway(
