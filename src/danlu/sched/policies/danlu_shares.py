@@ -192,30 +192,25 @@ def _behind(
     the last rank): how many of them a job ahead would delay (a held job only by the share
     of its fastest size it does not hold yet, one that may not grow not at all), their
     exponents summed (so weighted) and the GPUs they could still use. Summed from the last
-    rank up; a waiting job with one option (most of them at scale) adds 1, ``p_single``
-    and its GPUs without a call to :func:`profile`."""
+    rank up; a job with one option (most waiting jobs at scale) gets ``p_single`` and its
+    GPUs without a call to :func:`profile`."""
     n_sum, p_sum, room_sum = 0.0, 0.0, 0
     n_after, p_after, room_after = [n_sum], [p_sum], [room_sum]
     for j in reversed(order):
         opts = options[j]
-        if len(opts) == 1 and not locked[j]:
-            n_sum += 1.0
-            p_sum += p_single
-            room_sum += opts[0].gpus
+        if len(opts) == 1:
+            p, room = p_single, opts[0].gpus
         else:
-            if len(opts) == 1:
-                p, room = p_single, opts[0].gpus
-            else:
-                p, room = profile(opts, p_max, measured)
-            weight = 1.0
-            if locked[j]:
-                held = opts[chosen[j]].gpus
-                grows = may_grow is not None and may_grow[j]
-                room = max(room - held, 0) if grows else 0
-                weight = room / (room + held) if room > 0 else 0.0
-            n_sum += weight
-            p_sum += weight * p
-            room_sum += room
+            p, room = profile(opts, p_max, measured)
+        weight = 1.0
+        if locked[j]:
+            held = opts[chosen[j]].gpus
+            grows = may_grow is not None and may_grow[j]
+            room = max(room - held, 0) if grows else 0
+            weight = room / (room + held) if room > 0 else 0.0
+        n_sum += weight
+        p_sum += weight * p
+        room_sum += room
         n_after.append(n_sum)
         p_after.append(p_sum)
         room_after.append(room_sum)
