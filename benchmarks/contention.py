@@ -74,13 +74,12 @@ def main() -> None:
         for number in (int(w) for w in args.workloads.split(",")):
             began = time.perf_counter()
             workload = load_workload(DATA / FOLDERS[load] / f"workload-{number}.csv")
-            cells: list[str] = []
-            danlu_solo = 0.0
-            for name, policy in policies.items():
-                solo, full = averages(workload, policy, config, profiles)
-                width = 11 if name == "pollux" else 10
-                cells.append(f"{solo:>{width}.1f} {full:>7.1f} {full - solo:>10.1f}")
-                danlu_solo = solo
+            runs = {name: averages(workload, p, config, profiles) for name, p in policies.items()}
+            cells = [
+                f"{solo:>{len(name) + 5}.1f} {full:>7.1f} {full - solo:>10.1f}"
+                for name, (solo, full) in runs.items()
+            ]
+            danlu_solo = runs["danlu"][0]
             target = TARGET * POLLUX[(load, number)][0]
             print(
                 f"{load:>4} {number:>8} {' '.join(cells)} {target:>7.1f} "
