@@ -11,12 +11,16 @@ the views is not timed (the adapter's cost, not the policy's).
 
     python benchmarks/sched_latency.py [--repeats 100] [--churn 20]
         [--policies fifo,priority,sjf,tiresias,value-density,danlu] [--fresh-statuses]
-        [--preempting] [--pause-collector]
+        [--preempting] [--default-gc]
 
-``--pause-collector``: Python's cyclic garbage collector is off in each timed round and back
-on between rounds, as the server's reconcile loop runs its round
-(:func:`danlu.server.reconcile.collector_paused`): a full collection then lands between
-rounds instead of in one (by default it may land in any round, as in a library caller's).
+The garbage collector runs as in the server's process (:mod:`danlu.server.reconcile`):
+the control plane's thresholds (``tune_collector``) and the cyclic collector off in each
+timed round and back on between rounds (``collector_paused``), so a full collection lands
+between rounds, as it does in the reconcile loop. ``--default-gc``: Python's thresholds and
+the collector on throughout, as in a library caller's process; a full collection of the
+heap (the statuses, the options and the policy's caches) may then land in a timed round.
+``--pause-collector`` pauses the collector in the timed rounds (the default; with
+``--default-gc``, Python's thresholds and the rounds paused).
 """
 
 from __future__ import annotations
@@ -31,7 +35,7 @@ from dataclasses import replace
 from danlu.core.cluster import Allocation, Cluster
 from danlu.sched import ClusterView, JobRequest, JobStatus, Plan, make_policy
 from danlu.sched.placement.gang import FreeMap
-from danlu.server.reconcile import collector_paused
+from danlu.server.reconcile import collector_paused, tune_collector
 
 SIZES = [1, 1, 1, 1, 2, 2, 4, 8]
 RUNNING_SIZES = [1, 2, 4, 4, 4, 8]
@@ -215,13 +219,22 @@ def main() -> None:
         "jobs before they wait, as in the server: the capacity changes whenever jobs drain",
     )
     parser.add_argument(
+        "--default-gc",
+        action="store_true",
+        help="Python's collector thresholds and the collector on in the timed rounds (a "
+        "library caller's process), not the server's",
+    )
+    parser.add_argument(
         "--pause-collector",
         action="store_true",
-        help="the cyclic garbage collector off in each timed round, as the server's "
-        "reconcile loop has it (collections land between rounds)",
+        help="the collector off in each timed round, as the server runs it (the default; "
+        "with --default-gc: Python's thresholds, paused in the rounds)",
     )
     args = parser.parse_args()
-    paused = collector_paused if args.pause_collector else contextlib.nullcontext
+    if not args.default_gc:
+        tune_collector()
+    pause = args.pause_collector or not args.default_gc
+    paused = collector_paused if pause else contextlib.nullcontext
 
     started = time.perf_counter()
     view = build_view(args.nodes, args.gpus_per_node, args.pending, args.running)
