@@ -93,19 +93,27 @@ def resolve_gpu_memory(
     """The per-GPU bytes to admit ``spec`` with: the explicit value, the estimate for
     ``auto`` with a ``training.model``, or whole GPUs (``None``) with a note why.
     ``workers``: trace in one of these (see :class:`WarmTracers`)."""
+    return _gpu_memory_estimate(spec, cluster, timeout, workers)[0]
+
+
+def _gpu_memory_estimate(
+    spec: JobSpec, cluster: Cluster, timeout: float, workers: WarmTracers | None
+) -> tuple[Estimate, bool]:
+    """:func:`resolve_gpu_memory`, and whether it traced the model (a trace that failed or
+    timed out counts: it was tried)."""
     memory = spec.resources.gpu_memory
     if memory != "auto":
-        return Estimate(memory if isinstance(memory, int) and memory > 0 else None)
+        return Estimate(memory if isinstance(memory, int) and memory > 0 else None), False
     model = spec.training.model
     if not model:
-        return Estimate(None, "gpu_memory: auto without training.model: using whole GPUs")
+        return Estimate(None, "gpu_memory: auto without training.model: using whole GPUs"), False
     traced, why = _in_worker(
         _predict, timeout, model, _auto_batch(spec), _gpu_name(spec, cluster), workers
     )
     if traced is None:
-        return Estimate(None, f"memory estimate {why}: using whole GPUs")
+        return Estimate(None, f"memory estimate {why}: using whole GPUs"), True
     value, family = traced
-    return Estimate(int(value), f"gpu_memory estimated at {value} bytes per GPU", family)
+    return Estimate(int(value), f"gpu_memory estimated at {value} bytes per GPU", family), True
 
 
 MICRO_BATCH_TRACES = (2, 8, 32)
@@ -192,8 +200,7 @@ def resolve_memory(
     ``workers``: trace in one of these (see :class:`WarmTracers`)."""
     inputs = _micro_limit_inputs(spec)
     if spec.resources.gpu_memory != "auto" or inputs is None:
-        estimate = resolve_gpu_memory(spec, cluster, timeout, workers)
-        traced = spec.resources.gpu_memory == "auto" and bool(spec.training.model)
+        estimate, traced = _gpu_memory_estimate(spec, cluster, timeout, workers)
         limit, family, limit_traced = _micro_batch_limit(
             spec, cluster, timeout, estimate.gpu_memory, workers
         )
