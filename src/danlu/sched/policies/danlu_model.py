@@ -141,8 +141,8 @@ class JobModel:
         fewest nodes (or on ``nodes`` nodes); (0, 0) when no valid batch exists there."""
         if nodes is None:
             nodes = max(1, math.ceil(replicas / max(gpus_per_node, 1)))
-        # split_batch + goodput inlined (the policy's hottest loop): the same arithmetic in
-        # the same order, so the same floats; the splits depend on the limits only (cached)
+        # goodput inlined (the policy's hottest loop): the same arithmetic in the same order,
+        # so the same floats; the splits depend on the limits only (cached)
         sync = self.sync_time(nodes, replicas)
         alpha, beta, sqr, var = self.alpha, self.beta, self.grad_sqr, self.grad_var
         flat = sqr <= 0 and var <= 0
@@ -167,24 +167,18 @@ class JobModel:
 def batch_splits(
     min_local: int, max_local: int, init_batch: int, max_batch: int, replicas: int
 ) -> tuple[tuple[int, int, int, float], ...]:
-    """How ``danlu.train`` would run each valid candidate of :func:`batch_candidates`:
-    (micro-batches per step, micro-batch, global batch, global batch / ``init_batch``), in
-    the candidates' order; candidates whose micro-batch falls below ``min_local`` or whose
-    batch falls below ``init_batch`` once split are left out. :func:`split_batch`'s
-    arithmetic, for the limits only (cached)."""
+    """How ``danlu.train`` would run each valid candidate of :func:`batch_candidates`
+    (:func:`split_batch`): (micro-batches per step, micro-batch, global batch, global batch /
+    ``init_batch``), in the candidates' order; candidates whose micro-batch falls below
+    ``min_local`` or whose batch falls below ``init_batch`` once split are left out. A
+    function of the limits only, so it is cached."""
     out: list[tuple[int, int, int, float]] = []
-    ceil = math.ceil
     for batch in batch_candidates(min_local, max_local, init_batch, max_batch, replicas):
-        local = ceil(batch / replicas - _EPS)
-        accum = ceil(local / max_local - _EPS) - 1
-        if replicas == 1 and batch > init_batch:
-            accum = max(1, accum)
-        steps = accum + 1
-        atomic = min(ceil(local / steps - _EPS), int(max_batch / (replicas * steps)))
-        total = replicas * atomic * steps
-        if atomic < min_local or total < init_batch:
+        split = split_batch(replicas, batch, max_local, init_batch, max_batch)
+        total = split.batch
+        if split.atomic < min_local or total < init_batch:
             continue
-        out.append((steps, atomic, total, total / init_batch))
+        out.append((split.accum + 1, split.atomic, total, total / init_batch))
     return tuple(out)
 
 
