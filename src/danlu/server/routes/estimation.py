@@ -107,13 +107,21 @@ def _gpu_memory_estimate(
     model = spec.training.model
     if not model:
         return Estimate(None, "gpu_memory: auto without training.model: using whole GPUs"), False
-    traced, why = _in_worker(
-        _predict, timeout, model, _auto_batch(spec), _gpu_name(spec, cluster), workers
-    )
+    traced, why = _trace_auto_batch(spec, model, cluster, timeout, workers)
     if traced is None:
         return Estimate(None, f"memory estimate {why}: using whole GPUs"), True
     value, family = traced
     return Estimate(int(value), f"gpu_memory estimated at {value} bytes per GPU", family), True
+
+
+def _trace_auto_batch(
+    spec: JobSpec, model: str, cluster: Cluster, timeout: float, workers: WarmTracers | None
+) -> tuple[tuple[int, str | None] | None, str]:
+    """:func:`_predict` of ``model`` at the job's ``auto`` batch on its GPU type, in a worker
+    thread with ``timeout``: ((peak bytes, family), "") or (None, why not)."""
+    return _in_worker(
+        _predict, timeout, model, _auto_batch(spec), _gpu_name(spec, cluster), workers
+    )
 
 
 MICRO_BATCH_TRACES = (2, 8, 32)
@@ -219,9 +227,7 @@ def resolve_memory(
             estimate = Estimate(int(peak), f"gpu_memory estimated at {peak} bytes per GPU", family)
     model = spec.training.model
     if spec.training.family == AUTO_FAMILY and not traced and model:
-        found, _ = _in_worker(
-            _predict, timeout, model, _auto_batch(spec), _gpu_name(spec, cluster), workers
-        )
+        found, _ = _trace_auto_batch(spec, model, cluster, timeout, workers)
         if found is not None:
             estimate = replace(estimate, family=found[1])
     return estimate, limit
