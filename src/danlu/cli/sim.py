@@ -22,6 +22,7 @@ from danlu.core.cluster import Cluster
 from danlu.core.errors import ConfigError, DanluError
 from danlu.sched.registry import default_registry
 from danlu.sim.engine import SimConfig, Simulator
+from danlu.sim.interference import Interference
 from danlu.sim.metrics import SimResult
 from danlu.sim.workload import Workload, load_workload, synthetic_workload
 
@@ -175,6 +176,42 @@ EventOpt = Annotated[
     ),
 ]
 JsonOpt = Annotated[Path | None, typer.Option("--json", help="Write the results as JSON here.")]
+InterferenceOpt = Annotated[
+    Path | None,
+    typer.Option(
+        "--interference",
+        help="Gavel's physical_cluster_throughputs.json (e.g. ../shared/data/gavel/): slow jobs "
+        "that share a GPU as Gavel measured such pairs. Without it, sharing is free.",
+    ),
+]
+InterferenceGpuOpt = Annotated[
+    str,
+    typer.Option("--interference-gpu", help="Which GPU's measurements of that file to use."),
+]
+
+
+def _config(
+    interval: float,
+    restart_cost: float,
+    event_rounds: bool,
+    interference: Path | None,
+    interference_gpu: str,
+) -> SimConfig:
+    """The simulation settings of ``run`` and ``compare``."""
+    model = None
+    if interference is not None:
+        if not interference.is_file():
+            raise ConfigError(
+                f"--interference {interference} is not a file; point it at Gavel's "
+                "physical_cluster_throughputs.json (e.g. ../shared/data/gavel/)"
+            )
+        model = Interference.from_gavel(interference, interference_gpu)
+    return SimConfig(
+        interval=interval,
+        restart_cost=restart_cost,
+        event_rounds=event_rounds,
+        interference=model,
+    )
 
 
 @sim_app.command("run")
@@ -190,6 +227,8 @@ def run(
     interval: IntervalOpt = 60.0,
     restart_cost: RestartOpt = 30.0,
     event_rounds: EventOpt = False,
+    interference: InterferenceOpt = None,
+    interference_gpu: InterferenceGpuOpt = "v100",
     json_out: JsonOpt = None,
     plot: Annotated[Path | None, typer.Option("--plot", help="Write a PNG timeline here.")] = None,
     jobs: Annotated[int, typer.Option("--jobs", help="Jobs in the synthetic workload.")] = 200,
@@ -202,7 +241,7 @@ def run(
         if policy not in names:
             raise ConfigError(f"--policy: unknown policy {policy!r}; valid: {', '.join(names)}")
         wl = _load(workload, jobs, seed)
-        config = SimConfig(interval=interval, restart_cost=restart_cost, event_rounds=event_rounds)
+        config = _config(interval, restart_cost, event_rounds, interference, interference_gpu)
         cluster = Cluster.homogeneous(nodes, gpus_per_node)
         started = time.perf_counter()
         result = _simulate(
@@ -241,6 +280,8 @@ def compare(
     interval: IntervalOpt = 60.0,
     restart_cost: RestartOpt = 30.0,
     event_rounds: EventOpt = False,
+    interference: InterferenceOpt = None,
+    interference_gpu: InterferenceGpuOpt = "v100",
     json_out: JsonOpt = None,
     jobs: Annotated[int, typer.Option("--jobs", help="Jobs in the synthetic workload.")] = 200,
     seed: Annotated[int, typer.Option("--seed", help="Seed of the synthetic workload.")] = 0,
@@ -256,7 +297,7 @@ def compare(
                     f"--policies: unknown policy {name!r}; valid: {', '.join(registry.names())}"
                 )
         wl = _load(workload, jobs, seed)
-        config = SimConfig(interval=interval, restart_cost=restart_cost, event_rounds=event_rounds)
+        config = _config(interval, restart_cost, event_rounds, interference, interference_gpu)
         cluster = Cluster.homogeneous(nodes, gpus_per_node)
         results = [_simulate(wl, name, {}, cluster, config, traces, not quiet) for name in names]
     except DanluError as exc:

@@ -26,7 +26,7 @@ import bisect
 import heapq
 import math
 import operator
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Iterator, Mapping
 from dataclasses import dataclass, field
 
 import numpy as np
@@ -37,6 +37,7 @@ from danlu.core.state import Event, JobState, transition
 from danlu.sched.policies.base import Policy
 from danlu.sched.view import ClusterView, JobRequest, JobStatus, Plan
 from danlu.sim.elastic import ApplicationProfile, OutOfProfileError
+from danlu.sim.interference import Interference
 from danlu.sim.metrics import JobRecord, SimResult, Timeline
 from danlu.sim.progress import ProfiledProgress, Progress, RigidProgress
 from danlu.sim.workload import ProfiledWork, Workload, WorkloadJob
@@ -61,6 +62,10 @@ class SimConfig:
     none left to arrive, before those jobs fail as unschedulable; only while its plan says
     the decision may change with time (a finite ``Plan.recheck_at``: Pollux, for one, gives
     a job of age 0 no GPUs). With ``recheck_at`` infinite they fail at once."""
+    interference: Interference | None = None
+    """Slow jobs that share a GPU by how fast Gavel measured such pairs
+    (:mod:`danlu.sim.interference`); ``None``: sharing costs a job nothing. Applies to
+    rigid jobs (the only ones that ask for part of a GPU)."""
 
     def __post_init__(self) -> None:
         if not self.interval > 0:
@@ -156,6 +161,11 @@ class Simulator:
         self._finished: list[_Job] = []
         self._rejected: list[tuple[str, str]] = []
         self._heap: list[tuple[float, int, str, int]] = []
+        self._sharers: dict[int, dict[str, _Job]] = {}
+        """With an interference model: the jobs on each GPU (flat index) that asks for part
+        of a GPU, by id."""
+        self._touched: set[int] = set()
+        """GPUs whose sharers changed since their rates were last set."""
         self._events: list[Event] = []
         self._timeline = Timeline()
         self._rounds = 0
@@ -227,6 +237,7 @@ class Simulator:
         if not alloc:
             raise PlacementError(f"policy started {job.id} on an empty allocation")
         self._take(alloc, +1, job.id)
+        self._share(job, alloc, +1)
         now = self._now
         job.allocation = alloc
         job.last_start = now
@@ -255,6 +266,7 @@ class Simulator:
 
     def _release(self, job: _Job, at: float) -> None:
         self._take(job.allocation, -1, job.id)
+        self._share(job, job.allocation, -1)
         assert job.last_start is not None
         held = max(0.0, at - job.last_start)
         job.attained += held * job.allocation.gpu_milli / MILLI_PER_GPU
@@ -286,6 +298,70 @@ class Simulator:
         self._now = saved
         job.end_time = at
         self._finished.append(job)
+
+    def _share(self, job: _Job, alloc: Allocation, sign: int) -> None:
+        """With an interference model, record that ``job`` joins (+1) or leaves (-1) the
+        GPUs of ``alloc`` when it asks for part of a GPU."""
+        if self.config.interference is None or not job.request.shares_gpu:
+            return
+        for share in alloc.shares:
+            index = self._offsets[share.node] + share.gpu
+            on_gpu = self._sharers.setdefault(index, {})
+            if sign > 0:
+                on_gpu[job.id] = job
+            else:
+                on_gpu.pop(job.id, None)
+                if not on_gpu:
+                    del self._sharers[index]
+            self._touched.add(index)
+
+    def _rerate(self, at: float) -> None:
+        """Set, from ``at``, the speed of every rigid job on a GPU whose sharers changed, and
+        reschedule its completion when that speed changed."""
+        model = self.config.interference
+        touched, self._touched = self._touched, set()
+        if model is None:
+            return
+        for index in sorted(touched):
+            on_gpu = self._sharers.get(index, {})
+            for job_id, job in sorted(on_gpu.items()):
+                progress = job.progress
+                if not isinstance(progress, RigidProgress):
+                    continue
+                others = [o.request.family for i, o in on_gpu.items() if i != job_id]
+                rate = min(1.0, model.rate(job.request.family, others))
+                if rate == progress.rate:
+                    continue
+                progress.set_rate(at, rate)
+                finish = progress.finish_time()
+                assert finish is not None
+                job.version += 1
+                heapq.heappush(self._heap, (finish, job.request.seq, job.id, job.version))
+
+    def _completions(
+        self, instant: float, stepwise: list[tuple[float, int, _Job]]
+    ) -> Iterator[tuple[float, _Job]]:
+        """The jobs that complete by ``instant``, in time order (ties by submission): the
+        rigid ones from the event heap, merged with ``stepwise`` (sorted). The heap is read
+        one completion at a time, so a completion that speeds up the jobs it shared a GPU
+        with (:meth:`_rerate`, by the caller) moves their own completions first."""
+        i = 0
+        heap = self._heap
+        while True:
+            rigid = bool(heap) and heap[0][0] <= instant
+            if i < len(stepwise) and (
+                not rigid or (stepwise[i][0], stepwise[i][1]) < (heap[0][0], heap[0][1])
+            ):
+                finish, _, job = stepwise[i]
+                i += 1
+                yield finish, job
+            elif rigid:
+                finish, _, job_id, version = heapq.heappop(heap)
+                running = self._running.get(job_id)
+                if running is not None and running.version == version:
+                    yield finish, running
+            else:
+                return
 
     # -- rounds --------------------------------------------------------------------------
     def _apply(self, plan: Plan) -> int:
@@ -383,7 +459,10 @@ class Simulator:
         )
         self._rounds += 1
         plan = self.policy.schedule(view)
-        return self._apply(plan), plan.recheck_at
+        started = self._apply(plan)
+        if self._touched:
+            self._rerate(self._now)
+        return started, plan.recheck_at
 
     # -- main loop -----------------------------------------------------------------------
     def run(self) -> SimResult:
@@ -433,20 +512,17 @@ class Simulator:
             # Advance running jobs to the instant; completions are applied in time order and
             # each one is a point of the timeline (GPUs free up between instants too).
             done: list[tuple[float, int, _Job]] = []
-            while self._heap and self._heap[0][0] <= instant:
-                finish, _, job_id, version = heapq.heappop(self._heap)
-                job = self._running.get(job_id)
-                if job is not None and job.version == version:
-                    done.append((finish, job.request.seq, job))
             for job in list(self._stepwise.values()):
                 done_at = job.progress.advance(self._now, instant - self._now)
                 if done_at is not None:
                     done.append((done_at, job.request.seq, job))
             done.sort(key=lambda d: (d[0], d[1]))
-            for finish, _, job in done:
+            for finish, job in self._completions(instant, done):
                 self._complete(job, finish)
                 self._record(finish, measure_fragmentation=False)
                 changed = True
+                if self._touched:
+                    self._rerate(finish)
             self._now = instant
             if instant >= next_tick:
                 next_tick = instant + interval

@@ -98,16 +98,24 @@ class _RestartLedger:
 
 
 class RigidProgress(_RestartLedger):
-    """A job that needs ``duration`` seconds of running, wherever it runs."""
+    """A job that needs ``duration`` seconds of running, wherever it runs.
+
+    It runs at full speed unless the engine slows it (:meth:`set_rate`: it shares its GPU
+    with other jobs and the simulation models their interference)."""
 
     stepwise = False
 
     def __init__(self, duration: float, restart_cost: float = 30.0) -> None:
         self.duration = duration
         self.remaining = duration
+        """Seconds of running at full speed still needed (as of ``_started_at``)."""
         self.restart_cost = restart_cost
+        self.rate = 1.0
+        """Fraction of its full speed the job runs at now."""
         self._started_at: float | None = None
+        """Start of the current stretch at the current rate (``None``: not running)."""
         self._delay = 0.0
+        """Restart seconds still to pay, as of ``_started_at``."""
         self._starts = 0
         self._gpus = 0
 
@@ -122,13 +130,30 @@ class RigidProgress(_RestartLedger):
         self._delay = self.restart_cost if self._starts > 1 else 0.0
         self._started_at = now
         self._gpus = allocation.num_gpus
+        self.rate = 1.0
+
+    def _settle(self, now: float) -> None:
+        """Account for the current stretch up to ``now`` and begin a new one there."""
+        if self._started_at is None:
+            return
+        elapsed = max(0.0, now - self._started_at)
+        paid = min(elapsed, self._delay)
+        self._charge_restart(paid, self._gpus)
+        self._delay -= paid
+        self.remaining = max(0.0, self.remaining - (elapsed - paid) * self.rate)
+        self._started_at = now
+
+    def set_rate(self, now: float, rate: float) -> None:
+        """From ``now`` on the job runs at ``rate`` (0 < rate <= 1) of its full speed."""
+        if not 0.0 < rate <= 1.0:
+            raise ValueError(f"rate must be in (0, 1], got {rate}")
+        self._settle(now)
+        self.rate = rate
 
     def stop(self, now: float) -> None:
         if self._started_at is None:
             return
-        elapsed = max(0.0, now - self._started_at)
-        self._charge_restart(min(elapsed, self._delay), self._gpus)
-        self.remaining = max(0.0, self.remaining - max(0.0, elapsed - self._delay))
+        self._settle(now)
         self._started_at = None
 
     def rebatch(self, now: float, batch_size: int, adaptive: bool = False) -> None:
@@ -137,7 +162,7 @@ class RigidProgress(_RestartLedger):
     def finish_time(self) -> float | None:
         if self._started_at is None:
             return None
-        return self._started_at + self._delay + self.remaining
+        return self._started_at + self._delay + self.remaining / self.rate
 
     def advance(self, now: float, seconds: float) -> float | None:
         raise NotImplementedError("rigid jobs are closed-form; use finish_time()")
@@ -148,7 +173,7 @@ class RigidProgress(_RestartLedger):
     def fraction(self, now: float) -> float:
         done = self.duration - self.remaining
         if self._started_at is not None:
-            done += max(0.0, now - self._started_at - self._delay)
+            done += max(0.0, now - self._started_at - self._delay) * self.rate
         return min(1.0, done / self.duration) if self.duration > 0 else 1.0
 
 

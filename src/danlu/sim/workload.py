@@ -8,7 +8,10 @@ Formats, recognised from the CSV header:
   rigid jobs of known duration; submission times are relative to the first job.
 - **openb**: ``name,cpu_milli,memory_mib,num_gpu,gpu_milli,...,creation_time,deletion_time,
   scheduled_time`` (Alibaba GPU trace 2023): rigid jobs, fractional GPUs allowed.
-- **danlu**: ``name,submit_time,gpus,duration[,priority][,gpu_memory]``: a plain rigid list.
+- **danlu**: ``name,submit_time,gpus,duration[,priority][,gpu_memory][,family]``: a plain
+  rigid list; ``gpu_memory`` (bytes) > 0 asks for that part of one GPU, ``family`` names the
+  model's family (:data:`~danlu.core.spec.MODEL_FAMILIES`, empty: unknown) for the sharing
+  rule and the simulator's co-location slowdown.
 """
 
 from __future__ import annotations
@@ -24,6 +27,7 @@ from pathlib import Path
 
 from danlu.core.cluster import MILLI_PER_GPU
 from danlu.core.errors import DataError
+from danlu.core.spec import MODEL_FAMILIES
 from danlu.core.units import MiB
 from danlu.sched.view import JobRequest
 
@@ -108,6 +112,16 @@ def _num(row: dict[str, str], column: str, path: Path, line: int) -> float:
     return value
 
 
+def _family(row: dict[str, str], path: Path, line: int) -> str:
+    family = (row.get("family") or "").strip()
+    if family and family not in MODEL_FAMILIES:
+        raise DataError(
+            f"{path}:{line}: column 'family' must be one of {', '.join(MODEL_FAMILIES)} "
+            f"or empty, got {family!r}"
+        )
+    return family
+
+
 def load_workload(path: str | Path) -> Workload:
     """Load a workload CSV of any supported format (recognised from its columns)."""
     p = Path(path)
@@ -180,6 +194,7 @@ def load_workload(path: str | Path) -> Workload:
                 gpu_memory=int(float(row.get("gpu_memory") or 0)),
                 seq=len(jobs),
                 expected_duration=duration,
+                family=_family(row, p, line),
             )
             jobs.append(WorkloadJob(request, RigidWork(duration)))
     return Workload(p.stem, kind, _in_submission_order(jobs))

@@ -22,7 +22,6 @@ the default ``min_gain`` (5 %) such jobs share.
 
 from __future__ import annotations
 
-import json
 import statistics
 from collections.abc import Iterable, Iterator
 from pathlib import Path
@@ -31,23 +30,13 @@ import numpy as np
 import numpy.typing as npt
 
 from danlu.core.cluster import Allocation, Cluster
+from danlu.estimate.colocation import gavel_family, measured_pairs
 from danlu.sched.placement.gang import FreeMap
 from danlu.sched.view import ClusterView, JobStatus, Plan, Start
 
 PAIR_GAIN = 1.0919
 """Median combined normalised throughput of two jobs sharing a V100 (Gavel measurements):
 the prediction for a pair with a job of unknown family."""
-
-GAVEL_FAMILIES = {
-    "ResNet-18": "cnn-small",
-    "ResNet-50": "cnn-large",
-    "Transformer": "transformer",
-    "LM": "lstm",
-    "Recommendation": "recommendation",
-    "CycleGAN": "gan",
-    "A3C": "rl",
-}
-"""The family of each model Gavel measured (its job names: ``'<model> (batch size N)'``)."""
 
 PAIR_GAINS: dict[tuple[str, str], float] = {
     ("cnn-large", "cnn-large"): 0.7009,
@@ -89,17 +78,10 @@ MIN_GAIN = 0.05
 
 def co_located(path: str | Path, gpu: str = "v100") -> Iterator[tuple[str, str, float]]:
     """Every measured pair of Gavel's ``physical_cluster_throughputs.json`` on ``gpu`` where
-    both jobs made progress: (job, other job, combined normalised throughput), each pair
-    once in either order, as the file lists it."""
-    table = json.loads(Path(path).read_text())[gpu]
-    for name_a, row in table.items():
-        solo_a = row.get("null")
-        for name_b, pair in row.items():
-            if name_b == "null" or name_b not in table:
-                continue
-            solo_b = table[name_b].get("null")
-            if solo_a and solo_b and pair[0] > 0 and pair[1] > 0:
-                yield name_a, name_b, pair[0] / solo_a + pair[1] / solo_b
+    both jobs made progress (:func:`~danlu.estimate.colocation.measured_pairs`): (job, other
+    job, combined normalised throughput), as the file lists them."""
+    for pair in measured_pairs(path, gpu):
+        yield pair.job, pair.other, pair.combined
 
 
 def calibrate(path: str | Path, gpu: str = "v100") -> tuple[float, float]:
@@ -116,18 +98,9 @@ def calibrate_pairs(path: str | Path, gpu: str = "v100") -> dict[tuple[str, str]
     pairs of :func:`co_located`."""
     combined: dict[tuple[str, str], list[float]] = {}
     for name_a, name_b, gain in co_located(path, gpu):
-        a, b = sorted((_gavel_family(name_a), _gavel_family(name_b)))
+        a, b = sorted((gavel_family(name_a), gavel_family(name_b)))
         combined.setdefault((a, b), []).append(gain)
     return {pair: statistics.median(values) for pair, values in sorted(combined.items())}
-
-
-def _gavel_family(job: str) -> str:
-    """The family of a Gavel job key, ``"('<model> (batch size N)', scale)"``."""
-    name = job.split("'")[1].split(" (batch size")[0]
-    family = GAVEL_FAMILIES.get(name)
-    if family is None:
-        raise ValueError(f"Gavel job {job!r}: model {name!r} has no family in GAVEL_FAMILIES")
-    return family
 
 
 def pair_gain(family_a: str, family_b: str) -> float:
