@@ -63,7 +63,7 @@ def test_a_share_goes_beside_a_job_it_gains_with_and_not_one_it_loses_with() -> 
     cluster = Cluster.homogeneous(1, 2)
     running = (shared("tf", "transformer", 0, gpu=0),)
     pending = (shared("lm", "lstm", 1), shared("big", "cnn-large", 2))
-    plan = DanluPolicy().schedule(ClusterView(10.0, cluster, running, pending))
+    plan = DanluPolicy(spread_shares=False).schedule(ClusterView(10.0, cluster, running, pending))
     # best fit puts a share on the fullest GPU that fits: beside the transformer for the LSTM
     # (1.41), but the large CNN would lose there (0.74 with it, 0.84 with the LSTM)
     assert placed(plan) == {"lm": 0, "big": 1}
@@ -91,8 +91,29 @@ def test_unknown_families_share_as_the_median_pair_predicts() -> None:
     cluster = Cluster.homogeneous(1, 2)
     running = (shared("a", "", 0, gpu=0),)
     pending = (shared("b", "recommendation", 1), shared("c", "", 2))
-    plan = DanluPolicy().schedule(ClusterView(10.0, cluster, running, pending))
+    plan = DanluPolicy(spread_shares=False).schedule(ClusterView(10.0, cluster, running, pending))
     assert placed(plan) == {"b": 0, "c": 0}  # 1.09 >= 1.05: the tightest GPU
+    # with a threshold above the median pair's gain they do not share
+    strict = DanluPolicy(spread_shares=False, share_min_gain=0.2)
+    plan = strict.schedule(ClusterView(10.0, cluster, running, pending))
+    assert placed(plan) == {"b": 1}
+    assert "interference" in plan.waiting["c"]
+
+
+def test_a_share_takes_a_free_gpu_of_its_own_before_sharing_one() -> None:
+    cluster = Cluster.homogeneous(1, 3)
+    running = (shared("tf", "transformer", 0, gpu=0),)
+    pending = (shared("lm", "lstm", 1), shared("tf-2", "transformer", 2), shared("s", "lstm", 3))
+    plan = DanluPolicy().schedule(ClusterView(10.0, cluster, running, pending))
+    # two free GPUs for three shares: the first two take one each, the third shares, by
+    # best fit among the GPUs where it gains (all equally full: the first)
+    assert placed(plan) == {"lm": 1, "tf-2": 2, "s": 0}
+    packed = DanluPolicy(spread_shares=False).schedule(ClusterView(10.0, cluster, running, pending))
+    assert placed(packed) == {"lm": 0, "tf-2": 0, "s": 0}
+    # a whole-GPU job left waiting keeps the rule packing: shares go beside others at once
+    whole = JobStatus(request=JobRequest(id="w", submit_time=4.0, gpus=3, seq=4))
+    plan = DanluPolicy().schedule(ClusterView(10.0, cluster, running, (*pending, whole)))
+    assert placed(plan) == {"lm": 0, "tf-2": 0, "s": 0}
 
 
 def test_the_family_comes_from_the_spec_and_is_checked() -> None:

@@ -30,5 +30,6 @@ KNOB_RANGES: dict[str, OptionRange] = {
     "share_p_max": (0.05, 1.0, (True, True)),
     "loan_weight": (0.0, 1.0, (True, True)),
     "loan_margin": (0.0, INF, (True, False)),
+    "share_min_gain": (0.0, INF, (True, False)),
 }
 """Each numeric knob's valid range: (low, high, (low included, high included))."""

@@ -29,7 +29,7 @@ from pathlib import Path
 import numpy as np
 import numpy.typing as npt
 
-from danlu.core.cluster import Allocation, Cluster
+from danlu.core.cluster import MILLI_PER_GPU, Allocation, Cluster
 from danlu.estimate.colocation import gavel_family, measured_pairs
 from danlu.sched.placement.gang import FreeMap
 from danlu.sched.view import ClusterView, JobStatus, Plan, Start
@@ -127,6 +127,7 @@ def place_shared(
     plan: Plan,
     placement: str,
     min_gain: float = MIN_GAIN,
+    spread: bool = False,
 ) -> tuple[tuple[Start, ...], dict[str, str]]:
     """Starts for pending shared requests on the capacity ``plan`` leaves, in queue order
     (priority first): each on a GPU where its memory fits and the interference model
@@ -155,12 +156,21 @@ def place_shared(
         _mark(hosts, family_of.get(job_id, ""), where, cluster)
     starts: list[Start] = []
     waiting: dict[str, str] = {}
+    started = {s.job_id for s in plan.starts}
+    # with no whole-GPU job left waiting, a share goes on a GPU of its own while one is free
+    spread = spread and not any(
+        not j.request.shares_gpu and j.id not in started for j in view.pending
+    )
     for job in sorted(jobs, key=lambda j: (j.request.priority * -1, j.request.seq)):
         family = job.request.family
         losers = [f for f in hosts if not sharing_pays(min_gain, pair_gain(family, f))]
         # GPUs beside a job it would lose with are closed to this job
         closed = np.logical_or.reduce([hosts[f] for f in losers]) if losers else None
-        alloc = free.place(job.request, closed=closed)
+        alloc = None
+        if spread:
+            alloc = free.place(job.request, closed=free.free_milli < MILLI_PER_GPU)
+        if alloc is None:
+            alloc = free.place(job.request, closed=closed)
         if alloc is None:
             waiting[job.id] = (
                 "no GPU has room for its predicted peak memory and share"
