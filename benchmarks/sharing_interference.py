@@ -36,9 +36,10 @@ from danlu.core.cluster import Cluster
 from danlu.core.spec import MODEL_FAMILIES
 from danlu.core.units import GiB
 from danlu.sched.registry import make_policy
+from danlu.sched.view import JobRequest
 from danlu.sim.engine import SimConfig, Simulator
 from danlu.sim.interference import Interference
-from danlu.sim.workload import JobRequest, RigidWork, Workload, WorkloadJob
+from danlu.sim.workload import RigidWork, Workload, WorkloadJob
 
 GAVEL = Path(__file__).resolve().parents[1] / ".." / "shared" / "data" / "gavel"
 
