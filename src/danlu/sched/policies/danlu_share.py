@@ -22,6 +22,7 @@ the default ``min_gain`` (5 %) such jobs share.
 
 from __future__ import annotations
 
+import dataclasses
 import statistics
 from collections.abc import Iterable, Iterator
 from pathlib import Path
@@ -182,6 +183,24 @@ def place_shared(
             starts.append(Start(job.id, alloc))
             _mark(hosts, family, alloc, cluster)
     return tuple(starts), waiting
+
+
+def with_shared(
+    view: ClusterView,
+    jobs: list[JobStatus],
+    plan: Plan,
+    placement: str,
+    min_gain: float = MIN_GAIN,
+    spread: bool = False,
+) -> Plan:
+    """``plan`` with the starts of :func:`place_shared` added, and the waiting reasons of
+    the shared requests it could not place."""
+    if not jobs:
+        return plan
+    starts, waiting = place_shared(view, jobs, plan, placement, min_gain, spread)
+    return dataclasses.replace(
+        plan, starts=plan.starts + starts, waiting={**plan.waiting, **waiting}
+    )
 
 
 def _mark(
