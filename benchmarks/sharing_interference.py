@@ -50,8 +50,11 @@ SETTINGS: dict[str, dict[str, Any]] = {
 }
 
 
-def workload(load: float, seed: int, jobs: int = 400, gpus: int = 16) -> Workload:
-    """The deterministic sharing workload of ``load`` and ``seed`` (see the module doc)."""
+def workload(
+    load: float, seed: int, jobs: int = 400, gpus: int = 16, unknown: float = 0.0
+) -> Workload:
+    """The deterministic sharing workload of ``load`` and ``seed`` (see the module doc);
+    ``unknown``: the fraction of jobs whose family is left empty."""
     rng = random.Random(seed)
     shared_fraction, mean_duration = 0.7, 1800.0
     demand = shared_fraction * 1.0 + (1 - shared_fraction) * 2.0  # GPUs per job, roughly
@@ -62,6 +65,8 @@ def workload(load: float, seed: int, jobs: int = 400, gpus: int = 16) -> Workloa
         t += rng.expovariate(rate)
         duration = float(round(max(60.0, rng.lognormvariate(7.0, 0.9))))
         family = rng.choice(MODEL_FAMILIES)
+        if unknown and rng.random() < unknown:
+            family = ""
         if rng.random() < shared_fraction:
             size, memory = 1, rng.randint(8, 36) * GiB
         else:
@@ -92,6 +97,9 @@ def main() -> None:
     parser.add_argument("--loads", default="0.7,1.0,1.3")
     parser.add_argument("--seeds", default="0,1,2")
     parser.add_argument("--policies", default="", help="other policies to run as well")
+    parser.add_argument(
+        "--unknown", type=float, default=0.0, help="fraction of jobs with no family"
+    )
     parser.add_argument("--gavel", type=Path, default=GAVEL / "physical_cluster_throughputs.json")
     args = parser.parse_args()
     model = Interference.from_gavel(args.gavel)
@@ -109,7 +117,7 @@ def main() -> None:
     started = time.perf_counter()
     for load in (float(x) for x in args.loads.split(",")):
         for seed in (int(x) for x in args.seeds.split(",")):
-            wl = workload(load, seed)
+            wl = workload(load, seed, unknown=args.unknown)
             row: list[str] = []
             base: dict[str, float] = {}
             for name, policy, opts in runs:
