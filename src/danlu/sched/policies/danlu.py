@@ -62,7 +62,7 @@ from danlu.sched.policies import danlu_model as dm
 from danlu.sched.policies.danlu_alloc import Option, walk
 from danlu.sched.policies.danlu_entries import NO_RUNNING, NO_WAITING, RunningEntry, WaitingEntry
 from danlu.sched.policies.danlu_knobs import KNOB_RANGES
-from danlu.sched.policies.danlu_share import MIN_GAIN, gpus_held, with_shared
+from danlu.sched.policies.danlu_share import MIN_GAIN, gpus_held, place_shared
 from danlu.sched.policies.danlu_shares import share_walk
 from danlu.sched.policies.options import OptionRange, check_options
 from danlu.sched.view import (
@@ -603,7 +603,7 @@ class DanluPolicy:
             chosen = walk(all_options, order, capacity, pinned, *knobs)
         plan = self._place(view, whole, first, all_options, chosen, new_marks)
         gain, spread = self.share_min_gain, self.spread_shares
-        return with_shared(view, shared, plan, self.placement, gain, spread)
+        return place_shared(view, shared, plan, self.placement, gain, spread)
 
     def _forget_gone(self, view: ClusterView) -> None:
         """Drop the models of jobs that are neither running nor pending any more (finished,

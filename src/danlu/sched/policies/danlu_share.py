@@ -129,10 +129,14 @@ def place_shared(
     placement: str,
     min_gain: float = MIN_GAIN,
     spread: bool = False,
-) -> tuple[tuple[Start, ...], dict[str, str]]:
-    """Starts for pending shared requests on the capacity ``plan`` leaves, in queue order
-    (priority first): each on a GPU where its memory fits and the interference model
-    predicts a gain beside every job already there (those of ``plan`` included)."""
+) -> Plan:
+    """``plan`` with starts added for the pending shared requests ``jobs`` on the capacity
+    it leaves, in queue order (priority first): each on a GPU where its memory fits and the
+    interference model predicts a gain beside every job already there (those of ``plan``
+    included), and waiting reasons for those it could not place. ``spread``: while no
+    whole-GPU job is left waiting, a request goes on a free GPU of its own first."""
+    if not jobs:
+        return plan
     free = FreeMap(view, placement)
     cluster = view.cluster
     running = {j.id: j for j in view.running}
@@ -182,24 +186,8 @@ def place_shared(
         else:
             starts.append(Start(job.id, alloc))
             _mark(hosts, family, alloc, cluster)
-    return tuple(starts), waiting
-
-
-def with_shared(
-    view: ClusterView,
-    jobs: list[JobStatus],
-    plan: Plan,
-    placement: str,
-    min_gain: float = MIN_GAIN,
-    spread: bool = False,
-) -> Plan:
-    """``plan`` with the starts of :func:`place_shared` added, and the waiting reasons of
-    the shared requests it could not place."""
-    if not jobs:
-        return plan
-    starts, waiting = place_shared(view, jobs, plan, placement, min_gain, spread)
     return dataclasses.replace(
-        plan, starts=plan.starts + starts, waiting={**plan.waiting, **waiting}
+        plan, starts=plan.starts + tuple(starts), waiting={**plan.waiting, **waiting}
     )
 
 
