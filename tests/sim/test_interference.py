@@ -58,6 +58,7 @@ def ends(result: SimResult) -> dict[str, float | None]:
 def test_sharing_is_free_without_a_model(tmp_path: Path) -> None:
     result = simulate(two_shares(tmp_path, 100), None)
     assert ends(result) == {"a": 160.0, "b": 160.0}
+    assert result.summary()["interference_seconds"] == 0.0
 
 
 def test_shared_jobs_slow_and_the_survivor_speeds_up_when_its_neighbour_ends(
@@ -67,6 +68,12 @@ def test_shared_jobs_slow_and_the_survivor_speeds_up_when_its_neighbour_ends(
     # runs the rest alone, at full speed: it ends at 310
     result = simulate(two_shares(tmp_path, 100), HALF_AND_QUARTER)
     assert ends(result) == pytest.approx({"a": 260.0, "b": 310.0})
+    # what sharing cost each: 200 s run at half and at a quarter of its speed
+    lost = {r.id: r.interference_seconds for r in result.jobs}
+    assert lost == pytest.approx({"a": 100.0, "b": 150.0})
+    assert result.summary()["interference_seconds"] == pytest.approx(250.0)
+    per_job = {j["id"]: j["interference_seconds"] for j in result.to_json()["per_job"]}
+    assert per_job == pytest.approx(lost)
 
 
 def test_a_speed_up_between_two_instants_completes_in_order(tmp_path: Path) -> None:
@@ -107,6 +114,8 @@ def test_rigid_progress_settles_each_stretch_at_its_rate() -> None:
     job.stop(200.0)
     assert job.restart_seconds == pytest.approx(30.0)
     assert job.remaining == pytest.approx(70.0 - 35.0)
+    # 40 s at half speed, then 70 s at half speed after the restart (not the restart)
+    assert job.interference_seconds == pytest.approx(20.0 + 35.0)
     with pytest.raises(ValueError, match="rate"):
         job.set_rate(200.0, 0.0)
 

@@ -136,6 +136,7 @@ ROWS = (
     ("preemptions", "preemptions", "count"),
     ("restarts", "restarts (resumes + resizes)", "count"),
     ("max_job_restarts", "most restarts of one job", "count"),
+    ("interference_seconds", "seconds lost to GPU sharing", "seconds"),
 )
 
 

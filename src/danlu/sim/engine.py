@@ -587,6 +587,7 @@ class Simulator:
                 restart_gpu_seconds=j.progress.restart_gpu_seconds,
                 preemptions=j.preemptions,
                 resizes=j.resizes,
+                interference_seconds=j.progress.interference_seconds,
             )
             for j in self._finished
         ]

@@ -29,6 +29,8 @@ class JobRecord:
     preemptions: int
     resizes: int = 0
     """Times it was moved to other GPUs while running (each one a restart)."""
+    interference_seconds: float = 0.0
+    """Seconds of running lost to jobs sharing its GPU (``SimConfig.interference``)."""
 
     @property
     def restarts(self) -> int:
@@ -167,6 +169,7 @@ class SimResult:
             "restarts": float(sum(r.restarts for r in self.jobs)),
             "max_job_restarts": float(max((r.restarts for r in self.jobs), default=0)),
             "rounds": float(self.rounds),
+            "interference_seconds": float(sum(r.interference_seconds for r in self.jobs)),
         }
 
     def to_json(self, timeline: bool = False) -> dict[str, Any]:
@@ -192,6 +195,7 @@ class SimResult:
                     "preemptions": r.preemptions,
                     "resizes": r.resizes,
                     "restarts": r.restarts,
+                    "interference_seconds": r.interference_seconds,
                 }
                 for r in self.jobs
             ],

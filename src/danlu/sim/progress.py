@@ -76,6 +76,12 @@ class Progress(Protocol):
         """GPU-seconds spent restarting so far, at the GPU count of each run."""
         ...
 
+    @property
+    def interference_seconds(self) -> float:
+        """Seconds of running so far lost to jobs sharing its GPU: the time run times the
+        part of its speed it lacked (0 unless the simulation slows shared jobs)."""
+        ...
+
 
 class _RestartLedger:
     """The restart time a job's runs were charged: seconds, and GPU-seconds at the GPU count
@@ -118,6 +124,11 @@ class RigidProgress(_RestartLedger):
         """Restart seconds still to pay, as of ``_started_at``."""
         self._starts = 0
         self._gpus = 0
+        self._interference_seconds = 0.0
+
+    @property
+    def interference_seconds(self) -> float:
+        return self._interference_seconds
 
     def start(
         self,
@@ -141,6 +152,7 @@ class RigidProgress(_RestartLedger):
         self._charge_restart(paid, self._gpus)
         self._delay -= paid
         self.remaining = max(0.0, self.remaining - (elapsed - paid) * self.rate)
+        self._interference_seconds += (elapsed - paid) * (1.0 - self.rate)
         self._started_at = now
 
     def set_rate(self, now: float, rate: float) -> None:
@@ -197,6 +209,8 @@ class ProfiledProgress(_RestartLedger):
     """
 
     stepwise = True
+    interference_seconds = 0.0
+    """Profiled jobs ask for whole GPUs: they never share one."""
 
     def __init__(
         self, profile: ApplicationProfile, batch_size: int, restart_cost: float = 30.0
