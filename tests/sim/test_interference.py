@@ -11,7 +11,7 @@ from typer.testing import CliRunner
 
 from danlu.cli.main import app
 from danlu.core.cluster import Allocation, Cluster, GpuShare
-from danlu.core.errors import DataError
+from danlu.core.errors import ConfigError, DataError
 from danlu.core.units import GiB
 from danlu.estimate.colocation import gavel_family, measured_pairs
 from danlu.sched.registry import make_policy
@@ -91,10 +91,39 @@ def test_unknown_families_run_at_the_default_rate(tmp_path: Path) -> None:
 
 def test_rate_beside_several_jobs_is_the_product() -> None:
     model = HALF_AND_QUARTER
-    assert model.rate("gan", []) == 1.0
-    assert model.rate("gan", ["rl"]) == 0.5
-    assert model.rate("gan", ["rl", "rl"]) == 0.25
-    assert model.rate("gan", ["rl", "lstm"]) == pytest.approx(0.4)
+    gan, rl, lstm = ("", "gan"), ("", "rl"), ("", "lstm")
+    assert model.rate(gan, []) == 1.0
+    assert model.rate(gan, [rl]) == 0.5
+    assert model.rate(gan, [rl, rl]) == 0.25
+    assert model.rate(gan, [rl, lstm]) == pytest.approx(0.4)
+
+
+def test_a_measured_pair_of_models_beats_the_families_median(tmp_path: Path) -> None:
+    model = Interference(
+        {("gan", "rl"): 0.5, ("rl", "gan"): 0.25},
+        default=0.8,
+        model_shares={("G1", "R1"): 0.9, ("R1", "G1"): 0.7},
+    )
+    assert model.models == {"G1", "R1"}
+    assert model.share(("G1", "gan"), ("R1", "rl")) == 0.9
+    assert model.share(("G1", "gan"), ("", "rl")) == 0.5  # the other's model unknown
+    assert model.share(("G2", "gan"), ("R1", "rl")) == 0.5  # a pair never measured
+    path = tmp_path / "w.csv"
+    path.write_text(
+        "name,submit_time,gpus,duration,gpu_memory,family,model\n"
+        f"a,0,1,100,{10 * GiB},gan,G1\n"
+        f"b,0,1,100,{10 * GiB},rl,R1\n"
+    )
+    # a at 0.9 ends at 60 + 100 / 0.9; b at 0.7 has done 77.8 s by then
+    result = simulate(load_workload(path), model)
+    a_end = 60 + 100 / 0.9
+    assert ends(result) == pytest.approx({"a": a_end, "b": a_end + 100 - (a_end - 60) * 0.7})
+    path.write_text(
+        f"name,submit_time,gpus,duration,gpu_memory,family,model\na,0,1,100,{10 * GiB},gan,G9\n"
+    )
+    with pytest.raises(ConfigError, match=r"job a names model 'G9'.*use one of: G1, R1"):
+        simulate(load_workload(path), model)
+    assert ends(simulate(load_workload(path), None)) == {"a": 160.0}  # ignored without one
 
 
 def test_rigid_progress_settles_each_stretch_at_its_rate() -> None:
@@ -124,6 +153,8 @@ def test_calibrated_on_gavel() -> None:
     model = Interference.from_gavel(gavel())
     pairs = list(measured_pairs(gavel()))
     assert model.default == pytest.approx(0.6003, abs=1e-4)
+    assert len(model.models) == 26  # every batch size of the seven models Gavel ran
+    assert model.share(("Recommendation (batch size 512)", ""), ("A3C", "")) < 0.1
     assert all(0 < v <= 1 for v in model.shares.values())
     # a recommendation job nearly stops beside anything Gavel measured it with
     assert max(v for (a, _), v in model.shares.items() if a == "recommendation") < 0.1
@@ -140,7 +171,7 @@ def test_calibrated_on_gavel() -> None:
     lstm_tf.sort()
     middle = len(lstm_tf) // 2
     median = lstm_tf[middle] if len(lstm_tf) % 2 else (lstm_tf[middle - 1] + lstm_tf[middle]) / 2
-    assert model.share("lstm", "transformer") == pytest.approx(median)
+    assert model.share(("", "lstm"), ("", "transformer")) == pytest.approx(median)
 
 
 def test_bad_gavel_files_name_the_problem(tmp_path: Path) -> None:

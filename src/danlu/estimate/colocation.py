@@ -81,10 +81,17 @@ def measured_pairs(path: str | Path, gpu: str = "v100") -> Iterator[MeasuredPair
                 yield MeasuredPair(name_a, name_b, pair[0] / solo_a, pair[1] / solo_b)
 
 
-def gavel_family(job: str) -> str:
-    """The family of a Gavel job key, ``"('<model> (batch size N)', scale)"``."""
+def gavel_model(job: str) -> str:
+    """The model of a Gavel job key, ``"('<model> (batch size N)', scale)"``:
+    ``'<model> (batch size N)'`` (the key itself when it is not of that form)."""
     parts = job.split("'")
-    name = parts[1].split(" (batch size")[0] if len(parts) > 1 else job
+    return parts[1] if len(parts) > 1 else job
+
+
+def gavel_family(job: str) -> str:
+    """The family of a Gavel job key, ``"('<model> (batch size N)', scale)"``, or of its
+    model (:func:`gavel_model`)."""
+    name = gavel_model(job).split(" (batch size")[0]
     family = GAVEL_FAMILIES.get(name)
     if family is None:
         raise DataError(f"Gavel job {job!r}: model {name!r} has no family in GAVEL_FAMILIES")

@@ -40,7 +40,7 @@ from danlu.sim.elastic import ApplicationProfile, OutOfProfileError
 from danlu.sim.interference import Interference
 from danlu.sim.metrics import JobRecord, SimResult, Timeline
 from danlu.sim.progress import ProfiledProgress, Progress, RigidProgress
-from danlu.sim.workload import ProfiledWork, Workload, WorkloadJob
+from danlu.sim.workload import ProfiledWork, RigidWork, Workload, WorkloadJob
 
 
 @dataclass(frozen=True)
@@ -92,6 +92,8 @@ class _Job:
     marks: dict[str, float] = field(default_factory=dict)
     version: int = 0
     cached: JobStatus | None = None
+    model: str = ""
+    """The model it trains as the interference data names it (``RigidWork.model``)."""
 
     @property
     def id(self) -> str:
@@ -171,6 +173,21 @@ class Simulator:
         self._rounds = 0
         self._preemptions = 0
         self._now = 0.0
+        self._check_models()
+
+    def _check_models(self) -> None:
+        """With an interference model, every model a job names must be one it measured."""
+        model = self.config.interference
+        if model is None:
+            return
+        known = model.models
+        for wj in self.workload.jobs:
+            name = wj.work.model if isinstance(wj.work, RigidWork) else ""
+            if name and name not in known:
+                raise ConfigError(
+                    f"job {wj.request.id} names model {name!r}, which the interference data "
+                    f"did not measure; use one of: {', '.join(sorted(known))}, or leave it empty"
+                )
 
     # -- job construction ----------------------------------------------------------------
     def _progress_for(self, job: WorkloadJob) -> Progress:
@@ -328,8 +345,8 @@ class Simulator:
                 progress = job.progress
                 if not isinstance(progress, RigidProgress):
                     continue
-                others = [o.request.family for i, o in on_gpu.items() if i != job_id]
-                rate = min(1.0, model.rate(job.request.family, others))
+                others = [(o.model, o.request.family) for i, o in on_gpu.items() if i != job_id]
+                rate = min(1.0, model.rate((job.model, job.request.family), others))
                 if rate == progress.rate:
                     continue
                 progress.set_rate(at, rate)
@@ -475,7 +492,8 @@ class Simulator:
             if reason is not None:
                 self._rejected.append((wj.request.id, reason))
                 continue
-            arrivals.append((wj, _Job(wj.request, self._progress_for(wj))))
+            model = wj.work.model if isinstance(wj.work, RigidWork) else ""
+            arrivals.append((wj, _Job(wj.request, self._progress_for(wj), model=model)))
         total = len(arrivals)
         if arrivals:  # the timeline starts idle at the first submission
             self._record(arrivals[0][0].request.submit_time)

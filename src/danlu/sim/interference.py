@@ -6,51 +6,69 @@ FILE``, Gavel's ``physical_cluster_throughputs.json``), a job that shares a GPU 
 runs at :meth:`Interference.rate` of its speed alone, recomputed whenever a job joins or
 leaves its GPU.
 
-The model is measured, not predicted: for a job of family ``a`` beside one of family ``b``
-it is the median, over Gavel's measured pairs of those families (every batch size and
-scale), of the ``a`` job's throughput beside the ``b`` job divided by its throughput alone
-(:func:`danlu.estimate.colocation.measured_pairs`). A job whose family is unknown (empty,
-or a family Gavel did not measure), or beside such a job, runs at the median over all
-measured jobs. Gavel measured pairs only; beside several jobs a job's rate is the product
-of its rates beside each (an assumption: each neighbour takes its share of what is left).
+The model is measured, not predicted. A job may name the model it trains as Gavel names it
+(``model``, e.g. ``"ResNet-18 (batch size 64)"``; the ``model`` column of a plain workload):
+beside another job that names one, it runs at exactly what Gavel measured for that pair
+(its throughput beside the other divided by its throughput alone;
+:func:`danlu.estimate.colocation.measured_pairs`). Otherwise, for a job of family ``a``
+beside one of family ``b``, it is the median of that over Gavel's measured pairs of those
+families (every batch size). A job whose family is unknown (empty, or a family Gavel did
+not measure), or beside such a job, runs at the median over all measured jobs. Gavel
+measured pairs only; beside several jobs a job's rate is the product of its rates beside
+each (an assumption: each neighbour takes its share of what is left).
 Rates are capped at 1 (a few of Gavel's pairs measure a job no slower, within noise).
 
-The ``danlu`` policy's sharing rule predicts from the same file, by a different statistic
-(the median *combined* throughput of a pair of families); the simulator's rates are what
-the jobs then actually get.
+The ``danlu`` policy's sharing rule predicts from the same file by family only (the
+scheduler never sees ``model``); with every job's model named, the simulator's rates are
+the measured pairs themselves, which spread widely around those families' medians.
 """
 
 from __future__ import annotations
 
 import statistics
 from collections.abc import Iterable, Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 
 from danlu.core.errors import DataError
-from danlu.estimate.colocation import gavel_family, measured_pairs
+from danlu.estimate.colocation import gavel_family, gavel_model, measured_pairs
+
+Kind = tuple[str, str]
+"""What the slowdown knows of a job: (model as Gavel names it, or ""; family, or "")."""
 
 
 @dataclass(frozen=True)
 class Interference:
-    """Each job's normalised throughput beside another, by the families of the two."""
+    """Each job's normalised throughput beside another: by the pair of models when both
+    are known, else by the pair of families."""
 
     shares: Mapping[tuple[str, str], float]
     """(job's family, other job's family) -> the job's throughput beside the other divided
     by its throughput alone, in (0, 1]."""
     default: float
     """The same for a pair with a family not in :attr:`shares`."""
+    model_shares: Mapping[tuple[str, str], float] = field(default_factory=dict)
+    """(job's model, other job's model) -> the same, as measured for those two models."""
 
-    def share(self, family: str, other: str) -> float:
-        """A ``family`` job's normalised throughput beside one ``other`` job."""
-        return self.shares.get((family, other), self.default)
+    @property
+    def models(self) -> frozenset[str]:
+        """The models :attr:`model_shares` knows."""
+        return frozenset(m for pair in self.model_shares for m in pair)
 
-    def rate(self, family: str, others: Iterable[str]) -> float:
-        """A ``family`` job's speed beside ``others`` (their families), as a fraction of its
-        speed alone: the product of its rates beside each; 1.0 beside nobody."""
+    def share(self, job: Kind, other: Kind) -> float:
+        """A job's normalised throughput beside one ``other`` job."""
+        if job[0] and other[0]:
+            measured = self.model_shares.get((job[0], other[0]))
+            if measured is not None:
+                return measured
+        return self.shares.get((job[1], other[1]), self.default)
+
+    def rate(self, job: Kind, others: Iterable[Kind]) -> float:
+        """A job's speed beside ``others``, as a fraction of its speed alone: the product of
+        its rates beside each; 1.0 beside nobody."""
         rate = 1.0
         for other in others:
-            rate *= self.share(family, other)
+            rate *= self.share(job, other)
         return rate
 
     @classmethod
@@ -59,16 +77,23 @@ class Interference:
         the median normalised throughput of each ordered pair of families, and the median of
         all as the default. Raises :class:`~danlu.core.errors.DataError` naming the file."""
         by_pair: dict[tuple[str, str], list[float]] = {}
+        by_models: dict[tuple[str, str], list[float]] = {}
         every: list[float] = []
         for pair in measured_pairs(path, gpu):
             a, b = gavel_family(pair.job), gavel_family(pair.other)
-            for key, value in (((a, b), pair.job_share), ((b, a), pair.other_share)):
+            m, n = gavel_model(pair.job), gavel_model(pair.other)
+            for key, models, value in (
+                ((a, b), (m, n), pair.job_share),
+                ((b, a), (n, m), pair.other_share),
+            ):
                 value = min(value, 1.0)
                 by_pair.setdefault(key, []).append(value)
+                by_models.setdefault(models, []).append(value)
                 every.append(value)
         if not every:
             raise DataError(f"{path}: no pair measured on {gpu!r} where both jobs progressed")
         return cls(
             shares={key: statistics.median(values) for key, values in sorted(by_pair.items())},
             default=statistics.median(every),
+            model_shares={k: statistics.median(v) for k, v in sorted(by_models.items())},
         )

@@ -8,10 +8,11 @@ Formats, recognised from the CSV header:
   rigid jobs of known duration; submission times are relative to the first job.
 - **openb**: ``name,cpu_milli,memory_mib,num_gpu,gpu_milli,...,creation_time,deletion_time,
   scheduled_time`` (Alibaba GPU trace 2023): rigid jobs, fractional GPUs allowed.
-- **danlu**: ``name,submit_time,gpus,duration[,priority][,gpu_memory][,family]``: a plain
-  rigid list; ``gpu_memory`` (bytes) > 0 asks for that part of one GPU, ``family`` names the
-  model's family (:data:`~danlu.core.spec.MODEL_FAMILIES`, empty: unknown) for the sharing
-  rule and the simulator's co-location slowdown.
+- **danlu**: ``name,submit_time,gpus,duration[,priority][,gpu_memory][,family][,model]``: a
+  plain rigid list; ``gpu_memory`` (bytes) > 0 asks for that part of one GPU, ``family``
+  names the model's family (:data:`~danlu.core.spec.MODEL_FAMILIES`, empty: unknown) for the
+  sharing rule and the simulator's co-location slowdown, ``model`` the model as that
+  slowdown's data names it (:attr:`RigidWork.model`; the scheduler sees only the family).
 """
 
 from __future__ import annotations
@@ -37,6 +38,10 @@ class RigidWork:
     """A job that needs ``duration`` seconds of running on its requested GPUs."""
 
     duration: float
+    model: str = ""
+    """The model it trains, as the simulator's interference data names it (e.g. Gavel's
+    ``"ResNet-18 (batch size 64)"``); empty: only its family is known. The scheduler never
+    sees it."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -196,7 +201,8 @@ def load_workload(path: str | Path) -> Workload:
                 expected_duration=duration,
                 family=_family(row, p, line),
             )
-            jobs.append(WorkloadJob(request, RigidWork(duration)))
+            model = (row.get("model") or "").strip()
+            jobs.append(WorkloadJob(request, RigidWork(duration, model)))
     return Workload(p.stem, kind, _in_submission_order(jobs))
 
 
