@@ -32,9 +32,11 @@ import time
 from pathlib import Path
 from typing import Any
 
+from danlu.config import parse_option_pairs
 from danlu.core.cluster import Cluster
 from danlu.core.spec import MODEL_FAMILIES
 from danlu.core.units import GiB
+from danlu.estimate.colocation import gavel_family
 from danlu.sched.registry import make_policy
 from danlu.sched.view import JobRequest
 from danlu.sim.engine import SimConfig, Simulator
@@ -51,10 +53,16 @@ SETTINGS: dict[str, dict[str, Any]] = {
 
 
 def workload(
-    load: float, seed: int, jobs: int = 400, gpus: int = 16, unknown: float = 0.0
+    load: float,
+    seed: int,
+    jobs: int = 400,
+    gpus: int = 16,
+    unknown: float = 0.0,
+    models: dict[str, list[str]] | None = None,
 ) -> Workload:
     """The deterministic sharing workload of ``load`` and ``seed`` (see the module doc);
-    ``unknown``: the fraction of jobs whose family is left empty."""
+    ``unknown``: the fraction of jobs whose family is left empty; ``models``: each job
+    trains one of these models of its family (Gavel's names), drawn uniformly."""
     rng = random.Random(seed)
     shared_fraction, mean_duration = 0.7, 1800.0
     demand = shared_fraction * 1.0 + (1 - shared_fraction) * 2.0  # GPUs per job, roughly
@@ -65,6 +73,7 @@ def workload(
         t += rng.expovariate(rate)
         duration = float(round(max(60.0, rng.lognormvariate(7.0, 0.9))))
         family = rng.choice(MODEL_FAMILIES)
+        model = rng.choice(models[family]) if models else ""
         if unknown and rng.random() < unknown:
             family = ""
         if rng.random() < shared_fraction:
@@ -80,7 +89,7 @@ def workload(
             expected_duration=duration,
             family=family,
         )
-        out.append(WorkloadJob(request, RigidWork(duration)))
+        out.append(WorkloadJob(request, RigidWork(duration, model)))
     return Workload(f"sharing-{load}-{seed}", "danlu", tuple(out))
 
 
@@ -100,11 +109,31 @@ def main() -> None:
     parser.add_argument(
         "--unknown", type=float, default=0.0, help="fraction of jobs with no family"
     )
+    parser.add_argument(
+        "--models",
+        action="store_true",
+        help="every job trains one of Gavel's models of its family (the slowdown is then "
+        "that pair's measurement, not the families' median)",
+    )
+    parser.add_argument(
+        "--set",
+        action="append",
+        default=[],
+        metavar="NAME:KEY=VALUE[,KEY=VALUE]",
+        help="a danlu setting to run as well (repeatable)",
+    )
     parser.add_argument("--gavel", type=Path, default=GAVEL / "physical_cluster_throughputs.json")
     args = parser.parse_args()
     model = Interference.from_gavel(args.gavel)
+    by_family: dict[str, list[str]] = {}
+    for name in sorted(model.models):
+        by_family.setdefault(gavel_family(name), []).append(name)
+    settings = dict(SETTINGS)
+    for text in args.set:
+        name, _, pairs = text.partition(":")
+        settings[name] = parse_option_pairs(pairs.split(","), "--set")
     runs: list[tuple[str, str, dict[str, Any]]] = [
-        (name, "danlu", opts) for name, opts in SETTINGS.items()
+        (name, "danlu", opts) for name, opts in settings.items()
     ]
     runs += [(p, p, {}) for p in args.policies.split(",") if p]
     header = " ".join(
@@ -117,7 +146,9 @@ def main() -> None:
     started = time.perf_counter()
     for load in (float(x) for x in args.loads.split(",")):
         for seed in (int(x) for x in args.seeds.split(",")):
-            wl = workload(load, seed, unknown=args.unknown)
+            wl = workload(
+                load, seed, unknown=args.unknown, models=by_family if args.models else None
+            )
             row: list[str] = []
             base: dict[str, float] = {}
             for name, policy, opts in runs:

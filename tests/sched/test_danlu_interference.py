@@ -14,9 +14,13 @@ from danlu.sched.policies.danlu import DanluPolicy
 from danlu.sched.policies.danlu_share import (
     PAIR_GAIN,
     PAIR_GAINS,
+    PAIR_SHARE,
+    PAIR_SHARES,
     calibrate,
     calibrate_pairs,
+    calibrate_shares,
     pair_gain,
+    pair_share,
 )
 from danlu.sched.view import ClusterView, JobRequest, JobStatus, Plan
 from danlu.server.services.admission import build_request, check_spec_shape
@@ -50,6 +54,35 @@ def test_pair_table_is_gavels_medians() -> None:
         assert value == pytest.approx(PAIR_GAINS[pair], abs=1e-4), pair
     assert calibrate(path)[0] == pytest.approx(PAIR_GAIN, abs=1e-4)
     assert {f for pair in PAIR_GAINS for f in pair} == set(MODEL_FAMILIES)
+
+
+def test_share_table_is_gavels_medians() -> None:
+    path = GAVEL / "physical_cluster_throughputs.json"
+    if not path.is_file():
+        pytest.skip("gavel data not present (../shared/data/gavel)")
+    table, overall = calibrate_shares(path)
+    assert set(table) == set(PAIR_SHARES)
+    for pair, value in table.items():
+        assert value == pytest.approx(PAIR_SHARES[pair], abs=1e-4), pair
+    assert overall == pytest.approx(PAIR_SHARE, abs=1e-4)
+    assert len(PAIR_SHARES) == len(MODEL_FAMILIES) ** 2  # ordered pairs
+
+
+def test_a_share_stays_off_a_gpu_where_one_job_would_nearly_stop() -> None:
+    # a small CNN and a recommendation model gain together (1.06), but the recommendation
+    # model keeps 7 % of its speed beside the CNN
+    assert pair_share("recommendation", "cnn-small") < 0.1 < pair_share("cnn-small", "rl")
+    assert pair_share("", "lstm") == PAIR_SHARE
+    cluster = Cluster.homogeneous(1, 1)
+    running = (shared("small", "cnn-small", 0, gpu=0),)
+    pending = (shared("rec", "recommendation", 1), shared("rl", "rl", 2))
+    plan = DanluPolicy().schedule(ClusterView(10.0, cluster, running, pending))
+    assert placed(plan) == {"rec": 0}  # first in the queue; the RL job loses beside it
+    assert "interference" in plan.waiting["rl"]
+    guarded = DanluPolicy(share_min_rate=0.3)
+    plan = guarded.schedule(ClusterView(10.0, cluster, running, pending))
+    assert placed(plan) == {"rl": 0}
+    assert "interference" in plan.waiting["rec"]
 
 
 def test_pair_gain_is_symmetric_and_falls_back_to_the_median() -> None:

@@ -22,6 +22,7 @@ made progress, and :func:`gavel_family` names a Gavel job's model family
 from __future__ import annotations
 
 import json
+import statistics
 from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
@@ -96,3 +97,42 @@ def gavel_family(job: str) -> str:
     if family is None:
         raise DataError(f"Gavel job {job!r}: model {name!r} has no family in GAVEL_FAMILIES")
     return family
+
+
+@dataclass(frozen=True)
+class ShareMedians:
+    """Each job's normalised throughput beside another (capped at 1), as medians of
+    Gavel's measurements: by ordered pair of families, by ordered pair of models, and of
+    all (:func:`share_medians`)."""
+
+    by_family: dict[tuple[str, str], float]
+    by_model: dict[tuple[str, str], float]
+    overall: float
+
+
+def share_medians(path: str | Path, gpu: str = "v100") -> ShareMedians:
+    """The medians of every measured job's normalised throughput beside the other job of
+    its pair (:func:`measured_pairs`, each job of a pair counted, capped at 1: a few pairs
+    measure a job no slower, within noise). Raises :class:`DataError` when ``gpu`` has no
+    pair where both jobs progressed."""
+    by_family: dict[tuple[str, str], list[float]] = {}
+    by_model: dict[tuple[str, str], list[float]] = {}
+    every: list[float] = []
+    for pair in measured_pairs(path, gpu):
+        a, b = gavel_family(pair.job), gavel_family(pair.other)
+        m, n = gavel_model(pair.job), gavel_model(pair.other)
+        for families, models, value in (
+            ((a, b), (m, n), pair.job_share),
+            ((b, a), (n, m), pair.other_share),
+        ):
+            value = min(value, 1.0)
+            by_family.setdefault(families, []).append(value)
+            by_model.setdefault(models, []).append(value)
+            every.append(value)
+    if not every:
+        raise DataError(f"{path}: no pair measured on {gpu!r} where both jobs progressed")
+    return ShareMedians(
+        by_family={k: statistics.median(v) for k, v in sorted(by_family.items())},
+        by_model={k: statistics.median(v) for k, v in sorted(by_model.items())},
+        overall=statistics.median(every),
+    )

@@ -25,13 +25,11 @@ the measured pairs themselves, which spread widely around those families' median
 
 from __future__ import annotations
 
-import statistics
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from danlu.core.errors import DataError
-from danlu.estimate.colocation import gavel_family, gavel_model, measured_pairs
+from danlu.estimate.colocation import share_medians
 
 Kind = tuple[str, str]
 """What the slowdown knows of a job: (model as Gavel names it, or ""; family, or "")."""
@@ -74,26 +72,7 @@ class Interference:
     @classmethod
     def from_gavel(cls, path: str | Path, gpu: str = "v100") -> Interference:
         """Calibrate on Gavel's ``physical_cluster_throughputs.json`` (its ``gpu`` section):
-        the median normalised throughput of each ordered pair of families, and the median of
-        all as the default. Raises :class:`~danlu.core.errors.DataError` naming the file."""
-        by_pair: dict[tuple[str, str], list[float]] = {}
-        by_models: dict[tuple[str, str], list[float]] = {}
-        every: list[float] = []
-        for pair in measured_pairs(path, gpu):
-            a, b = gavel_family(pair.job), gavel_family(pair.other)
-            m, n = gavel_model(pair.job), gavel_model(pair.other)
-            for key, models, value in (
-                ((a, b), (m, n), pair.job_share),
-                ((b, a), (n, m), pair.other_share),
-            ):
-                value = min(value, 1.0)
-                by_pair.setdefault(key, []).append(value)
-                by_models.setdefault(models, []).append(value)
-                every.append(value)
-        if not every:
-            raise DataError(f"{path}: no pair measured on {gpu!r} where both jobs progressed")
-        return cls(
-            shares={key: statistics.median(values) for key, values in sorted(by_pair.items())},
-            default=statistics.median(every),
-            model_shares={k: statistics.median(v) for k, v in sorted(by_models.items())},
-        )
+        the medians of :func:`~danlu.estimate.colocation.share_medians`. Raises
+        :class:`~danlu.core.errors.DataError` naming the file."""
+        medians = share_medians(path, gpu)
+        return cls(medians.by_family, medians.overall, medians.by_model)

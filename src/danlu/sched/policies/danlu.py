@@ -167,11 +167,13 @@ class DanluPolicy:
     """A shared request goes on a GPU of its own while one is free and no whole-GPU job is
     left waiting in the round; only when none is free does it go beside other jobs (where
     the interference model predicts a gain). Off: best fit packs it beside them at once.
-    Sharing slows both jobs (by ~40 % each for Gavel's median pair), so a free GPU is the
-    better place while no other job needs it."""
+    Sharing slows both jobs (~40 % each, Gavel's median pair): a free GPU is better."""
     share_min_gain: float = MIN_GAIN
     """Predicted gain (combined normalised throughput above 1) a pair of jobs must reach
     for a shared request to go beside another job."""
+    share_min_rate: float = 0.0
+    """Predicted share of its own speed each job of a pair must keep for a shared request
+    to go beside another job (0: the combined gain alone decides)."""
     name: str = "danlu"
     explore_after: float = 0.0
     """A job with at least this many seconds left explores bigger sizes optimistically."""
@@ -602,8 +604,8 @@ class DanluPolicy:
         else:
             chosen = walk(all_options, order, capacity, pinned, *knobs)
         plan = self._place(view, whole, first, all_options, chosen, new_marks)
-        gain, spread = self.share_min_gain, self.spread_shares
-        return place_shared(view, shared, plan, self.placement, gain, spread)
+        gain, spread, rate = self.share_min_gain, self.spread_shares, self.share_min_rate
+        return place_shared(view, shared, plan, self.placement, gain, spread, rate)
 
     def _forget_gone(self, view: ClusterView) -> None:
         """Drop the models of jobs that are neither running nor pending any more (finished,

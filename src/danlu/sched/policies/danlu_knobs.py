@@ -31,5 +31,6 @@ KNOB_RANGES: dict[str, OptionRange] = {
     "loan_weight": (0.0, 1.0, (True, True)),
     "loan_margin": (0.0, INF, (True, False)),
     "share_min_gain": (0.0, INF, (True, False)),
+    "share_min_rate": (0.0, 1.0, (True, True)),
 }
 """Each numeric knob's valid range: (low, high, (low included, high included))."""

@@ -31,7 +31,7 @@ import numpy as np
 import numpy.typing as npt
 
 from danlu.core.cluster import MILLI_PER_GPU, Allocation, Cluster
-from danlu.estimate.colocation import gavel_family, measured_pairs
+from danlu.estimate.colocation import gavel_family, measured_pairs, share_medians
 from danlu.sched.placement.gang import FreeMap
 from danlu.sched.view import ClusterView, JobStatus, Plan, Start
 
@@ -73,6 +73,67 @@ PAIR_GAINS: dict[tuple[str, str], float] = {
 pair (sorted), over Gavel's measurements of every batch size and scale of those models
 (between 1 and 50 pairs each: ``gan``/``gan`` and ``rl``/``rl`` rest on one)."""
 
+PAIR_SHARES: dict[tuple[str, str], float] = {
+    ("cnn-large", "cnn-large"): 0.3861,
+    ("cnn-large", "cnn-small"): 0.7473,
+    ("cnn-large", "gan"): 0.4949,
+    ("cnn-large", "lstm"): 0.4247,
+    ("cnn-large", "recommendation"): 0.4959,
+    ("cnn-large", "rl"): 0.4666,
+    ("cnn-large", "transformer"): 0.4745,
+    ("cnn-small", "cnn-large"): 0.5964,
+    ("cnn-small", "cnn-small"): 0.8620,
+    ("cnn-small", "gan"): 0.8740,
+    ("cnn-small", "lstm"): 1.0000,
+    ("cnn-small", "recommendation"): 1.0000,
+    ("cnn-small", "rl"): 1.0000,
+    ("cnn-small", "transformer"): 0.8044,
+    ("gan", "cnn-large"): 0.2370,
+    ("gan", "cnn-small"): 0.5286,
+    ("gan", "gan"): 0.5839,
+    ("gan", "lstm"): 0.6776,
+    ("gan", "recommendation"): 0.4663,
+    ("gan", "rl"): 0.6680,
+    ("gan", "transformer"): 0.7111,
+    ("lstm", "cnn-large"): 0.4063,
+    ("lstm", "cnn-small"): 0.6509,
+    ("lstm", "gan"): 0.5842,
+    ("lstm", "lstm"): 0.6118,
+    ("lstm", "recommendation"): 0.7645,
+    ("lstm", "rl"): 0.6324,
+    ("lstm", "transformer"): 0.7325,
+    ("recommendation", "cnn-large"): 0.0149,
+    ("recommendation", "cnn-small"): 0.0738,
+    ("recommendation", "gan"): 0.0264,
+    ("recommendation", "lstm"): 0.0630,
+    ("recommendation", "recommendation"): 0.0260,
+    ("recommendation", "rl"): 0.0847,
+    ("recommendation", "transformer"): 0.0606,
+    ("rl", "cnn-large"): 0.1888,
+    ("rl", "cnn-small"): 0.7161,
+    ("rl", "gan"): 0.6099,
+    ("rl", "lstm"): 0.4806,
+    ("rl", "recommendation"): 0.6231,
+    ("rl", "rl"): 0.4890,
+    ("rl", "transformer"): 0.8289,
+    ("transformer", "cnn-large"): 0.2142,
+    ("transformer", "cnn-small"): 0.5442,
+    ("transformer", "gan"): 0.6856,
+    ("transformer", "lstm"): 0.7975,
+    ("transformer", "recommendation"): 0.7319,
+    ("transformer", "rl"): 0.8222,
+    ("transformer", "transformer"): 0.8206,
+}
+"""Median of one job's throughput beside the other over its throughput alone (capped at 1),
+by the ordered pair of families (job's, other's), over Gavel's measurements
+(:func:`calibrate_shares` recomputes it): what each job of a pair keeps of its own speed.
+The combined gains of :data:`PAIR_GAINS` hide how it is split: beside a small CNN a
+recommendation model keeps 7 % while the CNN keeps all of its speed."""
+
+PAIR_SHARE = 0.6003
+"""Median of every measured job's share: the prediction for a pair with a job of unknown
+family."""
+
 MIN_GAIN = 0.05
 """Predicted gain co-location must reach (fraction of one GPU's work)."""
 
@@ -104,6 +165,20 @@ def calibrate_pairs(path: str | Path, gpu: str = "v100") -> dict[tuple[str, str]
     return {pair: statistics.median(values) for pair, values in sorted(combined.items())}
 
 
+def calibrate_shares(
+    path: str | Path, gpu: str = "v100"
+) -> tuple[dict[tuple[str, str], float], float]:
+    """(:data:`PAIR_SHARES`, :data:`PAIR_SHARE`) recomputed from Gavel's file."""
+    medians = share_medians(path, gpu)
+    return medians.by_family, medians.overall
+
+
+def pair_share(family: str, other: str) -> float:
+    """What a ``family`` job keeps of its speed beside an ``other`` job (predicted;
+    :data:`PAIR_SHARE` when either family is unknown or empty)."""
+    return PAIR_SHARES.get((family, other), PAIR_SHARE)
+
+
 def pair_gain(family_a: str, family_b: str) -> float:
     """The predicted combined normalised throughput of two jobs of these families sharing a
     GPU (:data:`PAIR_GAIN` when either is unknown or empty)."""
@@ -129,12 +204,15 @@ def place_shared(
     placement: str,
     min_gain: float = MIN_GAIN,
     spread: bool = False,
+    min_rate: float = 0.0,
 ) -> Plan:
     """``plan`` with starts added for the pending shared requests ``jobs`` on the capacity
     it leaves, in queue order (priority first): each on a GPU where its memory fits and the
     interference model predicts a gain beside every job already there (those of ``plan``
     included), and waiting reasons for those it could not place. ``spread``: while no
-    whole-GPU job is left waiting, a request goes on a free GPU of its own first."""
+    whole-GPU job is left waiting, a request goes on a free GPU of its own first.
+    ``min_rate``: a GPU is also closed where the request, or a job there, is predicted to
+    keep less than this share of its speed (:func:`pair_share`)."""
     if not jobs:
         return plan
     free = FreeMap(view, placement)
@@ -168,7 +246,12 @@ def place_shared(
     )
     for job in sorted(jobs, key=lambda j: (j.request.priority * -1, j.request.seq)):
         family = job.request.family
-        losers = [f for f in hosts if not sharing_pays(min_gain, pair_gain(family, f))]
+        losers = [
+            f
+            for f in hosts
+            if not sharing_pays(min_gain, pair_gain(family, f))
+            or min(pair_share(family, f), pair_share(f, family)) < min_rate
+        ]
         # GPUs beside a job it would lose with are closed to this job
         closed = np.logical_or.reduce([hosts[f] for f in losers]) if losers else None
         alloc = None
