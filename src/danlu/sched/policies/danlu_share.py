@@ -33,7 +33,7 @@ import numpy.typing as npt
 from danlu.core.cluster import MILLI_PER_GPU, Allocation, Cluster
 from danlu.estimate.colocation import gavel_family, measured_pairs, share_medians
 from danlu.sched.placement.gang import FreeMap
-from danlu.sched.view import ClusterView, JobStatus, Plan, Start
+from danlu.sched.view import ClusterView, JobRequest, JobStatus, Plan, Start
 
 PAIR_GAIN = 1.0919
 """Median combined normalised throughput of two jobs sharing a V100 (Gavel measurements):
@@ -244,21 +244,20 @@ def place_shared(
     spread = spread and not any(
         not j.request.shares_gpu and j.id not in started for j in view.pending
     )
+    closures = _Closures(hosts, min_gain, min_rate)
+    failed = _Failures()
     for job in sorted(jobs, key=lambda j: (j.request.priority * -1, j.request.seq)):
-        family = job.request.family
-        losers = [
-            f
-            for f in hosts
-            if not sharing_pays(min_gain, pair_gain(family, f))
-            or min(pair_share(family, f), pair_share(f, family)) < min_rate
-        ]
-        # GPUs beside a job it would lose with are closed to this job
-        closed = np.logical_or.reduce([hosts[f] for f in losers]) if losers else None
+        request, family = job.request, job.request.family
+        closed = closures.closed(family)
         alloc = None
-        if spread:
-            alloc = free.place(job.request, closed=free.free_milli < MILLI_PER_GPU)
-        if alloc is None:
-            alloc = free.place(job.request, closed=closed)
+        if spread and not failed.dominated(request, None):
+            alloc = free.place(request, closed=free.free_milli < MILLI_PER_GPU)
+            if alloc is None:
+                failed.add(request, None)
+        if alloc is None and not failed.dominated(request, family):
+            alloc = free.place(request, closed=closed)
+            if alloc is None:
+                failed.add(request, family)
         if alloc is None:
             waiting[job.id] = (
                 "no GPU has room for its predicted peak memory and share"
@@ -268,10 +267,82 @@ def place_shared(
             )
         else:
             starts.append(Start(job.id, alloc))
-            _mark(hosts, family, alloc, cluster)
+            closures.placed(family, alloc, cluster)
     return dataclasses.replace(
         plan, starts=plan.starts + tuple(starts), waiting={**plan.waiting, **waiting}
     )
+
+
+class _Closures:
+    """The GPUs closed to a shared request of each family (those beside a job it would lose
+    with), kept up to date as :func:`place_shared` places requests: each mask is built once
+    and only gains the GPUs of the jobs placed after it, until a family new on the cluster
+    appears (then all are rebuilt)."""
+
+    def __init__(
+        self, hosts: dict[str, npt.NDArray[np.bool_]], min_gain: float, min_rate: float
+    ) -> None:
+        self._hosts = hosts
+        self._min_gain = min_gain
+        self._min_rate = min_rate
+        self._masks: dict[str, npt.NDArray[np.bool_] | None] = {}
+        self._losers: dict[str, set[str]] = {}
+
+    def _loses(self, family: str, other: str) -> bool:
+        if not sharing_pays(self._min_gain, pair_gain(family, other)):
+            return True
+        return min(pair_share(family, other), pair_share(other, family)) < self._min_rate
+
+    def closed(self, family: str) -> npt.NDArray[np.bool_] | None:
+        """GPUs a ``family`` request may not go on (``None``: none)."""
+        if family not in self._masks:
+            losers = {f for f in self._hosts if self._loses(family, f)}
+            self._losers[family] = losers
+            masks = [self._hosts[f] for f in losers]
+            self._masks[family] = np.logical_or.reduce(masks).copy() if masks else None
+        return self._masks[family]
+
+    def placed(self, family: str, alloc: Allocation, cluster: Cluster) -> None:
+        """A ``family`` request was placed on ``alloc``."""
+        new = family not in self._hosts
+        _mark(self._hosts, family, alloc, cluster)
+        if new:
+            self._masks.clear()
+            return
+        for other, mask in list(self._masks.items()):
+            if family not in self._losers[other]:
+                continue
+            if mask is None:
+                self._masks[other] = mask = np.zeros(cluster.total_gpus, dtype=bool)
+            for share in alloc.shares:
+                mask[cluster.gpu_offset(share.node) + share.gpu] = True
+
+
+class _Failures:
+    """Shared requests :func:`place_shared` found no GPU for. Within one call the free
+    capacity only shrinks and the closed GPUs only grow, so a request at least as large as
+    one that failed (same family, same kind of share, same GPU types) fails too."""
+
+    def __init__(self) -> None:
+        self._seen: dict[tuple[object, ...], list[tuple[int, int]]] = {}
+
+    @staticmethod
+    def _key(request: JobRequest, family: str | None) -> tuple[object, ...]:
+        by_milli = request.gpu_milli < MILLI_PER_GPU or not request.gpu_memory
+        return (family, by_milli, request.gpu_types)
+
+    def dominated(self, request: JobRequest, family: str | None) -> bool:
+        """Whether a request as small or smaller failed (``family`` None: on a GPU of its
+        own)."""
+        return any(
+            memory <= request.gpu_memory and milli <= request.gpu_milli
+            for memory, milli in self._seen.get(self._key(request, family), ())
+        )
+
+    def add(self, request: JobRequest, family: str | None) -> None:
+        self._seen.setdefault(self._key(request, family), []).append(
+            (request.gpu_memory, request.gpu_milli)
+        )
 
 
 def _mark(
