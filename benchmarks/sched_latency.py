@@ -11,7 +11,7 @@ the views is not timed (the adapter's cost, not the policy's).
 
     python benchmarks/sched_latency.py [--repeats 100] [--churn 20]
         [--policies fifo,priority,sjf,tiresias,value-density,danlu] [--fresh-statuses]
-        [--preempting] [--default-gc]
+        [--preempting] [--default-gc] [--shared FRACTION]
 
 The garbage collector runs as in the server's process (:mod:`danlu.server.reconcile`):
 the control plane's thresholds (``tune_collector``) and the cyclic collector off in each
@@ -33,6 +33,8 @@ import time
 from dataclasses import replace
 
 from danlu.core.cluster import Allocation, Cluster
+from danlu.core.spec import MODEL_FAMILIES
+from danlu.core.units import GiB
 from danlu.sched import ClusterView, JobRequest, JobStatus, Plan, make_policy
 from danlu.sched.placement.gang import FreeMap
 from danlu.server.reconcile import collector_paused, tune_collector
@@ -43,7 +45,18 @@ RUNNING_SIZES = [1, 2, 4, 4, 4, 8]
 jobs exists only when the cluster is (nearly) full, which is the state this measures."""
 
 
-def build_view(nodes: int, gpus: int, pending: int, running: int, seed: int = 0) -> ClusterView:
+def shared_request(request: JobRequest, rng: random.Random, fraction: float) -> JobRequest:
+    """``request``, or with probability ``fraction`` a request for part of one GPU instead:
+    8-36 GiB of its memory, by a model of a family drawn uniformly."""
+    if not fraction or rng.random() >= fraction:
+        return request
+    memory = rng.randint(8, 36) * GiB
+    return replace(request, gpus=1, gpu_memory=memory, family=rng.choice(MODEL_FAMILIES))
+
+
+def build_view(
+    nodes: int, gpus: int, pending: int, running: int, seed: int = 0, shared: float = 0.0
+) -> ClusterView:
     rng = random.Random(seed)
     cluster = Cluster.homogeneous(nodes, gpus, nodes_per_rack=32)
     empty = ClusterView(time=0.0, cluster=cluster)
@@ -94,7 +107,8 @@ def build_view(nodes: int, gpus: int, pending: int, running: int, seed: int = 0)
     )
     # Adapters number jobs in submission order (JobRequest.seq): renumber after sorting.
     ordered = tuple(
-        replace(j, request=replace(j.request, seq=running + i)) for i, j in enumerate(pending_jobs)
+        replace(j, request=shared_request(replace(j.request, seq=running + i), rng, shared))
+        for i, j in enumerate(pending_jobs)
     )
     return ClusterView(time=now, cluster=cluster, running=tuple(running_jobs), pending=ordered)
 
@@ -105,6 +119,7 @@ def apply_plan(
     churn: int = 0,
     rng: random.Random | None = None,
     draining: set[str] | None = None,
+    shared: float = 0.0,
 ) -> ClusterView:
     """The view after ``plan``, 60 s later: started jobs run, resized ones run on their new
     GPUs, preempted jobs wait, the plan's marks are kept; then ``churn`` running jobs finish
@@ -172,13 +187,17 @@ def apply_plan(
         seq = 1 + max(j.request.seq for j in (*view.running, *view.pending))
         pending += [
             JobStatus(
-                request=JobRequest(
-                    id=f"n{seq + i}",
-                    submit_time=view.time + 60.0,
-                    gpus=rng.choice(SIZES),
-                    priority=rng.choice([0, 0, 1, 2]),
-                    seq=seq + i,
-                    expected_duration=rng.uniform(600, 86_400),
+                request=shared_request(
+                    JobRequest(
+                        id=f"n{seq + i}",
+                        submit_time=view.time + 60.0,
+                        gpus=rng.choice(SIZES),
+                        priority=rng.choice([0, 0, 1, 2]),
+                        seq=seq + i,
+                        expected_duration=rng.uniform(600, 86_400),
+                    ),
+                    rng,
+                    shared,
                 )
             )
             for i in range(churn)
@@ -206,6 +225,13 @@ def main() -> None:
         "--churn", type=int, default=20, help="jobs that finish (and arrive) between rounds"
     )
     parser.add_argument("--policies", default="fifo,priority,sjf,tiresias,value-density,danlu")
+    parser.add_argument(
+        "--shared",
+        type=float,
+        default=0.0,
+        help="fraction of the pending and arriving jobs that ask for part of one GPU "
+        "(8-36 GiB of its memory, a model family drawn uniformly)",
+    )
     parser.add_argument(
         "--fresh-statuses",
         action="store_true",
@@ -237,7 +263,9 @@ def main() -> None:
     paused = collector_paused if pause else contextlib.nullcontext
 
     started = time.perf_counter()
-    view = build_view(args.nodes, args.gpus_per_node, args.pending, args.running)
+    view = build_view(
+        args.nodes, args.gpus_per_node, args.pending, args.running, shared=args.shared
+    )
     build_ms = (time.perf_counter() - started) * 1000
     used = int(view.usage()[0].sum()) // 1000
     print(
@@ -271,7 +299,7 @@ def main() -> None:
                 plan = policy.schedule(steady)
                 times.append((time.perf_counter() - t0) * 1000)
             moves += len(plan.starts) + len(plan.preempts)
-            steady = apply_plan(steady, plan, args.churn, rng, draining)
+            steady = apply_plan(steady, plan, args.churn, rng, draining, args.shared)
             if args.fresh_statuses:
                 steady = replace(
                     steady,
