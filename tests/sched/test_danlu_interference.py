@@ -3,8 +3,10 @@ Gavel's measurements, and the placement of shared requests by them."""
 
 from __future__ import annotations
 
+from dataclasses import replace
 from pathlib import Path
 
+import numpy as np
 import pytest
 
 from danlu.core.cluster import Allocation, Cluster, GpuShare
@@ -12,10 +14,13 @@ from danlu.core.errors import SpecError
 from danlu.core.spec import MODEL_FAMILIES, parse_spec
 from danlu.sched.policies.danlu import DanluPolicy
 from danlu.sched.policies.danlu_share import (
+    MIN_GAIN,
     PAIR_GAIN,
     PAIR_GAINS,
     PAIR_SHARE,
     PAIR_SHARES,
+    _Closures,
+    _Failures,
     calibrate,
     calibrate_pairs,
     calibrate_shares,
@@ -192,3 +197,45 @@ def test_shares_on_one_gpu_leave_the_others_to_whole_gpu_jobs() -> None:
     plan = DanluPolicy().schedule(ClusterView(10.0, cluster, running, (whole,)))
     assert placed(plan) == {"w": 1}
     assert not plan.preempts
+
+
+def test_closed_gpus_follow_the_requests_placed() -> None:
+    cluster = Cluster.homogeneous(1, 3)
+    hosts = {"recommendation": np.array([True, False, False])}
+    closures = _Closures(hosts, MIN_GAIN, 0.0)
+    first = closures.closed("rl")
+    assert first is not None and first.tolist() == [True, False, False]
+    assert closures.closed("cnn-small") is None  # gains beside a recommendation model
+    closures.placed("recommendation", Allocation((GpuShare(0, 2, 250, 20 * GiB),)), cluster)
+    after = closures.closed("rl")
+    assert after is not None and after.tolist() == [True, False, True]
+    assert closures.closed("cnn-small") is None
+    # a family new on the cluster: every mask is built again from the hosts
+    closures.placed("cnn-large", Allocation((GpuShare(0, 1, 250, 20 * GiB),)), cluster)
+    small = closures.closed("cnn-small")
+    assert small is None  # 1.31 beside a large CNN
+    large = closures.closed("cnn-large")
+    assert large is not None and large.tolist() == [True, True, True]
+
+
+def test_a_request_as_large_as_one_that_found_no_gpu_is_not_tried() -> None:
+    failures = _Failures()
+    small = JobRequest(id="s", submit_time=0.0, gpus=1, gpu_memory=10 * GiB, family="lstm")
+    big = JobRequest(id="b", submit_time=0.0, gpus=1, gpu_memory=30 * GiB, family="lstm")
+    failures.add(big, "lstm")
+    assert failures.dominated(replace(big, gpu_memory=40 * GiB), "lstm")
+    assert not failures.dominated(small, "lstm")
+    assert not failures.dominated(big, "gan")  # other closed GPUs
+    assert not failures.dominated(big, None)  # a GPU of its own: another search
+    assert not failures.dominated(replace(big, gpu_types=frozenset({"h100"})), "lstm")
+    # the same memory as a milli share is another kind of request
+    assert not failures.dominated(replace(big, gpu_milli=500), "lstm")
+
+
+def test_placing_shares_on_a_full_cluster_gives_every_request_its_reason() -> None:
+    cluster = Cluster.homogeneous(1, 1)
+    running = (shared("rec", "recommendation", 0, gpu=0),)
+    pending = tuple(shared(f"big-{i}", "cnn-large", 1 + i) for i in range(3))
+    plan = DanluPolicy().schedule(ClusterView(10.0, cluster, running, pending))
+    assert not plan.starts
+    assert all("interference" in plan.waiting[j.id] for j in pending)
