@@ -246,7 +246,7 @@ def place_shared(
     )
     closures = _Closures(hosts, min_gain, min_rate)
     failed = _Failures()
-    for job in sorted(jobs, key=lambda j: (j.request.priority * -1, j.request.seq)):
+    for job in sorted(jobs, key=_queue_order):
         request, family = job.request, job.request.family
         closed = closures.closed(family)
         alloc = None
@@ -271,6 +271,12 @@ def place_shared(
     return dataclasses.replace(
         plan, starts=plan.starts + tuple(starts), waiting={**plan.waiting, **waiting}
     )
+
+
+def _queue_order(job: JobStatus) -> tuple[int, int]:
+    """Priority first, then submission."""
+    request = job.request
+    return -request.priority, request.seq
 
 
 class _Closures:
@@ -334,15 +340,18 @@ class _Failures:
     def dominated(self, request: JobRequest, family: str | None) -> bool:
         """Whether a request as small or smaller failed (``family`` None: on a GPU of its
         own)."""
-        return any(
-            memory <= request.gpu_memory and milli <= request.gpu_milli
-            for memory, milli in self._seen.get(self._key(request, family), ())
-        )
+        seen = self._seen.get(self._key(request, family))
+        if not seen:
+            return False
+        memory, milli = request.gpu_memory, request.gpu_milli
+        return any(m <= memory and k <= milli for m, k in seen)
 
     def add(self, request: JobRequest, family: str | None) -> None:
-        self._seen.setdefault(self._key(request, family), []).append(
-            (request.gpu_memory, request.gpu_milli)
-        )
+        """``request`` found no GPU: keep it, and drop the failures it is smaller than."""
+        memory, milli = request.gpu_memory, request.gpu_milli
+        key = self._key(request, family)
+        kept = [(m, k) for m, k in self._seen.get(key, ()) if m < memory or k < milli]
+        self._seen[key] = [*kept, (memory, milli)]
 
 
 def _mark(
