@@ -42,6 +42,10 @@ from danlu.sim.metrics import JobRecord, SimResult, Timeline
 from danlu.sim.progress import ProfiledProgress, Progress, RigidProgress
 from danlu.sim.workload import ProfiledWork, RigidWork, Workload, WorkloadJob
 
+MIN_RATE = 1e-6
+"""The slowest a shared job runs, however many neighbours it has (a product of measured
+rates, which could otherwise reach 0)."""
+
 
 @dataclass(frozen=True)
 class SimConfig:
@@ -346,7 +350,8 @@ class Simulator:
                 if not isinstance(progress, RigidProgress):
                     continue
                 others = [(o.model, o.request.family) for i, o in on_gpu.items() if i != job_id]
-                rate = min(1.0, model.rate((job.model, job.request.family), others))
+                rate = model.rate((job.model, job.request.family), others)
+                rate = min(1.0, max(rate, MIN_RATE))
                 if rate == progress.rate:
                     continue
                 progress.set_rate(at, rate)
