@@ -221,3 +221,22 @@ def test_cli_interference_flag(tmp_path: Path) -> None:
     # (Gavel: 0.074 of its speed) until the CNN ends, then runs alone
     assert slow_jct["b"] == pytest.approx(160.0)
     assert slow_jct["a"] == pytest.approx(160.0 + 100.0 * (1 - 0.074), abs=1.0)
+
+
+def test_cli_compare_takes_the_interference_flag(tmp_path: Path) -> None:
+    workload = tmp_path / "w.csv"
+    workload.write_text(
+        "name,submit_time,gpus,duration,gpu_memory,family\n"
+        f"a,0,1,100,{10 * GiB},recommendation\nb,0,1,100,{10 * GiB},cnn-small\n"
+    )
+    out = tmp_path / "cmp.json"
+    args = ["sim", "compare", "--workload", str(workload), "--policies", "fifo,danlu"]
+    args += ["--nodes", "1", "--gpus-per-node", "2", "--quiet", "--json", str(out)]
+    result = CliRunner().invoke(app, [*args, "--interference", str(gavel())])
+    assert result.exit_code == 0, result.output
+    summaries = json.loads(out.read_text())
+    # fifo packs the two shares on one GPU (best fit) and the recommendation model nearly
+    # stops; danlu gives each a GPU of its own while one is free
+    assert summaries["fifo"]["interference_seconds"] > 90.0
+    assert summaries["danlu"]["interference_seconds"] == 0.0
+    assert summaries["danlu"]["avg_jct"] == pytest.approx(160.0)
