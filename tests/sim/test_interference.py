@@ -74,6 +74,14 @@ def test_shared_jobs_slow_and_the_survivor_speeds_up_when_its_neighbour_ends(
     assert result.summary()["interference_seconds"] == pytest.approx(250.0)
     per_job = {j["id"]: j["interference_seconds"] for j in result.to_json()["per_job"]}
     assert per_job == pytest.approx(lost)
+    # each held half of the GPU (10 of 80 GiB by memory: 125 milli); utilisation counts
+    # only the work done: held GPU-seconds less what sharing slowed
+    shares = {r.id: r.interference_gpu_seconds for r in result.jobs}
+    assert shares == pytest.approx({"a": 100.0 * 0.125, "b": 150.0 * 0.125})
+    held = 0.125 * 200 + 0.125 * 250
+    useful = held - 0.125 * 250
+    summary = result.summary()
+    assert summary["gpu_utilization"] == pytest.approx(useful / (1 * summary["makespan"]))
 
 
 def test_a_speed_up_between_two_instants_completes_in_order(tmp_path: Path) -> None:

@@ -611,6 +611,7 @@ class Simulator:
                 preemptions=j.preemptions,
                 resizes=j.resizes,
                 interference_seconds=j.progress.interference_seconds,
+                interference_gpu_seconds=j.progress.interference_gpu_seconds,
             )
             for j in self._finished
         ]

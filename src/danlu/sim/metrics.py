@@ -31,6 +31,8 @@ class JobRecord:
     """Times it was moved to other GPUs while running (each one a restart)."""
     interference_seconds: float = 0.0
     """Seconds of running lost to jobs sharing its GPU (``SimConfig.interference``)."""
+    interference_gpu_seconds: float = 0.0
+    """The same in GPU-seconds, at the share of a GPU it held."""
 
     @property
     def restarts(self) -> int:
@@ -142,7 +144,8 @@ class SimResult:
         last_end = max((r.end_time or 0.0 for r in self.jobs), default=0.0)
         makespan = last_end - first_submit
         held = sum(r.gpu_seconds for r in self.jobs)
-        useful = held - sum(r.restart_gpu_seconds for r in self.jobs)
+        lost = sum(r.restart_gpu_seconds + r.interference_gpu_seconds for r in self.jobs)
+        useful = held - lost  # neither restarts nor what sharing a GPU slowed
         capacity = self.total_gpus * makespan
         times = self.timeline.times
         if len(times) > 1:

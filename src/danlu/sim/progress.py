@@ -17,7 +17,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Protocol
 
-from danlu.core.cluster import Allocation
+from danlu.core.cluster import MILLI_PER_GPU, Allocation
 from danlu.sim.adapt import profile_tuner
 from danlu.sim.elastic import ApplicationProfile, JobProgress
 
@@ -82,6 +82,11 @@ class Progress(Protocol):
         part of its speed it lacked (0 unless the simulation slows shared jobs)."""
         ...
 
+    @property
+    def interference_gpu_seconds(self) -> float:
+        """The same in GPU-seconds, at the share of a GPU it held."""
+        ...
+
 
 class _RestartLedger:
     """The restart time a job's runs were charged: seconds, and GPU-seconds at the GPU count
@@ -124,11 +129,18 @@ class RigidProgress(_RestartLedger):
         """Restart seconds still to pay, as of ``_started_at``."""
         self._starts = 0
         self._gpus = 0
+        self._held = 0.0
+        """GPUs held by the current run, fractions of a GPU counted as such."""
         self._interference_seconds = 0.0
+        self._interference_gpu_seconds = 0.0
 
     @property
     def interference_seconds(self) -> float:
         return self._interference_seconds
+
+    @property
+    def interference_gpu_seconds(self) -> float:
+        return self._interference_gpu_seconds
 
     def start(
         self,
@@ -141,6 +153,7 @@ class RigidProgress(_RestartLedger):
         self._delay = self.restart_cost if self._starts > 1 else 0.0
         self._started_at = now
         self._gpus = allocation.num_gpus
+        self._held = allocation.gpu_milli / MILLI_PER_GPU
         self.rate = 1.0
 
     def _settle(self, now: float) -> None:
@@ -152,7 +165,9 @@ class RigidProgress(_RestartLedger):
         self._charge_restart(paid, self._gpus)
         self._delay -= paid
         self.remaining = max(0.0, self.remaining - (elapsed - paid) * self.rate)
-        self._interference_seconds += (elapsed - paid) * (1.0 - self.rate)
+        lost = (elapsed - paid) * (1.0 - self.rate)
+        self._interference_seconds += lost
+        self._interference_gpu_seconds += lost * self._held
         self._started_at = now
 
     def set_rate(self, now: float, rate: float) -> None:
@@ -211,6 +226,7 @@ class ProfiledProgress(_RestartLedger):
     stepwise = True
     interference_seconds = 0.0
     """Profiled jobs ask for whole GPUs: they never share one."""
+    interference_gpu_seconds = 0.0
 
     def __init__(
         self, profile: ApplicationProfile, batch_size: int, restart_cost: float = 30.0
