@@ -4,7 +4,9 @@ measured, recomputed whenever a job joins or leaves the GPU."""
 from __future__ import annotations
 
 import json
+from collections.abc import Callable
 from pathlib import Path
+from types import ModuleType
 
 import pytest
 from typer.testing import CliRunner
@@ -248,3 +250,26 @@ def test_cli_compare_takes_the_interference_flag(tmp_path: Path) -> None:
     assert summaries["fifo"]["interference_seconds"] > 90.0
     assert summaries["danlu"]["interference_seconds"] == 0.0
     assert summaries["danlu"]["avg_jct"] == pytest.approx(160.0)
+
+
+def test_the_sharing_benchmark_runs_and_its_workloads_are_fixed(
+    load_benchmark: Callable[[str], ModuleType],
+    monkeypatch: pytest.MonkeyPatch,
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    bench = load_benchmark("sharing_interference")
+    first, again = bench.workload(1.0, 0), bench.workload(1.0, 0)
+    assert first == again and len(first.jobs) == 400
+    shares = [j for j in first.jobs if j.request.shares_gpu]
+    assert 0.6 < len(shares) / 400 < 0.8
+    assert all(j.request.family for j in first.jobs)
+    unknown = bench.workload(1.0, 0, unknown=1.0)
+    assert not any(j.request.family for j in unknown.jobs)
+    monkeypatch.setattr(
+        "sys.argv",
+        ["sharing_interference.py", "--loads", "0.7", "--seeds", "0", "--gavel", str(gavel())],
+    )
+    bench.main()
+    out = capsys.readouterr().out
+    assert "pack: mean ratio to pack 1.000 free, 1.000 slowed" in out
+    assert "spread: mean ratio to pack" in out
