@@ -106,6 +106,12 @@ def test_a_share_goes_beside_a_job_it_gains_with_and_not_one_it_loses_with() -> 
     # (1.41), but the large CNN would lose there (0.74 with it, 0.84 with the LSTM)
     assert placed(plan) == {"lm": 0, "big": 1}
     assert not plan.preempts
+    # the starts say where they went, for the jobs' event logs
+    reasons = {s.job_id: s.reason for s in plan.starts}
+    assert reasons["lm"] == (
+        "sharing a GPU with transformer jobs; predicted to keep 73% of its speed (lstm)"
+    )
+    assert reasons["big"] == "a GPU of its own"
 
 
 def test_a_share_waits_rather_than_go_beside_a_job_it_loses_with() -> None:

@@ -131,3 +131,13 @@ def test_a_changed_relationship_is_left_to_the_orm(seeded: Database) -> None:
     with seeded.read_session() as s:
         stored = jobs.get_job(s, job_id)
         assert (stored.user.name, stored.pending_reason) == ("bob", "moved to bob")
+
+
+def test_a_start_with_a_reason_records_it_in_the_event_log(seeded: Database) -> None:
+    ids = submit(seeded, 2)
+    with seeded.session() as s:
+        starts = (Start(ids[0], whole(0), reason="beside nobody"), Start(ids[1], whole(1)))
+        view.apply_plan(s, Plan(starts=starts), NOW + 10)
+    with seeded.read_session() as s:
+        reasons = [[e.reason for e in events.list_events(s, job_id)][-1] for job_id in ids]
+    assert reasons == ["scheduled: beside nobody", "scheduled"]

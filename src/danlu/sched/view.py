@@ -183,12 +183,14 @@ class Start:
 
     ``adaptive``: the job may re-pick its global batch in-process between rounds (the
     goodput-optimal batch for this allocation, from its own measurements; only jobs that
-    report ``observed["adaptive"]`` do), starting from ``batch_size``."""
+    report ``observed["adaptive"]`` do), starting from ``batch_size``. ``reason``: why the
+    policy put it there, for the job's event log (empty: just "scheduled")."""
 
     job_id: str
     allocation: Allocation
     batch_size: int | None = None
     adaptive: bool = False
+    reason: str = ""
 
 
 @dataclass(frozen=True, slots=True)

@@ -266,10 +266,30 @@ def place_shared(
                 "the interference model predicts it gains with"
             )
         else:
-            starts.append(Start(job.id, alloc))
+            starts.append(Start(job.id, alloc, reason=_beside(hosts, family, alloc, cluster)))
             closures.placed(family, alloc, cluster)
     return dataclasses.replace(
         plan, starts=plan.starts + tuple(starts), waiting={**plan.waiting, **waiting}
+    )
+
+
+def _beside(
+    hosts: dict[str, npt.NDArray[np.bool_]], family: str, alloc: Allocation, cluster: Cluster
+) -> str:
+    """What a share placed on ``alloc`` sits beside, and what it is predicted to keep of
+    its speed there (the start's reason in the job's event log)."""
+    share = alloc.shares[0]
+    index = cluster.gpu_offset(share.node) + share.gpu
+    others = sorted(f for f, mask in hosts.items() if mask[index])
+    if not others:
+        return "a GPU of its own"
+    keeps = 1.0
+    for other in others:
+        keeps *= pair_share(family, other)
+    names = ", ".join(f or "unknown-family" for f in others)
+    return (
+        f"sharing a GPU with {names} jobs; predicted to keep {keeps:.0%} of its speed "
+        f"({family or 'unknown family'})"
     )
 
 

@@ -635,9 +635,8 @@ def apply_plan(
         used[project.id] = current + extra
         if start.batch_size is not None:
             job.batch_size = start.batch_size
-        jobs.change_state(
-            session, job, JobState.RUNNING, "scheduled", t, allocation=records, flush=False
-        )
+        why = f"scheduled: {start.reason}" if start.reason else "scheduled"
+        jobs.change_state(session, job, JobState.RUNNING, why, t, allocation=records, flush=False)
         out.started.append(job)
 
     for job_id, reason in {**(withheld or {}), **plan.waiting}.items():
