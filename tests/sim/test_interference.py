@@ -4,6 +4,7 @@ measured, recomputed whenever a job joins or leaves the GPU."""
 from __future__ import annotations
 
 import json
+import random
 from collections.abc import Callable
 from pathlib import Path
 from types import ModuleType
@@ -14,6 +15,7 @@ from typer.testing import CliRunner
 from danlu.cli.main import app
 from danlu.core.cluster import Allocation, Cluster, GpuShare
 from danlu.core.errors import ConfigError, DataError
+from danlu.core.spec import MODEL_FAMILIES
 from danlu.core.units import GiB
 from danlu.estimate.colocation import gavel_family, measured_pairs
 from danlu.sched.registry import make_policy
@@ -28,6 +30,12 @@ THROUGHPUTS = GAVEL / "physical_cluster_throughputs.json"
 
 # "a" slows to half beside "b"; "b" to a quarter beside "a"
 HALF_AND_QUARTER = Interference({("gan", "rl"): 0.5, ("rl", "gan"): 0.25}, default=0.8)
+
+
+def _write(tmp_path: Path, text: str) -> Path:
+    path = tmp_path / "w.csv"
+    path.write_text(text)
+    return path
 
 
 def gavel() -> Path:
@@ -273,3 +281,45 @@ def test_the_sharing_benchmark_runs_and_its_workloads_are_fixed(
     out = capsys.readouterr().out
     assert "pack: mean ratio to pack 1.000 free, 1.000 slowed" in out
     assert "spread: mean ratio to pack" in out
+
+
+@pytest.mark.parametrize("policy", ["fifo", "tiresias", "value-density", "danlu"])
+def test_the_work_done_is_each_jobs_duration_however_it_was_slowed(
+    tmp_path: Path, policy: str
+) -> None:
+    """GPU-seconds held, less restarts and less what sharing slowed, are exactly the work
+    each job asked for, through preemptions, resizes and neighbours coming and going."""
+    rng = random.Random(7)
+    lines = ["name,submit_time,gpus,duration,priority,gpu_memory,family"]
+    for i in range(60):
+        family = rng.choice(("", *MODEL_FAMILIES))
+        if rng.random() < 0.6:
+            memory = rng.randint(4, 30) * GiB
+            lines.append(f"s{i},{i * 90},1,{rng.randint(60, 3000)},{i % 3},{memory},{family}")
+        else:
+            gpus = rng.choice((1, 2, 4))
+            lines.append(f"w{i},{i * 90},{gpus},{rng.randint(60, 3000)},{i % 3},0,{family}")
+    workload = load_workload(_write(tmp_path, "\n".join(lines) + "\n"))
+    options = {"thresholds": (3600.0,)} if policy == "tiresias" else {}
+    result = Simulator(
+        Cluster.homogeneous(2, 4),
+        make_policy(policy, **options),
+        workload,
+        SimConfig(interval=60.0, interference=HALF_AND_QUARTER),
+    ).run()
+    assert result.unfinished == [] and len(result.jobs) == 60
+    durations = {j.request.id: j.work.duration for j in workload.jobs}  # type: ignore[union-attr]
+    requests = {j.request.id: j.request for j in workload.jobs}
+    slowed = 0.0
+    for record in result.jobs:
+        request = requests[record.id]
+        # a share holds its milli of one GPU (by memory: in proportion to 80 GiB)
+        held = -(-1000 * request.gpu_memory // (80 * GiB)) / 1000 if request.shares_gpu else 1.0
+        held *= request.gpus
+        work = record.gpu_seconds - record.restart_gpu_seconds - record.interference_gpu_seconds
+        assert work == pytest.approx(durations[record.id] * held, rel=1e-9, abs=1e-6)
+        assert record.interference_seconds == pytest.approx(record.interference_gpu_seconds / held)
+        slowed += record.interference_seconds
+    assert result.summary()["interference_seconds"] == pytest.approx(slowed)
+    if policy in ("fifo", "danlu"):
+        assert slowed > 0  # some shares did run beside others

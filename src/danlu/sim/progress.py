@@ -73,7 +73,8 @@ class Progress(Protocol):
 
     @property
     def restart_gpu_seconds(self) -> float:
-        """GPU-seconds spent restarting so far, at the GPU count of each run."""
+        """GPU-seconds spent restarting so far, at the GPUs each run held (a share of one
+        GPU counted as its share)."""
         ...
 
     @property
@@ -89,8 +90,8 @@ class Progress(Protocol):
 
 
 class _RestartLedger:
-    """The restart time a job's runs were charged: seconds, and GPU-seconds at the GPU count
-    of each run."""
+    """The restart time a job's runs were charged: seconds, and GPU-seconds at the GPUs each
+    run held (a share of one GPU counted as its share, as the held GPU-seconds are)."""
 
     _restart_seconds = 0.0
     _restart_gpu_seconds = 0.0
@@ -103,7 +104,7 @@ class _RestartLedger:
     def restart_gpu_seconds(self) -> float:
         return self._restart_gpu_seconds
 
-    def _charge_restart(self, seconds: float, gpus: int) -> None:
+    def _charge_restart(self, seconds: float, gpus: float) -> None:
         self._restart_seconds += seconds
         self._restart_gpu_seconds += seconds * gpus
 
@@ -128,7 +129,6 @@ class RigidProgress(_RestartLedger):
         self._delay = 0.0
         """Restart seconds still to pay, as of ``_started_at``."""
         self._starts = 0
-        self._gpus = 0
         self._held = 0.0
         """GPUs held by the current run, fractions of a GPU counted as such."""
         self._interference_seconds = 0.0
@@ -152,7 +152,6 @@ class RigidProgress(_RestartLedger):
         self._starts += 1
         self._delay = self.restart_cost if self._starts > 1 else 0.0
         self._started_at = now
-        self._gpus = allocation.num_gpus
         self._held = allocation.gpu_milli / MILLI_PER_GPU
         self.rate = 1.0
 
@@ -162,7 +161,7 @@ class RigidProgress(_RestartLedger):
             return
         elapsed = max(0.0, now - self._started_at)
         paid = min(elapsed, self._delay)
-        self._charge_restart(paid, self._gpus)
+        self._charge_restart(paid, self._held)
         self._delay -= paid
         self.remaining = max(0.0, self.remaining - (elapsed - paid) * self.rate)
         lost = (elapsed - paid) * (1.0 - self.rate)
