@@ -121,6 +121,12 @@ class _Job:
 
 _BY_SEQ = operator.attrgetter("request.seq")
 
+
+def _model_of(job: WorkloadJob) -> str:
+    """The model a workload job names for the interference data ("" for none)."""
+    return job.work.model if isinstance(job.work, RigidWork) else ""
+
+
 ProgressCallback = Callable[[float, int, int], None]
 """Called as ``(sim_time, finished_jobs, total_jobs)`` while a simulation runs."""
 
@@ -186,7 +192,7 @@ class Simulator:
             return
         known = model.models
         for wj in self.workload.jobs:
-            name = wj.work.model if isinstance(wj.work, RigidWork) else ""
+            name = _model_of(wj)
             if name and name not in known:
                 raise ConfigError(
                     f"job {wj.request.id} names model {name!r}, which the interference data "
@@ -497,8 +503,7 @@ class Simulator:
             if reason is not None:
                 self._rejected.append((wj.request.id, reason))
                 continue
-            model = wj.work.model if isinstance(wj.work, RigidWork) else ""
-            arrivals.append((wj, _Job(wj.request, self._progress_for(wj), model=model)))
+            arrivals.append((wj, _Job(wj.request, self._progress_for(wj), model=_model_of(wj))))
         total = len(arrivals)
         if arrivals:  # the timeline starts idle at the first submission
             self._record(arrivals[0][0].request.submit_time)

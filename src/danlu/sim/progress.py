@@ -89,12 +89,16 @@ class Progress(Protocol):
         ...
 
 
-class _RestartLedger:
-    """The restart time a job's runs were charged: seconds, and GPU-seconds at the GPUs each
-    run held (a share of one GPU counted as its share, as the held GPU-seconds are)."""
+class _Ledger:
+    """What a job's runs lost: the restart time they were charged, and the running time
+    that jobs sharing its GPU took (0 unless the simulation slows shared jobs); seconds, and
+    GPU-seconds at the GPUs each run held (a share of one GPU counted as its share, as the
+    held GPU-seconds are)."""
 
     _restart_seconds = 0.0
     _restart_gpu_seconds = 0.0
+    _interference_seconds = 0.0
+    _interference_gpu_seconds = 0.0
 
     @property
     def restart_seconds(self) -> float:
@@ -104,12 +108,24 @@ class _RestartLedger:
     def restart_gpu_seconds(self) -> float:
         return self._restart_gpu_seconds
 
+    @property
+    def interference_seconds(self) -> float:
+        return self._interference_seconds
+
+    @property
+    def interference_gpu_seconds(self) -> float:
+        return self._interference_gpu_seconds
+
     def _charge_restart(self, seconds: float, gpus: float) -> None:
         self._restart_seconds += seconds
         self._restart_gpu_seconds += seconds * gpus
 
+    def _charge_interference(self, seconds: float, gpus: float) -> None:
+        self._interference_seconds += seconds
+        self._interference_gpu_seconds += seconds * gpus
 
-class RigidProgress(_RestartLedger):
+
+class RigidProgress(_Ledger):
     """A job that needs ``duration`` seconds of running, wherever it runs.
 
     It runs at full speed unless the engine slows it (:meth:`set_rate`: it shares its GPU
@@ -131,16 +147,6 @@ class RigidProgress(_RestartLedger):
         self._starts = 0
         self._held = 0.0
         """GPUs held by the current run, fractions of a GPU counted as such."""
-        self._interference_seconds = 0.0
-        self._interference_gpu_seconds = 0.0
-
-    @property
-    def interference_seconds(self) -> float:
-        return self._interference_seconds
-
-    @property
-    def interference_gpu_seconds(self) -> float:
-        return self._interference_gpu_seconds
 
     def start(
         self,
@@ -164,9 +170,7 @@ class RigidProgress(_RestartLedger):
         self._charge_restart(paid, self._held)
         self._delay -= paid
         self.remaining = max(0.0, self.remaining - (elapsed - paid) * self.rate)
-        lost = (elapsed - paid) * (1.0 - self.rate)
-        self._interference_seconds += lost
-        self._interference_gpu_seconds += lost * self._held
+        self._charge_interference((elapsed - paid) * (1.0 - self.rate), self._held)
         self._started_at = now
 
     def set_rate(self, now: float, rate: float) -> None:
@@ -177,8 +181,6 @@ class RigidProgress(_RestartLedger):
         self.rate = rate
 
     def stop(self, now: float) -> None:
-        if self._started_at is None:
-            return
         self._settle(now)
         self._started_at = None
 
@@ -206,7 +208,7 @@ class RigidProgress(_RestartLedger):
 _NOTHING: Mapping[str, float] = {}
 
 
-class ProfiledProgress(_RestartLedger):
+class ProfiledProgress(_Ledger):
     """A job of a profiled application (Pollux traces).
 
     It trains at the global batch the scheduler chose in its last start, resize or rebatch,
@@ -223,9 +225,6 @@ class ProfiledProgress(_RestartLedger):
     """
 
     stepwise = True
-    interference_seconds = 0.0
-    """Profiled jobs ask for whole GPUs: they never share one."""
-    interference_gpu_seconds = 0.0
 
     def __init__(
         self, profile: ApplicationProfile, batch_size: int, restart_cost: float = 30.0

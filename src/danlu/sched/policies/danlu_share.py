@@ -360,8 +360,8 @@ class _Failures:
     def dominated(self, request: JobRequest, family: str | None) -> bool:
         """Whether a request as small or smaller failed (``family`` None: on a GPU of its
         own)."""
+        seen = self._seen.get(self._key(request, family))
         memory, milli = request.gpu_memory, request.gpu_milli
-        seen = self._seen.get((family, milli < MILLI_PER_GPU or not memory, request.gpu_types))
         if seen:  # a plain loop: this runs for every pending share, every round
             for m, k in seen:
                 if m <= memory and k <= milli:
