@@ -228,7 +228,9 @@ def place_shared(
         free.take(s.allocation)
     # where the jobs of each family sit once the plan is carried out (GPU index masks)
     leaving = {p.job_id for p in plan.preempts} | {r.job_id for r in plan.resizes}
-    family_of = {j.id: j.request.family for j in (*view.running, *view.pending)}
+    moved = {r.job_id for r in plan.resizes} | {s.job_id for s in plan.starts}
+    family_of = {j.id: j.request.family for j in view.pending if j.id in moved}
+    family_of.update((i, running[i].request.family) for i in moved if i in running)
     hosts: dict[str, npt.NDArray[np.bool_]] = {}
     for j in view.running:
         if j.id not in leaving:
