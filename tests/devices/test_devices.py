@@ -99,7 +99,9 @@ def test_no_nvml_is_a_clear_error() -> None:
 @pytest.mark.parametrize(
     ("name", "memory", "expected"),
     [
+        ("NVIDIA H200", 140 * GiB, "H200"),
         ("NVIDIA A100-SXM4-80GB", 80 * GiB, "A100-80GB"),
+        ("NVIDIA A100-SXM4-40GB", 40 * GiB, "A100-40GB"),
         ("Tesla V100-SXM2-16GB", 16 * GiB, "V100-16GB"),
         ("Tesla T4", 15 * GiB, "T4"),
         ("NVIDIA A10G", 23 * GiB, "A10"),

@@ -9,12 +9,13 @@ from pathlib import Path
 
 import pytest
 
-from danlu.core.errors import DataError, SpecError
+from danlu.core.errors import DataError, SpecError, UnknownNameError
 from danlu.estimate.memory import (
     FittedMemoryModel,
     MemoryModel,
     TraceRequest,
     get_gpu,
+    gpu_for_device,
     replay,
     trace,
 )
@@ -117,7 +118,32 @@ def test_reserved_prediction_on_a_real_gpu() -> None:
     from danlu.estimate.memory.ground_truth import cuda_peak
 
     (tr,) = trace(TraceRequest(ZOO + "gpt2_tiny", (16,)))
-    name = "h100" if "H100" in torch.cuda.get_device_name(0) else "a100-80gb"
-    pred = replay(tr, get_gpu(name)).peak_reserved_bytes
+    gpu = gpu_for_device(
+        torch.cuda.get_device_name(0), torch.cuda.get_device_properties(0).total_memory
+    )
+    pred = replay(tr, gpu).peak_reserved_bytes
     real = cuda_peak(ZOO + "gpt2_tiny", 16)["reserved"]
     assert abs(pred - real) <= 0.1 * real
+
+
+@pytest.mark.parametrize(
+    ("device", "memory_gib", "entry"),
+    [
+        ("NVIDIA H200", 140, "h200"),
+        ("NVIDIA H100 80GB HBM3", 80, "h100"),
+        ("NVIDIA A100-SXM4-40GB", 40, "a100-40gb"),
+        ("NVIDIA A100-SXM4-80GB", 80, "a100-80gb"),
+        ("Tesla V100-SXM2-16GB", 16, "v100-16gb"),
+        ("Tesla T4", 15, "t4"),
+        ("NVIDIA GeForce RTX 4090", 24, "rtx4090"),
+    ],
+)
+def test_gpu_for_device_reads_the_name_the_device_reports(
+    device: str, memory_gib: int, entry: str
+) -> None:
+    assert gpu_for_device(device, memory_gib * 2**30).name == entry
+
+
+def test_gpu_for_device_names_the_table_for_an_unknown_gpu() -> None:
+    with pytest.raises(UnknownNameError, match="h200"):
+        gpu_for_device("NVIDIA L40S", 45 * 2**30)

@@ -8,6 +8,7 @@ indices. An :class:`Allocation` is a tuple of :class:`GpuShare`: a whole GPU
 
 from __future__ import annotations
 
+import re
 from collections import Counter
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
@@ -78,6 +79,36 @@ def gpu_type(name: str) -> GpuType:
     if alias is not None:
         return GPU_TYPES[alias]
     raise UnknownNameError("GPU type", name, list(GPU_TYPES))
+
+
+_DEVICE_RULES: tuple[tuple[str, str, str, int], ...] = (
+    # (pattern in the device's name, type, type when memory > the GiB that follow)
+    (r"H200", "H200", "H200", 0),
+    (r"H100", "H100", "H100", 0),
+    (r"A100", "A100-40GB", "A100-80GB", 48),
+    (r"V100", "V100-16GB", "V100-32GB", 20),
+    (r"P100", "P100", "P100", 0),
+    (r"\bT4\b", "T4", "T4", 0),
+    (r"\bA10G?\b", "A10", "A10", 0),
+    (r"\bL4\b", "L4", "L4", 0),
+    (r"4090", "RTX4090", "RTX4090", 0),
+    (r"K80", "K80", "K80", 0),
+)
+
+
+def gpu_type_from_device(name: str, memory: int) -> GpuType:
+    """danlu's :class:`GpuType` for the name a device reports (NVML,
+    ``torch.cuda.get_device_name``), with the device's real memory in bytes.
+
+    ``"NVIDIA A100-SXM4-80GB"`` -> ``A100-80GB``, ``"Tesla V100-SXM2-16GB"`` -> ``V100-16GB``
+    (A100 and V100 sizes are told apart by ``memory``); an unknown model keeps the device's
+    name."""
+    up = name.upper()
+    for pattern, small, large, threshold_gib in _DEVICE_RULES:
+        if re.search(pattern, up):
+            canonical = large if memory > threshold_gib * GiB else small
+            return GpuType(GPU_TYPES[canonical].name, memory)
+    return GpuType(name, memory)
 
 
 @dataclass(frozen=True, slots=True)

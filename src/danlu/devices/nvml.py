@@ -6,12 +6,11 @@ Every function takes an optional ``nvml`` module object so tests can inject a fa
 from __future__ import annotations
 
 import contextlib
-import re
 import socket
 from types import ModuleType
 from typing import Any
 
-from danlu.core.cluster import GPU_TYPES, GpuType
+from danlu.core.cluster import GpuType, gpu_type_from_device
 from danlu.devices.errors import DeviceUnavailableError
 from danlu.devices.inventory import GpuInfo, Inventory, NodeInventory
 
@@ -44,27 +43,9 @@ def _text(value: str | bytes) -> str:
 
 
 def type_from_name(name: str, memory: int) -> GpuType:
-    """danlu's :class:`GpuType` for an NVML device name, with the device's real memory.
-
-    ``"NVIDIA A100-SXM4-80GB"`` -> ``A100-80GB``, ``"Tesla V100-SXM2-16GB"`` -> ``V100-16GB``;
-    an unknown model keeps NVML's name."""
-    up = name.upper()
-    rules = [
-        (r"H200", "H200"),
-        (r"H100", "H100"),
-        (r"A100", "A100-80GB" if memory > 48 * _GiB else "A100-40GB"),
-        (r"V100", "V100-32GB" if memory > 20 * _GiB else "V100-16GB"),
-        (r"P100", "P100"),
-        (r"\bT4\b", "T4"),
-        (r"\bA10G?\b", "A10"),
-        (r"\bL4\b", "L4"),
-        (r"4090", "RTX4090"),
-        (r"K80", "K80"),
-    ]
-    for pattern, canonical in rules:
-        if re.search(pattern, up):
-            return GpuType(GPU_TYPES[canonical].name, memory)
-    return GpuType(name, memory)
+    """danlu's :class:`GpuType` for an NVML device name, with the device's real memory
+    (:func:`danlu.core.cluster.gpu_type_from_device`)."""
+    return gpu_type_from_device(name, memory)
 
 
 def read_gpu(nvml: Any, index: int) -> GpuInfo:

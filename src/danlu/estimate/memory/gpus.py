@@ -19,6 +19,7 @@ import json
 from dataclasses import asdict, dataclass, replace
 from pathlib import Path
 
+from danlu.core.cluster import gpu_type_from_device
 from danlu.core.errors import ConfigError, UnknownNameError
 
 MiB = 1024**2
@@ -102,3 +103,14 @@ def get_gpu(name: str, table: dict[str, GpuSpec] | None = None) -> GpuSpec:
     if key not in table:
         raise UnknownNameError("GPU type (--gpu)", name, list(table))
     return table[key]
+
+
+def gpu_for_device(
+    device_name: str, total_memory: int, table: dict[str, GpuSpec] | None = None
+) -> GpuSpec:
+    """The table's entry for the GPU a device reports (``torch.cuda.get_device_name(0)``
+    and its ``total_memory``): ``"NVIDIA H200"`` -> ``h200``, ``"NVIDIA A100-SXM4-40GB"``
+    -> ``a100-40gb``. :class:`UnknownNameError` (naming the table's GPUs) for a GPU the
+    table does not have: add it with ``--gpu-table``."""
+    kind = gpu_type_from_device(device_name, total_memory)
+    return get_gpu(kind.name, table)
