@@ -1,16 +1,16 @@
 """GPU types and the per-GPU constants of the memory model, in one place.
 
 ``capacity_bytes`` is the memory the device reports (``torch.cuda.get_device_properties
-(0).total_memory`` is slightly less than the marketing size). ``context_bytes`` is what the
-CUDA context, the CUDA runtime and PyTorch's kernels take outside the caching allocator once
-the first kernels have run with lazy module loading (CUDA >= 11.7); typical values from
-public measurements (nvidia-smi minus ``torch.cuda.memory_reserved``), NOT measured by us:
-recalibrate with ``benchmarks/memory_accuracy.py --calibrate out.json`` on the real GPU and
-pass the file with ``--gpu-table``. ``cublas_workspace_bytes`` is PyTorch's default cuBLAS
-workspace per (handle, stream): 32 MiB on Hopper (sm90), 4096 KiB x 2 + 16 KiB x 8 before it;
-training holds ``cublas_handles`` of them (the forward thread and the autograd device thread).
-``conv_workspace_ratio`` sizes cuDNN workspaces as a fraction of the convolution's output
-bytes (0 until calibrated).
+(0).total_memory`` is slightly less than the marketing size). ``context_bytes`` is what the CUDA
+context, the CUDA runtime and PyTorch's kernels take outside the caching allocator once the
+first kernels have run with lazy module loading (CUDA >= 11.7); typical values from public
+measurements (nvidia-smi minus ``torch.cuda.memory_reserved``), not measured by us except where
+the entry says so: recalibrate with ``benchmarks/memory_accuracy.py --calibrate out.json`` on
+the real GPU and pass the file with ``--gpu-table``. ``cublas_workspace_bytes`` is PyTorch's
+default cuBLAS workspace per (handle, stream): 32 MiB on Hopper (sm90), 4096 KiB x 2 + 16 KiB x
+8 before it; training holds ``cublas_handles`` of them (the forward thread and the autograd
+device thread). ``conv_workspace_ratio`` sizes cuDNN workspaces as a fraction of the
+convolution's output bytes (0 until calibrated).
 """
 
 from __future__ import annotations
@@ -45,16 +45,18 @@ class GpuSpec:
         return asdict(self)
 
 
-def _g(name: str, cap_gib: float, ctx_mib: int, cc: str) -> GpuSpec:
+def _g(name: str, cap_gib: float, ctx_mib: float, cc: str) -> GpuSpec:
     ws = _CUBLAS_HOPPER if cc.startswith("9") else _CUBLAS_PRE_HOPPER
-    return GpuSpec(name, int(cap_gib * GiB), ctx_mib * MiB, ws, compute_capability=cc)
+    return GpuSpec(name, int(cap_gib * GiB), int(ctx_mib * MiB), ws, compute_capability=cc)
 
 
 GPUS: dict[str, GpuSpec] = {
     g.name: g
     for g in (
         _g("h100", 79.19, 520, "9.0"),  # H100 80GB HBM3 (SXM/PCIe)
-        _g("h200", 139.81, 520, "9.0"),  # H200 141GB HBM3e
+        # H200 141GB HBM3e; capacity and context measured (memory_accuracy.py --calibrate,
+        # 2026-11-27: torch 2.11.0+cu130, driver 580.159.04, median of 6 runs)
+        _g("h200", 139.80, 750.8125, "9.0"),
         _g("a100-80gb", 79.15, 430, "8.0"),
         _g("a100-40gb", 39.39, 430, "8.0"),
         _g("v100-32gb", 31.74, 310, "7.0"),
