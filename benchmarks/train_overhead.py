@@ -26,6 +26,10 @@ Two workloads (``--workloads``):
 - ``mlp``: a 1.6 M-parameter MLP, batch 128: the stress case for the per-step gradient norm,
   since every parameter is used once per sample, so reading all gradients once more (the norm)
   is large next to the step's arithmetic.
+- ``resnet18`` (not in the default list): ``danlu.estimate.zoo.resnet18`` (11 M parameters,
+  64x64 images), batch 128: a step of GPU size, for ``--device cuda``, where the two above
+  take about a millisecond and the fixed cost per step of danlu.train (one wait for the GPU,
+  to bring the loss and norm to the host, and its bookkeeping) is large next to them.
 
 The CPU time per step of both loops (``time.process_time``: all threads of the process, so
 background threads count) is printed too, and the cadence of the gradient norm that
@@ -55,7 +59,8 @@ its budget). Their median step times give the cost per step in microseconds. The
 line prints both estimates with their intervals and the A/A control.
 
     PYTHONPATH=src python benchmarks/train_overhead.py [--workloads cnn,mlp] [--threads 1]
-        [--repeats R] [--steps S] [--interleaved N] [--keep-malloc]
+        [--repeats R] [--steps S] [--interleaved N] [--keep-malloc] [--device cuda]
+        [--batch B]
         (R, S, N: per-workload defaults)
 """
 
@@ -77,6 +82,7 @@ from typing import Any
 import torch
 
 import danlu.train as dt
+from danlu.estimate import zoo
 from danlu.train.cadence import NormEvery
 from danlu.train.step import grad_norm
 
@@ -106,6 +112,12 @@ def make_cnn() -> torch.nn.Module:
     return model
 
 
+def make_resnet18() -> torch.nn.Module:
+    torch.manual_seed(0)
+    model, _, _ = zoo.resnet18()
+    return model
+
+
 @dataclass(frozen=True)
 class Workload:
     """A model and its batches, with how long to measure it by default."""
@@ -121,6 +133,7 @@ class Workload:
 WORKLOADS = {
     "cnn": Workload(make_cnn, (3, 32, 32), 64, repeats=61, steps=8, interleaved=400),
     "mlp": Workload(make_mlp, (512,), 128, repeats=81, steps=30, interleaved=1500),
+    "resnet18": Workload(make_resnet18, (3, 64, 64), 128, repeats=21, steps=8, interleaved=200),
 }
 
 
@@ -166,11 +179,21 @@ def _danlu(
     )
 
 
+def sync(batch: Batch) -> None:
+    """Wait for the GPU's queued work when ``batch`` lives on a GPU (nothing on the CPU)."""
+    if batch[0].is_cuda:
+        torch.cuda.synchronize()
+
+
 def block(step: Callable[[Batch], Any], batches: list[Batch]) -> tuple[float, float]:
-    """Wall and CPU seconds of one step per batch of ``batches``."""
+    """Wall and CPU seconds of one step per batch of ``batches`` (on a GPU, from an idle GPU
+    to the last step's end: the loop may queue work ahead within the block, as a training
+    loop does)."""
+    sync(batches[0])
     t0, c0 = time.perf_counter(), time.process_time()
     for batch in batches:
         step(batch)
+    sync(batches[0])
     return time.perf_counter() - t0, time.process_time() - c0
 
 
@@ -186,15 +209,21 @@ def median_ci(values: list[float], resamples: int = 1000) -> tuple[float, float,
 
 
 def interleaved(
-    make_model: Callable[[], torch.nn.Module], batches: list[Batch], metrics: Path, steps: int
+    make_model: Callable[[], torch.nn.Module],
+    batches: list[Batch],
+    metrics: Path,
+    steps: int,
+    device: str = "cpu",
 ) -> tuple[dict[str, tuple[float, float, float, float]], dict[str, int]]:
     """The five loops stepped in turn (one step each, the order rotating): per loop, its
     median seconds per step and the median over rounds of its step time over the plain
     loop's in the same round (a paired ratio: both steps saw the same machine state) with
-    its 95% bootstrap interval; and the anomalies the two danlu loops found (and skipped)."""
+    its 95% bootstrap interval; and the anomalies the two danlu loops found (and skipped).
+    On a GPU each step is timed to its end (a wait for the GPU after it), so the loops'
+    queueing ahead is not part of this figure: the blocks measure that."""
     if steps <= 0:
         return {}, {}
-    model = make_model()
+    model = make_model().to(device)
     opt = torch.optim.SGD(model.parameters(), lr=0.01, momentum=0.9)
     ctx = _danlu(model, opt, batches, metrics)
     ctx1 = _danlu(model, opt, batches, metrics.with_suffix(".1.jsonl"), 1)
@@ -212,8 +241,10 @@ def interleaved(
             batch = batches[i % len(batches)]
             k = i % len(names)
             for name in names[k:] + names[:k]:
+                sync(batch)
                 t0 = time.perf_counter()
                 steppers[name](batch)
+                sync(batch)
                 times[name].append(time.perf_counter() - t0)
     base = times["plain"][10:]
     stats = {
@@ -242,15 +273,16 @@ def measure(name: str, w: Workload, args: argparse.Namespace, tmp: Path) -> str:
     steps = args.steps or w.steps
     n_interleaved = w.interleaved if args.interleaved is None else args.interleaved
     g = torch.Generator().manual_seed(0)
+    size = args.batch or w.batch
     batches = [
         (
-            torch.randn(w.batch, *w.input_shape, generator=g),
-            torch.randint(0, 10, (w.batch,), generator=g),
+            torch.randn(size, *w.input_shape, generator=g).to(args.device),
+            torch.randint(0, 10, (size,), generator=g).to(args.device),
         )
         for _ in range(steps)
     ]
     metrics = tmp / f"{name}.jsonl"
-    model = w.make_model()
+    model = w.make_model().to(args.device)
     params = sum(p.numel() for p in model.parameters())
     opt = torch.optim.SGD(model.parameters(), lr=0.01, momentum=0.9)
     plain = plain_stepper(model, opt)
@@ -276,10 +308,12 @@ def measure(name: str, w: Workload, args: argparse.Namespace, tmp: Path) -> str:
         found = anomalies_found(ctx)
     lines = sum(1 for _ in metrics.open())
     step_s, found_interleaved = interleaved(
-        w.make_model, batches, tmp / f"{name}-interleaved.jsonl", n_interleaved
+        w.make_model, batches, tmp / f"{name}-interleaved.jsonl", n_interleaved, args.device
     )
     ratio, ratio_low, ratio_high = median_ci(ratios)
-    print(f"== {name}: {params:,} parameters, batch {w.batch}, input {w.input_shape}")
+    print(
+        f"== {name}: {params:,} parameters, batch {size}, input {w.input_shape}, on {args.device}"
+    )
     print(
         f"plain loop      : {statistics.median(p_rates):8.2f} steps/s (median of "
         f"{repeats} x {steps} steps)"
@@ -359,6 +393,8 @@ def main() -> None:
         "--steps", type=int, default=0, help="steps per block (0: the workload's default)"
     )
     ap.add_argument("--threads", type=int, default=1, help="torch intra-op threads")
+    ap.add_argument("--device", default="cpu", help="cpu (default) or cuda")
+    ap.add_argument("--batch", type=int, default=0, help="batch size (0: the workload's)")
     ap.add_argument(
         "--interleaved",
         type=int,
@@ -373,6 +409,8 @@ def main() -> None:
     unknown = [n for n in names if n not in WORKLOADS]
     if unknown:
         ap.error(f"--workloads: unknown {unknown}; choose from {sorted(WORKLOADS)}")
+    if args.device != "cpu" and not torch.cuda.is_available():
+        ap.error(f"--device {args.device}: no CUDA GPU is available here")
     torch.set_num_threads(args.threads)
     if not args.keep_malloc:
         print(f"glibc mmap threshold raised: {keep_freed_memory()}")
