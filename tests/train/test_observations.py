@@ -216,3 +216,40 @@ def test_records_carry_the_progress_of_the_epochs_asked_for() -> None:
                 ctx.step(batch, mse_loss)
     progress = [h["progress"] for h in ctx.history[1:]]
     assert progress == pytest.approx([k / 8 for k in range(2, 9)])
+
+
+@pytest.mark.parametrize(("every_s", "reads"), [(3600.0, 1), (0.0, 4)])
+def test_memory_bytes_is_read_at_most_once_per_interval(
+    monkeypatch: pytest.MonkeyPatch, every_s: float, reads: int
+) -> None:
+    """On a GPU every record carries ``memory_bytes``, but the allocator's statistics (a
+    fraction of a millisecond to build) are read at most once per ``MEMORY_READ_EVERY_S``;
+    the records in between repeat the last reading."""
+    from danlu.train import context as context_module
+
+    readings = iter(range(100, 1000, 100))
+    calls: list[object] = []
+
+    def max_memory_allocated(device: object) -> int:
+        calls.append(device)
+        return next(readings)
+
+    monkeypatch.setattr(context_module, "MEMORY_READ_EVERY_S", every_s)
+    monkeypatch.setattr(torch.cuda, "max_memory_allocated", max_memory_allocated)
+    data = tiny_regression(64)
+    model = tiny_model()
+    opt = torch.optim.SGD(model.parameters(), lr=0.01)
+    with dt.init(
+        model,
+        opt,
+        global_batch_size=16,
+        dataset_size=len(data),
+        metrics_file=False,
+        environ={},
+    ) as ctx:
+        ctx.distributed.cuda = True  # a CPU model; only the record's memory field is at stake
+        for b in ctx.batches(data):
+            ctx.step(b, mse_loss)
+    assert len(calls) == reads
+    expected = [100] * 4 if reads == 1 else [100, 200, 300, 400]
+    assert [h["memory_bytes"] for h in ctx.history] == expected
