@@ -147,3 +147,20 @@ def test_gpu_for_device_reads_the_name_the_device_reports(
 def test_gpu_for_device_names_the_table_for_an_unknown_gpu() -> None:
     with pytest.raises(UnknownNameError, match="h200"):
         gpu_for_device("NVIDIA L40S", 45 * 2**30)
+
+
+def test_a_cnn_estimate_on_a_gpu_warns_that_cudnn_workspaces_are_not_counted() -> None:
+    """Measured on an H200 (docs/estimate-memory.md), the weight-gradient workspaces that
+    cuDNN's heuristics pick are missing from CNN predictions: the estimate says so until a
+    ratio is calibrated, and only for steps that have convolutions."""
+    from dataclasses import replace as with_fields
+
+    from danlu.estimate.memory.predict import CONV_WORKSPACE_WARNING
+
+    (cnn,) = trace(TraceRequest(ZOO + "resnet_tiny", (4,)))
+    (mlp,) = trace(TraceRequest(ZOO + "mlp_small", (4,)))
+    h100 = get_gpu("h100")
+    assert CONV_WORKSPACE_WARNING in replay(cnn, h100).warnings
+    assert CONV_WORKSPACE_WARNING not in replay(mlp, h100).warnings
+    calibrated = with_fields(h100, conv_workspace_ratio=1.0)
+    assert CONV_WORKSPACE_WARNING not in replay(cnn, calibrated).warnings
