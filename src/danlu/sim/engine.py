@@ -68,8 +68,10 @@ class SimConfig:
     a job of age 0 no GPUs). With ``recheck_at`` infinite they fail at once."""
     interference: Interference | None = None
     """Slow jobs that share a GPU by how fast Gavel measured such pairs
-    (:mod:`danlu.sim.interference`); ``None``: sharing costs a job nothing. Applies to
-    rigid jobs (the only ones that ask for part of a GPU)."""
+    (:mod:`danlu.sim.interference`); ``None``: sharing costs a job nothing. Applies to every
+    job that holds part of a GPU: rigid jobs that ask for one, and profiled jobs a policy
+    placed on shares of GPUs (these take a new speed from the next instant, as they advance
+    interval by interval)."""
 
     def __post_init__(self) -> None:
         if not self.interval > 0:
@@ -328,8 +330,10 @@ class Simulator:
 
     def _share(self, job: _Job, alloc: Allocation, sign: int) -> None:
         """With an interference model, record that ``job`` joins (+1) or leaves (-1) the
-        GPUs of ``alloc`` when it asks for part of a GPU."""
-        if self.config.interference is None or not job.request.shares_gpu:
+        GPUs of ``alloc`` when it asks for part of a GPU or holds part of one."""
+        if self.config.interference is None:
+            return
+        if not job.request.shares_gpu and all(s.milli >= MILLI_PER_GPU for s in alloc.shares):
             return
         for share in alloc.shares:
             index = self._offsets[share.node] + share.gpu
@@ -343,24 +347,32 @@ class Simulator:
             self._touched.add(index)
 
     def _rerate(self, at: float) -> None:
-        """Set, from ``at``, the speed of every rigid job on a GPU whose sharers changed, and
-        reschedule its completion when that speed changed."""
+        """Set, from ``at``, the speed of every job on a GPU whose sharers changed, and
+        reschedule a rigid job's completion when its speed changed. A job on several GPUs
+        runs at the speed of its slowest one."""
         model = self.config.interference
         touched, self._touched = self._touched, set()
         if model is None:
             return
-        for index in sorted(touched):
-            on_gpu = self._sharers.get(index, {})
-            for job_id, job in sorted(on_gpu.items()):
-                progress = job.progress
-                if not isinstance(progress, RigidProgress):
-                    continue
-                others = [(o.model, o.request.family) for i, o in on_gpu.items() if i != job_id]
-                rate = model.rate((job.model, job.request.family), others)
-                rate = min(1.0, max(rate, MIN_RATE))
-                if rate == progress.rate:
-                    continue
-                progress.set_rate(at, rate)
+        jobs = {
+            job_id: job
+            for index in sorted(touched)
+            for job_id, job in sorted(self._sharers.get(index, {}).items())
+        }
+        for job in jobs.values():
+            progress = job.progress
+            if not isinstance(progress, RigidProgress | ProfiledProgress):
+                continue
+            rate = 1.0
+            for share in job.allocation.shares:
+                on_gpu = self._sharers.get(self._offsets[share.node] + share.gpu, {})
+                others = [(o.model, o.request.family) for i, o in on_gpu.items() if i != job.id]
+                rate = min(rate, model.rate((job.model, job.request.family), others))
+            rate = min(1.0, max(rate, MIN_RATE))
+            if rate == progress.rate:
+                continue
+            progress.set_rate(at, rate)
+            if isinstance(progress, RigidProgress):
                 finish = progress.finish_time()
                 assert finish is not None
                 job.version += 1

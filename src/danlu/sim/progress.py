@@ -222,6 +222,12 @@ class ProfiledProgress(_Ledger):
     (``danlu.estimate.adapt.SelfTuner``, the code ``danlu.train``'s goodput-adaptive batch
     runs, from its own measurements) at the start of every interval and at every epoch boundary,
     as AdaptDL does inside Pollux's jobs; no restart is charged for it.
+
+    On GPUs it shares with other jobs the engine may slow it (:meth:`set_rate`, with an
+    interference model): its iterations take ``1 / rate`` as long, which it measures (step and
+    sync times in :meth:`observe` and for its tuner), and its restarts do not. A new rate
+    applies from the next :meth:`advance` (the engine advances stepwise jobs interval by
+    interval).
     """
 
     stepwise = True
@@ -247,6 +253,15 @@ class ProfiledProgress(_Ledger):
         if profile.adaptive:
             self._limits["adaptive"] = 1.0
         self._observed: Mapping[str, float] | None = None
+        self.rate = 1.0
+        """Share of its own speed it runs at (below 1 beside jobs that slow it)."""
+        self._held = 0.0  # GPUs held, a share of a GPU counted as its share
+
+    def set_rate(self, now: float, rate: float) -> None:
+        """Run at ``rate`` of its own speed from the next :meth:`advance` (``now`` is when
+        the GPUs it shares changed)."""
+        self.rate = rate
+        self._observed = None
 
     def start(
         self,
@@ -256,6 +271,7 @@ class ProfiledProgress(_Ledger):
         adaptive: bool = False,
     ) -> None:
         self._placement = allocation.node_counts()
+        self._held = allocation.gpu_milli / MILLI_PER_GPU
         self.adaptive = adaptive and self.job.profile.adaptive
         self.batch_size = self.rigid_batch if batch_size is None else batch_size
         self.job.restart(self.restart_cost)
@@ -285,8 +301,8 @@ class ProfiledProgress(_Ledger):
             epoch = min(job.epoch, profile.max_epochs - 1)
             sqr, var = profile.grad_stats(config.batch_size, epoch)
             seen.update(
-                step_time=step,
-                sync_time=sync,
+                step_time=step / self.rate,
+                sync_time=sync / self.rate,
                 local_bsz=float(config.atomic_bsz),
                 accum_steps=float(config.accum_steps),
                 batch_size=float(config.batch_size),
@@ -309,12 +325,17 @@ class ProfiledProgress(_Ledger):
         if self.adaptive:
             used = self._advance_adaptive(seconds)
         else:
-            used = self.job.advance(seconds, self._placement, self.batch_size)
+            used = self.job.advance(
+                seconds, self._placement, self.batch_size, interference=1.0 - self.rate
+            )
         if self.job.epoch != epoch or self._observed is None or self.adaptive:
             self._observed = None
         else:  # only the progress moved
             self._observed = {**self._observed, "progress": self.job.fraction}
-        self._charge_restart(before - self.job.restart_remaining, sum(self._placement))
+        restarting = before - self.job.restart_remaining
+        self._charge_restart(restarting, self._held)
+        if self.rate < 1.0:
+            self._charge_interference((used - restarting) * (1.0 - self.rate), self._held)
         return now + used if self.job.done else None
 
     def _advance_adaptive(self, seconds: float) -> float:
@@ -327,7 +348,13 @@ class ProfiledProgress(_Ledger):
             if chosen is not None:
                 self.batch_size = chosen
             epoch = job.epoch
-            ran = job.advance(seconds - used, self._placement, self.batch_size, stop_at_epoch=True)
+            ran = job.advance(
+                seconds - used,
+                self._placement,
+                self.batch_size,
+                interference=1.0 - self.rate,
+                stop_at_epoch=True,
+            )
             if job.restart_remaining <= 0:  # it trained: it measured itself
                 self._measure(nodes, epoch)
             used += ran
@@ -341,7 +368,7 @@ class ProfiledProgress(_Ledger):
         config = profile.rigid_config(sum(nodes), self.batch_size)
         step, sync = profile.step_time(nodes, config.atomic_bsz)
         stats = profile.grad_stats(config.batch_size, min(epoch, profile.max_epochs - 1))
-        self.tuner.measure(nodes, config.atomic_bsz, step, sync, stats)
+        self.tuner.measure(nodes, config.atomic_bsz, step / self.rate, sync / self.rate, stats)
 
     def fraction(self, now: float) -> float:
         return self.job.fraction
