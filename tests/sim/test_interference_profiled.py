@@ -113,3 +113,18 @@ def test_a_slowed_job_measures_its_slower_steps(profiles: dict[str, ApplicationP
     assert beside["step_time"] == pytest.approx(2 * alone["step_time"])
     assert beside["sync_time"] == pytest.approx(2 * alone["sync_time"])
     assert beside["local_bsz"] == alone["local_bsz"]
+
+
+def test_a_restart_runs_at_full_speed_until_the_engine_slows_it_again(
+    profiles: dict[str, ApplicationProfile],
+) -> None:
+    progress = ProfiledProgress(profiles["cifar10"], batch_size=128)
+    progress.start(0.0, Allocation((GpuShare(0, 0, 500),)))
+    alone = dict(progress.observe())
+    progress.set_rate(0.0, 0.5)
+    progress.stop(100.0)
+    progress.start(100.0, Allocation((GpuShare(0, 1),)))  # preempted, back on a whole GPU
+    assert progress.rate == 1.0
+    assert progress.observe()["step_time"] == pytest.approx(alone["step_time"])
+    with pytest.raises(ValueError, match="rate"):
+        progress.set_rate(100.0, 0.0)

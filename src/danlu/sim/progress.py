@@ -258,8 +258,10 @@ class ProfiledProgress(_Ledger):
         self._held = 0.0  # GPUs held, a share of a GPU counted as its share
 
     def set_rate(self, now: float, rate: float) -> None:
-        """Run at ``rate`` of its own speed from the next :meth:`advance` (``now`` is when
-        the GPUs it shares changed)."""
+        """Run at ``rate`` (0 < rate <= 1) of its own speed from the next :meth:`advance`
+        (``now`` is when the GPUs it shares changed); every start resets it to 1."""
+        if not 0.0 < rate <= 1.0:
+            raise ValueError(f"rate must be in (0, 1], got {rate}")
         self.rate = rate
         self._observed = None
 
@@ -272,6 +274,7 @@ class ProfiledProgress(_Ledger):
     ) -> None:
         self._placement = allocation.node_counts()
         self._held = allocation.gpu_milli / MILLI_PER_GPU
+        self.rate = 1.0  # the engine slows it again if its new GPUs hold other jobs
         self.adaptive = adaptive and self.job.profile.adaptive
         self.batch_size = self.rigid_batch if batch_size is None else batch_size
         self.job.restart(self.restart_cost)
