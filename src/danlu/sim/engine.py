@@ -361,8 +361,6 @@ class Simulator:
         }
         for job in jobs.values():
             progress = job.progress
-            if not isinstance(progress, RigidProgress | ProfiledProgress):
-                continue
             rate = 1.0
             for share in job.allocation.shares:
                 on_gpu = self._sharers.get(self._offsets[share.node] + share.gpu, {})
@@ -372,7 +370,7 @@ class Simulator:
             if rate == progress.rate:
                 continue
             progress.set_rate(at, rate)
-            if isinstance(progress, RigidProgress):
+            if not progress.stepwise:  # closed-form: its completion moves
                 finish = progress.finish_time()
                 assert finish is not None
                 job.version += 1

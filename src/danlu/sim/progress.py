@@ -46,6 +46,16 @@ class Progress(Protocol):
         """Change the global batch at ``now`` in place: same GPUs, no restart."""
         ...
 
+    @property
+    def rate(self) -> float:
+        """Share of its own speed it runs at (below 1 beside jobs that slow it)."""
+        ...
+
+    def set_rate(self, now: float, rate: float) -> None:
+        """Run at ``rate`` (0 < rate <= 1) of its own speed from ``now`` (closed-form
+        models) or from the next :meth:`advance` (stepwise ones); every start resets it."""
+        ...
+
     def observe(self) -> Mapping[str, float]:
         """What the job reports about itself now (see :attr:`JobStatus.observed`)."""
         ...
@@ -337,8 +347,7 @@ class ProfiledProgress(_Ledger):
             self._observed = {**self._observed, "progress": self.job.fraction}
         restarting = before - self.job.restart_remaining
         self._charge_restart(restarting, self._held)
-        if self.rate < 1.0:
-            self._charge_interference((used - restarting) * (1.0 - self.rate), self._held)
+        self._charge_interference((used - restarting) * (1.0 - self.rate), self._held)
         return now + used if self.job.done else None
 
     def _advance_adaptive(self, seconds: float) -> float:

@@ -72,8 +72,10 @@ def replay(tr: StepTrace, gpu: GpuSpec) -> MemoryEstimate:
     alloc = CachingAllocatorModel(max(0, gpu.capacity_bytes - gpu.context_bytes) or None)
     host = frozenset(tr.host_ids)
     sites: dict[int, list[tuple[str, int]]] = {}
+    convolutions = False
     for idx, kind, hint in tr.sites:
         sites.setdefault(idx, []).append((kind, hint))
+        convolutions = convolutions or kind == "conv"
     start, end = tr.marks["measure_start"], tr.marks["measure_end"]
     pseudo = -1
     peak_alloc = peak_res = 0
@@ -107,7 +109,7 @@ def replay(tr: StepTrace, gpu: GpuSpec) -> MemoryEstimate:
             break
     device = peak_res + gpu.context_bytes
     warnings = list(tr.warnings)
-    if gpu.conv_workspace_ratio <= 0 and any(kind == "conv" for _, kind, _ in tr.sites):
+    if convolutions and gpu.conv_workspace_ratio <= 0:
         warnings.append(CONV_WORKSPACE_WARNING)
     if alloc.stats.ooms:
         warnings.append(
