@@ -225,17 +225,25 @@ def test_closed_gpus_follow_the_requests_placed() -> None:
 
 
 def test_a_request_as_large_as_one_that_found_no_gpu_is_not_tried() -> None:
-    failures = _Failures()
-    small = JobRequest(id="s", submit_time=0.0, gpus=1, gpu_memory=10 * GiB, family="lstm")
     big = JobRequest(id="b", submit_time=0.0, gpus=1, gpu_memory=30 * GiB, family="lstm")
-    failures.add(big, "lstm")
-    assert failures.dominated(replace(big, gpu_memory=40 * GiB), "lstm")
-    assert not failures.dominated(small, "lstm")
-    assert not failures.dominated(big, "gan")  # other closed GPUs
-    assert not failures.dominated(big, None)  # a GPU of its own: another search
-    assert not failures.dominated(replace(big, gpu_types=frozenset({"h100"})), "lstm")
-    # the same memory as a milli share is another kind of request
-    assert not failures.dominated(replace(big, gpu_milli=500), "lstm")
+    requests = [
+        big,
+        replace(big, id="bigger", gpu_memory=40 * GiB),
+        replace(big, id="small", gpu_memory=10 * GiB),
+        replace(big, id="gan", family="gan"),
+        replace(big, id="h100", gpu_types=frozenset({"h100"})),
+        # the same memory as a milli share is another kind of request
+        replace(big, id="milli", gpu_milli=500),
+        replace(big, id="bigger-still", gpu_memory=50 * GiB),
+    ]
+    failures = _Failures([JobStatus(r) for r in requests])
+    failures.add(1, own=False)  # "bigger" found no GPU open to its family
+    assert failures.beside.tolist() == [False, False, False, False, False, False, True]
+    assert not failures.own.any()  # a GPU of its own is another search
+    failures.add(0, own=False)
+    assert failures.beside.tolist() == [False, True, False, False, False, False, True]
+    failures.add(0, own=True)  # no GPU of its own: for any family
+    assert failures.own.tolist() == [False, True, False, True, False, False, True]
 
 
 def test_placing_shares_on_a_full_cluster_gives_every_request_its_reason() -> None:

@@ -50,15 +50,17 @@ class JobRequest:
     family: str = ""
     """The model's family (``training.family``, one of ``danlu.core.spec.MODEL_FAMILIES``)
     for the GPU-sharing interference model; empty when unknown."""
+    shares_gpu: bool = field(default=False, init=False, repr=False, compare=False)
+    """True when the job asks for part of one GPU (by milli or by memory). Computed once:
+    policies ask it of every job in every round."""
+
+    def __post_init__(self) -> None:
+        shares = self.gpus <= 1 and (self.gpu_milli < MILLI_PER_GPU or self.gpu_memory > 0)
+        object.__setattr__(self, "shares_gpu", shares)
 
     @property
     def elastic(self) -> bool:
         return self.max_gpus > self.gpus
-
-    @property
-    def shares_gpu(self) -> bool:
-        """True when the job asks for part of one GPU (by milli or by memory)."""
-        return self.gpus <= 1 and (self.gpu_milli < MILLI_PER_GPU or self.gpu_memory > 0)
 
 
 @dataclass(frozen=True, slots=True)
@@ -93,11 +95,15 @@ class JobStatus:
     _running: bool = field(default=False, init=False, repr=False, compare=False)
     demand_milli: int = field(default=0, init=False, repr=False, compare=False)
     """Milli-GPU the job holds (running) or asks for (pending), computed once."""
+    id: str = field(default="", init=False, repr=False, compare=False)
+    """The job's id (its request's), an attribute: policies read it of every job in every
+    round."""
 
     def __post_init__(self) -> None:
         running = bool(self.allocation.shares)
         object.__setattr__(self, "_running", running)
         req = self.request
+        object.__setattr__(self, "id", req.id)
         if running:
             demand = self.allocation.gpu_milli
         elif req.shares_gpu:
@@ -118,10 +124,6 @@ class JobStatus:
         if self.last_start is not None and self.allocation.shares:
             return self.run_time + max(0.0, now - self.last_start)
         return self.run_time
-
-    @property
-    def id(self) -> str:
-        return self.request.id
 
     @property
     def running(self) -> bool:

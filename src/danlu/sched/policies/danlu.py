@@ -61,6 +61,7 @@ from danlu.sched.policies import danlu_loan as dl
 from danlu.sched.policies import danlu_model as dm
 from danlu.sched.policies.danlu_alloc import Option, walk
 from danlu.sched.policies.danlu_entries import NO_RUNNING, NO_WAITING, RunningEntry, WaitingEntry
+from danlu.sched.policies.danlu_hosts import FamilyHosts
 from danlu.sched.policies.danlu_knobs import KNOB_RANGES
 from danlu.sched.policies.danlu_share import MIN_GAIN, gpus_held, place_shared
 from danlu.sched.policies.danlu_shares import share_walk
@@ -220,6 +221,10 @@ class DanluPolicy:
         default_factory=dict, init=False, repr=False, compare=False
     )
     """The same for running jobs (what does not depend on the clock), by ``id(status)``."""
+    _family_hosts: FamilyHosts = field(
+        default_factory=FamilyHosts, init=False, repr=False, compare=False
+    )
+    """Where the running jobs of each family sit, for the sharing rule (kept across rounds)."""
     _shape: list[tuple[int, int]] = field(
         default_factory=list, init=False, repr=False, compare=False
     )
@@ -605,7 +610,19 @@ class DanluPolicy:
             chosen = walk(all_options, order, capacity, pinned, *knobs)
         plan = self._place(view, whole, first, all_options, chosen, new_marks)
         gain, spread, rate = self.share_min_gain, self.spread_shares, self.share_min_rate
-        return place_shared(view, shared, plan, self.placement, gain, spread, rate)
+        started = {s.job_id for s in plan.starts}
+        whole_waiting = any(w.status.id not in started for w in waits)
+        return place_shared(
+            view,
+            shared,
+            plan,
+            self.placement,
+            gain,
+            spread,
+            rate,
+            self._family_hosts,
+            whole_waiting,
+        )
 
     def _forget_gone(self, view: ClusterView) -> None:
         """Drop the models of jobs that are neither running nor pending any more (finished,

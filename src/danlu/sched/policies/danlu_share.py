@@ -24,8 +24,10 @@ from __future__ import annotations
 
 import dataclasses
 import statistics
-from collections.abc import Iterable, Iterator
+from collections.abc import Hashable, Iterable, Iterator
+from operator import attrgetter
 from pathlib import Path
+from typing import TypeVar
 
 import numpy as np
 import numpy.typing as npt
@@ -33,7 +35,10 @@ import numpy.typing as npt
 from danlu.core.cluster import MILLI_PER_GPU, Allocation, Cluster
 from danlu.estimate.colocation import gavel_family, measured_pairs, share_medians
 from danlu.sched.placement.gang import FreeMap
-from danlu.sched.view import ClusterView, JobRequest, JobStatus, Plan, Start
+from danlu.sched.policies.danlu_hosts import FamilyHosts
+from danlu.sched.view import ClusterView, JobStatus, Plan, Start
+
+T = TypeVar("T", bound=Hashable)
 
 PAIR_GAIN = 1.0919
 """Median combined normalised throughput of two jobs sharing a V100 (Gavel measurements):
@@ -205,19 +210,26 @@ def place_shared(
     min_gain: float = MIN_GAIN,
     spread: bool = False,
     min_rate: float = 0.0,
+    hosts_cache: FamilyHosts | None = None,
+    whole_waiting: bool | None = None,
 ) -> Plan:
-    """``plan`` with starts added for the pending shared requests ``jobs`` on the capacity
-    it leaves, in queue order (priority first): each on a GPU where its memory fits and the
+    """``plan`` with starts added for the pending shared requests ``jobs`` (in submission
+    order, as the view's pending jobs are) on the capacity it leaves, in queue order
+    (priority first, then submission): each on a GPU where its memory fits and the
     interference model predicts a gain beside every job already there (those of ``plan``
     included), and waiting reasons for those it could not place. ``spread``: while no
     whole-GPU job is left waiting, a request goes on a free GPU of its own first.
     ``min_rate``: a GPU is also closed where the request, or a job there, is predicted to
-    keep less than this share of its speed (:func:`pair_share`)."""
+    keep less than this share of its speed (:func:`pair_share`). ``hosts_cache``: where
+    the running jobs of each family sit, kept across rounds (the caller's, one per policy;
+    ``None``: counted afresh). ``whole_waiting``: whether a whole-GPU job is left waiting
+    after ``plan`` (``None``: looked up in the view)."""
     if not jobs:
         return plan
     free = FreeMap(view, placement)
     cluster = view.cluster
-    running = {j.id: j for j in view.running}
+    moving = {p.job_id for p in plan.preempts} | {r.job_id for r in plan.resizes}
+    running = {j.id: j for j in view.running if j.id in moving} if moving else {}
     for p in plan.preempts:
         free.release(running[p.job_id].allocation)
     for r in plan.resizes:
@@ -227,52 +239,66 @@ def place_shared(
     for s in plan.starts:
         free.take(s.allocation)
     # where the jobs of each family sit once the plan is carried out (GPU index masks)
-    leaving = {p.job_id for p in plan.preempts} | {r.job_id for r in plan.resizes}
-    moved = {r.job_id for r in plan.resizes} | {s.job_id for s in plan.starts}
-    family_of = {j.id: j.request.family for j in view.pending if j.id in moved}
-    family_of.update((i, running[i].request.family) for i in moved if i in running)
-    hosts: dict[str, npt.NDArray[np.bool_]] = {}
-    for j in view.running:
-        if j.id not in leaving:
-            _mark(hosts, j.request.family, j.allocation, cluster)
-    for job_id, where in [(r.job_id, r.allocation) for r in plan.resizes] + [
-        (s.job_id, s.allocation) for s in plan.starts
-    ]:
-        _mark(hosts, family_of.get(job_id, ""), where, cluster)
+    leaving = [running[p.job_id] for p in plan.preempts]
+    leaving += [running[r.job_id] for r in plan.resizes]
+    pending = {s.job_id for s in plan.starts}
+    family_of = {j.id: j.request.family for j in view.pending if j.id in pending} if pending else {}
+    placed = [(running[r.job_id].request.family, r.allocation) for r in plan.resizes]
+    placed += [(family_of.get(s.job_id, ""), s.allocation) for s in plan.starts]
+    if hosts_cache is None:
+        hosts_cache = FamilyHosts()
+    hosts_cache.update(cluster, view.running)
+    hosts = hosts_cache.masks(leaving, placed)
     starts: list[Start] = []
-    waiting: dict[str, str] = {}
-    started = {s.job_id for s in plan.starts}
     # with no whole-GPU job left waiting, a share goes on a GPU of its own while one is free
-    spread = spread and not any(
-        not j.request.shares_gpu and j.id not in started for j in view.pending
-    )
+    if spread and whole_waiting is None:
+        whole_waiting = any(not j.request.shares_gpu and j.id not in pending for j in view.pending)
+    spread = spread and not whole_waiting
     closures = _Closures(hosts, min_gain, min_rate)
-    failed = _Failures()
-    for job in sorted(jobs, key=_queue_order):
+    # priority first; ties keep the submission order the jobs come in (a stable sort)
+    ordered = sorted(jobs, key=_PRIORITY, reverse=True)
+    failed = _Failures(ordered)
+    own, beside = failed.own, failed.beside
+    count = len(ordered)
+    # from which turn on a family's requests wait beside jobs they would lose with (its
+    # closed GPUs, once there, stay: the reason a request gets is its turn's)
+    beside_from = {
+        family: 0 if closures.closed(family) is not None else count for family in failed.families
+    }
+    i = failed.next_try(0, spread)
+    while i < count:
+        job = ordered[i]
         request, family = job.request, job.request.family
         closed = closures.closed(family)
         alloc = None
-        if spread and not failed.dominated(request, None):
+        if spread and not own[i]:
             alloc = free.place(request, closed=free.free_milli < MILLI_PER_GPU)
             if alloc is None:
-                failed.add(request, None)
-        if alloc is None and not failed.dominated(request, family):
+                failed.add(i, own=True)
+        if alloc is None and not beside[i]:
             alloc = free.place(request, closed=closed)
             if alloc is None:
-                failed.add(request, family)
-        if alloc is None:
-            waiting[job.id] = (
-                "no GPU has room for its predicted peak memory and share"
-                if closed is None
-                else "no GPU has room for its predicted peak memory and share beside jobs "
-                "the interference model predicts it gains with"
-            )
-        else:
+                failed.add(i, own=False)
+        if alloc is not None:
+            failed.started[i] = True
             starts.append(Start(job.id, alloc, reason=_beside(hosts, family, alloc, cluster)))
             closures.placed(family, alloc, cluster)
+            for other, turn in beside_from.items():
+                if turn == count and closures.closed(other) is not None:
+                    beside_from[other] = i + 1
+        i = failed.next_try(i + 1, spread)
+    waiting = failed.reasons(ordered, beside_from)
     return dataclasses.replace(
         plan, starts=plan.starts + tuple(starts), waiting={**plan.waiting, **waiting}
     )
+
+
+NO_ROOM = "no GPU has room for its predicted peak memory and share"
+NO_ROOM_BESIDE = (
+    "no GPU has room for its predicted peak memory and share beside jobs the interference "
+    "model predicts it gains with"
+)
+_PRIORITY = attrgetter("request.priority")
 
 
 def _beside(
@@ -293,12 +319,6 @@ def _beside(
         f"sharing a GPU with {names} jobs; predicted to keep {keeps:.0%} of its speed "
         f"({family or 'unknown family'})"
     )
-
-
-def _queue_order(job: JobStatus) -> tuple[int, int]:
-    """Priority first, then submission."""
-    request = job.request
-    return -request.priority, request.seq
 
 
 class _Closures:
@@ -347,35 +367,92 @@ class _Closures:
 
 
 class _Failures:
-    """Shared requests :func:`place_shared` found no GPU for. Within one call the free
-    capacity only shrinks and the closed GPUs only grow, so a request at least as large as
-    one that failed (same family, same kind of share, same GPU types) fails too."""
+    """The shared requests of one :func:`place_shared` call (in the order it tries them)
+    known to fail. Within one call the free capacity only shrinks and the closed GPUs only
+    grow, so a request at least as large as one that failed (same family, same kind of
+    share, same GPU types) fails too: when one fails, every later such request is marked at
+    once (array operations), and the call skips them without trying.
 
-    def __init__(self) -> None:
-        self._seen: dict[tuple[object, ...], list[tuple[int, int]]] = {}
+    :attr:`own`: fails on a GPU of its own (any family); :attr:`beside`: fails on the GPUs
+    open to its family."""
 
-    @staticmethod
-    def _key(request: JobRequest, family: str | None) -> tuple[object, ...]:
-        by_milli = request.gpu_milli < MILLI_PER_GPU or not request.gpu_memory
-        return (family, by_milli, request.gpu_types)
+    def __init__(self, jobs: list[JobStatus]) -> None:
+        count = len(jobs)
+        requests = list(map(_REQUEST, jobs))
+        self._memory = np.fromiter(map(_MEMORY, requests), np.int64, count)
+        self._milli = np.fromiter(map(_MILLI, requests), np.int64, count)
+        by_milli = (self._milli < MILLI_PER_GPU) | (self._memory == 0)
+        types, type_codes = _codes(list(map(_TYPES, requests)))
+        families = list(map(_FAMILY, requests))
+        self.families, self._family_codes = _numbered(families)
+        """The distinct families, and each request's number among them."""
+        kind = by_milli.astype(np.int64) * types + type_codes
+        self._codes = {True: kind, False: self._family_codes * (2 * types) + kind}
+        self._members: dict[tuple[bool, int], npt.NDArray[np.int64]] = {}
+        self.own: npt.NDArray[np.bool_] = np.zeros(count, dtype=bool)
+        self.beside: npt.NDArray[np.bool_] = np.zeros(count, dtype=bool)
+        self.started: npt.NDArray[np.bool_] = np.zeros(count, dtype=bool)
+        """Requests placed (the caller marks them)."""
 
-    def dominated(self, request: JobRequest, family: str | None) -> bool:
-        """Whether a request as small or smaller failed (``family`` None: on a GPU of its
-        own)."""
-        seen = self._seen.get(self._key(request, family))
-        memory, milli = request.gpu_memory, request.gpu_milli
-        if seen:  # a plain loop: this runs for every pending share, every round
-            for m, k in seen:
-                if m <= memory and k <= milli:
-                    return True
-        return False
+    def next_try(self, start: int, spread: bool) -> int:
+        """The first request from ``start`` on not known to fail every search it would get
+        (on a GPU of its own when ``spread``, then beside others); the count when none."""
+        skip = self.beside[start:]
+        if spread:
+            skip = skip & self.own[start:]
+        if not skip.size:
+            return start
+        first = int(np.argmin(skip))
+        return start + first if not skip[first] else start + skip.size
 
-    def add(self, request: JobRequest, family: str | None) -> None:
-        """``request`` found no GPU: keep it, and drop the failures it is smaller than."""
-        memory, milli = request.gpu_memory, request.gpu_milli
-        key = self._key(request, family)
-        kept = [(m, k) for m, k in self._seen.get(key, ()) if m < memory or k < milli]
-        self._seen[key] = [*kept, (memory, milli)]
+    def reasons(self, jobs: list[JobStatus], beside_from: dict[str, int]) -> dict[str, str]:
+        """Why each request not started waits: :data:`NO_ROOM_BESIDE` for a request of a
+        family from its turn ``beside_from[family]`` on, else :data:`NO_ROOM`."""
+        turns = np.array([beside_from[f] for f in self.families], dtype=np.int64)
+        late = np.arange(len(jobs)) >= turns[self._family_codes]
+        left = np.flatnonzero(~self.started).tolist()
+        texts = (NO_ROOM, NO_ROOM_BESIDE)
+        return dict(
+            zip(
+                map(_ID, map(jobs.__getitem__, left)),
+                map(texts.__getitem__, late[left].tolist()),
+                strict=True,
+            )
+        )
+
+    def add(self, index: int, *, own: bool) -> None:
+        """Request ``index`` failed (``own``: on a GPU of its own): mark the later requests
+        of its key that are at least as large."""
+        codes = self._codes[own]
+        key = (own, int(codes[index]))
+        members = self._members.get(key)
+        if members is None:
+            members = self._members[key] = np.flatnonzero(codes == codes[index])
+        later = members[np.searchsorted(members, index, side="right") :]
+        memory, milli = self._memory, self._milli
+        larger = later[(memory[later] >= memory[index]) & (milli[later] >= milli[index])]
+        (self.own if own else self.beside)[larger] = True
+
+
+def _codes(values: list[Hashable]) -> tuple[int, npt.NDArray[np.int64]]:
+    """How many distinct ``values`` (at least 1), and each value's number among them."""
+    distinct, codes = _numbered(values)
+    return max(len(distinct), 1), codes
+
+
+def _numbered(values: list[T]) -> tuple[list[T], npt.NDArray[np.int64]]:
+    """The distinct ``values``, and each value's index among them."""
+    distinct = list(set(values))
+    number = {value: i for i, value in enumerate(distinct)}
+    return distinct, np.fromiter(map(number.__getitem__, values), np.int64, len(values))
+
+
+_REQUEST = attrgetter("request")
+_ID = attrgetter("id")
+_MEMORY = attrgetter("gpu_memory")
+_MILLI = attrgetter("gpu_milli")
+_TYPES = attrgetter("gpu_types")
+_FAMILY = attrgetter("family")
 
 
 def _mark(
