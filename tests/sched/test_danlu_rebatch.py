@@ -10,7 +10,8 @@ from pytest import approx
 
 from danlu.core.cluster import Allocation, Cluster
 from danlu.sched.policies import danlu_model as dm
-from danlu.sched.policies.danlu import BATCH, MOVES, DanluPolicy, _observed_goodput
+from danlu.sched.policies.danlu import BATCH, MOVES, DanluPolicy
+from danlu.sched.policies.danlu_model import observed_goodput
 from danlu.sched.view import ClusterView, JobRequest, JobStatus, Plan, Rebatch
 
 LIMITS = {"init_batch": 128.0, "max_batch": 4096.0, "min_local_bsz": 32.0, "max_local_bsz": 256.0}
@@ -125,8 +126,8 @@ def test_work_estimate_integrates_goodput_over_trained_time() -> None:
             run_time=0.0 if last_start == 0.0 else 100.0,
         )
 
-    good = _observed_goodput(seen(256, adaptive=True))
-    better = _observed_goodput(seen(512, adaptive=True))
+    good = observed_goodput(seen(256, adaptive=True))
+    better = observed_goodput(seen(512, adaptive=True))
     progress = good * (90.0 - 30.0) / total  # trained 60 s after the 30 s restart
     update: dict[str, float] = {}
     assert policy._work(status(progress, 256, 0.0), marks, 90.0, update) == approx(total)

@@ -260,7 +260,7 @@ class DanluPolicy:
         if seen.get("step_time") is None or job.last_start is None:
             return work
         trained_from = job.last_start + self.restart_cost
-        good = _observed_goodput(seen)
+        good = dm.observed_goodput(seen)
         progress = seen.get("progress", 0.0)
         units, base = marks.get(UNITS), marks.get(PB)
         if units is None or base is None:  # the first measurement opens the window
@@ -340,7 +340,7 @@ class DanluPolicy:
             # an adaptive job re-picks its batch on the GPUs it has by itself
         out = [options[n] for n in sorted(options)]
         if running:
-            good = _observed_goodput(job.observed)
+            good = dm.observed_goodput(job.observed)
             if adaptive and good > 0:  # it moves to its best batch on these GPUs by itself
                 nodes = len(job.allocation.node_counts())
                 if nodes == math.ceil(cur_gpus / gpn):  # packed: the table has it
@@ -718,7 +718,7 @@ class DanluPolicy:
             note = marks.setdefault(job.id, {})
             if option.batch is not None:
                 note[BATCH] = float(option.batch)
-                note[LR_FACTOR] = _lr_factor(job, option.batch)
+                note[LR_FACTOR] = dm.lr_factor(job.observed, job.marks, option.batch)
                 note[LR_RULE] = ADASCALE_RULE
             adaptive = self._adaptive(job)
             if job.running:
@@ -767,7 +767,7 @@ class DanluPolicy:
             return
         note = marks.setdefault(job.id, {})
         note[BATCH] = float(option.batch)
-        note[LR_FACTOR] = _lr_factor(job, option.batch)
+        note[LR_FACTOR] = dm.lr_factor(job.observed, job.marks, option.batch)
         note[LR_RULE] = ADASCALE_RULE
         out.append(Rebatch(job.id, option.batch, self._adaptive(job)))
 
@@ -793,25 +793,3 @@ def _regrets(options: list[Option], factor: float) -> bool:
     keep = min((o.seconds for o in options if o.keep), default=math.inf)
     other = min((o.seconds for o in options if not o.keep), default=math.inf)
     return keep < math.inf and keep > factor * other
-
-
-def _observed_goodput(seen: Mapping[str, float]) -> float:
-    step = seen.get("step_time")
-    if step is None:
-        return 0.0
-    iteration = step + (step - seen["sync_time"]) * seen.get("accum_steps", 0.0)
-    scale = seen["batch_size"] / seen["init_batch"]
-    sqr, var = seen.get("grad_sqr", 0.0), seen.get("grad_var", 0.0)
-    gain = (var + sqr) / (var / scale + sqr) if sqr > 0 or var > 0 else 1.0
-    return gain / iteration
-
-
-def _lr_factor(job: JobStatus, batch: int) -> float:
-    """AdaScale's learning-rate multiplier at ``batch`` (relative to ``init_batch``)."""
-    seen = job.observed
-    init = seen.get("init_batch", 0.0)
-    sqr, var = job.marks.get(dm.SQR, 0.0), job.marks.get(dm.VAR, 0.0)
-    if init <= 0 or (sqr <= 0 and var <= 0):
-        return batch / init if init > 0 else 1.0
-    scale = batch / init
-    return (var + sqr) / (var / scale + sqr)

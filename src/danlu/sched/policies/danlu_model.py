@@ -347,3 +347,28 @@ def build(
         max_replicas_seen=int(marks.get(MAXR, 1)),
         sync_span=({"x": int(max(r for r, _ in syncs["x"]))} if flat_sync and syncs["x"] else {}),
     )
+
+
+def observed_goodput(seen: Mapping[str, float]) -> float:
+    """The goodput a job's last measurement (``JobStatus.observed``) shows: the gain of its
+    batch over one iteration's seconds (0 when it measured nothing)."""
+    step = seen.get("step_time")
+    if step is None:
+        return 0.0
+    iteration = step + (step - seen["sync_time"]) * seen.get("accum_steps", 0.0)
+    scale = seen["batch_size"] / seen["init_batch"]
+    sqr, var = seen.get("grad_sqr", 0.0), seen.get("grad_var", 0.0)
+    gain = (var + sqr) / (var / scale + sqr) if sqr > 0 or var > 0 else 1.0
+    return gain / iteration
+
+
+def lr_factor(seen: Mapping[str, float], marks: Mapping[str, float], batch: int) -> float:
+    """AdaScale's learning-rate multiplier at ``batch`` relative to the job's ``init_batch``
+    (from ``seen``), with the gradient statistics in its ``marks``; linear scaling when it
+    has none."""
+    init = seen.get("init_batch", 0.0)
+    sqr, var = marks.get(SQR, 0.0), marks.get(VAR, 0.0)
+    if init <= 0 or (sqr <= 0 and var <= 0):
+        return batch / init if init > 0 else 1.0
+    scale = batch / init
+    return (var + sqr) / (var / scale + sqr)
