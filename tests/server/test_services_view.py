@@ -280,6 +280,34 @@ def test_status_cache_reuses_unchanged_jobs_and_never_goes_stale(seeded: Databas
     assert cache.hits > 0 and cache.misses > 0
 
 
+def test_status_cache_builds_a_moved_jobs_request_once(seeded: Database) -> None:
+    """A job whose status changes (it starts) keeps its request object: its spec is not
+    parsed again. A change of what the request is built from gives a new one."""
+    cache = view.StatusCache()
+    with seeded.session() as s:
+        alice = users.get_user(s, "alice")
+        a = jobs.submit(s, spec("a", memory="20GiB"), alice, now=NOW).id
+
+    def status(t: float) -> Any:
+        with seeded.session() as s:
+            snap = view.build_snapshot(s, t, cache)
+            _views_equal(snap, view.build_snapshot(s, t))
+        (job,) = (*snap.view.running, *snap.view.pending)
+        return job
+
+    pending = status(NOW + 10)
+    with seeded.session() as s:
+        share = Allocation((GpuShare(0, 0, 250, 20 * GiB),))
+        view.apply_plan(s, Plan(starts=(Start(a, share),)), NOW + 11)
+    running = status(NOW + 12)
+    assert running is not pending and running.running
+    assert running.request is pending.request
+    with seeded.session() as s:  # e.g. raised after an out-of-memory exit
+        jobs.get_job(s, a).gpu_memory_per_gpu = 30 * GiB
+    raised = status(NOW + 13)
+    assert raised.request is not running.request and raised.request.gpu_memory == 30 * GiB
+
+
 def test_cached_snapshots_equal_fresh_ones_over_random_danlu_rounds(seeded: Database) -> None:
     rng = random.Random(3)
     policy = make_policy("danlu")

@@ -20,8 +20,9 @@ from sqlalchemy.orm import Session, lazyload
 
 from danlu.core.cluster import MILLI_PER_GPU, Allocation, Cluster, GpuShare
 from danlu.core.errors import PlacementError
+from danlu.core.spec import JobSpec
 from danlu.core.state import JobState
-from danlu.sched.view import ClusterView, IntArray, JobStatus, Plan
+from danlu.sched.view import ClusterView, IntArray, JobRequest, JobStatus, Plan
 from danlu.server.db.models import Job, Project
 from danlu.server.errors import AdmissionError
 from danlu.server.services import admission, jobs, observe
@@ -95,7 +96,8 @@ def to_records(allocation: Allocation, cluster: Cluster) -> list[ShareDict]:
     return out
 
 
-def _status(job: Job, project: Project, cluster: Cluster, running: bool) -> JobStatus:
+def _request(job: Job, project: Project, cluster: Cluster) -> tuple[JobSpec, JobRequest]:
+    """The job's stored spec, parsed, and the request the scheduler sees for it."""
     spec = jobs.job_spec(job)
     request = admission.build_request(
         job.id,
@@ -106,6 +108,20 @@ def _status(job: Job, project: Project, cluster: Cluster, running: bool) -> JobS
         gpu_memory=job.gpu_memory_per_gpu,
         gpu_types=admission.canonical_gpu_types(spec, cluster),
     )
+    return spec, request
+
+
+def _status(
+    job: Job,
+    project: Project,
+    cluster: Cluster,
+    running: bool,
+    statuses: StatusCache | None = None,
+) -> JobStatus:
+    if statuses is None:
+        spec, request = _request(job, project, cluster)
+    else:
+        spec, request = statuses.request(job, project, cluster)
     if job.state == JobState.PREEMPTING.value:
         request = replace(request, preemptible=False)  # already on its way out
     return JobStatus(
@@ -176,6 +192,11 @@ class StatusCache:
         self._priorities: dict[int, int] = {}
         self._last: dict[_Key, _Entry] = {}
         self._next: dict[_Key, _Entry] = {}
+        self._requests: dict[int, tuple[tuple[object, ...], JobSpec, JobRequest]] = {}
+        """By job seq: what a job's request was built from, its parsed spec and the request.
+        A job's spec never changes after submission, so a job whose status changed (it
+        started, moved, measured itself) gets its request again without parsing its spec
+        (a tenth of a millisecond each: ~260 jobs in a round at 12,000 jobs)."""
         self.hits = 0
         self.misses = 0
 
@@ -184,6 +205,7 @@ class StatusCache:
         known = dict(priorities or {})
         if cluster != self._cluster:
             self._last.clear()
+            self._requests.clear()
         elif known != self._priorities:  # only the jobs of the projects that changed
             every = known.keys() | self._priorities.keys()
             changed = {pid for pid in every if known.get(pid) != self._priorities.get(pid)}
@@ -208,12 +230,28 @@ class StatusCache:
     def end(self) -> None:
         """Finish the snapshot: only its jobs are kept."""
         self._last, self._next = self._next, {}
+        if len(self._requests) > 2 * len(self._last) + 64:  # amortised: jobs that left
+            live = {key[0] for key in self._last}
+            self._requests = {seq: r for seq, r in self._requests.items() if seq in live}
+
+    def request(self, job: Job, project: Project, cluster: Cluster) -> tuple[JobSpec, JobRequest]:
+        """:func:`_request` of ``job`` on this snapshot's ``cluster``, reused while the
+        fields it is built from (besides the spec, which never changes) are the same."""
+        inputs = (job.id, job.submitted_at, job.priority + project.priority, job.gpu_memory_per_gpu)
+        hit = self._requests.get(job.seq)
+        if hit is not None and hit[0] == inputs:
+            return hit[1], hit[2]
+        spec, request = _request(job, project, cluster)
+        self._requests[job.seq] = (inputs, spec, request)
+        return spec, request
 
 
-def _running_entry(job: Job, project: Project, cluster: Cluster) -> _Entry:
+def _running_entry(
+    job: Job, project: Project, cluster: Cluster, statuses: StatusCache | None = None
+) -> _Entry:
     """A holding job's status, with its shares by flat GPU index (the view's per-GPU usage
     and its project's)."""
-    status = _status(job, project, cluster, running=True)
+    status = _status(job, project, cluster, True, statuses)
     shares = np.array(
         [
             (cluster.gpu_offset(share.node) + share.gpu, share.milli, share.memory)
@@ -224,10 +262,12 @@ def _running_entry(job: Job, project: Project, cluster: Cluster) -> _Entry:
     return _Entry(status, shares=shares)
 
 
-def _pending_entry(job: Job, project: Project, cluster: Cluster) -> _Entry:
+def _pending_entry(
+    job: Job, project: Project, cluster: Cluster, statuses: StatusCache | None = None
+) -> _Entry:
     """A pending job's status and what admission says of it on ``cluster``."""
     try:
-        status = _status(job, project, cluster, running=False)
+        status = _status(job, project, cluster, False, statuses)
     except AdmissionError as exc:
         return _Entry(None, str(exc))
     problem = admission.never_fits(status.request, cluster)
@@ -376,9 +416,9 @@ def _fill(
             continue
         project = projects[key[5]]
         if running:
-            entry = _running_entry(job, project, cluster)
+            entry = _running_entry(job, project, cluster, statuses)
         else:
-            entry = _pending_entry(job, project, cluster)
+            entry = _pending_entry(job, project, cluster, statuses)
         entries[i] = entry
         statuses.put(key, entry)
 
