@@ -99,6 +99,12 @@ class Progress(Protocol):
         ...
 
 
+def _check_rate(rate: float) -> None:
+    """Raise :class:`ValueError` unless ``0 < rate <= 1`` (a share of a job's own speed)."""
+    if not 0.0 < rate <= 1.0:
+        raise ValueError(f"rate must be in (0, 1], got {rate}")
+
+
 class _Ledger:
     """What a job's runs lost: the restart time they were charged, and the running time
     that jobs sharing its GPU took (0 unless the simulation slows shared jobs); seconds, and
@@ -185,8 +191,7 @@ class RigidProgress(_Ledger):
 
     def set_rate(self, now: float, rate: float) -> None:
         """From ``now`` on the job runs at ``rate`` (0 < rate <= 1) of its full speed."""
-        if not 0.0 < rate <= 1.0:
-            raise ValueError(f"rate must be in (0, 1], got {rate}")
+        _check_rate(rate)
         self._settle(now)
         self.rate = rate
 
@@ -270,8 +275,7 @@ class ProfiledProgress(_Ledger):
     def set_rate(self, now: float, rate: float) -> None:
         """Run at ``rate`` (0 < rate <= 1) of its own speed from the next :meth:`advance`
         (``now`` is when the GPUs it shares changed); every start resets it to 1."""
-        if not 0.0 < rate <= 1.0:
-            raise ValueError(f"rate must be in (0, 1], got {rate}")
+        _check_rate(rate)
         self.rate = rate
         self._observed = None
 

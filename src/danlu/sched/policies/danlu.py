@@ -609,6 +609,8 @@ class DanluPolicy:
         else:
             chosen = walk(all_options, order, capacity, pinned, *knobs)
         plan = self._place(view, whole, first, all_options, chosen, new_marks)
+        if not shared:
+            return plan
         gain, spread, rate = self.share_min_gain, self.spread_shares, self.share_min_rate
         started = {s.job_id for s in plan.starts}
         whole_waiting = any(w.status.id not in started for w in waits)
@@ -620,8 +622,8 @@ class DanluPolicy:
             gain,
             spread,
             rate,
-            self._family_hosts,
-            whole_waiting,
+            hosts=self._family_hosts,
+            whole_waiting=whole_waiting,
         )
 
     def _forget_gone(self, view: ClusterView) -> None:

@@ -35,10 +35,8 @@ import numpy.typing as npt
 from danlu.core.cluster import MILLI_PER_GPU, Allocation, Cluster
 from danlu.estimate.colocation import gavel_family, measured_pairs, share_medians
 from danlu.sched.placement.gang import FreeMap
-from danlu.sched.policies.danlu_hosts import FamilyHosts
+from danlu.sched.policies.danlu_hosts import FamilyHosts, gpu_indices
 from danlu.sched.view import ClusterView, JobStatus, Plan, Start
-
-T = TypeVar("T", bound=Hashable)
 
 PAIR_GAIN = 1.0919
 """Median combined normalised throughput of two jobs sharing a V100 (Gavel measurements):
@@ -210,8 +208,9 @@ def place_shared(
     min_gain: float = MIN_GAIN,
     spread: bool = False,
     min_rate: float = 0.0,
-    hosts_cache: FamilyHosts | None = None,
-    whole_waiting: bool | None = None,
+    *,
+    hosts: FamilyHosts,
+    whole_waiting: bool,
 ) -> Plan:
     """``plan`` with starts added for the pending shared requests ``jobs`` (in submission
     order, as the view's pending jobs are) on the capacity it leaves, in queue order
@@ -220,10 +219,10 @@ def place_shared(
     included), and waiting reasons for those it could not place. ``spread``: while no
     whole-GPU job is left waiting, a request goes on a free GPU of its own first.
     ``min_rate``: a GPU is also closed where the request, or a job there, is predicted to
-    keep less than this share of its speed (:func:`pair_share`). ``hosts_cache``: where
-    the running jobs of each family sit, kept across rounds (the caller's, one per policy;
-    ``None``: counted afresh). ``whole_waiting``: whether a whole-GPU job is left waiting
-    after ``plan`` (``None``: looked up in the view)."""
+    keep less than this share of its speed (:func:`pair_share`). ``hosts``: where the
+    running jobs of each family sit, kept across rounds (the caller's, one per policy).
+    ``whole_waiting``: whether a whole-GPU job is left waiting
+    after ``plan`` (the caller knows its whole-GPU jobs)."""
     if not jobs:
         return plan
     free = FreeMap(view, placement)
@@ -241,20 +240,16 @@ def place_shared(
     # where the jobs of each family sit once the plan is carried out (GPU index masks)
     leaving = [running[p.job_id] for p in plan.preempts]
     leaving += [running[r.job_id] for r in plan.resizes]
-    pending = {s.job_id for s in plan.starts}
-    family_of = {j.id: j.request.family for j in view.pending if j.id in pending} if pending else {}
+    starting = {s.job_id for s in plan.starts}
+    family_of = {j.id: j.request.family for j in view.pending if j.id in starting}
     placed = [(running[r.job_id].request.family, r.allocation) for r in plan.resizes]
     placed += [(family_of.get(s.job_id, ""), s.allocation) for s in plan.starts]
-    if hosts_cache is None:
-        hosts_cache = FamilyHosts()
-    hosts_cache.update(cluster, view.running)
-    hosts = hosts_cache.masks(leaving, placed)
+    hosts.update(cluster, view.running)
+    masks = hosts.masks(leaving, placed)
     starts: list[Start] = []
     # with no whole-GPU job left waiting, a share goes on a GPU of its own while one is free
-    if spread and whole_waiting is None:
-        whole_waiting = any(not j.request.shares_gpu and j.id not in pending for j in view.pending)
     spread = spread and not whole_waiting
-    closures = _Closures(hosts, min_gain, min_rate)
+    closures = _Closures(masks, min_gain, min_rate)
     # priority first; ties keep the submission order the jobs come in (a stable sort)
     ordered = sorted(jobs, key=_PRIORITY, reverse=True)
     failed = _Failures(ordered)
@@ -281,7 +276,7 @@ def place_shared(
                 failed.add(i, own=False)
         if alloc is not None:
             failed.started[i] = True
-            starts.append(Start(job.id, alloc, reason=_beside(hosts, family, alloc, cluster)))
+            starts.append(Start(job.id, alloc, reason=_beside(masks, family, alloc, cluster)))
             closures.placed(family, alloc, cluster)
             for other, turn in beside_from.items():
                 if turn == count and closures.closed(other) is not None:
@@ -362,8 +357,7 @@ class _Closures:
                 continue
             if mask is None:
                 self._masks[other] = mask = np.zeros(cluster.total_gpus, dtype=bool)
-            for share in alloc.shares:
-                mask[cluster.gpu_offset(share.node) + share.gpu] = True
+            mask[gpu_indices(alloc, cluster)] = True
 
 
 class _Failures:
@@ -382,9 +376,9 @@ class _Failures:
         self._memory = np.fromiter(map(_MEMORY, requests), np.int64, count)
         self._milli = np.fromiter(map(_MILLI, requests), np.int64, count)
         by_milli = (self._milli < MILLI_PER_GPU) | (self._memory == 0)
-        types, type_codes = _codes(list(map(_TYPES, requests)))
-        families = list(map(_FAMILY, requests))
-        self.families, self._family_codes = _numbered(families)
+        distinct_types, type_codes = _numbered(list(map(_TYPES, requests)))
+        types = max(len(distinct_types), 1)
+        self.families, self._family_codes = _numbered(list(map(_FAMILY, requests)))
         """The distinct families, and each request's number among them."""
         kind = by_milli.astype(np.int64) * types + type_codes
         self._codes = {True: kind, False: self._family_codes * (2 * types) + kind}
@@ -434,10 +428,7 @@ class _Failures:
         (self.own if own else self.beside)[larger] = True
 
 
-def _codes(values: list[Hashable]) -> tuple[int, npt.NDArray[np.int64]]:
-    """How many distinct ``values`` (at least 1), and each value's number among them."""
-    distinct, codes = _numbered(values)
-    return max(len(distinct), 1), codes
+T = TypeVar("T", bound=Hashable)
 
 
 def _numbered(values: list[T]) -> tuple[list[T], npt.NDArray[np.int64]]:
@@ -462,5 +453,4 @@ def _mark(
     mask = hosts.get(family)
     if mask is None:
         mask = hosts[family] = np.zeros(cluster.total_gpus, dtype=bool)
-    for share in alloc.shares:
-        mask[cluster.gpu_offset(share.node) + share.gpu] = True
+    mask[gpu_indices(alloc, cluster)] = True

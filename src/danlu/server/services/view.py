@@ -112,16 +112,9 @@ def _request(job: Job, project: Project, cluster: Cluster) -> tuple[JobSpec, Job
 
 
 def _status(
-    job: Job,
-    project: Project,
-    cluster: Cluster,
-    running: bool,
-    statuses: StatusCache | None = None,
+    job: Job, project: Project, cluster: Cluster, running: bool, statuses: StatusCache
 ) -> JobStatus:
-    if statuses is None:
-        spec, request = _request(job, project, cluster)
-    else:
-        spec, request = statuses.request(job, project, cluster)
+    spec, request = statuses.request(job, project, cluster)
     if job.state == JobState.PREEMPTING.value:
         request = replace(request, preemptible=False)  # already on its way out
     return JobStatus(
@@ -246,9 +239,7 @@ class StatusCache:
         return spec, request
 
 
-def _running_entry(
-    job: Job, project: Project, cluster: Cluster, statuses: StatusCache | None = None
-) -> _Entry:
+def _running_entry(job: Job, project: Project, cluster: Cluster, statuses: StatusCache) -> _Entry:
     """A holding job's status, with its shares by flat GPU index (the view's per-GPU usage
     and its project's)."""
     status = _status(job, project, cluster, True, statuses)
@@ -262,9 +253,7 @@ def _running_entry(
     return _Entry(status, shares=shares)
 
 
-def _pending_entry(
-    job: Job, project: Project, cluster: Cluster, statuses: StatusCache | None = None
-) -> _Entry:
+def _pending_entry(job: Job, project: Project, cluster: Cluster, statuses: StatusCache) -> _Entry:
     """A pending job's status and what admission says of it on ``cluster``."""
     try:
         status = _status(job, project, cluster, False, statuses)
