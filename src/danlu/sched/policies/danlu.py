@@ -20,7 +20,7 @@ first at efficient sizes, the last-ranked (long) job soaks up what is left.
   is held for good (it may grow, and give back GPUs it was lent) unless it regrets its size:
   then it is released like a job whose hold is over, and may be shrunk or preempted. Moves
   are therefore not bounded: the last-ranked long job, which takes what the others leave,
-  is resized as they come and go (docs/danlu-policy.md, "No thrashing", has the counts).
+  is resized as they come and go (docs/danlu-policy-details.md, "No thrashing", has the counts).
 - Fairness: ``w = 1 + waited / aging`` grows with the time a job waited, and a job waiting
   ``starve_after`` seconds is started first (at its smallest size): no job starves. At most
   ``starve_share`` of the cluster is promoted so per round (longest-starving first, at least

@@ -8,7 +8,7 @@ its ``progress`` (fraction done), and while it runs the measured ``step_time`` /
 of its current placement and micro-batch plus the gradient statistics ``grad_sqr`` /
 ``grad_var``. Nothing else is known: no duration, no speed-up curve.
 
-History (the policy's choice, documented in ``docs/danlu-policy.md``): the engine keeps no
+History (the policy's choice, documented in ``docs/danlu-policy-details.md``): the engine keeps no
 history, the policy keeps it in the job's marks, one entry per *shape*:
 
 - ``danlu.c:<local_bsz>`` -- compute time (step - sync) of one micro-batch of that size;
