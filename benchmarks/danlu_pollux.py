@@ -37,7 +37,7 @@ from danlu.sched.view import ClusterView, Plan
 from danlu.sim.elastic import ApplicationProfile, load_profiles
 from danlu.sim.engine import SimConfig, Simulator
 from danlu.sim.metrics import SimResult
-from danlu.sim.workload import load_workload
+from danlu.sim.workload import Workload, load_workload
 
 DATA = Path(__file__).resolve().parents[1] / ".." / "shared" / "data" / "pollux"
 FOLDERS = {"0.5": "workloads-0.5", "1.0": "workloads", "1.5": "workloads-1.5"}
@@ -73,12 +73,15 @@ class Timed:
         return plan
 
 
-def simulate(path: Path, policy: Policy, profiles: Mapping[str, ApplicationProfile]) -> SimResult:
-    """One Pollux workload as the artifact ran it: 16 x 4 GPUs, 60 s rounds, 30 s restarts."""
+def simulate(
+    workload: Path | Workload, policy: Policy, profiles: Mapping[str, ApplicationProfile]
+) -> SimResult:
+    """One Pollux workload (its CSV, or loaded) as the artifact ran it: 16 x 4 GPUs, 60 s
+    rounds, 30 s restarts."""
     return Simulator(
         Cluster.homogeneous(16, 4),
         policy,
-        load_workload(path),
+        workload if isinstance(workload, Workload) else load_workload(workload),
         SimConfig(interval=60.0, restart_cost=30.0),
         profiles,
     ).run()
