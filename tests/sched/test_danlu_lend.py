@@ -3,6 +3,8 @@ the held job back to its size before it grew (not below, and not when nobody wai
 
 from __future__ import annotations
 
+import dataclasses
+
 from danlu.core.cluster import Allocation, Cluster
 from danlu.sched.policies import danlu_model as dm
 from danlu.sched.policies.danlu import GREW_FROM, MOVES, DanluPolicy
@@ -73,3 +75,35 @@ def test_spare_gpus_need_a_clear_gain() -> None:
     assert walk(jobs, [0, 1], 8, spare_gain=0.05, **grow) == [0, -1]  # type: ignore[arg-type]
     clear = [[keep, Option(8, 800.0)], behind]  # 11 % cheaper: worth the lent GPUs
     assert walk(clear, [0, 1], 8, spare_gain=0.05, **grow) == [1, -1]  # type: ignore[arg-type]
+
+
+def stuck(moves: float) -> JobStatus:
+    """``grown`` with ``moves`` moves and nothing lent: held for good once ``moves`` reaches
+    ``max_moves``; its hold, 200 * (1 + moves / 5) s from t = 0, is over at t = 3,000 s for
+    ``moves`` up to 70."""
+    job = grown(0.0)
+    return dataclasses.replace(job, marks={**job.marks, MOVES: moves})
+
+
+def test_a_job_held_for_good_is_shrunk_not_preempted_while_jobs_wait() -> None:
+    def at(time: float, moves: float, **knobs: object) -> Plan:
+        view = ClusterView(
+            time=time, cluster=CLUSTER, running=(stuck(moves),), pending=(waiting(),)
+        )
+        return DanluPolicy(max_moves=20, **knobs).schedule(view)  # type: ignore[arg-type]
+
+    shrunk = at(3000.0, 20.0, shrink_stuck=True)
+    assert [(r.job_id, r.allocation.num_gpus < 8) for r in shrunk.resizes] == [("big", True)]
+    assert [s.job_id for s in shrunk.starts] == ["small"] and not shrunk.preempts
+    kept = at(3000.0, 20.0, shrink_stuck=False)  # it keeps the size it has
+    assert not kept.resizes and not kept.preempts and not kept.starts
+    held = at(600.0, 20.0, shrink_stuck=True)  # within its hold (1,000 s at 20 moves)
+    assert not held.resizes and not held.preempts and not held.starts
+    # a job that needs all 8 GPUs: one not held for good (19 moves) is preempted for it
+    wide = JobStatus(
+        request=JobRequest(id="wide", submit_time=100.0, gpus=8, seq=1, expected_duration=60.0)
+    )
+    for moves, preempted in ((19.0, ["big"]), (20.0, [])):
+        view = ClusterView(time=3000.0, cluster=CLUSTER, running=(stuck(moves),), pending=(wide,))
+        out = DanluPolicy(max_moves=20, shrink_stuck=True).schedule(view)
+        assert [p.job_id for p in out.preempts] == preempted

@@ -14,13 +14,10 @@ first at efficient sizes, the last-ranked (long) job soaks up what is left.
 - Restarts are priced: any option other than keeping the current allocation and batch adds
   ``restart_cost`` to ``T``; keeping gets a ``hysteresis`` discount; a running job ranks as
   if ``rank_hysteresis`` shorter; a job (re)started less than ``min_hold * (1 + moves /
-  move_slack)`` seconds ago is neither shrunk nor preempted (it may grow into idle GPUs after
-  ``grow_after``; one whose measured time is ``regret`` times its best option's may move to
-  any size, down to its smallest, but is still not preempted); after ``max_moves`` moves it
-  is held for good (it may grow, and give back GPUs it was lent) unless it regrets its size:
-  then it is released like a job whose hold is over, and may be shrunk or preempted. Moves
-  are therefore not bounded: the last-ranked long job, which takes what the others leave,
-  is resized as they come and go (docs/danlu-policy-details.md, "No thrashing", has the counts).
+  move_slack)`` seconds ago is neither shrunk nor preempted (it may grow after ``grow_after``;
+  one whose measured time is ``regret`` times its best option's may take any size); after
+  ``max_moves`` moves it is never preempted, and shrunk only past its hold while jobs wait
+  (``shrink_stuck``). docs/danlu-policy-details.md, "No thrashing", has the restart counts.
 - Fairness: ``w = 1 + waited / aging`` grows with the time a job waited, and a job waiting
   ``starve_after`` seconds is started first (at its smallest size): no job starves. At most
   ``starve_share`` of the cluster is promoted so per round (longest-starving first, at least
@@ -136,9 +133,11 @@ class DanluPolicy:
     moved often is held ever longer (the ``regret`` release and lent GPUs going back are
     not held off)."""
     max_moves: int = 50
-    """Preemptions and resizes after which a job is held for good: not shrunk (but to give
-    back lent GPUs) nor preempted, unless it ``regret``s its size (then released); it may
-    still grow into GPUs nobody takes."""
+    """Preemptions and resizes after which a job is held for good: never preempted, unless
+    it ``regret``s its size (then released); it may grow into GPUs nobody takes."""
+    shrink_stuck: bool = False
+    """Held for good, a job past its hold is still shrunk (to its smallest option at the
+    least) while jobs wait; off, it is not shrunk but to give back GPUs it was lent."""
     rank_hysteresis: float = 0.5
     """A running job ranks as if its remaining time were this much shorter: a waiting job
     displaces it only when clearly shorter (no flip-flop between similar jobs)."""
@@ -536,6 +535,8 @@ class DanluPolicy:
             if opts and not run.stuck:
                 return opts, 0, True, update
             held = False
+        if self.shrink_stuck and run.stuck and queued and opts and since >= run.hold:
+            return opts, 0, since >= self.grow_after, update  # may shrink, never preempted
         may_grow = held and since >= self.grow_after and not run.shares
         if not held:
             return opts, -1, may_grow, update
