@@ -132,10 +132,10 @@ class DanluPolicy:
     """Each preemption or resize lengthens a job's hold by ``min_hold / move_slack``: a job
     moved often is held ever longer (the ``regret`` release and lent GPUs going back are
     not held off)."""
-    max_moves: int = 50
+    max_moves: int = 20
     """Preemptions and resizes after which a job is held for good: never preempted, unless
     it ``regret``s its size (then released); it may grow into GPUs nobody takes."""
-    shrink_stuck: bool = False
+    shrink_stuck: bool = True
     """Held for good, a job past its hold is still shrunk (to its smallest option at the
     least) while jobs wait; off, it is not shrunk but to give back GPUs it was lent."""
     rank_hysteresis: float = 0.5
