@@ -24,7 +24,7 @@ import time
 from collections.abc import Callable, Mapping
 
 import numpy as np
-from danlu_pollux import DATA, FOLDERS, POLLUX
+from danlu_pollux import DATA, FOLDERS, POLLUX, TARGET
 from policy_headroom import workload_jcts
 
 from danlu.sched.policies.base import Policy
@@ -33,9 +33,6 @@ from danlu.sched.policies.pollux import PolluxPolicy
 from danlu.sim.elastic import ApplicationProfile, load_profiles
 from danlu.sim.engine import SimConfig
 from danlu.sim.workload import Workload, load_workload
-
-TARGET = 0.8
-"""The issue's target: danlu's average at most this times Pollux's published one."""
 
 
 def averages(

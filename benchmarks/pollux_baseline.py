@@ -19,7 +19,7 @@ import argparse
 import time
 
 import numpy as np
-from danlu_pollux import DATA, FOLDERS, POLLUX, simulate
+from danlu_pollux import DATA, FOLDERS, POLLUX, jct_figures, simulate
 
 from danlu.sched.policies.danlu import DanluPolicy
 from danlu.sched.policies.pollux import PolluxPolicy
@@ -48,8 +48,7 @@ def main() -> None:
             began = time.perf_counter()
             policy = PolluxPolicy(population=args.population, generations=args.generations)
             result = simulate(path, policy, profiles)
-            jcts = np.array([j.jct for j in result.jobs if j.end_time])
-            avg, p99 = float(jcts.mean()), float(np.percentile(jcts, 99))
+            avg, p99 = jct_figures(result)
             restarts = float(np.mean([j.restarts for j in result.jobs]))
             published, published_p99 = POLLUX[(load, number)]
             fidelity.append(avg / published)

@@ -29,14 +29,20 @@ from collections.abc import Mapping
 from typing import Any
 
 import numpy as np
-from danlu_pollux import DATA, FOLDERS, POLLUX, add_knob_option, knob_settings, simulate
+from danlu_pollux import (
+    DATA,
+    FOLDERS,
+    POLLUX,
+    TARGET,
+    add_knob_option,
+    jct_figures,
+    knob_settings,
+    simulate,
+)
 
 from danlu.sched.policies.danlu import DanluPolicy
 from danlu.sim.elastic import ApplicationProfile, load_profiles
-from danlu.sim.workload import Workload, WorkloadJob, load_workload
-
-TARGET = 0.8
-"""The issue's target: danlu's average at most this times Pollux's published one."""
+from danlu.sim.workload import Workload, WorkloadJob, in_submission_order, load_workload
 
 
 def shifted(workload: Workload, jitter: float, seed: int) -> Workload:
@@ -55,20 +61,14 @@ def shifted(workload: Workload, jitter: float, seed: int) -> Workload:
         )
         for job in workload.jobs
     ]
-    moved.sort(key=lambda j: (j.request.submit_time, j.request.seq))
-    ordered = tuple(
-        WorkloadJob(dataclasses.replace(j.request, seq=i), j.work) for i, j in enumerate(moved)
-    )
-    return dataclasses.replace(workload, jobs=ordered)
+    return dataclasses.replace(workload, jobs=in_submission_order(moved))
 
 
 def run(
     workload: Workload, knobs: Mapping[str, Any], profiles: Mapping[str, ApplicationProfile]
 ) -> tuple[float, float]:
     """Average and p99 JCT of one danlu run of ``workload`` (the main table's settings)."""
-    result = simulate(workload, DanluPolicy(**knobs), profiles)
-    jcts = np.array([j.jct for j in result.jobs if j.end_time])
-    return float(jcts.mean()), float(np.percentile(jcts, 99))
+    return jct_figures(simulate(workload, DanluPolicy(**knobs), profiles))
 
 
 def main() -> None:

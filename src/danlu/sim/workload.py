@@ -203,10 +203,10 @@ def load_workload(path: str | Path) -> Workload:
             )
             model = (row.get("model") or "").strip()
             jobs.append(WorkloadJob(request, RigidWork(duration, model)))
-    return Workload(p.stem, kind, _in_submission_order(jobs))
+    return Workload(p.stem, kind, in_submission_order(jobs))
 
 
-def _in_submission_order(jobs: list[WorkloadJob]) -> tuple[WorkloadJob, ...]:
+def in_submission_order(jobs: list[WorkloadJob]) -> tuple[WorkloadJob, ...]:
     """Sort by submission time (file order breaks ties) and number ``seq`` in that order."""
     jobs.sort(key=lambda j: (j.request.submit_time, j.request.seq))
     return tuple(
@@ -234,4 +234,4 @@ def synthetic_workload(jobs: int = 200, seed: int = 0, hours: float = 8.0) -> Wo
             expected_duration=duration,
         )
         out.append(WorkloadJob(request, RigidWork(duration)))
-    return Workload(f"synthetic-{jobs}-seed{seed}", "danlu", _in_submission_order(out))
+    return Workload(f"synthetic-{jobs}-seed{seed}", "danlu", in_submission_order(out))

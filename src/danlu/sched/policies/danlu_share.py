@@ -432,8 +432,8 @@ T = TypeVar("T", bound=Hashable)
 
 
 def _numbered(values: list[T]) -> tuple[list[T], npt.NDArray[np.int64]]:
-    """The distinct ``values``, and each value's index among them."""
-    distinct = list(set(values))
+    """The distinct ``values`` in first-seen order, and each value's index among them."""
+    distinct = list(dict.fromkeys(values))
     number = {value: i for i, value in enumerate(distinct)}
     return distinct, np.fromiter(map(number.__getitem__, values), np.int64, len(values))
 
