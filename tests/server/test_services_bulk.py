@@ -11,6 +11,7 @@ import pytest
 from sqlalchemy import event, select
 
 from danlu.core.cluster import Allocation, GpuShare
+from danlu.core.errors import PlacementError
 from danlu.core.state import JobState
 from danlu.core.units import GiB
 from danlu.sched import Plan, Preempt, Rebatch, Start
@@ -32,13 +33,13 @@ def spec(name: str) -> dict[str, Any]:
 
 
 @contextmanager
-def job_updates(db: Database) -> Iterator[list[int]]:
-    """Counts the UPDATE statements on the jobs table sent to the database (an executemany
-    counts once) and the rows they carried."""
+def job_updates(db: Database, statement: str = "UPDATE JOBS") -> Iterator[list[int]]:
+    """Counts the statements starting with ``statement`` (by default the UPDATEs of the jobs
+    table) sent to the database (an executemany counts once) and the rows they carried."""
     counts = [0, 0]
 
     def seen(_conn: Any, _cursor: Any, sql: str, params: Any, _ctx: Any, many: bool) -> None:
-        if sql.lstrip().upper().startswith("UPDATE JOBS"):
+        if sql.lstrip().upper().startswith(statement):
             counts[0] += 1
             counts[1] += len(params) if many else 1
 
@@ -141,3 +142,55 @@ def test_a_start_with_a_reason_records_it_in_the_event_log(seeded: Database) -> 
     with seeded.read_session() as s:
         reasons = [[e.reason for e in events.list_events(s, job_id)][-1] for job_id in ids]
     assert reasons == ["scheduled: beside nobody", "scheduled"]
+
+
+def test_a_plan_writes_its_events_in_one_statement_in_plan_order(seeded: Database) -> None:
+    ids = submit(seeded, 4)
+    with seeded.session() as s:
+        view.apply_plan(s, Plan(starts=(Start(ids[0], whole(0)), Start(ids[1], whole(1)))), NOW)
+    with seeded.session() as s, job_updates(seeded, "INSERT INTO JOB_EVENTS") as counts:
+        plan = Plan(
+            preempts=(Preempt(ids[1], "make room"), Preempt(ids[0], "make room")),
+            starts=(Start(ids[3], whole(2)), Start(ids[2], whole(3), reason="fits")),
+        )
+        applied = view.apply_plan(s, plan, NOW + 10)
+        assert len(applied.preempted) == 2 and len(applied.started) == 2
+    assert counts[1] == 4 and counts[0] == 1  # one executemany, however the driver splits it
+    with seeded.read_session() as s:
+        latest = events.list_events(s, after_id=0, limit=100)[-4:]
+        assert [(e.job_id, e.old, e.new, e.time) for e in latest] == [
+            (ids[1], "RUNNING", "PREEMPTING", NOW + 10),
+            (ids[0], "RUNNING", "PREEMPTING", NOW + 10),
+            (ids[3], "PENDING", "RUNNING", NOW + 10),
+            (ids[2], "PENDING", "RUNNING", NOW + 10),
+        ]
+        assert [e.reason for e in latest] == [
+            "make room",
+            "make room",
+            "scheduled",
+            "scheduled: fits",
+        ]
+        for job_id in ids:
+            assert events.replay(events.list_events(s, job_id)) == JobState(
+                jobs.get_job(s, job_id).state
+            )
+
+
+@pytest.mark.parametrize("with_snapshot", [True, False])
+def test_a_plan_that_preempts_a_non_preemptible_job_is_refused(
+    seeded: Database, with_snapshot: bool
+) -> None:
+    with seeded.session() as s:
+        alice = users.get_user(s, "alice")
+        pinned = jobs.submit(s, {**spec("pinned"), "preemptible": False}, alice, now=NOW).id
+        other = jobs.submit(s, spec("other"), alice, now=NOW + 1).id
+    with seeded.session() as s:
+        view.apply_plan(s, Plan(starts=(Start(pinned, whole(0)), Start(other, whole(1)))), NOW)
+    with seeded.session() as s:
+        snap = view.build_snapshot(s, NOW + 10) if with_snapshot else None
+        plan = Plan(preempts=(Preempt(other, "room"), Preempt(pinned, "room")))
+        with pytest.raises(PlacementError, match=f"{pinned}, which is not preemptible"):
+            view.apply_plan(s, plan, NOW + 10, None, snap)
+        s.rollback()
+    with seeded.read_session() as s:
+        assert [jobs.get_job(s, i).state for i in (pinned, other)] == ["RUNNING", "RUNNING"]

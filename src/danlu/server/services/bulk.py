@@ -1,4 +1,5 @@
-"""Write many changed job rows at once, with the same optimistic version guard as the ORM.
+"""Write many changed job rows at once, with the same optimistic version guard as the ORM,
+and many job events in one INSERT (:class:`EventBatch`).
 
 The ORM writes every versioned row with its own ``UPDATE ... WHERE seq = ? AND version = ?``
 and checks each row count, so a scheduling round that preempts and starts ~3,000 jobs sends
@@ -14,11 +15,12 @@ from __future__ import annotations
 from collections.abc import Iterable
 from typing import Any
 
-from sqlalchemy import bindparam, inspect, update
+from sqlalchemy import bindparam, insert, inspect, update
 from sqlalchemy.orm import Session
 from sqlalchemy.orm.attributes import set_committed_value
+from sqlalchemy.orm.state import InstanceState
 
-from danlu.server.db.models import Base, Job
+from danlu.server.db.models import Base, Job, JobEvent
 from danlu.server.errors import ConflictError
 
 _TABLE = Base.metadata.tables[Job.__tablename__]
@@ -39,14 +41,14 @@ def flush_jobs(session: Session, jobs: Iterable[Job]) -> int:
     Only plain column changes are written here: a job with a change this function cannot
     write (an expired or never-flushed object, a changed relationship or version) is left
     to the ORM's flush."""
-    groups: dict[frozenset[str], list[Job]] = {}
+    groups: dict[frozenset[str], list[tuple[Job, InstanceState[Job]]]] = {}
     for job in jobs:
         state = inspect(job)
         if not state.persistent or not state.modified or state.expired_attributes:
             continue
         changed = _ATTRIBUTES - state.unmodified
         if changed and changed <= _COLUMNS:  # a relationship or the version: the ORM's
-            groups.setdefault(frozenset(changed), []).append(job)
+            groups.setdefault(frozenset(changed), []).append((job, state))
     connection = session.connection()
     written = 0
     for changed, group in groups.items():
@@ -61,25 +63,54 @@ def flush_jobs(session: Session, jobs: Iterable[Job]) -> int:
                 }
             )
         )
+        names = [(f"v_{key}", key) for key in keys]
         rows: list[dict[str, Any]] = []
-        for job in group:
-            row = {f"v_{key}": getattr(job, key) for key in keys}
-            row.update(k_seq=job.seq, k_old=job.version, k_new=job.version + 1)
+        for _, state in group:
+            values = state.dict  # the current values (what the attributes' getters return)
+            row = {name: values[key] for name, key in names}
+            version = values["version"]
+            row.update(k_seq=values["seq"], k_old=version, k_new=version + 1)
             rows.append(row)
         result = connection.execute(statement, rows)
         if result.rowcount != len(rows):
             raise ConflictError("a job of this change changed concurrently; retry")
-        for job, row in zip(group, rows, strict=True):
+        for (job, state), row in zip(group, rows, strict=True):
             set_committed_value(job, "version", row["k_new"])
-            _mark_clean(session, job)
+            _mark_clean(session, state)
         written += len(rows)
     return written
 
 
-def _mark_clean(session: Session, job: Job) -> None:
+def _mark_clean(session: Session, state: InstanceState[Job]) -> None:
     """What the ORM does to an object after flushing it: its values become the committed
     ones and it leaves the session's dirty set, so the next flush does not diff it again
     (~30 attribute histories per job, ~1 s for 3,000 jobs). SQLAlchemy has no public call for
     it; the tests check that a written job is no longer in ``Session.dirty``."""
-    state = inspect(job)
     state._commit_all(state.dict, session.identity_map)
+
+
+_EVENTS = Base.metadata.tables[JobEvent.__tablename__]
+
+
+class EventBatch:
+    """Job events collected by a caller that changes many jobs in one transaction, written
+    with one executemany INSERT (:meth:`write`). An ORM :class:`JobEvent` object each costs
+    its construction and the unit of work's bookkeeping: ~0.1 s for the ~1,800 state changes
+    of a round that reshuffles a 1,000-node cluster. The rows get their ids in the order
+    added, as the ORM's flush would give them."""
+
+    def __init__(self) -> None:
+        self.rows: list[dict[str, Any]] = []
+
+    def add(self, job_id: str, time: float, old: str | None, new: str, reason: str) -> None:
+        """One event: ``job_id`` went from ``old`` to ``new`` at ``time``, for ``reason``."""
+        self.rows.append({"job_id": job_id, "time": time, "old": old, "new": new, "reason": reason})
+
+    def write(self, session: Session) -> int:
+        """Insert the events added since the last write on the session's connection (after
+        the job rows they belong to were flushed); returns how many."""
+        count = len(self.rows)
+        if count:
+            session.connection().execute(insert(_EVENTS), self.rows)
+            self.rows = []
+        return count

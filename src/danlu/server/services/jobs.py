@@ -22,7 +22,7 @@ from danlu.core.units import format_bytes
 from danlu.server.db.models import Job, JobEvent, User
 from danlu.server.errors import ConflictError, NotFoundError, PermissionDenied
 from danlu.server.services import admission
-from danlu.server.services.bulk import flush_jobs
+from danlu.server.services.bulk import EventBatch, flush_jobs
 from danlu.server.services.cluster import load_cluster
 from danlu.server.services.common import resolve_now
 from danlu.server.services.projects import (
@@ -263,6 +263,39 @@ def change_state(
     and flushes once with :func:`flush_or_conflict`.
     """
     t = resolve_now(now)
+    old = _transition(job, new, t, allocation, exit_code)
+    event = JobEvent(job_id=job.id, time=t, old=old.value, new=new.value, reason=reason)
+    session.add(event)
+    if flush:
+        flush_or_conflict(session, event.job_id)
+    return event
+
+
+def change_state_batched(
+    job: Job,
+    new: JobState,
+    reason: str,
+    now: float,
+    events: EventBatch,
+    *,
+    allocation: list[ShareDict] | None = None,
+) -> None:
+    """:func:`change_state` with ``flush=False`` for a caller that changes many jobs at once
+    (a scheduling round): the same checks and bookkeeping, but the event is added to
+    ``events``, which the caller writes after flushing the jobs (:meth:`EventBatch.write`,
+    one INSERT for all of them instead of one ORM object each)."""
+    old = _transition(job, new, now, allocation, None)
+    events.add(job.id, now, old.value, new.value, reason)
+
+
+def _transition(
+    job: Job,
+    new: JobState,
+    t: float,
+    allocation: list[ShareDict] | None,
+    exit_code: int | None,
+) -> JobState:
+    """Check the edge and update the job's bookkeeping for it; returns the old state."""
     old = JobState(job.state)
     check_transition(old, new)
     if new is JobState.RUNNING:
@@ -294,11 +327,7 @@ def change_state(
     if exit_code is not None:
         job.exit_code = exit_code
     job.state = new.value
-    event = JobEvent(job_id=job.id, time=t, old=old.value, new=new.value, reason=reason)
-    session.add(event)
-    if flush:
-        flush_or_conflict(session, event.job_id)
-    return event
+    return old
 
 
 def resize(
