@@ -194,3 +194,32 @@ def test_a_plan_that_preempts_a_non_preemptible_job_is_refused(
         s.rollback()
     with seeded.read_session() as s:
         assert [jobs.get_job(s, i).state for i in (pinned, other)] == ["RUNNING", "RUNNING"]
+
+
+def test_waiting_reasons_are_written_in_one_statement_without_a_new_version(
+    seeded: Database,
+) -> None:
+    ids = submit(seeded, 3)
+    with seeded.session() as s:
+        view.apply_plan(s, Plan(starts=(Start(ids[0], whole(0)),)), NOW)
+    with seeded.session() as s:
+        snap = view.build_snapshot(s, NOW + 10)
+        plan = Plan(
+            preempts=(Preempt(ids[0], "make room"),),
+            starts=(Start(ids[1], whole(0)),),  # on the GPU the preempted job still holds
+            waiting={ids[2]: "behind a longer queue"},
+        )
+        with job_updates(seeded) as counts:
+            applied = view.apply_plan(s, plan, NOW + 10, None, snap)
+        assert applied.deferred[ids[1]].startswith("waiting for preempted job(s)")
+    assert counts == [2, 3]  # the preempt's columns, and both reasons in one statement
+    with seeded.read_session() as s:
+        stored = [jobs.get_job(s, job_id) for job_id in ids]
+        assert [job.version for job in stored] == [3, 1, 1]  # submitted at 1, +start, +preempt
+        assert stored[1].pending_reason == applied.deferred[ids[1]]
+        assert stored[2].pending_reason == "behind a longer queue"
+    with seeded.session() as s:  # the same reasons again: nothing to write
+        snap = view.build_snapshot(s, NOW + 20)
+        with job_updates(seeded) as counts:
+            view.apply_plan(s, Plan(waiting={ids[2]: "behind a longer queue"}), NOW + 20)
+    assert counts == [0, 0]

@@ -7,6 +7,7 @@ from typing import Any
 
 import numpy as np
 import pytest
+from sqlalchemy import event
 
 from danlu.core.cluster import Allocation, GpuShare
 from danlu.core.errors import PlacementError
@@ -299,6 +300,19 @@ def test_status_cache_builds_a_moved_jobs_request_once(seeded: Database) -> None
     with seeded.session() as s:
         share = Allocation((GpuShare(0, 0, 250, 20 * GiB),))
         view.apply_plan(s, Plan(starts=(Start(a, share),)), NOW + 11)
+    statements: list[str] = []
+
+    def seen(_conn: Any, _cursor: Any, sql: str, *_: Any) -> None:
+        statements.append(sql)
+
+    with seeded.session() as s:  # the rebuilt status's row is read without its spec
+        event.listen(seeded.engine, "before_cursor_execute", seen)
+        try:
+            view.build_snapshot(s, NOW + 12, cache)
+        finally:
+            event.remove(seeded.engine, "before_cursor_execute", seen)
+    reads = [sql for sql in statements if "jobs.micro_batch_limit" in sql]  # whole rows
+    assert reads and not any("jobs.spec" in sql for sql in reads)
     running = status(NOW + 12)
     assert running is not pending and running.running
     assert running.request is pending.request

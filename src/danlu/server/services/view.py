@@ -26,7 +26,7 @@ from danlu.sched.view import ClusterView, IntArray, JobRequest, JobStatus, Plan
 from danlu.server.db.models import Job, Project
 from danlu.server.errors import AdmissionError
 from danlu.server.services import admission, jobs, observe
-from danlu.server.services.bulk import EventBatch
+from danlu.server.services.bulk import EventBatch, WaitingReasons
 from danlu.server.services.cluster import InventoryMemo, load_cluster
 from danlu.server.services.common import resolve_now, tuple_rows
 from danlu.server.services.projects import HOLDING, Usage, allocation_usage, quota_excess
@@ -97,10 +97,9 @@ def to_records(allocation: Allocation, cluster: Cluster) -> list[ShareDict]:
     return out
 
 
-def _request(job: Job, project: Project, cluster: Cluster) -> tuple[JobSpec, JobRequest]:
-    """The job's stored spec, parsed, and the request the scheduler sees for it."""
-    spec = jobs.job_spec(job)
-    request = admission.build_request(
+def _request(job: Job, spec: JobSpec, project: Project, cluster: Cluster) -> JobRequest:
+    """The request the scheduler sees for ``job``, whose stored spec parses to ``spec``."""
+    return admission.build_request(
         job.id,
         spec,
         submit_time=job.submitted_at,
@@ -109,7 +108,6 @@ def _request(job: Job, project: Project, cluster: Cluster) -> tuple[JobSpec, Job
         gpu_memory=job.gpu_memory_per_gpu,
         gpu_types=admission.canonical_gpu_types(spec, cluster),
     )
-    return spec, request
 
 
 def _status(
@@ -230,14 +228,21 @@ class StatusCache:
 
     def request(self, job: Job, project: Project, cluster: Cluster) -> tuple[JobSpec, JobRequest]:
         """:func:`_request` of ``job`` on this snapshot's ``cluster``, reused while the
-        fields it is built from (besides the spec, which never changes) are the same."""
+        fields it is built from (besides the spec, which never changes) are the same; the
+        parsed spec is reused in any case (the row's ``spec`` is not read then: it may be
+        deferred, see :meth:`parsed`)."""
         inputs = (job.id, job.submitted_at, job.priority + project.priority, job.gpu_memory_per_gpu)
         hit = self._requests.get(job.seq)
         if hit is not None and hit[0] == inputs:
             return hit[1], hit[2]
-        spec, request = _request(job, project, cluster)
+        spec = hit[1] if hit is not None else jobs.job_spec(job)
+        request = _request(job, spec, project, cluster)
         self._requests[job.seq] = (inputs, spec, request)
         return spec, request
+
+    def parsed(self, seqs: Iterable[int]) -> set[int]:
+        """The jobs of ``seqs`` whose parsed spec this cache holds."""
+        return {seq for seq in seqs if seq in self._requests}
 
 
 def _running_entry(job: Job, project: Project, cluster: Cluster, statuses: StatusCache) -> _Entry:
@@ -270,16 +275,19 @@ _LOAD_CHUNK = 500
 """Rows per ``IN (...)`` when loading the jobs whose status changed."""
 
 
-def _load_rows(session: Session, seqs: list[int]) -> dict[int, Job]:
-    """Full rows of the jobs ``seqs`` (without their user and project: not needed here)."""
+def _load_rows(session: Session, seqs: list[int], parsed: set[int]) -> dict[int, Job]:
+    """The rows of the jobs ``seqs`` (without their user and project: not needed here), the
+    spec deferred for those in ``parsed`` (the cache holds their parsed spec: a spec never
+    changes, and decoding it was a tenth of a rebuilt status)."""
     out: dict[int, Job] = {}
-    for i in range(0, len(seqs), _LOAD_CHUNK):
-        query = (
-            select(Job)
-            .options(lazyload(Job.project), lazyload(Job.user))
-            .where(Job.seq.in_(seqs[i : i + _LOAD_CHUNK]))
-        )
-        out.update((job.seq, job) for job in session.scalars(query))
+    for deferred in (False, True):
+        wanted = [seq for seq in seqs if (seq in parsed) == deferred]
+        options = [lazyload(Job.project), lazyload(Job.user)]
+        if deferred:
+            options.append(defer(Job.spec))
+        for i in range(0, len(wanted), _LOAD_CHUNK):
+            query = select(Job).options(*options).where(Job.seq.in_(wanted[i : i + _LOAD_CHUNK]))
+            out.update((job.seq, job) for job in session.scalars(query))
     return out
 
 
@@ -338,7 +346,7 @@ def build_snapshot(
     if None in held_entries or None in waiting_entries:
         missing = [row[0] for row, entry in zip(held, held_entries, strict=True) if entry is None]
         missing += [row[0] for row, e in zip(waiting, waiting_entries, strict=True) if e is None]
-        loaded = _load_rows(session, missing)
+        loaded = _load_rows(session, missing, statuses.parsed(missing))
         _fill(statuses, cluster, projects, loaded, held, held_entries, running=True)
         _fill(statuses, cluster, projects, loaded, waiting, waiting_entries, running=False)
     statuses.end()
@@ -587,6 +595,7 @@ def apply_plan(
     committed, draining, owners, used = held.committed, held.draining, held.owners, held.used
     out = Applied()
     events = EventBatch()
+    reasons = WaitingReasons()
     touched = [p.job_id for p in plan.preempts] + [r.job_id for r in plan.resizes]
     touched += [b.job_id for b in plan.rebatches]
     rows = _by_id(
@@ -678,7 +687,7 @@ def apply_plan(
         reason = reason or quota_excess(project, current, extra)
         if reason is not None:
             out.deferred[job.id] = reason
-            _note(job, reason)
+            reasons.add(job, reason)
             continue
         committed.add(start.allocation)
         used[project.id] = current + extra
@@ -691,7 +700,7 @@ def apply_plan(
     for job_id, reason in {**(withheld or {}), **plan.waiting}.items():
         job = rows.get(job_id)
         if job is not None and job.state == JobState.PENDING.value and job_id not in out.deferred:
-            _note(job, reason)
+            reasons.add(job, reason)
     if plan.waiting_default:
         # Every other pending job waits for the plan's shared reason (one UPDATE, not a row
         # per queued job). Started jobs are no longer PENDING; listed ones keep their reason.
@@ -711,9 +720,5 @@ def apply_plan(
             job.marks = dict(marks)
     jobs.flush_or_conflict(session)  # the changed rows in a few statements
     events.write(session)  # then their events, in one
+    reasons.write(session)  # and the new waiting reasons, in one
     return out
-
-
-def _note(job: Job, reason: str) -> None:
-    if job.pending_reason != reason:
-        job.pending_reason = reason
