@@ -135,7 +135,13 @@ def _status(
 
 
 _Key = tuple[Any, ...]
-"""A job's key row: seq, id, version, observed_version, priority, project id, state."""
+"""A job's key row: seq, version, observed_version, project id, and for a holding job its
+state (a pending job's is PENDING). Plain integers but the one state: at 12,000 jobs the
+pending jobs' rows are read and hashed every round (the job's id, a string, is its status's
+:attr:`~danlu.sched.view.JobStatus.id`; its priority and project only change with
+``version``)."""
+_PROJECT = 3
+"""The project id's place in a :data:`_Key`."""
 
 
 @dataclass(frozen=True, slots=True, eq=False)
@@ -143,6 +149,7 @@ class _Entry:
     """A job's cached status with what admission said of it on this inventory (compared by
     identity: ``None in entries`` stays a C-level scan)."""
 
+    job_id: str
     status: JobStatus | None
     """None when the job's request cannot be built (``withheld`` says why)."""
     withheld: str | None = None
@@ -201,7 +208,7 @@ class StatusCache:
         elif known != self._priorities:  # only the jobs of the projects that changed
             every = known.keys() | self._priorities.keys()
             changed = {pid for pid in every if known.get(pid) != self._priorities.get(pid)}
-            self._last = {key: e for key, e in self._last.items() if key[5] not in changed}
+            self._last = {k: e for k, e in self._last.items() if k[_PROJECT] not in changed}
         self._cluster, self._priorities = cluster, known
         self._next = {}
 
@@ -256,7 +263,7 @@ def _running_entry(job: Job, project: Project, cluster: Cluster, statuses: Statu
         ],
         dtype=np.int64,
     ).reshape(-1, 3)
-    return _Entry(status, shares=shares)
+    return _Entry(job.id, status, shares=shares)
 
 
 def _pending_entry(job: Job, project: Project, cluster: Cluster, statuses: StatusCache) -> _Entry:
@@ -264,11 +271,11 @@ def _pending_entry(job: Job, project: Project, cluster: Cluster, statuses: Statu
     try:
         status = _status(job, project, cluster, False, statuses)
     except AdmissionError as exc:
-        return _Entry(None, str(exc))
+        return _Entry(job.id, None, str(exc))
     problem = admission.never_fits(status.request, cluster)
     if problem is not None:
-        return _Entry(status, f"cannot fit the current inventory: {problem}")
-    return _Entry(status, None, admission.minimum_usage(status.request, cluster))
+        return _Entry(job.id, status, f"cannot fit the current inventory: {problem}")
+    return _Entry(job.id, status, None, admission.minimum_usage(status.request, cluster))
 
 
 _LOAD_CHUNK = 500
@@ -291,24 +298,18 @@ def _load_rows(session: Session, seqs: list[int], parsed: set[int]) -> dict[int,
     return out
 
 
-_KEY_COLUMNS = (
-    Job.seq,
-    Job.id,
-    Job.version,
-    Job.observed_version,
-    Job.priority,
-    Job.project_id,
-    Job.state,
-)
+_KEY_COLUMNS = (Job.seq, Job.version, Job.observed_version, Job.project_id)
 _PREEMPTING = JobState.PREEMPTING.value
-_KeyQuery = Select[int, str, int, int, int, int, str]
 
 
-def key_row_queries(now: float) -> tuple[_KeyQuery, _KeyQuery]:
-    """The snapshot's two key-row queries at ``now``: the holding jobs, and the pending jobs
-    past their backoff, each in submission order. The index ``ix_jobs_state_seq_key`` holds
-    every column they read, so they are answered from it alone."""
-    holding = select(*_KEY_COLUMNS).where(Job.state.in_(HOLDING)).order_by(Job.seq)
+def key_row_queries(
+    now: float,
+) -> tuple[Select[int, int, int, int, str], Select[int, int, int, int]]:
+    """The snapshot's two key-row queries at ``now`` (:data:`_Key`): the holding jobs, and
+    the pending jobs past their backoff, each in submission order. The index
+    ``ix_jobs_state_seq_key`` holds every column they read, so they are answered from it
+    alone."""
+    holding = select(*_KEY_COLUMNS, Job.state).where(Job.state.in_(HOLDING)).order_by(Job.seq)
     pending = (
         select(*_KEY_COLUMNS)
         .where(Job.state == JobState.PENDING.value)
@@ -339,7 +340,6 @@ def build_snapshot(
     holding, pending_due = key_row_queries(t)
     held = tuple_rows(connection, holding)  # plain tuples: the cache's keys
     waiting = tuple_rows(connection, pending_due)
-    preempting = frozenset(row[1] for row in held if row[6] == _PREEMPTING)
     held_entries = statuses.lookup(held + waiting)
     waiting_entries = held_entries[len(held) :]
     del held_entries[len(held) :]
@@ -354,12 +354,15 @@ def build_snapshot(
         entry.status for entry in held_entries if entry is not None and entry.status is not None
     ]
     if len(running_jobs) != len(held):
-        missing = next(
-            row[1]
+        lost = next(
+            entry.job_id if entry is not None else f"#{row[0]}"
             for row, entry in zip(held, held_entries, strict=True)
             if entry is None or entry.status is None
         )
-        raise PlacementError(f"job {missing} holds GPUs but its row could not be read")
+        raise PlacementError(f"job {lost} holds GPUs but its row could not be read")
+    preempting = frozenset(
+        status.id for row, status in zip(held, running_jobs, strict=True) if row[4] == _PREEMPTING
+    )
     limited = {
         pid
         for pid, p in projects.items()
@@ -368,21 +371,22 @@ def build_snapshot(
     usage: dict[int, Usage] = {}  # by project, from the holding jobs
     if limited:
         for row, entry in zip(held, held_entries, strict=True):
-            if row[5] in limited and entry is not None:
-                usage[row[5]] = usage.get(row[5], Usage()) + entry.held
+            project_id = row[_PROJECT]
+            if project_id in limited and entry is not None:
+                usage[project_id] = usage.get(project_id, Usage()) + entry.held
     pending: list[JobStatus] = []
     withheld: dict[str, str] = {}
     for row, entry in zip(waiting, waiting_entries, strict=True):
-        if entry is None or entry.withheld is not None or entry.status is None:
-            if entry is None:
-                withheld[row[1]] = "changed while the view was read; next round"
-            else:
-                withheld[row[1]] = entry.withheld or "cannot build the job's request"
+        if entry is None:  # gone since its key row was read (another session deleted it)
             continue
-        if row[5] in limited:
-            excess = quota_excess(projects[row[5]], usage.get(row[5], Usage()), entry.need)
+        if entry.withheld is not None or entry.status is None:
+            withheld[entry.job_id] = entry.withheld or "cannot build the job's request"
+            continue
+        project_id = row[_PROJECT]
+        if project_id in limited:
+            excess = quota_excess(projects[project_id], usage.get(project_id, Usage()), entry.need)
             if excess is not None:
-                withheld[row[1]] = f"waiting for quota: {excess}"
+                withheld[entry.job_id] = f"waiting for quota: {excess}"
                 continue
         pending.append(entry.status)
     milli, memory = _gpu_usage(cluster, held_entries)
@@ -412,7 +416,7 @@ def _fill(
         job = loaded.get(key[0]) if entries[i] is None else None
         if job is None:  # cached, or gone since the key read (another session): left out
             continue
-        project = projects[key[5]]
+        project = projects[key[_PROJECT]]
         if running:
             entry = _running_entry(job, project, cluster, statuses)
         else:
