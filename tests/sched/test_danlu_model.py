@@ -8,7 +8,7 @@ import random
 
 import pytest
 
-from danlu.sched.policies.danlu_model import JobModel, build, split_batch
+from danlu.sched.policies.danlu_model import JobModel, build, remembered, split_batch
 
 
 def _reference(model: JobModel, replicas: int, gpn: int, nodes: int | None) -> tuple[float, int]:
@@ -93,3 +93,41 @@ def test_flat_sync_leaves_an_unmeasured_inter_node_prior_alone() -> None:
     assert line is not None and flat is not None
     assert flat.sync_span == {}
     assert flat.sync_time(8, 32) == line.sync_time(8, 32)
+
+
+def _measured(nodes: int, replicas: int, sync: float) -> dict[str, float]:
+    return {
+        "step_time": 0.38 + sync,
+        "sync_time": sync,
+        "local_bsz": 8.0,
+        "num_replicas": float(replicas),
+        "num_nodes": float(nodes),
+    }
+
+
+def test_a_split_placement_is_kept_off_the_inter_node_line() -> None:
+    """With the GPUs per node given, 2 and 3 replicas on 2 nodes of 4 GPUs (placements split
+    although one node could hold them) are remembered apart (``danlu.s:f:``) and left out of
+    the model, whose inter-node line is then the prior; 8 replicas on 2 nodes are packed and
+    go on the line. Without the GPUs per node every multi-node sync is on the line."""
+    marks: dict[str, float] = {"danlu.c:8": 0.38, "danlu.s:i:4": 0.12}
+    for nodes, replicas, sync in ((2, 2, 0.5), (2, 3, 0.8)):
+        update = remembered(marks, _measured(nodes, replicas, sync), 4)
+        assert update[f"danlu.s:f:{replicas}"] == sync
+        assert not any(key.startswith("danlu.s:x") for key in update)
+        marks.update(update)
+    split = build(marks, LIMITS)
+    prior = build({k: v for k, v in marks.items() if not k.startswith("danlu.s:f")}, LIMITS)
+    assert split is not None and prior is not None
+    assert split.sync_fit == prior.sync_fit
+    assert split.max_replicas_seen == 3  # the compute measured there still counts
+    # on the line, the two splits make 2 packed nodes (8 GPUs) look slower than they would
+    on_line = {key.replace("danlu.s:f", "danlu.s:x"): v for key, v in marks.items()}
+    optimistic, climbing = build(marks, LIMITS, True), build(on_line, LIMITS, True)
+    assert optimistic is not None and climbing is not None
+    assert climbing.sync_time(2, 8) == pytest.approx(0.5 + 0.3 * 6)
+    assert optimistic.best_batch(8, 4)[0] > climbing.best_batch(8, 4)[0]
+    packed = remembered(marks, _measured(2, 8, 0.9), 4)
+    assert packed["danlu.s:x:8"] == 0.9
+    assert build({**marks, **packed}, LIMITS).sync_time(2, 8) == pytest.approx(0.9)
+    assert "danlu.s:x:3" in remembered({}, _measured(2, 3, 0.8))  # no GPUs per node given

@@ -194,6 +194,12 @@ class DanluPolicy:
     share_p_max: float = 0.65
     """``shares``: the largest speed-up exponent read off a job's options."""
     flat_sync: bool = False
+    packed_sync: bool = True
+    """A sync time measured on more nodes than the job's GPUs need (a placement split
+    because no node had room) is kept apart from the inter-node line the options are
+    predicted with (``danlu_model.remembered``): such a split is slower than a packed
+    placement, and a line through two small splits climbs steeply, so the job would never
+    be offered more nodes."""
     """Inter-node sync held beyond the replicas measured (``danlu_model.build``)."""
     share_measured: bool = False
     """``shares``: read a job's exponent off its measured sizes only (``Option.measured``)."""
@@ -420,10 +426,10 @@ class DanluPolicy:
         )
         return dataclasses.replace(waiting, options=kept, best=best)
 
-    def _running_job(self, job: JobStatus, now: float) -> RunningEntry:
+    def _running_job(self, job: JobStatus, now: float, gpn: int) -> RunningEntry:
         """A running job's round inputs that depend on its status object alone (cached)."""
         marks: Mapping[str, float] = job.marks
-        update = dm.remembered(marks, job.observed)
+        update = dm.remembered(marks, job.observed, gpn if self.packed_sync else 0)
         if update:
             marks = {**marks, **update}
         moves = marks.get(MOVES, 0.0)
@@ -470,7 +476,7 @@ class DanluPolicy:
         ids = list(map(id, movable))
         runs = list(map(cache.get, ids, repeat(NO_RUNNING)))
         for i in compress(range(count), map(is_not, map(_STATUS, runs), movable)):
-            runs[i] = self._running_job(movable[i], now)
+            runs[i] = self._running_job(movable[i], now, gpn)
         cache.clear()
         cache.update(zip(ids, runs, strict=True))
 
