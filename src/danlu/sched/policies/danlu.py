@@ -186,21 +186,17 @@ class DanluPolicy:
     size it had before it grew (it keeps them when nobody ranked ahead of it takes them)."""
     spare_gain: float = 0.05
     """A job that holds GPUs grows into GPUs nobody took only when that cuts its cost by this
-    fraction more than ``hysteresis`` asks (they are lent: the next arrival takes them back,
-    two restarts later)."""
+    fraction more than ``hysteresis`` asks (they are lent: two restarts to take them back)."""
     alloc: str = "shares"
     """GPU counts: ``walk`` (:func:`danlu_alloc.walk`, linear GPU price) or ``shares``
     (:func:`danlu_shares.share_walk`, heSRPT's delay of the jobs behind)."""
     share_p_max: float = 0.65
     """``shares``: the largest speed-up exponent read off a job's options."""
     flat_sync: bool = False
-    packed_sync: bool = True
-    """A sync time measured on more nodes than the job's GPUs need (a placement split
-    because no node had room) is kept apart from the inter-node line the options are
-    predicted with (``danlu_model.remembered``): such a split is slower than a packed
-    placement, and a line through two small splits climbs steeply, so the job would never
-    be offered more nodes."""
     """Inter-node sync held beyond the replicas measured (``danlu_model.build``)."""
+    packed_sync: bool = True
+    """Sync measured on more nodes than the GPUs need is kept off the inter-node line
+    (``danlu_model.remembered``): a line through small split placements climbs steeply."""
     share_measured: bool = False
     """``shares``: read a job's exponent off its measured sizes only (``Option.measured``)."""
     loan_rule: bool = False
