@@ -19,7 +19,7 @@ from danlu.server.db import Database
 from danlu.server.db.models import Job
 from danlu.server.errors import ConflictError
 from danlu.server.services import cluster, events, jobs, users, view
-from danlu.server.services.bulk import flush_jobs
+from danlu.server.services.bulk import WaitingReasons, flush_jobs
 
 NOW = 1_000_000.0  # the same clock as conftest.NOW
 
@@ -223,3 +223,20 @@ def test_waiting_reasons_are_written_in_one_statement_without_a_new_version(
         with job_updates(seeded) as counts:
             view.apply_plan(s, Plan(waiting={ids[2]: "behind a longer queue"}), NOW + 20)
     assert counts == [0, 0]
+
+
+def test_the_last_waiting_reason_added_wins(seeded: Database) -> None:
+    (job_id,) = submit(seeded, 1)
+    with seeded.session() as s:
+        job = jobs.get_job(s, job_id)
+        stored = job.pending_reason
+        reasons = WaitingReasons()
+        reasons.add(job, "first")
+        reasons.add(job, "second")
+        assert reasons.write(s) == 1 and job.pending_reason == "second"
+        reasons.add(job, "third")
+        reasons.add(job, "second")  # back to what is stored: nothing to write
+        assert reasons.write(s) == 0
+    with seeded.read_session() as s:
+        again = jobs.get_job(s, job_id)
+        assert (again.pending_reason, again.version) == ("second", 1) and stored != "second"

@@ -133,9 +133,12 @@ class WaitingReasons:
         self._rows: dict[int, tuple[Job, str]] = {}
 
     def add(self, job: Job, reason: str) -> None:
-        """``job`` (a row of the session) now waits for ``reason``; the last one added wins."""
+        """``job`` (a row of the session) now waits for ``reason``; the last one added wins
+        (one equal to the stored reason leaves nothing to write)."""
         if job.pending_reason != reason:
             self._rows[job.seq] = (job, reason)
+        else:
+            self._rows.pop(job.seq, None)
 
     def write(self, session: Session) -> int:
         """Write the reasons added since the last write; the objects take them as their
