@@ -4,14 +4,16 @@ from __future__ import annotations
 
 import stat
 from pathlib import Path
+from typing import Any
 
 import pytest
+from sqlalchemy import delete, event
 
 from danlu.core.cluster import Node, gpu_type
 from danlu.core.errors import SpecError
 from danlu.core.units import GiB
 from danlu.server.db import Database
-from danlu.server.db.models import ApiToken
+from danlu.server.db.models import ApiToken, Counter
 from danlu.server.errors import ConflictError, NotFoundError
 from danlu.server.services import cluster, jobs, metrics, projects, users
 
@@ -137,3 +139,46 @@ def test_metrics_ingestion(db: Database) -> None:
             with pytest.raises(SpecError) as err:
                 metrics.ingest(s, job, bad)
             assert err.value.field == field
+
+
+def test_inventory_memo_reads_no_inventory_while_its_counter_stays(db: Database) -> None:
+    """With the counter, a round whose inventory did not change reads one row, not the nodes
+    and GPUs; every change (a replace, a clear) moves it. A store without the counter row
+    compares the rows as before."""
+    statements: list[str] = []
+
+    def seen(_conn: Any, _cursor: Any, sql: str, *_: Any) -> None:
+        statements.append(sql.lower())
+
+    def reads() -> set[str]:
+        return {t for sql in statements for t in ("from nodes", "from gpus") if t in sql}
+
+    memo = cluster.InventoryMemo()
+    with db.session() as s:
+        cluster.replace_inventory(s, [Node("a", 2), Node("b", 1)])
+        first = cluster.load_cluster(s, memo)
+    event.listen(db.engine, "before_cursor_execute", seen)
+    try:
+        with db.session() as s:
+            assert cluster.load_cluster(s, memo) is first
+            assert reads() == set()
+            cluster.replace_inventory(s, [Node("a", 2), Node("b", 1)])  # the same nodes
+            statements.clear()
+            assert cluster.load_cluster(s, memo) is first  # read again, built from the same rows
+            assert reads() == {"from nodes", "from gpus"}
+            cluster.clear_inventory(s)
+            assert cluster.load_cluster(s, memo).nodes == ()
+        with db.session() as s:  # no counter row (an emptied store): the rows decide
+            s.execute(delete(Counter))
+            statements.clear()
+            cleared = cluster.load_cluster(s, memo)
+            assert cleared.nodes == () and reads() == {"from nodes", "from gpus"}
+            statements.clear()
+            assert cluster.load_cluster(s, memo) is cleared and reads()
+            cluster.replace_inventory(s, [Node("c", 4)])  # makes the row again
+            assert [n.name for n in cluster.load_cluster(s, memo).nodes] == ["c"]
+            statements.clear()
+            assert [n.name for n in cluster.load_cluster(s, memo).nodes] == ["c"]
+            assert reads() == set()
+    finally:
+        event.remove(db.engine, "before_cursor_execute", seen)

@@ -5,6 +5,7 @@ from danlu.server.db.migrate import current_revision, head_revision, upgrade_dat
 from danlu.server.db.models import (
     ApiToken,
     Base,
+    Counter,
     Gpu,
     Job,
     JobEvent,
@@ -18,6 +19,7 @@ from danlu.server.db.models import (
 __all__ = [
     "ApiToken",
     "Base",
+    "Counter",
     "Database",
     "Gpu",
     "Job",

@@ -126,10 +126,8 @@ class Job(LockMixin, Base):
             "state",
             "seq",
             "next_attempt_at",
-            "id",
             "version",
             "observed_version",
-            "priority",
             "project_id",
         ),
     )
@@ -241,6 +239,17 @@ class Gpu(Base):
     uuid: Mapped[str | None] = mapped_column(String(128), default=None)
 
     node: Mapped[Node] = relationship(back_populates="gpus")
+
+
+class Counter(Base):
+    """A named counter bumped in the transaction that changes what it counts: ``inventory``
+    by every change of the nodes and GPUs (:mod:`danlu.server.services.cluster`), so the
+    scheduling round rebuilds its inventory only when the counter moved."""
+
+    __tablename__ = "counters"
+
+    name: Mapped[str] = mapped_column(String(64), primary_key=True)
+    value: Mapped[int] = mapped_column(BigInteger, default=0)
 
 
 class Lease(LockMixin, Base):

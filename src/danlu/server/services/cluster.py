@@ -6,14 +6,15 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from sqlalchemy import delete, func, select
+from sqlalchemy import delete, func, insert, select, update
+from sqlalchemy.dialects import postgresql, sqlite
 from sqlalchemy.orm import Session, selectinload
 
 from danlu.core.cluster import GPU_TYPES, Cluster, GpuType
 from danlu.core.cluster import Node as CoreNode
 from danlu.core.errors import ConfigError
 from danlu.core.state import JobState
-from danlu.server.db.models import Gpu, Job, Node
+from danlu.server.db.models import Counter, Gpu, Job, Node
 from danlu.server.services.common import resolve_now, tuple_rows
 
 
@@ -72,6 +73,7 @@ def replace_inventory(
             gpu.memory = spec.gpu_type.memory
             gpu.uuid = ids[i] if i < len(ids) else None
         rows.append(row)
+    _bump_revision(session)
     session.flush()
     return rows
 
@@ -85,37 +87,88 @@ def list_nodes(session: Session) -> list[Node]:
 def clear_inventory(session: Session) -> None:
     """Remove every node and GPU."""
     session.execute(delete(Node))
+    _bump_revision(session)
     session.flush()
 
 
+INVENTORY = "inventory"
+"""The :class:`~danlu.server.db.models.Counter` row that counts inventory changes."""
+
+_Rows = tuple[list[tuple[Any, ...]], list[tuple[Any, ...]]]
+
+
+def _bump_revision(session: Session) -> None:
+    """Count an inventory change, in the caller's transaction. The row is made by the
+    migrations; a store without it (emptied, or made from the models alone) gets it here,
+    and a transaction that finds it made meanwhile by another counts on top of it."""
+    bump = (
+        update(Counter)
+        .where(Counter.name == INVENTORY)
+        .values(value=Counter.value + 1)
+        .execution_options(synchronize_session=False)
+    )
+    if _rowcount(session.execute(bump)):
+        return
+    values = {"name": INVENTORY, "value": 1}
+    dialect = session.get_bind().dialect.name
+    if dialect == "postgresql":
+        made = session.execute(postgresql.insert(Counter).values(values).on_conflict_do_nothing())
+    elif dialect == "sqlite":
+        made = session.execute(sqlite.insert(Counter).values(values).on_conflict_do_nothing())
+    else:  # no other dialect is supported: a plain INSERT
+        made = session.execute(insert(Counter).values(values))
+    if not _rowcount(made):
+        session.execute(bump)
+
+
+def _rowcount(result: object) -> int:
+    return int(getattr(result, "rowcount", 0) or 0)
+
+
 class InventoryMemo:
-    """The last inventory :func:`load_cluster` built, with the rows it was built from: while
-    the rows read the same, the same :class:`Cluster` object is returned (building the nodes
-    and the cluster's arrays is most of the cost at 1,000 nodes). Keep one per process."""
+    """The last inventory :func:`load_cluster` built, with the inventory revision and the rows
+    it was built from: while the revision is the same (or, without one, the rows read the
+    same), the same :class:`Cluster` object is returned. Building the nodes and the cluster's
+    arrays is most of the cost at 1,000 nodes, and reading the rows ~6 ms. Keep one per
+    process."""
 
     def __init__(self) -> None:
-        self._rows: tuple[list[tuple[Any, ...]], list[tuple[Any, ...]]] | None = None
+        self._revision: int | None = None
+        self._rows: _Rows | None = None
         self._cluster: Cluster | None = None
 
-    def get(self, rows: tuple[list[tuple[Any, ...]], list[tuple[Any, ...]]]) -> Cluster | None:
+    def at(self, revision: int | None) -> Cluster | None:
+        """The cluster built at inventory ``revision`` last time, or None (no revision known)."""
+        if revision is None or revision != self._revision:
+            return None
+        return self._cluster
+
+    def get(self, rows: _Rows) -> Cluster | None:
         """The cluster built from ``rows`` last time, or None."""
         return self._cluster if rows == self._rows else None
 
-    def put(
-        self, rows: tuple[list[tuple[Any, ...]], list[tuple[Any, ...]]], cluster: Cluster
-    ) -> None:
-        """Remember ``cluster`` as built from ``rows``."""
-        self._rows, self._cluster = rows, cluster
+    def put(self, rows: _Rows, cluster: Cluster, revision: int | None = None) -> None:
+        """Remember ``cluster`` as built from ``rows`` at inventory ``revision``."""
+        self._rows, self._cluster, self._revision = rows, cluster, revision
 
 
 def load_cluster(session: Session, memo: InventoryMemo | None = None) -> Cluster:
     """The inventory as a :class:`danlu.core.cluster.Cluster` (node index = position).
 
     Two column queries, no ORM objects: at 1,000 nodes loading ``Node`` rows with their
-    ``Gpu`` children took tens of ms. ``memo``: when the rows are those it last saw, its
-    cluster (the same object) is returned without building anything."""
+    ``Gpu`` children took tens of ms. ``memo``: when the inventory revision is the one it
+    last saw, its cluster (the same object) is returned without reading the inventory; when
+    the rows read are those it last saw, without building anything."""
     session.flush()  # the queries below run on the connection, without the ORM's autoflush
     connection = session.connection()
+    revision: int | None = None
+    if memo is not None:
+        revision = connection.execute(
+            select(Counter.value).where(Counter.name == INVENTORY)
+        ).scalar_one_or_none()
+        known_cluster = memo.at(revision)
+        if known_cluster is not None:
+            return known_cluster
     gpu_rows = tuple_rows(  # plain tuples: the memo compares them
         connection,
         select(Gpu.node_id, func.count(Gpu.id), func.min(Gpu.memory))
@@ -132,6 +185,7 @@ def load_cluster(session: Session, memo: InventoryMemo | None = None) -> Cluster
     if memo is not None:
         known_cluster = memo.get(rows)
         if known_cluster is not None:
+            memo.put(rows, known_cluster, revision)
             return known_cluster
     per_node = {node_id: (count, memory) for node_id, count, memory in gpu_rows}
     nodes: list[CoreNode] = []
@@ -155,7 +209,7 @@ def load_cluster(session: Session, memo: InventoryMemo | None = None) -> Cluster
         )
     cluster = Cluster(tuple(nodes), name="danlu")
     if memo is not None:
-        memo.put(rows, cluster)
+        memo.put(rows, cluster, revision)
     return cluster
 
 
