@@ -51,15 +51,19 @@ from typing import Any, ClassVar
 import numpy as np
 import numpy.typing as npt
 
-from danlu.core.cluster import Allocation
 from danlu.core.errors import ConfigError
-from danlu.sched.placement.gang import FreeMap
 from danlu.sched.policies import danlu_loan as dl
 from danlu.sched.policies import danlu_model as dm
 from danlu.sched.policies.danlu_alloc import Option, walk
 from danlu.sched.policies.danlu_entries import NO_RUNNING, NO_WAITING, RunningEntry, WaitingEntry
 from danlu.sched.policies.danlu_hosts import FamilyHosts
 from danlu.sched.policies.danlu_knobs import KNOB_RANGES
+from danlu.sched.policies.danlu_place import ADASCALE_RULE as ADASCALE_RULE
+from danlu.sched.policies.danlu_place import BATCH as BATCH
+from danlu.sched.policies.danlu_place import GREW_FROM as GREW_FROM
+from danlu.sched.policies.danlu_place import LR_FACTOR as LR_FACTOR
+from danlu.sched.policies.danlu_place import LR_RULE as LR_RULE
+from danlu.sched.policies.danlu_place import MOVES, STOPPED, PlaceKnobs, is_adaptive, place_plan
 from danlu.sched.policies.danlu_share import MIN_GAIN, gpus_held, place_shared
 from danlu.sched.policies.danlu_shares import share_walk
 from danlu.sched.policies.options import OptionRange, check_options
@@ -68,16 +72,8 @@ from danlu.sched.view import (
     JobRequest,
     JobStatus,
     Plan,
-    Preempt,
-    Rebatch,
-    Resize,
-    Start,
 )
 
-BATCH = "danlu.batch"
-LR_FACTOR = "danlu.lr_factor"
-LR_RULE = "danlu.lr_rule"
-ADASCALE_RULE = 3.0
 UNITS = "danlu.u"
 """Goodput units trained since the work window opened (estimated)."""
 GOOD = "danlu.g"
@@ -87,11 +83,6 @@ TG = "danlu.tg"
 PB = "danlu.pb"
 """The progress at which the work window opened (0 for a job measured from its start)."""
 WORK = "danlu.work"
-MOVES = "danlu.moves"
-GREW_FROM = "danlu.grew"
-"""The GPU count a running job had before it last grew (0: its last move was no growth)."""
-STOPPED = "danlu.stopped"
-"""When the policy last preempted the job: its wait for the starvation rule starts there."""
 
 FloatArray = npt.NDArray[np.float64]
 
@@ -328,7 +319,7 @@ class DanluPolicy:
         if base_good > 0 and remaining * total / base_good >= self.explore_after:
             explorer, table = self._model(job, marks, optimistic=True)
             model = explorer or model
-        adaptive = self._adaptive(job)
+        adaptive = is_adaptive(job, self.adaptive_jobs)
         for n in _counts(cap, gpn, floor):
             good, batch = self._good(model, table, n, gpn)
             if good <= 0:
@@ -611,7 +602,8 @@ class DanluPolicy:
             chosen = share_walk(all_options, order, capacity, pinned, *knobs, p_max, seen)
         else:
             chosen = walk(all_options, order, capacity, pinned, *knobs)
-        plan = self._place(view, whole, first, all_options, chosen, new_marks)
+        placing = PlaceKnobs(self.placement, self.adaptive_jobs, self.loan_rule, self.loan_weight)
+        plan = place_plan(view, whole, first, all_options, chosen, new_marks, placing)
         if not shared:
             return plan
         gain, spread, rate = self.share_min_gain, self.spread_shares, self.share_min_rate
@@ -667,114 +659,6 @@ class DanluPolicy:
             promoted.append(first + i)
             used += opts[0].gpus
         return promoted
-
-    def _place(
-        self,
-        view: ClusterView,
-        jobs: list[JobStatus],
-        first: int,
-        options: list[list[Option]],
-        chosen: list[int],
-        marks: dict[str, dict[str, float]],
-    ) -> Plan:
-        """Gangs for the chosen options (``jobs[:first]`` run, the others wait)."""
-        free = FreeMap(view, self.placement)
-        moves: list[tuple[JobStatus, list[Option], int]] = []
-        preempts: list[Preempt] = []
-        rebatches: list[Rebatch] = []
-        waiting: dict[str, str] = {}
-        for j in range(first):
-            job, opts, k = jobs[j], options[j], chosen[j]
-            if k >= 0 and opts[k].keep:
-                continue
-            if k >= 0 and opts[k].in_place:
-                self._rebatch(job, opts[k], marks, rebatches)
-                continue
-            free.release(job.allocation)
-            if k >= 0:
-                moves.append((job, opts, k))
-            else:
-                preempts.append(Preempt(job.id, "shorter-ranked jobs need its GPUs"))
-        picked = [j for j in range(first, len(jobs)) if chosen[j] >= 0]
-        moves += [(jobs[j], options[j], chosen[j]) for j in picked]
-        outranked = len(jobs) - first - len(picked)
-        moves.sort(key=lambda m: (-m[1][m[2]].gpus, m[0].request.seq))
-        starts: list[Start] = []
-        resizes: list[Resize] = []
-        for job, opts, k in moves:
-            alloc: Allocation | None = None
-            option = opts[k]
-            for cand in range(k, -1, -1):
-                if opts[cand].keep or opts[cand].in_place:
-                    continue
-                option = opts[cand]
-                alloc = free.place(job.request, option.gpus)
-                if alloc is not None:
-                    break
-            if alloc is None:
-                if job.running:
-                    if free.can_take(job.allocation):
-                        free.take(job.allocation)
-                    else:
-                        preempts.append(Preempt(job.id, "no room after re-packing"))
-                else:
-                    waiting[job.id] = "the free GPUs are fragmented"
-                continue
-            note = marks.setdefault(job.id, {})
-            if option.batch is not None:
-                note[BATCH] = float(option.batch)
-                note[LR_FACTOR] = dm.lr_factor(job.observed, job.marks, option.batch)
-                note[LR_RULE] = ADASCALE_RULE
-            adaptive = self._adaptive(job)
-            if job.running:
-                note[MOVES] = job.marks.get(MOVES, 0.0) + 1
-                grew = alloc.num_gpus > job.allocation.num_gpus
-                if grew or job.marks.get(GREW_FROM):
-                    note[GREW_FROM] = float(job.allocation.num_gpus) if grew else 0.0
-                if self.loan_rule:
-                    dl.record(job.marks, view.time, grew, self.loan_weight, note)
-                resizes.append(Resize(job.id, alloc, option.batch, adaptive))
-            else:
-                if job.marks.get(GREW_FROM):
-                    note[GREW_FROM] = 0.0
-                if job.preemptions or job.run_time:
-                    note[MOVES] = job.marks.get(MOVES, 0.0) + 1
-                starts.append(Start(job.id, alloc, option.batch, adaptive))
-        for p in preempts:
-            marks.setdefault(p.job_id, {})[STOPPED] = view.time
-        stopped = {p.job_id for p in preempts} if self.loan_rule else set()
-        for job in (j for j in jobs[:first] if j.id in stopped):  # ends its loan too
-            dl.record(job.marks, view.time, False, self.loan_weight, marks[job.id])
-        return Plan(
-            starts=tuple(starts),
-            preempts=tuple(preempts),
-            resizes=tuple(resizes),
-            rebatches=tuple(rebatches),
-            waiting=waiting,
-            waiting_default="shorter-ranked jobs hold the GPUs" if outranked else "",
-            recheck_at=0.0,
-            marks=marks,
-        )
-
-    def _adaptive(self, job: JobStatus) -> bool:
-        """Whether ``job`` runs with in-process batch adaptation."""
-        return self.adaptive_jobs and bool(job.observed.get("adaptive"))
-
-    def _rebatch(
-        self,
-        job: JobStatus,
-        option: Option,
-        marks: dict[str, dict[str, float]],
-        out: list[Rebatch],
-    ) -> None:
-        """A batch-only change: the job keeps its GPUs and process (no restart, not a move)."""
-        if option.batch is None or float(option.batch) == job.observed.get("batch_size"):
-            return
-        note = marks.setdefault(job.id, {})
-        note[BATCH] = float(option.batch)
-        note[LR_FACTOR] = dm.lr_factor(job.observed, job.marks, option.batch)
-        note[LR_RULE] = ADASCALE_RULE
-        out.append(Rebatch(job.id, option.batch, self._adaptive(job)))
 
 
 _STATUS = attrgetter("status")
