@@ -266,7 +266,7 @@ def remembered(
     }
     if replicas > 1:
         kind = "i" if nodes <= 1 else "x"
-        if kind == "x" and gpus_per_node > 0 and nodes > -(-replicas // gpus_per_node):
+        if kind == "x" and gpus_per_node > 0 and nodes > math.ceil(replicas / gpus_per_node):
             kind = SPLIT  # on more nodes than it needs: not the packed line
         entries[f"{SYNC}{kind}:{replicas}"] = sync
     for key, value in entries.items():

@@ -112,9 +112,9 @@ class Project(Base):
 class Job(LockMixin, Base):
     """One submitted job. ``seq`` (the key) is the submission order; ``id`` the public name.
 
-    ``state`` changes only through :func:`danlu.server.services.jobs.change_state`, which
-    writes a :class:`JobEvent` in the same transaction. ``version`` increments on every ORM
-    update and guards against lost updates (optimistic concurrency).
+    ``state`` changes only through :func:`danlu.server.services.jobs.change_state` (or its
+    batched form), which writes a :class:`JobEvent` in the same transaction. ``version``
+    increments on every ORM update and guards against lost updates (optimistic concurrency).
     """
 
     __tablename__ = "jobs"

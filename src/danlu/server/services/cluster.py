@@ -73,7 +73,7 @@ def replace_inventory(
             gpu.memory = spec.gpu_type.memory
             gpu.uuid = ids[i] if i < len(ids) else None
         rows.append(row)
-    _bump_revision(session)
+    _count_inventory_change(session)
     session.flush()
     return rows
 
@@ -87,7 +87,7 @@ def list_nodes(session: Session) -> list[Node]:
 def clear_inventory(session: Session) -> None:
     """Remove every node and GPU."""
     session.execute(delete(Node))
-    _bump_revision(session)
+    _count_inventory_change(session)
     session.flush()
 
 
@@ -97,7 +97,7 @@ INVENTORY = "inventory"
 _Rows = tuple[list[tuple[Any, ...]], list[tuple[Any, ...]]]
 
 
-def _bump_revision(session: Session) -> None:
+def _count_inventory_change(session: Session) -> None:
     """Count an inventory change, in the caller's transaction. The row is made by the
     migrations; a store without it (emptied, or made from the models alone) gets it here,
     and a transaction that finds it made meanwhile by another counts on top of it."""

@@ -1,7 +1,8 @@
-"""Jobs: submit (with admission), list, get, cancel, explain, and the ONE state-change function.
+"""Jobs: submit (with admission), list, get, cancel, explain, and the ONE state change.
 
-:func:`change_state` is the only code that writes ``Job.state``; it checks the edge against
-:data:`danlu.core.state.TRANSITIONS` and adds a :class:`JobEvent` in the same transaction.
+:func:`change_state` (and :func:`change_state_batched`, its form for a scheduling round) is
+the only code that writes ``Job.state``; both check the edge against
+:data:`danlu.core.state.TRANSITIONS` and record a job event in the same transaction.
 """
 
 from __future__ import annotations
@@ -250,7 +251,6 @@ def change_state(
     *,
     allocation: list[ShareDict] | None = None,
     exit_code: int | None = None,
-    flush: bool = True,
 ) -> JobEvent:
     """THE one function that changes a job's state: checks the edge, updates the bookkeeping
     (allocation, times, counters, backoff) and records a :class:`JobEvent`, all in the
@@ -258,16 +258,14 @@ def change_state(
 
     ``allocation`` is required for a start (-> RUNNING). Raises
     :class:`InvalidTransitionError` for an edge outside the table and
-    :class:`ConflictError` if the row changed concurrently (the caller rolls back).
-    ``flush=False`` leaves the flush (and that check) to the caller, who changes many jobs
-    and flushes once with :func:`flush_or_conflict`.
+    :class:`ConflictError` if the row changed concurrently (the caller rolls back). A
+    caller that changes many jobs at once uses :func:`change_state_batched`.
     """
     t = resolve_now(now)
     old = _transition(job, new, t, allocation, exit_code)
     event = JobEvent(job_id=job.id, time=t, old=old.value, new=new.value, reason=reason)
     session.add(event)
-    if flush:
-        flush_or_conflict(session, event.job_id)
+    flush_or_conflict(session, event.job_id)
     return event
 
 
@@ -280,10 +278,11 @@ def change_state_batched(
     *,
     allocation: list[ShareDict] | None = None,
 ) -> None:
-    """:func:`change_state` with ``flush=False`` for a caller that changes many jobs at once
-    (a scheduling round): the same checks and bookkeeping, but the event is added to
-    ``events``, which the caller writes after flushing the jobs (:meth:`EventBatch.write`,
-    one INSERT for all of them instead of one ORM object each)."""
+    """:func:`change_state` for a caller that changes many jobs at once (a scheduling
+    round): the same checks and bookkeeping, but nothing is flushed, and the event is added
+    to ``events``, which the caller writes after flushing the jobs with
+    :func:`flush_or_conflict` (:meth:`EventBatch.write`: one INSERT for all of them instead
+    of one ORM object each)."""
     old = _transition(job, new, now, allocation, None)
     events.add(job.id, now, old.value, new.value, reason)
 
@@ -340,8 +339,8 @@ def resize(
     flush: bool = True,
 ) -> None:
     """Move a RUNNING job to a new allocation (a restart in place: ``attempt`` increments,
-    the state stays RUNNING, so no event is written). ``flush``: as for
-    :func:`change_state`."""
+    the state stays RUNNING, so no event is written). ``flush=False``: the caller flushes (a
+    round, with :func:`flush_or_conflict`)."""
     t = resolve_now(now)
     job_id = job.id
     if job.state != JobState.RUNNING.value or not allocation:
@@ -361,7 +360,7 @@ def rebatch(session: Session, job: Job, batch_size: int, *, flush: bool = True) 
     its allocation and ``attempt`` stay (its process is not restarted: the job reads the new
     batch in the reply to its next metrics report; a later launch gets it as its
     ``JobLaunch.batch_size``, like any batch the scheduler chose). No event: the state does
-    not change. ``flush=False``: the caller flushes (as with :func:`change_state`)."""
+    not change. ``flush=False``: the caller flushes (as with :func:`resize`)."""
     if job.state != JobState.RUNNING.value:
         raise PlacementError(f"cannot rebatch job {job.id} in state {job.state}")
     if batch_size <= 0:
