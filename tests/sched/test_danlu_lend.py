@@ -7,8 +7,9 @@ import dataclasses
 
 from danlu.core.cluster import Allocation, Cluster
 from danlu.sched.policies import danlu_model as dm
-from danlu.sched.policies.danlu import GREW_FROM, MOVES, DanluPolicy
+from danlu.sched.policies.danlu import DanluPolicy
 from danlu.sched.policies.danlu_alloc import Option, walk
+from danlu.sched.policies.danlu_place import GREW_FROM, MOVES
 from danlu.sched.view import ClusterView, JobRequest, JobStatus, Plan
 
 LIMITS = {"init_batch": 128.0, "max_batch": 4096.0, "min_local_bsz": 32.0, "max_local_bsz": 256.0}

@@ -15,15 +15,9 @@ from danlu.core.cluster import Allocation, Cluster
 from danlu.sched.placement.gang import FreeMap
 from danlu.sched.placement.share import scorer_names
 from danlu.sched.policies import danlu_model as dm
-from danlu.sched.policies.danlu import (
-    BATCH,
-    LR_FACTOR,
-    LR_RULE,
-    MOVES,
-    STOPPED,
-    DanluPolicy,
-)
+from danlu.sched.policies.danlu import DanluPolicy
 from danlu.sched.policies.danlu_alloc import Option, walk
+from danlu.sched.policies.danlu_place import BATCH, LR_FACTOR, LR_RULE, MOVES, STOPPED
 from danlu.sched.policies.danlu_share import PAIR_GAIN, calibrate, sharing_pays
 from danlu.sched.registry import default_registry, make_policy
 from danlu.sched.view import ClusterView, JobRequest, JobStatus, Plan

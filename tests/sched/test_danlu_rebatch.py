@@ -10,8 +10,9 @@ from pytest import approx
 
 from danlu.core.cluster import Allocation, Cluster
 from danlu.sched.policies import danlu_model as dm
-from danlu.sched.policies.danlu import BATCH, MOVES, DanluPolicy
+from danlu.sched.policies.danlu import DanluPolicy
 from danlu.sched.policies.danlu_model import observed_goodput
+from danlu.sched.policies.danlu_place import BATCH, MOVES
 from danlu.sched.view import ClusterView, JobRequest, JobStatus, Plan, Rebatch
 
 LIMITS = {"init_batch": 128.0, "max_batch": 4096.0, "min_local_bsz": 32.0, "max_local_bsz": 256.0}

@@ -58,12 +58,14 @@ from danlu.sched.policies.danlu_alloc import Option, walk
 from danlu.sched.policies.danlu_entries import NO_RUNNING, NO_WAITING, RunningEntry, WaitingEntry
 from danlu.sched.policies.danlu_hosts import FamilyHosts
 from danlu.sched.policies.danlu_knobs import KNOB_RANGES
-from danlu.sched.policies.danlu_place import ADASCALE_RULE as ADASCALE_RULE
-from danlu.sched.policies.danlu_place import BATCH as BATCH
-from danlu.sched.policies.danlu_place import GREW_FROM as GREW_FROM
-from danlu.sched.policies.danlu_place import LR_FACTOR as LR_FACTOR
-from danlu.sched.policies.danlu_place import LR_RULE as LR_RULE
-from danlu.sched.policies.danlu_place import MOVES, STOPPED, PlaceKnobs, is_adaptive, place_plan
+from danlu.sched.policies.danlu_place import (
+    GREW_FROM,
+    MOVES,
+    STOPPED,
+    PlaceKnobs,
+    is_adaptive,
+    place_plan,
+)
 from danlu.sched.policies.danlu_share import MIN_GAIN, gpus_held, place_shared
 from danlu.sched.policies.danlu_shares import share_walk
 from danlu.sched.policies.options import OptionRange, check_options
