@@ -142,6 +142,8 @@ pending jobs' rows are read and hashed every round (the job's id, a string, is i
 ``version``)."""
 _PROJECT = 3
 """The project id's place in a :data:`_Key`."""
+_STATE = 4
+"""A holding job's state's place in its :data:`_Key`."""
 
 
 @dataclass(frozen=True, slots=True, eq=False)
@@ -361,7 +363,9 @@ def build_snapshot(
         )
         raise PlacementError(f"job {lost} holds GPUs but its row could not be read")
     preempting = frozenset(
-        status.id for row, status in zip(held, running_jobs, strict=True) if row[4] == _PREEMPTING
+        status.id
+        for row, status in zip(held, running_jobs, strict=True)
+        if row[_STATE] == _PREEMPTING
     )
     limited = {
         pid
