@@ -140,6 +140,8 @@ state (a pending job's is PENDING). Plain integers but the one state: at 12,000 
 pending jobs' rows are read and hashed every round (the job's id, a string, is its status's
 :attr:`~danlu.sched.view.JobStatus.id`; its priority and project only change with
 ``version``)."""
+_SEQ = 0
+"""The job's submission number's place in a :data:`_Key`."""
 _PROJECT = 3
 """The project id's place in a :data:`_Key`."""
 _STATE = 4
@@ -346,8 +348,8 @@ def build_snapshot(
     waiting_entries = held_entries[len(held) :]
     del held_entries[len(held) :]
     if None in held_entries or None in waiting_entries:
-        missing = [row[0] for row, entry in zip(held, held_entries, strict=True) if entry is None]
-        missing += [row[0] for row, e in zip(waiting, waiting_entries, strict=True) if e is None]
+        missing = [row[_SEQ] for row, e in zip(held, held_entries, strict=True) if e is None]
+        missing += [row[_SEQ] for row, e in zip(waiting, waiting_entries, strict=True) if e is None]
         loaded = _load_rows(session, missing, statuses.parsed(missing))
         _fill(statuses, cluster, projects, loaded, held, held_entries, running=True)
         _fill(statuses, cluster, projects, loaded, waiting, waiting_entries, running=False)
@@ -357,7 +359,7 @@ def build_snapshot(
     ]
     if len(running_jobs) != len(held):
         lost = next(
-            entry.job_id if entry is not None else f"#{row[0]}"
+            entry.job_id if entry is not None else f"#{row[_SEQ]}"
             for row, entry in zip(held, held_entries, strict=True)
             if entry is None or entry.status is None
         )
