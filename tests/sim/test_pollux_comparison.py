@@ -29,3 +29,14 @@ def test_each_application_gets_its_means_and_its_share_of_the_difference(
 def test_runs_with_different_jobs_are_refused(load_benchmark: Load) -> None:
     with pytest.raises(SystemExit, match="only one of the runs"):
         load_benchmark("danlu_pollux").per_application({"bert-1": 1.0}, {"bert-2": 1.0})
+
+
+def test_a_run_meets_each_target_at_its_bound_and_not_past_it(load_benchmark: Load) -> None:
+    bench = load_benchmark("danlu_pollux")
+    pavg, pp99 = bench.POLLUX[("1.0", 1)]
+    at = bench.TARGET * pavg
+    assert bench.targets_met(at, pp99, "1.0", 1) == (True, True)
+    assert bench.targets_met(at * 1.001, pp99, "1.0", 1) == (False, True)
+    assert bench.targets_met(at, pp99 * 1.001, "1.0", 1) == (True, False)
+    # the figures of a run at 0.5x are judged against that load's Pollux figures
+    assert bench.targets_met(at, pp99, "0.5", 1) != bench.targets_met(at, pp99, "1.0", 1)
