@@ -15,7 +15,7 @@ from danlu.core.errors import ConfigError
 from danlu.sched.policies import danlu_model as dm
 from danlu.sched.policies.danlu import DanluPolicy
 from danlu.sched.policies.danlu_alloc import Option, walk
-from danlu.sched.policies.danlu_shares import P_MIN, delay, profile, share_walk
+from danlu.sched.policies.danlu_shares import P_MIN, P_SINGLE, _behind, delay, profile, share_walk
 from danlu.sched.view import JobRequest, JobStatus
 from danlu.sim.elastic import load_profiles
 from danlu.sim.engine import SimConfig, Simulator
@@ -192,6 +192,64 @@ def test_capacity_respected_and_deterministic(
     assert sum(options[j][k].gpus for j, k in enumerate(chosen) if k >= 0) <= capacity
     # the shortest job runs whenever its smallest option fits
     assert chosen[order[0]] >= 0 or options[order[0]][0].gpus > capacity
+
+
+def behind_one_by_one(
+    options: list[list[Option]],
+    order: list[int],
+    chosen: list[int],
+    locked: list[bool],
+    may_grow: list[bool] | None,
+    p_max: float,
+    measured: bool,
+) -> tuple[list[float], list[float], list[int]]:
+    """The suffix sums of :func:`_behind` as its definition reads: one job at a time from
+    the last rank up."""
+    n_sum, p_sum, room_sum = 0.0, 0.0, 0
+    n_after, p_after, room_after = [n_sum], [p_sum], [room_sum]
+    for j in reversed(order):
+        p, room = profile(options[j], p_max, measured)
+        weight = 1.0
+        if locked[j]:
+            held = options[j][chosen[j]].gpus
+            room = max(room - held, 0) if may_grow is not None and may_grow[j] else 0
+            weight = room / (room + held) if room > 0 else 0.0
+        n_sum += weight
+        p_sum += weight * p
+        room_sum += room
+        n_after.append(n_sum)
+        p_after.append(p_sum)
+        room_after.append(room_sum)
+    return n_after[::-1], p_after[::-1], room_after[::-1]
+
+
+@settings(max_examples=150, deadline=None)
+@given(st.data())
+def test_behind_sums_are_those_of_one_job_at_a_time(data: st.DataObject) -> None:
+    """The array sums behind each rank equal the one-at-a-time loop's, bit for bit (the
+    walk's choices must not depend on how they are summed), with jobs of no, one or several
+    options, held or free, growing or not."""
+    count = data.draw(st.integers(0, 25))
+    options: list[list[Option]] = []
+    chosen: list[int] = []
+    locked: list[bool] = []
+    for _ in range(count):
+        sizes = data.draw(st.lists(st.integers(1, 64), max_size=5, unique=True))
+        seconds = data.draw(st.lists(st.floats(1.0, 1e5), min_size=5, max_size=5))
+        opts = [Option(n, t, measured=n < 8) for n, t in zip(sorted(sizes), seconds, strict=False)]
+        options.append(opts)
+        held = bool(opts) and data.draw(st.booleans())
+        locked.append(held)
+        chosen.append(data.draw(st.integers(0, len(opts) - 1)) if held else -1)
+    order = data.draw(st.permutations(range(count)))
+    may_grow = data.draw(st.none() | st.lists(st.booleans(), min_size=count, max_size=count))
+    p_max = data.draw(st.sampled_from([0.3, 0.65, 0.95]))
+    measured = data.draw(st.booleans())
+    single = min(P_SINGLE, p_max)
+    got = _behind(options, order, chosen, locked, may_grow, single, p_max, measured)
+    want = behind_one_by_one(options, order, chosen, locked, may_grow, p_max, measured)
+    assert got == want
+    assert [type(x) for x in got[2]] == [int] * (count + 1)
 
 
 POLLUX = Path(__file__).resolve().parents[2] / "../shared/data/pollux"

@@ -380,8 +380,10 @@ class DanluPolicy:
     def _pending(
         self, pending: tuple[JobStatus, ...], capacity: int, total: int, gpn: int, now: float
     ) -> list[WaitingEntry]:
-        """Every pending job's cached round inputs, in queue order (the cache is renewed:
-        entries of jobs no longer pending are dropped).
+        """Every pending job's cached round inputs, in queue order (an entry is keyed by its
+        status object's ``id`` and holds that object, so a key is never another object's;
+        the entries of jobs no longer pending are dropped once they are as many as the
+        pending jobs: amortised O(1) a round).
 
         The cache holds options for the whole cluster (``total`` GPUs), so that a change of
         ``capacity`` (GPUs held by non-preemptible or PREEMPTING jobs, or under shared
@@ -396,9 +398,10 @@ class DanluPolicy:
         out = list(map(cache.get, ids, repeat(NO_WAITING)))
         # C-level loops: most statuses are the objects seen last round
         for i in compress(range(len(out)), map(is_not, map(_STATUS, out), pending)):
-            out[i] = self._waiting_job(pending[i], total, gpn, now, scale)
-        cache.clear()
-        cache.update(zip(ids, out, strict=True))
+            out[i] = cache[ids[i]] = self._waiting_job(pending[i], total, gpn, now, scale)
+        if len(cache) > 2 * len(out) + 64:  # entries of jobs gone: dropped now and then
+            cache.clear()
+            cache.update(zip(ids, out, strict=True))
         if capacity < total:
             out = [self._within(w, capacity, scale) for w in out]
         return out
@@ -465,9 +468,10 @@ class DanluPolicy:
         ids = list(map(id, movable))
         runs = list(map(cache.get, ids, repeat(NO_RUNNING)))
         for i in compress(range(count), map(is_not, map(_STATUS, runs), movable)):
-            runs[i] = self._running_job(movable[i], now, gpn)
-        cache.clear()
-        cache.update(zip(ids, runs, strict=True))
+            runs[i] = cache[ids[i]] = self._running_job(movable[i], now, gpn)
+        if len(cache) > 2 * count + 64:  # as in _pending
+            cache.clear()
+            cache.update(zip(ids, runs, strict=True))
 
         def column(name: str, dtype: type) -> npt.NDArray[Any]:
             return np.fromiter(map(attrgetter(name), runs), dtype, count)

@@ -37,7 +37,10 @@ from __future__ import annotations
 
 import math
 from collections.abc import Sequence
-from operator import attrgetter
+from itertools import compress
+from operator import attrgetter, itemgetter
+
+import numpy as np
 
 from danlu.sched.policies.danlu_alloc import Option, grant_pinned, spare_pass
 
@@ -51,6 +54,8 @@ P_SINGLE = 0.5
 """Exponent assumed for a job with a single option (nothing to read it from)."""
 
 _SECONDS = attrgetter("seconds")
+_GPUS = attrgetter("gpus")
+_FIRST = itemgetter(0)
 
 
 def profile(
@@ -191,30 +196,37 @@ def _behind(
     """What the jobs ranked at or after each position amount to (one more entry, 0, past
     the last rank): how many of them a job ahead would delay (a held job only by the share
     of its fastest size it does not hold yet, one that may not grow not at all), their
-    exponents summed (so weighted) and the GPUs they could still use. Summed from the last
-    rank up; a job with one option (most waiting jobs at scale) gets ``p_single`` and its
-    GPUs without a call to :func:`profile`."""
-    n_sum, p_sum, room_sum = 0.0, 0.0, 0
-    n_after, p_after, room_after = [n_sum], [p_sum], [room_sum]
-    for j in reversed(order):
+    exponents summed (so weighted) and the GPUs they could still use.
+
+    Summed from the last rank up, one addition at a time (``cumsum`` over the reversed
+    ranks: the same floating-point sums as a loop). A free job with one option (most waiting
+    jobs at scale) counts 1, ``p_single`` and its GPUs, read as arrays; only the others
+    (none or several options, or held) are looked at one by one."""
+    count = len(options)
+    sizes = np.fromiter(map(len, options), np.int64, count)
+    room = np.zeros(count, np.int64)
+    room[sizes > 0] = np.fromiter(
+        map(_GPUS, map(_FIRST, compress(options, sizes.tolist()))), np.int64
+    )
+    p = np.full(count, p_single)
+    weight = np.ones(count)
+    special = sizes != 1
+    special |= np.fromiter(locked, bool, count)
+    for j in np.flatnonzero(special).tolist():
         opts = options[j]
-        if len(opts) == 1:
-            p, room = p_single, opts[0].gpus
-        else:
-            p, room = profile(opts, p_max, measured)
-        weight = 1.0
+        if len(opts) != 1:
+            p[j], room[j] = profile(opts, p_max, measured)
         if locked[j]:
             held = opts[chosen[j]].gpus
             grows = may_grow is not None and may_grow[j]
-            room = max(room - held, 0) if grows else 0
-            weight = room / (room + held) if room > 0 else 0.0
-        n_sum += weight
-        p_sum += weight * p
-        room_sum += room
-        n_after.append(n_sum)
-        p_after.append(p_sum)
-        room_after.append(room_sum)
-    n_after.reverse()
-    p_after.reverse()
-    room_after.reverse()
+            room[j] = max(int(room[j]) - held, 0) if grows else 0
+            weight[j] = int(room[j]) / (int(room[j]) + held) if room[j] > 0 else 0.0
+    ranked = np.asarray(order, np.int64)[::-1]  # the last rank first
+    w = weight[ranked]
+    n_after = np.cumsum(w)[::-1].tolist()
+    p_after = np.cumsum(w * p[ranked])[::-1].tolist()
+    room_after = np.cumsum(room[ranked])[::-1].tolist()
+    n_after.append(0.0)
+    p_after.append(0.0)
+    room_after.append(0)
     return n_after, p_after, room_after
