@@ -199,9 +199,9 @@ def _behind(
     exponents summed (so weighted) and the GPUs they could still use.
 
     Summed from the last rank up, one addition at a time (``cumsum`` over the reversed
-    ranks: the same floating-point sums as a loop). A free job with one option (most waiting
-    jobs at scale) counts 1, ``p_single`` and its GPUs, read as arrays; only the others
-    (none or several options, or held) are looked at one by one."""
+    ranks: the same floating-point sums as a loop). A job with one option (most jobs at
+    scale) is read as arrays: free, it counts 1, ``p_single`` and its GPUs; held, nothing.
+    Only the others (none or several options) are looked at one by one."""
     count = len(options)
     sizes = np.fromiter(map(len, options), np.int64, count)
     room = np.zeros(count, np.int64)
@@ -210,9 +210,10 @@ def _behind(
     )
     p = np.full(count, p_single)
     weight = np.ones(count)
-    special = sizes != 1
-    special |= np.fromiter(locked, bool, count)
-    for j in np.flatnonzero(special).tolist():
+    held_alone = np.fromiter(locked, bool, count) & (sizes == 1)
+    room[held_alone] = 0  # held at its one option: it can use no more GPUs, delays nobody
+    weight[held_alone] = 0.0
+    for j in np.flatnonzero(sizes != 1).tolist():
         opts = options[j]
         if len(opts) != 1:
             p[j], room[j] = profile(opts, p_max, measured)
