@@ -3,6 +3,7 @@ starvation guard, hysteresis, batch/LR marks, the online model, sharing calibrat
 
 from __future__ import annotations
 
+import math
 from dataclasses import replace
 from pathlib import Path
 from typing import Any
@@ -17,7 +18,14 @@ from danlu.sched.placement.share import scorer_names
 from danlu.sched.policies import danlu_model as dm
 from danlu.sched.policies.danlu import DanluPolicy
 from danlu.sched.policies.danlu_alloc import Option, walk
-from danlu.sched.policies.danlu_place import BATCH, LR_FACTOR, LR_RULE, MOVES, STOPPED
+from danlu.sched.policies.danlu_place import (
+    BATCH,
+    LR_FACTOR,
+    LR_RULE,
+    MOVES,
+    PROMOTED,
+    STOPPED,
+)
 from danlu.sched.policies.danlu_share import PAIR_GAIN, calibrate, sharing_pays
 from danlu.sched.registry import default_registry, make_policy
 from danlu.sched.view import ClusterView, JobRequest, JobStatus, Plan
@@ -187,13 +195,10 @@ def _after(view: ClusterView, plan: Plan, step: float) -> ClusterView:
     )
 
 
-def test_starving_jobs_are_promoted_a_bounded_share_per_round() -> None:
-    # 16 GPUs busy with short (not held) 1-GPU jobs; 10 long 1-GPU jobs starve. Aging is
-    # off, so only the starvation rule can start them: at most starve_share x 16 = 4 GPUs
-    # of them per round, longest-starving first, and all of them within three rounds.
-    cluster = Cluster.homogeneous(4, 4)
-    now = 0.0
-    busy = tuple(
+def busy_jobs(cluster: Cluster) -> tuple[JobStatus, ...]:
+    """A 1-GPU job on each of the cluster's GPUs, ranked before the long starving jobs of
+    the tests below and past its hold."""
+    return tuple(
         job(
             f"run{i}",
             submit=-50_000.0 + i,
@@ -201,13 +206,23 @@ def test_starving_jobs_are_promoted_a_bounded_share_per_round() -> None:
             allocation=on(cluster, i, 1),
             last_start=-1_000.0,
         )
-        for i in range(16)
+        for i in range(cluster.total_gpus)
     )
+
+
+def test_starving_jobs_are_promoted_a_bounded_share_per_round() -> None:
+    # 16 GPUs busy with short (not held) 1-GPU jobs; 10 long 1-GPU jobs starve. Aging is
+    # off, so only the starvation rule can start them. Without a starvation hold, at most
+    # starve_share x 16 = 4 GPUs of them per round, longest-starving first, and all of them
+    # within three rounds.
+    cluster = Cluster.homogeneous(4, 4)
+    now = 0.0
+    busy = busy_jobs(cluster)
     starving = [job(f"s{i}", submit=-20_000.0 + i, expected_duration=1e7) for i in range(9)]
     # submitted first but preempted at -15,000: it has starved since then, behind s0..s8
     back = job("back", submit=-30_000.0, expected_duration=1e7, marks={STOPPED: -15_000.0})
     view = ClusterView(time=now, cluster=cluster, running=busy, pending=tuple([back, *starving]))
-    policy = DanluPolicy(aging=1e12, starve_share=0.25)
+    policy = DanluPolicy(aging=1e12, starve_share=0.25, starve_hold=0.0)
     waited: set[str] = {j.id for j in view.pending}
     order: list[list[str]] = []
     for _ in range(3):
@@ -224,6 +239,55 @@ def test_starving_jobs_are_promoted_a_bounded_share_per_round() -> None:
     view = ClusterView(time=now, cluster=cluster, running=busy, pending=tuple([wide, *starving]))
     plan = DanluPolicy(aging=1e12, starve_share=0.1).schedule(view)
     assert [s.job_id for s in plan.starts] == ["wide"]
+
+
+def starving_runs(hold: float, rounds: int) -> tuple[list[float], list[int], set[str]]:
+    """Ten long 1-GPU jobs starving behind 16 busy GPUs, ``rounds`` rounds of 60 s with
+    ``starve_share`` 0.25 and ``starve_hold`` ``hold``: how long each promoted job ran
+    before it was preempted, the GPUs held within a starvation hold at each round, and
+    the starving jobs started at least once."""
+    cluster = Cluster.homogeneous(4, 4)
+    starving = tuple(job(f"s{i}", submit=-20_000.0 + i, expected_duration=1e7) for i in range(10))
+    view = ClusterView(time=0.0, cluster=cluster, running=busy_jobs(cluster), pending=starving)
+    policy = DanluPolicy(aging=1e12, starve_share=0.25, starve_hold=hold)
+    promoted_at: dict[str, float] = {}
+    ran: list[float] = []
+    in_hold: list[int] = []
+    for _ in range(rounds):
+        in_hold.append(
+            sum(
+                j.allocation.num_gpus
+                for j in view.running
+                if view.time < j.marks.get(PROMOTED, -math.inf) + hold
+            )
+        )
+        plan = policy.schedule(view)
+        ran += [
+            view.time - promoted_at.pop(p.job_id) for p in plan.preempts if p.job_id in promoted_at
+        ]
+        promoted_at.update(
+            (job_id, marks[PROMOTED]) for job_id, marks in plan.marks.items() if PROMOTED in marks
+        )
+        view = _after(view, plan, 60.0)
+    started = {j.id for j in view.running if j.id.startswith("s")} | {
+        j.id for j in view.pending if j.id.startswith("s") and j.run_time > 0
+    }
+    return ran, in_hold, started
+
+
+def test_starving_jobs_keep_their_gpus_for_the_starvation_hold() -> None:
+    """Under a backlog the cluster cannot serve, a job the starvation rule starts runs
+    ``starve_hold`` before it may be preempted, and the jobs within that hold never hold
+    more than ``starve_share`` of the GPUs: the next ones start as those holds end, and
+    every starving job gets its run. Without the hold the same jobs are preempted as soon
+    as their ordinary hold ends: a restart every few minutes."""
+    ran, in_hold, started = starving_runs(600.0, 40)
+    assert ran and min(ran) >= 600.0
+    assert max(in_hold) <= 4
+    assert started == {f"s{i}" for i in range(10)}
+    ran, _, started = starving_runs(0.0, 40)
+    assert ran and max(ran) < 600.0
+    assert started == {f"s{i}" for i in range(10)}
 
 
 def test_recently_started_job_is_held() -> None:

@@ -19,9 +19,11 @@ first at efficient sizes, the last-ranked (long) job soaks up what is left.
   ``max_moves`` moves it is never preempted, and shrunk only past its hold while jobs wait
   (``shrink_stuck``). docs/danlu-policy-details.md, "No thrashing", has the restart counts.
 - Fairness: ``w = 1 + waited / aging`` grows with the time a job waited, and a job waiting
-  ``starve_after`` seconds is started first (at its smallest size): no job starves. At most
-  ``starve_share`` of the cluster is promoted so per round (longest-starving first, at least
-  one job), so a backlog of starving jobs is started a slice per round, not in one wave.
+  ``starve_after`` seconds is started first (at its smallest size): no job starves. A job so
+  started is held ``starve_hold`` seconds, and the jobs within that hold take at most
+  ``starve_share`` of the cluster (longest-starving first, at least one job when none is
+  held so), so a backlog of starving jobs is started a slice at a time, each for a run worth
+  its restart, not in one wave nor in runs of a few minutes.
 - Jobs that report no batch limits are rigid: their requested GPUs, ``T`` from their
   ``expected_duration`` (else ``new_job_seconds``). Jobs never measured start at their
   requested size capped at one node (the user's tuned configuration) and the model explores,
@@ -61,6 +63,7 @@ from danlu.sched.policies.danlu_knobs import KNOB_RANGES
 from danlu.sched.policies.danlu_place import (
     GREW_FROM,
     MOVES,
+    PROMOTED,
     STOPPED,
     PlaceKnobs,
     is_adaptive,
@@ -150,9 +153,17 @@ class DanluPolicy:
     starve_after: float = 7200.0
     """A job waiting this long (since submission or its last run) is started first."""
     starve_share: float = 0.05
-    """Share of the capacity that starving jobs are promoted onto per round (at their
-    smallest size, longest-starving first, at least one job per round): a backlog of
-    starving jobs is started a slice per round, not in one wave."""
+    """Share of the capacity that starving jobs are promoted onto (at their smallest size,
+    longest-starving first): what jobs it started still hold within their ``starve_hold``
+    counts against it, and each round's promotions fill the rest (at least one job when
+    none holds any). A backlog of starving jobs is started a slice at a time, not in one
+    wave."""
+    starve_hold: float = 1800.0
+    """Seconds a job started by the starvation rule is neither shrunk nor preempted (its
+    ordinary hold, if longer, still applies). Under a backlog it cannot serve, the rule
+    gives each starving job in turn a run this long: not a run of ``min_hold`` that costs
+    it a restart every few minutes. 0: the ordinary hold, and ``starve_share`` is per
+    round."""
     new_job_seconds: float = 600.0
     """Remaining time assumed for a job with no estimate."""
     placement: str = "best-fit"
@@ -446,6 +457,7 @@ class DanluPolicy:
             run_time=job.run_time,
             expected=expected if expected is not None else math.nan,
             gpus=job.allocation.num_gpus,
+            promoted_until=marks.get(PROMOTED, -math.inf) + self.starve_hold,
         )
 
     def _running(
@@ -458,11 +470,11 @@ class DanluPolicy:
         new_marks: dict[str, dict[str, float]],
         *,
         queued: bool,
-    ) -> tuple[list[list[Option]], list[int], list[bool], FloatArray]:
+    ) -> tuple[list[list[Option]], list[int], list[bool], FloatArray, int]:
         """Options, pins, growth permissions and rank keys of the preemptible running jobs
         (their status-only inputs cached per status object; marks to write go in
-        ``new_marks``; ``queued``: jobs are waiting). Jobs without observations are computed
-        as arrays."""
+        ``new_marks``; ``queued``: jobs are waiting), and the GPUs they hold within a hold
+        the starvation rule gave them. Jobs without observations are computed as arrays."""
         cache = self._running_memo
         count = len(movable)
         ids = list(map(id, movable))
@@ -480,14 +492,17 @@ class DanluPolicy:
         ran = column("run_time", float) + np.maximum(0.0, now - start)  # run_time_at(now)
         weight = 1.0 + np.maximum(0.0, now - column("submit", float) - ran) / self.aging
         since = np.where(start == math.inf, math.inf, now - start)
-        held = (since < column("hold", float)) | column("stuck", bool)
+        promoted = now < column("promoted_until", float)
+        held = (since < column("hold", float)) | column("stuck", bool) | promoted
+        gpus = column("gpus", np.int64)
+        promoted_gpus = int(gpus[promoted].sum())
         may_grow = held & (since >= self.grow_after) & ~column("shares", bool)
         expected = column("expected", float)
         left = np.where(np.isnan(expected), self.new_job_seconds, np.maximum(expected - ran, 1.0))
         scale = max(total, 1)  # C in the rank: the cluster's GPUs
         width, shorter = self.width, 1.0 - self.rank_hysteresis
         # a running job ranks as if shorter
-        keys = left * (1.0 + width * column("gpus", float) / scale) * shorter / weight
+        keys = left * (1.0 + width * gpus / scale) * shorter / weight
         pinned: list[int] = np.where(held, 0, -1).tolist()
         grow: list[bool] = may_grow.tolist()
         # no observations: the lone option (the rank above is from the current time)
@@ -501,7 +516,7 @@ class DanluPolicy:
                 new_marks[job.id] = update
             best = min((o.seconds * (1.0 + width * o.gpus / scale) for o in opts), default=math.inf)
             all_options[i], pinned[i], keys[i] = opts, pin, best * shorter / weight[i]
-        return all_options, pinned, grow, keys
+        return all_options, pinned, grow, keys, promoted_gpus
 
     def _measured(
         self,
@@ -571,7 +586,7 @@ class DanluPolicy:
             shared = [w.status for w in waits if w.shared]
             waits = [w for w in waits if not w.shared]
         new_marks: dict[str, dict[str, float]] = {}
-        all_options, pinned, grow, run_keys = self._running(
+        all_options, pinned, grow, run_keys, promoted_gpus = self._running(
             movable, capacity, total, gpn, now, new_marks, queued=bool(waits)
         )
         first = len(movable)
@@ -596,7 +611,7 @@ class DanluPolicy:
             )
         )
         order: list[int] = np.lexsort((seqs, keys)).tolist()
-        starving = self._starving(waits, now, first, capacity)
+        starving = self._starving(waits, now, first, capacity, promoted_gpus)
         if starving:  # waited too long: first in line, at their smallest size
             promoted = set(starving)
             order = starving + [j for j in order if j not in promoted]
@@ -609,7 +624,8 @@ class DanluPolicy:
         else:
             chosen = walk(all_options, order, capacity, pinned, *knobs)
         placing = PlaceKnobs(self.placement, self.adaptive_jobs, self.loan_rule, self.loan_weight)
-        plan = place_plan(view, whole, first, all_options, chosen, new_marks, placing)
+        promoted_ids = {whole[j].id for j in starving}
+        plan = place_plan(view, whole, first, all_options, chosen, new_marks, placing, promoted_ids)
         if not shared:
             return plan
         gain, spread, rate = self.share_min_gain, self.spread_shares, self.share_min_rate
@@ -640,12 +656,13 @@ class DanluPolicy:
             del self._memo[key]
 
     def _starving(
-        self, waits: list[WaitingEntry], now: float, first: int, capacity: int
+        self, waits: list[WaitingEntry], now: float, first: int, capacity: int, held: int = 0
     ) -> list[int]:
         """The starving jobs promoted this round, as indices ``first`` + position in
         ``waits``: of the pending jobs that waited ``starve_after`` seconds and can run,
         the longest-waiting (ties by submission order) whose smallest sizes sum to at most
-        ``starve_share`` of the capacity, and at least the first of them."""
+        ``starve_share`` of the capacity less the ``held`` GPUs of jobs promoted before and
+        still within their ``starve_hold``; when ``held`` is 0, at least the first."""
         since = np.fromiter(map(_STARVING_FROM, waits), float, len(waits))
         late = np.flatnonzero(now - since >= self.starve_after)
         if not late.size:
@@ -653,14 +670,14 @@ class DanluPolicy:
         seqs = np.fromiter(
             map(_WAIT_SEQ, map(waits.__getitem__, late.tolist())), np.int64, late.size
         )
-        budget = self.starve_share * capacity
+        budget = self.starve_share * capacity - held
         promoted: list[int] = []
         used = 0
         for i in late[np.lexsort((seqs, since[late]))].tolist():
             opts = waits[i].options
             if not opts:
                 continue
-            if promoted and used + opts[0].gpus > budget:
+            if (promoted or held) and used + opts[0].gpus > budget:
                 break  # strictly in turn: nobody overtakes a longer-starving job
             promoted.append(first + i)
             used += opts[0].gpus

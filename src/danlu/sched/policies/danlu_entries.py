@@ -59,6 +59,8 @@ class RunningEntry:
     expected: float
     """Its expected duration (``nan`` when unknown)."""
     gpus: int
+    promoted_until: float = -math.inf
+    """The end of the hold the starvation rule gave it (``-inf``: none)."""
 
 
 NO_WAITING = WaitingEntry(JobStatus(JobRequest("", 0.0)), [], math.inf, 0.0, 0.0, 0)

@@ -7,6 +7,7 @@ A value-type split from :mod:`danlu.sched.policies.danlu` (the round), which cal
 
 from __future__ import annotations
 
+from collections.abc import Collection
 from dataclasses import dataclass
 
 from danlu.core.cluster import Allocation
@@ -29,6 +30,9 @@ GREW_FROM = "danlu.grew"
 """The GPU count a running job had before it last grew (0: its last move was no growth)."""
 STOPPED = "danlu.stopped"
 """When the policy last preempted the job: its wait for the starvation rule starts there."""
+PROMOTED = "danlu.promoted"
+"""When the starvation rule last started the job: it is held for ``starve_hold`` seconds
+from there."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -54,12 +58,14 @@ def place_plan(
     chosen: list[int],
     marks: dict[str, dict[str, float]],
     knobs: PlaceKnobs,
+    promoted: Collection[str] = (),
 ) -> Plan:
     """The plan for the chosen options: ``chosen[j]`` is the index in ``options[j]`` of job
     ``jobs[j]``'s option, or -1 (``jobs[:first]`` run now: -1 preempts them; the others
     wait: -1 leaves them waiting). Gangs are placed biggest first on the GPUs left free (a
     job that cannot be placed at its option tries its smaller ones), the marks to write are
-    added to ``marks`` (by job id)."""
+    added to ``marks`` (by job id); the waiting jobs in ``promoted`` (by id) that start are
+    marked :data:`PROMOTED`."""
     free = FreeMap(view, knobs.placement)
     moves: list[tuple[JobStatus, list[Option], int]] = []
     preempts: list[Preempt] = []
@@ -119,6 +125,8 @@ def place_plan(
                 note[GREW_FROM] = 0.0
             if job.preemptions or job.run_time:
                 note[MOVES] = job.marks.get(MOVES, 0.0) + 1
+            if job.id in promoted:
+                note[PROMOTED] = view.time
             starts.append(Start(job.id, alloc, option.batch, adaptive))
     for p in preempts:
         marks.setdefault(p.job_id, {})[STOPPED] = view.time
