@@ -526,3 +526,22 @@ def test_models_of_jobs_that_left_are_forgotten() -> None:
         fresh_each_round.append(plan == DanluPolicy().schedule(view))
     assert len(policy._memo) <= 2 * 2 + 64 + 2  # bounded by the live jobs, not the 400 seen
     assert all(fresh_each_round)
+
+
+def test_a_held_non_preemptible_promoted_job_counts_against_the_share() -> None:
+    """A non-preemptible job the starvation rule started holds its part of
+    ``starve_share`` while its hold lasts, as a preemptible one does."""
+    cluster = Cluster.homogeneous(4, 4)
+    busy = busy_jobs(cluster)
+    fixed = replace(
+        busy[0],
+        request=replace(busy[0].request, preemptible=False),
+        marks={PROMOTED: -100.0},
+    )
+    starving = job("s", submit=-20_000.0, expected_duration=1e7)
+    policy = DanluPolicy(aging=1e12, starve_share=1 / 16, starve_hold=600.0)
+    for now, starts in ((0.0, []), (600.0, ["s"])):
+        view = ClusterView(
+            time=now, cluster=cluster, running=(fixed, *busy[1:]), pending=(starving,)
+        )
+        assert [s.job_id for s in policy.schedule(view).starts] == starts

@@ -576,9 +576,8 @@ class DanluPolicy:
         # GPUs not ours to move: non-preemptible jobs' and the GPUs shared jobs sit on (each
         # GPU once, however many shares it holds); those jobs keep running as they are
         movable = [j for j in view.running if j.request.preemptible and not j.request.shares_gpu]
-        capacity = cluster.total_gpus - gpus_held(
-            j for j in view.running if not j.request.preemptible or j.request.shares_gpu
-        )
+        fixed = [j for j in view.running if not j.request.preemptible or j.request.shares_gpu]
+        capacity = cluster.total_gpus - gpus_held(fixed)
         total = cluster.total_gpus
         waits = self._pending(view.pending, capacity, total, gpn, now)
         shared: list[JobStatus] = []
@@ -611,6 +610,11 @@ class DanluPolicy:
             )
         )
         order: list[int] = np.lexsort((seqs, keys)).tolist()
+        promoted_gpus += sum(  # a non-preemptible job it started holds its share too
+            j.allocation.num_gpus
+            for j in fixed
+            if now < j.marks.get(PROMOTED, -math.inf) + self.starve_hold
+        )
         starving = self._starving(waits, now, first, capacity, promoted_gpus)
         if starving:  # waited too long: first in line, at their smallest size
             promoted = set(starving)
