@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import math
 from dataclasses import replace
+from itertools import pairwise
 from pathlib import Path
 from typing import Any
 
@@ -278,12 +279,15 @@ def starving_runs(hold: float, rounds: int) -> tuple[list[float], list[int], set
 def test_starving_jobs_keep_their_gpus_for_the_starvation_hold() -> None:
     """Under a backlog the cluster cannot serve, a job the starvation rule starts runs
     ``starve_hold`` before it may be preempted, and the jobs within that hold never hold
-    more than ``starve_share`` of the GPUs: the next ones start as those holds end, and
-    every starving job gets its run. Without the hold the same jobs are preempted as soon
-    as their ordinary hold ends: a restart every few minutes."""
+    more than ``starve_share`` of the GPUs: the next ones start as those holds end, spread
+    out, and every starving job gets its run. Without the hold the same jobs are preempted
+    as soon as their ordinary hold ends: a restart every few minutes."""
     ran, in_hold, started = starving_runs(600.0, 40)
     assert ran and min(ran) >= 600.0
     assert max(in_hold) <= 4
+    # promoted a slice at a time (a tenth of the share per tenth of the hold, at least
+    # one job): the holds end one by one, not as a wave
+    assert all(after - before <= 1 for before, after in pairwise(in_hold))
     assert started == {f"s{i}" for i in range(10)}
     ran, _, started = starving_runs(0.0, 40)
     assert ran and max(ran) < 600.0

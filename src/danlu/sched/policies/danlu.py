@@ -21,9 +21,9 @@ first at efficient sizes, the last-ranked (long) job soaks up what is left.
 - Fairness: ``w = 1 + waited / aging`` grows with the time a job waited, and a job waiting
   ``starve_after`` seconds is started first (at its smallest size): no job starves. A job so
   started is held ``starve_hold`` seconds, and the jobs within that hold take at most
-  ``starve_share`` of the cluster (longest-starving first, at least one job when none is
-  held so), so a backlog of starving jobs is started a slice at a time, each for a run worth
-  its restart, not in one wave nor in runs of a few minutes.
+  ``starve_share`` of the cluster, promoted a tenth of it per tenth of the hold
+  (longest-starving first), so a backlog of starving jobs is started a slice at a time,
+  each for a run worth its restart, not in one wave nor in runs of a few minutes.
 - Jobs that report no batch limits are rigid: their requested GPUs, ``T`` from their
   ``expected_duration`` (else ``new_job_seconds``). Jobs never measured start at their
   requested size capped at one node (the user's tuned configuration) and the model explores,
@@ -155,9 +155,10 @@ class DanluPolicy:
     starve_share: float = 0.05
     """Share of the capacity that starving jobs are promoted onto (at their smallest size,
     longest-starving first): what jobs it started still hold within their ``starve_hold``
-    counts against it, and each round's promotions fill the rest (at least one job when
-    none holds any). A backlog of starving jobs is started a slice at a time, not in one
-    wave."""
+    counts against it, and a round's promotions fill the rest, at most a tenth of the share
+    within any tenth of the hold (``STARVE_SLICES``; at least one job when none was
+    promoted that recently). A backlog of starving jobs is started a slice at a time, and
+    their holds end spread out, not in waves."""
     starve_hold: float = 1800.0
     """Seconds a job started by the starvation rule is neither shrunk nor preempted (its
     ordinary hold, if longer, still applies). Under a backlog it cannot serve, the rule
@@ -470,11 +471,12 @@ class DanluPolicy:
         new_marks: dict[str, dict[str, float]],
         *,
         queued: bool,
-    ) -> tuple[list[list[Option]], list[int], list[bool], FloatArray, int]:
+    ) -> tuple[list[list[Option]], list[int], list[bool], FloatArray, tuple[int, int]]:
         """Options, pins, growth permissions and rank keys of the preemptible running jobs
         (their status-only inputs cached per status object; marks to write go in
         ``new_marks``; ``queued``: jobs are waiting), and the GPUs they hold within a hold
-        the starvation rule gave them. Jobs without observations are computed as arrays."""
+        the starvation rule gave them, in all and of those it started within the hold's last
+        slice (:data:`STARVE_SLICES`). Jobs without observations are computed as arrays."""
         cache = self._running_memo
         count = len(movable)
         ids = list(map(id, movable))
@@ -492,10 +494,12 @@ class DanluPolicy:
         ran = column("run_time", float) + np.maximum(0.0, now - start)  # run_time_at(now)
         weight = 1.0 + np.maximum(0.0, now - column("submit", float) - ran) / self.aging
         since = np.where(start == math.inf, math.inf, now - start)
-        promoted = now < column("promoted_until", float)
+        promoted_until = column("promoted_until", float)
+        promoted = now < promoted_until
         held = (since < column("hold", float)) | column("stuck", bool) | promoted
         gpus = column("gpus", np.int64)
-        promoted_gpus = int(gpus[promoted].sum())
+        lately = promoted_until > now + self.starve_hold * (1.0 - 1.0 / STARVE_SLICES)
+        promoted_gpus = (int(gpus[promoted].sum()), int(gpus[lately].sum()))
         may_grow = held & (since >= self.grow_after) & ~column("shares", bool)
         expected = column("expected", float)
         left = np.where(np.isnan(expected), self.new_job_seconds, np.maximum(expected - ran, 1.0))
@@ -610,12 +614,14 @@ class DanluPolicy:
             )
         )
         order: list[int] = np.lexsort((seqs, keys)).tolist()
-        promoted_gpus += sum(  # a non-preemptible job it started holds its share too
-            j.allocation.num_gpus
-            for j in fixed
-            if now < j.marks.get(PROMOTED, -math.inf) + self.starve_hold
-        )
-        starving = self._starving(waits, now, first, capacity, promoted_gpus)
+        held_gpus, lately_gpus = promoted_gpus
+        for held_job in fixed:  # a non-preemptible job it started holds its share too
+            since_promoted = now - held_job.marks.get(PROMOTED, -math.inf)
+            if since_promoted < self.starve_hold:
+                held_gpus += held_job.allocation.num_gpus
+                if since_promoted < self.starve_hold / STARVE_SLICES:
+                    lately_gpus += held_job.allocation.num_gpus
+        starving = self._starving(waits, now, first, capacity, held_gpus, lately_gpus)
         if starving:  # waited too long: first in line, at their smallest size
             promoted = set(starving)
             order = starving + [j for j in order if j not in promoted]
@@ -660,13 +666,22 @@ class DanluPolicy:
             del self._memo[key]
 
     def _starving(
-        self, waits: list[WaitingEntry], now: float, first: int, capacity: int, held: int = 0
+        self,
+        waits: list[WaitingEntry],
+        now: float,
+        first: int,
+        capacity: int,
+        held: int = 0,
+        lately: int = 0,
     ) -> list[int]:
         """The starving jobs promoted this round, as indices ``first`` + position in
         ``waits``: of the pending jobs that waited ``starve_after`` seconds and can run,
         the longest-waiting (ties by submission order) whose smallest sizes sum to at most
         ``starve_share`` of the capacity less the ``held`` GPUs of jobs promoted before and
-        still within their ``starve_hold``; when ``held`` is 0, at least the first."""
+        still within their ``starve_hold``, and to at most a :data:`STARVE_SLICES`-th of it
+        less the ``lately`` GPUs of those promoted within the last such slice of the hold
+        (so the holds end spread out, not in waves). At least the first: always when
+        ``held`` is 0, and when ``lately`` is 0 if it fits the first bound."""
         since = np.fromiter(map(_STARVING_FROM, waits), float, len(waits))
         late = np.flatnonzero(now - since >= self.starve_after)
         if not late.size:
@@ -674,19 +689,29 @@ class DanluPolicy:
         seqs = np.fromiter(
             map(_WAIT_SEQ, map(waits.__getitem__, late.tolist())), np.int64, late.size
         )
-        budget = self.starve_share * capacity - held
+        share = self.starve_share * capacity
+        overall = budget = share - held
+        if self.starve_hold > 0:
+            budget = min(overall, share / STARVE_SLICES - lately)
         promoted: list[int] = []
         used = 0
         for i in late[np.lexsort((seqs, since[late]))].tolist():
             opts = waits[i].options
             if not opts:
                 continue
-            if (promoted or held) and used + opts[0].gpus > budget:
+            size = opts[0].gpus
+            alone = not promoted and (not held or (not lately and size <= overall))
+            if not alone and used + size > budget:
                 break  # strictly in turn: nobody overtakes a longer-starving job
             promoted.append(first + i)
-            used += opts[0].gpus
+            used += size
         return promoted
 
+
+STARVE_SLICES = 10
+"""The starvation rule promotes its share of the cluster in this many slices of
+``starve_hold``: at most a tenth of ``starve_share`` is started within any tenth of the
+hold, so that the holds of a backlog's promoted jobs end spread out, not all together."""
 
 _STATUS = attrgetter("status")
 _OPTIONS = attrgetter("options")
