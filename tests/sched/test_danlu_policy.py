@@ -549,3 +549,56 @@ def test_a_held_non_preemptible_promoted_job_counts_against_the_share() -> None:
             time=now, cluster=cluster, running=(fixed, *busy[1:]), pending=(starving,)
         )
         assert [s.job_id for s in policy.schedule(view).starts] == starts
+
+
+def test_equal_status_objects_reuse_the_job_inputs(monkeypatch: pytest.MonkeyPatch) -> None:
+    """A caller without a status cache hands the policy new but equal status objects every
+    round: each job's inputs are built once, the plans are a fresh policy's, and a status
+    that did change is built again."""
+    cluster = Cluster.homogeneous(4, 4)
+    running = tuple(
+        replace(
+            job(f"r{i}", gpus=4, submit=float(i), allocation=on(cluster, 4 * i, 4)),
+            last_start=-500.0,
+            observed=measured(4, 64, 0.10, 0.02, 0.3),
+        )
+        for i in range(2)
+    )
+    waiting = tuple(
+        job(f"w{i}", gpus=4, submit=10.0 + i, observed=measured(4, 64, 0.10, 0.02, 0.1))
+        for i in range(3)
+    )
+    built = {"waiting": 0, "running": 0}
+    originals = (DanluPolicy._waiting_job, DanluPolicy._running_job)
+
+    def counting_waiting(self: DanluPolicy, *args: Any) -> Any:
+        built["waiting"] += 1
+        return originals[0](self, *args)
+
+    def counting_running(self: DanluPolicy, *args: Any) -> Any:
+        built["running"] += 1
+        return originals[1](self, *args)
+
+    monkeypatch.setattr(DanluPolicy, "_waiting_job", counting_waiting)
+    monkeypatch.setattr(DanluPolicy, "_running_job", counting_running)
+    warm = DanluPolicy()
+    for r in range(4):
+        view = ClusterView(
+            time=60.0 * r,
+            cluster=cluster,
+            running=tuple(replace(j) for j in running),  # new objects, equal content
+            pending=tuple(replace(j) for j in waiting),
+        )
+        before = dict(built)
+        plan = warm.schedule(view)
+        assert plan == DanluPolicy().schedule(view)
+        if r:  # after the first round, nothing is built again for the warm policy
+            assert built["waiting"] - before["waiting"] == 3  # the fresh policy's 3
+            assert built["running"] - before["running"] == 2  # the fresh policy's 2
+    changed = replace(waiting[0], marks={STOPPED: -50.0})
+    before = dict(built)
+    view = ClusterView(
+        time=300.0, cluster=cluster, running=running, pending=(changed, *waiting[1:])
+    )
+    warm.schedule(view)
+    assert built["waiting"] - before["waiting"] == 1  # only the changed status

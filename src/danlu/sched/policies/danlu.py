@@ -223,10 +223,19 @@ class DanluPolicy:
     )
     """What a pending job's status object implies (options, unweighted rank), by
     ``id(status)``: a waiting job's status does not change, so later rounds reuse it."""
+    _waiting_by_job: dict[str, WaitingEntry] = field(
+        default_factory=dict, init=False, repr=False, compare=False
+    )
+    """The same entries by job id, for a caller that hands the policy a new status object
+    equal to the last one (no status cache of its own): reused when the two are equal."""
     _running_memo: dict[int, RunningEntry] = field(
         default_factory=dict, init=False, repr=False, compare=False
     )
     """The same for running jobs (what does not depend on the clock), by ``id(status)``."""
+    _running_by_job: dict[str, RunningEntry] = field(
+        default_factory=dict, init=False, repr=False, compare=False
+    )
+    """The same entries by job id (see ``_waiting_by_job``)."""
     _family_hosts: FamilyHosts = field(
         default_factory=FamilyHosts, init=False, repr=False, compare=False
     )
@@ -401,19 +410,29 @@ class DanluPolicy:
         ``capacity`` (GPUs held by non-preemptible or PREEMPTING jobs, or under shared
         requests) does not rebuild 10,000 entries: only the entries with options wider than
         ``capacity`` are cut down, this round."""
-        cache = self._waiting
+        cache, by_job = self._waiting, self._waiting_by_job
         if self._shape != [(total, gpn)]:  # options computed for another cluster shape
             cache.clear()
+            by_job.clear()
             self._shape[:] = [(total, gpn)]
         scale = max(total, 1)
         ids = list(map(id, pending))
         out = list(map(cache.get, ids, repeat(NO_WAITING)))
         # C-level loops: most statuses are the objects seen last round
         for i in compress(range(len(out)), map(is_not, map(_STATUS, out), pending)):
-            out[i] = cache[ids[i]] = self._waiting_job(pending[i], total, gpn, now, scale)
+            job = pending[i]
+            entry = by_job.get(job.id)
+            if entry is not None and entry.status == job:  # a new object, the same status
+                entry = entry.of(job)
+            else:
+                entry = self._waiting_job(job, total, gpn, now, scale)
+            out[i] = cache[ids[i]] = by_job[job.id] = entry
         if len(cache) > 2 * len(out) + 64:  # entries of jobs gone: dropped now and then
             cache.clear()
             cache.update(zip(ids, out, strict=True))
+        if len(by_job) > 2 * len(out) + 64:
+            by_job.clear()
+            by_job.update((entry.status.id, entry) for entry in out)
         if capacity < total:
             out = [self._within(w, capacity, scale) for w in out]
         return out
@@ -477,15 +496,24 @@ class DanluPolicy:
         ``new_marks``; ``queued``: jobs are waiting), and the GPUs they hold within a hold
         the starvation rule gave them, in all and of those it started within the hold's last
         slice (:data:`STARVE_SLICES`). Jobs without observations are computed as arrays."""
-        cache = self._running_memo
+        cache, by_job = self._running_memo, self._running_by_job
         count = len(movable)
         ids = list(map(id, movable))
         runs = list(map(cache.get, ids, repeat(NO_RUNNING)))
         for i in compress(range(count), map(is_not, map(_STATUS, runs), movable)):
-            runs[i] = cache[ids[i]] = self._running_job(movable[i], now, gpn)
+            job = movable[i]
+            entry = by_job.get(job.id)
+            if entry is not None and entry.status == job:  # as in _pending
+                entry = entry.of(job)
+            else:
+                entry = self._running_job(job, now, gpn)
+            runs[i] = cache[ids[i]] = by_job[job.id] = entry
         if len(cache) > 2 * count + 64:  # as in _pending
             cache.clear()
             cache.update(zip(ids, runs, strict=True))
+        if len(by_job) > 2 * count + 64:
+            by_job.clear()
+            by_job.update((entry.status.id, entry) for entry in runs)
 
         def column(name: str, dtype: type) -> npt.NDArray[Any]:
             return np.fromiter(map(attrgetter(name), runs), dtype, count)

@@ -30,6 +30,19 @@ class WaitingEntry:
     shared: bool = False
     """A shared (fractional) request: placed by :func:`place_shared`, not the walk."""
 
+    def of(self, status: JobStatus) -> WaitingEntry:
+        """This entry for another status object equal to its own (``dataclasses.replace``
+        costs as much as computing the entry again)."""
+        return WaitingEntry(
+            status,
+            self.options,
+            self.best,
+            self.waiting_from,
+            self.starving_from,
+            self.seq,
+            self.shared,
+        )
+
 
 @dataclass(frozen=True, slots=True)
 class RunningEntry:
@@ -61,6 +74,24 @@ class RunningEntry:
     gpus: int
     promoted_until: float = -math.inf
     """The end of the hold the starvation rule gave it (``-inf``: none)."""
+
+    def of(self, status: JobStatus) -> RunningEntry:
+        """This entry for another status object equal to its own."""
+        return RunningEntry(
+            status,
+            self.marks,
+            self.update,
+            self.hold,
+            self.stuck,
+            self.shares,
+            self.start,
+            self.options,
+            self.submit,
+            self.run_time,
+            self.expected,
+            self.gpus,
+            self.promoted_until,
+        )
 
 
 NO_WAITING = WaitingEntry(JobStatus(JobRequest("", 0.0)), [], math.inf, 0.0, 0.0, 0)
