@@ -47,7 +47,7 @@ import sys
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from itertools import compress, repeat
-from operator import attrgetter, is_, is_not
+from operator import attrgetter, is_
 from typing import Any, ClassVar
 
 import numpy as np
@@ -57,7 +57,13 @@ from danlu.core.errors import ConfigError
 from danlu.sched.policies import danlu_loan as dl
 from danlu.sched.policies import danlu_model as dm
 from danlu.sched.policies.danlu_alloc import Option, walk
-from danlu.sched.policies.danlu_entries import NO_RUNNING, NO_WAITING, RunningEntry, WaitingEntry
+from danlu.sched.policies.danlu_entries import (
+    NO_RUNNING,
+    NO_WAITING,
+    EntryCache,
+    RunningEntry,
+    WaitingEntry,
+)
 from danlu.sched.policies.danlu_hosts import FamilyHosts
 from danlu.sched.policies.danlu_knobs import KNOB_RANGES
 from danlu.sched.policies.danlu_place import (
@@ -218,24 +224,15 @@ class DanluPolicy:
     _memo: dict[
         tuple[str, bool], tuple[object, dm.JobModel | None, dict[int, tuple[float, int]]]
     ] = field(default_factory=dict, init=False, repr=False, compare=False)
-    _waiting: dict[int, WaitingEntry] = field(
-        default_factory=dict, init=False, repr=False, compare=False
+    _waiting: EntryCache[WaitingEntry] = field(
+        default_factory=lambda: EntryCache(NO_WAITING), init=False, repr=False, compare=False
     )
-    """What a pending job's status object implies (options, unweighted rank), by
-    ``id(status)``: a waiting job's status does not change, so later rounds reuse it."""
-    _waiting_by_job: dict[str, WaitingEntry] = field(
-        default_factory=dict, init=False, repr=False, compare=False
+    """What a pending job's status object implies (options, unweighted rank): a waiting
+    job's status does not change, so later rounds reuse it."""
+    _running_memo: EntryCache[RunningEntry] = field(
+        default_factory=lambda: EntryCache(NO_RUNNING), init=False, repr=False, compare=False
     )
-    """The same entries by job id, for a caller that hands the policy a new status object
-    equal to the last one (no status cache of its own): reused when the two are equal."""
-    _running_memo: dict[int, RunningEntry] = field(
-        default_factory=dict, init=False, repr=False, compare=False
-    )
-    """The same for running jobs (what does not depend on the clock), by ``id(status)``."""
-    _running_by_job: dict[str, RunningEntry] = field(
-        default_factory=dict, init=False, repr=False, compare=False
-    )
-    """The same entries by job id (see ``_waiting_by_job``)."""
+    """The same for running jobs (what does not depend on the clock)."""
     _family_hosts: FamilyHosts = field(
         default_factory=FamilyHosts, init=False, repr=False, compare=False
     )
@@ -401,38 +398,19 @@ class DanluPolicy:
     def _pending(
         self, pending: tuple[JobStatus, ...], capacity: int, total: int, gpn: int, now: float
     ) -> list[WaitingEntry]:
-        """Every pending job's cached round inputs, in queue order (an entry is keyed by its
-        status object's ``id`` and holds that object, so a key is never another object's;
-        the entries of jobs no longer pending are dropped once they are as many as the
-        pending jobs: amortised O(1) a round).
+        """Every pending job's cached round inputs, in queue order.
 
         The cache holds options for the whole cluster (``total`` GPUs), so that a change of
         ``capacity`` (GPUs held by non-preemptible or PREEMPTING jobs, or under shared
         requests) does not rebuild 10,000 entries: only the entries with options wider than
         ``capacity`` are cut down, this round."""
-        cache, by_job = self._waiting, self._waiting_by_job
         if self._shape != [(total, gpn)]:  # options computed for another cluster shape
-            cache.clear()
-            by_job.clear()
+            self._waiting.clear()
             self._shape[:] = [(total, gpn)]
         scale = max(total, 1)
-        ids = list(map(id, pending))
-        out = list(map(cache.get, ids, repeat(NO_WAITING)))
-        # C-level loops: most statuses are the objects seen last round
-        for i in compress(range(len(out)), map(is_not, map(_STATUS, out), pending)):
-            job = pending[i]
-            entry = by_job.get(job.id)
-            if entry is not None and entry.status == job:  # a new object, the same status
-                entry = entry.of(job)
-            else:
-                entry = self._waiting_job(job, total, gpn, now, scale)
-            out[i] = cache[ids[i]] = by_job[job.id] = entry
-        if len(cache) > 2 * len(out) + 64:  # entries of jobs gone: dropped now and then
-            cache.clear()
-            cache.update(zip(ids, out, strict=True))
-        if len(by_job) > 2 * len(out) + 64:
-            by_job.clear()
-            by_job.update((entry.status.id, entry) for entry in out)
+        out = self._waiting.entries(
+            pending, lambda job: self._waiting_job(job, total, gpn, now, scale)
+        )
         if capacity < total:
             out = [self._within(w, capacity, scale) for w in out]
         return out
@@ -496,24 +474,8 @@ class DanluPolicy:
         ``new_marks``; ``queued``: jobs are waiting), and the GPUs they hold within a hold
         the starvation rule gave them, in all and of those it started within the hold's last
         slice (:data:`STARVE_SLICES`). Jobs without observations are computed as arrays."""
-        cache, by_job = self._running_memo, self._running_by_job
         count = len(movable)
-        ids = list(map(id, movable))
-        runs = list(map(cache.get, ids, repeat(NO_RUNNING)))
-        for i in compress(range(count), map(is_not, map(_STATUS, runs), movable)):
-            job = movable[i]
-            entry = by_job.get(job.id)
-            if entry is not None and entry.status == job:  # as in _pending
-                entry = entry.of(job)
-            else:
-                entry = self._running_job(job, now, gpn)
-            runs[i] = cache[ids[i]] = by_job[job.id] = entry
-        if len(cache) > 2 * count + 64:  # as in _pending
-            cache.clear()
-            cache.update(zip(ids, runs, strict=True))
-        if len(by_job) > 2 * count + 64:
-            by_job.clear()
-            by_job.update((entry.status.id, entry) for entry in runs)
+        runs = self._running_memo.entries(movable, lambda job: self._running_job(job, now, gpn))
 
         def column(name: str, dtype: type) -> npt.NDArray[Any]:
             return np.fromiter(map(attrgetter(name), runs), dtype, count)
@@ -523,11 +485,9 @@ class DanluPolicy:
         weight = 1.0 + np.maximum(0.0, now - column("submit", float) - ran) / self.aging
         since = np.where(start == math.inf, math.inf, now - start)
         promoted_until = column("promoted_until", float)
-        promoted = now < promoted_until
-        held = (since < column("hold", float)) | column("stuck", bool) | promoted
+        held = (since < column("hold", float)) | column("stuck", bool) | (now < promoted_until)
         gpus = column("gpus", np.int64)
-        lately = promoted_until > now + self.starve_hold * (1.0 - 1.0 / STARVE_SLICES)
-        promoted_gpus = (int(gpus[promoted].sum()), int(gpus[lately].sum()))
+        promoted_gpus = self._promotion_holds(promoted_until, gpus, now)
         may_grow = held & (since >= self.grow_after) & ~column("shares", bool)
         expected = column("expected", float)
         left = np.where(np.isnan(expected), self.new_job_seconds, np.maximum(expected - ran, 1.0))
@@ -642,13 +602,11 @@ class DanluPolicy:
             )
         )
         order: list[int] = np.lexsort((seqs, keys)).tolist()
-        held_gpus, lately_gpus = promoted_gpus
-        for held_job in fixed:  # a non-preemptible job it started holds its share too
-            since_promoted = now - held_job.marks.get(PROMOTED, -math.inf)
-            if since_promoted < self.starve_hold:
-                held_gpus += held_job.allocation.num_gpus
-                if since_promoted < self.starve_hold / STARVE_SLICES:
-                    lately_gpus += held_job.allocation.num_gpus
+        # a non-preemptible job the starvation rule started holds its share too
+        fixed_until = [j.marks.get(PROMOTED, -math.inf) + self.starve_hold for j in fixed]
+        fixed_gpus = [j.allocation.num_gpus for j in fixed]
+        fixed_held = self._promotion_holds(np.array(fixed_until), np.array(fixed_gpus), now)
+        held_gpus, lately_gpus = map(sum, zip(promoted_gpus, fixed_held, strict=True))
         starving = self._starving(waits, now, first, capacity, held_gpus, lately_gpus)
         if starving:  # waited too long: first in line, at their smallest size
             promoted = set(starving)
@@ -693,14 +651,24 @@ class DanluPolicy:
         for key in [key for key in self._memo if key[0] not in ids]:
             del self._memo[key]
 
+    def _promotion_holds(
+        self, promoted_until: FloatArray, gpus: npt.NDArray[np.int64], now: float
+    ) -> tuple[int, int]:
+        """The GPUs of the jobs (``promoted_until``: the end of each one's starvation hold)
+        still within a hold the starvation rule gave them, and of those it started within
+        the hold's last :data:`STARVE_SLICES`-th."""
+        within = now < promoted_until
+        lately = promoted_until > now + self.starve_hold * (1.0 - 1.0 / STARVE_SLICES)
+        return int(gpus[within].sum()), int(gpus[lately].sum())
+
     def _starving(
         self,
         waits: list[WaitingEntry],
         now: float,
         first: int,
         capacity: int,
-        held: int = 0,
-        lately: int = 0,
+        held: int,
+        lately: int,
     ) -> list[int]:
         """The starving jobs promoted this round, as indices ``first`` + position in
         ``waits``: of the pending jobs that waited ``starve_after`` seconds and can run,

@@ -1,15 +1,18 @@
 """The ``danlu`` policy's per-job round inputs that depend on a job's status object alone.
 
-:class:`~danlu.sched.policies.danlu.DanluPolicy` caches one entry per status object (by
-``id``) so that a round costs in proportion to the jobs that changed: a pending job's
-options and rank, a running job's marks, hold and options. Value types only.
+:class:`~danlu.sched.policies.danlu.DanluPolicy` caches one entry per status object
+(:class:`EntryCache`) so that a round costs in proportion to the jobs that changed: a
+pending job's options and rank, a running job's marks, hold and options.
 """
 
 from __future__ import annotations
 
 import math
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
+from itertools import compress, repeat
+from operator import attrgetter, is_not
+from typing import Generic, TypeVar, cast
 
 from danlu.sched.policies.danlu_alloc import Option
 from danlu.sched.view import JobRequest, JobStatus
@@ -102,3 +105,49 @@ NO_RUNNING = RunningEntry(
     NO_WAITING.status, {}, {}, 0.0, False, False, math.inf, None, 0.0, 0.0, 0.0, 0
 )
 """Stands for a cache miss of a running job."""
+
+
+Entry = TypeVar("Entry", WaitingEntry, RunningEntry)
+_STATUS = attrgetter("status")
+
+
+class EntryCache(Generic[Entry]):
+    """Entries by status object, and by job id for a new status object equal to the last one.
+
+    Keyed by the status object's ``id``: an entry holds its status object, so a key is never
+    another live object's. A caller without a status cache of its own hands the policy a new
+    but equal object every round; such an object gets the job's last entry (``of``) instead
+    of a new build. Entries of jobs gone are dropped once they outnumber the live ones
+    (amortised O(1) a round)."""
+
+    def __init__(self, miss: Entry) -> None:
+        self._miss: Entry = miss  # an entry whose status is no job's
+        self._by_object: dict[int, Entry] = {}
+        self._by_job: dict[str, Entry] = {}
+
+    def clear(self) -> None:
+        self._by_object.clear()
+        self._by_job.clear()
+
+    def entries(
+        self, statuses: Sequence[JobStatus], build: Callable[[JobStatus], Entry]
+    ) -> list[Entry]:
+        """Each status's entry, in order; ``build`` makes the missing ones."""
+        by_object, by_job = self._by_object, self._by_job
+        ids = list(map(id, statuses))
+        # dict.get with a default never gives None (map hides that from the checker)
+        out = cast("list[Entry]", list(map(by_object.get, ids, repeat(self._miss))))
+        # C-level loops: most statuses are the objects seen last round
+        for i in compress(range(len(out)), map(is_not, map(_STATUS, out), statuses)):
+            job = statuses[i]
+            entry = by_job.get(job.id)
+            entry = entry.of(job) if entry is not None and entry.status == job else build(job)
+            out[i] = by_object[ids[i]] = by_job[job.id] = entry
+        live = 2 * len(out) + 64
+        if len(by_object) > live:
+            by_object.clear()
+            by_object.update(zip(ids, out, strict=True))
+        if len(by_job) > live:
+            by_job.clear()
+            by_job.update((entry.status.id, entry) for entry in out)
+        return out
