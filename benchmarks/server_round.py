@@ -17,7 +17,8 @@ The last line gives the collector's time per round cycle (the round and what hap
 between rounds) and the part of it inside the timed rounds.
 
     python benchmarks/server_round.py [--nodes 1000] [--pending 10000] [--running 2000]
-        [--rounds 30] [--churn 20] [--policy danlu] [--db-url URL]
+        [--rounds 30] [--churn 20] [--policy danlu] [--db-url URL] [--each]
+        [--set KNOB=VALUE ...]  (a danlu policy knob)
 """
 
 from __future__ import annotations
@@ -30,6 +31,7 @@ import time
 from pathlib import Path
 from typing import Any
 
+from danlu_pollux import add_knob_option, knob_settings
 from sqlalchemy import select
 
 from danlu.core.cluster import Node, gpu_type
@@ -117,7 +119,11 @@ def main() -> None:
     parser.add_argument("--churn", type=int, default=20)
     parser.add_argument("--policy", default="danlu")
     parser.add_argument("--seed", type=int, default=0)
+    add_knob_option(parser)
     parser.add_argument("--db-url", default=None)
+    parser.add_argument(
+        "--each", action="store_true", help="print every round's parts and its plan's size"
+    )
     parser.add_argument(
         "--default-gc", action="store_true", help="Python's collector thresholds, not danlu up's"
     )
@@ -145,7 +151,7 @@ def main() -> None:
             f"store: {url.split(':')[0]}, {args.nodes} x 8 GPUs, {held} running, "
             f"{args.pending} pending; populated in {time.perf_counter() - t0:.0f} s"
         )
-        policy = make_policy(args.policy)
+        policy = make_policy(args.policy, **knob_settings(args))
         cache = view.StatusCache()
         rng = random.Random(args.seed + 1)
         parts: dict[str, list[float]] = {"snapshot": [], "policy": [], "apply": [], "round": []}
@@ -182,6 +188,12 @@ def main() -> None:
             for name, i in (("snapshot", 0), ("policy", 1), ("apply", 2)):
                 parts[name].append(marks[i + 1] - marks[i])
             parts["round"].append(marks[-1] - marks[0])
+            if args.each:
+                print(
+                    f"round {r:3d}: {len(plan.starts)} starts, {len(plan.preempts)} preempts; "
+                    + ", ".join(f"{k} {1000 * v[-1]:.1f}" for k, v in parts.items())
+                    + " ms"
+                )
             if r == 0:  # the first round after population starts and moves many jobs
                 for values in parts.values():
                     values.clear()

@@ -14,6 +14,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from danlu.core.cluster import Allocation, Cluster
+from danlu.core.errors import ConfigError
 from danlu.sched.placement.gang import FreeMap
 from danlu.sched.placement.share import scorer_names
 from danlu.sched.policies import danlu_model as dm
@@ -602,3 +603,37 @@ def test_equal_status_objects_reuse_the_job_inputs(monkeypatch: pytest.MonkeyPat
     )
     warm.schedule(view)
     assert built["waiting"] - before["waiting"] == 1  # only the changed status
+
+
+def test_a_move_budget_spreads_a_reshuffle_over_rounds() -> None:
+    """Sixteen long 1-GPU jobs past their hold, sixteen short ones waiting: unbounded, one
+    round preempts all sixteen; with ``move_budget`` 4 each round preempts at most four,
+    the longest remaining first, and the reshuffle ends in four rounds, not never."""
+    cluster = Cluster.homogeneous(4, 4)
+    running = tuple(
+        job(
+            f"long{i:02d}",
+            submit=-50_000.0 + i,
+            expected_duration=20_000.0 + 1_000.0 * i,
+            allocation=on(cluster, i, 1),
+            last_start=-1_000.0,
+        )
+        for i in range(16)
+    )
+    short = tuple(job(f"short{i:02d}", submit=float(i), expected_duration=300.0) for i in range(16))
+    view = ClusterView(time=0.0, cluster=cluster, running=running, pending=short)
+    assert len(DanluPolicy(move_budget=0).schedule(view).preempts) == 16
+    assert len(DanluPolicy().schedule(view).preempts) == 16  # the default: 64
+    policy = DanluPolicy(move_budget=4)
+    rounds: list[list[str]] = []
+    for _ in range(5):
+        plan = policy.schedule(view)
+        assert len(plan.preempts) <= 4
+        rounds.append(sorted(p.job_id for p in plan.preempts))
+        view = _after(view, plan, 60.0)
+    assert rounds[0] == ["long12", "long13", "long14", "long15"]
+    assert rounds[3] == ["long00", "long01", "long02", "long03"]
+    assert not rounds[4]
+    assert {j.id for j in view.running} == {j.id for j in short}
+    with pytest.raises(ConfigError, match="move_budget"):
+        DanluPolicy(move_budget=-1)

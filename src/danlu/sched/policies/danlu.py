@@ -17,7 +17,9 @@ first at efficient sizes, the last-ranked (long) job soaks up what is left.
   move_slack)`` seconds ago is neither shrunk nor preempted (it may grow after ``grow_after``;
   one whose measured time is ``regret`` times its best option's may take any size); after
   ``max_moves`` moves it is never preempted, and shrunk only past its hold while jobs wait
-  (``shrink_stuck``). docs/danlu-policy-details.md, "No thrashing", has the restart counts.
+  (``shrink_stuck``); at most ``move_budget`` jobs past their hold (the last-ranked) are
+  open to a move in one round. docs/danlu-policy-details.md, "No thrashing", has the
+  restart counts.
 - Fairness: ``w = 1 + waited / aging`` grows with the time a job waited, and a job waiting
   ``starve_after`` seconds is started first (at its smallest size): no job starves. A job so
   started is held ``starve_hold`` seconds, and the jobs within that hold take at most
@@ -96,6 +98,7 @@ PB = "danlu.pb"
 WORK = "danlu.work"
 
 FloatArray = npt.NDArray[np.float64]
+BoolArray = npt.NDArray[np.bool_]
 
 
 def _counts(cap: int, gpn: int, floor: int = 1) -> list[int]:
@@ -171,6 +174,13 @@ class DanluPolicy:
     gives each starving job in turn a run this long: not a run of ``min_hold`` that costs
     it a restart every few minutes. 0: the ordinary hold, and ``starve_share`` is per
     round."""
+    move_budget: int = 64
+    """Most running jobs past their hold open to a preemption or resize in one round (the
+    ones ranked last by their expected remaining time; the others are held for the round,
+    though a ``regret`` release or lent GPUs going back still move them). It bounds a
+    round's checkpoint storm, and its cost to the control plane, when the policy disagrees
+    with much of what runs (a restart under new knobs, a state another policy made): the
+    reshuffle is spread over rounds. 0: no bound."""
     new_job_seconds: float = 600.0
     """Remaining time assumed for a job with no estimate."""
     placement: str = "best-fit"
@@ -488,13 +498,15 @@ class DanluPolicy:
         held = (since < column("hold", float)) | column("stuck", bool) | (now < promoted_until)
         gpus = column("gpus", np.int64)
         promoted_gpus = self._promotion_holds(promoted_until, gpus, now)
-        may_grow = held & (since >= self.grow_after) & ~column("shares", bool)
         expected = column("expected", float)
         left = np.where(np.isnan(expected), self.new_job_seconds, np.maximum(expected - ran, 1.0))
         scale = max(total, 1)  # C in the rank: the cluster's GPUs
         width, shorter = self.width, 1.0 - self.rank_hysteresis
         # a running job ranks as if shorter
         keys = left * (1.0 + width * gpus / scale) * shorter / weight
+        if self.move_budget:
+            held |= _over_budget(held, keys, self.move_budget)
+        may_grow = held & (since >= self.grow_after) & ~column("shares", bool)
         pinned: list[int] = np.where(held, 0, -1).tolist()
         grow: list[bool] = may_grow.tolist()
         # no observations: the lone option (the rank above is from the current time)
@@ -717,6 +729,18 @@ _STARVING_FROM = attrgetter("starving_from")
 _WAIT_SEQ = attrgetter("seq")
 _SHARED = attrgetter("shared")
 _SEQ = attrgetter("request.seq")
+
+
+def _over_budget(held: BoolArray, keys: FloatArray, budget: int) -> BoolArray:
+    """The jobs past their hold to hold for the round beyond the ``budget`` open to a move:
+    all but the ``budget`` ranked last (the largest ``keys``, the likeliest to give up
+    GPUs; ties to the later index)."""
+    open_jobs = np.flatnonzero(~held)
+    extra = np.zeros_like(held)
+    if len(open_jobs) > budget:
+        ranked = open_jobs[np.lexsort((open_jobs, keys[open_jobs]))]
+        extra[ranked[: len(open_jobs) - budget]] = True
+    return extra
 
 
 def _waiting_since(job: JobStatus) -> float:

@@ -23,6 +23,7 @@ KNOB_RANGES: dict[str, OptionRange] = {
     "starve_after": (0.0, INF, (True, False)),
     "starve_share": (0.0, 1.0, (False, True)),
     "starve_hold": (0.0, INF, (True, False)),
+    "move_budget": (0, INF, (True, False)),
     "new_job_seconds": (0.0, INF, (False, False)),
     "explore_after": (0.0, INF, (True, False)),
     "first_gpus": (0, INF, (True, False)),
