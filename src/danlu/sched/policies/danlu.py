@@ -66,6 +66,12 @@ from danlu.sched.policies.danlu_entries import (
     RunningEntry,
     WaitingEntry,
 )
+from danlu.sched.policies.danlu_holds import (
+    StarveRule,
+    over_budget,
+    promotion_holds,
+    starving_jobs,
+)
 from danlu.sched.policies.danlu_hosts import FamilyHosts
 from danlu.sched.policies.danlu_knobs import KNOB_RANGES
 from danlu.sched.policies.danlu_place import (
@@ -98,7 +104,6 @@ PB = "danlu.pb"
 WORK = "danlu.work"
 
 FloatArray = npt.NDArray[np.float64]
-BoolArray = npt.NDArray[np.bool_]
 
 
 def _counts(cap: int, gpn: int, floor: int = 1) -> list[int]:
@@ -483,7 +488,8 @@ class DanluPolicy:
         (their status-only inputs cached per status object; marks to write go in
         ``new_marks``; ``queued``: jobs are waiting), and the GPUs they hold within a hold
         the starvation rule gave them, in all and of those it started within the hold's last
-        slice (:data:`STARVE_SLICES`). Jobs without observations are computed as arrays."""
+        slice (``danlu_holds.STARVE_SLICES``). Jobs without observations are computed as
+        arrays."""
         count = len(movable)
         runs = self._running_memo.entries(movable, lambda job: self._running_job(job, now, gpn))
 
@@ -497,7 +503,7 @@ class DanluPolicy:
         promoted_until = column("promoted_until", float)
         held = (since < column("hold", float)) | column("stuck", bool) | (now < promoted_until)
         gpus = column("gpus", np.int64)
-        promoted_gpus = self._promotion_holds(promoted_until, gpus, now)
+        promoted_gpus = promotion_holds(promoted_until, gpus, now, self.starve_hold)
         expected = column("expected", float)
         left = np.where(np.isnan(expected), self.new_job_seconds, np.maximum(expected - ran, 1.0))
         scale = max(total, 1)  # C in the rank: the cluster's GPUs
@@ -505,7 +511,7 @@ class DanluPolicy:
         # a running job ranks as if shorter
         keys = left * (1.0 + width * gpus / scale) * shorter / weight
         if self.move_budget:
-            held |= _over_budget(held, keys, self.move_budget)
+            held |= over_budget(held, keys, self.move_budget)
         may_grow = held & (since >= self.grow_after) & ~column("shares", bool)
         pinned: list[int] = np.where(held, 0, -1).tolist()
         grow: list[bool] = may_grow.tolist()
@@ -617,9 +623,12 @@ class DanluPolicy:
         # a non-preemptible job the starvation rule started holds its share too
         fixed_until = [j.marks.get(PROMOTED, -math.inf) + self.starve_hold for j in fixed]
         fixed_gpus = [j.allocation.num_gpus for j in fixed]
-        fixed_held = self._promotion_holds(np.array(fixed_until), np.array(fixed_gpus), now)
+        fixed_held = promotion_holds(
+            np.array(fixed_until), np.array(fixed_gpus), now, self.starve_hold
+        )
         held_gpus, lately_gpus = map(sum, zip(promoted_gpus, fixed_held, strict=True))
-        starving = self._starving(waits, now, first, capacity, held_gpus, lately_gpus)
+        rule = StarveRule(self.starve_after, self.starve_share, self.starve_hold)
+        starving = starving_jobs(rule, waits, now, first, capacity, held_gpus, lately_gpus)
         if starving:  # waited too long: first in line, at their smallest size
             promoted = set(starving)
             order = starving + [j for j in order if j not in promoted]
@@ -663,84 +672,14 @@ class DanluPolicy:
         for key in [key for key in self._memo if key[0] not in ids]:
             del self._memo[key]
 
-    def _promotion_holds(
-        self, promoted_until: FloatArray, gpus: npt.NDArray[np.int64], now: float
-    ) -> tuple[int, int]:
-        """The GPUs of the jobs (``promoted_until``: the end of each one's starvation hold)
-        still within a hold the starvation rule gave them, and of those it started within
-        the hold's last :data:`STARVE_SLICES`-th."""
-        within = now < promoted_until
-        lately = promoted_until > now + self.starve_hold * (1.0 - 1.0 / STARVE_SLICES)
-        return int(gpus[within].sum()), int(gpus[lately].sum())
-
-    def _starving(
-        self,
-        waits: list[WaitingEntry],
-        now: float,
-        first: int,
-        capacity: int,
-        held: int,
-        lately: int,
-    ) -> list[int]:
-        """The starving jobs promoted this round, as indices ``first`` + position in
-        ``waits``: of the pending jobs that waited ``starve_after`` seconds and can run,
-        the longest-waiting (ties by submission order) whose smallest sizes sum to at most
-        ``starve_share`` of the capacity less the ``held`` GPUs of jobs promoted before and
-        still within their ``starve_hold``, and to at most a :data:`STARVE_SLICES`-th of it
-        less the ``lately`` GPUs of those promoted within the last such slice of the hold
-        (so the holds end spread out, not in waves). At least the first: always when
-        ``held`` is 0, and when ``lately`` is 0 if it fits the first bound."""
-        since = np.fromiter(map(_STARVING_FROM, waits), float, len(waits))
-        late = np.flatnonzero(now - since >= self.starve_after)
-        if not late.size:
-            return []
-        seqs = np.fromiter(
-            map(_WAIT_SEQ, map(waits.__getitem__, late.tolist())), np.int64, late.size
-        )
-        share = self.starve_share * capacity
-        overall = budget = share - held
-        if self.starve_hold > 0:
-            budget = min(overall, share / STARVE_SLICES - lately)
-        promoted: list[int] = []
-        used = 0
-        for i in late[np.lexsort((seqs, since[late]))].tolist():
-            opts = waits[i].options
-            if not opts:
-                continue
-            size = opts[0].gpus
-            alone = not promoted and (not held or (not lately and size <= overall))
-            if not alone and used + size > budget:
-                break  # strictly in turn: nobody overtakes a longer-starving job
-            promoted.append(first + i)
-            used += size
-        return promoted
-
-
-STARVE_SLICES = 10
-"""The starvation rule promotes its share of the cluster in this many slices of
-``starve_hold``: at most a tenth of ``starve_share`` is started within any tenth of the
-hold, so that the holds of a backlog's promoted jobs end spread out, not all together."""
 
 _STATUS = attrgetter("status")
 _OPTIONS = attrgetter("options")
 _BEST = attrgetter("best")
 _WAITING_FROM = attrgetter("waiting_from")
-_STARVING_FROM = attrgetter("starving_from")
 _WAIT_SEQ = attrgetter("seq")
 _SHARED = attrgetter("shared")
 _SEQ = attrgetter("request.seq")
-
-
-def _over_budget(held: BoolArray, keys: FloatArray, budget: int) -> BoolArray:
-    """The jobs past their hold to hold for the round beyond the ``budget`` open to a move:
-    all but the ``budget`` ranked last (the largest ``keys``, the likeliest to give up
-    GPUs; ties to the later index)."""
-    open_jobs = np.flatnonzero(~held)
-    extra = np.zeros_like(held)
-    if len(open_jobs) > budget:
-        ranked = open_jobs[np.lexsort((open_jobs, keys[open_jobs]))]
-        extra[ranked[: len(open_jobs) - budget]] = True
-    return extra
 
 
 def _waiting_since(job: JobStatus) -> float:
