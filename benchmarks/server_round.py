@@ -5,19 +5,21 @@ of the whole round over steady rounds (never asserted in tests).
 
 The store is SQLite in a temporary directory (``--db-url`` for another, e.g. PostgreSQL; its
 tables are dropped and re-created). Population is not timed: the jobs are submitted through
-``jobs.submit`` on a one-node inventory, then the inventory grows to its full size and one
-round of the policy starts what fits. Each steady round, as in a running control plane:
-the jobs preempted last round exit (back to PENDING), ``--churn`` running jobs finish and as
-many new ones are submitted (not timed), advance the clock
-by 60 s, then the timed transaction, with one :class:`StatusCache` and one policy object
-over all rounds, as the reconcile loop keeps them, and the cyclic garbage collector paused
-in it, as the reconcile loop pauses it (:func:`danlu.server.reconcile.collector_paused`), and
-with the control plane's collector thresholds (``tune_collector``; ``--default-gc``: Python's).
+``jobs.submit`` on a one-node inventory, then the inventory grows to its full size and the
+running jobs are started first-fit, not by the policy, so its first rounds reshuffle them
+(the danlu policy's ``move_budget`` spreads that over rounds; ``--warmup`` rounds are run
+untimed first). Each round, as in a running control plane: the jobs preempted last round
+exit (back to PENDING), ``--churn`` running jobs finish and as many new ones are submitted
+(not timed), the clock advances by 60 s, then the timed transaction, with one
+:class:`StatusCache` and one policy object over all rounds, as the reconcile loop keeps
+them, and the cyclic garbage collector paused in it, as the reconcile loop pauses it
+(:func:`danlu.server.reconcile.collector_paused`), and with the control plane's collector
+thresholds (``tune_collector``; ``--default-gc``: Python's).
 The last line gives the collector's time per round cycle (the round and what happens
 between rounds) and the part of it inside the timed rounds.
 
     python benchmarks/server_round.py [--nodes 1000] [--pending 10000] [--running 2000]
-        [--rounds 30] [--churn 20] [--policy danlu] [--db-url URL] [--each]
+        [--rounds 30] [--churn 20] [--policy danlu] [--db-url URL] [--each] [--warmup 0]
         [--set KNOB=VALUE ...]  (a danlu policy knob)
 """
 
@@ -117,6 +119,12 @@ def main() -> None:
     parser.add_argument("--running", type=int, default=2000)
     parser.add_argument("--rounds", type=int, default=30)
     parser.add_argument("--churn", type=int, default=20)
+    parser.add_argument(
+        "--warmup",
+        type=int,
+        default=0,
+        help="untimed rounds after the first (e.g. while a move budget spreads the reshuffle)",
+    )
     parser.add_argument("--policy", default="danlu")
     parser.add_argument("--seed", type=int, default=0)
     add_knob_option(parser)
@@ -169,8 +177,8 @@ def main() -> None:
                 collecting[1] += spent if inside[0] else 0.0
 
         gc.callbacks.append(timed_collections)
-        for r in range(args.rounds + 1):
-            if r == 1:
+        for r in range(args.warmup + args.rounds + 1):
+            if r == args.warmup + 1:
                 collecting[:] = [0.0, 0.0]
             t += 60
             churn(db, rng, args.churn, t, r)
@@ -194,7 +202,7 @@ def main() -> None:
                     + ", ".join(f"{k} {1000 * v[-1]:.1f}" for k, v in parts.items())
                     + " ms"
                 )
-            if r == 0:  # the first round after population starts and moves many jobs
+            if r <= args.warmup:  # the first round after population starts many jobs
                 for values in parts.values():
                     values.clear()
         gc.callbacks.remove(timed_collections)
