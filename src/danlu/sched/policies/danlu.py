@@ -182,7 +182,8 @@ class DanluPolicy:
     move_budget: int = 64
     """Most running jobs past their hold open to a preemption or resize in one round (the
     ones ranked last by their expected remaining time; the others are held for the round,
-    though a ``regret`` release or lent GPUs going back still move them). It bounds a
+    though a ``regret`` release or lent GPUs going back still move them, and the jobs
+    ``shrink_stuck`` shrinks are not counted). It bounds a
     round's checkpoint storm, and its cost to the control plane, when the policy disagrees
     with much of what runs (a restart under new knobs, a state another policy made): the
     reshuffle is spread over rounds. 0: no bound."""
