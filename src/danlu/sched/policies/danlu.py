@@ -183,10 +183,10 @@ class DanluPolicy:
     """Most running jobs past their hold open to a preemption or resize in one round (the
     ones ranked last by their expected remaining time; the others are held for the round,
     though a ``regret`` release or lent GPUs going back still move them, and the jobs
-    ``shrink_stuck`` shrinks are not counted). It bounds a
-    round's checkpoint storm, and its cost to the control plane, when the policy disagrees
-    with much of what runs (a restart under new knobs, a state another policy made): the
-    reshuffle is spread over rounds. 0: no bound."""
+    ``shrink_stuck`` shrinks are not counted). It bounds a round's checkpoint storm, and its
+    cost to the control plane, when the policy disagrees with much of what runs (a restart
+    under new knobs, a state another policy made): the reshuffle is spread over rounds.
+    0: no bound."""
     new_job_seconds: float = 600.0
     """Remaining time assumed for a job with no estimate."""
     placement: str = "best-fit"
