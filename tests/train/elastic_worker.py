@@ -14,7 +14,7 @@ import time
 from pathlib import Path
 
 import torch
-from sync_worker import end  # the same directory: the script's sys.path[0]
+from train_helpers import exit_now  # the same directory: the script's sys.path[0]
 
 import danlu.train as dt
 
@@ -94,4 +94,4 @@ def main() -> None:
 
 if __name__ == "__main__":
     main()
-    end(0)  # left the group in ctx.close(); skip the finalization (see sync_worker.end)
+    exit_now(0)  # left the group in ctx.close(); skip the finalization (see its docstring)

@@ -13,7 +13,8 @@ import json
 import sys
 
 import torch
-from sync_worker import end, join, leave, loss  # the same directory: the script's sys.path[0]
+from sync_worker import join, leave, loss  # the same directory: the script's sys.path[0]
+from train_helpers import exit_now
 
 import danlu.train as dt
 
@@ -54,4 +55,4 @@ def main(rank: int, world: int, port: int, out: str) -> int:
 
 if __name__ == "__main__":
     r, w, p, o = sys.argv[1:5]
-    end(main(int(r), int(w), int(p), o))
+    exit_now(main(int(r), int(w), int(p), o))

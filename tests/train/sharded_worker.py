@@ -15,6 +15,7 @@ import torch
 import torch.distributed as dist
 from torch.distributed.device_mesh import init_device_mesh
 from torch.distributed.tensor import Shard, distribute_tensor
+from train_helpers import exit_now
 
 from danlu.train.checkpoint import CheckpointManager
 
@@ -56,4 +57,4 @@ def main(rank: int, world: int, port: int, directory: str) -> int:
 
 if __name__ == "__main__":
     r, w, p, d = sys.argv[1:5]
-    sys.exit(main(int(r), int(w), int(p), d))
+    exit_now(main(int(r), int(w), int(p), d))

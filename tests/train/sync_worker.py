@@ -13,12 +13,12 @@ from __future__ import annotations
 import datetime
 import faulthandler
 import json
-import os
 import sys
-from typing import Any, NoReturn
+from typing import Any
 
 import torch
 import torch.distributed as dist
+from train_helpers import exit_now
 
 import danlu.train as dt
 
@@ -72,21 +72,6 @@ def leave() -> int:
     return 0
 
 
-def end(code: int) -> NoReturn:
-    """Exit with ``code`` now, skipping the interpreter's finalization.
-
-    A DDP model leaves references to its process group inside torch after it is freed (ten
-    more on the group after one ``DistributedDataParallel``, measured with torch 2.13), so
-    ``destroy_process_group`` cannot free the group, and its gloo threads are still there when
-    the interpreter tears down. Rarely (twice in about 250 runs of this helper's test) a rank
-    then died there with SIGABRT, "terminate called without an active exception", after its
-    work was done. By the time this runs the rank has left the group and written its output.
-    """
-    sys.stdout.flush()
-    sys.stderr.flush()
-    os._exit(code)
-
-
 def main(rank: int, world: int, port: int, out: str) -> int:
     join(rank, world, port)
     records = {micro: train(rank, world, micro) for micro in MICROS}
@@ -98,4 +83,4 @@ def main(rank: int, world: int, port: int, out: str) -> int:
 
 if __name__ == "__main__":
     r, w, p, o = sys.argv[1:5]
-    end(main(int(r), int(w), int(p), o))
+    exit_now(main(int(r), int(w), int(p), o))
