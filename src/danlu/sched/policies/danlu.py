@@ -69,6 +69,7 @@ from danlu.sched.policies.danlu_entries import (
 from danlu.sched.policies.danlu_holds import (
     StarveRule,
     over_budget,
+    promoted_until,
     promotion_holds,
     starving_jobs,
 )
@@ -77,7 +78,6 @@ from danlu.sched.policies.danlu_knobs import KNOB_RANGES
 from danlu.sched.policies.danlu_place import (
     GREW_FROM,
     MOVES,
-    PROMOTED,
     STOPPED,
     PlaceKnobs,
     is_adaptive,
@@ -471,7 +471,7 @@ class DanluPolicy:
             run_time=job.run_time,
             expected=expected if expected is not None else math.nan,
             gpus=job.allocation.num_gpus,
-            promoted_until=marks.get(PROMOTED, -math.inf) + self.starve_hold,
+            promoted_until=promoted_until(marks, self.starve_hold),
         )
 
     def _running(
@@ -501,10 +501,10 @@ class DanluPolicy:
         ran = column("run_time", float) + np.maximum(0.0, now - start)  # run_time_at(now)
         weight = 1.0 + np.maximum(0.0, now - column("submit", float) - ran) / self.aging
         since = np.where(start == math.inf, math.inf, now - start)
-        promoted_until = column("promoted_until", float)
-        held = (since < column("hold", float)) | column("stuck", bool) | (now < promoted_until)
+        until = column("promoted_until", float)  # the starvation rule's holds
+        held = (since < column("hold", float)) | column("stuck", bool) | (now < until)
         gpus = column("gpus", np.int64)
-        promoted_gpus = promotion_holds(promoted_until, gpus, now, self.starve_hold)
+        promoted_gpus = promotion_holds(until, gpus, now, self.starve_hold)
         expected = column("expected", float)
         left = np.where(np.isnan(expected), self.new_job_seconds, np.maximum(expected - ran, 1.0))
         scale = max(total, 1)  # C in the rank: the cluster's GPUs
@@ -622,12 +622,11 @@ class DanluPolicy:
         )
         order: list[int] = np.lexsort((seqs, keys)).tolist()
         # a non-preemptible job the starvation rule started holds its share too
-        fixed_until = [j.marks.get(PROMOTED, -math.inf) + self.starve_hold for j in fixed]
-        fixed_gpus = [j.allocation.num_gpus for j in fixed]
-        fixed_held = promotion_holds(
-            np.array(fixed_until), np.array(fixed_gpus), now, self.starve_hold
-        )
-        held_gpus, lately_gpus = map(sum, zip(promoted_gpus, fixed_held, strict=True))
+        hold = self.starve_hold
+        fixed_until = np.array([promoted_until(j.marks, hold) for j in fixed], float)
+        fixed_gpus = np.array([j.allocation.num_gpus for j in fixed], np.int64)
+        fixed_held, fixed_lately = promotion_holds(fixed_until, fixed_gpus, now, hold)
+        held_gpus, lately_gpus = promoted_gpus[0] + fixed_held, promoted_gpus[1] + fixed_lately
         rule = StarveRule(self.starve_after, self.starve_share, self.starve_hold)
         starving = starving_jobs(rule, waits, now, first, capacity, held_gpus, lately_gpus)
         if starving:  # waited too long: first in line, at their smallest size

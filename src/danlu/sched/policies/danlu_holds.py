@@ -6,6 +6,8 @@ and :mod:`danlu.sched.policies.danlu` stays the round's outline."""
 
 from __future__ import annotations
 
+import math
+from collections.abc import Mapping
 from dataclasses import dataclass
 from operator import attrgetter
 
@@ -13,6 +15,7 @@ import numpy as np
 import numpy.typing as npt
 
 from danlu.sched.policies.danlu_entries import WaitingEntry
+from danlu.sched.policies.danlu_place import PROMOTED
 
 FloatArray = npt.NDArray[np.float64]
 BoolArray = npt.NDArray[np.bool_]
@@ -37,6 +40,12 @@ class StarveRule:
     """Share of the capacity the jobs within a starvation hold take at most."""
     hold: float
     """Seconds a promoted job is neither shrunk nor preempted (0: the ordinary hold)."""
+
+
+def promoted_until(marks: Mapping[str, float], hold: float) -> float:
+    """When the hold the starvation rule gave a job (its :data:`PROMOTED` mark) ends
+    (``-inf``: it was never promoted)."""
+    return marks.get(PROMOTED, -math.inf) + hold
 
 
 def promotion_holds(
