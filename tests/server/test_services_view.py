@@ -127,6 +127,75 @@ def test_start_on_a_checkpointing_gpu_is_deferred(seeded: Database) -> None:
         assert [j.id for j in applied.started] == [high]
 
 
+def _whole(gpu: int) -> Allocation:
+    return Allocation((GpuShare(0, gpu, 1000, H100),))
+
+
+def _gpus(s: Any, job_id: str) -> list[int]:
+    return [int(share["gpu"]) for share in jobs.get_job(s, job_id).allocation or []]
+
+
+def test_a_move_onto_a_checkpointing_gpu_holds_up_what_was_placed_on_its_gpus(
+    seeded: Database,
+) -> None:
+    # The plan preempts `leaving` (GPU 0), moves `mover` from GPU 1 onto GPU 0 and starts
+    # `newcomer` on GPU 1, as a policy does that reuses freed GPUs in the same round. In the
+    # server `leaving` checkpoints first: the move waits, so `mover` keeps GPU 1 and the
+    # start waits for it (not a placement error, which rolled the whole round back).
+    with seeded.session() as s:
+        alice = users.get_user(s, "alice")
+        leaving = jobs.submit(s, spec("leaving"), alice, now=NOW).id
+        mover = jobs.submit(s, spec("mover"), alice, now=NOW).id
+        newcomer = jobs.submit(s, spec("newcomer"), alice, now=NOW + 1).id
+        view.apply_plan(s, Plan(starts=(Start(leaving, _whole(0)), Start(mover, _whole(1)))), NOW)
+    chain = Plan(
+        preempts=(Preempt(leaving, "priority"),),
+        resizes=(Resize(mover, _whole(0)),),
+        starts=(Start(newcomer, _whole(1)),),
+    )
+    with seeded.session() as s:
+        applied = view.apply_plan(s, chain, NOW + 5)
+        assert [j.id for j in applied.preempted] == [leaving]
+        assert applied.resized == [] and applied.started == []
+        assert leaving in applied.deferred[mover] and "checkpoint" in applied.deferred[mover]
+        assert mover in applied.deferred[newcomer] and "move" in applied.deferred[newcomer]
+        assert _gpus(s, mover) == [1] and jobs.get_job(s, newcomer).state == "PENDING"
+    _check_stored_usage(seeded)
+    with seeded.session() as s:  # once the preempted job has exited, the same moves go ahead
+        job = jobs.get_job(s, leaving)
+        jobs.settle_exit(s, job, succeeded=True, exit_code=0, reason="checkpointed", now=NOW + 7)
+        snap = view.build_snapshot(s, NOW + 8)
+        again = Plan(resizes=chain.resizes, starts=chain.starts)
+        applied = view.apply_plan(s, again, NOW + 8, snapshot=snap)
+        assert [j.id for j in applied.resized] == [mover]
+        assert [j.id for j in applied.started] == [newcomer]
+        assert (_gpus(s, mover), _gpus(s, newcomer)) == ([0], [1])
+    _check_stored_usage(seeded)
+
+
+def test_moves_onto_each_others_gpus_apply_in_any_order(seeded: Database) -> None:
+    with seeded.session() as s:
+        alice = users.get_user(s, "alice")
+        a = jobs.submit(s, spec("a"), alice, now=NOW).id
+        b = jobs.submit(s, spec("b"), alice, now=NOW).id
+        view.apply_plan(s, Plan(starts=(Start(a, _whole(0)), Start(b, _whole(1)))), NOW)
+    # b takes a's GPU, listed before a leaves it; then the two swap back, in one plan
+    shift = Plan(resizes=(Resize(b, _whole(0)), Resize(a, _whole(2))))
+    swap = Plan(resizes=(Resize(a, _whole(0)), Resize(b, _whole(2))))
+    with seeded.session() as s:
+        applied = view.apply_plan(s, shift, NOW + 5)
+        assert sorted(j.id for j in applied.resized) == sorted([a, b]) and not applied.deferred
+        assert (_gpus(s, a), _gpus(s, b)) == ([2], [0])
+        applied = view.apply_plan(s, swap, NOW + 6)
+        assert (_gpus(s, a), _gpus(s, b)) == ([0], [2])
+    _check_stored_usage(seeded)
+    clash = Plan(resizes=(Resize(a, _whole(3)), Resize(b, _whole(3))))
+    with pytest.raises(PlacementError, match="over-allocates"), seeded.session() as s:
+        view.apply_plan(s, clash, NOW + 7)
+    with seeded.read_session() as s:  # rolled back
+        assert (_gpus(s, a), _gpus(s, b)) == ([0], [2])
+
+
 def test_quota_withholds_and_defers(seeded: Database) -> None:
     with seeded.session() as s:
         projects.create_project(s, "q", quota_gpus=1, now=NOW)

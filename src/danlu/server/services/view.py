@@ -22,7 +22,7 @@ from danlu.core.cluster import MILLI_PER_GPU, Allocation, Cluster, GpuShare
 from danlu.core.errors import PlacementError
 from danlu.core.spec import JobSpec
 from danlu.core.state import JobState
-from danlu.sched.view import ClusterView, IntArray, JobRequest, JobStatus, Plan
+from danlu.sched.view import ClusterView, IntArray, JobRequest, JobStatus, Plan, Resize
 from danlu.server.db.models import Job, Project
 from danlu.server.errors import AdmissionError
 from danlu.server.services import admission, jobs, observe
@@ -576,6 +576,19 @@ def _snapshot_held(snapshot: Snapshot) -> _Held:
     return held
 
 
+def _waiting_for(names: list[str], movers: set[str]) -> str:
+    """Why a placement waits: the jobs holding its GPUs, preempted ones (still checkpointing)
+    or ones whose own move waits."""
+    preempted = [n for n in names if n not in movers]
+    moving = [n for n in names if n in movers]
+    parts = []
+    if preempted:
+        parts.append(f"preempted job(s) {', '.join(preempted)} to checkpoint and exit")
+    if moving:
+        parts.append(f"job(s) {', '.join(moving)} to move off (their move waits too)")
+    return "waiting for " + " and for ".join(parts)
+
+
 def apply_plan(
     session: Session,
     plan: Plan,
@@ -593,8 +606,11 @@ def apply_plan(
     ``apply_plan`` adds allocations, and other writers only release them. So the checks
     below are at least as strict as on a fresh read.
 
-    Raises :class:`PlacementError` (the caller rolls back) when the plan would over-allocate
-    a GPU beyond its compute or memory, or preempts a non-preemptible job."""
+    A placement (start or move) onto GPUs that a job preempted now or before still holds
+    waits (``Applied.deferred``, with the reason), and so does one onto the GPUs of a job
+    whose own move waits. Raises :class:`PlacementError` (the caller rolls back) when the
+    plan would over-allocate a GPU beyond its compute or memory, or preempts a
+    non-preemptible job."""
     t = resolve_now(now)
     if snapshot is not None:
         cluster = snapshot.view.cluster
@@ -639,6 +655,8 @@ def apply_plan(
         jobs.change_state_batched(job, JobState.PREEMPTING, preempt.reason, t, events)
         out.preempted.append(job)
 
+    movers: set[str] = set()  # jobs whose move waits: their GPUs stay theirs this round
+
     def blocked(alloc: Allocation, job_id: str) -> str | None:
         bad = committed.overflow(alloc)
         if bad:
@@ -647,24 +665,48 @@ def apply_plan(
             )
         bad = committed.overflow(alloc, draining)
         if bad:
-            names = sorted({o for i in bad for o in owners.get(i, [])})
-            return f"waiting for preempted job(s) {', '.join(names)} to checkpoint and exit"
+            return _waiting_for(sorted({o for i in bad for o in owners.get(i, [])}), movers)
         return None
 
+    # Every moving job's GPUs are released first: a plan may move a job onto GPUs that
+    # another job of the same plan leaves, in any order. A move onto GPUs that are not free
+    # this round (a preempted job's, still checkpointing) waits, and its job keeps its GPUs,
+    # which may hold up another move onto them, and so on: to a fixed point.
+    moving: list[tuple[Resize, Job, Allocation]] = []
     for resize in plan.resizes:
         job = rows.get(resize.job_id)
         if job is None or job.state != JobState.RUNNING.value:
             out.skipped[resize.job_id] = "not running any more"
             continue
-        records = to_records(resize.allocation, cluster)
         old = to_allocation(job.allocation, cluster)
         committed.add(old, -1)
-        reason = blocked(resize.allocation, job.id)
-        if reason is not None:
-            committed.add(old)
-            out.deferred[job.id] = reason
+        moving.append((resize, job, old))
+    waits: dict[str, str] = {}
+    settled = False
+    while not settled:
+        settled = True
+        for resize, job, old in moving:
+            if job.id in waits:
+                continue
+            reason = blocked(resize.allocation, job.id)
+            if reason is not None:
+                waits[job.id] = reason
+                movers.add(job.id)
+                draining.add(old)
+                for i in draining._indices(old):
+                    owners.setdefault(i, []).append(job.id)
+                settled = False
+    for resize, job, _ in moving:
+        if job.id in waits:
+            out.deferred[job.id] = waits[job.id]
             continue
+        bad = committed.overflow(resize.allocation)
+        if bad:  # two moves onto one GPU
+            raise PlacementError(
+                f"plan over-allocates GPU(s) {bad} (flat numbering) when placing {job.id}"
+            )
         committed.add(resize.allocation)
+        records = to_records(resize.allocation, cluster)
         used[job.project_id] = (
             used.get(job.project_id, Usage())
             - allocation_usage(job.allocation)
