@@ -20,7 +20,7 @@ between rounds) and the part of it inside the timed rounds.
 
     python benchmarks/server_round.py [--nodes 1000] [--pending 10000] [--running 2000]
         [--rounds 30] [--churn 20] [--policy danlu] [--db-url URL] [--each] [--warmup 0]
-        [--set KNOB=VALUE ...]  (a danlu policy knob)
+        [--set KNOB=VALUE ...]  (a knob of the danlu policy, or an option of another)
 """
 
 from __future__ import annotations
@@ -36,7 +36,9 @@ from typing import Any
 from danlu_pollux import add_knob_option, knob_settings
 from sqlalchemy import select
 
+from danlu.config import parse_option_pairs
 from danlu.core.cluster import Node, gpu_type
+from danlu.core.errors import ConfigError
 from danlu.sched import Plan, Start, make_policy
 from danlu.sched.placement.gang import FreeMap
 from danlu.server.db import Database, upgrade_database
@@ -136,6 +138,13 @@ def main() -> None:
         "--default-gc", action="store_true", help="Python's collector thresholds, not danlu up's"
     )
     args = parser.parse_args()
+    try:  # the danlu policy's knobs by their types, another policy's options as JSON
+        options = (
+            knob_settings(args) if args.policy == "danlu" else parse_option_pairs(args.set, "--set")
+        )
+        make_policy(args.policy, **options)
+    except (AttributeError, ValueError, ConfigError) as error:
+        parser.error(f"--set: {error}")
     if not args.default_gc:
         tune_collector()
 
@@ -159,7 +168,7 @@ def main() -> None:
             f"store: {url.split(':')[0]}, {args.nodes} x 8 GPUs, {held} running, "
             f"{args.pending} pending; populated in {time.perf_counter() - t0:.0f} s"
         )
-        policy = make_policy(args.policy, **knob_settings(args))
+        policy = make_policy(args.policy, **options)
         cache = view.StatusCache()
         rng = random.Random(args.seed + 1)
         parts: dict[str, list[float]] = {"snapshot": [], "policy": [], "apply": [], "round": []}
