@@ -13,6 +13,7 @@ from danlu.core.cluster import Allocation, GpuShare
 from danlu.core.errors import PlacementError
 from danlu.core.state import JobState
 from danlu.core.units import GiB
+from danlu.sched.placement.gang import FreeMap
 from danlu.sched.registry import make_policy
 from danlu.sched.view import Plan, Preempt, Rebatch, Resize, Start, usage_from_allocations
 from danlu.server.db import Database
@@ -412,3 +413,46 @@ def test_cached_snapshots_equal_fresh_ones_over_random_danlu_rounds(seeded: Data
                 if rng.random() < 0.3 or job.state == "PREEMPTING":
                     jobs.settle_exit(s, job, succeeded=True, exit_code=0, reason="exit", now=t)
     assert cache.hits > 0
+
+
+def test_pollux_rounds_recorded_in_the_store_never_over_allocate(db: Database) -> None:
+    # pollux re-places every running job each round and reuses at once the GPUs of the jobs
+    # it preempts or moves; in the store a preempted job holds them until it exits
+    from danlu.core.cluster import Node, gpu_type
+
+    rng = random.Random(0)
+    with db.session() as s:
+        alice = users.create_user(s, "alice", now=NOW)
+        nodes = [Node(f"node-{i}", 8, gpu_type("H100")) for i in range(6)]
+        cluster.replace_inventory(s, nodes, fake=True, now=NOW)
+        first = [
+            jobs.submit(s, spec(f"r{i}", gpus=rng.choice([1, 2, 4])), alice, now=NOW).id
+            for i in range(16)
+        ]
+        for i in range(40):
+            body = spec(f"j{i}", gpus=rng.choice([1, 1, 2, 4, 8]))
+            jobs.submit(s, {**body, "priority": rng.randint(0, 3)}, alice, now=NOW + i)
+        snap = view.build_snapshot(s, NOW + 50)
+        free = FreeMap(snap.view, "first-fit")
+        starts = []
+        for status in snap.view.pending:
+            if status.id in first:
+                alloc = free.place(status.request)
+                if alloc is not None:
+                    starts.append(Start(status.id, alloc))
+        view.apply_plan(s, Plan(starts=tuple(starts)), NOW + 50)
+    policy = make_policy("pollux", population=16, generations=8)
+    t = NOW + 100
+    moved = deferred = 0
+    for _ in range(12):
+        t += 60
+        with db.session() as s:
+            snap = view.build_snapshot(s, t)
+            applied = view.apply_plan(s, policy.schedule(snap.view), t, snap.withheld, snap)
+            moved += len(applied.resized)
+            deferred += len(applied.deferred)
+        _check_stored_usage(db)
+        with db.session() as s:
+            for job in jobs.list_jobs(s, states=["PREEMPTING"]):  # checkpointed by now
+                jobs.settle_exit(s, job, succeeded=True, exit_code=0, reason="exit", now=t)
+    assert moved > 0 and deferred > 0
