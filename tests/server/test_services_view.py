@@ -9,7 +9,7 @@ import numpy as np
 import pytest
 from sqlalchemy import event
 
-from danlu.core.cluster import Allocation, GpuShare
+from danlu.core.cluster import Allocation, GpuShare, Node, gpu_type
 from danlu.core.errors import PlacementError
 from danlu.core.state import JobState
 from danlu.core.units import GiB
@@ -418,8 +418,6 @@ def test_cached_snapshots_equal_fresh_ones_over_random_danlu_rounds(seeded: Data
 def test_pollux_rounds_recorded_in_the_store_never_over_allocate(db: Database) -> None:
     # pollux re-places every running job each round and reuses at once the GPUs of the jobs
     # it preempts or moves; in the store a preempted job holds them until it exits
-    from danlu.core.cluster import Node, gpu_type
-
     rng = random.Random(0)
     with db.session() as s:
         alice = users.create_user(s, "alice", now=NOW)
