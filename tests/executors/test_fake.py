@@ -8,6 +8,7 @@ from danlu.core.cluster import Allocation, Cluster, GpuShare
 from danlu.executors import (
     FakeExecutor,
     FakeWorld,
+    GpusBusyError,
     GpuSharingExecutor,
     GpuSlot,
     Handle,
@@ -101,3 +102,21 @@ def test_classify_exit(
     code: int | None, tail: str, stop: StopReason | None, outcome: Outcome
 ) -> None:
     assert classify_exit(code, tail, stop) is outcome
+
+
+def test_a_launch_waits_for_a_stopping_run_on_its_gpus() -> None:
+    world = FakeWorld()
+    ex = FakeExecutor(Cluster.homogeneous(1, 4), world)
+    world.script("old", duration=1000, checkpoint_seconds=30)
+    on = (GpuSlot(0, 1), GpuSlot(0, 2))
+    old = ex.submit(JobLaunch("old", ("python", "train.py"), gpus=on))
+    new = JobLaunch("new", ("python", "train.py"), gpus=(GpuSlot(0, 2),))
+    beside = JobLaunch("beside", ("python", "train.py"), gpus=(GpuSlot(0, 3),))
+    ex.preempt(old, 60)  # it checkpoints for 30 s, on GPUs the control plane counts free
+    with pytest.raises(GpusBusyError, match=r"0/2 .* held by job old"):
+        ex.submit(new)
+    ex.submit(beside)  # other GPUs: no wait
+    world.clock.advance(30)
+    assert not ex.poll(old).running
+    ex.submit(new)
+    assert [launch.job_id for launch in world.launches] == ["old", "beside", "new"]

@@ -13,6 +13,7 @@ import pytest
 from danlu.core.cluster import Cluster
 from danlu.executors import (
     ExecStatus,
+    GpusBusyError,
     GpuSlot,
     Handle,
     InvalidLaunchError,
@@ -257,6 +258,33 @@ def test_resubmit_while_running_rejected_then_restart(ex: LocalExecutor) -> None
         ex.poll(handle)  # attempt 0 was replaced by attempt 1
     ex.forget(second)
     assert ex.adopt() == []
+
+
+def test_a_launch_waits_while_a_stopping_run_holds_its_gpu(
+    ex: LocalExecutor, tmp_path: Path
+) -> None:
+    # a run asked to stop checkpoints on its GPU for a while; the control plane already
+    # counts that GPU free and places another job there
+    ready = tmp_path / "ready"
+    slow = (
+        "import signal, sys, time\n"
+        "def stop(*_): time.sleep(1.0); sys.exit(75)\n"
+        "signal.signal(signal.SIGTERM, stop)\n"
+        f"open({str(ready)!r}, 'w').write('up')\n"
+        "time.sleep(60)\n"
+    )
+    old = ex.submit(launch("old", slow, gpus=(GpuSlot(0, 1), GpuSlot(0, 2))))
+    wait_for(ready)
+    quick = launch("new", "pass", gpus=(GpuSlot(0, 2),))
+    sharing = ex.submit(launch("sharing", "pass", gpus=(GpuSlot(0, 2, 2**30),)))  # not stopping
+    ex.preempt(old, 10.0)
+    with pytest.raises(GpusBusyError, match="held by job old"):
+        ex.submit(quick)
+    beside = ex.submit(launch("beside", "pass", gpus=(GpuSlot(0, 3),)))
+    assert wait(ex, old).outcome is Outcome.PREEMPTED
+    assert wait(ex, ex.submit(quick)).outcome is Outcome.SUCCEEDED
+    assert wait(ex, beside).outcome is Outcome.SUCCEEDED
+    assert wait(ex, sharing).outcome is Outcome.SUCCEEDED
 
 
 def test_submit_after_a_crash_that_left_a_bare_run_directory(ex: LocalExecutor) -> None:

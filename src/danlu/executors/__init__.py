@@ -18,6 +18,7 @@ from danlu.executors.base import (
 )
 from danlu.executors.errors import (
     ExecutorError,
+    GpusBusyError,
     InvalidLaunchError,
     JobAlreadyRunningError,
     LaunchError,
@@ -35,6 +36,7 @@ __all__ = [
     "FakeWorld",
     "GpuSharingExecutor",
     "GpuSlot",
+    "GpusBusyError",
     "Handle",
     "InvalidLaunchError",
     "JobAlreadyRunningError",

@@ -19,11 +19,11 @@ from __future__ import annotations
 import enum
 import re
 from abc import ABC, abstractmethod
-from collections.abc import Mapping, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 
 from danlu.core.cluster import Allocation, Cluster
-from danlu.executors.errors import InvalidLaunchError
+from danlu.executors.errors import GpusBusyError, InvalidLaunchError
 
 PREEMPTED_EXIT_CODE = 75
 """Exit code of a job that checkpointed and stopped after SIGTERM (``danlu.train``'s contract;
@@ -235,6 +235,22 @@ class ExecStatus:
     def checkpointed(self) -> bool:
         """True when the job exited with the preemption code after writing a checkpoint."""
         return self.exit_code == PREEMPTED_EXIT_CODE
+
+
+def busy_gpus(launch: JobLaunch, stopping: Iterable[tuple[str, Iterable[Sequence[int]]]]) -> None:
+    """Raise :class:`GpusBusyError` when ``launch`` asks for a GPU that one of the
+    ``stopping`` runs (job id, its ``(node, gpu)`` pairs; runs asked to stop that have not
+    exited yet) still holds. Its own job's earlier run is left to the executor's
+    :class:`JobAlreadyRunningError`."""
+    wanted = {(slot.node, slot.gpu) for slot in launch.gpus}
+    for job_id, gpus in stopping:
+        shared = wanted.intersection((int(g[0]), int(g[1])) for g in gpus)
+        if shared and job_id != launch.job_id:
+            where = ", ".join(f"{node}/{gpu}" for node, gpu in sorted(shared))
+            raise GpusBusyError(
+                f"GPU(s) {where} (node/gpu) of job {launch.job_id} are still held by job "
+                f"{job_id}, which is stopping; launch it once that run has exited"
+            )
 
 
 def classify_exit(

@@ -5,6 +5,7 @@ DanluError
     ├── InvalidLaunchError (SpecError)  a launch request is invalid (job id, argv, paths)
     ├── UnknownHandleError          a handle this executor has never seen (or forgot)
     ├── JobAlreadyRunningError      a second run of a job id that still runs
+    ├── GpusBusyError               a launch onto GPUs that a stopping run still holds
     └── LaunchError                 the job could not be started (missing program, ...)
 """
 
@@ -27,6 +28,12 @@ class UnknownHandleError(ExecutorError):
 
 class JobAlreadyRunningError(ExecutorError):
     """A job id submitted again while its previous run still runs."""
+
+
+class GpusBusyError(ExecutorError):
+    """A launch onto GPUs that a run asked to stop (another job's, preempted, moved or
+    cancelled) still holds: the control plane already counts them free, the GPUs do not
+    yet. Submit again once that run has exited."""
 
 
 class LaunchError(ExecutorError):

@@ -27,6 +27,7 @@ from danlu.executors.base import (
     Outcome,
     RunState,
     StopReason,
+    busy_gpus,
     check_slots,
 )
 from danlu.executors.errors import ExecutorError, JobAlreadyRunningError, UnknownHandleError
@@ -116,11 +117,19 @@ class FakeExecutor(MultiNodeExecutor, GpuSharingExecutor):
         return 64
 
     def submit(self, job: JobLaunch) -> Handle:
-        """Record the launch and start its scripted run now."""
+        """Record the launch and start its scripted run now; refused like the local
+        executor's while its job's earlier run, or another job's run asked to stop on one of
+        its GPUs, has not ended."""
         check_slots(self._cluster, job.gpus)
         old = self.world.runs.get(job.job_id)
         if old is not None and self._status(old).running:
             raise JobAlreadyRunningError(f"job {job.job_id} still runs")
+        stopping = [
+            (run.launch.job_id, [(slot.node, slot.gpu) for slot in run.launch.gpus])
+            for run in self.world.runs.values()
+            if run.stop_reason is not None and self._status(run).running
+        ]
+        busy_gpus(job, stopping)
         script = self.world.scripts.get(job.job_id, self.world.default)
         self.world.runs[job.job_id] = FakeRun(job, script, self.world.clock())
         self.world.launches.append(job)

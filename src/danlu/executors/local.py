@@ -26,7 +26,7 @@ import signal
 import subprocess
 import sys
 import time
-from collections.abc import Mapping
+from collections.abc import Iterator, Mapping
 from pathlib import Path
 from typing import Any
 
@@ -40,6 +40,7 @@ from danlu.executors.base import (
     Outcome,
     RunState,
     StopReason,
+    busy_gpus,
     check_slots,
     classify_exit,
     validate_job_id,
@@ -161,7 +162,9 @@ class LocalExecutor(GpuSharingExecutor):
 
     def submit(self, job: JobLaunch) -> Handle:
         """Start ``job`` under a supervisor; raises :class:`JobAlreadyRunningError` while an
-        earlier run of the same job id still runs, :class:`LaunchError` when it cannot start."""
+        earlier run of the same job id still runs, :class:`GpusBusyError` while a run of
+        another job asked to stop still holds one of its GPUs, :class:`LaunchError` when it
+        cannot start."""
         check_slots(self._cluster, job.gpus)
         if any(s.memory is None for s in job.gpus) and job.memory_limit is not None:
             raise InvalidLaunchError("gpus", "mix of whole GPUs and memory shares in one job")
@@ -177,6 +180,7 @@ class LocalExecutor(GpuSharingExecutor):
             # A submit that died (control plane killed) between creating the directory and
             # writing the launch record: nothing was started from it.
             shutil.rmtree(run_dir)
+        busy_gpus(job, self._stopping())
         if job.workdir is not None and not Path(job.workdir).is_dir():
             raise LaunchError(f"working directory {job.workdir!r} of job {job.job_id} is missing")
         log_dir = Path(job.log_dir) if job.log_dir is not None else self._log_dir
@@ -195,6 +199,7 @@ class LocalExecutor(GpuSharingExecutor):
                     "log_offset": offset,
                     "cancel_grace": self._cancel_grace,
                     "launched_at": time.time(),
+                    "gpus": [[slot.node, slot.gpu] for slot in job.gpus],
                 },
             )
             try:
@@ -351,6 +356,16 @@ class LocalExecutor(GpuSharingExecutor):
         elif supervise.alive(job.get("pid"), job.get("start")):  # no supervisor: no grace
             with contextlib.suppress(ProcessLookupError, PermissionError):
                 os.killpg(int(job["pgid"]), signal.SIGKILL)
+
+    def _stopping(self) -> Iterator[tuple[str, list[list[int]]]]:
+        """(job id, GPUs) of each run asked to stop that has not exited yet (runs launched
+        before the launch record had ``gpus`` hold none as far as this knows)."""
+        for run_dir in self._runs.iterdir():
+            if not (run_dir / supervise.STOP).exists() or (run_dir / supervise.EXIT).exists():
+                continue
+            launch = self._read_launch(run_dir)
+            if launch is not None and launch.get("gpus") and self._status(run_dir, launch).running:
+                yield launch["job_id"], launch["gpus"]
 
     def _log_tail(self, launch: dict[str, Any]) -> str:
         try:

@@ -44,6 +44,7 @@ from danlu.executors import (
     ExecStatus,
     Executor,
     ExecutorError,
+    GpusBusyError,
     Handle,
     JobAlreadyRunningError,
     JobLaunch,
@@ -418,8 +419,10 @@ class Reconciler:
             except ExecutorError as exc:
                 report.errors.append(f"preempt {job_id}: {exc}")
         for job_id, attempt in resized:
+            # a move restarts the job: its old run checkpoints (the preemption grace, not a
+            # cancel's short one) and the new one launches once it has exited
             with contextlib.suppress(ExecutorError):  # the old run may be gone already
-                self.executor.cancel(Handle(job_id, attempt - 1))
+                self.executor.preempt(Handle(job_id, attempt - 1), self.preempt_grace)
         return started + [job_id for job_id, _ in resized]
 
     def _launch(self, ids: list[str], t: float, report: RoundReport) -> None:
@@ -450,8 +453,8 @@ class Reconciler:
         try:
             self.executor.submit(launch)  # process I/O: outside any transaction
             report.launched.append(job_id)
-        except JobAlreadyRunningError:
-            pass  # the previous run is still exiting: the next pass launches
+        except (JobAlreadyRunningError, GpusBusyError):
+            pass  # its own previous run, or another stopping on its GPUs, still exits: next pass
         except (ExecutorError, OSError) as exc:  # OSError: one job's files, not the pass
             log.warning("reconcile: launch of %s failed: %s", job_id, exc)
             failed = ExecStatus(

@@ -1,0 +1,83 @@
+"""A move recorded by the reconcile loop, against the in-memory executor: the moved job's
+old run checkpoints with the preemption grace, and a job the same plan put on the GPUs it
+leaves is launched only once that run has exited (its GPUs are not free before)."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from danlu.config import load_settings
+from danlu.core.cluster import Allocation, Cluster, GpuShare
+from danlu.core.units import GiB
+from danlu.executors import FakeExecutor, FakeWorld, StopReason
+from danlu.sched.view import ClusterView, Plan, Resize, Start
+from danlu.server.db import Database
+from danlu.server.reconcile import Reconciler
+from danlu.server.services import cluster, jobs, users
+
+NOW = 1_000_000.0
+
+
+def _gpu(index: int) -> Allocation:
+    return Allocation((GpuShare(0, index, 1000, 80 * GiB),))
+
+
+@dataclass
+class ScriptedPolicy:
+    """Plays the given plans, one a round, then plans nothing."""
+
+    plans: list[Plan]
+    name: str = "scripted"
+    views: list[ClusterView] = field(default_factory=list)
+
+    def schedule(self, view: ClusterView) -> Plan:
+        self.views.append(view)
+        return self.plans.pop(0) if self.plans else Plan()
+
+
+def test_a_job_placed_on_a_moved_job_s_gpu_launches_after_its_old_run_exits(
+    db: Database, tmp_path: Path
+) -> None:
+    inventory = Cluster.homogeneous(1, 4, "H100")
+    with db.session() as s:
+        alice = users.create_user(s, "alice", now=NOW)
+        cluster.replace_inventory(s, list(inventory.nodes), fake=True, now=NOW)
+        body = {"command": ["python", "train.py"], "resources": {"gpus": 1}}
+        mover = jobs.submit(s, {"name": "mover", **body}, alice, now=NOW).id
+        newcomer = jobs.submit(s, {"name": "newcomer", **body}, alice, now=NOW).id
+    world = FakeWorld()
+    world.script(mover, duration=1000, checkpoint_seconds=30)
+    world.script(newcomer, duration=1000)
+    policy = ScriptedPolicy(
+        [
+            Plan(starts=(Start(mover, _gpu(0)),)),
+            Plan(resizes=(Resize(mover, _gpu(1)),), starts=(Start(newcomer, _gpu(0)),)),
+        ]
+    )
+    loop = Reconciler(
+        db,
+        FakeExecutor(inventory, world),
+        load_settings(home=tmp_path),
+        policy=policy,
+        preempt_grace=120.0,
+    )
+    assert loop.run_once(now=NOW + 10).launched == [mover]
+    first = world.runs[mover]
+    report = loop.run_once(now=NOW + 70)
+    # the store has the move and the start; the old run checkpoints (30 s, within the
+    # 120 s grace: preempted, not cancelled) and holds GPU 0 until it exits
+    assert report.launched == [] and report.errors == []
+    assert first.stop_reason is StopReason.PREEMPT and world.runs[mover] is first
+    with db.read_session() as s:
+        assert jobs.get_job(s, mover).allocation[0]["gpu"] == 1
+        assert jobs.get_job(s, newcomer).state == "RUNNING"
+    world.clock.advance(10)
+    assert loop.run_once(now=NOW + 80).launched == []  # still checkpointing
+    world.clock.advance(20)
+    assert sorted(loop.run_once(now=NOW + 100).launched) == sorted([mover, newcomer])
+    placed = {launch.job_id: [(g.node, g.gpu) for g in launch.gpus] for launch in world.launches}
+    assert placed == {mover: [(0, 1)], newcomer: [(0, 0)]}
+    launched = [launch.job_id for launch in world.launches]
+    assert (launched.count(mover), launched.count(newcomer)) == (2, 1)
+    loop.stop()
