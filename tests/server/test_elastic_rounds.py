@@ -8,8 +8,10 @@ from __future__ import annotations
 import random
 from typing import Any
 
+import pytest
+
 from danlu.core.cluster import Node, gpu_type
-from danlu.sched.registry import make_policy
+from danlu.sched.registry import default_registry, make_policy
 from danlu.server.db import Database
 from danlu.server.services import cluster, jobs, metrics, users, view
 
@@ -95,3 +97,64 @@ def test_danlu_rounds_with_measured_elastic_jobs_keep_the_store_consistent(db: D
     # 16 moves, 7 preemptions, 6 jobs done (the first round of these failed before moves
     # released their GPUs first: a plan that moves a job onto GPUs another leaves)
     assert moved > 0 and preempted > 0 and finished > 0
+
+
+def _mixed(rng: random.Random, name: str) -> dict[str, Any]:
+    """An elastic job (half), one sharing a GPU by memory (a fifth) or a rigid one."""
+    draw = rng.random()
+    if draw < 0.5:
+        return _elastic(name, rng.choice([2, 4, 8, 16]))
+    if draw < 0.7:
+        resources = {"gpus": 1, "gpu_memory": f"{rng.choice([10, 20, 40])}GiB"}
+        return {"name": name, "command": ["true"], "resources": resources}
+    return {
+        "name": name,
+        "command": ["true"],
+        "resources": {"gpus": rng.choice([1, 2, 4, 8])},
+        "training": {"expected_duration": rng.uniform(300, 3000)},
+        "priority": rng.randint(0, 3),
+    }
+
+
+@pytest.mark.parametrize("name", default_registry().names())
+def test_every_policy_s_rounds_keep_each_gpu_within_its_capacity(db: Database, name: str) -> None:
+    # a mixed workload on nodes of 4 and 8 GPUs; the running jobs report step times, some
+    # finish, the preempted ones exit by the next round
+    rng = random.Random(name)
+    options: dict[str, Any] = {"danlu": {"min_hold": 0, "grow_after": 0}}.get(name, {})
+    if name == "pollux":
+        options = {"population": 16, "generations": 8}
+    with db.session() as s:
+        alice = users.create_user(s, "alice", now=NOW)
+        nodes = [Node(f"node-{i}", 4 + 4 * (i % 2), gpu_type("H100")) for i in range(4)]
+        cluster.replace_inventory(s, nodes, fake=True, now=NOW)
+        for i in range(30):
+            jobs.submit(s, _mixed(rng, f"j{i}"), alice, now=NOW + 20 * i)
+    policy = make_policy(name, **options)
+    done: dict[str, float] = {}
+    t = NOW
+    for round_number in range(20):
+        t += 60
+        with db.session() as s:
+            snap = view.build_snapshot(s, t)
+            view.apply_plan(s, policy.schedule(snap.view), t, snap.withheld, snap)
+        with db.read_session() as s:
+            running = view.build_snapshot(s, t).view.running
+        milli: dict[tuple[int, int], int] = {}
+        for job in running:
+            for share in job.allocation.shares:
+                key = (share.node, share.gpu)
+                milli[key] = milli.get(key, 0) + share.milli
+        assert max(milli.values(), default=0) <= 1000, (round_number, milli)
+        with db.session() as s:
+            for job in jobs.list_jobs(s, states=["RUNNING", "PREEMPTING"]):
+                if job.state == "PREEMPTING" or rng.random() < 0.05:
+                    jobs.settle_exit(s, job, succeeded=True, exit_code=0, reason="exit", now=t)
+                    continue
+                gpus = len(job.allocation or [])
+                nodes_of = len({share["node"] for share in job.allocation or []})
+                done[job.id] = min(0.99, done.get(job.id, 0.0) + 0.02 * gpus / (1 + 0.1 * gpus))
+                step = 3 * round_number
+                batch = job.batch_size or 64
+                reports = [_report(step + k, gpus, nodes_of, batch, done[job.id]) for k in range(3)]
+                metrics.ingest(s, job, reports, now=t)
