@@ -44,7 +44,7 @@ from danlu.sched.placement.gang import FreeMap
 from danlu.server.db import Database, upgrade_database
 from danlu.server.db.models import Base, Job
 from danlu.server.reconcile import collector_paused, tune_collector
-from danlu.server.services import cluster, jobs, users, view
+from danlu.server.services import cluster, jobs, record, users, view
 
 SIZES = [1, 1, 1, 1, 2, 2, 4, 8]
 RUNNING_SIZES = [1, 2, 4, 4, 4, 8]
@@ -91,7 +91,7 @@ def populate(db: Database, args: argparse.Namespace, now: float) -> None:
                 alloc = free.place(status.request)  # taken from ``free`` when placed
                 if alloc is not None:
                     starts.append(Start(status.id, alloc))
-        view.apply_plan(s, Plan(starts=tuple(starts)), now + 30)
+        record.apply_plan(s, Plan(starts=tuple(starts)), now + 30)
 
 
 def churn(db: Database, rng: random.Random, count: int, t: float, serial: int) -> None:
@@ -198,7 +198,7 @@ def main() -> None:
                 marks.append(time.perf_counter())
                 plan = policy.schedule(snap.view)
                 marks.append(time.perf_counter())
-                view.apply_plan(s, plan, t, snap.withheld, snap)
+                record.apply_plan(s, plan, t, snap.withheld, snap)
                 marks.append(time.perf_counter())
             marks.append(time.perf_counter())  # the commit included
             inside[0] = False

@@ -13,7 +13,7 @@ import pytest
 from danlu.core.cluster import Node, gpu_type
 from danlu.sched.registry import default_registry, make_policy
 from danlu.server.db import Database
-from danlu.server.services import cluster, jobs, metrics, users, view
+from danlu.server.services import cluster, jobs, metrics, record, users, view
 
 NOW = 1_000_000.0
 
@@ -63,7 +63,7 @@ def test_danlu_rounds_with_measured_elastic_jobs_keep_the_store_consistent(db: D
         t += 60
         with db.session() as s:
             snap = view.build_snapshot(s, t)
-            applied = view.apply_plan(s, policy.schedule(snap.view), t, snap.withheld, snap)
+            applied = record.apply_plan(s, policy.schedule(snap.view), t, snap.withheld, snap)
             moved += len(applied.resized)
             preempted += len(applied.preempted)
             for job in applied.resized + applied.started:
@@ -137,7 +137,7 @@ def test_every_policy_s_rounds_keep_each_gpu_within_its_capacity(db: Database, n
         t += 60
         with db.session() as s:
             snap = view.build_snapshot(s, t)
-            view.apply_plan(s, policy.schedule(snap.view), t, snap.withheld, snap)
+            record.apply_plan(s, policy.schedule(snap.view), t, snap.withheld, snap)
         with db.read_session() as s:
             running = view.build_snapshot(s, t).view.running
         milli: dict[tuple[int, int], int] = {}

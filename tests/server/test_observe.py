@@ -16,6 +16,7 @@ from danlu.sched.registry import make_policy
 from danlu.sched.view import ClusterView, JobRequest, JobStatus, Plan, Resize, Start
 from danlu.server.db import Database
 from danlu.server.services import jobs, metrics, observe, users, view
+from danlu.server.services.record import apply_plan
 
 NOW = 1_000_000.0
 H100 = 80 * GiB
@@ -203,8 +204,8 @@ def test_reports_reach_the_policy_through_the_store(seeded: Database) -> None:
         alice = users.get_user(s, "alice")
         job_id = jobs.submit(s, _elastic("e"), alice, now=NOW).id
         rigid = jobs.submit(s, _elastic("r", gpus="2"), alice, now=NOW + 1).id
-        view.apply_plan(s, Plan(starts=(Start(job_id, _on(0, 1), 64),)), NOW + 2)
-        view.apply_plan(s, Plan(starts=(Start(rigid, _on(2, 3)),)), NOW + 2)
+        apply_plan(s, Plan(starts=(Start(job_id, _on(0, 1), 64),)), NOW + 2)
+        apply_plan(s, Plan(starts=(Start(rigid, _on(2, 3)),)), NOW + 2)
 
     def status(t: float, job: str = job_id) -> JobStatus:
         with seeded.session() as s:
@@ -243,7 +244,7 @@ def test_reports_reach_the_policy_through_the_store(seeded: Database) -> None:
         assert 1 <= resize.allocation.num_gpus <= 4
 
     with seeded.session() as s:  # a new allocation: the old measurement is gone
-        view.apply_plan(s, Plan(resizes=(Resize(job_id, _on(0), 64),)), NOW + 500)
+        apply_plan(s, Plan(resizes=(Resize(job_id, _on(0), 64),)), NOW + 500)
         assert jobs.get_job(s, job_id).observed is None
     moved = status(NOW + 501)
     assert "step_time" not in moved.observed and moved.observed["max_batch"] == 64.0

@@ -18,7 +18,7 @@ from danlu.sched import Plan, Preempt, Rebatch, Start
 from danlu.server.db import Database
 from danlu.server.db.models import Job
 from danlu.server.errors import ConflictError
-from danlu.server.services import cluster, events, jobs, users, view
+from danlu.server.services import cluster, events, jobs, record, users, view
 from danlu.server.services.bulk import WaitingReasons, flush_jobs
 
 NOW = 1_000_000.0  # the same clock as conftest.NOW
@@ -64,13 +64,13 @@ def test_a_plan_writes_its_rows_in_one_statement_per_set_of_columns(seeded: Data
     ids = submit(seeded, 4)
     with seeded.session() as s, job_updates(seeded) as counts:
         starts = tuple(Start(job_id, whole(i)) for i, job_id in enumerate(ids))
-        applied = view.apply_plan(s, Plan(starts=starts), NOW + 10)
+        applied = record.apply_plan(s, Plan(starts=starts), NOW + 10)
         assert len(applied.started) == 4
     assert counts == [1, 4]
     with seeded.session() as s, job_updates(seeded) as counts:
         preempts = tuple(Preempt(job_id, "test") for job_id in ids[:3])
         rebatches = (Rebatch(ids[3], 128),)
-        applied = view.apply_plan(s, Plan(preempts=preempts, rebatches=rebatches), NOW + 20)
+        applied = record.apply_plan(s, Plan(preempts=preempts, rebatches=rebatches), NOW + 20)
         assert len(applied.preempted) == 3 and len(applied.rebatched) == 1
     assert counts == [2, 4]  # the preempts' columns, and the rebatch's
     with seeded.read_session() as s:
@@ -138,7 +138,7 @@ def test_a_start_with_a_reason_records_it_in_the_event_log(seeded: Database) -> 
     ids = submit(seeded, 2)
     with seeded.session() as s:
         starts = (Start(ids[0], whole(0), reason="beside nobody"), Start(ids[1], whole(1)))
-        view.apply_plan(s, Plan(starts=starts), NOW + 10)
+        record.apply_plan(s, Plan(starts=starts), NOW + 10)
     with seeded.read_session() as s:
         reasons = [[e.reason for e in events.list_events(s, job_id)][-1] for job_id in ids]
     assert reasons == ["scheduled: beside nobody", "scheduled"]
@@ -147,13 +147,13 @@ def test_a_start_with_a_reason_records_it_in_the_event_log(seeded: Database) -> 
 def test_a_plan_writes_its_events_in_one_statement_in_plan_order(seeded: Database) -> None:
     ids = submit(seeded, 4)
     with seeded.session() as s:
-        view.apply_plan(s, Plan(starts=(Start(ids[0], whole(0)), Start(ids[1], whole(1)))), NOW)
+        record.apply_plan(s, Plan(starts=(Start(ids[0], whole(0)), Start(ids[1], whole(1)))), NOW)
     with seeded.session() as s, job_updates(seeded, "INSERT INTO JOB_EVENTS") as counts:
         plan = Plan(
             preempts=(Preempt(ids[1], "make room"), Preempt(ids[0], "make room")),
             starts=(Start(ids[3], whole(2)), Start(ids[2], whole(3), reason="fits")),
         )
-        applied = view.apply_plan(s, plan, NOW + 10)
+        applied = record.apply_plan(s, plan, NOW + 10)
         assert len(applied.preempted) == 2 and len(applied.started) == 2
     assert counts[1] == 4 and counts[0] == 1  # one executemany, however the driver splits it
     with seeded.read_session() as s:
@@ -185,12 +185,12 @@ def test_a_plan_that_preempts_a_non_preemptible_job_is_refused(
         pinned = jobs.submit(s, {**spec("pinned"), "preemptible": False}, alice, now=NOW).id
         other = jobs.submit(s, spec("other"), alice, now=NOW + 1).id
     with seeded.session() as s:
-        view.apply_plan(s, Plan(starts=(Start(pinned, whole(0)), Start(other, whole(1)))), NOW)
+        record.apply_plan(s, Plan(starts=(Start(pinned, whole(0)), Start(other, whole(1)))), NOW)
     with seeded.session() as s:
         snap = view.build_snapshot(s, NOW + 10) if with_snapshot else None
         plan = Plan(preempts=(Preempt(other, "room"), Preempt(pinned, "room")))
         with pytest.raises(PlacementError, match=f"{pinned}, which is not preemptible"):
-            view.apply_plan(s, plan, NOW + 10, None, snap)
+            record.apply_plan(s, plan, NOW + 10, None, snap)
         s.rollback()
     with seeded.read_session() as s:
         assert [jobs.get_job(s, i).state for i in (pinned, other)] == ["RUNNING", "RUNNING"]
@@ -201,7 +201,7 @@ def test_waiting_reasons_are_written_in_one_statement_without_a_new_version(
 ) -> None:
     ids = submit(seeded, 3)
     with seeded.session() as s:
-        view.apply_plan(s, Plan(starts=(Start(ids[0], whole(0)),)), NOW)
+        record.apply_plan(s, Plan(starts=(Start(ids[0], whole(0)),)), NOW)
     with seeded.session() as s:
         snap = view.build_snapshot(s, NOW + 10)
         plan = Plan(
@@ -210,7 +210,7 @@ def test_waiting_reasons_are_written_in_one_statement_without_a_new_version(
             waiting={ids[2]: "behind a longer queue"},
         )
         with job_updates(seeded) as counts:
-            applied = view.apply_plan(s, plan, NOW + 10, None, snap)
+            applied = record.apply_plan(s, plan, NOW + 10, None, snap)
         assert applied.deferred[ids[1]].startswith("waiting for preempted job(s)")
     assert counts == [2, 3]  # the preempt's columns, and both reasons in one statement
     with seeded.read_session() as s:
@@ -221,7 +221,7 @@ def test_waiting_reasons_are_written_in_one_statement_without_a_new_version(
     with seeded.session() as s:  # the same reasons again: nothing to write
         snap = view.build_snapshot(s, NOW + 20)
         with job_updates(seeded) as counts:
-            view.apply_plan(s, Plan(waiting={ids[2]: "behind a longer queue"}), NOW + 20)
+            record.apply_plan(s, Plan(waiting={ids[2]: "behind a longer queue"}), NOW + 20)
     assert counts == [0, 0]
 
 

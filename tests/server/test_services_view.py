@@ -17,7 +17,7 @@ from danlu.sched.placement.gang import FreeMap
 from danlu.sched.registry import make_policy
 from danlu.sched.view import Plan, Preempt, Rebatch, Resize, Start, usage_from_allocations
 from danlu.server.db import Database
-from danlu.server.services import cluster, jobs, projects, users, view
+from danlu.server.services import cluster, jobs, projects, record, users, view
 
 NOW = 1_000_000.0
 H100 = 80 * GiB
@@ -70,7 +70,7 @@ def test_policy_plan_is_recorded(seeded: Database) -> None:
     policy = make_policy("priority")
     with seeded.session() as s:
         snap = view.build_snapshot(s, NOW + 10)
-        applied = view.apply_plan(s, policy.schedule(snap.view), NOW + 10, snap.withheld)
+        applied = record.apply_plan(s, policy.schedule(snap.view), NOW + 10, snap.withheld)
         assert len(applied.started) >= 3
         for job in applied.started:
             assert job.state == "RUNNING" and job.allocation and job.attempt == 1
@@ -79,7 +79,7 @@ def test_policy_plan_is_recorded(seeded: Database) -> None:
     _check_stored_usage(seeded)
     with seeded.session() as s:  # idempotent: a second round starts nothing new twice
         snap = view.build_snapshot(s, NOW + 11)
-        again = view.apply_plan(s, policy.schedule(snap.view), NOW + 11, snap.withheld)
+        again = record.apply_plan(s, policy.schedule(snap.view), NOW + 11, snap.withheld)
         assert not {j.id for j in again.started} & {j.id for j in applied.started}
     _check_stored_usage(seeded)
 
@@ -92,12 +92,12 @@ def test_over_allocation_is_a_placement_error(seeded: Database) -> None:
     share = Allocation((GpuShare(0, 0, 500, 50 * GiB),))
     plan = Plan(starts=(Start(a, share), Start(b, share)))
     with pytest.raises(PlacementError, match="over-allocates"), seeded.session() as s:
-        view.apply_plan(s, plan, NOW)
+        record.apply_plan(s, plan, NOW)
     with seeded.read_session() as s:  # rolled back: nothing started
         assert {j.state for j in jobs.list_jobs(s)} == {"PENDING"}
     bad = Plan(starts=(Start(a, Allocation((GpuShare(5, 0),))),))
     with pytest.raises(PlacementError, match="absent"), seeded.session() as s:
-        view.apply_plan(s, bad, NOW)
+        record.apply_plan(s, bad, NOW)
 
 
 def test_start_on_a_checkpointing_gpu_is_deferred(seeded: Database) -> None:
@@ -106,10 +106,10 @@ def test_start_on_a_checkpointing_gpu_is_deferred(seeded: Database) -> None:
         alice = users.get_user(s, "alice")
         low = jobs.submit(s, spec("low"), alice, now=NOW).id
         high = jobs.submit(s, spec("high", priority=9), alice, now=NOW + 1).id
-        view.apply_plan(s, Plan(starts=(Start(low, whole),)), NOW)
+        record.apply_plan(s, Plan(starts=(Start(low, whole),)), NOW)
     plan = Plan(preempts=(Preempt(low, "priority"),), starts=(Start(high, whole),))
     with seeded.session() as s:
-        applied = view.apply_plan(s, plan, NOW + 5)
+        applied = record.apply_plan(s, plan, NOW + 5)
         assert [j.id for j in applied.preempted] == [low] and applied.started == []
         assert low in applied.deferred[high]
         assert jobs.get_job(s, high).pending_reason == applied.deferred[high]
@@ -118,13 +118,13 @@ def test_start_on_a_checkpointing_gpu_is_deferred(seeded: Database) -> None:
         assert preempting.id == low and not preempting.request.preemptible
         assert snap.preempting == {low}
         # recorded with the snapshot's usage instead of a fresh read: deferred the same way
-        again = view.apply_plan(s, Plan(starts=(Start(high, whole),)), NOW + 6, snapshot=snap)
+        again = record.apply_plan(s, Plan(starts=(Start(high, whole),)), NOW + 6, snapshot=snap)
         assert again.started == [] and low in again.deferred[high]
     _check_stored_usage(seeded)
     with seeded.session() as s:
         job = jobs.get_job(s, low)
         jobs.settle_exit(s, job, succeeded=True, exit_code=0, reason="checkpointed", now=NOW + 7)
-        applied = view.apply_plan(s, Plan(starts=(Start(high, whole),)), NOW + 8)
+        applied = record.apply_plan(s, Plan(starts=(Start(high, whole),)), NOW + 8)
         assert [j.id for j in applied.started] == [high]
 
 
@@ -148,14 +148,14 @@ def test_a_move_onto_a_checkpointing_gpu_holds_up_what_was_placed_on_its_gpus(
         leaving = jobs.submit(s, spec("leaving"), alice, now=NOW).id
         mover = jobs.submit(s, spec("mover"), alice, now=NOW).id
         newcomer = jobs.submit(s, spec("newcomer"), alice, now=NOW + 1).id
-        view.apply_plan(s, Plan(starts=(Start(leaving, _whole(0)), Start(mover, _whole(1)))), NOW)
+        record.apply_plan(s, Plan(starts=(Start(leaving, _whole(0)), Start(mover, _whole(1)))), NOW)
     chain = Plan(
         preempts=(Preempt(leaving, "priority"),),
         resizes=(Resize(mover, _whole(0)),),
         starts=(Start(newcomer, _whole(1)),),
     )
     with seeded.session() as s:
-        applied = view.apply_plan(s, chain, NOW + 5)
+        applied = record.apply_plan(s, chain, NOW + 5)
         assert [j.id for j in applied.preempted] == [leaving]
         assert applied.resized == [] and applied.started == []
         assert leaving in applied.deferred[mover] and "checkpoint" in applied.deferred[mover]
@@ -167,7 +167,7 @@ def test_a_move_onto_a_checkpointing_gpu_holds_up_what_was_placed_on_its_gpus(
         jobs.settle_exit(s, job, succeeded=True, exit_code=0, reason="checkpointed", now=NOW + 7)
         snap = view.build_snapshot(s, NOW + 8)
         again = Plan(resizes=chain.resizes, starts=chain.starts)
-        applied = view.apply_plan(s, again, NOW + 8, snapshot=snap)
+        applied = record.apply_plan(s, again, NOW + 8, snapshot=snap)
         assert [j.id for j in applied.resized] == [mover]
         assert [j.id for j in applied.started] == [newcomer]
         assert (_gpus(s, mover), _gpus(s, newcomer)) == ([0], [1])
@@ -179,20 +179,20 @@ def test_moves_onto_each_others_gpus_apply_in_any_order(seeded: Database) -> Non
         alice = users.get_user(s, "alice")
         a = jobs.submit(s, spec("a"), alice, now=NOW).id
         b = jobs.submit(s, spec("b"), alice, now=NOW).id
-        view.apply_plan(s, Plan(starts=(Start(a, _whole(0)), Start(b, _whole(1)))), NOW)
+        record.apply_plan(s, Plan(starts=(Start(a, _whole(0)), Start(b, _whole(1)))), NOW)
     # b takes a's GPU, listed before a leaves it; then the two swap back, in one plan
     shift = Plan(resizes=(Resize(b, _whole(0)), Resize(a, _whole(2))))
     swap = Plan(resizes=(Resize(a, _whole(0)), Resize(b, _whole(2))))
     with seeded.session() as s:
-        applied = view.apply_plan(s, shift, NOW + 5)
+        applied = record.apply_plan(s, shift, NOW + 5)
         assert sorted(j.id for j in applied.resized) == sorted([a, b]) and not applied.deferred
         assert (_gpus(s, a), _gpus(s, b)) == ([2], [0])
-        applied = view.apply_plan(s, swap, NOW + 6)
+        applied = record.apply_plan(s, swap, NOW + 6)
         assert (_gpus(s, a), _gpus(s, b)) == ([0], [2])
     _check_stored_usage(seeded)
     clash = Plan(resizes=(Resize(a, _whole(3)), Resize(b, _whole(3))))
     with pytest.raises(PlacementError, match="over-allocates"), seeded.session() as s:
-        view.apply_plan(s, clash, NOW + 7)
+        record.apply_plan(s, clash, NOW + 7)
     with seeded.read_session() as s:  # rolled back
         assert (_gpus(s, a), _gpus(s, b)) == ([0], [2])
 
@@ -204,13 +204,13 @@ def test_quota_withholds_and_defers(seeded: Database) -> None:
         first = jobs.submit(s, spec("a", project="q"), alice, now=NOW).id
         second = jobs.submit(s, spec("b", project="q"), alice, now=NOW + 1).id
         one, two = (Allocation((GpuShare(0, g, 1000, H100),)) for g in (0, 1))
-        applied = view.apply_plan(s, Plan(starts=(Start(first, one), Start(second, two))), NOW)
+        applied = record.apply_plan(s, Plan(starts=(Start(first, one), Start(second, two))), NOW)
         assert [j.id for j in applied.started] == [first]
         assert "quota" in applied.deferred[second]
         snap = view.build_snapshot(s, NOW + 1)
         assert [j.id for j in snap.view.pending] == [] and "quota" in snap.withheld[second]
         assert snap.project_usage[jobs.get_job(s, first).project_id].gpus == 1.0
-        forced = view.apply_plan(s, Plan(starts=(Start(second, two),)), NOW + 1, snapshot=snap)
+        forced = record.apply_plan(s, Plan(starts=(Start(second, two),)), NOW + 1, snapshot=snap)
         assert forced.started == [] and "quota" in forced.deferred[second]
         assert "quota" in jobs.why(s, jobs.get_job(s, second), NOW + 1)
 
@@ -235,14 +235,14 @@ def test_random_rounds_keep_allocations_within_gpus(seeded: Database) -> None:
         with seeded.session() as s:
             snap = view.build_snapshot(s, t)
             # what the snapshot says the holding jobs hold is what the store says
-            fresh, taken = view._read_held(s, snap.view.cluster), view._snapshot_held(snap)
+            fresh, taken = record._read_held(s, snap.view.cluster), record._snapshot_held(snap)
             assert np.array_equal(fresh.committed.milli, taken.committed.milli)
             assert np.array_equal(fresh.committed.memory, taken.committed.memory)
             assert np.array_equal(fresh.draining.milli, taken.draining.milli)
             assert np.array_equal(fresh.draining.memory, taken.draining.memory)
             assert fresh.owners == taken.owners
             assert {k: fresh.used[k] for k in taken.used} == taken.used
-            view.apply_plan(s, policy.schedule(snap.view), t, snap.withheld, snap)
+            record.apply_plan(s, policy.schedule(snap.view), t, snap.withheld, snap)
         _check_stored_usage(seeded)
         with seeded.session() as s:
             for job in jobs.list_jobs(s, states=["RUNNING", "PREEMPTING"]):
@@ -263,12 +263,12 @@ def test_rebatch_records_the_batch_only(seeded: Database) -> None:
         alice = users.get_user(s, "alice")
         run = jobs.submit(s, spec("run"), alice, now=NOW).id
         wait = jobs.submit(s, spec("wait"), alice, now=NOW + 1).id
-        view.apply_plan(s, Plan(starts=(Start(run, whole, 256),)), NOW)
+        record.apply_plan(s, Plan(starts=(Start(run, whole, 256),)), NOW)
     with seeded.session() as s:
         before = jobs.get_job(s, run)
         attempt, allocation = before.attempt, list(before.allocation)
         plan = Plan(rebatches=(Rebatch(run, 1024, adaptive=True), Rebatch(wait, 64)))
-        applied = view.apply_plan(s, plan, NOW + 60)
+        applied = record.apply_plan(s, plan, NOW + 60)
         assert [j.id for j in applied.rebatched] == [run]
         assert applied.resized == [] and applied.started == [] and applied.preempted == []
         assert applied.skipped == {wait: "not running any more"}
@@ -283,7 +283,7 @@ def test_rebatch_records_the_batch_only(seeded: Database) -> None:
         assert jobs.get_job(s, wait).batch_size is None
     both = Plan(resizes=(Resize(run, whole, 512),), rebatches=(Rebatch(run, 512),))
     with pytest.raises(PlacementError, match="at once"), seeded.session() as s:
-        view.apply_plan(s, both, NOW + 120)
+        record.apply_plan(s, both, NOW + 120)
 
 
 def _views_equal(a: view.Snapshot, b: view.Snapshot) -> None:
@@ -313,7 +313,7 @@ def test_status_cache_reuses_unchanged_jobs_and_never_goes_stale(seeded: Databas
     assert all(again[j] is first[j] for j in (a, b, c))
     with seeded.session() as s:  # a start: a new status for the started job only
         whole = Allocation((GpuShare(0, 0, 1000, H100),))
-        view.apply_plan(s, Plan(starts=(Start(a, whole),)), NOW + 12)
+        record.apply_plan(s, Plan(starts=(Start(a, whole),)), NOW + 12)
     started = snapshot(NOW + 13)
     assert started[a] is not again[a] and started[a].running
     assert started[b] is again[b] and started[c] is again[c]
@@ -323,7 +323,7 @@ def test_status_cache_reuses_unchanged_jobs_and_never_goes_stale(seeded: Databas
         metrics.ingest(s, jobs.get_job(s, a), [{"step": 5, "loss": 1.0}], now=NOW + 14)
     assert snapshot(NOW + 15)[a] is started[a]
     with seeded.session() as s:  # a policy's marks: same state, new status
-        view.apply_plan(s, Plan(marks={c: {"policy.note": 1.0}}), NOW + 15)
+        record.apply_plan(s, Plan(marks={c: {"policy.note": 1.0}}), NOW + 15)
     marked = snapshot(NOW + 15)
     assert marked[c] is not started[c] and marked[c].marks == {"policy.note": 1.0}
     started = marked
@@ -369,7 +369,7 @@ def test_status_cache_builds_a_moved_jobs_request_once(seeded: Database) -> None
     pending = status(NOW + 10)
     with seeded.session() as s:
         share = Allocation((GpuShare(0, 0, 250, 20 * GiB),))
-        view.apply_plan(s, Plan(starts=(Start(a, share),)), NOW + 11)
+        record.apply_plan(s, Plan(starts=(Start(a, share),)), NOW + 11)
     statements: list[str] = []
 
     def seen(_conn: Any, _cursor: Any, sql: str, *_: Any) -> None:
@@ -407,7 +407,7 @@ def test_cached_snapshots_equal_fresh_ones_over_random_danlu_rounds(seeded: Data
         with seeded.session() as s:
             snap = view.build_snapshot(s, t, cache)
             _views_equal(snap, view.build_snapshot(s, t))
-            view.apply_plan(s, policy.schedule(snap.view), t, snap.withheld)
+            record.apply_plan(s, policy.schedule(snap.view), t, snap.withheld)
         with seeded.session() as s:
             for job in jobs.list_jobs(s, states=["RUNNING", "PREEMPTING"]):
                 if rng.random() < 0.3 or job.state == "PREEMPTING":
@@ -438,7 +438,7 @@ def test_pollux_rounds_recorded_in_the_store_never_over_allocate(db: Database) -
                 alloc = free.place(status.request)
                 if alloc is not None:
                     starts.append(Start(status.id, alloc))
-        view.apply_plan(s, Plan(starts=tuple(starts)), NOW + 50)
+        record.apply_plan(s, Plan(starts=tuple(starts)), NOW + 50)
     policy = make_policy("pollux", population=16, generations=8)
     t = NOW + 100
     moved = deferred = 0
@@ -446,7 +446,7 @@ def test_pollux_rounds_recorded_in_the_store_never_over_allocate(db: Database) -
         t += 60
         with db.session() as s:
             snap = view.build_snapshot(s, t)
-            applied = view.apply_plan(s, policy.schedule(snap.view), t, snap.withheld, snap)
+            applied = record.apply_plan(s, policy.schedule(snap.view), t, snap.withheld, snap)
             moved += len(applied.resized)
             deferred += len(applied.deferred)
         _check_stored_usage(db)

@@ -9,7 +9,7 @@ One pass (:meth:`Reconciler.run_once`), under the ``scheduler`` lease:
    deliver cancellations and preemptions not yet delivered, and collect jobs recorded as
    started but never launched (a crash between the scheduling transaction and the launch);
 2. **schedule**: build the snapshot, ask the configured policy (the same ``danlu.sched`` code
-   as the simulator) for a plan and record it with :func:`view.apply_plan` in ONE transaction,
+   as the simulator) for a plan and record it with :func:`record.apply_plan` in ONE transaction,
    then, outside it, SIGTERM the preempted jobs (grace period, then SIGKILL);
 3. **launch** the started jobs and the never-launched ones: each run is ``(job id, attempt)``
    and the executor refuses a second run of a job id while one runs, so nothing runs twice.
@@ -61,7 +61,8 @@ from danlu.server.metrics import ServerMetrics
 from danlu.server.services import jobs, locks, users
 from danlu.server.services.common import resolve_now
 from danlu.server.services.projects import HOLDING
-from danlu.server.services.view import StatusCache, apply_plan, build_snapshot, to_allocation
+from danlu.server.services.record import apply_plan
+from danlu.server.services.view import StatusCache, build_snapshot, to_allocation
 
 log = logging.getLogger(__name__)
 LEASE = "scheduler"
