@@ -280,6 +280,9 @@ def test_a_launch_waits_while_a_stopping_run_holds_its_gpu(
     ex.preempt(old, 10.0)
     with pytest.raises(GpusBusyError, match="held by job old"):
         ex.submit(quick)
+    restarted = LocalExecutor(ex.inventory(), tmp_path / "state", base_env=ENV)
+    with pytest.raises(GpusBusyError, match="held by job old"):  # a stop made before it
+        restarted.submit(quick)
     beside = ex.submit(launch("beside", "pass", gpus=(GpuSlot(0, 3),)))
     assert wait(ex, old).outcome is Outcome.PREEMPTED
     assert wait(ex, ex.submit(quick)).outcome is Outcome.SUCCEEDED

@@ -110,6 +110,10 @@ class LocalExecutor(GpuSharingExecutor):
         self._python = python
         self._max_jobs_per_gpu = max_jobs_per_gpu
         self._children: dict[str, subprocess.Popen[bytes]] = {}
+        self._stops: set[Path] | None = None
+        """Run directories of the runs asked to stop that may still run (None: not read
+        yet; the first launch scans the state directory once, for stops made before this
+        instance, e.g. by a control plane that restarted)."""
 
     # -- capabilities -------------------------------------------------------------------------
 
@@ -347,6 +351,8 @@ class LocalExecutor(GpuSharingExecutor):
             run_dir / supervise.STOP,
             {"reason": reason.value, "grace": max(0.0, grace), "requested_at": time.time()},
         )
+        if self._stops is not None:
+            self._stops.add(run_dir)
         job = supervise.read_json(run_dir / supervise.JOB) or {}
         sup = supervise.read_json(run_dir / "supervisor.json") or {}
         pid = job.get("supervisor_pid", sup.get("pid"))
@@ -360,11 +366,13 @@ class LocalExecutor(GpuSharingExecutor):
     def _stopping(self) -> Iterator[tuple[str, list[list[int]]]]:
         """(job id, GPUs) of each run asked to stop that has not exited yet (runs launched
         before the launch record had ``gpus`` hold none as far as this knows)."""
-        for run_dir in self._runs.iterdir():
-            if not (run_dir / supervise.STOP).exists() or (run_dir / supervise.EXIT).exists():
-                continue
-            launch = self._read_launch(run_dir)
-            if launch is not None and launch.get("gpus") and self._status(run_dir, launch).running:
+        if self._stops is None:
+            self._stops = {d for d in self._runs.iterdir() if (d / supervise.STOP).exists()}
+        for run_dir in sorted(self._stops):
+            launch = self._read_launch(run_dir) if (run_dir / supervise.STOP).exists() else None
+            if launch is None or not self._status(run_dir, launch).running:
+                self._stops.discard(run_dir)  # exited, or replaced by a later run
+            elif launch.get("gpus"):
                 yield launch["job_id"], launch["gpus"]
 
     def _log_tail(self, launch: dict[str, Any]) -> str:
