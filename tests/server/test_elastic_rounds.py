@@ -58,6 +58,8 @@ def test_danlu_rounds_with_measured_elastic_jobs_keep_the_store_consistent(db: D
     done: dict[str, float] = {}
     steps: dict[str, int] = {}
     moved = preempted = finished = 0
+    moves: dict[str, int] = {}  # resizes and resumes recorded, per job
+    ran: set[str] = set()
     t = NOW
     for _ in range(30):
         t += 60
@@ -68,6 +70,9 @@ def test_danlu_rounds_with_measured_elastic_jobs_keep_the_store_consistent(db: D
             preempted += len(applied.preempted)
             for job in applied.resized + applied.started:
                 assert job.allocation and len(job.allocation) <= 16
+                if job in applied.resized or job.id in ran:
+                    moves[job.id] = moves.get(job.id, 0) + 1
+                ran.add(job.id)
         with db.read_session() as s:
             snap = view.build_snapshot(s, t)
             used = sum(j.allocation.num_gpus for j in snap.view.running)
@@ -94,9 +99,14 @@ def test_danlu_rounds_with_measured_elastic_jobs_keep_the_store_consistent(db: D
                 ]
                 steps[job.id] = step + 3
                 metrics.ingest(s, job, records, now=t)
-    # 16 moves, 7 preemptions, 6 jobs done (the first round of these failed before moves
-    # released their GPUs first: a plan that moves a job onto GPUs another leaves)
+    # 18 moves, 6 preemptions, 6 jobs done (the first round of these failed before moves
+    # released their GPUs first: a plan that moves a job onto GPUs another leaves), and
+    # the move counts matched only once the store added the policy's marks to the job's
+    # and left out those of the moves that waited
     assert moved > 0 and preempted > 0 and finished > 0
+    with db.read_session() as s:  # the policy's move count is what the store recorded
+        counted = {job.id: (job.marks or {}).get("danlu.moves", 0.0) for job in jobs.list_jobs(s)}
+    assert counted == {job_id: float(moves.get(job_id, 0)) for job_id in counted}
 
 
 def _mixed(rng: random.Random, name: str) -> dict[str, Any]:

@@ -153,6 +153,7 @@ def test_a_move_onto_a_checkpointing_gpu_holds_up_what_was_placed_on_its_gpus(
         preempts=(Preempt(leaving, "priority"),),
         resizes=(Resize(mover, _whole(0)),),
         starts=(Start(newcomer, _whole(1)),),
+        marks={mover: {"danlu.moves": 1.0}, leaving: {"danlu.stopped": NOW + 5}},
     )
     with seeded.session() as s:
         applied = record.apply_plan(s, chain, NOW + 5)
@@ -161,14 +162,18 @@ def test_a_move_onto_a_checkpointing_gpu_holds_up_what_was_placed_on_its_gpus(
         assert leaving in applied.deferred[mover] and "checkpoint" in applied.deferred[mover]
         assert mover in applied.deferred[newcomer] and "move" in applied.deferred[newcomer]
         assert _gpus(s, mover) == [1] and jobs.get_job(s, newcomer).state == "PENDING"
+        # the waiting move's marks are not kept (it is planned again); the preempt's are
+        assert not jobs.get_job(s, mover).marks
+        assert jobs.get_job(s, leaving).marks == {"danlu.stopped": NOW + 5}
     _check_stored_usage(seeded)
     with seeded.session() as s:  # once the preempted job has exited, the same moves go ahead
         job = jobs.get_job(s, leaving)
         jobs.settle_exit(s, job, succeeded=True, exit_code=0, reason="checkpointed", now=NOW + 7)
         snap = view.build_snapshot(s, NOW + 8)
-        again = Plan(resizes=chain.resizes, starts=chain.starts)
+        again = Plan(resizes=chain.resizes, starts=chain.starts, marks={mover: chain.marks[mover]})
         applied = record.apply_plan(s, again, NOW + 8, snapshot=snap)
         assert [j.id for j in applied.resized] == [mover]
+        assert jobs.get_job(s, mover).marks == {"danlu.moves": 1.0}
         assert [j.id for j in applied.started] == [newcomer]
         assert (_gpus(s, mover), _gpus(s, newcomer)) == ([0], [1])
     _check_stored_usage(seeded)
@@ -454,3 +459,16 @@ def test_pollux_rounds_recorded_in_the_store_never_over_allocate(db: Database) -
             for job in jobs.list_jobs(s, states=["PREEMPTING"]):  # checkpointed by now
                 jobs.settle_exit(s, job, succeeded=True, exit_code=0, reason="exit", now=t)
     assert moved > 0 and deferred > 0
+
+
+def test_a_plan_s_marks_add_to_the_job_s_marks_as_in_the_simulator(seeded: Database) -> None:
+    # a policy hands back only what changed (the danlu policy: a new measurement, its move
+    # count); the store keeps the rest, as the simulator's engine does
+    with seeded.session() as s:
+        job = jobs.submit(s, spec("noted"), users.get_user(s, "alice"), now=NOW).id
+        record.apply_plan(s, Plan(marks={job: {"danlu.c:64": 0.5, "danlu.moves": 1.0}}), NOW)
+        record.apply_plan(s, Plan(marks={job: {"danlu.c:32": 0.25}}), NOW + 1)
+        record.apply_plan(s, Plan(marks={job: {"danlu.moves": 2.0}}), NOW + 2)
+    with seeded.read_session() as s:
+        (status,) = view.build_snapshot(s, NOW + 3).view.pending
+    assert status.marks == {"danlu.c:64": 0.5, "danlu.c:32": 0.25, "danlu.moves": 2.0}

@@ -250,7 +250,8 @@ class Plan:
     ``math.inf`` means only a change of jobs can change the plan."""
     marks: dict[str, dict[str, float]] = field(default_factory=dict)
     """Per-job notes to remember across rounds (e.g. when Tiresias demoted a job). The
-    caller stores them and hands them back in :attr:`JobStatus.marks`, so policies stay pure
+    caller adds them to the job's marks (the keys given replace their old values; the
+    others stay) and hands them back in :attr:`JobStatus.marks`, so policies stay pure
     functions of the view while keeping the state their algorithm needs."""
 
     @property

@@ -203,7 +203,8 @@ def apply_plan(
 ) -> Applied:
     """Record ``plan`` in the caller's transaction: preempts (RUNNING -> PREEMPTING), resizes
     and starts (PENDING -> RUNNING with the allocation), rebatches (the running job's batch
-    size only: same attempt, nothing relaunched), waiting reasons and policy marks.
+    size only: same attempt, nothing relaunched), waiting reasons and policy marks (added to
+    the job's: only the keys given change, as in the simulator).
 
     ``snapshot``: the snapshot ``plan`` was made from, built in this transaction. Its
     inventory and usage are used instead of being read again (~45 ms a round at 1,000 nodes
@@ -371,10 +372,16 @@ def apply_plan(
             .values(pending_reason=reason)
             .execution_options(synchronize_session=False)
         )
+    # What changed, added to what the job has; not for a job whose start or move waits or
+    # was skipped: those marks describe the step that did not happen (the danlu policy
+    # counts the move, records the batch), and the next round plans it again.
+    held_back = out.deferred.keys() | out.skipped.keys()
     for job_id, marks in plan.marks.items():
         job = rows.get(job_id)
-        if job is not None and dict(job.marks or {}) != dict(marks):
-            job.marks = dict(marks)
+        if job is not None and job_id not in held_back:
+            merged = {**(job.marks or {}), **marks}
+            if merged != (job.marks or {}):
+                job.marks = merged
     jobs.flush_or_conflict(session)  # the changed rows in a few statements
     events.write(session)  # then their events, in one
     reasons.write(session)  # and the new waiting reasons, in one
