@@ -5,6 +5,7 @@ rigid jobs whole, deterministic)."""
 
 from __future__ import annotations
 
+import dataclasses
 import itertools
 from typing import Any
 
@@ -17,7 +18,7 @@ from danlu.core.cluster import Allocation, Cluster
 from danlu.core.errors import ConfigError
 from danlu.sched.policies import danlu_model as dm
 from danlu.sched.policies import pollux_search as ps
-from danlu.sched.policies.pollux import NO_GPUS, PolluxPolicy
+from danlu.sched.policies.pollux import NO_GPUS, RESTARTS, PolluxPolicy
 from danlu.sched.registry import make_policy
 from danlu.sched.view import ClusterView, JobRequest, JobStatus
 
@@ -216,6 +217,21 @@ def test_jobs_share_the_cluster_and_moves_cost_young_jobs_more() -> None:
     assert [r.job_id for r in plan.resizes] == ["old"]
     assert plan.resizes[0].allocation.num_gpus == 7
     assert not plan.preempts
+    assert plan.marks["old"][RESTARTS] == 1.0  # counted, as Pollux counts its restarts
+    assert RESTARTS not in plan.marks.get("new", {})  # a first start is not a restart
+    alloc2 = Allocation.whole_gpus([(1, 2), (1, 3)])
+    # two jobs on 6 and 2 GPUs: the fair mean splits them 4 and 4, unless they were moved
+    # so often in their hour that a move's restart factor is 0
+    six = Allocation.whole_gpus([(0, 0), (0, 1), (0, 2), (0, 3), (1, 0), (1, 1)])
+    for restarts, sizes in ((0.0, [("a", 4), ("b", 4)]), (119.0, [])):
+        a = status("a", gpus=6, observed=measured(6, 2, 64, 0.3, 0.05), allocation=six)
+        b = status("b", gpus=2, observed=measured(2, 1, 64, 0.3, 0.02), allocation=alloc2)
+        running = tuple(
+            dataclasses.replace(j, last_start=0.0, marks={RESTARTS: restarts}) for j in (a, b)
+        )
+        view = ClusterView(time=3600.0, cluster=cluster, running=running)
+        plan = small_policy().schedule(view)
+        assert sorted((r.job_id, r.allocation.num_gpus) for r in plan.resizes) == sizes
 
 
 def test_fixed_and_shared_jobs() -> None:

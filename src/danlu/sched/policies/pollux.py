@@ -13,7 +13,9 @@ gradient statistics). What Pollux does and this policy does too:
   job starts on one GPU; a job not measured yet counts as scaling linearly;
 - a job whose allocation changes has its speed-up multiplied by
   ``max(age - restarts * restart_cost, 0) / (age + restart_cost)``: young and often-moved
-  jobs are not moved lightly;
+  jobs are not moved lightly (``restarts``: its re-allocations after the first start,
+  counted in its marks as Pollux's simulator counts them, plus its restarts after a
+  failure);
 - at most one job spread over several nodes on any node;
 - an adaptive job is (re)started at the batch its model finds best there, or, before any
   measurement, at ``max(init_batch, GPUs x min_local_bsz)``; it then adapts its batch itself;
@@ -48,6 +50,9 @@ SYNC_PRIOR = 0.0
 INTER_PRIOR = 1.1
 """Pollux's prior for a job not measured across nodes yet: sync across nodes costs 1.1 x
 the sync within one node."""
+RESTARTS = "pollux.restarts"
+"""How often the policy re-allocated the job after its first start (a resize, or a start
+after it had run), as Pollux's simulator counts a job's restarts for its restart factor."""
 
 
 @dataclass(frozen=True)
@@ -202,7 +207,8 @@ class PolluxPolicy:
                 speedup[row, :, : table.shape[1]] = table
             age = max(now - job.request.submit_time, 0.0)
             cost = self.restart_cost
-            factor[row] = max(age - job.restarts * cost, 0.0) / (age + cost) if age + cost else 1
+            restarts = job.restarts + int(mark.get(RESTARTS, 0.0))  # failures and moves
+            factor[row] = max(age - restarts * cost, 0.0) / (age + cost) if age + cost else 1
         # a fair share's worth of the cluster (one node's share of the GPUs) is speed-up 1
         speedup *= len(capacity) / max(total, 1)
         return ps.SearchProblem(speedup, most, capacity, base, factor, gang, self.fairness)
@@ -238,6 +244,9 @@ class PolluxPolicy:
             alloc = free.take_counts(counts)
             adaptive = bool(job.observed.get("adaptive"))
             batch = self._batch(job, models[row], alloc.num_gpus, len(counts), gpn)
+            if job.running or job.run_time > 0 or job.preemptions:  # a restart
+                note = new_marks.setdefault(job.id, {})
+                note[RESTARTS] = job.marks.get(RESTARTS, 0.0) + 1
             if job.running:
                 resizes.append(Resize(job.id, alloc, batch, adaptive))
             else:
