@@ -248,16 +248,29 @@ def apply_plan(
             continue
         if not jobs.job_spec(job).preemptible:
             raise PlacementError(f"plan preempts {job.id}, which is not preemptible")
-    for preempt in plan.preempts:
-        job = rows.get(preempt.job_id)
-        if job is None or job.state != JobState.RUNNING.value:
-            out.skipped[preempt.job_id] = "not running any more"
-            continue
-        alloc = to_allocation(job.allocation, cluster)
-        committed.add(alloc, -1)
+
+    def not_free_yet(alloc: Allocation, job_id: str) -> None:
+        """``alloc``'s GPUs stay ``job_id``'s this round: what lands on them waits."""
         draining.add(alloc)
         for i in draining._indices(alloc):
-            owners.setdefault(i, []).append(job.id)
+            owners.setdefault(i, []).append(job_id)
+
+    def release(job_id: str) -> tuple[Job, Allocation] | None:
+        """The running job's row and its GPUs, taken out of ``committed`` (None, and the
+        entry skipped, when it is not running any more)."""
+        job = rows.get(job_id)
+        if job is None or job.state != JobState.RUNNING.value:
+            out.skipped[job_id] = "not running any more"
+            return None
+        alloc = to_allocation(job.allocation, cluster)
+        committed.add(alloc, -1)
+        return job, alloc
+
+    for preempt in plan.preempts:
+        if (found := release(preempt.job_id)) is None:
+            continue
+        job, alloc = found
+        not_free_yet(alloc, job.id)
         jobs.change_state_batched(job, JobState.PREEMPTING, preempt.reason, t, events)
         out.preempted.append(job)
 
@@ -280,13 +293,8 @@ def apply_plan(
     # which may hold up another move onto them, and so on: to a fixed point.
     moving: list[tuple[Resize, Job, Allocation]] = []
     for resize in plan.resizes:
-        job = rows.get(resize.job_id)
-        if job is None or job.state != JobState.RUNNING.value:
-            out.skipped[resize.job_id] = "not running any more"
-            continue
-        old = to_allocation(job.allocation, cluster)
-        committed.add(old, -1)
-        moving.append((resize, job, old))
+        if (found := release(resize.job_id)) is not None:
+            moving.append((resize, *found))
     waits: dict[str, str] = {}
     settled = False
     while not settled:
@@ -298,9 +306,7 @@ def apply_plan(
             if reason is not None:
                 waits[job.id] = reason
                 movers.add(job.id)
-                draining.add(old)
-                for i in draining._indices(old):
-                    owners.setdefault(i, []).append(job.id)
+                not_free_yet(old, job.id)
                 settled = False
     for resize, job, _ in moving:
         if job.id in waits:
