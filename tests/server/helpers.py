@@ -1,5 +1,6 @@
-"""Shared helpers of the API / reconcile / crash / security / Prometheus tests: a real uvicorn
-server on 127.0.0.1 (a free port) in a thread, or ``danlu server`` as a subprocess."""
+"""Shared helpers of the API / reconcile / crash / security / Prometheus / store tests: a real
+uvicorn server on 127.0.0.1 (a free port) in a thread, or ``danlu server`` as a subprocess,
+and a scheduling round recorded in a store."""
 
 from __future__ import annotations
 
@@ -24,10 +25,13 @@ from sqlalchemy import text
 from danlu.config import load_settings
 from danlu.core.state import JobState
 from danlu.executors import Executor
+from danlu.sched.policies.base import Policy
 from danlu.server.db import Database
 from danlu.server.db.models import Base
 from danlu.server.main import Prepared, prepare
 from danlu.server.services.events import replay
+from danlu.server.services.record import Applied, apply_plan
+from danlu.server.services.view import build_snapshot
 
 TERMINAL = {s.value for s in JobState if s.terminal}
 SRC = Path(__file__).resolve().parents[2] / "src"
@@ -38,6 +42,14 @@ def truncate(db: Database) -> None:
     tables = ", ".join(t.name for t in reversed(Base.metadata.sorted_tables))
     with db.engine.begin() as conn:
         conn.execute(text(f"TRUNCATE {tables} RESTART IDENTITY CASCADE"))
+
+
+def record_round(db: Database, policy: Policy, now: float) -> Applied:
+    """One scheduling round in the store, as the reconcile loop makes it: the snapshot at
+    ``now``, the policy's plan, and the plan recorded, in one transaction."""
+    with db.session() as session:
+        snap = build_snapshot(session, now)
+        return apply_plan(session, policy.schedule(snap.view), now, snap.withheld, snap)
 
 
 def wait_for(predicate: Callable[[], Any], timeout: float = 30.0, every: float = 0.05) -> Any:

@@ -9,11 +9,14 @@ import random
 from typing import Any
 
 import pytest
+from helpers import record_round
+from sqlalchemy.orm import Session
 
 from danlu.core.cluster import Node, gpu_type
 from danlu.sched.registry import default_registry, make_policy
 from danlu.server.db import Database
-from danlu.server.services import cluster, jobs, metrics, record, users, view
+from danlu.server.db.models import Job
+from danlu.server.services import cluster, jobs, metrics, users, view
 
 NOW = 1_000_000.0
 
@@ -46,6 +49,21 @@ def _report(step: int, gpus: int, nodes: int, batch: int, progress: float) -> di
     }
 
 
+def _minute(job: Job) -> float:
+    """The work a running job does in a round, sublinear in its GPUs."""
+    gpus = len(job.allocation or [])
+    return 0.02 * gpus / (1 + 0.1 * gpus)
+
+
+def _measure(session: Session, job: Job, step: int, progress: float, now: float) -> None:
+    """Three steps of ``job`` on its GPUs, reported as danlu.train reports them."""
+    gpus = len(job.allocation or [])
+    nodes = len({share["node"] for share in job.allocation or []})
+    batch = job.batch_size or 64
+    reports = [_report(step + k, gpus, nodes, batch, progress) for k in range(3)]
+    metrics.ingest(session, job, reports, now=now)
+
+
 def test_danlu_rounds_with_measured_elastic_jobs_keep_the_store_consistent(db: Database) -> None:
     rng = random.Random(1)
     with db.session() as s:
@@ -63,16 +81,14 @@ def test_danlu_rounds_with_measured_elastic_jobs_keep_the_store_consistent(db: D
     t = NOW
     for _ in range(30):
         t += 60
-        with db.session() as s:
-            snap = view.build_snapshot(s, t)
-            applied = record.apply_plan(s, policy.schedule(snap.view), t, snap.withheld, snap)
-            moved += len(applied.resized)
-            preempted += len(applied.preempted)
-            for job in applied.resized + applied.started:
-                assert job.allocation and len(job.allocation) <= 16
-                if job in applied.resized or job.id in ran:
-                    moves[job.id] = moves.get(job.id, 0) + 1
-                ran.add(job.id)
+        applied = record_round(db, policy, t)
+        moved += len(applied.resized)
+        preempted += len(applied.preempted)
+        for job in applied.resized + applied.started:
+            assert job.allocation and len(job.allocation) <= 16
+            if job in applied.resized or job.id in ran:
+                moves[job.id] = moves.get(job.id, 0) + 1
+            ran.add(job.id)
         with db.read_session() as s:
             snap = view.build_snapshot(s, t)
             used = sum(j.allocation.num_gpus for j in snap.view.running)
@@ -84,21 +100,14 @@ def test_danlu_rounds_with_measured_elastic_jobs_keep_the_store_consistent(db: D
                 if job.state == "PREEMPTING":  # it has checkpointed by the next round
                     jobs.settle_exit(s, job, succeeded=True, exit_code=0, reason="ckpt", now=t)
                     continue
-                gpus = len(job.allocation or [])
-                node_count = len({share["node"] for share in job.allocation or []})
-                speed = gpus / (1 + 0.1 * gpus)  # the work a round does, sublinear
-                done[job.id] = min(1.0, done.get(job.id, 0.0) + 0.02 * speed)
+                done[job.id] = min(1.0, done.get(job.id, 0.0) + _minute(job))
                 if done[job.id] >= 1.0:
                     jobs.settle_exit(s, job, succeeded=True, exit_code=0, reason="done", now=t)
                     finished += 1
                     continue
                 step = steps.get(job.id, 0)
-                batch = job.batch_size or 64
-                records = [
-                    _report(step + k, gpus, node_count, batch, done[job.id]) for k in range(3)
-                ]
+                _measure(s, job, step, done[job.id], t)
                 steps[job.id] = step + 3
-                metrics.ingest(s, job, records, now=t)
     # 18 moves, 6 preemptions, 6 jobs done (the first round of these failed before moves
     # released their GPUs first: a plan that moves a job onto GPUs another leaves), and
     # the move counts matched only once the store added the policy's marks to the job's
@@ -145,9 +154,7 @@ def test_every_policy_s_rounds_keep_each_gpu_within_its_capacity(db: Database, n
     t = NOW
     for round_number in range(20):
         t += 60
-        with db.session() as s:
-            snap = view.build_snapshot(s, t)
-            record.apply_plan(s, policy.schedule(snap.view), t, snap.withheld, snap)
+        record_round(db, policy, t)
         with db.read_session() as s:
             running = view.build_snapshot(s, t).view.running
         milli: dict[tuple[int, int], int] = {}
@@ -161,10 +168,5 @@ def test_every_policy_s_rounds_keep_each_gpu_within_its_capacity(db: Database, n
                 if job.state == "PREEMPTING" or rng.random() < 0.05:
                     jobs.settle_exit(s, job, succeeded=True, exit_code=0, reason="exit", now=t)
                     continue
-                gpus = len(job.allocation or [])
-                nodes_of = len({share["node"] for share in job.allocation or []})
-                done[job.id] = min(0.99, done.get(job.id, 0.0) + 0.02 * gpus / (1 + 0.1 * gpus))
-                step = 3 * round_number
-                batch = job.batch_size or 64
-                reports = [_report(step + k, gpus, nodes_of, batch, done[job.id]) for k in range(3)]
-                metrics.ingest(s, job, reports, now=t)
+                done[job.id] = min(0.99, done.get(job.id, 0.0) + _minute(job))
+                _measure(s, job, 3 * round_number, done[job.id], t)

@@ -7,6 +7,7 @@ from typing import Any
 
 import numpy as np
 import pytest
+from helpers import record_round
 from sqlalchemy import event
 
 from danlu.core.cluster import Allocation, GpuShare, Node, gpu_type
@@ -449,11 +450,9 @@ def test_pollux_rounds_recorded_in_the_store_never_over_allocate(db: Database) -
     moved = deferred = 0
     for _ in range(12):
         t += 60
-        with db.session() as s:
-            snap = view.build_snapshot(s, t)
-            applied = record.apply_plan(s, policy.schedule(snap.view), t, snap.withheld, snap)
-            moved += len(applied.resized)
-            deferred += len(applied.deferred)
+        applied = record_round(db, policy, t)
+        moved += len(applied.resized)
+        deferred += len(applied.deferred)
         _check_stored_usage(db)
         with db.session() as s:
             for job in jobs.list_jobs(s, states=["PREEMPTING"]):  # checkpointed by now
