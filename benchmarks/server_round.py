@@ -142,7 +142,7 @@ def main() -> None:
         options = (
             knob_settings(args) if args.policy == "danlu" else parse_option_pairs(args.set, "--set")
         )
-        make_policy(args.policy, **options)
+        policy = make_policy(args.policy, **options)
     except (AttributeError, ValueError, ConfigError) as error:
         parser.error(f"--set: {error}")
     if not args.default_gc:
@@ -168,7 +168,6 @@ def main() -> None:
             f"store: {url.split(':')[0]}, {args.nodes} x 8 GPUs, {held} running, "
             f"{args.pending} pending; populated in {time.perf_counter() - t0:.0f} s"
         )
-        policy = make_policy(args.policy, **options)
         cache = view.StatusCache()
         rng = random.Random(args.seed + 1)
         parts: dict[str, list[float]] = {"snapshot": [], "policy": [], "apply": [], "round": []}
