@@ -243,6 +243,35 @@ def test_starving_jobs_are_promoted_a_bounded_share_per_round() -> None:
     assert [s.job_id for s in plan.starts] == ["wide"]
 
 
+def test_starving_shared_request_gets_a_gpu() -> None:
+    """A request for part of a GPU is not placed by the walk, so whole-GPU jobs that hold
+    every GPU would keep it waiting for good: once it starves, the walk leaves it a GPU
+    (preempting a busy job if it must), it starts there, marked promoted, and from then on
+    its GPU counts against the share that starving jobs may hold."""
+    cluster = Cluster.homogeneous(1, 4)
+    busy = busy_jobs(cluster)
+    request = JobRequest(id="share", submit_time=-20_000.0, gpus=1, gpu_memory=20 << 30, seq=-1)
+    view = ClusterView(time=0.0, cluster=cluster, running=busy, pending=(JobStatus(request),))
+    policy = DanluPolicy(aging=1e12, starve_after=7_200.0)
+    plan = policy.schedule(view)
+    assert [s.job_id for s in plan.starts] == ["share"]
+    assert len(plan.preempts) == 1
+    freed = next(j for j in busy if j.id == plan.preempts[0].job_id).allocation
+    assert plan.starts[0].allocation.shares[0].gpu == freed.shares[0].gpu
+    assert plan.marks["share"][PROMOTED] == 0.0
+    # not starving yet: it waits, and nothing is preempted for it
+    fresh = JobStatus(replace(request, submit_time=-60.0))
+    plan = policy.schedule(replace(view, pending=(fresh,)))
+    assert not plan.starts and not plan.preempts
+    assert plan.reason("share")
+    # a starving whole-GPU job behind it waits its turn: one job promoted while the shared
+    # request's GPU is within its starvation hold (0.05 x 4 GPUs is under one job)
+    view = _after(view, policy.schedule(view), 60.0)
+    late = job("late", submit=-10_000.0, expected_duration=1e7)
+    plan = policy.schedule(replace(view, pending=(*view.pending, late)))
+    assert "late" not in {s.job_id for s in plan.starts}
+
+
 def starving_runs(hold: float, rounds: int) -> tuple[list[float], list[int], set[str]]:
     """Ten long 1-GPU jobs starving behind 16 busy GPUs, ``rounds`` rounds of 60 s with
     ``starve_share`` 0.25 and ``starve_hold`` ``hold``: how long each promoted job ran

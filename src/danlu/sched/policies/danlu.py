@@ -25,7 +25,8 @@ first at efficient sizes, the last-ranked (long) job soaks up what is left.
   started is held ``starve_hold`` seconds, and the jobs within that hold take at most
   ``starve_share`` of the cluster, promoted a tenth of it per tenth of the hold
   (longest-starving first), so a backlog of starving jobs is started a slice at a time,
-  each for a run worth its restart, not in one wave nor in runs of a few minutes.
+  each for a run worth its restart, not in one wave nor in runs of a few minutes. A
+  starving shared request counts as one GPU: the walk leaves a GPU free for it.
 - Jobs that report no batch limits are rigid: their requested GPUs, ``T`` from their
   ``expected_duration`` (else ``new_job_seconds``). Jobs never measured start at their
   requested size capped at one node (the user's tuned configuration) and the model explores,
@@ -78,6 +79,7 @@ from danlu.sched.policies.danlu_knobs import KNOB_RANGES
 from danlu.sched.policies.danlu_place import (
     GREW_FROM,
     MOVES,
+    PROMOTED,
     STOPPED,
     PlaceKnobs,
     is_adaptive,
@@ -396,7 +398,9 @@ class DanluPolicy:
     ) -> WaitingEntry:
         """A pending job's options and unweighted rank (cached per status object)."""
         if job.request.shares_gpu:  # placed by the sharing rule, not the walk
-            return WaitingEntry(job, [], math.inf, 0.0, 0.0, job.request.seq, True)
+            one = [Option(1, math.inf, None, False)]  # what the starvation rule frees for it
+            since = _waiting_since(job)
+            return WaitingEntry(job, one, math.inf, since, since, job.request.seq, True)
         marks = job.marks
         opts = self._options(job, marks, marks.get(WORK), capacity, gpn, now)
         best = min(
@@ -591,9 +595,9 @@ class DanluPolicy:
         capacity = cluster.total_gpus - gpus_held(fixed)
         total = cluster.total_gpus
         waits = self._pending(view.pending, capacity, total, gpn, now)
-        shared: list[JobStatus] = []
+        shared_waits: list[WaitingEntry] = []
         if any(map(_SHARED, waits)):
-            shared = [w.status for w in waits if w.shared]
+            shared_waits = [w for w in waits if w.shared]
             waits = [w for w in waits if not w.shared]
         new_marks: dict[str, dict[str, float]] = {}
         all_options, pinned, grow, run_keys, promoted_gpus = self._running(
@@ -628,7 +632,18 @@ class DanluPolicy:
         fixed_held, fixed_lately = promotion_holds(fixed_until, fixed_gpus, now, hold)
         held_gpus, lately_gpus = promoted_gpus[0] + fixed_held, promoted_gpus[1] + fixed_lately
         rule = StarveRule(self.starve_after, self.starve_share, self.starve_hold)
-        starving = starving_jobs(rule, waits, now, first, capacity, held_gpus, lately_gpus)
+        starving = starving_jobs(
+            rule, waits + shared_waits, now, first, capacity, held_gpus, lately_gpus
+        )
+        # a starving shared request gets a GPU the walk leaves free (the walk never places
+        # shares, so whole-GPU jobs holding every GPU would keep it waiting for good)
+        whole_end = first + len(waits)
+        promoted_shares = {
+            shared_waits[j - whole_end].status.id for j in starving if j >= whole_end
+        }
+        if promoted_shares:
+            starving = [j for j in starving if j < whole_end]
+            capacity -= len(promoted_shares)
         if starving:  # waited too long: first in line, at their smallest size
             promoted = set(starving)
             order = starving + [j for j in order if j not in promoted]
@@ -643,14 +658,14 @@ class DanluPolicy:
         placing = PlaceKnobs(self.placement, self.adaptive_jobs, self.loan_rule, self.loan_weight)
         promoted_ids = {whole[j].id for j in starving}
         plan = place_plan(view, whole, first, all_options, chosen, new_marks, placing, promoted_ids)
-        if not shared:
+        if not shared_waits:
             return plan
         gain, spread, rate = self.share_min_gain, self.spread_shares, self.share_min_rate
         started = {s.job_id for s in plan.starts}
         whole_waiting = any(w.status.id not in started for w in waits)
-        return place_shared(
+        plan = place_shared(
             view,
-            shared,
+            list(map(_STATUS, shared_waits)),
             plan,
             self.placement,
             gain,
@@ -658,7 +673,12 @@ class DanluPolicy:
             rate,
             hosts=self._family_hosts,
             whole_waiting=whole_waiting,
+            first=promoted_shares,
         )
+        for start in plan.starts:
+            if start.job_id in promoted_shares:
+                plan.marks.setdefault(start.job_id, {})[PROMOTED] = now
+        return plan
 
     def _forget_gone(self, view: ClusterView) -> None:
         """Drop the models of jobs that are neither running nor pending any more (finished,

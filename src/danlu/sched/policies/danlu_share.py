@@ -24,7 +24,7 @@ from __future__ import annotations
 
 import dataclasses
 import statistics
-from collections.abc import Hashable, Iterable, Iterator
+from collections.abc import Collection, Hashable, Iterable, Iterator
 from operator import attrgetter
 from pathlib import Path
 from typing import TypeVar
@@ -211,6 +211,7 @@ def place_shared(
     *,
     hosts: FamilyHosts,
     whole_waiting: bool,
+    first: Collection[str] = (),
 ) -> Plan:
     """``plan`` with starts added for the pending shared requests ``jobs`` (in submission
     order, as the view's pending jobs are) on the capacity it leaves, in queue order
@@ -222,7 +223,8 @@ def place_shared(
     keep less than this share of its speed (:func:`pair_share`). ``hosts``: where the
     running jobs of each family sit, kept across rounds (the caller's, one per policy).
     ``whole_waiting``: whether a whole-GPU job is left waiting
-    after ``plan`` (the caller knows its whole-GPU jobs)."""
+    after ``plan`` (the caller knows its whole-GPU jobs). ``first``: the requests (by id)
+    placed before all others (those the starvation rule promoted)."""
     if not jobs:
         return plan
     free = FreeMap(view, placement)
@@ -252,6 +254,8 @@ def place_shared(
     closures = _Closures(masks, min_gain, min_rate)
     # priority first; ties keep the submission order the jobs come in (a stable sort)
     ordered = sorted(jobs, key=_PRIORITY, reverse=True)
+    if first:
+        ordered = [j for j in ordered if j.id in first] + [j for j in ordered if j.id not in first]
     failed = _Failures(ordered)
     own, beside = failed.own, failed.beside
     count = len(ordered)
