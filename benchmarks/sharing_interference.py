@@ -4,14 +4,17 @@ Synthetic workloads of 400 jobs on 4 x 4 GPUs: 70 % ask for part of one GPU (8-3
 80 GiB), the rest for 1, 2 or 4 whole GPUs; every job names a model family drawn uniformly
 from ``MODEL_FAMILIES``; run times log-normal (median ~18 min); Poisson arrivals at
 ``--loads`` times the cluster's capacity; ``--seeds`` workloads per load. Each is run under
-the ``danlu`` policy in three settings of its sharing rule, each twice: sharing free (the
+the ``danlu`` policy in four settings of its sharing rule, each twice: sharing free (the
 simulator's default) and sharing slowed by ``danlu.sim.interference`` calibrated on
 ``../shared/data/gavel/physical_cluster_throughputs.json``:
 
-- ``pack``: ``spread_shares=false``: best fit puts a share beside other jobs at once;
-- ``spread``: the default: a share gets a GPU of its own while one is free and no whole-GPU
-  job is left waiting;
-- ``spread+0.2``: as ``spread`` with ``share_min_gain=0.2``.
+- ``pack``: ``spread_shares=false``, ``share_min_rate=0``: best fit puts a share beside
+  other jobs at once;
+- ``spread``: ``share_min_rate=0``: a share gets a GPU of its own while one is free and no
+  whole-GPU job is left waiting;
+- ``spread+0.2``: as ``spread`` with ``share_min_gain=0.2``;
+- ``default``: the policy's defaults (``spread`` with ``share_min_rate=0.3``: no pair where
+  either job is predicted to keep less than 30 % of its speed).
 
 Prints average JCTs and, per setting, the mean ratio to ``pack`` over the runs. Asserts
 nothing.
@@ -46,9 +49,10 @@ from danlu.sim.workload import RigidWork, Workload, WorkloadJob
 GAVEL = Path(__file__).resolve().parents[1] / ".." / "shared" / "data" / "gavel"
 
 SETTINGS: dict[str, dict[str, Any]] = {
-    "pack": {"spread_shares": False},
-    "spread": {},
-    "spread+0.2": {"share_min_gain": 0.2},
+    "pack": {"spread_shares": False, "share_min_rate": 0.0},
+    "spread": {"share_min_rate": 0.0},
+    "spread+0.2": {"share_min_gain": 0.2, "share_min_rate": 0.0},
+    "default": {},
 }
 
 

@@ -81,10 +81,10 @@ def test_a_share_stays_off_a_gpu_where_one_job_would_nearly_stop() -> None:
     cluster = Cluster.homogeneous(1, 1)
     running = (shared("small", "cnn-small", 0, gpu=0),)
     pending = (shared("rec", "recommendation", 1), shared("rl", "rl", 2))
-    plan = DanluPolicy().schedule(ClusterView(10.0, cluster, running, pending))
+    plan = DanluPolicy(share_min_rate=0.0).schedule(ClusterView(10.0, cluster, running, pending))
     assert placed(plan) == {"rec": 0}  # first in the queue; the RL job loses beside it
     assert "interference" in plan.waiting["rl"]
-    guarded = DanluPolicy(share_min_rate=0.3)
+    guarded = DanluPolicy()  # share_min_rate 0.3
     plan = guarded.schedule(ClusterView(10.0, cluster, running, pending))
     assert placed(plan) == {"rl": 0}
     assert "interference" in plan.waiting["rec"]
@@ -118,10 +118,16 @@ def test_a_share_waits_rather_than_go_beside_a_job_it_loses_with() -> None:
     cluster = Cluster.homogeneous(1, 2)
     running = (shared("rec-0", "recommendation", 0, gpu=0), shared("big", "cnn-large", 1, gpu=1))
     pending = (shared("rec-1", "recommendation", 2), shared("small", "cnn-small", 3))
-    plan = DanluPolicy().schedule(ClusterView(10.0, cluster, running, pending))
+    view = ClusterView(10.0, cluster, running, pending)
+    plan = DanluPolicy(share_min_rate=0.0).schedule(view)
     assert placed(plan) == {"small": 0}  # a small CNN gains beside either
     assert "interference" in plan.waiting["rec-1"]  # 0.05 and 0.52: it waits
     assert not plan.preempts  # the shared jobs keep their GPUs
+    # by default a pair where one job keeps under 30 % of its speed is closed too: the
+    # recommendation model would keep 7 % beside the small CNN
+    plan = DanluPolicy().schedule(view)
+    assert placed(plan) == {"small": 1}
+    assert "interference" in plan.waiting["rec-1"]
 
 
 def test_jobs_started_in_the_same_round_count_as_neighbours() -> None:
