@@ -1,6 +1,7 @@
 """A move recorded by the reconcile loop, against the in-memory executor: the moved job's
 old run checkpoints with the preemption grace, and a job the same plan put on the GPUs it
-leaves is launched only once that run has exited (its GPUs are not free before)."""
+leaves is launched only once that run has exited (its GPUs are not free before); a pass
+run at a given time settles exits at that time."""
 
 from __future__ import annotations
 
@@ -11,7 +12,7 @@ from danlu.config import load_settings
 from danlu.core.cluster import Allocation, Cluster, GpuShare
 from danlu.core.units import GiB
 from danlu.executors import FakeExecutor, FakeWorld, StopReason
-from danlu.sched.view import ClusterView, Plan, Resize, Start
+from danlu.sched.view import ClusterView, Plan, Preempt, Resize, Start
 from danlu.server.db import Database
 from danlu.server.reconcile import Reconciler
 from danlu.server.services import cluster, jobs, users
@@ -81,3 +82,40 @@ def test_a_job_placed_on_a_moved_job_s_gpu_launches_after_its_old_run_exits(
     launched = [launch.job_id for launch in world.launches]
     assert (launched.count(mover), launched.count(newcomer)) == (2, 1)
     loop.stop()
+
+
+def test_a_pass_at_a_given_time_settles_exits_at_that_time(db: Database, tmp_path: Path) -> None:
+    """A caller driving its own clock (a replay, these tests) gets run times and finish
+    times on that clock, not the wall clock's: a job that ran 200 s of it ran 200 s, and a
+    preempted job's wait starts when its run exited."""
+    inventory = Cluster.homogeneous(1, 1, "H100")
+    with db.session() as s:
+        alice = users.create_user(s, "alice", now=NOW)
+        cluster.replace_inventory(s, list(inventory.nodes), fake=True, now=NOW)
+        body = {"command": ["python", "train.py"], "resources": {"gpus": 1}}
+        short = jobs.submit(s, {"name": "short", **body}, alice, now=NOW).id
+        stopped = jobs.submit(s, {"name": "stopped", **body}, alice, now=NOW).id
+    world = FakeWorld()
+    world.script(short, duration=150)
+    world.script(stopped, duration=1000, checkpoint_seconds=20)
+    policy = ScriptedPolicy(
+        [
+            Plan(starts=(Start(short, _gpu(0)),)),
+            Plan(starts=(Start(stopped, _gpu(0)),)),
+            Plan(preempts=(Preempt(stopped, "test"),)),
+        ]
+    )
+    settings = load_settings(home=tmp_path)
+    loop = Reconciler(db, FakeExecutor(inventory, world), settings, policy=policy)
+    loop.run_once(now=NOW + 10)
+    world.clock.advance(200)
+    assert loop.run_once(now=NOW + 210).settled == [short]
+    world.clock.advance(90)
+    loop.run_once(now=NOW + 300)  # preempted: it checkpoints for 20 s
+    world.clock.advance(30)
+    loop.run_once(now=NOW + 330)
+    with db.read_session() as s:
+        done = jobs.get_job(s, short)
+        assert (done.state, done.finished_at, done.run_time) == ("SUCCEEDED", NOW + 210, 200.0)
+        back = jobs.get_job(s, stopped)
+        assert (back.state, back.run_time) == ("PENDING", 120.0)

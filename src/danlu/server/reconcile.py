@@ -252,7 +252,7 @@ class Reconciler:
             if not self._adopted:
                 self.adopt()
                 self._adopted = True
-            to_launch = self._poll(t, report)
+            to_launch = self._poll(t, now, report)
             started = self._schedule(resolve_now(now), report)
             pending = [*started, *(j for j in to_launch if j not in started)]
             self._launch(pending, resolve_now(now), report)
@@ -324,9 +324,10 @@ class Reconciler:
             with self.db.session() as session:
                 locks.release_if_token(session, Job, ids, self.token)
 
-    def _poll(self, t: float, report: RoundReport) -> list[str]:
-        """Poll every run that holds GPUs; settle exits; deliver stops. Returns the ids of
-        jobs recorded RUNNING whose current attempt was never launched."""
+    def _poll(self, t: float, now: float | None, report: RoundReport) -> list[str]:
+        """Poll every run that holds GPUs; settle exits (at ``now``, the pass's time, when
+        given: a caller driving its own clock; else when each exit is seen); deliver stops.
+        Returns the ids of jobs recorded RUNNING whose current attempt was never launched."""
         with self.db.read_session() as session:
             rows = [
                 (j.id, j.attempt, j.state, j.cancel_requested_at is not None)
@@ -350,13 +351,13 @@ class Reconciler:
                     continue
                 if status is None:
                     if cancel or state == JobState.PREEMPTING.value:
-                        self._settle(job_id, attempt, None, resolve_now(None), report)
+                        self._settle(job_id, attempt, None, resolve_now(now), report)
                     else:
                         unlaunched.append(job_id)
                 elif status.running:
                     self._deliver(handle, state, cancel, status, report)
                 else:
-                    self._settle(job_id, attempt, status, resolve_now(None), report)
+                    self._settle(job_id, attempt, status, resolve_now(now), report)
         finally:
             self._release(claimed)
         return unlaunched
