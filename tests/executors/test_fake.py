@@ -64,6 +64,33 @@ def test_preempt_checkpoints_or_is_killed_and_cancel() -> None:
     )
 
 
+def test_a_resumable_run_resumes_from_its_checkpoint() -> None:
+    world = FakeWorld()
+    ex = FakeExecutor(Cluster.homogeneous(1, 4), world)
+    world.script("r", duration=100, checkpoint_seconds=5, resumable=True)
+    world.script("plain", duration=100, checkpoint_seconds=5)
+    r, plain = ex.submit(_job("r")), ex.submit(_job("plain"))
+    world.clock.advance(40)
+    ex.preempt(r, 30)  # checkpoints at 45: 45 s of work saved
+    ex.preempt(plain, 30)
+    world.clock.advance(5)
+    assert ex.poll(r).outcome is Outcome.PREEMPTED and world.saved == {"r": 45.0}
+    r = ex.submit(_job("r", 1))
+    plain = ex.submit(_job("plain", 1))
+    world.clock.advance(55)  # the rest of its 100 s; the plain run starts over
+    assert ex.poll(r).outcome is Outcome.SUCCEEDED and ex.poll(plain).running
+    # a run killed before its checkpoint saves nothing: the next resumes from the last one
+    world.script("k", duration=100, checkpoint_seconds=50, resumable=True)
+    k = ex.submit(_job("k"))
+    world.clock.advance(10)
+    ex.preempt(k, 20)
+    world.clock.advance(20)
+    assert ex.poll(k).exit_code == 137 and "k" not in world.saved
+    k = ex.submit(_job("k", 1))
+    world.clock.advance(99)
+    assert ex.poll(k).running
+
+
 def test_adopt_from_a_new_instance_and_forget() -> None:
     world = FakeWorld()
     handle = FakeExecutor(Cluster.homogeneous(1, 1), world).submit(_job())

@@ -56,13 +56,16 @@ class ManualClock:
 class Script:
     """How a fake run behaves: it ends ``duration`` seconds after start with ``outcome``;
     on SIGTERM it checkpoints within ``checkpoint_seconds`` (None: it ignores SIGTERM and is
-    killed when the grace period ends)."""
+    killed when the grace period ends). ``resumable``: a run that checkpointed saved its
+    work, so the job's next run needs only the rest of ``duration`` (a killed or failed
+    run resumes from the last checkpoint); otherwise every run starts over."""
 
     duration: float = 1.0
     outcome: Outcome = Outcome.SUCCEEDED
     exit_code: int | None = None
     log: bytes = b""
     checkpoint_seconds: float | None = 0.0
+    resumable: bool = False
 
 
 @dataclass
@@ -77,6 +80,8 @@ class FakeRun:
     """When the run ends because it was asked to stop."""
     stop_kills: bool = False
     """True when it ends by SIGKILL (it ignored SIGTERM past the grace period)."""
+    resumed_from: float = 0.0
+    """Seconds of work its job had checkpointed when it started (``Script.resumable``)."""
 
 
 @dataclass
@@ -89,6 +94,8 @@ class FakeWorld:
     runs: dict[str, FakeRun] = field(default_factory=dict)
     launches: list[JobLaunch] = field(default_factory=list)
     """Every launch ever submitted, in order (for assertions)."""
+    saved: dict[str, float] = field(default_factory=dict)
+    """Seconds of work each resumable job has checkpointed (``Script.resumable``)."""
 
     def script(self, job_id: str, **kwargs: object) -> Script:
         """Script the next runs of ``job_id`` (keyword arguments of :class:`Script`)."""
@@ -131,7 +138,8 @@ class FakeExecutor(MultiNodeExecutor, GpuSharingExecutor):
         ]
         busy_gpus(job, stopping)
         script = self.world.scripts.get(job.job_id, self.world.default)
-        self.world.runs[job.job_id] = FakeRun(job, script, self.world.clock())
+        saved = self.world.saved.get(job.job_id, 0.0) if script.resumable else 0.0
+        self.world.runs[job.job_id] = FakeRun(job, script, self.world.clock(), resumed_from=saved)
         self.world.launches.append(job)
         return Handle(job.job_id, job.run_attempt)
 
@@ -177,10 +185,17 @@ class FakeExecutor(MultiNodeExecutor, GpuSharingExecutor):
             run.stop_at, run.stop_kills = now + delay, True
         else:
             run.stop_at, run.stop_kills = now + ckpt, False
+            if run.script.resumable:  # the checkpoint holds the work done until it ends
+                end = min(run.stop_at, self._natural_end(run))
+                self.world.saved[run.launch.job_id] = run.resumed_from + end - run.started_at
+
+    @staticmethod
+    def _natural_end(run: FakeRun) -> float:
+        return run.started_at + max(0.0, run.script.duration - run.resumed_from)
 
     def _status(self, run: FakeRun) -> ExecStatus:
         now = self.world.clock()
-        natural = run.started_at + run.script.duration
+        natural = self._natural_end(run)
         end = natural if run.stop_at is None else min(natural, run.stop_at)
         if now < end:
             return ExecStatus(
