@@ -419,3 +419,34 @@ def test_registry_instances_are_independent() -> None:
         mine.register("mine", SjfPolicy)
     assert "mine" not in default_registry().names()
     assert mine.create("mine") == FifoPolicy()
+
+
+def _draining(gpus: list[int], **kw: Any) -> tuple[JobStatus, ...]:
+    """Jobs told to stop, still checkpointing on ``gpus`` of node 0 (not preemptible)."""
+    return tuple(running(f"d{g}", [(0, g)], preemptible=False, **kw) for g in gpus)
+
+
+@pytest.mark.parametrize("policy", [TiresiasPolicy(), ValueDensityPolicy()])
+def test_a_job_waiting_for_draining_gpus_keeps_the_free_part(policy: Any) -> None:
+    """A 4-GPU job that fits only once the jobs draining GPUs 0, 2 and 3 exit starts there
+    (it waits for them) and GPU 1, free now, is not given to a job ranked after it: given,
+    it would be preempted once the drain ends, and the two would take turns for good."""
+    cluster = Cluster.homogeneous(1, 4)
+    drainers = _draining([0, 2, 3], submit=5.0)
+    big = pending("big", gpus=4, submit=1.0, expected_duration=10.0)  # ranked first by both
+    small = pending("small", submit=2.0, expected_duration=1000.0)
+    seen = ClusterView(0.0, cluster, drainers, (big, small), draining=frozenset(["d0", "d2", "d3"]))
+    plan = policy.schedule(seen)
+    assert [(s.job_id, sorted(g.gpu for g in s.allocation.shares)) for s in plan.starts] == [
+        ("big", [0, 1, 2, 3])
+    ]
+    assert not plan.preempts and plan.reason("small")
+    # had the drainers been jobs that stay, the free GPU goes to the small job
+    plan = policy.schedule(dataclasses.replace(seen, draining=frozenset()))
+    assert [s.job_id for s in plan.starts] == ["small"]
+    # a job ranked after it that holds the free GPU is preempted for it at once
+    low = running("low", [(0, 1)], submit=3.0, expected_duration=1e6, last_start=-10.0)
+    seen = ClusterView(0.0, cluster, (*drainers, low), (big,), draining=seen.draining)
+    plan = policy.schedule(seen)
+    assert [s.job_id for s in plan.starts] == ["big"]
+    assert [p.job_id for p in plan.preempts] == ["low"]

@@ -147,6 +147,10 @@ class ClusterView:
     and order-preserving policies (fifo) rely on it instead of sorting."""
     used_milli: IntArray | None = None
     used_memory: IntArray | None = None
+    draining: frozenset[str] = frozenset()
+    """Ids of running jobs on their way out (told to stop, checkpointing before they exit):
+    they hold their GPUs until then, and are not preemptible. A simulator's preempted jobs
+    leave at once, so its views have none."""
 
     def __post_init__(self) -> None:
         if self.used_milli is None or self.used_memory is None:

@@ -20,6 +20,7 @@ from operator import attrgetter
 from typing import Any, Protocol
 
 from danlu.core.cluster import MILLI_PER_GPU
+from danlu.sched.placement.drain import DrainingFree
 from danlu.sched.placement.gang import FreeMap
 from danlu.sched.policies.ranked import RankKey
 from danlu.sched.view import ClusterView, JobStatus, Plan, Preempt, Start
@@ -152,6 +153,10 @@ def ranked_round(
     milli-GPU; a job that would be admitted by the budget but cannot be placed (fragmentation,
     GPU type) waits and does not cause preemptions. ``mark_preempted(job)`` gives the marks
     to keep for each preempted job (:attr:`Plan.marks`).
+
+    The view's draining jobs (:attr:`ClusterView.draining`) count as gone: a job that fits
+    only on their GPUs is started there (it waits for them) and the part of them already
+    free is held for it, not given to a job ranked lower (:class:`DrainingFree`).
     """
     # Fast path: place pending jobs in rank order on the free GPUs, skipping those that do not
     # fit. If every job fits, or no preemptible running job ranks below a job left waiting,
@@ -161,12 +166,14 @@ def ranked_round(
         return Plan(recheck_at=math.inf)
     initial = FreeMap(view, placement)
     free = initial.copy()
+    drain = DrainingFree(free, view) if view.draining else None
     quick: list[Start] = []
     left: list[JobStatus] = []
     left_total = 0
     best_waiting: RankKey | None = None
     for position, job in enumerate(pending_jobs):
-        if free.total_free == 0 and not free.any_capacity():
+        full = free.total_free == 0 and not free.any_capacity()
+        if full and (drain is None or not drain.any_room()):
             # Nothing else can fit: the rest waits.
             if best_waiting is None:
                 best_waiting = pending_keys[position]
@@ -175,7 +182,10 @@ def ranked_round(
                 left.extend(pending_jobs[position : position + room])
             left_total += len(pending_jobs) - position
             break
-        alloc = free.place(job.request) if free.could_fit_now(job.request) else None
+        if drain is not None:
+            alloc = drain.place(job.request)[0]
+        else:
+            alloc = free.place(job.request) if free.could_fit_now(job.request) else None
         if alloc is not None:
             quick.append(Start(job.id, alloc))
             continue
@@ -198,7 +208,13 @@ def ranked_round(
     if lowest is None or not lowest > best_waiting:
         return Plan(starts=tuple(quick), **_reasons(free, left, left_total))
     return _preempting_round(
-        initial, pending_keys, pending_jobs, running_keys, running_jobs, mark_preempted
+        initial,
+        pending_keys,
+        pending_jobs,
+        running_keys,
+        running_jobs,
+        mark_preempted,
+        DrainingFree(initial, view) if view.draining else None,
     )
 
 
@@ -209,9 +225,11 @@ def _preempting_round(
     running_keys: Sequence[RankKey],
     running_jobs: Sequence[JobStatus],
     mark_preempted: Callable[[JobStatus], dict[str, float]] | None,
+    drain: DrainingFree | None = None,
 ) -> Plan:
     """The slow path of :func:`ranked_round`: admit by rank within capacity, then place
-    (``free``: the round's free map before anything was placed; it is used up).
+    (``free``: the round's free map before anything was placed; it is used up; ``drain``:
+    the same map with the draining jobs' GPUs, when there are any).
 
     Jobs are admitted in rank order while their demand fits the capacity left. Running jobs
     are taken in bulk between two pending ones (prefix sums of their demand and a bisection
@@ -225,7 +243,12 @@ def _preempting_round(
             k for k, j in zip(running_keys, running_jobs, strict=True) if j.request.preemptible
         ]
         run_jobs = [j for j in running_jobs if j.request.preemptible]
-        fixed = sum(j.demand_milli for j in running_jobs if not j.request.preemptible)
+        draining = drain.draining if drain is not None else frozenset()
+        fixed = sum(
+            j.demand_milli
+            for j in running_jobs
+            if not j.request.preemptible and j.id not in draining
+        )
     budget = free.cluster.total_gpus * MILLI_PER_GPU - fixed
     demand_before = [0, *accumulate(map(_DEMAND, run_jobs))]
     """``demand_before[i]``: milli-GPU held by the ``i`` best-ranked preemptible running jobs."""
@@ -270,11 +293,11 @@ def _preempting_round(
     # jobs in rank order. A victim whose GPUs are all still free afterwards keeps running:
     # preempting it would only idle GPUs.
     for victim in rejected_running:
-        free.release(victim.allocation)
+        (drain or free).release(victim.allocation)
     starts: list[Start] = []
     unplaced: list[JobStatus] = []
     for job in admitted:
-        alloc = free.place(job.request)
+        alloc = drain.place(job.request)[0] if drain is not None else free.place(job.request)
         if alloc is None:
             unplaced.append(job)
         else:
@@ -283,7 +306,7 @@ def _preempting_round(
     marks: dict[str, dict[str, float]] = {}
     for victim in rejected_running:
         if free.can_take(victim.allocation):
-            free.take(victim.allocation)
+            (drain or free).take(victim.allocation)
         else:
             preempts.append(Preempt(victim.id, "outranked by waiting jobs"))
             if mark_preempted is not None:

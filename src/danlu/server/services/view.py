@@ -376,6 +376,7 @@ def build_snapshot(
         pending=tuple(pending),
         used_milli=milli,
         used_memory=memory,
+        draining=preempting,
     )
     return Snapshot(view, withheld, preempting, usage)
 

@@ -1,0 +1,71 @@
+"""Free GPUs now and once the draining jobs have exited.
+
+A job the control plane has told to stop (PREEMPTING: it checkpoints, then exits) still holds
+its GPUs, so a job a plan puts there has to wait (the server leaves it pending until they are
+free, and the next rounds plan it again). If a round gave the GPUs already free among them to
+jobs ranked
+lower, the waiting job would find them taken when the drain ends, preempt them, wait for
+their drain in turn, and so on: two sets of jobs taking turns on the GPUs, each run cut short
+(a scheduler's nomination, as Kubernetes' ``nominatedNodeName``, is the usual cure).
+:class:`DrainingFree` places a job on the GPUs free now when it fits there, else on the GPUs
+free once the drain ends; there it holds the part already free, so that nobody placed after it
+in the round takes that part.
+"""
+
+from __future__ import annotations
+
+from danlu.core.cluster import Allocation, GpuShare
+from danlu.sched.placement.gang import FreeMap
+from danlu.sched.view import ClusterView, JobRequest
+
+
+class DrainingFree:
+    """Two free maps of one round: ``now`` and ``soon`` (``now`` plus the GPUs of the view's
+    draining jobs). Everything placed is taken from both, so on every GPU ``soon`` has at
+    least what ``now`` has."""
+
+    def __init__(self, now: FreeMap, view: ClusterView) -> None:
+        self.now = now
+        self.soon = now.copy()
+        self.draining = view.draining
+        for job in view.running:
+            if job.id in view.draining:
+                self.soon.release(job.allocation)
+
+    def place(self, request: JobRequest) -> tuple[Allocation | None, bool]:
+        """Where ``request`` goes, and whether it waits for a drain: the GPUs free now if it
+        fits there, else GPUs being drained (what of them is free now is held for it)."""
+        now, soon = self.now, self.soon
+        alloc = now.place(request) if now.could_fit_now(request) else None
+        if alloc is not None:
+            soon.take(alloc)
+            return alloc, False
+        alloc = soon.place(request) if soon.could_fit_now(request) else None
+        if alloc is None:
+            return None, False
+        cluster = now.cluster
+        held: list[GpuShare] = []
+        for share in alloc.shares:
+            index = cluster.gpu_offset(share.node) + share.gpu
+            milli = min(share.milli, int(now.free_milli[index]))
+            memory = min(share.memory, int(now.free_memory[index]))
+            if milli > 0 or memory > 0:
+                held.append(GpuShare(share.node, share.gpu, milli, memory))
+        if held:
+            now.take(Allocation(tuple(held)))
+        return alloc, True
+
+    def any_room(self) -> bool:
+        """Whether anything could still be placed, now or after the drain."""
+        soon = self.soon
+        return soon.total_free > 0 or soon.any_capacity()
+
+    def take(self, alloc: Allocation) -> None:
+        """Mark ``alloc`` (free now) as used in both maps."""
+        self.now.take(alloc)
+        self.soon.take(alloc)
+
+    def release(self, alloc: Allocation) -> None:
+        """Give ``alloc`` back in both maps."""
+        self.now.release(alloc)
+        self.soon.release(alloc)
