@@ -1,6 +1,6 @@
 """Shared helpers of the API / reconcile / crash / security / Prometheus / store tests: a real
 uvicorn server on 127.0.0.1 (a free port) in a thread, or ``danlu server`` as a subprocess,
-and a scheduling round recorded in a store."""
+a scheduling round recorded in a store, and a training step as danlu.train reports it."""
 
 from __future__ import annotations
 
@@ -50,6 +50,25 @@ def record_round(db: Database, policy: Policy, now: float) -> Applied:
     with db.session() as session:
         snap = build_snapshot(session, now)
         return apply_plan(session, policy.schedule(snap.view), now, snap.withheld, snap)
+
+
+def step_report(step: int, gpus: int, nodes: int, batch: int, progress: float) -> dict[str, Any]:
+    """One step of a job that scales sublinearly: 10 ms a sample of its micro-batch plus
+    20 ms, and an all-reduce of 40 ms within a node, 120 ms across nodes."""
+    micro = max(1, batch // gpus)
+    sync = 0.0 if gpus == 1 else (0.04 if nodes == 1 else 0.12)
+    return {
+        "step": step,
+        "step_time_s": 0.02 + 0.01 * micro + sync,
+        "micro_batch": micro,
+        "accumulation": 1,
+        "global_batch": micro * gpus,
+        "world_size": gpus,
+        "sync_time_s": sync,
+        "grad_sqr": 1.0,
+        "grad_var": 40.0,
+        "progress": progress,
+    }
 
 
 def wait_for(predicate: Callable[[], Any], timeout: float = 30.0, every: float = 0.05) -> Any:

@@ -9,7 +9,7 @@ import random
 from typing import Any
 
 import pytest
-from helpers import record_round
+from helpers import record_round, step_report
 from sqlalchemy.orm import Session
 
 from danlu.core.cluster import Node, gpu_type
@@ -30,25 +30,6 @@ def _elastic(name: str, most: int) -> dict[str, Any]:
     }
 
 
-def _report(step: int, gpus: int, nodes: int, batch: int, progress: float) -> dict[str, Any]:
-    """One step of a job that scales sublinearly: 10 ms a sample of its micro-batch plus
-    20 ms, and an all-reduce of 40 ms within a node, 120 ms across nodes."""
-    micro = max(1, batch // gpus)
-    sync = 0.0 if gpus == 1 else (0.04 if nodes == 1 else 0.12)
-    return {
-        "step": step,
-        "step_time_s": 0.02 + 0.01 * micro + sync,
-        "micro_batch": micro,
-        "accumulation": 1,
-        "global_batch": micro * gpus,
-        "world_size": gpus,
-        "sync_time_s": sync,
-        "grad_sqr": 1.0,
-        "grad_var": 40.0,
-        "progress": progress,
-    }
-
-
 def _minute(job: Job) -> float:
     """The work a running job does in a round, sublinear in its GPUs."""
     gpus = len(job.allocation or [])
@@ -60,7 +41,7 @@ def _measure(session: Session, job: Job, step: int, progress: float, now: float)
     gpus = len(job.allocation or [])
     nodes = len({share["node"] for share in job.allocation or []})
     batch = job.batch_size or 64
-    reports = [_report(step + k, gpus, nodes, batch, progress) for k in range(3)]
+    reports = [step_report(step + k, gpus, nodes, batch, progress) for k in range(3)]
     metrics.ingest(session, job, reports, now=now)
 
 
