@@ -62,7 +62,7 @@ from danlu.server.services import jobs, locks, users
 from danlu.server.services.common import resolve_now
 from danlu.server.services.projects import HOLDING
 from danlu.server.services.record import apply_plan
-from danlu.server.services.view import StatusCache, build_snapshot, to_allocation
+from danlu.server.services.view import StatusCache, build_snapshot, lost_gpus, to_allocation
 
 log = logging.getLogger(__name__)
 LEASE = "scheduler"
@@ -432,11 +432,11 @@ class Reconciler:
         try:
             for job_id in ids:
                 if job_id in claimed:
-                    self._launch_one(job_id, report)
+                    self._launch_one(job_id, t, report)
         finally:
             self._release(claimed)
 
-    def _launch_one(self, job_id: str, report: RoundReport) -> None:
+    def _launch_one(self, job_id: str, t: float, report: RoundReport) -> None:
         try:
             with self.db.session() as session:
                 job = session.scalar(select(Job).where(Job.id == job_id))
@@ -446,6 +446,11 @@ class Reconciler:
                     or job.cancel_requested_at is not None
                     or not locks.holds(session, Job, job_id, self.token)
                 ):
+                    return
+                lost = lost_gpus(job.allocation, self.executor.inventory())
+                if lost:  # recorded on GPUs the cluster no longer has (a node left)
+                    jobs.requeue_lost(session, job, lost, t)
+                    report.settled.append(job_id)
                     return
                 launch = self.job_launch(session, job)
                 attempt = job.attempt
@@ -464,7 +469,7 @@ class Reconciler:
                 outcome=Outcome.FAILED,
                 message=f"launch failed: {exc}",
             )
-            self._settle(job_id, attempt, failed, resolve_now(None), report)
+            self._settle(job_id, attempt, failed, t, report)
 
     def job_launch(self, session: Session, job: Job) -> JobLaunch:
         """The launch of ``job``'s current attempt, with the job environment of DESIGN.md

@@ -439,6 +439,16 @@ def settle_exit(
     return [change_state(session, job, JobState.FAILED, why, t, exit_code=exit_code)]
 
 
+def requeue_lost(session: Session, job: Job, lost: list[str], now: float | None = None) -> None:
+    """Re-queue a RUNNING job whose GPUs left the inventory before its run was launched (or
+    with the node it ran on): as a preemption without a checkpoint (RUNNING -> PREEMPTING ->
+    PENDING), so it resumes from its last checkpoint and no restart is counted against it."""
+    t = resolve_now(now)
+    where = ", ".join(lost)
+    change_state(session, job, JobState.PREEMPTING, f"its GPUs left the inventory ({where})", t)
+    change_state(session, job, JobState.PENDING, "re-queued to resume from its last checkpoint", t)
+
+
 def why(session: Session, job: Job, now: float | None = None) -> str:
     """Explain in one sentence why ``job`` is where it is (mainly: why it is pending)."""
     t = resolve_now(now)

@@ -44,16 +44,30 @@ class Snapshot:
 
 def to_allocation(shares: Iterable[Mapping[str, object]] | None, cluster: Cluster) -> Allocation:
     """A stored allocation (node names) as a core :class:`Allocation` (node indices); shares
-    on nodes no longer in the inventory are dropped."""
+    on GPUs no longer in the inventory (their node gone, or left with fewer GPUs) are
+    dropped (:func:`lost_gpus` names them)."""
     index = cluster.node_index
+    nodes = cluster.nodes
     out = []
     for s in shares or ():
         node = index.get(str(s["node"]))
-        if node is not None:
-            out.append(
-                GpuShare(node, int(str(s["gpu"])), int(str(s["milli"])), int(str(s["memory"])))
-            )
+        gpu = int(str(s["gpu"]))
+        if node is not None and 0 <= gpu < nodes[node].gpus:
+            out.append(GpuShare(node, gpu, int(str(s["milli"])), int(str(s["memory"]))))
     return Allocation(tuple(out))
+
+
+def lost_gpus(shares: Iterable[Mapping[str, object]] | None, cluster: Cluster) -> list[str]:
+    """The GPUs of a stored allocation that are no longer in the inventory, as ``node:gpu``."""
+    index = cluster.node_index
+    nodes = cluster.nodes
+    lost = []
+    for s in shares or ():
+        node = index.get(str(s["node"]))
+        gpu = int(str(s["gpu"]))
+        if node is None or not 0 <= gpu < nodes[node].gpus:
+            lost.append(f"{s['node']}:{gpu}")
+    return lost
 
 
 def to_records(allocation: Allocation, cluster: Cluster) -> list[ShareDict]:

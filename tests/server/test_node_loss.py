@@ -1,0 +1,73 @@
+"""A control plane that comes back with fewer GPUs than the store recorded jobs on (a node
+gone with its runs, or left with fewer GPUs): the jobs recorded there are re-queued to
+resume from their checkpoints, never launched on what is left of their allocation."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from danlu.config import load_settings
+from danlu.core.cluster import Cluster, Node, gpu_type
+from danlu.executors import FakeExecutor, FakeWorld
+from danlu.sched.registry import make_policy
+from danlu.server.db import Database
+from danlu.server.reconcile import Reconciler
+from danlu.server.services import cluster, events, jobs, users
+from danlu.server.services.view import lost_gpus, to_allocation
+
+NOW = 1_000_000.0
+
+
+def test_jobs_on_gpus_gone_from_the_inventory_are_requeued(db: Database, tmp_path: Path) -> None:
+    before = Cluster((Node("a", 2, gpu_type("H100")), Node("b", 2, gpu_type("H100"))))
+    with db.session() as s:
+        alice = users.create_user(s, "alice", now=NOW)
+        cluster.replace_inventory(s, list(before.nodes), fake=True, now=NOW)
+        body = {"command": ["python", "train.py"], "resources": {"gpus": 2}}
+        ids = [jobs.submit(s, {"name": f"j{i}", **body}, alice, now=NOW).id for i in range(2)]
+    world = FakeWorld()
+    for job_id in ids:
+        world.script(job_id, duration=1000)
+    settings = load_settings(home=tmp_path)
+    loop = Reconciler(db, FakeExecutor(before, world), settings, policy=make_policy("fifo"))
+    assert sorted(loop.run_once(now=NOW + 10).launched) == sorted(ids)
+    loop.stop()
+    on_b = next(i for i in ids if world.runs[i].launch.gpus[0].node == 1)
+    on_a = next(i for i in ids if i != on_b)
+    # node b is gone, and its run with it; the control plane restarts on node a alone
+    del world.runs[on_b]
+    after = Cluster((Node("a", 2, gpu_type("H100")),))
+    with db.session() as s:
+        cluster.replace_inventory(s, list(after.nodes), fake=True, now=NOW + 20)
+    launches = len(world.launches)
+    loop = Reconciler(db, FakeExecutor(after, world), settings, policy=make_policy("fifo"))
+    report = loop.run_once(now=NOW + 30)
+    assert report.errors == [] and report.launched == []
+    assert len(world.launches) == launches  # nothing launched on what is left
+    with db.read_session() as s:
+        lost = jobs.get_job(s, on_b)
+        assert (lost.state, lost.allocation, lost.preemptions, lost.restarts) == (
+            "PENDING",
+            None,
+            1,
+            0,
+        )
+        assert "left the inventory (b:0, b:1)" in events.list_events(s, on_b)[-2].reason
+        assert jobs.get_job(s, on_a).state == "RUNNING"
+    world.clock.advance(1000)  # the job on node a finishes; the re-queued one takes its GPUs
+    loop.run_once(now=NOW + 1030)
+    loop.run_once(now=NOW + 1040)
+    assert world.runs[on_b].launch.gpus[0].node == 0
+    loop.stop()
+
+
+def test_an_allocation_on_gpus_the_inventory_lacks_is_cut_to_what_is_there() -> None:
+    inventory = Cluster((Node("a", 4, gpu_type("H100")), Node("b", 4, gpu_type("H100"))))
+    stored = [
+        {"node": "a", "gpu": 3, "milli": 1000, "memory": 0},
+        {"node": "a", "gpu": 6, "milli": 1000, "memory": 0},  # node a had 8 GPUs
+        {"node": "c", "gpu": 0, "milli": 1000, "memory": 0},  # node c is gone
+    ]
+    assert [(g.node, g.gpu) for g in to_allocation(stored, inventory).shares] == [(0, 3)]
+    assert lost_gpus(stored, inventory) == ["a:6", "c:0"]
+    assert lost_gpus(stored[:1], inventory) == []
