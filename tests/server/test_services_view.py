@@ -221,6 +221,37 @@ def test_quota_withholds_and_defers(seeded: Database) -> None:
         assert "quota" in jobs.why(s, jobs.get_job(s, second), NOW + 1)
 
 
+def test_elastic_jobs_grow_within_their_project_s_quota(seeded: Database) -> None:
+    """The view cuts an elastic job's most GPUs to what its project's quota leaves (the
+    policies do not see quotas: a size past it would be refused every round), and the
+    store refuses a move that grows past the quota: the job keeps its GPUs."""
+
+    def on(*gpus: int) -> Allocation:
+        return Allocation(tuple(GpuShare(0, g, 1000, H100) for g in gpus))
+
+    with seeded.session() as s:
+        projects.create_project(s, "q", quota_gpus=3.5, now=NOW)
+        alice = users.get_user(s, "alice")
+        ranged = spec("e", project="q", training={"global_batch_size": 64})
+        ranged["resources"]["gpus"] = "1..8"
+        first = jobs.submit(s, ranged, alice, now=NOW).id
+        second = jobs.submit(s, {**ranged, "name": "f"}, alice, now=NOW + 1).id
+        snap = view.build_snapshot(s, NOW)
+        assert [j.request.max_gpus for j in snap.view.pending] == [3, 3]
+        record.apply_plan(s, Plan(starts=(Start(first, on(0, 1)),)), NOW, snapshot=snap)
+        snap = view.build_snapshot(s, NOW + 1)
+        assert [j.request.max_gpus for j in snap.view.running] == [3]  # its 2 and 1 more
+        assert [j.request.max_gpus for j in snap.view.pending] == [1]
+        grow = Plan(resizes=(Resize(first, on(0, 1, 2, 3)),))
+        applied = record.apply_plan(s, grow, NOW + 1, snapshot=snap)
+        assert applied.resized == [] and "quota" in applied.deferred[first]
+        assert len(jobs.get_job(s, first).allocation) == 2
+        shrink = Plan(resizes=(Resize(first, on(3)),), starts=(Start(second, on(0)),))
+        applied = record.apply_plan(s, shrink, NOW + 2)
+        assert [j.id for j in applied.resized] == [first]
+        assert [j.id for j in applied.started] == [second]
+
+
 def test_random_rounds_keep_allocations_within_gpus(seeded: Database) -> None:
     rng = random.Random(7)
     policy = make_policy("priority")

@@ -47,6 +47,27 @@ class Applied:
     """Plan entries about jobs that changed since the view was built (e.g. cancelled)."""
 
 
+def _over_quota(
+    project: Project,
+    used: Mapping[int, Usage],
+    grown: dict[int, Usage],
+    old: Allocation,
+    resize: Resize,
+) -> tuple[str | None, dict[int, Usage]]:
+    """Why moving a job of ``project`` from ``old`` to ``resize.allocation`` would exceed
+    its quota, on top of its usage and what the round's moves before it grew by (``grown``,
+    by project), or None with ``grown`` updated."""
+    before, after = _held(old), _held(resize.allocation)
+    growth = Usage(max(0.0, after.gpus - before.gpus), max(0, after.gpu_memory - before.gpu_memory))
+    if growth.gpus <= 0 and growth.gpu_memory <= 0:
+        return None, grown
+    total = grown.get(project.id, Usage()) + growth
+    reason = quota_excess(project, used.get(project.id, Usage()), total)
+    if reason is None:
+        grown[project.id] = total
+    return reason, grown
+
+
 def _held(allocation: Allocation) -> Usage:
     """What ``allocation`` holds, as a project's quota counts it."""
     return Usage(
@@ -296,13 +317,20 @@ def apply_plan(
         if (found := release(resize.job_id)) is not None:
             moving.append((resize, *found))
     waits: dict[str, str] = {}
+    limited = {p.id for p in projects.values() if p.quota_gpus is not None}
+    limited |= {p.id for p in projects.values() if p.quota_gpu_memory is not None}
     settled = False
     while not settled:
         settled = True
+        grown: dict[int, Usage] = {}  # per project, by the moves that go ahead
         for resize, job, old in moving:
             if job.id in waits:
                 continue
             reason = blocked(resize.allocation, job.id)
+            if reason is None and job.project_id in limited:
+                # a move that grows must fit the project's quota (what other moves of the
+                # same round give back is not counted: it is checked again next round)
+                reason, grown = _over_quota(projects[job.project_id], used, grown, old, resize)
             if reason is not None:
                 waits[job.id] = reason
                 movers.add(job.id)

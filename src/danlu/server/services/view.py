@@ -6,6 +6,7 @@ policy's :class:`Plan` is :mod:`danlu.server.services.record`'s.
 
 from __future__ import annotations
 
+import math
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field, replace
 from itertools import compress
@@ -376,12 +377,21 @@ def build_snapshot(
             withheld[entry.job_id] = entry.withheld or "cannot build the job's request"
             continue
         project_id = row[_PROJECT]
+        status = entry.status
         if project_id in limited:
-            excess = quota_excess(projects[project_id], usage.get(project_id, Usage()), entry.need)
+            project, used = projects[project_id], usage.get(project_id, Usage())
+            excess = quota_excess(project, used, entry.need)
             if excess is not None:
                 withheld[entry.job_id] = f"waiting for quota: {excess}"
                 continue
-        pending.append(entry.status)
+            if status.request.elastic:
+                status = within_quota(status, project, used, cluster)
+        pending.append(status)
+    if limited:  # the elastic jobs of a project with a quota grow within it
+        for i, (row, status) in enumerate(zip(held, running_jobs, strict=True)):
+            if row[_PROJECT] in limited and status.request.elastic:
+                project = projects[row[_PROJECT]]
+                running_jobs[i] = within_quota(status, project, usage[project.id], cluster)
     milli, memory = _gpu_usage(cluster, held_entries)
     view = ClusterView(
         time=t,
@@ -393,6 +403,24 @@ def build_snapshot(
         draining=preempting,
     )
     return Snapshot(view, withheld, preempting, usage)
+
+
+def within_quota(status: JobStatus, project: Project, used: Usage, cluster: Cluster) -> JobStatus:
+    """An elastic job's status with its most GPUs (``max_gpus``) cut to what its project's
+    quota leaves on top of ``used`` (the project's holding jobs, this one's GPUs included),
+    so that a policy, which does not see quotas, plans no size the store would refuse
+    every round; ``status`` itself when the quota leaves room for its whole range."""
+    request = status.request
+    room = math.inf
+    if project.quota_gpus is not None:
+        room = math.floor(project.quota_gpus - used.gpus + 1e-9)
+    if project.quota_gpu_memory is not None:
+        per_gpu = request.gpu_memory or int(cluster.arrays.gpu_memory.max(initial=1))
+        room = min(room, (project.quota_gpu_memory - used.gpu_memory) // per_gpu)
+    most = status.allocation.num_gpus + max(0, int(min(room, request.max_gpus)))
+    if most >= request.max_gpus:
+        return status
+    return replace(status, request=replace(request, max_gpus=max(most, request.gpus)))
 
 
 def _fill(
