@@ -2,10 +2,11 @@
 policies that move jobs (danlu, pollux) and those that preempt by rank (tiresias,
 value-density):
 elastic jobs that report their steps as danlu.train does, requests for part of a GPU, rigid
-jobs with priorities, runs that fail, run out of memory, ignore SIGTERM or are cancelled.
-After every pass no GPU is held by two runs unless both share it within its memory, and
-once the arrivals stop every job finishes: nothing starves and nothing is lost, on SQLite
-and PostgreSQL."""
+jobs with priorities, in projects with and without quotas, runs that fail, run out of
+memory, ignore SIGTERM or are cancelled. After every pass no GPU is held by two runs unless
+both share it within its memory and no project holds more than its quota, and once the
+arrivals stop every job finishes: nothing starves and nothing is lost, on SQLite and
+PostgreSQL."""
 
 from __future__ import annotations
 
@@ -22,11 +23,14 @@ from danlu.core.units import GiB
 from danlu.executors import FakeExecutor, FakeWorld, Handle, Outcome
 from danlu.sched.registry import make_policy
 from danlu.server.db import Database
+from danlu.server.errors import AdmissionError
 from danlu.server.reconcile import Reconciler
-from danlu.server.services import cluster, jobs, metrics, users
+from danlu.server.services import cluster, jobs, metrics, projects, users
+from danlu.server.services.projects import Usage, allocation_usage
 
 NOW = 1_000_000.0
 SEED = 1
+QUOTAS = {"small": Usage(2.0, 1 << 50), "mid": Usage(3.5, 200 * GiB)}
 POLICIES: dict[str, dict[str, Any]] = {
     "danlu": {},
     "pollux": {"population": 16, "generations": 8},
@@ -77,6 +81,18 @@ def _check_gpus(executor: FakeExecutor, world: FakeWorld) -> None:
     assert all(used <= 80 * GiB for used in memory.values()), memory
 
 
+def _check_quotas(db: Database) -> None:
+    """No project holds more GPUs or GPU memory than its quota."""
+    held: dict[str, Usage] = {}
+    with db.read_session() as s:
+        for job in jobs.list_jobs(s, states=["RUNNING", "PREEMPTING"], limit=1000):
+            name = job.project.name
+            held[name] = held.get(name, Usage()) + allocation_usage(job.allocation)
+    for name, quota in QUOTAS.items():
+        used = held.get(name, Usage())
+        assert used.gpus <= quota.gpus and used.gpu_memory <= quota.gpu_memory, (name, used)
+
+
 @pytest.mark.parametrize("policy", sorted(POLICIES))
 def test_a_mixed_workload_runs_to_completion(db: Database, tmp_path: Path, policy: str) -> None:
     rng = random.Random(SEED)
@@ -86,6 +102,10 @@ def test_a_mixed_workload_runs_to_completion(db: Database, tmp_path: Path, polic
     with db.session() as s:
         alice = users.create_user(s, "alice", now=NOW)
         cluster.replace_inventory(s, list(inventory.nodes), fake=True, now=NOW)
+        for name, quota in QUOTAS.items():
+            projects.create_project(
+                s, name, quota_gpus=quota.gpus, quota_gpu_memory=quota.gpu_memory, now=NOW
+            )
     loop = Reconciler(
         db,
         executor,
@@ -99,8 +119,12 @@ def test_a_mixed_workload_runs_to_completion(db: Database, tmp_path: Path, polic
         for turn in range(900):
             now = NOW + world.clock()
             if turn < 80 and rng.random() < 0.5:
-                with db.session() as s:
-                    job = jobs.submit(s, _body(rng, f"j{turn}"), alice, now=now)
+                body = {**_body(rng, f"j{turn}"), "project": rng.choice(["default", *QUOTAS])}
+                try:
+                    with db.session() as s:
+                        job = jobs.submit(s, body, alice, now=now)
+                except AdmissionError:  # wider than its project's quota: refused at once
+                    continue
                 ids.append(job.id)
                 outcome = rng.choice([Outcome.SUCCEEDED] * 6 + [Outcome.FAILED, Outcome.OOM])
                 world.script(
@@ -117,6 +141,7 @@ def test_a_mixed_workload_runs_to_completion(db: Database, tmp_path: Path, polic
                         jobs.cancel_job(s, victim.id, now=now)
             assert loop.run_once(now=now).errors == []
             _check_gpus(executor, world)
+            _check_quotas(db)
             with db.session() as s:
                 running = jobs.list_jobs(s, states=["RUNNING"])
                 if turn >= 80 and not running and not jobs.list_jobs(s, states=["PENDING"]):
