@@ -401,8 +401,9 @@ class DanluPolicy:
         """A pending job's options and unweighted rank (cached per status object)."""
         if job.request.shares_gpu:  # placed by the sharing rule, not the walk
             one = [Option(1, math.inf, None, False)]  # what the starvation rule frees for it
-            since = _waiting_since(job)
-            return WaitingEntry(job, one, math.inf, since, since, job.request.seq, True)
+            waited = job.request.submit_time + job.run_time
+            starving = _waiting_since(job)
+            return WaitingEntry(job, one, math.inf, waited, starving, job.request.seq, True)
         marks = job.marks
         opts = self._options(job, marks, marks.get(WORK), capacity, gpn, now)
         best = min(
