@@ -37,16 +37,20 @@ class ScriptedPolicy:
         return self.plans.pop(0) if self.plans else Plan()
 
 
-def test_a_job_placed_on_a_moved_job_s_gpu_launches_after_its_old_run_exits(
-    db: Database, tmp_path: Path
-) -> None:
-    inventory = Cluster.homogeneous(1, 4, "H100")
+def _submitted(db: Database, inventory: Cluster, *names: str) -> list[str]:
+    """The ids of 1-GPU jobs ``names`` submitted by a new user on ``inventory``."""
     with db.session() as s:
         alice = users.create_user(s, "alice", now=NOW)
         cluster.replace_inventory(s, list(inventory.nodes), fake=True, now=NOW)
         body = {"command": ["python", "train.py"], "resources": {"gpus": 1}}
-        mover = jobs.submit(s, {"name": "mover", **body}, alice, now=NOW).id
-        newcomer = jobs.submit(s, {"name": "newcomer", **body}, alice, now=NOW).id
+        return [jobs.submit(s, {"name": name, **body}, alice, now=NOW).id for name in names]
+
+
+def test_a_job_placed_on_a_moved_job_s_gpu_launches_after_its_old_run_exits(
+    db: Database, tmp_path: Path
+) -> None:
+    inventory = Cluster.homogeneous(1, 4, "H100")
+    mover, newcomer = _submitted(db, inventory, "mover", "newcomer")
     world = FakeWorld()
     world.script(mover, duration=1000, checkpoint_seconds=30)
     world.script(newcomer, duration=1000)
@@ -89,12 +93,7 @@ def test_a_pass_at_a_given_time_settles_exits_at_that_time(db: Database, tmp_pat
     times on that clock, not the wall clock's: a job that ran 200 s of it ran 200 s, and a
     preempted job's wait starts when its run exited."""
     inventory = Cluster.homogeneous(1, 1, "H100")
-    with db.session() as s:
-        alice = users.create_user(s, "alice", now=NOW)
-        cluster.replace_inventory(s, list(inventory.nodes), fake=True, now=NOW)
-        body = {"command": ["python", "train.py"], "resources": {"gpus": 1}}
-        short = jobs.submit(s, {"name": "short", **body}, alice, now=NOW).id
-        stopped = jobs.submit(s, {"name": "stopped", **body}, alice, now=NOW).id
+    short, stopped = _submitted(db, inventory, "short", "stopped")
     world = FakeWorld()
     world.script(short, duration=150)
     world.script(stopped, duration=1000, checkpoint_seconds=20)

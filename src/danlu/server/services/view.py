@@ -7,7 +7,7 @@ policy's :class:`Plan` is :mod:`danlu.server.services.record`'s.
 from __future__ import annotations
 
 import math
-from collections.abc import Iterable, Mapping
+from collections.abc import Iterable, Iterator, Mapping
 from dataclasses import dataclass, field, replace
 from itertools import compress
 from typing import Any
@@ -47,28 +47,31 @@ def to_allocation(shares: Iterable[Mapping[str, object]] | None, cluster: Cluste
     """A stored allocation (node names) as a core :class:`Allocation` (node indices); shares
     on GPUs no longer in the inventory (their node gone, or left with fewer GPUs) are
     dropped (:func:`lost_gpus` names them)."""
-    index = cluster.node_index
-    nodes = cluster.nodes
-    out = []
-    for s in shares or ():
-        node = index.get(str(s["node"]))
-        gpu = int(str(s["gpu"]))
-        if node is not None and 0 <= gpu < nodes[node].gpus:
-            out.append(GpuShare(node, gpu, int(str(s["milli"])), int(str(s["memory"]))))
-    return Allocation(tuple(out))
+    return Allocation(
+        tuple(
+            GpuShare(node, gpu, int(str(s["milli"])), int(str(s["memory"])))
+            for s, node, gpu in _located(shares, cluster)
+            if node is not None
+        )
+    )
 
 
 def lost_gpus(shares: Iterable[Mapping[str, object]] | None, cluster: Cluster) -> list[str]:
     """The GPUs of a stored allocation that are no longer in the inventory, as ``node:gpu``."""
+    return [f"{s['node']}:{gpu}" for s, node, gpu in _located(shares, cluster) if node is None]
+
+
+def _located(
+    shares: Iterable[Mapping[str, object]] | None, cluster: Cluster
+) -> Iterator[tuple[Mapping[str, object], int | None, int]]:
+    """Each stored share with its node's index in ``cluster`` (None when the node is gone or
+    has no such GPU any more) and its GPU index."""
     index = cluster.node_index
     nodes = cluster.nodes
-    lost = []
     for s in shares or ():
         node = index.get(str(s["node"]))
         gpu = int(str(s["gpu"]))
-        if node is None or not 0 <= gpu < nodes[node].gpus:
-            lost.append(f"{s['node']}:{gpu}")
-    return lost
+        yield s, node if node is not None and 0 <= gpu < nodes[node].gpus else None, gpu
 
 
 def to_records(allocation: Allocation, cluster: Cluster) -> list[ShareDict]:
