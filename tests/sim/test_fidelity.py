@@ -166,3 +166,46 @@ def test_an_adaptive_job_alone_runs_as_long_as_in_the_artifact(
     artifact = ARTIFACT_ALONE[app, gpus]
     print(f"{app} on {gpus} GPUs: {seconds:.0f} s, artifact {artifact} s")
     assert seconds == pytest.approx(artifact, rel=0.05)
+
+
+@dataclass(frozen=True)
+class _AtRequest:
+    """A policy that says it sizes jobs but starts each at its request (strict FIFO)."""
+
+    name: str = "at-request"
+    sizes_jobs = True
+
+    def schedule(self, view: ClusterView) -> Plan:
+        return make_policy("fifo", backfill=False).schedule(view)  # strict order
+
+
+def test_an_adaptive_job_wider_than_the_cluster_runs_under_a_policy_that_sizes_jobs(
+    profiles: dict[str, ApplicationProfile],
+) -> None:
+    """A trace's adaptive job asks for 8 GPUs on a 4-GPU cluster: the policies that choose
+    GPU counts run it narrower; a rigid policy is told at once it never fits; a policy that
+    says it sizes jobs but runs it at its request fails it once nothing else can run, and
+    the job behind it still runs."""
+    wide = JobRequest(id="wide", submit_time=0.0, gpus=8, seq=0)
+    small = JobRequest(id="small", submit_time=10.0, gpus=1, seq=1)
+    workload = Workload(
+        "wide",
+        "pollux",
+        tuple(WorkloadJob(r, ProfiledWork("ncf", 256)) for r in (wide, small)),
+    )
+
+    def run(policy: Policy) -> SimResult:
+        config = SimConfig(interval=60.0, restart_cost=30.0)
+        return Simulator(Cluster.homogeneous(1, 4), policy, workload, config, profiles).run()
+
+    for name in ("danlu", "pollux"):
+        result = run(make_policy(name))
+        assert sorted(r.id for r in result.jobs) == ["small", "wide"] and not result.rejected
+    result = run(make_policy("fifo"))
+    assert [r.id for r in result.jobs] == ["small"]
+    assert result.rejected == [("wide", "asks for 8 GPUs; the cluster has 4")]
+    result = run(_AtRequest())
+    assert [r.id for r in result.jobs] == ["small"]
+    assert result.rejected == [
+        ("wide", "asks for 8 GPUs; the cluster has 4 (the policy ran it at its request)")
+    ]

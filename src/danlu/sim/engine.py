@@ -215,9 +215,12 @@ class Simulator:
             return ProfiledProgress(profile, work.batch_size, self.config.restart_cost)
         return RigidProgress(work.duration, self.config.restart_cost)
 
-    def _never_fits(self, request: JobRequest) -> str | None:
+    def _never_fits(self, request: JobRequest, elastic: bool = False) -> str | None:
+        """Why ``request`` can never run on this cluster, or None. ``elastic``: a profiled
+        job under a policy that sizes jobs (``sizes_jobs``), which may run it on fewer GPUs
+        than its trace asked for (if it does not, the job fails once nothing else can run)."""
         total = self._total_gpus
-        if request.gpus > total:
+        if request.gpus > total and not elastic:
             return f"asks for {request.gpus} GPUs; the cluster has {total}"
         biggest = self._biggest_gpu
         if request.gpu_memory > biggest:
@@ -508,8 +511,10 @@ class Simulator:
         cfg = self.config
         interval = cfg.interval
         arrivals: list[tuple[WorkloadJob, _Job]] = []
+        sizes_jobs = bool(getattr(self.policy, "sizes_jobs", False))
         for wj in self.workload.jobs:
-            reason = self._never_fits(wj.request)
+            elastic = sizes_jobs and isinstance(wj.work, ProfiledWork)
+            reason = self._never_fits(wj.request, elastic)
             if reason is not None:
                 self._rejected.append((wj.request.id, reason))
                 continue
@@ -537,6 +542,11 @@ class Simulator:
             else:
                 upcoming = min(arrival_time, completion_time, recheck_at if waiting else math.inf)
                 if upcoming == math.inf:
+                    dropped = self._fail_too_wide()
+                    if dropped and self._pending:  # they held up the others: go on
+                        total -= dropped
+                        changed = True
+                        continue
                     self._fail_unschedulable()
                     break
                 instant = max(next_tick, math.ceil(upcoming / interval) * interval)
@@ -582,6 +592,11 @@ class Simulator:
                 if started == 0 and not self._running and next_arrival >= len(arrivals):
                     idle_rounds += 1
                     if recheck_at == math.inf or idle_rounds > cfg.idle_retries:
+                        dropped = self._fail_too_wide()
+                        if dropped and self._pending:  # they held up the others: go on
+                            total -= dropped
+                            idle_rounds, changed = 0, True
+                            continue
                         self._fail_unschedulable()
                         break
                 else:
@@ -604,6 +619,19 @@ class Simulator:
             len(self._running),
             measure_fragmentation,
         )
+
+    def _fail_too_wide(self) -> int:
+        """Fail the pending jobs that ask for more GPUs than the cluster has (profiled jobs a
+        policy runs at their request, not narrower); how many. The others go on."""
+        total = self._total_gpus
+        wide = [job for job in self._pending.values() if job.request.gpus > total]
+        for job in wide:
+            self._move(job, JobState.FAILED, "can never be placed on this cluster")
+            reason = f"asks for {job.request.gpus} GPUs; the cluster has {total}"
+            self._rejected.append((job.id, f"{reason} (the policy ran it at its request)"))
+            del self._pending[job.id]
+            self._drop_pending_status(job.id)
+        return len(wide)
 
     def _fail_unschedulable(self) -> None:
         for job in list(self._pending.values()):

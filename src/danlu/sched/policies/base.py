@@ -27,7 +27,12 @@ from danlu.sched.view import ClusterView, JobStatus, Plan, Preempt, Start
 
 
 class Policy(Protocol):
-    """A scheduling policy: a pure function from a cluster view to a plan."""
+    """A scheduling policy: a pure function from a cluster view to a plan.
+
+    A policy that chooses the GPU count of jobs whose request names one count (the traces'
+    adaptive jobs, as Pollux does) says so with a class attribute ``sizes_jobs = True``:
+    the simulator then admits such a job even when its request is wider than the cluster.
+    """
 
     @property
     def name(self) -> str:

@@ -131,6 +131,8 @@ def _gpu_range(req: JobRequest) -> tuple[int, int]:
 class DanluPolicy:
     """Goodput- and JCT-driven elastic scheduling (see the module docstring)."""
 
+    sizes_jobs: ClassVar[bool] = True
+    """It chooses every adaptive job's GPU count (see :class:`~.base.Policy`)."""
     option_ranges: ClassVar[Mapping[str, OptionRange]] = KNOB_RANGES
     """The numeric knobs' valid ranges, checked when the policy is built."""
     restart_cost: float = 30.0

@@ -95,6 +95,8 @@ class PolluxPolicy:
     - ``placement``: strategy for requests of part of a GPU.
     """
 
+    sizes_jobs: ClassVar[bool] = True
+    """It chooses every adaptive job's GPU count (see :class:`~.base.Policy`)."""
     fairness: float = -1.0
     restart_cost: float = 30.0
     growth: float = 2.0
