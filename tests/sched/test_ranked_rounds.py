@@ -14,6 +14,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from danlu.core.cluster import MILLI_PER_GPU, Allocation, Cluster
+from danlu.sched.placement.drain import DrainingFree
 from danlu.sched.placement.gang import FreeMap
 from danlu.sched.policies.base import _preempting_round, ranked_round
 from danlu.sched.policies.danlu import DanluPolicy
@@ -198,7 +199,7 @@ def test_bulk_admission_draws_the_same_line_as_one_job_at_a_time() -> None:
         # The slow path itself, run directly: exactly the pending jobs above the line may
         # start; those below wait as outranked, those above wait only for placement.
         slow = _preempting_round(
-            FreeMap(view, "best-fit"),
+            DrainingFree(FreeMap(view, "best-fit"), view),
             [k for k, _ in pend],
             [j for _, j in pend],
             [k for k, _ in run],

@@ -21,28 +21,33 @@ from danlu.sched.view import ClusterView, JobRequest
 
 class DrainingFree:
     """Two free maps of one round: ``now`` and ``soon`` (``now`` plus the GPUs of the view's
-    draining jobs). Everything placed is taken from both, so on every GPU ``soon`` has at
-    least what ``now`` has."""
+    draining jobs; None when there are none, and then everything goes on ``now``).
+    Everything placed is taken from both, so on every GPU ``soon`` has at least what ``now``
+    has."""
 
     def __init__(self, now: FreeMap, view: ClusterView) -> None:
         self.now = now
-        self.soon = now.copy()
         self.draining = view.draining
-        for job in view.running:
-            if job.id in view.draining:
-                self.soon.release(job.allocation)
+        self.soon: FreeMap | None = None
+        if view.draining:
+            self.soon = now.copy()
+            for job in view.running:
+                if job.id in view.draining:
+                    self.soon.release(job.allocation)
 
-    def place(self, request: JobRequest) -> tuple[Allocation | None, bool]:
-        """Where ``request`` goes, and whether it waits for a drain: the GPUs free now if it
-        fits there, else GPUs being drained (what of them is free now is held for it)."""
+    def place(self, request: JobRequest) -> Allocation | None:
+        """Where ``request`` goes: the GPUs free now if it fits there, else GPUs being
+        drained (it waits for them; what of them is free now is held for it)."""
         now, soon = self.now, self.soon
         alloc = now.place(request) if now.could_fit_now(request) else None
+        if soon is None:
+            return alloc
         if alloc is not None:
             soon.take(alloc)
-            return alloc, False
+            return alloc
         alloc = soon.place(request) if soon.could_fit_now(request) else None
         if alloc is None:
-            return None, False
+            return None
         cluster = now.cluster
         held: list[GpuShare] = []
         for share in alloc.shares:
@@ -53,19 +58,21 @@ class DrainingFree:
                 held.append(GpuShare(share.node, share.gpu, milli, memory))
         if held:
             now.take(Allocation(tuple(held)))
-        return alloc, True
+        return alloc
 
     def any_room(self) -> bool:
         """Whether anything could still be placed, now or after the drain."""
-        soon = self.soon
-        return soon.total_free > 0 or soon.any_capacity()
+        room = self.soon or self.now
+        return room.total_free > 0 or room.any_capacity()
 
     def take(self, alloc: Allocation) -> None:
         """Mark ``alloc`` (free now) as used in both maps."""
         self.now.take(alloc)
-        self.soon.take(alloc)
+        if self.soon is not None:
+            self.soon.take(alloc)
 
     def release(self, alloc: Allocation) -> None:
         """Give ``alloc`` back in both maps."""
         self.now.release(alloc)
-        self.soon.release(alloc)
+        if self.soon is not None:
+            self.soon.release(alloc)

@@ -170,15 +170,14 @@ def ranked_round(
     if not pending_jobs:
         return Plan(recheck_at=math.inf)
     initial = FreeMap(view, placement)
-    free = initial.copy()
-    drain = DrainingFree(free, view) if view.draining else None
+    drain = DrainingFree(initial.copy(), view)
+    free = drain.now
     quick: list[Start] = []
     left: list[JobStatus] = []
     left_total = 0
     best_waiting: RankKey | None = None
     for position, job in enumerate(pending_jobs):
-        full = free.total_free == 0 and not free.any_capacity()
-        if full and (drain is None or not drain.any_room()):
+        if not drain.any_room():
             # Nothing else can fit: the rest waits.
             if best_waiting is None:
                 best_waiting = pending_keys[position]
@@ -187,10 +186,7 @@ def ranked_round(
                 left.extend(pending_jobs[position : position + room])
             left_total += len(pending_jobs) - position
             break
-        if drain is not None:
-            alloc = drain.place(job.request)[0]
-        else:
-            alloc = free.place(job.request) if free.could_fit_now(job.request) else None
+        alloc = drain.place(job.request)
         if alloc is not None:
             quick.append(Start(job.id, alloc))
             continue
@@ -213,33 +209,31 @@ def ranked_round(
     if lowest is None or not lowest > best_waiting:
         return Plan(starts=tuple(quick), **_reasons(free, left, left_total))
     return _preempting_round(
-        initial,
+        DrainingFree(initial, view),
         pending_keys,
         pending_jobs,
         running_keys,
         running_jobs,
         mark_preempted,
-        DrainingFree(initial, view) if view.draining else None,
     )
 
 
 def _preempting_round(
-    free: FreeMap,
+    drain: DrainingFree,
     pending_keys: Sequence[RankKey],
     pending_jobs: Sequence[JobStatus],
     running_keys: Sequence[RankKey],
     running_jobs: Sequence[JobStatus],
     mark_preempted: Callable[[JobStatus], dict[str, float]] | None,
-    drain: DrainingFree | None = None,
 ) -> Plan:
     """The slow path of :func:`ranked_round`: admit by rank within capacity, then place
-    (``free``: the round's free map before anything was placed; it is used up; ``drain``:
-    the same map with the draining jobs' GPUs, when there are any).
+    (``drain``: the round's free maps before anything was placed; they are used up).
 
     Jobs are admitted in rank order while their demand fits the capacity left. Running jobs
     are taken in bulk between two pending ones (prefix sums of their demand and a bisection
     find how many fit), so the walk costs a step per pending job it reaches, not per job.
     """
+    free = drain.now
     fixed = 0
     if all(map(_PREEMPTIBLE, running_jobs)):
         run_keys, run_jobs = running_keys, running_jobs
@@ -248,11 +242,10 @@ def _preempting_round(
             k for k, j in zip(running_keys, running_jobs, strict=True) if j.request.preemptible
         ]
         run_jobs = [j for j in running_jobs if j.request.preemptible]
-        draining = drain.draining if drain is not None else frozenset()
         fixed = sum(
             j.demand_milli
             for j in running_jobs
-            if not j.request.preemptible and j.id not in draining
+            if not j.request.preemptible and j.id not in drain.draining
         )
     budget = free.cluster.total_gpus * MILLI_PER_GPU - fixed
     demand_before = [0, *accumulate(map(_DEMAND, run_jobs))]
@@ -298,11 +291,11 @@ def _preempting_round(
     # jobs in rank order. A victim whose GPUs are all still free afterwards keeps running:
     # preempting it would only idle GPUs.
     for victim in rejected_running:
-        (drain or free).release(victim.allocation)
+        drain.release(victim.allocation)
     starts: list[Start] = []
     unplaced: list[JobStatus] = []
     for job in admitted:
-        alloc = drain.place(job.request)[0] if drain is not None else free.place(job.request)
+        alloc = drain.place(job.request)
         if alloc is None:
             unplaced.append(job)
         else:
@@ -311,7 +304,7 @@ def _preempting_round(
     marks: dict[str, dict[str, float]] = {}
     for victim in rejected_running:
         if free.can_take(victim.allocation):
-            (drain or free).take(victim.allocation)
+            drain.take(victim.allocation)
         else:
             preempts.append(Preempt(victim.id, "outranked by waiting jobs"))
             if mark_preempted is not None:

@@ -37,10 +37,14 @@ class Snapshot:
 
     view: ClusterView
     withheld: dict[str, str] = field(default_factory=dict)
-    preempting: frozenset[str] = frozenset()
-    """The running jobs of the view that are PREEMPTING (checkpointing on their way out)."""
     project_usage: dict[int, Usage] = field(default_factory=dict)
     """What the holding jobs of each project with a quota hold (by project id)."""
+
+    @property
+    def preempting(self) -> frozenset[str]:
+        """The running jobs of the view that are PREEMPTING (checkpointing on their way
+        out): the view's draining jobs."""
+        return self.view.draining
 
 
 def to_allocation(shares: Iterable[Mapping[str, object]] | None, cluster: Cluster) -> Allocation:
@@ -405,7 +409,7 @@ def build_snapshot(
         used_memory=memory,
         draining=preempting,
     )
-    return Snapshot(view, withheld, preempting, usage)
+    return Snapshot(view, withheld, usage)
 
 
 def within_quota(status: JobStatus, project: Project, used: Usage, cluster: Cluster) -> JobStatus:
