@@ -11,7 +11,7 @@ import subprocess
 import sys
 import threading
 import time
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager, suppress
 from dataclasses import dataclass
 from pathlib import Path
@@ -21,14 +21,17 @@ from typing import Any
 import httpx
 import uvicorn
 from sqlalchemy import text
+from sqlalchemy.orm import Session
 
 from danlu.config import load_settings
+from danlu.core.cluster import Node
 from danlu.core.state import JobState
 from danlu.executors import Executor
 from danlu.sched.policies.base import Policy
 from danlu.server.db import Database
-from danlu.server.db.models import Base
+from danlu.server.db.models import Base, User
 from danlu.server.main import Prepared, prepare
+from danlu.server.services import cluster, users
 from danlu.server.services.events import replay
 from danlu.server.services.record import Applied, apply_plan
 from danlu.server.services.view import build_snapshot
@@ -50,6 +53,13 @@ def record_round(db: Database, policy: Policy, now: float) -> Applied:
     with db.session() as session:
         snap = build_snapshot(session, now)
         return apply_plan(session, policy.schedule(snap.view), now, snap.withheld, snap)
+
+
+def user_and_nodes(session: Session, nodes: Sequence[Node], now: float) -> User:
+    """The user ``alice`` and an inventory of ``nodes`` (fake GPUs), made in ``session``."""
+    alice = users.create_user(session, "alice", now=now)
+    cluster.replace_inventory(session, list(nodes), fake=True, now=now)
+    return alice
 
 
 def step_report(step: int, gpus: int, nodes: int, batch: int, progress: float) -> dict[str, Any]:

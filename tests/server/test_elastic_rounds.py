@@ -9,14 +9,14 @@ import random
 from typing import Any
 
 import pytest
-from helpers import record_round, step_report
+from helpers import record_round, step_report, user_and_nodes
 from sqlalchemy.orm import Session
 
 from danlu.core.cluster import Node, gpu_type
 from danlu.sched.registry import default_registry, make_policy
 from danlu.server.db import Database
 from danlu.server.db.models import Job
-from danlu.server.services import cluster, jobs, metrics, users, view
+from danlu.server.services import jobs, metrics, view
 
 NOW = 1_000_000.0
 
@@ -48,9 +48,8 @@ def _measure(session: Session, job: Job, step: int, progress: float, now: float)
 def test_danlu_rounds_with_measured_elastic_jobs_keep_the_store_consistent(db: Database) -> None:
     rng = random.Random(1)
     with db.session() as s:
-        alice = users.create_user(s, "alice", now=NOW)
         nodes = [Node(f"node-{i}", 8, gpu_type("H100")) for i in range(4)]
-        cluster.replace_inventory(s, nodes, fake=True, now=NOW)
+        alice = user_and_nodes(s, nodes, NOW)
         for i in range(24):
             jobs.submit(s, _elastic(f"e{i}", rng.choice([4, 8, 16])), alice, now=NOW + 30 * i)
     policy = make_policy("danlu", min_hold=0, grow_after=0)
@@ -125,9 +124,8 @@ def test_every_policy_s_rounds_keep_each_gpu_within_its_capacity(db: Database, n
     if name == "pollux":
         options = {"population": 16, "generations": 8}
     with db.session() as s:
-        alice = users.create_user(s, "alice", now=NOW)
         nodes = [Node(f"node-{i}", 4 + 4 * (i % 2), gpu_type("H100")) for i in range(4)]
-        cluster.replace_inventory(s, nodes, fake=True, now=NOW)
+        alice = user_and_nodes(s, nodes, NOW)
         for i in range(30):
             jobs.submit(s, _mixed(rng, f"j{i}"), alice, now=NOW + 20 * i)
     policy = make_policy(name, **options)

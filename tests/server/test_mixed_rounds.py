@@ -15,7 +15,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from helpers import TERMINAL, step_report
+from helpers import TERMINAL, step_report, user_and_nodes
 
 from danlu.config import load_settings
 from danlu.core.cluster import Cluster
@@ -25,7 +25,7 @@ from danlu.sched.registry import make_policy
 from danlu.server.db import Database
 from danlu.server.errors import AdmissionError
 from danlu.server.reconcile import Reconciler
-from danlu.server.services import cluster, jobs, metrics, projects, users
+from danlu.server.services import jobs, metrics, projects
 from danlu.server.services.projects import Usage, allocation_usage
 
 NOW = 1_000_000.0
@@ -100,8 +100,7 @@ def test_a_mixed_workload_runs_to_completion(db: Database, tmp_path: Path, polic
     world = FakeWorld()
     executor = FakeExecutor(inventory, world)
     with db.session() as s:
-        alice = users.create_user(s, "alice", now=NOW)
-        cluster.replace_inventory(s, list(inventory.nodes), fake=True, now=NOW)
+        alice = user_and_nodes(s, inventory.nodes, NOW)
         for name, quota in QUOTAS.items():
             projects.create_project(
                 s, name, quota_gpus=quota.gpus, quota_gpu_memory=quota.gpu_memory, now=NOW

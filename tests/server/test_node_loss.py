@@ -6,13 +6,15 @@ from __future__ import annotations
 
 from pathlib import Path
 
+from helpers import user_and_nodes
+
 from danlu.config import load_settings
 from danlu.core.cluster import Cluster, Node, gpu_type
 from danlu.executors import FakeExecutor, FakeWorld
 from danlu.sched.registry import make_policy
 from danlu.server.db import Database
 from danlu.server.reconcile import Reconciler
-from danlu.server.services import cluster, events, jobs, users
+from danlu.server.services import cluster, events, jobs
 from danlu.server.services.view import lost_gpus, to_allocation
 
 NOW = 1_000_000.0
@@ -21,8 +23,7 @@ NOW = 1_000_000.0
 def test_jobs_on_gpus_gone_from_the_inventory_are_requeued(db: Database, tmp_path: Path) -> None:
     before = Cluster((Node("a", 2, gpu_type("H100")), Node("b", 2, gpu_type("H100"))))
     with db.session() as s:
-        alice = users.create_user(s, "alice", now=NOW)
-        cluster.replace_inventory(s, list(before.nodes), fake=True, now=NOW)
+        alice = user_and_nodes(s, before.nodes, NOW)
         body = {"command": ["python", "train.py"], "resources": {"gpus": 2}}
         ids = [jobs.submit(s, {"name": f"j{i}", **body}, alice, now=NOW).id for i in range(2)]
     world = FakeWorld()

@@ -8,6 +8,8 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from helpers import user_and_nodes
+
 from danlu.config import load_settings
 from danlu.core.cluster import Allocation, Cluster, GpuShare
 from danlu.core.units import GiB
@@ -15,7 +17,7 @@ from danlu.executors import FakeExecutor, FakeWorld, StopReason
 from danlu.sched.view import ClusterView, Plan, Preempt, Resize, Start
 from danlu.server.db import Database
 from danlu.server.reconcile import Reconciler
-from danlu.server.services import cluster, jobs, users
+from danlu.server.services import jobs
 
 NOW = 1_000_000.0
 
@@ -40,8 +42,7 @@ class ScriptedPolicy:
 def _submitted(db: Database, inventory: Cluster, *names: str) -> list[str]:
     """The ids of 1-GPU jobs ``names`` submitted by a new user on ``inventory``."""
     with db.session() as s:
-        alice = users.create_user(s, "alice", now=NOW)
-        cluster.replace_inventory(s, list(inventory.nodes), fake=True, now=NOW)
+        alice = user_and_nodes(s, inventory.nodes, NOW)
         body = {"command": ["python", "train.py"], "resources": {"gpus": 1}}
         return [jobs.submit(s, {"name": name, **body}, alice, now=NOW).id for name in names]
 

@@ -7,7 +7,7 @@ from typing import Any
 
 import numpy as np
 import pytest
-from helpers import record_round
+from helpers import record_round, user_and_nodes
 from sqlalchemy import event
 
 from danlu.core.cluster import Allocation, GpuShare, Node, gpu_type
@@ -457,9 +457,8 @@ def test_pollux_rounds_recorded_in_the_store_never_over_allocate(db: Database) -
     # it preempts or moves; in the store a preempted job holds them until it exits
     rng = random.Random(0)
     with db.session() as s:
-        alice = users.create_user(s, "alice", now=NOW)
         nodes = [Node(f"node-{i}", 8, gpu_type("H100")) for i in range(6)]
-        cluster.replace_inventory(s, nodes, fake=True, now=NOW)
+        alice = user_and_nodes(s, nodes, NOW)
         first = [
             jobs.submit(s, spec(f"r{i}", gpus=rng.choice([1, 2, 4])), alice, now=NOW).id
             for i in range(16)
