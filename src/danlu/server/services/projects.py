@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import re
-from collections.abc import Mapping, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -131,6 +131,11 @@ def allocation_usage(allocation: Sequence[Mapping[str, Any]] | None) -> Usage:
         return Usage()
     milli = sum(int(s["milli"]) for s in allocation)
     return Usage(milli / MILLI_PER_GPU, sum(int(s["memory"]) for s in allocation))
+
+
+def with_quota(projects: Iterable[Project]) -> set[int]:
+    """The ids of the projects with a quota (of GPUs, of GPU memory or both)."""
+    return {p.id for p in projects if p.quota_gpus is not None or p.quota_gpu_memory is not None}
 
 
 def quota_excess(project: Project, used: Usage, extra: Usage) -> str | None:

@@ -27,7 +27,13 @@ from danlu.server.services import jobs
 from danlu.server.services.bulk import EventBatch, WaitingReasons
 from danlu.server.services.cluster import load_cluster
 from danlu.server.services.common import resolve_now
-from danlu.server.services.projects import HOLDING, Usage, allocation_usage, quota_excess
+from danlu.server.services.projects import (
+    HOLDING,
+    Usage,
+    allocation_usage,
+    quota_excess,
+    with_quota,
+)
 from danlu.server.services.view import Snapshot, to_allocation, to_records
 
 
@@ -317,8 +323,7 @@ def apply_plan(
         if (found := release(resize.job_id)) is not None:
             moving.append((resize, *found))
     waits: dict[str, str] = {}
-    limited = {p.id for p in projects.values() if p.quota_gpus is not None}
-    limited |= {p.id for p in projects.values() if p.quota_gpu_memory is not None}
+    limited = with_quota(projects.values())
     settled = False
     while not settled:
         settled = True

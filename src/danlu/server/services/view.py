@@ -26,7 +26,7 @@ from danlu.server.errors import AdmissionError
 from danlu.server.services import admission, jobs, observe
 from danlu.server.services.cluster import InventoryMemo, load_cluster
 from danlu.server.services.common import resolve_now, tuple_rows
-from danlu.server.services.projects import HOLDING, Usage, quota_excess
+from danlu.server.services.projects import HOLDING, Usage, quota_excess, with_quota
 
 ShareDict = dict[str, int | str]
 
@@ -364,11 +364,7 @@ def build_snapshot(
         for row, status in zip(held, running_jobs, strict=True)
         if row[_STATE] == _PREEMPTING
     )
-    limited = {
-        pid
-        for pid, p in projects.items()
-        if p.quota_gpus is not None or p.quota_gpu_memory is not None
-    }
+    limited = with_quota(projects.values())
     usage: dict[int, Usage] = {}  # by project, from the holding jobs
     if limited:
         for row, entry in zip(held, held_entries, strict=True):
