@@ -276,18 +276,37 @@ def test_a_launch_waits_while_a_stopping_run_holds_its_gpu(
     old = ex.submit(launch("old", slow, gpus=(GpuSlot(0, 1), GpuSlot(0, 2))))
     wait_for(ready)
     quick = launch("new", "pass", gpus=(GpuSlot(0, 2),))
-    sharing = ex.submit(launch("sharing", "pass", gpus=(GpuSlot(0, 2, 2**30),)))  # not stopping
+    sharing = launch("sharing", "pass", gpus=(GpuSlot(0, 2, 2**30),))
+    with pytest.raises(GpusBusyError, match="held by job old, which still runs"):
+        ex.submit(sharing)  # a share of a GPU a run holds whole (its stop request was lost)
     ex.preempt(old, 10.0)
-    with pytest.raises(GpusBusyError, match="held by job old"):
+    with pytest.raises(GpusBusyError, match="held by job old, which is stopping"):
         ex.submit(quick)
     restarted = LocalExecutor(ex.inventory(), tmp_path / "state", base_env=ENV)
-    with pytest.raises(GpusBusyError, match="held by job old"):  # a stop made before it
+    with pytest.raises(GpusBusyError, match="held by job old"):  # a run started before it
         restarted.submit(quick)
     beside = ex.submit(launch("beside", "pass", gpus=(GpuSlot(0, 3),)))
     assert wait(ex, old).outcome is Outcome.PREEMPTED
     assert wait(ex, ex.submit(quick)).outcome is Outcome.SUCCEEDED
     assert wait(ex, beside).outcome is Outcome.SUCCEEDED
-    assert wait(ex, sharing).outcome is Outcome.SUCCEEDED
+    assert wait(ex, ex.submit(sharing)).outcome is Outcome.SUCCEEDED
+
+
+def test_memory_shares_launch_beside_live_shares_and_whole_gpus_wait_for_them(
+    ex: LocalExecutor, tmp_path: Path
+) -> None:
+    ready = tmp_path / "ready"
+    slow = f"import time\nopen({str(ready)!r}, 'w').write('up')\ntime.sleep(60)\n"
+    first = ex.submit(launch("first", slow, gpus=(GpuSlot(0, 1, 2**30),)))
+    wait_for(ready)
+    second = ex.submit(launch("second", "pass", gpus=(GpuSlot(0, 1, 2**30),)))
+    whole = launch("whole", "pass", gpus=(GpuSlot(0, 1),))
+    with pytest.raises(GpusBusyError, match="held by job first, which still runs"):
+        ex.submit(whole)
+    assert wait(ex, second).outcome is Outcome.SUCCEEDED
+    ex.cancel(first)
+    assert wait(ex, first).outcome is Outcome.FAILED
+    assert wait(ex, ex.submit(whole)).outcome is Outcome.SUCCEEDED
 
 
 def test_submit_after_a_crash_that_left_a_bare_run_directory(ex: LocalExecutor) -> None:

@@ -1,7 +1,7 @@
 """A move recorded by the reconcile loop, against the in-memory executor: the moved job's
 old run checkpoints with the preemption grace, and a job the same plan put on the GPUs it
-leaves is launched only once that run has exited (its GPUs are not free before); a pass
-run at a given time settles exits at that time."""
+leaves is launched only once that run has exited (its GPUs are not free before), also when
+the first request to stop it failed; a pass run at a given time settles exits at that time."""
 
 from __future__ import annotations
 
@@ -13,7 +13,7 @@ from helpers import user_and_nodes
 from danlu.config import load_settings
 from danlu.core.cluster import Allocation, Cluster, GpuShare
 from danlu.core.units import GiB
-from danlu.executors import FakeExecutor, FakeWorld, StopReason
+from danlu.executors import ExecutorError, FakeExecutor, FakeWorld, Handle, StopReason
 from danlu.sched.view import ClusterView, Plan, Preempt, Resize, Start
 from danlu.server.db import Database
 from danlu.server.reconcile import Reconciler
@@ -87,6 +87,50 @@ def test_a_job_placed_on_a_moved_job_s_gpu_launches_after_its_old_run_exits(
     launched = [launch.job_id for launch in world.launches]
     assert (launched.count(mover), launched.count(newcomer)) == (2, 1)
     loop.stop()
+
+
+class _FirstStopFails(FakeExecutor):
+    """Its first preempt request fails, as when the executor is briefly unreachable."""
+
+    failed = 0
+
+    def preempt(self, handle: Handle, grace_seconds: float) -> None:
+        if not self.failed:
+            self.failed += 1
+            raise ExecutorError(f"cannot reach the run of {handle.key}")
+        super().preempt(handle, grace_seconds)
+
+
+def test_a_move_whose_stop_request_failed_asks_again_and_its_gpu_stays_busy(
+    db: Database, tmp_path: Path
+) -> None:
+    inventory = Cluster.homogeneous(1, 4, "H100")
+    mover, newcomer = _submitted(db, inventory, "mover", "newcomer")
+    world = FakeWorld()
+    world.script(mover, duration=1000, checkpoint_seconds=30)
+    world.script(newcomer, duration=1000)
+    policy = ScriptedPolicy(
+        [
+            Plan(starts=(Start(mover, _gpu(0)),)),
+            Plan(resizes=(Resize(mover, _gpu(1)),), starts=(Start(newcomer, _gpu(0)),)),
+        ]
+    )
+    executor = _FirstStopFails(inventory, world)
+    loop = Reconciler(
+        db, executor, load_settings(home=tmp_path), policy=policy, preempt_grace=120.0
+    )
+    loop.run_once(now=NOW + 10)
+    first = world.runs[mover]
+    report = loop.run_once(now=NOW + 70)
+    # the move's stop request failed; the new run's launch finds the old one running and
+    # asks again, and the newcomer does not start on GPU 0 beside it
+    assert executor.failed == 1 and first.stop_reason is StopReason.PREEMPT
+    assert report.preempted == [mover] and report.launched == []
+    world.clock.advance(100.0)  # the old run checkpoints (30 s) and exits
+    report = loop.run_once(now=NOW + 170)
+    assert sorted(report.launched) == sorted([mover, newcomer])
+    assert [slot.gpu for slot in world.runs[newcomer].launch.gpus] == [0]
+    assert [slot.gpu for slot in world.runs[mover].launch.gpus] == [1]
 
 
 def test_a_pass_at_a_given_time_settles_exits_at_that_time(db: Database, tmp_path: Path) -> None:

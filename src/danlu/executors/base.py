@@ -237,19 +237,42 @@ class ExecStatus:
         return self.exit_code == PREEMPTED_EXIT_CODE
 
 
-def busy_gpus(launch: JobLaunch, stopping: Iterable[tuple[str, Iterable[Sequence[int]]]]) -> None:
-    """Raise :class:`GpusBusyError` when ``launch`` asks for a GPU that one of the
-    ``stopping`` runs (job id, its ``(node, gpu)`` pairs; runs asked to stop that have not
-    exited yet) still holds. Its own job's earlier run is left to the executor's
-    :class:`JobAlreadyRunningError`."""
+@dataclass(frozen=True)
+class HeldGpus:
+    """The GPUs a live run of some job holds, as an executor's launch check sees them."""
+
+    job_id: str
+    gpus: Sequence[Sequence[int]]
+    """Its ``(node, gpu)`` pairs."""
+    shared: bool
+    """It holds memory shares of them (others may share them too), not the whole GPUs."""
+    stopping: bool
+    """It was asked to stop and has not exited yet."""
+
+
+def busy_gpus(launch: JobLaunch, held: Iterable[HeldGpus]) -> None:
+    """Raise :class:`GpusBusyError` when ``launch`` asks for a GPU that a live run of another
+    job still holds: whole (or ``launch`` wants it whole), or while that run stops (its memory
+    is not free yet). Memory shares beside live shares pass: the scheduler sized them. Its
+    own job's earlier run is left to the executor's :class:`JobAlreadyRunningError`.
+
+    A run that holds GPUs the control plane has given to another job is one that is stopping
+    (a preemption, a cancel, a move), or one whose stop request was lost: either way the new
+    launch waits for it to exit instead of sharing a GPU it was promised whole."""
+    whole = {(slot.node, slot.gpu) for slot in launch.gpus if slot.memory is None}
     wanted = {(slot.node, slot.gpu) for slot in launch.gpus}
-    for job_id, gpus in stopping:
-        shared = wanted.intersection((int(g[0]), int(g[1])) for g in gpus)
-        if shared and job_id != launch.job_id:
-            where = ", ".join(f"{node}/{gpu}" for node, gpu in sorted(shared))
+    for run in held:
+        if run.job_id == launch.job_id:
+            continue
+        overlap = wanted.intersection((int(g[0]), int(g[1])) for g in run.gpus)
+        if not run.stopping and run.shared:
+            overlap &= whole
+        if overlap:
+            where = ", ".join(f"{node}/{gpu}" for node, gpu in sorted(overlap))
+            why = "which is stopping" if run.stopping else "which still runs"
             raise GpusBusyError(
                 f"GPU(s) {where} (node/gpu) of job {launch.job_id} are still held by job "
-                f"{job_id}, which is stopping; launch it once that run has exited"
+                f"{run.job_id}, {why}; launch it once that run has exited"
             )
 
 

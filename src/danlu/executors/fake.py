@@ -22,6 +22,7 @@ from danlu.executors.base import (
     ExecStatus,
     GpuSharingExecutor,
     Handle,
+    HeldGpus,
     JobLaunch,
     MultiNodeExecutor,
     Outcome,
@@ -125,18 +126,23 @@ class FakeExecutor(MultiNodeExecutor, GpuSharingExecutor):
 
     def submit(self, job: JobLaunch) -> Handle:
         """Record the launch and start its scripted run now; refused like the local
-        executor's while its job's earlier run, or another job's run asked to stop on one of
-        its GPUs, has not ended."""
+        executor's while its job's earlier run, or another job's run on one of its GPUs (see
+        :func:`busy_gpus`), has not ended."""
         check_slots(self._cluster, job.gpus)
         old = self.world.runs.get(job.job_id)
         if old is not None and self._status(old).running:
             raise JobAlreadyRunningError(f"job {job.job_id} still runs")
-        stopping = [
-            (run.launch.job_id, [(slot.node, slot.gpu) for slot in run.launch.gpus])
+        held = [
+            HeldGpus(
+                run.launch.job_id,
+                [(slot.node, slot.gpu) for slot in run.launch.gpus],
+                shared=all(slot.memory is not None for slot in run.launch.gpus),
+                stopping=run.stop_reason is not None,
+            )
             for run in self.world.runs.values()
-            if run.stop_reason is not None and self._status(run).running
+            if self._status(run).running
         ]
-        busy_gpus(job, stopping)
+        busy_gpus(job, held)
         script = self.world.scripts.get(job.job_id, self.world.default)
         saved = self.world.saved.get(job.job_id, 0.0) if script.resumable else 0.0
         self.world.runs[job.job_id] = FakeRun(job, script, self.world.clock(), resumed_from=saved)

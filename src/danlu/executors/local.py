@@ -36,6 +36,7 @@ from danlu.executors.base import (
     ExecStatus,
     GpuSharingExecutor,
     Handle,
+    HeldGpus,
     JobLaunch,
     Outcome,
     RunState,
@@ -110,10 +111,10 @@ class LocalExecutor(GpuSharingExecutor):
         self._python = python
         self._max_jobs_per_gpu = max_jobs_per_gpu
         self._children: dict[str, subprocess.Popen[bytes]] = {}
-        self._stops: set[Path] | None = None
-        """Run directories of the runs asked to stop that may still run (None: not read
-        yet; the first launch scans the state directory once, for stops made before this
-        instance, e.g. by a control plane that restarted)."""
+        self._live: set[Path] | None = None
+        """Run directories of the runs that may still run (None: not read yet; the first
+        launch scans the state directory once, for runs started before this instance, e.g.
+        by a control plane that restarted)."""
 
     # -- capabilities -------------------------------------------------------------------------
 
@@ -167,8 +168,8 @@ class LocalExecutor(GpuSharingExecutor):
     def submit(self, job: JobLaunch) -> Handle:
         """Start ``job`` under a supervisor; raises :class:`JobAlreadyRunningError` while an
         earlier run of the same job id still runs, :class:`GpusBusyError` while a run of
-        another job asked to stop still holds one of its GPUs, :class:`LaunchError` when it
-        cannot start."""
+        another job still holds one of its GPUs (see :func:`busy_gpus`), :class:`LaunchError`
+        when it cannot start."""
         check_slots(self._cluster, job.gpus)
         if any(s.memory is None for s in job.gpus) and job.memory_limit is not None:
             raise InvalidLaunchError("gpus", "mix of whole GPUs and memory shares in one job")
@@ -184,7 +185,7 @@ class LocalExecutor(GpuSharingExecutor):
             # A submit that died (control plane killed) between creating the directory and
             # writing the launch record: nothing was started from it.
             shutil.rmtree(run_dir)
-        busy_gpus(job, self._stopping())
+        busy_gpus(job, self._held())
         if job.workdir is not None and not Path(job.workdir).is_dir():
             raise LaunchError(f"working directory {job.workdir!r} of job {job.job_id} is missing")
         log_dir = Path(job.log_dir) if job.log_dir is not None else self._log_dir
@@ -204,6 +205,7 @@ class LocalExecutor(GpuSharingExecutor):
                     "cancel_grace": self._cancel_grace,
                     "launched_at": time.time(),
                     "gpus": [[slot.node, slot.gpu] for slot in job.gpus],
+                    "shared": all(slot.memory is not None for slot in job.gpus),
                 },
             )
             try:
@@ -223,6 +225,8 @@ class LocalExecutor(GpuSharingExecutor):
                     f"cannot start the supervisor of job {job.job_id}: {exc}"
                 ) from exc
         self._children[job.job_id] = proc
+        if self._live is not None:
+            self._live.add(run_dir)
         supervise.write_json(
             run_dir / "supervisor.json",
             {"pid": proc.pid, "start": supervise.proc_start_time(proc.pid)},
@@ -351,8 +355,6 @@ class LocalExecutor(GpuSharingExecutor):
             run_dir / supervise.STOP,
             {"reason": reason.value, "grace": max(0.0, grace), "requested_at": time.time()},
         )
-        if self._stops is not None:
-            self._stops.add(run_dir)
         job = supervise.read_json(run_dir / supervise.JOB) or {}
         sup = supervise.read_json(run_dir / "supervisor.json") or {}
         pid = job.get("supervisor_pid", sup.get("pid"))
@@ -363,17 +365,20 @@ class LocalExecutor(GpuSharingExecutor):
             with contextlib.suppress(ProcessLookupError, PermissionError):
                 os.killpg(int(job["pgid"]), signal.SIGKILL)
 
-    def _stopping(self) -> Iterator[tuple[str, list[list[int]]]]:
-        """(job id, GPUs) of each run asked to stop that has not exited yet (runs launched
-        before the launch record had ``gpus`` hold none as far as this knows)."""
-        if self._stops is None:
-            self._stops = {d for d in self._runs.iterdir() if (d / supervise.STOP).exists()}
-        for run_dir in sorted(self._stops):
-            launch = self._read_launch(run_dir) if (run_dir / supervise.STOP).exists() else None
+    def _held(self) -> Iterator[HeldGpus]:
+        """The GPUs of each run that has not exited yet (runs launched before the launch
+        record had ``gpus`` hold none as far as this knows; those from before it had
+        ``shared`` count as memory shares, the reading that refuses fewer launches)."""
+        if self._live is None:
+            self._live = set(self._runs.iterdir())
+        for run_dir in sorted(self._live):
+            launch = self._read_launch(run_dir)
             if launch is None or not self._status(run_dir, launch).running:
-                self._stops.discard(run_dir)  # exited, or replaced by a later run
+                self._live.discard(run_dir)  # exited, or replaced by a later run
             elif launch.get("gpus"):
-                yield launch["job_id"], launch["gpus"]
+                stopping = (run_dir / supervise.STOP).exists()
+                shared = bool(launch.get("shared", True))
+                yield HeldGpus(launch["job_id"], launch["gpus"], shared, stopping)
 
     def _log_tail(self, launch: dict[str, Any]) -> str:
         try:

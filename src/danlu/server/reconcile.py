@@ -422,7 +422,8 @@ class Reconciler:
                 report.errors.append(f"preempt {job_id}: {exc}")
         for job_id, attempt in resized:
             # a move restarts the job: its old run checkpoints (the preemption grace, not a
-            # cancel's short one) and the new one launches once it has exited
+            # cancel's short one) and the new one launches once it has exited; an ask that
+            # fails here is made again when the new run's launch finds the old one running
             with contextlib.suppress(ExecutorError):  # the old run may be gone already
                 self.executor.preempt(Handle(job_id, attempt - 1), self.preempt_grace)
         return started + [job_id for job_id, _ in resized]
@@ -460,8 +461,10 @@ class Reconciler:
         try:
             self.executor.submit(launch)  # process I/O: outside any transaction
             report.launched.append(job_id)
-        except (JobAlreadyRunningError, GpusBusyError):
-            pass  # its own previous run, or another stopping on its GPUs, still exits: next pass
+        except JobAlreadyRunningError:  # its previous run still exits: launched a pass later
+            self._stop_previous(job_id, attempt, report)
+        except GpusBusyError:
+            pass  # another job's run still holds one of its GPUs: next pass
         except (ExecutorError, OSError) as exc:  # OSError: one job's files, not the pass
             log.warning("reconcile: launch of %s failed: %s", job_id, exc)
             failed = ExecStatus(
@@ -470,6 +473,24 @@ class Reconciler:
                 message=f"launch failed: {exc}",
             )
             self._settle(job_id, attempt, failed, t, report)
+
+    def _stop_previous(self, job_id: str, attempt: int, report: RoundReport) -> None:
+        """Ask the run of an earlier attempt of ``job_id`` that still runs to stop, unless it
+        has been asked already: a move whose stop request failed (the executor was briefly
+        unreachable) would otherwise keep its old run, and the GPUs recorded free, for good.
+        The newest earlier attempt the executor knows is that run."""
+        for earlier in range(attempt - 1, 0, -1):
+            handle = Handle(job_id, earlier)
+            try:
+                status = self.executor.poll(handle)
+                if status.running and status.stop_reason is None:
+                    self.executor.preempt(handle, self.preempt_grace)
+                    report.preempted.append(job_id)
+            except UnknownHandleError:
+                continue
+            except ExecutorError as exc:
+                report.errors.append(f"stop {handle.key}: {exc}")
+            return
 
     def job_launch(self, session: Session, job: Job) -> JobLaunch:
         """The launch of ``job``'s current attempt, with the job environment of DESIGN.md
