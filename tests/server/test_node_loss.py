@@ -1,6 +1,7 @@
 """A control plane that comes back with fewer GPUs than the store recorded jobs on (a node
 gone with its runs, or left with fewer GPUs): the jobs recorded there are re-queued to
-resume from their checkpoints, never launched on what is left of their allocation."""
+resume from their checkpoints, never launched on what is left of their allocation, and never
+waited on when their runs cannot be reached."""
 
 from __future__ import annotations
 
@@ -10,7 +11,8 @@ from helpers import user_and_nodes
 
 from danlu.config import load_settings
 from danlu.core.cluster import Cluster, Node, gpu_type
-from danlu.executors import FakeExecutor, FakeWorld
+from danlu.core.state import JobState
+from danlu.executors import ExecStatus, ExecutorError, FakeExecutor, FakeWorld, Handle
 from danlu.sched.registry import make_policy
 from danlu.server.db import Database
 from danlu.server.reconcile import Reconciler
@@ -59,6 +61,62 @@ def test_jobs_on_gpus_gone_from_the_inventory_are_requeued(db: Database, tmp_pat
     loop.run_once(now=NOW + 1030)
     loop.run_once(now=NOW + 1040)
     assert world.runs[on_b].launch.gpus[0].node == 0
+    loop.stop()
+
+
+class _NodeUnreachable(FakeExecutor):
+    """Its node ``b`` is gone: the runs that were there cannot be polled or stopped."""
+
+    def __init__(self, cluster: Cluster, world: FakeWorld, on_b: set[str]) -> None:
+        super().__init__(cluster, world)
+        self.on_b = on_b
+        self.polled: list[str] = []
+
+    def poll(self, handle: Handle) -> ExecStatus:
+        self.polled.append(handle.job_id)
+        if handle.job_id in self.on_b:
+            raise ExecutorError(f"cannot reach node b for {handle.key}")
+        return super().poll(handle)
+
+    def cancel(self, handle: Handle) -> None:
+        if handle.job_id in self.on_b:
+            raise ExecutorError(f"cannot reach node b for {handle.key}")
+        super().cancel(handle)
+
+
+def test_jobs_on_a_node_gone_are_requeued_without_waiting_on_their_runs(
+    db: Database, tmp_path: Path
+) -> None:
+    before = Cluster((Node("a", 2, gpu_type("H100")), Node("b", 2, gpu_type("H100"))))
+    with db.session() as s:
+        alice = user_and_nodes(s, before.nodes, NOW)
+        body = {"command": ["python", "train.py"], "resources": {"gpus": 1}}
+        ids = [jobs.submit(s, {"name": f"j{i}", **body}, alice, now=NOW).id for i in range(4)]
+    world = FakeWorld()
+    for job_id in ids:
+        world.script(job_id, duration=1000, checkpoint_seconds=30)
+    settings = load_settings(home=tmp_path)
+    loop = Reconciler(db, FakeExecutor(before, world), settings, policy=make_policy("fifo"))
+    assert sorted(loop.run_once(now=NOW + 10).launched) == sorted(ids)
+    loop.stop()
+    on_b = sorted(i for i in ids if world.runs[i].launch.gpus[0].node == 1)
+    preempting = on_b[1]
+    with db.session() as s:  # one of them was being preempted when node b left
+        jobs.change_state(s, jobs.get_job(s, preempting), JobState.PREEMPTING, "test", NOW + 15)
+    after = Cluster((Node("a", 2, gpu_type("H100")),))
+    with db.session() as s:
+        cluster.replace_inventory(s, list(after.nodes), fake=True, now=NOW + 20)
+    executor = _NodeUnreachable(after, world, set(on_b))
+    loop = Reconciler(db, executor, settings, policy=make_policy("fifo"))
+    report = loop.run_once(now=NOW + 30)
+    assert report.errors == [] and sorted(report.settled) == on_b
+    assert not set(executor.polled) & set(on_b)  # not waited on: their node is gone
+    with db.read_session() as s:
+        for job_id in on_b:
+            job = jobs.get_job(s, job_id)
+            assert (job.state, job.allocation, job.restarts) == ("PENDING", None, 0)
+            reasons = [event.reason for event in events.list_events(s, job_id)]
+            assert any("left the inventory (b:" in reason for reason in reasons[-2:])
     loop.stop()
 
 

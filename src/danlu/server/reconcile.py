@@ -17,7 +17,8 @@ One pass (:meth:`Reconciler.run_once`), under the ``scheduler`` lease:
 Every state change goes through the services, which record an event with the reason. A pass
 may stop at any point (kill -9): the next one, in this process or a new one, picks up from what
 the store and the executor's files say. On start, :meth:`Reconciler.adopt` re-attaches to the
-executor's runs and stops runs the store no longer wants (orphans).
+executor's runs and stops runs the store no longer wants (orphans), and the jobs recorded on
+GPUs the executor's inventory no longer has are re-queued.
 """
 
 from __future__ import annotations
@@ -251,6 +252,7 @@ class Reconciler:
             report.leader = True
             if not self._adopted:
                 self.adopt()
+                self._requeue_lost(t, report)
                 self._adopted = True
             to_launch = self._poll(t, now, report)
             started = self._schedule(resolve_now(now), report)
@@ -312,6 +314,46 @@ class Reconciler:
             except ExecutorError as exc:
                 log.warning("reconcile: cannot check run %s: %s", handle.key, exc)
         return current
+
+    def _requeue_lost(self, t: float, report: RoundReport) -> None:
+        """Re-queue the jobs recorded on GPUs the executor's inventory no longer has (a node
+        left while the control plane was down), before anything polls them: a run on a node
+        that is gone cannot be polled, so its job would otherwise wait on it for good. Its
+        run, if the executor still knows it, is cancelled; the job resumes from its last
+        checkpoint (a preempting one too; a cancelled one ends)."""
+        inventory = self.executor.inventory()
+        with self.db.read_session() as session:
+            query = select(Job.id, Job.attempt, Job.allocation).where(Job.state.in_(HOLDING))
+            lost = {
+                job_id: (attempt, gone)
+                for job_id, attempt, allocation in session.execute(query)
+                if (gone := lost_gpus(allocation, inventory))
+            }
+        claimed = self._claim(sorted(lost), t)
+        try:
+            for job_id in sorted(claimed):
+                attempt, gone = lost[job_id]
+                with contextlib.suppress(ExecutorError):  # gone with its node, most likely
+                    self.executor.cancel(Handle(job_id, attempt))
+                with self.db.session() as session:
+                    job = session.scalar(select(Job).where(Job.id == job_id))
+                    if job is None or job.attempt != attempt or job.state not in HOLDING:
+                        continue
+                    if job.state == JobState.RUNNING.value and job.cancel_requested_at is None:
+                        jobs.requeue_lost(session, job, gone, t)
+                    else:
+                        where = ", ".join(gone)
+                        jobs.settle_exit(
+                            session,
+                            job,
+                            succeeded=False,
+                            exit_code=None,
+                            reason=f"its GPUs left the inventory ({where})",
+                            now=t,
+                        )
+                report.settled.append(job_id)
+        finally:
+            self._release(claimed)
 
     def _claim(self, ids: list[str], t: float) -> set[str]:
         if not ids:
@@ -447,11 +489,6 @@ class Reconciler:
                     or job.cancel_requested_at is not None
                     or not locks.holds(session, Job, job_id, self.token)
                 ):
-                    return
-                lost = lost_gpus(job.allocation, self.executor.inventory())
-                if lost:  # recorded on GPUs the cluster no longer has (a node left)
-                    jobs.requeue_lost(session, job, lost, t)
-                    report.settled.append(job_id)
                     return
                 launch = self.job_launch(session, job)
                 attempt = job.attempt
