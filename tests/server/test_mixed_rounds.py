@@ -12,73 +12,23 @@ from __future__ import annotations
 
 import random
 from pathlib import Path
-from typing import Any
 
 import pytest
-from helpers import TERMINAL, step_report, user_and_nodes
+from helpers import TERMINAL, user_and_nodes
+from workloads import POLICIES, QUOTAS, check_gpus, mixed_body, report_steps, script_runs
 
 from danlu.config import load_settings
 from danlu.core.cluster import Cluster
-from danlu.core.units import GiB
-from danlu.executors import FakeExecutor, FakeWorld, Handle, Outcome
+from danlu.executors import FakeExecutor, FakeWorld
 from danlu.sched.registry import make_policy
 from danlu.server.db import Database
 from danlu.server.errors import AdmissionError
 from danlu.server.reconcile import Reconciler
-from danlu.server.services import jobs, metrics, projects
+from danlu.server.services import jobs, projects
 from danlu.server.services.projects import Usage, allocation_usage
 
 NOW = 1_000_000.0
 SEED = 1
-QUOTAS = {"small": Usage(2.0, 1 << 50), "mid": Usage(3.5, 200 * GiB)}
-POLICIES: dict[str, dict[str, Any]] = {
-    "danlu": {},
-    "pollux": {"population": 16, "generations": 8},
-    "tiresias": {},
-    "value-density": {},
-}
-
-
-def _body(rng: random.Random, name: str) -> dict[str, Any]:
-    kind = rng.random()
-    if kind < 0.45:  # elastic: the policy picks its GPUs and batch
-        return {
-            "name": name,
-            "command": ["python", "train.py"],
-            "resources": {"gpus": f"1..{rng.choice([2, 4, 8])}"},
-            "training": {"global_batch_size": rng.choice([32, 64, 128]), "max_batch_size": 1024},
-        }
-    if kind < 0.7:  # part of one GPU, by memory
-        memory = f"{rng.choice([10, 20, 40])}GiB"
-        return {
-            "name": name,
-            "command": ["python", "train.py"],
-            "resources": {"gpus": 1, "gpu_memory": memory},
-        }
-    return {
-        "name": name,
-        "command": ["python", "train.py"],
-        "resources": {"gpus": rng.choice([1, 2, 4])},
-        "training": {"expected_duration": rng.uniform(300, 3000)},
-        "priority": rng.randint(0, 3),
-    }
-
-
-def _check_gpus(executor: FakeExecutor, world: FakeWorld) -> None:
-    """No GPU held whole by two live runs, or whole beside shares; shares within memory."""
-    whole: dict[tuple[int, int], int] = {}
-    memory: dict[tuple[int, int], int] = {}
-    for run in world.runs.values():
-        if not executor.poll(Handle(run.launch.job_id, run.launch.run_attempt)).running:
-            continue
-        for slot in run.launch.gpus:
-            key = (slot.node, slot.gpu)
-            if slot.memory is None:
-                whole[key] = whole.get(key, 0) + 1
-            else:
-                memory[key] = memory.get(key, 0) + slot.memory
-    assert all(count == 1 and key not in memory for key, count in whole.items()), whole
-    assert all(used <= 80 * GiB for used in memory.values()), memory
 
 
 def _check_quotas(db: Database) -> None:
@@ -118,43 +68,27 @@ def test_a_mixed_workload_runs_to_completion(db: Database, tmp_path: Path, polic
         for turn in range(900):
             now = NOW + world.clock()
             if turn < 80 and rng.random() < 0.5:
-                body = {**_body(rng, f"j{turn}"), "project": rng.choice(["default", *QUOTAS])}
+                body = {**mixed_body(rng, f"j{turn}"), "project": rng.choice(["default", *QUOTAS])}
                 try:
                     with db.session() as s:
                         job = jobs.submit(s, body, alice, now=now)
                 except AdmissionError:  # wider than its project's quota: refused at once
                     continue
                 ids.append(job.id)
-                outcome = rng.choice([Outcome.SUCCEEDED] * 6 + [Outcome.FAILED, Outcome.OOM])
-                world.script(
-                    job.id,
-                    duration=rng.uniform(60, 1200),
-                    outcome=outcome,
-                    checkpoint_seconds=rng.choice([0.0, 10.0, 45.0, None]),
-                    resumable=True,
-                )
+                script_runs(world, rng, job.id)
             if turn < 80 and rng.random() < 0.03:
                 with db.session() as s:
                     victim = jobs.get_job(s, rng.choice(ids))
                     if victim.state not in TERMINAL:
                         jobs.cancel_job(s, victim.id, now=now)
             assert loop.run_once(now=now).errors == []
-            _check_gpus(executor, world)
+            check_gpus(executor, world)
             _check_quotas(db)
             with db.session() as s:
                 running = jobs.list_jobs(s, states=["RUNNING"])
                 if turn >= 80 and not running and not jobs.list_jobs(s, states=["PENDING"]):
                     break
-                for job in running:
-                    if job.allocation and job.spec.get("training", {}).get("max_batch_size"):
-                        gpus = len(job.allocation)
-                        nodes = len({share["node"] for share in job.allocation})
-                        batch = job.batch_size or 64
-                        done = min(0.99, (now - NOW) / 20_000)
-                        step = steps.get(job.id, 0)
-                        steps[job.id] = step + 2
-                        reports = [step_report(step + k, gpus, nodes, batch, done) for k in (0, 1)]
-                        metrics.ingest(s, job, reports, now=now)
+                report_steps(s, running, steps, now - NOW, now)
             world.clock.advance(30.0)
         with db.read_session() as s:
             left = {j.name: j.state for j in jobs.list_jobs(s, limit=1000)}

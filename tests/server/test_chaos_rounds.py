@@ -1,0 +1,176 @@
+"""The mixed workload of ``test_mixed_rounds`` through the reconcile loop under chaos: the
+executor fails one call in twenty (submit, poll, preempt, cancel: as when it is briefly
+unreachable), the control plane crashes without giving its lease back and comes back with a
+node fewer (the runs there lost with it) or more, quotas and priorities change while jobs run,
+and jobs are cancelled. After every pass of the leader no GPU is held by two runs unless both
+share it within its memory, no running job is recorded on a GPU the inventory lacks, and no
+project grows past its quota; once the arrivals stop and the cluster is whole again, every job
+finishes. The danlu seeds broke an earlier loop: a move whose stop request failed left its old
+run on a GPU given to another job (4); a job on a lost node whose run could not be polled
+stayed recorded there (5), and its GPUs, not counted, let a project past its quota (6)."""
+
+from __future__ import annotations
+
+import random
+from pathlib import Path
+
+import pytest
+from helpers import TERMINAL, user_and_nodes
+from workloads import POLICIES, QUOTAS, check_gpus, mixed_body, report_steps, script_runs
+
+from danlu.config import load_settings
+from danlu.core.cluster import Cluster
+from danlu.executors import (
+    ExecStatus,
+    ExecutorError,
+    FakeExecutor,
+    FakeWorld,
+    Handle,
+    JobLaunch,
+)
+from danlu.sched.registry import make_policy
+from danlu.server.db import Database
+from danlu.server.errors import AdmissionError
+from danlu.server.reconcile import Reconciler
+from danlu.server.services import cluster, jobs, projects
+from danlu.server.services.projects import Usage, allocation_usage
+
+NOW = 1_000_000.0
+INJECTED = "(injected)"
+CASES = [("danlu", 4), ("danlu", 5), ("danlu", 6), ("tiresias", 13)]
+"""Danlu's seeds each broke an earlier loop, one way each (see the module's docstring)."""
+
+
+class _Flaky(FakeExecutor):
+    """Fails one call in twenty that reaches a run, before doing anything."""
+
+    def __init__(self, inventory: Cluster, world: FakeWorld, rng: random.Random) -> None:
+        super().__init__(inventory, world)
+        self.rng = rng
+        self.failing = True
+        self.failures = 0
+
+    def _maybe_fail(self, what: str) -> None:
+        if self.failing and self.rng.random() < 0.05:
+            self.failures += 1
+            raise ExecutorError(f"{what}: executor unreachable {INJECTED}")
+
+    def submit(self, job: JobLaunch) -> Handle:
+        self._maybe_fail("submit")
+        return super().submit(job)
+
+    def poll(self, handle: Handle) -> ExecStatus:
+        self._maybe_fail("poll")
+        return super().poll(handle)
+
+    def preempt(self, handle: Handle, grace_seconds: float) -> None:
+        self._maybe_fail("preempt")
+        super().preempt(handle, grace_seconds)
+
+    def cancel(self, handle: Handle) -> None:
+        self._maybe_fail("cancel")
+        super().cancel(handle)
+
+
+def _held(db: Database, nodes: int | None) -> dict[str, Usage]:
+    """What each project holds; with ``nodes``, check no running job is recorded on a node
+    the inventory (``node-0`` .. ``node-{nodes - 1}``) lacks."""
+    held: dict[str, Usage] = {}
+    names = {f"node-{i}" for i in range(nodes or 0)}
+    with db.read_session() as s:
+        for job in jobs.list_jobs(s, states=["RUNNING", "PREEMPTING"], limit=1000):
+            name = job.project.name
+            held[name] = held.get(name, Usage()) + allocation_usage(job.allocation)
+            if nodes is not None and job.state == "RUNNING":
+                assert {share["node"] for share in job.allocation} <= names, job.allocation
+    return held
+
+
+@pytest.mark.parametrize(("policy", "seed"), CASES)
+def test_a_workload_survives_crashes_lost_nodes_failing_calls_and_quota_changes(
+    db: Database, tmp_path: Path, policy: str, seed: int
+) -> None:
+    rng = random.Random(seed)
+    full = nodes = rng.randint(2, 3)
+    world = FakeWorld()
+    with db.session() as s:
+        alice = user_and_nodes(s, Cluster.homogeneous(nodes, 4, "H100").nodes, NOW)
+        for name, q in QUOTAS.items():
+            projects.create_project(
+                s, name, quota_gpus=q.gpus, quota_gpu_memory=q.gpu_memory, now=NOW
+            )
+    quota = dict(QUOTAS)
+    settings = load_settings(home=tmp_path)
+
+    def control_plane(count: int) -> tuple[_Flaky, Reconciler]:
+        inventory = Cluster.homogeneous(count, 4, "H100")
+        executor = _Flaky(inventory, world, random.Random(seed + 7))
+        chosen = make_policy(policy, **POLICIES[policy])
+        return executor, Reconciler(db, executor, settings, policy=chosen, preempt_grace=60.0)
+
+    executor, loop = control_plane(nodes)
+    ids: list[str] = []
+    steps: dict[str, int] = {}
+    failures = lost_runs = 0
+    for turn in range(1200):
+        now = NOW + world.clock()
+        if turn < 80 and rng.random() < 0.5:
+            body = {**mixed_body(rng, f"j{turn}"), "project": rng.choice(["default", *QUOTAS])}
+            try:
+                with db.session() as s:
+                    job = jobs.submit(s, body, alice, now=now)
+                ids.append(job.id)
+                script_runs(world, rng, job.id)
+            except AdmissionError:  # wider than its project's quota: refused at once
+                pass
+        if turn < 80 and ids and rng.random() < 0.03:
+            with db.session() as s:
+                victim = jobs.get_job(s, rng.choice(ids))
+                if victim.state not in TERMINAL:
+                    jobs.cancel_job(s, victim.id, now=now)
+        if turn < 80 and rng.random() < 0.04:
+            name, gpus = rng.choice(list(QUOTAS)), rng.choice([1.0, 2.0, 3.0, 4.0, None])
+            with db.session() as s:
+                projects.update_project(s, name, quota_gpus=gpus, priority=rng.randint(0, 2))
+            quota[name] = Usage(1e9 if gpus is None else gpus, QUOTAS[name].gpu_memory)
+        if turn == 80:  # quotas that every job submitted fits in
+            with db.session() as s:
+                for name, q in QUOTAS.items():
+                    projects.update_project(s, name, quota_gpus=max(q.gpus, 4.0))
+            quota = {name: Usage(max(q.gpus, 4.0), q.gpu_memory) for name, q in QUOTAS.items()}
+        if (20 <= turn < 80 and rng.random() < 0.03) or (turn == 80 and nodes != full):
+            # the control plane dies holding its lease and comes back with its last node
+            # gone (the runs there gone with it), or back again
+            count = nodes - 1 if nodes == full and turn < 80 else full
+            executor.failing = False
+            for job_id, run in list(world.runs.items()):
+                if any(slot.node >= count for slot in run.launch.gpus):
+                    lost_runs += executor.poll(Handle(job_id, run.launch.run_attempt)).running
+                    del world.runs[job_id]
+            nodes = count
+            with db.session() as s:
+                inventory = Cluster.homogeneous(nodes, 4, "H100")
+                cluster.replace_inventory(s, list(inventory.nodes), fake=True, now=now)
+            failures += executor.failures
+            executor, loop = control_plane(nodes)
+        before = _held(db, None)
+        report = loop.run_once(now=now)
+        assert all(INJECTED in error for error in report.errors), report.errors
+        executor.failing = False
+        check_gpus(executor, world)
+        after = _held(db, nodes if report.leader else None)
+        executor.failing = True
+        for name, q in quota.items():
+            used, was = after.get(name, Usage()), before.get(name, Usage())
+            assert used.gpus <= q.gpus + 1e-9 or used.gpus <= was.gpus + 1e-9, (name, used)
+        with db.session() as s:
+            running = jobs.list_jobs(s, states=["RUNNING"])
+            holding = running or jobs.list_jobs(s, states=["PENDING", "PREEMPTING"])
+            if turn > 80 and not holding:
+                break
+            report_steps(s, running, steps, now - NOW, now)
+        world.clock.advance(30.0)
+    with db.read_session() as s:
+        left = {j.name: j.state for j in jobs.list_jobs(s, limit=1000)}
+    assert {name: state for name, state in left.items() if state not in TERMINAL} == {}
+    assert len(ids) >= 15 and failures + executor.failures >= 20 and lost_runs >= 1

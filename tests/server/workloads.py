@@ -1,0 +1,102 @@
+"""The seeded mixed workload of the reconcile-loop tests that run whole workloads through
+the in-memory executor (``test_mixed_rounds``, ``test_chaos_rounds``): what is submitted, how
+its runs end, the steps its elastic jobs report, and the check that no GPU is held twice."""
+
+from __future__ import annotations
+
+import random
+from typing import Any
+
+from helpers import step_report
+from sqlalchemy.orm import Session
+
+from danlu.core.units import GiB
+from danlu.executors import FakeExecutor, FakeWorld, Handle, Outcome
+from danlu.server.db import Job
+from danlu.server.services import metrics
+from danlu.server.services.projects import Usage
+
+QUOTAS = {"small": Usage(2.0, 1 << 50), "mid": Usage(3.5, 200 * GiB)}
+"""The projects with a quota (GPUs, GPU memory); jobs go to these or to ``default``."""
+
+POLICIES: dict[str, dict[str, Any]] = {
+    "danlu": {},
+    "pollux": {"population": 16, "generations": 8},
+    "tiresias": {},
+    "value-density": {},
+}
+"""The policies that move or preempt jobs, with options that keep the tests quick."""
+
+
+def mixed_body(rng: random.Random, name: str) -> dict[str, Any]:
+    """A job: elastic (the policy picks its GPUs and batch), part of one GPU by memory, or
+    rigid with a priority and an expected duration."""
+    kind = rng.random()
+    if kind < 0.45:
+        return {
+            "name": name,
+            "command": ["python", "train.py"],
+            "resources": {"gpus": f"1..{rng.choice([2, 4, 8])}"},
+            "training": {"global_batch_size": rng.choice([32, 64, 128]), "max_batch_size": 1024},
+        }
+    if kind < 0.7:
+        memory = f"{rng.choice([10, 20, 40])}GiB"
+        return {
+            "name": name,
+            "command": ["python", "train.py"],
+            "resources": {"gpus": 1, "gpu_memory": memory},
+        }
+    return {
+        "name": name,
+        "command": ["python", "train.py"],
+        "resources": {"gpus": rng.choice([1, 2, 4])},
+        "training": {"expected_duration": rng.uniform(300, 3000)},
+        "priority": rng.randint(0, 3),
+    }
+
+
+def script_runs(world: FakeWorld, rng: random.Random, job_id: str) -> None:
+    """How ``job_id``'s runs go: 60-1200 s of work kept across checkpoints; one in four
+    fails or runs out of memory; a checkpoint takes 0-45 s, or SIGTERM is ignored."""
+    outcome = rng.choice([Outcome.SUCCEEDED] * 6 + [Outcome.FAILED, Outcome.OOM])
+    world.script(
+        job_id,
+        duration=rng.uniform(60, 1200),
+        outcome=outcome,
+        checkpoint_seconds=rng.choice([0.0, 10.0, 45.0, None]),
+        resumable=True,
+    )
+
+
+def report_steps(
+    session: Session, running: list[Job], steps: dict[str, int], elapsed: float, now: float
+) -> None:
+    """Two steps of every running elastic job, as danlu.train reports them (``steps``
+    counts each job's steps so far; progress grows with ``elapsed``)."""
+    for job in running:
+        if job.allocation and job.spec.get("training", {}).get("max_batch_size"):
+            gpus = len(job.allocation)
+            nodes = len({share["node"] for share in job.allocation})
+            batch = job.batch_size or 64
+            done = min(0.99, elapsed / 20_000)
+            step = steps.get(job.id, 0)
+            steps[job.id] = step + 2
+            reports = [step_report(step + k, gpus, nodes, batch, done) for k in (0, 1)]
+            metrics.ingest(session, job, reports, now=now)
+
+
+def check_gpus(executor: FakeExecutor, world: FakeWorld) -> None:
+    """No GPU held whole by two live runs, or whole beside shares; shares within memory."""
+    whole: dict[tuple[int, int], int] = {}
+    memory: dict[tuple[int, int], int] = {}
+    for run in world.runs.values():
+        if not executor.poll(Handle(run.launch.job_id, run.launch.run_attempt)).running:
+            continue
+        for slot in run.launch.gpus:
+            key = (slot.node, slot.gpu)
+            if slot.memory is None:
+                whole[key] = whole.get(key, 0) + 1
+            else:
+                memory[key] = memory.get(key, 0) + slot.memory
+    assert all(count == 1 and key not in memory for key, count in whole.items()), whole
+    assert all(used <= 80 * GiB for used in memory.values()), memory
