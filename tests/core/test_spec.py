@@ -73,6 +73,23 @@ def test_gpu_memory_auto_and_units() -> None:
         (_spec(resources={"gpuz": 1}), "resources.gpuz", "unknown field"),
         (_spec(training={"global_batch_size": 0}), "training.global_batch_size", "greater"),
         (_spec(max_restarts=-1), "max_restarts", "greater"),
+        # values the store or a process launch cannot take (a 500 before): bounded, finite,
+        # no NUL characters; long inputs quoted cut short
+        (_spec(priority=2**40), "priority", "less than or equal to 1000000"),
+        (_spec(training={"global_batch_size": 2**40}), "training.global_batch_size", "less"),
+        (_spec(resources={"gpus": f"1..{2**40}"}), "resources.gpus.max", "less"),
+        (_spec(resources={"cpus": float("inf")}), "resources.cpus", "finite"),
+        (_spec(training={"expected_duration": float("nan")}), "training.expected_duration", "fin"),
+        (_spec(deadline=float("inf")), "deadline", "finite"),
+        (_spec(resources={"memory": 2**70}), "resources.memory", "at most 4EiB"),
+        (_spec(resources={"gpu_memory": "1e30GiB"}), "resources.gpu_memory", "e.g. 20GiB"),
+        (_spec(resources={"gpu_memory": f"{10**30}GiB"}), "resources.gpu_memory", "4EiB"),
+        (_spec(env={"A": "x\x00y"}), "env.A", "NUL"),
+        (_spec(env={"A=B": "x"}), "env", "environment variable name"),
+        (_spec(command=["python", "\x00"]), "command.1", "NUL"),
+        (_spec(project="p\x00"), "project", "NUL"),
+        (_spec(resources={"gpus": "x" * 5000}), "resources.gpus", "x... is not a GPU count"),
+        (_spec(project="p" * 64), "project", "at most 63"),
     ],
 )
 def test_errors_name_the_dotted_field_and_the_fix(
@@ -82,7 +99,7 @@ def test_errors_name_the_dotted_field_and_the_fix(
         parse_spec(data)
     assert info.value.field == field
     assert str(info.value).startswith(f"{field}: ")
-    assert hint in str(info.value)
+    assert hint in str(info.value) and len(str(info.value)) < 300
     assert isinstance(info.value, DanluError) and isinstance(info.value, ValueError)
 
 

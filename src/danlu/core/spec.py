@@ -42,17 +42,53 @@ AUTO_FAMILY = "auto"
 
 _NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.-]{0,62}$")
 _RANGE = re.compile(r"^\s*(\d+)\s*\.\.\s*(\d+)\s*$")
+_ENV_NAME = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
+
+MAX_GPUS = 1 << 20
+"""The most GPUs a job may ask for (far above any cluster; the admission check compares
+a fixed count with the cluster)."""
+MAX_BATCH = 1 << 30
+"""The largest batch size in samples (kept within the store's 32-bit integers)."""
+MAX_PRIORITY = 1_000_000
+"""Priorities lie in ``-MAX_PRIORITY..MAX_PRIORITY`` (as projects' do)."""
+MAX_RESTARTS = 1_000_000
+_GPUS_HELP = "write 2 or an elastic range '1..8'"
 
 
 class _Strict(BaseModel):
-    model_config = ConfigDict(extra="forbid", frozen=True)
+    # numbers must be finite: infinity and NaN have no place in a spec, and the store's JSON
+    # (PostgreSQL's) cannot hold them
+    model_config = ConfigDict(extra="forbid", frozen=True, allow_inf_nan=False)
+
+
+def _shown(value: Any) -> str:
+    """``repr(value)``, cut short: an error message quotes the input, not all of it."""
+    text = repr(value)
+    return text if len(text) <= 60 else text[:57] + "..."
+
+
+def _nul_at(data: Any, path: tuple[int | str, ...] = ()) -> tuple[int | str, ...] | None:
+    """Where a string of ``data`` (a key or a value, at any depth) holds a NUL character:
+    no command, file name or store column can take one."""
+    if isinstance(data, str):
+        return path if "\x00" in data else None
+    if not isinstance(data, dict | list | tuple):
+        return None
+    items: Any = data.items() if isinstance(data, dict) else enumerate(data)
+    for key, value in items:
+        if isinstance(key, str) and "\x00" in key:
+            return (*path, key.replace("\x00", "\\0"))
+        found = _nul_at(value, (*path, key))
+        if found is not None:
+            return found
+    return None
 
 
 class GpuCount(_Strict):
     """GPUs a job needs: a fixed count (``min == max``) or an elastic range ``min..max``."""
 
-    min: int = Field(ge=0)
-    max: int = Field(ge=0)
+    min: int = Field(ge=0, le=MAX_GPUS)
+    max: int = Field(ge=0, le=MAX_GPUS)
 
     @model_validator(mode="after")
     def _ordered(self) -> GpuCount:
@@ -72,7 +108,7 @@ class Resources(_Strict):
     gpu_memory: int | Literal["auto"] | None = None
     gpu_fraction: float | None = Field(default=None, gt=0, le=1)
     gpu_type: list[str] = Field(default_factory=list)
-    cpus: float = Field(default=1.0, ge=0)
+    cpus: float = Field(default=1.0, ge=0, le=1_000_000)
     memory: int = 0
 
     @field_validator("gpus", mode="before")
@@ -90,9 +126,9 @@ class Resources(_Strict):
                 return {"min": int(match.group(1)), "max": int(match.group(2))}
             if value.strip().isdigit():
                 return {"min": int(value), "max": int(value)}
-            raise ValueError(f"{value!r} is not a GPU count; write 2 or an elastic range '1..8'")
+            raise ValueError(f"{_shown(value)} is not a GPU count; {_GPUS_HELP}")
         if not isinstance(value, dict | GpuCount):
-            raise ValueError(f"{value!r} is not a GPU count; write 2 or an elastic range '1..8'")
+            raise ValueError(f"{_shown(value)} is not a GPU count; {_GPUS_HELP}")
         return value
 
     @field_validator("gpu_memory", mode="before")
@@ -116,9 +152,9 @@ class Resources(_Strict):
 class TrainingHints(_Strict):
     """Optional hints that let the scheduler choose batch size and estimate memory."""
 
-    global_batch_size: int | None = Field(default=None, gt=0)
-    min_batch_size: int | None = Field(default=None, gt=0)
-    max_batch_size: int | None = Field(default=None, gt=0)
+    global_batch_size: int | None = Field(default=None, gt=0, le=MAX_BATCH)
+    min_batch_size: int | None = Field(default=None, gt=0, le=MAX_BATCH)
+    max_batch_size: int | None = Field(default=None, gt=0, le=MAX_BATCH)
     model: str | None = None
     """A model reference ``package.module:factory`` for memory estimation."""
     application: str | None = None
@@ -150,14 +186,14 @@ class JobSpec(_Strict):
     """Run ``command[0]`` through ``/bin/sh -c``. Off by default: commands are argv lists.
     Declared before ``command`` so that the command's validator can see it."""
     command: list[str] = Field(default_factory=list, validate_default=True)
-    project: str = "default"
-    user: str = "default"
-    priority: int = 0
+    project: str = Field(default="default", max_length=63)
+    user: str = Field(default="default", max_length=63)
+    priority: int = Field(default=0, ge=-MAX_PRIORITY, le=MAX_PRIORITY)
     env: dict[str, str] = Field(default_factory=dict)
     resources: Resources = Resources()
     training: TrainingHints = TrainingHints()
     preemptible: bool = True
-    max_restarts: int = Field(default=3, ge=0)
+    max_restarts: int = Field(default=3, ge=0, le=MAX_RESTARTS)
     checkpoint_dir: str | None = None
     deadline: float | None = Field(default=None, gt=0)
     """Seconds after submission by which the job should finish."""
@@ -179,6 +215,17 @@ class JobSpec(_Strict):
                 "write the command as an argv list, e.g. [python, train.py, --lr, '0.1']; "
                 "a shell string runs only with shell: true and command: ['the string']"
             )
+        return value
+
+    @field_validator("env")
+    @classmethod
+    def _env(cls, value: dict[str, str]) -> dict[str, str]:
+        for key in value:
+            if not _ENV_NAME.match(key):
+                raise ValueError(
+                    f"{_shown(key)} is not an environment variable name; use letters, digits "
+                    "and '_', not starting with a digit"
+                )
         return value
 
     @field_validator("command")
@@ -209,6 +256,9 @@ def parse_spec(data: Any) -> JobSpec:
     """Validate a mapping as a :class:`JobSpec`; errors name the field and the fix."""
     if not isinstance(data, dict):
         raise SpecError("", f"a job spec must be a mapping of fields, got {type(data).__name__}")
+    nul = _nul_at(data)
+    if nul is not None:
+        raise SpecError(_field_path(nul), "holds a NUL character; remove it")
     try:
         return JobSpec.model_validate(data)
     except SpecError:

@@ -30,6 +30,8 @@ _SIZE = re.compile(r"^\s*([0-9]+(?:\.[0-9]*)?)\s*([a-zA-Z]*)\s*$")
 
 GiB = 1024**3
 MiB = 1024**2
+MAX_BYTES = 2**62
+"""The largest size accepted (4 EiB): far above any machine, within a 64-bit integer."""
 
 
 def parse_bytes(value: int | float | str, field: str = "size") -> int:
@@ -44,19 +46,27 @@ def parse_bytes(value: int | float | str, field: str = "size") -> int:
             raise SpecError(field, f"a size must be a finite number (got {value})")
         if value < 0:
             raise SpecError(field, f"a size cannot be negative (got {value})")
-        return int(value)
+        return _bounded(int(value), field)
     if not isinstance(value, str):
         raise SpecError(
             field, f"expected a byte size such as 20GiB or 21474836480, got {type(value).__name__}"
         )
     match = _SIZE.match(value)
     if match is None or match.group(2).lower() not in _UNITS:
+        shown = value if len(value) <= 40 else value[:40] + "..."
         raise SpecError(
             field,
-            f"{value!r} is not a byte size; write a number with an optional unit "
+            f"{shown!r} is not a byte size; write a number with an optional unit "
             "(B, KB, MB, GB, TB, KiB, MiB, GiB, TiB), e.g. 20GiB",
         )
-    return int(float(match.group(1)) * _UNITS[match.group(2).lower()])
+    size = float(match.group(1)) * _UNITS[match.group(2).lower()]
+    return _bounded(int(size) if size < MAX_BYTES else MAX_BYTES + 1, field)
+
+
+def _bounded(size: int, field: str) -> int:
+    if size > MAX_BYTES:
+        raise SpecError(field, f"a size must be at most 4EiB (2**62 bytes); got {size:.3g} bytes")
+    return size
 
 
 def format_bytes(n: int | float) -> str:
