@@ -14,6 +14,7 @@ pydantic's errors into one :class:`~danlu.core.errors.SpecError` naming the fiel
 from __future__ import annotations
 
 import json
+import math
 import re
 from pathlib import Path
 from typing import Any, Literal
@@ -30,7 +31,7 @@ from pydantic import (
 )
 
 from danlu.core.errors import SpecError
-from danlu.core.units import parse_bytes
+from danlu.core.units import MAX_BYTES, parse_bytes
 
 MODEL_FAMILIES = ("cnn-small", "cnn-large", "transformer", "lstm", "recommendation", "gan", "rl")
 """The model families the GPU-sharing interference model knows (``training.family``): the
@@ -42,23 +43,21 @@ AUTO_FAMILY = "auto"
 
 _NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.-]{0,62}$")
 _RANGE = re.compile(r"^\s*(\d+)\s*\.\.\s*(\d+)\s*$")
-_ENV_NAME = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
+_GPUS_HELP = "write 2 or an elastic range '1..8'"
 
 MAX_GPUS = 1 << 20
 """The most GPUs a job may ask for (far above any cluster; the admission check compares
 a fixed count with the cluster)."""
 MAX_BATCH = 1 << 30
-"""The largest batch size in samples (kept within the store's 32-bit integers)."""
+"""The largest batch size in samples (within the store's 32-bit integers)."""
 MAX_PRIORITY = 1_000_000
 """Priorities lie in ``-MAX_PRIORITY..MAX_PRIORITY`` (as projects' do)."""
 MAX_RESTARTS = 1_000_000
-_GPUS_HELP = "write 2 or an elastic range '1..8'"
+MAX_CPUS = 1_000_000
 
 
 class _Strict(BaseModel):
-    # numbers must be finite: infinity and NaN have no place in a spec, and the store's JSON
-    # (PostgreSQL's) cannot hold them
-    model_config = ConfigDict(extra="forbid", frozen=True, allow_inf_nan=False)
+    model_config = ConfigDict(extra="forbid", frozen=True)
 
 
 def _shown(value: Any) -> str:
@@ -87,8 +86,8 @@ def _nul_at(data: Any, path: tuple[int | str, ...] = ()) -> tuple[int | str, ...
 class GpuCount(_Strict):
     """GPUs a job needs: a fixed count (``min == max``) or an elastic range ``min..max``."""
 
-    min: int = Field(ge=0, le=MAX_GPUS)
-    max: int = Field(ge=0, le=MAX_GPUS)
+    min: int = Field(ge=0)
+    max: int = Field(ge=0)
 
     @model_validator(mode="after")
     def _ordered(self) -> GpuCount:
@@ -108,7 +107,7 @@ class Resources(_Strict):
     gpu_memory: int | Literal["auto"] | None = None
     gpu_fraction: float | None = Field(default=None, gt=0, le=1)
     gpu_type: list[str] = Field(default_factory=list)
-    cpus: float = Field(default=1.0, ge=0, le=1_000_000)
+    cpus: float = Field(default=1.0, ge=0)
     memory: int = 0
 
     @field_validator("gpus", mode="before")
@@ -152,9 +151,9 @@ class Resources(_Strict):
 class TrainingHints(_Strict):
     """Optional hints that let the scheduler choose batch size and estimate memory."""
 
-    global_batch_size: int | None = Field(default=None, gt=0, le=MAX_BATCH)
-    min_batch_size: int | None = Field(default=None, gt=0, le=MAX_BATCH)
-    max_batch_size: int | None = Field(default=None, gt=0, le=MAX_BATCH)
+    global_batch_size: int | None = Field(default=None, gt=0)
+    min_batch_size: int | None = Field(default=None, gt=0)
+    max_batch_size: int | None = Field(default=None, gt=0)
     model: str | None = None
     """A model reference ``package.module:factory`` for memory estimation."""
     application: str | None = None
@@ -186,14 +185,14 @@ class JobSpec(_Strict):
     """Run ``command[0]`` through ``/bin/sh -c``. Off by default: commands are argv lists.
     Declared before ``command`` so that the command's validator can see it."""
     command: list[str] = Field(default_factory=list, validate_default=True)
-    project: str = Field(default="default", max_length=63)
-    user: str = Field(default="default", max_length=63)
-    priority: int = Field(default=0, ge=-MAX_PRIORITY, le=MAX_PRIORITY)
+    project: str = "default"
+    user: str = "default"
+    priority: int = 0
     env: dict[str, str] = Field(default_factory=dict)
     resources: Resources = Resources()
     training: TrainingHints = TrainingHints()
     preemptible: bool = True
-    max_restarts: int = Field(default=3, ge=0, le=MAX_RESTARTS)
+    max_restarts: int = Field(default=3, ge=0)
     checkpoint_dir: str | None = None
     deadline: float | None = Field(default=None, gt=0)
     """Seconds after submission by which the job should finish."""
@@ -215,17 +214,6 @@ class JobSpec(_Strict):
                 "write the command as an argv list, e.g. [python, train.py, --lr, '0.1']; "
                 "a shell string runs only with shell: true and command: ['the string']"
             )
-        return value
-
-    @field_validator("env")
-    @classmethod
-    def _env(cls, value: dict[str, str]) -> dict[str, str]:
-        for key in value:
-            if not _ENV_NAME.match(key):
-                raise ValueError(
-                    f"{_shown(key)} is not an environment variable name; use letters, digits "
-                    "and '_', not starting with a digit"
-                )
         return value
 
     @field_validator("command")
@@ -252,15 +240,20 @@ def _message(err: Any) -> str:
     return msg.removeprefix("Value error, ")
 
 
-def parse_spec(data: Any) -> JobSpec:
-    """Validate a mapping as a :class:`JobSpec`; errors name the field and the fix."""
+def parse_spec(data: Any, *, stored: bool = False) -> JobSpec:
+    """Validate a mapping as a :class:`JobSpec`; errors name the field and the fix.
+
+    A new spec must also keep within what the store and a process launch can take
+    (:func:`check_limits`); a ``stored`` one, accepted when it was submitted, is read as it
+    was (an older version's bounds may have been looser)."""
     if not isinstance(data, dict):
         raise SpecError("", f"a job spec must be a mapping of fields, got {type(data).__name__}")
-    nul = _nul_at(data)
-    if nul is not None:
-        raise SpecError(_field_path(nul), "holds a NUL character; remove it")
+    if not stored:
+        nul = _nul_at(data)
+        if nul is not None:
+            raise SpecError(_field_path(nul), "holds a NUL character; remove it")
     try:
-        return JobSpec.model_validate(data)
+        spec = JobSpec.model_validate(data)
     except SpecError:
         raise
     except ValidationError as exc:
@@ -269,6 +262,51 @@ def parse_spec(data: Any) -> JobSpec:
         field = _field_path(tuple(first["loc"]))
         more = f" (and {len(errors) - 1} more problem(s))" if len(errors) > 1 else ""
         raise SpecError(field, _message(first) + more) from None
+    if not stored:
+        check_limits(spec)
+    return spec
+
+
+def _number(value: float) -> str:
+    whole = isinstance(value, int) or (math.isfinite(value) and value.is_integer())
+    return f"{int(value):,}" if whole else f"{value:g}"
+
+
+def check_limits(spec: JobSpec) -> None:
+    """Raise :class:`SpecError` for a number the store or the scheduler cannot take
+    (PostgreSQL's 32-bit integers and JSON without infinities; sizes within 64 bits) or an
+    environment variable name no process can be given."""
+    res, training = spec.resources, spec.training
+    bounded: list[tuple[str, float | None, float, float]] = [
+        ("priority", spec.priority, -MAX_PRIORITY, MAX_PRIORITY),
+        ("max_restarts", spec.max_restarts, 0, MAX_RESTARTS),
+        ("resources.gpus.min", res.gpus.min, 0, MAX_GPUS),
+        ("resources.gpus.max", res.gpus.max, 0, MAX_GPUS),
+        ("resources.cpus", res.cpus, 0, MAX_CPUS),
+        ("resources.memory", res.memory, 0, MAX_BYTES),
+        ("resources.gpu_fraction", res.gpu_fraction, 0, 1),
+        ("training.global_batch_size", training.global_batch_size, 1, MAX_BATCH),
+        ("training.min_batch_size", training.min_batch_size, 1, MAX_BATCH),
+        ("training.max_batch_size", training.max_batch_size, 1, MAX_BATCH),
+        ("training.expected_duration", training.expected_duration, 0, math.inf),
+        ("deadline", spec.deadline, 0, math.inf),
+    ]
+    if isinstance(res.gpu_memory, int):
+        bounded.append(("resources.gpu_memory", res.gpu_memory, 0, MAX_BYTES))
+    for field, value, low, high in bounded:
+        if value is None:
+            continue
+        if not math.isfinite(value):
+            raise SpecError(field, f"must be a finite number (got {value})")
+        if not low <= value <= high:
+            top = "" if high == math.inf else _number(high)
+            raise SpecError(field, f"must lie within {_number(low)}..{top} (got {_number(value)})")
+    for key in spec.env:
+        if not key or "=" in key:
+            raise SpecError("env", f"{_shown(key)} is not an environment variable name")
+    for field, text in (("project", spec.project), ("user", spec.user)):
+        if len(text) > 63:
+            raise SpecError(field, f"{_shown(text)} is longer than 63 characters")
 
 
 def load_spec(path: str | Path) -> JobSpec:

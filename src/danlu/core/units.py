@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import math
 import re
 
 from danlu.core.errors import SpecError
@@ -46,27 +47,23 @@ def parse_bytes(value: int | float | str, field: str = "size") -> int:
             raise SpecError(field, f"a size must be a finite number (got {value})")
         if value < 0:
             raise SpecError(field, f"a size cannot be negative (got {value})")
-        return _bounded(int(value), field)
+        return int(value)
     if not isinstance(value, str):
         raise SpecError(
             field, f"expected a byte size such as 20GiB or 21474836480, got {type(value).__name__}"
         )
     match = _SIZE.match(value)
+    shown = value if len(value) <= 40 else value[:40] + "..."
     if match is None or match.group(2).lower() not in _UNITS:
-        shown = value if len(value) <= 40 else value[:40] + "..."
         raise SpecError(
             field,
             f"{shown!r} is not a byte size; write a number with an optional unit "
             "(B, KB, MB, GB, TB, KiB, MiB, GiB, TiB), e.g. 20GiB",
         )
     size = float(match.group(1)) * _UNITS[match.group(2).lower()]
-    return _bounded(int(size) if size < MAX_BYTES else MAX_BYTES + 1, field)
-
-
-def _bounded(size: int, field: str) -> int:
-    if size > MAX_BYTES:
-        raise SpecError(field, f"a size must be at most 4EiB (2**62 bytes); got {size:.3g} bytes")
-    return size
+    if not math.isfinite(size):
+        raise SpecError(field, f"{shown!r} is too large a size; write at most 4EiB")
+    return int(size)
 
 
 def format_bytes(n: int | float) -> str:

@@ -39,7 +39,7 @@ from sqlalchemy import select, update
 from sqlalchemy.orm import Session
 
 from danlu.config import Settings
-from danlu.core.errors import ConfigError, DanluError, PlacementError
+from danlu.core.errors import ConfigError, DanluError, PlacementError, SpecError
 from danlu.core.state import JobState
 from danlu.executors import (
     ExecStatus,
@@ -492,6 +492,9 @@ class Reconciler:
                     return
                 launch = self.job_launch(session, job)
                 attempt = job.attempt
+        except SpecError as exc:  # (InvalidLaunchError too) no launch can be made of the job
+            self._fail_unlaunchable(job_id, exc, t, report)
+            return
         except DanluError as exc:
             report.errors.append(f"launch {job_id}: {exc}")
             return
@@ -510,6 +513,23 @@ class Reconciler:
                 message=f"launch failed: {exc}",
             )
             self._settle(job_id, attempt, failed, t, report)
+
+    def _fail_unlaunchable(
+        self, job_id: str, error: SpecError, t: float, report: RoundReport
+    ) -> None:
+        """Fail a job no launch can be made of (a spec an older version accepted that the
+        executor refuses): retrying cannot help, and it would hold its GPUs for good."""
+        try:
+            with self.db.session() as session:
+                job = session.scalar(select(Job).where(Job.id == job_id))
+                if job is None or job.state != JobState.RUNNING.value:
+                    return
+                if not locks.holds(session, Job, job_id, self.token):
+                    return
+                jobs.change_state(session, job, JobState.FAILED, f"cannot be launched: {error}", t)
+            report.settled.append(job_id)
+        except DanluError as exc:
+            report.errors.append(f"launch {job_id}: {exc}")
 
     def _stop_previous(self, job_id: str, attempt: int, report: RoundReport) -> None:
         """Ask the run of an earlier attempt of ``job_id`` that still runs to stop, unless it

@@ -46,8 +46,8 @@ def new_job_id() -> str:
 
 
 def job_spec(job: Job) -> JobSpec:
-    """The stored spec of ``job`` as a :class:`JobSpec`."""
-    return parse_spec(job.spec)
+    """The stored spec of ``job`` as a :class:`JobSpec` (as accepted when it was submitted)."""
+    return parse_spec(job.spec, stored=True)
 
 
 def _owner(session: Session, spec: JobSpec, caller: User) -> User:
