@@ -5,6 +5,7 @@ JobStatus.observed (on SQLite and PostgreSQL) and learned by the danlu policy.""
 from __future__ import annotations
 
 import dataclasses
+import math
 from typing import Any
 
 import pytest
@@ -196,6 +197,42 @@ def _elastic(name: str, gpus: str = "1..4", batch: int | None = 64) -> dict[str,
 
 def _on(*gpus: int) -> Allocation:
     return Allocation(tuple(GpuShare(0, g, 1000, H100) for g in gpus))
+
+
+def test_absurd_step_times_and_statistics_are_not_measurements() -> None:
+    # a goodput over a step of 1e-320 s, or a gain from statistics of 1e300, is not finite
+    assert observe.measurement([record(1, 1e-320)]) is None
+    seen = observe.measurement([record(1, 0.2, grad_sqr=1e300, grad_var=1e300)])
+    assert seen is not None and "grad_sqr" not in seen and seen["step_time"] == 0.2
+
+
+def test_a_round_commits_whatever_progress_a_job_reports(seeded: Database) -> None:
+    # progress 1e-320 once made the policy's work estimate infinite; the round then
+    # failed to commit on PostgreSQL (no infinity in its JSON), for every job, every round
+    with seeded.session() as s:
+        job_id = jobs.submit(s, _elastic("e"), users.get_user(s, "alice"), now=NOW).id
+        apply_plan(s, Plan(starts=(Start(job_id, _on(0), 64),)), NOW)
+    policy = make_policy("danlu")
+    over = {"global_batch": 64, "micro_batch": 64, "grad_sqr": 1.0, "grad_var": 4.0}
+    for step, t, progress in ((1, 100.0, 1e-320), (2, 200.0, 1e-320)):
+        with seeded.session() as s:
+            reports = [record(step, 0.2, progress=progress, **over)]
+            metrics.ingest(s, jobs.get_job(s, job_id), reports, NOW + t)
+        with seeded.session() as s:
+            snap = view.build_snapshot(s, NOW + t + 1)
+            apply_plan(s, policy.schedule(snap.view), NOW + t + 1, snap.withheld, snap)
+    with seeded.read_session() as s:
+        marks = jobs.get_job(s, job_id).marks
+        assert marks and all(math.isfinite(v) for v in marks.values())
+
+
+def test_a_policy_mark_that_is_not_finite_is_not_stored(seeded: Database) -> None:
+    with seeded.session() as s:
+        job_id = jobs.submit(s, _elastic("e"), users.get_user(s, "alice"), now=NOW).id
+        plan = Plan(starts=(Start(job_id, _on(0), 64),), marks={job_id: {"a": 1.0, "b": math.inf}})
+        apply_plan(s, plan, NOW)
+    with seeded.read_session() as s:
+        assert jobs.get_job(s, job_id).marks == {"a": 1.0}
 
 
 def test_reports_reach_the_policy_through_the_store(seeded: Database) -> None:

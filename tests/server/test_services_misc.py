@@ -135,6 +135,8 @@ def test_metrics_ingestion(db: Database) -> None:
             ([{"step": -1}], "metrics.0.step"),
             ([{"step": 1, "x": [1, 2]}], "metrics.0.x"),
             ([{"step": 1, "time": "noon"}], "metrics.0.time"),
+            ([{"step": 2**64}], "metrics.0.step"),  # past the store's 64-bit integers
+            ([{"step": 4, "checkpoint_step": 2**63}], "metrics.0.checkpoint_step"),
         ]:
             with pytest.raises(SpecError) as err:
                 metrics.ingest(s, job, bad)

@@ -312,7 +312,8 @@ class DanluPolicy:
         done = progress - base
         if units <= 0 or done <= 0:
             return work
-        return units / done
+        estimate = units / done  # a progress step of 1e-320 would make it infinite
+        return estimate if math.isfinite(estimate) else work
 
     # -- options ----------------------------------------------------------------------
     def _options(

@@ -40,6 +40,10 @@ TOLERANCE = 0.05
 a new measurement of the same configuration does not replace the stored one."""
 PROGRESS_STEP = 0.01
 """Change of ``progress`` below which it is not stored again."""
+MIN_STEP_TIME = 1e-6
+"""Step times below a microsecond are not measurements (a goodput over them overflows)."""
+MAX_STATISTIC = 1e100
+"""Gradient statistics above it are not kept (their sums would overflow)."""
 
 _SHAPE = ("local_bsz", "accum_steps", "batch_size", "num_replicas")
 _KEPT = ("grad_sqr", "grad_var", "progress", "adaptive")
@@ -64,7 +68,7 @@ def _count(value: Any) -> int | None:
 def _shape(record: Mapping[str, Any]) -> tuple[int, int, int, int] | None:
     """(micro_batch, accumulation, global_batch, world_size) of a usable record."""
     step = _number(record.get("step_time_s"))
-    if step is None or step <= 0:
+    if step is None or step < MIN_STEP_TIME:
         return None
     parts = tuple(
         _count(record.get(k)) for k in ("micro_batch", "accumulation", "global_batch", "world_size")
@@ -79,11 +83,12 @@ def measurement(records: Sequence[Mapping[str, Any]]) -> dict[str, float] | None
     """One measurement of the configuration of the last usable record in ``records`` (the
     median over the records of that configuration), or None when no record is usable.
 
-    A record is usable when ``step_time_s`` is a positive number and ``micro_batch``,
-    ``accumulation``, ``global_batch`` and ``world_size`` are integers >= 1, and it is not a
-    gradient-noise probe (``probe: 1``: a step run as two half micro-batches now and then,
-    whose shape is not the run's). Gradient statistics and progress come from the last
-    record that has them, probes included."""
+    A record is usable when ``step_time_s`` is a number of at least :data:`MIN_STEP_TIME`
+    and ``micro_batch``, ``accumulation``, ``global_batch`` and ``world_size`` are integers
+    >= 1, and it is not a gradient-noise probe (``probe: 1``: a step run as two half
+    micro-batches now and then, whose shape is not the run's). Gradient statistics (each
+    below :data:`MAX_STATISTIC`) and progress come from the last record that has them,
+    probes included."""
     shaped = [
         (s, r) for r in records if r.get("probe") not in (1, True) and (s := _shape(r)) is not None
     ]
@@ -109,7 +114,8 @@ def measurement(records: Sequence[Mapping[str, Any]]) -> dict[str, float] | None
             out.update(step_time=compute + sync, sync_time=sync)
     for record in reversed(records):
         sqr, var = _number(record.get("grad_sqr")), _number(record.get("grad_var"))
-        if sqr is not None and var is not None and sqr > 0 and var > 0:
+        usable = [v for v in (sqr, var) if v is not None and 0 < v < MAX_STATISTIC]
+        if len(usable) == 2 and sqr is not None and var is not None:
             out.update(grad_sqr=sqr, grad_var=var)
             break
     if any(record.get("adaptive") in (1, True) for record in records[-1:]):

@@ -10,6 +10,8 @@ reason), and a move that waits keeps its job's GPUs, which may hold up more of t
 
 from __future__ import annotations
 
+import logging
+import math
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
@@ -35,6 +37,8 @@ from danlu.server.services.projects import (
     with_quota,
 )
 from danlu.server.services.view import Snapshot, to_allocation, to_records
+
+log = logging.getLogger(__name__)
 
 
 @dataclass
@@ -418,10 +422,20 @@ def apply_plan(
     for job_id, marks in plan.marks.items():
         job = rows.get(job_id)
         if job is not None and job_id not in held_back:
-            merged = {**(job.marks or {}), **marks}
+            merged = {**(job.marks or {}), **_finite(job_id, marks)}
             if merged != (job.marks or {}):
                 job.marks = merged
     jobs.flush_or_conflict(session)  # the changed rows in a few statements
     events.write(session)  # then their events, in one
     reasons.write(session)  # and the new waiting reasons, in one
     return out
+
+
+def _finite(job_id: str, marks: Mapping[str, float]) -> dict[str, float]:
+    """``marks`` without values that are not finite numbers: the store's JSON (PostgreSQL's)
+    cannot hold infinity or NaN, and one job's mark must not fail every round's commit."""
+    kept = {k: v for k, v in marks.items() if isinstance(v, int | float) and math.isfinite(v)}
+    if len(kept) < len(marks):
+        dropped = sorted(set(marks) - set(kept))
+        log.warning("policy marks of job %s not stored (not finite): %s", job_id, dropped)
+    return kept
