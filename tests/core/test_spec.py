@@ -79,10 +79,10 @@ def test_gpu_memory_auto_and_units() -> None:
         (_spec(training={"global_batch_size": 2**40}), "training.global_batch_size", "within"),
         (_spec(resources={"gpus": f"1..{2**40}"}), "resources.gpus.max", "within"),
         (_spec(resources={"cpus": float("inf")}), "resources.cpus", "finite"),
-        (_spec(training={"expected_duration": float("nan")}), "training.expected_duration", "0"),
+        (_spec(training={"expected_duration": float("nan")}), "training.expected_duration", "fin"),
         (_spec(deadline=float("inf")), "deadline", "finite"),
         (_spec(max_restarts=2**40), "max_restarts", "within 0..1,000,000"),
-        (_spec(resources={"memory": 2**70}), "resources.memory", "within"),
+        (_spec(resources={"memory": 2**70}), "resources.memory", "2**62"),
         (_spec(resources={"gpu_memory": f"{10**30}GiB"}), "resources.gpu_memory", "within"),
         (_spec(resources={"gpu_memory": "9" * 400}), "resources.gpu_memory", "too large"),
         (_spec(env={"A": "x\x00y"}), "env.A", "NUL"),
@@ -106,9 +106,10 @@ def test_errors_name_the_dotted_field_and_the_fix(
 
 def test_a_stored_spec_is_read_as_it_was_accepted() -> None:
     # an older version accepted these; the jobs are still read (and scheduled), not lost
-    older = _spec(priority=2**40, env={"A-B": "x"}, deadline=float("inf"))
+    older = _spec(priority=2**40, env={"A=B": "x"}, deadline=float("inf"))
     spec = parse_spec(older, stored=True)
-    assert (spec.priority, spec.env, spec.deadline) == (2**40, {"A-B": "x"}, float("inf"))
+    assert (spec.priority, spec.env, spec.deadline) == (2**40, {"A=B": "x"}, float("inf"))
+    older["deadline"] = 3600.0
     with pytest.raises(SpecError, match="priority"):
         parse_spec(older)
 

@@ -109,6 +109,14 @@ def test_invalid_specs_name_the_field(live: Live) -> None:
         ({"name": "x", "command": ["true"], "project": "nope"}, "project"),
         ({"name": "x", "command": ["true"], "resources": {"gpus": "many"}}, "resources.gpus"),
         ({"name": "bad name!", "command": ["true"]}, "name"),
+        # accepted before: an env name no process takes (its job then held its GPUs, relaunched
+        # in vain every pass), numbers past the bounds the README gives
+        ({"name": "x", "command": ["true"], "env": {"A=B": "1"}}, "env"),
+        ({"name": "x", "command": ["true"], "priority": 2_000_000}, "priority"),
+        (
+            {"name": "x", "command": ["sh"], "resources": {"gpus": "1..9999999"}},
+            "resources.gpus.max",
+        ),
     ]
     with live.client() as c:
         for body, field in cases:

@@ -32,6 +32,7 @@ from pydantic import (
 
 from danlu.core.errors import SpecError
 from danlu.core.units import MAX_BYTES, parse_bytes
+from danlu.core.values import check_values
 
 MODEL_FAMILIES = ("cnn-small", "cnn-large", "transformer", "lstm", "recommendation", "gan", "rl")
 """The model families the GPU-sharing interference model knows (``training.family``): the
@@ -64,23 +65,6 @@ def _shown(value: Any) -> str:
     """``repr(value)``, cut short: an error message quotes the input, not all of it."""
     text = repr(value)
     return text if len(text) <= 60 else text[:57] + "..."
-
-
-def _nul_at(data: Any, path: tuple[int | str, ...] = ()) -> tuple[int | str, ...] | None:
-    """Where a string of ``data`` (a key or a value, at any depth) holds a NUL character:
-    no command, file name or store column can take one."""
-    if isinstance(data, str):
-        return path if "\x00" in data else None
-    if not isinstance(data, dict | list | tuple):
-        return None
-    items: Any = data.items() if isinstance(data, dict) else enumerate(data)
-    for key, value in items:
-        if isinstance(key, str) and "\x00" in key:
-            return (*path, key.replace("\x00", "\\0"))
-        found = _nul_at(value, (*path, key))
-        if found is not None:
-            return found
-    return None
 
 
 class GpuCount(_Strict):
@@ -249,9 +233,7 @@ def parse_spec(data: Any, *, stored: bool = False) -> JobSpec:
     if not isinstance(data, dict):
         raise SpecError("", f"a job spec must be a mapping of fields, got {type(data).__name__}")
     if not stored:
-        nul = _nul_at(data)
-        if nul is not None:
-            raise SpecError(_field_path(nul), "holds a NUL character; remove it")
+        check_values(data)
     try:
         spec = JobSpec.model_validate(data)
     except SpecError:

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import math
 import re
 from collections.abc import Callable
 from dataclasses import dataclass, field
@@ -13,7 +12,6 @@ from fastapi import Depends, Request
 from fastapi.security import HTTPAuthorizationCredentials, HTTPBearer
 
 from danlu.config import Settings
-from danlu.core.errors import SpecError
 from danlu.devices import Inventory
 from danlu.executors import Executor
 from danlu.server.db import Database, User
@@ -26,10 +24,6 @@ if TYPE_CHECKING:
 
 ID_RE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.@-]{0,127}$")
 """What a job id, user, project or token name in a path may look like (anything else is 404)."""
-MAX_INT = 2**62
-"""Largest magnitude of an integer accepted anywhere (64-bit columns stay safe)."""
-MAX_INT32 = 2**31 - 1
-"""Largest magnitude of a value stored in a 32-bit column (priority, batch size)."""
 
 
 def version() -> str:
@@ -103,34 +97,3 @@ def checked_name(value: str, kind: str, field_name: str = "id") -> str:
     if not ID_RE.match(value):
         raise NotFoundError(kind, value, field_name)
     return value
-
-
-def check_values(data: Any, path: str = "") -> None:
-    """Reject what the store cannot hold: non-finite numbers, integers beyond 2**62, NUL
-    characters in strings or keys (SpecError naming the field)."""
-    if isinstance(data, bool) or data is None:
-        return
-    if isinstance(data, float):
-        if not math.isfinite(data):
-            raise SpecError(path, "must be a finite number")
-    elif isinstance(data, int):
-        if abs(data) > MAX_INT:
-            raise SpecError(path, f"must be between -2**62 and 2**62 (got {data})")
-    elif isinstance(data, str):
-        if "\0" in data:
-            raise SpecError(path, "must not contain NUL characters")
-    elif isinstance(data, dict):
-        for key, value in data.items():
-            sub = f"{path}.{key}" if path else str(key)
-            if "\0" in str(key):
-                raise SpecError(path or "body", "keys must not contain NUL characters")
-            check_values(value, sub)
-    elif isinstance(data, list | tuple):
-        for i, value in enumerate(data):
-            check_values(value, f"{path}.{i}" if path else str(i))
-
-
-def check_int32(value: int | None, field_name: str) -> None:
-    """Reject an integer a 32-bit column cannot hold."""
-    if value is not None and abs(value) > MAX_INT32:
-        raise SpecError(field_name, f"must be between -{MAX_INT32} and {MAX_INT32}")

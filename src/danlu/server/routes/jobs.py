@@ -9,19 +9,12 @@ from typing import Annotated, Any
 from fastapi import APIRouter, Query
 from fastapi.responses import Response, StreamingResponse
 
-from danlu.core.spec import AUTO_FAMILY, JobSpec
+from danlu.core.spec import AUTO_FAMILY, JobSpec, check_limits
+from danlu.core.values import MAX_INT, check_values
 from danlu.executors import Handle, UnknownHandleError
 from danlu.server.db import User
 from danlu.server.errors import PermissionDenied
-from danlu.server.routes.deps import (
-    MAX_INT,
-    Caller,
-    ServerState,
-    State,
-    check_int32,
-    check_values,
-    checked_name,
-)
+from danlu.server.routes.deps import Caller, ServerState, State, checked_name
 from danlu.server.routes.estimation import resolve_memory
 from danlu.server.routes.schemas import (
     TERMINAL,
@@ -43,12 +36,9 @@ FOLLOW_POLL = 0.25
 
 
 def _check_spec(spec: JobSpec) -> None:
+    """Before any trace: what the store and a launch can take (the service checks again)."""
     check_values(spec.model_dump(mode="json"))
-    check_int32(spec.priority, "priority")
-    hints = spec.training
-    for name in ("global_batch_size", "min_batch_size", "max_batch_size"):
-        check_int32(getattr(hints, name), f"training.{name}")
-    check_int32(spec.max_restarts, "max_restarts")
+    check_limits(spec)
 
 
 @router.post("", status_code=201, response_model=JobOut, summary="Submit a job")

@@ -17,7 +17,7 @@ from sqlalchemy.orm.exc import StaleDataError
 
 from danlu.core.cluster import MILLI_PER_GPU
 from danlu.core.errors import PlacementError, SpecError
-from danlu.core.spec import AUTO_FAMILY, JobSpec, parse_spec
+from danlu.core.spec import AUTO_FAMILY, JobSpec, check_limits, parse_spec
 from danlu.core.state import JobState, check_transition, restart_backoff
 from danlu.core.units import format_bytes
 from danlu.server.db.models import Job, JobEvent, User
@@ -97,6 +97,8 @@ def submit(
     inventory or the project's quota, naming the field) or :class:`PermissionDenied`.
     """
     t = resolve_now(now)
+    if isinstance(spec, JobSpec):
+        check_limits(spec)
     parsed = spec if isinstance(spec, JobSpec) else parse_spec(dict(spec))
     admission.check_spec_shape(parsed)
     if parsed.training.family == AUTO_FAMILY and family is not None:
