@@ -16,7 +16,7 @@ from pathlib import Path
 
 import pytest
 from helpers import TERMINAL, user_and_nodes
-from workloads import POLICIES, QUOTAS, check_gpus, mixed_body, report_steps, script_runs
+from workloads import POLICIES, QUOTAS, check_gpus, report_running, submit_mixed, unfinished
 
 from danlu.config import load_settings
 from danlu.core.cluster import Cluster
@@ -30,7 +30,6 @@ from danlu.executors import (
 )
 from danlu.sched.registry import make_policy
 from danlu.server.db import Database
-from danlu.server.errors import AdmissionError
 from danlu.server.reconcile import Reconciler
 from danlu.server.services import cluster, jobs, projects
 from danlu.server.services.projects import Usage, allocation_usage
@@ -115,14 +114,8 @@ def test_a_workload_survives_crashes_lost_nodes_failing_calls_and_quota_changes(
     for turn in range(1200):
         now = NOW + world.clock()
         if turn < 80 and rng.random() < 0.5:
-            body = {**mixed_body(rng, f"j{turn}"), "project": rng.choice(["default", *QUOTAS])}
-            try:
-                with db.session() as s:
-                    job = jobs.submit(s, body, alice, now=now)
-                ids.append(job.id)
-                script_runs(world, rng, job.id)
-            except AdmissionError:  # wider than its project's quota: refused at once
-                pass
+            job_id = submit_mixed(db, rng, alice, world, f"j{turn}", now)
+            ids += [job_id] if job_id is not None else []
         if turn < 80 and ids and rng.random() < 0.03:
             with db.session() as s:
                 victim = jobs.get_job(s, rng.choice(ids))
@@ -163,14 +156,8 @@ def test_a_workload_survives_crashes_lost_nodes_failing_calls_and_quota_changes(
         for name, q in quota.items():
             used, was = after.get(name, Usage()), before.get(name, Usage())
             assert used.gpus <= q.gpus + 1e-9 or used.gpus <= was.gpus + 1e-9, (name, used)
-        with db.session() as s:
-            running = jobs.list_jobs(s, states=["RUNNING"])
-            holding = running or jobs.list_jobs(s, states=["PENDING", "PREEMPTING"])
-            if turn > 80 and not holding:
-                break
-            report_steps(s, running, steps, now - NOW, now)
+        if not report_running(db, steps, NOW, now) and turn > 80:
+            break
         world.clock.advance(30.0)
-    with db.read_session() as s:
-        left = {j.name: j.state for j in jobs.list_jobs(s, limit=1000)}
-    assert {name: state for name, state in left.items() if state not in TERMINAL} == {}
+    assert unfinished(db) == {}
     assert len(ids) >= 15 and failures + executor.failures >= 20 and lost_runs >= 1

@@ -15,14 +15,13 @@ from pathlib import Path
 
 import pytest
 from helpers import TERMINAL, user_and_nodes
-from workloads import POLICIES, QUOTAS, check_gpus, mixed_body, report_steps, script_runs
+from workloads import POLICIES, QUOTAS, check_gpus, report_running, submit_mixed, unfinished
 
 from danlu.config import load_settings
 from danlu.core.cluster import Cluster
 from danlu.executors import FakeExecutor, FakeWorld
 from danlu.sched.registry import make_policy
 from danlu.server.db import Database
-from danlu.server.errors import AdmissionError
 from danlu.server.reconcile import Reconciler
 from danlu.server.services import jobs, projects
 from danlu.server.services.projects import Usage, allocation_usage
@@ -68,14 +67,10 @@ def test_a_mixed_workload_runs_to_completion(db: Database, tmp_path: Path, polic
         for turn in range(900):
             now = NOW + world.clock()
             if turn < 80 and rng.random() < 0.5:
-                body = {**mixed_body(rng, f"j{turn}"), "project": rng.choice(["default", *QUOTAS])}
-                try:
-                    with db.session() as s:
-                        job = jobs.submit(s, body, alice, now=now)
-                except AdmissionError:  # wider than its project's quota: refused at once
+                job_id = submit_mixed(db, rng, alice, world, f"j{turn}", now)
+                if job_id is None:
                     continue
-                ids.append(job.id)
-                script_runs(world, rng, job.id)
+                ids.append(job_id)
             if turn < 80 and rng.random() < 0.03:
                 with db.session() as s:
                     victim = jobs.get_job(s, rng.choice(ids))
@@ -84,15 +79,10 @@ def test_a_mixed_workload_runs_to_completion(db: Database, tmp_path: Path, polic
             assert loop.run_once(now=now).errors == []
             check_gpus(executor, world)
             _check_quotas(db)
-            with db.session() as s:
-                running = jobs.list_jobs(s, states=["RUNNING"])
-                if turn >= 80 and not running and not jobs.list_jobs(s, states=["PENDING"]):
-                    break
-                report_steps(s, running, steps, now - NOW, now)
+            if not report_running(db, steps, NOW, now) and turn >= 80:
+                break
             world.clock.advance(30.0)
-        with db.read_session() as s:
-            left = {j.name: j.state for j in jobs.list_jobs(s, limit=1000)}
-        assert {name: state for name, state in left.items() if state not in TERMINAL} == {}
+        assert unfinished(db) == {}
         assert len(ids) >= 15
     finally:
         loop.stop()

@@ -9,7 +9,7 @@ from pathlib import Path
 
 from helpers import user_and_nodes
 
-from danlu.config import load_settings
+from danlu.config import Settings, load_settings
 from danlu.core.cluster import Cluster, Node, gpu_type
 from danlu.core.state import JobState
 from danlu.executors import ExecStatus, ExecutorError, FakeExecutor, FakeWorld, Handle
@@ -22,19 +22,28 @@ from danlu.server.services.view import lost_gpus, to_allocation
 NOW = 1_000_000.0
 
 
-def test_jobs_on_gpus_gone_from_the_inventory_are_requeued(db: Database, tmp_path: Path) -> None:
+def _launched_on_two_nodes(
+    db: Database, tmp_path: Path, count: int, gpus: int
+) -> tuple[list[str], FakeWorld, Settings]:
+    """Nodes ``a`` and ``b`` of 2 GPUs, and ``count`` jobs of ``gpus`` GPUs each (runs of
+    1,000 s that checkpoint in 30 s) launched there by a control plane that then stops."""
     before = Cluster((Node("a", 2, gpu_type("H100")), Node("b", 2, gpu_type("H100"))))
     with db.session() as s:
         alice = user_and_nodes(s, before.nodes, NOW)
-        body = {"command": ["python", "train.py"], "resources": {"gpus": 2}}
-        ids = [jobs.submit(s, {"name": f"j{i}", **body}, alice, now=NOW).id for i in range(2)]
+        body = {"command": ["python", "train.py"], "resources": {"gpus": gpus}}
+        ids = [jobs.submit(s, {"name": f"j{i}", **body}, alice, now=NOW).id for i in range(count)]
     world = FakeWorld()
     for job_id in ids:
-        world.script(job_id, duration=1000)
+        world.script(job_id, duration=1000, checkpoint_seconds=30)
     settings = load_settings(home=tmp_path)
     loop = Reconciler(db, FakeExecutor(before, world), settings, policy=make_policy("fifo"))
     assert sorted(loop.run_once(now=NOW + 10).launched) == sorted(ids)
     loop.stop()
+    return ids, world, settings
+
+
+def test_jobs_on_gpus_gone_from_the_inventory_are_requeued(db: Database, tmp_path: Path) -> None:
+    ids, world, settings = _launched_on_two_nodes(db, tmp_path, count=2, gpus=2)
     on_b = next(i for i in ids if world.runs[i].launch.gpus[0].node == 1)
     on_a = next(i for i in ids if i != on_b)
     # node b is gone, and its run with it; the control plane restarts on node a alone
@@ -87,18 +96,7 @@ class _NodeUnreachable(FakeExecutor):
 def test_jobs_on_a_node_gone_are_requeued_without_waiting_on_their_runs(
     db: Database, tmp_path: Path
 ) -> None:
-    before = Cluster((Node("a", 2, gpu_type("H100")), Node("b", 2, gpu_type("H100"))))
-    with db.session() as s:
-        alice = user_and_nodes(s, before.nodes, NOW)
-        body = {"command": ["python", "train.py"], "resources": {"gpus": 1}}
-        ids = [jobs.submit(s, {"name": f"j{i}", **body}, alice, now=NOW).id for i in range(4)]
-    world = FakeWorld()
-    for job_id in ids:
-        world.script(job_id, duration=1000, checkpoint_seconds=30)
-    settings = load_settings(home=tmp_path)
-    loop = Reconciler(db, FakeExecutor(before, world), settings, policy=make_policy("fifo"))
-    assert sorted(loop.run_once(now=NOW + 10).launched) == sorted(ids)
-    loop.stop()
+    ids, world, settings = _launched_on_two_nodes(db, tmp_path, count=4, gpus=1)
     on_b = sorted(i for i in ids if world.runs[i].launch.gpus[0].node == 1)
     preempting = on_b[1]
     with db.session() as s:  # one of them was being preempted when node b left

@@ -47,9 +47,11 @@ def _submitted(db: Database, inventory: Cluster, *names: str) -> list[str]:
         return [jobs.submit(s, {"name": name, **body}, alice, now=NOW).id for name in names]
 
 
-def test_a_job_placed_on_a_moved_job_s_gpu_launches_after_its_old_run_exits(
-    db: Database, tmp_path: Path
-) -> None:
+def _move_onto_gpu_1(
+    db: Database, tmp_path: Path, executor: type[FakeExecutor] = FakeExecutor
+) -> tuple[Reconciler, FakeWorld, str, str]:
+    """A loop whose policy starts ``mover`` on GPU 0, then moves it to GPU 1 and starts
+    ``newcomer`` on GPU 0 in one plan (the mover checkpoints in 30 s, a 120 s grace)."""
     inventory = Cluster.homogeneous(1, 4, "H100")
     mover, newcomer = _submitted(db, inventory, "mover", "newcomer")
     world = FakeWorld()
@@ -63,11 +65,18 @@ def test_a_job_placed_on_a_moved_job_s_gpu_launches_after_its_old_run_exits(
     )
     loop = Reconciler(
         db,
-        FakeExecutor(inventory, world),
+        executor(inventory, world),
         load_settings(home=tmp_path),
         policy=policy,
         preempt_grace=120.0,
     )
+    return loop, world, mover, newcomer
+
+
+def test_a_job_placed_on_a_moved_job_s_gpu_launches_after_its_old_run_exits(
+    db: Database, tmp_path: Path
+) -> None:
+    loop, world, mover, newcomer = _move_onto_gpu_1(db, tmp_path)
     assert loop.run_once(now=NOW + 10).launched == [mover]
     first = world.runs[mover]
     report = loop.run_once(now=NOW + 70)
@@ -104,21 +113,9 @@ class _FirstStopFails(FakeExecutor):
 def test_a_move_whose_stop_request_failed_asks_again_and_its_gpu_stays_busy(
     db: Database, tmp_path: Path
 ) -> None:
-    inventory = Cluster.homogeneous(1, 4, "H100")
-    mover, newcomer = _submitted(db, inventory, "mover", "newcomer")
-    world = FakeWorld()
-    world.script(mover, duration=1000, checkpoint_seconds=30)
-    world.script(newcomer, duration=1000)
-    policy = ScriptedPolicy(
-        [
-            Plan(starts=(Start(mover, _gpu(0)),)),
-            Plan(resizes=(Resize(mover, _gpu(1)),), starts=(Start(newcomer, _gpu(0)),)),
-        ]
-    )
-    executor = _FirstStopFails(inventory, world)
-    loop = Reconciler(
-        db, executor, load_settings(home=tmp_path), policy=policy, preempt_grace=120.0
-    )
+    loop, world, mover, newcomer = _move_onto_gpu_1(db, tmp_path, _FirstStopFails)
+    executor = loop.executor
+    assert isinstance(executor, _FirstStopFails)
     loop.run_once(now=NOW + 10)
     first = world.runs[mover]
     report = loop.run_once(now=NOW + 70)

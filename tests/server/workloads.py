@@ -7,13 +7,14 @@ from __future__ import annotations
 import random
 from typing import Any
 
-from helpers import step_report
+from helpers import TERMINAL, step_report
 from sqlalchemy.orm import Session
 
 from danlu.core.units import GiB
 from danlu.executors import FakeExecutor, FakeWorld, Handle, Outcome
-from danlu.server.db import Job
-from danlu.server.services import metrics
+from danlu.server.db import Database, Job, User
+from danlu.server.errors import AdmissionError
+from danlu.server.services import jobs, metrics
 from danlu.server.services.projects import Usage
 
 QUOTAS = {"small": Usage(2.0, 1 << 50), "mid": Usage(3.5, 200 * GiB)}
@@ -55,6 +56,21 @@ def mixed_body(rng: random.Random, name: str) -> dict[str, Any]:
     }
 
 
+def submit_mixed(
+    db: Database, rng: random.Random, owner: User, world: FakeWorld, name: str, now: float
+) -> str | None:
+    """Submit the mixed job ``name`` to ``default`` or a project with a quota and script its
+    runs; its id, or None when its project's quota refuses it at once (wider than it)."""
+    body = {**mixed_body(rng, name), "project": rng.choice(["default", *QUOTAS])}
+    try:
+        with db.session() as s:
+            job_id = jobs.submit(s, body, owner, now=now).id
+    except AdmissionError:
+        return None
+    script_runs(world, rng, job_id)
+    return job_id
+
+
 def script_runs(world: FakeWorld, rng: random.Random, job_id: str) -> None:
     """How ``job_id``'s runs go: 60-1200 s of work kept across checkpoints; one in four
     fails or runs out of memory; a checkpoint takes 0-45 s, or SIGTERM is ignored."""
@@ -83,6 +99,21 @@ def report_steps(
             steps[job.id] = step + 2
             reports = [step_report(step + k, gpus, nodes, batch, done) for k in (0, 1)]
             metrics.ingest(session, job, reports, now=now)
+
+
+def report_running(db: Database, steps: dict[str, int], start: float, now: float) -> bool:
+    """:func:`report_steps` of the running jobs (``start``: the run's time 0); whether any
+    job still runs, waits or is being preempted."""
+    with db.session() as s:
+        running = jobs.list_jobs(s, states=["RUNNING"])
+        report_steps(s, running, steps, now - start, now)
+        return bool(running or jobs.list_jobs(s, states=["PENDING", "PREEMPTING"], limit=1))
+
+
+def unfinished(db: Database) -> dict[str, str]:
+    """The state of each job that has not finished, by name."""
+    with db.read_session() as s:
+        return {j.name: j.state for j in jobs.list_jobs(s, limit=1000) if j.state not in TERMINAL}
 
 
 def check_gpus(executor: FakeExecutor, world: FakeWorld) -> None:
