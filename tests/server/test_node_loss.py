@@ -14,9 +14,9 @@ from danlu.core.cluster import Cluster, Node, gpu_type
 from danlu.core.state import JobState
 from danlu.executors import ExecStatus, ExecutorError, FakeExecutor, FakeWorld, Handle
 from danlu.sched.registry import make_policy
-from danlu.server.db import Database
+from danlu.server.db import Database, Job
 from danlu.server.reconcile import Reconciler
-from danlu.server.services import cluster, events, jobs
+from danlu.server.services import cluster, events, jobs, locks
 from danlu.server.services.view import lost_gpus, to_allocation
 
 NOW = 1_000_000.0
@@ -115,6 +115,28 @@ def test_jobs_on_a_node_gone_are_requeued_without_waiting_on_their_runs(
             assert (job.state, job.allocation, job.restarts) == ("PENDING", None, 0)
             reasons = [event.reason for event in events.list_events(s, job_id)]
             assert any("left the inventory (b:" in reason for reason in reasons[-2:])
+    loop.stop()
+
+
+def test_a_lost_job_another_loop_still_locks_is_requeued_once_the_lock_expires(
+    db: Database, tmp_path: Path
+) -> None:
+    ids, world, settings = _launched_on_two_nodes(db, tmp_path, count=2, gpus=2)
+    on_b = next(i for i in ids if world.runs[i].launch.gpus[0].node == 1)
+    after = Cluster((Node("a", 2, gpu_type("H100")),))
+    with db.session() as s:
+        cluster.replace_inventory(s, list(after.nodes), fake=True, now=NOW + 20)
+    with db.session() as s:  # a loop that died mid-pass still holds the job's row lock
+        assert locks.claim(s, Job, [on_b], "another-loop", ttl=60.0, now=NOW + 25) == [on_b]
+    loop = Reconciler(
+        db, _NodeUnreachable(after, world, {on_b}), settings, policy=make_policy("fifo")
+    )
+    loop.run_once(now=NOW + 30)
+    with db.read_session() as s:
+        assert jobs.get_job(s, on_b).state == "RUNNING"
+    assert loop.run_once(now=NOW + 90).settled == [on_b]  # the lock expired at NOW + 85
+    with db.read_session() as s:
+        assert jobs.get_job(s, on_b).state == "PENDING"
     loop.stop()
 
 

@@ -197,6 +197,9 @@ class Reconciler:
         self.owner = _owner_id()
         self.checkpoints = Path(settings.home) / "checkpoints"
         self._adopted = False
+        self._swept = False
+        """Every job recorded on GPUs the inventory lacks has been re-queued (a job another
+        loop still had locked is tried again the next pass)."""
         self._lock = threading.Lock()
         self._stop = threading.Event()
         self._wake = threading.Event()
@@ -252,8 +255,9 @@ class Reconciler:
             report.leader = True
             if not self._adopted:
                 self.adopt()
-                self._requeue_lost(t, report)
                 self._adopted = True
+            if not self._swept:
+                self._swept = self._requeue_lost(t, report)
             to_launch = self._poll(t, now, report)
             started = self._schedule(resolve_now(now), report)
             pending = [*started, *(j for j in to_launch if j not in started)]
@@ -315,12 +319,13 @@ class Reconciler:
                 log.warning("reconcile: cannot check run %s: %s", handle.key, exc)
         return current
 
-    def _requeue_lost(self, t: float, report: RoundReport) -> None:
+    def _requeue_lost(self, t: float, report: RoundReport) -> bool:
         """Re-queue the jobs recorded on GPUs the executor's inventory no longer has (a node
         left while the control plane was down), before anything polls them: a run on a node
         that is gone cannot be polled, so its job would otherwise wait on it for good. Its
         run, if the executor still knows it, is cancelled; the job resumes from its last
-        checkpoint (a preempting one too; a cancelled one ends)."""
+        checkpoint (a preempting one too; a cancelled one ends). True when none is left
+        (none was locked by another loop)."""
         inventory = self.executor.inventory()
         with self.db.read_session() as session:
             query = select(Job.id, Job.attempt, Job.allocation).where(Job.state.in_(HOLDING))
@@ -354,6 +359,7 @@ class Reconciler:
                 report.settled.append(job_id)
         finally:
             self._release(claimed)
+        return len(claimed) == len(lost)
 
     def _claim(self, ids: list[str], t: float) -> set[str]:
         if not ids:
