@@ -32,7 +32,7 @@ from pydantic import (
 
 from danlu.core.errors import SpecError
 from danlu.core.units import MAX_BYTES, parse_bytes
-from danlu.core.values import check_values
+from danlu.core.values import check_values, quoted
 
 MODEL_FAMILIES = ("cnn-small", "cnn-large", "transformer", "lstm", "recommendation", "gan", "rl")
 """The model families the GPU-sharing interference model knows (``training.family``): the
@@ -59,12 +59,6 @@ MAX_CPUS = 1_000_000
 
 class _Strict(BaseModel):
     model_config = ConfigDict(extra="forbid", frozen=True)
-
-
-def _shown(value: Any) -> str:
-    """``repr(value)``, cut short: an error message quotes the input, not all of it."""
-    text = repr(value)
-    return text if len(text) <= 60 else text[:57] + "..."
 
 
 class GpuCount(_Strict):
@@ -109,9 +103,9 @@ class Resources(_Strict):
                 return {"min": int(match.group(1)), "max": int(match.group(2))}
             if value.strip().isdigit():
                 return {"min": int(value), "max": int(value)}
-            raise ValueError(f"{_shown(value)} is not a GPU count; {_GPUS_HELP}")
+            raise ValueError(f"{quoted(value)} is not a GPU count; {_GPUS_HELP}")
         if not isinstance(value, dict | GpuCount):
-            raise ValueError(f"{_shown(value)} is not a GPU count; {_GPUS_HELP}")
+            raise ValueError(f"{quoted(value)} is not a GPU count; {_GPUS_HELP}")
         return value
 
     @field_validator("gpu_memory", mode="before")
@@ -266,7 +260,6 @@ def check_limits(spec: JobSpec) -> None:
         ("resources.gpus.max", res.gpus.max, 0, MAX_GPUS),
         ("resources.cpus", res.cpus, 0, MAX_CPUS),
         ("resources.memory", res.memory, 0, MAX_BYTES),
-        ("resources.gpu_fraction", res.gpu_fraction, 0, 1),
         ("training.global_batch_size", training.global_batch_size, 1, MAX_BATCH),
         ("training.min_batch_size", training.min_batch_size, 1, MAX_BATCH),
         ("training.max_batch_size", training.max_batch_size, 1, MAX_BATCH),
@@ -285,10 +278,10 @@ def check_limits(spec: JobSpec) -> None:
             raise SpecError(field, f"must lie within {_number(low)}..{top} (got {_number(value)})")
     for key in spec.env:
         if not key or "=" in key:
-            raise SpecError("env", f"{_shown(key)} is not an environment variable name")
+            raise SpecError("env", f"{quoted(key)} is not an environment variable name")
     for field, text in (("project", spec.project), ("user", spec.user)):
         if len(text) > 63:
-            raise SpecError(field, f"{_shown(text)} is longer than 63 characters")
+            raise SpecError(field, f"{quoted(text)} is longer than 63 characters")
 
 
 def load_spec(path: str | Path) -> JobSpec:

@@ -6,6 +6,7 @@ import math
 import re
 
 from danlu.core.errors import SpecError
+from danlu.core.values import quoted
 
 _UNITS: dict[str, int] = {
     "": 1,
@@ -53,16 +54,15 @@ def parse_bytes(value: int | float | str, field: str = "size") -> int:
             field, f"expected a byte size such as 20GiB or 21474836480, got {type(value).__name__}"
         )
     match = _SIZE.match(value)
-    shown = value if len(value) <= 40 else value[:40] + "..."
     if match is None or match.group(2).lower() not in _UNITS:
         raise SpecError(
             field,
-            f"{shown!r} is not a byte size; write a number with an optional unit "
+            f"{quoted(value)} is not a byte size; write a number with an optional unit "
             "(B, KB, MB, GB, TB, KiB, MiB, GiB, TiB), e.g. 20GiB",
         )
     size = float(match.group(1)) * _UNITS[match.group(2).lower()]
     if not math.isfinite(size):
-        raise SpecError(field, f"{shown!r} is too large a size; write at most 4EiB")
+        raise SpecError(field, f"{quoted(value)} is too large a size; write at most 4EiB")
     return int(size)
 
 

@@ -12,9 +12,10 @@ MAX_INT = 2**62
 """Largest magnitude of an integer accepted anywhere (64-bit columns stay safe)."""
 
 
-def _shown(value: int) -> str:
-    text = str(value)
-    return text if len(text) <= 30 else f"{text[:12]}...({len(text)} digits)"
+def quoted(value: Any, limit: int = 60) -> str:
+    """``repr(value)``, cut short: an error message quotes the input, not all of it."""
+    text = repr(value)
+    return text if len(text) <= limit else text[: limit - 3] + "..."
 
 
 def check_values(data: Any, path: str = "") -> None:
@@ -27,7 +28,7 @@ def check_values(data: Any, path: str = "") -> None:
             raise SpecError(path, "must be a finite number")
     elif isinstance(data, int):
         if abs(data) > MAX_INT:
-            raise SpecError(path, f"must be between -2**62 and 2**62 (got {_shown(data)})")
+            raise SpecError(path, f"must be between -2**62 and 2**62 (got {quoted(data)})")
     elif isinstance(data, str):
         if "\0" in data:
             raise SpecError(path, "must not contain NUL characters")
