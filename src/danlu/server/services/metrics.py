@@ -11,6 +11,7 @@ from sqlalchemy import case, select, update
 from sqlalchemy.orm import Session
 
 from danlu.core.errors import SpecError
+from danlu.core.values import MAX_INT
 from danlu.server.db.models import Job, JobMetric
 from danlu.server.services import observe
 from danlu.server.services.common import resolve_now
@@ -18,8 +19,6 @@ from danlu.server.services.common import resolve_now
 MAX_BATCH = 1000
 MAX_RECORD_BYTES = 16_384
 MAX_READ = 10_000
-MAX_STEP = 2**62
-"""The largest step (and ``checkpoint_step``) stored: within the store's 64-bit integers."""
 
 
 def _clean(value: Any, field: str) -> Any:
@@ -56,8 +55,8 @@ def ingest(
         if not isinstance(record, Mapping):
             raise SpecError(where, "each metric record must be an object")
         step = record.get("step")
-        if isinstance(step, bool) or not isinstance(step, int) or not 0 <= step <= MAX_STEP:
-            raise SpecError(f"{where}.step", f"an integer step in 0..{MAX_STEP} is required")
+        if isinstance(step, bool) or not isinstance(step, int) or not 0 <= step <= MAX_INT:
+            raise SpecError(f"{where}.step", f"an integer step in 0..{MAX_INT} is required")
         when = record.get("time", t)
         if isinstance(when, bool) or not isinstance(when, int | float) or not math.isfinite(when):
             raise SpecError(f"{where}.time", "must be a number of seconds")
@@ -70,8 +69,8 @@ def ingest(
             raise SpecError(where, f"a record may hold at most {MAX_RECORD_BYTES} bytes of JSON")
         ckpt = data.get("checkpoint_step")
         if isinstance(ckpt, int) and not isinstance(ckpt, bool):
-            if not 0 <= ckpt <= MAX_STEP:
-                raise SpecError(f"{where}.checkpoint_step", f"must lie within 0..{MAX_STEP}")
+            if not 0 <= ckpt <= MAX_INT:
+                raise SpecError(f"{where}.checkpoint_step", f"must lie within 0..{MAX_INT}")
             checkpoint = max(checkpoint or 0, ckpt)
         last = step if last is None else max(last, step)
         rows.append(JobMetric(job_id=job.id, step=step, time=float(when), data=data))

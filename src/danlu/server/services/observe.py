@@ -58,6 +58,12 @@ def _number(value: Any) -> float | None:
     return out if math.isfinite(out) else None
 
 
+def _statistic(value: Any) -> float | None:
+    """``value`` as a gradient statistic (positive, below :data:`MAX_STATISTIC`), or None."""
+    out = _number(value)
+    return out if out is not None and 0 < out < MAX_STATISTIC else None
+
+
 def _count(value: Any) -> int | None:
     """``value`` as an integer >= 1, or None."""
     if isinstance(value, bool) or not isinstance(value, int) or value < 1:
@@ -113,9 +119,8 @@ def measurement(records: Sequence[Mapping[str, Any]]) -> dict[str, float] | None
             compute = (step - sync) / accumulation
             out.update(step_time=compute + sync, sync_time=sync)
     for record in reversed(records):
-        sqr, var = _number(record.get("grad_sqr")), _number(record.get("grad_var"))
-        usable = [v for v in (sqr, var) if v is not None and 0 < v < MAX_STATISTIC]
-        if len(usable) == 2 and sqr is not None and var is not None:
+        sqr, var = _statistic(record.get("grad_sqr")), _statistic(record.get("grad_var"))
+        if sqr is not None and var is not None:
             out.update(grad_sqr=sqr, grad_var=var)
             break
     if any(record.get("adaptive") in (1, True) for record in records[-1:]):
