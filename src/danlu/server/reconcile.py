@@ -344,18 +344,7 @@ class Reconciler:
                     job = session.scalar(select(Job).where(Job.id == job_id))
                     if job is None or job.attempt != attempt or job.state not in HOLDING:
                         continue
-                    if job.state == JobState.RUNNING.value and job.cancel_requested_at is None:
-                        jobs.requeue_lost(session, job, gone, t)
-                    else:
-                        where = ", ".join(gone)
-                        jobs.settle_exit(
-                            session,
-                            job,
-                            succeeded=False,
-                            exit_code=None,
-                            reason=f"its GPUs left the inventory ({where})",
-                            now=t,
-                        )
+                    jobs.requeue_lost(session, job, gone, t)
                 report.settled.append(job_id)
         finally:
             self._release(claimed)

@@ -442,12 +442,16 @@ def settle_exit(
 
 
 def requeue_lost(session: Session, job: Job, lost: list[str], now: float | None = None) -> None:
-    """Re-queue a RUNNING job whose GPUs left the inventory before its run was launched (or
-    with the node it ran on): as a preemption without a checkpoint (RUNNING -> PREEMPTING ->
-    PENDING), so it resumes from its last checkpoint and no restart is counted against it."""
+    """Re-queue a RUNNING or PREEMPTING job whose GPUs left the inventory (with the node its
+    run was on) as a preemption without a checkpoint: RUNNING -> PREEMPTING -> PENDING, or
+    PREEMPTING -> PENDING, so it resumes from its last checkpoint and no restart is counted
+    against it; a job whose cancellation was requested is CANCELLED."""
     t = resolve_now(now)
-    where = ", ".join(lost)
-    change_state(session, job, JobState.PREEMPTING, f"its GPUs left the inventory ({where})", t)
+    reason = f"its GPUs left the inventory ({', '.join(lost)})"
+    if job.state != JobState.RUNNING.value or job.cancel_requested_at is not None:
+        settle_exit(session, job, succeeded=False, exit_code=None, reason=reason, now=t)
+        return
+    change_state(session, job, JobState.PREEMPTING, reason, t)
     change_state(session, job, JobState.PENDING, "re-queued to resume from its last checkpoint", t)
 
 
