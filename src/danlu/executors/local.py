@@ -111,10 +111,10 @@ class LocalExecutor(GpuSharingExecutor):
         self._python = python
         self._max_jobs_per_gpu = max_jobs_per_gpu
         self._children: dict[str, subprocess.Popen[bytes]] = {}
-        self._live: set[Path] | None = None
-        """Run directories of the runs that may still run (None: not read yet; the first
-        launch scans the state directory once, for runs started before this instance, e.g.
-        by a control plane that restarted)."""
+        self._live: dict[Path, dict[str, Any] | None] | None = None
+        """Run directories of the runs that may still run, with their launch records (None:
+        not read yet; the first launch scans the state directory once, for runs started
+        before this instance, e.g. by a control plane that restarted)."""
 
     # -- capabilities -------------------------------------------------------------------------
 
@@ -194,20 +194,18 @@ class LocalExecutor(GpuSharingExecutor):
         run_dir.mkdir(mode=0o700)
         with open(log_path, "ab") as log:
             offset = log.seek(0, os.SEEK_END)
-            supervise.write_json(
-                run_dir / supervise.LAUNCH,
-                {
-                    "job_id": job.job_id,
-                    "attempt": job.run_attempt,
-                    "command": job.command,
-                    "log_path": str(log_path),
-                    "log_offset": offset,
-                    "cancel_grace": self._cancel_grace,
-                    "launched_at": time.time(),
-                    "gpus": [[slot.node, slot.gpu] for slot in job.gpus],
-                    "shared": all(slot.memory is not None for slot in job.gpus),
-                },
-            )
+            record = {
+                "job_id": job.job_id,
+                "attempt": job.run_attempt,
+                "command": job.command,
+                "log_path": str(log_path),
+                "log_offset": offset,
+                "cancel_grace": self._cancel_grace,
+                "launched_at": time.time(),
+                "gpus": [[slot.node, slot.gpu] for slot in job.gpus],
+                "shared": all(slot.memory is not None for slot in job.gpus),
+            }
+            supervise.write_json(run_dir / supervise.LAUNCH, record)
             try:
                 proc = subprocess.Popen(
                     [self._python, "-I", str(SUPERVISOR), str(run_dir)],
@@ -226,7 +224,7 @@ class LocalExecutor(GpuSharingExecutor):
                 ) from exc
         self._children[job.job_id] = proc
         if self._live is not None:
-            self._live.add(run_dir)
+            self._live[run_dir] = record
         supervise.write_json(
             run_dir / "supervisor.json",
             {"pid": proc.pid, "start": supervise.proc_start_time(proc.pid)},
@@ -370,11 +368,10 @@ class LocalExecutor(GpuSharingExecutor):
         record had ``gpus`` hold none as far as this knows; those from before it had
         ``shared`` count as memory shares, the reading that refuses fewer launches)."""
         if self._live is None:
-            self._live = set(self._runs.iterdir())
-        for run_dir in sorted(self._live):
-            launch = self._read_launch(run_dir)
+            self._live = {d: self._read_launch(d) for d in self._runs.iterdir()}
+        for run_dir, launch in sorted(self._live.items()):
             if launch is None or not self._status(run_dir, launch).running:
-                self._live.discard(run_dir)  # exited, or replaced by a later run
+                del self._live[run_dir]  # exited (a later run of its job is added anew)
             elif launch.get("gpus"):
                 stopping = (run_dir / supervise.STOP).exists()
                 shared = bool(launch.get("shared", True))
