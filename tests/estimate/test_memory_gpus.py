@@ -48,3 +48,24 @@ def test_override_file(tmp_path: Path) -> None:
         load_gpu_table(f)
     with pytest.raises(UnknownNameError, match="h100"):
         get_gpu("k80")
+
+
+@pytest.mark.parametrize(
+    ("entry", "needle"),
+    [
+        ({"h100": "x"}, "must be an object"),
+        ({"h100": {"capacity_bytes": -1}}, "capacity_bytes must be >= 1"),
+        ({"h100": {"context_bytes": 1.5}}, "context_bytes must be an integer"),
+        ({"h100": {"conv_workspace_ratio": True}}, "conv_workspace_ratio must be a number"),
+        ({"h100": {"compute_capability": 9}}, "compute_capability must be a string"),
+        ({"mi300x": {"context_bytes": 5}}, "needs capacity_bytes"),
+    ],
+)
+def test_bad_override_entries_name_the_entry_and_field(
+    tmp_path: Path, entry: dict[str, object], needle: str
+) -> None:
+    f = tmp_path / "gpus.json"
+    f.write_text(json.dumps(entry))
+    with pytest.raises(ConfigError, match="--gpu-table") as info:
+        load_gpu_table(f)
+    assert needle in str(info.value) and next(iter(entry)) in str(info.value)

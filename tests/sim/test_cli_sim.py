@@ -130,6 +130,10 @@ def bad_pack_args(tmp_path: Path) -> list[str]:
             ["sim", "run", "--policy", "danlu", "--option", "share_p_max=2", "--quiet"],
             "share_p_max must be in [0.05, 1]",
         ),
+        (["sim", "run", "--jobs", "0", "--quiet"], "--jobs"),
+        (["sim", "run", "--jobs", "5", "--interval", "inf", "--quiet"], "interval"),
+        (["sim", "run", "--jobs", "5", "--restart-cost", "nan", "--quiet"], "restart_cost"),
+        (["sim", "compare", "--jobs", "5", "--restart-cost", "inf", "--quiet"], "restart_cost"),
     ],
 )
 def test_bad_flags_exit_2_naming_the_flag(runner: CliRunner, args: list[str], needle: str) -> None:
@@ -188,3 +192,37 @@ def test_parse_seeds_and_options() -> None:
     assert parse_options(["aging-per-hour=2"]) == {"aging_per_hour": 2}
     with pytest.raises(ConfigError, match="key=value"):
         parse_options(["=1"])
+
+
+def test_unwritable_outputs_are_refused_before_simulating(
+    runner: CliRunner, tmp_path: Path
+) -> None:
+    """An output that cannot be written is an error (exit 2) naming the flag, found before
+    the simulation runs rather than as a traceback after it."""
+    absent = tmp_path / "absent" / "out.json"
+    for flag, target in (("--json", absent), ("--plot", absent), ("--json", tmp_path)):
+        result = runner.invoke(app, ["sim", "run", "--jobs", "3", flag, str(target), "--quiet"])
+        assert result.exit_code == 2, result.output
+        assert flag in result.output and "Traceback" not in result.output
+        assert "simulated in" not in result.output
+    result = runner.invoke(app, ["sim", "compare", "--jobs", "3", "--json", str(absent)])
+    assert result.exit_code == 2 and "--json" in result.output
+    result = runner.invoke(app, [*bad_pack_args(tmp_path), "--json", str(absent)])
+    assert result.exit_code == 2 and "--json" in result.output
+    assert not absent.parent.exists()
+
+
+def test_files_that_are_not_utf8_text_exit_2(runner: CliRunner, tmp_path: Path) -> None:
+    """A binary or mis-encoded file is a clear error naming it, in the header or further down."""
+    binary = tmp_path / "binary.csv"
+    binary.write_bytes(b"\xff\xfe\x00garbage\n")
+    latin = tmp_path / "latin.csv"
+    latin.write_bytes(b"name,submit_time,gpus,duration\nj1,0,1,60\nj\xe9,5,1,60\n")
+    for path in (binary, latin):
+        result = runner.invoke(app, ["sim", "run", "--workload", str(path), "--quiet"])
+        assert result.exit_code == 2, result.output
+        assert "UTF-8" in result.output and squash(str(path)) in squash(result.output)
+    result = runner.invoke(
+        app, ["sim", "pack", "--pods", str(binary), "--nodes", str(binary), "--seeds", "1"]
+    )
+    assert result.exit_code == 2 and "UTF-8" in result.output

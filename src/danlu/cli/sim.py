@@ -72,6 +72,27 @@ def parse_options(pairs: list[str]) -> dict[str, Any]:
     return parse_option_pairs(pairs, "--option")
 
 
+def check_output(path: Path | None, flag: str) -> None:
+    """Refuse an output path that cannot be written before any work is done, so a long
+    simulation does not end in an error that loses its results."""
+    if path is None:
+        return
+    if path.is_dir():
+        raise ConfigError(f"{flag} {path} is a folder; give a file name, e.g. {path / 'out'}")
+    parent = path.parent if str(path.parent) else Path(".")
+    if not parent.is_dir():
+        raise ConfigError(f"{flag} {path}: folder {parent} does not exist; create it first")
+
+
+def write_output(path: Path, text: str, flag: str) -> None:
+    """Write an output file, as a clear error (exit 2) if the file system refuses."""
+    try:
+        path.write_text(text)
+    except OSError as exc:
+        raise _fail(ConfigError(f"{flag} {path}: cannot write: {exc.strerror}")) from None
+    console.print(f"wrote {path}")
+
+
 def _load(workload: Path | None, jobs: int, seed: int) -> Workload:
     if workload is None:
         return synthetic_workload(jobs=jobs, seed=seed)
@@ -241,6 +262,8 @@ def run(
         names = default_registry().names()
         if policy not in names:
             raise ConfigError(f"--policy: unknown policy {policy!r}; valid: {', '.join(names)}")
+        check_output(json_out, "--json")
+        check_output(plot, "--plot")
         wl = _load(workload, jobs, seed)
         config = _config(interval, restart_cost, event_rounds, interference, interference_gpu)
         cluster = Cluster.homogeneous(nodes, gpus_per_node)
@@ -261,12 +284,14 @@ def run(
     if json_out is not None:
         payload = result.to_json(timeline=True)
         payload["wall_seconds"] = wall
-        json_out.write_text(json.dumps(payload, indent=1))
-        console.print(f"wrote {json_out}")
+        write_output(json_out, json.dumps(payload, indent=1), "--json")
     if plot is not None:
         from danlu.sim.report import plot_timeline
 
-        console.print(f"wrote {plot_timeline(result, plot)}")
+        try:
+            console.print(f"wrote {plot_timeline(result, plot)}")
+        except OSError as exc:
+            raise _fail(ConfigError(f"--plot {plot}: cannot write: {exc.strerror}")) from None
 
 
 @sim_app.command("compare")
@@ -297,6 +322,7 @@ def compare(
                 raise ConfigError(
                     f"--policies: unknown policy {name!r}; valid: {', '.join(registry.names())}"
                 )
+        check_output(json_out, "--json")
         wl = _load(workload, jobs, seed)
         config = _config(interval, restart_cost, event_rounds, interference, interference_gpu)
         cluster = Cluster.homogeneous(nodes, gpus_per_node)
@@ -305,8 +331,9 @@ def compare(
         raise _fail(exc) from None
     console.print(_table(results, f"{wl.name}: {len(wl.jobs)} jobs on {cluster.total_gpus} GPUs"))
     if json_out is not None:
-        json_out.write_text(json.dumps({r.policy: r.to_json() for r in results}, indent=1))
-        console.print(f"wrote {json_out}")
+        write_output(
+            json_out, json.dumps({r.policy: r.to_json() for r in results}, indent=1), "--json"
+        )
 
 
 @sim_app.command("pack")
@@ -332,6 +359,7 @@ def pack(
         if not load > 0:
             raise ConfigError(f"--load must be > 0, got {load}")
         seed_list = parse_seeds(seeds)
+        check_output(json_out, "--json")
         node_list = load_nodes(nodes)
         pod_list = load_pods(pods)
         with console.status(f"packing {len(pod_list)} pods x {len(seed_list)} seeds ({policy})"):
@@ -349,5 +377,4 @@ def pack(
         f"allocation_ratio {result.allocation_ratio:.2f} ({policy}, {result.wall_seconds:.1f} s)"
     )
     if json_out is not None:
-        json_out.write_text(json.dumps(result.to_json(), indent=1))
-        console.print(f"wrote {json_out}")
+        write_output(json_out, json.dumps(result.to_json(), indent=1), "--json")

@@ -74,10 +74,12 @@ class SimConfig:
     interval by interval)."""
 
     def __post_init__(self) -> None:
-        if not self.interval > 0:
-            raise ConfigError(f"interval must be > 0 seconds, got {self.interval}")
-        if self.restart_cost < 0:
-            raise ConfigError(f"restart_cost must be >= 0 seconds, got {self.restart_cost}")
+        if not 0 < self.interval < math.inf:
+            raise ConfigError(f"interval must be > 0 seconds and finite, got {self.interval}")
+        if not 0 <= self.restart_cost < math.inf:
+            raise ConfigError(
+                f"restart_cost must be >= 0 seconds and finite, got {self.restart_cost}"
+            )
         if self.idle_retries < 0:
             raise ConfigError(f"idle_retries must be >= 0 rounds, got {self.idle_retries}")
 

@@ -44,6 +44,8 @@ def _read_rows(path: Path, required: Sequence[str]) -> tuple[list[str], list[lis
             rows = list(csv.reader(fh))
     except OSError as exc:
         raise DataError(f"{path}: cannot read: {exc}") from exc
+    except (UnicodeDecodeError, csv.Error) as exc:
+        raise DataError(f"{path}: not a UTF-8 CSV file ({exc}); save it as UTF-8 text") from None
     if not rows:
         raise DataError(f"{path}: empty file, expected a header line")
     header = [h.strip() for h in rows[0]]

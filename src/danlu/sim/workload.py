@@ -27,7 +27,7 @@ from datetime import datetime
 from pathlib import Path
 
 from danlu.core.cluster import MILLI_PER_GPU
-from danlu.core.errors import DataError
+from danlu.core.errors import ConfigError, DataError
 from danlu.core.spec import MODEL_FAMILIES
 from danlu.core.units import MiB
 from danlu.sched.view import JobRequest
@@ -96,13 +96,27 @@ def _rows(path: Path) -> tuple[list[str], Iterator[tuple[int, dict[str, str]]]]:
     except OSError as exc:
         raise DataError(f"cannot read workload {path}: {exc.strerror}") from None
     reader = csv.DictReader(handle)
-    header = list(reader.fieldnames or [])
+    try:
+        header = list(reader.fieldnames or [])
+    except (UnicodeDecodeError, csv.Error) as exc:
+        handle.close()
+        raise DataError(_unreadable(path, 1, exc)) from None
 
     def rows() -> Iterator[tuple[int, dict[str, str]]]:
         with handle:
-            yield from enumerate(reader, start=2)
+            line = 1
+            try:
+                for line, row in enumerate(reader, start=2):
+                    yield line, row
+            except (UnicodeDecodeError, csv.Error) as exc:
+                raise DataError(_unreadable(path, line + 1, exc)) from None
 
     return header, rows()
+
+
+def _unreadable(path: Path, line: int, exc: Exception) -> str:
+    """The message for a workload file that is not UTF-8 CSV text."""
+    return f"{path}:{line}: not a UTF-8 CSV file ({exc}); save the workload as UTF-8 text"
 
 
 def _num(row: dict[str, str], column: str, path: Path, line: int) -> float:
@@ -218,6 +232,8 @@ def synthetic_workload(jobs: int = 200, seed: int = 0, hours: float = 8.0) -> Wo
     """A deterministic Philly-like workload: mostly 1-GPU jobs, some gangs of 2-16 GPUs,
     log-normal durations (minutes to hours), random priorities; used as the embedded
     default when no workload file is given."""
+    if jobs < 1:
+        raise ConfigError(f"jobs (--jobs) must be >= 1, got {jobs}")
     rng = random.Random(seed)
     sizes = [1] * 70 + [2] * 12 + [4] * 10 + [8] * 6 + [16] * 2
     out: list[WorkloadJob] = []

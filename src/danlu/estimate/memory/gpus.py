@@ -16,7 +16,9 @@ convolution's output bytes (0 until calibrated).
 from __future__ import annotations
 
 import json
+import math
 from dataclasses import asdict, dataclass, replace
+from dataclasses import fields as dataclass_fields
 from pathlib import Path
 
 from danlu.core.cluster import gpu_type_from_device
@@ -89,12 +91,48 @@ def load_gpu_table(path: str | Path | None = None) -> dict[str, GpuSpec]:
         raise ConfigError(f"--gpu-table: {path} must hold a JSON object of GPU names")
     for name, fields in data.items():
         key = name.lower()
+        if not isinstance(fields, dict):
+            raise ConfigError(
+                f"--gpu-table: entry {name!r} in {path} must be an object of GpuSpec fields, "
+                f'e.g. {{"capacity_bytes": 85031714816}}, got {fields!r}'
+            )
         base = table.get(key, GpuSpec(key, 0, 0, _CUBLAS_PRE_HOPPER))
-        try:
-            table[key] = replace(base, **{k: v for k, v in fields.items() if k != "name"})
-        except TypeError as exc:
-            raise ConfigError(f"--gpu-table: bad entry {name!r} in {path}: {exc}") from exc
+        changes = {k: v for k, v in fields.items() if k != "name"}
+        for field_name, value in changes.items():
+            problem = _field_problem(field_name, value)
+            if problem:
+                raise ConfigError(f"--gpu-table: entry {name!r} in {path}: {problem}")
+        table[key] = replace(base, **changes)
+        if table[key].capacity_bytes <= 0:
+            raise ConfigError(
+                f"--gpu-table: entry {name!r} in {path}: a new GPU needs capacity_bytes > 0"
+            )
     return table
+
+
+_FIELD_KINDS: dict[str, tuple[type, float]] = {
+    "capacity_bytes": (int, 1),
+    "context_bytes": (int, 0),
+    "cublas_workspace_bytes": (int, 0),
+    "cublas_handles": (int, 1),
+    "conv_workspace_ratio": (float, 0),
+}
+
+
+def _field_problem(name: str, value: object) -> str:
+    """What is wrong with one field of a ``--gpu-table`` entry ('' when nothing)."""
+    if name == "compute_capability":
+        return "" if isinstance(value, str) else "compute_capability must be a string like '9.0'"
+    if name not in _FIELD_KINDS:
+        fields = ", ".join(f.name for f in dataclass_fields(GpuSpec) if f.name != "name")
+        return f"unknown field {name!r}; the fields are {fields}"
+    kind, low = _FIELD_KINDS[name]
+    number = isinstance(value, int | float) and not isinstance(value, bool)
+    if not number or (kind is int and not isinstance(value, int)):
+        return f"{name} must be {'an integer' if kind is int else 'a number'}, got {value!r}"
+    if not (low <= value < math.inf):  # type: ignore[operator]
+        return f"{name} must be >= {low:g} and finite, got {value!r}"
+    return ""
 
 
 def get_gpu(name: str, table: dict[str, GpuSpec] | None = None) -> GpuSpec:

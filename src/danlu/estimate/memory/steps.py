@@ -83,19 +83,39 @@ def make_optimizer(
     if key in _OPTIMIZERS:
         cls_name, kwargs = _OPTIMIZERS[key]
     else:
-        matches = [n for n in dir(torch.optim) if n.lower() == key]
+        matches = [n for n in dir(torch.optim) if n.lower() == key and _steps_alone(n)]
         if not matches:
             raise SpecError(
                 "--optimizer",
                 f"unknown optimizer {name!r}; use one of "
-                f"{', '.join(sorted(_OPTIMIZERS))} or a torch.optim class name",
+                f"{', '.join(sorted(_OPTIMIZERS))} or the name of a torch.optim optimizer "
+                "class whose step() needs no closure (LBFGS does)",
             )
         cls_name, kwargs = matches[0], {}
     cls = getattr(torch.optim, cls_name)
     kwargs = dict(kwargs)
     if foreach is not None and "foreach" in inspect.signature(cls).parameters:
         kwargs["foreach"] = foreach
-    return cls(model.parameters(), **kwargs)  # type: ignore[no-any-return]
+    try:
+        return cls(model.parameters(), **kwargs)  # type: ignore[no-any-return]
+    except (TypeError, ValueError) as exc:
+        raise SpecError(
+            "--optimizer", f"torch.optim.{cls_name} cannot be built with its defaults: {exc}"
+        ) from None
+
+
+def _steps_alone(attr: str) -> bool:
+    """Whether ``torch.optim.<attr>`` is an optimizer class (not the base class) whose
+    ``step()`` runs without a closure, as one traced training step calls it."""
+    cls = getattr(torch.optim, attr, None)
+    if not (
+        isinstance(cls, type)
+        and issubclass(cls, torch.optim.Optimizer)
+        and cls is not torch.optim.Optimizer
+    ):
+        return False
+    closure = inspect.signature(cls.step).parameters.get("closure")
+    return closure is None or closure.default is not inspect.Parameter.empty
 
 
 def enable_checkpointing(model: torch.nn.Module, model_ref: str) -> None:
