@@ -49,7 +49,7 @@ _HINTS: dict[str, str] = {
         "a JSON object of the policy's options, e.g. "
         'DANLU_POLICY_OPTIONS=\'{"min_hold": 300, "hysteresis": 0.2}\''
     ),
-    "interval": "a positive number of seconds, e.g. DANLU_INTERVAL=2.0",
+    "interval": "a positive, finite number of seconds, e.g. DANLU_INTERVAL=2.0",
     "fake_gpus": "GPUs per node and memory or type, e.g. DANLU_FAKE_GPUS=4x80GiB or 2x8xH100",
     "port": "a TCP port 1..65535, e.g. DANLU_PORT=8470",
     "estimate_warm_workers": "a count 0..16, e.g. DANLU_ESTIMATE_WARM_WORKERS=1",
@@ -66,6 +66,13 @@ class FakeGpus:
     gpu_type: str = "generic"
 
 
+MAX_FAKE_GPUS_PER_NODE = 1024
+"""The most GPUs a fake node may have (a typo such as ``1000000x80GiB`` would otherwise hang
+the start-up building a million GPUs)."""
+MAX_FAKE_GPUS = 100_000
+"""The most fake GPUs in all (a scheduling round over them stays well under a second)."""
+
+
 def parse_fake_gpus(value: str, variable: str = "DANLU_FAKE_GPUS") -> FakeGpus:
     """Parse ``[NODES x] GPUS x (SIZE | TYPE)``: ``4x80GiB``, ``2x8xH100``, ``1x24GB``."""
     match = _FAKE.match(value)
@@ -76,6 +83,11 @@ def parse_fake_gpus(value: str, variable: str = "DANLU_FAKE_GPUS") -> FakeGpus:
     what = match.group(3)
     if nodes < 1 or gpus < 1:
         raise ConfigError(f"{variable}={value!r}: node and GPU counts must be at least 1")
+    if gpus > MAX_FAKE_GPUS_PER_NODE or nodes * gpus > MAX_FAKE_GPUS:
+        raise ConfigError(
+            f"{variable}={value!r}: at most {MAX_FAKE_GPUS_PER_NODE} GPUs a node and "
+            f"{MAX_FAKE_GPUS:,} in all; a fake inventory is for trying danlu out"
+        )
     if what[0].isdigit():
         try:
             memory = parse_bytes(what, variable)
@@ -149,7 +161,7 @@ class Settings(BaseSettings):
     policy_options: str | None = None
     """The policy's options as a JSON object (see :attr:`policy_knobs`); names and values
     are checked when the reconcile loop builds the policy."""
-    interval: float = Field(default=2.0, gt=0)
+    interval: float = Field(default=2.0, gt=0, allow_inf_nan=False)
     fake_gpus: str | None = None
     port: int = Field(default=8470, ge=1, le=65535)
     estimate_warm_workers: int = Field(default=1, ge=0, le=16)

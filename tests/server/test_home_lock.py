@@ -59,3 +59,26 @@ def test_the_lock_dies_with_its_process(tmp_path: Path) -> None:
         proc.kill()
         proc.wait(10)
     lock_home(home).close()  # the kernel dropped it with the process: no stale lock
+
+
+def test_unusable_home_port_host_and_store_are_errors_naming_the_flag(tmp_path: Path) -> None:
+    """What the operator gave that cannot be used is a :class:`ConfigError` naming the flag
+    (and, for the store, its URL without the password), not a traceback from below."""
+    a_file = tmp_path / "file"
+    a_file.write_text("")
+    with pytest.raises(ConfigError, match="--home"):
+        _prepare(a_file)
+    settings = load_settings(home=tmp_path / "home", fake_gpus="1x80GiB")
+    for host, port, needle in (("127.0.0.1", 70000, "--port"), ("999.1.1.1", 0, "--host")):
+        with pytest.raises(ConfigError, match=needle):
+            prepare(settings, host=host, port=port, start_loops=False, announce=lambda _t: None)
+    unreachable = load_settings(
+        home=tmp_path / "pg",
+        fake_gpus="1x80GiB",
+        database_url="postgresql+psycopg://danlu:s3cret@127.0.0.1:1/danlu",
+    )
+    with pytest.raises(ConfigError, match="--database-url") as err:
+        prepare(unreachable, port=0, start_loops=False, announce=lambda _t: None)
+    assert "127.0.0.1" in str(err.value) and "s3cret" not in str(err.value)
+    again = _prepare(tmp_path / "pg")  # the failed start gave the home back
+    again.close()

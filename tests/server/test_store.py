@@ -125,7 +125,10 @@ def test_settings_from_environment(monkeypatch: pytest.MonkeyPatch, tmp_path: Pa
     [
         ("DANLU_PORT", "99999"),
         ("DANLU_INTERVAL", "0"),
+        ("DANLU_INTERVAL", "inf"),
         ("DANLU_FAKE_GPUS", "lots"),
+        ("DANLU_FAKE_GPUS", "1000000x80GiB"),
+        ("DANLU_FAKE_GPUS", "1000x1000xH100"),
         ("DANLU_DATABASE_URL", "mysql://x/y"),
         ("DANLU_POLICY_OPTIONS", "min_hold=300"),
         ("DANLU_POLICY_OPTIONS", "[300]"),

@@ -21,6 +21,8 @@ from typing import IO
 
 import uvicorn
 from fastapi import FastAPI
+from sqlalchemy import make_url
+from sqlalchemy.exc import OperationalError
 
 from danlu.config import Settings
 from danlu.core.errors import ConfigError
@@ -108,12 +110,43 @@ def _announce(text: str) -> None:
 
 def bind(host: str, port: int) -> socket.socket:
     """A listening-ready TCP socket on ``host:port`` (port 0: a free one)."""
+    if not 0 <= port <= 65535:
+        raise ConfigError(f"--port (DANLU_PORT) must be 0..65535 (0: any free port), got {port}")
     family = socket.AF_INET6 if ":" in host else socket.AF_INET
     sock = socket.socket(family, socket.SOCK_STREAM)
     sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
-    sock.bind((host, port))
+    try:
+        sock.bind((host, port))
+    except (OSError, OverflowError) as exc:
+        sock.close()
+        reason = exc.strerror if isinstance(exc, OSError) and exc.strerror else str(exc)
+        raise ConfigError(
+            f"cannot listen on --host {host} --port {port}: {reason}; pick an address of this "
+            "machine and a free port (--port 0 picks one)"
+        ) from None
     sock.set_inheritable(False)
     return sock
+
+
+def _open_store(settings: Settings) -> str | None:
+    """Migrate the store and bootstrap the admin token; returns the token issued now
+    (``None`` when one was issued before). A store that cannot be reached is a :class:`ConfigError`
+    naming the URL (its password hidden)."""
+    try:
+        upgrade_database(settings.db_url)
+        db = Database(settings.db_url)
+        try:
+            with db.session() as session:
+                return bootstrap_admin(session, settings.admin_token_path)
+        finally:
+            db.dispose()
+    except OperationalError as exc:
+        shown = make_url(settings.db_url).render_as_string(hide_password=True)
+        reason = str(exc.orig or exc).strip().splitlines()[0]
+        raise ConfigError(
+            f"cannot open the database {shown} (--database-url, DANLU_DATABASE_URL): "
+            f"{reason}; check that it is running and reachable"
+        ) from None
 
 
 def prepare(
@@ -131,16 +164,16 @@ def prepare(
     bootstrap the admin token (``{home}/admin.token``, mode 0600), find the GPUs, bind the
     port and build the app with its local executor."""
     home = Path(settings.home)
-    home.mkdir(parents=True, exist_ok=True, mode=0o700)
-    home_lock = lock_home(home)
     try:
-        upgrade_database(settings.db_url)
-        db = Database(settings.db_url)
-        try:
-            with db.session() as session:
-                issued = bootstrap_admin(session, settings.admin_token_path)
-        finally:
-            db.dispose()
+        home.mkdir(parents=True, exist_ok=True, mode=0o700)
+        home_lock = lock_home(home)
+    except OSError as exc:
+        raise ConfigError(
+            f"--home {str(home)!r} (DANLU_HOME) cannot be used: {exc.strerror or exc}; give a "
+            "directory this user can create and write"
+        ) from None
+    try:
+        issued = _open_store(settings)
         token = issued or settings.admin_token_path.read_text(encoding="utf-8").strip()
         inventory = find_inventory(fake_gpus or settings.fake_gpus, announce)
         sock = bind(host, settings.port if port is None else port)
