@@ -24,6 +24,13 @@ def _spec(**fields: Any) -> dict[str, Any]:
     return {"name": "job", **fields}
 
 
+def _nested(depth: int) -> Any:
+    value: Any = 1
+    for _ in range(depth):
+        value = [value]
+    return value
+
+
 def test_minimal_yaml_spec_parses() -> None:
     spec = loads_spec(MINIMAL_YAML)
     assert spec.name == "hello"
@@ -91,6 +98,11 @@ def test_gpu_memory_auto_and_units() -> None:
         (_spec(project="p\x00"), "project", "NUL"),
         (_spec(resources={"gpus": "x" * 5000}), "resources.gpus", "x... is not a GPU count"),
         (_spec(project="p" * 64), "project", "longer than 63"),
+        # what no process can be started with (E2BIG at every launch before)
+        (_spec(env={"A": "x" * 200_000}), "env.A", "at most 131,071"),
+        (_spec(command=["python", "y" * 131_072]), "command.1", "pass large data in a file"),
+        (_spec(command=["x" * 100_000] * 12), "command", "at most 1,048,576"),
+        (_spec(env={"A": _nested(40)}), "env.A" + ".0" * 30, "deeper than 32"),
     ],
 )
 def test_errors_name_the_dotted_field_and_the_fix(
@@ -200,3 +212,28 @@ def test_load_spec_file_errors(tmp_path: Path) -> None:
 def test_every_example_spec_parses(path: Path) -> None:
     spec = load_spec(path)
     assert spec.name and spec.command
+
+
+YAML_ALIAS_BOMB = (
+    "a: &a [x, x, x, x, x, x, x, x, x]\n"
+    + "".join(
+        f"l{i}: &l{i} [{', '.join([f'*l{i - 1}' if i > 1 else '*a'] * 9)}]\n" for i in range(1, 10)
+    )
+    + "name: bomb\ncommand: [python]\nenv: {X: *l9}\n"
+)
+
+
+def test_unreadable_huge_or_deep_spec_files_are_spec_errors(tmp_path: Path) -> None:
+    """A file that is not UTF-8, YAML aliases that expand to billions of values, and nesting
+    Python's parsers cannot recurse through are refused with a message, fast."""
+    cases = {
+        "binary.yaml": (b"\xff\xfe\x00", "not UTF-8 text"),
+        "bomb.yaml": (YAML_ALIAS_BOMB.encode(), "more than 100,000 values"),
+        "deep.yaml": (b"x: " + b"[" * 5000 + b"]" * 5000, "deeper than 32"),
+        "deep.json": (b'{"x": ' + b"[" * 100_000 + b"]" * 100_000 + b"}", "deeper than 32"),
+    }
+    for name, (content, needle) in cases.items():
+        path = tmp_path / name
+        path.write_bytes(content)
+        with pytest.raises(SpecError, match=needle):
+            load_spec(path)

@@ -25,7 +25,7 @@ from danlu.cli import top as top_view
 from danlu.client import Client
 from danlu.config import load_client_settings
 from danlu.core.errors import DanluError, SpecError
-from danlu.core.spec import parse_spec
+from danlu.core.spec import load_spec_data, parse_spec
 from danlu.core.state import JobState
 from danlu.core.units import format_bytes
 
@@ -100,16 +100,7 @@ def set_path(data: dict[str, Any], dotted: str, value: Any) -> None:
 def build_spec(path: Path, overrides: dict[str, Any], sets: list[str]) -> dict[str, Any]:
     """Read ``path`` (YAML or JSON), apply flag overrides and ``--set key=value`` (values parsed
     as YAML), validate it locally, and return the JSON body to submit."""
-    try:
-        text = path.read_text(encoding="utf-8")
-    except OSError as exc:
-        raise SpecError("", f"cannot read job spec {path}: {exc.strerror or exc}") from None
-    try:
-        data = yaml.safe_load(text)
-    except yaml.YAMLError as exc:
-        raise SpecError("", f"{path} is not valid YAML/JSON: {exc}") from None
-    if data is None:
-        data = {}
+    data = load_spec_data(path)
     if not isinstance(data, dict):
         raise SpecError("", f"a job spec must be a mapping of fields, got {type(data).__name__}")
     for key, value in overrides.items():
@@ -121,7 +112,7 @@ def build_spec(path: Path, overrides: dict[str, Any], sets: list[str]) -> dict[s
             raise SpecError(key, f"--set {item!r}: write key=value, e.g. --set resources.gpus=2")
         try:
             value = yaml.safe_load(raw) if raw else ""
-        except yaml.YAMLError:
+        except (yaml.YAMLError, RecursionError):
             value = raw
         key = key.strip()
         if key.startswith("env.") and value is not None:

@@ -32,7 +32,7 @@ from pydantic import (
 
 from danlu.core.errors import SpecError
 from danlu.core.units import MAX_BYTES, parse_bytes
-from danlu.core.values import check_values, quoted
+from danlu.core.values import MAX_DEPTH, check_values, quoted
 
 MODEL_FAMILIES = ("cnn-small", "cnn-large", "transformer", "lstm", "recommendation", "gan", "rl")
 """The model families the GPU-sharing interference model knows (``training.family``): the
@@ -55,6 +55,11 @@ MAX_PRIORITY = 1_000_000
 """Priorities lie in ``-MAX_PRIORITY..MAX_PRIORITY`` (as projects' do)."""
 MAX_RESTARTS = 1_000_000
 MAX_CPUS = 1_000_000
+MAX_EXEC_STRING = 128 * 1024
+"""Linux's limit on one argument or environment string, its NUL included (MAX_ARG_STRLEN)."""
+MAX_EXEC_TOTAL = 1024 * 1024
+"""The most bytes a job's command and env may come to (with a pointer each); Linux takes 2 MiB
+in all with the default stack limit, and the launch adds its own environment."""
 
 
 class _Strict(BaseModel):
@@ -279,27 +284,66 @@ def check_limits(spec: JobSpec) -> None:
     for key in spec.env:
         if not key or "=" in key:
             raise SpecError("env", f"{quoted(key)} is not an environment variable name")
+    _check_exec_size(spec)
     for field, text in (("project", spec.project), ("user", spec.user)):
         if len(text) > 63:
             raise SpecError(field, f"{quoted(text)} is longer than 63 characters")
 
 
+def _check_exec_size(spec: JobSpec) -> None:
+    """Refuse a command or environment no process can be started with (``E2BIG``): Linux
+    takes at most :data:`MAX_EXEC_STRING` bytes in one argument or ``NAME=value`` and a few
+    MiB in all, part of which the launch's own environment uses."""
+    total = 0
+    strings = [(f"command.{i}", arg) for i, arg in enumerate(spec.command)]
+    strings += [(f"env.{key}", f"{key}={value}") for key, value in spec.env.items()]
+    for field, text in strings:
+        size = len(text.encode("utf-8", "surrogatepass")) + 1
+        if size > MAX_EXEC_STRING:
+            raise SpecError(
+                field,
+                f"is {size - 1:,} bytes; a process takes at most {MAX_EXEC_STRING - 1:,} in one "
+                "argument or variable: pass large data in a file",
+            )
+        total += size + 8  # and its pointer
+    if total > MAX_EXEC_TOTAL:
+        raise SpecError(
+            "command",
+            f"the command and env come to {total:,} bytes; a launch takes at most "
+            f"{MAX_EXEC_TOTAL:,}: pass large data in a file",
+        )
+
+
 def load_spec(path: str | Path) -> JobSpec:
     """Load a job spec from a YAML or JSON file."""
+    return parse_spec(load_spec_data(path))
+
+
+def load_spec_data(path: str | Path) -> Any:
+    """The data of a job spec file, not yet validated: YAML (a superset of JSON), or JSON
+    for a ``.json`` file; an empty file is an empty mapping. Errors are :class:`SpecError`."""
     p = Path(path)
     try:
         text = p.read_text(encoding="utf-8")
     except OSError as exc:
-        raise SpecError("", f"cannot read job spec {p}: {exc.strerror}") from None
-    return loads_spec(text, p.suffix.lower() == ".json")
+        raise SpecError("", f"cannot read job spec {p}: {exc.strerror or exc}") from None
+    except UnicodeDecodeError as exc:
+        raise SpecError("", f"job spec {p} is not UTF-8 text ({exc}); save it as UTF-8") from None
+    data = _parse_text(text, p.suffix.lower() == ".json")
+    return {} if data is None else data
 
 
 def loads_spec(text: str, is_json: bool = False) -> JobSpec:
     """Parse a job spec from YAML (a superset of JSON) or JSON text."""
+    return parse_spec(_parse_text(text, is_json))
+
+
+def _parse_text(text: str, is_json: bool) -> Any:
     try:
-        data = json.loads(text) if is_json else yaml.safe_load(text)
+        return json.loads(text) if is_json else yaml.safe_load(text)
     except (json.JSONDecodeError, yaml.YAMLError) as exc:
         raise SpecError(
             "", f"the job spec is not valid {'JSON' if is_json else 'YAML'}: {exc}"
         ) from None
-    return parse_spec(data)
+    except RecursionError:
+        raise SpecError("", f"the job spec nests deeper than {MAX_DEPTH} levels") from None

@@ -18,9 +18,28 @@ def quoted(value: Any, limit: int = 60) -> str:
     return text if len(text) <= limit else text[: limit - 3] + "..."
 
 
+MAX_NODES = 100_000
+"""The most values (numbers, strings, keys, lists, objects) one request may hold, counting a
+YAML alias each time it is used: an alias bomb expands to billions."""
+MAX_DEPTH = 32
+"""The deepest a request's values may nest."""
+
+
 def check_values(data: Any, path: str = "") -> None:
     """Reject what the store cannot hold: non-finite numbers, integers beyond 2**62, NUL
-    characters in strings or keys (:class:`SpecError` naming the field, ``path`` dotted)."""
+    characters in strings or keys (:class:`SpecError` naming the field, ``path`` dotted);
+    also more than :data:`MAX_NODES` values or nesting deeper than :data:`MAX_DEPTH`."""
+    _check(data, path, 0, [MAX_NODES])
+
+
+def _check(data: Any, path: str, depth: int, budget: list[int]) -> None:
+    budget[0] -= 1
+    if budget[0] < 0:
+        raise SpecError(
+            "",
+            f"the request holds more than {MAX_NODES:,} values (a YAML alias counts each "
+            "time it is used); send less",
+        )
     if isinstance(data, bool) or data is None:
         return
     if isinstance(data, float):
@@ -32,12 +51,14 @@ def check_values(data: Any, path: str = "") -> None:
     elif isinstance(data, str):
         if "\0" in data:
             raise SpecError(path, "must not contain NUL characters")
+    elif isinstance(data, dict | list | tuple) and depth >= MAX_DEPTH:
+        raise SpecError(path or "body", f"nests deeper than {MAX_DEPTH} levels")
     elif isinstance(data, dict):
         for key, value in data.items():
             sub = f"{path}.{key}" if path else str(key)
             if "\0" in str(key):
                 raise SpecError(path or "body", "keys must not contain NUL characters")
-            check_values(value, sub)
+            _check(value, sub, depth + 1, budget)
     elif isinstance(data, list | tuple):
         for i, value in enumerate(data):
-            check_values(value, f"{path}.{i}" if path else str(i))
+            _check(value, f"{path}.{i}" if path else str(i), depth + 1, budget)
