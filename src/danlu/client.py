@@ -29,6 +29,7 @@ import httpx
 
 from danlu.core.errors import ConfigError, DanluError, SpecError, UnschedulableError
 from danlu.core.spec import JobSpec
+from danlu.core.values import quoted
 
 API_PREFIX = "/api/v1"
 LOG_OFFSET_HEADER = "X-Danlu-Log-Offset"
@@ -173,8 +174,8 @@ def _spec_body(spec: JobSpec | Mapping[str, Any]) -> dict[str, Any]:
 
 def _seg(value: str) -> str:
     """One URL path segment: ``/``, ``..`` and the like cannot change the route."""
-    if value in ("", ".", ".."):
-        raise SpecError("id", f"{value!r} is not a valid id or name")
+    if value in ("", ".", "..") or "/" in value:
+        raise SpecError("id", f"{quoted(value)} is not a valid id or name")
     return quote(value, safe="")
 
 
@@ -218,6 +219,15 @@ class Client:
         headers = {"Accept": "application/json"}
         if token:
             headers["Authorization"] = f"Bearer {token}"
+        try:
+            parsed = httpx.URL(base)
+        except httpx.InvalidURL as exc:
+            raise ConfigError(f"the server URL {quoted(url)} is not a URL ({exc})") from None
+        if parsed.scheme not in ("http", "https") or not parsed.host:
+            raise ConfigError(
+                f"the server URL {quoted(url)} must be http(s)://host[:port], e.g. "
+                "http://127.0.0.1:8470 (--url, DANLU_URL)"
+            )
         self._http = httpx.Client(
             base_url=base + API_PREFIX, headers=headers, transport=transport, timeout=timeout
         )
@@ -238,7 +248,15 @@ class Client:
         Environment variables are the caller's business (the CLI reads them in danlu.config).
         """
         if url is None or token is None:
-            found_url, found_token = find_server(home)
+            try:
+                found_url, found_token = find_server(home)
+            except NoServerError as exc:
+                if url is None:
+                    raise
+                raise NoServerError(
+                    f"the server at {url} needs an API token: pass --token or set DANLU_TOKEN "
+                    f"({exc})"
+                ) from None
             url = url or found_url
             token = token or found_token
         return cls(url, token, transport=transport, timeout=timeout)

@@ -173,10 +173,18 @@ def test_url_may_carry_the_api_prefix_and_job_ids_cannot_escape(
 ) -> None:
     c = Client(URL + "/api/v1/", "tok", transport=httpx.MockTransport(rec))
     rec.body = {"id": "x"}
-    c.get_job("a/../../users")
-    assert rec.last.url.raw_path.decode().startswith("/api/v1/jobs/a%2F..%2F..%2Fusers")
-    with pytest.raises(SpecError):
-        c.get_job("..")
+    c.get_job("a?b#c")
+    assert rec.last.url.raw_path.decode().startswith("/api/v1/jobs/a%3Fb%23c")
+    # no id or name holds a '/': refused before any request, not sent to a 404 "Not Found"
+    for bad in ("..", "a/../../users", "../../etc/passwd"):
+        with pytest.raises(SpecError, match="not a valid id or name"):
+            c.get_job(bad)
+
+
+@pytest.mark.parametrize("url", ["notaurl", "ftp://x", "http://[::1", "http://"])
+def test_a_url_that_names_no_http_server_is_a_config_error(url: str) -> None:
+    with pytest.raises(ConfigError, match="server URL"):
+        Client(url, "t")
 
 
 def test_no_token_sends_no_authorization(rec: Recorder) -> None:
@@ -308,3 +316,6 @@ def test_from_home_without_a_server_says_how_to_start_one(tmp_path: Path) -> Non
     )
     # url and token given: the home is not needed
     Client.from_home(home, url=URL, token="t").close()
+    # a url without a token, and no home to read one from: the missing token is named
+    with pytest.raises(ConfigError, match="needs an API token: pass --token"):
+        Client.from_home(home, url=URL)
