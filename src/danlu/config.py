@@ -37,6 +37,8 @@ from danlu.core.errors import ConfigError, SpecError, UnknownNameError
 from danlu.core.units import parse_bytes
 
 ENV_PREFIX = "DANLU_"
+DEFAULT_TRACE_MODULES = ("danlu.estimate.zoo",)
+"""What ``DANLU_TRACE_MODULES`` allows by default: danlu's own model zoo."""
 _FAKE = re.compile(r"^\s*(?:(\d+)\s*[xX*]\s*)?(\d+)\s*[xX*]\s*([A-Za-z0-9.\-]+)\s*$")
 _HINTS: dict[str, str] = {
     "home": "a directory path, e.g. DANLU_HOME=/var/lib/danlu",
@@ -53,7 +55,12 @@ _HINTS: dict[str, str] = {
     "fake_gpus": "GPUs per node and memory or type, e.g. DANLU_FAKE_GPUS=4x80GiB or 2x8xH100",
     "port": "a TCP port 1..65535, e.g. DANLU_PORT=8470",
     "estimate_warm_workers": "a count 0..16, e.g. DANLU_ESTIMATE_WARM_WORKERS=1",
+    "trace_modules": (
+        "comma-separated Python packages or modules, e.g. "
+        "DANLU_TRACE_MODULES=danlu.estimate.zoo,mycompany.models (empty: trace none)"
+    ),
 }
+_MODULE = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*(\.[A-Za-z_][A-Za-z0-9_]*)*$")
 
 
 @dataclass(frozen=True, slots=True)
@@ -169,10 +176,29 @@ class Settings(BaseSettings):
     submission has been traced (each holds an imported torch, a few hundred MB), so later
     submissions skip the worker's ~3-5 s start-up; 0: every trace starts its own."""
 
+    trace_modules: str = ",".join(DEFAULT_TRACE_MODULES)
+    """The packages or modules, comma-separated, whose model factories the server may import
+    and call to estimate a submitted job's memory (``training.model``, traced in a
+    subprocess of the server). The submitter names the factory, so only code an admin
+    listed here runs; a job naming another falls back to whole GPUs, with the reason."""
+
     @field_validator("home", mode="after")
     @classmethod
     def _home(cls, value: Path) -> Path:
         return value.expanduser()
+
+    @field_validator("trace_modules", mode="after")
+    @classmethod
+    def _trace_modules(cls, value: str) -> str:
+        for part in value.split(","):
+            if part.strip() and not _MODULE.match(part.strip()):
+                raise ValueError(f"{part.strip()!r} is not a dotted module name")
+        return value
+
+    @property
+    def trace_module_names(self) -> tuple[str, ...]:
+        """:attr:`trace_modules` as a tuple of names."""
+        return tuple(p.strip() for p in self.trace_modules.split(",") if p.strip())
 
     @field_validator("database_url", mode="after")
     @classmethod

@@ -18,6 +18,7 @@ from danlu.estimate.memory import (
     gpu_for_device,
     replay,
     trace,
+    tracer,
 )
 
 torch = pytest.importorskip("torch")
@@ -109,6 +110,27 @@ def test_bad_references_and_failing_models(tmp_path: Path, monkeypatch: pytest.M
         trace(TraceRequest("mymodels:broken", (1,)))
     with pytest.raises(SpecError, match="--precision"):
         trace(TraceRequest(ZOO + "mlp_small", (1,), precision="fp8"))  # type: ignore[arg-type]
+
+
+def test_a_factory_that_never_returns_is_killed_at_the_timeout(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The timeout holds while the worker prints nothing (it read the worker's output to the
+    end first, so a hung factory kept its subprocess, and the caller, for good)."""
+    (tmp_path / "hangs.py").write_text("import time\ndef forever():\n    time.sleep(3600)\n")
+    monkeypatch.chdir(tmp_path)
+    started: list[subprocess.Popen[str]] = []
+    real = tracer._start_worker
+
+    def recorded() -> tracer.Worker:
+        worker = real()
+        started.append(worker[0])
+        return worker
+
+    monkeypatch.setattr(tracer, "_start_worker", recorded)
+    with pytest.raises(DataError, match="timed out after 2 s"):
+        trace(TraceRequest("hangs:forever", (1,)), timeout_s=2.0)
+    assert len(started) == 1 and started[0].poll() is not None
 
 
 @pytest.mark.gpu

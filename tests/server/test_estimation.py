@@ -11,7 +11,11 @@ from danlu.core.cluster import Cluster, Node, gpu_type
 from danlu.core.spec import parse_spec
 from danlu.core.units import GiB
 from danlu.estimate.memory import predict
-from danlu.server.routes.estimation import resolve_memory, resolve_micro_batch_limit
+from danlu.server.routes.estimation import (
+    resolve_memory,
+    resolve_micro_batch_limit,
+    untraceable,
+)
 
 CLUSTER = Cluster((Node("n0", 4, gpu_type("H100")),), name="t")
 
@@ -35,7 +39,7 @@ def test_no_limit_for_other_jobs_or_a_failing_model() -> None:
     assert resolve_micro_batch_limit(_spec(), CLUSTER, 120.0) is None  # no training.model
     rigid = _spec(gpus="2", model="danlu.estimate.zoo:resnet_tiny")
     assert resolve_micro_batch_limit(rigid, CLUSTER, 120.0) is None
-    broken = _spec(model="no_such_module_xyz:factory")
+    broken = _spec(model="danlu.estimate.zoo:no_such_factory")
     assert resolve_micro_batch_limit(broken, CLUSTER, 120.0) is None
 
 
@@ -43,9 +47,11 @@ def _counting(monkeypatch: pytest.MonkeyPatch) -> list[tuple[int, ...]]:
     calls: list[tuple[int, ...]] = []
     real = predict.trace
 
-    def counted(req: Any, progress: Any = None, workers: Any = None) -> Any:
+    def counted(
+        req: Any, progress: Any = None, timeout_s: float = 60.0, workers: Any = None
+    ) -> Any:
         calls.append(tuple(req.batch_sizes))
-        return real(req, progress, workers=workers)
+        return real(req, progress, timeout_s, workers)
 
     monkeypatch.setattr(predict, "trace", counted)
     return calls
@@ -94,3 +100,34 @@ def test_an_auto_family_alone_costs_one_trace_and_no_family_none(
     mlp = _spec(gpus="2", model="danlu.estimate.zoo:mlp_small", family="auto")
     assert resolve_memory(mlp, CLUSTER, 120.0)[0].family is None  # traced, nothing recognised
     assert calls == [(64,), (64,)]
+
+
+@pytest.mark.parametrize("model", ["http.server:test", "os:getcwd", "danlu.estimate:zoo"])
+def test_only_factories_in_the_listed_packages_are_traced(
+    monkeypatch: pytest.MonkeyPatch, model: str
+) -> None:
+    """The submitter names the factory the server imports and calls: outside
+    ``DANLU_TRACE_MODULES`` nothing is traced (``http.server:test`` served the server's
+    working directory on port 8000 before), and the job falls back to whole GPUs, saying why."""
+    calls = _counting(monkeypatch)
+    auto = parse_spec(
+        {
+            "name": "j",
+            "command": ["true"],
+            "resources": {"gpus": "1..4", "gpu_memory": "auto"},
+            "training": {"global_batch_size": 64, "model": model, "family": "auto"},
+        }
+    )
+    estimate, micro = resolve_memory(auto, CLUSTER, 120.0)
+    assert calls == [] and (estimate.gpu_memory, micro, estimate.family) == (None, None, None)
+    assert estimate.note is not None and "DANLU_TRACE_MODULES" in estimate.note
+    assert resolve_micro_batch_limit(_spec(model=model), CLUSTER, 120.0) is None
+    sized = _spec(model=model).model_copy(
+        update={"resources": _spec(model=model).resources.model_copy(update={"gpu_memory": GiB})}
+    )
+    assert resolve_memory(sized, CLUSTER, 120.0)[0].gpu_memory == GiB  # an explicit size stands
+    assert calls == []
+    module = model.partition(":")[0]
+    assert untraceable(model, (module,)) == "" and untraceable(model, ()) != ""
+    assert untraceable("danlu.estimate.zoo:gpt2_tiny", ("danlu.estimate",)) == ""
+    assert untraceable("danlu.estimatex:f", ("danlu.estimate",)) != ""

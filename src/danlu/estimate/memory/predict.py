@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import time
 from collections.abc import Sequence
 from dataclasses import asdict, dataclass, field
 from typing import Any
@@ -307,10 +308,11 @@ def estimate_memory(
     gpu: GpuSpec,
     progress: Progress | None = None,
     workers: WarmTracers | None = None,
+    timeout_s: float = 1800.0,
 ) -> list[MemoryEstimate]:
     """Trace ``req`` (every batch size in one subprocess, taken from ``workers`` when given)
     and replay each trace for ``gpu``."""
-    return [replay(t, gpu) for t in trace(req, progress, workers=workers)]
+    return [replay(t, gpu) for t in trace(req, progress, timeout_s, workers)]
 
 
 def fit_memory_model(
@@ -319,11 +321,13 @@ def fit_memory_model(
     progress: Progress | None = None,
     max_extra_rounds: int = 2,
     workers: WarmTracers | None = None,
+    timeout_s: float = 1800.0,
 ) -> FittedMemoryModel:
     """Trace ``req.batch_sizes`` (e.g. 1, 2, 4) and fit M(b); when every point is dominated by
     the optimizer-step peak, trace larger batches (x4, x8) up to ``max_extra_rounds`` times.
     ``workers``: as for :func:`estimate_memory`."""
-    traces = trace(req, progress, workers=workers)
+    deadline = time.monotonic() + timeout_s
+    traces = trace(req, progress, timeout_s, workers)
     estimates = [replay(t, gpu) for t in traces]
     model = FittedMemoryModel(estimates, gpu, traces=traces)
     for _ in range(max_extra_rounds):
@@ -333,7 +337,7 @@ def fit_memory_model(
         more = TraceRequest(
             **{**req.to_json(), "batch_sizes": (bmax * 4, bmax * 8), "sys_path": req.sys_path}
         )
-        extra = trace(more, progress, workers=workers)
+        extra = trace(more, progress, max(deadline - time.monotonic(), 0.001), workers)
         traces += extra
         estimates += [replay(t, gpu) for t in extra]
         model = FittedMemoryModel(estimates, gpu, traces=traces)

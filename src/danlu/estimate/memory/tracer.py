@@ -162,6 +162,7 @@ def trace(
 ) -> list[StepTrace]:
     """Trace every batch size of ``req`` in one subprocess; one :class:`StepTrace` each.
     ``workers``: take the subprocess from these (one already started) instead of starting it.
+    The subprocess is killed after ``timeout_s`` seconds (a :class:`DataError`).
 
     Raises :class:`SpecError` for a bad model reference or flag, :class:`DataError` when the
     traced program itself fails (with the worker's last error lines).
@@ -181,6 +182,15 @@ def trace(
             pass
         result: list[StepTrace] | None = None
         error: dict[str, str] | None = None
+        expired = threading.Event()
+
+        def expire() -> None:  # a hung factory never closes its output: stop it here
+            expired.set()
+            proc.kill()
+
+        watchdog = threading.Timer(timeout_s, expire)
+        watchdog.daemon = True
+        watchdog.start()
         try:
             for line in proc.stdout:
                 msg = json.loads(line)
@@ -193,12 +203,15 @@ def trace(
                     error = msg["error"]
             proc.wait(timeout=timeout_s)
         finally:
+            watchdog.cancel()
             if proc.poll() is None:
                 proc.kill()
                 proc.wait()
             proc.stdout.close()
         if workers is not None:
             workers.replenish()
+        if result is None and expired.is_set():
+            raise DataError(f"tracing {req.model_ref} timed out after {timeout_s:g} s")
         if error is not None and error.get("kind") == "spec":
             raise SpecError(error["field"], error["message"])
         if result is None:

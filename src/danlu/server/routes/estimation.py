@@ -10,12 +10,14 @@ from __future__ import annotations
 
 import concurrent.futures
 import logging
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, replace
 from typing import TYPE_CHECKING, Any, TypeVar
 
+from danlu.config import DEFAULT_TRACE_MODULES
 from danlu.core.cluster import Cluster
 from danlu.core.spec import AUTO_FAMILY, JobSpec
+from danlu.core.values import quoted
 
 if TYPE_CHECKING:
     from danlu.estimate.memory.gpus import GpuSpec
@@ -55,14 +57,33 @@ def _gpu_or_default(gpu_name: str) -> GpuSpec:
         return get_gpu(DEFAULT_GPU)
 
 
+def untraceable(model_ref: str, modules: Sequence[str]) -> str:
+    """Why the server will not import and call the factory ``model_ref`` (``""``: it may):
+    only factories within ``modules`` (``DANLU_TRACE_MODULES``) run, since the submitter
+    names them."""
+    module = model_ref.partition(":")[0].strip()
+    if any(module == name or module.startswith(name + ".") for name in modules):
+        return ""
+    return (
+        f"training.model {quoted(model_ref)} is not in a package this server traces "
+        f"(DANLU_TRACE_MODULES: {', '.join(modules) or 'none'})"
+    )
+
+
 def _predict(
-    model_ref: str, batch_size: int, gpu_name: str, workers: WarmTracers | None = None
+    model_ref: str,
+    batch_size: int,
+    gpu_name: str,
+    workers: WarmTracers | None = None,
+    timeout: float = 1800.0,
 ) -> tuple[int, str | None]:
     """(peak bytes on the GPU, model family) of one trace at ``batch_size``."""
     from danlu.estimate.memory import TraceRequest, estimate_memory
 
     gpu = _gpu_or_default(gpu_name)
-    estimates = estimate_memory(TraceRequest(model_ref, (batch_size,)), gpu, workers=workers)
+    estimates = estimate_memory(
+        TraceRequest(model_ref, (batch_size,)), gpu, workers=workers, timeout_s=timeout
+    )
     return max(e.peak_device_bytes for e in estimates), estimates[0].family
 
 
@@ -88,12 +109,33 @@ def _in_worker(fn: Callable[..., T], timeout: float, *args: Any) -> tuple[T | No
 
 
 def resolve_gpu_memory(
-    spec: JobSpec, cluster: Cluster, timeout: float, workers: WarmTracers | None = None
+    spec: JobSpec,
+    cluster: Cluster,
+    timeout: float,
+    workers: WarmTracers | None = None,
+    modules: Sequence[str] = DEFAULT_TRACE_MODULES,
 ) -> Estimate:
     """The per-GPU bytes to admit ``spec`` with: the explicit value, the estimate for
     ``auto`` with a ``training.model``, or whole GPUs (``None``) with a note why.
-    ``workers``: trace in one of these (see :class:`WarmTracers`)."""
+    ``workers``: trace in one of these (see :class:`WarmTracers`); ``modules``: the
+    packages whose factories may be traced (:func:`untraceable`)."""
+    skipped = _skipped(spec, modules)
+    if skipped is not None:
+        return skipped
     return _gpu_memory_estimate(spec, cluster, timeout, workers)[0]
+
+
+def _skipped(spec: JobSpec, modules: Sequence[str]) -> Estimate | None:
+    """The estimate of a job whose ``training.model`` may not be traced (the explicit
+    ``gpu_memory``, or whole GPUs with the reason); None when it may be."""
+    model = spec.training.model
+    why = untraceable(model, modules) if model else ""
+    if not why:
+        return None
+    memory = spec.resources.gpu_memory
+    if memory != "auto":
+        return Estimate(memory if isinstance(memory, int) and memory > 0 else None)
+    return Estimate(None, f"memory estimate skipped ({why}): using whole GPUs")
 
 
 def _gpu_memory_estimate(
@@ -120,7 +162,7 @@ def _trace_auto_batch(
     """:func:`_predict` of ``model`` at the job's ``auto`` batch on its GPU type, in a worker
     thread with ``timeout``: ((peak bytes, family), "") or (None, why not)."""
     return _in_worker(
-        _predict, timeout, model, _auto_batch(spec), _gpu_name(spec, cluster), workers
+        _predict, timeout, model, _auto_batch(spec), _gpu_name(spec, cluster), workers, timeout
     )
 
 
@@ -136,6 +178,7 @@ def _largest_micro_batch(
     upper: int,
     auto_batch: int | None = None,
     workers: WarmTracers | None = None,
+    timeout: float = 1800.0,
 ) -> tuple[int | None, int | None, str | None]:
     """(the largest safe micro-batch, the peak at ``auto_batch``, the model family): one
     trace subprocess. With ``auto_batch`` (``gpu_memory: auto``) that batch is traced too,
@@ -146,7 +189,9 @@ def _largest_micro_batch(
 
     gpu = _gpu_or_default(gpu_name)
     sizes = tuple(sorted({*MICRO_BATCH_TRACES, *([auto_batch] if auto_batch else [])}))
-    fitted = fit_memory_model(TraceRequest(model_ref, sizes), gpu, workers=workers)
+    fitted = fit_memory_model(
+        TraceRequest(model_ref, sizes), gpu, workers=workers, timeout_s=timeout
+    )
     peak = None
     if auto_batch:  # traced: exact, as resolve_gpu_memory's own trace would give it
         peak = fitted.estimates[auto_batch].peak_device_bytes
@@ -194,18 +239,27 @@ def _traced_micro_batch(
         upper,
         auto_batch,
         workers,
+        timeout,
     )
 
 
 def resolve_memory(
-    spec: JobSpec, cluster: Cluster, timeout: float, workers: WarmTracers | None = None
+    spec: JobSpec,
+    cluster: Cluster,
+    timeout: float,
+    workers: WarmTracers | None = None,
+    modules: Sequence[str] = DEFAULT_TRACE_MODULES,
 ) -> tuple[Estimate, int | None]:
     """:func:`resolve_gpu_memory` and :func:`resolve_micro_batch_limit` together: a job that
     needs both (``gpu_memory: auto`` and an elastic global batch) has its model traced once,
     at the micro-batch sizes and its batch in one subprocess, instead of twice. The
     estimate's ``family`` is what those traces recognised; with ``training.family: auto``
     and no trace needed otherwise, the model is traced once at its ``auto`` batch for it.
-    ``workers``: trace in one of these (see :class:`WarmTracers`)."""
+    ``workers``: trace in one of these (see :class:`WarmTracers`); ``modules``: the
+    packages whose factories may be traced (:func:`untraceable`)."""
+    skipped = _skipped(spec, modules)
+    if skipped is not None:
+        return skipped, None
     inputs = _micro_limit_inputs(spec)
     if spec.resources.gpu_memory != "auto" or inputs is None:
         estimate, traced = _gpu_memory_estimate(spec, cluster, timeout, workers)
@@ -239,12 +293,16 @@ def resolve_micro_batch_limit(
     timeout: float,
     gpu_memory: int | None = None,
     workers: WarmTracers | None = None,
+    modules: Sequence[str] = DEFAULT_TRACE_MODULES,
 ) -> int | None:
     """The largest per-GPU micro-batch of an elastic job with a global batch and a
     ``training.model`` that its memory model predicts to fit, with 5 % spare, in
     ``gpu_memory`` bytes (its memory share) or else the whole GPU of its type; at most the
     job's largest batch. None for other jobs, and when the estimate fails or times out (then
-    ``danlu.train``'s OOM guard finds the micro-batch)."""
+    ``danlu.train``'s OOM guard finds the micro-batch), or the model may not be traced
+    (``modules``)."""
+    if _skipped(spec, modules) is not None:
+        return None
     return _micro_batch_limit(spec, cluster, timeout, gpu_memory, workers)[0]
 
 

@@ -48,7 +48,13 @@ def submit_job(spec: JobSpec, user: Caller, state: State) -> dict[str, Any]:
     with state.db.read_session() as session:
         cluster = load_cluster(session)
     # no transaction
-    estimate, micro = resolve_memory(spec, cluster, state.estimate_timeout, state.tracers)
+    estimate, micro = resolve_memory(
+        spec,
+        cluster,
+        state.estimate_timeout,
+        state.tracers,
+        state.settings.trace_module_names,
+    )
     with state.db.session() as session:
         job = jobs.submit(
             session,
