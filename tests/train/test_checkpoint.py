@@ -152,6 +152,23 @@ def test_partial_and_corrupt_checkpoints_are_skipped(tmp_path: Path) -> None:
         fresh.load(names[1])
 
 
+@pytest.mark.parametrize("entry", [{}, "x", {"size": "12", "sha256": "ab"}, None])
+def test_a_manifest_with_a_malformed_file_entry_is_skipped(tmp_path: Path, entry: object) -> None:
+    """A damaged manifest that still parses as JSON falls back to the previous checkpoint
+    (a file entry without its size or checksum escaped load_latest as a KeyError)."""
+    model, opt, *_ = _setup()
+    mgr = CheckpointManager(str(tmp_path), keep_last=5)
+    for step in (1, 2):
+        _train(model, opt, 1)
+        mgr.save(step, capture_state(model, opt, step=step))
+    manifest = tmp_path / sorted(p.name for p in tmp_path.iterdir())[1] / "MANIFEST.json"
+    data = json.loads(manifest.read_text())
+    data["files"]["meta.json"] = entry
+    manifest.write_text(json.dumps(data))
+    step, _ = CheckpointManager(str(tmp_path)).load_latest()  # type: ignore[misc]
+    assert step == 1
+
+
 def test_retention_keeps_last_and_best(tmp_path: Path) -> None:
     model, *_ = _setup()
     mgr = CheckpointManager(str(tmp_path), keep_last=2, keep_best=2, best_metric="acc", mode="max")

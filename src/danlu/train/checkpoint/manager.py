@@ -370,6 +370,15 @@ class CheckpointManager:
             m = json.loads(self.storage.read(where))
             if m.get("format") != FORMAT or m.get("name") != name:
                 raise DataError(f"{where}: not a {FORMAT} manifest for {name}")
+            if m.get("kind") not in ("full", "incremental", "sharded"):
+                raise DataError(f"{where}: unknown kind {m.get('kind')!r}")
+            for fname, spec in dict(m["files"]).items():
+                if not (
+                    isinstance(spec, dict)
+                    and isinstance(spec.get("size"), int)
+                    and isinstance(spec.get("sha256"), str)
+                ):
+                    raise DataError(f"{where}: file {fname!r} has no size and checksum")
             return CheckpointInfo(
                 name=name,
                 step=int(m["step"]),
