@@ -4,6 +4,7 @@ server read a file outside its log directory."""
 
 from __future__ import annotations
 
+import json
 import sys
 from collections.abc import Iterator
 from pathlib import Path
@@ -110,3 +111,53 @@ def test_log_offset_cannot_read_other_jobs(live: Live) -> None:
         assert big.status_code == 200 and big.content == b""
         assert c.get(f"/jobs/{second['id']}/logs", params={"offset": -1}).status_code == 422
         assert "first-only" not in c.get(f"/jobs/{second['id']}/logs").text
+
+
+# What a job's own token may do, tried from inside the job (any process that can read a job's
+# environment holds it: with the local executor, every job runs as the server's user).
+_TRY_TOKEN = """
+import json, os, urllib.request, urllib.error
+base = os.environ["DANLU_API_URL"] + "/api/v1"
+me = os.environ["DANLU_JOB_ID"]
+def call(method, path, body=None):
+    data = json.dumps(body).encode() if body is not None else None
+    req = urllib.request.Request(base + path, data=data, method=method, headers={
+        "Authorization": "Bearer " + os.environ["DANLU_TOKEN"],
+        "Content-Type": "application/json"})
+    try:
+        with urllib.request.urlopen(req, timeout=10) as r:
+            return r.status
+    except urllib.error.HTTPError as e:
+        return e.code
+codes = {
+    "own metrics": call("POST", f"/jobs/{me}/metrics", {"metrics": [{"step": 1, "loss": 1.0}]}),
+    "list jobs": call("GET", "/jobs"),
+    "own job": call("GET", f"/jobs/{me}"),
+    "submit": call("POST", "/jobs", {"name": "x", "command": ["true"]}),
+    "create user": call("POST", "/users", {"name": "mallory"}),
+    "other metrics": call("POST", "/jobs/0123456789ab/metrics", {"metrics": [{"step": 1}]}),
+}
+print("CODES " + json.dumps(codes))
+"""
+
+
+def test_a_job_s_token_may_only_report_its_own_metrics(live: Live) -> None:
+    """A run's ``DANLU_TOKEN`` was a full token of the job's user: another user's job that
+    read it (from ``/proc/PID/environ``) could act as that user, as an admin for an admin's
+    job. Now it reports the job's metrics and nothing else (403)."""
+    with live.client() as admin:
+        job = submit(admin, spec("tries", _TRY_TOKEN))
+        wait_state(admin, job["id"], "SUCCEEDED")
+        log = admin.get(f"/jobs/{job['id']}/logs").text
+        codes = json.loads(log.split("CODES ", 1)[1].splitlines()[0])
+        assert codes == {
+            "own metrics": 200,
+            "list jobs": 403,
+            "own job": 403,
+            "submit": 403,
+            "create user": 403,
+            "other metrics": 403,
+        }, log
+        assert [m["loss"] for m in admin.get(f"/jobs/{job['id']}/metrics").json()] == [1.0]
+        # the user could: a user named mallory is created only now, not before
+        assert admin.post("/users", json={"name": "mallory"}).status_code == 201

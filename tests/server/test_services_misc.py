@@ -43,6 +43,21 @@ def test_tokens_are_hashed_and_authenticate(db: Database) -> None:
             users.get_user(s, "dave")
 
 
+def test_a_job_s_new_run_revokes_its_earlier_runs_tokens(db: Database) -> None:
+    with db.session() as s:
+        alice = users.create_user(s, "alice", now=NOW)
+        mine = users.issue_token(s, alice, "laptop", now=NOW)
+        first = users.issue_token(s, alice, "job a#1", now=NOW, job_id="aaaaaaaaaaaa")
+        other = users.issue_token(s, alice, "job b#1", now=NOW, job_id="bbbbbbbbbbbb")
+        row = users.find_token(s, first)
+        assert row is not None and row.job_id == "aaaaaaaaaaaa"
+        second = users.issue_token(s, alice, "job a#2", now=NOW + 1, job_id="aaaaaaaaaaaa")
+        assert users.find_token(s, first) is None  # the earlier run's token is revoked
+        for kept in (second, other, mine):
+            assert users.authenticate(s, kept) is alice
+        assert users.find_token(s, mine).job_id is None  # type: ignore[union-attr]
+
+
 def test_admin_bootstrap_writes_a_private_token_once(db: Database, tmp_path: Path) -> None:
     path = tmp_path / "home" / "admin.token"
     with db.session() as s:

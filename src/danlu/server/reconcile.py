@@ -552,7 +552,7 @@ class Reconciler:
         slots = JobLaunch.slots(allocation, shared_memory=bool(job.gpu_memory_per_gpu) or None)
         checkpoint = self.checkpoints / job.id  # job ids are validated names
         checkpoint.mkdir(parents=True, exist_ok=True, mode=0o700)
-        token = users.issue_token(session, job.user, f"job {job.id}#{job.attempt}")
+        token = users.issue_token(session, job.user, f"job {job.id}#{job.attempt}", job_id=job.id)
         return JobLaunch(
             job_id=job.id,
             argv=tuple(spec.command),

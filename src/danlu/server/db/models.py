@@ -88,6 +88,9 @@ class ApiToken(Base):
     created_at: Mapped[float] = mapped_column(Double)
     last_used_at: Mapped[float | None] = mapped_column(Double, default=None)
     revoked_at: Mapped[float | None] = mapped_column(Double, default=None)
+    job_id: Mapped[str | None] = mapped_column(String(32), default=None, index=True)
+    """The job whose run the token was issued to (``DANLU_TOKEN``): it may only report that
+    job's metrics. ``None``: a user's token, good for every route the user may call."""
 
     user: Mapped[User] = relationship(back_populates="tokens")
 

@@ -75,10 +75,27 @@ def caller(
         raise AuthError("an API token is required: send 'Authorization: Bearer <token>'")
     state = get_state(request)
     with state.db.read_session() as session, session.no_autoflush:
-        user = users.authenticate(session, credentials.credentials)
-        if user is None:
+        token = users.find_token(session, credentials.credentials)
+        if token is None:
             raise AuthError("the API token is unknown or revoked; ask an admin for a new one")
+        if token.job_id is not None and not _own_metrics(request, token.job_id):
+            raise PermissionDenied(
+                f"this token was issued to a run of job {token.job_id}: it may only report "
+                "that job's metrics; use a user's token for anything else"
+            )
+        user = token.user
         return User(id=user.id, name=user.name, role=user.role, created_at=user.created_at)
+
+
+def _own_metrics(request: Request, job_id: str) -> bool:
+    """Whether ``request`` reports the metrics of ``job_id``: all a job's token may do (any
+    process that can read the job's environment holds it)."""
+    route = request.scope.get("route")
+    return (
+        request.method == "POST"
+        and getattr(route, "name", None) == "post_metrics"
+        and request.path_params.get("job_id") == job_id
+    )
 
 
 Caller = Annotated[User, Depends(caller)]

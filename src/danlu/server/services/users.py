@@ -61,8 +61,24 @@ def list_users(session: Session) -> list[User]:
     return list(session.scalars(select(User).order_by(User.name)))
 
 
-def issue_token(session: Session, user: User, name: str = "", now: float | None = None) -> str:
-    """Create an API token for ``user``; return the plain token (never stored)."""
+def issue_token(
+    session: Session,
+    user: User,
+    name: str = "",
+    now: float | None = None,
+    *,
+    job_id: str | None = None,
+) -> str:
+    """Create an API token for ``user``; return the plain token (never stored).
+
+    With ``job_id`` it is the token of that job's new run: it may only report the job's
+    metrics (see :attr:`ApiToken.job_id`), and the tokens of the job's earlier runs are
+    revoked."""
+    t = resolve_now(now)
+    if job_id is not None:
+        earlier = select(ApiToken).where(ApiToken.job_id == job_id, ApiToken.revoked_at.is_(None))
+        for row in session.scalars(earlier):
+            row.revoked_at = t
     prefix = secrets.token_hex(4)
     token = f"dl_{prefix}_{secrets.token_urlsafe(32)}"
     session.add(
@@ -71,7 +87,8 @@ def issue_token(session: Session, user: User, name: str = "", now: float | None 
             name=name[:64],
             prefix=prefix,
             token_hash=hash_token(token),
-            created_at=resolve_now(now),
+            created_at=t,
+            job_id=job_id,
         )
     )
     session.flush()
@@ -81,6 +98,13 @@ def issue_token(session: Session, user: User, name: str = "", now: float | None 
 def authenticate(session: Session, token: str | None, now: float | None = None) -> User | None:
     """The user owning ``token``, or ``None`` for a missing, malformed, unknown or revoked
     token. Updates the token's ``last_used_at``."""
+    row = find_token(session, token, now)
+    return row.user if row is not None else None
+
+
+def find_token(session: Session, token: str | None, now: float | None = None) -> ApiToken | None:
+    """The live token row of ``token`` (its user and its job scope), or ``None`` for a
+    missing, malformed, unknown or revoked token. Updates its ``last_used_at``."""
     if not token:
         return None
     match = _TOKEN.match(token)
@@ -90,7 +114,7 @@ def authenticate(session: Session, token: str | None, now: float | None = None) 
     for row in session.scalars(select(ApiToken).where(ApiToken.prefix == match.group(1))):
         if row.revoked_at is None and hmac.compare_digest(row.token_hash, digest):
             row.last_used_at = resolve_now(now)
-            return row.user
+            return row
     return None
 
 
