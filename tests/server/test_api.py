@@ -3,6 +3,7 @@ fake GPUs, SQLite; the core flow also on PostgreSQL)."""
 
 from __future__ import annotations
 
+import math
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -18,6 +19,8 @@ from helpers import (
     wait_for,
     wait_state,
 )
+
+from danlu.train.report import MetricsReporter
 
 GiB = 1024**3
 
@@ -217,6 +220,33 @@ def test_cluster_allocations_and_metrics(live: Live) -> None:
         assert c.get(f"/jobs/{job['id']}").json()["checkpoint_step"] == 2
         bad = c.post(f"/jobs/{job['id']}/metrics", json={"metrics": [{"loss": 1}]})
         assert bad.status_code == 422 and bad.json()["error"]["field"] == "metrics.0.step"
+        c.post(f"/jobs/{job['id']}/cancel")
+        wait_state(c, job["id"], "CANCELLED", timeout=20)
+
+
+def test_the_job_side_reporter_delivers_a_backlog_and_a_diverged_loss(live: Live) -> None:
+    """danlu.train's reporter against the real route: 2,500 records queued while the server
+    was away, one with a NaN loss. Before, the NaN made every POST of the batch a 422, and
+    more than 1,000 records were one POST the route refuses: the reporter sent the same
+    batch again for good and the job's metrics never arrived again."""
+    with live.client() as c:
+        job = submit(c, spec("reports", "import time; time.sleep(30)"))
+        wait_state(c, job["id"], "RUNNING")
+        url = f"{live.url}/api/v1/jobs/{job['id']}/metrics"
+        reporter = MetricsReporter(url=url, token=live.token, interval_s=60)
+        for step in range(1, 2501):
+            loss = math.nan if step == 1200 else 1.0 / step
+            reporter.report({"step": step, "loss": loss, "checkpoint_step": step})
+        reporter.flush()
+        assert (reporter.sent, reporter.errors, reporter.dropped) == (2500, 0, 0)
+        got = c.get(f"/jobs/{job['id']}/metrics", params={"after_step": 1195, "limit": 10}).json()
+        assert [(m["step"], m["loss"]) for m in got][4:6] == [(1200, None), (1201, 1.0 / 1201)]
+        assert c.get(f"/jobs/{job['id']}").json()["checkpoint_step"] == 2500
+        # what the route refuses for good is dropped and counted, not sent again and again
+        reporter.report({"step": -1})
+        reporter.report({"step": 2501, "loss": 0.5})
+        reporter.flush()
+        assert (reporter.sent, reporter.dropped, reporter._retry) == (2500, 2, [])
         c.post(f"/jobs/{job['id']}/cancel")
         wait_state(c, job["id"], "CANCELLED", timeout=20)
 

@@ -13,14 +13,30 @@ from __future__ import annotations
 import contextlib
 import json
 import logging
+import math
 import sys
 import threading
+import urllib.error
 import urllib.request
 from collections import deque
 from pathlib import Path
 from typing import Any
 
 log = logging.getLogger("danlu.train")
+
+
+MAX_RECORDS_PER_POST = 1000
+"""The most records one POST carries (the API refuses more, docs/api.md)."""
+
+
+def _finite(record: dict[str, Any]) -> dict[str, Any]:
+    """``record`` with NaN and infinities as null: JSON has no such numbers (the API stores
+    them as null anyway)."""
+    if all(not isinstance(v, float) or math.isfinite(v) for v in record.values()):
+        return record
+    return {
+        k: None if isinstance(v, float) and not math.isfinite(v) else v for k, v in record.items()
+    }
 
 
 class MetricsReporter:
@@ -81,29 +97,46 @@ class MetricsReporter:
             self.flush()
 
     def flush(self) -> None:
-        """Ship everything queued now (called by the thread, and by :meth:`close`)."""
+        """Ship everything queued now (called by the thread, and by :meth:`close`): in
+        requests of at most :data:`MAX_RECORDS_PER_POST` records, oldest first. A request
+        the server refuses for good (a 4xx other than 408 and 429) is dropped and counted;
+        on any other failure the rest waits for the next flush."""
         with self._io:
             batch = self._retry
             self._retry = []
             while self._queue:
                 batch.append(self._queue.popleft())
-            if not batch:
-                return
-            try:
-                self._ship(batch)
-                self.sent += len(batch)
-            except Exception as exc:  # never let reporting break training
-                self.errors += 1
-                log.debug("metrics shipping failed: %s", exc)
-                overflow = len(batch) - self.max_pending
-                if overflow > 0:
-                    self.dropped += overflow
-                    batch = batch[overflow:]
-                self._retry = batch
+            while batch:
+                chunk = batch[:MAX_RECORDS_PER_POST]
+                try:
+                    self._ship(chunk)
+                    self.sent += len(chunk)
+                except urllib.error.HTTPError as exc:
+                    self.errors += 1
+                    if 400 <= exc.code < 500 and exc.code not in (408, 429):
+                        self.dropped += len(chunk)
+                        log.warning("metrics refused by the server (HTTP %s): dropped", exc.code)
+                    else:
+                        self._keep(batch)
+                        return
+                except Exception as exc:  # never let reporting break training
+                    self.errors += 1
+                    log.debug("metrics shipping failed: %s", exc)
+                    self._keep(batch)
+                    return
+                batch = batch[len(chunk) :]
+
+    def _keep(self, batch: list[dict[str, Any]]) -> None:
+        """Keep ``batch`` for the next flush, at most :attr:`max_pending` (oldest dropped)."""
+        overflow = len(batch) - self.max_pending
+        if overflow > 0:
+            self.dropped += overflow
+            batch = batch[overflow:]
+        self._retry = batch
 
     def _ship(self, batch: list[dict[str, Any]]) -> None:
         if self.url is not None:
-            body = json.dumps({"metrics": batch}).encode()
+            body = json.dumps({"metrics": [_finite(r) for r in batch]}, allow_nan=False).encode()
             req = urllib.request.Request(
                 self.url, data=body, method="POST", headers={"Content-Type": "application/json"}
             )

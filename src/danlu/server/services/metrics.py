@@ -11,7 +11,7 @@ from sqlalchemy import case, select, update
 from sqlalchemy.orm import Session
 
 from danlu.core.errors import SpecError
-from danlu.core.values import MAX_INT
+from danlu.core.values import MAX_INT, quoted
 from danlu.server.db.models import Job, JobMetric
 from danlu.server.services import observe
 from danlu.server.services.common import resolve_now
@@ -22,9 +22,17 @@ MAX_READ = 10_000
 
 
 def _clean(value: Any, field: str) -> Any:
-    if isinstance(value, bool) or value is None or isinstance(value, str):
+    """One metric value as stored: NaN and infinities become null (a diverged loss is still
+    a record, and the rest of its batch is kept); what the store cannot hold is an error."""
+    if isinstance(value, bool) or value is None:
+        return value
+    if isinstance(value, str):
+        if "\0" in value:
+            raise SpecError(field, "must not contain NUL characters")
         return value
     if isinstance(value, int):
+        if abs(value) > MAX_INT:
+            raise SpecError(field, f"must be between -2**62 and 2**62 (got {quoted(value)})")
         return value
     if isinstance(value, float):
         if not math.isfinite(value):
@@ -60,6 +68,8 @@ def ingest(
         when = record.get("time", t)
         if isinstance(when, bool) or not isinstance(when, int | float) or not math.isfinite(when):
             raise SpecError(f"{where}.time", "must be a number of seconds")
+        if any("\0" in str(k) for k in record):
+            raise SpecError(where, "metric names must not contain NUL characters")
         data = {
             str(k): _clean(v, f"{where}.{k}")
             for k, v in record.items()
