@@ -231,6 +231,8 @@ def test_nodes_and_top_once(fake: FakeApi) -> None:
     assert code == 0
     assert "2 GPU(s)" in out and "RUNNING 1" in out and "PENDING 1" in out
     assert "j1" in out and "j2" in out
+    code, _, err = run("top", "--interval", "inf")  # time.sleep(inf) was an OverflowError
+    assert code == 2 and "--interval" in err
 
 
 def test_flags_reach_the_client_factory(fake: FakeApi, tmp_path: Path) -> None:

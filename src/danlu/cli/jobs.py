@@ -361,7 +361,7 @@ def nodes(
 def top(
     once: Annotated[bool, typer.Option("--once", help="Print one frame and exit.")] = False,
     interval: Annotated[
-        float, typer.Option("--interval", min=0.1, help="Seconds between refreshes.")
+        float, typer.Option("--interval", min=0.1, max=3600.0, help="Seconds between refreshes.")
     ] = 1.0,
     home: HomeOpt = None,
     url: UrlOpt = None,
