@@ -84,6 +84,10 @@ class PgServer:
             "UTF8",
             "--locale=C",
         )
+        self.resume()
+
+    def resume(self) -> None:
+        """Start the cluster's server (again, after :meth:`halt`)."""
         options = (
             f"-p {self.port} -k {self.root} -c listen_addresses=127.0.0.1 -c fsync=off "
             "-c synchronous_commit=off -c full_page_writes=off -c max_connections=200"
@@ -102,9 +106,15 @@ class PgServer:
             "start",
         )
 
+    def halt(self, mode: str = "immediate") -> None:
+        """Stop the server, keeping its data for :meth:`resume`: at once, as a crash would
+        (``immediate``: with ``synchronous_commit=off`` the last commits may be lost), or
+        after writing everything out (``fast``), as an operator's restart would."""
+        self._run("pg_ctl", "-D", str(self.data), "-m", mode, "-w", "stop")
+
     def stop(self) -> None:
         try:
-            self._run("pg_ctl", "-D", str(self.data), "-m", "immediate", "-w", "stop")
+            self.halt()
         finally:
             shutil.rmtree(self.root, ignore_errors=True)
 

@@ -1,18 +1,23 @@
-"""A busy database is a 503 with Retry-After (nothing written), and the client retries it."""
+"""A busy database is a 503 with Retry-After (nothing written), and the client retries it; an
+unreachable one is a 503 too, and the control plane carries on once it is back."""
 
 from __future__ import annotations
 
+import os
 import sqlite3
 import threading
 import time
 from pathlib import Path
 
 import pytest
-from helpers import live_server, spec
+from conftest import PgServer, _pg_bin
+from helpers import live_server, spec, wait_state
+from sqlalchemy import text
 from sqlalchemy.exc import OperationalError
 
 from danlu.client import Client, ServerError
-from danlu.server.app import is_busy
+from danlu.server.app import is_busy, is_unreachable
+from danlu.server.db import Database
 from danlu.server.db import engine as db_engine
 
 
@@ -94,3 +99,53 @@ class _PgError(Exception):
 )
 def test_only_lock_and_conflict_errors_count_as_busy(orig: Exception, busy: bool) -> None:
     assert is_busy(OperationalError("statement", {}, orig)) is busy
+
+
+@pytest.mark.parametrize(
+    ("orig", "unreachable"),
+    [
+        (_PgError("08006"), True),  # connection failure
+        (_PgError("57P01"), True),  # admin shutdown
+        (_PgError("42P01"), False),
+        (sqlite3.OperationalError("unable to open database file"), True),
+        (sqlite3.OperationalError("no such table: jobs"), False),
+    ],
+)
+def test_what_counts_as_an_unreachable_database(orig: Exception, unreachable: bool) -> None:
+    assert is_unreachable(OperationalError("statement", {}, orig)) is unreachable
+
+
+def test_a_postgresql_outage_is_a_503_and_the_control_plane_carries_on(tmp_path: Path) -> None:
+    """The database goes down under a running control plane (as in a crash or a failover):
+    requests are a 503 naming the cause (a 500 before), the reconcile loop keeps trying, and
+    once the database is back the jobs run to the end."""
+    bindir = _pg_bin()
+    if bindir is None:
+        if os.environ.get("DANLU_TEST_REQUIRE_POSTGRES") == "1":
+            pytest.fail("PostgreSQL is required: apt-get install -y postgresql")
+        pytest.skip("PostgreSQL is not installed (apt-get install -y postgresql)")
+    pg = PgServer(bindir)
+    pg.start()
+    try:
+        admin = Database(pg.url("postgres"))
+        with admin.engine.connect().execution_options(isolation_level="AUTOCOMMIT") as conn:
+            conn.execute(text("CREATE DATABASE outage"))
+        admin.dispose()
+        with (
+            live_server(tmp_path, db_url=pg.url("outage"), fake_gpus="1x80GiB") as live,
+            live.client() as c,
+        ):
+            first = c.post("/jobs", json=spec("first", "import time; time.sleep(3)")).json()
+            second = c.post("/jobs", json=spec("second", "pass")).json()
+            wait_state(c, first["id"], "RUNNING")
+            pg.halt("fast")  # committed jobs survive (this server's commits are async)
+            down = c.get("/jobs")
+            assert down.status_code == 503, down.text
+            assert down.json()["error"]["type"] == "unavailable"
+            assert down.headers["Retry-After"] == "5"
+            time.sleep(1.0)  # reconcile passes fail meanwhile, and the loop goes on
+            pg.resume()
+            for job in (first, second):
+                wait_state(c, job["id"], "SUCCEEDED", timeout=60)
+    finally:
+        pg.stop()

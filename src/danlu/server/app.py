@@ -111,6 +111,7 @@ def _http_error(_request: Request, exc: Exception) -> Response:
 _BUSY_SQLSTATES = frozenset({"40001", "40P01", "55P03"})
 """PostgreSQL: serialization failure, deadlock detected, lock not available."""
 BUSY_RETRY_AFTER_S = 1
+UNREACHABLE_RETRY_AFTER_S = 5
 
 
 def is_busy(exc: OperationalError) -> bool:
@@ -123,9 +124,37 @@ def is_busy(exc: OperationalError) -> bool:
     return "database is locked" in text or "database is busy" in text
 
 
+_GONE_SQLSTATES = frozenset({"57P01", "57P02", "57P03"})
+"""PostgreSQL: admin shutdown, crash shutdown, cannot connect now (class 08 too)."""
+
+
+def is_unreachable(exc: OperationalError) -> bool:
+    """Whether a database error means the database cannot be reached (down, restarting,
+    the connection lost)."""
+    if exc.connection_invalidated:
+        return True
+    state = getattr(exc.orig, "sqlstate", None) or ""
+    if state.startswith("08") or state in _GONE_SQLSTATES:
+        return True
+    text = str(exc.orig).lower()
+    return any(
+        marker in text
+        for marker in ("connection failed", "server closed the connection", "unable to open")
+    )
+
+
 def _database_error(request: Request, exc: Exception) -> Response:
     assert isinstance(exc, OperationalError)
     if not is_busy(exc):
+        if is_unreachable(exc):
+            log.warning("database unreachable, answered 503: %s", str(exc.orig).strip())
+            return JSONResponse(
+                error_body(
+                    "unavailable", None, "the database cannot be reached; retry in a moment"
+                ),
+                503,
+                headers={"Retry-After": str(UNREACHABLE_RETRY_AFTER_S)},
+            )
         return _internal_error(request, exc)
     log.warning("database busy, answered 503: %s", exc.orig)
     return JSONResponse(

@@ -233,11 +233,20 @@ class Reconciler:
             log.warning("reconcile: cannot release the lease: %s", exc)
 
     def _loop(self) -> None:
+        failing = ""  # the last failure, logged in full once while it repeats
         while not self._stop.is_set():
             try:
                 self.run_once()
-            except Exception:  # the loop must survive anything one pass meets
-                log.exception("reconcile pass failed")
+                if failing:
+                    log.warning("reconcile passes work again (after: %s)", failing)
+                failing = ""
+            except Exception as exc:  # the loop must survive anything one pass meets
+                what = f"{type(exc).__name__}: {exc}".splitlines()[0][:300]
+                if what != failing:
+                    log.exception("reconcile pass failed")
+                else:
+                    log.warning("reconcile pass failed again: %s", what)
+                failing = what
             self._wake.wait(self.interval)
             self._wake.clear()
 
