@@ -131,3 +131,6 @@ def test_only_factories_in_the_listed_packages_are_traced(
     assert untraceable(model, (module,)) == "" and untraceable(model, ()) != ""
     assert untraceable("danlu.estimate.zoo:gpt2_tiny", ("danlu.estimate",)) == ""
     assert untraceable("danlu.estimatex:f", ("danlu.estimate",)) != ""
+    # only a public name the module defines: not a path through what it imported
+    for reach in ("danlu.estimate.zoo:torch.os.fork", "danlu.estimate.zoo:_private"):
+        assert "public name" in untraceable(reach, ("danlu.estimate.zoo",))

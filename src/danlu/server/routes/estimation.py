@@ -60,8 +60,14 @@ def _gpu_or_default(gpu_name: str) -> GpuSpec:
 def untraceable(model_ref: str, modules: Sequence[str]) -> str:
     """Why the server will not import and call the factory ``model_ref`` (``""``: it may):
     only factories within ``modules`` (``DANLU_TRACE_MODULES``) run, since the submitter
-    names them."""
-    module = model_ref.partition(":")[0].strip()
+    names them. The factory is a name the module defines (no dotted path through what the
+    module imported, such as ``zoo:torch.os.fork``), not a private one."""
+    module, _, factory = (part.strip() for part in model_ref.partition(":"))
+    if not factory.isidentifier() or factory.startswith("_"):
+        return (
+            f"training.model {quoted(model_ref)}: the server calls only a public name of the "
+            "module, as in package.module:factory"
+        )
     if any(module == name or module.startswith(name + ".") for name in modules):
         return ""
     return (
