@@ -34,6 +34,7 @@ from danlu.train.batch import (
     estimated_micro_batch,
 )
 from danlu.train.cadence import NormEvery
+from danlu.train.checks import check_init_args
 from danlu.train.ckpt import Checkpoints, state_api
 from danlu.train.data import ElasticSampler, LocalBatch, default_collate, fetch
 from danlu.train.distributed import Distributed, unwrap
@@ -652,6 +653,21 @@ def init(
     the first steps and kept in the checkpoint (:mod:`danlu.train.cadence`); 1 is every
     step. Clipping and ``grad_norm_tau`` need the norm every step and ignore it.
     """
+    check_init_args(
+        micro_batch_size=micro_batch_size,
+        warmup_steps=warmup_steps,
+        grad_norm_tau=grad_norm_tau,
+        clip_grad_norm=clip_grad_norm,
+        anomaly_k=anomaly_k,
+        anomaly_window=anomaly_window,
+        lr_scaling=lr_scaling,
+        gns_every=gns_every,
+        checkpoint_every_steps=checkpoint_every_steps,
+        checkpoint_every_seconds=checkpoint_every_seconds,
+        keep_last=keep_last,
+        report_interval_s=report_interval_s,
+        collective_timeout_s=collective_timeout_s,
+    )
     env = JobEnv.from_environ(environ)
     dist = Distributed.from_env(env, timeout_s=collective_timeout_s)
     apply_memory_limit(env.gpu_memory_limit, dist.device)

@@ -13,6 +13,8 @@ import os
 import shutil
 from typing import Any, Protocol
 
+from danlu.core.errors import ConfigError
+
 
 class Storage(Protocol):
     """The few operations a checkpoint directory needs."""
@@ -58,7 +60,13 @@ class LocalStorage:
 
     def __init__(self, root: str) -> None:
         self.root = os.path.abspath(os.path.expanduser(root))
-        os.makedirs(self.root, exist_ok=True)
+        try:
+            os.makedirs(self.root, exist_ok=True)
+        except OSError as exc:
+            raise ConfigError(
+                f"checkpoint directory {self.root} cannot be created ({exc.strerror or exc}); "
+                "give checkpoint_dir (DANLU_CHECKPOINT_DIR) a directory this job can write"
+            ) from None
 
     def join(self, *parts: str) -> str:
         return os.path.join(self.root, *parts)

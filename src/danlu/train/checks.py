@@ -1,0 +1,56 @@
+"""The checks of :func:`danlu.train.init`'s arguments: a value that cannot work is a
+:class:`~danlu.core.errors.ConfigError` naming the argument when the job starts, not a
+failure hours later (an unknown ``lr_scaling`` rule raised at the first batch change) or a
+run that silently trains wrong (a negative ``clip_grad_norm`` or ``grad_norm_tau`` turns the
+step around)."""
+
+from __future__ import annotations
+
+import math
+
+from danlu.core.errors import ConfigError
+from danlu.train.scaling import rule_names
+
+
+def check_init_args(
+    *,
+    micro_batch_size: int | None,
+    warmup_steps: int,
+    grad_norm_tau: float | None,
+    clip_grad_norm: float | None,
+    anomaly_k: float,
+    anomaly_window: int,
+    lr_scaling: str,
+    gns_every: int,
+    checkpoint_every_steps: int | None,
+    checkpoint_every_seconds: float | None,
+    keep_last: int,
+    report_interval_s: float,
+    collective_timeout_s: float,
+) -> None:
+    """Raise :class:`ConfigError` for the first argument out of its range."""
+    at_least: list[tuple[str, float | None, float]] = [
+        ("micro_batch_size", micro_batch_size, 1),
+        ("warmup_steps", warmup_steps, 0),
+        ("anomaly_window", anomaly_window, 1),
+        ("gns_every", gns_every, 0),
+        ("checkpoint_every_steps", checkpoint_every_steps, 1),
+        ("keep_last", keep_last, 1),
+    ]
+    for name, value, low in at_least:
+        if value is not None and value < low:
+            raise ConfigError(f"{name} must be >= {low:g} (got {value})")
+    positive: list[tuple[str, float | None]] = [
+        ("grad_norm_tau", grad_norm_tau),
+        ("clip_grad_norm", clip_grad_norm),
+        ("anomaly_k", anomaly_k),
+        ("checkpoint_every_seconds", checkpoint_every_seconds),
+        ("report_interval_s", report_interval_s),
+        ("collective_timeout_s", collective_timeout_s),
+    ]
+    for name, number in positive:
+        if number is not None and not 0 < number < math.inf:
+            raise ConfigError(f"{name} must be a positive, finite number (got {number})")
+    rules = ["none", *rule_names()]
+    if lr_scaling != "none" and lr_scaling.strip().lower() not in rule_names():
+        raise ConfigError(f"lr_scaling must be one of {', '.join(rules)} (got {lr_scaling!r})")

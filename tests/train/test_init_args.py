@@ -1,0 +1,77 @@
+"""``danlu.train.init`` refuses arguments that cannot work, naming them, before training:
+not a failure at the first batch change, not a run that silently trains wrong."""
+
+from __future__ import annotations
+
+import math
+from pathlib import Path
+from typing import Any
+
+import pytest
+import torch
+from train_helpers import mse_loss, tiny_model, tiny_regression
+
+import danlu.train as dt
+from danlu.core.errors import ConfigError
+
+
+@pytest.mark.parametrize(
+    ("bad", "name"),
+    [
+        ({"micro_batch_size": 0}, "micro_batch_size"),
+        ({"warmup_steps": -1}, "warmup_steps"),
+        ({"clip_grad_norm": -1.0}, "clip_grad_norm"),  # flipped every gradient before
+        ({"clip_grad_norm": math.nan}, "clip_grad_norm"),
+        ({"grad_norm_tau": -1.0}, "grad_norm_tau"),  # a negative LR before
+        ({"anomaly_k": 0.0}, "anomaly_k"),
+        ({"anomaly_window": 0}, "anomaly_window"),
+        ({"lr_scaling": "cubic"}, "lr_scaling"),  # raised at the first batch change before
+        ({"gns_every": -1}, "gns_every"),
+        ({"checkpoint_every_steps": 0}, "checkpoint_every_steps"),
+        ({"checkpoint_every_seconds": -5.0}, "checkpoint_every_seconds"),
+        ({"keep_last": 0}, "keep_last"),
+        ({"report_interval_s": 0.0}, "report_interval_s"),  # a reporter spinning before
+        ({"report_interval_s": math.inf}, "report_interval_s"),  # a reporter thread died
+        ({"collective_timeout_s": -1.0}, "collective_timeout_s"),
+    ],
+)
+def test_arguments_that_cannot_work_are_refused_by_name(bad: dict[str, Any], name: str) -> None:
+    model = tiny_model()
+    opt = torch.optim.SGD(model.parameters(), lr=0.01)
+    with pytest.raises(ConfigError, match=name):
+        dt.init(model, opt, global_batch_size=16, environ={}, metrics_file=False, **bad)
+
+
+def test_an_unwritable_checkpoint_dir_names_the_setting(tmp_path: Path) -> None:
+    blocker = tmp_path / "a-file"
+    blocker.write_text("")
+    model = tiny_model()
+    opt = torch.optim.SGD(model.parameters(), lr=0.01)
+    with pytest.raises(ConfigError, match="checkpoint_dir"):
+        dt.init(
+            model,
+            opt,
+            global_batch_size=16,
+            environ={},
+            metrics_file=False,
+            checkpoint_dir=str(blocker / "ckpt"),
+        )
+
+
+def test_rule_names_are_case_blind_and_none_turns_scaling_off() -> None:
+    model = tiny_model()
+    opt = torch.optim.SGD(model.parameters(), lr=0.01)
+    for rule in ("Linear", "none", "sqrt"):
+        with dt.init(
+            model,
+            opt,
+            global_batch_size=16,
+            environ={},
+            metrics_file=False,
+            lr_scaling=rule,
+            dataset_size=32,
+        ) as ctx:
+            for batch in ctx.batches(tiny_regression(32)):
+                ctx.step(batch, mse_loss)
+            ctx.adopt_launch_batch(32)  # the rule applies without an error
+            assert ctx.batch.global_batch == 32
