@@ -58,6 +58,53 @@ def test_the_observed_columns_migrate_down_and_up(db_url: str) -> None:
     db.dispose()
 
 
+def test_tokens_issued_to_runs_are_scoped_to_their_job_on_upgrade(db_url: str) -> None:
+    """Migration 0006 scopes the tokens the control plane issued to runs before it (named
+    ``job <id>#<attempt>``, of the job's own user); a user's own tokens stay as they were."""
+    from danlu.core.cluster import Node
+    from danlu.core.spec import parse_spec
+    from danlu.server.services import cluster, jobs, users
+
+    db = Database(db_url)
+    try:
+        with db.session() as s:
+            alice = users.create_user(s, "alice")
+            users.create_user(s, "bob")
+            cluster.replace_inventory(s, [Node("n", 1)])
+            job = jobs.submit(s, parse_spec({"name": "j", "command": ["true"]}), alice)
+            ids = {"alice": alice.id, "bob": users.get_user(s, "bob").id, "job": job.id}
+        with db.engine.begin() as conn:
+            config = alembic_config()
+            config.attributes["connection"] = conn
+            command.downgrade(config, "0005")
+        rows = [
+            ("alice", f"job {ids['job']}#1"),  # a run's token: scoped
+            ("bob", f"job {ids['job']}#2"),  # not the job's user: kept as it was
+            ("alice", "job fffffffffff0#1"),  # no such job: kept
+            ("alice", "laptop"),
+        ]
+        with db.engine.begin() as conn:
+            for i, (user, name) in enumerate(rows):
+                conn.execute(
+                    text(
+                        "INSERT INTO api_tokens (user_id, name, prefix, token_hash, created_at) "
+                        "VALUES (:u, :n, :p, :h, 0)"
+                    ),
+                    {"u": ids[user], "n": name, "p": f"p{i}", "h": f"h{i}"},
+                )
+    finally:
+        upgrade_database(db.engine)
+    with db.engine.connect() as conn:
+        scoped = dict(conn.execute(text("SELECT name, job_id FROM api_tokens")).all())
+    assert scoped == {
+        f"job {ids['job']}#1": ids["job"],
+        f"job {ids['job']}#2": None,
+        "job fffffffffff0#1": None,
+        "laptop": None,
+    }
+    db.dispose()
+
+
 def test_fresh_sqlite_file_is_created_and_migrated(tmp_path: Path) -> None:
     url = f"sqlite:///{tmp_path}/home/sub/danlu.db"
     upgrade_database(url)
