@@ -98,6 +98,11 @@ def test_gpu_memory_auto_and_units() -> None:
         (_spec(project="p\x00"), "project", "NUL"),
         (_spec(resources={"gpus": "x" * 5000}), "resources.gpus", "x... is not a GPU count"),
         (_spec(project="p" * 64), "project", "longer than 63"),
+        (
+            _spec(training={"min_batch_size": 64, "max_batch_size": 32}),
+            "training.min_batch_size",
+            "above training.max_batch_size",
+        ),
         # what no process can be started with (E2BIG at every launch before)
         (_spec(env={"A": "x" * 200_000}), "env.A", "at most 131,071"),
         (_spec(command=["python", "y" * 131_072]), "command.1", "pass large data in a file"),

@@ -281,6 +281,11 @@ def check_limits(spec: JobSpec) -> None:
         if not low <= value <= high:
             top = "" if high == math.inf else _number(high)
             raise SpecError(field, f"must lie within {_number(low)}..{top} (got {_number(value)})")
+    low, high = training.min_batch_size, training.max_batch_size
+    if low is not None and high is not None and low > high:
+        raise SpecError(
+            "training.min_batch_size", f"{low} is above training.max_batch_size ({high})"
+        )
     for key in spec.env:
         if not key or "=" in key:
             raise SpecError("env", f"{quoted(key)} is not an environment variable name")
