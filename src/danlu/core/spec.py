@@ -281,10 +281,10 @@ def check_limits(spec: JobSpec) -> None:
         if not low <= value <= high:
             top = "" if high == math.inf else _number(high)
             raise SpecError(field, f"must lie within {_number(low)}..{top} (got {_number(value)})")
-    low, high = training.min_batch_size, training.max_batch_size
-    if low is not None and high is not None and low > high:
+    smallest, largest = training.min_batch_size, training.max_batch_size
+    if smallest is not None and largest is not None and smallest > largest:
         raise SpecError(
-            "training.min_batch_size", f"{low} is above training.max_batch_size ({high})"
+            "training.min_batch_size", f"{smallest} is above training.max_batch_size ({largest})"
         )
     for key in spec.env:
         if not key or "=" in key:

@@ -28,7 +28,10 @@ def upgrade() -> None:
         batch.add_column(sa.Column("job_id", sa.String(32), nullable=True))
         batch.create_index("ix_api_tokens_job_id", ["job_id"])
     bind = op.get_bind()
-    owners = dict(bind.execute(sa.text("SELECT id, user_id FROM jobs")).all())
+    owners: dict[str, int] = {
+        str(job_id): int(user_id)
+        for job_id, user_id in bind.execute(sa.text("SELECT id, user_id FROM jobs")).all()
+    }
     for token_id, user_id, name in bind.execute(
         sa.text("SELECT id, user_id, name FROM api_tokens WHERE name LIKE 'job %'")
     ).all():
