@@ -85,6 +85,31 @@ def test_fifo_on_the_interval_grid(tmp_path: Path) -> None:
     assert result.unfinished == [] and result.rejected == []
 
 
+def test_an_idle_gap_between_arrivals_is_skipped(tmp_path: Path) -> None:
+    """After the last job finished, the clock jumps to the next arrival (it stepped through
+    the gap one interval at a time: a job submitted at 1e12 s never arrived)."""
+    text = "name,submit_time,gpus,duration\na,0,1,100\nb,1e12,1,50\n"
+    for event_rounds in (False, True):
+        result = simulate(load_workload(write(tmp_path, text)), event_rounds=event_rounds)
+        assert result.unfinished == [] and result.rounds <= 4
+        start, end = times(result)["b"]
+        assert start is not None and end == start + 50 and 1e12 <= start <= 1e12 + 60
+
+
+def test_job_names_are_unique(tmp_path: Path) -> None:
+    text = "name,submit_time,gpus,duration\na,0,1,10\nb,5,1,10\na,6,1,10\n"
+    with pytest.raises(DataError, match=r"'a' is used twice \(jobs 1 and 3"):
+        load_workload(write(tmp_path, text))
+    twice = Workload("w", "danlu", (*synthetic_workload(jobs=2).jobs,) * 2)
+    with pytest.raises(ConfigError, match="job ids must be unique"):
+        simulate(twice)
+    bad = "name,submit_time,gpus,duration,priority\na,0,1,10,high\n"
+    with pytest.raises(DataError, match="'priority' must be a whole number"):
+        load_workload(write(tmp_path, bad))
+    negative = "name,submit_time,gpus,duration,priority\na,0,1,10,-3\n"
+    assert load_workload(write(tmp_path, negative)).jobs[0].request.priority == -3
+
+
 def test_allocation_ratio_counts_completions_between_instants(tmp_path: Path) -> None:
     result = simulate(load_workload(write(tmp_path, FOUR_JOBS)), interval=60.0)
     # 400 GPU-seconds allocated over 2 GPUs x 300 s (the makespan)

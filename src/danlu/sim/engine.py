@@ -26,6 +26,7 @@ import bisect
 import heapq
 import math
 import operator
+from collections import Counter
 from collections.abc import Callable, Iterator, Mapping
 from dataclasses import dataclass, field
 
@@ -522,6 +523,10 @@ class Simulator:
                 continue
             arrivals.append((wj, _Job(wj.request, self._progress_for(wj), model=_model_of(wj))))
         total = len(arrivals)
+        counts = Counter(job.id for _, job in arrivals)
+        repeated = sorted(name for name, n in counts.items() if n > 1)
+        if repeated:
+            raise ConfigError(f"job ids must be unique; {', '.join(repeated[:5])} repeat")
         if arrivals:  # the timeline starts idle at the first submission
             self._record(arrivals[0][0].request.submit_time)
         next_arrival = 0
@@ -588,6 +593,8 @@ class Simulator:
                 changed = True
 
             active = bool(self._pending) or bool(self._running)
+            if not active:
+                changed = False  # nothing to schedule: skip ahead to the next arrival
             if active and (changed or instant >= recheck_at):
                 started, recheck_at = self._round()
                 changed = False

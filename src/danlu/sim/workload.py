@@ -209,15 +209,37 @@ def load_workload(path: str | Path) -> Workload:
                 id=row["name"],
                 submit_time=_num(row, "submit_time", p, line),
                 gpus=int(_num(row, "gpus", p, line)),
-                priority=int(float(row.get("priority") or 0)),
-                gpu_memory=int(float(row.get("gpu_memory") or 0)),
+                priority=_whole(row, "priority", p, line),
+                gpu_memory=int(_num(row, "gpu_memory", p, line)) if row.get("gpu_memory") else 0,
                 seq=len(jobs),
                 expected_duration=duration,
                 family=_family(row, p, line),
             )
             model = (row.get("model") or "").strip()
             jobs.append(WorkloadJob(request, RigidWork(duration, model)))
+    seen: dict[str, int] = {}
+    for index, job in enumerate(jobs):
+        first = seen.setdefault(job.request.id, index)
+        if first != index:
+            raise DataError(
+                f"{p}: job name {job.request.id!r} is used twice (jobs {first + 1} and "
+                f"{index + 1} of the file); give every job its own name"
+            )
     return Workload(p.stem, kind, in_submission_order(jobs))
+
+
+def _whole(row: dict[str, str], column: str, path: Path, line: int) -> int:
+    """An optional integer column that may be negative (a priority); 0 when empty."""
+    text = (row.get(column) or "").strip()
+    if not text:
+        return 0
+    try:
+        value = float(text)
+    except ValueError:
+        value = math.nan
+    if not (math.isfinite(value) and value.is_integer() and abs(value) <= 2**62):
+        raise DataError(f"{path}:{line}: column {column!r} must be a whole number, got {text!r}")
+    return int(value)
 
 
 def in_submission_order(jobs: list[WorkloadJob]) -> tuple[WorkloadJob, ...]:
