@@ -89,6 +89,16 @@ def test_whole_gpu_pods_fill_the_cluster(policy: str) -> None:
     assert result.to_json()["allocation_ratio"] == 100.0
 
 
+def test_a_pod_that_steps_over_the_target_window_still_gives_a_result() -> None:
+    """One pod brings the demand to 99.6 % (inside the window below the target) and the next
+    far past it: the fragmentation was never measured and the run failed an assert."""
+    nodes = [ShareNode(f"n{i:03d}", 64_000, 262_144, 2, "T4") for i in range(125)]
+    pods = [OpenbPod("big", ShareRequest(1000, 1024, 249, 1000))]  # 249 of 250 GPUs
+    result = run_allocation_experiment(pods, nodes, "best-fit", 1.0, [1])
+    assert result.allocation_ratio == 0.0  # no node has 249 GPUs
+    assert result.per_seed[0].window_pods == 1
+
+
 def test_cpu_limits_cap_the_allocation() -> None:
     # each pod needs 20 cores: only one fits per 32-core node, so 2 of 4 GPUs get used
     result = run_allocation_experiment(gpu_pods(4, cpu=20_000), small_nodes(), "best-fit", 1.0, [7])

@@ -229,7 +229,7 @@ def run_seed(
         arrived_pct = 100.0 * (arrived + req.total_gpu_milli) / capacity
         beyond = arrived_pct > target + WINDOW_PCT
         if beyond and window:
-            break
+            break  # (pods larger than the window may step over the target: see below)
         count += 1
         arrived += req.total_gpu_milli
         if cluster.place(req) is None:
@@ -242,7 +242,8 @@ def run_seed(
             frag_taken = True
         if beyond:
             break
-    assert frag_taken and window
+    if not frag_taken:  # the last pod stepped from below the target to past the window
+        frag = cluster_fragmentation(cluster, typical)
     frag_milli, idle = frag
     return SeedResult(
         seed=seed,
