@@ -12,6 +12,7 @@ from http.server import BaseHTTPRequestHandler, HTTPServer
 from pathlib import Path
 from typing import Any
 
+import numpy as np
 import pytest
 import torch
 from train_helpers import mse_loss, tiny_model, tiny_regression
@@ -137,6 +138,42 @@ def test_the_schedulers_global_batch_replaces_the_scripts() -> None:
         assert ctx.lr.lr == pytest.approx(0.04)  # linear rule from the script's batch of 16
     with pytest.raises(ConfigError, match="DANLU_GLOBAL_BATCH_SIZE"):
         dt.init(model, opt, global_batch_size=16, environ={"DANLU_GLOBAL_BATCH_SIZE": "0"})
+
+
+def test_records_json_cannot_write_as_they_are_do_not_hold_up_the_rest(tmp_path: Path) -> None:
+    """A value a user reports through ``ctx.reporter`` that ``json`` cannot write (a NumPy
+    or torch scalar) made every flush fail, and the records after it waited for good.
+    Scalars are written as numbers now; a record that still cannot be written is dropped
+    alone."""
+    got: list[dict[str, Any]] = []
+
+    class Handler(BaseHTTPRequestHandler):
+        def do_POST(self) -> None:
+            got.extend(json.loads(self.rfile.read(int(self.headers["Content-Length"])))["metrics"])
+            self.send_response(204)
+            self.end_headers()
+
+        def log_message(self, *args: object) -> None:
+            pass
+
+    server = HTTPServer(("127.0.0.1", 0), Handler)
+    threading.Thread(target=server.serve_forever, daemon=True).start()
+    odd: list[dict[str, Any]] = [
+        {"step": 1, "acc": np.float32(0.5), "loss": torch.tensor(2.0)},
+        {"step": 2, "nested": [float("nan")]},  # JSON has no NaN, and this one is not top-level
+        {"step": 3, "loss": np.float64("nan"), "name": Path("run")},
+    ]
+    rep = MetricsReporter(url=f"http://127.0.0.1:{server.server_port}/m", interval_s=60)
+    jsonl = MetricsReporter(path=tmp_path / "m.jsonl")
+    for reporter in (rep, jsonl):
+        for record in odd:
+            reporter.report(record)
+        reporter.flush()
+        assert (reporter.sent, reporter.dropped, reporter._retry) == (2, 1, [])
+    server.shutdown()
+    written = [json.loads(line) for line in (tmp_path / "m.jsonl").read_text().splitlines()]
+    expected = [{"step": 1, "acc": 0.5, "loss": 2.0}, {"step": 3, "loss": None, "name": "run"}]
+    assert got == expected and written == expected
 
 
 def test_network_errors_never_fail_training(tmp_path: Path) -> None:

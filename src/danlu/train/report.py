@@ -39,6 +39,34 @@ def _finite(record: dict[str, Any]) -> dict[str, Any]:
     }
 
 
+def _plain(value: Any) -> Any:
+    """A value ``json`` cannot write as it is: a NumPy or torch scalar as its number (NaN as
+    null), anything else as its text."""
+    item = getattr(value, "item", None)
+    if callable(item):
+        try:
+            number = item()
+        except (TypeError, ValueError, RuntimeError):  # not a one-element value
+            return str(value)
+        if isinstance(number, float) and not math.isfinite(number):
+            return None
+        return number
+    return str(value)
+
+
+def encode_records(records: list[dict[str, Any]]) -> list[str]:
+    """Each record as one line of JSON, leaving out those that cannot be written (a nested
+    NaN, say), so that one odd value a user reported does not hold up every record after
+    it."""
+    lines: list[str] = []
+    for record in records:
+        try:
+            lines.append(json.dumps(_finite(record), allow_nan=False, default=_plain))
+        except (TypeError, ValueError) as exc:
+            log.warning("a metric record cannot be written as JSON (%s): dropped", exc)
+    return lines
+
+
 class MetricsReporter:
     """Ships metric records from a background thread; see the module docstring.
 
@@ -109,8 +137,9 @@ class MetricsReporter:
             while batch:
                 chunk = batch[:MAX_RECORDS_PER_POST]
                 try:
-                    self._ship(chunk)
-                    self.sent += len(chunk)
+                    unwritable = self._ship(chunk)
+                    self.dropped += unwritable
+                    self.sent += len(chunk) - unwritable
                 except urllib.error.HTTPError as exc:
                     self.errors += 1
                     if 400 <= exc.code < 500 and exc.code not in (408, 429):
@@ -134,9 +163,11 @@ class MetricsReporter:
             batch = batch[overflow:]
         self._retry = batch
 
-    def _ship(self, batch: list[dict[str, Any]]) -> None:
+    def _ship(self, batch: list[dict[str, Any]]) -> int:
+        """Send ``batch``; how many of its records could not be written and were left out."""
+        lines = encode_records(batch)
         if self.url is not None:
-            body = json.dumps({"metrics": [_finite(r) for r in batch]}, allow_nan=False).encode()
+            body = ('{"metrics": [' + ", ".join(lines) + "]}").encode()
             req = urllib.request.Request(
                 self.url, data=body, method="POST", headers={"Content-Type": "application/json"}
             )
@@ -148,7 +179,8 @@ class MetricsReporter:
         elif self.path is not None:
             self.path.parent.mkdir(parents=True, exist_ok=True)
             with self.path.open("a") as f:
-                f.writelines(json.dumps(r) + "\n" for r in batch)
+                f.writelines(line + "\n" for line in lines)
+        return len(batch) - len(lines)
 
     def _note_reply(self, reply: bytes) -> None:
         """Keep the scheduler's batch size from the server's reply (``batch_size``)."""
