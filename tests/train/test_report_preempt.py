@@ -22,13 +22,14 @@ from danlu.core.errors import ConfigError
 from danlu.train.report import MetricsReporter
 
 
-def test_metrics_are_posted_in_batches_with_the_token() -> None:
-    got: list[tuple[str, str, dict[str, object]]] = []
+def _recording_server(got: list[tuple[str, str, dict[str, Any]]]) -> HTTPServer:
+    """A metrics endpoint (in a thread) that keeps every POST as (path, Authorization
+    header, body) in ``got`` and answers 204."""
 
     class Handler(BaseHTTPRequestHandler):
         def do_POST(self) -> None:
             body = json.loads(self.rfile.read(int(self.headers["Content-Length"])))
-            got.append((self.path, self.headers["Authorization"], body))
+            got.append((self.path, self.headers.get("Authorization", ""), body))
             self.send_response(204)
             self.end_headers()
 
@@ -37,6 +38,12 @@ def test_metrics_are_posted_in_batches_with_the_token() -> None:
 
     server = HTTPServer(("127.0.0.1", 0), Handler)
     threading.Thread(target=server.serve_forever, daemon=True).start()
+    return server
+
+
+def test_metrics_are_posted_in_batches_with_the_token() -> None:
+    got: list[tuple[str, str, dict[str, Any]]] = []
+    server = _recording_server(got)
     env = {
         "DANLU_API_URL": f"http://127.0.0.1:{server.server_port}",
         "DANLU_JOB_ID": "42",
@@ -145,19 +152,8 @@ def test_records_json_cannot_write_as_they_are_do_not_hold_up_the_rest(tmp_path:
     or torch scalar) made every flush fail, and the records after it waited for good.
     Scalars are written as numbers now; a record that still cannot be written is dropped
     alone."""
-    got: list[dict[str, Any]] = []
-
-    class Handler(BaseHTTPRequestHandler):
-        def do_POST(self) -> None:
-            got.extend(json.loads(self.rfile.read(int(self.headers["Content-Length"])))["metrics"])
-            self.send_response(204)
-            self.end_headers()
-
-        def log_message(self, *args: object) -> None:
-            pass
-
-    server = HTTPServer(("127.0.0.1", 0), Handler)
-    threading.Thread(target=server.serve_forever, daemon=True).start()
+    posts: list[tuple[str, str, dict[str, Any]]] = []
+    server = _recording_server(posts)
     odd: list[dict[str, Any]] = [
         {"step": 1, "acc": np.float32(0.5), "loss": torch.tensor(2.0)},
         {"step": 2, "nested": [float("nan")]},  # JSON has no NaN, and this one is not top-level
@@ -171,6 +167,7 @@ def test_records_json_cannot_write_as_they_are_do_not_hold_up_the_rest(tmp_path:
         reporter.flush()
         assert (reporter.sent, reporter.dropped, reporter._retry) == (2, 1, [])
     server.shutdown()
+    got = [record for _, _, body in posts for record in body["metrics"]]
     written = [json.loads(line) for line in (tmp_path / "m.jsonl").read_text().splitlines()]
     expected = [{"step": 1, "acc": 0.5, "loss": 2.0}, {"step": 3, "loss": None, "name": "run"}]
     assert got == expected and written == expected
