@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import json
 import time
+from collections.abc import Callable
 from pathlib import Path
 from typing import Annotated, Any
 
@@ -84,13 +85,18 @@ def check_output(path: Path | None, flag: str) -> None:
         raise ConfigError(f"{flag} {path}: folder {parent} does not exist; create it first")
 
 
-def write_output(path: Path, text: str, flag: str) -> None:
-    """Write an output file, as a clear error (exit 2) if the file system refuses."""
+def write_output(path: Path, write: Callable[[Path], object], flag: str) -> None:
+    """Write an output file with ``write(path)``, as a clear error (exit 2) if the file
+    system refuses."""
     try:
-        path.write_text(text)
+        write(path)
     except OSError as exc:
         raise _fail(ConfigError(f"{flag} {path}: cannot write: {exc.strerror}")) from None
     console.print(f"wrote {path}")
+
+
+def _text(text: str) -> Callable[[Path], object]:
+    return lambda path: path.write_text(text)
 
 
 def _load(workload: Path | None, jobs: int, seed: int) -> Workload:
@@ -284,14 +290,11 @@ def run(
     if json_out is not None:
         payload = result.to_json(timeline=True)
         payload["wall_seconds"] = wall
-        write_output(json_out, json.dumps(payload, indent=1), "--json")
+        write_output(json_out, _text(json.dumps(payload, indent=1)), "--json")
     if plot is not None:
         from danlu.sim.report import plot_timeline
 
-        try:
-            console.print(f"wrote {plot_timeline(result, plot)}")
-        except OSError as exc:
-            raise _fail(ConfigError(f"--plot {plot}: cannot write: {exc.strerror}")) from None
+        write_output(plot, lambda path: plot_timeline(result, path), "--plot")
 
 
 @sim_app.command("compare")
@@ -331,9 +334,8 @@ def compare(
         raise _fail(exc) from None
     console.print(_table(results, f"{wl.name}: {len(wl.jobs)} jobs on {cluster.total_gpus} GPUs"))
     if json_out is not None:
-        write_output(
-            json_out, json.dumps({r.policy: r.to_json() for r in results}, indent=1), "--json"
-        )
+        by_policy = {r.policy: r.to_json() for r in results}
+        write_output(json_out, _text(json.dumps(by_policy, indent=1)), "--json")
 
 
 @sim_app.command("pack")
@@ -377,4 +379,4 @@ def pack(
         f"allocation_ratio {result.allocation_ratio:.2f} ({policy}, {result.wall_seconds:.1f} s)"
     )
     if json_out is not None:
-        write_output(json_out, json.dumps(result.to_json(), indent=1), "--json")
+        write_output(json_out, _text(json.dumps(result.to_json(), indent=1)), "--json")

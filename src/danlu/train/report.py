@@ -54,7 +54,7 @@ def _plain(value: Any) -> Any:
     return str(value)
 
 
-def encode_records(records: list[dict[str, Any]]) -> list[str]:
+def _encode_records(records: list[dict[str, Any]]) -> list[str]:
     """Each record as one line of JSON, leaving out those that cannot be written (a nested
     NaN, say), so that one odd value a user reported does not hold up every record after
     it."""
@@ -165,7 +165,7 @@ class MetricsReporter:
 
     def _ship(self, batch: list[dict[str, Any]]) -> int:
         """Send ``batch``; how many of its records could not be written and were left out."""
-        lines = encode_records(batch)
+        lines = _encode_records(batch)
         if self.url is not None:
             body = ('{"metrics": [' + ", ".join(lines) + "]}").encode()
             req = urllib.request.Request(
