@@ -469,6 +469,25 @@ def test_held_job_grows_into_free_gpus_only_after_grow_after() -> None:
     assert [r.allocation.num_gpus > 1 for r in later.resizes] == [True]
 
 
+def test_a_huge_grow_factor_grows_within_the_cluster() -> None:
+    """``grow_factor`` has no upper bound; as large as a float holds, it neither overflows
+    nor offers a job more GPUs than the cluster has."""
+    cluster = Cluster.homogeneous(2, 4)
+    seen = measured(2, 64, 0.10, 0.0, 0.3)  # 2 x 1e308 is inf as a float
+    run = job(
+        "e",
+        gpus=2,
+        submit=0.0,
+        allocation=on(cluster, 0, 2),
+        last_start=0.0,
+        observed=seen,
+        marks=dm.remembered({}, seen),
+    )
+    policy = DanluPolicy(min_hold=600.0, grow_after=120.0, grow_factor=1e308)
+    plan = policy.schedule(ClusterView(time=300.0, cluster=cluster, running=(run,)))
+    assert [2 < r.allocation.num_gpus <= 8 for r in plan.resizes] == [True]
+
+
 def test_an_elastic_request_bounds_the_sizes_the_policy_chooses() -> None:
     cluster = Cluster.homogeneous(1, 4)
     run = regretting(cluster, 0.2)  # would shrink to one GPU

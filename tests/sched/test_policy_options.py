@@ -108,6 +108,8 @@ def test_every_numeric_option_has_a_range(name: str) -> None:
         ("value-density", {"restart_cost": float("nan")}, r"restart_cost must be in \[0, inf\)"),
         ("tiresias", {"thresholds": (3600.0, -1.0)}, r"every value of thresholds must be in"),
         ("tiresias", {"starvation_factor": -2.0}, r"starvation_factor must be in \[0, inf\)"),
+        ("pollux", {"population": 100_000_000}, r"population must be in \[2, 1000\]"),
+        ("pollux", {"generations": 10**9}, r"generations must be in \[0, 1000\]"),
     ],
 )
 def test_other_policies_ranges(policy: str, options: dict[str, Any], message: str) -> None:

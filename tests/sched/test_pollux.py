@@ -191,6 +191,19 @@ def test_a_measured_job_grows_to_at_most_twice_its_replicas() -> None:
     assert plan.marks["a"][dm.MAXR] == 2.0  # the measurement is remembered
 
 
+def test_a_huge_growth_factor_caps_at_the_cluster() -> None:
+    """``growth`` has no upper bound: a job measured on 2 GPUs may then get every GPU, and
+    a value as large as a float holds neither overflows nor grows past the cluster."""
+    cluster = Cluster.homogeneous(4, 4)
+    alloc = Allocation.whole_gpus([(0, 0), (0, 1)])
+    seen = measured(2, 1, 128, step=0.30, sync=0.02)
+    run = status("a", gpus=2, observed=seen, allocation=alloc, last_start=0.0)
+    view = ClusterView(time=3600.0, cluster=cluster, running=(run,))
+    plan = small_policy(growth=1e308).schedule(view)
+    (resize,) = plan.resizes
+    assert 4 < resize.allocation.num_gpus <= 16  # past twice the measured 2
+
+
 def test_a_rigid_job_gets_its_gpus_or_waits() -> None:
     cluster = Cluster.homogeneous(2, 4)
     big = status("big", gpus=6, submit=0.0)

@@ -348,7 +348,8 @@ class DanluPolicy:
                 return []
             return [Option(gpus, left + restart, None, False)]
         remaining = 1.0 - job.observed.get("progress", 0.0)
-        grown = int(self.grow_factor * max(model.max_replicas_seen, 1))
+        # min() before int(): a huge grow_factor must not overflow to inf
+        grown = int(min(self.grow_factor * max(model.max_replicas_seen, 1), capacity))
         cap = min(capacity, ceiling, max(grown, floor), model.max_batch // model.min_local)
         options: dict[int, Option] = {}
         total = work

@@ -43,6 +43,9 @@ from danlu.sched.policies import pollux_search as ps
 from danlu.sched.policies.options import INF, OptionRange, check_options
 from danlu.sched.view import ClusterView, JobStatus, Plan, Preempt, Resize, Start
 
+MAX_SEARCH = 1000
+"""Most individuals and generations of the genetic search (ten times the defaults)."""
+
 NO_GPUS = "the allocation search gave it no GPUs this round"
 SYNC_PRIOR = 0.0
 """Pollux's prior for a job not measured on several GPUs of one node yet: no sync time
@@ -90,7 +93,9 @@ class PolluxPolicy:
       plain sum, no fairness);
     - ``restart_cost``: seconds one restart costs a job (30), in its restart factor;
     - ``growth``: most replicas a job may get, as a multiple of the most it was measured at;
-    - ``population``, ``generations``: size of the genetic search (100, 100);
+    - ``population``, ``generations``: size of the genetic search (100, 100; each at most
+      ``MAX_SEARCH``, 1,000: ten times the default, so that a typo cannot make every round
+      allocate gigabytes or run for minutes);
     - ``seed``: seed of the search;
     - ``placement``: strategy for requests of part of a GPU.
     """
@@ -110,8 +115,8 @@ class PolluxPolicy:
         "fairness": (-INF, 1.0, (False, True)),
         "restart_cost": (0.0, INF, (True, False)),
         "growth": (1.0, INF, (True, False)),
-        "population": (2, INF, (True, False)),
-        "generations": (0, INF, (True, False)),
+        "population": (2, MAX_SEARCH, (True, True)),
+        "generations": (0, MAX_SEARCH, (True, True)),
         "seed": (0, INF, (True, False)),
     }
 
@@ -194,7 +199,7 @@ class PolluxPolicy:
             else:
                 measured = int(mark.get(dm.MAXR, 0))
                 cap = min(
-                    max(int(self.growth * measured), 1),
+                    max(int(min(self.growth * measured, total)), 1),
                     total,
                     int(seen["max_batch"] // seen["min_local_bsz"]),
                 )
