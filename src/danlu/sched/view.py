@@ -82,6 +82,8 @@ class JobStatus:
     """Fraction of the work done at the last state change, 0..1, when known."""
     preemptions: int = 0
     restarts: int = 0
+    """Restarts after a failure of the job's own (not preemptions or resizes; the simulator
+    models no failures, so there it is always 0)."""
     marks: Mapping[str, float] = field(default_factory=dict)
     """Notes a policy attached to this job in earlier rounds (see :attr:`Plan.marks`)."""
     observed: Mapping[str, float] = field(default_factory=dict)

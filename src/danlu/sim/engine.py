@@ -549,13 +549,12 @@ class Simulator:
             else:
                 upcoming = min(arrival_time, completion_time, recheck_at if waiting else math.inf)
                 if upcoming == math.inf:
-                    dropped = self._fail_too_wide()
-                    if dropped and self._pending:  # they held up the others: go on
-                        total -= dropped
-                        changed = True
-                        continue
-                    self._fail_unschedulable()
-                    break
+                    dropped = self._drop_stuck()
+                    if dropped is None:
+                        break
+                    total -= dropped
+                    changed = True
+                    continue
                 instant = max(next_tick, math.ceil(upcoming / interval) * interval)
             if cfg.event_rounds:
                 soonest = min(arrival_time, completion_time)
@@ -601,13 +600,12 @@ class Simulator:
                 if started == 0 and not self._running and next_arrival >= len(arrivals):
                     idle_rounds += 1
                     if recheck_at == math.inf or idle_rounds > cfg.idle_retries:
-                        dropped = self._fail_too_wide()
-                        if dropped and self._pending:  # they held up the others: go on
-                            total -= dropped
-                            idle_rounds, changed = 0, True
-                            continue
-                        self._fail_unschedulable()
-                        break
+                        dropped = self._drop_stuck()
+                        if dropped is None:
+                            break
+                        total -= dropped
+                        idle_rounds, changed = 0, True
+                        continue
                 else:
                     idle_rounds = 0
             self._record(self._now)
@@ -628,6 +626,16 @@ class Simulator:
             len(self._running),
             measure_fragmentation,
         )
+
+    def _drop_stuck(self) -> int | None:
+        """Nothing more can start by itself: fail the pending jobs too wide for the cluster
+        and return how many, when other pending jobs are left to try again (the wide ones
+        held them up); otherwise fail every pending job and return None (the run ends)."""
+        dropped = self._fail_too_wide()
+        if dropped and self._pending:
+            return dropped
+        self._fail_unschedulable()
+        return None
 
     def _fail_too_wide(self) -> int:
         """Fail the pending jobs that ask for more GPUs than the cluster has (profiled jobs a
