@@ -22,7 +22,9 @@ from danlu.executors.errors import (
     InvalidLaunchError,
     JobAlreadyRunningError,
     LaunchError,
+    NodeLaunchError,
     UnknownHandleError,
+    is_node_fault,
 )
 from danlu.executors.fake import FakeExecutor, FakeWorld, ManualClock, Script
 from danlu.executors.local import LocalExecutor
@@ -45,11 +47,13 @@ __all__ = [
     "LocalExecutor",
     "ManualClock",
     "MultiNodeExecutor",
+    "NodeLaunchError",
     "Outcome",
     "RunState",
     "Script",
     "StopReason",
     "UnknownHandleError",
     "classify_exit",
+    "is_node_fault",
     "validate_job_id",
 ]

@@ -7,9 +7,12 @@ DanluError
     ├── JobAlreadyRunningError      a second run of a job id that still runs
     ├── GpusBusyError               a launch onto GPUs that a stopping run still holds
     └── LaunchError                 the job could not be started (missing program, ...)
+        └── NodeLaunchError         ... for the node's reasons (disk full, no processes left)
 """
 
 from __future__ import annotations
+
+import errno
 
 from danlu.core.errors import DanluError, SpecError
 
@@ -38,3 +41,33 @@ class GpusBusyError(ExecutorError):
 
 class LaunchError(ExecutorError):
     """The job could not be started; the message says why."""
+
+
+class NodeLaunchError(LaunchError):
+    """The node could not start the job for reasons of its own (its disk full, out of
+    processes, memory or file handles, a file system gone read-only): not the job's fault,
+    so the control plane re-queues it without counting a restart against it."""
+
+
+NODE_ERRNOS = frozenset(
+    {
+        errno.ENOSPC,
+        errno.EDQUOT,
+        errno.EMFILE,
+        errno.ENFILE,
+        errno.ENOMEM,
+        errno.EAGAIN,
+        errno.EROFS,
+        errno.EIO,
+    }
+)
+"""The ``errno`` values of an :class:`OSError` that mean the node ran out of something or
+its storage failed, not that the job asked for something wrong."""
+
+
+def is_node_fault(exc: BaseException) -> bool:
+    """Whether a failed launch is the node's fault, not the job's: a
+    :class:`NodeLaunchError`, or an :class:`OSError` with one of :data:`NODE_ERRNOS`."""
+    if isinstance(exc, NodeLaunchError):
+        return True
+    return isinstance(exc, OSError) and exc.errno in NODE_ERRNOS

@@ -51,7 +51,9 @@ from danlu.executors.errors import (
     InvalidLaunchError,
     JobAlreadyRunningError,
     LaunchError,
+    NodeLaunchError,
     UnknownHandleError,
+    is_node_fault,
 )
 
 LOG_TAIL_BYTES = 64 * 1024
@@ -188,6 +190,17 @@ class LocalExecutor(GpuSharingExecutor):
         busy_gpus(job, self._held())
         if job.workdir is not None and not Path(job.workdir).is_dir():
             raise LaunchError(f"working directory {job.workdir!r} of job {job.job_id} is missing")
+        try:
+            return self._start(job, run_dir)
+        except OSError as exc:
+            if not is_node_fault(exc):
+                raise
+            shutil.rmtree(run_dir, ignore_errors=True)
+            raise NodeLaunchError(str(exc)) from exc
+
+    def _start(self, job: JobLaunch, run_dir: Path) -> Handle:
+        """Write the run's launch record and start its supervisor; an :class:`OSError` of
+        the node's (a full disk) leaves no process behind."""
         log_dir = Path(job.log_dir) if job.log_dir is not None else self._log_dir
         log_dir.mkdir(parents=True, exist_ok=True)
         log_path = safe_child(log_dir, f"{job.job_id}.log")
@@ -218,18 +231,39 @@ class LocalExecutor(GpuSharingExecutor):
                     close_fds=True,
                 )
             except OSError as exc:
+                if is_node_fault(exc):
+                    raise
                 shutil.rmtree(run_dir, ignore_errors=True)
                 raise LaunchError(
                     f"cannot start the supervisor of job {job.job_id}: {exc}"
                 ) from exc
+        try:
+            supervise.write_json(
+                run_dir / "supervisor.json",
+                {"pid": proc.pid, "start": supervise.proc_start_time(proc.pid)},
+            )
+        except OSError:  # not recorded, so no later instance could find it: stop it now
+            self._stop_unrecorded(proc, run_dir)
+            raise
         self._children[job.job_id] = proc
         if self._live is not None:
             self._live[run_dir] = record
-        supervise.write_json(
-            run_dir / "supervisor.json",
-            {"pid": proc.pid, "start": supervise.proc_start_time(proc.pid)},
-        )
         return Handle(job.job_id, job.run_attempt)
+
+    def _stop_unrecorded(self, proc: subprocess.Popen[bytes], run_dir: Path) -> None:
+        """Stop a supervisor just started whose record could not be written: SIGTERM, which
+        stops its job as a cancel does, then SIGKILL for both if it is not gone after the
+        cancel grace."""
+        proc.terminate()
+        try:
+            proc.wait(self._cancel_grace + 5.0)
+        except subprocess.TimeoutExpired:
+            job = supervise.read_json(run_dir / supervise.JOB) or {}
+            for pgid in (job.get("pgid"), proc.pid):
+                if pgid:
+                    with contextlib.suppress(ProcessLookupError, PermissionError):
+                        os.killpg(int(pgid), signal.SIGKILL)
+            proc.wait()
 
     def poll(self, handle: Handle) -> ExecStatus:
         """The run's status from its files; reaps the supervisor if this instance started it."""

@@ -112,6 +112,7 @@ _BUSY_SQLSTATES = frozenset({"40001", "40P01", "55P03"})
 """PostgreSQL: serialization failure, deadlock detected, lock not available."""
 BUSY_RETRY_AFTER_S = 1
 UNREACHABLE_RETRY_AFTER_S = 5
+FULL_RETRY_AFTER_S = 30
 
 
 def is_busy(exc: OperationalError) -> bool:
@@ -143,8 +144,27 @@ def is_unreachable(exc: OperationalError) -> bool:
     )
 
 
+def is_full(exc: OperationalError) -> bool:
+    """Whether a database error means its disk is full (SQLite's SQLITE_FULL, PostgreSQL's
+    disk_full): nothing was written, and retrying helps only once space is freed."""
+    if getattr(exc.orig, "sqlstate", None) == "53100":
+        return True
+    return "database or disk is full" in str(exc.orig).lower()
+
+
 def _database_error(request: Request, exc: Exception) -> Response:
     assert isinstance(exc, OperationalError)
+    if is_full(exc):
+        log.error("database disk full, answered 503: %s", str(exc.orig).strip())
+        return JSONResponse(
+            error_body(
+                "unavailable",
+                None,
+                "the database's disk is full; nothing was changed. Free space on it, then retry",
+            ),
+            503,
+            headers={"Retry-After": str(FULL_RETRY_AFTER_S)},
+        )
     if not is_busy(exc):
         if is_unreachable(exc):
             log.warning("database unreachable, answered 503: %s", str(exc.orig).strip())

@@ -53,6 +53,7 @@ from danlu.executors import (
     RunState,
     StopReason,
     UnknownHandleError,
+    is_node_fault,
 )
 from danlu.executors.supervise import alive, proc_start_time
 from danlu.sched import default_registry
@@ -68,6 +69,9 @@ from danlu.server.services.view import StatusCache, build_snapshot, lost_gpus, t
 log = logging.getLogger(__name__)
 LEASE = "scheduler"
 DEFAULT_PREEMPT_GRACE = 30.0
+REPEAT_LOG_SECONDS = 60.0
+"""While reconcile passes keep failing the same way (a full disk, a database down), one
+line counts the repeats at most this often; the first failure is logged in full."""
 
 
 @dataclass
@@ -234,18 +238,25 @@ class Reconciler:
 
     def _loop(self) -> None:
         failing = ""  # the last failure, logged in full once while it repeats
+        repeats = 0  # passes that failed the same way since it was last logged
+        quiet_until = 0.0  # no line about a repeated failure before this (monotonic)
         while not self._stop.is_set():
             try:
                 self.run_once()
                 if failing:
                     log.warning("reconcile passes work again (after: %s)", failing)
-                failing = ""
+                failing, repeats = "", 0
             except Exception as exc:  # the loop must survive anything one pass meets
                 what = f"{type(exc).__name__}: {exc}".splitlines()[0][:300]
+                now = time.monotonic()
                 if what != failing:
                     log.exception("reconcile pass failed")
+                    repeats, quiet_until = 0, now + REPEAT_LOG_SECONDS
                 else:
-                    log.warning("reconcile pass failed again: %s", what)
+                    repeats += 1
+                    if now >= quiet_until:
+                        log.warning("reconcile pass failed %d more times: %s", repeats, what)
+                        repeats, quiet_until = 0, now + REPEAT_LOG_SECONDS
                 failing = what
             self._wake.wait(self.interval)
             self._wake.clear()
@@ -510,6 +521,10 @@ class Reconciler:
         except GpusBusyError:
             pass  # another job's run still holds one of its GPUs: next pass
         except (ExecutorError, OSError) as exc:  # OSError: one job's files, not the pass
+            if is_node_fault(exc):
+                log.warning("reconcile: the node could not launch %s: %s", job_id, exc)
+                self._requeue_unlaunched(job_id, attempt, str(exc), t, report)
+                return
             log.warning("reconcile: launch of %s failed: %s", job_id, exc)
             failed = ExecStatus(
                 state=RunState.EXITED,
@@ -517,6 +532,22 @@ class Reconciler:
                 message=f"launch failed: {exc}",
             )
             self._settle(job_id, attempt, failed, t, report)
+
+    def _requeue_unlaunched(
+        self, job_id: str, attempt: int, error: str, t: float, report: RoundReport
+    ) -> None:
+        """Re-queue a job the node could not launch (a full disk): no restart counted."""
+        try:
+            with self.db.session() as session:
+                job = session.scalar(select(Job).where(Job.id == job_id))
+                if job is None or job.attempt != attempt or job.state not in HOLDING:
+                    return
+                if not locks.holds(session, Job, job_id, self.token):
+                    return
+                jobs.requeue_unlaunched(session, job, error, t)
+            report.settled.append(job_id)
+        except DanluError as exc:
+            report.errors.append(f"re-queue {job_id}: {exc}")
 
     def _fail_unlaunchable(
         self, job_id: str, error: SpecError, t: float, report: RoundReport

@@ -11,7 +11,7 @@ import secrets
 from collections.abc import Iterable, Mapping
 from typing import Any
 
-from sqlalchemy import select
+from sqlalchemy import func, select
 from sqlalchemy.orm import Session
 from sqlalchemy.orm.exc import StaleDataError
 
@@ -37,6 +37,11 @@ from danlu.server.services.users import get_user
 
 MAX_LIMIT = 1000
 RESTART_BACKOFF_SECONDS = 10.0
+NODE_FAULT = "the node could not launch it"
+"""How the reason of a launch that failed for the node's reasons begins
+(:func:`requeue_unlaunched`)."""
+NODE_RETRY_CAP_SECONDS = 600.0
+"""Longest wait before a job is launched again after launches the node failed."""
 ShareDict = dict[str, Any]
 
 
@@ -253,18 +258,20 @@ def change_state(
     *,
     allocation: list[ShareDict] | None = None,
     exit_code: int | None = None,
+    counted: bool = True,
 ) -> JobEvent:
     """THE one function that changes a job's state: checks the edge, updates the bookkeeping
     (allocation, times, counters, backoff) and records a :class:`JobEvent`, all in the
     caller's transaction.
 
-    ``allocation`` is required for a start (-> RUNNING). Raises
+    ``allocation`` is required for a start (-> RUNNING). ``counted=False`` on -> RESTARTING
+    counts no restart against the job and sets no backoff (the caller sets it). Raises
     :class:`InvalidTransitionError` for an edge outside the table and
     :class:`ConflictError` if the row changed concurrently (the caller rolls back). A
     caller that changes many jobs at once uses :func:`change_state_batched`.
     """
     t = resolve_now(now)
-    old = _transition(job, new, t, allocation, exit_code)
+    old = _transition(job, new, t, allocation, exit_code, counted)
     event = JobEvent(job_id=job.id, time=t, old=old.value, new=new.value, reason=reason)
     session.add(event)
     flush_or_conflict(session, event.job_id)
@@ -295,6 +302,7 @@ def _transition(
     t: float,
     allocation: list[ShareDict] | None,
     exit_code: int | None,
+    counted: bool = True,
 ) -> JobState:
     """Check the edge and update the job's bookkeeping for it; returns the old state."""
     old = JobState(job.state)
@@ -313,7 +321,7 @@ def _transition(
         _release(job, t)
     if new is JobState.PREEMPTING:
         job.preemptions += 1
-    elif new is JobState.RESTARTING:
+    elif new is JobState.RESTARTING and counted:
         job.restarts += 1
         job.next_attempt_at = t + restart_backoff(job.restarts, RESTART_BACKOFF_SECONDS)
     elif new is JobState.PENDING:
@@ -441,6 +449,31 @@ def settle_exit(
     return [change_state(session, job, JobState.FAILED, why, t, exit_code=exit_code)]
 
 
+def requeue_unlaunched(session: Session, job: Job, error: str, now: float | None = None) -> None:
+    """Re-queue a RUNNING job whose launch failed for reasons of the node's (its disk full,
+    out of processes or memory; :func:`~danlu.executors.is_node_fault`): RUNNING ->
+    RESTARTING -> PENDING without counting a restart against the job, which never ran,
+    and eligible again after a backoff that doubles with each such failure of the job
+    (10 s, at most :data:`NODE_RETRY_CAP_SECONDS`); a job whose cancellation was requested
+    is CANCELLED."""
+    t = resolve_now(now)
+    reason = f"{NODE_FAULT}: {error}"
+    if job.state != JobState.RUNNING.value or job.cancel_requested_at is not None:
+        settle_exit(session, job, succeeded=False, exit_code=None, reason=reason, now=t)
+        return
+    earlier = session.scalar(
+        select(func.count())
+        .select_from(JobEvent)
+        .where(JobEvent.job_id == job.id, JobEvent.reason.startswith(NODE_FAULT, autoescape=True))
+    )
+    why = f"{reason} (no restart counted)"
+    change_state(session, job, JobState.RESTARTING, why, t, counted=False)
+    delay = restart_backoff(int(earlier or 0) + 1, RESTART_BACKOFF_SECONDS, NODE_RETRY_CAP_SECONDS)
+    job.next_attempt_at = t + delay
+    change_state(session, job, JobState.PENDING, f"re-queued; retry after {delay:g}s", t)
+    job.pending_reason = reason
+
+
 def requeue_lost(session: Session, job: Job, lost: list[str], now: float | None = None) -> None:
     """Re-queue a RUNNING or PREEMPTING job whose GPUs left the inventory (with the node its
     run was on) as a preemption without a checkpoint: RUNNING -> PREEMPTING -> PENDING, or
@@ -461,10 +494,10 @@ def why(session: Session, job: Job, now: float | None = None) -> str:
     state = JobState(job.state)
     if state is JobState.PENDING:
         if job.next_attempt_at is not None and job.next_attempt_at > t:
-            return (
-                f"backing off after restart {job.restarts}: eligible again in "
-                f"{job.next_attempt_at - t:.0f}s"
-            )
+            wait = f"eligible again in {job.next_attempt_at - t:.0f}s"
+            if job.pending_reason and job.pending_reason.startswith(NODE_FAULT):
+                return f"{job.pending_reason}; {wait}"
+            return f"backing off after restart {job.restarts}: {wait}"
         ahead = session.scalar(
             select(Job.seq).where(Job.state == JobState.PENDING.value, Job.seq < job.seq).limit(1)
         )
