@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import errno
 import os
+import subprocess
 import sys
 import time
 from collections.abc import Callable
@@ -17,6 +18,7 @@ import pytest
 
 from danlu.core.cluster import Cluster
 from danlu.executors import (
+    Handle,
     JobLaunch,
     LaunchError,
     LocalExecutor,
@@ -119,3 +121,87 @@ def test_a_missing_program_is_still_the_jobs_fault(ex: LocalExecutor) -> None:
     assert not is_node_fault(OSError(errno.E2BIG, "Argument list too long"))
     assert is_node_fault(OSError(errno.EMFILE, "Too many open files"))
     assert is_node_fault(NodeLaunchError("disk full"))
+
+
+def _run_dir(tmp_path: Path, code: str) -> Path:
+    """A run directory with the launch record of ``python -c code``."""
+    run_dir = tmp_path / "run"
+    run_dir.mkdir()
+    supervise.write_json(run_dir / supervise.LAUNCH, {"command": [PY, "-c", code]})
+    return run_dir
+
+
+@pytest.mark.parametrize(("code", "status"), [("pass", 0), ("raise SystemExit(3)", 1)])
+def test_the_supervisor_outlasts_a_disk_with_no_room_for_its_records(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, code: str, status: int
+) -> None:
+    """The supervisor (run in this process, its job a real child) cannot record the job's
+    pid, supervises it all the same, and keeps trying to record the exit; never able to,
+    its own exit status says whether the job succeeded. It used to crash at the first
+    record, leaving the job running unrecorded and its outcome lost."""
+    monkeypatch.setattr(supervise, "EXIT_RECORD_SECONDS", 1.5)
+    run_dir = _run_dir(tmp_path, code)
+    tries: list[str] = []
+
+    def full(path: Path, data: dict[str, Any]) -> None:
+        tries.append(path.name)
+        raise OSError(errno.ENOSPC, os.strerror(errno.ENOSPC))
+
+    monkeypatch.setattr(supervise, "write_json", full)
+    assert supervise.main(["supervise", str(run_dir)]) == status
+    assert tries[0] == supervise.JOB
+    assert tries.count(supervise.EXIT) >= 2  # tried again, about once a second
+    assert not (run_dir / supervise.EXIT).exists()
+
+
+def test_the_exit_is_recorded_once_there_is_room_again(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    run_dir = _run_dir(tmp_path, "raise SystemExit(4)")
+    real = supervise.write_json
+    failures = [2]
+
+    def write_json(path: Path, data: dict[str, Any]) -> None:
+        if path.name == supervise.EXIT and failures[0] > 0:
+            failures[0] -= 1
+            raise OSError(errno.ENOSPC, os.strerror(errno.ENOSPC))
+        real(path, data)
+
+    monkeypatch.setattr(supervise, "write_json", write_json)
+    assert supervise.main(["supervise", str(run_dir)]) == 0
+    done = supervise.read_json(run_dir / supervise.EXIT)
+    assert done is not None and done["exit_code"] == 4
+
+
+def test_a_run_whose_exit_was_never_recorded_is_read_from_its_supervisor(
+    ex: LocalExecutor, tmp_path: Path
+) -> None:
+    """This executor's own supervisor exited 0 without an exit record (the disk stayed full):
+    the run succeeded; one that exited otherwise is lost, as before."""
+    for name, status, outcome in (("ok", 0, Outcome.SUCCEEDED), ("bad", 1, Outcome.FAILED)):
+        run_dir = ex._runs / name
+        run_dir.mkdir(parents=True)
+        launch = {"job_id": name, "attempt": 0, "command": [PY], "launched_at": time.time()}
+        launch["log_path"] = str(tmp_path / f"{name}.log")
+        supervise.write_json(run_dir / supervise.LAUNCH, launch)
+        sup = subprocess.Popen([PY, "-c", f"raise SystemExit({status})"])
+        sup.wait()
+        supervise.write_json(run_dir / "supervisor.json", {"pid": sup.pid, "start": 1})
+        ex._children[name] = sup
+        status_now = ex.poll(Handle(name, 0))
+        assert status_now.outcome is outcome, (name, status_now)
+
+
+def test_a_stop_the_disk_has_no_room_to_record_still_stops_the_job(
+    ex: LocalExecutor, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    handle = ex.submit(JobLaunch("long", (PY, "-c", "import time; time.sleep(60)")))
+    deadline = time.monotonic() + 10
+    while not (ex._runs / "long" / supervise.JOB).exists() and time.monotonic() < deadline:
+        time.sleep(0.02)
+    _full_at(monkeypatch, supervise.STOP)
+    ex.cancel(handle)  # raised OSError before, and the job ran on
+    deadline = time.monotonic() + 15
+    while ex.poll(handle).running and time.monotonic() < deadline:
+        time.sleep(0.05)
+    assert not ex.poll(handle).running

@@ -20,6 +20,7 @@ empty ``CUDA_VISIBLE_DEVICES``. The job environment of DESIGN.md is set on top o
 from __future__ import annotations
 
 import contextlib
+import logging
 import os
 import shutil
 import signal
@@ -55,6 +56,8 @@ from danlu.executors.errors import (
     UnknownHandleError,
     is_node_fault,
 )
+
+log = logging.getLogger(__name__)
 
 LOG_TAIL_BYTES = 64 * 1024
 """How much of the end of a run's log is searched for out-of-memory markers."""
@@ -348,7 +351,7 @@ class LocalExecutor(GpuSharingExecutor):
             if done is None:
                 if pid is None and time.time() - launch["launched_at"] < START_TIMEOUT:
                     return ExecStatus(RunState.RUNNING, stop_reason=reason, started_at=started)
-                done = self._lost(run_dir, job)
+                done = self._lost(run_dir, job, child)
         code = done.get("exit_code")
         if done.get("error") == "supervisor lost":
             outcome = Outcome.PREEMPTED if reason is StopReason.PREEMPT else Outcome.FAILED
@@ -365,28 +368,34 @@ class LocalExecutor(GpuSharingExecutor):
             message=str(done.get("error", "")),
         )
 
-    def _lost(self, run_dir: Path, job: dict[str, Any]) -> dict[str, Any]:
-        """The supervisor died without recording an exit: kill what is left, record that."""
+    def _lost(
+        self, run_dir: Path, job: dict[str, Any], child: subprocess.Popen[bytes] | None
+    ) -> dict[str, Any]:
+        """The supervisor is gone without a recorded exit: kill what is left and record it
+        lost, unless it is this instance's child and exited 0, which it does only when the
+        job did and the disk had no room for the record
+        (:data:`~danlu.executors.supervise.EXIT_RECORD_SECONDS`)."""
         if supervise.alive(job.get("pid"), job.get("start")):
             with contextlib.suppress(ProcessLookupError, PermissionError):
                 os.killpg(int(job["pgid"]), signal.SIGKILL)
-        done = {
-            "exit_code": None,
-            "signal": None,
-            "finished_at": time.time(),
-            "error": "supervisor lost",
-        }
-        supervise.write_json(run_dir / supervise.EXIT, done)
+        done: dict[str, Any] = {"exit_code": None, "signal": None, "finished_at": time.time()}
+        if child is not None and child.returncode == 0:
+            done["exit_code"] = 0
+        else:
+            done["error"] = "supervisor lost"
+        with contextlib.suppress(OSError):  # still full: worked out again at the next poll
+            supervise.write_json(run_dir / supervise.EXIT, done)
         return done
 
     def _stop(self, handle: Handle, reason: StopReason, grace: float) -> None:
         run_dir, launch = self._load(handle)
         if not self._status(run_dir, launch).running:
             return
-        supervise.write_json(
-            run_dir / supervise.STOP,
-            {"reason": reason.value, "grace": max(0.0, grace), "requested_at": time.time()},
-        )
+        stop = {"reason": reason.value, "grace": max(0.0, grace), "requested_at": time.time()}
+        try:
+            supervise.write_json(run_dir / supervise.STOP, stop)
+        except OSError as exc:  # a full disk: stop it all the same, with the launch's grace
+            log.warning("cannot record the stop of %s (%s): %s", handle, reason.value, exc)
         job = supervise.read_json(run_dir / supervise.JOB) or {}
         sup = supervise.read_json(run_dir / "supervisor.json") or {}
         pid = job.get("supervisor_pid", sup.get("pid"))

@@ -35,6 +35,10 @@ EXIT = "exit.json"
 STOP = "stop.json"
 SPAWN_FAILED_EXIT_CODE = 127
 """Exit code recorded when the job's program could not be started (as a shell reports it)."""
+EXIT_RECORD_SECONDS = 600.0
+"""How long the supervisor keeps trying to record the job's exit while the disk is full
+(the run still looks running meanwhile). If it never can, the supervisor's own exit status
+is 0 exactly when the job's was, for the executor that started it to read."""
 
 
 def write_json(path: Path, data: dict[str, Any]) -> None:
@@ -141,32 +145,45 @@ def main(argv: list[str]) -> int:
         )
         return 0
     me = os.getpid()
-    write_json(
-        run_dir / JOB,
-        {
-            "pid": child.pid,
-            "pgid": child.pid,
-            "start": proc_start_time(child.pid),
-            "supervisor_pid": me,
-            "supervisor_start": proc_start_time(me),
-            "started_at": started,
-        },
-    )
+    job = {
+        "pid": child.pid,
+        "pgid": child.pid,
+        "start": proc_start_time(child.pid),
+        "supervisor_pid": me,
+        "supervisor_start": proc_start_time(me),
+        "started_at": started,
+    }
+    try:
+        write_json(run_dir / JOB, job)
+    except OSError as exc:  # a full disk: supervise it all the same (stops come through us)
+        _warn(f"danlu supervisor: cannot record the job's pid: {exc}")
     if stopping:  # a stop arrived before the job existed
         kill_group(signal.SIGTERM)
     returncode = child.wait()
     signal.setitimer(signal.ITIMER_REAL, 0)
     kill_group(signal.SIGKILL)  # stragglers of the job's process group (grandchildren)
     code = exit_code_of(returncode)
-    write_json(
-        run_dir / EXIT,
-        {
-            "exit_code": code,
-            "signal": -returncode if returncode < 0 else None,
-            "finished_at": time.time(),
-        },
-    )
-    return 0
+    done = {
+        "exit_code": code,
+        "signal": -returncode if returncode < 0 else None,
+        "finished_at": time.time(),
+    }
+    deadline = time.monotonic() + EXIT_RECORD_SECONDS
+    while True:
+        try:
+            write_json(run_dir / EXIT, done)
+            return 0
+        except OSError as exc:
+            if time.monotonic() >= deadline:
+                _warn(f"danlu supervisor: cannot record the job's exit ({code}): {exc}")
+                return 0 if code == 0 else 1
+            time.sleep(1.0)
+
+
+def _warn(text: str) -> None:
+    """One line on stderr (the job's log), if even that can be written."""
+    with contextlib.suppress(OSError):
+        print(text, file=sys.stderr, flush=True)
 
 
 if __name__ == "__main__":
