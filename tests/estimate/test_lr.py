@@ -95,6 +95,8 @@ def test_unknown_rule_lists_valid_names() -> None:
         (lambda: linear_lr(-0.1, 512, 128), "base_lr"),
         (lambda: sqrt_lr(0.1, 0, 128), "batch_size"),
         (lambda: linear_lr(0.1, 512, 0), "base_batch_size"),
+        (lambda: linear_lr(0.1, math.inf, 128), "batch_size"),  # was an infinite rate
+        (lambda: sqrt_lr(0.1, 512, math.nan), "base_batch_size"),
     ],
 )
 def test_invalid_arguments_name_the_field(call: Callable[[], float], field: str) -> None:

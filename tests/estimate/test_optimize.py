@@ -2,8 +2,10 @@
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass
 
+import numpy as np
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
@@ -195,6 +197,19 @@ def test_parallel_efficiency_and_training_time() -> None:
         training_time(100.0, 4, 1.5)
     with pytest.raises(SpecError, match="t0"):
         training_time(0.0, 4, 0.5)
+    with pytest.raises(SpecError, match="t0"):
+        training_time(math.nan, 4, 0.5)
+    with pytest.raises(SpecError, match=r"num_gpus: must be a positive integer, got 2\.5"):
+        training_time(100.0, 2.5, 0.5)  # type: ignore[arg-type]
+    assert training_time(100.0, np.int64(4), 0.5) == pytest.approx(50.0)  # type: ignore[arg-type]
+
+
+@pytest.mark.parametrize("bad", [2.5, math.nan, True, "4"])
+def test_accumulation_refuses_a_micro_batch_that_is_not_a_whole_number(bad: object) -> None:
+    """A float limit made a plan of float micro-batches (2.5 gave 1.0 x 1.0), NaN failed
+    an internal assert."""
+    with pytest.raises(SpecError, match="max_micro_batch: must be a positive integer"):
+        plan_accumulation(8, 1, bad)  # type: ignore[arg-type]
 
 
 def test_cost_optimal_gpu_count() -> None:

@@ -49,10 +49,10 @@ _ALIASES = {"square_root": LRScaling.SQRT, "square-root": LRScaling.SQRT}
 def _ratio(base_lr: float, batch_size: float, base_batch_size: float) -> float:
     if not (math.isfinite(base_lr) and base_lr > 0):
         raise SpecError("base_lr", f"must be a positive number, got {base_lr}")
-    if not base_batch_size > 0:
-        raise SpecError("base_batch_size", f"must be positive, got {base_batch_size}")
-    if not batch_size > 0:
-        raise SpecError("batch_size", f"must be positive, got {batch_size}")
+    if not (math.isfinite(base_batch_size) and base_batch_size > 0):
+        raise SpecError("base_batch_size", f"must be a positive number, got {base_batch_size}")
+    if not (math.isfinite(batch_size) and batch_size > 0):
+        raise SpecError("batch_size", f"must be a positive number, got {batch_size}")
     return batch_size / base_batch_size
 
 

@@ -14,6 +14,7 @@
 from __future__ import annotations
 
 import math
+import numbers
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 from typing import Protocol, runtime_checkable
@@ -58,8 +59,10 @@ class MemoryModel(Protocol):
 
 
 def _positive(field: str, value: int) -> None:
-    if value < 1:
-        raise SpecError(field, f"must be a positive integer, got {value}")
+    """Raise :class:`SpecError` on ``field`` unless ``value`` is an integer >= 1 (NumPy
+    integers too; a float such as 2.5 or NaN is refused)."""
+    if isinstance(value, bool) or not isinstance(value, numbers.Integral) or value < 1:
+        raise SpecError(field, f"must be a positive integer, got {value!r}")
 
 
 def largest_batch(
@@ -256,7 +259,7 @@ def parallel_efficiency(
 
 def training_time(t0: float, num_gpus: int, efficiency: float) -> float:
     """``T(K) = T0 / (K * E(K))`` (seed 000 section 9.4); ``T0`` is the time on one GPU."""
-    if t0 <= 0:
+    if not (math.isfinite(t0) and t0 > 0):
         raise SpecError("t0", f"single-GPU training time must be positive, got {t0}")
     _positive("num_gpus", num_gpus)
     if not 0 < efficiency <= 1.0 + 1e-9:
