@@ -61,3 +61,38 @@ def test_optimizers_and_precisions() -> None:
     assert b is not None and m.predict(b) <= 80 << 30 < m.predict(b + 1)
     with pytest.raises(SpecError, match="optimizer"):
         transformer_memory(GPT2, optimizer="lbfgs")
+
+
+@pytest.mark.parametrize(
+    ("change", "field"),
+    [
+        ({"layers": float("nan")}, "layers"),  # NaN passed the >= 1 check: NaN memory
+        ({"seq": 2.5}, "seq"),
+        ({"vocab": 0}, "vocab"),
+        ({"heads": True}, "heads"),
+    ],
+)
+def test_a_config_of_anything_but_positive_integers_names_the_field(
+    change: dict[str, object], field: str
+) -> None:
+    values: dict[str, object] = {"layers": 2, "hidden": 64, "heads": 4, "seq": 128, "vocab": 100}
+    with pytest.raises(SpecError) as info:
+        TransformerConfig(**{**values, **change})  # type: ignore[arg-type]
+    assert info.value.field == field
+
+
+@pytest.mark.parametrize(
+    ("option", "value"),
+    [
+        ("data_parallel", 1.5),
+        ("tensor_parallel", 0),
+        ("fragmentation", float("nan")),
+        ("fragmentation", 0.0),
+        ("overhead_bytes", -1),
+        ("overhead_bytes", 1.5),
+    ],
+)
+def test_memory_options_out_of_range_name_the_option(option: str, value: object) -> None:
+    with pytest.raises(SpecError) as info:
+        transformer_memory(GPT2, **{option: value})  # type: ignore[arg-type]
+    assert info.value.field == option

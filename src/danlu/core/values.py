@@ -4,6 +4,7 @@
 from __future__ import annotations
 
 import math
+import numbers
 from typing import Any
 
 from danlu.core.errors import SpecError
@@ -23,6 +24,13 @@ MAX_NODES = 100_000
 YAML alias each time it is used: an alias bomb expands to billions."""
 MAX_DEPTH = 32
 """The deepest a request's values may nest."""
+
+
+def check_positive_int(field: str, value: Any) -> None:
+    """Raise :class:`SpecError` on ``field`` unless ``value`` is an integer >= 1 (a NumPy
+    integer too; a bool, a float such as 2.5 or NaN, or a string is refused)."""
+    if isinstance(value, bool) or not isinstance(value, numbers.Integral) or value < 1:
+        raise SpecError(field, f"must be a positive integer, got {quoted(value)}")
 
 
 def check_values(data: Any, path: str = "") -> None:

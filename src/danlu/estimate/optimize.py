@@ -14,7 +14,6 @@
 from __future__ import annotations
 
 import math
-import numbers
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 from typing import Protocol, runtime_checkable
@@ -22,6 +21,7 @@ from typing import Protocol, runtime_checkable
 import numpy as np
 
 from danlu.core.errors import SpecError
+from danlu.core.values import check_positive_int
 from danlu.estimate.throughput import ThroughputModel
 
 __all__ = [
@@ -58,13 +58,6 @@ class MemoryModel(Protocol):
         ...
 
 
-def _positive(field: str, value: int) -> None:
-    """Raise :class:`SpecError` on ``field`` unless ``value`` is an integer >= 1 (NumPy
-    integers too; a float such as 2.5 or NaN is refused)."""
-    if isinstance(value, bool) or not isinstance(value, numbers.Integral) or value < 1:
-        raise SpecError(field, f"must be a positive integer, got {value!r}")
-
-
 def largest_batch(
     memory: MemoryModel, limit_bytes: int, margin_bytes: int = 0, upper: int | None = None
 ) -> int | None:
@@ -81,7 +74,7 @@ def largest_batch(
     if margin_bytes < 0:
         raise SpecError("margin_bytes", f"must be >= 0 bytes, got {margin_bytes}")
     if upper is not None:
-        _positive("upper", upper)
+        check_positive_int("upper", upper)
     budget = limit_bytes - margin_bytes
     hint = memory.max_batch(limit_bytes, margin_bytes)
     if hint is None or hint < 1:
@@ -147,8 +140,8 @@ def best_batch(
     in range fits. Use ``score = lambda b: model.throughput(b, N, R)`` for the fastest batch
     or ``lambda b: goodput_model.goodput(b, N, R)`` for the goodput-optimal one.
     """
-    _positive("min_local_bsz", min_local_bsz)
-    _positive("max_local_bsz", max_local_bsz)
+    check_positive_int("min_local_bsz", min_local_bsz)
+    check_positive_int("max_local_bsz", max_local_bsz)
     cap = memory_capped_batch(max_local_bsz, memory, limit_bytes, margin_bytes)
     if cap is None or cap < min_local_bsz:
         return None
@@ -216,9 +209,9 @@ def plan_accumulation(
     (it exists when ``R`` divides ``G``: at worst micro-batch 1); otherwise
     :class:`SpecError` on ``global_batch``.
     """
-    _positive("global_batch", global_batch)
-    _positive("num_replicas", num_replicas)
-    _positive("max_micro_batch", max_micro_batch)
+    check_positive_int("global_batch", global_batch)
+    check_positive_int("num_replicas", num_replicas)
+    check_positive_int("max_micro_batch", max_micro_batch)
     if global_batch < num_replicas:
         raise SpecError(
             "global_batch",
@@ -250,8 +243,8 @@ def parallel_efficiency(
     Weak scaling at a fixed local batch; the K GPUs are packed onto
     ``ceil(K / gpus_per_node)`` nodes. ``X`` is :meth:`ThroughputModel.throughput`.
     """
-    _positive("num_gpus", num_gpus)
-    _positive("gpus_per_node", gpus_per_node)
+    check_positive_int("num_gpus", num_gpus)
+    check_positive_int("gpus_per_node", gpus_per_node)
     nodes = -(-num_gpus // gpus_per_node)
     single = model.throughput(local_bsz, 1, 1)
     return model.throughput(local_bsz, nodes, num_gpus) / (num_gpus * single)
@@ -261,7 +254,7 @@ def training_time(t0: float, num_gpus: int, efficiency: float) -> float:
     """``T(K) = T0 / (K * E(K))`` (seed 000 section 9.4); ``T0`` is the time on one GPU."""
     if not (math.isfinite(t0) and t0 > 0):
         raise SpecError("t0", f"single-GPU training time must be positive, got {t0}")
-    _positive("num_gpus", num_gpus)
+    check_positive_int("num_gpus", num_gpus)
     if not 0 < efficiency <= 1.0 + 1e-9:
         raise SpecError("efficiency", f"parallel efficiency must be in (0, 1], got {efficiency}")
     return t0 / (num_gpus * efficiency)
@@ -296,7 +289,7 @@ def cost_optimal_gpu_count(
     best: CostChoice | None = None
     seen = False
     for k in candidates:
-        _positive("candidates", k)
+        check_positive_int("candidates", k)
         seen = True
         t = time_s(k)
         if deadline_s is not None and t > deadline_s:

@@ -19,9 +19,11 @@
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass
 
 from danlu.core.errors import SpecError
+from danlu.core.values import check_positive_int
 
 OPTIMIZER_MOMENTS: dict[str, int] = {
     "sgd": 0,
@@ -46,8 +48,7 @@ class TransformerConfig:
 
     def __post_init__(self) -> None:
         for name in ("layers", "hidden", "heads", "seq", "vocab"):
-            if getattr(self, name) < 1:
-                raise SpecError(name, f"must be >= 1, got {getattr(self, name)}")
+            check_positive_int(name, getattr(self, name))
         if self.hidden % self.heads:
             raise SpecError("heads", f"hidden ({self.hidden}) must be divisible by heads")
 
@@ -165,8 +166,18 @@ def transformer_memory(
         )
     if zero_stage not in (0, 1, 2, 3):
         raise SpecError("zero_stage", f"must be 0, 1, 2 or 3, got {zero_stage}")
-    if data_parallel < 1 or tensor_parallel < 1:
-        raise SpecError("data_parallel", "parallel degrees must be >= 1")
+    check_positive_int("data_parallel", data_parallel)
+    check_positive_int("tensor_parallel", tensor_parallel)
+    if not (math.isfinite(fragmentation) and fragmentation > 0):
+        raise SpecError("fragmentation", f"must be a positive number, got {fragmentation}")
+    if (
+        isinstance(overhead_bytes, bool)
+        or not isinstance(overhead_bytes, int)
+        or overhead_bytes < 0
+    ):
+        raise SpecError(
+            "overhead_bytes", f"must be a whole number of bytes >= 0, got {overhead_bytes!r}"
+        )
     moments = 4 * OPTIMIZER_MOMENTS[optimizer.lower()]
     mixed = precision != "fp32"
     if mixed and master_weights:
