@@ -314,3 +314,36 @@ def test_async_error_is_raised_by_wait(tmp_path: Path) -> None:
     with pytest.raises(OSError):
         mgr.wait()
     mgr.wait()  # reported once
+
+
+def test_a_save_the_disk_has_no_room_for_leaves_nothing_behind(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The disk fills during a save (ENOSPC from fsync, as delayed allocation reports it):
+    the save raises with a note naming the directory and what it keeps, and its partial
+    files are gone; they used to stay, so that every later save failed too."""
+    import errno
+    import os
+
+    model, opt, _, _ = _setup()
+    mgr = CheckpointManager(str(tmp_path), keep_last=2)
+    mgr.save(1, capture_state(model, opt, step=1))
+    before = sorted(p for p in tmp_path.rglob("*") if p.is_file())
+
+    def full(fd: int) -> None:
+        raise OSError(errno.ENOSPC, os.strerror(errno.ENOSPC))
+
+    monkeypatch.setattr(os, "fsync", full)
+    with pytest.raises(OSError) as info:
+        mgr.save(2, capture_state(model, opt, step=2))
+    assert info.value.errno == errno.ENOSPC
+    (note,) = info.value.__notes__
+    assert note.startswith(f"checkpoint of step 2 not saved: no space left in {tmp_path}")
+    assert "1 checkpoint(s) kept stay (keep_last=2)" in note
+    assert sorted(p for p in tmp_path.rglob("*") if p.is_file()) == before
+    monkeypatch.undo()
+
+    _train(model, opt)
+    mgr.save(3, capture_state(model, opt, step=3))
+    loaded = CheckpointManager(str(tmp_path)).load_latest()
+    assert loaded is not None and loaded[0] == 3

@@ -15,6 +15,7 @@ reads at most two checkpoints.
 
 from __future__ import annotations
 
+import errno
 import json
 import logging
 import threading
@@ -301,26 +302,39 @@ class CheckpointManager:
             layout = dict.fromkeys(tensors, "full")
 
         name = f"{_PREFIX}{step:012d}-{uuid.uuid4().hex[:8]}"
-        path = self.storage.join(name)
-        self.storage.makedirs(path)
         blobs = {
             TENSORS: codec.tensors_to_bytes(stored),
             META: json.dumps({"format": FORMAT, "skeleton": skeleton, "layout": layout}).encode(),
         }
-        files = {}
-        for fname, data in blobs.items():
-            self.storage.write(self.storage.join(name, fname), data)
-            files[fname] = {"size": len(data), "sha256": sha256(data)}
-        info = CheckpointInfo(
-            name=name,
-            step=step,
-            kind="incremental" if use_delta else "full",
-            base=base_name,
-            created_ns=time.time_ns(),
-            metrics=metrics,
-            files=files,
-        )
-        self._write_manifest(info)
+        try:
+            self.storage.makedirs(self.storage.join(name))
+            files = {}
+            for fname, data in blobs.items():
+                self.storage.write(self.storage.join(name, fname), data)
+                files[fname] = {"size": len(data), "sha256": sha256(data)}
+            info = CheckpointInfo(
+                name=name,
+                step=step,
+                kind="incremental" if use_delta else "full",
+                base=base_name,
+                created_ns=time.time_ns(),
+                metrics=metrics,
+                files=files,
+            )
+            self._write_manifest(info)
+        except BaseException as exc:
+            # A save that did not finish leaves nothing behind: on a full disk its part
+            # would otherwise keep every later save from fitting.
+            self.storage.remove_dir(name)
+            self._infos.pop(name, None)
+            if isinstance(exc, OSError) and exc.errno in (errno.ENOSPC, errno.EDQUOT):
+                held = len(self.list_checkpoints())
+                exc.add_note(
+                    f"checkpoint of step {step} not saved: no space left in "
+                    f"{self.storage.root}, where the {held} checkpoint(s) kept stay "
+                    f"(keep_last={self.keep_last}); free space there or keep fewer"
+                )
+            raise
         if use_delta:
             self._since_full += 1
         elif self.incremental:

@@ -73,11 +73,16 @@ class LocalStorage:
 
     def write(self, path: str, data: bytes) -> None:
         tmp = f"{path}.tmp-{os.getpid()}"
-        with open(tmp, "wb") as f:
-            f.write(data)
-            f.flush()
-            os.fsync(f.fileno())
-        os.replace(tmp, path)
+        try:
+            with open(tmp, "wb") as f:
+                f.write(data)
+                f.flush()
+                os.fsync(f.fileno())
+            os.replace(tmp, path)
+        except BaseException:  # a full disk: the part written is not left to fill it further
+            with contextlib.suppress(OSError):
+                os.unlink(tmp)
+            raise
 
     def read(self, path: str) -> bytes:
         with open(path, "rb") as f:
