@@ -82,3 +82,25 @@ def test_unusable_home_port_host_and_store_are_errors_naming_the_flag(tmp_path: 
     assert "127.0.0.1" in str(err.value) and "s3cret" not in str(err.value)
     again = _prepare(tmp_path / "pg")  # the failed start gave the home back
     again.close()
+
+
+def test_a_full_disk_at_start_up_says_to_free_space(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """It said to check that the database is running and reachable."""
+    import sqlite3
+
+    from sqlalchemy.exc import OperationalError
+
+    from danlu.server import main
+
+    def full(_url: str) -> None:
+        raise OperationalError(
+            "CREATE TABLE", {}, sqlite3.OperationalError("database or disk is full")
+        )
+
+    monkeypatch.setattr(main, "upgrade_database", full)
+    with pytest.raises(ConfigError, match="database or disk is full; free space on its disk"):
+        _prepare(tmp_path / "home")
+    monkeypatch.undo()
+    _prepare(tmp_path / "home").close()  # the failed start gave the home back

@@ -28,7 +28,7 @@ from danlu.config import Settings
 from danlu.core.errors import ConfigError
 from danlu.devices import Inventory, discover, fake_inventory
 from danlu.devices.errors import DeviceError
-from danlu.server.app import build_executor, create_app
+from danlu.server.app import build_executor, create_app, is_full
 from danlu.server.db import Database, upgrade_database
 from danlu.server.reconcile import tune_collector
 from danlu.server.services.users import bootstrap_admin
@@ -143,9 +143,10 @@ def _open_store(settings: Settings) -> str | None:
     except OperationalError as exc:
         shown = make_url(settings.db_url).render_as_string(hide_password=True)
         reason = str(exc.orig or exc).strip().splitlines()[0]
+        fix = "free space on its disk" if is_full(exc) else "check that it is running and reachable"
         raise ConfigError(
             f"cannot open the database {shown} (--database-url, DANLU_DATABASE_URL): "
-            f"{reason}; check that it is running and reachable"
+            f"{reason}; {fix}"
         ) from None
 
 
