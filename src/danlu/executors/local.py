@@ -32,7 +32,7 @@ from pathlib import Path
 from typing import Any
 
 from danlu.core.cluster import Cluster
-from danlu.executors import supervise
+from danlu.executors import records, supervise
 from danlu.executors.base import (
     ExecStatus,
     GpuSharingExecutor,
@@ -261,7 +261,7 @@ class LocalExecutor(GpuSharingExecutor):
         try:
             proc.wait(self._cancel_grace + 5.0)
         except subprocess.TimeoutExpired:
-            job = supervise.read_json(run_dir / supervise.JOB) or {}
+            job = records.read_job(run_dir)
             for pgid in (job.get("pgid"), proc.pid):
                 if pgid:
                     with contextlib.suppress(ProcessLookupError, PermissionError):
@@ -319,10 +319,7 @@ class LocalExecutor(GpuSharingExecutor):
     # -- internals ----------------------------------------------------------------------------
 
     def _read_launch(self, run_dir: Path) -> dict[str, Any] | None:
-        launch = supervise.read_json(run_dir / supervise.LAUNCH)
-        if launch is None or not isinstance(launch.get("attempt"), int):
-            return None
-        return launch
+        return records.read_launch(run_dir)
 
     def _load(self, handle: Handle) -> tuple[Path, dict[str, Any]]:
         validate_job_id(handle.job_id)
@@ -336,18 +333,18 @@ class LocalExecutor(GpuSharingExecutor):
         child = self._children.get(launch["job_id"])
         if child is not None:
             child.poll()  # reap our own supervisor so it does not linger as a zombie
-        job = supervise.read_json(run_dir / supervise.JOB) or {}
-        stop = supervise.read_json(run_dir / supervise.STOP) or {}
-        reason = StopReason(stop["reason"]) if stop.get("reason") else None
+        job = records.read_job(run_dir)
+        stop = records.read_stop(run_dir)
+        reason = StopReason(stop["reason"]) if "reason" in stop else None
         started = job.get("started_at", launch.get("launched_at"))
-        done = supervise.read_json(run_dir / supervise.EXIT)
+        done = records.read_exit(run_dir)
         if done is None:
-            sup = supervise.read_json(run_dir / "supervisor.json") or {}
+            sup = records.read_supervisor(run_dir)
             pid = job.get("supervisor_pid", sup.get("pid"))
             start = job.get("supervisor_start", sup.get("start"))
             if supervise.alive(pid, start):
                 return ExecStatus(RunState.RUNNING, stop_reason=reason, started_at=started)
-            done = supervise.read_json(run_dir / supervise.EXIT)  # it may just have finished
+            done = records.read_exit(run_dir)  # it may just have finished
             if done is None:
                 if pid is None and time.time() - launch["launched_at"] < START_TIMEOUT:
                     return ExecStatus(RunState.RUNNING, stop_reason=reason, started_at=started)
@@ -396,8 +393,8 @@ class LocalExecutor(GpuSharingExecutor):
             supervise.write_json(run_dir / supervise.STOP, stop)
         except OSError as exc:  # a full disk: stop it all the same, with the launch's grace
             log.warning("cannot record the stop of %s (%s): %s", handle, reason.value, exc)
-        job = supervise.read_json(run_dir / supervise.JOB) or {}
-        sup = supervise.read_json(run_dir / "supervisor.json") or {}
+        job = records.read_job(run_dir)
+        sup = records.read_supervisor(run_dir)
         pid = job.get("supervisor_pid", sup.get("pid"))
         if pid is not None and supervise.alive(pid, job.get("supervisor_start", sup.get("start"))):
             with contextlib.suppress(ProcessLookupError):

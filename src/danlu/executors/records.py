@@ -1,0 +1,137 @@
+"""Reading the local executor's run records (``launch.json``, ``job.json``,
+``supervisor.json``, ``stop.json``, ``exit.json``; see :mod:`danlu.executors.supervise`) with
+every field checked.
+
+The records are files in the state directory, which the jobs (run as the same OS user) could
+write to and a failing disk could damage. A field of the wrong type is dropped, as if the
+record lacked it, and a record without one of its required fields reads as missing: one
+damaged run directory then looks like a run with less known about it, never an exception
+that would stop the control plane's passes over every other run.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Callable, Mapping
+from pathlib import Path
+from typing import Any
+
+from danlu.executors import supervise
+from danlu.executors.base import StopReason
+
+Check = Callable[[Any], bool]
+
+
+def _int(value: Any) -> bool:
+    return isinstance(value, int) and not isinstance(value, bool) and abs(value) < 2**63
+
+
+def _natural(value: Any) -> bool:
+    return _int(value) and value >= 0
+
+
+def _number(value: Any) -> bool:
+    return isinstance(value, int | float) and not isinstance(value, bool) and math.isfinite(value)
+
+
+def _text(value: Any) -> bool:
+    return isinstance(value, str)
+
+
+def _optional_int(value: Any) -> bool:
+    return value is None or _int(value)
+
+
+def _argv(value: Any) -> bool:
+    return isinstance(value, list) and bool(value) and all(isinstance(a, str) for a in value)
+
+
+def _slots(value: Any) -> bool:
+    return isinstance(value, list) and all(
+        isinstance(s, list) and len(s) == 2 and all(_natural(x) for x in s) for s in value
+    )
+
+
+def _reason(value: Any) -> bool:
+    return isinstance(value, str) and value in {r.value for r in StopReason}
+
+
+LAUNCH_FIELDS: Mapping[str, Check] = {
+    "job_id": _text,
+    "attempt": _natural,
+    "command": _argv,
+    "log_path": _text,
+    "log_offset": _natural,
+    "cancel_grace": _number,
+    "launched_at": _number,
+    "gpus": _slots,
+    "shared": lambda v: isinstance(v, bool),
+}
+JOB_FIELDS: Mapping[str, Check] = {
+    "pid": _natural,
+    "pgid": _natural,
+    "start": _natural,
+    "supervisor_pid": _natural,
+    "supervisor_start": _natural,
+    "started_at": _number,
+}
+SUPERVISOR_FIELDS: Mapping[str, Check] = {"pid": _natural, "start": _natural}
+STOP_FIELDS: Mapping[str, Check] = {
+    "reason": _reason,
+    "grace": _number,
+    "requested_at": _number,
+}
+EXIT_FIELDS: Mapping[str, Check] = {
+    "exit_code": _optional_int,
+    "signal": _optional_int,
+    "finished_at": _number,
+    "error": _text,
+}
+
+
+def checked(
+    data: Mapping[str, Any] | None, fields: Mapping[str, Check], required: tuple[str, ...] = ()
+) -> dict[str, Any] | None:
+    """The entries of ``data`` named in ``fields`` whose values pass their check (others,
+    and names not in ``fields``, dropped); None when ``data`` is None or lacks one of
+    ``required`` after that."""
+    if data is None:
+        return None
+    out = {k: v for k, v in data.items() if k in fields and fields[k](v)}
+    return out if all(k in out for k in required) else None
+
+
+def read_launch(run_dir: Path) -> dict[str, Any] | None:
+    """The run's launch record, or None when it is missing or lacks what identifies the run
+    (``job_id``, ``attempt``, ``log_path``, ``launched_at``)."""
+    return checked(
+        supervise.read_json(run_dir / supervise.LAUNCH),
+        LAUNCH_FIELDS,
+        ("job_id", "attempt", "log_path", "launched_at"),
+    )
+
+
+def read_job(run_dir: Path) -> dict[str, Any]:
+    """What the supervisor recorded of the job's process (empty when nothing usable)."""
+    return checked(supervise.read_json(run_dir / supervise.JOB), JOB_FIELDS) or {}
+
+
+def read_supervisor(run_dir: Path) -> dict[str, Any]:
+    """What the executor recorded of the supervisor's process (empty when nothing usable)."""
+    return checked(supervise.read_json(run_dir / "supervisor.json"), SUPERVISOR_FIELDS) or {}
+
+
+def read_stop(run_dir: Path) -> dict[str, Any]:
+    """The stop request (empty when none, or none usable)."""
+    return checked(supervise.read_json(run_dir / supervise.STOP), STOP_FIELDS) or {}
+
+
+def read_exit(run_dir: Path) -> dict[str, Any] | None:
+    """The recorded exit, or None when there is none or it is damaged (a field of the wrong
+    type: the exit is then worked out again as for a run that recorded none)."""
+    data = supervise.read_json(run_dir / supervise.EXIT)
+    if data is None:
+        return None
+    kept = checked(data, EXIT_FIELDS)
+    damaged = kept is None or any(k in EXIT_FIELDS and k not in kept for k in data)
+    return None if damaged else kept
