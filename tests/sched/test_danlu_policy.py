@@ -399,6 +399,28 @@ def test_split_batch_matches_memory_limit() -> None:
     assert dm.split_batch(1, 256, 256, 128, 4096).accum >= 1
 
 
+def test_a_memory_limit_far_above_the_batch_splits_without_accumulation() -> None:
+    """A per-GPU limit 10^8 times the local batch (``max_batch_size: 1073741824`` with no
+    memory model) made ``accum`` -1 and every round of the danlu and pollux policies raise
+    ZeroDivisionError, for every job of the cluster."""
+    assert dm.split_batch(2, 8, 2**30, 8, 2**30) == dm.BatchSplit(2, 4, 0)
+    cluster = Cluster.homogeneous(1, 4)
+    limits = {"init_batch": 8.0, "max_batch": 2.0**30, "min_local_bsz": 1.0}
+    seen = {**measured(2, 4, 0.10, 0.01, 0.3), **limits, "max_local_bsz": 2.0**30}
+    run = job(
+        "big",
+        gpus=1,
+        max_gpus=4,
+        allocation=on(cluster, 0, 2),
+        last_start=0.0,
+        observed=seen,
+        marks=dm.remembered({}, seen),
+    )
+    view = ClusterView(time=600.0, cluster=cluster, running=(run,))
+    for name in ("danlu", "pollux"):
+        make_policy(name).schedule(view)  # raised ZeroDivisionError
+
+
 def test_sharing_rule_is_calibrated_on_gavel() -> None:
     path = GAVEL / "physical_cluster_throughputs.json"
     if not path.is_file():

@@ -79,8 +79,9 @@ def split_batch(
     tuned batch accumulates at least once (keeps the update-to-step ratio of the tuned run);
     the micro-batch is capped so that the global batch stays within ``max_batch``.
     """
-    local = math.ceil(batch / replicas - _EPS)
-    accum = math.ceil(local / max_local - _EPS) - 1
+    local = max(math.ceil(batch / replicas - _EPS), 1)
+    # at least 0: a local batch below _EPS of max_local (a limit of 2^30) rounded to -1
+    accum = max(math.ceil(local / max_local - _EPS) - 1, 0)
     if replicas == 1 and batch > init_batch:
         accum = max(1, accum)
     atomic = math.ceil(local / (accum + 1) - _EPS)
