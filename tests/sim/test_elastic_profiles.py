@@ -10,7 +10,9 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from danlu.core.errors import DanluError, DataError
+from danlu.core.cluster import Cluster
+from danlu.core.errors import ConfigError, DanluError, DataError
+from danlu.sched.registry import make_policy
 from danlu.sim.elastic import (
     ApplicationProfile,
     BatchConfig,
@@ -20,6 +22,8 @@ from danlu.sim.elastic import (
     load_profile,
     load_profiles,
 )
+from danlu.sim.engine import SimConfig, Simulator
+from danlu.sim.workload import load_workload
 
 # Shared data lives beside the project root: ../shared/data/pollux/traces
 TRACES = Path(__file__).resolve().parents[2].parent / "shared" / "data" / "pollux" / "traces"
@@ -287,3 +291,40 @@ def test_bad_files_raise_data_error(tmp_path: Path) -> None:
         path.unlink()
     with pytest.raises(DataError, match="validation"):
         load_profile(app)
+
+
+@pytest.mark.parametrize(
+    ("row", "gpus_per_node", "error", "message"),
+    [
+        (
+            "ncf-0,0,ncf,1,1",
+            4,
+            DataError,
+            r"job ncf-0: batch_size 1 is outside .* \(256\.\.32768\)",
+        ),
+        ("ncf-0,0,ncf,1,100000", 4, DataError, r"batch_size 100000 is outside"),
+        (
+            "cifar10-0,0,cifar10,16,128",
+            4,
+            DataError,
+            r"on its 16 GPUs gives each a micro-batch of 8,",
+        ),
+        ("cifar10-0,0,cifar10,1,128", 8, ConfigError, r"at most 4 GPUs of one node.*nodes of 8"),
+    ],
+)
+def test_a_job_its_profile_cannot_simulate_is_refused_before_the_run(
+    profiles: dict[str, ApplicationProfile],
+    tmp_path: Path,
+    row: str,
+    gpus_per_node: int,
+    error: type[Exception],
+    message: str,
+) -> None:
+    """These failed mid-run with an error blaming the policy that ran the job."""
+    path = tmp_path / "w.csv"
+    path.write_text(f"name,time,application,num_replicas,batch_size\n{row}\n")
+    workload = load_workload(path)
+    cluster = Cluster.homogeneous(4, gpus_per_node)
+    for policy in ("danlu", "tiresias"):
+        with pytest.raises(error, match=message):
+            Simulator(cluster, make_policy(policy), workload, SimConfig(), profiles).run()

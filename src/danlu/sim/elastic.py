@@ -102,6 +102,7 @@ class ApplicationProfile:
         min_local_bsz / max_local_bsz: per-GPU micro-batch limits (the measured range;
             ``max_local_bsz`` stands in for the GPU-memory limit).
         max_epochs: epochs to train; the job completes when it finishes the last one.
+        max_node_replicas: the most replicas measured on one node.
         adaptive: whether its jobs may adapt their batch size in-process.
         validated_batch_sizes: the batch sizes that have a ``validation-*.csv``.
         epoch_boundaries: progress at the end of epoch 1, 2, ..., ``max_epochs``.
@@ -147,6 +148,9 @@ class ApplicationProfile:
         self.target_progress = self.epoch_boundaries[-1]
         self._placements = placements
         self._scalability = scalability
+        self.max_node_replicas = max(max(p) for p in placements)
+        """The most replicas measured on one node (placements with more per node are
+        outside the profile)."""
         self._nd: LinearNDInterpolator | None = None
         self._step_cache: dict[tuple[Placement, float], tuple[float, float]] = {}
         self._gain_cache: dict[tuple[float, int], float] = {}

@@ -33,7 +33,7 @@ from dataclasses import dataclass, field
 import numpy as np
 
 from danlu.core.cluster import MILLI_PER_GPU, Allocation, Cluster
-from danlu.core.errors import ConfigError, PlacementError
+from danlu.core.errors import ConfigError, DataError, PlacementError
 from danlu.core.state import Event, JobState, transition
 from danlu.sched.policies.base import Policy
 from danlu.sched.view import ClusterView, JobRequest, JobStatus, Plan
@@ -127,6 +127,38 @@ class _Job:
 _BY_SEQ = operator.attrgetter("request.seq")
 
 
+def _check_in_profile(
+    job: WorkloadJob, work: ProfiledWork, profile: ApplicationProfile, node_gpus: int
+) -> None:
+    """Raise :class:`DataError` naming the job when its own batch, or its micro-batch at the
+    GPUs its trace asked for, lies outside what its application's profile measured, and
+    :class:`ConfigError` when the cluster's nodes (at most ``node_gpus`` GPUs) are larger
+    than any the profile measured on: no run of it could be simulated (or not every run a
+    policy may choose), and the error would otherwise name the policy that ran it."""
+    if node_gpus > profile.max_node_replicas:
+        raise ConfigError(
+            f"job {job.request.id}: {profile.name}'s profile measured at most "
+            f"{profile.max_node_replicas} GPUs of one node, and this cluster has nodes of "
+            f"{node_gpus}; simulate its workload on nodes of at most "
+            f"{profile.max_node_replicas} GPUs (--gpus-per-node {profile.max_node_replicas})"
+        )
+    lo, hi = profile.init_batch_size, profile.max_batch_size
+    if not lo <= work.batch_size <= hi:
+        raise DataError(
+            f"job {job.request.id}: batch_size {work.batch_size} is outside the batches "
+            f"{profile.name}'s profile validated ({lo}..{hi}); use one in that range"
+        )
+    replicas = job.request.gpus
+    micro = profile.rigid_config(replicas, work.batch_size).atomic_bsz
+    if not profile.min_local_bsz <= micro <= profile.max_local_bsz:
+        raise DataError(
+            f"job {job.request.id}: batch_size {work.batch_size} on its {replicas} GPUs "
+            f"gives each a micro-batch of {micro}, outside the {profile.min_local_bsz}.."
+            f"{profile.max_local_bsz} {profile.name}'s profile measured; ask for fewer "
+            "GPUs or a larger batch"
+        )
+
+
 def _model_of(job: WorkloadJob) -> str:
     """The model a workload job names for the interference data ("" for none)."""
     return job.work.model if isinstance(job.work, RigidWork) else ""
@@ -215,6 +247,7 @@ class Simulator:
                     f"job {job.request.id} uses application {work.application!r} but no "
                     f"measurements for it were loaded (known: {known}); pass --traces DIR"
                 )
+            _check_in_profile(job, work, profile, max(n.gpus for n in self.cluster.nodes))
             return ProfiledProgress(profile, work.batch_size, self.config.restart_cost)
         return RigidProgress(work.duration, self.config.restart_cost)
 
