@@ -19,6 +19,7 @@ from helpers import live_server, spec, wait_state
 from sqlalchemy import event
 from sqlalchemy.exc import OperationalError
 
+from danlu.server import failures as failure_log
 from danlu.server import reconcile
 from danlu.server.app import is_full
 from danlu.server.reconcile import Reconciler
@@ -82,7 +83,7 @@ def _failing_loop(
 ) -> list[logging.LogRecord]:
     """Run the reconcile thread over passes that fail ``failures`` times the same way and
     then work; the loop's log records."""
-    monkeypatch.setattr(reconcile, "REPEAT_LOG_SECONDS", quiet)
+    monkeypatch.setattr(failure_log, "REPEAT_LOG_SECONDS", quiet)
     records: list[logging.LogRecord] = []
     handler = logging.Handler()
     handler.emit = records.append  # type: ignore[method-assign]

@@ -10,7 +10,7 @@ from __future__ import annotations
 import logging
 from collections.abc import Iterator
 
-from prometheus_client import CollectorRegistry, Histogram, generate_latest
+from prometheus_client import CollectorRegistry, Counter, Histogram, generate_latest
 from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, Metric
 from prometheus_client.registry import Collector
 from sqlalchemy import func, select
@@ -127,6 +127,11 @@ class ServerMetrics:
         self.reconcile_seconds = Histogram(
             "danlu_reconcile_seconds",
             "Wall time of one whole reconcile pass (poll, schedule, launch).",
+            registry=self.registry,
+        )
+        self.policy_failures = Counter(
+            "danlu_policy_failures_total",
+            "Scheduling rounds whose policy raised; each ran the fallback policy (fifo).",
             registry=self.registry,
         )
         self.registry.register(_StoreCollector(db, inventory))

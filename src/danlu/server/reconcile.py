@@ -58,7 +58,10 @@ from danlu.executors import (
 from danlu.executors.supervise import alive, proc_start_time
 from danlu.sched import default_registry
 from danlu.sched.policies.base import Policy
+from danlu.sched.policies.fifo import FifoPolicy
+from danlu.sched.view import ClusterView, Plan
 from danlu.server.db import Database, Job, Lease
+from danlu.server.failures import RepeatedFailure
 from danlu.server.metrics import ServerMetrics
 from danlu.server.services import jobs, locks, users
 from danlu.server.services.common import resolve_now
@@ -69,9 +72,6 @@ from danlu.server.services.view import StatusCache, build_snapshot, lost_gpus, t
 log = logging.getLogger(__name__)
 LEASE = "scheduler"
 DEFAULT_PREEMPT_GRACE = 30.0
-REPEAT_LOG_SECONDS = 60.0
-"""While reconcile passes keep failing the same way (a full disk, a database down), one
-line counts the repeats at most this often; the first failure is logged in full."""
 
 
 @dataclass
@@ -192,6 +192,13 @@ class Reconciler:
         self.settings = settings
         self.metrics = metrics
         self.policy = policy if policy is not None else build_policy(settings)
+        self.fallback: Policy = FifoPolicy() if self.policy.name != "fifo" else self.policy
+        """The policy a round runs when :attr:`policy` raises (see :meth:`_plan`)."""
+        self._policy_failures = RepeatedFailure(
+            log,
+            f"policy {self.policy.name!r} (rounds run fifo meanwhile)",
+            f"policy {self.policy.name!r} works again",
+        )
         self.statuses = StatusCache()
         """Job statuses reused across rounds while their job is unchanged (policy memos hit)."""
         self.preempt_grace = preempt_grace
@@ -237,27 +244,13 @@ class Reconciler:
             log.warning("reconcile: cannot release the lease: %s", exc)
 
     def _loop(self) -> None:
-        failing = ""  # the last failure, logged in full once while it repeats
-        repeats = 0  # passes that failed the same way since it was last logged
-        quiet_until = 0.0  # no line about a repeated failure before this (monotonic)
+        passes = RepeatedFailure(log, "reconcile pass", "reconcile passes work again")
         while not self._stop.is_set():
             try:
                 self.run_once()
-                if failing:
-                    log.warning("reconcile passes work again (after: %s)", failing)
-                failing, repeats = "", 0
+                passes.worked()
             except Exception as exc:  # the loop must survive anything one pass meets
-                what = f"{type(exc).__name__}: {exc}".splitlines()[0][:300]
-                now = time.monotonic()
-                if what != failing:
-                    log.exception("reconcile pass failed")
-                    repeats, quiet_until = 0, now + REPEAT_LOG_SECONDS
-                else:
-                    repeats += 1
-                    if now >= quiet_until:
-                        log.warning("reconcile pass failed %d more times: %s", repeats, what)
-                        repeats, quiet_until = 0, now + REPEAT_LOG_SECONDS
-                failing = what
+                passes.failed(exc)
             self._wake.wait(self.interval)
             self._wake.clear()
 
@@ -450,13 +443,31 @@ class Reconciler:
         except DanluError as exc:  # e.g. a concurrent cancel: the next pass settles it
             report.errors.append(f"settle {job_id}: {exc}")
 
+    def _plan(self, view: ClusterView, report: RoundReport) -> Plan:
+        """The policy's plan for ``view``. When the policy raises (a bug, a state it cannot
+        handle), the round runs :attr:`fallback` instead, so that one bad policy does not stop
+        every job of the cluster from starting; logged in full the first time, then once a
+        minute while it repeats (and counted in ``danlu_policy_failures_total``)."""
+        try:
+            plan = self.policy.schedule(view)
+        except Exception as exc:
+            if self.policy is self.fallback:
+                raise
+            what = self._policy_failures.failed(exc)
+            report.errors.append(f"policy {self.policy.name}: {what}; this round ran fifo")
+            if self.metrics is not None:
+                self.metrics.policy_failures.inc()
+            return self.fallback.schedule(view)
+        self._policy_failures.worked()
+        return plan
+
     def _schedule(self, t: float, report: RoundReport) -> list[str]:
         """Snapshot, policy, plan recorded in one transaction; then SIGTERM the preempted."""
         t0 = time.perf_counter()
         try:
             with collector_paused(), self.db.session() as session:
                 snapshot = build_snapshot(session, t, self.statuses)
-                plan = self.policy.schedule(snapshot.view)
+                plan = self._plan(snapshot.view, report)
                 applied = apply_plan(session, plan, t, snapshot.withheld, snapshot)
                 started = [j.id for j in applied.started]
                 resized = [(j.id, j.attempt) for j in applied.resized]
