@@ -443,35 +443,58 @@ class Reconciler:
         except DanluError as exc:  # e.g. a concurrent cancel: the next pass settles it
             report.errors.append(f"settle {job_id}: {exc}")
 
-    def _plan(self, view: ClusterView, report: RoundReport) -> Plan:
+    def _record_plan(
+        self, t: float, report: RoundReport, *, fallback: bool
+    ) -> tuple[list[str], list[tuple[str, int]], list[tuple[str, int]]]:
+        """Snapshot, plan (of :attr:`fallback` when ``fallback``) and its record in one
+        transaction: the ids started, and the (id, attempt) moved and preempted."""
+        with collector_paused(), self.db.session() as session:
+            snapshot = build_snapshot(session, t, self.statuses)
+            if fallback:
+                plan, own = self.fallback.schedule(snapshot.view), False
+            else:
+                plan, own = self._plan(snapshot.view, report)
+            applied = apply_plan(session, plan, t, snapshot.withheld, snapshot)
+            if own:
+                self._policy_failures.worked()
+            return (
+                [j.id for j in applied.started],
+                [(j.id, j.attempt) for j in applied.resized],
+                [(j.id, j.attempt) for j in applied.preempted],
+            )
+
+    def _plan(self, view: ClusterView, report: RoundReport) -> tuple[Plan, bool]:
         """The policy's plan for ``view``. When the policy raises (a bug, a state it cannot
-        handle), the round runs :attr:`fallback` instead, so that one bad policy does not stop
-        every job of the cluster from starting; logged in full the first time, then once a
-        minute while it repeats (and counted in ``danlu_policy_failures_total``)."""
+        handle) or its plan does not fit the cluster, the round runs :attr:`fallback`
+        instead, so that one bad policy does not stop every job of the cluster from
+        starting; logged in full the first time, then once a minute while it repeats (and
+        counted in ``danlu_policy_failures_total``). With it, whether the plan is the
+        policy's own."""
         try:
-            plan = self.policy.schedule(view)
+            return self.policy.schedule(view), True
         except Exception as exc:
             if self.policy is self.fallback:
                 raise
-            what = self._policy_failures.failed(exc)
-            report.errors.append(f"policy {self.policy.name}: {what}; this round ran fifo")
-            if self.metrics is not None:
-                self.metrics.policy_failures.inc()
-            return self.fallback.schedule(view)
-        self._policy_failures.worked()
-        return plan
+            self._policy_failed(exc, report)
+            return self.fallback.schedule(view), False
+
+    def _policy_failed(self, exc: BaseException, report: RoundReport) -> None:
+        what = self._policy_failures.failed(exc)
+        report.errors.append(f"policy {self.policy.name}: {what}; this round ran fifo")
+        if self.metrics is not None:
+            self.metrics.policy_failures.inc()
 
     def _schedule(self, t: float, report: RoundReport) -> list[str]:
         """Snapshot, policy, plan recorded in one transaction; then SIGTERM the preempted."""
         t0 = time.perf_counter()
         try:
-            with collector_paused(), self.db.session() as session:
-                snapshot = build_snapshot(session, t, self.statuses)
-                plan = self._plan(snapshot.view, report)
-                applied = apply_plan(session, plan, t, snapshot.withheld, snapshot)
-                started = [j.id for j in applied.started]
-                resized = [(j.id, j.attempt) for j in applied.resized]
-                preempted = [(j.id, j.attempt) for j in applied.preempted]
+            try:
+                started, resized, preempted = self._record_plan(t, report, fallback=False)
+            except PlacementError as exc:  # the policy's plan does not fit the cluster
+                if self.policy is self.fallback:
+                    raise
+                self._policy_failed(exc, report)
+                started, resized, preempted = self._record_plan(t, report, fallback=True)
         except (PlacementError, DanluError) as exc:
             report.errors.append(f"schedule: {exc}")
             log.warning("reconcile: plan not recorded: %s", exc)
