@@ -707,3 +707,30 @@ def test_a_move_budget_spreads_a_reshuffle_over_rounds() -> None:
     assert {j.id for j in view.running} == {j.id for j in short}
     with pytest.raises(ConfigError, match="move_budget"):
         DanluPolicy(move_budget=-1)
+
+
+def test_nothing_to_size_or_start_asks_for_no_rounds() -> None:
+    """With nothing pending and only rigid jobs running, the danlu and pollux policies ask
+    for no round until the jobs change: they asked for every round, so a simulated year of
+    one rigid job was half a million empty rounds (minutes of the danlu policy, hours of
+    the pollux one's search)."""
+    cluster = Cluster.homogeneous(1, 4)
+    rigid = job("rigid", gpus=2, allocation=on(cluster, 0, 2), last_start=0.0)
+    idle = ClusterView(time=600.0, cluster=cluster, running=(rigid,))
+    seen = measured(2, 64, 0.10, 0.01, 0.3)
+    elastic = job(
+        "elastic",
+        gpus=1,
+        max_gpus=4,
+        allocation=on(cluster, 2, 2),
+        last_start=0.0,
+        observed=seen,
+        marks=dm.remembered({}, seen),
+    )
+    for name in ("danlu", "pollux"):
+        policy = make_policy(name)
+        assert policy.schedule(idle).recheck_at == math.inf
+        busy = ClusterView(time=600.0, cluster=cluster, running=(rigid, elastic))
+        assert policy.schedule(busy).recheck_at < math.inf
+        queued = ClusterView(time=600.0, cluster=cluster, running=(rigid,), pending=(job("p"),))
+        assert policy.schedule(queued).recheck_at < math.inf

@@ -438,3 +438,15 @@ def test_synthetic_workload_is_deterministic() -> None:
     assert submits == sorted(submits) and len(one.jobs) == 40
     assert all(1 <= j.request.gpus <= 16 for j in one.jobs)
     assert math.isfinite(max(submits))
+
+
+@pytest.mark.parametrize("policy", ["danlu", "pollux"])
+def test_a_long_rigid_job_alone_takes_few_rounds(tmp_path: Path, policy: str) -> None:
+    """A rigid job of 10^9 s: two rounds, not one a minute (17 million, a hang)."""
+    path = tmp_path / "long.csv"
+    path.write_text("name,submit_time,gpus,duration\nlong,0,2,1e9\n")
+    result = Simulator(
+        Cluster.homogeneous(1, 4), make_policy(policy), load_workload(path), SimConfig()
+    ).run()
+    assert result.jobs[0].end_time == pytest.approx(1e9)
+    assert result.rounds <= 3

@@ -595,6 +595,11 @@ class DanluPolicy:
         cluster = view.cluster
         gpn = max((node.gpus for node in cluster.nodes), default=1)
         self._forget_gone(view)
+        if not view.pending and not any(map(_OBSERVED, view.running)):
+            # nothing waits and no running job is one the policy sizes or measures: only a
+            # change of jobs can change the plan (a simulated week of one rigid job was
+            # 10,000 empty rounds)
+            return Plan(recheck_at=math.inf)
         # GPUs not ours to move: non-preemptible jobs' and the GPUs shared jobs sit on (each
         # GPU once, however many shares it holds); those jobs keep running as they are
         movable = [j for j in view.running if j.request.preemptible and not j.request.shares_gpu]
@@ -705,6 +710,7 @@ _OPTIONS = attrgetter("options")
 _BEST = attrgetter("best")
 _WAITING_FROM = attrgetter("waiting_from")
 _WAIT_SEQ = attrgetter("seq")
+_OBSERVED = attrgetter("observed")
 _SHARED = attrgetter("shared")
 _SEQ = attrgetter("request.seq")
 

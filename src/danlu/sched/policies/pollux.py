@@ -127,6 +127,8 @@ class PolluxPolicy:
         check_options(self, self.option_ranges)
 
     def schedule(self, view: ClusterView) -> Plan:
+        if not view.pending and not any(j.observed for j in view.running):
+            return Plan(recheck_at=math.inf)  # nothing to size or start: only a change of jobs
         now = view.time
         cluster = view.cluster
         gpn = max((node.gpus for node in cluster.nodes), default=1)
