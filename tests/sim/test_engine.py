@@ -450,3 +450,27 @@ def test_a_long_rigid_job_alone_takes_few_rounds(tmp_path: Path, policy: str) ->
     ).run()
     assert result.jobs[0].end_time == pytest.approx(1e9)
     assert result.rounds <= 3
+
+
+@pytest.mark.parametrize(
+    ("text", "message"),
+    [
+        (
+            "name,submit_time,gpus,duration\na,0,2.5,10\n",
+            r"'gpus' must be a whole number >= 1, got '2\.5'",
+        ),
+        (
+            "name,submit_time,gpus,duration\na,0,0,10\n",
+            r"'gpus' must be a whole number >= 1, got '0'",
+        ),
+        ("name,time,application,num_replicas,batch_size\na,0,cifar10,1,128.5\n", r"'batch_size'"),
+    ],
+)
+def test_counts_that_are_not_whole_numbers_are_refused(
+    tmp_path: Path, text: str, message: str
+) -> None:
+    """2.5 GPUs was read as 2, and 0 GPUs as a job that never fits."""
+    path = tmp_path / "w.csv"
+    path.write_text(text)
+    with pytest.raises(DataError, match=message):
+        load_workload(path)

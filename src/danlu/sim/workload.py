@@ -114,6 +114,17 @@ def _rows(path: Path) -> tuple[list[str], Iterator[tuple[int, dict[str, str]]]]:
     return header, rows()
 
 
+def _whole_number(row: dict[str, str], column: str, path: Path, line: int, least: int) -> int:
+    """A column holding a whole number of at least ``least`` (2.5 GPUs used to be read as 2)."""
+    value = _num(row, column, path, line)
+    if not value.is_integer() or value < least:
+        raise DataError(
+            f"{path}:{line}: column {column!r} must be a whole number >= {least}, got "
+            f"{row[column]!r}"
+        )
+    return int(value)
+
+
 def _unreadable(path: Path, line: int, exc: Exception) -> str:
     """The message for a workload file that is not UTF-8 CSV text."""
     return f"{path}:{line}: not a UTF-8 CSV file ({exc}); save the workload as UTF-8 text"
@@ -149,15 +160,15 @@ def load_workload(path: str | Path) -> Workload:
     jobs: list[WorkloadJob] = []
     if kind == "pollux":
         for line, row in rows:
-            replicas = int(_num(row, "num_replicas", p, line))
+            replicas = _whole_number(row, "num_replicas", p, line, 1)
             request = JobRequest(
                 id=row["name"],
                 submit_time=_num(row, "time", p, line),
                 gpus=replicas,
                 seq=len(jobs),
-                batch_size=int(_num(row, "batch_size", p, line)),
+                batch_size=_whole_number(row, "batch_size", p, line, 1),
             )
-            work = ProfiledWork(row["application"], int(_num(row, "batch_size", p, line)))
+            work = ProfiledWork(row["application"], _whole_number(row, "batch_size", p, line, 1))
             jobs.append(WorkloadJob(request, work))
     elif kind == "philly":
         raw: list[tuple[float, float, int, int]] = []
@@ -169,7 +180,7 @@ def load_workload(path: str | Path) -> Workload:
                     f"{p}:{line}: column 'timestamp' must be an ISO date-time, "
                     f"got {row['timestamp']!r}"
                 ) from None
-            gpus = int(_num(row, "num_gpus", p, line))
+            gpus = _whole_number(row, "num_gpus", p, line, 0)
             raw.append((stamp, _num(row, "duration", p, line), gpus, line))
         raw.sort(key=lambda r: (r[0], r[3]))
         origin = raw[0][0] if raw else 0.0
@@ -208,7 +219,7 @@ def load_workload(path: str | Path) -> Workload:
             request = JobRequest(
                 id=row["name"],
                 submit_time=_num(row, "submit_time", p, line),
-                gpus=int(_num(row, "gpus", p, line)),
+                gpus=_whole_number(row, "gpus", p, line, 1),
                 priority=_whole(row, "priority", p, line),
                 gpu_memory=int(_num(row, "gpu_memory", p, line)) if row.get("gpu_memory") else 0,
                 seq=len(jobs),
