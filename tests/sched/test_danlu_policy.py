@@ -52,6 +52,26 @@ def on(cluster: Cluster, first: int, count: int) -> Allocation:
     return Allocation.whole_gpus([((first + i) // per, (first + i) % per) for i in range(count)])
 
 
+def measured_run(
+    job_id: str,
+    cluster: Cluster,
+    first: int,
+    seen: dict[str, float],
+    **kw: Any,
+) -> JobStatus:
+    """A job running since 0 on ``seen["num_replicas"]`` GPUs from flat GPU ``first``,
+    measured as ``seen`` and with the marks the policy keeps of that measurement."""
+    count = int(seen["num_replicas"])
+    return job(
+        job_id,
+        allocation=on(cluster, first, count),
+        last_start=0.0,
+        observed=seen,
+        marks=dm.remembered({}, seen),
+        **kw,
+    )
+
+
 def measured(
     replicas: int, local: int, step: float, sync: float, progress: float
 ) -> dict[str, float]:
@@ -407,15 +427,7 @@ def test_a_memory_limit_far_above_the_batch_splits_without_accumulation() -> Non
     cluster = Cluster.homogeneous(1, 4)
     limits = {"init_batch": 8.0, "max_batch": 2.0**30, "min_local_bsz": 1.0}
     seen = {**measured(2, 4, 0.10, 0.01, 0.3), **limits, "max_local_bsz": 2.0**30}
-    run = job(
-        "big",
-        gpus=1,
-        max_gpus=4,
-        allocation=on(cluster, 0, 2),
-        last_start=0.0,
-        observed=seen,
-        marks=dm.remembered({}, seen),
-    )
+    run = measured_run("big", cluster, 0, seen, gpus=1, max_gpus=4)
     view = ClusterView(time=600.0, cluster=cluster, running=(run,))
     for name in ("danlu", "pollux"):
         make_policy(name).schedule(view)  # raised ZeroDivisionError
@@ -496,15 +508,7 @@ def test_a_huge_grow_factor_grows_within_the_cluster() -> None:
     nor offers a job more GPUs than the cluster has."""
     cluster = Cluster.homogeneous(2, 4)
     seen = measured(2, 64, 0.10, 0.0, 0.3)  # 2 x 1e308 is inf as a float
-    run = job(
-        "e",
-        gpus=2,
-        submit=0.0,
-        allocation=on(cluster, 0, 2),
-        last_start=0.0,
-        observed=seen,
-        marks=dm.remembered({}, seen),
-    )
+    run = measured_run("e", cluster, 0, seen, gpus=2)
     policy = DanluPolicy(min_hold=600.0, grow_after=120.0, grow_factor=1e308)
     plan = policy.schedule(ClusterView(time=300.0, cluster=cluster, running=(run,)))
     assert [2 < r.allocation.num_gpus <= 8 for r in plan.resizes] == [True]
@@ -718,15 +722,7 @@ def test_nothing_to_size_or_start_asks_for_no_rounds() -> None:
     rigid = job("rigid", gpus=2, allocation=on(cluster, 0, 2), last_start=0.0)
     idle = ClusterView(time=600.0, cluster=cluster, running=(rigid,))
     seen = measured(2, 64, 0.10, 0.01, 0.3)
-    elastic = job(
-        "elastic",
-        gpus=1,
-        max_gpus=4,
-        allocation=on(cluster, 2, 2),
-        last_start=0.0,
-        observed=seen,
-        marks=dm.remembered({}, seen),
-    )
+    elastic = measured_run("elastic", cluster, 2, seen, gpus=1, max_gpus=4)
     for name in ("danlu", "pollux"):
         policy = make_policy(name)
         assert policy.schedule(idle).recheck_at == math.inf

@@ -300,3 +300,11 @@ class ServerProcess:
     @property
     def token(self) -> str:
         return (self.home / "admin.token").read_text().strip()
+
+
+class PgError(Exception):
+    """A driver error carrying a PostgreSQL SQLSTATE, as psycopg's do (``.sqlstate``)."""
+
+    def __init__(self, sqlstate: str) -> None:
+        super().__init__(f"sqlstate {sqlstate}")
+        self.sqlstate = sqlstate

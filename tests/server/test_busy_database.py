@@ -11,7 +11,7 @@ from pathlib import Path
 
 import pytest
 from conftest import PgServer, _pg_bin
-from helpers import live_server, spec, wait_state
+from helpers import PgError, live_server, spec, wait_state
 from sqlalchemy import text
 from sqlalchemy.exc import OperationalError
 
@@ -80,21 +80,15 @@ def test_a_write_that_waits_out_the_lock_is_a_503_and_the_client_retries(
         locker.join()
 
 
-class _PgError(Exception):
-    def __init__(self, sqlstate: str) -> None:
-        super().__init__(f"sqlstate {sqlstate}")
-        self.sqlstate = sqlstate
-
-
 @pytest.mark.parametrize(
     ("orig", "busy"),
     [
         (sqlite3.OperationalError("database is locked"), True),
         (sqlite3.OperationalError("no such table: jobs"), False),
-        (_PgError("40001"), True),  # serialization failure
-        (_PgError("40P01"), True),  # deadlock detected
-        (_PgError("55P03"), True),  # lock not available
-        (_PgError("42P01"), False),  # undefined table: a bug, stays a 500
+        (PgError("40001"), True),  # serialization failure
+        (PgError("40P01"), True),  # deadlock detected
+        (PgError("55P03"), True),  # lock not available
+        (PgError("42P01"), False),  # undefined table: a bug, stays a 500
     ],
 )
 def test_only_lock_and_conflict_errors_count_as_busy(orig: Exception, busy: bool) -> None:
@@ -104,9 +98,9 @@ def test_only_lock_and_conflict_errors_count_as_busy(orig: Exception, busy: bool
 @pytest.mark.parametrize(
     ("orig", "unreachable"),
     [
-        (_PgError("08006"), True),  # connection failure
-        (_PgError("57P01"), True),  # admin shutdown
-        (_PgError("42P01"), False),
+        (PgError("08006"), True),  # connection failure
+        (PgError("57P01"), True),  # admin shutdown
+        (PgError("42P01"), False),
         (sqlite3.OperationalError("unable to open database file"), True),
         (sqlite3.OperationalError("no such table: jobs"), False),
     ],

@@ -15,7 +15,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from helpers import live_server, spec, wait_state
+from helpers import PgError, live_server, spec, wait_state
 from sqlalchemy import event
 from sqlalchemy.exc import OperationalError
 
@@ -59,18 +59,12 @@ def test_a_full_sqlite_database_is_a_503_and_work_resumes_once_there_is_room(
         wait_state(c, job.json()["id"], "SUCCEEDED")
 
 
-class _PgError(Exception):
-    def __init__(self, sqlstate: str) -> None:
-        super().__init__(f"sqlstate {sqlstate}")
-        self.sqlstate = sqlstate
-
-
 @pytest.mark.parametrize(
     ("orig", "full"),
     [
         (sqlite3.OperationalError("database or disk is full"), True),
-        (_PgError("53100"), True),  # PostgreSQL: disk_full
-        (_PgError("53300"), False),  # too many connections: not about space
+        (PgError("53100"), True),  # PostgreSQL: disk_full
+        (PgError("53300"), False),  # too many connections: not about space
         (sqlite3.OperationalError("database is locked"), False),
     ],
 )

@@ -425,16 +425,22 @@ class Reconciler:
         except ExecutorError as exc:
             report.errors.append(f"stop {handle.key}: {exc}")
 
+    def _held(self, session: Session, job_id: str, attempt: int) -> Job | None:
+        """The job, while its run ``attempt`` still holds GPUs and this loop holds its row
+        lock; else None (a cancel, another pass or a later attempt got there first)."""
+        job = session.scalar(select(Job).where(Job.id == job_id))
+        if job is None or job.attempt != attempt or job.state not in HOLDING:
+            return None
+        return job if locks.holds(session, Job, job_id, self.token) else None
+
     def _settle(
         self, job_id: str, attempt: int, status: ExecStatus | None, t: float, report: RoundReport
     ) -> None:
         succeeded, code, reason = _describe(status)
         try:
             with self.db.session() as session:
-                job = session.scalar(select(Job).where(Job.id == job_id))
-                if job is None or job.attempt != attempt or job.state not in HOLDING:
-                    return
-                if not locks.holds(session, Job, job_id, self.token):
+                job = self._held(session, job_id, attempt)
+                if job is None:
                     return
                 jobs.settle_exit(
                     session, job, succeeded=succeeded, exit_code=code, reason=reason, now=t
@@ -573,10 +579,8 @@ class Reconciler:
         """Re-queue a job the node could not launch (a full disk): no restart counted."""
         try:
             with self.db.session() as session:
-                job = session.scalar(select(Job).where(Job.id == job_id))
-                if job is None or job.attempt != attempt or job.state not in HOLDING:
-                    return
-                if not locks.holds(session, Job, job_id, self.token):
+                job = self._held(session, job_id, attempt)
+                if job is None:
                     return
                 jobs.requeue_unlaunched(session, job, error, t)
             report.settled.append(job_id)
