@@ -115,7 +115,7 @@ def test_no_room_for_the_supervisor_record_stops_the_started_job(
     assert not ex._children
 
 
-def test_a_missing_program_is_still_the_jobs_fault(ex: LocalExecutor) -> None:
+def test_a_missing_program_is_still_the_jobs_fault() -> None:
     assert not is_node_fault(LaunchError("working directory is missing"))
     assert not is_node_fault(OSError(errno.ENOENT, "No such file or directory"))
     assert not is_node_fault(OSError(errno.E2BIG, "Argument list too long"))

@@ -52,8 +52,11 @@ def _slots(value: Any) -> bool:
     )
 
 
+_REASONS = frozenset(r.value for r in StopReason)
+
+
 def _reason(value: Any) -> bool:
-    return isinstance(value, str) and value in {r.value for r in StopReason}
+    return isinstance(value, str) and value in _REASONS
 
 
 LAUNCH_FIELDS: Mapping[str, Check] = {
@@ -132,6 +135,5 @@ def read_exit(run_dir: Path) -> dict[str, Any] | None:
     data = supervise.read_json(run_dir / supervise.EXIT)
     if data is None:
         return None
-    kept = checked(data, EXIT_FIELDS)
-    damaged = kept is None or any(k in EXIT_FIELDS and k not in kept for k in data)
-    return None if damaged else kept
+    kept = {k: v for k, v in data.items() if k in EXIT_FIELDS}
+    return kept if all(EXIT_FIELDS[k](v) for k, v in kept.items()) else None

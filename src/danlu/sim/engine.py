@@ -189,6 +189,7 @@ class Simulator:
         total = cluster.total_gpus
         self._total_gpus = total
         self._biggest_gpu = max((n.gpu_type.memory for n in cluster.nodes), default=0)
+        self._node_gpus = max((n.gpus for n in cluster.nodes), default=0)
         self._gpu_memory = np.repeat(
             np.array([n.gpu_type.memory for n in cluster.nodes], dtype=np.int64),
             [n.gpus for n in cluster.nodes],
@@ -247,7 +248,7 @@ class Simulator:
                     f"job {job.request.id} uses application {work.application!r} but no "
                     f"measurements for it were loaded (known: {known}); pass --traces DIR"
                 )
-            _check_in_profile(job, work, profile, max(n.gpus for n in self.cluster.nodes))
+            _check_in_profile(job, work, profile, self._node_gpus)
             return ProfiledProgress(profile, work.batch_size, self.config.restart_cost)
         return RigidProgress(work.duration, self.config.restart_cost)
 

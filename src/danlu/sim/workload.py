@@ -161,14 +161,15 @@ def load_workload(path: str | Path) -> Workload:
     if kind == "pollux":
         for line, row in rows:
             replicas = _whole_number(row, "num_replicas", p, line, 1)
+            batch = _whole_number(row, "batch_size", p, line, 1)
             request = JobRequest(
                 id=row["name"],
                 submit_time=_num(row, "time", p, line),
                 gpus=replicas,
                 seq=len(jobs),
-                batch_size=_whole_number(row, "batch_size", p, line, 1),
+                batch_size=batch,
             )
-            work = ProfiledWork(row["application"], _whole_number(row, "batch_size", p, line, 1))
+            work = ProfiledWork(row["application"], batch)
             jobs.append(WorkloadJob(request, work))
     elif kind == "philly":
         raw: list[tuple[float, float, int, int]] = []

@@ -44,6 +44,14 @@ class Policy(Protocol):
         ...
 
 
+def nothing_to_size(view: ClusterView) -> bool:
+    """Whether nothing waits and no running job reports anything a policy could size or
+    measure (rigid jobs only): then only a change of jobs can change a sizing policy's plan,
+    which returns ``Plan(recheck_at=math.inf)`` (each round was empty: a rigid job of
+    10^9 s alone was 17 million rounds in the simulator)."""
+    return not view.pending and not any(job.observed for job in view.running)
+
+
 def _why_not(free: FreeMap, job: JobStatus) -> str:
     req = job.request
     if req.shares_gpu:

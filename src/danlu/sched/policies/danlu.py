@@ -59,6 +59,7 @@ import numpy.typing as npt
 from danlu.core.errors import ConfigError
 from danlu.sched.policies import danlu_loan as dl
 from danlu.sched.policies import danlu_model as dm
+from danlu.sched.policies.base import nothing_to_size
 from danlu.sched.policies.danlu_alloc import Option, walk
 from danlu.sched.policies.danlu_entries import (
     NO_RUNNING,
@@ -595,10 +596,7 @@ class DanluPolicy:
         cluster = view.cluster
         gpn = max((node.gpus for node in cluster.nodes), default=1)
         self._forget_gone(view)
-        if not view.pending and not any(map(_OBSERVED, view.running)):
-            # nothing waits and no running job is one the policy sizes or measures: only a
-            # change of jobs can change the plan (a simulated week of one rigid job was
-            # 10,000 empty rounds)
+        if nothing_to_size(view):
             return Plan(recheck_at=math.inf)
         # GPUs not ours to move: non-preemptible jobs' and the GPUs shared jobs sit on (each
         # GPU once, however many shares it holds); those jobs keep running as they are
@@ -710,7 +708,6 @@ _OPTIONS = attrgetter("options")
 _BEST = attrgetter("best")
 _WAITING_FROM = attrgetter("waiting_from")
 _WAIT_SEQ = attrgetter("seq")
-_OBSERVED = attrgetter("observed")
 _SHARED = attrgetter("shared")
 _SEQ = attrgetter("request.seq")
 

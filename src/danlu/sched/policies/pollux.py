@@ -40,6 +40,7 @@ import numpy as np
 from danlu.sched.placement.gang import FreeMap
 from danlu.sched.policies import danlu_model as dm
 from danlu.sched.policies import pollux_search as ps
+from danlu.sched.policies.base import nothing_to_size
 from danlu.sched.policies.options import INF, OptionRange, check_options
 from danlu.sched.view import ClusterView, JobStatus, Plan, Preempt, Resize, Start
 
@@ -127,8 +128,8 @@ class PolluxPolicy:
         check_options(self, self.option_ranges)
 
     def schedule(self, view: ClusterView) -> Plan:
-        if not view.pending and not any(j.observed for j in view.running):
-            return Plan(recheck_at=math.inf)  # nothing to size or start: only a change of jobs
+        if nothing_to_size(view):
+            return Plan(recheck_at=math.inf)
         now = view.time
         cluster = view.cluster
         gpn = max((node.gpus for node in cluster.nodes), default=1)
