@@ -4,10 +4,15 @@
 a tensor sharded across ranks (a DTensor) through CheckpointManager (which routes to DCP
 when the world size is > 1), then loads the newest checkpoint back and checks it. Rank 0
 also writes the expected full tensors to DIR/expected.pt for the test to compare.
+
+``python sharded_worker.py RANK WORLD PORT DIR full-disk``: saves that fail for want of
+space, once in rank 1's shards and once in rank 0's manifest, must raise on every rank and
+leave nothing behind; the saves around them must still load.
 """
 
 from __future__ import annotations
 
+import errno
 import os
 import sys
 
@@ -18,6 +23,43 @@ from torch.distributed.tensor import Shard, distribute_tensor
 from train_helpers import exit_now
 
 from danlu.train.checkpoint import CheckpointManager
+
+
+def no_space(*args: object) -> None:
+    raise OSError(errno.ENOSPC, "No space left on device")
+
+
+def full_disk(rank: int, directory: str) -> int:
+    """Saves 1 and 4 succeed; 2 fails writing rank 1's shards, 3 writing rank 0's manifest."""
+    from torch.distributed.checkpoint import filesystem
+
+    root = os.path.join(directory, "ckpt")
+    mgr = CheckpointManager(root, keep_last=3, sharded=True)
+    writer = filesystem.FileSystemWriter.write_data
+    manifest = CheckpointManager._write_manifest
+    for step in (1, 2, 3, 4):
+        if step == 2 and rank == 1:
+            filesystem.FileSystemWriter.write_data = no_space  # type: ignore[method-assign]
+        if step == 3:
+            filesystem.FileSystemWriter.write_data = writer  # type: ignore[method-assign]
+            if rank == 0:
+                CheckpointManager._write_manifest = no_space  # type: ignore[method-assign]
+        if step == 4:
+            CheckpointManager._write_manifest = manifest  # type: ignore[method-assign]
+        try:
+            mgr.save(step, {"w": torch.full((4,), float(step)), "step": step})
+        except BaseException as exc:  # DCP's CheckpointException is a BaseException
+            assert step in (2, 3), f"step {step}: {exc!r}"
+            notes = " ".join(getattr(exc, "__notes__", []))
+            assert "no space left in" in notes, f"rank {rank} step {step}: {exc!r} {notes!r}"
+        else:
+            assert step in (1, 4), f"step {step} saved on rank {rank}"
+        dist.barrier()
+        steps = sorted(int(n.split("-")[1]) for n in os.listdir(root))
+        assert steps == [s for s in (1, 4) if s <= step], f"rank {rank} after {step}: {steps}"
+    step, loaded = mgr.load_latest()  # type: ignore[misc]
+    assert step == 4 and torch.equal(loaded["w"], torch.full((4,), 4.0))
+    return 0
 
 
 def main(rank: int, world: int, port: int, directory: str) -> int:
@@ -57,4 +99,11 @@ def main(rank: int, world: int, port: int, directory: str) -> int:
 
 if __name__ == "__main__":
     r, w, p, d = sys.argv[1:5]
+    if sys.argv[5:] == ["full-disk"]:
+        dist.init_process_group(
+            "gloo", init_method=f"tcp://127.0.0.1:{p}", rank=int(r), world_size=int(w)
+        )
+        code = full_disk(int(r), d)
+        dist.destroy_process_group()
+        exit_now(code)
     exit_now(main(int(r), int(w), int(p), d))

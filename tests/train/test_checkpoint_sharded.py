@@ -19,7 +19,8 @@ from danlu.train.checkpoint import CheckpointManager  # noqa: E402
 HERE = Path(__file__).resolve().parent
 
 
-def test_two_rank_gloo_sharded_save_and_load(tmp_path: Path) -> None:
+def run_ranks(tmp_path: Path, *mode: str) -> None:
+    """Run the two ranks of ``sharded_worker.py`` and check both exit 0."""
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0))
         port = s.getsockname()[1]
@@ -30,16 +31,10 @@ def test_two_rank_gloo_sharded_save_and_load(tmp_path: Path) -> None:
             [str(HERE.parents[1] / "src"), os.environ.get("PYTHONPATH", "")]
         ),
     )
+    worker = str(HERE / "sharded_worker.py")
     procs = [
         subprocess.Popen(
-            [
-                sys.executable,
-                str(HERE / "sharded_worker.py"),
-                str(rank),
-                "2",
-                str(port),
-                str(tmp_path),
-            ],
+            [sys.executable, worker, str(rank), "2", str(port), str(tmp_path), *mode],
             env=env,
             stderr=subprocess.PIPE,
         )
@@ -48,6 +43,10 @@ def test_two_rank_gloo_sharded_save_and_load(tmp_path: Path) -> None:
     for p in procs:
         _, err = p.communicate(timeout=240)
         assert p.returncode == 0, err.decode()
+
+
+def test_two_rank_gloo_sharded_save_and_load(tmp_path: Path) -> None:
+    run_ranks(tmp_path)
     # Load without any process group: every tensor comes back whole.
     mgr = CheckpointManager(str(tmp_path / "ckpt"))
     infos = mgr.list_checkpoints()
@@ -62,3 +61,13 @@ def test_two_rank_gloo_sharded_save_and_load(tmp_path: Path) -> None:
     shard.write_bytes(shard.read_bytes()[:-3])
     step, state = CheckpointManager(str(tmp_path / "ckpt")).load_latest()  # type: ignore[misc]
     assert step == 2 and torch.equal(state["emb"], expected["emb"] * 2 / 3)
+
+
+def test_a_sharded_save_failing_on_one_rank_fails_on_all_and_leaves_nothing(
+    tmp_path: Path,
+) -> None:
+    """Before, rank 0 failing its manifest left rank 1 waiting in a barrier, and a failed
+    save's directory stayed to fill the disk. The asserts are in the worker."""
+    run_ranks(tmp_path, "full-disk")
+    step, state = CheckpointManager(str(tmp_path / "ckpt")).load_latest()  # type: ignore[misc]
+    assert step == 4 and state["step"] == 4

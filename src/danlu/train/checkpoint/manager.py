@@ -29,7 +29,7 @@ import torch
 
 from danlu.core.errors import ConfigError, DataError
 from danlu.train.checkpoint import codec, delta
-from danlu.train.checkpoint.sharded import distributed_world, load_sharded, save_sharded
+from danlu.train.checkpoint.sharded import agree, distributed_world, load_sharded, save_sharded
 from danlu.train.checkpoint.snapshot import HostSnapshot
 from danlu.train.checkpoint.storage import LocalStorage, Storage, open_storage, sha256
 from danlu.train.state import CapturedState
@@ -222,22 +222,33 @@ class CheckpointManager:
         names = [f"{_PREFIX}{step:012d}-{uuid.uuid4().hex[:8]}"]
         dist.broadcast_object_list(names, src=0)  # one directory name for all ranks
         name = names[0]
-        written = save_sharded(state, self.storage.join(name))
+        try:
+            written = save_sharded(state, self.storage.join(name))
+            failure: BaseException | None = None
+            if dist.get_rank() == 0:
+                try:
+                    files = {}
+                    for fname in written:
+                        data = self.storage.read(self.storage.join(name, fname))
+                        files[fname] = {"size": len(data), "sha256": sha256(data)}
+                    info = CheckpointInfo(
+                        name=name,
+                        step=step,
+                        kind="sharded",
+                        base=None,
+                        created_ns=time.time_ns(),
+                        metrics=metrics,
+                        files=files,
+                    )
+                    self._write_manifest(info)
+                except BaseException as exc:
+                    failure = exc
+            agree(failure, f"checkpoint of step {step}")
+        except BaseException as exc:
+            # Every rank removes the directory: on node-local disks each holds its shards.
+            self._drop_unfinished(name, step, exc)
+            raise
         if dist.get_rank() == 0:
-            files = {}
-            for fname in written:
-                data = self.storage.read(self.storage.join(name, fname))
-                files[fname] = {"size": len(data), "sha256": sha256(data)}
-            info = CheckpointInfo(
-                name=name,
-                step=step,
-                kind="sharded",
-                base=None,
-                created_ns=time.time_ns(),
-                metrics=metrics,
-                files=files,
-            )
-            self._write_manifest(info)
             self._retain()
         dist.barrier()
 
@@ -323,17 +334,7 @@ class CheckpointManager:
             )
             self._write_manifest(info)
         except BaseException as exc:
-            # A save that did not finish leaves nothing behind: on a full disk its part
-            # would otherwise keep every later save from fitting.
-            self.storage.remove_dir(name)
-            self._infos.pop(name, None)
-            if isinstance(exc, OSError) and exc.errno in (errno.ENOSPC, errno.EDQUOT):
-                held = len(self.list_checkpoints())
-                exc.add_note(
-                    f"checkpoint of step {step} not saved: no space left in "
-                    f"{self.storage.root}, where the {held} checkpoint(s) kept stay "
-                    f"(keep_last={self.keep_last}); free space there or keep fewer"
-                )
+            self._drop_unfinished(name, step, exc)
             raise
         if use_delta:
             self._since_full += 1
@@ -341,6 +342,22 @@ class CheckpointManager:
             kept = tensors if owned else {k: t.clone() for k, t in tensors.items()}
             self._base, self._since_full = (name, kept), 0
         self._retain()
+
+    def _drop_unfinished(self, name: str, step: int, exc: BaseException) -> None:
+        """Remove the directory of a save that did not finish (``exc`` says why).
+
+        On a full disk its part would otherwise keep every later save from fitting; the
+        error then gets a note saying where the space went.
+        """
+        self.storage.remove_dir(name)
+        self._infos.pop(name, None)
+        if _no_space(exc):
+            held = len(self.list_checkpoints())
+            exc.add_note(
+                f"checkpoint of step {step} not saved: no space left in "
+                f"{self.storage.root}, where the {held} checkpoint(s) kept stay "
+                f"(keep_last={self.keep_last}); free space there or keep fewer"
+            )
 
     # -- retention ------------------------------------------------------------------------
     def _retain(self) -> None:
@@ -523,3 +540,19 @@ class CheckpointManager:
 
     def __exit__(self, *exc: object) -> None:
         self.close()
+
+
+def _no_space(exc: BaseException) -> bool:
+    """True for a full disk or quota, also inside DCP's per-rank ``CheckpointException``."""
+    if isinstance(exc, OSError):
+        return exc.errno in (errno.ENOSPC, errno.EDQUOT)
+    failures = getattr(exc, "failures", None)  # DCP: {rank: (exception, traceback)}
+    if isinstance(failures, dict):
+        return any(
+            isinstance(pair, tuple)
+            and pair
+            and isinstance(pair[0], BaseException)
+            and _no_space(pair[0])
+            for pair in failures.values()
+        )
+    return False

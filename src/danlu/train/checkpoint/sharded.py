@@ -29,33 +29,65 @@ def distributed_world() -> tuple[int, int]:
     return 0, 1
 
 
+def agree(failure: BaseException | None, what: str) -> None:
+    """Collective: raise on every rank when ``what`` failed on any rank.
+
+    A rank whose own step failed re-raises its ``failure``; the others raise an error naming
+    the first rank that failed and its message (an :class:`OSError` with the same errno
+    when it was one, so a full disk reads the same on every rank). Without it a rank whose
+    step failed leaves the others waiting in the next collective until the process group's
+    timeout.
+    """
+    dist = torch.distributed
+    _, world = distributed_world()
+    outcome = None if failure is None else (str(failure), getattr(failure, "errno", None))
+    outcomes: list[tuple[str, int | None] | None] = [None] * world
+    dist.all_gather_object(outcomes, outcome)
+    if failure is not None:
+        raise failure
+    for rank, other in enumerate(outcomes):
+        if other is not None:
+            message, code = other
+            text = f"{what} failed on rank {rank}: {message}"
+            raise OSError(code, text) if isinstance(code, int) else RuntimeError(text)
+
+
 def save_sharded(state: dict[str, Any], path: str) -> list[str]:
     """Collective: every rank writes its shards of ``state`` under the local ``path``.
 
-    Returns the names of the files written (rank 0 only; other ranks get ``[]``), after a
-    barrier, so rank 0 can checksum them all.
+    Returns the names of the files written (rank 0 only; other ranks get ``[]``), once
+    every rank's shards are written, so rank 0 can checksum them all. A failure on any rank
+    raises on every rank (DCP gathers its own; :func:`agree` the rest).
     """
     from torch.distributed.checkpoint import state_dict_saver
 
     rank, _ = distributed_world()
     skeleton, tensors = codec.encode(state)
-    os.makedirs(path, exist_ok=True)
+    failure: BaseException | None = None
+    try:
+        os.makedirs(path, exist_ok=True)
+    except OSError as exc:
+        failure = exc
+    agree(failure, f"creating {path}")
     state_dict_saver.save(tensors, checkpoint_id=path)
+    names: list[str] = []
     if rank == 0:
-        with open(os.path.join(path, SKELETON), "wb") as f:
-            f.write(json.dumps(skeleton).encode())
-            f.flush()
-            os.fsync(f.fileno())
-    torch.distributed.barrier()
-    if rank != 0:
-        return []
-    for name in os.listdir(path):  # DCP does not fsync: make every shard durable
-        fd = os.open(os.path.join(path, name), os.O_RDONLY)
         try:
-            os.fsync(fd)
-        finally:
-            os.close(fd)
-    return sorted(os.listdir(path))
+            with open(os.path.join(path, SKELETON), "wb") as f:
+                f.write(json.dumps(skeleton).encode())
+                f.flush()
+                os.fsync(f.fileno())
+            names = sorted(os.listdir(path))
+            for name in names:  # DCP does not fsync: make every shard durable
+                fd = os.open(os.path.join(path, name), os.O_RDONLY)
+                try:
+                    os.fsync(fd)
+                finally:
+                    os.close(fd)
+        except BaseException as exc:
+            failure = exc
+    agree(failure, f"writing {path}")
+    return names
 
 
 def load_sharded(path: str, template: dict[str, Any] | None = None) -> dict[str, Any]:
