@@ -7,7 +7,8 @@ also writes the expected full tensors to DIR/expected.pt for the test to compare
 
 ``python sharded_worker.py RANK WORLD PORT DIR full-disk``: saves that fail for want of
 space, once in rank 1's shards and once in rank 0's manifest, must raise on every rank and
-leave nothing behind; the saves around them must still load.
+leave nothing behind; the saves around them must still load, and a checkpoint that fails
+to verify on one rank must be skipped by both.
 """
 
 from __future__ import annotations
@@ -15,6 +16,7 @@ from __future__ import annotations
 import errno
 import os
 import sys
+from typing import Any
 
 import torch
 import torch.distributed as dist
@@ -22,6 +24,7 @@ from torch.distributed.device_mesh import init_device_mesh
 from torch.distributed.tensor import Shard, distribute_tensor
 from train_helpers import exit_now
 
+from danlu.core.errors import DataError
 from danlu.train.checkpoint import CheckpointManager
 
 
@@ -59,6 +62,18 @@ def full_disk(rank: int, directory: str) -> int:
         assert steps == [s for s in (1, 4) if s <= step], f"rank {rank} after {step}: {steps}"
     step, loaded = mgr.load_latest()  # type: ignore[misc]
     assert step == 4 and torch.equal(loaded["w"], torch.full((4,), 4.0))
+    # Step 4 unreadable on rank 1 alone: both ranks fall back to step 1 together.
+    verified = CheckpointManager._read_verified
+    if rank == 1:
+
+        def unreadable(self: CheckpointManager, info: Any, fname: str) -> bytes:
+            if info.step == 4:
+                raise DataError(f"{fname}: checksum does not match")
+            return verified(self, info, fname)
+
+        CheckpointManager._read_verified = unreadable  # type: ignore[method-assign]
+    step, loaded = mgr.load_latest()  # type: ignore[misc]
+    assert step == 1 and torch.equal(loaded["w"], torch.full((4,), 1.0)), (rank, step)
     return 0
 
 

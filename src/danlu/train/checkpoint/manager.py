@@ -245,7 +245,7 @@ class CheckpointManager:
                     failure = exc
             agree(failure, f"checkpoint of step {step}")
         except BaseException as exc:
-            # Every rank removes the directory: on node-local disks each holds its shards.
+            # Every rank removes the directory (rmtree tolerates the others doing the same).
             self._drop_unfinished(name, step, exc)
             raise
         if dist.get_rank() == 0:
@@ -450,8 +450,16 @@ class CheckpointManager:
         except FileNotFoundError as exc:
             raise DataError(f"{self.storage.join(name)}: no manifest") from exc
         if info.kind == "sharded":
-            for fname in info.files:
-                self._read_verified(info, fname)
+            failure: OSError | DataError | None = None
+            try:
+                for fname in info.files:
+                    self._read_verified(info, fname)
+            except (OSError, DataError) as exc:
+                failure = exc
+            if distributed_world()[1] > 1:  # every rank falls back together, or none does
+                agree(failure, f"verifying {self.storage.join(name)}", DataError)
+            elif failure is not None:
+                raise failure
             assert isinstance(self.storage, LocalStorage)
             return info.step, load_sharded(self.storage.join(name))
         meta, stored = self._load_parts(info)

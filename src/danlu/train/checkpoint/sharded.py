@@ -29,14 +29,14 @@ def distributed_world() -> tuple[int, int]:
     return 0, 1
 
 
-def agree(failure: BaseException | None, what: str) -> None:
+def agree(failure: BaseException | None, what: str, other: type[Exception] = RuntimeError) -> None:
     """Collective: raise on every rank when ``what`` failed on any rank.
 
     A rank whose own step failed re-raises its ``failure``; the others raise an error naming
-    the first rank that failed and its message (an :class:`OSError` with the same errno
-    when it was one, so a full disk reads the same on every rank). Without it a rank whose
-    step failed leaves the others waiting in the next collective until the process group's
-    timeout.
+    the first rank that failed and its message: an :class:`OSError` with the same errno
+    when it was one (so a full disk reads the same on every rank), else ``other``. Without
+    it a rank whose step failed leaves the others waiting in the next collective until the
+    process group's timeout, or going on alone.
     """
     dist = torch.distributed
     _, world = distributed_world()
@@ -45,11 +45,11 @@ def agree(failure: BaseException | None, what: str) -> None:
     dist.all_gather_object(outcomes, outcome)
     if failure is not None:
         raise failure
-    for rank, other in enumerate(outcomes):
-        if other is not None:
-            message, code = other
+    for rank, outcome_of_rank in enumerate(outcomes):
+        if outcome_of_rank is not None:
+            message, code = outcome_of_rank
             text = f"{what} failed on rank {rank}: {message}"
-            raise OSError(code, text) if isinstance(code, int) else RuntimeError(text)
+            raise OSError(code, text) if isinstance(code, int) else other(text)
 
 
 def save_sharded(state: dict[str, Any], path: str) -> list[str]:
@@ -99,6 +99,7 @@ def load_sharded(path: str, template: dict[str, Any] | None = None) -> dict[str,
     without an initialised process group.
     """
     from torch.distributed.checkpoint import filesystem, metadata, state_dict_loader
+    from torch.distributed.checkpoint.api import CheckpointException
 
     try:
         with open(os.path.join(path, SKELETON), "rb") as f:
@@ -119,6 +120,6 @@ def load_sharded(path: str, template: dict[str, Any] | None = None) -> dict[str,
         with warnings.catch_warnings():  # DCP warns that it loads in a single process
             warnings.filterwarnings("ignore", message="torch.distributed is disabled")
             state_dict_loader.load(tensors, checkpoint_id=path, no_dist=world == 1)
-    except Exception as exc:  # DCP wraps per-rank failures in CheckpointException
+    except (Exception, CheckpointException) as exc:  # DCP's is a BaseException
         raise DataError(f"{path}: cannot load sharded checkpoint: {exc}") from exc
     return codec.decode(skeleton, tensors)  # type: ignore[no-any-return]
