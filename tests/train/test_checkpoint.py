@@ -228,6 +228,20 @@ def test_incremental_is_smaller_and_restores_exactly(tmp_path: Path) -> None:
         assert step == info.step and _equal_trees(state, loaded)
 
 
+def test_a_state_key_named_like_a_delta_round_trips(tmp_path: Path) -> None:
+    """``w``'s delta is stored as ``w::delta``: a tensor of the state with that name, stored
+    whole, overwrote it (the checkpoint then verified but could not be loaded)."""
+    mgr = CheckpointManager(str(tmp_path), incremental=True)
+    first = {"w": torch.zeros(1000), "w::delta": torch.ones(7)}
+    mgr.save(1, first)
+    second = {"w": first["w"].clone(), "w::delta": torch.ones(8)}  # new shape: stored whole
+    second["w"][3] = 5.0
+    mgr.save(2, second)
+    assert mgr.list_checkpoints()[-1].kind == "incremental"
+    step, loaded = CheckpointManager(str(tmp_path)).load_latest()  # type: ignore[misc]
+    assert step == 2 and _equal_trees(second, loaded)
+
+
 def test_incremental_base_corruption_falls_back(tmp_path: Path) -> None:
     mgr = CheckpointManager(str(tmp_path), incremental=True, full_every=3, keep_last=10)
     for step in range(1, 6):

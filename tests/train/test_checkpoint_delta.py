@@ -96,3 +96,13 @@ def test_corrupt_or_mismatched_deltas_raise() -> None:
         delta.encode(new.double(), base)
     with pytest.raises(DataError, match="trailing"):
         delta.decode(base, torch.cat([payload, torch.zeros(3, dtype=torch.uint8)]), spec)
+    # bytes that are no deflate stream, and specs of the wrong shape (zlib.error and
+    # TypeError escaped before, so a loader could not fall back past them)
+    deflated = next(p for p in spec["planes"] if p[2])
+    noise = torch.full((deflated[0],), 0xFF, dtype=torch.uint8)
+    with pytest.raises(DataError, match="inflate"):
+        delta.decode(base, noise, {**spec, "mask": None, "nnz": 100, "planes": [deflated] * 4})
+    with pytest.raises(DataError, match="mask spec"):
+        delta.decode(base, payload, {**spec, "mask": [1, 2]})
+    with pytest.raises(DataError, match="plane spec"):
+        delta.decode(base, payload, {**spec, "planes": [[1]] * 4})

@@ -43,7 +43,10 @@ def _deflate(data: bytes) -> bytes:
 
 
 def _inflate(data: bytes, size: int) -> bytes:
-    out = zlib.decompress(data, -15)
+    try:
+        out = zlib.decompress(data, -15)
+    except zlib.error as exc:
+        raise DataError(f"delta plane does not inflate: {exc}") from None
     if len(out) != size:
         raise DataError("delta plane does not inflate to its recorded size")
     return out
@@ -134,12 +137,18 @@ def decode(base: torch.Tensor, payload: torch.Tensor, spec: dict[str, Any]) -> t
 
     mask = None
     if mask_spec is not None:
-        packed = np.frombuffer(take(*[int(x) for x in mask_spec]), dtype=np.uint8)
+        try:
+            stored, raw, deflated = (int(x) for x in mask_spec)
+        except (TypeError, ValueError) as exc:
+            raise DataError(f"malformed delta mask spec {mask_spec!r}") from exc
+        packed = np.frombuffer(take(stored, raw, deflated), dtype=np.uint8)
         mask = np.unpackbits(packed, count=numel, bitorder="little").astype(bool)
         if int(np.count_nonzero(mask)) != nnz:
             raise DataError("delta mask does not match its element count")
     planes = np.empty((nnz, size), dtype=np.uint8)
     for i, p in enumerate(plane_specs):
+        if len(p) != 3:
+            raise DataError(f"malformed delta plane spec {p!r}")
         plane = np.frombuffer(take(*p), dtype=np.uint8)
         if plane.size != nnz:
             raise DataError("delta plane has the wrong length")

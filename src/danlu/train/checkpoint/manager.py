@@ -303,7 +303,8 @@ class CheckpointManager:
                 d = delta.encode(t, ref)
                 if d is None:
                     layout[key] = "base"
-                elif d[0].numel() >= t.numel() * t.element_size():
+                elif d[0].numel() >= t.numel() * t.element_size() or key + "::delta" in tensors:
+                    # whole when smaller, or when the delta's name is one of the state's own
                     layout[key], stored[key] = "full", t
                 else:
                     layout[key] = {"delta": d[1]}
