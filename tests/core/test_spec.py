@@ -108,6 +108,10 @@ def test_gpu_memory_auto_and_units() -> None:
         (_spec(command=["python", "y" * 131_072]), "command.1", "pass large data in a file"),
         (_spec(command=["x" * 100_000] * 12), "command", "at most 1,048,576"),
         (_spec(env={"A": _nested(40)}), "env.A" + ".0" * 30, "deeper than 32"),
+        # a location the job is handed whatever its working directory
+        (_spec(checkpoint_dir="ckpt/run1"), "checkpoint_dir", "absolute path nor a URL"),
+        (_spec(checkpoint_dir=""), "checkpoint_dir", "s3://bucket/run1"),
+        (_spec(checkpoint_dir="/" + "c" * 4096), "checkpoint_dir", "at most 4,096"),
     ],
 )
 def test_errors_name_the_dotted_field_and_the_fix(
@@ -119,6 +123,11 @@ def test_errors_name_the_dotted_field_and_the_fix(
     assert str(info.value).startswith(f"{field}: ")
     assert hint in str(info.value) and len(str(info.value)) < 300
     assert isinstance(info.value, DanluError) and isinstance(info.value, ValueError)
+
+
+@pytest.mark.parametrize("where", ["/shared/ckpt/run1", "s3://bucket/run1", "file:///tmp/c"])
+def test_a_checkpoint_dir_is_an_absolute_path_or_a_url(where: str) -> None:
+    assert parse_spec(_spec(checkpoint_dir=where)).checkpoint_dir == where
 
 
 def test_a_stored_spec_is_read_as_it_was_accepted() -> None:

@@ -86,6 +86,29 @@ def test_preempted_job_checkpoints_and_resumes(tmp_path: Path) -> None:
     assert "preempt" in events[2]["reason"].lower() or events[2]["reason"]
 
 
+def test_a_specs_checkpoint_dir_is_the_jobs_and_others_get_their_own(tmp_path: Path) -> None:
+    """``checkpoint_dir`` was accepted and then ignored: every job got the home's directory."""
+    show = "import os, sys; open(sys.argv[1], 'w').write(os.environ['DANLU_CHECKPOINT_DIR'])"
+    mine, told, given = tmp_path / "shared" / "run1", tmp_path / "told", tmp_path / "given"
+    with live_server(tmp_path, fake_gpus="2x80GiB") as live, live.client() as c:
+        chosen = submit(
+            c,
+            {
+                "name": "chosen",
+                "command": [sys.executable, "-c", show, str(told)],
+                "checkpoint_dir": str(mine),
+            },
+        )
+        own = submit(c, {"name": "own", "command": [sys.executable, "-c", show, str(given)]})
+        wrong = c.post("/jobs", json={"name": "rel", "command": ["true"], "checkpoint_dir": "ck"})
+        for job in (chosen, own):
+            wait_state(c, job["id"], "SUCCEEDED", timeout=30)
+    assert told.read_text() == str(mine)
+    assert not mine.exists()  # the job's to create: the control plane never touches it
+    assert given.read_text() == str(tmp_path / "home" / "checkpoints" / own["id"])
+    assert wrong.status_code == 422 and "absolute path nor a URL" in wrong.text
+
+
 def test_failures_restart_with_backoff_then_fail(tmp_path: Path) -> None:
     with live_server(tmp_path, fake_gpus="1x80GiB") as live, live.client() as c:
         job = submit(c, spec("flaky", "import sys; print('boom'); sys.exit(3)", max_restarts=1))

@@ -177,6 +177,9 @@ class JobSpec(_Strict):
     preemptible: bool = True
     max_restarts: int = Field(default=3, ge=0)
     checkpoint_dir: str | None = None
+    """Where the job's checkpoints go (``DANLU_CHECKPOINT_DIR``): an absolute path or a URL
+    (``s3://bucket/prefix``); the job writes there, danlu itself never touches it. Unset, the
+    control plane gives each job a directory of its own under its home."""
     deadline: float | None = Field(default=None, gt=0)
     """Seconds after submission by which the job should finish."""
 
@@ -293,6 +296,24 @@ def check_limits(spec: JobSpec) -> None:
     for field, text in (("project", spec.project), ("user", spec.user)):
         if len(text) > 63:
             raise SpecError(field, f"{quoted(text)} is longer than 63 characters")
+    if spec.checkpoint_dir is not None and not is_checkpoint_location(spec.checkpoint_dir):
+        raise SpecError(
+            "checkpoint_dir",
+            f"{quoted(spec.checkpoint_dir)} is neither an absolute path nor a URL "
+            f"(at most {MAX_PATH:,} characters): write /shared/ckpt/run1 or s3://bucket/run1, "
+            "or leave it out for a directory of the job's own",
+        )
+
+
+MAX_PATH = 4096
+"""The longest ``checkpoint_dir`` (Linux's PATH_MAX)."""
+_URL = re.compile(r"^[A-Za-z][A-Za-z0-9+.-]*://")
+
+
+def is_checkpoint_location(text: str) -> bool:
+    """True for an absolute path or a URL of at most :data:`MAX_PATH` characters: what the
+    job can be handed as ``DANLU_CHECKPOINT_DIR`` whatever its working directory."""
+    return 0 < len(text) <= MAX_PATH and (text.startswith("/") or bool(_URL.match(text)))
 
 
 def _check_exec_size(spec: JobSpec) -> None:

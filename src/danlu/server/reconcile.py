@@ -40,6 +40,7 @@ from sqlalchemy.orm import Session
 
 from danlu.config import Settings
 from danlu.core.errors import ConfigError, DanluError, PlacementError, SpecError
+from danlu.core.spec import is_checkpoint_location
 from danlu.core.state import JobState
 from danlu.executors import (
     ExecStatus,
@@ -628,8 +629,14 @@ class Reconciler:
         spec = jobs.job_spec(job)
         allocation = to_allocation(job.allocation, self.executor.inventory())
         slots = JobLaunch.slots(allocation, shared_memory=bool(job.gpu_memory_per_gpu) or None)
-        checkpoint = self.checkpoints / job.id  # job ids are validated names
-        checkpoint.mkdir(parents=True, exist_ok=True, mode=0o700)
+        checkpoint = spec.checkpoint_dir
+        if checkpoint is None or not is_checkpoint_location(checkpoint):
+            # The job's own directory; a spec stored before locations were checked that
+            # names a relative path gets it too, as it always did. A location of the
+            # spec's is the job's: the control plane neither creates nor reads it.
+            own = self.checkpoints / job.id  # job ids are validated names
+            own.mkdir(parents=True, exist_ok=True, mode=0o700)
+            checkpoint = str(own)
         token = users.issue_token(session, job.user, f"job {job.id}#{job.attempt}", job_id=job.id)
         return JobLaunch(
             job_id=job.id,
@@ -637,7 +644,7 @@ class Reconciler:
             env=dict(spec.env),
             gpus=slots,
             shell=spec.shell,
-            checkpoint_dir=str(checkpoint),
+            checkpoint_dir=checkpoint,
             restart_count=job.restarts,
             batch_size=job.batch_size,
             micro_batch_limit=job.micro_batch_limit,
