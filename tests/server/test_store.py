@@ -105,6 +105,35 @@ def test_tokens_issued_to_runs_are_scoped_to_their_job_on_upgrade(db_url: str) -
     db.dispose()
 
 
+def test_unfinished_jobs_get_their_deadline_on_upgrade(db_url: str) -> None:
+    """Migration 0007 gives the jobs not finished yet ``deadline_at`` from their stored
+    spec's ``deadline``; finished ones and those without one keep null."""
+    from danlu.core.cluster import Node
+    from danlu.server.services import cluster, jobs, users
+
+    db = Database(db_url)
+    try:
+        with db.session() as s:
+            alice = users.create_user(s, "alice")
+            cluster.replace_inventory(s, [Node("n", 1)])
+            body = {"command": ["true"]}
+            due = jobs.submit(s, {"name": "due", "deadline": 60, **body}, alice, now=1000.0)
+            done = jobs.submit(s, {"name": "done", "deadline": 60, **body}, alice, now=1000.0)
+            free = jobs.submit(s, {"name": "free", **body}, alice, now=1000.0)
+            jobs.cancel_job(s, done.id, now=1001.0)
+            ids = (due.id, done.id, free.id)
+        with db.engine.begin() as conn:
+            config = alembic_config()
+            config.attributes["connection"] = conn
+            command.downgrade(config, "0006")
+    finally:
+        upgrade_database(db.engine)
+    with db.engine.connect() as conn:
+        rows = dict(conn.execute(text("SELECT id, deadline_at FROM jobs")).all())
+    assert [rows[i] for i in ids] == [1060.0, None, None]
+    db.dispose()
+
+
 def test_fresh_sqlite_file_is_created_and_migrated(tmp_path: Path) -> None:
     url = f"sqlite:///{tmp_path}/home/sub/danlu.db"
     upgrade_database(url)

@@ -181,7 +181,8 @@ class JobSpec(_Strict):
     (``s3://bucket/prefix``); the job writes there, danlu itself never touches it. Unset, the
     control plane gives each job a directory of its own under its home."""
     deadline: float | None = Field(default=None, gt=0)
-    """Seconds after submission by which the job should finish."""
+    """Seconds after submission by which the job must finish: the control plane cancels a
+    job not finished by then (a running one is stopped as by a cancel)."""
 
     @field_validator("name")
     @classmethod

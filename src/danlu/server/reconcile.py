@@ -85,6 +85,8 @@ class RoundReport:
     launched: list[str] = field(default_factory=list)
     preempted: list[str] = field(default_factory=list)
     stopped: list[str] = field(default_factory=list)
+    expired: list[str] = field(default_factory=list)
+    """Jobs cancelled because their deadline passed."""
     errors: list[str] = field(default_factory=list)
 
 
@@ -272,6 +274,7 @@ class Reconciler:
                 self._adopted = True
             if not self._swept:
                 self._swept = self._requeue_lost(t, report)
+            self._expire(t, report)
             to_launch = self._poll(t, now, report)
             started = self._schedule(resolve_now(now), report)
             pending = [*started, *(j for j in to_launch if j not in started)]
@@ -363,6 +366,22 @@ class Reconciler:
         finally:
             self._release(claimed)
         return len(claimed) == len(lost)
+
+    def _expire(self, t: float, report: RoundReport) -> None:
+        """Cancel the jobs whose deadline has passed: a queued one ends now, a running one
+        is stopped by this pass's poll. A job another request changed meanwhile is left to
+        the next pass."""
+        with self.db.read_session() as session:
+            due = jobs.expired(session, t)
+        for job_id in due:
+            try:
+                with self.db.session() as session:
+                    job = jobs.get_job(session, job_id)
+                    jobs.cancel_job(session, job_id, reason=jobs.deadline_reason(job), now=t)
+            except DanluError as exc:  # finished or cancelled meanwhile
+                log.debug("reconcile: deadline of %s: %s", job_id, exc)
+                continue
+            report.expired.append(job_id)
 
     def _claim(self, ids: list[str], t: float) -> set[str]:
         if not ids:

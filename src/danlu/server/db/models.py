@@ -168,6 +168,9 @@ class Job(LockMixin, Base):
     last_step: Mapped[int | None] = mapped_column(BigInteger, default=None)
     cancel_requested_at: Mapped[float | None] = mapped_column(Double, default=None)
     cancel_reason: Mapped[str | None] = mapped_column(Text, default=None)
+    deadline_at: Mapped[float | None] = mapped_column(Double, default=None, index=True)
+    """``submitted_at`` plus the spec's ``deadline``: a job not finished by then is cancelled
+    (:func:`danlu.server.services.jobs.expire_deadlines`); null without a deadline."""
     marks: Mapped[dict[str, float] | None] = mapped_column(JSON, default=None)
     observed: Mapped[dict[str, float] | None] = mapped_column(JSON, default=None)
     """The last measurement of the job's run from its metric reports (see

@@ -44,6 +44,9 @@ class JobOut(BaseModel):
     submitted_at: float
     started_at: float | None
     finished_at: float | None
+    deadline_at: float | None = None
+    """When the job must have finished (submission plus the spec's ``deadline``): an
+    unfinished job is cancelled then. Null without a deadline."""
     exit_code: int | None
     pending_reason: str | None
     allocation: list[Share]
@@ -209,6 +212,7 @@ def job_out(job: Job) -> dict[str, Any]:
         "submitted_at": job.submitted_at,
         "started_at": job.started_at,
         "finished_at": job.finished_at,
+        "deadline_at": job.deadline_at,
         "exit_code": job.exit_code,
         "pending_reason": job.pending_reason,
         "allocation": allocation,

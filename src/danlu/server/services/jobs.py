@@ -147,6 +147,7 @@ def submit(
         else None,
         batch_size=parsed.training.global_batch_size,
         submitted_at=t,
+        deadline_at=None if parsed.deadline is None else t + parsed.deadline,
         pending_reason="waiting for the next scheduling round",
     )
     session.add(job)
@@ -406,6 +407,24 @@ def cancel_job(
         return job
     change_state(session, job, JobState.CANCELLED, why, t)
     return job
+
+
+def deadline_reason(job: Job) -> str:
+    """Why a job was cancelled at its deadline."""
+    allowed = (job.deadline_at or job.submitted_at) - job.submitted_at
+    return f"deadline passed: not finished {allowed:g}s after submission"
+
+
+def expired(session: Session, now: float | None = None) -> list[str]:
+    """Ids of the unfinished jobs whose deadline has passed and that are not being cancelled
+    yet, in submission order (for :func:`cancel_job` with :func:`deadline_reason`)."""
+    t = resolve_now(now)
+    query = select(Job.id).where(
+        Job.deadline_at <= t,
+        Job.state.not_in([s.value for s in JobState if s.terminal]),
+        Job.cancel_requested_at.is_(None),
+    )
+    return list(session.scalars(query.order_by(Job.seq)))
 
 
 def cancellations(session: Session) -> list[Job]:
