@@ -133,6 +133,8 @@ class Job(LockMixin, Base):
             "observed_version",
             "project_id",
         ),
+        # the deadlines due among the unfinished jobs, however many finished ones had one
+        Index("ix_jobs_state_deadline_at", "state", "deadline_at"),
     )
 
     seq: Mapped[int] = mapped_column(BigId, primary_key=True, autoincrement=True)
@@ -168,7 +170,7 @@ class Job(LockMixin, Base):
     last_step: Mapped[int | None] = mapped_column(BigInteger, default=None)
     cancel_requested_at: Mapped[float | None] = mapped_column(Double, default=None)
     cancel_reason: Mapped[str | None] = mapped_column(Text, default=None)
-    deadline_at: Mapped[float | None] = mapped_column(Double, default=None, index=True)
+    deadline_at: Mapped[float | None] = mapped_column(Double, default=None)
     """``submitted_at`` plus the spec's ``deadline``: a job not finished by then is cancelled
     (:func:`danlu.server.services.jobs.expire_deadlines`); null without a deadline."""
     marks: Mapped[dict[str, float] | None] = mapped_column(JSON, default=None)

@@ -419,9 +419,9 @@ def expired(session: Session, now: float | None = None) -> list[str]:
     """Ids of the unfinished jobs whose deadline has passed and that are not being cancelled
     yet, in submission order (for :func:`cancel_job` with :func:`deadline_reason`)."""
     t = resolve_now(now)
-    query = select(Job.id).where(
+    query = select(Job.id).where(  # state IN (...): ix_jobs_state_deadline_at's ranges
+        Job.state.in_([s.value for s in JobState if not s.terminal]),
         Job.deadline_at <= t,
-        Job.state.not_in([s.value for s in JobState if s.terminal]),
         Job.cancel_requested_at.is_(None),
     )
     return list(session.scalars(query.order_by(Job.seq)))

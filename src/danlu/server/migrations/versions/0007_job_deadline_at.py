@@ -1,5 +1,5 @@
 """Jobs: when a job with a ``deadline`` in its spec must have finished (``deadline_at``,
-its submission time plus the deadline), indexed for the reconcile loop. Jobs not finished
+its submission time plus the deadline), indexed by state for the reconcile loop. Jobs not finished
 yet get theirs from their stored spec.
 
 Revision ID: 0007
@@ -26,7 +26,7 @@ _FINISHED = ("SUCCEEDED", "FAILED", "CANCELLED")
 def upgrade() -> None:
     with op.batch_alter_table("jobs") as batch:
         batch.add_column(sa.Column("deadline_at", sa.Double(), nullable=True))
-        batch.create_index("ix_jobs_deadline_at", ["deadline_at"])
+        batch.create_index("ix_jobs_state_deadline_at", ["state", "deadline_at"])
     bind = op.get_bind()
     rows = bind.execute(
         sa.text("SELECT seq, spec, submitted_at FROM jobs WHERE state NOT IN :done").bindparams(
@@ -48,5 +48,5 @@ def upgrade() -> None:
 
 def downgrade() -> None:
     with op.batch_alter_table("jobs") as batch:
-        batch.drop_index("ix_jobs_deadline_at")
+        batch.drop_index("ix_jobs_state_deadline_at")
         batch.drop_column("deadline_at")
