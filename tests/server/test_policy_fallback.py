@@ -7,12 +7,16 @@ from __future__ import annotations
 
 import logging
 from pathlib import Path
+from typing import Any
 
 import pytest
 from helpers import live_server, spec
+from sqlalchemy import event
+from sqlalchemy.orm import Session
 
 from danlu.core.cluster import Allocation
 from danlu.sched.view import ClusterView, Plan, Start
+from danlu.server import reconcile
 from danlu.server.reconcile import Reconciler
 
 
@@ -49,6 +53,37 @@ def test_a_policy_that_raises_leaves_the_round_to_fifo(
         assert "danlu_policy_failures_total 1.0" in metrics
         # once nothing waits, the policy's own plans are used again
         assert any("policy 'broken' works again" in r.getMessage() for r in caplog.records)
+
+
+def test_works_again_is_logged_once_the_policys_plan_is_committed(
+    tmp_path: Path, caplog: pytest.LogCaptureFixture, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Before, "works again" was logged before the round's transaction committed."""
+    with live_server(tmp_path, fake_gpus="2x80GiB", start_loops=False) as live, live.client() as c:
+        state = live.prepared.app.state.danlu if live.prepared else None
+        assert state is not None
+        loop = Reconciler(state.db, state.executor, state.settings, policy=BrokenPolicy())
+        c.post("/jobs", json=spec("poison", "pass"))
+        real_apply = reconcile.apply_plan
+
+        def apply_then_fail_commit(session: Session, *args: Any) -> Any:
+            def refuse(_session: Session) -> None:
+                raise RuntimeError("the disk went away")
+
+            event.listen(session, "before_commit", refuse)
+            return real_apply(session, *args)
+
+        with caplog.at_level(logging.WARNING, logger="danlu.server.reconcile"):
+            assert loop.run_once().errors  # fifo ran this round: the policy is failing
+            monkeypatch.setattr(reconcile, "apply_plan", apply_then_fail_commit)
+            with pytest.raises(RuntimeError, match="disk went away"):
+                loop.run_once()  # the policy planned (nothing pending), the commit failed
+            assert not any("works again" in r.getMessage() for r in caplog.records)
+            monkeypatch.setattr(reconcile, "apply_plan", real_apply)
+            loop.run_once()
+        assert [r.getMessage() for r in caplog.records if "works again" in r.getMessage()] == [
+            "policy 'broken' works again (after: ZeroDivisionError: division by zero)"
+        ]
 
 
 class OverAllocatingPolicy:

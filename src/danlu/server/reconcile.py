@@ -481,13 +481,14 @@ class Reconciler:
             else:
                 plan, own = self._plan(snapshot.view, report)
             applied = apply_plan(session, plan, t, snapshot.withheld, snapshot)
-            if own:
-                self._policy_failures.worked()
-            return (
+            recorded = (
                 [j.id for j in applied.started],
                 [(j.id, j.attempt) for j in applied.resized],
                 [(j.id, j.attempt) for j in applied.preempted],
             )
+        if own:  # once the plan is committed
+            self._policy_failures.worked()
+        return recorded
 
     def _plan(self, view: ClusterView, report: RoundReport) -> tuple[Plan, bool]:
         """The policy's plan for ``view``. When the policy raises (a bug, a state it cannot
