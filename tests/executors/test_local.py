@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import os
 import subprocess
 import sys
 import time
@@ -235,6 +236,48 @@ def test_sigterm_ignored_then_sigkill_whole_group(ex: LocalExecutor, tmp_path: P
         time.sleep(0.02)
     assert proc_start_time(job_pid) is None
     assert proc_start_time(grandchild) is None, "grandchild outlived its job's process group"
+
+
+DAEMON = (
+    "import os, pathlib, signal, sys, time\n"
+    "group = os.getpgid(0)\n"
+    "if os.fork() == 0:\n"
+    "    os.setsid()  # out of the job's process group and session\n"
+    "    if os.fork() == 0:\n"
+    "        signal.signal(signal.SIGTERM, signal.SIG_IGN)\n"
+    "        pathlib.Path(sys.argv[1]).write_text(f'{os.getpid()} {group}')\n"
+    "        time.sleep(60)\n"
+    "    os._exit(0)\n"
+    "os.wait()\n"
+    "while not pathlib.Path(sys.argv[1]).exists():\n"
+    "    time.sleep(0.01)\n"
+    "time.sleep(float(sys.argv[2]))\n"
+)
+
+
+def _gone(pid: int, timeout: float = 5.0) -> bool:
+    deadline = time.monotonic() + timeout
+    while proc_start_time(pid) is not None and time.monotonic() < deadline:
+        time.sleep(0.02)
+    return proc_start_time(pid) is None
+
+
+@pytest.mark.parametrize("stop", [False, True], ids=["exits", "cancelled"])
+def test_a_daemon_that_left_the_jobs_process_group_ends_with_the_job(
+    ex: LocalExecutor, tmp_path: Path, stop: bool
+) -> None:
+    """A process that double-forked into a session of its own (as a daemon does) escaped
+    the kill of the job's process group and outlived the job, holding its GPUs."""
+    pid_file = tmp_path / "daemon"
+    job = JobLaunch("daemon", (PY, "-c", DAEMON, str(pid_file), "60" if stop else "0"))
+    handle = ex.submit(job)
+    daemon, group = map(int, wait_for(pid_file).split())
+    assert os.getpgid(daemon) != group  # outside the job's process group
+    if stop:
+        ex.cancel(handle)
+    status = wait(ex, handle)
+    assert status.outcome is (Outcome.FAILED if stop else Outcome.SUCCEEDED)
+    assert _gone(daemon), "the daemon outlived its job"
 
 
 def test_cancel_kills(ex: LocalExecutor) -> None:

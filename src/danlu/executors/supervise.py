@@ -12,6 +12,12 @@ Stopping: the executor writes ``RUN_DIR/stop.json`` (``{"reason": ..., "grace": 
 sends SIGTERM to the supervisor, which forwards SIGTERM to the job's process group and sends
 SIGKILL to the group once the grace period has passed.
 
+Processes that leave the job's process group (a daemon double-forks into a session of its
+own) are the job's too: on Linux the supervisor is their *child subreaper*
+(``PR_SET_CHILD_SUBREAPER``), so they stay its descendants when their parents exit, get the
+group's signals, and are killed with the group's stragglers when the job ends. A daemon that
+setsid'ed would otherwise outlive its job, holding the job's GPUs.
+
 Standard library only, so it also runs as a plain script under ``python -I`` (isolated from the
 job's PYTHONPATH and friends).
 """
@@ -19,6 +25,7 @@ job's PYTHONPATH and friends).
 from __future__ import annotations
 
 import contextlib
+import ctypes
 import json
 import os
 import signal
@@ -85,6 +92,42 @@ def alive(pid: int | None, start: int | None) -> bool:
     return pid is not None and start is not None and proc_start_time(pid) == start
 
 
+PR_SET_CHILD_SUBREAPER = 36
+"""prctl(2) option (Linux >= 3.4): orphaned descendants are re-parented to this process."""
+
+
+def become_subreaper() -> bool:
+    """Make this process the child subreaper of its descendants; False where the system
+    cannot (not Linux)."""
+    try:
+        libc = ctypes.CDLL(None, use_errno=True)
+        return int(libc.prctl(PR_SET_CHILD_SUBREAPER, 1, 0, 0, 0)) == 0
+    except (OSError, AttributeError):
+        return False
+
+
+def descendants(root: int) -> list[int]:
+    """The pids of the live processes below ``root`` (from /proc), parents first."""
+    children: dict[int, list[int]] = {}
+    for entry in os.scandir("/proc"):
+        if not entry.name.isdigit():
+            continue
+        try:
+            raw = Path(entry.path, "stat").read_bytes()
+        except OSError:
+            continue  # gone meanwhile
+        fields = raw[raw.rindex(b")") + 2 :].split()
+        if fields[0] not in (b"Z", b"X"):
+            children.setdefault(int(fields[1]), []).append(int(entry.name))
+    out: list[int] = []
+    todo = list(children.get(root, ()))
+    while todo:
+        pid = todo.pop()
+        out.append(pid)
+        todo.extend(children.get(pid, ()))
+    return out
+
+
 def exit_code_of(returncode: int) -> int:
     """Popen's return code in the shell convention (128 + N for death by signal N)."""
     return returncode if returncode >= 0 else 128 - returncode
@@ -102,11 +145,18 @@ def main(argv: list[str]) -> int:
         return 2
     child: subprocess.Popen[bytes] | None = None
     stopping: list[bool] = []
+    subreaper = become_subreaper()
 
     def kill_group(sig: int) -> None:
-        if child is not None:
+        """``sig`` to the job's process group and to the job's processes that left it."""
+        if child is None:
+            return
+        with contextlib.suppress(ProcessLookupError, PermissionError):
+            os.killpg(child.pid, sig)
+        for pid in descendants(os.getpid()) if subreaper else ():
             with contextlib.suppress(ProcessLookupError, PermissionError):
-                os.killpg(child.pid, sig)
+                if os.getpgid(pid) != child.pid:
+                    os.kill(pid, sig)
 
     def on_stop(signum: int, frame: FrameType | None) -> None:
         stop = read_json(run_dir / STOP) or {}
@@ -161,7 +211,8 @@ def main(argv: list[str]) -> int:
         kill_group(signal.SIGTERM)
     returncode = child.wait()
     signal.setitimer(signal.ITIMER_REAL, 0)
-    kill_group(signal.SIGKILL)  # stragglers of the job's process group (grandchildren)
+    kill_group(signal.SIGKILL)  # stragglers of the job's process group, and its daemons
+    _reap()
     code = exit_code_of(returncode)
     done = {
         "exit_code": code,
@@ -178,6 +229,21 @@ def main(argv: list[str]) -> int:
                 _warn(f"danlu supervisor: cannot record the job's exit ({code}): {exc}")
                 return 0 if code == 0 else 1
             time.sleep(1.0)
+
+
+def _reap(wait_s: float = 1.0) -> None:
+    """Collect the exit of the descendants killed (re-parented to us as subreaper), for up
+    to ``wait_s`` seconds: they are gone, not zombies, once the run is recorded as over."""
+    deadline = time.monotonic() + wait_s
+    while True:
+        try:
+            pid, _ = os.waitpid(-1, os.WNOHANG)
+        except ChildProcessError:
+            return  # no children left
+        if pid == 0:
+            if time.monotonic() >= deadline:
+                return
+            time.sleep(0.01)
 
 
 def _warn(text: str) -> None:
