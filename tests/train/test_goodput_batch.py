@@ -262,3 +262,43 @@ def test_probes_land_on_the_same_steps_after_a_resume(tmp_path: Path) -> None:
     assert [r["step"] for r in history if r.get("probe") == 1] == [1, 8, 15, 22, 29]
     for a, b in zip(straight.parameters(), resumed.parameters(), strict=True):
         assert torch.equal(a, b)
+
+
+@pytest.mark.parametrize(("mode", "every"), [("gns", 1), ("gns", 5), ("schedule", 4)])
+def test_the_gradient_noise_estimate_is_resumed_with_the_run(
+    tmp_path: Path, mode: str, every: int
+) -> None:
+    """The noise estimate steers a ``"gns"`` batch and AdaScale's LR; it was not in the
+    checkpoint, so a resumed run chose other batches (and steps) than one that never
+    stopped. Found by resuming random configurations of ``fit`` half way."""
+
+    def run(steps: int, checkpoint_dir: str | None) -> tuple[torch.nn.Module, int]:
+        torch.manual_seed(0)
+        model = tiny_model()
+        ctx = dt.fit(
+            model,
+            torch.optim.SGD(model.parameters(), lr=0.01, momentum=0.9),
+            tiny_regression(n=67),
+            mse_loss,
+            epochs=2,
+            global_batch_size=2,
+            micro_batch_size=1,
+            max_steps=steps,
+            adaptive_batch=AdaptiveBatch(mode, 2, total_steps=40, max_batch=64),
+            gns_every=2,
+            lr_scaling="adascale",
+            checkpoint_dir=checkpoint_dir,
+            checkpoint_every_steps=every,
+            metrics_file=False,
+            progress=False,
+            environ={},
+        )
+        return model, ctx.step_num
+
+    straight, steps = run(30, None)
+    ckpt = str(tmp_path / "ckpt")
+    run(12, ckpt)
+    resumed, resumed_steps = run(30, ckpt)
+    assert resumed_steps == steps
+    for a, b in zip(straight.parameters(), resumed.parameters(), strict=True):
+        assert torch.equal(a, b)

@@ -185,6 +185,16 @@ class GradientNoiseScale:
         self.sigma2 = b * self.sigma2 + (1 - b) * sigma2
         self.count += 1
 
+    def state_dict(self) -> dict[str, float | int]:
+        """The estimate so far (part of a checkpoint's ``data_state``)."""
+        return {"sigma2": self.sigma2, "mu2": self.mu2, "count": self.count}
+
+    def load_state_dict(self, state: dict[str, Any]) -> None:
+        """Resume from :meth:`state_dict` output."""
+        self.sigma2 = float(state["sigma2"])
+        self.mu2 = float(state["mu2"])
+        self.count = int(state["count"])
+
     @property
     def noise_scale(self) -> float | None:
         """Current B_noise estimate, or None before a usable estimate."""

@@ -497,6 +497,7 @@ class TrainContext:
             "engine_steps": self.engine.step_count,
             "norm_cadence": self.engine.cadence.state_dict(),
             "goodput": self.goodput.state_dict() if self.goodput is not None else None,
+            "gns": gns.state_dict() if (gns := self._gradient_noise) is not None else None,
         }
 
     def save(self, metrics: dict[str, float] | None = None) -> None:
@@ -559,6 +560,8 @@ class TrainContext:
             self.engine.cadence.load_state_dict(ds["norm_cadence"])
         if ds.get("goodput") is not None and self.goodput is not None:
             self.goodput.load_state_dict(ds["goodput"])
+        if ds.get("gns") is not None and (gns := self._gradient_noise) is not None:
+            gns.load_state_dict(ds["gns"])
         return True
 
     # ------------------------------------------------------------------ lifecycle
