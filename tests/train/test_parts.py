@@ -61,6 +61,29 @@ def test_sampler_exactly_once_across_world_size_changes(sizes: list[int]) -> Non
     assert sorted(seen) == list(range(n))
 
 
+def test_drop_last_trains_on_whole_batches_only_so_batch_norm_runs() -> None:
+    """A last batch of one sample failed a model with batch normalisation in training
+    mode ("Expected more than 1 value per channel"); ``drop_last`` skips the remainder."""
+    data = tiny_regression(n=33)
+
+    def run(**kw: object) -> dt.TrainContext:
+        torch.manual_seed(0)
+        model = torch.nn.Sequential(
+            torch.nn.Linear(8, 16), torch.nn.BatchNorm1d(16), torch.nn.Linear(16, 1)
+        )
+        opt = torch.optim.SGD(model.parameters(), lr=0.01)
+        return dt.fit(model, opt, data, mse_loss, epochs=2, global_batch_size=8, environ={}, **kw)
+
+    with pytest.raises(ValueError, match="more than 1 value per channel"):
+        run(metrics_file=False, progress=False)
+    ctx = run(drop_last=True, metrics_file=False, progress=False)
+    assert ctx.step_num == 8  # 4 whole batches of 8 an epoch; the 33rd sample is skipped
+    assert ctx.sampler is not None and ctx.sampler.epoch == 2  # both epochs done
+    s = dt.ElasticSampler(33, seed=5, drop_last=True)
+    windows = list(s.batches(lambda: 4, 1, 2, follow_commits=False))
+    assert [w.global_real for w in windows] == [8, 8, 8, 8] and s.epoch_done
+
+
 def test_lr_warmup_composes_with_a_torch_scheduler() -> None:
     model = tiny_model()
     opt = torch.optim.SGD(model.parameters(), lr=1.0)

@@ -619,6 +619,7 @@ def init(
     dataset_size: int | None = None,
     shuffle: bool = True,
     seed: int = 0,
+    drop_last: bool = False,
     checkpoint_dir: str | None = None,
     checkpoint_every_steps: int | None = None,
     checkpoint_every_seconds: float | None = None,
@@ -645,6 +646,8 @@ def init(
     ``MemoryModel`` of this training step, e.g. from ``fit_memory_model``), the largest
     micro-batch it predicts to fit ``DANLU_GPU_MEMORY_LIMIT`` (on a GPU without one: the
     device's memory) with 5 % to spare, else the whole local batch.
+    ``drop_last``: each epoch of ``ctx.batches()`` ends once fewer samples are left than one
+    global batch (for batch normalisation; see :mod:`danlu.train.data`).
     ``checkpoint_dir`` defaults to ``DANLU_CHECKPOINT_DIR``; ``anomaly`` is one of
     ``"skip"``, ``"rollback"``, ``"stop"``, ``"warn"`` or None; ``precision`` is ``"fp32"``,
     ``"fp16"`` or ``"bf16"``. ``environ`` replaces ``os.environ`` (tests).
@@ -722,7 +725,11 @@ def init(
         interval_s=report_interval_s,
     )
     reporter.start()
-    sampler = ElasticSampler(dataset_size, shuffle=shuffle, seed=seed) if dataset_size else None
+    sampler = (
+        ElasticSampler(dataset_size, shuffle=shuffle, seed=seed, drop_last=drop_last)
+        if dataset_size
+        else None
+    )
     ctx = TrainContext(
         env=env,
         distributed=dist,

@@ -12,6 +12,10 @@ lost or repeated within the epoch.
 
 At the end of an epoch a window may hold fewer samples than ranks; a rank that gets nothing
 receives one padding sample with ``real == 0`` (the training step weights its loss by zero).
+With ``drop_last`` an epoch ends instead once fewer samples are left than one step's global
+batch; they are skipped (committed unseen), so every step has the whole batch: what a model
+with batch normalisation needs (a last batch of one sample fails in training mode, and a
+padding sample would move its running statistics).
 """
 
 from __future__ import annotations
@@ -40,12 +44,15 @@ class LocalBatch:
 class ElasticSampler:
     """Seeded per-epoch permutation, sharded by window; see the module docstring."""
 
-    def __init__(self, n: int, *, shuffle: bool = True, seed: int = 0) -> None:
+    def __init__(
+        self, n: int, *, shuffle: bool = True, seed: int = 0, drop_last: bool = False
+    ) -> None:
         if n <= 0:
             raise ConfigError(f"dataset size must be positive, got {n}")
         self.n = n
         self.shuffle = shuffle
         self.seed = seed
+        self.drop_last = drop_last
         self.epoch = 0
         self.offset = 0
         self._perm: list[int] | None = None
@@ -96,7 +103,11 @@ class ElasticSampler:
         """
         start = 0
         while self.offset + start < self.n:
-            lb = self.window(start, local_batch(), rank, world_size)
+            local = local_batch()
+            if self.drop_last and self.n - self.offset - start < local * world_size:
+                self.offset = self.n  # the rest of the epoch is skipped, as committed
+                return
+            lb = self.window(start, local, rank, world_size)
             if not follow_commits:
                 start += lb.global_real
             yield lb
