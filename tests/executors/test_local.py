@@ -280,6 +280,42 @@ def test_a_daemon_that_left_the_jobs_process_group_ends_with_the_job(
     assert _gone(daemon), "the daemon outlived its job"
 
 
+ORPHANS = (
+    "import os, pathlib, sys, time\n"
+    "for _ in range(30):\n"
+    "    if os.fork() == 0:\n"
+    "        if os.fork() == 0:\n"
+    "            time.sleep(0.05)\n"
+    "        os._exit(0)  # the grandchild is orphaned, then exits\n"
+    "    os.wait()\n"
+    "time.sleep(0.5)\n"
+    "pathlib.Path(sys.argv[1]).write_text('spawned')\n"
+    "time.sleep(60)\n"
+)
+
+
+def test_orphans_the_job_leaves_are_reaped_while_it_runs(ex: LocalExecutor, tmp_path: Path) -> None:
+    """Orphans are re-parented to the supervisor: the ones that exit must not stay its
+    zombies for the rest of a long job (they hold process ids)."""
+    marker = tmp_path / "spawned"
+    handle = ex.submit(JobLaunch("orphans", (PY, "-c", ORPHANS, str(marker))))
+    wait_for(marker)
+    supervisor = json.loads((tmp_path / "state" / "runs" / "orphans" / "job.json").read_text())
+    zombies = []
+    for entry in Path("/proc").iterdir():
+        if entry.name.isdigit():
+            try:
+                raw = (entry / "stat").read_bytes()
+            except OSError:
+                continue
+            state, ppid = raw[raw.rindex(b")") + 2 :].split()[:2]
+            if int(ppid) == supervisor["supervisor_pid"] and state == b"Z":
+                zombies.append(entry.name)
+    ex.cancel(handle)
+    wait(ex, handle)
+    assert zombies == []
+
+
 def test_cancel_kills(ex: LocalExecutor) -> None:
     handle = ex.submit(launch("long", "import time; time.sleep(60)"))
     time.sleep(0.3)

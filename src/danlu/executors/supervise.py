@@ -169,10 +169,25 @@ def main(argv: list[str]) -> int:
     def on_alarm(signum: int, frame: FrameType | None) -> None:
         kill_group(signal.SIGKILL)
 
+    def on_child(signum: int, frame: FrameType | None) -> None:
+        """Reap the job's orphans as they exit (re-parented to us, they would stay zombies
+        until the job ends); the job's own process is left to ``child.wait()``."""
+        while child is not None:
+            try:
+                info = os.waitid(os.P_ALL, 0, os.WEXITED | os.WNOHANG | os.WNOWAIT)
+            except ChildProcessError:
+                return
+            if info is None or info.si_pid == child.pid:
+                return
+            with contextlib.suppress(ChildProcessError):
+                os.waitpid(info.si_pid, 0)
+
     # Python-level handlers (unlike SIG_IGN) are reset to the default in the exec'ed job.
     signal.signal(signal.SIGTERM, on_stop)
     signal.signal(signal.SIGINT, on_stop)
     signal.signal(signal.SIGALRM, on_alarm)
+    if subreaper:
+        signal.signal(signal.SIGCHLD, on_child)
     started = time.time()
     try:
         child = subprocess.Popen(
