@@ -10,6 +10,7 @@ from train_helpers import mse_loss, tiny_model, tiny_regression
 
 import danlu.train as dt
 from danlu.core.errors import ConfigError
+from danlu.train.accumulate import split
 from danlu.train.batch import AdaptiveBatch, GradientNoiseScale, PowerSchedule
 from danlu.train.scaling import lr_factor
 
@@ -82,6 +83,39 @@ def test_drop_last_trains_on_whole_batches_only_so_batch_norm_runs() -> None:
     s = dt.ElasticSampler(33, seed=5, drop_last=True)
     windows = list(s.batches(lambda: 4, 1, 2, follow_commits=False))
     assert [w.global_real for w in windows] == [8, 8, 8, 8] and s.epoch_done
+
+
+@pytest.mark.parametrize(("n", "micro"), [(17, 16), (16, 3), (5, 2), (7, 7), (100, 7), (1, 1)])
+def test_micro_batches_are_as_even_as_can_be(n: int, micro: int) -> None:
+    parts = split(torch.arange(n), micro)
+    sizes = [len(p) for p, _ in parts]
+    assert len(sizes) == -(-n // micro) and sum(sizes) == n
+    assert max(sizes) <= micro and max(sizes) - min(sizes) <= 1
+    assert torch.equal(torch.cat([p for p, _ in parts]), torch.arange(n))
+    assert sum(w for _, w in parts) == pytest.approx(1.0)
+
+
+def test_a_batch_grown_past_its_first_micro_batch_is_split_evenly() -> None:
+    """A batch schedule growing the global batch from 16 to 17 accumulated 16 + 1: the lone
+    sample failed batch normalisation. Now 9 + 8."""
+    torch.manual_seed(0)
+    model = torch.nn.Sequential(
+        torch.nn.Linear(8, 16), torch.nn.BatchNorm1d(16), torch.nn.Linear(16, 1)
+    )
+    ctx = dt.fit(
+        model,
+        torch.optim.SGD(model.parameters(), lr=0.01),
+        tiny_regression(n=200),
+        mse_loss,
+        global_batch_size=16,
+        adaptive_batch=AdaptiveBatch("schedule", 16, total_steps=16, max_batch=32),
+        drop_last=True,
+        max_steps=8,
+        metrics_file=False,
+        progress=False,
+        environ={},
+    )
+    assert ctx.batch.global_batch == 24 and ctx.batch.accumulation == 2  # 12 + 12
 
 
 def test_lr_warmup_composes_with_a_torch_scheduler() -> None:

@@ -1,6 +1,8 @@
 """Gradient accumulation: splitting a batch into micro-batches and DDP's ``no_sync``.
 
-A rank's batch of ``n`` samples is cut into micro-batches of at most ``micro`` samples; each
+A rank's batch of ``n`` samples is cut into the fewest micro-batches of at most ``micro``
+samples, as even as can be (sizes differ by one at most: 17 samples at ``micro`` 16 are 9 and
+8, not 16 and a lone sample, which a model with batch normalisation cannot train on); each
 micro-batch's mean loss is weighted by its share ``len(micro) / n`` so the accumulated gradient
 is exactly the gradient of the mean loss over the whole batch, whatever the split.
 """
@@ -48,7 +50,8 @@ def _slice(data: Any, lo: int, hi: int) -> Any:
 
 
 def split(data: Any, micro: int) -> list[tuple[Any, float]]:
-    """Cut ``data`` into micro-batches of at most ``micro`` samples, with their weights.
+    """Cut ``data`` into ``ceil(n / micro)`` micro-batches of at most ``micro`` samples,
+    their sizes differing by one at most, with their weights.
 
     The weights (each micro-batch's share of the samples) sum to 1.
     """
@@ -56,13 +59,13 @@ def split(data: Any, micro: int) -> list[tuple[Any, float]]:
     if n <= micro or n < 0:
         return [(data, 1.0)]
     count = math.ceil(n / micro)
-    return [
-        (
-            _slice(data, i * micro, min(n, (i + 1) * micro)),
-            (min(n, (i + 1) * micro) - i * micro) / n,
-        )
-        for i in range(count)
-    ]
+    size, larger = divmod(n, count)  # the first ``larger`` micro-batches hold one more
+    out, lo = [], 0
+    for i in range(count):
+        hi = lo + size + (1 if i < larger else 0)
+        out.append((_slice(data, lo, hi), (hi - lo) / n))
+        lo = hi
+    return out
 
 
 def accumulation_steps(local_batch: int, micro: int) -> int:
@@ -84,11 +87,11 @@ def exposed_sync_time(durations: Sequence[float], last_ratio: float = 1.0) -> fl
 
     Every micro-step but the last runs under ``no_sync``; the last one also all-reduces the
     gradients, so its excess over the median of the others is the exposed synchronisation
-    (never below 0). The others are all ``micro`` samples; ``last_ratio`` is the last
-    micro-batch's size over theirs (:func:`split` may leave a smaller last chunk), and the
-    median is scaled by it: compute time is taken as proportional to the samples. With a
-    fixed cost ``a`` per micro-step besides, the estimate for a smaller last chunk is too high
-    by ``a * (1 - last_ratio)``.
+    (never below 0). ``last_ratio`` is the last micro-batch's size over the first's
+    (:func:`split` makes the first ones one sample larger when the batch does not divide
+    evenly), and the median is scaled by it: compute time is taken as proportional to the
+    samples. With a fixed cost ``a`` per micro-step besides, the estimate for a smaller last
+    chunk is too high by ``a * (1 - last_ratio)``.
     """
     if len(durations) < 2:
         raise ValueError(
