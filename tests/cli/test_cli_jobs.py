@@ -181,6 +181,10 @@ def test_show_json_and_table(fake: FakeApi) -> None:
     assert data["id"] == job["id"] and data["events"][0]["new"] == "PENDING"
     code, out, _ = run("show", job["id"])
     assert code == 0 and "shown" in out and "waiting for 1 GPU" in out and "submitted" in out
+    assert "deadline_at" not in out
+    due = fake.add_job("due", "PENDING", deadline_at=4000.0)
+    code, out, _ = run("show", due["id"])
+    assert code == 0 and "deadline_at" in out
 
 
 def test_unknown_job_exits_2_with_the_servers_message(fake: FakeApi) -> None:
