@@ -115,6 +115,10 @@ class TrainContext:
         self.consistency_check = consistency_check
         self.step_num = 0
         self.rollbacks = 0
+        self._rolled_back_for: set[int] = set()
+        """Steps whose anomaly led to a rollback: met again on the replay (the same batch on
+        the same parameters, or the rollback did not help), the step is skipped instead of
+        rolling back for good."""
         self.history: list[dict[str, Any]] = []
         self.extra: dict[str, Any] = {}
         self._current: LocalBatch | None = None
@@ -198,8 +202,16 @@ class TrainContext:
                 and self.anomaly is not None
                 and self.anomaly.action == "rollback"
             ):
-                self._rollback()
-                return result
+                anomalous = self.step_num
+                if anomalous in self._rolled_back_for:
+                    log.warning(
+                        "anomaly at step %d again after rolling back for it: step skipped",
+                        anomalous,
+                    )
+                elif self._rollback():
+                    self._rolled_back_for.add(anomalous)
+                    return result
+                # skipped (no checkpoint, or met again): its batch is consumed as by "skip"
             if (
                 result.anomaly == "nonfinite_loss"
                 and self.anomaly is not None
@@ -458,9 +470,11 @@ class TrainContext:
         assert self.anomaly is not None
         self.checkpoints.wait()
         counts = dict(self.anomaly.counts)  # the checkpoint's counts miss what led here
+        rollbacks = self.rollbacks
         if self.restore():
             self.anomaly.counts = counts
-            self.rollbacks += 1
+            self.rollbacks = rollbacks + 1
+            self._rolled_back_for = {s for s in self._rolled_back_for if s >= self.step_num}
             self.lr.reduce(self.anomaly.rollback_lr_factor)
             log.warning(
                 "anomaly: rolled back to step %d, LR x%.3g",
