@@ -231,16 +231,7 @@ class CheckpointManager:
                     for fname in written:
                         data = self.storage.read(self.storage.join(name, fname))
                         files[fname] = {"size": len(data), "sha256": sha256(data)}
-                    info = CheckpointInfo(
-                        name=name,
-                        step=step,
-                        kind="sharded",
-                        base=None,
-                        created_ns=time.time_ns(),
-                        metrics=metrics,
-                        files=files,
-                    )
-                    self._write_manifest(info)
+                    self._commit(name, step, "sharded", None, metrics, files)
                 except BaseException as exc:
                     failure = exc
             agree(failure, f"checkpoint of step {step}")
@@ -251,6 +242,27 @@ class CheckpointManager:
         if dist.get_rank() == 0:
             self._retain()
         dist.barrier()
+
+    def _commit(
+        self,
+        name: str,
+        step: int,
+        kind: Literal["full", "incremental", "sharded"],
+        base: str | None,
+        metrics: dict[str, float],
+        files: dict[str, dict[str, Any]],
+    ) -> None:
+        """Write the manifest of checkpoint ``name``, whose files are written: its commit."""
+        info = CheckpointInfo(
+            name=name,
+            step=step,
+            kind=kind,
+            base=base,
+            created_ns=time.time_ns(),
+            metrics=metrics,
+            files=files,
+        )
+        self._write_manifest(info)
 
     def _write_manifest(self, info: CheckpointInfo) -> None:
         manifest = {
@@ -324,16 +336,8 @@ class CheckpointManager:
             for fname, data in blobs.items():
                 self.storage.write(self.storage.join(name, fname), data)
                 files[fname] = {"size": len(data), "sha256": sha256(data)}
-            info = CheckpointInfo(
-                name=name,
-                step=step,
-                kind="incremental" if use_delta else "full",
-                base=base_name,
-                created_ns=time.time_ns(),
-                metrics=metrics,
-                files=files,
-            )
-            self._write_manifest(info)
+            kind: Literal["incremental", "full"] = "incremental" if use_delta else "full"
+            self._commit(name, step, kind, base_name, metrics, files)
         except BaseException as exc:
             self._drop_unfinished(name, step, exc)
             raise
