@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import errno
 import os
+import signal
 import subprocess
 import sys
 import time
@@ -205,3 +206,17 @@ def test_a_stop_the_disk_has_no_room_to_record_still_stops_the_job(
     while ex.poll(handle).running and time.monotonic() < deadline:
         time.sleep(0.05)
     assert not ex.poll(handle).running
+
+
+def test_a_supervisor_run_in_process_leaves_the_callers_signals_and_children_alone(
+    tmp_path: Path,
+) -> None:
+    """Its SIGCHLD handler (it reaps the job's orphans) stayed installed in a caller that
+    ran it in-process, such as this test session: it reaped the caller's later children,
+    whose Popen.wait() then said 0 whatever their exit (two tests of danlu.train failed)."""
+    handlers = {sig: signal.getsignal(sig) for sig in (signal.SIGCHLD, signal.SIGTERM)}
+    assert supervise.main(["supervise", str(_run_dir(tmp_path, "pass"))]) == 0
+    assert {sig: signal.getsignal(sig) for sig in handlers} == handlers
+    failing = subprocess.Popen([sys.executable, "-c", "raise SystemExit(3)"])
+    time.sleep(0.5)  # exited meanwhile: a reaper left behind would have collected it
+    assert failing.wait(timeout=30) == 3

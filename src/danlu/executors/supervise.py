@@ -96,12 +96,12 @@ PR_SET_CHILD_SUBREAPER = 36
 """prctl(2) option (Linux >= 3.4): orphaned descendants are re-parented to this process."""
 
 
-def become_subreaper() -> bool:
-    """Make this process the child subreaper of its descendants; False where the system
-    cannot (not Linux)."""
+def set_subreaper(on: bool = True) -> bool:
+    """Make this process the child subreaper of its descendants (or no longer, ``on`` false);
+    False where the system cannot (not Linux)."""
     try:
         libc = ctypes.CDLL(None, use_errno=True)
-        return int(libc.prctl(PR_SET_CHILD_SUBREAPER, 1, 0, 0, 0)) == 0
+        return int(libc.prctl(PR_SET_CHILD_SUBREAPER, int(on), 0, 0, 0)) == 0
     except (OSError, AttributeError):
         return False
 
@@ -143,9 +143,27 @@ def main(argv: list[str]) -> int:
     if spec is None:
         print(f"danlu supervisor: no readable {run_dir / LAUNCH}", file=sys.stderr)
         return 2
+    # Left as they were when it returns (a caller in-process, as tests are: a SIGCHLD
+    # handler left behind would reap the caller's own children).
+    handled = (signal.SIGTERM, signal.SIGINT, signal.SIGALRM, signal.SIGCHLD)
+    previous = {sig: signal.getsignal(sig) for sig in handled}
+    subreaper = set_subreaper()
+    try:
+        return _supervise(run_dir, spec, subreaper)
+    finally:
+        signal.setitimer(signal.ITIMER_REAL, 0)
+        for sig, handler in previous.items():
+            if handler is not None:  # None: not installed from Python, left alone
+                signal.signal(sig, handler)
+        if subreaper:
+            set_subreaper(False)
+
+
+def _supervise(run_dir: Path, spec: dict[str, Any], subreaper: bool) -> int:
+    """Start the job of ``spec``, wait for it, record its exit (:func:`main`'s work, with its
+    signal handlers installed here)."""
     child: subprocess.Popen[bytes] | None = None
     stopping: list[bool] = []
-    subreaper = become_subreaper()
 
     def kill_group(sig: int) -> None:
         """``sig`` to the job's process group and to the job's processes that left it."""
