@@ -43,6 +43,10 @@ def test_jobs_past_their_deadline_are_cancelled_queued_or_running(
     try:
         assert loop.run_once(now=NOW + 10).launched == [running.id]
         assert loop.run_once(now=NOW + 49).expired == []
+        with db.read_session() as s:
+            waiting = jobs.why(s, jobs.get_job(s, queued.id), now=NOW + 49)
+            assert waiting.endswith("; cancelled at its deadline in 1s"), waiting
+            assert "deadline" not in jobs.why(s, jobs.get_job(s, patient.id), now=NOW + 49)
         report = loop.run_once(now=NOW + 50)  # the queued job's deadline: it ends at once
         assert report.expired == [queued.id] and report.launched == []
         with db.read_session() as s:

@@ -508,8 +508,18 @@ def requeue_lost(session: Session, job: Job, lost: list[str], now: float | None 
 
 
 def why(session: Session, job: Job, now: float | None = None) -> str:
-    """Explain in one sentence why ``job`` is where it is (mainly: why it is pending)."""
+    """Explain in one sentence why ``job`` is where it is (mainly: why it is pending); an
+    unfinished job with a deadline says when it will be cancelled."""
     t = resolve_now(now)
+    reason = _why(session, job, t)
+    if job.deadline_at is not None and not JobState(job.state).terminal:
+        left = job.deadline_at - t
+        reason += f"; cancelled at its deadline in {left:.0f}s" if left > 0 else "; deadline passed"
+    return reason
+
+
+def _why(session: Session, job: Job, t: float) -> str:
+    """:func:`why` without the deadline."""
     state = JobState(job.state)
     if state is JobState.PENDING:
         if job.next_attempt_at is not None and job.next_attempt_at > t:
