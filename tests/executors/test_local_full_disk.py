@@ -215,8 +215,17 @@ def test_a_supervisor_run_in_process_leaves_the_callers_signals_and_children_alo
     ran it in-process, such as this test session: it reaped the caller's later children,
     whose Popen.wait() then said 0 whatever their exit (two tests of danlu.train failed)."""
     handlers = {sig: signal.getsignal(sig) for sig in (signal.SIGCHLD, signal.SIGTERM)}
+    assert not supervise.is_subreaper()
     assert supervise.main(["supervise", str(_run_dir(tmp_path, "pass"))]) == 0
     assert {sig: signal.getsignal(sig) for sig in handlers} == handlers
+    assert not supervise.is_subreaper()
+    supervise.set_subreaper()  # a caller that is a subreaper itself stays one
+    try:
+        (tmp_path / "2").mkdir()
+        assert supervise.main(["supervise", str(_run_dir(tmp_path / "2", "pass"))]) == 0
+        assert supervise.is_subreaper()
+    finally:
+        supervise.set_subreaper(False)
     failing = subprocess.Popen([sys.executable, "-c", "raise SystemExit(3)"])
     time.sleep(0.5)  # exited meanwhile: a reaper left behind would have collected it
     assert failing.wait(timeout=30) == 3

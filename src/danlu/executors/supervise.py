@@ -92,8 +92,8 @@ def alive(pid: int | None, start: int | None) -> bool:
     return pid is not None and start is not None and proc_start_time(pid) == start
 
 
-PR_SET_CHILD_SUBREAPER = 36
-"""prctl(2) option (Linux >= 3.4): orphaned descendants are re-parented to this process."""
+PR_SET_CHILD_SUBREAPER, PR_GET_CHILD_SUBREAPER = 36, 37
+"""prctl(2) options (Linux >= 3.4): orphaned descendants are re-parented to this process."""
 
 
 def set_subreaper(on: bool = True) -> bool:
@@ -102,6 +102,18 @@ def set_subreaper(on: bool = True) -> bool:
     try:
         libc = ctypes.CDLL(None, use_errno=True)
         return int(libc.prctl(PR_SET_CHILD_SUBREAPER, int(on), 0, 0, 0)) == 0
+    except (OSError, AttributeError):
+        return False
+
+
+def is_subreaper() -> bool:
+    """Whether this process is a child subreaper already (False where it cannot tell)."""
+    try:
+        libc = ctypes.CDLL(None, use_errno=True)
+        flag = ctypes.c_int(0)
+        if int(libc.prctl(PR_GET_CHILD_SUBREAPER, ctypes.byref(flag), 0, 0, 0)) != 0:
+            return False
+        return flag.value != 0
     except (OSError, AttributeError):
         return False
 
@@ -147,6 +159,7 @@ def main(argv: list[str]) -> int:
     # handler left behind would reap the caller's own children).
     handled = (signal.SIGTERM, signal.SIGINT, signal.SIGALRM, signal.SIGCHLD)
     previous = {sig: signal.getsignal(sig) for sig in handled}
+    was_subreaper = is_subreaper()
     subreaper = set_subreaper()
     try:
         return _supervise(run_dir, spec, subreaper)
@@ -155,7 +168,7 @@ def main(argv: list[str]) -> int:
         for sig, handler in previous.items():
             if handler is not None:  # None: not installed from Python, left alone
                 signal.signal(sig, handler)
-        if subreaper:
+        if subreaper and not was_subreaper:
             set_subreaper(False)
 
 
