@@ -373,11 +373,10 @@ class Reconciler:
         the next pass."""
         with self.db.read_session() as session:
             due = jobs.expired(session, t)
-        for job_id in due:
+        for job_id, reason in due:
             try:
                 with self.db.session() as session:
-                    job = jobs.get_job(session, job_id)
-                    jobs.cancel_job(session, job_id, reason=jobs.deadline_reason(job), now=t)
+                    jobs.cancel_job(session, job_id, reason=reason, now=t)
             except DanluError as exc:  # finished or cancelled meanwhile
                 log.debug("reconcile: deadline of %s: %s", job_id, exc)
                 continue

@@ -172,7 +172,7 @@ class Job(LockMixin, Base):
     cancel_reason: Mapped[str | None] = mapped_column(Text, default=None)
     deadline_at: Mapped[float | None] = mapped_column(Double, default=None)
     """``submitted_at`` plus the spec's ``deadline``: a job not finished by then is cancelled
-    (:func:`danlu.server.services.jobs.expire_deadlines`); null without a deadline."""
+    (:func:`danlu.server.services.jobs.expired`); null without a deadline."""
     marks: Mapped[dict[str, float] | None] = mapped_column(JSON, default=None)
     observed: Mapped[dict[str, float] | None] = mapped_column(JSON, default=None)
     """The last measurement of the job's run from its metric reports (see

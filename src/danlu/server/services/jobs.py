@@ -409,22 +409,21 @@ def cancel_job(
     return job
 
 
-def deadline_reason(job: Job) -> str:
-    """Why a job was cancelled at its deadline."""
-    allowed = (job.deadline_at or job.submitted_at) - job.submitted_at
-    return f"deadline passed: not finished {allowed:g}s after submission"
-
-
-def expired(session: Session, now: float | None = None) -> list[str]:
-    """Ids of the unfinished jobs whose deadline has passed and that are not being cancelled
-    yet, in submission order (for :func:`cancel_job` with :func:`deadline_reason`)."""
+def expired(session: Session, now: float | None = None) -> list[tuple[str, str]]:
+    """The unfinished jobs whose deadline has passed and that are not being cancelled yet,
+    in submission order: each job's id and the reason to cancel it with."""
     t = resolve_now(now)
-    query = select(Job.id).where(  # state IN (...): ix_jobs_state_deadline_at's ranges
+    query = select(Job.id, Job.deadline_at, Job.submitted_at).where(  # ix_jobs_state_deadline_at
         Job.state.in_([s.value for s in JobState if not s.terminal]),
         Job.deadline_at <= t,
         Job.cancel_requested_at.is_(None),
     )
-    return list(session.scalars(query.order_by(Job.seq)))
+    rows = session.execute(query.order_by(Job.seq)).all()
+    return [
+        (job_id, f"deadline passed: not finished {deadline - submitted:g}s after submission")
+        for job_id, deadline, submitted in rows
+        if deadline is not None  # always: the query compares it
+    ]
 
 
 def cancellations(session: Session) -> list[Job]:
