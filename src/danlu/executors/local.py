@@ -180,7 +180,7 @@ class LocalExecutor(GpuSharingExecutor):
             raise InvalidLaunchError("gpus", "mix of whole GPUs and memory shares in one job")
         run_dir = safe_child(self._runs, job.job_id)
         if (run_dir / supervise.LAUNCH).exists():
-            old = self._read_launch(run_dir)
+            old = records.read_launch(run_dir)
             if old is not None and self._status(run_dir, old).running:
                 raise JobAlreadyRunningError(
                     f"job {job.job_id} still runs (attempt {old['attempt']})"
@@ -242,7 +242,7 @@ class LocalExecutor(GpuSharingExecutor):
                 ) from exc
         try:
             supervise.write_json(
-                run_dir / "supervisor.json",
+                run_dir / supervise.SUPERVISOR,
                 {"pid": proc.pid, "start": supervise.proc_start_time(proc.pid)},
             )
         except OSError:  # not recorded, so no later instance could find it: stop it now
@@ -285,7 +285,7 @@ class LocalExecutor(GpuSharingExecutor):
         """Every run recorded in the state directory and not forgotten, running or exited."""
         handles = []
         for run_dir in sorted(self._runs.iterdir()):
-            launch = self._read_launch(run_dir)
+            launch = records.read_launch(run_dir)
             if launch is not None and run_dir.name == launch.get("job_id"):
                 handles.append(Handle(run_dir.name, int(launch["attempt"])))
         return handles
@@ -318,13 +318,10 @@ class LocalExecutor(GpuSharingExecutor):
 
     # -- internals ----------------------------------------------------------------------------
 
-    def _read_launch(self, run_dir: Path) -> dict[str, Any] | None:
-        return records.read_launch(run_dir)
-
     def _load(self, handle: Handle) -> tuple[Path, dict[str, Any]]:
         validate_job_id(handle.job_id)
         run_dir = safe_child(self._runs, handle.job_id)
-        launch = self._read_launch(run_dir)
+        launch = records.read_launch(run_dir)
         if launch is None or launch["attempt"] != handle.attempt:
             raise UnknownHandleError(f"no run {handle.key} in {self._runs}")
         return run_dir, launch
@@ -408,7 +405,7 @@ class LocalExecutor(GpuSharingExecutor):
         record had ``gpus`` hold none as far as this knows; those from before it had
         ``shared`` count as memory shares, the reading that refuses fewer launches)."""
         if self._live is None:
-            self._live = {d: self._read_launch(d) for d in self._runs.iterdir()}
+            self._live = {d: records.read_launch(d) for d in self._runs.iterdir()}
         for run_dir, launch in sorted(self._live.items()):
             if launch is None or not self._status(run_dir, launch).running:
                 del self._live[run_dir]  # exited (a later run of its job is added anew)

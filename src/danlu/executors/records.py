@@ -121,7 +121,7 @@ def read_job(run_dir: Path) -> dict[str, Any]:
 
 def read_supervisor(run_dir: Path) -> dict[str, Any]:
     """What the executor recorded of the supervisor's process (empty when nothing usable)."""
-    return checked(supervise.read_json(run_dir / "supervisor.json"), SUPERVISOR_FIELDS) or {}
+    return checked(supervise.read_json(run_dir / supervise.SUPERVISOR), SUPERVISOR_FIELDS) or {}
 
 
 def read_stop(run_dir: Path) -> dict[str, Any]:

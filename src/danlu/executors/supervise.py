@@ -40,6 +40,8 @@ LAUNCH = "launch.json"
 JOB = "job.json"
 EXIT = "exit.json"
 STOP = "stop.json"
+SUPERVISOR = "supervisor.json"
+"""Written by the executor that started the supervisor: its pid and start time."""
 SPAWN_FAILED_EXIT_CODE = 127
 """Exit code recorded when the job's program could not be started (as a shell reports it)."""
 EXIT_RECORD_SECONDS = 600.0
@@ -96,26 +98,26 @@ PR_SET_CHILD_SUBREAPER, PR_GET_CHILD_SUBREAPER = 36, 37
 """prctl(2) options (Linux >= 3.4): orphaned descendants are re-parented to this process."""
 
 
+def _prctl(option: int, arg: int | ctypes.c_int) -> bool:
+    """prctl(2) with one argument; False where it fails or there is none (not Linux)."""
+    try:
+        libc = ctypes.CDLL(None, use_errno=True)
+        value = ctypes.byref(arg) if isinstance(arg, ctypes.c_int) else arg
+        return int(libc.prctl(option, value, 0, 0, 0)) == 0
+    except (OSError, AttributeError):
+        return False
+
+
 def set_subreaper(on: bool = True) -> bool:
     """Make this process the child subreaper of its descendants (or no longer, ``on`` false);
     False where the system cannot (not Linux)."""
-    try:
-        libc = ctypes.CDLL(None, use_errno=True)
-        return int(libc.prctl(PR_SET_CHILD_SUBREAPER, int(on), 0, 0, 0)) == 0
-    except (OSError, AttributeError):
-        return False
+    return _prctl(PR_SET_CHILD_SUBREAPER, int(on))
 
 
 def is_subreaper() -> bool:
     """Whether this process is a child subreaper already (False where it cannot tell)."""
-    try:
-        libc = ctypes.CDLL(None, use_errno=True)
-        flag = ctypes.c_int(0)
-        if int(libc.prctl(PR_GET_CHILD_SUBREAPER, ctypes.byref(flag), 0, 0, 0)) != 0:
-            return False
-        return flag.value != 0
-    except (OSError, AttributeError):
-        return False
+    flag = ctypes.c_int(0)
+    return _prctl(PR_GET_CHILD_SUBREAPER, flag) and flag.value != 0
 
 
 def descendants(root: int) -> list[int]:
