@@ -117,7 +117,7 @@ def decode(base: torch.Tensor, payload: torch.Tensor, spec: dict[str, Any]) -> t
     try:
         numel, nnz = int(spec["numel"]), int(spec["nnz"])
         mask_spec = spec["mask"]
-        plane_specs = [[int(x) for x in p] for p in spec["planes"]]
+        plane_specs = list(spec["planes"])
     except (KeyError, TypeError, ValueError) as exc:
         raise DataError(f"malformed delta spec: {exc}") from exc
     if numel != a.size or len(plane_specs) != size or not 0 < nnz <= numel:
@@ -127,8 +127,13 @@ def decode(base: torch.Tensor, payload: torch.Tensor, spec: dict[str, Any]) -> t
     data = payload.numpy().tobytes()
     pos = 0
 
-    def take(stored: int, raw: int, deflated: int) -> bytes:
+    def take(chunk_spec: Any, what: str) -> bytes:
+        """The bytes of one ``[stored, raw, deflated]`` chunk of the payload, inflated."""
         nonlocal pos
+        try:
+            stored, raw, deflated = (int(x) for x in chunk_spec)
+        except (TypeError, ValueError) as exc:
+            raise DataError(f"malformed delta {what} spec {chunk_spec!r}") from exc
         chunk = data[pos : pos + stored]
         pos += stored
         if len(chunk) != stored:
@@ -137,19 +142,13 @@ def decode(base: torch.Tensor, payload: torch.Tensor, spec: dict[str, Any]) -> t
 
     mask = None
     if mask_spec is not None:
-        try:
-            stored, raw, deflated = (int(x) for x in mask_spec)
-        except (TypeError, ValueError) as exc:
-            raise DataError(f"malformed delta mask spec {mask_spec!r}") from exc
-        packed = np.frombuffer(take(stored, raw, deflated), dtype=np.uint8)
+        packed = np.frombuffer(take(mask_spec, "mask"), dtype=np.uint8)
         mask = np.unpackbits(packed, count=numel, bitorder="little").astype(bool)
         if int(np.count_nonzero(mask)) != nnz:
             raise DataError("delta mask does not match its element count")
     planes = np.empty((nnz, size), dtype=np.uint8)
     for i, p in enumerate(plane_specs):
-        if len(p) != 3:
-            raise DataError(f"malformed delta plane spec {p!r}")
-        plane = np.frombuffer(take(*p), dtype=np.uint8)
+        plane = np.frombuffer(take(p, "plane"), dtype=np.uint8)
         if plane.size != nnz:
             raise DataError("delta plane has the wrong length")
         planes[:, i] = plane
