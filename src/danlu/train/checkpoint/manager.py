@@ -224,16 +224,9 @@ class CheckpointManager:
         name = names[0]
         try:
             written = save_sharded(state, self.storage.join(name))
-            failure: BaseException | None = None
+            failure = None
             if dist.get_rank() == 0:
-                try:
-                    files = {}
-                    for fname in written:
-                        data = self.storage.read(self.storage.join(name, fname))
-                        files[fname] = {"size": len(data), "sha256": sha256(data)}
-                    self._commit(name, step, "sharded", None, metrics, files)
-                except BaseException as exc:
-                    failure = exc
+                failure = self._commit_shards(name, step, written, metrics)
             agree(failure, f"checkpoint of step {step}")
         except BaseException as exc:
             # Every rank removes the directory (rmtree tolerates the others doing the same).
@@ -242,6 +235,21 @@ class CheckpointManager:
         if dist.get_rank() == 0:
             self._retain()
         dist.barrier()
+
+    def _commit_shards(
+        self, name: str, step: int, written: list[str], metrics: dict[str, float]
+    ) -> BaseException | None:
+        """Rank 0's part of a sharded save: checksum the files every rank wrote and commit
+        the manifest. Returns what failed (for every rank to raise), None when it did not."""
+        try:
+            files = {}
+            for fname in written:
+                data = self.storage.read(self.storage.join(name, fname))
+                files[fname] = {"size": len(data), "sha256": sha256(data)}
+            self._commit(name, step, "sharded", None, metrics, files)
+        except BaseException as exc:
+            return exc
+        return None
 
     def _commit(
         self,
