@@ -79,14 +79,19 @@ def proc_start_time(pid: int) -> int | None:
     """The start time of process ``pid`` (clock ticks since boot, /proc/PID/stat field 22), or
     None when no such live process exists (a zombie counts as dead). Together with the pid it
     identifies a process even after the pid is reused."""
+    fields = _stat(Path(f"/proc/{pid}/stat"))
+    return None if fields is None else int(fields[19])
+
+
+def _stat(path: Path) -> list[bytes] | None:
+    """The fields of a /proc/PID/stat after the command name (state first, then the parent's
+    pid, ...), or None when the process is gone or a zombie."""
     try:
-        raw = Path(f"/proc/{pid}/stat").read_bytes()
+        raw = path.read_bytes()
     except OSError:
         return None
     fields = raw[raw.rindex(b")") + 2 :].split()
-    if fields[0] in (b"Z", b"X"):
-        return None
-    return int(fields[19])
+    return None if fields[0] in (b"Z", b"X") else fields
 
 
 def alive(pid: int | None, start: int | None) -> bool:
@@ -124,14 +129,7 @@ def descendants(root: int) -> list[int]:
     """The pids of the live processes below ``root`` (from /proc), parents first."""
     children: dict[int, list[int]] = {}
     for entry in os.scandir("/proc"):
-        if not entry.name.isdigit():
-            continue
-        try:
-            raw = Path(entry.path, "stat").read_bytes()
-        except OSError:
-            continue  # gone meanwhile
-        fields = raw[raw.rindex(b")") + 2 :].split()
-        if fields[0] not in (b"Z", b"X"):
+        if entry.name.isdigit() and (fields := _stat(Path(entry.path, "stat"))) is not None:
             children.setdefault(int(fields[1]), []).append(int(entry.name))
     out: list[int] = []
     todo = list(children.get(root, ()))
