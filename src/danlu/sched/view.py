@@ -8,7 +8,7 @@ adapters) and apply the same plan.
 from __future__ import annotations
 
 from collections.abc import Iterable, Mapping
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 
 import numpy as np
 import numpy.typing as npt
@@ -153,8 +153,22 @@ class ClusterView:
     """Ids of running jobs on their way out (told to stop, checkpointing before they exit):
     they hold their GPUs until then, and are not preemptible. A simulator's preempted jobs
     leave at once, so its views have none."""
+    closed_nodes: frozenset[int] = frozenset()
+    """Indices of the nodes closed to new work (cordoned by an operator, or after failing
+    launches): nothing is started, grown or moved onto their GPUs, and a running job with a
+    GPU there is left as it is (the view hands it to policies as not preemptible: its GPUs
+    could go to no other job). The simulator's views have none."""
 
     def __post_init__(self) -> None:
+        if self.closed_nodes:
+            closed = self.closed_nodes
+            running = tuple(
+                replace(job, request=replace(job.request, preemptible=False))
+                if job.request.preemptible and any(s.node in closed for s in job.allocation.shares)
+                else job
+                for job in self.running
+            )
+            object.__setattr__(self, "running", running)
         if self.used_milli is None or self.used_memory is None:
             milli, memory = usage_from_allocations(
                 self.cluster, (j.allocation for j in self.running)
@@ -163,6 +177,16 @@ class ClusterView:
             object.__setattr__(self, "used_memory", memory)
         for array in self.usage():
             array.flags.writeable = False
+
+    def open_gpus(self) -> BoolArray | None:
+        """Per GPU (flat numbering), whether new work may go on it; None when no node is
+        closed (every GPU is open)."""
+        if not self.closed_nodes:
+            return None
+        arrays = self.cluster.arrays
+        closed = np.zeros(arrays.sizes.size, dtype=bool)
+        closed[sorted(self.closed_nodes)] = True
+        return ~closed[arrays.gpu_node]
 
     def usage(self) -> tuple[IntArray, IntArray]:
         """Per-GPU used milli-GPU and used memory (read-only arrays)."""

@@ -55,6 +55,8 @@ class FreeMap:
         used_milli, used_memory = view.usage()
         self.free_milli: IntArray = MILLI_PER_GPU - used_milli
         self.free_memory: IntArray = self._gpu_mem_cap - used_memory
+        self._open: BoolArray | None = view.open_gpus()
+        """GPUs new work may go on (None: all); the others keep what holds them now."""
         whole = self._whole(slice(None)).astype(np.int64)
         # bincount, not reduceat: reduceat fails on a trailing node without GPUs
         self.node_free: IntArray = np.bincount(
@@ -88,10 +90,11 @@ class FreeMap:
         return other
 
     def _whole(self, index: slice | int) -> BoolArray:
-        """Free as a whole: all compute and all memory unused."""
-        return (self.free_milli[index] >= MILLI_PER_GPU) & (
+        """Free as a whole: all compute and all memory unused, on a node open to new work."""
+        whole = (self.free_milli[index] >= MILLI_PER_GPU) & (
             self.free_memory[index] >= self._gpu_mem_cap[index]
         )
+        return whole if self._open is None else whole & self._open[index]
 
     # -- queries -------------------------------------------------------------------------
     def _node_mask(self, req: JobRequest) -> BoolArray | None:
@@ -105,8 +108,16 @@ class FreeMap:
         return mask
 
     def any_capacity(self) -> bool:
-        """Whether any GPU has any compute and memory left (for shared requests)."""
-        return bool(((self.free_milli > 0) & (self.free_memory > 0)).any())
+        """Whether any GPU open to new work has any compute and memory left (for shared
+        requests)."""
+        left = (self.free_milli > 0) & (self.free_memory > 0)
+        return bool((left if self._open is None else left & self._open).any())
+
+    def closed_free_milli(self) -> int:
+        """Milli-GPU free now on the GPUs closed to new work: capacity no job can be given."""
+        if self._open is None:
+            return 0
+        return int(np.clip(self.free_milli[~self._open], 0, None).sum())
 
     def could_fit_now(self, req: JobRequest) -> bool:
         """Cheap necessary condition (enough free whole GPUs in total)."""
@@ -162,10 +173,15 @@ class FreeMap:
             milli = self.free_milli[start:end].tolist()
             memory = self.free_memory[start:end].tolist()
             capacity = self._gpu_mem_cap[start:end].tolist()
+            opened: list[bool] = (
+                [True] * (end - start) if self._open is None else self._open[start:end].tolist()
+            )
             idle = [
                 gpu
-                for gpu, (m, mem, cap) in enumerate(zip(milli, memory, capacity, strict=True))
-                if m >= MILLI_PER_GPU and mem >= cap
+                for gpu, (m, mem, cap, ok) in enumerate(
+                    zip(milli, memory, capacity, opened, strict=True)
+                )
+                if m >= MILLI_PER_GPU and mem >= cap and ok
             ][:take]
             if len(idle) < take:
                 raise PlacementError(f"node {node} has {len(idle)} idle GPUs, {take} asked")
@@ -275,6 +291,8 @@ class FreeMap:
             fits &= mask[self._gpu_node[gpus]]
         if closed is not None:
             fits &= ~closed[gpus]
+        if self._open is not None:
+            fits &= self._open[gpus]
         candidates = gpus[fits]
         if candidates.size == 0:
             return None

@@ -255,7 +255,7 @@ def _preempting_round(
             for j in running_jobs
             if not j.request.preemptible and j.id not in drain.draining
         )
-    budget = free.cluster.total_gpus * MILLI_PER_GPU - fixed
+    budget = free.cluster.total_gpus * MILLI_PER_GPU - fixed - free.closed_free_milli()
     demand_before = [0, *accumulate(map(_DEMAND, run_jobs))]
     """``demand_before[i]``: milli-GPU held by the ``i`` best-ranked preemptible running jobs."""
     admitted: list[JobStatus] = []

@@ -86,7 +86,7 @@ from danlu.sched.policies.danlu_place import (
     is_adaptive,
     place_plan,
 )
-from danlu.sched.policies.danlu_share import MIN_GAIN, gpus_held, place_shared
+from danlu.sched.policies.danlu_share import MIN_GAIN, gpus_unavailable, place_shared
 from danlu.sched.policies.danlu_shares import share_walk
 from danlu.sched.policies.options import OptionRange, check_options
 from danlu.sched.view import (
@@ -599,10 +599,11 @@ class DanluPolicy:
         if nothing_to_size(view):
             return Plan(recheck_at=math.inf)
         # GPUs not ours to move: non-preemptible jobs' and the GPUs shared jobs sit on (each
-        # GPU once, however many shares it holds); those jobs keep running as they are
+        # GPU once, however many shares it holds); those jobs keep running as they are. The
+        # GPUs of closed nodes take no new work
         movable = [j for j in view.running if j.request.preemptible and not j.request.shares_gpu]
         fixed = [j for j in view.running if not j.request.preemptible or j.request.shares_gpu]
-        capacity = cluster.total_gpus - gpus_held(fixed)
+        capacity = cluster.total_gpus - gpus_unavailable(fixed, view)
         total = cluster.total_gpus
         waits = self._pending(view.pending, capacity, total, gpn, now)
         shared_waits: list[WaitingEntry] = []

@@ -194,10 +194,14 @@ def sharing_pays(min_gain: float = MIN_GAIN, pair_gain: float = PAIR_GAIN) -> bo
     return pair_gain >= 1.0 + min_gain
 
 
-def gpus_held(jobs: Iterable[JobStatus]) -> int:
-    """The distinct GPUs the allocations of ``jobs`` touch (a GPU holding several shares
-    counts once)."""
-    return len({(share.node, share.gpu) for job in jobs for share in job.allocation.shares})
+def gpus_unavailable(jobs: Iterable[JobStatus], view: ClusterView) -> int:
+    """The distinct GPUs the allocations of ``jobs`` touch and those of the view's nodes
+    closed to new work (a GPU holding several shares, or closed and held, counts once)."""
+    held = {(share.node, share.gpu) for job in jobs for share in job.allocation.shares}
+    nodes = view.cluster.nodes
+    for node in view.closed_nodes:
+        held.update((node, gpu) for gpu in range(nodes[node].gpus))
+    return len(held)
 
 
 def place_shared(
