@@ -449,6 +449,17 @@ class Client:
         """``GET /cluster/nodes``: nodes with their GPUs, allocated memory and jobs."""
         return list(self._json("GET", "/cluster/nodes"))
 
+    def cordon(self, node: str, reason: str = "", *, drain: bool = False) -> dict[str, Any]:
+        """``POST /cluster/nodes/{name}/cordon`` (``drain``: ``.../drain``; admin): close the
+        node to new work (and preempt its jobs by checkpoint); returns the Node."""
+        action = "drain" if drain else "cordon"
+        body = {"reason": reason}
+        return dict(self._json("POST", f"/cluster/nodes/{_seg(node)}/{action}", json=body))
+
+    def uncordon(self, node: str) -> dict[str, Any]:
+        """``POST /cluster/nodes/{name}/uncordon`` (admin): open the node again."""
+        return dict(self._json("POST", f"/cluster/nodes/{_seg(node)}/uncordon"))
+
     def allocations(self) -> list[dict[str, Any]]:
         """``GET /cluster/allocations``: ``[{"job_id", "node", "gpu", "milli", "memory"}]``."""
         return list(self._json("GET", "/cluster/allocations"))

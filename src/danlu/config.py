@@ -176,6 +176,11 @@ class Settings(BaseSettings):
     submission has been traced (each holds an imported torch, a few hundred MB), so later
     submissions skip the worker's ~3-5 s start-up; 0: every trace starts its own."""
 
+    node_launch_failures: int = Field(default=3, ge=0, le=1000)
+    """Launches in a row that may fail on a node for the node's own reasons (its disk full,
+    out of processes or memory) before the reconcile loop cordons it (closes it to new work
+    until ``danlu uncordon``); 0: never."""
+
     trace_modules: str = ",".join(DEFAULT_TRACE_MODULES)
     """The packages or modules, comma-separated, whose model factories the server may import
     and call to estimate a submitted job's memory (``training.model``, traced in a

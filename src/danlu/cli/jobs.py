@@ -19,6 +19,7 @@ import typer
 import yaml
 from rich.console import Console
 from rich.live import Live
+from rich.markup import escape
 from rich.table import Table
 
 from danlu.cli import top as top_view
@@ -358,6 +359,70 @@ def nodes(
     console.print(top_view.nodes_table(data))
 
 
+NodeArg = Annotated[str, typer.Argument(help="Node name, as `danlu nodes` lists it.")]
+ReasonOpt = Annotated[str, typer.Option("--reason", "-r", help="Why (shown by `danlu nodes`).")]
+
+
+def _node_changed(data: dict[str, Any], json_out: bool) -> None:
+    if json_out:
+        print_json(data)
+        return
+    reason = data.get("cordon_reason") or ""
+    line = f"node [bold]{escape(str(data.get('name')))}[/bold]: {data.get('state')}"
+    console.print(line + (f" ({escape(reason)})" if reason else ""), highlight=False)
+
+
+def cordon(
+    node: NodeArg,
+    reason: ReasonOpt = "",
+    json_out: JsonOpt = False,
+    home: HomeOpt = None,
+    url: UrlOpt = None,
+    token: TokenOpt = None,
+) -> None:
+    """Close a node to new work (admin); the jobs on it run on. Undo with `danlu uncordon`."""
+    with connect(home, url, token) as client:
+        try:
+            data = client.cordon(node, reason)
+        except DanluError as exc:
+            raise fail(exc) from None
+    _node_changed(data, json_out)
+
+
+def drain(
+    node: NodeArg,
+    reason: ReasonOpt = "",
+    json_out: JsonOpt = False,
+    home: HomeOpt = None,
+    url: UrlOpt = None,
+    token: TokenOpt = None,
+) -> None:
+    """Cordon a node and preempt its jobs by checkpoint (admin): they resume elsewhere; a
+    job that is not preemptible runs to its end. Undo with `danlu uncordon`."""
+    with connect(home, url, token) as client:
+        try:
+            data = client.cordon(node, reason, drain=True)
+        except DanluError as exc:
+            raise fail(exc) from None
+    _node_changed(data, json_out)
+
+
+def uncordon(
+    node: NodeArg,
+    json_out: JsonOpt = False,
+    home: HomeOpt = None,
+    url: UrlOpt = None,
+    token: TokenOpt = None,
+) -> None:
+    """Open a cordoned or drained node to new work again (admin)."""
+    with connect(home, url, token) as client:
+        try:
+            data = client.uncordon(node)
+        except DanluError as exc:
+            raise fail(exc) from None
+    _node_changed(data, json_out)
+
+
 def top(
     once: Annotated[bool, typer.Option("--once", help="Print one frame and exit.")] = False,
     interval: Annotated[
@@ -386,6 +451,7 @@ def top(
 
 
 def register(app: typer.Typer) -> None:
-    """Add ``submit``, ``ls``, ``show``, ``logs``, ``cancel``, ``why``, ``nodes`` and ``top``."""
-    for command in (submit, ls, show, logs, cancel, why, nodes, top):
+    """Add ``submit``, ``ls``, ``show``, ``logs``, ``cancel``, ``why``, ``nodes``, ``cordon``,
+    ``drain``, ``uncordon`` and ``top``."""
+    for command in (submit, ls, show, logs, cancel, why, nodes, cordon, drain, uncordon, top):
         app.command(name=command.__name__)(command)

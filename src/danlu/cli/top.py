@@ -12,6 +12,7 @@ from collections.abc import Sequence
 from typing import Any
 
 from rich.console import Group, RenderableType
+from rich.markup import escape
 from rich.table import Table
 from rich.text import Text
 
@@ -50,12 +51,18 @@ def memory_bar(used: int, total: int, width: int = BAR_WIDTH) -> Text:
 
 
 def nodes_table(nodes: Sequence[dict[str, Any]]) -> Table:
-    """One row per GPU: node, index, type, allocated memory bar, compute share, jobs."""
+    """One row per GPU: node (with its state when not ready, and the reason), index, type,
+    allocated memory bar, compute share, jobs."""
     table = Table(title="GPUs", title_justify="left", expand=False)
     for col in ("node", "gpu", "type", "memory", "compute", "jobs"):
         table.add_column(col, justify="right" if col in ("gpu", "compute") else "left")
     for node in nodes:
         name = str(node.get("name", "?")) + (" (fake)" if node.get("fake") else "")
+        state = node.get("state") or "ready"
+        if state != "ready":
+            reason = node.get("cordon_reason") or ""
+            name += f" [{state}{': ' + str(reason) if reason else ''}]"
+        name = escape(name)  # a name or reason is text, not Rich markup
         for gpu in node.get("gpus", []):
             jobs = gpu.get("jobs", []) or []
             table.add_row(

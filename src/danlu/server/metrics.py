@@ -8,6 +8,7 @@ transaction per scrape); the scheduling-round histogram is observed by the recon
 from __future__ import annotations
 
 import logging
+from collections import Counter as Tally
 from collections.abc import Iterator
 
 from prometheus_client import CollectorRegistry, Counter, Histogram, generate_latest
@@ -18,8 +19,10 @@ from sqlalchemy import func, select
 from danlu.core.cluster import MILLI_PER_GPU, Allocation, GpuShare
 from danlu.core.state import JobState
 from danlu.devices import METRICS, Inventory, sample_metrics
-from danlu.server.db import Database, Job, Project
+from danlu.server.db import Database, Job, Node, Project
 from danlu.server.services.cluster import list_shares
+from danlu.server.services.nodes import STATES as NODE_STATES
+from danlu.server.services.nodes import state as node_state
 
 log = logging.getLogger(__name__)
 DCGM_LABELS = ("gpu", "UUID", "device", "modelName", "Hostname")
@@ -64,6 +67,7 @@ class _StoreCollector(Collector):
                 shares = [
                     (s.node, s.gpu, s.milli, s.memory, s.job_id) for s in list_shares(session)
                 ]
+                node_states = Tally(map(node_state, session.scalars(select(Node))))
         except Exception as exc:  # a scrape must never take the server down
             log.warning("metrics: cannot read the store: %s", exc)
             return
@@ -86,6 +90,14 @@ class _StoreCollector(Collector):
             "GPU memory allocated to running jobs.",
             value=float(sum(memory for _, _, _, memory, _ in shares)),
         )
+        by_state = GaugeMetricFamily(
+            "danlu_nodes",
+            "Nodes by state (ready; cordoned or draining: closed to new work).",
+            labels=["state"],
+        )
+        for name in NODE_STATES:
+            by_state.add_metric([name], float(node_states.get(name, 0)))
+        yield by_state
         total = sum(len(n.gpus) for n in self.inventory.nodes)
         yield GaugeMetricFamily("danlu_gpus", "GPUs in the inventory.", value=float(total))
         yield CounterMetricFamily(

@@ -64,7 +64,7 @@ from danlu.sched.view import ClusterView, Plan
 from danlu.server.db import Database, Job, Lease
 from danlu.server.failures import RepeatedFailure
 from danlu.server.metrics import ServerMetrics
-from danlu.server.services import jobs, locks, users
+from danlu.server.services import jobs, locks, nodes, users
 from danlu.server.services.common import resolve_now
 from danlu.server.services.projects import HOLDING
 from danlu.server.services.record import apply_plan
@@ -87,6 +87,8 @@ class RoundReport:
     stopped: list[str] = field(default_factory=list)
     expired: list[str] = field(default_factory=list)
     """Jobs cancelled because their deadline passed."""
+    cordoned: list[str] = field(default_factory=list)
+    """Nodes cordoned because launches kept failing there for the node's reasons."""
     errors: list[str] = field(default_factory=list)
 
 
@@ -479,6 +481,7 @@ class Reconciler:
                 plan, own = self.fallback.schedule(snapshot.view), False
             else:
                 plan, own = self._plan(snapshot.view, report)
+            plan = nodes.with_drains(plan, snapshot.drains)
             applied = apply_plan(session, plan, t, snapshot.withheld, snapshot)
             recorded = (
                 [j.id for j in applied.started],
@@ -547,14 +550,22 @@ class Reconciler:
 
     def _launch(self, ids: list[str], t: float, report: RoundReport) -> None:
         claimed = self._claim(ids, t)
+        went: set[str] = set()  # the nodes of the launches that went through
         try:
             for job_id in ids:
                 if job_id in claimed:
-                    self._launch_one(job_id, t, report)
+                    went |= self._launch_one(job_id, t, report)
         finally:
             self._release(claimed)
+        if went:  # their launch failures in a row start over
+            try:
+                with self.db.session() as session:
+                    nodes.launched(session, went)
+            except DanluError as exc:
+                report.errors.append(f"launch: {exc}")
 
-    def _launch_one(self, job_id: str, t: float, report: RoundReport) -> None:
+    def _launch_one(self, job_id: str, t: float, report: RoundReport) -> set[str]:
+        """Launch ``job_id``'s current run; the names of its nodes when it went through."""
         try:
             with self.db.session() as session:
                 job = session.scalar(select(Job).where(Job.id == job_id))
@@ -564,18 +575,20 @@ class Reconciler:
                     or job.cancel_requested_at is not None
                     or not locks.holds(session, Job, job_id, self.token)
                 ):
-                    return
+                    return set()
                 launch = self.job_launch(session, job)
                 attempt = job.attempt
+                names = {str(share["node"]) for share in job.allocation or ()}
         except SpecError as exc:  # (InvalidLaunchError too) no launch can be made of the job
             self._fail_unlaunchable(job_id, exc, t, report)
-            return
+            return set()
         except DanluError as exc:
             report.errors.append(f"launch {job_id}: {exc}")
-            return
+            return set()
         try:
             self.executor.submit(launch)  # process I/O: outside any transaction
             report.launched.append(job_id)
+            return names
         except JobAlreadyRunningError:  # its previous run still exits: launched a pass later
             self._stop_previous(job_id, attempt, report)
         except GpusBusyError:
@@ -584,7 +597,7 @@ class Reconciler:
             if is_node_fault(exc):
                 log.warning("reconcile: the node could not launch %s: %s", job_id, exc)
                 self._requeue_unlaunched(job_id, attempt, str(exc), t, report)
-                return
+                return set()
             log.warning("reconcile: launch of %s failed: %s", job_id, exc)
             failed = ExecStatus(
                 state=RunState.EXITED,
@@ -592,20 +605,30 @@ class Reconciler:
                 message=f"launch failed: {exc}",
             )
             self._settle(job_id, attempt, failed, t, report)
+        return set()
 
     def _requeue_unlaunched(
         self, job_id: str, attempt: int, error: str, t: float, report: RoundReport
     ) -> None:
-        """Re-queue a job the node could not launch (a full disk): no restart counted."""
+        """Re-queue a job the node could not launch (a full disk): no restart counted. The
+        failure counts against the job's nodes, which are cordoned once
+        ``settings.node_launch_failures`` launches in a row failed there."""
         try:
             with self.db.session() as session:
                 job = self._held(session, job_id, attempt)
                 if job is None:
                     return
+                names = {str(share["node"]) for share in job.allocation or ()}
                 jobs.requeue_unlaunched(session, job, error, t)
+                limit = self.settings.node_launch_failures
+                closed = nodes.launch_failed(session, names, error, limit, t)
             report.settled.append(job_id)
         except DanluError as exc:
             report.errors.append(f"re-queue {job_id}: {exc}")
+            return
+        for name in closed:
+            log.warning("reconcile: node %s cordoned: %d launches failed in a row", name, limit)
+            report.cordoned.append(name)
 
     def _fail_unlaunchable(
         self, job_id: str, error: SpecError, t: float, report: RoundReport

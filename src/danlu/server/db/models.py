@@ -24,6 +24,7 @@ from sqlalchemy import (
     String,
     Text,
     UniqueConstraint,
+    false,
 )
 from sqlalchemy.orm import DeclarativeBase, Mapped, mapped_column, relationship
 
@@ -214,7 +215,12 @@ class JobMetric(Base):
 
 
 class Node(Base):
-    """A machine in the inventory. ``position`` orders nodes (their index in the view)."""
+    """A machine in the inventory. ``position`` orders nodes (their index in the view).
+
+    ``cordoned_at``: when the node was closed to new work (None: open), by an operator or
+    after :attr:`launch_failures` launches in a row failed for the node's reasons;
+    ``draining``: the jobs there are to be preempted by checkpoint (a drain). These survive
+    inventory refreshes (a node keeps its row while it keeps its name)."""
 
     __tablename__ = "nodes"
 
@@ -227,6 +233,10 @@ class Node(Base):
     memory: Mapped[int] = mapped_column(BigInteger, default=0)
     fake: Mapped[bool] = mapped_column(Boolean, default=False)
     updated_at: Mapped[float] = mapped_column(Double)
+    cordoned_at: Mapped[float | None] = mapped_column(Double, default=None)
+    cordon_reason: Mapped[str] = mapped_column(Text, default="", server_default="")
+    draining: Mapped[bool] = mapped_column(Boolean, default=False, server_default=false())
+    launch_failures: Mapped[int] = mapped_column(Integer, default=0, server_default="0")
 
     gpus: Mapped[list[Gpu]] = relationship(
         back_populates="node", order_by="Gpu.index", cascade="all, delete-orphan"

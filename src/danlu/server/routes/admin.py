@@ -2,14 +2,25 @@
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from typing import Any
 
 from fastapi import APIRouter
+from sqlalchemy.orm import Session
 
 from danlu.core.errors import SpecError
-from danlu.server.routes.deps import Caller, State, checked_name, require_admin, version
+from danlu.server.db import Node, User
+from danlu.server.routes.deps import (
+    Caller,
+    ServerState,
+    State,
+    checked_name,
+    require_admin,
+    version,
+)
 from danlu.server.routes.schemas import (
     AllocationOut,
+    CordonIn,
     HealthOut,
     NodeOut,
     ProjectIn,
@@ -23,7 +34,7 @@ from danlu.server.routes.schemas import (
     project_out,
     user_out,
 )
-from danlu.server.services import cluster, projects, users
+from danlu.server.services import cluster, nodes, projects, users
 
 router = APIRouter()
 
@@ -76,6 +87,38 @@ def list_nodes(user: Caller, state: State) -> list[dict[str, Any]]:
     """Nodes and GPUs with what is allocated on each GPU."""
     with state.db.read_session() as session:
         return nodes_out(cluster.list_nodes(session), cluster.list_shares(session))
+
+
+@router.post("/cluster/nodes/{name}/cordon", response_model=NodeOut, tags=["cluster"])
+def cordon_node(name: str, body: CordonIn, user: Caller, state: State) -> dict[str, Any]:
+    """Close a node to new work (admin): nothing is started, grown or moved onto it; the
+    jobs there run on. Cordoning again replaces the reason."""
+    return _change_node(name, user, state, lambda s: nodes.cordon(s, name, body.reason))
+
+
+@router.post("/cluster/nodes/{name}/drain", response_model=NodeOut, tags=["cluster"])
+def drain_node(name: str, body: CordonIn, user: Caller, state: State) -> dict[str, Any]:
+    """Cordon a node and preempt its preemptible jobs by checkpoint (admin): they resume
+    elsewhere; a job that is not preemptible runs to its end there."""
+    return _change_node(name, user, state, lambda s: nodes.cordon(s, name, body.reason, drain=True))
+
+
+@router.post("/cluster/nodes/{name}/uncordon", response_model=NodeOut, tags=["cluster"])
+def uncordon_node(name: str, user: Caller, state: State) -> dict[str, Any]:
+    """Open a cordoned or drained node to new work again (admin)."""
+    return _change_node(name, user, state, lambda s: nodes.uncordon(s, name))
+
+
+def _change_node(
+    name: str, user: User, state: ServerState, change: Callable[[Session], Node]
+) -> dict[str, Any]:
+    """``change`` node ``name`` in a transaction, as an admin; the node as the API shows it."""
+    require_admin(user)
+    checked_name(name, "node", "name")
+    with state.db.session() as session:
+        node = change(session)
+        shares = [s for s in cluster.list_shares(session) if s.node == node.name]
+        return nodes_out([node], shares)[0]
 
 
 @router.get("/cluster/allocations", response_model=list[AllocationOut], tags=["cluster"])

@@ -11,6 +11,7 @@ from danlu.core.cluster import MILLI_PER_GPU
 from danlu.core.state import JobState
 from danlu.server.db import Job, JobEvent, JobMetric, Node, Project, User
 from danlu.server.services.cluster import ShareRecord
+from danlu.server.services.nodes import state as node_state
 
 StateName = Literal[
     "PENDING", "RUNNING", "PREEMPTING", "RESTARTING", "SUCCEEDED", "FAILED", "CANCELLED"
@@ -94,13 +95,25 @@ class GpuOut(BaseModel):
 
 
 class NodeOut(BaseModel):
-    """A node of the inventory."""
+    """A node of the inventory. ``state``: ``ready``, ``cordoned`` (closed to new work; its
+    jobs run on) or ``draining`` (closed, and its preemptible jobs preempted by checkpoint)."""
 
     name: str
     gpu_type: str
     rack: str
     fake: bool
     gpus: list[GpuOut]
+    state: str = "ready"
+    cordoned_at: float | None = None
+    cordon_reason: str = ""
+    launch_failures: int = 0
+    """Launches in a row that failed there for the node's reasons."""
+
+
+class CordonIn(_In):
+    """Why a node is cordoned or drained (shown by ``danlu nodes``)."""
+
+    reason: str = Field(default="", max_length=500)
 
 
 class AllocationOut(BaseModel):
@@ -285,6 +298,10 @@ def nodes_out(nodes: list[Node], shares: list[ShareRecord]) -> list[dict[str, An
                 "rack": node.rack,
                 "fake": node.fake,
                 "gpus": gpus,
+                "state": node_state(node),
+                "cordoned_at": node.cordoned_at,
+                "cordon_reason": node.cordon_reason,
+                "launch_failures": node.launch_failures,
             }
         )
     return out

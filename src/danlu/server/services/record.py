@@ -246,8 +246,8 @@ def apply_plan(
     A placement (start or move) onto GPUs that a job preempted now or before still holds
     waits (``Applied.deferred``, with the reason), and so does one onto the GPUs of a job
     whose own move waits. Raises :class:`PlacementError` (the caller rolls back) when the
-    plan would over-allocate a GPU beyond its compute or memory, or preempts a
-    non-preemptible job."""
+    plan would over-allocate a GPU beyond its compute or memory, places a job on a node the
+    snapshot has closed to new work, or preempts a non-preemptible job."""
     t = resolve_now(now)
     if snapshot is not None:
         cluster = snapshot.view.cluster
@@ -307,7 +307,13 @@ def apply_plan(
 
     movers: set[str] = set()  # jobs whose move waits: their GPUs stay theirs this round
 
+    closed = snapshot.view.closed_nodes if snapshot is not None else frozenset()
+
     def blocked(alloc: Allocation, job_id: str) -> str | None:
+        shut = sorted({s.node for s in alloc.shares} & closed)
+        if shut:
+            names = ", ".join(cluster.nodes[n].name for n in shut)
+            raise PlacementError(f"plan places {job_id} on {names}, closed to new work")
         bad = committed.overflow(alloc)
         if bad:
             raise PlacementError(

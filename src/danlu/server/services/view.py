@@ -23,7 +23,7 @@ from danlu.core.state import JobState
 from danlu.sched.view import ClusterView, IntArray, JobRequest, JobStatus
 from danlu.server.db.models import Job, Project
 from danlu.server.errors import AdmissionError
-from danlu.server.services import admission, jobs, observe
+from danlu.server.services import admission, jobs, nodes, observe
 from danlu.server.services.cluster import InventoryMemo, load_cluster
 from danlu.server.services.common import resolve_now, tuple_rows
 from danlu.server.services.projects import HOLDING, Usage, quota_excess, with_quota
@@ -39,6 +39,10 @@ class Snapshot:
     withheld: dict[str, str] = field(default_factory=dict)
     project_usage: dict[int, Usage] = field(default_factory=dict)
     """What the holding jobs of each project with a quota hold (by project id)."""
+    drains: dict[str, str] = field(default_factory=dict)
+    """The preemptible running jobs on draining nodes, to preempt (id -> reason): the
+    view hands them to the policy as not preemptible, like every job on a closed node
+    (:func:`danlu.server.services.nodes.with_drains` adds them to its plan)."""
 
     @property
     def preempting(self) -> frozenset[str]:
@@ -321,9 +325,10 @@ def key_row_queries(
 def build_snapshot(
     session: Session, now: float | None = None, cache: StatusCache | None = None
 ) -> Snapshot:
-    """The scheduler's view at ``now``: inventory, RUNNING/PREEMPTING jobs with their
-    allocations, and PENDING jobs past their backoff in submission order (minus those whose
-    project quota or the current inventory keeps them out, listed in ``withheld``).
+    """The scheduler's view at ``now``: inventory (with the nodes closed to new work),
+    RUNNING/PREEMPTING jobs with their allocations, and PENDING jobs past their backoff in
+    submission order (minus those whose project quota or the current inventory keeps them
+    out, listed in ``withheld``), and the jobs a drain preempts.
     ``cache``: reuse the statuses of unchanged jobs (see :class:`StatusCache`); only the rows
     of the others are loaded whole.
 
@@ -396,6 +401,7 @@ def build_snapshot(
                 project = projects[row[_PROJECT]]
                 running_jobs[i] = within_quota(status, project, usage[project.id], cluster)
     milli, memory = _gpu_usage(cluster, held_entries)
+    closed = nodes.closed(session, cluster)
     view = ClusterView(
         time=t,
         cluster=cluster,
@@ -404,8 +410,9 @@ def build_snapshot(
         used_milli=milli,
         used_memory=memory,
         draining=preempting,
+        closed_nodes=closed.nodes,
     )
-    return Snapshot(view, withheld, usage)
+    return Snapshot(view, withheld, usage, nodes.to_drain(running_jobs, closed.draining))
 
 
 def within_quota(status: JobStatus, project: Project, used: Usage, cluster: Cluster) -> JobStatus:

@@ -1,0 +1,176 @@
+"""Nodes closed to new work: cordon, drain, uncordon, and closing a node that keeps failing
+launches.
+
+A **cordoned** node takes no new work: the scheduler starts, grows and moves nothing onto
+its GPUs (:attr:`~danlu.sched.view.ClusterView.closed_nodes`), and the jobs already there
+run on as they are. A **drain** is a cordon whose jobs are also stopped: every preemptible
+job with a GPU there is preempted by checkpoint in the next scheduling round and resumes
+elsewhere; a job that is not preemptible runs to its end. Either lasts until an
+**uncordon**. The reconcile loop cordons a node by itself once
+:data:`DEFAULT_LAUNCH_FAILURE_LIMIT` launches in a row failed there for the node's own
+reasons (a full disk, no processes left; :func:`~danlu.executors.is_node_fault`), so the
+queue stops feeding jobs to a broken machine. A node's state survives inventory refreshes
+and restarts: its row stays while it keeps its name.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Collection, Mapping, Sequence
+from dataclasses import dataclass, field, replace
+from typing import Final
+
+from sqlalchemy import select
+from sqlalchemy.orm import Session
+
+from danlu.core.cluster import Cluster
+from danlu.sched.view import JobStatus, Plan, Preempt
+from danlu.server.db.models import Node
+from danlu.server.errors import NotFoundError
+from danlu.server.services.common import resolve_now
+
+DEFAULT_LAUNCH_FAILURE_LIMIT: Final = 3
+"""Launches in a row failing for the node's reasons after which the node is cordoned."""
+
+MAX_REASON: Final = 500
+"""Characters of an operator's cordon reason that are kept."""
+
+
+@dataclass(frozen=True, slots=True)
+class Closed:
+    """The nodes closed to new work, by index in a cluster, and those of them draining."""
+
+    nodes: frozenset[int] = frozenset()
+    draining: Mapping[int, str] = field(default_factory=dict)
+    """Draining node index -> its name."""
+
+
+STATES: Final = ("ready", "cordoned", "draining")
+"""A node's states (:func:`state`)."""
+
+
+def state(node: Node) -> str:
+    """``ready``, ``cordoned`` or ``draining`` (a drain asked for: the jobs there are being
+    stopped; it stays so, taking no new work, until uncordoned)."""
+    if node.cordoned_at is None:
+        return "ready"
+    return "draining" if node.draining else "cordoned"
+
+
+def _node(session: Session, name: str) -> Node:
+    node = session.scalar(select(Node).where(Node.name == name))
+    if node is None:
+        raise NotFoundError("node", name, "name")
+    return node
+
+
+def cordon(
+    session: Session,
+    name: str,
+    reason: str = "",
+    *,
+    drain: bool = False,
+    now: float | None = None,
+) -> Node:
+    """Close node ``name`` to new work (``drain``: and preempt its jobs by checkpoint).
+    Cordoning a cordoned node keeps when it was cordoned and takes the new reason; a drain
+    of a cordoned node turns it into a drain."""
+    node = _node(session, name)
+    if node.cordoned_at is None:
+        node.cordoned_at = resolve_now(now)
+    node.cordon_reason = reason.strip()[:MAX_REASON] or node.cordon_reason
+    node.draining = node.draining or drain
+    session.flush()
+    return node
+
+
+def uncordon(session: Session, name: str) -> Node:
+    """Open node ``name`` to new work again (and forget its launch failures)."""
+    node = _node(session, name)
+    node.cordoned_at = None
+    node.cordon_reason = ""
+    node.draining = False
+    node.launch_failures = 0
+    session.flush()
+    return node
+
+
+def closed(session: Session, cluster: Cluster) -> Closed:
+    """The cordoned nodes of ``cluster`` (one query; the index of ``Node.cordoned_at`` is
+    not needed: the inventory is a few thousand rows at most)."""
+    rows = session.execute(
+        select(Node.name, Node.draining).where(Node.cordoned_at.is_not(None))
+    ).all()
+    if not rows:
+        return Closed()
+    index = cluster.node_index
+    nodes = {index[name]: bool(draining) for name, draining in rows if name in index}
+    names = cluster.nodes
+    draining = {i: names[i].name for i, d in nodes.items() if d}
+    return Closed(frozenset(nodes), draining)
+
+
+def to_drain(running: Sequence[JobStatus], draining: Mapping[int, str]) -> dict[str, str]:
+    """The preemptible jobs of ``running`` (as their specs say) with a GPU on a draining
+    node: job id -> the reason to preempt it with."""
+    out: dict[str, str] = {}
+    if not draining:
+        return out
+    for job in running:
+        if not job.request.preemptible:
+            continue
+        node = next((s.node for s in job.allocation.shares if s.node in draining), None)
+        if node is not None:
+            out[job.id] = f"its node {draining[node]} is being drained"
+    return out
+
+
+def with_drains(plan: Plan, drains: Mapping[str, str]) -> Plan:
+    """``plan`` with the jobs of ``drains`` (id -> reason) preempted, and nothing else
+    planned for them (the view handed them in as not preemptible, so a policy only rebatches
+    them at most)."""
+    if not drains:
+        return plan
+    planned = {p.job_id for p in plan.preempts}
+    extra = tuple(Preempt(job_id, why) for job_id, why in drains.items() if job_id not in planned)
+    return replace(
+        plan,
+        preempts=plan.preempts + extra,
+        resizes=tuple(r for r in plan.resizes if r.job_id not in drains),
+        rebatches=tuple(b for b in plan.rebatches if b.job_id not in drains),
+    )
+
+
+def launch_failed(
+    session: Session,
+    names: Collection[str],
+    error: str,
+    limit: int = DEFAULT_LAUNCH_FAILURE_LIMIT,
+    now: float | None = None,
+) -> list[str]:
+    """Count a launch that failed for the node's reasons on each of ``names``; cordon those
+    that reach ``limit`` failures in a row (0: never). Returns the names cordoned now."""
+    if not names:
+        return []
+    t = resolve_now(now)
+    cordoned: list[str] = []
+    for node in session.scalars(select(Node).where(Node.name.in_(sorted(names)))):
+        node.launch_failures += 1
+        if limit > 0 and node.launch_failures >= limit and node.cordoned_at is None:
+            node.cordoned_at = t
+            node.cordon_reason = (
+                f"{node.launch_failures} launches in a row failed for the node's reasons "
+                f"(last: {error})"
+            )[:MAX_REASON]
+            cordoned.append(node.name)
+    session.flush()
+    return cordoned
+
+
+def launched(session: Session, names: Collection[str]) -> None:
+    """A launch went through on each of ``names``: their failures in a row start over."""
+    if not names:
+        return
+    query = select(Node).where(Node.name.in_(sorted(names)), Node.launch_failures > 0)
+    for node in session.scalars(query):
+        node.launch_failures = 0
+    session.flush()

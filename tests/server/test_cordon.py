@@ -1,0 +1,304 @@
+"""Nodes closed to new work: ``cordon`` (no new work there, its jobs run on), ``drain`` (its
+preemptible jobs are preempted by checkpoint and resume elsewhere), ``uncordon``, and a node
+cordoned by the reconcile loop after launches kept failing there for the node's reasons."""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Iterator
+from contextlib import contextmanager
+from pathlib import Path
+from typing import Any
+
+import httpx
+import pytest
+from helpers import live_server, spec, user_and_nodes
+from rich.console import Console
+from typer.testing import CliRunner
+
+from danlu.cli import jobs as jobs_cli
+from danlu.cli.main import app
+from danlu.config import load_settings
+from danlu.core.cluster import Allocation, Cluster, Node, gpu_type
+from danlu.core.errors import PlacementError
+from danlu.executors import FakeExecutor, FakeWorld, JobLaunch, NodeLaunchError
+from danlu.sched.registry import make_policy
+from danlu.sched.view import ClusterView, Plan, Start
+from danlu.server.db import Database, User
+from danlu.server.errors import NotFoundError
+from danlu.server.reconcile import Reconciler
+from danlu.server.services import cluster, events, jobs, nodes
+from danlu.server.services.record import apply_plan
+from danlu.server.services.view import build_snapshot
+
+NOW = 1_000_000.0
+A, B = Node("a", 2, gpu_type("H100")), Node("b", 2, gpu_type("H100"))
+
+
+def _submit(db: Database, alice: User, name: str, gpus: int = 1, **extra: Any) -> str:
+    body = {"name": name, "command": ["python", "train.py"], "resources": {"gpus": gpus}}
+    with db.session() as s:
+        return jobs.submit(s, {**body, **extra}, alice, now=NOW).id
+
+
+@contextmanager
+def _loop(db: Database, tmp_path: Path, **settings: Any) -> Iterator[tuple[Reconciler, FakeWorld]]:
+    world = FakeWorld()
+    world.default = world.default.__class__(duration=10_000)
+    executor = FakeExecutor(Cluster((A, B)), world)
+    loop = Reconciler(
+        db, executor, load_settings(home=tmp_path, **settings), policy=make_policy("priority")
+    )
+    try:
+        yield loop, world
+    finally:
+        loop.stop()
+
+
+def _nodes_of(db: Database, job_id: str) -> set[str]:
+    with db.read_session() as s:
+        return {str(share["node"]) for share in jobs.get_job(s, job_id).allocation or ()}
+
+
+def _state(db: Database, job_id: str) -> str:
+    with db.read_session() as s:
+        return jobs.get_job(s, job_id).state
+
+
+def test_a_cordoned_node_takes_no_new_work_until_uncordoned(db: Database, tmp_path: Path) -> None:
+    with db.session() as s:
+        alice = user_and_nodes(s, (A, B), NOW)
+    first = _submit(db, alice, "first")
+    with _loop(db, tmp_path) as (loop, _):
+        loop.run_once(now=NOW)
+        on = _nodes_of(db, first).pop()
+        other = "b" if on == "a" else "a"
+        with db.session() as s:
+            node = nodes.cordon(s, on, "  swap a fan  ", now=NOW + 1)
+            assert (nodes.state(node), node.cordon_reason, node.cordoned_at) == (
+                "cordoned",
+                "swap a fan",
+                NOW + 1,
+            )
+        rest = [_submit(db, alice, f"j{i}") for i in range(3)]
+        loop.run_once(now=NOW + 2)
+        assert _state(db, first) == "RUNNING" and _nodes_of(db, first) == {on}  # runs on
+        running = [j for j in rest if _state(db, j) == "RUNNING"]
+        assert len(running) == 2 and all(_nodes_of(db, j) == {other} for j in running)
+        (left,) = set(rest) - set(running)
+        assert _state(db, left) == "PENDING"  # a GPU of the cordoned node is free
+        with db.session() as s:
+            nodes.cordon(s, on, "", now=NOW + 3)  # again: when and why are kept
+            listed = {n.name: n for n in cluster.list_nodes(s)}[on]
+            assert (listed.cordoned_at, listed.cordon_reason) == (NOW + 1, "swap a fan")
+            nodes.uncordon(s, on)
+        loop.run_once(now=NOW + 4)
+        assert _state(db, left) == "RUNNING" and _nodes_of(db, left) == {on}
+
+
+def test_a_drain_preempts_the_preemptible_jobs_and_they_resume_elsewhere(
+    db: Database, tmp_path: Path
+) -> None:
+    with db.session() as s:
+        alice = user_and_nodes(s, (A, B), NOW)
+    movable = _submit(db, alice, "movable")
+    pinned = _submit(db, alice, "pinned", preemptible=False)
+    with db.session() as s:  # both on node a
+        nodes.cordon(s, "b", now=NOW)
+    with _loop(db, tmp_path) as (loop, world):
+        loop.run_once(now=NOW)
+        assert _nodes_of(db, movable) == _nodes_of(db, pinned) == {"a"}
+        with db.session() as s:
+            nodes.uncordon(s, "b")
+            node = nodes.cordon(s, "a", "kernel update", drain=True, now=NOW + 1)
+            assert nodes.state(node) == "draining"
+        report = loop.run_once(now=NOW + 2)
+        assert report.preempted == [movable]
+        with db.read_session() as s:
+            reasons = [e.reason for e in events.list_events(s, movable)]
+            assert "its node a is being drained" in reasons
+        assert _state(db, pinned) == "RUNNING"  # not preemptible: runs to its end
+        for t in range(3, 8):
+            world.clock.advance(1)
+            loop.run_once(now=NOW + t)
+        assert _state(db, movable) == "RUNNING" and _nodes_of(db, movable) == {"b"}
+        assert _nodes_of(db, pinned) == {"a"}
+        report = loop.run_once(now=NOW + 9)
+        assert report.preempted == []  # nothing is preempted twice
+
+
+def test_a_node_that_keeps_failing_launches_is_cordoned(
+    db: Database, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    with db.session() as s:
+        alice = user_and_nodes(s, (A, B), NOW)
+    with db.session() as s:  # every job goes to node a first
+        nodes.cordon(s, "b", now=NOW)
+    job = _submit(db, alice, "unlucky")
+    with _loop(db, tmp_path, node_launch_failures=2) as (loop, _):
+        real = loop.executor.submit
+        broken = {"a"}
+
+        def submit(launch: JobLaunch) -> Any:
+            names = {loop.executor.inventory().nodes[slot.node].name for slot in launch.gpus}
+            if names & broken:
+                raise NodeLaunchError("no space left on /scratch")
+            return real(launch)
+
+        monkeypatch.setattr(loop.executor, "submit", submit)
+        report = loop.run_once(now=NOW)
+        assert report.cordoned == [] and _state(db, job) == "PENDING"
+        with db.session() as s:
+            nodes.uncordon(s, "b")  # room elsewhere from now on
+        with db.read_session() as s:
+            assert {n.name: n.launch_failures for n in cluster.list_nodes(s)} == {"a": 1, "b": 0}
+        t = NOW
+        while _state(db, job) != "RUNNING" or not _nodes_of(db, job):
+            t += 20  # past the job's backoff
+            report = loop.run_once(now=t)
+            if report.cordoned:
+                assert report.cordoned == ["a"]
+            assert t < NOW + 400
+        assert _nodes_of(db, job) == {"b"}
+        with db.read_session() as s:
+            a = {n.name: n for n in cluster.list_nodes(s)}["a"]
+            assert nodes.state(a) == "cordoned" and a.launch_failures == 2
+            assert a.cordon_reason == (
+                "2 launches in a row failed for the node's reasons "
+                "(last: no space left on /scratch)"
+            )
+        broken.clear()
+        with db.session() as s:
+            nodes.uncordon(s, "a")
+        second = _submit(db, alice, "second", gpus=2)  # only node a has 2 GPUs free
+        loop.run_once(now=t + 1)
+        assert _nodes_of(db, second) == {"a"}
+
+
+def test_a_launch_that_goes_through_starts_the_count_over(db: Database) -> None:
+    with db.session() as s:
+        user_and_nodes(s, (A, B), NOW)
+        assert nodes.launch_failed(s, {"a", "b"}, "EMFILE", limit=3, now=NOW) == []
+        assert nodes.launch_failed(s, {"a"}, "EMFILE", limit=3, now=NOW) == []
+        nodes.launched(s, {"a"})
+        assert nodes.launch_failed(s, {"a", "b"}, "EMFILE", limit=3, now=NOW) == []
+        assert nodes.launch_failed(s, {"b"}, "EMFILE", limit=3, now=NOW) == ["b"]
+        assert nodes.launch_failed(s, {"b"}, "EMFILE", limit=0, now=NOW) == []  # already
+    with db.read_session() as s:
+        counts = {n.name: (n.launch_failures, nodes.state(n)) for n in cluster.list_nodes(s)}
+        assert counts == {"a": (1, "ready"), "b": (4, "cordoned")}
+    with db.session() as s:
+        assert nodes.launch_failed(s, {"a"}, "x", limit=0, now=NOW) == []  # 0: never
+        with pytest.raises(NotFoundError, match="node 'c' not found"):
+            nodes.cordon(s, "c")
+
+
+def test_a_plan_onto_a_closed_node_is_refused(db: Database) -> None:
+    with db.session() as s:
+        alice = user_and_nodes(s, (A, B), NOW)
+    job = _submit(db, alice, "j")
+    with db.session() as s:
+        nodes.cordon(s, "a", now=NOW)
+    with db.session() as s:
+        snap = build_snapshot(s, NOW)
+        assert snap.view.closed_nodes == frozenset({0})
+        bad = Plan(starts=(Start(job, Allocation.whole_gpus([(0, 0)])),))
+        with pytest.raises(PlacementError, match=r"plan places \w+ on a, closed to new work"):
+            apply_plan(s, bad, NOW, snap.withheld, snap)
+
+
+class _Blind:
+    """A policy that ignores closed nodes: always node a, GPU 0."""
+
+    name = "blind"
+
+    def schedule(self, view: ClusterView) -> Plan:
+        first = view.pending[:1]
+        return Plan(starts=tuple(Start(j.id, Allocation.whole_gpus([(0, 0)])) for j in first))
+
+
+def test_a_policy_that_ignores_closed_nodes_falls_back_to_fifo(
+    db: Database, tmp_path: Path
+) -> None:
+    with db.session() as s:
+        alice = user_and_nodes(s, (A, B), NOW)
+        nodes.cordon(s, "a", now=NOW)
+    job = _submit(db, alice, "j")
+    world = FakeWorld()
+    loop = Reconciler(
+        db,
+        FakeExecutor(Cluster((A, B)), world),
+        load_settings(home=tmp_path),
+        policy=_Blind(),  # type: ignore[arg-type]
+    )
+    try:
+        report = loop.run_once(now=NOW)
+        assert any("closed to new work" in e and "ran fifo" in e for e in report.errors)
+        assert _nodes_of(db, job) == {"b"}
+    finally:
+        loop.stop()
+
+
+def test_the_api_cordons_drains_and_uncordons(tmp_path: Path) -> None:
+    with live_server(tmp_path, fake_gpus="2x80GiB", start_loops=False) as live, live.client() as c:
+        listed = c.get("/cluster/nodes").json()
+        name = listed[0]["name"]
+        assert (listed[0]["state"], listed[0]["cordoned_at"], listed[0]["launch_failures"]) == (
+            "ready",
+            None,
+            0,
+        )
+        r = c.post(f"/cluster/nodes/{name}/cordon", json={"reason": "bad DIMM"})
+        assert r.status_code == 200, r.text
+        assert (r.json()["state"], r.json()["cordon_reason"]) == ("cordoned", "bad DIMM")
+        assert len(r.json()["gpus"]) == 2
+        r = c.post(f"/cluster/nodes/{name}/drain", json={})
+        assert (r.json()["state"], r.json()["cordon_reason"]) == ("draining", "bad DIMM")
+        metrics = httpx.get(f"{live.url}/metrics").text
+        assert 'danlu_nodes{state="draining"} 1.0' in metrics
+        assert 'danlu_nodes{state="ready"} 0.0' in metrics
+        r = c.post(f"/cluster/nodes/{name}/uncordon")
+        assert (r.json()["state"], r.json()["cordoned_at"]) == ("ready", None)
+        assert c.get("/cluster/nodes").json()[0]["state"] == "ready"
+        # refused: an unknown node, a reason too long, a field not known, a non-admin
+        assert c.post("/cluster/nodes/nope/cordon", json={}).status_code == 404
+        assert c.post("/cluster/nodes/..%2Fx/cordon", json={}).status_code == 404
+        long = c.post(f"/cluster/nodes/{name}/cordon", json={"reason": "x" * 501})
+        assert long.status_code == 422 and "reason" in long.text
+        extra = c.post(f"/cluster/nodes/{name}/cordon", json={"why": "typo"})
+        assert extra.status_code == 422 and "why" in extra.text
+        c.post("/users", json={"name": "bob"}).raise_for_status()
+        token = c.post("/users/bob/tokens", json={"name": "t"}).json()["token"]
+        with live.client(token) as bob:
+            assert bob.post(f"/cluster/nodes/{name}/cordon", json={}).status_code == 403
+            assert bob.get("/cluster/nodes").json()[0]["state"] == "ready"
+        job = c.post("/jobs", json=spec("j", "pass")).json()
+        assert job["state"] == "PENDING"
+
+
+def test_the_cli_cordons_drains_and_uncordons(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setattr(jobs_cli, "console", Console(width=200))  # no wrapped table rows
+    with live_server(tmp_path, fake_gpus="1x80GiB", start_loops=False) as live:
+        flags = ["--url", live.url, "--token", live.token]
+
+        def danlu(*args: str) -> tuple[int, str]:
+            result = CliRunner().invoke(app, [*args, *flags])
+            return result.exit_code, result.stdout + result.stderr
+
+        name = httpx.get(
+            f"{live.url}/api/v1/cluster/nodes", headers={"Authorization": f"Bearer {live.token}"}
+        ).json()[0]["name"]
+        code, out = danlu("cordon", name, "--reason", "bad [DIMM]")
+        assert code == 0 and f"node {name}: cordoned (bad [DIMM])" in out, out
+        code, out = danlu("nodes")
+        assert code == 0 and "[cordoned: bad [DIMM]]" in out, out
+        code, out = danlu("drain", name, "--json")
+        assert code == 0 and json.loads(out)["state"] == "draining"
+        code, out = danlu("uncordon", name)
+        assert code == 0 and f"node {name}: ready" in out
+        code, out = danlu("nodes")
+        assert "cordoned" not in out and "draining" not in out
+        code, out = danlu("cordon", "nope")
+        assert code == 2 and "node 'nope' not found" in out
