@@ -134,6 +134,39 @@ def test_unfinished_jobs_get_their_deadline_on_upgrade(db_url: str) -> None:
     db.dispose()
 
 
+def test_nodes_are_ready_after_the_cordon_migration(db_url: str) -> None:
+    """Migration 0008: the nodes of a store made before it are ready (not cordoned, no
+    drain, no launch failures), and a downgrade past it drops the columns again."""
+    from danlu.core.cluster import Node
+    from danlu.server.services import cluster, nodes
+
+    db = Database(db_url)
+    try:
+        with db.engine.begin() as conn:
+            config = alembic_config()
+            config.attributes["connection"] = conn
+            command.downgrade(config, "0007")
+        with db.engine.begin() as conn:
+            conn.execute(
+                text(
+                    "INSERT INTO nodes (name, position, gpu_type, rack, cpu_milli, memory, fake,"
+                    " updated_at) VALUES ('old', 0, 'generic', 'rack-0', 0, 0, false, 1.0)"
+                )
+            )
+    finally:
+        upgrade_database(db.engine)
+    with db.session() as s:
+        (old,) = cluster.list_nodes(s)
+        assert (nodes.state(old), old.cordon_reason, old.launch_failures) == ("ready", "", 0)
+        cluster.replace_inventory(s, [Node("old", 1)])
+        nodes.cordon(s, "old", "fan", now=5.0)
+    with db.session() as s:  # an inventory refresh keeps the node's state
+        cluster.replace_inventory(s, [Node("old", 2), Node("new", 1)])
+        states = {n.name: nodes.state(n) for n in cluster.list_nodes(s)}
+        assert states == {"old": "cordoned", "new": "ready"}
+    db.dispose()
+
+
 def test_fresh_sqlite_file_is_created_and_migrated(tmp_path: Path) -> None:
     url = f"sqlite:///{tmp_path}/home/sub/danlu.db"
     upgrade_database(url)
