@@ -87,6 +87,10 @@ def test_a_cordoned_node_takes_no_new_work_until_uncordoned(db: Database, tmp_pa
         assert len(running) == 2 and all(_nodes_of(db, j) == {other} for j in running)
         (left,) = set(rest) - set(running)
         assert _state(db, left) == "PENDING"  # a GPU of the cordoned node is free
+        with db.read_session() as s:
+            why = jobs.why(s, jobs.get_job(s, left), now=NOW + 2)
+            assert why.endswith(f"; cordoned (no new work): {on}"), why
+            assert "cordoned" not in jobs.why(s, jobs.get_job(s, first), now=NOW + 2)
         with db.session() as s:
             nodes.cordon(s, on, "", now=NOW + 3)  # again: when and why are kept
             listed = {n.name: n for n in cluster.list_nodes(s)}[on]
@@ -94,6 +98,9 @@ def test_a_cordoned_node_takes_no_new_work_until_uncordoned(db: Database, tmp_pa
             nodes.uncordon(s, on)
         loop.run_once(now=NOW + 4)
         assert _state(db, left) == "RUNNING" and _nodes_of(db, left) == {on}
+        late = _submit(db, alice, "late")
+        with db.read_session() as s:
+            assert "cordoned" not in jobs.why(s, jobs.get_job(s, late), now=NOW + 4)
 
 
 def test_a_drain_preempts_the_preemptible_jobs_and_they_resume_elsewhere(

@@ -20,7 +20,7 @@ from danlu.core.errors import PlacementError, SpecError
 from danlu.core.spec import AUTO_FAMILY, JobSpec, check_limits, parse_spec
 from danlu.core.state import JobState, check_transition, restart_backoff
 from danlu.core.units import format_bytes
-from danlu.server.db.models import Job, JobEvent, User
+from danlu.server.db.models import Job, JobEvent, Node, User
 from danlu.server.errors import ConflictError, NotFoundError, PermissionDenied
 from danlu.server.services import admission
 from danlu.server.services.bulk import EventBatch, flush_jobs
@@ -507,14 +507,27 @@ def requeue_lost(session: Session, job: Job, lost: list[str], now: float | None 
 
 
 def why(session: Session, job: Job, now: float | None = None) -> str:
-    """Explain in one sentence why ``job`` is where it is (mainly: why it is pending); an
-    unfinished job with a deadline says when it will be cancelled."""
+    """Explain in one sentence why ``job`` is where it is (mainly: why it is pending); a
+    pending job names the nodes closed to new work, and an unfinished job with a deadline
+    says when it will be cancelled."""
     t = resolve_now(now)
     reason = _why(session, job, t)
+    if job.state == JobState.PENDING.value:
+        query = select(Node.name).where(Node.cordoned_at.is_not(None)).order_by(Node.position)
+        closed = list(session.scalars(query.limit(_NAMED_NODES + 1)))
+        if closed:
+            names = ", ".join(closed[:_NAMED_NODES]) + (
+                ", ..." if len(closed) > _NAMED_NODES else ""
+            )
+            reason += f"; cordoned (no new work): {names}"
     if job.deadline_at is not None and not JobState(job.state).terminal:
         left = job.deadline_at - t
         reason += f"; cancelled at its deadline in {left:.0f}s" if left > 0 else "; deadline passed"
     return reason
+
+
+_NAMED_NODES = 5
+"""Cordoned nodes :func:`why` names at most."""
 
 
 def _why(session: Session, job: Job, t: float) -> str:
