@@ -5,9 +5,11 @@ node fewer (the runs there lost with it) or more, quotas and priorities change w
 and jobs are cancelled. After every pass of the leader no GPU is held by two runs unless both
 share it within its memory, no running job is recorded on a GPU the inventory lacks, and no
 project grows past its quota; once the arrivals stop and the cluster is whole again, every job
-finishes. The danlu seeds broke an earlier loop: a move whose stop request failed left its old
-run on a GPU given to another job (4); a job on a lost node whose run could not be polled
-stayed recorded there (5), and its GPUs, not counted, let a project past its quota (6)."""
+finishes. Nodes are cordoned, drained and uncordoned meanwhile: no job is started or moved onto
+a cordoned node, and after a pass no job runs on a drained one. The danlu seeds broke an
+earlier loop: a move whose stop request failed left its old run on a GPU given to another job
+(4); a job on a lost node whose run could not be polled stayed recorded there (5), and its
+GPUs, not counted, let a project past its quota (6)."""
 
 from __future__ import annotations
 
@@ -32,12 +34,22 @@ from danlu.sched.registry import make_policy
 from danlu.server.db import Database
 from danlu.server.reconcile import Reconciler
 from danlu.server.services import cluster, jobs, projects
+from danlu.server.services import nodes as node_states
 from danlu.server.services.projects import Usage, allocation_usage
 
 NOW = 1_000_000.0
 INJECTED = "(injected)"
-CASES = [("danlu", 4), ("danlu", 5), ("danlu", 6), ("tiresias", 13)]
-"""Danlu's seeds each broke an earlier loop, one way each (see the module's docstring)."""
+CASES = [
+    ("danlu", 4, False),
+    ("danlu", 5, False),
+    ("danlu", 6, False),
+    ("tiresias", 13, False),
+    ("danlu", 21, True),
+    ("value-density", 22, True),
+]
+"""Danlu's first three seeds each broke an earlier loop, one way each (see the module's
+docstring); the cases with True cordon, drain and uncordon nodes too (from a random stream
+of their own, so the other cases run as they always did)."""
 
 
 class _Flaky(FakeExecutor):
@@ -85,11 +97,53 @@ def _held(db: Database, nodes: int | None) -> dict[str, Usage]:
     return held
 
 
-@pytest.mark.parametrize(("policy", "seed"), CASES)
+def _runs_on(db: Database, node: str) -> set[tuple[str, int]]:
+    """The runs (job id, attempt) holding a GPU of ``node``."""
+    with db.read_session() as s:
+        held = jobs.list_jobs(s, states=["RUNNING", "PREEMPTING"], limit=1000)
+        return {(j.id, j.attempt) for j in held if any(x["node"] == node for x in j.allocation)}
+
+
+def _check_closed(db: Database, closed: dict[str, set[tuple[str, int]]], drained: set[str]) -> None:
+    """Every job running on a cordoned node ran there when it was cordoned, and none runs
+    on a drained one (every job of the workload is preemptible)."""
+    with db.read_session() as s:
+        for job in jobs.list_jobs(s, states=["RUNNING"], limit=1000):
+            for node in {share["node"] for share in job.allocation} & closed.keys():
+                assert (job.id, job.attempt) in closed[node], (job.id, node)
+                assert node not in drained, (job.id, node)
+
+
+def _change_a_node(
+    db: Database,
+    rng: random.Random,
+    count: int,
+    closed: dict[str, set[tuple[str, int]]],
+    drained: set[str],
+    now: float,
+) -> None:
+    """Cordon, drain or uncordon a node at random."""
+    name, action = f"node-{rng.randrange(count)}", rng.choice(["cordon", "drain", "uncordon"])
+    if action == "uncordon":
+        with db.session() as s:
+            node_states.uncordon(s, name)
+        closed.pop(name, None)
+        drained.discard(name)
+        return
+    if name not in closed:
+        closed[name] = _runs_on(db, name)
+    with db.session() as s:
+        node_states.cordon(s, name, "chaos", drain=action == "drain", now=now)
+    if action == "drain":
+        drained.add(name)
+
+
+@pytest.mark.parametrize(("policy", "seed", "cordons"), CASES)
 def test_a_workload_survives_crashes_lost_nodes_failing_calls_and_quota_changes(
-    db: Database, tmp_path: Path, policy: str, seed: int
+    db: Database, tmp_path: Path, policy: str, seed: int, cordons: bool
 ) -> None:
     rng = random.Random(seed)
+    node_rng = random.Random(seed + 11)
     full = nodes = rng.randint(2, 3)
     world = FakeWorld()
     with db.session() as s:
@@ -111,6 +165,8 @@ def test_a_workload_survives_crashes_lost_nodes_failing_calls_and_quota_changes(
     ids: list[str] = []
     steps: dict[str, int] = {}
     failures = lost_runs = 0
+    closed: dict[str, set[tuple[str, int]]] = {}  # cordoned node -> the runs there then
+    drained: set[str] = set()
     for turn in range(1200):
         now = NOW + world.clock()
         if turn < 80 and rng.random() < 0.5:
@@ -126,6 +182,14 @@ def test_a_workload_survives_crashes_lost_nodes_failing_calls_and_quota_changes(
             with db.session() as s:
                 projects.update_project(s, name, quota_gpus=gpus, priority=rng.randint(0, 2))
             quota[name] = Usage(1e9 if gpus is None else gpus, QUOTAS[name].gpu_memory)
+        if cordons and turn < 80 and node_rng.random() < 0.05:
+            _change_a_node(db, node_rng, nodes, closed, drained, now)
+        if turn == 80:  # every node open again
+            for name in list(closed):
+                with db.session() as s:
+                    node_states.uncordon(s, name)
+            closed.clear()
+            drained.clear()
         if turn == 80:  # quotas that every job submitted fits in
             with db.session() as s:
                 for name, q in QUOTAS.items():
@@ -141,6 +205,9 @@ def test_a_workload_survives_crashes_lost_nodes_failing_calls_and_quota_changes(
                     lost_runs += executor.poll(Handle(job_id, run.launch.run_attempt)).running
                     del world.runs[job_id]
             nodes = count
+            for name in [n for n in closed if int(n.split("-")[1]) >= count]:
+                del closed[name]  # gone with its row; back later as a ready node
+                drained.discard(name)
             with db.session() as s:
                 inventory = Cluster.homogeneous(nodes, 4, "H100")
                 cluster.replace_inventory(s, list(inventory.nodes), fake=True, now=now)
@@ -152,6 +219,8 @@ def test_a_workload_survives_crashes_lost_nodes_failing_calls_and_quota_changes(
         executor.failing = False
         check_gpus(executor, world)
         after = _held(db, nodes if report.leader else None)
+        if report.leader:
+            _check_closed(db, closed, drained)
         executor.failing = True
         for name, q in quota.items():
             used, was = after.get(name, Usage()), before.get(name, Usage())
