@@ -181,6 +181,11 @@ class Settings(BaseSettings):
     out of processes or memory) before the reconcile loop cordons it (closes it to new work
     until ``danlu uncordon``); 0: never."""
 
+    retention_days: float = Field(default=0.0, ge=0, le=36500, allow_inf_nan=False)
+    """Days a finished job keeps its stored metrics, its logs and run records and the
+    checkpoint directory danlu made for it (never a spec's ``checkpoint_dir``); after that
+    the reconcile loop deletes them, keeping the job and its events. 0: keep everything."""
+
     trace_modules: str = ",".join(DEFAULT_TRACE_MODULES)
     """The packages or modules, comma-separated, whose model factories the server may import
     and call to estimate a submitted job's memory (``training.model``, traced in a

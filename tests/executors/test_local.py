@@ -14,6 +14,7 @@ import pytest
 from danlu.core.cluster import Cluster
 from danlu.executors import (
     ExecStatus,
+    ExecutorError,
     GpusBusyError,
     GpuSlot,
     Handle,
@@ -443,3 +444,29 @@ def test_adoption_after_control_plane_sigkill(tmp_path: Path) -> None:
     assert b.poll(handle).running
     go.write_text("1")
     assert wait(b, handle).outcome is Outcome.SUCCEEDED
+
+
+def test_discard_deletes_a_finished_jobs_records_and_log(ex: LocalExecutor, tmp_path: Path) -> None:
+    """The retention's hook: the run records and the log go; a running job is refused, and
+    a job never seen is nothing to do."""
+    done = ex.submit(launch("done", "print('bye')"))
+    assert wait(ex, done).outcome is Outcome.SUCCEEDED
+    assert ex.logs(done)[0] == b"bye\n"
+    running = ex.submit(launch("busy", "import time; time.sleep(60)"))
+    log_files = sorted(p.name for p in (tmp_path / "state" / "logs").iterdir())
+    assert log_files == ["busy.log", "done.log"]
+    ex.discard("done")
+    assert [h.job_id for h in ex.adopt()] == ["busy"]
+    assert sorted(p.name for p in (tmp_path / "state" / "logs").iterdir()) == ["busy.log"]
+    with pytest.raises(UnknownHandleError):
+        ex.logs(done)
+    with pytest.raises(ExecutorError, match="still runs"):
+        ex.discard("busy")
+    assert ex.poll(running).running
+    ex.discard("never-seen")
+    with pytest.raises(InvalidLaunchError):
+        ex.discard("../escape")
+    ex.cancel(running)
+    wait(ex, running)
+    ex.discard("busy")
+    assert ex.adopt() == []

@@ -337,6 +337,11 @@ class Executor(ABC):
     def forget(self, handle: Handle) -> None:  # noqa: B027 - optional hook, default no-op
         """Drop the executor's record of an exited run (its logs stay). Default: nothing."""
 
+    def discard(self, job_id: str) -> None:  # noqa: B027 - optional hook, default no-op
+        """Delete everything kept of the finished job ``job_id``'s runs, its logs included
+        (the control plane's retention); nothing when there is none. Raises
+        :class:`ExecutorError` while a run of the job still runs. Default: nothing."""
+
     def close(self) -> None:  # noqa: B027 - optional hook, default no-op
         """Release the executor's own resources; running jobs keep running."""
 

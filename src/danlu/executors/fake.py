@@ -174,6 +174,14 @@ class FakeExecutor(MultiNodeExecutor, GpuSharingExecutor):
         """Drop the run from the world."""
         self.world.runs.pop(self._run(handle).launch.job_id)
 
+    def discard(self, job_id: str) -> None:
+        """Drop the job's run and its saved work from the world."""
+        run = self.world.runs.get(job_id)
+        if run is not None and self._status(run).running:
+            raise ExecutorError(f"job {job_id} still runs; stop it before discarding it")
+        self.world.runs.pop(job_id, None)
+        self.world.saved.pop(job_id, None)
+
     def _run(self, handle: Handle) -> FakeRun:
         run = self.world.runs.get(handle.job_id)
         if run is None or run.launch.run_attempt != handle.attempt:

@@ -136,6 +136,8 @@ class Job(LockMixin, Base):
         ),
         # the deadlines due among the unfinished jobs, however many finished ones had one
         Index("ix_jobs_state_deadline_at", "state", "deadline_at"),
+        # the finished jobs due for the retention's purge, oldest first
+        Index("ix_jobs_purged_at_finished_at", "purged_at", "finished_at"),
     )
 
     seq: Mapped[int] = mapped_column(BigId, primary_key=True, autoincrement=True)
@@ -174,6 +176,9 @@ class Job(LockMixin, Base):
     deadline_at: Mapped[float | None] = mapped_column(Double, default=None)
     """``submitted_at`` plus the spec's ``deadline``: a job not finished by then is cancelled
     (:func:`danlu.server.services.jobs.expired`); null without a deadline."""
+    purged_at: Mapped[float | None] = mapped_column(Double, default=None)
+    """When the retention deleted the finished job's metrics, logs and danlu-made
+    checkpoints (:mod:`danlu.server.services.retention`); null while they are kept."""
     marks: Mapped[dict[str, float] | None] = mapped_column(JSON, default=None)
     observed: Mapped[dict[str, float] | None] = mapped_column(JSON, default=None)
     """The last measurement of the job's run from its metric reports (see

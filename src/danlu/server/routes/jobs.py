@@ -13,7 +13,7 @@ from danlu.core.spec import AUTO_FAMILY, JobSpec, check_limits
 from danlu.core.values import MAX_INT, check_values
 from danlu.executors import Handle, UnknownHandleError
 from danlu.server.db import User
-from danlu.server.errors import PermissionDenied
+from danlu.server.errors import ConflictError, PermissionDenied
 from danlu.server.routes.deps import Caller, ServerState, State, checked_name
 from danlu.server.routes.estimation import resolve_memory
 from danlu.server.routes.schemas import (
@@ -106,11 +106,17 @@ def list_jobs(
         return [job_out(j) for j in rows]
 
 
-def _run_of(state: ServerState, job_id: str, user: User) -> Handle:
-    """The current run of a job the caller may see (its id comes from the store)."""
+def _run_of(state: ServerState, job_id: str, user: User, *, logs: bool = False) -> Handle:
+    """The current run of a job the caller may see (its id comes from the store); for its
+    ``logs``, a :class:`ConflictError` once the retention deleted them."""
     checked_name(job_id, "job")
     with state.db.read_session() as session:
         job = jobs.get_job(session, job_id, user)
+        if logs and job.purged_at is not None:
+            raise ConflictError(
+                f"job {job.id}: its log was deleted by the retention (DANLU_RETENTION_DAYS) "
+                f"at {job.purged_at:.0f}"
+            )
         return Handle(job.id, job.attempt)
 
 
@@ -205,7 +211,7 @@ def job_logs(
 ) -> Response:
     """The job's output from byte ``offset``; ``X-Danlu-Log-Offset`` is the next offset.
     With ``follow=true`` the body streams until the job is terminal."""
-    run = _run_of(state, job_id, user)
+    run = _run_of(state, job_id, user, logs=True)
     if follow:
         return StreamingResponse(_follow(state, run, offset), media_type="text/plain")
     data, next_offset = _read_log(state, run, offset)

@@ -46,6 +46,8 @@ class JobOut(BaseModel):
     started_at: float | None
     finished_at: float | None
     deadline_at: float | None = None
+    purged_at: float | None = None
+    """When the retention deleted the finished job's metrics, logs and checkpoints."""
     """When the job must have finished (submission plus the spec's ``deadline``): an
     unfinished job is cancelled then. Null without a deadline."""
     exit_code: int | None
@@ -226,6 +228,7 @@ def job_out(job: Job) -> dict[str, Any]:
         "started_at": job.started_at,
         "finished_at": job.finished_at,
         "deadline_at": job.deadline_at,
+        "purged_at": job.purged_at,
         "exit_code": job.exit_code,
         "pending_reason": job.pending_reason,
         "allocation": allocation,
