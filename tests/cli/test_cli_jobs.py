@@ -184,7 +184,10 @@ def test_show_json_and_table(fake: FakeApi) -> None:
     assert "deadline_at" not in out
     due = fake.add_job("due", "PENDING", deadline_at=4000.0)
     code, out, _ = run("show", due["id"])
-    assert code == 0 and "deadline_at" in out
+    assert code == 0 and "deadline_at" in out and "purged_at" not in out
+    old = fake.add_job("old", "SUCCEEDED", purged_at=5000.0)
+    code, out, _ = run("show", old["id"])
+    assert code == 0 and "purged_at" in out
 
 
 def test_unknown_job_exits_2_with_the_servers_message(fake: FakeApi) -> None:

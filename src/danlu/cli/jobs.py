@@ -249,7 +249,7 @@ def show(
         if data.get(key) is not None:
             table.add_row(key, str(data[key]))
     table.add_row("gpus", top_view.gpus_of(data))
-    for key in ("submitted_at", "started_at", "finished_at", "deadline_at"):
+    for key in ("submitted_at", "started_at", "finished_at", "deadline_at", "purged_at"):
         if data.get(key):
             table.add_row(key, time.strftime("%Y-%m-%d %H:%M:%S", time.localtime(data[key])))
     for a in data.get("allocation") or []:
