@@ -13,7 +13,7 @@ import sys
 import time
 from collections.abc import Callable
 from pathlib import Path
-from typing import Annotated, Any
+from typing import Annotated, Any, TypeVar
 
 import typer
 import yaml
@@ -65,6 +65,18 @@ def connect(home: Path | None, url: str | None, token: str | None) -> Client:
         return client_factory(home, url, token)
     except DanluError as exc:
         raise fail(exc) from None
+
+
+T = TypeVar("T")
+
+
+def ask(home: Path | None, url: str | None, token: str | None, request: Callable[[Client], T]) -> T:
+    """``request`` made with the command's client; a :class:`DanluError` exits with code 2."""
+    with connect(home, url, token) as client:
+        try:
+            return request(client)
+        except DanluError as exc:
+            raise fail(exc) from None
 
 
 def fail(exc: Exception | str) -> typer.Exit:
@@ -308,11 +320,7 @@ def cancel(
     token: TokenOpt = None,
 ) -> None:
     """Cancel a job (a running job is stopped; a finished one is a conflict)."""
-    with connect(home, url, token) as client:
-        try:
-            data = client.cancel(job)
-        except DanluError as exc:
-            raise fail(exc) from None
+    data = ask(home, url, token, lambda c: c.cancel(job))
     if json_out:
         print_json(data)
         return
@@ -327,11 +335,7 @@ def why(
     token: TokenOpt = None,
 ) -> None:
     """Explain why a job is pending (or what state it is in)."""
-    with connect(home, url, token) as client:
-        try:
-            data = client.why(job)
-        except DanluError as exc:
-            raise fail(exc) from None
+    data = ask(home, url, token, lambda c: c.why(job))
     if json_out:
         print_json(data)
         return
@@ -348,11 +352,7 @@ def nodes(
     token: TokenOpt = None,
 ) -> None:
     """List nodes and GPUs with allocated memory and the jobs on each GPU."""
-    with connect(home, url, token) as client:
-        try:
-            data = client.nodes()
-        except DanluError as exc:
-            raise fail(exc) from None
+    data = ask(home, url, token, lambda c: c.nodes())
     if json_out:
         print_json(data)
         return
@@ -381,11 +381,7 @@ def cordon(
     token: TokenOpt = None,
 ) -> None:
     """Close a node to new work (admin); the jobs on it run on. Undo with `danlu uncordon`."""
-    with connect(home, url, token) as client:
-        try:
-            data = client.cordon(node, reason)
-        except DanluError as exc:
-            raise fail(exc) from None
+    data = ask(home, url, token, lambda c: c.cordon(node, reason))
     _node_changed(data, json_out)
 
 
@@ -399,11 +395,7 @@ def drain(
 ) -> None:
     """Cordon a node and preempt its jobs by checkpoint (admin): they resume elsewhere; a
     job that is not preemptible runs to its end. Undo with `danlu uncordon`."""
-    with connect(home, url, token) as client:
-        try:
-            data = client.cordon(node, reason, drain=True)
-        except DanluError as exc:
-            raise fail(exc) from None
+    data = ask(home, url, token, lambda c: c.cordon(node, reason, drain=True))
     _node_changed(data, json_out)
 
 
@@ -415,11 +407,7 @@ def uncordon(
     token: TokenOpt = None,
 ) -> None:
     """Open a cordoned or drained node to new work again (admin)."""
-    with connect(home, url, token) as client:
-        try:
-            data = client.uncordon(node)
-        except DanluError as exc:
-            raise fail(exc) from None
+    data = ask(home, url, token, lambda c: c.uncordon(node))
     _node_changed(data, json_out)
 
 
