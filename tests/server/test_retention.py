@@ -3,6 +3,7 @@ run records and the checkpoint directory danlu made for it; the job and its even
 
 from __future__ import annotations
 
+import time
 from pathlib import Path
 from typing import Any
 
@@ -144,3 +145,29 @@ def test_a_purged_jobs_log_is_a_conflict_naming_the_retention(tmp_path: Path) ->
         gone = c.get(f"/jobs/{job['id']}/logs")
         assert gone.status_code == 409
         assert "deleted by the retention (DANLU_RETENTION_DAYS)" in gone.json()["error"]["message"]
+
+
+def test_a_pass_stops_deleting_after_its_time_and_the_next_goes_on(
+    db: Database, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setattr(retention, "PASS_SECONDS", 0.05)
+    with db.session() as s:
+        user_and_nodes(s, (NODE,), NOW)
+    ids = [_submit(db, f"j{i}") for i in range(3)]
+    with db.session() as s:
+        for job_id in ids:
+            jobs.cancel_job(s, job_id, now=NOW + 1)
+    loop = _loop(db, tmp_path, FakeWorld(), days=0.5)
+    real = loop.executor.discard
+
+    def slow(job_id: str) -> None:  # a large checkpoint on a slow file system
+        time.sleep(0.1)
+        real(job_id)
+
+    monkeypatch.setattr(loop.executor, "discard", slow)
+    try:
+        assert loop.run_once(now=NOW + DAY).purged == [ids[0]]
+        assert loop.run_once(now=NOW + DAY + 1).purged == [ids[1]]
+        assert loop.run_once(now=NOW + DAY + 2).purged == [ids[2]]
+    finally:
+        loop.stop()

@@ -295,10 +295,11 @@ class Reconciler:
 
     def _purge(self, t: float, report: RoundReport) -> None:
         """Delete what the jobs finished longer ago than ``settings.retention_days`` left
-        behind (:mod:`~danlu.server.services.retention`), a batch at a time, at most every
-        :data:`retention.EVERY` seconds while no backlog is left: the files first, outside
-        any transaction, then the rows. A job whose files cannot be deleted yet is tried
-        again :data:`retention.EVERY` seconds later, the others meanwhile."""
+        behind (:mod:`~danlu.server.services.retention`), a batch at a time and for at most
+        :data:`retention.PASS_SECONDS` a pass, at most every :data:`retention.EVERY` seconds
+        while no backlog is left: the files first, outside any transaction, then the rows. A
+        job whose files cannot be deleted yet is tried again :data:`retention.EVERY` seconds
+        later, the others meanwhile."""
         days = self.settings.retention_days
         if days <= 0 or t < self._next_purge:
             return
@@ -306,7 +307,11 @@ class Reconciler:
         with self.db.read_session() as session:
             ids = retention.due(session, days, t, retention.BATCH, skip=retry)
         self._next_purge = t + (0.0 if len(ids) >= retention.BATCH else retention.EVERY)
+        started = time.monotonic()
         for job_id in ids:
+            if time.monotonic() - started > retention.PASS_SECONDS:
+                self._next_purge = t  # the rest in the next pass: scheduling waits meanwhile
+                break
             try:
                 self.executor.discard(job_id)
                 own = self.checkpoints / job_id  # job ids are validated names

@@ -24,6 +24,9 @@ from danlu.server.services.common import resolve_now
 DAY: Final = 86_400.0
 BATCH: Final = 100
 """Jobs purged in one pass at most."""
+PASS_SECONDS: Final = 1.0
+"""Seconds one pass may spend deleting (large checkpoints on a slow file system): the
+reconcile loop schedules nothing meanwhile; what is left goes on in the next pass."""
 EVERY: Final = 600.0
 """Seconds between purge passes once a pass found fewer than :data:`BATCH` jobs due."""
 
