@@ -5,6 +5,8 @@ cordoned by the reconcile loop after launches kept failing there for the node's 
 from __future__ import annotations
 
 import json
+import sys
+import time
 from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
@@ -12,7 +14,7 @@ from typing import Any
 
 import httpx
 import pytest
-from helpers import live_server, spec, user_and_nodes
+from helpers import live_server, spec, user_and_nodes, wait_for, wait_state
 from rich.console import Console
 from typer.testing import CliRunner
 
@@ -309,3 +311,40 @@ def test_the_cli_cordons_drains_and_uncordons(
         assert "cordoned" not in out and "draining" not in out
         code, out = danlu("cordon", "nope")
         assert code == 2 and "node 'nope' not found" in out
+
+
+def test_a_drained_node_checkpoints_its_job_which_resumes_once_uncordoned(
+    tmp_path: Path,
+) -> None:
+    """Real processes: the job on the drained node gets SIGTERM, checkpoints and exits; it
+    waits while the only node is drained, and resumes from its checkpoint once uncordoned."""
+    from test_reconcile import CHECKPOINTING
+
+    out = tmp_path / "out.txt"
+    with (
+        live_server(tmp_path, fake_gpus="1x80GiB", preempt_grace=10) as live,
+        live.client() as c,
+    ):
+        name = c.get("/cluster/nodes").json()[0]["name"]
+        job = c.post(
+            "/jobs",
+            json={"name": "long", "command": [sys.executable, "-c", CHECKPOINTING, str(out)]},
+        ).json()
+        wait_state(c, job["id"], "RUNNING")
+        wait_for(lambda: out.exists() and "resume 0" in out.read_text())
+        assert c.post(f"/cluster/nodes/{name}/drain", json={"reason": "reboot"}).status_code == 200
+        wait_for(lambda: "checkpoint" in out.read_text())
+        waiting = wait_state(c, job["id"], "PENDING", timeout=30)
+        assert waiting["preemptions"] == 1
+        why = c.get(f"/jobs/{job['id']}/why").json()["reason"]
+        assert why.endswith(f"; cordoned (no new work): {name}"), why
+        time.sleep(0.5)  # a few passes: it stays off the drained node
+        assert c.get(f"/jobs/{job['id']}").json()["state"] == "PENDING"
+        assert c.post(f"/cluster/nodes/{name}/uncordon").status_code == 200
+        done = wait_state(c, job["id"], "SUCCEEDED", timeout=40)
+        events = c.get(f"/jobs/{job['id']}/events").json()
+    lines = out.read_text().split("\n")
+    checkpoint = next(int(x.split()[1]) for x in lines if x.startswith("checkpoint"))
+    assert [int(x.split()[1]) for x in lines if x.startswith("resume")] == [0, checkpoint]
+    assert "done 60" in lines and done["restarts"] == 0
+    assert "its node " + name + " is being drained" in [e["reason"] for e in events]
