@@ -369,6 +369,11 @@ class Client:
         """``GET /jobs/{id}`` (an id or a unique prefix)."""
         return dict(self._json("GET", f"/jobs/{_seg(job)}"))
 
+    def update_job(self, job: str, *, priority: int | None = None) -> JobDict:
+        """``PATCH /jobs/{id}``: change an unfinished job's priority; returns the Job."""
+        body = {} if priority is None else {"priority": priority}
+        return dict(self._json("PATCH", f"/jobs/{_seg(job)}", json=body))
+
     def cancel(self, job: str) -> JobDict:
         """``POST /jobs/{id}/cancel``: returns the Job."""
         return dict(self._json("POST", f"/jobs/{_seg(job)}/cancel"))

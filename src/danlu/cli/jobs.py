@@ -327,6 +327,27 @@ def cancel(
     console.print(f"cancelled job [bold]{data.get('id')}[/bold]: {data.get('state')}")
 
 
+def update(
+    job: JobArg,
+    priority: Annotated[
+        int | None,
+        typer.Option("--priority", "-p", min=-1_000_000, max=1_000_000, help="New priority."),
+    ] = None,
+    json_out: JsonOpt = False,
+    home: HomeOpt = None,
+    url: UrlOpt = None,
+    token: TokenOpt = None,
+) -> None:
+    """Change an unfinished job's priority (the next round ranks it anew)."""
+    if priority is None:
+        raise fail("nothing to change: give --priority")
+    data = ask(home, url, token, lambda c: c.update_job(job, priority=priority))
+    if json_out:
+        print_json(data)
+        return
+    console.print(f"job [bold]{data.get('id')}[/bold]: priority {data.get('priority')}")
+
+
 def why(
     job: JobArg,
     json_out: JsonOpt = False,
@@ -439,7 +460,8 @@ def top(
 
 
 def register(app: typer.Typer) -> None:
-    """Add ``submit``, ``ls``, ``show``, ``logs``, ``cancel``, ``why``, ``nodes``, ``cordon``,
-    ``drain``, ``uncordon`` and ``top``."""
-    for command in (submit, ls, show, logs, cancel, why, nodes, cordon, drain, uncordon, top):
+    """Add ``submit``, ``ls``, ``show``, ``logs``, ``cancel``, ``update``, ``why``, ``nodes``,
+    ``cordon``, ``drain``, ``uncordon`` and ``top``."""
+    commands = (submit, ls, show, logs, cancel, update, why, nodes, cordon, drain, uncordon, top)
+    for command in commands:
         app.command(name=command.__name__)(command)

@@ -21,6 +21,7 @@ from danlu.server.routes.schemas import (
     AcceptedOut,
     EventOut,
     JobOut,
+    JobPatch,
     MetricsIn,
     WhyOut,
     event_out,
@@ -126,6 +127,20 @@ def get_job(job_id: str, user: Caller, state: State) -> dict[str, Any]:
     checked_name(job_id, "job")
     with state.db.read_session() as session:
         return job_out(jobs.get_job(session, job_id, user))
+
+
+@router.patch("/{job_id}", response_model=JobOut, summary="Change an unfinished job")
+def update_job(job_id: str, body: JobPatch, user: Caller, state: State) -> dict[str, Any]:
+    """Change a job's ``priority`` (its owner or an admin): the next round ranks it anew."""
+    checked_name(job_id, "job")
+    with state.db.session() as session:
+        job = jobs.get_job(session, job_id, user)
+        if body.priority is not None:
+            job = jobs.set_priority(session, job.id, body.priority, user)
+        out = job_out(job)
+    if state.wake is not None:
+        state.wake()
+    return out
 
 
 @router.post("/{job_id}/cancel", response_model=JobOut, summary="Cancel a job")

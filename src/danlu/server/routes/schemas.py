@@ -112,6 +112,12 @@ class NodeOut(BaseModel):
     """Launches in a row that failed there for the node's reasons."""
 
 
+class JobPatch(_In):
+    """What may change of an unfinished job (fields left out stay as they are)."""
+
+    priority: int | None = Field(default=None, ge=-1_000_000, le=1_000_000)
+
+
 class CordonIn(_In):
     """Why a node is cordoned or drained (shown by ``danlu nodes``)."""
 

@@ -17,7 +17,7 @@ from sqlalchemy.orm.exc import StaleDataError
 
 from danlu.core.cluster import MILLI_PER_GPU
 from danlu.core.errors import PlacementError, SpecError
-from danlu.core.spec import AUTO_FAMILY, JobSpec, check_limits, parse_spec
+from danlu.core.spec import AUTO_FAMILY, MAX_PRIORITY, JobSpec, check_limits, parse_spec
 from danlu.core.state import JobState, check_transition, restart_backoff
 from danlu.core.units import format_bytes
 from danlu.server.db.models import Job, JobEvent, Node, User
@@ -406,6 +406,22 @@ def cancel_job(
             flush_or_conflict(session, job.id)
         return job
     change_state(session, job, JobState.CANCELLED, why, t)
+    return job
+
+
+def set_priority(session: Session, job_id: str, priority: int, viewer: User | None = None) -> Job:
+    """Change the priority of an unfinished job (its owner's or, for an admin, anyone's):
+    the next scheduling round ranks it anew (a running job may then preempt or be
+    preempted). A finished job is a :class:`ConflictError`."""
+    if isinstance(priority, bool) or not -MAX_PRIORITY <= priority <= MAX_PRIORITY:
+        raise SpecError("priority", f"must lie within -{MAX_PRIORITY}..{MAX_PRIORITY}")
+    job = get_job(session, job_id, viewer)
+    state = JobState(job.state)
+    if state.terminal:
+        raise ConflictError(f"job {job.id} already finished ({state}); its priority stays")
+    if job.priority != priority:
+        job.priority = priority
+        flush_or_conflict(session, job.id)
     return job
 
 

@@ -1,0 +1,97 @@
+"""``PATCH /jobs/{id}`` (``danlu update JOB --priority N``): an unfinished job's priority
+changes, and the next round ranks it anew."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+from helpers import live_server, spec, user_and_nodes, wait_state
+
+from danlu.config import load_settings
+from danlu.core.cluster import Cluster, Node, gpu_type
+from danlu.core.errors import SpecError
+from danlu.executors import FakeExecutor, FakeWorld
+from danlu.sched.registry import make_policy
+from danlu.server.db import Database
+from danlu.server.errors import ConflictError, PermissionDenied
+from danlu.server.reconcile import Reconciler
+from danlu.server.services import jobs, users
+
+NOW = 1_000_000.0
+NODE = Node("a", 1, gpu_type("H100"))
+
+
+def test_a_new_priority_reorders_the_queue_and_preempts(db: Database, tmp_path: Path) -> None:
+    with db.session() as s:
+        alice = user_and_nodes(s, (NODE,), NOW)
+        body = {"command": ["python", "train.py"], "resources": {"gpus": 1}}
+        first = jobs.submit(s, {"name": "first", **body}, alice, now=NOW).id
+        second = jobs.submit(s, {"name": "second", **body}, alice, now=NOW + 1).id
+        third = jobs.submit(s, {"name": "third", **body}, alice, now=NOW + 2).id
+    with db.session() as s:
+        jobs.set_priority(s, third, 5, alice)  # jumps the queue
+    world = FakeWorld()
+    world.default = world.default.__class__(duration=10_000)
+    executor = FakeExecutor(Cluster((NODE,)), world)
+    loop = Reconciler(db, executor, load_settings(home=tmp_path), policy=make_policy("priority"))
+    try:
+        assert loop.run_once(now=NOW + 10).launched == [third]
+        assert loop.run_once(now=NOW + 11).preempted == []
+        with db.session() as s:  # the running job drops below the waiting ones
+            assert jobs.set_priority(s, third, -5, alice).priority == -5
+        assert loop.run_once(now=NOW + 12).preempted == [third]
+        for t in range(13, 16):
+            world.clock.advance(1)
+            loop.run_once(now=NOW + t)
+        with db.read_session() as s:
+            states = {j: jobs.get_job(s, j).state for j in (first, second, third)}
+        assert states == {first: "RUNNING", second: "PENDING", third: "PENDING"}
+    finally:
+        loop.stop()
+
+
+def test_who_may_change_a_priority_and_to_what(db: Database) -> None:
+    with db.session() as s:
+        alice = user_and_nodes(s, (NODE,), NOW)
+        bob = users.create_user(s, "bob", now=NOW)
+        admin = users.create_user(s, "root", role="admin", now=NOW)
+        job = jobs.submit(s, {"name": "j", "command": ["true"]}, alice, now=NOW).id
+    with db.session() as s:
+        with pytest.raises(PermissionDenied):
+            jobs.set_priority(s, job, 3, bob)
+        assert jobs.set_priority(s, job, 3, admin).priority == 3
+        for bad in (1_000_001, -1_000_001, True):
+            with pytest.raises(SpecError, match="priority"):
+                jobs.set_priority(s, job, bad, alice)  # type: ignore[arg-type]
+        jobs.cancel_job(s, job, alice, now=NOW + 1)
+    with db.session() as s, pytest.raises(ConflictError, match="already finished"):
+        jobs.set_priority(s, job, 1, alice)
+
+
+def test_the_api_and_the_cli_change_a_priority(tmp_path: Path) -> None:
+    from typer.testing import CliRunner
+
+    from danlu.cli.main import app
+
+    with live_server(tmp_path, fake_gpus="1x80GiB") as live, live.client() as c:
+        busy = c.post("/jobs", json=spec("busy", "import time; time.sleep(30)")).json()
+        wait_state(c, busy["id"], "RUNNING")
+        job = c.post("/jobs", json=spec("queued", "pass")).json()
+        r = c.patch(f"/jobs/{job['id']}", json={"priority": -7})  # still behind the busy one
+        assert r.status_code == 200 and r.json()["priority"] == -7
+        assert c.patch(f"/jobs/{job['id']}", json={}).json()["priority"] == -7  # nothing asked
+        for bad in ({"priority": 10**7}, {"priority": "high"}, {"name": "x"}):
+            assert c.patch(f"/jobs/{job['id']}", json=bad).status_code == 422, bad
+        assert c.patch("/jobs/nope", json={"priority": 1}).status_code == 404
+        flags = ["--url", live.url, "--token", live.token]
+        result = CliRunner().invoke(app, ["update", job["id"], "--priority", "-3", *flags])
+        assert result.exit_code == 0 and "priority -3" in result.stdout, result.stderr
+        assert c.get(f"/jobs/{job['id']}").json()["state"] == "PENDING"
+        assert c.get(f"/jobs/{job['id']}").json()["priority"] == -3
+        result = CliRunner().invoke(app, ["update", job["id"], *flags])
+        assert result.exit_code == 2 and "give --priority" in result.stderr
+        c.post(f"/jobs/{busy['id']}/cancel")
+        wait_state(c, job["id"], "SUCCEEDED")
+        r = c.patch(f"/jobs/{job['id']}", json={"priority": 1})
+        assert r.status_code == 409 and "already finished" in r.json()["error"]["message"]
