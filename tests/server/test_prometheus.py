@@ -45,6 +45,7 @@ def live(tmp_path: Path) -> Iterator[Live]:
 
 def test_metrics_exposition(live: Live) -> None:
     with live.client() as c:
+        c.post("/projects", json={"name": "small", "quota_gpus": 1.5}).raise_for_status()
         job = submit(
             c,
             spec("m", "import time; time.sleep(20)", resources={"gpus": 1, "gpu_memory": "30GiB"}),
@@ -67,6 +68,18 @@ def test_metrics_exposition(live: Live) -> None:
     assert sorted(float(line.rsplit(" ", 1)[1]) for line in used) == [0.0, 30 * GiB / MiB]
     assert 'danlu_jobs{state="RUNNING"} 1.0' in text
     assert 'danlu_queue_length{project="default"} 0.0' in text
+    values = {
+        line.rsplit(" ", 1)[0]: float(line.rsplit(" ", 1)[1])
+        for line in text.splitlines()
+        if line.startswith("danlu_project_")
+    }
+    assert values == {  # a 30 GiB share of an 80 GiB GPU is 0.375 of it
+        'danlu_project_gpus_allocated{project="default"}': 0.375,
+        'danlu_project_gpus_allocated{project="small"}': 0.0,
+        'danlu_project_gpu_memory_allocated_bytes{project="default"}': 30 * GiB,
+        'danlu_project_gpu_memory_allocated_bytes{project="small"}': 0.0,
+        'danlu_project_quota_gpus{project="small"}': 1.5,  # "default" has none
+    }
     assert "danlu_gpus_allocated" in text and "danlu_job_restarts_total 0.0" in text
     assert "danlu_scheduling_round_seconds_count" in text
 

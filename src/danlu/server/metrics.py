@@ -23,9 +23,44 @@ from danlu.server.db import Database, Job, Node, Project
 from danlu.server.services.cluster import list_shares
 from danlu.server.services.nodes import STATES as NODE_STATES
 from danlu.server.services.nodes import state as node_state
+from danlu.server.services.projects import HOLDING, Usage, allocation_usage
 
 log = logging.getLogger(__name__)
 DCGM_LABELS = ("gpu", "UUID", "device", "modelName", "Hostname")
+
+
+def _project_metrics(
+    names: list[str], held: dict[str, Usage], limits: dict[str, tuple[float | None, int | None]]
+) -> Iterator[Metric]:
+    """What each project's running jobs hold, and its quota where it has one."""
+    gpus = GaugeMetricFamily(
+        "danlu_project_gpus_allocated",
+        "GPUs held by a project's running jobs (whole-GPU equivalents).",
+        labels=["project"],
+    )
+    memory = GaugeMetricFamily(
+        "danlu_project_gpu_memory_allocated_bytes",
+        "GPU memory held by a project's running jobs.",
+        labels=["project"],
+    )
+    quota_gpus = GaugeMetricFamily(
+        "danlu_project_quota_gpus", "A project's GPU quota (projects with one).", labels=["project"]
+    )
+    quota_memory = GaugeMetricFamily(
+        "danlu_project_quota_gpu_memory_bytes",
+        "A project's GPU memory quota (projects with one).",
+        labels=["project"],
+    )
+    for name in names:
+        usage = held.get(name, Usage())
+        gpus.add_metric([name], usage.gpus)
+        memory.add_metric([name], float(usage.gpu_memory))
+        limit_gpus, limit_memory = limits.get(name, (None, None))
+        if limit_gpus is not None:
+            quota_gpus.add_metric([name], float(limit_gpus))
+        if limit_memory is not None:
+            quota_memory.add_metric([name], float(limit_memory))
+    yield from (gpus, memory, quota_gpus, quota_memory)
 
 
 class _StoreCollector(Collector):
@@ -57,7 +92,20 @@ class _StoreCollector(Collector):
                         .group_by(Project.name)
                     ).all()
                 )
-                projects = list(session.scalars(select(Project.name)))
+                limits = {
+                    name: (gpus, memory)
+                    for name, gpus, memory in session.execute(
+                        select(Project.name, Project.quota_gpus, Project.quota_gpu_memory)
+                    )
+                }
+                projects = list(limits)
+                held: dict[str, Usage] = {}
+                for name, allocation in session.execute(
+                    select(Project.name, Job.allocation)
+                    .join(Job, Job.project_id == Project.id)
+                    .where(Job.state.in_(HOLDING))
+                ):
+                    held[name] = held.get(name, Usage()) + allocation_usage(allocation)
                 restarts, preemptions = session.execute(
                     select(
                         func.coalesce(func.sum(Job.restarts), 0),
@@ -81,6 +129,7 @@ class _StoreCollector(Collector):
         for name in sorted(set(projects) | set(queue)):
             length.add_metric([name], float(queue.get(name, 0)))
         yield length
+        yield from _project_metrics(sorted(set(projects) | set(held)), held, limits)
         allocated = sum(milli for _, _, milli, _, _ in shares) / MILLI_PER_GPU
         yield GaugeMetricFamily(
             "danlu_gpus_allocated", "GPUs allocated (whole-GPU equivalents).", value=allocated
