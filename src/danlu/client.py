@@ -369,9 +369,12 @@ class Client:
         """``GET /jobs/{id}`` (an id or a unique prefix)."""
         return dict(self._json("GET", f"/jobs/{_seg(job)}"))
 
-    def update_job(self, job: str, *, priority: int | None = None) -> JobDict:
-        """``PATCH /jobs/{id}``: change an unfinished job's priority; returns the Job."""
-        body = {} if priority is None else {"priority": priority}
+    def update_job(
+        self, job: str, *, priority: int | None = None, held: bool | None = None
+    ) -> JobDict:
+        """``PATCH /jobs/{id}``: change an unfinished job's priority, hold a queued job or
+        release it; returns the Job."""
+        body = _clean({"priority": priority, "held": held})
         return dict(self._json("PATCH", f"/jobs/{_seg(job)}", json=body))
 
     def cancel(self, job: str) -> JobDict:

@@ -261,7 +261,7 @@ def show(
         if data.get(key) is not None:
             table.add_row(key, str(data[key]))
     table.add_row("gpus", top_view.gpus_of(data))
-    for key in ("submitted_at", "started_at", "finished_at", "deadline_at", "purged_at"):
+    for key in ("submitted_at", "started_at", "finished_at", "deadline_at", "held_at", "purged_at"):
         if data.get(key):
             table.add_row(key, time.strftime("%Y-%m-%d %H:%M:%S", time.localtime(data[key])))
     for a in data.get("allocation") or []:
@@ -346,6 +346,37 @@ def update(
         print_json(data)
         return
     console.print(f"job [bold]{data.get('id')}[/bold]: priority {data.get('priority')}")
+
+
+def hold(
+    job: JobArg,
+    json_out: JsonOpt = False,
+    home: HomeOpt = None,
+    url: UrlOpt = None,
+    token: TokenOpt = None,
+) -> None:
+    """Hold a queued job: it is not scheduled until `danlu release`."""
+    data = ask(home, url, token, lambda c: c.update_job(job, held=True))
+    _job_line(data, json_out, "held")
+
+
+def release(
+    job: JobArg,
+    json_out: JsonOpt = False,
+    home: HomeOpt = None,
+    url: UrlOpt = None,
+    token: TokenOpt = None,
+) -> None:
+    """Release a held job: it is queued again."""
+    data = ask(home, url, token, lambda c: c.update_job(job, held=False))
+    _job_line(data, json_out, "released")
+
+
+def _job_line(data: dict[str, Any], json_out: bool, what: str) -> None:
+    if json_out:
+        print_json(data)
+        return
+    console.print(f"{what} job [bold]{data.get('id')}[/bold]: {data.get('state')}")
 
 
 def why(
@@ -460,8 +491,8 @@ def top(
 
 
 def register(app: typer.Typer) -> None:
-    """Add ``submit``, ``ls``, ``show``, ``logs``, ``cancel``, ``update``, ``why``, ``nodes``,
-    ``cordon``, ``drain``, ``uncordon`` and ``top``."""
-    commands = (submit, ls, show, logs, cancel, update, why, nodes, cordon, drain, uncordon, top)
-    for command in commands:
+    """Add ``submit``, ``ls``, ``show``, ``logs``, ``cancel``, ``update``, ``hold``,
+    ``release``, ``why``, ``nodes``, ``cordon``, ``drain``, ``uncordon`` and ``top``."""
+    commands = (submit, ls, show, logs, cancel, update, hold, release, why, nodes)
+    for command in (*commands, cordon, drain, uncordon, top):
         app.command(name=command.__name__)(command)

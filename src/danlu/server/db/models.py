@@ -133,6 +133,7 @@ class Job(LockMixin, Base):
             "version",
             "observed_version",
             "project_id",
+            "held_at",
         ),
         # the deadlines due among the unfinished jobs, however many finished ones had one
         Index("ix_jobs_state_deadline_at", "state", "deadline_at"),
@@ -176,6 +177,9 @@ class Job(LockMixin, Base):
     deadline_at: Mapped[float | None] = mapped_column(Double, default=None)
     """``submitted_at`` plus the spec's ``deadline``: a job not finished by then is cancelled
     (:func:`danlu.server.services.jobs.expired`); null without a deadline."""
+    held_at: Mapped[float | None] = mapped_column(Double, default=None)
+    """When the job's owner or an admin held it: a held PENDING job is not scheduled until
+    released (:func:`danlu.server.services.jobs.hold`); null when not held."""
     purged_at: Mapped[float | None] = mapped_column(Double, default=None)
     """When the retention deleted the finished job's metrics, logs and danlu-made
     checkpoints (:mod:`danlu.server.services.retention`); null while they are kept."""

@@ -131,12 +131,15 @@ def get_job(job_id: str, user: Caller, state: State) -> dict[str, Any]:
 
 @router.patch("/{job_id}", response_model=JobOut, summary="Change an unfinished job")
 def update_job(job_id: str, body: JobPatch, user: Caller, state: State) -> dict[str, Any]:
-    """Change a job's ``priority`` (its owner or an admin): the next round ranks it anew."""
+    """Change a job's ``priority`` (its owner or an admin): the next round ranks it anew;
+    ``held``: hold a queued job (not scheduled until released) or release it."""
     checked_name(job_id, "job")
     with state.db.session() as session:
         job = jobs.get_job(session, job_id, user)
         if body.priority is not None:
             job = jobs.set_priority(session, job.id, body.priority, user)
+        if body.held is not None:
+            job = jobs.hold(session, job.id, body.held, user)
         out = job_out(job)
     if state.wake is not None:
         state.wake()

@@ -48,6 +48,8 @@ class JobOut(BaseModel):
     deadline_at: float | None = None
     purged_at: float | None = None
     """When the retention deleted the finished job's metrics, logs and checkpoints."""
+    held_at: float | None = None
+    """When the job was held (not scheduled until released); null when not held."""
     """When the job must have finished (submission plus the spec's ``deadline``): an
     unfinished job is cancelled then. Null without a deadline."""
     exit_code: int | None
@@ -115,7 +117,9 @@ class NodeOut(BaseModel):
 class JobPatch(_In):
     """What may change of an unfinished job (fields left out stay as they are)."""
 
-    priority: int | None = Field(default=None, ge=-1_000_000, le=1_000_000)
+    priority: int | None = Field(default=None, ge=-1_000_000, le=1_000_000, strict=True)
+    held: bool | None = Field(default=None, strict=True)
+    """True holds a queued job (not scheduled until released), False releases it."""
 
 
 class CordonIn(_In):
@@ -155,7 +159,9 @@ class ProjectIn(_In):
 class ProjectPatch(_In):
     """A partial project: fields present are changed (``null`` removes a quota)."""
 
-    priority: int | None = Field(default=None, ge=-1_000_000, le=1_000_000)
+    priority: int | None = Field(default=None, ge=-1_000_000, le=1_000_000, strict=True)
+    held: bool | None = Field(default=None, strict=True)
+    """True holds a queued job (not scheduled until released), False releases it."""
     quota_gpus: float | None = Field(default=None, ge=0, le=1e9, allow_inf_nan=False)
     quota_gpu_memory: int | None = Field(default=None, ge=0, le=2**62)
 
@@ -235,6 +241,7 @@ def job_out(job: Job) -> dict[str, Any]:
         "finished_at": job.finished_at,
         "deadline_at": job.deadline_at,
         "purged_at": job.purged_at,
+        "held_at": job.held_at,
         "exit_code": job.exit_code,
         "pending_reason": job.pending_reason,
         "allocation": allocation,

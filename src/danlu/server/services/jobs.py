@@ -425,6 +425,34 @@ def set_priority(session: Session, job_id: str, priority: int, viewer: User | No
     return job
 
 
+def hold(
+    session: Session,
+    job_id: str,
+    held: bool,
+    viewer: User | None = None,
+    now: float | None = None,
+) -> Job:
+    """Hold a queued (PENDING) job: the scheduler passes it by until it is released
+    (``held=False``); holding a held job, or releasing one that is not, changes nothing.
+    Only a PENDING job can be held (a :class:`ConflictError` otherwise: cancel or preempt a
+    running one instead); a held job can always be released."""
+    job = get_job(session, job_id, viewer)
+    if held == (job.held_at is not None):
+        return job
+    if held:
+        if job.state != JobState.PENDING.value:
+            raise ConflictError(f"job {job.id} is {job.state}: only a queued job can be held")
+        job.held_at = resolve_now(now)
+        who = viewer.name if viewer is not None else "the system"
+        job.pending_reason = f"held by {who}"
+    else:
+        job.held_at = None
+        if job.state == JobState.PENDING.value:
+            job.pending_reason = "released: waiting for the next round"
+    flush_or_conflict(session, job.id)
+    return job
+
+
 def expired(session: Session, now: float | None = None) -> list[tuple[str, str]]:
     """The unfinished jobs whose deadline has passed and that are not being cancelled yet,
     in submission order: each job's id and the reason to cancel it with."""
@@ -549,6 +577,8 @@ _NAMED_NODES = 5
 def _why(session: Session, job: Job, t: float) -> str:
     """:func:`why` without the deadline."""
     state = JobState(job.state)
+    if state is JobState.PENDING and job.held_at is not None:
+        return f"{job.pending_reason or 'held'}: not scheduled until released (danlu release)"
     if state is JobState.PENDING:
         if job.next_attempt_at is not None and job.next_attempt_at > t:
             wait = f"eligible again in {job.next_attempt_at - t:.0f}s"

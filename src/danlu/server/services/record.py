@@ -417,6 +417,7 @@ def apply_plan(
         session.execute(
             update(Job)
             .where(Job.state == JobState.PENDING.value, Job.id.not_in(listed))
+            .where(Job.held_at.is_(None))  # a held job keeps saying who held it
             .where(or_(Job.pending_reason.is_(None), Job.pending_reason != reason))
             .values(pending_reason=reason)
             .execution_options(synchronize_session=False)

@@ -1,8 +1,10 @@
-"""``PATCH /jobs/{id}`` (``danlu update JOB --priority N``): an unfinished job's priority
-changes, and the next round ranks it anew."""
+"""``PATCH /jobs/{id}``: an unfinished job's priority changes and the next round ranks it
+anew (``danlu update JOB --priority N``); a queued job is held, passed by until released
+(``danlu hold JOB``, ``danlu release JOB``)."""
 
 from __future__ import annotations
 
+import json
 from pathlib import Path
 
 import pytest
@@ -95,3 +97,66 @@ def test_the_api_and_the_cli_change_a_priority(tmp_path: Path) -> None:
         wait_state(c, job["id"], "SUCCEEDED")
         r = c.patch(f"/jobs/{job['id']}", json={"priority": 1})
         assert r.status_code == 409 and "already finished" in r.json()["error"]["message"]
+
+
+def test_a_held_job_is_passed_by_until_released(db: Database, tmp_path: Path) -> None:
+    with db.session() as s:
+        alice = user_and_nodes(s, (NODE,), NOW)
+        body = {"command": ["python", "train.py"], "resources": {"gpus": 1}}
+        first = jobs.submit(s, {"name": "first", **body}, alice, now=NOW).id
+        second = jobs.submit(s, {"name": "second", **body}, alice, now=NOW + 1).id
+        third = jobs.submit(s, {"name": "third", **body}, alice, now=NOW + 2).id
+    with db.session() as s:
+        held = jobs.hold(s, first, True, alice, now=NOW + 3)
+        assert held.held_at == NOW + 3
+        assert jobs.hold(s, first, True, alice, now=NOW + 4).held_at == NOW + 3  # once
+    world = FakeWorld()
+    world.default = world.default.__class__(duration=10_000)
+    executor = FakeExecutor(Cluster((NODE,)), world)
+    loop = Reconciler(db, executor, load_settings(home=tmp_path), policy=make_policy("fifo"))
+    try:
+        assert loop.run_once(now=NOW + 10).launched == [second]  # the held one passed by
+        loop.run_once(now=NOW + 11)
+        with db.read_session() as s:
+            why = jobs.why(s, jobs.get_job(s, first), now=NOW + 11)
+            assert why == "held by alice: not scheduled until released (danlu release)"
+            assert "held" not in jobs.why(s, jobs.get_job(s, third), now=NOW + 11)
+        with db.session() as s, pytest.raises(ConflictError, match="only a queued job"):
+            jobs.hold(s, second, True, alice)  # running: cancel or preempt it instead
+        with db.session() as s:
+            jobs.hold(s, first, False, alice)
+            jobs.cancel_job(s, second, alice, now=NOW + 12)
+        for t in range(12, 15):
+            world.clock.advance(1)
+            loop.run_once(now=NOW + t)
+        with db.read_session() as s:
+            assert jobs.get_job(s, first).state == "RUNNING"  # first in line again
+            assert jobs.get_job(s, first).held_at is None
+            assert jobs.get_job(s, third).state == "PENDING"
+        with db.session() as s:
+            jobs.hold(s, third, True, alice)
+            jobs.cancel_job(s, third, alice, now=NOW + 20)
+            released = jobs.hold(s, third, False, alice)  # a finished job's hold ends too
+            assert (released.state, released.held_at) == ("CANCELLED", None)
+            assert released.pending_reason is None
+    finally:
+        loop.stop()
+
+
+def test_the_cli_holds_and_releases(tmp_path: Path) -> None:
+    from typer.testing import CliRunner
+
+    from danlu.cli.main import app
+
+    with live_server(tmp_path, fake_gpus="1x80GiB", start_loops=False) as live, live.client() as c:
+        job = c.post("/jobs", json=spec("later", "pass")).json()
+        flags = ["--url", live.url, "--token", live.token]
+        result = CliRunner().invoke(app, ["hold", job["id"], *flags])
+        assert result.exit_code == 0 and f"held job {job['id']}: PENDING" in result.stdout
+        assert c.get(f"/jobs/{job['id']}").json()["held_at"] is not None
+        why = c.get(f"/jobs/{job['id']}/why").json()["reason"]
+        assert why.startswith("held by admin: not scheduled until released")
+        result = CliRunner().invoke(app, ["release", job["id"], "--json", *flags])
+        assert result.exit_code == 0 and json.loads(result.stdout)["held_at"] is None
+        for bad in ({"held": "yes"}, {"held": 1}, {"priority": True}, {"priority": "5"}):
+            assert c.patch(f"/jobs/{job['id']}", json=bad).status_code == 422, bad
