@@ -44,7 +44,7 @@ from danlu.server.errors import (
 )
 from danlu.server.metrics import ServerMetrics
 from danlu.server.reconcile import Reconciler
-from danlu.server.routes import admin, jobs
+from danlu.server.routes import admin, dashboard, jobs
 from danlu.server.routes.deps import ServerState, version
 from danlu.server.services import cluster as cluster_service
 
@@ -322,6 +322,7 @@ def create_app(
     app.add_exception_handler(Exception, _internal_error)
     app.include_router(admin.router, prefix=API)
     app.include_router(jobs.router, prefix=API)
+    app.include_router(dashboard.router)
 
     @app.get("/metrics", include_in_schema=False)
     def prometheus_metrics() -> Response:

@@ -1,0 +1,225 @@
+// danlu's dashboard: reads the REST API (/api/v1) with the token its user pastes in, kept in
+// this tab's sessionStorage only. Every value from the API is written as text (textContent),
+// never as markup: job names, reasons and node names are user input.
+"use strict";
+
+const API = "/api/v1";
+const TOKEN_KEY = "danlu-token";
+const REFRESH_MS = 2000;
+const UNFINISHED = ["PENDING", "RUNNING", "PREEMPTING", "RESTARTING"];
+let timer = null;
+let me = null;
+
+function el(tag, text, className) {
+  const node = document.createElement(tag);
+  if (text !== undefined && text !== null) node.textContent = String(text);
+  if (className) node.className = className;
+  return node;
+}
+
+function setStatus(text, error) {
+  const status = document.getElementById("status");
+  status.textContent = text;
+  status.className = error ? "error" : "";
+}
+
+async function api(path, options) {
+  const init = options || {};
+  const headers = { Authorization: "Bearer " + sessionStorage.getItem(TOKEN_KEY) };
+  if (init.body !== undefined) headers["Content-Type"] = "application/json";
+  const response = await fetch(API + path, { ...init, headers });
+  if (!response.ok) {
+    let message = response.status + " " + response.statusText;
+    try {
+      const body = await response.json();
+      if (body && body.error && body.error.message) message = body.error.message;
+    } catch (_) {
+      // not JSON: keep the status line
+    }
+    const error = new Error(message);
+    error.status = response.status;
+    throw error;
+  }
+  return response.json();
+}
+
+function bytes(n) {
+  const units = ["B", "KiB", "MiB", "GiB", "TiB"];
+  let value = Number(n) || 0;
+  let i = 0;
+  while (value >= 1024 && i < units.length - 1) {
+    value /= 1024;
+    i += 1;
+  }
+  return value.toFixed(i ? 1 : 0) + units[i];
+}
+
+function age(seconds) {
+  const s = Math.max(0, Date.now() / 1000 - seconds);
+  if (s < 120) return Math.round(s) + "s";
+  if (s < 7200) return Math.round(s / 60) + "m";
+  if (s < 172800) return (s / 3600).toFixed(1) + "h";
+  return Math.round(s / 86400) + "d";
+}
+
+function bar(used, total) {
+  const cell = el("td");
+  const outer = el("span", null, "bar");
+  const inner = el("span");
+  const share = total > 0 ? Math.min(1, used / total) : 0;
+  inner.style.width = (share * 100).toFixed(1) + "%";
+  outer.appendChild(inner);
+  cell.appendChild(outer);
+  cell.appendChild(document.createTextNode(bytes(used) + " / " + bytes(total)));
+  return cell;
+}
+
+function renderNodes(nodes) {
+  const body = document.querySelector("#nodes tbody");
+  const rows = [];
+  let gpus = 0;
+  let allocated = 0;
+  const states = {};
+  for (const node of nodes) {
+    const state = node.state || "ready";
+    states[state] = (states[state] || 0) + 1;
+    const why = state !== "ready" && node.cordon_reason ? state + ": " + node.cordon_reason : state;
+    node.gpus.forEach((gpu, i) => {
+      gpus += 1;
+      allocated += (gpu.allocated_milli || 0) / 1000;
+      const row = el("tr");
+      row.dataset.node = node.name;
+      row.appendChild(el("td", i === 0 ? node.name : ""));
+      row.appendChild(el("td", i === 0 ? why : "", "node-" + state));
+      row.appendChild(el("td", gpu.index, "number"));
+      row.appendChild(el("td", gpu.type));
+      row.appendChild(bar(gpu.allocated_memory || 0, gpu.memory || 0));
+      row.appendChild(el("td", Math.round((gpu.allocated_milli || 0) / 10) + "%", "number"));
+      row.appendChild(el("td", (gpu.jobs || []).join(", ") || "-"));
+      rows.push(row);
+    });
+  }
+  body.replaceChildren(...rows);
+  const nodeStates = Object.entries(states).map(([s, n]) => n + " " + s).join(", ");
+  document.getElementById("summary").textContent =
+    nodes.length + " node(s) (" + nodeStates + "), " + gpus + " GPU(s), " +
+    allocated.toFixed(1) + " allocated";
+}
+
+function where(job) {
+  if (job.allocation && job.allocation.length) {
+    return job.allocation.map((a) => a.node + ":" + a.gpu).join(" ");
+  }
+  return job.pending_reason || (job.exit_code !== null && job.exit_code !== undefined ? "exit " + job.exit_code : "");
+}
+
+function actions(job) {
+  const cell = el("td");
+  const mine = me && (me.role === "admin" || me.name === job.user);
+  if (!mine || !UNFINISHED.includes(job.state)) return cell;
+  const add = (label, what) => {
+    const button = el("button", label);
+    button.type = "button";
+    button.dataset.action = what;
+    button.addEventListener("click", () => act(job, what));
+    cell.appendChild(button);
+  };
+  if (job.state === "PENDING") add(job.held_at ? "Release" : "Hold", job.held_at ? "release" : "hold");
+  add("Cancel", "cancel");
+  return cell;
+}
+
+function renderJobs(jobs) {
+  const body = document.querySelector("#jobs tbody");
+  const rows = jobs.map((job) => {
+    const row = el("tr");
+    row.dataset.job = job.id;
+    row.appendChild(el("td", job.id));
+    row.appendChild(el("td", job.name));
+    row.appendChild(el("td", job.user));
+    row.appendChild(el("td", job.project));
+    row.appendChild(el("td", job.held_at ? job.state + " (held)" : job.state, "state state-" + job.state));
+    row.appendChild(el("td", job.priority, "number"));
+    row.appendChild(el("td", job.gpu_memory ? job.gpus + " x " + bytes(job.gpu_memory) : job.gpus));
+    row.appendChild(el("td", age(job.submitted_at), "number"));
+    row.appendChild(el("td", where(job)));
+    row.appendChild(actions(job));
+    return row;
+  });
+  body.replaceChildren(...rows);
+}
+
+async function refresh() {
+  const unfinished = document.getElementById("filter").value === "unfinished";
+  const query = unfinished ? UNFINISHED.map((s) => "state=" + s).join("&") + "&limit=200" : "limit=200";
+  try {
+    const [nodes, jobs] = await Promise.all([api("/cluster/nodes"), api("/jobs?" + query)]);
+    renderNodes(nodes);
+    renderJobs(jobs);
+    setStatus("updated " + new Date().toLocaleTimeString());
+  } catch (error) {
+    if (error.status === 401) {
+      signOut("token refused: " + error.message);
+    } else {
+      setStatus("cannot refresh: " + error.message, true);
+    }
+  }
+}
+
+async function act(job, what) {
+  try {
+    if (what === "cancel") {
+      await api("/jobs/" + encodeURIComponent(job.id) + "/cancel", { method: "POST" });
+    } else {
+      const body = JSON.stringify({ held: what === "hold" });
+      await api("/jobs/" + encodeURIComponent(job.id), { method: "PATCH", body });
+    }
+    await refresh();
+  } catch (error) {
+    setStatus(what + " " + job.id + ": " + error.message, true);
+  }
+}
+
+function showSignedIn(signedIn) {
+  document.getElementById("login").hidden = signedIn;
+  document.getElementById("logout").hidden = !signedIn;
+  document.getElementById("who").hidden = !signedIn;
+  document.getElementById("main").hidden = !signedIn;
+}
+
+function signOut(message) {
+  sessionStorage.removeItem(TOKEN_KEY);
+  if (timer !== null) clearInterval(timer);
+  timer = null;
+  me = null;
+  showSignedIn(false);
+  setStatus(message || "signed out", Boolean(message));
+}
+
+async function start() {
+  try {
+    me = await api("/users/me");
+  } catch (error) {
+    signOut(error.status === 401 ? "token refused: " + error.message : error.message);
+    return;
+  }
+  document.getElementById("who").textContent = me.name + " (" + me.role + ")";
+  showSignedIn(true);
+  await refresh();
+  if (timer === null) timer = setInterval(refresh, REFRESH_MS);
+}
+
+document.getElementById("login").addEventListener("submit", (event) => {
+  event.preventDefault();
+  const input = document.getElementById("token");
+  sessionStorage.setItem(TOKEN_KEY, input.value.trim());
+  input.value = "";
+  start();
+});
+document.getElementById("logout").addEventListener("click", () => signOut());
+document.getElementById("filter").addEventListener("change", refresh);
+fetch(API + "/health")
+  .then((r) => r.json())
+  .then((h) => { document.getElementById("version").textContent = "v" + h.version; })
+  .catch(() => {});
+if (sessionStorage.getItem(TOKEN_KEY)) start();

@@ -1,0 +1,71 @@
+"""The web dashboard at ``/dashboard/``: one static page (HTML, JavaScript, CSS; no build
+step) that reads the REST API with the token its user pastes in. The files hold no data, so
+they need no token; every byte of data comes from ``/api/v1`` with the user's own rights.
+
+Only the three files of :data:`FILES` are served (a request names a key of that table, never
+a path), each with a Content-Security-Policy that allows the page's own script and style and
+nothing else (no inline script, no other origin, no framing).
+"""
+
+from __future__ import annotations
+
+from functools import cache
+from importlib import resources
+from typing import Final
+
+from fastapi import APIRouter
+from fastapi.responses import RedirectResponse, Response
+
+from danlu.server.errors import NotFoundError
+
+FILES: Final = {
+    "index.html": "text/html; charset=utf-8",
+    "app.js": "text/javascript; charset=utf-8",
+    "app.css": "text/css; charset=utf-8",
+}
+HEADERS: Final = {
+    "Content-Security-Policy": (
+        "default-src 'none'; script-src 'self'; style-src 'self'; connect-src 'self'; "
+        "img-src 'self'; base-uri 'none'; form-action 'none'; frame-ancestors 'none'"
+    ),
+    "X-Content-Type-Options": "nosniff",
+    "Referrer-Policy": "no-referrer",
+    "Cache-Control": "no-cache",
+}
+
+router = APIRouter(include_in_schema=False)
+
+
+@cache
+def _read(name: str) -> bytes:
+    return (resources.files("danlu.server") / "dashboard" / name).read_bytes()
+
+
+def _file(name: str) -> Response:
+    return Response(_read(name), media_type=FILES[name], headers=HEADERS)
+
+
+@router.get("/")
+def root() -> RedirectResponse:
+    """The dashboard."""
+    return RedirectResponse("/dashboard/")
+
+
+@router.get("/dashboard")
+def dashboard_no_slash() -> RedirectResponse:
+    """The dashboard (its files are relative to ``/dashboard/``)."""
+    return RedirectResponse("/dashboard/")
+
+
+@router.get("/dashboard/")
+def dashboard() -> Response:
+    """The dashboard's page."""
+    return _file("index.html")
+
+
+@router.get("/dashboard/{name}")
+def dashboard_file(name: str) -> Response:
+    """One of the dashboard's files; any other name is 404."""
+    if name not in FILES:
+        raise NotFoundError("file", name, "name")
+    return _file(name)

@@ -1,0 +1,112 @@
+"""The web dashboard in a real browser (Debian's ``chromium``, driven by Playwright) against a
+real server: sign in with a token, see the nodes and the jobs, hold, release and cancel a
+job; a cordon reason written like markup stays text; a wrong token is refused.
+
+Without ``/usr/bin/chromium`` the browser tests are skipped, unless
+``DANLU_TEST_REQUIRE_BROWSER`` is set (CI: ``scripts/test.sh`` installs it). The static files'
+headers are checked without a browser."""
+
+from __future__ import annotations
+
+import os
+import shutil
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import httpx
+import pytest
+from helpers import Live, live_server, spec, wait_state
+
+_XSS = '<img src=x onerror="window.pwned=1">'
+
+
+def _chromium() -> str | None:
+    found = shutil.which("chromium")
+    if found is None and os.environ.get("DANLU_TEST_REQUIRE_BROWSER"):
+        pytest.fail("chromium is required: apt-get install -y chromium")
+    return found
+
+
+@pytest.fixture
+def live(tmp_path: Path) -> Iterator[Live]:
+    with live_server(tmp_path, fake_gpus="2x80GiB") as server:
+        yield server
+
+
+@pytest.fixture
+def page(live: Live) -> Iterator[Any]:
+    binary = _chromium()
+    if binary is None:
+        pytest.skip("chromium is absent and DANLU_TEST_REQUIRE_BROWSER is unset")
+    from playwright.sync_api import sync_playwright
+
+    with sync_playwright() as p:
+        browser = p.chromium.launch(executable_path=binary, args=["--no-sandbox"])
+        try:
+            tab = browser.new_page()
+            errors: list[str] = []
+            tab.on("pageerror", lambda exc: errors.append(str(exc)))
+            tab.goto(f"{live.url}/")
+            yield tab
+            assert errors == []  # no script error on the page
+        finally:
+            browser.close()
+
+
+def test_the_files_are_served_with_a_strict_policy_and_nothing_else(live: Live) -> None:
+    root = httpx.get(f"{live.url}/", follow_redirects=False)
+    assert root.status_code == 307 and root.headers["location"] == "/dashboard/"
+    page = httpx.get(f"{live.url}/dashboard/")
+    assert page.status_code == 200 and page.headers["content-type"].startswith("text/html")
+    policy = page.headers["content-security-policy"]
+    assert "script-src 'self'" in policy and "default-src 'none'" in policy
+    assert page.headers["x-content-type-options"] == "nosniff"
+    script = httpx.get(f"{live.url}/dashboard/app.js")
+    assert script.headers["content-type"].startswith("text/javascript")
+    assert "textContent" in script.text and "innerHTML" not in script.text
+    for name in ("nope.js", "..%2Fapp.py", "%2E%2E", "index.htm"):
+        assert httpx.get(f"{live.url}/dashboard/{name}").status_code == 404, name
+
+
+def test_sign_in_see_the_cluster_and_hold_release_cancel_jobs(live: Live, page: Any) -> None:
+    from playwright.sync_api import expect
+
+    with live.client() as c:
+        busy = c.post("/jobs", json=spec("busy", "import time; time.sleep(60)")).json()
+        wait_state(c, busy["id"], "RUNNING")
+        queued = c.post(
+            "/jobs", json=spec("queued", "pass", resources={"gpus": 2}, priority=-1)
+        ).json()
+        c.post("/cluster/nodes/localhost/cordon", json={"reason": _XSS})
+    page.fill("#token", "not-a-token")
+    page.click("#login button")
+    expect(page.locator("#status")).to_contain_text("token refused")
+    page.fill("#token", live.token)
+    page.click("#login button")
+    expect(page.locator("#who")).to_have_text("admin (admin)")
+    nodes = page.locator("#nodes tbody tr")
+    expect(nodes).to_have_count(2)
+    expect(nodes.first).to_contain_text(f"cordoned: {_XSS}")  # as text, not an image
+    assert page.evaluate("window.pwned") is None
+    expect(page.locator("#summary")).to_contain_text("1 node(s) (1 cordoned), 2 GPU(s)")
+    running = page.locator(f'#jobs tr[data-job="{busy["id"]}"]')
+    expect(running.locator("td.state")).to_have_text("RUNNING")
+    waiting = page.locator(f'#jobs tr[data-job="{queued["id"]}"]')
+    expect(waiting.locator("td.state")).to_have_text("PENDING")
+    waiting.locator('button[data-action="hold"]').click()
+    expect(waiting.locator("td.state")).to_have_text("PENDING (held)")
+    with live.client() as c:
+        assert c.get(f"/jobs/{queued['id']}").json()["held_at"] is not None
+    waiting.locator('button[data-action="release"]').click()
+    expect(waiting.locator("td.state")).to_have_text("PENDING")
+    running.locator('button[data-action="cancel"]').click()
+    expect(running).to_have_count(0, timeout=15_000)  # gone from the unfinished jobs
+    with live.client() as c:
+        assert wait_state(c, busy["id"], "CANCELLED")["state"] == "CANCELLED"
+    page.select_option("#filter", "all")
+    expect(running.locator("td.state")).to_have_text("CANCELLED")
+    page.click("#logout")
+    expect(page.locator("#main")).to_be_hidden()
+    page.reload()  # the token was forgotten: signed out for good
+    expect(page.locator("#login")).to_be_visible()
