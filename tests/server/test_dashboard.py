@@ -1,6 +1,7 @@
 """The web dashboard in a real browser (Debian's ``chromium``, driven by Playwright) against a
 real server: sign in with a token, see the nodes and the jobs, hold, release and cancel a
-job; a cordon reason written like markup stays text; a wrong token is refused.
+job, uncordon and drain a node; a cordon reason written like markup stays text; a wrong
+token is refused.
 
 Without ``/usr/bin/chromium`` the browser tests are skipped, unless
 ``DANLU_TEST_REQUIRE_BROWSER`` is set (CI: ``scripts/test.sh`` installs it). The static files'
@@ -106,6 +107,14 @@ def test_sign_in_see_the_cluster_and_hold_release_cancel_jobs(live: Live, page: 
         assert wait_state(c, busy["id"], "CANCELLED")["state"] == "CANCELLED"
     page.select_option("#filter", "all")
     expect(running.locator("td.state")).to_have_text("CANCELLED")
+    first = nodes.first  # an admin opens and drains the node
+    first.locator('button[data-action="uncordon"]').click()
+    expect(first).to_contain_text("ready")
+    expect(page.locator("#summary")).to_contain_text("(1 ready)")
+    first.locator('button[data-action="drain"]').click()
+    expect(first).to_contain_text("draining: from the dashboard")
+    with live.client() as c:
+        assert c.get("/cluster/nodes").json()[0]["state"] == "draining"
     page.click("#logout")
     expect(page.locator("#main")).to_be_hidden()
     page.reload()  # the token was forgotten: signed out for good

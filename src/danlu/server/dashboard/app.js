@@ -96,6 +96,7 @@ function renderNodes(nodes) {
       row.appendChild(bar(gpu.allocated_memory || 0, gpu.memory || 0));
       row.appendChild(el("td", Math.round((gpu.allocated_milli || 0) / 10) + "%", "number"));
       row.appendChild(el("td", (gpu.jobs || []).join(", ") || "-"));
+      row.appendChild(i === 0 ? nodeActions(node, state) : el("td"));
       rows.push(row);
     });
   }
@@ -104,6 +105,33 @@ function renderNodes(nodes) {
   document.getElementById("summary").textContent =
     nodes.length + " node(s) (" + nodeStates + "), " + gpus + " GPU(s), " +
     allocated.toFixed(1) + " allocated";
+}
+
+function nodeActions(node, state) {
+  const cell = el("td");
+  if (!me || me.role !== "admin") return cell;
+  const add = (label, what) => {
+    const button = el("button", label);
+    button.type = "button";
+    button.dataset.action = what;
+    button.addEventListener("click", () => nodeAct(node.name, what));
+    cell.appendChild(button);
+  };
+  if (state === "ready") add("Cordon", "cordon");
+  if (state !== "draining") add("Drain", "drain");
+  if (state !== "ready") add("Uncordon", "uncordon");
+  return cell;
+}
+
+async function nodeAct(name, what) {
+  try {
+    const options = { method: "POST" };
+    if (what !== "uncordon") options.body = JSON.stringify({ reason: "from the dashboard" });
+    await api("/cluster/nodes/" + encodeURIComponent(name) + "/" + what, options);
+    await refresh();
+  } catch (error) {
+    setStatus(what + " " + name + ": " + error.message, true);
+  }
 }
 
 function where(job) {
