@@ -9,6 +9,7 @@ import time
 from pathlib import Path
 from typing import Any
 
+import httpx
 import pytest
 from e2e_server import Server, danlu
 
@@ -142,6 +143,17 @@ def test_cli_top_and_nodes_against_a_live_server(shared_server: Server) -> None:
     assert missing.returncode == 2 and "not found" in missing.stderr
     admin.cancel(visible["id"])  # leave no job running after the server stops
     assert wait_state(admin, visible["id"], TERMINAL)["state"] == "CANCELLED"
+
+
+def test_up_prints_where_its_dashboard_is(shared_server: Server) -> None:
+    deadline = time.monotonic() + 10
+    while "dashboard: " not in shared_server.output() and time.monotonic() < deadline:
+        time.sleep(0.05)
+    line = next(x for x in shared_server.output().splitlines() if x.startswith("dashboard: "))
+    url = line.removeprefix("dashboard: ")
+    assert url.endswith("/dashboard/")
+    page = httpx.get(url, timeout=10)
+    assert page.status_code == 200 and "<title>danlu</title>" in page.text
 
 
 def test_a_second_server_on_the_same_home_is_refused(shared_server: Server) -> None:

@@ -91,6 +91,7 @@ def _start(
             print(f"admin token: {p.admin_token}", flush=True)
         else:
             print(f"admin token in {p.settings.admin_token_path}", flush=True)
+        print(f"dashboard: {p.url}/dashboard/", flush=True)
         print("press Ctrl-C to stop", flush=True)
 
     run(prepared, ready)
