@@ -1,7 +1,7 @@
 """The web dashboard in a real browser (Debian's ``chromium``, driven by Playwright) against a
-real server: sign in with a token, see the nodes and the jobs, hold, release and cancel a
-job, uncordon and drain a node; a cordon reason written like markup stays text; a wrong
-token is refused.
+real server: sign in with a token, see the nodes and the jobs and a job's events, reason
+and log, hold, release and cancel a job, uncordon and drain a node; a cordon reason written
+like markup stays text; a wrong token is refused.
 
 Without ``/usr/bin/chromium`` the browser tests are skipped, unless
 ``DANLU_TEST_REQUIRE_BROWSER`` is set (CI: ``scripts/test.sh`` installs it). The static files'
@@ -74,7 +74,8 @@ def test_sign_in_see_the_cluster_and_hold_release_cancel_jobs(live: Live, page: 
     from playwright.sync_api import expect
 
     with live.client() as c:
-        busy = c.post("/jobs", json=spec("busy", "import time; time.sleep(60)")).json()
+        code = "print('hello from busy', flush=True); import time; time.sleep(60)"
+        busy = c.post("/jobs", json=spec("busy", code)).json()
         wait_state(c, busy["id"], "RUNNING")
         queued = c.post(
             "/jobs", json=spec("queued", "pass", resources={"gpus": 2}, priority=-1)
@@ -101,6 +102,16 @@ def test_sign_in_see_the_cluster_and_hold_release_cancel_jobs(live: Live, page: 
         assert c.get(f"/jobs/{queued['id']}").json()["held_at"] is not None
     waiting.locator('button[data-action="release"]').click()
     expect(waiting.locator("td.state")).to_have_text("PENDING")
+    running.locator('button[data-action="show"]').click()  # its events, why and log
+    detail = page.locator("#detail")
+    expect(detail).to_be_visible()
+    expect(page.locator("#detail-title")).to_have_text(f"busy ({busy['id']})")
+    expect(page.locator("#detail-why")).to_contain_text("RUNNING: running on localhost")
+    expect(page.locator("#events tbody tr")).to_have_count(2)
+    expect(page.locator("#events tbody tr").nth(1)).to_contain_text("PENDING \u2192 RUNNING")
+    expect(page.locator("#log")).to_contain_text("hello from busy")
+    page.click("#detail-close")
+    expect(detail).to_be_hidden()
     running.locator('button[data-action="cancel"]').click()
     expect(running).to_have_count(0, timeout=15_000)  # gone from the unfinished jobs
     with live.client() as c:

@@ -24,6 +24,11 @@ function setStatus(text, error) {
 }
 
 async function api(path, options) {
+  const response = await request(path, options);
+  return response.json();
+}
+
+async function request(path, options) {
   const init = options || {};
   const headers = { Authorization: "Bearer " + sessionStorage.getItem(TOKEN_KEY) };
   if (init.body !== undefined) headers["Content-Type"] = "application/json";
@@ -40,7 +45,7 @@ async function api(path, options) {
     error.status = response.status;
     throw error;
   }
-  return response.json();
+  return response;
 }
 
 function bytes(n) {
@@ -162,7 +167,13 @@ function renderJobs(jobs) {
   const rows = jobs.map((job) => {
     const row = el("tr");
     row.dataset.job = job.id;
-    row.appendChild(el("td", job.id));
+    const idCell = el("td");
+    const open = el("button", job.id, "link");
+    open.type = "button";
+    open.dataset.action = "show";
+    open.addEventListener("click", () => showJob(job.id));
+    idCell.appendChild(open);
+    row.appendChild(idCell);
     row.appendChild(el("td", job.name));
     row.appendChild(el("td", job.user));
     row.appendChild(el("td", job.project));
@@ -194,6 +205,45 @@ async function refresh() {
   }
 }
 
+const LOG_TAIL = 8192;
+
+async function showJob(id) {
+  const path = "/jobs/" + encodeURIComponent(id);
+  try {
+    const [job, events, why] = await Promise.all([
+      api(path), api(path + "/events?limit=1000"), api(path + "/why"),
+    ]);
+    let log = "";
+    try {
+      const first = await request(path + "/logs");
+      const end = Number(first.headers.get("X-Danlu-Log-Offset")) || 0;
+      log = await first.text();
+      if (end > LOG_TAIL) {
+        log = await (await request(path + "/logs?offset=" + (end - LOG_TAIL))).text();
+      } else if (log.length > LOG_TAIL) {
+        log = log.slice(-LOG_TAIL);
+      }
+    } catch (error) {
+      log = "(log: " + error.message + ")";
+    }
+    const detail = document.getElementById("detail");
+    document.getElementById("detail-title").textContent = job.name + " (" + job.id + ")";
+    document.getElementById("detail-why").textContent = job.state + ": " + why.reason;
+    const rows = events.map((e) => {
+      const row = el("tr");
+      row.appendChild(el("td", new Date(e.time * 1000).toLocaleString()));
+      row.appendChild(el("td", (e.old || "") + " \u2192 " + e.new));
+      row.appendChild(el("td", e.reason));
+      return row;
+    });
+    document.querySelector("#events tbody").replaceChildren(...rows);
+    document.getElementById("log").textContent = log || "(empty)";
+    detail.hidden = false;
+  } catch (error) {
+    setStatus("show " + id + ": " + error.message, true);
+  }
+}
+
 async function act(job, what) {
   try {
     if (what === "cancel") {
@@ -221,6 +271,7 @@ function signOut(message) {
   timer = null;
   me = null;
   showSignedIn(false);
+  document.getElementById("detail").hidden = true;
   setStatus(message || "signed out", Boolean(message));
 }
 
@@ -245,6 +296,9 @@ document.getElementById("login").addEventListener("submit", (event) => {
   start();
 });
 document.getElementById("logout").addEventListener("click", () => signOut());
+document.getElementById("detail-close").addEventListener("click", () => {
+  document.getElementById("detail").hidden = true;
+});
 document.getElementById("filter").addEventListener("change", refresh);
 fetch(API + "/health")
   .then((r) => r.json())
