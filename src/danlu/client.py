@@ -468,6 +468,11 @@ class Client:
         """``POST /cluster/nodes/{name}/uncordon`` (admin): open the node again."""
         return dict(self._json("POST", f"/cluster/nodes/{_seg(node)}/uncordon"))
 
+    def usage(self, since: float | None = None, until: float | None = None) -> list[dict[str, Any]]:
+        """``GET /usage``: GPU-hours by project and user in ``[since, until)``."""
+        params = _clean({"since": since, "until": until})
+        return list(self._json("GET", "/usage", params=params))
+
     def allocations(self) -> list[dict[str, Any]]:
         """``GET /cluster/allocations``: ``[{"job_id", "node", "gpu", "milli", "memory"}]``."""
         return list(self._json("GET", "/cluster/allocations"))

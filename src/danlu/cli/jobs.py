@@ -463,6 +463,35 @@ def uncordon(
     _node_changed(data, json_out)
 
 
+def usage(
+    days: Annotated[
+        float, typer.Option("--days", min=0.001, max=36_500.0, help="The last N days.")
+    ] = 7.0,
+    json_out: JsonOpt = False,
+    home: HomeOpt = None,
+    url: UrlOpt = None,
+    token: TokenOpt = None,
+) -> None:
+    """GPU-hours by project and user over the last days (yours only, unless admin)."""
+    now = time.time()
+    data = ask(home, url, token, lambda c: c.usage(since=now - days * 86_400.0, until=now))
+    if json_out:
+        print_json(data)
+        return
+    table = Table(title=f"GPU usage, last {days:g} days", title_justify="left")
+    for column in ("project", "user", "GPU-hours", "GPU memory GiB-hours", "jobs"):
+        table.add_column(column, justify="left" if column in ("project", "user") else "right")
+    for row in data:
+        table.add_row(
+            escape(str(row["project"])),
+            escape(str(row["user"])),
+            f"{row['gpu_hours']:.2f}",
+            f"{row['gpu_memory_gib_hours']:.1f}",
+            str(row["jobs"]),
+        )
+    console.print(table)
+
+
 def top(
     once: Annotated[bool, typer.Option("--once", help="Print one frame and exit.")] = False,
     interval: Annotated[
@@ -492,7 +521,8 @@ def top(
 
 def register(app: typer.Typer) -> None:
     """Add ``submit``, ``ls``, ``show``, ``logs``, ``cancel``, ``update``, ``hold``,
-    ``release``, ``why``, ``nodes``, ``cordon``, ``drain``, ``uncordon`` and ``top``."""
+    ``release``, ``why``, ``nodes``, ``cordon``, ``drain``, ``uncordon``, ``usage`` and
+    ``top``."""
     commands = (submit, ls, show, logs, cancel, update, hold, release, why, nodes)
-    for command in (*commands, cordon, drain, uncordon, top):
+    for command in (*commands, cordon, drain, uncordon, usage, top):
         app.command(name=command.__name__)(command)

@@ -210,6 +210,25 @@ class JobEvent(Base):
     reason: Mapped[str] = mapped_column(Text, default="")
 
 
+class JobRun(Base):
+    """One stretch of a job on its GPUs, written when it ends (the job finished, was
+    preempted or moved): from ``started_at`` to ``ended_at`` it held ``gpu_milli``
+    thousandths of GPUs and ``gpu_memory`` bytes. The usage report sums them
+    (:mod:`danlu.server.services.usage`); the stretches still running are read off the jobs."""
+
+    __tablename__ = "job_runs"
+    __table_args__ = (Index("ix_job_runs_ended_at", "ended_at"),)
+
+    id: Mapped[int] = mapped_column(BigId, primary_key=True, autoincrement=True)
+    job_id: Mapped[str] = mapped_column(ForeignKey("jobs.id", ondelete="CASCADE"), index=True)
+    project_id: Mapped[int] = mapped_column(ForeignKey("projects.id"))
+    user_id: Mapped[int] = mapped_column(ForeignKey("users.id"))
+    started_at: Mapped[float] = mapped_column(Double)
+    ended_at: Mapped[float] = mapped_column(Double)
+    gpu_milli: Mapped[int] = mapped_column(BigInteger)
+    gpu_memory: Mapped[int] = mapped_column(BigInteger)
+
+
 class JobMetric(Base):
     """A training metric record reported by ``danlu.train`` (step, time, JSON payload)."""
 

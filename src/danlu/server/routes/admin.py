@@ -2,10 +2,11 @@
 
 from __future__ import annotations
 
+import time
 from collections.abc import Callable
-from typing import Any
+from typing import Annotated, Any
 
-from fastapi import APIRouter
+from fastapi import APIRouter, Query
 from sqlalchemy.orm import Session
 
 from danlu.core.errors import SpecError
@@ -28,15 +29,19 @@ from danlu.server.routes.schemas import (
     ProjectPatch,
     TokenIn,
     TokenOut,
+    UsageOut,
     UserIn,
     UserOut,
     nodes_out,
     project_out,
     user_out,
 )
-from danlu.server.services import cluster, nodes, projects, users
+from danlu.server.services import cluster, nodes, projects, usage, users
 
 router = APIRouter()
+
+USAGE_DAYS = 7.0
+"""The period ``/usage`` reports without ``since``: the last week."""
 
 
 @router.get("/health", response_model=HealthOut, tags=["health"], summary="Liveness")
@@ -129,6 +134,35 @@ def list_allocations(user: Caller, state: State) -> list[dict[str, Any]]:
             {"job_id": s.job_id, "node": s.node, "gpu": s.gpu, "milli": s.milli, "memory": s.memory}
             for s in cluster.list_shares(session)
         ]
+
+
+@router.get("/usage", response_model=list[UsageOut], tags=["cluster"])
+def get_usage(
+    user: Caller,
+    state: State,
+    since: Annotated[float | None, Query(allow_inf_nan=False)] = None,
+    until: Annotated[float | None, Query(allow_inf_nan=False)] = None,
+) -> list[dict[str, Any]]:
+    """GPU-hours and GPU-memory GiB-hours by project and user in ``[since, until)`` (POSIX
+    seconds; default: the last 7 days until now), most GPU-hours first; a non-admin sees
+    their own."""
+    now = time.time()
+    end = now if until is None else until
+    start = end - USAGE_DAYS * 86_400.0 if since is None else since
+    if start >= end:
+        raise SpecError("since", "must come before until")
+    with state.db.read_session() as session:
+        rows = usage.usage(session, start, end, user_id=None if user.is_admin else user.id, now=now)
+    return [
+        {
+            "project": r.project,
+            "user": r.user,
+            "gpu_hours": r.gpu_seconds / 3600.0,
+            "gpu_memory_gib_hours": r.gpu_memory_byte_seconds / 3600.0 / 2**30,
+            "jobs": r.jobs,
+        }
+        for r in rows
+    ]
 
 
 @router.get("/users/me", response_model=UserOut, tags=["users"])

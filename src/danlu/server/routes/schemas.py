@@ -122,6 +122,16 @@ class JobPatch(_In):
     """True holds a queued job (not scheduled until released), False releases it."""
 
 
+class UsageOut(BaseModel):
+    """What one user's jobs of one project used on GPUs in the period asked for."""
+
+    project: str
+    user: str
+    gpu_hours: float
+    gpu_memory_gib_hours: float
+    jobs: int
+
+
 class CordonIn(_In):
     """Why a node is cordoned or drained (shown by ``danlu nodes``)."""
 

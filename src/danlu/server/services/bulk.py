@@ -22,7 +22,7 @@ from sqlalchemy.orm.attributes import set_committed_value
 from sqlalchemy.orm.state import InstanceState
 
 from danlu.core.state import JobState
-from danlu.server.db.models import Base, Job, JobEvent
+from danlu.server.db.models import Base, Job, JobEvent, JobRun
 from danlu.server.errors import ConflictError
 
 _TABLE = Base.metadata.tables[Job.__tablename__]
@@ -92,6 +92,7 @@ def _mark_clean(session: Session, state: InstanceState[Job]) -> None:
 
 
 _EVENTS = Base.metadata.tables[JobEvent.__tablename__]
+_RUNS = Base.metadata.tables[JobRun.__tablename__]
 
 
 class EventBatch:
@@ -103,18 +104,30 @@ class EventBatch:
 
     def __init__(self) -> None:
         self.rows: list[dict[str, Any]] = []
+        self.runs: list[dict[str, Any]] = []
+        """:class:`~danlu.server.db.models.JobRun` rows: the stretches on GPUs the
+        round's changes end, written with the events."""
 
     def add(self, job_id: str, time: float, old: str | None, new: str, reason: str) -> None:
         """One event: ``job_id`` went from ``old`` to ``new`` at ``time``, for ``reason``."""
         self.rows.append({"job_id": job_id, "time": time, "old": old, "new": new, "reason": reason})
 
+    def add_run(self, run: dict[str, Any]) -> None:
+        """One ended stretch of a job on its GPUs (a :class:`JobRun` row's columns)."""
+        self.runs.append(run)
+
     def write(self, session: Session) -> int:
-        """Insert the events added since the last write on the session's connection (after
-        the job rows they belong to were flushed); returns how many."""
+        """Insert the events (and ended stretches) added since the last write on the
+        session's connection (after the job rows they belong to were flushed); returns how
+        many events."""
         count = len(self.rows)
+        connection = session.connection()
         if count:
-            session.connection().execute(insert(_EVENTS), self.rows)
+            connection.execute(insert(_EVENTS), self.rows)
             self.rows = []
+        if self.runs:
+            connection.execute(insert(_RUNS), self.runs)
+            self.runs = []
         return count
 
 

@@ -20,7 +20,7 @@ from danlu.core.errors import PlacementError, SpecError
 from danlu.core.spec import AUTO_FAMILY, MAX_PRIORITY, JobSpec, check_limits, parse_spec
 from danlu.core.state import JobState, check_transition, restart_backoff
 from danlu.core.units import format_bytes
-from danlu.server.db.models import Job, JobEvent, Node, User
+from danlu.server.db.models import Job, JobEvent, JobRun, Node, User
 from danlu.server.errors import ConflictError, NotFoundError, PermissionDenied
 from danlu.server.services import admission
 from danlu.server.services.bulk import EventBatch, flush_jobs
@@ -236,18 +236,31 @@ def flush_or_conflict(session: Session, job_id: str | None = None) -> None:
         raise ConflictError(f"{what} changed concurrently; retry") from None
 
 
-def _release(job: Job, t: float) -> None:
+def _release(job: Job, t: float) -> dict[str, Any] | None:
     """Account the service received on the current allocation and drop it, with the
-    measurement taken on it (keeping the progress it reported)."""
+    measurement taken on it (keeping the progress it reported). Returns the
+    :class:`~danlu.server.db.models.JobRun` row of the stretch that ends (None without one),
+    for the caller to write."""
+    run = None
     if job.allocation and job.last_start is not None:
         held = max(0.0, t - job.last_start)
         milli = sum(int(s["milli"]) for s in job.allocation)
         job.attained_service += held * milli / MILLI_PER_GPU
         job.run_time += held
+        run = {
+            "job_id": job.id,
+            "project_id": job.project_id,
+            "user_id": job.user_id,
+            "started_at": job.last_start,
+            "ended_at": max(t, job.last_start),
+            "gpu_milli": milli,
+            "gpu_memory": sum(int(s["memory"]) for s in job.allocation),
+        }
     job.allocation = None
     if job.observed:
         progress = job.observed.get("progress")
         job.observed = {"progress": progress} if progress is not None else None
+    return run
 
 
 def change_state(
@@ -272,9 +285,11 @@ def change_state(
     caller that changes many jobs at once uses :func:`change_state_batched`.
     """
     t = resolve_now(now)
-    old = _transition(job, new, t, allocation, exit_code, counted)
+    old, run = _transition(job, new, t, allocation, exit_code, counted)
     event = JobEvent(job_id=job.id, time=t, old=old.value, new=new.value, reason=reason)
     session.add(event)
+    if run is not None:
+        session.add(JobRun(**run))
     flush_or_conflict(session, event.job_id)
     return event
 
@@ -292,9 +307,11 @@ def change_state_batched(
     round): the same checks and bookkeeping, but nothing is flushed, and the event is added
     to ``events``, which the caller writes after flushing the jobs with
     :func:`flush_or_conflict` (:meth:`EventBatch.write`: one INSERT for all of them instead
-    of one ORM object each)."""
-    old = _transition(job, new, now, allocation, None)
+    of one ORM object each); so is the stretch on GPUs it ends, if any."""
+    old, run = _transition(job, new, now, allocation, None)
     events.add(job.id, now, old.value, new.value, reason)
+    if run is not None:
+        events.add_run(run)
 
 
 def _transition(
@@ -304,9 +321,11 @@ def _transition(
     allocation: list[ShareDict] | None,
     exit_code: int | None,
     counted: bool = True,
-) -> JobState:
-    """Check the edge and update the job's bookkeeping for it; returns the old state."""
+) -> tuple[JobState, dict[str, Any] | None]:
+    """Check the edge and update the job's bookkeeping for it; returns the old state and
+    the stretch on GPUs the change ends (:func:`_release`), if any."""
     old = JobState(job.state)
+    run = None
     check_transition(old, new)
     if new is JobState.RUNNING:
         if not allocation:
@@ -319,7 +338,7 @@ def _transition(
         job.pending_reason = None
         job.next_attempt_at = None
     elif new.value not in HOLDING:
-        _release(job, t)
+        run = _release(job, t)
     if new is JobState.PREEMPTING:
         job.preemptions += 1
     elif new is JobState.RESTARTING and counted:
@@ -337,7 +356,7 @@ def _transition(
     if exit_code is not None:
         job.exit_code = exit_code
     job.state = new.value
-    return old
+    return old, run
 
 
 def resize(
@@ -348,15 +367,22 @@ def resize(
     now: float | None = None,
     *,
     flush: bool = True,
+    events: EventBatch | None = None,
 ) -> None:
     """Move a RUNNING job to a new allocation (a restart in place: ``attempt`` increments,
     the state stays RUNNING, so no event is written). ``flush=False``: the caller flushes (a
-    round, with :func:`flush_or_conflict`)."""
+    round, with :func:`flush_or_conflict`). The stretch on the old allocation goes to
+    ``events`` (the round writes it with its events), else into ``session``."""
     t = resolve_now(now)
     job_id = job.id
     if job.state != JobState.RUNNING.value or not allocation:
         raise PlacementError(f"cannot resize job {job.id} in state {job.state}")
-    _release(job, t)
+    run = _release(job, t)
+    if run is not None:
+        if events is not None:
+            events.add_run(run)
+        else:
+            session.add(JobRun(**run))
     job.allocation = [dict(s) for s in allocation]
     job.last_start = t
     job.attempt += 1

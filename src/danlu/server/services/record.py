@@ -367,7 +367,7 @@ def apply_plan(
             - allocation_usage(job.allocation)
             + allocation_usage(records)
         )
-        jobs.resize(session, job, records, resize.batch_size, t, flush=False)
+        jobs.resize(session, job, records, resize.batch_size, t, flush=False, events=events)
         out.resized.append(job)
 
     moved = {r.job_id for r in plan.resizes} | {p.job_id for p in plan.preempts}
