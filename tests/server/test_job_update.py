@@ -15,7 +15,7 @@ from danlu.core.cluster import Cluster, Node, gpu_type
 from danlu.core.errors import SpecError
 from danlu.executors import FakeExecutor, FakeWorld
 from danlu.sched.registry import make_policy
-from danlu.server.db import Database
+from danlu.server.db import Database, User
 from danlu.server.errors import ConflictError, PermissionDenied
 from danlu.server.reconcile import Reconciler
 from danlu.server.services import jobs, users
@@ -24,19 +24,31 @@ NOW = 1_000_000.0
 NODE = Node("a", 1, gpu_type("H100"))
 
 
-def test_a_new_priority_reorders_the_queue_and_preempts(db: Database, tmp_path: Path) -> None:
+def _three_jobs(db: Database) -> tuple[User, list[str]]:
+    """alice and her jobs ``first``, ``second``, ``third`` of one GPU each, queued."""
     with db.session() as s:
         alice = user_and_nodes(s, (NODE,), NOW)
         body = {"command": ["python", "train.py"], "resources": {"gpus": 1}}
-        first = jobs.submit(s, {"name": "first", **body}, alice, now=NOW).id
-        second = jobs.submit(s, {"name": "second", **body}, alice, now=NOW + 1).id
-        third = jobs.submit(s, {"name": "third", **body}, alice, now=NOW + 2).id
-    with db.session() as s:
-        jobs.set_priority(s, third, 5, alice)  # jumps the queue
+        ids = [
+            jobs.submit(s, {"name": name, **body}, alice, now=NOW + i).id
+            for i, name in enumerate(("first", "second", "third"))
+        ]
+    return alice, ids
+
+
+def _loop(db: Database, tmp_path: Path, policy: str) -> tuple[Reconciler, FakeWorld]:
     world = FakeWorld()
     world.default = world.default.__class__(duration=10_000)
     executor = FakeExecutor(Cluster((NODE,)), world)
-    loop = Reconciler(db, executor, load_settings(home=tmp_path), policy=make_policy("priority"))
+    loop = Reconciler(db, executor, load_settings(home=tmp_path), policy=make_policy(policy))
+    return loop, world
+
+
+def test_a_new_priority_reorders_the_queue_and_preempts(db: Database, tmp_path: Path) -> None:
+    alice, (first, second, third) = _three_jobs(db)
+    with db.session() as s:
+        jobs.set_priority(s, third, 5, alice)  # jumps the queue
+    loop, world = _loop(db, tmp_path, "priority")
     try:
         assert loop.run_once(now=NOW + 10).launched == [third]
         assert loop.run_once(now=NOW + 11).preempted == []
@@ -100,20 +112,12 @@ def test_the_api_and_the_cli_change_a_priority(tmp_path: Path) -> None:
 
 
 def test_a_held_job_is_passed_by_until_released(db: Database, tmp_path: Path) -> None:
-    with db.session() as s:
-        alice = user_and_nodes(s, (NODE,), NOW)
-        body = {"command": ["python", "train.py"], "resources": {"gpus": 1}}
-        first = jobs.submit(s, {"name": "first", **body}, alice, now=NOW).id
-        second = jobs.submit(s, {"name": "second", **body}, alice, now=NOW + 1).id
-        third = jobs.submit(s, {"name": "third", **body}, alice, now=NOW + 2).id
+    alice, (first, second, third) = _three_jobs(db)
     with db.session() as s:
         held = jobs.hold(s, first, True, alice, now=NOW + 3)
         assert held.held_at == NOW + 3
         assert jobs.hold(s, first, True, alice, now=NOW + 4).held_at == NOW + 3  # once
-    world = FakeWorld()
-    world.default = world.default.__class__(duration=10_000)
-    executor = FakeExecutor(Cluster((NODE,)), world)
-    loop = Reconciler(db, executor, load_settings(home=tmp_path), policy=make_policy("fifo"))
+    loop, world = _loop(db, tmp_path, "fifo")
     try:
         assert loop.run_once(now=NOW + 10).launched == [second]  # the held one passed by
         loop.run_once(now=NOW + 11)

@@ -76,6 +76,17 @@ def test_finished_jobs_lose_their_metrics_logs_and_checkpoints_after_the_retenti
         loop.stop()
 
 
+def _cancelled(db: Database, count: int) -> list[str]:
+    """``count`` jobs cancelled while queued, at ``NOW + 1``, on the one-node inventory."""
+    with db.session() as s:
+        user_and_nodes(s, (NODE,), NOW)
+    ids = [_submit(db, f"j{i}") for i in range(count)]
+    with db.session() as s:
+        for job_id in ids:
+            jobs.cancel_job(s, job_id, now=NOW + 1)
+    return ids
+
+
 def _state(db: Database, job_id: str) -> str:
     with db.read_session() as s:
         return jobs.get_job(s, job_id).state
@@ -85,14 +96,8 @@ def test_a_backlog_is_purged_a_batch_a_pass_and_a_failure_is_tried_again(
     db: Database, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     monkeypatch.setattr(retention, "BATCH", 2)
-    with db.session() as s:
-        user_and_nodes(s, (NODE,), NOW)
-    ids = [_submit(db, f"j{i}") for i in range(5)]
-    with db.session() as s:
-        for job_id in ids:
-            jobs.cancel_job(s, job_id, now=NOW + 1)
-    world = FakeWorld()
-    loop = _loop(db, tmp_path, world, days=0.5)
+    ids = _cancelled(db, 5)
+    loop = _loop(db, tmp_path, FakeWorld(), days=0.5)
     stuck = {ids[0]}
     real = loop.executor.discard
 
@@ -118,11 +123,7 @@ def test_a_backlog_is_purged_a_batch_a_pass_and_a_failure_is_tried_again(
 
 
 def test_without_a_retention_nothing_is_deleted(db: Database, tmp_path: Path) -> None:
-    with db.session() as s:
-        user_and_nodes(s, (NODE,), NOW)
-    job_id = _submit(db, "kept")
-    with db.session() as s:
-        jobs.cancel_job(s, job_id, now=NOW)
+    (job_id,) = _cancelled(db, 1)
     loop = _loop(db, tmp_path, FakeWorld(), days=0.0)
     try:
         assert loop.run_once(now=NOW + 1000 * DAY).purged == []
@@ -151,12 +152,7 @@ def test_a_pass_stops_deleting_after_its_time_and_the_next_goes_on(
     db: Database, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     monkeypatch.setattr(retention, "PASS_SECONDS", 0.05)
-    with db.session() as s:
-        user_and_nodes(s, (NODE,), NOW)
-    ids = [_submit(db, f"j{i}") for i in range(3)]
-    with db.session() as s:
-        for job_id in ids:
-            jobs.cancel_job(s, job_id, now=NOW + 1)
+    ids = _cancelled(db, 3)
     loop = _loop(db, tmp_path, FakeWorld(), days=0.5)
     real = loop.executor.discard
 
