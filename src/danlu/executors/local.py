@@ -312,21 +312,22 @@ class LocalExecutor(GpuSharingExecutor):
         shutil.rmtree(run_dir, ignore_errors=True)
 
     def discard(self, job_id: str) -> None:
-        """Delete the run records and the log of the finished job ``job_id``."""
+        """Delete the run records and the log of the finished job ``job_id`` (the log in this
+        executor's log directory)."""
         validate_job_id(job_id)
         run_dir = safe_child(self._runs, job_id)
         launch = records.read_launch(run_dir) if run_dir.is_dir() else None
         if launch is not None and self._status(run_dir, launch).running:
             raise ExecutorError(f"job {job_id} still runs; stop it before discarding it")
-        logs = {safe_child(self._log_dir, f"{job_id}.log")}
-        if launch is not None:  # our own record: where this run's log went
-            logs.add(Path(launch["log_path"]))
+        # this executor's log of the job; one a launch put elsewhere (``JobLaunch.log_dir``)
+        # is its caller's, and the path in the run's record is not trusted (the job could
+        # have rewritten it)
+        log = safe_child(self._log_dir, f"{job_id}.log")
         self._children.pop(job_id, None)
         if self._live is not None:
             self._live.pop(run_dir, None)
         shutil.rmtree(run_dir, ignore_errors=True)
-        for path in logs:
-            path.unlink(missing_ok=True)
+        log.unlink(missing_ok=True)
 
     def close(self) -> None:
         """Reap supervisors that have exited; running jobs keep running."""
