@@ -28,7 +28,6 @@ import gc
 import logging
 import os
 import secrets
-import shutil
 import socket
 import threading
 import time
@@ -65,7 +64,8 @@ from danlu.sched.view import ClusterView, Plan
 from danlu.server.db import Database, Job, Lease
 from danlu.server.failures import RepeatedFailure
 from danlu.server.metrics import ServerMetrics
-from danlu.server.services import jobs, locks, nodes, retention, users
+from danlu.server.purge import Purger
+from danlu.server.services import jobs, locks, nodes, users
 from danlu.server.services.common import resolve_now
 from danlu.server.services.projects import HOLDING
 from danlu.server.services.record import apply_plan
@@ -216,10 +216,8 @@ class Reconciler:
         self.owner = _owner_id()
         self.checkpoints = Path(settings.home) / "checkpoints"
         self._adopted = False
-        self._next_purge = 0.0
-        """When the retention's next purge pass is due."""
-        self._purge_retry: dict[str, float] = {}
-        """Jobs whose files could not be deleted, with when to try them again."""
+        self.purger = Purger(db, executor, self.checkpoints, settings.retention_days)
+        """The retention's pass (``DANLU_RETENTION_DAYS``), at the end of a pass."""
         self._swept = False
         """Every job recorded on GPUs the inventory lacks has been re-queued (a job another
         loop still had locked is tried again the next pass)."""
@@ -288,43 +286,12 @@ class Reconciler:
             started = self._schedule(resolve_now(now), report)
             pending = [*started, *(j for j in to_launch if j not in started)]
             self._launch(pending, resolve_now(now), report)
-            self._purge(resolve_now(now), report)
+            purged, errors = self.purger.run(resolve_now(now))
+            report.purged += purged
+            report.errors += errors
             if self.metrics is not None:
                 self.metrics.reconcile_seconds.observe(time.perf_counter() - t0)
             return report
-
-    def _purge(self, t: float, report: RoundReport) -> None:
-        """Delete what the jobs finished longer ago than ``settings.retention_days`` left
-        behind (:mod:`~danlu.server.services.retention`), a batch at a time and for at most
-        :data:`retention.PASS_SECONDS` a pass, at most every :data:`retention.EVERY` seconds
-        while no backlog is left: the files first, outside any transaction, then the rows. A
-        job whose files cannot be deleted yet is tried again :data:`retention.EVERY` seconds
-        later, the others meanwhile."""
-        days = self.settings.retention_days
-        if days <= 0 or t < self._next_purge:
-            return
-        retry = {job_id: at for job_id, at in self._purge_retry.items() if at > t}
-        with self.db.read_session() as session:
-            ids = retention.due(session, days, t, retention.BATCH, skip=retry)
-        self._next_purge = t + (0.0 if len(ids) >= retention.BATCH else retention.EVERY)
-        started = time.monotonic()
-        for job_id in ids:
-            if time.monotonic() - started > retention.PASS_SECONDS:
-                self._next_purge = t  # the rest in the next pass: scheduling waits meanwhile
-                break
-            try:
-                self.executor.discard(job_id)
-                own = self.checkpoints / job_id  # job ids are validated names
-                if own.is_dir():
-                    shutil.rmtree(own)
-                with self.db.session() as session:
-                    retention.purged(session, job_id, t)
-            except (DanluError, OSError) as exc:
-                report.errors.append(f"purge {job_id}: {exc}")
-                retry[job_id] = t + retention.EVERY
-                continue
-            report.purged.append(job_id)
-        self._purge_retry = retry
 
     def _lease(self, t: float) -> bool:
         with self.db.session() as session:
