@@ -137,7 +137,8 @@ def test_a_launch_the_node_cannot_make_is_retried_without_a_restart_counted(
     re-queued with a backoff and no restart counted (it has none to spare here), `why` says
     what the node lacked, and the third launch runs it. Each such failure used to count as
     a failure of the job, so a full disk failed jobs for good."""
-    monkeypatch.setattr(jobs, "RESTART_BACKOFF_SECONDS", 0.2)
+    # long enough that `why` is asked within it on a loaded machine (0.2 s was not, once)
+    monkeypatch.setattr(jobs, "RESTART_BACKOFF_SECONDS", 1.0)
     with live_server(tmp_path, fake_gpus="1x80GiB", start_loops=False) as live, live.client() as c:
         state = live.prepared.app.state.danlu if live.prepared else None
         assert state is not None
@@ -172,4 +173,4 @@ def test_a_launch_the_node_cannot_make_is_retried_without_a_restart_counted(
         assert len(tries) == 3
         events = c.get(f"/jobs/{job['id']}/events").json()
         waits = [e["reason"] for e in events if e["reason"].startswith("re-queued; retry after")]
-        assert waits == ["re-queued; retry after 0.2s", "re-queued; retry after 0.4s"]
+        assert waits == ["re-queued; retry after 1s", "re-queued; retry after 2s"]
