@@ -130,3 +130,26 @@ def test_sign_in_see_the_cluster_and_hold_release_cancel_jobs(live: Live, page: 
     expect(page.locator("#main")).to_be_hidden()
     page.reload()  # the token was forgotten: signed out for good
     expect(page.locator("#login")).to_be_visible()
+
+
+def test_a_user_sees_their_own_jobs_and_no_admin_buttons(live: Live, page: Any) -> None:
+    from playwright.sync_api import expect
+
+    with live.client() as c:
+        c.post("/users", json={"name": "dora"}).raise_for_status()
+        token = c.post("/users/dora/tokens", json={"name": "web"}).json()["token"]
+        theirs = c.post("/jobs", json=spec("admins", "import time; time.sleep(30)")).json()
+    with live.client(token) as dora:
+        mine = dora.post("/jobs", json=spec("doras", "import time; time.sleep(30)")).json()
+        wait_state(dora, mine["id"], "RUNNING")
+    page.fill("#token", token)
+    page.click("#login button")
+    expect(page.locator("#who")).to_have_text("dora (user)")
+    expect(page.locator(f'#jobs tr[data-job="{mine["id"]}"]')).to_have_count(1)
+    expect(page.locator(f'#jobs tr[data-job="{theirs["id"]}"]')).to_have_count(0)
+    expect(page.locator("#nodes tbody tr").first).to_contain_text("localhost")
+    expect(page.locator('#nodes button[data-action="cordon"]')).to_have_count(0)
+    page.locator(f'#jobs tr[data-job="{mine["id"]}"] button[data-action="cancel"]').click()
+    with live.client() as c:
+        assert wait_state(c, mine["id"], "CANCELLED")["state"] == "CANCELLED"
+        c.post(f"/jobs/{theirs['id']}/cancel")
