@@ -116,6 +116,10 @@ def test_sign_in_see_the_cluster_and_hold_release_cancel_jobs(live: Live, page: 
     expect(running).to_have_count(0, timeout=15_000)  # gone from the unfinished jobs
     with live.client() as c:
         assert wait_state(c, busy["id"], "CANCELLED")["state"] == "CANCELLED"
+    usage = page.locator("#usage tbody tr")  # the cancelled job's stretch on its GPU
+    expect(usage).to_have_count(1)
+    expect(usage.first).to_contain_text("default")
+    expect(usage.first.locator("td").nth(4)).to_have_text("1")
     page.select_option("#filter", "all")
     expect(running.locator("td.state")).to_have_text("CANCELLED")
     first = nodes.first  # an admin opens and drains the node

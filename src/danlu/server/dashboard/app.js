@@ -188,13 +188,29 @@ function renderJobs(jobs) {
   body.replaceChildren(...rows);
 }
 
+function renderUsage(rows) {
+  const body = document.querySelector("#usage tbody");
+  body.replaceChildren(...rows.map((r) => {
+    const row = el("tr");
+    row.appendChild(el("td", r.project));
+    row.appendChild(el("td", r.user));
+    row.appendChild(el("td", r.gpu_hours.toFixed(2), "number"));
+    row.appendChild(el("td", r.gpu_memory_gib_hours.toFixed(1), "number"));
+    row.appendChild(el("td", r.jobs, "number"));
+    return row;
+  }));
+}
+
 async function refresh() {
   const unfinished = document.getElementById("filter").value === "unfinished";
   const query = unfinished ? UNFINISHED.map((s) => "state=" + s).join("&") + "&limit=200" : "limit=200";
   try {
-    const [nodes, jobs] = await Promise.all([api("/cluster/nodes"), api("/jobs?" + query)]);
+    const [nodes, jobs, usage] = await Promise.all([
+      api("/cluster/nodes"), api("/jobs?" + query), api("/usage"),
+    ]);
     renderNodes(nodes);
     renderJobs(jobs);
+    renderUsage(usage);
     setStatus("updated " + new Date().toLocaleTimeString());
   } catch (error) {
     if (error.status === 401) {
