@@ -302,3 +302,34 @@ def test_the_gradient_noise_estimate_is_resumed_with_the_run(
     assert resumed_steps == steps
     for a, b in zip(straight.parameters(), resumed.parameters(), strict=True):
         assert torch.equal(a, b)
+
+
+def test_no_probe_splits_off_a_single_sample_that_batch_norm_cannot_train_on() -> None:
+    """A local batch of 3 made probe parts of 2 and 1: a model with batch normalisation
+    raised "Expected more than 1 value per channel" on the probe step. Below 4 there is no
+    probe; from 4 on the parts hold 2 samples at least."""
+    torch.manual_seed(0)
+    x, y = torch.randn(400, 4), torch.randn(400, 1)
+
+    def run(batch: int) -> list[dict[str, object]]:
+        model = torch.nn.Sequential(
+            torch.nn.Linear(4, 8), torch.nn.BatchNorm1d(8), torch.nn.Linear(8, 1)
+        )
+        with dt.init(
+            model,
+            torch.optim.SGD(model.parameters(), lr=0.01),
+            global_batch_size=batch,
+            adaptive_batch=AdaptiveBatch("gns", batch, max_batch=batch),
+            gns_every=2,
+            metrics_file=False,
+            progress=False,
+            environ={},
+        ) as ctx:
+            while ctx.step_num < 8:
+                lo = batch * ctx.step_num
+                ctx.step((x[lo : lo + batch], y[lo : lo + batch]), mse_loss)
+            return ctx.history
+
+    assert all(not r.get("probe") for r in run(3))
+    probes = [r for r in run(4) if r.get("probe") == 1]
+    assert len(probes) == 4 and all(r["micro_batch"] == 2 for r in probes)

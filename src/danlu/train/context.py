@@ -59,6 +59,9 @@ alone cost a millisecond-long step a third of its time."""
 FOLLOW_EVERY = 20
 """Under DDP, every how many steps the ranks agree on the batch size the scheduler set (a
 broadcast from the chief, the only rank that talks to the API)."""
+PROBE_PART = 2
+"""The fewest samples in each of a probe step's two micro-batches (see
+``TrainContext._probe``): batch normalisation cannot train on one."""
 
 
 class TrainContext:
@@ -335,6 +338,9 @@ class TrainContext:
           GPU) or only during its sync probes. Its record says ``probe: 1``; its timing is
           not fed to the goodput tuner (a different shape every ``gns_every`` steps would
           restart the tuner's samples).
+
+        Neither runs on a local batch below ``2 *`` :data:`PROBE_PART` (3 samples made parts of
+        2 and 1, and batch normalisation cannot train on one).
         """
         self._gns_probe = False
         engine = self.engine
@@ -349,7 +355,7 @@ class TrainContext:
         if not (sync or noise):  # the common step: nothing more to look at
             return False
         batch = self.batch
-        if batch.accumulation > 1 or batch.local_batch < 2:
+        if batch.accumulation > 1 or batch.local_batch < 2 * PROBE_PART:
             return False
         if sync:
             self._probes_left -= 1
