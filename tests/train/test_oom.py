@@ -68,3 +68,42 @@ def test_real_torch_oom_error_is_recognised() -> None:
     assert is_oom(torch.OutOfMemoryError("CUDA out of memory"))
     assert is_oom(RuntimeError("CUDA out of memory. Tried to allocate"))
     assert not is_oom(RuntimeError("shape mismatch"))
+
+
+def test_oom_recovery_stops_at_two_samples_for_batch_normalisation() -> None:
+    """Halving down to one sample made batch normalisation raise "Expected more than 1 value
+    per channel" (a crash in place of the out-of-memory error); a model with it stops at 2."""
+    import pytest
+
+    from danlu.core.errors import ConfigError
+
+    torch.manual_seed(0)
+    x, y = torch.randn(64, 4), torch.randn(64, 1)
+    model = torch.nn.Sequential(
+        torch.nn.Linear(4, 8), torch.nn.BatchNorm1d(8), torch.nn.Linear(8, 1)
+    )
+    ctx = dt.init(
+        model,
+        torch.optim.SGD(model.parameters(), lr=0.01),
+        global_batch_size=8,
+        metrics_file=False,
+        oom_injector=dt.inject_oom_at(2, times=2),  # 8 -> 4 -> 2 fits after two OOMs
+        environ={},
+    )
+    with ctx:
+        ctx.step((x[:8], y[:8]), mse_loss)
+        assert (ctx.batch.micro, ctx.batch.accumulation) == (2, 4)
+    other = torch.nn.Sequential(
+        torch.nn.Linear(4, 8), torch.nn.BatchNorm1d(8), torch.nn.Linear(8, 1)
+    )
+    again = dt.init(
+        other,
+        torch.optim.SGD(other.parameters(), lr=0.01),
+        global_batch_size=8,
+        metrics_file=False,
+        oom_injector=dt.inject_oom_at(2, times=10),  # nothing fits
+        environ={},
+    )
+    with again, pytest.raises(ConfigError, match="out of memory even at micro-batch 2"):
+        again.step((x[:8], y[:8]), mse_loss)
+    assert dt.oom.smallest_micro_batch(tiny_model()) == 1

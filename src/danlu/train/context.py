@@ -41,7 +41,12 @@ from danlu.train.distributed import Distributed, unwrap
 from danlu.train.env import JobEnv
 from danlu.train.goodput import PROBE_STEPS, GoodputTuner, placement_of
 from danlu.train.lr import LRController
-from danlu.train.oom import OOMInjector, apply_memory_limit, memory_budget
+from danlu.train.oom import (
+    OOMInjector,
+    apply_memory_limit,
+    memory_budget,
+    smallest_micro_batch,
+)
 from danlu.train.preempt import Preemption
 from danlu.train.report import MetricsReporter, Progress
 from danlu.train.scaling import lr_factor
@@ -702,7 +707,9 @@ def init(
     if micro is None and memory_model is not None:  # BatchController caps it at the local batch
         budget = memory_budget(env.gpu_memory_limit, dist.device)
         micro = estimated_micro_batch(memory_model, budget)
-    batch = BatchController(global_batch_size, dist.world_size, micro)
+    batch = BatchController(
+        global_batch_size, dist.world_size, micro, min_micro=smallest_micro_batch(model)
+    )
     lr = LRController(optimizer, scheduler, warmup_steps=warmup_steps, grad_norm_tau=grad_norm_tau)
     detector = (
         AnomalyDetector(anomaly, window=anomaly_window, k=anomaly_k)

@@ -24,6 +24,14 @@ def is_oom(exc: BaseException) -> bool:
     return isinstance(exc, RuntimeError) and "out of memory" in str(exc).lower()
 
 
+def smallest_micro_batch(model: torch.nn.Module) -> int:
+    """The smallest micro-batch OOM recovery may halve down to: 2 for a model with batch
+    normalisation (it cannot train on one sample: it raises, or learns from no variance), else
+    1."""
+    batch_norm = torch.nn.modules.batchnorm._BatchNorm
+    return 2 if any(isinstance(m, batch_norm) for m in model.modules()) else 1
+
+
 def release_memory(*modules_or_optimizers: object) -> None:
     """Drop gradients, collect garbage and return cached blocks to the driver."""
     for obj in modules_or_optimizers:
