@@ -18,7 +18,15 @@ from pathlib import Path
 
 import pytest
 from helpers import TERMINAL, user_and_nodes
-from workloads import POLICIES, QUOTAS, check_gpus, report_running, submit_mixed, unfinished
+from workloads import (
+    POLICIES,
+    QUOTAS,
+    check_gpus,
+    check_runs_add_up,
+    report_running,
+    submit_mixed,
+    unfinished,
+)
 
 from danlu.config import load_settings
 from danlu.core.cluster import Cluster
@@ -229,4 +237,5 @@ def test_a_workload_survives_crashes_lost_nodes_failing_calls_and_quota_changes(
             break
         world.clock.advance(30.0)
     assert unfinished(db) == {}
+    check_runs_add_up(db)
     assert len(ids) >= 15 and failures + executor.failures >= 20 and lost_runs >= 1

@@ -15,7 +15,15 @@ from pathlib import Path
 
 import pytest
 from helpers import TERMINAL, user_and_nodes
-from workloads import POLICIES, QUOTAS, check_gpus, report_running, submit_mixed, unfinished
+from workloads import (
+    POLICIES,
+    QUOTAS,
+    check_gpus,
+    check_runs_add_up,
+    report_running,
+    submit_mixed,
+    unfinished,
+)
 
 from danlu.config import load_settings
 from danlu.core.cluster import Cluster
@@ -83,6 +91,7 @@ def test_a_mixed_workload_runs_to_completion(db: Database, tmp_path: Path, polic
                 break
             world.clock.advance(30.0)
         assert unfinished(db) == {}
+        check_runs_add_up(db)
         assert len(ids) >= 15
     finally:
         loop.stop()

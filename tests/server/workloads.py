@@ -8,11 +8,12 @@ import random
 from typing import Any
 
 from helpers import TERMINAL, step_report
+from sqlalchemy import select
 from sqlalchemy.orm import Session
 
 from danlu.core.units import GiB
 from danlu.executors import FakeExecutor, FakeWorld, Handle, Outcome
-from danlu.server.db import Database, Job, User
+from danlu.server.db import Database, Job, JobRun, User
 from danlu.server.errors import AdmissionError
 from danlu.server.services import jobs, metrics
 from danlu.server.services.projects import Usage
@@ -131,3 +132,17 @@ def check_gpus(executor: FakeExecutor, world: FakeWorld) -> None:
                 memory[key] = memory.get(key, 0) + slot.memory
     assert all(count == 1 and key not in memory for key, count in whole.items()), whole
     assert all(used <= 80 * GiB for used in memory.values()), memory
+
+
+def check_runs_add_up(db: Database) -> None:
+    """Every job's recorded stretches on GPUs (``job_runs``, what the usage report sums) add
+    up to the GPU-seconds it was accounted (``attained_service``), whatever ended them."""
+    with db.read_session() as s:
+        service = {job_id: a for job_id, a in s.execute(select(Job.id, Job.attained_service))}
+        runs: dict[str, float] = {}
+        for job_id, start, end, milli in s.execute(
+            select(JobRun.job_id, JobRun.started_at, JobRun.ended_at, JobRun.gpu_milli)
+        ):
+            runs[job_id] = runs.get(job_id, 0.0) + (end - start) * milli / 1000
+    for job_id, attained in service.items():
+        assert abs(runs.get(job_id, 0.0) - attained) <= 1e-6 * max(1.0, attained), job_id
