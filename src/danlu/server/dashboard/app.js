@@ -7,8 +7,10 @@ const API = "/api/v1";
 const TOKEN_KEY = "danlu-token";
 const REFRESH_MS = 2000;
 const UNFINISHED = ["PENDING", "RUNNING", "PREEMPTING", "RESTARTING"];
+const USAGE_EVERY = 15;
 let timer = null;
 let me = null;
+let refreshes = 0;
 
 function el(tag, text, className) {
   const node = document.createElement(tag);
@@ -205,12 +207,14 @@ async function refresh() {
   const unfinished = document.getElementById("filter").value === "unfinished";
   const query = unfinished ? UNFINISHED.map((s) => "state=" + s).join("&") + "&limit=200" : "limit=200";
   try {
+    const usageDue = refreshes % USAGE_EVERY === 0;  // a week of history: not every 2 s
+    refreshes += 1;
     const [nodes, jobs, usage] = await Promise.all([
-      api("/cluster/nodes"), api("/jobs?" + query), api("/usage"),
+      api("/cluster/nodes"), api("/jobs?" + query), usageDue ? api("/usage") : null,
     ]);
     renderNodes(nodes);
     renderJobs(jobs);
-    renderUsage(usage);
+    if (usage !== null) renderUsage(usage);
     setStatus("updated " + new Date().toLocaleTimeString());
   } catch (error) {
     if (error.status === 401) {
@@ -286,6 +290,7 @@ function signOut(message) {
   if (timer !== null) clearInterval(timer);
   timer = null;
   me = null;
+  refreshes = 0;
   showSignedIn(false);
   document.getElementById("detail").hidden = true;
   setStatus(message || "signed out", Boolean(message));
