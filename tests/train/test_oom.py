@@ -79,31 +79,25 @@ def test_oom_recovery_stops_at_two_samples_for_batch_normalisation() -> None:
 
     torch.manual_seed(0)
     x, y = torch.randn(64, 4), torch.randn(64, 1)
-    model = torch.nn.Sequential(
-        torch.nn.Linear(4, 8), torch.nn.BatchNorm1d(8), torch.nn.Linear(8, 1)
-    )
-    ctx = dt.init(
-        model,
-        torch.optim.SGD(model.parameters(), lr=0.01),
-        global_batch_size=8,
-        metrics_file=False,
-        oom_injector=dt.inject_oom_at(2, times=2),  # 8 -> 4 -> 2 fits after two OOMs
-        environ={},
-    )
-    with ctx:
+
+    def with_batch_norm(ooms: int) -> dt.TrainContext:
+        """A model with batch normalisation whose first ``ooms`` steps at 2+ samples OOM."""
+        model = torch.nn.Sequential(
+            torch.nn.Linear(4, 8), torch.nn.BatchNorm1d(8), torch.nn.Linear(8, 1)
+        )
+        return dt.init(
+            model,
+            torch.optim.SGD(model.parameters(), lr=0.01),
+            global_batch_size=8,
+            metrics_file=False,
+            oom_injector=dt.inject_oom_at(2, times=ooms),
+            environ={},
+        )
+
+    with with_batch_norm(2) as ctx:  # 8 -> 4 -> 2 fits after two OOMs
         ctx.step((x[:8], y[:8]), mse_loss)
         assert (ctx.batch.micro, ctx.batch.accumulation) == (2, 4)
-    other = torch.nn.Sequential(
-        torch.nn.Linear(4, 8), torch.nn.BatchNorm1d(8), torch.nn.Linear(8, 1)
-    )
-    again = dt.init(
-        other,
-        torch.optim.SGD(other.parameters(), lr=0.01),
-        global_batch_size=8,
-        metrics_file=False,
-        oom_injector=dt.inject_oom_at(2, times=10),  # nothing fits
-        environ={},
-    )
+    again = with_batch_norm(10)  # nothing fits
     with again, pytest.raises(ConfigError, match="out of memory even at micro-batch 2"):
         again.step((x[:8], y[:8]), mse_loss)
     assert dt.oom.smallest_micro_batch(tiny_model()) == 1
