@@ -46,12 +46,12 @@ class JobOut(BaseModel):
     started_at: float | None
     finished_at: float | None
     deadline_at: float | None = None
-    purged_at: float | None = None
-    """When the retention deleted the finished job's metrics, logs and checkpoints."""
-    held_at: float | None = None
-    """When the job was held (not scheduled until released); null when not held."""
     """When the job must have finished (submission plus the spec's ``deadline``): an
     unfinished job is cancelled then. Null without a deadline."""
+    held_at: float | None = None
+    """When the job was held (not scheduled until released); null when not held."""
+    purged_at: float | None = None
+    """When the retention deleted the finished job's metrics, logs and checkpoints."""
     exit_code: int | None
     pending_reason: str | None
     allocation: list[Share]
@@ -169,9 +169,7 @@ class ProjectIn(_In):
 class ProjectPatch(_In):
     """A partial project: fields present are changed (``null`` removes a quota)."""
 
-    priority: int | None = Field(default=None, ge=-1_000_000, le=1_000_000, strict=True)
-    held: bool | None = Field(default=None, strict=True)
-    """True holds a queued job (not scheduled until released), False releases it."""
+    priority: int | None = Field(default=None, ge=-1_000_000, le=1_000_000)
     quota_gpus: float | None = Field(default=None, ge=0, le=1e9, allow_inf_nan=False)
     quota_gpu_memory: int | None = Field(default=None, ge=0, le=2**62)
 
