@@ -367,22 +367,19 @@ def resize(
     now: float | None = None,
     *,
     flush: bool = True,
-    events: EventBatch | None = None,
+    events: EventBatch,
 ) -> None:
     """Move a RUNNING job to a new allocation (a restart in place: ``attempt`` increments,
     the state stays RUNNING, so no event is written). ``flush=False``: the caller flushes (a
     round, with :func:`flush_or_conflict`). The stretch on the old allocation goes to
-    ``events`` (the round writes it with its events), else into ``session``."""
+    ``events``, which the caller writes (:meth:`EventBatch.write`)."""
     t = resolve_now(now)
     job_id = job.id
     if job.state != JobState.RUNNING.value or not allocation:
         raise PlacementError(f"cannot resize job {job.id} in state {job.state}")
     run = _release(job, t)
     if run is not None:
-        if events is not None:
-            events.add_run(run)
-        else:
-            session.add(JobRun(**run))
+        events.add_run(run)
     job.allocation = [dict(s) for s in allocation]
     job.last_start = t
     job.attempt += 1
