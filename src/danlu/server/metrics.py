@@ -23,7 +23,7 @@ from danlu.server.db import Database, Job, Node, Project
 from danlu.server.services.cluster import list_shares
 from danlu.server.services.nodes import STATES as NODE_STATES
 from danlu.server.services.nodes import state as node_state
-from danlu.server.services.projects import HOLDING, Usage, allocation_usage
+from danlu.server.services.projects import HOLDING, Usage
 
 log = logging.getLogger(__name__)
 DCGM_LABELS = ("gpu", "UUID", "device", "modelName", "Hostname")
@@ -99,13 +99,14 @@ class _StoreCollector(Collector):
                     )
                 }
                 projects = list(limits)
-                held: dict[str, Usage] = {}
-                for name, allocation in session.execute(
-                    select(Project.name, Job.allocation)
-                    .join(Job, Job.project_id == Project.id)
-                    .where(Job.state.in_(HOLDING))
-                ):
-                    held[name] = held.get(name, Usage()) + allocation_usage(allocation)
+                owners = {
+                    job_id: name
+                    for job_id, name in session.execute(
+                        select(Job.id, Project.name)
+                        .join(Project, Job.project_id == Project.id)
+                        .where(Job.state.in_(HOLDING))
+                    )
+                }
                 restarts, preemptions = session.execute(
                     select(
                         func.coalesce(func.sum(Job.restarts), 0),
@@ -129,6 +130,11 @@ class _StoreCollector(Collector):
         for name in sorted(set(projects) | set(queue)):
             length.add_metric([name], float(queue.get(name, 0)))
         yield length
+        held: dict[str, Usage] = {}  # by project, from the shares read above
+        for _, _, milli, memory, job_id in shares:
+            name = owners.get(job_id)
+            if name is not None:
+                held[name] = held.get(name, Usage()) + Usage(milli / MILLI_PER_GPU, memory)
         yield from _project_metrics(sorted(set(projects) | set(held)), held, limits)
         allocated = sum(milli for _, _, milli, _, _ in shares) / MILLI_PER_GPU
         yield GaugeMetricFamily(
