@@ -132,9 +132,9 @@ class _StoreCollector(Collector):
         yield length
         held: dict[str, Usage] = {}  # by project, from the shares read above
         for _, _, milli, memory, job_id in shares:
-            name = owners.get(job_id)
-            if name is not None:
-                held[name] = held.get(name, Usage()) + Usage(milli / MILLI_PER_GPU, memory)
+            owner = owners.get(job_id)
+            if owner is not None:
+                held[owner] = held.get(owner, Usage()) + Usage(milli / MILLI_PER_GPU, memory)
         yield from _project_metrics(sorted(set(projects) | set(held)), held, limits)
         allocated = sum(milli for _, _, milli, _, _ in shares) / MILLI_PER_GPU
         yield GaugeMetricFamily(
