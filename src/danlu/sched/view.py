@@ -158,10 +158,18 @@ class ClusterView:
     launches): nothing is started, grown or moved onto their GPUs, and a running job with a
     GPU there is left as it is (the view hands it to policies as not preemptible: its GPUs
     could go to no other job). The simulator's views have none."""
+    _open: BoolArray | None = field(default=None, init=False, repr=False, compare=False)
+    """:meth:`open_gpus`, built once: a round builds several free maps from one view."""
 
     def __post_init__(self) -> None:
         if self.closed_nodes:
             closed = self.closed_nodes
+            arrays = self.cluster.arrays
+            shut = np.zeros(arrays.sizes.size, dtype=bool)
+            shut[sorted(closed)] = True
+            opened = ~shut[arrays.gpu_node]
+            opened.flags.writeable = False
+            object.__setattr__(self, "_open", opened)
             running = tuple(
                 replace(job, request=replace(job.request, preemptible=False))
                 if job.request.preemptible and any(s.node in closed for s in job.allocation.shares)
@@ -179,14 +187,9 @@ class ClusterView:
             array.flags.writeable = False
 
     def open_gpus(self) -> BoolArray | None:
-        """Per GPU (flat numbering), whether new work may go on it; None when no node is
-        closed (every GPU is open)."""
-        if not self.closed_nodes:
-            return None
-        arrays = self.cluster.arrays
-        closed = np.zeros(arrays.sizes.size, dtype=bool)
-        closed[sorted(self.closed_nodes)] = True
-        return ~closed[arrays.gpu_node]
+        """Per GPU (flat numbering), whether new work may go on it (read-only); None when
+        no node is closed (every GPU is open)."""
+        return self._open
 
     def usage(self) -> tuple[IntArray, IntArray]:
         """Per-GPU used milli-GPU and used memory (read-only arrays)."""
