@@ -7,18 +7,22 @@ cd "$(dirname "$0")/.."
 pip_install() { python3 -m pip install --quiet --disable-pip-version-check "$@"; }
 
 # Real services the tests start themselves (Debian packages): PostgreSQL for the store tests,
-# Prometheus to scrape the server's /metrics, chromium to drive the dashboard.
+# Prometheus to scrape the server's /metrics, chromium to drive the dashboard, Slurm and
+# munge for the Slurm executor.
 missing=()
 ls /usr/lib/postgresql/*/bin/initdb >/dev/null 2>&1 || missing+=(postgresql)
 command -v prometheus >/dev/null 2>&1 || missing+=(prometheus)
 command -v chromium >/dev/null 2>&1 || missing+=(chromium)
+{ [ -x /usr/sbin/slurmctld ] && [ -x /usr/sbin/slurmd ]; } || missing+=(slurm-wlm)
+[ -x /usr/sbin/munged ] || missing+=(munge)
 if [ ${#missing[@]} -gt 0 ]; then
   sudo_=""; [ "$(id -u)" = 0 ] || sudo_="sudo"
   $sudo_ apt-get update -qq
   DEBIAN_FRONTEND=noninteractive $sudo_ apt-get install -y -qq "${missing[@]}" >/dev/null
 fi
 # Fail instead of skipping when a service the suite needs is missing.
-export DANLU_TEST_REQUIRE_POSTGRES=1 DANLU_TEST_REQUIRE_PROMETHEUS=1 DANLU_TEST_REQUIRE_BROWSER=1
+export DANLU_TEST_REQUIRE_POSTGRES=1 DANLU_TEST_REQUIRE_PROMETHEUS=1 DANLU_TEST_REQUIRE_BROWSER=1 \
+  DANLU_TEST_REQUIRE_SLURM=1
 
 # The CPU build of torch first: with it installed, the `train` extra's torch range is already
 # satisfied and pip never downloads a CUDA build.

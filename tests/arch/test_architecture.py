@@ -36,7 +36,9 @@ ALLOWED: dict[str, set[str]] = {
     "client": {"core"},
     "config": {"core"},
 }
-ENV_READERS = {"config.py", "train/env.py"}
+# config.py for the server, train/env.py for the job; the Slurm executor's per-node task
+# learns from Slurm's variables which node it runs on and hands the rest to the job.
+ENV_READERS = {"config.py", "train/env.py", "executors/slurm_task.py"}
 MAX_LINES = 800
 
 

@@ -276,6 +276,29 @@ def busy_gpus(launch: JobLaunch, held: Iterable[HeldGpus]) -> None:
             )
 
 
+def set_job_env(env: dict[str, str], job: JobLaunch, api_url: str | None) -> None:
+    """Set the danlu job environment of DESIGN.md ("Job environment") in ``env``, in place:
+    ``DANLU_JOB_ID``, ``DANLU_RESTART_COUNT``, ``CUDA_DEVICE_ORDER=PCI_BUS_ID`` (CUDA numbers
+    GPUs as NVML does), and the optional ones, removed when the launch has no value for them.
+    ``CUDA_VISIBLE_DEVICES`` is the executor's to set."""
+    env["DANLU_JOB_ID"] = job.job_id
+    env["DANLU_RESTART_COUNT"] = str(job.restart_count)
+    env["CUDA_DEVICE_ORDER"] = "PCI_BUS_ID"
+    optional = {
+        "DANLU_API_URL": api_url,
+        "DANLU_TOKEN": job.token,
+        "DANLU_CHECKPOINT_DIR": job.checkpoint_dir,
+        "DANLU_GPU_MEMORY_LIMIT": job.memory_limit,
+        "DANLU_BATCH_SIZE": job.per_gpu_batch,
+        "DANLU_GLOBAL_BATCH_SIZE": job.batch_size,
+    }
+    for key, value in optional.items():
+        if value is not None:
+            env[key] = str(value)
+        else:
+            env.pop(key, None)
+
+
 def classify_exit(
     exit_code: int | None, log_tail: str = "", stop_reason: StopReason | None = None
 ) -> Outcome:

@@ -45,6 +45,7 @@ from danlu.executors.base import (
     busy_gpus,
     check_slots,
     classify_exit,
+    set_job_env,
     validate_job_id,
 )
 from danlu.executors.errors import (
@@ -59,8 +60,6 @@ from danlu.executors.errors import (
 
 log = logging.getLogger(__name__)
 
-LOG_TAIL_BYTES = 64 * 1024
-"""How much of the end of a run's log is searched for out-of-memory markers."""
 START_TIMEOUT = 30.0
 """Seconds a run may take to record its supervisor before it counts as lost."""
 SUPERVISOR = Path(supervise.__file__).resolve()
@@ -149,23 +148,8 @@ class LocalExecutor(GpuSharingExecutor):
         env = dict(self._base_env)
         env.setdefault("PYTHONUNBUFFERED", "1")
         env.update(job.env)
-        env["DANLU_JOB_ID"] = job.job_id
-        env["DANLU_RESTART_COUNT"] = str(job.restart_count)
-        env["CUDA_DEVICE_ORDER"] = "PCI_BUS_ID"
+        set_job_env(env, job, self._api_url)
         env["CUDA_VISIBLE_DEVICES"] = self.visible_devices(job)
-        optional = {
-            "DANLU_API_URL": self._api_url,
-            "DANLU_TOKEN": job.token,
-            "DANLU_CHECKPOINT_DIR": job.checkpoint_dir,
-            "DANLU_GPU_MEMORY_LIMIT": job.memory_limit,
-            "DANLU_BATCH_SIZE": job.per_gpu_batch,
-            "DANLU_GLOBAL_BATCH_SIZE": job.batch_size,
-        }
-        for key, value in optional.items():
-            if value is not None:
-                env[key] = str(value)
-            else:
-                env.pop(key, None)
         return env
 
     # -- lifecycle ----------------------------------------------------------------------------
@@ -295,13 +279,7 @@ class LocalExecutor(GpuSharingExecutor):
         _, launch = self._load(handle)
         if offset < 0 or limit <= 0:
             raise InvalidLaunchError("offset", "offset must be >= 0 and limit > 0")
-        try:
-            with open(launch["log_path"], "rb") as f:
-                f.seek(offset)
-                data = f.read(limit)
-        except FileNotFoundError:
-            return b"", offset
-        return data, offset + len(data)
+        return records.read_log(launch["log_path"], offset, limit)
 
     def forget(self, handle: Handle) -> None:
         """Delete the state of an exited run (the log stays)."""
@@ -433,10 +411,4 @@ class LocalExecutor(GpuSharingExecutor):
                 yield HeldGpus(launch["job_id"], launch["gpus"], shared, stopping)
 
     def _log_tail(self, launch: dict[str, Any]) -> str:
-        try:
-            with open(launch["log_path"], "rb") as f:
-                end = f.seek(0, os.SEEK_END)
-                f.seek(max(int(launch.get("log_offset", 0)), end - LOG_TAIL_BYTES))
-                return f.read().decode("utf-8", "replace")
-        except OSError:
-            return ""
+        return records.log_tail(launch["log_path"], int(launch.get("log_offset", 0)))

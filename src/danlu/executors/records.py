@@ -12,6 +12,7 @@ that would stop the control plane's passes over every other run.
 from __future__ import annotations
 
 import math
+import os
 from collections.abc import Callable, Mapping
 from pathlib import Path
 from typing import Any
@@ -137,3 +138,31 @@ def read_exit(run_dir: Path) -> dict[str, Any] | None:
         return None
     kept = {k: v for k, v in data.items() if k in EXIT_FIELDS}
     return kept if all(EXIT_FIELDS[k](v) for k, v in kept.items()) else None
+
+
+LOG_TAIL_BYTES = 64 * 1024
+"""How much of the end of a run's log is searched for out-of-memory markers."""
+
+
+def read_log(path: str | Path, offset: int, limit: int) -> tuple[bytes, int]:
+    """Up to ``limit`` bytes of the log at ``path`` from ``offset``, and the offset to ask
+    next (nothing yet when the file does not exist)."""
+    try:
+        with open(path, "rb") as f:
+            f.seek(offset)
+            data = f.read(limit)
+    except FileNotFoundError:
+        return b"", offset
+    return data, offset + len(data)
+
+
+def log_tail(path: str | Path, start: int = 0) -> str:
+    """The end of the log at ``path`` written since byte ``start`` (this run's part), at
+    most :data:`LOG_TAIL_BYTES` of it; empty when it cannot be read."""
+    try:
+        with open(path, "rb") as f:
+            end = f.seek(0, os.SEEK_END)
+            f.seek(max(start, end - LOG_TAIL_BYTES))
+            return f.read().decode("utf-8", "replace")
+    except OSError:
+        return ""

@@ -1,0 +1,553 @@
+"""The Slurm executor: each run of a job is one Slurm batch job, placed where danlu chose.
+
+danlu stays the scheduler: it owns the GPUs of a Slurm partition and tells Slurm where each
+run goes. A run is submitted with ``sbatch`` to the nodes of its allocation (``--nodelist``,
+one task per node, ``--oversubscribe`` so that jobs sharing a node or a GPU can be placed
+together) and asks Slurm for no GPUs; its task on each node
+(:mod:`danlu.executors.slurm_task`, started by ``srun``) sets ``CUDA_VISIBLE_DEVICES`` to that
+node's GPUs of the allocation and torchrun's ``PET_*`` settings for the job's nodes. The
+partition should be danlu's alone: a job Slurm places there by itself is not seen by danlu.
+
+Files: the state directory (``runs/JOB_ID/``: the launch record, the task description, the
+batch script, a stop request, the final result) and the logs (``JOB_ID.log``, appended across
+runs) must be on a filesystem the nodes share, as Slurm clusters' home directories are.
+
+- **Environment.** The submission's environment is the job's: ``base_env`` and the job's own
+  ``env`` (without ``SLURM_*``, ``SBATCH_*``, ``SRUN_*`` or ``SALLOC_*`` variables, which would
+  change the submission: another partition, other nodes), the danlu job environment on top
+  (DESIGN.md, "Job environment"), exported whole (``--export=ALL``). The job's token is
+  therefore kept by Slurm with the job, as Slurm keeps every job's environment.
+- **Stopping.** A preemption or a cancel sends SIGTERM to the job's processes
+  (``scancel --signal=TERM``, the steps only: a SIGTERM to ``srun`` itself would kill the
+  tasks) and, when it has not exited after the grace, SIGKILL (``--signal=KILL --full``).
+  A run Slurm has not started yet is cancelled at once.
+- **Exit.** The batch job's exit code (``scontrol show job``: ``ExitCode``) classifies the
+  run as :func:`~danlu.executors.base.classify_exit` does; ``OUT_OF_MEMORY`` is OOM and
+  ``NODE_FAIL`` a preemption (re-queued to resume from its checkpoint). When Slurm has
+  forgotten the job (its ``MinJobAge`` passed while the control plane was away), the exit
+  the tasks recorded in the run directory is used.
+- **Nodes.** A launch onto a node Slurm reports down, drained or failing raises
+  :class:`~danlu.executors.errors.NodeLaunchError`, which the control plane counts against
+  the node (and cordons it after a few).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import logging
+import shlex
+import shutil
+import sys
+import time
+import zlib
+from collections.abc import Callable, Iterator, Mapping, Sequence
+from pathlib import Path
+from typing import Any
+
+from danlu.core.cluster import GPU_TYPES, Cluster, GpuType, Node, gpu_type
+from danlu.core.errors import UnknownNameError
+from danlu.executors import records, slurm_task, supervise
+from danlu.executors.base import (
+    ExecStatus,
+    GpuSharingExecutor,
+    Handle,
+    HeldGpus,
+    JobLaunch,
+    MultiNodeExecutor,
+    Outcome,
+    RunState,
+    StopReason,
+    busy_gpus,
+    check_slots,
+    classify_exit,
+    set_job_env,
+    validate_job_id,
+)
+from danlu.executors.errors import (
+    ExecutorError,
+    InvalidLaunchError,
+    JobAlreadyRunningError,
+    LaunchError,
+    NodeLaunchError,
+    UnknownHandleError,
+)
+from danlu.executors.local import safe_child
+from danlu.executors.slurmctl import SlurmCommands, SlurmError, SlurmJob, SlurmNode
+
+log = logging.getLogger(__name__)
+
+TASK_SCRIPT = Path(slurm_task.__file__).resolve()
+BATCH = "batch.sh"
+RESULT = "result.json"
+START_TIMEOUT = 30.0
+"""Seconds a launch record may stand without a Slurm job id before the run counts as lost
+(another instance may be submitting it)."""
+KILL_BATCH_AFTER = 10.0
+"""Seconds after a stop's grace at which the batch script is killed too, not only the job's
+processes (whose end ends it)."""
+_PRIVATE_PREFIXES = ("SLURM_", "SBATCH_", "SRUN_", "SALLOC_")
+_BAD_NODE_STATES = ("DOWN", "DRAIN", "FAIL", "NOT_RESPONDING", "POWERED_DOWN", "INVAL")
+_STATE_PREFIX = "danlu"
+
+
+def _launch_fields() -> dict[str, records.Check]:
+    fields = dict(records.LAUNCH_FIELDS)
+    fields["slurm_id"] = lambda v: isinstance(v, int) and not isinstance(v, bool) and v > 0
+    fields["nodes"] = lambda v: isinstance(v, list) and all(isinstance(n, str) for n in v)
+    return fields
+
+
+LAUNCH_FIELDS = _launch_fields()
+RESULT_FIELDS: Mapping[str, records.Check] = {
+    **records.EXIT_FIELDS,
+    "outcome": lambda v: v in {o.value for o in Outcome},
+    "started_at": lambda v: v is None or isinstance(v, int | float),
+}
+
+
+class SlurmExecutor(MultiNodeExecutor, GpuSharingExecutor):
+    """Runs each job as a Slurm batch job on the nodes danlu placed it on.
+
+    ``commands`` runs Slurm's client commands (with the cluster's ``SLURM_CONF``);
+    ``partition`` is danlu's partition (None: Slurm's default one, and every node listed);
+    ``gpu_type`` is the type of GPUs whose ``Gres`` names none or one danlu does not know.
+    ``state_dir`` and ``log_dir`` must be on a filesystem the nodes share. ``sbatch_options``
+    are added to every submission (an account, a QoS, memory per CPU). ``python`` is the
+    interpreter the nodes run the per-node task with.
+    """
+
+    def __init__(
+        self,
+        commands: SlurmCommands,
+        state_dir: str | Path,
+        *,
+        partition: str | None = None,
+        gpu_type: GpuType = GPU_TYPES["generic"],
+        log_dir: str | Path | None = None,
+        base_env: Mapping[str, str] | None = None,
+        api_url: str | None = None,
+        cancel_grace: float = 5.0,
+        python: str = sys.executable,
+        sbatch_options: Sequence[str] = (),
+        max_jobs_per_gpu: int = 16,
+        poll_interval: float = 1.0,
+        clock: Callable[[], float] = time.time,
+    ) -> None:
+        self._commands = commands
+        self._partition = partition
+        self._gpu_type = gpu_type
+        self._runs = Path(state_dir).resolve() / "runs"
+        self._runs.mkdir(parents=True, exist_ok=True, mode=0o700)
+        self._log_dir = Path(log_dir) if log_dir is not None else self._runs.parent / "logs"
+        self._base_env = _public(base_env or {})
+        self._api_url = api_url
+        self._cancel_grace = cancel_grace
+        self._python = python
+        self._sbatch_options = tuple(sbatch_options)
+        self._max_jobs_per_gpu = max_jobs_per_gpu
+        self._poll_interval = poll_interval
+        self._clock = clock
+        self._nodes: list[SlurmNode] | None = None
+        self._cluster: Cluster | None = None
+        self._states: dict[int, SlurmJob] = {}
+        self._states_at = -float("inf")
+        self._node_states: dict[str, str] = {}
+        self._node_states_at = -float("inf")
+
+    # -- capabilities -------------------------------------------------------------------------
+
+    def inventory(self) -> Cluster:
+        """The partition's nodes and their GPUs (``Gres=gpu:...``), read from Slurm once."""
+        if self._cluster is None:
+            nodes = self._commands.nodes(self._partition)
+            if not nodes:
+                raise ExecutorError("Slurm lists no nodes; check SLURM_CONF and the partition")
+            self._nodes = nodes
+            self._cluster = Cluster(tuple(self._node(n) for n in nodes), "slurm")
+        return self._cluster
+
+    def _node(self, node: SlurmNode) -> Node:
+        kind = self._gpu_type
+        if node.gpu_type is not None:
+            with contextlib.suppress(UnknownNameError):
+                kind = gpu_type(node.gpu_type)
+        return Node(node.name, node.gpus, kind, cpu_milli=node.cpus * 1000, memory=node.memory)
+
+    def max_nodes_per_job(self) -> int:
+        """Every node of the partition."""
+        return len(self.inventory().nodes)
+
+    def max_jobs_per_gpu(self) -> int:
+        """The most jobs that may share one GPU (a constructor setting)."""
+        return self._max_jobs_per_gpu
+
+    # -- environment --------------------------------------------------------------------------
+
+    def job_env(self, job: JobLaunch) -> dict[str, str]:
+        """The submission's environment: ``base_env`` and the job's ``env`` (Slurm's own
+        variables dropped), the danlu job environment on top, and the commands' own
+        (``SLURM_CONF``, where Slurm's commands are) so that the batch script finds them."""
+        env = dict(self._base_env)
+        env.setdefault("PYTHONUNBUFFERED", "1")
+        env.update(_public(job.env))
+        for key, value in self._commands.env.items():
+            if key == "SLURM_CONF" or key not in env:
+                env[key] = value
+        set_job_env(env, job, self._api_url)
+        return env
+
+    # -- lifecycle ----------------------------------------------------------------------------
+
+    def submit(self, job: JobLaunch) -> Handle:
+        """Submit ``job`` to Slurm on its allocation's nodes. Raises
+        :class:`JobAlreadyRunningError` while an earlier run still runs,
+        :class:`GpusBusyError` while another job's run holds one of its GPUs,
+        :class:`NodeLaunchError` when Slurm reports one of its nodes down or drained, and
+        :class:`LaunchError` when ``sbatch`` refuses it."""
+        cluster = self.inventory()
+        check_slots(cluster, job.gpus)
+        if any(s.memory is None for s in job.gpus) and job.memory_limit is not None:
+            raise InvalidLaunchError("gpus", "mix of whole GPUs and memory shares in one job")
+        run_dir = safe_child(self._runs, job.job_id)
+        if (run_dir / supervise.LAUNCH).exists():
+            old = self._read_launch(run_dir)
+            if old is not None and self._status(run_dir, old).running:
+                raise JobAlreadyRunningError(
+                    f"job {job.job_id} still runs (attempt {old['attempt']})"
+                )
+            shutil.rmtree(run_dir)
+        elif run_dir.exists():
+            shutil.rmtree(run_dir)
+        busy_gpus(job, self._held())
+        names = [cluster.nodes[i].name for i in job.nodes]
+        self._check_nodes(names)
+        try:
+            return self._submit(job, run_dir, names)
+        except OSError as exc:
+            shutil.rmtree(run_dir, ignore_errors=True)
+            raise NodeLaunchError(f"cannot write the run files of job {job.job_id}: {exc}") from exc
+
+    def _submit(self, job: JobLaunch, run_dir: Path, names: list[str]) -> Handle:
+        self._log_dir.mkdir(parents=True, exist_ok=True)
+        log_path = safe_child(self._log_dir, f"{job.job_id}.log")
+        with open(log_path, "ab") as f:
+            offset = f.seek(0, 2)
+        run_dir.mkdir(mode=0o700)
+        addresses = {n.name: n.address for n in self._nodes or ()}
+        devices: dict[str, list[str]] = {name: [] for name in names}
+        for slot in job.gpus:
+            devices[self.inventory().nodes[slot.node].name].append(str(slot.gpu))
+        key = f"{job.job_id}#{job.run_attempt}"
+        task = {
+            "command": job.command,
+            "workdir": job.workdir,
+            "devices": {name: ",".join(found) for name, found in devices.items()},
+            "nodes": names,
+            "master_addr": addresses.get(names[0], names[0]) if names else "127.0.0.1",
+            "master_port": 20000 + zlib.crc32(key.encode()) % 20000,
+        }
+        supervise.write_json(run_dir / slurm_task.TASK, task)
+        count = max(1, len(names))
+        batch = run_dir / BATCH
+        batch.write_text(
+            "#!/bin/sh\n"
+            f"exec srun --kill-on-bad-exit=1 --nodes={count} --ntasks={count} "
+            f"--ntasks-per-node=1 --export=ALL {shlex.quote(self._python)} -I "
+            f"{shlex.quote(str(TASK_SCRIPT))} {shlex.quote(str(run_dir))}\n",
+            encoding="utf-8",
+        )
+        batch.chmod(0o700)
+        record: dict[str, Any] = {
+            "job_id": job.job_id,
+            "attempt": job.run_attempt,
+            "command": job.command,
+            "log_path": str(log_path),
+            "log_offset": offset,
+            "cancel_grace": self._cancel_grace,
+            "launched_at": self._clock(),
+            "gpus": [[slot.node, slot.gpu] for slot in job.gpus],
+            "shared": all(slot.memory is not None for slot in job.gpus),
+            "nodes": names,
+        }
+        supervise.write_json(run_dir / supervise.LAUNCH, record)
+        options = [
+            f"--job-name={_STATE_PREFIX}.{job.job_id}.{job.run_attempt}",
+            f"--nodes={count}",
+            "--ntasks-per-node=1",
+            "--oversubscribe",
+            "--no-requeue",
+            "--export=ALL",
+            f"--output={log_path}",
+            "--open-mode=append",
+            f"--chdir={job.workdir or run_dir}",
+            *([f"--partition={self._partition}"] if self._partition else []),
+            *([f"--nodelist={','.join(names)}"] if names else []),
+            *self._sbatch_options,
+        ]
+        try:
+            slurm_id = self._commands.sbatch(options, str(batch), self.job_env(job))
+        except SlurmError as exc:
+            shutil.rmtree(run_dir, ignore_errors=True)
+            raise LaunchError(f"Slurm refused job {job.job_id}: {exc}") from exc
+        record["slurm_id"] = slurm_id
+        try:
+            supervise.write_json(run_dir / supervise.LAUNCH, record)
+        except OSError:  # not recorded: no instance could find its Slurm job id; stop it
+            self._commands.cancel(slurm_id)
+            raise
+        self._states[slurm_id] = SlurmJob(slurm_id, "PENDING")
+        return Handle(job.job_id, job.run_attempt)
+
+    def _check_nodes(self, names: Sequence[str]) -> None:
+        """Raise :class:`NodeLaunchError` when Slurm reports one of ``names`` unusable."""
+        if not names:
+            return
+        now = self._clock()
+        if now - self._node_states_at >= self._poll_interval:
+            try:
+                self._node_states = {n.name: n.state for n in self._commands.nodes()}
+            except SlurmError as exc:
+                raise LaunchError(f"cannot read the nodes' states from Slurm: {exc}") from exc
+            self._node_states_at = now
+        for name in names:
+            state = self._node_states.get(name, "UNKNOWN")
+            if any(bad in state for bad in _BAD_NODE_STATES) or name not in self._node_states:
+                raise NodeLaunchError(f"Slurm reports node {name} as {state}")
+
+    def poll(self, handle: Handle) -> ExecStatus:
+        """The run's status from Slurm (all live runs are asked in one ``squeue`` at most
+        once per ``poll_interval``)."""
+        run_dir, launch = self._load(handle)
+        return self._status(run_dir, launch)
+
+    def preempt(self, handle: Handle, grace_seconds: float) -> None:
+        """SIGTERM the job's processes now, SIGKILL them after ``grace_seconds``."""
+        self._stop(handle, StopReason.PREEMPT, grace_seconds)
+
+    def cancel(self, handle: Handle) -> None:
+        """SIGTERM the job's processes now, SIGKILL them after ``cancel_grace`` seconds."""
+        self._stop(handle, StopReason.CANCEL, self._cancel_grace)
+
+    def adopt(self) -> list[Handle]:
+        """Every run recorded in the state directory and not forgotten, running or exited."""
+        handles = []
+        for run_dir in sorted(self._runs.iterdir()):
+            launch = self._read_launch(run_dir)
+            if launch is not None and run_dir.name == launch.get("job_id"):
+                handles.append(Handle(run_dir.name, int(launch["attempt"])))
+        return handles
+
+    def logs(self, handle: Handle, offset: int = 0, limit: int = 1 << 20) -> tuple[bytes, int]:
+        """Bytes of the job's log (all its runs) from ``offset``."""
+        _, launch = self._load(handle)
+        if offset < 0 or limit <= 0:
+            raise InvalidLaunchError("offset", "offset must be >= 0 and limit > 0")
+        return records.read_log(launch["log_path"], offset, limit)
+
+    def forget(self, handle: Handle) -> None:
+        """Delete the records of an exited run (the log stays)."""
+        run_dir, launch = self._load(handle)
+        if self._status(run_dir, launch).running:
+            raise ExecutorError(f"job {handle.job_id} still runs; stop it before forgetting it")
+        shutil.rmtree(run_dir, ignore_errors=True)
+
+    def discard(self, job_id: str) -> None:
+        """Delete the run records and this executor's log of the finished job ``job_id``."""
+        validate_job_id(job_id)
+        run_dir = safe_child(self._runs, job_id)
+        launch = self._read_launch(run_dir) if run_dir.is_dir() else None
+        if launch is not None and self._status(run_dir, launch).running:
+            raise ExecutorError(f"job {job_id} still runs; stop it before discarding it")
+        shutil.rmtree(run_dir, ignore_errors=True)
+        safe_child(self._log_dir, f"{job_id}.log").unlink(missing_ok=True)
+
+    # -- internals ----------------------------------------------------------------------------
+
+    def _read_launch(self, run_dir: Path) -> dict[str, Any] | None:
+        return records.checked(
+            supervise.read_json(run_dir / supervise.LAUNCH),
+            LAUNCH_FIELDS,
+            ("job_id", "attempt", "log_path", "launched_at"),
+        )
+
+    def _load(self, handle: Handle) -> tuple[Path, dict[str, Any]]:
+        validate_job_id(handle.job_id)
+        run_dir = safe_child(self._runs, handle.job_id)
+        launch = self._read_launch(run_dir)
+        if launch is None or launch["attempt"] != handle.attempt:
+            raise UnknownHandleError(f"no run {handle.key} in {self._runs}")
+        return run_dir, launch
+
+    def _slurm_id(self, run_dir: Path, launch: dict[str, Any]) -> int | None:
+        """The run's Slurm job id; looked up by name when the launch record lacks it (a
+        control plane stopped between ``sbatch`` and writing the id)."""
+        if "slurm_id" in launch:
+            return int(launch["slurm_id"])
+        found = self._commands.find(f"{_STATE_PREFIX}.{launch['job_id']}.{launch['attempt']}")
+        if not found:
+            return None
+        launch["slurm_id"] = max(found)
+        with contextlib.suppress(OSError):
+            supervise.write_json(run_dir / supervise.LAUNCH, launch)
+        return int(launch["slurm_id"])
+
+    def _slurm_state(self, slurm_id: int) -> SlurmJob | None:
+        """Slurm's state of ``slurm_id``; every live run is asked in one ``squeue`` call,
+        at most once per ``poll_interval``."""
+        now = self._clock()
+        if now - self._states_at >= self._poll_interval or slurm_id not in self._states:
+            ids = {slurm_id, *(s.job_id for s in self._states.values() if s.running)}
+            self._states = self._commands.jobs(ids)
+            self._states_at = now
+        return self._states.get(slurm_id)
+
+    def _status(self, run_dir: Path, launch: dict[str, Any]) -> ExecStatus:
+        stop = records.read_stop(run_dir)
+        reason = StopReason(stop["reason"]) if "reason" in stop else None
+        result = records.checked(supervise.read_json(run_dir / RESULT), RESULT_FIELDS)
+        if result is not None and "outcome" in result:
+            return _exited(result, reason)
+        slurm_id = self._slurm_id(run_dir, launch)
+        if slurm_id is None:
+            if self._clock() - launch["launched_at"] < START_TIMEOUT:
+                return ExecStatus(RunState.RUNNING, stop_reason=reason)
+            return self._record(
+                run_dir, {"outcome": Outcome.FAILED.value, "error": "never reached Slurm"}, reason
+            )
+        state = self._slurm_state(slurm_id)
+        if state is not None and state.running:
+            self._enforce_stop(slurm_id, state, stop)
+            return ExecStatus(
+                RunState.RUNNING,
+                stop_reason=reason,
+                started_at=launch.get("launched_at"),
+                message=f"Slurm job {slurm_id} {state.state}",
+            )
+        full = self._commands.job(slurm_id) if state is not None else None
+        return self._record(run_dir, self._result(run_dir, launch, slurm_id, full, reason), reason)
+
+    def _result(
+        self,
+        run_dir: Path,
+        launch: dict[str, Any],
+        slurm_id: int,
+        job: SlurmJob | None,
+        reason: StopReason | None,
+    ) -> dict[str, Any]:
+        """The result of an ended run, from Slurm's record of it or, when Slurm has
+        forgotten it, from the exits its tasks recorded."""
+        code: int | None = None
+        sig: int | None = None
+        finished = self._clock()
+        started = launch.get("launched_at")
+        error = ""
+        state = ""
+        exits: list[int] = []
+        for name in launch.get("nodes") or []:
+            data = supervise.read_json(slurm_task.exit_path(run_dir, name))
+            if data and isinstance(data.get("exit_code"), int):
+                exits.append(int(data["exit_code"]))
+        recorded = bool(exits) and len(exits) == len(launch.get("nodes") or [])
+        if job is not None:
+            code, sig, state = job.exit_code, job.signal, job.state
+            started = job.started_at or started
+            finished = job.finished_at or finished
+            if state == "CANCELLED" and sig is None and not code:
+                code, sig = 128 + 9, 9  # killed: Slurm may record a cancelled job as 0:0
+        if recorded:  # the job's own exit on every node, the first failure's first
+            code, sig = next((c for c in exits if c != 0), 0), None
+        elif job is None:
+            error = f"Slurm no longer knows job {slurm_id} and its exit was not recorded"
+        if state == "OUT_OF_MEMORY":
+            outcome = Outcome.OOM
+        elif state == "NODE_FAIL":
+            outcome, error = Outcome.PREEMPTED, f"a node of Slurm job {slurm_id} failed"
+        elif error:
+            outcome = Outcome.PREEMPTED if reason is StopReason.PREEMPT else Outcome.FAILED
+        else:
+            tail = records.log_tail(launch["log_path"], int(launch.get("log_offset", 0)))
+            outcome = classify_exit(code, tail, reason)
+            if state in {"TIMEOUT", "DEADLINE"} or (state == "CANCELLED" and reason is None):
+                error = f"Slurm job {slurm_id} ended {state}"
+        return {
+            "outcome": outcome.value,
+            "exit_code": code,
+            "signal": sig,
+            "started_at": started,
+            "finished_at": finished,
+            "error": error,
+        }
+
+    def _record(
+        self, run_dir: Path, result: dict[str, Any], reason: StopReason | None
+    ) -> ExecStatus:
+        result.setdefault("finished_at", self._clock())
+        with contextlib.suppress(OSError):  # worked out again at the next poll
+            supervise.write_json(run_dir / RESULT, result)
+        return _exited(result, reason)
+
+    def _enforce_stop(self, slurm_id: int, state: SlurmJob, stop: dict[str, Any]) -> None:
+        """Cancel a run asked to stop that Slurm has not started; SIGKILL the processes of
+        one whose grace is over, and the batch script too :data:`KILL_BATCH_AFTER` seconds
+        later (a run stopped before its step started has no processes of its own yet)."""
+        if "reason" not in stop or state.state == "COMPLETING":
+            return
+        if state.state == "PENDING":
+            self._commands.cancel(slurm_id)
+            return
+        overdue = self._clock() - stop.get("requested_at", 0.0) - stop.get("grace", 0.0)
+        if overdue >= KILL_BATCH_AFTER:
+            self._commands.cancel(slurm_id, "KILL", full=True)
+        elif overdue >= 0:
+            self._commands.cancel(slurm_id, "KILL")
+
+    def _stop(self, handle: Handle, reason: StopReason, grace: float) -> None:
+        run_dir, launch = self._load(handle)
+        if not self._status(run_dir, launch).running:
+            return
+        stop = {"reason": reason.value, "grace": max(0.0, grace), "requested_at": self._clock()}
+        try:
+            supervise.write_json(run_dir / supervise.STOP, stop)
+        except OSError as exc:
+            log.warning("cannot record the stop of %s (%s): %s", handle, reason.value, exc)
+        slurm_id = self._slurm_id(run_dir, launch)
+        if slurm_id is None:
+            return  # not in Slurm yet: cancelled at the poll that finds it
+        state = self._slurm_state(slurm_id)
+        if state is not None and state.state == "PENDING":
+            self._commands.cancel(slurm_id)
+        elif grace <= 0:
+            self._commands.cancel(slurm_id, "KILL")
+        else:
+            self._commands.cancel(slurm_id, "TERM")
+
+    def _held(self) -> Iterator[HeldGpus]:
+        """The GPUs of every run of this executor that has not exited."""
+        for run_dir in sorted(self._runs.iterdir()):
+            launch = self._read_launch(run_dir)
+            if launch is None or not launch.get("gpus"):
+                continue
+            if self._status(run_dir, launch).running:
+                stopping = (run_dir / supervise.STOP).exists()
+                yield HeldGpus(
+                    launch["job_id"], launch["gpus"], bool(launch.get("shared")), stopping
+                )
+
+
+def _public(env: Mapping[str, str]) -> dict[str, str]:
+    """``env`` without danlu's and Slurm's own variables (those set the job's submission)."""
+    return {k: v for k, v in env.items() if not k.startswith(("DANLU_", *_PRIVATE_PREFIXES))}
+
+
+def _exited(result: Mapping[str, Any], reason: StopReason | None) -> ExecStatus:
+    code = result.get("exit_code")
+    return ExecStatus(
+        RunState.EXITED,
+        outcome=Outcome(result["outcome"]),
+        exit_code=code if isinstance(code, int) else None,
+        signal=result.get("signal"),
+        stop_reason=reason,
+        started_at=result.get("started_at"),
+        finished_at=result.get("finished_at"),
+        message=str(result.get("error", "")),
+    )

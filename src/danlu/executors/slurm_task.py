@@ -1,0 +1,103 @@
+"""The task a Slurm job of danlu runs on each of its nodes (one ``srun`` task per node).
+
+Run as ``python -I slurm_task.py RUN_DIR`` by the batch script the
+:class:`~danlu.executors.slurm.SlurmExecutor` writes; standard library only, so it runs on
+any node whose Python can read the run directory (a shared filesystem). It reads
+``RUN_DIR/task.json``, written by the executor::
+
+    {"command": [...], "workdir": "/path" | null, "devices": {"node": "0,1", ...},
+     "nodes": ["node", ...], "master_addr": "host", "master_port": 29500}
+
+and starts the job's command on this node with
+
+- ``CUDA_VISIBLE_DEVICES``: this node's GPUs of the allocation (``devices``), which danlu's
+  scheduler chose (the job asks Slurm for no GPUs: danlu owns the partition's GPUs);
+- torchrun's settings as ``PET_*`` variables (``PET_NNODES``, ``PET_NODE_RANK`` from
+  ``SLURM_NODEID``, ``PET_NPROC_PER_NODE``, ``PET_MASTER_ADDR``, ``PET_MASTER_PORT``), so
+  that a plain ``torchrun train.py`` joins the job's other nodes;
+
+and the rest of the environment as Slurm handed it over (the submission's, exported whole).
+Slurm signals every process of the step when the job is preempted or cancelled, the job's
+included; this task ignores SIGTERM itself and waits. It writes the job's exit on this node
+to ``RUN_DIR/exit-NODE.json`` (``{"exit_code": N, "finished_at": T}``; ``128 + S`` for a
+death from signal S) and exits with that status, which ``srun`` and the batch script pass on.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+TASK = "task.json"
+
+
+def exit_path(run_dir: Path, node: str) -> Path:
+    """Where the task on ``node`` records the job's exit there."""
+    return run_dir / f"exit-{node}.json"
+
+
+def task_env(task: dict[str, object], env: dict[str, str]) -> dict[str, str]:
+    """The job's environment on the node Slurm names in ``env`` (``SLURMD_NODENAME``)."""
+    out = dict(env)
+    node = out.get("SLURMD_NODENAME", "")
+    devices = task.get("devices")
+    visible = devices.get(node, "") if isinstance(devices, dict) else ""
+    out["CUDA_VISIBLE_DEVICES"] = str(visible)
+    nodes = task.get("nodes")
+    count = len(nodes) if isinstance(nodes, list) else 1
+    out["PET_NNODES"] = str(count)
+    out["PET_NODE_RANK"] = out.get("SLURM_NODEID", "0")
+    out["PET_NPROC_PER_NODE"] = str(max(1, len([d for d in str(visible).split(",") if d])))
+    out["PET_MASTER_ADDR"] = str(task.get("master_addr", "127.0.0.1"))
+    out["PET_MASTER_PORT"] = str(task.get("master_port", 29500))
+    return out
+
+
+def main(argv: list[str]) -> int:
+    """Run the job's command on this node; return its exit status."""
+    if len(argv) != 2:
+        print("usage: slurm_task.py RUN_DIR", file=sys.stderr)
+        return 2
+    run_dir = Path(argv[1])
+    task = json.loads((run_dir / TASK).read_text(encoding="utf-8"))
+    command = task.get("command")
+    if not isinstance(command, list) or not command or not all(isinstance(a, str) for a in command):
+        print(f"danlu: {run_dir / TASK} has no command", file=sys.stderr)
+        return 2
+    env = task_env(task, dict(os.environ))
+    node = env.get("SLURMD_NODENAME", "node")
+    # a handler, not SIG_IGN: handlers are reset in the child at exec, an ignore is inherited
+    for sig in (signal.SIGTERM, signal.SIGINT, signal.SIGHUP):
+        signal.signal(sig, lambda *_: None)
+    workdir = task.get("workdir")
+    try:
+        cwd = workdir if isinstance(workdir, str) else None
+        child = subprocess.Popen(command, env=env, cwd=cwd)
+    except OSError as exc:
+        print(f"danlu: cannot start {command[0]!r} on {node}: {exc}", file=sys.stderr, flush=True)
+        code = 127
+    else:
+        while True:
+            try:
+                returned = child.wait()
+                break
+            except InterruptedError:  # pragma: no cover - PEP 475 retries; kept for safety
+                continue
+        code = returned if returned >= 0 else 128 - returned
+    record = {"exit_code": code, "finished_at": time.time()}
+    tmp = exit_path(run_dir, f".{node}.{os.getpid()}")
+    try:
+        tmp.write_text(json.dumps(record), encoding="utf-8")
+        os.replace(tmp, exit_path(run_dir, node))
+    except OSError as exc:  # the exit still reaches Slurm through the status below
+        print(f"danlu: cannot record the exit on {node}: {exc}", file=sys.stderr, flush=True)
+    return code
+
+
+if __name__ == "__main__":
+    sys.exit(main(sys.argv))

@@ -1,0 +1,275 @@
+"""Slurm's client commands (``sbatch``, ``squeue``, ``scontrol``, ``scancel``), run as argv
+lists (never through a shell), and the parsing of what they print.
+
+:class:`SlurmCommands` is the only place danlu talks to Slurm; :class:`~danlu.executors.slurm.
+SlurmExecutor` builds on it. The environment the commands run with is given (``SLURM_CONF``
+names the cluster's configuration when it is not in ``/etc/slurm``); this module reads none.
+"""
+
+from __future__ import annotations
+
+import re
+import subprocess
+from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import dataclass
+from datetime import datetime
+
+from danlu.executors.errors import ExecutorError
+
+MiB = 1024**2
+
+RUNNING_STATES = frozenset(
+    {
+        "PENDING",
+        "CONFIGURING",
+        "RUNNING",
+        "COMPLETING",
+        "SUSPENDED",
+        "REQUEUED",
+        "REQUEUE_FED",
+        "REQUEUE_HOLD",
+        "RESIZING",
+        "SIGNALING",
+        "STAGE_OUT",
+        "STOPPED",
+        "RESV_DEL_HOLD",
+    }
+)
+"""Slurm job states in which the job may still hold (or be about to hold) its nodes.
+``COMPLETING`` is among them: its processes may still be ending."""
+
+_KEY = re.compile(r"(?:^|\s)([A-Za-z][A-Za-z0-9_:/.]*)=")
+_GRES_ITEM = re.compile(r"^gpu(?::([^:(]+))?:(\d+)")
+
+
+class SlurmError(ExecutorError):
+    """A Slurm command failed or printed what danlu cannot read; the message holds its
+    argv and what it said."""
+
+
+@dataclass(frozen=True, slots=True)
+class SlurmNode:
+    """One node as ``scontrol show node`` describes it."""
+
+    name: str
+    address: str
+    """``NodeAddr``: where other nodes reach it (the rendezvous host of a multi-node job)."""
+    gpus: int
+    gpu_type: str | None
+    """The GPU type named in its ``Gres`` (``gpu:a100:4`` -> ``a100``), if any."""
+    cpus: int
+    memory: int
+    """``RealMemory`` in bytes."""
+    state: str
+
+
+@dataclass(frozen=True, slots=True)
+class SlurmJob:
+    """What ``squeue`` or ``scontrol show job`` tells of one job."""
+
+    job_id: int
+    state: str
+    reason: str = ""
+    exit_code: int | None = None
+    """The batch script's exit status; 128 + N when it died from signal N."""
+    signal: int | None = None
+    started_at: float | None = None
+    finished_at: float | None = None
+
+    @property
+    def running(self) -> bool:
+        """True while Slurm may still run (or start) it."""
+        return self.state in RUNNING_STATES
+
+
+def parse_fields(line: str) -> dict[str, str]:
+    """``Key=value`` pairs of one line of ``scontrol show ... --oneliner`` output. A value
+    runs to the next `` Key=``, so values with spaces (a reason, a path) stay whole."""
+    matches = list(_KEY.finditer(line))
+    out: dict[str, str] = {}
+    for i, match in enumerate(matches):
+        end = matches[i + 1].start() if i + 1 < len(matches) else len(line)
+        out[match.group(1)] = line[match.end() : end].strip()
+    return out
+
+
+def parse_gres(gres: str) -> tuple[int, str | None]:
+    """The GPU count and type of a node's ``Gres`` (``gpu:4``, ``gpu:a100:4(S:0-1)``,
+    ``gpu:a100:2,gpu:a100:2``; ``(null)`` is no GPU). Types differing on one node: the
+    first one's."""
+    count, kind = 0, None
+    for item in gres.split(","):
+        match = _GRES_ITEM.match(item.strip())
+        if match:
+            count += int(match.group(2))
+            kind = kind or match.group(1)
+    return count, kind
+
+
+def _int(text: str | None, default: int = 0) -> int:
+    try:
+        return int(text) if text is not None else default
+    except ValueError:
+        return default
+
+
+def _time(text: str | None) -> float | None:
+    """Seconds since the epoch of a Slurm time stamp (local time, ``2026-11-29T04:58:05``);
+    None for ``Unknown``, ``None`` or anything else."""
+    if not text:
+        return None
+    try:
+        return datetime.strptime(text, "%Y-%m-%dT%H:%M:%S").timestamp()
+    except ValueError:
+        return None
+
+
+def node_from_fields(fields: Mapping[str, str]) -> SlurmNode:
+    """A :class:`SlurmNode` from one node's ``scontrol show node`` fields."""
+    gpus, kind = parse_gres(fields.get("Gres", ""))
+    name = fields.get("NodeName", "")
+    if not name:
+        raise SlurmError(f"a node without NodeName in scontrol's output: {dict(fields)}")
+    return SlurmNode(
+        name=name,
+        address=fields.get("NodeAddr") or fields.get("NodeHostName") or name,
+        gpus=gpus,
+        gpu_type=kind,
+        cpus=_int(fields.get("CPUTot")),
+        memory=_int(fields.get("RealMemory")) * MiB,
+        state=fields.get("State", ""),
+    )
+
+
+def job_from_fields(fields: Mapping[str, str]) -> SlurmJob:
+    """A :class:`SlurmJob` from one job's ``scontrol show job`` fields: ``ExitCode=75:0``
+    is exit 75, ``0:9`` a death from signal 9 (exit status 137)."""
+    code: int | None = None
+    sig: int | None = None
+    exit_field = fields.get("ExitCode", "")
+    if ":" in exit_field:
+        status, number = (_int(part, -1) for part in exit_field.split(":", 1))
+        if number > 0:
+            sig, code = number, 128 + number
+        elif status >= 0:
+            code = status
+    state = fields.get("JobState", "").split()[0] if fields.get("JobState") else ""
+    return SlurmJob(
+        job_id=_int(fields.get("JobId"), -1),
+        state=state,
+        reason=fields.get("Reason", ""),
+        exit_code=code,
+        signal=sig,
+        started_at=_time(fields.get("StartTime")),
+        finished_at=_time(fields.get("EndTime")),
+    )
+
+
+class SlurmCommands:
+    """Runs Slurm's client commands with ``env`` (e.g. ``{"SLURM_CONF": ..., "PATH": ...}``)
+    and a ``timeout`` in seconds; ``bin_dir`` is where they live (default: found on the
+    ``PATH`` of ``env``). Every failure is a :class:`SlurmError` naming the command."""
+
+    def __init__(
+        self,
+        env: Mapping[str, str] | None = None,
+        *,
+        bin_dir: str | None = None,
+        timeout: float = 30.0,
+    ) -> None:
+        self._env = dict(env) if env is not None else None
+        self._bin = bin_dir
+        self._timeout = timeout
+
+    @property
+    def env(self) -> dict[str, str]:
+        """The environment the commands run with (a copy)."""
+        return dict(self._env or {})
+
+    def run(self, argv: Sequence[str], *, env: Mapping[str, str] | None = None) -> str:
+        """Run one Slurm command and return its standard output."""
+        command = [f"{self._bin}/{argv[0]}" if self._bin else argv[0], *argv[1:]]
+        try:
+            done = subprocess.run(
+                command,
+                env=dict(env) if env is not None else self._env,
+                capture_output=True,
+                timeout=self._timeout,
+                check=False,
+                stdin=subprocess.DEVNULL,
+            )
+        except (OSError, subprocess.TimeoutExpired) as exc:
+            raise SlurmError(f"{' '.join(argv[:2])}: {exc}") from exc
+        if done.returncode != 0:
+            said = done.stderr.decode("utf-8", "replace").strip() or f"exit {done.returncode}"
+            raise SlurmError(f"{' '.join(argv[:2])} failed: {said}")
+        return done.stdout.decode("utf-8", "replace")
+
+    def sbatch(self, options: Sequence[str], script: str, env: Mapping[str, str]) -> int:
+        """Submit ``script`` with ``options``; the job's environment is ``env`` (the
+        submission's own, exported whole). Returns the Slurm job id."""
+        out = self.run(["sbatch", "--parsable", *options, script], env=env).strip()
+        first = out.split(";", 1)[0]
+        if not first.isdigit():
+            raise SlurmError(f"sbatch printed {out!r}, not a job id")
+        return int(first)
+
+    def jobs(self, job_ids: Iterable[int]) -> dict[int, SlurmJob]:
+        """The state of each of ``job_ids`` Slurm still knows (finished ones too, until its
+        ``MinJobAge``); those it has forgotten are absent."""
+        ids = sorted(set(job_ids))
+        if not ids:
+            return {}
+        listed = ",".join(map(str, ids))
+        out = self.run(["squeue", "-h", "-t", "all", "-o", "%i|%T|%r", "-j", listed])
+        found: dict[int, SlurmJob] = {}
+        for line in out.splitlines():
+            parts = line.strip().split("|", 2)
+            if len(parts) == 3 and parts[0].isdigit():
+                found[int(parts[0])] = SlurmJob(int(parts[0]), parts[1], parts[2])
+        return found
+
+    def job(self, job_id: int) -> SlurmJob | None:
+        """One job in full (exit code and times), or None when Slurm has forgotten it."""
+        try:
+            out = self.run(["scontrol", "show", "job", "--oneliner", str(job_id)])
+        except SlurmError as exc:
+            if "Invalid job id" in str(exc):
+                return None
+            raise
+        for line in out.splitlines():
+            if line.strip():
+                return job_from_fields(parse_fields(line))
+        return None
+
+    def find(self, name: str) -> list[int]:
+        """Ids of the jobs named ``name`` that Slurm knows."""
+        out = self.run(["squeue", "-h", "-t", "all", "-o", "%i", "-n", name])
+        return [int(x) for x in out.split() if x.isdigit()]
+
+    def nodes(self, partition: str | None = None) -> list[SlurmNode]:
+        """The nodes of ``partition`` (all nodes when None), in Slurm's order."""
+        names: set[str] | None = None
+        if partition is not None:
+            listed = self.run(["sinfo", "-h", "-N", "-p", partition, "-o", "%N"])
+            names = {n.strip() for n in listed.split() if n.strip()}
+            if not names:
+                raise SlurmError(f"partition {partition!r} has no nodes (sinfo -p {partition})")
+        out = self.run(["scontrol", "show", "node", "--oneliner"])
+        nodes = [node_from_fields(parse_fields(line)) for line in out.splitlines() if line.strip()]
+        return [n for n in nodes if names is None or n.name in names]
+
+    def cancel(self, job_id: int, signal: str | None = None, *, full: bool = False) -> None:
+        """``scancel``: the whole job when ``signal`` is None (SIGTERM, then SIGKILL after
+        the cluster's ``KillWait``), else send ``signal`` to its steps (``full``: to the
+        batch script too). A job already gone is not an error."""
+        argv = ["scancel"]
+        if signal is not None:
+            argv.append(f"--signal={signal}")
+        if full:
+            argv.append("--full")
+        try:
+            self.run([*argv, str(job_id)])
+        except SlurmError as exc:
+            if "Invalid job id" not in str(exc) and "already completing" not in str(exc):
+                raise

@@ -1,0 +1,260 @@
+"""The Slurm executor against a real Slurm cluster (``slurm_cluster``): inventory, placement
+and environment on one and two nodes, exits, preemption with and without a checkpoint,
+cancellation, busy GPUs, adoption by a new instance, nodes Slurm reports down."""
+
+from __future__ import annotations
+
+import json
+import sys
+import time
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+from slurm_cluster import GPUS_PER_NODE, NODES, SlurmCluster, available, slurm_cluster
+
+from danlu.executors import (
+    ExecStatus,
+    GpusBusyError,
+    GpuSlot,
+    Handle,
+    JobAlreadyRunningError,
+    JobLaunch,
+    NodeLaunchError,
+    Outcome,
+    StopReason,
+)
+from danlu.executors.slurm import SlurmExecutor
+from danlu.executors.slurmctl import SlurmCommands
+
+PY = sys.executable
+SRC = str(Path(__file__).resolve().parents[2] / "src")
+
+pytestmark = pytest.mark.slow
+
+
+@pytest.fixture(scope="module")
+def slurm(tmp_path_factory: pytest.TempPathFactory) -> Iterator[SlurmCluster]:
+    if not available():
+        pytest.skip("Slurm is not installed (apt-get install -y slurm-wlm munge)")
+    with slurm_cluster(tmp_path_factory.mktemp("slurm")) as cluster:
+        yield cluster
+
+
+def executor(slurm: SlurmCluster, state: Path, **kwargs: object) -> SlurmExecutor:
+    base = {"PATH": slurm.env["PATH"], "PYTHONPATH": SRC, "SLURM_JOB_ID": "leaked"}
+    return SlurmExecutor(
+        SlurmCommands(slurm.env),
+        state,
+        partition="gpu",
+        base_env=base,
+        api_url="http://127.0.0.1:8080",
+        cancel_grace=1.0,
+        poll_interval=0.0,
+        **kwargs,  # type: ignore[arg-type]
+    )
+
+
+@pytest.fixture
+def ex(slurm: SlurmCluster, tmp_path: Path) -> SlurmExecutor:
+    return executor(slurm, tmp_path / "state")
+
+
+def wait(ex: SlurmExecutor, handle: Handle, timeout: float = 30.0) -> ExecStatus:
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        status = ex.poll(handle)
+        if not status.running:
+            return status
+        time.sleep(0.1)
+    raise AssertionError(f"{handle} still running after {timeout}s")
+
+
+def wait_text(ex: SlurmExecutor, handle: Handle, text: str, timeout: float = 30.0) -> str:
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        log = ex.logs(handle)[0].decode()
+        if text in log:
+            return log
+        time.sleep(0.1)
+    raise AssertionError(f"{text!r} never in the log of {handle}: {ex.logs(handle)[0]!r}")
+
+
+def launch(job_id: str, code: str, **kwargs: object) -> JobLaunch:
+    return JobLaunch(job_id, (PY, "-c", code), **kwargs)  # type: ignore[arg-type]
+
+
+ENV_DUMP = (
+    "import os, json; print('ENV', json.dumps({k: v for k, v in os.environ.items() "
+    "if k.startswith(('DANLU_', 'CUDA_', 'PET_', 'MY_', 'SLURMD_NODENAME', 'SLURM_JOB_ID'))}), "
+    "flush=True)"
+)
+
+
+def envs(log: str) -> list[dict[str, str]]:
+    return [json.loads(line[4:]) for line in log.splitlines() if line.startswith("ENV ")]
+
+
+def test_inventory_lists_the_partitions_nodes_and_gpus(ex: SlurmExecutor) -> None:
+    cluster = ex.inventory()
+    assert [n.name for n in cluster.nodes] == list(NODES)
+    assert [n.gpus for n in cluster.nodes] == [GPUS_PER_NODE] * len(NODES)
+    assert cluster.nodes[0].cpu_milli == 2000 and cluster.nodes[0].memory == 1000 * 2**20
+    assert ex.max_nodes_per_job() == 2
+
+
+def test_job_runs_on_its_gpus_with_the_job_environment(ex: SlurmExecutor, tmp_path: Path) -> None:
+    job = launch(
+        "env-1",
+        ENV_DUMP,
+        env={"MY_VAR": "a b; $(touch /tmp/x)", "SBATCH_PARTITION": "other", "DANLU_JOB_ID": "x"},
+        gpus=(GpuSlot(1, 1), GpuSlot(1, 3)),
+        checkpoint_dir=str(tmp_path / "ckpt"),
+        token="secret",
+        batch_size=64,
+    )
+    handle = ex.submit(job)
+    status = wait(ex, handle)
+    assert status.outcome is Outcome.SUCCEEDED and status.exit_code == 0, status
+    (env,) = envs(ex.logs(handle)[0].decode())
+    assert env["SLURMD_NODENAME"] == "n2"
+    assert env["CUDA_VISIBLE_DEVICES"] == "1,3"
+    assert env["MY_VAR"] == "a b; $(touch /tmp/x)"  # passed as is, no shell
+    assert env["DANLU_JOB_ID"] == "env-1" and env["DANLU_TOKEN"] == "secret"
+    assert env["DANLU_BATCH_SIZE"] == "32" and env["DANLU_GLOBAL_BATCH_SIZE"] == "64"
+    assert env["DANLU_CHECKPOINT_DIR"] == str(tmp_path / "ckpt")
+    assert env["SLURM_JOB_ID"] != "leaked"  # Slurm's own, not the server's
+    assert env["PET_NNODES"] == "1" and env["PET_NPROC_PER_NODE"] == "2"
+    assert status.started_at is not None and status.finished_at is not None
+
+
+def test_a_job_across_two_nodes_gets_each_nodes_gpus_and_torchrun_settings(
+    ex: SlurmExecutor,
+) -> None:
+    job = launch("multi-1", ENV_DUMP, gpus=(GpuSlot(0, 0), GpuSlot(0, 2), GpuSlot(1, 3)))
+    handle = ex.submit(job)
+    assert wait(ex, handle).outcome is Outcome.SUCCEEDED
+    by_node = {e["SLURMD_NODENAME"]: e for e in envs(ex.logs(handle)[0].decode())}
+    assert by_node["n1"]["CUDA_VISIBLE_DEVICES"] == "0,2"
+    assert by_node["n2"]["CUDA_VISIBLE_DEVICES"] == "3"
+    assert {e["PET_NODE_RANK"] for e in by_node.values()} == {"0", "1"}
+    assert {e["PET_NNODES"] for e in by_node.values()} == {"2"}
+    assert {e["PET_MASTER_ADDR"] for e in by_node.values()} == {"127.0.0.1"}
+    assert len({e["PET_MASTER_PORT"] for e in by_node.values()}) == 1
+
+
+def test_exit_codes_are_classified(ex: SlurmExecutor) -> None:
+    failed = ex.submit(launch("fail-1", "import sys; sys.exit(3)", gpus=(GpuSlot(0, 0),)))
+    oom = ex.submit(
+        launch(
+            "oom-1",
+            "import sys; print('torch.OutOfMemoryError: CUDA out of memory'); sys.exit(1)",
+            gpus=(GpuSlot(0, 1),),
+        )
+    )
+    status = wait(ex, failed)
+    assert status.outcome is Outcome.FAILED and status.exit_code == 3
+    assert wait(ex, oom).outcome is Outcome.OOM
+
+
+SLOW_CHECKPOINT = (
+    "import signal, sys, time\n"
+    "def stop(*_):\n"
+    "    print('checkpointing', flush=True); time.sleep(0.5); sys.exit(75)\n"
+    "signal.signal(signal.SIGTERM, stop)\n"
+    "print('ready', flush=True)\n"
+    "time.sleep(60)\n"
+)
+
+
+def test_preemption_lets_the_job_checkpoint_on_every_node(ex: SlurmExecutor) -> None:
+    handle = ex.submit(launch("pre-1", SLOW_CHECKPOINT, gpus=(GpuSlot(0, 0), GpuSlot(1, 0))))
+    deadline = time.monotonic() + 30
+    while ex.logs(handle)[0].decode().count("ready") < 2:
+        assert time.monotonic() < deadline, ex.logs(handle)
+        time.sleep(0.1)
+    ex.preempt(handle, grace_seconds=20)
+    status = wait(ex, handle)
+    assert status.outcome is Outcome.PREEMPTED and status.checkpointed, status
+    assert status.stop_reason is StopReason.PREEMPT
+    assert ex.logs(handle)[0].decode().count("checkpointing") == 2
+
+
+def test_a_job_ignoring_sigterm_is_killed_after_the_grace(ex: SlurmExecutor) -> None:
+    code = (
+        "import signal, time; signal.signal(signal.SIGTERM, signal.SIG_IGN); "
+        "print('ready', flush=True); time.sleep(60)"
+    )
+    handle = ex.submit(launch("stubborn-1", code, gpus=(GpuSlot(0, 2),)))
+    wait_text(ex, handle, "ready")
+    ex.preempt(handle, grace_seconds=1.0)
+    status = wait(ex, handle)
+    assert status.outcome is Outcome.PREEMPTED and not status.checkpointed
+
+
+def test_a_cancelled_job_ends_failed(ex: SlurmExecutor) -> None:
+    code = "import time; print('ready', flush=True); time.sleep(60)"
+    cancelled = ex.submit(launch("cancel-1", code, gpus=(GpuSlot(0, 2),)))
+    wait_text(ex, cancelled, "ready")
+    ex.cancel(cancelled)
+    status = wait(ex, cancelled)
+    assert status.outcome is Outcome.FAILED and status.stop_reason is StopReason.CANCEL
+    assert status.exit_code == 128 + 15 and status.signal is None  # died of the SIGTERM
+
+
+def test_busy_gpus_and_a_second_run_are_refused(ex: SlurmExecutor) -> None:
+    code = "import time; print('ready', flush=True); time.sleep(60)"
+    handle = ex.submit(launch("hold-1", code, gpus=(GpuSlot(1, 2),)))
+    with pytest.raises(JobAlreadyRunningError):
+        ex.submit(launch("hold-1", code, gpus=(GpuSlot(1, 1),), attempt=1))
+    with pytest.raises(GpusBusyError):
+        ex.submit(launch("other-1", code, gpus=(GpuSlot(1, 2),)))
+    shared = ex.submit(launch("share-1", ENV_DUMP, gpus=(GpuSlot(1, 1, 2**30),)))
+    assert wait(ex, shared).outcome is Outcome.SUCCEEDED
+    (env,) = envs(ex.logs(shared)[0].decode())
+    assert env["DANLU_GPU_MEMORY_LIMIT"] == str(2**30)
+    ex.cancel(handle)
+    assert wait(ex, handle).stop_reason is StopReason.CANCEL
+
+
+def test_a_new_instance_adopts_the_runs(slurm: SlurmCluster, tmp_path: Path) -> None:
+    first = executor(slurm, tmp_path / "state")
+    code = "import time; print('ready', flush=True); time.sleep(1.5); print('done')"
+    handle = first.submit(launch("adopt-1", code, gpus=(GpuSlot(0, 3),)))
+    wait_text(first, handle, "ready")
+    second = executor(slurm, tmp_path / "state")
+    assert second.adopt() == [handle]
+    status = wait(second, handle)
+    assert status.outcome is Outcome.SUCCEEDED
+    assert "done" in second.logs(handle)[0].decode()
+    second.forget(handle)
+    assert second.adopt() == []
+
+
+def test_the_exit_the_tasks_recorded_is_used_once_slurm_forgot_the_job(
+    ex: SlurmExecutor, tmp_path: Path
+) -> None:
+    handle = ex.submit(launch("forgot-1", "import sys; sys.exit(4)", gpus=(GpuSlot(0, 1),)))
+    run_dir = tmp_path / "state" / "runs" / "forgot-1"
+    deadline = time.monotonic() + 30
+    while not (run_dir / "exit-n1.json").exists():
+        assert time.monotonic() < deadline
+        time.sleep(0.1)
+    launch_record = json.loads((run_dir / "launch.json").read_text())
+    launch_record["slurm_id"] = 999_999  # a job id Slurm does not know
+    (run_dir / "launch.json").write_text(json.dumps(launch_record))
+    status = wait(ex, handle)
+    assert status.outcome is Outcome.FAILED and status.exit_code == 4
+
+
+def test_a_node_slurm_reports_down_refuses_the_launch(
+    slurm: SlurmCluster, ex: SlurmExecutor
+) -> None:
+    slurm.run("scontrol", "update", "NodeName=n2", "State=DRAIN", "Reason=test")
+    try:
+        with pytest.raises(NodeLaunchError, match="n2"):
+            ex.submit(launch("drained-1", "print(1)", gpus=(GpuSlot(1, 0),)))
+        handle = ex.submit(launch("fine-1", "print(1)", gpus=(GpuSlot(0, 0),)))
+        assert wait(ex, handle).outcome is Outcome.SUCCEEDED
+    finally:
+        slurm.run("scontrol", "update", "NodeName=n2", "State=RESUME")

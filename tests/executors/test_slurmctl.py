@@ -1,0 +1,75 @@
+"""Reading what Slurm's commands print (no Slurm needed): ``scontrol`` one-liners, ``Gres``
+strings, exit codes and states; and a command that fails names itself."""
+
+from __future__ import annotations
+
+import pytest
+
+from danlu.executors.slurmctl import (
+    SlurmCommands,
+    SlurmError,
+    job_from_fields,
+    node_from_fields,
+    parse_fields,
+    parse_gres,
+)
+
+NODE = (
+    "NodeName=gpu07 Arch=x86_64 CoresPerSocket=16 CPUAlloc=0 CPUTot=64 CPULoad=0.10 "
+    "AvailableFeatures=(null) Gres=gpu:a100:8(S:0-1) NodeAddr=10.0.0.7 NodeHostName=gpu07 "
+    "RealMemory=515000 AllocMem=0 State=IDLE+DRAIN Reason=bad DIMM [root@2026-11-29T04:00:00]"
+)
+
+
+def test_fields_keep_values_with_spaces_whole() -> None:
+    fields = parse_fields(NODE)
+    assert fields["Reason"] == "bad DIMM [root@2026-11-29T04:00:00]"
+    assert fields["Gres"] == "gpu:a100:8(S:0-1)" and fields["CPUTot"] == "64"
+
+
+@pytest.mark.parametrize(
+    ("gres", "expected"),
+    [
+        ("gpu:4", (4, None)),
+        ("gpu:a100:8(S:0-1)", (8, "a100")),
+        ("gpu:h100:2,gpu:h100:2", (4, "h100")),
+        ("gpu:a100:4,shard:16", (4, "a100")),
+        ("(null)", (0, None)),
+        ("", (0, None)),
+    ],
+)
+def test_gres(gres: str, expected: tuple[int, str | None]) -> None:
+    assert parse_gres(gres) == expected
+
+
+def test_node() -> None:
+    node = node_from_fields(parse_fields(NODE))
+    assert (node.name, node.address, node.gpus, node.gpu_type) == ("gpu07", "10.0.0.7", 8, "a100")
+    assert node.cpus == 64 and node.memory == 515000 * 2**20 and "DRAIN" in node.state
+
+
+@pytest.mark.parametrize(
+    ("exit_field", "state", "code", "sig"),
+    [
+        ("0:0", "COMPLETED", 0, None),
+        ("75:0", "FAILED", 75, None),
+        ("0:9", "CANCELLED", 137, 9),
+        ("", "PENDING", None, None),
+    ],
+)
+def test_job_exit(exit_field: str, state: str, code: int | None, sig: int | None) -> None:
+    line = (
+        f"JobId=12 JobName=danlu.a.0 JobState={state} Reason=None ExitCode={exit_field} "
+        "StartTime=2026-11-29T04:58:05 EndTime=Unknown"
+    )
+    job = job_from_fields(parse_fields(line))
+    assert (job.job_id, job.state, job.exit_code, job.signal) == (12, state, code, sig)
+    assert job.started_at is not None and job.finished_at is None
+    assert job.running is (state == "PENDING")
+
+
+def test_a_failing_command_names_itself() -> None:
+    commands = SlurmCommands({"PATH": "/nonexistent"}, bin_dir="/nonexistent")
+    with pytest.raises(SlurmError, match="squeue"):
+        commands.jobs([1])
+    assert commands.jobs([]) == {}
