@@ -10,6 +10,13 @@ DANLU_POLICY_OPTIONS the policy's options, a JSON object  unset (the policy's de
                      (``{"min_hold": 300}``)
 DANLU_INTERVAL       seconds between reconcile rounds      ``2.0``
 DANLU_FAKE_GPUS      fake inventory, e.g. ``4x80GiB``      unset (use NVML)
+DANLU_EXECUTOR       where jobs run: ``local`` (processes  ``local``
+                     on this host) or ``slurm``
+DANLU_SLURM_PARTITION the Slurm partition danlu owns      unset (Slurm's default one)
+DANLU_SLURM_GPU_TYPE GPU type of nodes whose Gres names   ``generic``
+                     none danlu knows (``H100``)
+DANLU_SLURM_SBATCH_OPTIONS more ``sbatch`` options for    unset
+                     every run (``--account=ml --qos=x``)
 DANLU_PORT           HTTP port                             ``8470``
 DANLU_URL            server URL for the CLI (overrides     unset (``DANLU_HOME/server.json``)
                      ``DANLU_HOME/server.json``)
@@ -25,6 +32,7 @@ from __future__ import annotations
 import json
 import os
 import re
+import shlex
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -54,12 +62,22 @@ _HINTS: dict[str, str] = {
     "interval": "a positive, finite number of seconds, e.g. DANLU_INTERVAL=2.0",
     "fake_gpus": "GPUs per node and memory or type, e.g. DANLU_FAKE_GPUS=4x80GiB or 2x8xH100",
     "port": "a TCP port 1..65535, e.g. DANLU_PORT=8470",
+    "executor": "local or slurm, e.g. DANLU_EXECUTOR=slurm",
+    "slurm_partition": "a Slurm partition name, e.g. DANLU_SLURM_PARTITION=gpu",
+    "slurm_gpu_type": "a GPU type, e.g. DANLU_SLURM_GPU_TYPE=H100",
+    "slurm_sbatch_options": (
+        "sbatch options, split as a shell would (nothing runs them through one), e.g. "
+        "DANLU_SLURM_SBATCH_OPTIONS='--account=ml --qos=normal'"
+    ),
     "estimate_warm_workers": "a count 0..16, e.g. DANLU_ESTIMATE_WARM_WORKERS=1",
     "trace_modules": (
         "comma-separated Python packages or modules, e.g. "
         "DANLU_TRACE_MODULES=danlu.estimate.zoo,mycompany.models (empty: trace none)"
     ),
 }
+EXECUTORS = ("local", "slurm")
+"""The executors the server can run jobs with (``DANLU_EXECUTOR``)."""
+_PARTITION = re.compile(r"^[A-Za-z0-9_.-]{1,128}$")
 _MODULE = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*(\.[A-Za-z_][A-Za-z0-9_]*)*$")
 
 
@@ -147,6 +165,19 @@ def parse_option_pairs(pairs: list[str], flag: str) -> dict[str, Any]:
     return options
 
 
+def split_sbatch_options(value: str) -> tuple[str, ...]:
+    """``DANLU_SLURM_SBATCH_OPTIONS`` split into argv items (quotes as a shell reads them;
+    nothing is run through a shell). Each must be an option (``-x`` or ``--name[=value]``)."""
+    try:
+        items = tuple(shlex.split(value))
+    except ValueError as exc:
+        raise ValueError(f"cannot split {value!r}: {exc}") from None
+    for item in items:
+        if not item.startswith("-") or "\0" in item:
+            raise ValueError(f"{item!r} is not an sbatch option; write --name=value")
+    return items
+
+
 def normalise_database_url(url: str) -> str:
     """Map ``postgres://`` / ``postgresql://`` to the psycopg 3 driver; check the scheme."""
     for prefix in ("postgres://", "postgresql://"):
@@ -186,6 +217,17 @@ class Settings(BaseSettings):
     checkpoint directory danlu made for it (never a spec's ``checkpoint_dir``); after that
     the reconcile loop deletes them, keeping the job and its events. 0: keep everything."""
 
+    executor: str = "local"
+    """Where jobs run: ``local`` (supervised processes on this host) or ``slurm`` (a batch
+    job each, on the nodes of :attr:`slurm_partition`; :mod:`danlu.executors.slurm`)."""
+    slurm_partition: str | None = None
+    """The Slurm partition whose nodes danlu schedules (None: Slurm's default partition)."""
+    slurm_gpu_type: str = "generic"
+    """The GPU type of Slurm nodes whose ``Gres`` names no type danlu knows."""
+    slurm_sbatch_options: str | None = None
+    """More ``sbatch`` options for every run, split as a shell would split them (an account,
+    a QoS, memory per CPU); the run's own (nodes, output, job name) come after and win."""
+
     trace_modules: str = ",".join(DEFAULT_TRACE_MODULES)
     """The packages or modules, comma-separated, whose model factories the server may import
     and call to estimate a submitted job's memory (``training.model``, traced in a
@@ -209,6 +251,41 @@ class Settings(BaseSettings):
     def trace_module_names(self) -> tuple[str, ...]:
         """:attr:`trace_modules` as a tuple of names."""
         return tuple(p.strip() for p in self.trace_modules.split(",") if p.strip())
+
+    @field_validator("executor", mode="after")
+    @classmethod
+    def _executor(cls, value: str) -> str:
+        if value.strip().lower() not in EXECUTORS:
+            raise ValueError(f"unknown executor {value!r}")
+        return value.strip().lower()
+
+    @field_validator("slurm_gpu_type", mode="after")
+    @classmethod
+    def _slurm_gpu_type(cls, value: str) -> str:
+        try:
+            return gpu_type(value).name
+        except UnknownNameError as exc:
+            raise ValueError(str(exc)) from None
+
+    @field_validator("slurm_partition", mode="after")
+    @classmethod
+    def _slurm_partition(cls, value: str | None) -> str | None:
+        if value is not None and not _PARTITION.match(value.strip()):
+            raise ValueError(f"{value!r} is not a partition name")
+        return value.strip() if value else None
+
+    @field_validator("slurm_sbatch_options", mode="after")
+    @classmethod
+    def _sbatch_options(cls, value: str | None) -> str | None:
+        if value is not None and value.strip():
+            split_sbatch_options(value)
+            return value
+        return None
+
+    @property
+    def sbatch_options(self) -> tuple[str, ...]:
+        """:attr:`slurm_sbatch_options` as argv items."""
+        return split_sbatch_options(self.slurm_sbatch_options or "")
 
     @field_validator("database_url", mode="after")
     @classmethod

@@ -242,6 +242,11 @@ def test_settings_from_environment(monkeypatch: pytest.MonkeyPatch, tmp_path: Pa
         ("DANLU_POLICY_OPTIONS", "min_hold=300"),
         ("DANLU_POLICY_OPTIONS", "[300]"),
         ("DANLU_POLICY_OPTIONS", '{"": 1}'),
+        ("DANLU_EXECUTOR", "kubernetes"),
+        ("DANLU_SLURM_PARTITION", "gpu,cpu"),
+        ("DANLU_SLURM_GPU_TYPE", "Voodoo5"),
+        ("DANLU_SLURM_SBATCH_OPTIONS", "--account=ml 'unclosed"),
+        ("DANLU_SLURM_SBATCH_OPTIONS", "--qos=x script.sh"),
     ],
 )
 def test_settings_errors_name_the_variable(
@@ -250,6 +255,18 @@ def test_settings_errors_name_the_variable(
     monkeypatch.setenv(variable, value)
     with pytest.raises(ConfigError, match=variable):
         load_settings()
+
+
+def test_slurm_settings(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("DANLU_EXECUTOR", " Slurm ")
+    monkeypatch.setenv("DANLU_SLURM_PARTITION", "gpu")
+    monkeypatch.setenv("DANLU_SLURM_GPU_TYPE", "h100")
+    monkeypatch.setenv("DANLU_SLURM_SBATCH_OPTIONS", "--account=ml --comment='two words'")
+    settings = load_settings()
+    assert (settings.executor, settings.slurm_partition) == ("slurm", "gpu")
+    assert settings.slurm_gpu_type == "H100"
+    assert settings.sbatch_options == ("--account=ml", "--comment=two words")
+    assert load_settings(executor="local").sbatch_options == ("--account=ml", "--comment=two words")
 
 
 def test_fake_gpus_forms() -> None:

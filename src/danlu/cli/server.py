@@ -34,6 +34,17 @@ PolicyOptionOpt = Annotated[
     ),
 ]
 HostOpt = Annotated[str, typer.Option("--host", help="address to listen on")]
+ExecutorOpt = Annotated[
+    str | None,
+    typer.Option("--executor", help="where jobs run: local (this host, the default) or slurm"),
+]
+PartitionOpt = Annotated[
+    str | None,
+    typer.Option(
+        "--slurm-partition",
+        help="the Slurm partition danlu schedules (--executor slurm; default: Slurm's default)",
+    ),
+]
 IntervalOpt = Annotated[
     float | None, typer.Option("--interval", help="seconds between reconcile passes")
 ]
@@ -59,6 +70,8 @@ def _start(
     host: str,
     interval: float | None,
     database_url: str | None,
+    executor: str | None = None,
+    slurm_partition: str | None = None,
 ) -> None:
     from danlu.config import parse_option_pairs
     from danlu.server.main import Prepared, prepare, run
@@ -74,6 +87,8 @@ def _start(
             policy_options=json.dumps(options) if options is not None else None,
             interval=interval,
             database_url=database_url,
+            executor=executor,
+            slurm_partition=slurm_partition,
         )
         prepared = prepare(settings, host=host, port=port, fake_gpus=fake_gpus)
     except (DanluError, OSError) as exc:
@@ -106,9 +121,12 @@ def up(
     host: HostOpt = "127.0.0.1",
     interval: IntervalOpt = None,
     database_url: DbOpt = None,
+    executor: ExecutorOpt = None,
+    slurm_partition: PartitionOpt = None,
 ) -> None:
-    """Start a local control plane (server + local executor, SQLite in --home); prints the
-    URL and the admin token, then serves until Ctrl-C."""
+    """Start a local control plane (server + local executor, SQLite in --home; or jobs run
+    by Slurm with --executor slurm); prints the URL and the admin token, then serves until
+    Ctrl-C."""
     _start(
         show_token=True,
         home=home,
@@ -119,6 +137,8 @@ def up(
         host=host,
         interval=interval,
         database_url=database_url,
+        executor=executor,
+        slurm_partition=slurm_partition,
     )
 
 
@@ -131,6 +151,8 @@ def server(
     host: HostOpt = "127.0.0.1",
     interval: IntervalOpt = None,
     database_url: DbOpt = None,
+    executor: ExecutorOpt = None,
+    slurm_partition: PartitionOpt = None,
 ) -> None:
     """Run the control plane (production): like `up` but the admin token is not printed."""
     _start(
@@ -143,6 +165,8 @@ def server(
         host=host,
         interval=interval,
         database_url=database_url,
+        executor=executor,
+        slurm_partition=slurm_partition,
     )
 
 

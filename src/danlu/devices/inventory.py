@@ -57,7 +57,8 @@ class NodeInventory:
 
 @dataclass(frozen=True, slots=True)
 class Inventory:
-    """All GPUs an executor can use; ``source`` is ``"nvml"`` or ``"fake"``."""
+    """All GPUs an executor can use; ``source`` is ``"nvml"``, ``"fake"`` or ``"slurm"``
+    (the nodes of a Slurm partition, whose GPUs this host cannot read)."""
 
     nodes: tuple[NodeInventory, ...]
     source: str
@@ -84,7 +85,9 @@ class Inventory:
             for n in self.nodes
             if n.gpus
         ]
-        label = "fake GPUs (not real hardware)" if self.source == "fake" else "GPUs from NVML"
+        label = {"fake": "fake GPUs (not real hardware)", "slurm": "GPUs of Slurm's nodes"}.get(
+            self.source, "GPUs from NVML"
+        )
         return f"{label}: {', '.join(parts) or 'none'}"
 
 

@@ -20,7 +20,7 @@ from starlette.exceptions import HTTPException as StarletteHTTPException
 from starlette.types import ASGIApp, Receive, Scope, Send
 
 from danlu.config import Settings, job_base_env
-from danlu.core.cluster import Cluster
+from danlu.core.cluster import Cluster, gpu_type
 from danlu.core.errors import (
     ConfigError,
     DanluError,
@@ -34,6 +34,8 @@ from danlu.devices import GpuInfo, Inventory, NodeInventory, discover, fake_inve
 from danlu.devices.errors import DeviceError
 from danlu.estimate.memory.tracer import WarmTracers
 from danlu.executors import Executor, ExecutorError, LocalExecutor
+from danlu.executors.slurm import SlurmExecutor
+from danlu.executors.slurmctl import SlurmCommands
 from danlu.server.db import Database, upgrade_database
 from danlu.server.errors import (
     AdmissionError,
@@ -211,7 +213,8 @@ class RejectNul:
 
 
 def inventory_from_cluster(cluster: Cluster, source: str = "fake") -> Inventory:
-    """A (fake) :class:`Inventory` describing ``cluster`` (for an executor given without one)."""
+    """An :class:`Inventory` describing ``cluster``: an executor's that reports its own nodes
+    (``source`` ``"slurm"``), or a fake one for an executor given without an inventory."""
     nodes = []
     index = 0
     for node in cluster.nodes:
@@ -220,8 +223,8 @@ def inventory_from_cluster(cluster: Cluster, source: str = "fake") -> Inventory:
             gpus.append(
                 GpuInfo(
                     index,
-                    f"GPU-fake-{index:04d}",
-                    f"Fake {node.gpu_type.name}",
+                    f"GPU-{source}-{index:04d}",
+                    f"Fake {node.gpu_type.name}" if source == "fake" else node.gpu_type.name,
                     node.gpu_type,
                     node.gpu_type.memory,
                 )
@@ -244,8 +247,29 @@ def build_inventory(settings: Settings, fake_gpus: str | None = None) -> Invento
         return fake_inventory("1x80GiB")
 
 
+def build_slurm_executor(settings: Settings, api_url: str | None) -> SlurmExecutor:
+    """The Slurm executor of ``settings`` (``DANLU_EXECUTOR=slurm``): state under
+    ``{home}/executor``, logs under ``{home}/logs`` (both on a filesystem the nodes share);
+    Slurm's commands run with this process's environment (``SLURM_CONF``, ``PATH``)."""
+    home = Path(settings.home)
+    env = job_base_env()
+    return SlurmExecutor(
+        SlurmCommands(env),
+        home / "executor",
+        partition=settings.slurm_partition,
+        gpu_type=gpu_type(settings.slurm_gpu_type),
+        log_dir=home / "logs",
+        base_env=env,
+        api_url=api_url,
+        sbatch_options=settings.sbatch_options,
+    )
+
+
 def build_executor(settings: Settings, inventory: Inventory, api_url: str | None) -> Executor:
-    """The local executor: state under ``{home}/executor``, logs under ``{home}/logs``."""
+    """The executor ``settings`` name: the local one (state under ``{home}/executor``, logs
+    under ``{home}/logs``, the GPUs of ``inventory``) or the Slurm one (its own inventory)."""
+    if settings.executor == "slurm":
+        return build_slurm_executor(settings, api_url)
     home = Path(settings.home)
     return LocalExecutor(
         inventory.cluster(),
@@ -272,11 +296,15 @@ def create_app(
     ``start_loops`` (else call ``app.state.reconciler.run_once()`` yourself)."""
     db = Database(settings.db_url)
     upgrade_database(db.engine)
+    if executor is None and settings.executor == "slurm":
+        executor = build_slurm_executor(settings, api_url)
     if inventory is None:
         inventory = (
             build_inventory(settings)
             if executor is None
-            else inventory_from_cluster(executor.inventory())
+            else inventory_from_cluster(
+                executor.inventory(), "slurm" if isinstance(executor, SlurmExecutor) else "fake"
+            )
         )
     if executor is None:
         executor = build_executor(settings, inventory, api_url)

@@ -28,7 +28,14 @@ from danlu.config import Settings
 from danlu.core.errors import ConfigError
 from danlu.devices import Inventory, discover, fake_inventory
 from danlu.devices.errors import DeviceError
-from danlu.server.app import build_executor, create_app, is_full
+from danlu.executors import Executor
+from danlu.server.app import (
+    build_executor,
+    build_slurm_executor,
+    create_app,
+    inventory_from_cluster,
+    is_full,
+)
 from danlu.server.db import Database, upgrade_database
 from danlu.server.reconcile import tune_collector
 from danlu.server.services.users import bootstrap_admin
@@ -176,12 +183,26 @@ def prepare(
     try:
         issued = _open_store(settings)
         token = issued or settings.admin_token_path.read_text(encoding="utf-8").strip()
-        inventory = find_inventory(fake_gpus or settings.fake_gpus, announce)
+        if settings.executor == "slurm" and (fake_gpus or settings.fake_gpus):
+            raise ConfigError(
+                "--fake-gpus (DANLU_FAKE_GPUS) does not apply to the Slurm executor, whose GPUs "
+                "are the partition's; leave it out, or use --executor local"
+            )
+        inventory = (
+            None
+            if settings.executor == "slurm"
+            else find_inventory(fake_gpus or settings.fake_gpus, announce)
+        )
         sock = bind(host, settings.port if port is None else port)
         bound_host, bound_port = sock.getsockname()[:2]
         shown = f"[{bound_host}]" if ":" in bound_host else bound_host
         url = f"http://{shown}:{bound_port}"
-        executor = build_executor(settings, inventory, url)
+        if inventory is None:
+            executor: Executor = build_slurm_executor(settings, url)
+            inventory = inventory_from_cluster(executor.inventory(), "slurm")
+            announce(f"danlu: running jobs with Slurm: {inventory.describe()}")
+        else:
+            executor = build_executor(settings, inventory, url)
         app = create_app(
             settings,
             executor=executor,
