@@ -3,8 +3,12 @@ strings, exit codes and states; and a command that fails names itself."""
 
 from __future__ import annotations
 
+import shlex
+from pathlib import Path
+
 import pytest
 
+from danlu.executors import ExecutorUnavailableError
 from danlu.executors.slurmctl import (
     SlurmCommands,
     SlurmError,
@@ -73,3 +77,25 @@ def test_a_failing_command_names_itself() -> None:
     with pytest.raises(SlurmError, match="squeue"):
         commands.jobs([1])
     assert commands.jobs([]) == {}
+
+
+def _fake_bin(tmp_path: Path, name: str, stderr: str, code: int = 1) -> str:
+    """A stand-in for one Slurm command that prints ``stderr`` and exits ``code``."""
+    script = tmp_path / name
+    script.write_text(f"#!/bin/sh\necho {shlex.quote(stderr)} >&2\nexit {code}\n")
+    script.chmod(0o755)
+    return str(tmp_path)
+
+
+def test_an_unreachable_controller_is_unavailable_not_a_refusal(tmp_path: Path) -> None:
+    down = "sbatch: error: Batch job submission failed: Unable to contact slurm controller"
+    commands = SlurmCommands({"PATH": "/usr/bin:/bin"}, bin_dir=_fake_bin(tmp_path, "sbatch", down))
+    with pytest.raises(ExecutorUnavailableError, match="Unable to contact"):
+        commands.sbatch(["--nodes=1"], "batch.sh", {})
+    refused = tmp_path / "refused"
+    refused.mkdir()
+    said = "sbatch: error: Batch job submission failed: Invalid account or account/partition"
+    commands = SlurmCommands({"PATH": "/usr/bin:/bin"}, bin_dir=_fake_bin(refused, "sbatch", said))
+    with pytest.raises(SlurmError, match="Invalid account") as info:
+        commands.sbatch(["--nodes=1"], "batch.sh", {})
+    assert not isinstance(info.value, ExecutorUnavailableError)

@@ -7,13 +7,13 @@ from __future__ import annotations
 from pathlib import Path
 
 from helpers import user_and_nodes
-from sqlalchemy import update
+from sqlalchemy import select, update
 
 from danlu.config import load_settings
 from danlu.core.cluster import Cluster
-from danlu.executors import FakeExecutor, FakeWorld
+from danlu.executors import ExecutorUnavailableError, FakeExecutor, FakeWorld, Handle, JobLaunch
 from danlu.sched.registry import make_policy
-from danlu.server.db import Database, Job
+from danlu.server.db import Database, Job, Node
 from danlu.server.reconcile import Reconciler
 from danlu.server.services import events, jobs
 
@@ -47,4 +47,44 @@ def test_a_job_that_cannot_be_launched_fails_and_frees_its_gpu(
         assert (failed.state, failed.allocation) == ("FAILED", None)
         reason = events.list_events(s, broken_id)[-1].reason
         assert reason.startswith("cannot be launched: env.") and "environment variable" in reason
+    loop.stop()
+
+
+class _ControllerDown(FakeExecutor):
+    """A fake executor whose backend is unreachable for the first ``down`` launches."""
+
+    def __init__(self, inventory: Cluster, world: FakeWorld, down: int) -> None:
+        super().__init__(inventory, world)
+        self.down = down
+
+    def submit(self, job: JobLaunch) -> Handle:
+        if self.down > 0:
+            self.down -= 1
+            raise ExecutorUnavailableError("Unable to contact slurm controller")
+        return super().submit(job)
+
+
+def test_a_launch_the_executor_cannot_make_now_is_made_later(db: Database, tmp_path: Path) -> None:
+    """Slurm's controller down: the job keeps its GPUs and is launched once it answers, with
+    no restart counted against it and its node not blamed."""
+    inventory = Cluster.homogeneous(1, 1, "H100")
+    body = {"command": ["python", "train.py"], "resources": {"gpus": 1}}
+    with db.session() as s:
+        alice = user_and_nodes(s, inventory.nodes, NOW)
+        job_id = jobs.submit(s, {"name": "waits", **body}, alice, now=NOW).id
+    world = FakeWorld()
+    world.script(job_id, duration=100)
+    executor = _ControllerDown(inventory, world, down=2)
+    loop = Reconciler(db, executor, load_settings(home=tmp_path), policy=make_policy("fifo"))
+    for step in range(2):
+        report = loop.run_once(now=NOW + 10 + step)
+        assert report.launched == [] and "Unable to contact" in report.errors[0]
+    report = loop.run_once(now=NOW + 20)
+    assert report.launched == [job_id]
+    with db.read_session() as s:
+        job = jobs.get_job(s, job_id)
+        assert (job.state, job.restarts) == ("RUNNING", 0)
+        assert {n.name: n.launch_failures for n in s.scalars(select(Node))} == {
+            inventory.nodes[0].name: 0
+        }
     loop.stop()

@@ -18,6 +18,7 @@ from danlu.executors.base import (
 )
 from danlu.executors.errors import (
     ExecutorError,
+    ExecutorUnavailableError,
     GpusBusyError,
     InvalidLaunchError,
     JobAlreadyRunningError,
@@ -34,6 +35,7 @@ __all__ = [
     "ExecStatus",
     "Executor",
     "ExecutorError",
+    "ExecutorUnavailableError",
     "FakeExecutor",
     "FakeWorld",
     "GpuSharingExecutor",

@@ -6,6 +6,7 @@ DanluError
     ├── UnknownHandleError          a handle this executor has never seen (or forgot)
     ├── JobAlreadyRunningError      a second run of a job id that still runs
     ├── GpusBusyError               a launch onto GPUs that a stopping run still holds
+    ├── ExecutorUnavailableError    the executor's backend (Slurm's controller) is unreachable
     └── LaunchError                 the job could not be started (missing program, ...)
         └── NodeLaunchError         ... for the node's reasons (disk full, no processes left)
 """
@@ -37,6 +38,12 @@ class GpusBusyError(ExecutorError):
     """A launch onto GPUs that a run asked to stop (another job's, preempted, moved or
     cancelled) still holds: the control plane already counts them free, the GPUs do not
     yet. Submit again once that run has exited."""
+
+
+class ExecutorUnavailableError(ExecutorError):
+    """The service the executor runs jobs through (Slurm's controller) cannot be reached or
+    did not answer in time: nothing was started. Not the job's fault nor a node's; the
+    control plane launches again at a later pass."""
 
 
 class LaunchError(ExecutorError):

@@ -72,7 +72,13 @@ from danlu.executors.errors import (
     UnknownHandleError,
 )
 from danlu.executors.local import safe_child
-from danlu.executors.slurmctl import SlurmCommands, SlurmError, SlurmJob, SlurmNode
+from danlu.executors.slurmctl import (
+    SlurmCommands,
+    SlurmError,
+    SlurmJob,
+    SlurmNode,
+    SlurmUnavailableError,
+)
 
 log = logging.getLogger(__name__)
 
@@ -202,8 +208,9 @@ class SlurmExecutor(MultiNodeExecutor, GpuSharingExecutor):
         """Submit ``job`` to Slurm on its allocation's nodes. Raises
         :class:`JobAlreadyRunningError` while an earlier run still runs,
         :class:`GpusBusyError` while another job's run holds one of its GPUs,
-        :class:`NodeLaunchError` when Slurm reports one of its nodes down or drained, and
-        :class:`LaunchError` when ``sbatch`` refuses it."""
+        :class:`NodeLaunchError` when Slurm reports one of its nodes down or drained,
+        :class:`ExecutorUnavailableError` when Slurm's controller cannot be reached (nothing
+        was submitted), and :class:`LaunchError` when ``sbatch`` refuses it."""
         cluster = self.inventory()
         check_slots(cluster, job.gpus)
         if any(s.memory is None for s in job.gpus) and job.memory_limit is not None:
@@ -286,6 +293,9 @@ class SlurmExecutor(MultiNodeExecutor, GpuSharingExecutor):
         ]
         try:
             slurm_id = self._commands.sbatch(options, str(batch), self.job_env(job))
+        except SlurmUnavailableError:
+            shutil.rmtree(run_dir, ignore_errors=True)
+            raise
         except SlurmError as exc:
             shutil.rmtree(run_dir, ignore_errors=True)
             raise LaunchError(f"Slurm refused job {job.job_id}: {exc}") from exc
@@ -307,7 +317,7 @@ class SlurmExecutor(MultiNodeExecutor, GpuSharingExecutor):
             try:
                 self._node_states = {n.name: n.state for n in self._commands.nodes()}
             except SlurmError as exc:
-                raise LaunchError(f"cannot read the nodes' states from Slurm: {exc}") from exc
+                raise SlurmUnavailableError(f"cannot read the nodes' states: {exc}") from exc
             self._node_states_at = now
         for name in names:
             state = self._node_states.get(name, "UNKNOWN")

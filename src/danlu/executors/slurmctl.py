@@ -14,7 +14,7 @@ from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from datetime import datetime
 
-from danlu.executors.errors import ExecutorError
+from danlu.executors.errors import ExecutorError, ExecutorUnavailableError
 
 MiB = 1024**2
 
@@ -45,6 +45,17 @@ _GRES_ITEM = re.compile(r"^gpu(?::([^:(]+))?:(\d+)")
 class SlurmError(ExecutorError):
     """A Slurm command failed or printed what danlu cannot read; the message holds its
     argv and what it said."""
+
+
+class SlurmUnavailableError(SlurmError, ExecutorUnavailableError):
+    """A Slurm command could not reach the controller, timed out or could not be started."""
+
+
+_UNREACHABLE = re.compile(
+    r"Unable to contact slurm controller|Socket timed out|Connection refused|"
+    r"Zero Bytes were transmitted|Communication connection failure|Unable to connect",
+    re.IGNORECASE,
+)
 
 
 @dataclass(frozen=True, slots=True)
@@ -199,10 +210,11 @@ class SlurmCommands:
                 stdin=subprocess.DEVNULL,
             )
         except (OSError, subprocess.TimeoutExpired) as exc:
-            raise SlurmError(f"{' '.join(argv[:2])}: {exc}") from exc
+            raise SlurmUnavailableError(f"{' '.join(argv[:2])}: {exc}") from exc
         if done.returncode != 0:
             said = done.stderr.decode("utf-8", "replace").strip() or f"exit {done.returncode}"
-            raise SlurmError(f"{' '.join(argv[:2])} failed: {said}")
+            kind = SlurmUnavailableError if _UNREACHABLE.search(said) else SlurmError
+            raise kind(f"{' '.join(argv[:2])} failed: {said}")
         return done.stdout.decode("utf-8", "replace")
 
     def sbatch(self, options: Sequence[str], script: str, env: Mapping[str, str]) -> int:

@@ -46,6 +46,7 @@ from danlu.executors import (
     ExecStatus,
     Executor,
     ExecutorError,
+    ExecutorUnavailableError,
     GpusBusyError,
     Handle,
     JobAlreadyRunningError,
@@ -601,6 +602,9 @@ class Reconciler:
             self._stop_previous(job_id, attempt, report)
         except GpusBusyError:
             pass  # another job's run still holds one of its GPUs: next pass
+        except ExecutorUnavailableError as exc:  # e.g. Slurm's controller down: next pass
+            log.warning("reconcile: cannot launch %s now: %s", job_id, exc)
+            report.errors.append(f"launch {job_id}: {exc}")
         except (ExecutorError, OSError) as exc:  # OSError: one job's files, not the pass
             if is_node_fault(exc):
                 log.warning("reconcile: the node could not launch %s: %s", job_id, exc)
