@@ -159,6 +159,9 @@ class SlurmExecutor(MultiNodeExecutor, GpuSharingExecutor):
         self._states_at = -float("inf")
         self._node_states: dict[str, str] = {}
         self._node_states_at = -float("inf")
+        self._live: dict[Path, dict[str, Any] | None] | None = None
+        """Run directories of the runs that may still run, with their launch records (None:
+        not read yet; the first launch scans the state directory once)."""
 
     # -- capabilities -------------------------------------------------------------------------
 
@@ -306,6 +309,8 @@ class SlurmExecutor(MultiNodeExecutor, GpuSharingExecutor):
             self._commands.cancel(slurm_id)
             raise
         self._states[slurm_id] = SlurmJob(slurm_id, "PENDING")
+        if self._live is not None:
+            self._live[run_dir] = record
         return Handle(job.job_id, job.run_attempt)
 
     def _check_nodes(self, names: Sequence[str]) -> None:
@@ -359,6 +364,8 @@ class SlurmExecutor(MultiNodeExecutor, GpuSharingExecutor):
         run_dir, launch = self._load(handle)
         if self._status(run_dir, launch).running:
             raise ExecutorError(f"job {handle.job_id} still runs; stop it before forgetting it")
+        if self._live is not None:
+            self._live.pop(run_dir, None)
         shutil.rmtree(run_dir, ignore_errors=True)
 
     def discard(self, job_id: str) -> None:
@@ -368,6 +375,8 @@ class SlurmExecutor(MultiNodeExecutor, GpuSharingExecutor):
         launch = self._read_launch(run_dir) if run_dir.is_dir() else None
         if launch is not None and self._status(run_dir, launch).running:
             raise ExecutorError(f"job {job_id} still runs; stop it before discarding it")
+        if self._live is not None:
+            self._live.pop(run_dir, None)
         shutil.rmtree(run_dir, ignore_errors=True)
         safe_child(self._log_dir, f"{job_id}.log").unlink(missing_ok=True)
 
@@ -532,12 +541,14 @@ class SlurmExecutor(MultiNodeExecutor, GpuSharingExecutor):
             self._commands.cancel(slurm_id, "TERM")
 
     def _held(self) -> Iterator[HeldGpus]:
-        """The GPUs of every run of this executor that has not exited."""
-        for run_dir in sorted(self._runs.iterdir()):
-            launch = self._read_launch(run_dir)
-            if launch is None or not launch.get("gpus"):
-                continue
-            if self._status(run_dir, launch).running:
+        """The GPUs of every run of this executor that has not exited (the state directory
+        is scanned once; exited runs are dropped from the list as they are seen)."""
+        if self._live is None:
+            self._live = {d: self._read_launch(d) for d in self._runs.iterdir()}
+        for run_dir, launch in sorted(self._live.items()):
+            if launch is None or not self._status(run_dir, launch).running:
+                del self._live[run_dir]
+            elif launch.get("gpus"):
                 stopping = (run_dir / supervise.STOP).exists()
                 yield HeldGpus(
                     launch["job_id"], launch["gpus"], bool(launch.get("shared")), stopping
