@@ -22,12 +22,12 @@ if [ ${#missing[@]} -gt 0 ]; then
 fi
 # Fail instead of skipping when a service the suite needs is missing.
 export DANLU_TEST_REQUIRE_POSTGRES=1 DANLU_TEST_REQUIRE_PROMETHEUS=1 DANLU_TEST_REQUIRE_BROWSER=1 \
-  DANLU_TEST_REQUIRE_SLURM=1
+  DANLU_TEST_REQUIRE_SLURM=1 DANLU_TEST_REQUIRE_RAY=1
 
 # The CPU build of torch first: with it installed, the `train` extra's torch range is already
 # satisfied and pip never downloads a CUDA build.
 pip_install "torch==2.13.0"
-pip_install -e ".[train,dev]"
+pip_install -e ".[train,dev,ray]"
 
 echo "== ruff"
 python3 -m ruff check src tests benchmarks examples

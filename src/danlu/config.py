@@ -11,7 +11,8 @@ DANLU_POLICY_OPTIONS the policy's options, a JSON object  unset (the policy's de
 DANLU_INTERVAL       seconds between reconcile rounds      ``2.0``
 DANLU_FAKE_GPUS      fake inventory, e.g. ``4x80GiB``      unset (use NVML)
 DANLU_EXECUTOR       where jobs run: ``local`` (processes  ``local``
-                     on this host) or ``slurm``
+                     on this host), ``slurm`` or ``ray``
+DANLU_RAY_ADDRESS    the Ray cluster to join (``ray``)     ``auto`` (this host's cluster)
 DANLU_SLURM_PARTITION the Slurm partition danlu owns      unset (Slurm's default one)
 DANLU_SLURM_GPU_TYPE GPU type of nodes whose Gres names   ``generic``
                      none danlu knows (``H100``)
@@ -62,7 +63,8 @@ _HINTS: dict[str, str] = {
     "interval": "a positive, finite number of seconds, e.g. DANLU_INTERVAL=2.0",
     "fake_gpus": "GPUs per node and memory or type, e.g. DANLU_FAKE_GPUS=4x80GiB or 2x8xH100",
     "port": "a TCP port 1..65535, e.g. DANLU_PORT=8470",
-    "executor": "local or slurm, e.g. DANLU_EXECUTOR=slurm",
+    "executor": "local, slurm or ray, e.g. DANLU_EXECUTOR=slurm",
+    "ray_address": "a Ray address, e.g. DANLU_RAY_ADDRESS=10.0.0.1:6379 or auto",
     "slurm_partition": "a Slurm partition name, e.g. DANLU_SLURM_PARTITION=gpu",
     "slurm_gpu_type": "a GPU type, e.g. DANLU_SLURM_GPU_TYPE=H100",
     "slurm_sbatch_options": (
@@ -75,7 +77,7 @@ _HINTS: dict[str, str] = {
         "DANLU_TRACE_MODULES=danlu.estimate.zoo,mycompany.models (empty: trace none)"
     ),
 }
-EXECUTORS = ("local", "slurm")
+EXECUTORS = ("local", "slurm", "ray")
 """The executors the server can run jobs with (``DANLU_EXECUTOR``)."""
 _PARTITION = re.compile(r"^[A-Za-z0-9_.-]{1,128}$")
 _MODULE = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*(\.[A-Za-z_][A-Za-z0-9_]*)*$")
@@ -218,8 +220,12 @@ class Settings(BaseSettings):
     the reconcile loop deletes them, keeping the job and its events. 0: keep everything."""
 
     executor: str = "local"
-    """Where jobs run: ``local`` (supervised processes on this host) or ``slurm`` (a batch
-    job each, on the nodes of :attr:`slurm_partition`; :mod:`danlu.executors.slurm`)."""
+    """Where jobs run: ``local`` (supervised processes on this host), ``slurm`` (a batch
+    job each, on the nodes of :attr:`slurm_partition`; :mod:`danlu.executors.slurm`) or
+    ``ray`` (Ray actors on the nodes of the cluster at :attr:`ray_address`;
+    :mod:`danlu.executors.ray_executor`)."""
+    ray_address: str = "auto"
+    """The Ray cluster the ``ray`` executor joins (``auto``: the one this host belongs to)."""
     slurm_partition: str | None = None
     """The Slurm partition whose nodes danlu schedules (None: Slurm's default partition)."""
     slurm_gpu_type: str = "generic"

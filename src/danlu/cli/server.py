@@ -36,7 +36,11 @@ PolicyOptionOpt = Annotated[
 HostOpt = Annotated[str, typer.Option("--host", help="address to listen on")]
 ExecutorOpt = Annotated[
     str | None,
-    typer.Option("--executor", help="where jobs run: local (this host, the default) or slurm"),
+    typer.Option("--executor", help="where jobs run: local (this host, the default), slurm or ray"),
+]
+RayAddressOpt = Annotated[
+    str | None,
+    typer.Option("--ray-address", help="the Ray cluster to join (--executor ray; default: auto)"),
 ]
 PartitionOpt = Annotated[
     str | None,
@@ -72,6 +76,7 @@ def _start(
     database_url: str | None,
     executor: str | None = None,
     slurm_partition: str | None = None,
+    ray_address: str | None = None,
 ) -> None:
     from danlu.config import parse_option_pairs
     from danlu.server.main import Prepared, prepare, run
@@ -89,6 +94,7 @@ def _start(
             database_url=database_url,
             executor=executor,
             slurm_partition=slurm_partition,
+            ray_address=ray_address,
         )
         prepared = prepare(settings, host=host, port=port, fake_gpus=fake_gpus)
     except (DanluError, OSError) as exc:
@@ -123,10 +129,11 @@ def up(
     database_url: DbOpt = None,
     executor: ExecutorOpt = None,
     slurm_partition: PartitionOpt = None,
+    ray_address: RayAddressOpt = None,
 ) -> None:
     """Start a local control plane (server + local executor, SQLite in --home; or jobs run
-    by Slurm with --executor slurm); prints the URL and the admin token, then serves until
-    Ctrl-C."""
+    by Slurm or Ray with --executor slurm|ray); prints the URL and the admin token, then
+    serves until Ctrl-C."""
     _start(
         show_token=True,
         home=home,
@@ -139,6 +146,7 @@ def up(
         database_url=database_url,
         executor=executor,
         slurm_partition=slurm_partition,
+        ray_address=ray_address,
     )
 
 
@@ -153,6 +161,7 @@ def server(
     database_url: DbOpt = None,
     executor: ExecutorOpt = None,
     slurm_partition: PartitionOpt = None,
+    ray_address: RayAddressOpt = None,
 ) -> None:
     """Run the control plane (production): like `up` but the admin token is not printed."""
     _start(
@@ -167,6 +176,7 @@ def server(
         database_url=database_url,
         executor=executor,
         slurm_partition=slurm_partition,
+        ray_address=ray_address,
     )
 
 

@@ -57,8 +57,8 @@ class NodeInventory:
 
 @dataclass(frozen=True, slots=True)
 class Inventory:
-    """All GPUs an executor can use; ``source`` is ``"nvml"``, ``"fake"`` or ``"slurm"``
-    (the nodes of a Slurm partition, whose GPUs this host cannot read)."""
+    """All GPUs an executor can use; ``source`` is ``"nvml"``, ``"fake"``, ``"slurm"`` or
+    ``"ray"`` (a cluster's nodes, whose GPUs this host cannot read)."""
 
     nodes: tuple[NodeInventory, ...]
     source: str
@@ -85,9 +85,12 @@ class Inventory:
             for n in self.nodes
             if n.gpus
         ]
-        label = {"fake": "fake GPUs (not real hardware)", "slurm": "GPUs of Slurm's nodes"}.get(
-            self.source, "GPUs from NVML"
-        )
+        labels = {
+            "fake": "fake GPUs (not real hardware)",
+            "slurm": "GPUs of Slurm's nodes",
+            "ray": "GPUs of the Ray cluster's nodes",
+        }
+        label = labels.get(self.source, "GPUs from NVML")
         return f"{label}: {', '.join(parts) or 'none'}"
 
 

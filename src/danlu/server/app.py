@@ -265,11 +265,37 @@ def build_slurm_executor(settings: Settings, api_url: str | None) -> SlurmExecut
     )
 
 
-def build_executor(settings: Settings, inventory: Inventory, api_url: str | None) -> Executor:
-    """The executor ``settings`` name: the local one (state under ``{home}/executor``, logs
-    under ``{home}/logs``, the GPUs of ``inventory``) or the Slurm one (its own inventory)."""
+def build_cluster_executor(settings: Settings, api_url: str | None) -> Executor:
+    """The executor of a cluster, which reports its own nodes: Slurm's
+    (:func:`build_slurm_executor`) or Ray's (state under ``{home}/executor``, logs under
+    ``{home}/logs``, the cluster at ``settings.ray_address``)."""
     if settings.executor == "slurm":
         return build_slurm_executor(settings, api_url)
+    try:
+        import ray  # noqa: F401 - the executor imports it when built
+
+        from danlu.executors.ray_executor import RayExecutor
+    except ImportError:
+        raise ConfigError(
+            "DANLU_EXECUTOR=ray needs Ray on the control plane's host: pip install 'danlu[ray]'"
+        ) from None
+
+    home = Path(settings.home)
+    return RayExecutor(
+        home / "executor",
+        address=settings.ray_address,
+        log_dir=home / "logs",
+        base_env=job_base_env(),
+        api_url=api_url,
+    )
+
+
+def build_executor(settings: Settings, inventory: Inventory, api_url: str | None) -> Executor:
+    """The executor ``settings`` name: the local one (state under ``{home}/executor``, logs
+    under ``{home}/logs``, the GPUs of ``inventory``), or a cluster's, with its own inventory
+    (:func:`build_cluster_executor`)."""
+    if settings.executor != "local":
+        return build_cluster_executor(settings, api_url)
     home = Path(settings.home)
     return LocalExecutor(
         inventory.cluster(),
@@ -296,15 +322,14 @@ def create_app(
     ``start_loops`` (else call ``app.state.reconciler.run_once()`` yourself)."""
     db = Database(settings.db_url)
     upgrade_database(db.engine)
-    if executor is None and settings.executor == "slurm":
-        executor = build_slurm_executor(settings, api_url)
+    cluster_source = settings.executor if settings.executor != "local" else "fake"
+    if executor is None and settings.executor != "local":
+        executor = build_cluster_executor(settings, api_url)
     if inventory is None:
         inventory = (
             build_inventory(settings)
             if executor is None
-            else inventory_from_cluster(
-                executor.inventory(), "slurm" if isinstance(executor, SlurmExecutor) else "fake"
-            )
+            else inventory_from_cluster(executor.inventory(), cluster_source)
         )
     if executor is None:
         executor = build_executor(settings, inventory, api_url)

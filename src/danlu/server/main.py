@@ -30,8 +30,8 @@ from danlu.devices import Inventory, discover, fake_inventory
 from danlu.devices.errors import DeviceError
 from danlu.executors import Executor
 from danlu.server.app import (
+    build_cluster_executor,
     build_executor,
-    build_slurm_executor,
     create_app,
     inventory_from_cluster,
     is_full,
@@ -183,14 +183,14 @@ def prepare(
     try:
         issued = _open_store(settings)
         token = issued or settings.admin_token_path.read_text(encoding="utf-8").strip()
-        if settings.executor == "slurm" and (fake_gpus or settings.fake_gpus):
+        if settings.executor != "local" and (fake_gpus or settings.fake_gpus):
             raise ConfigError(
-                "--fake-gpus (DANLU_FAKE_GPUS) does not apply to the Slurm executor, whose GPUs "
-                "are the partition's; leave it out, or use --executor local"
+                f"--fake-gpus (DANLU_FAKE_GPUS) does not apply to the {settings.executor} "
+                "executor, whose GPUs are the cluster's; leave it out, or use --executor local"
             )
         inventory = (
             None
-            if settings.executor == "slurm"
+            if settings.executor != "local"
             else find_inventory(fake_gpus or settings.fake_gpus, announce)
         )
         sock = bind(host, settings.port if port is None else port)
@@ -198,9 +198,9 @@ def prepare(
         shown = f"[{bound_host}]" if ":" in bound_host else bound_host
         url = f"http://{shown}:{bound_port}"
         if inventory is None:
-            executor: Executor = build_slurm_executor(settings, url)
-            inventory = inventory_from_cluster(executor.inventory(), "slurm")
-            announce(f"danlu: running jobs with Slurm: {inventory.describe()}")
+            executor: Executor = build_cluster_executor(settings, url)
+            inventory = inventory_from_cluster(executor.inventory(), settings.executor)
+            announce(f"danlu: running jobs with {settings.executor}: {inventory.describe()}")
         else:
             executor = build_executor(settings, inventory, url)
         app = create_app(

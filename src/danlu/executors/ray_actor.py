@@ -1,0 +1,152 @@
+"""The process that runs one node's part of a job on a Ray cluster.
+
+:class:`NodeRun` is plain Python; :mod:`danlu.executors.ray_executor` makes it a detached Ray
+actor (one per node of a run, pinned to that node) and calls its methods remotely. It starts
+the job's command (an argv list, never a shell unless the launch asked for one) in a session of
+its own with the environment it is given, under :mod:`~danlu.executors.orphan_guard` (which
+ends it should this actor die), keeps the command's output in a file on its node,
+and hands it out in whole lines (:meth:`NodeRun.status`), so that the control plane can append
+the output of every node to the job's log without cutting a line in two. :meth:`NodeRun.stop`
+sends SIGTERM to the command's process group and SIGKILL after a grace. Imports nothing of
+Ray, so it is tested without a cluster.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import signal
+import subprocess
+import sys
+import tempfile
+import threading
+import time
+from collections.abc import Mapping, Sequence
+from pathlib import Path
+from typing import Any
+
+CHUNK = 1 << 20
+"""The most output one :meth:`NodeRun.status` call hands out."""
+GUARD = Path(__file__).with_name("orphan_guard.py").resolve()
+
+
+class NodeRun:
+    """One node's part of a run: the job's command as a child process group.
+
+    ``log_dir`` is where the output is kept on the node (a temporary directory when None).
+    """
+
+    def __init__(
+        self,
+        command: Sequence[str],
+        env: Mapping[str, str],
+        workdir: str | None = None,
+        log_dir: str | None = None,
+    ) -> None:
+        self._lock = threading.Lock()
+        folder = Path(log_dir) if log_dir else Path(tempfile.mkdtemp(prefix="danlu-run-"))
+        folder.mkdir(parents=True, exist_ok=True)
+        self._log_path = folder / "output.log"
+        self._sent = 0
+        self._stop: tuple[str, float] | None = None
+        self._error = ""
+        self.started_at = time.time()
+        self.finished_at: float | None = None
+        self._killer: threading.Timer | None = None
+        with open(self._log_path, "ab") as log:
+            try:
+                self._proc: subprocess.Popen[bytes] | None = subprocess.Popen(
+                    [sys.executable, "-I", str(GUARD), str(os.getpid()), *command],
+                    stdin=subprocess.DEVNULL,
+                    stdout=log,
+                    stderr=subprocess.STDOUT,
+                    env=dict(env),
+                    cwd=workdir,
+                    start_new_session=True,
+                    close_fds=True,
+                )
+            except OSError as exc:
+                self._proc = None
+                self._error = f"cannot start {command[0]!r}: {exc}"
+                self.finished_at = time.time()
+                log.write(f"danlu: {self._error}\n".encode())
+
+    def pid(self) -> int | None:
+        """The command's process id (None when it could not be started)."""
+        return self._proc.pid if self._proc is not None else None
+
+    def exit_code(self) -> int | None:
+        """The command's exit status once it has exited (``128 + N`` after signal N; 127
+        when it could not be started); None while it runs."""
+        if self._proc is None:
+            return 127
+        code = self._proc.poll()
+        if code is None:
+            return None
+        if self.finished_at is None:
+            self.finished_at = time.time()
+            if self._killer is not None:
+                self._killer.cancel()
+        return code if code >= 0 else 128 - code
+
+    def status(self) -> dict[str, Any]:
+        """The run's state and the output not handed out yet, in whole lines (all of it once
+        the command has exited): ``{"exit_code", "started_at", "finished_at", "output",
+        "error", "stop"}``; ``exit_code`` is None while the command runs."""
+        with self._lock:
+            code = self.exit_code()
+            output = self._read(final=code is not None)
+            return {
+                "exit_code": code,
+                "started_at": self.started_at,
+                "finished_at": self.finished_at,
+                "output": output,
+                "more": code is not None and self._sent < self._size(),
+                "error": self._error,
+                "stop": self._stop[0] if self._stop else None,
+            }
+
+    def stop(self, reason: str, grace: float) -> None:
+        """SIGTERM the command's process group now and SIGKILL it after ``grace`` seconds
+        (at once when ``grace`` <= 0); a no-op once it has exited."""
+        with self._lock:
+            if self._stop is None:
+                self._stop = (reason, grace)
+            if self._proc is None or self.exit_code() is not None:
+                return
+            if grace <= 0:
+                self._signal(signal.SIGKILL)
+                return
+            self._signal(signal.SIGTERM)
+            if self._killer is None:
+                self._killer = threading.Timer(grace, self._signal, (signal.SIGKILL,))
+                self._killer.daemon = True
+                self._killer.start()
+
+    def _signal(self, sig: int) -> None:
+        if self._proc is None or self._proc.poll() is not None:
+            return
+        with contextlib.suppress(ProcessLookupError, PermissionError):
+            os.killpg(self._proc.pid, sig)
+
+    def _size(self) -> int:
+        try:
+            return self._log_path.stat().st_size
+        except OSError:
+            return self._sent
+
+    def _read(self, final: bool) -> bytes:
+        try:
+            with open(self._log_path, "rb") as f:
+                f.seek(self._sent)
+                data = f.read(CHUNK)
+        except OSError:
+            return b""
+        if not final and len(data) > 0:
+            cut = data.rfind(b"\n")
+            if cut < 0 and len(data) < CHUNK:
+                return b""  # half a line: wait for the rest
+            if cut >= 0:
+                data = data[: cut + 1]
+        self._sent += len(data)
+        return data

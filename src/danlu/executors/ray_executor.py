@@ -1,0 +1,531 @@
+"""The Ray executor: each run of a job is one detached Ray actor per node it was placed on.
+
+danlu stays the scheduler: it places jobs on the GPUs of the Ray cluster's nodes and starts a
+:class:`~danlu.executors.ray_actor.NodeRun` actor on each node of a run (pinned there with a
+hard node affinity, asking Ray for no CPU or GPU), which starts the job's command with
+``CUDA_VISIBLE_DEVICES`` set to that node's GPUs of the allocation and torchrun's ``PET_*``
+settings for the run's nodes. The cluster should be danlu's: Ray tasks that others place on
+its GPUs are not seen by danlu.
+
+- **Nodes.** Every live node with GPUs (Ray's ``GPU`` resource) is a danlu node, named by its
+  ``danlu.node`` label (``ray start --labels='{"danlu.node": "gpu07"}'``) or else by Ray's
+  ``NodeName`` (its address). Ray's ``accelerator_type:...`` resource names the GPU type.
+- **Logs.** The actors keep their node's output and hand it out in whole lines; each poll
+  appends what is new, node after node, to ``{log_dir}/JOB_ID.log`` on the control plane's
+  host, so a job's log outlives its actors and is appended across runs as the local
+  executor's is.
+- **Stopping.** SIGTERM to the command's process group on every node, SIGKILL after the grace
+  (the actor's own timer). When one node's command fails, the others are stopped (a gang).
+- **Exit.** Once every node's command has exited, the first failure's status (or 0) is
+  classified as :func:`~danlu.executors.base.classify_exit` does, and the actors are killed.
+  An actor that died (its node lost, its worker killed) makes the run a preemption: the job is
+  re-queued to resume from its checkpoint.
+- **State.** ``{state_dir}/runs/JOB_ID/`` holds the launch record (actor names), a stop
+  request and the result, so a restarted control plane finds its runs' actors by name.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import logging
+import shutil
+import time
+import zlib
+from collections.abc import Callable, Iterator, Mapping
+from pathlib import Path
+from typing import Any
+
+from danlu.core.cluster import GPU_TYPES, Cluster, GpuType, Node, gpu_type
+from danlu.core.errors import UnknownNameError
+from danlu.executors import records, supervise
+from danlu.executors.base import (
+    ExecStatus,
+    GpuSharingExecutor,
+    Handle,
+    HeldGpus,
+    JobLaunch,
+    MultiNodeExecutor,
+    Outcome,
+    RunState,
+    StopReason,
+    busy_gpus,
+    check_slots,
+    classify_exit,
+    set_job_env,
+    validate_job_id,
+)
+from danlu.executors.errors import (
+    ExecutorError,
+    ExecutorUnavailableError,
+    InvalidLaunchError,
+    JobAlreadyRunningError,
+    LaunchError,
+    NodeLaunchError,
+    UnknownHandleError,
+)
+from danlu.executors.local import safe_child
+from danlu.executors.ray_actor import NodeRun
+
+log = logging.getLogger(__name__)
+
+RESULT = "result.json"
+NODE_LABEL = "danlu.node"
+"""The Ray node label that names a node for danlu."""
+CALL_TIMEOUT = 10.0
+"""Seconds a poll waits for the actors' answers before it counts the run as still starting."""
+START_TIMEOUT = 120.0
+"""Seconds an actor may take to answer its first call (Ray starting a worker on its node)
+before the run counts as lost."""
+_PRIVATE_PREFIXES = ("DANLU_", "RAY_")
+
+
+def _launch_fields() -> dict[str, records.Check]:
+    fields = dict(records.LAUNCH_FIELDS)
+    fields["actors"] = lambda v: isinstance(v, list) and all(isinstance(n, str) for n in v)
+    fields["nodes"] = lambda v: isinstance(v, list) and all(isinstance(n, str) for n in v)
+    fields["answered"] = lambda v: isinstance(v, bool)
+    return fields
+
+
+LAUNCH_FIELDS = _launch_fields()
+RESULT_FIELDS: Mapping[str, records.Check] = {
+    **records.EXIT_FIELDS,
+    "outcome": lambda v: v in {o.value for o in Outcome},
+    "started_at": lambda v: v is None or isinstance(v, int | float),
+}
+
+
+class RayExecutor(MultiNodeExecutor, GpuSharingExecutor):
+    """Runs each job as detached Ray actors on the nodes danlu placed it on.
+
+    Connects to the Ray cluster at ``address`` (``"auto"``: the one this host belongs to)
+    unless this process is connected already; actors live in ``namespace``. ``gpu_type`` is
+    the type of GPUs whose node names none danlu knows. ``state_dir`` and ``log_dir`` are on
+    the control plane's host.
+    """
+
+    def __init__(
+        self,
+        state_dir: str | Path,
+        *,
+        address: str | None = "auto",
+        namespace: str = "danlu",
+        gpu_type: GpuType = GPU_TYPES["generic"],
+        log_dir: str | Path | None = None,
+        base_env: Mapping[str, str] | None = None,
+        api_url: str | None = None,
+        cancel_grace: float = 5.0,
+        max_jobs_per_gpu: int = 16,
+        clock: Callable[[], float] = time.time,
+    ) -> None:
+        import ray
+
+        self._ray: Any = ray
+        if not ray.is_initialized():
+            try:
+                ray.init(address=address, namespace=namespace, log_to_driver=False)
+            except (ConnectionError, RuntimeError) as exc:
+                raise ExecutorUnavailableError(f"cannot join the Ray cluster: {exc}") from exc
+        self._namespace = namespace
+        self._actor = ray.remote(NodeRun)
+        self._runs = Path(state_dir).resolve() / "runs"
+        self._runs.mkdir(parents=True, exist_ok=True, mode=0o700)
+        self._log_dir = Path(log_dir) if log_dir is not None else self._runs.parent / "logs"
+        self._base_env = {
+            k: v for k, v in (base_env or {}).items() if not k.startswith(_PRIVATE_PREFIXES)
+        }
+        self._api_url = api_url
+        self._gpu_type = gpu_type
+        self._cancel_grace = cancel_grace
+        self._max_jobs_per_gpu = max_jobs_per_gpu
+        self._clock = clock
+        self._cluster: Cluster | None = None
+        self._handles: dict[str, Any] = {}
+        self._live: dict[Path, dict[str, Any] | None] | None = None
+
+    # -- capabilities -------------------------------------------------------------------------
+
+    def inventory(self) -> Cluster:
+        """The live nodes with GPUs, read from Ray once."""
+        if self._cluster is None:
+            nodes = self._nodes()
+            if not nodes:
+                raise ExecutorError("the Ray cluster has no live node with GPUs")
+            self._cluster = Cluster(tuple(self._node(info) for info in nodes.values()), "ray")
+        return self._cluster
+
+    def _nodes(self) -> dict[str, dict[str, Any]]:
+        """Ray's live nodes with GPUs by danlu name, in Ray's order."""
+        found: dict[str, dict[str, Any]] = {}
+        for info in self._ray.nodes():
+            if not info.get("Alive") or float(info.get("Resources", {}).get("GPU", 0)) <= 0:
+                continue
+            name = str((info.get("Labels") or {}).get(NODE_LABEL) or info.get("NodeName", ""))
+            if name in found:
+                raise ExecutorError(
+                    f"two Ray nodes are both named {name!r}; give each a label of its own, "
+                    f'e.g. ray start --labels=\'{{"{NODE_LABEL}": "gpu07"}}\''
+                )
+            found[name] = info
+        return found
+
+    def _node(self, info: Mapping[str, Any]) -> Node:
+        resources = info.get("Resources", {})
+        name = str((info.get("Labels") or {}).get(NODE_LABEL) or info.get("NodeName", ""))
+        kind = self._gpu_type
+        for key in resources:
+            if key.startswith("accelerator_type:"):
+                with contextlib.suppress(UnknownNameError):
+                    kind = gpu_type(key.split(":", 1)[1])
+        return Node(
+            name,
+            int(float(resources.get("GPU", 0))),
+            kind,
+            cpu_milli=int(float(resources.get("CPU", 0)) * 1000),
+            memory=int(float(resources.get("memory", 0))),
+        )
+
+    def max_nodes_per_job(self) -> int:
+        """Every node of the cluster."""
+        return len(self.inventory().nodes)
+
+    def max_jobs_per_gpu(self) -> int:
+        """The most jobs that may share one GPU (a constructor setting)."""
+        return self._max_jobs_per_gpu
+
+    # -- environment --------------------------------------------------------------------------
+
+    def node_env(
+        self, job: JobLaunch, rank: int, names: list[str], devices: str, master: str
+    ) -> dict[str, str]:
+        """The environment of the command on the ``rank``-th node of the run."""
+        env = dict(self._base_env)
+        env.setdefault("PYTHONUNBUFFERED", "1")
+        env.update({k: v for k, v in job.env.items() if not k.startswith(_PRIVATE_PREFIXES)})
+        set_job_env(env, job, self._api_url)
+        key = f"{job.job_id}#{job.run_attempt}"
+        env["CUDA_VISIBLE_DEVICES"] = devices
+        env["PET_NNODES"] = str(max(1, len(names)))
+        env["PET_NODE_RANK"] = str(rank)
+        env["PET_NPROC_PER_NODE"] = str(max(1, len([d for d in devices.split(",") if d])))
+        env["PET_MASTER_ADDR"] = master
+        env["PET_MASTER_PORT"] = str(20000 + zlib.crc32(key.encode()) % 20000)
+        return env
+
+    # -- lifecycle ----------------------------------------------------------------------------
+
+    def submit(self, job: JobLaunch) -> Handle:
+        """Start ``job``'s actors on its allocation's nodes. Raises
+        :class:`JobAlreadyRunningError` while an earlier run still runs,
+        :class:`GpusBusyError` while another job's run holds one of its GPUs, and
+        :class:`NodeLaunchError` when one of its nodes has left the Ray cluster."""
+        cluster = self.inventory()
+        check_slots(cluster, job.gpus)
+        if any(s.memory is None for s in job.gpus) and job.memory_limit is not None:
+            raise InvalidLaunchError("gpus", "mix of whole GPUs and memory shares in one job")
+        run_dir = safe_child(self._runs, job.job_id)
+        if (run_dir / supervise.LAUNCH).exists():
+            old = self._read_launch(run_dir)
+            if old is not None and self._status(run_dir, old).running:
+                raise JobAlreadyRunningError(
+                    f"job {job.job_id} still runs (attempt {old['attempt']})"
+                )
+            self._kill_actors(old)
+            shutil.rmtree(run_dir)
+        elif run_dir.exists():
+            shutil.rmtree(run_dir)
+        busy_gpus(job, self._held())
+        names = [cluster.nodes[i].name for i in job.nodes]
+        try:
+            alive = self._nodes()
+        except Exception as exc:
+            raise ExecutorUnavailableError(f"cannot read Ray's nodes: {exc}") from exc
+        for name in names:
+            if name not in alive:
+                raise NodeLaunchError(f"node {name} is not a live node of the Ray cluster")
+        try:
+            return self._start(job, run_dir, names, alive)
+        except OSError as exc:
+            shutil.rmtree(run_dir, ignore_errors=True)
+            raise NodeLaunchError(f"cannot write the run files of job {job.job_id}: {exc}") from exc
+
+    def _start(
+        self, job: JobLaunch, run_dir: Path, names: list[str], alive: dict[str, dict[str, Any]]
+    ) -> Handle:
+        from ray.util.scheduling_strategies import NodeAffinitySchedulingStrategy
+
+        self._log_dir.mkdir(parents=True, exist_ok=True)
+        log_path = safe_child(self._log_dir, f"{job.job_id}.log")
+        with open(log_path, "ab") as f:
+            offset = f.seek(0, 2)
+        run_dir.mkdir(mode=0o700)
+        cluster = self.inventory()
+        devices: dict[str, list[str]] = {name: [] for name in names}
+        for slot in job.gpus:
+            devices[cluster.nodes[slot.node].name].append(str(slot.gpu))
+        master = str(alive[names[0]].get("NodeManagerAddress", "127.0.0.1")) if names else ""
+        actors = [f"danlu.{job.job_id}.{job.run_attempt}.{rank}" for rank in range(len(names) or 1)]
+        record: dict[str, Any] = {
+            "job_id": job.job_id,
+            "attempt": job.run_attempt,
+            "command": job.command,
+            "log_path": str(log_path),
+            "log_offset": offset,
+            "cancel_grace": self._cancel_grace,
+            "launched_at": self._clock(),
+            "gpus": [[slot.node, slot.gpu] for slot in job.gpus],
+            "shared": all(slot.memory is not None for slot in job.gpus),
+            "nodes": names,
+            "actors": actors,
+        }
+        supervise.write_json(run_dir / supervise.LAUNCH, record)
+        for rank, actor_name in enumerate(actors):
+            options: dict[str, Any] = {
+                "name": actor_name,
+                "namespace": self._namespace,
+                "lifetime": "detached",
+                "num_cpus": 0,
+                "max_restarts": 0,
+                "max_concurrency": 4,
+            }
+            if names:
+                node_id = alive[names[rank]]["NodeID"]
+                options["scheduling_strategy"] = NodeAffinitySchedulingStrategy(node_id, soft=False)
+            visible = ",".join(devices.get(names[rank], [])) if names else ""
+            env = self.node_env(job, rank, names, visible, master)
+            try:
+                handle = self._actor.options(**options).remote(job.command, env, job.workdir)
+            except Exception as exc:  # Ray refused the actor (a name taken, the cluster gone)
+                self._kill_actors(record)
+                shutil.rmtree(run_dir, ignore_errors=True)
+                raise LaunchError(f"Ray could not start job {job.job_id}: {exc}") from exc
+            self._handles[actor_name] = handle
+        if self._live is not None:
+            self._live[run_dir] = record
+        return Handle(job.job_id, job.run_attempt)
+
+    def poll(self, handle: Handle) -> ExecStatus:
+        """The run's status from its actors; appends their new output to the job's log."""
+        run_dir, launch = self._load(handle)
+        return self._status(run_dir, launch)
+
+    def preempt(self, handle: Handle, grace_seconds: float) -> None:
+        """SIGTERM the job's processes on every node now, SIGKILL them after the grace."""
+        self._stop(handle, StopReason.PREEMPT, grace_seconds)
+
+    def cancel(self, handle: Handle) -> None:
+        """SIGTERM the job's processes now, SIGKILL them after ``cancel_grace`` seconds."""
+        self._stop(handle, StopReason.CANCEL, self._cancel_grace)
+
+    def adopt(self) -> list[Handle]:
+        """Every run recorded in the state directory and not forgotten, running or exited."""
+        handles = []
+        for run_dir in sorted(self._runs.iterdir()):
+            launch = self._read_launch(run_dir)
+            if launch is not None and run_dir.name == launch.get("job_id"):
+                handles.append(Handle(run_dir.name, int(launch["attempt"])))
+        return handles
+
+    def logs(self, handle: Handle, offset: int = 0, limit: int = 1 << 20) -> tuple[bytes, int]:
+        """Bytes of the job's log (all its runs, every node's lines) from ``offset``."""
+        _, launch = self._load(handle)
+        if offset < 0 or limit <= 0:
+            raise InvalidLaunchError("offset", "offset must be >= 0 and limit > 0")
+        return records.read_log(launch["log_path"], offset, limit)
+
+    def forget(self, handle: Handle) -> None:
+        """Delete the records of an exited run (the log stays)."""
+        run_dir, launch = self._load(handle)
+        if self._status(run_dir, launch).running:
+            raise ExecutorError(f"job {handle.job_id} still runs; stop it before forgetting it")
+        self._drop(run_dir, launch)
+
+    def discard(self, job_id: str) -> None:
+        """Delete the run records and the log of the finished job ``job_id``."""
+        validate_job_id(job_id)
+        run_dir = safe_child(self._runs, job_id)
+        launch = self._read_launch(run_dir) if run_dir.is_dir() else None
+        if launch is not None and self._status(run_dir, launch).running:
+            raise ExecutorError(f"job {job_id} still runs; stop it before discarding it")
+        self._drop(run_dir, launch)
+        safe_child(self._log_dir, f"{job_id}.log").unlink(missing_ok=True)
+
+    # -- internals ----------------------------------------------------------------------------
+
+    def _drop(self, run_dir: Path, launch: dict[str, Any] | None) -> None:
+        self._kill_actors(launch)
+        if self._live is not None:
+            self._live.pop(run_dir, None)
+        shutil.rmtree(run_dir, ignore_errors=True)
+
+    def _read_launch(self, run_dir: Path) -> dict[str, Any] | None:
+        return records.checked(
+            supervise.read_json(run_dir / supervise.LAUNCH),
+            LAUNCH_FIELDS,
+            ("job_id", "attempt", "log_path", "launched_at", "actors"),
+        )
+
+    def _load(self, handle: Handle) -> tuple[Path, dict[str, Any]]:
+        validate_job_id(handle.job_id)
+        run_dir = safe_child(self._runs, handle.job_id)
+        launch = self._read_launch(run_dir)
+        if launch is None or launch["attempt"] != handle.attempt:
+            raise UnknownHandleError(f"no run {handle.key} in {self._runs}")
+        return run_dir, launch
+
+    def _actor_handle(self, name: str) -> Any | None:
+        """The actor named ``name`` (None when Ray has no such actor: killed, or its node
+        lost)."""
+        if name not in self._handles:
+            try:
+                self._handles[name] = self._ray.get_actor(name, namespace=self._namespace)
+            except ValueError:
+                return None
+        return self._handles[name]
+
+    def _kill_actors(self, launch: Mapping[str, Any] | None) -> None:
+        """Kill the run's actors, each after it has SIGKILLed what is left of its command
+        (the command's process group outlives an actor killed first)."""
+        actors = []
+        for name in (launch or {}).get("actors") or []:
+            actor = self._actor_handle(name)
+            self._handles.pop(name, None)
+            if actor is not None:
+                actors.append((actor, actor.stop.remote("ended", 0.0)))
+        for actor, stopped in actors:
+            with contextlib.suppress(Exception):  # gone already, or not answering
+                self._ray.get(stopped, timeout=CALL_TIMEOUT)
+            with contextlib.suppress(Exception):
+                self._ray.kill(actor, no_restart=True)
+
+    def _status(self, run_dir: Path, launch: dict[str, Any]) -> ExecStatus:
+        stop = records.read_stop(run_dir)
+        reason = StopReason(stop["reason"]) if "reason" in stop else None
+        result = records.checked(supervise.read_json(run_dir / RESULT), RESULT_FIELDS)
+        if result is not None and "outcome" in result:
+            return _exited(result, reason)
+        answers = self._ask(launch)
+        if answers is None:  # not answering yet: Ray may still be starting the workers
+            if self._clock() - launch["launched_at"] < START_TIMEOUT or launch.get("answered"):
+                return ExecStatus(RunState.RUNNING, stop_reason=reason)
+            answers = [None] * len(launch["actors"])
+        elif not launch.get("answered"):
+            launch["answered"] = True
+            with contextlib.suppress(OSError):
+                supervise.write_json(run_dir / supervise.LAUNCH, launch)
+        self._append(launch, answers)
+        codes = [a["exit_code"] if a is not None else None for a in answers]
+        started = min((a["started_at"] for a in answers if a), default=launch["launched_at"])
+        if any(a is None for a in answers):  # an actor is gone: its node lost, or killed
+            where = ", ".join(
+                name
+                for name, answer in zip(launch.get("nodes") or ["?"], answers, strict=False)
+                if answer is None
+            )
+            result = {
+                "outcome": Outcome.PREEMPTED.value,
+                "exit_code": None,
+                "started_at": started,
+                "error": f"the run's actor on {where or 'its node'} is gone (node lost?)",
+            }
+            return self._record(run_dir, launch, result, reason)
+        if all(c is not None for c in codes) and not any(a["more"] for a in answers if a):
+            failures = sorted((a["finished_at"] or 0.0, a["exit_code"]) for a in answers if a)
+            code = next((c for _, c in failures if c), 0)  # the first to fail, in time
+            tail = records.log_tail(launch["log_path"], int(launch.get("log_offset", 0)))
+            result = {
+                "outcome": classify_exit(code, tail, reason).value,
+                "exit_code": code,
+                "started_at": started,
+                "error": next((a["error"] for a in answers if a and a["error"]), ""),
+            }
+            return self._record(run_dir, launch, result, reason)
+        if any(c not in (None, 0) for c in codes):  # one node's part failed: the gang stops
+            self._signal_all(launch, StopReason.CANCEL.value, self._cancel_grace)
+        return ExecStatus(RunState.RUNNING, stop_reason=reason, started_at=started)
+
+    def _ask(self, launch: Mapping[str, Any]) -> list[dict[str, Any] | None] | None:
+        """Every actor's status (None for an actor that is gone); None when they do not
+        answer within :data:`CALL_TIMEOUT` (still starting)."""
+        from ray.exceptions import GetTimeoutError, RayActorError
+
+        refs: list[Any] = []
+        for name in launch["actors"]:
+            actor = self._actor_handle(name)
+            refs.append(actor.status.remote() if actor is not None else None)
+        out: list[dict[str, Any] | None] = []
+        for ref in refs:
+            if ref is None:
+                out.append(None)
+                continue
+            try:
+                out.append(self._ray.get(ref, timeout=CALL_TIMEOUT))
+            except GetTimeoutError:
+                return None
+            except RayActorError:
+                out.append(None)
+        return out
+
+    def _append(self, launch: Mapping[str, Any], answers: list[dict[str, Any] | None]) -> None:
+        chunks = [a["output"] for a in answers if a is not None and a["output"]]
+        if chunks:
+            with open(launch["log_path"], "ab") as f:
+                for chunk in chunks:
+                    f.write(chunk)
+
+    def _record(
+        self,
+        run_dir: Path,
+        launch: Mapping[str, Any],
+        result: dict[str, Any],
+        reason: StopReason | None,
+    ) -> ExecStatus:
+        result.setdefault("finished_at", self._clock())
+        with contextlib.suppress(OSError):  # worked out again at the next poll
+            supervise.write_json(run_dir / RESULT, result)
+        self._kill_actors(launch)
+        return _exited(result, reason)
+
+    def _signal_all(self, launch: Mapping[str, Any], reason: str, grace: float) -> None:
+        for name in launch["actors"]:
+            actor = self._actor_handle(name)
+            if actor is not None:
+                actor.stop.remote(reason, grace)
+
+    def _stop(self, handle: Handle, reason: StopReason, grace: float) -> None:
+        run_dir, launch = self._load(handle)
+        if not self._status(run_dir, launch).running:
+            return
+        stop = {"reason": reason.value, "grace": max(0.0, grace), "requested_at": self._clock()}
+        try:
+            supervise.write_json(run_dir / supervise.STOP, stop)
+        except OSError as exc:
+            log.warning("cannot record the stop of %s (%s): %s", handle, reason.value, exc)
+        self._signal_all(launch, reason.value, grace)
+
+    def _held(self) -> Iterator[HeldGpus]:
+        """The GPUs of every run of this executor that has not exited."""
+        if self._live is None:
+            self._live = {d: self._read_launch(d) for d in self._runs.iterdir()}
+        for run_dir, launch in sorted(self._live.items()):
+            if launch is None or not self._status(run_dir, launch).running:
+                del self._live[run_dir]
+            elif launch.get("gpus"):
+                stopping = (run_dir / supervise.STOP).exists()
+                yield HeldGpus(
+                    launch["job_id"], launch["gpus"], bool(launch.get("shared")), stopping
+                )
+
+
+def _exited(result: Mapping[str, Any], reason: StopReason | None) -> ExecStatus:
+    code = result.get("exit_code")
+    return ExecStatus(
+        RunState.EXITED,
+        outcome=Outcome(result["outcome"]),
+        exit_code=code if isinstance(code, int) else None,
+        signal=code - 128 if isinstance(code, int) and code > 128 else None,
+        stop_reason=reason,
+        started_at=result.get("started_at"),
+        finished_at=result.get("finished_at"),
+        message=str(result.get("error", "")),
+    )

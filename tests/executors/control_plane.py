@@ -1,0 +1,134 @@
+"""``danlu server`` as a real process against a test cluster (Slurm or Ray), and a job that
+checkpoints on each of its nodes when preempted and resumes from it: the control-plane tests of
+the cluster executors."""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import signal
+import subprocess
+import sys
+import time
+from collections.abc import Iterator, Mapping, Sequence
+from pathlib import Path
+from typing import Any
+
+from danlu.client import Client
+
+SRC = str(Path(__file__).resolve().parents[2] / "src")
+CLI = [sys.executable, "-c", "from danlu.cli.main import app; app()"]
+
+# Runs on every node of its job: counts steps, checkpoints its node's step on SIGTERM and
+# exits 75, resumes from it; each line of its output names the node's rank.
+CHECKPOINTING = """
+import os, pathlib, signal, sys, time
+rank = os.environ["PET_NODE_RANK"]
+ckpt = pathlib.Path(os.environ["DANLU_CHECKPOINT_DIR"]) / f"step-{rank}"
+step = int(ckpt.read_text()) if ckpt.exists() else 0
+print(f"rank {rank} resume {step} gpus {os.environ['CUDA_VISIBLE_DEVICES']}", flush=True)
+stopping = False
+def on_term(signum, frame):
+    global stopping
+    stopping = True
+signal.signal(signal.SIGTERM, on_term)
+while step < 40:
+    if stopping:
+        ckpt.parent.mkdir(parents=True, exist_ok=True)
+        ckpt.write_text(str(step))
+        print(f"rank {rank} checkpoint {step}", flush=True)
+        sys.exit(75)
+    time.sleep(0.05)
+    step += 1
+print(f"rank {rank} done {step}", flush=True)
+"""
+
+
+def server_env(extra: Mapping[str, str]) -> dict[str, str]:
+    """The server's environment: this one without danlu's, Slurm's or Ray's variables, danlu's
+    sources first on the path, and ``extra``."""
+    prefixes = ("DANLU_", "SLURM_", "RAY_")
+    env = {k: v for k, v in os.environ.items() if not k.startswith(prefixes)}
+    env["PYTHONPATH"] = os.pathsep.join(p for p in (SRC, env.get("PYTHONPATH")) if p)
+    env.update(extra)
+    return env
+
+
+@contextlib.contextmanager
+def control_plane(root: Path, args: Sequence[str], env: Mapping[str, str]) -> Iterator[Client]:
+    """``danlu server --home root/home --port 0 ARGS`` until the block ends (SIGINT)."""
+    home = root / "home"
+    log = root / "server.log"
+    argv = [*CLI, "server", "--home", str(home), "--port", "0", "--interval", "0.3", *args]
+    with log.open("wb") as out:
+        proc = subprocess.Popen(
+            argv, stdout=out, stderr=subprocess.STDOUT, env=dict(env), start_new_session=True
+        )
+    try:
+        deadline = time.monotonic() + 60
+        while not ((home / "server.json").exists() and (home / "admin.token").exists()):
+            assert proc.poll() is None, log.read_text()
+            assert time.monotonic() < deadline, log.read_text()
+            time.sleep(0.1)
+        with Client.from_home(home, timeout=10) as client:
+            yield client
+    finally:
+        proc.send_signal(signal.SIGINT)
+        try:
+            proc.wait(20)
+        except subprocess.TimeoutExpired:
+            os.killpg(proc.pid, signal.SIGKILL)
+            proc.wait(10)
+
+
+def wait_state(client: Client, job_id: str, state: str, timeout: float = 60) -> dict[str, Any]:
+    """The job once it is in ``state``."""
+    deadline = time.monotonic() + timeout
+    while True:
+        job = client.get_job(job_id)
+        if job["state"] == state:
+            return dict(job)
+        assert time.monotonic() < deadline, f"{job_id} is {job['state']}, not {state}: {job}"
+        time.sleep(0.2)
+
+
+def preempt_and_resume(client: Client) -> None:
+    """An 8-GPU job over both nodes is preempted by a higher-priority one, checkpoints on each
+    node and resumes from its checkpoint there; the nodes are ``n1`` and ``n2``."""
+    nodes = client.nodes()
+    assert sorted(n["name"] for n in nodes) == ["n1", "n2"]
+    assert [len(n["gpus"]) for n in nodes] == [4, 4]
+    low = client.submit(
+        {
+            "name": "wide",
+            "priority": 0,
+            "command": [sys.executable, "-c", CHECKPOINTING],
+            "resources": {"gpus": 8},
+        }
+    )
+    wait_state(client, low["id"], "RUNNING")
+    deadline = time.monotonic() + 60
+    while client.logs(low["id"])[0].count("resume 0") < 2:
+        assert time.monotonic() < deadline, client.logs(low["id"])
+        time.sleep(0.1)
+    high = client.submit(
+        {
+            "name": "urgent",
+            "priority": 10,
+            "command": [sys.executable, "-c", "print('urgent ran')"],
+            "resources": {"gpus": 2},
+        }
+    )
+    assert wait_state(client, high["id"], "SUCCEEDED")["restarts"] == 0
+    done = wait_state(client, low["id"], "SUCCEEDED", timeout=90)
+    log = client.logs(low["id"])[0]
+    events = [e["new"] for e in client.events(low["id"])]
+    assert done["preemptions"] == 1 and done["restarts"] == 0
+    assert events == ["PENDING", "RUNNING", "PREEMPTING", "PENDING", "RUNNING", "SUCCEEDED"]
+    for rank in ("0", "1"):
+        lines = [line for line in log.splitlines() if line.startswith(f"rank {rank} ")]
+        saved = next(int(x.split()[3]) for x in lines if " checkpoint " in x)
+        resumed = [int(x.split()[3]) for x in lines if " resume " in x]
+        assert saved > 0 and resumed == [0, saved], lines
+        assert f"rank {rank} done 40" in lines
+    assert {line.split("gpus ")[1] for line in log.splitlines() if "gpus " in line} == {"0,1,2,3"}

@@ -1,0 +1,252 @@
+"""The Ray executor against a real Ray cluster (``ray_cluster``): inventory, placement and
+environment on one and two nodes, exits, preemption with and without a checkpoint,
+cancellation, a gang whose one node fails, busy GPUs, adoption by a new instance, an actor
+that dies."""
+
+from __future__ import annotations
+
+import json
+import os
+import sys
+import time
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+from ray_cluster import NODES, ray_cluster
+
+from danlu.executors import (
+    ExecStatus,
+    GpusBusyError,
+    GpuSlot,
+    Handle,
+    JobAlreadyRunningError,
+    JobLaunch,
+    Outcome,
+    StopReason,
+)
+
+PY = sys.executable
+SRC = str(Path(__file__).resolve().parents[2] / "src")
+
+pytestmark = pytest.mark.slow
+
+
+@pytest.fixture(scope="module")
+def cluster() -> Iterator[Any]:
+    with ray_cluster() as started:
+        yield started
+
+
+def executor(state: Path, **kwargs: Any) -> Any:
+    from danlu.executors.ray_executor import RayExecutor
+
+    base = {"PATH": os.environ.get("PATH", "/usr/bin:/bin"), "PYTHONPATH": SRC, "RAY_X": "1"}
+    return RayExecutor(
+        state,
+        address=None,
+        namespace="danlu-test",
+        base_env=base,
+        api_url="http://127.0.0.1:8080",
+        cancel_grace=1.0,
+        **kwargs,
+    )
+
+
+@pytest.fixture
+def ex(cluster: Any, tmp_path: Path) -> Any:
+    return executor(tmp_path / "state")
+
+
+def wait(ex: Any, handle: Handle, timeout: float = 60.0) -> ExecStatus:
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        status: ExecStatus = ex.poll(handle)
+        if not status.running:
+            return status
+        time.sleep(0.1)
+    raise AssertionError(f"{handle} still running after {timeout}s")
+
+
+def wait_text(ex: Any, handle: Handle, text: str, count: int = 1, timeout: float = 60) -> str:
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        ex.poll(handle)
+        log: str = ex.logs(handle)[0].decode()
+        if log.count(text) >= count:
+            return log
+        time.sleep(0.1)
+    raise AssertionError(f"{text!r} never in the log of {handle}: {ex.logs(handle)[0]!r}")
+
+
+def launch(job_id: str, code: str, **kwargs: Any) -> JobLaunch:
+    return JobLaunch(job_id, (PY, "-c", code), **kwargs)
+
+
+ENV_DUMP = (
+    "import os, json; print('ENV', json.dumps({k: v for k, v in os.environ.items() "
+    "if k.startswith(('DANLU_', 'CUDA_', 'PET_', 'MY_', 'RAY_'))}), flush=True)"
+)
+
+
+def envs(log: str) -> list[dict[str, str]]:
+    return [json.loads(line[4:]) for line in log.splitlines() if line.startswith("ENV ")]
+
+
+def test_inventory_lists_the_nodes_with_gpus(ex: Any) -> None:
+    cluster = ex.inventory()
+    assert sorted(n.name for n in cluster.nodes) == list(NODES)
+    assert [n.gpus for n in cluster.nodes] == [4, 4]
+    assert ex.max_nodes_per_job() == 2
+
+
+def test_job_runs_on_its_gpus_with_the_job_environment(ex: Any, tmp_path: Path) -> None:
+    node = [n.name for n in ex.inventory().nodes].index("n2")
+    job = launch(
+        "env-1",
+        ENV_DUMP,
+        env={"MY_VAR": "a b; $(touch /tmp/x)", "DANLU_JOB_ID": "x", "RAY_ADDRESS": "elsewhere"},
+        gpus=(GpuSlot(node, 1), GpuSlot(node, 3)),
+        checkpoint_dir=str(tmp_path / "ckpt"),
+        token="secret",
+        batch_size=64,
+    )
+    handle = ex.submit(job)
+    status = wait(ex, handle)
+    assert status.outcome is Outcome.SUCCEEDED and status.exit_code == 0, status
+    (env,) = envs(ex.logs(handle)[0].decode())
+    assert env["CUDA_VISIBLE_DEVICES"] == "1,3"
+    assert env["MY_VAR"] == "a b; $(touch /tmp/x)"
+    assert env["DANLU_JOB_ID"] == "env-1" and env["DANLU_TOKEN"] == "secret"
+    assert env["DANLU_BATCH_SIZE"] == "32"
+    assert "RAY_ADDRESS" not in env and "RAY_X" not in env
+    assert env["PET_NNODES"] == "1" and env["PET_NPROC_PER_NODE"] == "2"
+
+
+def test_a_job_across_two_nodes_gets_each_nodes_gpus(ex: Any) -> None:
+    job = launch("multi-1", ENV_DUMP, gpus=(GpuSlot(0, 0), GpuSlot(0, 2), GpuSlot(1, 3)))
+    handle = ex.submit(job)
+    assert wait(ex, handle).outcome is Outcome.SUCCEEDED
+    by_rank = {e["PET_NODE_RANK"]: e for e in envs(ex.logs(handle)[0].decode())}
+    assert by_rank["0"]["CUDA_VISIBLE_DEVICES"] == "0,2"
+    assert by_rank["1"]["CUDA_VISIBLE_DEVICES"] == "3"
+    assert {e["PET_NNODES"] for e in by_rank.values()} == {"2"}
+    assert len({e["PET_MASTER_PORT"] for e in by_rank.values()}) == 1
+
+
+def test_exit_codes_are_classified(ex: Any) -> None:
+    failed = ex.submit(launch("fail-1", "import sys; sys.exit(3)", gpus=(GpuSlot(0, 0),)))
+    oom = ex.submit(
+        launch(
+            "oom-1",
+            "import sys; print('torch.OutOfMemoryError: CUDA out of memory'); sys.exit(1)",
+            gpus=(GpuSlot(0, 1),),
+        )
+    )
+    status = wait(ex, failed)
+    assert status.outcome is Outcome.FAILED and status.exit_code == 3
+    assert wait(ex, oom).outcome is Outcome.OOM
+    missing = ex.submit(JobLaunch("missing-1", ("/no/such/program",), gpus=(GpuSlot(0, 2),)))
+    status = wait(ex, missing)
+    assert status.outcome is Outcome.FAILED and status.exit_code == 127
+    assert "cannot start '/no/such/program'" in ex.logs(missing)[0].decode()
+
+
+SLOW_CHECKPOINT = (
+    "import signal, sys, time\n"
+    "def stop(*_):\n"
+    "    print('checkpointing', flush=True); time.sleep(0.5); sys.exit(75)\n"
+    "signal.signal(signal.SIGTERM, stop)\n"
+    "print('ready', flush=True)\n"
+    "time.sleep(60)\n"
+)
+
+
+def test_preemption_lets_the_job_checkpoint_on_every_node(ex: Any) -> None:
+    handle = ex.submit(launch("pre-1", SLOW_CHECKPOINT, gpus=(GpuSlot(0, 0), GpuSlot(1, 0))))
+    wait_text(ex, handle, "ready", count=2)
+    ex.preempt(handle, grace_seconds=20)
+    status = wait(ex, handle)
+    assert status.outcome is Outcome.PREEMPTED and status.checkpointed, status
+    assert status.stop_reason is StopReason.PREEMPT
+    assert ex.logs(handle)[0].decode().count("checkpointing") == 2
+
+
+def test_a_job_ignoring_sigterm_is_killed_after_the_grace_and_a_cancel_fails_it(
+    ex: Any,
+) -> None:
+    code = (
+        "import signal, time; signal.signal(signal.SIGTERM, signal.SIG_IGN); "
+        "print('ready', flush=True); time.sleep(60)"
+    )
+    handle = ex.submit(launch("stubborn-1", code, gpus=(GpuSlot(0, 2),)))
+    wait_text(ex, handle, "ready")
+    ex.preempt(handle, grace_seconds=1.0)
+    status = wait(ex, handle)
+    assert status.outcome is Outcome.PREEMPTED and not status.checkpointed
+    assert (status.exit_code, status.signal) == (137, 9)
+    cancelled = ex.submit(launch("cancel-1", "import time; time.sleep(60)", gpus=(GpuSlot(0, 2),)))
+    ex.cancel(cancelled)
+    status = wait(ex, cancelled)
+    assert status.outcome is Outcome.FAILED and status.stop_reason is StopReason.CANCEL
+
+
+def test_when_one_node_fails_the_others_are_stopped(ex: Any) -> None:
+    code = (
+        "import os, sys, time\nif os.environ['PET_NODE_RANK'] == '1': sys.exit(5)\ntime.sleep(60)\n"
+    )
+    handle = ex.submit(launch("gang-1", code, gpus=(GpuSlot(0, 3), GpuSlot(1, 3))))
+    status = wait(ex, handle, timeout=30)
+    assert status.outcome is Outcome.FAILED and status.exit_code == 5
+
+
+def test_busy_gpus_and_a_second_run_are_refused(ex: Any) -> None:
+    code = "import time; print('ready', flush=True); time.sleep(60)"
+    handle = ex.submit(launch("hold-1", code, gpus=(GpuSlot(1, 2),)))
+    with pytest.raises(JobAlreadyRunningError):
+        ex.submit(launch("hold-1", code, gpus=(GpuSlot(1, 1),), attempt=1))
+    with pytest.raises(GpusBusyError):
+        ex.submit(launch("other-1", code, gpus=(GpuSlot(1, 2),)))
+    ex.cancel(handle)
+    assert wait(ex, handle).stop_reason is StopReason.CANCEL
+
+
+def test_a_new_instance_adopts_the_runs(cluster: Any, tmp_path: Path) -> None:
+    first = executor(tmp_path / "state")
+    code = "import time; print('ready', flush=True); time.sleep(1.5); print('done')"
+    handle = first.submit(launch("adopt-1", code, gpus=(GpuSlot(0, 1),)))
+    wait_text(first, handle, "ready")
+    second = executor(tmp_path / "state")
+    assert second.adopt() == [handle]
+    status = wait(second, handle)
+    assert status.outcome is Outcome.SUCCEEDED
+    assert second.logs(handle)[0].decode().split() == ["ready", "done"]
+    second.forget(handle)
+    assert second.adopt() == []
+
+
+def test_a_run_whose_actor_dies_is_re_queued_as_preempted(ex: Any) -> None:
+    import ray
+
+    code = "import time; print('ready', flush=True); time.sleep(60)  # lost-marker"
+    handle = ex.submit(launch("lost-1", code, gpus=(GpuSlot(1, 0),)))
+    wait_text(ex, handle, "ready")
+    ray.kill(ray.get_actor("danlu.lost-1.0.0", namespace="danlu-test"), no_restart=True)
+    status = wait(ex, handle)
+    assert status.outcome is Outcome.PREEMPTED and "gone" in status.message
+    deadline = time.monotonic() + 10  # the job's process ends with its actor
+    while any(b"lost-marker" in line for line in _cmdlines()):
+        assert time.monotonic() < deadline, "the job outlived its actor"
+        time.sleep(0.1)
+
+
+def _cmdlines() -> list[bytes]:
+    out = []
+    for entry in Path("/proc").iterdir():
+        if entry.name.isdigit():
+            try:
+                out.append((entry / "cmdline").read_bytes())
+            except OSError:  # exited meanwhile
+                continue
+    return out

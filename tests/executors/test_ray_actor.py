@@ -1,0 +1,93 @@
+"""The Ray executor's node process without Ray: output handed out in whole lines, SIGTERM then
+SIGKILL, and the guard that ends a job whose actor died."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+from danlu.executors.ray_actor import GUARD, NodeRun
+
+PY = sys.executable
+ENV = {"PATH": os.environ.get("PATH", "/usr/bin:/bin")}
+
+
+def _until_exit(run: NodeRun, timeout: float = 15) -> dict[str, object]:
+    deadline = time.monotonic() + timeout
+    out = b""
+    while time.monotonic() < deadline:
+        status = run.status()
+        out += status["output"]  # type: ignore[operator]
+        if status["exit_code"] is not None and not status["more"]:
+            return {**status, "output": out}
+        time.sleep(0.05)
+    raise AssertionError("still running")
+
+
+def test_output_comes_in_whole_lines(tmp_path: Path) -> None:
+    code = (
+        "import sys, time; print('one', flush=True); sys.stdout.write('tw'); sys.stdout.flush(); "
+        "time.sleep(1); print('o'); sys.stdout.write('end')"
+    )
+    run = NodeRun([PY, "-c", code], ENV, log_dir=str(tmp_path))
+    deadline = time.monotonic() + 10
+    first = b""
+    while b"one" not in first:
+        assert time.monotonic() < deadline
+        first += run.status()["output"]
+        time.sleep(0.05)
+    assert first == b"one\n"  # not the half line after it
+    done = _until_exit(run)
+    assert done["output"] == b"two\nend" and done["exit_code"] == 0
+
+
+def test_stop_terms_then_kills(tmp_path: Path) -> None:
+    code = (
+        "import signal, time; signal.signal(signal.SIGTERM, signal.SIG_IGN); "
+        "print('ready', flush=True); time.sleep(60)"
+    )
+    run = NodeRun([PY, "-c", code], ENV, log_dir=str(tmp_path))
+    while b"ready" not in (tmp_path / "output.log").read_bytes():
+        time.sleep(0.05)
+    t0 = time.monotonic()
+    run.stop("preempt", 0.5)
+    done = _until_exit(run)
+    assert done["exit_code"] == 137 and done["stop"] == "preempt"
+    assert time.monotonic() - t0 >= 0.4
+    polite = NodeRun([PY, "-c", "import time; time.sleep(60)"], ENV, log_dir=str(tmp_path / "b"))
+    polite.stop("cancel", 10)
+    assert _until_exit(polite)["exit_code"] == 128 + 15
+
+
+def test_the_guard_ends_the_job_when_its_parent_dies(tmp_path: Path) -> None:
+    pid_file = tmp_path / "job.pid"
+    job = (
+        f"import os, pathlib, time; pathlib.Path({str(pid_file)!r}).write_text(str(os.getpid()))"
+        "; time.sleep(60)"
+    )
+    # a parent that starts the guard in a session of its own, then dies at once
+    parent = (
+        "import os, subprocess, sys; "
+        f"subprocess.Popen([sys.executable, '-I', {str(GUARD)!r}, str(os.getpid()), "
+        f"sys.executable, '-c', {job!r}], start_new_session=True); "
+        "import time; time.sleep(1)"
+    )
+    subprocess.run([PY, "-c", parent], check=True, timeout=30)
+    deadline = time.monotonic() + 10
+    while not pid_file.exists():
+        assert time.monotonic() < deadline
+        time.sleep(0.05)
+    pid = int(pid_file.read_text())
+    while Path(f"/proc/{pid}").exists() and _state(pid) != "Z":
+        assert time.monotonic() < deadline, "the job outlived its guard's parent"
+        time.sleep(0.05)
+
+
+def _state(pid: int) -> str:
+    try:
+        return Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0]
+    except (OSError, IndexError):
+        return "Z"
