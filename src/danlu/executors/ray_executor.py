@@ -504,11 +504,13 @@ class RayExecutor(MultiNodeExecutor, GpuSharingExecutor):
         self._signal_all(launch, reason.value, grace)
 
     def _held(self) -> Iterator[HeldGpus]:
-        """The GPUs of every run of this executor that has not exited."""
+        """The GPUs of every run of this executor not known to have exited: one whose result
+        a poll has recorded. Asks no actor (a launch would otherwise ask every live run's);
+        a run that exited since its last poll holds its GPUs until the next one."""
         if self._live is None:
             self._live = {d: self._read_launch(d) for d in self._runs.iterdir()}
         for run_dir, launch in sorted(self._live.items()):
-            if launch is None or not self._status(run_dir, launch).running:
+            if launch is None or (run_dir / RESULT).exists():
                 del self._live[run_dir]
             elif launch.get("gpus"):
                 stopping = (run_dir / supervise.STOP).exists()
