@@ -5,7 +5,9 @@ the cluster executors."""
 from __future__ import annotations
 
 import contextlib
+import json
 import os
+import random
 import signal
 import subprocess
 import sys
@@ -132,3 +134,81 @@ def preempt_and_resume(client: Client) -> None:
         assert saved > 0 and resumed == [0, saved], lines
         assert f"rank {rank} done 40" in lines
     assert {line.split("gpus ")[1] for line in log.splitlines() if "gpus " in line} == {"0,1,2,3"}
+
+
+# Runs for DURATION seconds of work in all, checkpointing its progress on SIGTERM (exit 75);
+# records each run's GPUs and times on each node.
+RECORDING = """
+import json, os, pathlib, signal, sys, time
+record, duration, name = pathlib.Path(sys.argv[1]), float(sys.argv[2]), sys.argv[3]
+rank = os.environ["PET_NODE_RANK"]
+ckpt = pathlib.Path(os.environ["DANLU_CHECKPOINT_DIR"]) / f"done-{rank}"
+done = float(ckpt.read_text()) if ckpt.exists() else 0.0
+stopping = False
+def on_term(signum, frame):
+    global stopping
+    stopping = True
+signal.signal(signal.SIGTERM, on_term)
+t0 = time.time()
+while done + time.time() - t0 < duration and not stopping:
+    time.sleep(0.05)
+t1 = time.time()
+entry = {"job": name, "node": os.environ.get("SLURMD_NODENAME", rank), "t0": t0, "t1": t1,
+         "gpus": os.environ["CUDA_VISIBLE_DEVICES"],
+         "shared": "DANLU_GPU_MEMORY_LIMIT" in os.environ}
+(record / f"{name}-{rank}-{os.getpid()}.json").write_text(json.dumps(entry))
+if stopping:
+    ckpt.parent.mkdir(parents=True, exist_ok=True)
+    ckpt.write_text(str(done + t1 - t0))
+    sys.exit(75)
+"""
+
+
+def mixed_workload(client: Client, record: Path, seed: int, count: int) -> list[dict[str, Any]]:
+    """Submit ``count`` seeded jobs (1-8 whole GPUs or a memory share, priorities 0-5, 1-3 s of
+    work, one in ten cancelled) and wait until every one has ended; their records go to
+    ``record``. Returns the jobs."""
+    rng = random.Random(seed)
+    ids: list[str] = []
+    for i in range(count):
+        work = f"{rng.uniform(1, 3):.2f}"
+        resources: dict[str, Any] = {"gpus": rng.choice([1, 1, 2, 3, 4, 6, 8])}
+        if rng.random() < 0.3:
+            resources = {"gpus": 1, "gpu_memory": "30GiB"}
+        body = {
+            "name": f"j{i}",
+            "priority": rng.randint(0, 5),
+            "command": [sys.executable, "-c", RECORDING, str(record), work, f"j{i}"],
+            "resources": resources,
+        }
+        ids.append(client.submit(body)["id"])
+        time.sleep(rng.uniform(0, 0.4))
+        if rng.random() < 0.1:
+            victim = client.get_job(ids[-1])
+            if victim["state"] not in ("SUCCEEDED", "FAILED", "CANCELLED"):
+                client.cancel(victim["id"])
+    deadline = time.monotonic() + 240
+    while True:
+        jobs = [dict(client.get_job(job_id)) for job_id in ids]
+        if all(j["state"] in ("SUCCEEDED", "FAILED", "CANCELLED") for j in jobs):
+            return jobs
+        assert time.monotonic() < deadline, [(j["name"], j["state"]) for j in jobs]
+        time.sleep(0.5)
+
+
+def overlaps(record: Path) -> list[tuple[Any, ...]]:
+    """Pairs of runs of two jobs that held one whole GPU of one node at the same time."""
+    spans = []
+    for path in record.iterdir():
+        entry = json.loads(path.read_text())
+        for gpu in filter(None, entry["gpus"].split(",")):
+            spans.append(
+                (entry["node"], gpu, entry["t0"], entry["t1"], entry["job"], entry["shared"])
+            )
+    found = []
+    for i, a in enumerate(spans):
+        for b in spans[i + 1 :]:
+            same_gpu = a[:2] == b[:2] and a[4] != b[4]
+            if same_gpu and a[2] < b[3] and b[2] < a[3] and not (a[5] and b[5]):
+                found.append((a, b))
+    return found

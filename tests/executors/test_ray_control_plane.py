@@ -9,7 +9,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from control_plane import control_plane, preempt_and_resume, server_env
+from control_plane import control_plane, mixed_workload, preempt_and_resume, server_env
 from ray_cluster import ray_cluster
 
 pytestmark = pytest.mark.slow
@@ -25,3 +25,16 @@ def test_a_two_node_job_is_preempted_checkpoints_and_resumes(cluster: Any, tmp_p
     args = ["--executor", "ray", "--ray-address", cluster.address]
     with control_plane(tmp_path, args, server_env({})) as client:
         preempt_and_resume(client)
+
+
+def test_a_mixed_workload_ends(cluster: Any, tmp_path: Path) -> None:
+    """Seeded jobs of 1-8 GPUs and memory shares, with priorities and cancellations: every
+    job not cancelled succeeds, none restarted after a failure."""
+    record = tmp_path / "record"
+    record.mkdir()
+    args = ["--executor", "ray", "--ray-address", cluster.address]
+    with control_plane(tmp_path, args, server_env({})) as client:
+        jobs = mixed_workload(client, record, seed=4, count=12)
+    assert {j["state"] for j in jobs} <= {"SUCCEEDED", "CANCELLED"}, jobs
+    assert sum(j["state"] == "SUCCEEDED" for j in jobs) >= 8
+    assert all(j["restarts"] == 0 for j in jobs)

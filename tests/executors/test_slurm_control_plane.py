@@ -9,7 +9,14 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
-from control_plane import CLI, control_plane, preempt_and_resume, server_env
+from control_plane import (
+    CLI,
+    control_plane,
+    mixed_workload,
+    overlaps,
+    preempt_and_resume,
+    server_env,
+)
 from slurm_cluster import SlurmCluster, available, slurm_cluster
 
 pytestmark = pytest.mark.slow
@@ -30,6 +37,25 @@ def test_a_two_node_job_is_preempted_checkpoints_and_resumes(
     args = ["--executor", "slurm", "--slurm-partition", "gpu"]
     with control_plane(tmp_path, args, env) as client:
         preempt_and_resume(client)
+
+
+def test_a_mixed_workload_ends_and_never_shares_a_whole_gpu(
+    slurm: SlurmCluster, tmp_path: Path
+) -> None:
+    """Seeded jobs of 1-8 GPUs and memory shares, with priorities (so, preemptions by
+    checkpoint) and cancellations: every job not cancelled succeeds, none restarted after a
+    failure, and no two jobs' runs held one whole GPU of one node at the same time."""
+    record = tmp_path / "record"
+    record.mkdir()
+    env = server_env({"SLURM_CONF": slurm.env["SLURM_CONF"]})
+    args = ["--executor", "slurm", "--slurm-partition", "gpu"]
+    with control_plane(tmp_path, args, env) as client:
+        jobs = mixed_workload(client, record, seed=4, count=12)
+    assert {j["state"] for j in jobs} <= {"SUCCEEDED", "CANCELLED"}, jobs
+    assert sum(j["state"] == "SUCCEEDED" for j in jobs) >= 8
+    assert all(j["restarts"] == 0 for j in jobs)
+    assert sum(j["preemptions"] for j in jobs) > 0  # the priorities did preempt
+    assert overlaps(record) == []
 
 
 def test_fake_gpus_are_refused_with_slurm(slurm: SlurmCluster, tmp_path: Path) -> None:
