@@ -57,25 +57,32 @@ def server_env(extra: Mapping[str, str]) -> dict[str, str]:
 
 
 @contextlib.contextmanager
-def control_plane(root: Path, args: Sequence[str], env: Mapping[str, str]) -> Iterator[Client]:
-    """``danlu server --home root/home --port 0 ARGS`` until the block ends (SIGINT)."""
+def control_plane(
+    root: Path, args: Sequence[str], env: Mapping[str, str], *, crash: bool = False
+) -> Iterator[Client]:
+    """``danlu server --home root/home --port 0 ARGS`` until the block ends: SIGINT, or
+    SIGKILL when ``crash`` (a control plane that dies with its jobs running)."""
     home = root / "home"
     log = root / "server.log"
     argv = [*CLI, "server", "--home", str(home), "--port", "0", "--interval", "0.3", *args]
-    with log.open("wb") as out:
+    with log.open("ab") as out:
         proc = subprocess.Popen(
             argv, stdout=out, stderr=subprocess.STDOUT, env=dict(env), start_new_session=True
         )
     try:
         deadline = time.monotonic() + 60
-        while not ((home / "server.json").exists() and (home / "admin.token").exists()):
+        while True:
             assert proc.poll() is None, log.read_text()
             assert time.monotonic() < deadline, log.read_text()
+            if (home / "server.json").exists() and (home / "admin.token").exists():
+                with contextlib.suppress(Exception), Client.from_home(home, timeout=2) as probe:
+                    if probe.health()["status"] == "ok":
+                        break
             time.sleep(0.1)
         with Client.from_home(home, timeout=10) as client:
             yield client
     finally:
-        proc.send_signal(signal.SIGINT)
+        proc.send_signal(signal.SIGKILL if crash else signal.SIGINT)
         try:
             proc.wait(20)
         except subprocess.TimeoutExpired:
@@ -212,3 +219,23 @@ def overlaps(record: Path) -> list[tuple[Any, ...]]:
             if same_gpu and a[2] < b[3] and b[2] < a[3] and not (a[5] and b[5]):
                 found.append((a, b))
     return found
+
+
+def survives_a_crash(root: Path, args: Sequence[str], env: Mapping[str, str]) -> None:
+    """A job across both nodes keeps running while the control plane is killed and comes
+    back: the new one adopts its run, which ends SUCCEEDED, started once."""
+    code = "import time; print('started', flush=True); time.sleep(4); print('finished')"
+    with control_plane(root, args, env, crash=True) as client:
+        job = client.submit(
+            {"name": "lasting", "command": [sys.executable, "-c", code], "resources": {"gpus": 6}}
+        )
+        wait_state(client, job["id"], "RUNNING")
+        deadline = time.monotonic() + 60
+        while client.logs(job["id"])[0].count("started") < 2:
+            assert time.monotonic() < deadline, client.logs(job["id"])
+            time.sleep(0.1)
+    with control_plane(root, args, env) as client:
+        done = wait_state(client, job["id"], "SUCCEEDED")
+        log = client.logs(job["id"])[0]
+    assert done["restarts"] == 0 and done["preemptions"] == 0
+    assert log.count("started") == 2 and log.count("finished") == 2  # one run, two nodes

@@ -9,7 +9,13 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from control_plane import control_plane, mixed_workload, preempt_and_resume, server_env
+from control_plane import (
+    control_plane,
+    mixed_workload,
+    preempt_and_resume,
+    server_env,
+    survives_a_crash,
+)
 from ray_cluster import ray_cluster
 
 pytestmark = pytest.mark.slow
@@ -38,3 +44,9 @@ def test_a_mixed_workload_ends(cluster: Any, tmp_path: Path) -> None:
     assert {j["state"] for j in jobs} <= {"SUCCEEDED", "CANCELLED"}, jobs
     assert sum(j["state"] == "SUCCEEDED" for j in jobs) >= 8
     assert all(j["restarts"] == 0 for j in jobs)
+
+
+def test_runs_outlive_a_crashed_control_plane(cluster: Any, tmp_path: Path) -> None:
+    args = ["--executor", "ray", "--ray-address", cluster.address]
+    env = server_env({})
+    survives_a_crash(tmp_path, args, env)

@@ -16,6 +16,7 @@ from control_plane import (
     overlaps,
     preempt_and_resume,
     server_env,
+    survives_a_crash,
 )
 from slurm_cluster import SlurmCluster, available, slurm_cluster
 
@@ -79,3 +80,9 @@ def test_fake_gpus_are_refused_with_slurm(slurm: SlurmCluster, tmp_path: Path) -
         check=False,
     )
     assert wrong.returncode == 2 and "DANLU_EXECUTOR" in wrong.stderr
+
+
+def test_runs_outlive_a_crashed_control_plane(slurm: SlurmCluster, tmp_path: Path) -> None:
+    env = server_env({"SLURM_CONF": slurm.env["SLURM_CONF"]})
+    args = ["--executor", "slurm", "--slurm-partition", "gpu"]
+    survives_a_crash(tmp_path, args, env)
