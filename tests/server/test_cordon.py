@@ -184,6 +184,33 @@ def test_a_node_that_keeps_failing_launches_is_cordoned(
         assert _nodes_of(db, second) == {"a"}
 
 
+@pytest.mark.parametrize(
+    ("blamed", "counted"), [(("b",), {"a": 0, "b": 1}), ((), {"a": 0, "b": 0})]
+)
+def test_a_launch_failure_counts_only_against_the_nodes_the_executor_names(
+    db: Database,
+    tmp_path: Path,
+    monkeypatch: pytest.MonkeyPatch,
+    blamed: tuple[str, ...],
+    counted: dict[str, int],
+) -> None:
+    """A job over both nodes that Slurm could not start because node b is down counts
+    against b alone; a failure the executor blames on no node (its own files) against none."""
+    with db.session() as s:
+        alice = user_and_nodes(s, (A, B), NOW)
+    job = _submit(db, alice, "wide", gpus=4)
+    with _loop(db, tmp_path) as (loop, _):
+
+        def submit(launch: JobLaunch) -> Any:
+            raise NodeLaunchError("Slurm reports node b as DOWN", nodes=blamed)
+
+        monkeypatch.setattr(loop.executor, "submit", submit)
+        loop.run_once(now=NOW)
+        assert _state(db, job) == "PENDING"
+        with db.read_session() as s:
+            assert {n.name: n.launch_failures for n in cluster.list_nodes(s)} == counted
+
+
 def test_a_launch_that_goes_through_starts_the_count_over(db: Database) -> None:
     with db.session() as s:
         user_and_nodes(s, (A, B), NOW)

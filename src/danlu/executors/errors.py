@@ -14,6 +14,7 @@ DanluError
 from __future__ import annotations
 
 import errno
+from collections.abc import Collection
 
 from danlu.core.errors import DanluError, SpecError
 
@@ -53,7 +54,15 @@ class LaunchError(ExecutorError):
 class NodeLaunchError(LaunchError):
     """The node could not start the job for reasons of its own (its disk full, out of
     processes, memory or file handles, a file system gone read-only): not the job's fault,
-    so the control plane re-queues it without counting a restart against it."""
+    so the control plane re-queues it without counting a restart against it.
+
+    ``nodes`` names the nodes at fault when the executor knows them (Slurm reports one of a
+    job's nodes down); None means all of the job's nodes, and an empty tuple none of them (the
+    control plane's own files could not be written)."""
+
+    def __init__(self, message: str, nodes: Collection[str] | None = None) -> None:
+        super().__init__(message)
+        self.nodes: tuple[str, ...] | None = None if nodes is None else tuple(nodes)
 
 
 NODE_ERRNOS = frozenset(

@@ -242,12 +242,16 @@ class RayExecutor(MultiNodeExecutor, GpuSharingExecutor):
             raise ExecutorUnavailableError(f"cannot read Ray's nodes: {exc}") from exc
         for name in names:
             if name not in alive:
-                raise NodeLaunchError(f"node {name} is not a live node of the Ray cluster")
+                raise NodeLaunchError(
+                    f"node {name} is not a live node of the Ray cluster", nodes=(name,)
+                )
         try:
             return self._start(job, run_dir, names, alive)
         except OSError as exc:
             shutil.rmtree(run_dir, ignore_errors=True)
-            raise NodeLaunchError(f"cannot write the run files of job {job.job_id}: {exc}") from exc
+            raise NodeLaunchError(
+                f"cannot write the run files of job {job.job_id}: {exc}", nodes=()
+            ) from exc
 
     def _start(
         self, job: JobLaunch, run_dir: Path, names: list[str], alive: dict[str, dict[str, Any]]

@@ -235,7 +235,9 @@ class SlurmExecutor(MultiNodeExecutor, GpuSharingExecutor):
             return self._submit(job, run_dir, names)
         except OSError as exc:
             shutil.rmtree(run_dir, ignore_errors=True)
-            raise NodeLaunchError(f"cannot write the run files of job {job.job_id}: {exc}") from exc
+            raise NodeLaunchError(
+                f"cannot write the run files of job {job.job_id}: {exc}", nodes=()
+            ) from exc
 
     def _submit(self, job: JobLaunch, run_dir: Path, names: list[str]) -> Handle:
         self._log_dir.mkdir(parents=True, exist_ok=True)
@@ -327,7 +329,7 @@ class SlurmExecutor(MultiNodeExecutor, GpuSharingExecutor):
         for name in names:
             state = self._node_states.get(name, "UNKNOWN")
             if any(bad in state for bad in _BAD_NODE_STATES) or name not in self._node_states:
-                raise NodeLaunchError(f"Slurm reports node {name} as {state}")
+                raise NodeLaunchError(f"Slurm reports node {name} as {state}", nodes=(name,))
 
     def poll(self, handle: Handle) -> ExecStatus:
         """The run's status from Slurm (all live runs are asked in one ``squeue`` at most

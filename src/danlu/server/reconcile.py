@@ -51,6 +51,7 @@ from danlu.executors import (
     Handle,
     JobAlreadyRunningError,
     JobLaunch,
+    NodeLaunchError,
     Outcome,
     RunState,
     StopReason,
@@ -608,7 +609,8 @@ class Reconciler:
         except (ExecutorError, OSError) as exc:  # OSError: one job's files, not the pass
             if is_node_fault(exc):
                 log.warning("reconcile: the node could not launch %s: %s", job_id, exc)
-                self._requeue_unlaunched(job_id, attempt, str(exc), t, report)
+                blamed = exc.nodes if isinstance(exc, NodeLaunchError) else None
+                self._requeue_unlaunched(job_id, attempt, str(exc), t, report, blamed)
                 return set()
             log.warning("reconcile: launch of %s failed: %s", job_id, exc)
             failed = ExecStatus(
@@ -620,10 +622,16 @@ class Reconciler:
         return set()
 
     def _requeue_unlaunched(
-        self, job_id: str, attempt: int, error: str, t: float, report: RoundReport
+        self,
+        job_id: str,
+        attempt: int,
+        error: str,
+        t: float,
+        report: RoundReport,
+        blamed: tuple[str, ...] | None = None,
     ) -> None:
         """Re-queue a job the node could not launch (a full disk): no restart counted. The
-        failure counts against the job's nodes, which are cordoned once
+        failure counts against ``blamed`` (None: all the job's nodes), which are cordoned once
         ``settings.node_launch_failures`` launches in a row failed there."""
         try:
             with self.db.session() as session:
@@ -631,6 +639,8 @@ class Reconciler:
                 if job is None:
                     return
                 names = {str(share["node"]) for share in job.allocation or ()}
+                if blamed is not None:
+                    names &= set(blamed)
                 jobs.requeue_unlaunched(session, job, error, t)
                 limit = self.settings.node_launch_failures
                 closed = nodes.launch_failed(session, names, error, limit, t)
