@@ -48,9 +48,13 @@ def page(live: Live) -> Iterator[Any]:
             tab = browser.new_page()
             errors: list[str] = []
             tab.on("pageerror", lambda exc: errors.append(str(exc)))
+            tab.on(  # a file the page asks for and does not get
+                "response",
+                lambda r: errors.append(f"{r.status} {r.url}") if r.status == 404 else None,
+            )
             tab.goto(f"{live.url}/")
             yield tab
-            assert errors == []  # no script error on the page
+            assert errors == []  # no script error on the page, nothing it asked for missing
         finally:
             browser.close()
 
@@ -66,6 +70,9 @@ def test_the_files_are_served_with_a_strict_policy_and_nothing_else(live: Live) 
     script = httpx.get(f"{live.url}/dashboard/app.js")
     assert script.headers["content-type"].startswith("text/javascript")
     assert "textContent" in script.text and "innerHTML" not in script.text
+    assert '<link rel="icon" href="favicon.svg"' in page.text  # browsers asked for a 404 before
+    icon = httpx.get(f"{live.url}/dashboard/favicon.svg")
+    assert icon.headers["content-type"] == "image/svg+xml" and icon.text.startswith("<svg")
     for name in ("nope.js", "..%2Fapp.py", "%2E%2E", "index.htm"):
         assert httpx.get(f"{live.url}/dashboard/{name}").status_code == 404, name
 

@@ -2,7 +2,7 @@
 step) that reads the REST API with the token its user pastes in. The files hold no data, so
 they need no token; every byte of data comes from ``/api/v1`` with the user's own rights.
 
-Only the three files of :data:`FILES` are served (a request names a key of that table, never
+Only the files of :data:`FILES` are served (a request names a key of that table, never
 a path), each with a Content-Security-Policy that allows the page's own script and style and
 nothing else (no inline script, no other origin, no framing).
 """
@@ -22,6 +22,7 @@ FILES: Final = {
     "index.html": "text/html; charset=utf-8",
     "app.js": "text/javascript; charset=utf-8",
     "app.css": "text/css; charset=utf-8",
+    "favicon.svg": "image/svg+xml",
 }
 HEADERS: Final = {
     "Content-Security-Policy": (
