@@ -27,7 +27,7 @@ import signal
 import subprocess
 import sys
 import time
-from collections.abc import Iterator, Mapping
+from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
@@ -37,26 +37,19 @@ from danlu.executors.base import (
     ExecStatus,
     GpuSharingExecutor,
     Handle,
-    HeldGpus,
     JobLaunch,
     Outcome,
     RunState,
     StopReason,
-    busy_gpus,
-    check_slots,
     classify_exit,
     set_job_env,
-    validate_job_id,
 )
 from danlu.executors.errors import (
-    ExecutorError,
-    InvalidLaunchError,
-    JobAlreadyRunningError,
     LaunchError,
     NodeLaunchError,
-    UnknownHandleError,
     is_node_fault,
 )
+from danlu.executors.rundirs import RunDirExecutor, safe_child
 
 log = logging.getLogger(__name__)
 
@@ -65,22 +58,7 @@ START_TIMEOUT = 30.0
 SUPERVISOR = Path(supervise.__file__).resolve()
 
 
-def safe_child(base: Path, name: str) -> Path:
-    """``base / name``, resolved, refusing anything that would leave ``base``.
-
-    ``name`` must be a single file-name component; the resolved path (symlinks followed) must
-    have ``base`` (resolved) as its parent, else :class:`InvalidLaunchError`.
-    """
-    root = base.resolve()
-    if not name or name in {".", ".."} or "/" in name or "\0" in name:
-        raise InvalidLaunchError("job_id", f"{name!r} is not a plain file name")
-    path = (root / name).resolve()
-    if path.parent != root:
-        raise InvalidLaunchError("job_id", f"{name!r} escapes {root}")
-    return path
-
-
-class LocalExecutor(GpuSharingExecutor):
+class LocalExecutor(RunDirExecutor, GpuSharingExecutor):
     """Runs jobs as supervised process groups on this host.
 
     ``cluster`` is what the executor may place on (normally
@@ -105,20 +83,13 @@ class LocalExecutor(GpuSharingExecutor):
         max_jobs_per_gpu: int = 16,
     ) -> None:
         self._cluster = cluster
-        self._runs = Path(state_dir).resolve() / "runs"
-        self._runs.mkdir(parents=True, exist_ok=True, mode=0o700)
-        self._log_dir = Path(log_dir) if log_dir is not None else self._runs.parent / "logs"
+        self._init_runs(state_dir, log_dir, cancel_grace)
         self._base_env = {k: v for k, v in (base_env or {}).items() if not k.startswith("DANLU_")}
         self._api_url = api_url
         self._devices = dict(devices) if devices is not None else None
-        self._cancel_grace = cancel_grace
         self._python = python
         self._max_jobs_per_gpu = max_jobs_per_gpu
         self._children: dict[str, subprocess.Popen[bytes]] = {}
-        self._live: dict[Path, dict[str, Any] | None] | None = None
-        """Run directories of the runs that may still run, with their launch records (None:
-        not read yet; the first launch scans the state directory once, for runs started
-        before this instance, e.g. by a control plane that restarted)."""
 
     # -- capabilities -------------------------------------------------------------------------
 
@@ -159,22 +130,7 @@ class LocalExecutor(GpuSharingExecutor):
         earlier run of the same job id still runs, :class:`GpusBusyError` while a run of
         another job still holds one of its GPUs (see :func:`busy_gpus`), :class:`LaunchError`
         when it cannot start."""
-        check_slots(self._cluster, job.gpus)
-        if any(s.memory is None for s in job.gpus) and job.memory_limit is not None:
-            raise InvalidLaunchError("gpus", "mix of whole GPUs and memory shares in one job")
-        run_dir = safe_child(self._runs, job.job_id)
-        if (run_dir / supervise.LAUNCH).exists():
-            old = records.read_launch(run_dir)
-            if old is not None and self._status(run_dir, old).running:
-                raise JobAlreadyRunningError(
-                    f"job {job.job_id} still runs (attempt {old['attempt']})"
-                )
-            shutil.rmtree(run_dir)
-        elif run_dir.exists():
-            # A submit that died (control plane killed) between creating the directory and
-            # writing the launch record: nothing was started from it.
-            shutil.rmtree(run_dir)
-        busy_gpus(job, self._held())
+        run_dir = self._clear_for(job, self._cluster)
         if job.workdir is not None and not Path(job.workdir).is_dir():
             raise LaunchError(f"working directory {job.workdir!r} of job {job.job_id} is missing")
         try:
@@ -233,8 +189,7 @@ class LocalExecutor(GpuSharingExecutor):
             self._stop_unrecorded(proc, run_dir)
             raise
         self._children[job.job_id] = proc
-        if self._live is not None:
-            self._live[run_dir] = record
+        self._started(run_dir, record)
         return Handle(job.job_id, job.run_attempt)
 
     def _stop_unrecorded(self, proc: subprocess.Popen[bytes], run_dir: Path) -> None:
@@ -257,55 +212,8 @@ class LocalExecutor(GpuSharingExecutor):
         run_dir, launch = self._load(handle)
         return self._status(run_dir, launch)
 
-    def preempt(self, handle: Handle, grace_seconds: float) -> None:
-        """SIGTERM the job's process group now, SIGKILL it after ``grace_seconds``."""
-        self._stop(handle, StopReason.PREEMPT, grace_seconds)
-
-    def cancel(self, handle: Handle) -> None:
-        """SIGTERM the job's process group now, SIGKILL it after ``cancel_grace`` seconds."""
-        self._stop(handle, StopReason.CANCEL, self._cancel_grace)
-
-    def adopt(self) -> list[Handle]:
-        """Every run recorded in the state directory and not forgotten, running or exited."""
-        handles = []
-        for run_dir in sorted(self._runs.iterdir()):
-            launch = records.read_launch(run_dir)
-            if launch is not None and run_dir.name == launch.get("job_id"):
-                handles.append(Handle(run_dir.name, int(launch["attempt"])))
-        return handles
-
-    def logs(self, handle: Handle, offset: int = 0, limit: int = 1 << 20) -> tuple[bytes, int]:
-        """Bytes of the job's log file (all its runs) from ``offset``."""
-        _, launch = self._load(handle)
-        if offset < 0 or limit <= 0:
-            raise InvalidLaunchError("offset", "offset must be >= 0 and limit > 0")
-        return records.read_log(launch["log_path"], offset, limit)
-
-    def forget(self, handle: Handle) -> None:
-        """Delete the state of an exited run (the log stays)."""
-        run_dir, launch = self._load(handle)
-        if self._status(run_dir, launch).running:
-            raise ExecutorError(f"job {handle.job_id} still runs; stop it before forgetting it")
-        self._children.pop(handle.job_id, None)
-        shutil.rmtree(run_dir, ignore_errors=True)
-
-    def discard(self, job_id: str) -> None:
-        """Delete the run records and the log of the finished job ``job_id`` (the log in this
-        executor's log directory)."""
-        validate_job_id(job_id)
-        run_dir = safe_child(self._runs, job_id)
-        launch = records.read_launch(run_dir) if run_dir.is_dir() else None
-        if launch is not None and self._status(run_dir, launch).running:
-            raise ExecutorError(f"job {job_id} still runs; stop it before discarding it")
-        # this executor's log of the job; one a launch put elsewhere (``JobLaunch.log_dir``)
-        # is its caller's, and the path in the run's record is not trusted (the job could
-        # have rewritten it)
-        log = safe_child(self._log_dir, f"{job_id}.log")
-        self._children.pop(job_id, None)
-        if self._live is not None:
-            self._live.pop(run_dir, None)
-        shutil.rmtree(run_dir, ignore_errors=True)
-        log.unlink(missing_ok=True)
+    def _dropped(self, run_dir: Path, launch: dict[str, Any] | None) -> None:
+        self._children.pop(run_dir.name, None)
 
     def close(self) -> None:
         """Reap supervisors that have exited; running jobs keep running."""
@@ -313,14 +221,6 @@ class LocalExecutor(GpuSharingExecutor):
             proc.poll()
 
     # -- internals ----------------------------------------------------------------------------
-
-    def _load(self, handle: Handle) -> tuple[Path, dict[str, Any]]:
-        validate_job_id(handle.job_id)
-        run_dir = safe_child(self._runs, handle.job_id)
-        launch = records.read_launch(run_dir)
-        if launch is None or launch["attempt"] != handle.attempt:
-            raise UnknownHandleError(f"no run {handle.key} in {self._runs}")
-        return run_dir, launch
 
     def _status(self, run_dir: Path, launch: dict[str, Any]) -> ExecStatus:
         child = self._children.get(launch["job_id"])
@@ -395,20 +295,6 @@ class LocalExecutor(GpuSharingExecutor):
         elif supervise.alive(job.get("pid"), job.get("start")):  # no supervisor: no grace
             with contextlib.suppress(ProcessLookupError, PermissionError):
                 os.killpg(int(job["pgid"]), signal.SIGKILL)
-
-    def _held(self) -> Iterator[HeldGpus]:
-        """The GPUs of each run that has not exited yet (runs launched before the launch
-        record had ``gpus`` hold none as far as this knows; those from before it had
-        ``shared`` count as memory shares, the reading that refuses fewer launches)."""
-        if self._live is None:
-            self._live = {d: records.read_launch(d) for d in self._runs.iterdir()}
-        for run_dir, launch in sorted(self._live.items()):
-            if launch is None or not self._status(run_dir, launch).running:
-                del self._live[run_dir]  # exited (a later run of its job is added anew)
-            elif launch.get("gpus"):
-                stopping = (run_dir / supervise.STOP).exists()
-                shared = bool(launch.get("shared", True))
-                yield HeldGpus(launch["job_id"], launch["gpus"], shared, stopping)
 
     def _log_tail(self, launch: dict[str, Any]) -> str:
         return records.log_tail(launch["log_path"], int(launch.get("log_offset", 0)))

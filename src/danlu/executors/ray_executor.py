@@ -31,7 +31,7 @@ import logging
 import shutil
 import time
 import zlib
-from collections.abc import Callable, Iterator, Mapping
+from collections.abc import Callable, Mapping
 from pathlib import Path
 from typing import Any
 
@@ -42,29 +42,22 @@ from danlu.executors.base import (
     ExecStatus,
     GpuSharingExecutor,
     Handle,
-    HeldGpus,
     JobLaunch,
     MultiNodeExecutor,
     Outcome,
     RunState,
     StopReason,
-    busy_gpus,
-    check_slots,
     classify_exit,
     set_job_env,
-    validate_job_id,
 )
 from danlu.executors.errors import (
     ExecutorError,
     ExecutorUnavailableError,
-    InvalidLaunchError,
-    JobAlreadyRunningError,
     LaunchError,
     NodeLaunchError,
-    UnknownHandleError,
 )
-from danlu.executors.local import safe_child
 from danlu.executors.ray_actor import NodeRun
+from danlu.executors.rundirs import RunDirExecutor, safe_child
 
 log = logging.getLogger(__name__)
 
@@ -88,6 +81,7 @@ def _launch_fields() -> dict[str, records.Check]:
 
 
 LAUNCH_FIELDS = _launch_fields()
+"""The Ray executor's launch record: the local one's, its actors' and nodes' names."""
 RESULT_FIELDS: Mapping[str, records.Check] = {
     **records.EXIT_FIELDS,
     "outcome": lambda v: v in {o.value for o in Outcome},
@@ -95,7 +89,7 @@ RESULT_FIELDS: Mapping[str, records.Check] = {
 }
 
 
-class RayExecutor(MultiNodeExecutor, GpuSharingExecutor):
+class RayExecutor(RunDirExecutor, MultiNodeExecutor, GpuSharingExecutor):
     """Runs each job as detached Ray actors on the nodes danlu placed it on.
 
     Connects to the Ray cluster at ``address`` (``"auto"``: the one this host belongs to)
@@ -103,6 +97,9 @@ class RayExecutor(MultiNodeExecutor, GpuSharingExecutor):
     the type of GPUs whose node names none danlu knows. ``state_dir`` and ``log_dir`` are on
     the control plane's host.
     """
+
+    launch_fields = LAUNCH_FIELDS
+    launch_required = ("job_id", "attempt", "log_path", "launched_at", "actors")
 
     def __init__(
         self,
@@ -128,20 +125,16 @@ class RayExecutor(MultiNodeExecutor, GpuSharingExecutor):
                 raise ExecutorUnavailableError(f"cannot join the Ray cluster: {exc}") from exc
         self._namespace = namespace
         self._actor = ray.remote(NodeRun)
-        self._runs = Path(state_dir).resolve() / "runs"
-        self._runs.mkdir(parents=True, exist_ok=True, mode=0o700)
-        self._log_dir = Path(log_dir) if log_dir is not None else self._runs.parent / "logs"
+        self._init_runs(state_dir, log_dir, cancel_grace)
         self._base_env = {
             k: v for k, v in (base_env or {}).items() if not k.startswith(_PRIVATE_PREFIXES)
         }
         self._api_url = api_url
         self._gpu_type = gpu_type
-        self._cancel_grace = cancel_grace
         self._max_jobs_per_gpu = max_jobs_per_gpu
         self._clock = clock
         self._cluster: Cluster | None = None
         self._handles: dict[str, Any] = {}
-        self._live: dict[Path, dict[str, Any] | None] | None = None
 
     # -- capabilities -------------------------------------------------------------------------
 
@@ -220,21 +213,7 @@ class RayExecutor(MultiNodeExecutor, GpuSharingExecutor):
         :class:`GpusBusyError` while another job's run holds one of its GPUs, and
         :class:`NodeLaunchError` when one of its nodes has left the Ray cluster."""
         cluster = self.inventory()
-        check_slots(cluster, job.gpus)
-        if any(s.memory is None for s in job.gpus) and job.memory_limit is not None:
-            raise InvalidLaunchError("gpus", "mix of whole GPUs and memory shares in one job")
-        run_dir = safe_child(self._runs, job.job_id)
-        if (run_dir / supervise.LAUNCH).exists():
-            old = self._read_launch(run_dir)
-            if old is not None and self._status(run_dir, old).running:
-                raise JobAlreadyRunningError(
-                    f"job {job.job_id} still runs (attempt {old['attempt']})"
-                )
-            self._kill_actors(old)
-            shutil.rmtree(run_dir)
-        elif run_dir.exists():
-            shutil.rmtree(run_dir)
-        busy_gpus(job, self._held())
+        run_dir = self._clear_for(job, cluster)
         names = [cluster.nodes[i].name for i in job.nodes]
         try:
             alive = self._nodes()
@@ -304,8 +283,7 @@ class RayExecutor(MultiNodeExecutor, GpuSharingExecutor):
                 shutil.rmtree(run_dir, ignore_errors=True)
                 raise LaunchError(f"Ray could not start job {job.job_id}: {exc}") from exc
             self._handles[actor_name] = handle
-        if self._live is not None:
-            self._live[run_dir] = record
+        self._started(run_dir, record)
         return Handle(job.job_id, job.run_attempt)
 
     def poll(self, handle: Handle) -> ExecStatus:
@@ -313,69 +291,16 @@ class RayExecutor(MultiNodeExecutor, GpuSharingExecutor):
         run_dir, launch = self._load(handle)
         return self._status(run_dir, launch)
 
-    def preempt(self, handle: Handle, grace_seconds: float) -> None:
-        """SIGTERM the job's processes on every node now, SIGKILL them after the grace."""
-        self._stop(handle, StopReason.PREEMPT, grace_seconds)
-
-    def cancel(self, handle: Handle) -> None:
-        """SIGTERM the job's processes now, SIGKILL them after ``cancel_grace`` seconds."""
-        self._stop(handle, StopReason.CANCEL, self._cancel_grace)
-
-    def adopt(self) -> list[Handle]:
-        """Every run recorded in the state directory and not forgotten, running or exited."""
-        handles = []
-        for run_dir in sorted(self._runs.iterdir()):
-            launch = self._read_launch(run_dir)
-            if launch is not None and run_dir.name == launch.get("job_id"):
-                handles.append(Handle(run_dir.name, int(launch["attempt"])))
-        return handles
-
-    def logs(self, handle: Handle, offset: int = 0, limit: int = 1 << 20) -> tuple[bytes, int]:
-        """Bytes of the job's log (all its runs, every node's lines) from ``offset``."""
-        _, launch = self._load(handle)
-        if offset < 0 or limit <= 0:
-            raise InvalidLaunchError("offset", "offset must be >= 0 and limit > 0")
-        return records.read_log(launch["log_path"], offset, limit)
-
-    def forget(self, handle: Handle) -> None:
-        """Delete the records of an exited run (the log stays)."""
-        run_dir, launch = self._load(handle)
-        if self._status(run_dir, launch).running:
-            raise ExecutorError(f"job {handle.job_id} still runs; stop it before forgetting it")
-        self._drop(run_dir, launch)
-
-    def discard(self, job_id: str) -> None:
-        """Delete the run records and the log of the finished job ``job_id``."""
-        validate_job_id(job_id)
-        run_dir = safe_child(self._runs, job_id)
-        launch = self._read_launch(run_dir) if run_dir.is_dir() else None
-        if launch is not None and self._status(run_dir, launch).running:
-            raise ExecutorError(f"job {job_id} still runs; stop it before discarding it")
-        self._drop(run_dir, launch)
-        safe_child(self._log_dir, f"{job_id}.log").unlink(missing_ok=True)
-
     # -- internals ----------------------------------------------------------------------------
 
-    def _drop(self, run_dir: Path, launch: dict[str, Any] | None) -> None:
+    def _dropped(self, run_dir: Path, launch: dict[str, Any] | None) -> None:
         self._kill_actors(launch)
-        if self._live is not None:
-            self._live.pop(run_dir, None)
-        shutil.rmtree(run_dir, ignore_errors=True)
 
-    def _read_launch(self, run_dir: Path) -> dict[str, Any] | None:
-        return records.checked(
-            supervise.read_json(run_dir / supervise.LAUNCH),
-            LAUNCH_FIELDS,
-            ("job_id", "attempt", "log_path", "launched_at", "actors"),
-        )
-
-    def _load(self, handle: Handle) -> tuple[Path, dict[str, Any]]:
-        validate_job_id(handle.job_id)
-        run_dir = safe_child(self._runs, handle.job_id)
-        launch = self._read_launch(run_dir)
-        if launch is None or launch["attempt"] != handle.attempt:
-            raise UnknownHandleError(f"no run {handle.key} in {self._runs}")
-        return run_dir, launch
+    def _ended(self, run_dir: Path, launch: dict[str, Any]) -> bool:
+        """A run whose result a poll has recorded; asks no actor (a launch would otherwise
+        ask every live run's), so a run that exited since its last poll holds its GPUs
+        until the next one."""
+        return (run_dir / RESULT).exists()
 
     def _actor_handle(self, name: str) -> Any | None:
         """The actor named ``name`` (None when Ray has no such actor: killed, or its node
@@ -506,21 +431,6 @@ class RayExecutor(MultiNodeExecutor, GpuSharingExecutor):
         except OSError as exc:
             log.warning("cannot record the stop of %s (%s): %s", handle, reason.value, exc)
         self._signal_all(launch, reason.value, grace)
-
-    def _held(self) -> Iterator[HeldGpus]:
-        """The GPUs of every run of this executor not known to have exited: one whose result
-        a poll has recorded. Asks no actor (a launch would otherwise ask every live run's);
-        a run that exited since its last poll holds its GPUs until the next one."""
-        if self._live is None:
-            self._live = {d: self._read_launch(d) for d in self._runs.iterdir()}
-        for run_dir, launch in sorted(self._live.items()):
-            if launch is None or (run_dir / RESULT).exists():
-                del self._live[run_dir]
-            elif launch.get("gpus"):
-                stopping = (run_dir / supervise.STOP).exists()
-                yield HeldGpus(
-                    launch["job_id"], launch["gpus"], bool(launch.get("shared")), stopping
-                )
 
 
 def _exited(result: Mapping[str, Any], reason: StopReason | None) -> ExecStatus:

@@ -40,7 +40,7 @@ import shutil
 import sys
 import time
 import zlib
-from collections.abc import Callable, Iterator, Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -51,27 +51,20 @@ from danlu.executors.base import (
     ExecStatus,
     GpuSharingExecutor,
     Handle,
-    HeldGpus,
     JobLaunch,
     MultiNodeExecutor,
     Outcome,
     RunState,
     StopReason,
-    busy_gpus,
-    check_slots,
     classify_exit,
     set_job_env,
-    validate_job_id,
 )
 from danlu.executors.errors import (
     ExecutorError,
-    InvalidLaunchError,
-    JobAlreadyRunningError,
     LaunchError,
     NodeLaunchError,
-    UnknownHandleError,
 )
-from danlu.executors.local import safe_child
+from danlu.executors.rundirs import RunDirExecutor, safe_child
 from danlu.executors.slurmctl import (
     SlurmCommands,
     SlurmError,
@@ -104,6 +97,7 @@ def _launch_fields() -> dict[str, records.Check]:
 
 
 LAUNCH_FIELDS = _launch_fields()
+"""The Slurm executor's launch record: the local one's, its Slurm job id and node names."""
 RESULT_FIELDS: Mapping[str, records.Check] = {
     **records.EXIT_FIELDS,
     "outcome": lambda v: v in {o.value for o in Outcome},
@@ -111,7 +105,7 @@ RESULT_FIELDS: Mapping[str, records.Check] = {
 }
 
 
-class SlurmExecutor(MultiNodeExecutor, GpuSharingExecutor):
+class SlurmExecutor(RunDirExecutor, MultiNodeExecutor, GpuSharingExecutor):
     """Runs each job as a Slurm batch job on the nodes danlu placed it on.
 
     ``commands`` runs Slurm's client commands (with the cluster's ``SLURM_CONF``);
@@ -121,6 +115,8 @@ class SlurmExecutor(MultiNodeExecutor, GpuSharingExecutor):
     are added to every submission (an account, a QoS, memory per CPU). ``python`` is the
     interpreter the nodes run the per-node task with.
     """
+
+    launch_fields = LAUNCH_FIELDS
 
     def __init__(
         self,
@@ -142,12 +138,9 @@ class SlurmExecutor(MultiNodeExecutor, GpuSharingExecutor):
         self._commands = commands
         self._partition = partition
         self._gpu_type = gpu_type
-        self._runs = Path(state_dir).resolve() / "runs"
-        self._runs.mkdir(parents=True, exist_ok=True, mode=0o700)
-        self._log_dir = Path(log_dir) if log_dir is not None else self._runs.parent / "logs"
+        self._init_runs(state_dir, log_dir, cancel_grace)
         self._base_env = _public(base_env or {})
         self._api_url = api_url
-        self._cancel_grace = cancel_grace
         self._python = python
         self._sbatch_options = tuple(sbatch_options)
         self._max_jobs_per_gpu = max_jobs_per_gpu
@@ -159,9 +152,6 @@ class SlurmExecutor(MultiNodeExecutor, GpuSharingExecutor):
         self._states_at = -float("inf")
         self._node_states: dict[str, str] = {}
         self._node_states_at = -float("inf")
-        self._live: dict[Path, dict[str, Any] | None] | None = None
-        """Run directories of the runs that may still run, with their launch records (None:
-        not read yet; the first launch scans the state directory once)."""
 
     # -- capabilities -------------------------------------------------------------------------
 
@@ -215,20 +205,7 @@ class SlurmExecutor(MultiNodeExecutor, GpuSharingExecutor):
         :class:`ExecutorUnavailableError` when Slurm's controller cannot be reached (nothing
         was submitted), and :class:`LaunchError` when ``sbatch`` refuses it."""
         cluster = self.inventory()
-        check_slots(cluster, job.gpus)
-        if any(s.memory is None for s in job.gpus) and job.memory_limit is not None:
-            raise InvalidLaunchError("gpus", "mix of whole GPUs and memory shares in one job")
-        run_dir = safe_child(self._runs, job.job_id)
-        if (run_dir / supervise.LAUNCH).exists():
-            old = self._read_launch(run_dir)
-            if old is not None and self._status(run_dir, old).running:
-                raise JobAlreadyRunningError(
-                    f"job {job.job_id} still runs (attempt {old['attempt']})"
-                )
-            shutil.rmtree(run_dir)
-        elif run_dir.exists():
-            shutil.rmtree(run_dir)
-        busy_gpus(job, self._held())
+        run_dir = self._clear_for(job, cluster)
         names = [cluster.nodes[i].name for i in job.nodes]
         self._check_nodes(names)
         try:
@@ -311,8 +288,7 @@ class SlurmExecutor(MultiNodeExecutor, GpuSharingExecutor):
             self._commands.cancel(slurm_id)
             raise
         self._states[slurm_id] = SlurmJob(slurm_id, "PENDING")
-        if self._live is not None:
-            self._live[run_dir] = record
+        self._started(run_dir, record)
         return Handle(job.job_id, job.run_attempt)
 
     def _check_nodes(self, names: Sequence[str]) -> None:
@@ -337,67 +313,7 @@ class SlurmExecutor(MultiNodeExecutor, GpuSharingExecutor):
         run_dir, launch = self._load(handle)
         return self._status(run_dir, launch)
 
-    def preempt(self, handle: Handle, grace_seconds: float) -> None:
-        """SIGTERM the job's processes now, SIGKILL them after ``grace_seconds``."""
-        self._stop(handle, StopReason.PREEMPT, grace_seconds)
-
-    def cancel(self, handle: Handle) -> None:
-        """SIGTERM the job's processes now, SIGKILL them after ``cancel_grace`` seconds."""
-        self._stop(handle, StopReason.CANCEL, self._cancel_grace)
-
-    def adopt(self) -> list[Handle]:
-        """Every run recorded in the state directory and not forgotten, running or exited."""
-        handles = []
-        for run_dir in sorted(self._runs.iterdir()):
-            launch = self._read_launch(run_dir)
-            if launch is not None and run_dir.name == launch.get("job_id"):
-                handles.append(Handle(run_dir.name, int(launch["attempt"])))
-        return handles
-
-    def logs(self, handle: Handle, offset: int = 0, limit: int = 1 << 20) -> tuple[bytes, int]:
-        """Bytes of the job's log (all its runs) from ``offset``."""
-        _, launch = self._load(handle)
-        if offset < 0 or limit <= 0:
-            raise InvalidLaunchError("offset", "offset must be >= 0 and limit > 0")
-        return records.read_log(launch["log_path"], offset, limit)
-
-    def forget(self, handle: Handle) -> None:
-        """Delete the records of an exited run (the log stays)."""
-        run_dir, launch = self._load(handle)
-        if self._status(run_dir, launch).running:
-            raise ExecutorError(f"job {handle.job_id} still runs; stop it before forgetting it")
-        if self._live is not None:
-            self._live.pop(run_dir, None)
-        shutil.rmtree(run_dir, ignore_errors=True)
-
-    def discard(self, job_id: str) -> None:
-        """Delete the run records and this executor's log of the finished job ``job_id``."""
-        validate_job_id(job_id)
-        run_dir = safe_child(self._runs, job_id)
-        launch = self._read_launch(run_dir) if run_dir.is_dir() else None
-        if launch is not None and self._status(run_dir, launch).running:
-            raise ExecutorError(f"job {job_id} still runs; stop it before discarding it")
-        if self._live is not None:
-            self._live.pop(run_dir, None)
-        shutil.rmtree(run_dir, ignore_errors=True)
-        safe_child(self._log_dir, f"{job_id}.log").unlink(missing_ok=True)
-
     # -- internals ----------------------------------------------------------------------------
-
-    def _read_launch(self, run_dir: Path) -> dict[str, Any] | None:
-        return records.checked(
-            supervise.read_json(run_dir / supervise.LAUNCH),
-            LAUNCH_FIELDS,
-            ("job_id", "attempt", "log_path", "launched_at"),
-        )
-
-    def _load(self, handle: Handle) -> tuple[Path, dict[str, Any]]:
-        validate_job_id(handle.job_id)
-        run_dir = safe_child(self._runs, handle.job_id)
-        launch = self._read_launch(run_dir)
-        if launch is None or launch["attempt"] != handle.attempt:
-            raise UnknownHandleError(f"no run {handle.key} in {self._runs}")
-        return run_dir, launch
 
     def _slurm_id(self, run_dir: Path, launch: dict[str, Any]) -> int | None:
         """The run's Slurm job id; looked up by name when the launch record lacks it (a
@@ -541,20 +457,6 @@ class SlurmExecutor(MultiNodeExecutor, GpuSharingExecutor):
             self._commands.cancel(slurm_id, "KILL")
         else:
             self._commands.cancel(slurm_id, "TERM")
-
-    def _held(self) -> Iterator[HeldGpus]:
-        """The GPUs of every run of this executor that has not exited (the state directory
-        is scanned once; exited runs are dropped from the list as they are seen)."""
-        if self._live is None:
-            self._live = {d: self._read_launch(d) for d in self._runs.iterdir()}
-        for run_dir, launch in sorted(self._live.items()):
-            if launch is None or not self._status(run_dir, launch).running:
-                del self._live[run_dir]
-            elif launch.get("gpus"):
-                stopping = (run_dir / supervise.STOP).exists()
-                yield HeldGpus(
-                    launch["job_id"], launch["gpus"], bool(launch.get("shared")), stopping
-                )
 
 
 def _public(env: Mapping[str, str]) -> dict[str, str]:

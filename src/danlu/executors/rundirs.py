@@ -1,0 +1,215 @@
+"""What the local, Slurm and Ray executors share: a directory of records per job's run.
+
+:class:`RunDirExecutor` keeps ``STATE_DIR/runs/JOB_ID/`` for the last run of each job (its
+launch record ``launch.json``, a stop request ``stop.json``, and whatever the executor adds)
+and the job's log ``LOG_DIR/JOB_ID.log`` (appended across runs). It implements the parts of
+:class:`~danlu.executors.base.Executor` that only read and write those files: adoption,
+logs, forgetting and discarding runs, preemption and cancellation (through
+:meth:`RunDirExecutor._stop`), the checks before a launch (an earlier run still running,
+GPUs another job's live run holds) and the list of live runs behind the latter. A subclass
+says how a run's status is learned (:meth:`RunDirExecutor._status`) and how it is stopped.
+
+File names come only from validated job ids, and every path is resolved and checked to stay
+in its directory (:func:`safe_child`).
+"""
+
+from __future__ import annotations
+
+import shutil
+from abc import abstractmethod
+from collections.abc import Iterator, Mapping
+from pathlib import Path
+from typing import Any
+
+from danlu.core.cluster import Cluster
+from danlu.executors import records, supervise
+from danlu.executors.base import (
+    ExecStatus,
+    Executor,
+    Handle,
+    HeldGpus,
+    JobLaunch,
+    StopReason,
+    busy_gpus,
+    check_slots,
+    validate_job_id,
+)
+from danlu.executors.errors import (
+    ExecutorError,
+    InvalidLaunchError,
+    JobAlreadyRunningError,
+    UnknownHandleError,
+)
+
+
+def safe_child(base: Path, name: str) -> Path:
+    """``base / name``, resolved, refusing anything that would leave ``base``.
+
+    ``name`` must be a single file-name component; the resolved path (symlinks followed) must
+    have ``base`` (resolved) as its parent, else :class:`InvalidLaunchError`.
+    """
+    root = base.resolve()
+    if not name or name in {".", ".."} or "/" in name or "\0" in name:
+        raise InvalidLaunchError("job_id", f"{name!r} is not a plain file name")
+    path = (root / name).resolve()
+    if path.parent != root:
+        raise InvalidLaunchError("job_id", f"{name!r} escapes {root}")
+    return path
+
+
+class RunDirExecutor(Executor):
+    """An executor that records each job's last run in a directory of its own.
+
+    Subclasses call :meth:`_init_runs` in their constructor and implement :meth:`_status`
+    and :meth:`_stop`; :attr:`launch_fields` and :attr:`launch_required` say how their launch
+    records are read (:func:`danlu.executors.records.checked`).
+    """
+
+    launch_fields: Mapping[str, records.Check] = records.LAUNCH_FIELDS
+    launch_required: tuple[str, ...] = ("job_id", "attempt", "log_path", "launched_at")
+    _runs: Path
+    _log_dir: Path
+    _cancel_grace: float
+    _live: dict[Path, dict[str, Any] | None] | None
+
+    def _init_runs(
+        self, state_dir: str | Path, log_dir: str | Path | None, cancel_grace: float
+    ) -> None:
+        """Set up ``state_dir/runs`` (mode 0700) and the log directory (default
+        ``state_dir/logs``)."""
+        self._runs = Path(state_dir).resolve() / "runs"
+        self._runs.mkdir(parents=True, exist_ok=True, mode=0o700)
+        self._log_dir = Path(log_dir) if log_dir is not None else self._runs.parent / "logs"
+        self._cancel_grace = cancel_grace
+        self._live = None
+        """Run directories of the runs that may still run, with their launch records (None:
+        not read yet; the first launch scans the state directory once, for runs started
+        before this instance, e.g. by a control plane that restarted)."""
+
+    # -- what a subclass says -----------------------------------------------------------------
+
+    @abstractmethod
+    def _status(self, run_dir: Path, launch: dict[str, Any]) -> ExecStatus:
+        """The status of the run recorded in ``run_dir``."""
+
+    @abstractmethod
+    def _stop(self, handle: Handle, reason: StopReason, grace: float) -> None:
+        """Ask the run to stop: SIGTERM now, SIGKILL after ``grace`` seconds."""
+
+    def _ended(self, run_dir: Path, launch: dict[str, Any]) -> bool:
+        """Whether the run is known to have exited, for the launch check (default: its
+        status says so)."""
+        return not self._status(run_dir, launch).running
+
+    def _dropped(self, run_dir: Path, launch: dict[str, Any] | None) -> None:
+        """Hook: the records of the exited run in ``run_dir`` are about to be deleted."""
+
+    # -- the shared parts ---------------------------------------------------------------------
+
+    def preempt(self, handle: Handle, grace_seconds: float) -> None:
+        """SIGTERM the job's processes now, SIGKILL them after ``grace_seconds``."""
+        self._stop(handle, StopReason.PREEMPT, grace_seconds)
+
+    def cancel(self, handle: Handle) -> None:
+        """SIGTERM the job's processes now, SIGKILL them after the cancel grace."""
+        self._stop(handle, StopReason.CANCEL, self._cancel_grace)
+
+    def adopt(self) -> list[Handle]:
+        """Every run recorded in the state directory and not forgotten, running or exited."""
+        handles = []
+        for run_dir in sorted(self._runs.iterdir()):
+            launch = self._read_launch(run_dir)
+            if launch is not None and run_dir.name == launch.get("job_id"):
+                handles.append(Handle(run_dir.name, int(launch["attempt"])))
+        return handles
+
+    def logs(self, handle: Handle, offset: int = 0, limit: int = 1 << 20) -> tuple[bytes, int]:
+        """Bytes of the job's log (all its runs) from ``offset``."""
+        _, launch = self._load(handle)
+        if offset < 0 or limit <= 0:
+            raise InvalidLaunchError("offset", "offset must be >= 0 and limit > 0")
+        return records.read_log(launch["log_path"], offset, limit)
+
+    def forget(self, handle: Handle) -> None:
+        """Delete the records of an exited run (the log stays)."""
+        run_dir, launch = self._load(handle)
+        if self._status(run_dir, launch).running:
+            raise ExecutorError(f"job {handle.job_id} still runs; stop it before forgetting it")
+        self._drop(run_dir, launch)
+
+    def discard(self, job_id: str) -> None:
+        """Delete the run records and this executor's log of the finished job ``job_id`` (a
+        log that a launch put elsewhere, ``JobLaunch.log_dir``, is its caller's; the path in
+        the run's record is not trusted, the job could have rewritten it)."""
+        validate_job_id(job_id)
+        run_dir = safe_child(self._runs, job_id)
+        launch = self._read_launch(run_dir) if run_dir.is_dir() else None
+        if launch is not None and self._status(run_dir, launch).running:
+            raise ExecutorError(f"job {job_id} still runs; stop it before discarding it")
+        self._drop(run_dir, launch)
+        safe_child(self._log_dir, f"{job_id}.log").unlink(missing_ok=True)
+
+    def _drop(self, run_dir: Path, launch: dict[str, Any] | None) -> None:
+        self._dropped(run_dir, launch)
+        if self._live is not None:
+            self._live.pop(run_dir, None)
+        shutil.rmtree(run_dir, ignore_errors=True)
+
+    def _read_launch(self, run_dir: Path) -> dict[str, Any] | None:
+        """The run's launch record, or None when it is missing or lacks what identifies the
+        run."""
+        return records.checked(
+            supervise.read_json(run_dir / supervise.LAUNCH),
+            self.launch_fields,
+            self.launch_required,
+        )
+
+    def _load(self, handle: Handle) -> tuple[Path, dict[str, Any]]:
+        validate_job_id(handle.job_id)
+        run_dir = safe_child(self._runs, handle.job_id)
+        launch = self._read_launch(run_dir)
+        if launch is None or launch["attempt"] != handle.attempt:
+            raise UnknownHandleError(f"no run {handle.key} in {self._runs}")
+        return run_dir, launch
+
+    def _clear_for(self, job: JobLaunch, cluster: Cluster) -> Path:
+        """The checks before launching ``job``, and its run directory, emptied: raises
+        :class:`InvalidLaunchError` for GPUs not in ``cluster`` or whole GPUs mixed with
+        memory shares, :class:`JobAlreadyRunningError` while an earlier run of the job still
+        runs, :class:`GpusBusyError` while another job's live run holds one of its GPUs."""
+        check_slots(cluster, job.gpus)
+        if any(s.memory is None for s in job.gpus) and job.memory_limit is not None:
+            raise InvalidLaunchError("gpus", "mix of whole GPUs and memory shares in one job")
+        run_dir = safe_child(self._runs, job.job_id)
+        if (run_dir / supervise.LAUNCH).exists():
+            old = self._read_launch(run_dir)
+            if old is not None and self._status(run_dir, old).running:
+                raise JobAlreadyRunningError(
+                    f"job {job.job_id} still runs (attempt {old['attempt']})"
+                )
+            self._drop(run_dir, old)
+        elif run_dir.exists():
+            # A submit that died (control plane killed) between creating the directory and
+            # writing the launch record: nothing was started from it.
+            shutil.rmtree(run_dir)
+        busy_gpus(job, self._held())
+        return run_dir
+
+    def _started(self, run_dir: Path, record: dict[str, Any]) -> None:
+        """A run was launched from ``run_dir``: it is live."""
+        if self._live is not None:
+            self._live[run_dir] = record
+
+    def _held(self) -> Iterator[HeldGpus]:
+        """The GPUs of each run not known to have exited (runs launched before the launch
+        record had ``gpus`` hold none as far as this knows; those from before it had
+        ``shared`` count as memory shares, the reading that refuses fewer launches)."""
+        if self._live is None:
+            self._live = {d: self._read_launch(d) for d in self._runs.iterdir()}
+        for run_dir, launch in sorted(self._live.items()):
+            if launch is None or self._ended(run_dir, launch):
+                del self._live[run_dir]  # exited (a later run of its job is added anew)
+            elif launch.get("gpus"):
+                stopping = (run_dir / supervise.STOP).exists()
+                shared = bool(launch.get("shared", True))
+                yield HeldGpus(launch["job_id"], launch["gpus"], shared, stopping)
