@@ -277,15 +277,9 @@ class LocalExecutor(RunDirExecutor, GpuSharingExecutor):
             supervise.write_json(run_dir / supervise.EXIT, done)
         return done
 
-    def _stop(self, handle: Handle, reason: StopReason, grace: float) -> None:
-        run_dir, launch = self._load(handle)
-        if not self._status(run_dir, launch).running:
-            return
-        stop = {"reason": reason.value, "grace": max(0.0, grace), "requested_at": time.time()}
-        try:
-            supervise.write_json(run_dir / supervise.STOP, stop)
-        except OSError as exc:  # a full disk: stop it all the same, with the launch's grace
-            log.warning("cannot record the stop of %s (%s): %s", handle, reason.value, exc)
+    def _signal(self, handle: Handle, run_dir: Path, launch: dict[str, Any], grace: float) -> None:
+        """SIGTERM the supervisor, which SIGTERMs the job's group and SIGKILLs it after the
+        recorded grace (the launch's when none could be recorded)."""
         job = records.read_job(run_dir)
         sup = records.read_supervisor(run_dir)
         pid = job.get("supervisor_pid", sup.get("pid"))

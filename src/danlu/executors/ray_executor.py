@@ -57,11 +57,10 @@ from danlu.executors.errors import (
     NodeLaunchError,
 )
 from danlu.executors.ray_actor import NodeRun
-from danlu.executors.rundirs import RunDirExecutor, safe_child
+from danlu.executors.rundirs import RESULT, RunDirExecutor, safe_child
 
 log = logging.getLogger(__name__)
 
-RESULT = "result.json"
 NODE_LABEL = "danlu.node"
 """The Ray node label that names a node for danlu."""
 CALL_TIMEOUT = 10.0
@@ -82,11 +81,6 @@ def _launch_fields() -> dict[str, records.Check]:
 
 LAUNCH_FIELDS = _launch_fields()
 """The Ray executor's launch record: the local one's, its actors' and nodes' names."""
-RESULT_FIELDS: Mapping[str, records.Check] = {
-    **records.EXIT_FIELDS,
-    "outcome": lambda v: v in {o.value for o in Outcome},
-    "started_at": lambda v: v is None or isinstance(v, int | float),
-}
 
 
 class RayExecutor(RunDirExecutor, MultiNodeExecutor, GpuSharingExecutor):
@@ -330,9 +324,9 @@ class RayExecutor(RunDirExecutor, MultiNodeExecutor, GpuSharingExecutor):
     def _status(self, run_dir: Path, launch: dict[str, Any]) -> ExecStatus:
         stop = records.read_stop(run_dir)
         reason = StopReason(stop["reason"]) if "reason" in stop else None
-        result = records.checked(supervise.read_json(run_dir / RESULT), RESULT_FIELDS)
-        if result is not None and "outcome" in result:
-            return _exited(result, reason)
+        recorded = self._recorded(run_dir, reason)
+        if recorded is not None:
+            return recorded
         answers = self._ask(launch)
         if answers is None:  # not answering yet: Ray may still be starting the workers
             if self._clock() - launch["launched_at"] < START_TIMEOUT or launch.get("answered"):
@@ -357,7 +351,7 @@ class RayExecutor(RunDirExecutor, MultiNodeExecutor, GpuSharingExecutor):
                 "started_at": started,
                 "error": f"the run's actor on {where or 'its node'} is gone (node lost?)",
             }
-            return self._record(run_dir, launch, result, reason)
+            return self._finish(run_dir, launch, result, reason)
         if all(c is not None for c in codes) and not any(a["more"] for a in answers if a):
             failures = sorted((a["finished_at"] or 0.0, a["exit_code"]) for a in answers if a)
             code = next((c for _, c in failures if c), 0)  # the first to fail, in time
@@ -368,7 +362,7 @@ class RayExecutor(RunDirExecutor, MultiNodeExecutor, GpuSharingExecutor):
                 "started_at": started,
                 "error": next((a["error"] for a in answers if a and a["error"]), ""),
             }
-            return self._record(run_dir, launch, result, reason)
+            return self._finish(run_dir, launch, result, reason)
         if any(c not in (None, 0) for c in codes):  # one node's part failed: the gang stops
             self._signal_all(launch, StopReason.CANCEL.value, self._cancel_grace)
         return ExecStatus(RunState.RUNNING, stop_reason=reason, started_at=started)
@@ -402,18 +396,19 @@ class RayExecutor(RunDirExecutor, MultiNodeExecutor, GpuSharingExecutor):
                 for chunk in chunks:
                     f.write(chunk)
 
-    def _record(
+    def _finish(
         self,
         run_dir: Path,
         launch: Mapping[str, Any],
         result: dict[str, Any],
         reason: StopReason | None,
     ) -> ExecStatus:
-        result.setdefault("finished_at", self._clock())
-        with contextlib.suppress(OSError):  # worked out again at the next poll
-            supervise.write_json(run_dir / RESULT, result)
+        """Record how the run ended and kill its actors."""
+        code = result.get("exit_code")
+        result["signal"] = code - 128 if isinstance(code, int) and code > 128 else None
+        status = self._record(run_dir, result, reason)
         self._kill_actors(launch)
-        return _exited(result, reason)
+        return status
 
     def _signal_all(self, launch: Mapping[str, Any], reason: str, grace: float) -> None:
         for name in launch["actors"]:
@@ -421,27 +416,7 @@ class RayExecutor(RunDirExecutor, MultiNodeExecutor, GpuSharingExecutor):
             if actor is not None:
                 actor.stop.remote(reason, grace)
 
-    def _stop(self, handle: Handle, reason: StopReason, grace: float) -> None:
-        run_dir, launch = self._load(handle)
-        if not self._status(run_dir, launch).running:
-            return
-        stop = {"reason": reason.value, "grace": max(0.0, grace), "requested_at": self._clock()}
-        try:
-            supervise.write_json(run_dir / supervise.STOP, stop)
-        except OSError as exc:
-            log.warning("cannot record the stop of %s (%s): %s", handle, reason.value, exc)
-        self._signal_all(launch, reason.value, grace)
-
-
-def _exited(result: Mapping[str, Any], reason: StopReason | None) -> ExecStatus:
-    code = result.get("exit_code")
-    return ExecStatus(
-        RunState.EXITED,
-        outcome=Outcome(result["outcome"]),
-        exit_code=code if isinstance(code, int) else None,
-        signal=code - 128 if isinstance(code, int) and code > 128 else None,
-        stop_reason=reason,
-        started_at=result.get("started_at"),
-        finished_at=result.get("finished_at"),
-        message=str(result.get("error", "")),
-    )
+    def _signal(self, handle: Handle, run_dir: Path, launch: dict[str, Any], grace: float) -> None:
+        """Ask every node's actor to SIGTERM the command now and SIGKILL it after the grace."""
+        reason = records.read_stop(run_dir).get("reason", StopReason.CANCEL.value)
+        self._signal_all(launch, str(reason), grace)

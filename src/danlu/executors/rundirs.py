@@ -15,9 +15,12 @@ in its directory (:func:`safe_child`).
 
 from __future__ import annotations
 
+import contextlib
+import logging
 import shutil
+import time
 from abc import abstractmethod
-from collections.abc import Iterator, Mapping
+from collections.abc import Callable, Iterator, Mapping
 from pathlib import Path
 from typing import Any
 
@@ -29,6 +32,8 @@ from danlu.executors.base import (
     Handle,
     HeldGpus,
     JobLaunch,
+    Outcome,
+    RunState,
     StopReason,
     busy_gpus,
     check_slots,
@@ -40,6 +45,17 @@ from danlu.executors.errors import (
     JobAlreadyRunningError,
     UnknownHandleError,
 )
+
+log = logging.getLogger(__name__)
+
+RESULT = "result.json"
+"""The run's result, recorded by the executor once it knows how the run ended (the Slurm and
+Ray executors; the local one's supervisor writes ``exit.json`` itself)."""
+RESULT_FIELDS: Mapping[str, records.Check] = {
+    **records.EXIT_FIELDS,
+    "outcome": lambda v: v in {o.value for o in Outcome},
+    "started_at": lambda v: v is None or isinstance(v, int | float),
+}
 
 
 def safe_child(base: Path, name: str) -> Path:
@@ -70,13 +86,19 @@ class RunDirExecutor(Executor):
     _runs: Path
     _log_dir: Path
     _cancel_grace: float
+    _clock: Callable[[], float]
     _live: dict[Path, dict[str, Any] | None] | None
 
     def _init_runs(
-        self, state_dir: str | Path, log_dir: str | Path | None, cancel_grace: float
+        self,
+        state_dir: str | Path,
+        log_dir: str | Path | None,
+        cancel_grace: float,
+        clock: Callable[[], float] = time.time,
     ) -> None:
         """Set up ``state_dir/runs`` (mode 0700) and the log directory (default
-        ``state_dir/logs``)."""
+        ``state_dir/logs``); ``clock`` stamps stop requests and results."""
+        self._clock = clock
         self._runs = Path(state_dir).resolve() / "runs"
         self._runs.mkdir(parents=True, exist_ok=True, mode=0o700)
         self._log_dir = Path(log_dir) if log_dir is not None else self._runs.parent / "logs"
@@ -93,8 +115,9 @@ class RunDirExecutor(Executor):
         """The status of the run recorded in ``run_dir``."""
 
     @abstractmethod
-    def _stop(self, handle: Handle, reason: StopReason, grace: float) -> None:
-        """Ask the run to stop: SIGTERM now, SIGKILL after ``grace`` seconds."""
+    def _signal(self, handle: Handle, run_dir: Path, launch: dict[str, Any], grace: float) -> None:
+        """Make the running run stop (its stop request is recorded): SIGTERM now, SIGKILL
+        after ``grace`` seconds."""
 
     def _ended(self, run_dir: Path, launch: dict[str, Any]) -> bool:
         """Whether the run is known to have exited, for the launch check (default: its
@@ -105,6 +128,35 @@ class RunDirExecutor(Executor):
         """Hook: the records of the exited run in ``run_dir`` are about to be deleted."""
 
     # -- the shared parts ---------------------------------------------------------------------
+
+    def _stop(self, handle: Handle, reason: StopReason, grace: float) -> None:
+        """Record the stop request (``stop.json``: why, the grace, when) and signal the run;
+        nothing for a run that has exited. A request that cannot be written (a full disk)
+        still stops the run."""
+        run_dir, launch = self._load(handle)
+        if not self._status(run_dir, launch).running:
+            return
+        stop = {"reason": reason.value, "grace": max(0.0, grace), "requested_at": self._clock()}
+        try:
+            supervise.write_json(run_dir / supervise.STOP, stop)
+        except OSError as exc:
+            log.warning("cannot record the stop of %s (%s): %s", handle, reason.value, exc)
+        self._signal(handle, run_dir, launch, grace)
+
+    def _recorded(self, run_dir: Path, reason: StopReason | None) -> ExecStatus | None:
+        """The run's recorded result as a status, or None when none is recorded."""
+        result = records.checked(supervise.read_json(run_dir / RESULT), RESULT_FIELDS)
+        return exited(result, reason) if result is not None and "outcome" in result else None
+
+    def _record(
+        self, run_dir: Path, result: dict[str, Any], reason: StopReason | None
+    ) -> ExecStatus:
+        """Record how the run ended (``outcome``, ``exit_code``, ``signal``, ``started_at``,
+        ``finished_at`` (default: now), ``error``) and return it as a status."""
+        result.setdefault("finished_at", self._clock())
+        with contextlib.suppress(OSError):  # worked out again at the next poll
+            supervise.write_json(run_dir / RESULT, result)
+        return exited(result, reason)
 
     def preempt(self, handle: Handle, grace_seconds: float) -> None:
         """SIGTERM the job's processes now, SIGKILL them after ``grace_seconds``."""
@@ -213,3 +265,19 @@ class RunDirExecutor(Executor):
                 stopping = (run_dir / supervise.STOP).exists()
                 shared = bool(launch.get("shared", True))
                 yield HeldGpus(launch["job_id"], launch["gpus"], shared, stopping)
+
+
+def exited(result: Mapping[str, Any], reason: StopReason | None) -> ExecStatus:
+    """The status of an ended run from its recorded result."""
+    code = result.get("exit_code")
+    sig = result.get("signal")
+    return ExecStatus(
+        RunState.EXITED,
+        outcome=Outcome(result["outcome"]),
+        exit_code=code if isinstance(code, int) else None,
+        signal=sig if isinstance(sig, int) else None,
+        stop_reason=reason,
+        started_at=result.get("started_at"),
+        finished_at=result.get("finished_at"),
+        message=str(result.get("error", "")),
+    )

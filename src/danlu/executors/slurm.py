@@ -77,7 +77,6 @@ log = logging.getLogger(__name__)
 
 TASK_SCRIPT = Path(slurm_task.__file__).resolve()
 BATCH = "batch.sh"
-RESULT = "result.json"
 START_TIMEOUT = 30.0
 """Seconds a launch record may stand without a Slurm job id before the run counts as lost
 (another instance may be submitting it)."""
@@ -98,11 +97,6 @@ def _launch_fields() -> dict[str, records.Check]:
 
 LAUNCH_FIELDS = _launch_fields()
 """The Slurm executor's launch record: the local one's, its Slurm job id and node names."""
-RESULT_FIELDS: Mapping[str, records.Check] = {
-    **records.EXIT_FIELDS,
-    "outcome": lambda v: v in {o.value for o in Outcome},
-    "started_at": lambda v: v is None or isinstance(v, int | float),
-}
 
 
 class SlurmExecutor(RunDirExecutor, MultiNodeExecutor, GpuSharingExecutor):
@@ -341,9 +335,9 @@ class SlurmExecutor(RunDirExecutor, MultiNodeExecutor, GpuSharingExecutor):
     def _status(self, run_dir: Path, launch: dict[str, Any]) -> ExecStatus:
         stop = records.read_stop(run_dir)
         reason = StopReason(stop["reason"]) if "reason" in stop else None
-        result = records.checked(supervise.read_json(run_dir / RESULT), RESULT_FIELDS)
-        if result is not None and "outcome" in result:
-            return _exited(result, reason)
+        recorded = self._recorded(run_dir, reason)
+        if recorded is not None:
+            return recorded
         slurm_id = self._slurm_id(run_dir, launch)
         if slurm_id is None:
             if self._clock() - launch["launched_at"] < START_TIMEOUT:
@@ -415,14 +409,6 @@ class SlurmExecutor(RunDirExecutor, MultiNodeExecutor, GpuSharingExecutor):
             "error": error,
         }
 
-    def _record(
-        self, run_dir: Path, result: dict[str, Any], reason: StopReason | None
-    ) -> ExecStatus:
-        result.setdefault("finished_at", self._clock())
-        with contextlib.suppress(OSError):  # worked out again at the next poll
-            supervise.write_json(run_dir / RESULT, result)
-        return _exited(result, reason)
-
     def _enforce_stop(self, slurm_id: int, state: SlurmJob, stop: dict[str, Any]) -> None:
         """Cancel a run asked to stop that Slurm has not started; SIGKILL the processes of
         one whose grace is over, and the batch script too :data:`KILL_BATCH_AFTER` seconds
@@ -438,15 +424,10 @@ class SlurmExecutor(RunDirExecutor, MultiNodeExecutor, GpuSharingExecutor):
         elif overdue >= 0:
             self._commands.cancel(slurm_id, "KILL")
 
-    def _stop(self, handle: Handle, reason: StopReason, grace: float) -> None:
-        run_dir, launch = self._load(handle)
-        if not self._status(run_dir, launch).running:
-            return
-        stop = {"reason": reason.value, "grace": max(0.0, grace), "requested_at": self._clock()}
-        try:
-            supervise.write_json(run_dir / supervise.STOP, stop)
-        except OSError as exc:
-            log.warning("cannot record the stop of %s (%s): %s", handle, reason.value, exc)
+    def _signal(self, handle: Handle, run_dir: Path, launch: dict[str, Any], grace: float) -> None:
+        """SIGTERM the job's steps (SIGKILL when ``grace`` <= 0; cancelled outright while
+        Slurm has not started it); the SIGKILL after the grace comes from
+        :meth:`_enforce_stop` at the polls."""
         slurm_id = self._slurm_id(run_dir, launch)
         if slurm_id is None:
             return  # not in Slurm yet: cancelled at the poll that finds it
@@ -462,17 +443,3 @@ class SlurmExecutor(RunDirExecutor, MultiNodeExecutor, GpuSharingExecutor):
 def _public(env: Mapping[str, str]) -> dict[str, str]:
     """``env`` without danlu's and Slurm's own variables (those set the job's submission)."""
     return {k: v for k, v in env.items() if not k.startswith(("DANLU_", *_PRIVATE_PREFIXES))}
-
-
-def _exited(result: Mapping[str, Any], reason: StopReason | None) -> ExecStatus:
-    code = result.get("exit_code")
-    return ExecStatus(
-        RunState.EXITED,
-        outcome=Outcome(result["outcome"]),
-        exit_code=code if isinstance(code, int) else None,
-        signal=result.get("signal"),
-        stop_reason=reason,
-        started_at=result.get("started_at"),
-        finished_at=result.get("finished_at"),
-        message=str(result.get("error", "")),
-    )
