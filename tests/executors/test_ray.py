@@ -5,9 +5,7 @@ that dies."""
 
 from __future__ import annotations
 
-import json
 import os
-import sys
 import time
 from collections.abc import Iterator
 from pathlib import Path
@@ -15,19 +13,17 @@ from typing import Any
 
 import pytest
 from ray_cluster import NODES, ray_cluster
+from run_helpers import ENV_DUMP, envs, launch, wait, wait_text
 
 from danlu.executors import (
-    ExecStatus,
     GpusBusyError,
     GpuSlot,
-    Handle,
     JobAlreadyRunningError,
     JobLaunch,
     Outcome,
     StopReason,
 )
 
-PY = sys.executable
 SRC = str(Path(__file__).resolve().parents[2] / "src")
 
 pytestmark = pytest.mark.slow
@@ -57,41 +53,6 @@ def executor(state: Path, **kwargs: Any) -> Any:
 @pytest.fixture
 def ex(cluster: Any, tmp_path: Path) -> Any:
     return executor(tmp_path / "state")
-
-
-def wait(ex: Any, handle: Handle, timeout: float = 60.0) -> ExecStatus:
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        status: ExecStatus = ex.poll(handle)
-        if not status.running:
-            return status
-        time.sleep(0.1)
-    raise AssertionError(f"{handle} still running after {timeout}s")
-
-
-def wait_text(ex: Any, handle: Handle, text: str, count: int = 1, timeout: float = 60) -> str:
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        ex.poll(handle)
-        log: str = ex.logs(handle)[0].decode()
-        if log.count(text) >= count:
-            return log
-        time.sleep(0.1)
-    raise AssertionError(f"{text!r} never in the log of {handle}: {ex.logs(handle)[0]!r}")
-
-
-def launch(job_id: str, code: str, **kwargs: Any) -> JobLaunch:
-    return JobLaunch(job_id, (PY, "-c", code), **kwargs)
-
-
-ENV_DUMP = (
-    "import os, json; print('ENV', json.dumps({k: v for k, v in os.environ.items() "
-    "if k.startswith(('DANLU_', 'CUDA_', 'PET_', 'MY_', 'RAY_'))}), flush=True)"
-)
-
-
-def envs(log: str) -> list[dict[str, str]]:
-    return [json.loads(line[4:]) for line in log.splitlines() if line.startswith("ENV ")]
 
 
 def test_inventory_lists_the_nodes_with_gpus(ex: Any) -> None:

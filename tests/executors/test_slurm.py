@@ -5,21 +5,17 @@ cancellation, busy GPUs, adoption by a new instance, nodes Slurm reports down.""
 from __future__ import annotations
 
 import json
-import sys
 import time
-from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
-from slurm_cluster import GPUS_PER_NODE, NODES, SlurmCluster, available, slurm_cluster
+from run_helpers import ENV_DUMP, envs, launch, wait, wait_text
+from slurm_cluster import GPUS_PER_NODE, NODES, SlurmCluster
 
 from danlu.executors import (
-    ExecStatus,
     GpusBusyError,
     GpuSlot,
-    Handle,
     JobAlreadyRunningError,
-    JobLaunch,
     NodeLaunchError,
     Outcome,
     StopReason,
@@ -27,18 +23,9 @@ from danlu.executors import (
 from danlu.executors.slurm import SlurmExecutor
 from danlu.executors.slurmctl import SlurmCommands
 
-PY = sys.executable
 SRC = str(Path(__file__).resolve().parents[2] / "src")
 
 pytestmark = pytest.mark.slow
-
-
-@pytest.fixture(scope="module")
-def slurm(tmp_path_factory: pytest.TempPathFactory) -> Iterator[SlurmCluster]:
-    if not available():
-        pytest.skip("Slurm is not installed (apt-get install -y slurm-wlm munge)")
-    with slurm_cluster(tmp_path_factory.mktemp("slurm")) as cluster:
-        yield cluster
 
 
 def executor(slurm: SlurmCluster, state: Path, **kwargs: object) -> SlurmExecutor:
@@ -58,41 +45,6 @@ def executor(slurm: SlurmCluster, state: Path, **kwargs: object) -> SlurmExecuto
 @pytest.fixture
 def ex(slurm: SlurmCluster, tmp_path: Path) -> SlurmExecutor:
     return executor(slurm, tmp_path / "state")
-
-
-def wait(ex: SlurmExecutor, handle: Handle, timeout: float = 30.0) -> ExecStatus:
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        status = ex.poll(handle)
-        if not status.running:
-            return status
-        time.sleep(0.1)
-    raise AssertionError(f"{handle} still running after {timeout}s")
-
-
-def wait_text(ex: SlurmExecutor, handle: Handle, text: str, timeout: float = 30.0) -> str:
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        log = ex.logs(handle)[0].decode()
-        if text in log:
-            return log
-        time.sleep(0.1)
-    raise AssertionError(f"{text!r} never in the log of {handle}: {ex.logs(handle)[0]!r}")
-
-
-def launch(job_id: str, code: str, **kwargs: object) -> JobLaunch:
-    return JobLaunch(job_id, (PY, "-c", code), **kwargs)  # type: ignore[arg-type]
-
-
-ENV_DUMP = (
-    "import os, json; print('ENV', json.dumps({k: v for k, v in os.environ.items() "
-    "if k.startswith(('DANLU_', 'CUDA_', 'PET_', 'MY_', 'SLURMD_NODENAME', 'SLURM_JOB_ID'))}), "
-    "flush=True)"
-)
-
-
-def envs(log: str) -> list[dict[str, str]]:
-    return [json.loads(line[4:]) for line in log.splitlines() if line.startswith("ENV ")]
 
 
 def test_inventory_lists_the_partitions_nodes_and_gpus(ex: SlurmExecutor) -> None:

@@ -5,7 +5,6 @@ each node and resumes from it; the CLI refuses a fake inventory with Slurm."""
 from __future__ import annotations
 
 import subprocess
-from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
@@ -18,17 +17,9 @@ from control_plane import (
     server_env,
     survives_a_crash,
 )
-from slurm_cluster import SlurmCluster, available, slurm_cluster
+from slurm_cluster import SlurmCluster
 
 pytestmark = pytest.mark.slow
-
-
-@pytest.fixture(scope="module")
-def slurm(tmp_path_factory: pytest.TempPathFactory) -> Iterator[SlurmCluster]:
-    if not available():
-        pytest.skip("Slurm is not installed (apt-get install -y slurm-wlm munge)")
-    with slurm_cluster(tmp_path_factory.mktemp("slurm")) as cluster:
-        yield cluster
 
 
 def test_a_two_node_job_is_preempted_checkpoints_and_resumes(

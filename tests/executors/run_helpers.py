@@ -1,0 +1,55 @@
+"""What the cluster executors' tests share: waiting for a run to end or to print, a launch of
+``python -c CODE``, and a job that prints its environment."""
+
+from __future__ import annotations
+
+import json
+import sys
+import time
+from typing import Any
+
+from danlu.executors import ExecStatus, Executor, Handle, JobLaunch
+
+PY = sys.executable
+
+ENV_DUMP = (
+    "import os, json; print('ENV', json.dumps({k: v for k, v in os.environ.items() "
+    "if k.startswith(('DANLU_', 'CUDA_', 'PET_', 'MY_', 'RAY_', 'SLURMD_NODENAME', "
+    "'SLURM_JOB_ID'))}), flush=True)"
+)
+"""A job that prints one line, ``ENV {...}``, of the variables the tests look at."""
+
+
+def wait(ex: Executor, handle: Handle, timeout: float = 60.0) -> ExecStatus:
+    """The run's status once it has exited."""
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        status = ex.poll(handle)
+        if not status.running:
+            return status
+        time.sleep(0.1)
+    raise AssertionError(f"{handle} still running after {timeout}s")
+
+
+def wait_text(
+    ex: Executor, handle: Handle, text: str, count: int = 1, timeout: float = 60.0
+) -> str:
+    """The run's log once ``text`` is in it ``count`` times (polling meanwhile)."""
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        ex.poll(handle)
+        log = ex.logs(handle)[0].decode()
+        if log.count(text) >= count:
+            return log
+        time.sleep(0.1)
+    raise AssertionError(f"{text!r} never in the log of {handle}: {ex.logs(handle)[0]!r}")
+
+
+def launch(job_id: str, code: str, **kwargs: Any) -> JobLaunch:
+    """A launch of ``python -c code``."""
+    return JobLaunch(job_id, (PY, "-c", code), **kwargs)
+
+
+def envs(log: str) -> list[dict[str, str]]:
+    """The environments the ``ENV_DUMP`` lines of ``log`` print."""
+    return [json.loads(line[4:]) for line in log.splitlines() if line.startswith("ENV ")]
