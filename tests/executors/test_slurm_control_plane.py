@@ -50,7 +50,9 @@ def test_a_mixed_workload_ends_and_never_shares_a_whole_gpu(
     assert overlaps(record) == []
 
 
-def test_fake_gpus_are_refused_with_slurm(slurm: SlurmCluster, tmp_path: Path) -> None:
+def test_fake_gpus_an_unknown_executor_and_a_missing_partition_are_refused(
+    slurm: SlurmCluster, tmp_path: Path
+) -> None:
     env = server_env({"SLURM_CONF": slurm.env["SLURM_CONF"]})
     argv = [*CLI, "server", "--home", str(tmp_path / "h"), "--executor", "slurm"]
     done = subprocess.run(
@@ -71,6 +73,16 @@ def test_fake_gpus_are_refused_with_slurm(slurm: SlurmCluster, tmp_path: Path) -
         check=False,
     )
     assert wrong.returncode == 2 and "DANLU_EXECUTOR" in wrong.stderr
+    nowhere = subprocess.run(
+        [*argv, "--slurm-partition", "nosuch", "--port", "0"],
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=60,
+        check=False,
+    )
+    said = " ".join(nowhere.stderr.split())  # Rich folds long lines
+    assert nowhere.returncode == 2 and "nosuch" in said and "--slurm-partition" in said
 
 
 def test_runs_outlive_a_crashed_control_plane(slurm: SlurmCluster, tmp_path: Path) -> None:

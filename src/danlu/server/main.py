@@ -28,7 +28,7 @@ from danlu.config import Settings
 from danlu.core.errors import ConfigError
 from danlu.devices import Inventory, discover, fake_inventory
 from danlu.devices.errors import DeviceError
-from danlu.executors import Executor
+from danlu.executors import Executor, ExecutorError
 from danlu.server.app import (
     build_cluster_executor,
     build_executor,
@@ -157,6 +157,20 @@ def _open_store(settings: Settings) -> str | None:
         ) from None
 
 
+CLUSTER_HINTS = {
+    "slurm": (
+        "check that Slurm's commands work on this host (SLURM_CONF names the cluster's "
+        "slurm.conf) and that --slurm-partition (DANLU_SLURM_PARTITION) names a partition "
+        "with GPU nodes"
+    ),
+    "ray": (
+        "start Ray on this host (ray start --head) or give the cluster's address with "
+        "--ray-address (DANLU_RAY_ADDRESS)"
+    ),
+}
+"""What to check when a cluster executor cannot read its nodes at start-up."""
+
+
 def prepare(
     settings: Settings,
     *,
@@ -198,8 +212,14 @@ def prepare(
         shown = f"[{bound_host}]" if ":" in bound_host else bound_host
         url = f"http://{shown}:{bound_port}"
         if inventory is None:
-            executor: Executor = build_cluster_executor(settings, url)
-            inventory = inventory_from_cluster(executor.inventory(), settings.executor)
+            try:
+                executor: Executor = build_cluster_executor(settings, url)
+                inventory = inventory_from_cluster(executor.inventory(), settings.executor)
+            except ExecutorError as exc:
+                raise ConfigError(
+                    f"--executor {settings.executor}: cannot read the cluster's nodes: {exc}; "
+                    + CLUSTER_HINTS[settings.executor]
+                ) from None
             announce(f"danlu: running jobs with {settings.executor}: {inventory.describe()}")
         else:
             executor = build_executor(settings, inventory, url)
