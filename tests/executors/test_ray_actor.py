@@ -8,6 +8,7 @@ import subprocess
 import sys
 import time
 from pathlib import Path
+from typing import Any
 
 from danlu.executors.ray_actor import GUARD, NodeRun
 
@@ -15,12 +16,13 @@ PY = sys.executable
 ENV = {"PATH": os.environ.get("PATH", "/usr/bin:/bin")}
 
 
-def _until_exit(run: NodeRun, timeout: float = 15) -> dict[str, object]:
+def _until_exit(run: NodeRun, timeout: float = 15) -> dict[str, Any]:
     deadline = time.monotonic() + timeout
-    out = b""
+    out, offset = b"", 0
     while time.monotonic() < deadline:
-        status = run.status()
-        out += status["output"]  # type: ignore[operator]
+        status = run.status(offset)
+        out += status["output"]
+        offset = status["offset"]
         if status["exit_code"] is not None and not status["more"]:
             return {**status, "output": out}
         time.sleep(0.05)
@@ -34,14 +36,15 @@ def test_output_comes_in_whole_lines(tmp_path: Path) -> None:
     )
     run = NodeRun([PY, "-c", code], ENV, log_dir=str(tmp_path))
     deadline = time.monotonic() + 10
-    first = b""
-    while b"one" not in first:
+    first: dict[str, Any] = {"output": b""}
+    while b"one" not in first["output"]:
         assert time.monotonic() < deadline
-        first += run.status()["output"]
+        first = run.status(0)
         time.sleep(0.05)
-    assert first == b"one\n"  # not the half line after it
+    assert first["output"] == b"one\n" and first["offset"] == 4  # not the half line after
+    assert run.status(0)["output"].startswith(b"one\n")  # asked again: handed out again
     done = _until_exit(run)
-    assert done["output"] == b"two\nend" and done["exit_code"] == 0
+    assert done["output"] == b"one\ntwo\nend" and done["exit_code"] == 0
 
 
 def test_stop_terms_then_kills(tmp_path: Path) -> None:

@@ -210,3 +210,21 @@ def test_a_node_slurm_reports_down_refuses_the_launch(
         assert wait(ex, handle).outcome is Outcome.SUCCEEDED
     finally:
         slurm.run("scontrol", "update", "NodeName=n2", "State=RESUME")
+        deadline = time.monotonic() + 60  # back in service, answering (not "idle*")
+        while slurm.run("sinfo", "-h", "-N", "-n", "n2", "-o", "%T").strip() != "idle":
+            assert time.monotonic() < deadline, slurm.run("scontrol", "show", "node", "n2")
+            time.sleep(0.2)
+
+
+def test_the_admins_sbatch_options_come_first_and_the_runs_win(
+    slurm: SlurmCluster, tmp_path: Path
+) -> None:
+    ex = executor(
+        slurm, tmp_path / "state", sbatch_options=("--comment=from-admin", "--nodelist=n1")
+    )
+    handle = ex.submit(launch("opts-1", ENV_DUMP, gpus=(GpuSlot(1, 0),)))
+    assert wait(ex, handle).outcome is Outcome.SUCCEEDED
+    (env,) = envs(ex.logs(handle)[0].decode())
+    assert env["SLURMD_NODENAME"] == "n2"  # where danlu placed it, not the admin's node list
+    shown = slurm.run("scontrol", "show", "job", "--oneliner", env["SLURM_JOB_ID"])
+    assert "Comment=from-admin" in shown

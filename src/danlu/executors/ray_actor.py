@@ -47,7 +47,6 @@ class NodeRun:
         folder = Path(log_dir) if log_dir else Path(tempfile.mkdtemp(prefix="danlu-run-"))
         folder.mkdir(parents=True, exist_ok=True)
         self._log_path = folder / "output.log"
-        self._sent = 0
         self._stop: tuple[str, float] | None = None
         self._error = ""
         self.started_at = time.time()
@@ -89,19 +88,23 @@ class NodeRun:
                 self._killer.cancel()
         return code if code >= 0 else 128 - code
 
-    def status(self) -> dict[str, Any]:
-        """The run's state and the output not handed out yet, in whole lines (all of it once
-        the command has exited): ``{"exit_code", "started_at", "finished_at", "output",
-        "error", "stop"}``; ``exit_code`` is None while the command runs."""
+    def status(self, offset: int = 0) -> dict[str, Any]:
+        """The run's state and its output from byte ``offset``, in whole lines (all of it
+        once the command has exited), at most :data:`CHUNK`: ``{"exit_code", "started_at",
+        "finished_at", "output", "offset", "more", "error", "stop"}``. ``offset`` in the
+        answer is where to ask from next; the caller keeps it, so an answer that was lost
+        on the way is asked for again. ``exit_code`` is None while the command runs."""
         with self._lock:
             code = self.exit_code()
-            output = self._read(final=code is not None)
+            output = self._read(max(0, offset), final=code is not None)
+            after = max(0, offset) + len(output)
             return {
                 "exit_code": code,
                 "started_at": self.started_at,
                 "finished_at": self.finished_at,
                 "output": output,
-                "more": code is not None and self._sent < self._size(),
+                "offset": after,
+                "more": code is not None and after < self._size(after),
                 "error": self._error,
                 "stop": self._stop[0] if self._stop else None,
             }
@@ -129,16 +132,16 @@ class NodeRun:
         with contextlib.suppress(ProcessLookupError, PermissionError):
             os.killpg(self._proc.pid, sig)
 
-    def _size(self) -> int:
+    def _size(self, default: int) -> int:
         try:
             return self._log_path.stat().st_size
         except OSError:
-            return self._sent
+            return default
 
-    def _read(self, final: bool) -> bytes:
+    def _read(self, offset: int, final: bool) -> bytes:
         try:
             with open(self._log_path, "rb") as f:
-                f.seek(self._sent)
+                f.seek(offset)
                 data = f.read(CHUNK)
         except OSError:
             return b""
@@ -148,5 +151,4 @@ class NodeRun:
                 return b""  # half a line: wait for the rest
             if cut >= 0:
                 data = data[: cut + 1]
-        self._sent += len(data)
         return data

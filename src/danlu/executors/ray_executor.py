@@ -63,8 +63,9 @@ log = logging.getLogger(__name__)
 
 NODE_LABEL = "danlu.node"
 """The Ray node label that names a node for danlu."""
-CALL_TIMEOUT = 10.0
-"""Seconds a poll waits for the actors' answers before it counts the run as still starting."""
+CALL_TIMEOUT = 2.0
+"""Seconds a poll waits for all the actors' answers before it counts the run as still
+starting (or busy): it asks again at the next poll."""
 START_TIMEOUT = 120.0
 """Seconds an actor may take to answer its first call (Ray starting a worker on its node)
 before the run counts as lost."""
@@ -76,6 +77,10 @@ def _launch_fields() -> dict[str, records.Check]:
     fields["actors"] = lambda v: isinstance(v, list) and all(isinstance(n, str) for n in v)
     fields["nodes"] = lambda v: isinstance(v, list) and all(isinstance(n, str) for n in v)
     fields["answered"] = lambda v: isinstance(v, bool)
+    fields["offsets"] = lambda v: (
+        isinstance(v, list)
+        and all(isinstance(n, int) and not isinstance(n, bool) and n >= 0 for n in v)
+    )
     return fields
 
 
@@ -119,14 +124,13 @@ class RayExecutor(RunDirExecutor, MultiNodeExecutor, GpuSharingExecutor):
                 raise ExecutorUnavailableError(f"cannot join the Ray cluster: {exc}") from exc
         self._namespace = namespace
         self._actor = ray.remote(NodeRun)
-        self._init_runs(state_dir, log_dir, cancel_grace)
+        self._init_runs(state_dir, log_dir, cancel_grace, clock)
         self._base_env = {
             k: v for k, v in (base_env or {}).items() if not k.startswith(_PRIVATE_PREFIXES)
         }
         self._api_url = api_url
         self._gpu_type = gpu_type
         self._max_jobs_per_gpu = max_jobs_per_gpu
-        self._clock = clock
         self._cluster: Cluster | None = None
         self._handles: dict[str, Any] = {}
 
@@ -336,7 +340,7 @@ class RayExecutor(RunDirExecutor, MultiNodeExecutor, GpuSharingExecutor):
             launch["answered"] = True
             with contextlib.suppress(OSError):
                 supervise.write_json(run_dir / supervise.LAUNCH, launch)
-        self._append(launch, answers)
+        self._append(run_dir, launch, answers)
         codes = [a["exit_code"] if a is not None else None for a in answers]
         started = min((a["started_at"] for a in answers if a), default=launch["launched_at"])
         if any(a is None for a in answers):  # an actor is gone: its node lost, or killed
@@ -372,10 +376,15 @@ class RayExecutor(RunDirExecutor, MultiNodeExecutor, GpuSharingExecutor):
         answer within :data:`CALL_TIMEOUT` (still starting)."""
         from ray.exceptions import GetTimeoutError, RayActorError
 
+        offsets = launch.get("offsets") or [0] * len(launch["actors"])
         refs: list[Any] = []
-        for name in launch["actors"]:
+        for name, offset in zip(launch["actors"], offsets, strict=False):
             actor = self._actor_handle(name)
-            refs.append(actor.status.remote() if actor is not None else None)
+            refs.append(actor.status.remote(offset) if actor is not None else None)
+        pending = [ref for ref in refs if ref is not None]
+        ready, _ = self._ray.wait(pending, num_returns=len(pending), timeout=CALL_TIMEOUT)
+        if len(ready) < len(pending):
+            return None
         out: list[dict[str, Any] | None] = []
         for ref in refs:
             if ref is None:
@@ -389,12 +398,23 @@ class RayExecutor(RunDirExecutor, MultiNodeExecutor, GpuSharingExecutor):
                 out.append(None)
         return out
 
-    def _append(self, launch: Mapping[str, Any], answers: list[dict[str, Any] | None]) -> None:
+    def _append(
+        self, run_dir: Path, launch: dict[str, Any], answers: list[dict[str, Any] | None]
+    ) -> None:
+        """Append the actors' new output to the job's log, node after node, and record how
+        far each has been read (a control plane that restarts reads on from there)."""
         chunks = [a["output"] for a in answers if a is not None and a["output"]]
-        if chunks:
-            with open(launch["log_path"], "ab") as f:
-                for chunk in chunks:
-                    f.write(chunk)
+        if not chunks:
+            return
+        with open(launch["log_path"], "ab") as f:
+            for chunk in chunks:
+                f.write(chunk)
+        offsets = launch.get("offsets") or [0] * len(launch["actors"])
+        launch["offsets"] = [
+            a["offset"] if a is not None else old for a, old in zip(answers, offsets, strict=False)
+        ]
+        with contextlib.suppress(OSError):  # read again (and logged twice) after a restart
+            supervise.write_json(run_dir / supervise.LAUNCH, launch)
 
     def _finish(
         self,

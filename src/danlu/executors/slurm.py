@@ -102,12 +102,13 @@ LAUNCH_FIELDS = _launch_fields()
 class SlurmExecutor(RunDirExecutor, MultiNodeExecutor, GpuSharingExecutor):
     """Runs each job as a Slurm batch job on the nodes danlu placed it on.
 
-    ``commands`` runs Slurm's client commands (with the cluster's ``SLURM_CONF``);
-    ``partition`` is danlu's partition (None: Slurm's default one, and every node listed);
-    ``gpu_type`` is the type of GPUs whose ``Gres`` names none or one danlu does not know.
-    ``state_dir`` and ``log_dir`` must be on a filesystem the nodes share. ``sbatch_options``
-    are added to every submission (an account, a QoS, memory per CPU). ``python`` is the
-    interpreter the nodes run the per-node task with.
+        ``commands`` runs Slurm's client commands (with the cluster's ``SLURM_CONF``);
+        ``partition`` is danlu's partition (None: Slurm's default one, and every node listed);
+        ``gpu_type`` is the type of GPUs whose ``Gres`` names none or one danlu does not know.
+        ``state_dir`` and ``log_dir`` must be on a filesystem the nodes share. ``sbatch_options``
+        are added to every submission (an account, a QoS, memory per CPU), before the run's own,
+    which win where they overlap. ``python`` is the
+        interpreter the nodes run the per-node task with.
     """
 
     launch_fields = LAUNCH_FIELDS
@@ -132,14 +133,13 @@ class SlurmExecutor(RunDirExecutor, MultiNodeExecutor, GpuSharingExecutor):
         self._commands = commands
         self._partition = partition
         self._gpu_type = gpu_type
-        self._init_runs(state_dir, log_dir, cancel_grace)
+        self._init_runs(state_dir, log_dir, cancel_grace, clock)
         self._base_env = _public(base_env or {})
         self._api_url = api_url
         self._python = python
         self._sbatch_options = tuple(sbatch_options)
         self._max_jobs_per_gpu = max_jobs_per_gpu
         self._poll_interval = poll_interval
-        self._clock = clock
         self._nodes: list[SlurmNode] | None = None
         self._cluster: Cluster | None = None
         self._states: dict[int, SlurmJob] = {}
@@ -253,7 +253,8 @@ class SlurmExecutor(RunDirExecutor, MultiNodeExecutor, GpuSharingExecutor):
             "nodes": names,
         }
         supervise.write_json(run_dir / supervise.LAUNCH, record)
-        options = [
+        options = [  # the admin's first: sbatch lets a later option win, and the run's must
+            *self._sbatch_options,
             f"--job-name={_STATE_PREFIX}.{job.job_id}.{job.run_attempt}",
             f"--nodes={count}",
             "--ntasks-per-node=1",
@@ -265,7 +266,6 @@ class SlurmExecutor(RunDirExecutor, MultiNodeExecutor, GpuSharingExecutor):
             f"--chdir={job.workdir or run_dir}",
             *([f"--partition={self._partition}"] if self._partition else []),
             *([f"--nodelist={','.join(names)}"] if names else []),
-            *self._sbatch_options,
         ]
         try:
             slurm_id = self._commands.sbatch(options, str(batch), self.job_env(job))
