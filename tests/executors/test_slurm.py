@@ -228,3 +228,19 @@ def test_the_admins_sbatch_options_come_first_and_the_runs_win(
     assert env["SLURMD_NODENAME"] == "n2"  # where danlu placed it, not the admin's node list
     shown = slurm.run("scontrol", "show", "job", "--oneliner", env["SLURM_JOB_ID"])
     assert "Comment=from-admin" in shown
+
+
+def test_a_jobs_path_does_not_choose_the_slurm_commands(ex: SlurmExecutor, tmp_path: Path) -> None:
+    """``sbatch`` runs with the job's environment; a ``PATH`` there named a program of the
+    submitter's that the control plane then ran as ``sbatch``, on its own host."""
+    evil = tmp_path / "evil"
+    evil.mkdir()
+    marker = tmp_path / "ran"
+    for name in ("sbatch", "srun"):
+        fake = evil / name
+        fake.write_text(f"#!/bin/sh\ntouch {marker}\nexit 1\n")
+        fake.chmod(0o755)
+    job = launch("path-1", "print('real run')", env={"PATH": f"{evil}:/usr/bin:/bin"})
+    handle = ex.submit(job)
+    assert wait(ex, handle).outcome is Outcome.SUCCEEDED
+    assert "real run" in ex.logs(handle)[0].decode() and not marker.exists()

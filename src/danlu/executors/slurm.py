@@ -232,9 +232,10 @@ class SlurmExecutor(RunDirExecutor, MultiNodeExecutor, GpuSharingExecutor):
         supervise.write_json(run_dir / slurm_task.TASK, task)
         count = max(1, len(names))
         batch = run_dir / BATCH
+        srun = shlex.quote(self._commands.program("srun"))
         batch.write_text(
             "#!/bin/sh\n"
-            f"exec srun --kill-on-bad-exit=1 --nodes={count} --ntasks={count} "
+            f"exec {srun} --kill-on-bad-exit=1 --nodes={count} --ntasks={count} "
             f"--ntasks-per-node=1 --export=ALL {shlex.quote(self._python)} -I "
             f"{shlex.quote(str(TASK_SCRIPT))} {shlex.quote(str(run_dir))}\n",
             encoding="utf-8",

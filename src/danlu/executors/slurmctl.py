@@ -9,6 +9,7 @@ names the cluster's configuration when it is not in ``/etc/slurm``); this module
 from __future__ import annotations
 
 import re
+import shutil
 import subprocess
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
@@ -197,9 +198,19 @@ class SlurmCommands:
         """The environment the commands run with (a copy)."""
         return dict(self._env or {})
 
+    def program(self, name: str) -> str:
+        """The path of Slurm's command ``name``: in ``bin_dir``, else found on the ``PATH`` of
+        the commands' own environment (never on a job's: ``sbatch`` runs with the job's
+        environment, whose ``PATH`` the submitter chose); ``name`` itself when not found."""
+        if self._bin:
+            return f"{self._bin}/{name}"
+        path = self._env.get("PATH") if self._env is not None else None
+        return shutil.which(name, path=path) or name
+
     def run(self, argv: Sequence[str], *, env: Mapping[str, str] | None = None) -> str:
-        """Run one Slurm command and return its standard output."""
-        command = [f"{self._bin}/{argv[0]}" if self._bin else argv[0], *argv[1:]]
+        """Run one Slurm command and return its standard output. The program is found as
+        :meth:`program` says, whatever ``env`` (the job's, for ``sbatch``) holds."""
+        command = [self.program(argv[0]), *argv[1:]]
         try:
             done = subprocess.run(
                 command,
