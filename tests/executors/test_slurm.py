@@ -5,6 +5,7 @@ cancellation, busy GPUs, adoption by a new instance, nodes Slurm reports down.""
 from __future__ import annotations
 
 import json
+import shutil
 import time
 from pathlib import Path
 
@@ -244,3 +245,34 @@ def test_a_jobs_path_does_not_choose_the_slurm_commands(ex: SlurmExecutor, tmp_p
     handle = ex.submit(job)
     assert wait(ex, handle).outcome is Outcome.SUCCEEDED
     assert "real run" in ex.logs(handle)[0].decode() and not marker.exists()
+
+
+def test_the_jobs_environment_never_reaches_sbatch(slurm: SlurmCluster, tmp_path: Path) -> None:
+    """sbatch runs on the control plane's host: the job's variables (an ``LD_PRELOAD`` of
+    the submitter's) must not act there. They reach the job through the run's task file; the
+    token, kept off disk, alone through sbatch."""
+    wrappers = tmp_path / "bin"
+    wrappers.mkdir()
+    seen = tmp_path / "sbatch.env"
+    for name in ("sbatch", "squeue", "scontrol", "scancel", "sinfo", "srun"):
+        real = shutil.which(name) or f"/usr/bin/{name}"
+        dump = f"env > {seen}\n" if name == "sbatch" else ""
+        (wrappers / name).write_text(f'#!/bin/sh\n{dump}exec {real} "$@"\n')
+        (wrappers / name).chmod(0o755)
+    ex = SlurmExecutor(
+        SlurmCommands(slurm.env, bin_dir=str(wrappers)),
+        tmp_path / "state",
+        partition="gpu",
+        base_env={"PATH": slurm.env["PATH"], "PYTHONPATH": SRC},
+        poll_interval=0.0,
+    )
+    job = launch("env-2", ENV_DUMP, env={"MY_VAR": "mine", "LD_PRELOAD": ""}, token="secret")
+    handle = ex.submit(job)
+    assert wait(ex, handle).outcome is Outcome.SUCCEEDED
+    (env,) = envs(ex.logs(handle)[0].decode())
+    assert env["MY_VAR"] == "mine" and env["DANLU_TOKEN"] == "secret"
+    submitted = dict(line.split("=", 1) for line in seen.read_text().splitlines() if "=" in line)
+    assert "MY_VAR" not in submitted and "LD_PRELOAD" not in submitted
+    assert submitted["DANLU_TOKEN"] == "secret"
+    task = json.loads((tmp_path / "state" / "runs" / "env-2" / "task.json").read_text())
+    assert task["env"]["MY_VAR"] == "mine" and "DANLU_TOKEN" not in task["env"]

@@ -177,9 +177,12 @@ class SlurmExecutor(RunDirExecutor, MultiNodeExecutor, GpuSharingExecutor):
     # -- environment --------------------------------------------------------------------------
 
     def job_env(self, job: JobLaunch) -> dict[str, str]:
-        """The submission's environment: ``base_env`` and the job's ``env`` (Slurm's own
-        variables dropped), the danlu job environment on top, and the commands' own
-        (``SLURM_CONF``, where Slurm's commands are) so that the batch script finds them."""
+        """The job's environment: ``base_env`` and the job's ``env`` (Slurm's own variables
+        dropped), the danlu job environment on top, and the commands' own (``SLURM_CONF``,
+        where Slurm's commands are) where those lack them. It reaches the nodes in the run's
+        task file, never through ``sbatch``'s environment (``sbatch`` runs on the control
+        plane's host, where the job's ``LD_PRELOAD`` or ``PATH`` must not act), except
+        ``DANLU_TOKEN``, which is kept off disk and exported alone."""
         env = dict(self._base_env)
         env.setdefault("PYTHONUNBUFFERED", "1")
         env.update(_public(job.env))
@@ -221,8 +224,11 @@ class SlurmExecutor(RunDirExecutor, MultiNodeExecutor, GpuSharingExecutor):
         for slot in job.gpus:
             devices[self.inventory().nodes[slot.node].name].append(str(slot.gpu))
         key = f"{job.job_id}#{job.run_attempt}"
+        env = self.job_env(job)
+        token = env.pop("DANLU_TOKEN", None)
         task = {
             "command": job.command,
+            "env": env,
             "workdir": job.workdir,
             "devices": {name: ",".join(found) for name, found in devices.items()},
             "nodes": names,
@@ -261,7 +267,7 @@ class SlurmExecutor(RunDirExecutor, MultiNodeExecutor, GpuSharingExecutor):
             "--ntasks-per-node=1",
             "--oversubscribe",
             "--no-requeue",
-            "--export=ALL",
+            "--export=DANLU_TOKEN" if token is not None else "--export=NONE",
             f"--output={log_path}",
             "--open-mode=append",
             f"--chdir={job.workdir or run_dir}",
@@ -269,7 +275,10 @@ class SlurmExecutor(RunDirExecutor, MultiNodeExecutor, GpuSharingExecutor):
             *([f"--nodelist={','.join(names)}"] if names else []),
         ]
         try:
-            slurm_id = self._commands.sbatch(options, str(batch), self.job_env(job))
+            submission = self._commands.env or {}
+            if token is not None:
+                submission["DANLU_TOKEN"] = token
+            slurm_id = self._commands.sbatch(options, str(batch), submission)
         except SlurmUnavailableError:
             shutil.rmtree(run_dir, ignore_errors=True)
             raise

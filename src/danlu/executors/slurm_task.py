@@ -5,10 +5,13 @@ Run as ``python -I slurm_task.py RUN_DIR`` by the batch script the
 any node whose Python can read the run directory (a shared filesystem). It reads
 ``RUN_DIR/task.json``, written by the executor::
 
-    {"command": [...], "workdir": "/path" | null, "devices": {"node": "0,1", ...},
-     "nodes": ["node", ...], "master_addr": "host", "master_port": 29500}
+    {"command": [...], "env": {...}, "workdir": "/path" | null,
+     "devices": {"node": "0,1", ...}, "nodes": ["node", ...], "master_addr": "host",
+     "master_port": 29500}
 
-and starts the job's command on this node with
+and starts the job's command on this node with ``env`` (the job's environment, written by the
+executor), Slurm's own ``SLURM*`` variables of this task, the job's ``DANLU_TOKEN`` (exported
+alone by ``sbatch``, never written to disk), and
 
 - ``CUDA_VISIBLE_DEVICES``: this node's GPUs of the allocation (``devices``), which danlu's
   scheduler chose (the job asks Slurm for no GPUs: danlu owns the partition's GPUs);
@@ -16,7 +19,6 @@ and starts the job's command on this node with
   ``SLURM_NODEID``, ``PET_NPROC_PER_NODE``, ``PET_MASTER_ADDR``, ``PET_MASTER_PORT``), so
   that a plain ``torchrun train.py`` joins the job's other nodes;
 
-and the rest of the environment as Slurm handed it over (the submission's, exported whole).
 Slurm signals every process of the step when the job is preempted or cancelled, the job's
 included; this task ignores SIGTERM itself and waits. It writes the job's exit on this node
 to ``RUN_DIR/exit-NODE.json`` (``{"exit_code": N, "finished_at": T}``; ``128 + S`` for a
@@ -42,16 +44,22 @@ def exit_path(run_dir: Path, node: str) -> Path:
 
 
 def task_env(task: dict[str, object], env: dict[str, str]) -> dict[str, str]:
-    """The job's environment on the node Slurm names in ``env`` (``SLURMD_NODENAME``)."""
-    out = dict(env)
-    node = out.get("SLURMD_NODENAME", "")
+    """The job's environment on the node Slurm names in ``env`` (this process's:
+    ``SLURMD_NODENAME``, ``SLURM_NODEID``, ``DANLU_TOKEN``)."""
+    given = task.get("env")
+    out = {k: v for k, v in env.items() if k.startswith("SLURM")}
+    if isinstance(given, dict):
+        out.update({str(k): str(v) for k, v in given.items()})
+    if "DANLU_TOKEN" in env:
+        out["DANLU_TOKEN"] = env["DANLU_TOKEN"]
+    node = env.get("SLURMD_NODENAME", "")
     devices = task.get("devices")
     visible = devices.get(node, "") if isinstance(devices, dict) else ""
     out["CUDA_VISIBLE_DEVICES"] = str(visible)
     nodes = task.get("nodes")
     count = len(nodes) if isinstance(nodes, list) else 1
     out["PET_NNODES"] = str(count)
-    out["PET_NODE_RANK"] = out.get("SLURM_NODEID", "0")
+    out["PET_NODE_RANK"] = env.get("SLURM_NODEID", "0")
     out["PET_NPROC_PER_NODE"] = str(max(1, len([d for d in str(visible).split(",") if d])))
     out["PET_MASTER_ADDR"] = str(task.get("master_addr", "127.0.0.1"))
     out["PET_MASTER_PORT"] = str(task.get("master_port", 29500))
