@@ -54,35 +54,24 @@ def test_fake_gpus_an_unknown_executor_and_a_missing_partition_are_refused(
     slurm: SlurmCluster, tmp_path: Path
 ) -> None:
     env = server_env({"SLURM_CONF": slurm.env["SLURM_CONF"]})
-    argv = [*CLI, "server", "--home", str(tmp_path / "h"), "--executor", "slurm"]
-    done = subprocess.run(
-        [*argv, "--fake-gpus", "2x80GiB", "--port", "0"],
-        env=env,
-        capture_output=True,
-        text=True,
-        timeout=60,
-        check=False,
-    )
-    assert done.returncode == 2 and "--fake-gpus" in done.stderr
-    wrong = subprocess.run(
-        [*argv[:-1], "nomad", "--port", "0"],
-        env=env,
-        capture_output=True,
-        text=True,
-        timeout=60,
-        check=False,
-    )
-    assert wrong.returncode == 2 and "DANLU_EXECUTOR" in wrong.stderr
-    nowhere = subprocess.run(
-        [*argv, "--slurm-partition", "nosuch", "--port", "0"],
-        env=env,
-        capture_output=True,
-        text=True,
-        timeout=60,
-        check=False,
-    )
-    said = " ".join(nowhere.stderr.split())  # Rich folds long lines
-    assert nowhere.returncode == 2 and "nosuch" in said and "--slurm-partition" in said
+    home = ["--home", str(tmp_path / "h"), "--port", "0"]
+
+    def refused(*args: str) -> str:
+        done = subprocess.run(
+            [*CLI, "server", *home, *args],
+            env=env,
+            capture_output=True,
+            text=True,
+            timeout=60,
+            check=False,
+        )
+        assert done.returncode == 2, done
+        return " ".join(done.stderr.split())  # Rich folds long lines
+
+    assert "--fake-gpus" in refused("--executor", "slurm", "--fake-gpus", "2x80GiB")
+    assert "DANLU_EXECUTOR" in refused("--executor", "nomad")
+    said = refused("--executor", "slurm", "--slurm-partition", "nosuch")
+    assert "nosuch" in said and "--slurm-partition" in said
 
 
 def test_runs_outlive_a_crashed_control_plane(slurm: SlurmCluster, tmp_path: Path) -> None:

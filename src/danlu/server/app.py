@@ -213,8 +213,9 @@ class RejectNul:
 
 
 def inventory_from_cluster(cluster: Cluster, source: str = "fake") -> Inventory:
-    """An :class:`Inventory` describing ``cluster``: an executor's that reports its own nodes
-    (``source`` ``"slurm"``), or a fake one for an executor given without an inventory."""
+    """An :class:`Inventory` describing ``cluster``: that of an executor which reports its own
+    nodes (``source`` ``"slurm"`` or ``"ray"``), or a fake one for an executor given without
+    an inventory."""
     nodes = []
     index = 0
     for node in cluster.nodes:
