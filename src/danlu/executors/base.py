@@ -276,6 +276,23 @@ def busy_gpus(launch: JobLaunch, held: Iterable[HeldGpus]) -> None:
             )
 
 
+def job_environment(
+    base_env: Mapping[str, str],
+    job: JobLaunch,
+    api_url: str | None,
+    drop: tuple[str, ...] = (),
+) -> dict[str, str]:
+    """A job's environment: ``base_env``, ``PYTHONUNBUFFERED=1`` unless set, the job's own
+    ``env`` without the variables starting with one of ``drop`` (those an executor's backend
+    reads: ``SLURM_*``, ``RAY_*``), then the danlu job environment (:func:`set_job_env`),
+    which wins. ``CUDA_VISIBLE_DEVICES`` is the executor's to add."""
+    env = dict(base_env)
+    env.setdefault("PYTHONUNBUFFERED", "1")
+    env.update({k: v for k, v in job.env.items() if not k.startswith(drop)})
+    set_job_env(env, job, api_url)
+    return env
+
+
 def set_job_env(env: dict[str, str], job: JobLaunch, api_url: str | None) -> None:
     """Set the danlu job environment of DESIGN.md ("Job environment") in ``env``, in place:
     ``DANLU_JOB_ID``, ``DANLU_RESTART_COUNT``, ``CUDA_DEVICE_ORDER=PCI_BUS_ID`` (CUDA numbers

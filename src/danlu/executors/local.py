@@ -42,7 +42,7 @@ from danlu.executors.base import (
     RunState,
     StopReason,
     classify_exit,
-    set_job_env,
+    job_environment,
 )
 from danlu.executors.errors import (
     LaunchError,
@@ -116,10 +116,7 @@ class LocalExecutor(RunDirExecutor, GpuSharingExecutor):
     def child_env(self, job: JobLaunch) -> dict[str, str]:
         """The job's environment: ``base_env`` (without inherited ``DANLU_*``), the job's own
         ``env``, then the danlu job environment and GPU pinning, which win."""
-        env = dict(self._base_env)
-        env.setdefault("PYTHONUNBUFFERED", "1")
-        env.update(job.env)
-        set_job_env(env, job, self._api_url)
+        env = job_environment(self._base_env, job, self._api_url)
         env["CUDA_VISIBLE_DEVICES"] = self.visible_devices(job)
         return env
 
@@ -277,7 +274,14 @@ class LocalExecutor(RunDirExecutor, GpuSharingExecutor):
             supervise.write_json(run_dir / supervise.EXIT, done)
         return done
 
-    def _signal(self, handle: Handle, run_dir: Path, launch: dict[str, Any], grace: float) -> None:
+    def _signal(
+        self,
+        handle: Handle,
+        run_dir: Path,
+        launch: dict[str, Any],
+        reason: StopReason,
+        grace: float,
+    ) -> None:
         """SIGTERM the supervisor, which SIGTERMs the job's group and SIGKILLs it after the
         recorded grace (the launch's when none could be recorded)."""
         job = records.read_job(run_dir)

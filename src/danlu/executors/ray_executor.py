@@ -48,7 +48,7 @@ from danlu.executors.base import (
     RunState,
     StopReason,
     classify_exit,
-    set_job_env,
+    job_environment,
 )
 from danlu.executors.errors import (
     ExecutorError,
@@ -98,7 +98,7 @@ class RayExecutor(RunDirExecutor, MultiNodeExecutor, GpuSharingExecutor):
     """
 
     launch_fields = LAUNCH_FIELDS
-    launch_required = ("job_id", "attempt", "log_path", "launched_at", "actors")
+    launch_required = (*records.LAUNCH_REQUIRED, "actors")
 
     def __init__(
         self,
@@ -190,10 +190,7 @@ class RayExecutor(RunDirExecutor, MultiNodeExecutor, GpuSharingExecutor):
         self, job: JobLaunch, rank: int, names: list[str], devices: str, master: str
     ) -> dict[str, str]:
         """The environment of the command on the ``rank``-th node of the run."""
-        env = dict(self._base_env)
-        env.setdefault("PYTHONUNBUFFERED", "1")
-        env.update({k: v for k, v in job.env.items() if not k.startswith(_PRIVATE_PREFIXES)})
-        set_job_env(env, job, self._api_url)
+        env = job_environment(self._base_env, job, self._api_url, _PRIVATE_PREFIXES)
         key = f"{job.job_id}#{job.run_attempt}"
         env["CUDA_VISIBLE_DEVICES"] = devices
         env["PET_NNODES"] = str(max(1, len(names)))
@@ -436,7 +433,13 @@ class RayExecutor(RunDirExecutor, MultiNodeExecutor, GpuSharingExecutor):
             if actor is not None:
                 actor.stop.remote(reason, grace)
 
-    def _signal(self, handle: Handle, run_dir: Path, launch: dict[str, Any], grace: float) -> None:
+    def _signal(
+        self,
+        handle: Handle,
+        run_dir: Path,
+        launch: dict[str, Any],
+        reason: StopReason,
+        grace: float,
+    ) -> None:
         """Ask every node's actor to SIGTERM the command now and SIGKILL it after the grace."""
-        reason = records.read_stop(run_dir).get("reason", StopReason.CANCEL.value)
-        self._signal_all(launch, str(reason), grace)
+        self._signal_all(launch, reason.value, grace)

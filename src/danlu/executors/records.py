@@ -105,14 +105,18 @@ def checked(
     return out if all(k in out for k in required) else None
 
 
-def read_launch(run_dir: Path) -> dict[str, Any] | None:
-    """The run's launch record, or None when it is missing or lacks what identifies the run
-    (``job_id``, ``attempt``, ``log_path``, ``launched_at``)."""
-    return checked(
-        supervise.read_json(run_dir / supervise.LAUNCH),
-        LAUNCH_FIELDS,
-        ("job_id", "attempt", "log_path", "launched_at"),
-    )
+LAUNCH_REQUIRED = ("job_id", "attempt", "log_path", "launched_at")
+"""What identifies a run in its launch record."""
+
+
+def read_launch(
+    run_dir: Path,
+    fields: Mapping[str, Check] = LAUNCH_FIELDS,
+    required: tuple[str, ...] = LAUNCH_REQUIRED,
+) -> dict[str, Any] | None:
+    """The run's launch record (``fields`` checked: an executor's own record adds some to
+    :data:`LAUNCH_FIELDS`), or None when it is missing or lacks one of ``required``."""
+    return checked(supervise.read_json(run_dir / supervise.LAUNCH), fields, required)
 
 
 def read_job(run_dir: Path) -> dict[str, Any]:

@@ -82,7 +82,7 @@ class RunDirExecutor(Executor):
     """
 
     launch_fields: Mapping[str, records.Check] = records.LAUNCH_FIELDS
-    launch_required: tuple[str, ...] = ("job_id", "attempt", "log_path", "launched_at")
+    launch_required: tuple[str, ...] = records.LAUNCH_REQUIRED
     _runs: Path
     _log_dir: Path
     _cancel_grace: float
@@ -115,7 +115,14 @@ class RunDirExecutor(Executor):
         """The status of the run recorded in ``run_dir``."""
 
     @abstractmethod
-    def _signal(self, handle: Handle, run_dir: Path, launch: dict[str, Any], grace: float) -> None:
+    def _signal(
+        self,
+        handle: Handle,
+        run_dir: Path,
+        launch: dict[str, Any],
+        reason: StopReason,
+        grace: float,
+    ) -> None:
         """Make the running run stop (its stop request is recorded): SIGTERM now, SIGKILL
         after ``grace`` seconds."""
 
@@ -141,7 +148,7 @@ class RunDirExecutor(Executor):
             supervise.write_json(run_dir / supervise.STOP, stop)
         except OSError as exc:
             log.warning("cannot record the stop of %s (%s): %s", handle, reason.value, exc)
-        self._signal(handle, run_dir, launch, grace)
+        self._signal(handle, run_dir, launch, reason, grace)
 
     def _recorded(self, run_dir: Path, reason: StopReason | None) -> ExecStatus | None:
         """The run's recorded result as a status, or None when none is recorded."""
@@ -210,11 +217,7 @@ class RunDirExecutor(Executor):
     def _read_launch(self, run_dir: Path) -> dict[str, Any] | None:
         """The run's launch record, or None when it is missing or lacks what identifies the
         run."""
-        return records.checked(
-            supervise.read_json(run_dir / supervise.LAUNCH),
-            self.launch_fields,
-            self.launch_required,
-        )
+        return records.read_launch(run_dir, self.launch_fields, self.launch_required)
 
     def _load(self, handle: Handle) -> tuple[Path, dict[str, Any]]:
         validate_job_id(handle.job_id)

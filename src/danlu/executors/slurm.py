@@ -57,7 +57,7 @@ from danlu.executors.base import (
     RunState,
     StopReason,
     classify_exit,
-    set_job_env,
+    job_environment,
 )
 from danlu.executors.errors import (
     ExecutorError,
@@ -178,19 +178,12 @@ class SlurmExecutor(RunDirExecutor, MultiNodeExecutor, GpuSharingExecutor):
 
     def job_env(self, job: JobLaunch) -> dict[str, str]:
         """The job's environment: ``base_env`` and the job's ``env`` (Slurm's own variables
-        dropped), the danlu job environment on top, and the commands' own (``SLURM_CONF``,
-        where Slurm's commands are) where those lack them. It reaches the nodes in the run's
+        dropped), the danlu job environment on top; each task adds Slurm's ``SLURM*``
+        variables of its node (``SLURM_CONF`` among them). It reaches the nodes in the run's
         task file, never through ``sbatch``'s environment (``sbatch`` runs on the control
         plane's host, where the job's ``LD_PRELOAD`` or ``PATH`` must not act), except
         ``DANLU_TOKEN``, which is kept off disk and exported alone."""
-        env = dict(self._base_env)
-        env.setdefault("PYTHONUNBUFFERED", "1")
-        env.update(_public(job.env))
-        for key, value in self._commands.env.items():
-            if key == "SLURM_CONF" or key not in env:
-                env[key] = value
-        set_job_env(env, job, self._api_url)
-        return env
+        return job_environment(self._base_env, job, self._api_url, ("DANLU_", *_PRIVATE_PREFIXES))
 
     # -- lifecycle ----------------------------------------------------------------------------
 
@@ -434,7 +427,14 @@ class SlurmExecutor(RunDirExecutor, MultiNodeExecutor, GpuSharingExecutor):
         elif overdue >= 0:
             self._commands.cancel(slurm_id, "KILL")
 
-    def _signal(self, handle: Handle, run_dir: Path, launch: dict[str, Any], grace: float) -> None:
+    def _signal(
+        self,
+        handle: Handle,
+        run_dir: Path,
+        launch: dict[str, Any],
+        reason: StopReason,
+        grace: float,
+    ) -> None:
         """SIGTERM the job's steps (SIGKILL when ``grace`` <= 0; cancelled outright while
         Slurm has not started it); the SIGKILL after the grace comes from
         :meth:`_enforce_stop` at the polls."""
