@@ -65,6 +65,10 @@ _HINTS: dict[str, str] = {
     "port": "a TCP port 1..65535, e.g. DANLU_PORT=8470",
     "executor": "local, slurm or ray, e.g. DANLU_EXECUTOR=slurm",
     "ray_address": "a Ray address, e.g. DANLU_RAY_ADDRESS=10.0.0.1:6379 or auto",
+    "inventory_refresh": (
+        "seconds 0..86400 between readings of the cluster's nodes, e.g. "
+        "DANLU_INVENTORY_REFRESH=30 (0: only at start-up)"
+    ),
     "slurm_partition": "a Slurm partition name, e.g. DANLU_SLURM_PARTITION=gpu",
     "slurm_gpu_type": "a GPU type, e.g. DANLU_SLURM_GPU_TYPE=H100",
     "slurm_sbatch_options": (
@@ -226,6 +230,11 @@ class Settings(BaseSettings):
     :mod:`danlu.executors.ray_executor`)."""
     ray_address: str = "auto"
     """The Ray cluster the ``ray`` executor joins (``auto``: the one this host belongs to)."""
+    inventory_refresh: float = Field(default=30.0, ge=0, le=86400, allow_inf_nan=False)
+    """Seconds between two readings of the executor's nodes by the reconcile loop: nodes
+    that joined a Slurm partition or a Ray cluster are scheduled onto, and the jobs on nodes
+    that left are re-queued to resume from their checkpoints. 0: read them only at start-up.
+    The local executor's GPUs are read once whatever this says."""
     slurm_partition: str | None = None
     """The Slurm partition whose nodes danlu schedules (None: Slurm's default partition)."""
     slurm_gpu_type: str = "generic"

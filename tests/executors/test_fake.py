@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from danlu.core.cluster import Allocation, Cluster, GpuShare
+from danlu.core.cluster import Allocation, Cluster, GpuShare, Node
 from danlu.executors import (
     FakeExecutor,
     FakeWorld,
@@ -20,6 +20,7 @@ from danlu.executors import (
     UnknownHandleError,
     classify_exit,
 )
+from danlu.executors.base import refreshed_cluster
 
 
 def _job(job_id: str = "j", attempt: int = 0) -> JobLaunch:
@@ -147,3 +148,26 @@ def test_a_launch_waits_for_a_stopping_run_on_its_gpus() -> None:
     assert not ex.poll(old).running
     ex.submit(new)
     assert [launch.job_id for launch in world.launches] == ["old", "beside", "new"]
+
+
+def test_refreshed_cluster_keeps_the_nodes_that_stay_in_their_order() -> None:
+    old = Cluster((Node("a", 2), Node("b", 2), Node("c", 2)))
+    read = [Node("d", 4), Node("c", 8), Node("a", 2)]
+    assert [(n.name, n.gpus) for n in refreshed_cluster(old, read, "x").nodes] == [
+        ("a", 2),
+        ("c", 8),
+        ("d", 4),
+    ]
+    assert [n.name for n in refreshed_cluster(None, read, "x").nodes] == ["d", "c", "a"]
+
+
+def test_after_a_refresh_live_runs_hold_their_gpus_by_node_name() -> None:
+    world = FakeWorld()
+    ex = FakeExecutor(Cluster((Node("a", 2), Node("b", 2))), world)
+    world.script("on-b", duration=1000)
+    ex.submit(JobLaunch("on-b", ("python", "train.py"), gpus=(GpuSlot(1, 0),)))
+    world.cluster = Cluster((Node("b", 2), Node("c", 2)))
+    assert [n.name for n in ex.refresh_inventory().nodes] == ["b", "c"]
+    with pytest.raises(GpusBusyError, match="held by job on-b"):  # b is node 0 now
+        ex.submit(JobLaunch("new", ("python", "train.py"), gpus=(GpuSlot(0, 0),)))
+    ex.submit(JobLaunch("on-c", ("python", "train.py"), gpus=(GpuSlot(1, 0),)))

@@ -196,6 +196,7 @@ def test_a_run_whose_actor_dies_is_re_queued_as_preempted(ex: Any) -> None:
     ray.kill(ray.get_actor("danlu.lost-1.0.0", namespace="danlu-test"), no_restart=True)
     status = wait(ex, handle)
     assert status.outcome is Outcome.PREEMPTED and "gone" in status.message
+    assert status.node_lost and status.exit_code is None
     deadline = time.monotonic() + 10  # the job's process ends with its actor
     while any(b"lost-marker" in line for line in _cmdlines()):
         assert time.monotonic() < deadline, "the job outlived its actor"
@@ -211,3 +212,25 @@ def _cmdlines() -> list[bytes]:
             except OSError:  # exited meanwhile
                 continue
     return out
+
+
+def test_a_refresh_takes_in_a_node_that_joined_and_drops_one_that_left(
+    cluster: Any, ex: Any
+) -> None:
+    assert [n.name for n in ex.refresh_inventory().nodes] == [n.name for n in ex.inventory().nodes]
+    joined = cluster.add_node(num_cpus=1, num_gpus=2, labels={"danlu.node": "n3"})
+    try:
+        cluster.wait_for_nodes()
+        nodes = ex.refresh_inventory().nodes
+        assert [n.name for n in nodes][-1] == "n3" and nodes[-1].gpus == 2
+        handle = ex.submit(launch("joined-1", ENV_DUMP, gpus=(GpuSlot(len(nodes) - 1, 1),)))
+        assert wait(ex, handle).outcome is Outcome.SUCCEEDED
+        (env,) = envs(ex.logs(handle)[0].decode())
+        assert env["CUDA_VISIBLE_DEVICES"] == "1"
+    finally:
+        cluster.remove_node(joined)
+    deadline = time.monotonic() + 30  # Ray marks the node dead once its raylet is gone
+    while "n3" in [n.name for n in ex.refresh_inventory().nodes]:
+        assert time.monotonic() < deadline, "n3 stayed in the inventory after it left"
+        time.sleep(0.5)
+    assert sorted(n.name for n in ex.inventory().nodes) == list(NODES)

@@ -1,9 +1,12 @@
 """``danlu server --executor ray`` (a real process) joining the test Ray cluster: the nodes
 come from Ray, a job spanning both nodes is preempted by a higher-priority one, checkpoints on
-each node and resumes from it."""
+each node and resumes from it; a node that joins is scheduled onto and one that leaves has
+its jobs re-queued."""
 
 from __future__ import annotations
 
+import sys
+import time
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -15,6 +18,7 @@ from control_plane import (
     preempt_and_resume,
     server_env,
     survives_a_crash,
+    wait_state,
 )
 from ray_cluster import ray_cluster
 
@@ -50,3 +54,39 @@ def test_runs_outlive_a_crashed_control_plane(cluster: Any, tmp_path: Path) -> N
     args = ["--executor", "ray", "--ray-address", cluster.address]
     env = server_env({})
     survives_a_crash(tmp_path, args, env)
+
+
+def test_a_node_that_joins_takes_the_queue_and_its_jobs_are_requeued_when_it_leaves(
+    cluster: Any, tmp_path: Path
+) -> None:
+    """With ``DANLU_INVENTORY_REFRESH=1``: a job waiting for GPUs on a full cluster starts on
+    a node that joins; when that node leaves, the job is re-queued and the node is gone from
+    the inventory."""
+    args = ["--executor", "ray", "--ray-address", cluster.address]
+    env = server_env({"DANLU_INVENTORY_REFRESH": "1"})
+    hold = [sys.executable, "-c", "import time; print('ready', flush=True); time.sleep(300)"]
+    with control_plane(tmp_path, args, env) as client:
+        wide = client.submit({"name": "wide", "command": hold, "resources": {"gpus": 8}})
+        wait_state(client, wide["id"], "RUNNING")
+        late = client.submit({"name": "late", "command": hold, "resources": {"gpus": 2}})
+        time.sleep(2)
+        assert client.get_job(late["id"])["state"] == "PENDING"
+        joined = cluster.add_node(num_cpus=1, num_gpus=2, labels={"danlu.node": "n3"})
+        try:
+            running = wait_state(client, late["id"], "RUNNING", timeout=60)
+            assert {s["node"] for s in running["allocation"]} == {"n3"}
+            assert "n3" in [n["name"] for n in client.nodes()]
+        finally:
+            cluster.remove_node(joined)
+        requeued = wait_state(client, late["id"], "PENDING", timeout=60)
+        assert requeued["restarts"] == 0 and requeued["preemptions"] == 1, [
+            (e["new"], e["reason"]) for e in client.events(late["id"])
+        ]
+        deadline = time.monotonic() + 60
+        while "n3" in [n["name"] for n in client.nodes()]:
+            assert time.monotonic() < deadline, client.nodes()
+            time.sleep(0.5)
+        assert client.get_job(wide["id"])["state"] == "RUNNING"
+        for job in (late, wide):
+            client.cancel(job["id"])
+        wait_state(client, wide["id"], "CANCELLED")

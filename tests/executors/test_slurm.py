@@ -276,3 +276,40 @@ def test_the_jobs_environment_never_reaches_sbatch(slurm: SlurmCluster, tmp_path
     assert submitted["DANLU_TOKEN"] == "secret"
     task = json.loads((tmp_path / "state" / "runs" / "env-2" / "task.json").read_text())
     assert task["env"]["MY_VAR"] == "mine" and "DANLU_TOKEN" not in task["env"]
+
+
+def test_a_refresh_follows_the_partition_and_keeps_live_runs_gpus(
+    slurm: SlurmCluster, ex: SlurmExecutor
+) -> None:
+    code = "import time; print('ready', flush=True); time.sleep(60)"
+    handle = ex.submit(launch("moved-1", code, gpus=(GpuSlot(1, 2),)))  # n2, GPU 2
+    wait_text(ex, handle, "ready")
+    slurm.run("scontrol", "update", "PartitionName=gpu", "Nodes=n2")
+    try:
+        assert [n.name for n in ex.refresh_inventory().nodes] == ["n2"]
+        assert [n.name for n in ex.inventory().nodes] == ["n2"]
+        # n2 is node 0 now: its GPU 2 is still the live run's
+        with pytest.raises(GpusBusyError, match="moved-1"):
+            ex.submit(launch("other-2", code, gpus=(GpuSlot(0, 2),)))
+        beside = ex.submit(launch("beside-1", ENV_DUMP, gpus=(GpuSlot(0, 1),)))
+        assert wait(ex, beside).outcome is Outcome.SUCCEEDED
+        (env,) = envs(ex.logs(beside)[0].decode())
+        assert env["SLURMD_NODENAME"] == "n2" and env["CUDA_VISIBLE_DEVICES"] == "1"
+    finally:
+        slurm.run("scontrol", "update", "PartitionName=gpu", f"Nodes={','.join(NODES)}")
+    assert [n.name for n in ex.refresh_inventory().nodes] == ["n2", "n1"]  # n1 comes after
+    ex.cancel(handle)
+    assert wait(ex, handle).stop_reason is StopReason.CANCEL
+
+
+def test_a_launch_onto_a_node_taken_out_of_the_partition_is_a_node_fault(
+    slurm: SlurmCluster, ex: SlurmExecutor
+) -> None:
+    assert [n.name for n in ex.inventory().nodes] == list(NODES)
+    slurm.run("scontrol", "update", "PartitionName=gpu", "Nodes=n1")
+    try:  # not read again yet: n2 is still node 1 of the inventory
+        with pytest.raises(NodeLaunchError, match="n2 is no longer in partition gpu") as raised:
+            ex.submit(launch("gone-1", "print(1)", gpus=(GpuSlot(1, 0),)))
+        assert raised.value.nodes == ("n2",)
+    finally:
+        slurm.run("scontrol", "update", "PartitionName=gpu", f"Nodes={','.join(NODES)}")

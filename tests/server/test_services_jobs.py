@@ -174,6 +174,30 @@ def test_preempted_job_requeues(seeded: Database) -> None:
         assert "preempted" in jobs.why(s, job, NOW + 3)
 
 
+def test_a_job_lost_with_its_node_requeues_without_a_restart(seeded: Database) -> None:
+    with seeded.session() as s:
+        job = jobs.submit(s, spec(max_restarts=0), users.get_user(s, "alice"), now=NOW)
+        jobs.change_state(s, job, JobState.RUNNING, "scheduled", NOW, allocation=SHARE)
+        jobs.settle_exit(
+            s, job, succeeded=False, exit_code=None, reason="node n3 left", node_lost=True
+        )
+        assert (job.state, job.preemptions, job.restarts, job.allocation) == (
+            "PENDING",
+            1,
+            0,
+            None,
+        )
+        states = [(e.old, e.new, e.reason) for e in events.list_events(s, job.id)][-2:]
+        assert states == [
+            ("RUNNING", "PREEMPTING", "node n3 left"),
+            ("PREEMPTING", "PENDING", jobs.RESUME_REASON),
+        ]
+        jobs.change_state(s, job, JobState.RUNNING, "scheduled", NOW + 10, allocation=SHARE)
+        jobs.cancel_job(s, job.id, now=NOW + 11)  # a cancelled one ends, lost or not
+        jobs.settle_exit(s, job, succeeded=False, exit_code=None, reason="lost", node_lost=True)
+        assert job.state == "CANCELLED"
+
+
 def test_job_that_finishes_while_being_preempted_succeeds(seeded: Database) -> None:
     with seeded.session() as s:
         job = jobs.submit(s, spec(), users.get_user(s, "alice"), now=NOW)

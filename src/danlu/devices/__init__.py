@@ -2,7 +2,13 @@
 machines without any. Imports only :mod:`danlu.core` of danlu."""
 
 from danlu.devices.errors import DeviceError, DeviceUnavailableError
-from danlu.devices.inventory import GpuInfo, Inventory, NodeInventory, fake_inventory
+from danlu.devices.inventory import (
+    GpuInfo,
+    Inventory,
+    NodeInventory,
+    fake_inventory,
+    inventory_from_cluster,
+)
 from danlu.devices.metrics import METRICS, MetricSample, sample_metrics
 from danlu.devices.nvml import discover, type_from_name
 
@@ -16,6 +22,7 @@ __all__ = [
     "NodeInventory",
     "discover",
     "fake_inventory",
+    "inventory_from_cluster",
     "sample_metrics",
     "type_from_name",
 ]

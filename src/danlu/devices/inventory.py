@@ -94,6 +94,29 @@ class Inventory:
         return f"{label}: {', '.join(parts) or 'none'}"
 
 
+def inventory_from_cluster(cluster: Cluster, source: str = "fake") -> Inventory:
+    """An :class:`Inventory` describing ``cluster``: that of an executor which reports its own
+    nodes (``source`` ``"slurm"`` or ``"ray"``), or a fake one for an executor given without
+    an inventory."""
+    nodes = []
+    index = 0
+    for node in cluster.nodes:
+        gpus = []
+        for _ in range(node.gpus):
+            gpus.append(
+                GpuInfo(
+                    index,
+                    f"GPU-{source}-{index:04d}",
+                    f"Fake {node.gpu_type.name}" if source == "fake" else node.gpu_type.name,
+                    node.gpu_type,
+                    node.gpu_type.memory,
+                )
+            )
+            index += 1
+        nodes.append(NodeInventory(node.name, node.name, tuple(gpus)))
+    return Inventory(tuple(nodes), source)
+
+
 _FLAG = "--fake-gpus"
 _GROUP = re.compile(r"^\s*(\d+)\s*[xX]\s*([^:\s]+)\s*(?::\s*(\S+))?\s*$")
 

@@ -22,7 +22,7 @@ from abc import ABC, abstractmethod
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 
-from danlu.core.cluster import Allocation, Cluster
+from danlu.core.cluster import Allocation, Cluster, Node
 from danlu.executors.errors import GpusBusyError, InvalidLaunchError
 
 PREEMPTED_EXIT_CODE = 75
@@ -225,6 +225,11 @@ class ExecStatus:
     started_at: float | None = None
     finished_at: float | None = None
     message: str = ""
+    node_lost: bool = False
+    """The run ended because a node of it was lost, not by the job's doing: the backend's
+    process for it vanished (a Ray node that left or died) or the backend says the node
+    failed (Slurm's ``NODE_FAIL``). The control plane re-queues the job to resume from its
+    last checkpoint, counting a preemption, not a restart."""
 
     @property
     def running(self) -> bool:
@@ -248,6 +253,16 @@ class HeldGpus:
     """It holds memory shares of them (others may share them too), not the whole GPUs."""
     stopping: bool
     """It was asked to stop and has not exited yet."""
+
+
+def refreshed_cluster(old: Cluster | None, nodes: Sequence[Node], name: str) -> Cluster:
+    """``nodes``, as read from a backend now, as a cluster named ``name`` in ``old``'s
+    order: the nodes ``old`` has keep their order (with what was read now), the new ones
+    follow in the order read. Node indices stay as they were up to the first node that
+    left."""
+    fresh = {node.name: node for node in nodes}
+    kept = [fresh.pop(node.name) for node in (old.nodes if old else ()) if node.name in fresh]
+    return Cluster((*kept, *(node for node in nodes if node.name in fresh)), name)
 
 
 def busy_gpus(launch: JobLaunch, held: Iterable[HeldGpus]) -> None:
@@ -347,6 +362,17 @@ class Executor(ABC):
     def inventory(self) -> Cluster:
         """The nodes and GPUs this executor can place jobs on (node/GPU indices of
         :class:`GpuSlot` refer to it)."""
+
+    def refresh_inventory(self) -> Cluster:
+        """Read the nodes and GPUs from the backend again; returns the inventory as it is
+        now, which :meth:`inventory` returns from then on. The nodes that stay keep their
+        order, those that joined follow them (:func:`refreshed_cluster`), and those that
+        left are gone: their runs are for the control plane to re-queue. Raises
+        :class:`ExecutorUnavailableError` when the backend cannot be asked, or another
+        :class:`ExecutorError` when its answer cannot be used; the inventory then stays as
+        it was. This default is for executors whose nodes never change (the local host's
+        GPUs, a fake cluster)."""
+        return self.inventory()
 
     @abstractmethod
     def submit(self, job: JobLaunch) -> Handle:

@@ -30,6 +30,7 @@ from danlu.executors.base import (
     StopReason,
     busy_gpus,
     check_slots,
+    refreshed_cluster,
 )
 from danlu.executors.errors import ExecutorError, JobAlreadyRunningError, UnknownHandleError
 
@@ -83,6 +84,8 @@ class FakeRun:
     """True when it ends by SIGKILL (it ignored SIGTERM past the grace period)."""
     resumed_from: float = 0.0
     """Seconds of work its job had checkpointed when it started (``Script.resumable``)."""
+    nodes: tuple[str, ...] = ()
+    """The names of its launch's nodes (sorted distinct node indices), as they were then."""
 
 
 @dataclass
@@ -97,6 +100,9 @@ class FakeWorld:
     """Every launch ever submitted, in order (for assertions)."""
     saved: dict[str, float] = field(default_factory=dict)
     """Seconds of work each resumable job has checkpointed (``Script.resumable``)."""
+    cluster: Cluster | None = None
+    """The nodes :meth:`FakeExecutor.refresh_inventory` reads (None: the executor keeps its
+    own): set it to add, remove or resize nodes."""
 
     def script(self, job_id: str, **kwargs: object) -> Script:
         """Script the next runs of ``job_id`` (keyword arguments of :class:`Script`)."""
@@ -113,7 +119,16 @@ class FakeExecutor(MultiNodeExecutor, GpuSharingExecutor):
         self.world = world if world is not None else FakeWorld()
 
     def inventory(self) -> Cluster:
-        """The cluster given at construction."""
+        """The cluster given at construction, or read by the last :meth:`refresh_inventory`."""
+        return self._cluster
+
+    def refresh_inventory(self) -> Cluster:
+        """The world's :attr:`FakeWorld.cluster` when set (in this executor's order, as the
+        cluster executors keep theirs), else the cluster as it was."""
+        if self.world.cluster is not None:
+            self._cluster = refreshed_cluster(
+                self._cluster, self.world.cluster.nodes, self._cluster.name
+            )
         return self._cluster
 
     def max_nodes_per_job(self) -> int:
@@ -132,20 +147,13 @@ class FakeExecutor(MultiNodeExecutor, GpuSharingExecutor):
         old = self.world.runs.get(job.job_id)
         if old is not None and self._status(old).running:
             raise JobAlreadyRunningError(f"job {job.job_id} still runs")
-        held = [
-            HeldGpus(
-                run.launch.job_id,
-                [(slot.node, slot.gpu) for slot in run.launch.gpus],
-                shared=all(slot.memory is not None for slot in run.launch.gpus),
-                stopping=run.stop_reason is not None,
-            )
-            for run in self.world.runs.values()
-            if self._status(run).running
-        ]
-        busy_gpus(job, held)
+        busy_gpus(job, self._held())
         script = self.world.scripts.get(job.job_id, self.world.default)
         saved = self.world.saved.get(job.job_id, 0.0) if script.resumable else 0.0
-        self.world.runs[job.job_id] = FakeRun(job, script, self.world.clock(), resumed_from=saved)
+        names = tuple(self._cluster.nodes[i].name for i in job.nodes)
+        self.world.runs[job.job_id] = FakeRun(
+            job, script, self.world.clock(), resumed_from=saved, nodes=names
+        )
         self.world.launches.append(job)
         return Handle(job.job_id, job.run_attempt)
 
@@ -181,6 +189,24 @@ class FakeExecutor(MultiNodeExecutor, GpuSharingExecutor):
             raise ExecutorError(f"job {job_id} still runs; stop it before discarding it")
         self.world.runs.pop(job_id, None)
         self.world.saved.pop(job_id, None)
+
+    def _held(self) -> list[HeldGpus]:
+        """The GPUs of the live runs, re-indexed by node name into the inventory as it is
+        now (the GPUs of nodes no longer there left out)."""
+        index = {node.name: i for i, node in enumerate(self._cluster.nodes)}
+        held = []
+        for run in self.world.runs.values():
+            if not self._status(run).running:
+                continue
+            names = dict(zip(run.launch.nodes, run.nodes, strict=False))
+            gpus = [
+                (index[name], slot.gpu)
+                for slot in run.launch.gpus
+                if (name := names.get(slot.node)) is not None and name in index
+            ]
+            shared = all(slot.memory is not None for slot in run.launch.gpus)
+            held.append(HeldGpus(run.launch.job_id, gpus, shared, run.stop_reason is not None))
+        return held
 
     def _run(self, handle: Handle) -> FakeRun:
         run = self.world.runs.get(handle.job_id)

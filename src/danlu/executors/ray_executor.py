@@ -49,6 +49,7 @@ from danlu.executors.base import (
     StopReason,
     classify_exit,
     job_environment,
+    refreshed_cluster,
 )
 from danlu.executors.errors import (
     ExecutorError,
@@ -137,13 +138,31 @@ class RayExecutor(RunDirExecutor, MultiNodeExecutor, GpuSharingExecutor):
     # -- capabilities -------------------------------------------------------------------------
 
     def inventory(self) -> Cluster:
-        """The live nodes with GPUs, read from Ray once."""
+        """The live nodes with GPUs, as Ray listed them first or at the last
+        :meth:`refresh_inventory`."""
         if self._cluster is None:
-            nodes = self._nodes()
-            if not nodes:
-                raise ExecutorError("the Ray cluster has no live node with GPUs")
-            self._cluster = Cluster(tuple(self._node(info) for info in nodes.values()), "ray")
+            self._cluster = self._read_inventory()
         return self._cluster
+
+    def refresh_inventory(self) -> Cluster:
+        """The live nodes with GPUs read from Ray again: nodes that joined the cluster
+        (``ray start``, an autoscaler) come in, nodes that died or left go. A cluster with
+        no live node with GPUs is refused, keeping the inventory as it was (an
+        :class:`ExecutorError`); a Ray that cannot be asked is an
+        :class:`ExecutorUnavailableError`."""
+        self._cluster = self._read_inventory()
+        return self._cluster
+
+    def _read_inventory(self) -> Cluster:
+        try:
+            nodes = self._nodes()
+        except ExecutorError:
+            raise
+        except Exception as exc:  # the GCS gone: ray.nodes() raises what gRPC raised
+            raise ExecutorUnavailableError(f"cannot read Ray's nodes: {exc}") from exc
+        if not nodes:
+            raise ExecutorError("the Ray cluster has no live node with GPUs")
+        return refreshed_cluster(self._cluster, [self._node(n) for n in nodes.values()], "ray")
 
     def _nodes(self) -> dict[str, dict[str, Any]]:
         """Ray's live nodes with GPUs by danlu name, in Ray's order."""
@@ -351,6 +370,7 @@ class RayExecutor(RunDirExecutor, MultiNodeExecutor, GpuSharingExecutor):
                 "exit_code": None,
                 "started_at": started,
                 "error": f"the run's actor on {where or 'its node'} is gone (node lost?)",
+                "node_lost": True,
             }
             return self._finish(run_dir, launch, result, reason)
         if all(c is not None for c in codes) and not any(a["more"] for a in answers if a):

@@ -55,6 +55,7 @@ RESULT_FIELDS: Mapping[str, records.Check] = {
     **records.EXIT_FIELDS,
     "outcome": lambda v: v in {o.value for o in Outcome},
     "started_at": lambda v: v is None or isinstance(v, int | float),
+    "node_lost": lambda v: isinstance(v, bool),
 }
 
 
@@ -267,7 +268,23 @@ class RunDirExecutor(Executor):
             elif launch.get("gpus"):
                 stopping = (run_dir / supervise.STOP).exists()
                 shared = bool(launch.get("shared", True))
-                yield HeldGpus(launch["job_id"], launch["gpus"], shared, stopping)
+                yield HeldGpus(launch["job_id"], self._gpus_now(launch), shared, stopping)
+
+    def _gpus_now(self, launch: Mapping[str, Any]) -> list[tuple[int, int]]:
+        """A run's GPUs as ``(node, gpu)`` of the inventory as it is now. Its launch record
+        has the indices of the inventory it was launched on; a record that names its nodes
+        (``nodes``: the names of its sorted distinct node indices, as the cluster executors
+        write it) is re-indexed by name, leaving out the GPUs of nodes no longer there
+        (:meth:`~danlu.executors.base.Executor.refresh_inventory`). Others are taken as
+        they are (the local executor's single host never changes)."""
+        gpus = [(int(node), int(gpu)) for node, gpu in launch["gpus"]]
+        names = launch.get("nodes")
+        launched_on = sorted({node for node, _ in gpus})
+        if not isinstance(names, list) or len(names) != len(launched_on):
+            return gpus
+        index = {node.name: i for i, node in enumerate(self.inventory().nodes)}
+        now = {old: index.get(name) for old, name in zip(launched_on, names, strict=True)}
+        return [(moved, gpu) for node, gpu in gpus if (moved := now[node]) is not None]
 
 
 def exited(result: Mapping[str, Any], reason: StopReason | None) -> ExecStatus:
@@ -283,4 +300,5 @@ def exited(result: Mapping[str, Any], reason: StopReason | None) -> ExecStatus:
         started_at=result.get("started_at"),
         finished_at=result.get("finished_at"),
         message=str(result.get("error", "")),
+        node_lost=result.get("node_lost") is True,
     )

@@ -58,6 +58,7 @@ from danlu.executors.base import (
     StopReason,
     classify_exit,
     job_environment,
+    refreshed_cluster,
 )
 from danlu.executors.errors import (
     ExecutorError,
@@ -150,14 +151,28 @@ class SlurmExecutor(RunDirExecutor, MultiNodeExecutor, GpuSharingExecutor):
     # -- capabilities -------------------------------------------------------------------------
 
     def inventory(self) -> Cluster:
-        """The partition's nodes and their GPUs (``Gres=gpu:...``), read from Slurm once."""
+        """The partition's nodes and their GPUs (``Gres=gpu:...``), as Slurm listed them
+        first or at the last :meth:`refresh_inventory`."""
         if self._cluster is None:
-            nodes = self._commands.nodes(self._partition)
-            if not nodes:
-                raise ExecutorError("Slurm lists no nodes; check SLURM_CONF and the partition")
-            self._nodes = nodes
-            self._cluster = Cluster(tuple(self._node(n) for n in nodes), "slurm")
+            self._cluster = self._read_inventory()
         return self._cluster
+
+    def refresh_inventory(self) -> Cluster:
+        """The partition's nodes read from Slurm again: nodes added to or taken out of the
+        partition (``scontrol update PartitionName=...``), or given other GPUs. A node Slurm
+        reports down or drained stays (launches there fail as the node's fault); a partition
+        listed with no nodes is refused, keeping the inventory as it was (an
+        :class:`ExecutorError`)."""
+        self._cluster = self._read_inventory()
+        return self._cluster
+
+    def _read_inventory(self) -> Cluster:
+        nodes = self._commands.nodes(self._partition)
+        if not nodes:
+            raise ExecutorError("Slurm lists no nodes; check SLURM_CONF and the partition")
+        cluster = refreshed_cluster(self._cluster, [self._node(n) for n in nodes], "slurm")
+        self._nodes = nodes
+        return cluster
 
     def _node(self, node: SlurmNode) -> Node:
         kind = self._gpu_type
@@ -289,19 +304,24 @@ class SlurmExecutor(RunDirExecutor, MultiNodeExecutor, GpuSharingExecutor):
         return Handle(job.job_id, job.run_attempt)
 
     def _check_nodes(self, names: Sequence[str]) -> None:
-        """Raise :class:`NodeLaunchError` when Slurm reports one of ``names`` unusable."""
+        """Raise :class:`NodeLaunchError` when Slurm reports one of ``names`` unusable, or
+        no longer in the partition (taken out since the inventory was last read)."""
         if not names:
             return
         now = self._clock()
         if now - self._node_states_at >= self._poll_interval:
             try:
-                self._node_states = {n.name: n.state for n in self._commands.nodes()}
+                listed = self._commands.nodes(self._partition)
+                self._node_states = {n.name: n.state for n in listed}
             except SlurmError as exc:
                 raise SlurmUnavailableError(f"cannot read the nodes' states: {exc}") from exc
             self._node_states_at = now
         for name in names:
-            state = self._node_states.get(name, "UNKNOWN")
-            if any(bad in state for bad in _BAD_NODE_STATES) or name not in self._node_states:
+            state = self._node_states.get(name)
+            if state is None:
+                where = f"partition {self._partition}" if self._partition else "Slurm's nodes"
+                raise NodeLaunchError(f"node {name} is no longer in {where}", nodes=(name,))
+            if any(bad in state for bad in _BAD_NODE_STATES):
                 raise NodeLaunchError(f"Slurm reports node {name} as {state}", nodes=(name,))
 
     def poll(self, handle: Handle) -> ExecStatus:
@@ -410,6 +430,7 @@ class SlurmExecutor(RunDirExecutor, MultiNodeExecutor, GpuSharingExecutor):
             "started_at": started,
             "finished_at": finished,
             "error": error,
+            "node_lost": state == "NODE_FAIL",
         }
 
     def _enforce_stop(self, slurm_id: int, state: SlurmJob, stop: dict[str, Any]) -> None:

@@ -20,7 +20,7 @@ from starlette.exceptions import HTTPException as StarletteHTTPException
 from starlette.types import ASGIApp, Receive, Scope, Send
 
 from danlu.config import Settings, job_base_env
-from danlu.core.cluster import Cluster, gpu_type
+from danlu.core.cluster import gpu_type
 from danlu.core.errors import (
     ConfigError,
     DanluError,
@@ -30,7 +30,7 @@ from danlu.core.errors import (
     UnknownNameError,
     UnschedulableError,
 )
-from danlu.devices import GpuInfo, Inventory, NodeInventory, discover, fake_inventory
+from danlu.devices import Inventory, discover, fake_inventory, inventory_from_cluster
 from danlu.devices.errors import DeviceError
 from danlu.estimate.memory.tracer import WarmTracers
 from danlu.executors import Executor, ExecutorError, LocalExecutor
@@ -210,29 +210,6 @@ class RejectNul:
                 await response(scope, receive, send)
                 return
         await self.app(scope, receive, send)
-
-
-def inventory_from_cluster(cluster: Cluster, source: str = "fake") -> Inventory:
-    """An :class:`Inventory` describing ``cluster``: that of an executor which reports its own
-    nodes (``source`` ``"slurm"`` or ``"ray"``), or a fake one for an executor given without
-    an inventory."""
-    nodes = []
-    index = 0
-    for node in cluster.nodes:
-        gpus = []
-        for _ in range(node.gpus):
-            gpus.append(
-                GpuInfo(
-                    index,
-                    f"GPU-{source}-{index:04d}",
-                    f"Fake {node.gpu_type.name}" if source == "fake" else node.gpu_type.name,
-                    node.gpu_type,
-                    node.gpu_type.memory,
-                )
-            )
-            index += 1
-        nodes.append(NodeInventory(node.name, node.name, tuple(gpus)))
-    return Inventory(tuple(nodes), source)
 
 
 def build_inventory(settings: Settings, fake_gpus: str | None = None) -> Inventory:

@@ -26,14 +26,13 @@ from sqlalchemy.exc import OperationalError
 
 from danlu.config import Settings
 from danlu.core.errors import ConfigError
-from danlu.devices import Inventory, discover, fake_inventory
+from danlu.devices import Inventory, discover, fake_inventory, inventory_from_cluster
 from danlu.devices.errors import DeviceError
 from danlu.executors import Executor, ExecutorError
 from danlu.server.app import (
     build_cluster_executor,
     build_executor,
     create_app,
-    inventory_from_cluster,
     is_full,
 )
 from danlu.server.db import Database, upgrade_database

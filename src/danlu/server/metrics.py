@@ -16,9 +16,9 @@ from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, Metri
 from prometheus_client.registry import Collector
 from sqlalchemy import func, select
 
-from danlu.core.cluster import MILLI_PER_GPU, Allocation, GpuShare
+from danlu.core.cluster import MILLI_PER_GPU, Allocation, Cluster, GpuShare
 from danlu.core.state import JobState
-from danlu.devices import METRICS, Inventory, sample_metrics
+from danlu.devices import METRICS, Inventory, inventory_from_cluster, sample_metrics
 from danlu.server.db import Database, Job, Node, Project
 from danlu.server.services.cluster import list_shares
 from danlu.server.services.nodes import STATES as NODE_STATES
@@ -201,7 +201,14 @@ class ServerMetrics:
             "Scheduling rounds whose policy raised; each ran the fallback policy (fifo).",
             registry=self.registry,
         )
-        self.registry.register(_StoreCollector(db, inventory))
+        self._store = _StoreCollector(db, inventory)
+        self.registry.register(self._store)
+
+    def set_cluster(self, cluster: Cluster) -> None:
+        """The executor's nodes changed (:mod:`danlu.server.inventory`): count and sample
+        the GPUs of ``cluster`` from now on."""
+        source = self._store.inventory.source
+        self._store.inventory = inventory_from_cluster(cluster, source)
 
     def exposition(self) -> bytes:
         """The text exposition format of every metric."""

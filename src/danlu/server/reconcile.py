@@ -18,7 +18,9 @@ Every state change goes through the services, which record an event with the rea
 may stop at any point (kill -9): the next one, in this process or a new one, picks up from what
 the store and the executor's files say. On start, :meth:`Reconciler.adopt` re-attaches to the
 executor's runs and stops runs the store no longer wants (orphans), and the jobs recorded on
-GPUs the executor's inventory no longer has are re-queued.
+GPUs the executor's inventory no longer has are re-queued. Every ``DANLU_INVENTORY_REFRESH``
+seconds a pass first reads the executor's nodes again (:mod:`danlu.server.inventory`); when
+nodes left, their jobs are re-queued the same way.
 """
 
 from __future__ import annotations
@@ -65,6 +67,7 @@ from danlu.sched.policies.fifo import FifoPolicy
 from danlu.sched.view import ClusterView, Plan
 from danlu.server.db import Database, Job, Lease
 from danlu.server.failures import RepeatedFailure
+from danlu.server.inventory import InventoryRefresh
 from danlu.server.metrics import ServerMetrics
 from danlu.server.purge import Purger
 from danlu.server.services import jobs, locks, nodes, users
@@ -92,6 +95,8 @@ class RoundReport:
     """Jobs cancelled because their deadline passed."""
     cordoned: list[str] = field(default_factory=list)
     """Nodes cordoned because launches kept failing there for the node's reasons."""
+    inventory: list[str] = field(default_factory=list)
+    """How the executor's nodes changed: ``+name`` joined, ``-name`` left, ``~name`` changed."""
     purged: list[str] = field(default_factory=list)
     """Finished jobs whose metrics, logs and checkpoints the retention deleted."""
     errors: list[str] = field(default_factory=list)
@@ -125,6 +130,8 @@ def _describe(status: ExecStatus | None) -> tuple[bool, int | None, str]:
         how += f"; {status.message}"
     if status.outcome is Outcome.SUCCEEDED:
         return True, code, "exited 0"
+    if status.node_lost:
+        return False, code, f"lost with its node ({how})"
     if status.outcome is Outcome.PREEMPTED:
         if status.checkpointed:
             return False, code, "checkpointed and exited after preemption; re-queued to resume"
@@ -223,6 +230,8 @@ class Reconciler:
         self._swept = False
         """Every job recorded on GPUs the inventory lacks has been re-queued (a job another
         loop still had locked is tried again the next pass)."""
+        self.inventory = InventoryRefresh(db, executor, settings.inventory_refresh, metrics)
+        """Reads the executor's nodes again every ``DANLU_INVENTORY_REFRESH`` seconds."""
         self._lock = threading.Lock()
         self._stop = threading.Event()
         self._wake = threading.Event()
@@ -281,6 +290,9 @@ class Reconciler:
             if not self._adopted:
                 self.adopt()
                 self._adopted = True
+            if (change := self.inventory.run(t)) is not None:
+                report.inventory += change.describe()
+                self._swept = False  # the jobs on nodes that left are re-queued below
             if not self._swept:
                 self._swept = self._requeue_lost(t, report)
             self._expire(t, report)
@@ -474,7 +486,13 @@ class Reconciler:
                 if job is None:
                     return
                 jobs.settle_exit(
-                    session, job, succeeded=succeeded, exit_code=code, reason=reason, now=t
+                    session,
+                    job,
+                    succeeded=succeeded,
+                    exit_code=code,
+                    reason=reason,
+                    node_lost=status is not None and status.node_lost,
+                    now=t,
                 )
             report.settled.append(job_id)
         except DanluError as exc:  # e.g. a concurrent cancel: the next pass settles it

@@ -499,6 +499,10 @@ def cancellations(session: Session) -> list[Job]:
     return list(session.scalars(query.order_by(Job.seq)))
 
 
+RESUME_REASON = "re-queued to resume from its last checkpoint"
+"""The reason of a job's PREEMPTING -> PENDING edge when its run was lost, not stopped."""
+
+
 def settle_exit(
     session: Session,
     job: Job,
@@ -506,12 +510,15 @@ def settle_exit(
     succeeded: bool,
     exit_code: int | None,
     reason: str,
+    node_lost: bool = False,
     now: float | None = None,
 ) -> list[JobEvent]:
     """Record the exit of a RUNNING / PREEMPTING job's process: CANCELLED if cancellation
     was requested, SUCCEEDED (also when it finished while being preempted), re-queued if it
-    stopped for a preemption, or after a failure
-    RESTARTING -> PENDING with backoff while ``restarts < max_restarts``, else FAILED."""
+    stopped for a preemption or was lost with its node (``node_lost``: RUNNING ->
+    PREEMPTING -> PENDING, resuming from its last checkpoint, no restart counted), or after
+    a failure RESTARTING -> PENDING with backoff while ``restarts < max_restarts``, else
+    FAILED."""
     t = resolve_now(now)
     state = JobState(job.state)
     if state.value not in HOLDING:
@@ -521,6 +528,11 @@ def settle_exit(
         return [change_state(session, job, JobState.CANCELLED, why, t, exit_code=exit_code)]
     if state is JobState.PREEMPTING and not succeeded:
         return [change_state(session, job, JobState.PENDING, reason, t, exit_code=exit_code)]
+    if node_lost and not succeeded:
+        return [
+            change_state(session, job, JobState.PREEMPTING, reason, t, exit_code=exit_code),
+            change_state(session, job, JobState.PENDING, RESUME_REASON, t),
+        ]
     if succeeded:
         return [change_state(session, job, JobState.SUCCEEDED, reason, t, exit_code=exit_code)]
     if job.restarts < job_spec(job).max_restarts:
@@ -570,7 +582,7 @@ def requeue_lost(session: Session, job: Job, lost: list[str], now: float | None 
         settle_exit(session, job, succeeded=False, exit_code=None, reason=reason, now=t)
         return
     change_state(session, job, JobState.PREEMPTING, reason, t)
-    change_state(session, job, JobState.PENDING, "re-queued to resume from its last checkpoint", t)
+    change_state(session, job, JobState.PENDING, RESUME_REASON, t)
 
 
 def why(session: Session, job: Job, now: float | None = None) -> str:

@@ -1,0 +1,123 @@
+"""Keeping the stored inventory in step with a cluster whose nodes come and go.
+
+A Slurm partition gains and loses nodes (``scontrol update PartitionName=...``), a Ray
+cluster too (``ray start``, an autoscaler, a node that dies). Every
+``DANLU_INVENTORY_REFRESH`` seconds the reconcile loop asks :class:`InventoryRefresh` to
+read the executor's nodes again (:meth:`~danlu.executors.base.Executor.refresh_inventory`,
+outside any transaction). When they differ from what the store holds, the new inventory is
+recorded in one transaction: nodes keep their rows, and so their cordons, while they keep
+their names; the scheduler's next round places onto the new nodes, and the reconcile loop
+re-queues the jobs whose GPUs left (they resume from their last checkpoint). A backend that
+cannot be asked leaves the inventory as it was, and is logged once while it keeps failing.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+from sqlalchemy import select
+
+from danlu.core.cluster import Cluster, Node
+from danlu.executors import Executor, ExecutorError
+from danlu.server.db import Database
+from danlu.server.db.models import Node as NodeRow
+from danlu.server.failures import RepeatedFailure
+from danlu.server.metrics import ServerMetrics
+from danlu.server.services.cluster import replace_inventory
+
+log = logging.getLogger(__name__)
+
+
+@dataclass(frozen=True, slots=True)
+class InventoryChange:
+    """What a refresh changed, by node name."""
+
+    added: tuple[str, ...] = ()
+    removed: tuple[str, ...] = ()
+    resized: tuple[str, ...] = ()
+    """Nodes still there with other GPUs, CPUs, memory or rack."""
+
+    def describe(self) -> list[str]:
+        """``+name``, ``-name`` and ``~name`` entries (for :class:`RoundReport` and logs)."""
+        return [
+            *(f"+{n}" for n in self.added),
+            *(f"-{n}" for n in self.removed),
+            *(f"~{n}" for n in self.resized),
+        ]
+
+
+def compare(before: Sequence[Node], after: Sequence[Node]) -> InventoryChange:
+    """The nodes added, removed and changed from ``before`` to ``after`` (by name)."""
+    old = {n.name: n for n in before}
+    new = {n.name: n for n in after}
+    return InventoryChange(
+        added=tuple(n.name for n in after if n.name not in old),
+        removed=tuple(n.name for n in before if n.name not in new),
+        resized=tuple(n.name for n in after if n.name in old and old[n.name] != n),
+    )
+
+
+class InventoryRefresh:
+    """Reads the executor's nodes every ``every`` seconds (0: never) and records a change."""
+
+    def __init__(
+        self,
+        db: Database,
+        executor: Executor,
+        every: float,
+        metrics: ServerMetrics | None = None,
+    ) -> None:
+        self.db = db
+        self.executor = executor
+        self.every = every
+        self.metrics = metrics
+        self._recorded: tuple[Node, ...] | None = None
+        """The nodes last recorded in the store by this object (None: what the executor
+        reported when it was built, recorded by the app)."""
+        self._read_at: float | None = None
+        self._failures = RepeatedFailure(
+            log, "reading the executor's nodes", "reading the executor's nodes works again"
+        )
+
+    def due(self, t: float) -> bool:
+        """Whether a reading is due at ``t`` (the first call only starts the clock: the
+        app recorded the inventory at start-up)."""
+        if self.every <= 0:
+            return False
+        if self._read_at is None:
+            self._read_at = t
+            self._recorded = tuple(self.executor.inventory().nodes)
+            return False
+        return t - self._read_at >= self.every
+
+    def run(self, t: float) -> InventoryChange | None:
+        """Read the nodes again when due; record them when they changed. Returns the
+        change, or None when nothing changed (or nothing was read)."""
+        if not self.due(t):
+            return None
+        self._read_at = t
+        try:
+            cluster = self.executor.refresh_inventory()
+        except ExecutorError as exc:
+            self._failures.failed(exc)
+            return None
+        self._failures.worked()
+        return self.record(cluster)
+
+    def record(self, cluster: Cluster) -> InventoryChange | None:
+        """Record ``cluster``'s nodes in the store when they differ from those recorded."""
+        nodes = tuple(cluster.nodes)
+        before = self._recorded if self._recorded is not None else ()
+        if nodes == before:
+            return None
+        with self.db.session() as session:
+            fake = any(session.scalars(select(NodeRow.fake)))
+            replace_inventory(session, nodes, fake=fake)
+        self._recorded = nodes
+        change = compare(before, nodes)
+        log.warning("inventory changed: %s", " ".join(change.describe()) or "order only")
+        if self.metrics is not None:
+            self.metrics.set_cluster(cluster)
+        return change
