@@ -65,6 +65,7 @@ _HINTS: dict[str, str] = {
     "port": "a TCP port 1..65535, e.g. DANLU_PORT=8470",
     "executor": "local, slurm or ray, e.g. DANLU_EXECUTOR=slurm",
     "ray_address": "a Ray address, e.g. DANLU_RAY_ADDRESS=10.0.0.1:6379 or auto",
+    "run_as": "server or user, e.g. DANLU_RUN_AS=user (jobs run as their user's OS account)",
     "inventory_refresh": (
         "seconds 0..86400 between readings of the cluster's nodes, e.g. "
         "DANLU_INVENTORY_REFRESH=30 (0: only at start-up)"
@@ -230,6 +231,10 @@ class Settings(BaseSettings):
     :mod:`danlu.executors.ray_executor`)."""
     ray_address: str = "auto"
     """The Ray cluster the ``ray`` executor joins (``auto``: the one this host belongs to)."""
+    run_as: str = "server"
+    """Which OS account a job runs as: ``server``, the control plane's own; ``user``, the
+    account named like the job's danlu user (never root), which needs the local executor and
+    a control plane run as root (:mod:`danlu.server.run_as`)."""
     inventory_refresh: float = Field(default=30.0, ge=0, le=86400, allow_inf_nan=False)
     """Seconds between two readings of the executor's nodes by the reconcile loop: nodes
     that joined a Slurm partition or a Ray cluster are scheduled onto, and the jobs on nodes
@@ -266,6 +271,13 @@ class Settings(BaseSettings):
     def trace_module_names(self) -> tuple[str, ...]:
         """:attr:`trace_modules` as a tuple of names."""
         return tuple(p.strip() for p in self.trace_modules.split(",") if p.strip())
+
+    @field_validator("run_as", mode="after")
+    @classmethod
+    def _run_as(cls, value: str) -> str:
+        if value.strip().lower() not in ("server", "user"):
+            raise ValueError(f"unknown mode {value!r}")
+        return value.strip().lower()
 
     @field_validator("executor", mode="after")
     @classmethod

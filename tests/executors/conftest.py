@@ -1,7 +1,11 @@
-"""The ``slurm`` fixture: the test Slurm cluster of :mod:`slurm_cluster`, one per module."""
+"""The ``slurm`` fixture (the test Slurm cluster of :mod:`slurm_cluster`, one per module) and
+the ``os_user`` fixture (an OS account to start jobs as)."""
 
 from __future__ import annotations
 
+import os
+import secrets
+import subprocess
 from collections.abc import Iterator
 
 import pytest
@@ -15,3 +19,21 @@ def slurm(tmp_path_factory: pytest.TempPathFactory) -> Iterator[SlurmCluster]:
         pytest.skip("Slurm is not installed (apt-get install -y slurm-wlm munge)")
     with slurm_cluster(tmp_path_factory.mktemp("slurm")) as cluster:
         yield cluster
+
+
+@pytest.fixture(scope="module")
+def os_user() -> Iterator[str]:
+    """A fresh OS account (no home, no login shell) for the module's tests, removed after;
+    they need root, which CI has (skipped elsewhere: only root can start jobs as others)."""
+    if os.geteuid() != 0:
+        pytest.skip("starting jobs as another OS account needs root")
+    name = f"dl{secrets.token_hex(4)}"
+    subprocess.run(
+        ["useradd", "--no-create-home", "--shell", "/usr/sbin/nologin", name],
+        check=True,
+        capture_output=True,
+    )
+    try:
+        yield name
+    finally:
+        subprocess.run(["userdel", name], check=False, capture_output=True)

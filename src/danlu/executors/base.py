@@ -123,6 +123,10 @@ class JobLaunch:
     micro_batch_limit: int | None = None
     """The largest per-GPU micro-batch the memory model predicts to fit: caps
     :attr:`per_gpu_batch` (``danlu.train`` then accumulates to keep the global batch)."""
+    run_as: str | None = None
+    """The OS account the job's processes run as (``DANLU_RUN_AS=user``;
+    :mod:`danlu.executors.accounts`); None: the control plane's own user. Only the local
+    executor, run as root, starts jobs as another account."""
 
     @property
     def per_gpu_batch(self) -> int | None:

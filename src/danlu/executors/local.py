@@ -33,6 +33,7 @@ from typing import Any
 
 from danlu.core.cluster import Cluster
 from danlu.executors import records, supervise
+from danlu.executors.accounts import Account, os_account
 from danlu.executors.base import (
     ExecStatus,
     GpuSharingExecutor,
@@ -113,11 +114,14 @@ class LocalExecutor(RunDirExecutor, GpuSharingExecutor):
                 out.append(str(self._cluster.gpu_offset(slot.node) + slot.gpu))
         return ",".join(out)
 
-    def child_env(self, job: JobLaunch) -> dict[str, str]:
+    def child_env(self, job: JobLaunch, account: Account | None = None) -> dict[str, str]:
         """The job's environment: ``base_env`` (without inherited ``DANLU_*``), the job's own
-        ``env``, then the danlu job environment and GPU pinning, which win."""
+        ``env``, then the danlu job environment and GPU pinning, which win; run as
+        ``account``, its ``HOME``, ``USER`` and ``LOGNAME`` too."""
         env = job_environment(self._base_env, job, self._api_url)
         env["CUDA_VISIBLE_DEVICES"] = self.visible_devices(job)
+        if account is not None:
+            env.update(HOME=account.home, USER=account.name, LOGNAME=account.name)
         return env
 
     # -- lifecycle ----------------------------------------------------------------------------
@@ -127,18 +131,42 @@ class LocalExecutor(RunDirExecutor, GpuSharingExecutor):
         earlier run of the same job id still runs, :class:`GpusBusyError` while a run of
         another job still holds one of its GPUs (see :func:`busy_gpus`), :class:`LaunchError`
         when it cannot start."""
+        account = self._account(job)
         run_dir = self._clear_for(job, self._cluster)
         if job.workdir is not None and not Path(job.workdir).is_dir():
             raise LaunchError(f"working directory {job.workdir!r} of job {job.job_id} is missing")
         try:
-            return self._start(job, run_dir)
+            return self._start(job, run_dir, account)
         except OSError as exc:
             if not is_node_fault(exc):
                 raise
             shutil.rmtree(run_dir, ignore_errors=True)
             raise NodeLaunchError(str(exc)) from exc
 
-    def _start(self, job: JobLaunch, run_dir: Path) -> Handle:
+    def _account(self, job: JobLaunch) -> Account | None:
+        """The OS account ``job`` runs as (None: this process's user). Raises
+        :class:`InvalidLaunchError` for an account that is not there or is root's, and
+        :class:`LaunchError` when this process cannot start jobs as another account."""
+        if job.run_as is None:
+            return None
+        account = os_account(job.run_as)
+        if os.geteuid() != 0:
+            raise LaunchError(
+                f"job {job.job_id} runs as {account.name!r}, and only a control plane run as "
+                "root starts jobs as another account (DANLU_RUN_AS=user)"
+            )
+        return account
+
+    @staticmethod
+    def _workdir(job: JobLaunch, account: Account | None) -> str | None:
+        """Where the job starts: its ``workdir``; else, run as ``account``, that account's
+        home (``/`` without one), not the control plane's directory; else the control
+        plane's."""
+        if job.workdir is not None or account is None:
+            return job.workdir
+        return account.home if Path(account.home).is_dir() else "/"
+
+    def _start(self, job: JobLaunch, run_dir: Path, account: Account | None = None) -> Handle:
         """Write the run's launch record and start its supervisor; an :class:`OSError` of
         the node's (a full disk) leaves no process behind."""
         log_dir = Path(job.log_dir) if job.log_dir is not None else self._log_dir
@@ -158,6 +186,12 @@ class LocalExecutor(RunDirExecutor, GpuSharingExecutor):
                 "gpus": [[slot.node, slot.gpu] for slot in job.gpus],
                 "shared": all(slot.memory is not None for slot in job.gpus),
             }
+            if account is not None:
+                record["user"] = {
+                    "uid": account.uid,
+                    "gid": account.gid,
+                    "groups": list(account.groups),
+                }
             supervise.write_json(run_dir / supervise.LAUNCH, record)
             try:
                 proc = subprocess.Popen(
@@ -165,8 +199,8 @@ class LocalExecutor(RunDirExecutor, GpuSharingExecutor):
                     stdin=subprocess.DEVNULL,
                     stdout=log,
                     stderr=subprocess.STDOUT,
-                    env=self.child_env(job),
-                    cwd=job.workdir,
+                    env=self.child_env(job, account),
+                    cwd=self._workdir(job, account),
                     start_new_session=True,
                     close_fds=True,
                 )

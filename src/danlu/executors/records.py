@@ -60,6 +60,15 @@ def _reason(value: Any) -> bool:
     return isinstance(value, str) and value in _REASONS
 
 
+def _account(value: Any) -> bool:
+    return (
+        isinstance(value, dict)
+        and all(_natural(value.get(k)) for k in ("uid", "gid"))
+        and isinstance(value.get("groups"), list)
+        and all(_natural(g) for g in value["groups"])
+    )
+
+
 LAUNCH_FIELDS: Mapping[str, Check] = {
     "job_id": _text,
     "attempt": _natural,
@@ -70,6 +79,7 @@ LAUNCH_FIELDS: Mapping[str, Check] = {
     "launched_at": _number,
     "gpus": _slots,
     "shared": lambda v: isinstance(v, bool),
+    "user": _account,
 }
 JOB_FIELDS: Mapping[str, Check] = {
     "pid": _natural,

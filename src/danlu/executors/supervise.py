@@ -18,6 +18,10 @@ own) are the job's too: on Linux the supervisor is their *child subreaper*
 group's signals, and are killed with the group's stragglers when the job ends. A daemon that
 setsid'ed would otherwise outlive its job, holding the job's GPUs.
 
+A launch record with a ``user`` (``{"uid", "gid", "groups"}``: ``DANLU_RUN_AS=user``) starts
+the job as that account, with umask 022; the supervisor itself stays the control plane's
+(root), so the job can neither read its records nor stop it.
+
 Standard library only, so it also runs as a plain script under ``python -I`` (isolated from the
 job's PYTHONPATH and friends).
 """
@@ -220,6 +224,7 @@ def _supervise(run_dir: Path, spec: dict[str, Any], subreaper: bool) -> int:
     if subreaper:
         signal.signal(signal.SIGCHLD, on_child)
     started = time.time()
+    account: dict[str, Any] = spec.get("user") or {}
     try:
         child = subprocess.Popen(
             spec["command"],
@@ -227,8 +232,13 @@ def _supervise(run_dir: Path, spec: dict[str, Any], subreaper: bool) -> int:
             stdin=subprocess.DEVNULL,
             start_new_session=True,
             close_fds=True,
+            # run as the job's OS account (DANLU_RUN_AS=user), with a usual umask
+            user=account.get("uid"),
+            group=account.get("gid"),
+            extra_groups=account.get("groups"),
+            umask=0o022 if account else -1,
         )
-    except OSError as exc:
+    except (OSError, ValueError, TypeError) as exc:  # an account record Popen refuses
         print(f"danlu: cannot start {spec['command'][0]!r}: {exc}", file=sys.stderr, flush=True)
         write_json(
             run_dir / EXIT,

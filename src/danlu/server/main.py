@@ -37,6 +37,7 @@ from danlu.server.app import (
 )
 from danlu.server.db import Database, upgrade_database
 from danlu.server.reconcile import tune_collector
+from danlu.server.run_as import check_run_as, close_home
 from danlu.server.services.users import bootstrap_admin
 
 log = logging.getLogger(__name__)
@@ -185,6 +186,7 @@ def prepare(
     bootstrap the admin token (``{home}/admin.token``, mode 0600), find the GPUs, bind the
     port and build the app with its local executor."""
     home = Path(settings.home)
+    check_run_as(settings)
     try:
         home.mkdir(parents=True, exist_ok=True, mode=0o700)
         home_lock = lock_home(home)
@@ -194,6 +196,8 @@ def prepare(
             "directory this user can create and write"
         ) from None
     try:
+        if settings.run_as == "user":
+            close_home(home)  # before the store is made, so that the database is private
         issued = _open_store(settings)
         token = issued or settings.admin_token_path.read_text(encoding="utf-8").strip()
         if settings.executor != "local" and (fake_gpus or settings.fake_gpus):

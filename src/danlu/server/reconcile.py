@@ -60,6 +60,7 @@ from danlu.executors import (
     UnknownHandleError,
     is_node_fault,
 )
+from danlu.executors.accounts import os_account
 from danlu.executors.supervise import alive, proc_start_time
 from danlu.sched import default_registry
 from danlu.sched.policies.base import Policy
@@ -70,6 +71,7 @@ from danlu.server.failures import RepeatedFailure
 from danlu.server.inventory import InventoryRefresh
 from danlu.server.metrics import ServerMetrics
 from danlu.server.purge import Purger
+from danlu.server.run_as import give_to
 from danlu.server.services import jobs, locks, nodes, users
 from danlu.server.services.common import resolve_now
 from danlu.server.services.projects import HOLDING
@@ -707,8 +709,11 @@ class Reconciler:
 
     def job_launch(self, session: Session, job: Job) -> JobLaunch:
         """The launch of ``job``'s current attempt, with the job environment of DESIGN.md
-        (a fresh API token of the job's user is issued in ``session``)."""
+        (a fresh API token of the job's user is issued in ``session``). With
+        ``DANLU_RUN_AS=user`` it runs as its user's OS account, which owns its checkpoint
+        directory; an account this host lacks is an :class:`InvalidLaunchError`."""
         spec = jobs.job_spec(job)
+        account = os_account(job.user.name) if self.settings.run_as == "user" else None
         allocation = to_allocation(job.allocation, self.executor.inventory())
         slots = JobLaunch.slots(allocation, shared_memory=bool(job.gpu_memory_per_gpu) or None)
         checkpoint = spec.checkpoint_dir
@@ -718,6 +723,8 @@ class Reconciler:
             # spec's is the job's: the control plane neither creates nor reads it.
             own = self.checkpoints / job.id  # job ids are validated names
             own.mkdir(parents=True, exist_ok=True, mode=0o700)
+            if account is not None:
+                give_to(own, account)
             checkpoint = str(own)
         token = users.issue_token(session, job.user, f"job {job.id}#{job.attempt}", job_id=job.id)
         return JobLaunch(
@@ -732,4 +739,5 @@ class Reconciler:
             micro_batch_limit=job.micro_batch_limit,
             token=token,
             attempt=job.attempt,
+            run_as=account.name if account is not None else None,
         )

@@ -28,6 +28,7 @@ from danlu.server.routes.schemas import (
     job_out,
     metric_out,
 )
+from danlu.server.run_as import check_account
 from danlu.server.services import events, jobs, metrics
 from danlu.server.services.cluster import load_cluster
 
@@ -65,6 +66,7 @@ def submit_job(spec: JobSpec, user: Caller, state: State) -> dict[str, Any]:
             micro_batch_limit=micro,
             family=estimate.family,
         )
+        check_account(state.settings, job.user.name)  # DANLU_RUN_AS=user: its OS account
         notes = [estimate.note] if estimate.note and spec.resources.gpu_memory == "auto" else []
         if spec.training.family == AUTO_FAMILY:
             notes.append(

@@ -1,0 +1,48 @@
+"""The OS accounts jobs run as when the control plane starts each job as its user
+(``DANLU_RUN_AS=user``, the local executor under a control plane run as root).
+
+A danlu user's jobs run as the OS account of the same name on the host, with that account's
+groups, and never as root: a job then reads and writes what its user may, and neither another
+user's jobs (their ``/proc/PID/environ``, with their ``DANLU_TOKEN``) nor the control plane's
+home (its admin token, its database).
+"""
+
+from __future__ import annotations
+
+import os
+import pwd
+from dataclasses import dataclass
+
+from danlu.executors.errors import InvalidLaunchError
+
+
+@dataclass(frozen=True, slots=True)
+class Account:
+    """An OS account a job may run as."""
+
+    name: str
+    uid: int
+    gid: int
+    groups: tuple[int, ...]
+    """Its supplementary groups (from the group database), its primary group included."""
+    home: str
+
+
+def os_account(name: str) -> Account:
+    """The OS account ``name`` of this host. Raises :class:`InvalidLaunchError` (field
+    ``user``) when there is none, or when it is root's (uid 0): no job runs as root."""
+    try:
+        entry = pwd.getpwnam(name)
+    except (KeyError, ValueError):  # ValueError: a name with a NUL
+        raise InvalidLaunchError(
+            "user",
+            f"no OS account named {name!r} on this host, and jobs run as their user's "
+            f"account (DANLU_RUN_AS=user); create it (useradd {name}) or run jobs as the "
+            "control plane's user (DANLU_RUN_AS=server)",
+        ) from None
+    if entry.pw_uid == 0:
+        raise InvalidLaunchError(
+            "user", f"the OS account {name!r} is root's (uid 0), and no job runs as root"
+        )
+    groups = tuple(sorted(set(os.getgrouplist(entry.pw_name, entry.pw_gid))))
+    return Account(entry.pw_name, entry.pw_uid, entry.pw_gid, groups, entry.pw_dir)
