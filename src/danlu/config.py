@@ -18,6 +18,11 @@ DANLU_SLURM_GPU_TYPE GPU type of nodes whose Gres names   ``generic``
                      none danlu knows (``H100``)
 DANLU_SLURM_SBATCH_OPTIONS more ``sbatch`` options for    unset
                      every run (``--account=ml --qos=x``)
+DANLU_INVENTORY_REFRESH seconds between readings of the   ``30`` (0: at start-up only)
+                     executor's nodes (Slurm, Ray)
+DANLU_RUN_AS         ``server`` (jobs run as the control   ``server``
+                     plane's user) or ``user`` (as their
+                     user's OS account; local, root)
 DANLU_PORT           HTTP port                             ``8470``
 DANLU_URL            server URL for the CLI (overrides     unset (``DANLU_HOME/server.json``)
                      ``DANLU_HOME/server.json``)

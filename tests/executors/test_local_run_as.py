@@ -157,3 +157,22 @@ def test_the_control_plane_runs_each_job_as_its_users_account(
     assert stat.S_IMODE(home.stat().st_mode) == 0o711
     assert stat.S_IMODE((home / "admin.token").stat().st_mode) == 0o600
     assert stat.S_IMODE((home / "danlu.db").stat().st_mode) == 0o600
+
+
+def test_the_supervisor_run_as_root_never_gets_the_jobs_environment(
+    ex: LocalExecutor, os_user: str
+) -> None:
+    """The job's ``env`` (a ``LD_PRELOAD`` among it) and its token reach the job, never the
+    supervisor, which runs as root: it reads them from its stdin."""
+    script = 'echo "ppid $PPID mark $MARK token $DANLU_TOKEN"; echo ready; exec sleep 60'
+    env = {"LD_PRELOAD": "/nonexistent/evil.so", "MARK": "job-env"}
+    handle = ex.submit(sh("as-user-4", script, env=env, token="dl_t_secret", run_as=os_user))
+    log = wait_text(ex, handle, "ready")
+    words = log.split()
+    ppid = int(words[words.index("ppid") + 1])
+    assert "mark job-env token dl_t_secret" in log
+    supervisor_env = Path(f"/proc/{ppid}/environ").read_bytes().split(b"\0")
+    assert not [v for v in supervisor_env if v.startswith((b"LD_PRELOAD", b"MARK", b"DANLU"))]
+    assert Path(f"/proc/{ppid}/status").read_text().count("Uid:\t0\t") == 1  # root
+    ex.cancel(handle)
+    assert wait(ex, handle).stop_reason is StopReason.CANCEL

@@ -20,6 +20,7 @@ empty ``CUDA_VISIBLE_DEVICES``. The job environment of DESIGN.md is set on top o
 from __future__ import annotations
 
 import contextlib
+import json
 import logging
 import os
 import shutil
@@ -57,6 +58,8 @@ log = logging.getLogger(__name__)
 START_TIMEOUT = 30.0
 """Seconds a run may take to record its supervisor before it counts as lost."""
 SUPERVISOR = Path(supervise.__file__).resolve()
+SUPERVISOR_ENV: Mapping[str, str] = {"PATH": "/usr/sbin:/usr/bin:/sbin:/bin", "LC_ALL": "C.UTF-8"}
+"""The whole environment of a supervisor run as root for a job of another account."""
 
 
 class LocalExecutor(RunDirExecutor, GpuSharingExecutor):
@@ -193,13 +196,16 @@ class LocalExecutor(RunDirExecutor, GpuSharingExecutor):
                     "groups": list(account.groups),
                 }
             supervise.write_json(run_dir / supervise.LAUNCH, record)
+            env = self.child_env(job, account)
             try:
                 proc = subprocess.Popen(
                     [self._python, "-I", str(SUPERVISOR), str(run_dir)],
-                    stdin=subprocess.DEVNULL,
+                    stdin=subprocess.DEVNULL if account is None else subprocess.PIPE,
                     stdout=log,
                     stderr=subprocess.STDOUT,
-                    env=self.child_env(job, account),
+                    # run as root for another account, the supervisor gets a bare
+                    # environment and the job's on its stdin (supervise's docstring)
+                    env=env if account is None else dict(SUPERVISOR_ENV),
                     cwd=self._workdir(job, account),
                     start_new_session=True,
                     close_fds=True,
@@ -211,6 +217,17 @@ class LocalExecutor(RunDirExecutor, GpuSharingExecutor):
                 raise LaunchError(
                     f"cannot start the supervisor of job {job.job_id}: {exc}"
                 ) from exc
+            if proc.stdin is not None:
+                try:
+                    with proc.stdin:
+                        proc.stdin.write(json.dumps(env).encode())
+                except OSError as exc:  # the supervisor died before it read: nothing started
+                    proc.kill()
+                    proc.wait()
+                    shutil.rmtree(run_dir, ignore_errors=True)
+                    raise LaunchError(
+                        f"cannot hand job {job.job_id}'s environment to its supervisor: {exc}"
+                    ) from exc
         try:
             supervise.write_json(
                 run_dir / supervise.SUPERVISOR,

@@ -20,7 +20,10 @@ setsid'ed would otherwise outlive its job, holding the job's GPUs.
 
 A launch record with a ``user`` (``{"uid", "gid", "groups"}``: ``DANLU_RUN_AS=user``) starts
 the job as that account, with umask 022; the supervisor itself stays the control plane's
-(root), so the job can neither read its records nor stop it.
+(root), so the job can neither read its records nor stop it. The supervisor is then started
+with a bare environment and reads the job's from its stdin (a JSON object): the job's
+``LD_PRELOAD`` and the like must not act in a process run as root, and its token stays off
+disk.
 
 Standard library only, so it also runs as a plain script under ``python -I`` (isolated from the
 job's PYTHONPATH and friends).
@@ -226,9 +229,12 @@ def _supervise(run_dir: Path, spec: dict[str, Any], subreaper: bool) -> int:
     started = time.time()
     account: dict[str, Any] = spec.get("user") or {}
     try:
+        # Run as another account, the job's environment comes on stdin (see the docstring).
+        env = _read_env(sys.stdin) if account else None
         child = subprocess.Popen(
             spec["command"],
             cwd=spec.get("workdir"),
+            env=env,
             stdin=subprocess.DEVNULL,
             start_new_session=True,
             close_fds=True,
@@ -285,6 +291,16 @@ def _supervise(run_dir: Path, spec: dict[str, Any], subreaper: bool) -> int:
                 _warn(f"danlu supervisor: cannot record the job's exit ({code}): {exc}")
                 return 0 if code == 0 else 1
             time.sleep(1.0)
+
+
+def _read_env(stream: Any) -> dict[str, str]:
+    """The job's environment, a JSON object of strings, from ``stream`` (read to its end)."""
+    data = json.loads(stream.read())
+    if not isinstance(data, dict) or not all(
+        isinstance(k, str) and isinstance(v, str) for k, v in data.items()
+    ):
+        raise ValueError("the job's environment on stdin is not an object of strings")
+    return data
 
 
 def _reap(wait_s: float = 1.0) -> None:
