@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import typer
 
+from danlu.cli import admin as admin_cli
 from danlu.cli import estimate as estimate_cli
 from danlu.cli import jobs as jobs_cli
 from danlu.cli import server as server_cli
@@ -20,6 +21,7 @@ app = typer.Typer(
 
 server_cli.register(app)
 jobs_cli.register(app)
+admin_cli.register(app)
 sim_cli.register(app)
 estimate_cli.register(app)
 

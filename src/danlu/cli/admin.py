@@ -1,0 +1,224 @@
+"""Users and projects over the REST client: ``danlu whoami``, ``danlu user add / token`` and
+``danlu project ls / add / set``.
+
+Creating users and projects, and issuing another user's token, is for admins (the server
+answers 403 otherwise); a user may issue tokens for itself. Options, the client and errors
+are those of :mod:`danlu.cli.jobs`.
+"""
+
+from __future__ import annotations
+
+import sys
+from typing import Annotated, Any
+
+import typer
+from rich.markup import escape
+from rich.table import Table
+
+from danlu.cli import jobs as common
+from danlu.cli.jobs import HomeOpt, JsonOpt, TokenOpt, UrlOpt
+from danlu.core.errors import SpecError
+from danlu.core.units import format_bytes, parse_bytes
+
+NameArg = Annotated[
+    str, typer.Argument(help="The user's name (its OS account's too, with DANLU_RUN_AS=user).")
+]
+ProjectArg = Annotated[str, typer.Argument(help="The project's name.")]
+PriorityOpt = Annotated[
+    int | None,
+    typer.Option("--priority", min=-1_000_000, max=1_000_000, help="Higher runs first."),
+]
+QuotaGpusOpt = Annotated[
+    str | None,
+    typer.Option("--quota-gpus", help="GPUs the project's jobs may hold at once, or 'none'."),
+]
+QuotaMemoryOpt = Annotated[
+    str | None,
+    typer.Option(
+        "--quota-memory", help="GPU memory its jobs may hold at once (e.g. 640GiB), or 'none'."
+    ),
+]
+
+user_app = typer.Typer(help="Users and their API tokens.", no_args_is_help=True)
+project_app = typer.Typer(help="Projects (queues): priorities and quotas.", no_args_is_help=True)
+
+_NONE = ("none", "unlimited", "")
+
+
+def whoami(
+    json_out: JsonOpt = False,
+    home: HomeOpt = None,
+    url: UrlOpt = None,
+    token: TokenOpt = None,
+) -> None:
+    """Who the token is: its user's name and role."""
+    data = common.ask(home, url, token, lambda c: c.me())
+    if json_out:
+        common.print_json(data)
+        return
+    common.console.print(f"{escape(str(data['name']))} ({data['role']})", highlight=False)
+
+
+@user_app.command("add")
+def user_add(
+    name: NameArg,
+    admin: Annotated[bool, typer.Option("--admin", help="An admin, not a plain user.")] = False,
+    json_out: JsonOpt = False,
+    home: HomeOpt = None,
+    url: UrlOpt = None,
+    token: TokenOpt = None,
+) -> None:
+    """Create a user (admin); give it a token with `danlu user token NAME`."""
+    role = "admin" if admin else "user"
+    data = common.ask(home, url, token, lambda c: c.create_user(name, role))
+    if json_out:
+        common.print_json(data)
+        return
+    common.console.print(f"user {escape(str(data['name']))} ({data['role']})", highlight=False)
+
+
+@user_app.command("token")
+def user_token(
+    name: NameArg,
+    label: Annotated[
+        str, typer.Option("--label", help="What the token is for (shown in audits).")
+    ] = "",
+    home: HomeOpt = None,
+    url: UrlOpt = None,
+    token: TokenOpt = None,
+) -> None:
+    """Issue an API token for a user (admin, or the user itself) and print it, alone on
+    stdout: it is shown once. The user passes it as --token or DANLU_TOKEN."""
+    issued = common.ask(home, url, token, lambda c: c.create_token(name, label))
+    sys.stdout.write(issued + "\n")
+    sys.stdout.flush()
+
+
+def _quota(value: str | None, option: str, parse: Any) -> Any:
+    """``None`` for an option not given; ``"none"`` for one given as ``none`` (no quota);
+    else the parsed value (a :class:`SpecError` naming the option becomes exit 2)."""
+    if value is None:
+        return None
+    if value.strip().lower() in _NONE:
+        return "none"
+    try:
+        return parse(value.strip())
+    except (SpecError, ValueError) as exc:
+        raise common.fail(f"{option}: {exc}") from None
+
+
+def _gpus(value: str) -> float:
+    gpus = float(value)
+    if not gpus >= 0 or gpus == float("inf"):
+        raise ValueError(f"give a number of GPUs >= 0 or 'none', not {value!r}")
+    return gpus
+
+
+def _memory(value: str) -> int:
+    return parse_bytes(value, "--quota-memory")
+
+
+def _project_line(data: dict[str, Any]) -> str:
+    gpus = data.get("quota_gpus")
+    memory = data.get("quota_gpu_memory")
+    quota_gpus = "no GPU quota" if gpus is None else f"at most {gpus:g} GPUs"
+    quota_memory = "no memory quota" if memory is None else f"at most {format_bytes(memory)}"
+    return (
+        f"project [bold]{escape(str(data['name']))}[/bold]: priority {data['priority']}, "
+        f"{quota_gpus}, {quota_memory}"
+    )
+
+
+@project_app.command("ls")
+def project_ls(
+    json_out: JsonOpt = False,
+    home: HomeOpt = None,
+    url: UrlOpt = None,
+    token: TokenOpt = None,
+) -> None:
+    """List the projects with their priorities and quotas."""
+    data = common.ask(home, url, token, lambda c: c.projects())
+    if json_out:
+        common.print_json(data)
+        return
+    table = Table(title="projects", title_justify="left")
+    for column in ("project", "priority", "GPU quota", "GPU memory quota"):
+        table.add_column(column, justify="left" if column == "project" else "right")
+    for row in data:
+        gpus, memory = row.get("quota_gpus"), row.get("quota_gpu_memory")
+        table.add_row(
+            escape(str(row["name"])),
+            str(row["priority"]),
+            "-" if gpus is None else f"{gpus:g}",
+            "-" if memory is None else format_bytes(memory),
+        )
+    common.console.print(table)
+
+
+@project_app.command("add")
+def project_add(
+    name: ProjectArg,
+    priority: PriorityOpt = None,
+    quota_gpus: QuotaGpusOpt = None,
+    quota_memory: QuotaMemoryOpt = None,
+    json_out: JsonOpt = False,
+    home: HomeOpt = None,
+    url: UrlOpt = None,
+    token: TokenOpt = None,
+) -> None:
+    """Create a project (admin); jobs name it in their spec's `project`."""
+    gpus = _quota(quota_gpus, "--quota-gpus", _gpus)
+    memory = _quota(quota_memory, "--quota-memory", _memory)
+    data = common.ask(
+        home,
+        url,
+        token,
+        lambda c: c.create_project(
+            name,
+            priority or 0,
+            None if gpus == "none" else gpus,
+            None if memory == "none" else memory,
+        ),
+    )
+    if json_out:
+        common.print_json(data)
+        return
+    common.console.print(_project_line(data), highlight=False)
+
+
+@project_app.command("set")
+def project_set(
+    name: ProjectArg,
+    priority: PriorityOpt = None,
+    quota_gpus: QuotaGpusOpt = None,
+    quota_memory: QuotaMemoryOpt = None,
+    json_out: JsonOpt = False,
+    home: HomeOpt = None,
+    url: UrlOpt = None,
+    token: TokenOpt = None,
+) -> None:
+    """Change a project's priority or quotas (admin); options left out stay as they are,
+    and a quota given as 'none' is removed."""
+    fields: dict[str, Any] = {}
+    if priority is not None:
+        fields["priority"] = priority
+    for key, given in (
+        ("quota_gpus", _quota(quota_gpus, "--quota-gpus", _gpus)),
+        ("quota_gpu_memory", _quota(quota_memory, "--quota-memory", _memory)),
+    ):
+        if given is not None:
+            fields[key] = None if given == "none" else given
+    if not fields:
+        raise common.fail("nothing to change: give --priority, --quota-gpus or --quota-memory")
+    data = common.ask(home, url, token, lambda c: c.update_project(name, **fields))
+    if json_out:
+        common.print_json(data)
+        return
+    common.console.print(_project_line(data), highlight=False)
+
+
+def register(app: typer.Typer) -> None:
+    """Add ``whoami`` and the ``user`` and ``project`` groups."""
+    app.command(name="whoami")(whoami)
+    app.add_typer(user_app, name="user")
+    app.add_typer(project_app, name="project")

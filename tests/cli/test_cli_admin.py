@@ -1,0 +1,102 @@
+"""``danlu whoami``, ``danlu user add / token`` and ``danlu project ls / add / set`` through
+Typer's CliRunner, against the real API app in this process (FastAPI's test transport) on a
+SQLite store."""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Iterator
+from pathlib import Path
+
+import httpx
+import pytest
+import typer
+from fastapi.testclient import TestClient
+from rich.console import Console
+from typer.testing import CliRunner
+
+from danlu.cli import admin as admin_cli
+from danlu.cli import jobs as jobs_cli
+from danlu.client import Client
+from danlu.config import load_settings
+from danlu.server.app import create_app
+from danlu.server.db import Database
+from danlu.server.services.users import bootstrap_admin
+
+APP = typer.Typer(no_args_is_help=True, add_completion=False, pretty_exceptions_enable=False)
+jobs_cli.register(APP)
+admin_cli.register(APP)
+
+
+@pytest.fixture
+def server(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Iterator[str]:
+    """The API app on a fresh home; the commands reach it with the token they are given
+    (``--token``), the admin's when none is. Yields the admin's token."""
+    settings = load_settings(home=tmp_path, fake_gpus="1x80GiB")
+    app = create_app(settings, start_loops=False)
+    db = Database(settings.db_url)
+    with db.session() as session:
+        admin_token = bootstrap_admin(session, settings.admin_token_path)
+    db.dispose()
+    assert admin_token is not None
+    with TestClient(app) as http:
+
+        def forward(request: httpx.Request) -> httpx.Response:
+            answer = http.request(
+                request.method, str(request.url), headers=request.headers, content=request.content
+            )
+            status, headers = answer.status_code, answer.headers
+            return httpx.Response(status, headers=headers, content=answer.content)
+
+        def factory(home: Path | None, url: str | None, token: str | None) -> Client:
+            transport = httpx.MockTransport(forward)  # to the app, in this process
+            return Client("http://testserver", token or admin_token, transport=transport)
+
+        monkeypatch.setattr(jobs_cli, "client_factory", factory)
+        monkeypatch.setattr(jobs_cli, "console", Console(width=200))
+        yield admin_token
+
+
+def run(*args: str) -> tuple[int, str, str]:
+    result = CliRunner().invoke(APP, list(args))
+    if result.exception and not isinstance(result.exception, SystemExit):
+        raise result.exception
+    return result.exit_code, result.stdout, result.stderr
+
+
+def test_an_admin_adds_a_user_who_then_works_with_its_token(server: str) -> None:
+    assert run("whoami") == (0, "admin (admin)\n", "")
+    code, out, _ = run("user", "add", "alice")
+    assert code == 0 and "user alice (user)" in out
+    code, token, _ = run("user", "token", "alice", "--label", "laptop")
+    token = token.strip()
+    assert code == 0 and token.startswith("dl_") and "\n" not in token
+    code, out, _ = run("whoami", "--token", token, "--json")
+    assert code == 0 and json.loads(out) == {"name": "alice", "role": "user"}
+    code, _, err = run("user", "add", "bob", "--token", token)  # not an admin
+    assert code == 2 and "admin" in err
+    code, out, _ = run("user", "token", "alice", "--token", token)  # a token of its own
+    assert code == 0 and out.strip().startswith("dl_") and out.strip() != token
+    code, _, err = run("user", "add", "alice")
+    assert code == 2 and "alice" in err
+    assert run("user", "add", "root2", "--admin")[1].strip() == "user root2 (admin)"
+
+
+def test_projects_are_added_listed_and_changed(server: str) -> None:
+    code, out, _ = run("project", "add", "research", "--priority", "5", "--quota-gpus", "2")
+    assert code == 0 and "priority 5, at most 2 GPUs, no memory quota" in out
+    code, out, _ = run("project", "set", "research", "--quota-memory", "40GiB", "--json")
+    data = json.loads(out)
+    assert (data["priority"], data["quota_gpus"], data["quota_gpu_memory"]) == (5, 2, 40 << 30)
+    code, out, _ = run("project", "set", "research", "--quota-gpus", "none")
+    assert code == 0 and "no GPU quota, at most 40.0GiB" in out
+    code, out, _ = run("project", "ls")
+    assert code == 0 and "research" in out and "40.0GiB" in out
+    code, _, err = run("project", "set", "research")
+    assert code == 2 and "nothing to change" in err
+    code, _, err = run("project", "add", "x", "--quota-gpus", "-1")
+    assert code == 2 and "--quota-gpus" in err
+    code, _, err = run("project", "add", "x", "--quota-memory", "lots")
+    assert code == 2 and "--quota-memory" in err
+    code, _, err = run("project", "set", "nowhere", "--priority", "1")
+    assert code == 2 and "nowhere" in err
