@@ -326,6 +326,20 @@ class Client:
         """``POST /users/{name}/tokens``: a new API token for ``user`` (shown once)."""
         return str(self._json("POST", f"/users/{_seg(user)}/tokens", json={"name": name})["token"])
 
+    def users(self) -> list[dict[str, Any]]:
+        """``GET /users`` (admin): every user, ``{"name", "role"}``."""
+        return list(self._json("GET", "/users"))
+
+    def tokens(self, user: str) -> list[dict[str, Any]]:
+        """``GET /users/{name}/tokens``: ``user``'s live tokens, without their secrets."""
+        return list(self._json("GET", f"/users/{_seg(user)}/tokens"))
+
+    def revoke_tokens(self, user: str, prefix: str | None = None) -> int:
+        """``DELETE /users/{name}/tokens[/{prefix}]``: revoke ``user``'s live tokens, or the
+        one whose public prefix is ``prefix``; how many were revoked."""
+        path = f"/users/{_seg(user)}/tokens" + (f"/{_seg(prefix)}" if prefix else "")
+        return int(self._json("DELETE", path)["revoked"])
+
     # -- jobs -------------------------------------------------------------------------------
 
     def submit(self, spec: JobSpec | Mapping[str, Any]) -> JobDict:

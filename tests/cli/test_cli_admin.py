@@ -100,3 +100,30 @@ def test_projects_are_added_listed_and_changed(server: str) -> None:
     assert code == 2 and "--quota-memory" in err
     code, _, err = run("project", "set", "nowhere", "--priority", "1")
     assert code == 2 and "nowhere" in err
+
+
+def test_tokens_are_listed_without_secrets_and_revoked(server: str) -> None:
+    run("user", "add", "alice")
+    first = run("user", "token", "alice", "--label", "laptop")[1].strip()
+    second = run("user", "token", "alice", "--label", "ci")[1].strip()
+    code, out, _ = run("user", "tokens", "alice", "--json", "--token", second)  # its own
+    listed = json.loads(out)
+    assert code == 0 and [t["name"] for t in listed] == ["laptop", "ci"]
+    assert [t["prefix"] for t in listed] == [first.split("_")[1], second.split("_")[1]]
+    assert first not in out and second not in out
+    code, out, _ = run("user", "ls")
+    assert code == 0 and "alice" in out and "admin" in out
+    code, _, err = run("user", "ls", "--token", second)  # admin only
+    assert code == 2 and "admin" in err
+    code, out, _ = run("user", "revoke", "alice", first.split("_")[1])
+    assert code == 0 and "revoked 1 token(s) of alice" in out
+    code, _, err = run("whoami", "--token", first)
+    assert code == 2 and "revoked" in err
+    assert run("whoami", "--token", second)[0] == 0
+    code, _, err = run("user", "revoke", "alice", first.split("_")[1])  # not live any more
+    assert code == 2 and "not found" in err
+    code, out, _ = run("user", "revoke", "alice", "--token", second)  # all of its own
+    assert code == 0 and "revoked 1 token(s)" in out
+    assert run("whoami", "--token", second)[0] == 2
+    code, out, _ = run("user", "tokens", "alice", "--json")
+    assert code == 0 and json.loads(out) == []

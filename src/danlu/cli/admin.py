@@ -1,5 +1,5 @@
-"""Users and projects over the REST client: ``danlu whoami``, ``danlu user add / token`` and
-``danlu project ls / add / set``.
+"""Users and projects over the REST client: ``danlu whoami``, ``danlu user add / token / ls /
+tokens / revoke`` and ``danlu project ls / add / set``.
 
 Creating users and projects, and issuing another user's token, is for admins (the server
 answers 403 otherwise); a user may issue tokens for itself. Options, the client and errors
@@ -9,6 +9,7 @@ are those of :mod:`danlu.cli.jobs`.
 from __future__ import annotations
 
 import sys
+import time
 from typing import Annotated, Any
 
 import typer
@@ -92,6 +93,75 @@ def user_token(
     issued = common.ask(home, url, token, lambda c: c.create_token(name, label))
     sys.stdout.write(issued + "\n")
     sys.stdout.flush()
+
+
+@user_app.command("ls")
+def user_ls(
+    json_out: JsonOpt = False,
+    home: HomeOpt = None,
+    url: UrlOpt = None,
+    token: TokenOpt = None,
+) -> None:
+    """List the users and their roles (admin)."""
+    data = common.ask(home, url, token, lambda c: c.users())
+    if json_out:
+        common.print_json(data)
+        return
+    table = Table(title="users", title_justify="left")
+    for column in ("user", "role"):
+        table.add_column(column)
+    for row in data:
+        table.add_row(escape(str(row["name"])), str(row["role"]))
+    common.console.print(table)
+
+
+@user_app.command("tokens")
+def user_tokens(
+    name: NameArg,
+    json_out: JsonOpt = False,
+    home: HomeOpt = None,
+    url: UrlOpt = None,
+    token: TokenOpt = None,
+) -> None:
+    """List a user's live tokens by prefix, without their secrets (admin, or the user)."""
+    data = common.ask(home, url, token, lambda c: c.tokens(name))
+    if json_out:
+        common.print_json(data)
+        return
+    table = Table(title=f"live tokens of {escape(name)}", title_justify="left")
+    for column in ("prefix", "label", "job", "created", "last used"):
+        table.add_column(column)
+    for row in data:
+        table.add_row(
+            str(row["prefix"]),
+            escape(str(row["name"])),
+            escape(str(row["job_id"] or "")),
+            _when(row["created_at"]),
+            _when(row["last_used_at"]),
+        )
+    common.console.print(table)
+
+
+@user_app.command("revoke")
+def user_revoke(
+    name: NameArg,
+    prefix: Annotated[
+        str | None,
+        typer.Argument(help="The token's prefix (`danlu user tokens`); all tokens without it."),
+    ] = None,
+    home: HomeOpt = None,
+    url: UrlOpt = None,
+    token: TokenOpt = None,
+) -> None:
+    """Revoke one token of a user, or all of them, its jobs' too (admin, or the user)."""
+    revoked = common.ask(home, url, token, lambda c: c.revoke_tokens(name, prefix))
+    common.console.print(f"revoked {revoked} token(s) of {escape(name)}", highlight=False)
+
+
+def _when(stamp: float | None) -> str:
+    if stamp is None:
+        return "-"
+    return time.strftime("%Y-%m-%d %H:%M", time.localtime(stamp))
 
 
 def _quota(value: str | None, option: str, parse: Any) -> Any:

@@ -27,13 +27,16 @@ from danlu.server.routes.schemas import (
     ProjectIn,
     ProjectOut,
     ProjectPatch,
+    RevokedOut,
     TokenIn,
+    TokenInfoOut,
     TokenOut,
     UsageOut,
     UserIn,
     UserOut,
     nodes_out,
     project_out,
+    token_out,
     user_out,
 )
 from danlu.server.services import cluster, nodes, projects, usage, users
@@ -171,6 +174,14 @@ def me(user: Caller) -> dict[str, Any]:
     return user_out(user)
 
 
+@router.get("/users", response_model=list[UserOut], tags=["users"])
+def list_users(user: Caller, state: State) -> list[dict[str, Any]]:
+    """Every user, by name (admin)."""
+    require_admin(user)
+    with state.db.read_session() as session:
+        return [user_out(u) for u in users.list_users(session)]
+
+
 @router.post("/users", status_code=201, response_model=UserOut, tags=["users"])
 def create_user(body: UserIn, user: Caller, state: State) -> dict[str, Any]:
     """Create a user (admin)."""
@@ -190,3 +201,38 @@ def issue_token(name: str, body: TokenIn, user: Caller, state: State) -> dict[st
     with state.db.session() as session:
         owner = users.get_user(session, name)
         return {"token": users.issue_token(session, owner, body.name)}
+
+
+def _own_or_admin(name: str, user: User) -> None:
+    checked_name(name, "user", "name")
+    if name != user.name:
+        require_admin(user)
+
+
+@router.get("/users/{name}/tokens", response_model=list[TokenInfoOut], tags=["users"])
+def list_tokens(name: str, user: Caller, state: State) -> list[dict[str, Any]]:
+    """``name``'s live tokens, without their secrets (an admin, or the user itself)."""
+    _own_or_admin(name, user)
+    with state.db.read_session() as session:
+        return [token_out(t) for t in users.live_tokens(session, users.get_user(session, name))]
+
+
+@router.delete("/users/{name}/tokens", response_model=RevokedOut, tags=["users"])
+def revoke_tokens(name: str, user: Caller, state: State) -> dict[str, int]:
+    """Revoke every live token of ``name``, its job runs' too (an admin, or the user
+    itself): for a token that leaked, or a user who left. Its running jobs can no longer
+    report metrics until their next run."""
+    _own_or_admin(name, user)
+    with state.db.session() as session:
+        return {"revoked": users.revoke_tokens(session, users.get_user(session, name))}
+
+
+@router.delete("/users/{name}/tokens/{prefix}", response_model=RevokedOut, tags=["users"])
+def revoke_token(name: str, prefix: str, user: Caller, state: State) -> dict[str, int]:
+    """Revoke the live token of ``name`` whose public prefix is ``prefix`` (``dl_PREFIX_``);
+    404 when there is none (an admin, or the user itself)."""
+    _own_or_admin(name, user)
+    checked_name(prefix, "token", "prefix")
+    with state.db.session() as session:
+        owner = users.get_user(session, name)
+        return {"revoked": users.revoke_tokens(session, owner, prefix=prefix)}

@@ -9,7 +9,7 @@ from pydantic import BaseModel, ConfigDict, Field
 
 from danlu.core.cluster import MILLI_PER_GPU
 from danlu.core.state import JobState
-from danlu.server.db import Job, JobEvent, JobMetric, Node, Project, User
+from danlu.server.db import ApiToken, Job, JobEvent, JobMetric, Node, Project, User
 from danlu.server.services.cluster import ShareRecord
 from danlu.server.services.nodes import state as node_state
 
@@ -200,6 +200,23 @@ class TokenOut(BaseModel):
     token: str
 
 
+class TokenInfoOut(BaseModel):
+    """A live API token, without its secret: ``prefix`` is the ``dl_PREFIX_`` part that
+    names it (to revoke it); ``job_id`` is set for the token of a job's run."""
+
+    prefix: str
+    name: str
+    created_at: float
+    last_used_at: float | None
+    job_id: str | None
+
+
+class RevokedOut(BaseModel):
+    """How many tokens were revoked."""
+
+    revoked: int
+
+
 class MetricsIn(_In):
     """A batch of training metric records, each with an integer ``step``."""
 
@@ -287,6 +304,17 @@ def project_out(project: Project) -> dict[str, Any]:
         "priority": project.priority,
         "quota_gpus": project.quota_gpus,
         "quota_gpu_memory": project.quota_gpu_memory,
+    }
+
+
+def token_out(token: ApiToken) -> dict[str, Any]:
+    """``token`` as the API's TokenInfo object (no secret)."""
+    return {
+        "prefix": token.prefix,
+        "name": token.name,
+        "created_at": token.created_at,
+        "last_used_at": token.last_used_at,
+        "job_id": token.job_id,
     }
 
 

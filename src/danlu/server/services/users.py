@@ -118,14 +118,22 @@ def find_token(session: Session, token: str | None, now: float | None = None) ->
     return None
 
 
-def revoke_tokens(session: Session, user: User, now: float | None = None) -> int:
-    """Revoke every live token of ``user``; return how many."""
+def live_tokens(session: Session, user: User) -> list[ApiToken]:
+    """``user``'s tokens not revoked (its own and its job runs'), oldest first."""
+    query = select(ApiToken).where(ApiToken.user_id == user.id, ApiToken.revoked_at.is_(None))
+    return list(session.scalars(query.order_by(ApiToken.created_at, ApiToken.id)))
+
+
+def revoke_tokens(
+    session: Session, user: User, now: float | None = None, *, prefix: str | None = None
+) -> int:
+    """Revoke every live token of ``user`` (with ``prefix``: the one whose public prefix it
+    is, the ``dl_PREFIX_...`` part); return how many. Raises :class:`NotFoundError` when
+    ``prefix`` names no live token of the user."""
     t = resolve_now(now)
-    rows = list(
-        session.scalars(
-            select(ApiToken).where(ApiToken.user_id == user.id, ApiToken.revoked_at.is_(None))
-        )
-    )
+    rows = [row for row in live_tokens(session, user) if prefix in (None, row.prefix)]
+    if prefix is not None and not rows:
+        raise NotFoundError("token", prefix, "prefix")
     for row in rows:
         row.revoked_at = t
     session.flush()
