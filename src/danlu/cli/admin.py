@@ -10,9 +10,11 @@ from __future__ import annotations
 
 import sys
 import time
+from collections.abc import Callable, Iterable, Sequence
 from typing import Annotated, Any
 
 import typer
+from rich.console import RenderableType
 from rich.markup import escape
 from rich.table import Table
 
@@ -54,10 +56,7 @@ def whoami(
 ) -> None:
     """Who the token is: its user's name and role."""
     data = common.ask(home, url, token, lambda c: c.me())
-    if json_out:
-        common.print_json(data)
-        return
-    common.console.print(f"{escape(str(data['name']))} ({data['role']})", highlight=False)
+    _show(data, json_out, lambda d: f"{escape(str(d['name']))} ({d['role']})")
 
 
 @user_app.command("add")
@@ -72,10 +71,7 @@ def user_add(
     """Create a user (admin); give it a token with `danlu user token NAME`."""
     role = "admin" if admin else "user"
     data = common.ask(home, url, token, lambda c: c.create_user(name, role))
-    if json_out:
-        common.print_json(data)
-        return
-    common.console.print(f"user {escape(str(data['name']))} ({data['role']})", highlight=False)
+    _show(data, json_out, lambda d: f"user {escape(str(d['name']))} ({d['role']})")
 
 
 @user_app.command("token")
@@ -104,15 +100,8 @@ def user_ls(
 ) -> None:
     """List the users and their roles (admin)."""
     data = common.ask(home, url, token, lambda c: c.users())
-    if json_out:
-        common.print_json(data)
-        return
-    table = Table(title="users", title_justify="left")
-    for column in ("user", "role"):
-        table.add_column(column)
-    for row in data:
-        table.add_row(escape(str(row["name"])), str(row["role"]))
-    common.console.print(table)
+    rows = [(escape(str(row["name"])), str(row["role"])) for row in data]
+    _show(data, json_out, lambda _: _table("users", ("user", "role"), rows))
 
 
 @user_app.command("tokens")
@@ -125,21 +114,18 @@ def user_tokens(
 ) -> None:
     """List a user's live tokens by prefix, without their secrets (admin, or the user)."""
     data = common.ask(home, url, token, lambda c: c.tokens(name))
-    if json_out:
-        common.print_json(data)
-        return
-    table = Table(title=f"live tokens of {escape(name)}", title_justify="left")
-    for column in ("prefix", "label", "job", "created", "last used"):
-        table.add_column(column)
-    for row in data:
-        table.add_row(
+    rows = [
+        (
             str(row["prefix"]),
             escape(str(row["name"])),
             escape(str(row["job_id"] or "")),
             _when(row["created_at"]),
             _when(row["last_used_at"]),
         )
-    common.console.print(table)
+        for row in data
+    ]
+    columns = ("prefix", "label", "job", "created", "last used")
+    _show(data, json_out, lambda _: _table(f"live tokens of {escape(name)}", columns, rows))
 
 
 @user_app.command("revoke")
@@ -156,6 +142,24 @@ def user_revoke(
     """Revoke one token of a user, or all of them, its jobs' too (admin, or the user)."""
     revoked = common.ask(home, url, token, lambda c: c.revoke_tokens(name, prefix))
     common.console.print(f"revoked {revoked} token(s) of {escape(name)}", highlight=False)
+
+
+def _show(data: Any, json_out: bool, render: Callable[[Any], RenderableType]) -> None:
+    """``data`` as JSON with ``--json`` (for scripts), else as ``render`` shows it."""
+    if json_out:
+        common.print_json(data)
+    else:
+        common.console.print(render(data), highlight=False)
+
+
+def _table(title: str, columns: Sequence[str], rows: Iterable[Sequence[str]]) -> Table:
+    """A table of ``rows`` under ``columns``; the first column left, the others right."""
+    table = Table(title=title, title_justify="left")
+    for i, column in enumerate(columns):
+        table.add_column(column, justify="left" if i == 0 else "right")
+    for row in rows:
+        table.add_row(*row)
+    return table
 
 
 def _when(stamp: float | None) -> str:
@@ -208,21 +212,17 @@ def project_ls(
 ) -> None:
     """List the projects with their priorities and quotas."""
     data = common.ask(home, url, token, lambda c: c.projects())
-    if json_out:
-        common.print_json(data)
-        return
-    table = Table(title="projects", title_justify="left")
-    for column in ("project", "priority", "GPU quota", "GPU memory quota"):
-        table.add_column(column, justify="left" if column == "project" else "right")
-    for row in data:
-        gpus, memory = row.get("quota_gpus"), row.get("quota_gpu_memory")
-        table.add_row(
+    rows = [
+        (
             escape(str(row["name"])),
             str(row["priority"]),
-            "-" if gpus is None else f"{gpus:g}",
-            "-" if memory is None else format_bytes(memory),
+            "-" if row.get("quota_gpus") is None else f"{row['quota_gpus']:g}",
+            "-" if row.get("quota_gpu_memory") is None else format_bytes(row["quota_gpu_memory"]),
         )
-    common.console.print(table)
+        for row in data
+    ]
+    columns = ("project", "priority", "GPU quota", "GPU memory quota")
+    _show(data, json_out, lambda _: _table("projects", columns, rows))
 
 
 @project_app.command("add")
@@ -250,10 +250,7 @@ def project_add(
             None if memory == "none" else memory,
         ),
     )
-    if json_out:
-        common.print_json(data)
-        return
-    common.console.print(_project_line(data), highlight=False)
+    _show(data, json_out, _project_line)
 
 
 @project_app.command("set")
@@ -281,10 +278,7 @@ def project_set(
     if not fields:
         raise common.fail("nothing to change: give --priority, --quota-gpus or --quota-memory")
     data = common.ask(home, url, token, lambda c: c.update_project(name, **fields))
-    if json_out:
-        common.print_json(data)
-        return
-    common.console.print(_project_line(data), highlight=False)
+    _show(data, json_out, _project_line)
 
 
 def register(app: typer.Typer) -> None:
