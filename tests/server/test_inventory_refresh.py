@@ -7,13 +7,16 @@ from __future__ import annotations
 
 from pathlib import Path
 
+import pytest
 from helpers import user_and_nodes
+from sqlalchemy.exc import OperationalError
 
 from danlu.config import load_settings
 from danlu.core.cluster import Cluster, Node, gpu_type
 from danlu.devices import inventory_from_cluster
 from danlu.executors import ExecutorUnavailableError, FakeExecutor, FakeWorld, Script
 from danlu.sched.registry import make_policy
+from danlu.server import inventory as refresh_module
 from danlu.server.db import Database
 from danlu.server.inventory import compare
 from danlu.server.metrics import ServerMetrics
@@ -156,3 +159,24 @@ def test_compare_names_what_changed() -> None:
     change = compare([_node("a"), _node("b")], [_node("b", 4), _node("c")])
     assert (change.added, change.removed, change.resized) == (("c",), ("a",), ("b",))
     assert change.describe() == ["+c", "-a", "~b"]
+
+
+def test_a_change_the_store_failed_to_record_is_recorded_at_the_next_pass(
+    db: Database, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    loop, world = _two_jobs(db, tmp_path)
+    world.cluster = Cluster((_node("a"), _node("b"), _node("c")))
+    real = refresh_module.replace_inventory
+
+    def failing(*args: object, **kwargs: object) -> None:
+        raise OperationalError("UPDATE nodes", {}, Exception("database is locked"))
+
+    monkeypatch.setattr(refresh_module, "replace_inventory", failing)
+    with pytest.raises(OperationalError):
+        loop.run_once(now=NOW + 40)
+    assert _stored(db) == [("a", 2), ("b", 2)]  # the executor has c, the store not yet
+    monkeypatch.setattr(refresh_module, "replace_inventory", real)
+    assert loop.run_once(now=NOW + 42).inventory == ["+c"]  # not due, recorded all the same
+    assert _stored(db) == [("a", 2), ("b", 2), ("c", 2)]
+    assert loop.run_once(now=NOW + 44).inventory == []
+    loop.stop()

@@ -76,6 +76,8 @@ class InventoryRefresh:
         self._recorded: tuple[Node, ...] | None = None
         """The nodes last recorded in the store by this object (None: what the executor
         reported when it was built, recorded by the app)."""
+        self._seen: Cluster | None = None
+        """The executor's cluster object whose nodes were last recorded."""
         self._read_at: float | None = None
         self._failures = RepeatedFailure(
             log, "reading the executor's nodes", "reading the executor's nodes works again"
@@ -88,13 +90,18 @@ class InventoryRefresh:
             return False
         if self._read_at is None:
             self._read_at = t
-            self._recorded = tuple(self.executor.inventory().nodes)
+            self._seen = self.executor.inventory()
+            self._recorded = tuple(self._seen.nodes)
             return False
         return t - self._read_at >= self.every
 
     def run(self, t: float) -> InventoryChange | None:
         """Read the nodes again when due; record them when they changed. Returns the
-        change, or None when nothing changed (or nothing was read)."""
+        change, or None when nothing changed (or nothing was read). A change read but not
+        recorded (the store failed) is recorded at the next call, due or not: until then
+        the scheduler's view and the executor's nodes disagree."""
+        if self._unrecorded():
+            return self.record(self.executor.inventory())
         if not self.due(t):
             return None
         self._read_at = t
@@ -106,16 +113,24 @@ class InventoryRefresh:
         self._failures.worked()
         return self.record(cluster)
 
+    def _unrecorded(self) -> bool:
+        """Whether the executor's nodes differ from those last recorded."""
+        if self._recorded is None:
+            return False
+        cluster = self.executor.inventory()
+        return cluster is not self._seen and tuple(cluster.nodes) != self._recorded
+
     def record(self, cluster: Cluster) -> InventoryChange | None:
         """Record ``cluster``'s nodes in the store when they differ from those recorded."""
         nodes = tuple(cluster.nodes)
         before = self._recorded if self._recorded is not None else ()
         if nodes == before:
+            self._seen = cluster
             return None
         with self.db.session() as session:
             fake = any(session.scalars(select(NodeRow.fake)))
             replace_inventory(session, nodes, fake=fake)
-        self._recorded = nodes
+        self._recorded, self._seen = nodes, cluster
         change = compare(before, nodes)
         log.warning("inventory changed: %s", " ".join(change.describe()) or "order only")
         if self.metrics is not None:
