@@ -180,3 +180,26 @@ def test_a_change_the_store_failed_to_record_is_recorded_at_the_next_pass(
     assert _stored(db) == [("a", 2), ("b", 2), ("c", 2)]
     assert loop.run_once(now=NOW + 44).inventory == []
     loop.stop()
+
+
+def test_a_job_placed_on_a_node_the_executor_lacks_is_requeued_not_launched_short(
+    db: Database, tmp_path: Path
+) -> None:
+    """The store's view still has node ``b``, the executor no longer: the job the round
+    places there is re-queued, never launched on what is left of its allocation."""
+    with db.session() as s:
+        alice = user_and_nodes(s, (_node("a"), _node("b")), NOW)
+        body = {"command": ["python", "train.py"], "resources": {"gpus": 2}}
+        ids = [jobs.submit(s, {"name": f"j{i}", **body}, alice, now=NOW).id for i in range(2)]
+    world = FakeWorld()
+    world.default = Script(duration=1000)
+    executor = FakeExecutor(Cluster((_node("a"),)), world)
+    settings = load_settings(home=tmp_path, inventory_refresh=0)
+    loop = Reconciler(db, executor, settings, policy=make_policy("fifo"))
+    report = loop.run_once(now=NOW + 10)
+    assert report.launched == [ids[0]] and report.settled == [ids[1]]
+    assert [launch.job_id for launch in world.launches] == [ids[0]]
+    with db.read_session() as s:
+        job = jobs.get_job(s, ids[1])
+        assert (job.state, job.allocation, job.restarts) == ("PENDING", None, 0)
+    loop.stop()

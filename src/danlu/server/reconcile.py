@@ -606,6 +606,12 @@ class Reconciler:
                     or not locks.holds(session, Job, job_id, self.token)
                 ):
                     return set()
+                if gone := lost_gpus(job.allocation, self.executor.inventory()):
+                    # placed on a view the executor's nodes no longer match: never a launch
+                    # on what is left of the allocation
+                    jobs.requeue_lost(session, job, gone, t)
+                    report.settled.append(job_id)
+                    return set()
                 launch = self.job_launch(session, job)
                 attempt = job.attempt
                 names = {str(share["node"]) for share in job.allocation or ()}
