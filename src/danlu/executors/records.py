@@ -2,11 +2,11 @@
 ``supervisor.json``, ``stop.json``, ``exit.json``; see :mod:`danlu.executors.supervise`) with
 every field checked.
 
-The records are files in the state directory, which the jobs (run as the same OS user) could
-write to and a failing disk could damage. A field of the wrong type is dropped, as if the
-record lacked it, and a record without one of its required fields reads as missing: one
-damaged run directory then looks like a run with less known about it, never an exception
-that would stop the control plane's passes over every other run.
+The records are files in the state directory, which the jobs (run as the same OS user, unless
+``DANLU_RUN_AS=user``) could write to and a failing disk could damage. A field of the wrong
+type is dropped, as if the record lacked it, and a record without one of its required fields
+reads as missing: one damaged run directory then looks like a run with less known about it,
+never an exception that would stop the control plane's passes over every other run.
 """
 
 from __future__ import annotations
