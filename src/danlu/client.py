@@ -318,9 +318,20 @@ class Client:
         """``GET /users/me``: the caller, ``{"name", "role"}``."""
         return dict(self._json("GET", "/users/me"))
 
-    def create_user(self, name: str, role: str = "user") -> dict[str, Any]:
-        """``POST /users`` (admin)."""
-        return dict(self._json("POST", "/users", json={"name": name, "role": role}))
+    def create_user(
+        self, name: str, role: str = "user", os_user: str | None = None
+    ) -> dict[str, Any]:
+        """``POST /users`` (admin); ``os_user``: the OS account its jobs run as with
+        ``DANLU_RUN_AS=user`` (None: the one named like it)."""
+        body: dict[str, Any] = {"name": name, "role": role}
+        if os_user is not None:
+            body["os_user"] = os_user
+        return dict(self._json("POST", "/users", json=body))
+
+    def update_user(self, name: str, *, os_user: str | None) -> dict[str, Any]:
+        """``PUT /users/{name}`` (admin): set the OS account its jobs run as (None: the one
+        named like it)."""
+        return dict(self._json("PUT", f"/users/{_seg(name)}", json={"os_user": os_user}))
 
     def create_token(self, user: str, name: str = "") -> str:
         """``POST /users/{name}/tokens``: a new API token for ``user`` (shown once)."""

@@ -148,12 +148,18 @@ def test_the_control_plane_runs_each_job_as_its_users_account(
         stranger = Client(admin.url, admin.create_token("dl-no-account"))
         with stranger, pytest.raises(ApiError) as refused:
             stranger.submit({"name": "x", "command": ["/bin/true"]})
+        admin.create_user("mapped", os_user=os_user)  # another name, the same account
+        with Client(admin.url, admin.create_token("mapped")) as mapped:
+            ids = mapped.submit({"name": "id", "command": ["/bin/sh", "-c", "echo uid $(id -u)"]})
+            wait_state(mapped, ids["id"], "SUCCEEDED")
+            mapped_log = mapped.logs(ids["id"])[0]
     assert done["restarts"] == 0, log
     assert f"uid {os_account(os_user).uid}" in log
     assert [line for line in log if line.startswith(("read", "listed"))] == []
     assert "wrote checkpoint" in log and "denied listing" in log
     assert (refused.value.status, refused.value.field) == (422, "user")
     assert "no OS account named 'dl-no-account'" in refused.value.message
+    assert f"uid {os_account(os_user).uid}" in mapped_log
     assert stat.S_IMODE(home.stat().st_mode) == 0o711
     assert stat.S_IMODE((home / "admin.token").stat().st_mode) == 0o600
     assert stat.S_IMODE((home / "danlu.db").stat().st_mode) == 0o600

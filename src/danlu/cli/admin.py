@@ -26,6 +26,13 @@ from danlu.core.units import format_bytes, parse_bytes
 NameArg = Annotated[
     str, typer.Argument(help="The user's name (its OS account's too, with DANLU_RUN_AS=user).")
 ]
+OsUserOpt = Annotated[
+    str | None,
+    typer.Option(
+        "--os-user",
+        help="The OS account its jobs run as with DANLU_RUN_AS=user (default: its name).",
+    ),
+]
 ProjectArg = Annotated[str, typer.Argument(help="The project's name.")]
 PriorityOpt = Annotated[
     int | None,
@@ -63,6 +70,7 @@ def whoami(
 def user_add(
     name: NameArg,
     admin: Annotated[bool, typer.Option("--admin", help="An admin, not a plain user.")] = False,
+    os_user: OsUserOpt = None,
     json_out: JsonOpt = False,
     home: HomeOpt = None,
     url: UrlOpt = None,
@@ -70,8 +78,32 @@ def user_add(
 ) -> None:
     """Create a user (admin); give it a token with `danlu user token NAME`."""
     role = "admin" if admin else "user"
-    data = common.ask(home, url, token, lambda c: c.create_user(name, role))
-    _show(data, json_out, lambda d: f"user {escape(str(d['name']))} ({d['role']})")
+    account = None if os_user is None or os_user.lower() in _NONE else os_user
+    data = common.ask(home, url, token, lambda c: c.create_user(name, role, account))
+    _show(data, json_out, _user_line)
+
+
+@user_app.command("set")
+def user_set(
+    name: NameArg,
+    os_user: OsUserOpt = None,
+    json_out: JsonOpt = False,
+    home: HomeOpt = None,
+    url: UrlOpt = None,
+    token: TokenOpt = None,
+) -> None:
+    """Change a user (admin): the OS account its jobs run as ('none': the one named like it)."""
+    if os_user is None:
+        raise common.fail("nothing to change: give --os-user ACCOUNT (or none)")
+    account = None if os_user.lower() in _NONE else os_user
+    data = common.ask(home, url, token, lambda c: c.update_user(name, os_user=account))
+    _show(data, json_out, _user_line)
+
+
+def _user_line(data: dict[str, Any]) -> str:
+    account = data.get("os_user")
+    runs = f", jobs run as OS account {escape(account)}" if account else ""
+    return f"user {escape(str(data['name']))} ({data['role']}){runs}"
 
 
 @user_app.command("token")
@@ -100,8 +132,11 @@ def user_ls(
 ) -> None:
     """List the users and their roles (admin)."""
     data = common.ask(home, url, token, lambda c: c.users())
-    rows = [(escape(str(row["name"])), str(row["role"])) for row in data]
-    _show(data, json_out, lambda _: _table("users", ("user", "role"), rows))
+    rows = [
+        (escape(str(row["name"])), str(row["role"]), escape(str(row.get("os_user") or "-")))
+        for row in data
+    ]
+    _show(data, json_out, lambda _: _table("users", ("user", "role", "OS account"), rows))
 
 
 @user_app.command("tokens")

@@ -37,7 +37,8 @@ def os_account(name: str) -> Account:
         raise InvalidLaunchError(
             "user",
             f"no OS account named {name!r} on this host, and jobs run as their user's "
-            f"account (DANLU_RUN_AS=user); create it (useradd {name}) or run jobs as the "
+            f"account (DANLU_RUN_AS=user); create it (useradd {name}), give the danlu user an "
+            "account that exists (danlu user set USER --os-user ACCOUNT), or run jobs as the "
             "control plane's user (DANLU_RUN_AS=server)",
         ) from None
     if entry.pw_uid == 0:

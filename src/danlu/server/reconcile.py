@@ -719,7 +719,7 @@ class Reconciler:
         ``DANLU_RUN_AS=user`` it runs as its user's OS account, which owns its checkpoint
         directory; an account this host lacks is an :class:`InvalidLaunchError`."""
         spec = jobs.job_spec(job)
-        account = os_account(job.user.name) if self.settings.run_as == "user" else None
+        account = os_account(job.user.account) if self.settings.run_as == "user" else None
         allocation = to_allocation(job.allocation, self.executor.inventory())
         slots = JobLaunch.slots(allocation, shared_memory=bool(job.gpu_memory_per_gpu) or None)
         checkpoint = spec.checkpoint_dir

@@ -1,7 +1,8 @@
 """Running each job as its user's OS account (``DANLU_RUN_AS=user``).
 
-The control plane runs as root and the local executor starts every job as the OS account named
-like the job's danlu user (:mod:`danlu.executors.accounts`; never root). A job then reaches
+The control plane runs as root and the local executor starts every job as its danlu user's OS
+account: the one an admin set (``danlu user set NAME --os-user ACCOUNT``), else the one named
+like the user (:mod:`danlu.executors.accounts`; never root). A job then reaches
 its own checkpoint directory and nothing else of the control plane's home:
 
 - the home is ``0711`` (entered, not listed) and everything in it but ``checkpoints`` loses
@@ -49,14 +50,15 @@ def check_run_as(settings: Settings) -> None:
         )
 
 
-def check_account(settings: Settings, user: str) -> None:
-    """Raise :class:`AdmissionError` (field ``user``) when ``user``'s jobs would run as an
-    OS account this host lacks, or root's (``DANLU_RUN_AS=user``): refused at submission
-    rather than failed at launch."""
+def check_account(settings: Settings, account: str) -> None:
+    """Raise :class:`AdmissionError` (field ``user``) when a job would run as OS account
+    ``account`` (its user's, :attr:`~danlu.server.db.models.User.account`) that this host
+    lacks, or root's (``DANLU_RUN_AS=user``): refused at submission rather than failed at
+    launch."""
     if settings.run_as != "user":
         return
     try:
-        os_account(user)
+        os_account(account)
     except InvalidLaunchError as exc:
         raise AdmissionError("user", exc.message) from None
 

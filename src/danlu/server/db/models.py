@@ -67,12 +67,20 @@ class User(Base):
     name: Mapped[str] = mapped_column(String(64), unique=True)
     role: Mapped[str] = mapped_column(String(16), default="user")
     created_at: Mapped[float] = mapped_column(Double)
+    os_user: Mapped[str | None] = mapped_column(String(32), default=None)
+    """The OS account the user's jobs run as with ``DANLU_RUN_AS=user``; None: the account
+    named like the user."""
 
     tokens: Mapped[list[ApiToken]] = relationship(back_populates="user", passive_deletes=True)
 
     @property
     def is_admin(self) -> bool:
         return self.role == "admin"
+
+    @property
+    def account(self) -> str:
+        """The OS account the user's jobs run as with ``DANLU_RUN_AS=user``."""
+        return self.os_user or self.name
 
 
 class ApiToken(Base):

@@ -34,6 +34,7 @@ from danlu.server.routes.schemas import (
     UsageOut,
     UserIn,
     UserOut,
+    UserPatch,
     nodes_out,
     project_out,
     token_out,
@@ -187,7 +188,19 @@ def create_user(body: UserIn, user: Caller, state: State) -> dict[str, Any]:
     """Create a user (admin)."""
     require_admin(user)
     with state.db.session() as session:
-        return user_out(users.create_user(session, body.name, body.role))
+        return user_out(users.create_user(session, body.name, body.role, os_user=body.os_user))
+
+
+@router.put("/users/{name}", response_model=UserOut, tags=["users"])
+def update_user(name: str, body: UserPatch, user: Caller, state: State) -> dict[str, Any]:
+    """Change a user's ``os_user`` (admin); a field left out stays as it is."""
+    require_admin(user)
+    checked_name(name, "user", "name")
+    with state.db.session() as session:
+        changed = users.get_user(session, name)
+        if "os_user" in body.model_fields_set:
+            changed = users.set_os_user(session, name, body.os_user)
+        return user_out(changed)
 
 
 @router.post("/users/{name}/tokens", status_code=201, response_model=TokenOut, tags=["users"])

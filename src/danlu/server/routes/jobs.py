@@ -66,7 +66,7 @@ def submit_job(spec: JobSpec, user: Caller, state: State) -> dict[str, Any]:
             micro_batch_limit=micro,
             family=estimate.family,
         )
-        check_account(state.settings, job.user.name)  # DANLU_RUN_AS=user: its OS account
+        check_account(state.settings, job.user.account)  # DANLU_RUN_AS=user: its OS account
         notes = [estimate.note] if estimate.note and spec.resources.gpu_memory == "auto" else []
         if spec.training.family == AUTO_FAMILY:
             notes.append(

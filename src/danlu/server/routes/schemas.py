@@ -175,10 +175,12 @@ class ProjectPatch(_In):
 
 
 class UserOut(BaseModel):
-    """A user."""
+    """A user; ``os_user``: the OS account its jobs run as with ``DANLU_RUN_AS=user`` (null:
+    the one named like the user)."""
 
     name: str
     role: Literal["admin", "user"]
+    os_user: str | None = None
 
 
 class UserIn(_In):
@@ -186,6 +188,13 @@ class UserIn(_In):
 
     name: str = Field(max_length=63)
     role: Literal["admin", "user"] = "user"
+    os_user: str | None = Field(default=None, max_length=32)
+
+
+class UserPatch(_In):
+    """A change of a user (admin): ``os_user`` (null: the OS account named like the user)."""
+
+    os_user: str | None = Field(default=None, max_length=32)
 
 
 class TokenIn(_In):
@@ -320,7 +329,7 @@ def token_out(token: ApiToken) -> dict[str, Any]:
 
 def user_out(user: User) -> dict[str, Any]:
     """``user`` as the API's User object."""
-    return {"name": user.name, "role": user.role}
+    return {"name": user.name, "role": user.role, "os_user": user.os_user}
 
 
 def nodes_out(nodes: list[Node], shares: list[ShareRecord]) -> list[dict[str, Any]]:

@@ -25,6 +25,7 @@ from danlu.server.services.common import resolve_now
 ROLES = ("admin", "user")
 ADMIN = "admin"
 _NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.@-]{0,62}$")
+_OS_USER = re.compile(r"^[a-z_][a-z0-9_.-]{0,31}$")
 _TOKEN = re.compile(r"^dl_([A-Za-z0-9]{8})_[A-Za-z0-9_-]{20,}$")
 
 
@@ -33,18 +34,48 @@ def hash_token(token: str) -> str:
     return hashlib.sha256(token.encode()).hexdigest()
 
 
-def create_user(session: Session, name: str, role: str = "user", now: float | None = None) -> User:
-    """Create a user; ``role`` is ``admin`` or ``user``. A taken name is a ConflictError."""
+def create_user(
+    session: Session,
+    name: str,
+    role: str = "user",
+    now: float | None = None,
+    *,
+    os_user: str | None = None,
+) -> User:
+    """Create a user; ``role`` is ``admin`` or ``user``; ``os_user`` the OS account its jobs
+    run as with ``DANLU_RUN_AS=user`` (None: the one named like it). A taken name is a
+    ConflictError."""
     if not _NAME.match(name):
         raise SpecError("name", "use 1-63 letters, digits, '.', '_', '@' or '-'")
     if role not in ROLES:
         raise SpecError("role", f"{role!r} is not a role; use one of {', '.join(ROLES)}")
-    user = User(name=name, role=role, created_at=resolve_now(now))
+    user = User(name=name, role=role, created_at=resolve_now(now), os_user=checked_os_user(os_user))
     try:
         with session.begin_nested():
             session.add(user)
     except IntegrityError:
         raise ConflictError(f"a user named {name!r} already exists") from None
+    return user
+
+
+def checked_os_user(os_user: str | None) -> str | None:
+    """``os_user`` when it is an OS account name (``useradd``'s rules: a lower-case letter
+    or ``_`` first, then lower-case letters, digits, ``_``, ``-`` or ``.``, at most 32), else
+    a :class:`SpecError` naming ``os_user``; None stays None."""
+    if os_user is not None and not _OS_USER.match(os_user):
+        raise SpecError(
+            "os_user",
+            f"{os_user!r} is not an OS account name: start with a lower-case letter or '_', "
+            "then lower-case letters, digits, '_', '-' or '.', at most 32",
+        )
+    return os_user
+
+
+def set_os_user(session: Session, name: str, os_user: str | None) -> User:
+    """Set the OS account ``name``'s jobs run as (None: the one named like the user)."""
+    user = get_user(session, name)
+    user.os_user = checked_os_user(os_user)
+    session.flush()
     return user
 
 
