@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import enum
 import re
+import zlib
 from abc import ABC, abstractmethod
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
@@ -267,6 +268,36 @@ def refreshed_cluster(old: Cluster | None, nodes: Sequence[Node], name: str) -> 
     fresh = {node.name: node for node in nodes}
     kept = [fresh.pop(node.name) for node in (old.nodes if old else ()) if node.name in fresh]
     return Cluster((*kept, *(node for node in nodes if node.name in fresh)), name)
+
+
+def node_devices(job: JobLaunch, cluster: Cluster) -> dict[str, list[str]]:
+    """``job``'s GPU indices (strings, for ``CUDA_VISIBLE_DEVICES``) on each of its nodes, by
+    node name of ``cluster``, in :attr:`JobLaunch.nodes` order."""
+    devices: dict[str, list[str]] = {cluster.nodes[i].name: [] for i in job.nodes}
+    for slot in job.gpus:
+        devices[cluster.nodes[slot.node].name].append(str(slot.gpu))
+    return devices
+
+
+def master_port(job: JobLaunch) -> int:
+    """torchrun's rendezvous port (``PET_MASTER_PORT``) of ``job``'s run: 20000-39999, from
+    its job id and attempt, so that two runs on one node rarely pick the same."""
+    return 20000 + zlib.crc32(f"{job.job_id}#{job.run_attempt}".encode()) % 20000
+
+
+def reindexed(
+    gpus: Iterable[tuple[int, int]], names: Sequence[str], cluster: Cluster
+) -> list[tuple[int, int]] | None:
+    """``(node, gpu)`` pairs of a run launched on another inventory, as node indices of
+    ``cluster``: ``names`` are the names of the pairs' sorted distinct nodes then. Pairs on
+    nodes ``cluster`` lacks are left out; None when ``names`` does not fit the pairs."""
+    pairs = list(gpus)
+    launched_on = sorted({node for node, _ in pairs})
+    if len(names) != len(launched_on):
+        return None
+    index = {node.name: i for i, node in enumerate(cluster.nodes)}
+    now = {old: index.get(name) for old, name in zip(launched_on, names, strict=True)}
+    return [(moved, gpu) for node, gpu in pairs if (moved := now[node]) is not None]
 
 
 def busy_gpus(launch: JobLaunch, held: Iterable[HeldGpus]) -> None:

@@ -31,6 +31,7 @@ from danlu.executors.base import (
     busy_gpus,
     check_slots,
     refreshed_cluster,
+    reindexed,
 )
 from danlu.executors.errors import ExecutorError, JobAlreadyRunningError, UnknownHandleError
 
@@ -193,17 +194,13 @@ class FakeExecutor(MultiNodeExecutor, GpuSharingExecutor):
     def _held(self) -> list[HeldGpus]:
         """The GPUs of the live runs, re-indexed by node name into the inventory as it is
         now (the GPUs of nodes no longer there left out)."""
-        index = {node.name: i for i, node in enumerate(self._cluster.nodes)}
         held = []
         for run in self.world.runs.values():
             if not self._status(run).running:
                 continue
-            names = dict(zip(run.launch.nodes, run.nodes, strict=False))
-            gpus = [
-                (index[name], slot.gpu)
-                for slot in run.launch.gpus
-                if (name := names.get(slot.node)) is not None and name in index
-            ]
+            gpus = [(slot.node, slot.gpu) for slot in run.launch.gpus]
+            moved = reindexed(gpus, run.nodes, self._cluster)
+            gpus = gpus if moved is None else moved
             shared = all(slot.memory is not None for slot in run.launch.gpus)
             held.append(HeldGpus(run.launch.job_id, gpus, shared, run.stop_reason is not None))
         return held

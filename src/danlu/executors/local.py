@@ -51,7 +51,7 @@ from danlu.executors.errors import (
     NodeLaunchError,
     is_node_fault,
 )
-from danlu.executors.rundirs import RunDirExecutor, safe_child
+from danlu.executors.rundirs import RunDirExecutor
 
 log = logging.getLogger(__name__)
 
@@ -173,22 +173,10 @@ class LocalExecutor(RunDirExecutor, GpuSharingExecutor):
         """Write the run's launch record and start its supervisor; an :class:`OSError` of
         the node's (a full disk) leaves no process behind."""
         log_dir = Path(job.log_dir) if job.log_dir is not None else self._log_dir
-        log_dir.mkdir(parents=True, exist_ok=True)
-        log_path = safe_child(log_dir, f"{job.job_id}.log")
+        log_path, offset = self._open_log(log_dir, job.job_id)
         run_dir.mkdir(mode=0o700)
         with open(log_path, "ab") as log:
-            offset = log.seek(0, os.SEEK_END)
-            record = {
-                "job_id": job.job_id,
-                "attempt": job.run_attempt,
-                "command": job.command,
-                "log_path": str(log_path),
-                "log_offset": offset,
-                "cancel_grace": self._cancel_grace,
-                "launched_at": time.time(),
-                "gpus": [[slot.node, slot.gpu] for slot in job.gpus],
-                "shared": all(slot.memory is not None for slot in job.gpus),
-            }
+            record = self._launch_record(job, log_path, offset)
             if account is not None:
                 record["user"] = {
                     "uid": account.uid,

@@ -30,7 +30,6 @@ import contextlib
 import logging
 import shutil
 import time
-import zlib
 from collections.abc import Callable, Mapping
 from pathlib import Path
 from typing import Any
@@ -49,6 +48,8 @@ from danlu.executors.base import (
     StopReason,
     classify_exit,
     job_environment,
+    master_port,
+    node_devices,
     refreshed_cluster,
 )
 from danlu.executors.errors import (
@@ -58,7 +59,7 @@ from danlu.executors.errors import (
     NodeLaunchError,
 )
 from danlu.executors.ray_actor import NodeRun
-from danlu.executors.rundirs import RESULT, RunDirExecutor, safe_child
+from danlu.executors.rundirs import RESULT, RunDirExecutor
 
 log = logging.getLogger(__name__)
 
@@ -154,20 +155,20 @@ class RayExecutor(RunDirExecutor, MultiNodeExecutor, GpuSharingExecutor):
         return self._cluster
 
     def _read_inventory(self) -> Cluster:
-        try:
-            nodes = self._nodes()
-        except ExecutorError:
-            raise
-        except Exception as exc:  # the GCS gone: ray.nodes() raises what gRPC raised
-            raise ExecutorUnavailableError(f"cannot read Ray's nodes: {exc}") from exc
+        nodes = self._nodes()
         if not nodes:
             raise ExecutorError("the Ray cluster has no live node with GPUs")
         return refreshed_cluster(self._cluster, [self._node(n) for n in nodes.values()], "ray")
 
     def _nodes(self) -> dict[str, dict[str, Any]]:
-        """Ray's live nodes with GPUs by danlu name, in Ray's order."""
+        """Ray's live nodes with GPUs by danlu name, in Ray's order. Raises
+        :class:`ExecutorUnavailableError` when Ray cannot be asked."""
+        try:
+            listed = self._ray.nodes()
+        except Exception as exc:  # the GCS gone: ray.nodes() raises what gRPC raised
+            raise ExecutorUnavailableError(f"cannot read Ray's nodes: {exc}") from exc
         found: dict[str, dict[str, Any]] = {}
-        for info in self._ray.nodes():
+        for info in listed:
             if not info.get("Alive") or float(info.get("Resources", {}).get("GPU", 0)) <= 0:
                 continue
             name = str((info.get("Labels") or {}).get(NODE_LABEL) or info.get("NodeName", ""))
@@ -210,13 +211,12 @@ class RayExecutor(RunDirExecutor, MultiNodeExecutor, GpuSharingExecutor):
     ) -> dict[str, str]:
         """The environment of the command on the ``rank``-th node of the run."""
         env = job_environment(self._base_env, job, self._api_url, _PRIVATE_PREFIXES)
-        key = f"{job.job_id}#{job.run_attempt}"
         env["CUDA_VISIBLE_DEVICES"] = devices
         env["PET_NNODES"] = str(max(1, len(names)))
         env["PET_NODE_RANK"] = str(rank)
         env["PET_NPROC_PER_NODE"] = str(max(1, len([d for d in devices.split(",") if d])))
         env["PET_MASTER_ADDR"] = master
-        env["PET_MASTER_PORT"] = str(20000 + zlib.crc32(key.encode()) % 20000)
+        env["PET_MASTER_PORT"] = str(master_port(job))
         return env
 
     # -- lifecycle ----------------------------------------------------------------------------
@@ -251,30 +251,13 @@ class RayExecutor(RunDirExecutor, MultiNodeExecutor, GpuSharingExecutor):
     ) -> Handle:
         from ray.util.scheduling_strategies import NodeAffinitySchedulingStrategy
 
-        self._log_dir.mkdir(parents=True, exist_ok=True)
-        log_path = safe_child(self._log_dir, f"{job.job_id}.log")
-        with open(log_path, "ab") as f:
-            offset = f.seek(0, 2)
+        log_path, offset = self._open_log(self._log_dir, job.job_id)
         run_dir.mkdir(mode=0o700)
-        cluster = self.inventory()
-        devices: dict[str, list[str]] = {name: [] for name in names}
-        for slot in job.gpus:
-            devices[cluster.nodes[slot.node].name].append(str(slot.gpu))
+        devices = node_devices(job, self.inventory())
         master = str(alive[names[0]].get("NodeManagerAddress", "127.0.0.1")) if names else ""
         actors = [f"danlu.{job.job_id}.{job.run_attempt}.{rank}" for rank in range(len(names) or 1)]
-        record: dict[str, Any] = {
-            "job_id": job.job_id,
-            "attempt": job.run_attempt,
-            "command": job.command,
-            "log_path": str(log_path),
-            "log_offset": offset,
-            "cancel_grace": self._cancel_grace,
-            "launched_at": self._clock(),
-            "gpus": [[slot.node, slot.gpu] for slot in job.gpus],
-            "shared": all(slot.memory is not None for slot in job.gpus),
-            "nodes": names,
-            "actors": actors,
-        }
+        record = self._launch_record(job, log_path, offset)
+        record.update(nodes=names, actors=actors)
         supervise.write_json(run_dir / supervise.LAUNCH, record)
         for rank, actor_name in enumerate(actors):
             options: dict[str, Any] = {

@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import contextlib
 import logging
+import os
 import shutil
 import time
 from abc import abstractmethod
@@ -37,6 +38,7 @@ from danlu.executors.base import (
     StopReason,
     busy_gpus,
     check_slots,
+    reindexed,
     validate_job_id,
 )
 from danlu.executors.errors import (
@@ -273,18 +275,37 @@ class RunDirExecutor(Executor):
     def _gpus_now(self, launch: Mapping[str, Any]) -> list[tuple[int, int]]:
         """A run's GPUs as ``(node, gpu)`` of the inventory as it is now. Its launch record
         has the indices of the inventory it was launched on; a record that names its nodes
-        (``nodes``: the names of its sorted distinct node indices, as the cluster executors
-        write it) is re-indexed by name, leaving out the GPUs of nodes no longer there
-        (:meth:`~danlu.executors.base.Executor.refresh_inventory`). Others are taken as
-        they are (the local executor's single host never changes)."""
+        (``nodes``, as the cluster executors write it) is re-indexed by name
+        (:func:`~danlu.executors.base.reindexed`; see
+        :meth:`~danlu.executors.base.Executor.refresh_inventory`). Others are taken as they
+        are (the local executor's single host never changes)."""
         gpus = [(int(node), int(gpu)) for node, gpu in launch["gpus"]]
         names = launch.get("nodes")
-        launched_on = sorted({node for node, _ in gpus})
-        if not isinstance(names, list) or len(names) != len(launched_on):
-            return gpus
-        index = {node.name: i for i, node in enumerate(self.inventory().nodes)}
-        now = {old: index.get(name) for old, name in zip(launched_on, names, strict=True)}
-        return [(moved, gpu) for node, gpu in gpus if (moved := now[node]) is not None]
+        moved = reindexed(gpus, names, self.inventory()) if isinstance(names, list) else None
+        return gpus if moved is None else moved
+
+    def _open_log(self, log_dir: Path, job_id: str) -> tuple[Path, int]:
+        """The job's log ``log_dir/JOB_ID.log`` (made if missing) and its length: where the
+        output of the run being launched starts."""
+        log_dir.mkdir(parents=True, exist_ok=True)
+        path = safe_child(log_dir, f"{job_id}.log")
+        with open(path, "ab") as log:
+            return path, log.seek(0, os.SEEK_END)
+
+    def _launch_record(self, job: JobLaunch, log_path: Path, offset: int) -> dict[str, Any]:
+        """The fields of a launch record every executor writes (:data:`records.LAUNCH_FIELDS`);
+        each adds its own."""
+        return {
+            "job_id": job.job_id,
+            "attempt": job.run_attempt,
+            "command": job.command,
+            "log_path": str(log_path),
+            "log_offset": offset,
+            "cancel_grace": self._cancel_grace,
+            "launched_at": self._clock(),
+            "gpus": [[slot.node, slot.gpu] for slot in job.gpus],
+            "shared": all(slot.memory is not None for slot in job.gpus),
+        }
 
 
 def exited(result: Mapping[str, Any], reason: StopReason | None) -> ExecStatus:

@@ -39,7 +39,6 @@ import shlex
 import shutil
 import sys
 import time
-import zlib
 from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
 from typing import Any
@@ -58,6 +57,8 @@ from danlu.executors.base import (
     StopReason,
     classify_exit,
     job_environment,
+    master_port,
+    node_devices,
     refreshed_cluster,
 )
 from danlu.executors.errors import (
@@ -65,7 +66,7 @@ from danlu.executors.errors import (
     LaunchError,
     NodeLaunchError,
 )
-from danlu.executors.rundirs import RunDirExecutor, safe_child
+from danlu.executors.rundirs import RunDirExecutor
 from danlu.executors.slurmctl import (
     SlurmCommands,
     SlurmError,
@@ -172,6 +173,9 @@ class SlurmExecutor(RunDirExecutor, MultiNodeExecutor, GpuSharingExecutor):
             raise ExecutorError("Slurm lists no nodes; check SLURM_CONF and the partition")
         cluster = refreshed_cluster(self._cluster, [self._node(n) for n in nodes], "slurm")
         self._nodes = nodes
+        # what the launches' node check reads, fresh now (see _check_nodes)
+        self._node_states = {n.name: n.state for n in nodes}
+        self._node_states_at = self._clock()
         return cluster
 
     def _node(self, node: SlurmNode) -> Node:
@@ -222,16 +226,10 @@ class SlurmExecutor(RunDirExecutor, MultiNodeExecutor, GpuSharingExecutor):
             ) from exc
 
     def _submit(self, job: JobLaunch, run_dir: Path, names: list[str]) -> Handle:
-        self._log_dir.mkdir(parents=True, exist_ok=True)
-        log_path = safe_child(self._log_dir, f"{job.job_id}.log")
-        with open(log_path, "ab") as f:
-            offset = f.seek(0, 2)
+        log_path, offset = self._open_log(self._log_dir, job.job_id)
         run_dir.mkdir(mode=0o700)
         addresses = {n.name: n.address for n in self._nodes or ()}
-        devices: dict[str, list[str]] = {name: [] for name in names}
-        for slot in job.gpus:
-            devices[self.inventory().nodes[slot.node].name].append(str(slot.gpu))
-        key = f"{job.job_id}#{job.run_attempt}"
+        devices = node_devices(job, self.inventory())
         env = self.job_env(job)
         token = env.pop("DANLU_TOKEN", None)
         task = {
@@ -241,7 +239,7 @@ class SlurmExecutor(RunDirExecutor, MultiNodeExecutor, GpuSharingExecutor):
             "devices": {name: ",".join(found) for name, found in devices.items()},
             "nodes": names,
             "master_addr": addresses.get(names[0], names[0]) if names else "127.0.0.1",
-            "master_port": 20000 + zlib.crc32(key.encode()) % 20000,
+            "master_port": master_port(job),
         }
         supervise.write_json(run_dir / slurm_task.TASK, task)
         count = max(1, len(names))
@@ -255,18 +253,8 @@ class SlurmExecutor(RunDirExecutor, MultiNodeExecutor, GpuSharingExecutor):
             encoding="utf-8",
         )
         batch.chmod(0o700)
-        record: dict[str, Any] = {
-            "job_id": job.job_id,
-            "attempt": job.run_attempt,
-            "command": job.command,
-            "log_path": str(log_path),
-            "log_offset": offset,
-            "cancel_grace": self._cancel_grace,
-            "launched_at": self._clock(),
-            "gpus": [[slot.node, slot.gpu] for slot in job.gpus],
-            "shared": all(slot.memory is not None for slot in job.gpus),
-            "nodes": names,
-        }
+        record = self._launch_record(job, log_path, offset)
+        record["nodes"] = names
         supervise.write_json(run_dir / supervise.LAUNCH, record)
         options = [  # the admin's first: sbatch lets a later option win, and the run's must
             *self._sbatch_options,

@@ -576,13 +576,10 @@ def requeue_lost(session: Session, job: Job, lost: list[str], now: float | None 
     run was on) as a preemption without a checkpoint: RUNNING -> PREEMPTING -> PENDING, or
     PREEMPTING -> PENDING, so it resumes from its last checkpoint and no restart is counted
     against it; a job whose cancellation was requested is CANCELLED."""
-    t = resolve_now(now)
     reason = f"its GPUs left the inventory ({', '.join(lost)})"
-    if job.state != JobState.RUNNING.value or job.cancel_requested_at is not None:
-        settle_exit(session, job, succeeded=False, exit_code=None, reason=reason, now=t)
-        return
-    change_state(session, job, JobState.PREEMPTING, reason, t)
-    change_state(session, job, JobState.PENDING, RESUME_REASON, t)
+    settle_exit(
+        session, job, succeeded=False, exit_code=None, reason=reason, node_lost=True, now=now
+    )
 
 
 def why(session: Session, job: Job, now: float | None = None) -> str:
