@@ -73,11 +73,9 @@ class InventoryRefresh:
         self.executor = executor
         self.every = every
         self.metrics = metrics
-        self._recorded: tuple[Node, ...] | None = None
-        """The nodes last recorded in the store by this object (None: what the executor
-        reported when it was built, recorded by the app)."""
-        self._seen: Cluster | None = None
-        """The executor's cluster object whose nodes were last recorded."""
+        self._recorded: Cluster | None = None
+        """The executor's cluster whose nodes the store holds (None until the first call:
+        what the executor reported then, recorded by the app at start-up)."""
         self._read_at: float | None = None
         self._failures = RepeatedFailure(
             log, "reading the executor's nodes", "reading the executor's nodes works again"
@@ -90,8 +88,7 @@ class InventoryRefresh:
             return False
         if self._read_at is None:
             self._read_at = t
-            self._seen = self.executor.inventory()
-            self._recorded = tuple(self._seen.nodes)
+            self._recorded = self.executor.inventory()
             return False
         return t - self._read_at >= self.every
 
@@ -115,22 +112,21 @@ class InventoryRefresh:
 
     def _unrecorded(self) -> bool:
         """Whether the executor's nodes differ from those last recorded."""
-        if self._recorded is None:
-            return False
         cluster = self.executor.inventory()
-        return cluster is not self._seen and tuple(cluster.nodes) != self._recorded
+        recorded = self._recorded
+        return recorded is not None and cluster is not recorded and cluster.nodes != recorded.nodes
 
     def record(self, cluster: Cluster) -> InventoryChange | None:
         """Record ``cluster``'s nodes in the store when they differ from those recorded."""
         nodes = tuple(cluster.nodes)
-        before = self._recorded if self._recorded is not None else ()
+        before = tuple(self._recorded.nodes) if self._recorded is not None else ()
         if nodes == before:
-            self._seen = cluster
+            self._recorded = cluster
             return None
         with self.db.session() as session:
             fake = any(session.scalars(select(NodeRow.fake)))
             replace_inventory(session, nodes, fake=fake)
-        self._recorded, self._seen = nodes, cluster
+        self._recorded = cluster
         change = compare(before, nodes)
         log.warning("inventory changed: %s", " ".join(change.describe()) or "order only")
         if self.metrics is not None:

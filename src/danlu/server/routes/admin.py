@@ -203,23 +203,22 @@ def update_user(name: str, body: UserPatch, user: Caller, state: State) -> dict[
         return user_out(changed)
 
 
-@router.post("/users/{name}/tokens", status_code=201, response_model=TokenOut, tags=["users"])
-def issue_token(name: str, body: TokenIn, user: Caller, state: State) -> dict[str, str]:
-    """Issue an API token for ``name`` (an admin, or the user itself); shown once."""
+def _own_or_admin(name: str, user: User) -> None:
+    """404 for a name that is no name; 403 unless ``user`` is ``name`` or an admin."""
     checked_name(name, "user", "name")
     if name != user.name:
         require_admin(user)
+
+
+@router.post("/users/{name}/tokens", status_code=201, response_model=TokenOut, tags=["users"])
+def issue_token(name: str, body: TokenIn, user: Caller, state: State) -> dict[str, str]:
+    """Issue an API token for ``name`` (an admin, or the user itself); shown once."""
+    _own_or_admin(name, user)
     if "\0" in body.name:
         raise SpecError("name", "must not contain NUL characters")
     with state.db.session() as session:
         owner = users.get_user(session, name)
         return {"token": users.issue_token(session, owner, body.name)}
-
-
-def _own_or_admin(name: str, user: User) -> None:
-    checked_name(name, "user", "name")
-    if name != user.name:
-        require_admin(user)
 
 
 @router.get("/users/{name}/tokens", response_model=list[TokenInfoOut], tags=["users"])
