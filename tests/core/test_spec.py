@@ -251,3 +251,28 @@ def test_unreadable_huge_or_deep_spec_files_are_spec_errors(tmp_path: Path) -> N
         path.write_bytes(content)
         with pytest.raises(SpecError, match=needle):
             load_spec(path)
+
+
+def test_depends_on_takes_ids_or_entries_and_names_what_is_wrong() -> None:
+    spec = loads_spec(
+        "name: a\ncommand: [x]\ndepends_on: [3f2a, {job: '0123456789ab', condition: started}]"
+    )
+    assert [(d.job, d.condition) for d in spec.depends_on] == [
+        ("3f2a", "succeeded"),
+        ("0123456789ab", "started"),
+    ]
+    assert [d.job for d in loads_spec("name: a\ncommand: [x]\ndepends_on: abcd").depends_on] == [
+        "abcd"
+    ]
+    refused = {
+        "depends_on: [0123]": "depends_on.0.job: 83 was read as a number: quote a job id",
+        "depends_on: [abc]": "depends_on.0.job: 'abc' is not a job id",
+        "depends_on: [ABCD1234]": "depends_on.0.job: 'ABCD1234' is not a job id",
+        "depends_on: [{job: abcd, condition: ok}]": "depends_on.0.condition: Input should be",
+        "depends_on: [{job: abcd, when: ok}]": "depends_on.0.when: unknown field",
+        "depends_on: [" + ", ".join(["abcd"] * 101) + "]": "depends_on: List should have at most",
+    }
+    for text, message in refused.items():
+        with pytest.raises(SpecError) as caught:
+            loads_spec("name: a\ncommand: [x]\n" + text)
+        assert str(caught.value).startswith(message), caught.value

@@ -11,7 +11,7 @@ from __future__ import annotations
 import json
 import sys
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Annotated, Any, TypeVar
 
@@ -110,9 +110,12 @@ def set_path(data: dict[str, Any], dotted: str, value: Any) -> None:
     node[parts[-1]] = value
 
 
-def build_spec(path: Path, overrides: dict[str, Any], sets: list[str]) -> dict[str, Any]:
+def build_spec(
+    path: Path, overrides: dict[str, Any], sets: list[str], after: Sequence[str] = ()
+) -> dict[str, Any]:
     """Read ``path`` (YAML or JSON), apply flag overrides and ``--set key=value`` (values parsed
-    as YAML), validate it locally, and return the JSON body to submit."""
+    as YAML), add ``--after JOB[:CONDITION]`` to ``depends_on``, validate it locally, and
+    return the JSON body to submit."""
     data = load_spec_data(path)
     if not isinstance(data, dict):
         raise SpecError("", f"a job spec must be a mapping of fields, got {type(data).__name__}")
@@ -131,6 +134,12 @@ def build_spec(path: Path, overrides: dict[str, Any], sets: list[str]) -> dict[s
         if key.startswith("env.") and value is not None:
             value = raw  # environment values are strings, never YAML numbers
         set_path(data, key, value)
+    if after:
+        listed = data.get("depends_on") or []
+        data["depends_on"] = [*([listed] if isinstance(listed, str) else listed)]
+        for item in after:
+            job, _, condition = item.partition(":")
+            data["depends_on"].append({"job": job, "condition": condition or "succeeded"})
     spec = parse_spec(data)
     return spec.model_dump(mode="json", exclude_defaults=True) | {"name": spec.name}
 
@@ -149,6 +158,13 @@ def submit(
         list[str] | None,
         typer.Option("--set", help="Override any field: --set env.SEED=1 (repeatable)."),
     ] = None,
+    after: Annotated[
+        list[str] | None,
+        typer.Option(
+            "--after",
+            help="Wait for job ID to succeed, or ID:failed|finished|started (repeatable).",
+        ),
+    ] = None,
     json_out: JsonOpt = False,
     home: HomeOpt = None,
     url: UrlOpt = None,
@@ -164,7 +180,7 @@ def submit(
         "resources.gpu_memory": gpu_memory,
     }
     try:
-        body = build_spec(spec, overrides, list(sets or []))
+        body = build_spec(spec, overrides, list(sets or []), list(after or []))
     except DanluError as exc:
         raise fail(f"{spec}: {exc}") from None
     with connect(home, url, token) as client:
@@ -175,8 +191,10 @@ def submit(
     if json_out:
         print_json(job)
         return
+    waiting = f", {job.get('pending_reason')}" if job.get("waiting_on") else ""
     console.print(
-        f"submitted job [bold]{job.get('id')}[/bold] ({job.get('name')}): {job.get('state')}",
+        f"submitted job [bold]{job.get('id')}[/bold] ({job.get('name')}): {job.get('state')}"
+        + waiting,
         highlight=False,
     )
 

@@ -160,6 +160,45 @@ class TrainingHints(_Strict):
         return value
 
 
+DEPENDENCY_CONDITIONS = ("succeeded", "failed", "finished", "started")
+"""When a dependency is met (``depends_on[].condition``), after Slurm's ``afterok``,
+``afternotok``, ``afterany`` and ``after``: the job it names ``succeeded``; ``failed`` (ended
+FAILED or CANCELLED); ``finished`` (ended in any state); ``started`` (ran, or is running)."""
+MAX_DEPENDENCIES = 100
+"""The most jobs one job may depend on."""
+_JOB_REF = re.compile(r"^[0-9a-f]{4,32}$")
+
+
+class Dependency(_Strict):
+    """A job this job waits for: it is not scheduled before the job named by ``job`` (an id,
+    or a unique prefix of 4 or more of its characters, stored as the full id) meets
+    ``condition``, and is cancelled once it never can. A plain string is the id with
+    ``condition: succeeded``."""
+
+    job: str
+    condition: Literal["succeeded", "failed", "finished", "started"] = "succeeded"
+
+    @field_validator("job", mode="before")
+    @classmethod
+    def _job_number(cls, value: Any) -> Any:
+        if isinstance(value, int | float) and not isinstance(value, bool):
+            raise ValueError(
+                f"{value!r} was read as a number: quote a job id of digits only, "
+                "e.g. '012345678901' (YAML reads it as a number otherwise)"
+            )
+        return value
+
+    @field_validator("job")
+    @classmethod
+    def _job(cls, value: str) -> str:
+        if not _JOB_REF.match(value):
+            raise ValueError(
+                f"{quoted(value)} is not a job id: give the id `danlu submit` printed "
+                "(12 hex digits), or 4 or more of its first characters"
+            )
+        return value
+
+
 class JobSpec(_Strict):
     """A training job as submitted."""
 
@@ -183,6 +222,20 @@ class JobSpec(_Strict):
     deadline: float | None = Field(default=None, gt=0)
     """Seconds after submission by which the job must finish: the control plane cancels a
     job not finished by then (a running one is stopped as by a cancel)."""
+    depends_on: list[Dependency] = Field(default_factory=list, max_length=MAX_DEPENDENCIES)
+    """Jobs this one waits for (:class:`Dependency`): a pipeline's steps, each submitted
+    with the ids of the steps before it."""
+
+    @field_validator("depends_on", mode="before")
+    @classmethod
+    def _depends_on(cls, value: Any) -> Any:
+        if isinstance(value, str | int | float | dict):  # one job
+            value = [value]
+        if isinstance(value, list):
+            return [
+                item if isinstance(item, dict | Dependency) else {"job": item} for item in value
+            ]
+        return value
 
     @field_validator("name")
     @classmethod

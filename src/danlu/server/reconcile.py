@@ -8,9 +8,11 @@ One pass (:meth:`Reconciler.run_once`), under the ``scheduler`` lease:
    backoff or FAILED after ``max_restarts``, CANCELLED when cancellation was requested),
    deliver cancellations and preemptions not yet delivered, and collect jobs recorded as
    started but never launched (a crash between the scheduling transaction and the launch);
-2. **schedule**: build the snapshot, ask the configured policy (the same ``danlu.sched`` code
-   as the simulator) for a plan and record it with :func:`record.apply_plan` in ONE transaction,
-   then, outside it, SIGTERM the preempted jobs (grace period, then SIGKILL);
+2. **schedule**: release the jobs whose dependencies are met (cancel those whose can never
+   be: :mod:`~danlu.server.services.dependencies`), build the snapshot, ask the configured
+   policy (the same ``danlu.sched`` code as the simulator) for a plan and record it with
+   :func:`record.apply_plan` in ONE transaction, then, outside it, SIGTERM the preempted jobs
+   (grace period, then SIGKILL);
 3. **launch** the started jobs and the never-launched ones: each run is ``(job id, attempt)``
    and the executor refuses a second run of a job id while one runs, so nothing runs twice.
 
@@ -72,7 +74,7 @@ from danlu.server.inventory import InventoryRefresh
 from danlu.server.metrics import ServerMetrics
 from danlu.server.purge import Purger
 from danlu.server.run_as import give_to
-from danlu.server.services import jobs, locks, nodes, users
+from danlu.server.services import dependencies, jobs, locks, nodes, users
 from danlu.server.services.common import resolve_now
 from danlu.server.services.projects import HOLDING
 from danlu.server.services.record import apply_plan
@@ -81,6 +83,9 @@ from danlu.server.services.view import StatusCache, build_snapshot, lost_gpus, t
 log = logging.getLogger(__name__)
 LEASE = "scheduler"
 DEFAULT_PREEMPT_GRACE = 30.0
+MAX_DEPENDENCY_CHAIN = 16
+"""How many links of a chain of dependent jobs one pass cancels at most (the rest follow in
+the next passes)."""
 
 
 @dataclass
@@ -95,6 +100,10 @@ class RoundReport:
     stopped: list[str] = field(default_factory=list)
     expired: list[str] = field(default_factory=list)
     """Jobs cancelled because their deadline passed."""
+    ready: list[str] = field(default_factory=list)
+    """Waiting jobs whose dependencies are all met now (scheduled from this pass on)."""
+    abandoned: list[str] = field(default_factory=list)
+    """Waiting jobs cancelled because a dependency can never be met."""
     cordoned: list[str] = field(default_factory=list)
     """Nodes cordoned because launches kept failing there for the node's reasons."""
     inventory: list[str] = field(default_factory=list)
@@ -299,6 +308,7 @@ class Reconciler:
                 self._swept = self._requeue_lost(t, report)
             self._expire(t, report)
             to_launch = self._poll(t, now, report)
+            self._dependencies(t, report)
             started = self._schedule(resolve_now(now), report)
             pending = [*started, *(j for j in to_launch if j not in started)]
             self._launch(pending, resolve_now(now), report)
@@ -407,6 +417,31 @@ class Reconciler:
                 log.debug("reconcile: deadline of %s: %s", job_id, exc)
                 continue
             report.expired.append(job_id)
+
+    def _dependencies(self, t: float, report: RoundReport) -> None:
+        """Judge the jobs waiting for others (:mod:`~danlu.server.services.dependencies`):
+        release those with nothing left to wait for, cancel those that can never run, again
+        while cancellations ripple down a chain (bounded)."""
+        for _ in range(MAX_DEPENDENCY_CHAIN):
+            with self.db.read_session() as session:
+                due = dependencies.due(session)
+            cancelled = False
+            for job_id, verdict in due:
+                try:
+                    with self.db.session() as session:
+                        if verdict.never is None:
+                            recorded = dependencies.record(session, job_id, verdict)
+                            if recorded and verdict.waiting_on is None:
+                                report.ready.append(job_id)
+                            continue
+                        jobs.cancel_job(session, job_id, reason=verdict.never, now=t)
+                except DanluError as exc:  # changed meanwhile: judged again next pass
+                    log.debug("reconcile: dependencies of %s: %s", job_id, exc)
+                    continue
+                report.abandoned.append(job_id)
+                cancelled = True
+            if not cancelled:
+                return
 
     def _claim(self, ids: list[str], t: float) -> set[str]:
         if not ids:

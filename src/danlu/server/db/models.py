@@ -142,6 +142,7 @@ class Job(LockMixin, Base):
             "observed_version",
             "project_id",
             "held_at",
+            "waiting_on",
         ),
         # the deadlines due among the unfinished jobs, however many finished ones had one
         Index("ix_jobs_state_deadline_at", "state", "deadline_at"),
@@ -188,6 +189,10 @@ class Job(LockMixin, Base):
     held_at: Mapped[float | None] = mapped_column(Double, default=None)
     """When the job's owner or an admin held it: a held PENDING job is not scheduled until
     released (:func:`danlu.server.services.jobs.hold`); null when not held."""
+    waiting_on: Mapped[str | None] = mapped_column(String(32), default=None)
+    """The id of a job this PENDING job depends on (``depends_on``) whose condition is not
+    met yet: the scheduler passes the job by until none is left
+    (:mod:`danlu.server.services.dependencies`); null when it waits for none."""
     purged_at: Mapped[float | None] = mapped_column(Double, default=None)
     """When the retention deleted the finished job's metrics, logs and danlu-made
     checkpoints (:mod:`danlu.server.services.retention`); null while they are kept."""

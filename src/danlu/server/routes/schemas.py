@@ -50,6 +50,9 @@ class JobOut(BaseModel):
     unfinished job is cancelled then. Null without a deadline."""
     held_at: float | None = None
     """When the job was held (not scheduled until released); null when not held."""
+    waiting_on: str | None = None
+    """The id of a job in the spec's ``depends_on`` whose condition this PENDING job still
+    waits for (it is not scheduled before); null when it waits for none."""
     purged_at: float | None = None
     """When the retention deleted the finished job's metrics, logs and checkpoints."""
     exit_code: int | None
@@ -276,6 +279,7 @@ def job_out(job: Job) -> dict[str, Any]:
         "deadline_at": job.deadline_at,
         "purged_at": job.purged_at,
         "held_at": job.held_at,
+        "waiting_on": job.waiting_on,
         "exit_code": job.exit_code,
         "pending_reason": job.pending_reason,
         "allocation": allocation,

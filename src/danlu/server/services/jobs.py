@@ -22,7 +22,7 @@ from danlu.core.state import JobState, check_transition, restart_backoff
 from danlu.core.units import format_bytes
 from danlu.server.db.models import Job, JobEvent, JobRun, Node, User
 from danlu.server.errors import ConflictError, NotFoundError, PermissionDenied
-from danlu.server.services import admission
+from danlu.server.services import admission, dependencies
 from danlu.server.services.bulk import EventBatch, flush_jobs
 from danlu.server.services.cluster import load_cluster
 from danlu.server.services.common import resolve_now
@@ -132,7 +132,10 @@ def submit(
     if problem is not None:
         raise problem
     admission.check_quota(request, project, cluster)
-    stored = parsed.model_copy(update={"user": owner.name})
+    depends_on, waiting = dependencies.resolve(
+        parsed.depends_on, lambda ref: get_job(session, ref, user)
+    )
+    stored = parsed.model_copy(update={"user": owner.name, "depends_on": depends_on})
     job = Job(
         id=job_id,
         name=parsed.name,
@@ -148,7 +151,8 @@ def submit(
         batch_size=parsed.training.global_batch_size,
         submitted_at=t,
         deadline_at=None if parsed.deadline is None else t + parsed.deadline,
-        pending_reason="waiting for the next scheduling round",
+        waiting_on=waiting.waiting_on,
+        pending_reason=waiting.reason or "waiting for the next scheduling round",
     )
     session.add(job)
     session.add(
@@ -611,6 +615,8 @@ def _why(session: Session, job: Job, t: float) -> str:
     state = JobState(job.state)
     if state is JobState.PENDING and job.held_at is not None:
         return f"{job.pending_reason or 'held'}: not scheduled until released (danlu release)"
+    if state is JobState.PENDING and job.waiting_on is not None:
+        return dependencies.explain(session, job)
     if state is JobState.PENDING:
         if job.next_attempt_at is not None and job.next_attempt_at > t:
             wait = f"eligible again in {job.next_attempt_at - t:.0f}s"

@@ -309,13 +309,14 @@ def key_row_queries(
     now: float,
 ) -> tuple[Select[int, int, int, int, str], Select[int, int, int, int]]:
     """The snapshot's two key-row queries at ``now`` (:data:`_Key`): the holding jobs, and
-    the pending jobs past their backoff and not held, each in submission order. The index
-    ``ix_jobs_state_seq_key`` holds every column they read, so they are answered from it
-    alone."""
+    the pending jobs past their backoff, not held and not waiting for a dependency, each in
+    submission order. The index ``ix_jobs_state_seq_key`` holds every column they read, so
+    they are answered from it alone."""
     holding = select(*_KEY_COLUMNS, Job.state).where(Job.state.in_(HOLDING)).order_by(Job.seq)
     pending = (
         select(*_KEY_COLUMNS)
         .where(Job.state == JobState.PENDING.value, Job.held_at.is_(None))
+        .where(Job.waiting_on.is_(None))
         .where(or_(Job.next_attempt_at.is_(None), Job.next_attempt_at <= now))
         .order_by(Job.seq)
     )

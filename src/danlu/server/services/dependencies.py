@@ -1,0 +1,193 @@
+"""Jobs that wait for other jobs: a spec's ``depends_on`` (:class:`~danlu.core.spec.Dependency`).
+
+A job submitted with dependencies whose conditions are not all met yet is PENDING with
+``waiting_on``, the id of one it still waits for; the snapshot's pending query passes such a
+job by (:func:`danlu.server.services.view.key_row_queries`), as it does a held one. Every
+pass of the reconcile loop judges the waiting jobs again (:func:`due`): once every condition
+holds ``waiting_on`` is cleared and the next round schedules the job; once one can never hold
+(the job it names ended in a state that rules it out) the job is cancelled, with that reason.
+A dependency is checked once, before the job's first start: a job re-queued after a
+preemption or a failure does not wait again.
+
+Conditions (after Slurm's): ``succeeded`` (``afterok``), ``failed`` (``afternotok``: ended
+FAILED or CANCELLED), ``finished`` (``afterany``), ``started`` (``after``: ran or runs).
+The jobs named must exist and be visible to the submitter when the job is submitted (a user's
+own jobs; an admin's, any), so dependencies never form a cycle.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterable, Mapping, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+from sqlalchemy import select
+from sqlalchemy.orm import Session
+from sqlalchemy.orm.exc import StaleDataError
+
+from danlu.core.errors import SpecError
+from danlu.core.spec import Dependency
+from danlu.core.state import JobState
+from danlu.server.db import Job
+from danlu.server.errors import ConflictError, NotFoundError, PermissionDenied
+
+_VERB = {"succeeded": "succeed", "failed": "fail", "finished": "finish", "started": "start"}
+_LOAD_CHUNK = 500
+
+
+@dataclass(frozen=True)
+class Found:
+    """What a dependency's condition is judged on: the job it names, as the store has it."""
+
+    name: str
+    state: JobState
+    started: bool
+    """Whether the job ever started (``started_at`` set)."""
+
+
+@dataclass(frozen=True)
+class Verdict:
+    """A waiting job's dependencies judged: ``waiting_on`` the first whose condition is not
+    met yet (None: all are met), or ``never`` the reason one can never be met."""
+
+    waiting_on: str | None
+    reason: str
+    """The pending reason while it waits; empty when nothing is left to wait for."""
+    never: str | None = None
+
+
+def met(condition: str, found: Found) -> bool | None:
+    """True when ``condition`` holds for the job ``found``, False when it never will, None
+    while it may still."""
+    state = found.state
+    if condition == "started" and found.started:
+        return True
+    if not state.terminal:
+        return None
+    if condition == "succeeded":
+        return state is JobState.SUCCEEDED
+    if condition == "failed":
+        return state in (JobState.FAILED, JobState.CANCELLED)
+    return condition == "finished"  # "started": it ended without ever starting
+
+
+def judge(dependencies: Sequence[Dependency], found: Mapping[str, Found]) -> Verdict:
+    """Judge ``dependencies`` against the jobs ``found`` (by id; one missing is a job that
+    no longer exists, which rules its condition out)."""
+    waiting: tuple[str, str] | None = None
+    for dep in dependencies:
+        job = found.get(dep.job)
+        verb = _VERB[dep.condition]
+        if job is None:
+            return Verdict(None, "", f"job {dep.job} it depends on no longer exists")
+        outcome = met(dep.condition, job)
+        if outcome is False:
+            return Verdict(
+                None,
+                "",
+                f"job {dep.job} ({job.name}) it depends on ended {job.state.value} and will "
+                f"never {verb}",
+            )
+        if outcome is None and waiting is None:
+            waiting = (dep.job, f"waiting for job {dep.job} ({job.name}) to {verb}")
+    if waiting is None:
+        return Verdict(None, "")
+    return Verdict(waiting[0], waiting[1])
+
+
+def resolve(
+    dependencies: Sequence[Dependency], lookup: Callable[[str], Job]
+) -> tuple[list[Dependency], Verdict]:
+    """A new job's dependencies with full ids, and their verdict. ``lookup`` finds a job by
+    id or unique prefix as the submitter may see it (:func:`~danlu.server.services.jobs.
+    get_job` with the submitter as viewer). Raises :class:`SpecError` naming the entry for a
+    job that is not there, not the submitter's to see, named ambiguously, or whose condition
+    can already never hold."""
+    resolved: list[Dependency] = []
+    found: dict[str, Found] = {}
+    for i, dep in enumerate(dependencies):
+        field = f"depends_on.{i}.job"
+        try:
+            job = lookup(dep.job)
+        except NotFoundError:
+            raise SpecError(
+                field, f"no job {dep.job!r}; give the id of a job submitted before"
+            ) from None
+        except PermissionDenied:
+            raise SpecError(
+                field, f"job {dep.job} belongs to another user: a job may depend on its owner's"
+            ) from None
+        except ConflictError as exc:
+            raise SpecError(field, str(exc)) from None
+        resolved.append(dep.model_copy(update={"job": job.id}))
+        found[job.id] = Found(job.name, JobState(job.state), job.started_at is not None)
+        verdict = judge(resolved[-1:], found)
+        if verdict.never is not None:
+            raise SpecError(field, f"{verdict.never}: this job could never run")
+    return resolved, judge(resolved, found)
+
+
+def stored(spec: Mapping[str, Any]) -> list[Dependency]:
+    """The dependencies of a stored spec (full ids, as :func:`resolve` left them)."""
+    return [Dependency.model_validate(item) for item in spec.get("depends_on") or ()]
+
+
+def lookup_found(session: Session, ids: Iterable[str]) -> dict[str, Found]:
+    """The jobs with ``ids``, as :class:`Found` by id (the ones that no longer exist left
+    out)."""
+    wanted = sorted(set(ids))
+    out: dict[str, Found] = {}
+    for i in range(0, len(wanted), _LOAD_CHUNK):
+        query = select(Job.id, Job.name, Job.state, Job.started_at).where(
+            Job.id.in_(wanted[i : i + _LOAD_CHUNK])
+        )
+        for job_id, name, state, started_at in session.execute(query):
+            out[job_id] = Found(name, JobState(state), started_at is not None)
+    return out
+
+
+def due(session: Session) -> list[tuple[str, Verdict]]:
+    """The waiting PENDING jobs whose verdict changed, in submission order: those with
+    nothing left to wait for, those now waiting for another job, and those that can never
+    run."""
+    query = (
+        select(Job.id, Job.spec, Job.waiting_on)
+        .where(Job.state == JobState.PENDING.value, Job.waiting_on.is_not(None))
+        .order_by(Job.seq)
+    )
+    rows = [(job_id, stored(spec), waiting) for job_id, spec, waiting in session.execute(query)]
+    found = lookup_found(session, (dep.job for _, deps, _ in rows for dep in deps))
+    out = []
+    for job_id, deps, waiting in rows:
+        verdict = judge(deps, found)
+        if verdict.never is not None or verdict.waiting_on != waiting:
+            out.append((job_id, verdict))
+    return out
+
+
+def record(session: Session, job_id: str, verdict: Verdict) -> bool:
+    """Store a waiting job's new ``verdict`` (one that it can still run on); False when the
+    job no longer waits (started, cancelled or judged by another pass meanwhile)."""
+    job = session.scalar(select(Job).where(Job.id == job_id))
+    if job is None or job.state != JobState.PENDING.value or job.waiting_on is None:
+        return False
+    job.waiting_on = verdict.waiting_on
+    job.pending_reason = verdict.reason or "dependencies met: waiting for the next round"
+    try:
+        session.flush()
+    except StaleDataError:
+        raise ConflictError(f"job {job_id} changed concurrently; retry") from None
+    return True
+
+
+def explain(session: Session, job: Job) -> str:
+    """Why a waiting job waits, with the state of the job it waits for now."""
+    deps = stored(job.spec)
+    found = lookup_found(session, (dep.job for dep in deps))
+    verdict = judge(deps, found)
+    if verdict.never is not None:
+        return f"{verdict.never}: cancelled at the next pass"
+    if verdict.waiting_on is None:
+        return "dependencies met: scheduled from the next pass on"
+    state = found[verdict.waiting_on].state.value
+    return f"{verdict.reason} (it is {state}); not scheduled before"
