@@ -406,6 +406,23 @@ class Client:
         """``POST /jobs/{id}/cancel``: returns the Job."""
         return dict(self._json("POST", f"/jobs/{_seg(job)}/cancel"))
 
+    def submit_sweep(self, spec: Mapping[str, Any]) -> JobDict:
+        """``POST /sweeps``: submit a sweep spec; returns the Sweep with its first trials."""
+        return dict(self._json("POST", "/sweeps", json=dict(spec)))
+
+    def sweeps(self, limit: int | None = None) -> list[JobDict]:
+        """``GET /sweeps``: the caller's sweeps (an admin's: all), newest first."""
+        params = _clean({"limit": limit})
+        return [dict(s) for s in self._json("GET", "/sweeps", params=params)]
+
+    def sweep(self, sweep: str) -> JobDict:
+        """``GET /sweeps/{id}``: one sweep with its trials and the best one."""
+        return dict(self._json("GET", f"/sweeps/{_seg(sweep)}"))
+
+    def cancel_sweep(self, sweep: str) -> JobDict:
+        """``POST /sweeps/{id}/cancel``: cancel a sweep and its unfinished trials."""
+        return dict(self._json("POST", f"/sweeps/{_seg(sweep)}/cancel"))
+
     def events(
         self, job: str, after_id: int | None = None, limit: int | None = None
     ) -> list[dict[str, Any]]:

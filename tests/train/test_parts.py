@@ -302,3 +302,20 @@ def test_steps_without_a_norm_check_the_loss_only() -> None:
     assert det.check(math.inf, None) == "nonfinite_loss"
     assert det.state_dict()["grad"] == []
     assert len(det.state_dict()["loss"]) == 20  # type: ignore[arg-type]
+
+
+def test_a_sweep_trial_reads_its_hyper_parameters() -> None:
+    env = dt.JobEnv.from_environ(
+        {
+            "DANLU_HPARAMS": '{"lr": 0.01, "opt": "adam"}',
+            "DANLU_SWEEP_ID": "ab12",
+            "DANLU_TRIAL": "3",
+        }
+    )
+    assert (dict(env.hparams), env.sweep_id, env.trial) == ({"lr": 0.01, "opt": "adam"}, "ab12", 3)
+    assert (
+        dict(dt.JobEnv.from_environ({}).hparams) == {} and dt.JobEnv.from_environ({}).trial is None
+    )
+    for bad, message in (("[1]", "must be a JSON object"), ("{lr", "is not JSON")):
+        with pytest.raises(ConfigError, match=message):
+            dt.JobEnv.from_environ({"DANLU_HPARAMS": bad})

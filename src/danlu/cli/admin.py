@@ -63,7 +63,7 @@ def whoami(
 ) -> None:
     """Who the token is: its user's name and role."""
     data = common.ask(home, url, token, lambda c: c.me())
-    _show(data, json_out, lambda d: f"{escape(str(d['name']))} ({d['role']})")
+    show_data(data, json_out, lambda d: f"{escape(str(d['name']))} ({d['role']})")
 
 
 @user_app.command("add")
@@ -80,7 +80,7 @@ def user_add(
     role = "admin" if admin else "user"
     account = None if os_user is None or os_user.lower() in _NONE else os_user
     data = common.ask(home, url, token, lambda c: c.create_user(name, role, account))
-    _show(data, json_out, _user_line)
+    show_data(data, json_out, _user_line)
 
 
 @user_app.command("set")
@@ -97,7 +97,7 @@ def user_set(
         raise common.fail("nothing to change: give --os-user ACCOUNT (or none)")
     account = None if os_user.lower() in _NONE else os_user
     data = common.ask(home, url, token, lambda c: c.update_user(name, os_user=account))
-    _show(data, json_out, _user_line)
+    show_data(data, json_out, _user_line)
 
 
 def _user_line(data: dict[str, Any]) -> str:
@@ -136,7 +136,7 @@ def user_ls(
         (escape(str(row["name"])), str(row["role"]), escape(str(row.get("os_user") or "-")))
         for row in data
     ]
-    _show(data, json_out, lambda _: _table("users", ("user", "role", "OS account"), rows))
+    show_data(data, json_out, lambda _: titled_table("users", ("user", "role", "OS account"), rows))
 
 
 @user_app.command("tokens")
@@ -160,7 +160,8 @@ def user_tokens(
         for row in data
     ]
     columns = ("prefix", "label", "job", "created", "last used")
-    _show(data, json_out, lambda _: _table(f"live tokens of {escape(name)}", columns, rows))
+    table = titled_table(f"live tokens of {escape(name)}", columns, rows)
+    show_data(data, json_out, lambda _: table)
 
 
 @user_app.command("revoke")
@@ -179,7 +180,7 @@ def user_revoke(
     common.console.print(f"revoked {revoked} token(s) of {escape(name)}", highlight=False)
 
 
-def _show(data: Any, json_out: bool, render: Callable[[Any], RenderableType]) -> None:
+def show_data(data: Any, json_out: bool, render: Callable[[Any], RenderableType]) -> None:
     """``data`` as JSON with ``--json`` (for scripts), else as ``render`` shows it."""
     if json_out:
         common.print_json(data)
@@ -187,7 +188,7 @@ def _show(data: Any, json_out: bool, render: Callable[[Any], RenderableType]) ->
         common.console.print(render(data), highlight=False)
 
 
-def _table(title: str, columns: Sequence[str], rows: Iterable[Sequence[str]]) -> Table:
+def titled_table(title: str, columns: Sequence[str], rows: Iterable[Sequence[str]]) -> Table:
     """A table of ``rows`` under ``columns``; the first column left, the others right."""
     table = Table(title=title, title_justify="left")
     for i, column in enumerate(columns):
@@ -257,7 +258,7 @@ def project_ls(
         for row in data
     ]
     columns = ("project", "priority", "GPU quota", "GPU memory quota")
-    _show(data, json_out, lambda _: _table("projects", columns, rows))
+    show_data(data, json_out, lambda _: titled_table("projects", columns, rows))
 
 
 @project_app.command("add")
@@ -285,7 +286,7 @@ def project_add(
             None if memory == "none" else memory,
         ),
     )
-    _show(data, json_out, _project_line)
+    show_data(data, json_out, _project_line)
 
 
 @project_app.command("set")
@@ -313,7 +314,7 @@ def project_set(
     if not fields:
         raise common.fail("nothing to change: give --priority, --quota-gpus or --quota-memory")
     data = common.ask(home, url, token, lambda c: c.update_project(name, **fields))
-    _show(data, json_out, _project_line)
+    show_data(data, json_out, _project_line)
 
 
 def register(app: typer.Typer) -> None:

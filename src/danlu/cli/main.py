@@ -10,6 +10,7 @@ from danlu.cli import estimate as estimate_cli
 from danlu.cli import jobs as jobs_cli
 from danlu.cli import server as server_cli
 from danlu.cli import sim as sim_cli
+from danlu.cli import sweep as sweep_cli
 
 app = typer.Typer(
     name="danlu",
@@ -22,6 +23,7 @@ app = typer.Typer(
 server_cli.register(app)
 jobs_cli.register(app)
 admin_cli.register(app)
+sweep_cli.register(app)
 sim_cli.register(app)
 estimate_cli.register(app)
 

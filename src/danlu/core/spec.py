@@ -43,6 +43,14 @@ AUTO_FAMILY = "auto"
 """``training.family: auto``: the family is inferred from ``training.model`` at submission."""
 
 _NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.-]{0,62}$")
+
+
+def valid_name(text: str) -> bool:
+    """True for a job (or sweep) name: 1-63 letters, digits, '.', '_' or '-', starting with a
+    letter or digit."""
+    return bool(_NAME.match(text))
+
+
 _RANGE = re.compile(r"^\s*(\d+)\s*\.\.\s*(\d+)\s*$")
 _GPUS_HELP = "write 2 or an elastic range '1..8'"
 

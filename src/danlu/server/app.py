@@ -46,7 +46,7 @@ from danlu.server.errors import (
 )
 from danlu.server.metrics import ServerMetrics
 from danlu.server.reconcile import Reconciler
-from danlu.server.routes import admin, dashboard, jobs
+from danlu.server.routes import admin, dashboard, jobs, sweeps
 from danlu.server.routes.deps import ServerState, version
 from danlu.server.services import cluster as cluster_service
 
@@ -353,6 +353,7 @@ def create_app(
     app.add_exception_handler(Exception, _internal_error)
     app.include_router(admin.router, prefix=API)
     app.include_router(jobs.router, prefix=API)
+    app.include_router(sweeps.router, prefix=API)
     app.include_router(dashboard.router)
 
     @app.get("/metrics", include_in_schema=False)

@@ -68,13 +68,14 @@ from danlu.sched import default_registry
 from danlu.sched.policies.base import Policy
 from danlu.sched.policies.fifo import FifoPolicy
 from danlu.sched.view import ClusterView, Plan
+from danlu.server import upkeep
 from danlu.server.db import Database, Job, Lease
 from danlu.server.failures import RepeatedFailure
 from danlu.server.inventory import InventoryRefresh
 from danlu.server.metrics import ServerMetrics
 from danlu.server.purge import Purger
 from danlu.server.run_as import give_to
-from danlu.server.services import dependencies, jobs, locks, nodes, users
+from danlu.server.services import jobs, locks, nodes, users
 from danlu.server.services.common import resolve_now
 from danlu.server.services.projects import HOLDING
 from danlu.server.services.record import apply_plan
@@ -83,9 +84,6 @@ from danlu.server.services.view import StatusCache, build_snapshot, lost_gpus, t
 log = logging.getLogger(__name__)
 LEASE = "scheduler"
 DEFAULT_PREEMPT_GRACE = 30.0
-MAX_DEPENDENCY_CHAIN = 16
-"""How many links of a chain of dependent jobs one pass cancels at most (the rest follow in
-the next passes)."""
 
 
 @dataclass
@@ -104,6 +102,10 @@ class RoundReport:
     """Waiting jobs whose dependencies are all met now (scheduled from this pass on)."""
     abandoned: list[str] = field(default_factory=list)
     """Waiting jobs cancelled because a dependency can never be met."""
+    trials: list[str] = field(default_factory=list)
+    """Sweep trials submitted."""
+    stopped_early: list[str] = field(default_factory=list)
+    """Sweep trials the median rule stopped."""
     cordoned: list[str] = field(default_factory=list)
     """Nodes cordoned because launches kept failing there for the node's reasons."""
     inventory: list[str] = field(default_factory=list)
@@ -306,9 +308,12 @@ class Reconciler:
                 self._swept = False  # the jobs on nodes that left are re-queued below
             if not self._swept:
                 self._swept = self._requeue_lost(t, report)
-            self._expire(t, report)
+            done = upkeep.Upkeep()
+            upkeep.expire(self.db, t, done)  # a running job's stop: the poll below
             to_launch = self._poll(t, now, report)
-            self._dependencies(t, report)
+            upkeep.judge_dependencies(self.db, t, done)  # what ended just now counts
+            upkeep.advance_sweeps(self.db, t, done)
+            self._upkept(done, report)
             started = self._schedule(resolve_now(now), report)
             pending = [*started, *(j for j in to_launch if j not in started)]
             self._launch(pending, resolve_now(now), report)
@@ -403,45 +408,13 @@ class Reconciler:
             self._release(claimed)
         return len(claimed) == len(lost)
 
-    def _expire(self, t: float, report: RoundReport) -> None:
-        """Cancel the jobs whose deadline has passed: a queued one ends now, a running one
-        is stopped by this pass's poll. A job another request changed meanwhile is left to
-        the next pass."""
-        with self.db.read_session() as session:
-            due = jobs.expired(session, t)
-        for job_id, reason in due:
-            try:
-                with self.db.session() as session:
-                    jobs.cancel_job(session, job_id, reason=reason, now=t)
-            except DanluError as exc:  # finished or cancelled meanwhile
-                log.debug("reconcile: deadline of %s: %s", job_id, exc)
-                continue
-            report.expired.append(job_id)
-
-    def _dependencies(self, t: float, report: RoundReport) -> None:
-        """Judge the jobs waiting for others (:mod:`~danlu.server.services.dependencies`):
-        release those with nothing left to wait for, cancel those that can never run, again
-        while cancellations ripple down a chain (bounded)."""
-        for _ in range(MAX_DEPENDENCY_CHAIN):
-            with self.db.read_session() as session:
-                due = dependencies.due(session)
-            cancelled = False
-            for job_id, verdict in due:
-                try:
-                    with self.db.session() as session:
-                        if verdict.never is None:
-                            recorded = dependencies.record(session, job_id, verdict)
-                            if recorded and verdict.waiting_on is None:
-                                report.ready.append(job_id)
-                            continue
-                        jobs.cancel_job(session, job_id, reason=verdict.never, now=t)
-                except DanluError as exc:  # changed meanwhile: judged again next pass
-                    log.debug("reconcile: dependencies of %s: %s", job_id, exc)
-                    continue
-                report.abandoned.append(job_id)
-                cancelled = True
-            if not cancelled:
-                return
+    @staticmethod
+    def _upkept(done: upkeep.Upkeep, report: RoundReport) -> None:
+        report.expired += done.expired
+        report.ready += done.ready
+        report.abandoned += done.abandoned
+        report.trials += done.trials
+        report.stopped_early += done.stopped_early
 
     def _claim(self, ids: list[str], t: float) -> set[str]:
         if not ids:

@@ -19,6 +19,10 @@ anywhere; off the cluster every part of ``danlu.train`` falls back to a do-nothi
                            from the script's batch by the ``lr_scaling`` rule
 ``DANLU_RESTART_COUNT``    how many times danlu has restarted this job (0 on the first run)
 ``DANLU_METRICS_FILE``     JSONL file for metrics when no API is configured (optional)
+``DANLU_HPARAMS``          a sweep trial's hyper-parameters, a JSON object (``JobEnv.hparams``;
+                           ``{}`` outside a sweep)
+``DANLU_SWEEP_ID``         the id of the sweep this job is a trial of
+``DANLU_TRIAL``            its trial number within the sweep, from 0
 =========================  ====================================================================
 
 and, for distributed runs, torchrun's own: ``RANK``, ``LOCAL_RANK``, ``WORLD_SIZE``,
@@ -36,9 +40,11 @@ a shell reports for a process that was killed by SIGTERM *without* checkpointing
 
 from __future__ import annotations
 
+import json
 import os
 from collections.abc import Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, field
+from typing import Any
 
 from danlu.core.errors import ConfigError
 
@@ -61,6 +67,19 @@ def _int(environ: Mapping[str, str], name: str, default: int | None) -> int | No
 def _str(environ: Mapping[str, str], name: str) -> str | None:
     raw = environ.get(name)
     return raw if raw else None
+
+
+def _hparams(environ: Mapping[str, str]) -> dict[str, Any]:
+    raw = _str(environ, "DANLU_HPARAMS")
+    if raw is None:
+        return {}
+    try:
+        value = json.loads(raw)
+    except ValueError:
+        raise ConfigError(f"DANLU_HPARAMS={raw[:80]!r} is not JSON") from None
+    if not isinstance(value, dict):
+        raise ConfigError(f"DANLU_HPARAMS must be a JSON object, got {type(value).__name__}")
+    return value
 
 
 @dataclass(frozen=True)
@@ -87,6 +106,11 @@ class JobEnv:
     master_port: int | None = None
     elastic_restart_count: int = 0
     elastic_run_id: str | None = None
+    hparams: Mapping[str, Any] = field(default_factory=dict)
+    """A sweep trial's hyper-parameters (``DANLU_HPARAMS``): ``lr = env.hparams.get("lr",
+    0.1)`` keeps the script's default outside a sweep."""
+    sweep_id: str | None = None
+    trial: int | None = None
 
     @classmethod
     def from_environ(cls, environ: Mapping[str, str] | None = None) -> JobEnv:
@@ -110,6 +134,9 @@ class JobEnv:
             raise ConfigError(f"DANLU_GLOBAL_BATCH_SIZE={global_batch} must be positive")
         api = _str(env, "DANLU_API_URL")
         return cls(
+            hparams=_hparams(env),
+            sweep_id=_str(env, "DANLU_SWEEP_ID"),
+            trial=_int(env, "DANLU_TRIAL", None),
             job_id=_str(env, "DANLU_JOB_ID"),
             api_url=api.rstrip("/") if api else None,
             token=_str(env, "DANLU_TOKEN"),

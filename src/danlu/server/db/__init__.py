@@ -14,6 +14,7 @@ from danlu.server.db.models import (
     Lease,
     Node,
     Project,
+    Sweep,
     User,
 )
 
@@ -30,6 +31,7 @@ __all__ = [
     "Lease",
     "Node",
     "Project",
+    "Sweep",
     "User",
     "current_revision",
     "head_revision",

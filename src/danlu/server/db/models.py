@@ -193,6 +193,11 @@ class Job(LockMixin, Base):
     """The id of a job this PENDING job depends on (``depends_on``) whose condition is not
     met yet: the scheduler passes the job by until none is left
     (:mod:`danlu.server.services.dependencies`); null when it waits for none."""
+    sweep_id: Mapped[str | None] = mapped_column(String(32), default=None, index=True)
+    """The id of the sweep this job is a trial of (:class:`Sweep`; sweeps are never deleted);
+    null for a job submitted alone."""
+    trial: Mapped[int | None] = mapped_column(Integer, default=None)
+    """Its trial number within the sweep, from 0."""
     purged_at: Mapped[float | None] = mapped_column(Double, default=None)
     """When the retention deleted the finished job's metrics, logs and danlu-made
     checkpoints (:mod:`danlu.server.services.retention`); null while they are kept."""
@@ -208,6 +213,35 @@ class Job(LockMixin, Base):
     user: Mapped[User] = relationship(lazy="joined", innerjoin=True)
 
     __mapper_args__ = {"version_id_col": version}  # noqa: RUF012
+
+
+class Sweep(Base):
+    """A hyper-parameter sweep (:class:`~danlu.core.sweep.SweepSpec`): the reconcile loop
+    submits its trials as jobs (``Job.sweep_id``) and stops the ones the median rule rules
+    out (:mod:`danlu.server.services.sweeps`).
+
+    ``state``: ``RUNNING`` while trials remain to be submitted or run, then ``DONE``;
+    ``CANCELLED`` (by its owner or an admin, its unfinished trials with it) or ``FAILED``
+    (a trial could no longer be submitted: ``reason`` says why)."""
+
+    __tablename__ = "sweeps"
+
+    seq: Mapped[int] = mapped_column(BigId, primary_key=True, autoincrement=True)
+    id: Mapped[str] = mapped_column(String(32), unique=True)
+    name: Mapped[str] = mapped_column(String(64))
+    user_id: Mapped[int] = mapped_column(ForeignKey("users.id"), index=True)
+    spec: Mapped[dict[str, Any]] = mapped_column(JSON)
+    state: Mapped[str] = mapped_column(String(16), index=True)
+    submitted: Mapped[int] = mapped_column(Integer, default=0)
+    """How many trials were submitted so far (trial numbers ``0..submitted-1``)."""
+    estimate: Mapped[dict[str, Any] | None] = mapped_column(JSON, default=None)
+    """What the trials' ``gpu_memory: auto`` resolved to at submission (``gpu_memory``,
+    ``micro_batch_limit``, ``family``), used for every trial."""
+    reason: Mapped[str] = mapped_column(Text, default="")
+    created_at: Mapped[float] = mapped_column(Double)
+    finished_at: Mapped[float | None] = mapped_column(Double, default=None)
+
+    user: Mapped[User] = relationship(lazy="joined", innerjoin=True)
 
 
 class JobEvent(Base):

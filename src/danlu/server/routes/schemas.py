@@ -374,3 +374,36 @@ def nodes_out(nodes: list[Node], shares: list[ShareRecord]) -> list[dict[str, An
 
 TERMINAL = frozenset(s.value for s in JobState if s.terminal)
 """Names of the terminal states."""
+
+
+class TrialOut(BaseModel):
+    """One trial of a sweep."""
+
+    job_id: str
+    trial: int
+    state: StateName
+    parameters: dict[str, Any]
+    best: float | None
+    """The best value of the sweep's metric the trial reported (null before any)."""
+    step: int | None
+    """The step of its last report of the metric."""
+
+
+class SweepOut(BaseModel):
+    """A hyper-parameter sweep: ``state`` RUNNING, DONE, CANCELLED or FAILED (``reason``)."""
+
+    id: str
+    name: str
+    user: str
+    state: str
+    reason: str
+    metric: str
+    goal: str
+    total: int
+    """How many trials it runs in all."""
+    submitted: int
+    created_at: float
+    finished_at: float | None
+    spec: dict[str, Any]
+    trials: list[TrialOut] | None = None
+    best: TrialOut | None = None

@@ -1,0 +1,53 @@
+"""A sweep trial: a small regression trained with danlu.train, with the learning rate, width
+and optimizer the sweep chose (``DANLU_HPARAMS``; the defaults below off a sweep).
+
+    PYTHONPATH=src python examples/sweeps/regression.py [--steps 40]
+
+Each step's record carries ``loss``, the metric ``examples/sweeps/lr.yaml`` minimises.
+"""
+
+from __future__ import annotations
+
+import argparse
+
+import torch
+from torch import nn
+
+import danlu.train as dt
+
+
+def loss_fn(model: nn.Module, batch: tuple[torch.Tensor, torch.Tensor]) -> torch.Tensor:
+    x, y = batch
+    return nn.functional.mse_loss(model(x), y)
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--steps", type=int, default=40)
+    args = ap.parse_args()
+    hparams = dt.JobEnv.from_environ().hparams
+    lr = float(hparams.get("lr", 0.05))
+    width = int(hparams.get("width", 16))
+    torch.manual_seed(0)
+    x = torch.randn(512, 8)
+    y = torch.tanh(x @ torch.randn(8, 1))
+    model = nn.Sequential(nn.Linear(8, width), nn.Tanh(), nn.Linear(width, 1))
+    if hparams.get("optimizer", "sgd") == "adam":
+        opt: torch.optim.Optimizer = torch.optim.Adam(model.parameters(), lr=lr)
+    else:
+        opt = torch.optim.SGD(model.parameters(), lr=lr, momentum=0.9)
+    ctx = dt.fit(
+        model,
+        opt,
+        torch.utils.data.TensorDataset(x, y),
+        loss_fn,
+        epochs=100,
+        global_batch_size=64,
+        max_steps=args.steps,
+        metrics_file=False,
+    )
+    print(f"lr {lr:.4g} width {width}: loss {ctx.history[-1]['loss']:.4f}")
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,188 @@
+"""The sweep spec: a hyper-parameter search that the control plane runs as trial jobs.
+
+Minimal form (YAML or JSON)::
+
+    name: lr-sweep
+    trial:                        # a job spec, as for `danlu submit` (its name is optional)
+      command: [python, train.py]
+      resources: {gpus: 1}
+    parameters:
+      lr: {distribution: log_uniform, low: 1.0e-4, high: 0.1}
+      layers: {distribution: int, low: 2, high: 8}
+      optimizer: {values: [sgd, adam]}
+    metric: {name: loss, goal: minimize}
+    trials: 20                    # how many trials in all
+    parallel: 4                   # how many at once (queued or running)
+
+Each trial is a job named ``<sweep>-<n>`` with the trial spec and three more environment
+variables: ``DANLU_HPARAMS`` (the trial's parameters as a JSON object), ``DANLU_SWEEP_ID`` and
+``DANLU_TRIAL`` (``n``, from 0); ``danlu.train.env.JobEnv.hparams`` reads them. The trial
+reports ``metric.name`` in its metric records (``danlu.train`` reports what the loop logs).
+``method: grid`` tries every combination of ``values`` lists instead of sampling.
+``early_stopping: {rule: median, min_steps: 100, min_trials: 3}`` stops a trial whose best
+value by a step is worse than the median of the other trials' best values by that step.
+
+Errors are :class:`~danlu.core.errors.SpecError` naming the field, as for job specs.
+"""
+
+from __future__ import annotations
+
+import math
+from typing import Any, Literal
+
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
+
+from danlu.core.errors import SpecError
+from danlu.core.spec import JobSpec, parse_spec, valid_name
+
+MAX_TRIALS = 10_000
+"""The most trials one sweep may run."""
+MAX_PARALLEL = 1_000
+MAX_PARAMETERS = 64
+MAX_VALUES = 1_000
+"""The most ``values`` one parameter may list."""
+TRIAL_ENV = ("DANLU_HPARAMS", "DANLU_SWEEP_ID", "DANLU_TRIAL")
+"""The environment variables the control plane gives every trial (a trial spec may not set
+them)."""
+
+
+class _Strict(BaseModel):
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+
+class Parameter(_Strict):
+    """One searched parameter: ``values`` (a list to choose from), or a ``distribution``
+    between ``low`` and ``high``: ``uniform``, ``log_uniform`` (uniform in the logarithm,
+    both bounds positive) or ``int`` (an integer, both bounds included)."""
+
+    values: list[str | int | float | bool] | None = Field(
+        default=None, min_length=1, max_length=MAX_VALUES
+    )
+    distribution: Literal["uniform", "log_uniform", "int"] | None = None
+    low: float | None = None
+    high: float | None = None
+
+    @model_validator(mode="after")
+    def _one_kind(self) -> Parameter:
+        if (self.values is None) == (self.distribution is None):
+            raise ValueError(
+                "give either values: [a, b, ...] or distribution: uniform | log_uniform | int "
+                "with low and high"
+            )
+        if self.distribution is None:
+            if self.low is not None or self.high is not None:
+                raise ValueError("low and high go with a distribution, not with values")
+            for value in self.values or ():
+                if isinstance(value, float) and not math.isfinite(value):
+                    raise ValueError(f"values must be finite numbers (got {value})")
+            return self
+        if self.low is None or self.high is None:
+            raise ValueError(f"a {self.distribution} distribution needs low and high")
+        if not (math.isfinite(self.low) and math.isfinite(self.high)):
+            raise ValueError("low and high must be finite numbers")
+        if self.low > self.high:
+            raise ValueError(f"low ({self.low:g}) is above high ({self.high:g})")
+        if self.distribution == "log_uniform" and self.low <= 0:
+            raise ValueError(f"a log_uniform distribution needs low > 0 (got {self.low:g})")
+        if self.distribution == "int" and not (self.low.is_integer() and self.high.is_integer()):
+            raise ValueError("an int distribution needs whole numbers for low and high")
+        return self
+
+
+class Metric(_Strict):
+    """The trials' objective: the metric record field ``name``, minimised or maximised."""
+
+    name: str = Field(min_length=1, max_length=64)
+    goal: Literal["minimize", "maximize"] = "minimize"
+
+
+class EarlyStopping(_Strict):
+    """The median stopping rule: a trial past ``min_steps`` whose best value so far is worse
+    than the median of the best values of the other trials that reached its step (at least
+    ``min_trials`` of them) is stopped (cancelled, its results kept)."""
+
+    rule: Literal["median"] = "median"
+    min_steps: int = Field(default=0, ge=0)
+    min_trials: int = Field(default=3, ge=1, le=MAX_TRIALS)
+
+
+class SweepSpec(_Strict):
+    """A hyper-parameter sweep as submitted."""
+
+    name: str
+    trial: dict[str, Any]
+    """The job spec of every trial (validated as a :class:`~danlu.core.spec.JobSpec`, its
+    name defaulting to the sweep's)."""
+    parameters: dict[str, Parameter] = Field(min_length=1, max_length=MAX_PARAMETERS)
+    metric: Metric
+    method: Literal["random", "grid"] = "random"
+    trials: int | None = Field(default=None, ge=1, le=MAX_TRIALS)
+    """How many trials in all; ``random`` needs it, ``grid`` defaults to every combination."""
+    parallel: int = Field(default=1, ge=1, le=MAX_PARALLEL)
+    seed: int = Field(default=0, ge=0, le=2**63 - 1)
+    early_stopping: EarlyStopping | None = None
+
+    @model_validator(mode="after")
+    def _check(self) -> SweepSpec:
+        if not valid_name(self.name):
+            raise ValueError("name: use 1-63 letters, digits, '.', '_' or '-'")
+        for key in self.parameters:
+            if not key or len(key) > 64:
+                raise ValueError(f"parameters: {key!r} is not a parameter name (1-64 chars)")
+        if self.method == "grid":
+            ranged = [k for k, p in self.parameters.items() if p.values is None]
+            if ranged:
+                raise ValueError(
+                    f"parameters.{ranged[0]}: grid search takes values lists only; write "
+                    "values: [...] or use method: random"
+                )
+            size = grid_size(self)
+            if size > MAX_TRIALS:
+                raise ValueError(f"the grid has {size:,} combinations; at most {MAX_TRIALS:,}")
+        elif self.trials is None:
+            raise ValueError("trials: random search needs how many trials to run, e.g. 20")
+        return self
+
+    @property
+    def total(self) -> int:
+        """How many trials the sweep runs."""
+        if self.method == "grid":
+            return min(self.trials or MAX_TRIALS, grid_size(self))
+        return self.trials or 0
+
+    def trial_spec(self) -> JobSpec:
+        """The trials' job spec, validated (without the parameters' environment)."""
+        return parse_spec({"name": self.name, **self.trial})
+
+
+def grid_size(spec: SweepSpec) -> int:
+    """How many combinations the ``values`` lists make."""
+    return math.prod(len(p.values or ()) for p in spec.parameters.values())
+
+
+def parse_sweep(data: Any) -> SweepSpec:
+    """Validate a mapping as a :class:`SweepSpec`, its trial as a job spec; errors name the
+    field (``trial.resources.gpus`` for one of the trial's)."""
+    if not isinstance(data, dict):
+        raise SpecError("", f"a sweep spec must be a mapping of fields, got {type(data).__name__}")
+    try:
+        spec = SweepSpec.model_validate(data)
+    except ValidationError as exc:
+        first = exc.errors()[0]
+        field = ".".join(str(p) for p in first["loc"])
+        message = str(first.get("msg", "invalid value")).removeprefix("Value error, ")
+        if first.get("type") == "extra_forbidden":
+            message = "unknown field; check the spelling against the sweep spec reference"
+        if first.get("type") == "missing":
+            message = "this field is required"
+        if not field and ": " in message:
+            field, _, message = message.partition(": ")
+        raise SpecError(field, message) from None
+    try:
+        trial = spec.trial_spec()
+    except SpecError as exc:
+        raise SpecError(f"trial.{exc.field}".rstrip("."), exc.message) from None
+    taken = sorted(set(TRIAL_ENV) & set(trial.env))
+    if taken:
+        raise SpecError(f"trial.env.{taken[0]}", "is set by the sweep for every trial")
+    return spec

@@ -1,0 +1,114 @@
+"""The sweep's searcher: which parameters trial ``n`` runs with, and which trials to stop.
+
+Plain functions over value types (the control plane's adapter,
+:mod:`danlu.server.services.sweeps`, turns its rows into them):
+
+- :func:`trial_parameters` draws trial ``n``'s parameters: ``random`` from a generator seeded
+  with the sweep's seed and ``n`` alone, so a trial's parameters do not depend on when it
+  was drawn or on the other trials; ``grid`` takes the ``n``-th combination of the ``values``
+  lists (the first parameter varying slowest).
+- :func:`median_stop` is the median stopping rule (Golovin et al., "Google Vizier", KDD 2017):
+  stop a trial whose best value by its latest step is worse than the median of the other
+  trials' best values by that step.
+"""
+
+from __future__ import annotations
+
+import bisect
+import math
+import random
+import statistics
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+
+from danlu.core.sweep import EarlyStopping, Parameter, SweepSpec
+
+Value = str | int | float | bool
+
+
+def trial_parameters(spec: SweepSpec, n: int) -> dict[str, Value]:
+    """The parameters of trial ``n`` (from 0) of ``spec``."""
+    if spec.method == "grid":
+        return _grid_point(spec.parameters, n)
+    rng = random.Random(f"danlu-sweep:{spec.seed}:{n}")
+    return {name: _draw(param, rng) for name, param in spec.parameters.items()}
+
+
+def _grid_point(parameters: Mapping[str, Parameter], n: int) -> dict[str, Value]:
+    out: dict[str, Value] = {}
+    rest = n
+    names = list(parameters)
+    for name in reversed(names):  # the last parameter varies fastest
+        values = parameters[name].values or []
+        rest, index = divmod(rest, len(values))
+        out[name] = values[index]
+    return {name: out[name] for name in names}
+
+
+def _draw(param: Parameter, rng: random.Random) -> Value:
+    if param.values is not None:
+        return param.values[rng.randrange(len(param.values))]
+    low, high = float(param.low or 0.0), float(param.high or 0.0)
+    if param.distribution == "int":
+        return rng.randint(int(low), int(high))
+    if param.distribution == "log_uniform":
+        return math.exp(rng.uniform(math.log(low), math.log(high)))
+    return rng.uniform(low, high)
+
+
+@dataclass(frozen=True)
+class Curve:
+    """One trial's objective over its steps, as best-so-far values (lower is better: a
+    maximised metric is negated by :func:`curve`)."""
+
+    steps: tuple[int, ...]
+    best: tuple[float, ...]
+
+    def best_by(self, step: int) -> float | None:
+        """The best value reported at or before ``step``; None before the first report."""
+        i = bisect.bisect_right(self.steps, step)
+        return self.best[i - 1] if i else None
+
+    @property
+    def last_step(self) -> int:
+        return self.steps[-1] if self.steps else -1
+
+
+def curve(points: Sequence[tuple[int, float]], goal: str) -> Curve:
+    """A trial's :class:`Curve` from its ``(step, value)`` reports (any order; values that
+    are not finite are left out)."""
+    sign = -1.0 if goal == "maximize" else 1.0
+    steps: list[int] = []
+    best: list[float] = []
+    for step, value in sorted(points):
+        if not math.isfinite(value):
+            continue
+        v = sign * value
+        if steps and steps[-1] == step:
+            best[-1] = min(best[-1], v)
+            continue
+        steps.append(step)
+        best.append(min(v, best[-1]) if best else v)
+    return Curve(tuple(steps), tuple(best))
+
+
+def median_stop(
+    rule: EarlyStopping, trial: Curve, others: Sequence[Curve], goal: str
+) -> str | None:
+    """Why the median rule stops ``trial`` now, or None to let it run. ``others``: every
+    other trial of the sweep (running or ended) with at least one report."""
+    step = trial.last_step
+    if step < 0 or step < rule.min_steps:
+        return None
+    mine = trial.best_by(step)
+    peers = [b for c in others if c.last_step >= step and (b := c.best_by(step)) is not None]
+    if mine is None or len(peers) < rule.min_trials:
+        return None
+    median = statistics.median(peers)
+    if mine <= median:
+        return None
+    sign = -1.0 if goal == "maximize" else 1.0
+    return (
+        f"stopped early: best {sign * mine:.6g} by step {step} is worse than the median "
+        f"{sign * median:.6g} of {len(peers)} other trials by that step"
+    )

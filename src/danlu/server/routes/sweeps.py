@@ -1,0 +1,103 @@
+"""``/api/v1/sweeps``: submit, list, get and cancel hyper-parameter sweeps."""
+
+from __future__ import annotations
+
+from typing import Annotated, Any
+
+from fastapi import APIRouter, Body, Query
+
+from danlu.core.sweep import parse_sweep
+from danlu.core.values import check_values
+from danlu.server.db import Sweep
+from danlu.server.routes.deps import Caller, State, checked_name
+from danlu.server.routes.estimation import resolve_memory
+from danlu.server.routes.schemas import SweepOut
+from danlu.server.run_as import check_account
+from danlu.server.services import sweeps
+from danlu.server.services.cluster import load_cluster
+
+router = APIRouter(prefix="/sweeps", tags=["sweeps"])
+
+
+def sweep_out(sweep: Sweep, trials: list[sweeps.TrialResult] | None = None) -> dict[str, Any]:
+    """The API form of a sweep; with ``trials``, its trials and the best one."""
+    spec = sweeps.spec_of(sweep)
+    out: dict[str, Any] = {
+        "id": sweep.id,
+        "name": sweep.name,
+        "user": sweep.user.name,
+        "state": sweep.state,
+        "reason": sweep.reason,
+        "metric": spec.metric.name,
+        "goal": spec.metric.goal,
+        "total": spec.total,
+        "submitted": sweep.submitted,
+        "created_at": sweep.created_at,
+        "finished_at": sweep.finished_at,
+        "spec": sweep.spec,
+    }
+    if trials is not None:
+        out["trials"] = [vars(t) for t in trials]
+        top = sweeps.best(spec, trials)
+        out["best"] = None if top is None else vars(top)
+    return out
+
+
+@router.post("", status_code=201, response_model=SweepOut, summary="Submit a sweep")
+def submit_sweep(
+    user: Caller, state: State, body: Annotated[dict[str, Any], Body()]
+) -> dict[str, Any]:
+    """Validate a sweep spec and submit its first trials; 422 names the field of an invalid
+    spec or of a trial spec the cluster or the quota can never take (``trial.resources``)."""
+    check_values(body)
+    spec = parse_sweep(body)
+    trial = spec.trial_spec()
+    with state.db.read_session() as session:
+        cluster = load_cluster(session)
+    # no transaction: a trace for ``gpu_memory: auto``, once for every trial
+    estimate, micro = resolve_memory(
+        trial, cluster, state.estimate_timeout, state.tracers, state.settings.trace_module_names
+    )
+    resolved = {
+        "gpu_memory": estimate.gpu_memory,
+        "micro_batch_limit": micro,
+        "family": estimate.family,
+    }
+    with state.db.session() as session:
+        sweep = sweeps.create(session, spec, user, estimate=resolved)
+        check_account(state.settings, user.account)
+        out = sweep_out(sweep, sweeps.results(session, sweep))
+    if state.wake is not None:
+        state.wake()
+    return out
+
+
+@router.get("", response_model=list[SweepOut], summary="List sweeps, newest first")
+def list_sweeps(
+    user: Caller, state: State, limit: Annotated[int, Query(ge=1, le=1000)] = 100
+) -> list[dict[str, Any]]:
+    """Sweeps; non-admins see only their own (without their trials: get one for those)."""
+    with state.db.read_session() as session:
+        return [sweep_out(s) for s in sweeps.list_sweeps(session, user, limit)]
+
+
+@router.get("/{sweep_id}", response_model=SweepOut, summary="Get a sweep with its trials")
+def get_sweep(sweep_id: str, user: Caller, state: State) -> dict[str, Any]:
+    """One sweep, its trials (parameters, state, best value of the metric) and the best."""
+    checked_name(sweep_id, "sweep")
+    with state.db.read_session() as session:
+        sweep = sweeps.get(session, sweep_id, user)
+        return sweep_out(sweep, sweeps.results(session, sweep))
+
+
+@router.post("/{sweep_id}/cancel", response_model=SweepOut, summary="Cancel a sweep")
+def cancel_sweep(sweep_id: str, user: Caller, state: State) -> dict[str, Any]:
+    """Cancel a running sweep and its unfinished trials (finished trials keep their
+    results); an ended sweep is 409."""
+    checked_name(sweep_id, "sweep")
+    with state.db.session() as session:
+        sweep = sweeps.cancel(session, sweep_id, user)
+        out = sweep_out(sweep, sweeps.results(session, sweep))
+    if state.wake is not None:
+        state.wake()
+    return out

@@ -1,0 +1,279 @@
+"""Sweeps: hyper-parameter searches the control plane runs as trial jobs.
+
+The adapter between the store and the searcher (:mod:`danlu.sched.sweep`): a sweep's row
+(:class:`~danlu.server.db.Sweep`) holds its spec and how many trials were submitted; its
+trials are ordinary jobs with ``sweep_id`` and ``trial`` set, scheduled like any other. Every
+pass the reconcile loop calls :func:`advance` on each RUNNING sweep: it stops the trials the
+median rule rules out (a cancel, with the reason), submits trials while fewer than
+``parallel`` are unfinished, and marks the sweep DONE once every trial has ended. A trial
+that cannot be submitted any more (its project's quota or the inventory changed) fails the
+sweep with the reason.
+
+The trials' objective is read from their metric records (``metric.name``); a trial that
+never reported it has no result and ranks last.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+from sqlalchemy import select
+from sqlalchemy.orm import Session
+
+from danlu.core.errors import SpecError
+from danlu.core.state import JobState
+from danlu.core.sweep import SweepSpec, parse_sweep
+from danlu.sched.sweep import Curve, Value, curve, median_stop, trial_parameters
+from danlu.server.db import Job, JobMetric, Sweep, User
+from danlu.server.errors import AdmissionError, ConflictError, NotFoundError, PermissionDenied
+from danlu.server.services import jobs
+from danlu.server.services.common import resolve_now
+
+RUNNING = "RUNNING"
+DONE = "DONE"
+CANCELLED = "CANCELLED"
+FAILED = "FAILED"
+SWEEP_STATES = (RUNNING, DONE, CANCELLED, FAILED)
+_UNFINISHED = [s.value for s in JobState if not s.terminal]
+
+
+@dataclass(frozen=True)
+class TrialResult:
+    """One trial as the sweep's summary shows it."""
+
+    job_id: str
+    trial: int
+    state: str
+    parameters: dict[str, Value]
+    best: float | None
+    """The best value of the sweep's metric it reported; None before any."""
+    step: int | None
+    """The step of its last report of the metric."""
+
+
+def spec_of(sweep: Sweep) -> SweepSpec:
+    """The stored spec (as accepted at submission)."""
+    return SweepSpec.model_validate(sweep.spec)
+
+
+def create(
+    session: Session,
+    data: Mapping[str, Any] | SweepSpec,
+    user: User,
+    *,
+    estimate: Mapping[str, Any] | None = None,
+    now: float | None = None,
+) -> Sweep:
+    """Validate and store a sweep for ``user`` and submit its first trials (up to
+    ``parallel``), so that a trial spec the cluster or the quota can never take is refused
+    now with the field named (``trial.resources.gpus``). ``estimate``: what ``gpu_memory:
+    auto`` resolved to, for every trial."""
+    t = resolve_now(now)
+    spec = data if isinstance(data, SweepSpec) else parse_sweep(dict(data))
+    sweep = Sweep(
+        id=jobs.new_job_id(),
+        name=spec.name,
+        user_id=user.id,
+        spec=spec.model_dump(mode="json"),
+        state=RUNNING,
+        submitted=0,
+        estimate=dict(estimate) if estimate else None,
+        reason="",
+        created_at=t,
+    )
+    try:
+        with session.begin_nested():  # a refused trial leaves nothing behind
+            session.add(sweep)
+            session.flush()
+            _submit_trials(session, sweep, spec, user, t)
+    except (SpecError, AdmissionError) as exc:
+        raise SpecError(f"trial.{exc.field}".rstrip("."), exc.message) from None
+    return sweep
+
+
+def get(session: Session, sweep_id: str, viewer: User | None = None) -> Sweep:
+    """The sweep ``sweep_id`` (a non-admin ``viewer`` sees only their own)."""
+    sweep = session.scalar(select(Sweep).where(Sweep.id == sweep_id))
+    if sweep is None:
+        raise NotFoundError("sweep", sweep_id)
+    if viewer is not None and not viewer.is_admin and sweep.user_id != viewer.id:
+        raise PermissionDenied(f"sweep {sweep.id} belongs to another user")
+    return sweep
+
+
+def list_sweeps(session: Session, viewer: User | None = None, limit: int = 100) -> list[Sweep]:
+    """Sweeps, newest first (a non-admin ``viewer``'s own)."""
+    if not 1 <= limit <= jobs.MAX_LIMIT:
+        raise SpecError("limit", f"must be between 1 and {jobs.MAX_LIMIT}")
+    query = select(Sweep).order_by(Sweep.seq.desc()).limit(limit)
+    if viewer is not None and not viewer.is_admin:
+        query = query.where(Sweep.user_id == viewer.id)
+    return list(session.scalars(query))
+
+
+def cancel(session: Session, sweep_id: str, viewer: User, now: float | None = None) -> Sweep:
+    """Cancel a RUNNING sweep and its unfinished trials; a finished sweep is a conflict."""
+    t = resolve_now(now)
+    sweep = get(session, sweep_id, viewer)
+    if sweep.state != RUNNING:
+        raise ConflictError(f"sweep {sweep.id} already ended ({sweep.state}); nothing to cancel")
+    _end(sweep, CANCELLED, f"cancelled by {viewer.name}", t)
+    for job in _trials(session, sweep, unfinished=True):
+        jobs.cancel_job(session, job.id, reason=f"its sweep was cancelled by {viewer.name}", now=t)
+    session.flush()
+    return sweep
+
+
+def running_ids(session: Session) -> list[str]:
+    """The RUNNING sweeps, oldest first (for the reconcile loop)."""
+    query = select(Sweep.id).where(Sweep.state == RUNNING).order_by(Sweep.seq)
+    return list(session.scalars(query))
+
+
+def advance(
+    session: Session, sweep_id: str, now: float | None = None
+) -> tuple[list[str], list[str]]:
+    """One step of a RUNNING sweep: stop the trials the median rule rules out, submit trials
+    up to ``parallel`` unfinished, mark it DONE when every trial has ended, FAILED when a
+    trial can no longer be submitted. Returns (trials stopped, trials submitted) as job ids."""
+    t = resolve_now(now)
+    sweep = get(session, sweep_id)
+    if sweep.state != RUNNING:
+        return [], []
+    spec = spec_of(sweep)
+    stopped = _stop_early(session, sweep, spec, t)
+    try:
+        submitted = _submit_trials(session, sweep, spec, sweep.user, t)
+    except (SpecError, AdmissionError) as exc:
+        _end(sweep, FAILED, f"trial {sweep.submitted} could not be submitted: {exc}", t)
+        session.flush()
+        return stopped, []
+    if sweep.submitted >= spec.total and not _trials(session, sweep, unfinished=True):
+        _end(sweep, DONE, f"{sweep.submitted} trials ended", t)
+    session.flush()
+    return stopped, submitted
+
+
+def _end(sweep: Sweep, state: str, reason: str, t: float) -> None:
+    sweep.state = state
+    sweep.reason = reason
+    sweep.finished_at = t
+
+
+def _trials(session: Session, sweep: Sweep, *, unfinished: bool = False) -> list[Job]:
+    query = select(Job).where(Job.sweep_id == sweep.id)
+    if unfinished:
+        query = query.where(Job.state.in_(_UNFINISHED))
+    return list(session.scalars(query.order_by(Job.trial)))
+
+
+def _submit_trials(
+    session: Session, sweep: Sweep, spec: SweepSpec, owner: User, t: float
+) -> list[str]:
+    """Submit trials while fewer than ``parallel`` are unfinished and some are left."""
+    active = len(_trials(session, sweep, unfinished=True))
+    estimate = sweep.estimate or {}
+    out = []
+    while active < spec.parallel and sweep.submitted < spec.total:
+        n = sweep.submitted
+        params = trial_parameters(spec, n)
+        suffix = f"-{n}"
+        trial = {
+            **spec.trial,
+            "name": spec.name[: 63 - len(suffix)] + suffix,
+            "env": {
+                **spec.trial.get("env", {}),
+                "DANLU_HPARAMS": json.dumps(params, sort_keys=True),
+                "DANLU_SWEEP_ID": sweep.id,
+                "DANLU_TRIAL": str(n),
+            },
+        }
+        job = jobs.submit(
+            session,
+            trial,
+            owner,
+            gpu_memory=estimate.get("gpu_memory"),
+            micro_batch_limit=estimate.get("micro_batch_limit"),
+            family=estimate.get("family"),
+            now=t,
+        )
+        job.sweep_id = sweep.id
+        job.trial = n
+        sweep.submitted = n + 1
+        active += 1
+        out.append(job.id)
+    session.flush()
+    return out
+
+
+def _curves(session: Session, trials: Sequence[Job], spec: SweepSpec) -> dict[str, Curve]:
+    """Each trial's curve of the sweep's metric (those with no report left out)."""
+    name, goal = spec.metric.name, spec.metric.goal
+    points: dict[str, list[tuple[int, float]]] = {}
+    ids = [job.id for job in trials]
+    for i in range(0, len(ids), 500):
+        query = select(JobMetric.job_id, JobMetric.step, JobMetric.data).where(
+            JobMetric.job_id.in_(ids[i : i + 500])
+        )
+        for job_id, step, data in session.execute(query):
+            value = data.get(name) if isinstance(data, dict) else None
+            if isinstance(value, int | float) and not isinstance(value, bool):
+                points.setdefault(job_id, []).append((step, float(value)))
+    return {job_id: curve(p, goal) for job_id, p in points.items() if p}
+
+
+def _stop_early(session: Session, sweep: Sweep, spec: SweepSpec, t: float) -> list[str]:
+    rule = spec.early_stopping
+    if rule is None:
+        return []
+    trials = _trials(session, sweep)
+    curves = _curves(session, trials, spec)
+    stopped = []
+    for job in trials:
+        mine = curves.get(job.id)
+        if job.state != JobState.RUNNING.value or job.cancel_requested_at is not None:
+            continue
+        if mine is None:
+            continue
+        others = [c for job_id, c in curves.items() if job_id != job.id]
+        reason = median_stop(rule, mine, others, spec.metric.goal)
+        if reason is not None:
+            jobs.cancel_job(session, job.id, reason=reason, now=t)
+            stopped.append(job.id)
+    return stopped
+
+
+def results(session: Session, sweep: Sweep) -> list[TrialResult]:
+    """The sweep's trials in trial order, with their parameters and best values."""
+    spec = spec_of(sweep)
+    trials = _trials(session, sweep)
+    curves = _curves(session, trials, spec)
+    sign = -1.0 if spec.metric.goal == "maximize" else 1.0
+    out = []
+    for job in trials:
+        c = curves.get(job.id)
+        params = json.loads(jobs.job_spec(job).env.get("DANLU_HPARAMS", "{}"))
+        out.append(
+            TrialResult(
+                job_id=job.id,
+                trial=job.trial or 0,
+                state=job.state,
+                parameters=params,
+                best=None if c is None else sign * c.best[-1],
+                step=None if c is None else c.last_step,
+            )
+        )
+    return out
+
+
+def best(spec: SweepSpec, trials: Sequence[TrialResult]) -> TrialResult | None:
+    """The trial with the best value of the sweep's metric (the lowest trial number among
+    equals); None before any reported it."""
+    reported = [r for r in trials if r.best is not None]
+    if not reported:
+        return None
+    sign = -1.0 if spec.metric.goal == "maximize" else 1.0
+    return min(reported, key=lambda r: (sign * (r.best or 0.0), r.trial))

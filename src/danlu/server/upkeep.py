@@ -1,0 +1,84 @@
+"""The queue's own rules, applied by every pass of the reconcile loop before it schedules:
+deadlines (:func:`expire`), dependencies (:func:`judge_dependencies`) and sweeps
+(:func:`advance_sweeps`). Each works one job or sweep per transaction, so that a request
+changing one of them meanwhile costs only that one (it is judged again next pass)."""
+
+from __future__ import annotations
+
+import logging
+from dataclasses import dataclass, field
+
+from danlu.core.errors import DanluError
+from danlu.server.db import Database
+from danlu.server.services import dependencies, jobs, sweeps
+
+log = logging.getLogger(__name__)
+MAX_DEPENDENCY_CHAIN = 16
+"""How many links of a chain of dependent jobs one pass cancels at most (the rest follow in
+the next passes)."""
+
+
+@dataclass
+class Upkeep:
+    """What one pass's rules did (job ids)."""
+
+    expired: list[str] = field(default_factory=list)
+    ready: list[str] = field(default_factory=list)
+    abandoned: list[str] = field(default_factory=list)
+    trials: list[str] = field(default_factory=list)
+    stopped_early: list[str] = field(default_factory=list)
+
+
+def expire(db: Database, t: float, out: Upkeep) -> None:
+    """Cancel the jobs whose deadline has passed: a queued one ends now, a running one is
+    stopped by the pass's poll."""
+    with db.read_session() as session:
+        due = jobs.expired(session, t)
+    for job_id, reason in due:
+        try:
+            with db.session() as session:
+                jobs.cancel_job(session, job_id, reason=reason, now=t)
+        except DanluError as exc:  # finished or cancelled meanwhile
+            log.debug("reconcile: deadline of %s: %s", job_id, exc)
+            continue
+        out.expired.append(job_id)
+
+
+def judge_dependencies(db: Database, t: float, out: Upkeep) -> None:
+    """Release the waiting jobs with nothing left to wait for, cancel those that can never
+    run, again while cancellations ripple down a chain (bounded)."""
+    for _ in range(MAX_DEPENDENCY_CHAIN):
+        with db.read_session() as session:
+            due = dependencies.due(session)
+        cancelled = False
+        for job_id, verdict in due:
+            try:
+                with db.session() as session:
+                    if verdict.never is None:
+                        recorded = dependencies.record(session, job_id, verdict)
+                        if recorded and verdict.waiting_on is None:
+                            out.ready.append(job_id)
+                        continue
+                    jobs.cancel_job(session, job_id, reason=verdict.never, now=t)
+            except DanluError as exc:
+                log.debug("reconcile: dependencies of %s: %s", job_id, exc)
+                continue
+            out.abandoned.append(job_id)
+            cancelled = True
+        if not cancelled:
+            return
+
+
+def advance_sweeps(db: Database, t: float, out: Upkeep) -> None:
+    """One step of every RUNNING sweep (:func:`~danlu.server.services.sweeps.advance`)."""
+    with db.read_session() as session:
+        running = sweeps.running_ids(session)
+    for sweep_id in running:
+        try:
+            with db.session() as session:
+                stopped, submitted = sweeps.advance(session, sweep_id, t)
+        except DanluError as exc:
+            log.debug("reconcile: sweep %s: %s", sweep_id, exc)
+            continue
+        out.stopped_early += stopped
+        out.trials += submitted

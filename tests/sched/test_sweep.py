@@ -1,0 +1,121 @@
+"""The sweep's searcher: trial parameters drawn from the seed and the trial number alone,
+grid order, and the median stopping rule."""
+
+from __future__ import annotations
+
+import math
+from typing import Any
+
+import pytest
+from hypothesis import given
+from hypothesis import strategies as st
+
+from danlu.core.errors import SpecError
+from danlu.core.sweep import EarlyStopping, parse_sweep
+from danlu.sched.sweep import curve, median_stop, trial_parameters
+
+
+def _spec(**extra: Any) -> Any:
+    return parse_sweep(
+        {
+            "name": "s",
+            "trial": {"command": ["python", "t.py"]},
+            "parameters": {
+                "lr": {"distribution": "log_uniform", "low": 1e-4, "high": 1e-1},
+                "width": {"distribution": "int", "low": 2, "high": 5},
+                "momentum": {"distribution": "uniform", "low": 0.8, "high": 0.9},
+                "opt": {"values": ["sgd", "adam"]},
+            },
+            "metric": {"name": "loss"},
+            "trials": 50,
+            **extra,
+        }
+    )
+
+
+@given(seed=st.integers(0, 2**63 - 1), n=st.integers(0, 9_999))
+def test_random_parameters_lie_in_their_ranges_and_depend_on_seed_and_trial_only(
+    seed: int, n: int
+) -> None:
+    spec = _spec(seed=seed)
+    params = trial_parameters(spec, n)
+    assert params == trial_parameters(_spec(seed=seed, parallel=7), n)  # nothing else counts
+    assert 1e-4 <= float(params["lr"]) <= 1e-1
+    assert params["width"] in (2, 3, 4, 5) and isinstance(params["width"], int)
+    assert 0.8 <= float(params["momentum"]) <= 0.9
+    assert params["opt"] in ("sgd", "adam")
+
+
+def test_random_draws_cover_the_range_on_the_log_scale() -> None:
+    spec = _spec(trials=400)
+    lrs = [float(trial_parameters(spec, n)["lr"]) for n in range(400)]
+    below = sum(lr < math.sqrt(1e-4 * 1e-1) for lr in lrs)  # the geometric midpoint
+    assert 150 < below < 250
+    assert {trial_parameters(spec, n)["width"] for n in range(400)} == {2, 3, 4, 5}
+    assert trial_parameters(spec, 0) != trial_parameters(_spec(seed=1), 0)
+
+
+def test_grid_takes_every_combination_once_the_last_parameter_fastest() -> None:
+    spec = parse_sweep(
+        {
+            "name": "g",
+            "trial": {"command": ["x"]},
+            "parameters": {"a": {"values": [1, 2]}, "b": {"values": ["x", "y", "z"]}},
+            "metric": {"name": "acc", "goal": "maximize"},
+            "method": "grid",
+        }
+    )
+    points = [trial_parameters(spec, n) for n in range(spec.total)]
+    assert spec.total == 6
+    assert [(p["a"], p["b"]) for p in points] == [
+        (1, "x"),
+        (1, "y"),
+        (1, "z"),
+        (2, "x"),
+        (2, "y"),
+        (2, "z"),
+    ]
+    limited = parse_sweep({**spec.model_dump(mode="json"), "trials": 4})
+    assert limited.total == 4
+
+
+def test_the_median_rule_stops_only_a_trial_behind_enough_others() -> None:
+    rule = EarlyStopping(min_steps=20, min_trials=2)
+    a = curve([(10, 1.0), (20, 0.5), (30, 0.2)], "minimize")
+    b = curve([(30, 0.3), (10, 0.9), (20, 0.4)], "minimize")  # any order
+    assert (a.best_by(5), a.best_by(25), a.last_step) == (None, 0.5, 30)
+    behind = curve([(10, 2.0), (20, 1.5)], "minimize")
+    reason = median_stop(rule, behind, [a, b], "minimize")
+    assert reason == (
+        "stopped early: best 1.5 by step 20 is worse than the median 0.45 of 2 other trials "
+        "by that step"
+    )
+    assert median_stop(rule, curve([(10, 2.0), (20, 0.45)], "minimize"), [a, b], "minimize") is None
+    assert median_stop(rule, curve([(10, 2.0)], "minimize"), [a, b], "minimize") is None  # early
+    assert median_stop(rule, behind, [a], "minimize") is None  # too few others
+    short = curve([(10, 0.1)], "minimize")  # never reached step 20: not a peer there
+    assert median_stop(rule, behind, [a, short], "minimize") is None
+    up = [curve([(10, 0.5), (20, 0.9)], "maximize"), curve([(10, 0.6), (20, 0.8)], "maximize")]
+    low = curve([(10, 0.1), (20, 0.2), (30, float("nan"))], "maximize")
+    assert low.last_step == 20  # NaN left out
+    reason = median_stop(rule, low, up, "maximize")
+    assert reason is not None and "best 0.2 by step 20" in reason and "median 0.85" in reason
+
+
+def test_bad_sweep_specs_name_the_field() -> None:
+    base = _spec().model_dump(mode="json")
+    refused = {
+        "parameters.lr": {
+            "parameters": {"lr": {"distribution": "log_uniform", "low": 0, "high": 1}}
+        },
+        "parameters.x": {"parameters": {"x": {"values": [1], "low": 0}}},
+        "parameters.y": {"parameters": {"y": {"distribution": "int", "low": 0.5, "high": 2}}},
+        "metric.goal": {"metric": {"name": "loss", "goal": "lowest"}},
+        "parallel": {"parallel": 0},
+        "trial.resources.gpus": {"trial": {"command": ["x"], "resources": {"gpus": "many"}}},
+        "name": {"name": "no spaces"},
+    }
+    for field, change in refused.items():
+        with pytest.raises(SpecError) as caught:
+            parse_sweep({**base, **change})
+        assert caught.value.field == field, (field, caught.value)

@@ -1,0 +1,202 @@
+"""Sweeps: the reconcile loop submits a sweep's trials (``parallel`` at a time) as jobs with
+their parameters in ``DANLU_HPARAMS``, stops the ones the median rule rules out, and ends the
+sweep DONE; the API and ``danlu sweep`` submit, show and cancel them."""
+
+from __future__ import annotations
+
+import json
+import sys
+from pathlib import Path
+from typing import Any
+
+import pytest
+import yaml
+from helpers import live_server, user_and_nodes, wait_for
+
+from danlu.config import load_settings
+from danlu.core.cluster import Cluster, Node, gpu_type
+from danlu.core.errors import SpecError
+from danlu.executors import FakeExecutor, FakeWorld
+from danlu.sched.registry import make_policy
+from danlu.server.db import Database
+from danlu.server.errors import ConflictError, PermissionDenied
+from danlu.server.reconcile import Reconciler
+from danlu.server.services import cluster, jobs, metrics, sweeps, users
+
+NOW = 1_000_000.0
+NODE = Node("a", 2, gpu_type("H100"))
+EXAMPLE = Path(__file__).parents[2] / "examples" / "sweeps"
+
+
+def _sweep(**extra: Any) -> dict[str, Any]:
+    return {
+        "name": "lr",
+        "trial": {"command": ["python", "train.py"], "resources": {"gpus": 1}},
+        "parameters": {"lr": {"values": [0.1, 0.01, 0.001, 0.0001]}},
+        "metric": {"name": "loss"},
+        "method": "grid",
+        "parallel": 2,
+        **extra,
+    }
+
+
+def _report(db: Database, job_id: str, losses: list[float]) -> None:
+    with db.session() as s:
+        records = [{"step": 10 * (i + 1), "loss": v} for i, v in enumerate(losses)]
+        metrics.ingest(s, jobs.get_job(s, job_id), records, now=NOW)
+
+
+def test_a_sweep_runs_its_trials_stops_the_worst_and_ends(db: Database, tmp_path: Path) -> None:
+    rule = {"rule": "median", "min_steps": 20, "min_trials": 2}
+    with db.session() as s:
+        alice = user_and_nodes(s, (NODE,), NOW)
+        sweep = sweeps.create(s, _sweep(early_stopping=rule), alice, now=NOW)
+        sweep_id = sweep.id
+        first = [r.job_id for r in sweeps.results(s, sweep)]
+        assert len(first) == 2 and sweep.submitted == 2  # parallel: two at once
+        trial = jobs.get_job(s, first[1])
+        assert (trial.name, trial.sweep_id, trial.trial) == ("lr-1", sweep_id, 1)
+        env = jobs.job_spec(trial).env
+        assert json.loads(env["DANLU_HPARAMS"]) == {"lr": 0.01}
+        assert (env["DANLU_SWEEP_ID"], env["DANLU_TRIAL"]) == (sweep_id, "1")
+    world = FakeWorld()
+    world.default = world.default.__class__(duration=1000)
+    executor = FakeExecutor(Cluster((NODE,)), world)
+    loop = Reconciler(db, executor, load_settings(home=tmp_path), policy=make_policy("fifo"))
+    try:
+        assert sorted(loop.run_once(now=NOW + 1).launched) == sorted(first)
+        _report(db, first[0], [1.0, 0.5, 0.2])
+        _report(db, first[1], [0.9, 0.4, 0.3])
+        with db.session() as s:  # trial 0 ends: trial 2 takes its place
+            jobs.cancel_job(s, first[0], alice, now=NOW + 2)
+        submitted: list[str] = []
+        for t in range(2, 6):  # the cancel is delivered, the run ends
+            world.clock.advance(1)
+            report = loop.run_once(now=NOW + t)
+            assert report.stopped_early == []
+            submitted += report.trials
+        assert len(submitted) == 1
+        third = submitted[0]
+        _report(db, third, [2.0, 1.5])  # worse than both others' best by step 20 (0.5, 0.4)
+        report = loop.run_once(now=NOW + 6)
+        assert report.stopped_early == [third]
+        with db.read_session() as s:
+            job = jobs.get_job(s, third)
+            assert job.cancel_reason == (
+                "stopped early: best 1.5 by step 20 is worse than the median 0.45 of 2 other "
+                "trials by that step"
+            )
+        for t in range(7, 12):  # the stop is delivered; trial 3 is the last one
+            world.clock.advance(1)
+            loop.run_once(now=NOW + t)
+        with db.session() as s:
+            assert sweeps.get(s, sweep_id).submitted == 4
+            for job in jobs.list_jobs(s, states=["RUNNING", "PENDING"]):
+                jobs.cancel_job(s, job.id, alice, now=NOW + 12)
+        for t in range(12, 16):
+            world.clock.advance(1)
+            loop.run_once(now=NOW + t)
+        with db.read_session() as s:
+            done = sweeps.get(s, sweep_id)
+            assert (done.state, done.reason) == ("DONE", "4 trials ended")
+            results = sweeps.results(s, done)
+            assert [(r.trial, r.best, r.step) for r in results] == [
+                (0, 0.2, 30),
+                (1, 0.3, 30),
+                (2, 1.5, 20),
+                (3, None, None),
+            ]
+            top = sweeps.best(sweeps.spec_of(done), results)
+            assert top is not None and (top.trial, top.parameters) == (0, {"lr": 0.1})
+    finally:
+        loop.stop()
+
+
+def test_sweeps_are_checked_owned_and_cancelled(db: Database) -> None:
+    with db.session() as s:
+        alice = user_and_nodes(s, (NODE,), NOW)
+        bob = users.create_user(s, "bob", now=NOW)
+        refused = {
+            "trial.resources.gpus: ": _sweep(trial={"command": ["x"], "resources": {"gpus": 9}}),
+            "trial.command: write the command as an argv list": _sweep(trial={"command": "x"}),
+            "parameters.lr: grid search takes values lists only": _sweep(
+                parameters={"lr": {"distribution": "uniform", "low": 0, "high": 1}}
+            ),
+            "trials: random search needs": _sweep(method="random"),
+            "trial.env.DANLU_HPARAMS: is set by the sweep": _sweep(
+                trial={"command": ["x"], "env": {"DANLU_HPARAMS": "{}"}}
+            ),
+        }
+        for message, body in refused.items():
+            with pytest.raises(SpecError) as caught:
+                sweeps.create(s, body, alice, now=NOW)
+            assert str(caught.value).startswith(message), caught.value
+        sweep = sweeps.create(s, _sweep(), alice, now=NOW)
+        with pytest.raises(PermissionDenied):
+            sweeps.get(s, sweep.id, bob)
+        assert sweeps.list_sweeps(s, bob) == [] and len(sweeps.list_sweeps(s, alice)) == 1
+        with pytest.raises(PermissionDenied):
+            sweeps.cancel(s, sweep.id, bob)
+        cancelled = sweeps.cancel(s, sweep.id, alice, now=NOW + 1)
+        assert (cancelled.state, cancelled.reason) == ("CANCELLED", "cancelled by alice")
+        states = {r.state for r in sweeps.results(s, cancelled)}
+        assert states == {"CANCELLED"}
+        with pytest.raises(ConflictError, match="already ended"):
+            sweeps.cancel(s, sweep.id, alice)
+        assert sweeps.advance(s, sweep.id, NOW + 2) == ([], [])
+
+
+def test_a_trial_that_can_no_longer_be_submitted_fails_the_sweep(db: Database) -> None:
+    with db.session() as s:
+        alice = user_and_nodes(s, (NODE,), NOW)
+        body = _sweep(trial={"command": ["x"], "resources": {"gpus": 2}}, parallel=1)
+        sweep = sweeps.create(s, body, alice, now=NOW)
+        first = sweeps.results(s, sweep)[0].job_id
+        jobs.cancel_job(s, first, alice, now=NOW)
+        # the inventory shrinks to one GPU: a 2-GPU trial never fits now
+        cluster.replace_inventory(s, [Node("a", 1, gpu_type("H100"))], fake=True, now=NOW)
+        assert sweeps.advance(s, sweep.id, NOW + 1) == ([], [])
+        failed = sweeps.get(s, sweep.id)
+        assert failed.state == "FAILED"
+        assert failed.reason.startswith("trial 1 could not be submitted: resources.gpus")
+
+
+def test_the_api_and_the_cli_run_the_example_sweep(tmp_path: Path) -> None:
+    from typer.testing import CliRunner
+
+    from danlu.cli.main import app
+
+    spec = yaml.safe_load((EXAMPLE / "lr.yaml").read_text())
+    spec["trial"]["command"] = [sys.executable, str(EXAMPLE / "regression.py"), "--steps", "12"]
+    spec["trials"] = 3
+    spec["early_stopping"] = None
+    path = tmp_path / "sweep.json"
+    path.write_text(json.dumps(spec))
+    with live_server(tmp_path, fake_gpus="2x80GiB", policy="fifo") as live, live.client() as c:
+        flags = ["--url", live.url, "--token", live.token]
+        result = CliRunner().invoke(app, ["sweep", "submit", str(path), "--json", *flags])
+        assert result.exit_code == 0, result.stderr
+        submitted = json.loads(result.stdout)
+        assert submitted["state"] == "RUNNING" and len(submitted["trials"]) == 2
+        sweep_id = submitted["id"]
+
+        def ended() -> dict[str, Any] | None:
+            sweep: dict[str, Any] = c.get(f"/sweeps/{sweep_id}").json()
+            return None if sweep["state"] == "RUNNING" else sweep
+
+        done = wait_for(ended, 150, 0.5)
+        assert done["state"] == "DONE", done
+        assert [t["state"] for t in done["trials"]] == ["SUCCEEDED"] * 3
+        assert all(t["best"] is not None and t["step"] == 12 for t in done["trials"])
+        best = min(done["trials"], key=lambda t: t["best"])
+        assert done["best"]["trial"] == best["trial"]
+        assert set(best["parameters"]) == {"lr", "width", "optimizer"}
+        shown = CliRunner().invoke(app, ["sweep", "show", sweep_id, *flags])
+        assert shown.exit_code == 0 and f"best: trial {best['trial']}" in shown.stdout
+        listed = CliRunner().invoke(app, ["sweep", "ls", *flags])
+        assert sweep_id in listed.stdout and "3/3" in listed.stdout
+        bad = c.post("/sweeps", json={**spec, "parallel": 0})
+        assert bad.status_code == 422 and bad.json()["error"]["field"] == "parallel"
+        r = c.post(f"/sweeps/{sweep_id}/cancel")
+        assert r.status_code == 409 and "already ended" in r.json()["error"]["message"]
+        assert c.get("/sweeps/nope").status_code == 404
