@@ -78,22 +78,22 @@ def test_a_sweep_runs_its_trials_stops_the_worst_and_ends(db: Database, tmp_path
         assert len(submitted) == 1
         third = submitted[0]
         _report(db, third, [2.0, 1.5])  # worse than both others' best by step 20 (0.5, 0.4)
-        report = loop.run_once(now=NOW + 6)
-        assert report.stopped_early == [third]
+        stopped = [loop.run_once(now=NOW + t).stopped_early for t in range(6, 12)]
+        assert stopped == [[], [], [], [], [], [third]]  # judged at NOW + 1, then 10 s on
         with db.read_session() as s:
             job = jobs.get_job(s, third)
             assert job.cancel_reason == (
                 "stopped early: best 1.5 by step 20 is worse than the median 0.45 of 2 other "
                 "trials by that step"
             )
-        for t in range(7, 12):  # the stop is delivered; trial 3 is the last one
+        for t in range(12, 18):  # the stop is delivered; trial 3 is the last one
             world.clock.advance(1)
             loop.run_once(now=NOW + t)
         with db.session() as s:
             assert sweeps.get(s, sweep_id).submitted == 4
             for job in jobs.list_jobs(s, states=["RUNNING", "PENDING"]):
-                jobs.cancel_job(s, job.id, alice, now=NOW + 12)
-        for t in range(12, 16):
+                jobs.cancel_job(s, job.id, alice, now=NOW + 18)
+        for t in range(18, 22):
             world.clock.advance(1)
             loop.run_once(now=NOW + t)
         with db.read_session() as s:

@@ -240,6 +240,9 @@ class Sweep(Base):
     reason: Mapped[str] = mapped_column(Text, default="")
     created_at: Mapped[float] = mapped_column(Double)
     finished_at: Mapped[float | None] = mapped_column(Double, default=None)
+    judged_at: Mapped[float | None] = mapped_column(Double, default=None)
+    """When the median rule last read the trials' metrics (at most every
+    :data:`~danlu.server.services.sweeps.JUDGE_EVERY_SECONDS`)."""
 
     user: Mapped[User] = relationship(lazy="joined", innerjoin=True)
 

@@ -4,7 +4,8 @@ The adapter between the store and the searcher (:mod:`danlu.sched.sweep`): a swe
 (:class:`~danlu.server.db.Sweep`) holds its spec and how many trials were submitted; its
 trials are ordinary jobs with ``sweep_id`` and ``trial`` set, scheduled like any other. Every
 pass the reconcile loop calls :func:`advance` on each RUNNING sweep: it stops the trials the
-median rule rules out (a cancel, with the reason), submits trials while fewer than
+median rule rules out (a cancel, with the reason; the metrics are read at most every
+:data:`JUDGE_EVERY_SECONDS`), submits trials while fewer than
 ``parallel`` are unfinished, and marks the sweep DONE once every trial has ended. A trial
 that cannot be submitted any more (its project's quota or the inventory changed) fails the
 sweep with the reason.
@@ -23,7 +24,7 @@ from typing import Any
 from sqlalchemy import select
 from sqlalchemy.orm import Session
 
-from danlu.core.errors import SpecError
+from danlu.core.errors import DanluError, SpecError
 from danlu.core.state import JobState
 from danlu.core.sweep import SweepSpec, parse_sweep
 from danlu.sched.sweep import Curve, Value, curve, median_stop, trial_parameters
@@ -37,6 +38,8 @@ DONE = "DONE"
 CANCELLED = "CANCELLED"
 FAILED = "FAILED"
 SWEEP_STATES = (RUNNING, DONE, CANCELLED, FAILED)
+JUDGE_EVERY_SECONDS = 10.0
+"""How often the median rule reads a running sweep's metric records at most."""
 _UNFINISHED = [s.value for s in JobState if not s.terminal]
 
 
@@ -147,7 +150,9 @@ def advance(
     stopped = _stop_early(session, sweep, spec, t)
     try:
         submitted = _submit_trials(session, sweep, spec, sweep.user, t)
-    except (SpecError, AdmissionError) as exc:
+    except ConflictError:
+        raise  # a concurrent change: the next pass tries again
+    except DanluError as exc:  # the spec, the quota, the inventory or the owner's rights
         _end(sweep, FAILED, f"trial {sweep.submitted} could not be submitted: {exc}", t)
         session.flush()
         return stopped, []
@@ -227,8 +232,9 @@ def _curves(session: Session, trials: Sequence[Job], spec: SweepSpec) -> dict[st
 
 def _stop_early(session: Session, sweep: Sweep, spec: SweepSpec, t: float) -> list[str]:
     rule = spec.early_stopping
-    if rule is None:
+    if rule is None or t - (sweep.judged_at or -JUDGE_EVERY_SECONDS) < JUDGE_EVERY_SECONDS:
         return []
+    sweep.judged_at = t
     trials = _trials(session, sweep)
     curves = _curves(session, trials, spec)
     stopped = []

@@ -33,6 +33,7 @@ def upgrade() -> None:
         sa.Column("reason", sa.Text(), nullable=False),
         sa.Column("created_at", sa.Double(), nullable=False),
         sa.Column("finished_at", sa.Double(), nullable=True),
+        sa.Column("judged_at", sa.Double(), nullable=True),
         sa.ForeignKeyConstraint(["user_id"], ["users.id"], name="fk_sweeps_user_id_users"),
         sa.PrimaryKeyConstraint("seq", name="pk_sweeps"),
         sa.UniqueConstraint("id", name="uq_sweeps_id"),
