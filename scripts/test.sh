@@ -27,7 +27,7 @@ export DANLU_TEST_REQUIRE_POSTGRES=1 DANLU_TEST_REQUIRE_PROMETHEUS=1 DANLU_TEST_
 # The CPU build of torch first: with it installed, the `train` extra's torch range is already
 # satisfied and pip never downloads a CUDA build.
 pip_install "torch==2.13.0"
-pip_install -e ".[train,dev,ray]"
+pip_install -e ".[train,dev,ray,hpo]"
 
 echo "== ruff"
 python3 -m ruff check src tests benchmarks examples

@@ -119,3 +119,46 @@ def test_bad_sweep_specs_name_the_field() -> None:
         with pytest.raises(SpecError) as caught:
             parse_sweep({**base, **change})
         assert caught.value.field == field, (field, caught.value)
+
+
+def _tpe_spec(**extra: Any) -> Any:
+    return parse_sweep(
+        {
+            "name": "t",
+            "trial": {"command": ["x"]},
+            "parameters": {
+                "x": {"distribution": "uniform", "low": 0, "high": 10},
+                "k": {"distribution": "int", "low": 1, "high": 4},
+                "opt": {"values": ["sgd", "adam"]},
+            },
+            "metric": {"name": "loss"},
+            "method": "tpe",
+            "trials": 60,
+            "startup_trials": 10,
+            **extra,
+        }
+    )
+
+
+def test_tpe_draws_where_the_ended_trials_did_best() -> None:
+    from danlu.sched.sweep import Ended
+
+    spec = _tpe_spec()
+    assert trial_parameters(spec, 3, []) == trial_parameters(_spec_random_like(spec), 3)
+    ended = [
+        Ended(p, (float(p["x"]) - 7.0) ** 2)
+        for p in (trial_parameters(spec, n) for n in range(30))  # random: no history given
+    ]
+    guided = [trial_parameters(spec, n, ended) for n in range(30, 60)]
+    assert guided[0] == trial_parameters(spec, 30, ended)  # seeded: the same point again
+    guided_error = sum(abs(float(p["x"]) - 7.0) for p in guided) / len(guided)
+    random_error = sum(abs(float(p["x"]) - 7.0) for p in map(lambda e: e.parameters, ended)) / 30
+    assert guided_error < 0.6 * random_error, (guided_error, random_error)
+    assert all(0 <= float(p["x"]) <= 10 and p["k"] in (1, 2, 3, 4) for p in guided)
+    maximised = _tpe_spec(metric={"name": "acc", "goal": "maximize"})
+    flipped = [Ended(e.parameters, -e.value) for e in ended]
+    assert trial_parameters(maximised, 40, flipped) == trial_parameters(spec, 40, ended)
+
+
+def _spec_random_like(spec: Any) -> Any:
+    return parse_sweep({**spec.model_dump(mode="json"), "method": "random"})

@@ -137,6 +137,25 @@ def test_sign_in_see_the_cluster_and_hold_release_cancel_jobs(live: Live, page: 
     expect(first).to_contain_text("draining: from the dashboard")
     with live.client() as c:
         assert c.get("/cluster/nodes").json()[0]["state"] == "draining"
+    with live.client() as c:  # a sweep, and a job waiting for one of its trials
+        body = {
+            "name": "lr",
+            "trial": spec("trial", "import time; time.sleep(60)"),
+            "parameters": {"lr": {"values": [0.1, 0.01]}},
+            "metric": {"name": "loss"},
+            "method": "grid",
+        }
+        sweep = c.post("/sweeps", json=body).json()
+        after = {"job": sweep["trials"][0]["job_id"], "condition": "finished"}
+        c.post("/jobs", json=spec("after", "pass", depends_on=[after]))
+    page.select_option("#filter", "unfinished")
+    row = page.locator(f'#sweeps tr[data-sweep="{sweep["id"]}"]')
+    expect(row).to_contain_text("1 / 2")
+    expect(page.locator("#jobs tr", has_text="after").locator("td.state")).to_have_text(
+        "PENDING (waiting)"
+    )
+    row.locator('button[data-action="cancel-sweep"]').click()
+    expect(row.locator("td.state")).to_have_text("CANCELLED: cancelled by admin")
     page.click("#logout")
     expect(page.locator("#main")).to_be_hidden()
     page.reload()  # the token was forgotten: signed out for good

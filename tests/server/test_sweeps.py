@@ -200,3 +200,28 @@ def test_the_api_and_the_cli_run_the_example_sweep(tmp_path: Path) -> None:
         r = c.post(f"/sweeps/{sweep_id}/cancel")
         assert r.status_code == 409 and "already ended" in r.json()["error"]["message"]
         assert c.get("/sweeps/nope").status_code == 404
+
+
+def test_tpe_learns_from_the_ended_trials_and_needs_optuna(
+    db: Database, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    body = _sweep(
+        method="tpe",
+        trials=4,
+        parallel=1,
+        startup_trials=1,
+        parameters={"lr": {"distribution": "log_uniform", "low": 1e-4, "high": 1.0}},
+    )
+    with db.session() as s:
+        alice = user_and_nodes(s, (NODE,), NOW)
+        sweep = sweeps.create(s, body, alice, now=NOW)
+        first = sweeps.results(s, sweep)[0]
+        metrics.ingest(s, jobs.get_job(s, first.job_id), [{"step": 1, "loss": 0.25}], now=NOW)
+        jobs.cancel_job(s, first.job_id, alice, now=NOW)
+        _, submitted = sweeps.advance(s, sweep.id, NOW + 1)
+        second = jobs.get_job(s, submitted[0])
+        drawn = json.loads(jobs.job_spec(second).env["DANLU_HPARAMS"])
+        assert 1e-4 <= drawn["lr"] <= 1.0 and drawn != first.parameters
+        monkeypatch.setattr(sweeps.importlib.util, "find_spec", lambda name: None)
+        with pytest.raises(SpecError, match="method: tpe needs Optuna on the server"):
+            sweeps.create(s, body, alice, now=NOW)

@@ -18,7 +18,8 @@ Each trial is a job named ``<sweep>-<n>`` with the trial spec and three more env
 variables: ``DANLU_HPARAMS`` (the trial's parameters as a JSON object), ``DANLU_SWEEP_ID`` and
 ``DANLU_TRIAL`` (``n``, from 0); ``danlu.train.env.JobEnv.hparams`` reads them. The trial
 reports ``metric.name`` in its metric records (``danlu.train`` reports what the loop logs).
-``method: grid`` tries every combination of ``values`` lists instead of sampling.
+``method: grid`` tries every combination of ``values`` lists instead of sampling, ``method:
+tpe`` draws where the ended trials did best (Optuna's TPE sampler).
 ``early_stopping: {rule: median, min_steps: 100, min_trials: 3}`` stops a trial whose best
 value by a step is worse than the median of the other trials' best values by that step.
 
@@ -115,9 +116,16 @@ class SweepSpec(_Strict):
     name defaulting to the sweep's)."""
     parameters: dict[str, Parameter] = Field(min_length=1, max_length=MAX_PARAMETERS)
     metric: Metric
-    method: Literal["random", "grid"] = "random"
+    method: Literal["random", "grid", "tpe"] = "random"
+    """``random``: independent draws; ``grid``: every combination of ``values`` lists;
+    ``tpe``: Optuna's tree-structured Parzen estimator, which draws from where the ended
+    trials did best (random for the first ``startup_trials``; needs ``danlu[hpo]`` on the
+    server)."""
     trials: int | None = Field(default=None, ge=1, le=MAX_TRIALS)
-    """How many trials in all; ``random`` needs it, ``grid`` defaults to every combination."""
+    """How many trials in all; ``random`` and ``tpe`` need it, ``grid`` defaults to every
+    combination."""
+    startup_trials: int = Field(default=5, ge=0, le=MAX_TRIALS)
+    """``tpe``: how many trials are drawn at random before the model guides the draws."""
     parallel: int = Field(default=1, ge=1, le=MAX_PARALLEL)
     seed: int = Field(default=0, ge=0, le=2**63 - 1)
     early_stopping: EarlyStopping | None = None
@@ -140,7 +148,7 @@ class SweepSpec(_Strict):
             if size > MAX_TRIALS:
                 raise ValueError(f"the grid has {size:,} combinations; at most {MAX_TRIALS:,}")
         elif self.trials is None:
-            raise ValueError("trials: random search needs how many trials to run, e.g. 20")
+            raise ValueError(f"trials: {self.method} search needs how many trials to run, e.g. 20")
         return self
 
     @property

@@ -6,7 +6,9 @@ Plain functions over value types (the control plane's adapter,
 - :func:`trial_parameters` draws trial ``n``'s parameters: ``random`` from a generator seeded
   with the sweep's seed and ``n`` alone, so a trial's parameters do not depend on when it
   was drawn or on the other trials; ``grid`` takes the ``n``-th combination of the ``values``
-  lists (the first parameter varying slowest).
+  lists (the first parameter varying slowest); ``tpe`` asks Optuna's TPE sampler (seeded with
+  the seed and ``n``) given the ended trials' parameters and values (:class:`Ended`), and
+  draws as ``random`` does for the first ``startup_trials``.
 - :func:`median_stop` is the median stopping rule (Golovin et al., "Google Vizier", KDD 2017):
   stop a trial whose best value by its latest step is worse than the median of the other
   trials' best values by that step.
@@ -26,12 +28,61 @@ from danlu.core.sweep import EarlyStopping, Parameter, SweepSpec
 Value = str | int | float | bool
 
 
-def trial_parameters(spec: SweepSpec, n: int) -> dict[str, Value]:
-    """The parameters of trial ``n`` (from 0) of ``spec``."""
+@dataclass(frozen=True)
+class Ended:
+    """An ended trial as ``tpe`` learns from it: its parameters and its best value of the
+    metric (in the metric's own sign)."""
+
+    parameters: Mapping[str, Value]
+    value: float
+
+
+def trial_parameters(spec: SweepSpec, n: int, ended: Sequence[Ended] = ()) -> dict[str, Value]:
+    """The parameters of trial ``n`` (from 0) of ``spec``; ``ended``: the trials that ended
+    with a value (``tpe`` only; the others ignore it)."""
     if spec.method == "grid":
         return _grid_point(spec.parameters, n)
+    if spec.method == "tpe" and n >= spec.startup_trials and ended:
+        return _tpe(spec, n, ended)
     rng = random.Random(f"danlu-sweep:{spec.seed}:{n}")
     return {name: _draw(param, rng) for name, param in spec.parameters.items()}
+
+
+def _tpe(spec: SweepSpec, n: int, ended: Sequence[Ended]) -> dict[str, Value]:
+    """Ask a fresh Optuna study, told the ``ended`` trials, for the next point."""
+    import optuna  # the ``hpo`` extra, checked at submission
+
+    optuna.logging.set_verbosity(optuna.logging.WARNING)
+    distributions: dict[str, optuna.distributions.BaseDistribution] = {}
+    for name, param in spec.parameters.items():
+        if param.values is not None:
+            distributions[name] = optuna.distributions.CategoricalDistribution(param.values)
+        elif param.distribution == "int":
+            distributions[name] = optuna.distributions.IntDistribution(
+                int(param.low or 0), int(param.high or 0)
+            )
+        else:
+            distributions[name] = optuna.distributions.FloatDistribution(
+                float(param.low or 0.0),
+                float(param.high or 0.0),
+                log=param.distribution == "log_uniform",
+            )
+    seed = random.Random(f"danlu-sweep-tpe:{spec.seed}:{n}").randrange(2**32)
+    sampler = optuna.samplers.TPESampler(seed=seed, n_startup_trials=0)
+    study = optuna.create_study(direction=spec.metric.goal, sampler=sampler)
+    for trial in ended:
+        params = {k: v for k, v in trial.parameters.items() if k in distributions}
+        if set(params) != set(distributions) or not math.isfinite(trial.value):
+            continue
+        try:
+            frozen = optuna.trial.create_trial(
+                params=params, distributions=distributions, value=trial.value
+            )
+        except ValueError:  # a value outside today's ranges: not the spec's trial
+            continue
+        study.add_trial(frozen)
+    asked = study.ask(distributions)
+    return {name: asked.params[name] for name in spec.parameters}
 
 
 def _grid_point(parameters: Mapping[str, Parameter], n: int) -> dict[str, Value]:

@@ -179,7 +179,8 @@ function renderJobs(jobs) {
     row.appendChild(el("td", job.name));
     row.appendChild(el("td", job.user));
     row.appendChild(el("td", job.project));
-    row.appendChild(el("td", job.held_at ? job.state + " (held)" : job.state, "state state-" + job.state));
+    const note = job.held_at ? " (held)" : job.waiting_on ? " (waiting)" : "";
+    row.appendChild(el("td", job.state + note, "state state-" + job.state));
     row.appendChild(el("td", job.priority, "number"));
     row.appendChild(el("td", job.gpu_memory ? job.gpus + " x " + bytes(job.gpu_memory) : job.gpus));
     row.appendChild(el("td", age(job.submitted_at), "number"));
@@ -188,6 +189,41 @@ function renderJobs(jobs) {
     return row;
   });
   body.replaceChildren(...rows);
+}
+
+function renderSweeps(sweeps) {
+  const body = document.querySelector("#sweeps tbody");
+  body.replaceChildren(...sweeps.map((sweep) => {
+    const row = el("tr");
+    row.dataset.sweep = sweep.id;
+    row.appendChild(el("td", sweep.id));
+    row.appendChild(el("td", sweep.name));
+    row.appendChild(el("td", sweep.user));
+    row.appendChild(el("td", sweep.reason ? sweep.state + ": " + sweep.reason : sweep.state, "state"));
+    row.appendChild(el("td", sweep.submitted + " / " + sweep.total, "number"));
+    row.appendChild(el("td", sweep.metric + " (" + sweep.goal + ")"));
+    row.appendChild(el("td", age(sweep.created_at), "number"));
+    const cell = el("td");
+    const mine = me && (me.role === "admin" || me.name === sweep.user);
+    if (mine && sweep.state === "RUNNING") {
+      const button = el("button", "Cancel");
+      button.type = "button";
+      button.dataset.action = "cancel-sweep";
+      button.addEventListener("click", () => cancelSweep(sweep.id));
+      cell.appendChild(button);
+    }
+    row.appendChild(cell);
+    return row;
+  }));
+}
+
+async function cancelSweep(id) {
+  try {
+    await api("/sweeps/" + encodeURIComponent(id) + "/cancel", { method: "POST" });
+    await refresh();
+  } catch (error) {
+    setStatus("cancel sweep " + id + ": " + error.message, true);
+  }
 }
 
 function renderUsage(rows) {
@@ -209,11 +245,13 @@ async function refresh() {
   try {
     const usageDue = refreshes % USAGE_EVERY === 0;  // a week of history: not every 2 s
     refreshes += 1;
-    const [nodes, jobs, usage] = await Promise.all([
-      api("/cluster/nodes"), api("/jobs?" + query), usageDue ? api("/usage") : null,
+    const [nodes, jobs, sweeps, usage] = await Promise.all([
+      api("/cluster/nodes"), api("/jobs?" + query), api("/sweeps?limit=20"),
+      usageDue ? api("/usage") : null,
     ]);
     renderNodes(nodes);
     renderJobs(jobs);
+    renderSweeps(sweeps);
     if (usage !== null) renderUsage(usage);
     setStatus("updated " + new Date().toLocaleTimeString());
   } catch (error) {

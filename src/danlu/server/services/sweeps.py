@@ -16,6 +16,7 @@ never reported it has no result and ranks last.
 
 from __future__ import annotations
 
+import importlib.util
 import json
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
@@ -27,7 +28,7 @@ from sqlalchemy.orm import Session
 from danlu.core.errors import DanluError, SpecError
 from danlu.core.state import JobState
 from danlu.core.sweep import SweepSpec, parse_sweep
-from danlu.sched.sweep import Curve, Value, curve, median_stop, trial_parameters
+from danlu.sched.sweep import Curve, Ended, Value, curve, median_stop, trial_parameters
 from danlu.server.db import Job, JobMetric, Sweep, User
 from danlu.server.errors import AdmissionError, ConflictError, NotFoundError, PermissionDenied
 from danlu.server.services import jobs
@@ -76,6 +77,10 @@ def create(
     auto`` resolved to, for every trial."""
     t = resolve_now(now)
     spec = data if isinstance(data, SweepSpec) else parse_sweep(dict(data))
+    if spec.method == "tpe" and importlib.util.find_spec("optuna") is None:
+        raise SpecError(
+            "method", "tpe needs Optuna on the server: pip install 'danlu[hpo]', or use random"
+        )
     sweep = Sweep(
         id=jobs.new_job_id(),
         name=spec.name,
@@ -181,10 +186,13 @@ def _submit_trials(
     """Submit trials while fewer than ``parallel`` are unfinished and some are left."""
     active = len(_trials(session, sweep, unfinished=True))
     estimate = sweep.estimate or {}
-    out = []
+    out: list[str] = []
+    if active >= spec.parallel or sweep.submitted >= spec.total:
+        return out
+    ended = _ended(session, sweep, spec) if spec.method == "tpe" else []
     while active < spec.parallel and sweep.submitted < spec.total:
         n = sweep.submitted
-        params = trial_parameters(spec, n)
+        params = trial_parameters(spec, n, ended)
         suffix = f"-{n}"
         trial = {
             **spec.trial,
@@ -230,6 +238,24 @@ def _curves(session: Session, trials: Sequence[Job], spec: SweepSpec) -> dict[st
     return {job_id: curve(p, goal) for job_id, p in points.items() if p}
 
 
+def _ended(session: Session, sweep: Sweep, spec: SweepSpec) -> list[Ended]:
+    """The sweep's ended trials with a value of the metric (what ``tpe`` learns from)."""
+    trials = [job for job in _trials(session, sweep) if JobState(job.state).terminal]
+    curves = _curves(session, trials, spec)
+    sign = -1.0 if spec.metric.goal == "maximize" else 1.0
+    return [
+        Ended(_parameters(job), sign * curves[job.id].best[-1])
+        for job in trials
+        if job.id in curves
+    ]
+
+
+def _parameters(job: Job) -> dict[str, Value]:
+    """A trial's parameters, from its ``DANLU_HPARAMS``."""
+    params: dict[str, Value] = json.loads(jobs.job_spec(job).env.get("DANLU_HPARAMS", "{}"))
+    return params
+
+
 def _stop_early(session: Session, sweep: Sweep, spec: SweepSpec, t: float) -> list[str]:
     rule = spec.early_stopping
     if rule is None or t - (sweep.judged_at or -JUDGE_EVERY_SECONDS) < JUDGE_EVERY_SECONDS:
@@ -261,13 +287,12 @@ def results(session: Session, sweep: Sweep) -> list[TrialResult]:
     out = []
     for job in trials:
         c = curves.get(job.id)
-        params = json.loads(jobs.job_spec(job).env.get("DANLU_HPARAMS", "{}"))
         out.append(
             TrialResult(
                 job_id=job.id,
                 trial=job.trial or 0,
                 state=job.state,
-                parameters=params,
+                parameters=_parameters(job),
                 best=None if c is None else sign * c.best[-1],
                 step=None if c is None else c.last_step,
             )
