@@ -148,6 +148,17 @@ def test_the_control_plane_runs_each_job_as_its_users_account(
         stranger = Client(admin.url, admin.create_token("dl-no-account"))
         with stranger, pytest.raises(ApiError) as refused:
             stranger.submit({"name": "x", "command": ["/bin/true"]})
+        sweep = {
+            "name": "s",
+            "trial": {"command": ["/bin/true"]},
+            "parameters": {"a": {"values": [1, 2]}},
+            "metric": {"name": "loss"},
+            "method": "grid",
+        }
+        token = admin.create_token("dl-no-account")
+        with Client(admin.url, token) as again, pytest.raises(ApiError) as sweep_refused:
+            again.submit_sweep(sweep)  # its trials would run as the missing account
+        assert admin.sweeps() == [] and admin.list_jobs(user="dl-no-account") == []
         admin.create_user("mapped", os_user=os_user)  # another name, the same account
         with Client(admin.url, admin.create_token("mapped")) as mapped:
             ids = mapped.submit({"name": "id", "command": ["/bin/sh", "-c", "echo uid $(id -u)"]})
@@ -159,6 +170,7 @@ def test_the_control_plane_runs_each_job_as_its_users_account(
     assert "wrote checkpoint" in log and "denied listing" in log
     assert (refused.value.status, refused.value.field) == (422, "user")
     assert "no OS account named 'dl-no-account'" in refused.value.message
+    assert (sweep_refused.value.status, sweep_refused.value.field) == (422, "user")
     assert f"uid {os_account(os_user).uid}" in mapped_log
     assert stat.S_IMODE(home.stat().st_mode) == 0o711
     assert stat.S_IMODE((home / "admin.token").stat().st_mode) == 0o600

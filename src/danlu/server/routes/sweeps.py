@@ -13,7 +13,7 @@ from danlu.server.routes.deps import Caller, State, checked_name
 from danlu.server.routes.estimation import resolve_memory
 from danlu.server.routes.schemas import SweepOut
 from danlu.server.run_as import check_account
-from danlu.server.services import sweeps
+from danlu.server.services import jobs, sweeps
 from danlu.server.services.cluster import load_cluster
 
 router = APIRouter(prefix="/sweeps", tags=["sweeps"])
@@ -65,8 +65,10 @@ def submit_sweep(
     }
     with state.db.session() as session:
         sweep = sweeps.create(session, spec, user, estimate=resolved)
-        check_account(state.settings, user.account)
-        out = sweep_out(sweep, sweeps.results(session, sweep))
+        trials = sweeps.results(session, sweep)
+        # DANLU_RUN_AS=user: the OS account of the trials' owner (an admin may name another)
+        check_account(state.settings, jobs.get_job(session, trials[0].job_id).user.account)
+        out = sweep_out(sweep, trials)
     if state.wake is not None:
         state.wake()
     return out
