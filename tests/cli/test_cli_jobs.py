@@ -109,6 +109,24 @@ def test_submit_overrides(fake: FakeApi, tmp_path: Path) -> None:
     assert json.loads(out)["name"] == "renamed"
 
 
+def test_submit_after_adds_to_the_specs_dependencies(fake: FakeApi, tmp_path: Path) -> None:
+    for listed, kept in (
+        ("", []),
+        ("depends_on: abcd\n", [{"job": "abcd"}]),
+        (
+            "depends_on: {job: abcd, condition: started}\n",
+            [{"job": "abcd", "condition": "started"}],
+        ),
+    ):
+        path = write(tmp_path, HELLO + listed)
+        code, out, _ = run("submit", str(path), "--after", "0123ab", "--after", "ffff:failed")
+        assert code == 0, out
+        sent = json.loads(fake.requests[-1].content)["depends_on"]
+        assert sent == [*kept, {"job": "0123ab"}, {"job": "ffff", "condition": "failed"}]
+    code, _, err = run("submit", str(write(tmp_path, HELLO)), "--after", "ffff:later")
+    assert code == 2 and "depends_on.0.condition" in err
+
+
 @pytest.mark.parametrize(
     "text,field",
     [

@@ -136,7 +136,7 @@ def build_spec(
         set_path(data, key, value)
     if after:
         listed = data.get("depends_on") or []
-        data["depends_on"] = [*([listed] if isinstance(listed, str) else listed)]
+        data["depends_on"] = list(listed) if isinstance(listed, list) else [listed]
         for item in after:
             job, _, condition = item.partition(":")
             data["depends_on"].append({"job": job, "condition": condition or "succeeded"})

@@ -168,10 +168,6 @@ class TrainingHints(_Strict):
         return value
 
 
-DEPENDENCY_CONDITIONS = ("succeeded", "failed", "finished", "started")
-"""When a dependency is met (``depends_on[].condition``), after Slurm's ``afterok``,
-``afternotok``, ``afterany`` and ``after``: the job it names ``succeeded``; ``failed`` (ended
-FAILED or CANCELLED); ``finished`` (ended in any state); ``started`` (ran, or is running)."""
 MAX_DEPENDENCIES = 100
 """The most jobs one job may depend on."""
 _JOB_REF = re.compile(r"^[0-9a-f]{4,32}$")
@@ -185,6 +181,9 @@ class Dependency(_Strict):
 
     job: str
     condition: Literal["succeeded", "failed", "finished", "started"] = "succeeded"
+    """When it is met, after Slurm's ``afterok``, ``afternotok``, ``afterany`` and ``after``:
+    the job ``succeeded``; ``failed`` (ended FAILED or CANCELLED); ``finished`` (ended in any
+    state); ``started`` (ran, or is running)."""
 
     @field_validator("job", mode="before")
     @classmethod
