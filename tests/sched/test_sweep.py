@@ -162,3 +162,17 @@ def test_tpe_draws_where_the_ended_trials_did_best() -> None:
 
 def _spec_random_like(spec: Any) -> Any:
     return parse_sweep({**spec.model_dump(mode="json"), "method": "random"})
+
+
+def test_tpe_counts_the_running_trials_as_doing_badly() -> None:
+    from danlu.sched.sweep import Ended
+
+    spec = _tpe_spec()
+    ended = [
+        Ended(p, (float(p["x"]) - 7.0) ** 2) for p in (trial_parameters(spec, n) for n in range(30))
+    ]
+    alone = trial_parameters(spec, 30, ended)
+    crowded = [dict(alone, x=x) for x in (6.8, 6.9, 7.0, 7.1, 7.2)]  # others near the best
+    told = trial_parameters(spec, 30, ended, crowded)
+    assert told == trial_parameters(spec, 30, ended, crowded)  # seeded
+    assert told != alone

@@ -132,6 +132,7 @@ def test_sweeps_are_checked_owned_and_cancelled(db: Database) -> None:
                 sweeps.create(s, body, alice, now=NOW)
             assert str(caught.value).startswith(message), caught.value
         sweep = sweeps.create(s, _sweep(), alice, now=NOW)
+        assert sweeps.get(s, sweep.id[:5], alice) is sweep  # a unique prefix
         with pytest.raises(PermissionDenied):
             sweeps.get(s, sweep.id, bob)
         assert sweeps.list_sweeps(s, bob) == [] and len(sweeps.list_sweeps(s, alice)) == 1

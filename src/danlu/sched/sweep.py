@@ -37,19 +37,29 @@ class Ended:
     value: float
 
 
-def trial_parameters(spec: SweepSpec, n: int, ended: Sequence[Ended] = ()) -> dict[str, Value]:
-    """The parameters of trial ``n`` (from 0) of ``spec``; ``ended``: the trials that ended
-    with a value (``tpe`` only; the others ignore it)."""
+def trial_parameters(
+    spec: SweepSpec,
+    n: int,
+    ended: Sequence[Ended] = (),
+    running: Sequence[Mapping[str, Value]] = (),
+) -> dict[str, Value]:
+    """The parameters of trial ``n`` (from 0) of ``spec``. ``tpe`` only (the other methods
+    ignore them): ``ended``, the trials that ended with a value; ``running``, the parameters
+    of the trials not ended yet, which the sampler counts as doing badly (Optuna's "constant
+    liar"), so that trials drawn while others run try elsewhere."""
     if spec.method == "grid":
         return _grid_point(spec.parameters, n)
     if spec.method == "tpe" and n >= spec.startup_trials and ended:
-        return _tpe(spec, n, ended)
+        return _tpe(spec, n, ended, running)
     rng = random.Random(f"danlu-sweep:{spec.seed}:{n}")
     return {name: _draw(param, rng) for name, param in spec.parameters.items()}
 
 
-def _tpe(spec: SweepSpec, n: int, ended: Sequence[Ended]) -> dict[str, Value]:
-    """Ask a fresh Optuna study, told the ``ended`` trials, for the next point."""
+def _tpe(
+    spec: SweepSpec, n: int, ended: Sequence[Ended], running: Sequence[Mapping[str, Value]]
+) -> dict[str, Value]:
+    """Ask a fresh Optuna study, told the ``ended`` and ``running`` trials, for the next
+    point."""
     import optuna  # the ``hpo`` extra, checked at submission
 
     optuna.logging.set_verbosity(optuna.logging.WARNING)
@@ -68,15 +78,18 @@ def _tpe(spec: SweepSpec, n: int, ended: Sequence[Ended]) -> dict[str, Value]:
                 log=param.distribution == "log_uniform",
             )
     seed = random.Random(f"danlu-sweep-tpe:{spec.seed}:{n}").randrange(2**32)
-    sampler = optuna.samplers.TPESampler(seed=seed, n_startup_trials=0)
+    sampler = optuna.samplers.TPESampler(seed=seed, n_startup_trials=0, constant_liar=True)
     study = optuna.create_study(direction=spec.metric.goal, sampler=sampler)
-    for trial in ended:
-        params = {k: v for k, v in trial.parameters.items() if k in distributions}
-        if set(params) != set(distributions) or not math.isfinite(trial.value):
+    told = [(t.parameters, t.value) for t in ended if math.isfinite(t.value)]
+    for parameters, value in [*told, *((p, None) for p in running)]:
+        params = {k: v for k, v in parameters.items() if k in distributions}
+        if set(params) != set(distributions):
             continue
+        states = optuna.trial.TrialState
+        state = states.COMPLETE if value is not None else states.RUNNING
         try:
             frozen = optuna.trial.create_trial(
-                params=params, distributions=distributions, value=trial.value
+                params=params, distributions=distributions, value=value, state=state
             )
         except ValueError:  # a value outside today's ranges: not the spec's trial
             continue

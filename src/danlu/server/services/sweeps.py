@@ -103,8 +103,15 @@ def create(
 
 
 def get(session: Session, sweep_id: str, viewer: User | None = None) -> Sweep:
-    """The sweep ``sweep_id`` (a non-admin ``viewer`` sees only their own)."""
+    """The sweep with id ``sweep_id`` or a unique prefix of 4+ of its characters (a non-admin
+    ``viewer`` sees only their own)."""
     sweep = session.scalar(select(Sweep).where(Sweep.id == sweep_id))
+    if sweep is None and 4 <= len(sweep_id) < 12:
+        query = select(Sweep).where(Sweep.id.startswith(sweep_id, autoescape=True)).limit(2)
+        found = list(session.scalars(query))
+        if len(found) > 1:
+            raise ConflictError(f"sweep id prefix {sweep_id!r} is ambiguous; give more characters")
+        sweep = found[0] if found else None
     if sweep is None:
         raise NotFoundError("sweep", sweep_id)
     if viewer is not None and not viewer.is_admin and sweep.user_id != viewer.id:
@@ -189,10 +196,15 @@ def _submit_trials(
     out: list[str] = []
     if active >= spec.parallel or sweep.submitted >= spec.total:
         return out
-    ended = _ended(session, sweep, spec) if spec.method == "tpe" else []
+    ended: list[Ended] = []
+    running: list[dict[str, Value]] = []
+    if spec.method == "tpe":
+        ended = _ended(session, sweep, spec)
+        running = [_parameters(job) for job in _trials(session, sweep, unfinished=True)]
     while active < spec.parallel and sweep.submitted < spec.total:
         n = sweep.submitted
-        params = trial_parameters(spec, n, ended)
+        params = trial_parameters(spec, n, ended, running)
+        running.append(params)
         suffix = f"-{n}"
         trial = {
             **spec.trial,
