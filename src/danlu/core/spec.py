@@ -273,18 +273,22 @@ class JobSpec(_Strict):
         return value
 
 
-def _field_path(loc: tuple[int | str, ...]) -> str:
-    return ".".join(str(p) for p in loc)
-
-
-def _message(err: Any) -> str:
-    kind = err.get("type", "")
-    msg = str(err.get("msg", "invalid value"))
-    if kind == "missing":
-        return "this field is required"
-    if kind == "extra_forbidden":
-        return "unknown field; check the spelling against the job spec reference"
-    return msg.removeprefix("Value error, ")
+def spec_error(exc: ValidationError, kind: str = "job spec") -> SpecError:
+    """pydantic's first error as a :class:`SpecError` naming the field and the fix (with how
+    many more there are). A model-level check names its field itself: ``"field: message"``.
+    ``kind``: the spec an unknown field is checked against."""
+    errors = exc.errors()
+    first = errors[0]
+    field = ".".join(str(p) for p in first["loc"])
+    message = str(first.get("msg", "invalid value")).removeprefix("Value error, ")
+    if first.get("type") == "missing":
+        message = "this field is required"
+    if first.get("type") == "extra_forbidden":
+        message = f"unknown field; check the spelling against the {kind} reference"
+    if not field and ": " in message:
+        field, _, message = message.partition(": ")
+    more = f" (and {len(errors) - 1} more problem(s))" if len(errors) > 1 else ""
+    return SpecError(field, message + more)
 
 
 def parse_spec(data: Any, *, stored: bool = False) -> JobSpec:
@@ -302,11 +306,7 @@ def parse_spec(data: Any, *, stored: bool = False) -> JobSpec:
     except SpecError:
         raise
     except ValidationError as exc:
-        errors = exc.errors()
-        first = errors[0]
-        field = _field_path(tuple(first["loc"]))
-        more = f" (and {len(errors) - 1} more problem(s))" if len(errors) > 1 else ""
-        raise SpecError(field, _message(first) + more) from None
+        raise spec_error(exc) from None
     if not stored:
         check_limits(spec)
     return spec

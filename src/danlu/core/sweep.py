@@ -34,7 +34,7 @@ from typing import Any, Literal
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
 
 from danlu.core.errors import SpecError
-from danlu.core.spec import JobSpec, parse_spec, valid_name
+from danlu.core.spec import JobSpec, parse_spec, spec_error, valid_name
 
 MAX_TRIALS = 10_000
 """The most trials one sweep may run."""
@@ -95,6 +95,12 @@ class Metric(_Strict):
 
     name: str = Field(min_length=1, max_length=64)
     goal: Literal["minimize", "maximize"] = "minimize"
+
+    @property
+    def sign(self) -> float:
+        """-1 for a maximised metric, 1 for a minimised one: ``sign * value`` is lower when
+        better."""
+        return -1.0 if self.goal == "maximize" else 1.0
 
 
 class EarlyStopping(_Strict):
@@ -176,16 +182,7 @@ def parse_sweep(data: Any) -> SweepSpec:
     try:
         spec = SweepSpec.model_validate(data)
     except ValidationError as exc:
-        first = exc.errors()[0]
-        field = ".".join(str(p) for p in first["loc"])
-        message = str(first.get("msg", "invalid value")).removeprefix("Value error, ")
-        if first.get("type") == "extra_forbidden":
-            message = "unknown field; check the spelling against the sweep spec reference"
-        if first.get("type") == "missing":
-            message = "this field is required"
-        if not field and ": " in message:
-            field, _, message = message.partition(": ")
-        raise SpecError(field, message) from None
+        raise spec_error(exc, "sweep spec") from None
     try:
         trial = spec.trial_spec()
     except SpecError as exc:

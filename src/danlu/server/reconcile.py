@@ -87,8 +87,8 @@ DEFAULT_PREEMPT_GRACE = 30.0
 
 
 @dataclass
-class RoundReport:
-    """What one pass did (for tests and logs)."""
+class RoundReport(upkeep.Upkeep):
+    """What one pass did (for tests and logs), the queue rules' part included."""
 
     leader: bool = False
     settled: list[str] = field(default_factory=list)
@@ -96,16 +96,6 @@ class RoundReport:
     launched: list[str] = field(default_factory=list)
     preempted: list[str] = field(default_factory=list)
     stopped: list[str] = field(default_factory=list)
-    expired: list[str] = field(default_factory=list)
-    """Jobs cancelled because their deadline passed."""
-    ready: list[str] = field(default_factory=list)
-    """Waiting jobs whose dependencies are all met now (scheduled from this pass on)."""
-    abandoned: list[str] = field(default_factory=list)
-    """Waiting jobs cancelled because a dependency can never be met."""
-    trials: list[str] = field(default_factory=list)
-    """Sweep trials submitted."""
-    stopped_early: list[str] = field(default_factory=list)
-    """Sweep trials the median rule stopped."""
     cordoned: list[str] = field(default_factory=list)
     """Nodes cordoned because launches kept failing there for the node's reasons."""
     inventory: list[str] = field(default_factory=list)
@@ -308,12 +298,10 @@ class Reconciler:
                 self._swept = False  # the jobs on nodes that left are re-queued below
             if not self._swept:
                 self._swept = self._requeue_lost(t, report)
-            done = upkeep.Upkeep()
-            upkeep.expire(self.db, t, done)  # a running job's stop: the poll below
+            upkeep.expire(self.db, t, report)  # a running job's stop: the poll below
             to_launch = self._poll(t, now, report)
-            upkeep.judge_dependencies(self.db, t, done)  # what ended just now counts
-            upkeep.advance_sweeps(self.db, t, done)
-            self._upkept(done, report)
+            upkeep.judge_dependencies(self.db, t, report)  # what ended just now counts
+            upkeep.advance_sweeps(self.db, t, report)
             started = self._schedule(resolve_now(now), report)
             pending = [*started, *(j for j in to_launch if j not in started)]
             self._launch(pending, resolve_now(now), report)
@@ -407,14 +395,6 @@ class Reconciler:
         finally:
             self._release(claimed)
         return len(claimed) == len(lost)
-
-    @staticmethod
-    def _upkept(done: upkeep.Upkeep, report: RoundReport) -> None:
-        report.expired += done.expired
-        report.ready += done.ready
-        report.abandoned += done.abandoned
-        report.trials += done.trials
-        report.stopped_early += done.stopped_early
 
     def _claim(self, ids: list[str], t: float) -> set[str]:
         if not ids:

@@ -20,13 +20,18 @@ the next passes)."""
 
 @dataclass
 class Upkeep:
-    """What one pass's rules did (job ids)."""
+    """What one pass's rules did (job ids); the reconcile loop's report extends it."""
 
     expired: list[str] = field(default_factory=list)
+    """Jobs cancelled because their deadline passed."""
     ready: list[str] = field(default_factory=list)
+    """Waiting jobs whose dependencies are all met now (scheduled from this pass on)."""
     abandoned: list[str] = field(default_factory=list)
+    """Waiting jobs cancelled because a dependency can never be met."""
     trials: list[str] = field(default_factory=list)
+    """Sweep trials submitted."""
     stopped_early: list[str] = field(default_factory=list)
+    """Sweep trials the median rule stopped."""
 
 
 def expire(db: Database, t: float, out: Upkeep) -> None:

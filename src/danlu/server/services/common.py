@@ -7,6 +7,10 @@ from typing import Any
 
 from sqlalchemy import Connection, Executable
 
+IN_CHUNK = 500
+"""Values per ``IN (...)`` list when the services read rows by many keys (SQLite caps a
+statement's parameters; PostgreSQL plans long lists slowly)."""
+
 
 def tuple_rows(connection: Connection, statement: Executable) -> list[tuple[Any, ...]]:
     """The rows of ``statement`` as plain tuples: they compare and hash in C (a Core ``Row``

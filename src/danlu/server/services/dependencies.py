@@ -30,9 +30,9 @@ from danlu.core.spec import Dependency
 from danlu.core.state import JobState
 from danlu.server.db import Job
 from danlu.server.errors import ConflictError, NotFoundError, PermissionDenied
+from danlu.server.services.common import IN_CHUNK
 
 _VERB = {"succeeded": "succeed", "failed": "fail", "finished": "finish", "started": "start"}
-_LOAD_CHUNK = 500
 
 
 @dataclass(frozen=True)
@@ -137,9 +137,9 @@ def lookup_found(session: Session, ids: Iterable[str]) -> dict[str, Found]:
     out)."""
     wanted = sorted(set(ids))
     out: dict[str, Found] = {}
-    for i in range(0, len(wanted), _LOAD_CHUNK):
+    for i in range(0, len(wanted), IN_CHUNK):
         query = select(Job.id, Job.name, Job.state, Job.started_at).where(
-            Job.id.in_(wanted[i : i + _LOAD_CHUNK])
+            Job.id.in_(wanted[i : i + IN_CHUNK])
         )
         for job_id, name, state, started_at in session.execute(query):
             out[job_id] = Found(name, JobState(state), started_at is not None)

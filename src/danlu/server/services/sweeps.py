@@ -32,7 +32,7 @@ from danlu.sched.sweep import Curve, Ended, Value, curve, median_stop, trial_par
 from danlu.server.db import Job, JobMetric, Sweep, User
 from danlu.server.errors import AdmissionError, ConflictError, NotFoundError, PermissionDenied
 from danlu.server.services import jobs
-from danlu.server.services.common import resolve_now
+from danlu.server.services.common import IN_CHUNK, resolve_now
 
 RUNNING = "RUNNING"
 DONE = "DONE"
@@ -41,7 +41,6 @@ FAILED = "FAILED"
 SWEEP_STATES = (RUNNING, DONE, CANCELLED, FAILED)
 JUDGE_EVERY_SECONDS = 10.0
 """How often the median rule reads a running sweep's metric records at most."""
-_UNFINISHED = [s.value for s in JobState if not s.terminal]
 
 
 @dataclass(frozen=True)
@@ -96,7 +95,7 @@ def create(
         with session.begin_nested():  # a refused trial leaves nothing behind
             session.add(sweep)
             session.flush()
-            _submit_trials(session, sweep, spec, user, t)
+            _submit_trials(session, sweep, spec, user, t, _Trials(session, sweep, spec))
     except (SpecError, AdmissionError) as exc:
         raise SpecError(f"trial.{exc.field}".rstrip("."), exc.message) from None
     return sweep
@@ -136,7 +135,7 @@ def cancel(session: Session, sweep_id: str, viewer: User, now: float | None = No
     if sweep.state != RUNNING:
         raise ConflictError(f"sweep {sweep.id} already ended ({sweep.state}); nothing to cancel")
     _end(sweep, CANCELLED, f"cancelled by {viewer.name}", t)
-    for job in _trials(session, sweep, unfinished=True):
+    for job in _Trials(session, sweep, spec_of(sweep)).unfinished():
         jobs.cancel_job(session, job.id, reason=f"its sweep was cancelled by {viewer.name}", now=t)
     session.flush()
     return sweep
@@ -159,16 +158,17 @@ def advance(
     if sweep.state != RUNNING:
         return [], []
     spec = spec_of(sweep)
-    stopped = _stop_early(session, sweep, spec, t)
+    trials = _Trials(session, sweep, spec)
+    stopped = _stop_early(session, sweep, trials, t)
     try:
-        submitted = _submit_trials(session, sweep, spec, sweep.user, t)
+        submitted = _submit_trials(session, sweep, spec, sweep.user, t, trials)
     except ConflictError:
         raise  # a concurrent change: the next pass tries again
     except DanluError as exc:  # the spec, the quota, the inventory or the owner's rights
         _end(sweep, FAILED, f"trial {sweep.submitted} could not be submitted: {exc}", t)
         session.flush()
         return stopped, []
-    if sweep.submitted >= spec.total and not _trials(session, sweep, unfinished=True):
+    if sweep.submitted >= spec.total and not trials.unfinished():
         _end(sweep, DONE, f"{sweep.submitted} trials ended", t)
     session.flush()
     return stopped, submitted
@@ -180,18 +180,37 @@ def _end(sweep: Sweep, state: str, reason: str, t: float) -> None:
     sweep.finished_at = t
 
 
-def _trials(session: Session, sweep: Sweep, *, unfinished: bool = False) -> list[Job]:
-    query = select(Job).where(Job.sweep_id == sweep.id)
-    if unfinished:
-        query = query.where(Job.state.in_(_UNFINISHED))
-    return list(session.scalars(query.order_by(Job.trial)))
+class _Trials:
+    """A sweep's trial jobs in trial order, read once for a call of this module, and their
+    curves of the metric, read at most once and only when asked for."""
+
+    def __init__(self, session: Session, sweep: Sweep, spec: SweepSpec) -> None:
+        self.session = session
+        self.spec = spec
+        query = select(Job).where(Job.sweep_id == sweep.id).order_by(Job.trial)
+        self.jobs = list(session.scalars(query))
+        self._curves: dict[str, Curve] | None = None
+
+    def unfinished(self) -> list[Job]:
+        return [job for job in self.jobs if not JobState(job.state).terminal]
+
+    def curves(self) -> dict[str, Curve]:
+        """Each trial's curve of the sweep's metric (those with no report left out)."""
+        if self._curves is None:
+            self._curves = _read_curves(self.session, self.jobs, self.spec)
+        return self._curves
+
+    def value(self, job_id: str) -> float | None:
+        """The best value of the metric trial ``job_id`` reported (None before any)."""
+        found = self.curves().get(job_id)
+        return None if found is None else self.spec.metric.sign * found.best[-1]
 
 
 def _submit_trials(
-    session: Session, sweep: Sweep, spec: SweepSpec, owner: User, t: float
+    session: Session, sweep: Sweep, spec: SweepSpec, owner: User, t: float, trials: _Trials
 ) -> list[str]:
     """Submit trials while fewer than ``parallel`` are unfinished and some are left."""
-    active = len(_trials(session, sweep, unfinished=True))
+    active = len(trials.unfinished())
     estimate = sweep.estimate or {}
     out: list[str] = []
     if active >= spec.parallel or sweep.submitted >= spec.total:
@@ -199,8 +218,8 @@ def _submit_trials(
     ended: list[Ended] = []
     running: list[dict[str, Value]] = []
     if spec.method == "tpe":
-        ended = _ended(session, sweep, spec)
-        running = [_parameters(job) for job in _trials(session, sweep, unfinished=True)]
+        ended = _ended(trials)
+        running = [_parameters(job) for job in trials.unfinished()]
     while active < spec.parallel and sweep.submitted < spec.total:
         n = sweep.submitted
         params = trial_parameters(spec, n, ended, running)
@@ -229,19 +248,20 @@ def _submit_trials(
         job.trial = n
         sweep.submitted = n + 1
         active += 1
+        trials.jobs.append(job)
         out.append(job.id)
     session.flush()
     return out
 
 
-def _curves(session: Session, trials: Sequence[Job], spec: SweepSpec) -> dict[str, Curve]:
+def _read_curves(session: Session, trials: Sequence[Job], spec: SweepSpec) -> dict[str, Curve]:
     """Each trial's curve of the sweep's metric (those with no report left out)."""
     name, goal = spec.metric.name, spec.metric.goal
     points: dict[str, list[tuple[int, float]]] = {}
     ids = [job.id for job in trials]
-    for i in range(0, len(ids), 500):
+    for i in range(0, len(ids), IN_CHUNK):
         query = select(JobMetric.job_id, JobMetric.step, JobMetric.data).where(
-            JobMetric.job_id.in_(ids[i : i + 500])
+            JobMetric.job_id.in_(ids[i : i + IN_CHUNK])
         )
         for job_id, step, data in session.execute(query):
             value = data.get(name) if isinstance(data, dict) else None
@@ -250,15 +270,12 @@ def _curves(session: Session, trials: Sequence[Job], spec: SweepSpec) -> dict[st
     return {job_id: curve(p, goal) for job_id, p in points.items() if p}
 
 
-def _ended(session: Session, sweep: Sweep, spec: SweepSpec) -> list[Ended]:
+def _ended(trials: _Trials) -> list[Ended]:
     """The sweep's ended trials with a value of the metric (what ``tpe`` learns from)."""
-    trials = [job for job in _trials(session, sweep) if JobState(job.state).terminal]
-    curves = _curves(session, trials, spec)
-    sign = -1.0 if spec.metric.goal == "maximize" else 1.0
     return [
-        Ended(_parameters(job), sign * curves[job.id].best[-1])
-        for job in trials
-        if job.id in curves
+        Ended(_parameters(job), value)
+        for job in trials.jobs
+        if JobState(job.state).terminal and (value := trials.value(job.id)) is not None
     ]
 
 
@@ -268,15 +285,15 @@ def _parameters(job: Job) -> dict[str, Value]:
     return params
 
 
-def _stop_early(session: Session, sweep: Sweep, spec: SweepSpec, t: float) -> list[str]:
+def _stop_early(session: Session, sweep: Sweep, trials: _Trials, t: float) -> list[str]:
+    spec = trials.spec
     rule = spec.early_stopping
     if rule is None or t - (sweep.judged_at or -JUDGE_EVERY_SECONDS) < JUDGE_EVERY_SECONDS:
         return []
     sweep.judged_at = t
-    trials = _trials(session, sweep)
-    curves = _curves(session, trials, spec)
+    curves = trials.curves()
     stopped = []
-    for job in trials:
+    for job in trials.jobs:
         mine = curves.get(job.id)
         if job.state != JobState.RUNNING.value or job.cancel_requested_at is not None:
             continue
@@ -292,20 +309,17 @@ def _stop_early(session: Session, sweep: Sweep, spec: SweepSpec, t: float) -> li
 
 def results(session: Session, sweep: Sweep) -> list[TrialResult]:
     """The sweep's trials in trial order, with their parameters and best values."""
-    spec = spec_of(sweep)
-    trials = _trials(session, sweep)
-    curves = _curves(session, trials, spec)
-    sign = -1.0 if spec.metric.goal == "maximize" else 1.0
+    trials = _Trials(session, sweep, spec_of(sweep))
     out = []
-    for job in trials:
-        c = curves.get(job.id)
+    for job in trials.jobs:
+        c = trials.curves().get(job.id)
         out.append(
             TrialResult(
                 job_id=job.id,
                 trial=job.trial or 0,
                 state=job.state,
                 parameters=_parameters(job),
-                best=None if c is None else sign * c.best[-1],
+                best=trials.value(job.id),
                 step=None if c is None else c.last_step,
             )
         )
@@ -318,5 +332,4 @@ def best(spec: SweepSpec, trials: Sequence[TrialResult]) -> TrialResult | None:
     reported = [r for r in trials if r.best is not None]
     if not reported:
         return None
-    sign = -1.0 if spec.metric.goal == "maximize" else 1.0
-    return min(reported, key=lambda r: (sign * (r.best or 0.0), r.trial))
+    return min(reported, key=lambda r: (spec.metric.sign * (r.best or 0.0), r.trial))

@@ -25,7 +25,7 @@ from danlu.server.db.models import Job, Project
 from danlu.server.errors import AdmissionError
 from danlu.server.services import admission, jobs, nodes, observe
 from danlu.server.services.cluster import InventoryMemo, load_cluster
-from danlu.server.services.common import resolve_now, tuple_rows
+from danlu.server.services.common import IN_CHUNK, resolve_now, tuple_rows
 from danlu.server.services.projects import HOLDING, Usage, quota_excess, with_quota
 
 ShareDict = dict[str, int | str]
@@ -281,10 +281,6 @@ def _pending_entry(job: Job, project: Project, cluster: Cluster, statuses: Statu
     return _Entry(job.id, status, None, admission.minimum_usage(status.request, cluster))
 
 
-_LOAD_CHUNK = 500
-"""Rows per ``IN (...)`` when loading the jobs whose status changed."""
-
-
 def _load_rows(session: Session, seqs: list[int], parsed: set[int]) -> dict[int, Job]:
     """The rows of the jobs ``seqs`` (without their user and project: not needed here), the
     spec deferred for those in ``parsed`` (the cache holds their parsed spec: a spec never
@@ -295,8 +291,8 @@ def _load_rows(session: Session, seqs: list[int], parsed: set[int]) -> dict[int,
         options = [lazyload(Job.project), lazyload(Job.user)]
         if deferred:
             options.append(defer(Job.spec))
-        for i in range(0, len(wanted), _LOAD_CHUNK):
-            query = select(Job).options(*options).where(Job.seq.in_(wanted[i : i + _LOAD_CHUNK]))
+        for i in range(0, len(wanted), IN_CHUNK):
+            query = select(Job).options(*options).where(Job.seq.in_(wanted[i : i + IN_CHUNK]))
             out.update((job.seq, job) for job in session.scalars(query))
     return out
 
