@@ -127,6 +127,15 @@ def test_submit_after_adds_to_the_specs_dependencies(fake: FakeApi, tmp_path: Pa
     assert code == 2 and "depends_on.0.condition" in err
 
 
+def test_submit_time_limit_takes_a_duration(fake: FakeApi, tmp_path: Path) -> None:
+    for given, seconds in (("5400", 5400.0), ("90m", 5400.0), ("01:30:00", 5400.0)):
+        code, out, _ = run("submit", str(write(tmp_path, HELLO)), "--time-limit", given)
+        assert code == 0, out
+        assert json.loads(fake.requests[-1].content)["time_limit"] == seconds
+    code, _, err = run("submit", str(write(tmp_path, HELLO)), "--time-limit", "soon")
+    assert code == 2 and "time_limit: 'soon' is not a duration" in err
+
+
 @pytest.mark.parametrize(
     "text,field",
     [
@@ -205,7 +214,10 @@ def test_show_json_and_table(fake: FakeApi) -> None:
     assert code == 0 and "deadline_at" in out and "purged_at" not in out
     old = fake.add_job("old", "SUCCEEDED", purged_at=5000.0)
     code, out, _ = run("show", old["id"])
-    assert code == 0 and "purged_at" in out
+    assert code == 0 and "purged_at" in out and "time_limit" not in out
+    limited = fake.add_job("limited", "RUNNING", time_limit=7200.0, run_time=1830.0)
+    code, out, _ = run("show", limited["id"])
+    assert code == 0 and "2h (30m30s used by runs ended)" in out
 
 
 def test_unknown_job_exits_2_with_the_servers_message(fake: FakeApi) -> None:

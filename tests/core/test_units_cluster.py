@@ -1,4 +1,4 @@
-"""Byte sizes, GPU types, allocations and clusters."""
+"""Byte sizes, durations, GPU types, allocations and clusters."""
 
 from __future__ import annotations
 
@@ -15,7 +15,14 @@ from danlu.core.cluster import (
     gpu_type,
 )
 from danlu.core.errors import SpecError, UnknownNameError
-from danlu.core.units import GiB, MiB, format_bytes, parse_bytes
+from danlu.core.units import (
+    GiB,
+    MiB,
+    format_bytes,
+    format_duration,
+    parse_bytes,
+    parse_duration,
+)
 
 
 @pytest.mark.parametrize(
@@ -157,3 +164,47 @@ def test_cluster_arrays_heterogeneous() -> None:
 def test_homogeneous_unknown_gpu_type() -> None:
     with pytest.raises(UnknownNameError):
         Cluster.homogeneous(1, 1, "nope")
+
+
+@pytest.mark.parametrize(
+    ("value", "seconds"),
+    [
+        (3600, 3600.0),
+        (2.5, 2.5),
+        ("3600", 3600.0),
+        ("90s", 90.0),
+        ("30m", 1800.0),
+        ("1h30m", 5400.0),
+        ("1H 30M", 5400.0),
+        ("1.5h", 5400.0),
+        ("2d", 172800.0),
+        ("04:00:00", 14400.0),  # Slurm's HH:MM:SS
+        ("10:30", 630.0),  # and MM:SS, as Slurm reads it
+        ("1-12", 129600.0),  # D-HH
+        ("1-12:30", 131400.0),  # D-HH:MM
+        ("2-00:00:05", 172805.0),
+    ],
+)
+def test_parse_duration_reads_seconds_units_and_slurm_clock_forms(
+    value: int | float | str, seconds: float
+) -> None:
+    assert parse_duration(value) == seconds
+
+
+@pytest.mark.parametrize("value", ["", "h", "1y", "1h30", "1:2:3:4", "-5:00", "1-", "5 minutes"])
+def test_parse_duration_refuses_what_is_not_a_duration_naming_the_forms(value: str) -> None:
+    with pytest.raises(SpecError, match="is not a duration; write seconds") as info:
+        parse_duration(value, "time_limit")
+    assert info.value.field == "time_limit"
+
+
+def test_format_duration_keeps_the_two_largest_units() -> None:
+    assert [format_duration(s) for s in (0, 45.4, 60, 5400, 5430, 187200, -3)] == [
+        "0s",
+        "45s",
+        "1m",
+        "1h30m",
+        "1h30m",
+        "2d4h",
+        "0s",
+    ]

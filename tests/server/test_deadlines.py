@@ -68,3 +68,65 @@ def test_jobs_past_their_deadline_are_cancelled_queued_or_running(
             assert jobs.get_job(s, patient.id).state == "RUNNING"  # it took the GPU
     finally:
         loop.stop()
+
+
+def test_jobs_that_used_their_time_limit_are_stopped_counting_every_run(
+    db: Database, tmp_path: Path
+) -> None:
+    """``time_limit`` counts the time the job held GPUs, over its runs (``run_time`` of
+    the runs ended plus the current one), not the time it waited: reached, the job is
+    stopped as by a cancel; a queued job whose runs used it all ends without starting."""
+    nodes = (Node("a", 1, gpu_type("H100")), Node("b", 1, gpu_type("H100")))
+    body = {"command": ["python", "train.py"], "resources": {"gpus": 1}}
+    with db.session() as s:
+        alice = user_and_nodes(s, nodes, NOW)
+        fresh = jobs.submit(s, {"name": "fresh", "time_limit": "100s", **body}, alice, now=NOW)
+        resumed = jobs.submit(s, {"name": "resumed", "time_limit": "1m", **body}, alice, now=NOW)
+        used_up = jobs.submit(s, {"name": "used", "time_limit": 30, **body}, alice, now=NOW)
+        patient = jobs.submit(s, {"name": "patient", **body}, alice, now=NOW)
+        # earlier runs of these two (ended by preemptions) held GPUs for 50 s and 30 s
+        jobs.get_job(s, resumed.id).run_time = 50.0
+        jobs.get_job(s, used_up.id).run_time = 30.0
+        assert [job_out(j)["time_limit"] for j in (fresh, resumed, patient)] == [100, 60, None]
+        ids = (fresh.id, resumed.id, used_up.id, patient.id)
+    world = FakeWorld()
+    for job_id in ids:
+        world.script(job_id, duration=1000)
+    executor = FakeExecutor(Cluster(nodes), world)
+    loop = Reconciler(db, executor, load_settings(home=tmp_path), policy=make_policy("fifo"))
+    try:
+        report = loop.run_once(now=NOW + 500)  # queued for 500 s: that does not count
+        assert report.timed_out == [used_up.id]  # its runs used all of it: never started
+        assert report.launched == [fresh.id, resumed.id]
+        with db.read_session() as s:
+            assert jobs.get_job(s, used_up.id).state == "CANCELLED"
+            assert events.list_events(s, used_up.id)[-1].reason == (
+                "time limit reached: ran 30s of 30s"
+            )
+            fresh_why = jobs.why(s, jobs.get_job(s, fresh.id), now=NOW + 509)
+            assert fresh_why.endswith("; 1m31s left of its time limit of 1m40s"), fresh_why
+        assert loop.run_once(now=NOW + 509).timed_out == []
+        report = loop.run_once(now=NOW + 510)  # 10 s of this run and 50 s before
+        assert report.timed_out == [resumed.id]
+        assert loop.run_once(now=NOW + 511).timed_out == []  # asked once, not every pass
+        for t in range(512, 520):
+            loop.run_once(now=NOW + t)
+        report = loop.run_once(now=NOW + 600)
+        assert report.timed_out == [fresh.id]
+        for t in range(601, 610):
+            loop.run_once(now=NOW + t)
+        with db.read_session() as s:
+            states = {job_id: jobs.get_job(s, job_id).state for job_id in ids}
+            assert states == {
+                fresh.id: "CANCELLED",
+                resumed.id: "CANCELLED",
+                used_up.id: "CANCELLED",
+                patient.id: "RUNNING",
+            }
+            reason = events.list_events(s, resumed.id)[-1].reason
+            assert reason == "time limit reached: ran 1m of 1m", reason
+            # its limit, and the time its run took to stop (SIGTERM, then the exit)
+            assert 100.0 <= jobs.get_job(s, fresh.id).run_time < 110.0
+            assert "time limit" not in jobs.why(s, jobs.get_job(s, patient.id), now=NOW + 610)
+    finally:
+        loop.stop()

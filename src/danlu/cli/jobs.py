@@ -28,7 +28,7 @@ from danlu.config import load_client_settings
 from danlu.core.errors import DanluError, SpecError
 from danlu.core.spec import load_spec_data, parse_spec
 from danlu.core.state import JobState
-from danlu.core.units import format_bytes
+from danlu.core.units import format_bytes, format_duration
 
 console = Console()
 err = Console(stderr=True)
@@ -165,6 +165,12 @@ def submit(
             help="Wait for job ID to succeed, or ID:failed|finished|started (repeatable).",
         ),
     ] = None,
+    time_limit: Annotated[
+        str | None,
+        typer.Option(
+            "--time-limit", help="Stop the job once it has run this long: 3600, 90m, 04:00:00."
+        ),
+    ] = None,
     json_out: JsonOpt = False,
     home: HomeOpt = None,
     url: UrlOpt = None,
@@ -178,6 +184,7 @@ def submit(
         "user": user,
         "resources.gpus": gpus,
         "resources.gpu_memory": gpu_memory,
+        "time_limit": time_limit,
     }
     try:
         body = build_spec(spec, overrides, list(sets or []), list(after or []))
@@ -279,6 +286,12 @@ def show(
         if data.get(key) is not None:
             table.add_row(key, str(data[key]))
     table.add_row("gpus", top_view.gpus_of(data))
+    if data.get("time_limit"):
+        table.add_row(
+            "time_limit",
+            f"{format_duration(float(data['time_limit']))} "
+            f"({format_duration(float(data.get('run_time') or 0))} used by runs ended)",
+        )
     for key in ("submitted_at", "started_at", "finished_at", "deadline_at", "held_at", "purged_at"):
         if data.get(key):
             table.add_row(key, time.strftime("%Y-%m-%d %H:%M:%S", time.localtime(data[key])))

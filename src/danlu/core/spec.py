@@ -31,7 +31,7 @@ from pydantic import (
 )
 
 from danlu.core.errors import SpecError
-from danlu.core.units import MAX_BYTES, parse_bytes
+from danlu.core.units import MAX_BYTES, parse_bytes, parse_duration
 from danlu.core.values import MAX_DEPTH, check_values, quoted
 
 MODEL_FAMILIES = ("cnn-small", "cnn-large", "transformer", "lstm", "recommendation", "gan", "rl")
@@ -228,10 +228,21 @@ class JobSpec(_Strict):
     control plane gives each job a directory of its own under its home."""
     deadline: float | None = Field(default=None, gt=0)
     """Seconds after submission by which the job must finish: the control plane cancels a
-    job not finished by then (a running one is stopped as by a cancel)."""
+    job not finished by then (a running one is stopped as by a cancel). A duration such as
+    ``6h`` or ``1-00:00:00`` is read as its seconds."""
+    time_limit: float | None = Field(default=None, gt=0)
+    """Seconds the job may hold GPUs in all, over every run (restarts, preemptions and
+    resizes count the time each run held its GPUs; the time queued does not): once reached,
+    the control plane stops it as by a cancel (SIGTERM, the grace to checkpoint) and it ends
+    CANCELLED, like Slurm's ``--time``. A duration such as ``2h``, ``90m`` or ``04:00:00``."""
     depends_on: list[Dependency] = Field(default_factory=list, max_length=MAX_DEPENDENCIES)
     """Jobs this one waits for (:class:`Dependency`): a pipeline's steps, each submitted
     with the ids of the steps before it."""
+
+    @field_validator("deadline", "time_limit", mode="before")
+    @classmethod
+    def _duration(cls, value: Any) -> Any:
+        return None if value is None else parse_duration(value, "")
 
     @field_validator("depends_on", mode="before")
     @classmethod
@@ -334,6 +345,7 @@ def check_limits(spec: JobSpec) -> None:
         ("training.max_batch_size", training.max_batch_size, 1, MAX_BATCH),
         ("training.expected_duration", training.expected_duration, 0, math.inf),
         ("deadline", spec.deadline, 0, math.inf),
+        ("time_limit", spec.time_limit, 0, math.inf),
     ]
     if isinstance(res.gpu_memory, int):
         bounded.append(("resources.gpu_memory", res.gpu_memory, 0, MAX_BYTES))

@@ -1,4 +1,4 @@
-"""Byte-size parsing and formatting ("20GiB", "512MB", 1024)."""
+"""Byte sizes ("20GiB", "512MB", 1024) and durations ("2h", "1h30m", "04:00:00", 90)."""
 
 from __future__ import annotations
 
@@ -74,3 +74,61 @@ def format_bytes(n: int | float) -> str:
             return f"{size:.1f}{unit}" if unit != "B" else f"{int(size)}B"
         size /= 1024
     return f"{size:.1f}TiB"
+
+
+_DURATION_UNITS: dict[str, float] = {"s": 1.0, "m": 60.0, "h": 3600.0, "d": 86400.0}
+_DURATION_PART = re.compile(r"([0-9]+(?:\.[0-9]*)?)\s*([smhd])", re.IGNORECASE)
+_DURATION = re.compile(r"^(?:\s*[0-9]+(?:\.[0-9]*)?\s*[smhd]\s*)+$", re.IGNORECASE)
+_CLOCK = re.compile(r"^\s*([0-9]+:)?[0-9]+:[0-9]+\s*$")
+_DAYS_CLOCK = re.compile(r"^\s*([0-9]+)-([0-9]+)(?::([0-9]+))?(?::([0-9]+))?\s*$")
+_DURATION_HELP = (
+    "write seconds (3600), a number with units s, m, h, d (90m, 1h30m, 2d), "
+    "or a clock time HH:MM:SS or D-HH:MM:SS (04:00:00)"
+)
+
+
+def parse_duration(value: int | float | str, field: str = "duration") -> float:
+    """Parse a duration in seconds: a number, units combined (``90s``, ``30m``, ``1h30m``,
+    ``2d``) or Slurm's clock forms ``MM:SS``, ``HH:MM:SS``, ``D-HH[:MM[:SS]]`` (``04:00:00``,
+    ``1-12``; a bare number is seconds, unlike Slurm's minutes).
+
+    Raises :class:`SpecError` naming ``field`` when the value is not a duration; the caller
+    checks the range.
+    """
+    if isinstance(value, bool) or not isinstance(value, int | float | str):
+        raise SpecError(field, f"expected a duration, got {type(value).__name__}; {_DURATION_HELP}")
+    if isinstance(value, int | float):
+        return float(value)
+    text = value.strip()
+    try:
+        return float(text)
+    except ValueError:
+        pass
+    if _DURATION.match(text):
+        return sum(
+            float(number) * _DURATION_UNITS[unit.lower()]
+            for number, unit in _DURATION_PART.findall(text)
+        )
+    if _CLOCK.match(text):  # MM:SS or HH:MM:SS
+        parts = [int(part) for part in text.split(":")]
+        return float(sum(part * 60**power for power, part in enumerate(reversed(parts))))
+    days_clock = _DAYS_CLOCK.match(text)
+    if days_clock is not None:  # D-HH, D-HH:MM or D-HH:MM:SS
+        days, hours, minutes, seconds = (int(part or 0) for part in days_clock.groups())
+        return float(((days * 24 + hours) * 60 + minutes) * 60 + seconds)
+    raise SpecError(field, f"{quoted(value)} is not a duration; {_DURATION_HELP}")
+
+
+def format_duration(seconds: float) -> str:
+    """Format seconds compactly: ``45s``, ``1h30m``, ``2d4h``."""
+    if not math.isfinite(seconds):
+        return f"{seconds}s"
+    left = round(max(0.0, seconds))
+    if left < 60:
+        return f"{left}s"
+    parts = []
+    for unit, size in (("d", 86400), ("h", 3600), ("m", 60), ("s", 1)):
+        count, left = divmod(left, size)
+        if count:
+            parts.append(f"{count}{unit}")
+    return "".join(parts[:2])

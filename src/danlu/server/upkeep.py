@@ -1,5 +1,5 @@
 """The queue's own rules, applied by every pass of the reconcile loop before it schedules:
-deadlines (:func:`expire`), dependencies (:func:`judge_dependencies`) and sweeps
+deadlines and time limits (:func:`expire`), dependencies (:func:`judge_dependencies`) and sweeps
 (:func:`advance_sweeps`). Each works one job or sweep per transaction, so that a request
 changing one of them meanwhile costs only that one (it is judged again next pass)."""
 
@@ -24,6 +24,8 @@ class Upkeep:
 
     expired: list[str] = field(default_factory=list)
     """Jobs cancelled because their deadline passed."""
+    timed_out: list[str] = field(default_factory=list)
+    """Jobs cancelled because they held GPUs for their ``time_limit``."""
     ready: list[str] = field(default_factory=list)
     """Waiting jobs whose dependencies are all met now (scheduled from this pass on)."""
     abandoned: list[str] = field(default_factory=list)
@@ -35,18 +37,20 @@ class Upkeep:
 
 
 def expire(db: Database, t: float, out: Upkeep) -> None:
-    """Cancel the jobs whose deadline has passed: a queued one ends now, a running one is
-    stopped by the pass's poll."""
+    """Cancel the jobs whose deadline has passed or that used their time limit: a queued one
+    ends now, a running one is stopped by the pass's poll."""
     with db.read_session() as session:
-        due = jobs.expired(session, t)
-    for job_id, reason in due:
-        try:
-            with db.session() as session:
-                jobs.cancel_job(session, job_id, reason=reason, now=t)
-        except DanluError as exc:  # finished or cancelled meanwhile
-            log.debug("reconcile: deadline of %s: %s", job_id, exc)
-            continue
-        out.expired.append(job_id)
+        past_deadline = jobs.expired(session, t)
+        over_time = jobs.over_time(session, t)
+    for due, done in ((past_deadline, out.expired), (over_time, out.timed_out)):
+        for job_id, reason in due:
+            try:
+                with db.session() as session:
+                    jobs.cancel_job(session, job_id, reason=reason, now=t)
+            except DanluError as exc:  # finished or cancelled meanwhile
+                log.debug("reconcile: cancelling %s (%s): %s", job_id, reason, exc)
+                continue
+            done.append(job_id)
 
 
 def judge_dependencies(db: Database, t: float, out: Upkeep) -> None:

@@ -146,6 +146,8 @@ class Job(LockMixin, Base):
         ),
         # the deadlines due among the unfinished jobs, however many finished ones had one
         Index("ix_jobs_state_deadline_at", "state", "deadline_at"),
+        # the unfinished jobs with a time limit, for the check of the time they ran
+        Index("ix_jobs_state_time_limit", "state", "time_limit"),
         # the finished jobs due for the retention's purge, oldest first
         Index("ix_jobs_purged_at_finished_at", "purged_at", "finished_at"),
     )
@@ -186,6 +188,10 @@ class Job(LockMixin, Base):
     deadline_at: Mapped[float | None] = mapped_column(Double, default=None)
     """``submitted_at`` plus the spec's ``deadline``: a job not finished by then is cancelled
     (:func:`danlu.server.services.jobs.expired`); null without a deadline."""
+    time_limit: Mapped[float | None] = mapped_column(Double, default=None)
+    """The spec's ``time_limit``: seconds the job may hold GPUs over all its runs (``run_time``
+    plus the current run's time so far) before it is stopped
+    (:func:`danlu.server.services.jobs.over_time`); null without one."""
     held_at: Mapped[float | None] = mapped_column(Double, default=None)
     """When the job's owner or an admin held it: a held PENDING job is not scheduled until
     released (:func:`danlu.server.services.jobs.hold`); null when not held."""

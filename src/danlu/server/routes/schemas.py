@@ -48,6 +48,12 @@ class JobOut(BaseModel):
     deadline_at: float | None = None
     """When the job must have finished (submission plus the spec's ``deadline``): an
     unfinished job is cancelled then. Null without a deadline."""
+    time_limit: float | None = None
+    """The spec's ``time_limit`` in seconds: how long the job may hold GPUs over all its runs
+    before it is stopped and CANCELLED. Null without one."""
+    run_time: float = 0.0
+    """Seconds the job held GPUs in its runs ended so far (the current run's time is not in
+    it until the run ends)."""
     held_at: float | None = None
     """When the job was held (not scheduled until released); null when not held."""
     waiting_on: str | None = None
@@ -277,6 +283,8 @@ def job_out(job: Job) -> dict[str, Any]:
         "started_at": job.started_at,
         "finished_at": job.finished_at,
         "deadline_at": job.deadline_at,
+        "time_limit": job.time_limit,
+        "run_time": job.run_time,
         "purged_at": job.purged_at,
         "held_at": job.held_at,
         "waiting_on": job.waiting_on,

@@ -11,7 +11,7 @@ import secrets
 from collections.abc import Iterable, Mapping
 from typing import Any
 
-from sqlalchemy import func, select
+from sqlalchemy import case, func, select
 from sqlalchemy.orm import Session
 from sqlalchemy.orm.exc import StaleDataError
 
@@ -19,7 +19,7 @@ from danlu.core.cluster import MILLI_PER_GPU
 from danlu.core.errors import PlacementError, SpecError
 from danlu.core.spec import AUTO_FAMILY, MAX_PRIORITY, JobSpec, check_limits, parse_spec
 from danlu.core.state import JobState, check_transition, restart_backoff
-from danlu.core.units import format_bytes
+from danlu.core.units import format_bytes, format_duration
 from danlu.server.db.models import Job, JobEvent, JobRun, Node, User
 from danlu.server.errors import ConflictError, NotFoundError, PermissionDenied
 from danlu.server.services import admission, dependencies
@@ -151,6 +151,7 @@ def submit(
         batch_size=parsed.training.global_batch_size,
         submitted_at=t,
         deadline_at=None if parsed.deadline is None else t + parsed.deadline,
+        time_limit=parsed.time_limit,
         waiting_on=waiting.waiting_on,
         pending_reason=waiting.reason or "waiting for the next scheduling round",
     )
@@ -497,6 +498,30 @@ def expired(session: Session, now: float | None = None) -> list[tuple[str, str]]
     ]
 
 
+def over_time(session: Session, now: float | None = None) -> list[tuple[str, str]]:
+    """The unfinished jobs that have held GPUs for their ``time_limit`` (the runs ended so
+    far plus the current one) and that are not being cancelled yet, in submission order:
+    each job's id and the reason to cancel it with. A queued job whose runs already used
+    the whole limit (re-queued by a preemption just before it) is among them."""
+    t = resolve_now(now)
+    current = case(
+        (Job.state.in_(HOLDING) & Job.last_start.is_not(None), t - Job.last_start), else_=0.0
+    )
+    used = Job.run_time + current
+    query = select(Job.id, Job.time_limit, used).where(  # ix_jobs_state_time_limit
+        Job.state.in_([s.value for s in JobState if not s.terminal]),
+        Job.time_limit.is_not(None),
+        Job.cancel_requested_at.is_(None),
+        used >= Job.time_limit,
+    )
+    rows = session.execute(query.order_by(Job.seq)).all()
+    return [
+        (job_id, f"time limit reached: ran {format_duration(ran)} of {format_duration(limit)}")
+        for job_id, limit, ran in rows
+        if limit is not None  # always: the query compares it
+    ]
+
+
 def cancellations(session: Session) -> list[Job]:
     """Jobs holding GPUs whose cancellation was requested (for the reconcile loop)."""
     query = select(Job).where(Job.state.in_(HOLDING), Job.cancel_requested_at.is_not(None))
@@ -603,6 +628,16 @@ def why(session: Session, job: Job, now: float | None = None) -> str:
     if job.deadline_at is not None and not JobState(job.state).terminal:
         left = job.deadline_at - t
         reason += f"; cancelled at its deadline in {left:.0f}s" if left > 0 else "; deadline passed"
+    if job.time_limit is not None and not JobState(job.state).terminal:
+        ran = job.run_time
+        if job.state in HOLDING and job.last_start is not None:
+            ran += max(0.0, t - job.last_start)
+        left = job.time_limit - ran
+        reason += (
+            f"; {format_duration(left)} left of its time limit of {format_duration(job.time_limit)}"
+            if left > 0
+            else "; time limit reached"
+        )
     return reason
 
 
