@@ -1,5 +1,6 @@
-"""A spec's ``deadline``: a job not finished that many seconds after its submission is
-cancelled by the reconcile loop, queued or running (the field was stored and then ignored)."""
+"""A spec's ``deadline`` and ``time_limit``: a job not finished that many seconds after its
+submission, or that has held GPUs that long over its runs, is cancelled by the reconcile loop,
+queued or running."""
 
 from __future__ import annotations
 
@@ -9,12 +10,14 @@ from helpers import user_and_nodes
 
 from danlu.config import load_settings
 from danlu.core.cluster import Cluster, Node, gpu_type
+from danlu.core.spec import parse_spec
 from danlu.executors import FakeExecutor, FakeWorld
 from danlu.sched.registry import make_policy
 from danlu.server.db import Database
 from danlu.server.reconcile import Reconciler
 from danlu.server.routes.schemas import job_out
 from danlu.server.services import events, jobs
+from danlu.server.services.admission import build_request
 
 NOW = 1_000_000.0
 
@@ -130,3 +133,14 @@ def test_jobs_that_used_their_time_limit_are_stopped_counting_every_run(
             assert "time limit" not in jobs.why(s, jobs.get_job(s, patient.id), now=NOW + 610)
     finally:
         loop.stop()
+
+
+def test_the_time_limit_is_the_schedulers_duration_when_the_user_gave_none() -> None:
+    def expected(**fields: object) -> float | None:
+        spec = parse_spec({"name": "j", "command": ["true"], **fields})
+        request = build_request("j", spec, submit_time=0.0, seq=1, priority=0, gpu_memory=None)
+        return request.expected_duration
+
+    assert expected() is None
+    assert expected(time_limit="2h") == 7200.0
+    assert expected(time_limit="2h", training={"expected_duration": 600}) == 600.0

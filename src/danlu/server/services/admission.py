@@ -67,7 +67,9 @@ def build_request(
         cpu_milli=int(res.cpus * 1000),
         memory=res.memory,
         preemptible=spec.preemptible,
-        expected_duration=spec.training.expected_duration,
+        # the user's estimate, else the time limit as its bound (as Slurm's backfill reads
+        # --time): what sjf and value-density rank by
+        expected_duration=spec.training.expected_duration or spec.time_limit,
         project=spec.project,
         seq=seq,
         batch_size=spec.training.global_batch_size,
