@@ -423,6 +423,41 @@ class Client:
         """``POST /sweeps/{id}/cancel``: cancel a sweep and its unfinished trials."""
         return dict(self._json("POST", f"/sweeps/{_seg(sweep)}/cancel"))
 
+    # -- webhooks (admin) ---------------------------------------------------------------------
+
+    def create_webhook(
+        self,
+        url: str,
+        *,
+        states: Sequence[str] | None = None,
+        project: str | None = None,
+        user: str | None = None,
+    ) -> dict[str, Any]:
+        """``POST /webhooks``: tell ``url`` of job state changes (``states``; default the
+        ends); returns the Webhook with its ``secret`` (shown this once)."""
+        body = _clean({"url": url, "states": list(states or []), "project": project, "user": user})
+        return dict(self._json("POST", "/webhooks", json=body))
+
+    def webhooks(self) -> list[dict[str, Any]]:
+        """``GET /webhooks``: every webhook with its deliveries by outcome."""
+        return [dict(h) for h in self._json("GET", "/webhooks")]
+
+    def remove_webhook(self, webhook: str) -> None:
+        """``DELETE /webhooks/{id}``: remove a webhook and its deliveries."""
+        self.request("DELETE", f"/webhooks/{_seg(webhook)}")
+
+    def ping_webhook(self, webhook: str) -> dict[str, Any]:
+        """``POST /webhooks/{id}/ping``: queue a ping message; returns its Delivery."""
+        return dict(self._json("POST", f"/webhooks/{_seg(webhook)}/ping"))
+
+    def webhook_deliveries(self, webhook: str, limit: int | None = None) -> list[dict[str, Any]]:
+        """``GET /webhooks/{id}/deliveries``: its messages kept, newest first."""
+        params = _clean({"limit": limit})
+        return [
+            dict(d)
+            for d in self._json("GET", f"/webhooks/{_seg(webhook)}/deliveries", params=params)
+        ]
+
     def events(
         self, job: str, after_id: int | None = None, limit: int | None = None
     ) -> list[dict[str, Any]]:

@@ -11,6 +11,7 @@ from danlu.cli import jobs as jobs_cli
 from danlu.cli import server as server_cli
 from danlu.cli import sim as sim_cli
 from danlu.cli import sweep as sweep_cli
+from danlu.cli import webhook as webhook_cli
 
 app = typer.Typer(
     name="danlu",
@@ -24,6 +25,7 @@ server_cli.register(app)
 jobs_cli.register(app)
 admin_cli.register(app)
 sweep_cli.register(app)
+webhook_cli.register(app)
 sim_cli.register(app)
 estimate_cli.register(app)
 

@@ -46,9 +46,10 @@ from danlu.server.errors import (
 )
 from danlu.server.metrics import ServerMetrics
 from danlu.server.reconcile import Reconciler
-from danlu.server.routes import admin, dashboard, jobs, sweeps
+from danlu.server.routes import admin, dashboard, jobs, sweeps, webhooks
 from danlu.server.routes.deps import ServerState, version
 from danlu.server.services import cluster as cluster_service
+from danlu.server.webhook_sender import WebhookSender
 
 log = logging.getLogger(__name__)
 API = "/api/v1"
@@ -320,15 +321,19 @@ def create_app(
     state.tracers = WarmTracers(settings.estimate_warm_workers)
     reconciler = Reconciler(db, executor, settings, metrics=metrics, preempt_grace=preempt_grace)
     state.wake = reconciler.wake
+    sender = WebhookSender(db)
+    state.webhooks = sender
 
     @asynccontextmanager
     async def lifespan(_app: FastAPI) -> AsyncIterator[None]:
         if start_loops:
             reconciler.start()
+            sender.start()
         try:
             yield
         finally:
             reconciler.stop()
+            sender.stop()
             if state.tracers is not None:
                 state.tracers.close()
             executor.close()
@@ -354,6 +359,7 @@ def create_app(
     app.include_router(admin.router, prefix=API)
     app.include_router(jobs.router, prefix=API)
     app.include_router(sweeps.router, prefix=API)
+    app.include_router(webhooks.router, prefix=API)
     app.include_router(dashboard.router)
 
     @app.get("/metrics", include_in_schema=False)

@@ -20,6 +20,7 @@ from danlu.core.cluster import MILLI_PER_GPU, Allocation, Cluster, GpuShare
 from danlu.core.state import JobState
 from danlu.devices import METRICS, Inventory, inventory_from_cluster, sample_metrics
 from danlu.server.db import Database, Job, Node, Project
+from danlu.server.services import webhooks
 from danlu.server.services.cluster import list_shares
 from danlu.server.services.nodes import STATES as NODE_STATES
 from danlu.server.services.nodes import state as node_state
@@ -117,6 +118,8 @@ class _StoreCollector(Collector):
                     (s.node, s.gpu, s.milli, s.memory, s.job_id) for s in list_shares(session)
                 ]
                 node_states = Tally(map(node_state, session.scalars(select(Node))))
+                hooks = {h.seq: h.id for h in webhooks.list_webhooks(session)}
+                deliveries = webhooks.counts(session)
         except Exception as exc:  # a scrape must never take the server down
             log.warning("metrics: cannot read the store: %s", exc)
             return
@@ -161,6 +164,16 @@ class _StoreCollector(Collector):
         yield CounterMetricFamily(
             "danlu_job_preemptions", "Preemptions, all jobs.", value=float(preemptions)
         )
+        outcomes = GaugeMetricFamily(
+            "danlu_webhook_deliveries",
+            "Webhook deliveries kept (7 days once done), by webhook and outcome.",
+            labels=["webhook", "outcome"],
+        )
+        for seq, hook_id in hooks.items():
+            tally = deliveries.get(seq, webhooks.Counts())
+            for outcome in ("pending", "delivered", "failed"):
+                outcomes.add_metric([hook_id, outcome], float(getattr(tally, outcome)))
+        yield outcomes
         yield from self._gpu_metrics(shares)
 
     def _gpu_metrics(self, shares: list[tuple[str, int, int, int, str]]) -> Iterator[Metric]:

@@ -16,6 +16,8 @@ from danlu.server.db.models import (
     Project,
     Sweep,
     User,
+    Webhook,
+    WebhookDelivery,
 )
 
 __all__ = [
@@ -33,6 +35,8 @@ __all__ = [
     "Project",
     "Sweep",
     "User",
+    "Webhook",
+    "WebhookDelivery",
     "current_revision",
     "head_revision",
     "make_engine",

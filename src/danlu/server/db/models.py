@@ -253,6 +253,60 @@ class Sweep(Base):
     user: Mapped[User] = relationship(lazy="joined", innerjoin=True)
 
 
+class Webhook(Base):
+    """An HTTP endpoint an admin asked to be told of job state changes
+    (:mod:`danlu.server.services.webhooks`): every change to one of ``states`` of a job in
+    ``project`` (any when null) of ``user`` (any when null) becomes a
+    :class:`WebhookDelivery`, written in the transaction of the change."""
+
+    __tablename__ = "webhooks"
+
+    seq: Mapped[int] = mapped_column(BigId, primary_key=True, autoincrement=True)
+    id: Mapped[str] = mapped_column(String(32), unique=True)
+    url: Mapped[str] = mapped_column(Text)
+    secret: Mapped[str] = mapped_column(String(128))
+    """The key of each delivery's HMAC-SHA256 signature (``X-Danlu-Signature``), shown to
+    the admin once, at creation."""
+    states: Mapped[list[str]] = mapped_column(JSON)
+    project_id: Mapped[int | None] = mapped_column(ForeignKey("projects.id"), default=None)
+    user_id: Mapped[int | None] = mapped_column(ForeignKey("users.id"), default=None)
+    created_at: Mapped[float] = mapped_column(Double)
+    created_by: Mapped[str] = mapped_column(String(64))
+
+    project: Mapped[Project | None] = relationship(lazy="joined")
+    user: Mapped[User | None] = relationship(lazy="joined")
+
+
+class WebhookDelivery(LockMixin, Base):
+    """One message for one :class:`Webhook` (an outbox row): the sender claims due rows with a
+    token, posts them outside any transaction and writes the outcome back while the token
+    still matches (:class:`danlu.server.webhooks.WebhookSender`). ``done_at`` is set once it
+    was delivered (``delivered``) or given up on after the last attempt."""
+
+    __tablename__ = "webhook_deliveries"
+    __table_args__ = (
+        # the due rows: not done, oldest attempt time first
+        Index("ix_webhook_deliveries_done_at_next_attempt_at", "done_at", "next_attempt_at"),
+    )
+
+    id: Mapped[int] = mapped_column(BigId, primary_key=True, autoincrement=True)
+    webhook_seq: Mapped[int] = mapped_column(
+        ForeignKey("webhooks.seq", ondelete="CASCADE"), index=True
+    )
+    kind: Mapped[str] = mapped_column(String(16))
+    """``job.state`` (a job's state change, ``payload`` the event) or ``ping``."""
+    job_id: Mapped[str | None] = mapped_column(String(32), default=None)
+    payload: Mapped[dict[str, Any]] = mapped_column(JSON)
+    created_at: Mapped[float] = mapped_column(Double)
+    attempts: Mapped[int] = mapped_column(Integer, default=0)
+    next_attempt_at: Mapped[float] = mapped_column(Double)
+    done_at: Mapped[float | None] = mapped_column(Double, default=None)
+    delivered: Mapped[bool] = mapped_column(Boolean, default=False, server_default=false())
+    status_code: Mapped[int | None] = mapped_column(Integer, default=None)
+    """The HTTP status of the last attempt (null when it got no answer)."""
+    last_error: Mapped[str | None] = mapped_column(Text, default=None)
+
+
 class JobEvent(Base):
     """One state change of one job with its reason (``old`` is null for the submission)."""
 

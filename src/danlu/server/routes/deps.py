@@ -21,6 +21,7 @@ from danlu.server.services import users
 if TYPE_CHECKING:
     from danlu.estimate.memory.tracer import WarmTracers
     from danlu.server.metrics import ServerMetrics
+    from danlu.server.webhook_sender import WebhookSender
 
 ID_RE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.@-]{0,127}$")
 """What a job id, user, project or token name in a path may look like (anything else is 404)."""
@@ -50,6 +51,8 @@ class ServerState:
     None: each trace starts its own."""
     wake: Callable[[], None] | None = None
     """Asks the reconcile loop for a pass now (after a submission or a cancellation)."""
+    webhooks: WebhookSender | None = None
+    """Posts the webhooks' deliveries (``webhooks.wake()`` after a ping)."""
     extra: dict[str, Any] = field(default_factory=dict)
 
 

@@ -415,3 +415,48 @@ class SweepOut(BaseModel):
     spec: dict[str, Any]
     trials: list[TrialOut] | None = None
     best: TrialOut | None = None
+
+
+class WebhookIn(_In):
+    """A new webhook (admin): the endpoint, the job states it hears of (default SUCCEEDED,
+    FAILED, CANCELLED), and optionally the one project or user whose jobs count."""
+
+    url: str = Field(max_length=2048)
+    states: list[StateName] | None = Field(default=None, max_length=7)
+    project: str | None = Field(default=None, max_length=63)
+    user: str | None = Field(default=None, max_length=64)
+
+
+class WebhookOut(BaseModel):
+    """A webhook, with its deliveries kept by outcome. ``secret`` is only in the reply that
+    created it: the key of the ``X-Danlu-Signature`` HMAC of every message."""
+
+    id: str
+    url: str
+    states: list[StateName]
+    project: str | None
+    user: str | None
+    created_at: float
+    created_by: str
+    pending: int
+    delivered: int
+    failed: int
+    last_error: str | None
+    secret: str | None = None
+
+
+class DeliveryOut(BaseModel):
+    """One message to a webhook: ``done_at`` is set once delivered (``delivered``) or given
+    up; ``status_code`` and ``last_error`` tell of the last attempt."""
+
+    id: int
+    kind: str
+    job_id: str | None
+    event: dict[str, Any]
+    created_at: float
+    attempts: int
+    next_attempt_at: float
+    done_at: float | None
+    delivered: bool
+    status_code: int | None
+    last_error: str | None

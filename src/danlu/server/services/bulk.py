@@ -24,6 +24,7 @@ from sqlalchemy.orm.state import InstanceState
 from danlu.core.state import JobState
 from danlu.server.db.models import Base, Job, JobEvent, JobRun
 from danlu.server.errors import ConflictError
+from danlu.server.services import webhooks
 
 _TABLE = Base.metadata.tables[Job.__tablename__]
 _COLUMNS = frozenset(attr.key for attr in inspect(Job).column_attrs) - {"seq", "version"}
@@ -124,6 +125,7 @@ class EventBatch:
         connection = session.connection()
         if count:
             connection.execute(insert(_EVENTS), self.rows)
+            webhooks.enqueue(session, self.rows)
             self.rows = []
         if self.runs:
             connection.execute(insert(_RUNS), self.runs)

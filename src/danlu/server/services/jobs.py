@@ -22,7 +22,7 @@ from danlu.core.state import JobState, check_transition, restart_backoff
 from danlu.core.units import format_bytes, format_duration
 from danlu.server.db.models import Job, JobEvent, JobRun, Node, User
 from danlu.server.errors import ConflictError, NotFoundError, PermissionDenied
-from danlu.server.services import admission, dependencies
+from danlu.server.services import admission, dependencies, webhooks
 from danlu.server.services.bulk import EventBatch, flush_jobs
 from danlu.server.services.cluster import load_cluster
 from danlu.server.services.common import resolve_now
@@ -156,16 +156,16 @@ def submit(
         pending_reason=waiting.reason or "waiting for the next scheduling round",
     )
     session.add(job)
-    session.add(
-        JobEvent(
-            job_id=job_id,
-            time=t,
-            old=None,
-            new=JobState.PENDING.value,
-            reason=f"submitted by {user.name}",
-        )
-    )
+    event = {
+        "job_id": job_id,
+        "time": t,
+        "old": None,
+        "new": JobState.PENDING.value,
+        "reason": f"submitted by {user.name}",
+    }
+    session.add(JobEvent(**event))
     session.flush()
+    webhooks.enqueue(session, [event | {"project_id": job.project_id, "user_id": job.user_id}])
     return job
 
 
@@ -296,6 +296,20 @@ def change_state(
     if run is not None:
         session.add(JobRun(**run))
     flush_or_conflict(session, event.job_id)
+    webhooks.enqueue(
+        session,
+        [
+            {
+                "job_id": job.id,
+                "time": t,
+                "old": old.value,
+                "new": new.value,
+                "reason": reason,
+                "project_id": job.project_id,
+                "user_id": job.user_id,
+            }
+        ],
+    )
     return event
 
 

@@ -20,10 +20,10 @@ from sqlalchemy import ColumnElement, and_, or_, select, update
 from sqlalchemy.exc import IntegrityError
 from sqlalchemy.orm import Session
 
-from danlu.server.db.models import Job, Lease
+from danlu.server.db.models import Job, Lease, WebhookDelivery
 from danlu.server.services.common import resolve_now
 
-Locked = TypeVar("Locked", Job, Lease)
+Locked = TypeVar("Locked", Job, Lease, WebhookDelivery)
 Key = Any
 
 

@@ -1,0 +1,169 @@
+"""Webhooks over the REST client (admin): ``danlu webhook add / ls / rm / ping / deliveries``.
+
+A webhook is an HTTP endpoint the control plane posts a signed JSON message to whenever a job
+enters one of the states it names (``docs/api.md``, "Webhooks"). Options, the client and
+errors are those of :mod:`danlu.cli.jobs`.
+"""
+
+from __future__ import annotations
+
+import time
+from typing import Annotated, Any
+
+import typer
+from rich.markup import escape
+
+from danlu.cli import jobs as common
+from danlu.cli.admin import show_data, titled_table
+from danlu.cli.jobs import HomeOpt, JsonOpt, TokenOpt, UrlOpt
+
+webhook_app = typer.Typer(
+    help="Webhooks: HTTP endpoints told of job state changes (admin).", no_args_is_help=True
+)
+WebhookArg = Annotated[str, typer.Argument(help="The webhook's id.")]
+
+
+@webhook_app.command("add")
+def webhook_add(
+    endpoint: Annotated[str, typer.Argument(help="The http(s) URL to post to.")],
+    states: Annotated[
+        list[str] | None,
+        typer.Option("--state", help="A job state to be told of (repeatable; default the ends)."),
+    ] = None,
+    project: Annotated[
+        str | None, typer.Option("--project", help="Only this project's jobs.")
+    ] = None,
+    user: Annotated[str | None, typer.Option("--user", help="Only this user's jobs.")] = None,
+    json_out: JsonOpt = False,
+    home: HomeOpt = None,
+    url: UrlOpt = None,
+    token: TokenOpt = None,
+) -> None:
+    """Add a webhook; prints its secret, the key of the messages' signature, this once."""
+    wanted = [s.upper() for s in states or []]
+    hook = common.ask(
+        home,
+        url,
+        token,
+        lambda c: c.create_webhook(endpoint, states=wanted, project=project, user=user),
+    )
+    show_data(
+        hook,
+        json_out,
+        lambda h: (
+            f"webhook {h['id']} -> {escape(h['url'])} on {', '.join(h['states'])}\n"
+            f"secret (shown once; X-Danlu-Signature is sha256=HMAC of the body): {h['secret']}"
+        ),
+    )
+
+
+@webhook_app.command("ls")
+def webhook_ls(
+    json_out: JsonOpt = False,
+    home: HomeOpt = None,
+    url: UrlOpt = None,
+    token: TokenOpt = None,
+) -> None:
+    """Every webhook and its deliveries: pending, delivered, given up."""
+    rows = common.ask(home, url, token, lambda c: c.webhooks())
+    table = titled_table(
+        "webhooks",
+        ("ID", "URL", "STATES", "FOR", "PENDING", "DELIVERED", "FAILED", "LAST ERROR"),
+        (
+            (
+                h["id"],
+                escape(h["url"]),
+                ",".join(h["states"]),
+                escape(_scope(h)),
+                str(h["pending"]),
+                str(h["delivered"]),
+                str(h["failed"]),
+                escape(h["last_error"] or "-"),
+            )
+            for h in rows
+        ),
+    )
+    show_data(rows, json_out, lambda _: table)
+
+
+@webhook_app.command("rm")
+def webhook_rm(
+    webhook: WebhookArg,
+    home: HomeOpt = None,
+    url: UrlOpt = None,
+    token: TokenOpt = None,
+) -> None:
+    """Remove a webhook and its deliveries, sent or not."""
+    common.ask(home, url, token, lambda c: c.remove_webhook(webhook))
+    common.console.print(f"removed webhook {webhook}", highlight=False)
+
+
+@webhook_app.command("ping")
+def webhook_ping(
+    webhook: WebhookArg,
+    json_out: JsonOpt = False,
+    home: HomeOpt = None,
+    url: UrlOpt = None,
+    token: TokenOpt = None,
+) -> None:
+    """Queue a ping message to the endpoint (see it arrive with ``deliveries``)."""
+    delivery = common.ask(home, url, token, lambda c: c.ping_webhook(webhook))
+    show_data(delivery, json_out, lambda d: f"queued ping {d['id']} to webhook {webhook}")
+
+
+@webhook_app.command("deliveries")
+def webhook_deliveries(
+    webhook: WebhookArg,
+    limit: Annotated[int, typer.Option("--limit", min=1, max=1000)] = 20,
+    json_out: JsonOpt = False,
+    home: HomeOpt = None,
+    url: UrlOpt = None,
+    token: TokenOpt = None,
+) -> None:
+    """A webhook's latest messages and how their delivery went, newest first."""
+    rows = common.ask(home, url, token, lambda c: c.webhook_deliveries(webhook, limit))
+    table = titled_table(
+        f"deliveries of webhook {webhook}",
+        ("ID", "CREATED", "WHAT", "ATTEMPTS", "OUTCOME"),
+        (
+            (
+                str(d["id"]),
+                time.strftime("%Y-%m-%d %H:%M:%S", time.localtime(d["created_at"])),
+                escape(describe(d)[0]),
+                str(d["attempts"]),
+                escape(describe(d)[1]),
+            )
+            for d in rows
+        ),
+    )
+    show_data(rows, json_out, lambda _: table)
+
+
+def _scope(hook: dict[str, Any]) -> str:
+    parts = [f"project {hook['project']}" if hook.get("project") else ""]
+    parts.append(f"user {hook['user']}" if hook.get("user") else "")
+    return ", ".join(p for p in parts if p) or "all jobs"
+
+
+def describe(delivery: dict[str, Any]) -> tuple[str, str]:
+    """What a Delivery carries and how it went, as ``deliveries`` prints them."""
+    what = str(delivery["kind"])
+    if what == "job.state":
+        event = delivery["event"]
+        what = f"job {event.get('job_id')} -> {event.get('new')}"
+    error = delivery.get("last_error") or ""
+    if delivery["delivered"]:
+        outcome = f"delivered (HTTP {delivery['status_code']})"
+    elif delivery["done_at"] is not None:
+        outcome = f"given up: {error}"
+    elif delivery["attempts"] == 0:
+        outcome = "queued"
+    else:
+        when = time.strftime("%H:%M:%S", time.localtime(delivery["next_attempt_at"]))
+        outcome = f"retrying at {when}: {error}"
+    return what, outcome
+
+
+def register(app: typer.Typer) -> None:
+    """Add the ``webhook`` group."""
+    app.add_typer(webhook_app, name="webhook")

@@ -1,0 +1,396 @@
+"""Webhooks: HTTP endpoints told of job state changes.
+
+An admin registers an endpoint (:func:`create`) with the states it wants to hear of (by
+default the ends: SUCCEEDED, FAILED, CANCELLED), and optionally one project or one user whose
+jobs only count. Every state change of a matching job adds a :class:`WebhookDelivery` row in
+the transaction that makes the change (:func:`enqueue`, called where job events are written),
+so a message exists exactly when its change was committed. The sender
+(:class:`danlu.server.webhooks.WebhookSender`) claims due rows with a token
+(:func:`claim_due`), builds their messages (:func:`outgoing`), posts them outside any
+transaction, and writes each outcome back only while its token still matches
+(:func:`record`): delivered on a 2xx answer, else tried again after a growing backoff until
+:data:`MAX_ATTEMPTS` attempts have failed.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import hmac
+import json
+import secrets
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from typing import Any
+from urllib.parse import urlsplit
+
+from sqlalchemy import delete, func, insert, select
+from sqlalchemy.orm import Session
+
+from danlu.core.errors import SpecError
+from danlu.core.state import JobState
+from danlu.core.values import quoted
+from danlu.server.db.models import Base, Job, Webhook, WebhookDelivery
+from danlu.server.errors import NotFoundError
+from danlu.server.services import locks
+from danlu.server.services.common import IN_CHUNK, resolve_now
+from danlu.server.services.projects import get_project
+from danlu.server.services.users import get_user
+
+DEFAULT_STATES = (JobState.SUCCEEDED.value, JobState.FAILED.value, JobState.CANCELLED.value)
+"""The states a webhook hears of when it names none: a job's end."""
+MAX_ATTEMPTS = 12
+"""Attempts of one delivery before it is given up (the backoff, 10 s doubling up to an
+hour, spreads them over about 3.4 hours)."""
+FIRST_BACKOFF_SECONDS = 10.0
+MAX_BACKOFF_SECONDS = 3600.0
+MAX_URL_LENGTH = 2048
+MAX_WEBHOOKS = 100
+"""Webhooks at most: each state change is checked against every one."""
+KEEP_DONE_SECONDS = 7 * 86400.0
+"""How long delivered and given-up rows stay (for ``GET /webhooks/{id}/deliveries``)."""
+SIGNATURE_HEADER = "X-Danlu-Signature"
+_DELIVERIES = Base.metadata.tables[WebhookDelivery.__tablename__]
+
+
+def check_url(url: str) -> str:
+    """``url`` if it is an absolute http(s) URL with a host; SpecError naming ``url`` else."""
+    if len(url) > MAX_URL_LENGTH:
+        raise SpecError("url", f"must be at most {MAX_URL_LENGTH} characters")
+    if any(c.isspace() or ord(c) < 32 for c in url):
+        raise SpecError("url", "must not contain spaces or control characters")
+    try:
+        parts = urlsplit(url)
+        parts.port  # noqa: B018 - raises ValueError for a port out of range
+    except ValueError as exc:
+        raise SpecError("url", f"{quoted(url)} is not a URL: {exc}") from None
+    if parts.scheme not in ("http", "https") or not parts.hostname:
+        raise SpecError(
+            "url", f"{quoted(url)} is not an http(s) URL; write e.g. https://hooks.example/danlu"
+        )
+    return url
+
+
+def check_states(states: Sequence[str] | None) -> list[str]:
+    """The job states named, in the state table's order (the default without any)."""
+    if not states:
+        return list(DEFAULT_STATES)
+    known = [s.value for s in JobState]
+    for index, state in enumerate(states):
+        if state not in known:
+            raise SpecError(
+                f"states.{index}", f"{quoted(state)} is not a job state; one of {', '.join(known)}"
+            )
+    return [s for s in known if s in states]
+
+
+def create(
+    session: Session,
+    url: str,
+    creator: str,
+    *,
+    states: Sequence[str] | None = None,
+    project: str | None = None,
+    user: str | None = None,
+    now: float | None = None,
+) -> Webhook:
+    """Register an endpoint (the caller checked that an admin asks); its ``secret`` is new."""
+    if (session.scalar(select(func.count()).select_from(Webhook)) or 0) >= MAX_WEBHOOKS:
+        raise SpecError("url", f"there are {MAX_WEBHOOKS} webhooks already; remove one first")
+    hook = Webhook(
+        id=secrets.token_hex(6),
+        url=check_url(url),
+        secret=secrets.token_hex(32),
+        states=check_states(states),
+        project_id=None if project is None else get_project(session, project).id,
+        user_id=None if user is None else get_user(session, user).id,
+        created_at=resolve_now(now),
+        created_by=creator,
+    )
+    session.add(hook)
+    session.flush()
+    return hook
+
+
+def list_webhooks(session: Session) -> list[Webhook]:
+    """Every webhook, oldest first."""
+    return list(session.scalars(select(Webhook).order_by(Webhook.seq)))
+
+
+def get(session: Session, webhook_id: str) -> Webhook:
+    """The webhook ``webhook_id`` (NotFoundError naming it)."""
+    hook = session.scalar(select(Webhook).where(Webhook.id == webhook_id))
+    if hook is None:
+        raise NotFoundError("webhook", webhook_id)
+    return hook
+
+
+def remove(session: Session, webhook_id: str) -> None:
+    """Delete a webhook and its deliveries, sent or not."""
+    hook = get(session, webhook_id)
+    session.execute(delete(WebhookDelivery).where(WebhookDelivery.webhook_seq == hook.seq))
+    session.delete(hook)
+    session.flush()
+
+
+def ping(session: Session, webhook_id: str, now: float | None = None) -> WebhookDelivery:
+    """Queue a ``ping`` message to the webhook (to check the endpoint and its secret)."""
+    t = resolve_now(now)
+    hook = get(session, webhook_id)
+    delivery = WebhookDelivery(
+        webhook_seq=hook.seq, kind="ping", payload={}, created_at=t, next_attempt_at=t
+    )
+    session.add(delivery)
+    session.flush()
+    return delivery
+
+
+@dataclass(frozen=True)
+class Counts:
+    """One webhook's deliveries by outcome, and its last failure."""
+
+    pending: int = 0
+    delivered: int = 0
+    failed: int = 0
+    last_error: str | None = None
+
+
+def counts(session: Session) -> dict[int, Counts]:
+    """Each webhook's deliveries kept (pending, delivered, given up), by ``Webhook.seq``."""
+    rows = session.execute(
+        select(
+            WebhookDelivery.webhook_seq,
+            WebhookDelivery.done_at.is_(None),
+            WebhookDelivery.delivered,
+            func.count(),
+        ).group_by(
+            WebhookDelivery.webhook_seq,
+            WebhookDelivery.done_at.is_(None),
+            WebhookDelivery.delivered,
+        )
+    ).all()
+    tally: dict[int, dict[str, int]] = {}
+    for seq, open_, delivered, count in rows:
+        key = "pending" if open_ else "delivered" if delivered else "failed"
+        tally.setdefault(seq, {})[key] = int(count)
+    errors = dict(
+        session.execute(
+            select(WebhookDelivery.webhook_seq, WebhookDelivery.last_error).where(
+                WebhookDelivery.id.in_(
+                    select(func.max(WebhookDelivery.id))
+                    .where(WebhookDelivery.last_error.is_not(None))
+                    .group_by(WebhookDelivery.webhook_seq)
+                )
+            )
+        ).all()
+    )
+    return {
+        seq: Counts(**tally.get(seq, {}), last_error=errors.get(seq))
+        for seq in set(tally) | set(errors)
+    }
+
+
+def deliveries(session: Session, webhook_id: str, limit: int = 100) -> list[WebhookDelivery]:
+    """The webhook's deliveries kept, newest first."""
+    hook = get(session, webhook_id)
+    query = select(WebhookDelivery).where(WebhookDelivery.webhook_seq == hook.seq)
+    return list(session.scalars(query.order_by(WebhookDelivery.id.desc()).limit(limit)))
+
+
+# -- the outbox: written with the job events --------------------------------------------------
+
+
+def enqueue(session: Session, events: Sequence[Mapping[str, Any]]) -> int:
+    """Add a delivery for each pair of a state change in ``events`` (rows of
+    :class:`~danlu.server.db.models.JobEvent`'s columns: ``job_id``, ``time``, ``old``,
+    ``new``, ``reason``; with ``project_id`` and ``user_id`` when the caller has them, else
+    they are read when a webhook needs them) and a webhook it matches, in the caller's
+    transaction; returns how many. One small query when there are no webhooks."""
+    if not events:
+        return 0
+    hooks = session.execute(
+        select(Webhook.seq, Webhook.states, Webhook.project_id, Webhook.user_id)
+    ).all()
+    wanted = [h for h in hooks if any(e["new"] in h.states for e in events)]
+    if not wanted:
+        return 0
+    owners: dict[str, tuple[int, int]] = {}
+    for event in events:
+        if "project_id" in event:
+            owners[str(event["job_id"])] = (event["project_id"], event["user_id"])
+    if any(h.project_id is not None or h.user_id is not None for h in wanted):
+        ids = sorted({str(e["job_id"]) for e in events} - set(owners))
+        for start in range(0, len(ids), IN_CHUNK):
+            query = select(Job.id, Job.project_id, Job.user_id).where(
+                Job.id.in_(ids[start : start + IN_CHUNK])
+            )
+            owners.update((i, (p, u)) for i, p, u in session.execute(query).all())
+    rows = []
+    for event in events:
+        project_id, user_id = owners.get(str(event["job_id"]), (None, None))
+        for hook in wanted:
+            if event["new"] not in hook.states:
+                continue
+            if hook.project_id is not None and hook.project_id != project_id:
+                continue
+            if hook.user_id is not None and hook.user_id != user_id:
+                continue
+            rows.append(
+                {
+                    "webhook_seq": hook.seq,
+                    "kind": "job.state",
+                    "job_id": event["job_id"],
+                    "payload": {
+                        key: event[key] for key in ("job_id", "time", "old", "new", "reason")
+                    },
+                    "created_at": event["time"],
+                    "attempts": 0,
+                    "next_attempt_at": event["time"],
+                    "delivered": False,
+                }
+            )
+    if rows:
+        session.connection().execute(insert(_DELIVERIES), rows)
+    return len(rows)
+
+
+# -- the sender's steps ---------------------------------------------------------------------
+
+
+def claim_due(
+    session: Session, token: str, ttl: float, now: float, limit: int, owner: str | None = None
+) -> list[int]:
+    """Lock up to ``limit`` due deliveries (not done, their attempt time reached), oldest
+    first, with ``token``. Commits."""
+    return locks.claim_where(
+        session,
+        WebhookDelivery,
+        [WebhookDelivery.done_at.is_(None), WebhookDelivery.next_attempt_at <= now],
+        token,
+        ttl,
+        now,
+        owner,
+        limit=limit,
+        order_by=[WebhookDelivery.next_attempt_at],
+    )
+
+
+@dataclass(frozen=True)
+class Outgoing:
+    """One claimed delivery, ready to post: ``body`` is signed in ``headers``."""
+
+    delivery_id: int
+    url: str
+    body: bytes
+    headers: dict[str, str]
+
+
+def sign(secret: str, body: bytes) -> str:
+    """The ``X-Danlu-Signature`` value of ``body``: ``sha256=`` and the hex HMAC-SHA256 of
+    the raw body under the webhook's secret (check it with :func:`hmac.compare_digest`)."""
+    return "sha256=" + hmac.new(secret.encode(), body, hashlib.sha256).hexdigest()
+
+
+def outgoing(session: Session, delivery_ids: Sequence[int], now: float) -> list[Outgoing]:
+    """The messages of the claimed deliveries: ``{"type", "delivery", "webhook", "time"}``
+    and, for a state change, the ``event`` and the ``job`` as it is now (id, name, project,
+    user, state, exit code, restarts, times)."""
+    query = (
+        select(WebhookDelivery, Webhook)
+        .join(Webhook, Webhook.seq == WebhookDelivery.webhook_seq)
+        .where(WebhookDelivery.id.in_(list(delivery_ids)))
+        .order_by(WebhookDelivery.id)
+    )
+    pairs = session.execute(query).all()
+    job_ids = sorted({d.job_id for d, _ in pairs if d.job_id is not None})
+    jobs = {j.id: j for j in session.scalars(select(Job).where(Job.id.in_(job_ids)))}
+    out = []
+    for delivery, hook in pairs:
+        message: dict[str, Any] = {
+            "type": delivery.kind,
+            "delivery": delivery.id,
+            "webhook": hook.id,
+            "time": now,
+        }
+        if delivery.kind == "job.state":
+            message["event"] = delivery.payload
+            job = jobs.get(delivery.job_id or "")
+            message["job"] = None if job is None else job_summary(job)
+        body = json.dumps(message, separators=(",", ":")).encode()
+        headers = {
+            "Content-Type": "application/json",
+            "User-Agent": "danlu-webhooks",
+            "X-Danlu-Event": delivery.kind,
+            "X-Danlu-Delivery": str(delivery.id),
+            SIGNATURE_HEADER: sign(hook.secret, body),
+        }
+        out.append(Outgoing(delivery.id, hook.url, body, headers))
+    return out
+
+
+def job_summary(job: Job) -> dict[str, Any]:
+    """What a message tells of its job."""
+    return {
+        "id": job.id,
+        "name": job.name,
+        "project": job.project.name,
+        "user": job.user.name,
+        "state": job.state,
+        "exit_code": job.exit_code,
+        "restarts": job.restarts,
+        "preemptions": job.preemptions,
+        "submitted_at": job.submitted_at,
+        "started_at": job.started_at,
+        "finished_at": job.finished_at,
+        "sweep_id": job.sweep_id,
+    }
+
+
+def backoff(attempts: int) -> float:
+    """Seconds before the next attempt after ``attempts`` failed ones."""
+    return min(MAX_BACKOFF_SECONDS, FIRST_BACKOFF_SECONDS * 2.0 ** max(0, attempts - 1))
+
+
+def record(
+    session: Session,
+    delivery_id: int,
+    token: str,
+    now: float,
+    *,
+    status_code: int | None,
+    error: str | None,
+) -> bool:
+    """Write one attempt's outcome while the delivery is still locked with ``token``
+    (False, nothing written, when the lock was lost); unlocks it. A 2xx ``status_code``
+    without ``error`` delivers it; anything else schedules the next attempt, or gives up
+    after :data:`MAX_ATTEMPTS`."""
+    attempts = session.scalar(
+        select(WebhookDelivery.attempts).where(WebhookDelivery.id == delivery_id)
+    )
+    if attempts is None:
+        return False  # its webhook was removed meanwhile
+    attempts += 1
+    ok = error is None and status_code is not None and 200 <= status_code < 300
+    values: dict[str, Any] = {
+        "attempts": attempts,
+        "status_code": status_code,
+        "lock_token": None,
+        "lock_expires_at": None,
+        "lock_owner": None,
+    }
+    if ok:
+        values |= {"delivered": True, "done_at": now, "last_error": None}
+    else:
+        values["last_error"] = (error or f"HTTP {status_code}")[:1000]
+        if attempts >= MAX_ATTEMPTS:
+            values["done_at"] = now
+        else:
+            values["next_attempt_at"] = now + backoff(attempts)
+    return locks.update_if_token(session, WebhookDelivery, delivery_id, token, values)
+
+
+def purge(session: Session, now: float) -> int:
+    """Delete the deliveries done more than :data:`KEEP_DONE_SECONDS` ago; returns how many."""
+    result = session.execute(
+        delete(WebhookDelivery).where(WebhookDelivery.done_at < now - KEEP_DONE_SECONDS)
+    )
+    return int(getattr(result, "rowcount", 0) or 0)
