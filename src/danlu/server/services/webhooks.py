@@ -256,6 +256,14 @@ def enqueue(session: Session, events: Sequence[Mapping[str, Any]]) -> int:
 # -- the sender's steps ---------------------------------------------------------------------
 
 
+def any_due(session: Session, now: float) -> bool:
+    """Whether a delivery is due (a read: the sender claims, a write, only then)."""
+    query = select(WebhookDelivery.id).where(
+        WebhookDelivery.done_at.is_(None), WebhookDelivery.next_attempt_at <= now
+    )
+    return session.scalar(query.limit(1)) is not None
+
+
 def claim_due(
     session: Session, token: str, ttl: float, now: float, limit: int, owner: str | None = None
 ) -> list[int]:
