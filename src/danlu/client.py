@@ -19,7 +19,7 @@ from __future__ import annotations
 
 import json
 import time
-from collections.abc import Iterator, Mapping, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from pathlib import Path
 from types import TracebackType
 from typing import Any
@@ -97,6 +97,22 @@ class ServerUnavailable(DanluError):
 
 class NoServerError(ConfigError):
     """No ``server.json`` under the danlu home: no server was started there."""
+
+
+class WaitTimeout(DanluError, TimeoutError):
+    """:meth:`Client.wait` ran out of time; ``unfinished`` names the jobs not finished yet
+    (their ids as given) and ``finished`` holds the Jobs that had."""
+
+    def __init__(self, unfinished: list[str], finished: list[JobDict], timeout: float) -> None:
+        self.unfinished = unfinished
+        self.finished = finished
+        self.timeout = timeout
+        super().__init__(
+            f"{len(unfinished)} job(s) not finished after {timeout:g}s: {', '.join(unfinished)}"
+        )
+
+
+FINISHED_STATES = frozenset({"SUCCEEDED", "FAILED", "CANCELLED"})
 
 
 _BY_STATUS: dict[int, type[ApiError]] = {
@@ -401,6 +417,41 @@ class Client:
         release it; returns the Job."""
         body = _clean({"priority": priority, "held": held})
         return dict(self._json("PATCH", f"/jobs/{_seg(job)}", json=body))
+
+    def wait(
+        self,
+        jobs: Sequence[str],
+        *,
+        timeout: float | None = None,
+        poll: float = 2.0,
+        on_end: Callable[[JobDict], None] | None = None,
+    ) -> list[JobDict]:
+        """Poll the ``jobs`` (ids or unique prefixes) every ``poll`` seconds until each has
+        finished (SUCCEEDED, FAILED or CANCELLED); returns them as Jobs, in the order given.
+        ``on_end`` is called with each job once it is seen finished. Raises
+        :class:`WaitTimeout` after ``timeout`` seconds (None: no limit), and what
+        :meth:`get_job` raises for a job that does not exist."""
+        if not poll > 0:
+            raise SpecError("poll", f"must be a positive number of seconds (got {poll})")
+        order = list(dict.fromkeys(jobs))
+        unfinished = list(order)
+        finished: dict[str, JobDict] = {}
+        deadline = None if timeout is None else time.monotonic() + timeout
+        while True:
+            for key in list(unfinished):
+                job = self.get_job(key)
+                if job.get("state") in FINISHED_STATES:
+                    finished[key] = job
+                    unfinished.remove(key)
+                    if on_end is not None:
+                        on_end(job)
+            if not unfinished:
+                return [finished[key] for key in order]
+            left = None if deadline is None else deadline - time.monotonic()
+            if left is not None and left <= 0:
+                done = [finished[key] for key in order if key in finished]
+                raise WaitTimeout(unfinished, done, float(timeout or 0.0))
+            time.sleep(poll if left is None else min(poll, left))
 
     def cancel(self, job: str) -> JobDict:
         """``POST /jobs/{id}/cancel``: returns the Job."""

@@ -35,6 +35,10 @@ class FakeApi:
         self.logs: dict[str, bytes] = {}
         self.requests: list[httpx.Request] = []
         self.next = 0
+        self.progress: dict[str, list[str]] = {}
+        """Per job id, the states its next GETs find it in, one per GET (then it stays)."""
+        self.submitted_progress: list[str] = []
+        """The ``progress`` of the next job submitted."""
 
     def transport(self) -> httpx.MockTransport:
         return httpx.MockTransport(self.handler)
@@ -126,6 +130,7 @@ class FakeApi:
             )
         job = self.add_job(spec.name, priority=spec.priority, gpus=spec.resources.gpus.min)
         job["spec"] = body
+        self.progress[job["id"]], self.submitted_progress = self.submitted_progress, []
         return httpx.Response(201, json=job)
 
     def _list(self, request: httpx.Request) -> httpx.Response:
@@ -141,6 +146,8 @@ class FakeApi:
     def _job_route(self, job: dict[str, Any], tail: str, request: httpx.Request) -> httpx.Response:
         job_id = job["id"]
         if tail == "":
+            if self.progress.get(job_id):
+                job["state"] = self.progress[job_id].pop(0)
             return httpx.Response(200, json=job)
         if tail == "/cancel":
             if job["state"] in TERMINAL:

@@ -127,6 +127,46 @@ def test_submit_after_adds_to_the_specs_dependencies(fake: FakeApi, tmp_path: Pa
     assert code == 2 and "depends_on.0.condition" in err
 
 
+def test_wait_exits_0_when_all_succeeded_1_when_one_did_not(fake: FakeApi) -> None:
+    good = fake.add_job("good", "RUNNING")
+    bad = fake.add_job("bad", "RUNNING", exit_code=3)
+    fake.progress = {good["id"]: ["RUNNING", "SUCCEEDED"], bad["id"]: ["FAILED"]}
+    code, out, _ = run("wait", good["id"], bad["id"], "--poll", "0.1")
+    assert code == 1, out
+    lines = out.splitlines()  # each as it ends: the failed one first
+    assert lines == [
+        f"job {bad['id']} (bad): FAILED (exit 3)",
+        f"job {good['id']} (good): SUCCEEDED",
+    ]
+    code, out, _ = run("wait", good["id"], "--json")
+    assert code == 0 and [j["id"] for j in json.loads(out)] == [good["id"]]
+
+
+def test_wait_gives_up_at_its_timeout_with_status_124(fake: FakeApi) -> None:
+    done = fake.add_job("done", "SUCCEEDED")
+    stuck = fake.add_job("stuck", "PENDING")
+    code, out, err = run("wait", done["id"], stuck["id"], "--timeout", "0.3", "--poll", "0.1")
+    assert code == 124
+    assert f"1 job(s) not finished after 0.3s: {stuck['id']}" in err.replace("\n", "")
+    assert f"job {done['id']} (done): SUCCEEDED" in out
+    code, _, err = run("wait", stuck["id"], "--timeout", "soon")
+    assert code == 2 and "--timeout: 'soon' is not a duration" in err
+    code, _, err = run("wait", "nope")
+    assert code == 2 and "job 'nope' not found" in err
+
+
+def test_submit_wait_submits_then_waits_for_the_end(fake: FakeApi, tmp_path: Path) -> None:
+    fake.submitted_progress = ["PENDING", "RUNNING", "SUCCEEDED"]
+    code, out, _ = run("submit", str(write(tmp_path, HELLO)), "--wait")
+    assert code == 0, out
+    first, last = out.splitlines()
+    assert first.startswith("submitted job ") and first.endswith("(hello): PENDING")
+    assert last.endswith("(hello): SUCCEEDED")
+    fake.submitted_progress = ["CANCELLED"]
+    code, out, _ = run("submit", str(write(tmp_path, HELLO)), "--wait", "--json")
+    assert code == 1 and [j["state"] for j in json.loads(out)] == ["CANCELLED"]
+
+
 def test_submit_time_limit_takes_a_duration(fake: FakeApi, tmp_path: Path) -> None:
     for given, seconds in (("5400", 5400.0), ("90m", 5400.0), ("01:30:00", 5400.0)):
         code, out, _ = run("submit", str(write(tmp_path, HELLO)), "--time-limit", given)

@@ -143,6 +143,16 @@ def test_the_api_and_the_cli_submit_with_dependencies(tmp_path: Path) -> None:
         assert second["waiting_on"] == first["id"]
         bad = CliRunner().invoke(app, ["submit", str(path), "--after", "abcd:soon", *flags])
         assert bad.exit_code != 0 and "depends_on.0.condition" in bad.stderr
+        waited = CliRunner().invoke(
+            app, ["wait", first["id"], second["id"], "--poll", "0.2", "--json", *flags]
+        )
+        assert waited.exit_code == 0, waited.stderr  # both succeeded
+        assert [j["state"] for j in json.loads(waited.stdout)] == ["SUCCEEDED", "SUCCEEDED"]
         done = wait_state(c, second["id"], "SUCCEEDED")
         assert done["waiting_on"] is None
+        failing = tmp_path / "failing.yaml"
+        failing.write_text(json.dumps(spec("failing", "raise SystemExit(3)", max_restarts=0)))
+        failed = CliRunner().invoke(app, ["submit", str(failing), "--wait", *flags])
+        assert failed.exit_code == 1, failed.stderr
+        assert "(failing): FAILED (exit 3)" in " ".join(failed.stdout.split())
         assert done["started_at"] >= c.get(f"/jobs/{first['id']}").json()["finished_at"]

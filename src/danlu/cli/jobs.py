@@ -1,5 +1,5 @@
-"""Job and cluster commands over the REST client: ``danlu submit / ls / show / logs / cancel /
-why / nodes / top``.
+"""Job and cluster commands over the REST client: ``danlu submit / wait / ls / show / logs /
+cancel / why / nodes / top``.
 
 Every command takes ``--home DIR`` (else ``DANLU_HOME``, else ``~/.danlu``) to find the server
 started by ``danlu up`` and its admin token; ``--url`` / ``--token`` (or ``DANLU_URL`` /
@@ -23,12 +23,12 @@ from rich.markup import escape
 from rich.table import Table
 
 from danlu.cli import top as top_view
-from danlu.client import Client
+from danlu.client import Client, WaitTimeout
 from danlu.config import load_client_settings
 from danlu.core.errors import DanluError, SpecError
 from danlu.core.spec import load_spec_data, parse_spec
 from danlu.core.state import JobState
-from danlu.core.units import format_bytes, format_duration
+from danlu.core.units import format_bytes, format_duration, parse_duration
 
 console = Console()
 err = Console(stderr=True)
@@ -171,6 +171,10 @@ def submit(
             "--time-limit", help="Stop the job once it has run this long: 3600, 90m, 04:00:00."
         ),
     ] = None,
+    wait_end: Annotated[
+        bool,
+        typer.Option("--wait", help="Then wait for the job to finish; exit as danlu wait does."),
+    ] = False,
     json_out: JsonOpt = False,
     home: HomeOpt = None,
     url: UrlOpt = None,
@@ -195,6 +199,13 @@ def submit(
             job = client.submit(body)
         except DanluError as exc:
             raise fail(exc) from None
+        if not (json_out and wait_end):
+            _submitted(job, json_out)
+        if wait_end:
+            raise typer.Exit(_wait_jobs(client, [str(job["id"])], None, 2.0, json_out))
+
+
+def _submitted(job: dict[str, Any], json_out: bool) -> None:
     if json_out:
         print_json(job)
         return
@@ -204,6 +215,69 @@ def submit(
         + waiting,
         highlight=False,
     )
+
+
+WAIT_TIMEOUT_EXIT = 124
+"""``danlu wait``'s exit status when ``--timeout`` passes first (as timeout(1)'s)."""
+
+
+def wait(
+    jobs: Annotated[list[str], typer.Argument(help="Job ids (or unique prefixes).")],
+    timeout: Annotated[
+        str | None,
+        typer.Option("--timeout", help="Give up after this long: 600, 30m, 02:00:00."),
+    ] = None,
+    poll: Annotated[
+        float, typer.Option("--poll", min=0.1, help="Seconds between two looks.")
+    ] = 2.0,
+    json_out: JsonOpt = False,
+    home: HomeOpt = None,
+    url: UrlOpt = None,
+    token: TokenOpt = None,
+) -> None:
+    """Wait until the jobs finish, printing each as it does. Exit status: 0 when every one
+    SUCCEEDED, 1 when one FAILED or was CANCELLED, 124 when --timeout passed first, 2 for
+    an error (an unknown job)."""
+    try:
+        seconds = None if timeout is None else parse_duration(timeout, "--timeout")
+    except DanluError as exc:
+        raise fail(exc) from None
+    with connect(home, url, token) as client:
+        code = _wait_jobs(client, jobs, seconds, poll, json_out)
+    raise typer.Exit(code)
+
+
+def _wait_jobs(
+    client: Client, jobs: list[str], timeout: float | None, poll: float, json_out: bool
+) -> int:
+    """Wait for ``jobs``; print each end (or, with ``json_out``, the Jobs at the end); the
+    exit status :func:`wait` documents."""
+
+    def ended(job: dict[str, Any]) -> None:
+        if json_out:
+            return
+        code = job.get("exit_code")
+        status = f" (exit {code})" if job.get("state") == "FAILED" and code is not None else ""
+        console.print(
+            f"job [bold]{job.get('id')}[/bold] ({escape(str(job.get('name')))}): "
+            f"{job.get('state')}{status}",
+            highlight=False,
+        )
+
+    try:
+        done = client.wait(jobs, timeout=timeout, poll=poll, on_end=ended)
+    except WaitTimeout as exc:
+        if json_out:
+            print_json(exc.finished)
+        err.print(f"[red]error:[/red] {escape(str(exc))}", highlight=False)
+        return WAIT_TIMEOUT_EXIT
+    except DanluError as exc:
+        raise fail(exc) from None
+    except KeyboardInterrupt:
+        raise typer.Exit(code=130) from None
+    if json_out:
+        print_json(done)
+    return 0 if all(job.get("state") == "SUCCEEDED" for job in done) else 1
 
 
 # -- ls / show ---------------------------------------------------------------------------------
@@ -551,9 +625,9 @@ def top(
 
 
 def register(app: typer.Typer) -> None:
-    """Add ``submit``, ``ls``, ``show``, ``logs``, ``cancel``, ``update``, ``hold``,
+    """Add ``submit``, ``wait``, ``ls``, ``show``, ``logs``, ``cancel``, ``update``, ``hold``,
     ``release``, ``why``, ``nodes``, ``cordon``, ``drain``, ``uncordon``, ``usage`` and
     ``top``."""
-    commands = (submit, ls, show, logs, cancel, update, hold, release, why, nodes)
+    commands = (submit, wait, ls, show, logs, cancel, update, hold, release, why, nodes)
     for command in (*commands, cordon, drain, uncordon, usage, top):
         app.command(name=command.__name__)(command)
