@@ -286,8 +286,11 @@ def test_value_density_hysteresis_prevents_swapping_similar_jobs() -> None:
 POLICIES = (
     FifoPolicy(),
     FifoPolicy(backfill=True, placement="first-fit"),
+    FifoPolicy(backfill=True, reserve=True),
     SjfPolicy(),
+    SjfPolicy(reserve=True, placement="spread"),
     PriorityPolicy(),
+    PriorityPolicy(reserve=True),
     PriorityPolicy(placement="topology"),
     TiresiasPolicy(thresholds=(200.0,)),
     TiresiasPolicy(thresholds=(50.0, 500.0), placement="spread"),

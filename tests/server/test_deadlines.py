@@ -144,3 +144,37 @@ def test_the_time_limit_is_the_schedulers_duration_when_the_user_gave_none() -> 
     assert expected() is None
     assert expected(time_limit="2h") == 7200.0
     assert expected(time_limit="2h", training={"expected_duration": 600}) == 600.0
+
+
+def test_time_limits_give_a_wide_job_its_reservation_in_the_control_plane(
+    db: Database, tmp_path: Path
+) -> None:
+    """With EASY backfill (``reserve``) the time limits are the expected ends: a job that
+    would run past the wide job's reserved start waits, one that ends before it starts."""
+    node = Node("a", 4, gpu_type("H100"))
+    two = {"command": ["python", "train.py"], "resources": {"gpus": 2}}
+    with db.session() as s:
+        alice = user_and_nodes(s, (node,), NOW)
+        first = jobs.submit(s, {"name": "first", "time_limit": "10m", **two}, alice, now=NOW)
+    world = FakeWorld()
+    world.script(first.id, duration=10_000)
+    executor = FakeExecutor(Cluster((node,)), world)
+    policy = make_policy("fifo", backfill=True, reserve=True)
+    loop = Reconciler(db, executor, load_settings(home=tmp_path), policy=policy)
+    try:
+        assert loop.run_once(now=NOW).launched == [first.id]
+        with db.session() as s:
+            four = {**two, "resources": {"gpus": 4}}
+            wide = jobs.submit(s, {"name": "wide", **four}, alice, now=NOW + 1)
+            long = jobs.submit(s, {"name": "long", "time_limit": "1h", **two}, alice, now=NOW + 2)
+            quick = jobs.submit(s, {"name": "quick", "time_limit": 300, **two}, alice, now=NOW + 3)
+        for job_id in (wide.id, long.id, quick.id):
+            world.script(job_id, duration=10_000)
+        report = loop.run_once(now=NOW + 60)
+        assert report.launched == [quick.id]  # ends by NOW + 360, before first's limit
+        with db.read_session() as s:
+            held = jobs.why(s, jobs.get_job(s, long.id), now=NOW + 60)
+            assert held.startswith("backfill holds GPUs for job " + wide.id), held
+            assert "(reserved to start in 540s)" in held  # first's limit: NOW + 600
+    finally:
+        loop.stop()

@@ -4,7 +4,8 @@ A policy is a plain object: configuration in its constructor, and
 ``schedule(view) -> Plan``, a pure, deterministic function of the frozen view.
 
 - :func:`queue_round` walks pending jobs in the policy's order and starts each one that fits
-  (``backfill``) or stops at the first that does not (strict order). Nothing is preempted.
+  (``backfill``; with ``reserve``, only those that leave the first blocked job's reservation
+  alone) or stops at the first that does not (strict order). Nothing is preempted.
 - :func:`preemptive_round` orders running and pending jobs together; the best ones that fit
   the cluster's capacity are kept or started, and preemptible running jobs that fall outside
   are preempted, unless their GPUs are still free once the admitted jobs are placed.
@@ -19,10 +20,12 @@ from itertools import accumulate
 from operator import attrgetter
 from typing import Any, Protocol
 
-from danlu.core.cluster import MILLI_PER_GPU
+from danlu.core.cluster import MILLI_PER_GPU, Allocation
 from danlu.sched.placement.drain import DrainingFree
 from danlu.sched.placement.gang import FreeMap
+from danlu.sched.policies import reservation
 from danlu.sched.policies.ranked import RankKey
+from danlu.sched.policies.reservation import Reservation
 from danlu.sched.view import ClusterView, JobStatus, Plan, Preempt, Start
 
 
@@ -73,13 +76,22 @@ def _why_not(free: FreeMap, job: JobStatus) -> str:
 
 
 def queue_round(
-    view: ClusterView, order: Sequence[JobStatus], placement: str, backfill: bool
+    view: ClusterView,
+    order: Sequence[JobStatus],
+    placement: str,
+    backfill: bool,
+    reserve: bool = False,
 ) -> Plan:
-    """Start pending jobs in ``order`` while they fit; see the module docstring."""
+    """Start pending jobs in ``order`` while they fit; see the module docstring. ``reserve``
+    (with ``backfill``): EASY backfill, the first job that does not fit gets a reservation
+    that later starts must leave alone (:mod:`.reservation`)."""
     free = FreeMap(view, placement)
     starts: list[Start] = []
+    started: list[tuple[JobStatus, Allocation]] = []
     waiting: dict[str, str] = {}
     blocked_by: str | None = None
+    held: Reservation | None = None
+    reserved = False
     default = ""
     for job in order:
         if blocked_by is not None or (free.total_free == 0 and not free.any_capacity()):
@@ -91,12 +103,21 @@ def queue_round(
             )
             break
         alloc = free.place(job.request) if free.could_fit_now(job.request) else None
+        if alloc is not None and held is not None and not held.admits(job, alloc, view.time):
+            free.release(alloc)
+            waiting[job.id] = held.reason
+            continue
         if alloc is not None:
             starts.append(Start(job.id, alloc))
+            if reserve:
+                started.append((job, alloc))
             continue
         waiting[job.id] = _why_not(free, job)
         if not backfill:
             blocked_by = job.id
+        elif reserve and not reserved:
+            reserved = True
+            held = reservation.reserve(view, free, job, started)
     return Plan(starts=tuple(starts), waiting=waiting, waiting_default=default, recheck_at=math.inf)
 
 

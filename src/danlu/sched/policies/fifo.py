@@ -19,13 +19,16 @@ class FifoPolicy:
     """Start jobs in submission order.
 
     ``backfill=False`` (default) is strict FIFO: a job that does not fit blocks the ones
-    behind it. With ``backfill=True`` later jobs that fit may start first.
+    behind it. With ``backfill=True`` later jobs that fit may start first; with
+    ``reserve=True`` as well, only those that do not delay the first blocked job's
+    reservation (EASY backfill, :mod:`.reservation`).
     """
 
     option_ranges: ClassVar[Mapping[str, OptionRange]] = {}
     """The numeric options' valid ranges, checked when the policy is built."""
     placement: str = "best-fit"
     backfill: bool = False
+    reserve: bool = False
     name: str = "fifo"
 
     def __post_init__(self) -> None:
@@ -35,4 +38,4 @@ class FifoPolicy:
         # Near O(n) when the view keeps its promised submission order (timsort on sorted
         # input), and still correct when an adapter does not.
         order = sorted(view.pending, key=_SUBMISSION_ORDER)
-        return queue_round(view, order, self.placement, self.backfill)
+        return queue_round(view, order, self.placement, self.backfill, self.reserve)

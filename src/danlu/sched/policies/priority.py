@@ -34,6 +34,9 @@ class PriorityPolicy:
     aging_per_hour: float = 1.0
     preempt: bool = True
     backfill: bool = True
+    reserve: bool = False
+    """EASY backfill (:mod:`.reservation`): a job that cannot start gets a reservation at
+    the running jobs' expected ends, and lower-ranked jobs start only if they leave it be."""
     name: str = "priority"
     _queue: RankedJobs = field(
         default_factory=ranked_pending, init=False, repr=False, compare=False
@@ -67,7 +70,7 @@ class PriorityPolicy:
     def schedule(self, view: ClusterView) -> Plan:
         now = view.time
         order = self._queue.update(view.pending, now, self.queue_key).jobs
-        plan = queue_round(view, order, self.placement, self.backfill)
+        plan = queue_round(view, order, self.placement, self.backfill, self.reserve)
         if not self.preempt or not plan.has_waiting or not view.running:
             return plan
         pending = self._pending.update(view.pending, now, self.preempt_key, like=self._queue)

@@ -18,13 +18,15 @@ class SjfPolicy:
     """Start the job with the least expected GPU time (``duration x GPUs``) first.
 
     Jobs without an expected duration go last, in submission order. ``by_gpu_time=False``
-    orders by duration alone.
+    orders by duration alone. ``reserve=True``: EASY backfill (:mod:`.reservation`), so a
+    wide job is not passed by shorter ones for ever.
     """
 
     option_ranges: ClassVar[Mapping[str, OptionRange]] = {}
     """The numeric options' valid ranges, checked when the policy is built."""
     placement: str = "best-fit"
     backfill: bool = True
+    reserve: bool = False
     by_gpu_time: bool = True
     name: str = "sjf"
 
@@ -44,4 +46,4 @@ class SjfPolicy:
 
     def schedule(self, view: ClusterView) -> Plan:
         order = self._queue.update(view.pending, view.time, self.rank_key).jobs
-        return queue_round(view, order, self.placement, self.backfill)
+        return queue_round(view, order, self.placement, self.backfill, self.reserve)

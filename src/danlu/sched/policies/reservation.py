@@ -1,0 +1,110 @@
+"""EASY backfill: a reservation for the first job of the queue that cannot start.
+
+With greedy backfill a queue's small jobs start in every gap and a wide job can wait for
+ever, since the GPUs never free up all at once. EASY backfill (Lifka's, the one Slurm's
+backfill plugin grew from) gives the first job that cannot start a *reservation*: the
+earliest time the running jobs' expected ends free room for it, and the GPUs it would get
+then. A later job may still start now when it does not delay that reservation: when its own
+expected end comes before it, or when the GPUs it is placed on are still free at that time
+after the reserved job is placed.
+
+Expected ends come from each job's ``expected_duration`` (the spec's
+``training.expected_duration``, else its ``time_limit``; a trace's duration in the
+simulator): ``last start + expected duration - time run before``, at the earliest now. A
+running job without one is taken to run for ever (its GPUs are never counted free); a job
+draining out of the cluster ends now. When the reserved job cannot fit even after every job
+with a known end is gone, no reservation is made and the round backfills greedily.
+
+Everything is computed with :class:`~danlu.sched.placement.gang.FreeMap` copies, so the
+reservation honours the policy's placement, GPU types, multi-node gangs and GPU sharing as
+the real start will.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+from danlu.core.cluster import Allocation
+from danlu.sched.placement.gang import FreeMap
+from danlu.sched.view import ClusterView, JobStatus
+
+
+def expected_end(job: JobStatus, now: float, draining: frozenset[str]) -> float:
+    """When a running job is expected to end (``inf`` when it has no expected duration)."""
+    if job.id in draining:
+        return now
+    duration = job.request.expected_duration
+    if duration is None:
+        return math.inf
+    return max(now, now + duration - job.run_time_at(now))
+
+
+@dataclass
+class Reservation:
+    """The reserved job, when it is to start (``at``) and the capacity left at that time once
+    it is placed (``later``: the free map then). Built by :func:`reserve`."""
+
+    job_id: str
+    at: float
+    later: FreeMap
+    reason: str
+
+    def admits(self, job: JobStatus, alloc: Allocation, now: float) -> bool:
+        """Whether starting ``job`` on ``alloc`` now leaves the reservation as it is: the job
+        is expected to end by then, or ``alloc`` is still free then (and is taken there)."""
+        duration = job.request.expected_duration
+        if duration is not None and now + max(0.0, duration - job.run_time) <= self.at:
+            return True
+        if self.later.can_take(alloc):
+            self.later.take(alloc)
+            return True
+        return False
+
+
+def reserve(
+    view: ClusterView,
+    free: FreeMap,
+    head: JobStatus,
+    started: Sequence[tuple[JobStatus, Allocation]],
+) -> Reservation | None:
+    """The reservation of ``head`` (the first job that cannot start now), given the free map
+    after this round's starts (``started``, which end as any running job); None when no known
+    end frees room for it."""
+    now = view.time
+    ends = [
+        (expected_end(job, now, view.draining), index, job.allocation)
+        for index, job in enumerate(view.running)
+    ]
+    offset = len(view.running)
+    ends += [
+        (end, offset + index, alloc)
+        for index, (job, alloc) in enumerate(started)
+        if math.isfinite(end := expected_end(_running(job, alloc, now), now, frozenset()))
+    ]
+    ends.sort(key=lambda item: (item[0], item[1]))
+    later = free.copy()
+    for end, _, alloc in ends:
+        if not math.isfinite(end):
+            break
+        later.release(alloc)
+        if not later.could_fit_now(head.request):
+            continue
+        trial = later.copy()
+        placed = trial.place(head.request)
+        if placed is not None:
+            wait = f"{end - now:.0f}s" if end > now else "now"
+            reason = f"backfill holds GPUs for job {head.id} (reserved to start in {wait})"
+            return Reservation(head.id, end, trial, reason)
+    return None
+
+
+def _running(job: JobStatus, alloc: Allocation, now: float) -> JobStatus:
+    """``job`` as if running on ``alloc`` since ``now`` (its expected end from now)."""
+    return JobStatus(
+        request=job.request,
+        allocation=alloc,
+        run_time=job.run_time,
+        last_start=now,
+    )
