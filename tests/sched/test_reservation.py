@@ -9,7 +9,10 @@ from typing import Any
 
 import pytest
 
-from danlu.core.cluster import Allocation, Cluster
+from danlu.core.cluster import Allocation, Cluster, GpuType, Node
+from danlu.core.units import GiB
+from danlu.sched.placement.gang import FreeMap
+from danlu.sched.policies import reservation
 from danlu.sched.policies.fifo import FifoPolicy
 from danlu.sched.policies.priority import PriorityPolicy
 from danlu.sched.policies.sjf import SjfPolicy
@@ -131,3 +134,48 @@ def test_in_the_simulator_the_wide_job_is_not_starved_and_gaps_still_fill(
     assert easy["wide"] == strict["wide"] == 130
     assert (easy["q1"], easy["q2"]) == (50, 70)
     assert strict["q1"] >= 130 + 200  # strict order: behind the wide job
+
+
+def test_the_reservation_is_found_past_many_ends_that_do_not_make_room() -> None:
+    """The wide job needs the "big" node, whose job ends last, after 40 jobs on "small"
+    nodes: the tries thin out after 16 misses and still find it (at the last end)."""
+    small = GpuType("small", 16 * GiB)
+    big = GpuType("big", 80 * GiB)
+    cluster = Cluster((*(Node(f"s{i}", 1, small) for i in range(40)), Node("b", 2, big)))
+    smalls = [
+        JobStatus(
+            _job(f"r{i}", 1, -100 - i, 10.0 * (i + 1)),
+            Allocation.whole_gpus([(i, 0)]),
+            last_start=0.0,
+        )
+        for i in range(40)
+    ]
+    on_big = Allocation.whole_gpus([(40, 0), (40, 1)])
+    running = (*smalls, JobStatus(_job("rb", 2, -1, 1000.0), on_big, last_start=0.0))
+    wide = JobRequest(
+        id="wide",
+        submit_time=0.0,
+        gpus=2,
+        seq=1,
+        expected_duration=50.0,
+        gpu_types=frozenset({"big"}),
+    )
+    plan = FifoPolicy(backfill=True, reserve=True).schedule(
+        ClusterView(0.0, cluster, running=running, pending=(JobStatus(wide),))
+    )
+    assert plan.starts == ()
+    later = JobStatus(_job("later", 1, 2, 5000.0))
+    plan = FifoPolicy(backfill=True, reserve=True).schedule(
+        ClusterView(10.0, cluster, running=running[1:], pending=(JobStatus(wide), later))
+    )
+    # a small GPU is free (r0 ended): later may take it, wide is reserved the big node at 1000
+    assert [s.job_id for s in plan.starts] == ["later"]
+    assert (
+        reservation.reserve(
+            ClusterView(10.0, cluster, running=running[1:]),
+            FreeMap(ClusterView(10.0, cluster, running=running[1:])),
+            JobStatus(wide),
+            [],
+        ).at
+        == 1000.0
+    )

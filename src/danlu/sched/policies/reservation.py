@@ -30,6 +30,9 @@ from danlu.core.cluster import Allocation
 from danlu.sched.placement.gang import FreeMap
 from danlu.sched.view import ClusterView, JobStatus
 
+FULL_TRIES = 16
+"""Placement tries of the reserved job after every released job, before they thin out."""
+
 
 def expected_end(job: JobStatus, now: float, draining: frozenset[str]) -> float:
     """When a running job is expected to end (``inf`` when it has no expected duration)."""
@@ -85,19 +88,42 @@ def reserve(
     ]
     ends.sort(key=lambda item: (item[0], item[1]))
     later = free.copy()
-    for end, _, alloc in ends:
+    failed = 0
+    next_try = 0
+    pending: float | None = None  # the end of a job released since the last try, if any
+    for released, (end, _, alloc) in enumerate(ends, start=1):
         if not math.isfinite(end):
             break
         later.release(alloc)
+        if released < next_try:
+            pending = end
+            continue
         if not later.could_fit_now(head.request):
             continue
-        trial = later.copy()
-        placed = trial.place(head.request)
-        if placed is not None:
-            wait = f"{end - now:.0f}s" if end > now else "now"
-            reason = f"backfill holds GPUs for job {head.id} (reserved to start in {wait})"
-            return Reservation(head.id, end, trial, reason)
+        pending = None
+        found = _reservation(later, head, end, now)
+        if found is not None:
+            return found
+        # Room only grows as jobs end: after a few misses (a GPU type, a gang's shape), try
+        # again each time the jobs released have doubled, and once more after the last, so
+        # a round makes at most logarithmically many tries past the first ones; the
+        # reservation may then come somewhat later than the earliest possible.
+        failed += 1
+        if failed >= FULL_TRIES:
+            next_try = 2 * released
+    if pending is not None and later.could_fit_now(head.request):
+        return _reservation(later, head, pending, now)
     return None
+
+
+def _reservation(later: FreeMap, head: JobStatus, end: float, now: float) -> Reservation | None:
+    """``head`` reserved at ``end`` on the room ``later`` leaves (left unchanged), if any."""
+    trial = later.copy()
+    if trial.place(head.request) is None:
+        return None
+    wait = f"{end - now:.0f}s" if end > now else "now"
+    reason = f"backfill holds GPUs for job {head.id} (reserved to start in {wait})"
+    return Reservation(head.id, end, trial, reason)
 
 
 def _running(job: JobStatus, alloc: Allocation, now: float) -> JobStatus:
