@@ -234,6 +234,23 @@ def test_an_endpoint_that_never_answers_is_given_up_on_then_forgotten(db: Databa
     assert [webhooks.backoff(n) for n in (1, 2, 3, 9, 10, 11)] == [10, 20, 40, 2560, 3600, 3600]
 
 
+def test_a_host_name_the_transport_cannot_encode_is_a_failed_attempt(db: Database) -> None:
+    """``xn--a`` passes as a URL but fails in the IDNA codec when posted (a UnicodeError, not
+    an httpx error): it counts as an attempt, it does not escape the pass."""
+    with db.session() as s:
+        hook_id = webhooks.create(s, "http://xn--a/x", "admin", now=NOW).id
+        webhooks.ping(s, hook_id, now=NOW)
+    sender = WebhookSender(db, timeout=2.0)
+    try:
+        assert sender.run_once(now=NOW) == 1
+    finally:
+        sender.stop()
+    with db.read_session() as s:
+        [tried] = webhooks.deliveries(s, hook_id)
+        assert (tried.attempts, tried.done_at, tried.lock_token) == (1, None, None)
+        assert "Codepoint" in (tried.last_error or ""), tried.last_error
+
+
 def test_a_claimed_delivery_is_not_claimed_twice_and_a_lost_lock_writes_nothing(
     db: Database,
 ) -> None:
@@ -264,6 +281,7 @@ def test_a_claimed_delivery_is_not_claimed_twice_and_a_lost_lock_writes_nothing(
         ({"url": "hooks.example/x"}, "url", r"is not an http\(s\) URL"),
         ({"url": "http://a b/"}, "url", "spaces"),
         ({"url": "http://host:99999/"}, "url", "is not a URL"),
+        ({"url": "http://\u2603.example/"}, "url", "is not a URL: Invalid IDNA hostname"),
         ({"url": "http://h/" + "x" * 2048}, "url", "at most 2048"),
         ({"states": ["RUNNING", "DONE"]}, "states.1", "'DONE' is not a job state; one of PENDING"),
     ],

@@ -126,7 +126,9 @@ class WebhookSender:
         """POST one message: its HTTP status and, for anything but a 2xx, what went wrong."""
         try:
             response = self._client.post(message.url, content=message.body, headers=message.headers)
-        except httpx.HTTPError as exc:
+        except (httpx.HTTPError, httpx.InvalidURL, ValueError, OSError) as exc:
+            # every way a post can fail counts as an attempt: nothing escapes to leave the
+            # row locked and tried again, uncounted, once its lock expires
             return None, f"{type(exc).__name__}: {exc}" if str(exc) else type(exc).__name__
         if 200 <= response.status_code < 300:
             return response.status_code, None

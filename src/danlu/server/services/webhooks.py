@@ -23,6 +23,7 @@ from dataclasses import dataclass
 from typing import Any
 from urllib.parse import urlsplit
 
+import httpx
 from sqlalchemy import delete, func, insert, select
 from sqlalchemy.orm import Session
 
@@ -67,6 +68,10 @@ def check_url(url: str) -> str:
         raise SpecError(
             "url", f"{quoted(url)} is not an http(s) URL; write e.g. https://hooks.example/danlu"
         )
+    try:
+        httpx.URL(url)  # what the sender will post to: an invalid host name fails here
+    except httpx.InvalidURL as exc:
+        raise SpecError("url", f"{quoted(url)} is not a URL: {exc}") from None
     return url
 
 
