@@ -15,6 +15,7 @@ from danlu.core.cluster import Allocation, Cluster, GpuType, Node
 from danlu.core.errors import ConfigError, PlacementError, UnknownNameError
 from danlu.core.units import GiB
 from danlu.sched.placement.gang import STRATEGIES, FreeMap
+from danlu.sched.policies.fair_share import FairSharePolicy
 from danlu.sched.policies.fifo import FifoPolicy
 from danlu.sched.policies.priority import PriorityPolicy
 from danlu.sched.policies.sjf import SjfPolicy
@@ -291,6 +292,8 @@ POLICIES = (
     SjfPolicy(reserve=True, placement="spread"),
     PriorityPolicy(),
     PriorityPolicy(reserve=True),
+    FairSharePolicy(),
+    FairSharePolicy(backfill=False, placement="spread"),
     PriorityPolicy(placement="topology"),
     TiresiasPolicy(thresholds=(200.0,)),
     TiresiasPolicy(thresholds=(50.0, 500.0), placement="spread"),

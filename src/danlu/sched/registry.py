@@ -16,6 +16,7 @@ from danlu.core.errors import ConfigError, UnknownNameError
 from danlu.sched.placement.gang import STRATEGIES
 from danlu.sched.policies.base import Policy
 from danlu.sched.policies.danlu import DanluPolicy
+from danlu.sched.policies.fair_share import FairSharePolicy
 from danlu.sched.policies.fifo import FifoPolicy
 from danlu.sched.policies.options import check_option_type
 from danlu.sched.policies.pollux import PolluxPolicy
@@ -69,6 +70,7 @@ def default_registry() -> PolicyRegistry:
     registry.register("fifo", FifoPolicy)
     registry.register("priority", PriorityPolicy)
     registry.register("sjf", SjfPolicy)
+    registry.register("fair-share", FairSharePolicy)
     registry.register("tiresias", TiresiasPolicy)
     registry.register("value-density", ValueDensityPolicy)
     registry.register("danlu", DanluPolicy)

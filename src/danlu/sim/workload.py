@@ -8,11 +8,13 @@ Formats, recognised from the CSV header:
   rigid jobs of known duration; submission times are relative to the first job.
 - **openb**: ``name,cpu_milli,memory_mib,num_gpu,gpu_milli,...,creation_time,deletion_time,
   scheduled_time`` (Alibaba GPU trace 2023): rigid jobs, fractional GPUs allowed.
-- **danlu**: ``name,submit_time,gpus,duration[,priority][,gpu_memory][,family][,model]``: a
-  plain rigid list; ``gpu_memory`` (bytes) > 0 asks for that part of one GPU, ``family``
-  names the model's family (:data:`~danlu.core.spec.MODEL_FAMILIES`, empty: unknown) for the
-  sharing rule and the simulator's co-location slowdown, ``model`` the model as that
-  slowdown's data names it (:attr:`RigidWork.model`; the scheduler sees only the family).
+- **danlu**: ``name,submit_time,gpus,duration[,priority][,gpu_memory][,family][,model]
+  [,project]``: a plain rigid list; ``gpu_memory`` (bytes) > 0 asks for that part of one
+  GPU, ``family`` names the model's family (:data:`~danlu.core.spec.MODEL_FAMILIES`, empty:
+  unknown) for the sharing rule and the simulator's co-location slowdown, ``model`` the model
+  as that slowdown's data names it (:attr:`RigidWork.model`; the scheduler sees only the
+  family), ``project`` the job's project (empty: ``default``; the ``fair-share`` policy
+  shares the GPUs between projects).
 """
 
 from __future__ import annotations
@@ -226,6 +228,7 @@ def load_workload(path: str | Path) -> Workload:
                 seq=len(jobs),
                 expected_duration=duration,
                 family=_family(row, p, line),
+                project=(row.get("project") or "").strip() or "default",
             )
             model = (row.get("model") or "").strip()
             jobs.append(WorkloadJob(request, RigidWork(duration, model)))

@@ -55,7 +55,8 @@ def nothing_to_size(view: ClusterView) -> bool:
     return not view.pending and not any(job.observed for job in view.running)
 
 
-def _why_not(free: FreeMap, job: JobStatus) -> str:
+def why_not(free: FreeMap, job: JobStatus) -> str:
+    """Why ``job`` could not be placed on ``free`` (one shared string per shape and count)."""
     req = job.request
     if req.shares_gpu:
         return f"no GPU has {req.gpu_milli} milli-GPU and {req.gpu_memory} bytes free" + (
@@ -112,7 +113,7 @@ def queue_round(
             if reserve:
                 started.append((job, alloc))
             continue
-        waiting[job.id] = _why_not(free, job)
+        waiting[job.id] = why_not(free, job)
         if not backfill:
             blocked_by = job.id
         elif reserve and not reserved:
@@ -127,7 +128,7 @@ proportional to the jobs it can act on, not to the length of the queue."""
 
 
 def _reasons(free: FreeMap, left: list[JobStatus], total: int) -> dict[str, Any]:
-    waiting = {j.id: _why_not(free, j) for j in left[:_LISTED_REASONS]}
+    waiting = {j.id: why_not(free, j) for j in left[:_LISTED_REASONS]}
     default = "waiting for GPUs to free up" if total > _LISTED_REASONS else ""
     return {"waiting": waiting, "waiting_default": default}
 
@@ -339,7 +340,7 @@ def _preempting_round(
             if mark_preempted is not None:
                 marks[victim.id] = mark_preempted(victim)
     for job in unplaced:
-        waiting[job.id] = _why_not(free, job)
+        waiting[job.id] = why_not(free, job)
     return Plan(
         starts=tuple(starts),
         preempts=tuple(preempts),

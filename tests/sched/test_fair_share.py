@@ -1,0 +1,89 @@
+"""The fair-share policy: the project holding the fewest GPUs starts its next job, a
+project's own jobs by priority then age; in the simulator a small team is not queued behind
+a large team's burst."""
+
+from __future__ import annotations
+
+import statistics
+from pathlib import Path
+
+from danlu.core.cluster import Allocation, Cluster
+from danlu.sched.policies.fair_share import FairSharePolicy
+from danlu.sched.registry import make_policy
+from danlu.sched.view import ClusterView, JobRequest, JobStatus
+from danlu.sim.engine import SimConfig, Simulator
+from danlu.sim.workload import load_workload
+
+
+def _job(job_id: str, project: str, seq: int, gpus: int = 1, priority: int = 0) -> JobStatus:
+    request = JobRequest(
+        id=job_id, submit_time=float(seq), gpus=gpus, seq=seq, project=project, priority=priority
+    )
+    return JobStatus(request)
+
+
+def test_the_project_holding_fewer_gpus_goes_first_whatever_its_age() -> None:
+    cluster = Cluster.homogeneous(1, 6)
+    busy = JobStatus(
+        JobRequest(id="run", submit_time=0.0, gpus=4, seq=0, project="a"),
+        Allocation.whole_gpus([(0, g) for g in range(4)]),
+        last_start=0.0,
+    )
+    pending = (_job("a1", "a", 1), _job("a2", "a", 2), _job("b1", "b", 3), _job("b2", "b", 4))
+    plan = FairSharePolicy().schedule(ClusterView(10.0, cluster, running=(busy,), pending=pending))
+    assert [s.job_id for s in plan.starts] == ["b1", "b2"]  # a holds 4 GPUs, b none
+    assert plan.reason("a1") == "no free GPUs"
+
+
+def test_projects_take_turns_and_priority_orders_a_projects_own_jobs() -> None:
+    pending = (
+        _job("a1", "a", 1),
+        _job("a2", "a", 2, priority=5),
+        _job("a3", "a", 3),
+        _job("b1", "b", 4),
+        _job("b2", "b", 5),
+        _job("c1", "c", 6, gpus=2),
+    )
+    plan = FairSharePolicy().schedule(ClusterView(0.0, Cluster.homogeneous(1, 6), pending=pending))
+    # equal shares at first: the oldest head (a's best, a2) goes, then b1 and c1 (c's head is
+    # 2 GPUs: c then holds most), then a and b again
+    assert [s.job_id for s in plan.starts] == ["a2", "b1", "c1", "a1", "b2"]
+    assert plan.reason("a3") == "no free GPUs"
+
+
+def test_without_backfill_the_first_job_that_does_not_fit_stops_the_round() -> None:
+    pending = (_job("wide", "a", 1, gpus=4), _job("small", "b", 2))
+    view = ClusterView(0.0, Cluster.homogeneous(1, 2), pending=pending)
+    assert [s.job_id for s in FairSharePolicy().schedule(view).starts] == ["small"]
+    strict = FairSharePolicy(backfill=False).schedule(view)
+    assert strict.starts == () and strict.reason("small") == (
+        "queued behind wide (fair share, no backfill)"
+    )
+    assert make_policy("fair-share", backfill=False) == FairSharePolicy(backfill=False)
+
+
+def _waits(tmp_path: Path, policy: str) -> dict[str, float]:
+    """Team ``big`` submits 40 jobs of 600 s at t=0, team ``small`` 4 at t=60, on 8 GPUs:
+    each team's mean queueing delay."""
+    rows = [f"big{i},0,1,600,,,,,big" for i in range(40)]
+    rows += [f"small{i},60,1,600,,,,,small" for i in range(4)]
+    path = tmp_path / "teams.csv"
+    header = "name,submit_time,gpus,duration,priority,gpu_memory,family,model,project"
+    path.write_text("\n".join([header, *rows]) + "\n")
+    workload = load_workload(path)
+    result = Simulator(
+        Cluster.homogeneous(2, 4), make_policy(policy), workload, SimConfig(event_rounds=True)
+    ).run()
+    assert result.unfinished == []
+    delays: dict[str, list[float]] = {}
+    for job in result.to_json()["per_job"]:
+        delays.setdefault(job["id"].rstrip("0123456789"), []).append(job["queueing_delay"])
+    return {team: statistics.mean(values) for team, values in delays.items()}
+
+
+def test_in_the_simulator_a_small_team_is_not_queued_behind_a_burst(tmp_path: Path) -> None:
+    fifo = _waits(tmp_path, "fifo")
+    fair = _waits(tmp_path, "fair-share")
+    assert fifo["small"] >= 2400  # behind all 40 of big's jobs: 5 waves of 600 s
+    assert fair["small"] <= 600 - 60  # at the first GPUs that free up
+    assert fair["big"] <= fifo["big"] + 300  # what it costs the big team
