@@ -8,7 +8,7 @@ import statistics
 from pathlib import Path
 
 from danlu.core.cluster import Allocation, Cluster
-from danlu.sched.policies.fair_share import FairSharePolicy
+from danlu.sched.policies.fair_share import FairSharePolicy, fair_shares
 from danlu.sched.registry import make_policy
 from danlu.sched.view import ClusterView, JobRequest, JobStatus
 from danlu.sim.engine import SimConfig, Simulator
@@ -87,3 +87,88 @@ def test_in_the_simulator_a_small_team_is_not_queued_behind_a_burst(tmp_path: Pa
     assert fifo["small"] >= 2400  # behind all 40 of big's jobs: 5 waves of 600 s
     assert fair["small"] <= 600 - 60  # at the first GPUs that free up
     assert fair["big"] <= fifo["big"] + 300  # what it costs the big team
+
+
+def _on(job_id: str, project: str, gpu: int, seq: int, start: float = 0.0) -> JobStatus:
+    request = JobRequest(id=job_id, submit_time=0.0, gpus=1, seq=seq, project=project)
+    return JobStatus(request, Allocation.whole_gpus([(0, gpu)]), last_start=start)
+
+
+ONE_BY_4 = Cluster.homogeneous(1, 4)
+TEAM_A = tuple(_on(f"a{i}", "a", i, i) for i in range(4))
+
+
+def test_reclaim_preempts_an_over_share_job_for_an_under_share_project() -> None:
+    policy = FairSharePolicy(reclaim=True, min_run=300.0)
+    pending = (_job("b1", "b", 10), _job("b2", "b", 11), _job("b3", "b", 12))
+    plan = policy.schedule(ClusterView(1000.0, ONE_BY_4, running=TEAM_A, pending=pending))
+    # b's share is 2 of the 4 GPUs: one waiting job a round, the youngest of a's jobs
+    assert [(p.job_id, p.reason) for p in plan.preempts] == [
+        ("a3", "fair share: GPUs reclaimed for project b (job b1)")
+    ]
+    assert [(s.job_id, s.allocation.shares[0].gpu) for s in plan.starts] == [("b1", 3)]
+    assert plan.recheck_at == 0.0
+    too_soon = policy.schedule(ClusterView(200.0, ONE_BY_4, running=TEAM_A, pending=pending))
+    assert too_soon.preempts == () and too_soon.starts == ()  # a's jobs ran < min_run
+    plain = FairSharePolicy().schedule(
+        ClusterView(1000.0, ONE_BY_4, running=TEAM_A, pending=pending)
+    )
+    assert plain.preempts == () and plain.recheck_at == float("inf")
+
+
+def test_reclaim_stops_at_the_shares_and_waits_for_draining_gpus() -> None:
+    policy = FairSharePolicy(reclaim=True, min_run=300.0)
+    # b holds 2 (its share): a's re-queued jobs do not take them back, nor b more of a's
+    running = (*TEAM_A[:2], _on("b1", "b", 2, 10), _on("b2", "b", 3, 11))
+    pending = (_job("a2", "a", 2), _job("b3", "b", 12))
+    plan = policy.schedule(ClusterView(5000.0, ONE_BY_4, running=running, pending=pending))
+    assert plan.preempts == () and plan.starts == ()
+    # a3 is still checkpointing (preempted last round): b1 is placed on its GPU, no new victim
+    view = ClusterView(
+        1060.0,
+        ONE_BY_4,
+        running=TEAM_A,
+        pending=(_job("b1", "b", 10),),
+        draining=frozenset({"a3"}),
+    )
+    plan = policy.schedule(view)
+    assert [(s.job_id, s.allocation.shares[0].gpu) for s in plan.starts] == [("b1", 3)]
+    assert plan.preempts == ()
+
+
+def test_max_min_shares_give_small_demands_in_full() -> None:
+    assert fair_shares(8000, {"a": 8000, "b": 1000, "c": 8000}) == {
+        "b": 1000.0,
+        "a": 3500.0,
+        "c": 3500.0,
+    }
+
+
+def test_in_the_simulator_reclaim_makes_room_for_a_team_behind_long_jobs(tmp_path: Path) -> None:
+    """Team ``big`` runs 8 jobs of 10,000 s on the 8 GPUs from t=0; team ``small`` submits
+    4 jobs of 600 s at t=100: without reclaim they wait for big's jobs to end."""
+    rows = [f"big{i},0,1,10000,,,,,big" for i in range(8)]
+    rows += [f"small{i},100,1,600,,,,,small" for i in range(4)]
+    path = tmp_path / "long.csv"
+    header = "name,submit_time,gpus,duration,priority,gpu_memory,family,model,project"
+    path.write_text("\n".join([header, *rows]) + "\n")
+
+    def run(**options: object) -> tuple[dict[str, float], float]:
+        result = Simulator(
+            Cluster.homogeneous(2, 4),
+            make_policy("fair-share", **options),
+            load_workload(path),
+            SimConfig(restart_cost=30.0),
+        ).run()
+        assert result.unfinished == []
+        delays: dict[str, list[float]] = {}
+        for job in result.to_json()["per_job"]:
+            delays.setdefault(job["id"].rstrip("0123456789"), []).append(job["queueing_delay"])
+        means = {team: statistics.mean(values) for team, values in delays.items()}
+        return means, float(result.summary()["preemptions"])
+
+    waits, preemptions = run()
+    assert waits["small"] >= 9000 and preemptions == 0
+    waits, preemptions = run(reclaim=True)
+    assert waits["small"] <= 600  # once big's jobs ran min_run (300 s), a round each
+    assert preemptions == 4  # one per small job: nothing bounces back

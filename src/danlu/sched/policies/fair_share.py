@@ -9,10 +9,17 @@ project whose next job is older). Within a project, higher ``priority`` goes fir
 submission order. Projects have equal shares: set priorities or quotas on a project to
 favour it or bound it.
 
-It equalises what each project *starts*, and never preempts: a project that took the whole
-cluster while it was alone keeps it until its jobs end (with ``DANLU_POLICY=danlu`` or
-``priority``, preemption by checkpoint reclaims GPUs faster). With ``backfill`` (default) a
-job that does not fit is passed by its project's next ones and by the other projects'.
+By itself it equalises what each project *starts*: a project that took the whole cluster
+while it was alone keeps it until its jobs end. With ``reclaim`` it also takes GPUs back, by
+checkpoint: each project's fair share is its max-min share of the cluster (the GPUs split
+evenly among the projects that want them, a project wanting less than its part leaving the
+rest to the others), and while a project below its share has a job waiting, preemptible
+jobs of projects above theirs are preempted to make room for it, youngest first, one
+waiting job per round. Neither side crosses its share by it (the job started keeps its
+project within its share, each job preempted keeps its project at or above its own), and
+only jobs that ran ``min_run`` seconds are preempted, so GPUs do not bounce between
+projects. With ``backfill`` (default) a job that does not fit is passed by its project's
+next ones and by the other projects'.
 Like every policy here it is a pure function of the view, so the simulator runs it as the
 control plane does (a workload's ``project`` column names the projects).
 """
@@ -26,21 +33,27 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import ClassVar
 
+from danlu.core.cluster import MILLI_PER_GPU
+from danlu.sched.placement.drain import DrainingFree
 from danlu.sched.placement.gang import FreeMap
 from danlu.sched.policies.base import why_not
-from danlu.sched.policies.options import OptionRange, check_options
-from danlu.sched.view import ClusterView, JobStatus, Plan, Start
+from danlu.sched.policies.options import INF, OptionRange, check_options
+from danlu.sched.view import ClusterView, JobStatus, Plan, Preempt, Start
 
 
 @dataclass(frozen=True)
 class FairSharePolicy:
-    """Start jobs project by project, the project holding the fewest GPUs first; see the
-    module docstring. ``backfill=False``: the first job that does not fit stops the round."""
+    """Start jobs project by project, the project holding the fewest GPUs first; with
+    ``reclaim``, preempt over-share projects' jobs for under-share ones; see the module
+    docstring. ``backfill=False``: the first job that does not fit stops the starts."""
 
-    option_ranges: ClassVar[Mapping[str, OptionRange]] = {}
+    option_ranges: ClassVar[Mapping[str, OptionRange]] = {"min_run": (0.0, INF, (True, False))}
     """The numeric options' valid ranges, checked when the policy is built."""
     placement: str = "best-fit"
     backfill: bool = True
+    reclaim: bool = False
+    min_run: float = 300.0
+    """Seconds a job must have run in its current stretch before ``reclaim`` preempts it."""
     name: str = "fair-share"
 
     def __post_init__(self) -> None:
@@ -51,43 +64,129 @@ class FairSharePolicy:
             return Plan(recheck_at=math.inf)
         held: dict[str, int] = {}
         for job in view.running:
-            project = job.request.project
-            held[project] = held.get(project, 0) + job.demand_milli
-        queues: dict[str, list[JobStatus]] = {}
-        for job in view.pending:
-            queues.setdefault(job.request.project, []).append(job)
-        turns: list[tuple[int, int, str]] = []
+            if job.id not in view.draining:  # on its way out: no longer its project's
+                project = job.request.project
+                held[project] = held.get(project, 0) + job.demand_milli
+        drain = DrainingFree(FreeMap(view, self.placement), view)
+        starts, waiting, default = self._starts(view, drain, held)
+        preempts: tuple[Preempt, ...] = ()
+        left_waiting = bool(waiting or default)
+        if self.reclaim and left_waiting:
+            taken = self._reclaim(view, drain, held, {s.job_id for s in starts})
+            if taken is not None:
+                start, preempts = taken
+                starts.append(start)
+                waiting.pop(start.job_id, None)
+        return Plan(
+            starts=tuple(starts),
+            preempts=preempts,
+            waiting=waiting,
+            waiting_default=default,
+            # with reclaim, a waiting job may be made room for once a job has run min_run
+            recheck_at=0.0 if self.reclaim and left_waiting else math.inf,
+        )
+
+    def _starts(
+        self, view: ClusterView, drain: DrainingFree, held: dict[str, int]
+    ) -> tuple[list[Start], dict[str, str], str]:
+        """Start jobs by turns while they fit; ``held`` is updated with what starts."""
         lines: dict[str, deque[JobStatus]] = {}
-        for project, jobs in queues.items():
-            jobs.sort(key=_within_project)
-            lines[project] = deque(jobs)
-            turns.append((held.get(project, 0), jobs[0].request.seq, project))
+        for job in view.pending:
+            lines.setdefault(job.request.project, deque()).append(job)
+        turns: list[tuple[int, int, str]] = []
+        for project, line in lines.items():
+            ordered = deque(sorted(line, key=_within_project))
+            lines[project] = ordered
+            turns.append((held.get(project, 0), ordered[0].request.seq, project))
         heapq.heapify(turns)
-        free = FreeMap(view, self.placement)
         starts: list[Start] = []
         waiting: dict[str, str] = {}
         default = ""
         while turns:
-            if free.total_free == 0 and not free.any_capacity():
+            if not drain.any_room():
                 default = "no free GPUs"
                 break
             _, _, project = heapq.heappop(turns)
             line = lines[project]
             job = line.popleft()
-            alloc = free.place(job.request) if free.could_fit_now(job.request) else None
+            alloc = drain.place(job.request)
             if alloc is not None:
                 starts.append(Start(job.id, alloc))
                 held[project] = held.get(project, 0) + job.demand_milli
             else:
-                waiting[job.id] = why_not(free, job)
+                waiting[job.id] = why_not(drain.now, job)
                 if not self.backfill:
                     default = f"queued behind {job.id} (fair share, no backfill)"
                     break
             if line:
                 heapq.heappush(turns, (held.get(project, 0), line[0].request.seq, project))
-        return Plan(
-            starts=tuple(starts), waiting=waiting, waiting_default=default, recheck_at=math.inf
+        return starts, waiting, default
+
+    def _reclaim(
+        self,
+        view: ClusterView,
+        drain: DrainingFree,
+        held: dict[str, int],
+        started: set[str],
+    ) -> tuple[Start, tuple[Preempt, ...]] | None:
+        """Preempt over-share jobs for the waiting job of the project furthest below its
+        share that can be made room for; None when none can."""
+        now = view.time
+        waiting_jobs = sorted(
+            (j for j in view.pending if j.id not in started),
+            key=lambda j: (j.request.project, *_within_project(j)),
         )
+        demand = dict(held)
+        for job in waiting_jobs:
+            demand[job.request.project] = demand.get(job.request.project, 0) + job.demand_milli
+        total = view.cluster.total_gpus * MILLI_PER_GPU
+        share = fair_shares(total, demand)
+        victims = sorted(
+            (
+                j
+                for j in view.running
+                if j.request.preemptible
+                and j.id not in view.draining
+                and j.last_start is not None
+                and now - j.last_start >= self.min_run
+            ),
+            key=lambda j: (j.run_time_at(now), -j.request.seq),
+        )
+        firsts: dict[str, JobStatus] = {}
+        for job in waiting_jobs:
+            firsts.setdefault(job.request.project, job)
+        for project in sorted(firsts, key=lambda p: held.get(p, 0) / max(share[p], 1.0)):
+            job = firsts[project]
+            if held.get(project, 0) + job.demand_milli > share[project]:
+                continue  # starting it would take the project past its share
+            room = (drain.soon or drain.now).copy()
+            chosen: list[JobStatus] = []
+            left = dict(held)
+            for victim in victims:
+                owner = victim.request.project
+                if owner == project or left.get(owner, 0) - victim.demand_milli < share[owner]:
+                    continue
+                room.release(victim.allocation)
+                left[owner] -= victim.demand_milli
+                chosen.append(victim)
+                alloc = room.place(job.request) if room.could_fit_now(job.request) else None
+                if alloc is not None:
+                    reason = f"fair share: GPUs reclaimed for project {project} (job {job.id})"
+                    return Start(job.id, alloc), tuple(Preempt(v.id, reason) for v in chosen)
+        return None
+
+
+def fair_shares(total: int, demand: Mapping[str, int]) -> dict[str, float]:
+    """Max-min fair shares of ``total`` among projects wanting ``demand`` each: the
+    smallest demands are met in full, the rest split what is left evenly."""
+    shares: dict[str, float] = {}
+    left = float(total)
+    ordered = sorted(demand, key=lambda p: (demand[p], p))
+    for index, project in enumerate(ordered):
+        part = min(float(demand[project]), left / (len(ordered) - index))
+        shares[project] = part
+        left -= part
+    return shares
 
 
 def _within_project(job: JobStatus) -> tuple[int, int, str]:
