@@ -87,7 +87,7 @@ def _failing_loop(
         state = live.prepared.app.state.danlu if live.prepared else None
         assert state is not None
         loop = Reconciler(state.db, state.executor, state.settings)
-        loop.interval = 0.001
+        loop._loop.interval = 0.001
         calls = 0
 
         def run_once(now: float | None = None) -> reconcile.RoundReport:
@@ -95,14 +95,13 @@ def _failing_loop(
             calls += 1
             if calls <= failures:
                 raise OSError(28, "No space left on device")
-            loop._stop.set()  # one pass that works, then stop
+            loop._loop.finish()  # one pass that works, then stop
             return reconcile.RoundReport()
 
         monkeypatch.setattr(loop, "run_once", run_once)
         try:
             loop.start()
-            assert loop._thread is not None
-            loop._thread.join(30)
+            loop._loop.join(30)
         finally:
             loop.stop()
             logger.removeHandler(handler)

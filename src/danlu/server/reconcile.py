@@ -72,6 +72,7 @@ from danlu.server import upkeep
 from danlu.server.db import Database, Job, Lease
 from danlu.server.failures import RepeatedFailure
 from danlu.server.inventory import InventoryRefresh
+from danlu.server.loops import PeriodicLoop
 from danlu.server.metrics import ServerMetrics
 from danlu.server.purge import Purger
 from danlu.server.run_as import give_to
@@ -236,47 +237,33 @@ class Reconciler:
         self.inventory = InventoryRefresh(db, executor, settings.inventory_refresh, metrics)
         """Reads the executor's nodes again every ``DANLU_INVENTORY_REFRESH`` seconds."""
         self._lock = threading.Lock()
-        self._stop = threading.Event()
-        self._wake = threading.Event()
-        self._thread: threading.Thread | None = None
+        self._loop = PeriodicLoop(
+            "danlu-reconcile",
+            self.interval,
+            lambda: self.run_once(),  # looked up at every pass (tests replace it)
+            log,
+            "reconcile pass",
+            "reconcile passes work again",
+        )
 
     # -- the background thread ----------------------------------------------------------------
 
     def start(self) -> None:
         """Run passes every ``settings.interval`` seconds in a daemon thread."""
-        if self._thread is not None:
-            return
-        self._stop.clear()
-        self._thread = threading.Thread(target=self._loop, name="danlu-reconcile", daemon=True)
-        self._thread.start()
+        self._loop.start()
 
     def wake(self) -> None:
         """Run the next pass now (e.g. after a submission)."""
-        self._wake.set()
+        self._loop.wake()
 
     def stop(self, timeout: float = 30.0) -> None:
         """Stop the thread (after the current pass) and give the lease back."""
-        self._stop.set()
-        self._wake.set()
-        if self._thread is not None:
-            self._thread.join(timeout)
-            self._thread = None
+        self._loop.stop(timeout)
         try:
             with self.db.session() as session:
                 locks.release_if_token(session, Lease, [LEASE], self.token)
         except Exception as exc:  # shutting down: the lease expires anyway
             log.warning("reconcile: cannot release the lease: %s", exc)
-
-    def _loop(self) -> None:
-        passes = RepeatedFailure(log, "reconcile pass", "reconcile passes work again")
-        while not self._stop.is_set():
-            try:
-                self.run_once()
-                passes.worked()
-            except Exception as exc:  # the loop must survive anything one pass meets
-                passes.failed(exc)
-            self._wake.wait(self.interval)
-            self._wake.clear()
 
     # -- one pass -------------------------------------------------------------------------------
 

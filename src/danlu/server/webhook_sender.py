@@ -12,13 +12,12 @@ from __future__ import annotations
 
 import logging
 import secrets
-import threading
 from concurrent.futures import ThreadPoolExecutor
 
 import httpx
 
 from danlu.server.db import Database
-from danlu.server.failures import RepeatedFailure
+from danlu.server.loops import PeriodicLoop
 from danlu.server.services import webhooks
 from danlu.server.services.common import resolve_now
 
@@ -53,44 +52,33 @@ class WebhookSender:
         self._client = httpx.Client(timeout=timeout, follow_redirects=False, transport=transport)
         self._pool = ThreadPoolExecutor(max_workers=parallel, thread_name_prefix="danlu-hook")
         self._purged_at = float("-inf")
-        self._stop = threading.Event()
-        self._wake = threading.Event()
-        self._thread: threading.Thread | None = None
+        self._loop = PeriodicLoop(
+            "danlu-webhooks",
+            interval,
+            self._drain,
+            log,
+            "webhook pass",
+            "webhook passes work again",
+        )
 
     def start(self) -> None:
         """Run passes in a daemon thread until :meth:`stop`."""
-        if self._thread is not None:
-            return
-        self._stop.clear()
-        self._thread = threading.Thread(target=self._loop, name="danlu-webhooks", daemon=True)
-        self._thread.start()
+        self._loop.start()
 
     def wake(self) -> None:
         """Run the next pass now."""
-        self._wake.set()
+        self._loop.wake()
 
     def stop(self, timeout: float = 30.0) -> None:
         """Stop the thread after its current pass and close the connections."""
-        self._stop.set()
-        self._wake.set()
-        if self._thread is not None:
-            self._thread.join(timeout)
-            self._thread = None
+        self._loop.stop(timeout)
         self._pool.shutdown(wait=False, cancel_futures=True)
         self._client.close()
 
-    def _loop(self) -> None:
-        passes = RepeatedFailure(log, "webhook pass", "webhook passes work again")
-        while not self._stop.is_set():
-            try:
-                sent = self.run_once()
-                passes.worked()
-            except Exception as exc:  # the loop must survive a database outage
-                passes.failed(exc)
-                sent = 0
-            if sent < self.batch:  # a full batch: more may be due at once
-                self._wake.wait(self.interval)
-                self._wake.clear()
+    def _drain(self) -> None:
+        """Passes until one finds less than a full batch due (the backlog is sent at once)."""
+        while self.run_once() >= self.batch:
+            pass
 
     def run_once(self, now: float | None = None) -> int:
         """One pass: post the due deliveries (up to ``batch``); returns how many were tried."""
