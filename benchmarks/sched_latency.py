@@ -11,7 +11,7 @@ the views is not timed (the adapter's cost, not the policy's).
 
     python benchmarks/sched_latency.py [--repeats 100] [--churn 20]
         [--policies fifo,priority,sjf,tiresias,value-density,danlu] [--fresh-statuses]
-        [--preempting] [--default-gc] [--shared FRACTION]
+        [--preempting] [--default-gc] [--shared FRACTION] [--option KEY=VALUE ...]
 
 The garbage collector runs as in the server's process (:mod:`danlu.server.reconcile`):
 the control plane's thresholds (``tune_collector``) and the cyclic collector off in each
@@ -32,6 +32,7 @@ import statistics
 import time
 from dataclasses import replace
 
+from danlu.config import parse_option_pairs
 from danlu.core.cluster import Allocation, Cluster
 from danlu.core.spec import MODEL_FAMILIES
 from danlu.core.units import GiB
@@ -226,6 +227,13 @@ def main() -> None:
     )
     parser.add_argument("--policies", default="fifo,priority,sjf,tiresias,value-density,danlu")
     parser.add_argument(
+        "--option",
+        action="append",
+        default=[],
+        metavar="KEY=VALUE",
+        help="an option given to every policy measured, e.g. reserve=true (repeatable)",
+    )
+    parser.add_argument(
         "--shared",
         type=float,
         default=0.0,
@@ -281,14 +289,15 @@ def main() -> None:
         f"{'policy':<14} {'first':>9} {'steady p50':>11} {'steady p99':>11}  "
         "first starts/preempts, steady starts+preempts per round"
     )
+    options = parse_option_pairs(args.option, "--option")
     for name in args.policies.split(","):
         t0 = time.perf_counter()
-        first_plan = make_policy(name).schedule(view)
+        first_plan = make_policy(name, **options).schedule(view)
         first_ms = (time.perf_counter() - t0) * 1000
         rng = random.Random(1)
         draining: set[str] | None = set() if args.preempting else None
         steady = apply_plan(view, first_plan, draining=draining)
-        policy = make_policy(name)
+        policy = make_policy(name, **options)
         policy.schedule(steady)  # a control plane's policy has seen earlier rounds
         times: list[float] = []
         plan = first_plan

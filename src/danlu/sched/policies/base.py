@@ -25,7 +25,7 @@ from danlu.sched.placement.drain import DrainingFree
 from danlu.sched.placement.gang import FreeMap
 from danlu.sched.policies import reservation
 from danlu.sched.policies.ranked import RankKey
-from danlu.sched.policies.reservation import Reservation
+from danlu.sched.policies.reservation import Reservation, Shape, shape_of
 from danlu.sched.view import ClusterView, JobStatus, Plan, Preempt, Start
 
 
@@ -93,6 +93,12 @@ def queue_round(
     blocked_by: str | None = None
     held: Reservation | None = None
     reserved = False
+    refused: set[Shape] = set()
+    """Shapes of requests the reservation held back this round: the placement, deterministic,
+    would put the next request of the shape where it put that one unless a start meanwhile
+    took those GPUs, so the next ones wait without a try. A long queue behind a reservation
+    then costs no placement per job; at worst a job that a later start's shift would have let
+    in waits a round, and the reservation is never delayed."""
     default = ""
     for job in order:
         if blocked_by is not None or (free.total_free == 0 and not free.any_capacity()):
@@ -103,9 +109,13 @@ def queue_round(
                 else "no free GPUs"
             )
             break
+        if held is not None and not held.may_admit(job, view.time, refused):
+            waiting[job.id] = held.reason
+            continue
         alloc = free.place(job.request) if free.could_fit_now(job.request) else None
         if alloc is not None and held is not None and not held.admits(job, alloc, view.time):
             free.release(alloc)
+            refused.add(shape_of(job.request))
             waiting[job.id] = held.reason
             continue
         if alloc is not None:

@@ -28,7 +28,16 @@ from dataclasses import dataclass
 
 from danlu.core.cluster import Allocation
 from danlu.sched.placement.gang import FreeMap
-from danlu.sched.view import ClusterView, JobStatus
+from danlu.sched.view import ClusterView, JobRequest, JobStatus
+
+Shape = tuple[int, int, int, frozenset[str]]
+"""What placement looks at in a request: GPUs, milli-GPU, memory per GPU, GPU types."""
+
+
+def shape_of(request: JobRequest) -> Shape:
+    """The request's :data:`Shape`."""
+    return (request.gpus, request.gpu_milli, request.gpu_memory, request.gpu_types)
+
 
 FULL_TRIES = 16
 """Placement tries of the reserved job after every released job, before they thin out."""
@@ -54,11 +63,24 @@ class Reservation:
     later: FreeMap
     reason: str
 
+    def ends_before(self, job: JobStatus, now: float) -> bool:
+        """Whether ``job``, started now, is expected to end by the reserved time."""
+        duration = job.request.expected_duration
+        return duration is not None and now + max(0.0, duration - job.run_time) <= self.at
+
+    def may_admit(self, job: JobStatus, now: float, refused: set[Shape]) -> bool:
+        """A cheap necessary condition of :meth:`admits`, checked before placing ``job``: it
+        ends in time, or it could fit in what the reservation leaves and no request of its
+        shape was ``refused`` this round. A long queue behind a reservation then costs no
+        placement per job."""
+        if self.ends_before(job, now):
+            return True
+        return shape_of(job.request) not in refused and self.later.could_fit_now(job.request)
+
     def admits(self, job: JobStatus, alloc: Allocation, now: float) -> bool:
         """Whether starting ``job`` on ``alloc`` now leaves the reservation as it is: the job
         is expected to end by then, or ``alloc`` is still free then (and is taken there)."""
-        duration = job.request.expected_duration
-        if duration is not None and now + max(0.0, duration - job.run_time) <= self.at:
+        if self.ends_before(job, now):
             return True
         if self.later.can_take(alloc):
             self.later.take(alloc)
