@@ -413,7 +413,7 @@ class Client:
     def update_job(
         self, job: str, *, priority: int | None = None, held: bool | None = None
     ) -> JobDict:
-        """``PATCH /jobs/{id}``: change an unfinished job's priority, hold a queued job or
+        """``PATCH /jobs/{id}``: change an unfinished job's priority, hold a job or
         release it; returns the Job."""
         body = _clean({"priority": priority, "held": held})
         return dict(self._json("PATCH", f"/jobs/{_seg(job)}", json=body))

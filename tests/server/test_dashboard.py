@@ -101,6 +101,7 @@ def test_sign_in_see_the_cluster_and_hold_release_cancel_jobs(live: Live, page: 
     expect(page.locator("#summary")).to_contain_text("1 node(s) (1 cordoned), 2 GPU(s)")
     running = page.locator(f'#jobs tr[data-job="{busy["id"]}"]')
     expect(running.locator("td.state")).to_have_text("RUNNING")
+    expect(running.locator('button[data-action="hold"]')).to_have_count(1)  # by checkpoint
     waiting = page.locator(f'#jobs tr[data-job="{queued["id"]}"]')
     expect(waiting.locator("td.state")).to_have_text("PENDING")
     waiting.locator('button[data-action="hold"]').click()

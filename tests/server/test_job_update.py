@@ -125,8 +125,6 @@ def test_a_held_job_is_passed_by_until_released(db: Database, tmp_path: Path) ->
             why = jobs.why(s, jobs.get_job(s, first), now=NOW + 11)
             assert why == "held by alice: not scheduled until released (danlu release)"
             assert "held" not in jobs.why(s, jobs.get_job(s, third), now=NOW + 11)
-        with db.session() as s, pytest.raises(ConflictError, match="only a queued job"):
-            jobs.hold(s, second, True, alice)  # running: cancel or preempt it instead
         with db.session() as s:
             jobs.hold(s, first, False, alice)
             jobs.cancel_job(s, second, alice, now=NOW + 12)
@@ -143,6 +141,55 @@ def test_a_held_job_is_passed_by_until_released(db: Database, tmp_path: Path) ->
             released = jobs.hold(s, third, False, alice)  # a finished job's hold ends too
             assert (released.state, released.held_at) == ("CANCELLED", None)
             assert released.pending_reason is None
+        with db.session() as s, pytest.raises(ConflictError, match="a finished job cannot"):
+            jobs.hold(s, third, True, alice)
+    finally:
+        loop.stop()
+
+
+def test_a_running_job_held_is_preempted_by_checkpoint_and_resumes_when_released(
+    db: Database, tmp_path: Path
+) -> None:
+    alice, (first, second, third) = _three_jobs(db)
+    loop, world = _loop(db, tmp_path, "fifo")
+    try:
+        assert loop.run_once(now=NOW + 10).launched == [first]
+        with db.session() as s:
+            assert jobs.hold(s, first, True, alice, now=NOW + 11).state == "RUNNING"
+            jobs.hold(s, first, False, alice)  # released before the round: it runs on
+        assert loop.run_once(now=NOW + 12).preempted == []
+        with db.session() as s:
+            jobs.hold(s, first, True, alice, now=NOW + 13)
+        assert loop.run_once(now=NOW + 14).preempted == [first]  # by checkpoint
+        for t in range(15, 18):
+            world.clock.advance(1)
+            loop.run_once(now=NOW + t)
+        with db.read_session() as s:
+            paused = jobs.get_job(s, first)
+            assert (paused.state, paused.preemptions, paused.restarts) == ("PENDING", 1, 0)
+            assert jobs.why(s, paused, now=NOW + 18).endswith(
+                ": not scheduled until released (danlu release)"
+            )
+            assert jobs.get_job(s, second).state == "RUNNING"  # it took the GPU meanwhile
+        with db.session() as s:
+            jobs.hold(s, first, False, alice)
+            jobs.cancel_job(s, second, alice, now=NOW + 18)
+        for t in range(18, 22):
+            world.clock.advance(1)
+            loop.run_once(now=NOW + t)
+        with db.read_session() as s:
+            assert jobs.get_job(s, first).state == "RUNNING"  # resumed, first in line
+        with db.session() as s:
+            jobs.cancel_job(s, first, alice, now=NOW + 22)
+            jobs.cancel_job(s, third, alice, now=NOW + 22)
+            body = {"command": ["python", "train.py"], "resources": {"gpus": 1}}
+            pinned = jobs.submit(s, {"name": "pinned", "preemptible": False, **body}, alice).id
+        for t in range(22, 26):
+            world.clock.advance(1)
+            loop.run_once(now=NOW + t)
+        with db.session() as s, pytest.raises(ConflictError, match="not preemptible"):
+            assert jobs.get_job(s, pinned).state == "RUNNING"
+            jobs.hold(s, pinned, True, alice)
     finally:
         loop.stop()
 

@@ -460,7 +460,8 @@ def hold(
     url: UrlOpt = None,
     token: TokenOpt = None,
 ) -> None:
-    """Hold a queued job: it is not scheduled until `danlu release`."""
+    """Hold a job: it is not scheduled until `danlu release` (a running one is preempted by
+    checkpoint first, and resumes from it when released)."""
     data = ask(home, url, token, lambda c: c.update_job(job, held=True))
     _job_line(data, json_out, "held")
 

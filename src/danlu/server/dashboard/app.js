@@ -159,7 +159,9 @@ function actions(job) {
     button.addEventListener("click", () => act(job, what));
     cell.appendChild(button);
   };
-  if (job.state === "PENDING") add(job.held_at ? "Release" : "Hold", job.held_at ? "release" : "hold");
+  // a running job is held by checkpoint: not one whose spec says it cannot be preempted
+  const holdable = job.held_at || job.state !== "RUNNING" || (job.spec || {}).preemptible !== false;
+  if (holdable) add(job.held_at ? "Release" : "Hold", job.held_at ? "release" : "hold");
   add("Cancel", "cancel");
   return cell;
 }

@@ -134,7 +134,8 @@ def get_job(job_id: str, user: Caller, state: State) -> dict[str, Any]:
 @router.patch("/{job_id}", response_model=JobOut, summary="Change an unfinished job")
 def update_job(job_id: str, body: JobPatch, user: Caller, state: State) -> dict[str, Any]:
     """Change a job's ``priority`` (its owner or an admin): the next round ranks it anew;
-    ``held``: hold a queued job (not scheduled until released) or release it."""
+    ``held``: hold a job (not scheduled until released; a running one is preempted by
+    checkpoint first) or release it."""
     checked_name(job_id, "job")
     with state.db.session() as session:
         job = jobs.get_job(session, job_id, user)

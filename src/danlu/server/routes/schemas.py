@@ -128,7 +128,8 @@ class JobPatch(_In):
 
     priority: int | None = Field(default=None, ge=-1_000_000, le=1_000_000, strict=True)
     held: bool | None = Field(default=None, strict=True)
-    """True holds a queued job (not scheduled until released), False releases it."""
+    """True holds a job (not scheduled until released; a running one is preempted by
+    checkpoint first), False releases it."""
 
 
 class UsageOut(BaseModel):

@@ -474,19 +474,28 @@ def hold(
     viewer: User | None = None,
     now: float | None = None,
 ) -> Job:
-    """Hold a queued (PENDING) job: the scheduler passes it by until it is released
-    (``held=False``); holding a held job, or releasing one that is not, changes nothing.
-    Only a PENDING job can be held (a :class:`ConflictError` otherwise: cancel or preempt a
-    running one instead); a held job can always be released."""
+    """Hold an unfinished job: the scheduler passes it by until it is released
+    (``held=False``); a running one is preempted by checkpoint in the next round first (it
+    resumes from its checkpoint once released). Holding a held job, or releasing one that is
+    not, changes nothing. A finished job, or a running one that is not preemptible, cannot
+    be held (:class:`ConflictError`: cancel that one instead); a held job can always be
+    released, and a running one released before its preemption keeps running."""
     job = get_job(session, job_id, viewer)
     if held == (job.held_at is not None):
         return job
     if held:
-        if job.state != JobState.PENDING.value:
-            raise ConflictError(f"job {job.id} is {job.state}: only a queued job can be held")
+        state = JobState(job.state)
+        if state.terminal:
+            raise ConflictError(f"job {job.id} is {job.state}: a finished job cannot be held")
+        if state is JobState.RUNNING and not job_spec(job).preemptible:
+            raise ConflictError(
+                f"job {job.id} is running and not preemptible (its spec says so): it cannot "
+                "be held without losing its work; cancel it instead"
+            )
         job.held_at = resolve_now(now)
         who = viewer.name if viewer is not None else "the system"
-        job.pending_reason = f"held by {who}"
+        if state is JobState.PENDING:
+            job.pending_reason = f"held by {who}"
     else:
         job.held_at = None
         if job.state == JobState.PENDING.value:

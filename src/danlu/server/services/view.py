@@ -135,16 +135,19 @@ def _status(
 
 _Key = tuple[Any, ...]
 """A job's key row: seq, version, observed_version, project id, and for a holding job its
-state (a pending job's is PENDING). Plain integers but the one state: at 12,000 jobs the
-pending jobs' rows are read and hashed every round (the job's id, a string, is its status's
-:attr:`~danlu.sched.view.JobStatus.id`; its priority and project only change with
-``version``)."""
+state (a pending job's is PENDING) and ``held_at``. Plain integers but the state and time:
+at 12,000 jobs the pending jobs' rows are read and hashed every round (the job's id, a
+string, is its status's :attr:`~danlu.sched.view.JobStatus.id`; its priority and project
+only change with ``version``)."""
 _SEQ = 0
 """The job's submission number's place in a :data:`_Key`."""
 _PROJECT = 3
 """The project id's place in a :data:`_Key`."""
 _STATE = 4
 """A holding job's state's place in its :data:`_Key`."""
+_HELD_AT = 5
+"""A holding job's ``held_at``'s place in its :data:`_Key` (set: its owner held it, and it
+is preempted by checkpoint)."""
 
 
 @dataclass(frozen=True, slots=True, eq=False)
@@ -303,12 +306,16 @@ _PREEMPTING = JobState.PREEMPTING.value
 
 def key_row_queries(
     now: float,
-) -> tuple[Select[int, int, int, int, str], Select[int, int, int, int]]:
+) -> tuple[Select[int, int, int, int, str, float | None], Select[int, int, int, int]]:
     """The snapshot's two key-row queries at ``now`` (:data:`_Key`): the holding jobs, and
     the pending jobs past their backoff, not held and not waiting for a dependency, each in
     submission order. The index ``ix_jobs_state_seq_key`` holds every column they read, so
     they are answered from it alone."""
-    holding = select(*_KEY_COLUMNS, Job.state).where(Job.state.in_(HOLDING)).order_by(Job.seq)
+    holding = (
+        select(*_KEY_COLUMNS, Job.state, Job.held_at)
+        .where(Job.state.in_(HOLDING))
+        .order_by(Job.seq)
+    )
     pending = (
         select(*_KEY_COLUMNS)
         .where(Job.state == JobState.PENDING.value, Job.held_at.is_(None))
@@ -325,7 +332,8 @@ def build_snapshot(
     """The scheduler's view at ``now``: inventory (with the nodes closed to new work),
     RUNNING/PREEMPTING jobs with their allocations, and PENDING jobs past their backoff in
     submission order (minus those whose project quota or the current inventory keeps them
-    out, listed in ``withheld``), and the jobs a drain preempts.
+    out, listed in ``withheld``), and the jobs to preempt: those on a draining node and
+    those held while running.
     ``cache``: reuse the statuses of unchanged jobs (see :class:`StatusCache`); only the rows
     of the others are loaded whole.
 
@@ -409,7 +417,11 @@ def build_snapshot(
         draining=preempting,
         closed_nodes=closed.nodes,
     )
-    return Snapshot(view, withheld, usage, nodes.to_drain(running_jobs, closed.draining))
+    drains = nodes.to_drain(running_jobs, closed.draining)
+    for row, status in zip(held, running_jobs, strict=True):
+        if row[_HELD_AT] is not None and row[_STATE] != _PREEMPTING:
+            drains[status.id] = "held: preempted by checkpoint until released"
+    return Snapshot(view, withheld, usage, drains)
 
 
 def within_quota(status: JobStatus, project: Project, used: Usage, cluster: Cluster) -> JobStatus:
