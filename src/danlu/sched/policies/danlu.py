@@ -44,7 +44,6 @@ Pure and deterministic: state lives in the job marks; the memo is a transparent 
 
 from __future__ import annotations
 
-import dataclasses
 import math
 import sys
 from collections.abc import Mapping
@@ -410,10 +409,21 @@ class DanluPolicy:
             starving = _waiting_since(job)
             return WaitingEntry(job, one, math.inf, waited, starving, job.request.seq, True)
         marks = job.marks
-        opts = self._options(job, marks, marks.get(WORK), capacity, gpn, now)
-        best = min(
-            (o.seconds * (1.0 + self.width * o.gpus / scale) for o in opts), default=math.inf
-        )
+        req = job.request
+        if not job.observed:  # never measured: the one option _options gives it, inlined
+            # (a queue of 10,000 such jobs is most of the first round at 1,000 nodes)
+            duration = req.expected_duration
+            left = max(duration - job.run_time, 1.0) if duration is not None else None
+            seconds = (self.new_job_seconds if left is None else left) + self.restart_cost
+            fits = req.gpus <= capacity
+            opts = [Option(req.gpus, seconds, None, False)] if fits else []
+            best = seconds * (1.0 + self.width * req.gpus / scale) if fits else math.inf
+        else:
+            opts = self._options(job, marks, marks.get(WORK), capacity, gpn, now)
+            best = min(
+                (o.seconds * (1.0 + self.width * o.gpus / scale) for o in opts),
+                default=math.inf,
+            )
         return WaitingEntry(
             status=job,
             options=opts,
@@ -453,7 +463,7 @@ class DanluPolicy:
         best = min(
             (o.seconds * (1.0 + self.width * o.gpus / scale) for o in kept), default=math.inf
         )
-        return dataclasses.replace(waiting, options=kept, best=best)
+        return waiting._replace(options=kept, best=best)
 
     def _running_job(self, job: JobStatus, now: float, gpn: int) -> RunningEntry:
         """A running job's round inputs that depend on its status object alone (cached)."""
