@@ -224,6 +224,12 @@ class Settings(BaseSettings):
     out of processes or memory) before the reconcile loop cordons it (closes it to new work
     until ``danlu uncordon``); 0: never."""
 
+    max_jobs_per_user: int = Field(default=0, ge=0, le=1_000_000_000)
+    """Unfinished jobs (queued, held, waiting or running) one user may have: a submission
+    past it is refused with 409 until some finish (as Slurm's ``MaxSubmitJobs``), so that a
+    runaway script cannot fill the store. A sweep's trials count, but a sweep's own trial
+    submissions are never refused. 0: no limit."""
+
     retention_days: float = Field(default=0.0, ge=0, le=36500, allow_inf_nan=False)
     """Days a finished job keeps its stored metrics, its logs and run records and the
     checkpoint directory danlu made for it (never a spec's ``checkpoint_dir``); after that

@@ -2,9 +2,11 @@
 
 from __future__ import annotations
 
+from pathlib import Path
 from typing import Any
 
 import pytest
+from helpers import live_server
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
@@ -110,6 +112,35 @@ def test_users_see_and_cancel_only_their_jobs(seeded: Database) -> None:
         with pytest.raises(NotFoundError):
             jobs.get_job(s, "ffffffffffff")
         assert jobs.get_job(s, a[:6]).id == a
+
+
+def test_a_user_may_have_at_most_max_unfinished_jobs(seeded: Database) -> None:
+    with seeded.session() as s:
+        alice, bob, root = (users.get_user(s, n) for n in ("alice", "bob", "root"))
+        first = jobs.submit(s, spec(), alice, max_unfinished=2, now=NOW).id
+        jobs.submit(s, spec(), alice, max_unfinished=2, now=NOW)
+        with pytest.raises(ConflictError, match="user alice has 2 unfinished jobs") as info:
+            jobs.submit(s, spec(), alice, max_unfinished=2, now=NOW)
+        assert "DANLU_MAX_JOBS_PER_USER" in str(info.value)
+        with pytest.raises(ConflictError, match="user alice has 2"):  # an admin's on her behalf
+            jobs.submit(s, spec(user="alice"), root, max_unfinished=2, now=NOW)
+        jobs.submit(s, spec(), bob, max_unfinished=2, now=NOW)  # everyone has their own
+        jobs.submit(s, spec(), alice, now=NOW)  # no limit given: a sweep's trial
+        jobs.cancel_job(s, first, alice, now=NOW + 1)  # a finished job does not count
+        with pytest.raises(ConflictError):  # two unfinished
+            jobs.submit(s, spec(), alice, max_unfinished=2, now=NOW + 2)
+        jobs.submit(s, spec(), alice, max_unfinished=3, now=NOW + 2)
+
+
+def test_the_api_refuses_a_submission_past_the_limit(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setenv("DANLU_MAX_JOBS_PER_USER", "1")
+    with live_server(tmp_path, start_loops=False) as live, live.client() as c:
+        assert c.post("/jobs", json=spec()).status_code == 201
+        refused = c.post("/jobs", json=spec(name="more"))
+        assert refused.status_code == 409
+        assert "has 1 unfinished jobs" in refused.json()["error"]["message"]
 
 
 def test_list_filters_and_paging(seeded: Database) -> None:

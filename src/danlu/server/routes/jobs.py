@@ -65,6 +65,7 @@ def submit_job(spec: JobSpec, user: Caller, state: State) -> dict[str, Any]:
             gpu_memory=estimate.gpu_memory,
             micro_batch_limit=micro,
             family=estimate.family,
+            max_unfinished=state.settings.max_jobs_per_user,
         )
         check_account(state.settings, job.user.account)  # DANLU_RUN_AS=user: its OS account
         notes = [estimate.note] if estimate.note and spec.resources.gpu_memory == "auto" else []

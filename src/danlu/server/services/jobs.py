@@ -68,6 +68,18 @@ def _owner(session: Session, spec: JobSpec, caller: User) -> User:
         raise SpecError("user", f"unknown user {spec.user!r}") from None
 
 
+def _check_unfinished(session: Session, owner: User, limit: int) -> None:
+    """ConflictError when ``owner`` has ``limit`` unfinished jobs already."""
+    unfinished = [s.value for s in JobState if not s.terminal]
+    query = select(Job.seq).where(Job.user_id == owner.id, Job.state.in_(unfinished))
+    count = session.scalar(select(func.count()).select_from(query.limit(limit).subquery()))
+    if (count or 0) >= limit:
+        raise ConflictError(
+            f"user {owner.name} has {limit} unfinished jobs, the most this control plane "
+            "allows (DANLU_MAX_JOBS_PER_USER); wait for some to finish, or cancel some"
+        )
+
+
 def _project(session: Session, name: str, now: float) -> Any:
     if name == DEFAULT_PROJECT:
         return ensure_default_project(session, now)
@@ -88,6 +100,7 @@ def submit(
     gpu_memory: int | None = None,
     micro_batch_limit: int | None = None,
     family: str | None = None,
+    max_unfinished: int = 0,
     now: float | None = None,
 ) -> Job:
     """Validate and admit ``spec`` for ``user`` and queue it as PENDING.
@@ -97,9 +110,11 @@ def submit(
     ``micro_batch_limit``: the largest per-GPU micro-batch the memory model predicts to fit
     (also estimated outside the transaction), or None. ``family``: the model family the
     trace recognised, stored as ``training.family`` when the spec says ``auto`` (which stays
-    when it is None: the scheduler then treats the family as unknown).
+    when it is None: the scheduler then treats the family as unknown). ``max_unfinished``:
+    the unfinished jobs the job's owner may have (``DANLU_MAX_JOBS_PER_USER``; 0: any).
     Raises :class:`SpecError` (invalid field), :class:`AdmissionError` (can never fit the
-    inventory or the project's quota, naming the field) or :class:`PermissionDenied`.
+    inventory or the project's quota, naming the field), :class:`PermissionDenied` or
+    :class:`ConflictError` (the owner has ``max_unfinished`` unfinished jobs).
     """
     t = resolve_now(now)
     if isinstance(spec, JobSpec):
@@ -112,6 +127,8 @@ def submit(
     if gpu_memory is not None and gpu_memory < 0:
         raise SpecError("resources.gpu_memory", "a size cannot be negative")
     owner = _owner(session, parsed, user)
+    if max_unfinished:
+        _check_unfinished(session, owner, max_unfinished)
     project = _project(session, parsed.project, t)
     memory = gpu_memory
     if memory is None and isinstance(parsed.resources.gpu_memory, int):
