@@ -160,6 +160,10 @@ def test_a_running_job_held_is_preempted_by_checkpoint_and_resumes_when_released
         assert loop.run_once(now=NOW + 12).preempted == []
         with db.session() as s:
             jobs.hold(s, first, True, alice, now=NOW + 13)
+            why = jobs.why(s, jobs.get_job(s, first), now=NOW + 13)
+            assert why.endswith(
+                "; held: preempted by checkpoint next round, it waits until released"
+            )
         assert loop.run_once(now=NOW + 14).preempted == [first]  # by checkpoint
         for t in range(15, 18):
             world.clock.advance(1)

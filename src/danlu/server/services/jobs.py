@@ -711,6 +711,8 @@ def _why(session: Session, job: Job, t: float) -> str:
         )
         verb = "running" if state is JobState.RUNNING else "checkpointing before re-queue"
         extra = "; cancellation requested" if job.cancel_requested_at is not None else ""
+        if job.held_at is not None and not extra:
+            extra = "; held: preempted by checkpoint next round, it waits until released"
         return f"{verb} on {where or 'no GPUs'}{extra}"
     if state is JobState.RESTARTING:
         return f"restarting after a failure (restart {job.restarts})"
