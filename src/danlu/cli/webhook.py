@@ -129,11 +129,12 @@ def webhook_deliveries(
             (
                 str(d["id"]),
                 time.strftime("%Y-%m-%d %H:%M:%S", time.localtime(d["created_at"])),
-                escape(describe(d)[0]),
+                escape(what),
                 str(d["attempts"]),
-                escape(describe(d)[1]),
+                escape(outcome),
             )
             for d in rows
+            for what, outcome in (describe(d),)
         ),
     )
     show_data(rows, json_out, lambda _: table)

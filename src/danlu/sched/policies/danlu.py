@@ -338,10 +338,7 @@ class DanluPolicy:
             gpus = req.gpus if not req.shares_gpu else 1
             if job.observed.get("max_batch"):  # elastic, never measured: one node first
                 gpus = max(min(gpus, self.first_gpus or gpn), floor)
-            if req.expected_duration is not None and not job.observed:
-                left = max(req.expected_duration - job.run_time_at(now), 1.0)
-            else:
-                left = self.new_job_seconds
+            left = self._unmeasured_seconds(job, now)
             if running:
                 return [Option(cur_gpus, left, None, True)]
             if gpus > capacity:
@@ -389,6 +386,14 @@ class DanluPolicy:
                 out.insert(sum(1 for o in out if o.gpus < cur_gpus), keep)
         return out
 
+    def _unmeasured_seconds(self, job: JobStatus, now: float) -> float:
+        """A job with no throughput model yet: the rest of the user's expected duration
+        while it has reported nothing, else ``new_job_seconds``."""
+        duration = job.request.expected_duration
+        if duration is not None and not job.observed:
+            return max(duration - job.run_time_at(now), 1.0)
+        return self.new_job_seconds
+
     @staticmethod
     def _good(
         model: dm.JobModel, table: dict[int, tuple[float, int]], n: int, gpn: int
@@ -412,9 +417,7 @@ class DanluPolicy:
         req = job.request
         if not job.observed:  # never measured: the one option _options gives it, inlined
             # (a queue of 10,000 such jobs is most of the first round at 1,000 nodes)
-            duration = req.expected_duration
-            left = max(duration - job.run_time, 1.0) if duration is not None else None
-            seconds = (self.new_job_seconds if left is None else left) + self.restart_cost
+            seconds = self._unmeasured_seconds(job, now) + self.restart_cost
             fits = req.gpus <= capacity
             opts = [Option(req.gpus, seconds, None, False)] if fits else []
             best = seconds * (1.0 + self.width * req.gpus / scale) if fits else math.inf

@@ -53,6 +53,13 @@ def expected_end(job: JobStatus, now: float, draining: frozenset[str]) -> float:
     return max(now, now + duration - job.run_time_at(now))
 
 
+def end_if_started(job: JobStatus, now: float) -> float:
+    """When a pending job started ``now`` is expected to end (``inf`` without an expected
+    duration): its duration less the time its earlier runs took."""
+    duration = job.request.expected_duration
+    return math.inf if duration is None else now + max(0.0, duration - job.run_time)
+
+
 @dataclass
 class Reservation:
     """The reserved job, when it is to start (``at``) and the capacity left at that time once
@@ -65,8 +72,7 @@ class Reservation:
 
     def ends_before(self, job: JobStatus, now: float) -> bool:
         """Whether ``job``, started now, is expected to end by the reserved time."""
-        duration = job.request.expected_duration
-        return duration is not None and now + max(0.0, duration - job.run_time) <= self.at
+        return end_if_started(job, now) <= self.at
 
     def may_admit(self, job: JobStatus, now: float, refused: set[Shape]) -> bool:
         """A cheap necessary condition of :meth:`admits`, checked before placing ``job``: it
@@ -106,7 +112,7 @@ def reserve(
     ends += [
         (end, offset + index, alloc)
         for index, (job, alloc) in enumerate(started)
-        if math.isfinite(end := expected_end(_running(job, alloc, now), now, frozenset()))
+        if math.isfinite(end := end_if_started(job, now))
     ]
     ends.sort(key=lambda item: (item[0], item[1]))
     later = free.copy()
@@ -146,13 +152,3 @@ def _reservation(later: FreeMap, head: JobStatus, end: float, now: float) -> Res
     wait = f"{end - now:.0f}s" if end > now else "now"
     reason = f"backfill holds GPUs for job {head.id} (reserved to start in {wait})"
     return Reservation(head.id, end, trial, reason)
-
-
-def _running(job: JobStatus, alloc: Allocation, now: float) -> JobStatus:
-    """``job`` as if running on ``alloc`` since ``now`` (its expected end from now)."""
-    return JobStatus(
-        request=job.request,
-        allocation=alloc,
-        run_time=job.run_time,
-        last_start=now,
-    )

@@ -3,9 +3,13 @@
 from __future__ import annotations
 
 import time
-from typing import Any
+from typing import Any, TypeVar
 
-from sqlalchemy import Connection, Executable
+from sqlalchemy import Connection, Executable, select
+from sqlalchemy.orm import Session
+
+from danlu.server.db.models import Job, Sweep
+from danlu.server.errors import ConflictError, NotFoundError
 
 IN_CHUNK = 500
 """Values per ``IN (...)`` list when the services read rows by many keys (SQLite caps a
@@ -21,3 +25,25 @@ def tuple_rows(connection: Connection, statement: Executable) -> list[tuple[Any,
 def resolve_now(now: float | None) -> float:
     """``now`` if given, else the wall clock (POSIX seconds)."""
     return time.time() if now is None else float(now)
+
+
+Named = TypeVar("Named", Job, Sweep)
+
+ID_PREFIX_LENGTHS = range(4, 12)
+"""An id given with 4-11 characters may be a prefix of a full (12-character) id."""
+
+
+def by_id(session: Session, model: type[Named], kind: str, key: str) -> Named:
+    """The row of ``model`` whose ``id`` is ``key``, or whose id starts with it when it is a
+    unique prefix of 4+ characters. :class:`NotFoundError` (``kind`` names the thing) when
+    none is, :class:`ConflictError` when the prefix is ambiguous."""
+    row = session.scalar(select(model).where(model.id == key))
+    if row is None and len(key) in ID_PREFIX_LENGTHS:
+        query = select(model).where(model.id.startswith(key, autoescape=True)).limit(2)
+        found = list(session.scalars(query))
+        if len(found) > 1:
+            raise ConflictError(f"{kind} id prefix {key!r} is ambiguous; give more characters")
+        row = found[0] if found else None
+    if row is None:
+        raise NotFoundError(kind, key)
+    return row

@@ -25,7 +25,7 @@ from danlu.server.errors import ConflictError, NotFoundError, PermissionDenied
 from danlu.server.services import admission, dependencies, webhooks
 from danlu.server.services.bulk import EventBatch, flush_jobs
 from danlu.server.services.cluster import load_cluster
-from danlu.server.services.common import resolve_now
+from danlu.server.services.common import by_id, resolve_now
 from danlu.server.services.projects import (
     DEFAULT_PROJECT,
     HOLDING,
@@ -196,16 +196,7 @@ def get_job(session: Session, job_id: str, viewer: User | None = None) -> Job:
 
     ``viewer``: a non-admin may see only their own jobs (else :class:`PermissionDenied`).
     """
-    job = session.scalar(select(Job).where(Job.id == job_id))
-    if job is None and 4 <= len(job_id) < 12:
-        found = list(
-            session.scalars(select(Job).where(Job.id.startswith(job_id, autoescape=True)).limit(2))
-        )
-        if len(found) > 1:
-            raise ConflictError(f"job id prefix {job_id!r} is ambiguous; give more characters")
-        job = found[0] if found else None
-    if job is None:
-        raise NotFoundError("job", job_id)
+    job = by_id(session, Job, "job", job_id)
     _visible(job, viewer)
     return job
 
@@ -308,25 +299,13 @@ def change_state(
     """
     t = resolve_now(now)
     old, run = _transition(job, new, t, allocation, exit_code, counted)
-    event = JobEvent(job_id=job.id, time=t, old=old.value, new=new.value, reason=reason)
+    row = {"job_id": job.id, "time": t, "old": old.value, "new": new.value, "reason": reason}
+    event = JobEvent(**row)
     session.add(event)
     if run is not None:
         session.add(JobRun(**run))
     flush_or_conflict(session, event.job_id)
-    webhooks.enqueue(
-        session,
-        [
-            {
-                "job_id": job.id,
-                "time": t,
-                "old": old.value,
-                "new": new.value,
-                "reason": reason,
-                "project_id": job.project_id,
-                "user_id": job.user_id,
-            }
-        ],
-    )
+    webhooks.enqueue(session, [row | {"project_id": job.project_id, "user_id": job.user_id}])
     return event
 
 

@@ -30,9 +30,9 @@ from danlu.core.state import JobState
 from danlu.core.sweep import SweepSpec, parse_sweep
 from danlu.sched.sweep import Curve, Ended, Value, curve, median_stop, trial_parameters
 from danlu.server.db import Job, JobMetric, Sweep, User
-from danlu.server.errors import AdmissionError, ConflictError, NotFoundError, PermissionDenied
+from danlu.server.errors import AdmissionError, ConflictError, PermissionDenied
 from danlu.server.services import jobs
-from danlu.server.services.common import IN_CHUNK, resolve_now
+from danlu.server.services.common import IN_CHUNK, by_id, resolve_now
 
 RUNNING = "RUNNING"
 DONE = "DONE"
@@ -104,15 +104,7 @@ def create(
 def get(session: Session, sweep_id: str, viewer: User | None = None) -> Sweep:
     """The sweep with id ``sweep_id`` or a unique prefix of 4+ of its characters (a non-admin
     ``viewer`` sees only their own)."""
-    sweep = session.scalar(select(Sweep).where(Sweep.id == sweep_id))
-    if sweep is None and 4 <= len(sweep_id) < 12:
-        query = select(Sweep).where(Sweep.id.startswith(sweep_id, autoescape=True)).limit(2)
-        found = list(session.scalars(query))
-        if len(found) > 1:
-            raise ConflictError(f"sweep id prefix {sweep_id!r} is ambiguous; give more characters")
-        sweep = found[0] if found else None
-    if sweep is None:
-        raise NotFoundError("sweep", sweep_id)
+    sweep = by_id(session, Sweep, "sweep", sweep_id)
     if viewer is not None and not viewer.is_admin and sweep.user_id != viewer.id:
         raise PermissionDenied(f"sweep {sweep.id} belongs to another user")
     return sweep
