@@ -5,10 +5,15 @@ a large team's burst."""
 from __future__ import annotations
 
 import statistics
+from dataclasses import replace
 from pathlib import Path
 
+import pytest
+
 from danlu.core.cluster import Allocation, Cluster
+from danlu.core.errors import ConfigError
 from danlu.sched.policies.fair_share import FairSharePolicy, fair_shares
+from danlu.sched.project_usage import ProjectShare
 from danlu.sched.registry import make_policy
 from danlu.sched.view import ClusterView, JobRequest, JobStatus
 from danlu.sim.engine import SimConfig, Simulator
@@ -172,3 +177,101 @@ def test_in_the_simulator_reclaim_makes_room_for_a_team_behind_long_jobs(tmp_pat
     waits, preemptions = run(reclaim=True)
     assert waits["small"] <= 600  # once big's jobs ran min_run (300 s), a round each
     assert preemptions == 4  # one per small job: nothing bounces back
+
+
+def test_weights_decide_the_turns_and_history_counts_against_a_project() -> None:
+    pending = tuple(_job(f"a{i}", "a", i) for i in range(6)) + tuple(
+        _job(f"b{i}", "b", 10 + i) for i in range(6)
+    )
+    cluster = Cluster.homogeneous(1, 6)
+
+    def started(view: ClusterView, policy: FairSharePolicy | None = None) -> dict[str, int]:
+        plan = (policy or FairSharePolicy()).schedule(view)
+        counts = {"a": 0, "b": 0}
+        for start in plan.starts:
+            counts[start.job_id[0]] += 1
+        return counts
+
+    assert started(ClusterView(0.0, cluster, pending=pending)) == {"a": 3, "b": 3}
+    weighted = {"a": ProjectShare(weight=2.0)}
+    assert started(ClusterView(0.0, cluster, pending=pending, projects=weighted)) == {
+        "a": 4,
+        "b": 2,
+    }
+    # a held 3 GPUs on average lately: b starts 3 jobs first, then they alternate (a's
+    # head is older on ties): b0 b1 b2 a0 b3 a1
+    recent = {"a": ProjectShare(recent_milli=3000.0)}
+    assert started(ClusterView(0.0, cluster, pending=pending, projects=recent)) == {
+        "a": 2,
+        "b": 4,
+    }
+
+
+def test_weighted_shares_split_what_small_demands_leave() -> None:
+    assert fair_shares(8000, {"a": 8000, "b": 8000}, {"a": 3.0}) == {"a": 6000.0, "b": 2000.0}
+    shares = fair_shares(8000, {"a": 1000, "b": 8000, "c": 8000}, {"b": 2.0})
+    assert shares["a"] == 1000.0
+    assert shares["b"] == pytest.approx(7000 * 2 / 3)
+    assert shares["c"] == pytest.approx(7000 / 3)
+
+
+def test_reclaim_gives_a_heavier_project_more_of_the_cluster() -> None:
+    policy = FairSharePolicy(reclaim=True, min_run=300.0)
+    pending = (_job("b1", "b", 10), _job("b2", "b", 11), _job("b3", "b", 12))
+    # b of weight 3 is owed 3 of the 4 GPUs: one job a round, b1 first
+    view = ClusterView(
+        1000.0, ONE_BY_4, running=TEAM_A, pending=pending, projects={"b": ProjectShare(3.0)}
+    )
+    assert [s.job_id for s in policy.schedule(view).starts] == ["b1"]
+    running = (TEAM_A[0], _on("b1", "b", 1, 10), _on("b2", "b", 2, 11), TEAM_A[3])
+    view = ClusterView(
+        2000.0, ONE_BY_4, running=running, pending=pending[2:], projects={"b": ProjectShare(3.0)}
+    )
+    plan = policy.schedule(view)
+    assert [p.job_id for p in plan.preempts] == ["a3"] and [s.job_id for s in plan.starts] == ["b3"]
+    # with equal weights b already holds its 2: nothing is reclaimed
+    assert FairSharePolicy(reclaim=True).schedule(replace(view, projects={})).starts == ()
+
+
+def _team_delays(
+    tmp_path: Path, rows: list[str], config: SimConfig, **options: object
+) -> dict[str, float]:
+    path = tmp_path / "teams.csv"
+    header = "name,submit_time,gpus,duration,priority,gpu_memory,family,model,project"
+    path.write_text("\n".join([header, *rows]) + "\n")
+    result = Simulator(
+        Cluster.homogeneous(2, 6), make_policy("fair-share", **options), load_workload(path), config
+    ).run()
+    assert result.unfinished == []
+    delays: dict[str, list[float]] = {}
+    for job in result.to_json()["per_job"]:
+        delays.setdefault(job["id"].rstrip("0123456789"), []).append(job["queueing_delay"])
+    return {team: statistics.mean(values) for team, values in delays.items()}
+
+
+def test_in_the_simulator_a_heavier_project_waits_less(tmp_path: Path) -> None:
+    rows = [f"a{i},0,1,600,,,,,a" for i in range(60)] + [f"b{i},0,1,600,,,,,b" for i in range(60)]
+    even = _team_delays(tmp_path, rows, SimConfig(event_rounds=True))
+    assert abs(even["a"] - even["b"]) <= 60
+    weighted = _team_delays(tmp_path, rows, SimConfig(event_rounds=True, project_shares={"a": 2.0}))
+    # a holds 8 of the 12 GPUs while both wait: its jobs wait about half as long
+    assert weighted["a"] <= 0.7 * weighted["b"]
+
+
+def test_in_the_simulator_recent_use_lets_the_other_team_go_first(tmp_path: Path) -> None:
+    """``a`` ran 12 jobs alone for 3,000 s; when both teams queue 24 jobs, ``b`` goes first
+    with a half-life of an hour, and the two alternate without one."""
+    rows = [f"x{i},0,1,3000,,,,,a" for i in range(12)]
+    rows += [f"a{i},2900,1,600,,,,,a" for i in range(24)]
+    rows += [f"b{i},2950,1,600,,,,,b" for i in range(24)]
+    config = SimConfig(event_rounds=True)
+    plain = _team_delays(tmp_path, rows, config)
+    assert abs(plain["a"] - plain["b"]) <= 100
+    history = _team_delays(tmp_path, rows, config, half_life=3600.0)
+    assert history["b"] <= plain["b"] - 200
+    assert history["a"] >= plain["a"] + 200
+
+
+def test_sim_config_checks_project_weights() -> None:
+    with pytest.raises(ConfigError, match="project_shares: a's weight must be above 0"):
+        SimConfig(project_shares={"a": 0.0})

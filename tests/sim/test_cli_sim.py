@@ -134,6 +134,12 @@ def bad_pack_args(tmp_path: Path) -> list[str]:
         (["sim", "run", "--jobs", "5", "--interval", "inf", "--quiet"], "interval"),
         (["sim", "run", "--jobs", "5", "--restart-cost", "nan", "--quiet"], "restart_cost"),
         (["sim", "compare", "--jobs", "5", "--restart-cost", "inf", "--quiet"], "restart_cost"),
+        (["sim", "run", "--jobs", "5", "--project-share", "a=0", "--quiet"], "--project-share"),
+        (["sim", "run", "--jobs", "5", "--project-share", "a", "--quiet"], "NAME=WEIGHT"),
+        (
+            ["sim", "compare", "--jobs", "5", "--project-share", "=2", "--quiet"],
+            "--project-share",
+        ),
     ],
 )
 def test_bad_flags_exit_2_naming_the_flag(runner: CliRunner, args: list[str], needle: str) -> None:
@@ -176,6 +182,28 @@ def test_pollux_workload_without_traces_exits_2(runner: CliRunner, tmp_path: Pat
     args = ["sim", "run", "--workload", str(workload), "--traces", str(tmp_path / "no"), "--quiet"]
     result = runner.invoke(app, args)
     assert result.exit_code == 2 and "--traces" in result.output
+
+
+def test_project_shares_weigh_the_fair_share_turns(runner: CliRunner, tmp_path: Path) -> None:
+    rows = [f"a{i},0,1,600,,,,,a" for i in range(24)] + [f"b{i},0,1,600,,,,,b" for i in range(24)]
+    workload = tmp_path / "teams.csv"
+    header = "name,submit_time,gpus,duration,priority,gpu_memory,family,model,project"
+    workload.write_text("\n".join([header, *rows]) + "\n")
+    waits = {}
+    for weight in ("1", "3"):
+        out = tmp_path / f"w{weight}.json"
+        args = ["sim", "run", "--workload", str(workload), "--policy", "fair-share", "--nodes",
+                "1", "--gpus-per-node", "4", "--project-share", f"a={weight}", "--quiet",
+                "--json", str(out)]  # fmt: skip
+        result = runner.invoke(app, args)
+        assert result.exit_code == 0, result.output
+        per_job = json.loads(out.read_text())["per_job"]
+        waits[weight] = {
+            team: statistics.fmean(j["queueing_delay"] for j in per_job if j["id"][0] == team)
+            for team in "ab"
+        }
+    assert waits["1"]["a"] == pytest.approx(waits["1"]["b"], abs=60)
+    assert waits["3"]["a"] < 0.6 * waits["3"]["b"]  # a holds 3 of the 4 GPUs while b waits
 
 
 def test_parse_seeds_and_options() -> None:

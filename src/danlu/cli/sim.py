@@ -8,6 +8,7 @@
 from __future__ import annotations
 
 import json
+import math
 import time
 from collections.abc import Callable
 from pathlib import Path
@@ -71,6 +72,24 @@ def parse_seeds(text: str) -> list[int]:
 def parse_options(pairs: list[str]) -> dict[str, Any]:
     """``--option key=value`` policy options (:func:`danlu.config.parse_option_pairs`)."""
     return parse_option_pairs(pairs, "--option")
+
+
+def parse_project_shares(pairs: list[str]) -> dict[str, float]:
+    """``--project-share NAME=WEIGHT`` pairs: each project's weight (above 0)."""
+    shares: dict[str, float] = {}
+    for pair in pairs:
+        name, sep, value = pair.partition("=")
+        try:
+            weight = float(value) if sep and name else math.nan
+        except ValueError:
+            weight = math.nan
+        if not (math.isfinite(weight) and weight > 0):
+            raise ConfigError(
+                f"--project-share {pair!r} must look like NAME=WEIGHT with a weight above 0, "
+                "e.g. research=2"
+            )
+        shares[name] = weight
+    return shares
 
 
 def check_output(path: Path | None, flag: str) -> None:
@@ -216,6 +235,13 @@ InterferenceGpuOpt = Annotated[
     str,
     typer.Option("--interference-gpu", help="Which GPU's measurements of that file to use."),
 ]
+ProjectShareOpt = Annotated[
+    list[str] | None,
+    typer.Option(
+        "--project-share",
+        help="A project's weight for fair-share policies, NAME=WEIGHT (repeatable; default 1).",
+    ),
+]
 
 
 def _config(
@@ -224,6 +250,7 @@ def _config(
     event_rounds: bool,
     interference: Path | None,
     interference_gpu: str,
+    project_shares: list[str] | None = None,
 ) -> SimConfig:
     """The simulation settings of ``run`` and ``compare``."""
     model = None
@@ -239,6 +266,7 @@ def _config(
         restart_cost=restart_cost,
         event_rounds=event_rounds,
         interference=model,
+        project_shares=parse_project_shares(project_shares or []),
     )
 
 
@@ -257,6 +285,7 @@ def run(
     event_rounds: EventOpt = False,
     interference: InterferenceOpt = None,
     interference_gpu: InterferenceGpuOpt = "v100",
+    project_share: ProjectShareOpt = None,
     json_out: JsonOpt = None,
     plot: Annotated[Path | None, typer.Option("--plot", help="Write a PNG timeline here.")] = None,
     jobs: Annotated[int, typer.Option("--jobs", help="Jobs in the synthetic workload.")] = 200,
@@ -271,7 +300,9 @@ def run(
         check_output(json_out, "--json")
         check_output(plot, "--plot")
         wl = _load(workload, jobs, seed)
-        config = _config(interval, restart_cost, event_rounds, interference, interference_gpu)
+        config = _config(
+            interval, restart_cost, event_rounds, interference, interference_gpu, project_share
+        )
         cluster = Cluster.homogeneous(nodes, gpus_per_node)
         started = time.perf_counter()
         result = _simulate(
@@ -311,6 +342,7 @@ def compare(
     event_rounds: EventOpt = False,
     interference: InterferenceOpt = None,
     interference_gpu: InterferenceGpuOpt = "v100",
+    project_share: ProjectShareOpt = None,
     json_out: JsonOpt = None,
     jobs: Annotated[int, typer.Option("--jobs", help="Jobs in the synthetic workload.")] = 200,
     seed: Annotated[int, typer.Option("--seed", help="Seed of the synthetic workload.")] = 0,
@@ -327,7 +359,9 @@ def compare(
                 )
         check_output(json_out, "--json")
         wl = _load(workload, jobs, seed)
-        config = _config(interval, restart_cost, event_rounds, interference, interference_gpu)
+        config = _config(
+            interval, restart_cost, event_rounds, interference, interference_gpu, project_share
+        )
         cluster = Cluster.homogeneous(nodes, gpus_per_node)
         results = [_simulate(wl, name, {}, cluster, config, traces, not quiet) for name in names]
     except DanluError as exc:

@@ -14,6 +14,7 @@ import numpy as np
 import numpy.typing as npt
 
 from danlu.core.cluster import MILLI_PER_GPU, Allocation, Cluster
+from danlu.sched.project_usage import DEFAULT_SHARE, ProjectShare
 
 IntArray = npt.NDArray[np.int64]
 BoolArray = npt.NDArray[np.bool_]
@@ -158,6 +159,9 @@ class ClusterView:
     launches): nothing is started, grown or moved onto their GPUs, and a running job with a
     GPU there is left as it is (the view hands it to policies as not preemptible: its GPUs
     could go to no other job). The simulator's views have none."""
+    projects: Mapping[str, ProjectShare] = field(default_factory=dict)
+    """Projects' weights and recent usage, by name (a project missing has weight 1 and no
+    recent usage: :meth:`project`); only fair-share policies read it."""
     _open: BoolArray | None = field(default=None, init=False, repr=False, compare=False)
     """:meth:`open_gpus`, built once: a round builds several free maps from one view."""
 
@@ -190,6 +194,10 @@ class ClusterView:
         """Per GPU (flat numbering), whether new work may go on it (read-only); None when
         no node is closed (every GPU is open)."""
         return self._open
+
+    def project(self, name: str) -> ProjectShare:
+        """The weight and recent usage of project ``name``."""
+        return self.projects.get(name, DEFAULT_SHARE)
 
     def usage(self) -> tuple[IntArray, IntArray]:
         """Per-GPU used milli-GPU and used memory (read-only arrays)."""

@@ -36,6 +36,13 @@ from danlu.core.cluster import MILLI_PER_GPU, Allocation, Cluster
 from danlu.core.errors import ConfigError, DataError, PlacementError
 from danlu.core.state import Event, JobState, transition
 from danlu.sched.policies.base import Policy
+from danlu.sched.project_usage import (
+    DecayingUsage,
+    ProjectShare,
+    shares_with_usage,
+    stretch_weight,
+    usage_half_life,
+)
 from danlu.sched.view import ClusterView, JobRequest, JobStatus, Plan
 from danlu.sim.elastic import ApplicationProfile, OutOfProfileError
 from danlu.sim.interference import Interference
@@ -73,6 +80,9 @@ class SimConfig:
     job that holds part of a GPU: rigid jobs that ask for one, and profiled jobs a policy
     placed on shares of GPUs (these take a new speed from the next instant, as they advance
     interval by interval)."""
+    project_shares: Mapping[str, float] = field(default_factory=dict)
+    """Projects' weights for fair-share policies, by the workload's ``project`` names (a
+    project missing has weight 1)."""
 
     def __post_init__(self) -> None:
         if not 0 < self.interval < math.inf:
@@ -83,6 +93,9 @@ class SimConfig:
             )
         if self.idle_retries < 0:
             raise ConfigError(f"idle_retries must be >= 0 rounds, got {self.idle_retries}")
+        for name, weight in self.project_shares.items():
+            if not (math.isfinite(weight) and weight > 0):
+                raise ConfigError(f"project_shares: {name}'s weight must be above 0, not {weight}")
 
 
 @dataclass(eq=False, slots=True)
@@ -221,6 +234,9 @@ class Simulator:
         self._rounds = 0
         self._preemptions = 0
         self._now = 0.0
+        half_life = usage_half_life(policy)
+        self._usage = DecayingUsage(half_life) if half_life > 0 else None
+        """Projects' past GPU use, for a policy that reads recent usage."""
         self._check_models()
 
     def _check_models(self) -> None:
@@ -338,6 +354,8 @@ class Simulator:
         self._share(job, job.allocation, -1)
         assert job.last_start is not None
         held = max(0.0, at - job.last_start)
+        if self._usage is not None:
+            self._usage.add(job.request.project, job.allocation.gpu_milli, job.last_start, at)
         job.attained += held * job.allocation.gpu_milli / MILLI_PER_GPU
         job.run_time += held
         job.allocation = Allocation()
@@ -534,6 +552,7 @@ class Simulator:
             pending=self._pending_view(),
             used_milli=self._used_milli.copy(),
             used_memory=self._used_memory.copy(),
+            projects=self._projects(),
         )
         self._rounds += 1
         plan = self.policy.schedule(view)
@@ -541,6 +560,22 @@ class Simulator:
         if self._touched:
             self._rerate(self._now)
         return started, plan.recheck_at
+
+    def _projects(self) -> dict[str, ProjectShare]:
+        """The projects' weights and, for a policy that reads it, their recent usage: the
+        stretches that ended plus the running ones up to now."""
+        if self._usage is None:
+            if not self.config.project_shares:
+                return {}
+            return shares_with_usage(self.config.project_shares, {})
+        recent = self._usage.at(self._now)
+        half_life = self._usage.half_life
+        for job in self._running.values():
+            if job.last_start is not None:
+                weight = stretch_weight(job.last_start, self._now, self._now, half_life)
+                project = job.request.project
+                recent[project] = recent.get(project, 0.0) + job.allocation.gpu_milli * weight
+        return shares_with_usage(self.config.project_shares, recent)
 
     # -- main loop -----------------------------------------------------------------------
     def run(self) -> SimResult:

@@ -1,25 +1,32 @@
-"""Fair share between projects: the project holding the fewest GPUs starts its next job.
+"""Fair share between projects: the project furthest below its share starts its next job.
 
 With one queue for everyone, a team that submits 500 jobs at once holds the cluster until
 they are done, and a team that comes a minute later waits behind all of them. This policy
 keeps one queue per project (``JobRequest.project``: the spec's ``project``) and, every time
-it starts a job, gives the turn to the project that holds the fewest GPUs at that moment
-(its running jobs plus what it started earlier in the round, in milli-GPU; ties go to the
-project whose next job is older). Within a project, higher ``priority`` goes first, then
-submission order. Projects have equal shares: set priorities or quotas on a project to
-favour it or bound it.
+it starts a job, gives the turn to the project with the lowest *standing*: the milli-GPUs it
+holds at that moment (its running jobs plus what it started earlier in the round), plus its
+recent usage when ``half_life`` is set, divided by its weight (ties go to the project whose
+next job is older). Within a project, higher ``priority`` goes first, then submission order.
+
+Weights come from the view (:attr:`~danlu.sched.view.ClusterView.projects`: a project's
+``share`` in the control plane, ``--project-share`` in the simulator; 1 by default): a
+project of weight 2 takes turns until it holds twice what one of weight 1 holds. With
+``half_life`` (seconds; 0, the default, keeps no history) a project's standing also counts
+the GPUs it held in the past, a GPU-second ``half_life`` ago counting half as much as one
+now (:mod:`danlu.sched.project_usage`), so a team that had the cluster to itself overnight
+lets the others go first in the morning, as Slurm's decayed fair-share does.
 
 By itself it equalises what each project *starts*: a project that took the whole cluster
 while it was alone keeps it until its jobs end. With ``reclaim`` it also takes GPUs back, by
 checkpoint: each project's fair share is its max-min share of the cluster (the GPUs split
-evenly among the projects that want them, a project wanting less than its part leaving the
-rest to the others), and while a project below its share has a job waiting, preemptible
-jobs of projects above theirs are preempted to make room for it, youngest first, one
-waiting job per round. Neither side crosses its share by it (the job started keeps its
-project within its share, each job preempted keeps its project at or above its own), and
-only jobs that ran ``min_run`` seconds are preempted, so GPUs do not bounce between
-projects. With ``backfill`` (default) a job that does not fit is passed by its project's
-next ones and by the other projects'.
+among the projects that want them in proportion to their weights, a project wanting less
+than its part leaving the rest to the others; history does not count here), and while a
+project below its share has a job waiting, preemptible jobs of projects above theirs are
+preempted to make room for it, youngest first, one waiting job per round. Neither side
+crosses its share by it (the job started keeps its project within its share, each job
+preempted keeps its project at or above its own), and only jobs that ran ``min_run``
+seconds are preempted, so GPUs do not bounce between projects. With ``backfill`` (default)
+a job that does not fit is passed by its project's next ones and by the other projects'.
 Like every policy here it is a pure function of the view, so the simulator runs it as the
 control plane does (a workload's ``project`` column names the projects).
 """
@@ -47,17 +54,27 @@ class FairSharePolicy:
     ``reclaim``, preempt over-share projects' jobs for under-share ones; see the module
     docstring. ``backfill=False``: the first job that does not fit stops the starts."""
 
-    option_ranges: ClassVar[Mapping[str, OptionRange]] = {"min_run": (0.0, INF, (True, False))}
+    option_ranges: ClassVar[Mapping[str, OptionRange]] = {
+        "min_run": (0.0, INF, (True, False)),
+        "half_life": (0.0, INF, (True, False)),
+    }
     """The numeric options' valid ranges, checked when the policy is built."""
     placement: str = "best-fit"
     backfill: bool = True
     reclaim: bool = False
     min_run: float = 300.0
     """Seconds a job must have run in its current stretch before ``reclaim`` preempts it."""
+    half_life: float = 0.0
+    """Seconds after which past GPU use counts half in a project's standing; 0: no history."""
     name: str = "fair-share"
 
     def __post_init__(self) -> None:
         check_options(self, self.option_ranges)
+
+    @property
+    def usage_half_life(self) -> float:
+        """The half-life of the recent usage adapters put in the view (0: none)."""
+        return self.half_life
 
     def schedule(self, view: ClusterView) -> Plan:
         if not view.pending:
@@ -93,11 +110,11 @@ class FairSharePolicy:
         lines: dict[str, deque[JobStatus]] = {}
         for job in view.pending:
             lines.setdefault(job.request.project, deque()).append(job)
-        turns: list[tuple[int, int, str]] = []
+        turns: list[tuple[float, int, str]] = []
         for project, line in lines.items():
             ordered = deque(sorted(line, key=_within_project))
             lines[project] = ordered
-            turns.append((held.get(project, 0), ordered[0].request.seq, project))
+            turns.append((_standing(view, project, held), ordered[0].request.seq, project))
         heapq.heapify(turns)
         starts: list[Start] = []
         waiting: dict[str, str] = {}
@@ -119,7 +136,8 @@ class FairSharePolicy:
                     default = f"queued behind {job.id} (fair share, no backfill)"
                     break
             if line:
-                heapq.heappush(turns, (held.get(project, 0), line[0].request.seq, project))
+                turn = (_standing(view, project, held), line[0].request.seq, project)
+                heapq.heappush(turns, turn)
         return starts, waiting, default
 
     def _reclaim(
@@ -140,7 +158,8 @@ class FairSharePolicy:
         for job in waiting_jobs:
             demand[job.request.project] = demand.get(job.request.project, 0) + job.demand_milli
         total = view.cluster.total_gpus * MILLI_PER_GPU
-        share = fair_shares(total, demand)
+        weights = {project: view.project(project).weight for project in demand}
+        share = fair_shares(total, demand, weights)
         victims = sorted(
             (
                 j
@@ -176,17 +195,31 @@ class FairSharePolicy:
         return None
 
 
-def fair_shares(total: int, demand: Mapping[str, int]) -> dict[str, float]:
-    """Max-min fair shares of ``total`` among projects wanting ``demand`` each: the
-    smallest demands are met in full, the rest split what is left evenly."""
+def fair_shares(
+    total: int, demand: Mapping[str, int], weights: Mapping[str, float] | None = None
+) -> dict[str, float]:
+    """Weighted max-min fair shares of ``total`` among projects wanting ``demand`` each:
+    the demands smallest for their weight are met in full, the rest split what is left in
+    proportion to their weights (``weights``: 1 for a project missing, or for all)."""
+    weight = weights or {}
     shares: dict[str, float] = {}
     left = float(total)
-    ordered = sorted(demand, key=lambda p: (demand[p], p))
-    for index, project in enumerate(ordered):
-        part = min(float(demand[project]), left / (len(ordered) - index))
+    ordered = sorted(demand, key=lambda p: (demand[p] / weight.get(p, 1.0), p))
+    weight_left = sum(weight.get(p, 1.0) for p in ordered)
+    for project in ordered:
+        mine = weight.get(project, 1.0)
+        part = min(float(demand[project]), left * mine / weight_left if weight_left > 0 else 0.0)
         shares[project] = part
         left -= part
+        weight_left -= mine
     return shares
+
+
+def _standing(view: ClusterView, project: str, held: Mapping[str, int]) -> float:
+    """What decides a project's turn, lowest first: the milli-GPUs it holds plus its recent
+    usage, over its weight."""
+    share = view.project(project)
+    return (held.get(project, 0) + share.recent_milli) / share.weight
 
 
 def _within_project(job: JobStatus) -> tuple[int, int, str]:

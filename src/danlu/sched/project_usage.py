@@ -1,0 +1,104 @@
+"""Projects' weights and recent GPU usage, as the fair-share policy sees them.
+
+A project's *recent usage* is the recency-weighted average of the milli-GPUs it held: a
+GPU-second held ``age`` seconds ago counts ``2 ** (-age / half_life)``, and the sum is
+divided by the weight of all the past (``half_life / ln 2``), so a project that has held 8
+GPUs forever has a recent usage of 8,000 milli-GPU, and one that stopped ``half_life`` ago
+4,000. It is Slurm's decayed fair-share usage (``PriorityDecayHalfLife``) in GPU units.
+
+A stretch on GPUs from ``start`` to ``end`` contributes ``milli * stretch_weight(start, end,
+now, half_life)``, with ``stretch_weight = 2 ** (-(now - end) / h) - 2 ** (-(now - start) /
+h)``: the integral of the decay over the stretch, normalised. Adapters compute it from what
+they know (the simulator with :class:`DecayingUsage` as stretches end, the control plane from
+its job-run table) and hand it in :attr:`danlu.sched.view.ClusterView.projects`; a policy
+that wants it says so with a ``usage_half_life`` attribute above 0.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Mapping
+from dataclasses import dataclass
+
+from danlu.core.errors import ConfigError
+
+
+@dataclass(frozen=True, slots=True)
+class ProjectShare:
+    """One project's weight and recent usage (see the module docstring)."""
+
+    weight: float = 1.0
+    """Relative share of the cluster: a project of weight 2 is owed twice what one of
+    weight 1 is (Slurm's ``Shares``)."""
+    recent_milli: float = 0.0
+    """Recency-weighted average milli-GPUs held; 0 when the policy asks for no history."""
+
+    def __post_init__(self) -> None:
+        if not (math.isfinite(self.weight) and self.weight > 0):
+            raise ConfigError(f"a project's weight must be above 0, not {self.weight!r}")
+        if not (math.isfinite(self.recent_milli) and self.recent_milli >= 0):
+            raise ConfigError(f"a project's recent usage must be 0 or more: {self.recent_milli!r}")
+
+
+DEFAULT_SHARE = ProjectShare()
+
+
+def usage_half_life(policy: object) -> float:
+    """The half-life (seconds) of the recent usage ``policy`` reads; 0 when it reads none."""
+    value = getattr(policy, "usage_half_life", 0.0)
+    return float(value) if isinstance(value, int | float) and value > 0 else 0.0
+
+
+def stretch_weight(start: float, end: float, now: float, half_life: float) -> float:
+    """The normalised decay weight at ``now`` of a stretch on GPUs from ``start`` to ``end``
+    (both at most ``now``): 1 for a stretch over all the past, 0 for an empty one."""
+    if half_life <= 0:
+        raise ConfigError("half_life must be above 0 seconds")
+    if end <= start:
+        return 0.0
+    recent = math.exp2(-(now - end) / half_life)
+    old = math.exp2(-(now - start) / half_life)
+    return max(0.0, recent - old)
+
+
+class DecayingUsage:
+    """Each project's recent usage from stretches reported as they end (the simulator's
+    bookkeeping): :meth:`add` a stretch, :meth:`at` a time for the totals then. Stretches
+    may be added in any order of their ends; totals are kept as of the latest time seen."""
+
+    def __init__(self, half_life: float) -> None:
+        if half_life <= 0:
+            raise ConfigError("half_life must be above 0 seconds")
+        self.half_life = half_life
+        self._totals: dict[str, float] = {}
+        self._as_of = 0.0
+
+    def _advance(self, to: float) -> None:
+        if to > self._as_of:
+            factor = math.exp2(-(to - self._as_of) / self.half_life)
+            for project in self._totals:
+                self._totals[project] *= factor
+            self._as_of = to
+
+    def add(self, project: str, milli: float, start: float, end: float) -> None:
+        """Count ``milli`` milli-GPUs held by ``project`` from ``start`` to ``end``."""
+        self._advance(end)
+        weight = stretch_weight(start, end, self._as_of, self.half_life)
+        if weight > 0:
+            self._totals[project] = self._totals.get(project, 0.0) + milli * weight
+
+    def at(self, now: float) -> dict[str, float]:
+        """Every project's recent usage at ``now`` (not before the latest stretch's end)."""
+        self._advance(now)
+        return dict(self._totals)
+
+
+def shares_with_usage(
+    weights: Mapping[str, float], recent: Mapping[str, float]
+) -> dict[str, ProjectShare]:
+    """The :class:`ProjectShare` of every project named in ``weights`` or ``recent`` (a
+    project without a weight has weight 1)."""
+    names = set(weights) | set(recent)
+    return {
+        name: ProjectShare(weights.get(name, 1.0), recent.get(name, 0.0)) for name in sorted(names)
+    }
