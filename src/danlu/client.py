@@ -567,13 +567,15 @@ class Client:
         priority: int = 0,
         quota_gpus: float | None = None,
         quota_gpu_memory: int | None = None,
+        share: float = 1.0,
     ) -> dict[str, Any]:
-        """``POST /projects`` (admin)."""
+        """``POST /projects`` (admin); ``share``: its weight in the fair-share policy."""
         body = {
             "name": name,
             "priority": priority,
             "quota_gpus": quota_gpus,
             "quota_gpu_memory": quota_gpu_memory,
+            "share": share,
         }
         return dict(self._json("POST", "/projects", json=body))
 

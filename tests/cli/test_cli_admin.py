@@ -91,7 +91,13 @@ def test_projects_are_added_listed_and_changed(server: str) -> None:
     code, out, _ = run("project", "set", "research", "--quota-gpus", "none")
     assert code == 0 and "no GPU quota, at most 40.0GiB" in out
     code, out, _ = run("project", "ls")
-    assert code == 0 and "research" in out and "40.0GiB" in out
+    assert code == 0 and "research" in out and "40.0GiB" in out and "share" in out
+    code, out, _ = run("project", "set", "research", "--share", "2.5")
+    assert code == 0 and "share 2.5" in out
+    code, out, _ = run("project", "add", "heavy", "--share", "3", "--json")
+    assert code == 0 and json.loads(out)["share"] == 3.0
+    code, _, err = run("project", "set", "research", "--share", "0")
+    assert code == 2 and "--share" in err
     code, _, err = run("project", "set", "research")
     assert code == 2 and "nothing to change" in err
     code, _, err = run("project", "add", "x", "--quota-gpus", "-1")

@@ -102,11 +102,11 @@ CASES: list[tuple[Callable[[Client], Any], str, str, dict[str, Any], Any, Any]] 
     ),
     (lambda c: c.projects(), "GET", "/projects", {}, None, []),
     (
-        lambda c: c.create_project("vision", 5, quota_gpus=4),
+        lambda c: c.create_project("vision", 5, quota_gpus=4, share=2.0),
         "POST",
         "/projects",
         {},
-        {"name": "vision", "priority": 5, "quota_gpus": 4, "quota_gpu_memory": None},
+        {"name": "vision", "priority": 5, "quota_gpus": 4, "quota_gpu_memory": None, "share": 2.0},
         {},
     ),
     (

@@ -165,6 +165,14 @@ def test_projects_users_tokens_and_quotas(live: Live) -> None:
         assert admin.post("/projects", json={"name": "vision"}).status_code == 409
         updated = admin.put("/projects/vision", json={"quota_gpu_memory": 40 * GiB}).json()
         assert updated["quota_gpus"] == 1 and updated["quota_gpu_memory"] == 40 * GiB
+        assert updated["share"] == 1.0
+        weighted = admin.put("/projects/vision", json={"share": 2.5}).json()
+        assert (weighted["share"], weighted["quota_gpus"]) == (2.5, 1)
+        for bad in (0, -1, 2e6):
+            refused = admin.put("/projects/vision", json={"share": bad})
+            assert refused.status_code == 422 and "share" in refused.text
+        heavy = admin.post("/projects", json={"name": "heavy", "share": 3})
+        assert heavy.status_code == 201 and heavy.json()["share"] == 3.0
         assert admin.put("/projects/nope", json={"priority": 1}).status_code == 404
         assert admin.post("/users", json={"name": "carol"}).status_code == 201
         token = admin.post("/users/carol/tokens", json={"name": "laptop"}).json()["token"]

@@ -49,8 +49,20 @@ QuotaMemoryOpt = Annotated[
     ),
 ]
 
+ShareOpt = Annotated[
+    float | None,
+    typer.Option(
+        "--share",
+        min=0.000001,
+        max=1_000_000,
+        help="Its weight in the fair-share policy (default 1): 2 is owed twice what 1 is.",
+    ),
+]
+
 user_app = typer.Typer(help="Users and their API tokens.", no_args_is_help=True)
-project_app = typer.Typer(help="Projects (queues): priorities and quotas.", no_args_is_help=True)
+project_app = typer.Typer(
+    help="Projects (queues): priorities, quotas and fair-share weights.", no_args_is_help=True
+)
 
 _NONE = ("none", "unlimited", "")
 
@@ -235,7 +247,7 @@ def _project_line(data: dict[str, Any]) -> str:
     quota_memory = "no memory quota" if memory is None else f"at most {format_bytes(memory)}"
     return (
         f"project [bold]{escape(str(data['name']))}[/bold]: priority {data['priority']}, "
-        f"{quota_gpus}, {quota_memory}"
+        f"{quota_gpus}, {quota_memory}, share {float(data.get('share', 1.0)):g}"
     )
 
 
@@ -246,7 +258,7 @@ def project_ls(
     url: UrlOpt = None,
     token: TokenOpt = None,
 ) -> None:
-    """List the projects with their priorities and quotas."""
+    """List the projects with their priorities, quotas and fair-share weights."""
     data = common.ask(home, url, token, lambda c: c.projects())
     rows = [
         (
@@ -254,10 +266,11 @@ def project_ls(
             str(row["priority"]),
             "-" if row.get("quota_gpus") is None else f"{row['quota_gpus']:g}",
             "-" if row.get("quota_gpu_memory") is None else format_bytes(row["quota_gpu_memory"]),
+            f"{float(row.get('share', 1.0)):g}",
         )
         for row in data
     ]
-    columns = ("project", "priority", "GPU quota", "GPU memory quota")
+    columns = ("project", "priority", "GPU quota", "GPU memory quota", "share")
     show_data(data, json_out, lambda _: titled_table("projects", columns, rows))
 
 
@@ -267,6 +280,7 @@ def project_add(
     priority: PriorityOpt = None,
     quota_gpus: QuotaGpusOpt = None,
     quota_memory: QuotaMemoryOpt = None,
+    share: ShareOpt = None,
     json_out: JsonOpt = False,
     home: HomeOpt = None,
     url: UrlOpt = None,
@@ -284,6 +298,7 @@ def project_add(
             priority or 0,
             None if gpus == "none" else gpus,
             None if memory == "none" else memory,
+            1.0 if share is None else share,
         ),
     )
     show_data(data, json_out, _project_line)
@@ -295,16 +310,19 @@ def project_set(
     priority: PriorityOpt = None,
     quota_gpus: QuotaGpusOpt = None,
     quota_memory: QuotaMemoryOpt = None,
+    share: ShareOpt = None,
     json_out: JsonOpt = False,
     home: HomeOpt = None,
     url: UrlOpt = None,
     token: TokenOpt = None,
 ) -> None:
-    """Change a project's priority or quotas (admin); options left out stay as they are,
-    and a quota given as 'none' is removed."""
+    """Change a project's priority, quotas or fair-share weight (admin); options left out
+    stay as they are, and a quota given as 'none' is removed."""
     fields: dict[str, Any] = {}
     if priority is not None:
         fields["priority"] = priority
+    if share is not None:
+        fields["share"] = share
     for key, given in (
         ("quota_gpus", _quota(quota_gpus, "--quota-gpus", _gpus)),
         ("quota_gpu_memory", _quota(quota_memory, "--quota-memory", _memory)),
@@ -312,7 +330,9 @@ def project_set(
         if given is not None:
             fields[key] = None if given == "none" else given
     if not fields:
-        raise common.fail("nothing to change: give --priority, --quota-gpus or --quota-memory")
+        raise common.fail(
+            "nothing to change: give --priority, --quota-gpus, --quota-memory or --share"
+        )
     data = common.ask(home, url, token, lambda c: c.update_project(name, **fields))
     show_data(data, json_out, _project_line)
 

@@ -67,6 +67,7 @@ from danlu.executors.supervise import alive, proc_start_time
 from danlu.sched import default_registry
 from danlu.sched.policies.base import Policy
 from danlu.sched.policies.fifo import FifoPolicy
+from danlu.sched.project_usage import usage_half_life
 from danlu.sched.view import ClusterView, Plan
 from danlu.server import upkeep
 from danlu.server.db import Database, Job, Lease
@@ -80,6 +81,7 @@ from danlu.server.services import jobs, locks, nodes, users
 from danlu.server.services.common import resolve_now
 from danlu.server.services.projects import HOLDING
 from danlu.server.services.record import apply_plan
+from danlu.server.services.usage import RecentUsageCache
 from danlu.server.services.view import StatusCache, build_snapshot, lost_gpus, to_allocation
 
 log = logging.getLogger(__name__)
@@ -222,6 +224,9 @@ class Reconciler:
         )
         self.statuses = StatusCache()
         """Job statuses reused across rounds while their job is unchanged (policy memos hit)."""
+        half_life = usage_half_life(self.policy)
+        self.recent = RecentUsageCache(half_life) if half_life > 0 else None
+        """Projects' recent usage, for a policy that reads it (fair-share's ``half_life``)."""
         self.preempt_grace = preempt_grace
         self.interval = settings.interval
         self.ttl = lease_ttl if lease_ttl is not None else max(10.0, 5 * settings.interval)
@@ -481,7 +486,8 @@ class Reconciler:
         """Snapshot, plan (of :attr:`fallback` when ``fallback``) and its record in one
         transaction: the ids started, and the (id, attempt) moved and preempted."""
         with collector_paused(), self.db.session() as session:
-            snapshot = build_snapshot(session, t, self.statuses)
+            recent = self.recent.read(session, t) if self.recent is not None else None
+            snapshot = build_snapshot(session, t, self.statuses, recent)
             if fallback:
                 plan, own = self.fallback.schedule(snapshot.view), False
             else:

@@ -25,6 +25,7 @@ from sqlalchemy import (
     Text,
     UniqueConstraint,
     false,
+    text,
 )
 from sqlalchemy.orm import DeclarativeBase, Mapped, mapped_column, relationship
 
@@ -108,7 +109,8 @@ class Project(Base):
     """A project (queue): a priority added to its jobs' priorities, and optional quotas.
 
     ``quota_gpus`` / ``quota_gpu_memory``: most GPUs (whole-GPU equivalents, milli/1000) and
-    GPU bytes its running jobs may hold at once; ``None`` means unlimited.
+    GPU bytes its running jobs may hold at once; ``None`` means unlimited. ``share``: its
+    weight in the fair-share policy (a project of share 2 is owed twice what one of 1 is).
     """
 
     __tablename__ = "projects"
@@ -118,6 +120,7 @@ class Project(Base):
     priority: Mapped[int] = mapped_column(Integer, default=0)
     quota_gpus: Mapped[float | None] = mapped_column(Double, default=None)
     quota_gpu_memory: Mapped[int | None] = mapped_column(BigInteger, default=None)
+    share: Mapped[float] = mapped_column(Double, default=1.0, server_default=text("1"))
     created_at: Mapped[float] = mapped_column(Double)
 
 

@@ -67,14 +67,20 @@ def create_project(body: ProjectIn, user: Caller, state: State) -> dict[str, Any
     require_admin(user)
     with state.db.session() as session:
         project = projects.create_project(
-            session, body.name, body.priority, body.quota_gpus, body.quota_gpu_memory
+            session,
+            body.name,
+            body.priority,
+            body.quota_gpus,
+            body.quota_gpu_memory,
+            share=body.share,
         )
         return project_out(project)
 
 
 @router.put("/projects/{name}", response_model=ProjectOut, tags=["projects"])
 def update_project(name: str, body: ProjectPatch, user: Caller, state: State) -> dict[str, Any]:
-    """Change a project's priority or quotas (admin); absent fields stay as they are."""
+    """Change a project's priority, quotas or fair-share weight (admin); absent fields stay
+    as they are."""
     require_admin(user)
     checked_name(name, "project", "name")
     given = body.model_fields_set
@@ -87,6 +93,7 @@ def update_project(name: str, body: ProjectPatch, user: Caller, state: State) ->
             quota_gpu_memory=(
                 body.quota_gpu_memory if "quota_gpu_memory" in given else projects.UNSET
             ),
+            share=body.share,
         )
         return project_out(project)
 

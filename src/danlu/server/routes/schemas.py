@@ -165,6 +165,8 @@ class ProjectOut(BaseModel):
     priority: int
     quota_gpus: float | None
     quota_gpu_memory: int | None
+    share: float
+    """Its weight in the fair-share policy (1 by default)."""
 
 
 class ProjectIn(_In):
@@ -174,6 +176,7 @@ class ProjectIn(_In):
     priority: int = Field(default=0, ge=-1_000_000, le=1_000_000)
     quota_gpus: float | None = Field(default=None, ge=0, le=1e9, allow_inf_nan=False)
     quota_gpu_memory: int | None = Field(default=None, ge=0, le=2**62)
+    share: float = Field(default=1.0, gt=0, le=1e6, allow_inf_nan=False)
 
 
 class ProjectPatch(_In):
@@ -182,6 +185,7 @@ class ProjectPatch(_In):
     priority: int | None = Field(default=None, ge=-1_000_000, le=1_000_000)
     quota_gpus: float | None = Field(default=None, ge=0, le=1e9, allow_inf_nan=False)
     quota_gpu_memory: int | None = Field(default=None, ge=0, le=2**62)
+    share: float | None = Field(default=None, gt=0, le=1e6, allow_inf_nan=False)
 
 
 class UserOut(BaseModel):
@@ -326,6 +330,7 @@ def project_out(project: Project) -> dict[str, Any]:
         "priority": project.priority,
         "quota_gpus": project.quota_gpus,
         "quota_gpu_memory": project.quota_gpu_memory,
+        "share": project.share,
     }
 
 

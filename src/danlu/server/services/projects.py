@@ -1,7 +1,9 @@
-"""Projects (queues): priority and quotas (GPUs, GPU memory), and what they use now."""
+"""Projects (queues): priority, quotas (GPUs, GPU memory) and fair-share weight, and what
+they use now."""
 
 from __future__ import annotations
 
+import math
 import re
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
@@ -38,11 +40,20 @@ class Usage:
         return Usage(self.gpus - other.gpus, self.gpu_memory - other.gpu_memory)
 
 
+MAX_SHARE = 1e6
+"""The largest fair-share weight a project may have (the smallest is anything above 0)."""
+
+
 def _check_quotas(quota_gpus: float | None, quota_gpu_memory: int | None) -> None:
     if quota_gpus is not None and quota_gpus < 0:
         raise SpecError("quota_gpus", "a quota cannot be negative; omit it for no limit")
     if quota_gpu_memory is not None and quota_gpu_memory < 0:
         raise SpecError("quota_gpu_memory", "a quota cannot be negative; omit it for no limit")
+
+
+def _check_share(share: float) -> None:
+    if not (math.isfinite(share) and 0 < share <= MAX_SHARE):
+        raise SpecError("share", f"a fair-share weight is above 0 and at most {MAX_SHARE:g}")
 
 
 def create_project(
@@ -52,16 +63,20 @@ def create_project(
     quota_gpus: float | None = None,
     quota_gpu_memory: int | None = None,
     now: float | None = None,
+    share: float = 1.0,
 ) -> Project:
-    """Create a project; quotas ``None`` mean unlimited. A taken name is a ConflictError."""
+    """Create a project; quotas ``None`` mean unlimited; ``share``: its fair-share weight.
+    A taken name is a ConflictError."""
     if not _NAME.match(name):
         raise SpecError("name", "use 1-63 letters, digits, '.', '_' or '-'")
     _check_quotas(quota_gpus, quota_gpu_memory)
+    _check_share(share)
     project = Project(
         name=name,
         priority=priority,
         quota_gpus=quota_gpus,
         quota_gpu_memory=quota_gpu_memory,
+        share=share,
         created_at=resolve_now(now),
     )
     try:
@@ -110,9 +125,14 @@ def update_project(
     priority: int | None = None,
     quota_gpus: float | _Unset | None = UNSET,
     quota_gpu_memory: int | _Unset | None = UNSET,
+    share: float | None = None,
 ) -> Project:
-    """Change a project's priority and/or quotas (pass ``None`` to remove a quota)."""
+    """Change a project's priority, quotas (pass ``None`` to remove a quota) and/or
+    fair-share weight."""
     project = get_project(session, name)
+    if share is not None:
+        _check_share(share)
+        project.share = share
     new_gpus = project.quota_gpus if isinstance(quota_gpus, _Unset) else quota_gpus
     new_mem = project.quota_gpu_memory if isinstance(quota_gpu_memory, _Unset) else quota_gpu_memory
     mem = None if new_mem is None else int(new_mem)

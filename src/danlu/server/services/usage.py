@@ -1,4 +1,5 @@
-"""GPU usage over a period, by project and user: what a cluster's owners charge back.
+"""GPU usage over a period, by project and user: what a cluster's owners charge back; and
+each project's recent usage, which the fair-share policy weighs.
 
 Each stretch of a job on its GPUs is a :class:`~danlu.server.db.models.JobRun` row once it
 ends (the job finished, was preempted or moved); the stretches still running are read off
@@ -8,13 +9,15 @@ GPUs it held (thousandths of a GPU for a share) and the GPU memory.
 
 from __future__ import annotations
 
-from collections.abc import Iterable
-from dataclasses import dataclass
+import math
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass, field
 
-from sqlalchemy import case, func, select
+from sqlalchemy import BigInteger, case, cast, func, select
 from sqlalchemy.orm import Session
 
 from danlu.core.cluster import MILLI_PER_GPU
+from danlu.sched.project_usage import stretch_weight
 from danlu.server.db.models import Job, JobRun, Project, User
 from danlu.server.services.common import resolve_now
 from danlu.server.services.projects import HOLDING
@@ -112,3 +115,118 @@ def _names(
         for uid, name in session.execute(select(User.id, User.name).where(User.id.in_(list(users))))
     }
     return project_names, user_names
+
+
+RECENT_HORIZON = 24
+"""Half-lives of the past that recent usage reads: older stretches weigh under 1e-7."""
+RECENT_BUCKETS = 32
+"""Time buckets per half-life in which finished stretches are summed (see
+:func:`finished_recent_usage`)."""
+RECENT_REREAD = 600.0
+"""Seconds between full reads of the finished stretches' recent usage (at most a bucket's
+width: ``half_life / RECENT_BUCKETS``); in between only the new stretches are read."""
+
+
+@dataclass(frozen=True)
+class RecentUsage:
+    """What a policy that reads projects' recent usage needs from the store: its half-life
+    and the recent usage, by project name, of the stretches that ended; the view adds the
+    running ones from its jobs."""
+
+    half_life: float
+    finished: Mapping[str, float] = field(default_factory=dict)
+
+
+def finished_recent_usage(
+    session: Session, now: float, half_life: float, *, up_to_run: int | None = None
+) -> dict[str, float]:
+    """Each project's recent usage (:attr:`danlu.sched.project_usage.ProjectShare.recent_milli`)
+    from its finished stretches on GPUs (:class:`JobRun` rows, those of id at most
+    ``up_to_run`` when given), by project name; the stretches still running are the view's
+    to add (they change every round).
+
+    The database sums the stretches by project and by the time buckets their start and end
+    fall in (``half_life / RECENT_BUCKETS`` wide), so that a long history comes back as a
+    few hundred rows; each group is weighted at its mean start and end. A bucket's width
+    moves a stretch's ends by at most 1/32 of a half-life, its weight by at most about 2%."""
+    width = half_life / RECENT_BUCKETS
+    since = now - RECENT_HORIZON * half_life
+    query = (
+        select(
+            Project.name,
+            func.sum(JobRun.gpu_milli),
+            func.sum(JobRun.gpu_milli * JobRun.started_at),
+            func.sum(JobRun.gpu_milli * JobRun.ended_at),
+        )
+        .join(Project, Project.id == JobRun.project_id)
+        .where(JobRun.ended_at > since, JobRun.gpu_milli > 0)
+        .group_by(
+            Project.name,
+            cast(JobRun.started_at / width, BigInteger),
+            cast(JobRun.ended_at / width, BigInteger),
+        )
+    )
+    if up_to_run is not None:
+        query = query.where(JobRun.id <= up_to_run)
+    recent: dict[str, float] = {}
+    for name, total, start_sum, end_sum in session.execute(query):
+        milli = float(total or 0)
+        if milli > 0:
+            start, end = float(start_sum) / milli, float(end_sum) / milli
+            _add(recent, name, milli, start, end, now, half_life)
+    return recent
+
+
+def _add(
+    recent: dict[str, float],
+    project: str,
+    milli: float,
+    start: float,
+    end: float,
+    now: float,
+    half_life: float,
+) -> None:
+    end = min(end, now)
+    weight = stretch_weight(min(start, end), end, now, half_life)
+    recent[project] = recent.get(project, 0.0) + milli * weight
+
+
+class RecentUsageCache:
+    """The finished stretches' recent usage for the reconcile loop, without reading a long
+    history every round: a full read (:func:`finished_recent_usage`) every
+    :data:`RECENT_REREAD` seconds (or a bucket's width, if shorter), and in between the runs
+    recorded since the last read (by id), each weighted exactly, the totals decayed to the
+    time asked. A run committed late with a lower id than one already read waits for the
+    next full read."""
+
+    def __init__(self, half_life: float) -> None:
+        self.half_life = half_life
+        self.reread = min(RECENT_REREAD, half_life / RECENT_BUCKETS)
+        self._read_at = -math.inf
+        self._as_of = 0.0
+        self._last_run = 0
+        self._totals: dict[str, float] = {}
+
+    def read(self, session: Session, now: float) -> RecentUsage:
+        """The recent usage of the stretches that ended, at ``now``."""
+        last_run = int(session.scalar(select(func.max(JobRun.id))) or 0)
+        if not self._read_at <= now < self._read_at + self.reread:
+            self._totals = finished_recent_usage(session, now, self.half_life, up_to_run=last_run)
+            self._read_at = self._as_of = now
+        else:
+            self._decay(now)
+            if last_run > self._last_run:
+                rows = select(
+                    Project.name, JobRun.gpu_milli, JobRun.started_at, JobRun.ended_at
+                ).join(Project, Project.id == JobRun.project_id)
+                rows = rows.where(JobRun.id > self._last_run, JobRun.id <= last_run)
+                for name, milli, start, end in session.execute(rows):
+                    _add(self._totals, name, float(milli), start, end, self._as_of, self.half_life)
+        self._last_run = last_run
+        return RecentUsage(self.half_life, dict(self._totals))
+
+    def _decay(self, now: float) -> None:
+        if now > self._as_of:
+            factor = math.exp2(-(now - self._as_of) / self.half_life)
+            self._totals = {name: value * factor for name, value in self._totals.items()}
+            self._as_of = now
