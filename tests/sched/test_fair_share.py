@@ -233,15 +233,15 @@ def test_reclaim_gives_a_heavier_project_more_of_the_cluster() -> None:
     assert FairSharePolicy(reclaim=True).schedule(replace(view, projects={})).starts == ()
 
 
-def _team_delays(
-    tmp_path: Path, rows: list[str], config: SimConfig, **options: object
-) -> dict[str, float]:
-    path = tmp_path / "teams.csv"
-    header = "name,submit_time,gpus,duration,priority,gpu_memory,family,model,project"
-    path.write_text("\n".join([header, *rows]) + "\n")
-    result = Simulator(
-        Cluster.homogeneous(2, 6), make_policy("fair-share", **options), load_workload(path), config
-    ).run()
+EXAMPLES = Path(__file__).resolve().parents[2] / "examples" / "workloads"
+
+
+def _team_delays(name: str, config: SimConfig, **options: object) -> dict[str, float]:
+    """Each team's mean queueing delay on 12 GPUs for ``examples/workloads/NAME``
+    (``docs/queue-policies.md`` prints these)."""
+    workload = load_workload(EXAMPLES / name)
+    policy = make_policy("fair-share", **options)
+    result = Simulator(Cluster.homogeneous(2, 6), policy, workload, config).run()
     assert result.unfinished == []
     delays: dict[str, list[float]] = {}
     for job in result.to_json()["per_job"]:
@@ -249,27 +249,23 @@ def _team_delays(
     return {team: statistics.mean(values) for team, values in delays.items()}
 
 
-def test_in_the_simulator_a_heavier_project_waits_less(tmp_path: Path) -> None:
-    rows = [f"a{i},0,1,600,,,,,a" for i in range(60)] + [f"b{i},0,1,600,,,,,b" for i in range(60)]
-    even = _team_delays(tmp_path, rows, SimConfig(event_rounds=True))
-    assert abs(even["a"] - even["b"]) <= 60
-    weighted = _team_delays(tmp_path, rows, SimConfig(event_rounds=True, project_shares={"a": 2.0}))
-    # a holds 8 of the 12 GPUs while both wait: its jobs wait about half as long
-    assert weighted["a"] <= 0.7 * weighted["b"]
+def test_in_the_simulator_a_heavier_project_waits_less() -> None:
+    even = _team_delays("two-teams.csv", SimConfig(event_rounds=True))
+    assert (even["vision"], even["speech"]) == (2700.0, 2700.0)
+    weighted = SimConfig(event_rounds=True, project_shares={"vision": 2.0})
+    # vision holds 8 of the 12 GPUs while both wait
+    delays = _team_delays("two-teams.csv", weighted)
+    assert (delays["vision"], delays["speech"]) == (1960.0, 3440.0)
 
 
-def test_in_the_simulator_recent_use_lets_the_other_team_go_first(tmp_path: Path) -> None:
-    """``a`` ran 12 jobs alone for 3,000 s; when both teams queue 24 jobs, ``b`` goes first
-    with a half-life of an hour, and the two alternate without one."""
-    rows = [f"x{i},0,1,3000,,,,,a" for i in range(12)]
-    rows += [f"a{i},2900,1,600,,,,,a" for i in range(24)]
-    rows += [f"b{i},2950,1,600,,,,,b" for i in range(24)]
+def test_in_the_simulator_recent_use_lets_the_other_team_go_first() -> None:
+    """vision ran 12 jobs alone for 3,000 s; when both teams queue 24 jobs, speech goes
+    first with a half-life of an hour, and the two alternate without one."""
     config = SimConfig(event_rounds=True)
-    plain = _team_delays(tmp_path, rows, config)
-    assert abs(plain["a"] - plain["b"]) <= 100
-    history = _team_delays(tmp_path, rows, config, half_life=3600.0)
-    assert history["b"] <= plain["b"] - 200
-    assert history["a"] >= plain["a"] + 200
+    plain = _team_delays("after-the-night.csv", config)
+    assert (plain["vision"], plain["speech"]) == (1000.0, 950.0)
+    history = _team_delays("after-the-night.csv", config, half_life=3600.0)
+    assert (history["vision"], history["speech"]) == (1350.0, 600.0)
 
 
 def test_sim_config_checks_project_weights() -> None:
