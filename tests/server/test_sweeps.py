@@ -226,3 +226,49 @@ def test_tpe_learns_from_the_ended_trials_and_needs_optuna(
         monkeypatch.setattr(sweeps.importlib.util, "find_spec", lambda name: None)
         with pytest.raises(SpecError, match="method: tpe needs Optuna on the server"):
             sweeps.create(s, body, alice, now=NOW)
+
+
+def test_a_job_array_runs_each_index_once_and_waits(tmp_path: Path) -> None:
+    """``danlu submit --array`` against a live control plane: each task a real process that
+    reads its DANLU_ARRAY_INDEX, at most two at once; ``--wait`` exits 0 once all succeeded,
+    and the array shows in ``danlu sweep ls / show``."""
+    from typer.testing import CliRunner
+
+    from danlu.cli.main import app
+
+    out = tmp_path / "out"
+    out.mkdir()
+    code = (
+        "import os, pathlib, sys; i = os.environ['DANLU_ARRAY_INDEX']; "
+        "pathlib.Path(sys.argv[1], i).write_text(os.environ['DANLU_TRIAL'])"
+    )
+    job = {"name": "shard", "command": [sys.executable, "-c", code, str(out)], "array": "9"}
+    path = tmp_path / "job.yaml"
+    path.write_text(yaml.safe_dump(job))
+    with live_server(tmp_path, fake_gpus="2x80GiB", policy="fifo") as live:
+        flags = ["--url", live.url, "--token", live.token]
+        args = ["submit", str(path), "--array", "0-4:2,7%2", "--wait", *flags]
+        result = CliRunner().invoke(app, args)
+        assert result.exit_code == 0, result.output
+        assert "4 of 4 tasks SUCCEEDED" in result.stdout
+        # each index once, trial numbers in index order (the spec's own "9" was overridden)
+        assert {p.name: p.read_text() for p in out.iterdir()} == {
+            "0": "0",
+            "2": "1",
+            "4": "2",
+            "7": "3",
+        }
+        listed = CliRunner().invoke(app, ["sweep", "ls", "--json", *flags])
+        (array,) = json.loads(listed.stdout)
+        assert (array["array"], array["metric"], array["total"]) == (True, None, 4)
+        assert array["spec"]["parallel"] == 2 and array["name"] == "shard"
+        shown = CliRunner().invoke(app, ["sweep", "show", array["id"], *flags])
+        assert shown.exit_code == 0 and f"array {array['id']} (shard): DONE" in shown.stdout
+        table = CliRunner().invoke(app, ["sweep", "ls", *flags])
+        assert "array" in table.stdout
+        from_spec = CliRunner().invoke(app, ["submit", str(path), "--json", *flags])
+        assert from_spec.exit_code == 0, from_spec.output
+        single = json.loads(from_spec.stdout)
+        assert (single["array"], single["total"]) == (True, 1)  # the spec's array: "9"
+        bad = CliRunner().invoke(app, ["submit", str(path), "--array", "3-1", *flags])
+        assert bad.exit_code == 2 and "--array" in bad.output

@@ -316,6 +316,8 @@ def test_a_sweep_trial_reads_its_hyper_parameters() -> None:
     assert (
         dict(dt.JobEnv.from_environ({}).hparams) == {} and dt.JobEnv.from_environ({}).trial is None
     )
+    assert dt.JobEnv.from_environ({"DANLU_ARRAY_INDEX": "42"}).array_index == 42
+    assert dt.JobEnv.from_environ({}).array_index is None
     for bad, message in (("[1]", "must be a JSON object"), ("{lr", "is not JSON")):
         with pytest.raises(ConfigError, match=message):
             dt.JobEnv.from_environ({"DANLU_HPARAMS": bad})

@@ -26,6 +26,7 @@ from danlu.cli import top as top_view
 from danlu.client import Client, WaitTimeout
 from danlu.config import load_client_settings
 from danlu.core.errors import DanluError, SpecError
+from danlu.core.job_array import array_sweep, parse_array
 from danlu.core.spec import load_spec_data, parse_spec
 from danlu.core.state import JobState
 from danlu.core.units import format_bytes, format_duration, parse_duration
@@ -115,7 +116,8 @@ def build_spec(
 ) -> dict[str, Any]:
     """Read ``path`` (YAML or JSON), apply flag overrides and ``--set key=value`` (values parsed
     as YAML), add ``--after JOB[:CONDITION]`` to ``depends_on``, validate it locally, and
-    return the JSON body to submit."""
+    return the JSON body to submit (with the spec's ``array`` range, if it has one, as
+    text: the caller submits it as a job array)."""
     data = load_spec_data(path)
     if not isinstance(data, dict):
         raise SpecError("", f"a job spec must be a mapping of fields, got {type(data).__name__}")
@@ -140,8 +142,12 @@ def build_spec(
         for item in after:
             job, _, condition = item.partition(":")
             data["depends_on"].append({"job": job, "condition": condition or "succeeded"})
+    array = data.pop("array", None)
     spec = parse_spec(data)
-    return spec.model_dump(mode="json", exclude_defaults=True) | {"name": spec.name}
+    body = spec.model_dump(mode="json", exclude_defaults=True) | {"name": spec.name}
+    if array is not None:
+        body["array"] = str(array)
+    return body
 
 
 def submit(
@@ -175,12 +181,21 @@ def submit(
         bool,
         typer.Option("--wait", help="Then wait for the job to finish; exit as danlu wait does."),
     ] = False,
+    array: Annotated[
+        str | None,
+        typer.Option(
+            "--array",
+            help="Run it once per index, as a job array: 0-99, 1-99:2, 1,3,8; %8 at the end: "
+            "at most 8 at once. Each task reads DANLU_ARRAY_INDEX.",
+        ),
+    ] = None,
     json_out: JsonOpt = False,
     home: HomeOpt = None,
     url: UrlOpt = None,
     token: TokenOpt = None,
 ) -> None:
-    """Validate a job spec locally, then submit it."""
+    """Validate a job spec locally, then submit it (with --array, or the spec's `array`, as
+    a job array: see `danlu sweep show` for its tasks)."""
     overrides = {
         "name": name,
         "priority": priority,
@@ -192,8 +207,15 @@ def submit(
     }
     try:
         body = build_spec(spec, overrides, list(sets or []), list(after or []))
+        in_spec = body.pop("array", None)
+        tasks = parse_array(array, "--array") if array is not None else None
+        if tasks is None and in_spec is not None:
+            tasks = parse_array(in_spec)
     except DanluError as exc:
         raise fail(f"{spec}: {exc}") from None
+    if tasks is not None:
+        _submit_array(array_sweep(body, tasks), wait_end, json_out, home, url, token)
+        return
     with connect(home, url, token) as client:
         try:
             job = client.submit(body)
@@ -203,6 +225,54 @@ def submit(
             _submitted(job, json_out)
         if wait_end:
             raise typer.Exit(_wait_jobs(client, [str(job["id"])], None, 2.0, json_out))
+
+
+def _submit_array(
+    sweep: dict[str, Any],
+    wait_end: bool,
+    json_out: bool,
+    home: Path | None,
+    url: str | None,
+    token: str | None,
+) -> None:
+    """Submit a job array (a sweep with ``array: true``); with ``wait_end``, wait until its
+    tasks have ended: exit 0 when all SUCCEEDED, else 1."""
+    with connect(home, url, token) as client:
+        try:
+            made = client.submit_sweep(sweep)
+            if not (json_out and wait_end):
+                if json_out:
+                    print_json(made)
+                else:
+                    console.print(
+                        f"submitted array [bold]{made['id']}[/bold] ({escape(made['name'])}): "
+                        f"{made['total']} tasks, at most {sweep['parallel']} at once; "
+                        f"danlu sweep show {made['id']}",
+                        highlight=False,
+                    )
+            if not wait_end:
+                return
+            while made["state"] == "RUNNING":
+                time.sleep(2.0)
+                made = client.sweep(str(made["id"]))
+            if "trials" not in made:
+                made = client.sweep(str(made["id"]))
+        except DanluError as exc:
+            raise fail(exc) from None
+        except KeyboardInterrupt:
+            raise typer.Exit(code=130) from None
+    states = [t["state"] for t in made.get("trials") or []]
+    if json_out:
+        print_json(made)
+    else:
+        done = sum(state == "SUCCEEDED" for state in states)
+        console.print(
+            f"array [bold]{made['id']}[/bold]: {made['state']}, {done} of {len(states)} "
+            "tasks SUCCEEDED",
+            highlight=False,
+        )
+    ok = made["state"] == "DONE" and all(state == "SUCCEEDED" for state in states)
+    raise typer.Exit(0 if ok else 1)
 
 
 def _submitted(job: dict[str, Any], json_out: bool) -> None:

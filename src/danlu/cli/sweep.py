@@ -63,7 +63,7 @@ def sweep_ls(
                 escape(s["user"]),
                 s["state"],
                 f"{s['submitted']}/{s['total']}",
-                f"{escape(s['metric'])} ({s['goal']})",
+                _objective(s),
             )
             for s in rows
         ),
@@ -97,11 +97,19 @@ def sweep_cancel(
     show_data(data, json_out, _line)
 
 
+def _objective(sweep: dict[str, Any]) -> str:
+    """The METRIC column: the metric and its goal, ``array`` for a job array, else ``-``."""
+    if sweep.get("metric") is None:
+        return "array" if sweep.get("array") else "-"
+    return f"{escape(sweep['metric'])} ({sweep['goal']})"
+
+
 def _line(data: dict[str, Any]) -> str:
     reason = f": {escape(data['reason'])}" if data.get("reason") else ""
+    kind, unit = ("array", "tasks") if data.get("array") else ("sweep", "trials")
     return (
-        f"sweep {data['id']} ({escape(data['name'])}): {data['state']}{reason}; "
-        f"{data['submitted']} of {data['total']} trials submitted"
+        f"{kind} {data['id']} ({escape(data['name'])}): {data['state']}{reason}; "
+        f"{data['submitted']} of {data['total']} {unit} submitted"
     )
 
 
@@ -114,7 +122,7 @@ def _trials(data: dict[str, Any]) -> Any:
     title = _line(data)
     if data.get("best"):
         title += f"; best: trial {data['best']['trial']} ({data['best']['job_id']})"
-    metric = escape(data["metric"])
+    metric = "BEST" if data.get("metric") is None else escape(data["metric"])
     return titled_table(
         title,
         ("TRIAL", "JOB", "STATE", metric, "STEP", "PARAMETERS"),

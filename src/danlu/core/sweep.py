@@ -22,6 +22,9 @@ reports ``metric.name`` in its metric records (``danlu.train`` reports what the 
 tpe`` draws where the ended trials did best (Optuna's TPE sampler).
 ``early_stopping: {rule: median, min_steps: 100, min_trials: 3}`` stops a trial whose best
 value by a step is worse than the median of the other trials' best values by that step.
+A sweep without a ``metric`` just runs its trials (``random`` or ``grid``; ``tpe`` and the
+early stopping need one); a *job array* (``danlu submit --array``, :mod:`danlu.core.job_array`)
+is such a grid over one parameter, ``index``, with ``array: true``.
 
 Errors are :class:`~danlu.core.errors.SpecError` naming the field, as for job specs.
 """
@@ -42,9 +45,11 @@ MAX_PARALLEL = 1_000
 MAX_PARAMETERS = 64
 MAX_VALUES = 1_000
 """The most ``values`` one parameter may list."""
-TRIAL_ENV = ("DANLU_HPARAMS", "DANLU_SWEEP_ID", "DANLU_TRIAL")
-"""The environment variables the control plane gives every trial (a trial spec may not set
-them)."""
+TRIAL_ENV = ("DANLU_HPARAMS", "DANLU_SWEEP_ID", "DANLU_TRIAL", "DANLU_ARRAY_INDEX")
+"""The environment variables the control plane gives trials (a trial spec may not set them;
+``DANLU_ARRAY_INDEX`` only a job array's)."""
+ARRAY_PARAMETER = "index"
+"""A job array's one parameter: each task's index."""
 
 
 class _Strict(BaseModel):
@@ -121,7 +126,8 @@ class SweepSpec(_Strict):
     """The job spec of every trial (validated as a :class:`~danlu.core.spec.JobSpec`, its
     name defaulting to the sweep's)."""
     parameters: dict[str, Parameter] = Field(min_length=1, max_length=MAX_PARAMETERS)
-    metric: Metric
+    metric: Metric | None = None
+    """What the trials optimise; without it the sweep just runs them (no best trial)."""
     method: Literal["random", "grid", "tpe"] = "random"
     """``random``: independent draws; ``grid``: every combination of ``values`` lists;
     ``tpe``: Optuna's tree-structured Parzen estimator, which draws from where the ended
@@ -135,11 +141,30 @@ class SweepSpec(_Strict):
     parallel: int = Field(default=1, ge=1, le=MAX_PARALLEL)
     seed: int = Field(default=0, ge=0, le=2**63 - 1)
     early_stopping: EarlyStopping | None = None
+    array: bool = False
+    """A job array: one parameter, ``index``, a ``values`` list of whole numbers searched by
+    ``grid``; each trial also gets ``DANLU_ARRAY_INDEX``."""
 
     @model_validator(mode="after")
     def _check(self) -> SweepSpec:
         if not valid_name(self.name):
             raise ValueError("name: use 1-63 letters, digits, '.', '_' or '-'")
+        if self.metric is None and self.method == "tpe":
+            raise ValueError("metric: tpe search draws where trials did best; give a metric")
+        if self.metric is None and self.early_stopping is not None:
+            raise ValueError("metric: early stopping compares trials' values; give a metric")
+        if self.array:
+            index = self.parameters.get(ARRAY_PARAMETER)
+            if (
+                set(self.parameters) != {ARRAY_PARAMETER}
+                or self.method != "grid"
+                or index is None
+                or not all(type(v) is int for v in index.values or ())
+            ):
+                raise ValueError(
+                    "array: a job array has one parameter, index, with a values list of whole "
+                    "numbers, and method: grid"
+                )
         for key in self.parameters:
             if not key or len(key) > 64:
                 raise ValueError(f"parameters: {key!r} is not a parameter name (1-64 chars)")

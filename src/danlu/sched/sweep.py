@@ -79,7 +79,8 @@ def _tpe(
             )
     seed = random.Random(f"danlu-sweep-tpe:{spec.seed}:{n}").randrange(2**32)
     sampler = optuna.samplers.TPESampler(seed=seed, n_startup_trials=0, constant_liar=True)
-    study = optuna.create_study(direction=spec.metric.goal, sampler=sampler)
+    goal = "minimize" if spec.metric is None else spec.metric.goal  # tpe: never None
+    study = optuna.create_study(direction=goal, sampler=sampler)
     told = [(t.parameters, t.value) for t in ended if math.isfinite(t.value)]
     for parameters, value in [*told, *((p, None) for p in running)]:
         params = {k: v for k, v in parameters.items() if k in distributions}

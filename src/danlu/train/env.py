@@ -23,6 +23,8 @@ anywhere; off the cluster every part of ``danlu.train`` falls back to a do-nothi
                            ``{}`` outside a sweep)
 ``DANLU_SWEEP_ID``         the id of the sweep this job is a trial of
 ``DANLU_TRIAL``            its trial number within the sweep, from 0
+``DANLU_ARRAY_INDEX``      a job array task's index (``danlu submit --array 0-99``;
+                           ``JobEnv.array_index``)
 =========================  ====================================================================
 
 and, for distributed runs, torchrun's own: ``RANK``, ``LOCAL_RANK``, ``WORLD_SIZE``,
@@ -111,6 +113,8 @@ class JobEnv:
     0.1)`` keeps the script's default outside a sweep."""
     sweep_id: str | None = None
     trial: int | None = None
+    array_index: int | None = None
+    """A job array task's index (``DANLU_ARRAY_INDEX``); None outside an array."""
 
     @classmethod
     def from_environ(cls, environ: Mapping[str, str] | None = None) -> JobEnv:
@@ -137,6 +141,7 @@ class JobEnv:
             hparams=_hparams(env),
             sweep_id=_str(env, "DANLU_SWEEP_ID"),
             trial=_int(env, "DANLU_TRIAL", None),
+            array_index=_int(env, "DANLU_ARRAY_INDEX", None),
             job_id=_str(env, "DANLU_JOB_ID"),
             api_url=api.rstrip("/") if api else None,
             token=_str(env, "DANLU_TOKEN"),

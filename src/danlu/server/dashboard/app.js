@@ -203,7 +203,8 @@ function renderSweeps(sweeps) {
     row.appendChild(el("td", sweep.user));
     row.appendChild(el("td", sweep.reason ? sweep.state + ": " + sweep.reason : sweep.state, "state"));
     row.appendChild(el("td", sweep.submitted + " / " + sweep.total, "number"));
-    row.appendChild(el("td", sweep.metric + " (" + sweep.goal + ")"));
+    const objective = sweep.metric === null ? (sweep.array ? "array" : "-") : sweep.metric + " (" + sweep.goal + ")";
+    row.appendChild(el("td", objective));
     row.appendChild(el("td", age(sweep.created_at), "number"));
     const cell = el("td");
     const mine = me && (me.role === "admin" || me.name === sweep.user);

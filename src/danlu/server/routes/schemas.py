@@ -411,8 +411,11 @@ class SweepOut(BaseModel):
     user: str
     state: str
     reason: str
-    metric: str
-    goal: str
+    metric: str | None
+    """The metric its trials optimise; null for a sweep without one (a job array)."""
+    goal: str | None
+    array: bool = False
+    """A job array (``danlu submit --array``): its trials are the tasks."""
     total: int
     """How many trials it runs in all."""
     submitted: int

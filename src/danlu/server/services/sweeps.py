@@ -27,7 +27,7 @@ from sqlalchemy.orm import Session
 
 from danlu.core.errors import DanluError, SpecError
 from danlu.core.state import JobState
-from danlu.core.sweep import SweepSpec, parse_sweep
+from danlu.core.sweep import ARRAY_PARAMETER, SweepSpec, parse_sweep
 from danlu.sched.sweep import Curve, Ended, Value, curve, median_stop, trial_parameters
 from danlu.server.db import Job, JobMetric, Sweep, User
 from danlu.server.errors import AdmissionError, ConflictError, PermissionDenied
@@ -195,7 +195,8 @@ class _Trials:
     def value(self, job_id: str) -> float | None:
         """The best value of the metric trial ``job_id`` reported (None before any)."""
         found = self.curves().get(job_id)
-        return None if found is None else self.spec.metric.sign * found.best[-1]
+        metric = self.spec.metric
+        return None if found is None or metric is None else metric.sign * found.best[-1]
 
 
 def _submit_trials(
@@ -225,6 +226,7 @@ def _submit_trials(
                 "DANLU_HPARAMS": json.dumps(params, sort_keys=True),
                 "DANLU_SWEEP_ID": sweep.id,
                 "DANLU_TRIAL": str(n),
+                **({"DANLU_ARRAY_INDEX": str(params[ARRAY_PARAMETER])} if spec.array else {}),
             },
         }
         job = jobs.submit(
@@ -247,7 +249,10 @@ def _submit_trials(
 
 
 def _read_curves(session: Session, trials: Sequence[Job], spec: SweepSpec) -> dict[str, Curve]:
-    """Each trial's curve of the sweep's metric (those with no report left out)."""
+    """Each trial's curve of the sweep's metric (those with no report left out; none for a
+    sweep without a metric)."""
+    if spec.metric is None:
+        return {}
     name, goal = spec.metric.name, spec.metric.goal
     points: dict[str, list[tuple[int, float]]] = {}
     ids = [job.id for job in trials]
@@ -280,7 +285,9 @@ def _parameters(job: Job) -> dict[str, Value]:
 def _stop_early(session: Session, sweep: Sweep, trials: _Trials, t: float) -> list[str]:
     spec = trials.spec
     rule = spec.early_stopping
-    if rule is None or t - (sweep.judged_at or -JUDGE_EVERY_SECONDS) < JUDGE_EVERY_SECONDS:
+    if rule is None or spec.metric is None:
+        return []
+    if t - (sweep.judged_at or -JUDGE_EVERY_SECONDS) < JUDGE_EVERY_SECONDS:
         return []
     sweep.judged_at = t
     curves = trials.curves()
@@ -322,6 +329,7 @@ def best(spec: SweepSpec, trials: Sequence[TrialResult]) -> TrialResult | None:
     """The trial with the best value of the sweep's metric (the lowest trial number among
     equals); None before any reported it."""
     reported = [r for r in trials if r.best is not None]
-    if not reported:
+    if not reported or spec.metric is None:
         return None
-    return min(reported, key=lambda r: (spec.metric.sign * (r.best or 0.0), r.trial))
+    sign = spec.metric.sign
+    return min(reported, key=lambda r: (sign * (r.best or 0.0), r.trial))

@@ -1,0 +1,76 @@
+"""Job arrays: one job spec run once per index, as Slurm's ``--array`` does.
+
+``danlu submit job.yaml --array 0-99%8`` (or the spec's own ``array: "0-99%8"``) runs the
+spec 100 times, at most 8 at once; each task is a job named ``<name>-<n>`` that finds its
+index in ``DANLU_ARRAY_INDEX`` (``danlu.train.env.JobEnv.array_index``). The control plane
+runs an array as a sweep (:mod:`danlu.core.sweep`) with ``array: true``: a grid over one
+parameter, ``index``, without a metric, ``parallel`` tasks at most queued or running at a
+time, so ``danlu sweep show / cancel`` follow and stop it.
+
+The range, as Slurm writes it: ``0-99`` (both ends included), ``1-99:2`` (a step), ``1,3,8``
+(a list), ``0-9,20-29`` (several), and ``%N`` at the end for at most ``N`` at once (default:
+every task).
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass
+from typing import Any
+
+from danlu.core.errors import SpecError
+from danlu.core.sweep import ARRAY_PARAMETER, MAX_PARALLEL, MAX_VALUES
+
+MAX_ARRAY_INDEX = 10_000_000
+"""The largest index a task may have."""
+_PART = re.compile(r"^(\d+)(?:-(\d+)(?::(\d+))?)?$")
+
+
+@dataclass(frozen=True, slots=True)
+class ArrayRange:
+    """The indices of a job array's tasks, in order, and how many may run at once."""
+
+    indices: tuple[int, ...]
+    parallel: int
+
+
+def parse_array(text: str, field: str = "array") -> ArrayRange:
+    """Read ``0-99%8``-style text (see the module docstring); errors name ``field``."""
+    fix = "write e.g. 0-99, 1-99:2, 1,3,8 or 0-99%8"
+    body, percent, limit_text = text.strip().partition("%")
+    indices: list[int] = []
+    for part in body.split(","):
+        match = _PART.match(part.strip())
+        if match is None:
+            raise SpecError(field, f"{text!r} is not an index range; {fix}")
+        first = int(match.group(1))
+        last = int(match.group(2)) if match.group(2) is not None else first
+        step = int(match.group(3)) if match.group(3) is not None else 1
+        if last < first or step < 1:
+            raise SpecError(field, f"{part.strip()!r} runs backwards or has a step of 0; {fix}")
+        if last > MAX_ARRAY_INDEX:
+            raise SpecError(field, f"an index is at most {MAX_ARRAY_INDEX:,}")
+        if (last - first) // step + 1 + len(indices) > MAX_VALUES:
+            raise SpecError(field, f"an array has at most {MAX_VALUES:,} tasks")
+        indices.extend(range(first, last + 1, step))
+    unique = tuple(sorted(set(indices)))
+    parallel = len(unique)
+    if percent:
+        if not limit_text.strip().isdigit() or int(limit_text) < 1:
+            raise SpecError(field, f"%{limit_text} is not a number of tasks at once (1 or more)")
+        parallel = int(limit_text)
+    return ArrayRange(unique, min(parallel, len(unique), MAX_PARALLEL))
+
+
+def array_sweep(job: dict[str, Any], array: ArrayRange) -> dict[str, Any]:
+    """The sweep spec (a mapping for :func:`danlu.core.sweep.parse_sweep`) that runs the job
+    spec ``job`` (without ``array``) once per index of ``array``."""
+    trial = {key: value for key, value in job.items() if key not in ("name", "array")}
+    return {
+        "name": job.get("name", ""),
+        "trial": trial,
+        "parameters": {ARRAY_PARAMETER: {"values": list(array.indices)}},
+        "method": "grid",
+        "parallel": array.parallel,
+        "array": True,
+    }
