@@ -136,14 +136,17 @@ def live_server(
     preempt_grace: float = 30.0,
     follow_timeout: float = 3600.0,
     policy: str = "priority",
+    policy_options: str | None = None,
 ) -> Iterator[Live]:
-    """A real server (uvicorn, real HTTP, local executor, fake GPUs) in a thread."""
+    """A real server (uvicorn, real HTTP, local executor, fake GPUs) in a thread;
+    ``policy_options`` as ``DANLU_POLICY_OPTIONS`` (a JSON object)."""
     settings = load_settings(
         home=root / "home",
         fake_gpus=fake_gpus,
         interval=interval,
         database_url=db_url,
         policy=policy,
+        policy_options=policy_options,
     )
     prepared = prepare(
         settings,

@@ -5,9 +5,10 @@ that used the GPUs lately lets the other go first."""
 from __future__ import annotations
 
 from pathlib import Path
+from typing import Any
 
 import pytest
-from helpers import user_and_nodes
+from helpers import live_server, spec, user_and_nodes, wait_for
 
 from danlu.config import load_settings
 from danlu.core.cluster import Cluster, Node, gpu_type
@@ -79,6 +80,14 @@ def test_recent_usage_from_the_store_follows_the_exact_decay(db: Database) -> No
         )
         plain = build_snapshot(s, now).view.projects  # no policy asking: weights only
         assert plain == {"vision": ProjectShare(2.0)}
+        standing = usage.standing(s, now, H)
+        assert standing["vision"].gpus_held == 0.0
+        assert standing["vision"].recent_gpus == pytest.approx(finished["vision"] / 1000)
+        assert standing["speech"].gpus_held == 1.0
+        assert standing["speech"].recent_gpus == pytest.approx(
+            (finished["speech"] + running) / 1000
+        )
+        assert usage.standing(s, now, 0.0) == {"speech": usage.Standing(1.0, None)}
     # a stretch that ends after the cache's full read is added exactly at the next read
     stretch("vision", (1, 2), T + 4000, T + 4020)
     later = now + 30
@@ -152,3 +161,38 @@ def test_a_project_that_used_the_gpus_lately_lets_the_other_go_first(
 def test_without_history_the_projects_alternate(db: Database, tmp_path: Path) -> None:
     started = _after_an_hour_of_vision(db, tmp_path)
     assert started == ["speech", "speech", "vision", "vision"]
+
+
+def test_the_api_and_the_cli_show_each_projects_standing(tmp_path: Path) -> None:
+    """``GET /projects`` and ``danlu project ls``: the GPUs each project holds and, with a
+    fair-share policy that keeps a history, its recent usage."""
+    from typer.testing import CliRunner
+
+    from danlu.cli.main import app
+
+    options = '{"half_life": 3600}'
+    server = live_server(tmp_path, fake_gpus="2x80GiB", policy="fair-share", policy_options=options)
+    with server as live, live.client() as c:
+        assert c.post("/projects", json={"name": "vision", "share": 2}).status_code == 201
+        assert c.post("/projects", json={"name": "speech"}).status_code == 201
+        job = spec("hold", "import time; time.sleep(60)", project="vision")
+        job_id = c.post("/jobs", json=job).json()["id"]
+        wait_for(lambda: c.get(f"/jobs/{job_id}").json()["state"] == "RUNNING", 30)
+
+        def vision() -> dict[str, Any]:
+            rows = {row["name"]: row for row in c.get("/projects").json()}
+            return dict(rows["vision"])
+
+        first = vision()
+        assert (first["share"], first["gpus_held"]) == (2.0, 1.0)
+        later = wait_for(lambda: (row := vision())["recent_gpus"] > first["recent_gpus"] and row)
+        assert 0 < later["recent_gpus"] < 0.01  # a second or so of one GPU, of an hour's weight
+        flags = ["--url", live.url, "--token", live.token]
+        listed = CliRunner().invoke(app, ["project", "ls", *flags])
+        assert listed.exit_code == 0, listed.output
+        line = next(row for row in listed.stdout.splitlines() if "vision" in row)
+        cells = [cell.strip() for cell in line.split("│")[1:-1]]
+        assert cells[-3:] == ["2", "1.00", "0.00"]  # share, GPUs held, recent GPUs
+        idle = {row["name"]: row for row in c.get("/projects").json()}["speech"]
+        assert (idle["share"], idle["gpus_held"], idle["recent_gpus"]) == (1.0, 0.0, 0.0)
+        c.post(f"/jobs/{job_id}/cancel")

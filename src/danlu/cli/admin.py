@@ -240,6 +240,10 @@ def _memory(value: str) -> int:
     return parse_bytes(value, "--quota-memory")
 
 
+def _gpus_or_dash(value: Any) -> str:
+    return "-" if value is None else f"{float(value):.2f}"
+
+
 def _project_line(data: dict[str, Any]) -> str:
     gpus = data.get("quota_gpus")
     memory = data.get("quota_gpu_memory")
@@ -258,7 +262,8 @@ def project_ls(
     url: UrlOpt = None,
     token: TokenOpt = None,
 ) -> None:
-    """List the projects with their priorities, quotas and fair-share weights."""
+    """List the projects with their priorities, quotas and fair-share weights, the GPUs
+    they hold and their recent usage (when the policy keeps a history)."""
     data = common.ask(home, url, token, lambda c: c.projects())
     rows = [
         (
@@ -267,10 +272,20 @@ def project_ls(
             "-" if row.get("quota_gpus") is None else f"{row['quota_gpus']:g}",
             "-" if row.get("quota_gpu_memory") is None else format_bytes(row["quota_gpu_memory"]),
             f"{float(row.get('share', 1.0)):g}",
+            _gpus_or_dash(row.get("gpus_held")),
+            _gpus_or_dash(row.get("recent_gpus")),
         )
         for row in data
     ]
-    columns = ("project", "priority", "GPU quota", "GPU memory quota", "share")
+    columns = (
+        "project",
+        "priority",
+        "GPU quota",
+        "GPU memory quota",
+        "share",
+        "GPUs held",
+        "recent GPUs",
+    )
     show_data(data, json_out, lambda _: titled_table("projects", columns, rows))
 
 

@@ -36,6 +36,7 @@ from danlu.estimate.memory.tracer import WarmTracers
 from danlu.executors import Executor, ExecutorError, LocalExecutor
 from danlu.executors.slurm import SlurmExecutor
 from danlu.executors.slurmctl import SlurmCommands
+from danlu.sched.project_usage import usage_half_life
 from danlu.server.db import Database, upgrade_database
 from danlu.server.errors import (
     AdmissionError,
@@ -321,6 +322,7 @@ def create_app(
     state.tracers = WarmTracers(settings.estimate_warm_workers)
     reconciler = Reconciler(db, executor, settings, metrics=metrics, preempt_grace=preempt_grace)
     state.wake = reconciler.wake
+    state.usage_half_life = usage_half_life(reconciler.policy)
     sender = WebhookSender(db)
     state.webhooks = sender
 

@@ -56,9 +56,13 @@ def health() -> dict[str, str]:
 
 @router.get("/projects", response_model=list[ProjectOut], tags=["projects"])
 def list_projects(user: Caller, state: State) -> list[dict[str, Any]]:
-    """Every project with its priority and quotas."""
+    """Every project with its priority, quotas and fair-share weight, the GPUs it holds and
+    its recent usage."""
     with state.db.read_session() as session:
-        return [project_out(p) for p in projects.list_projects(session)]
+        half_life = state.usage_half_life
+        standing = usage.standing(session, time.time(), half_life)
+        idle = usage.Standing(0.0, 0.0 if half_life > 0 else None)
+        return [project_out(p, standing.get(p.name, idle)) for p in projects.list_projects(session)]
 
 
 @router.post("/projects", status_code=201, response_model=ProjectOut, tags=["projects"])

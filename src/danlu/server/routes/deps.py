@@ -53,6 +53,9 @@ class ServerState:
     """Asks the reconcile loop for a pass now (after a submission or a cancellation)."""
     webhooks: WebhookSender | None = None
     """Posts the webhooks' deliveries (``webhooks.wake()`` after a ping)."""
+    usage_half_life: float = 0.0
+    """The half-life of the projects' recent usage that the scheduling policy reads (0:
+    none); ``GET /projects`` reports the projects' recent usage with it."""
     extra: dict[str, Any] = field(default_factory=dict)
 
 

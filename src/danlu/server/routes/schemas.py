@@ -12,6 +12,7 @@ from danlu.core.state import JobState
 from danlu.server.db import ApiToken, Job, JobEvent, JobMetric, Node, Project, User
 from danlu.server.services.cluster import ShareRecord
 from danlu.server.services.nodes import state as node_state
+from danlu.server.services.usage import Standing
 
 StateName = Literal[
     "PENDING", "RUNNING", "PREEMPTING", "RESTARTING", "SUCCEEDED", "FAILED", "CANCELLED"
@@ -167,6 +168,11 @@ class ProjectOut(BaseModel):
     quota_gpu_memory: int | None
     share: float
     """Its weight in the fair-share policy (1 by default)."""
+    gpus_held: float | None = None
+    """``GET /projects``: the GPUs its running jobs hold now."""
+    recent_gpus: float | None = None
+    """``GET /projects``: its recent usage in GPUs (the decayed average the fair-share
+    policy's ``half_life`` weighs); null when the policy keeps no history."""
 
 
 class ProjectIn(_In):
@@ -323,15 +329,20 @@ def metric_out(metric: JobMetric) -> dict[str, Any]:
     return {**metric.data, "step": metric.step, "time": metric.time}
 
 
-def project_out(project: Project) -> dict[str, Any]:
-    """``project`` as the API's Project object."""
-    return {
+def project_out(project: Project, standing: Standing | None = None) -> dict[str, Any]:
+    """``project`` as the API's Project object; with ``standing``, what it holds and used
+    lately."""
+    out: dict[str, Any] = {
         "name": project.name,
         "priority": project.priority,
         "quota_gpus": project.quota_gpus,
         "quota_gpu_memory": project.quota_gpu_memory,
         "share": project.share,
     }
+    if standing is not None:
+        out["gpus_held"] = standing.gpus_held
+        out["recent_gpus"] = standing.recent_gpus
+    return out
 
 
 def token_out(token: ApiToken) -> dict[str, Any]:

@@ -173,11 +173,11 @@ def finished_recent_usage(
         milli = float(total or 0)
         if milli > 0:
             start, end = float(start_sum) / milli, float(end_sum) / milli
-            _add(recent, name, milli, start, end, now, half_life)
+            add_stretch(recent, name, milli, start, end, now, half_life)
     return recent
 
 
-def _add(
+def add_stretch(
     recent: dict[str, float],
     project: str,
     milli: float,
@@ -186,6 +186,8 @@ def _add(
     now: float,
     half_life: float,
 ) -> None:
+    """Add to ``recent[project]`` the weight at ``now`` of ``milli`` milli-GPUs held from
+    ``start`` to ``end`` (an end past ``now`` is cut to it)."""
     end = min(end, now)
     weight = stretch_weight(min(start, end), end, now, half_life)
     recent[project] = recent.get(project, 0.0) + milli * weight
@@ -221,7 +223,8 @@ class RecentUsageCache:
                 ).join(Project, Project.id == JobRun.project_id)
                 rows = rows.where(JobRun.id > self._last_run, JobRun.id <= last_run)
                 for name, milli, start, end in session.execute(rows):
-                    _add(self._totals, name, float(milli), start, end, self._as_of, self.half_life)
+                    totals, at, half_life = self._totals, self._as_of, self.half_life
+                    add_stretch(totals, name, float(milli), start, end, at, half_life)
         self._last_run = last_run
         return RecentUsage(self.half_life, dict(self._totals))
 
@@ -230,3 +233,36 @@ class RecentUsageCache:
             factor = math.exp2(-(now - self._as_of) / self.half_life)
             self._totals = {name: value * factor for name, value in self._totals.items()}
             self._as_of = now
+
+
+@dataclass(frozen=True, slots=True)
+class Standing:
+    """What decides a project's turn in the fair-share policy, in GPUs."""
+
+    gpus_held: float
+    """GPUs (whole-GPU equivalents) its running jobs hold now."""
+    recent_gpus: float | None
+    """Its recent usage (the decayed average of GPUs held, running jobs included); None
+    when the policy keeps no history."""
+
+
+def standing(session: Session, now: float, half_life: float) -> dict[str, Standing]:
+    """Every project's :class:`Standing` by name (projects with neither GPUs held nor
+    recent usage left out); ``half_life`` 0: no recent usage."""
+    held: dict[str, float] = {}
+    recent = finished_recent_usage(session, now, half_life) if half_life > 0 else {}
+    running = select(Project.name, Job.last_start, Job.allocation).join(
+        Project, Project.id == Job.project_id
+    )
+    for name, last_start, allocation in session.execute(running.where(Job.state.in_(HOLDING))):
+        milli = sum(int(s["milli"]) for s in allocation or ())
+        held[name] = held.get(name, 0.0) + milli
+        if half_life > 0 and last_start is not None:
+            add_stretch(recent, name, milli, float(last_start), now, now, half_life)
+    return {
+        name: Standing(
+            held.get(name, 0.0) / MILLI_PER_GPU,
+            recent.get(name, 0.0) / MILLI_PER_GPU if half_life > 0 else None,
+        )
+        for name in sorted(set(held) | set(recent))
+    }

@@ -20,7 +20,7 @@ from danlu.core.cluster import MILLI_PER_GPU, Allocation, Cluster, GpuShare
 from danlu.core.errors import PlacementError
 from danlu.core.spec import JobSpec
 from danlu.core.state import JobState
-from danlu.sched.project_usage import ProjectShare, shares_with_usage, stretch_weight
+from danlu.sched.project_usage import ProjectShare, shares_with_usage
 from danlu.sched.view import ClusterView, IntArray, JobRequest, JobStatus
 from danlu.server.db.models import Job, Project
 from danlu.server.errors import AdmissionError
@@ -28,7 +28,7 @@ from danlu.server.services import admission, jobs, nodes, observe
 from danlu.server.services.cluster import InventoryMemo, load_cluster
 from danlu.server.services.common import IN_CHUNK, resolve_now, tuple_rows
 from danlu.server.services.projects import HOLDING, Usage, quota_excess, with_quota
-from danlu.server.services.usage import RecentUsage
+from danlu.server.services.usage import RecentUsage, add_stretch
 
 ShareDict = dict[str, int | str]
 
@@ -442,12 +442,11 @@ def _project_shares(
     weights = {p.name: p.share for p in projects if p.share != 1.0}
     if recent is None:
         return shares_with_usage(weights, {})
-    usage = dict(recent.finished)
+    usage, half_life = dict(recent.finished), recent.half_life
     for job in running:
         if job.last_start is not None:
-            weight = stretch_weight(job.last_start, now, now, recent.half_life)
-            project = job.request.project
-            usage[project] = usage.get(project, 0.0) + job.allocation.gpu_milli * weight
+            milli = job.allocation.gpu_milli
+            add_stretch(usage, job.request.project, milli, job.last_start, now, now, half_life)
     return shares_with_usage(weights, usage)
 
 
