@@ -457,6 +457,10 @@ class Client:
         """``POST /jobs/{id}/cancel``: returns the Job."""
         return dict(self._json("POST", f"/jobs/{_seg(job)}/cancel"))
 
+    def rerun(self, job: str) -> JobDict:
+        """``POST /jobs/{id}/rerun``: submit a finished job again; returns the new Job."""
+        return dict(self._json("POST", f"/jobs/{_seg(job)}/rerun"))
+
     def submit_sweep(self, spec: Mapping[str, Any]) -> JobDict:
         """``POST /sweeps``: submit a sweep spec; returns the Sweep with its first trials."""
         return dict(self._json("POST", "/sweeps", json=dict(spec)))

@@ -1,6 +1,6 @@
 """The web dashboard in a real browser (Debian's ``chromium``, driven by Playwright) against a
 real server: sign in with a token, see the nodes and the jobs and a job's events, reason
-and log, hold, release and cancel a job, uncordon and drain a node; a cordon reason written
+and log, hold, release, cancel and rerun a job, uncordon and drain a node; a cordon reason written
 like markup stays text; a wrong token is refused.
 
 Without ``/usr/bin/chromium`` the browser tests are skipped, unless
@@ -130,6 +130,13 @@ def test_sign_in_see_the_cluster_and_hold_release_cancel_jobs(live: Live, page: 
     expect(usage.first.locator("td").nth(4)).to_have_text("1")
     page.select_option("#filter", "all")
     expect(running.locator("td.state")).to_have_text("CANCELLED")
+    expect(running.locator('button[data-action="cancel"]')).to_have_count(0)
+    running.locator('button[data-action="rerun"]').click()  # a new job with busy's spec
+    expect(page.locator("#jobs tr", has_text="busy")).to_have_count(2)
+    with live.client() as c:
+        again = [j for j in c.get("/jobs").json() if j["name"] == "busy" and j["id"] != busy["id"]]
+        assert len(again) == 1 and again[0]["spec"]["command"] == busy["spec"]["command"]
+        c.post(f"/jobs/{again[0]['id']}/cancel")
     first = nodes.first  # an admin opens and drains the node
     first.locator('button[data-action="uncordon"]').click()
     expect(first).to_contain_text("ready")

@@ -502,6 +502,30 @@ def cancel(
     console.print(f"cancelled job [bold]{data.get('id')}[/bold]: {data.get('state')}")
 
 
+def rerun(
+    job: JobArg,
+    wait_end: Annotated[
+        bool,
+        typer.Option("--wait", help="Then wait for the new job to finish; exit as danlu wait."),
+    ] = False,
+    json_out: JsonOpt = False,
+    home: HomeOpt = None,
+    url: UrlOpt = None,
+    token: TokenOpt = None,
+) -> None:
+    """Submit a finished job again with its spec, as a new job (its dependencies left out;
+    from the start, unless its spec names a checkpoint_dir with checkpoints in it)."""
+    with connect(home, url, token) as client:
+        try:
+            new = client.rerun(job)
+        except DanluError as exc:
+            raise fail(exc) from None
+        if not (json_out and wait_end):
+            _submitted(new, json_out)
+        if wait_end:
+            raise typer.Exit(_wait_jobs(client, [str(new["id"])], None, 2.0, json_out))
+
+
 def update(
     job: JobArg,
     priority: Annotated[
@@ -696,9 +720,9 @@ def top(
 
 
 def register(app: typer.Typer) -> None:
-    """Add ``submit``, ``wait``, ``ls``, ``show``, ``logs``, ``cancel``, ``update``, ``hold``,
-    ``release``, ``why``, ``nodes``, ``cordon``, ``drain``, ``uncordon``, ``usage`` and
-    ``top``."""
-    commands = (submit, wait, ls, show, logs, cancel, update, hold, release, why, nodes)
+    """Add ``submit``, ``wait``, ``ls``, ``show``, ``logs``, ``cancel``, ``rerun``,
+    ``update``, ``hold``, ``release``, ``why``, ``nodes``, ``cordon``, ``drain``,
+    ``uncordon``, ``usage`` and ``top``."""
+    commands = (submit, wait, ls, show, logs, cancel, rerun, update, hold, release, why, nodes)
     for command in (*commands, cordon, drain, uncordon, usage, top):
         app.command(name=command.__name__)(command)

@@ -61,6 +61,23 @@ def stretch_weight(start: float, end: float, now: float, half_life: float) -> fl
     return max(0.0, recent - old)
 
 
+def add_stretch(
+    totals: dict[str, float],
+    project: str,
+    milli: float,
+    start: float,
+    end: float,
+    now: float,
+    half_life: float,
+) -> None:
+    """Add to ``totals[project]`` the weight at ``now`` of ``milli`` milli-GPUs held from
+    ``start`` to ``end`` (an end past ``now`` is cut to it; a stretch that ran until now
+    has ``end == now``)."""
+    end = min(end, now)
+    weight = stretch_weight(min(start, end), end, now, half_life)
+    totals[project] = totals.get(project, 0.0) + milli * weight
+
+
 class DecayingUsage:
     """Each project's recent usage from stretches reported as they end (the simulator's
     bookkeeping): :meth:`add` a stretch, :meth:`at` a time for the totals then. Stretches
@@ -83,9 +100,7 @@ class DecayingUsage:
     def add(self, project: str, milli: float, start: float, end: float) -> None:
         """Count ``milli`` milli-GPUs held by ``project`` from ``start`` to ``end``."""
         self._advance(end)
-        weight = stretch_weight(start, end, self._as_of, self.half_life)
-        if weight > 0:
-            self._totals[project] = self._totals.get(project, 0.0) + milli * weight
+        add_stretch(self._totals, project, milli, start, end, self._as_of, self.half_life)
 
     def at(self, now: float) -> dict[str, float]:
         """Every project's recent usage at ``now`` (not before the latest stretch's end)."""

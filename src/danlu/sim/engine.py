@@ -39,8 +39,8 @@ from danlu.sched.policies.base import Policy
 from danlu.sched.project_usage import (
     DecayingUsage,
     ProjectShare,
+    add_stretch,
     shares_with_usage,
-    stretch_weight,
     usage_half_life,
 )
 from danlu.sched.view import ClusterView, JobRequest, JobStatus, Plan
@@ -568,13 +568,11 @@ class Simulator:
             if not self.config.project_shares:
                 return {}
             return shares_with_usage(self.config.project_shares, {})
-        recent = self._usage.at(self._now)
-        half_life = self._usage.half_life
+        recent, now, half_life = self._usage.at(self._now), self._now, self._usage.half_life
         for job in self._running.values():
             if job.last_start is not None:
-                weight = stretch_weight(job.last_start, self._now, self._now, half_life)
-                project = job.request.project
-                recent[project] = recent.get(project, 0.0) + job.allocation.gpu_milli * weight
+                milli = job.allocation.gpu_milli
+                add_stretch(recent, job.request.project, milli, job.last_start, now, now, half_life)
         return shares_with_usage(self.config.project_shares, recent)
 
     # -- main loop -----------------------------------------------------------------------

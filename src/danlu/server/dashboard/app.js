@@ -151,7 +151,7 @@ function where(job) {
 function actions(job) {
   const cell = el("td");
   const mine = me && (me.role === "admin" || me.name === job.user);
-  if (!mine || !UNFINISHED.includes(job.state)) return cell;
+  if (!mine) return cell;
   const add = (label, what) => {
     const button = el("button", label);
     button.type = "button";
@@ -159,6 +159,10 @@ function actions(job) {
     button.addEventListener("click", () => act(job, what));
     cell.appendChild(button);
   };
+  if (!UNFINISHED.includes(job.state)) {
+    add("Rerun", "rerun");  // a new job with the same spec
+    return cell;
+  }
   // a running job is held by checkpoint: not one whose spec says it cannot be preempted
   const holdable = job.held_at || job.state !== "RUNNING" || (job.spec || {}).preemptible !== false;
   if (holdable) add(job.held_at ? "Release" : "Hold", job.held_at ? "release" : "hold");
@@ -307,8 +311,8 @@ async function showJob(id) {
 
 async function act(job, what) {
   try {
-    if (what === "cancel") {
-      await api("/jobs/" + encodeURIComponent(job.id) + "/cancel", { method: "POST" });
+    if (what === "cancel" || what === "rerun") {
+      await api("/jobs/" + encodeURIComponent(job.id) + "/" + what, { method: "POST" });
     } else {
       const body = JSON.stringify({ held: what === "hold" });
       await api("/jobs/" + encodeURIComponent(job.id), { method: "PATCH", body });

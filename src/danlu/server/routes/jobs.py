@@ -1,4 +1,4 @@
-"""``/api/v1/jobs``: submit, list, get, cancel, events, why, logs, metrics."""
+"""``/api/v1/jobs``: submit, list, get, cancel, rerun, events, why, logs, metrics."""
 
 from __future__ import annotations
 
@@ -159,6 +159,19 @@ def cancel_job(job_id: str, user: Caller, state: State) -> dict[str, Any]:
     if state.wake is not None:
         state.wake()
     return out
+
+
+@router.post(
+    "/{job_id}/rerun", status_code=201, response_model=JobOut, summary="Submit a job again"
+)
+def rerun_job(job_id: str, user: Caller, state: State) -> dict[str, Any]:
+    """Submit a finished job's spec again as a new job (from the start, unless its spec
+    names a ``checkpoint_dir`` with checkpoints in it), without its dependencies; its owner
+    stays the same. 409 for a job that has not finished."""
+    checked_name(job_id, "job")
+    with state.db.read_session() as session:
+        spec = jobs.rerun_spec(jobs.get_job(session, job_id, user))
+    return submit_job(spec, user, state)
 
 
 @router.get("/{job_id}/events", response_model=list[EventOut], summary="A job's events")

@@ -17,7 +17,7 @@ from sqlalchemy import BigInteger, case, cast, func, select
 from sqlalchemy.orm import Session
 
 from danlu.core.cluster import MILLI_PER_GPU
-from danlu.sched.project_usage import stretch_weight
+from danlu.sched.project_usage import add_stretch
 from danlu.server.db.models import Job, JobRun, Project, User
 from danlu.server.services.common import resolve_now
 from danlu.server.services.projects import HOLDING
@@ -175,22 +175,6 @@ def finished_recent_usage(
             start, end = float(start_sum) / milli, float(end_sum) / milli
             add_stretch(recent, name, milli, start, end, now, half_life)
     return recent
-
-
-def add_stretch(
-    recent: dict[str, float],
-    project: str,
-    milli: float,
-    start: float,
-    end: float,
-    now: float,
-    half_life: float,
-) -> None:
-    """Add to ``recent[project]`` the weight at ``now`` of ``milli`` milli-GPUs held from
-    ``start`` to ``end`` (an end past ``now`` is cut to it)."""
-    end = min(end, now)
-    weight = stretch_weight(min(start, end), end, now, half_life)
-    recent[project] = recent.get(project, 0.0) + milli * weight
 
 
 class RecentUsageCache:

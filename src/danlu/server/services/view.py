@@ -20,7 +20,7 @@ from danlu.core.cluster import MILLI_PER_GPU, Allocation, Cluster, GpuShare
 from danlu.core.errors import PlacementError
 from danlu.core.spec import JobSpec
 from danlu.core.state import JobState
-from danlu.sched.project_usage import ProjectShare, shares_with_usage
+from danlu.sched.project_usage import ProjectShare, add_stretch, shares_with_usage
 from danlu.sched.view import ClusterView, IntArray, JobRequest, JobStatus
 from danlu.server.db.models import Job, Project
 from danlu.server.errors import AdmissionError
@@ -28,7 +28,7 @@ from danlu.server.services import admission, jobs, nodes, observe
 from danlu.server.services.cluster import InventoryMemo, load_cluster
 from danlu.server.services.common import IN_CHUNK, resolve_now, tuple_rows
 from danlu.server.services.projects import HOLDING, Usage, quota_excess, with_quota
-from danlu.server.services.usage import RecentUsage, add_stretch
+from danlu.server.services.usage import RecentUsage
 
 ShareDict = dict[str, int | str]
 
