@@ -183,6 +183,7 @@ ROWS = (
     ("restarts", "restarts (resumes + resizes)", "count"),
     ("max_job_restarts", "most restarts of one job", "count"),
     ("interference_seconds", "seconds lost to GPU sharing", "seconds"),
+    ("timed_out", "jobs cancelled at their time limit", "count"),
 )
 
 

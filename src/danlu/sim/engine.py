@@ -33,8 +33,9 @@ from dataclasses import dataclass, field
 import numpy as np
 
 from danlu.core.cluster import MILLI_PER_GPU, Allocation, Cluster
-from danlu.core.errors import ConfigError, DataError, PlacementError
+from danlu.core.errors import ConfigError, PlacementError
 from danlu.core.state import Event, JobState, transition
+from danlu.core.units import format_duration
 from danlu.sched.policies.base import Policy
 from danlu.sched.project_usage import (
     DecayingUsage,
@@ -48,8 +49,10 @@ from danlu.sim.elastic import ApplicationProfile, OutOfProfileError
 from danlu.sim.interference import Interference
 from danlu.sim.metrics import JobRecord, SimResult, Timeline
 from danlu.sim.progress import ProfiledProgress, Progress, RigidProgress
-from danlu.sim.workload import ProfiledWork, RigidWork, Workload, WorkloadJob
+from danlu.sim.simjob import SimJob, check_in_profile, model_of
+from danlu.sim.workload import ProfiledWork, Workload, WorkloadJob
 
+_BY_SEQ = operator.attrgetter("request.seq")
 MIN_RATE = 1e-6
 """The slowest a shared job runs, however many neighbours it has (a product of measured
 rates, which could otherwise reach 0)."""
@@ -98,85 +101,6 @@ class SimConfig:
                 raise ConfigError(f"project_shares: {name}'s weight must be above 0, not {weight}")
 
 
-@dataclass(eq=False, slots=True)
-class _Job:
-    request: JobRequest
-    progress: Progress
-    state: JobState = JobState.PENDING
-    allocation: Allocation = field(default_factory=Allocation)
-    attained: float = 0.0
-    run_time: float = 0.0
-    last_start: float | None = None
-    first_start: float | None = None
-    end_time: float | None = None
-    preemptions: int = 0
-    resizes: int = 0
-    marks: dict[str, float] = field(default_factory=dict)
-    version: int = 0
-    cached: JobStatus | None = None
-    model: str = ""
-    """The model it trains as the interference data names it (``RigidWork.model``)."""
-
-    @property
-    def id(self) -> str:
-        return self.request.id
-
-    def status(self) -> JobStatus:
-        observed = self.progress.observe()
-        if self.cached is None or self.cached.observed is not observed:
-            self.cached = JobStatus(
-                request=self.request,
-                allocation=self.allocation,
-                attained_service=self.attained,
-                run_time=self.run_time,
-                last_start=self.last_start,
-                preemptions=self.preemptions,
-                marks=dict(self.marks),
-                observed=observed,
-            )
-        return self.cached
-
-
-_BY_SEQ = operator.attrgetter("request.seq")
-
-
-def _check_in_profile(
-    job: WorkloadJob, work: ProfiledWork, profile: ApplicationProfile, node_gpus: int
-) -> None:
-    """Raise :class:`DataError` naming the job when its own batch, or its micro-batch at the
-    GPUs its trace asked for, lies outside what its application's profile measured, and
-    :class:`ConfigError` when the cluster's nodes (at most ``node_gpus`` GPUs) are larger
-    than any the profile measured on: no run of it could be simulated (or not every run a
-    policy may choose), and the error would otherwise name the policy that ran it."""
-    if node_gpus > profile.max_node_replicas:
-        raise ConfigError(
-            f"job {job.request.id}: {profile.name}'s profile measured at most "
-            f"{profile.max_node_replicas} GPUs of one node, and this cluster has nodes of "
-            f"{node_gpus}; simulate its workload on nodes of at most "
-            f"{profile.max_node_replicas} GPUs (--gpus-per-node {profile.max_node_replicas})"
-        )
-    lo, hi = profile.init_batch_size, profile.max_batch_size
-    if not lo <= work.batch_size <= hi:
-        raise DataError(
-            f"job {job.request.id}: batch_size {work.batch_size} is outside the batches "
-            f"{profile.name}'s profile validated ({lo}..{hi}); use one in that range"
-        )
-    replicas = job.request.gpus
-    micro = profile.rigid_config(replicas, work.batch_size).atomic_bsz
-    if not profile.min_local_bsz <= micro <= profile.max_local_bsz:
-        raise DataError(
-            f"job {job.request.id}: batch_size {work.batch_size} on its {replicas} GPUs "
-            f"gives each a micro-batch of {micro}, outside the {profile.min_local_bsz}.."
-            f"{profile.max_local_bsz} {profile.name}'s profile measured; ask for fewer "
-            "GPUs or a larger batch"
-        )
-
-
-def _model_of(job: WorkloadJob) -> str:
-    """The model a workload job names for the interference data ("" for none)."""
-    return job.work.model if isinstance(job.work, RigidWork) else ""
-
-
 ProgressCallback = Callable[[float, int, int], None]
 """Called as ``(sim_time, finished_jobs, total_jobs)`` while a simulation runs."""
 
@@ -210,21 +134,21 @@ class Simulator:
         self._used_milli = np.zeros(total, dtype=np.int64)
         self._used_memory = np.zeros(total, dtype=np.int64)
         self._offsets = [cluster.gpu_offset(i) for i in range(len(cluster.nodes))]
-        self._running: dict[str, _Job] = {}
+        self._running: dict[str, SimJob] = {}
         self._running_status: dict[str, JobStatus] = {}
         """Statuses of the running jobs, in the order of ``_running``; only stepwise jobs'
         statuses change while they run (their observations), so only those are refreshed."""
-        self._pending: dict[str, _Job] = {}
+        self._pending: dict[str, SimJob] = {}
         self._pending_status: dict[str, JobStatus] = {}
         """Statuses of the pending jobs by id: a pending job's status does not change while it
         waits, so views reuse these objects instead of rebuilding them."""
         self._pending_order: list[JobStatus] = []
         """The same statuses in submission order (ascending ``seq``), as views hand them."""
-        self._stepwise: dict[str, _Job] = {}
-        self._finished: list[_Job] = []
+        self._stepwise: dict[str, SimJob] = {}
+        self._finished: list[SimJob] = []
         self._rejected: list[tuple[str, str]] = []
         self._heap: list[tuple[float, int, str, int]] = []
-        self._sharers: dict[int, dict[str, _Job]] = {}
+        self._sharers: dict[int, dict[str, SimJob]] = {}
         """With an interference model: the jobs on each GPU (flat index) that asks for part
         of a GPU, by id."""
         self._touched: set[int] = set()
@@ -246,7 +170,7 @@ class Simulator:
             return
         known = model.models
         for wj in self.workload.jobs:
-            name = _model_of(wj)
+            name = model_of(wj)
             if name and name not in known:
                 raise ConfigError(
                     f"job {wj.request.id} names model {name!r}, which the interference data "
@@ -264,7 +188,7 @@ class Simulator:
                     f"job {job.request.id} uses application {work.application!r} but no "
                     f"measurements for it were loaded (known: {known}); pass --traces DIR"
                 )
-            _check_in_profile(job, work, profile, self._node_gpus)
+            check_in_profile(job, work, profile, self._node_gpus)
             return ProfiledProgress(profile, work.batch_size, self.config.restart_cost)
         return RigidProgress(work.duration, self.config.restart_cost)
 
@@ -286,7 +210,7 @@ class Simulator:
         return None
 
     # -- state changes -------------------------------------------------------------------
-    def _move(self, job: _Job, new: JobState, reason: str) -> None:
+    def _move(self, job: SimJob, new: JobState, reason: str) -> None:
         event = transition(job, new, reason, self._now)
         if self.config.record_events:
             self._events.append(event)
@@ -306,7 +230,7 @@ class Simulator:
                 )
 
     def _start(
-        self, job: _Job, alloc: Allocation, batch_size: int | None = None, adaptive: bool = False
+        self, job: SimJob, alloc: Allocation, batch_size: int | None = None, adaptive: bool = False
     ) -> None:
         self._move(job, JobState.RUNNING, "scheduled")
         del self._pending[job.id]
@@ -314,7 +238,7 @@ class Simulator:
         self._occupy(job, alloc, batch_size, adaptive)
 
     def _occupy(
-        self, job: _Job, alloc: Allocation, batch_size: int | None = None, adaptive: bool = False
+        self, job: SimJob, alloc: Allocation, batch_size: int | None = None, adaptive: bool = False
     ) -> None:
         """Give ``alloc`` to ``job`` (state already RUNNING) and start its progress at the
         scheduler's ``batch_size`` (``None``: the job's own), adapting it in-process when
@@ -334,10 +258,7 @@ class Simulator:
         if job.progress.stepwise:
             self._stepwise[job.id] = job
         else:
-            finish = job.progress.finish_time()
-            assert finish is not None
-            job.version += 1
-            heapq.heappush(self._heap, (finish, job.request.seq, job.id, job.version))
+            self._schedule_end(job)
         try:
             self._running_status[job.id] = job.status()
         except OutOfProfileError as err:  # the policy's choice, not the workload's fault
@@ -349,7 +270,7 @@ class Simulator:
                 " batch that leaves each GPU a measured micro-batch"
             ) from err
 
-    def _release(self, job: _Job, at: float) -> None:
+    def _release(self, job: SimJob, at: float) -> None:
         self._take(job.allocation, -1, job.id)
         self._share(job, job.allocation, -1)
         assert job.last_start is not None
@@ -365,7 +286,7 @@ class Simulator:
         del self._running_status[job.id]
         self._stepwise.pop(job.id, None)
 
-    def _preempt(self, job: _Job, reason: str) -> None:
+    def _preempt(self, job: SimJob, reason: str) -> None:
         if not job.request.preemptible:
             raise PlacementError(f"policy preempted {job.id}, which is not preemptible")
         job.progress.stop(self._now)
@@ -377,16 +298,35 @@ class Simulator:
         self._pending[job.id] = job
         self._queue_status(job)
 
-    def _complete(self, job: _Job, at: float) -> None:
+    def _schedule_end(self, job: SimJob) -> None:
+        """Put a running closed-form job's end on the event heap: its completion, or the
+        moment it reaches its time limit if that comes first (see :meth:`_complete`)."""
+        end = job.progress.finish_time()
+        assert end is not None and job.last_start is not None
+        if job.time_limit is not None:
+            end = min(end, job.last_start + max(0.0, job.time_limit - job.run_time))
+        job.version += 1
+        heapq.heappush(self._heap, (end, job.request.seq, job.id, job.version))
+
+    def _complete(self, job: SimJob, at: float) -> None:
+        """End ``job`` at ``at``: SUCCEEDED, or CANCELLED when its time limit came before
+        its completion (as the control plane cancels it)."""
         saved, self._now = self._now, at
+        finish = job.progress.finish_time()
+        job.timed_out = finish is not None and job.time_limit is not None and finish > at + 1e-6
         job.progress.stop(at)  # settles the restart time paid in this last run
         self._release(job, at)
-        self._move(job, JobState.SUCCEEDED, "finished")
+        if job.timed_out:
+            limit = format_duration(job.time_limit or 0.0)
+            reason = f"time limit reached: ran {format_duration(job.run_time)} of {limit}"
+            self._move(job, JobState.CANCELLED, reason)
+        else:
+            self._move(job, JobState.SUCCEEDED, "finished")
         self._now = saved
         job.end_time = at
         self._finished.append(job)
 
-    def _share(self, job: _Job, alloc: Allocation, sign: int) -> None:
+    def _share(self, job: SimJob, alloc: Allocation, sign: int) -> None:
         """With an interference model, record that ``job`` joins (+1) or leaves (-1) the
         GPUs of ``alloc`` when it asks for part of a GPU or holds part of one."""
         if self.config.interference is None:
@@ -429,14 +369,11 @@ class Simulator:
                 continue
             progress.set_rate(at, rate)
             if not progress.stepwise:  # closed-form: its completion moves
-                finish = progress.finish_time()
-                assert finish is not None
-                job.version += 1
-                heapq.heappush(self._heap, (finish, job.request.seq, job.id, job.version))
+                self._schedule_end(job)
 
     def _completions(
-        self, instant: float, stepwise: list[tuple[float, int, _Job]]
-    ) -> Iterator[tuple[float, _Job]]:
+        self, instant: float, stepwise: list[tuple[float, int, SimJob]]
+    ) -> Iterator[tuple[float, SimJob]]:
         """The jobs that complete by ``instant``, in time order (ties by submission): the
         rigid ones from the event heap, merged with ``stepwise`` (sorted). The heap is read
         one completion at a time, so a completion that speeds up the jobs it shared a GPU
@@ -466,7 +403,7 @@ class Simulator:
             if job is None:
                 raise PlacementError(f"policy preempted {preempt.job_id}, which is not running")
             self._preempt(job, preempt.reason)
-        moved: list[tuple[_Job, Allocation, int | None, bool]] = []
+        moved: list[tuple[SimJob, Allocation, int | None, bool]] = []
         for resize in plan.resizes:
             job = self._running.get(resize.job_id)
             if job is None:
@@ -513,7 +450,7 @@ class Simulator:
             job.cached = None
             self._running_status[job.id] = job.status()
 
-    def _queue_status(self, job: _Job) -> None:
+    def _queue_status(self, job: SimJob) -> None:
         """``job`` joined the queue: keep its status."""
         self._set_pending_status(job.status())
 
@@ -580,7 +517,7 @@ class Simulator:
         """Simulate until every job has finished (or ``max_time``)."""
         cfg = self.config
         interval = cfg.interval
-        arrivals: list[tuple[WorkloadJob, _Job]] = []
+        arrivals: list[tuple[WorkloadJob, SimJob]] = []
         sizes_jobs = bool(getattr(self.policy, "sizes_jobs", False))
         for wj in self.workload.jobs:
             elastic = sizes_jobs and isinstance(wj.work, ProfiledWork)
@@ -588,7 +525,14 @@ class Simulator:
             if reason is not None:
                 self._rejected.append((wj.request.id, reason))
                 continue
-            arrivals.append((wj, _Job(wj.request, self._progress_for(wj), model=_model_of(wj))))
+            if wj.time_limit is not None and isinstance(wj.work, ProfiledWork):
+                raise ConfigError(
+                    f"job {wj.request.id}: time limits apply to rigid jobs (a duration), not "
+                    f"to jobs of a profiled application"
+                )
+            job = SimJob(wj.request, self._progress_for(wj), model=model_of(wj))
+            job.time_limit = wj.time_limit
+            arrivals.append((wj, job))
         total = len(arrivals)
         counts = Counter(job.id for _, job in arrivals)
         repeated = sorted(name for name, n in counts.items() if n > 1)
@@ -632,7 +576,7 @@ class Simulator:
 
             # Advance running jobs to the instant; completions are applied in time order and
             # each one is a point of the timeline (GPUs free up between instants too).
-            done: list[tuple[float, int, _Job]] = []
+            done: list[tuple[float, int, SimJob]] = []
             for job in list(self._stepwise.values()):
                 done_at = job.progress.advance(self._now, instant - self._now)
                 if done_at is not None:
@@ -739,6 +683,7 @@ class Simulator:
                 resizes=j.resizes,
                 interference_seconds=j.progress.interference_seconds,
                 interference_gpu_seconds=j.progress.interference_gpu_seconds,
+                timed_out=j.timed_out,
             )
             for j in self._finished
         ]

@@ -33,6 +33,9 @@ class JobRecord:
     """Seconds of running lost to jobs sharing its GPU (``SimConfig.interference``)."""
     interference_gpu_seconds: float = 0.0
     """The same in GPU-seconds, at the share of a GPU it held."""
+    timed_out: bool = False
+    """Cancelled on reaching its time limit: its GPU time counts as held, not as useful, and
+    its JCT is the time to the cancellation."""
 
     @property
     def restarts(self) -> int:
@@ -145,7 +148,12 @@ class SimResult:
         makespan = last_end - first_submit
         held = sum(r.gpu_seconds for r in self.jobs)
         lost = sum(r.restart_gpu_seconds + r.interference_gpu_seconds for r in self.jobs)
-        useful = held - lost  # neither restarts nor what sharing a GPU slowed
+        killed = sum(
+            r.gpu_seconds - r.restart_gpu_seconds - r.interference_gpu_seconds
+            for r in self.jobs
+            if r.timed_out
+        )
+        useful = held - lost - killed  # no restarts, slowdowns by sharing, nor work cancelled
         capacity = self.total_gpus * makespan
         times = self.timeline.times
         if len(times) > 1:
@@ -173,6 +181,7 @@ class SimResult:
             "max_job_restarts": float(max((r.restarts for r in self.jobs), default=0)),
             "rounds": float(self.rounds),
             "interference_seconds": float(sum(r.interference_seconds for r in self.jobs)),
+            "timed_out": float(sum(r.timed_out for r in self.jobs)),
         }
 
     def to_json(self, timeline: bool = False) -> dict[str, Any]:
@@ -199,6 +208,7 @@ class SimResult:
                     "resizes": r.resizes,
                     "restarts": r.restarts,
                     "interference_seconds": r.interference_seconds,
+                    "timed_out": r.timed_out,
                 }
                 for r in self.jobs
             ],

@@ -9,12 +9,16 @@ Formats, recognised from the CSV header:
 - **openb**: ``name,cpu_milli,memory_mib,num_gpu,gpu_milli,...,creation_time,deletion_time,
   scheduled_time`` (Alibaba GPU trace 2023): rigid jobs, fractional GPUs allowed.
 - **danlu**: ``name,submit_time,gpus,duration[,priority][,gpu_memory][,family][,model]
-  [,project]``: a plain rigid list; ``gpu_memory`` (bytes) > 0 asks for that part of one
-  GPU, ``family`` names the model's family (:data:`~danlu.core.spec.MODEL_FAMILIES`, empty:
-  unknown) for the sharing rule and the simulator's co-location slowdown, ``model`` the model
-  as that slowdown's data names it (:attr:`RigidWork.model`; the scheduler sees only the
-  family), ``project`` the job's project (empty: ``default``; the ``fair-share`` policy
-  shares the GPUs between projects).
+  [,project][,time_limit]``: a plain rigid list; ``gpu_memory`` (bytes) > 0 asks for that
+  part of one GPU, ``family`` names the model's family (:data:`~danlu.core.spec.MODEL_FAMILIES`,
+  empty: unknown) for the sharing rule and the simulator's co-location slowdown, ``model``
+  the model as that slowdown's data names it (:attr:`RigidWork.model`; the scheduler sees
+  only the family), ``project`` the job's project (empty: ``default``; the ``fair-share``
+  policy shares the GPUs between projects), ``time_limit`` the seconds it may hold GPUs over
+  all its runs before it is cancelled (empty: no limit), as the spec's ``time_limit``.
+  Its ``duration`` is the job's true running time; the scheduler is told it as the job's
+  expected duration, unless a ``time_limit`` is given: then it is told the limit, as the
+  control plane tells it a spec's (a user's estimate, not the truth).
 """
 
 from __future__ import annotations
@@ -63,6 +67,8 @@ class WorkloadJob:
 
     request: JobRequest
     work: Work
+    time_limit: float | None = None
+    """Seconds it may hold GPUs over all its runs; reached, it is cancelled (None: never)."""
 
 
 @dataclass(frozen=True)
@@ -219,6 +225,12 @@ def load_workload(path: str | Path) -> Workload:
     else:
         for line, row in rows:
             duration = max(_num(row, "duration", p, line), 1.0)
+            limit = _num(row, "time_limit", p, line) if row.get("time_limit") else None
+            if limit is not None and limit <= 0:
+                raise DataError(
+                    f"{p}:{line}: column 'time_limit' must be above 0 seconds; leave it empty "
+                    "for no limit"
+                )
             request = JobRequest(
                 id=row["name"],
                 submit_time=_num(row, "submit_time", p, line),
@@ -226,12 +238,12 @@ def load_workload(path: str | Path) -> Workload:
                 priority=_whole(row, "priority", p, line),
                 gpu_memory=int(_num(row, "gpu_memory", p, line)) if row.get("gpu_memory") else 0,
                 seq=len(jobs),
-                expected_duration=duration,
+                expected_duration=duration if limit is None else limit,
                 family=_family(row, p, line),
                 project=(row.get("project") or "").strip() or "default",
             )
             model = (row.get("model") or "").strip()
-            jobs.append(WorkloadJob(request, RigidWork(duration, model)))
+            jobs.append(WorkloadJob(request, RigidWork(duration, model), limit))
     seen: dict[str, int] = {}
     for index, job in enumerate(jobs):
         first = seen.setdefault(job.request.id, index)
@@ -261,7 +273,8 @@ def in_submission_order(jobs: list[WorkloadJob]) -> tuple[WorkloadJob, ...]:
     """Sort by submission time (file order breaks ties) and number ``seq`` in that order."""
     jobs.sort(key=lambda j: (j.request.submit_time, j.request.seq))
     return tuple(
-        WorkloadJob(dataclasses.replace(j.request, seq=i), j.work) for i, j in enumerate(jobs)
+        dataclasses.replace(j, request=dataclasses.replace(j.request, seq=i))
+        for i, j in enumerate(jobs)
     )
 
 
