@@ -99,6 +99,10 @@ def test_sign_in_see_the_cluster_and_hold_release_cancel_jobs(live: Live, page: 
     expect(nodes.first).to_contain_text(f"cordoned: {_XSS}")  # as text, not an image
     assert page.evaluate("window.pwned") is None
     expect(page.locator("#summary")).to_contain_text("1 node(s) (1 cordoned), 2 GPU(s)")
+    default = page.locator('#projects tr[data-project="default"] td')  # busy holds a GPU
+    expect(default.nth(3)).to_have_text("1")  # share
+    expect(default.nth(4)).to_have_text("1.00")
+    expect(default.nth(5)).to_have_text("-")  # the priority policy keeps no history
     running = page.locator(f'#jobs tr[data-job="{busy["id"]}"]')
     expect(running.locator("td.state")).to_have_text("RUNNING")
     expect(running.locator('button[data-action="hold"]')).to_have_count(1)  # by checkpoint

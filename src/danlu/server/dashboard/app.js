@@ -246,20 +246,37 @@ function renderUsage(rows) {
   }));
 }
 
+function renderProjects(projects) {
+  const body = document.querySelector("#projects tbody");
+  const gpus = (value) => (value === null || value === undefined ? "-" : value.toFixed(2));
+  body.replaceChildren(...projects.map((p) => {
+    const row = el("tr");
+    row.dataset.project = p.name;
+    row.appendChild(el("td", p.name));
+    row.appendChild(el("td", p.priority, "number"));
+    row.appendChild(el("td", p.quota_gpus === null ? "-" : p.quota_gpus, "number"));
+    row.appendChild(el("td", p.share, "number"));
+    row.appendChild(el("td", gpus(p.gpus_held), "number"));
+    row.appendChild(el("td", gpus(p.recent_gpus), "number"));
+    return row;
+  }));
+}
+
 async function refresh() {
   const unfinished = document.getElementById("filter").value === "unfinished";
   const query = unfinished ? UNFINISHED.map((s) => "state=" + s).join("&") + "&limit=200" : "limit=200";
   try {
     const usageDue = refreshes % USAGE_EVERY === 0;  // a week of history: not every 2 s
     refreshes += 1;
-    const [nodes, jobs, sweeps, usage] = await Promise.all([
+    const [nodes, jobs, sweeps, usage, projects] = await Promise.all([
       api("/cluster/nodes"), api("/jobs?" + query), api("/sweeps?limit=20"),
-      usageDue ? api("/usage") : null,
+      usageDue ? api("/usage") : null, usageDue ? api("/projects") : null,
     ]);
     renderNodes(nodes);
     renderJobs(jobs);
     renderSweeps(sweeps);
     if (usage !== null) renderUsage(usage);
+    if (projects !== null) renderProjects(projects);
     setStatus("updated " + new Date().toLocaleTimeString());
   } catch (error) {
     if (error.status === 401) {
