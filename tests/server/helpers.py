@@ -24,13 +24,14 @@ from sqlalchemy import text
 from sqlalchemy.orm import Session
 
 from danlu.config import load_settings
-from danlu.core.cluster import Node
+from danlu.core.cluster import Cluster, Node
 from danlu.core.state import JobState
-from danlu.executors import Executor
+from danlu.executors import Executor, FakeExecutor, FakeWorld
 from danlu.sched.policies.base import Policy
 from danlu.server.db import Database
 from danlu.server.db.models import Base, User
 from danlu.server.main import Prepared, prepare
+from danlu.server.reconcile import Reconciler
 from danlu.server.services import cluster, users
 from danlu.server.services.events import replay
 from danlu.server.services.record import Applied, apply_plan
@@ -53,6 +54,17 @@ def record_round(db: Database, policy: Policy, now: float) -> Applied:
     with db.session() as session:
         snap = build_snapshot(session, now)
         return apply_plan(session, policy.schedule(snap.view), now, snap.withheld, snap)
+
+
+def fake_loop(
+    db: Database, nodes: Sequence[Node], home: Path, policy: Policy, duration: float
+) -> tuple[Reconciler, FakeWorld]:
+    """A reconcile loop running ``policy`` over a fake executor of ``nodes`` whose runs last
+    ``duration`` seconds of the returned world's clock (stop the loop when done)."""
+    world = FakeWorld()
+    world.default = world.default.__class__(duration=duration)
+    executor = FakeExecutor(Cluster(tuple(nodes)), world)
+    return Reconciler(db, executor, load_settings(home=home), policy=policy), world
 
 
 def user_and_nodes(session: Session, nodes: Sequence[Node], now: float) -> User:

@@ -5,14 +5,11 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from helpers import user_and_nodes
+from helpers import fake_loop, user_and_nodes
 
-from danlu.config import load_settings
-from danlu.core.cluster import Cluster, Node, gpu_type
-from danlu.executors import FakeExecutor, FakeWorld
+from danlu.core.cluster import Node, gpu_type
 from danlu.sched.registry import make_policy
 from danlu.server.db import Database
-from danlu.server.reconcile import Reconciler
 from danlu.server.services import jobs, projects
 
 NOW = 1_000_000.0
@@ -31,11 +28,8 @@ def test_reclaim_gives_an_under_share_project_its_gpus_by_checkpoint(
             jobs.submit(s, {"name": f"v{i}", "project": "vision", **BODY}, alice, now=NOW).id
             for i in range(4)
         ]
-    world = FakeWorld()
-    world.default = world.default.__class__(duration=100_000)
-    executor = FakeExecutor(Cluster((NODE,)), world)
     policy = make_policy("fair-share", reclaim=True, min_run=300.0)
-    loop = Reconciler(db, executor, load_settings(home=tmp_path), policy=policy)
+    loop, world = fake_loop(db, (NODE,), tmp_path, policy, 100_000)
     try:
         assert sorted(loop.run_once(now=NOW).launched) == sorted(vision)
         with db.session() as s:

@@ -8,12 +8,11 @@ import json
 from pathlib import Path
 
 import pytest
-from helpers import live_server, spec, user_and_nodes, wait_state
+from helpers import fake_loop, live_server, spec, user_and_nodes, wait_state
 
-from danlu.config import load_settings
-from danlu.core.cluster import Cluster, Node, gpu_type
+from danlu.core.cluster import Node, gpu_type
 from danlu.core.errors import SpecError
-from danlu.executors import FakeExecutor, FakeWorld
+from danlu.executors import FakeWorld
 from danlu.sched.registry import make_policy
 from danlu.server.db import Database, User
 from danlu.server.errors import ConflictError, PermissionDenied
@@ -37,11 +36,7 @@ def _three_jobs(db: Database) -> tuple[User, list[str]]:
 
 
 def _loop(db: Database, tmp_path: Path, policy: str) -> tuple[Reconciler, FakeWorld]:
-    world = FakeWorld()
-    world.default = world.default.__class__(duration=10_000)
-    executor = FakeExecutor(Cluster((NODE,)), world)
-    loop = Reconciler(db, executor, load_settings(home=tmp_path), policy=make_policy(policy))
-    return loop, world
+    return fake_loop(db, (NODE,), tmp_path, make_policy(policy), 10_000)
 
 
 def test_a_new_priority_reorders_the_queue_and_preempts(db: Database, tmp_path: Path) -> None:

@@ -8,18 +8,15 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from helpers import live_server, spec, user_and_nodes, wait_for
+from helpers import fake_loop, live_server, spec, user_and_nodes, wait_for
 
-from danlu.config import load_settings
-from danlu.core.cluster import Cluster, Node, gpu_type
+from danlu.core.cluster import Node, gpu_type
 from danlu.core.errors import SpecError
 from danlu.core.state import JobState
 from danlu.core.units import GiB
-from danlu.executors import FakeExecutor, FakeWorld
 from danlu.sched.project_usage import ProjectShare, stretch_weight
 from danlu.sched.registry import make_policy
 from danlu.server.db import Database
-from danlu.server.reconcile import Reconciler
 from danlu.server.services import jobs, projects, usage
 from danlu.server.services.view import build_snapshot
 
@@ -127,11 +124,7 @@ def _after_an_hour_of_vision(db: Database, tmp_path: Path, **options: object) ->
             jobs.submit(s, {"name": f"v{i}", "project": "vision", **BODY}, alice, now=T).id
             for i in range(4)
         ]
-    world = FakeWorld()
-    world.default = world.default.__class__(duration=3600)
-    executor = FakeExecutor(Cluster((NODE,)), world)
-    policy = make_policy("fair-share", **options)
-    loop = Reconciler(db, executor, load_settings(home=tmp_path), policy=policy)
+    loop, world = fake_loop(db, (NODE,), tmp_path, make_policy("fair-share", **options), 3600)
     try:
         assert sorted(loop.run_once(now=T).launched) == sorted(first)
         queued: dict[str, str] = {}

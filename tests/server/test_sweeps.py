@@ -11,16 +11,13 @@ from typing import Any
 
 import pytest
 import yaml
-from helpers import live_server, user_and_nodes, wait_for
+from helpers import fake_loop, live_server, user_and_nodes, wait_for
 
-from danlu.config import load_settings
-from danlu.core.cluster import Cluster, Node, gpu_type
+from danlu.core.cluster import Node, gpu_type
 from danlu.core.errors import SpecError
-from danlu.executors import FakeExecutor, FakeWorld
 from danlu.sched.registry import make_policy
 from danlu.server.db import Database
 from danlu.server.errors import ConflictError, PermissionDenied
-from danlu.server.reconcile import Reconciler
 from danlu.server.services import cluster, jobs, metrics, sweeps, users
 
 NOW = 1_000_000.0
@@ -59,10 +56,7 @@ def test_a_sweep_runs_its_trials_stops_the_worst_and_ends(db: Database, tmp_path
         env = jobs.job_spec(trial).env
         assert json.loads(env["DANLU_HPARAMS"]) == {"lr": 0.01}
         assert (env["DANLU_SWEEP_ID"], env["DANLU_TRIAL"]) == (sweep_id, "1")
-    world = FakeWorld()
-    world.default = world.default.__class__(duration=1000)
-    executor = FakeExecutor(Cluster((NODE,)), world)
-    loop = Reconciler(db, executor, load_settings(home=tmp_path), policy=make_policy("fifo"))
+    loop, world = fake_loop(db, (NODE,), tmp_path, make_policy("fifo"), 1000)
     try:
         assert sorted(loop.run_once(now=NOW + 1).launched) == sorted(first)
         _report(db, first[0], [1.0, 0.5, 0.2])

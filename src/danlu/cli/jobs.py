@@ -216,9 +216,22 @@ def submit(
     if tasks is not None:
         _submit_array(array_sweep(body, tasks), wait_end, json_out, home, url, token)
         return
+    _new_job(lambda client: client.submit(body), wait_end, json_out, home, url, token)
+
+
+def _new_job(
+    make: Callable[[Client], dict[str, Any]],
+    wait_end: bool,
+    json_out: bool,
+    home: Path | None,
+    url: str | None,
+    token: str | None,
+) -> None:
+    """Make a job with ``make`` (a submission or a rerun), print it, and with ``wait_end``
+    wait for its end and exit as ``danlu wait`` does."""
     with connect(home, url, token) as client:
         try:
-            job = client.submit(body)
+            job = make(client)
         except DanluError as exc:
             raise fail(exc) from None
         if not (json_out and wait_end):
@@ -515,15 +528,7 @@ def rerun(
 ) -> None:
     """Submit a finished job again with its spec, as a new job (its dependencies left out;
     from the start, unless its spec names a checkpoint_dir with checkpoints in it)."""
-    with connect(home, url, token) as client:
-        try:
-            new = client.rerun(job)
-        except DanluError as exc:
-            raise fail(exc) from None
-        if not (json_out and wait_end):
-            _submitted(new, json_out)
-        if wait_end:
-            raise typer.Exit(_wait_jobs(client, [str(new["id"])], None, 2.0, json_out))
+    _new_job(lambda client: client.rerun(job), wait_end, json_out, home, url, token)
 
 
 def update(
