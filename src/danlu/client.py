@@ -591,11 +591,16 @@ class Client:
         """``GET /cluster/nodes``: nodes with their GPUs, allocated memory and jobs."""
         return list(self._json("GET", "/cluster/nodes"))
 
-    def cordon(self, node: str, reason: str = "", *, drain: bool = False) -> dict[str, Any]:
+    def cordon(
+        self, node: str, reason: str = "", *, drain: bool = False, at: float | None = None
+    ) -> dict[str, Any]:
         """``POST /cluster/nodes/{name}/cordon`` (``drain``: ``.../drain``; admin): close the
-        node to new work (and preempt its jobs by checkpoint); returns the Node."""
+        node to new work (and preempt its jobs by checkpoint), now or ``at`` (POSIX seconds)
+        when that is later; returns the Node."""
         action = "drain" if drain else "cordon"
-        body = {"reason": reason}
+        body: dict[str, Any] = {"reason": reason}
+        if at is not None:
+            body["at"] = at
         return dict(self._json("POST", f"/cluster/nodes/{_seg(node)}/{action}", json=body))
 
     def uncordon(self, node: str) -> dict[str, Any]:

@@ -13,6 +13,7 @@ from rich.console import Console
 from typer.testing import CliRunner
 
 from danlu.cli import jobs as jobs_cli
+from danlu.cli import nodes as nodes_cli
 from danlu.client import Client
 from danlu.config import load_client_settings
 
@@ -22,6 +23,7 @@ EXAMPLES = Path(__file__).resolve().parents[2] / "examples" / "jobs"
 def make_app() -> typer.Typer:
     app = typer.Typer(no_args_is_help=True, add_completion=False, pretty_exceptions_enable=False)
     jobs_cli.register(app)
+    nodes_cli.register(app)
     try:  # the server engineer's `danlu up` / `danlu server`, when present
         from danlu.cli import server as server_cli
     except ImportError:

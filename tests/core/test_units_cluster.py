@@ -208,3 +208,22 @@ def test_format_duration_keeps_the_two_largest_units() -> None:
         "2d4h",
         "0s",
     ]
+
+
+def test_a_time_is_a_delay_from_now_or_an_iso_moment() -> None:
+    from datetime import datetime
+
+    from danlu.core.units import parse_time
+
+    now = 1_800_000_000.0
+    assert parse_time("+2h", now) == now + 7200
+    assert parse_time("90m", now) == now + 5400
+    assert parse_time("01:00:00", now) == now + 3600
+    assert parse_time("2027-01-01T00:00Z", now) == 1_798_761_600.0
+    assert parse_time("2027-01-01T02:00+02:00", now) == 1_798_761_600.0
+    naive = datetime(2027, 1, 1, 12, 30).astimezone()  # no offset: local time
+    assert parse_time("2027-01-01T12:30", now) == naive.timestamp()
+    for bad, needle in (("soon", "is not a time"), ("+-1h", "is not"), ("-5", "0 or more")):
+        with pytest.raises(SpecError, match=needle) as caught:
+            parse_time(bad, now, "--at")
+        assert caught.value.field == "--at"

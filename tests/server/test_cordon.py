@@ -375,3 +375,100 @@ def test_a_drained_node_checkpoints_its_job_which_resumes_once_uncordoned(
     assert [int(x.split()[1]) for x in lines if x.startswith("resume")] == [0, checkpoint]
     assert "done 60" in lines and done["restarts"] == 0
     assert "its node " + name + " is being drained" in [e["reason"] for e in events]
+
+
+def test_a_scheduled_drain_waits_for_its_time_then_preempts(db: Database, tmp_path: Path) -> None:
+    """A maintenance window: node a is to be drained at NOW + 100. Until then it takes work
+    and its job runs on; from then on it is drained as of that time, with its reason."""
+    with db.session() as s:
+        alice = user_and_nodes(s, (A, B), NOW)
+        nodes.cordon(s, "b", now=NOW)  # everything goes to a
+    first = _submit(db, alice, "first")
+    with _loop(db, tmp_path) as (loop, world):
+        loop.run_once(now=NOW)
+        assert _nodes_of(db, first) == {"a"}
+        with db.session() as s:
+            node = nodes.cordon(s, "a", " new PSU ", drain=True, at=NOW + 100, now=NOW + 1)
+            assert (nodes.state(node), node.close_at, node.close_drain) == (
+                "ready",
+                NOW + 100,
+                True,
+            )
+            assert node.close_reason == "new PSU"
+        second = _submit(db, alice, "second")
+        report = loop.run_once(now=NOW + 50)
+        assert report.closed_nodes == [] and report.preempted == []
+        assert _nodes_of(db, second) == {"a"}  # still open: work may start there
+        report = loop.run_once(now=NOW + 120)
+        assert report.closed_nodes == ["a"]
+        assert sorted(report.preempted) == sorted([first, second])
+        with db.read_session() as s:
+            (row,) = [n for n in cluster.list_nodes(s) if n.name == "a"]
+            assert (nodes.state(row), row.cordoned_at, row.cordon_reason) == (
+                "draining",
+                NOW + 100,
+                "new PSU",
+            )
+            assert (row.close_at, row.close_reason) == (None, "")
+        world.clock.advance(5)
+        assert loop.run_once(now=NOW + 130).closed_nodes == []  # applied once
+
+
+def test_a_schedule_is_replaced_dropped_by_uncordon_and_a_past_time_is_now(
+    db: Database,
+) -> None:
+    with db.session() as s:
+        user_and_nodes(s, (A, B), NOW)
+        nodes.cordon(s, "a", "x", drain=True, at=NOW + 100, now=NOW)
+        node = nodes.cordon(s, "a", "", at=NOW + 200, now=NOW)  # now a plain cordon, later
+        assert (node.close_at, node.close_drain, node.close_reason) == (NOW + 200, False, "")
+        assert nodes.close_due(s, NOW + 199) == []
+        assert nodes.close_due(s, NOW + 200) == ["a"]
+        assert (nodes.state(node), node.cordon_reason) == ("cordoned", "scheduled cordon")
+        nodes.cordon(s, "b", drain=True, at=NOW + 50, now=NOW)
+        nodes.uncordon(s, "b")
+        assert nodes.close_due(s, NOW + 100) == []
+        now_node = nodes.cordon(s, "b", "late", at=NOW - 10, now=NOW)  # the past: at once
+        assert (nodes.state(now_node), now_node.cordoned_at, now_node.close_at) == (
+            "cordoned",
+            NOW,
+            None,
+        )
+
+
+def test_the_api_and_the_cli_schedule_a_drain(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setattr(jobs_cli, "console", Console(width=200))  # no wrapped table rows
+    with live_server(tmp_path, fake_gpus="1x80GiB", start_loops=False) as live, live.client() as c:
+        name = c.get("/cluster/nodes").json()[0]["name"]
+        at = time.time() + 7200
+        r = c.post(f"/cluster/nodes/{name}/drain", json={"reason": "firmware", "at": at})
+        assert r.status_code == 200, r.text
+        node = r.json()
+        assert (node["state"], node["close_action"], node["close_reason"]) == (
+            "ready",
+            "drain",
+            "firmware",
+        )
+        assert node["close_at"] == pytest.approx(at)
+        bad = c.post(f"/cluster/nodes/{name}/cordon", json={"at": -1})
+        assert bad.status_code == 422 and "at" in bad.text
+        flags = ["--url", live.url, "--token", live.token]
+
+        def danlu(*args: str) -> tuple[int, str]:
+            result = CliRunner().invoke(app, [*args, *flags])
+            return result.exit_code, result.stdout + result.stderr
+
+        code, out = danlu("nodes")
+        assert code == 0 and "[drain at " in out and "firmware]" in out, out
+        assert "(in 2h)" in out or "(in 1h59m)" in out, out
+        code, out = danlu("cordon", name, "--at", "+30m", "--reason", "reboot")
+        assert code == 0 and f"node {name}: ready; cordon at " in out and ": reboot" in out
+        assert c.get("/cluster/nodes").json()[0]["close_at"] == pytest.approx(
+            time.time() + 1800, abs=60
+        )
+        code, out = danlu("drain", name, "--at", "soon")
+        assert code == 2 and "--at: 'soon' is not a time" in out
+        code, out = danlu("uncordon", name)
+        assert code == 0 and c.get("/cluster/nodes").json()[0]["close_at"] is None

@@ -602,72 +602,6 @@ def why(
 # -- nodes / top -------------------------------------------------------------------------------
 
 
-def nodes(
-    json_out: JsonOpt = False,
-    home: HomeOpt = None,
-    url: UrlOpt = None,
-    token: TokenOpt = None,
-) -> None:
-    """List nodes and GPUs with allocated memory and the jobs on each GPU."""
-    data = ask(home, url, token, lambda c: c.nodes())
-    if json_out:
-        print_json(data)
-        return
-    console.print(top_view.nodes_table(data))
-
-
-NodeArg = Annotated[str, typer.Argument(help="Node name, as `danlu nodes` lists it.")]
-ReasonOpt = Annotated[str, typer.Option("--reason", "-r", help="Why (shown by `danlu nodes`).")]
-
-
-def _node_changed(data: dict[str, Any], json_out: bool) -> None:
-    if json_out:
-        print_json(data)
-        return
-    reason = data.get("cordon_reason") or ""
-    line = f"node [bold]{escape(str(data.get('name')))}[/bold]: {data.get('state')}"
-    console.print(line + (f" ({escape(reason)})" if reason else ""), highlight=False)
-
-
-def cordon(
-    node: NodeArg,
-    reason: ReasonOpt = "",
-    json_out: JsonOpt = False,
-    home: HomeOpt = None,
-    url: UrlOpt = None,
-    token: TokenOpt = None,
-) -> None:
-    """Close a node to new work (admin); the jobs on it run on. Undo with `danlu uncordon`."""
-    data = ask(home, url, token, lambda c: c.cordon(node, reason))
-    _node_changed(data, json_out)
-
-
-def drain(
-    node: NodeArg,
-    reason: ReasonOpt = "",
-    json_out: JsonOpt = False,
-    home: HomeOpt = None,
-    url: UrlOpt = None,
-    token: TokenOpt = None,
-) -> None:
-    """Cordon a node and preempt its jobs by checkpoint (admin): they resume elsewhere; a
-    job that is not preemptible runs to its end. Undo with `danlu uncordon`."""
-    data = ask(home, url, token, lambda c: c.cordon(node, reason, drain=True))
-    _node_changed(data, json_out)
-
-
-def uncordon(
-    node: NodeArg,
-    json_out: JsonOpt = False,
-    home: HomeOpt = None,
-    url: UrlOpt = None,
-    token: TokenOpt = None,
-) -> None:
-    """Open a cordoned or drained node to new work again (admin)."""
-    data = ask(home, url, token, lambda c: c.uncordon(node))
-    _node_changed(data, json_out)
-
-
 def usage(
     days: Annotated[
         float, typer.Option("--days", min=0.001, max=36_500.0, help="The last N days.")
@@ -726,8 +660,8 @@ def top(
 
 def register(app: typer.Typer) -> None:
     """Add ``submit``, ``wait``, ``ls``, ``show``, ``logs``, ``cancel``, ``rerun``,
-    ``update``, ``hold``, ``release``, ``why``, ``nodes``, ``cordon``, ``drain``,
-    ``uncordon``, ``usage`` and ``top``."""
-    commands = (submit, wait, ls, show, logs, cancel, rerun, update, hold, release, why, nodes)
-    for command in (*commands, cordon, drain, uncordon, usage, top):
+    ``update``, ``hold``, ``release``, ``why``, ``usage`` and ``top`` (the node commands are
+    :mod:`danlu.cli.nodes`')."""
+    commands = (submit, wait, ls, show, logs, cancel, rerun, update, hold, release, why)
+    for command in (*commands, usage, top):
         app.command(name=command.__name__)(command)

@@ -8,6 +8,7 @@ import typer
 from danlu.cli import admin as admin_cli
 from danlu.cli import estimate as estimate_cli
 from danlu.cli import jobs as jobs_cli
+from danlu.cli import nodes as nodes_cli
 from danlu.cli import server as server_cli
 from danlu.cli import sim as sim_cli
 from danlu.cli import sweep as sweep_cli
@@ -23,6 +24,7 @@ app = typer.Typer(
 
 server_cli.register(app)
 jobs_cli.register(app)
+nodes_cli.register(app)
 admin_cli.register(app)
 sweep_cli.register(app)
 webhook_cli.register(app)

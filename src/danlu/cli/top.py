@@ -9,6 +9,7 @@ from __future__ import annotations
 import time
 from collections import Counter
 from collections.abc import Sequence
+from datetime import datetime
 from typing import Any
 
 from rich.console import Group, RenderableType
@@ -17,7 +18,7 @@ from rich.table import Table
 from rich.text import Text
 
 from danlu.client import Client
-from danlu.core.units import format_bytes
+from danlu.core.units import format_bytes, format_duration
 
 STATE_STYLE: dict[str, str] = {
     "PENDING": "yellow",
@@ -50,6 +51,16 @@ def memory_bar(used: int, total: int, width: int = BAR_WIDTH) -> Text:
     return bar
 
 
+def scheduled(node: dict[str, Any]) -> str:
+    """A node's scheduled cordon or drain in words (plain text):
+    ``drain at 2026-12-01 02:00 UTC (in 3h): new DIMMs``."""
+    at = float(node["close_at"])
+    when = datetime.fromtimestamp(at).astimezone().strftime("%Y-%m-%d %H:%M %Z")
+    left = format_duration(max(0.0, at - time.time()))
+    reason = str(node.get("close_reason") or "")
+    return f"{node.get('close_action')} at {when} (in {left})" + (f": {reason}" if reason else "")
+
+
 def nodes_table(nodes: Sequence[dict[str, Any]]) -> Table:
     """One row per GPU: node (with its state when not ready, and the reason), index, type,
     allocated memory bar, compute share, jobs."""
@@ -62,6 +73,8 @@ def nodes_table(nodes: Sequence[dict[str, Any]]) -> Table:
         if state != "ready":
             reason = node.get("cordon_reason") or ""
             name += f" [{state}{': ' + str(reason) if reason else ''}]"
+        if node.get("close_at") is not None:
+            name += f" [{scheduled(node)}]"
         name = escape(name)  # a name or reason is text, not Rich markup
         for gpu in node.get("gpus", []):
             jobs = gpu.get("jobs", []) or []

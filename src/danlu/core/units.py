@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import math
 import re
+from datetime import datetime
 
 from danlu.core.errors import SpecError
 from danlu.core.values import quoted
@@ -132,3 +133,30 @@ def format_duration(seconds: float) -> str:
         if count:
             parts.append(f"{count}{unit}")
     return "".join(parts[:2])
+
+
+_TIME_HELP = (
+    "write a time, 2026-12-01T02:00 (local time unless it ends with an offset such as +00:00 "
+    "or Z), or a delay from now, +2h or 90m"
+)
+
+
+def parse_time(value: str, now: float, field: str = "time") -> float:
+    """A moment as POSIX seconds: an ISO 8601 date and time (local time when it has no
+    offset), or a delay from ``now`` (:func:`parse_duration`, an optional ``+`` before it).
+    Raises :class:`SpecError` naming ``field``."""
+    text = value.strip()
+    delay = text[1:] if text.startswith("+") else text
+    try:
+        seconds = parse_duration(delay, field)
+    except SpecError:
+        pass
+    else:
+        if not math.isfinite(seconds) or seconds < 0:
+            raise SpecError(field, f"{quoted(value)} is not a delay of 0 or more; {_TIME_HELP}")
+        return now + seconds
+    try:
+        moment = datetime.fromisoformat(text.replace("Z", "+00:00"))
+    except ValueError:
+        raise SpecError(field, f"{quoted(value)} is not a time; {_TIME_HELP}") from None
+    return (moment if moment.tzinfo is not None else moment.astimezone()).timestamp()

@@ -290,6 +290,7 @@ class Reconciler:
                 self._swept = False  # the jobs on nodes that left are re-queued below
             if not self._swept:
                 self._swept = self._requeue_lost(t, report)
+            upkeep.close_nodes(self.db, t, report)
             upkeep.expire(self.db, t, report)  # a running job's stop: the poll below
             to_launch = self._poll(t, now, report)
             upkeep.judge_dependencies(self.db, t, report)  # what ended just now counts

@@ -1,5 +1,6 @@
 """The queue's own rules, applied by every pass of the reconcile loop before it schedules:
-deadlines and time limits (:func:`expire`), dependencies (:func:`judge_dependencies`) and sweeps
+cordons and drains scheduled for now (:func:`close_nodes`), deadlines and time limits
+(:func:`expire`), dependencies (:func:`judge_dependencies`) and sweeps
 (:func:`advance_sweeps`). Each works one job or sweep per transaction, so that a request
 changing one of them meanwhile costs only that one (it is judged again next pass)."""
 
@@ -10,7 +11,7 @@ from dataclasses import dataclass, field
 
 from danlu.core.errors import DanluError
 from danlu.server.db import Database
-from danlu.server.services import dependencies, jobs, sweeps
+from danlu.server.services import dependencies, jobs, nodes, sweeps
 
 log = logging.getLogger(__name__)
 MAX_DEPENDENCY_CHAIN = 16
@@ -34,6 +35,15 @@ class Upkeep:
     """Sweep trials submitted."""
     stopped_early: list[str] = field(default_factory=list)
     """Sweep trials the median rule stopped."""
+    closed_nodes: list[str] = field(default_factory=list)
+    """Nodes whose scheduled cordon or drain took effect (names)."""
+
+
+def close_nodes(db: Database, t: float, out: Upkeep) -> None:
+    """Apply the cordons and drains scheduled for ``t`` or before (the round that follows
+    sees the nodes closed and preempts a drained node's jobs)."""
+    with db.session() as session:
+        out.closed_nodes += nodes.close_due(session, t)
 
 
 def expire(db: Database, t: float, out: Upkeep) -> None:

@@ -90,7 +90,11 @@ function renderNodes(nodes) {
   for (const node of nodes) {
     const state = node.state || "ready";
     states[state] = (states[state] || 0) + 1;
-    const why = state !== "ready" && node.cordon_reason ? state + ": " + node.cordon_reason : state;
+    let why = state !== "ready" && node.cordon_reason ? state + ": " + node.cordon_reason : state;
+    if (node.close_at !== null && node.close_at !== undefined) {  // a maintenance window
+      const when = new Date(node.close_at * 1000).toLocaleString();
+      why += "; " + node.close_action + " at " + when + (node.close_reason ? ": " + node.close_reason : "");
+    }
     node.gpus.forEach((gpu, i) => {
       gpus += 1;
       allocated += (gpu.allocated_milli || 0) / 1000;

@@ -360,8 +360,10 @@ class Node(Base):
 
     ``cordoned_at``: when the node was closed to new work (None: open), by an operator or
     after :attr:`launch_failures` launches in a row failed for the node's reasons;
-    ``draining``: the jobs there are to be preempted by checkpoint (a drain). These survive
-    inventory refreshes (a node keeps its row while it keeps its name)."""
+    ``draining``: the jobs there are to be preempted by checkpoint (a drain). ``close_at``:
+    when a cordon (a drain with ``close_drain``) an operator scheduled takes effect, with
+    ``close_reason``. These survive inventory refreshes (a node keeps its row while it
+    keeps its name)."""
 
     __tablename__ = "nodes"
 
@@ -378,6 +380,9 @@ class Node(Base):
     cordon_reason: Mapped[str] = mapped_column(Text, default="", server_default="")
     draining: Mapped[bool] = mapped_column(Boolean, default=False, server_default=false())
     launch_failures: Mapped[int] = mapped_column(Integer, default=0, server_default="0")
+    close_at: Mapped[float | None] = mapped_column(Double, default=None)
+    close_drain: Mapped[bool] = mapped_column(Boolean, default=False, server_default=false())
+    close_reason: Mapped[str] = mapped_column(Text, default="", server_default="")
 
     gpus: Mapped[list[Gpu]] = relationship(
         back_populates="node", order_by="Gpu.index", cascade="all, delete-orphan"

@@ -112,20 +112,25 @@ def list_nodes(user: Caller, state: State) -> list[dict[str, Any]]:
 @router.post("/cluster/nodes/{name}/cordon", response_model=NodeOut, tags=["cluster"])
 def cordon_node(name: str, body: CordonIn, user: Caller, state: State) -> dict[str, Any]:
     """Close a node to new work (admin): nothing is started, grown or moved onto it; the
-    jobs there run on. Cordoning again replaces the reason."""
-    return _change_node(name, user, state, lambda s: nodes.cordon(s, name, body.reason))
+    jobs there run on. Cordoning again replaces the reason. With ``at`` in the future, it
+    is scheduled for then."""
+    return _change_node(name, user, state, lambda s: nodes.cordon(s, name, body.reason, at=body.at))
 
 
 @router.post("/cluster/nodes/{name}/drain", response_model=NodeOut, tags=["cluster"])
 def drain_node(name: str, body: CordonIn, user: Caller, state: State) -> dict[str, Any]:
     """Cordon a node and preempt its preemptible jobs by checkpoint (admin): they resume
-    elsewhere; a job that is not preemptible runs to its end there."""
-    return _change_node(name, user, state, lambda s: nodes.cordon(s, name, body.reason, drain=True))
+    elsewhere; a job that is not preemptible runs to its end there. With ``at`` in the
+    future, it is scheduled for then (a maintenance window)."""
+    return _change_node(
+        name, user, state, lambda s: nodes.cordon(s, name, body.reason, drain=True, at=body.at)
+    )
 
 
 @router.post("/cluster/nodes/{name}/uncordon", response_model=NodeOut, tags=["cluster"])
 def uncordon_node(name: str, user: Caller, state: State) -> dict[str, Any]:
-    """Open a cordoned or drained node to new work again (admin)."""
+    """Open a cordoned or drained node to new work again, and drop a cordon or drain
+    scheduled for it (admin)."""
     return _change_node(name, user, state, lambda s: nodes.uncordon(s, name))
 
 

@@ -122,6 +122,11 @@ class NodeOut(BaseModel):
     cordon_reason: str = ""
     launch_failures: int = 0
     """Launches in a row that failed there for the node's reasons."""
+    close_at: float | None = None
+    """When a scheduled cordon or drain takes effect (null: none scheduled)."""
+    close_action: str | None = None
+    """``cordon`` or ``drain``: what is scheduled (null: nothing)."""
+    close_reason: str = ""
 
 
 class JobPatch(_In):
@@ -144,9 +149,11 @@ class UsageOut(BaseModel):
 
 
 class CordonIn(_In):
-    """Why a node is cordoned or drained (shown by ``danlu nodes``)."""
+    """Why a node is cordoned or drained (shown by ``danlu nodes``), and when: ``at`` (POSIX
+    seconds) in the future schedules it for then; left out or past, it is done now."""
 
     reason: str = Field(default="", max_length=500)
+    at: float | None = Field(default=None, ge=0, allow_inf_nan=False)
 
 
 class AllocationOut(BaseModel):
@@ -392,6 +399,11 @@ def nodes_out(nodes: list[Node], shares: list[ShareRecord]) -> list[dict[str, An
                 "cordoned_at": node.cordoned_at,
                 "cordon_reason": node.cordon_reason,
                 "launch_failures": node.launch_failures,
+                "close_at": node.close_at,
+                "close_action": None
+                if node.close_at is None
+                else ("drain" if node.close_drain else "cordon"),
+                "close_reason": node.close_reason,
             }
         )
     return out

@@ -6,7 +6,10 @@ its GPUs (:attr:`~danlu.sched.view.ClusterView.closed_nodes`), and the jobs alre
 run on as they are. A **drain** is a cordon whose jobs are also stopped: every preemptible
 job with a GPU there is preempted by checkpoint in the next scheduling round and resumes
 elsewhere; a job that is not preemptible runs to its end. Either lasts until an
-**uncordon**. The reconcile loop cordons a node by itself once
+**uncordon**. A cordon or a drain may also be scheduled for a later time (a maintenance
+window): the node stays open until then, and the reconcile loop applies it when the time
+comes (:func:`close_due`); jobs started meanwhile are preempted by checkpoint then, like
+any drained node's. The reconcile loop cordons a node by itself once
 :data:`DEFAULT_LAUNCH_FAILURE_LIMIT` launches in a row failed there for the node's own
 reasons (a full disk, no processes left; :func:`~danlu.executors.is_node_fault`), so the
 queue stops feeding jobs to a broken machine. A node's state survives inventory refreshes
@@ -69,14 +72,23 @@ def cordon(
     reason: str = "",
     *,
     drain: bool = False,
+    at: float | None = None,
     now: float | None = None,
 ) -> Node:
     """Close node ``name`` to new work (``drain``: and preempt its jobs by checkpoint).
     Cordoning a cordoned node keeps when it was cordoned and takes the new reason; a drain
-    of a cordoned node turns it into a drain."""
+    of a cordoned node turns it into a drain. ``at`` after ``now``: schedule it for then
+    instead (replacing a schedule the node had); the node stays as it is until then."""
+    t = resolve_now(now)
     node = _node(session, name)
+    if at is not None and at > t:
+        node.close_at = at
+        node.close_drain = drain
+        node.close_reason = reason.strip()[:MAX_REASON]
+        session.flush()
+        return node
     if node.cordoned_at is None:
-        node.cordoned_at = resolve_now(now)
+        node.cordoned_at = t
     node.cordon_reason = reason.strip()[:MAX_REASON] or node.cordon_reason
     node.draining = node.draining or drain
     session.flush()
@@ -84,14 +96,36 @@ def cordon(
 
 
 def uncordon(session: Session, name: str) -> Node:
-    """Open node ``name`` to new work again (and forget its launch failures)."""
+    """Open node ``name`` to new work again (and forget its launch failures and a cordon or
+    drain scheduled for it)."""
     node = _node(session, name)
     node.cordoned_at = None
     node.cordon_reason = ""
     node.draining = False
     node.launch_failures = 0
+    node.close_at = None
+    node.close_drain = False
+    node.close_reason = ""
     session.flush()
     return node
+
+
+def close_due(session: Session, now: float | None = None) -> list[str]:
+    """Apply the cordons and drains scheduled for ``now`` or before: each node is closed as
+    of its scheduled time, with its reason (``scheduled cordon`` / ``scheduled drain``
+    without one). Returns their names."""
+    t = resolve_now(now)
+    due = session.scalars(select(Node).where(Node.close_at <= t).order_by(Node.position))
+    names = []
+    for node in due:
+        at = node.close_at if node.close_at is not None else t
+        kind = "drain" if node.close_drain else "cordon"
+        reason = node.close_reason or f"scheduled {kind}"
+        drain = node.close_drain
+        node.close_at, node.close_drain, node.close_reason = None, False, ""
+        cordon(session, node.name, reason, drain=drain, now=at)
+        names.append(node.name)
+    return names
 
 
 def closed(session: Session, cluster: Cluster) -> Closed:

@@ -1,0 +1,117 @@
+"""Nodes over the REST client: ``danlu nodes``, and for admins ``danlu cordon / drain /
+uncordon`` (now, or ``--at`` a later time: a maintenance window). Options, the client and
+errors are those of :mod:`danlu.cli.jobs`.
+"""
+
+from __future__ import annotations
+
+import time
+from typing import Annotated, Any
+
+import typer
+from rich.markup import escape
+
+from danlu.cli import jobs as common
+from danlu.cli import top as top_view
+from danlu.cli.jobs import HomeOpt, JsonOpt, TokenOpt, UrlOpt
+from danlu.core.errors import DanluError
+from danlu.core.units import parse_time
+
+
+def nodes(
+    json_out: JsonOpt = False,
+    home: HomeOpt = None,
+    url: UrlOpt = None,
+    token: TokenOpt = None,
+) -> None:
+    """List nodes and GPUs with allocated memory and the jobs on each GPU."""
+    data = common.ask(home, url, token, lambda c: c.nodes())
+    if json_out:
+        common.print_json(data)
+        return
+    common.console.print(top_view.nodes_table(data))
+
+
+NodeArg = Annotated[str, typer.Argument(help="Node name, as `danlu nodes` lists it.")]
+ReasonOpt = Annotated[str, typer.Option("--reason", "-r", help="Why (shown by `danlu nodes`).")]
+AtOpt = Annotated[
+    str | None,
+    typer.Option(
+        "--at",
+        help="Not now but then: 2026-12-01T02:00 (local time unless it has an offset) or a "
+        "delay, +2h.",
+    ),
+]
+
+
+def _node_changed(data: dict[str, Any], json_out: bool) -> None:
+    if json_out:
+        common.print_json(data)
+        return
+    reason = data.get("cordon_reason") or ""
+    line = f"node [bold]{escape(str(data.get('name')))}[/bold]: {data.get('state')}"
+    line += f" ({escape(reason)})" if reason else ""
+    if data.get("close_at") is not None:
+        line += f"; {escape(top_view.scheduled(data))}"
+    common.console.print(line, highlight=False)
+
+
+def _at(value: str | None) -> float | None:
+    """``--at`` as POSIX seconds (None: now)."""
+    if value is None:
+        return None
+    try:
+        return parse_time(value, time.time(), "--at")
+    except DanluError as exc:
+        raise common.fail(exc) from None
+
+
+def cordon(
+    node: NodeArg,
+    reason: ReasonOpt = "",
+    at: AtOpt = None,
+    json_out: JsonOpt = False,
+    home: HomeOpt = None,
+    url: UrlOpt = None,
+    token: TokenOpt = None,
+) -> None:
+    """Close a node to new work (admin); the jobs on it run on. Undo with `danlu uncordon`."""
+    when = _at(at)
+    data = common.ask(home, url, token, lambda c: c.cordon(node, reason, at=when))
+    _node_changed(data, json_out)
+
+
+def drain(
+    node: NodeArg,
+    reason: ReasonOpt = "",
+    at: AtOpt = None,
+    json_out: JsonOpt = False,
+    home: HomeOpt = None,
+    url: UrlOpt = None,
+    token: TokenOpt = None,
+) -> None:
+    """Cordon a node and preempt its jobs by checkpoint (admin): they resume elsewhere; a
+    job that is not preemptible runs to its end. With --at, at that time (a maintenance
+    window). Undo with `danlu uncordon`."""
+    when = _at(at)
+    data = common.ask(home, url, token, lambda c: c.cordon(node, reason, drain=True, at=when))
+    _node_changed(data, json_out)
+
+
+def uncordon(
+    node: NodeArg,
+    json_out: JsonOpt = False,
+    home: HomeOpt = None,
+    url: UrlOpt = None,
+    token: TokenOpt = None,
+) -> None:
+    """Open a cordoned or drained node to new work again, and drop a cordon or drain
+    scheduled for it (admin)."""
+    data = common.ask(home, url, token, lambda c: c.uncordon(node))
+    _node_changed(data, json_out)
+
+
+def register(app: typer.Typer) -> None:
+    """Add ``nodes``, ``cordon``, ``drain`` and ``uncordon``."""
+    for command in (nodes, cordon, drain, uncordon):
+        app.command(name=command.__name__)(command)
