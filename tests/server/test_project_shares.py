@@ -7,6 +7,7 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
+import httpx
 import pytest
 from helpers import fake_loop, live_server, spec, user_and_nodes, wait_for
 
@@ -188,4 +189,12 @@ def test_the_api_and_the_cli_show_each_projects_standing(tmp_path: Path) -> None
         assert cells[-3:] == ["2", "1.00", "0.00"]  # share, GPUs held, recent GPUs
         idle = {row["name"]: row for row in c.get("/projects").json()}["speech"]
         assert (idle["share"], idle["gpus_held"], idle["recent_gpus"]) == (1.0, 0.0, 0.0)
+        metrics = httpx.get(f"{live.url}/metrics").text
+        recent = {
+            line.split('"')[1]: float(line.rsplit(" ", 1)[1])
+            for line in metrics.splitlines()
+            if line.startswith("danlu_project_recent_gpus{")
+        }
+        assert recent["speech"] == 0.0 and 0 < recent["vision"] < 0.01
+        assert 'danlu_project_share{project="vision"} 2.0' in metrics
         c.post(f"/jobs/{job_id}/cancel")

@@ -45,7 +45,8 @@ def live(tmp_path: Path) -> Iterator[Live]:
 
 def test_metrics_exposition(live: Live) -> None:
     with live.client() as c:
-        c.post("/projects", json={"name": "small", "quota_gpus": 1.5}).raise_for_status()
+        c.post("/projects", json={"name": "small", "quota_gpus": 1.5, "share": 2})
+        assert c.get("/projects").status_code == 200
         job = submit(
             c,
             spec("m", "import time; time.sleep(20)", resources={"gpus": 1, "gpu_memory": "30GiB"}),
@@ -79,6 +80,9 @@ def test_metrics_exposition(live: Live) -> None:
         'danlu_project_gpu_memory_allocated_bytes{project="default"}': 30 * GiB,
         'danlu_project_gpu_memory_allocated_bytes{project="small"}': 0.0,
         'danlu_project_quota_gpus{project="small"}': 1.5,  # "default" has none
+        'danlu_project_share{project="default"}': 1.0,
+        'danlu_project_share{project="small"}': 2.0,
+        # no danlu_project_recent_gpus: the default policy (priority) keeps no history
     }
     assert "danlu_gpus_allocated" in text and "danlu_job_restarts_total 0.0" in text
     assert "danlu_scheduling_round_seconds_count" in text

@@ -323,6 +323,7 @@ def create_app(
     reconciler = Reconciler(db, executor, settings, metrics=metrics, preempt_grace=preempt_grace)
     state.wake = reconciler.wake
     state.usage_half_life = usage_half_life(reconciler.policy)
+    metrics.set_usage_half_life(state.usage_half_life)
     sender = WebhookSender(db)
     state.webhooks = sender
 

@@ -8,6 +8,7 @@ transaction per scrape); the scheduling-round histogram is observed by the recon
 from __future__ import annotations
 
 import logging
+import time
 from collections import Counter as Tally
 from collections.abc import Iterator
 
@@ -20,7 +21,7 @@ from danlu.core.cluster import MILLI_PER_GPU, Allocation, Cluster, GpuShare
 from danlu.core.state import JobState
 from danlu.devices import METRICS, Inventory, inventory_from_cluster, sample_metrics
 from danlu.server.db import Database, Job, Node, Project
-from danlu.server.services import webhooks
+from danlu.server.services import usage, webhooks
 from danlu.server.services.cluster import list_shares
 from danlu.server.services.nodes import STATES as NODE_STATES
 from danlu.server.services.nodes import state as node_state
@@ -31,9 +32,14 @@ DCGM_LABELS = ("gpu", "UUID", "device", "modelName", "Hostname")
 
 
 def _project_metrics(
-    names: list[str], held: dict[str, Usage], limits: dict[str, tuple[float | None, int | None]]
+    names: list[str],
+    held: dict[str, Usage],
+    limits: dict[str, tuple[float | None, int | None]],
+    weights: dict[str, float],
+    recent: dict[str, float] | None,
 ) -> Iterator[Metric]:
-    """What each project's running jobs hold, and its quota where it has one."""
+    """What each project's running jobs hold, its quota where it has one, its fair-share
+    weight, and (``recent``: when the policy keeps a history) its recent usage in GPUs."""
     gpus = GaugeMetricFamily(
         "danlu_project_gpus_allocated",
         "GPUs held by a project's running jobs (whole-GPU equivalents).",
@@ -52,16 +58,30 @@ def _project_metrics(
         "A project's GPU memory quota (projects with one).",
         labels=["project"],
     )
+    share = GaugeMetricFamily(
+        "danlu_project_share", "A project's weight in the fair-share policy.", labels=["project"]
+    )
+    recent_gpus = GaugeMetricFamily(
+        "danlu_project_recent_gpus",
+        "A project's recent usage in GPUs (the decayed average the fair-share policy's "
+        "half_life weighs); only with a policy that keeps a history.",
+        labels=["project"],
+    )
     for name in names:
-        usage = held.get(name, Usage())
-        gpus.add_metric([name], usage.gpus)
-        memory.add_metric([name], float(usage.gpu_memory))
+        holding = held.get(name, Usage())
+        share.add_metric([name], weights.get(name, 1.0))
+        if recent is not None:
+            recent_gpus.add_metric([name], recent.get(name, 0.0))
+        gpus.add_metric([name], holding.gpus)
+        memory.add_metric([name], float(holding.gpu_memory))
         limit_gpus, limit_memory = limits.get(name, (None, None))
         if limit_gpus is not None:
             quota_gpus.add_metric([name], float(limit_gpus))
         if limit_memory is not None:
             quota_memory.add_metric([name], float(limit_memory))
-    yield from (gpus, memory, quota_gpus, quota_memory)
+    yield from (gpus, memory, quota_gpus, quota_memory, share)
+    if recent is not None:
+        yield recent_gpus
 
 
 class _StoreCollector(Collector):
@@ -70,6 +90,8 @@ class _StoreCollector(Collector):
     def __init__(self, db: Database, inventory: Inventory) -> None:
         self.db = db
         self.inventory = inventory
+        self.usage_half_life = 0.0
+        """The half-life of the projects' recent usage the policy reads (0: none)."""
 
     def _allocations(self, shares: list[tuple[str, int, int, int, str]]) -> list[Allocation]:
         index = {n.name: i for i, n in enumerate(self.inventory.nodes)}
@@ -93,12 +115,18 @@ class _StoreCollector(Collector):
                         .group_by(Project.name)
                     ).all()
                 )
-                limits = {
-                    name: (gpus, memory)
-                    for name, gpus, memory in session.execute(
-                        select(Project.name, Project.quota_gpus, Project.quota_gpu_memory)
+                limits: dict[str, tuple[float | None, int | None]] = {}
+                weights: dict[str, float] = {}
+                for name, gpus, memory, share in session.execute(
+                    select(
+                        Project.name, Project.quota_gpus, Project.quota_gpu_memory, Project.share
                     )
-                }
+                ):
+                    limits[name], weights[name] = (gpus, memory), share
+                recent = None
+                if self.usage_half_life > 0:
+                    standing = usage.standing(session, time.time(), self.usage_half_life)
+                    recent = {name: s.recent_gpus or 0.0 for name, s in standing.items()}
                 projects = list(limits)
                 owners = {
                     job_id: name
@@ -138,7 +166,8 @@ class _StoreCollector(Collector):
             owner = owners.get(job_id)
             if owner is not None:
                 held[owner] = held.get(owner, Usage()) + Usage(milli / MILLI_PER_GPU, memory)
-        yield from _project_metrics(sorted(set(projects) | set(held)), held, limits)
+        names = sorted(set(projects) | set(held))
+        yield from _project_metrics(names, held, limits, weights, recent)
         allocated = sum(milli for _, _, milli, _, _ in shares) / MILLI_PER_GPU
         yield GaugeMetricFamily(
             "danlu_gpus_allocated", "GPUs allocated (whole-GPU equivalents).", value=allocated
@@ -216,6 +245,10 @@ class ServerMetrics:
         )
         self._store = _StoreCollector(db, inventory)
         self.registry.register(self._store)
+
+    def set_usage_half_life(self, half_life: float) -> None:
+        """Report the projects' recent usage with this half-life (the policy's; 0: not)."""
+        self._store.usage_half_life = half_life
 
     def set_cluster(self, cluster: Cluster) -> None:
         """The executor's nodes changed (:mod:`danlu.server.inventory`): count and sample
