@@ -271,3 +271,55 @@ def test_in_the_simulator_recent_use_lets_the_other_team_go_first() -> None:
 def test_sim_config_checks_project_weights() -> None:
     with pytest.raises(ConfigError, match="project_shares: a's weight must be above 0"):
         SimConfig(project_shares={"a": 0.0})
+
+
+def _user_job(job_id: str, user: str, seq: int) -> JobStatus:
+    request = JobRequest(id=job_id, submit_time=float(seq), seq=seq, project="lab", user=user)
+    return JobStatus(request)
+
+
+def test_with_users_a_projects_gpus_are_shared_between_its_users() -> None:
+    alice_runs = JobStatus(
+        JobRequest(id="run", submit_time=0.0, gpus=2, seq=0, project="lab", user="alice"),
+        Allocation.whole_gpus([(0, 0), (0, 1)]),
+        last_start=0.0,
+    )
+    pending = (
+        _user_job("a1", "alice", 1),
+        _user_job("a2", "alice", 2),
+        _user_job("b1", "bob", 3),
+        _user_job("b2", "bob", 4),
+        _user_job("c1", "carol", 5),
+    )
+    view = ClusterView(10.0, ONE_BY_4, running=(alice_runs,), pending=pending)
+    # alice holds 2 of the lab's GPUs: bob and carol start first (bob's head is older)
+    assert [s.job_id for s in FairSharePolicy(users=True).schedule(view).starts] == ["b1", "c1"]
+    # without users the lab's jobs go by submission
+    assert [s.job_id for s in FairSharePolicy().schedule(view).starts] == ["a1", "a2"]
+    # projects still come first: a project that holds nothing goes before the lab
+    other = (*pending, JobStatus(JobRequest(id="o1", submit_time=9.0, seq=9, project="x")))
+    plan = FairSharePolicy(users=True).schedule(replace(view, pending=other))
+    assert [s.job_id for s in plan.starts] == ["o1", "b1"]
+
+
+def test_in_the_simulator_users_share_a_project(tmp_path: Path) -> None:
+    """One project: alice submits 40 jobs of 600 s at t=0, bob 4 at t=60, on 8 GPUs."""
+    header = "name,submit_time,gpus,duration,priority,gpu_memory,family,model,project,"
+    header += "time_limit,user"
+    rows = [f"alice{i},0,1,600,,,,,lab,,alice" for i in range(40)]
+    rows += [f"bob{i},60,1,600,,,,,lab,,bob" for i in range(4)]
+    path = tmp_path / "lab.csv"
+    path.write_text("\n".join([header, *rows]) + "\n")
+
+    def bob_wait(**options: object) -> float:
+        result = Simulator(
+            Cluster.homogeneous(2, 4),
+            make_policy("fair-share", **options),
+            load_workload(path),
+            SimConfig(event_rounds=True),
+        ).run()
+        waits = [j["queueing_delay"] for j in result.to_json()["per_job"] if j["id"][:3] == "bob"]
+        return statistics.mean(waits)
+
+    assert bob_wait() >= 2400  # behind all of alice's jobs
+    assert bob_wait(users=True) <= 600 - 60  # at the first GPUs that free up

@@ -10,7 +10,7 @@ from helpers import fake_loop, user_and_nodes
 from danlu.core.cluster import Node, gpu_type
 from danlu.sched.registry import make_policy
 from danlu.server.db import Database
-from danlu.server.services import jobs, projects
+from danlu.server.services import jobs, projects, users
 
 NOW = 1_000_000.0
 NODE = Node("a", 4, gpu_type("H100"))
@@ -59,5 +59,35 @@ def test_reclaim_gives_an_under_share_project_its_gpus_by_checkpoint(
             world.clock.advance(20)
             report = loop.run_once(now=NOW + t)
             assert report.preempted == [] and report.launched == [], t
+    finally:
+        loop.stop()
+
+
+def test_with_users_a_projects_users_take_turns(db: Database, tmp_path: Path) -> None:
+    """alice runs 4 jobs on the 4 GPUs; she queues 4 more, then bob 2: when hers end, the
+    two users alternate with ``users`` (the job's owner reaches the policy as
+    ``JobRequest.user``), where by submission alone all four would be alice's."""
+    with db.session() as s:
+        alice = user_and_nodes(s, (NODE,), NOW)
+        bob = users.create_user(s, "bob", now=NOW)
+        first = [jobs.submit(s, {"name": f"a{i}", **BODY}, alice, now=NOW).id for i in range(4)]
+    loop, world = fake_loop(db, (NODE,), tmp_path, make_policy("fair-share", users=True), 3600)
+    try:
+        assert sorted(loop.run_once(now=NOW).launched) == sorted(first)
+        with db.session() as s:
+            owner = {jobs.submit(s, {"name": f"a{i}", **BODY}, alice, now=NOW + 1).id: "alice"
+                     for i in range(4, 8)}  # fmt: skip
+            bob_row = s.merge(bob)
+            owner |= {jobs.submit(s, {"name": f"b{i}", **BODY}, bob_row, now=NOW + 2).id: "bob"
+                      for i in range(2)}  # fmt: skip
+        world.clock.advance(3600)
+        launched: list[str] = []
+        for t in range(3600, 3700, 10):
+            launched += loop.run_once(now=NOW + t).launched
+        # both hold none once alice's first jobs end: alice (older), bob, alice, bob
+        assert sorted(owner[j] for j in launched) == ["alice", "alice", "bob", "bob"]
+        with db.read_session() as s:
+            bobs = [j for j, who in owner.items() if who == "bob"]
+            assert all(jobs.get_job(s, j).state == "RUNNING" for j in bobs)
     finally:
         loop.stop()

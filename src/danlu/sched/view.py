@@ -43,6 +43,9 @@ class JobRequest:
     expected_duration: float | None = None
     """The user's (or a model's) estimate of the run time at ``gpus`` GPUs, in seconds."""
     project: str = "default"
+    user: str = ""
+    """The job's owner (the spec's ``user``); ``fair-share`` with ``users`` shares a
+    project's GPUs between its users."""
     seq: int = 0
     """Submission sequence number, increasing in submission order (by ``submit_time``, ties
     broken by arrival): adapters number jobs as they are accepted."""

@@ -9,12 +9,13 @@ Formats, recognised from the CSV header:
 - **openb**: ``name,cpu_milli,memory_mib,num_gpu,gpu_milli,...,creation_time,deletion_time,
   scheduled_time`` (Alibaba GPU trace 2023): rigid jobs, fractional GPUs allowed.
 - **danlu**: ``name,submit_time,gpus,duration[,priority][,gpu_memory][,family][,model]
-  [,project][,time_limit]``: a plain rigid list; ``gpu_memory`` (bytes) > 0 asks for that
+  [,project][,time_limit][,user]``: a plain rigid list; ``gpu_memory`` (bytes) > 0 asks for that
   part of one GPU, ``family`` names the model's family (:data:`~danlu.core.spec.MODEL_FAMILIES`,
   empty: unknown) for the sharing rule and the simulator's co-location slowdown, ``model``
   the model as that slowdown's data names it (:attr:`RigidWork.model`; the scheduler sees
   only the family), ``project`` the job's project (empty: ``default``; the ``fair-share``
-  policy shares the GPUs between projects), ``time_limit`` the seconds it may hold GPUs over
+  policy shares the GPUs between projects, and with ``users`` between a project's ``user``
+  values), ``time_limit`` the seconds it may hold GPUs over
   all its runs before it is cancelled (empty: no limit), as the spec's ``time_limit``.
   Its ``duration`` is the job's true running time; the scheduler is told it as the job's
   expected duration, unless a ``time_limit`` is given: then it is told the limit, as the
@@ -241,6 +242,7 @@ def load_workload(path: str | Path) -> Workload:
                 expected_duration=duration if limit is None else limit,
                 family=_family(row, p, line),
                 project=(row.get("project") or "").strip() or "default",
+                user=(row.get("user") or "").strip(),
             )
             model = (row.get("model") or "").strip()
             jobs.append(WorkloadJob(request, RigidWork(duration, model), limit))

@@ -6,7 +6,9 @@ keeps one queue per project (``JobRequest.project``: the spec's ``project``) and
 it starts a job, gives the turn to the project with the lowest *standing*: the milli-GPUs it
 holds at that moment (its running jobs plus what it started earlier in the round), plus its
 recent usage when ``half_life`` is set, divided by its weight (ties go to the project whose
-next job is older). Within a project, higher ``priority`` goes first, then submission order.
+next job is older). Within a project, higher ``priority`` goes first, then submission order;
+with ``users``, the project's GPUs are shared between its users the same way first (the
+user holding the fewest of the project's GPUs starts their next job; ``JobRequest.user``).
 
 Weights come from the view (:attr:`~danlu.sched.view.ClusterView.projects`: a project's
 ``share`` in the control plane, ``--project-share`` in the simulator; 1 by default): a
@@ -66,6 +68,9 @@ class FairSharePolicy:
     """Seconds a job must have run in its current stretch before ``reclaim`` preempts it."""
     half_life: float = 0.0
     """Seconds after which past GPU use counts half in a project's standing; 0: no history."""
+    users: bool = False
+    """Within a project, the user holding the fewest of its GPUs goes first (else the
+    project's jobs go by priority, then submission)."""
     name: str = "fair-share"
 
     def __post_init__(self) -> None:
@@ -107,14 +112,20 @@ class FairSharePolicy:
         self, view: ClusterView, drain: DrainingFree, held: dict[str, int]
     ) -> tuple[list[Start], dict[str, str], str]:
         """Start jobs by turns while they fit; ``held`` is updated with what starts."""
-        lines: dict[str, deque[JobStatus]] = {}
+        waiting_by_project: dict[str, list[JobStatus]] = {}
         for job in view.pending:
-            lines.setdefault(job.request.project, deque()).append(job)
+            waiting_by_project.setdefault(job.request.project, []).append(job)
+        users: dict[tuple[str, str], int] | None = None
+        if self.users:
+            users = {}
+            for job in view.running:
+                if job.id not in view.draining:
+                    key = (job.request.project, job.request.user)
+                    users[key] = users.get(key, 0) + job.demand_milli
+        lines = {p: _Line(p, jobs, users) for p, jobs in waiting_by_project.items()}
         turns: list[tuple[float, int, str]] = []
         for project, line in lines.items():
-            ordered = deque(sorted(line, key=_within_project))
-            lines[project] = ordered
-            turns.append((_standing(view, project, held), ordered[0].request.seq, project))
+            turns.append((_standing(view, project, held), line.head_seq(), project))
         heapq.heapify(turns)
         starts: list[Start] = []
         waiting: dict[str, str] = {}
@@ -125,8 +136,9 @@ class FairSharePolicy:
                 break
             _, _, project = heapq.heappop(turns)
             line = lines[project]
-            job = line.popleft()
+            job = line.take()
             alloc = drain.place(job.request)
+            line.settle(job, started=alloc is not None)
             if alloc is not None:
                 starts.append(Start(job.id, alloc))
                 held[project] = held.get(project, 0) + job.demand_milli
@@ -136,7 +148,7 @@ class FairSharePolicy:
                     default = f"queued behind {job.id} (fair share, no backfill)"
                     break
             if line:
-                turn = (_standing(view, project, held), line[0].request.seq, project)
+                turn = (_standing(view, project, held), line.head_seq(), project)
                 heapq.heappush(turns, turn)
         return starts, waiting, default
 
@@ -213,6 +225,52 @@ def fair_shares(
         left -= part
         weight_left -= mine
     return shares
+
+
+class _Line:
+    """One project's waiting jobs in the order it starts them: by priority, then submission;
+    with ``users`` (milli-GPUs held by (project, user)), its users take turns first, the
+    one holding the fewest of the project's GPUs going next (ties: the older head job)."""
+
+    def __init__(
+        self, project: str, jobs: list[JobStatus], users: dict[tuple[str, str], int] | None
+    ) -> None:
+        self.project = project
+        self.users = users
+        self._queues: dict[str, deque[JobStatus]] = {}
+        for job in sorted(jobs, key=_within_project):
+            self._queues.setdefault(job.request.user if users is not None else "", deque()).append(
+                job
+            )
+        self._turns = [
+            (self._held(user), q[0].request.seq, user) for user, q in self._queues.items()
+        ]
+        heapq.heapify(self._turns)
+
+    def _held(self, user: str) -> int:
+        return 0 if self.users is None else self.users.get((self.project, user), 0)
+
+    def __bool__(self) -> bool:
+        return bool(self._turns)
+
+    def head_seq(self) -> int:
+        """The submission number of the job :meth:`take` gives next."""
+        return self._turns[0][1]
+
+    def take(self) -> JobStatus:
+        """The next job (then :meth:`settle` it)."""
+        _, _, user = heapq.heappop(self._turns)
+        return self._queues[user].popleft()
+
+    def settle(self, job: JobStatus, started: bool) -> None:
+        """Count ``job`` for its user if it ``started``, and give the user its next turn."""
+        user = job.request.user if self.users is not None else ""
+        if started and self.users is not None:
+            key = (self.project, user)
+            self.users[key] = self.users.get(key, 0) + job.demand_milli
+        queue = self._queues[user]
+        if queue:
+            heapq.heappush(self._turns, (self._held(user), queue[0].request.seq, user))
 
 
 def _standing(view: ClusterView, project: str, held: Mapping[str, int]) -> float:

@@ -71,6 +71,7 @@ def build_request(
         # --time): what sjf and value-density rank by
         expected_duration=spec.training.expected_duration or spec.time_limit,
         project=spec.project,
+        user=spec.user,
         seq=seq,
         batch_size=spec.training.global_batch_size,
         family=known_family(spec),
