@@ -103,8 +103,8 @@ def test_the_dependencies_are_checked_at_submission(db: Database) -> None:
         failed = jobs.submit(s, _job("failed"), alice, now=NOW).id
         jobs.cancel_job(s, failed, alice, now=NOW)
         refused = {
-            "depends_on.0.job: no job 'abcdef012345'": ["abcdef012345"],
-            "depends_on.1.job: job " + theirs + " belongs to another user": [mine, theirs],
+            "depends_on.0.job: no job, sweep or job array 'abcdef012345'": ["abcdef012345"],
+            f"depends_on.1.job: {theirs} belongs to another user": [mine, theirs],
             f"depends_on.0.job: job {failed} (failed) it depends on ended CANCELLED and will "
             "never succeed: this job could never run": [failed],
             "depends_on.0.job: 'xyz' is not a job id": ["xyz"],

@@ -15,10 +15,11 @@ from helpers import fake_loop, live_server, user_and_nodes, wait_for
 
 from danlu.core.cluster import Node, gpu_type
 from danlu.core.errors import SpecError
+from danlu.executors import Outcome
 from danlu.sched.registry import make_policy
-from danlu.server.db import Database
+from danlu.server.db import Database, User
 from danlu.server.errors import ConflictError, PermissionDenied
-from danlu.server.services import cluster, jobs, metrics, sweeps, users
+from danlu.server.services import cluster, events, jobs, metrics, sweeps, users
 
 NOW = 1_000_000.0
 NODE = Node("a", 2, gpu_type("H100"))
@@ -266,3 +267,62 @@ def test_a_job_array_runs_each_index_once_and_waits(tmp_path: Path) -> None:
         assert (single["array"], single["total"]) == (True, 1)  # the spec's array: "9"
         bad = CliRunner().invoke(app, ["submit", str(path), "--array", "3-1", *flags])
         assert bad.exit_code == 2 and "--array" in bad.output
+
+
+def _array(db: Database, alice_id: int) -> str:
+    body = {
+        "name": "shard",
+        "trial": {"command": ["python", "shard.py"], "resources": {"gpus": 1}, "max_restarts": 0},
+        "parameters": {"index": {"values": [0, 1]}},
+        "method": "grid",
+        "parallel": 2,
+        "array": True,
+    }
+    with db.session() as s:
+        owner = s.get(User, alice_id)
+        assert owner is not None
+        return sweeps.create(s, body, owner, now=NOW).id
+
+
+@pytest.mark.parametrize("outcome", ["SUCCEEDED", "FAILED"])
+def test_a_job_after_an_array_waits_for_all_its_tasks(
+    db: Database, tmp_path: Path, outcome: str
+) -> None:
+    """``depends_on`` naming an array: the job waits while any task runs, then starts when
+    every task succeeded, or is cancelled when one failed."""
+    with db.session() as s:
+        alice_id = user_and_nodes(s, (NODE,), NOW).id
+    array = _array(db, alice_id)
+    with db.session() as s:
+        alice = s.get(User, alice_id)
+        assert alice is not None
+        after = jobs.submit(
+            s,
+            {"name": "merge", "command": ["python", "merge.py"], "depends_on": [array[:6]]},
+            alice,
+            now=NOW,
+        )
+        assert after.waiting_on == array  # the full id, from a prefix
+        assert after.pending_reason == f"waiting for array {array} (shard) to succeed"
+        after_id = after.id
+        tasks = [job.id for job in jobs.list_jobs(s) if job.sweep_id == array]
+    loop, world = fake_loop(db, (NODE,), tmp_path, make_policy("fifo"), 100)
+    if outcome == "FAILED":
+        world.script(tasks[1], duration=50, outcome=Outcome.FAILED)
+    try:
+        assert sorted(loop.run_once(now=NOW + 1).launched) == sorted(tasks)
+        world.clock.advance(200)
+        for t in range(2, 8):
+            loop.run_once(now=NOW + t)
+        with db.read_session() as s:
+            assert sweeps.get(s, array).state == "DONE"
+            job = jobs.get_job(s, after_id)
+            if outcome == "SUCCEEDED":
+                assert job.state == "RUNNING" and job.waiting_on is None
+            else:
+                assert job.state == "CANCELLED"
+                assert events.list_events(s, after_id)[-1].reason == (
+                    f"array {array} (shard) it depends on ended FAILED and will never succeed"
+                )
+    finally:
+        loop.stop()

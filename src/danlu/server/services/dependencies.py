@@ -13,6 +13,11 @@ Conditions (after Slurm's): ``succeeded`` (``afterok``), ``failed`` (``afternoto
 FAILED or CANCELLED), ``finished`` (``afterany``), ``started`` (``after``: ran or runs).
 The jobs named must exist and be visible to the submitter when the job is submitted (a user's
 own jobs; an admin's, any), so dependencies never form a cycle.
+
+A dependency may also name a sweep or a job array (its id): it is judged on the whole, as
+one job that runs while the sweep does and ends with it, SUCCEEDED when every trial
+succeeded, FAILED when one did not (or the sweep ended FAILED), CANCELLED when the sweep was
+cancelled; it has started once a trial has. ``--after ARRAY`` thus waits for every task.
 """
 
 from __future__ import annotations
@@ -28,9 +33,9 @@ from sqlalchemy.orm.exc import StaleDataError
 from danlu.core.errors import SpecError
 from danlu.core.spec import Dependency
 from danlu.core.state import JobState
-from danlu.server.db import Job
+from danlu.server.db import Job, Sweep, User
 from danlu.server.errors import ConflictError, NotFoundError, PermissionDenied
-from danlu.server.services.common import IN_CHUNK
+from danlu.server.services.common import IN_CHUNK, by_id
 
 _VERB = {"succeeded": "succeed", "failed": "fail", "finished": "finish", "started": "start"}
 
@@ -43,6 +48,8 @@ class Found:
     state: JobState
     started: bool
     """Whether the job ever started (``started_at`` set)."""
+    kind: str = "job"
+    """``job``, or ``sweep`` / ``array`` for a sweep judged as a whole."""
 
 
 @dataclass(frozen=True)
@@ -85,42 +92,53 @@ def judge(dependencies: Sequence[Dependency], found: Mapping[str, Found]) -> Ver
             return Verdict(
                 None,
                 "",
-                f"job {dep.job} ({job.name}) it depends on ended {job.state.value} and will "
-                f"never {verb}",
+                f"{job.kind} {dep.job} ({job.name}) it depends on ended {job.state.value} and "
+                f"will never {verb}",
             )
         if outcome is None and waiting is None:
-            waiting = (dep.job, f"waiting for job {dep.job} ({job.name}) to {verb}")
+            waiting = (dep.job, f"waiting for {job.kind} {dep.job} ({job.name}) to {verb}")
     if waiting is None:
         return Verdict(None, "")
     return Verdict(waiting[0], waiting[1])
 
 
 def resolve(
-    dependencies: Sequence[Dependency], lookup: Callable[[str], Job]
+    dependencies: Sequence[Dependency],
+    lookup: Callable[[str], Job],
+    lookup_sweep: Callable[[str], tuple[str, Found]] | None = None,
 ) -> tuple[list[Dependency], Verdict]:
     """A new job's dependencies with full ids, and their verdict. ``lookup`` finds a job by
     id or unique prefix as the submitter may see it (:func:`~danlu.server.services.jobs.
-    get_job` with the submitter as viewer). Raises :class:`SpecError` naming the entry for a
-    job that is not there, not the submitter's to see, named ambiguously, or whose condition
-    can already never hold."""
+    get_job` with the submitter as viewer); ``lookup_sweep`` a sweep when no job has the
+    id (:func:`sweep_found`). Raises :class:`SpecError` naming the entry for a job that is
+    not there, not the submitter's to see, named ambiguously, or whose condition can
+    already never hold."""
     resolved: list[Dependency] = []
     found: dict[str, Found] = {}
     for i, dep in enumerate(dependencies):
         field = f"depends_on.{i}.job"
         try:
-            job = lookup(dep.job)
+            try:
+                job = lookup(dep.job)
+                started = job.started_at is not None
+                full, seen = job.id, Found(job.name, JobState(job.state), started)
+            except NotFoundError:
+                if lookup_sweep is None:
+                    raise
+                full, seen = lookup_sweep(dep.job)
         except NotFoundError:
             raise SpecError(
-                field, f"no job {dep.job!r}; give the id of a job submitted before"
+                field,
+                f"no job, sweep or job array {dep.job!r}; give the id of one submitted before",
             ) from None
         except PermissionDenied:
             raise SpecError(
-                field, f"job {dep.job} belongs to another user: a job may depend on its owner's"
+                field, f"{dep.job} belongs to another user: a job may depend on its owner's"
             ) from None
         except ConflictError as exc:
             raise SpecError(field, str(exc)) from None
-        resolved.append(dep.model_copy(update={"job": job.id}))
-        found[job.id] = Found(job.name, JobState(job.state), job.started_at is not None)
+        resolved.append(dep.model_copy(update={"job": full}))
+        found[full] = seen
         verdict = judge(resolved[-1:], found)
         if verdict.never is not None:
             raise SpecError(field, f"{verdict.never}: this job could never run")
@@ -133,8 +151,8 @@ def stored(spec: Mapping[str, Any]) -> list[Dependency]:
 
 
 def lookup_found(session: Session, ids: Iterable[str]) -> dict[str, Found]:
-    """The jobs with ``ids``, as :class:`Found` by id (the ones that no longer exist left
-    out)."""
+    """The jobs (or sweeps) with ``ids``, as :class:`Found` by id (the ones that no longer
+    exist left out)."""
     wanted = sorted(set(ids))
     out: dict[str, Found] = {}
     for i in range(0, len(wanted), IN_CHUNK):
@@ -143,7 +161,40 @@ def lookup_found(session: Session, ids: Iterable[str]) -> dict[str, Found]:
         )
         for job_id, name, state, started_at in session.execute(query):
             out[job_id] = Found(name, JobState(state), started_at is not None)
+    others = [job_id for job_id in wanted if job_id not in out]
+    for i in range(0, len(others), IN_CHUNK):
+        for sweep in session.scalars(select(Sweep).where(Sweep.id.in_(others[i : i + IN_CHUNK]))):
+            out[sweep.id] = _sweep_as_found(session, sweep)
     return out
+
+
+_SWEEP_ENDS = {"CANCELLED": JobState.CANCELLED, "FAILED": JobState.FAILED}
+
+
+def _sweep_as_found(session: Session, sweep: Sweep) -> Found:
+    """A sweep judged as one job (see the module docstring)."""
+    trials = session.execute(
+        select(Job.state, Job.started_at).where(Job.sweep_id == sweep.id)
+    ).all()
+    started = any(started_at is not None for _, started_at in trials)
+    if sweep.state == "RUNNING":
+        state = JobState.RUNNING
+    elif sweep.state == "DONE":
+        good = all(s == JobState.SUCCEEDED.value for s, _ in trials)
+        state = JobState.SUCCEEDED if good else JobState.FAILED
+    else:
+        state = _SWEEP_ENDS.get(sweep.state, JobState.FAILED)
+    kind = "array" if (sweep.spec or {}).get("array") else "sweep"
+    return Found(sweep.name, state, started, kind)
+
+
+def sweep_found(session: Session, ref: str, viewer: User) -> tuple[str, Found]:
+    """The sweep with id (or unique prefix) ``ref`` that ``viewer`` may see, as its full id
+    and :class:`Found`; :class:`NotFoundError` or :class:`PermissionDenied` otherwise."""
+    sweep = by_id(session, Sweep, "sweep", ref)
+    if not viewer.is_admin and sweep.user_id != viewer.id:
+        raise PermissionDenied(f"sweep {sweep.id} belongs to another user")
+    return sweep.id, _sweep_as_found(session, sweep)
 
 
 def due(session: Session) -> list[tuple[str, Verdict]]:

@@ -165,7 +165,9 @@ def submit(
         raise problem
     admission.check_quota(request, project, cluster)
     depends_on, waiting = dependencies.resolve(
-        parsed.depends_on, lambda ref: get_job(session, ref, user)
+        parsed.depends_on,
+        lambda ref: get_job(session, ref, user),
+        lambda ref: dependencies.sweep_found(session, ref, user),
     )
     stored = parsed.model_copy(update={"user": owner.name, "depends_on": depends_on})
     job = Job(
