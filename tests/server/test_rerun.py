@@ -1,6 +1,6 @@
 """``POST /jobs/{id}/rerun`` and ``danlu rerun``: a finished job is submitted again as a new
-job with its spec, without its dependencies or a sweep trial's variables; an unfinished one
-is a conflict."""
+job with its spec, without its dependencies or its sweep membership (a trial's parameters and
+an array task's index stay); an unfinished one is a conflict."""
 
 from __future__ import annotations
 
@@ -19,9 +19,9 @@ NOW = 1_000_000.0
 NODE = Node("a", 2, gpu_type("H100"))
 
 
-def test_a_rerun_spec_leaves_out_dependencies_and_trial_variables(db: Database) -> None:
+def test_a_rerun_spec_leaves_out_dependencies_and_sweep_membership(db: Database) -> None:
     body = {"command": ["python", "train.py"], "resources": {"gpus": 1}}
-    env = {"SEED": "3", "DANLU_TRIAL": "4", "DANLU_HPARAMS": "{}"}
+    env = {"SEED": "3", "DANLU_TRIAL": "4", "DANLU_SWEEP_ID": "ab", "DANLU_ARRAY_INDEX": "7"}
     with db.session() as s:
         alice = user_and_nodes(s, (NODE,), NOW)
         first = jobs.submit(s, {"name": "prep", **body}, alice, now=NOW)
@@ -32,7 +32,8 @@ def test_a_rerun_spec_leaves_out_dependencies_and_trial_variables(db: Database) 
             jobs.rerun_spec(later)
         jobs.change_state(s, later, JobState.CANCELLED, "test", NOW + 1)
         again = jobs.rerun_spec(later)
-        assert (again.name, again.depends_on, again.env) == ("train", [], {"SEED": "3"})
+        assert (again.name, again.depends_on) == ("train", [])
+        assert again.env == {"SEED": "3", "DANLU_ARRAY_INDEX": "7"}  # it redoes task 7
         assert again.resources == jobs.job_spec(later).resources
 
 
