@@ -132,7 +132,11 @@ def test_submit_after_adds_to_the_specs_dependencies(fake: FakeApi, tmp_path: Pa
 def test_wait_exits_0_when_all_succeeded_1_when_one_did_not(fake: FakeApi) -> None:
     good = fake.add_job("good", "RUNNING")
     bad = fake.add_job("bad", "RUNNING", exit_code=3)
-    fake.progress = {good["id"]: ["RUNNING", "SUCCEEDED"], bad["id"]: ["FAILED"]}
+    # each id is looked up once (a job, not a sweep) before the polls
+    fake.progress = {
+        good["id"]: ["RUNNING", "RUNNING", "SUCCEEDED"],
+        bad["id"]: ["RUNNING", "FAILED"],
+    }
     code, out, _ = run("wait", good["id"], bad["id"], "--poll", "0.1")
     assert code == 1, out
     lines = out.splitlines()  # each as it ends: the failed one first
@@ -154,7 +158,7 @@ def test_wait_gives_up_at_its_timeout_with_status_124(fake: FakeApi) -> None:
     code, _, err = run("wait", stuck["id"], "--timeout", "soon")
     assert code == 2 and "--timeout: 'soon' is not a duration" in err
     code, _, err = run("wait", "nope")
-    assert code == 2 and "job 'nope' not found" in err
+    assert code == 2 and "no job, sweep or job array 'nope'" in err
 
 
 def test_submit_wait_submits_then_waits_for_the_end(fake: FakeApi, tmp_path: Path) -> None:

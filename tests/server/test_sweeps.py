@@ -261,6 +261,11 @@ def test_a_job_array_runs_each_index_once_and_waits(tmp_path: Path) -> None:
         assert shown.exit_code == 0 and f"array {array['id']} (shard): DONE" in shown.stdout
         table = CliRunner().invoke(app, ["sweep", "ls", *flags])
         assert "array" in table.stdout
+        waited = CliRunner().invoke(app, ["wait", array["id"][:6], "--json", *flags])
+        assert waited.exit_code == 0, waited.output  # an array: its tasks, all SUCCEEDED
+        assert [j["state"] for j in json.loads(waited.stdout)] == ["SUCCEEDED"] * 4
+        unknown = CliRunner().invoke(app, ["wait", "abcdef012345", *flags])
+        assert unknown.exit_code == 2 and "no job, sweep or job array" in unknown.output
         from_spec = CliRunner().invoke(app, ["submit", str(path), "--json", *flags])
         assert from_spec.exit_code == 0, from_spec.output
         single = json.loads(from_spec.stdout)

@@ -23,7 +23,7 @@ from rich.markup import escape
 from rich.table import Table
 
 from danlu.cli import top as top_view
-from danlu.client import Client, WaitTimeout
+from danlu.client import Client, NotFoundError, WaitTimeout
 from danlu.config import load_client_settings
 from danlu.core.errors import DanluError, SpecError
 from danlu.core.job_array import array_sweep, parse_array
@@ -305,7 +305,9 @@ WAIT_TIMEOUT_EXIT = 124
 
 
 def wait(
-    jobs: Annotated[list[str], typer.Argument(help="Job ids (or unique prefixes).")],
+    jobs: Annotated[
+        list[str], typer.Argument(help="Job ids (or unique prefixes), or sweep / array ids.")
+    ],
     timeout: Annotated[
         str | None,
         typer.Option("--timeout", help="Give up after this long: 600, 30m, 02:00:00."),
@@ -318,23 +320,68 @@ def wait(
     url: UrlOpt = None,
     token: TokenOpt = None,
 ) -> None:
-    """Wait until the jobs finish, printing each as it does. Exit status: 0 when every one
-    SUCCEEDED, 1 when one FAILED or was CANCELLED, 124 when --timeout passed first, 2 for
-    an error (an unknown job)."""
+    """Wait until the jobs finish, printing each as it does (a sweep or job array: until it
+    has ended, then its trials). Exit status: 0 when every one SUCCEEDED, 1 when one FAILED
+    or was CANCELLED, 124 when --timeout passed first, 2 for an error (an unknown job)."""
     try:
         seconds = None if timeout is None else parse_duration(timeout, "--timeout")
     except DanluError as exc:
         raise fail(exc) from None
     with connect(home, url, token) as client:
-        code = _wait_jobs(client, jobs, seconds, poll, json_out)
+        try:
+            ids, left = _with_trials(client, jobs, seconds, poll)
+        except WaitTimeout as exc:
+            err.print(f"[red]error:[/red] {escape(str(exc))}", highlight=False)
+            raise typer.Exit(WAIT_TIMEOUT_EXIT) from None
+        except DanluError as exc:
+            raise fail(exc) from None
+        except KeyboardInterrupt:
+            raise typer.Exit(code=130) from None
+        code = _wait_jobs(client, ids, seconds, poll, json_out, left=left)
     raise typer.Exit(code)
 
 
+def _with_trials(
+    client: Client, ids: list[str], timeout: float | None, poll: float
+) -> tuple[list[str], float | None]:
+    """``ids`` with each sweep or job array among them replaced by its trials' job ids once
+    it has ended (waited for here), and the seconds of ``timeout`` left."""
+    start = time.monotonic()
+    out: list[str] = []
+    for key in dict.fromkeys(ids):
+        try:
+            client.get_job(key)
+        except NotFoundError:
+            try:
+                sweep = client.sweep(key)
+            except NotFoundError:
+                raise NotFoundError(
+                    404, "NotFoundError", None, f"no job, sweep or job array {key!r}"
+                ) from None
+            while sweep["state"] == "RUNNING":
+                spent = time.monotonic() - start
+                if timeout is not None and spent >= timeout:
+                    raise WaitTimeout([key], [], timeout) from None
+                time.sleep(poll if timeout is None else min(poll, timeout - spent))
+                sweep = client.sweep(str(sweep["id"]))
+            out.extend(str(trial["job_id"]) for trial in sweep.get("trials") or ())
+        else:
+            out.append(key)
+    left = None if timeout is None else max(0.0, timeout - (time.monotonic() - start))
+    return out, left
+
+
 def _wait_jobs(
-    client: Client, jobs: list[str], timeout: float | None, poll: float, json_out: bool
+    client: Client,
+    jobs: list[str],
+    timeout: float | None,
+    poll: float,
+    json_out: bool,
+    left: float | None = None,
 ) -> int:
-    """Wait for ``jobs``; print each end (or, with ``json_out``, the Jobs at the end); the
-    exit status :func:`wait` documents."""
+    """Wait for ``jobs`` (``left`` of the ``timeout`` seconds, when some were spent);
+    print each end (or, with ``json_out``, the Jobs at the end); the exit status
+    :func:`wait` documents."""
 
     def ended(job: dict[str, Any]) -> None:
         if json_out:
@@ -348,11 +395,12 @@ def _wait_jobs(
         )
 
     try:
-        done = client.wait(jobs, timeout=timeout, poll=poll, on_end=ended)
+        done = client.wait(jobs, timeout=timeout if left is None else left, poll=poll, on_end=ended)
     except WaitTimeout as exc:
         if json_out:
             print_json(exc.finished)
-        err.print(f"[red]error:[/red] {escape(str(exc))}", highlight=False)
+        whole = WaitTimeout(exc.unfinished, exc.finished, timeout or 0.0)
+        err.print(f"[red]error:[/red] {escape(str(whole))}", highlight=False)
         return WAIT_TIMEOUT_EXIT
     except DanluError as exc:
         raise fail(exc) from None
