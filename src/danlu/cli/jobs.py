@@ -214,7 +214,9 @@ def submit(
     except DanluError as exc:
         raise fail(f"{spec}: {exc}") from None
     if tasks is not None:
-        _submit_array(array_sweep(body, tasks), wait_end, json_out, home, url, token)
+        sweep = array_sweep(body, tasks)  # submitted as its sweep, and waited for as one
+        shown = _array_submitted
+        _new_job(lambda c: c.submit_sweep(sweep), wait_end, json_out, home, url, token, shown)
         return
     _new_job(lambda client: client.submit(body), wait_end, json_out, home, url, token)
 
@@ -226,66 +228,36 @@ def _new_job(
     home: Path | None,
     url: str | None,
     token: str | None,
+    shown: Callable[[dict[str, Any], bool], None] | None = None,
 ) -> None:
-    """Make a job with ``make`` (a submission or a rerun), print it, and with ``wait_end``
-    wait for its end and exit as ``danlu wait`` does."""
+    """Make a job with ``make`` (a submission, a rerun, or a job array's sweep), print it
+    (``shown``, default :func:`_submitted`), and with ``wait_end`` wait for its end (an
+    array's: every task's) and exit as ``danlu wait`` does."""
     with connect(home, url, token) as client:
         try:
-            job = make(client)
-        except DanluError as exc:
-            raise fail(exc) from None
-        if not (json_out and wait_end):
-            _submitted(job, json_out)
-        if wait_end:
-            raise typer.Exit(_wait_jobs(client, [str(job["id"])], None, 2.0, json_out))
-
-
-def _submit_array(
-    sweep: dict[str, Any],
-    wait_end: bool,
-    json_out: bool,
-    home: Path | None,
-    url: str | None,
-    token: str | None,
-) -> None:
-    """Submit a job array (a sweep with ``array: true``); with ``wait_end``, wait until its
-    tasks have ended: exit 0 when all SUCCEEDED, else 1."""
-    with connect(home, url, token) as client:
-        try:
-            made = client.submit_sweep(sweep)
+            made = make(client)
             if not (json_out and wait_end):
-                if json_out:
-                    print_json(made)
-                else:
-                    console.print(
-                        f"submitted array [bold]{made['id']}[/bold] ({escape(made['name'])}): "
-                        f"{made['total']} tasks, at most {sweep['parallel']} at once; "
-                        f"danlu sweep show {made['id']}",
-                        highlight=False,
-                    )
+                (shown or _submitted)(made, json_out)
             if not wait_end:
                 return
-            while made["state"] == "RUNNING":
-                time.sleep(2.0)
-                made = client.sweep(str(made["id"]))
-            if "trials" not in made:
-                made = client.sweep(str(made["id"]))
+            ids, _ = _with_trials(client, [str(made["id"])], None, 2.0)
         except DanluError as exc:
             raise fail(exc) from None
         except KeyboardInterrupt:
             raise typer.Exit(code=130) from None
-    states = [t["state"] for t in made.get("trials") or []]
+        raise typer.Exit(_wait_jobs(client, ids, None, 2.0, json_out))
+
+
+def _array_submitted(sweep: dict[str, Any], json_out: bool) -> None:
     if json_out:
-        print_json(made)
-    else:
-        done = sum(state == "SUCCEEDED" for state in states)
-        console.print(
-            f"array [bold]{made['id']}[/bold]: {made['state']}, {done} of {len(states)} "
-            "tasks SUCCEEDED",
-            highlight=False,
-        )
-    ok = made["state"] == "DONE" and all(state == "SUCCEEDED" for state in states)
-    raise typer.Exit(0 if ok else 1)
+        print_json(sweep)
+        return
+    parallel = (sweep.get("spec") or {}).get("parallel")
+    console.print(
+        f"submitted array [bold]{sweep['id']}[/bold] ({escape(str(sweep['name']))}): "
+        f"{sweep['total']} tasks, at most {parallel} at once; danlu sweep show {sweep['id']}",
+        highlight=False,
+    )
 
 
 def _submitted(job: dict[str, Any], json_out: bool) -> None:
