@@ -8,8 +8,8 @@ from typing import Any, TypeVar
 from sqlalchemy import Connection, Executable, select
 from sqlalchemy.orm import Session
 
-from danlu.server.db.models import Job, Sweep
-from danlu.server.errors import ConflictError, NotFoundError
+from danlu.server.db.models import Job, Sweep, User
+from danlu.server.errors import ConflictError, NotFoundError, PermissionDenied
 
 IN_CHUNK = 500
 """Values per ``IN (...)`` list when the services read rows by many keys (SQLite caps a
@@ -33,10 +33,13 @@ ID_PREFIX_LENGTHS = range(4, 12)
 """An id given with 4-11 characters may be a prefix of a full (12-character) id."""
 
 
-def by_id(session: Session, model: type[Named], kind: str, key: str) -> Named:
+def by_id(
+    session: Session, model: type[Named], kind: str, key: str, viewer: User | None = None
+) -> Named:
     """The row of ``model`` whose ``id`` is ``key``, or whose id starts with it when it is a
     unique prefix of 4+ characters. :class:`NotFoundError` (``kind`` names the thing) when
-    none is, :class:`ConflictError` when the prefix is ambiguous."""
+    none is, :class:`ConflictError` when the prefix is ambiguous, :class:`PermissionDenied`
+    when a non-admin ``viewer`` does not own it."""
     row = session.scalar(select(model).where(model.id == key))
     if row is None and len(key) in ID_PREFIX_LENGTHS:
         query = select(model).where(model.id.startswith(key, autoescape=True)).limit(2)
@@ -46,4 +49,6 @@ def by_id(session: Session, model: type[Named], kind: str, key: str) -> Named:
         row = found[0] if found else None
     if row is None:
         raise NotFoundError(kind, key)
+    if viewer is not None and not viewer.is_admin and row.user_id != viewer.id:
+        raise PermissionDenied(f"{kind} {row.id} belongs to another user")
     return row

@@ -172,16 +172,15 @@ _SWEEP_ENDS = {"CANCELLED": JobState.CANCELLED, "FAILED": JobState.FAILED}
 
 
 def _sweep_as_found(session: Session, sweep: Sweep) -> Found:
-    """A sweep judged as one job (see the module docstring)."""
-    trials = session.execute(
-        select(Job.state, Job.started_at).where(Job.sweep_id == sweep.id)
-    ).all()
-    started = any(started_at is not None for _, started_at in trials)
+    """A sweep judged as one job (see the module docstring): two one-row reads, whatever
+    the number of trials (every pass judges the jobs waiting on it)."""
+    trials = select(Job.seq).where(Job.sweep_id == sweep.id).limit(1)
+    started = session.scalar(trials.where(Job.started_at.is_not(None))) is not None
     if sweep.state == "RUNNING":
         state = JobState.RUNNING
     elif sweep.state == "DONE":
-        good = all(s == JobState.SUCCEEDED.value for s, _ in trials)
-        state = JobState.SUCCEEDED if good else JobState.FAILED
+        bad = session.scalar(trials.where(Job.state != JobState.SUCCEEDED.value))
+        state = JobState.SUCCEEDED if bad is None else JobState.FAILED
     else:
         state = _SWEEP_ENDS.get(sweep.state, JobState.FAILED)
     kind = "array" if (sweep.spec or {}).get("array") else "sweep"
@@ -191,9 +190,7 @@ def _sweep_as_found(session: Session, sweep: Sweep) -> Found:
 def sweep_found(session: Session, ref: str, viewer: User) -> tuple[str, Found]:
     """The sweep with id (or unique prefix) ``ref`` that ``viewer`` may see, as its full id
     and :class:`Found`; :class:`NotFoundError` or :class:`PermissionDenied` otherwise."""
-    sweep = by_id(session, Sweep, "sweep", ref)
-    if not viewer.is_admin and sweep.user_id != viewer.id:
-        raise PermissionDenied(f"sweep {sweep.id} belongs to another user")
+    sweep = by_id(session, Sweep, "sweep", ref, viewer)
     return sweep.id, _sweep_as_found(session, sweep)
 
 

@@ -30,7 +30,7 @@ from danlu.core.state import JobState
 from danlu.core.sweep import ARRAY_PARAMETER, SweepSpec, parse_sweep
 from danlu.sched.sweep import Curve, Ended, Value, curve, median_stop, trial_parameters
 from danlu.server.db import Job, JobMetric, Sweep, User
-from danlu.server.errors import AdmissionError, ConflictError, PermissionDenied
+from danlu.server.errors import AdmissionError, ConflictError
 from danlu.server.services import jobs
 from danlu.server.services.common import IN_CHUNK, by_id, resolve_now
 
@@ -104,10 +104,7 @@ def create(
 def get(session: Session, sweep_id: str, viewer: User | None = None) -> Sweep:
     """The sweep with id ``sweep_id`` or a unique prefix of 4+ of its characters (a non-admin
     ``viewer`` sees only their own)."""
-    sweep = by_id(session, Sweep, "sweep", sweep_id)
-    if viewer is not None and not viewer.is_admin and sweep.user_id != viewer.id:
-        raise PermissionDenied(f"sweep {sweep.id} belongs to another user")
-    return sweep
+    return by_id(session, Sweep, "sweep", sweep_id, viewer)
 
 
 def list_sweeps(session: Session, viewer: User | None = None, limit: int = 100) -> list[Sweep]:
