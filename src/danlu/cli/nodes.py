@@ -6,6 +6,7 @@ errors are those of :mod:`danlu.cli.jobs`.
 from __future__ import annotations
 
 import time
+from pathlib import Path
 from typing import Annotated, Any
 
 import typer
@@ -56,14 +57,23 @@ def _node_changed(data: dict[str, Any], json_out: bool) -> None:
     common.console.print(line, highlight=False)
 
 
-def _at(value: str | None) -> float | None:
-    """``--at`` as POSIX seconds (None: now)."""
-    if value is None:
-        return None
+def _close(
+    node: str,
+    reason: str,
+    at: str | None,
+    drain: bool,
+    json_out: bool,
+    home: Path | None,
+    url: str | None,
+    token: str | None,
+) -> None:
+    """Cordon (``drain``: drain) ``node`` now, or ``at`` a later time (``--at``)."""
     try:
-        return parse_time(value, time.time(), "--at")
+        when = None if at is None else parse_time(at, time.time(), "--at")
     except DanluError as exc:
         raise common.fail(exc) from None
+    data = common.ask(home, url, token, lambda c: c.cordon(node, reason, drain=drain, at=when))
+    _node_changed(data, json_out)
 
 
 def cordon(
@@ -76,9 +86,7 @@ def cordon(
     token: TokenOpt = None,
 ) -> None:
     """Close a node to new work (admin); the jobs on it run on. Undo with `danlu uncordon`."""
-    when = _at(at)
-    data = common.ask(home, url, token, lambda c: c.cordon(node, reason, at=when))
-    _node_changed(data, json_out)
+    _close(node, reason, at, False, json_out, home, url, token)
 
 
 def drain(
@@ -93,9 +101,7 @@ def drain(
     """Cordon a node and preempt its jobs by checkpoint (admin): they resume elsewhere; a
     job that is not preemptible runs to its end. With --at, at that time (a maintenance
     window). Undo with `danlu uncordon`."""
-    when = _at(at)
-    data = common.ask(home, url, token, lambda c: c.cordon(node, reason, drain=True, at=when))
-    _node_changed(data, json_out)
+    _close(node, reason, at, True, json_out, home, url, token)
 
 
 def uncordon(

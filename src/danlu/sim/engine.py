@@ -161,6 +161,8 @@ class Simulator:
         half_life = usage_half_life(policy)
         self._usage = DecayingUsage(half_life) if half_life > 0 else None
         """Projects' past GPU use, for a policy that reads recent usage."""
+        self._weights = shares_with_usage(self.config.project_shares, {})
+        """The view's projects when the policy reads no usage: the weights alone (fixed)."""
         self._check_models()
 
     def _check_models(self) -> None:
@@ -502,9 +504,7 @@ class Simulator:
         """The projects' weights and, for a policy that reads it, their recent usage: the
         stretches that ended plus the running ones up to now."""
         if self._usage is None:
-            if not self.config.project_shares:
-                return {}
-            return shares_with_usage(self.config.project_shares, {})
+            return self._weights
         recent, now, half_life = self._usage.at(self._now), self._now, self._usage.half_life
         for job in self._running.values():
             if job.last_start is not None:
