@@ -75,6 +75,10 @@ _HINTS: dict[str, str] = {
         "seconds 0..86400 between readings of the cluster's nodes, e.g. "
         "DANLU_INVENTORY_REFRESH=30 (0: only at start-up)"
     ),
+    "energy_interval": (
+        "seconds 0..3600 between readings of the GPUs' energy, e.g. DANLU_ENERGY_INTERVAL=10 "
+        "(0: no meter)"
+    ),
     "slurm_partition": "a Slurm partition name, e.g. DANLU_SLURM_PARTITION=gpu",
     "slurm_gpu_type": "a GPU type, e.g. DANLU_SLURM_GPU_TYPE=H100",
     "slurm_sbatch_options": (
@@ -251,6 +255,10 @@ class Settings(BaseSettings):
     that joined a Slurm partition or a Ray cluster are scheduled onto, and the jobs on nodes
     that left are re-queued to resume from their checkpoints. 0: read them only at start-up.
     The local executor's GPUs are read once whatever this says."""
+    energy_interval: float = Field(default=10.0, ge=0, le=3600, allow_inf_nan=False)
+    """Seconds between two readings of the GPUs' energy, charged to the jobs holding them
+    (:mod:`danlu.server.energy`): the control plane's own GPUs (NVML's energy counters, or
+    the fake GPUs' synthetic draw); a Slurm or Ray cluster's are not metered. 0: no meter."""
     slurm_partition: str | None = None
     """The Slurm partition whose nodes danlu schedules (None: Slurm's default partition)."""
     slurm_gpu_type: str = "generic"

@@ -149,6 +149,7 @@ def live_server(
     follow_timeout: float = 3600.0,
     policy: str = "priority",
     policy_options: str | None = None,
+    energy_interval: float = 10.0,
 ) -> Iterator[Live]:
     """A real server (uvicorn, real HTTP, local executor, fake GPUs) in a thread;
     ``policy_options`` as ``DANLU_POLICY_OPTIONS`` (a JSON object)."""
@@ -159,6 +160,7 @@ def live_server(
         database_url=db_url,
         policy=policy,
         policy_options=policy_options,
+        energy_interval=energy_interval,
     )
     prepared = prepare(
         settings,

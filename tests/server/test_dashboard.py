@@ -10,6 +10,7 @@ headers are checked without a browser."""
 from __future__ import annotations
 
 import os
+import re
 import shutil
 from collections.abc import Iterator
 from pathlib import Path
@@ -31,7 +32,7 @@ def _chromium() -> str | None:
 
 @pytest.fixture
 def live(tmp_path: Path) -> Iterator[Live]:
-    with live_server(tmp_path, fake_gpus="2x80GiB") as server:
+    with live_server(tmp_path, fake_gpus="2x80GiB", energy_interval=0.2) as server:
         yield server
 
 
@@ -132,6 +133,7 @@ def test_sign_in_see_the_cluster_and_hold_release_cancel_jobs(live: Live, page: 
     expect(usage).to_have_count(1)
     expect(usage.first).to_contain_text("default")
     expect(usage.first.locator("td").nth(4)).to_have_text("1")
+    expect(usage.first.locator("td").nth(5)).to_have_text(re.compile(r"^\d+\.\d{3}$"))  # kWh
     page.select_option("#filter", "all")
     expect(running.locator("td.state")).to_have_text("CANCELLED")
     expect(running.locator('button[data-action="cancel"]')).to_have_count(0)

@@ -29,7 +29,7 @@ from danlu.core.errors import DanluError, SpecError
 from danlu.core.job_array import array_sweep, parse_array
 from danlu.core.spec import load_spec_data, parse_spec
 from danlu.core.state import JobState
-from danlu.core.units import format_bytes, format_duration, parse_duration
+from danlu.core.units import format_bytes, format_duration, format_energy, parse_duration
 
 console = Console()
 err = Console(stderr=True)
@@ -469,6 +469,8 @@ def show(
             f"{format_duration(float(data['time_limit']))} "
             f"({format_duration(float(data.get('run_time') or 0))} used by runs ended)",
         )
+    if data.get("energy_joules") is not None:
+        table.add_row("energy", format_energy(float(data["energy_joules"])))
     for key in ("submitted_at", "started_at", "finished_at", "deadline_at", "held_at", "purged_at"):
         if data.get(key):
             table.add_row(key, time.strftime("%Y-%m-%d %H:%M:%S", time.localtime(data[key])))
@@ -631,23 +633,30 @@ def usage(
     url: UrlOpt = None,
     token: TokenOpt = None,
 ) -> None:
-    """GPU-hours by project and user over the last days (yours only, unless admin)."""
+    """GPU-hours (and energy, where metered) by project and user over the last days (yours
+    only, unless admin)."""
     now = time.time()
     data = ask(home, url, token, lambda c: c.usage(since=now - days * 86_400.0, until=now))
     if json_out:
         print_json(data)
         return
     table = Table(title=f"GPU usage, last {days:g} days", title_justify="left")
-    for column in ("project", "user", "GPU-hours", "GPU memory GiB-hours", "jobs"):
+    metered = any(row.get("energy_kwh") is not None for row in data)
+    columns = ["project", "user", "GPU-hours", "GPU memory GiB-hours", "jobs"]
+    for column in [*columns, "kWh"] if metered else columns:
         table.add_column(column, justify="left" if column in ("project", "user") else "right")
     for row in data:
-        table.add_row(
+        cells = [
             escape(str(row["project"])),
             escape(str(row["user"])),
             f"{row['gpu_hours']:.2f}",
             f"{row['gpu_memory_gib_hours']:.1f}",
             str(row["jobs"]),
-        )
+        ]
+        if metered:
+            kwh = row.get("energy_kwh")
+            cells.append("-" if kwh is None else f"{kwh:.3f}")
+        table.add_row(*cells)
     console.print(table)
 
 

@@ -135,6 +135,21 @@ def format_duration(seconds: float) -> str:
     return "".join(parts[:2])
 
 
+def format_energy(joules: float) -> str:
+    """Format energy in watt-hours, three significant digits: ``950`` J -> ``0.264 Wh``,
+    ``2.5e6`` -> ``694 Wh``, ``1e9`` -> ``278 kWh``."""
+    wh = joules / 3600.0
+    if not math.isfinite(wh):
+        return f"{joules} J"
+    unit, size = "Wh", 1.0
+    for name, scale in (("MWh", 1e6), ("kWh", 1e3)):
+        if abs(wh) >= scale:
+            unit, size = name, scale
+            break
+    value = wh / size
+    return f"{value:.3g} {unit}" if abs(value) < 1000 else f"{value:.0f} {unit}"
+
+
 _TIME_HELP = (
     "write a time, 2026-12-01T02:00 (local time unless it ends with an offset such as +00:00 "
     "or Z), or a delay from now, +2h or 90m"

@@ -41,14 +41,24 @@ class MetricSample:
     value: float
 
 
-def _samples(gpu: GpuInfo, hostname: str) -> list[MetricSample]:
-    labels = {
+ENERGY_METRIC = "DCGM_FI_DEV_TOTAL_ENERGY_CONSUMPTION"
+"""The DCGM name of a GPU's energy counter, in mJ (danlu's counts from its meter's start:
+:mod:`danlu.devices.energy`)."""
+
+
+def gpu_labels(gpu: GpuInfo, hostname: str) -> dict[str, str]:
+    """The DCGM labels of ``gpu`` on host ``hostname``."""
+    return {
         "gpu": str(gpu.index),
         "UUID": gpu.uuid,
         "device": f"nvidia{gpu.index}",
         "modelName": gpu.name,
         "Hostname": hostname,
     }
+
+
+def _samples(gpu: GpuInfo, hostname: str) -> list[MetricSample]:
+    labels = gpu_labels(gpu, hostname)
     values = {
         "DCGM_FI_DEV_GPU_UTIL": gpu.utilization,
         "DCGM_FI_DEV_FB_USED": gpu.memory_used / _MiB,

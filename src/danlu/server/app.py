@@ -31,6 +31,7 @@ from danlu.core.errors import (
     UnschedulableError,
 )
 from danlu.devices import Inventory, discover, fake_inventory, inventory_from_cluster
+from danlu.devices.energy import energy_meter
 from danlu.devices.errors import DeviceError
 from danlu.estimate.memory.tracer import WarmTracers
 from danlu.executors import Executor, ExecutorError, LocalExecutor
@@ -38,6 +39,7 @@ from danlu.executors.slurm import SlurmExecutor
 from danlu.executors.slurmctl import SlurmCommands
 from danlu.sched.project_usage import usage_half_life
 from danlu.server.db import Database, upgrade_database
+from danlu.server.energy import EnergyLoop
 from danlu.server.errors import (
     AdmissionError,
     AuthError,
@@ -326,17 +328,27 @@ def create_app(
     metrics.set_usage_half_life(state.usage_half_life)
     sender = WebhookSender(db)
     state.webhooks = sender
+    meter = energy_meter(inventory) if settings.energy_interval > 0 else None
+    metered = (
+        None
+        if meter is None
+        else EnergyLoop(db, meter, interval=settings.energy_interval, report=metrics.set_energy)
+    )
 
     @asynccontextmanager
     async def lifespan(_app: FastAPI) -> AsyncIterator[None]:
         if start_loops:
             reconciler.start()
             sender.start()
+            if metered is not None:
+                metered.start()
         try:
             yield
         finally:
             reconciler.stop()
             sender.stop()
+            if metered is not None:
+                metered.stop()
             if state.tracers is not None:
                 state.tracers.close()
             executor.close()

@@ -10,7 +10,7 @@ from __future__ import annotations
 import logging
 import time
 from collections import Counter as Tally
-from collections.abc import Iterator
+from collections.abc import Iterator, Mapping
 
 from prometheus_client import CollectorRegistry, Counter, Histogram, generate_latest
 from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, Metric
@@ -20,6 +20,8 @@ from sqlalchemy import func, select
 from danlu.core.cluster import MILLI_PER_GPU, Allocation, Cluster, GpuShare
 from danlu.core.state import JobState
 from danlu.devices import METRICS, Inventory, inventory_from_cluster, sample_metrics
+from danlu.devices.energy import GpuKey
+from danlu.devices.metrics import ENERGY_METRIC, gpu_labels
 from danlu.server.db import Database, Job, Node, Project
 from danlu.server.services import usage, webhooks
 from danlu.server.services.cluster import list_shares
@@ -92,6 +94,8 @@ class _StoreCollector(Collector):
         self.inventory = inventory
         self.usage_half_life = 0.0
         """The half-life of the projects' recent usage the policy reads (0: none)."""
+        self.energy: Mapping[GpuKey, float] = {}
+        """The energy meter's last reading: joules by ``(node, gpu)`` (empty: no meter)."""
 
     def _allocations(self, shares: list[tuple[str, int, int, int, str]]) -> list[Allocation]:
         index = {n.name: i for i, n in enumerate(self.inventory.nodes)}
@@ -220,6 +224,24 @@ class _StoreCollector(Collector):
             if family is not None:
                 family.add_metric([sample.labels[k] for k in DCGM_LABELS], sample.value)
         yield from families.values()
+        yield from self._energy_metrics()
+
+    def _energy_metrics(self) -> Iterator[Metric]:
+        reading = self.energy
+        if not reading:
+            return
+        family = GaugeMetricFamily(
+            ENERGY_METRIC,
+            "Total energy consumption since the control plane's meter started (in mJ).",
+            labels=list(DCGM_LABELS),
+        )
+        for node in self.inventory.nodes:
+            for position, gpu in enumerate(node.gpus):
+                joules = reading.get((node.name, position))
+                if joules is not None:
+                    labels = gpu_labels(gpu, node.hostname)
+                    family.add_metric([labels[k] for k in DCGM_LABELS], joules * 1000.0)
+        yield family
 
 
 class ServerMetrics:
@@ -249,6 +271,11 @@ class ServerMetrics:
     def set_usage_half_life(self, half_life: float) -> None:
         """Report the projects' recent usage with this half-life (the policy's; 0: not)."""
         self._store.usage_half_life = half_life
+
+    def set_energy(self, reading: Mapping[GpuKey, float]) -> None:
+        """The energy meter's latest reading (joules by GPU since it started), exported as
+        DCGM's energy counter."""
+        self._store.energy = dict(reading)
 
     def set_cluster(self, cluster: Cluster) -> None:
         """The executor's nodes changed (:mod:`danlu.server.inventory`): count and sample

@@ -246,6 +246,8 @@ function renderUsage(rows) {
     row.appendChild(el("td", r.gpu_hours.toFixed(2), "number"));
     row.appendChild(el("td", r.gpu_memory_gib_hours.toFixed(1), "number"));
     row.appendChild(el("td", r.jobs, "number"));
+    const kwh = r.energy_kwh === null || r.energy_kwh === undefined ? "-" : r.energy_kwh.toFixed(3);
+    row.appendChild(el("td", kwh, "number"));
     return row;
   }));
 }

@@ -216,6 +216,10 @@ class Job(LockMixin, Base):
     :mod:`danlu.server.services.observe`); null before any and after its GPUs are released."""
     observed_version: Mapped[int] = mapped_column(Integer, default=0, server_default="0")
     """Incremented with every stored measurement (a Core UPDATE that leaves ``version``)."""
+    energy: Mapped[float | None] = mapped_column(Double, default=None)
+    """Joules the job's GPUs used over all its runs, as the control plane's energy meter
+    charged them (:mod:`danlu.server.energy`; a Core UPDATE that leaves ``version``); null
+    where nothing meters its GPUs (a Slurm or Ray cluster's)."""
     version: Mapped[int] = mapped_column(Integer, default=1)
 
     project: Mapped[Project] = relationship(lazy="joined", innerjoin=True)
@@ -340,6 +344,27 @@ class JobRun(Base):
     ended_at: Mapped[float] = mapped_column(Double)
     gpu_milli: Mapped[int] = mapped_column(BigInteger)
     gpu_memory: Mapped[int] = mapped_column(BigInteger)
+
+
+class JobEnergy(Base):
+    """The energy one stretch of a job on its GPUs used (the stretch that started at
+    ``run_start``: a :class:`JobRun` once it ends), as metered up to ``updated_at``: the
+    energy meter adds to it every few seconds while the stretch runs. Project and user are
+    the job's, so the usage report reads energy from this table alone."""
+
+    __tablename__ = "job_energy"
+    __table_args__ = (
+        UniqueConstraint("job_id", "run_start"),
+        Index("ix_job_energy_updated_at", "updated_at"),
+    )
+
+    id: Mapped[int] = mapped_column(BigId, primary_key=True, autoincrement=True)
+    job_id: Mapped[str] = mapped_column(ForeignKey("jobs.id", ondelete="CASCADE"))
+    project_id: Mapped[int] = mapped_column(ForeignKey("projects.id"))
+    user_id: Mapped[int] = mapped_column(ForeignKey("users.id"))
+    run_start: Mapped[float] = mapped_column(Double)
+    updated_at: Mapped[float] = mapped_column(Double)
+    joules: Mapped[float] = mapped_column(Double)
 
 
 class JobMetric(Base):

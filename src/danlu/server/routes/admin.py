@@ -163,9 +163,9 @@ def get_usage(
     since: Annotated[float | None, Query(allow_inf_nan=False)] = None,
     until: Annotated[float | None, Query(allow_inf_nan=False)] = None,
 ) -> list[dict[str, Any]]:
-    """GPU-hours and GPU-memory GiB-hours by project and user in ``[since, until)`` (POSIX
-    seconds; default: the last 7 days until now), most GPU-hours first; a non-admin sees
-    their own."""
+    """GPU-hours, GPU-memory GiB-hours and energy (kWh, where metered) by project and user
+    in ``[since, until)`` (POSIX seconds; default: the last 7 days until now), most
+    GPU-hours first; a non-admin sees their own."""
     now = time.time()
     end = now if until is None else until
     start = end - USAGE_DAYS * 86_400.0 if since is None else since
@@ -180,6 +180,7 @@ def get_usage(
             "gpu_hours": r.gpu_seconds / 3600.0,
             "gpu_memory_gib_hours": r.gpu_memory_byte_seconds / 3600.0 / 2**30,
             "jobs": r.jobs,
+            "energy_kwh": None if r.energy is None else r.energy / 3.6e6,
         }
         for r in rows
     ]

@@ -55,6 +55,11 @@ class JobOut(BaseModel):
     run_time: float = 0.0
     """Seconds the job held GPUs in its runs ended so far (the current run's time is not in
     it until the run ends)."""
+    energy_joules: float | None = None
+    """Joules the job's GPUs used over its runs (its share of each GPU's energy, as the
+    control plane's meter charged it every few seconds); null where nothing meters its
+    GPUs (a Slurm or Ray cluster's, or ``DANLU_ENERGY_INTERVAL=0``) or before the first
+    charge."""
     held_at: float | None = None
     """When the job was held (not scheduled until released); null when not held."""
     waiting_on: str | None = None
@@ -146,6 +151,9 @@ class UsageOut(BaseModel):
     gpu_hours: float
     gpu_memory_gib_hours: float
     jobs: int
+    energy_kwh: float | None = None
+    """kWh the jobs' GPUs used in the period (a stretch's metered energy counted for its
+    part inside the period); null when none of them was metered."""
 
 
 class CordonIn(_In):
@@ -303,6 +311,7 @@ def job_out(job: Job) -> dict[str, Any]:
         "deadline_at": job.deadline_at,
         "time_limit": job.time_limit,
         "run_time": job.run_time,
+        "energy_joules": job.energy,
         "purged_at": job.purged_at,
         "held_at": job.held_at,
         "waiting_on": job.waiting_on,

@@ -4,7 +4,8 @@ each project's recent usage, which the fair-share policy weighs.
 Each stretch of a job on its GPUs is a :class:`~danlu.server.db.models.JobRun` row once it
 ends (the job finished, was preempted or moved); the stretches still running are read off
 the jobs holding GPUs. A stretch counts for the part of it inside the period, at the
-GPUs it held (thousandths of a GPU for a share) and the GPU memory.
+GPUs it held (thousandths of a GPU for a share) and the GPU memory; its energy, where the
+control plane meters its GPUs, from its :class:`~danlu.server.db.models.JobEnergy` row.
 """
 
 from __future__ import annotations
@@ -18,7 +19,7 @@ from sqlalchemy.orm import Session
 
 from danlu.core.cluster import MILLI_PER_GPU
 from danlu.sched.project_usage import add_stretch
-from danlu.server.db.models import Job, JobRun, Project, User
+from danlu.server.db.models import Job, JobEnergy, JobRun, Project, User
 from danlu.server.services.common import resolve_now
 from danlu.server.services.projects import HOLDING
 
@@ -34,6 +35,9 @@ class UsageRow:
     gpu_memory_byte_seconds: float
     jobs: int
     """Jobs with a stretch on GPUs in the period."""
+    energy: float | None = None
+    """Joules the GPUs used (the metered stretches' energy, each counted for the part of
+    its metered time inside the period); None when no stretch of theirs was metered."""
 
 
 def usage(
@@ -86,6 +90,7 @@ def usage(
             milli = sum(int(s["milli"]) for s in allocation)
             memory = sum(int(s["memory"]) for s in allocation)
             add((project_id, uid), job_id, held * milli, held * memory)
+    joules = _energy(session, since, end, user_id)
     names = _names(session, {p for p, _ in totals}, {u for _, u in totals})
     rows = [
         UsageRow(
@@ -94,10 +99,31 @@ def usage(
             gpu_seconds=milli_seconds / MILLI_PER_GPU,
             gpu_memory_byte_seconds=byte_seconds,
             jobs=len(jobs[(project_id, uid)]),
+            energy=joules.get((project_id, uid)),
         )
         for (project_id, uid), (milli_seconds, byte_seconds) in totals.items()
     ]
     return sorted(rows, key=lambda r: (-r.gpu_seconds, r.project, r.user))
+
+
+def _energy(
+    session: Session, since: float, end: float, user_id: int | None
+) -> dict[tuple[int, int], float]:
+    """Joules by (project id, user id) of the metered stretches in ``[since, end)``: each
+    stretch's energy so far, in proportion to the part of its metered time (from its start
+    to its last charge) inside the period."""
+    start_in = case((JobEnergy.run_start > since, JobEnergy.run_start), else_=since)
+    end_in = case((JobEnergy.updated_at < end, JobEnergy.updated_at), else_=end)
+    metered = JobEnergy.updated_at - JobEnergy.run_start
+    part = case((metered > 0, (end_in - start_in) / metered), else_=0.0)
+    query = (
+        select(JobEnergy.project_id, JobEnergy.user_id, func.sum(JobEnergy.joules * part))
+        .where(JobEnergy.updated_at > since, JobEnergy.run_start < end)
+        .group_by(JobEnergy.project_id, JobEnergy.user_id)
+    )
+    if user_id is not None:
+        query = query.where(JobEnergy.user_id == user_id)
+    return {(p, u): float(j or 0.0) for p, u, j in session.execute(query)}
 
 
 def _names(

@@ -184,7 +184,7 @@ class StatusCache:
     :func:`build_snapshot` loads the full rows (their JSON spec, allocation, marks) of those
     jobs only. A job's status depends on its row, its project's priority and the inventory:
     the row's ``version`` (bumped by every ORM update; the Core UPDATEs that skip it touch
-    only progress, waiting reasons and locks, which a status does not carry, and the
+    only progress, waiting reasons, locks and energy, which a status does not carry, and the
     measurement, which bumps ``observed_version``), its state, priority and project, its
     project's priority (a change drops that project's jobs) and the cluster (any inventory
     change drops everything) are the key. What admission says of a pending job on the inventory

@@ -1,0 +1,156 @@
+"""GPU energy meters: the energy each GPU of an inventory has used, as a running total.
+
+A meter is read every few seconds by the control plane, which charges each interval's energy
+to the jobs holding the GPU (:mod:`danlu.server.energy`). Two kinds:
+
+- :class:`NvmlEnergyMeter` reads NVML's total-energy counter (millijoules since the driver
+  loaded; Volta and later). A GPU whose driver does not report it is metered by integrating
+  its power draw over the time between readings instead.
+- :class:`SyntheticEnergyMeter` meters fake GPUs: each draws the fake inventory's synthetic
+  power (:data:`~danlu.devices.metrics.IDLE_POWER` idle, rising linearly with the compute
+  its jobs hold to :data:`~danlu.devices.metrics.MAX_POWER`) over the time between readings.
+
+GPUs are named ``(node, gpu)``: the inventory node's name and the GPU's position on it (as
+allocations name them). Readings are joules, counted from the meter's first reading (0 there).
+"""
+
+from __future__ import annotations
+
+import contextlib
+from collections.abc import Mapping
+from types import ModuleType
+from typing import Any, Protocol
+
+from danlu.core.cluster import MILLI_PER_GPU
+from danlu.devices.inventory import Inventory
+from danlu.devices.metrics import IDLE_POWER, MAX_POWER
+from danlu.devices.nvml import load_nvml
+
+GpuKey = tuple[str, int]
+"""A GPU: its node's name and its position on the node."""
+
+
+class EnergyMeter(Protocol):
+    """Reads the energy each GPU has used since the meter's first reading."""
+
+    def read(self, t: float, busy: Mapping[GpuKey, int]) -> dict[GpuKey, float]:
+        """Joules used by each GPU from the first reading up to ``t`` (POSIX seconds, not
+        before the last reading's). ``busy``: the milli-GPU the jobs hold on each GPU now (a
+        synthetic meter's load; a real one ignores it)."""
+        ...
+
+    def close(self) -> None:
+        """Release what the meter holds (NVML); reading after it is an error."""
+        ...
+
+
+def synthetic_power(milli: int) -> float:
+    """Watts a fake GPU draws with ``milli`` thousandths of its compute held by jobs."""
+    load = min(max(milli, 0), MILLI_PER_GPU) / MILLI_PER_GPU
+    return IDLE_POWER + (MAX_POWER - IDLE_POWER) * load
+
+
+class _Integrator:
+    """Running totals of power integrated over time, per GPU (the rectangle rule: the power
+    read at a reading counts for the whole interval before it)."""
+
+    def __init__(self) -> None:
+        self.totals: dict[GpuKey, float] = {}
+        self._last: float | None = None
+
+    def add(self, t: float, watts: Mapping[GpuKey, float]) -> dict[GpuKey, float]:
+        elapsed = 0.0 if self._last is None else max(0.0, t - self._last)
+        self._last = t if self._last is None else max(self._last, t)
+        for key, power in watts.items():
+            self.totals[key] = self.totals.get(key, 0.0) + power * elapsed
+        return dict(self.totals)
+
+
+class SyntheticEnergyMeter:
+    """The fake GPUs of ``inventory``, drawing :func:`synthetic_power` for the load they
+    carry at each reading."""
+
+    def __init__(self, inventory: Inventory) -> None:
+        self.gpus: tuple[GpuKey, ...] = tuple(
+            (node.name, position) for node in inventory.nodes for position in range(len(node.gpus))
+        )
+        self._integrator = _Integrator()
+
+    def read(self, t: float, busy: Mapping[GpuKey, int]) -> dict[GpuKey, float]:
+        watts = {key: synthetic_power(busy.get(key, 0)) for key in self.gpus}
+        return self._integrator.add(t, watts)
+
+    def close(self) -> None:
+        """Nothing to release."""
+
+
+class NvmlEnergyMeter:
+    """The GPUs of an NVML ``inventory``, read through NVML (initialised at the first
+    reading, shut down by :meth:`close`). ``nvml``: a module object standing in for
+    ``pynvml`` (tests)."""
+
+    def __init__(self, inventory: Inventory, nvml: ModuleType | Any | None = None) -> None:
+        self.gpus: dict[GpuKey, int] = {
+            (node.name, position): gpu.index
+            for node in inventory.nodes
+            for position, gpu in enumerate(node.gpus)
+        }
+        self._module = nvml
+        self._lib: Any = None
+        self._first: dict[GpuKey, float] = {}
+        """Each counted GPU's counter at the first reading (joules)."""
+        self._counted: dict[GpuKey, float] = {}
+        """Each counted GPU's last reading (joules since the first)."""
+        self._integrator = _Integrator()
+        """Totals of the GPUs without a counter, from their power draw."""
+
+    def _counter(self, device: int) -> float | None:
+        """The device's total-energy counter in joules, or None where it has none."""
+        try:
+            handle = self._lib.nvmlDeviceGetHandleByIndex(device)
+            return float(self._lib.nvmlDeviceGetTotalEnergyConsumption(handle)) / 1000.0
+        except Exception:  # pre-Volta GPUs and some drivers: "Not Supported"
+            return None
+
+    def _power(self, device: int) -> float:
+        """The device's power draw in watts (0 where NVML cannot read it)."""
+        try:
+            handle = self._lib.nvmlDeviceGetHandleByIndex(device)
+            return float(self._lib.nvmlDeviceGetPowerUsage(handle)) / 1000.0
+        except Exception:  # a GPU that reports neither is metered as using nothing
+            return 0.0
+
+    def read(self, t: float, busy: Mapping[GpuKey, int]) -> dict[GpuKey, float]:
+        if self._lib is None:
+            self._lib = load_nvml(self._module)
+        counted: dict[GpuKey, float] = {}
+        watts: dict[GpuKey, float] = {}
+        for key, device in self.gpus.items():
+            joules = self._counter(device)
+            if joules is not None:
+                first = self._first.setdefault(key, joules)
+                if joules < first + self._counted.get(key, 0.0):  # the driver reloaded
+                    first = self._first[key] = joules - self._counted[key]
+                counted[key] = self._counted[key] = joules - first
+            elif key in self._first:  # a counter that failed this once: no change
+                counted[key] = self._counted[key]
+            else:
+                watts[key] = self._power(device)
+        return self._integrator.add(t, watts) | counted
+
+    def close(self) -> None:
+        if self._lib is not None:
+            with contextlib.suppress(Exception):  # shutting down is best effort
+                self._lib.nvmlShutdown()
+            self._lib = None
+
+
+def energy_meter(inventory: Inventory, nvml: ModuleType | Any | None = None) -> EnergyMeter | None:
+    """The meter for ``inventory``'s GPUs: NVML's for GPUs read through NVML, a synthetic one
+    for fake GPUs, None for a cluster's nodes (Slurm's, Ray's), whose GPUs this host cannot
+    read."""
+    if inventory.source == "nvml":
+        return NvmlEnergyMeter(inventory, nvml)
+    if inventory.source == "fake":
+        return SyntheticEnergyMeter(inventory)
+    return None

@@ -1,0 +1,87 @@
+"""The energy meter loop: every ``interval`` seconds it reads how much energy each GPU used
+and charges it to the jobs holding the GPUs (:mod:`danlu.server.services.energy`).
+
+A pass reads the jobs holding GPUs (a read transaction), reads the meter with no transaction
+open, then charges the interval's energy in one short write transaction. When that fails
+(a busy store) nothing is lost: the next pass charges the energy since the last charged
+reading. The meter is the control plane's own GPUs' (:func:`danlu.devices.energy.energy_meter`:
+NVML, or the fake GPUs' synthetic draw); a Slurm or Ray cluster's GPUs are not metered.
+
+Accuracy: a job is charged for an interval by the shares it holds at the interval's end,
+for the part of the interval after its stretch began; the energy of the last partial
+interval of a stretch that ended (at most ``interval`` seconds) is charged to nobody.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Callable, Mapping
+
+from danlu.devices.energy import EnergyMeter, GpuKey
+from danlu.server.db import Database
+from danlu.server.loops import PeriodicLoop
+from danlu.server.services import energy
+from danlu.server.services.common import resolve_now
+
+log = logging.getLogger(__name__)
+
+DEFAULT_INTERVAL = 10.0
+"""Seconds between two readings of the meter (``DANLU_ENERGY_INTERVAL``)."""
+
+
+class EnergyLoop:
+    """Reads ``meter`` and charges jobs every ``interval`` seconds in a daemon thread
+    (:meth:`start`), or one pass at a time (:meth:`run_once`, for tests). ``report``: called
+    with each reading (the GPUs' energy since the meter's first reading, in joules), for
+    the Prometheus counters."""
+
+    def __init__(
+        self,
+        db: Database,
+        meter: EnergyMeter,
+        *,
+        interval: float = DEFAULT_INTERVAL,
+        report: Callable[[Mapping[GpuKey, float]], None] | None = None,
+    ) -> None:
+        self.db = db
+        self.meter = meter
+        self.report = report
+        self._charged: dict[GpuKey, float] | None = None
+        """The reading up to which energy was charged (None before the first)."""
+        self._charged_at = 0.0
+        self._loop = PeriodicLoop(
+            "danlu-energy",
+            interval,
+            self.run_once,
+            log,
+            "energy pass",
+            "energy passes work again",
+        )
+
+    def start(self) -> None:
+        """Run passes in a daemon thread until :meth:`stop`."""
+        self._loop.start()
+
+    def stop(self, timeout: float = 30.0) -> None:
+        """Stop the thread after its current pass and release the meter."""
+        self._loop.stop(timeout)
+        self.meter.close()
+
+    def run_once(self, now: float | None = None) -> int:
+        """One pass at ``now`` (default: the clock); returns the jobs charged."""
+        t = resolve_now(now)
+        with self.db.read_session() as session:
+            held = energy.holdings(session)
+        reading = self.meter.read(t, energy.busy(held))
+        if self.report is not None:
+            self.report(reading)
+        last, since = self._charged, self._charged_at
+        if last is None:  # the first reading: where charging starts
+            self._charged, self._charged_at = reading, t
+            return 0
+        used = {key: max(0.0, joules - last.get(key, 0.0)) for key, joules in reading.items()}
+        charged = energy.charges(held, used, since, t)
+        with self.db.session() as session:
+            done = energy.charge(session, charged, t)
+        self._charged, self._charged_at = reading, t
+        return done
