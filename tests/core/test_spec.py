@@ -135,6 +135,15 @@ def test_a_checkpoint_dir_is_an_absolute_path_or_a_url(where: str) -> None:
     assert parse_spec(_spec(checkpoint_dir=where)).checkpoint_dir == where
 
 
+def test_a_workdir_is_an_absolute_path() -> None:
+    assert parse_spec(_spec(workdir="/data/runs/a b")).workdir == "/data/runs/a b"
+    assert parse_spec(_spec()).workdir is None
+    for bad, hint in (("runs/a", "not an absolute path"), ("/" + "x" * 5000, "4096 bytes")):
+        with pytest.raises(SpecError, match=hint) as info:
+            parse_spec(_spec(workdir=bad))
+        assert info.value.field == "workdir"
+
+
 def test_a_stored_spec_is_read_as_it_was_accepted() -> None:
     # an older version accepted these; the jobs are still read (and scheduled), not lost
     older = _spec(priority=2**40, env={"A=B": "x"}, deadline=float("inf"))

@@ -22,6 +22,7 @@ from danlu.executors import (
     InvalidLaunchError,
     JobAlreadyRunningError,
     JobLaunch,
+    LaunchError,
     LocalExecutor,
     Outcome,
     StopReason,
@@ -153,6 +154,20 @@ def test_missing_program_fails_with_127(ex: LocalExecutor) -> None:
     status = wait(ex, handle)
     assert (status.outcome, status.exit_code) == (Outcome.FAILED, 127)
     assert b"cannot start" in ex.logs(handle)[0]
+
+
+def test_a_job_starts_in_its_workdir_and_a_missing_one_is_refused(
+    ex: LocalExecutor, tmp_path: Path
+) -> None:
+    here = tmp_path / "work dir"
+    here.mkdir()
+    handle = ex.submit(
+        JobLaunch("wd", (PY, "-c", "import os; print(os.getcwd())"), workdir=str(here))
+    )
+    assert wait(ex, handle).outcome is Outcome.SUCCEEDED
+    assert ex.logs(handle)[0].decode().strip() == str(here)
+    with pytest.raises(LaunchError, match=r"working directory .* is missing"):
+        ex.submit(JobLaunch("wd2", (PY, "-c", "pass"), workdir=str(tmp_path / "gone")))
 
 
 def test_shell_metacharacters_are_literal(ex: LocalExecutor, tmp_path: Path) -> None:

@@ -194,3 +194,24 @@ def test_the_supervisor_run_as_root_never_gets_the_jobs_environment(
     assert Path(f"/proc/{ppid}/status").read_text().count("Uid:\t0\t") == 1  # root
     ex.cancel(handle)
     assert wait(ex, handle).stop_reason is StopReason.CANCEL
+
+
+def test_a_job_enters_its_workdir_as_its_account(
+    ex: LocalExecutor, os_user: str, enterable: Path
+) -> None:
+    account = os_account(os_user)
+    theirs = enterable / "theirs"
+    theirs.mkdir(mode=0o700)
+    os.chown(theirs, account.uid, account.gid)
+    handle = ex.submit(sh("as-user-4", "echo cwd=$(pwd)", workdir=str(theirs), run_as=os_user))
+    status = wait(ex, handle)
+    assert status.outcome is Outcome.SUCCEEDED, ex.logs(handle)[0]
+    assert f"cwd={theirs}" in ex.logs(handle)[0].decode()
+    # a directory only root may enter: the account cannot, though the supervisor (root) could
+    closed = enterable / "roots"
+    closed.mkdir(mode=0o700)
+    handle = ex.submit(sh("as-user-5", "echo entered", workdir=str(closed), run_as=os_user))
+    status = wait(ex, handle)
+    log = ex.logs(handle)[0].decode()
+    assert status.outcome is Outcome.FAILED and "entered" not in log
+    assert f"cannot enter the workdir '{closed}': Permission denied" in log

@@ -9,6 +9,7 @@ from danlu.cli import admin as admin_cli
 from danlu.cli import estimate as estimate_cli
 from danlu.cli import jobs as jobs_cli
 from danlu.cli import nodes as nodes_cli
+from danlu.cli import run as run_cli
 from danlu.cli import server as server_cli
 from danlu.cli import sim as sim_cli
 from danlu.cli import sweep as sweep_cli
@@ -24,6 +25,7 @@ app = typer.Typer(
 
 server_cli.register(app)
 jobs_cli.register(app)
+run_cli.register(app)
 nodes_cli.register(app)
 admin_cli.register(app)
 sweep_cli.register(app)

@@ -222,6 +222,11 @@ class JobSpec(_Strict):
     training: TrainingHints = TrainingHints()
     preemptible: bool = True
     max_restarts: int = Field(default=3, ge=0)
+    workdir: str | None = None
+    """The directory the command starts in: an absolute path on the node that runs it (as
+    Slurm's ``--chdir``). Unset, where the executor starts jobs: the control plane's
+    directory, or with ``DANLU_RUN_AS=user`` the account's home. A job run as its user's
+    account enters it as that account."""
     checkpoint_dir: str | None = None
     """Where the job's checkpoints go (``DANLU_CHECKPOINT_DIR``): an absolute path or a URL
     (``s3://bucket/prefix``); the job writes there, danlu itself never touches it. Unset, the
@@ -243,6 +248,17 @@ class JobSpec(_Strict):
     @classmethod
     def _duration(cls, value: Any) -> Any:
         return None if value is None else parse_duration(value, "")
+
+    @field_validator("workdir")
+    @classmethod
+    def _workdir(cls, value: str | None) -> str | None:
+        if value is None:
+            return None
+        if not value.startswith("/"):
+            raise ValueError(f"{quoted(value)} is not an absolute path; write one, e.g. /data/runs")
+        if len(value.encode()) > MAX_PATH:
+            raise ValueError(f"a path is at most {MAX_PATH} bytes (Linux's PATH_MAX)")
+        return value
 
     @field_validator("depends_on", mode="before")
     @classmethod

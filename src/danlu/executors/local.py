@@ -162,10 +162,11 @@ class LocalExecutor(RunDirExecutor, GpuSharingExecutor):
 
     @staticmethod
     def _workdir(job: JobLaunch, account: Account | None) -> str | None:
-        """Where the job starts: its ``workdir``; else, run as ``account``, that account's
-        home (``/`` without one), not the control plane's directory; else the control
-        plane's."""
-        if job.workdir is not None or account is None:
+        """Where the supervisor starts: run as ``account``, that account's home (``/``
+        without one), not the control plane's directory (the supervisor enters the job's
+        ``workdir`` as the account: :mod:`danlu.executors.supervise`); else the job's
+        ``workdir``, or the control plane's directory."""
+        if account is None:
             return job.workdir
         return account.home if Path(account.home).is_dir() else "/"
 
@@ -177,6 +178,8 @@ class LocalExecutor(RunDirExecutor, GpuSharingExecutor):
         run_dir.mkdir(mode=0o700)
         with open(log_path, "ab") as log:
             record = self._launch_record(job, log_path, offset)
+            if account is not None and job.workdir is not None:
+                record["workdir"] = job.workdir
             if account is not None:
                 record["user"] = {
                     "uid": account.uid,

@@ -80,6 +80,7 @@ LAUNCH_FIELDS: Mapping[str, Check] = {
     "gpus": _slots,
     "shared": lambda v: isinstance(v, bool),
     "user": _account,
+    "workdir": _text,
 }
 JOB_FIELDS: Mapping[str, Check] = {
     "pid": _natural,

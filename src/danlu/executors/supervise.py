@@ -19,7 +19,8 @@ group's signals, and are killed with the group's stragglers when the job ends. A
 setsid'ed would otherwise outlive its job, holding the job's GPUs.
 
 A launch record with a ``user`` (``{"uid", "gid", "groups"}``: ``DANLU_RUN_AS=user``) starts
-the job as that account, with umask 022; the supervisor itself stays the control plane's
+the job as that account, with umask 022, in the record's ``workdir`` (entered as the
+account) or the supervisor's directory; the supervisor itself stays the control plane's
 (root), so the job can neither read its records nor stop it. The supervisor is then started
 with a bare environment and reads the job's from its stdin (a JSON object): the job's
 ``LD_PRELOAD`` and the like must not act in a process run as root, and its token stays off
@@ -39,6 +40,7 @@ import signal
 import subprocess
 import sys
 import time
+from collections.abc import Callable
 from pathlib import Path
 from types import FrameType
 from typing import Any
@@ -179,6 +181,20 @@ def main(argv: list[str]) -> int:
             set_subreaper(False)
 
 
+def _entering(workdir: str) -> Callable[[], None]:
+    """A ``preexec_fn`` entering ``workdir`` in the job's process, after it became the job's
+    account: it says on the job's stderr (its log) why it cannot."""
+
+    def enter() -> None:
+        try:
+            os.chdir(workdir)
+        except OSError as exc:
+            os.write(2, f"danlu: cannot enter the workdir {workdir!r}: {exc.strerror}\n".encode())
+            raise
+
+    return enter
+
+
 def _supervise(run_dir: Path, spec: dict[str, Any], subreaper: bool) -> int:
     """Start the job of ``spec``, wait for it, record its exit (:func:`main`'s work, with its
     signal handlers installed here)."""
@@ -228,12 +244,12 @@ def _supervise(run_dir: Path, spec: dict[str, Any], subreaper: bool) -> int:
         signal.signal(signal.SIGCHLD, on_child)
     started = time.time()
     account: dict[str, Any] = spec.get("user") or {}
+    workdir = spec.get("workdir")
     try:
         # Run as another account, the job's environment comes on stdin (see the docstring).
         env = _read_env(sys.stdin) if account else None
         child = subprocess.Popen(
             spec["command"],
-            cwd=spec.get("workdir"),
             env=env,
             stdin=subprocess.DEVNULL,
             start_new_session=True,
@@ -243,8 +259,11 @@ def _supervise(run_dir: Path, spec: dict[str, Any], subreaper: bool) -> int:
             group=account.get("gid"),
             extra_groups=account.get("groups"),
             umask=0o022 if account else -1,
+            # entered once the account is the job's (Popen's cwd is entered as root)
+            preexec_fn=None if not workdir else _entering(str(workdir)),
         )
-    except (OSError, ValueError, TypeError) as exc:  # an account record Popen refuses
+    except (OSError, ValueError, TypeError, subprocess.SubprocessError) as exc:
+        # an account record Popen refuses, a workdir the account cannot enter
         print(f"danlu: cannot start {spec['command'][0]!r}: {exc}", file=sys.stderr, flush=True)
         write_json(
             run_dir / EXIT,

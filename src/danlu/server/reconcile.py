@@ -721,6 +721,7 @@ class Reconciler:
             env=dict(spec.env),
             gpus=slots,
             shell=spec.shell,
+            workdir=spec.workdir,
             checkpoint_dir=checkpoint,
             restart_count=job.restarts,
             batch_size=job.batch_size,

@@ -1,0 +1,185 @@
+"""``danlu run -- COMMAND...``: run one command as a job and stay attached to it, as Slurm's
+``srun`` does: no spec file, the job's output streamed here, the job's exit code as the
+command's, Ctrl-C cancelling the job.
+
+The job starts in the current directory (``workdir``; ``--workdir`` for another), which must
+exist on the node that runs it: a shared file system for a Slurm or Ray cluster. The caller's
+environment is not passed on (a spec is stored, and may go to another machine): ``--env
+NAME=VALUE``, or ``--env NAME`` for the value here. A failed command is not restarted unless
+``--max-restarts`` says so (a submitted job's default is 3): its exit code comes back at once.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+import sys
+from pathlib import Path
+from typing import Annotated, Any
+
+import typer
+
+from danlu.cli.jobs import HomeOpt, TokenOpt, UrlOpt, connect, err, fail, set_path
+from danlu.client import Client
+from danlu.core.errors import DanluError, SpecError
+from danlu.core.spec import parse_spec
+from danlu.core.state import JobState
+
+FAILED_WITHOUT_CODE = 1
+"""The exit code of a job that failed without one of its own (killed by a signal, stopped at
+its time limit, cancelled)."""
+INTERRUPTED = 130
+"""The exit code after Ctrl-C (which cancels the job), as a shell gives 128 + SIGINT."""
+
+_NOT_NAME = re.compile(r"[^A-Za-z0-9_.-]+")
+
+
+def job_name(argv: list[str]) -> str:
+    """A job name from the command: its program's base name, made a valid name
+    (``python3`` for ``/usr/bin/python3``; ``run`` when nothing of it is left)."""
+    base = _NOT_NAME.sub("-", Path(argv[0]).name if argv else "").strip("-._")[:63]
+    return base or "run"
+
+
+def environment(items: list[str], here: dict[str, str]) -> dict[str, str]:
+    """``--env`` items as the job's environment: ``NAME=VALUE``, or ``NAME`` for its value in
+    ``here`` (the caller's environment)."""
+    out: dict[str, str] = {}
+    for item in items:
+        name, sep, value = item.partition("=")
+        if not name:
+            raise SpecError("env", f"--env {item!r}: write NAME=VALUE or NAME")
+        if not sep:
+            if name not in here:
+                raise SpecError(f"env.{name}", "not set here; write --env NAME=VALUE")
+            value = here[name]
+        out[name] = value
+    return out
+
+
+def run_body(
+    argv: list[str],
+    *,
+    name: str | None,
+    workdir: Path,
+    env: dict[str, str],
+    options: dict[str, Any],
+) -> dict[str, Any]:
+    """The job spec ``danlu run`` submits, validated here: ``options`` are dotted fields
+    (``resources.gpus``) set when not None."""
+    if not argv:
+        raise SpecError("command", "give the command after --, e.g. danlu run -- python train.py")
+    data: dict[str, Any] = {
+        "name": name or job_name(argv),
+        "command": list(argv),
+        "workdir": str(workdir.expanduser().absolute()),
+    }
+    if env:
+        data["env"] = env
+    for key, value in options.items():
+        if value is not None:
+            set_path(data, key, value)
+    spec = parse_spec(data)
+    return spec.model_dump(mode="json", exclude_defaults=True) | {"name": spec.name}
+
+
+def exit_code(job: dict[str, Any]) -> int:
+    """The command's exit code for a finished job: 0 when it succeeded, its own non-zero code
+    when it has one, else :data:`FAILED_WITHOUT_CODE`."""
+    if job.get("state") == JobState.SUCCEEDED.value:
+        return 0
+    code = job.get("exit_code")
+    return code if isinstance(code, int) and 0 < code < 256 else FAILED_WITHOUT_CODE
+
+
+def attach(client: Client, job_id: str) -> int:
+    """Stream the job's output until it ends; its exit code (:func:`exit_code`)."""
+    for chunk in client.follow_logs(job_id):
+        sys.stdout.write(chunk)
+        sys.stdout.flush()
+    job = client.get_job(job_id)
+    state = str(job.get("state"))
+    if state != JobState.SUCCEEDED.value:
+        reason = client.why(job_id).get("reason") or ""
+        err.print(f"danlu: job {job_id} {state}" + (f": {reason}" if reason else ""))
+    return exit_code(job)
+
+
+def run(
+    command: Annotated[
+        list[str] | None, typer.Argument(help="The command and its arguments, after --.")
+    ] = None,
+    name: Annotated[
+        str | None, typer.Option("--name", help="Job name (default: the program's).")
+    ] = None,
+    gpus: Annotated[str | None, typer.Option("--gpus", help="GPUs: 2 or a range 1..4.")] = None,
+    gpu_memory: Annotated[
+        str | None, typer.Option("--gpu-memory", help="Per-GPU memory, e.g. 20GiB or auto.")
+    ] = None,
+    project: Annotated[str | None, typer.Option("--project", help="Project (queue).")] = None,
+    priority: Annotated[int | None, typer.Option("--priority", help="Priority.")] = None,
+    time_limit: Annotated[
+        str | None,
+        typer.Option("--time-limit", help="Stop the job once it has run this long: 90m, 2h."),
+    ] = None,
+    max_restarts: Annotated[
+        int,
+        typer.Option("--max-restarts", min=0, help="Restarts after a failure (default 0: none)."),
+    ] = 0,
+    env: Annotated[
+        list[str] | None,
+        typer.Option("--env", help="NAME=VALUE, or NAME for its value here (repeatable)."),
+    ] = None,
+    workdir: Annotated[
+        Path | None,
+        typer.Option("--workdir", help="Where the command starts (default: here)."),
+    ] = None,
+    home: HomeOpt = None,
+    url: UrlOpt = None,
+    token: TokenOpt = None,
+) -> None:
+    """Run a command as a job and stay attached: its output here, its exit code as this
+    command's, Ctrl-C cancels it. Example: danlu run --gpus 2 -- python train.py --lr 0.1"""
+    argv = list(command or [])
+    try:
+        body = run_body(
+            argv,
+            name=name,
+            workdir=Path.cwd() if workdir is None else workdir,
+            env=environment(list(env or []), dict(os.environ)),
+            options={
+                "resources.gpus": gpus,
+                "resources.gpu_memory": gpu_memory,
+                "project": project,
+                "priority": priority,
+                "time_limit": time_limit,
+                "max_restarts": max_restarts,
+            },
+        )
+    except DanluError as exc:
+        raise fail(exc) from None
+    with connect(home, url, token) as client:
+        try:
+            job_id = str(client.submit(body)["id"])
+        except DanluError as exc:
+            raise fail(exc) from None
+        err.print(f"danlu: job {job_id} submitted (Ctrl-C cancels it)", highlight=False)
+        try:
+            code = attach(client, job_id)
+        except KeyboardInterrupt:
+            try:
+                client.cancel(job_id)
+                err.print(f"danlu: job {job_id} cancelled", highlight=False)
+            except DanluError as exc:  # it finished meanwhile, or the server is gone
+                err.print(f"danlu: job {job_id} not cancelled: {exc}", highlight=False)
+            raise typer.Exit(code=INTERRUPTED) from None
+        except DanluError as exc:
+            raise fail(exc) from None
+    raise typer.Exit(code=code)
+
+
+def register(app: typer.Typer) -> None:
+    """Add ``run``."""
+    app.command(
+        name="run", context_settings={"allow_interspersed_args": False}, no_args_is_help=True
+    )(run)
