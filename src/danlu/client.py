@@ -553,10 +553,17 @@ class Client:
         return int(self._json("POST", f"/jobs/{_seg(job)}/metrics", json=body)["accepted"])
 
     def metrics(
-        self, job: str, after_step: int | None = None, limit: int | None = None
+        self,
+        job: str,
+        after_step: int | None = None,
+        limit: int | None = None,
+        *,
+        tail: bool = False,
     ) -> list[dict[str, Any]]:
-        """``GET /jobs/{id}/metrics``."""
-        params = _clean({"after_step": after_step, "limit": limit})
+        """``GET /jobs/{id}/metrics``: records after ``after_step``, by step (the first
+        ``limit``, or with ``tail`` the last)."""
+        wanted = {"after_step": after_step, "limit": limit, "tail": "true" if tail else None}
+        params = _clean(wanted)
         return list(self._json("GET", f"/jobs/{_seg(job)}/metrics", params=params))
 
     # -- projects and cluster ---------------------------------------------------------------

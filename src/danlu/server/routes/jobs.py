@@ -275,10 +275,12 @@ def get_metrics(
     state: State,
     after_step: Annotated[int, Query(ge=-1, le=MAX_INT)] = -1,
     limit: Annotated[int, Query(ge=1, le=10_000)] = 1000,
+    tail: bool = False,
 ) -> list[dict[str, Any]]:
-    """Metric records with ``step > after_step``, by step."""
+    """Metric records with ``step > after_step``, by step: the first ``limit``, or the last
+    with ``tail=true``."""
     checked_name(job_id, "job")
     with state.db.read_session() as session:
         job = jobs.get_job(session, job_id, user)
-        rows = metrics.list_metrics(session, job.id, after_step=after_step, limit=limit)
+        rows = metrics.list_metrics(session, job.id, after_step=after_step, limit=limit, tail=tail)
         return [metric_out(m) for m in rows]

@@ -116,15 +116,14 @@ def _raise_to(column: Any, value: int) -> Any:
 
 
 def list_metrics(
-    session: Session, job_id: str, *, after_step: int = -1, limit: int = 1000
+    session: Session, job_id: str, *, after_step: int = -1, limit: int = 1000, tail: bool = False
 ) -> list[JobMetric]:
-    """A job's metric records with ``step > after_step``, by step then arrival."""
+    """A job's metric records with ``step > after_step``, by step then arrival: the first
+    ``limit`` of them, or with ``tail`` the last ``limit``."""
     if not 1 <= limit <= MAX_READ:
         raise SpecError("limit", f"must be between 1 and {MAX_READ}")
-    query = (
-        select(JobMetric)
-        .where(JobMetric.job_id == job_id, JobMetric.step > after_step)
-        .order_by(JobMetric.step, JobMetric.id)
-        .limit(limit)
-    )
-    return list(session.scalars(query))
+    query = select(JobMetric).where(JobMetric.job_id == job_id, JobMetric.step > after_step)
+    if tail:
+        latest = query.order_by(JobMetric.step.desc(), JobMetric.id.desc()).limit(limit)
+        return list(reversed(list(session.scalars(latest))))
+    return list(session.scalars(query.order_by(JobMetric.step, JobMetric.id).limit(limit)))

@@ -1,0 +1,141 @@
+"""``danlu metrics JOB``: the training metrics a job reported (``danlu.train``'s records or
+any ``POST /jobs/{id}/metrics``), the last ones as a table, or followed as they come."""
+
+from __future__ import annotations
+
+import math
+import time
+from collections.abc import Sequence
+from typing import Annotated, Any
+
+import typer
+from rich.markup import escape
+from rich.table import Table
+
+from danlu.cli.jobs import (
+    HomeOpt,
+    JobArg,
+    JsonOpt,
+    TokenOpt,
+    UrlOpt,
+    connect,
+    console,
+    fail,
+    print_json,
+)
+from danlu.client import Client
+from danlu.core.errors import DanluError
+from danlu.core.state import JobState
+
+DEFAULT_COLUMNS = 8
+"""Metric columns shown when ``--keys`` names none: the first reported."""
+FOLLOW_SECONDS = 2.0
+"""Seconds between two reads while following."""
+_OWN = ("step", "time")
+
+
+def metric_keys(records: Sequence[dict[str, Any]], most: int = DEFAULT_COLUMNS) -> list[str]:
+    """The metric names of ``records`` holding numbers, in the order first reported, at most
+    ``most`` of them."""
+    keys: list[str] = []
+    for record in records:
+        for key, value in record.items():
+            if key in _OWN or key in keys:
+                continue
+            if isinstance(value, int | float) and not isinstance(value, bool):
+                keys.append(key)
+    return keys[:most]
+
+
+def cell(value: Any) -> str:
+    """A metric value for a table: 4 significant digits for numbers, ``-`` for none."""
+    if value is None:
+        return "-"
+    if isinstance(value, bool) or not isinstance(value, int | float):
+        return str(value)
+    if isinstance(value, int) or (math.isfinite(value) and value.is_integer() and abs(value) < 1e9):
+        return str(int(value))
+    return f"{value:.4g}"
+
+
+def _clock(seconds: Any) -> str:
+    return time.strftime("%H:%M:%S", time.localtime(float(seconds))) if seconds else "-"
+
+
+def table(records: Sequence[dict[str, Any]], keys: Sequence[str]) -> Table:
+    """``records`` as a table: step, time of day, and ``keys``."""
+    out = Table()
+    out.add_column("step", justify="right")
+    out.add_column("time")
+    for key in keys:
+        out.add_column(escape(key), justify="right")
+    for record in records:
+        values = [cell(record.get(key)) for key in keys]
+        out.add_row(str(record.get("step")), _clock(record.get("time")), *values)
+    return out
+
+
+def line(record: dict[str, Any], keys: Sequence[str]) -> str:
+    """One record as a line: ``step 120  12:00:01  loss 0.5312  lr 0.001``."""
+    parts = [f"step {record.get('step')}", _clock(record.get("time"))]
+    parts += [f"{key} {cell(record[key])}" for key in keys if key in record]
+    return "  ".join(parts)
+
+
+def follow(client: Client, job: str, records: list[dict[str, Any]], keys: list[str]) -> None:
+    """Print ``records``, then the job's new records as they come, until it has finished."""
+    last = -1
+    while True:
+        for record in records:
+            console.print(escape(line(record, keys or metric_keys([record]))), highlight=False)
+            last = max(last, int(record.get("step") or 0))
+        if JobState(str(client.get_job(job)["state"])).terminal:
+            records = client.metrics(job, after_step=last)
+            if not records:
+                return
+            continue
+        time.sleep(FOLLOW_SECONDS)
+        records = client.metrics(job, after_step=last)
+
+
+def metrics(
+    job: JobArg,
+    tail: Annotated[
+        int, typer.Option("--tail", "-n", min=1, max=10_000, help="The last N records.")
+    ] = 20,
+    keys: Annotated[
+        str | None,
+        typer.Option("--keys", help="Metrics to show, comma-separated (default: the first 8)."),
+    ] = None,
+    follow_on: Annotated[
+        bool, typer.Option("--follow", "-f", help="Then print new records until the job ends.")
+    ] = False,
+    json_out: JsonOpt = False,
+    home: HomeOpt = None,
+    url: UrlOpt = None,
+    token: TokenOpt = None,
+) -> None:
+    """A job's training metrics: the last records (step, time, loss, ...) as a table."""
+    chosen = [k.strip() for k in keys.split(",") if k.strip()] if keys else []
+    with connect(home, url, token) as client:
+        try:
+            records = client.metrics(job, limit=tail, tail=True)
+            if json_out:
+                print_json(records)
+                return
+            if follow_on:
+                follow(client, job, records, chosen or metric_keys(records))
+                return
+        except DanluError as exc:
+            raise fail(exc) from None
+        except KeyboardInterrupt:
+            raise typer.Exit(code=130) from None
+    if not records:
+        console.print(f"job {escape(job)} has reported no metrics yet", highlight=False)
+        return
+    console.print(table(records, chosen or metric_keys(records)))
+
+
+def register(app: typer.Typer) -> None:
+    """Add ``metrics``."""
+    app.command(name="metrics")(metrics)
