@@ -89,6 +89,8 @@ def test_sign_in_see_the_cluster_and_hold_release_cancel_jobs(live: Live, page: 
             "/jobs", json=spec("queued", "pass", resources={"gpus": 2}, priority=-1)
         ).json()
         c.post("/cluster/nodes/localhost/cordon", json={"reason": _XSS})
+        steps = [{"step": i, "lr": 0.1, "loss": 4.0 / i, "tag": _XSS} for i in range(1, 30)]
+        c.post(f"/jobs/{busy['id']}/metrics", json={"metrics": steps}).raise_for_status()
     page.fill("#token", "not-a-token")
     page.click("#login button")
     expect(page.locator("#status")).to_contain_text("token refused")
@@ -123,6 +125,17 @@ def test_sign_in_see_the_cluster_and_hold_release_cancel_jobs(live: Live, page: 
     expect(page.locator("#events tbody tr")).to_have_count(2)
     expect(page.locator("#events tbody tr").nth(1)).to_contain_text("PENDING \u2192 RUNNING")
     expect(page.locator("#log")).to_contain_text("hello from busy")
+    expect(page.locator("#detail-energy")).to_have_text(
+        re.compile(r"^energy: (\S+ [kM]?Wh|not metered)$")
+    )
+    expect(page.locator("#metric-key")).to_have_value("loss")  # loss, though lr came first
+    expect(page.locator("#metric-key option")).to_have_count(2)  # the numbers only
+    expect(page.locator("#metric-chart polyline")).to_have_count(1)
+    expect(page.locator("#metric-range")).to_have_text(
+        "loss 0.1379 at step 29 (min 0.1379, max 4.000, steps 1-29)"
+    )
+    page.select_option("#metric-key", "lr")
+    expect(page.locator("#metric-range")).to_contain_text("lr 0.1000 at step 29")
     page.click("#detail-close")
     expect(detail).to_be_hidden()
     running.locator('button[data-action="cancel"]').click()

@@ -294,12 +294,78 @@ async function refresh() {
 }
 
 const LOG_TAIL = 8192;
+const METRIC_POINTS = 500;
+const SVG_NS = "http://www.w3.org/2000/svg";
+let metricRecords = [];
+
+function energyText(joules) {
+  if (joules === null || joules === undefined) return "energy: not metered";
+  const wh = joules / 3600;
+  if (wh >= 1e6) return "energy: " + (wh / 1e6).toPrecision(3) + " MWh";
+  if (wh >= 1e3) return "energy: " + (wh / 1e3).toPrecision(3) + " kWh";
+  return "energy: " + wh.toPrecision(3) + " Wh";
+}
+
+function metricKeys(records) {
+  const keys = [];
+  for (const record of records) {
+    for (const [key, value] of Object.entries(record)) {
+      if (key === "step" || key === "time" || keys.includes(key)) continue;
+      if (typeof value === "number" && Number.isFinite(value)) keys.push(key);
+    }
+  }
+  return keys;
+}
+
+function drawMetric(key) {
+  const svg = document.getElementById("metric-chart");
+  const points = metricRecords.filter((r) => typeof r[key] === "number" && Number.isFinite(r[key]));
+  svg.replaceChildren();
+  const range = document.getElementById("metric-range");
+  if (points.length === 0) {
+    range.textContent = "";
+    return;
+  }
+  const width = Number(svg.getAttribute("width"));
+  const height = Number(svg.getAttribute("height"));
+  const pad = 6;
+  const steps = points.map((r) => r.step);
+  const values = points.map((r) => r[key]);
+  const [x0, x1] = [Math.min(...steps), Math.max(...steps)];
+  const [y0, y1] = [Math.min(...values), Math.max(...values)];
+  const x = (step) => pad + (x1 > x0 ? (step - x0) / (x1 - x0) : 0.5) * (width - 2 * pad);
+  const y = (value) => height - pad - (y1 > y0 ? (value - y0) / (y1 - y0) : 0.5) * (height - 2 * pad);
+  const line = document.createElementNS(SVG_NS, "polyline");
+  line.setAttribute("points", points.map((r) => x(r.step) + "," + y(r[key])).join(" "));
+  line.setAttribute("fill", "none");
+  line.setAttribute("stroke", "#3b7ddd");
+  line.setAttribute("stroke-width", "1.5");
+  svg.appendChild(line);
+  const last = points[points.length - 1];
+  range.textContent = key + " " + last[key].toPrecision(4) + " at step " + last.step +
+    " (min " + y0.toPrecision(4) + ", max " + y1.toPrecision(4) + ", steps " + x0 + "-" + x1 + ")";
+}
+
+function renderMetrics(records) {
+  metricRecords = records;
+  const keys = metricKeys(records);
+  const section = document.getElementById("metrics");
+  section.hidden = keys.length === 0;
+  const select = document.getElementById("metric-key");
+  const chosen = keys.includes(select.value) ? select.value : keys.includes("loss") ? "loss" : keys[0];
+  select.replaceChildren(...keys.map((key) => el("option", key)));
+  if (chosen !== undefined) {
+    select.value = chosen;
+    drawMetric(chosen);
+  }
+}
 
 async function showJob(id) {
   const path = "/jobs/" + encodeURIComponent(id);
   try {
-    const [job, events, why] = await Promise.all([
+    const [job, events, why, records] = await Promise.all([
       api(path), api(path + "/events?limit=1000"), api(path + "/why"),
+      api(path + "/metrics?tail=true&limit=" + METRIC_POINTS),
     ]);
     let log = "";
     try {
@@ -317,6 +383,8 @@ async function showJob(id) {
     const detail = document.getElementById("detail");
     document.getElementById("detail-title").textContent = job.name + " (" + job.id + ")";
     document.getElementById("detail-why").textContent = job.state + ": " + why.reason;
+    document.getElementById("detail-energy").textContent = energyText(job.energy_joules);
+    renderMetrics(records);
     const rows = events.map((e) => {
       const row = el("tr");
       row.appendChild(el("td", new Date(e.time * 1000).toLocaleString()));
@@ -385,6 +453,9 @@ document.getElementById("login").addEventListener("submit", (event) => {
   start();
 });
 document.getElementById("logout").addEventListener("click", () => signOut());
+document.getElementById("metric-key").addEventListener("change", (event) => {
+  drawMetric(event.target.value);
+});
 document.getElementById("detail-close").addEventListener("click", () => {
   document.getElementById("detail").hidden = true;
 });
