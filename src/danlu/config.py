@@ -75,6 +75,10 @@ _HINTS: dict[str, str] = {
         "seconds 0..86400 between readings of the cluster's nodes, e.g. "
         "DANLU_INVENTORY_REFRESH=30 (0: only at start-up)"
     ),
+    "preempt_grace": (
+        "seconds (above 0, at most 3600) a preempted job has to checkpoint, e.g. "
+        "DANLU_PREEMPT_GRACE=30"
+    ),
     "energy_interval": (
         "seconds 0..3600 between readings of the GPUs' energy, e.g. DANLU_ENERGY_INTERVAL=10 "
         "(0: no meter)"
@@ -255,6 +259,10 @@ class Settings(BaseSettings):
     that joined a Slurm partition or a Ray cluster are scheduled onto, and the jobs on nodes
     that left are re-queued to resume from their checkpoints. 0: read them only at start-up.
     The local executor's GPUs are read once whatever this says."""
+    preempt_grace: float = Field(default=30.0, gt=0, le=3600, allow_inf_nan=False)
+    """Seconds a job has, after SIGTERM, to checkpoint and exit when it is preempted, moved to
+    other GPUs or drained, before SIGKILL; a job's spec may ask for its own
+    (``preempt_grace``, up to an hour)."""
     energy_interval: float = Field(default=10.0, ge=0, le=3600, allow_inf_nan=False)
     """Seconds between two readings of the GPUs' energy, charged to the jobs holding them
     (:mod:`danlu.server.energy`): the control plane's own GPUs (NVML's energy counters, or
@@ -439,3 +447,10 @@ def job_base_env() -> dict[str, str]:
     executor sets the job's own). Read here because config.py is the server side's only
     reader of environment variables."""
     return {k: v for k, v in os.environ.items() if not k.startswith(ENV_PREFIX)}
+
+
+def caller_env() -> dict[str, str]:
+    """The environment of the process running the CLI, for ``danlu run --env NAME`` (which
+    passes on a variable by name). Read here: config.py is the only reader of environment
+    variables outside the job side."""
+    return dict(os.environ)

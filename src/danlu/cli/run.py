@@ -11,7 +11,6 @@ NAME=VALUE``, or ``--env NAME`` for the value here. A failed command is not rest
 
 from __future__ import annotations
 
-import os
 import re
 import sys
 from pathlib import Path
@@ -21,6 +20,7 @@ import typer
 
 from danlu.cli.jobs import HomeOpt, TokenOpt, UrlOpt, connect, err, fail, set_path
 from danlu.client import Client
+from danlu.config import caller_env
 from danlu.core.errors import DanluError, SpecError
 from danlu.core.spec import parse_spec
 from danlu.core.state import JobState
@@ -146,7 +146,7 @@ def run(
             argv,
             name=name,
             workdir=Path.cwd() if workdir is None else workdir,
-            env=environment(list(env or []), dict(os.environ)),
+            env=environment(list(env or []), caller_env()),
             options={
                 "resources.gpus": gpus,
                 "resources.gpu_memory": gpu_memory,
