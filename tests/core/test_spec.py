@@ -144,6 +144,15 @@ def test_a_workdir_is_an_absolute_path() -> None:
         assert info.value.field == "workdir"
 
 
+def test_a_preempt_grace_is_a_duration_up_to_an_hour() -> None:
+    assert parse_spec(_spec(preempt_grace="5m")).preempt_grace == 300.0
+    assert parse_spec(_spec(preempt_grace=45)).preempt_grace == 45.0
+    for bad in (0, "2h"):
+        with pytest.raises(SpecError) as info:
+            parse_spec(_spec(preempt_grace=bad))
+        assert info.value.field == "preempt_grace"
+
+
 def test_a_stored_spec_is_read_as_it_was_accepted() -> None:
     # an older version accepted these; the jobs are still read (and scheduled), not lost
     older = _spec(priority=2**40, env={"A=B": "x"}, deadline=float("inf"))

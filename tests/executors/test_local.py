@@ -228,6 +228,26 @@ def test_preempt_checkpointing_job_exits_75(ex: LocalExecutor, tmp_path: Path) -
     assert b"checkpoint" in ex.logs(handle)[0]
 
 
+@pytest.mark.parametrize(("own", "ended"), [(None, (137, 9)), (20.0, (75, None))])
+def test_a_job_that_asked_for_a_longer_grace_gets_it(
+    ex: LocalExecutor, tmp_path: Path, own: float | None, ended: tuple[int | None, int | None]
+) -> None:
+    ready = tmp_path / "ready"
+    saving = "lambda *a: (time.sleep(1.5), print('saved'), sys.exit(75))"
+    code = (  # a checkpoint that takes 1.5 s, against a preemption's grace of 0.3 s
+        "import signal, sys, time, pathlib\n"
+        f"signal.signal(signal.SIGTERM, {saving})\n"
+        f"pathlib.Path({str(ready)!r}).write_text('1')\n"
+        "time.sleep(60)\n"
+    )
+    handle = ex.submit(launch("slow-ckpt", code, preempt_grace=own))
+    wait_for(ready)
+    ex.preempt(handle, grace_seconds=0.3)
+    status = wait(ex, handle)
+    assert (status.exit_code, status.signal, status.stop_reason) == (*ended, StopReason.PREEMPT)
+    assert (b"saved" in ex.logs(handle)[0]) is (own is not None)
+
+
 def test_sigterm_ignored_then_sigkill_whole_group(ex: LocalExecutor, tmp_path: Path) -> None:
     pids = tmp_path / "pids"
     code = (

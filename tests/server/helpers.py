@@ -145,7 +145,7 @@ def live_server(
     db_url: str | None = None,
     interval: float = 0.1,
     start_loops: bool = True,
-    preempt_grace: float = 30.0,
+    preempt_grace: float | None = None,
     follow_timeout: float = 3600.0,
     policy: str = "priority",
     policy_options: str | None = None,

@@ -63,6 +63,8 @@ MAX_PRIORITY = 1_000_000
 """Priorities lie in ``-MAX_PRIORITY..MAX_PRIORITY`` (as projects' do)."""
 MAX_RESTARTS = 1_000_000
 MAX_CPUS = 1_000_000
+MAX_PREEMPT_GRACE = 3600.0
+"""The longest grace a spec may ask for to checkpoint after SIGTERM (an hour)."""
 MAX_EXEC_STRING = 128 * 1024
 """Linux's limit on one argument or environment string, its NUL included (MAX_ARG_STRLEN)."""
 MAX_EXEC_TOTAL = 1024 * 1024
@@ -240,11 +242,16 @@ class JobSpec(_Strict):
     resizes count the time each run held its GPUs; the time queued does not): once reached,
     the control plane stops it as by a cancel (SIGTERM, the grace to checkpoint) and it ends
     CANCELLED, like Slurm's ``--time``. A duration such as ``2h``, ``90m`` or ``04:00:00``."""
+    preempt_grace: float | None = Field(default=None, gt=0, le=MAX_PREEMPT_GRACE)
+    """Seconds the job has, after SIGTERM, to checkpoint and exit when it is preempted, moved
+    to other GPUs or its node drained, before SIGKILL (as Kubernetes'
+    ``terminationGracePeriodSeconds``): a large model's checkpoint may take minutes. A
+    duration such as ``5m``; unset, the control plane's (``DANLU_PREEMPT_GRACE``, 30 s)."""
     depends_on: list[Dependency] = Field(default_factory=list, max_length=MAX_DEPENDENCIES)
     """Jobs this one waits for (:class:`Dependency`): a pipeline's steps, each submitted
     with the ids of the steps before it."""
 
-    @field_validator("deadline", "time_limit", mode="before")
+    @field_validator("deadline", "time_limit", "preempt_grace", mode="before")
     @classmethod
     def _duration(cls, value: Any) -> Any:
         return None if value is None else parse_duration(value, "")

@@ -108,6 +108,10 @@ class JobLaunch:
     gpus: tuple[GpuSlot, ...] = ()
     shell: bool = False
     workdir: str | None = None
+    preempt_grace: float | None = None
+    """Seconds this job has to checkpoint and exit after SIGTERM when preempted (its spec's
+    ``preempt_grace``): it overrides the grace :meth:`Executor.preempt` is given. None: that
+    grace."""
     log_dir: str | None = None
     checkpoint_dir: str | None = None
     restart_count: int = 0

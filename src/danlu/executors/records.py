@@ -81,6 +81,7 @@ LAUNCH_FIELDS: Mapping[str, Check] = {
     "shared": lambda v: isinstance(v, bool),
     "user": _account,
     "workdir": _text,
+    "preempt_grace": _number,
 }
 JOB_FIELDS: Mapping[str, Check] = {
     "pid": _natural,

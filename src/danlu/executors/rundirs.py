@@ -169,8 +169,11 @@ class RunDirExecutor(Executor):
         return exited(result, reason)
 
     def preempt(self, handle: Handle, grace_seconds: float) -> None:
-        """SIGTERM the job's processes now, SIGKILL them after ``grace_seconds``."""
-        self._stop(handle, StopReason.PREEMPT, grace_seconds)
+        """SIGTERM the job's processes now, SIGKILL them after the run's own grace (its
+        launch's ``preempt_grace``) or else ``grace_seconds``."""
+        _, launch = self._load(handle)
+        own = launch.get("preempt_grace")
+        self._stop(handle, StopReason.PREEMPT, grace_seconds if own is None else float(own))
 
     def cancel(self, handle: Handle) -> None:
         """SIGTERM the job's processes now, SIGKILL them after the cancel grace."""
@@ -305,7 +308,7 @@ class RunDirExecutor(Executor):
             "launched_at": self._clock(),
             "gpus": [[slot.node, slot.gpu] for slot in job.gpus],
             "shared": all(slot.memory is not None for slot in job.gpus),
-        }
+        } | ({} if job.preempt_grace is None else {"preempt_grace": job.preempt_grace})
 
 
 def exited(result: Mapping[str, Any], reason: StopReason | None) -> ExecStatus:

@@ -297,7 +297,7 @@ def create_app(
     inventory: Inventory | None = None,
     api_url: str | None = None,
     follow_timeout: float = 3600.0,
-    preempt_grace: float = 30.0,
+    preempt_grace: float | None = None,
 ) -> FastAPI:
     """The danlu API app. Migrates the store and records the executor's inventory at once;
     the reconcile loop runs in a background thread during the app's lifespan when

@@ -179,7 +179,7 @@ def prepare(
     fake_gpus: str | None = None,
     start_loops: bool = True,
     announce: Callable[[str], None] = _announce,
-    preempt_grace: float = 30.0,
+    preempt_grace: float | None = None,
     follow_timeout: float = 3600.0,
 ) -> Prepared:
     """Lock the home (one control plane per home: :func:`lock_home`), migrate the store,

@@ -86,7 +86,6 @@ from danlu.server.services.view import StatusCache, build_snapshot, lost_gpus, t
 
 log = logging.getLogger(__name__)
 LEASE = "scheduler"
-DEFAULT_PREEMPT_GRACE = 30.0
 
 
 @dataclass
@@ -207,7 +206,7 @@ class Reconciler:
         *,
         metrics: ServerMetrics | None = None,
         policy: Policy | None = None,
-        preempt_grace: float = DEFAULT_PREEMPT_GRACE,
+        preempt_grace: float | None = None,
         lease_ttl: float | None = None,
     ) -> None:
         self.db = db
@@ -227,7 +226,9 @@ class Reconciler:
         half_life = usage_half_life(self.policy)
         self.recent = RecentUsageCache(half_life) if half_life > 0 else None
         """Projects' recent usage, for a policy that reads it (fair-share's ``half_life``)."""
-        self.preempt_grace = preempt_grace
+        self.preempt_grace = settings.preempt_grace if preempt_grace is None else preempt_grace
+        """The grace of a preemption, a move or a drain for a job whose spec asks for none
+        (``DANLU_PREEMPT_GRACE``); the executor gives a job that asked for one its own."""
         self.interval = settings.interval
         self.ttl = lease_ttl if lease_ttl is not None else max(10.0, 5 * settings.interval)
         self.token = secrets.token_hex(16)
@@ -722,6 +723,7 @@ class Reconciler:
             gpus=slots,
             shell=spec.shell,
             workdir=spec.workdir,
+            preempt_grace=spec.preempt_grace,
             checkpoint_dir=checkpoint,
             restart_count=job.restarts,
             batch_size=job.batch_size,
