@@ -189,6 +189,18 @@ def test_stopping_the_loop_releases_the_meter(db: Database) -> None:
     assert meter.closed and meter.loads  # it read at least once
 
 
+def test_jobs_on_gpus_no_meter_reads_are_left_alone(db: Database) -> None:
+    whole, half, _ = _running(db)
+    meter = ScriptedMeter({("a", 2): 100.0, ("b", 0): 100.0})  # not GPUs 0-1 of node a
+    loop = EnergyLoop(db, meter)
+    loop.run_once(T)
+    assert loop.run_once(T + 10) == 2  # half and quarter, on GPU 2
+    with db.read_session() as s:
+        assert jobs.get_job(s, whole).energy is None
+        assert jobs.get_job(s, half).energy == pytest.approx(500.0)
+        assert s.query(JobEnergy).filter_by(job_id=whole).count() == 0
+
+
 def test_jobs_without_gpus_are_not_charged(db: Database) -> None:
     with db.session() as s:
         alice = user_and_nodes(s, (NODE,), T)

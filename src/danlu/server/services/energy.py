@@ -64,10 +64,13 @@ def charges(
 ) -> dict[Holding, float]:
     """Joules to charge each job for the interval ``[since, t]`` in which each GPU used
     ``used`` joules: its share of each GPU's energy, for the part of the interval after
-    its stretch began."""
+    its stretch began. A job on none of the metered GPUs (another control plane's, sharing
+    the store) is left out."""
     length = t - since
     out: dict[Holding, float] = {}
     for holding in held:
+        if not any((node, gpu) in used for node, gpu, _ in holding.shares):
+            continue
         part = 1.0 if length <= 0 else min(1.0, max(0.0, (t - holding.last_start) / length))
         joules = sum(used.get((node, gpu), 0.0) * milli for node, gpu, milli in holding.shares)
         out[holding] = joules / MILLI_PER_GPU * part
