@@ -344,10 +344,10 @@ class Client:
             body["os_user"] = os_user
         return dict(self._json("POST", "/users", json=body))
 
-    def update_user(self, name: str, *, os_user: str | None) -> dict[str, Any]:
-        """``PUT /users/{name}`` (admin): set the OS account its jobs run as (None: the one
-        named like it)."""
-        return dict(self._json("PUT", f"/users/{_seg(name)}", json={"os_user": os_user}))
+    def update_user(self, name: str, **fields: Any) -> dict[str, Any]:
+        """``PUT /users/{name}`` (admin) with the fields to change: ``os_user`` (the OS
+        account its jobs run as; None: the one named like it), ``quota_gpus`` (None: none)."""
+        return dict(self._json("PUT", f"/users/{_seg(name)}", json=fields))
 
     def create_token(self, user: str, name: str = "") -> str:
         """``POST /users/{name}/tokens``: a new API token for ``user`` (shown once)."""

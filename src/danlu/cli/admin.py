@@ -99,23 +99,37 @@ def user_add(
 def user_set(
     name: NameArg,
     os_user: OsUserOpt = None,
+    quota_gpus: Annotated[
+        str | None,
+        typer.Option(
+            "--quota-gpus", help="GPUs the user's jobs may hold at once in all projects, or 'none'."
+        ),
+    ] = None,
     json_out: JsonOpt = False,
     home: HomeOpt = None,
     url: UrlOpt = None,
     token: TokenOpt = None,
 ) -> None:
-    """Change a user (admin): the OS account its jobs run as ('none': the one named like it)."""
-    if os_user is None:
-        raise common.fail("nothing to change: give --os-user ACCOUNT (or none)")
-    account = None if os_user.lower() in _NONE else os_user
-    data = common.ask(home, url, token, lambda c: c.update_user(name, os_user=account))
+    """Change a user (admin): the OS account its jobs run as ('none': the one named like
+    it), its GPU quota ('none': no limit of its own)."""
+    fields: dict[str, Any] = {}
+    if os_user is not None:
+        fields["os_user"] = None if os_user.lower() in _NONE else os_user
+    given = _quota(quota_gpus, "--quota-gpus", _gpus)
+    if given is not None:
+        fields["quota_gpus"] = None if given == "none" else given
+    if not fields:
+        raise common.fail("nothing to change: give --os-user ACCOUNT or --quota-gpus N (or none)")
+    data = common.ask(home, url, token, lambda c: c.update_user(name, **fields))
     show_data(data, json_out, _user_line)
 
 
 def _user_line(data: dict[str, Any]) -> str:
     account = data.get("os_user")
     runs = f", jobs run as OS account {escape(account)}" if account else ""
-    return f"user {escape(str(data['name']))} ({data['role']}){runs}"
+    quota = data.get("quota_gpus")
+    limit = f", at most {float(quota):g} GPUs" if quota is not None else ""
+    return f"user {escape(str(data['name']))} ({data['role']}){runs}{limit}"
 
 
 @user_app.command("token")
@@ -145,10 +159,16 @@ def user_ls(
     """List the users and their roles (admin)."""
     data = common.ask(home, url, token, lambda c: c.users())
     rows = [
-        (escape(str(row["name"])), str(row["role"]), escape(str(row.get("os_user") or "-")))
+        (
+            escape(str(row["name"])),
+            str(row["role"]),
+            escape(str(row.get("os_user") or "-")),
+            "-" if row.get("quota_gpus") is None else f"{float(row['quota_gpus']):g}",
+        )
         for row in data
     ]
-    show_data(data, json_out, lambda _: titled_table("users", ("user", "role", "OS account"), rows))
+    columns = ("user", "role", "OS account", "GPU quota")
+    show_data(data, json_out, lambda _: titled_table("users", columns, rows))
 
 
 @user_app.command("tokens")

@@ -71,6 +71,10 @@ class User(Base):
     os_user: Mapped[str | None] = mapped_column(String(32), default=None)
     """The OS account the user's jobs run as with ``DANLU_RUN_AS=user``; None: the account
     named like the user."""
+    quota_gpus: Mapped[float | None] = mapped_column(Double, default=None)
+    """The most GPUs (whole-GPU equivalents) the user's running jobs may hold at once, in
+    all projects (as Slurm's ``MaxTRESPerUser=gres/gpu``); None: no limit of the user's own
+    (its projects' quotas still apply)."""
 
     tokens: Mapped[list[ApiToken]] = relationship(back_populates="user", passive_deletes=True)
 

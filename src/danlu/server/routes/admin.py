@@ -210,13 +210,15 @@ def create_user(body: UserIn, user: Caller, state: State) -> dict[str, Any]:
 
 @router.put("/users/{name}", response_model=UserOut, tags=["users"])
 def update_user(name: str, body: UserPatch, user: Caller, state: State) -> dict[str, Any]:
-    """Change a user's ``os_user`` (admin); a field left out stays as it is."""
+    """Change a user's ``os_user`` or GPU quota (admin); a field left out stays as it is."""
     require_admin(user)
     checked_name(name, "user", "name")
     with state.db.session() as session:
         changed = users.get_user(session, name)
         if "os_user" in body.model_fields_set:
             changed = users.set_os_user(session, name, body.os_user)
+        if "quota_gpus" in body.model_fields_set:
+            changed = users.set_quota(session, name, body.quota_gpus)
         return user_out(changed)
 
 

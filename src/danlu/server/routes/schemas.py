@@ -216,6 +216,9 @@ class UserOut(BaseModel):
     name: str
     role: Literal["admin", "user"]
     os_user: str | None = None
+    quota_gpus: float | None = None
+    """The most GPUs the user's running jobs may hold at once, in all projects; null: no
+    limit of the user's own."""
 
 
 class UserIn(_In):
@@ -227,9 +230,11 @@ class UserIn(_In):
 
 
 class UserPatch(_In):
-    """A change of a user (admin): ``os_user`` (null: the OS account named like the user)."""
+    """A change of a user (admin): ``os_user`` (null: the OS account named like the user),
+    ``quota_gpus`` (null: none); fields left out stay as they are."""
 
     os_user: str | None = Field(default=None, max_length=32)
+    quota_gpus: float | None = Field(default=None, ge=0, le=1e9, allow_inf_nan=False)
 
 
 class TokenIn(_In):
@@ -374,7 +379,12 @@ def token_out(token: ApiToken) -> dict[str, Any]:
 
 def user_out(user: User) -> dict[str, Any]:
     """``user`` as the API's User object."""
-    return {"name": user.name, "role": user.role, "os_user": user.os_user}
+    return {
+        "name": user.name,
+        "role": user.role,
+        "os_user": user.os_user,
+        "quota_gpus": user.quota_gpus,
+    }
 
 
 def nodes_out(nodes: list[Node], shares: list[ShareRecord]) -> list[dict[str, Any]]:

@@ -25,7 +25,7 @@ from danlu.core.errors import PlacementError
 from danlu.core.state import JobState
 from danlu.sched.view import IntArray, Plan, Resize
 from danlu.server.db.models import Job, Project
-from danlu.server.services import jobs
+from danlu.server.services import jobs, user_quotas
 from danlu.server.services.bulk import EventBatch, WaitingReasons
 from danlu.server.services.cluster import load_cluster
 from danlu.server.services.common import resolve_now
@@ -36,6 +36,7 @@ from danlu.server.services.projects import (
     quota_excess,
     with_quota,
 )
+from danlu.server.services.user_quotas import UserQuota
 from danlu.server.services.view import Snapshot, to_allocation, to_records
 
 log = logging.getLogger(__name__)
@@ -76,6 +77,26 @@ def _over_quota(
     if reason is None:
         grown[project.id] = total
     return reason, grown
+
+
+def _over_user_quota(
+    quota: UserQuota,
+    used: Mapping[int, float],
+    grown: dict[int, float],
+    old: Allocation,
+    resize: Resize,
+) -> str | None:
+    """Why moving a job of ``quota``'s user from ``old`` to ``resize.allocation`` would take
+    the user past its quota, on top of its usage and what the round's moves before it grew
+    by (``grown``, by user: updated when the move fits), or None."""
+    growth = max(0.0, _held(resize.allocation).gpus - _held(old).gpus)
+    if growth <= 0:
+        return None
+    total = grown.get(quota.id, 0.0) + growth
+    reason = user_quotas.excess(quota, used.get(quota.id, 0.0), total)
+    if reason is None:
+        grown[quota.id] = total
+    return reason
 
 
 def _held(allocation: Allocation) -> Usage:
@@ -167,20 +188,24 @@ class _Held:
     draining: _Usage
     owners: dict[int, list[str]]
     used: dict[int, Usage]
+    user_used: dict[int, float] = field(default_factory=dict)
+    """GPUs held per user (by id; the users with a quota at least)."""
 
 
 def _read_held(session: Session, cluster: Cluster) -> _Held:
     """:class:`_Held` read from the store (every holding job's stored allocation)."""
     holding = session.execute(
-        select(Job.id, Job.state, Job.project_id, Job.allocation).where(Job.state.in_(HOLDING))
+        select(Job.id, Job.state, Job.project_id, Job.user_id, Job.allocation).where(
+            Job.state.in_(HOLDING)
+        )
     )
     held = _Held(_Usage(cluster), _Usage(cluster), {}, {})
     staying: list[list[dict[str, Any]] | None] = []
     leaving: list[tuple[str, list[dict[str, Any]] | None]] = []
-    for held_id, held_state, project_id, held_allocation in holding:
-        held.used[project_id] = held.used.get(project_id, Usage()) + allocation_usage(
-            held_allocation
-        )
+    for held_id, held_state, project_id, user_id, held_allocation in holding:
+        holds = allocation_usage(held_allocation)
+        held.used[project_id] = held.used.get(project_id, Usage()) + holds
+        held.user_used[user_id] = held.user_used.get(user_id, 0.0) + holds.gpus
         if held_state == JobState.PREEMPTING.value:
             leaving.append((held_id, held_allocation))
         else:
@@ -199,7 +224,13 @@ def _snapshot_held(snapshot: Snapshot) -> _Held:
     per-GPU usage less what its PREEMPTING jobs hold, and its per-project usage."""
     view = snapshot.view
     cluster = view.cluster
-    held = _Held(_Usage(cluster), _Usage(cluster), {}, dict(snapshot.project_usage))
+    held = _Held(
+        _Usage(cluster),
+        _Usage(cluster),
+        {},
+        dict(snapshot.project_usage),
+        dict(snapshot.user_usage),
+    )
     milli, memory = view.usage()
     held.committed.milli += milli
     held.committed.memory += memory
@@ -256,6 +287,7 @@ def apply_plan(
         cluster = load_cluster(session)
         held = _read_held(session, cluster)
     committed, draining, owners, used = held.committed, held.draining, held.owners, held.used
+    user_used = held.user_used
     out = Applied()
     events = EventBatch()
     reasons = WaitingReasons()
@@ -267,6 +299,10 @@ def apply_plan(
     )
     # read before any row changes: a query after them would autoflush them row by row
     projects = {p.id: p for p in session.scalars(select(Project))}
+    quotas = {
+        q.id: q
+        for q in (snapshot.user_quotas if snapshot else user_quotas.read_quotas(session)).values()
+    }
 
     # the running jobs the snapshot saw as preemptible (its spec's flag): their specs need
     # not be parsed again (~35 us a job); any other is checked on its spec
@@ -338,6 +374,7 @@ def apply_plan(
     while not settled:
         settled = True
         grown: dict[int, Usage] = {}  # per project, by the moves that go ahead
+        grown_by_user: dict[int, float] = {}  # the same per user with a quota
         for resize, job, old in moving:
             if job.id in waits:
                 continue
@@ -346,6 +383,9 @@ def apply_plan(
                 # a move that grows must fit the project's quota (what other moves of the
                 # same round give back is not counted: it is checked again next round)
                 reason, grown = _over_quota(projects[job.project_id], used, grown, old, resize)
+            if reason is None and job.user_id in quotas:  # and its user's
+                quota = quotas[job.user_id]
+                reason = _over_user_quota(quota, user_used, grown_by_user, old, resize)
             if reason is not None:
                 waits[job.id] = reason
                 movers.add(job.id)
@@ -366,6 +406,11 @@ def apply_plan(
             used.get(job.project_id, Usage())
             - allocation_usage(job.allocation)
             + allocation_usage(records)
+        )
+        user_used[job.user_id] = (
+            user_used.get(job.user_id, 0.0)
+            - allocation_usage(job.allocation).gpus
+            + allocation_usage(records).gpus
         )
         jobs.resize(session, job, records, resize.batch_size, t, flush=False, events=events)
         out.resized.append(job)
@@ -392,12 +437,16 @@ def apply_plan(
         project = projects[job.project_id]
         current = used.get(project.id, Usage())
         reason = reason or quota_excess(project, current, extra)
+        mine = user_used.get(job.user_id, 0.0)
+        if reason is None and job.user_id in quotas:
+            reason = user_quotas.excess(quotas[job.user_id], mine, extra.gpus)
         if reason is not None:
             out.deferred[job.id] = reason
             reasons.add(job, reason)
             continue
         committed.add(start.allocation)
         used[project.id] = current + extra
+        user_used[job.user_id] = mine + extra.gpus
         if start.batch_size is not None:
             job.batch_size = start.batch_size
         why = f"scheduled: {start.reason}" if start.reason else "scheduled"

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import hashlib
 import hmac
+import math
 import os
 import re
 import secrets
@@ -75,6 +76,17 @@ def set_os_user(session: Session, name: str, os_user: str | None) -> User:
     """Set the OS account ``name``'s jobs run as (None: the one named like the user)."""
     user = get_user(session, name)
     user.os_user = checked_os_user(os_user)
+    session.flush()
+    return user
+
+
+def set_quota(session: Session, name: str, quota_gpus: float | None) -> User:
+    """Set the most GPUs ``name``'s running jobs may hold at once, in all projects (None: no
+    limit of its own); the jobs already running keep their GPUs."""
+    if quota_gpus is not None and not (math.isfinite(quota_gpus) and quota_gpus >= 0):
+        raise SpecError("quota_gpus", "give a number of GPUs >= 0, or null for no quota")
+    user = get_user(session, name)
+    user.quota_gpus = quota_gpus
     session.flush()
     return user
 

@@ -24,11 +24,12 @@ from danlu.sched.project_usage import ProjectShare, add_stretch, shares_with_usa
 from danlu.sched.view import ClusterView, IntArray, JobRequest, JobStatus
 from danlu.server.db.models import Job, Project
 from danlu.server.errors import AdmissionError
-from danlu.server.services import admission, jobs, nodes, observe
+from danlu.server.services import admission, jobs, nodes, observe, user_quotas
 from danlu.server.services.cluster import InventoryMemo, load_cluster
 from danlu.server.services.common import IN_CHUNK, resolve_now, tuple_rows
 from danlu.server.services.projects import HOLDING, Usage, quota_excess, with_quota
 from danlu.server.services.usage import RecentUsage
+from danlu.server.services.user_quotas import UserQuota
 
 ShareDict = dict[str, int | str]
 
@@ -41,6 +42,10 @@ class Snapshot:
     withheld: dict[str, str] = field(default_factory=dict)
     project_usage: dict[int, Usage] = field(default_factory=dict)
     """What the holding jobs of each project with a quota hold (by project id)."""
+    user_quotas: dict[str, UserQuota] = field(default_factory=dict)
+    """The users with a GPU quota of their own, by name."""
+    user_usage: dict[int, float] = field(default_factory=dict)
+    """The GPUs the holding jobs of each user with a quota hold (by user id)."""
     drains: dict[str, str] = field(default_factory=dict)
     """The preemptible running jobs on draining nodes, to preempt (id -> reason): the
     view hands them to the policy as not preemptible, like every job on a closed node
@@ -387,6 +392,14 @@ def build_snapshot(
             project_id = row[_PROJECT]
             if project_id in limited and entry is not None:
                 usage[project_id] = usage.get(project_id, Usage()) + entry.held
+    quotas = user_quotas.read_quotas(session)
+    user_used: dict[str, float] = {}  # by user name, from the holding jobs
+    if quotas:
+        for entry in held_entries:
+            if entry is not None and entry.status is not None:
+                owner = entry.status.request.user
+                if owner in quotas:
+                    user_used[owner] = user_used.get(owner, 0.0) + entry.held.gpus
     pending: list[JobStatus] = []
     withheld: dict[str, str] = {}
     for row, entry in zip(waiting, waiting_entries, strict=True):
@@ -405,12 +418,27 @@ def build_snapshot(
                 continue
             if status.request.elastic:
                 status = within_quota(status, project, used, cluster)
+        quota = quotas.get(status.request.user) if quotas else None
+        if quota is not None:
+            mine = user_used.get(quota.name, 0.0)
+            why = user_quotas.excess(quota, mine, entry.need.gpus)
+            if why is not None:
+                withheld[entry.job_id] = f"waiting for quota: {why}"
+                continue
+            if status.request.elastic:
+                status = within_room(status, user_quotas.room(quota, mine))
         pending.append(status)
     if limited:  # the elastic jobs of a project with a quota grow within it
         for i, (row, status) in enumerate(zip(held, running_jobs, strict=True)):
             if row[_PROJECT] in limited and status.request.elastic:
                 project = projects[row[_PROJECT]]
                 running_jobs[i] = within_quota(status, project, usage[project.id], cluster)
+    if quotas:  # and those of a user with a quota within the user's
+        for i, status in enumerate(running_jobs):
+            quota = quotas.get(status.request.user)
+            if quota is not None and status.request.elastic:
+                left = user_quotas.room(quota, user_used.get(quota.name, 0.0))
+                running_jobs[i] = within_room(status, left)
     milli, memory = _gpu_usage(cluster, held_entries)
     closed = nodes.closed(session, cluster)
     view = ClusterView(
@@ -428,7 +456,8 @@ def build_snapshot(
     for row, status in zip(held, running_jobs, strict=True):
         if row[_HELD_AT] is not None and row[_STATE] != _PREEMPTING:
             drains[status.id] = "held: preempted by checkpoint until released"
-    return Snapshot(view, withheld, usage, drains)
+    by_id = {quotas[name].id: gpus for name, gpus in user_used.items()}
+    return Snapshot(view, withheld, usage, quotas, by_id, drains)
 
 
 def _project_shares(
@@ -462,6 +491,14 @@ def within_quota(status: JobStatus, project: Project, used: Usage, cluster: Clus
     if project.quota_gpu_memory is not None:
         per_gpu = request.gpu_memory or int(cluster.arrays.gpu_memory.max(initial=1))
         room = min(room, (project.quota_gpu_memory - used.gpu_memory) // per_gpu)
+    return within_room(status, room)
+
+
+def within_room(status: JobStatus, room: float) -> JobStatus:
+    """An elastic job's status with its most GPUs cut to the GPUs it holds plus ``room``
+    (what a quota leaves on top of the usage it counts, this job's GPUs included; never
+    below its least); ``status`` itself when that leaves its whole range."""
+    request = status.request
     most = status.allocation.num_gpus + max(0, int(min(room, request.max_gpus)))
     if most >= request.max_gpus:
         return status

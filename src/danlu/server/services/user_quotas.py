@@ -1,0 +1,50 @@
+"""Users' own GPU quotas (``users.quota_gpus``): the GPUs a user's running jobs may hold at
+once, in all projects, as Slurm's ``MaxTRESPerUser=gres/gpu``.
+
+They are kept as a project's quota is: the snapshot leaves out a pending job whose start
+would take its user past the quota (it waits, with the reason), cuts an elastic job's range
+to what the quota leaves (:func:`danlu.server.services.view.within_room`), and the recorded
+plan is checked again (:mod:`danlu.server.services.record`). A job counts against both its
+project's quota and its user's.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+
+from sqlalchemy import select
+from sqlalchemy.orm import Session
+
+from danlu.server.db.models import User
+
+
+@dataclass(frozen=True, slots=True)
+class UserQuota:
+    """A user with a GPU quota."""
+
+    id: int
+    name: str
+    gpus: float
+
+
+def read_quotas(session: Session) -> dict[str, UserQuota]:
+    """The users with a GPU quota, by name (none in most stores: one small query)."""
+    query = select(User.id, User.name, User.quota_gpus).where(User.quota_gpus.is_not(None))
+    return {
+        name: UserQuota(uid, name, float(gpus))
+        for uid, name, gpus in session.execute(query)
+        if gpus is not None  # always: the query asks for it
+    }
+
+
+def excess(quota: UserQuota, used: float, extra: float) -> str | None:
+    """Why ``extra`` GPUs on top of ``used`` would take the user past its quota, or None."""
+    if used + extra > quota.gpus + 1e-9:
+        return f"user {quota.name!r} GPU quota: {used:g} in use + {extra:g} asked > {quota.gpus:g}"
+    return None
+
+
+def room(quota: UserQuota, used: float) -> float:
+    """Whole GPUs the user's quota leaves on top of ``used``."""
+    return max(0.0, math.floor(quota.gpus - used + 1e-9))
