@@ -51,7 +51,8 @@ def test_health_openapi_and_auth_required(live: Live) -> None:
     with live.client("dl_abcdefgh_not-a-real-token-at-all-xx") as bad:
         assert bad.get("/jobs").status_code == 401
     with live.client() as admin:
-        assert admin.get("/users/me").json() == {"name": "admin", "role": "admin", "os_user": None}
+        me = {"name": "admin", "role": "admin", "os_user": None, "quota_gpus": None}
+        assert admin.get("/users/me").json() == me
 
 
 @pytest.mark.parametrize("backend", ["sqlite", "postgresql"])
@@ -182,7 +183,8 @@ def test_projects_users_tokens_and_quotas(live: Live) -> None:
         assert too_big.status_code == 422
         assert too_big.json()["error"]["field"] == "resources.gpus"
     with live.client(token) as carol:
-        assert carol.get("/users/me").json() == {"name": "carol", "role": "user", "os_user": None}
+        me = {"name": "carol", "role": "user", "os_user": None, "quota_gpus": None}
+        assert carol.get("/users/me").json() == me
         assert carol.post("/projects", json={"name": "mine"}).status_code == 403
         assert carol.post("/users", json={"name": "eve"}).status_code == 403
         assert carol.post("/users/admin/tokens", json={}).status_code == 403
