@@ -72,7 +72,8 @@ def test_an_admin_adds_a_user_who_then_works_with_its_token(server: str) -> None
     token = token.strip()
     assert code == 0 and token.startswith("dl_") and "\n" not in token
     code, out, _ = run("whoami", "--token", token, "--json")
-    assert code == 0 and json.loads(out) == {"name": "alice", "role": "user", "os_user": None}
+    alice = {"name": "alice", "role": "user", "os_user": None, "quota_gpus": None}
+    assert code == 0 and json.loads(out) == alice
     code, _, err = run("user", "add", "bob", "--token", token)  # not an admin
     assert code == 2 and "admin" in err
     code, out, _ = run("user", "token", "alice", "--token", token)  # a token of its own
@@ -139,7 +140,8 @@ def test_a_users_os_account_is_set_listed_and_cleared(server: str) -> None:
     code, out, _ = run("user", "add", "bob", "--os-user", "bobby")
     assert code == 0 and "user bob (user), jobs run as OS account bobby" in out
     code, out, _ = run("user", "ls", "--json")
-    assert {"name": "bob", "role": "user", "os_user": "bobby"} in json.loads(out)
+    bob = {"name": "bob", "role": "user", "os_user": "bobby", "quota_gpus": None}
+    assert bob in json.loads(out)
     code, out, _ = run("user", "set", "bob", "--os-user", "none", "--json")
     assert code == 0 and json.loads(out)["os_user"] is None
     code, _, err = run("user", "set", "bob", "--os-user", "Root!")
