@@ -1,6 +1,6 @@
 """Recording a scheduling plan in the store (:func:`apply_plan`): preempts, moves, starts,
 rebatches, waiting reasons and policy marks, in the caller's transaction, checked GPU by GPU
-against what the holding jobs hold (compute and memory) and against project quotas.
+against what the holding jobs hold (compute and memory) and against project and user quotas.
 
 A plan comes from a policy that sees GPUs free as soon as a job is preempted or moved (as
 the simulator does). In the store a preempted job holds its GPUs until it has
@@ -182,7 +182,8 @@ def _by_id(session: Session, ids: Iterable[str]) -> dict[str, Job]:
 class _Held:
     """What the holding jobs hold when a plan is recorded: per GPU, the RUNNING jobs'
     (``committed``) and the PREEMPTING ones' (``draining``, with their ids per GPU in
-    ``owners``), and per project (``used``; the projects with a quota at least)."""
+    ``owners``), and per project (``used``; the projects with a quota at least) and per user
+    (``user_used``)."""
 
     committed: _Usage
     draining: _Usage
@@ -221,7 +222,8 @@ def _read_held(session: Session, cluster: Cluster) -> _Held:
 
 def _snapshot_held(snapshot: Snapshot) -> _Held:
     """:class:`_Held` from the snapshot the plan was made from (no reading): its view's
-    per-GPU usage less what its PREEMPTING jobs hold, and its per-project usage."""
+    per-GPU usage less what its PREEMPTING jobs hold, and its per-project and per-user
+    usage."""
     view = snapshot.view
     cluster = view.cluster
     held = _Held(
