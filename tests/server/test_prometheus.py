@@ -47,6 +47,8 @@ def test_metrics_exposition(live: Live) -> None:
     with live.client() as c:
         c.post("/projects", json={"name": "small", "quota_gpus": 1.5, "share": 2})
         assert c.get("/projects").status_code == 200
+        c.post("/users", json={"name": "dora"}).raise_for_status()
+        c.put("/users/dora", json={"quota_gpus": 4}).raise_for_status()
         job = submit(
             c,
             spec("m", "import time; time.sleep(20)", resources={"gpus": 1, "gpu_memory": "30GiB"}),
@@ -83,6 +85,16 @@ def test_metrics_exposition(live: Live) -> None:
         'danlu_project_share{project="default"}': 1.0,
         'danlu_project_share{project="small"}': 2.0,
         # no danlu_project_recent_gpus: the default policy (priority) keeps no history
+    }
+    users = {
+        line.rsplit(" ", 1)[0]: float(line.rsplit(" ", 1)[1])
+        for line in text.splitlines()
+        if line.startswith("danlu_user_")
+    }
+    assert users == {
+        'danlu_user_gpus_allocated{user="admin"}': 0.375,
+        'danlu_user_gpus_allocated{user="dora"}': 0.0,  # none held, but a quota
+        'danlu_user_quota_gpus{user="dora"}': 4.0,
     }
     assert "danlu_gpus_allocated" in text and "danlu_job_restarts_total 0.0" in text
     assert "danlu_scheduling_round_seconds_count" in text

@@ -22,7 +22,7 @@ from danlu.core.state import JobState
 from danlu.devices import METRICS, Inventory, inventory_from_cluster, sample_metrics
 from danlu.devices.energy import GpuKey
 from danlu.devices.metrics import ENERGY_METRIC, gpu_labels
-from danlu.server.db import Database, Job, Node, Project
+from danlu.server.db import Database, Job, Node, Project, User
 from danlu.server.services import usage, webhooks
 from danlu.server.services.cluster import list_shares
 from danlu.server.services.nodes import STATES as NODE_STATES
@@ -86,6 +86,34 @@ def _project_metrics(
         yield recent_gpus
 
 
+def _user_metrics(
+    shares: list[tuple[str, int, int, int, str]],
+    holders: dict[str, str],
+    limits: dict[str, float],
+) -> Iterator[Metric]:
+    """The GPUs each user's running jobs hold (users holding some, or with a quota) and the
+    users' own GPU quotas."""
+    held: dict[str, float] = dict.fromkeys(limits, 0.0)
+    for _, _, milli, _, job_id in shares:
+        name = holders.get(job_id)
+        if name is not None:
+            held[name] = held.get(name, 0.0) + milli / MILLI_PER_GPU
+    gpus = GaugeMetricFamily(
+        "danlu_user_gpus_allocated",
+        "GPUs held by a user's running jobs, in all projects (whole-GPU equivalents).",
+        labels=["user"],
+    )
+    for name in sorted(held):
+        gpus.add_metric([name], held[name])
+    yield gpus
+    quota = GaugeMetricFamily(
+        "danlu_user_quota_gpus", "A user's own GPU quota (users with one).", labels=["user"]
+    )
+    for name in sorted(limits):
+        quota.add_metric([name], limits[name])
+    yield quota
+
+
 class _StoreCollector(Collector):
     """Reads the store (and the GPUs) at every scrape."""
 
@@ -132,13 +160,21 @@ class _StoreCollector(Collector):
                     standing = usage.standing(session, time.time(), self.usage_half_life)
                     recent = {name: s.recent_gpus or 0.0 for name, s in standing.items()}
                 projects = list(limits)
-                owners = {
-                    job_id: name
-                    for job_id, name in session.execute(
-                        select(Job.id, Project.name)
-                        .join(Project, Job.project_id == Project.id)
-                        .where(Job.state.in_(HOLDING))
+                owners: dict[str, str] = {}
+                holders: dict[str, str] = {}  # job -> its user's name
+                for job_id, name, user_name in session.execute(
+                    select(Job.id, Project.name, User.name)
+                    .join(Project, Job.project_id == Project.id)
+                    .join(User, Job.user_id == User.id)
+                    .where(Job.state.in_(HOLDING))
+                ):
+                    owners[job_id], holders[job_id] = name, user_name
+                user_limits = {
+                    name: float(gpus)
+                    for name, gpus in session.execute(
+                        select(User.name, User.quota_gpus).where(User.quota_gpus.is_not(None))
                     )
+                    if gpus is not None
                 }
                 restarts, preemptions = session.execute(
                     select(
@@ -172,6 +208,7 @@ class _StoreCollector(Collector):
                 held[owner] = held.get(owner, Usage()) + Usage(milli / MILLI_PER_GPU, memory)
         names = sorted(set(projects) | set(held))
         yield from _project_metrics(names, held, limits, weights, recent)
+        yield from _user_metrics(shares, holders, user_limits)
         allocated = sum(milli for _, _, milli, _, _ in shares) / MILLI_PER_GPU
         yield GaugeMetricFamily(
             "danlu_gpus_allocated", "GPUs allocated (whole-GPU equivalents).", value=allocated
