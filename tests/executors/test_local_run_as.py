@@ -215,3 +215,8 @@ def test_a_job_enters_its_workdir_as_its_account(
     log = ex.logs(handle)[0].decode()
     assert status.outcome is Outcome.FAILED and "entered" not in log
     assert f"cannot enter the workdir '{closed}': Permission denied" in log
+    # one that does not exist, under a directory it cannot reach: told the same as above
+    hidden = closed / "missing"
+    handle = ex.submit(sh("as-user-6", "echo entered", workdir=str(hidden), run_as=os_user))
+    assert wait(ex, handle).outcome is Outcome.FAILED
+    assert f"cannot enter the workdir '{hidden}': Permission denied" in ex.logs(handle)[0].decode()

@@ -136,7 +136,9 @@ class LocalExecutor(RunDirExecutor, GpuSharingExecutor):
         when it cannot start."""
         account = self._account(job)
         run_dir = self._clear_for(job, self._cluster)
-        if job.workdir is not None and not Path(job.workdir).is_dir():
+        if job.workdir is not None and account is None and not Path(job.workdir).is_dir():
+            # (run as an account, the job finds out as that account: whether a path the
+            # account cannot reach exists is none of its business)
             raise LaunchError(f"working directory {job.workdir!r} of job {job.job_id} is missing")
         try:
             return self._start(job, run_dir, account)
