@@ -579,14 +579,17 @@ class Client:
         quota_gpus: float | None = None,
         quota_gpu_memory: int | None = None,
         share: float = 1.0,
+        members: Sequence[str] = (),
     ) -> dict[str, Any]:
-        """``POST /projects`` (admin); ``share``: its weight in the fair-share policy."""
+        """``POST /projects`` (admin); ``share``: its weight in the fair-share policy;
+        ``members``: the users who may submit to it (none: every user)."""
         body = {
             "name": name,
             "priority": priority,
             "quota_gpus": quota_gpus,
             "quota_gpu_memory": quota_gpu_memory,
             "share": share,
+            "members": list(members),
         }
         return dict(self._json("POST", "/projects", json=body))
 

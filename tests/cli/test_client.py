@@ -106,7 +106,14 @@ CASES: list[tuple[Callable[[Client], Any], str, str, dict[str, Any], Any, Any]] 
         "POST",
         "/projects",
         {},
-        {"name": "vision", "priority": 5, "quota_gpus": 4, "quota_gpu_memory": None, "share": 2.0},
+        {
+            "name": "vision",
+            "priority": 5,
+            "quota_gpus": 4,
+            "quota_gpu_memory": None,
+            "share": 2.0,
+            "members": [],
+        },
         {},
     ),
     (

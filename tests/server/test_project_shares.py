@@ -186,7 +186,7 @@ def test_the_api_and_the_cli_show_each_projects_standing(tmp_path: Path) -> None
         assert listed.exit_code == 0, listed.output
         line = next(row for row in listed.stdout.splitlines() if "vision" in row)
         cells = [cell.strip() for cell in line.split("│")[1:-1]]
-        assert cells[-3:] == ["2", "1.00", "0.00"]  # share, GPUs held, recent GPUs
+        assert cells[-4:] == ["2", "1.00", "0.00", "all"]  # share, held, recent, members
         idle = {row["name"]: row for row in c.get("/projects").json()}["speech"]
         assert (idle["share"], idle["gpus_held"], idle["recent_gpus"]) == (1.0, 0.0, 0.0)
         metrics = httpx.get(f"{live.url}/metrics").text

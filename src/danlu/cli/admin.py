@@ -49,6 +49,13 @@ QuotaMemoryOpt = Annotated[
     ),
 ]
 
+MembersOpt = Annotated[
+    str | None,
+    typer.Option(
+        "--members",
+        help="Users who may submit to it, comma-separated (admins always may); 'all': everyone.",
+    ),
+]
 ShareOpt = Annotated[
     float | None,
     typer.Option(
@@ -264,6 +271,20 @@ def _gpus_or_dash(value: Any) -> str:
     return "-" if value is None else f"{float(value):.2f}"
 
 
+def _members(value: str | None) -> list[str] | None:
+    """``--members``: None when not given, [] for ``all``, else the names."""
+    if value is None:
+        return None
+    if value.strip().lower() in ("all", "everyone", "none", ""):
+        return []
+    return [name.strip() for name in value.split(",") if name.strip()]
+
+
+def _members_text(data: dict[str, Any]) -> str:
+    listed = data.get("members") or []
+    return ", ".join(escape(str(name)) for name in listed) if listed else "all"
+
+
 def _project_line(data: dict[str, Any]) -> str:
     gpus = data.get("quota_gpus")
     memory = data.get("quota_gpu_memory")
@@ -271,7 +292,8 @@ def _project_line(data: dict[str, Any]) -> str:
     quota_memory = "no memory quota" if memory is None else f"at most {format_bytes(memory)}"
     return (
         f"project [bold]{escape(str(data['name']))}[/bold]: priority {data['priority']}, "
-        f"{quota_gpus}, {quota_memory}, share {float(data.get('share', 1.0)):g}"
+        f"{quota_gpus}, {quota_memory}, share {float(data.get('share', 1.0)):g}, "
+        f"members: {_members_text(data)}"
     )
 
 
@@ -294,6 +316,7 @@ def project_ls(
             f"{float(row.get('share', 1.0)):g}",
             _gpus_or_dash(row.get("gpus_held")),
             _gpus_or_dash(row.get("recent_gpus")),
+            _members_text(row),
         )
         for row in data
     ]
@@ -305,6 +328,7 @@ def project_ls(
         "share",
         "GPUs held",
         "recent GPUs",
+        "members",
     )
     show_data(data, json_out, lambda _: titled_table("projects", columns, rows))
 
@@ -316,12 +340,14 @@ def project_add(
     quota_gpus: QuotaGpusOpt = None,
     quota_memory: QuotaMemoryOpt = None,
     share: ShareOpt = None,
+    members: MembersOpt = None,
     json_out: JsonOpt = False,
     home: HomeOpt = None,
     url: UrlOpt = None,
     token: TokenOpt = None,
 ) -> None:
-    """Create a project (admin); jobs name it in their spec's `project`."""
+    """Create a project (admin); jobs name it in their spec's `project` (with --members,
+    only those users' jobs, and admins')."""
     gpus = _quota(quota_gpus, "--quota-gpus", _gpus)
     memory = _quota(quota_memory, "--quota-memory", _memory)
     data = common.ask(
@@ -334,6 +360,7 @@ def project_add(
             None if gpus == "none" else gpus,
             None if memory == "none" else memory,
             1.0 if share is None else share,
+            _members(members) or [],
         ),
     )
     show_data(data, json_out, _project_line)
@@ -346,14 +373,19 @@ def project_set(
     quota_gpus: QuotaGpusOpt = None,
     quota_memory: QuotaMemoryOpt = None,
     share: ShareOpt = None,
+    members: MembersOpt = None,
     json_out: JsonOpt = False,
     home: HomeOpt = None,
     url: UrlOpt = None,
     token: TokenOpt = None,
 ) -> None:
-    """Change a project's priority, quotas or fair-share weight (admin); options left out
-    stay as they are, and a quota given as 'none' is removed."""
+    """Change a project's priority, quotas, fair-share weight or members (admin); options
+    left out stay as they are, a quota given as 'none' is removed, and --members replaces
+    the list ('all': open to every user)."""
     fields: dict[str, Any] = {}
+    listed = _members(members)
+    if listed is not None:
+        fields["members"] = listed
     if priority is not None:
         fields["priority"] = priority
     if share is not None:
@@ -366,7 +398,7 @@ def project_set(
             fields[key] = None if given == "none" else given
     if not fields:
         raise common.fail(
-            "nothing to change: give --priority, --quota-gpus, --quota-memory or --share"
+            "nothing to change: give --priority, --quota-gpus, --quota-memory, --share or --members"
         )
     data = common.ask(home, url, token, lambda c: c.update_project(name, **fields))
     show_data(data, json_out, _project_line)

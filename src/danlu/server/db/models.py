@@ -128,6 +128,21 @@ class Project(Base):
     created_at: Mapped[float] = mapped_column(Double)
 
 
+class ProjectMember(Base):
+    """A user who may submit jobs to a project. A project without members is open to every
+    user (as ``default`` is); one with members, to them and the admins only
+    (:mod:`danlu.server.services.members`)."""
+
+    __tablename__ = "project_members"
+
+    project_id: Mapped[int] = mapped_column(
+        ForeignKey("projects.id", ondelete="CASCADE"), primary_key=True
+    )
+    user_id: Mapped[int] = mapped_column(
+        ForeignKey("users.id", ondelete="CASCADE"), primary_key=True, index=True
+    )
+
+
 class Job(LockMixin, Base):
     """One submitted job. ``seq`` (the key) is the submission order; ``id`` the public name.
 

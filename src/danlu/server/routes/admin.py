@@ -40,7 +40,7 @@ from danlu.server.routes.schemas import (
     token_out,
     user_out,
 )
-from danlu.server.services import cluster, nodes, projects, usage, users
+from danlu.server.services import cluster, members, nodes, projects, usage, users
 
 router = APIRouter()
 
@@ -62,7 +62,11 @@ def list_projects(user: Caller, state: State) -> list[dict[str, Any]]:
         half_life = state.usage_half_life
         standing = usage.standing(session, time.time(), half_life)
         idle = usage.Standing(0.0, 0.0 if half_life > 0 else None)
-        return [project_out(p, standing.get(p.name, idle)) for p in projects.list_projects(session)]
+        listed = members.members_by_project(session)
+        return [
+            project_out(p, standing.get(p.name, idle), listed.get(p.id))
+            for p in projects.list_projects(session)
+        ]
 
 
 @router.post("/projects", status_code=201, response_model=ProjectOut, tags=["projects"])
@@ -78,13 +82,13 @@ def create_project(body: ProjectIn, user: Caller, state: State) -> dict[str, Any
             body.quota_gpu_memory,
             share=body.share,
         )
-        return project_out(project)
+        return project_out(project, members=members.set_members(session, project, body.members))
 
 
 @router.put("/projects/{name}", response_model=ProjectOut, tags=["projects"])
 def update_project(name: str, body: ProjectPatch, user: Caller, state: State) -> dict[str, Any]:
-    """Change a project's priority, quotas or fair-share weight (admin); absent fields stay
-    as they are."""
+    """Change a project's priority, quotas, fair-share weight or members (admin); absent
+    fields stay as they are."""
     require_admin(user)
     checked_name(name, "project", "name")
     given = body.model_fields_set
@@ -99,7 +103,11 @@ def update_project(name: str, body: ProjectPatch, user: Caller, state: State) ->
             ),
             share=body.share,
         )
-        return project_out(project)
+        if body.members is not None:
+            listed = members.set_members(session, project, body.members)
+        else:
+            listed = members.members(session, project)
+        return project_out(project, members=listed)
 
 
 @router.get("/cluster/nodes", response_model=list[NodeOut], tags=["cluster"])

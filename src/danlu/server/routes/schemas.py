@@ -3,7 +3,7 @@ that turn store rows into them."""
 
 from __future__ import annotations
 
-from typing import Any, Literal
+from typing import Annotated, Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field
 
@@ -183,11 +183,17 @@ class ProjectOut(BaseModel):
     quota_gpu_memory: int | None
     share: float
     """Its weight in the fair-share policy (1 by default)."""
+    members: list[str] = Field(default_factory=list)
+    """The users who may submit jobs to it, by name; empty: every user may."""
     gpus_held: float | None = None
     """``GET /projects``: the GPUs its running jobs hold now."""
     recent_gpus: float | None = None
     """``GET /projects``: its recent usage in GPUs (the decayed average the fair-share
     policy's ``half_life`` weighs); null when the policy keeps no history."""
+
+
+UserName = Annotated[str, Field(min_length=1, max_length=64)]
+"""A user's name in a request (the store's column holds 64 characters)."""
 
 
 class ProjectIn(_In):
@@ -198,15 +204,19 @@ class ProjectIn(_In):
     quota_gpus: float | None = Field(default=None, ge=0, le=1e9, allow_inf_nan=False)
     quota_gpu_memory: int | None = Field(default=None, ge=0, le=2**62)
     share: float = Field(default=1.0, gt=0, le=1e6, allow_inf_nan=False)
+    members: list[UserName] = Field(default_factory=list, max_length=10_000)
+    """The users who may submit jobs to it (besides the admins); empty: every user."""
 
 
 class ProjectPatch(_In):
-    """A partial project: fields present are changed (``null`` removes a quota)."""
+    """A partial project: fields present are changed (``null`` removes a quota; ``members``
+    replaces the list, ``[]`` opens the project to every user)."""
 
     priority: int | None = Field(default=None, ge=-1_000_000, le=1_000_000)
     quota_gpus: float | None = Field(default=None, ge=0, le=1e9, allow_inf_nan=False)
     quota_gpu_memory: int | None = Field(default=None, ge=0, le=2**62)
     share: float | None = Field(default=None, gt=0, le=1e6, allow_inf_nan=False)
+    members: list[UserName] | None = Field(default=None, max_length=10_000)
 
 
 class UserOut(BaseModel):
@@ -350,15 +360,18 @@ def metric_out(metric: JobMetric) -> dict[str, Any]:
     return {**metric.data, "step": metric.step, "time": metric.time}
 
 
-def project_out(project: Project, standing: Standing | None = None) -> dict[str, Any]:
-    """``project`` as the API's Project object; with ``standing``, what it holds and used
-    lately."""
+def project_out(
+    project: Project, standing: Standing | None = None, members: list[str] | None = None
+) -> dict[str, Any]:
+    """``project`` as the API's Project object, with its ``members``; with ``standing``,
+    what it holds and used lately."""
     out: dict[str, Any] = {
         "name": project.name,
         "priority": project.priority,
         "quota_gpus": project.quota_gpus,
         "quota_gpu_memory": project.quota_gpu_memory,
         "share": project.share,
+        "members": members or [],
     }
     if standing is not None:
         out["gpus_held"] = standing.gpus_held

@@ -22,7 +22,7 @@ from danlu.core.state import JobState, check_transition, restart_backoff
 from danlu.core.units import format_bytes, format_duration
 from danlu.server.db.models import Job, JobEvent, JobRun, Node, User
 from danlu.server.errors import ConflictError, NotFoundError, PermissionDenied
-from danlu.server.services import admission, dependencies, webhooks
+from danlu.server.services import admission, dependencies, members, webhooks
 from danlu.server.services.bulk import EventBatch, flush_jobs
 from danlu.server.services.cluster import load_cluster
 from danlu.server.services.common import by_id, resolve_now
@@ -132,7 +132,8 @@ def submit(
     when it is None: the scheduler then treats the family as unknown). ``max_unfinished``:
     the unfinished jobs the job's owner may have (``DANLU_MAX_JOBS_PER_USER``; 0: any).
     Raises :class:`SpecError` (invalid field), :class:`AdmissionError` (can never fit the
-    inventory or the project's quota, naming the field), :class:`PermissionDenied` or
+    inventory or the project's quota, naming the field), :class:`PermissionDenied` (another
+    owner than the caller, not an admin; an owner not a member of the project) or
     :class:`ConflictError` (the owner has ``max_unfinished`` unfinished jobs).
     """
     t = resolve_now(now)
@@ -149,6 +150,7 @@ def submit(
     if max_unfinished:
         _check_unfinished(session, owner, max_unfinished)
     project = _project(session, parsed.project, t)
+    members.check_member(session, project, owner)
     memory = gpu_memory
     if memory is None and isinstance(parsed.resources.gpu_memory, int):
         memory = parsed.resources.gpu_memory
