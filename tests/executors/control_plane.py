@@ -237,5 +237,8 @@ def survives_a_crash(root: Path, args: Sequence[str], env: Mapping[str, str]) ->
     with control_plane(root, args, env) as client:
         done = wait_state(client, job["id"], "SUCCEEDED")
         log = client.logs(job["id"])[0]
-    assert done["restarts"] == 0 and done["preemptions"] == 0
-    assert log.count("started") == 2 and log.count("finished") == 2  # one run, two nodes
+    assert done["restarts"] == 0 and done["preemptions"] == 0  # one run
+    # both nodes' lines, every one of them: a control plane killed between appending a
+    # poll's output to the job's log and recording how far it read appends it again after
+    # the restart (the Ray executor's log is at least once), so a line may come twice
+    assert log.count("started") >= 2 and log.count("finished") >= 2, log
