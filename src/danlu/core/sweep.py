@@ -45,7 +45,9 @@ MAX_PARALLEL = 1_000
 MAX_PARAMETERS = 64
 MAX_VALUES = 1_000
 """The most ``values`` one parameter may list."""
-TRIAL_ENV = ("DANLU_HPARAMS", "DANLU_SWEEP_ID", "DANLU_TRIAL", "DANLU_ARRAY_INDEX")
+MEMBERSHIP_ENV = ("DANLU_SWEEP_ID", "DANLU_TRIAL")
+"""What makes a job one of a sweep's trials: the variables a rerun of it leaves out."""
+TRIAL_ENV = ("DANLU_HPARAMS", *MEMBERSHIP_ENV, "DANLU_ARRAY_INDEX")
 """The environment variables the control plane gives trials (a trial spec may not set them;
 ``DANLU_ARRAY_INDEX`` only a job array's)."""
 ARRAY_PARAMETER = "index"

@@ -19,6 +19,7 @@ from danlu.core.cluster import MILLI_PER_GPU
 from danlu.core.errors import PlacementError, SpecError
 from danlu.core.spec import AUTO_FAMILY, MAX_PRIORITY, JobSpec, check_limits, parse_spec
 from danlu.core.state import JobState, check_transition, restart_backoff
+from danlu.core.sweep import MEMBERSHIP_ENV
 from danlu.core.units import format_bytes, format_duration
 from danlu.server.db.models import Job, JobEvent, JobRun, Node, User
 from danlu.server.errors import ConflictError, NotFoundError, PermissionDenied
@@ -55,10 +56,6 @@ def job_spec(job: Job) -> JobSpec:
     return parse_spec(job.spec, stored=True)
 
 
-_MEMBERSHIP_ENV = ("DANLU_SWEEP_ID", "DANLU_TRIAL")
-"""A sweep trial's variables that a rerun leaves out (it is not one of the sweep's)."""
-
-
 def rerun_spec(job: Job) -> JobSpec:
     """The spec to submit ``job`` again as a new job (``POST /jobs/{id}/rerun``): its own,
     without its dependencies (they were met or not for the first run) and without what made
@@ -70,7 +67,7 @@ def rerun_spec(job: Job) -> JobSpec:
             f"job {job.id} is {job.state}; a rerun takes a finished job (cancel it first)"
         )
     spec = job_spec(job)
-    env = {key: value for key, value in spec.env.items() if key not in _MEMBERSHIP_ENV}
+    env = {key: value for key, value in spec.env.items() if key not in MEMBERSHIP_ENV}
     return spec.model_copy(update={"depends_on": [], "env": env})
 
 
