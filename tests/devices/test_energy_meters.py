@@ -10,13 +10,8 @@ from test_devices import _gpu, fake_nvml
 
 from danlu.core.cluster import Cluster, Node, gpu_type
 from danlu.devices import discover, fake_inventory, inventory_from_cluster
-from danlu.devices.energy import (
-    NvmlEnergyMeter,
-    SyntheticEnergyMeter,
-    energy_meter,
-    synthetic_power,
-)
-from danlu.devices.metrics import IDLE_POWER, MAX_POWER
+from danlu.devices.energy import NvmlEnergyMeter, SyntheticEnergyMeter, energy_meter
+from danlu.devices.metrics import IDLE_POWER, MAX_POWER, synthetic_power
 
 GiB = 1024**3
 

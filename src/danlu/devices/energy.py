@@ -7,8 +7,7 @@ to the jobs holding the GPU (:mod:`danlu.server.energy`). Two kinds:
   loaded; Volta and later). A GPU whose driver does not report it is metered by integrating
   its power draw over the time between readings instead.
 - :class:`SyntheticEnergyMeter` meters fake GPUs: each draws the fake inventory's synthetic
-  power (:data:`~danlu.devices.metrics.IDLE_POWER` idle, rising linearly with the compute
-  its jobs hold to :data:`~danlu.devices.metrics.MAX_POWER`) over the time between readings.
+  power (:func:`~danlu.devices.metrics.synthetic_power`) over the time between readings.
 
 GPUs are named ``(node, gpu)``: the inventory node's name and the GPU's position on it (as
 allocations name them). Readings are joules, counted from the meter's first reading (0 there).
@@ -21,9 +20,8 @@ from collections.abc import Mapping
 from types import ModuleType
 from typing import Any, Protocol
 
-from danlu.core.cluster import MILLI_PER_GPU
 from danlu.devices.inventory import Inventory
-from danlu.devices.metrics import IDLE_POWER, MAX_POWER
+from danlu.devices.metrics import synthetic_power
 from danlu.devices.nvml import load_nvml
 
 GpuKey = tuple[str, int]
@@ -42,12 +40,6 @@ class EnergyMeter(Protocol):
     def close(self) -> None:
         """Release what the meter holds (NVML); reading after it is an error."""
         ...
-
-
-def synthetic_power(milli: int) -> float:
-    """Watts a fake GPU draws with ``milli`` thousandths of its compute held by jobs."""
-    load = min(max(milli, 0), MILLI_PER_GPU) / MILLI_PER_GPU
-    return IDLE_POWER + (MAX_POWER - IDLE_POWER) * load
 
 
 class _Integrator:

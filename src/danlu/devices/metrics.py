@@ -32,6 +32,12 @@ IDLE_TEMP, IDLE_POWER, MAX_POWER = 30.0, 60.0, 400.0
 """The fake GPUs' synthetic temperature (C) and power (W) at 0 % utilisation, and power at 100 %."""
 
 
+def synthetic_power(milli: int) -> float:
+    """Watts a fake GPU draws with ``milli`` thousandths of its compute held by jobs."""
+    load = min(max(milli, 0), MILLI_PER_GPU) / MILLI_PER_GPU
+    return IDLE_POWER + (MAX_POWER - IDLE_POWER) * load
+
+
 @dataclass(frozen=True, slots=True)
 class MetricSample:
     """One gauge value: DCGM metric ``name``, its labels and value."""
@@ -72,7 +78,7 @@ def _samples(gpu: GpuInfo, hostname: str) -> list[MetricSample]:
 def synthetic(inventory: Inventory, allocations: Iterable[Allocation]) -> Inventory:
     """The fake GPUs as if the allocations were running: memory used is the sum of the shares'
     memory (capped at the total), utilisation the shares' compute (milli-GPU / 10), temperature
-    and power rising linearly with utilisation."""
+    rising linearly with utilisation, power :func:`synthetic_power`."""
     used: dict[tuple[int, int], int] = {}
     milli: dict[tuple[int, int], int] = {}
     for allocation in allocations:
@@ -95,7 +101,7 @@ def synthetic(inventory: Inventory, allocations: Iterable[Allocation]) -> Invent
                     min(used.get((i, j), 0), gpu.memory_total),
                     util,
                     IDLE_TEMP + 0.5 * util,
-                    IDLE_POWER + (MAX_POWER - IDLE_POWER) * util / 100.0,
+                    synthetic_power(milli.get((i, j), 0)),
                 )
             )
         nodes.append(type(node)(node.name, node.hostname, tuple(gpus)))
