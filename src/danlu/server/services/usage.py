@@ -14,7 +14,7 @@ import math
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 
-from sqlalchemy import BigInteger, case, cast, func, select
+from sqlalchemy import BigInteger, ColumnElement, SQLColumnExpression, case, cast, func, select
 from sqlalchemy.orm import Session
 
 from danlu.core.cluster import MILLI_PER_GPU
@@ -52,9 +52,7 @@ def usage(
     most GPU-seconds first; ``user_id``: that user's only."""
     t = resolve_now(now)
     end = t if until is None else min(until, t)
-    start_in = case((JobRun.started_at > since, JobRun.started_at), else_=since)
-    end_in = case((JobRun.ended_at < end, JobRun.ended_at), else_=end)
-    seconds = end_in - start_in
+    seconds = _inside(JobRun.started_at, JobRun.ended_at, since, end)
     query = (
         select(
             JobRun.project_id,
@@ -106,16 +104,25 @@ def usage(
     return sorted(rows, key=lambda r: (-r.gpu_seconds, r.project, r.user))
 
 
+def _inside(
+    start: SQLColumnExpression[float], stop: SQLColumnExpression[float], since: float, end: float
+) -> ColumnElement[float]:
+    """The SQL seconds of ``[start, stop]`` (two columns) inside ``[since, end)``, for the
+    rows that overlap it."""
+    start_in = case((start > since, start), else_=since)
+    end_in = case((stop < end, stop), else_=end)
+    return end_in - start_in
+
+
 def _energy(
     session: Session, since: float, end: float, user_id: int | None
 ) -> dict[tuple[int, int], float]:
     """Joules by (project id, user id) of the metered stretches in ``[since, end)``: each
     stretch's energy so far, in proportion to the part of its metered time (from its start
     to its last charge) inside the period."""
-    start_in = case((JobEnergy.run_start > since, JobEnergy.run_start), else_=since)
-    end_in = case((JobEnergy.updated_at < end, JobEnergy.updated_at), else_=end)
     metered = JobEnergy.updated_at - JobEnergy.run_start
-    part = case((metered > 0, (end_in - start_in) / metered), else_=0.0)
+    inside = _inside(JobEnergy.run_start, JobEnergy.updated_at, since, end)
+    part = case((metered > 0, inside / metered), else_=0.0)
     query = (
         select(JobEnergy.project_id, JobEnergy.user_id, func.sum(JobEnergy.joules * part))
         .where(JobEnergy.updated_at > since, JobEnergy.run_start < end)
