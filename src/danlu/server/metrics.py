@@ -23,7 +23,7 @@ from danlu.devices import METRICS, Inventory, inventory_from_cluster, sample_met
 from danlu.devices.energy import GpuKey
 from danlu.devices.metrics import ENERGY_METRIC, gpu_labels
 from danlu.server.db import Database, Job, Node, Project, User
-from danlu.server.services import usage, webhooks
+from danlu.server.services import usage, user_quotas, webhooks
 from danlu.server.services.cluster import list_shares
 from danlu.server.services.nodes import STATES as NODE_STATES
 from danlu.server.services.nodes import state as node_state
@@ -169,13 +169,7 @@ class _StoreCollector(Collector):
                     .where(Job.state.in_(HOLDING))
                 ):
                     owners[job_id], holders[job_id] = name, user_name
-                user_limits = {
-                    name: float(gpus)
-                    for name, gpus in session.execute(
-                        select(User.name, User.quota_gpus).where(User.quota_gpus.is_not(None))
-                    )
-                    if gpus is not None
-                }
+                user_limits = {q.name: q.gpus for q in user_quotas.read_quotas(session).values()}
                 restarts, preemptions = session.execute(
                     select(
                         func.coalesce(func.sum(Job.restarts), 0),
