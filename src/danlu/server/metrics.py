@@ -239,6 +239,7 @@ class _StoreCollector(Collector):
                 outcomes.add_metric([hook_id, outcome], float(getattr(tally, outcome)))
         yield outcomes
         yield from self._gpu_metrics(shares)
+        yield from self._energy_metrics()  # the meter's reading, even when sampling fails
 
     def _gpu_metrics(self, shares: list[tuple[str, int, int, int, str]]) -> Iterator[Metric]:
         try:
@@ -255,7 +256,6 @@ class _StoreCollector(Collector):
             if family is not None:
                 family.add_metric([sample.labels[k] for k in DCGM_LABELS], sample.value)
         yield from families.values()
-        yield from self._energy_metrics()
 
     def _energy_metrics(self) -> Iterator[Metric]:
         reading = self.energy
