@@ -141,11 +141,15 @@ class RunDirExecutor(Executor):
 
     def _stop(self, handle: Handle, reason: StopReason, grace: float) -> None:
         """Record the stop request (``stop.json``: why, the grace, when) and signal the run;
-        nothing for a run that has exited. A request that cannot be written (a full disk)
-        still stops the run."""
+        nothing for a run that has exited. A preemption's grace is the run's own when its
+        launch record has one (the spec's ``preempt_grace``). A request that cannot be
+        written (a full disk) still stops the run."""
         run_dir, launch = self._load(handle)
         if not self._status(run_dir, launch).running:
             return
+        own = launch.get("preempt_grace")  # the job's own, from its spec
+        if reason is StopReason.PREEMPT and own is not None:
+            grace = float(own)
         stop = {"reason": reason.value, "grace": max(0.0, grace), "requested_at": self._clock()}
         try:
             supervise.write_json(run_dir / supervise.STOP, stop)
@@ -171,9 +175,7 @@ class RunDirExecutor(Executor):
     def preempt(self, handle: Handle, grace_seconds: float) -> None:
         """SIGTERM the job's processes now, SIGKILL them after the run's own grace (its
         launch's ``preempt_grace``) or else ``grace_seconds``."""
-        _, launch = self._load(handle)
-        own = launch.get("preempt_grace")
-        self._stop(handle, StopReason.PREEMPT, grace_seconds if own is None else float(own))
+        self._stop(handle, StopReason.PREEMPT, grace_seconds)
 
     def cancel(self, handle: Handle) -> None:
         """SIGTERM the job's processes now, SIGKILL them after the cancel grace."""
