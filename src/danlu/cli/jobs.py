@@ -143,11 +143,17 @@ def build_spec(
             job, _, condition = item.partition(":")
             data["depends_on"].append({"job": job, "condition": condition or "succeeded"})
     array = data.pop("array", None)
-    spec = parse_spec(data)
-    body = spec.model_dump(mode="json", exclude_defaults=True) | {"name": spec.name}
+    body = spec_body(data)
     if array is not None:
         body["array"] = str(array)
     return body
+
+
+def spec_body(data: dict[str, Any]) -> dict[str, Any]:
+    """``data`` validated as a job spec (errors name the field), as the JSON body to submit:
+    the fields it sets, defaults left out."""
+    spec = parse_spec(data)
+    return spec.model_dump(mode="json", exclude_defaults=True) | {"name": spec.name}
 
 
 def submit(

@@ -18,11 +18,10 @@ from typing import Annotated, Any
 
 import typer
 
-from danlu.cli.jobs import HomeOpt, TokenOpt, UrlOpt, connect, err, fail, set_path
+from danlu.cli.jobs import HomeOpt, TokenOpt, UrlOpt, connect, err, fail, set_path, spec_body
 from danlu.client import Client
 from danlu.config import caller_env
 from danlu.core.errors import DanluError, SpecError
-from danlu.core.spec import parse_spec
 from danlu.core.state import JobState
 
 FAILED_WITHOUT_CODE = 1
@@ -79,8 +78,7 @@ def run_body(
     for key, value in options.items():
         if value is not None:
             set_path(data, key, value)
-    spec = parse_spec(data)
-    return spec.model_dump(mode="json", exclude_defaults=True) | {"name": spec.name}
+    return spec_body(data)
 
 
 def exit_code(job: dict[str, Any]) -> int:
