@@ -163,13 +163,13 @@ class LocalExecutor(RunDirExecutor, GpuSharingExecutor):
         return account
 
     @staticmethod
-    def _workdir(job: JobLaunch, account: Account | None) -> str | None:
+    def _workdir(account: Account | None) -> str | None:
         """Where the supervisor starts: run as ``account``, that account's home (``/``
-        without one), not the control plane's directory (the supervisor enters the job's
-        ``workdir`` as the account: :mod:`danlu.executors.supervise`); else the job's
-        ``workdir``, or the control plane's directory."""
+        without one), not the control plane's directory; else the control plane's. The
+        job's own ``workdir`` the supervisor enters for the job
+        (:mod:`danlu.executors.supervise`)."""
         if account is None:
-            return job.workdir
+            return None
         return account.home if Path(account.home).is_dir() else "/"
 
     def _start(self, job: JobLaunch, run_dir: Path, account: Account | None = None) -> Handle:
@@ -180,7 +180,7 @@ class LocalExecutor(RunDirExecutor, GpuSharingExecutor):
         run_dir.mkdir(mode=0o700)
         with open(log_path, "ab") as log:
             record = self._launch_record(job, log_path, offset)
-            if account is not None and job.workdir is not None:
+            if job.workdir is not None:
                 record["workdir"] = job.workdir
             if account is not None:
                 record["user"] = {
@@ -199,7 +199,7 @@ class LocalExecutor(RunDirExecutor, GpuSharingExecutor):
                     # run as root for another account, the supervisor gets a bare
                     # environment and the job's on its stdin (supervise's docstring)
                     env=env if account is None else dict(SUPERVISOR_ENV),
-                    cwd=self._workdir(job, account),
+                    cwd=self._workdir(account),
                     start_new_session=True,
                     close_fds=True,
                 )

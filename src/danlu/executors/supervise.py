@@ -19,8 +19,9 @@ group's signals, and are killed with the group's stragglers when the job ends. A
 setsid'ed would otherwise outlive its job, holding the job's GPUs.
 
 A launch record with a ``user`` (``{"uid", "gid", "groups"}``: ``DANLU_RUN_AS=user``) starts
-the job as that account, with umask 022, in the record's ``workdir`` (entered as the
-account) or the supervisor's directory; the supervisor itself stays the control plane's
+the job as that account, with umask 022, entering the record's ``workdir`` as the account
+(else starting in the supervisor's directory: the account's home); the supervisor itself
+stays the control plane's
 (root), so the job can neither read its records nor stop it. The supervisor is then started
 with a bare environment and reads the job's from its stdin (a JSON object): the job's
 ``LD_PRELOAD`` and the like must not act in a process run as root, and its token stays off
@@ -259,8 +260,10 @@ def _supervise(run_dir: Path, spec: dict[str, Any], subreaper: bool) -> int:
             group=account.get("gid"),
             extra_groups=account.get("groups"),
             umask=0o022 if account else -1,
-            # entered once the account is the job's (Popen's cwd is entered as root)
-            preexec_fn=None if not workdir else _entering(str(workdir)),
+            # run as an account, the workdir is entered once the process is the account's
+            # (Popen's cwd is entered before, as root)
+            cwd=workdir if not account else None,
+            preexec_fn=_entering(str(workdir)) if account and workdir else None,
         )
     except (OSError, ValueError, TypeError, subprocess.SubprocessError) as exc:
         # an account record Popen refuses, a workdir the account cannot enter
