@@ -602,20 +602,30 @@ class Client:
         return list(self._json("GET", "/cluster/nodes"))
 
     def cordon(
-        self, node: str, reason: str = "", *, drain: bool = False, at: float | None = None
+        self,
+        node: str,
+        reason: str = "",
+        *,
+        drain: bool = False,
+        at: float | None = None,
+        gpu: int | None = None,
     ) -> dict[str, Any]:
         """``POST /cluster/nodes/{name}/cordon`` (``drain``: ``.../drain``; admin): close the
-        node to new work (and preempt its jobs by checkpoint), now or ``at`` (POSIX seconds)
-        when that is later; returns the Node."""
+        node (``gpu``: only its GPU at that index) to new work (and preempt its jobs by
+        checkpoint), now or ``at`` (POSIX seconds) when that is later; returns the Node."""
         action = "drain" if drain else "cordon"
         body: dict[str, Any] = {"reason": reason}
         if at is not None:
             body["at"] = at
+        if gpu is not None:
+            body["gpu"] = gpu
         return dict(self._json("POST", f"/cluster/nodes/{_seg(node)}/{action}", json=body))
 
-    def uncordon(self, node: str) -> dict[str, Any]:
-        """``POST /cluster/nodes/{name}/uncordon`` (admin): open the node again."""
-        return dict(self._json("POST", f"/cluster/nodes/{_seg(node)}/uncordon"))
+    def uncordon(self, node: str, gpu: int | None = None) -> dict[str, Any]:
+        """``POST /cluster/nodes/{name}/uncordon`` (admin): open the node (``gpu``: only its
+        GPU at that index) again."""
+        body = {"gpu": gpu} if gpu is not None else None
+        return dict(self._json("POST", f"/cluster/nodes/{_seg(node)}/uncordon", json=body))
 
     def usage(self, since: float | None = None, until: float | None = None) -> list[dict[str, Any]]:
         """``GET /usage``: GPU-hours by project and user in ``[since, until)``."""

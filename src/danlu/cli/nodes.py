@@ -45,12 +45,32 @@ AtOpt = Annotated[
 ]
 
 
-def _node_changed(data: dict[str, Any], json_out: bool) -> None:
+GpuOpt = Annotated[
+    int | None,
+    typer.Option(
+        "--gpu",
+        min=0,
+        help="Only this GPU of the node (its index, as `danlu nodes` lists it): the node's "
+        "other GPUs take work as before.",
+    ),
+]
+
+
+def _node_changed(data: dict[str, Any], json_out: bool, gpu: int | None = None) -> None:
     if json_out:
         common.print_json(data)
         return
+    name = escape(str(data.get("name")))
+    if gpu is not None:
+        gpus: list[dict[str, Any]] = data.get("gpus") or []
+        found = next((g for g in gpus if g.get("index") == gpu), {})
+        reason = found.get("cordon_reason") or ""
+        line = f"node [bold]{name}[/bold] GPU {gpu}: {found.get('state', '?')}"
+        line += f" ({escape(reason)})" if reason else ""
+        common.console.print(line, highlight=False)
+        return
     reason = data.get("cordon_reason") or ""
-    line = f"node [bold]{escape(str(data.get('name')))}[/bold]: {data.get('state')}"
+    line = f"node [bold]{name}[/bold]: {data.get('state')}"
     line += f" ({escape(reason)})" if reason else ""
     if data.get("close_at") is not None:
         line += f"; {escape(top_view.scheduled(data))}"
@@ -62,59 +82,67 @@ def _close(
     reason: str,
     at: str | None,
     drain: bool,
+    gpu: int | None,
     json_out: bool,
     home: Path | None,
     url: str | None,
     token: str | None,
 ) -> None:
-    """Cordon (``drain``: drain) ``node`` now, or ``at`` a later time (``--at``)."""
+    """Cordon (``drain``: drain) ``node`` (``gpu``: its GPU at that index) now, or ``at`` a
+    later time (``--at``)."""
     try:
         when = None if at is None else parse_time(at, time.time(), "--at")
     except DanluError as exc:
         raise common.fail(exc) from None
-    data = common.ask(home, url, token, lambda c: c.cordon(node, reason, drain=drain, at=when))
-    _node_changed(data, json_out)
+    data = common.ask(
+        home, url, token, lambda c: c.cordon(node, reason, drain=drain, at=when, gpu=gpu)
+    )
+    _node_changed(data, json_out, gpu)
 
 
 def cordon(
     node: NodeArg,
     reason: ReasonOpt = "",
     at: AtOpt = None,
+    gpu: GpuOpt = None,
     json_out: JsonOpt = False,
     home: HomeOpt = None,
     url: UrlOpt = None,
     token: TokenOpt = None,
 ) -> None:
-    """Close a node to new work (admin); the jobs on it run on. Undo with `danlu uncordon`."""
-    _close(node, reason, at, False, json_out, home, url, token)
+    """Close a node (or with --gpu one of its GPUs) to new work (admin); the jobs on it run
+    on. Undo with `danlu uncordon`."""
+    _close(node, reason, at, False, gpu, json_out, home, url, token)
 
 
 def drain(
     node: NodeArg,
     reason: ReasonOpt = "",
     at: AtOpt = None,
+    gpu: GpuOpt = None,
     json_out: JsonOpt = False,
     home: HomeOpt = None,
     url: UrlOpt = None,
     token: TokenOpt = None,
 ) -> None:
-    """Cordon a node and preempt its jobs by checkpoint (admin): they resume elsewhere; a
-    job that is not preemptible runs to its end. With --at, at that time (a maintenance
-    window). Undo with `danlu uncordon`."""
-    _close(node, reason, at, True, json_out, home, url, token)
+    """Cordon a node (or with --gpu one of its GPUs) and preempt its jobs by checkpoint
+    (admin): they resume elsewhere; a job that is not preemptible runs to its end. With
+    --at, at that time (a maintenance window). Undo with `danlu uncordon`."""
+    _close(node, reason, at, True, gpu, json_out, home, url, token)
 
 
 def uncordon(
     node: NodeArg,
+    gpu: GpuOpt = None,
     json_out: JsonOpt = False,
     home: HomeOpt = None,
     url: UrlOpt = None,
     token: TokenOpt = None,
 ) -> None:
     """Open a cordoned or drained node to new work again, and drop a cordon or drain
-    scheduled for it (admin)."""
-    data = common.ask(home, url, token, lambda c: c.uncordon(node))
-    _node_changed(data, json_out)
+    scheduled for it (admin); its GPUs cordoned on their own stay so: open one with --gpu."""
+    data = common.ask(home, url, token, lambda c: c.uncordon(node, gpu))
+    _node_changed(data, json_out, gpu)
 
 
 def register(app: typer.Typer) -> None:

@@ -62,11 +62,12 @@ def scheduled(node: dict[str, Any]) -> str:
 
 
 def nodes_table(nodes: Sequence[dict[str, Any]]) -> Table:
-    """One row per GPU: node (with its state when not ready, and the reason), index, type,
-    allocated memory bar, compute share, jobs."""
+    """One row per GPU: node (with its state when not ready, and the reason), index (with
+    the GPU's own state when not ready, and the reason), type, allocated memory bar, compute
+    share, jobs."""
     table = Table(title="GPUs", title_justify="left", expand=False)
     for col in ("node", "gpu", "type", "memory", "compute", "jobs"):
-        table.add_column(col, justify="right" if col in ("gpu", "compute") else "left")
+        table.add_column(col, justify="right" if col == "compute" else "left")
     for node in nodes:
         name = str(node.get("name", "?")) + (" (fake)" if node.get("fake") else "")
         state = node.get("state") or "ready"
@@ -78,9 +79,14 @@ def nodes_table(nodes: Sequence[dict[str, Any]]) -> Table:
         name = escape(name)  # a name or reason is text, not Rich markup
         for gpu in node.get("gpus", []):
             jobs = gpu.get("jobs", []) or []
+            index = str(gpu.get("index", "?"))
+            gpu_state = gpu.get("state") or "ready"
+            if gpu_state != "ready":
+                reason = gpu.get("cordon_reason") or ""
+                index += escape(f" [{gpu_state}{': ' + str(reason) if reason else ''}]")
             table.add_row(
                 name,
-                str(gpu.get("index", "?")),
+                index,
                 str(gpu.get("type") or node.get("gpu_type") or ""),
                 memory_bar(int(gpu.get("allocated_memory") or 0), int(gpu.get("memory") or 0)),
                 f"{int(gpu.get('allocated_milli') or 0) / 10:.0f}%",

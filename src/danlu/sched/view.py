@@ -162,6 +162,10 @@ class ClusterView:
     launches): nothing is started, grown or moved onto their GPUs, and a running job with a
     GPU there is left as it is (the view hands it to policies as not preemptible: its GPUs
     could go to no other job). The simulator's views have none."""
+    closed_gpus: frozenset[int] = frozenset()
+    """GPUs closed to new work on their own (flat numbering of :meth:`Cluster.gpu_offset`;
+    an operator's per-GPU cordon, or a failed health check), on nodes that may be open:
+    the same as a closed node's GPUs, for those GPUs alone."""
     projects: Mapping[str, ProjectShare] = field(default_factory=dict)
     """Projects' weights and recent usage, by name (a project missing has weight 1 and no
     recent usage: :meth:`project`); only fair-share policies read it."""
@@ -169,17 +173,23 @@ class ClusterView:
     """:meth:`open_gpus`, built once: a round builds several free maps from one view."""
 
     def __post_init__(self) -> None:
-        if self.closed_nodes:
+        if self.closed_nodes or self.closed_gpus:
             closed = self.closed_nodes
             arrays = self.cluster.arrays
             shut = np.zeros(arrays.sizes.size, dtype=bool)
             shut[sorted(closed)] = True
             opened = ~shut[arrays.gpu_node]
+            opened[sorted(self.closed_gpus)] = False
             opened.flags.writeable = False
             object.__setattr__(self, "_open", opened)
+            offsets = arrays.offsets
+
+            def on_closed(job: JobStatus) -> bool:
+                return any(not opened[int(offsets[s.node]) + s.gpu] for s in job.allocation.shares)
+
             running = tuple(
                 replace(job, request=replace(job.request, preemptible=False))
-                if job.request.preemptible and any(s.node in closed for s in job.allocation.shares)
+                if job.request.preemptible and on_closed(job)
                 else job
                 for job in self.running
             )
@@ -195,7 +205,7 @@ class ClusterView:
 
     def open_gpus(self) -> BoolArray | None:
         """Per GPU (flat numbering), whether new work may go on it (read-only); None when
-        no node is closed (every GPU is open)."""
+        no node or GPU is closed (every GPU is open)."""
         return self._open
 
     def project(self, name: str) -> ProjectShare:

@@ -434,7 +434,12 @@ class Node(Base):
 
 
 class Gpu(Base):
-    """One GPU of a node: its index on the node, type name, memory in bytes, UUID if known."""
+    """One GPU of a node: its index on the node, type name, memory in bytes, UUID if known.
+
+    ``cordoned_at``: when this GPU alone was closed to new work (None: open), by an operator
+    or by the health check (:mod:`danlu.server.health`), with ``cordon_reason``;
+    ``draining``: the jobs holding it are to be preempted by checkpoint. It survives
+    inventory refreshes while the node keeps its name and the GPU its position."""
 
     __tablename__ = "gpus"
     __table_args__ = (UniqueConstraint("node_id", "index"),)
@@ -445,6 +450,9 @@ class Gpu(Base):
     gpu_type: Mapped[str] = mapped_column(String(64))
     memory: Mapped[int] = mapped_column(BigInteger)
     uuid: Mapped[str | None] = mapped_column(String(128), default=None)
+    cordoned_at: Mapped[float | None] = mapped_column(Double, default=None)
+    cordon_reason: Mapped[str] = mapped_column(Text, default="", server_default="")
+    draining: Mapped[bool] = mapped_column(Boolean, default=False, server_default=false())
 
     node: Mapped[Node] = relationship(back_populates="gpus")
 

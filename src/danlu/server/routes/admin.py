@@ -31,6 +31,7 @@ from danlu.server.routes.schemas import (
     TokenIn,
     TokenInfoOut,
     TokenOut,
+    UncordonIn,
     UsageOut,
     UserIn,
     UserOut,
@@ -121,25 +122,35 @@ def list_nodes(user: Caller, state: State) -> list[dict[str, Any]]:
 def cordon_node(name: str, body: CordonIn, user: Caller, state: State) -> dict[str, Any]:
     """Close a node to new work (admin): nothing is started, grown or moved onto it; the
     jobs there run on. Cordoning again replaces the reason. With ``at`` in the future, it
-    is scheduled for then."""
-    return _change_node(name, user, state, lambda s: nodes.cordon(s, name, body.reason, at=body.at))
+    is scheduled for then. With ``gpu``, only that GPU of the node is closed."""
+    return _change_node(
+        name, user, state, lambda s: nodes.cordon(s, name, body.reason, at=body.at, gpu=body.gpu)
+    )
 
 
 @router.post("/cluster/nodes/{name}/drain", response_model=NodeOut, tags=["cluster"])
 def drain_node(name: str, body: CordonIn, user: Caller, state: State) -> dict[str, Any]:
     """Cordon a node and preempt its preemptible jobs by checkpoint (admin): they resume
     elsewhere; a job that is not preemptible runs to its end there. With ``at`` in the
-    future, it is scheduled for then (a maintenance window)."""
+    future, it is scheduled for then (a maintenance window). With ``gpu``, only that GPU
+    of the node is drained (the jobs holding it)."""
     return _change_node(
-        name, user, state, lambda s: nodes.cordon(s, name, body.reason, drain=True, at=body.at)
+        name,
+        user,
+        state,
+        lambda s: nodes.cordon(s, name, body.reason, drain=True, at=body.at, gpu=body.gpu),
     )
 
 
 @router.post("/cluster/nodes/{name}/uncordon", response_model=NodeOut, tags=["cluster"])
-def uncordon_node(name: str, user: Caller, state: State) -> dict[str, Any]:
+def uncordon_node(
+    name: str, user: Caller, state: State, body: UncordonIn | None = None
+) -> dict[str, Any]:
     """Open a cordoned or drained node to new work again, and drop a cordon or drain
-    scheduled for it (admin)."""
-    return _change_node(name, user, state, lambda s: nodes.uncordon(s, name))
+    scheduled for it (admin); its GPUs cordoned on their own stay so. With ``gpu``, open
+    only that GPU of the node."""
+    gpu = body.gpu if body is not None else None
+    return _change_node(name, user, state, lambda s: nodes.uncordon(s, name, gpu))
 
 
 def _change_node(

@@ -14,6 +14,9 @@ from danlu.server.services.cluster import ShareRecord
 from danlu.server.services.nodes import state as node_state
 from danlu.server.services.usage import Standing
 
+MAX_GPU_INDEX = 1023
+"""The highest GPU index a request may name (a node has far fewer)."""
+
 StateName = Literal[
     "PENDING", "RUNNING", "PREEMPTING", "RESTARTING", "SUCCEEDED", "FAILED", "CANCELLED"
 ]
@@ -103,7 +106,9 @@ class WhyOut(BaseModel):
 
 
 class GpuOut(BaseModel):
-    """One GPU of a node with what is allocated on it."""
+    """One GPU of a node with what is allocated on it. ``state``: ``ready``, ``cordoned``
+    (this GPU alone closed to new work, by an admin or the health check; its jobs run on) or
+    ``draining`` (closed, and its preemptible jobs preempted by checkpoint)."""
 
     index: int
     type: str
@@ -111,6 +116,9 @@ class GpuOut(BaseModel):
     allocated_memory: int
     allocated_milli: int
     jobs: list[str]
+    state: str = "ready"
+    cordoned_at: float | None = None
+    cordon_reason: str = ""
 
 
 class NodeOut(BaseModel):
@@ -158,10 +166,18 @@ class UsageOut(BaseModel):
 
 class CordonIn(_In):
     """Why a node is cordoned or drained (shown by ``danlu nodes``), and when: ``at`` (POSIX
-    seconds) in the future schedules it for then; left out or past, it is done now."""
+    seconds) in the future schedules it for then; left out or past, it is done now.
+    ``gpu``: only the node's GPU at that index (now; not with a future ``at``)."""
 
     reason: str = Field(default="", max_length=500)
     at: float | None = Field(default=None, ge=0, allow_inf_nan=False)
+    gpu: int | None = Field(default=None, ge=0, le=MAX_GPU_INDEX, strict=True)
+
+
+class UncordonIn(_In):
+    """``gpu``: open only the node's GPU at that index (left out: the node)."""
+
+    gpu: int | None = Field(default=None, ge=0, le=MAX_GPU_INDEX, strict=True)
 
 
 class AllocationOut(BaseModel):
@@ -418,6 +434,9 @@ def nodes_out(nodes: list[Node], shares: list[ShareRecord]) -> list[dict[str, An
                     "allocated_memory": sum(s.memory for s in held),
                     "allocated_milli": min(MILLI_PER_GPU, sum(s.milli for s in held)),
                     "jobs": sorted({s.job_id for s in held}),
+                    "state": node_state(gpu),
+                    "cordoned_at": gpu.cordoned_at,
+                    "cordon_reason": gpu.cordon_reason,
                 }
             )
         out.append(

@@ -21,7 +21,7 @@ from danlu.core.spec import AUTO_FAMILY, MAX_PRIORITY, JobSpec, check_limits, pa
 from danlu.core.state import JobState, check_transition, restart_backoff
 from danlu.core.sweep import MEMBERSHIP_ENV
 from danlu.core.units import format_bytes, format_duration
-from danlu.server.db.models import Job, JobEvent, JobRun, Node, User
+from danlu.server.db.models import Gpu, Job, JobEvent, JobRun, Node, User
 from danlu.server.errors import ConflictError, NotFoundError, PermissionDenied
 from danlu.server.services import admission, dependencies, members, webhooks
 from danlu.server.services.bulk import EventBatch, flush_jobs
@@ -652,6 +652,13 @@ def why(session: Session, job: Job, now: float | None = None) -> str:
     if job.state == JobState.PENDING.value:
         query = select(Node.name).where(Node.cordoned_at.is_not(None)).order_by(Node.position)
         closed = list(session.scalars(query.limit(_NAMED_NODES + 1)))
+        gpus = (
+            select(Node.name, Gpu.index)
+            .join(Gpu, Gpu.node_id == Node.id)
+            .where(Gpu.cordoned_at.is_not(None), Node.cordoned_at.is_(None))
+            .order_by(Node.position, Gpu.index)
+        )
+        closed += [f"{n} GPU {i}" for n, i in session.execute(gpus.limit(_NAMED_NODES + 1))]
         if closed:
             names = ", ".join(closed[:_NAMED_NODES]) + (
                 ", ..." if len(closed) > _NAMED_NODES else ""

@@ -14,6 +14,11 @@ any drained node's. The reconcile loop cordons a node by itself once
 reasons (a full disk, no processes left; :func:`~danlu.executors.is_node_fault`), so the
 queue stops feeding jobs to a broken machine. A node's state survives inventory refreshes
 and restarts: its row stays while it keeps its name.
+
+One **GPU** may be cordoned or drained on its own (``danlu cordon NODE --gpu N``, or the GPU
+health check, :mod:`danlu.server.health`): the same, for that GPU alone, while the node's
+other GPUs take work as before. Uncordoning a node leaves its GPUs' cordons as they are;
+``uncordon(..., gpu=N)`` opens one GPU.
 """
 
 from __future__ import annotations
@@ -26,8 +31,9 @@ from sqlalchemy import select
 from sqlalchemy.orm import Session
 
 from danlu.core.cluster import Cluster
+from danlu.core.errors import SpecError
 from danlu.sched.view import JobStatus, Plan, Preempt
-from danlu.server.db.models import Node
+from danlu.server.db.models import Gpu, Node
 from danlu.server.errors import NotFoundError
 from danlu.server.services.common import resolve_now
 
@@ -45,15 +51,19 @@ class Closed:
     nodes: frozenset[int] = frozenset()
     draining: Mapping[int, str] = field(default_factory=dict)
     """Draining node index -> its name."""
+    gpus: frozenset[int] = frozenset()
+    """GPUs closed on their own, in the cluster's flat GPU numbering."""
+    draining_gpus: Mapping[int, str] = field(default_factory=dict)
+    """Draining GPU (flat numbering) -> ``NODE GPU N``."""
 
 
 STATES: Final = ("ready", "cordoned", "draining")
 """A node's states (:func:`state`)."""
 
 
-def state(node: Node) -> str:
+def state(node: Node | Gpu) -> str:
     """``ready``, ``cordoned`` or ``draining`` (a drain asked for: the jobs there are being
-    stopped; it stays so, taking no new work, until uncordoned)."""
+    stopped; it stays so, taking no new work, until uncordoned), of a node or of one GPU."""
     if node.cordoned_at is None:
         return "ready"
     return "draining" if node.draining else "cordoned"
@@ -66,6 +76,20 @@ def _node(session: Session, name: str) -> Node:
     return node
 
 
+def _gpu(node: Node, index: int) -> Gpu:
+    found = next((g for g in node.gpus if g.index == index), None)
+    if found is None:
+        raise NotFoundError("GPU", f"{node.name} GPU {index}", "gpu")
+    return found
+
+
+def _close_gpu(gpu: Gpu, reason: str, drain: bool, t: float) -> None:
+    if gpu.cordoned_at is None:
+        gpu.cordoned_at = t
+    gpu.cordon_reason = reason.strip()[:MAX_REASON] or gpu.cordon_reason
+    gpu.draining = gpu.draining or drain
+
+
 def cordon(
     session: Session,
     name: str,
@@ -73,14 +97,22 @@ def cordon(
     *,
     drain: bool = False,
     at: float | None = None,
+    gpu: int | None = None,
     now: float | None = None,
 ) -> Node:
     """Close node ``name`` to new work (``drain``: and preempt its jobs by checkpoint).
     Cordoning a cordoned node keeps when it was cordoned and takes the new reason; a drain
     of a cordoned node turns it into a drain. ``at`` after ``now``: schedule it for then
-    instead (replacing a schedule the node had); the node stays as it is until then."""
+    instead (replacing a schedule the node had); the node stays as it is until then.
+    ``gpu``: close only the node's GPU at that index, now (``at`` is for whole nodes)."""
     t = resolve_now(now)
     node = _node(session, name)
+    if gpu is not None:
+        if at is not None and at > t:
+            raise SpecError("at", "a cordon or drain of one GPU is done now; leave out at")
+        _close_gpu(_gpu(node, gpu), reason, drain, t)
+        session.flush()
+        return node
     if at is not None and at > t:
         node.close_at = at
         node.close_drain = drain
@@ -95,10 +127,18 @@ def cordon(
     return node
 
 
-def uncordon(session: Session, name: str) -> Node:
+def uncordon(session: Session, name: str, gpu: int | None = None) -> Node:
     """Open node ``name`` to new work again (and forget its launch failures and a cordon or
-    drain scheduled for it)."""
+    drain scheduled for it); its GPUs closed on their own stay closed. ``gpu``: open only
+    the node's GPU at that index."""
     node = _node(session, name)
+    if gpu is not None:
+        opened = _gpu(node, gpu)
+        opened.cordoned_at = None
+        opened.cordon_reason = ""
+        opened.draining = False
+        session.flush()
+        return node
     node.cordoned_at = None
     node.cordon_reason = ""
     node.draining = False
@@ -129,32 +169,56 @@ def close_due(session: Session, now: float | None = None) -> list[str]:
 
 
 def closed(session: Session, cluster: Cluster) -> Closed:
-    """The cordoned nodes of ``cluster`` (one query; the index of ``Node.cordoned_at`` is
-    not needed: the inventory is a few thousand rows at most)."""
+    """The cordoned nodes and GPUs of ``cluster`` (two queries; no index on the cordon
+    columns is needed: the inventory is a few thousand rows at most)."""
     rows = session.execute(
         select(Node.name, Node.draining).where(Node.cordoned_at.is_not(None))
     ).all()
-    if not rows:
+    gpu_rows = session.execute(
+        select(Node.name, Gpu.index, Gpu.draining)
+        .join(Gpu, Gpu.node_id == Node.id)
+        .where(Gpu.cordoned_at.is_not(None))
+    ).all()
+    if not rows and not gpu_rows:
         return Closed()
     index = cluster.node_index
     nodes = {index[name]: bool(draining) for name, draining in rows if name in index}
     names = cluster.nodes
     draining = {i: names[i].name for i, d in nodes.items() if d}
-    return Closed(frozenset(nodes), draining)
+    gpus: dict[int, bool] = {}
+    labels: dict[int, str] = {}
+    for name, position, gpu_draining in gpu_rows:
+        node = index.get(name)
+        if node is None or position >= names[node].gpus:
+            continue
+        flat = cluster.gpu_offset(node) + position
+        gpus[flat] = bool(gpu_draining)
+        labels[flat] = f"{name} GPU {position}"
+    draining_gpus = {flat: labels[flat] for flat, d in gpus.items() if d}
+    return Closed(frozenset(nodes), draining, frozenset(gpus), draining_gpus)
 
 
-def to_drain(running: Sequence[JobStatus], draining: Mapping[int, str]) -> dict[str, str]:
+def to_drain(running: Sequence[JobStatus], closed: Closed, cluster: Cluster) -> dict[str, str]:
     """The preemptible jobs of ``running`` (as their specs say) with a GPU on a draining
-    node: job id -> the reason to preempt it with."""
+    node, or on a draining GPU (``closed`` as :func:`closed` read it for ``cluster``): job
+    id -> the reason to preempt it with."""
     out: dict[str, str] = {}
-    if not draining:
+    draining, gpus = closed.draining, closed.draining_gpus
+    if not draining and not gpus:
         return out
     for job in running:
         if not job.request.preemptible:
             continue
-        node = next((s.node for s in job.allocation.shares if s.node in draining), None)
+        shares = job.allocation.shares
+        node = next((s.node for s in shares if s.node in draining), None)
         if node is not None:
             out[job.id] = f"its node {draining[node]} is being drained"
+            continue
+        if gpus:
+            flat = (cluster.gpu_offset(s.node) + s.gpu for s in shares)
+            gpu = next((i for i in flat if i in gpus), None)
+            if gpu is not None:
+                out[job.id] = f"its GPU ({gpus[gpu]}) is being drained"
     return out
 
 

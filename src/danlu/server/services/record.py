@@ -20,7 +20,7 @@ import numpy as np
 from sqlalchemy import or_, select, update
 from sqlalchemy.orm import Session, defer, lazyload
 
-from danlu.core.cluster import MILLI_PER_GPU, Allocation, Cluster
+from danlu.core.cluster import MILLI_PER_GPU, Allocation, Cluster, GpuShare
 from danlu.core.errors import PlacementError
 from danlu.core.state import JobState
 from danlu.sched.view import IntArray, Plan, Resize
@@ -220,6 +220,11 @@ def _read_held(session: Session, cluster: Cluster) -> _Held:
     return held
 
 
+def _flat(cluster: Cluster, share: GpuShare) -> int:
+    """``share``'s GPU in ``cluster``'s flat numbering."""
+    return cluster.gpu_offset(share.node) + share.gpu
+
+
 def _snapshot_held(snapshot: Snapshot) -> _Held:
     """:class:`_Held` from the snapshot the plan was made from (no reading): its view's
     per-GPU usage less what its PREEMPTING jobs hold, and its per-project and per-user
@@ -346,11 +351,20 @@ def apply_plan(
     movers: set[str] = set()  # jobs whose move waits: their GPUs stay theirs this round
 
     closed = snapshot.view.closed_nodes if snapshot is not None else frozenset()
+    closed_gpus = snapshot.view.closed_gpus if snapshot is not None else frozenset()
 
     def blocked(alloc: Allocation, job_id: str) -> str | None:
         shut = sorted({s.node for s in alloc.shares} & closed)
         if shut:
             names = ", ".join(cluster.nodes[n].name for n in shut)
+            raise PlacementError(f"plan places {job_id} on {names}, closed to new work")
+        shut_gpus = (
+            sorted({(s.node, s.gpu) for s in alloc.shares if _flat(cluster, s) in closed_gpus})
+            if closed_gpus
+            else ()
+        )
+        if shut_gpus:
+            names = ", ".join(f"{cluster.nodes[n].name} GPU {g}" for n, g in shut_gpus)
             raise PlacementError(f"plan places {job_id} on {names}, closed to new work")
         bad = committed.overflow(alloc)
         if bad:

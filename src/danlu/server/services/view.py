@@ -450,9 +450,10 @@ def build_snapshot(
         used_memory=memory,
         draining=preempting,
         closed_nodes=closed.nodes,
+        closed_gpus=closed.gpus,
         projects=_project_shares(projects.values(), running_jobs, t, recent),
     )
-    drains = nodes.to_drain(running_jobs, closed.draining)
+    drains = nodes.to_drain(running_jobs, closed, cluster)
     for row, status in zip(held, running_jobs, strict=True):
         if row[_HELD_AT] is not None and row[_STATE] != _PREEMPTING:
             drains[status.id] = "held: preempted by checkpoint until released"
