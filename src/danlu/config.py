@@ -83,6 +83,10 @@ _HINTS: dict[str, str] = {
         "seconds 0..3600 between readings of the GPUs' energy, e.g. DANLU_ENERGY_INTERVAL=10 "
         "(0: no meter)"
     ),
+    "health_interval": (
+        "seconds 0..3600 between checks of the GPUs' health, e.g. DANLU_HEALTH_INTERVAL=30 "
+        "(0: no check)"
+    ),
     "slurm_partition": "a Slurm partition name, e.g. DANLU_SLURM_PARTITION=gpu",
     "slurm_gpu_type": "a GPU type, e.g. DANLU_SLURM_GPU_TYPE=H100",
     "slurm_sbatch_options": (
@@ -267,6 +271,12 @@ class Settings(BaseSettings):
     """Seconds between two readings of the GPUs' energy, charged to the jobs holding them
     (:mod:`danlu.server.energy`): the control plane's own GPUs (NVML's energy counters, or
     the fake GPUs' synthetic draw); a Slurm or Ray cluster's are not metered. 0: no meter."""
+    health_interval: float = Field(default=30.0, ge=0, le=3600, allow_inf_nan=False)
+    """Seconds between two checks of the GPUs' health (:mod:`danlu.server.health`): a GPU
+    NVML finds faulty (lost, uncorrectable ECC errors, a row remapping or page retirement
+    waiting for a reset, a critical Xid) is closed to new work. The control plane's own NVML
+    GPUs only (fake GPUs have no faults; a Slurm or Ray cluster's are not read). 0: no
+    check."""
     slurm_partition: str | None = None
     """The Slurm partition whose nodes danlu schedules (None: Slurm's default partition)."""
     slurm_gpu_type: str = "generic"

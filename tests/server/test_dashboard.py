@@ -89,6 +89,7 @@ def test_sign_in_see_the_cluster_and_hold_release_cancel_jobs(live: Live, page: 
             "/jobs", json=spec("queued", "pass", resources={"gpus": 2}, priority=-1)
         ).json()
         c.post("/cluster/nodes/localhost/cordon", json={"reason": _XSS})
+        c.post("/cluster/nodes/localhost/cordon", json={"reason": _XSS, "gpu": 1})
         steps = [{"step": i, "lr": 0.1, "loss": 4.0 / i, "tag": _XSS} for i in range(1, 30)]
         c.post(f"/jobs/{busy['id']}/metrics", json={"metrics": steps}).raise_for_status()
     page.fill("#token", "not-a-token")
@@ -100,6 +101,9 @@ def test_sign_in_see_the_cluster_and_hold_release_cancel_jobs(live: Live, page: 
     nodes = page.locator("#nodes tbody tr")
     expect(nodes).to_have_count(2)
     expect(nodes.first).to_contain_text(f"cordoned: {_XSS}")  # as text, not an image
+    expect(nodes.nth(1)).to_contain_text(f"1 (cordoned: {_XSS})")  # one GPU closed alone
+    with live.client() as c:
+        c.post("/cluster/nodes/localhost/uncordon", json={"gpu": 1}).raise_for_status()
     assert page.evaluate("window.pwned") is None
     expect(page.locator("#summary")).to_contain_text("1 node(s) (1 cordoned), 2 GPU(s)")
     default = page.locator('#projects tr[data-project="default"] td')  # busy holds a GPU

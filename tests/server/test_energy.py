@@ -13,7 +13,7 @@ from helpers import live_server, spec, user_and_nodes, wait_state
 from danlu.core.cluster import Node, gpu_type
 from danlu.core.state import JobState
 from danlu.core.units import GiB
-from danlu.devices.energy import GpuKey
+from danlu.devices.inventory import GpuKey
 from danlu.server.db import Database, Job, JobEnergy
 from danlu.server.energy import EnergyLoop
 from danlu.server.services import energy, jobs, usage

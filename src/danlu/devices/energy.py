@@ -20,12 +20,9 @@ from collections.abc import Mapping
 from types import ModuleType
 from typing import Any, Protocol
 
-from danlu.devices.inventory import Inventory
+from danlu.devices.inventory import GpuKey, Inventory
 from danlu.devices.metrics import synthetic_power
 from danlu.devices.nvml import load_nvml
-
-GpuKey = tuple[str, int]
-"""A GPU: its node's name and its position on the node."""
 
 
 class EnergyMeter(Protocol):
@@ -82,11 +79,7 @@ class NvmlEnergyMeter:
     ``pynvml`` (tests)."""
 
     def __init__(self, inventory: Inventory, nvml: ModuleType | Any | None = None) -> None:
-        self.gpus: dict[GpuKey, int] = {
-            (node.name, position): gpu.index
-            for node in inventory.nodes
-            for position, gpu in enumerate(node.gpus)
-        }
+        self.gpus: dict[GpuKey, int] = inventory.devices()
         self._module = nvml
         self._lib: Any = None
         self._first: dict[GpuKey, float] = {}

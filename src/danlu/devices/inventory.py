@@ -15,6 +15,9 @@ from danlu.core.cluster import GPU_TYPES, Cluster, GpuType, Node, gpu_type
 from danlu.core.errors import ConfigError, SpecError, UnknownNameError
 from danlu.core.units import format_bytes, parse_bytes
 
+GpuKey = tuple[str, int]
+"""A GPU as allocations name it: its node's name and its position on the node."""
+
 
 @dataclass(frozen=True, slots=True)
 class GpuInfo:
@@ -71,6 +74,14 @@ class Inventory:
         """``(node, gpu)`` -> host device index, for ``CUDA_VISIBLE_DEVICES``."""
         return {
             (i, j): str(g.index) for i, n in enumerate(self.nodes) for j, g in enumerate(n.gpus)
+        }
+
+    def devices(self) -> dict[GpuKey, int]:
+        """``(node name, position)`` -> host device index (NVML's), for every GPU."""
+        return {
+            (node.name, position): gpu.index
+            for node in self.nodes
+            for position, gpu in enumerate(node.gpus)
         }
 
     @property

@@ -33,6 +33,7 @@ from danlu.core.errors import (
 from danlu.devices import Inventory, discover, fake_inventory, inventory_from_cluster
 from danlu.devices.energy import energy_meter
 from danlu.devices.errors import DeviceError
+from danlu.devices.health import health_check
 from danlu.estimate.memory.tracer import WarmTracers
 from danlu.executors import Executor, ExecutorError, LocalExecutor
 from danlu.executors.slurm import SlurmExecutor
@@ -47,6 +48,7 @@ from danlu.server.errors import (
     NotFoundError,
     PermissionDenied,
 )
+from danlu.server.health import HealthLoop
 from danlu.server.metrics import ServerMetrics
 from danlu.server.reconcile import Reconciler
 from danlu.server.routes import admin, dashboard, jobs, sweeps, webhooks
@@ -334,6 +336,8 @@ def create_app(
         if meter is None
         else EnergyLoop(db, meter, interval=settings.energy_interval, report=metrics.set_energy)
     )
+    check = health_check(inventory) if settings.health_interval > 0 else None
+    checked = None if check is None else HealthLoop(db, check, interval=settings.health_interval)
 
     @asynccontextmanager
     async def lifespan(_app: FastAPI) -> AsyncIterator[None]:
@@ -342,6 +346,8 @@ def create_app(
             sender.start()
             if metered is not None:
                 metered.start()
+            if checked is not None:
+                checked.start()
         try:
             yield
         finally:
@@ -349,6 +355,8 @@ def create_app(
             sender.stop()
             if metered is not None:
                 metered.stop()
+            if checked is not None:
+                checked.stop()
             if state.tracers is not None:
                 state.tracers.close()
             executor.close()

@@ -17,7 +17,8 @@ from __future__ import annotations
 import logging
 from collections.abc import Callable, Mapping
 
-from danlu.devices.energy import EnergyMeter, GpuKey
+from danlu.devices.energy import EnergyMeter
+from danlu.devices.inventory import GpuKey
 from danlu.server.db import Database
 from danlu.server.loops import PeriodicLoop
 from danlu.server.services import energy

@@ -20,9 +20,9 @@ from sqlalchemy import func, select
 from danlu.core.cluster import MILLI_PER_GPU, Allocation, Cluster, GpuShare
 from danlu.core.state import JobState
 from danlu.devices import METRICS, Inventory, inventory_from_cluster, sample_metrics
-from danlu.devices.energy import GpuKey
+from danlu.devices.inventory import GpuKey
 from danlu.devices.metrics import ENERGY_METRIC, gpu_labels
-from danlu.server.db import Database, Job, Node, Project, User
+from danlu.server.db import Database, Gpu, Job, Node, Project, User
 from danlu.server.services import usage, user_quotas, webhooks
 from danlu.server.services.cluster import list_shares
 from danlu.server.services.nodes import STATES as NODE_STATES
@@ -180,6 +180,8 @@ class _StoreCollector(Collector):
                     (s.node, s.gpu, s.milli, s.memory, s.job_id) for s in list_shares(session)
                 ]
                 node_states = Tally(map(node_state, session.scalars(select(Node))))
+                closed = select(Gpu).where(Gpu.cordoned_at.is_not(None))
+                gpu_states = Tally(map(node_state, session.scalars(closed)))
                 hooks = {h.seq: h.id for h in webhooks.list_webhooks(session)}
                 deliveries = webhooks.counts(session)
         except Exception as exc:  # a scrape must never take the server down
@@ -222,6 +224,14 @@ class _StoreCollector(Collector):
         yield by_state
         total = sum(len(n.gpus) for n in self.inventory.nodes)
         yield GaugeMetricFamily("danlu_gpus", "GPUs in the inventory.", value=float(total))
+        closed_gpus = GaugeMetricFamily(
+            "danlu_gpus_closed",
+            "GPUs closed to new work on their own (by an admin or the health check), by state.",
+            labels=["state"],
+        )
+        for name in NODE_STATES[1:]:
+            closed_gpus.add_metric([name], float(gpu_states.get(name, 0)))
+        yield closed_gpus
         yield CounterMetricFamily(
             "danlu_job_restarts", "Restarts after failures, all jobs.", value=float(restarts)
         )

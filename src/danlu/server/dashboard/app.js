@@ -102,7 +102,9 @@ function renderNodes(nodes) {
       row.dataset.node = node.name;
       row.appendChild(el("td", i === 0 ? node.name : ""));
       row.appendChild(el("td", i === 0 ? why : "", "node-" + state));
-      row.appendChild(el("td", gpu.index, "number"));
+      const gpuState = gpu.state || "ready";
+      const gpuWhy = gpuState === "ready" ? "" : " (" + gpuState + (gpu.cordon_reason ? ": " + gpu.cordon_reason : "") + ")";
+      row.appendChild(el("td", gpu.index + gpuWhy, gpuState === "ready" ? "number" : "number node-" + gpuState));
       row.appendChild(el("td", gpu.type));
       row.appendChild(bar(gpu.allocated_memory || 0, gpu.memory || 0));
       row.appendChild(el("td", Math.round((gpu.allocated_milli || 0) / 10) + "%", "number"));

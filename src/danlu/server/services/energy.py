@@ -20,7 +20,7 @@ from sqlalchemy import func, insert, select, update
 from sqlalchemy.orm import Session
 
 from danlu.core.cluster import MILLI_PER_GPU
-from danlu.devices.energy import GpuKey
+from danlu.devices.inventory import GpuKey
 from danlu.server.db.models import Job, JobEnergy
 from danlu.server.services.projects import HOLDING
 

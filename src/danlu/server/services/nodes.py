@@ -238,6 +238,41 @@ def with_drains(plan: Plan, drains: Mapping[str, str]) -> Plan:
     )
 
 
+HEALTH_REASON: Final = "health check: "
+"""How the reason of a GPU the health check closed begins."""
+
+
+def close_faulty(
+    session: Session, faults: Sequence[tuple[str, int, str]], now: float | None = None
+) -> list[str]:
+    """Cordon each GPU of ``faults`` (node name, position, what is wrong) that is open, with
+    the faults found on it as the reason; a GPU closed already (by an admin, or by an
+    earlier check) stays as it is, and a node or GPU no longer in the inventory is passed
+    over. Returns the GPUs closed now, as ``NODE GPU N: reason``."""
+    if not faults:
+        return []
+    t = resolve_now(now)
+    reasons: dict[tuple[str, int], list[str]] = {}
+    for node_name, position, reason in faults:
+        found = reasons.setdefault((node_name, position), [])
+        if reason not in found:
+            found.append(reason)
+    names = sorted({name for name, _ in reasons})
+    query = (
+        select(Node.name, Gpu)
+        .join(Gpu, Gpu.node_id == Node.id)
+        .where(Node.name.in_(names), Gpu.cordoned_at.is_(None))
+    )
+    closed: list[str] = []
+    for node_name, gpu in session.execute(query):
+        what = reasons.get((node_name, gpu.index))
+        if what:
+            _close_gpu(gpu, HEALTH_REASON + "; ".join(what), False, t)
+            closed.append(f"{node_name} GPU {gpu.index}: {gpu.cordon_reason}")
+    session.flush()
+    return sorted(closed)
+
+
 def launch_failed(
     session: Session,
     names: Collection[str],

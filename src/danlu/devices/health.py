@@ -1,0 +1,214 @@
+"""GPU health: the faults that take a GPU out of service, read from NVML.
+
+The control plane's health loop (:mod:`danlu.server.health`) asks a :class:`HealthCheck`
+every few seconds which GPUs are faulty, and closes each one to new work with the fault as
+the reason (a per-GPU cordon: the node's other GPUs take work as before). The faults read,
+each only where the GPU and its driver report it (a check they do not support is skipped):
+
+- the GPU is lost: NVML answers ``GPU_IS_LOST`` for it (it fell off the bus, Xid 79);
+- row remapping failed, or a remapping waits for a GPU reset (Ampere and later);
+- retired pages wait for a GPU reset (before Ampere);
+- uncorrectable ECC errors since the driver loaded (NVML's volatile count);
+- a critical Xid event (NVML's ``XidCriticalError`` events, read without waiting), except
+  the Xids an application's own fault raises (:data:`APPLICATION_XIDS`), which say nothing
+  of the GPU.
+
+A GPU's state faults are found again at every check while they last; an Xid event is
+reported once, by the check that reads it. GPUs are named ``(node, position)`` as
+allocations name them (:data:`~danlu.devices.inventory.GpuKey`).
+"""
+
+from __future__ import annotations
+
+import contextlib
+from dataclasses import dataclass
+from types import ModuleType
+from typing import Any, Final, Protocol
+
+from danlu.devices.errors import DeviceError
+from danlu.devices.inventory import GpuKey, Inventory
+from danlu.devices.nvml import load_nvml
+
+APPLICATION_XIDS: Final = frozenset({13, 31, 43, 45, 68, 109})
+"""Xids raised by an application's own faults (an illegal instruction or address, a kernel
+stopped, cleanup after them, a video decoder exception, a context switch timeout): the
+GPU itself is fine."""
+
+XID_MEANINGS: Final = {
+    48: "double-bit ECC error",
+    63: "ECC page retirement or row remapping recorded",
+    64: "ECC page retirement or row remapping failed",
+    74: "NVLink error",
+    79: "GPU fell off the bus",
+    92: "high single-bit ECC error rate",
+    94: "contained ECC error",
+    95: "uncontained ECC error",
+    119: "GSP firmware timeout",
+    120: "GSP firmware error",
+}
+"""What the common critical Xids mean (NVIDIA's Xid catalog has them all)."""
+
+_GPU_IS_LOST: Final = 15
+"""``NVML_ERROR_GPU_IS_LOST``."""
+_XID_CRITICAL: Final = 8
+"""``nvmlEventTypeXidCriticalError``."""
+_EVENTS_PER_CHECK: Final = 1000
+"""Events read at most by one check (the rest wait for the next)."""
+
+
+@dataclass(frozen=True, slots=True)
+class GpuFault:
+    """A fault found on GPU ``gpu``: ``reason`` says what and what to do about it."""
+
+    gpu: GpuKey
+    reason: str
+
+
+class HealthCheck(Protocol):
+    """Finds the faulty GPUs of an inventory."""
+
+    def check(self) -> list[GpuFault]:
+        """The faults found now (a GPU may have several)."""
+        ...
+
+    def close(self) -> None:
+        """Release what the check holds (NVML); checking after it is an error."""
+        ...
+
+
+class _Lost(DeviceError):
+    """NVML answered ``GPU_IS_LOST`` (raised and caught within this module)."""
+
+
+def _error_value(exc: BaseException) -> int | None:
+    value = getattr(exc, "value", None)
+    return value if isinstance(value, int) else None
+
+
+class NvmlHealthCheck:
+    """The GPUs of an NVML ``inventory``, checked through NVML (initialised at the first
+    check, shut down by :meth:`close`). ``nvml``: a module object standing in for
+    ``pynvml`` (tests)."""
+
+    def __init__(self, inventory: Inventory, nvml: ModuleType | Any | None = None) -> None:
+        self.gpus: dict[GpuKey, int] = inventory.devices()
+        self._by_device = {device: key for key, device in self.gpus.items()}
+        self._module = nvml
+        self._lib: Any = None
+        self._events: Any = None
+        """NVML's event set for Xid events (None: none registered)."""
+
+    def _start(self) -> None:
+        self._lib = load_nvml(self._module)
+        lib = self._lib
+        try:
+            events = lib.nvmlEventSetCreate()
+        except Exception:  # no events on this driver: the state checks still run
+            return
+        registered = False
+        for device in self.gpus.values():
+            try:
+                handle = lib.nvmlDeviceGetHandleByIndex(device)
+                lib.nvmlDeviceRegisterEvents(handle, _XID_CRITICAL, events)
+                registered = True
+            except Exception:  # a GPU without Xid events (or lost already)
+                continue
+        if registered:
+            self._events = events
+        else:
+            with contextlib.suppress(Exception):
+                lib.nvmlEventSetFree(events)
+
+    def _read(self, call: Any, *args: Any) -> Any:
+        """``call(*args)``; :class:`_Lost` for a lost GPU, None where it is not supported
+        (or fails otherwise: a check that cannot be read finds nothing)."""
+        try:
+            return call(*args)
+        except Exception as exc:
+            if _error_value(exc) == _GPU_IS_LOST:
+                raise _Lost from None
+            return None
+
+    def _state_faults(self, device: int) -> list[str]:
+        lib = self._lib
+        handle = self._read(lib.nvmlDeviceGetHandleByIndex, device)
+        if handle is None:
+            return []
+        found: list[str] = []
+        rows = self._read(lib.nvmlDeviceGetRemappedRows, handle)
+        if rows is not None:
+            _, uncorrectable, pending, failed = (int(v) for v in rows)
+            if failed:
+                found.append("row remapping failed: the GPU needs service")
+            elif pending:
+                found.append(
+                    f"row remapping pending ({uncorrectable} rows for uncorrectable errors): "
+                    "reset the GPU"
+                )
+        retired = self._read(lib.nvmlDeviceGetRetiredPagesPendingStatus, handle)
+        if retired is not None and int(retired) == getattr(lib, "NVML_FEATURE_ENABLED", 1):
+            found.append("retired pages pending: reset the GPU")
+        errors = self._read(
+            lib.nvmlDeviceGetTotalEccErrors,
+            handle,
+            getattr(lib, "NVML_MEMORY_ERROR_TYPE_UNCORRECTED", 1),
+            getattr(lib, "NVML_VOLATILE_ECC", 0),
+        )
+        if errors is not None and int(errors) > 0:
+            found.append(f"{int(errors)} uncorrectable ECC errors since the driver loaded")
+        return found
+
+    def _xid_faults(self) -> list[GpuFault]:
+        lib = self._lib
+        wait = getattr(lib, "nvmlEventSetWait_v2", None) or lib.nvmlEventSetWait
+        found: list[GpuFault] = []
+        for _ in range(_EVENTS_PER_CHECK):
+            try:
+                event = wait(self._events, 0)
+            except Exception:  # NVML's timeout: no event left (any other error: none read)
+                break
+            if int(event.eventType) != _XID_CRITICAL:
+                continue
+            xid = int(event.eventData)
+            if xid in APPLICATION_XIDS:
+                continue
+            try:
+                key = self._by_device.get(int(lib.nvmlDeviceGetIndex(event.device)))
+            except Exception:  # the GPU of the event cannot be named: nothing to close
+                key = None
+            if key is not None:
+                meaning = XID_MEANINGS.get(xid, "see NVIDIA's Xid catalog")
+                found.append(GpuFault(key, f"Xid {xid} ({meaning})"))
+        return found
+
+    def check(self) -> list[GpuFault]:
+        if self._lib is None:
+            self._start()
+        faults: list[GpuFault] = []
+        for key, device in self.gpus.items():
+            try:
+                faults += [GpuFault(key, reason) for reason in self._state_faults(device)]
+            except _Lost:
+                faults.append(GpuFault(key, "GPU is lost (fell off the bus): reset or reboot"))
+        if self._events is not None:
+            faults += self._xid_faults()
+        return faults
+
+    def close(self) -> None:
+        if self._lib is not None:
+            if self._events is not None:
+                with contextlib.suppress(Exception):
+                    self._lib.nvmlEventSetFree(self._events)
+                self._events = None
+            with contextlib.suppress(Exception):  # shutting down is best effort
+                self._lib.nvmlShutdown()
+            self._lib = None
+
+
+def health_check(inventory: Inventory, nvml: ModuleType | Any | None = None) -> HealthCheck | None:
+    """The health check of ``inventory``'s GPUs: NVML's for GPUs read through NVML; None for
+    fake GPUs (they have no faults) and for a cluster's nodes (Slurm's, Ray's), whose GPUs
+    this host cannot read."""
+    if inventory.source == "nvml":
+        return NvmlHealthCheck(inventory, nvml)
+    return None

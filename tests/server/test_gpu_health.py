@@ -1,0 +1,120 @@
+"""The GPU health loop: faulty GPUs are closed to new work (a per-GPU cordon whose reason
+is the fault), the jobs there run on, an admin opens a mended GPU again, and faults read
+while the store cannot be written are written by the next pass."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+import pytest
+from helpers import user_and_nodes
+from sqlalchemy.exc import OperationalError
+
+from danlu.config import load_settings
+from danlu.core.cluster import Cluster, Node, gpu_type
+from danlu.devices.health import GpuFault
+from danlu.executors import FakeExecutor, FakeWorld
+from danlu.sched.registry import make_policy
+from danlu.server.db import Database
+from danlu.server.health import HealthLoop
+from danlu.server.reconcile import Reconciler
+from danlu.server.services import cluster, jobs, nodes
+
+NOW = 1_000_000.0
+A = Node("a", 2, gpu_type("H100"))
+
+
+class _Scripted:
+    """A health check that finds the faults it is given (each list once, then none)."""
+
+    def __init__(self) -> None:
+        self.next: list[GpuFault] = []
+        self.closed = False
+
+    def check(self) -> list[GpuFault]:
+        found, self.next = self.next, []
+        return found
+
+    def close(self) -> None:
+        self.closed = True
+
+
+def _spec(name: str) -> dict[str, Any]:
+    return {"name": name, "command": ["python", "t.py"], "resources": {"gpus": 1}}
+
+
+def _gpu_states(db: Database) -> list[tuple[str, str]]:
+    with db.read_session() as s:
+        (node,) = cluster.list_nodes(s)
+        return [(nodes.state(g), g.cordon_reason) for g in node.gpus]
+
+
+def test_a_faulty_gpu_is_closed_and_takes_no_new_work(db: Database, tmp_path: Path) -> None:
+    with db.session() as s:
+        alice = user_and_nodes(s, (A,), NOW)
+        first = jobs.submit(s, _spec("f"), alice, now=NOW).id
+    world = FakeWorld()
+    world.default = world.default.__class__(duration=10_000)
+    executor = FakeExecutor(Cluster((A,)), world)
+    loop = Reconciler(db, executor, load_settings(home=tmp_path), policy=make_policy("fifo"))
+    check = _Scripted()
+    health = HealthLoop(db, check, interval=1.0)
+    try:
+        loop.run_once(now=NOW)
+        with db.read_session() as s:
+            (held,) = {int(x["gpu"]) for x in jobs.get_job(s, first).allocation or ()}
+        assert health.run_once(now=NOW + 1) == []
+        check.next = [
+            GpuFault(("a", held), "Xid 79 (GPU fell off the bus)"),
+            GpuFault(("a", held), "3 uncorrectable ECC errors since the driver loaded"),
+            GpuFault(("a", held), "Xid 79 (GPU fell off the bus)"),
+            GpuFault(("gone", 0), "a node no longer in the inventory"),
+        ]
+        reason = (
+            "health check: Xid 79 (GPU fell off the bus); "
+            "3 uncorrectable ECC errors since the driver loaded"
+        )
+        assert health.run_once(now=NOW + 2) == [f"a GPU {held}: {reason}"]
+        states = _gpu_states(db)
+        assert states[held] == ("cordoned", reason) and states[1 - held] == ("ready", "")
+        # a GPU closed already keeps its reason (an admin's too)
+        with db.session() as s:
+            nodes.cordon(s, "a", "fan", gpu=1 - held, now=NOW + 3)
+        check.next = [GpuFault(("a", held), "Xid 48"), GpuFault(("a", 1 - held), "Xid 48")]
+        assert health.run_once(now=NOW + 4) == []
+        assert [r for _, r in _gpu_states(db)] == [reason if i == held else "fan" for i in range(2)]
+        with db.session() as s:
+            nodes.uncordon(s, "a", gpu=1 - held)
+        with db.session() as s:
+            second = jobs.submit(s, _spec("s"), alice, now=NOW + 5).id
+        loop.run_once(now=NOW + 5)
+        with db.read_session() as s:
+            assert jobs.get_job(s, first).state == "RUNNING"  # runs on
+            placed = {int(x["gpu"]) for x in jobs.get_job(s, second).allocation or ()}
+        assert placed == {1 - held}
+    finally:
+        loop.stop()
+        health.stop()
+    assert check.closed
+
+
+def test_faults_read_while_the_store_fails_are_written_next_time(
+    db: Database, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    with db.session() as s:
+        user_and_nodes(s, (A,), NOW)
+    check = _Scripted()
+    health = HealthLoop(db, check)
+    check.next = [GpuFault(("a", 0), "Xid 79 (GPU fell off the bus)")]
+    real = nodes.close_faulty
+
+    def busy(*args: object, **kw: object) -> list[str]:
+        raise OperationalError("UPDATE gpus", {}, Exception("database is locked"))
+
+    monkeypatch.setattr(nodes, "close_faulty", busy)
+    with pytest.raises(OperationalError):
+        health.run_once(now=NOW)
+    monkeypatch.setattr(nodes, "close_faulty", real)
+    assert health.run_once(now=NOW + 1) == ["a GPU 0: health check: Xid 79 (GPU fell off the bus)"]
+    assert health.run_once(now=NOW + 2) == []
