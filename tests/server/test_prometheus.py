@@ -54,6 +54,8 @@ def test_metrics_exposition(live: Live) -> None:
             spec("m", "import time; time.sleep(20)", resources={"gpus": 1, "gpu_memory": "30GiB"}),
         )
         wait_state(c, job["id"], "RUNNING")
+        closed = c.post("/cluster/nodes/localhost/cordon", json={"gpu": 1, "reason": "Xid 79"})
+        assert closed.status_code == 200, closed.text
         text = httpx.get(f"{live.url}/metrics").text
         c.post(f"/jobs/{job['id']}/cancel")
     for name in (
@@ -98,6 +100,8 @@ def test_metrics_exposition(live: Live) -> None:
     }
     assert "danlu_gpus_allocated" in text and "danlu_job_restarts_total 0.0" in text
     assert "danlu_scheduling_round_seconds_count" in text
+    assert 'danlu_gpus_closed{state="cordoned"} 1.0' in text
+    assert 'danlu_gpus_closed{state="draining"} 0.0' in text
 
 
 def _query(base: str, expr: str) -> list[dict[str, Any]]:
