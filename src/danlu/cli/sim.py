@@ -3,6 +3,7 @@
 - ``danlu sim run``      one policy on one workload: summary table, JSON, PNG plot.
 - ``danlu sim compare``  several policies on one workload, side by side.
 - ``danlu sim pack``     the FGD allocation experiment on Alibaba pod/node lists.
+- ``danlu sim plan``     the fewest nodes on which a workload meets its targets.
 """
 
 from __future__ import annotations
@@ -371,6 +372,117 @@ def compare(
     if json_out is not None:
         by_policy = {r.policy: r.to_json() for r in results}
         write_output(json_out, _text(json.dumps(by_policy, indent=1)), "--json")
+
+
+PLAN_COLUMNS = {
+    "avg_jct": "avg JCT (s)",
+    "p99_jct": "p99 JCT (s)",
+    "avg_queueing_delay": "avg wait (s)",
+    "p99_queueing_delay": "p99 wait (s)",
+    "gpu_utilization": "GPU util",
+}
+"""The columns of ``danlu sim plan``'s table, by metric (a target's metric is added)."""
+
+
+@sim_app.command("plan")
+def plan(
+    target: Annotated[
+        list[str],
+        typer.Option(
+            "--target",
+            help="What the cluster must give, METRIC<=BOUND or METRIC>=BOUND (repeatable; "
+            "all must hold): avg_jct<=2h, p99_queueing_delay<=600, gpu_utilization>=0.5.",
+        ),
+    ],
+    workload: WorkloadOpt = None,
+    policy: Annotated[str, typer.Option("--policy", help="Scheduling policy name.")] = "tiresias",
+    option: Annotated[
+        list[str] | None, typer.Option("--option", help="Policy option key=value (repeatable).")
+    ] = None,
+    traces: TracesOpt = DEFAULT_TRACES,
+    min_nodes: Annotated[int, typer.Option("--min-nodes", min=1, help="Fewest nodes to try.")] = 1,
+    max_nodes: Annotated[
+        int, typer.Option("--max-nodes", min=1, max=4096, help="Most nodes to try.")
+    ] = 64,
+    gpus_per_node: GpusOpt = 4,
+    interval: IntervalOpt = 60.0,
+    restart_cost: RestartOpt = 30.0,
+    event_rounds: EventOpt = False,
+    interference: InterferenceOpt = None,
+    interference_gpu: InterferenceGpuOpt = "v100",
+    project_share: ProjectShareOpt = None,
+    json_out: JsonOpt = None,
+    jobs: Annotated[int, typer.Option("--jobs", help="Jobs in the synthetic workload.")] = 200,
+    seed: Annotated[int, typer.Option("--seed", help="Seed of the synthetic workload.")] = 0,
+) -> None:
+    """The fewest nodes (of --gpus-per-node GPUs) on which the workload meets every
+    --target with this policy, found by simulating sizes between --min-nodes and
+    --max-nodes. Exit status 1 when even --max-nodes misses a target."""
+    from danlu.sim.plan import SECONDS_METRICS, Target, parse_target, plan_capacity
+
+    try:
+        names = default_registry().names()
+        if policy not in names:
+            raise ConfigError(f"--policy: unknown policy {policy!r}; valid: {', '.join(names)}")
+        targets: list[Target] = [parse_target(t) for t in target]
+        check_output(json_out, "--json")
+        options = parse_options(option or [])
+        wl = _load(workload, jobs, seed)
+        config = _config(
+            interval, restart_cost, event_rounds, interference, interference_gpu, project_share
+        )
+
+        def simulate(nodes: int) -> tuple[dict[str, float], int]:
+            cluster = Cluster.homogeneous(nodes, gpus_per_node)
+            with console.status(f"simulating {nodes} nodes ({cluster.total_gpus} GPUs)"):
+                result = _simulate(wl, policy, options, cluster, config, traces, False)
+            return result.summary(), len(result.rejected)
+
+        found = plan_capacity(simulate, targets, min_nodes, max_nodes)
+    except DanluError as exc:
+        raise _fail(exc) from None
+    goals = ", ".join(str(t) for t in targets)
+    table = Table(title=f"{wl.name}: {len(wl.jobs)} jobs, {policy}, targets {goals}")
+    table.add_column("nodes", justify="right")
+    table.add_column("GPUs", justify="right")
+    shown = list(PLAN_COLUMNS) + [t.metric for t in targets if t.metric not in PLAN_COLUMNS]
+    for key in shown:
+        table.add_column(PLAN_COLUMNS.get(key, key), justify="right")
+    table.add_column("targets")
+    kinds = ["seconds" if key in SECONDS_METRICS else "ratio" for key in shown]
+    for trial in found.trials:
+        values = (trial.summary.get(key, math.nan) for key in shown)
+        table.add_row(
+            str(trial.nodes),
+            str(trial.nodes * gpus_per_node),
+            *(_fmt(value, kind) for value, kind in zip(values, kinds, strict=True)),
+            "met" if trial.met else "missed " + ", ".join(trial.missed),
+        )
+    console.print(table)
+    if found.nodes is None:
+        console.print(f"no cluster of up to {max_nodes} nodes meets the targets")
+    else:
+        gpus = found.nodes * gpus_per_node
+        console.print(
+            f"smallest cluster meeting the targets: {found.nodes} nodes x {gpus_per_node} "
+            f"GPUs = {gpus} GPUs"
+        )
+    if json_out is not None:
+        payload = {
+            "workload": wl.name,
+            "policy": policy,
+            "gpus_per_node": gpus_per_node,
+            "targets": [str(t) for t in targets],
+            "nodes": found.nodes,
+            "gpus": None if found.nodes is None else found.nodes * gpus_per_node,
+            "tried": [
+                {"nodes": t.nodes, "met": t.met, "missed": list(t.missed), **t.summary}
+                for t in found.trials
+            ],
+        }
+        write_output(json_out, _text(json.dumps(payload, indent=1)), "--json")
+    if found.nodes is None:
+        raise typer.Exit(code=1)
 
 
 @sim_app.command("pack")

@@ -1,0 +1,182 @@
+"""Capacity planning: the smallest cluster on which a workload meets its targets.
+
+``danlu sim plan`` replays one workload with one policy on clusters of different sizes (the
+same GPUs per node, more or fewer nodes) and looks for the fewest nodes at which every
+target holds, e.g. ``avg_jct<=2h`` and ``p99_queueing_delay<=10m``. Every metric is taken to
+fall (or stay) as nodes are added: times shrink, and so does the share of the GPUs in use.
+So an upper bound (``<=``) holds from some size on, and a lower bound (``>=``, e.g.
+``gpu_utilization>=0.5``: no idle cluster) up to some size. The search bisects between
+``--min-nodes`` and ``--max-nodes`` for the fewest nodes meeting the upper bounds, then
+checks the lower bounds there: if they miss at the smallest size fast enough, they miss
+at every larger one too. Scheduling is not always so tidy (a policy's decisions can change a
+run's figures either way by a few percent), so every size simulated is reported, and the
+answer is a size that meets the targets with the size below it missing an upper bound (or
+the smallest size allowed). A cluster on which some job can never run (it asks for more
+GPUs than the cluster has) misses every target.
+
+The search is a plain function over a ``simulate(nodes) -> summary`` callable
+(:func:`plan_capacity`), so the CLI's simulator and a test's stand-in drive it alike.
+"""
+
+from __future__ import annotations
+
+import math
+import re
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass, field
+from typing import Final
+
+from danlu.core.errors import ConfigError, SpecError
+from danlu.core.units import format_duration, parse_duration
+
+SECONDS_METRICS: Final = frozenset(
+    {
+        "avg_jct",
+        "median_jct",
+        "p99_jct",
+        "makespan",
+        "avg_queueing_delay",
+        "p99_queueing_delay",
+        "interference_seconds",
+    }
+)
+"""Metrics in seconds: their bound may be written as a duration (``2h``, ``90m``)."""
+
+METRICS: Final = (
+    *sorted(SECONDS_METRICS),
+    "gpu_allocation_ratio",
+    "gpu_utilization",
+    "fragmentation",
+    "preemptions",
+    "restarts",
+    "max_job_restarts",
+    "timed_out",
+)
+"""The summary metrics a target may name (:meth:`danlu.sim.metrics.SimResult.summary`)."""
+
+_TARGET = re.compile(r"^\s*([a-z0-9_]+)\s*(<=|>=)\s*(\S+)\s*$")
+
+
+@dataclass(frozen=True, slots=True)
+class Target:
+    """``metric op bound``: the run's ``metric`` must be at most (``<=``) or at least
+    (``>=``) ``bound``."""
+
+    metric: str
+    op: str
+    bound: float
+
+    def met(self, summary: Mapping[str, float]) -> bool:
+        """Whether ``summary`` meets this target (a missing or NaN value does not)."""
+        value = summary.get(self.metric, math.nan)
+        if math.isnan(value):
+            return False
+        return value <= self.bound if self.op == "<=" else value >= self.bound
+
+    def __str__(self) -> str:
+        """As written on the command line, a time bound as a duration: ``avg_jct<=2h``."""
+        if self.metric in SECONDS_METRICS and self.bound > 0:
+            return f"{self.metric}{self.op}{format_duration(self.bound)}"
+        return f"{self.metric}{self.op}{self.bound:g}"
+
+
+def parse_target(text: str, flag: str = "--target") -> Target:
+    """``avg_jct<=2h``, ``p99_queueing_delay<=600``, ``gpu_utilization>=0.6``: a
+    :class:`Target`. Raises :class:`ConfigError` naming ``flag`` and the fix."""
+    match = _TARGET.match(text)
+    if match is None:
+        raise ConfigError(
+            f"{flag} {text!r}: write METRIC<=BOUND or METRIC>=BOUND, e.g. {flag} avg_jct<=2h"
+        )
+    metric, op, raw = match.groups()
+    if metric not in METRICS:
+        raise ConfigError(
+            f"{flag} {text!r}: unknown metric {metric!r}; valid: {', '.join(METRICS)}"
+        )
+    try:
+        bound = parse_duration(raw, flag) if metric in SECONDS_METRICS else float(raw)
+    except (SpecError, ValueError):
+        kind = (
+            "a number of seconds or a duration (90m, 2h)"
+            if metric in SECONDS_METRICS
+            else "a number"
+        )
+        raise ConfigError(f"{flag} {text!r}: the bound must be {kind}") from None
+    if not math.isfinite(bound):
+        raise ConfigError(f"{flag} {text!r}: the bound must be finite")
+    return Target(metric, op, bound)
+
+
+@dataclass(frozen=True, slots=True)
+class Trial:
+    """One cluster size simulated: its nodes, the run's summary, and whether it met every
+    target (``missed``: the targets it missed, or why it could not run every job);
+    ``big_enough``: every job ran and every upper bound (``<=``) held."""
+
+    nodes: int
+    summary: Mapping[str, float]
+    missed: tuple[str, ...]
+    big_enough: bool = False
+
+    @property
+    def met(self) -> bool:
+        return not self.missed
+
+
+@dataclass(frozen=True, slots=True)
+class Plan:
+    """What the search found: ``nodes`` (None when even ``max_nodes`` misses a target) and
+    every size it simulated, smallest first."""
+
+    nodes: int | None
+    trials: tuple[Trial, ...] = field(default=())
+
+
+Simulate = Callable[[int], tuple[Mapping[str, float], int]]
+"""``simulate(nodes)`` -> (the run's summary, how many jobs could never run there)."""
+
+
+def judge(nodes: int, summary: Mapping[str, float], rejected: int, targets: list[Target]) -> Trial:
+    """The :class:`Trial` of a run on ``nodes`` nodes."""
+    if rejected:
+        return Trial(nodes, summary, (f"{rejected} job(s) never fit",))
+    missed = [t for t in targets if not t.met(summary)]
+    big_enough = all(t.op != "<=" for t in missed)
+    return Trial(nodes, summary, tuple(map(str, missed)), big_enough)
+
+
+def plan_capacity(
+    simulate: Simulate, targets: list[Target], min_nodes: int, max_nodes: int
+) -> Plan:
+    """The fewest nodes in ``[min_nodes, max_nodes]`` at which every target holds: the
+    fewest that are big enough (by bisection over ``simulate``, each size simulated once),
+    if the lower bounds hold there too."""
+    if not targets:
+        raise ConfigError("give at least one --target, e.g. --target avg_jct<=2h")
+    if not 1 <= min_nodes <= max_nodes:
+        raise ConfigError(
+            f"--min-nodes {min_nodes} and --max-nodes {max_nodes}: need 1 <= min <= max"
+        )
+    tried: dict[int, Trial] = {}
+
+    def trial(nodes: int) -> Trial:
+        if nodes not in tried:
+            summary, rejected = simulate(nodes)
+            tried[nodes] = judge(nodes, summary, rejected, targets)
+        return tried[nodes]
+
+    def done(answer: int | None) -> Plan:
+        return Plan(answer, tuple(tried[n] for n in sorted(tried)))
+
+    if not trial(max_nodes).big_enough:
+        return done(None)
+    if trial(min_nodes).big_enough:
+        return done(min_nodes if tried[min_nodes].met else None)
+    low, high = min_nodes, max_nodes  # low is too small, high big enough
+    while high - low > 1:
+        middle = (low + high) // 2
+        if trial(middle).big_enough:
+            high = middle
+        else:
+            low = middle
+    return done(high if tried[high].met else None)
