@@ -520,6 +520,33 @@ class Client:
         params = _clean({"after_id": after_id, "limit": limit})
         return list(self._json("GET", f"/jobs/{_seg(job)}/events", params=params))
 
+    def feed(
+        self,
+        *,
+        since: float | None = None,
+        after_id: int | None = None,
+        project: str | None = None,
+        user: str | None = None,
+        state: Sequence[str] | None = None,
+        limit: int | None = None,
+        tail: bool = False,
+    ) -> list[dict[str, Any]]:
+        """``GET /events``: every job's state changes (a non-admin: their own jobs'), the
+        oldest first, from ``since`` and after event ``after_id``; ``tail``: the newest
+        ``limit`` of them."""
+        params = _clean(
+            {
+                "since": since,
+                "after_id": after_id,
+                "project": project,
+                "user": user,
+                "state": list(state or []),
+                "limit": limit,
+                "tail": "true" if tail else None,
+            }
+        )
+        return list(self._json("GET", "/events", params=params))
+
     def why(self, job: str) -> dict[str, Any]:
         """``GET /jobs/{id}/why``: ``{"id", "state", "reason"}``."""
         return dict(self._json("GET", f"/jobs/{_seg(job)}/why"))

@@ -97,8 +97,11 @@ def test_log_path_traversal_cannot_escape(live: Live, job_id: str) -> None:
     with httpx.Client(headers={"Authorization": f"Bearer {live.token}"}) as c:
         for suffix in ("/logs", "/logs?follow=true", "/events", ""):
             response = c.get(f"{live.url}/api/v1/jobs/{job_id}{suffix}", timeout=10)
-            assert response.status_code in (404, 405, 422), (job_id, suffix, response.text)
             assert "root:" not in response.text
+            if response.request.url.path == "/api/v1/events":  # "jobs/.." folded away
+                assert response.status_code == 200 and isinstance(response.json(), list)
+                continue
+            assert response.status_code in (404, 405, 422), (job_id, suffix, response.text)
 
 
 def test_log_offset_cannot_read_other_jobs(live: Live) -> None:

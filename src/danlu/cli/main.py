@@ -7,6 +7,7 @@ import typer
 
 from danlu.cli import admin as admin_cli
 from danlu.cli import estimate as estimate_cli
+from danlu.cli import events as events_cli
 from danlu.cli import jobs as jobs_cli
 from danlu.cli import metrics as metrics_cli
 from danlu.cli import nodes as nodes_cli
@@ -28,6 +29,7 @@ server_cli.register(app)
 jobs_cli.register(app)
 run_cli.register(app)
 metrics_cli.register(app)
+events_cli.register(app)
 nodes_cli.register(app)
 admin_cli.register(app)
 sweep_cli.register(app)

@@ -51,7 +51,7 @@ from danlu.server.errors import (
 from danlu.server.health import HealthLoop
 from danlu.server.metrics import ServerMetrics
 from danlu.server.reconcile import Reconciler
-from danlu.server.routes import admin, dashboard, jobs, sweeps, webhooks
+from danlu.server.routes import admin, dashboard, events, jobs, sweeps, webhooks
 from danlu.server.routes.deps import ServerState, version
 from danlu.server.services import cluster as cluster_service
 from danlu.server.webhook_sender import WebhookSender
@@ -381,6 +381,7 @@ def create_app(
     app.add_exception_handler(Exception, _internal_error)
     app.include_router(admin.router, prefix=API)
     app.include_router(jobs.router, prefix=API)
+    app.include_router(events.router, prefix=API)
     app.include_router(sweeps.router, prefix=API)
     app.include_router(webhooks.router, prefix=API)
     app.include_router(dashboard.router)

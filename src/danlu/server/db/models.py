@@ -337,6 +337,7 @@ class JobEvent(Base):
     """One state change of one job with its reason (``old`` is null for the submission)."""
 
     __tablename__ = "job_events"
+    __table_args__ = (Index("ix_job_events_time", "time"),)
 
     id: Mapped[int] = mapped_column(BigId, primary_key=True, autoincrement=True)
     job_id: Mapped[str] = mapped_column(ForeignKey("jobs.id", ondelete="CASCADE"), index=True)

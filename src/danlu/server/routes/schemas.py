@@ -11,6 +11,7 @@ from danlu.core.cluster import MILLI_PER_GPU
 from danlu.core.state import JobState
 from danlu.server.db import ApiToken, Job, JobEvent, JobMetric, Node, Project, User
 from danlu.server.services.cluster import ShareRecord
+from danlu.server.services.events import FeedEvent
 from danlu.server.services.nodes import state as node_state
 from danlu.server.services.usage import Standing
 
@@ -95,6 +96,14 @@ class EventOut(BaseModel):
     old: StateName | None
     new: StateName
     reason: str
+
+
+class FeedEventOut(EventOut):
+    """One state change of the cluster-wide feed, with its job's name, user and project."""
+
+    job_name: str
+    user: str
+    project: str
 
 
 class WhyOut(BaseModel):
@@ -368,6 +377,15 @@ def event_out(event: JobEvent) -> dict[str, Any]:
         "old": event.old,
         "new": event.new,
         "reason": event.reason,
+    }
+
+
+def feed_event_out(row: FeedEvent) -> dict[str, Any]:
+    """An event of the feed as the API's FeedEvent object."""
+    return event_out(row.event) | {
+        "job_name": row.job_name,
+        "user": row.user,
+        "project": row.project,
     }
 
 

@@ -3,11 +3,14 @@
 from __future__ import annotations
 
 import time
+from collections.abc import Iterable
 from typing import Any, TypeVar
 
 from sqlalchemy import Connection, Executable, select
 from sqlalchemy.orm import Session
 
+from danlu.core.errors import SpecError
+from danlu.core.state import JobState
 from danlu.server.db.models import Job, Sweep, User
 from danlu.server.errors import ConflictError, NotFoundError, PermissionDenied
 
@@ -20,6 +23,19 @@ def tuple_rows(connection: Connection, statement: Executable) -> list[tuple[Any,
     """The rows of ``statement`` as plain tuples: they compare and hash in C (a Core ``Row``
     compares in Python, ~20 x slower as a cache key or in ``==``)."""
     return list(map(tuple, connection.execute(statement).all()))
+
+
+def state_values(states: Iterable[JobState | str]) -> list[str]:
+    """The stored values of ``states`` (names in any case); :class:`SpecError` on ``state``
+    naming the valid ones for a name that is no job state."""
+    wanted = []
+    for name in states:
+        try:
+            wanted.append(JobState(str(name).upper()).value)
+        except ValueError:
+            valid = ", ".join(JobState)
+            raise SpecError("state", f"{name!r} is not a job state; use one of {valid}") from None
+    return wanted
 
 
 def resolve_now(now: float | None) -> float:

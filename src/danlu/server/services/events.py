@@ -1,15 +1,18 @@
-"""Job events: the history of every state change, and replaying it."""
+"""Job events: the history of every state change, the cluster-wide feed of them, and
+replaying it."""
 
 from __future__ import annotations
 
 from collections.abc import Iterable
+from dataclasses import dataclass
 
 from sqlalchemy import select
 from sqlalchemy.orm import Session
 
 from danlu.core.errors import InvalidTransitionError, SpecError
 from danlu.core.state import JobState, check_transition
-from danlu.server.db.models import JobEvent
+from danlu.server.db.models import Job, JobEvent, Project, User
+from danlu.server.services.common import state_values
 
 MAX_EVENTS = 1000
 
@@ -28,6 +31,59 @@ def list_events(
     if job_id is not None:
         query = query.where(JobEvent.job_id == job_id)
     return list(session.scalars(query.order_by(JobEvent.id).limit(limit)))
+
+
+@dataclass(frozen=True, slots=True)
+class FeedEvent:
+    """One event of the cluster-wide feed, with its job's name, user and project."""
+
+    event: JobEvent
+    job_name: str
+    user: str
+    project: str
+
+
+def feed(
+    session: Session,
+    *,
+    viewer: User | None = None,
+    since: float | None = None,
+    after_id: int = 0,
+    project: str | None = None,
+    user: str | None = None,
+    states: Iterable[str] | None = None,
+    limit: int = 100,
+    tail: bool = False,
+) -> list[FeedEvent]:
+    """The events of every job (a non-admin ``viewer``: of their own jobs) in the order they
+    happened, with ``id > after_id`` and (``since``) a time not before it, of jobs of
+    ``project`` and ``user``, that led to one of ``states``; at most ``limit``: the oldest
+    such (follow a stream with the last id seen as ``after_id``), or with ``tail`` the
+    newest, in order too."""
+    if not 1 <= limit <= MAX_EVENTS:
+        raise SpecError("limit", f"must be between 1 and {MAX_EVENTS}")
+    query = (
+        select(JobEvent, Job.name, User.name, Project.name)
+        .join(Job, Job.id == JobEvent.job_id)
+        .join(User, User.id == Job.user_id)
+        .join(Project, Project.id == Job.project_id)
+        .where(JobEvent.id > after_id)
+    )
+    if since is not None:
+        query = query.where(JobEvent.time >= since)
+    if project is not None:
+        query = query.where(Project.name == project)
+    if user is not None:
+        query = query.where(User.name == user)
+    if states is not None:
+        query = query.where(JobEvent.new.in_(state_values(states)))
+    if viewer is not None and not viewer.is_admin:
+        query = query.where(Job.user_id == viewer.id)
+    order = JobEvent.id.desc() if tail else JobEvent.id
+    rows = list(session.execute(query.order_by(order).limit(limit)))
+    if tail:
+        rows.reverse()
+    return [FeedEvent(event, name, owner, group) for event, name, owner, group in rows]
 
 
 def replay(events: Iterable[JobEvent]) -> JobState | None:

@@ -26,7 +26,7 @@ from danlu.server.errors import ConflictError, NotFoundError, PermissionDenied
 from danlu.server.services import admission, dependencies, members, webhooks
 from danlu.server.services.bulk import EventBatch, flush_jobs
 from danlu.server.services.cluster import load_cluster
-from danlu.server.services.common import by_id, resolve_now
+from danlu.server.services.common import by_id, resolve_now, state_values
 from danlu.server.services.projects import (
     DEFAULT_PROJECT,
     HOLDING,
@@ -232,14 +232,7 @@ def list_jobs(
         raise SpecError("offset", "cannot be negative")
     query = select(Job)
     if states is not None:
-        wanted = []
-        for s in states:
-            try:
-                wanted.append(JobState(str(s).upper()).value)
-            except ValueError:
-                valid = ", ".join(JobState)
-                raise SpecError("state", f"{s!r} is not a job state; use one of {valid}") from None
-        query = query.where(Job.state.in_(wanted))
+        query = query.where(Job.state.in_(state_values(states)))
     if project is not None:
         query = query.where(Job.project.has(name=project))
     if user is not None:

@@ -1,0 +1,156 @@
+"""``danlu events``: the state changes of every job (yours, unless admin), from a time on, as
+a table, or followed as they happen."""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Sequence
+from typing import Annotated, Any
+
+import typer
+from rich.markup import escape
+from rich.table import Table
+
+from danlu.cli.jobs import (
+    HomeOpt,
+    JsonOpt,
+    TokenOpt,
+    UrlOpt,
+    connect,
+    console,
+    fail,
+    print_json,
+)
+from danlu.client import Client
+from danlu.core.errors import DanluError, SpecError
+from danlu.core.units import parse_duration, parse_time
+
+FOLLOW_SECONDS = 1.0
+"""Seconds between two reads while following."""
+
+
+def since_time(value: str, now: float) -> float:
+    """``--since``: a duration back from ``now`` (``1h``, ``30m``, ``2d``) or a moment
+    (``2026-12-01T02:00``, local time unless it has an offset)."""
+    try:
+        seconds = parse_duration(value, "--since")
+    except SpecError:
+        return parse_time(value, now, "--since")
+    if seconds < 0:
+        raise SpecError("--since", f"{value!r} is before nothing; give a duration such as 1h")
+    return now - seconds
+
+
+def _clock(seconds: Any) -> str:
+    return time.strftime("%m-%d %H:%M:%S", time.localtime(float(seconds)))
+
+
+def _change(event: dict[str, Any]) -> str:
+    old = event.get("old")
+    return f"{old} -> {event.get('new')}" if old else f"submitted ({event.get('new')})"
+
+
+def table(events: Sequence[dict[str, Any]]) -> Table:
+    """The events as a table: time, job, name, user/project, change, reason."""
+    out = Table()
+    for column in ("time", "job", "name", "user/project", "change", "reason"):
+        out.add_column(column)
+    for event in events:
+        out.add_row(
+            _clock(event["time"]),
+            escape(str(event["job_id"])),
+            escape(str(event.get("job_name", ""))),
+            escape(f"{event.get('user')}/{event.get('project')}"),
+            _change(event),
+            escape(str(event.get("reason") or "")),
+        )
+    return out
+
+
+def line(event: dict[str, Any]) -> str:
+    """One event as a line (text, not markup)."""
+    parts = [
+        _clock(event["time"]),
+        str(event["job_id"]),
+        str(event.get("job_name", "")),
+        f"{event.get('user')}/{event.get('project')}",
+        _change(event),
+    ]
+    reason = event.get("reason")
+    return "  ".join(parts) + (f": {reason}" if reason else "")
+
+
+def follow(
+    client: Client, shown: Sequence[dict[str, Any]], query: dict[str, Any], reads: int = 0
+) -> None:
+    """Print ``shown``, then every new event matching ``query`` (``client.feed``'s filters)
+    as it comes, reading every :data:`FOLLOW_SECONDS`; ``reads``: stop after that many reads
+    (0: until Ctrl-C)."""
+    last = 0
+    done = 0
+    while True:
+        for event in shown:
+            console.print(escape(line(event)), highlight=False)
+            last = max(last, int(event["id"]))
+        if reads and done >= reads:
+            return
+        time.sleep(FOLLOW_SECONDS)
+        shown = client.feed(after_id=last, limit=1000, **query)
+        done += 1
+
+
+def events(
+    since: Annotated[
+        str,
+        typer.Option(
+            "--since",
+            help="From then on: a duration back from now (1h, 30m, 2d) or a time "
+            "(2026-12-01T02:00, local time unless it has an offset).",
+        ),
+    ] = "1h",
+    project: Annotated[str | None, typer.Option("--project", help="Only this project.")] = None,
+    user: Annotated[str | None, typer.Option("--user", help="Only this user's jobs.")] = None,
+    state: Annotated[
+        list[str] | None,
+        typer.Option("--state", "-s", help="Only changes into this state (repeatable)."),
+    ] = None,
+    limit: Annotated[
+        int, typer.Option("--limit", min=1, max=1000, help="The newest N events.")
+    ] = 100,
+    follow_on: Annotated[
+        bool, typer.Option("--follow", "-f", help="Then print new events as they happen.")
+    ] = False,
+    json_out: JsonOpt = False,
+    home: HomeOpt = None,
+    url: UrlOpt = None,
+    token: TokenOpt = None,
+) -> None:
+    """Job state changes across the cluster (your jobs', unless admin): when, which job,
+    from which state to which, and why; the newest --limit since --since."""
+    try:
+        start = since_time(since, time.time())
+    except DanluError as exc:
+        raise fail(exc) from None
+    query: dict[str, Any] = {"since": start, "project": project, "user": user, "state": state}
+    with connect(home, url, token) as client:
+        try:
+            found = client.feed(limit=limit, tail=True, **query)
+            if json_out:
+                print_json(found)
+                return
+            if follow_on:
+                follow(client, found, query)
+                return
+        except DanluError as exc:
+            raise fail(exc) from None
+        except KeyboardInterrupt:
+            raise typer.Exit(code=130) from None
+    if not found:
+        console.print("no events", highlight=False)
+        return
+    console.print(table(found))
+
+
+def register(app: typer.Typer) -> None:
+    """Add ``events``."""
+    app.command(name="events")(events)
