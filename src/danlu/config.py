@@ -87,6 +87,9 @@ _HINTS: dict[str, str] = {
         "seconds 0..3600 between checks of the GPUs' health, e.g. DANLU_HEALTH_INTERVAL=30 "
         "(0: no check)"
     ),
+    "health_program": (
+        "the absolute path of an executable, e.g. DANLU_HEALTH_PROGRAM=/usr/local/sbin/check-node"
+    ),
     "slurm_partition": "a Slurm partition name, e.g. DANLU_SLURM_PARTITION=gpu",
     "slurm_gpu_type": "a GPU type, e.g. DANLU_SLURM_GPU_TYPE=H100",
     "slurm_sbatch_options": (
@@ -277,6 +280,12 @@ class Settings(BaseSettings):
     waiting for a reset, a critical Xid) is closed to new work. The control plane's own NVML
     GPUs only (fake GPUs have no faults; a Slurm or Ray cluster's are not read). 0: no
     check."""
+    health_program: str | None = None
+    """An executable an admin provides (as Slurm's ``HealthCheckProgram``), run with no
+    arguments and no shell on the control plane's host every :attr:`health_interval`
+    seconds with the local executor: when it exits non-zero (or runs over a minute), this
+    host's nodes are cordoned with its first line of output as the reason, and reopened
+    once it passes again (:mod:`danlu.server.health`). None: no program."""
     slurm_partition: str | None = None
     """The Slurm partition whose nodes danlu schedules (None: Slurm's default partition)."""
     slurm_gpu_type: str = "generic"
@@ -295,6 +304,15 @@ class Settings(BaseSettings):
     @classmethod
     def _home(cls, value: Path) -> Path:
         return value.expanduser()
+
+    @field_validator("health_program", mode="after")
+    @classmethod
+    def _health_program(cls, value: str | None) -> str | None:
+        if value is None or not value.strip():
+            return None
+        if not Path(value.strip()).is_absolute():
+            raise ValueError(f"{value.strip()!r} is not an absolute path")
+        return value.strip()
 
     @field_validator("trace_modules", mode="after")
     @classmethod

@@ -48,7 +48,7 @@ from danlu.server.errors import (
     NotFoundError,
     PermissionDenied,
 )
-from danlu.server.health import HealthLoop
+from danlu.server.health import HealthLoop, HealthProgram
 from danlu.server.metrics import ServerMetrics
 from danlu.server.reconcile import Reconciler
 from danlu.server.routes import admin, dashboard, events, jobs, sweeps, webhooks
@@ -291,6 +291,30 @@ def build_executor(settings: Settings, inventory: Inventory, api_url: str | None
     )
 
 
+def _health_loop(settings: Settings, db: Database, inventory: Inventory) -> HealthLoop | None:
+    """The health loop of ``settings`` (None: nothing to check, or checks off): NVML's GPU
+    faults, and the admin's health program for the local executor's nodes."""
+    if settings.health_interval <= 0:
+        return None
+    program = None
+    if settings.health_program is not None:
+        if settings.executor != "local":
+            raise ConfigError(
+                "DANLU_HEALTH_PROGRAM runs on the control plane's host, for the local "
+                f"executor; with {settings.executor}, check the nodes with the cluster's own "
+                "(Slurm's HealthCheckProgram), or leave DANLU_HEALTH_PROGRAM unset"
+            )
+        program = HealthProgram(settings.health_program)
+        why = program.check()
+        if why is not None:
+            raise ConfigError(f"DANLU_HEALTH_PROGRAM: {why}")
+    check = health_check(inventory)
+    if check is None and program is None:
+        return None
+    hosts = [node.name for node in inventory.nodes]
+    return HealthLoop(db, check, program=program, hosts=hosts, interval=settings.health_interval)
+
+
 def create_app(
     settings: Settings,
     *,
@@ -336,8 +360,7 @@ def create_app(
         if meter is None
         else EnergyLoop(db, meter, interval=settings.energy_interval, report=metrics.set_energy)
     )
-    check = health_check(inventory) if settings.health_interval > 0 else None
-    checked = None if check is None else HealthLoop(db, check, interval=settings.health_interval)
+    checked = _health_loop(settings, db, inventory)
 
     @asynccontextmanager
     async def lifespan(_app: FastAPI) -> AsyncIterator[None]:
@@ -373,6 +396,7 @@ def create_app(
     )
     app.state.danlu = state
     app.state.reconciler = reconciler
+    app.state.health = checked
     app.add_middleware(RejectNul)
     app.add_exception_handler(DanluError, _danlu_error)
     app.add_exception_handler(RequestValidationError, _validation_error)

@@ -1,18 +1,36 @@
-"""The GPU health loop: every ``interval`` seconds it asks the health check which GPUs are
-faulty (:mod:`danlu.devices.health`) and closes each one to new work.
+"""The health loop: every ``interval`` seconds it closes to new work the GPUs NVML finds faulty
+(:mod:`danlu.devices.health`) and, with an admin's health program, the nodes of this host
+while the program fails.
 
-A pass reads the health check with no transaction open, then cordons the faulty GPUs that
-are still open in one short write transaction (:func:`~danlu.server.services.nodes.close_faulty`):
-the scheduler puts nothing new on them, and the jobs there run on (a job on a lost GPU fails
-and is restarted elsewhere, by its ``max_restarts``). An admin opens a GPU again with
-``danlu uncordon NODE --gpu N`` once it is mended; a fault that lasts closes it again at the
-next pass. When the write fails (a busy store), the faults read are kept and written by the
-next pass: an Xid event is read only once.
+**GPUs.** A pass reads the health check with no transaction open, then cordons the faulty
+GPUs that are still open in one short write transaction
+(:func:`~danlu.server.services.nodes.close_faulty`): the scheduler puts nothing new on them,
+and the jobs there run on (a job on a lost GPU fails and is restarted elsewhere, by its
+``max_restarts``). An admin opens a GPU again with ``danlu uncordon NODE --gpu N`` once it
+is mended; a fault that lasts closes it again at the next pass. When the write fails (a busy
+store), the faults read are kept and written by the next pass: an Xid event is read once.
+
+**The health program** (``DANLU_HEALTH_PROGRAM``, as Slurm's ``HealthCheckProgram``): an
+executable run with no arguments and no shell, in a session of its own. Exiting 0 is a pass;
+anything else, or running over :data:`PROGRAM_TIMEOUT` seconds (it is killed then, with what
+it started), is a failure, whose reason is the first line it printed. On a failure this
+host's nodes are cordoned (:func:`~danlu.server.services.nodes.close_failing`); on a pass
+the nodes it closed are opened again (:func:`~danlu.server.services.nodes.reopen_passing`),
+and a node an admin closed stays closed. A program that cannot be started is logged, and
+changes nothing.
 """
 
 from __future__ import annotations
 
+import contextlib
 import logging
+import os
+import signal
+import subprocess
+from collections.abc import Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Final
 
 from danlu.devices.health import GpuFault, HealthCheck
 from danlu.server.db import Database
@@ -23,16 +41,90 @@ from danlu.server.services.common import resolve_now
 log = logging.getLogger(__name__)
 
 DEFAULT_INTERVAL = 30.0
-"""Seconds between two health checks (``DANLU_HEALTH_INTERVAL``)."""
+"""Seconds between two health passes (``DANLU_HEALTH_INTERVAL``)."""
+PROGRAM_TIMEOUT: Final = 60.0
+"""Seconds the health program may run before it is killed and counted as a failure."""
+_REASON_CHARACTERS: Final = 300
+
+
+@dataclass(frozen=True, slots=True)
+class ProgramResult:
+    """What one run of the health program said: ``passed``, or why not."""
+
+    passed: bool
+    reason: str = ""
+
+
+def _first_line(*outputs: bytes) -> str:
+    for output in outputs:
+        for line in output.decode("utf-8", errors="replace").splitlines():
+            if line.strip():
+                return line.strip()[:_REASON_CHARACTERS]
+    return ""
+
+
+class HealthProgram:
+    """An admin's executable at ``path`` (absolute), run by :meth:`run`."""
+
+    def __init__(self, path: str, timeout: float = PROGRAM_TIMEOUT) -> None:
+        self.path = path
+        self.timeout = timeout
+
+    def check(self) -> str | None:
+        """Why the program cannot be run (None: it can): for the start-up check."""
+        program = Path(self.path)
+        if not program.is_absolute():
+            return f"{self.path} is not an absolute path"
+        if not program.is_file():
+            return f"{self.path} is not a file"
+        if not os.access(program, os.X_OK):
+            return f"{self.path} is not executable (chmod +x it)"
+        return None
+
+    def run(self) -> ProgramResult | None:
+        """Run the program once; None when it could not be started."""
+        try:
+            child = subprocess.Popen(
+                [self.path],
+                stdin=subprocess.DEVNULL,
+                stdout=subprocess.PIPE,
+                stderr=subprocess.PIPE,
+                start_new_session=True,
+            )
+        except OSError as exc:
+            log.warning("the health program %s cannot start: %s", self.path, exc.strerror)
+            return None
+        try:
+            out, err = child.communicate(timeout=self.timeout)
+        except subprocess.TimeoutExpired:
+            with contextlib.suppress(ProcessLookupError):
+                os.killpg(child.pid, signal.SIGKILL)
+            child.communicate()
+            return ProgramResult(False, f"{self.path} ran over {self.timeout:g} s")
+        if child.returncode == 0:
+            return ProgramResult(True)
+        said = _first_line(out, err) or "no output"
+        return ProgramResult(False, f"{said} (exit status {child.returncode})")
 
 
 class HealthLoop:
-    """Runs ``check`` and closes the faulty GPUs every ``interval`` seconds in a daemon
-    thread (:meth:`start`), or one pass at a time (:meth:`run_once`, for tests)."""
+    """Runs ``check`` (the GPUs) and ``program`` (the nodes named ``hosts``) every
+    ``interval`` seconds in a daemon thread (:meth:`start`), or one pass at a time
+    (:meth:`run_once`, for tests)."""
 
-    def __init__(self, db: Database, check: HealthCheck, *, interval: float = DEFAULT_INTERVAL):
+    def __init__(
+        self,
+        db: Database,
+        check: HealthCheck | None,
+        *,
+        program: HealthProgram | None = None,
+        hosts: Sequence[str] = (),
+        interval: float = DEFAULT_INTERVAL,
+    ):
         self.db = db
         self.check = check
+        self.program = program
+        self.hosts = tuple(hosts)
         self._unwritten: list[GpuFault] = []
         """Faults read by a pass whose write failed."""
         self._loop = PeriodicLoop(
@@ -40,8 +132,8 @@ class HealthLoop:
             interval,
             self.run_once,
             log,
-            "GPU health check",
-            "GPU health checks work again",
+            "health pass",
+            "health passes work again",
         )
 
     def start(self) -> None:
@@ -51,12 +143,24 @@ class HealthLoop:
     def stop(self, timeout: float = 30.0) -> None:
         """Stop the thread after its current pass and release the check."""
         self._loop.stop(timeout)
-        self.check.close()
+        if self.check is not None:
+            self.check.close()
 
     def run_once(self, now: float | None = None) -> list[str]:
-        """One pass at ``now`` (default: the clock); returns the GPUs closed by it, as
-        ``NODE GPU N: reason``."""
+        """One pass at ``now`` (default: the clock); returns what it changed, a line each:
+        ``NODE GPU N: reason`` for a GPU closed, ``NODE: closed: reason`` and ``NODE:
+        reopened`` for a node the program closed or opened."""
         t = resolve_now(now)
+        changed = self._gpus(t)
+        if self.program is not None and self.hosts:
+            changed += self._program(self.program, t)
+        for line in changed:
+            log.warning("health: %s", line)
+        return changed
+
+    def _gpus(self, t: float) -> list[str]:
+        if self.check is None:
+            return []
         faults = self._unwritten + self.check.check()
         self._unwritten = faults
         if not faults:
@@ -65,6 +169,14 @@ class HealthLoop:
         with self.db.session() as session:
             closed = nodes.close_faulty(session, rows, t)
         self._unwritten = []
-        for line in closed:
-            log.warning("GPU closed to new work: %s", line)
         return closed
+
+    def _program(self, program: HealthProgram, t: float) -> list[str]:
+        result = program.run()  # no transaction open while it runs
+        if result is None:
+            return []
+        with self.db.session() as session:
+            if result.passed:
+                return [f"{n}: reopened" for n in nodes.reopen_passing(session, self.hosts)]
+            closed = nodes.close_failing(session, self.hosts, result.reason, t)
+        return [f"{n}: closed: {nodes.PROGRAM_REASON}{result.reason}" for n in closed]

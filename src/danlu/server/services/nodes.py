@@ -273,6 +273,47 @@ def close_faulty(
     return sorted(closed)
 
 
+PROGRAM_REASON: Final = "health program: "
+"""How the reason of a node the admin's health program closed begins."""
+
+
+def close_failing(
+    session: Session, names: Collection[str], reason: str, now: float | None = None
+) -> list[str]:
+    """Cordon the nodes of ``names`` that are open, because the health program failed there
+    with ``reason``; a node it closed before takes the new reason, one closed otherwise (by an
+    admin, after failing launches) stays as it is. Returns the names closed now."""
+    t = resolve_now(now)
+    text = (PROGRAM_REASON + reason.strip())[:MAX_REASON]
+    closed: list[str] = []
+    for node in session.scalars(select(Node).where(Node.name.in_(sorted(names)))):
+        if node.cordoned_at is None:
+            node.cordoned_at, node.cordon_reason = t, text
+            closed.append(node.name)
+        elif node.cordon_reason.startswith(PROGRAM_REASON):
+            node.cordon_reason = text
+    session.flush()
+    return sorted(closed)
+
+
+def reopen_passing(session: Session, names: Collection[str]) -> list[str]:
+    """Open the nodes of ``names`` that the health program closed (their reason is still
+    its own, and they are not draining), now that it passes; a scheduled cordon and the
+    count of failed launches stay. Returns their names."""
+    query = select(Node).where(
+        Node.name.in_(sorted(names)),
+        Node.cordoned_at.is_not(None),
+        Node.cordon_reason.startswith(PROGRAM_REASON, autoescape=True),
+        Node.draining.is_(False),
+    )
+    opened: list[str] = []
+    for node in session.scalars(query):
+        node.cordoned_at, node.cordon_reason = None, ""
+        opened.append(node.name)
+    session.flush()
+    return sorted(opened)
+
+
 def launch_failed(
     session: Session,
     names: Collection[str],
