@@ -112,6 +112,9 @@ def test_sign_in_see_the_cluster_and_hold_release_cancel_jobs(live: Live, page: 
     expect(default.nth(5)).to_have_text("-")  # the priority policy keeps no history
     running = page.locator(f'#jobs tr[data-job="{busy["id"]}"]')
     expect(running.locator("td.state")).to_have_text("RUNNING")
+    feed = page.locator("#feed tbody tr", has_text=busy["id"])  # the recent events
+    expect(feed.filter(has_text="PENDING -> RUNNING")).to_have_count(1)
+    expect(feed.filter(has_text="submitted")).to_have_count(1)
     expect(running.locator('button[data-action="hold"]')).to_have_count(1)  # by checkpoint
     waiting = page.locator(f'#jobs tr[data-job="{queued["id"]}"]')
     expect(waiting.locator("td.state")).to_have_text("PENDING")

@@ -8,6 +8,7 @@ const TOKEN_KEY = "danlu-token";
 const REFRESH_MS = 2000;
 const UNFINISHED = ["PENDING", "RUNNING", "PREEMPTING", "RESTARTING"];
 const USAGE_EVERY = 15;
+const FEED_EVENTS = 30;
 let timer = null;
 let me = null;
 let refreshes = 0;
@@ -239,6 +240,21 @@ async function cancelSweep(id) {
   }
 }
 
+function renderFeed(events) {
+  const body = document.querySelector("#feed tbody");
+  body.replaceChildren(...events.slice().reverse().map((e) => {  // newest first
+    const row = el("tr");
+    row.dataset.event = e.id;
+    row.appendChild(el("td", new Date(e.time * 1000).toLocaleTimeString()));
+    row.appendChild(el("td", e.job_id));
+    row.appendChild(el("td", e.job_name));
+    row.appendChild(el("td", e.user + "/" + e.project));
+    row.appendChild(el("td", e.old ? e.old + " -> " + e.new : "submitted"));
+    row.appendChild(el("td", e.reason || ""));
+    return row;
+  }));
+}
+
 function renderUsage(rows) {
   const body = document.querySelector("#usage tbody");
   body.replaceChildren(...rows.map((r) => {
@@ -276,13 +292,15 @@ async function refresh() {
   try {
     const usageDue = refreshes % USAGE_EVERY === 0;  // a week of history: not every 2 s
     refreshes += 1;
-    const [nodes, jobs, sweeps, usage, projects] = await Promise.all([
+    const [nodes, jobs, sweeps, feed, usage, projects] = await Promise.all([
       api("/cluster/nodes"), api("/jobs?" + query), api("/sweeps?limit=20"),
+      api("/events?tail=true&limit=" + FEED_EVENTS),
       usageDue ? api("/usage") : null, usageDue ? api("/projects") : null,
     ]);
     renderNodes(nodes);
     renderJobs(jobs);
     renderSweeps(sweeps);
+    renderFeed(feed);
     if (usage !== null) renderUsage(usage);
     if (projects !== null) renderProjects(projects);
     setStatus("updated " + new Date().toLocaleTimeString());
