@@ -245,6 +245,13 @@ ProjectShareOpt = Annotated[
     ),
 ]
 
+JobsOpt = Annotated[int, typer.Option("--jobs", help="Jobs in the synthetic workload.")]
+SeedOpt = Annotated[int, typer.Option("--seed", help="Seed of the synthetic workload.")]
+PolicyOpt = Annotated[str, typer.Option("--policy", help="Scheduling policy name.")]
+PolicyOptionOpt = Annotated[
+    list[str] | None, typer.Option("--option", help="Policy option key=value (repeatable).")
+]
+
 
 def _config(
     interval: float,
@@ -275,10 +282,8 @@ def _config(
 @sim_app.command("run")
 def run(
     workload: WorkloadOpt = None,
-    policy: Annotated[str, typer.Option("--policy", help="Scheduling policy name.")] = "tiresias",
-    option: Annotated[
-        list[str] | None, typer.Option("--option", help="Policy option key=value (repeatable).")
-    ] = None,
+    policy: PolicyOpt = "tiresias",
+    option: PolicyOptionOpt = None,
     traces: TracesOpt = DEFAULT_TRACES,
     nodes: NodesOpt = 16,
     gpus_per_node: GpusOpt = 4,
@@ -290,8 +295,8 @@ def run(
     project_share: ProjectShareOpt = None,
     json_out: JsonOpt = None,
     plot: Annotated[Path | None, typer.Option("--plot", help="Write a PNG timeline here.")] = None,
-    jobs: Annotated[int, typer.Option("--jobs", help="Jobs in the synthetic workload.")] = 200,
-    seed: Annotated[int, typer.Option("--seed", help="Seed of the synthetic workload.")] = 0,
+    jobs: JobsOpt = 200,
+    seed: SeedOpt = 0,
     quiet: Annotated[bool, typer.Option("--quiet", help="No progress bar.")] = False,
 ) -> None:
     """Simulate one policy on one workload and print a summary."""
@@ -346,8 +351,8 @@ def compare(
     interference_gpu: InterferenceGpuOpt = "v100",
     project_share: ProjectShareOpt = None,
     json_out: JsonOpt = None,
-    jobs: Annotated[int, typer.Option("--jobs", help="Jobs in the synthetic workload.")] = 200,
-    seed: Annotated[int, typer.Option("--seed", help="Seed of the synthetic workload.")] = 0,
+    jobs: JobsOpt = 200,
+    seed: SeedOpt = 0,
     quiet: Annotated[bool, typer.Option("--quiet", help="No progress bar.")] = False,
 ) -> None:
     """Simulate several policies on one workload and print them side by side."""
@@ -395,10 +400,8 @@ def plan(
         ),
     ],
     workload: WorkloadOpt = None,
-    policy: Annotated[str, typer.Option("--policy", help="Scheduling policy name.")] = "tiresias",
-    option: Annotated[
-        list[str] | None, typer.Option("--option", help="Policy option key=value (repeatable).")
-    ] = None,
+    policy: PolicyOpt = "tiresias",
+    option: PolicyOptionOpt = None,
     traces: TracesOpt = DEFAULT_TRACES,
     min_nodes: Annotated[int, typer.Option("--min-nodes", min=1, help="Fewest nodes to try.")] = 1,
     max_nodes: Annotated[
@@ -412,8 +415,8 @@ def plan(
     interference_gpu: InterferenceGpuOpt = "v100",
     project_share: ProjectShareOpt = None,
     json_out: JsonOpt = None,
-    jobs: Annotated[int, typer.Option("--jobs", help="Jobs in the synthetic workload.")] = 200,
-    seed: Annotated[int, typer.Option("--seed", help="Seed of the synthetic workload.")] = 0,
+    jobs: JobsOpt = 200,
+    seed: SeedOpt = 0,
 ) -> None:
     """The fewest nodes (of --gpus-per-node GPUs) on which the workload meets every
     --target with this policy, found by simulating sizes between --min-nodes and
