@@ -15,8 +15,8 @@ from rich.markup import escape
 from danlu.cli import jobs as common
 from danlu.cli import top as top_view
 from danlu.cli.jobs import HomeOpt, JsonOpt, TokenOpt, UrlOpt
-from danlu.core.errors import DanluError
-from danlu.core.units import parse_time
+from danlu.core.errors import DanluError, SpecError
+from danlu.core.units import parse_duration, parse_time
 
 
 def nodes(
@@ -115,11 +115,77 @@ def cordon(
     _close(node, reason, at, False, gpu, json_out, home, url, token)
 
 
+DRAIN_POLL = 2.0
+"""Seconds between two looks at a draining node (``danlu drain --wait``)."""
+
+
+def holders(data: dict[str, Any], gpu: int | None = None) -> list[str]:
+    """The jobs holding a GPU of node ``data`` (as ``GET /cluster/nodes`` shows it), or GPU
+    ``gpu`` of it."""
+    held: set[str] = set()
+    for entry in data.get("gpus") or []:
+        if gpu is None or entry.get("index") == gpu:
+            held.update(str(job) for job in entry.get("jobs") or [])
+    return sorted(held)
+
+
+def wait_empty(
+    home: Path | None,
+    url: str | None,
+    token: str | None,
+    node: str,
+    gpu: int | None,
+    timeout: float | None,
+    quiet: bool = False,
+) -> None:
+    """Wait until no job holds the node's GPUs (``gpu``: that GPU), printing the jobs still
+    there as they change (not when ``quiet``); exit 124 when ``timeout`` seconds pass
+    first."""
+    start = time.monotonic()
+    shown: list[str] | None = None
+    where = f"{node} GPU {gpu}" if gpu is not None else node
+    with common.connect(home, url, token) as client:
+        while True:
+            try:
+                found = next((n for n in client.nodes() if n.get("name") == node), None)
+            except DanluError as exc:
+                raise common.fail(exc) from None
+            if found is None:
+                raise common.fail(f"node {node!r} left the inventory")
+            jobs = holders(found, gpu)
+            if not jobs:
+                if not quiet:
+                    common.console.print(f"{escape(where)} is empty", highlight=False)
+                return
+            if jobs != shown and not quiet:
+                names = escape(", ".join(jobs))
+                common.console.print(f"waiting for {len(jobs)} job(s) on {escape(where)}: {names}")
+                shown = jobs
+            spent = time.monotonic() - start
+            if timeout is not None and spent >= timeout:
+                if not quiet:
+                    common.console.print(f"timed out: {len(jobs)} job(s) still on {escape(where)}")
+                raise typer.Exit(code=common.WAIT_TIMEOUT_EXIT)
+            time.sleep(DRAIN_POLL if timeout is None else min(DRAIN_POLL, timeout - spent))
+
+
 def drain(
     node: NodeArg,
     reason: ReasonOpt = "",
     at: AtOpt = None,
     gpu: GpuOpt = None,
+    wait: Annotated[
+        bool,
+        typer.Option(
+            "--wait",
+            help="Then wait until no job holds its GPUs (a job that is not preemptible runs "
+            "to its end first); exit 124 when --timeout passes first.",
+        ),
+    ] = False,
+    timeout: Annotated[
+        str | None,
+        typer.Option("--timeout", help="With --wait, give up after this long: 600, 30m."),
+    ] = None,
     json_out: JsonOpt = False,
     home: HomeOpt = None,
     url: UrlOpt = None,
@@ -127,8 +193,19 @@ def drain(
 ) -> None:
     """Cordon a node (or with --gpu one of its GPUs) and preempt its jobs by checkpoint
     (admin): they resume elsewhere; a job that is not preemptible runs to its end. With
-    --at, at that time (a maintenance window). Undo with `danlu uncordon`."""
+    --at, at that time (a maintenance window); with --wait, until it is empty. Undo with
+    `danlu uncordon`."""
+    try:
+        if wait and at is not None:
+            raise SpecError("--wait", "waits for a drain done now; leave out --at")
+        if timeout is not None and not wait:
+            raise SpecError("--timeout", "applies to --wait; add --wait")
+        seconds = None if timeout is None else parse_duration(timeout, "--timeout")
+    except DanluError as exc:
+        raise common.fail(exc) from None
     _close(node, reason, at, True, gpu, json_out, home, url, token)
+    if wait:
+        wait_empty(home, url, token, node, gpu, seconds, quiet=json_out)
 
 
 def uncordon(
