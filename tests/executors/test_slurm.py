@@ -203,8 +203,13 @@ def test_the_exit_the_tasks_recorded_is_used_once_slurm_forgot_the_job(
 def test_a_node_slurm_reports_down_refuses_the_launch(
     slurm: SlurmCluster, ex: SlurmExecutor
 ) -> None:
-    slurm.run("scontrol", "update", "NodeName=n2", "State=DRAIN", "Reason=test")
+    assert ex.closed_nodes() == {}
+    slurm.run("scontrol", "update", "NodeName=n2", "State=DRAIN", "Reason=bad fan")
     try:
+        ex.refresh_inventory()  # what the control plane closes: Slurm's state and reason
+        closed = ex.closed_nodes()
+        assert list(closed) == ["n2"] and "DRAIN" in closed["n2"], closed
+        assert closed["n2"].startswith("Slurm reports it ") and closed["n2"].endswith(": bad fan")
         with pytest.raises(NodeLaunchError, match="n2"):
             ex.submit(launch("drained-1", "print(1)", gpus=(GpuSlot(1, 0),)))
         handle = ex.submit(launch("fine-1", "print(1)", gpus=(GpuSlot(0, 0),)))
@@ -215,6 +220,8 @@ def test_a_node_slurm_reports_down_refuses_the_launch(
         while slurm.run("sinfo", "-h", "-N", "-n", "n2", "-o", "%T").strip() != "idle":
             assert time.monotonic() < deadline, slurm.run("scontrol", "show", "node", "n2")
             time.sleep(0.2)
+    ex.refresh_inventory()
+    assert ex.closed_nodes() == {}
 
 
 def test_the_admins_sbatch_options_come_first_and_the_runs_win(

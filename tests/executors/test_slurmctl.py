@@ -50,6 +50,8 @@ def test_node() -> None:
     node = node_from_fields(parse_fields(NODE))
     assert (node.name, node.address, node.gpus, node.gpu_type) == ("gpu07", "10.0.0.7", 8, "a100")
     assert node.cpus == 64 and node.memory == 515000 * 2**20 and "DRAIN" in node.state
+    assert node.reason == "bad DIMM"  # without Slurm's [user@time]
+    assert node_from_fields(parse_fields("NodeName=n1 State=IDLE Reason=(null)")).reason == ""
 
 
 @pytest.mark.parametrize(

@@ -203,3 +203,51 @@ def test_a_job_placed_on_a_node_the_executor_lacks_is_requeued_not_launched_shor
         job = jobs.get_job(s, ids[1])
         assert (job.state, job.allocation, job.restarts) == ("PENDING", None, 0)
     loop.stop()
+
+
+def _closed(db: Database) -> dict[str, str]:
+    with db.read_session() as s:
+        return {n.name: n.cordon_reason for n in cluster.list_nodes(s) if n.cordoned_at}
+
+
+def test_nodes_the_backend_takes_out_of_service_are_closed_while_it_does(
+    db: Database, tmp_path: Path
+) -> None:
+    loop, world = _two_jobs(db, tmp_path)
+    world.out_of_service = {"b": "Slurm reports it DRAIN: fan", "a": "Slurm reports it DOWN"}
+    with db.session() as s:
+        nodes.cordon(s, "a", "memory test", now=NOW + 20)
+    assert loop.run_once(now=NOW + 20).inventory == []  # not due: nothing read yet
+    assert _closed(db) == {"a": "memory test"}
+    loop.run_once(now=NOW + 50)
+    assert _closed(db) == {"a": "memory test", "b": "executor: Slurm reports it DRAIN: fan"}
+    world.out_of_service = {"b": "Slurm reports it DOWN+DRAIN: fan"}
+    loop.run_once(now=NOW + 90)
+    assert _closed(db)["b"] == "executor: Slurm reports it DOWN+DRAIN: fan"
+    with db.read_session() as s:  # the job there runs on
+        assert sum(j.state == "RUNNING" for j in jobs.list_jobs(s)) == 2
+    world.out_of_service = {}
+    loop.run_once(now=NOW + 130)
+    assert _closed(db) == {"a": "memory test"}  # the admin's cordon stays
+    loop.stop()
+
+
+def test_nodes_out_of_service_at_start_up_are_closed_at_the_first_pass(
+    db: Database, tmp_path: Path
+) -> None:
+    world = FakeWorld()
+    world.out_of_service = {"b": "Slurm reports it DRAIN"}
+    executor = FakeExecutor(Cluster((_node("a"), _node("b"))), world)
+    executor.refresh_inventory()  # what the server reads at start-up
+    with db.session() as s:
+        user_and_nodes(s, executor.inventory().nodes, NOW)
+    for every in (30.0, 0.0):
+        settings = load_settings(home=tmp_path, inventory_refresh=every)
+        loop = Reconciler(db, executor, settings, policy=make_policy("fifo"))
+        loop.run_once(now=NOW)
+        assert _closed(db) == {"b": "executor: Slurm reports it DRAIN"}
+        with db.session() as s:
+            nodes.uncordon(s, "b")
+        loop.run_once(now=NOW + 1)  # synced once: an admin's uncordon holds until a reading
+        assert _closed(db) == {}
+        loop.stop()

@@ -413,6 +413,13 @@ class Executor(ABC):
         GPUs, a fake cluster)."""
         return self.inventory()
 
+    def closed_nodes(self) -> dict[str, str]:
+        """The nodes the backend itself has taken out of service, as read at the last
+        :meth:`inventory` or :meth:`refresh_inventory` (name -> why, e.g. Slurm reports a
+        node drained): the control plane closes them to new work while they are, and opens
+        them again once they are not. This default: none."""
+        return {}
+
     @abstractmethod
     def submit(self, job: JobLaunch) -> Handle:
         """Start one run of ``job`` and return its handle without waiting for it."""

@@ -104,6 +104,9 @@ class FakeWorld:
     cluster: Cluster | None = None
     """The nodes :meth:`FakeExecutor.refresh_inventory` reads (None: the executor keeps its
     own): set it to add, remove or resize nodes."""
+    out_of_service: dict[str, str] = field(default_factory=dict)
+    """Nodes the fake backend takes out of service (name -> why), reported by
+    :meth:`FakeExecutor.closed_nodes` after the next refresh."""
 
     def script(self, job_id: str, **kwargs: object) -> Script:
         """Script the next runs of ``job_id`` (keyword arguments of :class:`Script`)."""
@@ -118,6 +121,7 @@ class FakeExecutor(MultiNodeExecutor, GpuSharingExecutor):
     def __init__(self, cluster: Cluster, world: FakeWorld | None = None) -> None:
         self._cluster = cluster
         self.world = world if world is not None else FakeWorld()
+        self._closed: dict[str, str] = {}
 
     def inventory(self) -> Cluster:
         """The cluster given at construction, or read by the last :meth:`refresh_inventory`."""
@@ -130,7 +134,12 @@ class FakeExecutor(MultiNodeExecutor, GpuSharingExecutor):
             self._cluster = refreshed_cluster(
                 self._cluster, self.world.cluster.nodes, self._cluster.name
             )
+        self._closed = dict(self.world.out_of_service)
         return self._cluster
+
+    def closed_nodes(self) -> dict[str, str]:
+        """The world's :attr:`FakeWorld.out_of_service` as of the last refresh."""
+        return dict(self._closed)
 
     def max_nodes_per_job(self) -> int:
         """Any number of nodes."""

@@ -161,9 +161,9 @@ class SlurmExecutor(RunDirExecutor, MultiNodeExecutor, GpuSharingExecutor):
     def refresh_inventory(self) -> Cluster:
         """The partition's nodes read from Slurm again: nodes added to or taken out of the
         partition (``scontrol update PartitionName=...``), or given other GPUs. A node Slurm
-        reports down or drained stays (launches there fail as the node's fault); a partition
-        listed with no nodes is refused, keeping the inventory as it was (an
-        :class:`ExecutorError`)."""
+        reports down or drained stays (:meth:`closed_nodes` names it, and a launch there
+        fails as the node's fault); a partition listed with no nodes is refused, keeping the
+        inventory as it was (an :class:`ExecutorError`)."""
         self._cluster = self._read_inventory()
         return self._cluster
 
@@ -177,6 +177,16 @@ class SlurmExecutor(RunDirExecutor, MultiNodeExecutor, GpuSharingExecutor):
         self._node_states = {n.name: n.state for n in nodes}
         self._node_states_at = self._clock()
         return cluster
+
+    def closed_nodes(self) -> dict[str, str]:
+        """The partition's nodes Slurm reports down, drained, failing or powered down (as
+        read at the last inventory reading), with Slurm's state and reason."""
+        closed: dict[str, str] = {}
+        for node in self._nodes or ():
+            if any(bad in node.state for bad in _BAD_NODE_STATES):
+                why = f": {node.reason}" if node.reason else ""
+                closed[node.name] = f"Slurm reports it {node.state}{why}"
+        return closed
 
     def _node(self, node: SlurmNode) -> Node:
         kind = self._gpu_type

@@ -73,6 +73,8 @@ class SlurmNode:
     memory: int
     """``RealMemory`` in bytes."""
     state: str
+    reason: str = ""
+    """``Reason``: why an admin or Slurm drained or downed it (empty: none given)."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -150,7 +152,14 @@ def node_from_fields(fields: Mapping[str, str]) -> SlurmNode:
         cpus=_int(fields.get("CPUTot")),
         memory=_int(fields.get("RealMemory")) * MiB,
         state=fields.get("State", ""),
+        reason=_node_reason(fields.get("Reason", "")),
     )
+
+
+def _node_reason(text: str) -> str:
+    """A node's ``Reason``, without the ``[user@time]`` Slurm appends (``none``: none)."""
+    text = re.sub(r"\s*\[[^\]]*@[^\]]*\]\s*$", "", text).strip()
+    return "" if text.lower() in ("", "none", "(null)") else text
 
 
 def job_from_fields(fields: Mapping[str, str]) -> SlurmJob:

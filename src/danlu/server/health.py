@@ -14,8 +14,8 @@ store), the faults read are kept and written by the next pass: an Xid event is r
 executable run with no arguments and no shell, in a session of its own. Exiting 0 is a pass;
 anything else, or running over :data:`PROGRAM_TIMEOUT` seconds (it is killed then, with what
 it started), is a failure, whose reason is the first line it printed. On a failure this
-host's nodes are cordoned (:func:`~danlu.server.services.nodes.close_failing`); on a pass
-the nodes it closed are opened again (:func:`~danlu.server.services.nodes.reopen_passing`),
+host's nodes are cordoned (:func:`~danlu.server.services.nodes.close_marked`); on a pass
+the nodes it closed are opened again (:func:`~danlu.server.services.nodes.reopen_marked`),
 and a node an admin closed stays closed. A program that cannot be started is logged, and
 changes nothing.
 """
@@ -175,8 +175,10 @@ class HealthLoop:
         result = program.run()  # no transaction open while it runs
         if result is None:
             return []
+        mark = nodes.PROGRAM_REASON
         with self.db.session() as session:
             if result.passed:
-                return [f"{n}: reopened" for n in nodes.reopen_passing(session, self.hosts)]
-            closed = nodes.close_failing(session, self.hosts, result.reason, t)
-        return [f"{n}: closed: {nodes.PROGRAM_REASON}{result.reason}" for n in closed]
+                return [f"{n}: reopened" for n in nodes.reopen_marked(session, self.hosts, mark)]
+            reasons = dict.fromkeys(self.hosts, result.reason)
+            closed = nodes.close_marked(session, reasons, mark, t)
+        return [f"{n}: closed: {mark}{result.reason}" for n in closed]

@@ -9,6 +9,9 @@ recorded in one transaction: nodes keep their rows, and so their cordons, while 
 their names; the scheduler's next round places onto the new nodes, and the reconcile loop
 re-queues the jobs whose GPUs left (they resume from their last checkpoint). A backend that
 cannot be asked leaves the inventory as it was, and is logged once while it keeps failing.
+With each reading (and at start-up) the nodes the backend has taken out of service (Slurm
+reports them down or drained) are cordoned, with the backend's reason, and reopened once it
+serves them again; a node an admin closed is left as it is.
 """
 
 from __future__ import annotations
@@ -25,6 +28,7 @@ from danlu.server.db import Database
 from danlu.server.db.models import Node as NodeRow
 from danlu.server.failures import RepeatedFailure
 from danlu.server.metrics import ServerMetrics
+from danlu.server.services import nodes
 from danlu.server.services.cluster import replace_inventory
 
 log = logging.getLogger(__name__)
@@ -77,6 +81,8 @@ class InventoryRefresh:
         """The executor's cluster whose nodes the store holds (None until the first call:
         what the executor reported then, recorded by the app at start-up)."""
         self._read_at: float | None = None
+        self._synced = False
+        """Whether the backend's closed nodes were synced once (at the first call)."""
         self._failures = RepeatedFailure(
             log, "reading the executor's nodes", "reading the executor's nodes works again"
         )
@@ -100,6 +106,8 @@ class InventoryRefresh:
         if self._unrecorded():
             return self.record(self.executor.inventory())
         if not self.due(t):
+            if not self._synced:  # the nodes the backend had out of service at start-up
+                self.sync_closed(t)
             return None
         self._read_at = t
         try:
@@ -108,7 +116,23 @@ class InventoryRefresh:
             self._failures.failed(exc)
             return None
         self._failures.worked()
-        return self.record(cluster)
+        change = self.record(cluster)
+        self.sync_closed(t)
+        return change
+
+    def sync_closed(self, t: float) -> tuple[list[str], list[str]]:
+        """Close the nodes the backend reports out of service now
+        (:meth:`~danlu.executors.base.Executor.closed_nodes`) and reopen those it closed
+        that it no longer reports. Returns the names (closed, reopened)."""
+        closed = self.executor.closed_nodes()
+        with self.db.session() as session:
+            shut, opened = nodes.sync_backend(session, closed, t)
+        self._synced = True
+        for name in shut:
+            log.warning("node %s closed to new work: %s", name, closed[name])
+        for name in opened:
+            log.warning("node %s open to new work again: its backend serves it", name)
+        return shut, opened
 
     def _unrecorded(self) -> bool:
         """Whether the executor's nodes differ from those last recorded."""

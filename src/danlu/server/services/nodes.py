@@ -275,35 +275,42 @@ def close_faulty(
 
 PROGRAM_REASON: Final = "health program: "
 """How the reason of a node the admin's health program closed begins."""
+EXECUTOR_REASON: Final = "executor: "
+"""How the reason of a node closed because its backend took it out of service begins
+(Slurm reports it down or drained)."""
 
 
-def close_failing(
-    session: Session, names: Collection[str], reason: str, now: float | None = None
+def close_marked(
+    session: Session, reasons: Mapping[str, str], mark: str, now: float | None = None
 ) -> list[str]:
-    """Cordon the nodes of ``names`` that are open, because the health program failed there
-    with ``reason``; a node it closed before takes the new reason, one closed otherwise (by an
-    admin, after failing launches) stays as it is. Returns the names closed now."""
+    """Cordon each node of ``reasons`` (name -> why) that is open, with the reason ``mark``
+    + why: a node closed before with ``mark`` takes the new reason, one closed otherwise (by
+    an admin, after failing launches) stays as it is. Returns the names closed now."""
+    if not reasons:
+        return []
     t = resolve_now(now)
-    text = (PROGRAM_REASON + reason.strip())[:MAX_REASON]
     closed: list[str] = []
-    for node in session.scalars(select(Node).where(Node.name.in_(sorted(names)))):
+    for node in session.scalars(select(Node).where(Node.name.in_(sorted(reasons)))):
+        text = (mark + reasons[node.name].strip())[:MAX_REASON]
         if node.cordoned_at is None:
             node.cordoned_at, node.cordon_reason = t, text
             closed.append(node.name)
-        elif node.cordon_reason.startswith(PROGRAM_REASON):
+        elif node.cordon_reason.startswith(mark):
             node.cordon_reason = text
     session.flush()
     return sorted(closed)
 
 
-def reopen_passing(session: Session, names: Collection[str]) -> list[str]:
-    """Open the nodes of ``names`` that the health program closed (their reason is still
-    its own, and they are not draining), now that it passes; a scheduled cordon and the
+def reopen_marked(session: Session, names: Collection[str], mark: str) -> list[str]:
+    """Open the nodes of ``names`` closed with ``mark`` (their reason still begins with it,
+    and they are not draining): what closed them has passed. A scheduled cordon and the
     count of failed launches stay. Returns their names."""
+    if not names:
+        return []
     query = select(Node).where(
         Node.name.in_(sorted(names)),
         Node.cordoned_at.is_not(None),
-        Node.cordon_reason.startswith(PROGRAM_REASON, autoescape=True),
+        Node.cordon_reason.startswith(mark, autoescape=True),
         Node.draining.is_(False),
     )
     opened: list[str] = []
@@ -312,6 +319,19 @@ def reopen_passing(session: Session, names: Collection[str]) -> list[str]:
         opened.append(node.name)
     session.flush()
     return sorted(opened)
+
+
+def sync_backend(
+    session: Session, closed: Mapping[str, str], now: float | None = None
+) -> tuple[list[str], list[str]]:
+    """Close the nodes the executor's backend reports out of service (``closed``: name ->
+    why) and reopen those it closed that it no longer reports. Returns (closed, reopened)."""
+    shut = close_marked(session, closed, EXECUTOR_REASON, now)
+    others = session.scalars(
+        select(Node.name).where(Node.cordon_reason.startswith(EXECUTOR_REASON, autoescape=True))
+    )
+    opened = reopen_marked(session, [n for n in others if n not in closed], EXECUTOR_REASON)
+    return shut, opened
 
 
 def launch_failed(
