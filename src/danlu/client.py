@@ -381,11 +381,22 @@ class Client:
         user: str | None = None,
         limit: int | None = None,
         offset: int | None = None,
+        since: float | None = None,
+        name: str | None = None,
     ) -> list[JobDict]:
-        """``GET /jobs``: newest first; ``state`` may be one state or several."""
+        """``GET /jobs``: newest first; ``state`` may be one state or several; ``since``:
+        submitted then or later; ``name``: a pattern (``train-*``)."""
         states = [state] if isinstance(state, str) else list(state or [])
         params = _clean(
-            {"state": states, "project": project, "user": user, "limit": limit, "offset": offset}
+            {
+                "state": states,
+                "project": project,
+                "user": user,
+                "limit": limit,
+                "offset": offset,
+                "since": since,
+                "name": name,
+            }
         )
         return list(self._json("GET", "/jobs", params=params))
 
@@ -396,11 +407,21 @@ class Client:
         project: str | None = None,
         user: str | None = None,
         page: int = MAX_PAGE,
+        since: float | None = None,
+        name: str | None = None,
     ) -> Iterator[JobDict]:
         """Every matching job, newest first, fetched ``page`` at a time."""
         offset = 0
         while True:
-            batch = self.list_jobs(state, project=project, user=user, limit=page, offset=offset)
+            batch = self.list_jobs(
+                state,
+                project=project,
+                user=user,
+                limit=page,
+                offset=offset,
+                since=since,
+                name=name,
+            )
             yield from batch
             if len(batch) < page:
                 return

@@ -227,3 +227,17 @@ def test_a_time_is_a_delay_from_now_or_an_iso_moment() -> None:
         with pytest.raises(SpecError, match=needle) as caught:
             parse_time(bad, now, "--at")
         assert caught.value.field == "--at"
+
+
+def test_since_is_a_duration_back_from_now_or_an_iso_moment() -> None:
+    from danlu.core.units import parse_since
+
+    now = 1_800_000_000.0
+    assert parse_since("1h", now) == now - 3600
+    assert parse_since("2d", now) == now - 172_800
+    assert parse_since("0", now) == now
+    assert parse_since("2027-01-01T00:00Z", now) == 1_798_761_600.0
+    for bad, needle in (("yesterday", "is not a time"), ("-5", "0 or more")):
+        with pytest.raises(SpecError, match=needle) as caught:
+            parse_since(bad, now, "--since")
+        assert caught.value.field == "--since"

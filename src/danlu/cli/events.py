@@ -22,23 +22,11 @@ from danlu.cli.jobs import (
     print_json,
 )
 from danlu.client import Client
-from danlu.core.errors import DanluError, SpecError
-from danlu.core.units import parse_duration, parse_time
+from danlu.core.errors import DanluError
+from danlu.core.units import parse_since
 
 FOLLOW_SECONDS = 1.0
 """Seconds between two reads while following."""
-
-
-def since_time(value: str, now: float) -> float:
-    """``--since``: a duration back from ``now`` (``1h``, ``30m``, ``2d``) or a moment
-    (``2026-12-01T02:00``, local time unless it has an offset)."""
-    try:
-        seconds = parse_duration(value, "--since")
-    except SpecError:
-        return parse_time(value, now, "--since")
-    if seconds < 0:
-        raise SpecError("--since", f"{value!r} is before nothing; give a duration such as 1h")
-    return now - seconds
 
 
 def _clock(seconds: Any) -> str:
@@ -128,7 +116,7 @@ def events(
     """Job state changes across the cluster (your jobs', unless admin): when, which job,
     from which state to which, and why; the newest --limit since --since."""
     try:
-        start = since_time(since, time.time())
+        start = parse_since(since, time.time(), "--since")
     except DanluError as exc:
         raise fail(exc) from None
     query: dict[str, Any] = {"since": start, "project": project, "user": user, "state": state}

@@ -29,7 +29,13 @@ from danlu.core.errors import DanluError, SpecError
 from danlu.core.job_array import array_sweep, parse_array
 from danlu.core.spec import load_spec_data, parse_spec
 from danlu.core.state import JobState
-from danlu.core.units import format_bytes, format_duration, format_energy, parse_duration
+from danlu.core.units import (
+    format_bytes,
+    format_duration,
+    format_energy,
+    parse_duration,
+    parse_since,
+)
 
 console = Console()
 err = Console(stderr=True)
@@ -415,6 +421,13 @@ def ls(
         False
     ),
     limit: Annotated[int, typer.Option("--limit", min=1, max=1000, help="Newest N jobs.")] = 100,
+    since: Annotated[
+        str | None,
+        typer.Option("--since", help="Submitted since: 1d, 2h (back from now) or a time."),
+    ] = None,
+    name: Annotated[
+        str | None, typer.Option("--name", help="Named like this: train-*, run-? (quote it).")
+    ] = None,
     json_out: JsonOpt = False,
     home: HomeOpt = None,
     url: UrlOpt = None,
@@ -423,14 +436,18 @@ def ls(
     """List jobs, newest first."""
     try:
         states = _states(list(state or []))
+        start = None if since is None else parse_since(since, time.time(), "--since")
     except SpecError as exc:
         raise fail(exc) from None
     with connect(home, url, token) as client:
         try:
             if all_:
-                jobs = list(client.iter_jobs(states, project=project, user=user))
+                found = client.iter_jobs(states, project=project, user=user, since=start, name=name)
+                jobs = list(found)
             else:
-                jobs = client.list_jobs(states, project=project, user=user, limit=limit)
+                jobs = client.list_jobs(
+                    states, project=project, user=user, limit=limit, since=start, name=name
+                )
         except DanluError as exc:
             raise fail(exc) from None
     if json_out:

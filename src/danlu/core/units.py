@@ -156,6 +156,19 @@ _TIME_HELP = (
 )
 
 
+def parse_since(value: str, now: float, field: str = "since") -> float:
+    """A moment in the past as POSIX seconds: a duration back from ``now`` (``1h``, ``30m``,
+    ``2d``) or an ISO 8601 date and time (:func:`parse_time`). Raises :class:`SpecError`
+    naming ``field``."""
+    try:
+        seconds = parse_duration(value, field)
+    except SpecError:
+        return parse_time(value, now, field)
+    if not math.isfinite(seconds) or seconds < 0:
+        raise SpecError(field, f"{quoted(value)} is not a duration of 0 or more, e.g. 1h")
+    return now - seconds
+
+
 def parse_time(value: str, now: float, field: str = "time") -> float:
     """A moment as POSIX seconds: an ISO 8601 date and time (local time when it has no
     offset), or a delay from ``now`` (:func:`parse_duration`, an optional ``+`` before it).

@@ -95,8 +95,12 @@ def list_jobs(
     owner: Annotated[str | None, Query(alias="user", max_length=64)] = None,
     limit: Annotated[int, Query(ge=1, le=1000)] = 100,
     offset: Annotated[int, Query(ge=0, le=MAX_INT)] = 0,
+    since: Annotated[float | None, Query(ge=0, allow_inf_nan=False)] = None,
+    name: Annotated[str | None, Query(max_length=128)] = None,
 ) -> list[dict[str, Any]]:
-    """Jobs filtered by state(s), project and user; non-admins see only their own."""
+    """Jobs filtered by state(s), project and user, submitted at or after ``since`` (POSIX
+    seconds), named like ``name`` (``*`` any characters, ``?`` one); non-admins see only
+    their own."""
     with state.db.read_session() as session:
         rows = jobs.list_jobs(
             session,
@@ -106,6 +110,8 @@ def list_jobs(
             user=owner,
             limit=limit,
             offset=offset,
+            since=since,
+            name=name,
         )
         return [job_out(j) for j in rows]
 

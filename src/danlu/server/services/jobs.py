@@ -223,8 +223,11 @@ def list_jobs(
     user: str | None = None,
     limit: int = 100,
     offset: int = 0,
+    since: float | None = None,
+    name: str | None = None,
 ) -> list[Job]:
-    """Jobs, newest first, filtered by state(s), project and user name; a non-admin
+    """Jobs, newest first, filtered by state(s), project and user name, submitted at or
+    after ``since``, named like ``name`` (``*`` any characters, ``?`` one); a non-admin
     ``viewer`` sees only their own jobs."""
     if not 1 <= limit <= MAX_LIMIT:
         raise SpecError("limit", f"must be between 1 and {MAX_LIMIT}")
@@ -237,9 +240,29 @@ def list_jobs(
         query = query.where(Job.project.has(name=project))
     if user is not None:
         query = query.where(Job.user.has(name=user))
+    if since is not None:
+        query = query.where(Job.submitted_at >= since)
+    if name is not None:
+        query = query.where(Job.name.like(name_pattern(name), escape="\\"))
     if viewer is not None and not viewer.is_admin:
         query = query.where(Job.user_id == viewer.id)
     return list(session.scalars(query.order_by(Job.seq.desc()).limit(limit).offset(offset)))
+
+
+def name_pattern(glob: str) -> str:
+    """A shell-style name pattern (``train-*``, ``run-?``) as a SQL ``LIKE`` pattern with
+    ``\\`` as its escape: ``%``, ``_`` and ``\\`` stand for themselves."""
+    out = []
+    for char in glob:
+        if char in "%_\\":
+            out.append("\\" + char)
+        elif char == "*":
+            out.append("%")
+        elif char == "?":
+            out.append("_")
+        else:
+            out.append(char)
+    return "".join(out)
 
 
 def flush_or_conflict(session: Session, job_id: str | None = None) -> None:
