@@ -205,7 +205,10 @@ def drain(
         raise common.fail(exc) from None
     _close(node, reason, at, True, gpu, json_out, home, url, token)
     if wait:
-        wait_empty(home, url, token, node, gpu, seconds, quiet=json_out)
+        try:
+            wait_empty(home, url, token, node, gpu, seconds, quiet=json_out)
+        except KeyboardInterrupt:  # the drain stays; only the waiting stops
+            raise typer.Exit(code=130) from None
 
 
 def uncordon(
