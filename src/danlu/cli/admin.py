@@ -66,9 +66,15 @@ ShareOpt = Annotated[
     ),
 ]
 
-user_app = typer.Typer(help="Users and their API tokens.", no_args_is_help=True)
+user_app = typer.Typer(
+    rich_markup_mode="markdown",  # as the main app (danlu.cli.main)
+    help="Users and their API tokens.",
+    no_args_is_help=True,
+)
 project_app = typer.Typer(
-    help="Projects (queues): priorities, quotas and fair-share weights.", no_args_is_help=True
+    rich_markup_mode="markdown",  # as the main app (danlu.cli.main)
+    help="Projects (queues): priorities, quotas and fair-share weights.",
+    no_args_is_help=True,
 )
 
 _NONE = ("none", "unlimited", "")

@@ -18,6 +18,7 @@ from danlu.cli import sweep as sweep_cli
 from danlu.cli import webhook as webhook_cli
 
 app = typer.Typer(
+    rich_markup_mode="markdown",  # help text flows: a docstring's line breaks are not kept
     name="danlu",
     help="danlu: GPU-cluster resource manager and training controller for deep learning.",
     no_args_is_help=True,

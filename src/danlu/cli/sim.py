@@ -32,7 +32,9 @@ from danlu.sim.workload import Workload, load_workload, synthetic_workload
 DEFAULT_TRACES = Path("../shared/data/pollux/traces")
 
 sim_app = typer.Typer(
-    help="Simulate scheduling policies on public cluster traces.", no_args_is_help=True
+    rich_markup_mode="markdown",  # as the main app (danlu.cli.main)
+    help="Simulate scheduling policies on public cluster traces.",
+    no_args_is_help=True,
 )
 console = Console()
 err = Console(stderr=True)

@@ -20,7 +20,11 @@ from danlu.core.errors import DanluError
 from danlu.core.spec import load_spec_data
 from danlu.core.sweep import parse_sweep
 
-sweep_app = typer.Typer(help="Hyper-parameter sweeps run as trial jobs.", no_args_is_help=True)
+sweep_app = typer.Typer(
+    rich_markup_mode="markdown",  # as the main app (danlu.cli.main)
+    help="Hyper-parameter sweeps run as trial jobs.",
+    no_args_is_help=True,
+)
 SweepArg = Annotated[str, typer.Argument(help="The sweep's id.")]
 
 

@@ -18,7 +18,9 @@ from danlu.cli.admin import show_data, titled_table
 from danlu.cli.jobs import HomeOpt, JsonOpt, TokenOpt, UrlOpt
 
 webhook_app = typer.Typer(
-    help="Webhooks: HTTP endpoints told of job state changes (admin).", no_args_is_help=True
+    rich_markup_mode="markdown",  # as the main app (danlu.cli.main)
+    help="Webhooks: HTTP endpoints told of job state changes (admin).",
+    no_args_is_help=True,
 )
 WebhookArg = Annotated[str, typer.Argument(help="The webhook's id.")]
 
