@@ -168,6 +168,7 @@ def test_the_api_and_the_cli_close_and_open_one_gpu(
                 ("cordoned", "Xid 48"),
             ]
             assert got["gpus"][1]["cordoned_at"] is not None
+            assert [g["uuid"] for g in got["gpus"]] == ["GPU-fake-0000", "GPU-fake-0001"]
             r = c.post(f"/cluster/nodes/{name}/drain", json={"gpu": 1})
             assert r.json()["gpus"][1]["state"] == "draining"
             # refused: a GPU the node lacks, a future time, a bad index

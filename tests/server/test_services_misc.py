@@ -102,6 +102,9 @@ def test_inventory_replace_and_load(db: Database) -> None:
         assert loaded.nodes[0].gpu_type == gpu_type("A100-40GB")
         nodes = cluster.list_nodes(s)
         assert [g.uuid for g in nodes[0].gpus] == ["GPU-1", None]
+        # a refresh that names no UUIDs keeps those known
+        cluster.replace_inventory(s, [Node("a", 2, gpu_type("A100-40GB")), Node("b", 1)])
+        assert [g.uuid for g in cluster.list_nodes(s)[0].gpus] == ["GPU-1", None]
         cluster.replace_inventory(s, [Node("b", 4, gpu_type("H100"))])
         loaded = cluster.load_cluster(s)
         assert [(n.name, n.gpus) for n in loaded.nodes] == [("b", 4)]

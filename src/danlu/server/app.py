@@ -341,9 +341,11 @@ def create_app(
         )
     if executor is None:
         executor = build_executor(settings, inventory, api_url)
+    own = inventory.source in ("nvml", "fake")  # GPUs this host read: their UUIDs are known
+    uuids = {n.name: [g.uuid for g in n.gpus] for n in inventory.nodes} if own else None
     with db.session() as session:
         cluster_service.replace_inventory(
-            session, executor.inventory().nodes, fake=inventory.source == "fake"
+            session, executor.inventory().nodes, uuids, fake=inventory.source == "fake"
         )
     metrics = ServerMetrics(db, inventory)
     state = ServerState(settings, db, executor, inventory, metrics, follow_timeout=follow_timeout)

@@ -128,6 +128,9 @@ class GpuOut(BaseModel):
     state: str = "ready"
     cordoned_at: float | None = None
     cordon_reason: str = ""
+    uuid: str | None = None
+    """NVML's UUID (``GPU-...``, as ``nvidia-smi -L`` and DCGM's ``UUID`` label show it);
+    null for GPUs danlu knows only by count (fake GPUs, a cluster's)."""
 
 
 class NodeOut(BaseModel):
@@ -455,6 +458,7 @@ def nodes_out(nodes: list[Node], shares: list[ShareRecord]) -> list[dict[str, An
                     "state": node_state(gpu),
                     "cordoned_at": gpu.cordoned_at,
                     "cordon_reason": gpu.cordon_reason,
+                    "uuid": gpu.uuid,
                 }
             )
         out.append(

@@ -38,7 +38,8 @@ def replace_inventory(
     now: float | None = None,
 ) -> list[Node]:
     """Make the stored inventory exactly ``nodes`` (in this order), with optional GPU UUIDs
-    per node name. Nodes keep their names, so allocations stored by name stay valid."""
+    per node name (a node ``uuids`` does not name keeps those it had). Nodes keep their
+    names, so allocations stored by name stay valid."""
     t = resolve_now(now)
     names = [n.name for n in nodes]
     if len(set(names)) != len(names):
@@ -71,7 +72,8 @@ def replace_inventory(
                 row.gpus.append(gpu)
             gpu.gpu_type = spec.gpu_type.name
             gpu.memory = spec.gpu_type.memory
-            gpu.uuid = ids[i] if i < len(ids) else None
+            if spec.name in uuids:
+                gpu.uuid = ids[i] if i < len(ids) else None
         rows.append(row)
     _count_inventory_change(session)
     session.flush()
