@@ -102,8 +102,11 @@ def test_sign_in_see_the_cluster_and_hold_release_cancel_jobs(live: Live, page: 
     expect(nodes).to_have_count(2)
     expect(nodes.first).to_contain_text(f"cordoned: {_XSS}")  # as text, not an image
     expect(nodes.nth(1)).to_contain_text(f"1 (cordoned: {_XSS})")  # one GPU closed alone
+    nodes.nth(1).locator('button[data-action="uncordon-gpu"]').click()  # an admin opens it
+    expect(nodes.nth(1).locator('button[data-action="cordon-gpu"]')).to_have_text("Close GPU 1")
+    expect(nodes.nth(1)).not_to_contain_text("cordoned")
     with live.client() as c:
-        c.post("/cluster/nodes/localhost/uncordon", json={"gpu": 1}).raise_for_status()
+        assert c.get("/cluster/nodes").json()[0]["gpus"][1]["state"] == "ready"
     assert page.evaluate("window.pwned") is None
     expect(page.locator("#summary")).to_contain_text("1 node(s) (1 cordoned), 2 GPU(s)")
     default = page.locator('#projects tr[data-project="default"] td')  # busy holds a GPU

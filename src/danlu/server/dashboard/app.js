@@ -110,7 +110,9 @@ function renderNodes(nodes) {
       row.appendChild(bar(gpu.allocated_memory || 0, gpu.memory || 0));
       row.appendChild(el("td", Math.round((gpu.allocated_milli || 0) / 10) + "%", "number"));
       row.appendChild(el("td", (gpu.jobs || []).join(", ") || "-"));
-      row.appendChild(i === 0 ? nodeActions(node, state) : el("td"));
+      const cell = i === 0 ? nodeActions(node, state) : el("td");
+      gpuAction(cell, node.name, gpu.index, gpuState);
+      row.appendChild(cell);
       rows.push(row);
     });
   }
@@ -137,14 +139,27 @@ function nodeActions(node, state) {
   return cell;
 }
 
-async function nodeAct(name, what) {
+function gpuAction(cell, name, index, gpuState) {
+  // an admin closes or opens one GPU of the node (the node's other GPUs are left as they are)
+  if (!me || me.role !== "admin") return;
+  const what = gpuState === "ready" ? "cordon" : "uncordon";
+  const button = el("button", (what === "cordon" ? "Close GPU " : "Open GPU ") + index);
+  button.type = "button";
+  button.dataset.action = what + "-gpu";
+  button.addEventListener("click", () => nodeAct(name, what, index));
+  cell.appendChild(button);
+}
+
+async function nodeAct(name, what, gpu) {
   try {
-    const options = { method: "POST" };
-    if (what !== "uncordon") options.body = JSON.stringify({ reason: "from the dashboard" });
+    const body = what === "uncordon" ? {} : { reason: "from the dashboard" };
+    if (gpu !== undefined) body.gpu = gpu;
+    const options = { method: "POST", body: JSON.stringify(body) };
     await api("/cluster/nodes/" + encodeURIComponent(name) + "/" + what, options);
     await refresh();
   } catch (error) {
-    setStatus(what + " " + name + ": " + error.message, true);
+    const where = gpu === undefined ? name : name + " GPU " + gpu;
+    setStatus(what + " " + where + ": " + error.message, true);
   }
 }
 
