@@ -5,6 +5,7 @@ stays closed. A program over its time is killed with what it started."""
 
 from __future__ import annotations
 
+import contextlib
 import os
 import signal
 import stat
@@ -89,6 +90,25 @@ def test_a_program_over_its_time_is_killed_with_its_children(tmp_path: Path) -> 
     finally:
         if not gone():
             os.kill(child, signal.SIGKILL)
+
+
+def test_a_program_whose_escaped_child_holds_its_output_is_still_given_up_on(
+    tmp_path: Path,
+) -> None:
+    """A process the program started in a session of its own outlives the kill and keeps
+    the output pipes open: the run ends anyway, a few seconds later."""
+    pid_file = tmp_path / "pid"
+    program = _script(
+        tmp_path / "escapes", f'setsid sleep 600 &\necho $! > "{pid_file}"\nsleep 600\n'
+    )
+    try:
+        result = HealthProgram(str(program), timeout=1.0).run()
+        assert result is not None and result.reason == f"{program} ran over 1 s"
+        os.kill(int(pid_file.read_text()), 0)  # given up on while it still holds the pipes
+    finally:
+        if pid_file.exists():
+            with contextlib.suppress(ProcessLookupError):
+                os.kill(int(pid_file.read_text()), signal.SIGKILL)
 
 
 def test_a_program_that_cannot_run_changes_nothing(db: Database, tmp_path: Path) -> None:

@@ -45,6 +45,8 @@ DEFAULT_INTERVAL = 30.0
 PROGRAM_TIMEOUT: Final = 60.0
 """Seconds the health program may run before it is killed and counted as a failure."""
 _REASON_CHARACTERS: Final = 300
+_DRAIN_SECONDS: Final = 5.0
+"""Seconds to read what a killed program left in its pipes."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -99,7 +101,13 @@ class HealthProgram:
         except subprocess.TimeoutExpired:
             with contextlib.suppress(ProcessLookupError):
                 os.killpg(child.pid, signal.SIGKILL)
-            child.communicate()
+            try:
+                child.communicate(timeout=_DRAIN_SECONDS)
+            except subprocess.TimeoutExpired:  # a process of its own session holds the pipes
+                for pipe in (child.stdout, child.stderr):
+                    if pipe is not None:
+                        pipe.close()
+                child.wait()
             return ProgramResult(False, f"{self.path} ran over {self.timeout:g} s")
         if child.returncode == 0:
             return ProgramResult(True)
