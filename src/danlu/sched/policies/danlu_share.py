@@ -195,18 +195,14 @@ def sharing_pays(min_gain: float = MIN_GAIN, pair_gain: float = PAIR_GAIN) -> bo
 
 
 def gpus_unavailable(jobs: Iterable[JobStatus], view: ClusterView) -> int:
-    """The distinct GPUs the allocations of ``jobs`` touch and those closed to new work (a
-    GPU holding several shares, or closed and held, counts once)."""
-    held = {(share.node, share.gpu) for job in jobs for share in job.allocation.shares}
-    if view.closed_nodes or view.closed_gpus:
-        nodes = view.cluster.nodes
-        for node in view.closed_nodes:
-            held.update((node, gpu) for gpu in range(nodes[node].gpus))
-        node_of = view.cluster.arrays.gpu_node
-        offsets = view.cluster.arrays.offsets
-        for flat in view.closed_gpus:
-            node = int(node_of[flat])
-            held.add((node, flat - int(offsets[node])))
+    """The distinct GPUs the allocations of ``jobs`` touch and those closed to new work
+    (:meth:`~danlu.sched.view.ClusterView.open_gpus`; a GPU holding several shares, or closed
+    and held, counts once)."""
+    offset = view.cluster.gpu_offset
+    held = {offset(share.node) + share.gpu for job in jobs for share in job.allocation.shares}
+    opened = view.open_gpus()
+    if opened is not None:
+        held.update(np.flatnonzero(~opened).tolist())
     return len(held)
 
 

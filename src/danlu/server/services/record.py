@@ -20,10 +20,10 @@ import numpy as np
 from sqlalchemy import or_, select, update
 from sqlalchemy.orm import Session, defer, lazyload
 
-from danlu.core.cluster import MILLI_PER_GPU, Allocation, Cluster, GpuShare
+from danlu.core.cluster import MILLI_PER_GPU, Allocation, Cluster
 from danlu.core.errors import PlacementError
 from danlu.core.state import JobState
-from danlu.sched.view import IntArray, Plan, Resize
+from danlu.sched.view import BoolArray, ClusterView, IntArray, Plan, Resize
 from danlu.server.db.models import Job, Project
 from danlu.server.services import jobs, user_quotas
 from danlu.server.services.bulk import EventBatch, WaitingReasons
@@ -220,9 +220,20 @@ def _read_held(session: Session, cluster: Cluster) -> _Held:
     return held
 
 
-def _flat(cluster: Cluster, share: GpuShare) -> int:
-    """``share``'s GPU in ``cluster``'s flat numbering."""
-    return cluster.gpu_offset(share.node) + share.gpu
+def _closed_places(view: ClusterView, alloc: Allocation, opened: BoolArray) -> str:
+    """Where ``alloc`` lies on GPUs closed to new work (``opened``: the view's
+    :meth:`~danlu.sched.view.ClusterView.open_gpus`), as ``a`` for a closed node and ``a GPU
+    2`` for a GPU closed on its own; empty when nowhere."""
+    cluster = view.cluster
+    places: list[str] = []
+    for node, gpu in sorted({(s.node, s.gpu) for s in alloc.shares}):
+        if opened[cluster.gpu_offset(node) + gpu]:
+            continue
+        name = cluster.nodes[node].name
+        place = name if node in view.closed_nodes else f"{name} GPU {gpu}"
+        if place not in places:
+            places.append(place)
+    return ", ".join(places)
 
 
 def _snapshot_held(snapshot: Snapshot) -> _Held:
@@ -350,22 +361,14 @@ def apply_plan(
 
     movers: set[str] = set()  # jobs whose move waits: their GPUs stay theirs this round
 
-    closed = snapshot.view.closed_nodes if snapshot is not None else frozenset()
-    closed_gpus = snapshot.view.closed_gpus if snapshot is not None else frozenset()
+    view = snapshot.view if snapshot is not None else None
+    opened = view.open_gpus() if view is not None else None
 
     def blocked(alloc: Allocation, job_id: str) -> str | None:
-        shut = sorted({s.node for s in alloc.shares} & closed)
-        if shut:
-            names = ", ".join(cluster.nodes[n].name for n in shut)
-            raise PlacementError(f"plan places {job_id} on {names}, closed to new work")
-        shut_gpus = (
-            sorted({(s.node, s.gpu) for s in alloc.shares if _flat(cluster, s) in closed_gpus})
-            if closed_gpus
-            else ()
-        )
-        if shut_gpus:
-            names = ", ".join(f"{cluster.nodes[n].name} GPU {g}" for n, g in shut_gpus)
-            raise PlacementError(f"plan places {job_id} on {names}, closed to new work")
+        if opened is not None and view is not None:
+            shut = _closed_places(view, alloc, opened)
+            if shut:
+                raise PlacementError(f"plan places {job_id} on {shut}, closed to new work")
         bad = committed.overflow(alloc)
         if bad:
             raise PlacementError(
