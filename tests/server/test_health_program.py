@@ -17,8 +17,7 @@ from helpers import user_and_nodes, wait_for
 from danlu.config import load_settings
 from danlu.core.cluster import Node, gpu_type
 from danlu.core.errors import ConfigError
-from danlu.devices import fake_inventory
-from danlu.server.app import _health_loop, create_app
+from danlu.server.app import _health_program, create_app
 from danlu.server.db import Database
 from danlu.server.health import HealthLoop, HealthProgram
 from danlu.server.services import cluster, nodes
@@ -141,6 +140,6 @@ def test_the_server_runs_the_program_for_its_own_nodes(tmp_path: Path) -> None:
         load_settings(home=home, health_program="check")
     ray = load_settings(home=home, executor="ray", health_program=str(program))
     with pytest.raises(ConfigError, match="with ray, check the nodes with the cluster's own"):
-        _health_loop(ray, Database(settings.db_url), fake_inventory("1x80GiB"))
+        _health_program(ray)
     none = load_settings(home=home, fake_gpus="2x80GiB", health_interval=0)
     assert create_app(none, start_loops=False).state.health is None

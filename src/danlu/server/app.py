@@ -291,23 +291,32 @@ def build_executor(settings: Settings, inventory: Inventory, api_url: str | None
     )
 
 
-def _health_loop(settings: Settings, db: Database, inventory: Inventory) -> HealthLoop | None:
-    """The health loop of ``settings`` (None: nothing to check, or checks off): NVML's GPU
-    faults, and the admin's health program for the local executor's nodes."""
+def _health_program(settings: Settings) -> HealthProgram | None:
+    """The admin's health program of ``settings`` (None: none, or checks off); refused with a
+    :class:`ConfigError` before anything starts when it cannot run, or the executor is not
+    the local one."""
+    if settings.health_interval <= 0 or settings.health_program is None:
+        return None
+    if settings.executor != "local":
+        raise ConfigError(
+            "DANLU_HEALTH_PROGRAM runs on the control plane's host, for the local "
+            f"executor; with {settings.executor}, check the nodes with the cluster's own "
+            "(Slurm's HealthCheckProgram), or leave DANLU_HEALTH_PROGRAM unset"
+        )
+    program = HealthProgram(settings.health_program)
+    why = program.check()
+    if why is not None:
+        raise ConfigError(f"DANLU_HEALTH_PROGRAM: {why}")
+    return program
+
+
+def _health_loop(
+    settings: Settings, db: Database, inventory: Inventory, program: HealthProgram | None
+) -> HealthLoop | None:
+    """The health loop (None: nothing to check, or checks off): NVML's GPU faults, and
+    ``program`` for the local executor's nodes."""
     if settings.health_interval <= 0:
         return None
-    program = None
-    if settings.health_program is not None:
-        if settings.executor != "local":
-            raise ConfigError(
-                "DANLU_HEALTH_PROGRAM runs on the control plane's host, for the local "
-                f"executor; with {settings.executor}, check the nodes with the cluster's own "
-                "(Slurm's HealthCheckProgram), or leave DANLU_HEALTH_PROGRAM unset"
-            )
-        program = HealthProgram(settings.health_program)
-        why = program.check()
-        if why is not None:
-            raise ConfigError(f"DANLU_HEALTH_PROGRAM: {why}")
     check = health_check(inventory)
     if check is None and program is None:
         return None
@@ -328,6 +337,7 @@ def create_app(
     """The danlu API app. Migrates the store and records the executor's inventory at once;
     the reconcile loop runs in a background thread during the app's lifespan when
     ``start_loops`` (else call ``app.state.reconciler.run_once()`` yourself)."""
+    program = _health_program(settings)  # refused before the store is opened
     db = Database(settings.db_url)
     upgrade_database(db.engine)
     cluster_source = settings.executor if settings.executor != "local" else "fake"
@@ -362,7 +372,7 @@ def create_app(
         if meter is None
         else EnergyLoop(db, meter, interval=settings.energy_interval, report=metrics.set_energy)
     )
-    checked = _health_loop(settings, db, inventory)
+    checked = _health_loop(settings, db, inventory, program)
 
     @asynccontextmanager
     async def lifespan(_app: FastAPI) -> AsyncIterator[None]:

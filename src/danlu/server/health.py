@@ -66,7 +66,8 @@ def _first_line(*outputs: bytes) -> str:
 
 
 class HealthProgram:
-    """An admin's executable at ``path`` (absolute), run by :meth:`run`."""
+    """An admin's executable at ``path`` (absolute: the setting is checked so), run by
+    :meth:`run`."""
 
     def __init__(self, path: str, timeout: float = PROGRAM_TIMEOUT) -> None:
         self.path = path
@@ -75,8 +76,6 @@ class HealthProgram:
     def check(self) -> str | None:
         """Why the program cannot be run (None: it can): for the start-up check."""
         program = Path(self.path)
-        if not program.is_absolute():
-            return f"{self.path} is not an absolute path"
         if not program.is_file():
             return f"{self.path} is not a file"
         if not os.access(program, os.X_OK):
