@@ -83,6 +83,8 @@ class InventoryRefresh:
         self._read_at: float | None = None
         self._synced = False
         """Whether the backend's closed nodes were synced once (at the first call)."""
+        self._closed: dict[str, str] = {}
+        """The nodes the backend reported out of service at the last sync."""
         self._failures = RepeatedFailure(
             log, "reading the executor's nodes", "reading the executor's nodes works again"
         )
@@ -125,9 +127,11 @@ class InventoryRefresh:
         (:meth:`~danlu.executors.base.Executor.closed_nodes`) and reopen those it closed
         that it no longer reports. Returns the names (closed, reopened)."""
         closed = self.executor.closed_nodes()
+        if self._synced and not closed and not self._closed:
+            return [], []  # nothing reported, now or at the last sync: nothing to write
         with self.db.session() as session:
             shut, opened = nodes.sync_backend(session, closed, t)
-        self._synced = True
+        self._synced, self._closed = True, closed
         for name in shut:
             log.warning("node %s closed to new work: %s", name, closed[name])
         for name in opened:
