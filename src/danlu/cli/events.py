@@ -38,33 +38,31 @@ def _change(event: dict[str, Any]) -> str:
     return f"{old} -> {event.get('new')}" if old else f"submitted ({event.get('new')})"
 
 
+def _cells(event: dict[str, Any]) -> list[str]:
+    """An event's time, job, name, user/project, change and reason, as text."""
+    return [
+        _clock(event["time"]),
+        str(event["job_id"]),
+        str(event.get("job_name", "")),
+        f"{event.get('user')}/{event.get('project')}",
+        _change(event),
+        str(event.get("reason") or ""),
+    ]
+
+
 def table(events: Sequence[dict[str, Any]]) -> Table:
     """The events as a table: time, job, name, user/project, change, reason."""
     out = Table()
     for column in ("time", "job", "name", "user/project", "change", "reason"):
         out.add_column(column)
     for event in events:
-        out.add_row(
-            _clock(event["time"]),
-            escape(str(event["job_id"])),
-            escape(str(event.get("job_name", ""))),
-            escape(f"{event.get('user')}/{event.get('project')}"),
-            _change(event),
-            escape(str(event.get("reason") or "")),
-        )
+        out.add_row(*map(escape, _cells(event)))
     return out
 
 
 def line(event: dict[str, Any]) -> str:
     """One event as a line (text, not markup)."""
-    parts = [
-        _clock(event["time"]),
-        str(event["job_id"]),
-        str(event.get("job_name", "")),
-        f"{event.get('user')}/{event.get('project')}",
-        _change(event),
-    ]
-    reason = event.get("reason")
+    *parts, reason = _cells(event)
     return "  ".join(parts) + (f": {reason}" if reason else "")
 
 
