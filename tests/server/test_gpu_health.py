@@ -14,12 +14,12 @@ from sqlalchemy.exc import OperationalError
 from danlu.config import load_settings
 from danlu.core.cluster import Cluster, Node, gpu_type
 from danlu.devices.health import GpuFault
-from danlu.executors import FakeExecutor, FakeWorld
+from danlu.executors import FakeExecutor, FakeWorld, Outcome
 from danlu.sched.registry import make_policy
 from danlu.server.db import Database
 from danlu.server.health import HealthLoop
 from danlu.server.reconcile import Reconciler
-from danlu.server.services import cluster, jobs, nodes
+from danlu.server.services import cluster, events, jobs, nodes
 
 NOW = 1_000_000.0
 A = Node("a", 2, gpu_type("H100"))
@@ -118,3 +118,96 @@ def test_faults_read_while_the_store_fails_are_written_next_time(
     monkeypatch.setattr(nodes, "close_faulty", real)
     assert health.run_once(now=NOW + 1) == ["a GPU 0: health check: Xid 79 (GPU fell off the bus)"]
     assert health.run_once(now=NOW + 2) == []
+
+
+def _failing_job(db: Database, tmp_path: Path) -> tuple[str, FakeWorld, Reconciler, _Scripted]:
+    """A job that fails 100 s into every run, with no restarts allowed, launched on a
+    two-GPU node whose health check is scripted."""
+    with db.session() as s:
+        alice = user_and_nodes(s, (A,), NOW)
+        job_id = jobs.submit(s, _spec("f") | {"max_restarts": 0}, alice, now=NOW).id
+    world = FakeWorld()
+    world.script(job_id, duration=100, outcome=Outcome.FAILED, exit_code=1)
+    check = _Scripted()
+    health = HealthLoop(db, check, interval=1.0)
+    executor = FakeExecutor(Cluster((A,)), world)
+    settings = load_settings(home=tmp_path)
+    loop = Reconciler(db, executor, settings, policy=make_policy("fifo"), health=health)
+    loop.run_once(now=NOW)
+    return job_id, world, loop, check
+
+
+def _held(db: Database, job_id: str) -> int:
+    with db.read_session() as s:
+        (held,) = {int(x["gpu"]) for x in jobs.get_job(s, job_id).allocation or ()}
+    return held
+
+
+def test_a_run_failing_on_a_gpu_found_faulty_resumes_with_no_restart_counted(
+    db: Database, tmp_path: Path
+) -> None:
+    job_id, world, loop, check = _failing_job(db, tmp_path)
+    try:
+        held = _held(db, job_id)
+        world.clock.advance(100)
+        check.next = [GpuFault(("a", held), "GPU lost (fell off the bus)")]
+        report = loop.run_once(now=NOW + 100)
+        assert job_id in report.settled
+        with db.read_session() as s:
+            job = jobs.get_job(s, job_id)
+            assert (job.state, job.restarts) == ("RUNNING", 0)  # at once, elsewhere
+            edges = [(e.new, e.reason) for e in events.list_events(s, job_id)][-3:-1]
+        assert edges == [
+            (
+                "PREEMPTING",
+                "failed (exit code 1); on a GPU the health check finds faulty: "
+                f"GPU {held} on a (GPU lost (fell off the bus))",
+            ),
+            ("PENDING", jobs.RESUME_REASON),
+        ]
+        assert _gpu_states(db)[held] == ("cordoned", "health check: GPU lost (fell off the bus)")
+        assert _held(db, job_id) == 1 - held
+        # a failure of its own on a healthy GPU counts: no restarts left
+        world.clock.advance(100)
+        loop.run_once(now=NOW + 200)
+        with db.read_session() as s:
+            assert jobs.get_job(s, job_id).state == "FAILED"
+            last = events.list_events(s, job_id)[-1].reason
+        assert last == "failed (exit code 1); out of restarts (0 of 0)"
+    finally:
+        loop.stop()
+
+
+def test_a_gpu_closed_by_the_loop_during_the_run_is_blamed_without_a_new_pass(
+    db: Database, tmp_path: Path
+) -> None:
+    job_id, world, loop, check = _failing_job(db, tmp_path)
+    assert loop.health is not None
+    try:
+        held = _held(db, job_id)
+        world.clock.advance(100)
+        # the loop's own pass read the Xid (an event is read once) just before the exit
+        check.next = [GpuFault(("a", held), "Xid 48 (double-bit ECC error)")]
+        assert loop.health.run_once(now=NOW + 99) != []
+        loop.run_once(now=NOW + 100)
+        with db.read_session() as s:
+            job = jobs.get_job(s, job_id)
+            assert (job.state, job.restarts) == ("RUNNING", 0)
+            reason = events.list_events(s, job_id)[-3].reason
+        assert reason.endswith(f"GPU {held} on a (Xid 48 (double-bit ECC error))")
+    finally:
+        loop.stop()
+
+
+def test_a_gpu_closed_before_the_run_started_is_not_blamed(db: Database) -> None:
+    with db.session() as s:
+        user_and_nodes(s, (A,), NOW)
+    check = _Scripted()
+    health = HealthLoop(db, check)
+    check.next = [GpuFault(("a", 0), "Xid 79 (GPU fell off the bus)")]
+    health.run_once(now=NOW)
+    places = {("a", 0), ("a", 1)}
+    assert health.blame(places, NOW + 1, now=NOW + 5) is None
+    assert health.blame(places, NOW, now=NOW + 5) == "GPU 0 on a (Xid 79 (GPU fell off the bus))"
+    assert health.blame(set(), NOW, now=NOW + 5) is None
+    assert HealthLoop(db, None).blame(places, NOW) is None

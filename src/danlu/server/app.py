@@ -360,7 +360,10 @@ def create_app(
     metrics = ServerMetrics(db, inventory)
     state = ServerState(settings, db, executor, inventory, metrics, follow_timeout=follow_timeout)
     state.tracers = WarmTracers(settings.estimate_warm_workers)
-    reconciler = Reconciler(db, executor, settings, metrics=metrics, preempt_grace=preempt_grace)
+    checked = _health_loop(settings, db, inventory, program)
+    reconciler = Reconciler(
+        db, executor, settings, metrics=metrics, preempt_grace=preempt_grace, health=checked
+    )
     state.wake = reconciler.wake
     state.usage_half_life = usage_half_life(reconciler.policy)
     metrics.set_usage_half_life(state.usage_half_life)
@@ -372,7 +375,6 @@ def create_app(
         if meter is None
         else EnergyLoop(db, meter, interval=settings.energy_interval, report=metrics.set_energy)
     )
-    checked = _health_loop(settings, db, inventory, program)
 
     @asynccontextmanager
     async def lifespan(_app: FastAPI) -> AsyncIterator[None]:

@@ -5,10 +5,15 @@ while the program fails.
 **GPUs.** A pass reads the health check with no transaction open, then cordons the faulty
 GPUs that are still open in one short write transaction
 (:func:`~danlu.server.services.nodes.close_faulty`): the scheduler puts nothing new on them,
-and the jobs there run on (a job on a lost GPU fails and is restarted elsewhere, by its
-``max_restarts``). An admin opens a GPU again with ``danlu uncordon NODE --gpu N`` once it
+and the jobs there run on. An admin opens a GPU again with ``danlu uncordon NODE --gpu N`` once it
 is mended; a fault that lasts closes it again at the next pass. When the write fails (a busy
 store), the faults read are kept and written by the next pass: an Xid event is read once.
+
+**A run that fails on a faulty GPU** is not the job's fault: when a run fails, the reconcile
+loop asks :meth:`HealthLoop.blame` first, which makes a pass at once (at most one a
+second) and names the run's GPUs the health check closed since the run started. The job then
+resumes from its last checkpoint elsewhere, as a job lost with its node does, with no
+restart counted against its ``max_restarts``.
 
 **The health program** (``DANLU_HEALTH_PROGRAM``, as Slurm's ``HealthCheckProgram``): an
 executable run with no arguments and no shell, in a session of its own. Exiting 0 is a pass;
@@ -27,7 +32,9 @@ import logging
 import os
 import signal
 import subprocess
-from collections.abc import Sequence
+import threading
+import time
+from collections.abc import Collection, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Final
@@ -47,6 +54,9 @@ PROGRAM_TIMEOUT: Final = 60.0
 _REASON_CHARACTERS: Final = 300
 _DRAIN_SECONDS: Final = 5.0
 """Seconds to read what a killed program left in its pipes."""
+BLAME_PASS_SECONDS: Final = 1.0
+"""A failed run's :meth:`HealthLoop.blame` makes a GPU pass unless one ended this many
+seconds ago (many runs failing at once cost one pass)."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -134,6 +144,10 @@ class HealthLoop:
         self.hosts = tuple(hosts)
         self._unwritten: list[GpuFault] = []
         """Faults read by a pass whose write failed."""
+        self._gpu_lock = threading.Lock()
+        """One GPU pass at a time: the loop's thread and the reconcile loop's blame."""
+        self._last_gpu_pass: float | None = None
+        """When the last GPU pass ended (``time.monotonic``)."""
         self._loop = PeriodicLoop(
             "danlu-health",
             interval,
@@ -165,18 +179,45 @@ class HealthLoop:
             log.warning("health: %s", line)
         return changed
 
+    def blame(
+        self, places: Collection[tuple[str, int]], since: float, now: float | None = None
+    ) -> str | None:
+        """Why a run on ``places`` (node name, GPU position) that started at ``since`` and
+        has just failed may have failed for its GPUs (None: they look healthy): a GPU pass
+        now (unless one ended under :data:`BLAME_PASS_SECONDS` ago), then the run's GPUs
+        the health check closed since it started, e.g. ``GPU 1 on a (Xid 79 (GPU fell off
+        the bus))``. A pass that fails (a busy store) is logged, and the closures written
+        before it still count."""
+        if self.check is None or not places:
+            return None
+        t = resolve_now(now)
+        recent = self._last_gpu_pass
+        if recent is None or time.monotonic() - recent >= BLAME_PASS_SECONDS:
+            try:
+                for line in self._gpus(t):
+                    log.warning("health: %s", line)
+            except Exception:
+                log.exception("health pass for a failed run")
+        with self.db.read_session() as session:
+            faulty = nodes.faulty_since(session, places, since)
+        return "; ".join(faulty) or None
+
     def _gpus(self, t: float) -> list[str]:
         if self.check is None:
             return []
-        faults = self._unwritten + self.check.check()
-        self._unwritten = faults
-        if not faults:
-            return []
-        rows = [(f.gpu[0], f.gpu[1], f.reason) for f in faults]
-        with self.db.session() as session:
-            closed = nodes.close_faulty(session, rows, t)
-        self._unwritten = []
-        return closed
+        with self._gpu_lock:
+            try:
+                faults = self._unwritten + self.check.check()
+                self._unwritten = faults
+                if not faults:
+                    return []
+                rows = [(f.gpu[0], f.gpu[1], f.reason) for f in faults]
+                with self.db.session() as session:
+                    closed = nodes.close_faulty(session, rows, t)
+                self._unwritten = []
+                return closed
+            finally:
+                self._last_gpu_pass = time.monotonic()
 
     def _program(self, program: HealthProgram, t: float) -> list[str]:
         result = program.run()  # no transaction open while it runs

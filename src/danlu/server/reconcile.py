@@ -72,6 +72,7 @@ from danlu.sched.view import ClusterView, Plan
 from danlu.server import upkeep
 from danlu.server.db import Database, Job, Lease
 from danlu.server.failures import RepeatedFailure
+from danlu.server.health import HealthLoop
 from danlu.server.inventory import InventoryRefresh
 from danlu.server.loops import PeriodicLoop
 from danlu.server.metrics import ServerMetrics
@@ -148,6 +149,12 @@ def _describe(status: ExecStatus | None) -> tuple[bool, int | None, str]:
     return False, code, f"failed ({how})"
 
 
+def _run_gpus(job: Job) -> tuple[set[tuple[str, int]], float]:
+    """The (node name, GPU position) pairs of ``job``'s run, and when it started."""
+    places = {(str(p["node"]), int(p["gpu"])) for p in job.allocation or ()}
+    return places, job.last_start if job.last_start is not None else job.submitted_at
+
+
 COLLECTOR_THRESHOLDS = (10_000, 10, 10)
 """``gc.set_threshold`` of the control-plane process (Python's default: 700, 10, 10). The
 process keeps a large long-lived heap: the status cache, the policy's memo and the ORM's
@@ -208,6 +215,7 @@ class Reconciler:
         policy: Policy | None = None,
         preempt_grace: float | None = None,
         lease_ttl: float | None = None,
+        health: HealthLoop | None = None,
     ) -> None:
         self.db = db
         self.executor = executor
@@ -226,6 +234,9 @@ class Reconciler:
         half_life = usage_half_life(self.policy)
         self.recent = RecentUsageCache(half_life) if half_life > 0 else None
         """Projects' recent usage, for a policy that reads it (fair-share's ``half_life``)."""
+        self.health = health
+        """The GPU health loop a failed run is checked against (:meth:`HealthLoop.blame`):
+        a run that failed on a GPU found faulty resumes with no restart counted."""
         self.preempt_grace = settings.preempt_grace if preempt_grace is None else preempt_grace
         """The grace of a preemption, a move or a drain for a job whose spec asks for none
         (``DANLU_PREEMPT_GRACE``); the executor gives a job that asked for one its own."""
@@ -407,7 +418,7 @@ class Reconciler:
         Returns the ids of jobs recorded RUNNING whose current attempt was never launched."""
         with self.db.read_session() as session:
             rows = [
-                (j.id, j.attempt, j.state, j.cancel_requested_at is not None)
+                (j.id, j.attempt, j.state, j.cancel_requested_at is not None, _run_gpus(j))
                 for j in session.scalars(
                     select(Job).where(Job.state.in_(HOLDING)).order_by(Job.seq)
                 )
@@ -415,7 +426,7 @@ class Reconciler:
         claimed = self._claim([r[0] for r in rows], t)
         unlaunched: list[str] = []
         try:
-            for job_id, attempt, state, cancel in rows:
+            for job_id, attempt, state, cancel, run_gpus in rows:
                 if job_id not in claimed:
                     continue
                 handle = Handle(job_id, attempt)
@@ -434,7 +445,9 @@ class Reconciler:
                 elif status.running:
                     self._deliver(handle, state, cancel, status, report)
                 else:
-                    self._settle(job_id, attempt, status, resolve_now(now), report)
+                    fresh = state == JobState.RUNNING.value and not cancel
+                    blamed = self._blame(status, run_gpus, now) if fresh else None
+                    self._settle(job_id, attempt, status, resolve_now(now), report, blamed)
         finally:
             self._release(claimed)
         return unlaunched
@@ -460,10 +473,30 @@ class Reconciler:
             return None
         return job if locks.holds(session, Job, job_id, self.token) else None
 
+    def _blame(
+        self, status: ExecStatus, run_gpus: tuple[set[tuple[str, int]], float], now: float | None
+    ) -> str | None:
+        """The run's GPUs the health check finds faulty, when it failed (None: none)."""
+        done = status.node_lost or status.outcome in (Outcome.SUCCEEDED, Outcome.PREEMPTED)
+        if self.health is None or done:
+            return None
+        places, since = run_gpus
+        return self.health.blame(places, since, now)
+
     def _settle(
-        self, job_id: str, attempt: int, status: ExecStatus | None, t: float, report: RoundReport
+        self,
+        job_id: str,
+        attempt: int,
+        status: ExecStatus | None,
+        t: float,
+        report: RoundReport,
+        blamed: str | None = None,
     ) -> None:
+        """Record the exit of run ``attempt``; ``blamed``: the faulty GPUs it failed on
+        (the job resumes then, with no restart counted)."""
         succeeded, code, reason = _describe(status)
+        if blamed is not None:
+            reason = f"{reason}; on a GPU the health check finds faulty: {blamed}"
         try:
             with self.db.session() as session:
                 job = self._held(session, job_id, attempt)
@@ -475,7 +508,7 @@ class Reconciler:
                     succeeded=succeeded,
                     exit_code=code,
                     reason=reason,
-                    node_lost=status is not None and status.node_lost,
+                    node_lost=blamed is not None or (status is not None and status.node_lost),
                     now=t,
                 )
             report.settled.append(job_id)

@@ -592,8 +592,9 @@ def settle_exit(
 ) -> list[JobEvent]:
     """Record the exit of a RUNNING / PREEMPTING job's process: CANCELLED if cancellation
     was requested, SUCCEEDED (also when it finished while being preempted), re-queued if it
-    stopped for a preemption or was lost with its node (``node_lost``: RUNNING ->
-    PREEMPTING -> PENDING, resuming from its last checkpoint, no restart counted), or after
+    stopped for a preemption or was lost with its node or failed on a faulty GPU
+    (``node_lost``: RUNNING -> PREEMPTING -> PENDING, resuming from its last checkpoint, no
+    restart counted), or after
     a failure RESTARTING -> PENDING with backoff while ``restarts < max_restarts``, else
     FAILED."""
     t = resolve_now(now)

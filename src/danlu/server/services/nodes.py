@@ -273,6 +273,26 @@ def close_faulty(
     return sorted(closed)
 
 
+def faulty_since(session: Session, places: Collection[tuple[str, int]], since: float) -> list[str]:
+    """The GPUs of ``places`` (node name, position) the health check closed at or after
+    ``since``, as ``GPU N on NODE (fault)``, sorted: what a run there that failed may have
+    failed for."""
+    names = sorted({name for name, _ in places})
+    if not names:
+        return []
+    query = (
+        select(Node.name, Gpu.index, Gpu.cordon_reason)
+        .join(Gpu, Gpu.node_id == Node.id)
+        .where(Node.name.in_(names), Gpu.cordoned_at >= since)
+    )
+    wanted = set(places)
+    return sorted(
+        f"GPU {index} on {name} ({reason.removeprefix(HEALTH_REASON)})"
+        for name, index, reason in session.execute(query)
+        if (name, index) in wanted and reason.startswith(HEALTH_REASON)
+    )
+
+
 PROGRAM_REASON: Final = "health program: "
 """How the reason of a node the admin's health program closed begins."""
 EXECUTOR_REASON: Final = "executor: "
