@@ -23,8 +23,10 @@ from rich.table import Table
 from danlu.config import parse_option_pairs
 from danlu.core.cluster import Cluster
 from danlu.core.errors import ConfigError, DanluError
+from danlu.core.units import parse_duration
 from danlu.sched.registry import default_registry
 from danlu.sim.engine import SimConfig, Simulator
+from danlu.sim.failures import NodeFailures
 from danlu.sim.interference import Interference
 from danlu.sim.metrics import SimResult
 from danlu.sim.workload import Workload, load_workload, synthetic_workload
@@ -188,6 +190,12 @@ ROWS = (
     ("interference_seconds", "seconds lost to GPU sharing", "seconds"),
     ("timed_out", "jobs cancelled at their time limit", "count"),
 )
+FAILURE_ROWS = (
+    ("node_failures", "node failures", "count"),
+    ("lost_runs", "runs lost with a node", "count"),
+    ("lost_training_seconds", "training lost to failures (s)", "seconds"),
+)
+"""Rows shown when nodes fail (``--node-mtbf``)."""
 
 
 def _table(results: list[SimResult], title: str) -> Table:
@@ -196,7 +204,8 @@ def _table(results: list[SimResult], title: str) -> Table:
     for result in results:
         table.add_column(result.policy, justify="right")
     summaries = [r.summary() for r in results]
-    for key, label, kind in ROWS:
+    failing = any(s["node_failures"] for s in summaries)
+    for key, label, kind in ROWS + (FAILURE_ROWS if failing else ()):
         table.add_row(label, *(_fmt(s[key], kind) for s in summaries))
     return table
 
@@ -246,6 +255,26 @@ ProjectShareOpt = Annotated[
         help="A project's weight for fair-share policies, NAME=WEIGHT (repeatable; default 1).",
     ),
 ]
+MtbfOpt = Annotated[
+    str | None,
+    typer.Option(
+        "--node-mtbf",
+        help="Nodes fail at random, each with this mean time between failures (e.g. 30d); "
+        "a failed node's jobs resume from their last checkpoint. Without it, none fail.",
+    ),
+]
+RepairOpt = Annotated[
+    str, typer.Option("--node-repair", help="How long a failed node is out of service.")
+]
+CheckpointOpt = Annotated[
+    str,
+    typer.Option(
+        "--checkpoint-every", help="Training between two checkpoints of a job (with --node-mtbf)."
+    ),
+]
+FailureSeedOpt = Annotated[
+    int, typer.Option("--failure-seed", help="Seed of the nodes' failure times.")
+]
 
 JobsOpt = Annotated[int, typer.Option("--jobs", help="Jobs in the synthetic workload.")]
 SeedOpt = Annotated[int, typer.Option("--seed", help="Seed of the synthetic workload.")]
@@ -255,6 +284,29 @@ PolicyOptionOpt = Annotated[
 ]
 
 
+def node_failures(
+    mtbf: str | None, repair: str, checkpoint_every: str, seed: int
+) -> NodeFailures | None:
+    """The failures of ``--node-mtbf``, ``--node-repair``, ``--checkpoint-every`` and
+    ``--failure-seed`` (None without ``--node-mtbf``)."""
+    if mtbf is None:
+        return None
+    seconds = {
+        flag: parse_duration(text, flag)
+        for flag, text in (
+            ("--node-mtbf", mtbf),
+            ("--node-repair", repair),
+            ("--checkpoint-every", checkpoint_every),
+        )
+    }
+    for flag, value in seconds.items():
+        if not (math.isfinite(value) and value > 0):
+            raise ConfigError(f"{flag} must be a duration above 0, e.g. 30d, 2h or 30m")
+    return NodeFailures(
+        seconds["--node-mtbf"], seconds["--node-repair"], seconds["--checkpoint-every"], seed
+    )
+
+
 def _config(
     interval: float,
     restart_cost: float,
@@ -262,8 +314,9 @@ def _config(
     interference: Path | None,
     interference_gpu: str,
     project_shares: list[str] | None = None,
+    failures: NodeFailures | None = None,
 ) -> SimConfig:
-    """The simulation settings of ``run`` and ``compare``."""
+    """The simulation settings of ``run``, ``compare`` and ``plan``."""
     model = None
     if interference is not None:
         if not interference.is_file():
@@ -278,6 +331,7 @@ def _config(
         event_rounds=event_rounds,
         interference=model,
         project_shares=parse_project_shares(project_shares or []),
+        failures=failures,
     )
 
 
@@ -295,6 +349,10 @@ def run(
     interference: InterferenceOpt = None,
     interference_gpu: InterferenceGpuOpt = "v100",
     project_share: ProjectShareOpt = None,
+    node_mtbf: MtbfOpt = None,
+    node_repair: RepairOpt = "1h",
+    checkpoint_every: CheckpointOpt = "30m",
+    failure_seed: FailureSeedOpt = 0,
     json_out: JsonOpt = None,
     plot: Annotated[Path | None, typer.Option("--plot", help="Write a PNG timeline here.")] = None,
     jobs: JobsOpt = 200,
@@ -309,8 +367,15 @@ def run(
         check_output(json_out, "--json")
         check_output(plot, "--plot")
         wl = _load(workload, jobs, seed)
+        failures = node_failures(node_mtbf, node_repair, checkpoint_every, failure_seed)
         config = _config(
-            interval, restart_cost, event_rounds, interference, interference_gpu, project_share
+            interval,
+            restart_cost,
+            event_rounds,
+            interference,
+            interference_gpu,
+            project_share,
+            failures,
         )
         cluster = Cluster.homogeneous(nodes, gpus_per_node)
         started = time.perf_counter()
@@ -352,6 +417,10 @@ def compare(
     interference: InterferenceOpt = None,
     interference_gpu: InterferenceGpuOpt = "v100",
     project_share: ProjectShareOpt = None,
+    node_mtbf: MtbfOpt = None,
+    node_repair: RepairOpt = "1h",
+    checkpoint_every: CheckpointOpt = "30m",
+    failure_seed: FailureSeedOpt = 0,
     json_out: JsonOpt = None,
     jobs: JobsOpt = 200,
     seed: SeedOpt = 0,
@@ -368,8 +437,15 @@ def compare(
                 )
         check_output(json_out, "--json")
         wl = _load(workload, jobs, seed)
+        failures = node_failures(node_mtbf, node_repair, checkpoint_every, failure_seed)
         config = _config(
-            interval, restart_cost, event_rounds, interference, interference_gpu, project_share
+            interval,
+            restart_cost,
+            event_rounds,
+            interference,
+            interference_gpu,
+            project_share,
+            failures,
         )
         cluster = Cluster.homogeneous(nodes, gpus_per_node)
         results = [_simulate(wl, name, {}, cluster, config, traces, not quiet) for name in names]
@@ -416,6 +492,10 @@ def plan(
     interference: InterferenceOpt = None,
     interference_gpu: InterferenceGpuOpt = "v100",
     project_share: ProjectShareOpt = None,
+    node_mtbf: MtbfOpt = None,
+    node_repair: RepairOpt = "1h",
+    checkpoint_every: CheckpointOpt = "30m",
+    failure_seed: FailureSeedOpt = 0,
     json_out: JsonOpt = None,
     jobs: JobsOpt = 200,
     seed: SeedOpt = 0,
@@ -433,8 +513,15 @@ def plan(
         check_output(json_out, "--json")
         options = parse_options(option or [])
         wl = _load(workload, jobs, seed)
+        failures = node_failures(node_mtbf, node_repair, checkpoint_every, failure_seed)
         config = _config(
-            interval, restart_cost, event_rounds, interference, interference_gpu, project_share
+            interval,
+            restart_cost,
+            event_rounds,
+            interference,
+            interference_gpu,
+            project_share,
+            failures,
         )
 
         def simulate(nodes: int) -> tuple[dict[str, float], int]:

@@ -161,7 +161,8 @@ class ClusterView:
     """Indices of the nodes closed to new work (cordoned by an operator, or after failing
     launches): nothing is started, grown or moved onto their GPUs, and a running job with a
     GPU there is left as it is (the view hands it to policies as not preemptible: its GPUs
-    could go to no other job). The simulator's views have none."""
+    could go to no other job). The simulator's are its failed nodes, out of service until
+    repaired (:mod:`danlu.sim.failures`)."""
     closed_gpus: frozenset[int] = frozenset()
     """GPUs closed to new work on their own (flat numbering of :meth:`Cluster.gpu_offset`;
     an operator's per-GPU cordon, or a failed health check), on nodes that may be open:

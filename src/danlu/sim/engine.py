@@ -7,6 +7,11 @@ also asked at every arrival and completion. Instants at which nothing can change
 with no stepwise job running, no round is due while the queue is empty, nor, for a policy
 that does not depend on the clock, while nothing arrived or finished.
 
+With ``failures`` nodes fail and come back (:mod:`danlu.sim.failures`): a failure is an
+instant of its own (its jobs are re-queued at once; the policy is asked at the next
+instant of the grid, or at once with ``event_rounds``, as for a repair), and the nodes out
+of service are the view's ``closed_nodes``.
+
 The engine is a thin adapter: it keeps per-job state, builds the frozen
 :class:`~danlu.sched.view.ClusterView`, calls ``policy.schedule`` and applies the plan,
 checking that no GPU is ever over-allocated.
@@ -46,6 +51,7 @@ from danlu.sched.project_usage import (
 )
 from danlu.sched.view import ClusterView, JobRequest, JobStatus, Plan
 from danlu.sim.elastic import ApplicationProfile, OutOfProfileError
+from danlu.sim.failures import FAIL, FailureClock, NodeFailures
 from danlu.sim.interference import Interference
 from danlu.sim.metrics import JobRecord, SimResult, Timeline
 from danlu.sim.progress import ProfiledProgress, Progress, RigidProgress
@@ -86,6 +92,8 @@ class SimConfig:
     project_shares: Mapping[str, float] = field(default_factory=dict)
     """Projects' weights for fair-share policies, by the workload's ``project`` names (a
     project missing has weight 1)."""
+    failures: NodeFailures | None = None
+    """How nodes fail (:mod:`danlu.sim.failures`); ``None``: they never do."""
 
     def __post_init__(self) -> None:
         if not 0 < self.interval < math.inf:
@@ -163,6 +171,8 @@ class Simulator:
         """Projects' past GPU use, for a policy that reads recent usage."""
         self._weights = shares_with_usage(self.config.project_shares, {})
         """The view's projects when the policy reads no usage: the weights alone (fixed)."""
+        self._failures: FailureClock | None = None
+        """The nodes' failures (with ``config.failures``), from the first submission."""
         self._check_models()
 
     def _check_models(self) -> None:
@@ -299,6 +309,21 @@ class Simulator:
         self._preemptions += 1
         self._pending[job.id] = job
         self._queue_status(job)
+
+    def _fail_node(self, node: int, every: float) -> bool:
+        """Node ``node`` fails now: its jobs lose their runs (the training since their last
+        checkpoint, every ``every`` seconds) and are re-queued; whether it had any."""
+        lost = [j for j in self._running.values() if node in j.allocation.nodes]
+        name = self.cluster.nodes[node].name
+        for job in lost:
+            job.lost_seconds += job.progress.fail(self._now, every)
+            self._release(job, self._now)
+            self._move(job, JobState.PREEMPTING, f"lost with node {name}")
+            self._move(job, JobState.PENDING, "re-queued to resume from its last checkpoint")
+            job.failures += 1
+            self._pending[job.id] = job
+            self._queue_status(job)
+        return bool(lost)
 
     def _schedule_end(self, job: SimJob) -> None:
         """Put a running closed-form job's end on the event heap: its completion, or the
@@ -491,6 +516,7 @@ class Simulator:
             pending=self._pending_view(),
             used_milli=self._used_milli.copy(),
             used_memory=self._used_memory.copy(),
+            closed_nodes=frozenset(self._failures.down) if self._failures else frozenset(),
             projects=self._projects(),
         )
         self._rounds += 1
@@ -540,6 +566,10 @@ class Simulator:
             raise ConfigError(f"job ids must be unique; {', '.join(repeated[:5])} repeat")
         if arrivals:  # the timeline starts idle at the first submission
             self._record(arrivals[0][0].request.submit_time)
+        if cfg.failures is not None:
+            start = arrivals[0][0].request.submit_time if arrivals else 0.0
+            self._failures = FailureClock(cfg.failures, len(self.cluster.nodes), start)
+        failures = self._failures
         next_arrival = 0
         next_tick = interval
         changed = False
@@ -555,10 +585,15 @@ class Simulator:
             )
             completion_time = self._heap[0][0] if self._heap else math.inf
             waiting = bool(self._pending) or bool(self._running)
+            # a failure matters to running jobs, a repair to waiting ones (until all are back)
+            failure_time = math.inf
+            if failures is not None and (self._running or (self._pending and failures.down)):
+                failure_time = failures.next_time()
             if self._stepwise or changed:
                 instant = next_tick
             else:
                 upcoming = min(arrival_time, completion_time, recheck_at if waiting else math.inf)
+                upcoming = min(upcoming, failure_time)
                 if upcoming == math.inf:
                     dropped = self._drop_stuck()
                     if dropped is None:
@@ -568,9 +603,11 @@ class Simulator:
                     continue
                 instant = max(next_tick, math.ceil(upcoming / interval) * interval)
             if cfg.event_rounds:
-                soonest = min(arrival_time, completion_time)
+                soonest = min(arrival_time, completion_time, failure_time)
                 if self._now <= soonest < instant:  # <=: arrivals at t = 0 too
                     instant = soonest
+            if self._running and self._now <= failure_time < instant:
+                instant = failure_time  # a failure ends its jobs' runs at its exact time
             if instant > cfg.max_time:
                 break
 
@@ -589,8 +626,17 @@ class Simulator:
                 if self._touched:
                     self._rerate(finish)
             self._now = instant
-            if instant >= next_tick:
+            on_grid = instant >= next_tick  # else an event round's or a failure's instant
+            if on_grid:
                 next_tick = instant + interval
+            if failures is not None:
+                for _, node, kind in failures.due(instant):
+                    down = kind == FAIL
+                    if down and self._fail_node(node, failures.failures.checkpoint_every):
+                        changed = True
+                    changed = changed or (not down and bool(self._pending))
+                if self._touched:
+                    self._rerate(instant)
 
             while (
                 next_arrival < len(arrivals)
@@ -605,10 +651,12 @@ class Simulator:
             active = bool(self._pending) or bool(self._running)
             if not active:
                 changed = False  # nothing to schedule: skip ahead to the next arrival
-            if active and (changed or instant >= recheck_at):
+            due = on_grid or cfg.event_rounds  # a failure's jobs wait for the next round
+            if active and due and (changed or instant >= recheck_at):
                 started, recheck_at = self._round()
                 changed = False
-                if started == 0 and not self._running and next_arrival >= len(arrivals):
+                final = next_arrival >= len(arrivals) and not (failures and failures.down)
+                if started == 0 and not self._running and final:
                     idle_rounds += 1
                     if recheck_at == math.inf or idle_rounds > cfg.idle_retries:
                         dropped = self._drop_stuck()
@@ -684,6 +732,8 @@ class Simulator:
                 interference_seconds=j.progress.interference_seconds,
                 interference_gpu_seconds=j.progress.interference_gpu_seconds,
                 timed_out=j.timed_out,
+                failures=j.failures,
+                lost_seconds=j.lost_seconds,
             )
             for j in self._finished
         ]
@@ -699,4 +749,5 @@ class Simulator:
             rounds=self._rounds,
             preemptions=self._preemptions,
             events=self._events,
+            node_failures=self._failures.count if self._failures else 0,
         )

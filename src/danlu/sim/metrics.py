@@ -36,12 +36,17 @@ class JobRecord:
     timed_out: bool = False
     """Cancelled on reaching its time limit: its GPU time counts as held, not as useful, and
     its JCT is the time to the cancellation."""
+    failures: int = 0
+    """Runs it lost with a failing node (``SimConfig.failures``)."""
+    lost_seconds: float = 0.0
+    """Seconds of training those runs lost since their last checkpoint (redone, and counted
+    in ``restart_gpu_seconds`` at the GPUs of the run that redid them)."""
 
     @property
     def restarts(self) -> int:
-        """Its starts after the first: one per resize, one per resume after a preemption
-        (a finished job resumed after every preemption)."""
-        return self.preemptions + self.resizes
+        """Its starts after the first: one per resize, one per resume after a preemption or
+        a node's failure (a finished job resumed after every one)."""
+        return self.preemptions + self.resizes + self.failures
 
     @property
     def jct(self) -> float:
@@ -134,6 +139,8 @@ class SimResult:
     rounds: int = 0
     preemptions: int = 0
     events: list[Event] = field(default_factory=list)
+    node_failures: int = 0
+    """Nodes that failed (``SimConfig.failures``)."""
 
     @property
     def jcts(self) -> list[float]:
@@ -182,6 +189,9 @@ class SimResult:
             "rounds": float(self.rounds),
             "interference_seconds": float(sum(r.interference_seconds for r in self.jobs)),
             "timed_out": float(sum(r.timed_out for r in self.jobs)),
+            "node_failures": float(self.node_failures),
+            "lost_runs": float(sum(r.failures for r in self.jobs)),
+            "lost_training_seconds": float(sum(r.lost_seconds for r in self.jobs)),
         }
 
     def to_json(self, timeline: bool = False) -> dict[str, Any]:
@@ -209,6 +219,8 @@ class SimResult:
                     "restarts": r.restarts,
                     "interference_seconds": r.interference_seconds,
                     "timed_out": r.timed_out,
+                    "failures": r.failures,
+                    "lost_seconds": r.lost_seconds,
                 }
                 for r in self.jobs
             ],

@@ -20,6 +20,7 @@ from typing import Protocol
 from danlu.core.cluster import MILLI_PER_GPU, Allocation
 from danlu.sim.adapt import profile_tuner
 from danlu.sim.elastic import ApplicationProfile, JobProgress
+from danlu.sim.failures import lost_training
 
 
 class Progress(Protocol):
@@ -62,6 +63,13 @@ class Progress(Protocol):
 
     def stop(self, now: float) -> None:
         """The job lost its GPUs at ``now``; settle its progress up to then."""
+        ...
+
+    def fail(self, now: float, checkpoint_every: float) -> float:
+        """The job's node failed at ``now``: it stops, and loses the training since its
+        last checkpoint (every ``checkpoint_every`` seconds of a run's training,
+        :mod:`danlu.sim.failures`), which its next run redoes before it progresses again.
+        Returns the seconds of training lost now."""
         ...
 
     def finish_time(self) -> float | None:
@@ -115,6 +123,28 @@ class _Ledger:
     _restart_gpu_seconds = 0.0
     _interference_seconds = 0.0
     _interference_gpu_seconds = 0.0
+    _redo = 0.0
+    """Seconds of training lost to failures that the next run redoes first."""
+    _run = (0.0, 0.0, 0.0)
+    """The current run's start, its restart cost, and the training it redoes first."""
+
+    def stop(self, now: float) -> None:
+        raise NotImplementedError
+
+    def _begin_run(self, now: float, restart: float) -> float:
+        """A run starts at ``now`` with ``restart`` seconds of restart cost; returns its
+        seconds without progress: the restart, then the training lost to failures."""
+        self._run = (now, restart, self._redo)
+        self._redo = 0.0
+        return restart + self._run[2]
+
+    def fail(self, now: float, checkpoint_every: float) -> float:
+        self.stop(now)
+        start, restart, redo = self._run
+        trained = max(0.0, now - start - restart)  # the redone training counts too
+        lost = lost_training(trained, checkpoint_every)
+        self._redo = max(0.0, redo - trained) + lost  # back to the last checkpoint
+        return lost
 
     @property
     def restart_seconds(self) -> float:
@@ -172,7 +202,7 @@ class RigidProgress(_Ledger):
         adaptive: bool = False,
     ) -> None:
         self._starts += 1
-        self._delay = self.restart_cost if self._starts > 1 else 0.0
+        self._delay = self._begin_run(now, self.restart_cost if self._starts > 1 else 0.0)
         self._started_at = now
         self._held = allocation.gpu_milli / MILLI_PER_GPU
         self.rate = 1.0
@@ -291,7 +321,7 @@ class ProfiledProgress(_Ledger):
         self.rate = 1.0  # the engine slows it again if its new GPUs hold other jobs
         self.adaptive = adaptive and self.job.profile.adaptive
         self.batch_size = self.rigid_batch if batch_size is None else batch_size
-        self.job.restart(self.restart_cost)
+        self.job.restart(self._begin_run(now, self.restart_cost))
         self._observed = None
 
     def rebatch(self, now: float, batch_size: int, adaptive: bool = False) -> None:

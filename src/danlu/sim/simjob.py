@@ -29,6 +29,10 @@ class SimJob:
     end_time: float | None = None
     preemptions: int = 0
     resizes: int = 0
+    failures: int = 0
+    """Runs lost with a failing node (:mod:`danlu.sim.failures`)."""
+    lost_seconds: float = 0.0
+    """Seconds of training those runs lost (redone by the next ones)."""
     marks: dict[str, float] = field(default_factory=dict)
     version: int = 0
     cached: JobStatus | None = None
@@ -52,7 +56,7 @@ class SimJob:
                 attained_service=self.attained,
                 run_time=self.run_time,
                 last_start=self.last_start,
-                preemptions=self.preemptions,
+                preemptions=self.preemptions + self.failures,  # as the control plane counts
                 marks=dict(self.marks),
                 observed=observed,
             )
