@@ -90,6 +90,7 @@ def test_sign_in_see_the_cluster_and_hold_release_cancel_jobs(live: Live, page: 
         ).json()
         c.post("/cluster/nodes/localhost/cordon", json={"reason": _XSS})
         c.post("/cluster/nodes/localhost/cordon", json={"reason": _XSS, "gpu": 1})
+        c.post("/projects", json={"name": "vision", "members": ["admin"]}).raise_for_status()
         steps = [{"step": i, "lr": 0.1, "loss": 4.0 / i, "tag": _XSS} for i in range(1, 30)]
         c.post(f"/jobs/{busy['id']}/metrics", json={"metrics": steps}).raise_for_status()
     page.fill("#token", "not-a-token")
@@ -113,6 +114,9 @@ def test_sign_in_see_the_cluster_and_hold_release_cancel_jobs(live: Live, page: 
     expect(default.nth(3)).to_have_text("1")  # share
     expect(default.nth(4)).to_have_text("1.00")
     expect(default.nth(5)).to_have_text("-")  # the priority policy keeps no history
+    expect(default.nth(6)).to_have_text("everyone")  # no members: open to every user
+    vision = page.locator('#projects tr[data-project="vision"] td')
+    expect(vision.nth(6)).to_have_text("admin")
     running = page.locator(f'#jobs tr[data-job="{busy["id"]}"]')
     expect(running.locator("td.state")).to_have_text("RUNNING")
     feed = page.locator("#feed tbody tr", has_text=busy["id"])  # the recent events

@@ -297,6 +297,8 @@ function renderProjects(projects) {
     row.appendChild(el("td", p.share, "number"));
     row.appendChild(el("td", gpus(p.gpus_held), "number"));
     row.appendChild(el("td", gpus(p.recent_gpus), "number"));
+    const members = p.members || [];
+    row.appendChild(el("td", members.length ? members.join(", ") : "everyone"));
     return row;
   }));
 }
