@@ -236,3 +236,16 @@ def test_bad_failure_flags_exit_2_naming_the_flag(flags: list[str], needle: str)
         result = CliRunner().invoke(app, ["sim", command, "--jobs", "5", "--quiet", *flags])
         assert result.exit_code == 2, result.output
         assert needle in result.output
+
+
+def test_danlu_sim_plan_sizes_a_cluster_for_its_failures(tmp_path: Path) -> None:
+    args = ["sim", "plan", "--jobs", "60", "--policy", "fifo", "--max-nodes", "32"]
+    args += ["--target", "avg_queueing_delay<=5m"]
+    sizes = {}
+    for name, extra in (("calm", []), ("failing", ["--node-mtbf", "6h", "--node-repair", "6h"])):
+        out = tmp_path / f"{name}.json"
+        result = CliRunner().invoke(app, [*args, *extra, "--json", str(out)])
+        assert result.exit_code == 0, result.output
+        sizes[name] = json.loads(out.read_text())["nodes"]
+    # a node out of service half the time: the same wait needs more of them
+    assert sizes["failing"] > sizes["calm"]
