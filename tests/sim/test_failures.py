@@ -6,7 +6,9 @@ from __future__ import annotations
 
 import json
 import math
+from collections.abc import Callable
 from pathlib import Path
+from types import ModuleType
 
 import numpy as np
 import pytest
@@ -249,3 +251,27 @@ def test_danlu_sim_plan_sizes_a_cluster_for_its_failures(tmp_path: Path) -> None
         sizes[name] = json.loads(out.read_text())["nodes"]
     # a node out of service half the time: the same wait needs more of them
     assert sizes["failing"] > sizes["calm"]
+
+
+POLLUX = Path(__file__).resolve().parents[2] / "../shared/data/pollux"
+
+
+@pytest.mark.skipif(
+    not (POLLUX / "traces").is_dir(),
+    reason=f"Pollux artifact data not found at {POLLUX.resolve()} (../shared/data is absent)",
+)
+def test_the_failure_cost_benchmark_prints_a_ratio_per_run(
+    load_benchmark: Callable[[str], ModuleType],
+    monkeypatch: pytest.MonkeyPatch,
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    benchmark = load_benchmark("failure_cost")
+    flags = ["--load", "0.5", "--workloads", "3", "--policies", "fifo", "--seeds", "0"]
+    monkeypatch.setattr("sys.argv", ["failure_cost.py", *flags, "--mtbf", "12h"])
+    benchmark.main()
+    lines = capsys.readouterr().out.splitlines()
+    row = lines[2].split()
+    assert row[:2] == ["3", "fifo"]
+    calm, failing, ratio, failures = (float(x) for x in row[2:6])
+    assert ratio == pytest.approx(failing / calm, abs=1e-3) and failures > 0
+    assert lines[-1].startswith(f"fifo: mean ratio {ratio:.3f}")
