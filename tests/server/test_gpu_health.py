@@ -14,10 +14,12 @@ from sqlalchemy.exc import OperationalError
 from danlu.config import load_settings
 from danlu.core.cluster import Cluster, Node, gpu_type
 from danlu.devices.health import GpuFault
+from danlu.devices.inventory import inventory_from_cluster
 from danlu.executors import FakeExecutor, FakeWorld, Outcome
 from danlu.sched.registry import make_policy
 from danlu.server.db import Database
 from danlu.server.health import HealthLoop
+from danlu.server.metrics import ServerMetrics
 from danlu.server.reconcile import Reconciler
 from danlu.server.services import cluster, events, jobs, nodes
 
@@ -132,7 +134,10 @@ def _failing_job(db: Database, tmp_path: Path) -> tuple[str, FakeWorld, Reconcil
     health = HealthLoop(db, check, interval=1.0)
     executor = FakeExecutor(Cluster((A,)), world)
     settings = load_settings(home=tmp_path)
-    loop = Reconciler(db, executor, settings, policy=make_policy("fifo"), health=health)
+    metrics = ServerMetrics(db, inventory_from_cluster(Cluster((A,))))
+    loop = Reconciler(
+        db, executor, settings, metrics=metrics, policy=make_policy("fifo"), health=health
+    )
     loop.run_once(now=NOW)
     return job_id, world, loop, check
 
@@ -166,6 +171,9 @@ def test_a_run_failing_on_a_gpu_found_faulty_resumes_with_no_restart_counted(
             ("PENDING", jobs.RESUME_REASON),
         ]
         assert _gpu_states(db)[held] == ("cordoned", "health check: GPU lost (fell off the bus)")
+        assert loop.metrics is not None
+        lost = 'danlu_runs_lost_total{cause="gpu"} 1.0'
+        assert lost in loop.metrics.exposition().decode()
         assert _held(db, job_id) == 1 - held
         # a failure of its own on a healthy GPU counts: no restarts left
         world.clock.advance(100)
@@ -174,6 +182,7 @@ def test_a_run_failing_on_a_gpu_found_faulty_resumes_with_no_restart_counted(
             assert jobs.get_job(s, job_id).state == "FAILED"
             last = events.list_events(s, job_id)[-1].reason
         assert last == "failed (exit code 1); out of restarts (0 of 0)"
+        assert 'danlu_runs_lost_total{cause="gpu"} 1.0' in loop.metrics.exposition().decode()
     finally:
         loop.stop()
 

@@ -94,6 +94,9 @@ def test_a_run_loses_the_training_since_its_last_checkpoint_and_redoes_it() -> N
     job.start(400.0, one_gpu)
     assert job.finish_time() == pytest.approx(400.0 + 30.0 + 50.0 + 750.0)
     assert job.restart_seconds == pytest.approx(30.0 + 10.0)  # the second run's 40 s
+    job.stop(450.0)  # preempted 20 s into the redo (a checkpoint, losing nothing)
+    job.start(500.0, one_gpu)  # the restart, then the 30 s of the redo left
+    assert job.finish_time() == pytest.approx(500.0 + 30.0 + 30.0 + 750.0)
 
 
 def test_a_job_on_a_failed_node_resumes_after_the_repair(tmp_path: Path) -> None:

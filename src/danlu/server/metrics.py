@@ -306,6 +306,14 @@ class ServerMetrics:
             "Scheduling rounds whose policy raised; each ran the fallback policy (fifo).",
             registry=self.registry,
         )
+        self.runs_lost = Counter(
+            "danlu_runs_lost_total",
+            "Runs lost without the job's fault (a running job resumes from its last "
+            "checkpoint with no restart counted): cause=node (lost with its node), cause=gpu "
+            "(failed on a GPU the health check found faulty).",
+            ["cause"],
+            registry=self.registry,
+        )
         self._store = _StoreCollector(db, inventory)
         self.registry.register(self._store)
 

@@ -38,6 +38,7 @@ import time
 from collections.abc import Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Any
 
 from sqlalchemy import select, update
 from sqlalchemy.orm import Session
@@ -149,10 +150,13 @@ def _describe(status: ExecStatus | None) -> tuple[bool, int | None, str]:
     return False, code, f"failed ({how})"
 
 
-def _run_gpus(job: Job) -> tuple[set[tuple[str, int]], float]:
-    """The (node name, GPU position) pairs of ``job``'s run, and when it started."""
-    places = {(str(p["node"]), int(p["gpu"])) for p in job.allocation or ()}
-    return places, job.last_start if job.last_start is not None else job.submitted_at
+RunGpus = tuple[list[dict[str, Any]] | None, float]
+"""A run's allocation as the job row stores it, and when the run started."""
+
+
+def _run_gpus(job: Job) -> RunGpus:
+    """``job``'s current run: its allocation (not parsed: most runs do not fail) and start."""
+    return job.allocation, job.last_start if job.last_start is not None else job.submitted_at
 
 
 COLLECTOR_THRESHOLDS = (10_000, 10, 10)
@@ -473,14 +477,13 @@ class Reconciler:
             return None
         return job if locks.holds(session, Job, job_id, self.token) else None
 
-    def _blame(
-        self, status: ExecStatus, run_gpus: tuple[set[tuple[str, int]], float], now: float | None
-    ) -> str | None:
+    def _blame(self, status: ExecStatus, run: RunGpus, now: float | None) -> str | None:
         """The run's GPUs the health check finds faulty, when it failed (None: none)."""
         done = status.node_lost or status.outcome in (Outcome.SUCCEEDED, Outcome.PREEMPTED)
         if self.health is None or done:
             return None
-        places, since = run_gpus
+        allocation, since = run
+        places = {(str(p["node"]), int(p["gpu"])) for p in allocation or ()}
         return self.health.blame(places, since, now)
 
     def _settle(
@@ -497,6 +500,7 @@ class Reconciler:
         succeeded, code, reason = _describe(status)
         if blamed is not None:
             reason = f"{reason}; on a GPU the health check finds faulty: {blamed}"
+        lost = "gpu" if blamed is not None else "node" if status and status.node_lost else None
         try:
             with self.db.session() as session:
                 job = self._held(session, job_id, attempt)
@@ -508,10 +512,12 @@ class Reconciler:
                     succeeded=succeeded,
                     exit_code=code,
                     reason=reason,
-                    node_lost=blamed is not None or (status is not None and status.node_lost),
+                    node_lost=lost is not None,
                     now=t,
                 )
             report.settled.append(job_id)
+            if lost is not None and self.metrics is not None and not succeeded:
+                self.metrics.runs_lost.labels(lost).inc()
         except DanluError as exc:  # e.g. a concurrent cancel: the next pass settles it
             report.errors.append(f"settle {job_id}: {exc}")
 

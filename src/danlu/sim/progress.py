@@ -138,12 +138,20 @@ class _Ledger:
         self._redo = 0.0
         return restart + self._run[2]
 
-    def fail(self, now: float, checkpoint_every: float) -> float:
-        self.stop(now)
+    def _end_run(self, now: float) -> float:
+        """The current run ends at ``now`` with a checkpoint (a preemption, a resize, the
+        job's end): what it had not redone yet is still to redo. Returns the seconds it
+        trained, the redone training included."""
         start, restart, redo = self._run
-        trained = max(0.0, now - start - restart)  # the redone training counts too
-        lost = lost_training(trained, checkpoint_every)
-        self._redo = max(0.0, redo - trained) + lost  # back to the last checkpoint
+        trained = max(0.0, now - start - restart)
+        self._redo = max(0.0, redo - trained)
+        return trained
+
+    def fail(self, now: float, checkpoint_every: float) -> float:
+        self.stop(now)  # ends the run (the redo it had left stays)
+        start, restart, _ = self._run
+        lost = lost_training(max(0.0, now - start - restart), checkpoint_every)
+        self._redo += lost  # back to the last checkpoint
         return lost
 
     @property
@@ -227,6 +235,8 @@ class RigidProgress(_Ledger):
 
     def stop(self, now: float) -> None:
         self._settle(now)
+        if self._started_at is not None:
+            self._end_run(now)
         self._started_at = None
 
     def rebatch(self, now: float, batch_size: int, adaptive: bool = False) -> None:
@@ -331,6 +341,8 @@ class ProfiledProgress(_Ledger):
         self._observed = None
 
     def stop(self, now: float) -> None:
+        if self._placement:
+            self._end_run(now)
         self._placement = ()
         self._observed = None
 
