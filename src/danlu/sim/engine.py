@@ -302,11 +302,16 @@ class Simulator:
         if not job.request.preemptible:
             raise PlacementError(f"policy preempted {job.id}, which is not preemptible")
         job.progress.stop(self._now)
-        self._release(job, self._now)
-        self._move(job, JobState.PREEMPTING, reason)
-        self._move(job, JobState.PENDING, "checkpointed and re-queued")
-        job.preemptions += 1
+        job.preemptions += 1  # before the queued status is built
         self._preemptions += 1
+        self._requeue(job, reason, "checkpointed and re-queued")
+
+    def _requeue(self, job: SimJob, stopped: str, queued: str) -> None:
+        """``job``'s run ended now (its progress already stopped): it lets its GPUs go and
+        waits again, RUNNING -> PREEMPTING (``stopped``) -> PENDING (``queued``)."""
+        self._release(job, self._now)
+        self._move(job, JobState.PREEMPTING, stopped)
+        self._move(job, JobState.PENDING, queued)
         self._pending[job.id] = job
         self._queue_status(job)
 
@@ -317,12 +322,9 @@ class Simulator:
         name = self.cluster.nodes[node].name
         for job in lost:
             job.lost_seconds += job.progress.fail(self._now, every)
-            self._release(job, self._now)
-            self._move(job, JobState.PREEMPTING, f"lost with node {name}")
-            self._move(job, JobState.PENDING, "re-queued to resume from its last checkpoint")
             job.failures += 1
-            self._pending[job.id] = job
-            self._queue_status(job)
+            resume = "re-queued to resume from its last checkpoint"
+            self._requeue(job, f"lost with node {name}", resume)
         return bool(lost)
 
     def _schedule_end(self, job: SimJob) -> None:
