@@ -158,7 +158,7 @@ class HeadroomPolicy(DanluPolicy):
             seconds = _remaining(profile, table, progress, option.gpus, gpn)
             if math.isfinite(seconds):
                 restart = 0.0 if option.keep or option.in_place else self.restart_cost
-                out.append(dataclasses.replace(option, seconds=seconds + restart))
+                out.append(option._replace(seconds=seconds + restart))
         return out
 
 

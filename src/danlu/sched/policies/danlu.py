@@ -46,7 +46,7 @@ from __future__ import annotations
 
 import math
 import sys
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from itertools import compress, repeat
 from operator import attrgetter, is_
@@ -408,33 +408,45 @@ class DanluPolicy:
         self, job: JobStatus, capacity: int, gpn: int, now: float, scale: int
     ) -> WaitingEntry:
         """A pending job's options and unweighted rank (cached per status object)."""
-        if job.request.shares_gpu:  # placed by the sharing rule, not the walk
-            one = [Option(1, math.inf, None, False)]  # what the starvation rule frees for it
-            waited = job.request.submit_time + job.run_time
-            starving = _waiting_since(job)
-            return WaitingEntry(job, one, math.inf, waited, starving, job.request.seq, True)
-        marks = job.marks
         req = job.request
-        if not job.observed:  # never measured: the one option _options gives it, inlined
-            # (a queue of 10,000 such jobs is most of the first round at 1,000 nodes)
-            seconds = self._unmeasured_seconds(job, now) + self.restart_cost
-            fits = req.gpus <= capacity
-            opts = [Option(req.gpus, seconds, None, False)] if fits else []
-            best = seconds * (1.0 + self.width * req.gpus / scale) if fits else math.inf
-        else:
-            opts = self._options(job, marks, marks.get(WORK), capacity, gpn, now)
-            best = min(
-                (o.seconds * (1.0 + self.width * o.gpus / scale) for o in opts),
-                default=math.inf,
-            )
-        return WaitingEntry(
-            status=job,
-            options=opts,
-            best=best,
-            waiting_from=job.request.submit_time + job.run_time,
-            starving_from=_waiting_since(job),
-            seq=job.request.seq,
+        waited = req.submit_time + job.run_time
+        if req.shares_gpu:  # placed by the sharing rule, not the walk
+            one = [Option(1, math.inf, None, False)]  # what the starvation rule frees for it
+            return WaitingEntry(job, one, math.inf, waited, _waiting_since(job), req.seq, True)
+        if not job.observed:
+            return self._waiting_builder(capacity, gpn, now, scale)(job)
+        opts = self._options(job, job.marks, job.marks.get(WORK), capacity, gpn, now)
+        best = min(
+            (o.seconds * (1.0 + self.width * o.gpus / scale) for o in opts), default=math.inf
         )
+        return WaitingEntry(job, opts, best, waited, _waiting_since(job), req.seq)
+
+    def _waiting_builder(
+        self, capacity: int, gpn: int, now: float, scale: int
+    ) -> Callable[[JobStatus], WaitingEntry]:
+        """:meth:`_waiting_job` for this round, with a never-measured job's one option (what
+        :meth:`_options` would give it) built inline: a queue of 10,000 such jobs is most of
+        a first round at 1,000 nodes."""
+        restart, width, new_job = self.restart_cost, self.width, self.new_job_seconds
+        inf = math.inf
+
+        def build(job: JobStatus) -> WaitingEntry:
+            req = job.request
+            if job.observed or req.shares_gpu:
+                return self._waiting_job(job, capacity, gpn, now, scale)
+            duration = req.expected_duration  # _unmeasured_seconds, inlined
+            ran = job.run_time_at(now)
+            seconds = (new_job if duration is None else max(duration - ran, 1.0)) + restart
+            gpus, submit = req.gpus, req.submit_time
+            stopped = job.marks.get(STOPPED, -inf)  # _waiting_since, inlined
+            since = submit if submit >= stopped else stopped
+            if gpus > capacity:
+                return WaitingEntry(job, [], inf, submit + job.run_time, since, req.seq)
+            opts = [Option(gpus, seconds, None, False)]
+            best = seconds * (1.0 + width * gpus / scale)
+            return WaitingEntry(job, opts, best, submit + job.run_time, since, req.seq)
+
+        return build
 
     def _pending(
         self, pending: tuple[JobStatus, ...], capacity: int, total: int, gpn: int, now: float
@@ -449,9 +461,7 @@ class DanluPolicy:
             self._waiting.clear()
             self._shape[:] = [(total, gpn)]
         scale = max(total, 1)
-        out = self._waiting.entries(
-            pending, lambda job: self._waiting_job(job, total, gpn, now, scale)
-        )
+        out = self._waiting.entries(pending, self._waiting_builder(total, gpn, now, scale))
         if capacity < total:
             out = [self._within(w, capacity, scale) for w in out]
         return out

@@ -24,15 +24,17 @@ whatever its time (the ``danlu`` policy relies on this to reuse such options acr
 from __future__ import annotations
 
 from collections.abc import Sequence
-from dataclasses import dataclass
+from typing import NamedTuple
 
 
-@dataclass(frozen=True, slots=True)
-class Option:
+class Option(NamedTuple):
     """Run a job on ``gpus`` GPUs at global ``batch``; it then needs ``seconds`` more;
     ``keep``: its current allocation and batch, no restart; ``in_place``: its current
     allocation at another batch (a rebatch, no restart); ``measured``: ``gpus`` is no more
-    than the replicas the job has been measured at (else its time rests on a prior)."""
+    than the replicas the job has been measured at (else its time rests on a prior).
+
+    A named tuple: a first round at 1,000 nodes builds one for each of 10,000 queued jobs,
+    where a frozen dataclass's construction cost 4x as much."""
 
     gpus: int
     seconds: float

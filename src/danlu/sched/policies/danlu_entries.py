@@ -9,7 +9,6 @@ from __future__ import annotations
 
 import math
 from collections.abc import Callable, Mapping, Sequence
-from dataclasses import dataclass
 from itertools import compress, repeat
 from operator import attrgetter, is_not
 from typing import Generic, NamedTuple, TypeVar, cast
@@ -48,9 +47,9 @@ class WaitingEntry(NamedTuple):
         )
 
 
-@dataclass(frozen=True, slots=True)
-class RunningEntry:
-    """A preemptible running job's round inputs that depend on its status object alone."""
+class RunningEntry(NamedTuple):
+    """A preemptible running job's round inputs that depend on its status object alone (a
+    named tuple, as :class:`WaitingEntry`: 2,000 built in a first round at 1,000 nodes)."""
 
     status: JobStatus
     marks: Mapping[str, float]
