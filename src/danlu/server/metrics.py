@@ -22,12 +22,13 @@ from danlu.core.state import JobState
 from danlu.devices import METRICS, Inventory, inventory_from_cluster, sample_metrics
 from danlu.devices.inventory import GpuKey
 from danlu.devices.metrics import ENERGY_METRIC, gpu_labels
+from danlu.sched.quota import Usage
 from danlu.server.db import Database, Gpu, Job, Node, Project, User
 from danlu.server.services import usage, user_quotas, webhooks
 from danlu.server.services.cluster import list_shares
 from danlu.server.services.nodes import STATES as NODE_STATES
 from danlu.server.services.nodes import state as node_state
-from danlu.server.services.projects import HOLDING, Usage
+from danlu.server.services.projects import HOLDING
 
 log = logging.getLogger(__name__)
 DCGM_LABELS = ("gpu", "UUID", "device", "modelName", "Hostname")

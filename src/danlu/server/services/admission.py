@@ -6,10 +6,11 @@ from danlu.core.cluster import MILLI_PER_GPU, Cluster, gpu_type
 from danlu.core.errors import SpecError, UnknownNameError
 from danlu.core.spec import AUTO_FAMILY, JobSpec
 from danlu.core.units import format_bytes
+from danlu.sched.quota import Usage, allowed_sizes, minimum_usage
 from danlu.sched.view import JobRequest
 from danlu.server.db.models import Project
 from danlu.server.errors import AdmissionError
-from danlu.server.services.projects import Usage, quota_excess
+from danlu.server.services.projects import quota_excess
 
 
 def canonical_gpu_types(spec: JobSpec, cluster: Cluster) -> frozenset[str]:
@@ -104,21 +105,10 @@ def check_spec_shape(spec: JobSpec) -> None:
         )
 
 
-def _sizes(request: JobRequest, cluster: Cluster) -> dict[int, int]:
-    """GPU memory -> GPUs of the types ``request`` allows (every type when it names none)."""
-    wanted = {t.lower() for t in request.gpu_types}
-    out: dict[int, int] = {}
-    for kind, sizes in cluster.gpus_by_type.items():
-        if not wanted or kind in wanted:
-            for memory, gpus in sizes.items():
-                out[memory] = out.get(memory, 0) + gpus
-    return out
-
-
 def never_fits(request: JobRequest, cluster: Cluster) -> AdmissionError | None:
     """Why ``request`` can never run on ``cluster`` (empty of other jobs), or ``None``."""
     wanted = bool(request.gpu_types)
-    sizes = _sizes(request, cluster)
+    sizes = allowed_sizes(request, cluster)
     kinds = f" of type {', '.join(sorted(request.gpu_types))}" if wanted else ""
     total = sum(sizes.values())
     if total == 0:
@@ -146,19 +136,6 @@ def never_fits(request: JobRequest, cluster: Cluster) -> AdmissionError | None:
                 f"the cluster has {big_enough} such GPUs{kinds}",
             )
     return None
-
-
-def minimum_usage(request: JobRequest, cluster: Cluster) -> Usage:
-    """The least a start of ``request`` holds (for quota admission): GPUs and bytes."""
-    sizes = [memory for memory, gpus in _sizes(request, cluster).items() if gpus]
-    per_gpu = request.gpu_memory or (min(sizes) if sizes else 0)
-    if request.shares_gpu:
-        if request.gpu_milli < MILLI_PER_GPU or not sizes:
-            milli = request.gpu_milli
-        else:
-            milli = -(-MILLI_PER_GPU * request.gpu_memory // max(sizes))
-        return Usage(milli / MILLI_PER_GPU, per_gpu)
-    return Usage(float(request.gpus), per_gpu * request.gpus)
 
 
 def check_quota(request: JobRequest, project: Project, cluster: Cluster) -> None:

@@ -6,7 +6,6 @@ from __future__ import annotations
 import math
 import re
 from collections.abc import Iterable, Mapping, Sequence
-from dataclasses import dataclass
 from typing import Any
 
 from sqlalchemy import select
@@ -16,6 +15,7 @@ from sqlalchemy.orm import Session
 from danlu.core.cluster import MILLI_PER_GPU
 from danlu.core.errors import SpecError
 from danlu.core.state import JobState
+from danlu.sched.quota import Quota, Usage, excess
 from danlu.server.db.models import Project
 from danlu.server.errors import ConflictError, NotFoundError
 from danlu.server.services.common import resolve_now
@@ -24,20 +24,6 @@ DEFAULT_PROJECT = "default"
 _NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.-]{0,62}$")
 HOLDING = (JobState.RUNNING.value, JobState.PREEMPTING.value)
 """States whose jobs hold GPUs."""
-
-
-@dataclass(frozen=True, slots=True)
-class Usage:
-    """GPUs (whole-GPU equivalents) and GPU bytes held by a project's running jobs."""
-
-    gpus: float = 0.0
-    gpu_memory: int = 0
-
-    def __add__(self, other: Usage) -> Usage:
-        return Usage(self.gpus + other.gpus, self.gpu_memory + other.gpu_memory)
-
-    def __sub__(self, other: Usage) -> Usage:
-        return Usage(self.gpus - other.gpus, self.gpu_memory - other.gpu_memory)
 
 
 MAX_SHARE = 1e6
@@ -158,18 +144,11 @@ def with_quota(projects: Iterable[Project]) -> set[int]:
     return {p.id for p in projects if p.quota_gpus is not None or p.quota_gpu_memory is not None}
 
 
+def project_quota(project: Project) -> Quota:
+    """``project``'s quota as the scheduler's value type (no limit where it has none)."""
+    return Quota(f"project {project.name!r}", project.quota_gpus, project.quota_gpu_memory)
+
+
 def quota_excess(project: Project, used: Usage, extra: Usage) -> str | None:
     """Why ``extra`` on top of ``used`` would exceed ``project``'s quota, or ``None``."""
-    gpus = used.gpus + extra.gpus
-    if project.quota_gpus is not None and gpus > project.quota_gpus + 1e-9:
-        return (
-            f"project {project.name!r} GPU quota: {used.gpus:g} in use + {extra.gpus:g} asked "
-            f"> {project.quota_gpus:g}"
-        )
-    memory = used.gpu_memory + extra.gpu_memory
-    if project.quota_gpu_memory is not None and memory > project.quota_gpu_memory:
-        return (
-            f"project {project.name!r} GPU memory quota: {used.gpu_memory} bytes in use + "
-            f"{extra.gpu_memory} asked > {project.quota_gpu_memory}"
-        )
-    return None
+    return excess(project_quota(project), used, extra)

@@ -23,6 +23,8 @@ from sqlalchemy.orm import Session, defer, lazyload
 from danlu.core.cluster import MILLI_PER_GPU, Allocation, Cluster
 from danlu.core.errors import PlacementError
 from danlu.core.state import JobState
+from danlu.sched.quota import Usage
+from danlu.sched.quota import held as held_usage
 from danlu.sched.view import BoolArray, ClusterView, IntArray, Plan, Resize
 from danlu.server.db.models import Job, Project
 from danlu.server.services import jobs, user_quotas
@@ -31,7 +33,6 @@ from danlu.server.services.cluster import load_cluster
 from danlu.server.services.common import resolve_now
 from danlu.server.services.projects import (
     HOLDING,
-    Usage,
     allocation_usage,
     quota_excess,
     with_quota,
@@ -68,7 +69,7 @@ def _over_quota(
     """Why moving a job of ``project`` from ``old`` to ``resize.allocation`` would exceed
     its quota, on top of its usage and what the round's moves before it grew by (``grown``,
     by project), or None with ``grown`` updated."""
-    before, after = _held(old), _held(resize.allocation)
+    before, after = held_usage(old), held_usage(resize.allocation)
     growth = Usage(max(0.0, after.gpus - before.gpus), max(0, after.gpu_memory - before.gpu_memory))
     if growth.gpus <= 0 and growth.gpu_memory <= 0:
         return None, grown
@@ -89,7 +90,7 @@ def _over_user_quota(
     """Why moving a job of ``quota``'s user from ``old`` to ``resize.allocation`` would take
     the user past its quota, on top of its usage and what the round's moves before it grew
     by (``grown``, by user: updated when the move fits), or None."""
-    growth = max(0.0, _held(resize.allocation).gpus - _held(old).gpus)
+    growth = max(0.0, held_usage(resize.allocation).gpus - held_usage(old).gpus)
     if growth <= 0:
         return None
     total = grown.get(quota.id, 0.0) + growth
@@ -97,13 +98,6 @@ def _over_user_quota(
     if reason is None:
         grown[quota.id] = total
     return reason
-
-
-def _held(allocation: Allocation) -> Usage:
-    """What ``allocation`` holds, as a project's quota counts it."""
-    return Usage(
-        allocation.gpu_milli / MILLI_PER_GPU, sum(share.memory for share in allocation.shares)
-    )
 
 
 class _Usage:
@@ -452,7 +446,7 @@ def apply_plan(
             continue
         records = to_records(start.allocation, cluster)
         reason = blocked(start.allocation, job.id)
-        extra = _held(start.allocation)
+        extra = held_usage(start.allocation)
         project = projects[job.project_id]
         current = used.get(project.id, Usage())
         reason = reason or quota_excess(project, current, extra)

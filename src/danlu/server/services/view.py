@@ -6,7 +6,6 @@ policy's :class:`Plan` is :mod:`danlu.server.services.record`'s.
 
 from __future__ import annotations
 
-import math
 from collections.abc import Iterable, Iterator, Mapping
 from dataclasses import dataclass, field, replace
 from itertools import compress
@@ -21,13 +20,19 @@ from danlu.core.errors import PlacementError
 from danlu.core.spec import JobSpec
 from danlu.core.state import JobState
 from danlu.sched.project_usage import ProjectShare, add_stretch, shares_with_usage
+from danlu.sched.quota import Usage, minimum_usage, room, within_room
 from danlu.sched.view import ClusterView, IntArray, JobRequest, JobStatus
 from danlu.server.db.models import Job, Project
 from danlu.server.errors import AdmissionError
 from danlu.server.services import admission, jobs, nodes, observe, user_quotas
 from danlu.server.services.cluster import InventoryMemo, load_cluster
 from danlu.server.services.common import IN_CHUNK, resolve_now, tuple_rows
-from danlu.server.services.projects import HOLDING, Usage, quota_excess, with_quota
+from danlu.server.services.projects import (
+    HOLDING,
+    project_quota,
+    quota_excess,
+    with_quota,
+)
 from danlu.server.services.usage import RecentUsage
 from danlu.server.services.user_quotas import UserQuota
 
@@ -288,7 +293,7 @@ def _pending_entry(job: Job, project: Project, cluster: Cluster, statuses: Statu
     problem = admission.never_fits(status.request, cluster)
     if problem is not None:
         return _Entry(job.id, status, f"cannot fit the current inventory: {problem}")
-    return _Entry(job.id, status, None, admission.minimum_usage(status.request, cluster))
+    return _Entry(job.id, status, None, minimum_usage(status.request, cluster))
 
 
 def _load_rows(session: Session, seqs: list[int], parsed: set[int]) -> dict[int, Job]:
@@ -485,25 +490,8 @@ def within_quota(status: JobStatus, project: Project, used: Usage, cluster: Clus
     quota leaves on top of ``used`` (the project's holding jobs, this one's GPUs included),
     so that a policy, which does not see quotas, plans no size the store would refuse
     every round; ``status`` itself when the quota leaves room for its whole range."""
-    request = status.request
-    room = math.inf
-    if project.quota_gpus is not None:
-        room = math.floor(project.quota_gpus - used.gpus + 1e-9)
-    if project.quota_gpu_memory is not None:
-        per_gpu = request.gpu_memory or int(cluster.arrays.gpu_memory.max(initial=1))
-        room = min(room, (project.quota_gpu_memory - used.gpu_memory) // per_gpu)
-    return within_room(status, room)
-
-
-def within_room(status: JobStatus, room: float) -> JobStatus:
-    """An elastic job's status with its most GPUs cut to the GPUs it holds plus ``room``
-    (what a quota leaves on top of the usage it counts, this job's GPUs included; never
-    below its least); ``status`` itself when that leaves its whole range."""
-    request = status.request
-    most = status.allocation.num_gpus + max(0, int(min(room, request.max_gpus)))
-    if most >= request.max_gpus:
-        return status
-    return replace(status, request=replace(request, max_gpus=max(most, request.gpus)))
+    per_gpu = status.request.gpu_memory or int(cluster.arrays.gpu_memory.max(initial=1))
+    return within_room(status, room(project_quota(project), used, per_gpu))
 
 
 def _fill(
