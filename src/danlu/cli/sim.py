@@ -24,6 +24,7 @@ from danlu.config import parse_option_pairs
 from danlu.core.cluster import Cluster
 from danlu.core.errors import ConfigError, DanluError
 from danlu.core.units import parse_duration
+from danlu.sched.quota import Quota, Quotas
 from danlu.sched.registry import default_registry
 from danlu.sim.engine import SimConfig, Simulator
 from danlu.sim.failures import NodeFailures
@@ -79,22 +80,41 @@ def parse_options(pairs: list[str]) -> dict[str, Any]:
     return parse_option_pairs(pairs, "--option")
 
 
+def _named_numbers(
+    pairs: list[str], flag: str, form: str, example: str, zero: bool
+) -> dict[str, float]:
+    """``flag NAME=NUMBER`` pairs: a finite number for each name, above 0 (or from 0 with
+    ``zero``); ``form`` (``NAME=WEIGHT``) and ``example`` show the fix in the error."""
+    out: dict[str, float] = {}
+    for pair in pairs:
+        name, sep, text = pair.partition("=")
+        try:
+            value = float(text) if sep and name else math.nan
+        except ValueError:
+            value = math.nan
+        if not (math.isfinite(value) and (value >= 0 if zero else value > 0)):
+            bound = ">= 0" if zero else "above 0"
+            raise ConfigError(
+                f"{flag} {pair!r} must look like {form} with a number {bound}, e.g. {example}"
+            )
+        out[name] = value
+    return out
+
+
 def parse_project_shares(pairs: list[str]) -> dict[str, float]:
     """``--project-share NAME=WEIGHT`` pairs: each project's weight (above 0)."""
-    shares: dict[str, float] = {}
-    for pair in pairs:
-        name, sep, value = pair.partition("=")
-        try:
-            weight = float(value) if sep and name else math.nan
-        except ValueError:
-            weight = math.nan
-        if not (math.isfinite(weight) and weight > 0):
-            raise ConfigError(
-                f"--project-share {pair!r} must look like NAME=WEIGHT with a weight above 0, "
-                "e.g. research=2"
-            )
-        shares[name] = weight
-    return shares
+    return _named_numbers(pairs, "--project-share", "NAME=WEIGHT", "research=2", zero=False)
+
+
+def parse_quotas(projects: list[str], users: list[str]) -> Quotas:
+    """``--quota PROJECT=GPUS`` and ``--user-quota USER=GPUS`` pairs: the GPUs each
+    project's (user's) running jobs may hold at once (a share of a GPU counts its part)."""
+    by_project = _named_numbers(projects, "--quota", "PROJECT=GPUS", "vision=16", zero=True)
+    by_user = _named_numbers(users, "--user-quota", "USER=GPUS", "ana=8", zero=True)
+    return Quotas(
+        {name: Quota(f"project {name!r}", gpus) for name, gpus in by_project.items()},
+        {name: Quota(f"user {name!r}", gpus) for name, gpus in by_user.items()},
+    )
 
 
 def check_output(path: Path | None, flag: str) -> None:
@@ -275,6 +295,22 @@ CheckpointOpt = Annotated[
 FailureSeedOpt = Annotated[
     int, typer.Option("--failure-seed", help="Seed of the nodes' failure times.")
 ]
+QuotaOpt = Annotated[
+    list[str] | None,
+    typer.Option(
+        "--quota",
+        help="GPUs a project's running jobs may hold at once, PROJECT=GPUS (repeatable; by "
+        "the workload's project column): its jobs wait beyond it, as the server keeps them.",
+    ),
+]
+UserQuotaOpt = Annotated[
+    list[str] | None,
+    typer.Option(
+        "--user-quota",
+        help="GPUs a user's running jobs may hold at once, USER=GPUS (repeatable; by the "
+        "workload's user column).",
+    ),
+]
 
 JobsOpt = Annotated[int, typer.Option("--jobs", help="Jobs in the synthetic workload.")]
 SeedOpt = Annotated[int, typer.Option("--seed", help="Seed of the synthetic workload.")]
@@ -315,6 +351,7 @@ def _config(
     interference_gpu: str,
     project_shares: list[str] | None = None,
     failures: NodeFailures | None = None,
+    quotas: Quotas | None = None,
 ) -> SimConfig:
     """The simulation settings of ``run``, ``compare`` and ``plan``."""
     model = None
@@ -332,6 +369,7 @@ def _config(
         interference=model,
         project_shares=parse_project_shares(project_shares or []),
         failures=failures,
+        quotas=quotas or Quotas(),
     )
 
 
@@ -353,6 +391,8 @@ def run(
     node_repair: RepairOpt = "1h",
     checkpoint_every: CheckpointOpt = "30m",
     failure_seed: FailureSeedOpt = 0,
+    quota: QuotaOpt = None,
+    user_quota: UserQuotaOpt = None,
     json_out: JsonOpt = None,
     plot: Annotated[Path | None, typer.Option("--plot", help="Write a PNG timeline here.")] = None,
     jobs: JobsOpt = 200,
@@ -376,6 +416,7 @@ def run(
             interference_gpu,
             project_share,
             failures,
+            parse_quotas(quota or [], user_quota or []),
         )
         cluster = Cluster.homogeneous(nodes, gpus_per_node)
         started = time.perf_counter()
@@ -421,6 +462,8 @@ def compare(
     node_repair: RepairOpt = "1h",
     checkpoint_every: CheckpointOpt = "30m",
     failure_seed: FailureSeedOpt = 0,
+    quota: QuotaOpt = None,
+    user_quota: UserQuotaOpt = None,
     json_out: JsonOpt = None,
     jobs: JobsOpt = 200,
     seed: SeedOpt = 0,
@@ -446,6 +489,7 @@ def compare(
             interference_gpu,
             project_share,
             failures,
+            parse_quotas(quota or [], user_quota or []),
         )
         cluster = Cluster.homogeneous(nodes, gpus_per_node)
         results = [_simulate(wl, name, {}, cluster, config, traces, not quiet) for name in names]
@@ -496,6 +540,8 @@ def plan(
     node_repair: RepairOpt = "1h",
     checkpoint_every: CheckpointOpt = "30m",
     failure_seed: FailureSeedOpt = 0,
+    quota: QuotaOpt = None,
+    user_quota: UserQuotaOpt = None,
     json_out: JsonOpt = None,
     jobs: JobsOpt = 200,
     seed: SeedOpt = 0,
@@ -522,6 +568,7 @@ def plan(
             interference_gpu,
             project_share,
             failures,
+            parse_quotas(quota or [], user_quota or []),
         )
 
         def simulate(nodes: int) -> tuple[dict[str, float], int]:

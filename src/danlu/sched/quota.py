@@ -238,7 +238,9 @@ def _checked(
     withheld: dict[str, str],
 ) -> Plan:
     """``plan`` without the starts and resizes that would pass a quota, taken in plan order
-    (each one's growth counts against the ones after it), and with ``withheld``'s reasons."""
+    (each one's growth counts against the ones after it), and with ``withheld``'s reasons.
+    When one is dropped the next round is due at once (``recheck_at`` 0): the GPUs it
+    would have taken may go to another project's job then, which this plan left waiting."""
     requests = {job.id: job.request for job in (*view.running, *view.pending)}
     before = {job.id: held(job.allocation) for job in view.running}
     grown: dict[str, Usage] = {}
@@ -267,6 +269,8 @@ def _checked(
         else:
             waiting[start.job_id] = f"waiting for quota: {why}"
     resizes = tuple(r for r in plan.resizes if fits(r) is None)
-    if not withheld and len(starts) == len(plan.starts) and len(resizes) == len(plan.resizes):
+    dropped = len(starts) < len(plan.starts) or len(resizes) < len(plan.resizes)
+    if not withheld and not dropped:
         return plan
-    return replace(plan, starts=tuple(starts), resizes=resizes, waiting=waiting)
+    recheck = 0.0 if dropped else plan.recheck_at
+    return replace(plan, starts=tuple(starts), resizes=resizes, waiting=waiting, recheck_at=recheck)

@@ -49,6 +49,7 @@ from danlu.sched.project_usage import (
     shares_with_usage,
     usage_half_life,
 )
+from danlu.sched.quota import QuotaPolicy, Quotas
 from danlu.sched.view import ClusterView, JobRequest, JobStatus, Plan
 from danlu.sim.elastic import ApplicationProfile, OutOfProfileError
 from danlu.sim.failures import FAIL, FailureClock, NodeFailures
@@ -94,6 +95,10 @@ class SimConfig:
     project missing has weight 1)."""
     failures: NodeFailures | None = None
     """How nodes fail (:mod:`danlu.sim.failures`); ``None``: they never do."""
+    quotas: Quotas = field(default_factory=Quotas)
+    """Projects' and users' quotas, by the workload's ``project`` and ``user`` names, kept
+    as the server keeps them (:class:`danlu.sched.quota.QuotaPolicy` around the policy): a
+    job waits while its start would pass one, and a job that alone passes one is rejected."""
 
     def __post_init__(self) -> None:
         if not 0 < self.interval < math.inf:
@@ -126,9 +131,11 @@ class Simulator:
         on_progress: ProgressCallback | None = None,
     ) -> None:
         self.cluster = cluster
+        self.config = config or SimConfig()
+        if self.config.quotas:  # the server's quota rules, around any policy
+            policy = QuotaPolicy(policy, self.config.quotas)
         self.policy = policy
         self.workload = workload
-        self.config = config or SimConfig()
         self.profiles = profiles or {}
         self.on_progress = on_progress
         total = cluster.total_gpus
@@ -219,7 +226,8 @@ class Simulator:
             have = sum(n.gpus for n in self.cluster.nodes if n.gpu_type.name.lower() in wanted)
             if have < request.gpus:
                 return f"asks for {request.gpus} GPUs of {sorted(wanted)}; the cluster has {have}"
-        return None
+        quota = self.config.quotas.never_starts(request, self.cluster)
+        return f"can never start: {quota}" if quota is not None else None
 
     # -- state changes -------------------------------------------------------------------
     def _move(self, job: SimJob, new: JobState, reason: str) -> None:
