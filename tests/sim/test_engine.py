@@ -368,9 +368,9 @@ def test_danlu_loader(tmp_path: Path) -> None:
 def test_philly_loader(tmp_path: Path) -> None:
     text = (
         "timestamp,duration,num_gpus,gpu_time,cluster\n"
-        "2017-10-01 10:00:30,3600,8,28800,0\n"
-        "2017-10-01 10:00:00,120,1,120,0\n"
-        "2017-10-01 10:01:00,0,0,0,0\n"
+        "2017-10-01 10:00:30,3600,8,28800,6214e9\n"
+        "2017-10-01 10:00:00,120,1,120,11cb48\n"
+        "2017-10-01 10:01:00,0,0,0,\n"
     )
     workload = load_workload(write(tmp_path, text, "philly.csv"))
     assert workload.format == "philly"
@@ -380,6 +380,8 @@ def test_philly_loader(tmp_path: Path) -> None:
         ("philly-0", 30.0, 8, RigidWork(3600.0)),
         ("philly-2", 60.0, 1, RigidWork(1.0)),  # 0 GPUs -> 1, 0 s -> 1 s
     ]
+    # the virtual cluster is the project (quotas, fair-share weights)
+    assert [j.request.project for j in workload.jobs] == ["11cb48", "6214e9", "default"]
     bad = write(tmp_path, "timestamp,duration,num_gpus\nyesterday,1,1\n", "bad.csv")
     with pytest.raises(DataError, match=r"bad\.csv:2: column 'timestamp'"):
         load_workload(bad)

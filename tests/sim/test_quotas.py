@@ -137,5 +137,12 @@ def test_sim_run_quota_flags(tmp_path: Path) -> None:
     assert starts["b0"] == 120.0  # the GPUs vision could not take went to nlp a round later
     why = "can never start: project 'speech' GPU quota: 0 in use + 8 asked > 4"
     assert data["rejected"] == [{"id": "c0", "reason": why}]
+    # per project: the JSON's table and the printed one
+    assert {j["id"]: j["project"] for j in data["per_job"]}["b1"] == "nlp"
+    vision, nlp = data["projects"]["vision"], data["projects"]["nlp"]
+    assert vision["jobs"] == 3 and nlp["jobs"] == 2 and "speech" not in data["projects"]
+    assert vision["gpu_hours"] == 12.0 and vision["gpu_share"] == 0.6
+    assert vision["avg_jct"] == (3660 + 7260 + 10860) / 3
+    assert "byproject" in "".join(result.output.split())
     bad = runner.invoke(app, [*base, "--user-quota", "ana", "--quiet"])
     assert bad.exit_code == 2 and "--user-quota" in bad.output

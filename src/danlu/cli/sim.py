@@ -230,6 +230,31 @@ def _table(results: list[SimResult], title: str) -> Table:
     return table
 
 
+MOST_PROJECT_ROWS = 30
+"""``sim run`` shows the projects' table for a workload of 2 to this many projects."""
+
+
+def _project_table(result: SimResult) -> Table | None:
+    """Per project: jobs, average JCT and wait, GPU-hours and share (None for a workload
+    of one project, or of more than :data:`MOST_PROJECT_ROWS`; the JSON has them all)."""
+    projects = result.by_project()
+    if not 1 < len(projects) <= MOST_PROJECT_ROWS:
+        return None
+    table = Table(title="by project")
+    for name in ("project", "jobs", "avg JCT (s)", "avg wait (s)", "GPU-hours", "GPU share"):
+        table.add_column(name, justify="left" if name == "project" else "right")
+    for name, row in projects.items():
+        table.add_row(
+            name,
+            f"{row['jobs']:.0f}",
+            _fmt(row["avg_jct"], "seconds"),
+            _fmt(row["avg_queueing_delay"], "seconds"),
+            f"{row['gpu_hours']:.1f}",
+            f"{100 * row['gpu_share']:.1f}%",
+        )
+    return table
+
+
 WorkloadOpt = Annotated[
     Path | None,
     typer.Option(
@@ -427,6 +452,9 @@ def run(
     except DanluError as exc:
         raise _fail(exc) from None
     console.print(_table([result], f"{wl.name}: {len(wl.jobs)} jobs on {cluster.total_gpus} GPUs"))
+    projects = _project_table(result)
+    if projects is not None:
+        console.print(projects)
     if result.rejected:
         console.print(
             f"[yellow]{len(result.rejected)} job(s) rejected[/yellow], e.g. "

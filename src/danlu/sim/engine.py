@@ -744,6 +744,8 @@ class Simulator:
                 timed_out=j.timed_out,
                 failures=j.failures,
                 lost_seconds=j.lost_seconds,
+                project=j.request.project,
+                user=j.request.user,
             )
             for j in self._finished
         ]

@@ -41,6 +41,8 @@ class JobRecord:
     lost_seconds: float = 0.0
     """Seconds of training those runs lost since their last checkpoint (redone, and counted
     in ``restart_gpu_seconds`` at the GPUs of the run that redid them)."""
+    project: str = "default"
+    user: str = ""
 
     @property
     def restarts(self) -> int:
@@ -194,6 +196,27 @@ class SimResult:
             "lost_training_seconds": float(sum(r.lost_seconds for r in self.jobs)),
         }
 
+    def by_project(self) -> dict[str, dict[str, float]]:
+        """Per project (the workload's ``project`` names, sorted): its finished jobs, their
+        average JCT and wait, the GPU-hours they held and its share of all of them (what a
+        quota or a fair-share weight changes)."""
+        groups: dict[str, list[JobRecord]] = {}
+        for record in self.jobs:
+            groups.setdefault(record.project, []).append(record)
+        total = sum(r.gpu_seconds for r in self.jobs)
+        out: dict[str, dict[str, float]] = {}
+        for name in sorted(groups):
+            records = groups[name]
+            held = sum(r.gpu_seconds for r in records)
+            out[name] = {
+                "jobs": float(len(records)),
+                "avg_jct": float(np.mean([r.jct for r in records])),
+                "avg_queueing_delay": float(np.mean([r.queueing_delay for r in records])),
+                "gpu_hours": held / 3600.0,
+                "gpu_share": held / total if total > 0 else 0.0,
+            }
+        return out
+
     def to_json(self, timeline: bool = False) -> dict[str, Any]:
         """A JSON-ready dict: the summary at top level, per-job JCTs, and optionally the
         timeline."""
@@ -205,6 +228,7 @@ class SimResult:
             "unfinished": self.unfinished,
             "rejected": [{"id": i, "reason": r} for i, r in self.rejected],
             "job_jcts": {r.id: r.jct for r in self.jobs},
+            "projects": self.by_project(),
             "per_job": [
                 {
                     "id": r.id,
@@ -221,6 +245,8 @@ class SimResult:
                     "timed_out": r.timed_out,
                     "failures": r.failures,
                     "lost_seconds": r.lost_seconds,
+                    "project": r.project,
+                    "user": r.user,
                 }
                 for r in self.jobs
             ],

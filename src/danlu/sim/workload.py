@@ -5,7 +5,10 @@ Formats, recognised from the CSV header:
 - **pollux**: ``name,time,application,num_replicas,batch_size`` (Pollux OSDI'21 artifact):
   profiled jobs that progress by the measured traces of their application.
 - **philly**: ``timestamp,duration,num_gpus,gpu_time,cluster`` (Microsoft Philly, 2017):
-  rigid jobs of known duration; submission times are relative to the first job.
+  rigid jobs of known duration; submission times are relative to the first job. ``cluster``
+  is the job's virtual cluster (a team's share of the cluster in Philly, 15 of them in the
+  Pollux artifact's copy): it becomes the job's ``project`` (empty: ``default``), for
+  quotas (``danlu sim run --quota 6214e9=64``) and fair-share weights.
 - **openb**: ``name,cpu_milli,memory_mib,num_gpu,gpu_milli,...,creation_time,deletion_time,
   scheduled_time`` (Alibaba GPU trace 2023): rigid jobs, fractional GPUs allowed.
 - **danlu**: ``name,submit_time,gpus,duration[,priority][,gpu_memory][,family][,model]
@@ -181,7 +184,7 @@ def load_workload(path: str | Path) -> Workload:
             work = ProfiledWork(row["application"], batch)
             jobs.append(WorkloadJob(request, work))
     elif kind == "philly":
-        raw: list[tuple[float, float, int, int]] = []
+        raw: list[tuple[float, float, int, int, str]] = []
         for line, row in rows:
             try:
                 stamp = datetime.fromisoformat(row["timestamp"]).timestamp()
@@ -191,16 +194,18 @@ def load_workload(path: str | Path) -> Workload:
                     f"got {row['timestamp']!r}"
                 ) from None
             gpus = _whole_number(row, "num_gpus", p, line, 0)
-            raw.append((stamp, _num(row, "duration", p, line), gpus, line))
+            team = (row.get("cluster") or "").strip() or "default"  # its virtual cluster
+            raw.append((stamp, _num(row, "duration", p, line), gpus, line, team))
         raw.sort(key=lambda r: (r[0], r[3]))
         origin = raw[0][0] if raw else 0.0
-        for stamp, duration, gpus, line in raw:
+        for stamp, duration, gpus, line, team in raw:
             request = JobRequest(
                 id=f"philly-{line - 2}",
                 submit_time=stamp - origin,
                 gpus=max(gpus, 1),
                 seq=len(jobs),
                 expected_duration=max(duration, 1.0),
+                project=team,
             )
             jobs.append(WorkloadJob(request, RigidWork(max(duration, 1.0))))
     elif kind == "openb":
