@@ -249,7 +249,7 @@ def _project_table(result: SimResult) -> Table | None:
             f"{row['jobs']:.0f}",
             _fmt(row["avg_jct"], "seconds"),
             _fmt(row["avg_queueing_delay"], "seconds"),
-            f"{row['gpu_hours']:.1f}",
+            f"{row['gpu_hours']:,.1f}",
             f"{100 * row['gpu_share']:.1f}%",
         )
     return table

@@ -22,6 +22,7 @@ from __future__ import annotations
 import math
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field, replace
+from operator import is_not
 
 from danlu.core.cluster import MILLI_PER_GPU, Allocation, Cluster
 from danlu.core.errors import ConfigError
@@ -151,8 +152,10 @@ class Quotas:
     def of(self, request: JobRequest) -> tuple[Quota, ...]:
         """The quotas ``request`` counts against: its project's, then its user's."""
         project = self.projects.get(request.project)
-        user = self.users.get(request.user) if request.user else None
-        return tuple(q for q in (project, user) if q is not None)
+        user = self.users.get(request.user) if self.users and request.user else None
+        if project is None:
+            return () if user is None else (user,)
+        return (project,) if user is None else (project, user)
 
     def never_starts(self, request: JobRequest, cluster: Cluster) -> str | None:
         """Why ``request`` alone passes one of its quotas (it could never start), or None."""
@@ -174,6 +177,11 @@ class QuotaPolicy:
     def __init__(self, inner: Policy, quotas: Quotas) -> None:
         self.inner = inner
         self.quotas = quotas
+        self._needs: dict[str, tuple[JobStatus, Usage]] = {}
+        """Each pending job's :func:`minimum_usage`, by id, with the status it was computed
+        for (callers hand the same status object while a job waits)."""
+        self._needs_on: Cluster | None = None
+        """The cluster those were computed on."""
 
     @property
     def name(self) -> str:
@@ -192,23 +200,47 @@ class QuotaPolicy:
     def schedule(self, view: ClusterView) -> Plan:
         if not self.quotas:
             return self.inner.schedule(view)
-        used = _usage(view.running, self.quotas)
+        used, elastic = _usage(view.running, self.quotas)
         cluster = view.cluster
         withheld: dict[str, str] = {}
         pending: list[JobStatus] = []
+        projects, users, of = self.quotas.projects, self.quotas.users, self.quotas.of
         for job in view.pending:
-            need = minimum_usage(job.request, cluster)
-            quotas = self.quotas.of(job.request)
+            request = job.request
+            if request.project not in projects and request.user not in users:
+                pending.append(job)  # most jobs of most workloads: nothing to check
+                continue
+            quotas = of(request)
+            need = self._need(job, cluster)
             why = next((r for q in quotas if (r := excess(q, used[q.holder], need))), None)
             if why is not None:
                 withheld[job.id] = f"waiting for quota: {why}"
             else:
                 pending.append(self._within(job, quotas, used, cluster))
-        running = tuple(
-            self._within(job, self.quotas.of(job.request), used, cluster) for job in view.running
-        )
-        plan = self.inner.schedule(replace(view, running=running, pending=tuple(pending)))
+        if len(self._needs) > 2 * len(view.pending) + 64:  # most of them gone: drop those
+            live = {job.id for job in view.pending}
+            self._needs = {k: v for k, v in self._needs.items() if k in live}
+        running = list(view.running)
+        for i in elastic:
+            running[i] = self._within(running[i], of(running[i].request), used, cluster)
+        if any(map(is_not, running, view.running)):
+            view = replace(view, running=tuple(running), pending=tuple(pending))
+        elif len(pending) < len(view.pending) or any(map(is_not, pending, view.pending)):
+            view = replace(view, pending=tuple(pending))
+        plan = self.inner.schedule(view)
         return _checked(plan, view, self.quotas, used, withheld)
+
+    def _need(self, job: JobStatus, cluster: Cluster) -> Usage:
+        """:func:`minimum_usage` of ``job``'s request, cached while its status is the same."""
+        if self._needs_on is not cluster:
+            self._needs.clear()
+            self._needs_on = cluster
+        hit = self._needs.get(job.id)
+        if hit is not None and hit[0] is job:
+            return hit[1]
+        need = minimum_usage(job.request, cluster)
+        self._needs[job.id] = (job, need)
+        return need
 
     @staticmethod
     def _within(
@@ -221,13 +253,22 @@ class QuotaPolicy:
         return within_room(job, min(room(q, used[q.holder], per_gpu) for q in quotas))
 
 
-def _usage(running: Iterable[JobStatus], quotas: Quotas) -> dict[str, Usage]:
-    """What the running jobs hold, by quota holder (every holder present, from zero)."""
+def _usage(running: Iterable[JobStatus], quotas: Quotas) -> tuple[dict[str, Usage], list[int]]:
+    """What the running jobs hold, by quota holder (every holder present, from zero), and
+    the indices of the elastic ones with a quota (their ranges may need cutting)."""
     out = {q.holder: Usage() for q in (*quotas.projects.values(), *quotas.users.values())}
-    for job in running:
-        for quota in quotas.of(job.request):
-            out[quota.holder] += held(job.allocation)
-    return out
+    elastic: list[int] = []
+    projects, users = quotas.projects, quotas.users
+    for i, job in enumerate(running):
+        request = job.request
+        if request.project not in projects and request.user not in users:
+            continue
+        holds = held(job.allocation)
+        for quota in quotas.of(request):
+            out[quota.holder] += holds
+        if request.elastic:
+            elastic.append(i)
+    return out, elastic
 
 
 def _checked(
@@ -241,8 +282,11 @@ def _checked(
     (each one's growth counts against the ones after it), and with ``withheld``'s reasons.
     When one is dropped the next round is due at once (``recheck_at`` 0): the GPUs it
     would have taken may go to another project's job then, which this plan left waiting."""
-    requests = {job.id: job.request for job in (*view.running, *view.pending)}
-    before = {job.id: held(job.allocation) for job in view.running}
+    if not plan.starts and not plan.resizes and not withheld:
+        return plan
+    moved = {m.job_id for m in plan.starts} | {m.job_id for m in plan.resizes}
+    requests = {j.id: j.request for j in (*view.running, *view.pending) if j.id in moved}
+    before = {j.id: held(j.allocation) for j in view.running if j.id in moved}
     grown: dict[str, Usage] = {}
 
     def fits(move: Start | Resize) -> str | None:
