@@ -20,9 +20,10 @@ together.
 from __future__ import annotations
 
 import math
-from collections.abc import Iterable, Mapping
+from collections.abc import Mapping
 from dataclasses import dataclass, field, replace
 from operator import is_not
+from typing import NamedTuple
 
 from danlu.core.cluster import MILLI_PER_GPU, Allocation, Cluster
 from danlu.core.errors import ConfigError
@@ -149,6 +150,10 @@ class Quotas:
     def __bool__(self) -> bool:
         return bool(self.projects) or bool(self.users)
 
+    def all(self) -> tuple[Quota, ...]:
+        """Every quota: the projects', then the users'."""
+        return (*self.projects.values(), *self.users.values())
+
     def of(self, request: JobRequest) -> tuple[Quota, ...]:
         """The quotas ``request`` counts against: its project's, then its user's."""
         project = self.projects.get(request.project)
@@ -177,11 +182,11 @@ class QuotaPolicy:
     def __init__(self, inner: Policy, quotas: Quotas) -> None:
         self.inner = inner
         self.quotas = quotas
-        self._needs: dict[str, tuple[JobStatus, Usage]] = {}
-        """Each pending job's :func:`minimum_usage`, by id, with the status it was computed
-        for (callers hand the same status object while a job waits)."""
-        self._needs_on: Cluster | None = None
-        """The cluster those were computed on."""
+        self._memo: dict[str, _Counted] = {}
+        """What each job with a quota counts, by id, while its status object is the same
+        (callers hand the same object while a job waits or runs unchanged)."""
+        self._memo_on: Cluster | None = None
+        """The cluster the memo was computed on (a waiting job's least use depends on it)."""
 
     @property
     def name(self) -> str:
@@ -200,112 +205,126 @@ class QuotaPolicy:
     def schedule(self, view: ClusterView) -> Plan:
         if not self.quotas:
             return self.inner.schedule(view)
-        used, elastic = _usage(view.running, self.quotas)
         cluster = view.cluster
+        if (
+            self._memo_on is not cluster
+            or len(self._memo) > 2 * (len(view.running) + len(view.pending)) + 64
+        ):  # another cluster, or most of the jobs gone
+            self._memo.clear()
+            self._memo_on = cluster
+        counted: dict[str, _Counted] = {}  # this round's jobs with a quota
+        used = {q.holder: Usage() for q in self.quotas.all()}
+        for job in view.running:
+            entry = self._counted(job, cluster, running=True)
+            if entry is not None:
+                counted[job.id] = entry
+                for quota in entry.quotas:
+                    used[quota.holder] += entry.usage
         withheld: dict[str, str] = {}
         pending: list[JobStatus] = []
-        projects, users, of = self.quotas.projects, self.quotas.users, self.quotas.of
+        reasons: dict[tuple[str, str, float, int], str | None] = {}  # one string each
         for job in view.pending:
-            request = job.request
-            if request.project not in projects and request.user not in users:
-                pending.append(job)  # most jobs of most workloads: nothing to check
+            entry = self._counted(job, cluster, running=False)
+            if entry is None:  # most jobs of most workloads: nothing to check
+                pending.append(job)
                 continue
-            quotas = of(request)
-            need = self._need(job, cluster)
-            why = next((r for q in quotas if (r := excess(q, used[q.holder], need))), None)
-            if why is not None:
-                withheld[job.id] = f"waiting for quota: {why}"
+            counted[job.id] = entry
+            if entry.key in reasons:
+                why = reasons[entry.key]
             else:
-                pending.append(self._within(job, quotas, used, cluster))
-        if len(self._needs) > 2 * len(view.pending) + 64:  # most of them gone: drop those
-            live = {job.id for job in view.pending}
-            self._needs = {k: v for k, v in self._needs.items() if k in live}
-        running = list(view.running)
-        for i in elastic:
-            running[i] = self._within(running[i], of(running[i].request), used, cluster)
+                need = entry.usage
+                why = next(
+                    (r for q in entry.quotas if (r := excess(q, used[q.holder], need))), None
+                )
+                reasons[entry.key] = why = None if why is None else f"waiting for quota: {why}"
+            if why is not None:
+                withheld[job.id] = why
+            else:
+                pending.append(_within(job, entry.quotas, used, cluster))
+        running = [
+            _within(job, counted[job.id].quotas, used, cluster)
+            if job.request.elastic and job.id in counted
+            else job
+            for job in view.running
+        ]
         if any(map(is_not, running, view.running)):
             view = replace(view, running=tuple(running), pending=tuple(pending))
         elif len(pending) < len(view.pending) or any(map(is_not, pending, view.pending)):
             view = replace(view, pending=tuple(pending))
         plan = self.inner.schedule(view)
-        return _checked(plan, view, self.quotas, used, withheld)
+        return _checked(plan, counted, used, withheld)
 
-    def _need(self, job: JobStatus, cluster: Cluster) -> Usage:
-        """:func:`minimum_usage` of ``job``'s request, cached while its status is the same."""
-        if self._needs_on is not cluster:
-            self._needs.clear()
-            self._needs_on = cluster
-        hit = self._needs.get(job.id)
-        if hit is not None and hit[0] is job:
-            return hit[1]
-        need = minimum_usage(job.request, cluster)
-        self._needs[job.id] = (job, need)
-        return need
-
-    @staticmethod
-    def _within(
-        job: JobStatus, quotas: tuple[Quota, ...], used: Mapping[str, Usage], cluster: Cluster
-    ) -> JobStatus:
-        if not quotas or not job.request.elastic:
-            return job
+    def _counted(self, job: JobStatus, cluster: Cluster, running: bool) -> _Counted | None:
+        """What ``job`` counts against its quotas (None: it has none), from the memo while
+        its status object is the same."""
         request = job.request
-        per_gpu = request.gpu_memory or int(cluster.arrays.gpu_memory.max(initial=1))
-        return within_room(job, min(room(q, used[q.holder], per_gpu) for q in quotas))
-
-
-def _usage(running: Iterable[JobStatus], quotas: Quotas) -> tuple[dict[str, Usage], list[int]]:
-    """What the running jobs hold, by quota holder (every holder present, from zero), and
-    the indices of the elastic ones with a quota (their ranges may need cutting)."""
-    out = {q.holder: Usage() for q in (*quotas.projects.values(), *quotas.users.values())}
-    elastic: list[int] = []
-    projects, users = quotas.projects, quotas.users
-    for i, job in enumerate(running):
-        request = job.request
+        projects, users = self.quotas.projects, self.quotas.users
         if request.project not in projects and request.user not in users:
-            continue
-        holds = held(job.allocation)
-        for quota in quotas.of(request):
-            out[quota.holder] += holds
-        if request.elastic:
-            elastic.append(i)
-    return out, elastic
+            return None
+        hit = self._memo.get(job.id)
+        if hit is not None and hit.status is job:
+            return hit
+        usage = held(job.allocation) if running else minimum_usage(request, cluster)
+        key = (request.project, request.user, usage.gpus, usage.gpu_memory)
+        entry = _Counted(job, self.quotas.of(request), usage, key)
+        self._memo[job.id] = entry
+        return entry
+
+
+class _Counted(NamedTuple):
+    """What one job with a quota counts: its quotas and its usage (what it holds when
+    running, the least its start holds when waiting)."""
+
+    status: JobStatus
+    quotas: tuple[Quota, ...]
+    usage: Usage
+    key: tuple[str, str, float, int]
+    """Its project, user and usage: waiting jobs with the same key share one verdict."""
+
+
+def _within(
+    job: JobStatus, quotas: tuple[Quota, ...], used: Mapping[str, Usage], cluster: Cluster
+) -> JobStatus:
+    """``job`` with its elastic range cut to what ``quotas`` leave (see :func:`within_room`)."""
+    request = job.request
+    if not quotas or not request.elastic:
+        return job
+    per_gpu = request.gpu_memory or int(cluster.arrays.gpu_memory.max(initial=1))
+    return within_room(job, min(room(q, used[q.holder], per_gpu) for q in quotas))
 
 
 def _checked(
     plan: Plan,
-    view: ClusterView,
-    quotas: Quotas,
+    counted: Mapping[str, _Counted],
     used: Mapping[str, Usage],
     withheld: dict[str, str],
 ) -> Plan:
     """``plan`` without the starts and resizes that would pass a quota, taken in plan order
     (each one's growth counts against the ones after it), and with ``withheld``'s reasons.
-    When one is dropped the next round is due at once (``recheck_at`` 0): the GPUs it
-    would have taken may go to another project's job then, which this plan left waiting."""
-    if not plan.starts and not plan.resizes and not withheld:
-        return plan
-    moved = {m.job_id for m in plan.starts} | {m.job_id for m in plan.resizes}
-    requests = {j.id: j.request for j in (*view.running, *view.pending) if j.id in moved}
-    before = {j.id: held(j.allocation) for j in view.running if j.id in moved}
+    ``counted``: the round's jobs with a quota. When a move is dropped the next round is
+    due at once (``recheck_at`` 0): the GPUs it would have taken may go to another
+    project's job then, which this plan left waiting."""
     grown: dict[str, Usage] = {}
 
     def fits(move: Start | Resize) -> str | None:
+        entry = counted.get(move.job_id)
+        if entry is None:  # no quota
+            return None
         after = held(move.allocation)
-        old = before.get(move.job_id, Usage())
+        old = entry.usage if entry.status.running else Usage()
         growth = Usage(max(0.0, after.gpus - old.gpus), max(0, after.gpu_memory - old.gpu_memory))
         if growth.gpus <= 0 and growth.gpu_memory <= 0:
             return None
-        mine = quotas.of(requests[move.job_id])
-        for quota in mine:
+        for quota in entry.quotas:
             why = excess(quota, used[quota.holder], grown.get(quota.holder, Usage()) + growth)
             if why is not None:
                 return why
-        for quota in mine:
+        for quota in entry.quotas:
             grown[quota.holder] = grown.get(quota.holder, Usage()) + growth
         return None
 
     starts: list[Start] = []
-    waiting = {**plan.waiting, **withheld}
+    waiting: dict[str, str] = {}
     for start in plan.starts:
         why = fits(start)
         if why is None:
@@ -316,5 +335,10 @@ def _checked(
     dropped = len(starts) < len(plan.starts) or len(resizes) < len(plan.resizes)
     if not withheld and not dropped:
         return plan
-    recheck = 0.0 if dropped else plan.recheck_at
-    return replace(plan, starts=tuple(starts), resizes=resizes, waiting=waiting, recheck_at=recheck)
+    return replace(
+        plan,
+        starts=tuple(starts),
+        resizes=resizes,
+        waiting={**plan.waiting, **withheld, **waiting},
+        recheck_at=0.0 if dropped else plan.recheck_at,
+    )
