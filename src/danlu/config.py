@@ -87,6 +87,7 @@ _HINTS: dict[str, str] = {
         "seconds 0..3600 between checks of the GPUs' health, e.g. DANLU_HEALTH_INTERVAL=30 "
         "(0: no check)"
     ),
+    "health_drain": "true or false, e.g. DANLU_HEALTH_DRAIN=true",
     "health_program": (
         "the absolute path of an executable, e.g. DANLU_HEALTH_PROGRAM=/usr/local/sbin/check-node"
     ),
@@ -280,6 +281,10 @@ class Settings(BaseSettings):
     waiting for a reset, a critical Xid) is closed to new work. The control plane's own NVML
     GPUs only (fake GPUs have no faults; a Slurm or Ray cluster's are not read). 0: no
     check."""
+    health_drain: bool = False
+    """Drain the GPUs the health check finds faulty, not only close them to new work: their
+    jobs are preempted by checkpoint and resume on other GPUs. False: the jobs there run on
+    (and resume elsewhere, with no restart counted, if they fail)."""
     health_program: str | None = None
     """An executable an admin provides (as Slurm's ``HealthCheckProgram``), run with no
     arguments and no shell on the control plane's host every :attr:`health_interval`

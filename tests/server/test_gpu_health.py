@@ -13,6 +13,7 @@ from sqlalchemy.exc import OperationalError
 
 from danlu.config import load_settings
 from danlu.core.cluster import Cluster, Node, gpu_type
+from danlu.core.errors import ConfigError
 from danlu.devices.health import GpuFault
 from danlu.devices.inventory import inventory_from_cluster
 from danlu.executors import FakeExecutor, FakeWorld, Outcome
@@ -220,3 +221,46 @@ def test_a_gpu_closed_before_the_run_started_is_not_blamed(db: Database) -> None
     assert health.blame(places, NOW, now=NOW + 5) == "GPU 0 on a (Xid 79 (GPU fell off the bus))"
     assert health.blame(set(), NOW, now=NOW + 5) is None
     assert HealthLoop(db, None).blame(places, NOW) is None
+
+
+def test_with_drain_the_jobs_on_a_faulty_gpu_are_preempted_by_checkpoint(
+    db: Database, tmp_path: Path
+) -> None:
+    with db.session() as s:
+        alice = user_and_nodes(s, (A,), NOW)
+        first = jobs.submit(s, _spec("f"), alice, now=NOW).id
+        other = jobs.submit(s, _spec("o"), alice, now=NOW).id
+    world = FakeWorld()
+    world.default = world.default.__class__(duration=10_000)
+    executor = FakeExecutor(Cluster((A,)), world)
+    loop = Reconciler(db, executor, load_settings(home=tmp_path), policy=make_policy("fifo"))
+    check = _Scripted()
+    health = HealthLoop(db, check, drain=True)
+    try:
+        loop.run_once(now=NOW)
+        with db.read_session() as s:
+            (held,) = {int(x["gpu"]) for x in jobs.get_job(s, first).allocation or ()}
+        check.next = [GpuFault(("a", held), "3 uncorrectable ECC errors since the driver loaded")]
+        closed = health.run_once(now=NOW + 1)
+        assert closed == [
+            f"a GPU {held}: health check: 3 uncorrectable ECC errors since the driver loaded"
+        ]
+        assert _gpu_states(db)[held][0] == "draining" and _gpu_states(db)[1 - held][0] == "ready"
+        loop.run_once(now=NOW + 2)
+        with db.read_session() as s:
+            assert jobs.get_job(s, first).state in ("PREEMPTING", "PENDING")  # drained
+            assert jobs.get_job(s, other).state == "RUNNING"  # its GPU is sound
+    finally:
+        loop.stop()
+        health.stop()
+
+
+def test_the_drain_setting_is_read_from_the_environment(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    assert load_settings(home=tmp_path).health_drain is False
+    monkeypatch.setenv("DANLU_HEALTH_DRAIN", "true")
+    assert load_settings(home=tmp_path).health_drain is True
+    monkeypatch.setenv("DANLU_HEALTH_DRAIN", "maybe")
+    with pytest.raises(ConfigError, match="DANLU_HEALTH_DRAIN=true"):
+        load_settings(home=tmp_path)

@@ -321,7 +321,14 @@ def _health_loop(
     if check is None and program is None:
         return None
     hosts = [node.name for node in inventory.nodes]
-    return HealthLoop(db, check, program=program, hosts=hosts, interval=settings.health_interval)
+    return HealthLoop(
+        db,
+        check,
+        program=program,
+        hosts=hosts,
+        interval=settings.health_interval,
+        drain=settings.health_drain,
+    )
 
 
 def create_app(

@@ -5,8 +5,11 @@ while the program fails.
 **GPUs.** A pass reads the health check with no transaction open, then cordons the faulty
 GPUs that are still open in one short write transaction
 (:func:`~danlu.server.services.nodes.close_faulty`): the scheduler puts nothing new on them,
-and the jobs there run on. An admin opens a GPU again with ``danlu uncordon NODE --gpu N`` once it
-is mended; a fault that lasts closes it again at the next pass. When the write fails (a busy
+and the jobs there run on (as Slurm's node health check drains a node: no new work), or,
+with ``drain`` (``DANLU_HEALTH_DRAIN=1``), are preempted by checkpoint and resume on
+other GPUs (a GPU with uncorrectable memory errors may be computing wrong results). An
+admin opens a GPU again with ``danlu uncordon NODE --gpu N`` once it is mended; a fault that
+lasts closes it again at the next pass. When the write fails (a busy
 store), the faults read are kept and written by the next pass: an Xid event is read once.
 
 **A run that fails on a faulty GPU** is not the job's fault: when a run fails, the reconcile
@@ -137,11 +140,14 @@ class HealthLoop:
         program: HealthProgram | None = None,
         hosts: Sequence[str] = (),
         interval: float = DEFAULT_INTERVAL,
+        drain: bool = False,
     ):
         self.db = db
         self.check = check
         self.program = program
         self.hosts = tuple(hosts)
+        self.drain = drain
+        """Drain a faulty GPU (its jobs preempted by checkpoint), not only cordon it."""
         self._unwritten: list[GpuFault] = []
         """Faults read by a pass whose write failed."""
         self._gpu_lock = threading.Lock()
@@ -213,7 +219,7 @@ class HealthLoop:
                     return []
                 rows = [(f.gpu[0], f.gpu[1], f.reason) for f in faults]
                 with self.db.session() as session:
-                    closed = nodes.close_faulty(session, rows, t)
+                    closed = nodes.close_faulty(session, rows, t, drain=self.drain)
                 self._unwritten = []
                 return closed
             finally:

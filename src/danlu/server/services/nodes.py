@@ -243,12 +243,17 @@ HEALTH_REASON: Final = "health check: "
 
 
 def close_faulty(
-    session: Session, faults: Sequence[tuple[str, int, str]], now: float | None = None
+    session: Session,
+    faults: Sequence[tuple[str, int, str]],
+    now: float | None = None,
+    *,
+    drain: bool = False,
 ) -> list[str]:
     """Cordon each GPU of ``faults`` (node name, position, what is wrong) that is open, with
-    the faults found on it as the reason; a GPU closed already (by an admin, or by an
-    earlier check) stays as it is, and a node or GPU no longer in the inventory is passed
-    over. Returns the GPUs closed now, as ``NODE GPU N: reason``."""
+    the faults found on it as the reason (``drain``: drain it, so that its jobs are
+    preempted by checkpoint); a GPU closed already (by an admin, or by an earlier check)
+    stays as it is, and a node or GPU no longer in the inventory is passed over. Returns the
+    GPUs closed now, as ``NODE GPU N: reason``."""
     if not faults:
         return []
     t = resolve_now(now)
@@ -267,7 +272,7 @@ def close_faulty(
     for node_name, gpu in session.execute(query):
         what = reasons.get((node_name, gpu.index))
         if what:
-            _close_gpu(gpu, HEALTH_REASON + "; ".join(what), False, t)
+            _close_gpu(gpu, HEALTH_REASON + "; ".join(what), drain, t)
             closed.append(f"{node_name} GPU {gpu.index}: {gpu.cordon_reason}")
     session.flush()
     return sorted(closed)
