@@ -53,14 +53,19 @@ def _gpu_states(db: Database) -> list[tuple[str, str]]:
         return [(nodes.state(g), g.cordon_reason) for g in node.gpus]
 
 
+def _long_runs(db: Database, tmp_path: Path) -> Reconciler:
+    """A reconcile loop (fifo) whose runs last 10,000 s on the fake node ``a``."""
+    world = FakeWorld()
+    world.default = world.default.__class__(duration=10_000)
+    executor = FakeExecutor(Cluster((A,)), world)
+    return Reconciler(db, executor, load_settings(home=tmp_path), policy=make_policy("fifo"))
+
+
 def test_a_faulty_gpu_is_closed_and_takes_no_new_work(db: Database, tmp_path: Path) -> None:
     with db.session() as s:
         alice = user_and_nodes(s, (A,), NOW)
         first = jobs.submit(s, _spec("f"), alice, now=NOW).id
-    world = FakeWorld()
-    world.default = world.default.__class__(duration=10_000)
-    executor = FakeExecutor(Cluster((A,)), world)
-    loop = Reconciler(db, executor, load_settings(home=tmp_path), policy=make_policy("fifo"))
+    loop = _long_runs(db, tmp_path)
     check = _Scripted()
     health = HealthLoop(db, check, interval=1.0)
     try:
@@ -230,10 +235,7 @@ def test_with_drain_the_jobs_on_a_faulty_gpu_are_preempted_by_checkpoint(
         alice = user_and_nodes(s, (A,), NOW)
         first = jobs.submit(s, _spec("f"), alice, now=NOW).id
         other = jobs.submit(s, _spec("o"), alice, now=NOW).id
-    world = FakeWorld()
-    world.default = world.default.__class__(duration=10_000)
-    executor = FakeExecutor(Cluster((A,)), world)
-    loop = Reconciler(db, executor, load_settings(home=tmp_path), policy=make_policy("fifo"))
+    loop = _long_runs(db, tmp_path)
     check = _Scripted()
     health = HealthLoop(db, check, drain=True)
     try:
