@@ -21,7 +21,7 @@ from danlu.sched.quota import (
     within_room,
 )
 from danlu.sched.registry import make_policy
-from danlu.sched.view import ClusterView, JobRequest, JobStatus, Plan, Resize
+from danlu.sched.view import ClusterView, JobRequest, JobStatus, Plan, Resize, Start
 
 VISION = Quota("project 'vision'", gpus=4)
 
@@ -205,3 +205,68 @@ def test_never_starts_names_the_quota_a_job_passes_alone() -> None:
     assert "project 'vision' GPU quota" in (quotas.never_starts(wide, cluster) or "")
     mine = JobRequest("c", 0.0, gpus=3, project="nlp", user="ana")
     assert "user 'ana' GPU quota" in (quotas.never_starts(mine, cluster) or "")
+
+
+def test_a_dropped_resize_keeps_its_gpus_so_moves_onto_them_are_dropped_too() -> None:
+    cluster = Cluster.homogeneous(1, 4)
+    mover = _running("m", _whole(0, 0, 1), 0, max_gpus=4)
+    # the plan grows m from GPUs 0-1 to 1-3 and starts another project's job on GPU 0
+    moved = Allocation((GpuShare(0, 1), GpuShare(0, 2), GpuShare(0, 3)))
+
+    class _Swap:
+        name = "swap"
+
+        def schedule(self, view: ClusterView) -> Plan:
+            return Plan(
+                resizes=(Resize("m", moved),),
+                starts=(Start("n", _whole(0, 0)),),
+            )
+
+    view = ClusterView(
+        time=60.0, cluster=cluster, running=(mover,), pending=(_pending("n", 1, 1, "nlp"),)
+    )
+    quotas = Quotas({"vision": Quota("project 'vision'", gpus=2)})
+    plan = QuotaPolicy(_Swap(), quotas).schedule(view)
+    assert plan.resizes == () and plan.starts == ()  # n's GPU 0 stays m's
+    assert "a quota stopped" in (plan.reason("n") or "")
+    roomy = QuotaPolicy(_Swap(), Quotas({"vision": Quota("project 'vision'", gpus=3)}))
+    kept = roomy.schedule(view)
+    assert [r.job_id for r in kept.resizes] == ["m"] and [s.job_id for s in kept.starts] == ["n"]
+
+
+class _Sizing:
+    """A policy that sizes jobs (``sizes_jobs``) and keeps the views it is handed."""
+
+    name = "sizing"
+    sizes_jobs = True
+
+    def __init__(self) -> None:
+        self.views: list[ClusterView] = []
+
+    def schedule(self, view: ClusterView) -> Plan:
+        self.views.append(view)
+        return Plan()
+
+
+def test_a_policy_that_sizes_jobs_is_handed_one_count_requests_cut_to_the_quota() -> None:
+    cluster = Cluster.homogeneous(4, 8)
+    quotas = Quotas({"vision": Quota("project 'vision'", gpus=12)})
+    running = (_running("r", _whole(0, 0, 1, 2, 3), 0),)  # vision: 4 of 12
+    pending = (_pending("wide", 16, 1), _pending("small", 2, 2), _pending("free", 16, 3, "nlp"))
+    sizing = _Sizing()
+    plan = QuotaPolicy(sizing, quotas).schedule(
+        ClusterView(time=60.0, cluster=cluster, running=running, pending=pending)
+    )
+    (view,) = sizing.views
+    ranges = {j.id: (j.request.gpus, j.request.max_gpus) for j in (*view.running, *view.pending)}
+    # 8 GPUs left: a 16-GPU request may start on 1..8 under such a policy, not wait for good
+    assert ranges == {"r": (4, 12), "wide": (8, 8), "small": (2, 8), "free": (16, 0)}
+    assert plan.reason("wide") is None
+    # a policy that runs requests as they are: the 16-GPU job waits, and alone it never fits
+    seeing = _Seeing()
+    waits = QuotaPolicy(seeing, quotas).schedule(
+        ClusterView(time=60.0, cluster=cluster, running=running, pending=pending)
+    )
+    assert "4 in use + 16 asked > 12" in (waits.reason("wide") or "")
+    assert quotas.never_starts(pending[0].request, cluster) is not None
+    assert quotas.never_starts(pending[0].request, cluster, sized=True) is None

@@ -18,9 +18,10 @@ from danlu.sched.policies.base import Policy
 from danlu.sched.quota import Quota, Quotas, held
 from danlu.sched.registry import make_policy
 from danlu.sched.view import ClusterView, Plan
+from danlu.sim.elastic import load_profiles
 from danlu.sim.engine import SimConfig, Simulator
 from danlu.sim.metrics import SimResult
-from danlu.sim.workload import Workload, synthetic_workload
+from danlu.sim.workload import Workload, load_workload, synthetic_workload
 
 PROJECTS = ("vision", "nlp", "speech")
 USERS = ("ana", "bo", "cy", "di")
@@ -52,6 +53,10 @@ class _Counting:
     @property
     def name(self) -> str:
         return self.inner.name
+
+    @property
+    def sizes_jobs(self) -> bool:
+        return bool(getattr(self.inner, "sizes_jobs", False))
 
     def schedule(self, view: ClusterView) -> Plan:
         self.rounds += 1
@@ -146,3 +151,29 @@ def test_sim_run_quota_flags(tmp_path: Path) -> None:
     assert "byproject" in "".join(result.output.split())
     bad = runner.invoke(app, [*base, "--user-quota", "ana", "--quiet"])
     assert bad.exit_code == 2 and "--user-quota" in bad.output
+
+
+POLLUX = Path(__file__).resolve().parents[2] / "../shared/data/pollux"
+
+
+@pytest.mark.skipif(
+    not (POLLUX / "traces").is_dir(),
+    reason=f"Pollux artifact data not found at {POLLUX.resolve()} (../shared/data is absent)",
+)
+@pytest.mark.parametrize("policy", ["danlu", "pollux"])
+def test_policies_that_size_jobs_keep_a_quota_and_finish_every_job(policy: str) -> None:
+    """The Pollux workload's first 40 jobs (its ImageNet jobs ask for up to 32 GPUs), one
+    project held to 8 of 64 GPUs: the policy sizes every job within it, moving and growing
+    jobs (a dropped growth keeps its GPUs, so no move onto them is kept)."""
+    full = load_workload(POLLUX / "workloads-0.5" / "workload-1.csv")
+    workload = replace(full, jobs=full.jobs[:40])
+    quotas = Quotas({"default": Quota("project 'default'", 8)})
+    options = {"population": 8, "generations": 4} if policy == "pollux" else {}
+    counting = _Counting(make_policy(policy, **options), quotas)
+    config = SimConfig(quotas=quotas)
+    profiles = load_profiles(POLLUX / "traces")
+    result = Simulator(Cluster.homogeneous(16, 4), counting, workload, config, profiles).run()
+    assert not result.rejected and not result.unfinished
+    assert result.summary()["jobs"] == 40
+    assert counting.peak["project 'default'"] == 8
+    assert max(r.gpus for r in result.jobs) > 8  # requests wider than the quota ran

@@ -128,6 +128,15 @@ def minimum_usage(request: JobRequest, cluster: Cluster) -> Usage:
     return Usage(float(request.gpus), per_gpu * request.gpus)
 
 
+def least_request(request: JobRequest, sized: bool) -> JobRequest:
+    """``request`` at the fewest GPUs it may start on: under a policy that sizes jobs
+    (``sized``, :class:`~danlu.sched.policies.base.Policy`'s ``sizes_jobs``), a request that
+    names one count is a starting point, and the job may start on one GPU."""
+    if sized and request.max_gpus == 0 and request.gpus > 1:
+        return replace(request, gpus=1)
+    return request
+
+
 def within_room(status: JobStatus, gpus: float) -> JobStatus:
     """An elastic job's status with its most GPUs cut to the GPUs it holds plus ``gpus``
     (what its quotas leave on top of the usage they count, this job's GPUs included; never
@@ -162,9 +171,12 @@ class Quotas:
             return () if user is None else (user,)
         return (project,) if user is None else (project, user)
 
-    def never_starts(self, request: JobRequest, cluster: Cluster) -> str | None:
-        """Why ``request`` alone passes one of its quotas (it could never start), or None."""
-        need = minimum_usage(request, cluster)
+    def never_starts(
+        self, request: JobRequest, cluster: Cluster, sized: bool = False
+    ) -> str | None:
+        """Why ``request`` alone passes one of its quotas (it could never start), or None.
+        ``sized``: the policy chooses the job's GPU count (see :func:`least_request`)."""
+        need = minimum_usage(least_request(request, sized), cluster)
         return next((r for q in self.of(request) if (r := excess(q, Usage(), need))), None)
 
 
@@ -240,10 +252,10 @@ class QuotaPolicy:
             if why is not None:
                 withheld[job.id] = why
             else:
-                pending.append(_within(job, entry.quotas, used, cluster))
+                pending.append(_within(job, entry.quotas, used, cluster, self.sizes_jobs))
         running = [
-            _within(job, counted[job.id].quotas, used, cluster)
-            if job.request.elastic and job.id in counted
+            _within(job, counted[job.id].quotas, used, cluster, self.sizes_jobs)
+            if job.id in counted
             else job
             for job in view.running
         ]
@@ -252,7 +264,7 @@ class QuotaPolicy:
         elif len(pending) < len(view.pending) or any(map(is_not, pending, view.pending)):
             view = replace(view, pending=tuple(pending))
         plan = self.inner.schedule(view)
-        return _checked(plan, counted, used, withheld)
+        return _checked(plan, view, counted, used, withheld)
 
     def _counted(self, job: JobStatus, cluster: Cluster, running: bool) -> _Counted | None:
         """What ``job`` counts against its quotas (None: it has none), from the memo while
@@ -264,7 +276,10 @@ class QuotaPolicy:
         hit = self._memo.get(job.id)
         if hit is not None and hit.status is job:
             return hit
-        usage = held(job.allocation) if running else minimum_usage(request, cluster)
+        if running:
+            usage = held(job.allocation)
+        else:
+            usage = minimum_usage(least_request(request, self.sizes_jobs), cluster)
         key = (request.project, request.user, usage.gpus, usage.gpu_memory)
         entry = _Counted(job, self.quotas.of(request), usage, key)
         self._memo[job.id] = entry
@@ -283,27 +298,44 @@ class _Counted(NamedTuple):
 
 
 def _within(
-    job: JobStatus, quotas: tuple[Quota, ...], used: Mapping[str, Usage], cluster: Cluster
+    job: JobStatus,
+    quotas: tuple[Quota, ...],
+    used: Mapping[str, Usage],
+    cluster: Cluster,
+    sized: bool,
 ) -> JobStatus:
-    """``job`` with its elastic range cut to what ``quotas`` leave (see :func:`within_room`)."""
+    """``job`` with its range of GPU counts cut to what ``quotas`` leave (see
+    :func:`within_room`): an elastic job's, or under a policy that sizes jobs (``sized``)
+    one whose request names one count, which such a policy may run on 1 to all the
+    cluster's GPUs: it is handed as elastic within what the quotas leave, then."""
     request = job.request
-    if not quotas or not request.elastic:
+    if not quotas or not (request.elastic or (sized and request.max_gpus == 0)):
         return job
     per_gpu = request.gpu_memory or int(cluster.arrays.gpu_memory.max(initial=1))
-    return within_room(job, min(room(q, used[q.holder], per_gpu) for q in quotas))
+    left = min(room(q, used[q.holder], per_gpu) for q in quotas)
+    if request.elastic:
+        return within_room(job, left)
+    most = job.allocation.num_gpus + max(0, int(min(left, cluster.total_gpus)))
+    if most >= cluster.total_gpus:
+        return job
+    most = max(most, 1)
+    cut = replace(request, gpus=min(request.gpus, most), max_gpus=most)
+    return replace(job, request=cut)
 
 
 def _checked(
     plan: Plan,
+    view: ClusterView,
     counted: Mapping[str, _Counted],
     used: Mapping[str, Usage],
     withheld: dict[str, str],
 ) -> Plan:
     """``plan`` without the starts and resizes that would pass a quota, taken in plan order
     (each one's growth counts against the ones after it), and with ``withheld``'s reasons.
-    ``counted``: the round's jobs with a quota. When a move is dropped the next round is
-    due at once (``recheck_at`` 0): the GPUs it would have taken may go to another
-    project's job then, which this plan left waiting."""
+    ``counted``: the round's jobs with a quota. A job whose resize is dropped keeps its
+    GPUs, so the moves onto them are dropped too (:func:`_unblocked`). When a move is
+    dropped the next round is due at once (``recheck_at`` 0): the GPUs it would have taken
+    may go to another project's job then, which this plan left waiting."""
     grown: dict[str, Usage] = {}
 
     def fits(move: Start | Resize) -> str | None:
@@ -331,14 +363,69 @@ def _checked(
             starts.append(start)
         else:
             waiting[start.job_id] = f"waiting for quota: {why}"
-    resizes = tuple(r for r in plan.resizes if fits(r) is None)
+    resizes = [r for r in plan.resizes if fits(r) is None]
+    if len(resizes) < len(plan.resizes):
+        starts, resizes, blocked = _unblocked(view, plan, starts, resizes)
+        waiting.update(dict.fromkeys(blocked, _BLOCKED))
     dropped = len(starts) < len(plan.starts) or len(resizes) < len(plan.resizes)
     if not withheld and not dropped:
         return plan
     return replace(
         plan,
         starts=tuple(starts),
-        resizes=resizes,
+        resizes=tuple(resizes),
         waiting={**plan.waiting, **withheld, **waiting},
         recheck_at=0.0 if dropped else plan.recheck_at,
     )
+
+
+_BLOCKED = "waiting: its GPUs stay with a job whose growth a quota stopped"
+
+
+def _unblocked(
+    view: ClusterView, plan: Plan, starts: list[Start], resizes: list[Resize]
+) -> tuple[list[Start], list[Resize], list[str]]:
+    """The kept ``starts`` and ``resizes`` of ``plan`` without those that would put a job on
+    a GPU that is not free once some of the plan's resizes were dropped (those jobs keep
+    their GPUs), until none would; and the ids of the pending jobs whose start was dropped.
+    (The whole plan fits the view's GPUs: only a dropped resize can make a move not fit.)"""
+    cluster = view.cluster
+    base_milli, base_memory = view.usage()
+    capacity = cluster.arrays.gpu_memory
+    holds = {job.id: job.allocation for job in view.running}
+    blocked: list[str] = []
+    while True:
+        changes = [(holds[p.job_id], -1) for p in plan.preempts]
+        for resize in resizes:
+            changes += [(holds[resize.job_id], -1), (resize.allocation, 1)]
+        changes += [(start.allocation, 1) for start in starts]
+        milli, memory = _changed_usage(cluster, changes)
+        over = {
+            i
+            for i in milli
+            if base_milli[i] + milli[i] > MILLI_PER_GPU or base_memory[i] + memory[i] > capacity[i]
+        }
+        if not over:
+            return starts, resizes, blocked
+        blocked += [s.job_id for s in starts if _touches(cluster, s.allocation, over)]
+        starts = [s for s in starts if not _touches(cluster, s.allocation, over)]
+        resizes = [r for r in resizes if not _touches(cluster, r.allocation, over)]
+
+
+def _changed_usage(
+    cluster: Cluster, changes: list[tuple[Allocation, int]]
+) -> tuple[dict[int, int], dict[int, int]]:
+    """Milli-GPU and memory added (or, with sign -1, taken) on each GPU by ``changes``."""
+    milli: dict[int, int] = {}
+    memory: dict[int, int] = {}
+    for allocation, sign in changes:
+        for share in allocation.shares:
+            index = cluster.gpu_offset(share.node) + share.gpu
+            milli[index] = milli.get(index, 0) + sign * share.milli
+            memory[index] = memory.get(index, 0) + sign * share.memory
+    return milli, memory
+
+
+def _touches(cluster: Cluster, allocation: Allocation, gpus: set[int]) -> bool:
+    """Whether ``allocation`` has a share on one of ``gpus`` (flat numbering)."""
+    return any(cluster.gpu_offset(s.node) + s.gpu in gpus for s in allocation.shares)

@@ -226,7 +226,7 @@ class Simulator:
             have = sum(n.gpus for n in self.cluster.nodes if n.gpu_type.name.lower() in wanted)
             if have < request.gpus:
                 return f"asks for {request.gpus} GPUs of {sorted(wanted)}; the cluster has {have}"
-        quota = self.config.quotas.never_starts(request, self.cluster)
+        quota = self.config.quotas.never_starts(request, self.cluster, elastic)
         return f"can never start: {quota}" if quota is not None else None
 
     # -- state changes -------------------------------------------------------------------
