@@ -199,6 +199,10 @@ class QuotaPolicy:
         (callers hand the same object while a job waits or runs unchanged)."""
         self._memo_on: Cluster | None = None
         """The cluster the memo was computed on (a waiting job's least use depends on it)."""
+        self._handed: tuple[tuple[JobStatus, ...], tuple[JobStatus, ...]] = ((), ())
+        """The running and pending jobs of the last view handed to ``inner``: the same tuple
+        objects are handed again while their jobs are, as adapters do (policies that keep a
+        rank order across rounds compare the tuples by identity first)."""
 
     @property
     def name(self) -> str:
@@ -260,9 +264,14 @@ class QuotaPolicy:
             for job in view.running
         ]
         if any(map(is_not, running, view.running)):
-            view = replace(view, running=tuple(running), pending=tuple(pending))
+            last_running, last_pending = self._handed
+            view = replace(
+                view, running=_again(last_running, running), pending=_again(last_pending, pending)
+            )
+            self._handed = (view.running, view.pending)
         elif len(pending) < len(view.pending) or any(map(is_not, pending, view.pending)):
-            view = replace(view, pending=tuple(pending))
+            view = replace(view, pending=_again(self._handed[1], pending))
+            self._handed = (view.running, view.pending)
         plan = self.inner.schedule(view)
         return _checked(plan, view, counted, used, withheld)
 
@@ -284,6 +293,13 @@ class QuotaPolicy:
         entry = _Counted(job, self.quotas.of(request), usage, key)
         self._memo[job.id] = entry
         return entry
+
+
+def _again(last: tuple[JobStatus, ...], jobs: list[JobStatus]) -> tuple[JobStatus, ...]:
+    """``last`` when it holds the same status objects as ``jobs``, else ``jobs`` as a tuple."""
+    if len(last) == len(jobs) and not any(map(is_not, last, jobs)):
+        return last
+    return tuple(jobs)
 
 
 class _Counted(NamedTuple):
