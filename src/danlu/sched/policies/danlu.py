@@ -407,14 +407,13 @@ class DanluPolicy:
     def _waiting_job(
         self, job: JobStatus, capacity: int, gpn: int, now: float, scale: int
     ) -> WaitingEntry:
-        """A pending job's options and unweighted rank (cached per status object)."""
+        """A pending job's options and unweighted rank (cached per status object; a round
+        builds them through :meth:`_waiting_builder`)."""
         req = job.request
         waited = req.submit_time + job.run_time
         if req.shares_gpu:  # placed by the sharing rule, not the walk
             one = [Option(1, math.inf, None, False)]  # what the starvation rule frees for it
             return WaitingEntry(job, one, math.inf, waited, _waiting_since(job), req.seq, True)
-        if not job.observed:
-            return self._waiting_builder(capacity, gpn, now, scale)(job)
         opts = self._options(job, job.marks, job.marks.get(WORK), capacity, gpn, now)
         best = min(
             (o.seconds * (1.0 + self.width * o.gpus / scale) for o in opts), default=math.inf
@@ -425,26 +424,20 @@ class DanluPolicy:
         self, capacity: int, gpn: int, now: float, scale: int
     ) -> Callable[[JobStatus], WaitingEntry]:
         """:meth:`_waiting_job` for this round, with a never-measured job's one option (what
-        :meth:`_options` would give it) built inline: a queue of 10,000 such jobs is most of
-        a first round at 1,000 nodes."""
-        restart, width, new_job = self.restart_cost, self.width, self.new_job_seconds
-        inf = math.inf
+        :meth:`_options` would give it) built directly: a queue of 10,000 such jobs is most
+        of a first round at 1,000 nodes."""
+        restart, width = self.restart_cost, self.width
 
         def build(job: JobStatus) -> WaitingEntry:
             req = job.request
             if job.observed or req.shares_gpu:
                 return self._waiting_job(job, capacity, gpn, now, scale)
-            duration = req.expected_duration  # _unmeasured_seconds, inlined
-            ran = job.run_time_at(now)
-            seconds = (new_job if duration is None else max(duration - ran, 1.0)) + restart
-            gpus, submit = req.gpus, req.submit_time
-            stopped = job.marks.get(STOPPED, -inf)  # _waiting_since, inlined
-            since = submit if submit >= stopped else stopped
+            waited, since, gpus = req.submit_time + job.run_time, _waiting_since(job), req.gpus
             if gpus > capacity:
-                return WaitingEntry(job, [], inf, submit + job.run_time, since, req.seq)
-            opts = [Option(gpus, seconds, None, False)]
+                return WaitingEntry(job, [], math.inf, waited, since, req.seq)
+            seconds = self._unmeasured_seconds(job, now) + restart
             best = seconds * (1.0 + width * gpus / scale)
-            return WaitingEntry(job, opts, best, submit + job.run_time, since, req.seq)
+            return WaitingEntry(job, [Option(gpus, seconds)], best, waited, since, req.seq)
 
         return build
 
