@@ -103,6 +103,18 @@ def held(allocation: Allocation) -> Usage:
     return Usage(allocation.gpu_milli / MILLI_PER_GPU, memory)
 
 
+def growth(old: Usage, new: Usage) -> Usage:
+    """What a move from ``old`` to ``new`` adds, each part at least 0 (a shrink adds none)."""
+    return Usage(max(0.0, new.gpus - old.gpus), max(0, new.gpu_memory - old.gpu_memory))
+
+
+def room_for(quota: Quota, used: Usage, request: JobRequest, cluster: Cluster) -> float:
+    """:func:`room` for ``request``: each of its GPUs takes its ``gpu_memory``, or a whole
+    GPU of the cluster's largest."""
+    per_gpu = request.gpu_memory or int(cluster.arrays.gpu_memory.max(initial=1))
+    return room(quota, used, per_gpu)
+
+
 def allowed_sizes(request: JobRequest, cluster: Cluster) -> dict[int, int]:
     """GPU memory -> GPUs of the types ``request`` allows (every type when it names none)."""
     wanted = {t.lower() for t in request.gpu_types}
@@ -176,8 +188,11 @@ class Quotas:
     ) -> str | None:
         """Why ``request`` alone passes one of its quotas (it could never start), or None.
         ``sized``: the policy chooses the job's GPU count (see :func:`least_request`)."""
+        quotas = self.of(request)
+        if not quotas:  # every job of a run without quotas: nothing to compute
+            return None
         need = minimum_usage(least_request(request, sized), cluster)
-        return next((r for q in self.of(request) if (r := excess(q, Usage(), need))), None)
+        return next((r for q in quotas if (r := excess(q, Usage(), need))), None)
 
 
 class QuotaPolicy:
@@ -327,8 +342,7 @@ def _within(
     request = job.request
     if not quotas or not (request.elastic or (sized and request.max_gpus == 0)):
         return job
-    per_gpu = request.gpu_memory or int(cluster.arrays.gpu_memory.max(initial=1))
-    left = min(room(q, used[q.holder], per_gpu) for q in quotas)
+    left = min(room_for(q, used[q.holder], request, cluster) for q in quotas)
     if request.elastic:
         return within_room(job, left)
     most = job.allocation.num_gpus + max(0, int(min(left, cluster.total_gpus)))
@@ -358,17 +372,16 @@ def _checked(
         entry = counted.get(move.job_id)
         if entry is None:  # no quota
             return None
-        after = held(move.allocation)
         old = entry.usage if entry.status.running else Usage()
-        growth = Usage(max(0.0, after.gpus - old.gpus), max(0, after.gpu_memory - old.gpu_memory))
-        if growth.gpus <= 0 and growth.gpu_memory <= 0:
+        more = growth(old, held(move.allocation))
+        if more.gpus <= 0 and more.gpu_memory <= 0:
             return None
         for quota in entry.quotas:
-            why = excess(quota, used[quota.holder], grown.get(quota.holder, Usage()) + growth)
+            why = excess(quota, used[quota.holder], grown.get(quota.holder, Usage()) + more)
             if why is not None:
                 return why
         for quota in entry.quotas:
-            grown[quota.holder] = grown.get(quota.holder, Usage()) + growth
+            grown[quota.holder] = grown.get(quota.holder, Usage()) + more
         return None
 
     starts: list[Start] = []

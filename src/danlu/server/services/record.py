@@ -23,7 +23,7 @@ from sqlalchemy.orm import Session, defer, lazyload
 from danlu.core.cluster import MILLI_PER_GPU, Allocation, Cluster
 from danlu.core.errors import PlacementError
 from danlu.core.state import JobState
-from danlu.sched.quota import Usage
+from danlu.sched.quota import Usage, growth
 from danlu.sched.quota import held as held_usage
 from danlu.sched.view import BoolArray, ClusterView, IntArray, Plan, Resize
 from danlu.server.db.models import Job, Project
@@ -69,11 +69,10 @@ def _over_quota(
     """Why moving a job of ``project`` from ``old`` to ``resize.allocation`` would exceed
     its quota, on top of its usage and what the round's moves before it grew by (``grown``,
     by project), or None with ``grown`` updated."""
-    before, after = held_usage(old), held_usage(resize.allocation)
-    growth = Usage(max(0.0, after.gpus - before.gpus), max(0, after.gpu_memory - before.gpu_memory))
-    if growth.gpus <= 0 and growth.gpu_memory <= 0:
+    more = growth(held_usage(old), held_usage(resize.allocation))
+    if more.gpus <= 0 and more.gpu_memory <= 0:
         return None, grown
-    total = grown.get(project.id, Usage()) + growth
+    total = grown.get(project.id, Usage()) + more
     reason = quota_excess(project, used.get(project.id, Usage()), total)
     if reason is None:
         grown[project.id] = total
@@ -90,10 +89,10 @@ def _over_user_quota(
     """Why moving a job of ``quota``'s user from ``old`` to ``resize.allocation`` would take
     the user past its quota, on top of its usage and what the round's moves before it grew
     by (``grown``, by user: updated when the move fits), or None."""
-    growth = max(0.0, held_usage(resize.allocation).gpus - held_usage(old).gpus)
-    if growth <= 0:
+    more = growth(held_usage(old), held_usage(resize.allocation)).gpus
+    if more <= 0:
         return None
-    total = grown.get(quota.id, 0.0) + growth
+    total = grown.get(quota.id, 0.0) + more
     reason = user_quotas.excess(quota, used.get(quota.id, 0.0), total)
     if reason is None:
         grown[quota.id] = total

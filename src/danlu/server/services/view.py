@@ -20,7 +20,7 @@ from danlu.core.errors import PlacementError
 from danlu.core.spec import JobSpec
 from danlu.core.state import JobState
 from danlu.sched.project_usage import ProjectShare, add_stretch, shares_with_usage
-from danlu.sched.quota import Usage, minimum_usage, room, within_room
+from danlu.sched.quota import Usage, minimum_usage, room_for, within_room
 from danlu.sched.view import ClusterView, IntArray, JobRequest, JobStatus
 from danlu.server.db.models import Job, Project
 from danlu.server.errors import AdmissionError
@@ -490,8 +490,7 @@ def within_quota(status: JobStatus, project: Project, used: Usage, cluster: Clus
     quota leaves on top of ``used`` (the project's holding jobs, this one's GPUs included),
     so that a policy, which does not see quotas, plans no size the store would refuse
     every round; ``status`` itself when the quota leaves room for its whole range."""
-    per_gpu = status.request.gpu_memory or int(cluster.arrays.gpu_memory.max(initial=1))
-    return within_room(status, room(project_quota(project), used, per_gpu))
+    return within_room(status, room_for(project_quota(project), used, status.request, cluster))
 
 
 def _fill(
