@@ -1,16 +1,17 @@
-"""What nodes failing costs each policy on the Pollux workloads: every workload run once with
-no failures and once per failure seed with nodes failing at random
-(:mod:`danlu.sim.failures`), on the same 16 x 4 GPUs.
+"""What nodes (or single GPUs) failing costs each policy on the Pollux workloads: every
+workload run once with no failures and once per failure seed with nodes (``--unit gpu``:
+GPUs, each on its own) failing at random (:mod:`danlu.sim.failures`), on the same 16 x 4
+GPUs.
 
-A failed node's jobs resume from their last checkpoint once the policy gives them GPUs
+A failed node's (GPU's) jobs resume from their last checkpoint once the policy gives them GPUs
 again; an elastic policy can run them on fewer GPUs meanwhile, a rigid one waits for a
 whole gang. The ``ratio`` column is the average JCT with failures (the mean over the seeds)
-over the one without; ``lost`` is the runs lost with a node and the training they lost,
-per run.
+over the one without; ``lost`` is the runs lost with a node (GPU) and the training they
+lost, per run.
 
     python benchmarks/failure_cost.py [--load 1.0] [--workloads 1,2,3,4]
-        [--policies danlu,tiresias] [--mtbf 1d] [--repair 2h] [--checkpoint-every 30m]
-        [--seeds 0-2]
+        [--policies danlu,tiresias] [--unit node|gpu] [--mtbf 1d] [--repair 2h]
+        [--checkpoint-every 30m] [--seeds 0-2]
 
 Same simulator settings as ``danlu_pollux.py`` (60 s rounds, 30 s restarts). Prints figures;
 asserts nothing. About 2 minutes on 2 cores with the defaults (``pollux`` takes minutes a
@@ -22,6 +23,7 @@ from __future__ import annotations
 import argparse
 import time
 from collections.abc import Mapping
+from dataclasses import replace
 
 import numpy as np
 from danlu_pollux import DATA, FOLDERS
@@ -32,7 +34,7 @@ from danlu.core.units import parse_duration
 from danlu.sched.registry import make_policy
 from danlu.sim.elastic import ApplicationProfile, load_profiles
 from danlu.sim.engine import SimConfig, Simulator
-from danlu.sim.failures import NodeFailures
+from danlu.sim.failures import Failures
 from danlu.sim.workload import Workload, load_workload
 
 CLUSTER = Cluster.homogeneous(16, 4)
@@ -41,11 +43,17 @@ CLUSTER = Cluster.homogeneous(16, 4)
 def summary(
     workload: Workload,
     policy: str,
-    failures: NodeFailures | None,
+    failures: Failures | None,
     profiles: Mapping[str, ApplicationProfile],
+    unit: str = "node",
 ) -> dict[str, float]:
-    """The summary of one run of ``policy`` on ``workload`` with ``failures``."""
-    config = SimConfig(interval=60.0, restart_cost=30.0, failures=failures)
+    """The summary of one run of ``policy`` on ``workload`` with ``failures`` of nodes
+    (``unit`` ``node``) or of single GPUs (``gpu``)."""
+    config = SimConfig(interval=60.0, restart_cost=30.0)
+    if unit == "gpu":
+        config = replace(config, gpu_failures=failures)
+    else:
+        config = replace(config, failures=failures)
     return Simulator(CLUSTER, make_policy(policy), workload, config, profiles).run().summary()
 
 
@@ -54,6 +62,7 @@ def main() -> None:
     parser.add_argument("--load", default="1.0", choices=sorted(FOLDERS))
     parser.add_argument("--workloads", default="1,2,3,4")
     parser.add_argument("--policies", default="danlu,tiresias")
+    parser.add_argument("--unit", default="node", choices=["node", "gpu"])
     parser.add_argument("--mtbf", default="1d")
     parser.add_argument("--repair", default="2h")
     parser.add_argument("--checkpoint-every", default="30m")
@@ -66,8 +75,8 @@ def main() -> None:
     every = parse_duration(args.checkpoint_every, "--checkpoint-every")
     policies = [p.strip() for p in args.policies.split(",") if p.strip()]
     print(
-        f"nodes fail every {args.mtbf} on average, {args.repair} to repair, checkpoints every "
-        f"{args.checkpoint_every}; seeds {args.seeds}; load {args.load}"
+        f"{args.unit}s fail every {args.mtbf} on average, {args.repair} to repair, checkpoints "
+        f"every {args.checkpoint_every}; seeds {args.seeds}; load {args.load}"
     )
     print(
         f"{'workload':>8} {'policy':>10} {'calm avg':>9} {'failing':>9} {'ratio':>6} "
@@ -80,13 +89,13 @@ def main() -> None:
             started = time.perf_counter()
             calm = summary(workload, policy, None, profiles)["avg_jct"]
             runs = [
-                summary(workload, policy, NodeFailures(mtbf, repair, every, seed), profiles)
+                summary(workload, policy, Failures(mtbf, repair, every, seed), profiles, args.unit)
                 for seed in seeds
             ]
             failing = float(np.mean([r["avg_jct"] for r in runs]))
             ratio = failing / calm
             ratios[policy].append(ratio)
-            failures = float(np.mean([r["node_failures"] for r in runs]))
+            failures = float(np.mean([r[f"{args.unit}_failures"] for r in runs]))
             lost_runs = float(np.mean([r["lost_runs"] for r in runs]))
             lost = float(np.mean([r["lost_training_seconds"] for r in runs]))
             print(

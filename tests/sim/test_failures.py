@@ -263,16 +263,20 @@ POLLUX = Path(__file__).resolve().parents[2] / "../shared/data/pollux"
     not (POLLUX / "traces").is_dir(),
     reason=f"Pollux artifact data not found at {POLLUX.resolve()} (../shared/data is absent)",
 )
+@pytest.mark.parametrize("unit", ["node", "gpu"])
 def test_the_failure_cost_benchmark_prints_a_ratio_per_run(
+    unit: str,
     load_benchmark: Callable[[str], ModuleType],
     monkeypatch: pytest.MonkeyPatch,
     capsys: pytest.CaptureFixture[str],
 ) -> None:
     benchmark = load_benchmark("failure_cost")
     flags = ["--load", "0.5", "--workloads", "3", "--policies", "fifo", "--seeds", "0"]
-    monkeypatch.setattr("sys.argv", ["failure_cost.py", *flags, "--mtbf", "12h"])
+    flags += ["--unit", unit, "--mtbf", "12h" if unit == "node" else "2d"]
+    monkeypatch.setattr("sys.argv", ["failure_cost.py", *flags])
     benchmark.main()
     lines = capsys.readouterr().out.splitlines()
+    assert lines[0].startswith(f"{unit}s fail every")
     row = lines[2].split()
     assert row[:2] == ["3", "fifo"]
     calm, failing, ratio, failures = (float(x) for x in row[2:6])

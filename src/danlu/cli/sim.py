@@ -27,7 +27,7 @@ from danlu.core.units import parse_duration
 from danlu.sched.quota import Quota, Quotas
 from danlu.sched.registry import default_registry
 from danlu.sim.engine import SimConfig, Simulator
-from danlu.sim.failures import NodeFailures
+from danlu.sim.failures import Failures
 from danlu.sim.interference import Interference
 from danlu.sim.metrics import SimResult
 from danlu.sim.workload import Workload, load_workload, synthetic_workload
@@ -212,10 +212,11 @@ ROWS = (
 )
 FAILURE_ROWS = (
     ("node_failures", "node failures", "count"),
-    ("lost_runs", "runs lost with a node", "count"),
+    ("gpu_failures", "GPU failures", "count"),
+    ("lost_runs", "runs lost with a node or GPU", "count"),
     ("lost_training_seconds", "training lost to failures (s)", "seconds"),
 )
-"""Rows shown when nodes fail (``--node-mtbf``)."""
+"""Rows shown when nodes or GPUs fail (``--node-mtbf``, ``--gpu-mtbf``)."""
 
 
 def _table(results: list[SimResult], title: str) -> Table:
@@ -224,7 +225,7 @@ def _table(results: list[SimResult], title: str) -> Table:
     for result in results:
         table.add_column(result.policy, justify="right")
     summaries = [r.summary() for r in results]
-    failing = any(s["node_failures"] for s in summaries)
+    failing = any(s["node_failures"] or s["gpu_failures"] for s in summaries)
     for key, label, kind in ROWS + (FAILURE_ROWS if failing else ()):
         table.add_row(label, *(_fmt(s[key], kind) for s in summaries))
     return table
@@ -311,14 +312,27 @@ MtbfOpt = Annotated[
 RepairOpt = Annotated[
     str, typer.Option("--node-repair", help="How long a failed node is out of service.")
 ]
+GpuMtbfOpt = Annotated[
+    str | None,
+    typer.Option(
+        "--gpu-mtbf",
+        help="Single GPUs fail at random, each with this mean time between failures (e.g. "
+        "1y); the jobs on a failed GPU resume from their last checkpoint, the rest of its "
+        "node works on. Without it, no GPU fails on its own.",
+    ),
+]
+GpuRepairOpt = Annotated[
+    str, typer.Option("--gpu-repair", help="How long a failed GPU is out of service.")
+]
 CheckpointOpt = Annotated[
     str,
     typer.Option(
-        "--checkpoint-every", help="Training between two checkpoints of a job (with --node-mtbf)."
+        "--checkpoint-every",
+        help="Training between two checkpoints of a job (with --node-mtbf or --gpu-mtbf).",
     ),
 ]
 FailureSeedOpt = Annotated[
-    int, typer.Option("--failure-seed", help="Seed of the nodes' failure times.")
+    int, typer.Option("--failure-seed", help="Seed of the nodes' and GPUs' failure times.")
 ]
 QuotaOpt = Annotated[
     list[str] | None,
@@ -345,26 +359,39 @@ PolicyOptionOpt = Annotated[
 ]
 
 
-def node_failures(
-    mtbf: str | None, repair: str, checkpoint_every: str, seed: int
-) -> NodeFailures | None:
-    """The failures of ``--node-mtbf``, ``--node-repair``, ``--checkpoint-every`` and
-    ``--failure-seed`` (None without ``--node-mtbf``)."""
+def unit_failures(
+    unit: str, mtbf: str | None, repair: str, checkpoint_every: str, seed: int
+) -> Failures | None:
+    """The failures of ``--{unit}-mtbf``, ``--{unit}-repair``, ``--checkpoint-every`` and
+    ``--failure-seed`` (None without ``--{unit}-mtbf``); ``unit`` is ``node`` or ``gpu``."""
     if mtbf is None:
         return None
     seconds = {
         flag: parse_duration(text, flag)
         for flag, text in (
-            ("--node-mtbf", mtbf),
-            ("--node-repair", repair),
+            (f"--{unit}-mtbf", mtbf),
+            (f"--{unit}-repair", repair),
             ("--checkpoint-every", checkpoint_every),
         )
     }
     for flag, value in seconds.items():
         if not (math.isfinite(value) and value > 0):
             raise ConfigError(f"{flag} must be a duration above 0, e.g. 30d, 2h or 30m")
-    return NodeFailures(
-        seconds["--node-mtbf"], seconds["--node-repair"], seconds["--checkpoint-every"], seed
+    every = seconds["--checkpoint-every"]
+    return Failures(seconds[f"--{unit}-mtbf"], seconds[f"--{unit}-repair"], every, seed)
+
+
+def failure_settings(
+    nodes: tuple[str | None, str],
+    gpus: tuple[str | None, str],
+    checkpoint_every: str,
+    seed: int,
+) -> tuple[Failures | None, Failures | None]:
+    """The nodes' and the GPUs' failures: ``(--node-mtbf, --node-repair)`` and
+    ``(--gpu-mtbf, --gpu-repair)``, with ``--checkpoint-every`` and ``--failure-seed``."""
+    return (
+        unit_failures("node", *nodes, checkpoint_every, seed),
+        unit_failures("gpu", *gpus, checkpoint_every, seed),
     )
 
 
@@ -375,10 +402,11 @@ def _config(
     interference: Path | None,
     interference_gpu: str,
     project_shares: list[str] | None = None,
-    failures: NodeFailures | None = None,
+    failures: tuple[Failures | None, Failures | None] = (None, None),
     quotas: Quotas | None = None,
 ) -> SimConfig:
-    """The simulation settings of ``run``, ``compare`` and ``plan``."""
+    """The simulation settings of ``run``, ``compare`` and ``plan`` (``failures``: the
+    nodes' and the GPUs')."""
     model = None
     if interference is not None:
         if not interference.is_file():
@@ -393,7 +421,8 @@ def _config(
         event_rounds=event_rounds,
         interference=model,
         project_shares=parse_project_shares(project_shares or []),
-        failures=failures,
+        failures=failures[0],
+        gpu_failures=failures[1],
         quotas=quotas or Quotas(),
     )
 
@@ -414,6 +443,8 @@ def run(
     project_share: ProjectShareOpt = None,
     node_mtbf: MtbfOpt = None,
     node_repair: RepairOpt = "1h",
+    gpu_mtbf: GpuMtbfOpt = None,
+    gpu_repair: GpuRepairOpt = "1h",
     checkpoint_every: CheckpointOpt = "30m",
     failure_seed: FailureSeedOpt = 0,
     quota: QuotaOpt = None,
@@ -432,7 +463,9 @@ def run(
         check_output(json_out, "--json")
         check_output(plot, "--plot")
         wl = _load(workload, jobs, seed)
-        failures = node_failures(node_mtbf, node_repair, checkpoint_every, failure_seed)
+        failures = failure_settings(
+            (node_mtbf, node_repair), (gpu_mtbf, gpu_repair), checkpoint_every, failure_seed
+        )
         config = _config(
             interval,
             restart_cost,
@@ -488,6 +521,8 @@ def compare(
     project_share: ProjectShareOpt = None,
     node_mtbf: MtbfOpt = None,
     node_repair: RepairOpt = "1h",
+    gpu_mtbf: GpuMtbfOpt = None,
+    gpu_repair: GpuRepairOpt = "1h",
     checkpoint_every: CheckpointOpt = "30m",
     failure_seed: FailureSeedOpt = 0,
     quota: QuotaOpt = None,
@@ -508,7 +543,9 @@ def compare(
                 )
         check_output(json_out, "--json")
         wl = _load(workload, jobs, seed)
-        failures = node_failures(node_mtbf, node_repair, checkpoint_every, failure_seed)
+        failures = failure_settings(
+            (node_mtbf, node_repair), (gpu_mtbf, gpu_repair), checkpoint_every, failure_seed
+        )
         config = _config(
             interval,
             restart_cost,
@@ -566,6 +603,8 @@ def plan(
     project_share: ProjectShareOpt = None,
     node_mtbf: MtbfOpt = None,
     node_repair: RepairOpt = "1h",
+    gpu_mtbf: GpuMtbfOpt = None,
+    gpu_repair: GpuRepairOpt = "1h",
     checkpoint_every: CheckpointOpt = "30m",
     failure_seed: FailureSeedOpt = 0,
     quota: QuotaOpt = None,
@@ -587,7 +626,9 @@ def plan(
         check_output(json_out, "--json")
         options = parse_options(option or [])
         wl = _load(workload, jobs, seed)
-        failures = node_failures(node_mtbf, node_repair, checkpoint_every, failure_seed)
+        failures = failure_settings(
+            (node_mtbf, node_repair), (gpu_mtbf, gpu_repair), checkpoint_every, failure_seed
+        )
         config = _config(
             interval,
             restart_cost,

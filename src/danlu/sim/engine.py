@@ -7,10 +7,11 @@ also asked at every arrival and completion. Instants at which nothing can change
 with no stepwise job running, no round is due while the queue is empty, nor, for a policy
 that does not depend on the clock, while nothing arrived or finished.
 
-With ``failures`` nodes fail and come back (:mod:`danlu.sim.failures`): a failure is an
-instant of its own (its jobs are re-queued at once; the policy is asked at the next
-instant of the grid, or at once with ``event_rounds``, as for a repair), and the nodes out
-of service are the view's ``closed_nodes``.
+With ``failures`` nodes, with ``gpu_failures`` single GPUs, fail and come back
+(:mod:`danlu.sim.failures`): a failure is an instant of its own (its jobs are re-queued at
+once; the policy is asked at the next instant of the grid, or at once with
+``event_rounds``, as for a repair), and the nodes and GPUs out of service are the view's
+``closed_nodes`` and ``closed_gpus``.
 
 The engine is a thin adapter: it keeps per-job state, builds the frozen
 :class:`~danlu.sched.view.ClusterView`, calls ``policy.schedule`` and applies the plan,
@@ -52,7 +53,7 @@ from danlu.sched.project_usage import (
 from danlu.sched.quota import QuotaPolicy, Quotas
 from danlu.sched.view import ClusterView, JobRequest, JobStatus, Plan
 from danlu.sim.elastic import ApplicationProfile, OutOfProfileError
-from danlu.sim.failures import FAIL, FailureClock, NodeFailures
+from danlu.sim.failures import FAIL, NODE, Failures, Outages
 from danlu.sim.interference import Interference
 from danlu.sim.metrics import JobRecord, SimResult, Timeline
 from danlu.sim.progress import ProfiledProgress, Progress, RigidProgress
@@ -93,8 +94,11 @@ class SimConfig:
     project_shares: Mapping[str, float] = field(default_factory=dict)
     """Projects' weights for fair-share policies, by the workload's ``project`` names (a
     project missing has weight 1)."""
-    failures: NodeFailures | None = None
+    failures: Failures | None = None
     """How nodes fail (:mod:`danlu.sim.failures`); ``None``: they never do."""
+    gpu_failures: Failures | None = None
+    """How single GPUs fail, each on its own (the rest of its node works on); ``None``:
+    they never do."""
     quotas: Quotas = field(default_factory=Quotas)
     """Projects' and users' quotas, by the workload's ``project`` and ``user`` names, kept
     as the server keeps them (:class:`danlu.sched.quota.QuotaPolicy` around the policy): a
@@ -178,8 +182,9 @@ class Simulator:
         """Projects' past GPU use, for a policy that reads recent usage."""
         self._weights = shares_with_usage(self.config.project_shares, {})
         """The view's projects when the policy reads no usage: the weights alone (fixed)."""
-        self._failures: FailureClock | None = None
-        """The nodes' failures (with ``config.failures``), from the first submission."""
+        self._failures: Outages | None = None
+        """The nodes' and GPUs' failures (with ``config.failures`` or
+        ``config.gpu_failures``), from the first submission."""
         self._check_models()
 
     def _check_models(self) -> None:
@@ -323,16 +328,27 @@ class Simulator:
         self._pending[job.id] = job
         self._queue_status(job)
 
-    def _fail_node(self, node: int, every: float) -> bool:
-        """Node ``node`` fails now: its jobs lose their runs (the training since their last
-        checkpoint, every ``every`` seconds) and are re-queued; whether it had any."""
-        lost = [j for j in self._running.values() if node in j.allocation.nodes]
-        name = self.cluster.nodes[node].name
+    def _fail(self, scope: int, unit: int, every: float) -> bool:
+        """Node (``scope`` NODE) or flat GPU ``unit`` fails now: the jobs on it lose their
+        runs (the training since their last checkpoint, every ``every`` seconds) and are
+        re-queued; whether it had any."""
+        if scope == NODE:
+            lost = [j for j in self._running.values() if unit in j.allocation.nodes]
+            where = f"node {self.cluster.nodes[unit].name}"
+        else:
+            node = int(self.cluster.arrays.gpu_node[unit])
+            gpu = unit - self.cluster.gpu_offset(node)
+            lost = [
+                j
+                for j in self._running.values()
+                if any(s.node == node and s.gpu == gpu for s in j.allocation.shares)
+            ]
+            where = f"GPU {gpu} of node {self.cluster.nodes[node].name}"
         for job in lost:
             job.lost_seconds += job.progress.fail(self._now, every)
             job.failures += 1
             resume = "re-queued to resume from its last checkpoint"
-            self._requeue(job, f"lost with node {name}", resume)
+            self._requeue(job, f"lost with {where}", resume)
         return bool(lost)
 
     def _schedule_end(self, job: SimJob) -> None:
@@ -526,7 +542,8 @@ class Simulator:
             pending=self._pending_view(),
             used_milli=self._used_milli.copy(),
             used_memory=self._used_memory.copy(),
-            closed_nodes=frozenset(self._failures.down) if self._failures else frozenset(),
+            closed_nodes=self._failures.closed_nodes if self._failures else frozenset(),
+            closed_gpus=self._failures.closed_gpus if self._failures else frozenset(),
             projects=self._projects(),
         )
         self._rounds += 1
@@ -576,9 +593,10 @@ class Simulator:
             raise ConfigError(f"job ids must be unique; {', '.join(repeated[:5])} repeat")
         if arrivals:  # the timeline starts idle at the first submission
             self._record(arrivals[0][0].request.submit_time)
-        if cfg.failures is not None:
+        if cfg.failures is not None or cfg.gpu_failures is not None:
             start = arrivals[0][0].request.submit_time if arrivals else 0.0
-            self._failures = FailureClock(cfg.failures, len(self.cluster.nodes), start)
+            sizes = len(self.cluster.nodes), self.cluster.total_gpus
+            self._failures = Outages(*sizes, cfg.failures, cfg.gpu_failures, start)
         failures = self._failures
         next_arrival = 0
         next_tick = interval
@@ -597,7 +615,7 @@ class Simulator:
             waiting = bool(self._pending) or bool(self._running)
             # a failure matters to running jobs, a repair to waiting ones (until all are back)
             failure_time = math.inf
-            if failures is not None and (self._running or (self._pending and failures.down)):
+            if failures is not None and (self._running or (self._pending and failures.any_down)):
                 failure_time = failures.next_time()
             if self._stepwise or changed:
                 instant = next_tick
@@ -640,9 +658,9 @@ class Simulator:
             if on_grid:
                 next_tick = instant + interval
             if failures is not None:
-                for _, node, kind in failures.due(instant):
-                    down = kind == FAIL
-                    if down and self._fail_node(node, failures.failures.checkpoint_every):
+                for event in failures.due(instant):
+                    down = event.kind == FAIL
+                    if down and self._fail(event.scope, event.unit, event.checkpoint_every):
                         changed = True
                     changed = changed or (not down and bool(self._pending))
                 if self._touched:
@@ -665,7 +683,7 @@ class Simulator:
             if active and due and (changed or instant >= recheck_at):
                 started, recheck_at = self._round()
                 changed = False
-                final = next_arrival >= len(arrivals) and not (failures and failures.down)
+                final = next_arrival >= len(arrivals) and not (failures and failures.any_down)
                 if started == 0 and not self._running and final:
                     idle_rounds += 1
                     if recheck_at == math.inf or idle_rounds > cfg.idle_retries:
@@ -761,5 +779,6 @@ class Simulator:
             rounds=self._rounds,
             preemptions=self._preemptions,
             events=self._events,
-            node_failures=self._failures.count if self._failures else 0,
+            node_failures=self._failures.node_count if self._failures else 0,
+            gpu_failures=self._failures.gpu_count if self._failures else 0,
         )

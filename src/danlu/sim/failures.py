@@ -1,19 +1,23 @@
-"""Node failures in the simulator: when nodes fail and come back, and what a job loses.
+"""Node and GPU failures in the simulator: when they fail and come back, and what a job loses.
 
-Each node fails at random, independently, as a Poisson process: the time to its next
-failure is exponential with mean ``mtbf`` (a node's mean time between failures), drawn from a
-generator seeded by ``seed``, node by node in index order and then in the order the failures
-happen, so a seed gives the same failures under every policy. A failed node is out of service
-for ``repair`` seconds (it cannot fail again meanwhile), then takes work again and its next
-failure is drawn.
+Each node (or, with GPU failures, each GPU) fails at random, independently, as a Poisson
+process: the time to its next failure is exponential with mean ``mtbf`` (its mean time
+between failures), drawn from a generator seeded by ``seed``, unit by unit in index order
+and then in the order the failures happen, so a seed gives the same failures under every
+policy. Nodes and GPUs draw from two streams of the same seed, so turning GPU failures on
+leaves the nodes' failure times as they were. A failed unit is out of service for
+``repair`` seconds (it cannot fail again meanwhile), then takes work again and its next
+failure is drawn. A GPU that fails takes only itself out: the rest of its node goes on
+working (the control plane closes a GPU its health checks find faulty the same way).
 
-A job with a GPU on a failing node loses its run there, as the control plane sees a run lost
-with its node: it is re-queued to resume from its last checkpoint, with no restart counted
-against it. A run checkpoints every ``checkpoint_every`` seconds of training (after its
-restart cost), and at every preemption or resize (the simulator's are lossless), so it loses
-the training since its last checkpoint: its next run redoes that first, as time without
-progress after the restart cost (at the next run's speed the work may take a little more or
-less; the simulator counts the seconds).
+A job with a GPU on a failing node, or on a failing GPU (a share of it too), loses its run
+there, as the control plane sees a run lost with its node: it is re-queued to resume from
+its last checkpoint, with no restart counted against it. A run checkpoints every
+``checkpoint_every`` seconds of training (after its restart cost), and at every preemption
+or resize (the simulator's are lossless), so it loses the training since its last
+checkpoint: its next run redoes that first, as time without progress after the restart cost
+(at the next run's speed the work may take a little more or less; the simulator counts the
+seconds).
 """
 
 from __future__ import annotations
@@ -21,6 +25,7 @@ from __future__ import annotations
 import heapq
 import math
 from dataclasses import dataclass
+from typing import NamedTuple
 
 import numpy as np
 
@@ -28,13 +33,14 @@ from danlu.core.errors import ConfigError
 
 
 @dataclass(frozen=True, slots=True)
-class NodeFailures:
-    """How nodes fail (``SimConfig.failures``): seconds, all finite and above 0."""
+class Failures:
+    """How nodes (``SimConfig.failures``) or GPUs (``SimConfig.gpu_failures``) fail:
+    seconds, all finite and above 0."""
 
     mtbf: float
-    """A node's mean time between failures."""
+    """A node's (a GPU's) mean time between failures."""
     repair: float = 3600.0
-    """How long a failed node is out of service."""
+    """How long a failed node (GPU) is out of service."""
     checkpoint_every: float = 1800.0
     """Seconds of training between two checkpoints of a job."""
     seed: int = 0
@@ -47,6 +53,10 @@ class NodeFailures:
                 raise ConfigError(f"failures: {name} must be above 0 seconds, not {value}")
 
 
+NodeFailures = Failures
+"""How nodes fail: the name :class:`Failures` had before GPUs could fail too."""
+
+
 FAIL = 0
 """A :class:`FailureClock` event: the node fails."""
 REPAIRED = 1
@@ -54,18 +64,20 @@ REPAIRED = 1
 
 
 class FailureClock:
-    """The failures and repairs of ``nodes`` nodes under ``failures``, in time order.
+    """The failures and repairs of ``nodes`` units (nodes, or GPUs) under ``failures``, in
+    time order, drawn from stream ``stream`` of its seed (0: the seed alone, as nodes draw).
 
     :meth:`next_time` is when the next event happens; :meth:`due` takes the events up to a
-    time. The nodes out of service are :attr:`down`."""
+    time. The units out of service are :attr:`down`."""
 
-    def __init__(self, failures: NodeFailures, nodes: int, start: float = 0.0) -> None:
+    def __init__(self, failures: Failures, nodes: int, start: float = 0.0, stream: int = 0) -> None:
         self.failures = failures
-        self._rng = np.random.default_rng(failures.seed)
+        seed = failures.seed if stream == 0 else [failures.seed, stream]
+        self._rng = np.random.default_rng(seed)
         self._events: list[tuple[float, int, int]] = []
-        """(time, node, FAIL or REPAIRED), a heap."""
+        """(time, unit, FAIL or REPAIRED), a heap."""
         self.down: set[int] = set()
-        """The nodes out of service now."""
+        """The units out of service now."""
         self.count = 0
         """Failures so far."""
         for node in range(nodes):
@@ -95,6 +107,87 @@ class FailureClock:
                 self._draw(node, at)
             taken.append((at, node, kind))
         return taken
+
+
+NODE = 0
+"""An :class:`Outages` event's scope: a node failed or was repaired."""
+GPU = 1
+"""An :class:`Outages` event's scope: a GPU (flat numbering of ``Cluster.gpu_offset``)."""
+
+
+class OutageEvent(NamedTuple):
+    """A failure or repair of :meth:`Outages.due`."""
+
+    time: float
+    scope: int
+    """:data:`NODE` or :data:`GPU`."""
+    unit: int
+    """The node's index, or the GPU's flat index."""
+    kind: int
+    """:data:`FAIL` or :data:`REPAIRED`."""
+    checkpoint_every: float
+    """The checkpoint interval of the jobs whose runs a failure loses."""
+
+
+class Outages:
+    """The nodes' and the GPUs' failure clocks of one simulation together (either may be
+    off): what the engine asks when its next instant comes and which units are closed."""
+
+    def __init__(
+        self,
+        nodes: int,
+        gpus: int,
+        node_failures: Failures | None,
+        gpu_failures: Failures | None,
+        start: float,
+    ) -> None:
+        self.nodes = FailureClock(node_failures, nodes, start) if node_failures else None
+        """The nodes' clock (``None``: nodes never fail)."""
+        self.gpus = FailureClock(gpu_failures, gpus, start, stream=1) if gpu_failures else None
+        """The GPUs' clock (``None``: GPUs never fail on their own)."""
+
+    def _clocks(self) -> tuple[tuple[int, FailureClock], ...]:
+        return tuple((s, c) for s, c in ((NODE, self.nodes), (GPU, self.gpus)) if c)
+
+    def next_time(self) -> float:
+        """When the next failure or repair of either kind happens (infinite: never)."""
+        return min((c.next_time() for _, c in self._clocks()), default=math.inf)
+
+    def due(self, until: float) -> list[OutageEvent]:
+        """The events of both clocks at or before ``until``, in time order (at one time,
+        nodes first, then by index)."""
+        taken = [
+            OutageEvent(at, scope, unit, kind, clock.failures.checkpoint_every)
+            for scope, clock in self._clocks()
+            for at, unit, kind in clock.due(until)
+        ]
+        taken.sort(key=lambda event: event[:3])
+        return taken
+
+    @property
+    def any_down(self) -> bool:
+        """Whether any node or GPU is out of service now."""
+        return any(c.down for _, c in self._clocks())
+
+    @property
+    def closed_nodes(self) -> frozenset[int]:
+        """The nodes out of service now (the view's ``closed_nodes``)."""
+        return frozenset(self.nodes.down) if self.nodes else frozenset()
+
+    @property
+    def closed_gpus(self) -> frozenset[int]:
+        """The GPUs out of service now (the view's ``closed_gpus``)."""
+        return frozenset(self.gpus.down) if self.gpus else frozenset()
+
+    @property
+    def node_count(self) -> int:
+        """Node failures so far."""
+        return self.nodes.count if self.nodes else 0
+
+    @property
+    def gpu_count(self) -> int:
+        """GPU failures so far."""
+        return self.gpus.count if self.gpus else 0
 
 
 def lost_training(trained: float, checkpoint_every: float) -> float:

@@ -143,6 +143,8 @@ class SimResult:
     events: list[Event] = field(default_factory=list)
     node_failures: int = 0
     """Nodes that failed (``SimConfig.failures``)."""
+    gpu_failures: int = 0
+    """GPUs that failed on their own (``SimConfig.gpu_failures``)."""
 
     @property
     def jcts(self) -> list[float]:
@@ -192,6 +194,7 @@ class SimResult:
             "interference_seconds": float(sum(r.interference_seconds for r in self.jobs)),
             "timed_out": float(sum(r.timed_out for r in self.jobs)),
             "node_failures": float(self.node_failures),
+            "gpu_failures": float(self.gpu_failures),
             "lost_runs": float(sum(r.failures for r in self.jobs)),
             "lost_training_seconds": float(sum(r.lost_seconds for r in self.jobs)),
         }
