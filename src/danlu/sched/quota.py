@@ -20,7 +20,7 @@ together.
 from __future__ import annotations
 
 import math
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from operator import is_not
 from typing import NamedTuple
@@ -243,23 +243,25 @@ class QuotaPolicy:
         ):  # another cluster, or most of the jobs gone
             self._memo.clear()
             self._memo_on = cluster
+        projects, users = self.quotas.projects, self.quotas.users
+        sized = self.sizes_jobs
         counted: dict[str, _Counted] = {}  # this round's jobs with a quota
         used = {q.holder: Usage() for q in self.quotas.all()}
-        for job in view.running:
-            entry = self._counted(job, cluster, running=True)
-            if entry is not None:
-                counted[job.id] = entry
-                for quota in entry.quotas:
-                    used[quota.holder] += entry.usage
+        # only the jobs with a quota are looked at one by one: in a long queue most have none
+        held_by = [
+            j for j in view.running if (req := j.request).project in projects or req.user in users
+        ]
+        for job in held_by:
+            entry = counted[job.id] = self._counted(job, cluster, running=True)
+            for quota in entry.quotas:
+                used[quota.holder] += entry.usage
         withheld: dict[str, str] = {}
-        pending: list[JobStatus] = []
+        shown: dict[str, JobStatus] = {}  # jobs handed to ``inner`` cut to their quotas
         reasons: dict[tuple[str, str, float, int], str | None] = {}  # one string each
-        for job in view.pending:
-            entry = self._counted(job, cluster, running=False)
-            if entry is None:  # most jobs of most workloads: nothing to check
-                pending.append(job)
-                continue
-            counted[job.id] = entry
+        for job in [
+            j for j in view.pending if (req := j.request).project in projects or req.user in users
+        ]:
+            entry = counted[job.id] = self._counted(job, cluster, running=False)
             if entry.key in reasons:
                 why = reasons[entry.key]
             else:
@@ -270,36 +272,34 @@ class QuotaPolicy:
                 reasons[entry.key] = why = None if why is None else f"waiting for quota: {why}"
             if why is not None:
                 withheld[job.id] = why
-            else:
-                pending.append(_within(job, entry.quotas, used, cluster, self.sizes_jobs))
-        running = [
-            _within(job, counted[job.id].quotas, used, cluster, self.sizes_jobs)
-            if job.id in counted
-            else job
-            for job in view.running
-        ]
-        if any(map(is_not, running, view.running)):
+            elif (cut := _within(job, entry.quotas, used, cluster, sized)) is not job:
+                shown[job.id] = cut
+        for job in held_by:
+            if (cut := _within(job, counted[job.id].quotas, used, cluster, sized)) is not job:
+                shown[job.id] = cut
+        pending: Sequence[JobStatus] = view.pending
+        if withheld or shown:
+            pending = [shown.get(j.id, j) for j in view.pending if j.id not in withheld]
+        if any(j.running for j in shown.values()):
             last_running, last_pending = self._handed
+            running = [shown.get(j.id, j) for j in view.running]
             view = replace(
                 view, running=_again(last_running, running), pending=_again(last_pending, pending)
             )
             self._handed = (view.running, view.pending)
-        elif len(pending) < len(view.pending) or any(map(is_not, pending, view.pending)):
+        elif withheld or shown:
             view = replace(view, pending=_again(self._handed[1], pending))
             self._handed = (view.running, view.pending)
         plan = self.inner.schedule(view)
         return _checked(plan, view, counted, used, withheld)
 
-    def _counted(self, job: JobStatus, cluster: Cluster, running: bool) -> _Counted | None:
-        """What ``job`` counts against its quotas (None: it has none), from the memo while
+    def _counted(self, job: JobStatus, cluster: Cluster, running: bool) -> _Counted:
+        """What ``job``, which has a quota, counts against its quotas, from the memo while
         its status object is the same."""
-        request = job.request
-        projects, users = self.quotas.projects, self.quotas.users
-        if request.project not in projects and request.user not in users:
-            return None
         hit = self._memo.get(job.id)
         if hit is not None and hit.status is job:
             return hit
+        request = job.request
         if running:
             usage = held(job.allocation)
         else:
@@ -310,7 +310,7 @@ class QuotaPolicy:
         return entry
 
 
-def _again(last: tuple[JobStatus, ...], jobs: list[JobStatus]) -> tuple[JobStatus, ...]:
+def _again(last: tuple[JobStatus, ...], jobs: Sequence[JobStatus]) -> tuple[JobStatus, ...]:
     """``last`` when it holds the same status objects as ``jobs``, else ``jobs`` as a tuple."""
     if len(last) == len(jobs) and not any(map(is_not, last, jobs)):
         return last
