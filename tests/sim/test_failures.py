@@ -12,6 +12,7 @@ from types import ModuleType
 
 import numpy as np
 import pytest
+from closed_watch import WatchingClosed
 from typer.testing import CliRunner
 
 from danlu.cli.main import app
@@ -20,7 +21,6 @@ from danlu.core.errors import ConfigError
 from danlu.core.state import JobState
 from danlu.sched.policies.base import Policy
 from danlu.sched.registry import make_policy
-from danlu.sched.view import ClusterView, Plan
 from danlu.sim.engine import SimConfig, Simulator
 from danlu.sim.failures import FAIL, REPAIRED, FailureClock, NodeFailures, lost_training
 from danlu.sim.metrics import SimResult
@@ -147,34 +147,9 @@ def test_a_job_on_a_failed_node_resumes_after_the_repair(tmp_path: Path) -> None
     ]
 
 
-class _Watching:
-    """A policy that counts the rounds with closed nodes and checks its plan avoids them
-    (its other attributes are ``inner``'s)."""
-
-    def __init__(self, inner: Policy) -> None:
-        self.inner = inner
-        self.closed_rounds = 0
-
-    def __getattr__(self, name: str) -> object:
-        return getattr(self.inner, name)
-
-    @property
-    def name(self) -> str:
-        return self.inner.name
-
-    def schedule(self, view: ClusterView) -> Plan:
-        plan = self.inner.schedule(view)
-        if view.closed_nodes:
-            self.closed_rounds += 1
-        placed = [s.allocation for s in plan.starts] + [r.allocation for r in plan.resizes]
-        for allocation in placed:
-            assert not set(allocation.nodes) & view.closed_nodes
-        return plan
-
-
 @pytest.mark.parametrize("policy", ["fifo", "tiresias", "danlu"])
 def test_nothing_starts_on_a_node_out_of_service(policy: str) -> None:
-    watching = _Watching(make_policy(policy))
+    watching = WatchingClosed(make_policy(policy))
     failures = NodeFailures(mtbf=20_000.0, repair=3600.0, seed=1)
     result = _simulate(
         synthetic_workload(jobs=80, seed=2), Cluster.homogeneous(4, 4), failures, watching

@@ -10,6 +10,7 @@ from pathlib import Path
 
 import numpy as np
 import pytest
+from closed_watch import WatchingClosed
 from typer.testing import CliRunner
 
 from danlu.cli.main import app
@@ -17,7 +18,6 @@ from danlu.core.cluster import Cluster
 from danlu.core.state import JobState
 from danlu.sched.policies.base import Policy
 from danlu.sched.registry import make_policy
-from danlu.sched.view import ClusterView, Plan
 from danlu.sim.engine import SimConfig, Simulator
 from danlu.sim.failures import FAIL, GPU, NODE, REPAIRED, FailureClock, Failures, Outages
 from danlu.sim.metrics import SimResult
@@ -89,34 +89,9 @@ def test_a_job_on_a_failed_gpu_resumes_and_its_neighbour_runs_on(tmp_path: Path)
     assert (summary["gpu_failures"], summary["node_failures"], summary["lost_runs"]) == (1, 0, 1)
 
 
-class _Watching:
-    """A policy that counts the rounds with closed GPUs and checks its plan avoids them."""
-
-    def __init__(self, inner: Policy) -> None:
-        self.inner = inner
-        self.closed_rounds = 0
-
-    def __getattr__(self, name: str) -> object:
-        return getattr(self.inner, name)
-
-    @property
-    def name(self) -> str:
-        return self.inner.name
-
-    def schedule(self, view: ClusterView) -> Plan:
-        plan = self.inner.schedule(view)
-        if view.closed_gpus:
-            self.closed_rounds += 1
-        placed = [s.allocation for s in plan.starts] + [r.allocation for r in plan.resizes]
-        for allocation in placed:
-            flat = {view.cluster.gpu_offset(s.node) + s.gpu for s in allocation.shares}
-            assert not flat & view.closed_gpus
-        return plan
-
-
 @pytest.mark.parametrize("policy", ["fifo", "tiresias", "danlu"])
 def test_nothing_starts_on_a_gpu_out_of_service(policy: str) -> None:
-    watching = _Watching(make_policy(policy))
+    watching = WatchingClosed(make_policy(policy))
     failures = Failures(mtbf=40_000.0, repair=3600.0, seed=1)
     result = _simulate(
         synthetic_workload(jobs=80, seed=2), Cluster.homogeneous(4, 4), watching,
