@@ -140,3 +140,38 @@ def test_bad_gpu_failure_flags_exit_2_naming_the_flag(flags: list[str], needle: 
         result = CliRunner().invoke(app, ["sim", command, "--jobs", "5", *extra, *flags])
         assert result.exit_code == 2, result.output
         assert needle in result.output
+
+
+def _mixed_workload(tmp_path: Path, seed: int) -> Workload:
+    """40 rigid jobs: whole GPUs (1-8) and parts of one GPU (8-30 GiB of its 80), in bursts."""
+    rng = np.random.default_rng(seed)
+    rows = ["name,submit_time,gpus,duration,gpu_memory,family"]
+    for i in range(40):
+        submit, duration = float(rng.integers(0, 20_000)), float(rng.integers(600, 20_000))
+        if rng.random() < 0.3:
+            memory = int(rng.integers(8, 31)) * 2**30
+            rows.append(f"j{i},{submit},1,{duration},{memory},cnn-small")
+        else:
+            rows.append(f"j{i},{submit},{int(rng.choice([1, 1, 2, 4, 8]))},{duration},,")
+    path = tmp_path / f"mixed-{seed}.csv"
+    path.write_text("\n".join(rows) + "\n")
+    return load_workload(path)
+
+
+@pytest.mark.parametrize("policy", ["danlu", "fair-share", "fifo", "tiresias", "value-density"])
+@pytest.mark.parametrize("seed", [0, 1])
+def test_every_job_ends_with_nodes_and_gpus_failing(tmp_path: Path, policy: str, seed: int) -> None:
+    # nodes and single GPUs failing often, shares of a GPU among whole-GPU jobs: the engine
+    # checks every plan against over-allocation, the wrapper against closed nodes and GPUs
+    # (pollux is left out: its search takes ~0.1 s a round, minutes for this workload)
+    watching = WatchingClosed(make_policy(policy))
+    result = _simulate(
+        _mixed_workload(tmp_path, seed),
+        Cluster.homogeneous(3, 4, gpu="a100-80gb"),
+        watching,
+        failures=Failures(mtbf=30_000.0, repair=1800.0, seed=seed),
+        gpu_failures=Failures(mtbf=40_000.0, repair=3600.0, seed=seed),
+    )
+    assert result.node_failures > 0 and result.gpu_failures > 0 and watching.closed_rounds > 0
+    assert not result.unfinished and not result.rejected and len(result.jobs) == 40
+    assert sum(r.failures for r in result.jobs) > 0
