@@ -135,9 +135,9 @@ def test_a_launch_the_node_cannot_make_is_retried_without_a_restart_counted(
     """Twice the node has no room to launch the job (ENOSPC from the executor): the job is
     re-queued with a backoff and no restart counted (it has none to spare here), `why` says
     what the node lacked, and the third launch runs it. Each such failure used to count as
-    a failure of the job, so a full disk failed jobs for good."""
-    # long enough that `why` is asked within it on a loaded machine (0.2 s was not, once)
-    monkeypatch.setattr(jobs, "RESTART_BACKOFF_SECONDS", 1.0)
+    a failure of the job, so a full disk failed jobs for good. The loop runs on the test's
+    clock, past each backoff; `why` (on the wall clock) is asked within the first."""
+    monkeypatch.setattr(jobs, "RESTART_BACKOFF_SECONDS", 100.0)
     with live_server(tmp_path, fake_gpus="1x80GiB", start_loops=False) as live, live.client() as c:
         state = live.prepared.app.state.danlu if live.prepared else None
         assert state is not None
@@ -153,15 +153,20 @@ def test_a_launch_the_node_cannot_make_is_retried_without_a_restart_counted(
         monkeypatch.setattr(state.executor, "submit", submit)
         job = c.post("/jobs", json=spec("tight", "pass", max_restarts=0)).json()
         loop = Reconciler(state.db, state.executor, state.settings)
-        loop.run_once()
+        start = time.time()
+        loop.run_once(start)
         pending = c.get(f"/jobs/{job['id']}").json()
         assert (pending["state"], pending["restarts"]) == ("PENDING", 0)
         why = c.get(f"/jobs/{job['id']}/why").json()["reason"]
         assert why.startswith("the node could not launch it: [Errno 28] No space left")
         assert "eligible again in" in why
+        loop.run_once(start + 50.0)  # within the backoff: not launched again
+        assert len(tries) == 1
+        loop.run_once(start + 101.0)  # the second try: no room again, a backoff of 200 s
+        assert len(tries) == 2 and c.get(f"/jobs/{job['id']}").json()["state"] == "PENDING"
 
         def run() -> dict[str, Any]:
-            loop.run_once()
+            loop.run_once(start + 302.0)
             return dict(c.get(f"/jobs/{job['id']}").json())
 
         deadline = time.monotonic() + 30
@@ -172,4 +177,4 @@ def test_a_launch_the_node_cannot_make_is_retried_without_a_restart_counted(
         assert len(tries) == 3
         events = c.get(f"/jobs/{job['id']}/events").json()
         waits = [e["reason"] for e in events if e["reason"].startswith("re-queued; retry after")]
-        assert waits == ["re-queued; retry after 1s", "re-queued; retry after 2s"]
+        assert waits == ["re-queued; retry after 100s", "re-queued; retry after 200s"]
