@@ -58,9 +58,9 @@ NodeFailures = Failures
 
 
 FAIL = 0
-"""A :class:`FailureClock` event: the node fails."""
+"""A :class:`FailureClock` event: the node (GPU) fails."""
 REPAIRED = 1
-"""A :class:`FailureClock` event: the node takes work again."""
+"""A :class:`FailureClock` event: the node (GPU) takes work again."""
 
 
 class FailureClock:
