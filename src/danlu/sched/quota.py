@@ -243,14 +243,10 @@ class QuotaPolicy:
         ):  # another cluster, or most of the jobs gone
             self._memo.clear()
             self._memo_on = cluster
-        projects, users = self.quotas.projects, self.quotas.users
         sized = self.sizes_jobs
         counted: dict[str, _Counted] = {}  # this round's jobs with a quota
         used = {q.holder: Usage() for q in self.quotas.all()}
-        # only the jobs with a quota are looked at one by one: in a long queue most have none
-        held_by = [
-            j for j in view.running if (req := j.request).project in projects or req.user in users
-        ]
+        held_by = _with_quota(view.running, self.quotas)
         for job in held_by:
             entry = counted[job.id] = self._counted(job, cluster, running=True)
             for quota in entry.quotas:
@@ -258,9 +254,7 @@ class QuotaPolicy:
         withheld: dict[str, str] = {}
         shown: dict[str, JobStatus] = {}  # jobs handed to ``inner`` cut to their quotas
         reasons: dict[tuple[str, str, float, int], str | None] = {}  # one string each
-        for job in [
-            j for j in view.pending if (req := j.request).project in projects or req.user in users
-        ]:
+        for job in _with_quota(view.pending, self.quotas):
             entry = counted[job.id] = self._counted(job, cluster, running=False)
             if entry.key in reasons:
                 why = reasons[entry.key]
@@ -277,18 +271,12 @@ class QuotaPolicy:
         for job in held_by:
             if (cut := _within(job, counted[job.id].quotas, used, cluster, sized)) is not job:
                 shown[job.id] = cut
-        pending: Sequence[JobStatus] = view.pending
         if withheld or shown:
             pending = [shown.get(j.id, j) for j in view.pending if j.id not in withheld]
-        if any(j.running for j in shown.values()):
-            last_running, last_pending = self._handed
-            running = [shown.get(j.id, j) for j in view.running]
-            view = replace(
-                view, running=_again(last_running, running), pending=_again(last_pending, pending)
-            )
-            self._handed = (view.running, view.pending)
-        elif withheld or shown:
-            view = replace(view, pending=_again(self._handed[1], pending))
+            running = view.running
+            if any(j.running for j in shown.values()):
+                running = _again(self._handed[0], [shown.get(j.id, j) for j in running])
+            view = replace(view, running=running, pending=_again(self._handed[1], pending))
             self._handed = (view.running, view.pending)
         plan = self.inner.schedule(view)
         return _checked(plan, view, counted, used, withheld)
@@ -308,6 +296,13 @@ class QuotaPolicy:
         entry = _Counted(job, self.quotas.of(request), usage, key)
         self._memo[job.id] = entry
         return entry
+
+
+def _with_quota(jobs: Sequence[JobStatus], quotas: Quotas) -> list[JobStatus]:
+    """The jobs of ``jobs`` whose project or user has a quota (one list comprehension: in a
+    long queue most jobs have none, and a call per job would cost more than the rest)."""
+    projects, users = quotas.projects, quotas.users
+    return [j for j in jobs if (req := j.request).project in projects or req.user in users]
 
 
 def _again(last: tuple[JobStatus, ...], jobs: Sequence[JobStatus]) -> tuple[JobStatus, ...]:
