@@ -88,22 +88,13 @@ from danlu.sched.policies.danlu_place import (
 from danlu.sched.policies.danlu_share import MIN_GAIN, gpus_unavailable, place_shared
 from danlu.sched.policies.danlu_shares import share_walk
 from danlu.sched.policies.options import OptionRange, check_options
+from danlu.sched.policies.work_estimate import WORK, estimate_work
 from danlu.sched.view import (
     ClusterView,
     JobRequest,
     JobStatus,
     Plan,
 )
-
-UNITS = "danlu.u"
-"""Goodput units trained since the work window opened (estimated)."""
-GOOD = "danlu.g"
-"""The goodput the job reported in the last round."""
-TG = "danlu.tg"
-"""The time of that round."""
-PB = "danlu.pb"
-"""The progress at which the work window opened (0 for a job measured from its start)."""
-WORK = "danlu.work"
 
 FloatArray = npt.NDArray[np.float64]
 
@@ -285,35 +276,8 @@ class DanluPolicy:
     def _work(
         self, job: JobStatus, marks: Mapping[str, float], now: float, update: dict[str, float]
     ) -> float | None:
-        """Updated estimate of the job's total work (goodput units): the goodput it reported,
-        integrated over the time it trained (trapezoid between rounds, restarts left out;
-        marks ``danlu.u``/``danlu.g``/``danlu.tg``/``danlu.pb``, written into ``update``),
-        over the progress made meanwhile; ``None`` before the first estimate."""
-        seen = job.observed
-        work = marks.get(WORK)
-        if seen.get("step_time") is None or job.last_start is None:
-            return work
-        trained_from = job.last_start + self.restart_cost
-        good = dm.observed_goodput(seen)
-        progress = seen.get("progress", 0.0)
-        units, base = marks.get(UNITS), marks.get(PB)
-        if units is None or base is None:  # the first measurement opens the window
-            fresh = job.run_time <= 0 and job.preemptions == 0
-            base = 0.0 if fresh else progress
-            units = good * max(0.0, now - trained_from) if fresh else 0.0
-            update[PB] = base
-        else:
-            last = marks.get(TG, -math.inf)
-            if last >= trained_from:  # trained since the last round
-                units += 0.5 * (marks.get(GOOD, good) + good) * (now - last)
-            else:  # (re)started since: it trained from the end of its restart
-                units += good * max(0.0, now - trained_from)
-        update[UNITS], update[GOOD], update[TG] = units, good, now
-        done = progress - base
-        if units <= 0 or done <= 0:
-            return work
-        estimate = units / done  # a progress step of 1e-320 would make it infinite
-        return estimate if math.isfinite(estimate) else work
+        """The job's total work, updated (:func:`~.work_estimate.estimate_work`)."""
+        return estimate_work(job, marks, now, self.restart_cost, update)
 
     # -- options ----------------------------------------------------------------------
     def _options(
