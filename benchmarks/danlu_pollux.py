@@ -56,6 +56,22 @@ POLLUX: dict[tuple[str, int], tuple[float, float]] = {
     ("1.5", 4): (3902.68, 63453.31),
 }
 """(average JCT, p99 JCT) in seconds of Pollux in the artifact, by (load, workload)."""
+OPTIMUS: dict[tuple[str, int], tuple[float, float]] = {
+    ("0.5", 1): (1309.69, 15301.62),
+    ("0.5", 2): (3124.56, 18294.34),
+    ("0.5", 3): (1986.84, 16435.35),
+    ("0.5", 4): (2173.86, 16411.71),
+    ("1.0", 1): (4087.06, 46411.72),
+    ("1.0", 2): (6913.88, 52703.74),
+    ("1.0", 3): (3944.01, 20014.49),
+    ("1.0", 4): (5967.75, 58399.88),
+    ("1.5", 1): (7673.84, 93983.25),
+    ("1.5", 2): (6678.19, 45885.80),
+    ("1.5", 3): (5683.62, 27196.11),
+    ("1.5", 4): (7683.79, 76378.29),
+}
+"""(average JCT, p99 JCT) in seconds of Optimus+Oracle+TunedJobs in the artifact
+(``results-jobload/optimus-<load>/summary.json``, the same estimators), by (load, workload)."""
 TARGET = 0.8
 """The issue's target: danlu's average at most this times Pollux's published one."""
 

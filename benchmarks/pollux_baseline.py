@@ -1,16 +1,19 @@
-"""The ``pollux`` baseline policy in danlu's simulator on the Pollux workloads, against the
-artifact's published Pollux results (how faithful the baseline and the simulator are
-together), and the ``danlu`` policy against the baseline in the same simulator (the same
+"""A baseline policy in danlu's simulator on the Pollux workloads, against the artifact's
+published results for the scheduler it copies (how faithful the baseline and the simulator
+are together), and the ``danlu`` policy against the baseline in the same simulator (the same
 jobs, rounds and restarts for both). Prints figures; asserts nothing.
 
-    python benchmarks/pollux_baseline.py [--loads 0.5,1.0,1.5] [--workloads 1,2,3,4]
-        [--population 100] [--generations 100] [--no-danlu]
+    python benchmarks/pollux_baseline.py [--policy pollux|optimus] [--loads 0.5,1.0,1.5]
+        [--workloads 1,2,3,4] [--population 100] [--generations 100] [--no-danlu]
 
-Columns: the baseline's average JCT here, the published one, their ratio (1.0: the baseline
-reproduces Pollux); the baseline's p99 against the published p99; the danlu policy's
+``--policy pollux`` (the default): the ``pollux`` baseline against Pollux's published
+results; ``--policy optimus``: the ``optimus`` baseline against Optimus+Oracle+TunedJobs'
+(``--population`` and ``--generations`` are the pollux search's). Columns: the baseline's
+average JCT here, the published one, their ratio (1.0: the baseline reproduces the
+published scheduler); the baseline's p99 against the published p99; the danlu policy's
 average here and its ratio to the baseline's. 16 x 4 GPUs, 60 s rounds, 30 s restarts, as
-``danlu_pollux.py``. The baseline's search takes about 0.1 s a round: the 12 runs take
-about 20 minutes on 2 cores.
+``danlu_pollux.py``. The pollux baseline's search takes about 0.1 s a round: its 12 runs
+take about 20 minutes on 2 cores (the optimus baseline's, under a minute).
 """
 
 from __future__ import annotations
@@ -19,21 +22,25 @@ import argparse
 import time
 
 import numpy as np
-from danlu_pollux import DATA, FOLDERS, POLLUX, jct_figures, simulate
+from danlu_pollux import DATA, FOLDERS, OPTIMUS, POLLUX, jct_figures, simulate
 
+from danlu.sched.policies.base import Policy
 from danlu.sched.policies.danlu import DanluPolicy
+from danlu.sched.policies.optimus import OptimusPolicy
 from danlu.sched.policies.pollux import PolluxPolicy
 from danlu.sim.elastic import load_profiles
 
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=(__doc__ or "").splitlines()[0])
+    parser.add_argument("--policy", choices=("pollux", "optimus"), default="pollux")
     parser.add_argument("--loads", default="0.5,1.0,1.5")
     parser.add_argument("--workloads", default="1,2,3,4")
     parser.add_argument("--population", type=int, default=100)
     parser.add_argument("--generations", type=int, default=100)
     parser.add_argument("--no-danlu", action="store_true", help="run the baseline only")
     args = parser.parse_args()
+    published_figures = POLLUX if args.policy == "pollux" else OPTIMUS
     profiles = load_profiles(DATA / "traces")
     print(
         f"{'load':>4} {'workload':>8} {'baseline':>9} {'published':>9} {'ratio':>6} "
@@ -46,11 +53,13 @@ def main() -> None:
         for number in (int(w) for w in args.workloads.split(",")):
             path = DATA / FOLDERS[load] / f"workload-{number}.csv"
             began = time.perf_counter()
-            policy = PolluxPolicy(population=args.population, generations=args.generations)
+            policy: Policy = OptimusPolicy()
+            if args.policy == "pollux":
+                policy = PolluxPolicy(population=args.population, generations=args.generations)
             result = simulate(path, policy, profiles)
             avg, p99 = jct_figures(result)
             restarts = float(np.mean([j.restarts for j in result.jobs]))
-            published, published_p99 = POLLUX[(load, number)]
+            published, published_p99 = published_figures[(load, number)]
             fidelity.append(avg / published)
             if not args.no_danlu:
                 danlu = simulate(path, DanluPolicy(), profiles)

@@ -18,6 +18,7 @@ from danlu.sched.policies.base import Policy
 from danlu.sched.policies.danlu import DanluPolicy
 from danlu.sched.policies.fair_share import FairSharePolicy
 from danlu.sched.policies.fifo import FifoPolicy
+from danlu.sched.policies.optimus import OptimusPolicy
 from danlu.sched.policies.options import check_option_type
 from danlu.sched.policies.pollux import PolluxPolicy
 from danlu.sched.policies.priority import PriorityPolicy
@@ -75,6 +76,7 @@ def default_registry() -> PolicyRegistry:
     registry.register("value-density", ValueDensityPolicy)
     registry.register("danlu", DanluPolicy)
     registry.register("pollux", PolluxPolicy)
+    registry.register("optimus", OptimusPolicy)
     return registry
 
 

@@ -1,0 +1,257 @@
+"""``optimus``: an Optimus-like baseline (Peng et al., EuroSys'18) as the Pollux study ran it
+(Optimus+TunedJobs: every job at the batch its user tuned), for comparisons in danlu's
+simulator with a third published scheduler.
+
+Every round it divides the GPUs anew among every preemptible whole-GPU job, running or
+waiting, greedily by marginal gain:
+
+1. in submission order, each job gets its least GPUs while they last: one for an elastic job
+   (a request naming a range ``gpus..max_gpus``: ``gpus``), exactly its request for a rigid
+   one (a job that reports no batch limits);
+2. the GPUs left go one at a time to the elastic job whose predicted remaining time falls
+   most with one GPU more, ``T(n) - T(n + 1)`` (Optimus's step-time gain times the remaining
+   steps), up to ``batch // min_local_bsz`` GPUs (each GPU gets at least its smallest
+   micro-batch) and the request's ``max_gpus``;
+3. a job whose GPU count is unchanged keeps its GPUs; the others, fewest GPUs first, are
+   placed by ``placement`` (``worst-fit``: the nodes with the most idle GPUs first, as the
+   study's Optimus placed them), and a running job whose count changed is moved (a resize,
+   which costs it a restart) or preempted when it got none.
+
+``T(n) = (1 - progress) * work / goodput(n)``, with the goodput of the job's own batch on
+``n`` GPUs packed on the fewest nodes, from the online model the ``danlu`` policy learns
+(:mod:`danlu.sched.policies.danlu_model`, with the ``pollux`` baseline's optimistic priors for
+links not measured yet), and the job's total work estimated from its reports
+(:mod:`danlu.sched.policies.work_estimate`). A job not measured yet, or whose work is not
+estimated yet, gains nothing from a GPU more: it keeps its least GPUs until it has run a
+round. Jobs never change batch (``Start`` and ``Resize`` leave it to the job); nothing in the
+gain counts the restart a move costs, so a job is moved whenever the greedy split changes,
+as in the study (whose Optimus moved jobs every round it saw a gain).
+
+Not the study's: it ran Optimus with an oracle (the true step times and the true remaining
+steps from the start); this policy learns both online, as a real deployment would. Requests
+for part of a GPU are placed after the split, first come first served, on what is left
+(``placement``); non-preemptible running jobs stay where they are. Deterministic: no
+randomness, ties go to the earlier submission.
+"""
+
+from __future__ import annotations
+
+import heapq
+import math
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from typing import ClassVar
+
+from danlu.core.errors import UnknownNameError
+from danlu.sched.placement.gang import STRATEGIES, FreeMap
+from danlu.sched.policies import danlu_model as dm
+from danlu.sched.policies.base import nothing_to_size
+from danlu.sched.policies.options import OptionRange, check_options
+from danlu.sched.policies.pollux import INTER_PRIOR, SYNC_PRIOR
+from danlu.sched.policies.work_estimate import WORK, estimate_work
+from danlu.sched.view import ClusterView, JobStatus, Plan, Preempt, Resize, Start
+
+NO_GPUS = "the marginal-gain split gave it no GPUs this round"
+NO_ROOM = "its share of GPUs did not fit on the idle GPUs of the nodes it may use"
+
+
+@dataclass(frozen=True)
+class _Job:
+    """One job's inputs to the split: its least and most GPUs, and its remaining time on
+    ``n`` GPUs (``None``: it gains nothing from more than its least)."""
+
+    status: JobStatus
+    least: int
+    most: int
+    model: dm.JobModel | None
+    batch: int
+    left: float
+    """Remaining work, goodput units (0 when unknown)."""
+
+    def seconds(self, gpus: int, gpus_per_node: int) -> float:
+        """Predicted remaining seconds on ``gpus`` GPUs packed on the fewest nodes."""
+        model = self.model
+        if model is None or gpus <= 0:
+            return math.inf
+        split = dm.split_batch(gpus, self.batch, model.max_local, model.init_batch, model.max_batch)
+        if split.atomic < model.min_local:
+            return math.inf
+        nodes = max(1, math.ceil(gpus / max(gpus_per_node, 1)))
+        good = model.goodput(nodes, split)
+        return self.left / good if good > 0 else math.inf
+
+    def gain(self, gpus: int, gpus_per_node: int) -> float:
+        """Seconds of remaining time one GPU more than ``gpus`` saves (0 when none or
+        unknown)."""
+        if gpus >= self.most or self.model is None or self.left <= 0:
+            return 0.0
+        now, more = self.seconds(gpus, gpus_per_node), self.seconds(gpus + 1, gpus_per_node)
+        if not math.isfinite(more):
+            return 0.0
+        return now - more if math.isfinite(now) else math.inf
+
+
+@dataclass
+class OptimusPolicy:
+    """Optimus-like marginal-gain allocation; see the module docstring. Options:
+
+    - ``restart_cost``: seconds after each (re)start in which a job trains nothing (30; the
+      work estimate leaves them out, the split does not count them);
+    - ``placement``: the placement strategy (``worst-fit``).
+    """
+
+    sizes_jobs: ClassVar[bool] = True
+    """It chooses every elastic job's GPU count (see :class:`~.base.Policy`)."""
+    restart_cost: float = 30.0
+    placement: str = "worst-fit"
+    name: str = "optimus"
+
+    option_ranges: ClassVar[dict[str, OptionRange]] = {
+        "restart_cost": (0.0, math.inf, (True, False)),
+    }
+
+    _memo: dict[str, tuple[object, dm.JobModel | None]] = field(
+        default_factory=dict, init=False, repr=False, compare=False
+    )
+    """Each job's model and the key it was built from, until it measures something new."""
+
+    def __post_init__(self) -> None:
+        check_options(self, self.option_ranges)
+        if self.placement not in STRATEGIES:
+            raise UnknownNameError("placement", self.placement, list(STRATEGIES))
+
+    def schedule(self, view: ClusterView) -> Plan:
+        if nothing_to_size(view):
+            return Plan(recheck_at=math.inf)
+        now = view.time
+        gpn = max((node.gpus for node in view.cluster.nodes), default=1)
+        movable = [j for j in view.running if j.request.preemptible and not j.request.shares_gpu]
+        waiting = [j for j in view.pending if not j.request.shares_gpu]
+        shared = [j for j in view.pending if j.request.shares_gpu]
+        order = sorted([*movable, *waiting], key=lambda j: (j.request.submit_time, j.request.seq))
+        new_marks: dict[str, dict[str, float]] = {}
+        jobs = [self._job(job, now, new_marks) for job in order]
+        if len(self._memo) > 2 * len(jobs) + 64:  # forget jobs that left
+            current = {job.id for job in order}
+            self._memo = {k: v for k, v in self._memo.items() if k in current}
+        free = FreeMap(view, self.placement)
+        for job in movable:
+            free.release(job.allocation)
+        counts = split_gpus(jobs, free.total_free, gpn)
+        return self._plan(view, jobs, counts, shared, new_marks)
+
+    # -- inputs ---------------------------------------------------------------------------
+    def _job(self, job: JobStatus, now: float, new_marks: dict[str, dict[str, float]]) -> _Job:
+        """The job's split inputs; the marks its measurements add go in ``new_marks``."""
+        req, seen = job.request, job.observed
+        marks: Mapping[str, float] = job.marks
+        update = dm.remembered(marks, seen) if job.running else {}
+        if update:
+            marks = {**marks, **update}
+        model = self._model(job, marks)
+        if model is None:  # rigid, or not measured yet
+            elastic = all(seen.get(k, 0.0) > 0 for k in dm.LIMIT_KEYS)
+            least = 1 if elastic and req.max_gpus <= 0 else req.gpus
+            most = least if not elastic else max(req.max_gpus, least)
+            if update:
+                new_marks[job.id] = update
+            return _Job(job, least, max(most, least), None, 0, 0.0)
+        batch = int(req.batch_size or seen.get("batch_size") or model.init_batch)
+        most = max(1, batch // max(model.min_local, 1))
+        if req.max_gpus > 0:
+            most = min(most, req.max_gpus)
+        least = min(req.gpus, most) if req.max_gpus > 0 else 1
+        work = estimate_work(job, marks, now, self.restart_cost, update) if job.running else None
+        work = marks.get(WORK) if work is None else work
+        if work is not None and work != marks.get(WORK):
+            update[WORK] = work
+        if update:
+            new_marks[job.id] = update
+        left = max(1.0 - seen.get("progress", 0.0), 0.0) * work if work is not None else 0.0
+        return _Job(job, least, most, model, batch, left)
+
+    def _model(self, job: JobStatus, marks: Mapping[str, float]) -> dm.JobModel | None:
+        key = dm.model_key(marks, job.observed)
+        hit = self._memo.get(job.id)
+        if hit is not None and hit[0] == key:
+            return hit[1]
+        model = dm.build(marks, job.observed, sync_prior=SYNC_PRIOR, inter_prior=INTER_PRIOR)
+        self._memo[job.id] = (key, model)
+        return model
+
+    # -- output ---------------------------------------------------------------------------
+    def _plan(
+        self,
+        view: ClusterView,
+        jobs: list[_Job],
+        counts: list[int],
+        shared: list[JobStatus],
+        new_marks: dict[str, dict[str, float]],
+    ) -> Plan:
+        free = FreeMap(view, self.placement)
+        moved = [
+            row
+            for row, (job, n) in enumerate(zip(jobs, counts, strict=True))
+            if job.status.allocation.num_gpus != n or not job.status.running
+        ]
+        for row in moved:
+            if jobs[row].status.running:
+                free.release(jobs[row].status.allocation)
+        starts: list[Start] = []
+        resizes: list[Resize] = []
+        preempts: list[Preempt] = []
+        waiting: dict[str, str] = {}
+        for row in sorted(moved, key=lambda r: (counts[r], r)):
+            status = jobs[row].status
+            alloc = free.place(status.request, gpus=counts[row]) if counts[row] else None
+            if alloc is None:
+                reason = NO_GPUS if counts[row] == 0 else NO_ROOM
+                if status.running:
+                    preempts.append(Preempt(status.id, reason))
+                else:
+                    waiting[status.id] = reason
+            elif status.running:
+                resizes.append(Resize(status.id, alloc))
+            else:
+                starts.append(Start(status.id, alloc))
+        for job in shared:  # parts of GPUs: first come, first served on what is left
+            part = free.place(job.request)
+            if part is None:
+                waiting[job.id] = "no GPU has the share it asks for left"
+            else:
+                starts.append(Start(job.id, part))
+        return Plan(
+            starts=tuple(starts),
+            preempts=tuple(preempts),
+            resizes=tuple(resizes),
+            waiting=waiting,
+            recheck_at=0.0,
+            marks=new_marks,
+        )
+
+
+def split_gpus(jobs: list[_Job], gpus: int, gpus_per_node: int) -> list[int]:
+    """Optimus's split of ``gpus`` among ``jobs`` (in submission order): each its least while
+    they last (a job whose least no longer fits gets none, and later jobs still may), then
+    one at a time to the job whose remaining time one GPU more cuts most (ties: the earlier
+    job), while any gain is positive."""
+    counts = [0] * len(jobs)
+    left = gpus
+    for row, job in enumerate(jobs):
+        if 0 < job.least <= left:
+            counts[row] = job.least
+            left -= job.least
+    heap = [
+        (-gain, row)
+        for row, job in enumerate(jobs)
+        if counts[row] and (gain := job.gain(counts[row], gpus_per_node)) > 0
+    ]
+    heapq.heapify(heap)
+    while left > 0 and heap:
+        _, row = heapq.heappop(heap)
+        counts[row] += 1
+        left -= 1
+        gain = jobs[row].gain(counts[row], gpus_per_node)
+        if gain > 0:
+            heapq.heappush(heap, (-gain, row))
+    return counts
