@@ -1,0 +1,44 @@
+"""The ``optimus`` baseline on the Pollux workloads at 1.0x load comes within a fifth of the
+published Optimus+Oracle+TunedJobs averages (Pollux OSDI'21 artifact), though it learns the
+step times and the remaining work online where the study's Optimus knew them."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from danlu.core.cluster import Cluster
+from danlu.sched.registry import make_policy
+from danlu.sim.elastic import load_profiles
+from danlu.sim.engine import SimConfig, Simulator
+from danlu.sim.workload import load_workload
+
+POLLUX = Path(__file__).resolve().parents[2] / "../shared/data/pollux"
+
+pytestmark = pytest.mark.skipif(
+    not (POLLUX / "workloads").is_dir() or not (POLLUX / "traces").is_dir(),
+    reason=f"Pollux artifact data not found at {POLLUX.resolve()} (../shared/data is absent)",
+)
+
+PUBLISHED_AVG_JCT = {1: 4087.06, 3: 3944.01}
+"""Optimus+Oracle+TunedJobs on workload-1 and -3 at 1.0x (the artifact's
+``results-jobload/optimus-1.0/summary.json``, mean of the jobs' JCTs)."""
+
+
+@pytest.mark.parametrize("number", sorted(PUBLISHED_AVG_JCT))
+def test_optimus_comes_near_its_published_average(number: int) -> None:
+    workload = load_workload(POLLUX / "workloads" / f"workload-{number}.csv")
+    profiles = dict(load_profiles(POLLUX / "traces"))
+    result = Simulator(
+        Cluster.homogeneous(16, 4),
+        make_policy("optimus"),
+        workload,
+        SimConfig(interval=60.0, restart_cost=30.0),
+        profiles,
+    ).run()
+    assert result.unfinished == [] and result.rejected == []
+    avg = result.summary()["avg_jct"]
+    assert avg == pytest.approx(PUBLISHED_AVG_JCT[number], rel=0.2)
+    # it moves jobs whenever the split changes: several restarts per job on average
+    assert sum(job.restarts for job in result.jobs) > 3 * len(result.jobs)
