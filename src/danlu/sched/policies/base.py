@@ -55,6 +55,20 @@ def nothing_to_size(view: ClusterView) -> bool:
     return not view.pending and not any(job.observed for job in view.running)
 
 
+def place_shares_in_order(
+    free: FreeMap, shared: Sequence[JobStatus], starts: list[Start], waiting: dict[str, str]
+) -> None:
+    """Start each request for part of a GPU in ``shared`` on what ``free`` has left, first
+    come first served (the sizing baselines place them after dividing the whole GPUs);
+    those that find no room get a waiting reason."""
+    for job in shared:
+        part = free.place(job.request)
+        if part is None:
+            waiting[job.id] = "no GPU has the share it asks for left"
+        else:
+            starts.append(Start(job.id, part))
+
+
 def why_not(free: FreeMap, job: JobStatus) -> str:
     """Why ``job`` could not be placed on ``free`` (one shared string per shape and count)."""
     req = job.request

@@ -45,7 +45,7 @@ from typing import ClassVar
 from danlu.core.errors import UnknownNameError
 from danlu.sched.placement.gang import STRATEGIES, FreeMap
 from danlu.sched.policies import danlu_model as dm
-from danlu.sched.policies.base import nothing_to_size
+from danlu.sched.policies.base import nothing_to_size, place_shares_in_order
 from danlu.sched.policies.options import OptionRange, check_options
 from danlu.sched.policies.pollux import INTER_PRIOR, SYNC_PRIOR
 from danlu.sched.policies.work_estimate import WORK, estimate_work
@@ -214,12 +214,7 @@ class OptimusPolicy:
                 resizes.append(Resize(status.id, alloc))
             else:
                 starts.append(Start(status.id, alloc))
-        for job in shared:  # parts of GPUs: first come, first served on what is left
-            part = free.place(job.request)
-            if part is None:
-                waiting[job.id] = "no GPU has the share it asks for left"
-            else:
-                starts.append(Start(job.id, part))
+        place_shares_in_order(free, shared, starts, waiting)
         return Plan(
             starts=tuple(starts),
             preempts=tuple(preempts),

@@ -40,7 +40,7 @@ import numpy as np
 from danlu.sched.placement.gang import FreeMap
 from danlu.sched.policies import danlu_model as dm
 from danlu.sched.policies import pollux_search as ps
-from danlu.sched.policies.base import nothing_to_size
+from danlu.sched.policies.base import nothing_to_size, place_shares_in_order
 from danlu.sched.policies.options import INF, OptionRange, check_options
 from danlu.sched.view import ClusterView, JobStatus, Plan, Preempt, Resize, Start
 
@@ -265,12 +265,7 @@ class PolluxPolicy:
         for job in jobs:
             if not job.running and job.id not in started:
                 waiting[job.id] = NO_GPUS
-        for job in shared:  # parts of GPUs: first come, first served on what is left
-            part = free.place(job.request)
-            if part is None:
-                waiting[job.id] = "no GPU has the share it asks for left"
-            else:
-                starts.append(Start(job.id, part))
+        place_shares_in_order(free, shared, starts, waiting)
         return Plan(
             starts=tuple(starts),
             preempts=tuple(preempts),
