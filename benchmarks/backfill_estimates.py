@@ -21,7 +21,8 @@ import statistics
 
 from danlu.core.cluster import Cluster
 from danlu.sched.registry import make_policy
-from danlu.sim.engine import SimConfig, Simulator
+from danlu.sim.config import SimConfig
+from danlu.sim.engine import Simulator
 from danlu.sim.metrics import SimResult
 from danlu.sim.workload import RigidWork, Workload, synthetic_workload
 

@@ -30,8 +30,8 @@ from policy_headroom import workload_jcts
 from danlu.sched.policies.base import Policy
 from danlu.sched.policies.danlu import DanluPolicy
 from danlu.sched.policies.pollux import PolluxPolicy
+from danlu.sim.config import SimConfig
 from danlu.sim.elastic import ApplicationProfile, load_profiles
-from danlu.sim.engine import SimConfig
 from danlu.sim.workload import Workload, load_workload
 
 

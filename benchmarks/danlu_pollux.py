@@ -34,8 +34,9 @@ from danlu.core.cluster import Cluster
 from danlu.sched.policies.base import Policy
 from danlu.sched.policies.danlu import DanluPolicy
 from danlu.sched.view import ClusterView, Plan
+from danlu.sim.config import SimConfig
 from danlu.sim.elastic import ApplicationProfile, load_profiles
-from danlu.sim.engine import SimConfig, Simulator
+from danlu.sim.engine import Simulator
 from danlu.sim.metrics import SimResult
 from danlu.sim.workload import Workload, load_workload
 

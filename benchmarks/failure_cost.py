@@ -32,8 +32,9 @@ from danlu.cli.sim import parse_seeds
 from danlu.core.cluster import Cluster
 from danlu.core.units import parse_duration
 from danlu.sched.registry import make_policy
+from danlu.sim.config import SimConfig
 from danlu.sim.elastic import ApplicationProfile, load_profiles
-from danlu.sim.engine import SimConfig, Simulator
+from danlu.sim.engine import Simulator
 from danlu.sim.failures import Failures
 from danlu.sim.workload import Workload, load_workload
 

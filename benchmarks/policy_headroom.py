@@ -43,8 +43,9 @@ from danlu.sched.policies.base import Policy
 from danlu.sched.policies.danlu import DanluPolicy
 from danlu.sched.policies.danlu_alloc import Option
 from danlu.sched.view import JobStatus
+from danlu.sim.config import SimConfig
 from danlu.sim.elastic import ApplicationProfile, OutOfProfileError, load_profiles
-from danlu.sim.engine import SimConfig, Simulator
+from danlu.sim.engine import Simulator
 from danlu.sim.metrics import JobRecord
 from danlu.sim.workload import ProfiledWork, Workload, load_workload
 

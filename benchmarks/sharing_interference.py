@@ -42,7 +42,8 @@ from danlu.core.units import GiB
 from danlu.estimate.colocation import gavel_family
 from danlu.sched.registry import make_policy
 from danlu.sched.view import JobRequest
-from danlu.sim.engine import SimConfig, Simulator
+from danlu.sim.config import SimConfig
+from danlu.sim.engine import Simulator
 from danlu.sim.interference import Interference
 from danlu.sim.workload import RigidWork, Workload, WorkloadJob
 

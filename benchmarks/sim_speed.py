@@ -15,7 +15,8 @@ from pathlib import Path
 
 from danlu.core.cluster import Cluster
 from danlu.sched import make_policy
-from danlu.sim.engine import SimConfig, Simulator
+from danlu.sim.config import SimConfig
+from danlu.sim.engine import Simulator
 from danlu.sim.workload import load_workload
 
 DEFAULT_TRACE = Path(__file__).resolve().parents[1] / "../shared/data/pollux/traces/philly.csv"

@@ -17,8 +17,9 @@ from danlu.sched.policies.danlu import DanluPolicy
 from danlu.sched.policies.danlu_alloc import Option, walk
 from danlu.sched.policies.danlu_shares import P_MIN, P_SINGLE, _behind, delay, profile, share_walk
 from danlu.sched.view import JobRequest, JobStatus
+from danlu.sim.config import SimConfig
 from danlu.sim.elastic import load_profiles
-from danlu.sim.engine import SimConfig, Simulator
+from danlu.sim.engine import Simulator
 from danlu.sim.workload import load_workload
 
 

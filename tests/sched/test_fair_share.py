@@ -16,7 +16,8 @@ from danlu.sched.policies.fair_share import FairSharePolicy, fair_shares
 from danlu.sched.project_usage import ProjectShare
 from danlu.sched.registry import make_policy
 from danlu.sched.view import ClusterView, JobRequest, JobStatus
-from danlu.sim.engine import SimConfig, Simulator
+from danlu.sim.config import SimConfig
+from danlu.sim.engine import Simulator
 from danlu.sim.workload import load_workload
 
 

@@ -18,7 +18,8 @@ from danlu.sched.policies.priority import PriorityPolicy
 from danlu.sched.policies.sjf import SjfPolicy
 from danlu.sched.registry import make_policy
 from danlu.sched.view import ClusterView, JobRequest, JobStatus, Plan
-from danlu.sim.engine import SimConfig, Simulator
+from danlu.sim.config import SimConfig
+from danlu.sim.engine import Simulator
 from danlu.sim.workload import load_workload
 
 TWO_BY_4 = Cluster.homogeneous(2, 4)

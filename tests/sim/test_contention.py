@@ -12,8 +12,8 @@ import pytest
 
 from danlu.sched.policies.danlu import DanluPolicy
 from danlu.sched.policies.pollux import PolluxPolicy
+from danlu.sim.config import SimConfig
 from danlu.sim.elastic import load_profiles
-from danlu.sim.engine import SimConfig
 from danlu.sim.workload import Workload, load_workload
 
 POLLUX = Path(__file__).resolve().parents[2] / "../shared/data/pollux"

@@ -9,8 +9,9 @@ import pytest
 
 from danlu.core.cluster import Allocation, Cluster
 from danlu.sched.policies.danlu import DanluPolicy
+from danlu.sim.config import SimConfig
 from danlu.sim.elastic import load_profiles
-from danlu.sim.engine import SimConfig, Simulator
+from danlu.sim.engine import Simulator
 from danlu.sim.metrics import SimResult
 from danlu.sim.progress import ProfiledProgress
 from danlu.sim.workload import load_workload

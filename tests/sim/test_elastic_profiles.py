@@ -13,6 +13,7 @@ import pytest
 from danlu.core.cluster import Cluster
 from danlu.core.errors import ConfigError, DanluError, DataError
 from danlu.sched.registry import make_policy
+from danlu.sim.config import SimConfig
 from danlu.sim.elastic import (
     ApplicationProfile,
     BatchConfig,
@@ -22,7 +23,7 @@ from danlu.sim.elastic import (
     load_profile,
     load_profiles,
 )
-from danlu.sim.engine import SimConfig, Simulator
+from danlu.sim.engine import Simulator
 from danlu.sim.workload import load_workload
 
 # Shared data lives beside the project root: ../shared/data/pollux/traces

@@ -17,7 +17,8 @@ from danlu.core.units import GiB, MiB
 from danlu.sched.policies.base import Policy
 from danlu.sched.registry import make_policy
 from danlu.sched.view import ClusterView, Plan, usage_from_allocations
-from danlu.sim.engine import SimConfig, Simulator
+from danlu.sim.config import SimConfig
+from danlu.sim.engine import Simulator
 from danlu.sim.metrics import SimResult, fragmentation
 from danlu.sim.workload import (
     FORMATS,

@@ -21,7 +21,8 @@ from danlu.core.errors import ConfigError
 from danlu.core.state import JobState
 from danlu.sched.policies.base import Policy
 from danlu.sched.registry import make_policy
-from danlu.sim.engine import SimConfig, Simulator
+from danlu.sim.config import SimConfig
+from danlu.sim.engine import Simulator
 from danlu.sim.failures import FAIL, REPAIRED, FailureClock, NodeFailures, lost_training
 from danlu.sim.metrics import SimResult
 from danlu.sim.progress import RigidProgress

@@ -15,8 +15,9 @@ from danlu.sched.placement.gang import FreeMap
 from danlu.sched.policies.base import Policy
 from danlu.sched.registry import make_policy
 from danlu.sched.view import ClusterView, JobRequest, Plan, Start
+from danlu.sim.config import SimConfig
 from danlu.sim.elastic import ApplicationProfile, load_profiles
-from danlu.sim.engine import SimConfig, Simulator
+from danlu.sim.engine import Simulator
 from danlu.sim.metrics import SimResult
 from danlu.sim.workload import ProfiledWork, Workload, WorkloadJob, load_workload
 

@@ -18,7 +18,8 @@ from danlu.core.cluster import Cluster
 from danlu.core.state import JobState
 from danlu.sched.policies.base import Policy
 from danlu.sched.registry import make_policy
-from danlu.sim.engine import SimConfig, Simulator
+from danlu.sim.config import SimConfig
+from danlu.sim.engine import Simulator
 from danlu.sim.failures import FAIL, GPU, NODE, REPAIRED, FailureClock, Failures, Outages
 from danlu.sim.metrics import SimResult
 from danlu.sim.workload import Workload, load_workload, synthetic_workload

@@ -19,7 +19,8 @@ from danlu.core.spec import MODEL_FAMILIES
 from danlu.core.units import GiB
 from danlu.estimate.colocation import gavel_family, measured_pairs
 from danlu.sched.registry import make_policy
-from danlu.sim.engine import SimConfig, Simulator
+from danlu.sim.config import SimConfig
+from danlu.sim.engine import Simulator
 from danlu.sim.interference import Interference
 from danlu.sim.metrics import SimResult
 from danlu.sim.progress import RigidProgress

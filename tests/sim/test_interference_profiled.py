@@ -11,8 +11,9 @@ import pytest
 
 from danlu.core.cluster import Allocation, Cluster, GpuShare
 from danlu.sched.view import ClusterView, Plan, Start
+from danlu.sim.config import SimConfig
 from danlu.sim.elastic import ApplicationProfile, load_profiles
-from danlu.sim.engine import SimConfig, Simulator
+from danlu.sim.engine import Simulator
 from danlu.sim.interference import Interference
 from danlu.sim.metrics import SimResult
 from danlu.sim.progress import ProfiledProgress

@@ -10,8 +10,9 @@ import pytest
 
 from danlu.core.cluster import Cluster
 from danlu.sched.registry import make_policy
+from danlu.sim.config import SimConfig
 from danlu.sim.elastic import load_profiles
-from danlu.sim.engine import SimConfig, Simulator
+from danlu.sim.engine import Simulator
 from danlu.sim.workload import load_workload
 
 POLLUX = Path(__file__).resolve().parents[2] / "../shared/data/pollux"

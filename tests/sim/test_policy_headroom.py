@@ -13,8 +13,8 @@ import pytest
 
 from danlu.sched.policies import danlu_model as dm
 from danlu.sched.policies.danlu import DanluPolicy
+from danlu.sim.config import SimConfig
 from danlu.sim.elastic import BatchConfig, load_profiles
-from danlu.sim.engine import SimConfig
 from danlu.sim.workload import ProfiledWork, load_workload
 
 POLLUX = Path(__file__).resolve().parents[2] / "../shared/data/pollux"

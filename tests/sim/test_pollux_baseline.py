@@ -13,8 +13,9 @@ import pytest
 from danlu.core.cluster import Cluster
 from danlu.sched.policies.pollux import PolluxPolicy
 from danlu.sched.view import ClusterView, Plan
+from danlu.sim.config import SimConfig
 from danlu.sim.elastic import load_profiles
-from danlu.sim.engine import SimConfig, Simulator
+from danlu.sim.engine import Simulator
 from danlu.sim.workload import load_workload
 
 POLLUX = Path(__file__).resolve().parents[2] / "../shared/data/pollux"

@@ -18,8 +18,9 @@ from danlu.sched.policies.base import Policy
 from danlu.sched.quota import Quota, Quotas, held
 from danlu.sched.registry import make_policy
 from danlu.sched.view import ClusterView, Plan
+from danlu.sim.config import SimConfig
 from danlu.sim.elastic import load_profiles
-from danlu.sim.engine import SimConfig, Simulator
+from danlu.sim.engine import Simulator
 from danlu.sim.metrics import SimResult
 from danlu.sim.workload import Workload, load_workload, synthetic_workload
 

@@ -14,8 +14,9 @@ from danlu.core.cluster import Allocation, Cluster
 from danlu.core.errors import PlacementError
 from danlu.sched.view import ClusterView, Plan, Rebatch, Resize, Start
 from danlu.sim.adapt import profile_tuner
+from danlu.sim.config import SimConfig
 from danlu.sim.elastic import ApplicationProfile, OutOfProfileError, load_profiles
-from danlu.sim.engine import SimConfig, Simulator
+from danlu.sim.engine import Simulator
 from danlu.sim.progress import ProfiledProgress, RigidProgress
 from danlu.sim.workload import load_workload
 

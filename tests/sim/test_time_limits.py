@@ -13,7 +13,8 @@ from danlu.core.errors import ConfigError, DataError
 from danlu.core.state import JobState
 from danlu.sched.registry import make_policy
 from danlu.sched.view import JobRequest
-from danlu.sim.engine import SimConfig, Simulator
+from danlu.sim.config import SimConfig
+from danlu.sim.engine import Simulator
 from danlu.sim.metrics import SimResult
 from danlu.sim.workload import ProfiledWork, Workload, WorkloadJob, load_workload
 

@@ -26,7 +26,8 @@ from danlu.core.errors import ConfigError, DanluError
 from danlu.core.units import parse_duration
 from danlu.sched.quota import Quota, Quotas
 from danlu.sched.registry import default_registry
-from danlu.sim.engine import SimConfig, Simulator
+from danlu.sim.config import SimConfig
+from danlu.sim.engine import Simulator
 from danlu.sim.failures import Failures
 from danlu.sim.interference import Interference
 from danlu.sim.metrics import SimResult

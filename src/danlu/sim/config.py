@@ -1,0 +1,64 @@
+"""The simulator's settings (:class:`SimConfig`), checked when built."""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+
+from danlu.core.errors import ConfigError
+from danlu.sched.quota import Quotas
+from danlu.sim.failures import Failures
+from danlu.sim.interference import Interference
+
+
+@dataclass(frozen=True)
+class SimConfig:
+    """Simulation settings."""
+
+    interval: float = 60.0
+    """Seconds between scheduling instants."""
+    restart_cost: float = 30.0
+    """Seconds of held GPUs without progress charged per (re)allocation."""
+    event_rounds: bool = False
+    """Also schedule at every arrival and completion, not only on the interval grid."""
+    record_events: bool = False
+    """Keep every state-change event (memory grows with the workload)."""
+    max_time: float = math.inf
+    """Stop the clock here; jobs still running are reported as unfinished."""
+    idle_retries: int = 5
+    """Rounds in a row a policy may start nothing on an idle cluster, with jobs waiting and
+    none left to arrive, before those jobs fail as unschedulable; only while its plan says
+    the decision may change with time (a finite ``Plan.recheck_at``: Pollux, for one, gives
+    a job of age 0 no GPUs). With ``recheck_at`` infinite they fail at once."""
+    interference: Interference | None = None
+    """Slow jobs that share a GPU by how fast Gavel measured such pairs
+    (:mod:`danlu.sim.interference`); ``None``: sharing costs a job nothing. Applies to every
+    job that holds part of a GPU: rigid jobs that ask for one, and profiled jobs a policy
+    placed on shares of GPUs (these take a new speed from the next instant, as they advance
+    interval by interval)."""
+    project_shares: Mapping[str, float] = field(default_factory=dict)
+    """Projects' weights for fair-share policies, by the workload's ``project`` names (a
+    project missing has weight 1)."""
+    failures: Failures | None = None
+    """How nodes fail (:mod:`danlu.sim.failures`); ``None``: they never do."""
+    gpu_failures: Failures | None = None
+    """How single GPUs fail, each on its own (the rest of its node works on); ``None``:
+    they never do."""
+    quotas: Quotas = field(default_factory=Quotas)
+    """Projects' and users' quotas, by the workload's ``project`` and ``user`` names, kept
+    as the server keeps them (:class:`danlu.sched.quota.QuotaPolicy` around the policy): a
+    job waits while its start would pass one, and a job that alone passes one is rejected."""
+
+    def __post_init__(self) -> None:
+        if not 0 < self.interval < math.inf:
+            raise ConfigError(f"interval must be > 0 seconds and finite, got {self.interval}")
+        if not 0 <= self.restart_cost < math.inf:
+            raise ConfigError(
+                f"restart_cost must be >= 0 seconds and finite, got {self.restart_cost}"
+            )
+        if self.idle_retries < 0:
+            raise ConfigError(f"idle_retries must be >= 0 rounds, got {self.idle_retries}")
+        for name, weight in self.project_shares.items():
+            if not (math.isfinite(weight) and weight > 0):
+                raise ConfigError(f"project_shares: {name}'s weight must be above 0, not {weight}")
