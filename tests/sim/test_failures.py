@@ -51,7 +51,7 @@ def _simulate(
 
 def test_the_clock_fails_and_repairs_nodes_by_its_seed() -> None:
     failures = NodeFailures(mtbf=1000.0, repair=50.0, seed=7)
-    clock = FailureClock(failures, nodes=2, start=100.0)
+    clock = FailureClock(failures, units=2, start=100.0)
     rng = np.random.default_rng(7)
     first = [100.0 + float(rng.exponential(1000.0)) for _ in range(2)]
     assert clock.next_time() == min(first)
@@ -67,7 +67,7 @@ def test_the_clock_fails_and_repairs_nodes_by_its_seed() -> None:
             assert repaired == pytest.approx(failed + 50.0)
         assert (node in clock.down) == (mine[-1][1] == FAIL)
     assert clock.count == sum(k == FAIL for _, _, k in events) > 2
-    again = FailureClock(failures, nodes=2, start=100.0)
+    again = FailureClock(failures, units=2, start=100.0)
     assert again.due(20_000.0) == events
     assert FailureClock(NodeFailures(1000.0, 50.0, seed=8), 2, 100.0).due(20_000.0) != events
 

@@ -64,13 +64,13 @@ REPAIRED = 1
 
 
 class FailureClock:
-    """The failures and repairs of ``nodes`` units (nodes, or GPUs) under ``failures``, in
+    """The failures and repairs of ``units`` units (nodes, or GPUs) under ``failures``, in
     time order, drawn from stream ``stream`` of its seed (0: the seed alone, as nodes draw).
 
     :meth:`next_time` is when the next event happens; :meth:`due` takes the events up to a
     time. The units out of service are :attr:`down`."""
 
-    def __init__(self, failures: Failures, nodes: int, start: float = 0.0, stream: int = 0) -> None:
+    def __init__(self, failures: Failures, units: int, start: float = 0.0, stream: int = 0) -> None:
         self.failures = failures
         seed = failures.seed if stream == 0 else [failures.seed, stream]
         self._rng = np.random.default_rng(seed)
@@ -80,32 +80,32 @@ class FailureClock:
         """The units out of service now."""
         self.count = 0
         """Failures so far."""
-        for node in range(nodes):
-            self._draw(node, start)
+        for unit in range(units):
+            self._draw(unit, start)
 
-    def _draw(self, node: int, after: float) -> None:
+    def _draw(self, unit: int, after: float) -> None:
         gap = float(self._rng.exponential(self.failures.mtbf))
-        heapq.heappush(self._events, (after + gap, node, FAIL))
+        heapq.heappush(self._events, (after + gap, unit, FAIL))
 
     def next_time(self) -> float:
         """When the next failure or repair happens (infinite: never)."""
         return self._events[0][0] if self._events else math.inf
 
     def due(self, until: float) -> list[tuple[float, int, int]]:
-        """The events at or before ``until``, in time order (ties by node): each is
-        ``(time, node, FAIL or REPAIRED)``. :attr:`down` follows them; each failure's
+        """The events at or before ``until``, in time order (ties by unit): each is
+        ``(time, unit, FAIL or REPAIRED)``. :attr:`down` follows them; each failure's
         repair and each repair's next failure are scheduled."""
         taken: list[tuple[float, int, int]] = []
         while self._events and self._events[0][0] <= until:
-            at, node, kind = heapq.heappop(self._events)
+            at, unit, kind = heapq.heappop(self._events)
             if kind == FAIL:
-                self.down.add(node)
+                self.down.add(unit)
                 self.count += 1
-                heapq.heappush(self._events, (at + self.failures.repair, node, REPAIRED))
+                heapq.heappush(self._events, (at + self.failures.repair, unit, REPAIRED))
             else:
-                self.down.discard(node)
-                self._draw(node, at)
-            taken.append((at, node, kind))
+                self.down.discard(unit)
+                self._draw(unit, at)
+            taken.append((at, unit, kind))
         return taken
 
 
