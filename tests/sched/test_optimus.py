@@ -217,3 +217,12 @@ def test_bad_options_are_refused() -> None:
         make_policy("optimus", restart_cost=-1)
     with pytest.raises(UnknownNameError):
         OptimusPolicy(placement="nowhere")
+
+
+def test_a_running_job_without_a_model_keeps_its_gpus() -> None:
+    # an elastic job started elsewhere on 4 GPUs that has not reported a step yet
+    cluster = Cluster.homogeneous(2, 4)
+    alloc = Allocation.whole_gpus([(0, g) for g in range(4)])
+    job = status("quiet", gpus=1, observed={**LIMITS, "adaptive": 1.0}, allocation=alloc)
+    plan = OptimusPolicy().schedule(ClusterView(time=60.0, cluster=cluster, running=(job,)))
+    assert not plan.resizes and not plan.preempts

@@ -57,8 +57,9 @@ NO_ROOM = "its share of GPUs did not fit on the idle GPUs of the nodes it may us
 
 @dataclass(frozen=True)
 class _Job:
-    """One job's inputs to the split: its least and most GPUs, and its remaining time on
-    ``n`` GPUs (``None``: it gains nothing from more than its least)."""
+    """One job's inputs to the split: its least and most GPUs, and what predicts its
+    remaining time on ``n`` GPUs (``model`` ``None`` or nothing ``left``: it gains nothing
+    from more than its least)."""
 
     status: JobStatus
     least: int
@@ -149,13 +150,14 @@ class OptimusPolicy:
         if update:
             marks = {**marks, **update}
         model = self._model(job, marks)
-        if model is None:  # rigid, or not measured yet
+        if model is None:  # rigid, or not measured yet: as it runs, or its least to start
             elastic = all(seen.get(k, 0.0) > 0 for k in dm.LIMIT_KEYS)
             least = 1 if elastic and req.max_gpus <= 0 else req.gpus
-            most = least if not elastic else max(req.max_gpus, least)
+            if job.running:
+                least = job.allocation.num_gpus
             if update:
                 new_marks[job.id] = update
-            return _Job(job, least, max(most, least), None, 0, 0.0)
+            return _Job(job, least, least, None, 0, 0.0)
         batch = int(req.batch_size or seen.get("batch_size") or model.init_batch)
         most = max(1, batch // max(model.min_local, 1))
         if req.max_gpus > 0:
