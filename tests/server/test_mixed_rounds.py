@@ -1,5 +1,5 @@
 """Seeded mixed workloads through the reconcile loop and the in-memory executor, under the
-policies that move jobs (danlu, pollux) and those that preempt by rank (tiresias,
+policies that move jobs (danlu, optimus, pollux) and those that preempt by rank (tiresias,
 value-density):
 elastic jobs that report their steps as danlu.train does, requests for part of a GPU, rigid
 jobs with priorities, in projects with and without quotas, runs that fail, run out of

@@ -23,6 +23,7 @@ QUOTAS = {"small": Usage(2.0, 1 << 50), "mid": Usage(3.5, 200 * GiB)}
 
 POLICIES: dict[str, dict[str, Any]] = {
     "danlu": {},
+    "optimus": {},
     "pollux": {"population": 16, "generations": 8},
     "tiresias": {},
     "value-density": {},
