@@ -27,7 +27,7 @@ import numpy as np
 from danlu_pollux import DATA, FOLDERS, OPTIMUS, jct_figures, simulate
 
 from danlu.sched.policies import danlu_model as dm
-from danlu.sched.policies.optimus import OptimusPolicy, _Job
+from danlu.sched.policies.optimus import OptimusPolicy, SplitJob
 from danlu.sched.view import JobStatus
 from danlu.sim.elastic import ApplicationProfile, OutOfProfileError, load_profiles
 from danlu.sim.workload import ProfiledWork, load_workload
@@ -38,7 +38,7 @@ NO_MODEL = dm.JobModel(1, 1, 1, 1, 0.0, 0.0, {}, 0.0, 0.0, 1)
 
 
 @dataclass(frozen=True)
-class _TrueJob(_Job):
+class TrueSplitJob(SplitJob):
     """A job whose remaining time is read off its application's profile."""
 
     profile: ApplicationProfile | None = None
@@ -71,13 +71,13 @@ class _TrueJob(_Job):
 
 @dataclass
 class OracleOptimus(OptimusPolicy):
-    """The ``optimus`` policy with :class:`_TrueJob` inputs for the jobs of a profile."""
+    """The ``optimus`` policy with :class:`TrueSplitJob` inputs for the jobs of a profile."""
 
     applications: Mapping[str, str] = field(default_factory=dict)
     """Each job's application, by job id."""
     profiles: Mapping[str, ApplicationProfile] = field(default_factory=dict)
 
-    def _job(self, job: JobStatus, now: float, new_marks: dict[str, dict[str, float]]) -> _Job:
+    def _job(self, job: JobStatus, now: float, new_marks: dict[str, dict[str, float]]) -> SplitJob:
         online = super()._job(job, now, new_marks)
         name = self.applications.get(job.id)
         if name is None or job.request.batch_size is None:
@@ -86,7 +86,7 @@ class OracleOptimus(OptimusPolicy):
         batch = job.request.batch_size
         most = 1 if name == "ncf" else max(1, batch // profile.min_local_bsz)
         done = job.observed.get("progress", 0.0) * profile.target_progress
-        return _TrueJob(job, 1, most, NO_MODEL, batch, 1.0, profile=profile, done=done)
+        return TrueSplitJob(job, 1, most, NO_MODEL, batch, 1.0, profile=profile, done=done)
 
 
 def main() -> None:

@@ -17,7 +17,7 @@ from hypothesis import strategies as st
 from danlu.core.cluster import Allocation, Cluster
 from danlu.core.errors import ConfigError, UnknownNameError
 from danlu.sched.policies import danlu_model as dm
-from danlu.sched.policies.optimus import NO_GPUS, OptimusPolicy, _Job, split_gpus
+from danlu.sched.policies.optimus import NO_GPUS, OptimusPolicy, SplitJob, split_gpus
 from danlu.sched.policies.work_estimate import WORK
 from danlu.sched.registry import make_policy
 from danlu.sched.view import ClusterView, JobRequest, JobStatus
@@ -25,7 +25,7 @@ from danlu.sched.view import ClusterView, JobRequest, JobStatus
 LIMITS = {"init_batch": 128.0, "max_batch": 4096.0, "min_local_bsz": 32.0, "max_local_bsz": 256.0}
 
 
-class Curve(_Job):
+class Curve(SplitJob):
     """A job whose remaining time on ``n`` GPUs is ``work / n ** power`` (convex, falling)."""
 
     power: float = 1.0
@@ -34,7 +34,7 @@ class Curve(_Job):
         return self.left / gpus**self.power if gpus > 0 else math.inf
 
 
-def curve(least: int, most: int, work: float, power: float) -> _Job:
+def curve(least: int, most: int, work: float, power: float) -> SplitJob:
     job = Curve(JobStatus(JobRequest("x", 0.0)), least, most, None, 0, work)
     object.__setattr__(job, "power", power)
     object.__setattr__(job, "model", dm.JobModel(1, 1, 1, 1, 0.0, 0.0, {}, 0.0, 0.0, 1))

@@ -56,7 +56,7 @@ NO_ROOM = "its share of GPUs did not fit on the idle GPUs of the nodes it may us
 
 
 @dataclass(frozen=True)
-class _Job:
+class SplitJob:
     """One job's inputs to the split: its least and most GPUs, and what predicts its
     remaining time on ``n`` GPUs (``model`` ``None`` or nothing ``left``: it gains nothing
     from more than its least)."""
@@ -142,7 +142,7 @@ class OptimusPolicy:
         return self._plan(view, jobs, counts, shared, new_marks)
 
     # -- inputs ---------------------------------------------------------------------------
-    def _job(self, job: JobStatus, now: float, new_marks: dict[str, dict[str, float]]) -> _Job:
+    def _job(self, job: JobStatus, now: float, new_marks: dict[str, dict[str, float]]) -> SplitJob:
         """The job's split inputs; the marks its measurements add go in ``new_marks``."""
         req, seen = job.request, job.observed
         marks: Mapping[str, float] = job.marks
@@ -157,7 +157,7 @@ class OptimusPolicy:
                 least = job.allocation.num_gpus
             if update:
                 new_marks[job.id] = update
-            return _Job(job, least, least, None, 0, 0.0)
+            return SplitJob(job, least, least, None, 0, 0.0)
         batch = int(req.batch_size or seen.get("batch_size") or model.init_batch)
         most = max(1, batch // max(model.min_local, 1))
         if req.max_gpus > 0:
@@ -170,7 +170,7 @@ class OptimusPolicy:
         if update:
             new_marks[job.id] = update
         left = max(1.0 - seen.get("progress", 0.0), 0.0) * work if work is not None else 0.0
-        return _Job(job, least, most, model, batch, left)
+        return SplitJob(job, least, most, model, batch, left)
 
     def _model(self, job: JobStatus, marks: Mapping[str, float]) -> dm.JobModel | None:
         key = dm.model_key(marks, job.observed)
@@ -185,7 +185,7 @@ class OptimusPolicy:
     def _plan(
         self,
         view: ClusterView,
-        jobs: list[_Job],
+        jobs: list[SplitJob],
         counts: list[int],
         shared: list[JobStatus],
         new_marks: dict[str, dict[str, float]],
@@ -227,7 +227,7 @@ class OptimusPolicy:
         )
 
 
-def split_gpus(jobs: list[_Job], gpus: int, gpus_per_node: int) -> list[int]:
+def split_gpus(jobs: list[SplitJob], gpus: int, gpus_per_node: int) -> list[int]:
     """Optimus's split of ``gpus`` among ``jobs`` (in submission order): each its least while
     they last (a job whose least no longer fits gets none, and later jobs still may), then
     one at a time to the job whose remaining time one GPU more cuts most (ties: the earlier
