@@ -539,8 +539,6 @@ class DanluPolicy:
         marks = run.marks
         update = dict(run.update)
         work = self._work(job, marks, now, update)
-        if work is not None and work != marks.get(WORK):
-            update[WORK] = work
         opts = self._options(job, marks, work, capacity, gpn, now)
         loan = dl.loan_time(marks) if self.loan_rule else None
         if loan is not None and self.loan_all and queued:

@@ -163,10 +163,10 @@ class OptimusPolicy:
         if req.max_gpus > 0:
             most = min(most, req.max_gpus)
         least = min(req.gpus, most) if req.max_gpus > 0 else 1
-        work = estimate_work(job, marks, now, self.restart_cost, update) if job.running else None
-        work = marks.get(WORK) if work is None else work
-        if work is not None and work != marks.get(WORK):
-            update[WORK] = work
+        if job.running:
+            work = estimate_work(job, marks, now, self.restart_cost, update)
+        else:
+            work = marks.get(WORK)
         if update:
             new_marks[job.id] = update
         left = max(1.0 - seen.get("progress", 0.0), 0.0) * work if work is not None else 0.0

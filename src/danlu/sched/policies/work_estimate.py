@@ -42,9 +42,10 @@ def estimate_work(
     restart_cost: float,
     update: dict[str, float],
 ) -> float | None:
-    """Updated estimate of ``job``'s total work (goodput units), its window's marks written
-    into ``update``; the last estimate (``marks[WORK]``, or ``None`` before the first) while
-    the job reports no step time or has made no progress in the window.
+    """Updated estimate of ``job``'s total work (goodput units), its window's marks and a new
+    estimate (``WORK``) written into ``update``; the last estimate (``marks[WORK]``, or
+    ``None`` before the first) while the job reports no step time or has made no progress in
+    the window.
 
     ``restart_cost``: seconds after each (re)start during which the job trained nothing."""
     seen = job.observed
@@ -71,4 +72,8 @@ def estimate_work(
     if units <= 0 or done <= 0:
         return work
     estimate = units / done  # a progress step of 1e-320 would make it infinite
-    return estimate if math.isfinite(estimate) else work
+    if not math.isfinite(estimate):
+        return work
+    if estimate != work:
+        update[WORK] = estimate
+    return estimate
