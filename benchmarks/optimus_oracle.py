@@ -18,6 +18,7 @@ p99 JCT, the published ones, their ratios, and the online baseline's average for
 from __future__ import annotations
 
 import argparse
+import functools
 import math
 import time
 from collections.abc import Mapping
@@ -56,17 +57,26 @@ class TrueSplitJob(SplitJob):
             if config.atomic_bsz < profile.min_local_bsz:
                 return math.inf
             step = profile.iteration_time(placement, config)
-            iterations = 0.0
-            epoch = profile.epoch_at(self.done)
-            start = self.done
-            while epoch < profile.max_epochs:
-                end = profile.epoch_boundaries[epoch]
-                iterations += (end - start) / profile.gain(config.batch_size, epoch)
-                start = end
-                epoch += 1
+            iterations = remaining_iterations(profile, self.done, config.batch_size)
         except OutOfProfileError:
             return math.inf
         return iterations * step
+
+
+@functools.lru_cache(maxsize=65536)
+def remaining_iterations(profile: ApplicationProfile, done: float, batch: int) -> float:
+    """Iterations at global ``batch`` from progress ``done`` to the end of training: the
+    progress left in each epoch over that epoch's true gain per iteration (the same for every
+    GPU count that runs that batch, so computed once)."""
+    iterations = 0.0
+    epoch = profile.epoch_at(done)
+    start = done
+    while epoch < profile.max_epochs:
+        end = profile.epoch_boundaries[epoch]
+        iterations += (end - start) / profile.gain(batch, epoch)
+        start = end
+        epoch += 1
+    return iterations
 
 
 @dataclass

@@ -53,9 +53,11 @@ def main() -> None:
         for number in (int(w) for w in args.workloads.split(",")):
             path = DATA / FOLDERS[load] / f"workload-{number}.csv"
             began = time.perf_counter()
-            policy: Policy = OptimusPolicy()
-            if args.policy == "pollux":
-                policy = PolluxPolicy(population=args.population, generations=args.generations)
+            policy: Policy = (
+                PolluxPolicy(population=args.population, generations=args.generations)
+                if args.policy == "pollux"
+                else OptimusPolicy()
+            )
             result = simulate(path, policy, profiles)
             avg, p99 = jct_figures(result)
             restarts = float(np.mean([j.restarts for j in result.jobs]))

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import itertools
 import math
+from dataclasses import dataclass
 from typing import Any
 
 import pytest
@@ -25,6 +26,7 @@ from danlu.sched.view import ClusterView, JobRequest, JobStatus
 LIMITS = {"init_batch": 128.0, "max_batch": 4096.0, "min_local_bsz": 32.0, "max_local_bsz": 256.0}
 
 
+@dataclass(frozen=True)
 class Curve(SplitJob):
     """A job whose remaining time on ``n`` GPUs is ``work / n ** power`` (convex, falling)."""
 
@@ -34,11 +36,12 @@ class Curve(SplitJob):
         return self.left / gpus**self.power if gpus > 0 else math.inf
 
 
+ANY_MODEL = dm.JobModel(1, 1, 1, 1, 0.0, 0.0, {}, 0.0, 0.0, 1)
+"""A model for the split to see (a job without one gains nothing); ``Curve`` ignores it."""
+
+
 def curve(least: int, most: int, work: float, power: float) -> SplitJob:
-    job = Curve(JobStatus(JobRequest("x", 0.0)), least, most, None, 0, work)
-    object.__setattr__(job, "power", power)
-    object.__setattr__(job, "model", dm.JobModel(1, 1, 1, 1, 0.0, 0.0, {}, 0.0, 0.0, 1))
-    return job
+    return Curve(JobStatus(JobRequest("x", 0.0)), least, most, ANY_MODEL, 0, work, power)
 
 
 @settings(max_examples=40, deadline=None)

@@ -25,13 +25,13 @@ pytestmark = pytest.mark.skipif(
     reason=f"Pollux artifact data not found at {POLLUX.resolve()} (../shared/data is absent)",
 )
 
-PUBLISHED_AVG_JCT = {1: 4087.06, 3: 3944.01}
-"""Optimus+Oracle+TunedJobs on workload-1 and -3 at 1.0x (the artifact's
-``results-jobload/optimus-1.0/summary.json``, mean of the jobs' JCTs)."""
 
-
-@pytest.mark.parametrize("number", sorted(PUBLISHED_AVG_JCT))
-def test_optimus_comes_near_its_published_average(number: int) -> None:
+@pytest.mark.parametrize("number", [1, 3])
+def test_optimus_comes_near_its_published_average(
+    number: int, load_benchmark: Callable[[str], ModuleType]
+) -> None:
+    # Optimus+Oracle+TunedJobs' published figures (danlu_pollux.OPTIMUS, from the artifact)
+    published, _ = load_benchmark("danlu_pollux").OPTIMUS[("1.0", number)]
     workload = load_workload(POLLUX / "workloads" / f"workload-{number}.csv")
     profiles = dict(load_profiles(POLLUX / "traces"))
     result = Simulator(
@@ -43,7 +43,7 @@ def test_optimus_comes_near_its_published_average(number: int) -> None:
     ).run()
     assert result.unfinished == [] and result.rejected == []
     avg = result.summary()["avg_jct"]
-    assert avg == pytest.approx(PUBLISHED_AVG_JCT[number], rel=0.2)
+    assert avg == pytest.approx(published, rel=0.2)
     # it moves jobs whenever the split changes: several restarts per job on average
     assert sum(job.restarts for job in result.jobs) > 3 * len(result.jobs)
 
@@ -51,15 +51,15 @@ def test_optimus_comes_near_its_published_average(number: int) -> None:
 def test_with_the_study_s_oracle_it_gives_the_published_figures(
     load_benchmark: Callable[[str], ModuleType],
 ) -> None:
-    # 0.5x workload-1: the published average 1309.69 s and p99 15301.62 s
     bench = load_benchmark("optimus_oracle")
+    published, published_p99 = bench.OPTIMUS[("0.5", 1)]  # 1309.69 s and 15301.62 s
     path = POLLUX / "workloads-0.5" / "workload-1.csv"
     profiles = dict(load_profiles(POLLUX / "traces"))
     jobs = load_workload(path).jobs
     apps = {j.request.id: j.work.application for j in jobs if isinstance(j.work, ProfiledWork)}
     policy = bench.OracleOptimus(applications=apps, profiles=profiles)
     avg, p99 = bench.jct_figures(bench.simulate(path, policy, profiles))
-    assert avg == pytest.approx(1309.69, rel=0.01)
-    assert p99 == pytest.approx(15301.62, rel=0.01)
+    assert avg == pytest.approx(published, rel=0.01)
+    assert p99 == pytest.approx(published_p99, rel=0.01)
     online, _ = bench.jct_figures(bench.simulate(path, make_policy("optimus"), profiles))
     assert online > 1.1 * avg  # learning what the oracle knew costs the online baseline
