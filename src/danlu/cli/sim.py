@@ -727,9 +727,17 @@ def pack(
     table = Table(title=f"{pods.name} on {nodes.name}, load {load}")
     table.add_column("seed", justify="right")
     table.add_column("allocation ratio (%)", justify="right")
-    for seed_result in result.per_seed:
-        table.add_row(str(seed_result.seed), f"{seed_result.allocation_ratio:.2f}")
-    table.add_row("[bold]mean[/bold]", f"[bold]{result.allocation_ratio:.2f}[/bold]")
+    table.add_column("multi-GPU pods refused", justify="right")
+    table.add_column("first refused at (% arrived)", justify="right")
+    for one in result.per_seed:
+        first = one.first_multi_gpu_refusal
+        table.add_row(
+            str(one.seed),
+            f"{one.allocation_ratio:.2f}",
+            str(one.failed_multi_gpu_pods),
+            "-" if first is None else f"{first:.1f}",
+        )
+    table.add_row("[bold]mean[/bold]", f"[bold]{result.allocation_ratio:.2f}[/bold]", "", "")
     console.print(table)
     console.print(
         f"allocation_ratio {result.allocation_ratio:.2f} ({policy}, {result.wall_seconds:.1f} s)"

@@ -134,7 +134,14 @@ def load_pods(path: str | Path) -> list[OpenbPod]:
 
 @dataclass(frozen=True, slots=True)
 class SeedResult:
-    """Outcome of one seed: allocation ratio (percent) and fragmentation at the load."""
+    """Outcome of one seed: allocation ratio (percent) and fragmentation at the load.
+
+    ``failed_multi_gpu_pods`` counts the refused pods that asked for two or more whole
+    GPUs, and ``first_multi_gpu_refusal`` is the arrived GPU demand (percent of capacity,
+    with that pod) when the first of them was refused, ``None`` if none was. The
+    allocation ratio does not see such refusals (later pods use the GPUs), but a cluster
+    whose pods wait instead of failing would keep those pods waiting.
+    """
 
     seed: int
     allocation_ratio: float
@@ -143,6 +150,8 @@ class SeedResult:
     arrived_pods: int
     failed_pods: int
     window_pods: int
+    failed_multi_gpu_pods: int = 0
+    first_multi_gpu_refusal: float | None = None
 
     def to_json(self) -> dict[str, Any]:
         """Plain-dict form."""
@@ -154,6 +163,8 @@ class SeedResult:
             "arrived_pods": self.arrived_pods,
             "failed_pods": self.failed_pods,
             "window_pods": self.window_pods,
+            "failed_multi_gpu_pods": self.failed_multi_gpu_pods,
+            "first_multi_gpu_refusal": self.first_multi_gpu_refusal,
         }
 
 
@@ -217,6 +228,7 @@ def run_seed(
     order = order_rng.permutation(len(requests))
     arrived = 0
     failed = 0
+    failed_multi: list[float] = []  # arrived percent at each refused multi-GPU pod
     count = 0
     window: list[float] = []
     frag = (0.0, 0.0)
@@ -234,6 +246,8 @@ def run_seed(
         arrived += req.total_gpu_milli
         if cluster.place(req) is None:
             failed += 1
+            if req.num_gpu >= 2:
+                failed_multi.append(arrived_pct)
         alloc_pct = 100.0 * cluster.allocated_gpu_milli() / capacity
         if arrived_pct >= target - WINDOW_PCT:
             window.append(alloc_pct)  # a pod that jumps over the window counts alone
@@ -253,6 +267,8 @@ def run_seed(
         arrived_pods=count,
         failed_pods=failed,
         window_pods=len(window),
+        failed_multi_gpu_pods=len(failed_multi),
+        first_multi_gpu_refusal=failed_multi[0] if failed_multi else None,
     )
 
 

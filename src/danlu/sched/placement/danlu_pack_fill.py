@@ -71,6 +71,66 @@ def scarcity(typical: TypicalPods, models: Sequence[str], capacity: FloatArray) 
     return out
 
 
+def with_large(typical: TypicalPods) -> tuple[TypicalPods, FloatArray]:
+    """``typical`` with the shapes of ``typical.large`` it lacks added at frequency 0, and
+    per class its share of the list's GPU demand if it asks for two or more whole GPUs
+    (else 0). Without ``typical.large``: ``typical`` and zeros."""
+    share: FloatArray = np.zeros(len(typical), np.float64)
+    large = typical.large
+    if large is None:
+        return typical, share
+    have = {_shape(typical, k): k for k in range(len(typical))}
+    added = []
+    for j in range(len(large)):
+        k = have.get(_shape(large, j))
+        if k is None:
+            added.append(j)
+        else:
+            share[k] = large.weight[j]
+    if not added:
+        return typical, share
+    pick = np.array(added, np.int64)
+    memory = typical.memory_mib if typical.memory_mib is not None else np.zeros(len(typical))
+    large_memory = large.memory_mib if large.memory_mib is not None else np.zeros(len(large))
+    classes = TypicalPods(
+        cpu_milli=np.concatenate([typical.cpu_milli, large.cpu_milli[pick]]),
+        gpu_milli=np.concatenate([typical.gpu_milli, large.gpu_milli[pick]]),
+        num_gpu=np.concatenate([typical.num_gpu, large.num_gpu[pick]]),
+        specs=typical.specs + tuple(large.specs[j] for j in added),
+        weight=np.concatenate([typical.weight, np.zeros(pick.size)]),
+        memory_mib=np.concatenate([memory, large_memory[pick]]).astype(np.int64),
+    )
+    return classes, np.concatenate([share, large.weight[pick]])
+
+
+def _shape(pods: TypicalPods, k: int) -> tuple[int, int, int, frozenset[str]]:
+    return (int(pods.cpu_milli[k]), int(pods.gpu_milli[k]), int(pods.num_gpu[k]), pods.specs[k])
+
+
+def host_pressure(classes: TypicalPods, share: FloatArray, cluster: ShareCluster) -> FloatArray:
+    """Per class: its ``share`` of the GPU demand, times the cluster's GPU capacity (the
+    demand it brings at load 1), over the GPU capacity of the nodes that could host one
+    of its pods while empty (enough GPUs, CPU and memory, an allowed model). A class that
+    only a few nodes can host has a high pressure: the 120-core, 8-GPU pods of the default
+    openb list fit only the 39 nodes with 128 cores. 0 where ``share`` is 0 or no node
+    could host it."""
+    out: FloatArray = np.zeros(len(classes), np.float64)
+    usable = classes.usable(cluster.models)[cluster.model_idx]  # (nodes, K)
+    memory = classes.memory_mib if classes.memory_mib is not None else np.zeros(len(classes))
+    capacity = cluster.gpu_cap.sum(axis=1)
+    for k in np.flatnonzero(share > 0):
+        hosts = (
+            usable[:, k]
+            & (cluster.num_gpu >= classes.num_gpu[k])
+            & (cluster.cpu_cap >= classes.cpu_milli[k])
+            & (cluster.mem_cap >= memory[k])
+        )
+        own = float(capacity[hosts].sum())
+        if own > 0:
+            out[k] = float(share[k]) * cluster.total_gpu_milli / own
+    return out
+
+
 class FillFragmentation:
     """Fill fragmentation of the nodes of one cluster against ``typical`` (see module doc).
 
@@ -79,13 +139,23 @@ class FillFragmentation:
     models could fill counts more, by ``scarcity_weight`` x the class's pressure on its
     models (:func:`scarcity`): a class's fill fragment weighs ``w_k + scarcity_weight *
     pressure_k``, so taking capacity that constrained pods need costs more than taking
-    the same capacity on a model nobody is restricted to. The pressure is fixed per
-    cluster (from the typical pods and the cluster's capacity per model).
+    the same capacity on a model nobody is restricted to. With ``large_weight`` > 0 the
+    shapes of ``typical.large`` (two or more whole GPUs) are classes too (:func:`with_large`)
+    and add ``large_weight`` x their :func:`host_pressure`: a pod that could go elsewhere
+    keeps off the empty nodes that the rare multi-GPU pods need. The pressures are fixed
+    per cluster (from the pod list and the cluster's capacities).
     """
 
-    def __init__(self, typical: TypicalPods, scarcity_weight: float = 0.0) -> None:
-        self.typical = typical
+    def __init__(
+        self, typical: TypicalPods, scarcity_weight: float = 0.0, large_weight: float = 0.0
+    ) -> None:
         self.scarcity_weight = float(scarcity_weight)
+        self.large_weight = float(large_weight)
+        if self.large_weight > 0:
+            typical, self._large_share = with_large(typical)
+        else:
+            self._large_share = np.zeros(len(typical), np.float64)
+        self.typical = typical
         g, n = typical.gpu_milli, typical.num_gpu
         mem = typical.memory_mib if typical.memory_mib is not None else np.zeros_like(g)
         self._share: BoolArray = (n == 1) & (g > 0) & (g < MILLI)
@@ -151,7 +221,10 @@ class FillFragmentation:
                     cluster.model_idx, cluster.gpu_cap.sum(axis=1), len(cluster.models)
                 ).astype(np.float64)
                 pressure = scarcity(self.typical, cluster.models, cap)
-                self._weight = self.typical.weight + self.scarcity_weight * pressure
+                self._weight = self._weight + self.scarcity_weight * pressure
+            if self.large_weight > 0:
+                hosts = host_pressure(self.typical, self._large_share, cluster)
+                self._weight = self._weight + self.large_weight * hosts
             n, k = len(cluster), len(self.typical)
             self._slots: IntArray = np.zeros((n, k), np.int64)
             self._frag: FloatArray = np.zeros(n, np.float64)

@@ -40,7 +40,11 @@ class TypicalPods:
     Arrays of one entry per class: ``cpu_milli``, ``gpu_milli`` (per GPU, 0 for CPU-only
     pods), ``num_gpu``, ``weight``; ``specs`` holds the allowed GPU models (empty: any).
     ``memory_mib`` (optional) is the median host memory of the class's requests; FGD's
-    measure ignores it, danlu's fill measure counts it.
+    measure ignores it, danlu's fill measure counts it. ``large`` (optional, filled by
+    :func:`typical_pods`) holds the list's request shapes of two or more whole GPUs,
+    typical or not, each weighted by its share of the list's GPU demand: such shapes are
+    rare by count, so the typical classes often leave them out, but they ask for a large
+    part of the GPUs. FGD's measure ignores it; danlu's fill measure keeps nodes for them.
     """
 
     cpu_milli: IntArray
@@ -49,6 +53,7 @@ class TypicalPods:
     specs: tuple[frozenset[str], ...]
     weight: FloatArray
     memory_mib: IntArray | None = None
+    large: TypicalPods | None = None
 
     def __len__(self) -> int:
         return len(self.specs)
@@ -68,7 +73,8 @@ def typical_pods(requests: Iterable[ShareRequest], coverage: float = 0.95) -> Ty
     Requests are grouped by (CPU, GPU milli, GPU count, GPU models) -- memory is not part
     of the shape; each class records the median memory of its requests (rounded down) --
     and taken from the most frequent down (ties: larger shape first) until they cover
-    ``coverage`` of all requests; their frequencies are renormalised.
+    ``coverage`` of all requests; their frequencies are renormalised. ``large``: every
+    shape of two or more whole GPUs, with its share of the list's GPU demand as weight.
     """
     if not 0.0 < coverage <= 1.0:
         raise ConfigError(f"coverage must be in (0, 1], got {coverage}")
@@ -93,6 +99,8 @@ def typical_pods(requests: Iterable[ShareRequest], coverage: float = 0.95) -> Ty
         chosen.append((key, cnt))
         covered += cnt
     weight = np.array([c for _, c in chosen], np.float64)
+    demand = sum(cnt * key[1] * key[2] for key, cnt in counts.items())  # milli-GPU
+    large = [(key, cnt) for key, cnt in ranked if key[2] >= 2 and key[1] == MILLI]
     return TypicalPods(
         cpu_milli=np.array([k[0] for k, _ in chosen], np.int64),
         gpu_milli=np.array([k[1] for k, _ in chosen], np.int64),
@@ -100,6 +108,16 @@ def typical_pods(requests: Iterable[ShareRequest], coverage: float = 0.95) -> Ty
         specs=tuple(specs[k[3]] for k, _ in chosen),
         weight=weight / weight.sum(),
         memory_mib=np.array([int(np.median(memory[k])) for k, _ in chosen], np.int64),
+        large=TypicalPods(
+            cpu_milli=np.array([k[0] for k, _ in large], np.int64),
+            gpu_milli=np.array([k[1] for k, _ in large], np.int64),
+            num_gpu=np.array([k[2] for k, _ in large], np.int64),
+            specs=tuple(specs[k[3]] for k, _ in large),
+            weight=np.array([c * k[1] * k[2] / demand for k, c in large], np.float64),
+            memory_mib=np.array([int(np.median(memory[k])) for k, _ in large], np.int64),
+        )
+        if large
+        else None,
     )
 
 
