@@ -70,12 +70,12 @@ LARGE_WEIGHT = 0.1
 """Weight of the host pressure of the pod list's shapes of two or more whole GPUs in the
 fill measure (:func:`~danlu.sched.placement.danlu_pack_fill.host_pressure`). Without it
 the scorer spread high-CPU and high-memory one-GPU pods over the 128-core nodes and
-refused 8-GPU pods from 5-40 % of the demand arrived on (FGD: from 94 %). Chosen on the
+refused 8-GPU pods from 4-42 % of the demand arrived on (FGD: from 94.9 %). Chosen on the
 default pod list, seeds 42-45 (allocation ratio, and the arrived demand at which the
-first multi-GPU pod was refused: 0 -> 95.69 %, 4.7-41.6 %; 0.05 -> 95.72, 80.8-83.2;
-0.1 -> 95.72, 95.9-96.7; 0.15 -> 95.75, 95.9-96.7; 0.2 -> 95.72, 95.9-96.7; 0.3 -> 95.58,
-68.9-82.0; 0.5 -> 95.53, 95.6-96.7): the smallest weight of the plateau 0.1-0.2, the
-least change to the placements. Checked on seeds 46-51 and 52-61 and the other 18 lists
+first multi-GPU pod was refused: 0 -> 95.69 %, 4.7-41.6 %; 0.05 -> 95.73, 80.8-83.2;
+0.1 -> 95.71, 95.9-96.7; 0.15 -> 95.73, 95.9-96.7; 0.2 -> 95.75, 95.9-96.7; 0.3 -> 95.56,
+68.9-82.0; 0.5 -> 95.53, 95.6-96.7): the smallest weight at which the first refusal
+comes as late as FGD's. Checked on seeds 46-61 and the other 18 lists
 (``docs/danlu-packing.md``)."""
 
 _DECIMALS = 6
