@@ -7,7 +7,7 @@ import numpy as np
 from danlu.sched.placement.danlu_pack import LARGE_WEIGHT, DanluPackScorer
 from danlu.sched.placement.danlu_pack_fill import host_pressure, with_large
 from danlu.sched.placement.frag import TypicalPods, typical_pods
-from danlu.sched.placement.share import ShareCluster, ShareNode, ShareRequest
+from danlu.sched.placement.share import ShareCluster, ShareNode, ShareRequest, make_scorer
 
 GiB = 1024
 
@@ -103,3 +103,12 @@ def test_small_pods_keep_off_the_only_node_a_large_pod_fits() -> None:
     assert first is not None and first.node == 1
     placed = kept.place(large)
     assert placed is not None and placed.node == 0 and len(placed.gpus) == 8
+
+
+def test_scorer_options_set_the_weights() -> None:
+    typical = shapes([12_000], [1], [1.0])
+    scorer = make_scorer("danlu", typical=typical, options={"large_weight": 0, "fgd_weight": 3})
+    assert isinstance(scorer, DanluPackScorer)
+    assert (scorer.large_weight, scorer.fgd_weight) == (0.0, 3.0)
+    default = make_scorer("danlu", typical=typical, options={})
+    assert isinstance(default, DanluPackScorer) and default.large_weight == LARGE_WEIGHT

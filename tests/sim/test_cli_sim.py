@@ -83,7 +83,8 @@ def test_sim_compare(runner: CliRunner, tmp_path: Path) -> None:
     assert data["sjf"]["avg_jct"] <= data["fifo"]["avg_jct"]
 
 
-def test_sim_pack_writes_allocation_ratio(runner: CliRunner, tmp_path: Path) -> None:
+def pack_files(tmp_path: Path) -> list[str]:
+    """``sim pack --pods ... --nodes ...`` for a small pod and node list."""
     nodes = tmp_path / "nodes.csv"
     nodes.write_text(
         "sn,cpu_milli,memory_mib,gpu,model\n"
@@ -98,8 +99,12 @@ def test_sim_pack_writes_allocation_ratio(runner: CliRunner, tmp_path: Path) -> 
         "p3,2000,512,1,1000,T4,LS,Running\n"
         "p4,1000,512,0,0,,BE,Running\n"
     )
+    return ["sim", "pack", "--pods", str(pods), "--nodes", str(nodes)]
+
+
+def test_sim_pack_writes_allocation_ratio(runner: CliRunner, tmp_path: Path) -> None:
     out = tmp_path / "pack.json"
-    args = ["sim", "pack", "--pods", str(pods), "--nodes", str(nodes), "--policy", "best-fit"]
+    args = [*pack_files(tmp_path), "--policy", "best-fit"]
     result = runner.invoke(app, [*args, "--seeds", "1,3-4", "--load", "0.5", "--json", str(out)])
     assert result.exit_code == 0, result.output
     assert "allocation_ratio" in result.output
@@ -109,6 +114,26 @@ def test_sim_pack_writes_allocation_ratio(runner: CliRunner, tmp_path: Path) -> 
     assert data["allocation_ratio"] == pytest.approx(
         statistics.fmean(s["allocation_ratio"] for s in data["per_seed"])
     )
+
+
+def test_sim_pack_danlu_scorer_options(runner: CliRunner, tmp_path: Path) -> None:
+    out = tmp_path / "pack.json"
+    args = [*pack_files(tmp_path), "--policy", "danlu", "--seeds", "1", "--json", str(out)]
+    result = runner.invoke(app, [*args, "--option", "large_weight=0", "--option", "fgd-weight=8"])
+    assert result.exit_code == 0, result.output
+    data = json.loads(out.read_text())
+    assert data["options"] == {"large_weight": 0, "fgd_weight": 8}
+    assert {"failed_multi_gpu_pods", "first_multi_gpu_refusal"} <= set(data["per_seed"][0])
+    for extra, needle in [
+        (["--option", "colour=1"], "unknown option 'colour'; valid: fgd_weight"),
+        (["--option", "large_weight=-1"], "large_weight must be finite and >= 0"),
+        (["--option", "large_weight=abc"], "large_weight must be a number"),
+        (["--option", "large_weight=true"], "large_weight must be a number"),
+        (["--policy", "fgd", "--option", "large_weight=0"], "fgd scorer takes no options"),
+    ]:
+        result = runner.invoke(app, [*args, *extra])
+        assert result.exit_code == 2, extra
+        assert squash(needle) in squash(result.output), (extra, result.output)
 
 
 def bad_pack_args(tmp_path: Path) -> list[str]:
@@ -156,6 +181,7 @@ def test_bad_flags_exit_2_naming_the_flag(runner: CliRunner, args: list[str], ne
         (["--seeds", ","], "--seeds"),
         (["--policy", "tightest"], "--policy"),
         (["--load", "0"], "--load"),
+        (["--option", "large_weight"], "--option"),
     ],
 )
 def test_bad_pack_flags_exit_2(

@@ -704,8 +704,16 @@ def pack(
     load: Annotated[float, typer.Option("--load", help="Arrived GPU demand / capacity.")] = 1.0,
     seeds: Annotated[str, typer.Option("--seeds", help="Seeds, e.g. 42-51 or 1,2,3.")] = "42-51",
     json_out: JsonOpt = None,
+    option: Annotated[
+        list[str] | None,
+        typer.Option("--option", help="Scorer option key=value (repeatable): danlu's weights."),
+    ] = None,
 ) -> None:
-    """The FGD allocation experiment: GPU allocation ratio when demand reaches --load."""
+    """The FGD allocation experiment: GPU allocation ratio when demand reaches --load.
+
+    `--option` sets a weight of the `danlu` scorer (`fgd_weight`, `scarcity_weight`,
+    `remainder_weight`, `large_weight`; e.g. `--option large_weight=0` for the scorer
+    without the multi-GPU shapes' host pressure)."""
     from danlu.sched.placement.share import scorer_names
     from danlu.sim.openb import load_nodes, load_pods, run_allocation_experiment
 
@@ -717,11 +725,14 @@ def pack(
         if not load > 0:
             raise ConfigError(f"--load must be > 0, got {load}")
         seed_list = parse_seeds(seeds)
+        options = parse_options(option or [])
         check_output(json_out, "--json")
         node_list = load_nodes(nodes)
         pod_list = load_pods(pods)
         with console.status(f"packing {len(pod_list)} pods x {len(seed_list)} seeds ({policy})"):
-            result = run_allocation_experiment(pod_list, node_list, policy, load, seed_list)
+            result = run_allocation_experiment(
+                pod_list, node_list, policy, load, seed_list, options
+            )
     except DanluError as exc:
         raise _fail(exc) from None
     table = Table(title=f"{pods.name} on {nodes.name}, load {load}")

@@ -15,7 +15,7 @@ from __future__ import annotations
 
 import csv
 import time
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -179,11 +179,14 @@ class AllocationResult:
     allocation_ratio: float
     frag_ratio: float
     wall_seconds: float = field(compare=False)
+    options: Mapping[str, Any] = field(default_factory=dict)
+    """The scorer's options (``danlu sim pack --option``); empty: its defaults."""
 
     def to_json(self) -> dict[str, Any]:
         """Plain-dict form (JSON-serialisable)."""
         return {
             "policy": self.policy,
+            "options": dict(self.options),
             "load": self.load,
             "seeds": list(self.seeds),
             "allocation_ratio": self.allocation_ratio,
@@ -199,8 +202,10 @@ def run_seed(
     policy: str,
     load: float,
     seed: int,
+    options: Mapping[str, Any] | None = None,
 ) -> SeedResult:
-    """One seed of the experiment (see the module docstring)."""
+    """One seed of the experiment (see the module docstring); ``options`` go to the
+    scorer (:func:`~danlu.sched.placement.share.make_scorer`)."""
     if not pods or not nodes:
         raise ConfigError("the experiment needs at least one pod and one node")
     if load <= 0:
@@ -217,7 +222,7 @@ def run_seed(
     )
     cluster = ShareCluster(
         ordered_nodes,
-        make_scorer(policy, typical=typical),
+        make_scorer(policy, typical=typical, options=options),
         rng=policy_rng,
         tie_rank=node_rng.permutation(len(ordered_nodes)),
     )
@@ -278,6 +283,7 @@ def run_allocation_experiment(
     policy: str,
     load: float = 1.0,
     seeds: Sequence[int] = (42,),
+    options: Mapping[str, Any] | None = None,
 ) -> AllocationResult:
     """Run the allocation experiment for each seed; deterministic for a given seed.
 
@@ -286,9 +292,10 @@ def run_allocation_experiment(
     """
     if not seeds:
         raise ConfigError("at least one seed is needed")
-    make_scorer(policy, typical=typical_pods(p.request for p in pods))  # validate the name
+    # validate the name and the options before any seed runs
+    make_scorer(policy, typical=typical_pods(p.request for p in pods), options=options)
     start = time.perf_counter()
-    per_seed = tuple(run_seed(pods, nodes, policy, load, s) for s in seeds)
+    per_seed = tuple(run_seed(pods, nodes, policy, load, s, options) for s in seeds)
     wall = time.perf_counter() - start
     return AllocationResult(
         policy=policy,
@@ -298,4 +305,5 @@ def run_allocation_experiment(
         allocation_ratio=float(np.mean([s.allocation_ratio for s in per_seed])),
         frag_ratio=float(np.mean([s.frag_ratio for s in per_seed])),
         wall_seconds=wall,
+        options=dict(options or {}),
     )

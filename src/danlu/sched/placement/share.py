@@ -21,8 +21,9 @@ node wins is decided by a :class:`ShareScorer` chosen by name (``random``, ``bes
 
 from __future__ import annotations
 
+import math
 from abc import ABC, abstractmethod
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, ClassVar
 
@@ -357,23 +358,57 @@ class BestFitScorer(ShareScorer):
 
 
 # -------------------------------------------------------------------- registry
-ScorerFactory = Callable[["TypicalPods | None"], ShareScorer]
+ScorerFactory = Callable[..., ShareScorer]
+"""``factory(typical)``, or ``factory(typical, **options)`` when the caller gives options:
+a scorer for the typical pods (``None`` where the caller has none)."""
 
 
-def _fgd_factory(typical: TypicalPods | None) -> ShareScorer:
+def _no_options(name: str, options: Mapping[str, object]) -> None:
+    if options:
+        raise ConfigError(f"the {name} scorer takes no options, got {', '.join(options)}")
+
+
+def _fgd_factory(typical: TypicalPods | None, **options: object) -> ShareScorer:
     from danlu.sched.placement.frag import FgdScorer  # frag imports this module
 
+    _no_options("fgd", options)
     if typical is None:
         raise ConfigError("the fgd scorer needs the typical pods (typical=...)")
     return FgdScorer(typical)
 
 
-def _danlu_factory(typical: TypicalPods | None) -> ShareScorer:
+DANLU_SCORER_OPTIONS = ("fgd_weight", "scarcity_weight", "remainder_weight", "large_weight")
+"""The weights of :class:`~danlu.sched.placement.danlu_pack.DanluPackScorer` a caller may
+set (``danlu sim pack --option large_weight=0``)."""
+
+
+def _danlu_factory(typical: TypicalPods | None, **options: object) -> ShareScorer:
     from danlu.sched.placement.danlu_pack import DanluPackScorer  # imports frag
 
     if typical is None:
         raise ConfigError("the danlu scorer needs the typical pods (typical=...)")
-    return DanluPackScorer(typical)
+    weights: dict[str, float] = {}
+    for name, value in options.items():
+        if name not in DANLU_SCORER_OPTIONS:
+            raise ConfigError(
+                f"danlu scorer: unknown option {name!r}; valid: {', '.join(DANLU_SCORER_OPTIONS)}"
+            )
+        if isinstance(value, bool) or not isinstance(value, int | float):
+            raise ConfigError(f"danlu scorer: {name} must be a number, got {value!r}")
+        if not math.isfinite(value) or value < 0:
+            raise ConfigError(f"danlu scorer: {name} must be finite and >= 0, got {value!r}")
+        weights[name] = float(value)
+    return DanluPackScorer(typical, **weights)
+
+
+def _plain(name: str, make: Callable[[], ShareScorer]) -> ScorerFactory:
+    """A factory for a scorer that needs neither the typical pods nor options."""
+
+    def factory(typical: TypicalPods | None, **options: object) -> ShareScorer:
+        _no_options(name, options)
+        return make()
+
+    return factory
 
 
 class ScorerRegistry:
@@ -394,19 +429,28 @@ class ScorerRegistry:
     def names(self) -> list[str]:
         return sorted(self._factories)
 
-    def create(self, name: str, *, typical: TypicalPods | None = None) -> ShareScorer:
-        """Build scorer ``name`` (``typical`` is needed by ``fgd``)."""
+    def create(
+        self,
+        name: str,
+        *,
+        typical: TypicalPods | None = None,
+        options: Mapping[str, object] | None = None,
+    ) -> ShareScorer:
+        """Build scorer ``name`` (``typical`` is needed by ``fgd`` and ``danlu``; only
+        ``danlu`` takes ``options``: :data:`DANLU_SCORER_OPTIONS`)."""
         factory = self._factories.get(name)
         if factory is None:
             raise UnknownNameError("placement scorer", name, self.names())
-        return factory(typical)
+        if not options:
+            return factory(typical)
+        return factory(typical, **options)
 
 
 def default_scorers() -> ScorerRegistry:
     """A new registry with the built-in scorers: ``random``, ``best-fit``, ``fgd``, ``danlu``."""
     registry = ScorerRegistry()
-    registry.register("random", lambda _typical: RandomScorer())
-    registry.register("best-fit", lambda _typical: BestFitScorer())
+    registry.register("random", _plain("random", RandomScorer))
+    registry.register("best-fit", _plain("best-fit", BestFitScorer))
     registry.register("fgd", _fgd_factory)
     registry.register("danlu", _danlu_factory)
     return registry
@@ -418,7 +462,11 @@ def scorer_names() -> list[str]:
 
 
 def make_scorer(
-    name: str, *, typical: TypicalPods | None = None, registry: ScorerRegistry | None = None
+    name: str,
+    *,
+    typical: TypicalPods | None = None,
+    registry: ScorerRegistry | None = None,
+    options: Mapping[str, object] | None = None,
 ) -> ShareScorer:
-    """Build scorer ``name`` from ``registry`` (default: the built-ins)."""
-    return (registry or default_scorers()).create(name, typical=typical)
+    """Build scorer ``name`` from ``registry`` (default: the built-ins) with ``options``."""
+    return (registry or default_scorers()).create(name, typical=typical, options=options)
