@@ -419,7 +419,8 @@ class ScorerRegistry:
         self._factories: dict[str, ScorerFactory] = {}
 
     def register(self, name: str, factory: ScorerFactory) -> None:
-        """Make :meth:`create` build a scorer named ``name`` with ``factory(typical)``."""
+        """Make :meth:`create` build a scorer named ``name`` with ``factory(typical)``
+        (``factory(typical, **options)`` when options are given)."""
         if not name:
             raise ConfigError("a scorer needs a non-empty name")
         if name in self._factories:
@@ -436,8 +437,9 @@ class ScorerRegistry:
         typical: TypicalPods | None = None,
         options: Mapping[str, object] | None = None,
     ) -> ShareScorer:
-        """Build scorer ``name`` (``typical`` is needed by ``fgd`` and ``danlu``; only
-        ``danlu`` takes ``options``: :data:`DANLU_SCORER_OPTIONS`)."""
+        """Build scorer ``name`` (``typical`` is needed by ``fgd`` and ``danlu``). Non-empty
+        ``options`` go to the factory as keywords: the built-in ``danlu`` takes
+        :data:`DANLU_SCORER_OPTIONS`, the other built-ins refuse any."""
         factory = self._factories.get(name)
         if factory is None:
             raise UnknownNameError("placement scorer", name, self.names())
