@@ -3,7 +3,9 @@
 from __future__ import annotations
 
 import numpy as np
+import pytest
 
+from danlu.core.errors import ConfigError
 from danlu.sched.placement.danlu_pack import LARGE_WEIGHT, DanluPackScorer
 from danlu.sched.placement.danlu_pack_fill import host_pressure, with_large
 from danlu.sched.placement.frag import TypicalPods, typical_pods
@@ -112,3 +114,6 @@ def test_scorer_options_set_the_weights() -> None:
     assert (scorer.large_weight, scorer.fgd_weight) == (0.0, 3.0)
     default = make_scorer("danlu", typical=typical, options={})
     assert isinstance(default, DanluPackScorer) and default.large_weight == LARGE_WEIGHT
+    # the scorer checks its weights however it is built
+    with pytest.raises(ConfigError, match="large_weight must be finite and >= 0"):
+        DanluPackScorer(typical, large_weight=-1.0)

@@ -35,10 +35,12 @@ lowest index). Deterministic; no state beyond caches.
 
 from __future__ import annotations
 
+import math
 from typing import ClassVar
 
 import numpy as np
 
+from danlu.core.errors import ConfigError
 from danlu.sched.placement.danlu_pack_fill import FillFragmentation, remainder_waste
 from danlu.sched.placement.frag import FgdScorer, TypicalPods
 from danlu.sched.placement.share import (
@@ -84,6 +86,15 @@ _DECIMALS = 6
 _ShapeKey = tuple[int, int, int, int, frozenset[str]]
 
 
+def _weight(name: str, value: object) -> float:
+    """``value`` as a weight of the score: a finite number >= 0, else :class:`ConfigError`."""
+    if isinstance(value, bool) or not isinstance(value, int | float):
+        raise ConfigError(f"danlu scorer: {name} must be a number, got {value!r}")
+    if not math.isfinite(value) or value < 0:
+        raise ConfigError(f"danlu scorer: {name} must be finite and >= 0, got {value!r}")
+    return float(value)
+
+
 class DanluPackScorer(ShareScorer):
     """FGD's fragmentation drop plus the fill-fragmentation and remainder drops (module
     docstring)."""
@@ -99,10 +110,10 @@ class DanluPackScorer(ShareScorer):
         large_weight: float = LARGE_WEIGHT,
     ) -> None:
         self.typical = typical
-        self.fgd_weight = float(fgd_weight)
-        self.scarcity_weight = float(scarcity_weight)
-        self.remainder_weight = float(remainder_weight)
-        self.large_weight = float(large_weight)
+        self.fgd_weight = _weight("fgd_weight", fgd_weight)
+        self.scarcity_weight = _weight("scarcity_weight", scarcity_weight)
+        self.remainder_weight = _weight("remainder_weight", remainder_weight)
+        self.large_weight = _weight("large_weight", large_weight)
         self.fgd = FgdScorer(typical, quantize=False)
         self.fill = FillFragmentation(typical, self.scarcity_weight, self.large_weight)
         self._cluster: ShareCluster | None = None

@@ -21,7 +21,6 @@ node wins is decided by a :class:`ShareScorer` chosen by name (``random``, ``bes
 
 from __future__ import annotations
 
-import math
 from abc import ABC, abstractmethod
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
@@ -382,23 +381,17 @@ DANLU_SCORER_OPTIONS = ("fgd_weight", "scarcity_weight", "remainder_weight", "la
 set (``danlu sim pack --option large_weight=0``)."""
 
 
-def _danlu_factory(typical: TypicalPods | None, **options: object) -> ShareScorer:
+def _danlu_factory(typical: TypicalPods | None, **options: float) -> ShareScorer:
     from danlu.sched.placement.danlu_pack import DanluPackScorer  # imports frag
 
     if typical is None:
         raise ConfigError("the danlu scorer needs the typical pods (typical=...)")
-    weights: dict[str, float] = {}
-    for name, value in options.items():
+    for name in options:
         if name not in DANLU_SCORER_OPTIONS:
             raise ConfigError(
                 f"danlu scorer: unknown option {name!r}; valid: {', '.join(DANLU_SCORER_OPTIONS)}"
             )
-        if isinstance(value, bool) or not isinstance(value, int | float):
-            raise ConfigError(f"danlu scorer: {name} must be a number, got {value!r}")
-        if not math.isfinite(value) or value < 0:
-            raise ConfigError(f"danlu scorer: {name} must be finite and >= 0, got {value!r}")
-        weights[name] = float(value)
-    return DanluPackScorer(typical, **weights)
+    return DanluPackScorer(typical, **options)  # which checks the values
 
 
 def _plain(name: str, make: Callable[[], ShareScorer]) -> ScorerFactory:
