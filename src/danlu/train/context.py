@@ -36,7 +36,7 @@ from danlu.train.batch import (
 from danlu.train.cadence import NormEvery
 from danlu.train.checks import check_init_args
 from danlu.train.ckpt import Checkpoints, state_api
-from danlu.train.data import ElasticSampler, LocalBatch, default_collate, fetch
+from danlu.train.data import ElasticSampler, LocalBatch, default_collate, fetch, to_device
 from danlu.train.distributed import Distributed, unwrap
 from danlu.train.env import JobEnv
 from danlu.train.goodput import PROBE_STEPS, GoodputTuner, placement_of
@@ -162,15 +162,18 @@ class TrainContext:
         """This rank's batches of ``dataset`` for the rest of the current epoch.
 
         The batch size follows :attr:`batch` (``global_batch / world_size``), so adaptive
-        growth takes effect at once; :meth:`step` commits each batch to the sampler.
+        growth takes effect at once; :meth:`step` commits each batch to the sampler. The
+        batches' tensors are on the model's device (a GPU's when the job has one).
         """
         sampler = self._need_sampler()
         d = self.distributed
+        on_cpu = d.device.type == "cpu"
         for lb in sampler.batches(
             lambda: self.batch.local_batch, d.rank, d.world_size, follow_commits=True
         ):
             self._current = lb
-            yield fetch(dataset, lb, collate)
+            data = fetch(dataset, lb, collate)
+            yield data if on_cpu else to_device(data, d.device)
             if self._current is lb:  # the caller did not train on it: count it as consumed
                 self._current = None
                 sampler.commit(lb.global_real)

@@ -20,7 +20,7 @@ padding sample would move its running statistics).
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterator, Mapping
 from dataclasses import dataclass
 from typing import Any
 
@@ -157,3 +157,19 @@ def fetch(
         idx = torch.as_tensor(batch.indices)
         return tuple(t[idx] for t in tensors)
     return collate([dataset[i] for i in batch.indices])
+
+
+def to_device(data: Any, device: torch.device) -> Any:
+    """``data`` with every tensor in it on ``device`` (tensors nested in tuples, named tuples,
+    lists and mappings too; other values as they are). The batches of
+    :meth:`~danlu.train.context.TrainContext.batches` come to the model's device this way."""
+    if isinstance(data, torch.Tensor):
+        return data.to(device)
+    if isinstance(data, Mapping):
+        return {key: to_device(value, device) for key, value in data.items()}
+    if isinstance(data, tuple):
+        moved = [to_device(value, device) for value in data]
+        return type(data)(*moved) if hasattr(data, "_fields") else tuple(moved)
+    if isinstance(data, list):
+        return [to_device(value, device) for value in data]
+    return data

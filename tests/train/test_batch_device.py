@@ -1,0 +1,68 @@
+"""The batches of ``ctx.batches`` come on the model's device: ``to_device`` on every tensor
+of a batch's structure (the meta device stands in for a GPU on a CPU-only host), and on a
+real GPU ``dt.fit`` trains a model on a CPU dataset (``gpu``-marked)."""
+
+from __future__ import annotations
+
+import shutil
+from typing import NamedTuple
+
+import pytest
+import torch
+from torch import nn
+
+import danlu.train as dt
+from danlu.train.data import to_device
+
+
+class Pair(NamedTuple):
+    inputs: torch.Tensor
+    label: str
+
+
+def test_every_tensor_of_a_batch_moves_and_the_structure_stays() -> None:
+    meta = torch.device("meta")
+    batch = {
+        "x": torch.ones(4, 2),
+        "parts": [torch.zeros(4), (torch.ones(4, 1), 3)],
+        "pair": Pair(torch.ones(4), "a"),
+        "name": "batch",
+    }
+    moved = to_device(batch, meta)
+    assert moved["x"].device == meta and moved["x"].shape == (4, 2)
+    assert moved["parts"][0].device == meta and isinstance(moved["parts"], list)
+    assert moved["parts"][1][0].device == meta and moved["parts"][1][1] == 3
+    assert isinstance(moved["pair"], Pair) and moved["pair"].inputs.device == meta
+    assert moved["pair"].label == "a" and moved["name"] == "batch"
+    assert batch["x"].device.type == "cpu"  # the caller's batch is left as it was
+
+
+def test_batches_on_the_cpu_are_the_datasets_own_tensors() -> None:
+    data = torch.utils.data.TensorDataset(torch.arange(8.0).reshape(8, 1), torch.zeros(8))
+    model = nn.Linear(1, 1)
+    opt = torch.optim.SGD(model.parameters(), lr=0.1)
+    with dt.init(model, opt, global_batch_size=4, dataset_size=len(data)) as ctx:
+        x, y = next(iter(ctx.batches(data)))
+        assert x.device.type == "cpu" and x.shape == (4, 1) and y.shape == (4,)
+
+
+@pytest.mark.gpu
+@pytest.mark.skipif(shutil.which("nvidia-smi") is None, reason="no NVIDIA GPU here")
+def test_fit_trains_on_the_gpu_from_a_cpu_dataset() -> None:
+    if not torch.cuda.is_available():
+        pytest.skip("torch sees no CUDA device")
+    torch.manual_seed(0)
+    inputs = torch.randn(512, 16)
+    data = torch.utils.data.TensorDataset(inputs, (inputs[:, 0] > 0).long())
+    model = nn.Sequential(nn.Linear(16, 64), nn.ReLU(), nn.Linear(64, 2))
+    opt = torch.optim.Adam(model.parameters(), lr=1e-2)
+
+    def loss_fn(m: nn.Module, batch: tuple[torch.Tensor, torch.Tensor]) -> torch.Tensor:
+        x, y = batch
+        assert x.is_cuda and y.is_cuda
+        return nn.functional.cross_entropy(m(x), y)
+
+    ctx = dt.fit(model, opt, data, loss_fn, epochs=10, global_batch_size=64, max_steps=40)
+    assert next(model.parameters()).is_cuda
+    assert ctx.history[-1]["loss"] < ctx.history[0]["loss"]
+    assert ctx.history[-1]["memory_bytes"] > 0
