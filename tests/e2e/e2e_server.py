@@ -81,9 +81,12 @@ def _stop(proc: subprocess.Popen[bytes]) -> int:
 
 
 @contextlib.contextmanager
-def running_server(tmp_path: Path, env: dict[str, str] | None = None) -> Iterator[Server]:
+def running_server(
+    tmp_path: Path, env: dict[str, str] | None = None, fake_gpus: str | None = "4x80GiB"
+) -> Iterator[Server]:
     """``danlu up --home tmp_path/home --fake-gpus 4x80GiB`` until the block ends (SIGINT);
-    ``env``: extra variables for the server (e.g. ``DANLU_POLICY``)."""
+    ``env``: extra variables for the server (e.g. ``DANLU_POLICY``); ``fake_gpus`` None: the
+    host's GPUs, read through NVML."""
     if not _server_available():
         pytest.skip("danlu up is not built yet (danlu.cli.server / danlu.server.app)")
     home = tmp_path / "home"
@@ -94,8 +97,7 @@ def running_server(tmp_path: Path, env: dict[str, str] | None = None) -> Iterato
         "up",
         "--home",
         str(home),
-        "--fake-gpus",
-        "4x80GiB",
+        *(["--fake-gpus", fake_gpus] if fake_gpus is not None else []),
         "--port",
         str(_free_port()),
         "--interval",
