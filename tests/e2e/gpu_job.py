@@ -45,7 +45,8 @@ def main() -> None:
         f"gpu-job device={device} visible={os.environ.get('CUDA_VISIBLE_DEVICES')} "
         f"name={torch.cuda.get_device_name(device) if device.type == 'cuda' else 'cpu'} "
         f"steps={last['step']} loss={first['loss']:.4f}->{last['loss']:.4f} "
-        f"memory_bytes={last.get('memory_bytes', 0)}",
+        f"memory_bytes={last.get('memory_bytes', 0)} "
+        f"limit={os.environ.get('DANLU_GPU_MEMORY_LIMIT')}",
         flush=True,
     )
 

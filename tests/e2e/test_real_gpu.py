@@ -59,7 +59,7 @@ def test_a_job_trains_on_the_hosts_gpu_and_is_charged_its_energy(tmp_path: Path)
         assert job["state"] == "SUCCEEDED", log[-3000:]
         found = re.search(
             r"gpu-job device=(\S+) visible=(\S+) name=(.+?) steps=(\d+) "
-            r"loss=([\d.]+)->([\d.]+) memory_bytes=(\d+)",
+            r"loss=([\d.]+)->([\d.]+) memory_bytes=(\d+) limit=\S+",
             log,
         )
         assert found, log[-3000:]
@@ -88,3 +88,37 @@ def test_a_job_trains_on_the_hosts_gpu_and_is_charged_its_energy(tmp_path: Path)
         assert closed and not any(closed), exposition[-2000:]  # no GPU closed, in any state
         states = {gpu["state"] for node in c.nodes() for gpu in node["gpus"]}
         assert states == {"ready"}, c.nodes()
+
+
+def test_two_jobs_share_the_gpu_by_memory(tmp_path: Path) -> None:
+    """Two jobs asking for 16 GiB of a GPU each run on the same GPU at the same time, each
+    held to its 16 GiB (``DANLU_GPU_MEMORY_LIMIT``) and training there."""
+    with running_server(tmp_path, fake_gpus=None) as server, server.client() as c:
+        ids = [
+            c.submit(
+                {
+                    "name": f"share-{i}",
+                    "command": [sys.executable, str(JOB), "--seconds", str(BURN_S)],
+                    "resources": {"gpus": 1, "gpu_memory": "16GiB"},
+                    "max_restarts": 0,
+                }
+            )["id"]
+            for i in range(2)
+        ]
+        deadline = time.monotonic() + 300
+        while any(
+            (job := c.get_job(i))["state"] not in ("SUCCEEDED", "FAILED", "CANCELLED") for i in ids
+        ):
+            assert time.monotonic() < deadline, f"job still {job['state']}:\n{server.output()}"
+            time.sleep(0.5)
+        jobs = [c.get_job(i) for i in ids]
+        logs = [c.logs(i)[0] for i in ids]
+        assert [j["state"] for j in jobs] == ["SUCCEEDED"] * 2, [log[-2000:] for log in logs]
+        first, second = jobs
+        assert first["started_at"] < second["finished_at"]
+        assert second["started_at"] < first["finished_at"]  # they ran at the same time
+        seen = [re.search(r"device=(\S+) visible=(\S+) .* limit=(\d+)", log) for log in logs]
+        assert all(seen), logs
+        assert {m.group(1) for m in seen if m} == {"cuda:0"}
+        assert len({m.group(2) for m in seen if m}) == 1  # the same GPU
+        assert {int(m.group(3)) for m in seen if m} == {16 * 2**30}

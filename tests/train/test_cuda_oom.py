@@ -1,0 +1,61 @@
+"""OOM recovery on a real CUDA out-of-memory error (``gpu``-marked; skipped without
+``nvidia-smi``): under ``DANLU_GPU_MEMORY_LIMIT`` a micro-batch that does not fit raises
+torch's OOM, and the step halves the micro-batch and trains on. ``test_oom.py`` covers the
+same path with an injected OOM on any host."""
+
+from __future__ import annotations
+
+import math
+import shutil
+
+import pytest
+import torch
+from torch import nn
+
+import danlu.train as dt
+
+pytestmark = [
+    pytest.mark.gpu,
+    pytest.mark.skipif(shutil.which("nvidia-smi") is None, reason="no NVIDIA GPU here"),
+]
+
+LIMIT = 1 << 30
+"""The job's memory limit: 1 GiB of the GPU."""
+
+
+def test_a_real_cuda_oom_halves_the_micro_batch_and_training_goes_on() -> None:
+    if not torch.cuda.is_available():
+        pytest.skip("torch sees no CUDA device")
+    torch.cuda.empty_cache()  # blocks cached by earlier tests would count against the limit
+    torch.cuda.reset_peak_memory_stats()
+    torch.manual_seed(0)
+    inputs = torch.randn(8192, 1024)
+    data = torch.utils.data.TensorDataset(inputs, (inputs[:, 0] > 0).long())
+    # 134 MB of weights; about 260 KB of activations a sample: 8,192 samples need ~2 GiB
+    model = nn.Sequential(nn.Linear(1024, 32768), nn.ReLU(), nn.Linear(32768, 2))
+    opt = torch.optim.SGD(model.parameters(), lr=1e-3)
+
+    def loss_fn(m: nn.Module, batch: tuple[torch.Tensor, torch.Tensor]) -> torch.Tensor:
+        x, y = batch
+        return nn.functional.cross_entropy(m(x), y)
+
+    try:
+        ctx = dt.fit(
+            model,
+            opt,
+            data,
+            loss_fn,
+            epochs=5,
+            global_batch_size=8192,
+            max_steps=3,
+            environ={"DANLU_GPU_MEMORY_LIMIT": str(LIMIT)},
+        )
+    finally:
+        torch.cuda.set_per_process_memory_fraction(1.0, 0)
+        torch.cuda.empty_cache()
+    last = ctx.history[-1]
+    assert last["step"] == 3 and last["oom_count"] >= 1, last
+    assert last["micro_batch"] < 8192 and last["accumulation"] >= 2, last
+    assert last["global_batch"] == 8192  # the optimizer step keeps the batch it was tuned for
+    assert all(math.isfinite(r["loss"]) for r in ctx.history)
+    assert 0 < last["memory_bytes"] <= LIMIT
