@@ -1,6 +1,7 @@
-"""The batches of ``ctx.batches`` come on the model's device: ``to_device`` on every tensor
-of a batch's structure (the meta device stands in for a GPU on a CPU-only host), and on a
-real GPU ``dt.fit`` trains a model on a CPU dataset (``gpu``-marked)."""
+"""The batches of ``ctx.batches``, and those a script hands ``ctx.step``, go to the model's
+device: ``to_device`` on every tensor of a batch's structure (the meta device stands in for a
+GPU on a CPU-only host), and on a real GPU ``dt.fit`` trains a model on a CPU dataset
+(``gpu``-marked)."""
 
 from __future__ import annotations
 
@@ -66,3 +67,6 @@ def test_fit_trains_on_the_gpu_from_a_cpu_dataset() -> None:
     assert next(model.parameters()).is_cuda
     assert ctx.history[-1]["loss"] < ctx.history[0]["loss"]
     assert ctx.history[-1]["memory_bytes"] > 0
+    with dt.init(model, opt, global_batch_size=64) as own:  # the script's own CPU batches
+        own.step((inputs[:64], (inputs[:64, 0] > 0).long()), loss_fn)
+    assert own.history[-1]["step"] == 1

@@ -198,8 +198,11 @@ class TrainContext:
 
         Also: commits the data position, reports metrics, applies the anomaly action, grows the
         batch when adaptive, writes periodic checkpoints, and on SIGTERM checkpoints and exits
-        with :data:`~danlu.train.env.PREEMPTED_EXIT_CODE`.
+        with :data:`~danlu.train.env.PREEMPTED_EXIT_CODE`. A batch from elsewhere than
+        :meth:`batches` (the script's own loader) is put on the model's device first.
         """
+        if self.distributed.device.type != "cpu":
+            data = to_device(data, self.distributed.device)
         lb = self._current
         self._current = None
         real = lb.real if lb is not None else None
