@@ -6,13 +6,16 @@ GPU on a CPU-only host), and on a real GPU ``dt.fit`` trains a model on a CPU da
 from __future__ import annotations
 
 import shutil
-from typing import NamedTuple
+from collections import OrderedDict, UserDict, defaultdict
+from types import MappingProxyType
+from typing import Any, NamedTuple
 
 import pytest
 import torch
 from torch import nn
 
 import danlu.train as dt
+from danlu.train.accumulate import split
 from danlu.train.data import to_device
 
 
@@ -36,6 +39,35 @@ def test_every_tensor_of_a_batch_moves_and_the_structure_stays() -> None:
     assert isinstance(moved["pair"], Pair) and moved["pair"].inputs.device == meta
     assert moved["pair"].label == "a" and moved["name"] == "batch"
     assert batch["x"].device.type == "cpu"  # the caller's batch is left as it was
+
+
+class Encoding(UserDict[str, Any]):
+    """A tokenizer's batch: a mapping whose keys read as attributes too."""
+
+    def __getattr__(self, name: str) -> Any:
+        try:
+            return self.data[name]
+        except KeyError:
+            raise AttributeError(name) from None
+
+
+def test_mappings_keep_their_kind_when_moved_and_split() -> None:
+    meta = torch.device("meta")
+    ordered = to_device(OrderedDict(b=torch.ones(2), a=torch.ones(2)), meta)
+    assert isinstance(ordered, OrderedDict) and list(ordered) == ["b", "a"]
+    counts = to_device(defaultdict(int, x=torch.ones(2)), meta)
+    assert isinstance(counts, defaultdict) and counts["missing"] == 0
+    encoding = Encoding(input_ids=torch.ones(6, 3), mask=torch.ones(6, 3))
+    moved = to_device(encoding, meta)
+    assert isinstance(moved, Encoding) and moved.input_ids.device == meta
+    assert encoding.input_ids.device.type == "cpu"  # the copy moved, not the caller's batch
+    parts = split(encoding, 4)
+    assert [len(part.input_ids) for part, _ in parts] == [3, 3]
+    assert all(isinstance(part, Encoding) for part, _ in parts)
+    pairs = split(Pair(torch.ones(6), "a"), 4)
+    assert all(isinstance(part, Pair) and part.label == "a" for part, _ in pairs)
+    frozen = to_device(MappingProxyType({"x": torch.ones(2)}), meta)
+    assert isinstance(frozen, dict) and frozen["x"].device == meta  # no copy: a plain dict
 
 
 def test_batches_on_the_cpu_are_the_datasets_own_tensors() -> None:

@@ -17,6 +17,8 @@ from typing import Any
 
 import torch
 
+from danlu.train.data import remapped
+
 
 def batch_len(data: Any) -> int:
     """Number of samples in a batch: the first dimension of its first tensor."""
@@ -41,9 +43,10 @@ def _slice(data: Any, lo: int, hi: int) -> Any:
     if isinstance(data, torch.Tensor):
         return data[lo:hi]
     if isinstance(data, Mapping):
-        return {k: _slice(v, lo, hi) for k, v in data.items()}
+        return remapped(data, {k: _slice(v, lo, hi) for k, v in data.items()})
     if isinstance(data, tuple):
-        return tuple(_slice(v, lo, hi) for v in data)
+        sliced = [_slice(v, lo, hi) for v in data]
+        return type(data)(*sliced) if hasattr(data, "_fields") else tuple(sliced)
     if isinstance(data, list):
         return [_slice(v, lo, hi) for v in data]
     return data

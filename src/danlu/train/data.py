@@ -20,7 +20,8 @@ padding sample would move its running statistics).
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterator, Mapping
+import copy
+from collections.abc import Callable, Iterator, Mapping, MutableMapping
 from dataclasses import dataclass
 from typing import Any
 
@@ -159,14 +160,29 @@ def fetch(
     return collate([dataset[i] for i in batch.indices])
 
 
+def remapped(data: Mapping[Any, Any], values: dict[Any, Any]) -> Mapping[Any, Any]:
+    """``values`` in a mapping of ``data``'s own kind where one can be made: a copy of a
+    mutable mapping (an ``OrderedDict``, a ``defaultdict``, a tokenizer's ``BatchEncoding``
+    with its attribute access) updated with them; else the plain dict ``values``."""
+    if type(data) is not dict and isinstance(data, MutableMapping):
+        try:
+            copied = copy.copy(data)
+            copied.update(values)
+        except Exception:  # a mapping that cannot be copied or updated: a plain dict
+            return values
+        return copied
+    return values
+
+
 def to_device(data: Any, device: torch.device) -> Any:
     """``data`` with every tensor in it on ``device`` (tensors nested in tuples, named tuples,
-    lists and mappings too; other values as they are). The batches of
-    :meth:`~danlu.train.context.TrainContext.batches` come to the model's device this way."""
+    lists and mappings too, each kept of its kind where it can be; other values as they
+    are). The batches of :meth:`~danlu.train.context.TrainContext.batches` come to the
+    model's device this way."""
     if isinstance(data, torch.Tensor):
         return data.to(device)
     if isinstance(data, Mapping):
-        return {key: to_device(value, device) for key, value in data.items()}
+        return remapped(data, {key: to_device(value, device) for key, value in data.items()})
     if isinstance(data, tuple):
         moved = [to_device(value, device) for value in data]
         return type(data)(*moved) if hasattr(data, "_fields") else tuple(moved)
