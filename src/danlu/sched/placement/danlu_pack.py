@@ -137,6 +137,15 @@ class DanluPackScorer(ShareScorer):
         out: FloatArray = np.round(total, _DECIMALS)
         return out
 
+    def share_scores(
+        self, cluster: ShareCluster, request: ShareRequest, rows: IntArray, values: IntArray
+    ) -> FloatArray:
+        """Scores (higher is better) of share ``request`` on a GPU of node ``rows[i]`` with
+        ``values[i]`` milli-GPU free (each at least the request's), for a caller choosing
+        GPUs itself (:mod:`danlu.sched.placement.share_mirror`)."""
+        self._sync(cluster)
+        return self._share_scores(cluster, request, rows, values)
+
     def _share_scores(
         self, cluster: ShareCluster, request: ShareRequest, rows: IntArray, values: IntArray
     ) -> FloatArray:

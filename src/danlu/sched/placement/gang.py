@@ -17,7 +17,9 @@ Placement strategies for whole GPUs (all-or-nothing: a job gets every GPU it ask
 Shared requests (part of one GPU by milli-GPU or by memory) go to the GPU they fit most tightly,
 preferring GPUs already in use, so whole GPUs stay free for gang jobs. With ``fgd`` (best-fit
 for gangs) they go where the node's fragmentation grows least instead (FGD, ATC'23): the
-fragmentation is measured against the request shapes of the jobs in the view.
+fragmentation is measured against the request shapes of the jobs in the view. With ``danlu``
+(best-fit for gangs) they go where danlu's packing scorer (``danlu sim pack --policy danlu``)
+scores best, against the same shapes (:mod:`danlu.sched.placement.share_mirror`).
 """
 
 from __future__ import annotations
@@ -32,9 +34,10 @@ from danlu.core.cluster import MILLI_PER_GPU, Allocation, GpuShare
 from danlu.core.errors import PlacementError, UnknownNameError
 from danlu.sched.placement.frag import TypicalPods, node_fragmentation, typical_pods
 from danlu.sched.placement.share import FloatArray, ShareRequest
+from danlu.sched.placement.share_mirror import ShareMirror
 from danlu.sched.view import BoolArray, ClusterView, IntArray, JobRequest
 
-STRATEGIES: Final = ("best-fit", "first-fit", "spread", "topology", "worst-fit", "fgd")
+STRATEGIES: Final = ("best-fit", "first-fit", "spread", "topology", "worst-fit", "fgd", "danlu")
 _BIG: Final = np.iinfo(np.int64).max // 4
 
 
@@ -70,6 +73,8 @@ class FreeMap:
         """Waiting reasons by (GPUs asked, GPUs free): shared strings for this round."""
         self._view = view
         self._typical: TypicalPods | None = None
+        self._mirror: ShareMirror | None = None
+        """The ``danlu`` strategy's scorer and its copy of the GPUs (built on first use)."""
         self._buckets: list[list[int]] | None = None
         """Node indices by free whole-GPU count (index), ascending: the best-fit fast path."""
         self._with_compute: IntArray | None = None
@@ -140,7 +145,7 @@ class FreeMap:
         if self.total_free < count:
             return None
         if not req.gpu_types and not req.gpu_memory:
-            if self.strategy in ("best-fit", "fgd"):
+            if self.strategy in ("best-fit", "fgd", "danlu"):
                 chosen = self._best_fit_buckets(count)
                 return None if chosen is None else self._take_nodes(chosen)
             if self.strategy == "worst-fit":
@@ -303,6 +308,9 @@ class FreeMap:
         if self.strategy == "fgd":
             growth = self._fragmentation_growth(candidates, need_at, req)
             best = candidates[np.lexsort((candidates, left_milli, growth))[0]]
+        elif self.strategy == "danlu":
+            score = self._packing_scores(candidates, need_at, req)
+            best = candidates[np.lexsort((candidates, left_milli, -score))[0]]
         else:
             best = candidates[np.lexsort((candidates, left_milli, left_mem))[0]]
         milli = int(need[best]) if isinstance(need, np.ndarray) else need
@@ -312,16 +320,43 @@ class FreeMap:
         self.take(alloc)
         return alloc
 
+    def _typical_pods(self, req: JobRequest) -> TypicalPods:
+        """The request shapes of the jobs in the view (of ``req`` alone in a view without
+        jobs: a request placed on an idle snapshot)."""
+        if self._typical is None:
+            shapes: dict[tuple[bool, int, int, frozenset[str]], ShareRequest] = {}
+            requests: list[ShareRequest] = []
+            for job in (*self._view.pending, *self._view.running):
+                r = job.request
+                key = (r.shares_gpu, r.gpu_milli, r.gpus, r.gpu_types)
+                shape = shapes.get(key)
+                if shape is None:  # one shape object per distinct request (thousands of jobs)
+                    shape = shapes[key] = _share_shape(r)
+                requests.append(shape)
+            self._typical = typical_pods(requests or [_share_shape(req)])
+        return self._typical
+
+    def _packing_scores(self, gpus: IntArray, need: IntArray | int, req: JobRequest) -> FloatArray:
+        """danlu's packing score (higher is better) of the share on each candidate GPU."""
+        if self._mirror is None:
+            self._mirror = ShareMirror(
+                self._offsets, self._sizes, list(self._type_names), self._typical_pods(req)
+            )
+        self._mirror.sync(self.free_milli, self._open)
+        nodes = self._gpu_node[gpus]
+        if not isinstance(need, np.ndarray):
+            return self._mirror.scores(gpus, nodes, int(need))
+        scores = np.empty(gpus.size, dtype=np.float64)
+        for value in np.unique(need).tolist():  # GPUs of other memory sizes: other shares
+            where = need == value
+            scores[where] = self._mirror.scores(gpus[where], nodes[where], int(value))
+        return scores
+
     def _fragmentation_growth(
         self, gpus: IntArray, need: IntArray | int, req: JobRequest
     ) -> FloatArray:
         """How much each candidate GPU's node fragmentation grows if the share lands there."""
-        if self._typical is None:
-            jobs = (*self._view.pending, *self._view.running)
-            # a view without jobs (a request placed on an idle snapshot): measure against it
-            self._typical = typical_pods(
-                [_share_shape(j.request) for j in jobs] or [_share_shape(req)]
-            )
+        typical = self._typical_pods(req)
         nodes = self._gpu_node[gpus]
         width = int(self._sizes.max())
         local = gpus - self._offsets[nodes]
@@ -334,7 +369,6 @@ class FreeMap:
         after[np.arange(gpus.size), local] -= need
         cpu = np.full(gpus.size, np.iinfo(np.int64).max // 2, dtype=np.int64)
         models = [self._type_names[n] for n in nodes.tolist()]
-        typical = self._typical
         growth: FloatArray = node_fragmentation(cpu, after, models, typical) - node_fragmentation(
             cpu, before, models, typical
         )

@@ -1,0 +1,81 @@
+"""danlu's packing scorer inside a scheduling round: the ``danlu`` placement strategy.
+
+:class:`~danlu.sched.placement.gang.FreeMap` tracks a round's free compute (milli-GPU) and
+memory per GPU; the packing scorer of ``danlu sim pack``
+(:class:`~danlu.sched.placement.danlu_pack.DanluPackScorer`) scores placements on a
+:class:`~danlu.sched.placement.share.ShareCluster`. :class:`ShareMirror` keeps a
+``ShareCluster`` in step with a free map (the GPUs' free milli; a GPU closed to new work
+counts as full; CPU and host memory unbounded, as the free map does not track them) and asks
+the scorer which candidate GPU a share should take. Only the nodes whose GPUs changed since
+the last call are marked changed, so the scorer's per-node caches carry over within the
+round. The typical pods are the request shapes of the jobs in the view, as for ``fgd``.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+from danlu.core.cluster import MILLI_PER_GPU
+from danlu.sched.placement.danlu_pack import DanluPackScorer
+from danlu.sched.placement.frag import TypicalPods
+from danlu.sched.placement.share import (
+    BoolArray,
+    FloatArray,
+    IntArray,
+    ShareCluster,
+    ShareNode,
+    ShareRequest,
+)
+
+_UNBOUNDED = 1 << 40
+"""CPU milli-cores and memory MiB of a mirrored node: never the binding resource."""
+
+
+class ShareMirror:
+    """A :class:`ShareCluster` mirroring a free map's GPUs, and the danlu scorer over it.
+
+    ``offsets``, ``sizes`` and ``models``: each node's first flat GPU index, GPU count and
+    GPU model, as the free map has them."""
+
+    def __init__(
+        self, offsets: IntArray, sizes: IntArray, models: list[str], typical: TypicalPods
+    ) -> None:
+        nodes = [
+            ShareNode(f"node-{i}", _UNBOUNDED, _UNBOUNDED, int(size), models[i] or "gpu")
+            for i, size in enumerate(sizes.tolist())
+        ]
+        self.scorer = DanluPackScorer(typical)
+        self.cluster = ShareCluster(nodes, self.scorer)
+        self._offsets = offsets
+        self._sizes = sizes
+        width = self.cluster.max_gpus
+        columns = np.arange(width)
+        exists = columns[None, :] < sizes[:, None]
+        self._flat: IntArray = np.where(exists, offsets[:, None] + columns[None, :], 0)
+        self._exists: BoolArray = exists
+
+    def sync(self, free_milli: IntArray, open_gpus: BoolArray | None) -> None:
+        """Take the free map's free milli-GPU (flat, one per GPU); GPUs not open count full."""
+        free = np.clip(free_milli, 0, MILLI_PER_GPU)
+        if open_gpus is not None:
+            free = np.where(open_gpus, free, 0)
+        rows = np.where(self._exists, free[self._flat], 0).astype(np.int64)
+        cluster = self.cluster
+        changed = np.flatnonzero((rows != cluster.gpu_free).any(axis=1))
+        if changed.size == 0:
+            return
+        cluster.gpu_free[changed] = rows[changed]
+        cluster.gpu_free_total[changed] = rows[changed].sum(axis=1)
+        cluster.n_full[changed] = ((rows[changed] == MILLI_PER_GPU) & self._exists[changed]).sum(
+            axis=1
+        )
+        cluster.max_free[changed] = rows[changed].max(axis=1)
+        cluster.epoch[changed] += 1
+
+    def scores(self, gpus: IntArray, nodes: IntArray, need: int) -> FloatArray:
+        """The scorer's score (higher is better) of a share of ``need`` milli-GPU on each of
+        ``gpus`` (flat indices, on ``nodes``), after :meth:`sync`."""
+        request = ShareRequest(cpu_milli=0, num_gpu=1, gpu_milli=need)
+        local = gpus - self._offsets[nodes]
+        values = self.cluster.gpu_free[nodes, local]
+        return self.scorer.share_scores(self.cluster, request, nodes, values)

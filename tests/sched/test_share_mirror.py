@@ -1,0 +1,134 @@
+"""The ``danlu`` placement strategy: a share goes where danlu's packing scorer (the one of
+``danlu sim pack --policy danlu``) scores best, on a copy of the round's free map."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import numpy as np
+import pytest
+
+from danlu.core.cluster import Allocation, Cluster, GpuShare
+from danlu.sched.placement.danlu_pack import DanluPackScorer
+from danlu.sched.placement.frag import typical_pods
+from danlu.sched.placement.gang import FreeMap
+from danlu.sched.placement.share import Placement, ShareCluster, ShareNode, ShareRequest
+from danlu.sched.registry import default_registry
+from danlu.sched.view import ClusterView, JobRequest, JobStatus
+
+GiB = 1024**3
+
+
+def _request(job_id: str, seq: int = 0, **kw: Any) -> JobRequest:
+    return JobRequest(id=job_id, submit_time=float(seq), gpus=1, seq=seq, **kw)
+
+
+HELD = {(0, 0): 600, (0, 1): 250, (1, 2): 300, (1, 3): 800}
+"""Milli-GPU the running shares hold, by (node, GPU)."""
+
+
+def _view(
+    held: dict[tuple[int, int], int] = HELD, shapes: tuple[int, ...] = (400, 500, 200)
+) -> ClusterView:
+    """Two nodes of four 80 GiB GPUs: shares ``held`` running, shares ``shapes`` waiting."""
+    running = tuple(
+        JobStatus(
+            _request(f"r{i}", i, gpu_milli=milli),
+            Allocation((GpuShare(node, gpu, milli, milli * 80 * GiB // 1000),)),
+        )
+        for i, ((node, gpu), milli) in enumerate(held.items())
+    )
+    pending = tuple(JobStatus(_request(f"p{i}", 10 + i, gpu_milli=m)) for i, m in enumerate(shapes))
+    return ClusterView(0.0, Cluster.homogeneous(2, 4), running=running, pending=pending)
+
+
+def _scorer_choice(
+    view: ClusterView, need: int, held: dict[tuple[int, int], int] = HELD
+) -> tuple[int, int]:
+    """The (node, GPU) the packing scorer itself ranks first for a share of ``need``, on a
+    cluster built from the view by hand (ties: least left, then lowest flat index)."""
+    shapes = [
+        ShareRequest(cpu_milli=0, num_gpu=1, gpu_milli=j.request.gpu_milli)
+        for j in (*view.pending, *view.running)
+    ]
+    scorer = DanluPackScorer(typical_pods(shapes))
+    nodes = [ShareNode(f"n{i}", 1 << 40, 1 << 40, 4, "generic") for i in range(2)]
+    cluster = ShareCluster(nodes, scorer)
+    for (node, gpu), milli in held.items():
+        cluster.apply(Placement(node, (gpu,), ShareRequest(0, num_gpu=1, gpu_milli=milli)))
+    rows, cols = np.nonzero(cluster.gpu_free >= need)
+    request = ShareRequest(0, num_gpu=1, gpu_milli=need)
+    scores = scorer.share_scores(cluster, request, rows, cluster.gpu_free[rows, cols])
+    left = cluster.gpu_free[rows, cols] - need
+    best = np.lexsort((rows * 4 + cols, left, -scores))[0]
+    return int(rows[best]), int(cols[best])
+
+
+@pytest.mark.parametrize("need", [200, 350, 400, 500])
+def test_a_share_goes_where_the_packing_scorer_ranks_first(need: int) -> None:
+    view = _view()
+    placed = FreeMap(view, "danlu").place(_request("new", 99, gpu_milli=need))
+    assert placed is not None
+    (share,) = placed.shares
+    assert (share.node, share.gpu) == _scorer_choice(view, need)
+    assert share.milli == need
+
+
+def test_it_can_choose_otherwise_than_best_fit() -> None:
+    """A share of 200 beside one of 600 on a GPU, with 400, 200 and 200 waiting: best-fit
+    fills that GPU (leaving 200); the packing scorer keeps its 400 for the waiting 400 and
+    takes an idle GPU, where the two 200s and more fit."""
+    held = {(1, 3): 600}
+    view = _view(held, (400, 200, 200))
+    chosen = {
+        strategy: FreeMap(view, strategy).place(_request("new", 99, gpu_milli=200))
+        for strategy in ("best-fit", "danlu")
+    }
+    where = {k: (a.shares[0].node, a.shares[0].gpu) for k, a in chosen.items() if a is not None}
+    assert where["best-fit"] == (1, 3)
+    assert where["danlu"] == _scorer_choice(view, 200, held) != (1, 3)
+
+
+def test_the_copy_follows_the_free_map_and_marks_only_changed_nodes() -> None:
+    free = FreeMap(_view(), "danlu")
+    assert free.place(_request("a", 99, gpu_milli=200)) is not None
+    mirror = free._mirror
+    assert mirror is not None
+
+    def synced() -> list[int]:
+        """Sync the copy (as each share placement does first); the nodes it marks changed."""
+        epochs = mirror.cluster.epoch.copy()
+        mirror.sync(free.free_milli, free._open)
+        assert mirror.cluster.gpu_free.reshape(-1).tolist() == free.free_milli.tolist()
+        assert mirror.cluster.n_full.tolist() == free.node_free.tolist()
+        return np.flatnonzero(mirror.cluster.epoch != epochs).tolist()
+
+    share_node = free.place(_request("b", 100, gpu_milli=100))
+    assert share_node is not None
+    assert synced() == [share_node.shares[0].node]
+    whole = free.place(JobRequest(id="w", submit_time=0.0, gpus=2, seq=101))
+    assert whole is not None
+    (node,) = {s.node for s in whole.shares}
+    assert synced() == [node]
+    assert synced() == []  # nothing changed since
+    free.release(whole)
+    assert synced() == [node]
+
+
+def test_memory_sized_shares_fit_their_memory() -> None:
+    view = _view()
+    # 40 GiB of an 80 GiB GPU: 500 milli; GPU (0, 0) has 400 milli and 32 GiB left
+    placed = FreeMap(view, "danlu").place(_request("mem", 99, gpu_memory=40 * GiB))
+    assert placed is not None
+    (share,) = placed.shares
+    assert share.memory == 40 * GiB and share.milli == 500
+    assert (share.node, share.gpu) == _scorer_choice(view, 500)
+    assert (share.node, share.gpu) not in {(0, 0), (1, 3)}
+
+
+def test_the_strategy_is_a_policy_option() -> None:
+    registry = default_registry()
+    for name in ("danlu", "priority", "fifo"):
+        policy = registry.create(name, placement="danlu")
+        plan = policy.schedule(_view())
+        assert {s.job_id for s in plan.starts} == {"p0", "p1", "p2"}
