@@ -13,6 +13,7 @@ from typing import Any, NamedTuple
 import pytest
 import torch
 from torch import nn
+from train_helpers import cross_entropy_loss, sign_task
 
 import danlu.train as dt
 from danlu.train.accumulate import split
@@ -85,15 +86,13 @@ def test_fit_trains_on_the_gpu_from_a_cpu_dataset() -> None:
     if not torch.cuda.is_available():
         pytest.skip("torch sees no CUDA device")
     torch.manual_seed(0)
-    inputs = torch.randn(512, 16)
-    data = torch.utils.data.TensorDataset(inputs, (inputs[:, 0] > 0).long())
+    inputs, data = sign_task(512, 16)
     model = nn.Sequential(nn.Linear(16, 64), nn.ReLU(), nn.Linear(64, 2))
     opt = torch.optim.Adam(model.parameters(), lr=1e-2)
 
     def loss_fn(m: nn.Module, batch: tuple[torch.Tensor, torch.Tensor]) -> torch.Tensor:
-        x, y = batch
-        assert x.is_cuda and y.is_cuda
-        return nn.functional.cross_entropy(m(x), y)
+        assert all(tensor.is_cuda for tensor in batch)
+        return cross_entropy_loss(m, batch)
 
     ctx = dt.fit(model, opt, data, loss_fn, epochs=10, global_batch_size=64, max_steps=40)
     assert next(model.parameters()).is_cuda

@@ -11,6 +11,7 @@ import shutil
 import pytest
 import torch
 from torch import nn
+from train_helpers import cross_entropy_loss, sign_task
 
 import danlu.train as dt
 
@@ -29,22 +30,17 @@ def test_a_real_cuda_oom_halves_the_micro_batch_and_training_goes_on() -> None:
     torch.cuda.empty_cache()  # blocks cached by earlier tests would count against the limit
     torch.cuda.reset_peak_memory_stats()
     torch.manual_seed(0)
-    inputs = torch.randn(8192, 1024)
-    data = torch.utils.data.TensorDataset(inputs, (inputs[:, 0] > 0).long())
+    _, data = sign_task(8192, 1024)
     # 134 MB of weights; about 260 KB of activations a sample: 8,192 samples need ~2 GiB
     model = nn.Sequential(nn.Linear(1024, 32768), nn.ReLU(), nn.Linear(32768, 2))
     opt = torch.optim.SGD(model.parameters(), lr=1e-3)
-
-    def loss_fn(m: nn.Module, batch: tuple[torch.Tensor, torch.Tensor]) -> torch.Tensor:
-        x, y = batch
-        return nn.functional.cross_entropy(m(x), y)
 
     try:
         ctx = dt.fit(
             model,
             opt,
             data,
-            loss_fn,
+            cross_entropy_loss,
             epochs=5,
             global_batch_size=8192,
             max_steps=3,

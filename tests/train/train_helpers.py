@@ -22,6 +22,20 @@ def mse_loss(model: torch.nn.Module, batch: tuple[torch.Tensor, torch.Tensor]) -
     return torch.nn.functional.mse_loss(model(x), y)
 
 
+def sign_task(n: int, d: int) -> tuple[torch.Tensor, torch.utils.data.TensorDataset]:
+    """``n`` inputs of ``d`` features from torch's global generator, and the dataset of them
+    labelled by the sign of their first feature (a learnable two-class task)."""
+    inputs = torch.randn(n, d)
+    return inputs, torch.utils.data.TensorDataset(inputs, (inputs[:, 0] > 0).long())
+
+
+def cross_entropy_loss(
+    model: torch.nn.Module, batch: tuple[torch.Tensor, torch.Tensor]
+) -> torch.Tensor:
+    x, y = batch
+    return torch.nn.functional.cross_entropy(model(x), y)
+
+
 def tiny_model(d: int = 8, seed: int = 0) -> torch.nn.Module:
     torch.manual_seed(seed)
     return torch.nn.Sequential(torch.nn.Linear(d, 16), torch.nn.Tanh(), torch.nn.Linear(16, 1))

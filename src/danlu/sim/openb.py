@@ -233,7 +233,8 @@ def run_seed(
     order = order_rng.permutation(len(requests))
     arrived = 0
     failed = 0
-    failed_multi: list[float] = []  # arrived percent at each refused multi-GPU pod
+    failed_multi = 0
+    first_multi: float | None = None  # arrived percent at the first refused multi-GPU pod
     count = 0
     window: list[float] = []
     frag = (0.0, 0.0)
@@ -252,7 +253,8 @@ def run_seed(
         if cluster.place(req) is None:
             failed += 1
             if req.num_gpu >= 2:
-                failed_multi.append(arrived_pct)
+                failed_multi += 1
+                first_multi = arrived_pct if first_multi is None else first_multi
         alloc_pct = 100.0 * cluster.allocated_gpu_milli() / capacity
         if arrived_pct >= target - WINDOW_PCT:
             window.append(alloc_pct)  # a pod that jumps over the window counts alone
@@ -272,8 +274,8 @@ def run_seed(
         arrived_pods=count,
         failed_pods=failed,
         window_pods=len(window),
-        failed_multi_gpu_pods=len(failed_multi),
-        first_multi_gpu_refusal=failed_multi[0] if failed_multi else None,
+        failed_multi_gpu_pods=failed_multi,
+        first_multi_gpu_refusal=first_multi,
     )
 
 

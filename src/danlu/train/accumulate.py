@@ -17,7 +17,7 @@ from typing import Any
 
 import torch
 
-from danlu.train.data import remapped
+from danlu.train.data import map_tensors
 
 
 def batch_len(data: Any) -> int:
@@ -40,16 +40,7 @@ def batch_len(data: Any) -> int:
 
 
 def _slice(data: Any, lo: int, hi: int) -> Any:
-    if isinstance(data, torch.Tensor):
-        return data[lo:hi]
-    if isinstance(data, Mapping):
-        return remapped(data, {k: _slice(v, lo, hi) for k, v in data.items()})
-    if isinstance(data, tuple):
-        sliced = [_slice(v, lo, hi) for v in data]
-        return type(data)(*sliced) if hasattr(data, "_fields") else tuple(sliced)
-    if isinstance(data, list):
-        return [_slice(v, lo, hi) for v in data]
-    return data
+    return map_tensors(data, lambda tensor: tensor[lo:hi])
 
 
 def split(data: Any, micro: int) -> list[tuple[Any, float]]:

@@ -201,10 +201,10 @@ class TrainContext:
         with :data:`~danlu.train.env.PREEMPTED_EXIT_CODE`. A batch from elsewhere than
         :meth:`batches` (the script's own loader) is put on the model's device first.
         """
-        if self.distributed.device.type != "cpu":
-            data = to_device(data, self.distributed.device)
         lb = self._current
         self._current = None
+        if lb is None and self.distributed.device.type != "cpu":  # batches() moved its own
+            data = to_device(data, self.distributed.device)
         real = lb.real if lb is not None else None
         glob = lb.global_real if lb is not None else None
         # only runs with a goodput tuner or a gradient-noise estimator probe

@@ -174,18 +174,23 @@ def remapped(data: Mapping[Any, Any], values: dict[Any, Any]) -> Mapping[Any, An
     return values
 
 
-def to_device(data: Any, device: torch.device) -> Any:
-    """``data`` with every tensor in it on ``device`` (tensors nested in tuples, named tuples,
-    lists and mappings too, each kept of its kind where it can be; other values as they
-    are). The batches of :meth:`~danlu.train.context.TrainContext.batches` come to the
-    model's device this way."""
+def map_tensors(data: Any, change: Callable[[torch.Tensor], torch.Tensor]) -> Any:
+    """``data`` with ``change`` applied to every tensor in it (tensors nested in tuples,
+    named tuples, lists and mappings too, each kept of its kind where it can be; other values
+    as they are). How a batch is moved to a device or cut into micro-batches."""
     if isinstance(data, torch.Tensor):
-        return data.to(device)
+        return change(data)
     if isinstance(data, Mapping):
-        return remapped(data, {key: to_device(value, device) for key, value in data.items()})
+        return remapped(data, {key: map_tensors(value, change) for key, value in data.items()})
     if isinstance(data, tuple):
-        moved = [to_device(value, device) for value in data]
-        return type(data)(*moved) if hasattr(data, "_fields") else tuple(moved)
+        changed = [map_tensors(value, change) for value in data]
+        return type(data)(*changed) if hasattr(data, "_fields") else tuple(changed)
     if isinstance(data, list):
-        return [to_device(value, device) for value in data]
+        return [map_tensors(value, change) for value in data]
     return data
+
+
+def to_device(data: Any, device: torch.device) -> Any:
+    """``data`` with every tensor in it on ``device`` (:func:`map_tensors`). The batches of
+    :meth:`~danlu.train.context.TrainContext.batches` come to the model's device this way."""
+    return map_tensors(data, lambda tensor: tensor.to(device))

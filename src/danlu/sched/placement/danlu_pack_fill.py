@@ -90,15 +90,13 @@ def with_large(typical: TypicalPods) -> tuple[TypicalPods, FloatArray]:
     if not added:
         return typical, share
     pick = np.array(added, np.int64)
-    memory = typical.memory_mib if typical.memory_mib is not None else np.zeros(len(typical))
-    large_memory = large.memory_mib if large.memory_mib is not None else np.zeros(len(large))
     classes = TypicalPods(
         cpu_milli=np.concatenate([typical.cpu_milli, large.cpu_milli[pick]]),
         gpu_milli=np.concatenate([typical.gpu_milli, large.gpu_milli[pick]]),
         num_gpu=np.concatenate([typical.num_gpu, large.num_gpu[pick]]),
         specs=typical.specs + tuple(large.specs[j] for j in added),
         weight=np.concatenate([typical.weight, np.zeros(pick.size)]),
-        memory_mib=np.concatenate([memory, large_memory[pick]]).astype(np.int64),
+        memory_mib=np.concatenate([typical.memory, large.memory[pick]]),
     )
     return classes, np.concatenate([share, large.weight[pick]])
 
@@ -116,7 +114,7 @@ def host_pressure(classes: TypicalPods, share: FloatArray, cluster: ShareCluster
     could host it."""
     out: FloatArray = np.zeros(len(classes), np.float64)
     usable = classes.usable(cluster.models)[cluster.model_idx]  # (nodes, K)
-    memory = classes.memory_mib if classes.memory_mib is not None else np.zeros(len(classes))
+    memory = classes.memory
     capacity = cluster.gpu_cap.sum(axis=1)
     for k in np.flatnonzero(share > 0):
         hosts = (
@@ -157,7 +155,7 @@ class FillFragmentation:
             self._large_share = np.zeros(len(typical), np.float64)
         self.typical = typical
         g, n = typical.gpu_milli, typical.num_gpu
-        mem = typical.memory_mib if typical.memory_mib is not None else np.zeros_like(g)
+        mem = typical.memory
         self._share: BoolArray = (n == 1) & (g > 0) & (g < MILLI)
         self._gdiv: IntArray = np.where(g > 0, g, 1)
         self._ndiv: IntArray = np.maximum(n, 1)

@@ -58,6 +58,11 @@ class TypicalPods:
     def __len__(self) -> int:
         return len(self.specs)
 
+    @property
+    def memory(self) -> IntArray:
+        """``memory_mib``, or zeros where the classes record no memory."""
+        return self.memory_mib if self.memory_mib is not None else np.zeros(len(self), np.int64)
+
     def usable(self, models: Sequence[str]) -> BoolArray:
         """(len(models), K) mask: class k asks for GPUs and may run on the model."""
         out = np.zeros((len(models), len(self)), np.bool_)
@@ -101,24 +106,24 @@ def typical_pods(requests: Iterable[ShareRequest], coverage: float = 0.95) -> Ty
     weight = np.array([c for _, c in chosen], np.float64)
     demand = sum(cnt * key[1] * key[2] for key, cnt in counts.items())  # milli-GPU
     large = [(key, cnt) for key, cnt in ranked if key[2] >= 2 and key[1] == MILLI]
-    return TypicalPods(
-        cpu_milli=np.array([k[0] for k, _ in chosen], np.int64),
-        gpu_milli=np.array([k[1] for k, _ in chosen], np.int64),
-        num_gpu=np.array([k[2] for k, _ in chosen], np.int64),
-        specs=tuple(specs[k[3]] for k, _ in chosen),
-        weight=weight / weight.sum(),
-        memory_mib=np.array([int(np.median(memory[k])) for k, _ in chosen], np.int64),
-        large=TypicalPods(
-            cpu_milli=np.array([k[0] for k, _ in large], np.int64),
-            gpu_milli=np.array([k[1] for k, _ in large], np.int64),
-            num_gpu=np.array([k[2] for k, _ in large], np.int64),
-            specs=tuple(specs[k[3]] for k, _ in large),
-            weight=np.array([c * k[1] * k[2] / demand for k, c in large], np.float64),
-            memory_mib=np.array([int(np.median(memory[k])) for k, _ in large], np.int64),
+
+    def classes(
+        entries: list[tuple[tuple[int, int, int, str], int]],
+        weights: FloatArray,
+        large_pods: TypicalPods | None = None,
+    ) -> TypicalPods:
+        return TypicalPods(
+            cpu_milli=np.array([k[0] for k, _ in entries], np.int64),
+            gpu_milli=np.array([k[1] for k, _ in entries], np.int64),
+            num_gpu=np.array([k[2] for k, _ in entries], np.int64),
+            specs=tuple(specs[k[3]] for k, _ in entries),
+            weight=weights,
+            memory_mib=np.array([int(np.median(memory[k])) for k, _ in entries], np.int64),
+            large=large_pods,
         )
-        if large
-        else None,
-    )
+
+    large_weight = np.array([c * k[1] * k[2] / demand for k, c in large], np.float64)
+    return classes(chosen, weight / weight.sum(), classes(large, large_weight) if large else None)
 
 
 def _expected(

@@ -47,7 +47,6 @@ class ShareMirror:
         self.scorer = DanluPackScorer(typical)
         self.cluster = ShareCluster(nodes, self.scorer)
         self._offsets = offsets
-        self._sizes = sizes
         width = self.cluster.max_gpus
         columns = np.arange(width)
         exists = columns[None, :] < sizes[:, None]
