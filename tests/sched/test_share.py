@@ -14,6 +14,7 @@ from danlu.sched.placement.frag import (
     cluster_fragmentation,
     node_fragmentation,
     typical_pods,
+    typical_pods_counted,
 )
 from danlu.sched.placement.share import (
     BestFitScorer,
@@ -192,6 +193,30 @@ def test_typical_pods_cover_and_normalise() -> None:
     assert t.gpu_milli.tolist() == [500, 1000]
     assert t.weight.tolist() == pytest.approx([6 / 9, 3 / 9])
     assert len(typical_pods(reqs, coverage=1.0)) == 3
+
+
+def test_typical_pods_of_counted_requests_equal_those_of_the_listed_ones() -> None:
+    """``(request, n)`` stands for ``n`` copies: the classes, weights, memory medians and
+    large shapes are those of the list with the copies written out."""
+    a, b = ShareRequest(0, 3000, 1, 500), ShareRequest(0, 9000, 1, 500)
+    c, d = ShareRequest(8000, 1000, 4, 1000), ShareRequest(0, 0, 1, 250, frozenset({"T4"}))
+    counted = [(a, 5), (b, 2), (c, 2), (d, 3), (whole(1), 0)]
+    listed = [r for r, n in counted for _ in range(n)]
+    for coverage in (0.5, 0.95, 1.0):
+        x, y = typical_pods_counted(counted, coverage), typical_pods(listed, coverage)
+        assert (x.cpu_milli.tolist(), x.gpu_milli.tolist(), x.num_gpu.tolist(), x.specs) == (
+            y.cpu_milli.tolist(),
+            y.gpu_milli.tolist(),
+            y.num_gpu.tolist(),
+            y.specs,
+        )
+        assert x.weight.tolist() == y.weight.tolist()
+        assert x.memory.tolist() == y.memory.tolist()
+        assert x.large is not None and y.large is not None
+        assert x.large.weight.tolist() == y.large.weight.tolist()
+    assert (
+        typical_pods_counted(counted, 1.0).memory.tolist()[0] == 3000
+    )  # median of 5 x 3000, 2 x 9000
 
 
 def test_fgd_avoids_creating_a_fragment_where_best_fit_does_not() -> None:

@@ -321,11 +321,16 @@ def remainder_waste(typical: TypicalPods, models: Sequence[str]) -> FloatArray:
     for j in range(len(models)):
         ks = np.flatnonzero(usable[j])
         sizes, weights = size[ks], typical.weight[ks]
-        for v in range(1, MILLI + 1):
-            fits = sizes <= v
-            total = float(weights[fits].sum())
-            if total <= 0.0:
-                out[j, v] = float(v)
-            else:
-                out[j, v] = float((weights[fits] * out[j, v - sizes[fits]]).sum()) / total
+        # E(v) reads E at v - size >= v - smallest size only: a block of that many values
+        # depends on the values before it alone, so each block is one array expression.
+        step = int(sizes.min()) if sizes.size else MILLI
+        start = 1
+        while start <= MILLI:
+            v = np.arange(start, min(start + step, MILLI + 1))
+            fits = sizes[None, :] <= v[:, None]
+            below = np.where(fits, v[:, None] - sizes[None, :], 0)
+            total = np.where(fits, weights[None, :], 0.0).sum(axis=1)
+            mixed = np.where(fits, weights[None, :] * out[j, below], 0.0).sum(axis=1)
+            out[j, v] = np.where(total > 0.0, mixed / np.where(total > 0.0, total, 1.0), v)
+            start += step
     return out

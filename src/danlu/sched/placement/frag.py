@@ -80,18 +80,34 @@ def typical_pods(requests: Iterable[ShareRequest], coverage: float = 0.95) -> Ty
     and taken from the most frequent down (ties: larger shape first) until they cover
     ``coverage`` of all requests; their frequencies are renormalised. ``large``: every
     shape of two or more whole GPUs, with its share of the list's GPU demand as weight.
+    The same request object listed many times is read once (:func:`typical_pods_counted`).
     """
+    listed = list(requests)
+    distinct = {id(r): r for r in listed}
+    return typical_pods_counted(
+        [(distinct[i], n) for i, n in Counter(map(id, listed)).items()], coverage
+    )
+
+
+def typical_pods_counted(
+    counted: Iterable[tuple[ShareRequest, int]], coverage: float = 0.95
+) -> TypicalPods:
+    """:func:`typical_pods` of requests given with their multiplicities: ``(request, n)``
+    stands for ``n`` copies of ``request`` (a scheduling round's thousands of jobs ask for a
+    few dozen distinct shapes)."""
     if not 0.0 < coverage <= 1.0:
         raise ConfigError(f"coverage must be in (0, 1], got {coverage}")
     counts: Counter[tuple[int, int, int, str]] = Counter()
     memory: dict[tuple[int, int, int, str], list[int]] = {}
     specs: dict[str, frozenset[str]] = {}
-    for r in requests:
+    for r, n in counted:
+        if n <= 0:
+            continue
         spec_key = "|".join(sorted(r.gpu_spec))
         specs[spec_key] = r.gpu_spec
         key = (r.cpu_milli, r.gpu_milli, r.num_gpu, spec_key)
-        counts[key] += 1
-        memory.setdefault(key, []).append(r.memory_mib)
+        counts[key] += n
+        memory.setdefault(key, []).extend([r.memory_mib] * n)
     total = sum(counts.values())
     if total == 0:
         raise ConfigError("typical pods need at least one request")

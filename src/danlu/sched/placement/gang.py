@@ -25,6 +25,7 @@ scores best, against the same shapes (:mod:`danlu.sched.placement.share_mirror`)
 from __future__ import annotations
 
 import bisect
+from collections import Counter
 from collections.abc import Sequence
 from typing import Final
 
@@ -32,7 +33,7 @@ import numpy as np
 
 from danlu.core.cluster import MILLI_PER_GPU, Allocation, GpuShare
 from danlu.core.errors import PlacementError, UnknownNameError
-from danlu.sched.placement.frag import TypicalPods, node_fragmentation, typical_pods
+from danlu.sched.placement.frag import TypicalPods, node_fragmentation, typical_pods_counted
 from danlu.sched.placement.share import FloatArray, ShareRequest
 from danlu.sched.placement.share_mirror import ShareMirror
 from danlu.sched.view import BoolArray, ClusterView, IntArray, JobRequest
@@ -324,16 +325,12 @@ class FreeMap:
         """The request shapes of the jobs in the view (of ``req`` alone in a view without
         jobs: a request placed on an idle snapshot)."""
         if self._typical is None:
-            shapes: dict[tuple[bool, int, int, frozenset[str]], ShareRequest] = {}
-            requests: list[ShareRequest] = []
-            for job in (*self._view.pending, *self._view.running):
-                r = job.request
-                key = (r.shares_gpu, r.gpu_milli, r.gpus, r.gpu_types)
-                shape = shapes.get(key)
-                if shape is None:  # one shape object per distinct request (thousands of jobs)
-                    shape = shapes[key] = _share_shape(r)
-                requests.append(shape)
-            self._typical = typical_pods(requests or [_share_shape(req)])
+            # Thousands of jobs, a few dozen distinct requests: count them, shape each once.
+            requests = [job.request for job in (*self._view.pending, *self._view.running)]
+            keys = [(r.shares_gpu, r.gpu_milli, r.gpus, r.gpu_types) for r in requests]
+            one = dict(zip(keys, requests, strict=True))  # a request of each distinct key
+            counted = [(_share_shape(one[key]), n) for key, n in Counter(keys).items()]
+            self._typical = typical_pods_counted(counted or [(_share_shape(req), 1)])
         return self._typical
 
     def _packing_scores(self, gpus: IntArray, need: IntArray | int, req: JobRequest) -> FloatArray:
