@@ -13,6 +13,7 @@ from danlu.sched.placement.danlu_pack import DanluPackScorer
 from danlu.sched.placement.frag import typical_pods
 from danlu.sched.placement.gang import FreeMap
 from danlu.sched.placement.share import Placement, ShareCluster, ShareNode, ShareRequest
+from danlu.sched.placement.share_mirror import ShareMirror
 from danlu.sched.registry import default_registry
 from danlu.sched.view import ClusterView, JobRequest, JobStatus
 
@@ -113,6 +114,34 @@ def test_the_copy_follows_the_free_map_and_marks_only_changed_nodes() -> None:
     assert synced() == []  # nothing changed since
     free.release(whole)
     assert synced() == [node]
+
+
+def test_kept_scores_equal_fresh_ones_after_takes_and_releases() -> None:
+    """A GPU's score is kept per share size until its node changes: after random takes and
+    releases, the kept scores are those a new copy computes from scratch."""
+    rng = np.random.default_rng(7)
+    free = FreeMap(_view(), "danlu")
+    placed: list[Allocation] = []
+    for step in range(60):
+        if placed and rng.random() < 0.3:
+            free.release(placed.pop(int(rng.integers(len(placed)))))
+        else:
+            need = int(rng.choice([100, 250, 400, 500]))
+            alloc = free.place(_request(f"s{step}", 100 + step, gpu_milli=need))
+            if alloc is not None:
+                placed.append(alloc)
+        mirror = free._mirror
+        assert mirror is not None
+        mirror.sync(free.free_milli, free._open)
+        assert free._typical is not None
+        fresh = ShareMirror(free._offsets, free._sizes, list(free._type_names), free._typical)
+        fresh.sync(free.free_milli, free._open)
+        for need in (100, 250, 400, 500):
+            gpus = np.flatnonzero(free.free_milli >= need)
+            nodes = free._gpu_node[gpus]
+            assert mirror.scores(gpus, nodes, need).tolist() == (
+                fresh.scores(gpus, nodes, need).tolist()
+            )
 
 
 def test_memory_sized_shares_fit_their_memory() -> None:

@@ -8,7 +8,9 @@ memory per GPU; the packing scorer of ``danlu sim pack``
 counts as full; CPU and host memory unbounded, as the free map does not track them) and asks
 the scorer which candidate GPU a share should take. Only the nodes whose GPUs changed since
 the last call are marked changed, so the scorer's per-node caches carry over within the
-round. The typical pods are the request shapes of the jobs in the view, as for ``fgd``.
+round, and a GPU's score for a share size is kept until its node changes (a score depends
+on the GPU's node, its free milli and the share alone). The typical pods are the request
+shapes of the jobs in the view, as for ``fgd``.
 """
 
 from __future__ import annotations
@@ -52,6 +54,9 @@ class ShareMirror:
         exists = columns[None, :] < sizes[:, None]
         self._flat: IntArray = np.where(exists, offsets[:, None] + columns[None, :], 0)
         self._exists: BoolArray = exists
+        self._gpu_count = int(sizes.sum())
+        self._scored: dict[int, tuple[FloatArray, IntArray]] = {}
+        """Per share size (milli): each flat GPU's score and its node's epoch when scored."""
 
     def sync(self, free_milli: IntArray, open_gpus: BoolArray | None) -> None:
         """Take the free map's free milli-GPU (flat, one per GPU); GPUs not open count full."""
@@ -74,7 +79,20 @@ class ShareMirror:
     def scores(self, gpus: IntArray, nodes: IntArray, need: int) -> FloatArray:
         """The scorer's score (higher is better) of a share of ``need`` milli-GPU on each of
         ``gpus`` (flat indices, on ``nodes``), after :meth:`sync`."""
-        request = ShareRequest(cpu_milli=0, num_gpu=1, gpu_milli=need)
-        local = gpus - self._offsets[nodes]
-        values = self.cluster.gpu_free[nodes, local]
-        return self.scorer.share_scores(self.cluster, request, nodes, values)
+        cached = self._scored.get(need)
+        if cached is None:
+            cached = self._scored[need] = (
+                np.zeros(self._gpu_count, np.float64),
+                np.full(self._gpu_count, -1, np.int64),
+            )
+        scored, stamps = cached
+        epochs = self.cluster.epoch[nodes]
+        stale = stamps[gpus] != epochs
+        if stale.any():
+            at, rows = gpus[stale], nodes[stale]
+            values = self.cluster.gpu_free[rows, at - self._offsets[rows]]
+            request = ShareRequest(cpu_milli=0, num_gpu=1, gpu_milli=need)
+            scored[at] = self.scorer.share_scores(self.cluster, request, rows, values)
+            stamps[at] = epochs[stale]
+        out: FloatArray = scored[gpus]
+        return out
