@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import random
 from pathlib import Path
+from typing import Any
 
 import pytest
 from helpers import TERMINAL, user_and_nodes
@@ -50,14 +51,23 @@ def _check_quotas(db: Database) -> None:
         assert used.gpus <= quota.gpus and used.gpu_memory <= quota.gpu_memory, (name, used)
 
 
+PLACED: dict[str, tuple[str, dict[str, Any]]] = {
+    name: (name, options) for name, options in POLICIES.items()
+} | {
+    f"danlu/placement={strategy}": ("danlu", {"placement": strategy})
+    for strategy in ("danlu", "fgd")
+}
+"""The cases by label: each policy with its options, and the danlu policy placing shares
+by the packing scorer and by FGD (the other placement strategies' round path)."""
+
 CASES = [
-    (policy, backend)
-    for policy in sorted(POLICIES)
+    (label, backend)
+    for label in sorted(PLACED)
     for backend in ("sqlite", "postgresql")
-    if backend == "sqlite" or policy in ("danlu", "tiresias")
+    if backend == "sqlite" or label in ("danlu", "tiresias")
 ]
-"""Every policy on SQLite; on PostgreSQL one that moves jobs and one that preempts by rank
-(the other two run the same loop on the same store code: these are among the suite's
+"""Every case on SQLite; on PostgreSQL one that moves jobs and one that preempts by rank
+(the others run the same loop on the same store code: these are among the suite's
 slowest tests)."""
 
 
@@ -77,7 +87,7 @@ def test_a_mixed_workload_runs_to_completion(db: Database, tmp_path: Path, polic
         db,
         executor,
         load_settings(home=tmp_path),
-        policy=make_policy(policy, **POLICIES[policy]),
+        policy=make_policy(PLACED[policy][0], **PLACED[policy][1]),
         preempt_grace=60.0,
     )
     ids: list[str] = []
