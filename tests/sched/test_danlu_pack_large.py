@@ -6,7 +6,7 @@ import numpy as np
 import pytest
 
 from danlu.core.errors import ConfigError
-from danlu.sched.placement.danlu_pack import LARGE_WEIGHT, DanluPackScorer
+from danlu.sched.placement.danlu_pack import LARGE_WEIGHT, RESERVE_WEIGHT, DanluPackScorer
 from danlu.sched.placement.danlu_pack_fill import host_pressure, with_large
 from danlu.sched.placement.frag import TypicalPods, typical_pods
 from danlu.sched.placement.share import ShareCluster, ShareNode, ShareRequest, make_scorer
@@ -78,7 +78,7 @@ def test_host_pressure_is_the_demand_over_the_capacity_that_could_host_it() -> N
     assert np.allclose(host_pressure(classes, share, cluster), [0.4, 0.1, 0.0, 0.0])
 
 
-def big_and_small(large_weight: float) -> ShareCluster:
+def big_and_small(large_weight: float, reserve_weight: float = 0.0) -> ShareCluster:
     # the 128-core node comes first in the tie order; one-GPU pods of 12 cores fit all
     # GPUs of either node, so FGD's measure and the fill measure see no difference
     typical = shapes([12_000], [1], [1.0])
@@ -90,7 +90,8 @@ def big_and_small(large_weight: float) -> ShareCluster:
         ShareNode("big", 128_000, 768 * GiB, 8, "G"),
         ShareNode("n", 96_000, 384 * GiB, 8, "G"),
     ]
-    return ShareCluster(nodes, DanluPackScorer(typical, large_weight=large_weight))
+    scorer = DanluPackScorer(typical, large_weight=large_weight, reserve_weight=reserve_weight)
+    return ShareCluster(nodes, scorer)
 
 
 def test_small_pods_keep_off_the_only_node_a_large_pod_fits() -> None:
@@ -105,6 +106,10 @@ def test_small_pods_keep_off_the_only_node_a_large_pod_fits() -> None:
     assert first is not None and first.node == 1
     placed = kept.place(large)
     assert placed is not None and placed.node == 0 and len(placed.gpus) == 8
+    # the host-reserve cost alone keeps it off as well (the only host: a whole pod's worth)
+    reserved = big_and_small(0.0, RESERVE_WEIGHT)
+    first = reserved.place(small)
+    assert first is not None and first.node == 1
 
 
 def test_scorer_options_set_the_weights() -> None:

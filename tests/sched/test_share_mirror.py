@@ -3,6 +3,7 @@
 
 from __future__ import annotations
 
+from dataclasses import replace
 from typing import Any
 
 import numpy as np
@@ -118,9 +119,12 @@ def test_the_copy_follows_the_free_map_and_marks_only_changed_nodes() -> None:
 
 def test_kept_scores_equal_fresh_ones_after_takes_and_releases() -> None:
     """A GPU's score is kept per share size until its node changes: after random takes and
-    releases, the kept scores are those a new copy computes from scratch."""
+    releases, the kept scores are those a new copy computes from scratch (the host-reserve
+    cost of the waiting 2-GPU job's shape included, which changes with every node)."""
     rng = np.random.default_rng(7)
-    free = FreeMap(_view(), "danlu")
+    view = _view()
+    wide = JobStatus(JobRequest(id="wide", submit_time=0.0, gpus=2, seq=50))
+    free = FreeMap(replace(view, pending=(*view.pending, wide)), "danlu")
     placed: list[Allocation] = []
     for step in range(60):
         if placed and rng.random() < 0.3:
@@ -131,7 +135,7 @@ def test_kept_scores_equal_fresh_ones_after_takes_and_releases() -> None:
             if alloc is not None:
                 placed.append(alloc)
         mirror = free._mirror
-        assert mirror is not None
+        assert mirror is not None and mirror.scorer.reserve is not None  # the wide job's
         mirror.sync(free.free_milli, free._open)
         assert free._typical is not None
         fresh = ShareMirror(free._offsets, free._sizes, list(free._type_names), free._typical)

@@ -157,8 +157,13 @@ def test_real_default_list_danlu_keeps_room_for_multi_gpu_pods() -> None:
     danlu = run_allocation_experiment(pods, nodes, "danlu", 1.0, [42]).per_seed[0]
     assert danlu.first_multi_gpu_refusal is not None and danlu.first_multi_gpu_refusal > 90.0
     assert danlu.allocation_ratio > 95.4  # FGD: 95.11 % on this seed
-    # without the multi-GPU shapes' host pressure an 8-GPU pod is refused at 38.7 %
-    plain = run_allocation_experiment(pods, nodes, "danlu", 1.0, [42], {"large_weight": 0})
+    # the host-reserve cost alone keeps the room too (without the shapes' host pressure)
+    alone = run_allocation_experiment(pods, nodes, "danlu", 1.0, [42], {"large_weight": 0})
+    first = alone.per_seed[0].first_multi_gpu_refusal
+    assert first is not None and first > 90.0
+    # without either, an 8-GPU pod is refused at 38.7 %
+    options = {"large_weight": 0, "reserve_weight": 0}
+    plain = run_allocation_experiment(pods, nodes, "danlu", 1.0, [42], options)
     first = plain.per_seed[0].first_multi_gpu_refusal
     assert first is not None and 35.0 < first < 45.0
-    assert plain.to_json()["options"] == {"large_weight": 0}
+    assert plain.to_json()["options"] == options

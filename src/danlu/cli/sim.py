@@ -712,8 +712,8 @@ def pack(
     """The FGD allocation experiment: GPU allocation ratio when demand reaches --load.
 
     `--option` sets a weight of the `danlu` scorer (`fgd_weight`, `scarcity_weight`,
-    `remainder_weight`, `large_weight`; e.g. `--option large_weight=0` for the scorer
-    without the multi-GPU shapes' host pressure)."""
+    `remainder_weight`, `large_weight`, `reserve_weight`; e.g. `--option large_weight=0`
+    for the scorer without the multi-GPU shapes' host pressure)."""
     from danlu.sched.placement.share import scorer_names
     from danlu.sim.openb import load_nodes, load_pods, run_allocation_experiment
 

@@ -27,6 +27,10 @@ per-class fill measure does not (470 + 320 leaves 210, which only 160 + 50 fill)
 for CPU-only and whole-GPU requests. FGD's measure dominates (``fgd_weight`` =
 :data:`FGD_WEIGHT`); the other two decide among placements FGD sees as (nearly) equal and
 stop it from stranding CPU-starved GPUs, scarce GPU models and unfillable remainders.
+From that sum the score subtracts ``reserve_weight`` x the host-reserve cost
+(:mod:`danlu.sched.placement.danlu_pack_reserve`): what the placement costs the pods of two
+or more whole GPUs still to come when it takes one of the few nodes left that can host
+them.
 Scores are rounded to 1e-6 milli-GPU so that equal scores tie exactly; ties go to the
 lowest node rank (the experiment's seeded node order). A share goes to the GPU of the
 chosen node with the best score (ties: the GPU with the least free capacity, then the
@@ -42,8 +46,10 @@ import numpy as np
 
 from danlu.core.errors import ConfigError
 from danlu.sched.placement.danlu_pack_fill import FillFragmentation, remainder_waste
+from danlu.sched.placement.danlu_pack_reserve import HostReserve
 from danlu.sched.placement.frag import FgdScorer, TypicalPods
 from danlu.sched.placement.share import (
+    MILLI,
     FloatArray,
     IntArray,
     ShareCluster,
@@ -80,8 +86,22 @@ first multi-GPU pod was refused: 0 -> 95.69 %, 4.7-41.6 %; 0.05 -> 95.73, 80.8-8
 comes as late as FGD's. Checked on seeds 46-61 and the other 18 lists
 (``docs/danlu-packing.md``)."""
 
+RESERVE_WEIGHT = 0.05
+"""Weight of the host-reserve cost
+(:class:`~danlu.sched.placement.danlu_pack_reserve.HostReserve`): what a placement costs
+the wide pods still to come once few nodes can host them. Chosen on seeds 42-45 of the
+default and gpushare60 lists (allocation ratio; arrived demand at the first refused
+multi-GPU pod): default 0 -> 95.71 %, 95.9-96.7; 0.05 -> 95.79, 95.9-96.7; 0.1 -> 95.77,
+95.9-96.7; 0.15 -> 95.62; 0.2 -> 95.64; 0.3 -> 95.59; gpushare60 0 -> 91.64, 70.6-73.8;
+0.025 -> 91.68, 91.1-96.8; 0.05 -> 91.65, 92.4-96.8; 0.1 -> 91.64, 92.4-96.8; 1 -> 91.50,
+92.4-96.8: the middle of the weights that keep the wide pods on both lists without costing
+default's ratio."""
+
 _DECIMALS = 6
 """Scores are rounded to this many decimals (milli-GPU) so equal scores tie exactly."""
+
+_NEAR = 1e-5
+"""Margin (milli-GPU) past the rounding of scores when leaving out nodes that cannot win."""
 
 _ShapeKey = tuple[int, int, int, int, frozenset[str]]
 
@@ -108,12 +128,19 @@ class DanluPackScorer(ShareScorer):
         scarcity_weight: float = SCARCITY_WEIGHT,
         remainder_weight: float = REMAINDER_WEIGHT,
         large_weight: float = LARGE_WEIGHT,
+        reserve_weight: float = RESERVE_WEIGHT,
     ) -> None:
         self.typical = typical
         self.fgd_weight = _weight("fgd_weight", fgd_weight)
         self.scarcity_weight = _weight("scarcity_weight", scarcity_weight)
         self.remainder_weight = _weight("remainder_weight", remainder_weight)
         self.large_weight = _weight("large_weight", large_weight)
+        self.reserve_weight = _weight("reserve_weight", reserve_weight)
+        self.reserve = (
+            HostReserve(typical.large)
+            if typical.large is not None and self.reserve_weight > 0
+            else None
+        )
         self.fgd = FgdScorer(typical, quantize=False)
         self.fill = FillFragmentation(typical, self.scarcity_weight, self.large_weight)
         self._cluster: ShareCluster | None = None
@@ -142,9 +169,32 @@ class DanluPackScorer(ShareScorer):
     ) -> FloatArray:
         """Scores (higher is better) of share ``request`` on a GPU of node ``rows[i]`` with
         ``values[i]`` milli-GPU free (each at least the request's), for a caller choosing
-        GPUs itself (:mod:`danlu.sched.placement.share_mirror`)."""
+        GPUs itself (:mod:`danlu.sched.placement.share_mirror`). Without the host-reserve
+        cost, which depends on the whole cluster: a caller keeping these per node until
+        the node changes subtracts :meth:`reserve_costs` at every use."""
         self._sync(cluster)
         return self._share_scores(cluster, request, rows, values)
+
+    def reserve_costs(
+        self, cluster: ShareCluster, request: ShareRequest, rows: IntArray, values: IntArray
+    ) -> FloatArray | None:
+        """``reserve_weight`` x the host-reserve cost of ``request`` on node ``rows[i]``,
+        taking a GPU with ``values[i]`` free for a share (its whole GPUs otherwise); None
+        when there is none (no wide shape in the typical pods, or weight 0)."""
+        if self.reserve is None:
+            return None
+        full = (values == MILLI).astype(np.int64) if request.shared else request.num_gpu
+        taken = np.broadcast_to(np.asarray(full, np.int64), rows.shape)
+        cost = self.reserve.costs(cluster, rows, taken, request.cpu_milli, request.memory_mib)
+        out: FloatArray = self.reserve_weight * cost
+        return out
+
+    def minus(self, scores: FloatArray, costs: FloatArray | None) -> FloatArray:
+        """``scores`` less ``costs``, rounded as scores are (unchanged where no cost)."""
+        if costs is None or not costs.any():
+            return scores
+        out: FloatArray = np.round(scores - costs, _DECIMALS)
+        return out
 
     def _share_scores(
         self, cluster: ShareCluster, request: ShareRequest, rows: IntArray, values: IntArray
@@ -176,7 +226,10 @@ class DanluPackScorer(ShareScorer):
 
         Cached per request shape and recomputed only for the nodes that changed; for a
         share the cache also keeps the free value of the best GPU, which
-        :meth:`pick_gpus` then reuses.
+        :meth:`pick_gpus` then reuses. The host-reserve cost is subtracted on the nodes
+        that could still be best after it; a node further below the best than the largest
+        cost a placement can have keeps its score without it (it cannot be chosen either
+        way), so the best score and the nodes that reach it are exact.
         """
         self._sync(cluster)
         key = self._key(request)
@@ -190,7 +243,16 @@ class DanluPackScorer(ShareScorer):
         if stale.size:
             values[stale], best_free[stale] = self._compute(cluster, request, stale)
             seen[stale] = cluster.epoch[stale]
-        out: FloatArray = values[nodes]
+        plain = values[nodes]
+        if self.reserve is None or plain.size == 0:
+            return plain
+        # Only a node whose plain score is within the largest possible cost of the best one
+        # can win; the others keep their plain score, still below the winner's.
+        bound = self.reserve_weight * self.reserve.max_cost(cluster) + _NEAR
+        near = np.flatnonzero(plain >= plain.max() - bound)
+        costs = self.reserve_costs(cluster, request, nodes[near], best_free[nodes][near])
+        out = plain.copy()
+        out[near] = self.minus(plain[near], costs)
         return out
 
     def _compute(

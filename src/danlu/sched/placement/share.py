@@ -376,7 +376,13 @@ def _fgd_factory(typical: TypicalPods | None, **options: object) -> ShareScorer:
     return FgdScorer(typical)
 
 
-DANLU_SCORER_OPTIONS = ("fgd_weight", "scarcity_weight", "remainder_weight", "large_weight")
+DANLU_SCORER_OPTIONS = (
+    "fgd_weight",
+    "scarcity_weight",
+    "remainder_weight",
+    "large_weight",
+    "reserve_weight",
+)
 """The weights of :class:`~danlu.sched.placement.danlu_pack.DanluPackScorer` a caller may
 set (``danlu sim pack --option large_weight=0``)."""
 

@@ -9,7 +9,8 @@ counts as full; CPU and host memory unbounded, as the free map does not track th
 the scorer which candidate GPU a share should take. Only the nodes whose GPUs changed since
 the last call are marked changed, so the scorer's per-node caches carry over within the
 round, and a GPU's score for a share size is kept until its node changes (a score depends
-on the GPU's node, its free milli and the share alone). The typical pods are the request
+on the GPU's node, its free milli and the share alone; the host-reserve cost, which depends
+on the whole cluster, is subtracted at every call). The typical pods are the request
 shapes of the jobs in the view, as for ``fgd``.
 """
 
@@ -88,11 +89,12 @@ class ShareMirror:
         scored, stamps = cached
         epochs = self.cluster.epoch[nodes]
         stale = stamps[gpus] != epochs
+        request = ShareRequest(cpu_milli=0, num_gpu=1, gpu_milli=need)
         if stale.any():
             at, rows = gpus[stale], nodes[stale]
             values = self.cluster.gpu_free[rows, at - self._offsets[rows]]
-            request = ShareRequest(cpu_milli=0, num_gpu=1, gpu_milli=need)
             scored[at] = self.scorer.share_scores(self.cluster, request, rows, values)
             stamps[at] = epochs[stale]
-        out: FloatArray = scored[gpus]
-        return out
+        values = self.cluster.gpu_free[nodes, gpus - self._offsets[nodes]]
+        costs = self.scorer.reserve_costs(self.cluster, request, nodes, values)
+        return self.scorer.minus(scored[gpus], costs)
