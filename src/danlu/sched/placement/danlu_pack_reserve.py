@@ -4,8 +4,9 @@ The fill measure's host pressure (:func:`~danlu.sched.placement.danlu_pack_fill.
 keeps pods off the nodes that the rare shapes of two or more whole GPUs need, with a weight
 fixed per cluster. It does not see how few such nodes are left. On pod lists where most
 pods are shares (gpushare60, gpushare80) the remainder and fill measures spread the shares
-over the GPUs of every node, and the wide pods were refused from 66-74 % of the demand
-arrived, where FGD refuses them from 89-91 %.
+over the GPUs of every node, and the wide pods were refused from 70.6 % (gpushare60) and
+65.4 % (gpushare80) of the demand arrived, where FGD refuses them from 91.1 % and 88.7 %
+(seeds 42-51).
 
 :class:`HostReserve` prices that directly. For each wide shape ``k`` of the list
 (``typical.large``: ``g_k`` GPUs, ``d_k`` its share of the list's GPU demand):
