@@ -250,7 +250,8 @@ class DanluPackScorer(ShareScorer):
         # can win; the others keep their plain score, still below the winner's.
         bound = self.reserve_weight * self.reserve.max_cost(cluster) + _NEAR
         near = np.flatnonzero(plain >= plain.max() - bound)
-        costs = self.reserve_costs(cluster, request, nodes[near], best_free[nodes][near])
+        at = nodes[near]
+        costs = self.reserve_costs(cluster, request, at, best_free[at])
         out = plain.copy()
         out[near] = self.minus(plain[near], costs)
         return out

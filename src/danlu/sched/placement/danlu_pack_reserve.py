@@ -59,6 +59,7 @@ class HostReserve:
         """``_host`` summed over the nodes: the hosts of each shape."""
 
     def _refresh(self, cluster: ShareCluster) -> None:
+        """Bring the per-node hosts, slacks and host counts up to date (by node epoch)."""
         if self._cluster is not cluster:
             self._cluster = cluster
             self._usable = self.large.usable(cluster.models)[cluster.model_idx]

@@ -90,11 +90,10 @@ class ShareMirror:
         epochs = self.cluster.epoch[nodes]
         stale = stamps[gpus] != epochs
         request = ShareRequest(cpu_milli=0, num_gpu=1, gpu_milli=need)
+        values = self.cluster.gpu_free[nodes, gpus - self._offsets[nodes]]
         if stale.any():
             at, rows = gpus[stale], nodes[stale]
-            values = self.cluster.gpu_free[rows, at - self._offsets[rows]]
-            scored[at] = self.scorer.share_scores(self.cluster, request, rows, values)
+            scored[at] = self.scorer.share_scores(self.cluster, request, rows, values[stale])
             stamps[at] = epochs[stale]
-        values = self.cluster.gpu_free[nodes, gpus - self._offsets[nodes]]
         costs = self.scorer.reserve_costs(self.cluster, request, nodes, values)
         return self.scorer.minus(scored[gpus], costs)
