@@ -25,7 +25,6 @@ scores best, against the same shapes (:mod:`danlu.sched.placement.share_mirror`)
 from __future__ import annotations
 
 import bisect
-from collections import Counter
 from collections.abc import Sequence
 from typing import Final
 
@@ -34,7 +33,8 @@ import numpy as np
 from danlu.core.cluster import MILLI_PER_GPU, Allocation, GpuShare
 from danlu.core.errors import PlacementError, UnknownNameError
 from danlu.sched.placement.frag import TypicalPods, node_fragmentation, typical_pods_counted
-from danlu.sched.placement.share import FloatArray, ShareRequest
+from danlu.sched.placement.packing_memo import PackingMemo, share_shape
+from danlu.sched.placement.share import FloatArray
 from danlu.sched.placement.share_mirror import ShareMirror
 from danlu.sched.view import BoolArray, ClusterView, IntArray, JobRequest
 
@@ -43,9 +43,15 @@ _BIG: Final = np.iinfo(np.int64).max // 4
 
 
 class FreeMap:
-    """Free capacity of a cluster during one scheduling round (mutable scratch)."""
+    """Free capacity of a cluster during one scheduling round (mutable scratch).
 
-    def __init__(self, view: ClusterView, strategy: str = "best-fit") -> None:
+    ``memo``: what the ``fgd`` and ``danlu`` strategies keep across a policy's rounds
+    (:class:`~danlu.sched.placement.packing_memo.PackingMemo`, the policy's own); without
+    one, the round counts the view's job shapes and builds its scorer afresh."""
+
+    def __init__(
+        self, view: ClusterView, strategy: str = "best-fit", memo: PackingMemo | None = None
+    ) -> None:
         if strategy not in STRATEGIES:
             raise UnknownNameError("placement", strategy, list(STRATEGIES))
         self.strategy = strategy
@@ -73,6 +79,7 @@ class FreeMap:
         self.reasons: dict[tuple[int, int], str] = {}
         """Waiting reasons by (GPUs asked, GPUs free): shared strings for this round."""
         self._view = view
+        self._memo = memo
         self._typical: TypicalPods | None = None
         self._mirror: ShareMirror | None = None
         """The ``danlu`` strategy's scorer and its copy of the GPUs (built on first use)."""
@@ -321,24 +328,26 @@ class FreeMap:
         self.take(alloc)
         return alloc
 
+    def _packing_memo(self) -> PackingMemo:
+        """The memo the round was given, or one of its own (made on first use)."""
+        if self._memo is None:
+            self._memo = PackingMemo()
+        return self._memo
+
     def _typical_pods(self, req: JobRequest) -> TypicalPods:
         """The request shapes of the jobs in the view (of ``req`` alone in a view without
         jobs: a request placed on an idle snapshot)."""
         if self._typical is None:
-            # Thousands of jobs, a few dozen distinct requests: count them, shape each once.
-            requests = [job.request for job in (*self._view.pending, *self._view.running)]
-            keys = [(r.shares_gpu, r.gpu_milli, r.gpus, r.gpu_types) for r in requests]
-            one = dict(zip(keys, requests, strict=True))  # a request of each distinct key
-            counted = [(_share_shape(one[key]), n) for key, n in Counter(keys).items()]
-            self._typical = typical_pods_counted(counted or [(_share_shape(req), 1)])
+            typical = self._packing_memo().typical(self._view)
+            self._typical = typical or typical_pods_counted([(share_shape(req), 1)])
         return self._typical
 
     def _packing_scores(self, gpus: IntArray, need: IntArray | int, req: JobRequest) -> FloatArray:
         """danlu's packing score (higher is better) of the share on each candidate GPU."""
         if self._mirror is None:
-            self._mirror = ShareMirror(
-                self._offsets, self._sizes, list(self._type_names), self._typical_pods(req)
-            )
+            typical = self._typical_pods(req)
+            memo = self._packing_memo()
+            self._mirror = memo.mirror(self._offsets, self._sizes, self._type_names, typical)
         self._mirror.sync(self.free_milli, self._open)
         nodes = self._gpu_node[gpus]
         if not isinstance(need, np.ndarray):
@@ -420,21 +429,6 @@ class FreeMap:
                 self._buckets[old].remove(node)
             if old + delta > 0:
                 bisect.insort(self._buckets[old + delta], node)
-
-
-def _lower(names: frozenset[str]) -> frozenset[str]:
-    return frozenset(n.lower() for n in names)
-
-
-def _share_shape(req: JobRequest) -> ShareRequest:
-    """A job's request in the shape the fragmentation measure counts (CPU is not modelled
-    here: the whole-GPU placer tracks GPUs only)."""
-    if req.shares_gpu:
-        milli = req.gpu_milli if req.gpu_milli < MILLI_PER_GPU else MILLI_PER_GPU // 2
-        return ShareRequest(cpu_milli=0, num_gpu=1, gpu_milli=milli, gpu_spec=_lower(req.gpu_types))
-    return ShareRequest(
-        cpu_milli=0, num_gpu=req.gpus, gpu_milli=MILLI_PER_GPU, gpu_spec=_lower(req.gpu_types)
-    )
 
 
 def _emptiest_first(free: IntArray, count: int) -> list[tuple[int, int]] | None:

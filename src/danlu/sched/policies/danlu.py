@@ -56,6 +56,7 @@ import numpy as np
 import numpy.typing as npt
 
 from danlu.core.errors import ConfigError
+from danlu.sched.placement.packing_memo import PackingMemo
 from danlu.sched.policies import danlu_loan as dl
 from danlu.sched.policies import danlu_model as dm
 from danlu.sched.policies.base import nothing_to_size
@@ -250,6 +251,11 @@ class DanluPolicy:
         default_factory=FamilyHosts, init=False, repr=False, compare=False
     )
     """Where the running jobs of each family sit, for the sharing rule (kept across rounds)."""
+    _packing: PackingMemo = field(
+        default_factory=PackingMemo, init=False, repr=False, compare=False
+    )
+    """The typical pods and the packing scorer of the ``fgd`` and ``danlu`` placements of
+    shared requests (kept across rounds)."""
     _shape: list[tuple[int, int]] = field(
         default_factory=list, init=False, repr=False, compare=False
     )
@@ -663,6 +669,7 @@ class DanluPolicy:
             hosts=self._family_hosts,
             whole_waiting=whole_waiting,
             first=promoted_shares,
+            memo=self._packing,
         )
         for start in plan.starts:
             if start.job_id in promoted_shares:

@@ -35,6 +35,7 @@ import numpy.typing as npt
 from danlu.core.cluster import MILLI_PER_GPU, Allocation, Cluster
 from danlu.estimate.colocation import gavel_family, measured_pairs, share_medians
 from danlu.sched.placement.gang import FreeMap
+from danlu.sched.placement.packing_memo import PackingMemo
 from danlu.sched.policies.danlu_hosts import FamilyHosts, gpu_indices
 from danlu.sched.view import ClusterView, JobStatus, Plan, Start
 
@@ -218,6 +219,7 @@ def place_shared(
     hosts: FamilyHosts,
     whole_waiting: bool,
     first: Collection[str] = (),
+    memo: PackingMemo | None = None,
 ) -> Plan:
     """``plan`` with starts added for the pending shared requests ``jobs`` (in submission
     order, as the view's pending jobs are) on the capacity it leaves, in queue order
@@ -230,10 +232,11 @@ def place_shared(
     running jobs of each family sit, kept across rounds (the caller's, one per policy).
     ``whole_waiting``: whether a whole-GPU job is left waiting
     after ``plan`` (the caller knows its whole-GPU jobs). ``first``: the requests (by id)
-    placed before all others (those the starvation rule promoted)."""
+    placed before all others (those the starvation rule promoted). ``memo``: what the
+    ``fgd`` and ``danlu`` placements keep across rounds (the caller's, one per policy)."""
     if not jobs:
         return plan
-    free = FreeMap(view, placement)
+    free = FreeMap(view, placement, memo)
     cluster = view.cluster
     moving = {p.job_id for p in plan.preempts} | {r.job_id for r in plan.resizes}
     running = {j.id: j for j in view.running if j.id in moving} if moving else {}
