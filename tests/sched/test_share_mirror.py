@@ -13,6 +13,7 @@ from danlu.core.cluster import Allocation, Cluster, GpuShare
 from danlu.sched.placement.danlu_pack import DanluPackScorer
 from danlu.sched.placement.frag import typical_pods
 from danlu.sched.placement.gang import FreeMap
+from danlu.sched.placement.packing_memo import PackingMemo
 from danlu.sched.placement.share import Placement, ShareCluster, ShareNode, ShareRequest
 from danlu.sched.placement.share_mirror import ShareMirror
 from danlu.sched.registry import default_registry
@@ -165,3 +166,40 @@ def test_the_strategy_is_a_policy_option() -> None:
         policy = registry.create(name, placement="danlu")
         plan = policy.schedule(_view())
         assert {s.job_id for s in plan.starts} == {"p0", "p1", "p2"}
+
+
+def test_a_map_syncs_only_the_nodes_it_changed_and_a_copy_syncs_in_full() -> None:
+    """Between its shares a free map hands the mirror only the nodes it changed; a copy of
+    the map (or the next round's map) shares the mirror and syncs it in full first. After
+    every share placed, by the map or by its copies in turn, the mirror holds that map's
+    free compute."""
+    rng = np.random.default_rng(3)
+    view = _view(shapes=(400, 500, 200, 250, 100))
+    maps = [FreeMap(view, "danlu", PackingMemo())]
+    placed: list[tuple[FreeMap, Allocation]] = []
+    for step in range(80):
+        free = maps[int(rng.integers(len(maps)))]
+        roll = rng.random()
+        if roll < 0.1:
+            maps.append(free.copy())
+            continue
+        if roll < 0.35:
+            mine = [i for i, (m, _) in enumerate(placed) if m is free]
+            if mine:
+                free.release(placed.pop(mine[int(rng.integers(len(mine)))])[1])
+            elif (
+                whole := free.place(JobRequest(id=f"w{step}", submit_time=0.0, gpus=1))
+            ) is not None:
+                placed.append((free, whole))
+            continue
+        need = int(rng.choice([100, 250, 400, 500]))
+        alloc = free.place(_request(f"s{step}", 100 + step, gpu_milli=need))
+        if alloc is None:
+            continue
+        placed.append((free, alloc))
+        mirror = free._mirror
+        assert mirror is not None and mirror is maps[0]._mirror
+        # the mirror synced before the choice; the share just taken is the one change since
+        expected = np.clip(free.free_milli, 0, 1000)
+        expected[free._offsets[alloc.shares[0].node] + alloc.shares[0].gpu] += need
+        assert mirror.cluster.gpu_free.reshape(-1).tolist() == expected.tolist()

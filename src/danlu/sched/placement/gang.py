@@ -83,6 +83,10 @@ class FreeMap:
         self._typical: TypicalPods | None = None
         self._mirror: ShareMirror | None = None
         """The ``danlu`` strategy's scorer and its copy of the GPUs (built on first use)."""
+        self._token = object()
+        """This map, to the mirror: the map it last synced in full (a copy has its own)."""
+        self._changed_nodes: set[int] = set()
+        """Nodes whose GPUs changed since the mirror's last sync with this map."""
         self._buckets: list[list[int]] | None = None
         """Node indices by free whole-GPU count (index), ascending: the best-fit fast path."""
         self._with_compute: IntArray | None = None
@@ -98,6 +102,8 @@ class FreeMap:
         other.free_memory = self.free_memory.copy()
         other.node_free = self.node_free.copy()
         other.reasons = {}
+        other._token = object()
+        other._changed_nodes = set()
         if self._buckets is not None:
             other._buckets = [list(bucket) for bucket in self._buckets]
         return other
@@ -348,7 +354,14 @@ class FreeMap:
             typical = self._typical_pods(req)
             memo = self._packing_memo()
             self._mirror = memo.mirror(self._offsets, self._sizes, self._type_names, typical)
-        self._mirror.sync(self.free_milli, self._open)
+        mirror = self._mirror
+        if mirror.synced_with is not self._token:  # another round's map, or a copy's
+            mirror.sync(self.free_milli, self._open)
+            mirror.synced_with = self._token
+        elif self._changed_nodes:
+            changed = np.fromiter(self._changed_nodes, np.int64, len(self._changed_nodes))
+            mirror.sync(self.free_milli, self._open, np.sort(changed))
+        self._changed_nodes.clear()
         nodes = self._gpu_node[gpus]
         if not isinstance(need, np.ndarray):
             return self._mirror.scores(gpus, nodes, int(need))
@@ -407,6 +420,7 @@ class FreeMap:
             self._with_compute = None  # GPUs may have compute again
         for share in alloc.shares:
             index = int(self._offsets[share.node]) + share.gpu
+            self._changed_nodes.add(share.node)
             was_whole = bool(self._whole(index))
             self.free_milli[index] += sign * share.milli
             self.free_memory[index] += sign * share.memory

@@ -58,23 +58,33 @@ class ShareMirror:
         self._gpu_count = int(sizes.sum())
         self._scored: dict[int, tuple[FloatArray, IntArray]] = {}
         """Per share size (milli): each flat GPU's score and its node's epoch when scored."""
+        self.synced_with: object | None = None
+        """A token of the free map (:class:`~danlu.sched.placement.gang.FreeMap`) last
+        synced in full: that map may then sync only the nodes it changed since."""
 
-    def sync(self, free_milli: IntArray, open_gpus: BoolArray | None) -> None:
-        """Take the free map's free milli-GPU (flat, one per GPU); GPUs not open count full."""
-        free = np.clip(free_milli, 0, MILLI_PER_GPU)
+    def sync(
+        self, free_milli: IntArray, open_gpus: BoolArray | None, nodes: IntArray | None = None
+    ) -> None:
+        """Take the free map's free milli-GPU (flat, one per GPU); GPUs not open count full.
+        ``nodes``: only these nodes may have changed since the last sync (default: any)."""
+        flat, exists = self._flat, self._exists
+        if nodes is not None:
+            flat, exists = flat[nodes], exists[nodes]
+        free = np.clip(free_milli[flat], 0, MILLI_PER_GPU)
         if open_gpus is not None:
-            free = np.where(open_gpus, free, 0)
-        rows = np.where(self._exists, free[self._flat], 0).astype(np.int64)
+            exists = exists & open_gpus[flat]
+        rows = np.where(exists, free, 0).astype(np.int64)
         cluster = self.cluster
-        changed = np.flatnonzero((rows != cluster.gpu_free).any(axis=1))
-        if changed.size == 0:
+        before = cluster.gpu_free if nodes is None else cluster.gpu_free[nodes]
+        moved = np.flatnonzero((rows != before).any(axis=1))
+        if moved.size == 0:
             return
-        cluster.gpu_free[changed] = rows[changed]
-        cluster.gpu_free_total[changed] = rows[changed].sum(axis=1)
-        cluster.n_full[changed] = ((rows[changed] == MILLI_PER_GPU) & self._exists[changed]).sum(
-            axis=1
-        )
-        cluster.max_free[changed] = rows[changed].max(axis=1)
+        rows, exists = rows[moved], exists[moved]
+        changed = moved if nodes is None else nodes[moved]
+        cluster.gpu_free[changed] = rows
+        cluster.gpu_free_total[changed] = rows.sum(axis=1)
+        cluster.n_full[changed] = ((rows == MILLI_PER_GPU) & exists).sum(axis=1)
+        cluster.max_free[changed] = rows.max(axis=1)
         cluster.epoch[changed] += 1
 
     def scores(self, gpus: IntArray, nodes: IntArray, need: int) -> FloatArray:
