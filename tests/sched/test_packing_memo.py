@@ -15,6 +15,7 @@ from danlu.core.errors import ConfigError
 from danlu.sched.placement.frag import TypicalPods, typical_pods_counted
 from danlu.sched.placement.gang import FreeMap
 from danlu.sched.placement.packing_memo import PackingMemo, drift, shape_key, share_shape
+from danlu.sched.registry import default_registry, make_policy
 from danlu.sched.view import ClusterView, JobRequest, JobStatus
 
 GiB = 1024**3
@@ -202,3 +203,52 @@ def test_memory_sized_shares_count_as_half_a_gpu() -> None:
     assert (shape.gpu_milli, shape.num_gpu) == (500, 1)
     whole = share_shape(JobRequest(id="w", submit_time=0.0, gpus=4, gpu_types=frozenset({"A"})))
     assert (whole.gpu_milli, whole.num_gpu, whole.gpu_spec) == (1000, 4, frozenset({"a"}))
+
+
+def _policies_with_placement() -> list[str]:
+    registry = default_registry()
+    return [
+        name
+        for name in registry.names()
+        if hasattr(registry.create(name), "placement")
+        and hasattr(registry.create(name), "_packing")
+    ]
+
+
+def test_every_policy_with_a_placement_keeps_a_memo() -> None:
+    """Each built-in policy whose ``placement`` can be ``danlu`` keeps one memo across its
+    rounds (those without: none)."""
+    registry = default_registry()
+    with_placement = [n for n in registry.names() if hasattr(registry.create(n), "placement")]
+    assert with_placement and set(with_placement) == set(_policies_with_placement())
+
+
+@pytest.mark.parametrize("name", _policies_with_placement())
+def test_a_policy_places_shares_with_its_memo_round_after_round(name: str) -> None:
+    """Shares arriving on a cluster with room, the plan's starts carried out each round:
+    the policy counts the jobs with its memo and, with drift 1, builds the typical pods
+    once over the rounds and keeps one mirror."""
+    policy = make_policy(name, placement="danlu")
+    memo = policy._packing  # type: ignore[attr-defined]
+    memo.refresh_drift = 1.0
+    cluster = Cluster.homogeneous(3, 4)
+    pending: dict[str, JobStatus] = {}
+    running: list[JobStatus] = []
+    mirrors = set()
+    for step in range(6):
+        for k in range(3):
+            job_id = f"s{step}-{k}"
+            milli = (150, 250, 400)[k]
+            pending[job_id] = JobStatus(
+                JobRequest(id=job_id, submit_time=float(step), seq=3 * step + k, gpu_milli=milli)
+            )
+        view = ClusterView(
+            float(step), cluster, running=tuple(running), pending=tuple(pending.values())
+        )
+        plan = policy.schedule(view)
+        for start in plan.starts:
+            running.append(JobStatus(pending.pop(start.job_id).request, start.allocation))
+        if memo._mirror is not None:
+            mirrors.add(id(memo._mirror))
+    assert len(running) >= 9
+    assert memo.rebuilds == 1 and len(mirrors) == 1

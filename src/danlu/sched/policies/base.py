@@ -23,6 +23,7 @@ from typing import Any, Protocol
 from danlu.core.cluster import MILLI_PER_GPU, Allocation
 from danlu.sched.placement.drain import DrainingFree
 from danlu.sched.placement.gang import FreeMap
+from danlu.sched.placement.packing_memo import PackingMemo
 from danlu.sched.policies import reservation
 from danlu.sched.policies.ranked import RankKey
 from danlu.sched.policies.reservation import Reservation, Shape, shape_of
@@ -96,11 +97,14 @@ def queue_round(
     placement: str,
     backfill: bool,
     reserve: bool = False,
+    *,
+    memo: PackingMemo | None = None,
 ) -> Plan:
     """Start pending jobs in ``order`` while they fit; see the module docstring. ``reserve``
     (with ``backfill``): EASY backfill, the first job that does not fit gets a reservation
-    that later starts must leave alone (:mod:`.reservation`)."""
-    free = FreeMap(view, placement)
+    that later starts must leave alone (:mod:`.reservation`). ``memo``: what the ``fgd``
+    and ``danlu`` placements keep across rounds (the policy's own)."""
+    free = FreeMap(view, placement, memo)
     starts: list[Start] = []
     started: list[tuple[JobStatus, Allocation]] = []
     waiting: dict[str, str] = {}
@@ -168,6 +172,8 @@ def preemptive_round(
     view: ClusterView,
     rank: Callable[[JobStatus], tuple[Any, ...]],
     placement: str,
+    *,
+    memo: PackingMemo | None = None,
 ) -> Plan:
     """Keep or start the best-ranked jobs (lowest ``rank``) that fit; preempt the rest.
 
@@ -186,7 +192,12 @@ def preemptive_round(
         return [key for key, _ in ranked], [job for _, job in ranked]
 
     return ranked_round(
-        view, [key for key, _ in pending], [job for _, job in pending], running, placement
+        view,
+        [key for key, _ in pending],
+        [job for _, job in pending],
+        running,
+        placement,
+        memo=memo,
     )
 
 
@@ -201,6 +212,8 @@ def ranked_round(
     running: Callable[[], RankedLists],
     placement: str,
     mark_preempted: Callable[[JobStatus], dict[str, float]] | None = None,
+    *,
+    memo: PackingMemo | None = None,
 ) -> Plan:
     """Keep or start the best-ranked jobs that fit; preempt the rest.
 
@@ -211,7 +224,7 @@ def ranked_round(
     Non-preemptible running jobs are always kept. The capacity budget is counted in
     milli-GPU; a job that would be admitted by the budget but cannot be placed (fragmentation,
     GPU type) waits and does not cause preemptions. ``mark_preempted(job)`` gives the marks
-    to keep for each preempted job (:attr:`Plan.marks`).
+    to keep for each preempted job (:attr:`Plan.marks`). ``memo``: as for :func:`queue_round`.
 
     The view's draining jobs (:attr:`ClusterView.draining`) count as gone: a job that fits
     only on their GPUs is started there (it waits for them) and the part of them already
@@ -223,7 +236,7 @@ def ranked_round(
     # fits by GPU count exactly when it can be placed).
     if not pending_jobs:
         return Plan(recheck_at=math.inf)
-    initial = FreeMap(view, placement)
+    initial = FreeMap(view, placement, memo)
     drain = DrainingFree(initial.copy(), view)
     free = drain.now
     quick: list[Start] = []

@@ -39,12 +39,13 @@ import heapq
 import math
 from collections import deque
 from collections.abc import Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import ClassVar
 
 from danlu.core.cluster import MILLI_PER_GPU
 from danlu.sched.placement.drain import DrainingFree
 from danlu.sched.placement.gang import FreeMap
+from danlu.sched.placement.packing_memo import PackingMemo
 from danlu.sched.policies.base import why_not
 from danlu.sched.policies.options import INF, OptionRange, check_options
 from danlu.sched.view import ClusterView, JobStatus, Plan, Preempt, Start
@@ -62,6 +63,11 @@ class FairSharePolicy:
     }
     """The numeric options' valid ranges, checked when the policy is built."""
     placement: str = "best-fit"
+    _packing: PackingMemo = field(
+        default_factory=PackingMemo, init=False, repr=False, compare=False
+    )
+    """What the ``fgd`` and ``danlu`` placements keep across rounds (the typical pods, the
+    packing scorer)."""
     backfill: bool = True
     reclaim: bool = False
     min_run: float = 300.0
@@ -89,7 +95,7 @@ class FairSharePolicy:
             if job.id not in view.draining:  # on its way out: no longer its project's
                 project = job.request.project
                 held[project] = held.get(project, 0) + job.demand_milli
-        drain = DrainingFree(FreeMap(view, self.placement), view)
+        drain = DrainingFree(FreeMap(view, self.placement, self._packing), view)
         starts, waiting, default = self._starts(view, drain, held)
         preempts: tuple[Preempt, ...] = ()
         left_waiting = bool(waiting or default)

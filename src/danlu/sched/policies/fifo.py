@@ -4,9 +4,10 @@ from __future__ import annotations
 
 import operator
 from collections.abc import Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import ClassVar
 
+from danlu.sched.placement.packing_memo import PackingMemo
 from danlu.sched.policies.base import queue_round
 from danlu.sched.policies.options import OptionRange, check_options
 from danlu.sched.view import ClusterView, Plan
@@ -27,6 +28,11 @@ class FifoPolicy:
     option_ranges: ClassVar[Mapping[str, OptionRange]] = {}
     """The numeric options' valid ranges, checked when the policy is built."""
     placement: str = "best-fit"
+    _packing: PackingMemo = field(
+        default_factory=PackingMemo, init=False, repr=False, compare=False
+    )
+    """What the ``fgd`` and ``danlu`` placements keep across rounds (the typical pods, the
+    packing scorer)."""
     backfill: bool = False
     reserve: bool = False
     name: str = "fifo"
@@ -38,4 +44,6 @@ class FifoPolicy:
         # Near O(n) when the view keeps its promised submission order (timsort on sorted
         # input), and still correct when an adapter does not.
         order = sorted(view.pending, key=_SUBMISSION_ORDER)
-        return queue_round(view, order, self.placement, self.backfill, self.reserve)
+        return queue_round(
+            view, order, self.placement, self.backfill, self.reserve, memo=self._packing
+        )

@@ -44,6 +44,7 @@ from typing import ClassVar
 
 from danlu.core.errors import UnknownNameError
 from danlu.sched.placement.gang import STRATEGIES, FreeMap
+from danlu.sched.placement.packing_memo import PackingMemo
 from danlu.sched.policies import danlu_model as dm
 from danlu.sched.policies.base import nothing_to_size, place_shares_in_order
 from danlu.sched.policies.options import OptionRange, check_options
@@ -105,6 +106,11 @@ class OptimusPolicy:
     """It chooses every elastic job's GPU count (see :class:`~.base.Policy`)."""
     restart_cost: float = 30.0
     placement: str = "worst-fit"
+    _packing: PackingMemo = field(
+        default_factory=PackingMemo, init=False, repr=False, compare=False
+    )
+    """What the ``fgd`` and ``danlu`` placements keep across rounds (the typical pods, the
+    packing scorer)."""
     name: str = "optimus"
 
     option_ranges: ClassVar[dict[str, OptionRange]] = {
@@ -135,7 +141,7 @@ class OptimusPolicy:
         if len(self._memo) > 2 * len(jobs) + 64:  # forget jobs that left
             current = {job.id for job in order}
             self._memo = {k: v for k, v in self._memo.items() if k in current}
-        free = FreeMap(view, self.placement)
+        free = FreeMap(view, self.placement, self._packing)
         for job in movable:
             free.release(job.allocation)
         counts = split_gpus(jobs, free.total_free, gpn)
@@ -190,7 +196,7 @@ class OptimusPolicy:
         shared: list[JobStatus],
         new_marks: dict[str, dict[str, float]],
     ) -> Plan:
-        free = FreeMap(view, self.placement)
+        free = FreeMap(view, self.placement, self._packing)
         moved = [
             row
             for row, (job, n) in enumerate(zip(jobs, counts, strict=True))

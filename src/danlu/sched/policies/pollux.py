@@ -38,6 +38,7 @@ from typing import ClassVar
 import numpy as np
 
 from danlu.sched.placement.gang import FreeMap
+from danlu.sched.placement.packing_memo import PackingMemo
 from danlu.sched.policies import danlu_model as dm
 from danlu.sched.policies import pollux_search as ps
 from danlu.sched.policies.base import nothing_to_size, place_shares_in_order
@@ -110,6 +111,11 @@ class PolluxPolicy:
     generations: int = 100
     seed: int = 0
     placement: str = "best-fit"
+    _packing: PackingMemo = field(
+        default_factory=PackingMemo, init=False, repr=False, compare=False
+    )
+    """What the ``fgd`` and ``danlu`` placements keep across rounds (the typical pods, the
+    packing scorer)."""
     name: str = "pollux"
 
     option_ranges: ClassVar[dict[str, OptionRange]] = {
@@ -147,7 +153,7 @@ class PolluxPolicy:
             if update:
                 new_marks[job.id] = update
             marks.append({**job.marks, **update} if update else job.marks)
-        free = FreeMap(view, self.placement)
+        free = FreeMap(view, self.placement, self._packing)
         for job in movable:
             free.release(job.allocation)
         nodes = len(cluster.nodes)
@@ -235,7 +241,7 @@ class PolluxPolicy:
         new_marks: dict[str, dict[str, float]],
         gpn: int,
     ) -> Plan:
-        free = FreeMap(view, self.placement)
+        free = FreeMap(view, self.placement, self._packing)
         changed = [row for row in range(len(jobs)) if not np.array_equal(best[row], base[row])]
         for row in changed:
             if jobs[row].running:

@@ -8,6 +8,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import ClassVar
 
+from danlu.sched.placement.packing_memo import PackingMemo
 from danlu.sched.policies.base import queue_round, ranked_round
 from danlu.sched.policies.options import INF, OptionRange, check_options
 from danlu.sched.policies.ranked import RankedJobs, RankKey, ranked_pending
@@ -31,6 +32,11 @@ class PriorityPolicy:
     }
     """The numeric options' valid ranges, checked when the policy is built."""
     placement: str = "best-fit"
+    _packing: PackingMemo = field(
+        default_factory=PackingMemo, init=False, repr=False, compare=False
+    )
+    """What the ``fgd`` and ``danlu`` placements keep across rounds (the typical pods, the
+    packing scorer)."""
     aging_per_hour: float = 1.0
     preempt: bool = True
     backfill: bool = True
@@ -70,7 +76,9 @@ class PriorityPolicy:
     def schedule(self, view: ClusterView) -> Plan:
         now = view.time
         order = self._queue.update(view.pending, now, self.queue_key).jobs
-        plan = queue_round(view, order, self.placement, self.backfill, self.reserve)
+        plan = queue_round(
+            view, order, self.placement, self.backfill, self.reserve, memo=self._packing
+        )
         if not self.preempt or not plan.has_waiting or not view.running:
             return plan
         pending = self._pending.update(view.pending, now, self.preempt_key, like=self._queue)
@@ -88,6 +96,11 @@ class PriorityPolicy:
             return plan
         # Waiting jobs never overtake running ones by the clock alone (see the docstring).
         plan = ranked_round(
-            view, pending.keys, pending.jobs, lambda: (running.keys, running.jobs), self.placement
+            view,
+            pending.keys,
+            pending.jobs,
+            lambda: (running.keys, running.jobs),
+            self.placement,
+            memo=self._packing,
         )
         return dataclasses.replace(plan, recheck_at=math.inf)

@@ -7,6 +7,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import ClassVar
 
+from danlu.sched.placement.packing_memo import PackingMemo
 from danlu.sched.policies.base import queue_round
 from danlu.sched.policies.options import OptionRange, check_options
 from danlu.sched.policies.ranked import RankedJobs, RankKey, ranked_pending
@@ -25,6 +26,11 @@ class SjfPolicy:
     option_ranges: ClassVar[Mapping[str, OptionRange]] = {}
     """The numeric options' valid ranges, checked when the policy is built."""
     placement: str = "best-fit"
+    _packing: PackingMemo = field(
+        default_factory=PackingMemo, init=False, repr=False, compare=False
+    )
+    """What the ``fgd`` and ``danlu`` placements keep across rounds (the typical pods, the
+    packing scorer)."""
     backfill: bool = True
     reserve: bool = False
     by_gpu_time: bool = True
@@ -46,4 +52,6 @@ class SjfPolicy:
 
     def schedule(self, view: ClusterView) -> Plan:
         order = self._queue.update(view.pending, view.time, self.rank_key).jobs
-        return queue_round(view, order, self.placement, self.backfill, self.reserve)
+        return queue_round(
+            view, order, self.placement, self.backfill, self.reserve, memo=self._packing
+        )

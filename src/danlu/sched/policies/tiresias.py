@@ -30,6 +30,7 @@ from typing import ClassVar
 
 from danlu.core.cluster import MILLI_PER_GPU
 from danlu.core.errors import ConfigError
+from danlu.sched.placement.packing_memo import PackingMemo
 from danlu.sched.policies.base import ranked_round
 from danlu.sched.policies.options import INF, OptionRange, check_options
 from danlu.sched.policies.ranked import RankedJobs, RankKey, ranked_pending
@@ -49,6 +50,11 @@ class TiresiasPolicy:
     }
     """The numeric options' valid ranges, checked when the policy is built."""
     placement: str = "worst-fit"
+    _packing: PackingMemo = field(
+        default_factory=PackingMemo, init=False, repr=False, compare=False
+    )
+    """What the ``fgd`` and ``danlu`` placements keep across rounds (the typical pods, the
+    packing scorer)."""
     thresholds: tuple[float, ...] = (57600.0,)
     """Queue boundaries in GPU-seconds of attained service, ascending (K values, K+1 queues)."""
     starvation_factor: float = 0.0
@@ -143,6 +149,7 @@ class TiresiasPolicy:
             lambda: (running.keys, running.jobs),
             self.placement,
             mark,
+            memo=self._packing,
         )
         recheck = math.inf
         if plan.has_waiting:

@@ -13,9 +13,10 @@ from __future__ import annotations
 import dataclasses
 import math
 from collections.abc import Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import ClassVar
 
+from danlu.sched.placement.packing_memo import PackingMemo
 from danlu.sched.policies.base import preemptive_round
 from danlu.sched.policies.options import INF, OptionRange, check_options
 from danlu.sched.view import ClusterView, JobStatus, Plan
@@ -31,6 +32,11 @@ class ValueDensityPolicy:
     }
     """The numeric options' valid ranges, checked when the policy is built."""
     placement: str = "best-fit"
+    _packing: PackingMemo = field(
+        default_factory=PackingMemo, init=False, repr=False, compare=False
+    )
+    """What the ``fgd`` and ``danlu`` placements keep across rounds (the typical pods, the
+    packing scorer)."""
     priority_scale: float = 1.0
     default_duration: float = 3600.0
     """Seconds assumed for jobs that give no expected duration."""
@@ -57,5 +63,5 @@ class ValueDensityPolicy:
 
         # Waiting jobs never overtake running ones by the clock alone (see the docstring).
         return dataclasses.replace(
-            preemptive_round(view, rank, self.placement), recheck_at=math.inf
+            preemptive_round(view, rank, self.placement, memo=self._packing), recheck_at=math.inf
         )
