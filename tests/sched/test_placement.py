@@ -322,3 +322,42 @@ def test_place_release_never_over_allocates(
     assert np.array_equal(free.free_milli, initial[0])
     assert np.array_equal(free.free_memory, initial[1])
     assert np.array_equal(free.node_free, initial[2])
+
+
+@pytest.mark.parametrize("strategy", ["best-fit", "danlu"])
+@pytest.mark.parametrize("seed", range(3))
+def test_refused_shares_are_refused_as_a_fresh_map_would(strategy: str, seed: int) -> None:
+    """A map answers a share that needs no less than one refused since the last release at
+    once; after random takes and releases, each answer (and ``any_capacity``) is the one a
+    copy without that memory gives."""
+    rng = np.random.default_rng(seed)
+    big, small = GpuType("big", 80 * GiB), GpuType("small", 16 * GiB)
+    nodes = [Node(f"n{i}", 2, big) if i % 2 else Node(f"n{i}", 4, small) for i in range(4)]
+    free = FreeMap(ClusterView(0.0, Cluster(nodes)), strategy)
+    placed: list[Allocation] = []
+    answered_at_once = 0
+    for step in range(300):
+        if placed and rng.random() < 0.15:
+            free.release(placed.pop(int(rng.integers(len(placed)))))
+            assert not free._refused_shares
+            continue
+        kind = rng.random()
+        types = frozenset({"big"}) if rng.random() < 0.3 else frozenset()
+        if kind < 0.2:
+            request = req(int(rng.integers(1, 4)), id=f"w{step}", gpu_types=types)
+        elif kind < 0.6:
+            request = req(id=f"s{step}", gpu_milli=int(rng.integers(1, 10)) * 100, gpu_types=types)
+        else:
+            request = req(id=f"m{step}", gpu_memory=int(rng.integers(1, 40)) * GiB, gpu_types=types)
+        fresh = free.copy()
+        fresh._refused_shares = {}
+        refused_before = sum(map(len, free._refused_shares.values()))
+        alloc = free.place(request)
+        assert alloc == fresh.place(request)
+        if alloc is None and sum(map(len, free._refused_shares.values())) == refused_before:
+            answered_at_once += 1
+        if alloc is not None:
+            placed.append(alloc)
+        naive = (free.free_milli > 0) & (free.free_memory > 0)
+        assert free.any_capacity() == bool(naive.any())
+    assert answered_at_once > 10

@@ -73,6 +73,9 @@ class FreeMap:
             self._gpu_node, weights=whole, minlength=self._sizes.size
         ).astype(np.int64)
         self.total_free = int(self.node_free.sum())
+        room = (self.free_milli > 0) & (self.free_memory > 0)
+        self._gpus_with_room = int((room if self._open is None else room & self._open).sum())
+        """GPUs open to new work with some compute and memory left (kept up to date)."""
         self._rack_ids: IntArray = arrays.rack_ids
         self._type_names = arrays.type_names
         self._type_masks: dict[frozenset[str], BoolArray] = {}
@@ -93,6 +96,11 @@ class FreeMap:
         """GPUs with compute left when last computed: while capacity only shrinks (no
         release since) a superset of those a shared request can go on, so a shared
         placement looks at them only (a few hundred of 8,000 GPUs on a full cluster)."""
+        self._refused_shares: dict[tuple[frozenset[str], bool], list[tuple[int, int]]] = {}
+        """Shares refused since the last release, by (GPU types, sized by memory): their
+        milli-GPU (0 when sized by memory) and memory. Capacity only shrank since, so a share
+        of the same kind needing no less of either is refused at once (queue policies try
+        thousands of shares in a round on a full cluster)."""
 
     def copy(self) -> FreeMap:
         """An independent copy (cheaper than building a new map from the view)."""
@@ -102,6 +110,7 @@ class FreeMap:
         other.free_memory = self.free_memory.copy()
         other.node_free = self.node_free.copy()
         other.reasons = {}
+        other._refused_shares = {k: list(v) for k, v in self._refused_shares.items()}
         other._token = object()
         other._changed_nodes = set()
         if self._buckets is not None:
@@ -129,8 +138,13 @@ class FreeMap:
     def any_capacity(self) -> bool:
         """Whether any GPU open to new work has any compute and memory left (for shared
         requests)."""
-        left = (self.free_milli > 0) & (self.free_memory > 0)
-        return bool((left if self._open is None else left & self._open).any())
+        return self._gpus_with_room > 0
+
+    def _compute_left(self) -> IntArray:
+        """A superset of the GPUs with compute left (see :attr:`_with_compute`)."""
+        if self._with_compute is None:
+            self._with_compute = np.flatnonzero(self.free_milli > 0)
+        return self._with_compute
 
     def closed_free_milli(self) -> int:
         """Milli-GPU free now on the GPUs closed to new work: capacity no job can be given."""
@@ -209,6 +223,7 @@ class FreeMap:
                 # Idle GPUs taken whole: nothing of them is left.
                 self.free_milli[start + gpu] = 0
                 self.free_memory[start + gpu] = 0
+            self._gpus_with_room -= sum(1 for gpu in idle if memory[gpu] > 0)
             self._whole_gpus_changed(node, -take)
         return Allocation(tuple(shares))
 
@@ -296,10 +311,14 @@ class FreeMap:
             need: IntArray | int = min(req.gpu_milli, MILLI_PER_GPU)
         else:
             need = -((-MILLI_PER_GPU * req.gpu_memory) // self._gpu_mem_cap)
+        if closed is None:  # refused already: a share needing no more, since no release
+            kind = (req.gpu_types, isinstance(need, np.ndarray))
+            size = (0 if isinstance(need, np.ndarray) else need, req.gpu_memory)
+            refused = self._refused_shares.get(kind, ())
+            if any(size[0] >= milli and size[1] >= memory for milli, memory in refused):
+                return None
         if np.all(need > 0):  # only GPUs with compute left can take it
-            if self._with_compute is None:
-                self._with_compute = np.flatnonzero(self.free_milli > 0)
-            gpus = self._with_compute
+            gpus = self._compute_left()
             need_here = need[gpus] if isinstance(need, np.ndarray) else need
             fits = (self.free_milli[gpus] >= need_here) & (self.free_memory[gpus] >= req.gpu_memory)
         else:
@@ -314,6 +333,8 @@ class FreeMap:
             fits &= self._open[gpus]
         candidates = gpus[fits]
         if candidates.size == 0:
+            if closed is None:
+                self._refused_shares.setdefault(kind, []).append(size)
             return None
         # Tightest fit first: least memory left, then least compute left, then lowest index.
         need_at = need[candidates] if isinstance(need, np.ndarray) else need
@@ -418,10 +439,13 @@ class FreeMap:
     def _apply(self, alloc: Allocation, sign: int) -> None:
         if sign > 0:
             self._with_compute = None  # GPUs may have compute again
+            if self._refused_shares:
+                self._refused_shares = {}
         for share in alloc.shares:
             index = int(self._offsets[share.node]) + share.gpu
             self._changed_nodes.add(share.node)
             was_whole = bool(self._whole(index))
+            had_room = self.free_milli[index] > 0 and self.free_memory[index] > 0
             self.free_milli[index] += sign * share.milli
             self.free_memory[index] += sign * share.memory
             if self.free_milli[index] < 0 or self.free_memory[index] < 0:
@@ -430,6 +454,9 @@ class FreeMap:
                     f"{-int(self.free_milli[index])} milli, {-int(self.free_memory[index])} bytes"
                 )
             is_whole = bool(self._whole(index))
+            has_room = self.free_milli[index] > 0 and self.free_memory[index] > 0
+            if had_room != has_room and (self._open is None or self._open[index]):
+                self._gpus_with_room += 1 if has_room else -1
             if was_whole != is_whole:
                 self._whole_gpus_changed(share.node, 1 if is_whole else -1)
 
