@@ -307,16 +307,17 @@ class FreeMap:
     def _place_shared(self, req: JobRequest, closed: BoolArray | None = None) -> Allocation | None:
         # A share sized by memory alone takes compute in proportion to its memory, so that the
         # compute of a GPU is full exactly when its memory is.
-        if req.gpu_milli < MILLI_PER_GPU or not req.gpu_memory:
-            need: IntArray | int = min(req.gpu_milli, MILLI_PER_GPU)
-        else:
-            need = -((-MILLI_PER_GPU * req.gpu_memory) // self._gpu_mem_cap)
+        by_memory = req.gpu_milli >= MILLI_PER_GPU and req.gpu_memory > 0
+        kind = (req.gpu_types, by_memory)
+        size = (0 if by_memory else min(req.gpu_milli, MILLI_PER_GPU), req.gpu_memory)
         if closed is None:  # refused already: a share needing no more, since no release
-            kind = (req.gpu_types, isinstance(need, np.ndarray))
-            size = (0 if isinstance(need, np.ndarray) else need, req.gpu_memory)
             refused = self._refused_shares.get(kind, ())
             if any(size[0] >= milli and size[1] >= memory for milli, memory in refused):
                 return None
+        if by_memory:
+            need: IntArray | int = -((-MILLI_PER_GPU * req.gpu_memory) // self._gpu_mem_cap)
+        else:
+            need = size[0]
         if np.all(need > 0):  # only GPUs with compute left can take it
             gpus = self._compute_left()
             need_here = need[gpus] if isinstance(need, np.ndarray) else need
