@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import dataclasses
 import math
+import random
 from collections.abc import Iterable
 from typing import Any
 
@@ -281,6 +282,56 @@ def test_value_density_hysteresis_prevents_swapping_similar_jobs() -> None:
     back = pending("runner", 1, expected_duration=120.0)
     plan = ValueDensityPolicy(restart_cost=30.0).schedule(view(one, (swapped,), (back,)))
     assert preempted(plan) == []
+
+
+def test_value_density_keeps_waiting_ranks_and_plans_as_a_new_policy_does() -> None:
+    """One policy object over successive rounds (pending statuses kept, jobs started,
+    preempted and arriving) plans what a new object plans each round, and keeps the ranks
+    of the jobs still waiting only."""
+    rng = random.Random(5)
+    cluster = Cluster.homogeneous(2, 4)
+    kept = ValueDensityPolicy()
+    waiting = [
+        pending(f"p{i}", rng.choice([1, 2]), float(i), expected_duration=rng.uniform(50, 500))
+        for i in range(12)
+    ]
+    run: list[JobStatus] = []
+    preemptions = 0
+    for step in range(12):
+        now = 60.0 * step
+        current = view(cluster, tuple(run), tuple(waiting), now)
+        plan = kept.schedule(current)
+        assert plan == ValueDensityPolicy().schedule(current)
+        ranks = {status.id: (status, key) for status, key in kept._waiting_ranks.values()}
+        assert set(ranks) == {j.id for j in waiting}
+        for status, key in ranks.values():
+            assert key == (-kept.density(status, now), status.request.submit_time, status.id)
+        gone = set(preempted(plan))
+        preemptions += len(gone)
+        starts = {s.job_id: s.allocation for s in plan.starts}
+        still = [j for j in run if j.id not in gone]
+        back = [
+            dataclasses.replace(
+                j, allocation=Allocation(), last_start=None, run_time=j.run_time_at(now)
+            )
+            for j in run
+            if j.id in gone
+        ]
+        started_now = [
+            dataclasses.replace(j, allocation=starts[j.id], last_start=now)
+            for j in waiting
+            if j.id in starts
+        ]
+        waiting = [j for j in waiting if j.id not in starts] + back
+        if waiting and step % 3 == 1:  # a waiting job's priority changed: a new status
+            i = rng.randrange(len(waiting))
+            job = waiting[i]
+            raised = dataclasses.replace(job.request, priority=job.request.priority + 3)
+            waiting[i] = dataclasses.replace(job, request=raised)
+        short = rng.uniform(5, 40)  # worth preempting for
+        waiting.append(pending(f"n{step}", 1, now, expected_duration=short, priority=2))
+        run = still + started_now
+    assert run and waiting and preemptions
 
 
 # ---------------------------------------------------------------- all the policies

@@ -43,6 +43,12 @@ class ValueDensityPolicy:
     restart_cost: float = 30.0
     min_remaining: float = 1.0
     name: str = "value-density"
+    _waiting_ranks: dict[int, tuple[JobStatus, tuple[float, float, str]]] = field(
+        default_factory=dict, init=False, repr=False, compare=False
+    )
+    """A pending job's rank by ``id`` of its status (kept with it, so that the ``id`` is not
+    another's): it does not change while the job waits, and adapters keep the status
+    objects of unchanged jobs, so a round ranks only the jobs new to the queue."""
 
     def __post_init__(self) -> None:
         check_options(self, self.option_ranges)
@@ -58,10 +64,21 @@ class ValueDensityPolicy:
         return weight / (remaining * max(req.gpus, 1))
 
     def schedule(self, view: ClusterView) -> Plan:
+        known = self._waiting_ranks
+        kept: dict[int, tuple[JobStatus, tuple[float, float, str]]] = {}
+
         def rank(job: JobStatus) -> tuple[float, float, str]:
-            return (-self.density(job, view.time), job.request.submit_time, job.id)
+            if job.running:
+                return (-self.density(job, view.time), job.request.submit_time, job.id)
+            entry = known.get(id(job))
+            if entry is None or entry[0] is not job:
+                entry = (job, (-self.density(job, view.time), job.request.submit_time, job.id))
+            kept[id(job)] = entry
+            return entry[1]
+
+        plan = preemptive_round(view, rank, self.placement, memo=self._packing)
+        known.clear()
+        known.update(kept)
 
         # Waiting jobs never overtake running ones by the clock alone (see the docstring).
-        return dataclasses.replace(
-            preemptive_round(view, rank, self.placement, memo=self._packing), recheck_at=math.inf
-        )
+        return dataclasses.replace(plan, recheck_at=math.inf)
