@@ -42,9 +42,11 @@ from danlu.sched.view import ClusterView, JobRequest, JobStatus
 REFRESH_DRIFT = 0.02
 """Total variation distance between the jobs' shape distribution now and the one the
 typical pods in effect were built from, past which they are rebuilt. A round's churn
-moves it by (jobs that came + jobs that went) / jobs: at 12,000 jobs and 40 changes a
-round, the typical pods last about six rounds; with 40 jobs, one job changes it by
-1/40 and they are rebuilt whenever a job comes or goes."""
+moves it by at most (jobs that came + jobs that went) / jobs: at 12,000 jobs and 40
+changes a round, the typical pods last six rounds or more (about 30 in
+``benchmarks/sched_latency.py --shared 0.3``, whose arrivals are drawn from the same
+shapes); with 40 jobs, one job changes it by about 1/40 and they are rebuilt whenever a
+job of another shape comes or goes."""
 
 ShapeKey = tuple[bool, int, int, frozenset[str]]
 """What decides a job's shape: whether it shares a GPU, its milli-GPU, GPUs and types."""
