@@ -70,18 +70,23 @@ class HostReserve:
         dirty = np.flatnonzero(cluster.epoch != self._epoch)
         if dirty.size == 0:
             return
-        large = self.large
-        slacks = (
-            cluster.n_full[dirty][:, None] - large.num_gpu,
-            cluster.cpu_free[dirty][:, None] - large.cpu_milli,
-            cluster.mem_free[dirty][:, None] - large.memory,
-        )
+        slacks = self._slacks(cluster, dirty)
         host = self._usable[dirty] & (slacks[0] >= 0) & (slacks[1] >= 0) & (slacks[2] >= 0)
         for column, slack in enumerate(slacks):
             self._slack[dirty, column] = np.where(host, slack, _NONE).min(axis=1)
         self._count += host.sum(axis=0) - self._host[dirty].sum(axis=0)
         self._host[dirty] = host
         self._epoch[dirty] = cluster.epoch[dirty]
+
+    def _slacks(self, cluster: ShareCluster, rows: IntArray) -> tuple[IntArray, IntArray, IntArray]:
+        """Per row and shape: the fully free GPUs, CPU and host memory a node would have
+        left after one pod of the shape (negative: it cannot host one)."""
+        large = self.large
+        return (
+            cluster.n_full[rows][:, None] - large.num_gpu,
+            cluster.cpu_free[rows][:, None] - large.cpu_milli,
+            cluster.mem_free[rows][:, None] - large.memory,
+        )
 
     def max_cost(self, cluster: ShareCluster) -> float:
         """The most one placement can cost now (one that stops a node hosting every shape)."""
@@ -111,12 +116,12 @@ class HostReserve:
         )
         if breaks.size == 0:
             return out
-        large = self.large
         at = rows[breaks]
+        full_left, cpu_left, mem_left = self._slacks(cluster, at)
         lost = self._host[at] & (
-            (cluster.n_full[at][:, None] - large.num_gpu < full_taken[breaks][:, None])
-            | (cluster.cpu_free[at][:, None] - large.cpu_milli < cpu_taken)
-            | (cluster.mem_free[at][:, None] - large.memory < mem_taken)
+            (full_left < full_taken[breaks][:, None])
+            | (cpu_left < cpu_taken)
+            | (mem_left < mem_taken)
         )
         out[breaks] = lost.astype(np.float64) @ self._per_host(cluster)
         return out

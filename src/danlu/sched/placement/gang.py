@@ -89,7 +89,8 @@ class FreeMap:
         self._token = object()
         """This map, to the mirror: the map it last synced in full (a copy has its own)."""
         self._changed_nodes: set[int] = set()
-        """Nodes whose GPUs changed since the mirror's last sync with this map."""
+        """Nodes whose GPUs changed since the mirror's last sync with this map (tracked
+        once the map has a mirror: its first sync with a map is a full one)."""
         self._buckets: list[list[int]] | None = None
         """Node indices by free whole-GPU count (index), ascending: the best-fit fast path."""
         self._with_compute: IntArray | None = None
@@ -139,12 +140,6 @@ class FreeMap:
         """Whether any GPU open to new work has any compute and memory left (for shared
         requests)."""
         return self._gpus_with_room > 0
-
-    def _compute_left(self) -> IntArray:
-        """A superset of the GPUs with compute left (see :attr:`_with_compute`)."""
-        if self._with_compute is None:
-            self._with_compute = np.flatnonzero(self.free_milli > 0)
-        return self._with_compute
 
     def closed_free_milli(self) -> int:
         """Milli-GPU free now on the GPUs closed to new work: capacity no job can be given."""
@@ -319,7 +314,9 @@ class FreeMap:
         else:
             need = size[0]
         if np.all(need > 0):  # only GPUs with compute left can take it
-            gpus = self._compute_left()
+            if self._with_compute is None:
+                self._with_compute = np.flatnonzero(self.free_milli > 0)
+            gpus = self._with_compute
             need_here = need[gpus] if isinstance(need, np.ndarray) else need
             fits = (self.free_milli[gpus] >= need_here) & (self.free_memory[gpus] >= req.gpu_memory)
         else:
@@ -444,7 +441,8 @@ class FreeMap:
                 self._refused_shares = {}
         for share in alloc.shares:
             index = int(self._offsets[share.node]) + share.gpu
-            self._changed_nodes.add(share.node)
+            if self._mirror is not None:
+                self._changed_nodes.add(share.node)
             was_whole = bool(self._whole(index))
             had_room = self.free_milli[index] > 0 and self.free_memory[index] > 0
             self.free_milli[index] += sign * share.milli
