@@ -142,6 +142,8 @@ def spare_pass(
         if locked[j] and (may_grow is None or not may_grow[j]):
             continue
         k = chosen[j]
+        if k >= 0 and len(options[j]) == 1:
+            continue  # at its one option already
         held = options[j][k].gpus if k >= 0 else 0
         better = _pick(options[j], free + held, 0.0, hysteresis, floor=held + 1)
         if better < 0:

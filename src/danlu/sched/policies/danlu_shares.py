@@ -158,8 +158,8 @@ def share_walk(
         if not opts:
             continue
         if locked[j]:
-            if may_grow is None or not may_grow[j]:
-                continue
+            if may_grow is None or not may_grow[j] or len(opts) == 1:
+                continue  # held at its one option: nothing bigger to grow into
             held = opts[chosen[j]].gpus
             current = chosen[j]  # held: may grow in its turn, never shrinks
         else:
