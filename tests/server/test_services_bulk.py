@@ -240,3 +240,43 @@ def test_the_last_waiting_reason_added_wins(seeded: Database) -> None:
     with seeded.read_session() as s:
         again = jobs.get_job(s, job_id)
         assert (again.pending_reason, again.version) == ("second", 1) and stored != "second"
+
+
+@pytest.mark.parametrize(
+    "shared", ["shorter-ranked jobs hold the GPUs", "w" * 260], ids=["short", "long"]
+)
+def test_the_shared_waiting_reason_reaches_every_pending_job_that_says_otherwise(
+    seeded: Database, shared: str
+) -> None:
+    """The round's shared reason is written to the pending jobs whose reason is missing,
+    sorts before or after it, or only starts like it (longer than the indexed prefix), and
+    to no other row: not to those saying it already, the listed, held or running ones."""
+    ids = submit(seeded, 9)
+    before = {
+        ids[0]: None,
+        ids[1]: "a reason sorting first",
+        ids[2]: "~ a reason sorting last",
+        ids[3]: shared + " and more",
+        ids[4]: shared[:-1],
+        ids[5]: shared,  # already says it
+        ids[6]: "listed this round",
+    }
+    with seeded.session() as s:
+        for job_id, reason in before.items():
+            jobs.get_job(s, job_id).pending_reason = reason
+        jobs.hold(s, ids[7], True, now=NOW)
+        record.apply_plan(s, Plan(starts=(Start(ids[8], whole(0)),)), NOW)
+    with seeded.read_session() as s:
+        held_reason = jobs.get_job(s, ids[7]).pending_reason
+    with seeded.session() as s:
+        plan = Plan(waiting={ids[6]: "listed this round"}, waiting_default=shared)
+        with job_updates(seeded) as counts:
+            record.apply_plan(s, plan, NOW + 10)
+    assert counts == [1, 1]  # one statement: the shared reason to the rows that differ
+    with seeded.read_session() as s:
+        stored = {job_id: jobs.get_job(s, job_id) for job_id in ids}
+        assert [stored[i].pending_reason for i in ids[:6]] == [shared] * 6
+        assert [stored[i].version for i in ids[:7]] == [2] * 7  # reasons leave the version
+        assert stored[ids[6]].pending_reason == "listed this round"
+        assert stored[ids[7]].pending_reason == held_reason and held_reason != shared
+        assert stored[ids[8]].state == "RUNNING" and stored[ids[8]].pending_reason != shared

@@ -292,3 +292,27 @@ def test_the_snapshot_key_rows_are_read_from_the_covering_index(tmp_path: Path) 
                 assert "COVERING INDEX ix_jobs_state_seq_key" in details, details
     finally:
         db.dispose()
+
+
+def test_the_pending_jobs_off_the_shared_reason_are_found_in_the_reason_index(
+    tmp_path: Path,
+) -> None:
+    """The round's shared waiting reason goes to the pending jobs that say otherwise, found
+    as three ranges of the reason index (not by reading every pending row)."""
+    from danlu.server.services import record
+
+    url = f"sqlite:///{tmp_path / 'plan.db'}"
+    upgrade_database(url)
+    db = Database(url)
+    try:
+        with db.session() as s:
+            statement = record.reason_differs("shorter-ranked jobs hold the GPUs")
+            sql = str(statement.compile(db.engine, compile_kwargs={"literal_binds": True}))
+            plan = s.connection().exec_driver_sql(f"EXPLAIN QUERY PLAN {sql}").all()
+            details = [str(row[-1]) for row in plan if "jobs" in str(row[-1])]
+            assert len(details) == 3, details
+            ranges = ("<expr>=?", "<expr><?", "<expr>>?")  # null, below, above
+            for detail, bound in zip(details, ranges, strict=True):
+                assert f"INDEX ix_jobs_state_reason_prefix (state=? AND {bound})" in detail
+    finally:
+        db.dispose()

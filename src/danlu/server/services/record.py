@@ -17,7 +17,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 import numpy as np
-from sqlalchemy import or_, select, update
+from sqlalchemy import Select, or_, select, union_all, update
 from sqlalchemy.orm import Session, defer, lazyload
 
 from danlu.core.cluster import MILLI_PER_GPU, Allocation, Cluster
@@ -26,7 +26,7 @@ from danlu.core.state import JobState
 from danlu.sched.quota import Usage, growth
 from danlu.sched.quota import held as held_usage
 from danlu.sched.view import BoolArray, ClusterView, IntArray, Plan, Resize
-from danlu.server.db.models import Job, Project
+from danlu.server.db.models import REASON_PREFIX, REASON_PREFIX_LENGTH, Job, Project
 from danlu.server.services import jobs, user_quotas
 from danlu.server.services.bulk import EventBatch, WaitingReasons
 from danlu.server.services.cluster import load_cluster
@@ -227,6 +227,25 @@ def _closed_places(view: ClusterView, alloc: Allocation, opened: BoolArray) -> s
         if place not in places:
             places.append(place)
     return ", ".join(places)
+
+
+def reason_differs(reason: str) -> Select[int]:
+    """The pending jobs whose ``pending_reason`` is not ``reason``. For a reason shorter than
+    the indexed prefix (the policies' shared reasons are) they are those whose prefix is
+    null, below or above it: three ranges of ``ix_jobs_state_reason_prefix``, so only the
+    jobs that differ are read; a longer one is compared row by row."""
+    pending = Job.state == JobState.PENDING.value
+    if len(reason) >= REASON_PREFIX_LENGTH:
+        differs = or_(Job.pending_reason.is_(None), Job.pending_reason != reason)
+        return select(Job.seq).where(pending, differs)
+    prefix = REASON_PREFIX
+    ranges = union_all(
+        *(
+            select(Job.seq).where(pending, condition)
+            for condition in (prefix.is_(None), prefix < reason, prefix > reason)
+        )
+    ).subquery()
+    return select(ranges.c.seq)
 
 
 def _snapshot_held(snapshot: Snapshot) -> _Held:
@@ -477,9 +496,8 @@ def apply_plan(
         reason = plan.waiting_default
         session.execute(
             update(Job)
-            .where(Job.state == JobState.PENDING.value, Job.id.not_in(listed))
+            .where(Job.seq.in_(reason_differs(reason)), Job.id.not_in(listed))
             .where(Job.held_at.is_(None))  # a held job keeps saying who held it
-            .where(or_(Job.pending_reason.is_(None), Job.pending_reason != reason))
             .values(pending_reason=reason)
             .execution_options(synchronize_session=False)
         )
