@@ -286,8 +286,8 @@ def test_value_density_hysteresis_prevents_swapping_similar_jobs() -> None:
 
 def test_value_density_keeps_waiting_ranks_and_plans_as_a_new_policy_does() -> None:
     """One policy object over successive rounds (pending statuses kept, jobs started,
-    preempted and arriving) plans what a new object plans each round, and keeps the ranks
-    of the jobs still waiting only."""
+    preempted and arriving) plans what a new object plans each round, and keeps the jobs
+    still waiting, and only those, in rank order."""
     rng = random.Random(5)
     cluster = Cluster.homogeneous(2, 4)
     kept = ValueDensityPolicy()
@@ -302,9 +302,11 @@ def test_value_density_keeps_waiting_ranks_and_plans_as_a_new_policy_does() -> N
         current = view(cluster, tuple(run), tuple(waiting), now)
         plan = kept.schedule(current)
         assert plan == ValueDensityPolicy().schedule(current)
-        ranks = {status.id: (status, key) for status, key in kept._waiting_ranks.values()}
-        assert set(ranks) == {j.id for j in waiting}
-        for status, key in ranks.values():
+        order = kept._pending
+        assert [j.id for j in order.jobs] == [
+            j.id for j in sorted(waiting, key=lambda j: kept.rank_key(j, now)[0])
+        ]
+        for status, key in zip(order.jobs, order.keys, strict=True):
             assert key == (-kept.density(status, now), status.request.submit_time, status.id)
         gone = set(preempted(plan))
         preemptions += len(gone)

@@ -17,8 +17,9 @@ from dataclasses import dataclass, field
 from typing import ClassVar
 
 from danlu.sched.placement.packing_memo import PackingMemo
-from danlu.sched.policies.base import preemptive_round
+from danlu.sched.policies.base import ranked_round
 from danlu.sched.policies.options import INF, OptionRange, check_options
+from danlu.sched.policies.ranked import RankedJobs, RankKey, ranked_pending
 from danlu.sched.view import ClusterView, JobStatus, Plan
 
 
@@ -43,12 +44,12 @@ class ValueDensityPolicy:
     restart_cost: float = 30.0
     min_remaining: float = 1.0
     name: str = "value-density"
-    _waiting_ranks: dict[int, tuple[JobStatus, tuple[float, float, str]]] = field(
-        default_factory=dict, init=False, repr=False, compare=False
+    _pending: RankedJobs = field(
+        default_factory=ranked_pending, init=False, repr=False, compare=False
     )
-    """A pending job's rank by ``id`` of its status (kept with it, so that the ``id`` is not
-    another's): it does not change while the job waits, and adapters keep the status
-    objects of unchanged jobs, so a round ranks only the jobs new to the queue."""
+    """The pending jobs in rank order, kept from round to round (a transparent cache, see
+    :mod:`.ranked`): a waiting job's rank does not change while it waits, so a round ranks
+    and inserts only the jobs new to the queue instead of sorting 10,000 again."""
 
     def __post_init__(self) -> None:
         check_options(self, self.option_ranges)
@@ -63,22 +64,25 @@ class ValueDensityPolicy:
         weight = float(2.0 ** (req.priority / self.priority_scale))
         return weight / (remaining * max(req.gpus, 1))
 
+    def rank_key(self, job: JobStatus, now: float) -> tuple[RankKey, float]:
+        """Density, highest first; then submission time and id (unique). A waiting job's
+        holds while its status is the same (its run time does not grow); a running job's is
+        for ``now`` only."""
+        key = (-self.density(job, now), job.request.submit_time, job.id)
+        return key, (now if job.running else math.inf)
+
     def schedule(self, view: ClusterView) -> Plan:
-        known = self._waiting_ranks
-        kept: dict[int, tuple[JobStatus, tuple[float, float, str]]] = {}
+        now = view.time
+        if not view.pending:
+            return Plan(recheck_at=math.inf)
+        pending = self._pending.update(view.pending, now, self.rank_key)
 
-        def rank(job: JobStatus) -> tuple[float, float, str]:
-            if job.running:
-                return (-self.density(job, view.time), job.request.submit_time, job.id)
-            entry = known.get(id(job))
-            if entry is None or entry[0] is not job:
-                entry = (job, (-self.density(job, view.time), job.request.submit_time, job.id))
-            kept[id(job)] = entry
-            return entry[1]
+        def running() -> tuple[list[RankKey], list[JobStatus]]:
+            ranked = sorted((self.rank_key(j, now)[0], j) for j in view.running)
+            return [key for key, _ in ranked], [job for _, job in ranked]
 
-        plan = preemptive_round(view, rank, self.placement, memo=self._packing)
-        known.clear()
-        known.update(kept)
-
+        plan = ranked_round(
+            view, pending.keys, pending.jobs, running, self.placement, memo=self._packing
+        )
         # Waiting jobs never overtake running ones by the clock alone (see the docstring).
         return dataclasses.replace(plan, recheck_at=math.inf)
