@@ -6,9 +6,10 @@ A policy is a plain object: configuration in its constructor, and
 - :func:`queue_round` walks pending jobs in the policy's order and starts each one that fits
   (``backfill``; with ``reserve``, only those that leave the first blocked job's reservation
   alone) or stops at the first that does not (strict order). Nothing is preempted.
-- :func:`preemptive_round` orders running and pending jobs together; the best ones that fit
-  the cluster's capacity are kept or started, and preemptible running jobs that fall outside
-  are preempted, unless their GPUs are still free once the admitted jobs are placed.
+- :func:`ranked_round` takes running and pending jobs in the policy's rank order (each list
+  kept across rounds by the policy, see :mod:`.ranked`); the best ones that fit the cluster's
+  capacity are kept or started, and preemptible running jobs that fall outside are
+  preempted, unless their GPUs are still free once the admitted jobs are placed.
 """
 
 from __future__ import annotations
@@ -166,43 +167,6 @@ _DEMAND = attrgetter("demand_milli")
 
 RankedLists = tuple[Sequence[RankKey], Sequence[JobStatus]]
 """Keys ascending and the jobs they rank, in the same order."""
-
-
-def preemptive_round(
-    view: ClusterView,
-    rank: Callable[[JobStatus], tuple[Any, ...]],
-    placement: str,
-    *,
-    memo: PackingMemo | None = None,
-) -> Plan:
-    """Keep or start the best-ranked jobs (lowest ``rank``) that fit; preempt the rest.
-
-    Ranks every job of the view; policies that keep their order across rounds call
-    :func:`ranked_round` directly. Equal ranks keep view order, pending jobs first.
-    """
-    if not view.pending:
-        return Plan(recheck_at=math.inf)
-    pending = sorted([((rank(j), i), j) for i, j in enumerate(view.pending)], key=_first)
-
-    def running() -> RankedLists:
-        offset = len(view.pending)
-        ranked = sorted(
-            [((rank(j), offset + i), j) for i, j in enumerate(view.running)], key=_first
-        )
-        return [key for key, _ in ranked], [job for _, job in ranked]
-
-    return ranked_round(
-        view,
-        [key for key, _ in pending],
-        [job for _, job in pending],
-        running,
-        placement,
-        memo=memo,
-    )
-
-
-def _first(item: tuple[RankKey, JobStatus]) -> RankKey:
-    return item[0]
 
 
 def ranked_round(

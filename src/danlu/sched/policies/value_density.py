@@ -73,8 +73,6 @@ class ValueDensityPolicy:
 
     def schedule(self, view: ClusterView) -> Plan:
         now = view.time
-        if not view.pending:
-            return Plan(recheck_at=math.inf)
         pending = self._pending.update(view.pending, now, self.rank_key)
 
         def running() -> tuple[list[RankKey], list[JobStatus]]:
