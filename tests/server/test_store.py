@@ -2,13 +2,14 @@
 
 from __future__ import annotations
 
+from collections.abc import Iterable
 from pathlib import Path
 
 import pytest
 from alembic import command
 from alembic.autogenerate import compare_metadata
 from alembic.runtime.migration import MigrationContext
-from sqlalchemy import inspect, text
+from sqlalchemy import Executable, inspect, text
 
 from danlu.config import load_settings, parse_fake_gpus
 from danlu.core.errors import ConfigError
@@ -16,7 +17,7 @@ from danlu.core.units import GiB
 from danlu.server.db import Database, current_revision, head_revision, upgrade_database
 from danlu.server.db.migrate import alembic_config
 from danlu.server.db.models import Base
-from danlu.server.services import view
+from danlu.server.services import record, view
 
 EXPRESSION_INDEX_NOT_COMPARED = (
     # SQLite's reflection skips an index on an expression, and autogenerate says it does
@@ -296,21 +297,29 @@ def test_fake_gpus_forms() -> None:
         parse_fake_gpus("0x80GiB")
 
 
-def test_the_snapshot_key_rows_are_read_from_the_covering_index(tmp_path: Path) -> None:
-    """The round's key-row queries (held and pending jobs) never touch the jobs table."""
-    url = f"sqlite:///{tmp_path / 'plan.db'}"
+def sqlite_plans(path: Path, statements: Iterable[Executable]) -> list[list[str]]:
+    """SQLite's query plan of each statement (its literal SQL) on a new, migrated store at
+    ``path``: the detail of every step."""
+    url = f"sqlite:///{path}"
     upgrade_database(url)
     db = Database(url)
     try:
         with db.session() as s:
-            statements = view.key_row_queries(now=0.0)
+            plans = []
             for statement in statements:
                 sql = str(statement.compile(db.engine, compile_kwargs={"literal_binds": True}))
-                plan = s.connection().exec_driver_sql(f"EXPLAIN QUERY PLAN {sql}").all()
-                details = " ".join(str(row[-1]) for row in plan)
-                assert "COVERING INDEX ix_jobs_state_seq_key" in details, details
+                rows = s.connection().exec_driver_sql(f"EXPLAIN QUERY PLAN {sql}").all()
+                plans.append([str(row[-1]) for row in rows])
+            return plans
     finally:
         db.dispose()
+
+
+def test_the_snapshot_key_rows_are_read_from_the_covering_index(tmp_path: Path) -> None:
+    """The round's key-row queries (held and pending jobs) never touch the jobs table."""
+    for plan in sqlite_plans(tmp_path / "plan.db", view.key_row_queries(now=0.0)):
+        details = " ".join(plan)
+        assert "COVERING INDEX ix_jobs_state_seq_key" in details, details
 
 
 def test_the_pending_jobs_off_the_shared_reason_are_found_in_the_reason_index(
@@ -318,20 +327,10 @@ def test_the_pending_jobs_off_the_shared_reason_are_found_in_the_reason_index(
 ) -> None:
     """The round's shared waiting reason goes to the pending jobs that say otherwise, found
     as three ranges of the reason index (not by reading every pending row)."""
-    from danlu.server.services import record
-
-    url = f"sqlite:///{tmp_path / 'plan.db'}"
-    upgrade_database(url)
-    db = Database(url)
-    try:
-        with db.session() as s:
-            statement = record.reason_differs("shorter-ranked jobs hold the GPUs")
-            sql = str(statement.compile(db.engine, compile_kwargs={"literal_binds": True}))
-            plan = s.connection().exec_driver_sql(f"EXPLAIN QUERY PLAN {sql}").all()
-            details = [str(row[-1]) for row in plan if "jobs" in str(row[-1])]
-            assert len(details) == 3, details
-            ranges = ("<expr>=?", "<expr><?", "<expr>>?")  # null, below, above
-            for detail, bound in zip(details, ranges, strict=True):
-                assert f"INDEX ix_jobs_state_reason_prefix (state=? AND {bound})" in detail
-    finally:
-        db.dispose()
+    statement = record.reason_differs("shorter-ranked jobs hold the GPUs")
+    (plan,) = sqlite_plans(tmp_path / "plan.db", [statement])
+    details = [step for step in plan if "jobs" in step]
+    assert len(details) == 3, details
+    ranges = ("<expr>=?", "<expr><?", "<expr>>?")  # null, below, above
+    for detail, bound in zip(details, ranges, strict=True):
+        assert f"INDEX ix_jobs_state_reason_prefix (state=? AND {bound})" in detail
