@@ -109,6 +109,7 @@ NO_RUNNING = RunningEntry(
 
 Entry = TypeVar("Entry", WaitingEntry, RunningEntry)
 _STATUS = attrgetter("status")
+_ID = attrgetter("id")
 
 
 class EntryCache(Generic[Entry]):
@@ -135,6 +136,11 @@ class EntryCache(Generic[Entry]):
         """Each status's entry, in order; ``build`` makes the missing ones."""
         by_object, by_job = self._by_object, self._by_job
         ids = list(map(id, statuses))
+        if not by_job:  # a first round: every entry is built (10,000 at 1,000 nodes)
+            built = list(map(build, statuses))
+            by_object.update(zip(ids, built, strict=True))
+            by_job.update(zip(map(_ID, statuses), built, strict=True))
+            return built
         # dict.get with a default never gives None (map hides that from the checker)
         out = cast("list[Entry]", list(map(by_object.get, ids, repeat(self._miss))))
         # C-level loops: most statuses are the objects seen last round
