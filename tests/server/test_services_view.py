@@ -452,6 +452,32 @@ def test_cached_snapshots_equal_fresh_ones_over_random_danlu_rounds(seeded: Data
     assert cache.hits > 0
 
 
+def test_status_cache_drops_the_entries_of_jobs_that_left(seeded: Database) -> None:
+    """Entries of jobs that left (or changed) stay until they outnumber the live ones; then
+    only the last snapshot's are kept, and the jobs that remain are still served from it."""
+    cache = view.StatusCache()
+    with seeded.session() as s:
+        alice = users.get_user(s, "alice")
+        ids = [jobs.submit(s, spec(f"j{i}"), alice, now=NOW + i).id for i in range(100)]
+    with seeded.session() as s:
+        first = {j.id: j for j in view.build_snapshot(s, NOW + 200, cache).view.pending}
+    assert len(cache) == 100
+    with seeded.session() as s:
+        for job_id in ids[:30]:
+            jobs.cancel_job(s, job_id, now=NOW + 201)
+    with seeded.session() as s:  # 100 entries, 70 live: within 2 x 70 + 64, all kept
+        view.build_snapshot(s, NOW + 202, cache)
+    assert len(cache) == 100
+    with seeded.session() as s:
+        for job_id in ids[30:90]:
+            jobs.cancel_job(s, job_id, now=NOW + 203)
+    with seeded.session() as s:  # 10 live: over 2 x 10 + 64, only theirs are kept
+        left = view.build_snapshot(s, NOW + 204, cache).view.pending
+    assert len(cache) == 10
+    assert [j.id for j in left] == ids[90:]
+    assert all(j is first[j.id] for j in left)
+
+
 def test_pollux_rounds_recorded_in_the_store_never_over_allocate(db: Database) -> None:
     # pollux re-places every running job each round and reuses at once the GPUs of the jobs
     # it preempts or moves; in the store a preempted job holds them until it exits

@@ -8,7 +8,8 @@ from __future__ import annotations
 
 from collections.abc import Iterable, Iterator, Mapping
 from dataclasses import dataclass, field, replace
-from itertools import compress
+from itertools import compress, repeat
+from operator import is_
 from typing import Any
 
 import numpy as np
@@ -199,8 +200,11 @@ class StatusCache:
     project's priority (a change drops that project's jobs) and the cluster (any inventory
     change drops everything) are the key. What admission says of a pending job on the inventory
     (never fits; the least its start uses) is kept with its status.
-    Keep one per process (the reconcile loop does); it holds only the jobs of the last
-    snapshot, and the inventory it was built on (:class:`InventoryMemo`).
+    Keep one per process (the reconcile loop does); it holds the inventory it was built on
+    (:class:`InventoryMemo`) and the entries of recent snapshots: those of jobs that changed
+    (an old key never comes back: versions only grow, and job rows are never deleted) or
+    left are dropped once they outnumber the last snapshot's (amortised: copying 12,000
+    entries into a new dictionary every round was a tenth of the snapshot).
     """
 
     def __init__(self) -> None:
@@ -208,7 +212,8 @@ class StatusCache:
         self._cluster: Cluster | None = None
         self._priorities: dict[int, int] = {}
         self._last: dict[_Key, _Entry] = {}
-        self._next: dict[_Key, _Entry] = {}
+        self._keys: list[_Key] = []
+        """The key rows of the snapshot under way (or the last one)."""
         self._requests: dict[int, tuple[tuple[object, ...], JobSpec, JobRequest]] = {}
         """By job seq: what a job's request was built from, its parsed spec and the request.
         A job's spec never changes after submission, so a job whose status changed (it
@@ -228,27 +233,33 @@ class StatusCache:
             changed = {pid for pid in every if known.get(pid) != self._priorities.get(pid)}
             self._last = {k: e for k, e in self._last.items() if k[_PROJECT] not in changed}
         self._cluster, self._priorities = cluster, known
-        self._next = {}
+        self._keys = []
+
+    def __len__(self) -> int:
+        """Entries held (the last snapshot's, and those not dropped yet)."""
+        return len(self._last)
 
     def lookup(self, keys: list[_Key]) -> list[_Entry | None]:
-        """The last snapshot's entry of each key row (None: changed or new; :meth:`put` it);
-        the entries found are kept for the next snapshot."""
+        """The cached entry of each key row (None: changed or new; :meth:`put` it)."""
         entries = list(map(self._last.get, keys))
         missed = entries.count(None)
         self.misses += missed
         self.hits += len(entries) - missed
-        self._next = dict(zip(compress(keys, entries), filter(None, entries), strict=True))
+        self._keys = keys
         return entries
 
     def put(self, key: _Key, entry: _Entry) -> None:
         """A new entry for the job of ``key`` in this snapshot."""
-        self._next[key] = entry
+        self._last[key] = entry
 
     def end(self) -> None:
-        """Finish the snapshot: only its jobs are kept."""
-        self._last, self._next = self._next, {}
-        if len(self._requests) > 2 * len(self._last) + 64:  # amortised: jobs that left
-            live = {key[0] for key in self._last}
+        """Finish the snapshot: the entries of keys it did not read are dropped once they
+        outnumber those it did (jobs that changed or left)."""
+        keys, last = self._keys, self._last
+        if len(last) > 2 * len(keys) + 64:
+            self._last = {key: last[key] for key in keys if key in last}
+        if len(self._requests) > 2 * len(keys) + 64:  # amortised: jobs that left
+            live = {key[0] for key in keys}
             self._requests = {seq: r for seq, r in self._requests.items() if seq in live}
 
     def request(self, job: Job, project: Project, cluster: Cluster) -> tuple[JobSpec, JobRequest]:
@@ -504,9 +515,10 @@ def _fill(
 ) -> None:
     """Build (and cache) the entries of ``rows`` that ``entries`` lacks, in place, from the
     jobs' full rows ``loaded`` (by seq)."""
-    for i, key in enumerate(rows):
-        job = loaded.get(key[0]) if entries[i] is None else None
-        if job is None:  # cached, or gone since the key read (another session): left out
+    for i in compress(range(len(rows)), map(is_, entries, repeat(None))):  # the uncached
+        key = rows[i]
+        job = loaded.get(key[0])
+        if job is None:  # gone since the key read (another session): left out
             continue
         project = projects[key[_PROJECT]]
         if running:
