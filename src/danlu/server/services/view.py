@@ -225,7 +225,9 @@ class StatusCache:
     def begin(self, cluster: Cluster, priorities: Mapping[int, int] | None = None) -> None:
         """Start a snapshot on ``cluster`` with these project priorities (by project id)."""
         known = dict(priorities or {})
-        if cluster != self._cluster:
+        # the inventory memo hands back the same object while the inventory is unchanged
+        # (comparing 1,000 nodes every round was a millisecond)
+        if cluster is not self._cluster and cluster != self._cluster:
             self._last.clear()
             self._requests.clear()
         elif known != self._priorities:  # only the jobs of the projects that changed
@@ -380,8 +382,8 @@ def build_snapshot(
     waiting_entries = held_entries[len(held) :]
     del held_entries[len(held) :]
     if None in held_entries or None in waiting_entries:
-        missing = [row[_SEQ] for row, e in zip(held, held_entries, strict=True) if e is None]
-        missing += [row[_SEQ] for row, e in zip(waiting, waiting_entries, strict=True) if e is None]
+        missing = [row[_SEQ] for row in compress(held, map(is_, held_entries, repeat(None)))]
+        missing += [row[_SEQ] for row in compress(waiting, map(is_, waiting_entries, repeat(None)))]
         loaded = _load_rows(session, missing, statuses.parsed(missing))
         _fill(statuses, cluster, projects, loaded, held, held_entries, running=True)
         _fill(statuses, cluster, projects, loaded, waiting, waiting_entries, running=False)
