@@ -264,8 +264,9 @@ def _snapshot_held(snapshot: Snapshot) -> _Held:
     milli, memory = view.usage()
     held.committed.milli += milli
     held.committed.memory += memory
+    preempting = snapshot.preempting
     for status in view.running:
-        if status.id in snapshot.preempting:
+        if status.id in preempting:
             held.committed.add(status.allocation, -1)
             held.draining.add(status.allocation)
             for i in held.draining._indices(status.allocation):
