@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import random
+from collections import Counter
 from typing import Any
 
 import numpy as np
@@ -18,7 +19,7 @@ from danlu.sched.placement.gang import FreeMap
 from danlu.sched.registry import make_policy
 from danlu.sched.view import Plan, Preempt, Rebatch, Resize, Start, usage_from_allocations
 from danlu.server.db import Database
-from danlu.server.services import cluster, jobs, projects, record, users, view
+from danlu.server.services import cluster, jobs, nodes, projects, record, users, view
 
 NOW = 1_000_000.0
 H100 = 80 * GiB
@@ -452,6 +453,59 @@ def test_cached_snapshots_equal_fresh_ones_over_random_danlu_rounds(seeded: Data
     assert cache.hits > 0
 
 
+def test_cached_snapshots_equal_fresh_ones_under_random_operations(seeded: Database) -> None:
+    """Holds and releases, priority changes, cancellations, preemptions and new jobs between
+    danlu rounds: the cached snapshot equals a fresh one each time, though the cache keeps
+    the entries of earlier states (a job held and released, or preempted and queued again,
+    comes back under a new key, never an old one)."""
+    rng = random.Random(11)
+    policy = make_policy("danlu")
+    cache = view.StatusCache()
+    with seeded.session() as s:
+        projects.create_project(s, "vip", priority=1, now=NOW)
+        alice = users.get_user(s, "alice")
+        for i in range(12):
+            body = spec(f"j{i}", gpus=rng.choice([1, 2]), project=rng.choice(["default", "vip"]))
+            jobs.submit(s, body, alice, now=NOW + i)
+    t, serial = NOW + 100, 12
+    done: Counter[str] = Counter()
+    for _ in range(16):
+        t += 60
+        with seeded.session() as s:
+            snap = view.build_snapshot(s, t, cache)
+            _views_equal(snap, view.build_snapshot(s, t))
+            plan = nodes.with_drains(policy.schedule(snap.view), snap.drains)  # held: preempted
+            record.apply_plan(s, plan, t, snap.withheld, snap)
+        with seeded.session() as s:
+            alice = users.get_user(s, "alice")
+            live = jobs.list_jobs(s, states=["PENDING", "RUNNING", "PREEMPTING"])
+            for job in live:
+                roll = rng.random()
+                if job.state == "PREEMPTING":  # its checkpoint is written: back in the queue
+                    jobs.settle_exit(s, job, succeeded=False, exit_code=0, reason="stop", now=t)
+                    done["preempted"] += 1
+                elif roll < 0.1:
+                    jobs.hold(s, job.id, job.held_at is None, now=t)
+                    done["hold"] += 1
+                elif roll < 0.15 and job.held_at is None:
+                    jobs.set_priority(s, job.id, rng.randint(0, 3))
+                    done["priority"] += 1
+                elif roll < 0.2:
+                    jobs.cancel_job(s, job.id, now=t)
+                    done["cancel"] += 1
+                elif roll < 0.25 and job.state == "RUNNING" and job.cancel_requested_at is None:
+                    # a failure: re-queued after a backoff, due again by the clock alone
+                    jobs.settle_exit(s, job, succeeded=False, exit_code=1, reason="exit 1", now=t)
+                    done["failed"] += 1
+            if rng.random() < 0.5:
+                projects.update_project(s, "vip", priority=rng.randint(0, 2))
+            for _ in range(rng.randint(0, 2)):
+                jobs.submit(s, spec(f"j{serial}", gpus=rng.choice([1, 2])), alice, now=t)
+                serial += 1
+    assert cache.hits > 0 and cache.misses > 0
+    assert set(done) == {"preempted", "hold", "priority", "cancel", "failed"}, done
+
+
 def test_status_cache_drops_the_entries_of_jobs_that_left(seeded: Database) -> None:
     """Entries of jobs that left (or changed) stay until they outnumber the live ones; then
     only the last snapshot's are kept, and the jobs that remain are still served from it."""
@@ -483,8 +537,8 @@ def test_pollux_rounds_recorded_in_the_store_never_over_allocate(db: Database) -
     # it preempts or moves; in the store a preempted job holds them until it exits
     rng = random.Random(0)
     with db.session() as s:
-        nodes = [Node(f"node-{i}", 8, gpu_type("H100")) for i in range(6)]
-        alice = user_and_nodes(s, nodes, NOW)
+        inventory = [Node(f"node-{i}", 8, gpu_type("H100")) for i in range(6)]
+        alice = user_and_nodes(s, inventory, NOW)
         first = [
             jobs.submit(s, spec(f"r{i}", gpus=rng.choice([1, 2, 4])), alice, now=NOW).id
             for i in range(16)
