@@ -439,22 +439,29 @@ class FreeMap:
             self._with_compute = None  # GPUs may have compute again
             if self._refused_shares:
                 self._refused_shares = {}
+        free_milli, free_memory, opened = self.free_milli, self.free_memory, self._open
         for share in alloc.shares:
             index = int(self._offsets[share.node]) + share.gpu
             if self._mirror is not None:
                 self._changed_nodes.add(share.node)
-            was_whole = bool(self._whole(index))
-            had_room = self.free_milli[index] > 0 and self.free_memory[index] > 0
-            self.free_milli[index] += sign * share.milli
-            self.free_memory[index] += sign * share.memory
-            if self.free_milli[index] < 0 or self.free_memory[index] < 0:
+            # as Python ints: numpy's scalar operations cost a microsecond each, and a
+            # round may release or take thousands of allocations (what _whole computes)
+            milli, memory = int(free_milli[index]), int(free_memory[index])
+            cap = int(self._gpu_mem_cap[index])
+            open_ = opened is None or bool(opened[index])
+            was_whole = milli >= MILLI_PER_GPU and memory >= cap and open_
+            had_room = milli > 0 and memory > 0
+            milli += sign * share.milli
+            memory += sign * share.memory
+            if milli < 0 or memory < 0:
                 raise PlacementError(
                     f"GPU {share.gpu} of node {share.node} over-allocated: "
-                    f"{-int(self.free_milli[index])} milli, {-int(self.free_memory[index])} bytes"
+                    f"{-milli} milli, {-memory} bytes"
                 )
-            is_whole = bool(self._whole(index))
-            has_room = self.free_milli[index] > 0 and self.free_memory[index] > 0
-            if had_room != has_room and (self._open is None or self._open[index]):
+            free_milli[index], free_memory[index] = milli, memory
+            is_whole = milli >= MILLI_PER_GPU and memory >= cap and open_
+            has_room = milli > 0 and memory > 0
+            if had_room != has_room and open_:
                 self._gpus_with_room += 1 if has_room else -1
             if was_whole != is_whole:
                 self._whole_gpus_changed(share.node, 1 if is_whole else -1)
