@@ -396,25 +396,18 @@ class DanluPolicy:
         """:meth:`_waiting_job` for this round, with a never-measured job's one option (what
         :meth:`_options` would give it) built directly: a queue of 10,000 such jobs is most
         of a first round at 1,000 nodes."""
-        restart, width, unknown = self.restart_cost, self.width, self.new_job_seconds
-        inf = math.inf
+        restart, width = self.restart_cost, self.width
 
         def build(job: JobStatus) -> WaitingEntry:
             req = job.request
             if job.observed or req.shares_gpu:
                 return self._waiting_job(job, capacity, gpn, now, scale)
-            # _waiting_since and _unmeasured_seconds inlined (a pending job's run time is
-            # its run_time): this runs for each of 10,000 queued jobs in a first round
-            ran, gpus, duration = job.run_time, req.gpus, req.expected_duration
-            submitted = req.submit_time
-            stopped = job.marks.get(STOPPED, -inf) if job.marks else -inf
-            since = submitted if submitted >= stopped else stopped
+            waited, since, gpus = req.submit_time + job.run_time, _waiting_since(job), req.gpus
             if gpus > capacity:
-                return WaitingEntry(job, [], inf, submitted + ran, since, req.seq)
-            left = unknown if duration is None else max(duration - ran, 1.0)
-            seconds = left + restart
+                return WaitingEntry(job, [], math.inf, waited, since, req.seq)
+            seconds = self._unmeasured_seconds(job, now) + restart
             best = seconds * (1.0 + width * gpus / scale)
-            return WaitingEntry(job, [Option(gpus, seconds)], best, submitted + ran, since, req.seq)
+            return WaitingEntry(job, [Option(gpus, seconds)], best, waited, since, req.seq)
 
         return build
 
