@@ -67,7 +67,7 @@ class FreeMap:
         self.free_memory: IntArray = self._gpu_mem_cap - used_memory
         self._open: BoolArray | None = view.open_gpus()
         """GPUs new work may go on (None: all); the others keep what holds them now."""
-        whole = self._whole(slice(None)).astype(np.int64)
+        whole = self._whole().astype(np.int64)
         # bincount, not reduceat: reduceat fails on a trailing node without GPUs
         self.node_free: IntArray = np.bincount(
             self._gpu_node, weights=whole, minlength=self._sizes.size
@@ -118,12 +118,11 @@ class FreeMap:
             other._buckets = [list(bucket) for bucket in self._buckets]
         return other
 
-    def _whole(self, index: slice | int) -> BoolArray:
-        """Free as a whole: all compute and all memory unused, on a node open to new work."""
-        whole = (self.free_milli[index] >= MILLI_PER_GPU) & (
-            self.free_memory[index] >= self._gpu_mem_cap[index]
-        )
-        return whole if self._open is None else whole & self._open[index]
+    def _whole(self) -> BoolArray:
+        """Per GPU, free as a whole: all compute and all memory unused, on a node open to new
+        work (:meth:`_apply` tests one GPU the same way, on Python ints)."""
+        whole = (self.free_milli >= MILLI_PER_GPU) & (self.free_memory >= self._gpu_mem_cap)
+        return whole if self._open is None else whole & self._open
 
     # -- queries -------------------------------------------------------------------------
     def _node_mask(self, req: JobRequest) -> BoolArray | None:
@@ -444,8 +443,8 @@ class FreeMap:
             index = int(self._offsets[share.node]) + share.gpu
             if self._mirror is not None:
                 self._changed_nodes.add(share.node)
-            # as Python ints: numpy's scalar operations cost a microsecond each, and a
-            # round may release or take thousands of allocations (what _whole computes)
+            # :meth:`_whole` for one GPU, on Python ints: numpy's scalar operations cost a
+            # microsecond each, and a round may release or take thousands of allocations
             milli, memory = int(free_milli[index]), int(free_memory[index])
             cap = int(self._gpu_mem_cap[index])
             open_ = opened is None or bool(opened[index])
