@@ -381,12 +381,21 @@ def build_snapshot(
     held_entries = statuses.lookup(held + waiting)
     waiting_entries = held_entries[len(held) :]
     del held_entries[len(held) :]
-    if None in held_entries or None in waiting_entries:
-        missing = [row[_SEQ] for row in compress(held, map(is_, held_entries, repeat(None)))]
-        missing += [row[_SEQ] for row in compress(waiting, map(is_, waiting_entries, repeat(None)))]
+    held_todo, waiting_todo = _uncached(held_entries), _uncached(waiting_entries)
+    if held_todo or waiting_todo:
+        missing = [held[i][_SEQ] for i in held_todo] + [waiting[i][_SEQ] for i in waiting_todo]
         loaded = _load_rows(session, missing, statuses.parsed(missing))
-        _fill(statuses, cluster, projects, loaded, held, held_entries, running=True)
-        _fill(statuses, cluster, projects, loaded, waiting, waiting_entries, running=False)
+        _fill(statuses, cluster, projects, loaded, held, held_entries, held_todo, running=True)
+        _fill(
+            statuses,
+            cluster,
+            projects,
+            loaded,
+            waiting,
+            waiting_entries,
+            waiting_todo,
+            running=False,
+        )
     statuses.end()
     running_jobs = [
         entry.status for entry in held_entries if entry is not None and entry.status is not None
@@ -513,11 +522,12 @@ def _fill(
     loaded: Mapping[int, Job],
     rows: list[_Key],
     entries: list[_Entry | None],
+    todo: list[int],
     running: bool,
 ) -> None:
-    """Build (and cache) the entries of ``rows`` that ``entries`` lacks, in place, from the
-    jobs' full rows ``loaded`` (by seq)."""
-    for i in compress(range(len(rows)), map(is_, entries, repeat(None))):  # the uncached
+    """Build (and cache) the entries of ``rows`` that ``entries`` lacks (at the positions
+    ``todo``), in place, from the jobs' full rows ``loaded`` (by seq)."""
+    for i in todo:
         key = rows[i]
         job = loaded.get(key[0])
         if job is None:  # gone since the key read (another session): left out
@@ -529,6 +539,11 @@ def _fill(
             entry = _pending_entry(job, project, cluster, statuses)
         entries[i] = entry
         statuses.put(key, entry)
+
+
+def _uncached(entries: list[_Entry | None]) -> list[int]:
+    """The positions of ``entries`` the cache had no entry for (a C-level scan)."""
+    return list(compress(range(len(entries)), map(is_, entries, repeat(None))))
 
 
 def _gpu_usage(cluster: Cluster, entries: list[_Entry | None]) -> tuple[IntArray, IntArray]:
