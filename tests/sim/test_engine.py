@@ -97,6 +97,22 @@ def test_an_idle_gap_between_arrivals_is_skipped(tmp_path: Path) -> None:
         assert start is not None and end == start + 50 and 1e12 <= start <= 1e12 + 60
 
 
+def test_every_job_needs_a_name(tmp_path: Path) -> None:
+    """An empty ``name`` is refused in each format that carries one (results name jobs by it)."""
+    texts = {
+        "danlu": "name,submit_time,gpus,duration\na,0,1,10\n  ,5,1,10\n",
+        "pollux": "name,time,application,num_replicas,batch_size\n,1,cifar10,1,128\n",
+        "openb": (
+            "name,cpu_milli,memory_mib,num_gpu,gpu_milli,creation_time,deletion_time\n"
+            ",1000,1024,1,500,0,100\n"
+        ),
+    }
+    for kind, text in texts.items():
+        line = 3 if kind == "danlu" else 2
+        with pytest.raises(DataError, match=rf":{line}: column 'name' is empty"):
+            load_workload(write(tmp_path, text))
+
+
 def test_job_names_are_unique(tmp_path: Path) -> None:
     text = "name,submit_time,gpus,duration\na,0,1,10\nb,5,1,10\na,6,1,10\n"
     with pytest.raises(DataError, match=r"'a' is used twice \(jobs 1 and 3"):

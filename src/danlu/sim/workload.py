@@ -154,6 +154,14 @@ def _num(row: dict[str, str], column: str, path: Path, line: int) -> float:
     return value
 
 
+def _name(row: dict[str, str], path: Path, line: int) -> str:
+    """The job's name: the ``name`` column, which must not be empty (results name jobs by it)."""
+    name = row.get("name") or ""
+    if not name.strip():
+        raise DataError(f"{path}:{line}: column 'name' is empty; give every job a name")
+    return name
+
+
 def _family(row: dict[str, str], path: Path, line: int) -> str:
     family = (row.get("family") or "").strip()
     if family and family not in MODEL_FAMILIES:
@@ -175,7 +183,7 @@ def load_workload(path: str | Path) -> Workload:
             replicas = _whole_number(row, "num_replicas", p, line, 1)
             batch = _whole_number(row, "batch_size", p, line, 1)
             request = JobRequest(
-                id=row["name"],
+                id=_name(row, p, line),
                 submit_time=_num(row, "time", p, line),
                 gpus=replicas,
                 seq=len(jobs),
@@ -216,7 +224,7 @@ def load_workload(path: str | Path) -> Workload:
             created = _num(row, "creation_time", p, line)
             duration = max(1.0, _num(row, "deletion_time", p, line) - (start or created))
             request = JobRequest(
-                id=row["name"],
+                id=_name(row, p, line),
                 submit_time=created,
                 gpus=gpus,
                 gpu_milli=milli if gpus else 0,
@@ -238,7 +246,7 @@ def load_workload(path: str | Path) -> Workload:
                     "for no limit"
                 )
             request = JobRequest(
-                id=row["name"],
+                id=_name(row, p, line),
                 submit_time=_num(row, "submit_time", p, line),
                 gpus=_whole_number(row, "gpus", p, line, 1),
                 priority=_whole(row, "priority", p, line),
