@@ -176,6 +176,30 @@ def test_the_same_nan_gradient_on_a_checked_step_is_skipped() -> None:
     assert all(r.anomaly is None for r in results[5:])
 
 
+def test_warn_applies_a_nan_gradient_but_never_checkpoints_its_parameters(
+    tmp_path: Path,
+) -> None:
+    """Under ``"warn"`` a checked NaN gradient is counted and applied: the periodic checkpoint
+    after it is left out, not written from the NaN parameters."""
+    from danlu.train.checkpoint import CheckpointManager
+
+    with _tiny_ctx(
+        tiny_model(),
+        grad_norm_every=1,
+        anomaly="warn",
+        checkpoint_dir=str(tmp_path),
+        checkpoint_every_steps=2,
+    ) as ctx:
+        batches = ctx.batches(tiny_regression(512))
+        loss_fn = _nan_gradient_on(4)
+        results = [ctx.step(next(batches), loss_fn) for _ in range(6)]
+        assert results[4].anomaly == "nonfinite_grad" and results[4].applied
+        assert ctx.anomaly is not None and ctx.anomaly.counts["nonfinite_params"] == 1
+    step, state = CheckpointManager(str(tmp_path)).load_latest()
+    assert step == 4
+    assert all(torch.isfinite(t).all() for t in state["model"].values())
+
+
 def test_the_engine_computes_the_norm_exactly_on_the_cadences_due_steps() -> None:
     """``StepEngine.step`` inlines ``NormCadence.due`` (the per-step path): both must agree."""
     data = tiny_regression(64)

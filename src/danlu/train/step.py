@@ -271,9 +271,9 @@ class StepEngine:
             else:
                 self.optimizer.step()
                 applied = True
-                # a gradient nobody checked reached the parameters (the fp16 scaler checks
-                # its own)
-                if norm is None:
+                # a gradient nobody checked, or one found anomalous and applied anyway
+                # ("warn"), reached the parameters (the fp16 scaler checks its own)
+                if norm is None or kind is not None:
                     self.unchecked_update = True
         elif scaling:
             precision.scaler.update()
