@@ -95,6 +95,50 @@ def test_micro_batches_are_as_even_as_can_be(n: int, micro: int) -> None:
     assert sum(w for _, w in parts) == pytest.approx(1.0)
 
 
+@pytest.mark.parametrize(
+    ("n", "micro", "least", "sizes"),
+    [
+        (5, 2, 2, [3, 2]),
+        (7, 2, 2, [3, 2, 2]),
+        (3, 2, 2, [3]),
+        (4, 2, 2, [2, 2]),
+        (5, 2, 1, [2, 2, 1]),
+    ],
+)
+def test_no_micro_batch_falls_below_the_least_the_model_needs(
+    n: int, micro: int, least: int, sizes: list[int]
+) -> None:
+    parts = split(torch.arange(n), micro, least)
+    assert [len(p) for p, _ in parts] == sizes
+    assert torch.equal(torch.cat([p for p, _ in parts]), torch.arange(n))
+    assert sum(w for _, w in parts) == pytest.approx(1.0)
+    batch = dt.BatchController(n, micro=micro, min_micro=least)
+    assert batch.accumulation == len(sizes)
+
+
+def test_a_batch_norm_model_halved_to_two_after_an_oom_never_trains_on_a_lone_sample() -> None:
+    """Global batch 5: an OOM halves the micro-batch to 2, the least a model with batch
+    normalisation takes; the batch is then 3 + 2 (2 + 2 + 1 failed in batch normalisation)."""
+    torch.manual_seed(0)
+    model = torch.nn.Sequential(
+        torch.nn.Linear(8, 8), torch.nn.BatchNorm1d(8), torch.nn.Linear(8, 1)
+    )
+    ctx = dt.init(
+        model,
+        torch.optim.SGD(model.parameters(), lr=0.01),
+        global_batch_size=5,
+        dataset_size=40,
+        metrics_file=False,
+        progress=False,
+        oom_injector=dt.inject_oom_at(5),
+        environ={},
+    )
+    with ctx:
+        results = [ctx.step(b, mse_loss) for b in ctx.batches(tiny_regression(n=40))]
+    assert ctx.batch.micro == 2 and ctx.batch.oom_count == 1 and ctx.batch.accumulation == 2
+    assert len(results) == 8 and all(math.isfinite(r.loss) for r in results)
+
+
 def test_a_batch_grown_past_its_first_micro_batch_is_split_evenly() -> None:
     """A batch schedule growing the global batch from 16 to 17 accumulated 16 + 1: the lone
     sample failed batch normalisation. Now 9 + 8."""

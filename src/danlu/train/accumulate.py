@@ -10,13 +10,13 @@ is exactly the gradient of the mean loss over the whole batch, whatever the spli
 from __future__ import annotations
 
 import contextlib
-import math
 import statistics
 from collections.abc import Mapping, Sequence
 from typing import Any
 
 import torch
 
+from danlu.train.batch import micro_batch_count
 from danlu.train.data import map_tensors
 
 
@@ -43,16 +43,18 @@ def _slice(data: Any, lo: int, hi: int) -> Any:
     return map_tensors(data, lambda tensor: tensor[lo:hi])
 
 
-def split(data: Any, micro: int) -> list[tuple[Any, float]]:
+def split(data: Any, micro: int, least: int = 1) -> list[tuple[Any, float]]:
     """Cut ``data`` into ``ceil(n / micro)`` micro-batches of at most ``micro`` samples,
-    their sizes differing by one at most, with their weights.
+    their sizes differing by one at most, with their weights; into fewer, larger ones where
+    that would leave one below ``least`` samples (:func:`~danlu.train.batch.micro_batch_count`:
+    at ``micro`` 2, a model with batch normalisation gets 3 + 2 of 5 samples, not a lone one).
 
     The weights (each micro-batch's share of the samples) sum to 1.
     """
     n = batch_len(data)
     if n <= micro or n < 0:
         return [(data, 1.0)]
-    count = math.ceil(n / micro)
+    count = micro_batch_count(n, micro, least)
     size, larger = divmod(n, count)  # the first ``larger`` micro-batches hold one more
     out, lo = [], 0
     for i in range(count):
@@ -60,11 +62,6 @@ def split(data: Any, micro: int) -> list[tuple[Any, float]]:
         out.append((_slice(data, lo, hi), (hi - lo) / n))
         lo = hi
     return out
-
-
-def accumulation_steps(local_batch: int, micro: int) -> int:
-    """How many micro-steps make one optimizer step."""
-    return max(1, math.ceil(local_batch / micro))
 
 
 def no_sync(model: torch.nn.Module, last: bool) -> contextlib.AbstractContextManager[Any]:

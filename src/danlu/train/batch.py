@@ -23,6 +23,20 @@ from danlu.core.errors import ConfigError
 _SIZES = frozenset(("global_batch", "world_size", "micro"))
 
 
+def micro_batch_count(samples: int, micro: int, least: int = 1) -> int:
+    """How many micro-batches a rank's ``samples`` are cut into: the fewest of at most
+    ``micro`` samples each (``ceil(samples / micro)``), unless that would leave one below
+    ``least`` samples (a model with batch normalisation needs two); then fewer, larger ones,
+    so that every micro-batch holds at least ``least`` (5 samples at ``micro`` 2 and ``least``
+    2 are 3 + 2, not 2 + 2 + 1). Never below 1."""
+    if samples <= micro:
+        return 1
+    count = math.ceil(samples / micro)
+    if least > 1 and samples // count < least:
+        count = max(1, samples // least)
+    return count
+
+
 class BatchController:
     """The current batch configuration of this job (identical on every rank).
 
@@ -35,7 +49,8 @@ class BatchController:
     local_batch: int
     """Samples per optimizer step on this rank: ``ceil(global_batch / world_size)``, >= 1."""
     accumulation: int
-    """Micro-steps per optimizer step: ``ceil(local_batch / micro)``, >= 1."""
+    """Micro-steps per optimizer step: ``ceil(local_batch / micro)``, >= 1 (fewer when a
+    micro-batch would fall below ``min_micro``: :func:`micro_batch_count`)."""
 
     def __init__(
         self,
@@ -66,7 +81,9 @@ class BatchController:
             local = max(1, math.ceil(state["global_batch"] / state["world_size"]))
             object.__setattr__(self, "local_batch", local)
             if "micro" in state:
-                object.__setattr__(self, "accumulation", max(1, math.ceil(local / state["micro"])))
+                least = state.get("min_micro", 1)
+                count = micro_batch_count(local, state["micro"], least)
+                object.__setattr__(self, "accumulation", count)
 
     def on_oom(self) -> None:
         """Halve the micro-batch (accumulation doubles, the global batch stays)."""

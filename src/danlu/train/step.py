@@ -337,7 +337,7 @@ class StepEngine:
         """Forward/backward over the micro-batches; the summed loss (a detached 0-d tensor:
         float32 over several micro-batches, the loss's own dtype from one), or an OOM
         marker. One process with one micro-batch goes through :meth:`_single` instead."""
-        chunks = accumulate.split(data, self.batch.micro)
+        chunks = accumulate.split(data, self.batch.micro, self.batch.min_micro)
         last = len(chunks) - 1
         timer = self._start_timing(chunks)
         agreed = False
