@@ -93,3 +93,23 @@ def test_ddp_ranks_take_the_chief_s_goodput_batch(tmp_path: Path) -> None:
     assert chief["choice"] is not None  # it measured sync and noise: it decided
     assert chief["batches"][-1] == chief["choice"]  # step 60 was a decision step
     assert 32 <= chief["choice"] <= 512
+
+
+def test_ddp_ranks_take_the_same_anomaly_batch_and_checkpoint_decisions(tmp_path: Path) -> None:
+    """What one rank sees must not decide for it alone: a loss spike on one rank (it skipped
+    the step, the other applied it, and their parameters parted), each rank's own gradient-noise
+    estimate (they chose different batches and learning rates), and each rank's clock for
+    ``checkpoint_every_seconds`` (rank 1 entered a checkpoint's collectives alone: a hang)."""
+    out = tmp_path / "agree.json"
+    _run_two_ranks(out, cuda=False, script="agree_worker.py")
+    chief = json.loads(Path(f"{out}.0").read_text())
+    other = json.loads(Path(f"{out}.1").read_text())
+    skipped = [step for kind, step in chief["anomaly"]["steps"] if kind is not None]
+    assert len(skipped) == 1 and chief["anomaly"]["steps"] == other["anomaly"]["steps"]
+    assert chief["anomaly"]["weights"] == other["anomaly"]["weights"]
+    batches = [batch for batch, _ in chief["gns"]["trace"]]
+    assert len(batches) == 30 and max(batches) > 8  # the estimate grew the batch
+    assert chief["gns"] == other["gns"]
+    assert chief["seconds"]["steps"] == other["seconds"]["steps"] == 16
+    assert chief["seconds"]["saved"] == other["seconds"]["saved"]
+    assert len(chief["seconds"]["saved"]) >= 2

@@ -16,6 +16,9 @@ from collections import deque
 from danlu.core.errors import ConfigError, DanluError
 
 ACTIONS = ("skip", "rollback", "stop", "warn")
+KINDS = ("nonfinite_loss", "nonfinite_grad", "zero_grad", "grad_spike", "loss_spike")
+"""The kinds :meth:`AnomalyDetector.check` finds, most severe first (the order in which a
+distributed run reconciles its ranks' verdicts)."""
 _isfinite = math.isfinite
 
 

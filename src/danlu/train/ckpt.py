@@ -8,6 +8,7 @@ Without a directory every method is a no-op (the do-nothing default off the clus
 from __future__ import annotations
 
 import importlib
+from collections.abc import Callable
 from typing import Any
 
 from danlu.core.errors import ConfigError
@@ -30,9 +31,14 @@ class Checkpoints:
         async_save: bool = False,
         storage_options: dict[str, Any] | None = None,
         writer: bool = True,
+        agree: Callable[[bool], bool] | None = None,
     ) -> None:
+        """``agree`` (distributed runs: ``Distributed.any``) turns one rank's answer into
+        every rank's: with ``every_seconds`` each rank's clock decides, so a save is due on
+        all ranks once it is due on any (one tiny all-reduce a step)."""
         self.directory = directory
         self.writer = writer
+        self._agree = agree if every_seconds is not None else None
         self._manager: Any = None
         self.enabled = False
         """True when checkpoints are written somewhere (a plain flag: read on every step)."""
@@ -60,8 +66,18 @@ class Checkpoints:
         self.enabled = True
 
     def should_save(self, step: int) -> bool:
-        """True when the periodic policy says ``step`` is due (same answer on every rank)."""
-        return self._manager is not None and bool(self._manager.should_save(step))
+        """True when the periodic policy says ``step`` is due (the same answer on every rank:
+        by steps alone it is; by seconds, the ranks agree)."""
+        if self._manager is None:
+            return False
+        due = bool(self._manager.should_save(step))
+        return due if self._agree is None else self._agree(due)
+
+    def note_saved(self, step: int) -> None:
+        """A checkpoint of ``step`` was written by another rank: the periodic policy of this
+        one counts from it, as the writer's does."""
+        if self._manager is not None:
+            self._manager.note_saved(step)
 
     def save(self, step: int, state: dict[str, Any], metrics: dict[str, float] | None) -> None:
         """Persist ``state`` (only on the writer rank)."""

@@ -554,6 +554,8 @@ class TrainContext:
             if metrics is None and self.history:
                 metrics = {"loss": float(self.history[-1]["loss"])}
             self.checkpoints.save(self.step_num, state, metrics)
+        else:
+            self.checkpoints.note_saved(self.step_num)
         if self.distributed.enabled:
             self.checkpoints.wait()
             self.distributed.barrier()
@@ -749,6 +751,7 @@ def init(
         async_save=async_checkpoint,
         incremental=incremental_checkpoint,
         writer=dist.is_chief,
+        agree=dist.any if dist.enabled else None,
     )
     path = _metrics_path(env, metrics_file, ckpt_dir) if dist.is_chief else None
     reporter = MetricsReporter(

@@ -18,7 +18,7 @@ import torch
 from danlu.core.errors import DanluError
 from danlu.train import accumulate
 from danlu.train.amp import Precision
-from danlu.train.anomaly import AnomalyDetector
+from danlu.train.anomaly import KINDS, AnomalyDetector
 from danlu.train.batch import BatchController, GradientNoiseScale
 from danlu.train.cadence import NormCadence, NormEvery, check_norm_every
 from danlu.train.distributed import Distributed
@@ -51,6 +51,35 @@ _PEER_OOM = object()
 
 _DOT_DTYPES = (torch.float32, torch.float64)
 _isfinite = math.isfinite
+
+
+def _agreed_small_batch(
+    dist: Distributed, small: tuple[float, int] | None
+) -> tuple[float, int] | None:
+    """The small-batch gradient measurement of a distributed step: the mean over the ranks
+    that measured one of their ``|g_b|^2`` and of their micro-batch sizes (one small
+    all-reduce), or None when no rank did. Each rank measures its own first micro-batch;
+    fed to the estimator alone, the ranks' gradient-noise estimates, and the batch sizes and
+    learning rates chosen from them, would differ."""
+    sq, n = small if small is not None else (0.0, 0)
+    total_sq, total_n, ranks = dist.sum_floats([sq, float(n), 1.0 if small is not None else 0.0])
+    if ranks == 0:
+        return None
+    return total_sq / ranks, max(1, round(total_n / ranks))
+
+
+def _agreed_kind(dist: Distributed, anomaly: AnomalyDetector, kind: str | None) -> str | None:
+    """The anomaly of this step for every rank of a distributed run: the first kind of
+    :data:`KINDS` that any rank found, or None when all found the step healthy (one
+    small all-reduce). Each rank checks its own loss, and which steps have the norm can
+    differ; acting on one rank's verdict alone would skip or roll back the step there only,
+    and the ranks' parameters would part. A rank that found the step healthy counts the
+    agreed kind too."""
+    found = dist.sum_floats([1.0 if kind == k else 0.0 for k in KINDS])
+    agreed = next((k for k, n in zip(KINDS, found, strict=True) if n > 0), None)
+    if agreed is not None and kind is None:
+        anomaly.count(agreed)
+    return agreed
 
 
 def cpu_norm(grads: list[torch.Tensor]) -> float | None:
@@ -233,6 +262,8 @@ class StepEngine:
             ooms += 1
             out = self._accumulate(data, n, loss_fn, weight)
         assert isinstance(out, torch.Tensor)
+        if dist.enabled and self.gns is not None and self._gns_due():
+            self._gns_small = _agreed_small_batch(dist, self._gns_small)
         scaling = precision.scaling
         if scaling:
             precision.unscale(self.optimizer)
@@ -261,6 +292,9 @@ class StepEngine:
         if anomaly is not None and not (scaling and norm is not None and not _isfinite(norm)):
             # (a non-finite norm under the fp16 scaler is its overflow, not an anomaly)
             kind = anomaly.check(loss, norm)
+        if anomaly is not None:
+            if dist.enabled:  # every rank takes the same action on the same step
+                kind = _agreed_kind(dist, anomaly, kind)
             if kind is not None and anomaly.action == "stop":
                 anomaly.raise_for(kind, self.step_count, loss, norm)
         if kind is None or (anomaly is not None and anomaly.action == "warn"):
@@ -284,6 +318,11 @@ class StepEngine:
         if self._norm_time is not None:
             self._calibrate(self._norm_time, step_time)
         return StepResult(loss, norm, applied, kind, ooms, step_time, global_real, sync)
+
+    def _gns_due(self) -> bool:
+        """Whether this step measures the gradient noise (by the step count: every rank and
+        a resumed run agree)."""
+        return self.gns_every > 0 and self.step_count % self.gns_every == 0
 
     @property
     def norm_every(self) -> int:
@@ -343,12 +382,7 @@ class StepEngine:
         agreed = False
         total: torch.Tensor | float = 0.0
         self._gns_small = None
-        measure_gns = (
-            self.gns is not None
-            and last > 0
-            and self.gns_every > 0
-            and self.step_count % self.gns_every == 0
-        )
+        measure_gns = self.gns is not None and last > 0 and self._gns_due()
         failed = False
         try:
             for i, (chunk, share) in enumerate(chunks):

@@ -150,6 +150,11 @@ class CheckpointManager:
             return now - self._last_time >= self.every_seconds
         return False
 
+    def note_saved(self, step: int) -> None:
+        """Count the periodic policy from a save of ``step`` made elsewhere (the writer rank
+        of a distributed job), as :meth:`save` does from its own."""
+        self._last_step, self._last_time = int(step), time.monotonic()
+
     # -- save -----------------------------------------------------------------------------
     def save(
         self, step: int, state: dict[str, Any], metrics: dict[str, float] | None = None
@@ -179,7 +184,7 @@ class CheckpointManager:
         self.wait()
         if self.sharded and distributed_world()[1] > 1:
             self._save_sharded(int(step), state, dict(metrics or {}))
-            self._last_step, self._last_time = int(step), time.monotonic()
+            self.note_saved(step)
             self.last_snapshot_s = time.perf_counter() - t0
             return
         skeleton, tensors = codec.encode(state)
@@ -194,7 +199,7 @@ class CheckpointManager:
             else:
                 tensors = self._snap.copy_now(tensors)
         job = (int(step), skeleton, tensors, dict(metrics or {}), owned)
-        self._last_step, self._last_time = int(step), time.monotonic()
+        self.note_saved(step)
         if self.async_save:
             self._thread = threading.Thread(
                 target=self._run, args=(copy, *job), name="danlu-checkpoint", daemon=True
