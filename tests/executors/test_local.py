@@ -5,10 +5,12 @@ from __future__ import annotations
 import contextlib
 import json
 import os
+import signal
 import subprocess
 import sys
 import time
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -27,6 +29,7 @@ from danlu.executors import (
     Outcome,
     StopReason,
     UnknownHandleError,
+    supervise,
 )
 from danlu.executors.supervise import proc_start_time
 
@@ -189,7 +192,9 @@ def test_shell_only_when_asked(ex: LocalExecutor) -> None:
         JobLaunch("sh2", ("echo", "x"), shell=True)  # noqa: S604
 
 
-@pytest.mark.parametrize("bad", ["../../etc", "..", ".hidden", "a/b", "", "x" * 200, "a\0b"])
+@pytest.mark.parametrize(
+    "bad", ["../../etc", "..", ".hidden", "a/b", "", "x" * 200, "a\0b", "job\n", "job\n\n"]
+)
 def test_malicious_job_ids_are_rejected(ex: LocalExecutor, bad: str, tmp_path: Path) -> None:
     with pytest.raises(InvalidLaunchError) as err:
         JobLaunch(bad, ("true",))
@@ -361,6 +366,52 @@ def test_cancel_kills(ex: LocalExecutor) -> None:
     status = wait(ex, handle)
     assert status.stop_reason is StopReason.CANCEL and status.outcome is Outcome.FAILED
     assert status.exit_code == 128 + 15
+
+
+def test_a_cancel_shortens_the_grace_of_a_preemption_under_way(
+    ex: LocalExecutor, tmp_path: Path
+) -> None:
+    """The server cancels a run that is being preempted when its user cancels it: the job
+    got its SIGKILL only at the end of the preemption's (long) grace, not the cancel's."""
+    ready, termed = tmp_path / "ready", tmp_path / "termed"
+    code = (  # a job that notes the SIGTERM and runs on
+        "import signal, time, pathlib\n"
+        f"signal.signal(signal.SIGTERM, lambda *a: pathlib.Path({str(termed)!r}).write_text('1'))\n"
+        f"pathlib.Path({str(ready)!r}).write_text('1')\n"
+        "time.sleep(60)\n"
+    )
+    handle = ex.submit(launch("preempted", code))
+    wait_for(ready)
+    ex.preempt(handle, grace_seconds=60)
+    wait_for(termed)  # the supervisor has taken the preemption and its grace
+    ex.cancel(handle)  # the executor's cancel grace: 1 s
+    status = wait(ex, handle, timeout=10)
+    assert (status.exit_code, status.signal) == (137, 9)
+    assert (status.stop_reason, status.outcome) == (StopReason.CANCEL, Outcome.FAILED)
+
+
+def test_a_stop_whose_grace_ends_while_the_job_is_being_started_kills_it(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The supervisor (run in this process) gets a stop while it starts the job, and the
+    grace ends before the job exists: that SIGKILL found nothing, and the job got only a
+    SIGTERM (one that ignored it ran on to its end)."""
+    run_dir = tmp_path / "run"
+    run_dir.mkdir()
+    command = [PY, "-c", "import time; time.sleep(30)"]
+    supervise.write_json(run_dir / supervise.LAUNCH, {"command": command})
+    real = subprocess.Popen
+
+    def slow_start(*args: Any, **kwargs: Any) -> subprocess.Popen[bytes]:
+        supervise.write_json(run_dir / supervise.STOP, {"reason": "cancel", "grace": 0.05})
+        os.kill(os.getpid(), signal.SIGTERM)  # the stop, as the executor sends it
+        time.sleep(0.3)  # a slow start (a busy node): the grace ends meanwhile
+        return real(*args, **kwargs)
+
+    monkeypatch.setattr(subprocess, "Popen", slow_start)
+    assert supervise.main(["supervise", str(run_dir)]) == 0
+    done = supervise.read_json(run_dir / supervise.EXIT)
+    assert done is not None and (done["exit_code"], done["signal"]) == (137, 9)
 
 
 def test_resubmit_while_running_rejected_then_restart(ex: LocalExecutor) -> None:

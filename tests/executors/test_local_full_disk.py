@@ -208,6 +208,33 @@ def test_a_stop_the_disk_has_no_room_to_record_still_stops_the_job(
     assert not ex.poll(handle).running
 
 
+def test_a_preemption_the_disk_has_no_room_to_record_still_gets_the_jobs_grace(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """With no stop record to read, the supervisor gave a preemption the cancel grace, not
+    the job's own ``preempt_grace``: a job that needs longer to checkpoint was SIGKILLed."""
+    ex = LocalExecutor(Cluster.homogeneous(1, 2), tmp_path / "state", base_env={}, cancel_grace=0.2)
+    ready = tmp_path / "ready"
+    saving = "lambda *a: (time.sleep(1), print('saved', flush=True), sys.exit(75))"
+    code = (  # a checkpoint that takes 1 s, longer than the cancel grace
+        "import pathlib, signal, sys, time\n"
+        f"signal.signal(signal.SIGTERM, {saving})\n"
+        f"pathlib.Path({str(ready)!r}).write_text('1')\n"
+        "time.sleep(60)\n"
+    )
+    handle = ex.submit(JobLaunch("ckpt", (PY, "-c", code), preempt_grace=10.0))
+    deadline = time.monotonic() + 10
+    while not ready.exists() and time.monotonic() < deadline:
+        time.sleep(0.02)
+    _full_at(monkeypatch, supervise.STOP)
+    ex.preempt(handle, 30.0)
+    deadline = time.monotonic() + 15
+    while ex.poll(handle).running and time.monotonic() < deadline:
+        time.sleep(0.05)
+    assert ex.poll(handle).exit_code == 75
+    assert b"saved" in ex.logs(handle)[0]
+
+
 def test_a_supervisor_run_in_process_leaves_the_callers_signals_and_children_alone(
     tmp_path: Path,
 ) -> None:

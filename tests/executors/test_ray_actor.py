@@ -4,6 +4,7 @@ SIGKILL, and the guard that ends a job whose actor died."""
 from __future__ import annotations
 
 import os
+import shlex
 import subprocess
 import sys
 import time
@@ -63,6 +64,50 @@ def test_stop_terms_then_kills(tmp_path: Path) -> None:
     polite = NodeRun([PY, "-c", "import time; time.sleep(60)"], ENV, log_dir=str(tmp_path / "b"))
     polite.stop("cancel", 10)
     assert _until_exit(polite)["exit_code"] == 128 + 15
+
+
+def test_a_later_stop_that_ends_sooner_brings_the_kill_forward(tmp_path: Path) -> None:
+    """The server cancels a run that is being preempted when its user cancels it: the
+    command got its SIGKILL only at the end of the preemption's (long) grace, and the stop
+    reported was the preemption's. A later stop never puts the SIGKILL back."""
+    termed = tmp_path / "termed"
+    code = (  # a command that notes the SIGTERM and runs on
+        "import pathlib, signal, time\n"
+        f"signal.signal(signal.SIGTERM, lambda *a: pathlib.Path({str(termed)!r}).write_text('1'))\n"
+        "print('ready', flush=True)\n"
+        "time.sleep(60)\n"
+    )
+    for first, then in ((("preempt", 60.0), ("cancel", 0.2)), (("cancel", 0.2), ("preempt", 60.0))):
+        termed.unlink(missing_ok=True)
+        logs = tmp_path / first[0]
+        run = NodeRun([PY, "-c", code], ENV, log_dir=str(logs))
+        while b"ready" not in (logs / "output.log").read_bytes():
+            time.sleep(0.05)
+        run.stop(*first)
+        deadline = time.monotonic() + 10
+        while not termed.exists():  # the first stop's SIGTERM has come
+            assert time.monotonic() < deadline
+            time.sleep(0.02)
+        run.stop(*then)
+        done = _until_exit(run, timeout=10)
+        assert (done["exit_code"], done["stop"]) == (137, then[0])
+
+
+def test_what_the_command_left_in_its_process_group_is_killed_when_it_exits(
+    tmp_path: Path,
+) -> None:
+    """``sleep 30 &``: the command exited and left the sleep running in its process group
+    (holding its GPUs), which the stop made once the command had exited did not reach."""
+    pid_file = tmp_path / "left.pid"
+    script = f"sleep 30 & echo $! > {shlex.quote(str(pid_file))}"
+    run = NodeRun(["/bin/sh", "-c", script], ENV, log_dir=str(tmp_path / "log"))
+    assert _until_exit(run)["exit_code"] == 0
+    run.stop("ended", 0.0)
+    left = int(pid_file.read_text())
+    deadline = time.monotonic() + 5
+    while Path(f"/proc/{left}").exists() and _state(left) != "Z":
+        assert time.monotonic() < deadline, "a process of the command outlived it"
+        time.sleep(0.05)
 
 
 def test_the_guard_ends_the_job_when_its_parent_dies(tmp_path: Path) -> None:

@@ -30,8 +30,9 @@ PREEMPTED_EXIT_CODE = 75
 """Exit code of a job that checkpointed and stopped after SIGTERM (``danlu.train``'s contract;
 ``EX_TEMPFAIL``). The executor classifies it as :attr:`Outcome.PREEMPTED`."""
 
-JOB_ID_RE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.-]{0,127}$")
-"""What a job id may look like: it becomes a file name, so no separators, no leading dot."""
+JOB_ID_RE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.-]{0,127}\Z")
+"""What a job id may look like (the whole of it: ``fullmatch``, since ``$`` would let a
+trailing newline through): it becomes a file name, so no separators, no leading dot."""
 
 SHELL = "/bin/sh"
 
@@ -50,7 +51,7 @@ def validate_job_id(job_id: str, field_name: str = "job_id") -> str:
     1-128 letters, digits, ``.``, ``_`` or ``-``, starting with a letter or digit: no ``/``,
     no ``..`` path component, nothing a path could escape its directory with.
     """
-    if not isinstance(job_id, str) or not JOB_ID_RE.match(job_id):
+    if not isinstance(job_id, str) or not JOB_ID_RE.fullmatch(job_id):
         raise InvalidLaunchError(
             field_name,
             f"{job_id!r} is not a valid job id; use 1-128 letters, digits, '.', '_' or '-', "

@@ -7,8 +7,10 @@ its own with the environment it is given, under :mod:`~danlu.executors.orphan_gu
 ends it should this actor die), keeps the command's output in a file on its node,
 and hands it out in whole lines (:meth:`NodeRun.status`), so that the control plane can append
 the output of every node to the job's log without cutting a line in two. :meth:`NodeRun.stop`
-sends SIGTERM to the command's process group and SIGKILL after a grace. Imports nothing of
-Ray, so it is tested without a cluster.
+sends SIGTERM to the command's process group and SIGKILL after a grace (a later stop whose
+grace ends sooner, a cancel of a run being preempted, brings the SIGKILL forward). Once the
+command has exited, what it left in its process group is SIGKILLed. Imports nothing of Ray, so
+it is tested without a cluster.
 """
 
 from __future__ import annotations
@@ -52,6 +54,8 @@ class NodeRun:
         self.started_at = time.time()
         self.finished_at: float | None = None
         self._killer: threading.Timer | None = None
+        self._kill_at: float | None = None
+        """When the command's group is due its SIGKILL (``time.monotonic``)."""
         with open(self._log_path, "ab") as log:
             try:
                 self._proc: subprocess.Popen[bytes] | None = subprocess.Popen(
@@ -86,6 +90,9 @@ class NodeRun:
             self.finished_at = time.time()
             if self._killer is not None:
                 self._killer.cancel()
+            # what the command left in its group (``sleep &``) would outlive it on its GPUs
+            with contextlib.suppress(ProcessLookupError, PermissionError):
+                os.killpg(self._proc.pid, signal.SIGKILL)
         return code if code >= 0 else 128 - code
 
     def status(self, offset: int = 0) -> dict[str, Any]:
@@ -111,20 +118,31 @@ class NodeRun:
 
     def stop(self, reason: str, grace: float) -> None:
         """SIGTERM the command's process group now and SIGKILL it after ``grace`` seconds
-        (at once when ``grace`` <= 0); a no-op once it has exited."""
+        (at once when ``grace`` <= 0), or sooner when an earlier stop's SIGKILL is due sooner:
+        a later stop brings the SIGKILL forward, never back. The stop reported
+        (:meth:`status`) is the latest one made while the command ran. A no-op once it has
+        exited (but for the reason, when none was given before)."""
         with self._lock:
-            if self._stop is None:
+            running = self._proc is not None and self.exit_code() is None
+            if self._stop is None or running:
                 self._stop = (reason, grace)
-            if self._proc is None or self.exit_code() is not None:
+            if not running:
                 return
+            deadline = time.monotonic() + max(grace, 0.0)
+            if self._kill_at is not None and self._kill_at <= deadline:
+                self._signal(signal.SIGTERM)  # the earlier stop's SIGKILL comes sooner
+                return
+            self._kill_at = deadline
+            if self._killer is not None:
+                self._killer.cancel()
+                self._killer = None
             if grace <= 0:
                 self._signal(signal.SIGKILL)
                 return
             self._signal(signal.SIGTERM)
-            if self._killer is None:
-                self._killer = threading.Timer(grace, self._signal, (signal.SIGKILL,))
-                self._killer.daemon = True
-                self._killer.start()
+            self._killer = threading.Timer(grace, self._signal, (signal.SIGKILL,))
+            self._killer.daemon = True
+            self._killer.start()
 
     def _signal(self, sig: int) -> None:
         if self._proc is None or self._proc.poll() is not None:

@@ -10,7 +10,11 @@ cannot be waited for, but its exit code is on disk.
 
 Stopping: the executor writes ``RUN_DIR/stop.json`` (``{"reason": ..., "grace": seconds}``) and
 sends SIGTERM to the supervisor, which forwards SIGTERM to the job's process group and sends
-SIGKILL to the group once the grace period has passed.
+SIGKILL to the group once the grace period has passed. A later stop (a cancel of a run being
+preempted) rewrites the record and brings the SIGKILL forward when its grace ends sooner, never
+back. A stop that could not be recorded (a full disk) gets the longer of the launch record's
+``cancel_grace`` and ``preempt_grace``: it may be a preemption, whose job must have the time to
+checkpoint.
 
 Processes that leave the job's process group (a daemon double-forks into a session of its
 own) are the job's too: on Linux the supervisor is their *child subreaper*
@@ -200,7 +204,7 @@ def _supervise(run_dir: Path, spec: dict[str, Any], subreaper: bool) -> int:
     """Start the job of ``spec``, wait for it, record its exit (:func:`main`'s work, with its
     signal handlers installed here)."""
     child: subprocess.Popen[bytes] | None = None
-    stopping: list[bool] = []
+    kill_at: float | None = None  # when the job's group is due its SIGKILL (time.monotonic)
 
     def kill_group(sig: int) -> None:
         """``sig`` to the job's process group and to the job's processes that left it."""
@@ -214,15 +218,19 @@ def _supervise(run_dir: Path, spec: dict[str, Any], subreaper: bool) -> int:
                     os.kill(pid, sig)
 
     def on_stop(signum: int, frame: FrameType | None) -> None:
+        """SIGTERM the job's group; SIGKILL it after the stop's grace, or sooner when an
+        earlier stop's SIGKILL is due sooner."""
+        nonlocal kill_at
         stop = read_json(run_dir / STOP) or {}
-        grace = float(stop.get("grace", spec.get("cancel_grace", 5.0)))
-        if not stopping:
-            stopping.append(True)
+        grace = max(float(stop.get("grace", _unrecorded_grace(spec))), 0.0)
+        deadline = time.monotonic() + grace
+        if kill_at is None or deadline < kill_at:
+            kill_at = deadline
             signal.setitimer(signal.ITIMER_REAL, max(grace, 0.001))
         kill_group(signal.SIGTERM)
 
     def on_alarm(signum: int, frame: FrameType | None) -> None:
-        kill_group(signal.SIGKILL)
+        kill_group(signal.SIGKILL)  # none yet (being started): sent once it is, see below
 
     def on_child(signum: int, frame: FrameType | None) -> None:
         """Reap the job's orphans as they exit (re-parented to us, they would stay zombies
@@ -291,8 +299,11 @@ def _supervise(run_dir: Path, spec: dict[str, Any], subreaper: bool) -> int:
         write_json(run_dir / JOB, job)
     except OSError as exc:  # a full disk: supervise it all the same (stops come through us)
         _warn(f"danlu supervisor: cannot record the job's pid: {exc}")
-    if stopping:  # a stop arrived before the job existed
-        kill_group(signal.SIGTERM)
+    if kill_at is not None:  # a stop arrived before the job existed
+        if time.monotonic() < kill_at:
+            kill_group(signal.SIGTERM)  # the timer runs on: its SIGKILL now finds the job
+        else:  # the grace ended while the job was being started: that SIGKILL found none
+            kill_group(signal.SIGKILL)
     returncode = child.wait()
     signal.setitimer(signal.ITIMER_REAL, 0)
     kill_group(signal.SIGKILL)  # stragglers of the job's process group, and its daemons
@@ -313,6 +324,15 @@ def _supervise(run_dir: Path, spec: dict[str, Any], subreaper: bool) -> int:
                 _warn(f"danlu supervisor: cannot record the job's exit ({code}): {exc}")
                 return 0 if code == 0 else 1
             time.sleep(1.0)
+
+
+def _unrecorded_grace(spec: dict[str, Any]) -> float:
+    """The grace of a stop with no readable stop record: the longer of the launch record's
+    ``cancel_grace`` (5 s when absent) and ``preempt_grace`` (the stop may be a preemption,
+    whose job must have the time it asked for to checkpoint)."""
+    grace = float(spec.get("cancel_grace", 5.0))
+    own = spec.get("preempt_grace")
+    return grace if own is None else max(grace, float(own))
 
 
 def _read_env(stream: Any) -> dict[str, str]:
