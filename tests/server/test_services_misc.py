@@ -15,6 +15,7 @@ from danlu.core.units import GiB
 from danlu.server.db import Database
 from danlu.server.db.models import ApiToken, Counter
 from danlu.server.errors import ConflictError, NotFoundError
+from danlu.server.routes.deps import checked_name
 from danlu.server.services import cluster, jobs, metrics, projects, users
 
 NOW = 1_000_000.0
@@ -39,6 +40,13 @@ def test_tokens_are_hashed_and_authenticate(db: Database) -> None:
             users.create_user(s, "alice")
         with pytest.raises(SpecError, match="role"):
             users.create_user(s, "carol", role="root")
+        # a trailing newline is not part of a name (``$`` let it through)
+        with pytest.raises(SpecError, match="name"):
+            users.create_user(s, "carol\n")
+        with pytest.raises(SpecError, match="os_user"):
+            users.create_user(s, "carol", os_user="carol\n")
+        with pytest.raises(NotFoundError):
+            checked_name("alice\n", "user")
         with pytest.raises(NotFoundError):
             users.get_user(s, "dave")
 
@@ -87,6 +95,8 @@ def test_projects_and_quotas(db: Database) -> None:
             projects.update_project(s, "vision", quota_gpus=-1)
         with pytest.raises(ConflictError):
             projects.create_project(s, "vision")
+        with pytest.raises(SpecError, match="name"):
+            projects.create_project(s, "audio\n")
         with pytest.raises(NotFoundError):
             projects.get_project(s, "audio")
         assert projects.quota_excess(p, projects.Usage(1, 90 * GiB), projects.Usage(1, 20 * GiB))

@@ -23,7 +23,7 @@ if TYPE_CHECKING:
     from danlu.server.metrics import ServerMetrics
     from danlu.server.webhook_sender import WebhookSender
 
-ID_RE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.@-]{0,127}$")
+ID_RE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.@-]{0,127}\Z")
 """What a job id, user, project or token name in a path may look like (anything else is 404)."""
 
 

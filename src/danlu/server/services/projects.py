@@ -21,7 +21,7 @@ from danlu.server.errors import ConflictError, NotFoundError
 from danlu.server.services.common import resolve_now
 
 DEFAULT_PROJECT = "default"
-_NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.-]{0,62}$")
+_NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.-]{0,62}\Z")
 HOLDING = (JobState.RUNNING.value, JobState.PREEMPTING.value)
 """States whose jobs hold GPUs."""
 

@@ -25,9 +25,9 @@ from danlu.server.services.common import resolve_now
 
 ROLES = ("admin", "user")
 ADMIN = "admin"
-_NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.@-]{0,62}$")
-_OS_USER = re.compile(r"^[a-z_][a-z0-9_.-]{0,31}$")
-_TOKEN = re.compile(r"^dl_([A-Za-z0-9]{8})_[A-Za-z0-9_-]{20,}$")
+_NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.@-]{0,62}\Z")
+_OS_USER = re.compile(r"^[a-z_][a-z0-9_.-]{0,31}\Z")
+_TOKEN = re.compile(r"^dl_([A-Za-z0-9]{8})_[A-Za-z0-9_-]{20,}\Z")
 
 
 def hash_token(token: str) -> str:
