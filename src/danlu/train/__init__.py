@@ -10,7 +10,8 @@ from __future__ import annotations
 
 from danlu.train.anomaly import AnomalyDetector, TrainingAnomalyError
 from danlu.train.batch import AdaptiveBatch, BatchController, GradientNoiseScale, PowerSchedule
-from danlu.train.context import TrainContext, init
+from danlu.train.build import init
+from danlu.train.context import TrainContext
 from danlu.train.data import ElasticSampler, LocalBatch
 from danlu.train.distributed import ConsistencyError, Distributed, parameter_hash
 from danlu.train.env import PREEMPTED_EXIT_CODE, JobEnv

@@ -7,7 +7,8 @@ from typing import Any
 
 import torch
 
-from danlu.train.context import TrainContext, init
+from danlu.train.build import init
+from danlu.train.context import TrainContext
 from danlu.train.step import LossFn
 
 

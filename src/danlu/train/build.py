@@ -1,0 +1,213 @@
+"""Building the training context: :func:`init` reads the job environment, joins the process
+group, wraps the model in DDP, applies the GPU memory limit, picks the batch configuration,
+opens the checkpoints, resumes from the newest one and installs the SIGTERM handler; see
+:mod:`danlu.train.context` for the object it returns.
+"""
+
+from __future__ import annotations
+
+import logging
+from pathlib import Path
+from typing import Any
+
+import torch
+
+from danlu.train.amp import Precision
+from danlu.train.anomaly import AnomalyDetector
+from danlu.train.batch import (
+    AdaptiveBatch,
+    BatchController,
+    estimated_micro_batch,
+)
+from danlu.train.cadence import NormEvery
+from danlu.train.checks import check_init_args
+from danlu.train.ckpt import Checkpoints
+from danlu.train.context import TrainContext
+from danlu.train.data import ElasticSampler
+from danlu.train.distributed import Distributed
+from danlu.train.env import JobEnv
+from danlu.train.lr import LRController
+from danlu.train.oom import (
+    OOMInjector,
+    apply_memory_limit,
+    memory_budget,
+    smallest_micro_batch,
+)
+from danlu.train.preempt import Preemption
+from danlu.train.report import MetricsReporter, Progress
+from danlu.train.step import StepEngine
+
+log = logging.getLogger("danlu.train")
+
+
+def _metrics_path(
+    env: JobEnv, metrics_file: str | Path | bool | None, checkpoint_dir: str | None
+) -> Path | None:
+    if metrics_file is False:
+        return None
+    if isinstance(metrics_file, str | Path):
+        return Path(metrics_file)
+    if env.metrics_file:
+        return Path(env.metrics_file)
+    if checkpoint_dir and "://" not in checkpoint_dir:
+        return Path(checkpoint_dir) / "metrics.jsonl"
+    return Path("danlu-metrics.jsonl")
+
+
+def init(
+    model: torch.nn.Module,
+    optimizer: torch.optim.Optimizer,
+    scheduler: Any = None,
+    *,
+    global_batch_size: int,
+    micro_batch_size: int | None = None,
+    precision: str = "fp32",
+    warmup_steps: int = 0,
+    grad_norm_tau: float | None = None,
+    clip_grad_norm: float | None = None,
+    compute_grad_norm: bool = True,
+    grad_norm_every: NormEvery = "auto",
+    anomaly: str | None = "skip",
+    anomaly_k: float = 6.0,
+    anomaly_window: int = 100,
+    adaptive_batch: AdaptiveBatch | None = None,
+    lr_scaling: str = "linear",
+    gns_every: int = 0,
+    dataset_size: int | None = None,
+    shuffle: bool = True,
+    seed: int = 0,
+    drop_last: bool = False,
+    checkpoint_dir: str | None = None,
+    checkpoint_every_steps: int | None = None,
+    checkpoint_every_seconds: float | None = None,
+    keep_last: int = 3,
+    async_checkpoint: bool = False,
+    incremental_checkpoint: bool = False,
+    resume: bool = True,
+    metrics_file: str | Path | bool | None = None,
+    report_interval_s: float = 2.0,
+    progress: bool | None = None,
+    oom_injector: OOMInjector | None = None,
+    consistency_check: bool = True,
+    collective_timeout_s: float = 300.0,
+    ddp_kwargs: dict[str, Any] | None = None,
+    memory_model: Any = None,
+    environ: dict[str, str] | None = None,
+) -> TrainContext:
+    """Build the :class:`TrainContext` for this process.
+
+    ``global_batch_size`` is the number of samples per optimizer step over all ranks (the LR
+    is tuned for it; ``DANLU_GLOBAL_BATCH_SIZE``, the scheduler's choice, replaces it and the
+    LR follows by ``lr_scaling``); the per-GPU micro-batch is ``micro_batch_size``, else
+    ``DANLU_BATCH_SIZE``, else, given a ``memory_model`` (``danlu.estimate``'s
+    ``MemoryModel`` of this training step, e.g. from ``fit_memory_model``), the largest
+    micro-batch it predicts to fit ``DANLU_GPU_MEMORY_LIMIT`` (on a GPU without one: the
+    device's memory) with 5 % to spare, else the whole local batch.
+    ``drop_last``: each epoch of ``ctx.batches()`` ends once fewer samples are left than one
+    global batch (for batch normalisation; see :mod:`danlu.train.data`).
+    ``checkpoint_dir`` defaults to ``DANLU_CHECKPOINT_DIR``; ``anomaly`` is one of
+    ``"skip"``, ``"rollback"``, ``"stop"``, ``"warn"`` or None; ``precision`` is ``"fp32"``,
+    ``"fp16"`` or ``"bf16"``. ``environ`` replaces ``os.environ`` (tests).
+    ``grad_norm_every``: compute the gradient norm (a metric, and what anomaly detection
+    checks for NaN/Inf gradients and spikes) on every N-th step only; the loss is still
+    checked every step. ``"auto"`` (the default) is every step on a GPU, and on a CPU every
+    step unless that costs more than a tenth of a percent of the step (a memory-bound model),
+    else every N-th step with the smallest N that keeps it within that budget, measured over
+    the first steps and kept in the checkpoint (:mod:`danlu.train.cadence`); 1 is every
+    step. Clipping and ``grad_norm_tau`` need the norm every step and ignore it.
+    """
+    check_init_args(
+        micro_batch_size=micro_batch_size,
+        warmup_steps=warmup_steps,
+        grad_norm_tau=grad_norm_tau,
+        clip_grad_norm=clip_grad_norm,
+        anomaly_k=anomaly_k,
+        anomaly_window=anomaly_window,
+        lr_scaling=lr_scaling,
+        gns_every=gns_every,
+        checkpoint_every_steps=checkpoint_every_steps,
+        checkpoint_every_seconds=checkpoint_every_seconds,
+        keep_last=keep_last,
+        report_interval_s=report_interval_s,
+        collective_timeout_s=collective_timeout_s,
+    )
+    env = JobEnv.from_environ(environ)
+    dist = Distributed.from_env(env, timeout_s=collective_timeout_s)
+    apply_memory_limit(env.gpu_memory_limit, dist.device)
+    wrapped = dist.wrap(model, **(ddp_kwargs or {}))
+    micro = micro_batch_size or env.batch_size
+    if micro is None and memory_model is not None:  # BatchController caps it at the local batch
+        budget = memory_budget(env.gpu_memory_limit, dist.device)
+        micro = estimated_micro_batch(memory_model, budget)
+    batch = BatchController(
+        global_batch_size, dist.world_size, micro, min_micro=smallest_micro_batch(model)
+    )
+    lr = LRController(optimizer, scheduler, warmup_steps=warmup_steps, grad_norm_tau=grad_norm_tau)
+    detector = (
+        AnomalyDetector(anomaly, window=anomaly_window, k=anomaly_k)
+        if anomaly is not None
+        else None
+    )
+    gns = adaptive_batch.gns if adaptive_batch is not None else None
+    if adaptive_batch is not None and adaptive_batch.mode != "schedule" and gns_every <= 0:
+        gns_every = 10
+    engine = StepEngine(
+        wrapped,
+        optimizer,
+        lr,
+        batch,
+        Precision(precision, dist.device),
+        dist,
+        detector,
+        clip_grad_norm=clip_grad_norm,
+        compute_grad_norm=compute_grad_norm,
+        grad_norm_every=grad_norm_every,
+        gns=gns,
+        gns_every=gns_every,
+        oom_injector=oom_injector,
+    )
+    ckpt_dir = checkpoint_dir or env.checkpoint_dir
+    checkpoints = Checkpoints(
+        ckpt_dir,
+        every_steps=checkpoint_every_steps,
+        every_seconds=checkpoint_every_seconds,
+        keep_last=keep_last,
+        async_save=async_checkpoint,
+        incremental=incremental_checkpoint,
+        writer=dist.is_chief,
+        agree=dist.any if dist.enabled else None,
+    )
+    path = _metrics_path(env, metrics_file, ckpt_dir) if dist.is_chief else None
+    reporter = MetricsReporter(
+        url=env.metrics_url if dist.is_chief else None,
+        token=env.token,
+        path=path,
+        interval_s=report_interval_s,
+    )
+    reporter.start()
+    sampler = (
+        ElasticSampler(dataset_size, shuffle=shuffle, seed=seed, drop_last=drop_last)
+        if dataset_size
+        else None
+    )
+    ctx = TrainContext(
+        env=env,
+        distributed=dist,
+        model=wrapped,
+        optimizer=optimizer,
+        scheduler=scheduler,
+        engine=engine,
+        checkpoints=checkpoints,
+        reporter=reporter,
+        progress=Progress(None, progress if dist.is_chief else False),
+        preemption=Preemption(dist),
+        sampler=sampler,
+        adaptive=adaptive_batch,
+        lr_scaling=lr_scaling,
+        consistency_check=consistency_check,
+    )
+    if resume and ctx.restore():
+        log.info("resumed from the checkpoint of step %d", ctx.step_num)
+    if env.global_batch_size is not None:
+        ctx.adopt_launch_batch(env.global_batch_size)
+    return ctx
