@@ -30,6 +30,8 @@ from danlu.core.errors import ConfigError
         ({"checkpoint_every_steps": 0}, "checkpoint_every_steps"),
         ({"checkpoint_every_seconds": -5.0}, "checkpoint_every_seconds"),
         ({"keep_last": 0}, "keep_last"),
+        ({"keep_best": -1}, "keep_best"),
+        ({"best_mode": "lowest"}, "best_mode"),
         ({"report_interval_s": 0.0}, "report_interval_s"),  # a reporter spinning before
         ({"report_interval_s": math.inf}, "report_interval_s"),  # a reporter thread died
         ({"collective_timeout_s": -1.0}, "collective_timeout_s"),
@@ -75,3 +77,36 @@ def test_rule_names_are_case_blind_and_none_turns_scaling_off() -> None:
                 ctx.step(batch, mse_loss)
             ctx.adopt_launch_batch(32)  # the rule applies without an error
             assert ctx.batch.global_batch == 32
+
+
+@pytest.mark.parametrize(("mode", "best"), [("min", 4), ("max", 12)])
+def test_fit_keeps_the_checkpoint_of_its_best_evaluation(
+    tmp_path: Path, mode: str, best: int
+) -> None:
+    """``fit(evaluate=...)`` checkpoints each epoch's end with its evaluation, and the best
+    one is kept beside the newest (it was only stored in ``extra``, and retention never saw
+    it). With a plateau scheduler the best follows the scheduler's mode."""
+    from danlu.train.checkpoint import CheckpointManager
+
+    model = tiny_model()
+    opt = torch.optim.SGD(model.parameters(), lr=0.01)
+    plateau = torch.optim.lr_scheduler.ReduceLROnPlateau(opt, mode=mode)  # type: ignore[arg-type]
+    scores = iter([0.1, 5.0, 9.0, 7.0])  # after the epochs ending at steps 4, 8, 12 and 16
+    dt.fit(
+        model,
+        opt,
+        tiny_regression(n=32),
+        mse_loss,
+        epochs=4,
+        scheduler=plateau,
+        global_batch_size=8,
+        evaluate=lambda ctx: next(scores),
+        checkpoint_dir=str(tmp_path),
+        keep_last=1,
+        metrics_file=False,
+        progress=False,
+        environ={},
+    )
+    kept = CheckpointManager(str(tmp_path)).list_checkpoints()
+    assert sorted(i.step for i in kept) == sorted({best, 16})
+    assert all("eval" in i.metrics for i in kept)

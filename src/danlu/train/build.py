@@ -81,6 +81,9 @@ def init(
     checkpoint_every_steps: int | None = None,
     checkpoint_every_seconds: float | None = None,
     keep_last: int = 3,
+    keep_best: int = 1,
+    best_metric: str | None = None,
+    best_mode: str = "min",
     async_checkpoint: bool = False,
     incremental_checkpoint: bool = False,
     resume: bool = True,
@@ -108,6 +111,10 @@ def init(
     ``checkpoint_dir`` defaults to ``DANLU_CHECKPOINT_DIR``; ``anomaly`` is one of
     ``"skip"``, ``"rollback"``, ``"stop"``, ``"warn"`` or None; ``precision`` is ``"fp32"``,
     ``"fp16"`` or ``"bf16"``. ``environ`` replaces ``os.environ`` (tests).
+    Checkpoints: the newest ``keep_last`` are kept, and besides them the ``keep_best`` best by
+    ``best_metric`` (a key of the metrics given to :meth:`TrainContext.save`; ``fit`` saves
+    its evaluation as ``"eval"``), lowest first with ``best_mode`` ``"min"``, highest with
+    ``"max"``.
     ``grad_norm_every``: compute the gradient norm (a metric, and what anomaly detection
     checks for NaN/Inf gradients and spikes) on every N-th step only; the loss is still
     checked every step. ``"auto"`` (the default) is every step on a GPU, and on a CPU every
@@ -128,6 +135,8 @@ def init(
         checkpoint_every_steps=checkpoint_every_steps,
         checkpoint_every_seconds=checkpoint_every_seconds,
         keep_last=keep_last,
+        keep_best=keep_best,
+        best_mode=best_mode,
         report_interval_s=report_interval_s,
         collective_timeout_s=collective_timeout_s,
     )
@@ -172,6 +181,9 @@ def init(
         every_steps=checkpoint_every_steps,
         every_seconds=checkpoint_every_seconds,
         keep_last=keep_last,
+        keep_best=keep_best,
+        best_metric=best_metric,
+        mode=best_mode,
         async_save=async_checkpoint,
         incremental=incremental_checkpoint,
         writer=dist.is_chief,

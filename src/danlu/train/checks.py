@@ -25,6 +25,8 @@ def check_init_args(
     checkpoint_every_steps: int | None,
     checkpoint_every_seconds: float | None,
     keep_last: int,
+    keep_best: int = 1,
+    best_mode: str = "min",
     report_interval_s: float,
     collective_timeout_s: float,
 ) -> None:
@@ -36,6 +38,7 @@ def check_init_args(
         ("gns_every", gns_every, 0),
         ("checkpoint_every_steps", checkpoint_every_steps, 1),
         ("keep_last", keep_last, 1),
+        ("keep_best", keep_best, 0),
     ]
     for name, value, low in at_least:
         if value is not None and value < low:
@@ -51,6 +54,8 @@ def check_init_args(
     for name, number in positive:
         if number is not None and not 0 < number < math.inf:
             raise ConfigError(f"{name} must be a positive, finite number (got {number})")
+    if best_mode not in ("min", "max"):
+        raise ConfigError(f"best_mode must be 'min' or 'max' (got {best_mode!r})")
     rules = ["none", *rule_names()]
     if lr_scaling != "none" and lr_scaling.strip().lower() not in rule_names():
         raise ConfigError(f"lr_scaling must be one of {', '.join(rules)} (got {lr_scaling!r})")

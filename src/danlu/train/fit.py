@@ -28,10 +28,16 @@ def fit(
     """Train ``model`` on an indexable ``dataset`` for ``epochs`` epochs (or ``max_steps``).
 
     ``loss_fn(model, micro_batch)`` returns the mean loss of a micro-batch; ``evaluate(ctx)``,
-    when given, runs after every epoch and its value feeds ``ReduceLROnPlateau`` and the
-    checkpoint's best metric. Every other keyword goes to :func:`danlu.train.init`. Returns the
-    (closed) context, whose ``history`` holds the per-step metrics.
+    when given, runs after every epoch and its value feeds ``ReduceLROnPlateau`` and, with a
+    checkpoint directory, a checkpoint of that epoch's end whose metric ``"eval"`` ranks it
+    for ``keep_best`` (``best_metric`` defaults to ``"eval"``; ``best_mode`` to the plateau
+    scheduler's mode, else ``"min"``). Every other keyword goes to :func:`danlu.train.init`.
+    Returns the (closed) context, whose ``history`` holds the per-step metrics.
     """
+    if evaluate is not None:
+        init_kwargs.setdefault("best_metric", "eval")
+        if isinstance(scheduler, torch.optim.lr_scheduler.ReduceLROnPlateau):
+            init_kwargs.setdefault("best_mode", scheduler.mode)
     with init(
         model,
         optimizer,
@@ -49,4 +55,5 @@ def fit(
                 metric = float(evaluate(ctx))
                 ctx.lr.plateau_step(metric)
                 ctx.extra["eval"] = metric
+                ctx.save({"eval": metric})
     return ctx
