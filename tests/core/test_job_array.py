@@ -41,6 +41,11 @@ def test_ranges_read_as_slurm_writes_them(
         ("0-1000", "at most 1,000 tasks"),
         ("0-500,600-1200", "at most 1,000 tasks"),
         ("99999999", "an index is at most"),
+        # isdigit() took the superscript and int() raised a bare ValueError
+        ("0-9%\u00b2", "is not a number"),
+        ("0-9%\u0663", "is not a number"),  # ARABIC-INDIC DIGIT THREE: ASCII digits only
+        ("\u00b2-5", "not an index range"),
+        ("0-\u0663", "not an index range"),
     ],
 )
 def test_bad_ranges_name_the_field_and_the_fix(text: str, needle: str) -> None:

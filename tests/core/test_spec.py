@@ -10,6 +10,7 @@ import pytest
 
 from danlu.core.errors import DanluError, SpecError
 from danlu.core.spec import JobSpec, load_spec, loads_spec, parse_spec
+from danlu.core.sweep import parse_sweep
 from danlu.core.units import GiB
 
 MINIMAL_YAML = """\
@@ -103,6 +104,7 @@ def test_gpu_memory_auto_and_units() -> None:
         (_spec(project="p\x00"), "project", "NUL"),
         (_spec(resources={"gpus": "x" * 5000}), "resources.gpus", "x... is not a GPU count"),
         (_spec(project="p" * 64), "project", "longer than 63"),
+        (_spec(name="train\n"), "name", "1-63 letters"),  # ``$`` let a trailing newline in
         (
             _spec(training={"min_batch_size": 64, "max_batch_size": 32}),
             "training.min_batch_size",
@@ -195,6 +197,38 @@ def test_shell_true_needs_exactly_one_string(command: list[str]) -> None:
     with pytest.raises(SpecError) as info:
         parse_spec({"name": "job", "shell": True})  # the default (empty) command too
     assert info.value.field == "command"
+
+
+@pytest.mark.parametrize(
+    ("text", "words"),
+    [
+        ("name: j\ncommand: []\n", "empty argv runs nothing"),
+        ("name: j\ncommand: ['']\n", "first string is empty"),
+        ("name: j\ncommand: ['', train.py]\n", "give the program, then its arguments"),
+        ("name: j\nshell: true\ncommand: ['']\n", "give the shell command"),
+    ],
+)
+def test_a_command_that_can_never_run_is_refused(text: str, words: str) -> None:
+    with pytest.raises(SpecError, match=words) as info:
+        loads_spec(text)
+    assert info.value.field == "command"
+    assert "e.g. [" in info.value.message  # and how to write one
+
+
+def test_a_spec_without_a_command_is_read_and_empty_arguments_are_kept() -> None:
+    # leaving command out is not writing an empty one: the default is [] (a spec that is
+    # not submitted needs none; the control plane's admission requires one)
+    assert parse_spec({"name": "j"}).command == []
+    assert parse_spec(_spec(command=["printf", "%s", ""])).command == ["printf", "%s", ""]
+    with pytest.raises(SpecError, match=r"trial\.command"):
+        parse_sweep(
+            {
+                "name": "s",
+                "trial": {"command": []},
+                "parameters": {"x": {"values": [1]}},
+                "method": "grid",
+            }
+        )
 
 
 def test_spec_is_frozen() -> None:

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import itertools
+import math
 from dataclasses import dataclass
 
 import pytest
@@ -143,3 +144,12 @@ def test_restart_backoff_is_capped_and_configurable() -> None:
     assert restart_backoff(6, base_seconds=5.0, cap_seconds=100.0) == 100.0
     values = [restart_backoff(n, 1.0, 1e9) for n in range(1, 20)]
     assert all(b == 2 * a for a, b in itertools.pairwise(values))
+
+
+@pytest.mark.parametrize("n", [1025, 1026, 2000, 10**6, 10**30])
+def test_restart_backoff_is_the_cap_for_any_count(n: int) -> None:
+    # the node-fault path passes an unbounded count: 10 * 2**1024 overflowed a float
+    assert restart_backoff(n) == 3600.0
+    assert restart_backoff(n, cap_seconds=math.inf) == math.inf  # no cap: as large as it gets
+    tiny = restart_backoff(n, base_seconds=5e-324, cap_seconds=1e300)
+    assert tiny == (1e300 if n > 2000 else math.ldexp(5e-324, n - 1))

@@ -13,6 +13,7 @@ from danlu.core.cluster import (
     GpuType,
     Node,
     gpu_type,
+    gpu_type_from_device,
 )
 from danlu.core.errors import SpecError, UnknownNameError
 from danlu.core.units import (
@@ -20,6 +21,7 @@ from danlu.core.units import (
     MiB,
     format_bytes,
     format_duration,
+    format_energy,
     parse_bytes,
     parse_duration,
 )
@@ -73,6 +75,33 @@ def test_format_bytes() -> None:
     assert format_bytes(2 * 1024**4) == "2.0TiB"
 
 
+def test_format_bytes_picks_the_unit_of_the_rounded_value() -> None:
+    # 1023.99 KiB prints as 1024.0 at one decimal: that is the next unit's 1.0
+    assert format_bytes(1023.99 * 1024) == "1.0MiB"
+    assert format_bytes(1023.96 * GiB) == "1.0TiB"
+    assert format_bytes(-1023.99 * MiB) == "-1.0GiB"
+    assert format_bytes(1023.94 * 1024) == "1023.9KiB"
+    assert format_bytes(1023.99) == "1023B"  # whole bytes are not rounded up
+
+
+@pytest.mark.parametrize(
+    ("joules", "text"),
+    [
+        (950.0, "0.264 Wh"),
+        (2.5e6, "694 Wh"),
+        (1e9, "278 kWh"),
+        (999.6 * 3600, "1 kWh"),  # 999.6 Wh rounds to 1000: printed "1e+03 Wh"
+        (999_700 * 3600, "1 MWh"),
+        (999.7e6 * 3600, "1000 MWh"),
+        (2.5e9 * 3600, "2500 MWh"),
+        (-999.6 * 3600, "-1 kWh"),
+        (0.0, "0 Wh"),
+    ],
+)
+def test_format_energy_picks_the_unit_of_the_rounded_value(joules: float, text: str) -> None:
+    assert format_energy(joules) == text
+
+
 @pytest.mark.parametrize(
     ("name", "canonical"),
     [
@@ -89,6 +118,27 @@ def test_format_bytes() -> None:
 )
 def test_gpu_type_names_and_aliases(name: str, canonical: str) -> None:
     assert gpu_type(name) is GPU_TYPES[canonical]
+
+
+@pytest.mark.parametrize(
+    ("device", "gib", "expected"),
+    [
+        ("NVIDIA H200", 140, "H200"),
+        ("NVIDIA H200 NVL", 140, "H200"),
+        ("NVIDIA H100 80GB HBM3", 80, "H100"),
+        # Grace Hopper: an H100-class GPU with 96 GB, not an H200 (which has 141 GB)
+        ("NVIDIA GH200 480GB", 95, "NVIDIA GH200 480GB"),
+        ("NVIDIA GH200 144G HBM3e", 143, "NVIDIA GH200 144G HBM3e"),
+        # model numbers match whole: an RTX A1000 (8 GB) is not an A100
+        ("NVIDIA RTX A1000", 8, "NVIDIA RTX A1000"),
+        ("NVIDIA A100 80GB PCIe", 80, "A100-80GB"),
+        ("NVIDIA A100-SXM4-40GB", 40, "A100-40GB"),
+        ("NVIDIA GeForce RTX 4090", 24, "RTX4090"),
+    ],
+)
+def test_gpu_type_from_device_tells_h200_from_gh200(device: str, gib: int, expected: str) -> None:
+    kind = gpu_type_from_device(device, gib * GiB)
+    assert (kind.name, kind.memory) == (expected, gib * GiB)
 
 
 def test_gpu_type_memory() -> None:

@@ -82,17 +82,19 @@ def gpu_type(name: str) -> GpuType:
 
 
 _DEVICE_RULES: tuple[tuple[str, str, str, int], ...] = (
-    # (pattern in the device's name, type, type when memory > the GiB that follow)
-    (r"H200", "H200", "H200", 0),
-    (r"H100", "H100", "H100", 0),
-    (r"A100", "A100-40GB", "A100-80GB", 48),
-    (r"V100", "V100-16GB", "V100-32GB", 20),
-    (r"P100", "P100", "P100", 0),
+    # (pattern in the device's name, type, type when memory > the GiB that follow); a model
+    # number is matched whole: "GH200" (Grace Hopper: an H100-class GPU with 96 or 144 GB) is
+    # not an H200 and "RTX A1000" not an A100, and both keep their device names
+    (r"(?<![A-Z0-9])H200(?!\d)", "H200", "H200", 0),
+    (r"(?<![A-Z0-9])H100(?!\d)", "H100", "H100", 0),
+    (r"(?<![A-Z0-9])A100(?!\d)", "A100-40GB", "A100-80GB", 48),
+    (r"(?<![A-Z0-9])V100(?!\d)", "V100-16GB", "V100-32GB", 20),
+    (r"(?<![A-Z0-9])P100(?!\d)", "P100", "P100", 0),
     (r"\bT4\b", "T4", "T4", 0),
     (r"\bA10G?\b", "A10", "A10", 0),
     (r"\bL4\b", "L4", "L4", 0),
-    (r"4090", "RTX4090", "RTX4090", 0),
-    (r"K80", "K80", "K80", 0),
+    (r"(?<![A-Z0-9])4090(?!\d)", "RTX4090", "RTX4090", 0),
+    (r"(?<![A-Z0-9])K80(?!\d)", "K80", "K80", 0),
 )
 
 

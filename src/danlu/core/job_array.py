@@ -23,7 +23,9 @@ from danlu.core.sweep import ARRAY_PARAMETER, MAX_PARALLEL, MAX_VALUES
 
 MAX_ARRAY_INDEX = 10_000_000
 """The largest index a task may have."""
-_PART = re.compile(r"^(\d+)(?:-(\d+)(?::(\d+))?)?$")
+_PART = re.compile(r"^([0-9]+)(?:-([0-9]+)(?::([0-9]+))?)?\Z")
+"""One part of a range; ASCII digits only (``\\d`` and ``str.isdigit`` take other scripts'
+digits and superscripts, which ``int`` reads differently or not at all)."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -56,9 +58,12 @@ def parse_array(text: str, field: str = "array") -> ArrayRange:
     unique = tuple(sorted(set(indices)))
     parallel = len(unique)
     if percent:
-        if not limit_text.strip().isdigit() or int(limit_text) < 1:
-            raise SpecError(field, f"%{limit_text} is not a number of tasks at once (1 or more)")
-        parallel = int(limit_text)
+        limit = limit_text.strip()
+        if not (limit.isascii() and limit.isdecimal()) or int(limit) < 1:
+            raise SpecError(
+                field, f"%{limit_text} is not a number of tasks at once (1 or more); {fix}"
+            )
+        parallel = int(limit)
     return ArrayRange(unique, min(parallel, len(unique), MAX_PARALLEL))
 
 

@@ -42,7 +42,7 @@ LSTM language model, recommendation, CycleGAN and A3C jobs)."""
 AUTO_FAMILY = "auto"
 """``training.family: auto``: the family is inferred from ``training.model`` at submission."""
 
-_NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.-]{0,62}$")
+_NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.-]{0,62}\Z")
 
 
 def valid_name(text: str) -> bool:
@@ -172,7 +172,7 @@ class TrainingHints(_Strict):
 
 MAX_DEPENDENCIES = 100
 """The most jobs one job may depend on."""
-_JOB_REF = re.compile(r"^[0-9a-f]{4,32}$")
+_JOB_REF = re.compile(r"^[0-9a-f]{4,32}\Z")
 
 
 class Dependency(_Strict):
@@ -353,8 +353,9 @@ def _number(value: float) -> str:
 
 def check_limits(spec: JobSpec) -> None:
     """Raise :class:`SpecError` for a number the store or the scheduler cannot take
-    (PostgreSQL's 32-bit integers and JSON without infinities; sizes within 64 bits) or an
-    environment variable name no process can be given."""
+    (PostgreSQL's 32-bit integers and JSON without infinities; sizes within 64 bits), a
+    command that can never run (:func:`_check_command`) or an environment variable name no
+    process can be given."""
     res, training = spec.resources, spec.training
     bounded: list[tuple[str, float | None, float, float]] = [
         ("priority", spec.priority, -MAX_PRIORITY, MAX_PRIORITY),
@@ -388,6 +389,7 @@ def check_limits(spec: JobSpec) -> None:
     for key in spec.env:
         if not key or "=" in key:
             raise SpecError("env", f"{quoted(key)} is not an environment variable name")
+    _check_command(spec)
     _check_exec_size(spec)
     for field, text in (("project", spec.project), ("user", spec.user)):
         if len(text) > 63:
@@ -410,6 +412,26 @@ def is_checkpoint_location(text: str) -> bool:
     """True for an absolute path or a URL of at most :data:`MAX_PATH` characters: what the
     job can be handed as ``DANLU_CHECKPOINT_DIR`` whatever its working directory."""
     return 0 < len(text) <= MAX_PATH and (text.startswith("/") or bool(_URL.match(text)))
+
+
+def _check_command(spec: JobSpec) -> None:
+    """Refuse a command that can never run: an empty argv written out (``command: []``) or
+    an empty program (``command: ['']``). A spec that leaves ``command`` out is read (its
+    default is empty), as one that is not submitted needs none; the control plane's
+    admission requires one at submission."""
+    if "command" in spec.model_fields_set and not spec.command:
+        raise SpecError(
+            "command",
+            "is empty, and an empty argv runs nothing: give the program and its arguments, "
+            "e.g. [python, train.py]",
+        )
+    if spec.command and not spec.command[0]:
+        what, example = (
+            ("the shell command", "['make && ./run']")
+            if spec.shell
+            else ("the program, then its arguments", "[python, train.py]")
+        )
+        raise SpecError("command", f"its first string is empty: give {what}, e.g. {example}")
 
 
 def _check_exec_size(spec: JobSpec) -> None:

@@ -12,6 +12,7 @@
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass
 from enum import StrEnum
 from typing import Protocol
@@ -92,10 +93,23 @@ def transition(job: HasState, new: JobState, reason: str, time: float) -> Event:
     return Event(job.id, time, old, new, reason)
 
 
+_MAX_BACKOFF_EXPONENT = 2100
+"""Doublings past which any positive float overflows (2^-1074 * 2^2100 > 2^1024): a larger
+exponent cannot change the capped delay, so ``restarts`` is clamped to it."""
+
+
 def restart_backoff(
     restarts: int, base_seconds: float = 10.0, cap_seconds: float = 3600.0
 ) -> float:
-    """Delay before the ``restarts``-th restart: ``T0 * 2^(n-1)``, capped."""
+    """Delay before the ``restarts``-th restart: ``T0 * 2^(n-1)``, capped.
+
+    Any count is safe: the node-fault path passes an unbounded count of faults, and past the
+    cap (or past what a float holds) the delay is ``cap_seconds``."""
     if restarts < 1:
         return 0.0
-    return float(min(cap_seconds, base_seconds * 2 ** (restarts - 1)))
+    exponent = min(restarts - 1, _MAX_BACKOFF_EXPONENT)
+    try:
+        delay = math.ldexp(base_seconds, exponent)
+    except OverflowError:
+        delay = math.copysign(math.inf, base_seconds)
+    return float(min(cap_seconds, delay))

@@ -68,13 +68,18 @@ def parse_bytes(value: int | float | str, field: str = "size") -> int:
 
 
 def format_bytes(n: int | float) -> str:
-    """Format a byte count with a binary unit, e.g. ``80.0GiB``."""
+    """Format a byte count with a binary unit, e.g. ``80.0GiB``.
+
+    The unit is chosen by the value as printed: ``1023.99 KiB`` shows as ``1.0MiB``, never
+    ``1024.0KiB``."""
     size = float(n)
-    for unit in ("B", "KiB", "MiB", "GiB"):
-        if abs(size) < 1024:
-            return f"{size:.1f}{unit}" if unit != "B" else f"{int(size)}B"
+    if abs(size) < 1024:
+        return f"{int(size)}B"
+    for unit in ("KiB", "MiB", "GiB"):
         size /= 1024
-    return f"{size:.1f}TiB"
+        if abs(round(size, 1)) < 1024:
+            return f"{size:.1f}{unit}"
+    return f"{size / 1024:.1f}TiB"
 
 
 _DURATION_UNITS: dict[str, float] = {"s": 1.0, "m": 60.0, "h": 3600.0, "d": 86400.0}
@@ -137,17 +142,19 @@ def format_duration(seconds: float) -> str:
 
 def format_energy(joules: float) -> str:
     """Format energy in watt-hours, three significant digits: ``950`` J -> ``0.264 Wh``,
-    ``2.5e6`` -> ``694 Wh``, ``1e9`` -> ``278 kWh``."""
+    ``2.5e6`` -> ``694 Wh``, ``1e9`` -> ``278 kWh``.
+
+    The unit is chosen by the value as printed: 999.6 Wh rounds to 1000 and shows as
+    ``1 kWh``, never ``1e+03 Wh``; past 999 MWh the MWh are printed whole (``1500 MWh``)."""
     wh = joules / 3600.0
     if not math.isfinite(wh):
         return f"{joules} J"
-    unit, size = "Wh", 1.0
-    for name, scale in (("MWh", 1e6), ("kWh", 1e3)):
-        if abs(wh) >= scale:
-            unit, size = name, scale
-            break
-    value = wh / size
-    return f"{value:.3g} {unit}" if abs(value) < 1000 else f"{value:.0f} {unit}"
+    for unit, size in (("Wh", 1.0), ("kWh", 1e3), ("MWh", 1e6)):
+        value = wh / size
+        shown = f"{value:.3g}"
+        if abs(float(shown)) < 1000:
+            return f"{shown} {unit}"
+    return f"{value:.0f} MWh"
 
 
 _TIME_HELP = (
