@@ -103,6 +103,19 @@ def test_invalid_batches_are_spec_errors() -> None:
         GoodputModel(TPUT, s, 0)
 
 
+@pytest.mark.parametrize("batch", [math.nan, math.inf, -math.inf])
+def test_non_finite_batches_are_spec_errors(batch: float) -> None:
+    # NaN passed the <= 0 check: gain(nan) came back as 1.0, efficiency(inf) as 0
+    s = GradientStats(1.0, 4.0)
+    for function in (gain, efficiency):
+        with pytest.raises(SpecError) as info:
+            function(s, batch, 32)
+        assert info.value.field == "batch_size" and "finite" in info.value.message
+        with pytest.raises(SpecError) as info:
+            function(s, 64, batch)  # type: ignore[arg-type]
+        assert info.value.field == "init_batch_size"
+
+
 def test_goodput_is_throughput_times_efficiency() -> None:
     model = GoodputModel(TPUT, GradientStats(sqr=1.0, var=2.0), init_batch_size=64)
     expected = TPUT.throughput(32, 2, 4, 2) * model.efficiency(4 * 32 * 2)

@@ -33,6 +33,21 @@ def test_korthikanti_activation_terms() -> None:
     ) == pytest.approx(sbh * 34 / t)
 
 
+@pytest.mark.parametrize(("precision", "act"), [("bf16", 2), ("fp32", 4)])
+def test_the_output_layer_scales_with_the_activation_bytes(precision: str, act: int) -> None:
+    # two s*h tensors (final LayerNorm input, output projection input) at ``act`` bytes, the
+    # logits at ``act`` bytes and their fp32 softmax; fp32 kept the hidden part at 4*s*h
+    s, h, v = GPT2.seq, GPT2.hidden, GPT2.vocab
+    m = transformer_memory(GPT2, precision=precision)
+    layer = activation_bytes_per_layer(GPT2, 1, bytes_per_value=act)
+    output = m.activation_bytes_per_sample - GPT2.layers * layer
+    assert output == pytest.approx(2 * act * s * h + (act + 4) * s * v, abs=1)
+    split = transformer_memory(GPT2, precision=precision, tensor_parallel=4)
+    split_layer = activation_bytes_per_layer(GPT2, 1, tensor_parallel=4, bytes_per_value=act)
+    split_output = split.activation_bytes_per_sample - GPT2.layers * split_layer
+    assert split_output == pytest.approx(output / 4, abs=1)
+
+
 def test_zero_stages_match_deepspeed_paper_example() -> None:
     # ZeRO paper, Figure 1: 7.5B parameters, N_d = 64, mixed-precision Adam (K = 12)
     cfg = TransformerConfig(layers=1, hidden=8, heads=1, seq=1, vocab=1)

@@ -8,7 +8,7 @@ from pathlib import Path
 import pytest
 
 from danlu.core.errors import ConfigError, UnknownNameError
-from danlu.estimate.memory.gpus import GPUS, get_gpu, load_gpu_table
+from danlu.estimate.memory.gpus import GPUS, get_gpu, gpu_for_device, load_gpu_table
 
 
 def test_table_has_the_required_gpus() -> None:
@@ -48,6 +48,37 @@ def test_override_file(tmp_path: Path) -> None:
         load_gpu_table(f)
     with pytest.raises(UnknownNameError, match="h100"):
         get_gpu("k80")
+
+
+def test_an_override_is_found_by_the_name_it_is_looked_up_with(tmp_path: Path) -> None:
+    # entries were keyed name.lower() but looked up with "_" read as "-": never found
+    f = tmp_path / "gpus.json"
+    f.write_text(
+        json.dumps(
+            {
+                "RTX_6000": {"capacity_bytes": 48 << 30, "context_bytes": 300 << 20},
+                "a100_80gb": {"context_bytes": 456},
+                "rtx_4090": {"context_bytes": 789},  # an alias of rtx4090
+            }
+        )
+    )
+    table = load_gpu_table(f)
+    for name in ("rtx_6000", "RTX_6000", "rtx-6000"):
+        assert get_gpu(name, table).capacity_bytes == 48 << 30
+    assert get_gpu("a100-80gb", table).context_bytes == 456
+    assert get_gpu("a100", table).context_bytes == 456
+    assert get_gpu("rtx4090", table).context_bytes == 789
+    assert "rtx_6000" not in table and "a100_80gb" not in table  # no unreachable entries
+
+
+def test_gpu_for_device_never_reports_more_than_the_device_has() -> None:
+    # a GH200 (96 GB) is not an H200: it took the H200's 139.8 GiB
+    with pytest.raises(UnknownNameError, match="--gpu"):
+        gpu_for_device("NVIDIA GH200 480GB", 95 * 2**30)
+    smaller = gpu_for_device("NVIDIA A100-SXM4-80GB", 60 * 2**30)
+    assert (smaller.name, smaller.capacity_bytes) == ("a100-80gb", 60 * 2**30)
+    assert smaller.context_bytes == GPUS["a100-80gb"].context_bytes
+    assert gpu_for_device("NVIDIA H200", 140 * 2**30) == GPUS["h200"]  # more: the table's
 
 
 @pytest.mark.parametrize(

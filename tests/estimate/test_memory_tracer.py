@@ -20,6 +20,7 @@ from danlu.estimate.memory import (
     trace,
     tracer,
 )
+from danlu.estimate.memory.trace_result import StepTrace
 
 torch = pytest.importorskip("torch")
 ZOO = "danlu.estimate.zoo:"
@@ -186,3 +187,58 @@ def test_a_cnn_estimate_on_a_gpu_warns_that_cudnn_workspaces_are_not_counted() -
     assert CONV_WORKSPACE_WARNING not in replay(mlp, h100).warnings
     calibrated = with_fields(h100, conv_workspace_ratio=1.0)
     assert CONV_WORKSPACE_WARNING not in replay(cnn, calibrated).warnings
+
+
+def _workspace_trace(sites: list[tuple[int, str, int]]) -> StepTrace:
+    # input (sid 1) exists; the op at event 1 outputs sid 2; both 40 MiB
+    mib = 1 << 20
+    events = [(1, 40 * mib), (2, 40 * mib), (2, -40 * mib), (1, -40 * mib)]
+    return StepTrace(
+        batch_size=1,
+        events=events,
+        marks={"measure_start": 0, "measure_end": len(events)},
+        peak_logical_bytes=80 * mib,
+        step_start_bytes=0,
+        breakdown={},
+        sites=sites,
+        host_ids=[],
+    )
+
+
+def test_a_kernel_workspace_counts_towards_the_replayed_peaks() -> None:
+    """An attention backward's fp32 accumulator (or a calibrated cuDNN workspace) is live
+    with the op's inputs and outputs: it reached neither peak (sampled only after events,
+    and freed before the outputs existed)."""
+    from dataclasses import replace as with_fields
+
+    mib = 1 << 20
+    h100 = get_gpu("h100")
+    plain = replay(_workspace_trace([]), h100)
+    assert (plain.peak_allocated_bytes, plain.peak_reserved_bytes) == (80 * mib, 80 * mib)
+    attn = replay(_workspace_trace([(2, "attn_bwd", 40 * mib)]), h100)
+    assert (attn.peak_allocated_bytes, attn.peak_reserved_bytes) == (120 * mib, 120 * mib)
+    conv = replay(
+        _workspace_trace([(2, "conv", 40 * mib)]), with_fields(h100, conv_workspace_ratio=0.5)
+    )
+    assert (conv.peak_allocated_bytes, conv.peak_reserved_bytes) == (100 * mib, 100 * mib)
+    uncalibrated = replay(_workspace_trace([(2, "conv", 40 * mib)]), h100)
+    assert uncalibrated.peak_reserved_bytes == plain.peak_reserved_bytes  # and a warning
+    before = _workspace_trace([(1, "attn_bwd", 40 * mib)])
+    early = replay(with_fields(before, marks={"measure_start": 2, "measure_end": 4}), h100)
+    assert early.peak_allocated_bytes == 80 * mib  # before the measured window: not counted
+
+
+def test_a_gpu_workspace_site_follows_the_outputs_of_its_op() -> None:
+    from torch._subclasses.fake_tensor import FakeTensorMode
+
+    from danlu.estimate.memory.trace_worker import StorageTracker
+
+    with FakeTensorMode():
+        tracker = StorageTracker("cuda", 0)
+        with tracker:
+            x = torch.empty(2, 3, 8, 8)
+            w = torch.empty(4, 3, 3, 3)
+            y = torch.nn.functional.conv2d(x, w)
+            nbytes = y.untyped_storage().nbytes()
+    assert tracker.events[-1][1] == nbytes  # the convolution's output, the last event
+    assert tracker.sites == [(len(tracker.events), "conv", nbytes)]  # after it, not before

@@ -90,14 +90,16 @@ class SelfTuner:
     ) -> None:
         """Record one measurement: micro-batch ``atomic`` took ``step`` seconds per
         synchronised step (``sync`` of them in gradient sync) on ``placement``; the
-        gradient statistics were ``stats`` = (sqr, var)."""
+        gradient statistics were ``stats`` = (sqr, var). Non-finite statistics (a step
+        whose gradients overflowed) are ignored: the previous ones stay."""
         compute = max(step - sync, 1e-9)
         if self._compute.get(atomic) != compute:
             self._compute[atomic] = compute
             self._fit = None
             self._version += 1
         self._sync[placement] = sync
-        self._stats = stats
+        if _finite(stats):
+            self._stats = (float(stats[0]), float(stats[1]))
 
     def sync_time(self, placement: tuple[int, ...]) -> float | None:
         """The sync time last measured on ``placement`` (None: never measured there)."""
@@ -137,7 +139,8 @@ class SelfTuner:
         self._compute = {int(a): float(s) for a, s in state.get("compute", [])}
         self._sync = {tuple(int(n) for n in p): float(s) for p, s in state.get("sync", [])}
         stats = state.get("stats")
-        self._stats = (float(stats[0]), float(stats[1])) if stats else None
+        loaded = (float(stats[0]), float(stats[1])) if stats else None
+        self._stats = loaded if loaded is not None and _finite(loaded) else None
         self._fit = None
         self._cache.clear()
         self._version += 1
@@ -174,11 +177,21 @@ class SelfTuner:
         return int(executed[int(np.argmax(good))])
 
 
+def _finite(stats: tuple[float, float]) -> bool:
+    """True when both gradient statistics are finite numbers."""
+    return all(math.isfinite(value) for value in stats)
+
+
 def _rounded(value: float) -> float:
-    """Gradient statistics to 2 % steps (the cache key; they drift every epoch)."""
+    """Gradient statistics to 2 % steps (the cache key; they drift every epoch). Defined for
+    any float: ``inf`` keys as itself and NaN as -1 (neither is ever stored)."""
+    if math.isnan(value):
+        return -1.0
     if value <= 0:
         return 0.0
-    return round(math.log(value) / math.log(1.02))
+    if math.isinf(value):
+        return math.inf
+    return float(round(math.log(value) / math.log(1.02)))
 
 
 def _fit_line(points: list[tuple[int, float]]) -> tuple[float, float]:

@@ -63,10 +63,12 @@ class GradientStats:
 
 
 def _scale(batch_size: float, init_batch_size: int) -> float:
-    if init_batch_size < 1:
+    """``batch_size / init_batch_size``; :class:`SpecError` unless both are positive and
+    finite (NaN passed ``<= 0`` and came back as a gain of 1)."""
+    if not (math.isfinite(init_batch_size) and init_batch_size >= 1):
         raise SpecError("init_batch_size", f"must be a positive integer, got {init_batch_size}")
-    if batch_size <= 0:
-        raise SpecError("batch_size", f"must be positive, got {batch_size}")
+    if not (math.isfinite(batch_size) and batch_size > 0):
+        raise SpecError("batch_size", f"must be a positive finite number, got {batch_size}")
     return batch_size / init_batch_size
 
 

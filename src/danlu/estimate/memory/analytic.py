@@ -9,8 +9,9 @@
   (attention scores recomputed), ``2*s*b*h`` with full recomputation (only the layer input
   kept), with tensor parallelism ``t`` and sequence parallelism as in their Table 2. In fp32
   the 2-byte tensors double (dropout masks stay 1 byte). Flash attention removes the
-  ``a*s^2`` terms. The output layer adds ``4*s*b*h`` (final LayerNorm input) and ``6*s*b*V``
-  (16-bit logits and their fp32 softmax), divided by ``t``;
+  ``a*s^2`` terms. The output layer adds ``4*s*b*h`` (the final LayerNorm's input and the
+  output projection's input, two 16-bit tensors; ``8*s*b*h`` in fp32) and ``6*s*b*V``
+  (16-bit logits and their fp32 softmax; ``8*s*b*V`` in fp32), divided by ``t``;
 * model states per parameter (Rajbhandari et al. 2020, ZeRO, section 3): weights ``p``,
   gradients ``g`` and optimizer state ``K`` bytes; mixed precision with fp32 master weights
   has ``p = g = 2`` and ``K = 4 + optimizer moments`` (Adam: ``K = 12``); ZeRO stage 1 divides
@@ -202,7 +203,9 @@ def transformer_memory(
         bytes_per_value=act_bytes,
         flash_attention=flash_attention,
     )
-    output = (4 * cfg.seq * cfg.hidden + (act_bytes + 4) * cfg.seq * cfg.vocab) / tensor_parallel
+    # the final LayerNorm's and the output projection's inputs, the logits, their fp32 softmax
+    hidden_part = 2 * act_bytes * cfg.seq * cfg.hidden
+    output = (hidden_part + (act_bytes + 4) * cfg.seq * cfg.vocab) / tensor_parallel
     return TransformerMemory(
         config=cfg,
         parameter_bytes=int(params * p),

@@ -90,7 +90,7 @@ def load_gpu_table(path: str | Path | None = None) -> dict[str, GpuSpec]:
     if not isinstance(data, dict):
         raise ConfigError(f"--gpu-table: {path} must hold a JSON object of GPU names")
     for name, fields in data.items():
-        key = name.lower()
+        key = gpu_key(name)
         if not isinstance(fields, dict):
             raise ConfigError(
                 f"--gpu-table: entry {name!r} in {path} must be an object of GpuSpec fields, "
@@ -135,11 +135,18 @@ def _field_problem(name: str, value: object) -> str:
     return ""
 
 
-def get_gpu(name: str, table: dict[str, GpuSpec] | None = None) -> GpuSpec:
-    """Look a GPU type up by name (case-insensitive; ``a100`` means the 80 GB one)."""
-    table = table if table is not None else GPUS
+def gpu_key(name: str) -> str:
+    """The table key of a GPU name, as both :func:`load_gpu_table` and :func:`get_gpu` read
+    it: lower case, ``_`` as ``-``, aliases resolved (``RTX_4090`` -> ``rtx4090``)."""
     key = name.lower().replace("_", "-")
-    key = ALIASES.get(key, key)
+    return ALIASES.get(key, key)
+
+
+def get_gpu(name: str, table: dict[str, GpuSpec] | None = None) -> GpuSpec:
+    """Look a GPU type up by name (case-insensitive, ``_`` read as ``-``; ``a100`` means the
+    80 GB one)."""
+    table = table if table is not None else GPUS
+    key = gpu_key(name)
     if key not in table:
         raise UnknownNameError("GPU type (--gpu)", name, list(table))
     return table[key]
@@ -151,6 +158,10 @@ def gpu_for_device(
     """The table's entry for the GPU a device reports (``torch.cuda.get_device_name(0)``
     and its ``total_memory``): ``"NVIDIA H200"`` -> ``h200``, ``"NVIDIA A100-SXM4-40GB"``
     -> ``a100-40gb``. :class:`UnknownNameError` (naming the table's GPUs) for a GPU the
-    table does not have: add it with ``--gpu-table``."""
+    table does not have: add it with ``--gpu-table``. The capacity is never more than the
+    ``total_memory`` the device reports (a smaller variant than the table's entry)."""
     kind = gpu_type_from_device(device_name, total_memory)
-    return get_gpu(kind.name, table)
+    spec = get_gpu(kind.name, table)
+    if 0 < total_memory < spec.capacity_bytes:
+        spec = replace(spec, capacity_bytes=total_memory)
+    return spec

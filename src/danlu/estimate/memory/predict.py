@@ -89,14 +89,21 @@ def replay(tr: StepTrace, gpu: GpuSpec) -> MemoryEstimate:
                 handles += 1
                 pseudo -= 1
                 alloc.malloc(pseudo, gpu.cublas_workspace_bytes)
-            elif kind == "conv" and gpu.conv_workspace_ratio > 0:
-                pseudo -= 1
-                alloc.malloc(pseudo, int(hint * gpu.conv_workspace_ratio))
-                alloc.free(pseudo)
+                continue
+            if kind == "conv" and gpu.conv_workspace_ratio > 0:
+                size = int(hint * gpu.conv_workspace_ratio)
             elif kind == "attn_bwd":
-                pseudo -= 1
-                alloc.malloc(pseudo, hint)
-                alloc.free(pseudo)
+                size = hint
+            else:
+                continue
+            # a transient workspace, live with the op's outputs (the site follows them):
+            # it counts towards the peaks before it is freed
+            pseudo -= 1
+            alloc.malloc(pseudo, size)
+            if i >= start:
+                peak_alloc = max(peak_alloc, alloc.stats.allocated)
+                peak_res = max(peak_res, alloc.stats.reserved)
+            alloc.free(pseudo)
         if sid in host:
             continue
         if delta > 0:

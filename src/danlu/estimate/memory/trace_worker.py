@@ -89,6 +89,7 @@ class StorageTracker(TorchDispatchMode):  # type: ignore[no-untyped-call]
         name = kernels.op_name(func)
         out = func(*args, **kwargs)
         workspace = 0
+        site = None
         if self.probe is not None and name in kernels.PROBED_OPS:
             workspace = self.probe.workspace(func, args, kwargs)
         elif self.target == "cuda":
@@ -100,12 +101,14 @@ class StorageTracker(TorchDispatchMode):  # type: ignore[no-untyped-call]
                 self.cublas_phases.add(self.phase)  # one handle per thread: fwd and autograd
                 self.sites.append((len(self.events), "cublas", 0))
             site = kernels.cuda_site(func, args, out)
-            if site is not None:
-                self.sites.append((len(self.events), *site))
         ws_sid = self._pseudo(workspace) if workspace else None
         for t in tree_flatten(out)[0]:
             if isinstance(t, torch.Tensor):
                 self.register(t.untyped_storage())
+        if site is not None:
+            # a kernel's workspace lives while the kernel writes its outputs: the site goes
+            # after them (replay allocates it before the next event and frees it at once)
+            self.sites.append((len(self.events), *site))
         if ws_sid is not None:
             self.events.append((ws_sid, -workspace))
         return out
