@@ -136,6 +136,18 @@ def test_fake_inventory_errors_name_the_flag(bad: str) -> None:
     assert "e.g. --fake-gpus 4x80GiB" in str(err.value)
 
 
+def test_fake_gpus_read_a_type_alias_as_the_type_and_refuse_sizes_without_a_unit() -> None:
+    # "4090" is an alias of RTX4090: it used to give GPUs of 4,090 bytes
+    inv = fake_inventory("2x4090", hostname="h")
+    assert [(g.gpu_type.name, g.memory_total) for g in inv.gpus] == [("RTX4090", 24 * GiB)] * 2
+    with pytest.raises(ConfigError, match=r"'2x80': 80 bytes\? give the size a unit"):
+        fake_inventory("2x80")
+    with pytest.raises(ConfigError, match=r"a GPU of 100.0MiB is too small"):
+        fake_inventory("2x100MiB")
+    with pytest.raises(ConfigError, match="names a type twice"):
+        fake_inventory("2x4090:H100")
+
+
 def test_fake_metrics_follow_allocations() -> None:
     inv = fake_inventory("2x80GiB", hostname="h")
     allocations = [

@@ -10,7 +10,7 @@ from pathlib import Path
 
 import pytest
 
-from danlu.core.cluster import Allocation, Cluster
+from danlu.core.cluster import GPU_TYPES, Allocation, Cluster, Node
 from danlu.core.errors import ConfigError
 from danlu.sched.policies.fair_share import FairSharePolicy, fair_shares
 from danlu.sched.project_usage import ProjectShare
@@ -120,6 +120,30 @@ def test_reclaim_preempts_an_over_share_job_for_an_under_share_project() -> None
         ClusterView(1000.0, ONE_BY_4, running=TEAM_A, pending=pending)
     )
     assert plain.preempts == () and plain.recheck_at == float("inf")
+
+
+def test_reclaim_preempts_only_the_victims_whose_gpus_the_job_gets() -> None:
+    # a1, the youngest, sits on a 1-GPU node: released first, it is no room for a 2-GPU
+    # job, which goes to a2's node. a1 used to be preempted too, its GPU left idle.
+    cluster = Cluster(
+        tuple(Node(f"n{i}", gpus, GPU_TYPES["A100-80GB"]) for i, gpus in enumerate((1, 2, 2, 2)))
+    )
+    starts = {"a1": 900.0, "a2": 500.0, "a3": 100.0, "a4": 100.0}
+    running = tuple(
+        JobStatus(
+            JobRequest(name, 0.0, cluster.nodes[node].gpus, project="a", seq=node),
+            Allocation.whole_gpus([(node, g) for g in range(cluster.nodes[node].gpus)]),
+            last_start=starts[name],
+        )
+        for node, name in enumerate(starts)
+    )
+    pending = (_job("b1", "b", 10, gpus=2), _job("b2", "b", 11, gpus=2))
+    plan = FairSharePolicy(reclaim=True, min_run=0.0).schedule(
+        ClusterView(1000.0, cluster, running=running, pending=pending)
+    )
+    assert [s.job_id for s in plan.starts] == ["b1"]
+    assert plan.starts[0].allocation.nodes == (1,)
+    assert [p.job_id for p in plan.preempts] == ["a2"]
 
 
 def test_reclaim_stops_at_the_shares_and_waits_for_draining_gpus() -> None:

@@ -7,7 +7,15 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from danlu.core.cluster import MILLI_PER_GPU, Allocation, Cluster, GpuType, Node, gpu_type
+from danlu.core.cluster import (
+    MILLI_PER_GPU,
+    Allocation,
+    Cluster,
+    GpuShare,
+    GpuType,
+    Node,
+    gpu_type,
+)
 from danlu.core.errors import PlacementError, UnknownNameError
 from danlu.core.units import GiB
 from danlu.sched.placement.gang import STRATEGIES, FreeMap
@@ -358,6 +366,37 @@ def test_refused_shares_are_refused_as_a_fresh_map_would(strategy: str, seed: in
             answered_at_once += 1
         if alloc is not None:
             placed.append(alloc)
-        naive = (free.free_milli > 0) & (free.free_memory > 0)
+        naive = free.free_milli > 0
         assert free.any_capacity() == bool(naive.any())
     assert answered_at_once > 10
+
+
+@pytest.mark.parametrize("gpus", [1, 2])
+def test_a_milli_only_share_fits_where_its_milli_fits_whatever_else_is_idle(gpus: int) -> None:
+    """A share naming no memory is sized by its milli alone: a second one joins the first on
+    its GPU (the memory left, none, goes with it) whether or not another GPU is idle; it used
+    to wait for ever on a 1-GPU node (``any_capacity`` counted only GPUs with memory left)
+    and be packed on a 2-GPU one."""
+    from danlu.sched.policies.fifo import FifoPolicy
+
+    cluster = Cluster.homogeneous(1, gpus)
+    cap = cluster.nodes[0].gpu_type.memory
+    first = JobStatus(
+        req(id="a", gpu_milli=500), Allocation((GpuShare(0, 0, 500, cap),)), last_start=0.0
+    )
+    view = ClusterView(10.0, cluster, running=(first,))
+    free = FreeMap(view, "best-fit")
+    assert free.any_capacity()
+    second = JobStatus(req(id="b", gpu_milli=500, seq=1))
+    plan = FifoPolicy(backfill=True).schedule(
+        ClusterView(10.0, cluster, running=(first,), pending=(second,))
+    )
+    assert [(s.job_id, s.allocation.shares) for s in plan.starts] == [
+        ("b", (GpuShare(0, 0, 500, 0),))
+    ]
+    # Full by milli: nothing more fits there, and with no other GPU nothing has room.
+    free.take(plan.starts[0].allocation)
+    assert free.any_capacity() == (gpus > 1)
+    assert free.place(req(id="c", gpu_milli=100)) == (
+        None if gpus == 1 else Allocation((GpuShare(0, 1, 100, cap),))
+    )

@@ -260,6 +260,30 @@ def test_value_density_orders_by_priority_over_remaining_time() -> None:
     assert vd.density(half, 0.0) == pytest.approx(1 / 40)
 
 
+@pytest.mark.parametrize("scale", [1.0, 0.5])
+def test_value_density_ranks_any_priority_the_spec_allows(scale: float) -> None:
+    # 2 ** (p / scale) leaves the range of a float from p = 1024 x scale (OverflowError)
+    # and rounds to 0 below about -1075 x scale (every such job tied).
+    vd = ValueDensityPolicy(priority_scale=scale)
+    one = Cluster.homogeneous(1, 1)
+    for p in (1024, 1100, 1_000_000):
+        job = pending(f"j{p}", 1, priority=p, expected_duration=10.0)
+        assert started(vd.schedule(view(one, (), (job,)))) == [job.id]
+    top = pending("top", 1, priority=1_000_000, expected_duration=10.0)
+    next_ = pending("next", 1, priority=999_999, expected_duration=10.0)
+    assert started(vd.schedule(view(one, (), (next_, top)))) == ["top"]
+    # Very low priorities still differ: the shorter job of two at -1500 and -1100 loses
+    # to the higher priority, and is preempted for nothing.
+    low = running("low", [(0, 0)], priority=-1100, expected_duration=1000.0)
+    lower = pending("lower", 1, submit=1.0, priority=-1500, expected_duration=1.0)
+    assert vd.log_density(low, 0.0) > vd.log_density(lower, 0.0)
+    plan = vd.schedule(view(one, (low,), (lower,)))
+    assert preempted(plan) == [] and started(plan) == []
+    shorter = pending("shorter", 1, submit=1.0, priority=-1100, expected_duration=1.0)
+    plan = vd.schedule(view(one, (low,), (shorter,)))
+    assert preempted(plan) == ["low"] and started(plan) == ["shorter"]
+
+
 def test_value_density_preempts_a_much_less_valuable_job() -> None:
     one = Cluster.homogeneous(1, 1)
     slow = running("slow", [(0, 0)], expected_duration=10_000.0)
@@ -307,7 +331,7 @@ def test_value_density_keeps_waiting_ranks_and_plans_as_a_new_policy_does() -> N
             j.id for j in sorted(waiting, key=lambda j: kept.rank_key(j, now)[0])
         ]
         for status, key in zip(order.jobs, order.keys, strict=True):
-            assert key == (-kept.density(status, now), status.request.submit_time, status.id)
+            assert key == (-kept.log_density(status, now), status.request.submit_time, status.id)
         gone = set(preempted(plan))
         preemptions += len(gone)
         starts = {s.job_id: s.allocation for s in plan.starts}

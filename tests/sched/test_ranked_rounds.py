@@ -13,8 +13,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from danlu.core.cluster import MILLI_PER_GPU, Allocation, Cluster
-from danlu.sched.placement.drain import DrainingFree
+from danlu.core.cluster import GPU_TYPES, MILLI_PER_GPU, Allocation, Cluster, Node
 from danlu.sched.placement.gang import FreeMap
 from danlu.sched.policies.base import _preempting_round, ranked_round
 from danlu.sched.policies.danlu import DanluPolicy
@@ -199,7 +198,8 @@ def test_bulk_admission_draws_the_same_line_as_one_job_at_a_time() -> None:
         # The slow path itself, run directly: exactly the pending jobs above the line may
         # start; those below wait as outranked, those above wait only for placement.
         slow = _preempting_round(
-            DrainingFree(FreeMap(view, "best-fit"), view),
+            FreeMap(view, "best-fit"),
+            view,
             [k for k, _ in pend],
             [j for _, j in pend],
             [k for k, _ in run],
@@ -215,3 +215,78 @@ def test_bulk_admission_draws_the_same_line_as_one_job_at_a_time() -> None:
                 assert reason.startswith("outranked"), (job.id, reason)
             elif job.id not in started:
                 assert not reason.startswith("outranked"), (job.id, reason)
+
+
+def _gpus(alloc: Allocation) -> set[tuple[int, int]]:
+    return {(share.node, share.gpu) for share in alloc.shares}
+
+
+def test_an_unplaceable_top_job_preempts_nobody_for_a_lower_ranked_one() -> None:
+    # The priority-10 job needs H100s, all held by a non-preemptible job: it can never be
+    # placed. It used to take the budget anyway, push the priority-5 job below the line and
+    # hand that job's A100s to the priority-1 job.
+    a100, h100 = GPU_TYPES["A100-80GB"], GPU_TYPES["H100"]
+    cluster = Cluster((Node("a", 4, a100), Node("h", 2, h100)))
+    seq = iter(range(10))
+
+    def job(job_id: str, gpus: int, priority: int, **kw: object) -> JobRequest:
+        return JobRequest(job_id, 0.0, gpus, priority=priority, seq=next(seq), **kw)  # type: ignore[arg-type]
+
+    z = JobStatus(job("Z", 4, 5), Allocation.whole_gpus([(0, g) for g in range(4)]), last_start=0.0)
+    w = JobStatus(
+        job("W", 2, 0, preemptible=False), Allocation.whole_gpus([(1, 0), (1, 1)]), last_start=0.0
+    )
+    x = JobStatus(job("X", 2, 10, gpu_types=frozenset({"H100"})))
+    y = JobStatus(job("Y", 2, 1))
+    plan = PriorityPolicy().schedule(ClusterView(100.0, cluster, running=(z, w), pending=(x, y)))
+    assert plan.starts == () and plan.preempts == ()
+    assert plan.reason("Y") is not None and plan.reason("Y").startswith("outranked")  # type: ignore[union-attr]
+    assert "wrong type" in (plan.reason("X") or "")
+
+
+def test_a_victim_is_preempted_only_for_a_job_ranked_above_it() -> None:
+    # Mixed GPU types and type-bound jobs: placement often disagrees with the budget.
+    rng = random.Random(11)
+    a100, h100 = GPU_TYPES["A100-80GB"], GPU_TYPES["H100"]
+    for _ in range(60):
+        nodes = tuple(
+            Node(f"n{i}", rng.choice([2, 4, 8]), rng.choice([a100, h100])) for i in range(4)
+        )
+        cluster = Cluster(nodes)
+        free = FreeMap(ClusterView(time=0.0, cluster=cluster), "first-fit")
+        jobs: list[JobStatus] = []
+        for seq in range(rng.randint(2, 16)):
+            types = rng.choice([None, frozenset({"H100"}), frozenset({"A100-80GB"})])
+            status = JobStatus(
+                JobRequest(
+                    f"j{seq}",
+                    0.0,
+                    rng.choice([1, 2, 4]),
+                    seq=seq,
+                    gpu_types=types or frozenset(),
+                    preemptible=rng.random() > 0.1,
+                )
+            )
+            alloc = free.place(status.request) if rng.random() < 0.6 else None
+            jobs.append(replace(status, allocation=alloc, last_start=0.0) if alloc else status)
+        view = ClusterView(
+            time=10.0,
+            cluster=cluster,
+            running=tuple(j for j in jobs if j.running),
+            pending=tuple(j for j in jobs if not j.running),
+        )
+        keys = {j.id: (rng.random(), j.request.seq) for j in jobs}
+        pend = sorted(view.pending, key=lambda j: keys[j.id])
+        run = sorted(view.running, key=lambda j: keys[j.id])
+        plan = ranked_round(
+            view,
+            [keys[j.id] for j in pend],
+            pend,
+            lambda run=run, keys=keys: ([keys[j.id] for j in run], run),  # type: ignore[misc]
+            "best-fit",
+        )
+        by_id = {j.id: j for j in jobs}
+        for preempt in plan.preempts:
+            victim = by_id[preempt.job_id]
+            over = [s for s in plan.starts if _gpus(s.allocation) & _gpus(victim.allocation)]
+            assert any(keys[s.job_id] < keys[victim.id] for s in over), (preempt, plan.starts)

@@ -20,7 +20,7 @@ from danlu.sched.registry import make_policy
 from danlu.sched.view import ClusterView, JobRequest, JobStatus, Plan
 from danlu.sim.config import SimConfig
 from danlu.sim.engine import Simulator
-from danlu.sim.workload import load_workload
+from danlu.sim.workload import RigidWork, Workload, WorkloadJob, load_workload
 
 TWO_BY_4 = Cluster.homogeneous(2, 4)
 
@@ -180,3 +180,36 @@ def test_the_reservation_is_found_past_many_ends_that_do_not_make_room() -> None
         ).at
         == 1000.0
     )
+
+
+def test_under_sjf_the_reservation_holds_back_only_longer_jobs() -> None:
+    """What ``SjfPolicy(reserve=True)`` promises (its docstring, docs/queue-policies.md): a
+    wide job's reservation holds back the jobs ranked behind it (longer ones), not shorter
+    ones, so a stream of shorter jobs keeps it waiting; under ``fifo`` it starts at once."""
+    jobs = [
+        WorkloadJob(JobRequest("wide", 0.0, 4, seq=0, expected_duration=600.0), RigidWork(600.0))
+    ]
+    for i in range(1, 60):  # a 1-GPU job of 100 s every 30 s for 30 minutes
+        request = JobRequest(f"s{i}", 30.0 * (i - 1), 1, seq=i, expected_duration=100.0)
+        jobs.append(WorkloadJob(request, RigidWork(100.0)))
+    stream = Workload("stream", "danlu", tuple(jobs))
+    last_short = 30.0 * 58
+
+    def wide_start(policy: Any) -> float:
+        result = Simulator(
+            Cluster.homogeneous(1, 4), policy, stream, SimConfig(restart_cost=0.0)
+        ).run()
+        (wide,) = (r for r in result.jobs if r.id == "wide")
+        assert wide.start_time is not None
+        return wide.start_time
+
+    assert wide_start(FifoPolicy(backfill=True, reserve=True)) == 60.0
+    assert wide_start(SjfPolicy(reserve=True)) > last_short
+    # A longer job arriving behind the blocked wide job is held back by the reservation.
+    running = (_running("r0", 0, 2, 100.0),)
+    pending = (JobStatus(_job("wide", 4, 1, 50)), JobStatus(_job("longer", 2, 2, 5000)))
+    plan = SjfPolicy(reserve=True, by_gpu_time=False).schedule(
+        ClusterView(0.0, Cluster.homogeneous(1, 4), running=running, pending=pending)
+    )
+    assert plan.starts == ()
+    assert plan.reason("longer") == "backfill holds GPUs for job wide (reserved to start in 100s)"

@@ -133,6 +133,24 @@ def test_allocation_ratio_counts_completions_between_instants(tmp_path: Path) ->
     assert result.summary()["gpu_allocation_ratio"] == pytest.approx(400 / 600)
 
 
+def test_allocation_ratio_is_over_the_makespan_not_the_trailing_round(tmp_path: Path) -> None:
+    # One 1-GPU job of 100 s, submitted at 0, runs from the first round (60) to 160: the
+    # timeline has one more instant (180) after the end, which used to count as idle time
+    # (0.5556, below the utilisation).
+    text = "name,submit_time,gpus,duration\nj,0,1,100\n"
+    result = simulate(
+        load_workload(write(tmp_path, text)),
+        cluster=Cluster.homogeneous(1, 1),
+        interval=60.0,
+        restart_cost=0.0,
+    )
+    assert result.timeline.times[-1] > 160.0
+    summary = result.summary()
+    assert summary["makespan"] == 160.0
+    assert summary["gpu_allocation_ratio"] == pytest.approx(100 / 160)
+    assert summary["gpu_allocation_ratio"] >= summary["gpu_utilization"]
+
+
 def test_fifo_strict_order_on_the_grid(tmp_path: Path) -> None:
     # b (2 GPUs) blocks c (1 GPU) behind it while a holds one GPU
     text = "name,submit_time,gpus,duration\na,0,1,200\nb,1,2,10\nc,2,1,10\n"
@@ -423,6 +441,46 @@ def test_openb_loader(tmp_path: Path) -> None:
     assert share.request.cpu_milli == 6000 and share.request.memory == 2048 * MiB
     result = simulate(workload, "fifo", Cluster.homogeneous(2, 4))
     assert len(result.jobs) == 2 and result.unfinished == []
+
+
+OPENB_HEADER = (
+    "name,cpu_milli,memory_mib,num_gpu,gpu_milli,creation_time,deletion_time,scheduled_time\n"
+)
+
+
+@pytest.mark.parametrize(
+    ("row", "message"),
+    [
+        # 2.5 GPUs used to be read as 2, 0.5 as a CPU-only pod
+        ("p1,1000,100,2.5,1000,0,100,0", r":2: column 'num_gpu' must be a whole number >= 0"),
+        ("p1,1000,100,0.5,500,0,100,0", r":2: column 'num_gpu' must be a whole number >= 0"),
+        # deleted before it was created (or scheduled): used to be a 1 s job
+        (
+            "p1,1000,100,1,500,100,50,",
+            r":2: column 'deletion_time' \(50\) is before the pod's "
+            r"creation_time \(100\)",
+        ),
+        (
+            "p1,1000,100,1,500,10,50,60",
+            r":2: column 'deletion_time' \(50\) is before the pod's "
+            r"scheduled_time \(60\)",
+        ),
+        # no share of its one GPU, or more than the GPU
+        ("p1,1000,100,1,0,0,100,", r":2: column 'gpu_milli' must be a whole number from 1 to 1000"),
+        ("p1,1000,100,1,1500,0,100,", r":2: column 'gpu_milli' must be a whole number from 1"),
+    ],
+)
+def test_openb_loader_refuses_what_it_cannot_schedule(
+    tmp_path: Path, row: str, message: str
+) -> None:
+    with pytest.raises(DataError, match=message):
+        load_workload(write(tmp_path, OPENB_HEADER + row + "\n", "openb.csv"))
+
+
+def test_philly_row_without_a_timestamp_is_a_data_error(tmp_path: Path) -> None:
+    text = "duration,num_gpus,timestamp\n100,1,2017-10-03 10:00:00\n100,1\n"
+    with pytest.raises(DataError, match=r":3: column 'timestamp' is missing or empty"):
+        load_workload(write(tmp_path, text, "philly.csv"))
 
 
 def test_format_detection_errors_list_the_formats(tmp_path: Path) -> None:

@@ -132,6 +132,18 @@ _FLAG = "--fake-gpus"
 _GROUP = re.compile(r"^\s*(\d+)\s*[xX]\s*([^:\s]+)\s*(?::\s*(\S+))?\s*$")
 
 
+_LEAST_FAKE_MEMORY = 1 << 30
+"""The smallest fake GPU (1 GiB): anything less is a size written without its unit."""
+
+
+def _known_type(name: str) -> GpuType | None:
+    """The GPU type ``name`` names (a type or an alias such as ``4090``), or None."""
+    try:
+        return gpu_type(name)
+    except UnknownNameError:
+        return None
+
+
 def _fake_error(spec: str, why: str) -> ConfigError:
     return ConfigError(
         f"{_FLAG} {spec!r}: {why}; write COUNTxSIZE or COUNTxTYPE, comma-separated, optionally "
@@ -142,8 +154,10 @@ def _fake_error(spec: str, why: str) -> ConfigError:
 
 def fake_inventory(spec: str, hostname: str = "localhost") -> Inventory:
     """An inventory of fake GPUs from ``--fake-gpus``: ``NxSIZE[,NxSIZE...]``, where SIZE is a
-    byte size (``80GiB``) or a GPU type (``H100``), optionally ``NxSIZE:TYPE``. Each group is one
-    node; device indices run across the groups. Raises :class:`ConfigError` naming the flag."""
+    byte size with its unit (``80GiB``, at least 1 GiB) or a GPU type (``H100``; a type name or
+    alias is read as the type even when it is a number, as ``4090``), optionally
+    ``NxSIZE:TYPE``. Each group is one node; device indices run across the groups. Raises
+    :class:`ConfigError` naming the flag."""
     nodes: list[NodeInventory] = []
     index = 0
     groups = [g for g in spec.split(",")] if spec.strip() else []
@@ -156,13 +170,29 @@ def fake_inventory(spec: str, hostname: str = "localhost") -> Inventory:
         count, size, type_name = int(match.group(1)), match.group(2), match.group(3)
         if count <= 0:
             raise _fake_error(spec, f"{group.strip()!r} has no GPUs")
+        known = _known_type(size)
         try:
-            if size[0].isdigit():
-                memory = parse_bytes(size, _FLAG)
-                kind = gpu_type(type_name) if type_name else GpuType("generic", memory)
-            else:
+            if known is not None:
                 if type_name:
                     raise _fake_error(spec, f"{group.strip()!r} names a type twice")
+                kind = known
+                memory = kind.memory
+            elif size[0].isdigit():
+                if size.isdigit():
+                    raise _fake_error(
+                        spec,
+                        f"{group.strip()!r}: {size} bytes? give the size a unit (e.g. "
+                        f"{count}x{size}GiB) or name a GPU type",
+                    )
+                memory = parse_bytes(size, _FLAG)
+                if memory < _LEAST_FAKE_MEMORY:
+                    raise _fake_error(
+                        spec,
+                        f"{group.strip()!r}: a GPU of {format_bytes(memory)} is too small "
+                        f"(at least {format_bytes(_LEAST_FAKE_MEMORY)}); is the unit right?",
+                    )
+                kind = gpu_type(type_name) if type_name else GpuType("generic", memory)
+            else:
                 kind = gpu_type(size)
                 memory = kind.memory
         except (SpecError, UnknownNameError) as exc:

@@ -123,6 +123,33 @@ def fragmentation(used_milli: npt.NDArray[np.int64], offsets: Sequence[int]) -> 
     return float(partial) / total_free
 
 
+def _time_mean(
+    times: Sequence[float], values: Sequence[float], window: tuple[float, float] | None
+) -> float:
+    """Time average of a step function (``values[i]`` holds from ``times[i]`` to the next
+    instant) over ``window`` = (start, end), the makespan: the timeline's trailing rounds
+    after the last job ended (and any instants before the first submission) do not count.
+    The last value holds until ``end``. ``window`` None: over the timeline's own span.
+    0.0 when the span is empty."""
+    if len(times) == 0:
+        return 0.0
+    t = np.asarray(times, dtype=float)
+    v = np.asarray(values, dtype=float)
+    if window is None:
+        if t.size < 2:
+            return 0.0
+        start, end = float(t[0]), float(t[-1])
+    else:
+        start, end = window
+    if end <= start:
+        return 0.0
+    begins = np.clip(t, start, end)
+    ends = np.clip(np.append(t[1:], max(end, float(t[-1]))), start, end)
+    widths = ends - begins
+    total = float(widths.sum())
+    return float((v * widths).sum()) / total if total > 0 else 0.0
+
+
 def _percentile(values: Sequence[float], q: float) -> float:
     return float(np.percentile(np.asarray(values, dtype=float), q)) if values else math.nan
 
@@ -167,14 +194,10 @@ class SimResult:
         useful = held - lost - killed  # no restarts, slowdowns by sharing, nor work cancelled
         capacity = self.total_gpus * makespan
         times = self.timeline.times
-        if len(times) > 1:
-            widths = np.diff(np.asarray(times))
-            alloc = np.asarray(self.timeline.allocated_gpus[:-1])
-            mean_alloc = float((alloc * widths).sum() / widths.sum()) / max(self.total_gpus, 1)
-            frag = np.asarray(self.timeline.fragmentation[:-1])
-            mean_frag = float((frag * widths).sum() / widths.sum())
-        else:
-            mean_alloc = mean_frag = 0.0
+        window = (first_submit, last_end) if self.jobs and makespan > 0 else None
+        alloc_mean = _time_mean(times, self.timeline.allocated_gpus, window)
+        mean_alloc = alloc_mean / max(self.total_gpus, 1)
+        mean_frag = _time_mean(times, self.timeline.fragmentation, window)
         return {
             "jobs": float(len(self.jobs)),
             "avg_jct": float(np.mean(jcts)) if jcts else math.nan,

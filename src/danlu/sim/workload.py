@@ -162,6 +162,17 @@ def _name(row: dict[str, str], path: Path, line: int) -> str:
     return name
 
 
+def _openb_milli(row: dict[str, str], path: Path, line: int) -> int:
+    """A 1-GPU openb pod's ``gpu_milli``: its share of the GPU, 1..1000 thousandths."""
+    value = _num(row, "gpu_milli", path, line)
+    if not value.is_integer() or not 0 < value <= MILLI_PER_GPU:
+        raise DataError(
+            f"{path}:{line}: column 'gpu_milli' must be a whole number from 1 to "
+            f"{MILLI_PER_GPU} for a 1-GPU pod (its share of the GPU), got {row['gpu_milli']!r}"
+        )
+    return int(value)
+
+
 def _family(row: dict[str, str], path: Path, line: int) -> str:
     family = (row.get("family") or "").strip()
     if family and family not in MODEL_FAMILIES:
@@ -194,6 +205,11 @@ def load_workload(path: str | Path) -> Workload:
     elif kind == "philly":
         raw: list[tuple[float, float, int, int, str]] = []
         for line, row in rows:
+            if not row.get("timestamp"):
+                raise DataError(
+                    f"{p}:{line}: column 'timestamp' is missing or empty; give every job its "
+                    "submission date-time (a row with fewer fields than the header lacks it)"
+                )
             try:
                 stamp = datetime.fromisoformat(row["timestamp"]).timestamp()
             except ValueError:
@@ -218,11 +234,19 @@ def load_workload(path: str | Path) -> Workload:
             jobs.append(WorkloadJob(request, RigidWork(max(duration, 1.0))))
     elif kind == "openb":
         for line, row in rows:
-            gpus = int(_num(row, "num_gpu", p, line))
-            milli = int(_num(row, "gpu_milli", p, line)) if gpus == 1 else MILLI_PER_GPU
+            gpus = _whole_number(row, "num_gpu", p, line, 0)
+            milli = _openb_milli(row, p, line) if gpus == 1 else MILLI_PER_GPU
             start = _num(row, "scheduled_time", p, line) if row.get("scheduled_time") else None
             created = _num(row, "creation_time", p, line)
-            duration = max(1.0, _num(row, "deletion_time", p, line) - (start or created))
+            deleted = _num(row, "deletion_time", p, line)
+            began = start or created
+            if deleted < began:
+                since = "scheduled_time" if start else "creation_time"
+                raise DataError(
+                    f"{p}:{line}: column 'deletion_time' ({row['deletion_time']}) is before "
+                    f"the pod's {since} ({row[since]}); a pod is deleted after it starts"
+                )
+            duration = max(1.0, deleted - began)
             request = JobRequest(
                 id=_name(row, p, line),
                 submit_time=created,

@@ -73,9 +73,11 @@ class FreeMap:
             self._gpu_node, weights=whole, minlength=self._sizes.size
         ).astype(np.int64)
         self.total_free = int(self.node_free.sum())
-        room = (self.free_milli > 0) & (self.free_memory > 0)
+        room = self.free_milli > 0
         self._gpus_with_room = int((room if self._open is None else room & self._open).sum())
-        """GPUs open to new work with some compute and memory left (kept up to date)."""
+        """GPUs open to new work with some compute left (kept up to date): where a share
+        could still go (every share takes compute; one sized by milli alone needs no
+        memory)."""
         self._rack_ids: IntArray = arrays.rack_ids
         self._type_names = arrays.type_names
         self._type_masks: dict[frozenset[str], BoolArray] = {}
@@ -136,8 +138,9 @@ class FreeMap:
         return mask
 
     def any_capacity(self) -> bool:
-        """Whether any GPU open to new work has any compute and memory left (for shared
-        requests)."""
+        """Whether any GPU open to new work has any compute left (for shared requests: a
+        share sized by milli alone fits where its milli does, whatever memory is left, see
+        :meth:`_place_shared`)."""
         return self._gpus_with_room > 0
 
     def closed_free_milli(self) -> int:
@@ -217,7 +220,7 @@ class FreeMap:
                 # Idle GPUs taken whole: nothing of them is left.
                 self.free_milli[start + gpu] = 0
                 self.free_memory[start + gpu] = 0
-            self._gpus_with_room -= sum(1 for gpu in idle if memory[gpu] > 0)
+            self._gpus_with_room -= len(idle)  # idle GPUs had all their compute
             self._whole_gpus_changed(node, -take)
         return Allocation(tuple(shares))
 
@@ -299,8 +302,14 @@ class FreeMap:
         return _take_in_order(np.concatenate(order), free, count)
 
     def _place_shared(self, req: JobRequest, closed: BoolArray | None = None) -> Allocation | None:
-        # A share sized by memory alone takes compute in proportion to its memory, so that the
-        # compute of a GPU is full exactly when its memory is.
+        """Place a request for part of one GPU (tightest fit), or None.
+
+        A share sized by memory alone takes compute in proportion to its memory, so that the
+        compute of a GPU is full exactly when its memory is. A share that names no memory
+        (``gpu_memory`` 0) is sized by its milli-GPU alone: it fits wherever its milli does,
+        and takes along the memory the GPU has left (all of it on an idle GPU; none once
+        another such share took it). :meth:`any_capacity` counts the same way.
+        """
         by_memory = req.gpu_milli >= MILLI_PER_GPU and req.gpu_memory > 0
         kind = (req.gpu_types, by_memory)
         size = (0 if by_memory else min(req.gpu_milli, MILLI_PER_GPU), req.gpu_memory)
@@ -449,7 +458,7 @@ class FreeMap:
             cap = int(self._gpu_mem_cap[index])
             open_ = opened is None or bool(opened[index])
             was_whole = milli >= MILLI_PER_GPU and memory >= cap and open_
-            had_room = milli > 0 and memory > 0
+            had_room = milli > 0
             milli += sign * share.milli
             memory += sign * share.memory
             if milli < 0 or memory < 0:
@@ -459,7 +468,7 @@ class FreeMap:
                 )
             free_milli[index], free_memory[index] = milli, memory
             is_whole = milli >= MILLI_PER_GPU and memory >= cap and open_
-            has_room = milli > 0 and memory > 0
+            has_room = milli > 0
             if had_room != has_room and open_:
                 self._gpus_with_room += 1 if has_room else -1
             if was_whole != is_whole:

@@ -240,7 +240,8 @@ def ranked_round(
     if lowest is None or not lowest > best_waiting:
         return Plan(starts=tuple(quick), **_reasons(free, left, left_total))
     return _preempting_round(
-        DrainingFree(initial, view),
+        initial,
+        view,
         pending_keys,
         pending_jobs,
         running_keys,
@@ -249,8 +250,15 @@ def ranked_round(
     )
 
 
+_ADMISSION_TRIES = 4
+"""How many times :func:`_preempting_round` admits again without the admitted jobs that
+could not be placed; after the last try those hold their budget and wait (the victim check
+still keeps every victim they would have displaced)."""
+
+
 def _preempting_round(
-    drain: DrainingFree,
+    initial: FreeMap,
+    view: ClusterView,
     pending_keys: Sequence[RankKey],
     pending_jobs: Sequence[JobStatus],
     running_keys: Sequence[RankKey],
@@ -258,12 +266,86 @@ def _preempting_round(
     mark_preempted: Callable[[JobStatus], dict[str, float]] | None,
 ) -> Plan:
     """The slow path of :func:`ranked_round`: admit by rank within capacity, then place
-    (``drain``: the round's free maps before anything was placed; they are used up).
+    (``initial``: the round's free map before anything was placed; it is left as it is).
 
     Jobs are admitted in rank order while their demand fits the capacity left. Running jobs
     are taken in bulk between two pending ones (prefix sums of their demand and a bisection
     find how many fit), so the walk costs a step per pending job it reaches, not per job.
+
+    An admitted job that cannot be placed (GPU type, fragmentation) gives its budget back:
+    admission runs again without it (up to :data:`_ADMISSION_TRIES` times), so it displaces
+    no running job. Whatever the placement does, a running job is preempted only when a job
+    ranked above it starts on its GPUs; a job ranked below it that would take them waits.
     """
+    unplaceable: set[str] = set()
+    for attempt in range(_ADMISSION_TRIES):
+        drain = DrainingFree(initial.copy(), view)
+        admission = _admit(
+            drain, pending_keys, pending_jobs, running_keys, running_jobs, unplaceable
+        )
+        admitted, victims, waiting, default = admission
+        # Release every running job that fell below the line, then place the admitted
+        # pending jobs in rank order.
+        for _, victim in victims:
+            drain.release(victim.allocation)
+        starts: list[tuple[RankKey, Start]] = []
+        unplaced: list[JobStatus] = []
+        for key, job in admitted:
+            alloc = drain.place(job.request)
+            if alloc is None:
+                unplaced.append(job)
+            else:
+                starts.append((key, Start(job.id, alloc)))
+        if not unplaced or attempt == _ADMISSION_TRIES - 1:
+            break
+        unplaceable.update(job.id for job in unplaced)
+    free = drain.now
+    # A victim whose GPUs are all still free keeps running: preempting it would only idle
+    # GPUs.
+    displaced: list[tuple[RankKey, JobStatus]] = []
+    for key, victim in victims:
+        if free.can_take(victim.allocation):
+            drain.take(victim.allocation)
+        else:
+            displaced.append((key, victim))
+    kept_starts, displaced = _only_for_higher_ranked(starts, displaced, waiting)
+    preempts: list[Preempt] = []
+    marks: dict[str, dict[str, float]] = {}
+    for _, victim in displaced:
+        preempts.append(Preempt(victim.id, "outranked by waiting jobs"))
+        if mark_preempted is not None:
+            marks[victim.id] = mark_preempted(victim)
+    for job in unplaced:
+        waiting[job.id] = why_not(free, job)
+    for job in pending_jobs:
+        if job.id in unplaceable and job.id not in waiting:
+            waiting[job.id] = why_not(free, job)
+    return Plan(
+        starts=tuple(kept_starts),
+        preempts=tuple(preempts),
+        waiting=waiting,
+        waiting_default=default,
+        marks=marks,
+    )
+
+
+_Admission = tuple[
+    list[tuple[RankKey, JobStatus]], list[tuple[RankKey, JobStatus]], dict[str, str], str
+]
+"""Admitted pending jobs and rejected running jobs (each with its key, in rank order), the
+waiting reasons so far, and the reason shared by the rest of the queue."""
+
+
+def _admit(
+    drain: DrainingFree,
+    pending_keys: Sequence[RankKey],
+    pending_jobs: Sequence[JobStatus],
+    running_keys: Sequence[RankKey],
+    running_jobs: Sequence[JobStatus],
+    skip: set[str],
+) -> _Admission:
+    """Admission by rank within the capacity budget (see :func:`_preempting_round`); the
+    pending jobs named in ``skip`` (known not to fit anywhere) take no budget."""
     free = drain.now
     fixed = 0
     if all(map(_PREEMPTIBLE, running_jobs)):
@@ -281,8 +363,8 @@ def _preempting_round(
     budget = free.cluster.total_gpus * MILLI_PER_GPU - fixed - free.closed_free_milli()
     demand_before = [0, *accumulate(map(_DEMAND, run_jobs))]
     """``demand_before[i]``: milli-GPU held by the ``i`` best-ranked preemptible running jobs."""
-    admitted: list[JobStatus] = []
-    rejected_running: list[JobStatus] = []
+    admitted: list[tuple[RankKey, JobStatus]] = []
+    rejected: list[int] = []
     waiting: dict[str, str] = {}
     default = ""
     p, r = 0, 0
@@ -291,7 +373,7 @@ def _preempting_round(
         if budget <= 0:
             # Capacity is spoken for: every later running job falls below the line and
             # every later pending job waits for the same reason.
-            rejected_running += run_jobs[r:]
+            rejected += range(r, n_running)
             default = "outranked: the cluster's capacity is held by higher-ranked jobs"
             break
         if r < n_running and (p >= n_pending or run_keys[r] < pending_keys[p]):
@@ -302,50 +384,68 @@ def _preempting_round(
                 budget -= demand_before[fit] - demand_before[r]
                 r = fit
                 continue
-            job = run_jobs[r]  # the next one does not fit: it falls below the line
+            rejected.append(r)  # the next one does not fit: it falls below the line
             r += 1
-            rejected_running.append(job)
             continue
         job = pending_jobs[p]
         p += 1
+        if job.id in skip:
+            continue
         demand = job.demand_milli
         if demand <= budget:
-            admitted.append(job)
+            admitted.append((pending_keys[p - 1], job))
             budget -= demand
         else:
             waiting[job.id] = (
                 f"outranked: needs {demand // MILLI_PER_GPU} GPUs of capacity "
                 "held by higher-ranked jobs"
             )
+    victims = [(run_keys[i], run_jobs[i]) for i in rejected]
+    return admitted, victims, waiting, default
 
-    # Release every running job that fell below the line, then place the admitted pending
-    # jobs in rank order. A victim whose GPUs are all still free afterwards keeps running:
-    # preempting it would only idle GPUs.
-    for victim in rejected_running:
-        drain.release(victim.allocation)
-    starts: list[Start] = []
-    unplaced: list[JobStatus] = []
-    for job in admitted:
-        alloc = drain.place(job.request)
-        if alloc is None:
-            unplaced.append(job)
-        else:
-            starts.append(Start(job.id, alloc))
-    preempts: list[Preempt] = []
-    marks: dict[str, dict[str, float]] = {}
-    for victim in rejected_running:
-        if free.can_take(victim.allocation):
-            drain.take(victim.allocation)
-        else:
-            preempts.append(Preempt(victim.id, "outranked by waiting jobs"))
-            if mark_preempted is not None:
-                marks[victim.id] = mark_preempted(victim)
-    for job in unplaced:
-        waiting[job.id] = why_not(free, job)
-    return Plan(
-        starts=tuple(starts),
-        preempts=tuple(preempts),
-        waiting=waiting,
-        waiting_default=default,
-        marks=marks,
-    )
+
+def _gpus_of(alloc: Allocation) -> set[tuple[int, int]]:
+    return {(share.node, share.gpu) for share in alloc.shares}
+
+
+def _only_for_higher_ranked(
+    starts: list[tuple[RankKey, Start]],
+    displaced: list[tuple[RankKey, JobStatus]],
+    waiting: dict[str, str],
+) -> tuple[list[Start], list[tuple[RankKey, JobStatus]]]:
+    """The starts and preemptions left once no job is preempted for lower-ranked ones.
+
+    A displaced running job none of whose GPUs goes to a start ranked above it keeps
+    running, and the (lower-ranked) starts on its GPUs wait instead; that can leave another
+    victim without a higher-ranked start on its GPUs, so this repeats until nothing changes.
+    """
+    if not displaced:
+        return [start for _, start in starts], displaced
+    on_gpu: dict[tuple[int, int], list[int]] = {}
+    for index, (_, start) in enumerate(starts):
+        for gpu in _gpus_of(start.allocation):
+            on_gpu.setdefault(gpu, []).append(index)
+    cancelled: set[int] = set()
+    left = list(displaced)
+    changed = True
+    while changed:
+        changed = False
+        for entry in list(left):
+            key, victim = entry
+            over = {
+                i
+                for gpu in _gpus_of(victim.allocation)
+                for i in on_gpu.get(gpu, ())
+                if i not in cancelled
+            }
+            if any(starts[i][0] < key for i in over):
+                continue
+            for i in over:
+                cancelled.add(i)
+                waiting[starts[i][1].job_id] = (
+                    f"outranked: would take the GPUs of {victim.id}, which ranks higher"
+                )
+            left.remove(entry)
+            changed = True
+    kept = [start for i, (_, start) in enumerate(starts) if i not in cancelled]
+    return kept, left

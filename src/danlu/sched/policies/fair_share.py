@@ -166,7 +166,8 @@ class FairSharePolicy:
         started: set[str],
     ) -> tuple[Start, tuple[Preempt, ...]] | None:
         """Preempt over-share jobs for the waiting job of the project furthest below its
-        share that can be made room for; None when none can."""
+        share that can be made room for; None when none can. Victims are released youngest
+        first until the job fits; of those, only the ones whose GPUs it gets are preempted."""
         now = view.time
         waiting_jobs = sorted(
             (j for j in view.pending if j.id not in started),
@@ -209,7 +210,15 @@ class FairSharePolicy:
                 alloc = room.place(job.request) if room.could_fit_now(job.request) else None
                 if alloc is not None:
                     reason = f"fair share: GPUs reclaimed for project {project} (job {job.id})"
-                    return Start(job.id, alloc), tuple(Preempt(v.id, reason) for v in chosen)
+                    # Released while looking for room is not needed: only the victims on
+                    # the GPUs the job got are preempted, the others keep running.
+                    gpus = {(share.node, share.gpu) for share in alloc.shares}
+                    needed = [
+                        v
+                        for v in chosen
+                        if any((share.node, share.gpu) in gpus for share in v.allocation.shares)
+                    ]
+                    return Start(job.id, alloc), tuple(Preempt(v.id, reason) for v in needed)
         return None
 
 

@@ -19,8 +19,12 @@ class SjfPolicy:
     """Start the job with the least expected GPU time (``duration x GPUs``) first.
 
     Jobs without an expected duration go last, in submission order. ``by_gpu_time=False``
-    orders by duration alone. ``reserve=True``: EASY backfill (:mod:`.reservation`), so a
-    wide job is not passed by shorter ones for ever.
+    orders by duration alone. ``reserve=True``: EASY backfill (:mod:`.reservation`): the
+    first job in this order that cannot start holds a reservation that the jobs ranked
+    *behind* it may not delay. A job ranked ahead of it (a shorter one, including one that
+    arrives later) still starts before it, so under a steady stream of shorter jobs a wide
+    job can wait for ever: the reservation protects it from longer jobs only (use ``fifo``
+    with ``reserve``, or ``priority`` aging, to bound its wait).
     """
 
     option_ranges: ClassVar[Mapping[str, OptionRange]] = {}

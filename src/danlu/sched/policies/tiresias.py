@@ -11,8 +11,12 @@ exact moment its service crossed the threshold (the Pollux artifact notices it a
 60 s round instead; the order of demotions is the same unless two fall in one interval).
 
 Optional starvation guard (off by default, as in the Pollux artifact): a pending job that
-has waited ``starvation_factor`` x its run time (and at least ``starvation_min`` s) goes
-back to queue 0 with its service counted from zero.
+has waited ``starvation_factor`` x its run time (and at least ``starvation_min`` s) since it
+last stopped goes back to queue 0 with its service counted from zero. When it starts, the
+policy's marks record the promotion (queue 0, the service it had then as the new zero), so
+it stays in queue 0 while it runs and is demoted again only once its service since the
+promotion crosses a threshold. The time a job stopped is marked when Tiresias preempts it; a
+job stopped otherwise (a failure) counts as stopped at ``last_start + run_time``.
 
 The defaults (two queues split at 16 GPU-hours, "worst-fit" placement that takes GPUs from
 the emptiest nodes first) are those of the Pollux OSDI'21 artifact's Tiresias baseline, so
@@ -39,6 +43,9 @@ from danlu.sched.view import ClusterView, JobStatus, Plan
 QUEUE = "tiresias.queue"
 ENTERED = "tiresias.entered"
 SERVICE_BASE = "tiresias.service_base"
+"""Service (GPU-seconds) the job had when it was last promoted: queues count from there."""
+STOPPED = "tiresias.stopped"
+"""When Tiresias last preempted the job (the start of its wait for the starvation guard)."""
 
 
 @dataclass(frozen=True)
@@ -103,13 +110,29 @@ class TiresiasPolicy:
         by_service = bisect.bisect_right(thresholds, job.attained_service - base)
         if by_service > queue:  # same fallback as for a running job: no swapping back and forth
             queue, entered = by_service, job.request.submit_time
-        promotable = self.starvation_factor > 0 and queue > 0 and job.run_time > 0
-        if promotable and now >= self._promotion_time(job):
+        if self._promotable(job, queue) and now >= self._promotion_time(job):
             return 0, self._promotion_time(job)
         return queue, entered
 
+    def _promotable(self, job: JobStatus, queue: int) -> bool:
+        return self.starvation_factor > 0 and queue > 0 and job.run_time > 0
+
+    def promoted(self, job: JobStatus, now: float) -> bool:
+        """Whether the pending ``job`` is in queue 0 at ``now`` by the starvation guard."""
+        if job.running or not self._promotable(job, 1):
+            return False
+        marks = job.marks
+        queue = int(marks.get(QUEUE, 0))
+        service = job.attained_service - marks.get(SERVICE_BASE, 0.0)
+        queue = max(queue, bisect.bisect_right(self.thresholds, service))
+        return queue > 0 and now >= self._promotion_time(job)
+
     def _promotion_time(self, job: JobStatus) -> float:
-        stopped = (job.last_start or job.request.submit_time) + job.run_time
+        """When the pending ``job`` is promoted: the time it stopped plus its wait."""
+        start = job.request.submit_time if job.last_start is None else job.last_start
+        stopped = job.marks.get(STOPPED, -math.inf)
+        if stopped < start:  # not marked, or marked before its last run: one run assumed
+            stopped = start + job.run_time
         return stopped + max(self.starvation_min, self.starvation_factor * job.run_time)
 
     def _valid_until(self, job: JobStatus, now: float) -> float:
@@ -140,7 +163,10 @@ class TiresiasPolicy:
 
         def mark(job: JobStatus) -> dict[str, float]:
             queue, entered = running.key_of(job)[:2]
-            return {QUEUE: float(queue), ENTERED: entered}
+            marks = {QUEUE: float(queue), ENTERED: entered}
+            if self.starvation_factor > 0:  # the guard counts the wait from here
+                marks[STOPPED] = now
+            return marks
 
         plan = ranked_round(
             view,
@@ -151,6 +177,8 @@ class TiresiasPolicy:
             mark,
             memo=self._packing,
         )
+        if self.starvation_factor > 0 and plan.starts:
+            plan = dataclasses.replace(plan, marks=self._promotion_marks(view, plan))
         recheck = math.inf
         if plan.has_waiting:
             # A waiting job may overtake a running one once that one is demoted (or a
@@ -159,3 +187,18 @@ class TiresiasPolicy:
             if self.starvation_factor > 0:
                 recheck = min(recheck, pending.expiry)
         return dataclasses.replace(plan, recheck_at=recheck)
+
+    def _promotion_marks(self, view: ClusterView, plan: Plan) -> dict[str, dict[str, float]]:
+        """``plan``'s marks plus, for each job it starts by the starvation guard's promotion,
+        queue 0 from the promotion on with its service counted from there."""
+        marks = dict(plan.marks)
+        started = {s.job_id for s in plan.starts}
+        for job in view.pending:
+            if job.id in started and self.promoted(job, view.time):
+                marks[job.id] = {
+                    **marks.get(job.id, {}),
+                    QUEUE: 0.0,
+                    ENTERED: self._promotion_time(job),
+                    SERVICE_BASE: job.attained_service,
+                }
+        return marks

@@ -6,6 +6,11 @@ doubles a job's value. ``remaining`` is the expected duration minus the time alr
 (never below ``min_remaining``). A running job's value is raised by the restart cost it would
 pay if preempted (``hysteresis``: its remaining time counts ``restart_cost`` seconds less),
 so two jobs of similar value never trade places back and forth.
+
+Jobs are ranked by the base-2 logarithm of the value density,
+``priority / priority_scale - log2(remaining x GPUs)``: ``w(p)`` itself leaves the range of a
+float from ``p = 1024 x priority_scale`` up (and rounds to 0 from about ``-1075 x
+priority_scale`` down), while priorities may run to +-1,000,000.
 """
 
 from __future__ import annotations
@@ -54,21 +59,26 @@ class ValueDensityPolicy:
     def __post_init__(self) -> None:
         check_options(self, self.option_ranges)
 
-    def density(self, job: JobStatus, now: float) -> float:
-        """Value per second of remaining GPU time (higher runs first)."""
+    def log_density(self, job: JobStatus, now: float) -> float:
+        """``log2`` of :meth:`density`, finite for every priority (what jobs are ranked by)."""
         req = job.request
         duration = req.expected_duration or self.default_duration
         remaining = max(self.min_remaining, duration - job.run_time_at(now))
         if job.running:
             remaining = max(self.min_remaining, remaining - self.restart_cost)
-        weight = float(2.0 ** (req.priority / self.priority_scale))
-        return weight / (remaining * max(req.gpus, 1))
+        return req.priority / self.priority_scale - math.log2(remaining * max(req.gpus, 1))
+
+    def density(self, job: JobStatus, now: float) -> float:
+        """Value per second of remaining GPU time (higher runs first); ``inf`` or 0 where
+        it leaves the range of a float (ranks use :meth:`log_density`)."""
+        log = self.log_density(job, now)
+        return math.inf if log >= 1024.0 else float(2.0**log)
 
     def rank_key(self, job: JobStatus, now: float) -> tuple[RankKey, float]:
         """Density, highest first; then submission time and id (unique). A waiting job's
         holds while its status is the same (its run time does not grow); a running job's is
         for ``now`` only."""
-        key = (-self.density(job, now), job.request.submit_time, job.id)
+        key = (-self.log_density(job, now), job.request.submit_time, job.id)
         return key, (now if job.running else math.inf)
 
     def schedule(self, view: ClusterView) -> Plan:
