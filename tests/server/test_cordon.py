@@ -15,6 +15,7 @@ from typing import Any
 import httpx
 import pytest
 from helpers import live_server, spec, user_and_nodes, wait_for, wait_state
+from interleave import Interleave
 from rich.console import Console
 from typer.testing import CliRunner
 
@@ -434,6 +435,29 @@ def test_a_schedule_is_replaced_dropped_by_uncordon_and_a_past_time_is_now(
             NOW,
             None,
         )
+
+
+def test_an_uncordon_while_a_schedule_is_applied_drops_it(
+    db: Database, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """An admin's uncordon commits while the reconcile loop's ``close_due`` has read the due
+    nodes (PostgreSQL): it waits for their row locks, then opens the node; the schedule it
+    dropped is not applied after it."""
+    with db.session() as s:
+        user_and_nodes(s, (A, B), NOW)
+        nodes.cordon(s, "a", "maintenance", drain=True, at=NOW + 100, now=NOW)
+    race = Interleave(db)
+    race.pause_at(monkeypatch, nodes, "cordon", before=True)  # about to close the due nodes
+    outcome = race.run(lambda s: nodes.close_due(s, NOW + 100), lambda s: nodes.uncordon(s, "a"))
+    assert outcome.first_error is None and outcome.second_error is None
+    assert outcome.first == ["a"]
+    with db.read_session() as s:
+        node = next(n for n in cluster.list_nodes(s) if n.name == "a")
+        found = (nodes.state(node), node.cordoned_at, node.close_at, node.cordon_reason)
+    assert found == ("ready", None, None, "")
+    assert outcome.second_waited == (db.dialect == "postgresql")  # for close_due's row lock
+    with db.session() as s:  # nothing is due any more
+        assert nodes.close_due(s, NOW + 200) == []
 
 
 def test_the_api_and_the_cli_schedule_a_drain(

@@ -142,6 +142,19 @@ def test_a_held_job_is_passed_by_until_released(db: Database, tmp_path: Path) ->
         loop.stop()
 
 
+def test_holding_a_finished_job_is_a_conflict_even_if_it_was_held(db: Database) -> None:
+    """A job held before it ended still has ``held_at``: holding it again is not "nothing
+    to change" but the 409 of any finished job; releasing it still works."""
+    alice, (first, _, _) = _three_jobs(db)
+    with db.session() as s:
+        jobs.hold(s, first, True, alice, now=NOW + 1)
+        jobs.cancel_job(s, first, alice, now=NOW + 2)
+    with db.session() as s, pytest.raises(ConflictError, match="a finished job cannot"):
+        jobs.hold(s, first, True, alice, now=NOW + 3)
+    with db.session() as s:
+        assert jobs.hold(s, first, False, alice).held_at is None
+
+
 def test_a_running_job_held_is_preempted_by_checkpoint_and_resumes_when_released(
     db: Database, tmp_path: Path
 ) -> None:

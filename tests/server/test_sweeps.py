@@ -12,6 +12,7 @@ from typing import Any
 import pytest
 import yaml
 from helpers import fake_loop, live_server, user_and_nodes, wait_for
+from interleave import Interleave
 
 from danlu.core.cluster import Node, gpu_type
 from danlu.core.errors import SpecError
@@ -155,6 +156,41 @@ def test_a_trial_that_can_no_longer_be_submitted_fails_the_sweep(db: Database) -
         failed = sweeps.get(s, sweep.id)
         assert failed.state == "FAILED"
         assert failed.reason.startswith("trial 1 could not be submitted: resources.gpus")
+
+
+@pytest.mark.parametrize("values", [[0.1, 0.01], [0.1]], ids=["a-trial-left", "all-ended"])
+def test_a_sweep_cancelled_while_it_advances_stays_cancelled(
+    db: Database, monkeypatch: pytest.MonkeyPatch, values: list[float]
+) -> None:
+    """The user's cancel commits while the reconcile loop's ``advance`` has read the sweep
+    (PostgreSQL): the cancel waits for it, then cancels the trial it submitted, or finds
+    the sweep it ended DONE (409); no trial of a cancelled sweep is left to run and no end
+    is written over the cancel."""
+    with db.session() as s:
+        alice = user_and_nodes(s, (NODE,), NOW)
+        body = _sweep(parameters={"lr": {"values": values}}, parallel=1)
+        sweep = sweeps.create(s, body, alice, now=NOW)
+        sweep_id, first = sweep.id, sweeps.results(s, sweep)[0].job_id
+        jobs.cancel_job(s, first, alice, now=NOW + 1)  # trial 0 ended
+    race = Interleave(db)
+    race.pause_at(monkeypatch, sweeps, "_stop_early")  # advance has read the sweep
+    outcome = race.run(
+        lambda s: sweeps.advance(s, sweep_id, NOW + 2),
+        lambda s: sweeps.cancel(s, sweep_id, alice, now=NOW + 2),
+    )
+    assert outcome.first_error is None
+    with db.read_session() as s:
+        ended = sweeps.get(s, sweep_id)
+        trials = sweeps.results(s, ended)
+        state, reason = ended.state, ended.reason
+    assert {r.state for r in trials} == {"CANCELLED"}  # none left to run
+    if len(values) == 2:  # advance submitted trial 1; the cancel that waited cancelled it
+        assert outcome.second_error is None and outcome.first == ([], [trials[1].job_id])
+        assert (state, reason) == ("CANCELLED", "cancelled by alice")
+    else:  # advance ended the sweep; the cancel that waited found it ended
+        assert isinstance(outcome.second_error, ConflictError)
+        assert (state, reason) == ("DONE", "1 trials ended")
+    assert outcome.second_waited == (db.dialect == "postgresql")  # for advance's row lock
 
 
 def test_the_api_and_the_cli_run_the_example_sweep(tmp_path: Path) -> None:

@@ -132,3 +132,16 @@ def test_the_api_and_the_cli_set_and_show_a_users_quota(tmp_path: Path) -> None:
         assert result.exit_code == 2 and "--quota-gpus" in result.output
         result = runner.invoke(app, ["user", "set", "carol", *flags])
         assert result.exit_code == 2 and "nothing to change" in result.output
+
+
+def test_users_me_shows_the_callers_stored_os_user_and_quota(tmp_path: Path, db_url: str) -> None:
+    with (
+        live_server(tmp_path, fake_gpus="1x80GiB", db_url=db_url, start_loops=False) as live,
+        live.client() as c,
+    ):
+        c.post("/users", json={"name": "carol"}).raise_for_status()
+        c.put("/users/carol", json={"os_user": "carol_os", "quota_gpus": 2}).raise_for_status()
+        token = c.post("/users/carol/tokens", json={"name": "t"}).json()["token"]
+        with live.client(token) as carol:
+            me = carol.get("/users/me").json()
+        assert me == {"name": "carol", "role": "user", "os_user": "carol_os", "quota_gpus": 2.0}

@@ -27,7 +27,6 @@ from danlu.core.errors import SpecError
 from danlu.executors import FakeExecutor, FakeWorld
 from danlu.sched.registry import make_policy
 from danlu.server.db import Database
-from danlu.server.errors import NotFoundError
 from danlu.server.reconcile import Reconciler
 from danlu.server.services import jobs, projects, users, webhooks
 from danlu.server.webhook_sender import WebhookSender
@@ -296,10 +295,13 @@ def test_a_bad_webhook_is_refused_naming_the_field(
 
 def test_webhooks_name_existing_projects_and_users_and_are_bounded(db: Database) -> None:
     with db.session() as s:
-        with pytest.raises(NotFoundError, match="project 'nope' not found"):
+        # a 422 naming the field, as docs/api.md says of this route's errors (not a 404)
+        with pytest.raises(SpecError, match="project 'nope' not found") as raised:
             webhooks.create(s, "http://h/", "admin", project="nope")
-        with pytest.raises(NotFoundError, match="user 'nobody' not found"):
+        assert raised.value.field == "project"
+        with pytest.raises(SpecError, match="user 'nobody' not found") as raised:
             webhooks.create(s, "http://h/", "admin", user="nobody")
+        assert raised.value.field == "user"
         hook = webhooks.create(s, "http://h/", "admin", states=["FAILED", "PENDING"])
         assert hook.states == ["PENDING", "FAILED"]  # the state table's order
         for _ in range(webhooks.MAX_WEBHOOKS - 1):

@@ -90,7 +90,14 @@ def caller(
                 "that job's metrics; use a user's token for anything else"
             )
         user = token.user
-        return User(id=user.id, name=user.name, role=user.role, created_at=user.created_at)
+        return User(
+            id=user.id,
+            name=user.name,
+            role=user.role,
+            created_at=user.created_at,
+            os_user=user.os_user,
+            quota_gpus=user.quota_gpus,
+        )
 
 
 def _own_metrics(request: Request, job_id: str) -> bool:

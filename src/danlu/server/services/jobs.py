@@ -506,12 +506,12 @@ def hold(
     be held (:class:`ConflictError`: cancel that one instead); a held job can always be
     released, and a running one released before its preemption keeps running."""
     job = get_job(session, job_id, viewer)
+    state = JobState(job.state)
+    if held and state.terminal:  # before "unchanged": a job held before it ended too
+        raise ConflictError(f"job {job.id} is {job.state}: a finished job cannot be held")
     if held == (job.held_at is not None):
         return job
     if held:
-        state = JobState(job.state)
-        if state.terminal:
-            raise ConflictError(f"job {job.id} is {job.state}: a finished job cannot be held")
         if state is JobState.RUNNING and not job_spec(job).preemptible:
             raise ConflictError(
                 f"job {job.id} is running and not preemptible (its spec says so): it cannot "

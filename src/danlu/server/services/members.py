@@ -14,6 +14,7 @@ from sqlalchemy import delete, insert, select
 from sqlalchemy.orm import Session
 
 from danlu.core.errors import SpecError
+from danlu.core.values import check_values
 from danlu.server.db.models import Project, ProjectMember, User
 from danlu.server.errors import PermissionDenied
 
@@ -44,8 +45,11 @@ def members_by_project(session: Session) -> dict[int, list[str]]:
 
 def set_members(session: Session, project: Project, names: Iterable[str]) -> list[str]:
     """Make ``names`` the members of ``project`` (none: open to every user); returns them
-    sorted. An unknown user name is a :class:`SpecError` naming ``members``."""
-    wanted = sorted(set(names))
+    sorted. An unknown user name is a :class:`SpecError` naming ``members``, one with a NUL
+    character one naming ``members.N``."""
+    given = list(names)
+    check_values(given, "members")  # no NUL characters: PostgreSQL's text takes none
+    wanted = sorted(set(given))
     found = dict(session.execute(select(User.name, User.id).where(User.name.in_(wanted))).all())
     unknown = [name for name in wanted if name not in found]
     if unknown:

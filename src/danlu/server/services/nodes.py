@@ -32,6 +32,7 @@ from sqlalchemy.orm import Session
 
 from danlu.core.cluster import Cluster
 from danlu.core.errors import SpecError
+from danlu.core.values import check_values
 from danlu.sched.view import JobStatus, Plan, Preempt
 from danlu.server.db.models import Gpu, Node
 from danlu.server.errors import NotFoundError
@@ -70,7 +71,16 @@ def state(node: Node | Gpu) -> str:
 
 
 def _node(session: Session, name: str) -> Node:
-    node = session.scalar(select(Node).where(Node.name == name))
+    """Node ``name``, its row locked until the transaction ends and read again: a cordon,
+    an uncordon and :func:`close_due` each write what they read (the ORM writes the columns
+    it saw change), so one waits for the other's commit and starts from what it wrote."""
+    query = (
+        select(Node)
+        .where(Node.name == name)
+        .with_for_update()
+        .execution_options(populate_existing=True)
+    )
+    node = session.scalar(query)
     if node is None:
         raise NotFoundError("node", name, "name")
     return node
@@ -106,6 +116,7 @@ def cordon(
     instead (replacing a schedule the node had); the node stays as it is until then.
     ``gpu``: close only the node's GPU at that index, now (``at`` is for whole nodes)."""
     t = resolve_now(now)
+    check_values(reason, "reason")  # no NUL characters: PostgreSQL's text takes none
     node = _node(session, name)
     if gpu is not None:
         if at is not None and at > t:
@@ -155,15 +166,25 @@ def close_due(session: Session, now: float | None = None) -> list[str]:
     of its scheduled time, with its reason (``scheduled cordon`` / ``scheduled drain``
     without one). Returns their names."""
     t = resolve_now(now)
-    due = session.scalars(select(Node).where(Node.close_at <= t).order_by(Node.position))
+    # locked until the transaction ends (and read again, as :func:`_node` does): an
+    # uncordon committed meanwhile is waited for and seen (its node is no longer due), and
+    # one that comes after waits, then opens the node
+    query = (
+        select(Node)
+        .where(Node.close_at <= t)
+        .order_by(Node.position)
+        .with_for_update()
+        .execution_options(populate_existing=True)
+    )
+    due = list(session.scalars(query))
     names = []
     for node in due:
         at = node.close_at if node.close_at is not None else t
         kind = "drain" if node.close_drain else "cordon"
         reason = node.close_reason or f"scheduled {kind}"
         drain = node.close_drain
+        cordon(session, node.name, reason, drain=drain, now=at)  # reads the row again
         node.close_at, node.close_drain, node.close_reason = None, False, ""
-        cordon(session, node.name, reason, drain=drain, now=at)
         names.append(node.name)
     return names
 

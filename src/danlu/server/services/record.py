@@ -287,6 +287,20 @@ def _waiting_for(names: list[str], movers: set[str]) -> str:
     return "waiting for " + " and for ".join(parts)
 
 
+def _not_due(job: Job, t: float) -> str | None:
+    """Why the pending ``job`` (its row as read in this transaction) is not one to start at
+    ``t``, as the snapshot's pending key query leaves such jobs out
+    (:func:`~danlu.server.services.view.key_row_queries`): held, waiting for a dependency, or
+    backing off; None when it may start."""
+    if job.held_at is not None:
+        return "held since the view was built"
+    if job.waiting_on is not None:
+        return f"waiting for job {job.waiting_on}"
+    if job.next_attempt_at is not None and job.next_attempt_at > t:
+        return "backing off until its next attempt"
+    return None
+
+
 def apply_plan(
     session: Session,
     plan: Plan,
@@ -463,6 +477,12 @@ def apply_plan(
         if job is None or job.state != JobState.PENDING.value:
             out.skipped[start.job_id] = "not pending any more"
             continue
+        if (passed := _not_due(job, t)) is not None:
+            # held, or made to wait, since the snapshot: it stays PENDING, keeping its own
+            # reason; its GPUs stay free (nothing of the plan is placed on them: each start
+            # and move is checked against what is held)
+            out.skipped[start.job_id] = passed
+            continue
         records = to_records(start.allocation, cluster)
         reason = blocked(start.allocation, job.id)
         extra = held_usage(start.allocation)
@@ -487,7 +507,9 @@ def apply_plan(
 
     for job_id, reason in {**(withheld or {}), **plan.waiting}.items():
         job = rows.get(job_id)
-        if job is not None and job.state == JobState.PENDING.value and job_id not in out.deferred:
+        if job is None or job.state != JobState.PENDING.value or job_id in out.deferred:
+            continue
+        if _not_due(job, t) is None:  # a held or waiting job keeps its own reason
             reasons.add(job, reason)
     if plan.waiting_default:
         # Every other pending job waits for the plan's shared reason (one UPDATE, not a row
@@ -499,6 +521,10 @@ def apply_plan(
             update(Job)
             .where(Job.seq.in_(reason_differs(reason)), Job.id.not_in(listed))
             .where(Job.held_at.is_(None))  # a held job keeps saying who held it
+            # and so do those the policy never saw (the snapshot's pending key query): a
+            # job waiting for a dependency, one backing off after a failed launch
+            .where(Job.waiting_on.is_(None))
+            .where(or_(Job.next_attempt_at.is_(None), Job.next_attempt_at <= t))
             .values(pending_reason=reason)
             .execution_options(synchronize_session=False)
         )

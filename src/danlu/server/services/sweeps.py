@@ -30,7 +30,7 @@ from danlu.core.state import JobState
 from danlu.core.sweep import ARRAY_PARAMETER, SweepSpec, parse_sweep
 from danlu.sched.sweep import Curve, Ended, Value, curve, median_stop, trial_parameters
 from danlu.server.db import Job, JobMetric, Sweep, User
-from danlu.server.errors import AdmissionError, ConflictError
+from danlu.server.errors import AdmissionError, ConflictError, NotFoundError
 from danlu.server.services import jobs
 from danlu.server.services.common import IN_CHUNK, by_id, resolve_now
 
@@ -120,7 +120,7 @@ def list_sweeps(session: Session, viewer: User | None = None, limit: int = 100) 
 def cancel(session: Session, sweep_id: str, viewer: User, now: float | None = None) -> Sweep:
     """Cancel a RUNNING sweep and its unfinished trials; a finished sweep is a conflict."""
     t = resolve_now(now)
-    sweep = get(session, sweep_id, viewer)
+    sweep = _locked(session, get(session, sweep_id, viewer).id)
     if sweep.state != RUNNING:
         raise ConflictError(f"sweep {sweep.id} already ended ({sweep.state}); nothing to cancel")
     _end(sweep, CANCELLED, f"cancelled by {viewer.name}", t)
@@ -143,7 +143,7 @@ def advance(
     up to ``parallel`` unfinished, mark it DONE when every trial has ended, FAILED when a
     trial can no longer be submitted. Returns (trials stopped, trials submitted) as job ids."""
     t = resolve_now(now)
-    sweep = get(session, sweep_id)
+    sweep = _locked(session, get(session, sweep_id).id)
     if sweep.state != RUNNING:
         return [], []
     spec = spec_of(sweep)
@@ -161,6 +161,24 @@ def advance(
         _end(sweep, DONE, f"{sweep.submitted} trials ended", t)
     session.flush()
     return stopped, submitted
+
+
+def _locked(session: Session, sweep_id: str) -> Sweep:
+    """The sweep ``sweep_id`` (a full id) read again with its row locked until the
+    transaction ends (``FOR UPDATE`` on PostgreSQL; SQLite's writers are serialised anyway):
+    :func:`advance` and :func:`cancel` each read its state and write it, so one waits for
+    the other to commit, then sees what it wrote (a cancelled sweep gets no new trial and
+    is not marked DONE or FAILED over; a cancel sees the trials just submitted)."""
+    query = (
+        select(Sweep)
+        .where(Sweep.id == sweep_id)
+        .with_for_update()
+        .execution_options(populate_existing=True)
+    )
+    sweep = session.scalar(query)
+    if sweep is None:  # deleted meanwhile
+        raise NotFoundError("sweep", sweep_id)
+    return sweep
 
 
 def _end(sweep: Sweep, state: str, reason: str, t: float) -> None:

@@ -29,7 +29,7 @@ from sqlalchemy.orm import Session
 
 from danlu.core.errors import SpecError
 from danlu.core.state import JobState
-from danlu.core.values import quoted
+from danlu.core.values import check_values, quoted
 from danlu.server.db.models import Base, Job, Webhook, WebhookDelivery
 from danlu.server.errors import NotFoundError
 from danlu.server.services import locks
@@ -88,6 +88,21 @@ def check_states(states: Sequence[str] | None) -> list[str]:
     return [s for s in known if s in states]
 
 
+def _named(session: Session, field: str, name: str | None) -> int | None:
+    """The id of the project or user (``field``) called ``name`` (None for None); a
+    :class:`SpecError` naming ``field`` for a name with NUL characters (PostgreSQL's text
+    takes none) or one that names nothing."""
+    if name is None:
+        return None
+    check_values(name, field)
+    try:
+        if field == "project":
+            return get_project(session, name).id
+        return get_user(session, name).id
+    except NotFoundError:
+        raise SpecError(field, f"{field} {quoted(name)} not found; add it first") from None
+
+
 def create(
     session: Session,
     url: str,
@@ -106,8 +121,8 @@ def create(
         url=check_url(url),
         secret=secrets.token_hex(32),
         states=check_states(states),
-        project_id=None if project is None else get_project(session, project).id,
-        user_id=None if user is None else get_user(session, user).id,
+        project_id=_named(session, "project", project),
+        user_id=_named(session, "user", user),
         created_at=resolve_now(now),
         created_by=creator,
     )
