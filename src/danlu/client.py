@@ -17,6 +17,7 @@ and httpx and reads no environment variables: the CLI resolves ``DANLU_HOME`` / 
 
 from __future__ import annotations
 
+import codecs
 import json
 import time
 from collections.abc import Callable, Iterator, Mapping, Sequence
@@ -364,7 +365,9 @@ class Client:
     def revoke_tokens(self, user: str, prefix: str | None = None) -> int:
         """``DELETE /users/{name}/tokens[/{prefix}]``: revoke ``user``'s live tokens, or the
         one whose public prefix is ``prefix``; how many were revoked."""
-        path = f"/users/{_seg(user)}/tokens" + (f"/{_seg(prefix)}" if prefix else "")
+        if prefix is not None and not prefix:
+            raise SpecError("prefix", "the token prefix is empty; give a prefix of a token")
+        path = f"/users/{_seg(user)}/tokens" + (f"/{_seg(prefix)}" if prefix is not None else "")
         return int(self._json("DELETE", path)["revoked"])
 
     # -- jobs -------------------------------------------------------------------------------
@@ -410,8 +413,11 @@ class Client:
         since: float | None = None,
         name: str | None = None,
     ) -> Iterator[JobDict]:
-        """Every matching job, newest first, fetched ``page`` at a time."""
+        """Every matching job, newest first, fetched ``page`` at a time. The pages are taken
+        by offset, so a job submitted meanwhile shifts the later ones: a job already
+        yielded is not yielded again."""
         offset = 0
+        seen: set[str] = set()
         while True:
             batch = self.list_jobs(
                 state,
@@ -422,7 +428,11 @@ class Client:
                 since=since,
                 name=name,
             )
-            yield from batch
+            for job in batch:
+                key = str(job.get("id"))
+                if key not in seen:
+                    seen.add(key)
+                    yield job
             if len(batch) < page:
                 return
             offset += len(batch)
@@ -572,16 +582,69 @@ class Client:
         """``GET /jobs/{id}/why``: ``{"id", "state", "reason"}``."""
         return dict(self._json("GET", f"/jobs/{_seg(job)}/why"))
 
-    def logs(self, job: str, offset: int = 0) -> tuple[str, int]:
-        """``GET /jobs/{id}/logs``: the log from byte ``offset`` and the next offset."""
+    def _log_bytes(self, job: str, offset: int) -> tuple[bytes, int]:
         response = self.request("GET", f"/jobs/{_seg(job)}/logs", params={"offset": offset})
         raw = response.content
         header = response.headers.get(LOG_OFFSET_HEADER)
         next_offset = int(header) if header and header.isdigit() else offset + len(raw)
+        return raw, next_offset
+
+    def logs(self, job: str, offset: int = 0) -> tuple[str, int]:
+        """``GET /jobs/{id}/logs``: one chunk of the log (the server sends at most 1 MiB a
+        request) from byte ``offset``, and the next offset; :meth:`read_logs` reads it all."""
+        raw, next_offset = self._log_bytes(job, offset)
         return raw.decode("utf-8", errors="replace"), next_offset
 
-    def follow_logs(self, job: str, offset: int = 0) -> Iterator[str]:
-        """``GET /jobs/{id}/logs?follow=true``: text chunks until the job is terminal."""
+    def read_logs(self, job: str, offset: int = 0) -> Iterator[str]:
+        """The whole log from byte ``offset`` as text chunks: ``GET /jobs/{id}/logs`` again
+        from each next offset until a request brings no more bytes."""
+        decoder = codecs.getincrementaldecoder("utf-8")(errors="replace")
+        for raw in self._log_chunks(job, offset):
+            text = decoder.decode(raw)
+            if text:
+                yield text
+        tail = decoder.decode(b"", final=True)
+        if tail:
+            yield tail
+
+    def _log_chunks(self, job: str, offset: int) -> Iterator[bytes]:
+        while True:
+            raw, next_offset = self._log_bytes(job, offset)
+            if not raw or next_offset <= offset:
+                return
+            yield raw
+            offset = next_offset
+
+    def follow_logs(
+        self, job: str, offset: int = 0, *, reconnect_delay: float = 1.0
+    ) -> Iterator[str]:
+        """``GET /jobs/{id}/logs?follow=true``: text chunks until the job has finished. When
+        the server ends a stream before that (its follow timeout), the follow is opened
+        again from the last byte received (after ``reconnect_delay`` seconds when that
+        stream brought nothing); once the job has finished, what the stream may have
+        missed is read with plain requests."""
+        decoder = codecs.getincrementaldecoder("utf-8")(errors="replace")
+        while True:
+            received = 0
+            for raw in self._follow_stream(job, offset):
+                received += len(raw)
+                text = decoder.decode(raw)
+                if text:
+                    yield text
+            offset += received
+            if self.get_job(job).get("state") in FINISHED_STATES:
+                for raw in self._log_chunks(job, offset):
+                    text = decoder.decode(raw)
+                    if text:
+                        yield text
+                tail = decoder.decode(b"", final=True)
+                if tail:
+                    yield tail
+                return
+            if not received:
+                time.sleep(reconnect_delay)
+
+    def _follow_stream(self, job: str, offset: int) -> Iterator[bytes]:
         params: dict[str, str | int] = {"offset": offset, "follow": "true"}
         timeout = httpx.Timeout(self._http.timeout.connect, read=None)
         try:
@@ -591,7 +654,7 @@ class Client:
                 if response.is_error:
                     response.read()
                     raise error_from_response(response)
-                yield from response.iter_text()
+                yield from response.iter_bytes()
         except httpx.HTTPError as exc:
             raise self._unavailable(exc) from None
 

@@ -23,7 +23,7 @@ DANLU_INVENTORY_REFRESH seconds between readings of the   ``30`` (0: at start-up
 DANLU_RUN_AS         ``server`` (jobs run as the control   ``server``
                      plane's user) or ``user`` (as their
                      user's OS account; local, root)
-DANLU_PORT           HTTP port                             ``8470``
+DANLU_PORT           HTTP port (0: any free port)          ``8470``
 DANLU_URL            server URL for the CLI (overrides     unset (``DANLU_HOME/server.json``)
                      ``DANLU_HOME/server.json``)
 DANLU_TOKEN          API token for the CLI                 unset (``DANLU_HOME/admin.token``)
@@ -67,7 +67,7 @@ _HINTS: dict[str, str] = {
     ),
     "interval": "a positive, finite number of seconds, e.g. DANLU_INTERVAL=2.0",
     "fake_gpus": "GPUs per node and memory or type, e.g. DANLU_FAKE_GPUS=4x80GiB or 2x8xH100",
-    "port": "a TCP port 1..65535, e.g. DANLU_PORT=8470",
+    "port": "a TCP port 0..65535 (0: any free port), e.g. DANLU_PORT=8470",
     "executor": "local, slurm or ray, e.g. DANLU_EXECUTOR=slurm",
     "ray_address": "a Ray address, e.g. DANLU_RAY_ADDRESS=10.0.0.1:6379 or auto",
     "run_as": "server or user, e.g. DANLU_RUN_AS=user (jobs run as their user's OS account)",
@@ -216,6 +216,17 @@ def normalise_database_url(url: str) -> str:
     raise ValueError(f"unsupported database URL scheme in {url.split(':', 1)[0]!r}")
 
 
+def _unset_home(value: Any) -> Any:
+    """An empty (or blank) ``DANLU_HOME`` is unset, as every other empty ``DANLU_*``: the
+    default ``~/.danlu``, not the current directory."""
+    if isinstance(value, str) and not value.strip():
+        return DEFAULT_HOME
+    return value
+
+
+DEFAULT_HOME = Path("~/.danlu")
+
+
 class Settings(BaseSettings):
     """The server's settings, from ``DANLU_*`` environment variables or keyword overrides."""
 
@@ -229,7 +240,8 @@ class Settings(BaseSettings):
     are checked when the reconcile loop builds the policy."""
     interval: float = Field(default=2.0, gt=0, allow_inf_nan=False)
     fake_gpus: str | None = None
-    port: int = Field(default=8470, ge=1, le=65535)
+    port: int = Field(default=8470, ge=0, le=65535)
+    """0: any free port (as ``danlu up --port 0``)."""
     estimate_warm_workers: int = Field(default=1, ge=0, le=16)
     """Memory-estimate workers kept started ahead of need once the first ``gpu_memory: auto``
     submission has been traced (each holds an imported torch, a few hundred MB), so later
@@ -304,6 +316,11 @@ class Settings(BaseSettings):
     and call to estimate a submitted job's memory (``training.model``, traced in a
     subprocess of the server). The submitter names the factory, so only code an admin
     listed here runs; a job naming another falls back to whole GPUs, with the reason."""
+
+    @field_validator("home", mode="before")
+    @classmethod
+    def _home_unset(cls, value: Any) -> Any:
+        return _unset_home(value)
 
     @field_validator("home", mode="after")
     @classmethod
@@ -451,6 +468,11 @@ class ClientSettings(BaseSettings):
     home: Path = Field(default=Path("~/.danlu"))
     url: str | None = None
     token: str | None = None
+
+    @field_validator("home", mode="before")
+    @classmethod
+    def _home_unset(cls, value: Any) -> Any:
+        return _unset_home(value)
 
     @field_validator("home", mode="after")
     @classmethod

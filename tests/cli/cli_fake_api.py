@@ -39,6 +39,10 @@ class FakeApi:
         """Per job id, the states its next GETs find it in, one per GET (then it stays)."""
         self.submitted_progress: list[str] = []
         """The ``progress`` of the next job submitted."""
+        self.log_chunk = 1 << 20
+        """The most log bytes one ``GET /jobs/{id}/logs`` answers (the server's LOG_CHUNK)."""
+        self.sweeps: dict[str, dict[str, Any]] = {}
+        """Sweeps and job arrays by id, as ``GET /sweeps/{id}`` answers them."""
 
     def transport(self) -> httpx.MockTransport:
         return httpx.MockTransport(self.handler)
@@ -111,6 +115,11 @@ class FakeApi:
             return httpx.Response(200, json=allocs)
         if path == "/users/me":
             return httpx.Response(200, json={"name": "admin", "role": "admin"})
+        sweep = re.fullmatch(r"/sweeps/([^/]+)", path)
+        if sweep:
+            if sweep.group(1) not in self.sweeps:
+                return error(404, "NotFoundError", "id", f"sweep {sweep.group(1)!r} not found")
+            return httpx.Response(200, json=self.sweeps[sweep.group(1)])
         match = re.fullmatch(r"/jobs/([^/]+)(/[a-z]+)?", path)
         if match:
             found = self._find(match.group(1))
@@ -157,13 +166,16 @@ class FakeApi:
             job["state"] = "CANCELLED"
             return httpx.Response(200, json=job)
         if tail == "/events":
-            return httpx.Response(200, json=self.events[job_id])
+            after = int(request.url.params.get("after_id", 0))
+            limit = int(request.url.params.get("limit", 100))
+            found = [e for e in self.events[job_id] if e["id"] > after][:limit]
+            return httpx.Response(200, json=found)
         if tail == "/why":
             reason = job["pending_reason"] or f"the job is {job['state']}"
             return httpx.Response(200, json={"id": job_id, "state": job["state"], "reason": reason})
         if tail == "/logs":
             offset = int(request.url.params.get("offset", 0))
-            data = self.logs[job_id][offset:]
+            data = self.logs[job_id][offset : offset + self.log_chunk]
             headers = {"X-Danlu-Log-Offset": str(offset + len(data))}
             return httpx.Response(200, content=data, headers=headers)
         return error(404, "http", None, f"no route {tail}")

@@ -209,11 +209,19 @@ def test_logs_returns_text_and_next_offset(rec: Recorder, client: Client) -> Non
     assert client.logs("abc", 3)[1] == 3 + len("héllo\n".encode())
 
 
-def test_follow_logs_streams_with_follow_true(rec: Recorder, client: Client) -> None:
-    rec.body = b"line 1\nline 2\n"
-    assert "".join(client.follow_logs("abc")) == "line 1\nline 2\n"
-    assert rec.last.url.params["follow"] == "true"
-    assert rec.last.url.path == "/api/v1/jobs/abc/logs"
+def test_follow_logs_streams_with_follow_true(rec: Recorder) -> None:
+    def handler(request: httpx.Request) -> httpx.Response:
+        rec.requests.append(request)
+        if request.url.path.endswith("/logs"):
+            follow = request.url.params.get("follow") == "true"
+            return httpx.Response(200, content=b"line 1\nline 2\n" if follow else b"")
+        return httpx.Response(200, json={"id": "abc", "state": "SUCCEEDED"})
+
+    c = Client(URL, "tok", transport=httpx.MockTransport(handler))
+    assert "".join(c.follow_logs("abc")) == "line 1\nline 2\n"
+    first = rec.requests[0]
+    assert first.url.params["follow"] == "true"
+    assert first.url.path == "/api/v1/jobs/abc/logs"
 
 
 def test_iter_jobs_pages_until_a_short_page(rec: Recorder) -> None:

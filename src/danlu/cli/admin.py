@@ -221,6 +221,11 @@ def user_revoke(
     token: TokenOpt = None,
 ) -> None:
     """Revoke one token of a user, or all of them, its jobs' too (admin, or the user)."""
+    if prefix is not None and not prefix.strip():
+        raise common.fail(
+            "PREFIX is empty: give a token's prefix (see `danlu user tokens NAME`), "
+            "or leave PREFIX out to revoke all of the user's tokens"
+        )
     revoked = common.ask(home, url, token, lambda c: c.revoke_tokens(name, prefix))
     common.console.print(f"revoked {revoked} token(s) of {escape(name)}", highlight=False)
 

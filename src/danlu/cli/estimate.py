@@ -45,6 +45,7 @@ def run_estimate(
 ) -> dict[str, Any]:
     """Do the work of the command; returns the JSON object (also printed)."""
     from rich.console import Console
+    from rich.markup import escape
     from rich.progress import BarColumn, Progress, TextColumn, TimeElapsedColumn
     from rich.table import Table
 
@@ -173,14 +174,16 @@ def run_estimate(
     out.print("fits" if main.fits else "[red]does NOT fit[/red]", f"on {gpu.name}")
     out.print(f"model family (for GPU sharing): {main.family or 'none recognised'}")
     for w in main.warnings:
-        err.print(f"[yellow]warning:[/yellow] {w}")
+        err.print(f"[yellow]warning:[/yellow] {escape(str(w))}", highlight=False)
     if rows:
         st = Table(title="M(b) (fitted from b = " + ",".join(map(str, points)) + ")")
         for col in ("batch", "logical", "reserved", "on the GPU", ""):
             st.add_column(col, justify="right")
         for r in rows:
             if "error" in r:
-                st.add_row(str(r["batch_size"]), "-", "-", "-", f"refused: {r['error']}")
+                st.add_row(
+                    str(r["batch_size"]), "-", "-", "-", f"refused: {escape(str(r['error']))}"
+                )
             else:
                 st.add_row(
                     str(r["batch_size"]),

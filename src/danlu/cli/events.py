@@ -113,6 +113,10 @@ def events(
 ) -> None:
     """Job state changes across the cluster (your jobs', unless admin): when, which job,
     from which state to which, and why; the newest --limit since --since."""
+    if follow_on and json_out:
+        raise fail(
+            "--follow and --json cannot be combined: --json prints them once; leave out one of them"
+        )
     try:
         start = parse_since(since, time.time(), "--since")
     except DanluError as exc:

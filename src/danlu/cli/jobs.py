@@ -9,8 +9,10 @@ started by ``danlu up`` and its admin token; ``--url`` / ``--token`` (or ``DANLU
 from __future__ import annotations
 
 import json
+import math
 import sys
 import time
+from collections import deque
 from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Annotated, Any, TypeVar
@@ -88,7 +90,7 @@ def ask(home: Path | None, url: str | None, token: str | None, request: Callable
 
 def fail(exc: Exception | str) -> typer.Exit:
     """Print ``error: ...`` on stderr and return the exit-2 exception to raise."""
-    err.print(f"[red]error:[/red] {exc}", highlight=False, markup=True, soft_wrap=True)
+    err.print(f"[red]error:[/red] {escape(str(exc))}", highlight=False, soft_wrap=True)
     return typer.Exit(code=2)
 
 
@@ -252,12 +254,13 @@ def _new_job(
                 (shown or _submitted)(made, json_out)
             if not wait_end:
                 return
-            ids, _ = _with_trials(client, [str(made["id"])], None, 2.0)
+            ids, _, failed = _with_trials(client, [str(made["id"])], None, 2.0)
         except DanluError as exc:
             raise fail(exc) from None
         except KeyboardInterrupt:
             raise typer.Exit(code=130) from None
-        raise typer.Exit(_wait_jobs(client, ids, None, 2.0, json_out))
+        code = _wait_jobs(client, ids, None, 2.0, json_out)
+        raise typer.Exit(_report_sweeps(failed, code))
 
 
 def _array_submitted(sweep: dict[str, Any], json_out: bool) -> None:
@@ -288,6 +291,36 @@ WAIT_TIMEOUT_EXIT = 124
 """``danlu wait``'s exit status when ``--timeout`` passes first (as timeout(1)'s)."""
 
 
+def parse_timeout(text: str | None, flag: str = "--timeout") -> float | None:
+    """``flag``'s duration in seconds (None when not given): finite and 0 or more."""
+    if text is None:
+        return None
+    seconds = parse_duration(text, flag)
+    if not (math.isfinite(seconds) and seconds >= 0):
+        raise SpecError(flag, f"{text!r}: give a finite duration of 0 or more, e.g. 600 or 30m")
+    return seconds
+
+
+def _sweep_failed(sweep: dict[str, Any]) -> str | None:
+    """Why an ended sweep or job array did not succeed as a whole (it did not end DONE, or
+    not every one of its trials was submitted), or None when it did."""
+    state, submitted, total = sweep.get("state"), sweep.get("submitted"), sweep.get("total")
+    short = isinstance(submitted, int) and isinstance(total, int) and submitted < total
+    if state == "DONE" and not short:
+        return None
+    kind = "array" if sweep.get("array") else "sweep"
+    reason = f": {sweep['reason']}" if sweep.get("reason") else ""
+    return f"{kind} {sweep.get('id')} {state}{reason} ({submitted} of {total} submitted)"
+
+
+def _report_sweeps(failed: list[str], code: int) -> int:
+    """Print the sweeps in ``failed`` on stderr; ``code``, made 1 when it was 0 and one
+    of them failed."""
+    for line in failed:
+        err.print(f"[red]error:[/red] {escape(line)}", highlight=False, soft_wrap=True)
+    return 1 if failed and code == 0 else code
+
+
 def wait(
     jobs: Annotated[
         list[str], typer.Argument(help="Job ids (or unique prefixes), or sweep / array ids.")
@@ -306,14 +339,17 @@ def wait(
 ) -> None:
     """Wait until the jobs finish, printing each as it does (a sweep or job array: until it
     has ended, then its trials). Exit status: 0 when every one SUCCEEDED, 1 when one FAILED
-    or was CANCELLED, 124 when --timeout passed first, 2 for an error (an unknown job)."""
+    or was CANCELLED (or a sweep or array ended FAILED or CANCELLED, or before all its
+    tasks were submitted), 124 when --timeout passed first, 2 for an error (an unknown job)."""
     try:
-        seconds = None if timeout is None else parse_duration(timeout, "--timeout")
+        seconds = parse_timeout(timeout)
+        if not math.isfinite(poll):
+            raise SpecError("--poll", f"{poll}: give a finite number of seconds, e.g. 2")
     except DanluError as exc:
         raise fail(exc) from None
     with connect(home, url, token) as client:
         try:
-            ids, left = _with_trials(client, jobs, seconds, poll)
+            ids, left, failed = _with_trials(client, jobs, seconds, poll)
         except WaitTimeout as exc:
             err.print(f"[red]error:[/red] {escape(str(exc))}", highlight=False)
             raise typer.Exit(WAIT_TIMEOUT_EXIT) from None
@@ -322,16 +358,18 @@ def wait(
         except KeyboardInterrupt:
             raise typer.Exit(code=130) from None
         code = _wait_jobs(client, ids, seconds, poll, json_out, left=left)
-    raise typer.Exit(code)
+    raise typer.Exit(_report_sweeps(failed, code))
 
 
 def _with_trials(
     client: Client, ids: list[str], timeout: float | None, poll: float
-) -> tuple[list[str], float | None]:
+) -> tuple[list[str], float | None, list[str]]:
     """``ids`` with each sweep or job array among them replaced by its trials' job ids once
-    it has ended (waited for here), and the seconds of ``timeout`` left."""
+    it has ended (waited for here), the seconds of ``timeout`` left, and why each of those
+    sweeps that did not succeed as a whole did not (:func:`_sweep_failed`)."""
     start = time.monotonic()
     out: list[str] = []
+    failed: list[str] = []
     for key in dict.fromkeys(ids):
         try:
             client.get_job(key)
@@ -349,10 +387,13 @@ def _with_trials(
                 time.sleep(poll if timeout is None else min(poll, timeout - spent))
                 sweep = client.sweep(str(sweep["id"]))
             out.extend(str(trial["job_id"]) for trial in sweep.get("trials") or ())
+            why = _sweep_failed(sweep)
+            if why is not None:
+                failed.append(why)
         else:
             out.append(key)
     left = None if timeout is None else max(0.0, timeout - (time.monotonic() - start))
-    return out, left
+    return out, left, failed
 
 
 def _wait_jobs(
@@ -459,6 +500,27 @@ def ls(
     console.print(top_view.jobs_table(jobs, width=console.width))
 
 
+SHOWN_EVENTS = 100
+"""How many of a job's events ``danlu show --json`` holds (the table shows the last 20)."""
+
+
+def recent_events(client: Client, job: str, keep: int = SHOWN_EVENTS) -> list[dict[str, Any]]:
+    """The job's ``keep`` most recent events, oldest first: the server lists them from the
+    oldest, so they are read a page at a time after the last one seen."""
+    kept: deque[dict[str, Any]] = deque(maxlen=keep)
+    after = 0
+    while True:
+        page = client.events(job, after_id=after, limit=EVENTS_PAGE)
+        kept.extend(page)
+        if len(page) < EVENTS_PAGE:
+            return list(kept)
+        after = int(page[-1]["id"])
+
+
+EVENTS_PAGE = 1000
+"""Events read a request (the server's most)."""
+
+
 def show(
     job: JobArg,
     json_out: JsonOpt = False,
@@ -470,7 +532,7 @@ def show(
     with connect(home, url, token) as client:
         try:
             data = client.get_job(job)
-            events = client.events(str(data["id"]))
+            events = recent_events(client, str(data["id"]))
         except DanluError as exc:
             raise fail(exc) from None
     if json_out:
@@ -501,10 +563,12 @@ def show(
         share = f"{a.get('milli', 0) / 10:.0f}% compute, {format_bytes(a.get('memory') or 0)}"
         table.add_row("allocation", f"{a.get('node')} gpu {a.get('gpu')}: {share}")
     if data.get("pending_reason"):
-        table.add_row("pending", str(data["pending_reason"]))
+        table.add_row("pending", escape(str(data["pending_reason"])))
     command = (data.get("spec") or {}).get("command")
     if command:
-        table.add_row("command", " ".join(json.dumps(c) if " " in c else c for c in command))
+        table.add_row(
+            "command", escape(" ".join(json.dumps(c) if " " in c else c for c in command))
+        )
     console.print(table)
     if events:
         ev = Table(title="events", title_justify="left")
@@ -512,7 +576,9 @@ def show(
             ev.add_column(col)
         for e in events[-20:]:
             when = time.strftime("%H:%M:%S", time.localtime(float(e.get("time") or 0)))
-            ev.add_row(when, str(e.get("old") or "-"), str(e.get("new")), str(e.get("reason")))
+            ev.add_row(
+                when, str(e.get("old") or "-"), str(e.get("new")), escape(str(e.get("reason")))
+            )
         console.print(ev)
 
 
@@ -536,8 +602,8 @@ def logs(
                     sys.stdout.write(chunk)
                     sys.stdout.flush()
             else:
-                text, _ = client.logs(job)
-                sys.stdout.write(text)
+                for text in client.read_logs(job):
+                    sys.stdout.write(text)
                 sys.stdout.flush()
         except DanluError as exc:
             raise fail(exc) from None
@@ -641,7 +707,9 @@ def why(
     if json_out:
         print_json(data)
         return
-    console.print(f"{data.get('id')} {data.get('state')}: {data.get('reason')}", highlight=False)
+    console.print(
+        escape(f"{data.get('id')} {data.get('state')}: {data.get('reason')}"), highlight=False
+    )
 
 
 # -- nodes / top -------------------------------------------------------------------------------

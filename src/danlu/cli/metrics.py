@@ -116,6 +116,10 @@ def metrics(
     token: TokenOpt = None,
 ) -> None:
     """A job's training metrics: the last records (step, time, loss, ...) as a table."""
+    if follow_on and json_out:
+        raise fail(
+            "--follow and --json cannot be combined: --json prints them once; leave out one of them"
+        )
     chosen = [k.strip() for k in keys.split(",") if k.strip()] if keys else []
     with connect(home, url, token) as client:
         try:

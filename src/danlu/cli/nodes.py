@@ -16,7 +16,7 @@ from danlu.cli import jobs as common
 from danlu.cli import top as top_view
 from danlu.cli.jobs import HomeOpt, JsonOpt, TokenOpt, UrlOpt
 from danlu.core.errors import DanluError, SpecError
-from danlu.core.units import parse_duration, parse_time
+from danlu.core.units import parse_time
 
 
 def nodes(
@@ -200,7 +200,7 @@ def drain(
             raise SpecError("--wait", "waits for a drain done now; leave out --at")
         if timeout is not None and not wait:
             raise SpecError("--timeout", "applies to --wait; add --wait")
-        seconds = None if timeout is None else parse_duration(timeout, "--timeout")
+        seconds = common.parse_timeout(timeout)
     except DanluError as exc:
         raise common.fail(exc) from None
     _close(node, reason, at, True, gpu, json_out, home, url, token)

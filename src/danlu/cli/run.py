@@ -17,6 +17,7 @@ from pathlib import Path
 from typing import Annotated, Any
 
 import typer
+from rich.markup import escape
 
 from danlu.cli.jobs import HomeOpt, TokenOpt, UrlOpt, connect, err, fail, set_path, spec_body
 from danlu.client import Client
@@ -99,7 +100,8 @@ def attach(client: Client, job_id: str) -> int:
     state = str(job.get("state"))
     if state != JobState.SUCCEEDED.value:
         reason = client.why(job_id).get("reason") or ""
-        err.print(f"danlu: job {job_id} {state}" + (f": {reason}" if reason else ""))
+        text = f"danlu: job {job_id} {state}" + (f": {reason}" if reason else "")
+        err.print(escape(text), highlight=False)
     return exit_code(job)
 
 
@@ -169,7 +171,7 @@ def run(
                 client.cancel(job_id)
                 err.print(f"danlu: job {job_id} cancelled", highlight=False)
             except DanluError as exc:  # it finished meanwhile, or the server is gone
-                err.print(f"danlu: job {job_id} not cancelled: {exc}", highlight=False)
+                err.print(escape(f"danlu: job {job_id} not cancelled: {exc}"), highlight=False)
             raise typer.Exit(code=INTERRUPTED) from None
         except DanluError as exc:
             raise fail(exc) from None

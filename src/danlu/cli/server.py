@@ -10,6 +10,7 @@ from typing import Annotated, Any
 
 import typer
 from rich.console import Console
+from rich.markup import escape
 
 from danlu.core.errors import DanluError
 
@@ -98,7 +99,7 @@ def _start(
         )
         prepared = prepare(settings, host=host, port=port, fake_gpus=fake_gpus)
     except (DanluError, OSError) as exc:
-        err.print(f"[red]error:[/red] {exc}")
+        err.print(f"[red]error:[/red] {escape(str(exc))}", highlight=False, soft_wrap=True)
         raise typer.Exit(code=2) from None
 
     def ready(p: Prepared) -> None:

@@ -17,6 +17,7 @@ from typing import Annotated, Any
 
 import typer
 from rich.console import Console
+from rich.markup import escape
 from rich.progress import BarColumn, Progress, TextColumn, TimeElapsedColumn
 from rich.table import Table
 
@@ -50,7 +51,7 @@ def register(app: typer.Typer) -> None:
 
 
 def _fail(exc: Exception) -> typer.Exit:
-    err.print(f"[red]error:[/red] {exc}")
+    err.print(f"[red]error:[/red] {escape(str(exc))}", highlight=False, soft_wrap=True)
     return typer.Exit(code=2)
 
 
@@ -128,6 +129,24 @@ def check_output(path: Path | None, flag: str) -> None:
     parent = path.parent if str(path.parent) else Path(".")
     if not parent.is_dir():
         raise ConfigError(f"{flag} {path}: folder {parent} does not exist; create it first")
+
+
+def check_distinct(outputs: dict[str, Path | None], inputs: dict[str, Path | None]) -> None:
+    """Refuse an output path (by its flag) that resolves to an input file or to another
+    output, so that writing the results cannot replace what was read or each other."""
+    taken: dict[Path, str] = {}
+    for flag, path in inputs.items():
+        if path is not None:
+            taken.setdefault(path.expanduser().resolve(), flag)
+    for flag, path in outputs.items():
+        if path is None:
+            continue
+        where = path.expanduser().resolve()
+        if where in taken:
+            raise ConfigError(
+                f"{flag} {path} is the file of {taken[where]}; write the results elsewhere"
+            )
+        taken[where] = flag
 
 
 def write_output(path: Path, write: Callable[[Path], object], flag: str) -> None:
@@ -463,6 +482,10 @@ def run(
             raise ConfigError(f"--policy: unknown policy {policy!r}; valid: {', '.join(names)}")
         check_output(json_out, "--json")
         check_output(plot, "--plot")
+        check_distinct(
+            {"--json": json_out, "--plot": plot},
+            {"--workload": workload, "--interference": interference, "--traces": traces},
+        )
         wl = _load(workload, jobs, seed)
         failures = failure_settings(
             (node_mtbf, node_repair), (gpu_mtbf, gpu_repair), checkpoint_every, failure_seed
@@ -543,6 +566,10 @@ def compare(
                     f"--policies: unknown policy {name!r}; valid: {', '.join(registry.names())}"
                 )
         check_output(json_out, "--json")
+        check_distinct(
+            {"--json": json_out},
+            {"--workload": workload, "--interference": interference, "--traces": traces},
+        )
         wl = _load(workload, jobs, seed)
         failures = failure_settings(
             (node_mtbf, node_repair), (gpu_mtbf, gpu_repair), checkpoint_every, failure_seed
@@ -625,6 +652,10 @@ def plan(
             raise ConfigError(f"--policy: unknown policy {policy!r}; valid: {', '.join(names)}")
         targets: list[Target] = [parse_target(t) for t in target]
         check_output(json_out, "--json")
+        check_distinct(
+            {"--json": json_out},
+            {"--workload": workload, "--interference": interference, "--traces": traces},
+        )
         options = parse_options(option or [])
         wl = _load(workload, jobs, seed)
         failures = failure_settings(
@@ -722,11 +753,12 @@ def pack(
             raise ConfigError(
                 f"--policy: unknown placement {policy!r}; valid: {', '.join(scorer_names())}"
             )
-        if not load > 0:
-            raise ConfigError(f"--load must be > 0, got {load}")
+        if not (math.isfinite(load) and load > 0):
+            raise ConfigError(f"--load must be a finite number above 0, e.g. 1.0 (got {load})")
         seed_list = parse_seeds(seeds)
         options = parse_options(option or [])
         check_output(json_out, "--json")
+        check_distinct({"--json": json_out}, {"--pods": pods, "--nodes": nodes})
         node_list = load_nodes(nodes)
         pod_list = load_pods(pods)
         with console.status(f"packing {len(pod_list)} pods x {len(seed_list)} seeds ({policy})"):

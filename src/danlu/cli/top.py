@@ -198,7 +198,14 @@ def render(
 
 
 def frame(client: Client, max_jobs: int = 30, width: int | None = None) -> RenderableType:
-    """Fetch nodes and recent jobs and render one frame for a console ``width`` wide."""
+    """Fetch nodes, every active job and the recent finished ones (the newest 1000 jobs),
+    and render one frame for a console ``width`` wide."""
     nodes = client.nodes()
-    jobs = client.list_jobs(limit=1000)
-    return render(nodes, jobs, max_jobs=max_jobs, width=width)
+    active = list(client.iter_jobs(list(ACTIVE)))
+    seen = {str(j.get("id")) for j in active}
+    recent = [
+        j
+        for j in client.list_jobs(limit=1000)
+        if j.get("state") not in ACTIVE and str(j.get("id")) not in seen
+    ]
+    return render(nodes, active + recent, max_jobs=max_jobs, width=width)
