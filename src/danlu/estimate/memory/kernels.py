@@ -72,7 +72,9 @@ def _storage_bytes(out: Any) -> int:
     for t in tree_flatten(out)[0]:
         if isinstance(t, torch.Tensor):
             st = t.untyped_storage()
-            seen[st.data_ptr() or id(st)] = st.nbytes()
+            # the storage's own handle: shared by views, and readable on the fake tensors
+            # of a traced GPU step (their data pointers are not)
+            seen[st._cdata] = st.nbytes()
     return sum(seen.values())
 
 
