@@ -11,6 +11,7 @@ import logging
 import time
 from collections import Counter as Tally
 from collections.abc import Iterator, Mapping
+from typing import Final
 
 from prometheus_client import CollectorRegistry, Counter, Histogram, generate_latest
 from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, Metric
@@ -286,6 +287,10 @@ class _StoreCollector(Collector):
         yield family
 
 
+RUN_LOSS_CAUSES: Final = ("node", "gpu")
+"""The ``cause`` labels of ``danlu_runs_lost_total``."""
+
+
 class ServerMetrics:
     """The registry of one server and the instruments the reconcile loop observes."""
 
@@ -315,6 +320,8 @@ class ServerMetrics:
             ["cause"],
             registry=self.registry,
         )
+        for cause in RUN_LOSS_CAUSES:  # each series from 0, so that a rate() sees the first
+            self.runs_lost.labels(cause)
         self._store = _StoreCollector(db, inventory)
         self.registry.register(self._store)
 

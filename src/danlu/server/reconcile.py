@@ -13,8 +13,9 @@ One pass (:meth:`Reconciler.run_once`), under the ``scheduler`` lease:
    policy (the same ``danlu.sched`` code as the simulator) for a plan and record it with
    :func:`record.apply_plan` in ONE transaction, then, outside it, SIGTERM the preempted jobs
    (grace period, then SIGKILL);
-3. **launch** the started jobs and the never-launched ones: each run is ``(job id, attempt)``
-   and the executor refuses a second run of a job id while one runs, so nothing runs twice.
+3. **launch** the started jobs and the never-launched ones (:mod:`~danlu.server.launching`):
+   each run is ``(job id, attempt)`` and the executor refuses a second run of a job id
+   while one runs, so nothing runs twice.
 
 Every state change goes through the services, which record an event with the reason. A pass
 may stop at any point (kill -9): the next one, in this process or a new one, picks up from what
@@ -41,29 +42,19 @@ from pathlib import Path
 from typing import Any
 
 from sqlalchemy import select, update
-from sqlalchemy.orm import Session
 
 from danlu.config import Settings
-from danlu.core.errors import ConfigError, DanluError, PlacementError, SpecError
-from danlu.core.spec import is_checkpoint_location
+from danlu.core.errors import ConfigError, DanluError, PlacementError
 from danlu.core.state import JobState
 from danlu.executors import (
     ExecStatus,
     Executor,
     ExecutorError,
-    ExecutorUnavailableError,
-    GpusBusyError,
     Handle,
-    JobAlreadyRunningError,
-    JobLaunch,
-    NodeLaunchError,
     Outcome,
-    RunState,
     StopReason,
     UnknownHandleError,
-    is_node_fault,
 )
-from danlu.executors.accounts import os_account
 from danlu.executors.supervise import alive, proc_start_time
 from danlu.sched import default_registry
 from danlu.sched.policies.base import Policy
@@ -75,16 +66,16 @@ from danlu.server.db import Database, Job, Lease
 from danlu.server.failures import RepeatedFailure
 from danlu.server.health import HealthLoop
 from danlu.server.inventory import InventoryRefresh
+from danlu.server.launching import LaunchStep
 from danlu.server.loops import PeriodicLoop
 from danlu.server.metrics import ServerMetrics
 from danlu.server.purge import Purger
-from danlu.server.run_as import give_to
-from danlu.server.services import jobs, locks, nodes, users
+from danlu.server.services import jobs, locks, nodes
 from danlu.server.services.common import resolve_now
 from danlu.server.services.projects import HOLDING
 from danlu.server.services.record import apply_plan
 from danlu.server.services.usage import RecentUsageCache
-from danlu.server.services.view import StatusCache, build_snapshot, lost_gpus, to_allocation
+from danlu.server.services.view import StatusCache, build_snapshot, lost_gpus
 
 log = logging.getLogger(__name__)
 LEASE = "scheduler"
@@ -206,7 +197,7 @@ def build_policy(settings: Settings) -> Policy:
         raise ConfigError(f"DANLU_POLICY_OPTIONS (--policy-option): {exc}") from None
 
 
-class Reconciler:
+class Reconciler(LaunchStep):
     """The reconcile loop of one server (a background thread, or :meth:`run_once` by hand)."""
 
     def __init__(
@@ -347,8 +338,12 @@ class Reconciler:
             return True
 
     def adopt(self) -> list[Handle]:
-        """Re-attach to the executor's runs; stop those the store no longer wants (the job
-        finished, or moved on to a later attempt). Returns the runs that are current."""
+        """Re-attach to the executor's runs; stop those the store no longer wants. A run of
+        a job that finished or holds no GPUs (or of an attempt the store has not recorded)
+        is cancelled. A run of an earlier attempt of a job that still holds GPUs (a moved
+        job's old run, which may be checkpointing within its preemption grace) is left to
+        stop as it was asked to, or preempted with that grace if it has not been asked yet.
+        Returns the runs that are current."""
         handles = self.executor.adopt()
         ids = [h.job_id for h in handles]
         with self.db.read_session() as session:
@@ -363,13 +358,21 @@ class Reconciler:
         current = []
         for handle in handles:
             state, attempt = rows.get(handle.job_id, (None, None))
-            if state in HOLDING and attempt == handle.attempt:
+            holding = state in HOLDING
+            if holding and attempt == handle.attempt:
                 current.append(handle)
                 continue
+            earlier = holding and attempt is not None and handle.attempt < attempt
             try:
-                if self.executor.poll(handle).running:
+                status = self.executor.poll(handle)
+                if not status.running:
+                    continue
+                if not earlier:
                     log.warning("reconcile: stopping orphan run %s (job is %s)", handle.key, state)
                     self.executor.cancel(handle)
+                elif status.stop_reason is None:
+                    log.warning("reconcile: preempting earlier run %s (job moved on)", handle.key)
+                    self.executor.preempt(handle, self.preempt_grace)
             except ExecutorError as exc:
                 log.warning("reconcile: cannot check run %s: %s", handle.key, exc)
         return current
@@ -379,8 +382,9 @@ class Reconciler:
         left while the control plane was down), before anything polls them: a run on a node
         that is gone cannot be polled, so its job would otherwise wait on it for good. Its
         run, if the executor still knows it, is cancelled; the job resumes from its last
-        checkpoint (a preempting one too; a cancelled one ends). True when none is left
-        (none was locked by another loop)."""
+        checkpoint (a preempting one too; a cancelled one ends), and the run is counted in
+        ``danlu_runs_lost_total{cause="node"}`` (unless the job was being cancelled). True
+        when none is left (none was locked by another loop)."""
         inventory = self.executor.inventory()
         with self.db.read_session() as session:
             query = select(Job.id, Job.attempt, Job.allocation).where(Job.state.in_(HOLDING))
@@ -399,22 +403,14 @@ class Reconciler:
                     job = session.scalar(select(Job).where(Job.id == job_id))
                     if job is None or job.attempt != attempt or job.state not in HOLDING:
                         continue
+                    cancelling = job.cancel_requested_at is not None
                     jobs.requeue_lost(session, job, gone, t)
                 report.settled.append(job_id)
+                if self.metrics is not None and not cancelling:  # its run was lost, not ended
+                    self.metrics.runs_lost.labels("node").inc()
         finally:
             self._release(claimed)
         return len(claimed) == len(lost)
-
-    def _claim(self, ids: list[str], t: float) -> set[str]:
-        if not ids:
-            return set()
-        with self.db.session() as session:
-            return set(locks.claim(session, Job, ids, self.token, self.ttl, t, self.owner))
-
-    def _release(self, ids: set[str]) -> None:
-        if ids:
-            with self.db.session() as session:
-                locks.release_if_token(session, Job, ids, self.token)
 
     def _poll(self, t: float, now: float | None, report: RoundReport) -> list[str]:
         """Poll every run that holds GPUs; settle exits (at ``now``, the pass's time, when
@@ -443,7 +439,11 @@ class Reconciler:
                     continue
                 if status is None:
                     if cancel or state == JobState.PREEMPTING.value:
-                        self._settle(job_id, attempt, None, resolve_now(now), report)
+                        # never launched; a moved job's earlier run may still run on GPUs
+                        # the settle records free: it is stopped first (next pass if the
+                        # executor cannot be asked now)
+                        if self._stop_previous(job_id, attempt, report, cancel=cancel):
+                            self._settle(job_id, attempt, None, resolve_now(now), report)
                     else:
                         unlaunched.append(job_id)
                 elif status.running:
@@ -468,14 +468,6 @@ class Reconciler:
                 report.preempted.append(handle.job_id)
         except ExecutorError as exc:
             report.errors.append(f"stop {handle.key}: {exc}")
-
-    def _held(self, session: Session, job_id: str, attempt: int) -> Job | None:
-        """The job, while its run ``attempt`` still holds GPUs and this loop holds its row
-        lock; else None (a cancel, another pass or a later attempt got there first)."""
-        job = session.scalar(select(Job).where(Job.id == job_id))
-        if job is None or job.attempt != attempt or job.state not in HOLDING:
-            return None
-        return job if locks.holds(session, Job, job_id, self.token) else None
 
     def _blame(self, status: ExecStatus, run: RunGpus, now: float | None) -> str | None:
         """The run's GPUs the health check finds faulty, when it failed (None: none)."""
@@ -599,175 +591,3 @@ class Reconciler:
             with contextlib.suppress(ExecutorError):  # the old run may be gone already
                 self.executor.preempt(Handle(job_id, attempt - 1), self.preempt_grace)
         return started + [job_id for job_id, _ in resized]
-
-    def _launch(self, ids: list[str], t: float, report: RoundReport) -> None:
-        claimed = self._claim(ids, t)
-        went: set[str] = set()  # the nodes of the launches that went through
-        try:
-            for job_id in ids:
-                if job_id in claimed:
-                    went |= self._launch_one(job_id, t, report)
-        finally:
-            self._release(claimed)
-        if went:  # their launch failures in a row start over
-            try:
-                with self.db.session() as session:
-                    nodes.launched(session, went)
-            except DanluError as exc:
-                report.errors.append(f"launch: {exc}")
-
-    def _launch_one(self, job_id: str, t: float, report: RoundReport) -> set[str]:
-        """Launch ``job_id``'s current run; the names of its nodes when it went through."""
-        try:
-            with self.db.session() as session:
-                job = session.scalar(select(Job).where(Job.id == job_id))
-                if (
-                    job is None
-                    or job.state != JobState.RUNNING.value
-                    or job.cancel_requested_at is not None
-                    or not locks.holds(session, Job, job_id, self.token)
-                ):
-                    return set()
-                if gone := lost_gpus(job.allocation, self.executor.inventory()):
-                    # placed on a view the executor's nodes no longer match: never a launch
-                    # on what is left of the allocation
-                    jobs.requeue_lost(session, job, gone, t)
-                    report.settled.append(job_id)
-                    return set()
-                launch = self.job_launch(session, job)
-                attempt = job.attempt
-                names = {str(share["node"]) for share in job.allocation or ()}
-        except SpecError as exc:  # (InvalidLaunchError too) no launch can be made of the job
-            self._fail_unlaunchable(job_id, exc, t, report)
-            return set()
-        except DanluError as exc:
-            report.errors.append(f"launch {job_id}: {exc}")
-            return set()
-        try:
-            self.executor.submit(launch)  # process I/O: outside any transaction
-            report.launched.append(job_id)
-            return names
-        except JobAlreadyRunningError:  # its previous run still exits: launched a pass later
-            self._stop_previous(job_id, attempt, report)
-        except GpusBusyError:
-            pass  # another job's run still holds one of its GPUs: next pass
-        except ExecutorUnavailableError as exc:  # e.g. Slurm's controller down: next pass
-            log.warning("reconcile: cannot launch %s now: %s", job_id, exc)
-            report.errors.append(f"launch {job_id}: {exc}")
-        except (ExecutorError, OSError) as exc:  # OSError: one job's files, not the pass
-            if is_node_fault(exc):
-                log.warning("reconcile: the node could not launch %s: %s", job_id, exc)
-                blamed = exc.nodes if isinstance(exc, NodeLaunchError) else None
-                self._requeue_unlaunched(job_id, attempt, str(exc), t, report, blamed)
-                return set()
-            log.warning("reconcile: launch of %s failed: %s", job_id, exc)
-            failed = ExecStatus(
-                state=RunState.EXITED,
-                outcome=Outcome.FAILED,
-                message=f"launch failed: {exc}",
-            )
-            self._settle(job_id, attempt, failed, t, report)
-        return set()
-
-    def _requeue_unlaunched(
-        self,
-        job_id: str,
-        attempt: int,
-        error: str,
-        t: float,
-        report: RoundReport,
-        blamed: tuple[str, ...] | None = None,
-    ) -> None:
-        """Re-queue a job the node could not launch (a full disk): no restart counted. The
-        failure counts against ``blamed`` (None: all the job's nodes), which are cordoned once
-        ``settings.node_launch_failures`` launches in a row failed there."""
-        try:
-            with self.db.session() as session:
-                job = self._held(session, job_id, attempt)
-                if job is None:
-                    return
-                names = {str(share["node"]) for share in job.allocation or ()}
-                if blamed is not None:
-                    names &= set(blamed)
-                jobs.requeue_unlaunched(session, job, error, t)
-                limit = self.settings.node_launch_failures
-                closed = nodes.launch_failed(session, names, error, limit, t)
-            report.settled.append(job_id)
-        except DanluError as exc:
-            report.errors.append(f"re-queue {job_id}: {exc}")
-            return
-        for name in closed:
-            log.warning("reconcile: node %s cordoned: %d launches failed in a row", name, limit)
-            report.cordoned.append(name)
-
-    def _fail_unlaunchable(
-        self, job_id: str, error: SpecError, t: float, report: RoundReport
-    ) -> None:
-        """Fail a job no launch can be made of (a spec an older version accepted that the
-        executor refuses): retrying cannot help, and it would hold its GPUs for good."""
-        try:
-            with self.db.session() as session:
-                job = session.scalar(select(Job).where(Job.id == job_id))
-                if job is None or job.state != JobState.RUNNING.value:
-                    return
-                if not locks.holds(session, Job, job_id, self.token):
-                    return
-                jobs.change_state(session, job, JobState.FAILED, f"cannot be launched: {error}", t)
-            report.settled.append(job_id)
-        except DanluError as exc:
-            report.errors.append(f"launch {job_id}: {exc}")
-
-    def _stop_previous(self, job_id: str, attempt: int, report: RoundReport) -> None:
-        """Ask the run of an earlier attempt of ``job_id`` that still runs to stop, unless it
-        has been asked already: a move whose stop request failed (the executor was briefly
-        unreachable) would otherwise keep its old run, and the GPUs recorded free, for good.
-        The newest earlier attempt the executor knows is that run."""
-        for earlier in range(attempt - 1, 0, -1):
-            handle = Handle(job_id, earlier)
-            try:
-                status = self.executor.poll(handle)
-                if status.running and status.stop_reason is None:
-                    self.executor.preempt(handle, self.preempt_grace)
-                    report.preempted.append(job_id)
-            except UnknownHandleError:
-                continue
-            except ExecutorError as exc:
-                report.errors.append(f"stop {handle.key}: {exc}")
-            return
-
-    def job_launch(self, session: Session, job: Job) -> JobLaunch:
-        """The launch of ``job``'s current attempt, with the job environment of DESIGN.md
-        (a fresh API token of the job's user is issued in ``session``). With
-        ``DANLU_RUN_AS=user`` it runs as its user's OS account, which owns its checkpoint
-        directory; an account this host lacks is an :class:`InvalidLaunchError`."""
-        spec = jobs.job_spec(job)
-        account = os_account(job.user.account) if self.settings.run_as == "user" else None
-        allocation = to_allocation(job.allocation, self.executor.inventory())
-        slots = JobLaunch.slots(allocation, shared_memory=bool(job.gpu_memory_per_gpu) or None)
-        checkpoint = spec.checkpoint_dir
-        if checkpoint is None or not is_checkpoint_location(checkpoint):
-            # The job's own directory; a spec stored before locations were checked that
-            # names a relative path gets it too, as it always did. A location of the
-            # spec's is the job's: the control plane neither creates nor reads it.
-            own = self.checkpoints / job.id  # job ids are validated names
-            own.mkdir(parents=True, exist_ok=True, mode=0o700)
-            if account is not None:
-                give_to(own, account)
-            checkpoint = str(own)
-        token = users.issue_token(session, job.user, f"job {job.id}#{job.attempt}", job_id=job.id)
-        return JobLaunch(
-            job_id=job.id,
-            argv=tuple(spec.command),
-            env=dict(spec.env),
-            gpus=slots,
-            shell=spec.shell,
-            workdir=spec.workdir,
-            preempt_grace=spec.preempt_grace,
-            checkpoint_dir=checkpoint,
-            restart_count=job.restarts,
-            batch_size=job.batch_size,
-            micro_batch_limit=job.micro_batch_limit,
-            token=token,
-            attempt=job.attempt,
-            run_as=account.name if account is not None else None,
-        )

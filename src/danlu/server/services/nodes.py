@@ -114,7 +114,9 @@ def cordon(
     Cordoning a cordoned node keeps when it was cordoned and takes the new reason; a drain
     of a cordoned node turns it into a drain. ``at`` after ``now``: schedule it for then
     instead (replacing a schedule the node had); the node stays as it is until then.
-    ``gpu``: close only the node's GPU at that index, now (``at`` is for whole nodes)."""
+    ``gpu``: close only the node's GPU at that index, now (``at`` is for whole nodes). With
+    no reason, a node the health program or the executor's backend had closed takes
+    :data:`ADMIN_REASON`: it stays closed when what closed it passes."""
     t = resolve_now(now)
     check_values(reason, "reason")  # no NUL characters: PostgreSQL's text takes none
     node = _node(session, name)
@@ -132,7 +134,12 @@ def cordon(
         return node
     if node.cordoned_at is None:
         node.cordoned_at = t
-    node.cordon_reason = reason.strip()[:MAX_REASON] or node.cordon_reason
+    given = reason.strip()[:MAX_REASON]
+    if not given and node.cordon_reason.startswith(_MARKS):
+        # the cordon is an admin's now: the health program's or the backend's passing must
+        # not reopen the node (reopen_marked opens only nodes whose reason has their mark)
+        given = ADMIN_REASON
+    node.cordon_reason = given or node.cordon_reason
     node.draining = node.draining or drain
     session.flush()
     return node
@@ -324,6 +331,10 @@ PROGRAM_REASON: Final = "health program: "
 EXECUTOR_REASON: Final = "executor: "
 """How the reason of a node closed because its backend took it out of service begins
 (Slurm reports it down or drained)."""
+_MARKS: Final = (PROGRAM_REASON, EXECUTOR_REASON)
+"""The marks of the nodes closed by something that reopens them once it passes."""
+ADMIN_REASON: Final = "cordoned by an admin"
+"""The reason of an admin's cordon, with none given, of a node closed with a mark."""
 
 
 def close_marked(

@@ -1,0 +1,309 @@
+"""The reconcile loop's launch step (:class:`LaunchStep`, a part of
+:class:`~danlu.server.reconcile.Reconciler`), and the row locks every step takes.
+
+A pass launches the jobs its round started and those recorded as started but never
+launched. Each launch is made with the job's row locked with the loop's token; the launch
+itself (process I/O) is made outside any transaction. A launch that fails for the node's
+reasons (a full disk) re-queues its job with no restart counted; one that no launch can be
+made of fails its job; any other failure of one job's launch is reported, and the pass goes
+on with the next job. Each run is ``(job id, attempt)`` and the executor refuses a second
+run of a job id while one runs, so nothing runs twice: a launch that finds the job's earlier
+run still running asks that run to stop (:meth:`LaunchStep._stop_previous`) and is made a
+pass later.
+"""
+
+from __future__ import annotations
+
+import logging
+from pathlib import Path
+from typing import TYPE_CHECKING
+
+from sqlalchemy import select
+from sqlalchemy.orm import Session
+
+from danlu.config import Settings
+from danlu.core.errors import DanluError, SpecError
+from danlu.core.spec import is_checkpoint_location
+from danlu.core.state import JobState
+from danlu.executors import (
+    ExecStatus,
+    Executor,
+    ExecutorError,
+    ExecutorUnavailableError,
+    GpusBusyError,
+    Handle,
+    JobAlreadyRunningError,
+    JobLaunch,
+    NodeLaunchError,
+    Outcome,
+    RunState,
+    StopReason,
+    UnknownHandleError,
+    is_node_fault,
+)
+from danlu.executors.accounts import os_account
+from danlu.server.db import Database, Job
+from danlu.server.run_as import give_to
+from danlu.server.services import jobs, locks, nodes, users
+from danlu.server.services.projects import HOLDING
+from danlu.server.services.view import lost_gpus, to_allocation
+
+if TYPE_CHECKING:
+    from danlu.server.reconcile import RoundReport
+
+log = logging.getLogger("danlu.server.reconcile")
+"""The reconcile loop's logger: the launch step is a part of it."""
+
+
+class LaunchStep:
+    """The launch step of the reconcile loop, and the row locks of its steps (a mixin of
+    :class:`~danlu.server.reconcile.Reconciler`, which sets these attributes)."""
+
+    db: Database
+    executor: Executor
+    settings: Settings
+    token: str
+    ttl: float
+    owner: str
+    checkpoints: Path
+    preempt_grace: float
+
+    # -- the row locks ------------------------------------------------------------------------
+
+    def _claim(self, ids: list[str], t: float) -> set[str]:
+        if not ids:
+            return set()
+        with self.db.session() as session:
+            return set(locks.claim(session, Job, ids, self.token, self.ttl, t, self.owner))
+
+    def _release(self, ids: set[str]) -> None:
+        if ids:
+            with self.db.session() as session:
+                locks.release_if_token(session, Job, ids, self.token)
+
+    def _held(self, session: Session, job_id: str, attempt: int) -> Job | None:
+        """The job, while its run ``attempt`` still holds GPUs and this loop holds its row
+        lock; else None (a cancel, another pass or a later attempt got there first)."""
+        job = session.scalar(select(Job).where(Job.id == job_id))
+        if job is None or job.attempt != attempt or job.state not in HOLDING:
+            return None
+        return job if locks.holds(session, Job, job_id, self.token) else None
+
+    def _settle(
+        self,
+        job_id: str,
+        attempt: int,
+        status: ExecStatus | None,
+        t: float,
+        report: RoundReport,
+        blamed: str | None = None,
+    ) -> None:
+        """Record the exit of run ``attempt`` (the poll step's, in the reconciler)."""
+        raise NotImplementedError
+
+    # -- the launch step ----------------------------------------------------------------------
+
+    def _launch(self, ids: list[str], t: float, report: RoundReport) -> None:
+        claimed = self._claim(ids, t)
+        went: set[str] = set()  # the nodes of the launches that went through
+        try:
+            for job_id in ids:
+                if job_id in claimed:
+                    went |= self._launch_one(job_id, t, report)
+        finally:
+            self._release(claimed)
+        if went:  # their launch failures in a row start over
+            try:
+                with self.db.session() as session:
+                    nodes.launched(session, went)
+            except DanluError as exc:
+                report.errors.append(f"launch: {exc}")
+
+    def _launch_one(self, job_id: str, t: float, report: RoundReport) -> set[str]:
+        """Launch ``job_id``'s current run; the names of its nodes when it went through."""
+        attempt = 0
+        try:
+            with self.db.session() as session:
+                job = session.scalar(select(Job).where(Job.id == job_id))
+                if (
+                    job is None
+                    or job.state != JobState.RUNNING.value
+                    or job.cancel_requested_at is not None
+                    or not locks.holds(session, Job, job_id, self.token)
+                ):
+                    return set()
+                if gone := lost_gpus(job.allocation, self.executor.inventory()):
+                    # placed on a view the executor's nodes no longer match: never a launch
+                    # on what is left of the allocation
+                    jobs.requeue_lost(session, job, gone, t)
+                    report.settled.append(job_id)
+                    return set()
+                attempt = job.attempt
+                launch = self.job_launch(session, job)
+                names = {str(share["node"]) for share in job.allocation or ()}
+        except SpecError as exc:  # (InvalidLaunchError too) no launch can be made of the job
+            self._fail_unlaunchable(job_id, exc, t, report)
+            return set()
+        except DanluError as exc:
+            report.errors.append(f"launch {job_id}: {exc}")
+            return set()
+        except OSError as exc:  # its checkpoint directory: one job's files, not the pass
+            self._unprepared(job_id, attempt, exc, t, report)
+            return set()
+        try:
+            self.executor.submit(launch)  # process I/O: outside any transaction
+            report.launched.append(job_id)
+            return names
+        except JobAlreadyRunningError:  # its previous run still exits: launched a pass later
+            self._stop_previous(job_id, attempt, report)
+        except GpusBusyError:
+            pass  # another job's run still holds one of its GPUs: next pass
+        except ExecutorUnavailableError as exc:  # e.g. Slurm's controller down: next pass
+            log.warning("reconcile: cannot launch %s now: %s", job_id, exc)
+            report.errors.append(f"launch {job_id}: {exc}")
+        except (ExecutorError, OSError) as exc:  # OSError: one job's files, not the pass
+            if is_node_fault(exc):
+                log.warning("reconcile: the node could not launch %s: %s", job_id, exc)
+                blamed = exc.nodes if isinstance(exc, NodeLaunchError) else None
+                self._requeue_unlaunched(job_id, attempt, str(exc), t, report, blamed)
+                return set()
+            log.warning("reconcile: launch of %s failed: %s", job_id, exc)
+            failed = ExecStatus(
+                state=RunState.EXITED,
+                outcome=Outcome.FAILED,
+                message=f"launch failed: {exc}",
+            )
+            self._settle(job_id, attempt, failed, t, report)
+        return set()
+
+    def _unprepared(
+        self, job_id: str, attempt: int, exc: OSError, t: float, report: RoundReport
+    ) -> None:
+        """The control plane could not make ``job_id``'s checkpoint directory (a full or
+        read-only file system, a failed chown): with an errno of a fault of the machine's
+        (:func:`~danlu.executors.is_node_fault`) the job is re-queued with no restart
+        counted and no node blamed (the directory is the control plane's, not the job's
+        node's); otherwise the error is reported and the launch is tried again next pass."""
+        error = f"cannot make its checkpoint directory: {exc}"
+        if is_node_fault(exc):
+            log.warning("reconcile: %s %s", job_id, error)
+            self._requeue_unlaunched(job_id, attempt, error, t, report, blamed=())
+            return
+        log.warning("reconcile: cannot launch %s: %s", job_id, error)
+        report.errors.append(f"launch {job_id}: {error}")
+
+    def _requeue_unlaunched(
+        self,
+        job_id: str,
+        attempt: int,
+        error: str,
+        t: float,
+        report: RoundReport,
+        blamed: tuple[str, ...] | None = None,
+    ) -> None:
+        """Re-queue a job the node could not launch (a full disk): no restart counted. The
+        failure counts against ``blamed`` (None: all the job's nodes), which are cordoned once
+        ``settings.node_launch_failures`` launches in a row failed there."""
+        try:
+            with self.db.session() as session:
+                job = self._held(session, job_id, attempt)
+                if job is None:
+                    return
+                names = {str(share["node"]) for share in job.allocation or ()}
+                if blamed is not None:
+                    names &= set(blamed)
+                jobs.requeue_unlaunched(session, job, error, t)
+                limit = self.settings.node_launch_failures
+                closed = nodes.launch_failed(session, names, error, limit, t)
+            report.settled.append(job_id)
+        except DanluError as exc:
+            report.errors.append(f"re-queue {job_id}: {exc}")
+            return
+        for name in closed:
+            log.warning("reconcile: node %s cordoned: %d launches failed in a row", name, limit)
+            report.cordoned.append(name)
+
+    def _fail_unlaunchable(
+        self, job_id: str, error: SpecError, t: float, report: RoundReport
+    ) -> None:
+        """Fail a job no launch can be made of (a spec an older version accepted that the
+        executor refuses): retrying cannot help, and it would hold its GPUs for good."""
+        try:
+            with self.db.session() as session:
+                job = session.scalar(select(Job).where(Job.id == job_id))
+                if job is None or job.state != JobState.RUNNING.value:
+                    return
+                if not locks.holds(session, Job, job_id, self.token):
+                    return
+                jobs.change_state(session, job, JobState.FAILED, f"cannot be launched: {error}", t)
+            report.settled.append(job_id)
+        except DanluError as exc:
+            report.errors.append(f"launch {job_id}: {exc}")
+
+    def _stop_previous(
+        self, job_id: str, attempt: int, report: RoundReport, *, cancel: bool = False
+    ) -> bool:
+        """Ask the run of an earlier attempt of ``job_id`` that still runs to stop, unless it
+        has been asked already: a move whose stop request failed (the executor was briefly
+        unreachable) would otherwise keep its old run, and the GPUs recorded free, for good.
+        The newest earlier attempt the executor knows is that run. ``cancel``: the job is
+        being cancelled, so the run is cancelled (also one stopping for a preemption); else
+        it is preempted with the preemption grace. False when the executor could not be
+        asked (the run may still run, unasked); True otherwise."""
+        for earlier in range(attempt - 1, 0, -1):
+            handle = Handle(job_id, earlier)
+            try:
+                status = self.executor.poll(handle)
+                if not status.running:
+                    return True
+                if cancel and status.stop_reason is not StopReason.CANCEL:
+                    self.executor.cancel(handle)
+                    report.stopped.append(job_id)
+                elif not cancel and status.stop_reason is None:
+                    self.executor.preempt(handle, self.preempt_grace)
+                    report.preempted.append(job_id)
+            except UnknownHandleError:
+                continue
+            except ExecutorError as exc:
+                report.errors.append(f"stop {handle.key}: {exc}")
+                return False
+            return True
+        return True
+
+    def job_launch(self, session: Session, job: Job) -> JobLaunch:
+        """The launch of ``job``'s current attempt, with the job environment of DESIGN.md
+        (a fresh API token of the job's user is issued in ``session``). With
+        ``DANLU_RUN_AS=user`` it runs as its user's OS account, which owns its checkpoint
+        directory; an account this host lacks is an :class:`InvalidLaunchError`. An
+        :class:`OSError` when that directory cannot be made or given to the account."""
+        spec = jobs.job_spec(job)
+        account = os_account(job.user.account) if self.settings.run_as == "user" else None
+        allocation = to_allocation(job.allocation, self.executor.inventory())
+        slots = JobLaunch.slots(allocation, shared_memory=bool(job.gpu_memory_per_gpu) or None)
+        checkpoint = spec.checkpoint_dir
+        if checkpoint is None or not is_checkpoint_location(checkpoint):
+            # The job's own directory; a spec stored before locations were checked that
+            # names a relative path gets it too, as it always did. A location of the
+            # spec's is the job's: the control plane neither creates nor reads it.
+            own = self.checkpoints / job.id  # job ids are validated names
+            own.mkdir(parents=True, exist_ok=True, mode=0o700)
+            if account is not None:
+                give_to(own, account)
+            checkpoint = str(own)
+        token = users.issue_token(session, job.user, f"job {job.id}#{job.attempt}", job_id=job.id)
+        return JobLaunch(
+            job_id=job.id,
+            argv=tuple(spec.command),
+            env=dict(spec.env),
+            gpus=slots,
+            shell=spec.shell,
+            workdir=spec.workdir,
+            preempt_grace=spec.preempt_grace,
+            checkpoint_dir=checkpoint,
+            restart_count=job.restarts,
+            batch_size=job.batch_size,
+            micro_batch_limit=job.micro_batch_limit,
+            token=token,
+            attempt=job.attempt,
+            run_as=account.name if account is not None else None,
+        )
