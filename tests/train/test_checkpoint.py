@@ -361,3 +361,51 @@ def test_a_save_the_disk_has_no_room_for_leaves_nothing_behind(
     mgr.save(3, capture_state(model, opt, step=3))
     loaded = CheckpointManager(str(tmp_path)).load_latest()
     assert loaded is not None and loaded[0] == 3
+
+
+def test_a_new_optimizer_at_a_freed_optimizers_address_is_guarded(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The step pre-hooks were keyed by ``id(optimizer)`` and never dropped: a new optimizer
+    that CPython placed at a freed one's address was never hooked, so its next step did not
+    wait for the deferred copy and the checkpoint held the weights of the step after."""
+    model, *_ = _setup()
+    mgr = CheckpointManager(str(tmp_path), async_save=True)
+    new = None
+    for _ in range(100):  # CPython reuses a freed object's address for the next of its size
+        opt = torch.optim.SGD(model.parameters(), lr=0.1)
+        _train(model, opt, 1)
+        mgr.save(1, capture_state(model, opt, step=1, copy=False))
+        mgr.wait()
+        old_id = id(opt)
+        del opt  # freed at once (no gc.collect(): it would allocate in between)
+        candidate = torch.optim.SGD(model.parameters(), lr=0.1)
+        if id(candidate) == old_id:
+            new = candidate
+            break
+        del candidate
+    if new is None:
+        pytest.skip("no optimizer address was reused")
+    _train(model, new, 1)
+
+    release, order = threading.Event(), []
+    real_copyto = snapshot.np.copyto
+
+    def held_copyto(dst: np.ndarray, src: np.ndarray) -> None:
+        assert release.wait(30), "the next optimizer step never started"
+        real_copyto(dst, src)
+        order.append("copy")
+
+    monkeypatch.setattr(snapshot.np, "copyto", held_copyto)
+    new.register_step_pre_hook(lambda *_: release.set())  # runs before the manager's hook
+    hooks = len(new._optimizer_step_pre_hooks)
+    expected = {k: v.clone() for k, v in model.state_dict().items()}
+    mgr.save(2, capture_state(model, new, step=2, copy=False))
+    assert len(new._optimizer_step_pre_hooks) == hooks + 1  # the manager's
+    new.register_step_pre_hook(lambda *_: order.append("step"))  # after the manager's hook
+    _train(model, new, 1)
+    assert order.index("step") == order.count("copy") > 0  # every copy before the step
+    mgr.close()
+    monkeypatch.undo()
+    _, got = CheckpointManager(str(tmp_path)).load_latest()  # type: ignore[misc]
+    assert all(torch.equal(got["model"][k], v) for k, v in expected.items())

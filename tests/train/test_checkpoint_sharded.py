@@ -50,8 +50,10 @@ def run_ranks(tmp_path: Path, *mode: str) -> None:
 
 def test_two_rank_gloo_sharded_save_and_load(tmp_path: Path) -> None:
     run_ranks(tmp_path)
-    # Load without any process group: every tensor comes back whole.
-    mgr = CheckpointManager(str(tmp_path / "ckpt"))
+    # Load without any process group: every tensor comes back whole. Only a manager made
+    # for sharded checkpoints loads them; any other skips them (nothing to fall back to).
+    assert CheckpointManager(str(tmp_path / "ckpt")).load_latest() is None
+    mgr = CheckpointManager(str(tmp_path / "ckpt"), sharded=True)
     infos = mgr.list_checkpoints()
     assert [(i.step, i.kind) for i in infos] == [(2, "sharded"), (3, "sharded")]
     step, state = mgr.load_latest()  # type: ignore[misc]
@@ -62,7 +64,7 @@ def test_two_rank_gloo_sharded_save_and_load(tmp_path: Path) -> None:
     # a torn shard file is detected by the manifest: fall back to step 2
     shard = next(f for f in (tmp_path / "ckpt" / infos[-1].name).iterdir() if f.suffix == ".distcp")
     shard.write_bytes(shard.read_bytes()[:-3])
-    step, state = CheckpointManager(str(tmp_path / "ckpt")).load_latest()  # type: ignore[misc]
+    step, state = CheckpointManager(str(tmp_path / "ckpt"), sharded=True).load_latest()  # type: ignore[misc]
     assert step == 2 and torch.equal(state["emb"], expected["emb"] * 2 / 3)
     # a shard DCP cannot read although the manifest matches it (rewritten to match): the
     # loader falls back too (DCP's CheckpointException escaped it before)
@@ -71,7 +73,7 @@ def test_two_rank_gloo_sharded_save_and_load(tmp_path: Path) -> None:
     torn = shard.read_bytes()
     manifest["files"][shard.name] = {"size": len(torn), "sha256": sha256(torn)}
     manifest_path.write_text(json.dumps(manifest))
-    mgr = CheckpointManager(str(tmp_path / "ckpt"))
+    mgr = CheckpointManager(str(tmp_path / "ckpt"), sharded=True)
     assert mgr.list_checkpoints()[-1].step == 3
     with pytest.raises(DataError, match="cannot load sharded checkpoint"):
         mgr.load(infos[-1].name)
@@ -84,5 +86,5 @@ def test_a_sharded_save_failing_on_one_rank_fails_on_all_and_leaves_nothing(
     """Before, rank 0 failing its manifest left rank 1 waiting in a barrier, and a failed
     save's directory stayed to fill the disk. The asserts are in the worker."""
     run_ranks(tmp_path, "full-disk")
-    step, state = CheckpointManager(str(tmp_path / "ckpt")).load_latest()  # type: ignore[misc]
+    step, state = CheckpointManager(str(tmp_path / "ckpt"), sharded=True).load_latest()  # type: ignore[misc]
     assert step == 4 and state["step"] == 4

@@ -62,6 +62,20 @@ def test_sampler_exactly_once_across_world_size_changes(sizes: list[int]) -> Non
     assert sorted(seen) == list(range(n))
 
 
+def test_sampler_resumes_the_checkpointed_seeds_order_after_its_own_was_computed() -> None:
+    """load_state_dict took the checkpoint's seed but kept the permutation cached for the
+    same epoch under the old one: the resumed run saw some samples twice, others never."""
+    orig = dt.ElasticSampler(20, seed=7)
+    orig.commit(8)
+    seen = orig.permutation()[:8]
+    resumed = dt.ElasticSampler(20, seed=0)  # e.g. a script whose seed argument changed
+    resumed.permutation()  # anything that looked at the order before the restore
+    resumed.load_state_dict(orig.state_dict())
+    rest = resumed.permutation()[resumed.offset :]
+    assert rest == orig.permutation()[8:]
+    assert sorted(seen + rest) == list(range(20))
+
+
 def test_drop_last_trains_on_whole_batches_only_so_batch_norm_runs() -> None:
     """A last batch of one sample failed a model with batch normalisation in training
     mode ("Expected more than 1 value per channel"); ``drop_last`` skips the remainder."""

@@ -57,17 +57,22 @@ class ElasticSampler:
         self.epoch = 0
         self.offset = 0
         self._perm: list[int] | None = None
-        self._perm_epoch = -1
+        self._perm_key: tuple[int, int, bool] | None = None  # (seed, epoch, shuffle) of _perm
 
     def permutation(self) -> list[int]:
-        """The current epoch's order of sample indices."""
-        if self._perm is None or self._perm_epoch != self.epoch:
+        """The current epoch's order of sample indices.
+
+        Cached by everything it depends on, so a new ``seed`` (from :meth:`load_state_dict`)
+        or ``epoch`` never returns the order computed for the old one.
+        """
+        key = (self.seed, self.epoch, self.shuffle)
+        if self._perm is None or self._perm_key != key:
             if self.shuffle:
                 g = torch.Generator().manual_seed(self.seed * 1_000_003 + self.epoch)
                 self._perm = torch.randperm(self.n, generator=g).tolist()
             else:
                 self._perm = list(range(self.n))
-            self._perm_epoch = self.epoch
+            self._perm_key = key
         return self._perm
 
     @property

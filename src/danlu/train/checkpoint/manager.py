@@ -18,6 +18,7 @@ from __future__ import annotations
 import errno
 import json
 import logging
+import math
 import threading
 import time
 import uuid
@@ -29,7 +30,14 @@ import torch
 
 from danlu.core.errors import ConfigError, DataError
 from danlu.train.checkpoint import codec, delta
-from danlu.train.checkpoint.sharded import agree, distributed_world, load_sharded, save_sharded
+from danlu.train.checkpoint.sharded import (
+    METADATA,
+    SKELETON,
+    agree,
+    distributed_world,
+    load_sharded,
+    save_sharded,
+)
 from danlu.train.checkpoint.snapshot import HostSnapshot
 from danlu.train.checkpoint.storage import LocalStorage, Storage, open_storage, sha256
 from danlu.train.state import CapturedState
@@ -122,6 +130,8 @@ class CheckpointManager:
         self.every_steps, self.every_seconds = every_steps, every_seconds
         self.storage: Storage = open_storage(directory, storage_options)
         self._infos: dict[str, CheckpointInfo] = {}
+        self._invalid: set[str] = set()
+        """Checkpoints :meth:`load_latest` skipped as invalid: retention does not keep them."""
         self._base: tuple[str, dict[str, torch.Tensor]] | None = None
         self._since_full = 0
         self._snap = HostSnapshot()
@@ -238,7 +248,7 @@ class CheckpointManager:
             self._drop_unfinished(name, step, exc)
             raise
         if dist.get_rank() == 0:
-            self._retain()
+            self._retain(name)
         dist.barrier()
 
     def _commit_shards(
@@ -359,7 +369,7 @@ class CheckpointManager:
         elif self.incremental:
             kept = tensors if owned else {k: t.clone() for k, t in tensors.items()}
             self._base, self._since_full = (name, kept), 0
-        self._retain()
+        self._retain(name)
 
     def _drop_unfinished(self, name: str, step: int, exc: BaseException) -> None:
         """Remove the directory of a save that did not finish (``exc`` says why).
@@ -378,22 +388,34 @@ class CheckpointManager:
             )
 
     # -- retention ------------------------------------------------------------------------
-    def _retain(self) -> None:
+    def _retain(self, committed: str) -> None:
+        """Remove the checkpoints retention does not keep, after ``committed`` was written.
+
+        Kept: ``committed`` itself; the newest ``keep_last`` by commit order (the manifest's
+        ``created_ns``, not the step: a run may write lower steps than an older run left in
+        the directory, or go on after :meth:`load_latest` fell back past a newer checkpoint);
+        the best ``keep_best`` by a finite ``best_metric``; the bases of the kept incremental
+        checkpoints and the base of the next one. Checkpoints :meth:`load_latest` found
+        invalid count for neither ``keep_last`` nor ``keep_best``.
+        """
         infos = self.list_checkpoints()
-        keep = {i.name for i in infos[-self.keep_last :]}
+        valid = [i for i in infos if i.name not in self._invalid]
+        by_commit = sorted(valid, key=lambda i: (i.created_ns, i.step, i.name))
+        keep = {committed} | {i.name for i in by_commit[-self.keep_last :]}
         best = self.best_metric
         if best is not None and self.keep_best > 0:
-            ranked = [i for i in infos if best in i.metrics]
-            ranked.sort(key=lambda i: float(i.metrics[best]), reverse=self.mode == "max")
-            keep |= {i.name for i in ranked[: self.keep_best]}
+            scored = [(v, i) for i in valid if (v := _finite_metric(i, best)) is not None]
+            scored.sort(key=lambda vi: vi[0], reverse=self.mode == "max")
+            keep |= {i.name for _, i in scored[: self.keep_best]}
         by_name = {i.name: i for i in infos}
-        keep |= {by_name[n].base for n in keep if by_name[n].base is not None}  # type: ignore[misc]
+        keep |= {base for n in list(keep) if n in by_name and (base := by_name[n].base) is not None}
         if self._base is not None:
             keep.add(self._base[0])
         for name in self.storage.list_dirs():
             if name.startswith(_PREFIX) and name not in keep:
                 self.storage.remove_dir(name)
                 self._infos.pop(name, None)
+                self._invalid.discard(name)
 
     # -- inspect / load -------------------------------------------------------------------
     def list_checkpoints(self) -> list[CheckpointInfo]:
@@ -421,7 +443,12 @@ class CheckpointManager:
                 raise DataError(f"{where}: not a {FORMAT} manifest for {name}")
             if m.get("kind") not in ("full", "incremental", "sharded"):
                 raise DataError(f"{where}: unknown kind {m.get('kind')!r}")
+            base = m["base"]
+            if base is not None and not (_plain_name(base) and base.startswith(_PREFIX)):
+                raise DataError(f"{where}: base {base!r} is not a checkpoint name")
             for fname, spec in dict(m["files"]).items():
+                if not _plain_name(fname):
+                    raise DataError(f"{where}: file name {fname!r} is not a plain file name")
                 if not (
                     isinstance(spec, dict)
                     and isinstance(spec.get("size"), int)
@@ -432,7 +459,7 @@ class CheckpointManager:
                 name=name,
                 step=int(m["step"]),
                 kind=m["kind"],
-                base=m["base"],
+                base=base,
                 created_ns=int(m["created_ns"]),
                 metrics=dict(m["metrics"]),
                 files=dict(m["files"]),
@@ -468,8 +495,16 @@ class CheckpointManager:
         except FileNotFoundError as exc:
             raise DataError(f"{self.storage.join(name)}: no manifest") from exc
         if info.kind == "sharded":
+            if not self.sharded:
+                raise DataError(
+                    f"{self.storage.join(name)}: a sharded checkpoint; only a "
+                    "CheckpointManager(sharded=True) loads it"
+                )
             failure: OSError | DataError | None = None
             try:
+                for fname in (METADATA, SKELETON):
+                    if fname not in info.files:
+                        raise DataError(f"{self.storage.join(name, fname)}: not in the manifest")
                 for fname in info.files:
                     self._read_verified(info, fname)
             except (OSError, DataError) as exc:
@@ -478,14 +513,17 @@ class CheckpointManager:
                 agree(failure, f"verifying {self.storage.join(name)}", DataError)
             elif failure is not None:
                 raise failure
-            assert isinstance(self.storage, LocalStorage)
-            return info.step, load_sharded(self.storage.join(name))
+            if not isinstance(self.storage, LocalStorage):
+                raise DataError(f"{self.storage.join(name)}: sharded, but not on a filesystem")
+            return info.step, load_sharded(self.storage.join(name), files=set(info.files))
         meta, stored = self._load_parts(info)
         tensors: dict[str, torch.Tensor] = {}
         base: dict[str, torch.Tensor] | None = None
         if info.kind == "incremental":
             if info.base is None:
                 raise DataError(f"{self.storage.join(name)}: incremental without a base")
+            if info.base == name or info.base not in self.storage.list_dirs():
+                raise DataError(f"{self.storage.join(name)}: base {info.base!r} is gone")
             try:
                 base_info = self._read_manifest(info.base)
             except FileNotFoundError as exc:
@@ -520,9 +558,13 @@ class CheckpointManager:
         self.wait()
         for info in reversed(self.list_checkpoints()):
             try:
-                return self.load(info.name)
+                found = self.load(info.name)
             except (OSError, DataError) as exc:
                 log.warning("skipping invalid checkpoint %s: %s", info.name, exc)
+                self._invalid.add(info.name)
+                continue
+            self._invalid.discard(info.name)
+            return found
         return None
 
     # -- lifecycle ------------------------------------------------------------------------
@@ -566,6 +608,26 @@ class CheckpointManager:
 
     def __exit__(self, *exc: object) -> None:
         self.close()
+
+
+def _plain_name(name: object) -> bool:
+    """True for a single path component read from a manifest: no separator, not ``.`` or
+    ``..``, not absolute, no NUL (so joining it to a directory stays in that directory)."""
+    return (
+        isinstance(name, str)
+        and name not in ("", ".", "..")
+        and not any(c in name for c in ("/", "\\", "\0"))
+    )
+
+
+def _finite_metric(info: CheckpointInfo, key: str) -> float | None:
+    """``info``'s metric ``key`` as a float when it is a finite number, else None (a NaN
+    or infinite loss, or a value that is no number, never ranks as the best)."""
+    value = info.metrics.get(key)
+    if isinstance(value, bool) or not isinstance(value, int | float):
+        return None
+    number = float(value)
+    return number if math.isfinite(number) else None
 
 
 def _no_space(exc: BaseException) -> bool:

@@ -51,7 +51,11 @@ class HostSnapshot:
 
     def __init__(self) -> None:
         self._staging: dict[str, torch.Tensor] = {}
-        self._hooks: dict[int, Any] = {}  # id(optimizer) -> hook handle
+        # optimizer -> its hook's handle; weak, so an optimizer that is freed drops out (an
+        # id() key stayed, and a new optimizer given the freed address was never hooked)
+        self._hooks: weakref.WeakKeyDictionary[torch.optim.Optimizer, Any] = (
+            weakref.WeakKeyDictionary()
+        )
         self._done: threading.Event | None = None
         self._lock = threading.Lock()
         self.wait_s = 0.0
@@ -117,7 +121,7 @@ class HostSnapshot:
         return {k: buf for k, (buf, _) in zip(tensors, pairs, strict=True)}, copy
 
     def _guard(self, opt: torch.optim.Optimizer) -> None:
-        if id(opt) in self._hooks:
+        if opt in self._hooks:
             return
         ref = weakref.ref(self)
 
@@ -126,7 +130,7 @@ class HostSnapshot:
             if snap is not None:
                 snap.wait()
 
-        self._hooks[id(opt)] = opt.register_step_pre_hook(before_step)
+        self._hooks[opt] = opt.register_step_pre_hook(before_step)
 
     @property
     def pending(self) -> bool:
@@ -150,7 +154,7 @@ class HostSnapshot:
     def close(self) -> None:
         """Remove the optimizer hooks and release the buffers."""
         self.wait()
-        for handle in self._hooks.values():
+        for handle in list(self._hooks.values()):
             handle.remove()
         self._hooks.clear()
         self._staging.clear()
