@@ -76,3 +76,30 @@ def test_the_api_answers_422_naming_the_field(tmp_path: Path, db_url: str) -> No
         assert "p1" not in listed and listed["open"] == []
         assert c.get("/webhooks").json() == []
         assert c.get("/cluster/nodes").json()[0]["state"] == "ready"
+
+
+def test_lone_surrogates_are_refused_before_they_reach_the_store(
+    tmp_path: Path, db_url: str
+) -> None:
+    """A lone UTF-16 surrogate (``\\ud800`` in JSON) in a job spec, a sweep or a metric is
+    a 422 naming the field: stored, it made every listing of the row a 500 (the admin's
+    job list and the dashboard too), and the submitter got a 500 for a job it had made."""
+    with (
+        live_server(tmp_path, fake_gpus="1x80GiB", db_url=db_url, start_loops=False) as live,
+        live.client() as c,
+    ):
+        raw = {"content-type": "application/json"}
+        job = b'{"name": "evil", "command": ["python", "\\ud800"]}'
+        answer = c.post("/jobs", content=job, headers=raw)
+        assert answer.status_code == 422, answer.text
+        assert answer.json()["error"]["field"] == "command.1"
+        keyed = b'{"name": "evil", "command": ["true"], "env": {"\\udfff": "x"}}'
+        answer = c.post("/jobs", content=keyed, headers=raw)
+        assert answer.status_code == 422, answer.text
+        assert c.get("/jobs").status_code == 200 and c.get("/jobs").json() == []
+        made = c.post("/jobs", json={"name": "ok", "command": ["true"]}).json()["id"]
+        metric = b'{"metrics": [{"step": 1, "note": "\\ud800"}]}'
+        answer = c.post(f"/jobs/{made}/metrics", content=metric, headers=raw)
+        assert answer.status_code == 422, answer.text
+        assert answer.json()["error"]["field"] == "metrics.0.note"
+        assert c.get(f"/jobs/{made}/metrics").status_code == 200

@@ -14,7 +14,7 @@ from danlu.core.errors import SpecError
 from danlu.core.units import GiB
 from danlu.server.db import Database
 from danlu.server.db.models import ApiToken, Counter
-from danlu.server.errors import ConflictError, NotFoundError
+from danlu.server.errors import ConflictError, NotFoundError, PermissionDenied
 from danlu.server.routes.deps import checked_name
 from danlu.server.services import cluster, jobs, metrics, projects, users
 
@@ -216,3 +216,25 @@ def test_inventory_memo_reads_no_inventory_while_its_counter_stays(db: Database)
             assert reads() == set()
     finally:
         event.remove(db.engine, "before_cursor_execute", seen)
+
+
+def test_an_id_prefix_is_matched_among_the_viewers_own_jobs(
+    seeded: Database, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A user's prefix never names another user's job: it was matched against everyone's,
+    so the 403 gave away the full id, and the user's own unique prefix could be ambiguous."""
+    ids = iter(["abcd00000001", "abcd10000002"])  # one shared prefix
+    monkeypatch.setattr(jobs, "new_job_id", lambda: next(ids))
+    with seeded.session() as s:
+        alice, bob = users.get_user(s, "alice"), users.get_user(s, "bob")
+        jobs.submit(s, {"name": "a", "command": ["true"]}, alice, now=NOW)
+        jobs.submit(s, {"name": "b", "command": ["true"]}, bob, now=NOW)
+        assert jobs.get_job(s, "abcd", viewer=alice).id == "abcd00000001"
+        assert jobs.get_job(s, "abcd", viewer=bob).id == "abcd10000002"
+        with pytest.raises(ConflictError):
+            jobs.get_job(s, "abcd")  # an admin's view holds both
+        with pytest.raises(NotFoundError):  # bob's alone: it was a 403 naming its full id
+            jobs.get_job(s, "abcd1", viewer=alice)
+        # a full id of another user's job is still the documented 403
+        with pytest.raises(PermissionDenied):
+            jobs.get_job(s, "abcd10000002", viewer=alice)

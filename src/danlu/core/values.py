@@ -57,16 +57,30 @@ def _check(data: Any, path: str, depth: int, budget: list[int]) -> None:
         if abs(data) > MAX_INT:
             raise SpecError(path, f"must be between -2**62 and 2**62 (got {quoted(data)})")
     elif isinstance(data, str):
-        if "\0" in data:
-            raise SpecError(path, "must not contain NUL characters")
+        check_text(data, path)
     elif isinstance(data, dict | list | tuple) and depth >= MAX_DEPTH:
         raise SpecError(path or "body", f"nests deeper than {MAX_DEPTH} levels")
     elif isinstance(data, dict):
         for key, value in data.items():
             sub = f"{path}.{key}" if path else str(key)
-            if "\0" in str(key):
-                raise SpecError(path or "body", "keys must not contain NUL characters")
+            check_text(str(key), path or "body", "keys")
             _check(value, sub, depth + 1, budget)
     elif isinstance(data, list | tuple):
         for i, value in enumerate(data):
             _check(value, f"{path}.{i}" if path else str(i), depth + 1, budget)
+
+
+def check_text(text: str, path: str, what: str = "") -> None:
+    """``text`` must hold no NUL (PostgreSQL cannot store one) and be valid Unicode: a lone
+    UTF-16 surrogate (``"\\ud800"`` in JSON) was stored, and every response listing the
+    row then failed to encode it (a 500 for every user's job list)."""
+    subject = f"{what} " if what else ""
+    if "\0" in text:
+        raise SpecError(path, f"{subject}must not contain NUL characters")
+    if not text.isascii():
+        try:
+            text.encode("utf-8")
+        except UnicodeEncodeError:
+            raise SpecError(
+                path, f"{subject}must be valid Unicode (no lone surrogate characters)"
+            ) from None

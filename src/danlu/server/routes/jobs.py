@@ -39,7 +39,8 @@ FOLLOW_POLL = 0.25
 
 def _check_spec(spec: JobSpec) -> None:
     """Before any trace: what the store and a launch can take (the service checks again)."""
-    check_values(spec.model_dump(mode="json"))
+    # Python mode: the JSON mode writes a lone surrogate in a key as replacement characters
+    check_values(spec.model_dump())
     check_limits(spec)
 
 

@@ -68,10 +68,14 @@ def by_id(
     """The row of ``model`` whose ``id`` is ``key``, or whose id starts with it when it is a
     unique prefix of 4+ characters. :class:`NotFoundError` (``kind`` names the thing) when
     none is, :class:`ConflictError` when the prefix is ambiguous, :class:`PermissionDenied`
-    when a non-admin ``viewer`` does not own it."""
+    when a non-admin ``viewer`` does not own it. A prefix is looked up among the rows a
+    non-admin ``viewer`` owns only: matched against everyone's, it named other users' full
+    ids in its 403 and made the viewer's own unique prefix ambiguous."""
     row = session.scalar(select(model).where(model.id == key))
     if row is None and len(key) in ID_PREFIX_LENGTHS:
         query = select(model).where(model.id.startswith(key, autoescape=True)).limit(2)
+        if viewer is not None and not viewer.is_admin:
+            query = query.where(model.user_id == viewer.id)
         found = list(session.scalars(query))
         if len(found) > 1:
             raise ConflictError(f"{kind} id prefix {key!r} is ambiguous; give more characters")

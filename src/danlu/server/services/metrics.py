@@ -11,7 +11,7 @@ from sqlalchemy import case, select, update
 from sqlalchemy.orm import Session
 
 from danlu.core.errors import SpecError
-from danlu.core.values import MAX_INT, quoted
+from danlu.core.values import MAX_INT, check_text, quoted
 from danlu.server.db.models import Job, JobMetric
 from danlu.server.services import observe
 from danlu.server.services.common import resolve_now
@@ -27,8 +27,7 @@ def _clean(value: Any, field: str) -> Any:
     if isinstance(value, bool) or value is None:
         return value
     if isinstance(value, str):
-        if "\0" in value:
-            raise SpecError(field, "must not contain NUL characters")
+        check_text(value, field)
         return value
     if isinstance(value, int):
         if abs(value) > MAX_INT:
@@ -68,8 +67,8 @@ def ingest(
         when = record.get("time", t)
         if isinstance(when, bool) or not isinstance(when, int | float) or not math.isfinite(when):
             raise SpecError(f"{where}.time", "must be a number of seconds")
-        if any("\0" in str(k) for k in record):
-            raise SpecError(where, "metric names must not contain NUL characters")
+        for key in record:
+            check_text(str(key), where, "metric names")
         data = {
             str(k): _clean(v, f"{where}.{k}")
             for k, v in record.items()
