@@ -599,13 +599,7 @@ class Client:
         """The whole log from byte ``offset`` as text chunks: ``GET /jobs/{id}/logs`` again
         from each next offset until a request brings no more bytes."""
         decoder = codecs.getincrementaldecoder("utf-8")(errors="replace")
-        for raw in self._log_chunks(job, offset):
-            text = decoder.decode(raw)
-            if text:
-                yield text
-        tail = decoder.decode(b"", final=True)
-        if tail:
-            yield tail
+        yield from _decoded(decoder, self._log_chunks(job, offset), final=True)
 
     def _log_chunks(self, job: str, offset: int) -> Iterator[bytes]:
         while True:
@@ -625,23 +619,13 @@ class Client:
         missed is read with plain requests."""
         decoder = codecs.getincrementaldecoder("utf-8")(errors="replace")
         while True:
-            received = 0
-            for raw in self._follow_stream(job, offset):
-                received += len(raw)
-                text = decoder.decode(raw)
-                if text:
-                    yield text
-            offset += received
+            received = [0]
+            yield from _decoded(decoder, self._follow_stream(job, offset), received)
+            offset += received[0]
             if self.get_job(job).get("state") in FINISHED_STATES:
-                for raw in self._log_chunks(job, offset):
-                    text = decoder.decode(raw)
-                    if text:
-                        yield text
-                tail = decoder.decode(b"", final=True)
-                if tail:
-                    yield tail
+                yield from _decoded(decoder, self._log_chunks(job, offset), final=True)
                 return
-            if not received:
+            if not received[0]:
                 time.sleep(reconnect_delay)
 
     def _follow_stream(self, job: str, offset: int) -> Iterator[bytes]:
@@ -746,3 +730,23 @@ class Client:
     def allocations(self) -> list[dict[str, Any]]:
         """``GET /cluster/allocations``: ``[{"job_id", "node", "gpu", "milli", "memory"}]``."""
         return list(self._json("GET", "/cluster/allocations"))
+
+
+def _decoded(
+    decoder: codecs.IncrementalDecoder,
+    chunks: Iterator[bytes],
+    received: list[int] | None = None,
+    *,
+    final: bool = False,
+) -> Iterator[str]:
+    """The text of ``chunks`` through ``decoder`` (a character cut between two chunks is
+    kept whole), adding their byte count to ``received[0]``; ``final``: then the decoder's
+    tail."""
+    for raw in chunks:
+        if received is not None:
+            received[0] += len(raw)
+        text = decoder.decode(raw)
+        if text:
+            yield text
+    if final and (tail := decoder.decode(b"", final=True)):
+        yield tail
