@@ -13,7 +13,7 @@ import threading
 import time
 from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager, suppress
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from types import SimpleNamespace
 from typing import Any
@@ -24,10 +24,12 @@ from sqlalchemy import text
 from sqlalchemy.orm import Session
 
 from danlu.config import load_settings
-from danlu.core.cluster import Cluster, Node
+from danlu.core.cluster import Allocation, Cluster, GpuShare, Node
 from danlu.core.state import JobState
+from danlu.core.units import GiB
 from danlu.executors import Executor, FakeExecutor, FakeWorld
 from danlu.sched.policies.base import Policy
+from danlu.sched.view import ClusterView, Plan
 from danlu.server.db import Database
 from danlu.server.db.models import Base, User
 from danlu.server.main import Prepared, prepare
@@ -325,3 +327,21 @@ class PgError(Exception):
     def __init__(self, sqlstate: str) -> None:
         super().__init__(f"sqlstate {sqlstate}")
         self.sqlstate = sqlstate
+
+
+def one_gpu(index: int) -> Allocation:
+    """GPU ``index`` of node 0, whole (80 GiB)."""
+    return Allocation((GpuShare(0, index, 1000, 80 * GiB),))
+
+
+@dataclass
+class ScriptedPolicy:
+    """Plays the given plans, one a round, then plans nothing."""
+
+    plans: list[Plan]
+    name: str = "scripted"
+    views: list[ClusterView] = field(default_factory=list)
+
+    def schedule(self, view: ClusterView) -> Plan:
+        self.views.append(view)
+        return self.plans.pop(0) if self.plans else Plan()

@@ -5,38 +5,20 @@ the first request to stop it failed; a pass run at a given time settles exits at
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
 from pathlib import Path
 
-from helpers import user_and_nodes
+from helpers import ScriptedPolicy, user_and_nodes
+from helpers import one_gpu as _gpu
 
 from danlu.config import load_settings
-from danlu.core.cluster import Allocation, Cluster, GpuShare
-from danlu.core.units import GiB
+from danlu.core.cluster import Cluster
 from danlu.executors import ExecutorError, FakeExecutor, FakeWorld, Handle, StopReason
-from danlu.sched.view import ClusterView, Plan, Preempt, Resize, Start
+from danlu.sched.view import Plan, Preempt, Resize, Start
 from danlu.server.db import Database
 from danlu.server.reconcile import Reconciler
 from danlu.server.services import jobs
 
 NOW = 1_000_000.0
-
-
-def _gpu(index: int) -> Allocation:
-    return Allocation((GpuShare(0, index, 1000, 80 * GiB),))
-
-
-@dataclass
-class ScriptedPolicy:
-    """Plays the given plans, one a round, then plans nothing."""
-
-    plans: list[Plan]
-    name: str = "scripted"
-    views: list[ClusterView] = field(default_factory=list)
-
-    def schedule(self, view: ClusterView) -> Plan:
-        self.views.append(view)
-        return self.plans.pop(0) if self.plans else Plan()
 
 
 def _submitted(db: Database, inventory: Cluster, *names: str) -> list[str]:
