@@ -237,6 +237,13 @@ def test_max_time_leaves_jobs_unfinished(tmp_path: Path) -> None:
     assert sorted(result.unfinished) == ["b", "c"]  # arrived, not finished (d never arrived)
 
 
+def test_jobs_completing_before_max_time_count_as_finished(tmp_path: Path) -> None:
+    # c ends at 210, between the instants 180 and 240; b (230) and d (arrives 240) do not
+    result = simulate(load_workload(write(tmp_path, FOUR_JOBS)), interval=60.0, max_time=220.0)
+    assert times(result) == {"a": (60.0, 160.0), "c": (180.0, 210.0)}
+    assert result.unfinished == ["b"]
+
+
 def test_config_validation() -> None:
     with pytest.raises(ConfigError, match="interval"):
         SimConfig(interval=0)

@@ -100,6 +100,35 @@ def test_a_run_loses_the_training_since_its_last_checkpoint_and_redoes_it() -> N
     assert job.finish_time() == pytest.approx(500.0 + 30.0 + 30.0 + 750.0)
 
 
+def test_a_failure_after_skipped_ticks_keeps_the_interval_grid(tmp_path: Path) -> None:
+    # one job on node 0 of two; nothing happens on the ticks between its start and node 0's
+    # failure, at a time off the grid: its run is re-queued then, and the next round, on
+    # the grid's next tick, resumes it on node 1
+    duration, every = 20_000.0, 1800.0
+    for seed in range(100):
+        failures = NodeFailures(100_000.0, repair=50_000.0, checkpoint_every=every, seed=seed)
+        clock = FailureClock(failures, units=2)
+        fail_at = clock.next_time()
+        (_, unit, _), *_ = clock.due(fail_at)
+        if unit == 0 and 200.0 < fail_at < duration / 2 and clock.next_time() > 2 * duration:
+            break
+    else:
+        pytest.fail("no seed fails node 0 alone within the run")
+    result = _simulate(
+        _workload(tmp_path, [f"long,0,1,{duration}"]),
+        Cluster.homogeneous(2, 1),
+        failures,
+        interval=60.0,
+        restart_cost=30.0,
+    )
+    (record,) = result.jobs
+    resumed = math.ceil(fail_at / 60.0) * 60.0
+    trained = fail_at - 60.0 - 30.0  # it starts at the tick 60, after its restart cost
+    redo = math.fmod(trained, every)
+    assert record.end_time == pytest.approx(resumed + 30.0 + redo + duration - trained)
+    assert record.failures == 1
+
+
 def test_a_job_on_a_failed_node_resumes_after_the_repair(tmp_path: Path) -> None:
     mtbf, repair, every, seed = 5000.0, 600.0, 300.0, 8
     rng = np.random.default_rng(seed)

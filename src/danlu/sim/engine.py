@@ -65,6 +65,13 @@ MIN_RATE = 1e-6
 rates, which could otherwise reach 0)."""
 
 
+def _tick_after(instant: float, interval: float) -> float:
+    """The first tick of the interval grid (0, ``interval``, 2 ``interval``, ...) after
+    ``instant``, which may itself be off the grid (an event round's or a failure's)."""
+    tick = (math.floor(instant / interval) + 1) * interval
+    return tick if tick > instant else tick + interval
+
+
 ProgressCallback = Callable[[float, int, int], None]
 """Called as ``(sim_time, finished_jobs, total_jobs)`` while a simulation runs."""
 
@@ -577,14 +584,18 @@ class Simulator:
                     changed = True
                     continue
                 instant = max(next_tick, math.ceil(upcoming / interval) * interval)
+            grid_instant = instant
             if cfg.event_rounds:
                 soonest = min(arrival_time, completion_time, failure_time)
                 if self._now <= soonest < instant:  # <=: arrivals at t = 0 too
                     instant = soonest
             if self._running and self._now <= failure_time < instant:
                 instant = failure_time  # a failure ends its jobs' runs at its exact time
-            if instant > cfg.max_time:
-                break
+            stopping = instant > cfg.max_time
+            if stopping:  # the clock stops there: what completes by then still counts
+                if cfg.max_time < self._now:
+                    break
+                instant = cfg.max_time
 
             # Advance running jobs to the instant; completions are applied in time order and
             # each one is a point of the timeline (GPUs free up between instants too).
@@ -601,9 +612,11 @@ class Simulator:
                 if self._touched:
                     self._rerate(finish)
             self._now = instant
-            on_grid = instant >= next_tick  # else an event round's or a failure's instant
-            if on_grid:
-                next_tick = instant + interval
+            # else an event round's or a failure's instant, which may come after ticks
+            # skipped (nothing to do then): the grid goes on from the next tick after it
+            on_grid = instant in (grid_instant, next_tick)
+            if instant >= next_tick:
+                next_tick = _tick_after(instant, interval)
             if failures is not None:
                 for event in failures.due(instant):
                     down = event.kind == FAIL
@@ -623,6 +636,9 @@ class Simulator:
                 next_arrival += 1
                 changed = True
 
+            if stopping:
+                self._record(self._now)
+                break
             active = bool(self._pending) or bool(self._running)
             if not active:
                 changed = False  # nothing to schedule: skip ahead to the next arrival
