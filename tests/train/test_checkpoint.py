@@ -169,6 +169,16 @@ def test_a_manifest_with_a_malformed_file_entry_is_skipped(tmp_path: Path, entry
     assert step == 1
 
 
+def test_load_latest_resumes_the_last_commit_not_the_highest_step(tmp_path: Path) -> None:
+    model, *_ = _setup()
+    CheckpointManager(str(tmp_path), keep_last=5).save(500, capture_state(model, step=500))
+    again = CheckpointManager(str(tmp_path), keep_last=5)  # a run started afresh there
+    for step in (100, 200):
+        again.save(step, capture_state(model, step=step))
+    step, _ = CheckpointManager(str(tmp_path)).load_latest()  # type: ignore[misc]
+    assert step == 200
+
+
 def test_retention_keeps_last_and_best(tmp_path: Path) -> None:
     model, *_ = _setup()
     mgr = CheckpointManager(str(tmp_path), keep_last=2, keep_best=2, best_metric="acc", mode="max")

@@ -552,11 +552,15 @@ class CheckpointManager:
     def load_latest(self) -> tuple[int, dict[str, Any]] | None:
         """The newest checkpoint whose manifest and checksums verify, as ``(step, state)``.
 
-        Invalid or partial checkpoints are skipped with a warning, falling back to older
-        ones; None when there is no valid checkpoint at all.
+        Newest by commit order (the manifest's ``created_ns``), as retention keeps them: a
+        run that started afresh over an older run's directory, or went on after a fallback
+        past a checkpoint it could not read then, resumes from what it wrote last, not from
+        the older run's higher step. Invalid or partial checkpoints are skipped with a
+        warning, falling back to older ones; None when there is no valid checkpoint at all.
         """
         self.wait()
-        for info in reversed(self.list_checkpoints()):
+        infos = self.list_checkpoints()
+        for info in sorted(infos, key=lambda i: (i.created_ns, i.step, i.name), reverse=True):
             try:
                 found = self.load(info.name)
             except (OSError, DataError) as exc:
