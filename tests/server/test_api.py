@@ -87,6 +87,24 @@ def test_submit_run_logs_events(
         assert c.get(f"/jobs/{job['id'][:6]}").json()["id"] == job["id"]
 
 
+def test_the_tail_of_a_log_longer_than_one_read(tmp_path: Path) -> None:
+    """``tail`` reads the last bytes of a log past the 1 MiB a read brings (the dashboard's
+    log view; reading on from the first read's end brought the log's second MiB)."""
+    script = "import sys; sys.stdout.write('x' * 1_500_000 + '\\nthe end\\n')"
+    with live_server(tmp_path, fake_gpus="1x80GiB") as live, live.client() as c:
+        job = submit(c, spec("long-log", script, resources={"gpus": 1, "gpu_memory": "1GiB"}))
+        wait_state(c, job["id"], "SUCCEEDED")
+        path = f"/jobs/{job['id']}/logs"
+        tail = c.get(path, params={"tail": 100})
+        assert tail.status_code == 200 and tail.text.endswith("x\nthe end\n")
+        assert len(tail.content) == 100
+        assert tail.headers["X-Danlu-Log-Offset"] == str(1_500_000 + 9)
+        short = c.get(path, params={"tail": 10_000_000})
+        assert short.status_code == 422 and "tail" in short.text
+        both = c.get(path, params={"tail": 100, "offset": 5})
+        assert both.status_code == 422 and "offset or tail" in both.text
+
+
 def _pg_url(request: pytest.FixtureRequest) -> str:
     url = request.getfixturevalue("pg_template")
     if url is None:

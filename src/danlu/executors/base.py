@@ -447,6 +447,15 @@ class Executor(ABC):
     def logs(self, handle: Handle, offset: int = 0, limit: int = 1 << 20) -> tuple[bytes, int]:
         """Up to ``limit`` bytes of the job's log from ``offset``, and the offset to ask next."""
 
+    def log_size(self, handle: Handle) -> int:
+        """The bytes the job's log holds now (where a read of its last bytes starts from).
+        Default: read through it with :meth:`logs`; executors that can look it up do."""
+        size = 0
+        while True:
+            data, size = self.logs(handle, size)
+            if not data:
+                return size
+
     def forget(self, handle: Handle) -> None:  # noqa: B027 - optional hook, default no-op
         """Drop the executor's record of an exited run (its logs stay). Default: nothing."""
 

@@ -188,6 +188,10 @@ class FakeExecutor(MultiNodeExecutor, GpuSharingExecutor):
         data = self._run(handle).script.log[offset : offset + limit]
         return data, offset + len(data)
 
+    def log_size(self, handle: Handle) -> int:
+        """The scripted log's length."""
+        return len(self._run(handle).script.log)
+
     def forget(self, handle: Handle) -> None:
         """Drop the run from the world."""
         self.world.runs.pop(self._run(handle).launch.job_id)

@@ -172,6 +172,14 @@ def read_log(path: str | Path, offset: int, limit: int) -> tuple[bytes, int]:
     return data, offset + len(data)
 
 
+def log_size(path: str | Path) -> int:
+    """The bytes of the log at ``path`` (0 when the file does not exist)."""
+    try:
+        return os.stat(path).st_size
+    except FileNotFoundError:
+        return 0
+
+
 def log_tail(path: str | Path, start: int = 0) -> str:
     """The end of the log at ``path`` written since byte ``start`` (this run's part), at
     most :data:`LOG_TAIL_BYTES` of it; empty when it cannot be read."""

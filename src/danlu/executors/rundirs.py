@@ -197,6 +197,11 @@ class RunDirExecutor(Executor):
             raise InvalidLaunchError("offset", "offset must be >= 0 and limit > 0")
         return records.read_log(launch["log_path"], offset, limit)
 
+    def log_size(self, handle: Handle) -> int:
+        """The size of the job's log file (0 before it exists)."""
+        _, launch = self._load(handle)
+        return records.log_size(launch["log_path"])
+
     def forget(self, handle: Handle) -> None:
         """Delete the records of an exited run (the log stays)."""
         run_dir, launch = self._load(handle)

@@ -406,14 +406,7 @@ async function showJob(id) {
     ]);
     let log = "";
     try {
-      const first = await request(path + "/logs");
-      const end = Number(first.headers.get("X-Danlu-Log-Offset")) || 0;
-      log = await first.text();
-      if (end > LOG_TAIL) {
-        log = await (await request(path + "/logs?offset=" + (end - LOG_TAIL))).text();
-      } else if (log.length > LOG_TAIL) {
-        log = log.slice(-LOG_TAIL);
-      }
+      log = await (await request(path + "/logs?tail=" + LOG_TAIL)).text();
     } catch (error) {
       log = "(log: " + error.message + ")";
     }

@@ -9,6 +9,7 @@ from typing import Annotated, Any
 from fastapi import APIRouter, Query
 from fastapi.responses import Response, StreamingResponse
 
+from danlu.core.errors import SpecError
 from danlu.core.spec import AUTO_FAMILY, JobSpec, check_limits
 from danlu.core.values import MAX_INT, check_values
 from danlu.executors import Handle, UnknownHandleError
@@ -206,12 +207,22 @@ def job_why(job_id: str, user: Caller, state: State) -> dict[str, Any]:
         return {"id": job.id, "state": job.state, "reason": jobs.why(session, job)}
 
 
-def _read_log(state: ServerState, run: Handle, offset: int) -> tuple[bytes, int]:
+def _read_log(
+    state: ServerState, run: Handle, offset: int, limit: int = LOG_CHUNK
+) -> tuple[bytes, int]:
     # The handle is built from the stored job's id: a request string never names a file.
     try:
-        return state.executor.logs(run, offset, LOG_CHUNK)
+        return state.executor.logs(run, offset, limit)
     except UnknownHandleError:
         return b"", offset
+
+
+def _tail_offset(state: ServerState, run: Handle, tail: int) -> int:
+    """Where the last ``tail`` bytes of the run's log start."""
+    try:
+        return max(0, state.executor.log_size(run) - tail)
+    except UnknownHandleError:
+        return 0
 
 
 def _follow(state: ServerState, run: Handle, offset: int) -> Iterator[bytes]:
@@ -250,13 +261,21 @@ def job_logs(
     state: State,
     offset: Annotated[int, Query(ge=0, le=MAX_INT)] = 0,
     follow: bool = False,
+    tail: Annotated[int | None, Query(ge=1, le=LOG_CHUNK)] = None,
 ) -> Response:
     """The job's output from byte ``offset``; ``X-Danlu-Log-Offset`` is the next offset.
-    With ``follow=true`` the body streams until the job is terminal."""
+    ``tail``: its last ``tail`` bytes instead (at most 1 MiB; not with ``offset``), where a
+    follow then starts too. With ``follow=true`` the body streams until the job is
+    terminal."""
+    if tail is not None and offset:
+        raise SpecError("tail", "give either offset or tail, not both")
     run = _run_of(state, job_id, user, logs=True)
+    limit = LOG_CHUNK
+    if tail is not None:
+        offset, limit = _tail_offset(state, run, tail), tail
     if follow:
         return StreamingResponse(_follow(state, run, offset), media_type="text/plain")
-    data, next_offset = _read_log(state, run, offset)
+    data, next_offset = _read_log(state, run, offset, limit)
     return Response(data, media_type="text/plain", headers={"X-Danlu-Log-Offset": str(next_offset)})
 
 
