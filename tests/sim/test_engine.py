@@ -113,6 +113,12 @@ def test_every_job_needs_a_name(tmp_path: Path) -> None:
             load_workload(write(tmp_path, text))
 
 
+def test_every_pollux_job_needs_an_application(tmp_path: Path) -> None:
+    text = "name,time,application,num_replicas,batch_size\na,0,cifar10,1,128\nb,1, ,1,128\n"
+    with pytest.raises(DataError, match=r":3: column 'application' is empty"):
+        load_workload(write(tmp_path, text))
+
+
 def test_job_names_are_unique(tmp_path: Path) -> None:
     text = "name,submit_time,gpus,duration\na,0,1,10\nb,5,1,10\na,6,1,10\n"
     with pytest.raises(DataError, match=r"'a' is used twice \(jobs 1 and 3"):

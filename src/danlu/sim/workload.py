@@ -162,6 +162,17 @@ def _name(row: dict[str, str], path: Path, line: int) -> str:
     return name
 
 
+def _application(row: dict[str, str], path: Path, line: int) -> str:
+    """A pollux job's ``application``: the name of the measured traces it progresses by."""
+    application = (row.get("application") or "").strip()
+    if not application:
+        raise DataError(
+            f"{path}:{line}: column 'application' is empty; give every job the application "
+            "whose measured traces it follows (bert, cifar10, imagenet, ...)"
+        )
+    return application
+
+
 def _openb_milli(row: dict[str, str], path: Path, line: int) -> int:
     """A 1-GPU openb pod's ``gpu_milli``: its share of the GPU, 1..1000 thousandths."""
     value = _num(row, "gpu_milli", path, line)
@@ -200,7 +211,7 @@ def load_workload(path: str | Path) -> Workload:
                 seq=len(jobs),
                 batch_size=batch,
             )
-            work = ProfiledWork(row["application"], batch)
+            work = ProfiledWork(_application(row, p, line), batch)
             jobs.append(WorkloadJob(request, work))
     elif kind == "philly":
         raw: list[tuple[float, float, int, int, str]] = []
