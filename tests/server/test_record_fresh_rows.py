@@ -15,7 +15,7 @@ from danlu.core.cluster import Allocation, GpuShare, Node, gpu_type
 from danlu.core.state import JobState
 from danlu.core.units import GiB
 from danlu.sched.registry import make_policy
-from danlu.sched.view import Plan, Start
+from danlu.sched.view import Plan, Preempt, Start
 from danlu.server.db import Database
 from danlu.server.services import jobs
 from danlu.server.services.record import Applied, apply_plan
@@ -140,3 +140,34 @@ def test_a_job_held_after_the_round_s_snapshot_is_not_started(db: Database) -> N
         job = jobs.get_job(s, held)
         assert (job.state, job.held_at, job.allocation or []) == ("PENDING", NOW + 1, [])
         assert job.pending_reason == "held by alice"
+
+
+def test_no_job_is_preempted_for_a_start_that_will_not_happen(db: Database) -> None:
+    """A preemption that only frees GPUs for the start of a job held since the view was
+    built is not made (the victim would checkpoint and wait for nothing); one for a start
+    that goes ahead, and one whose GPUs no start takes, are."""
+    with db.session() as s:
+        alice = user_and_nodes(s, (NODE,), NOW)
+        ids = {}
+        for g, name in enumerate(("spared", "freed", "shrunk")):
+            job = jobs.submit(s, _spec(name, preemptible=True), alice, now=NOW)
+            record = {"node": "a", "gpu": g, "milli": 1000, "memory": 80 * GiB}
+            jobs.change_state(s, job, JobState.RUNNING, "go", NOW, allocation=[record])
+            ids[name] = job.id
+        for name in ("held", "urgent"):
+            ids[name] = jobs.submit(s, _spec(name), alice, now=NOW + 1).id
+        jobs.hold(s, ids["held"], True, alice, now=NOW + 2)  # after the policy's view
+    plan = Plan(
+        preempts=tuple(Preempt(ids[n], "room") for n in ("spared", "freed", "shrunk")),
+        starts=(Start(ids["held"], _gpu(0)), Start(ids["urgent"], _gpu(1))),
+    )
+    with db.session() as s:
+        applied = apply_plan(s, plan, NOW + 3)
+    assert ids["urgent"] in applied.deferred  # it waits for the GPU "freed" still holds
+    assert sorted(j.id for j in applied.preempted) == sorted([ids["freed"], ids["shrunk"]])
+    assert applied.skipped[ids["spared"]] == (
+        f"not preempted: its GPUs were for {ids['held']}, not to start any more"
+    )
+    with db.read_session() as s:
+        assert jobs.get_job(s, ids["spared"]).state == "RUNNING"
+        assert jobs.get_job(s, ids["freed"]).state == "PREEMPTING"

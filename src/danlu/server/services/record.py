@@ -301,6 +301,41 @@ def _not_due(job: Job, t: float) -> str | None:
     return None
 
 
+def _preempts_for_nothing(
+    plan: Plan, rows: Mapping[str, Job], cluster: Cluster, t: float
+) -> dict[str, str]:
+    """The running jobs ``plan`` preempts only to free GPUs for starts that will not happen
+    (their jobs held, cancelled, waiting or backing off since the view was built), with the
+    reason: each is left running. A preemption whose GPUs no start or move of the plan
+    takes (the policy's own reasons) goes ahead, and so does one whose GPUs some other start
+    or move takes."""
+    if not plan.preempts or not plan.starts:
+        return {}
+    gone: set[str] = set()
+    for start in plan.starts:
+        job = rows.get(start.job_id)
+        if job is None or job.state != JobState.PENDING.value or _not_due(job, t) is not None:
+            gone.add(start.job_id)
+    if not gone:
+        return {}
+    takers: dict[tuple[int, int], set[str]] = {}  # a GPU: the starts and moves placed on it
+    placements = [(s.job_id, s.allocation) for s in plan.starts]
+    for job_id, alloc in [*placements, *((r.job_id, r.allocation) for r in plan.resizes)]:
+        for share in alloc.shares:
+            takers.setdefault((share.node, share.gpu), set()).add(job_id)
+    idle: dict[str, str] = {}
+    for preempt in plan.preempts:
+        job = rows.get(preempt.job_id)
+        if job is None or job.state != JobState.RUNNING.value:
+            continue
+        gpus = {(s.node, s.gpu) for s in to_allocation(job.allocation, cluster).shares}
+        wanted = set().union(*(takers.get(gpu, set()) for gpu in gpus))
+        if wanted and wanted <= gone:
+            names = ", ".join(sorted(wanted))
+            idle[job.id] = f"not preempted: its GPUs were for {names}, not to start any more"
+    return idle
+
+
 def apply_plan(
     session: Session,
     plan: Plan,
@@ -378,8 +413,10 @@ def apply_plan(
         committed.add(alloc, -1)
         return job, alloc
 
+    idle = _preempts_for_nothing(plan, rows, cluster, t)
+    out.skipped.update(idle)
     for preempt in plan.preempts:
-        if (found := release(preempt.job_id)) is None:
+        if preempt.job_id in idle or (found := release(preempt.job_id)) is None:
             continue
         job, alloc = found
         not_free_yet(alloc, job.id)
