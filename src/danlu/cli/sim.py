@@ -8,7 +8,6 @@
 
 from __future__ import annotations
 
-import json
 import math
 import time
 from collections.abc import Callable
@@ -21,17 +20,24 @@ from rich.markup import escape
 from rich.progress import BarColumn, Progress, TextColumn, TimeElapsedColumn
 from rich.table import Table
 
+from danlu.cli.sim_flags import (
+    check_named,
+    json_text,
+    parse_policy_list,
+    parse_project_shares,
+    parse_quotas,
+)
 from danlu.config import parse_option_pairs
 from danlu.core.cluster import Cluster
 from danlu.core.errors import ConfigError, DanluError
 from danlu.core.units import parse_duration
-from danlu.sched.quota import Quota, Quotas
+from danlu.sched.quota import Quotas
 from danlu.sched.registry import default_registry
 from danlu.sim.config import SimConfig
 from danlu.sim.engine import Simulator
 from danlu.sim.failures import Failures
 from danlu.sim.interference import Interference
-from danlu.sim.metrics import SimResult
+from danlu.sim.metrics import SimResult, json_summary
 from danlu.sim.workload import Workload, load_workload, synthetic_workload
 
 DEFAULT_TRACES = Path("../shared/data/pollux/traces")
@@ -80,43 +86,6 @@ def parse_seeds(text: str) -> list[int]:
 def parse_options(pairs: list[str]) -> dict[str, Any]:
     """``--option key=value`` policy options (:func:`danlu.config.parse_option_pairs`)."""
     return parse_option_pairs(pairs, "--option")
-
-
-def _named_numbers(
-    pairs: list[str], flag: str, form: str, example: str, zero: bool
-) -> dict[str, float]:
-    """``flag NAME=NUMBER`` pairs: a finite number for each name, above 0 (or from 0 with
-    ``zero``); ``form`` (``NAME=WEIGHT``) and ``example`` show the fix in the error."""
-    out: dict[str, float] = {}
-    for pair in pairs:
-        name, sep, text = pair.partition("=")
-        try:
-            value = float(text) if sep and name else math.nan
-        except ValueError:
-            value = math.nan
-        if not (math.isfinite(value) and (value >= 0 if zero else value > 0)):
-            bound = ">= 0" if zero else "above 0"
-            raise ConfigError(
-                f"{flag} {pair!r} must look like {form} with a number {bound}, e.g. {example}"
-            )
-        out[name] = value
-    return out
-
-
-def parse_project_shares(pairs: list[str]) -> dict[str, float]:
-    """``--project-share NAME=WEIGHT`` pairs: each project's weight (above 0)."""
-    return _named_numbers(pairs, "--project-share", "NAME=WEIGHT", "research=2", zero=False)
-
-
-def parse_quotas(projects: list[str], users: list[str]) -> Quotas:
-    """``--quota PROJECT=GPUS`` and ``--user-quota USER=GPUS`` pairs: the GPUs each
-    project's (user's) running jobs may hold at once (a share of a GPU counts its part)."""
-    by_project = _named_numbers(projects, "--quota", "PROJECT=GPUS", "vision=16", zero=True)
-    by_user = _named_numbers(users, "--user-quota", "USER=GPUS", "ana=8", zero=True)
-    return Quotas(
-        {name: Quota(f"project {name!r}", gpus) for name, gpus in by_project.items()},
-        {name: Quota(f"user {name!r}", gpus) for name, gpus in by_user.items()},
-    )
 
 
 def check_output(path: Path | None, flag: str) -> None:
@@ -237,6 +206,8 @@ FAILURE_ROWS = (
     ("lost_training_seconds", "training lost to failures (s)", "seconds"),
 )
 """Rows shown when nodes or GPUs fail (``--node-mtbf``, ``--gpu-mtbf``)."""
+KINDS = {key: kind for key, _, kind in ROWS + FAILURE_ROWS}
+"""How each metric of the tables is written (a count, seconds, a ratio)."""
 
 
 def _table(results: list[SimResult], title: str) -> Table:
@@ -500,6 +471,7 @@ def run(
             failures,
             parse_quotas(quota or [], user_quota or []),
         )
+        check_named(wl, config)
         cluster = Cluster.homogeneous(nodes, gpus_per_node)
         started = time.perf_counter()
         result = _simulate(
@@ -521,7 +493,7 @@ def run(
     if json_out is not None:
         payload = result.to_json(timeline=True)
         payload["wall_seconds"] = wall
-        write_output(json_out, _text(json.dumps(payload, indent=1)), "--json")
+        write_output(json_out, _text(json_text(payload)), "--json")
     if plot is not None:
         from danlu.sim.report import plot_timeline
 
@@ -557,14 +529,8 @@ def compare(
     quiet: Annotated[bool, typer.Option("--quiet", help="No progress bar.")] = False,
 ) -> None:
     """Simulate several policies on one workload and print them side by side."""
-    names = [n.strip() for n in policies.split(",") if n.strip()]
     try:
-        registry = default_registry()
-        for name in names:
-            if name not in registry.names():
-                raise ConfigError(
-                    f"--policies: unknown policy {name!r}; valid: {', '.join(registry.names())}"
-                )
+        names = parse_policy_list(policies, default_registry().names())
         check_output(json_out, "--json")
         check_distinct(
             {"--json": json_out},
@@ -584,6 +550,7 @@ def compare(
             failures,
             parse_quotas(quota or [], user_quota or []),
         )
+        check_named(wl, config)
         cluster = Cluster.homogeneous(nodes, gpus_per_node)
         results = [_simulate(wl, name, {}, cluster, config, traces, not quiet) for name in names]
     except DanluError as exc:
@@ -591,7 +558,7 @@ def compare(
     console.print(_table(results, f"{wl.name}: {len(wl.jobs)} jobs on {cluster.total_gpus} GPUs"))
     if json_out is not None:
         by_policy = {r.policy: r.to_json() for r in results}
-        write_output(json_out, _text(json.dumps(by_policy, indent=1)), "--json")
+        write_output(json_out, _text(json_text(by_policy)), "--json")
 
 
 PLAN_COLUMNS = {
@@ -671,6 +638,7 @@ def plan(
             failures,
             parse_quotas(quota or [], user_quota or []),
         )
+        check_named(wl, config)
 
         def simulate(nodes: int) -> tuple[dict[str, float], int]:
             cluster = Cluster.homogeneous(nodes, gpus_per_node)
@@ -689,7 +657,7 @@ def plan(
     for key in shown:
         table.add_column(PLAN_COLUMNS.get(key, key), justify="right")
     table.add_column("targets")
-    kinds = ["seconds" if key in SECONDS_METRICS else "ratio" for key in shown]
+    kinds = ["seconds" if key in SECONDS_METRICS else KINDS.get(key, "ratio") for key in shown]
     for trial in found.trials:
         values = (trial.summary.get(key, math.nan) for key in shown)
         table.add_row(
@@ -716,11 +684,16 @@ def plan(
             "nodes": found.nodes,
             "gpus": None if found.nodes is None else found.nodes * gpus_per_node,
             "tried": [
-                {"nodes": t.nodes, "met": t.met, "missed": list(t.missed), **t.summary}
+                {
+                    "nodes": t.nodes,
+                    "met": t.met,
+                    "missed": list(t.missed),
+                    **json_summary(t.summary),
+                }
                 for t in found.trials
             ],
         }
-        write_output(json_out, _text(json.dumps(payload, indent=1)), "--json")
+        write_output(json_out, _text(json_text(payload)), "--json")
     if found.nodes is None:
         raise typer.Exit(code=1)
 
@@ -786,4 +759,4 @@ def pack(
         f"allocation_ratio {result.allocation_ratio:.2f} ({policy}, {result.wall_seconds:.1f} s)"
     )
     if json_out is not None:
-        write_output(json_out, _text(json.dumps(result.to_json(), indent=1)), "--json")
+        write_output(json_out, _text(json_text(result.to_json())), "--json")

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import math
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -150,6 +150,17 @@ def _time_mean(
     return float((v * widths).sum()) / total if total > 0 else 0.0
 
 
+def finite_or_none(value: float | None) -> float | None:
+    """``value`` for JSON: None (``null``) for NaN or an infinity, which JSON cannot hold
+    (a mean over no finished job, the JCT of a job that never ended)."""
+    return value if value is None or math.isfinite(value) else None
+
+
+def json_summary(summary: Mapping[str, float]) -> dict[str, float | None]:
+    """A :meth:`SimResult.summary` for JSON: its non-finite values as None (``null``)."""
+    return {key: finite_or_none(value) for key, value in summary.items()}
+
+
 def _percentile(values: Sequence[float], q: float) -> float:
     return float(np.percentile(np.asarray(values, dtype=float), q)) if values else math.nan
 
@@ -245,24 +256,25 @@ class SimResult:
 
     def to_json(self, timeline: bool = False) -> dict[str, Any]:
         """A JSON-ready dict: the summary at top level, per-job JCTs, and optionally the
-        timeline."""
+        timeline. A figure that is not a finite number (the average JCT when no job
+        finished) is None (``null``): strict JSON has no NaN."""
         out: dict[str, Any] = {
             "policy": self.policy,
             "workload": self.workload,
             "total_gpus": self.total_gpus,
-            **self.summary(),
+            **json_summary(self.summary()),
             "unfinished": self.unfinished,
             "rejected": [{"id": i, "reason": r} for i, r in self.rejected],
-            "job_jcts": {r.id: r.jct for r in self.jobs},
-            "projects": self.by_project(),
+            "job_jcts": {r.id: finite_or_none(r.jct) for r in self.jobs},
+            "projects": {name: json_summary(row) for name, row in self.by_project().items()},
             "per_job": [
                 {
                     "id": r.id,
                     "submit_time": r.submit_time,
                     "start_time": r.start_time,
                     "end_time": r.end_time,
-                    "jct": r.jct,
-                    "queueing_delay": r.queueing_delay,
+                    "jct": finite_or_none(r.jct),
+                    "queueing_delay": finite_or_none(r.queueing_delay),
                     "gpus": r.gpus,
                     "preemptions": r.preemptions,
                     "resizes": r.resizes,

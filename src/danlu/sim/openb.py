@@ -40,7 +40,7 @@ class OpenbPod:
 
 def _read_rows(path: Path, required: Sequence[str]) -> tuple[list[str], list[list[str]]]:
     try:
-        with path.open(newline="", encoding="utf-8") as fh:
+        with path.open(newline="", encoding="utf-8-sig") as fh:  # a byte-order mark skipped
             rows = list(csv.reader(fh))
     except OSError as exc:
         raise DataError(f"{path}: cannot read: {exc}") from exc

@@ -5,7 +5,8 @@ Formats, recognised from the CSV header:
 - **pollux**: ``name,time,application,num_replicas,batch_size`` (Pollux OSDI'21 artifact):
   profiled jobs that progress by the measured traces of their application.
 - **philly**: ``timestamp,duration,num_gpus,gpu_time,cluster`` (Microsoft Philly, 2017):
-  rigid jobs of known duration; submission times are relative to the first job. ``cluster``
+  rigid jobs of known duration; submission times are relative to the first job (a
+  ``timestamp`` without an offset is UTC, whatever the machine's time zone). ``cluster``
   is the job's virtual cluster (a team's share of the cluster in Philly, 15 of them in the
   Pollux artifact's copy): it becomes the job's ``project`` (empty: ``default``), for
   quotas (``danlu sim run --quota 6214e9=64``) and fair-share weights.
@@ -23,6 +24,9 @@ Formats, recognised from the CSV header:
   Its ``duration`` is the job's true running time; the scheduler is told it as the job's
   expected duration, unless a ``time_limit`` is given: then it is told the limit, as the
   control plane tells it a spec's (a user's estimate, not the truth).
+
+Files are UTF-8 text, with or without a byte-order mark; spaces around the header's column
+names and the fields (``name, submit_time, gpus, duration``) are ignored.
 """
 
 from __future__ import annotations
@@ -33,7 +37,7 @@ import math
 import random
 from collections.abc import Iterator
 from dataclasses import dataclass
-from datetime import datetime
+from datetime import UTC, datetime
 from pathlib import Path
 
 from danlu.core.cluster import MILLI_PER_GPU
@@ -103,23 +107,26 @@ def detect_format(header: list[str]) -> str:
 
 
 def _rows(path: Path) -> tuple[list[str], Iterator[tuple[int, dict[str, str]]]]:
+    """The header's column names and the numbered rows, names and fields stripped of spaces
+    (``name, submit_time``); a UTF-8 byte-order mark is skipped."""
     try:
-        handle = path.open(newline="", encoding="utf-8")
+        handle = path.open(newline="", encoding="utf-8-sig")
     except OSError as exc:
         raise DataError(f"cannot read workload {path}: {exc.strerror}") from None
     reader = csv.DictReader(handle)
     try:
-        header = list(reader.fieldnames or [])
+        header = [name.strip() for name in reader.fieldnames or []]
     except (UnicodeDecodeError, csv.Error) as exc:
         handle.close()
         raise DataError(_unreadable(path, 1, exc)) from None
+    reader.fieldnames = header
 
     def rows() -> Iterator[tuple[int, dict[str, str]]]:
         with handle:
             line = 1
             try:
                 for line, row in enumerate(reader, start=2):
-                    yield line, row
+                    yield line, {k: v.strip() if isinstance(v, str) else v for k, v in row.items()}
             except (UnicodeDecodeError, csv.Error) as exc:
                 raise DataError(_unreadable(path, line + 1, exc)) from None
 
@@ -222,7 +229,7 @@ def load_workload(path: str | Path) -> Workload:
                     "submission date-time (a row with fewer fields than the header lacks it)"
                 )
             try:
-                stamp = datetime.fromisoformat(row["timestamp"]).timestamp()
+                stamp = utc_timestamp(row["timestamp"])
             except ValueError:
                 raise DataError(
                     f"{p}:{line}: column 'timestamp' must be an ISO date-time, "
@@ -303,6 +310,17 @@ def load_workload(path: str | Path) -> Workload:
                 f"{index + 1} of the file); give every job its own name"
             )
     return Workload(p.stem, kind, in_submission_order(jobs))
+
+
+def utc_timestamp(text: str) -> float:
+    """Seconds since the epoch of an ISO date-time, read as UTC unless it has an offset
+    (``2017-10-09 07:01:55`` is UTC, ``...+02:00`` keeps its offset): never the machine's
+    time zone, whose daylight-saving changes would shift the gaps between submissions.
+    ValueError if it is not an ISO date-time."""
+    moment = datetime.fromisoformat(text)
+    if moment.tzinfo is None:
+        moment = moment.replace(tzinfo=UTC)
+    return moment.timestamp()
 
 
 def _whole(row: dict[str, str], column: str, path: Path, line: int) -> int:

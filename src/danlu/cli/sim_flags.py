@@ -1,0 +1,110 @@
+"""``danlu sim``'s flags that name the workload's projects and users (``--project-share``,
+``--quota``, ``--user-quota``) and its policy list (``--policies``): parsed, and checked
+against what they name, as clear errors (:class:`ConfigError`, exit 2) naming the flag."""
+
+from __future__ import annotations
+
+import json
+import math
+from collections.abc import Iterable, Mapping
+from typing import Any
+
+from danlu.core.errors import ConfigError
+from danlu.sched.quota import Quota, Quotas
+from danlu.sim.config import SimConfig
+from danlu.sim.workload import Workload
+
+MOST_NAMES_SHOWN = 20
+"""An error lists at most this many of the workload's names (and says how many it has)."""
+
+
+def _named_numbers(
+    pairs: list[str], flag: str, form: str, example: str, zero: bool
+) -> dict[str, float]:
+    """``flag NAME=NUMBER`` pairs: a finite number for each name, above 0 (or from 0 with
+    ``zero``); ``form`` (``NAME=WEIGHT``) and ``example`` show the fix in the error."""
+    out: dict[str, float] = {}
+    for pair in pairs:
+        name, sep, text = pair.partition("=")
+        try:
+            value = float(text) if sep and name else math.nan
+        except ValueError:
+            value = math.nan
+        if not (math.isfinite(value) and (value >= 0 if zero else value > 0)):
+            bound = ">= 0" if zero else "above 0"
+            raise ConfigError(
+                f"{flag} {pair!r} must look like {form} with a number {bound}, e.g. {example}"
+            )
+        out[name] = value
+    return out
+
+
+def parse_project_shares(pairs: list[str]) -> dict[str, float]:
+    """``--project-share NAME=WEIGHT`` pairs: each project's weight (above 0)."""
+    return _named_numbers(pairs, "--project-share", "NAME=WEIGHT", "research=2", zero=False)
+
+
+def parse_quotas(projects: list[str], users: list[str]) -> Quotas:
+    """``--quota PROJECT=GPUS`` and ``--user-quota USER=GPUS`` pairs: the GPUs each
+    project's (user's) running jobs may hold at once (a share of a GPU counts its part)."""
+    by_project = _named_numbers(projects, "--quota", "PROJECT=GPUS", "vision=16", zero=True)
+    by_user = _named_numbers(users, "--user-quota", "USER=GPUS", "ana=8", zero=True)
+    return Quotas(
+        {name: Quota(f"project {name!r}", gpus) for name, gpus in by_project.items()},
+        {name: Quota(f"user {name!r}", gpus) for name, gpus in by_user.items()},
+    )
+
+
+def _listing(names: set[str]) -> str:
+    shown = sorted(names)[:MOST_NAMES_SHOWN]
+    more = f", ... ({len(names)} in all)" if len(names) > len(shown) else ""
+    return ", ".join(shown) + more
+
+
+def check_named(workload: Workload, config: SimConfig) -> None:
+    """Refuse a ``--project-share``, ``--quota`` or ``--user-quota`` that names a project
+    (user) no job of ``workload`` has: it would change nothing, most likely a typo. The
+    error names the flag, the name and the workload's projects (users)."""
+    projects = {job.request.project for job in workload.jobs}
+    users = {job.request.user for job in workload.jobs} - {""}
+    checks: tuple[tuple[str, str, Iterable[str], set[str]], ...] = (
+        ("--project-share", "project", config.project_shares, projects),
+        ("--quota", "project", config.quotas.projects, projects),
+        ("--user-quota", "user", config.quotas.users, users),
+    )
+    for flag, kind, named, known in checks:
+        for name in named:
+            if name in known:
+                continue
+            if known:
+                has = f"its {kind}s: {_listing(known)}"
+            else:
+                has = f"it has no {kind}s (its {kind} column is absent or empty)"
+            raise ConfigError(
+                f"{flag}: no job of workload {workload.name!r} has {kind} {name!r}; {has}"
+            )
+
+
+def parse_policy_list(text: str, valid: Iterable[str]) -> list[str]:
+    """``--policies fifo,sjf``: the names, each a policy of ``valid``, each once (a policy
+    named twice would be shown twice in the table but once in the JSON)."""
+    known = list(valid)
+    names = [n.strip() for n in text.split(",") if n.strip()]
+    if not names:
+        raise ConfigError(
+            f"--policies is empty; name policies, e.g. fifo,sjf (valid: {', '.join(known)})"
+        )
+    seen: set[str] = set()
+    for name in names:
+        if name not in known:
+            raise ConfigError(f"--policies: unknown policy {name!r}; valid: {', '.join(known)}")
+        if name in seen:
+            raise ConfigError(f"--policies: {name!r} is named twice; name each policy once")
+        seen.add(name)
+    return names
+
+
+def json_text(payload: Mapping[str, Any]) -> str:
+    """``payload`` as strict JSON (indented): a NaN or an infinity left in it is a bug, an
+    error here rather than a file other tools cannot read."""
+    return json.dumps(payload, indent=1, allow_nan=False)
