@@ -166,6 +166,21 @@ def test_gpu_type_constraints() -> None:
     assert shared is not None and shared.shares[0].node == 1
 
 
+@pytest.mark.parametrize("strategy", STRATEGIES)
+def test_memory_sized_gang_skips_nodes_without_gpus(strategy: str) -> None:
+    # a node without GPUs last (its offset is past the last GPU) or between GPU nodes
+    a100 = gpu_type("A100-80GB")
+    for nodes in (
+        (Node("gpu-0", 4, a100), Node("cpu-0", 0)),
+        (Node("cpu-0", 0), Node("gpu-0", 4, a100), Node("cpu-1", 0)),
+        (Node("gpu-0", 2, a100), Node("cpu-0", 0), Node("gpu-1", 2, a100)),
+    ):
+        cluster = Cluster(nodes)
+        alloc = freemap(cluster, strategy=strategy).place(req(4, gpu_memory=40 * GiB))
+        assert alloc is not None and alloc.num_gpus == 4
+        assert all(cluster.nodes[s.node].gpus > 0 for s in alloc.shares)
+
+
 def test_memory_sized_sharing_packs_while_memory_fits() -> None:
     cluster = Cluster.homogeneous(1, 2, "H100")  # 2 x 80 GiB
     free = freemap(cluster)

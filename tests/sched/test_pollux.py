@@ -14,13 +14,14 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from danlu.core.cluster import Allocation, Cluster
+from danlu.core.cluster import GPU_TYPES, Allocation, Cluster, Node
 from danlu.core.errors import ConfigError
+from danlu.core.units import GiB
 from danlu.sched.policies import danlu_model as dm
 from danlu.sched.policies import pollux_search as ps
 from danlu.sched.policies.pollux import NO_GPUS, RESTARTS, PolluxPolicy
 from danlu.sched.registry import make_policy
-from danlu.sched.view import ClusterView, JobRequest, JobStatus
+from danlu.sched.view import ClusterView, JobRequest, JobStatus, Plan
 
 LIMITS = {"init_batch": 128.0, "max_batch": 4096.0, "min_local_bsz": 32.0, "max_local_bsz": 256.0}
 
@@ -139,11 +140,37 @@ def test_search_is_deterministic_for_a_seed() -> None:
     assert (one == two).all()
 
 
+@settings(max_examples=30, deadline=None)
+@given(jobs=st.integers(1, 5), nodes=st.integers(1, 4), seed=st.integers(0, 1000))
+def test_search_keeps_jobs_on_the_nodes_they_are_allowed(jobs: int, nodes: int, seed: int) -> None:
+    rng = np.random.default_rng(seed)
+    capacity = rng.integers(0, 5, size=nodes).tolist()
+    total = max(sum(capacity), 1)
+    most = rng.integers(1, total + 1, size=jobs).tolist()
+    allowed = rng.random((jobs, nodes)) < 0.5
+    prob = dataclasses.replace(
+        problem(concave(jobs, total, [0.8] * jobs, 0.8), capacity, most), allowed=allowed
+    )
+    best = ps.search(prob, prob.base[None], np.random.default_rng(seed), 20, 15)
+    valid(prob, best)
+    assert not best[~allowed].any()
+    noisy = rng.integers(0, 6, size=(10, jobs, nodes))
+    for state in ps.repair(prob, noisy, np.random.default_rng(seed)):
+        assert not state[~allowed].any()
+
+
+def test_search_of_a_cluster_without_nodes_keeps_the_current_allocation() -> None:
+    prob = problem(np.zeros((2, 2, 1)), [], [0, 0])
+    best = ps.search(prob, prob.base[None], np.random.default_rng(0), 10, 10)
+    assert best.shape == (2, 0)
+
+
 # -- the policy --------------------------------------------------------------------------
 
 
 def status(job_id: str, gpus: int = 1, submit: float = 0.0, **kw: Any) -> JobStatus:
-    req_kw = {k: kw.pop(k) for k in list(kw) if k in ("preemptible", "max_gpus", "gpu_milli")}
+    names = ("preemptible", "max_gpus", "gpu_milli", "gpu_types", "gpu_memory")
+    req_kw = {k: kw.pop(k) for k in list(kw) if k in names}
     request = JobRequest(id=job_id, submit_time=submit, gpus=gpus, seq=int(submit), **req_kw)
     return JobStatus(request=request, **kw)
 
@@ -281,3 +308,41 @@ def test_the_policy_is_deterministic_and_registered() -> None:
 def test_options_out_of_range(option: str, value: float, span: str) -> None:
     with pytest.raises(ConfigError, match=rf"pollux policy: {option} must be in {span}"):
         PolluxPolicy(**{option: value})
+
+
+def test_jobs_get_gpus_only_of_the_types_and_memory_they_ask_for() -> None:
+    """Whole-GPU jobs naming GPU types or memory per GPU, rigid or sized by the search, get
+    GPUs only on the nodes whose GPUs match, and wait when those are taken."""
+    v100, a100 = GPU_TYPES["V100-32GB"], GPU_TYPES["A100-80GB"]
+    cluster = Cluster((Node("n0", 4, v100), Node("n1", 4, a100)))
+    a100_only = frozenset({"A100-80GB"})
+    typed = status("typed", gpus=2, submit=0.0, gpu_types=a100_only)
+    big = status("bigmem", gpus=2, submit=1.0, gpu_memory=60 * GiB)
+
+    def nodes(plan: Plan) -> dict[str, set[int]]:
+        return {s.job_id: {x.node for x in s.allocation.shares} for s in plan.starts}
+
+    plan = small_policy().schedule(ClusterView(time=100.0, cluster=cluster, pending=(typed, big)))
+    assert nodes(plan) == {"typed": {1}, "bigmem": {1}}
+    # the A100s taken: a sized A100 job waits, an unconstrained one gets the V100s
+    sized = status("sized", gpus=1, submit=2.0, gpu_types=a100_only, observed={**LIMITS})
+    plain = status("plain", gpus=4, submit=3.0)
+    view = ClusterView(time=100.0, cluster=cluster, pending=(typed, big, sized, plain))
+    placed = nodes(small_policy().schedule(view))
+    assert placed["plain"] == {0}
+    assert all(placed[j] == {1} for j in placed if j != "plain") and len(placed) == 3
+    # a measured A100 job does not grow onto the V100s, however well it scales
+    alloc = Allocation.whole_gpus([(1, 0), (1, 1)], a100.memory)
+    seen = measured(2, 1, 128, step=0.30, sync=0.0)
+    run = status("a", gpus=2, observed=seen, allocation=alloc, last_start=0.0, gpu_types=a100_only)
+    plan = small_policy().schedule(ClusterView(time=3600.0, cluster=cluster, running=(run,)))
+    (resize,) = plan.resizes
+    assert {x.node for x in resize.allocation.shares} == {1}
+    assert resize.allocation.num_gpus == 4  # it grows on the A100s
+
+
+def test_an_empty_cluster_leaves_every_job_waiting() -> None:
+    pending = (status("a", gpus=1), status("b", gpus=2, observed={**LIMITS}))
+    plan = small_policy().schedule(ClusterView(time=0.0, cluster=Cluster(()), pending=pending))
+    assert plan.starts == () and plan.preempts == () and plan.resizes == ()
+    assert plan.waiting == {"a": NO_GPUS, "b": NO_GPUS}

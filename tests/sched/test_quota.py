@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import math
+from dataclasses import replace
 
 import pytest
 
@@ -21,7 +22,7 @@ from danlu.sched.quota import (
     within_room,
 )
 from danlu.sched.registry import make_policy
-from danlu.sched.view import ClusterView, JobRequest, JobStatus, Plan, Resize, Start
+from danlu.sched.view import ClusterView, JobRequest, JobStatus, Plan, Preempt, Resize, Start
 
 VISION = Quota("project 'vision'", gpus=4)
 
@@ -248,11 +249,23 @@ class _Sizing:
         return Plan()
 
 
+LIMITS = {"init_batch": 128.0, "max_batch": 4096.0, "min_local_bsz": 32.0, "max_local_bsz": 256.0}
+"""Batch limits a job reports: a policy that sizes jobs may choose its GPU count."""
+
+
+def _sizeable(job: JobStatus) -> JobStatus:
+    return replace(job, observed=LIMITS)
+
+
 def test_a_policy_that_sizes_jobs_is_handed_one_count_requests_cut_to_the_quota() -> None:
     cluster = Cluster.homogeneous(4, 8)
     quotas = Quotas({"vision": Quota("project 'vision'", gpus=12)})
-    running = (_running("r", _whole(0, 0, 1, 2, 3), 0),)  # vision: 4 of 12
-    pending = (_pending("wide", 16, 1), _pending("small", 2, 2), _pending("free", 16, 3, "nlp"))
+    running = (_sizeable(_running("r", _whole(0, 0, 1, 2, 3), 0)),)  # vision: 4 of 12
+    pending = (
+        _sizeable(_pending("wide", 16, 1)),
+        _sizeable(_pending("small", 2, 2)),
+        _pending("free", 16, 3, "nlp"),
+    )
     sizing = _Sizing()
     plan = QuotaPolicy(sizing, quotas).schedule(
         ClusterView(time=60.0, cluster=cluster, running=running, pending=pending)
@@ -270,3 +283,81 @@ def test_a_policy_that_sizes_jobs_is_handed_one_count_requests_cut_to_the_quota(
     assert "4 in use + 16 asked > 12" in (waits.reason("wide") or "")
     assert quotas.never_starts(pending[0].request, cluster) is not None
     assert quotas.never_starts(pending[0].request, cluster, sized=True) is None
+
+
+def test_a_policy_that_sizes_jobs_never_cuts_a_rigid_job() -> None:
+    """A job that reports no batch limits runs on exactly its request under danlu and
+    pollux: a quota never hands it to them cut (they would start it on fewer GPUs than it
+    asked for, or shrink it while it runs); it waits for the quota instead."""
+    cluster = Cluster.homogeneous(1, 8)
+    quotas = Quotas({"vision": Quota("project 'vision'", gpus=2)})
+    rigid = _pending("rigid", 4, 1)
+    running = (_running("r", _whole(0, 0, 1, 2), 0),)  # over the quota already
+    sizing = _Sizing()
+    plan = QuotaPolicy(sizing, quotas).schedule(
+        ClusterView(time=60.0, cluster=cluster, running=running, pending=(rigid,))
+    )
+    (view,) = sizing.views
+    assert [j.request for j in view.running] == [running[0].request]  # not cut to a range
+    assert view.pending == ()  # 4 asked > 2: it waits for the quota
+    assert "waiting for quota" in (plan.reason("rigid") or "")
+    for name in ("danlu", "pollux"):
+        alone = ClusterView(time=100.0, cluster=cluster, pending=(rigid,))
+        plan = QuotaPolicy(make_policy(name), quotas).schedule(alone)
+        assert plan.starts == (), name
+        assert "0 in use + 4 asked > 2" in (plan.reason("rigid") or ""), name
+        # with its batch limits it may be sized: it starts within the quota
+        sized = QuotaPolicy(make_policy(name), quotas).schedule(
+            ClusterView(time=100.0, cluster=cluster, pending=(_sizeable(rigid),))
+        )
+        assert [s.allocation.num_gpus <= 2 for s in sized.starts] == [True], name
+    assert quotas.never_starts(rigid.request, cluster) is not None
+
+
+def test_a_preemption_made_only_for_a_start_over_quota_is_dropped() -> None:
+    """A start dropped for the quota takes its preemption with it (the victim keeps
+    running, its GPU is not left idle); the plan is due again at once."""
+    cluster = Cluster.homogeneous(1, 2)
+    cap = cluster.nodes[0].gpu_type.memory
+    low1 = _running("low1", Allocation.whole_gpus([(0, 0)], cap), 0, "q", priority=0)
+    low2 = _running("low2", Allocation.whole_gpus([(0, 1)], cap), 1, "q", priority=0)
+    a, b = _pending("a", 1, 2, "p", priority=10), _pending("b", 1, 3, "p", priority=10)
+    view = ClusterView(100.0, cluster, running=(low1, low2), pending=(a, b))
+    quotas = Quotas({"p": Quota("project 'p'", gpus=1)})
+    for name in ("priority", "value-density"):
+        inner = make_policy(name).schedule(view)  # both start, both low jobs preempted
+        assert sorted(p.job_id for p in inner.preempts) == ["low1", "low2"], name
+        plan = QuotaPolicy(make_policy(name), quotas).schedule(view)
+        (start,) = plan.starts
+        gpus = {(s.node, s.gpu) for s in start.allocation.shares}
+        freed = {
+            (s.node, s.gpu)
+            for j in view.running
+            if j.id in {p.job_id for p in plan.preempts}
+            for s in j.allocation.shares
+        }
+        assert freed == gpus, name  # only the kept start's victim is stopped
+        assert "waiting for quota" in (plan.reason("a" if start.job_id == "b" else "b") or "")
+        assert plan.recheck_at == 0.0
+
+
+def test_a_preemption_of_the_policys_own_stays_when_a_start_is_dropped() -> None:
+    """A preemption whose GPUs no move of the plan takes is the policy's own choice: it
+    stays when a quota drops a start."""
+    cluster = Cluster.homogeneous(1, 2)
+    running = (_running("victim", _whole(0, 1), 0, "q"),)
+    view = ClusterView(time=60.0, cluster=cluster, running=running, pending=(_pending("n", 1, 1),))
+
+    class _Both:
+        name = "both"
+
+        def schedule(self, view: ClusterView) -> Plan:
+            return Plan(
+                starts=(Start("n", _whole(0, 0)),),
+                preempts=(Preempt("victim", "its own reason"),),
+            )
+
+    plan = QuotaPolicy(_Both(), Quotas({"vision": Quota("project 'vision'", gpus=0)})).schedule(
+        view
+    )
+    assert plan.starts == () and [p.job_id for p in plan.preempts] == ["victim"]

@@ -112,10 +112,10 @@ STREAM = "name,submit_time,gpus,duration\n" + "".join(f"s{i},{i * 30},1,100\n" f
 WIDE_AND_QUICK = "wide,45,4,200\nq1,50,1,20\nq2,70,1,20\n"
 
 
-def _starts(tmp_path: Path, **options: Any) -> dict[str, float]:
+def _starts(tmp_path: Path, name: str = "fifo", **options: Any) -> dict[str, float]:
     path = tmp_path / "w.csv"
     path.write_text(STREAM + WIDE_AND_QUICK)
-    policy = make_policy("fifo", **options)
+    policy = make_policy(name, **options)
     result = Simulator(
         Cluster.homogeneous(1, 4), policy, load_workload(path), SimConfig(event_rounds=True)
     ).run()
@@ -135,6 +135,19 @@ def test_in_the_simulator_the_wide_job_is_not_starved_and_gaps_still_fill(
     assert easy["wide"] == strict["wide"] == 130
     assert (easy["q1"], easy["q2"]) == (50, 70)
     assert strict["q1"] >= 130 + 200  # strict order: behind the wide job
+
+
+def test_priority_defaults_let_a_stream_of_equal_jobs_pass_a_wide_one(tmp_path: Path) -> None:
+    """What :class:`PriorityPolicy`'s docstring says: aging orders the queue, but with the
+    defaults (greedy backfill) the jobs behind a wide one of the same priority start in
+    every gap and it waits until the stream ends; ``reserve=True`` starts it as soon as the
+    jobs running at its arrival end."""
+    assert PriorityPolicy().backfill and not PriorityPolicy().reserve
+    greedy = _starts(tmp_path, "priority")
+    easy = _starts(tmp_path, "priority", reserve=True)
+    assert greedy["wide"] >= 1000  # passed by the whole stream
+    assert easy["wide"] == 130
+    assert (easy["q1"], easy["q2"]) == (50, 70)
 
 
 def test_the_reservation_is_found_past_many_ends_that_do_not_make_room() -> None:

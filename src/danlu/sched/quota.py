@@ -28,7 +28,8 @@ from typing import NamedTuple
 from danlu.core.cluster import MILLI_PER_GPU, Allocation, Cluster
 from danlu.core.errors import ConfigError
 from danlu.sched.policies.base import Policy
-from danlu.sched.view import ClusterView, JobRequest, JobStatus, Plan, Resize, Start
+from danlu.sched.policies.danlu_model import LIMIT_KEYS
+from danlu.sched.view import ClusterView, JobRequest, JobStatus, Plan, Preempt, Resize, Start
 
 _SLACK = 1e-9
 """GPU counts are sums of milli-GPU fractions: a quota of 2 holds 8 shares of 250."""
@@ -140,10 +141,23 @@ def minimum_usage(request: JobRequest, cluster: Cluster) -> Usage:
     return Usage(float(request.gpus), per_gpu * request.gpus)
 
 
+def sizeable(status: JobStatus, sizes_jobs: bool) -> bool:
+    """Whether a policy that sizes jobs (``sizes_jobs``, :class:`Policy`'s) may run
+    ``status``, whose request names one count, on another count: only a job that reports its
+    batch limits (every one of :data:`~danlu.sched.policies.danlu_model.LIMIT_KEYS`), as the
+    ``danlu``, ``pollux`` and ``optimus`` policies tell it. Those policies run any other job
+    (a rigid one) on exactly its requested GPUs."""
+    if not sizes_jobs or status.request.max_gpus != 0:
+        return False
+    observed = status.observed
+    return all(observed.get(key, 0.0) > 0 for key in LIMIT_KEYS)
+
+
 def least_request(request: JobRequest, sized: bool) -> JobRequest:
-    """``request`` at the fewest GPUs it may start on: under a policy that sizes jobs
-    (``sized``, :class:`~danlu.sched.policies.base.Policy`'s ``sizes_jobs``), a request that
-    names one count is a starting point, and the job may start on one GPU."""
+    """``request`` at the fewest GPUs it may start on. ``sized``: the policy chooses this
+    job's GPU count (it sizes jobs, and the job is one it may size: :func:`sizeable`); its
+    request, when it names one count, is then a starting point, and the job may start on
+    one GPU. A rigid job starts on its request."""
     if sized and request.max_gpus == 0 and request.gpus > 1:
         return replace(request, gpus=1)
     return request
@@ -187,7 +201,8 @@ class Quotas:
         self, request: JobRequest, cluster: Cluster, sized: bool = False
     ) -> str | None:
         """Why ``request`` alone passes one of its quotas (it could never start), or None.
-        ``sized``: the policy chooses the job's GPU count (see :func:`least_request`)."""
+        ``sized``: the policy chooses this job's GPU count (see :func:`least_request`;
+        not for a rigid job under a policy that sizes jobs: it runs on its request)."""
         quotas = self.of(request)
         if not quotas:  # every job of a run without quotas: nothing to compute
             return None
@@ -203,8 +218,8 @@ class QuotaPolicy:
     running jobs hold are left out of the view ``inner`` sees (they wait, with the reason),
     elastic ranges are cut to what the quotas leave, and the plan's starts and growths are
     checked in order (a start or resize that would pass a quota is dropped: the job stays
-    as it was). Preemptions in the same plan do not make room until the next round, as in
-    the server."""
+    as it was, and a preemption made only for dropped moves is dropped too). Preemptions in
+    the same plan do not make room until the next round, as in the server."""
 
     def __init__(self, inner: Policy, quotas: Quotas) -> None:
         self.inner = inner
@@ -243,7 +258,7 @@ class QuotaPolicy:
         ):  # another cluster, or most of the jobs gone
             self._memo.clear()
             self._memo_on = cluster
-        sized = self.sizes_jobs
+        sizes_jobs = self.sizes_jobs
         counted: dict[str, _Counted] = {}  # this round's jobs with a quota
         used = {q.holder: Usage() for q in self.quotas.all()}
         held_by = _with_quota(view.running, self.quotas)
@@ -266,10 +281,10 @@ class QuotaPolicy:
                 reasons[entry.key] = why = None if why is None else f"waiting for quota: {why}"
             if why is not None:
                 withheld[job.id] = why
-            elif (cut := _within(job, entry.quotas, used, cluster, sized)) is not job:
+            elif (cut := _within(job, entry.quotas, used, cluster, sizes_jobs)) is not job:
                 shown[job.id] = cut
         for job in held_by:
-            if (cut := _within(job, counted[job.id].quotas, used, cluster, sized)) is not job:
+            if (cut := _within(job, counted[job.id].quotas, used, cluster, sizes_jobs)) is not job:
                 shown[job.id] = cut
         if withheld or shown:
             pending = [shown.get(j.id, j) for j in view.pending if j.id not in withheld]
@@ -291,7 +306,8 @@ class QuotaPolicy:
         if running:
             usage = held(job.allocation)
         else:
-            usage = minimum_usage(least_request(request, self.sizes_jobs), cluster)
+            sized = sizeable(job, self.sizes_jobs)
+            usage = minimum_usage(least_request(request, sized), cluster)
         key = (request.project, request.user, usage.gpus, usage.gpu_memory)
         entry = _Counted(job, self.quotas.of(request), usage, key)
         self._memo[job.id] = entry
@@ -328,14 +344,16 @@ def _within(
     quotas: tuple[Quota, ...],
     used: Mapping[str, Usage],
     cluster: Cluster,
-    sized: bool,
+    sizes_jobs: bool,
 ) -> JobStatus:
     """``job`` with its range of GPU counts cut to what ``quotas`` leave (see
-    :func:`within_room`): an elastic job's, or under a policy that sizes jobs (``sized``)
-    one whose request names one count, which such a policy may run on 1 to all the
-    cluster's GPUs: it is handed as elastic within what the quotas leave, then."""
+    :func:`within_room`): an elastic job's, or under a policy that sizes jobs
+    (``sizes_jobs``) one whose request names one count and that it may size
+    (:func:`sizeable`), which such a policy may run on 1 to all the cluster's GPUs: it is
+    handed as elastic within what the quotas leave, then. A rigid job is handed as it is
+    (it waits while its request passes a quota: it is never cut)."""
     request = job.request
-    if not quotas or not (request.elastic or (sized and request.max_gpus == 0)):
+    if not quotas or not (request.elastic or sizeable(job, sizes_jobs)):
         return job
     left = min(room_for(q, used[q.holder], request, cluster) for q in quotas)
     if request.elastic:
@@ -358,9 +376,10 @@ def _checked(
     """``plan`` without the starts and resizes that would pass a quota, taken in plan order
     (each one's growth counts against the ones after it), and with ``withheld``'s reasons.
     ``counted``: the round's jobs with a quota. A job whose resize is dropped keeps its
-    GPUs, so the moves onto them are dropped too (:func:`_unblocked`). When a move is
-    dropped the next round is due at once (``recheck_at`` 0): the GPUs it would have taken
-    may go to another project's job then, which this plan left waiting."""
+    GPUs, so the moves onto them are dropped too (:func:`_unblocked`), and a job preempted
+    only to make room for dropped moves keeps running (:func:`_preempts_for_kept`). When a
+    move is dropped the next round is due at once (``recheck_at`` 0): the GPUs it would
+    have taken may go to another project's job then, which this plan left waiting."""
     grown: dict[str, Usage] = {}
 
     def fits(move: Start | Resize) -> str | None:
@@ -394,13 +413,44 @@ def _checked(
     dropped = len(starts) < len(plan.starts) or len(resizes) < len(plan.resizes)
     if not withheld and not dropped:
         return plan
+    preempts = plan.preempts
+    if dropped and preempts:
+        preempts = _preempts_for_kept(view, plan, starts, resizes)
     return replace(
         plan,
         starts=tuple(starts),
         resizes=tuple(resizes),
+        preempts=preempts,
         waiting={**plan.waiting, **withheld, **waiting},
         recheck_at=0.0 if dropped else plan.recheck_at,
     )
+
+
+def _preempts_for_kept(
+    view: ClusterView, plan: Plan, starts: list[Start], resizes: list[Resize]
+) -> tuple[Preempt, ...]:
+    """``plan``'s preemptions without those made only for moves that were dropped: a job
+    whose GPUs some start or resize of ``plan`` takes, and only ones not among the kept
+    ``starts`` and ``resizes``, keeps running (stopping it would leave its GPUs idle until
+    the next round). A preemption whose GPUs no move takes (the policy's own reason) stays,
+    and so does one whose GPUs a kept move takes. The server's plan recording follows the
+    same rule for starts that will not happen (``record._preempts_for_nothing``)."""
+    takers: dict[tuple[int, int], set[str]] = {}  # a GPU: the moves of the plan placed on it
+    for job_id, allocation in [
+        *((s.job_id, s.allocation) for s in plan.starts),
+        *((r.job_id, r.allocation) for r in plan.resizes),
+    ]:
+        for share in allocation.shares:
+            takers.setdefault((share.node, share.gpu), set()).add(job_id)
+    kept = {s.job_id for s in starts} | {r.job_id for r in resizes}
+    holds = {job.id: job.allocation.shares for job in view.running}
+    out: list[Preempt] = []
+    for preempt in plan.preempts:
+        gpus = holds.get(preempt.job_id, ())
+        wanted: set[str] = set().union(*(takers.get((s.node, s.gpu), set()) for s in gpus))
+        if not wanted or wanted & kept:
+            out.append(preempt)
+    return tuple(out)
 
 
 _BLOCKED = "waiting: its GPUs stay with a job whose growth a quota stopped"

@@ -259,7 +259,12 @@ class FreeMap:
         return self._emptiest_buckets(count)  # no single node: fewest nodes, fullest first
 
     def _node_gpu_memory(self) -> IntArray:
-        return self._gpu_mem_cap[self._offsets] if len(self._offsets) else self._offsets
+        """Per node, the memory of one of its GPUs (a node's GPUs are all of its type); 0 on
+        a node without GPUs, whose offset may be past the last GPU."""
+        if not self._gpu_mem_cap.size:
+            return np.zeros_like(self._offsets)
+        index = np.minimum(self._offsets, self._gpu_mem_cap.size - 1)
+        return np.where(self._sizes > 0, self._gpu_mem_cap[index], 0)
 
     def _choose_nodes(self, free: IntArray, count: int) -> list[tuple[int, int]] | None:
         if int(free.sum()) < count:

@@ -57,6 +57,23 @@ def nothing_to_size(view: ClusterView) -> bool:
     return not view.pending and not any(job.observed for job in view.running)
 
 
+def split_running(view: ClusterView) -> tuple[list[JobStatus], list[JobStatus]]:
+    """The view's running jobs a sizing policy may move (resize or preempt: preemptible,
+    whole-GPU, not draining) and the others, which keep their GPUs as they are. A draining
+    job (:attr:`ClusterView.draining`) is on its way out and holds its GPUs until it exits:
+    moving it again would hand out GPUs it still holds."""
+    movable: list[JobStatus] = []
+    fixed: list[JobStatus] = []
+    draining = view.draining
+    for job in view.running:
+        req = job.request
+        if req.preemptible and not req.shares_gpu and job.id not in draining:
+            movable.append(job)
+        else:
+            fixed.append(job)
+    return movable, fixed
+
+
 def place_shares_in_order(
     free: FreeMap, shared: Sequence[JobStatus], starts: list[Start], waiting: dict[str, str]
 ) -> None:
@@ -190,9 +207,10 @@ def ranked_round(
     GPU type) waits and does not cause preemptions. ``mark_preempted(job)`` gives the marks
     to keep for each preempted job (:attr:`Plan.marks`). ``memo``: as for :func:`queue_round`.
 
-    The view's draining jobs (:attr:`ClusterView.draining`) count as gone: a job that fits
-    only on their GPUs is started there (it waits for them) and the part of them already
-    free is held for it, not given to a job ranked lower (:class:`DrainingFree`).
+    The view's draining jobs (:attr:`ClusterView.draining`) count as gone: never victims,
+    they take no capacity budget, and a job that fits only on their GPUs is started there
+    (it waits for them) and the part of them already free is held for it, not given to a
+    job ranked lower (:class:`DrainingFree`).
     """
     # Fast path: place pending jobs in rank order on the free GPUs, skipping those that do not
     # fit. If every job fits, or no preemptible running job ranks below a job left waiting,
@@ -233,7 +251,7 @@ def ranked_round(
         (
             key
             for key, job in zip(reversed(running_keys), reversed(running_jobs), strict=True)
-            if job.request.preemptible
+            if job.request.preemptible and job.id not in view.draining
         ),
         None,
     )
@@ -348,17 +366,23 @@ def _admit(
     pending jobs named in ``skip`` (known not to fit anywhere) take no budget."""
     free = drain.now
     fixed = 0
-    if all(map(_PREEMPTIBLE, running_jobs)):
+    draining = drain.draining
+    if not draining and all(map(_PREEMPTIBLE, running_jobs)):
         run_keys, run_jobs = running_keys, running_jobs
     else:
-        run_keys = [
-            k for k, j in zip(running_keys, running_jobs, strict=True) if j.request.preemptible
+        # Draining jobs are gone (their GPUs are ``drain.soon``'s) and not preemptible:
+        # neither budget nor victims.
+        movable = [
+            (k, j)
+            for k, j in zip(running_keys, running_jobs, strict=True)
+            if j.request.preemptible and j.id not in draining
         ]
-        run_jobs = [j for j in running_jobs if j.request.preemptible]
+        run_keys = [k for k, _ in movable]
+        run_jobs = [j for _, j in movable]
         fixed = sum(
             j.demand_milli
             for j in running_jobs
-            if not j.request.preemptible and j.id not in drain.draining
+            if not j.request.preemptible and j.id not in draining
         )
     budget = free.cluster.total_gpus * MILLI_PER_GPU - fixed - free.closed_free_milli()
     demand_before = [0, *accumulate(map(_DEMAND, run_jobs))]

@@ -59,7 +59,7 @@ from danlu.core.errors import ConfigError
 from danlu.sched.placement.packing_memo import PackingMemo
 from danlu.sched.policies import danlu_loan as dl
 from danlu.sched.policies import danlu_model as dm
-from danlu.sched.policies.base import nothing_to_size
+from danlu.sched.policies.base import nothing_to_size, split_running
 from danlu.sched.policies.danlu_alloc import Option, walk
 from danlu.sched.policies.danlu_entries import (
     NO_RUNNING,
@@ -583,11 +583,10 @@ class DanluPolicy:
         self._forget_gone(view)
         if nothing_to_size(view):
             return Plan(recheck_at=math.inf)
-        # GPUs not ours to move: non-preemptible jobs' and the GPUs shared jobs sit on (each
-        # GPU once, however many shares it holds); those jobs keep running as they are. The
-        # GPUs of closed nodes take no new work
-        movable = [j for j in view.running if j.request.preemptible and not j.request.shares_gpu]
-        fixed = [j for j in view.running if not j.request.preemptible or j.request.shares_gpu]
+        # GPUs not ours to move: non-preemptible and draining jobs' and the GPUs shared jobs
+        # sit on (each GPU once, however many shares it holds); those jobs keep running as
+        # they are. The GPUs of closed nodes take no new work
+        movable, fixed = split_running(view)
         capacity = cluster.total_gpus - gpus_unavailable(fixed, view)
         total = cluster.total_gpus
         waits = self._pending(view.pending, capacity, total, gpn, now)

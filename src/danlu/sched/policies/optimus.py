@@ -30,8 +30,8 @@ as in the study (whose Optimus moved jobs every round it saw a gain).
 Not the study's: it ran Optimus with an oracle (the true step times and the true remaining
 steps from the start); this policy learns both online, as a real deployment would. Requests
 for part of a GPU are placed after the split, first come first served, on what is left
-(``placement``); non-preemptible running jobs stay where they are. Deterministic: no
-randomness, ties go to the earlier submission.
+(``placement``); non-preemptible and draining running jobs stay where they are (their GPUs
+are not split). Deterministic: no randomness, ties go to the earlier submission.
 """
 
 from __future__ import annotations
@@ -46,7 +46,7 @@ from danlu.core.errors import UnknownNameError
 from danlu.sched.placement.gang import STRATEGIES, FreeMap
 from danlu.sched.placement.packing_memo import PackingMemo
 from danlu.sched.policies import danlu_model as dm
-from danlu.sched.policies.base import nothing_to_size, place_shares_in_order
+from danlu.sched.policies.base import nothing_to_size, place_shares_in_order, split_running
 from danlu.sched.policies.options import OptionRange, check_options
 from danlu.sched.policies.pollux import INTER_PRIOR, SYNC_PRIOR
 from danlu.sched.policies.work_estimate import WORK, estimate_work
@@ -132,7 +132,7 @@ class OptimusPolicy:
             return Plan(recheck_at=math.inf)
         now = view.time
         gpn = max((node.gpus for node in view.cluster.nodes), default=1)
-        movable = [j for j in view.running if j.request.preemptible and not j.request.shares_gpu]
+        movable = split_running(view)[0]  # not the draining jobs: their GPUs are held
         waiting = [j for j in view.pending if not j.request.shares_gpu]
         shared = [j for j in view.pending if j.request.shares_gpu]
         order = sorted([*movable, *waiting], key=lambda j: (j.request.submit_time, j.request.seq))

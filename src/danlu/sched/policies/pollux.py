@@ -22,10 +22,12 @@ gradient statistics). What Pollux does and this policy does too:
 - jobs are ordered by attained service (then submission): earlier ones keep their GPUs when
   the search has to cut.
 
-Not Pollux's: a rigid job (no batch limits) runs on exactly its requested GPUs or waits;
-requests for part of a GPU are placed after the search, first come first served, on what is
-left (``placement``). Non-preemptible running jobs are left where they are. The search is
-seeded per round (``seed`` and the round's time), so the policy is deterministic.
+Not Pollux's: a job gets GPUs only on the nodes whose GPU type and memory it accepts
+(``gpu_types``, ``gpu_memory``); a rigid job (no batch limits) runs on exactly its requested
+GPUs or waits; requests for part of a GPU are placed after the search, first come first
+served, on what is left (``placement``). Non-preemptible and draining running jobs are left
+where they are. The search is seeded per round (``seed`` and the round's time), so the
+policy is deterministic.
 """
 
 from __future__ import annotations
@@ -37,11 +39,12 @@ from typing import ClassVar
 
 import numpy as np
 
+from danlu.core.cluster import Cluster
 from danlu.sched.placement.gang import FreeMap
 from danlu.sched.placement.packing_memo import PackingMemo
 from danlu.sched.policies import danlu_model as dm
 from danlu.sched.policies import pollux_search as ps
-from danlu.sched.policies.base import nothing_to_size, place_shares_in_order
+from danlu.sched.policies.base import nothing_to_size, place_shares_in_order, split_running
 from danlu.sched.policies.options import INF, OptionRange, check_options
 from danlu.sched.view import ClusterView, JobStatus, Plan, Preempt, Resize, Start
 
@@ -85,6 +88,33 @@ def _speedups(model: dm.JobModel | None, most: int, fair: int, gpn: int) -> ps.F
     if not table.any():
         table[:, 1:] = np.arange(1, most + 1) / fair
     return table
+
+
+def _allowed_nodes(
+    cluster: Cluster, jobs: list[JobStatus], base: ps.IntArray
+) -> ps.BoolArray | None:
+    """Per job (row) and node, whether the job may get GPUs there: a node whose GPUs are of
+    a type it names (``gpu_types``) and have the memory it asks per GPU (``gpu_memory``),
+    or one it runs on now; None when no job constrains its GPUs."""
+    if not any(job.request.gpu_types or job.request.gpu_memory for job in jobs):
+        return None
+    names = cluster.arrays.type_names
+    memory = np.array([node.gpu_type.memory for node in cluster.nodes], dtype=np.int64)
+    allowed = base > 0
+    masks: dict[tuple[frozenset[str], int], ps.BoolArray] = {}
+    for row, job in enumerate(jobs):
+        key = (job.request.gpu_types, job.request.gpu_memory)
+        mask = masks.get(key)
+        if mask is None:
+            mask = np.ones(len(names), dtype=bool)
+            if key[0]:
+                wanted = {t.lower() for t in key[0]}
+                mask &= np.array([name in wanted for name in names], dtype=bool)
+            if key[1]:
+                mask &= memory >= key[1]
+            masks[key] = mask
+        allowed[row] |= mask
+    return allowed
 
 
 @dataclass
@@ -139,7 +169,7 @@ class PolluxPolicy:
         now = view.time
         cluster = view.cluster
         gpn = max((node.gpus for node in cluster.nodes), default=1)
-        movable = [j for j in view.running if j.request.preemptible and not j.request.shares_gpu]
+        movable = split_running(view)[0]  # not the draining jobs: their GPUs are held
         waiting = [j for j in view.pending if not j.request.shares_gpu]
         shared = [j for j in view.pending if j.request.shares_gpu]
         jobs = sorted(
@@ -165,7 +195,9 @@ class PolluxPolicy:
             current = {job.id for job in jobs}
             self._memo = {k: v for k, v in self._memo.items() if k in current}
         models = [self._model(job, m) for job, m in zip(jobs, marks, strict=True)]
-        problem = self._problem(jobs, marks, models, base, free.node_free.copy(), gpn, now)
+        allowed = _allowed_nodes(cluster, jobs, base)
+        capacity = free.node_free.copy()
+        problem = self._problem(jobs, marks, models, base, capacity, gpn, now, allowed)
         rng = np.random.default_rng([self.seed, int(now * 1000)])
         best = ps.search(problem, base[None], rng, self.population, self.generations)
         return self._plan(view, jobs, models, base, best, shared, new_marks, gpn)
@@ -189,8 +221,11 @@ class PolluxPolicy:
         capacity: ps.IntArray,
         gpn: int,
         now: float,
+        allowed: ps.BoolArray | None = None,
     ) -> ps.SearchProblem:
         total = int(capacity.sum())
+        # the GPUs each job may get: those of the nodes its GPU type and memory allow
+        reach = [total] * len(jobs) if allowed is None else (allowed @ capacity).tolist()
         count = len(jobs)
         fair = max(1, math.ceil(total / max(count, 1)))
         speedup = np.zeros((count, 2, total + 1))
@@ -202,14 +237,14 @@ class PolluxPolicy:
             limits = all(seen.get(k, 0.0) > 0 for k in dm.LIMIT_KEYS)
             if not limits:  # rigid: its request or nothing
                 gang[row] = True
-                if job.request.gpus <= total:
+                if job.request.gpus <= reach[row]:
                     most[row] = job.request.gpus
                     speedup[row, :, most[row]] = most[row] / fair
             else:
                 measured = int(mark.get(dm.MAXR, 0))
                 cap = min(
                     max(int(min(self.growth * measured, total)), 1),
-                    total,
+                    int(reach[row]),
                     int(seen["max_batch"] // seen["min_local_bsz"]),
                 )
                 if job.request.max_gpus > 0:
@@ -227,7 +262,7 @@ class PolluxPolicy:
             factor[row] = max(age - restarts * cost, 0.0) / (age + cost) if age + cost else 1
         # a fair share's worth of the cluster (one node's share of the GPUs) is speed-up 1
         speedup *= len(capacity) / max(total, 1)
-        return ps.SearchProblem(speedup, most, capacity, base, factor, gang, self.fairness)
+        return ps.SearchProblem(speedup, most, capacity, base, factor, gang, self.fairness, allowed)
 
     # -- output ---------------------------------------------------------------------------
     def _plan(

@@ -26,6 +26,7 @@ import numpy.typing as npt
 
 IntArray = npt.NDArray[np.int64]
 FloatArray = npt.NDArray[np.float64]
+BoolArray = npt.NDArray[np.bool_]
 
 EPSILON = 1e-3
 """Added to every speed-up before the power mean, so a job left without GPUs counts as a
@@ -43,7 +44,8 @@ class SearchProblem:
     the current allocation (jobs x nodes). ``restart_factor[j]``: factor on job ``j``'s
     speed-up when its row changes (a restart). ``gang[j]``: job ``j`` runs on exactly
     ``max_replicas[j]`` GPUs or none. ``fairness``: the power mean's exponent ``p``
-    (0: geometric mean).
+    (0: geometric mean). ``allowed[j, n]``: whether job ``j`` may get GPUs on node ``n``
+    (its GPU type and memory; None: every job on every node).
     """
 
     speedup: FloatArray
@@ -51,8 +53,9 @@ class SearchProblem:
     capacity: IntArray
     base: IntArray
     restart_factor: FloatArray
-    gang: npt.NDArray[np.bool_]
+    gang: BoolArray
     fairness: float = -1.0
+    allowed: BoolArray | None = None
 
     @property
     def jobs(self) -> int:
@@ -81,9 +84,12 @@ def values(problem: SearchProblem, states: IntArray) -> FloatArray:
 
 def repair(problem: SearchProblem, states: IntArray, rng: np.random.Generator) -> IntArray:
     """Make every candidate valid, in place and returned: each job within its most replicas
-    (replicas dropped from randomly ordered nodes), one distributed job per node (the
-    earliest row keeps it), node capacities (earliest rows first) and gangs whole."""
+    (replicas dropped from randomly ordered nodes), only on the nodes it is allowed, one
+    distributed job per node (the earliest row keeps it), node capacities (earliest rows
+    first) and gangs whole."""
     pop, _, nodes = states.shape
+    if problem.allowed is not None:
+        states[:, ~problem.allowed] = 0
     # most replicas: keep a running total over the nodes in a random order per candidate
     order = np.argsort(rng.random((pop, 1, nodes)), axis=2)
     order = np.broadcast_to(order, states.shape)
@@ -116,6 +122,8 @@ def _mutate(problem: SearchProblem, states: IntArray, rng: np.random.Generator) 
     # replicas added on nodes with room: each (job, node) with probability 1 / nodes
     used = states.sum(axis=1, keepdims=True)
     room = np.maximum(problem.capacity[None, None, :] - used, 0)
+    if problem.allowed is not None:
+        room = np.where(problem.allowed[None], room, 0)
     grow = (rng.random(states.shape) < 1.0 / nodes) & (room > 0)
     extra = np.floor(rng.random(states.shape) * (room + 1)).astype(np.int64)
     return np.where(grow, states + extra, states)
@@ -141,7 +149,7 @@ def search(
     """The best allocation (J x N) found by a genetic search started from ``seeds``
     (K x J x N candidate allocations, repaired first; the current allocation should be
     among them), with ``population`` candidates over ``generations`` generations."""
-    if problem.jobs == 0:
+    if problem.jobs == 0 or problem.nodes == 0:  # nothing to search (no node: no GPUs)
         return problem.base.copy()
     start = np.repeat(seeds, -(-population // len(seeds)), axis=0)[:population].copy()
     states = repair(problem, start, rng)

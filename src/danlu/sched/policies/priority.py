@@ -19,9 +19,19 @@ from danlu.sched.view import ClusterView, JobStatus, Plan
 class PriorityPolicy:
     """Higher ``priority`` first; pending jobs gain ``aging_per_hour`` priority per hour waited.
 
-    Aging orders the queue (so low-priority jobs are never starved by a stream of equal
-    ones) but preemption compares base priorities only: a running job is preempted only for a
-    job of strictly higher base priority, so aging cannot cause thrashing.
+    Aging orders the queue: a waiting job comes before every job submitted long enough
+    after it (``aging_per_hour`` > 0), whatever their priorities. Coming first does not
+    make it start, though: with the defaults (``backfill=True``, ``reserve=False``) a job
+    that does not fit is skipped and the jobs behind it start on the GPUs that free up, so a
+    wide job can wait for ever behind a steady stream of narrow jobs, even of its own
+    priority, that never leaves enough GPUs free at once. ``reserve=True`` prevents that
+    (EASY backfill, :mod:`.reservation`, from the running jobs' expected durations): the
+    first job in the queue that cannot start holds a reservation that the jobs behind it may
+    not delay, and aging brings every job to the head of the queue in time
+    (``backfill=False`` prevents it too, by starting nothing behind a job that does not fit).
+
+    Preemption compares base priorities only: a running job is preempted only for a job of
+    strictly higher base priority, so aging cannot cause thrashing.
 
     Every job ages at the same rate, so the queue's order never changes with the clock:
     ``priority + rate x (now - submit)`` ranks jobs as ``priority - rate x submit`` does.
@@ -87,7 +97,7 @@ class PriorityPolicy:
             (
                 -key[0]
                 for key, job in zip(reversed(running.keys), reversed(running.jobs), strict=True)
-                if job.request.preemptible
+                if job.request.preemptible and job.id not in view.draining
             ),
             None,
         )

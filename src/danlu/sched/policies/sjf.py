@@ -24,7 +24,7 @@ class SjfPolicy:
     *behind* it may not delay. A job ranked ahead of it (a shorter one, including one that
     arrives later) still starts before it, so under a steady stream of shorter jobs a wide
     job can wait for ever: the reservation protects it from longer jobs only (use ``fifo``
-    with ``reserve``, or ``priority`` aging, to bound its wait).
+    with ``reserve``, or ``priority`` aging with ``reserve``, to bound its wait).
     """
 
     option_ranges: ClassVar[Mapping[str, OptionRange]] = {}

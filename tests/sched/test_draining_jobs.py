@@ -1,0 +1,130 @@
+"""Draining jobs (:attr:`ClusterView.draining`: told to stop, checkpointing before they exit)
+are never preempted or moved again, and their GPUs, which they hold until they exit, are
+never handed out twice."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pytest
+
+from danlu.core.cluster import GPU_TYPES, MILLI_PER_GPU, Allocation, Cluster, Node
+from danlu.sched.registry import make_policy
+from danlu.sched.view import ClusterView, JobRequest, JobStatus, Plan
+
+SEQ = iter(range(10**9))
+
+
+def _request(job_id: str, gpus: int, **kw: Any) -> JobRequest:
+    kw.setdefault("submit_time", 0.0)
+    return JobRequest(id=job_id, gpus=gpus, seq=next(SEQ), **kw)
+
+
+def _running(job_id: str, cluster: Cluster, gpus: list[tuple[int, int]], **kw: Any) -> JobStatus:
+    """A running job on whole ``gpus`` holding their memory, as a free map hands them out."""
+    status = {k: kw.pop(k) for k in ("attained_service", "run_time") if k in kw}
+    memory = cluster.nodes[gpus[0][0]].gpu_type.memory
+    alloc = Allocation.whole_gpus(gpus, memory)
+    return JobStatus(_request(job_id, len(gpus), **kw), alloc, last_start=0.0, **status)
+
+
+def _violations(view: ClusterView, plan: Plan) -> list[str]:
+    """What ``plan`` does wrong with the view's draining jobs: moves them, or puts two jobs'
+    work on one GPU (a draining job's GPUs count as free once it exits, as the server and
+    :class:`~danlu.sched.placement.drain.DrainingFree` count them)."""
+    errors = [f"preempts draining {p.job_id}" for p in plan.preempts if p.job_id in view.draining]
+    errors += [f"resizes draining {r.job_id}" for r in plan.resizes if r.job_id in view.draining]
+    cluster = view.cluster
+    gone = {p.job_id for p in plan.preempts} | {r.job_id for r in plan.resizes} | view.draining
+    milli = [0] * cluster.total_gpus
+    allocations = [j.allocation for j in view.running if j.id not in gone]
+    allocations += [s.allocation for s in plan.starts] + [r.allocation for r in plan.resizes]
+    for alloc in allocations:
+        for share in alloc.shares:
+            milli[cluster.gpu_offset(share.node) + share.gpu] += share.milli
+    errors += [f"GPU {i} over-allocated" for i, m in enumerate(milli) if m > MILLI_PER_GPU]
+    return errors
+
+
+@pytest.mark.parametrize("name", ["tiresias", "priority", "value-density"])
+def test_ranked_policies_take_no_draining_job_as_a_victim(name: str) -> None:
+    """Two waiting V100 jobs outrank the running ones; the only V100 is being drained. It
+    is not preempted again (its GPU released twice: two starts on it): one job waits for
+    the drain to end there, the other waits."""
+    v100, a100 = GPU_TYPES["V100-32GB"], GPU_TYPES["A100-80GB"]
+    cluster = Cluster((Node("n0", 1, v100), Node("n1", 1, a100)))
+    low = {"priority": 0, "expected_duration": 1e6, "attained_service": 1e6}
+    running = (_running("r0", cluster, [(0, 0)], **low), _running("r1", cluster, [(1, 0)], **low))
+    high = {"priority": 5, "expected_duration": 10.0, "gpu_types": frozenset({"V100-32GB"})}
+    pending = tuple(JobStatus(_request(i, 1, **high)) for i in ("a", "b"))
+    view = ClusterView(100.0, cluster, running, pending, draining=frozenset({"r0"}))
+    plan = make_policy(name).schedule(view)
+    assert _violations(view, plan) == []
+    assert [s.job_id for s in plan.starts] == ["a"]
+    assert plan.reason("b")
+
+
+@pytest.mark.parametrize("name", ["danlu", "optimus", "pollux"])
+def test_sizing_policies_leave_draining_jobs_as_they_are(name: str) -> None:
+    """A 4-GPU job that ranks (danlu: shorter), comes (optimus: submitted first) or weighs
+    (pollux: no service yet) ahead of a running 2-GPU job on a 4-GPU node: with the running
+    job draining, its GPUs are neither given away nor counted free, and it is not moved."""
+    cluster = Cluster.homogeneous(1, 4)
+    drainer = _running("r0", cluster, [(0, 0), (0, 1)], submit_time=50.0, expected_duration=1e6)
+    wide = JobStatus(_request("p", 4, expected_duration=10.0))
+    view = ClusterView(5000.0, cluster, (drainer,), (wide,), draining=frozenset({"r0"}))
+    plan = make_policy(name).schedule(view)
+    assert _violations(view, plan) == []
+    assert plan.starts == () and plan.preempts == () and plan.resizes == ()
+    assert plan.reason("p")
+
+
+def _elastic_view(draining: frozenset[str]) -> ClusterView:
+    """Running elastic jobs that report batch limits and measurements (so the sizing
+    policies would resize them) next to waiting ones."""
+    limits = {"init_batch": 128.0, "max_batch": 4096.0, "min_local_bsz": 32.0}
+    limits["max_local_bsz"] = 256.0
+
+    def seen(replicas: int, step: float) -> dict[str, float]:
+        return {
+            **limits,
+            "target_batch": 512.0,
+            "progress": 0.3,
+            "step_time": step,
+            "sync_time": 0.01,
+            "local_bsz": 64.0,
+            "accum_steps": 0.0,
+            "batch_size": 64.0 * replicas,
+            "num_replicas": float(replicas),
+            "num_nodes": 1.0,
+            "grad_sqr": 1.0,
+            "grad_var": 4.0,
+        }
+
+    cluster = Cluster.homogeneous(2, 4)
+    running = []
+    for k, gpus in enumerate(([(0, 0), (0, 1)], [(0, 2)], [(1, 0), (1, 1), (1, 2), (1, 3)])):
+        job = _running(f"r{k}", cluster, gpus, submit_time=100.0 * k, run_time=600.0)
+        running.append(
+            JobStatus(
+                job.request,
+                job.allocation,
+                last_start=1000.0,
+                run_time=600.0,
+                observed=seen(len(gpus), 0.2 + 0.1 * k),
+            )
+        )
+    pending = [
+        JobStatus(_request(f"p{k}", 2, submit_time=50.0 * k), observed=dict(limits))
+        for k in range(3)
+    ]
+    return ClusterView(5000.0, cluster, tuple(running), tuple(pending), draining=draining)
+
+
+@pytest.mark.parametrize("name", ["danlu", "optimus", "pollux"])
+@pytest.mark.parametrize("drained", ["r0", "r1", "r2"])
+def test_sizing_policies_never_move_a_draining_elastic_job(name: str, drained: str) -> None:
+    view = _elastic_view(frozenset({drained}))
+    opts = {"population": 20, "generations": 20} if name == "pollux" else {}
+    plan = make_policy(name, **opts).schedule(view)
+    assert _violations(view, plan) == []
