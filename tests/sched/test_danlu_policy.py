@@ -193,6 +193,27 @@ def test_starving_job_is_started_first() -> None:
     assert [s.job_id for s in plan.starts] == ["short"]
 
 
+def test_a_starving_job_held_up_by_jobs_in_their_hold_keeps_the_free_gpus() -> None:
+    """A starving 4-GPU job that cannot start yet (a job started 60 s ago holds a GPU,
+    within its hold) keeps the 3 free GPUs: a stream of 1-GPU jobs taking each GPU that
+    frees would starve it for good."""
+    cluster = Cluster.homogeneous(1, 4)
+    held = job("held", submit=-100.0, expected_duration=180.0, allocation=on(cluster, 0, 1))
+    held = replace(held, last_start=-60.0)
+    wide = job("wide", gpus=4, submit=-20_000.0, expected_duration=3600.0)
+    small = job("small", submit=0.0, expected_duration=180.0)
+    view = ClusterView(time=0.0, cluster=cluster, running=(held,), pending=(wide, small))
+    plan = DanluPolicy(starve_after=3600.0).schedule(view)
+    assert not plan.starts and not plan.preempts
+    # not starving yet: the free GPUs go to the small job
+    plan = DanluPolicy(starve_after=1e9).schedule(view)
+    assert [s.job_id for s in plan.starts] == ["small"]
+    # once the held job is gone, the wide job starts on all four
+    view = ClusterView(time=200.0, cluster=cluster, pending=(wide, small))
+    plan = DanluPolicy(starve_after=3600.0).schedule(view)
+    assert [(s.job_id, s.allocation.num_gpus) for s in plan.starts] == [("wide", 4)]
+
+
 def _after(view: ClusterView, plan: Plan, step: float) -> ClusterView:
     """The view ``step`` seconds after ``plan`` was applied (nobody finishes)."""
     started = {s.job_id: s.allocation for s in plan.starts}

@@ -21,7 +21,8 @@ first at efficient sizes, the last-ranked (long) job soaks up what is left.
   open to a move in one round. docs/danlu-policy-details.md, "No thrashing", has the
   restart counts.
 - Fairness: ``w = 1 + waited / aging`` grows with the time a job waited, and a job waiting
-  ``starve_after`` seconds is started first (at its smallest size): no job starves. A job so
+  ``starve_after`` seconds is started first (at its smallest size): no job starves (while
+  jobs in their hold keep it from fitting, the GPUs left free are kept for it). A job so
   started is held ``starve_hold`` seconds, and the jobs within that hold take at most
   ``starve_share`` of the cluster, promoted a tenth of it per tenth of the hold
   (longest-starving first), so a backlog of starving jobs is started a slice at a time,
@@ -74,6 +75,7 @@ from danlu.sched.policies.danlu_holds import (
     promoted_until,
     promotion_holds,
     starving_jobs,
+    starving_reserve,
 )
 from danlu.sched.policies.danlu_hosts import FamilyHosts
 from danlu.sched.policies.danlu_knobs import KNOB_RANGES
@@ -644,6 +646,7 @@ class DanluPolicy:
             order = starving + [j for j in order if j not in promoted]
             for j in starving:
                 all_options[j] = all_options[j][:1]
+            capacity -= starving_reserve(all_options, starving, capacity, pinned)
         knobs = (self.hysteresis, grow, self.price_scale, self.spare_gain)
         if self.alloc == "shares":  # heSRPT's delay of the jobs behind (danlu_shares)
             p_max, seen = self.share_p_max, self.share_measured

@@ -7,13 +7,14 @@ and :mod:`danlu.sched.policies.danlu` stays the round's outline."""
 from __future__ import annotations
 
 import math
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from operator import attrgetter
 
 import numpy as np
 import numpy.typing as npt
 
+from danlu.sched.policies.danlu_alloc import Option, grant_pinned
 from danlu.sched.policies.danlu_entries import WaitingEntry
 from danlu.sched.policies.danlu_place import PROMOTED
 
@@ -98,6 +99,27 @@ def starving_jobs(
         promoted.append(first + i)
         used += size
     return promoted
+
+
+def starving_reserve(
+    options: Sequence[Sequence[Option]],
+    starving: Sequence[int],
+    capacity: int,
+    pinned: Sequence[int],
+) -> int:
+    """The GPUs to keep free this round for a promoted job (``starving``, in turn, each at
+    its first option) that does not fit yet: the GPUs left after the held jobs
+    (``pinned``) and the promoted jobs before it. Jobs in their hold cannot be moved for
+    it, so without this the GPUs that free up one by one would go to lower-ranked jobs
+    again and again, and a job wider than what any round frees at once would starve for
+    good. 0 when every promoted job fits."""
+    free = grant_pinned(options, capacity, pinned)[2]
+    for j in starving:
+        need = options[j][0].gpus if options[j] else 0
+        if need > free:
+            return max(free, 0)
+        free -= need
+    return 0
 
 
 def over_budget(held: BoolArray, keys: FloatArray, budget: int) -> BoolArray:
