@@ -4,7 +4,9 @@ fake GPUs, SQLite; the core flow also on PostgreSQL)."""
 from __future__ import annotations
 
 import math
+import threading
 from collections.abc import Iterator
+from contextlib import suppress
 from pathlib import Path
 
 import httpx
@@ -289,6 +291,72 @@ def test_follow_streams_until_terminal(live: Live) -> None:
             text = b"".join(response.iter_bytes()).decode()
         assert all(f"line {i}" in text for i in range(5))
         assert c.get(f"/jobs/{job['id']}").json()["state"] == "SUCCEEDED"
+
+
+FOLLOWERS = 40
+"""As many follows as Starlette has worker threads (anyio's default limiter)."""
+
+
+def test_follows_of_a_quiet_job_hold_no_worker_thread(tmp_path: Path) -> None:
+    """Each follow of a quiet job held one of Starlette's 40 worker threads while it slept:
+    40 followers froze every other route, ``/health`` too, until they ended. A follow waits
+    on the event loop now: other requests are answered while every follow is still open,
+    and the follows still end when the job does."""
+    with live_server(tmp_path, start_loops=False, follow_timeout=120) as live, live.client() as c:
+        job = submit(c, spec("quiet", "import time; time.sleep(60)"))  # no loop: PENDING
+        url = f"{live.url}/api/v1/jobs/{job['id']}/logs"
+        auth = {"Authorization": f"Bearer {live.token}"}
+        opened: list[int] = []
+        ended: dict[int, bytes] = {}
+
+        def follow(i: int) -> None:
+            with (
+                httpx.Client(timeout=180, headers=auth) as h,
+                h.stream("GET", url, params={"follow": "true"}) as response,
+            ):
+                opened.append(response.status_code)
+                ended[i] = b"".join(response.iter_bytes())
+
+        threads = [threading.Thread(target=follow, args=(i,)) for i in range(FOLLOWERS)]
+        for thread in threads:
+            thread.start()
+        try:
+            wait_for(lambda: len(opened) == FOLLOWERS, 60)
+            try:  # a hang guard only: the assertion is that it answers while all are open
+                health = httpx.get(f"{live.url}/api/v1/health", timeout=60)
+            except httpx.TimeoutException:
+                pytest.fail(f"/health was not answered while {FOLLOWERS} follows were open")
+            assert health.status_code == 200
+            assert c.get("/jobs").status_code == 200
+            assert ended == {}  # every follow was still open meanwhile
+        finally:
+            with suppress(httpx.HTTPError):
+                c.post(f"/jobs/{job['id']}/cancel")  # terminal: the follows end
+            for thread in threads:
+                thread.join(180)
+        assert opened == [200] * FOLLOWERS
+        assert ended == {i: b"" for i in range(FOLLOWERS)}
+
+
+def test_a_token_s_last_use_is_stored(live: Live) -> None:
+    """``last_used_at`` stayed null however often a token was used: it is stored after the
+    response (once a minute at most, not a write per request)."""
+    with live.client() as admin:
+        assert admin.post("/users", json={"name": "alice"}).status_code == 201
+        token = admin.post("/users/alice/tokens", json={}).json()["token"]
+
+        def last_used() -> float | None:
+            rows = admin.get("/users/alice/tokens").json()
+            used: float | None = rows[0]["last_used_at"]
+            return used
+
+        assert last_used() is None
+        with live.client(token) as alice:
+            assert alice.get("/users/me").status_code == 200
+            first = wait_for(last_used)
+            for _ in range(3):
+                assert alice.get("/jobs").status_code == 200
+        assert last_used() == first  # used again within the minute: stored once
 
 
 def test_an_elastic_job_with_a_model_gets_a_micro_batch_limit_at_submission(live: Live) -> None:

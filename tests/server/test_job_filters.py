@@ -15,6 +15,7 @@ from danlu.cli import jobs as jobs_cli
 from danlu.cli.main import app
 from danlu.core.cluster import Node, gpu_type
 from danlu.server.db import Database
+from danlu.server.errors import NotFoundError
 from danlu.server.services import cluster, jobs, users
 
 NOW = 1_000_000.0
@@ -39,6 +40,33 @@ def test_jobs_by_submission_time_and_name_pattern(db: Database) -> None:
         assert names(name="eval?1") == ["evalx1", "eval_1"]
         assert names(name="*") == ["evalx1", "eval_1", "train-2", "train-1"]
         assert names(name="%") == []
+
+
+def test_name_patterns_and_id_prefixes_match_case_sensitively(
+    db: Database, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """SQLite's ``LIKE`` ignored case (``train-*`` listed ``Train-A``, an upper-case id
+    prefix found the job), PostgreSQL's does not: both match case-sensitively now."""
+    ids = iter(["abcdef012345", "abcdff012345"])
+    monkeypatch.setattr(jobs, "new_job_id", lambda: next(ids))
+    with db.session() as s:
+        alice = users.create_user(s, "alice", now=NOW)
+        cluster.replace_inventory(s, [Node("a", 2, gpu_type("H100"))], fake=True, now=NOW)
+        for t, name in ((0, "Train-A"), (10, "train-b")):
+            jobs.submit(s, {"name": name, "command": ["python", "t.py"]}, alice, now=NOW + t)
+    with db.read_session() as s:
+
+        def names(pattern: str) -> list[str]:
+            return [j.name for j in jobs.list_jobs(s, name=pattern)]
+
+        assert names("train-*") == ["train-b"]
+        assert names("Train-?") == ["Train-A"]
+        assert names("TRAIN-*") == []
+        assert names("*-a") == []
+        assert jobs.get_job(s, "abcde").id == "abcdef012345"
+        for key in ("ABCDE", "ABCDEF01"):
+            with pytest.raises(NotFoundError):
+                jobs.get_job(s, key)
 
 
 def test_danlu_ls_since_and_name(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:

@@ -13,6 +13,9 @@ import httpx
 import pytest
 from helpers import Live, live_server, spec, submit, wait_state
 
+from danlu.executors import records
+from danlu.server.services import users
+
 
 @pytest.fixture
 def live(tmp_path: Path) -> Iterator[Live]:
@@ -116,6 +119,25 @@ def test_log_offset_cannot_read_other_jobs(live: Live) -> None:
         assert "first-only" not in c.get(f"/jobs/{second['id']}/logs").text
 
 
+def test_a_log_offset_past_the_file_system_s_largest_file_is_an_empty_read(
+    live: Live, tmp_path: Path
+) -> None:
+    """An offset past 16 TiB (ext4's largest file) made the seek fail with ``EINVAL``: a
+    500. At or past the log's end a read is empty and names the same offset."""
+    with live.client() as c:
+        job = submit(c, spec("short", "print('hi')"))
+        wait_state(c, job["id"], "SUCCEEDED")
+        for offset in (3, 2**44, 2**62):  # 2**62: the most the route takes
+            got = c.get(f"/jobs/{job['id']}/logs", params={"offset": offset})
+            assert got.status_code == 200, (offset, got.text)
+            assert got.content == b"" and got.headers["X-Danlu-Log-Offset"] == str(offset)
+    log = tmp_path / "a.log"
+    log.write_bytes(b"hello")
+    assert records.read_log(log, 2**44, 10) == (b"", 2**44)
+    assert records.read_log(log, 5, 10) == (b"", 5)
+    assert records.read_log(log, 1, 10) == (b"ello", 5)
+
+
 # What a job's own token may do, tried from inside the job (any process that can read a job's
 # environment holds it: with the local executor, every job runs as the server's user).
 _TRY_TOKEN = """
@@ -164,3 +186,33 @@ def test_a_job_s_token_may_only_report_its_own_metrics(live: Live) -> None:
         assert [m["loss"] for m in admin.get(f"/jobs/{job['id']}/metrics").json()] == [1.0]
         # the user could: a user named mallory is created only now, not before
         assert admin.post("/users", json={"name": "mallory"}).status_code == 201
+
+
+_PRINT_TOKEN = "import os; print('TOKEN=' + os.environ['DANLU_TOKEN'])"
+
+
+def test_a_finished_job_s_run_token_writes_nothing_more(live: Live) -> None:
+    """A run's token outlived its run: after the job ended it still POSTed metrics that
+    rewrote the finished job's ``checkpoint_step``. The run's end revokes it (401); a run
+    token still live for a finished job (issued before that rule) is refused with a 409
+    saying why; the owner's own token may still add records."""
+    alice = _user(live, "alice")
+    with live.client(alice) as a:
+        job = submit(a, spec("t", _PRINT_TOKEN))
+        wait_state(a, job["id"], "SUCCEEDED")
+        token = a.get(f"/jobs/{job['id']}/logs").text.split("TOKEN=")[1].split()[0]
+        assert [t["job_id"] for t in a.get("/users/alice/tokens").json()] == [None]
+        late = {"metrics": [{"step": 10**9, "checkpoint_step": 10**9}]}
+        with live.client(token) as run:
+            assert run.post(f"/jobs/{job['id']}/metrics", json=late).status_code == 401
+        assert live.prepared is not None
+        with live.prepared.app.state.danlu.db.session() as s:  # one the rule never revoked
+            owner = users.get_user(s, "alice")
+            stale = users.issue_token(s, owner, "job old#1", job_id=job["id"])
+        with live.client(stale) as run:
+            refused = run.post(f"/jobs/{job['id']}/metrics", json=late)
+        assert refused.status_code == 409, refused.text
+        assert "has finished (SUCCEEDED)" in refused.json()["error"]["message"]
+        assert a.get(f"/jobs/{job['id']}").json()["checkpoint_step"] is None
+        own = a.post(f"/jobs/{job['id']}/metrics", json={"metrics": [{"step": 1}]})
+        assert own.status_code == 200 and own.json()["accepted"] == 1

@@ -283,3 +283,23 @@ def test_random_state_changes_follow_the_table(seeded: Database, moves: list[Job
         )
         assert events.replay(history) == JobState(job.state)
         assert (job.allocation is not None) == (job.state in ("RUNNING", "PREEMPTING"))
+
+
+@pytest.mark.parametrize("succeeded", [True, False])
+def test_a_run_s_end_revokes_its_token(seeded: Database, succeeded: bool) -> None:
+    """A run's ``DANLU_TOKEN`` dies with the run (its exit settled: SUCCEEDED, or re-queued
+    after a failure), so it cannot write into the job once it has ended; a user's token
+    stays."""
+    with seeded.session() as s:
+        alice = users.get_user(s, "alice")
+        mine = users.issue_token(s, alice, "laptop", now=NOW)
+        job = jobs.submit(s, spec(max_restarts=1), alice, now=NOW)
+        jobs.change_state(s, job, JobState.RUNNING, "scheduled", NOW + 1, allocation=SHARE)
+        run = users.issue_token(s, alice, f"job {job.id}#1", now=NOW + 1, job_id=job.id)
+        assert users.find_token(s, run) is not None
+        code = 0 if succeeded else 1
+        jobs.settle_exit(s, job, succeeded=succeeded, exit_code=code, reason="exit", now=NOW + 2)
+        assert job.state == ("SUCCEEDED" if succeeded else "PENDING")
+    with seeded.read_session() as s:
+        assert users.find_token(s, run) is None
+        assert users.find_token(s, mine) is not None

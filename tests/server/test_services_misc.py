@@ -66,6 +66,31 @@ def test_a_job_s_new_run_revokes_its_earlier_runs_tokens(db: Database) -> None:
         assert users.find_token(s, mine).job_id is None  # type: ignore[union-attr]
 
 
+def test_a_token_s_use_is_stored_at_most_once_a_minute(db: Database) -> None:
+    """``last_used_at`` was set inside the request's read session and never stored. A read
+    changes nothing now; :func:`users.touch_token` stores a use in a write of its own,
+    only once the stored one is a minute old."""
+    with db.session() as s:
+        alice = users.create_user(s, "alice", now=NOW)
+        token = users.issue_token(s, alice, "laptop", now=NOW)
+    with db.read_session() as s:
+        row = users.find_token(s, token)
+        assert row is not None and row.last_used_at is None
+        token_id = row.id
+    with db.session() as s:
+        assert users.touch_token(s, token_id, NOW + 5)
+    with db.session() as s:
+        assert not users.touch_token(s, token_id, NOW + 30)  # stored 25 s ago: no write
+    with db.read_session() as s:
+        assert users.find_token(s, token).last_used_at == NOW + 5  # type: ignore[union-attr]
+    with db.session() as s:
+        assert users.touch_token(s, token_id, NOW + 65)
+    with db.read_session() as s:
+        assert users.find_token(s, token).last_used_at == NOW + 65  # type: ignore[union-attr]
+    assert users.use_is_due(None, NOW) and users.use_is_due(NOW, NOW + 60)
+    assert not users.use_is_due(NOW, NOW + 59)
+
+
 def test_admin_bootstrap_writes_a_private_token_once(db: Database, tmp_path: Path) -> None:
     path = tmp_path / "home" / "admin.token"
     with db.session() as s:

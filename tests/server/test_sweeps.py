@@ -143,6 +143,35 @@ def test_sweeps_are_checked_owned_and_cancelled(db: Database) -> None:
         assert sweeps.advance(s, sweep.id, NOW + 2) == ([], [])
 
 
+def test_an_admin_s_sweep_for_a_user_is_that_user_s(db: Database) -> None:
+    """An admin's sweep whose trials name ``user: alice`` (as ``POST /jobs`` lets an admin
+    submit for a user) was the admin's: alice could neither see nor cancel it, and its
+    later trials went on in her name. It is hers now, as such a job is."""
+    trial = {"command": ["python", "train.py"], "resources": {"gpus": 1}, "user": "alice"}
+    with db.session() as s:
+        alice = user_and_nodes(s, (NODE,), NOW)
+        bob = users.create_user(s, "bob", now=NOW)
+        root = users.create_user(s, "root", "admin", now=NOW)
+        sweep = sweeps.create(s, _sweep(trial=trial), root, now=NOW)
+        assert sweep.user_id == alice.id
+        first = [r.job_id for r in sweeps.results(s, sweep)]
+        assert {jobs.get_job(s, j).user_id for j in first} == {alice.id}
+        assert sweeps.get(s, sweep.id, alice) is sweep
+        assert [w.id for w in sweeps.list_sweeps(s, alice)] == [sweep.id]
+        jobs.cancel_job(s, first[0], alice, now=NOW + 1)
+        _stopped, more = sweeps.advance(s, sweep.id, NOW + 2)
+        assert [jobs.get_job(s, j).user_id for j in more] == [alice.id]
+        cancelled = sweeps.cancel(s, sweep.id, alice, now=NOW + 3)
+        assert (cancelled.state, cancelled.reason) == ("CANCELLED", "cancelled by alice")
+        # a user names only themselves; an unknown user is the trial's field
+        with pytest.raises(PermissionDenied):
+            sweeps.create(s, _sweep(trial=trial), bob, now=NOW)
+        with pytest.raises(SpecError, match=r"^trial\.user: unknown user 'carol'"):
+            sweeps.create(s, _sweep(trial={**trial, "user": "carol"}), root, now=NOW)
+        mine = sweeps.create(s, _sweep(), root, now=NOW)  # no user named: the caller's
+        assert mine.user_id == root.id
+
+
 def test_a_trial_that_can_no_longer_be_submitted_fails_the_sweep(db: Database) -> None:
     with db.session() as s:
         alice = user_and_nodes(s, (NODE,), NOW)

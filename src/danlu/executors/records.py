@@ -162,9 +162,13 @@ LOG_TAIL_BYTES = 64 * 1024
 
 def read_log(path: str | Path, offset: int, limit: int) -> tuple[bytes, int]:
     """Up to ``limit`` bytes of the log at ``path`` from ``offset``, and the offset to ask
-    next (nothing yet when the file does not exist)."""
+    next (nothing yet when the file does not exist; nothing, and ``offset`` again, from an
+    offset at or past its end: no seek there, which past the file system's largest file
+    size is an ``EINVAL``)."""
     try:
         with open(path, "rb") as f:
+            if offset >= os.fstat(f.fileno()).st_size:
+                return b"", offset
             f.seek(offset)
             data = f.read(limit)
     except FileNotFoundError:

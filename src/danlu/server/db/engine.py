@@ -1,4 +1,5 @@
-"""Engine and session factory: SQLite (WAL, foreign keys, busy timeout) or PostgreSQL (psycopg 3).
+"""Engine and session factory: SQLite (WAL, foreign keys, busy timeout, case-sensitive
+``LIKE``) or PostgreSQL (psycopg 3).
 
 SQLite transactions begin with ``BEGIN IMMEDIATE`` so that a transaction that reads and then
 writes never fails with "database is locked" half-way (writers queue on the busy timeout
@@ -68,6 +69,8 @@ def _configure_sqlite(engine: Engine) -> None:
         cursor.execute("PRAGMA foreign_keys=ON")
         cursor.execute(f"PRAGMA busy_timeout={SQLITE_BUSY_TIMEOUT_MS}")
         cursor.execute("PRAGMA synchronous=NORMAL")
+        # LIKE (a name pattern, an id prefix) matches case-sensitively, as on PostgreSQL
+        cursor.execute("PRAGMA case_sensitive_like=ON")
         cursor.close()
 
     @event.listens_for(engine, "begin")

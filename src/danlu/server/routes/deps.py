@@ -2,14 +2,17 @@
 
 from __future__ import annotations
 
+import logging
 import re
+import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from importlib import metadata
 from typing import TYPE_CHECKING, Annotated, Any
 
-from fastapi import Depends, Request
+from fastapi import BackgroundTasks, Depends, Request
 from fastapi.security import HTTPAuthorizationCredentials, HTTPBearer
+from sqlalchemy.exc import SQLAlchemyError
 
 from danlu.config import Settings
 from danlu.devices import Inventory
@@ -22,6 +25,8 @@ if TYPE_CHECKING:
     from danlu.estimate.memory.tracer import WarmTracers
     from danlu.server.metrics import ServerMetrics
     from danlu.server.webhook_sender import WebhookSender
+
+log = logging.getLogger(__name__)
 
 ID_RE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.@-]{0,127}\Z")
 """What a job id, user, project or token name in a path may look like (anything else is 404)."""
@@ -57,6 +62,9 @@ class ServerState:
     """The half-life of the projects' recent usage that the scheduling policy reads (0:
     none); ``GET /projects`` reports the projects' recent usage with it."""
     extra: dict[str, Any] = field(default_factory=dict)
+    token_uses: dict[int, float] = field(default_factory=dict)
+    """When this process last stored a use of each token (by row id): one write a token
+    a minute at most, however many requests race (:func:`caller`)."""
 
 
 def get_state(request: Request) -> ServerState:
@@ -71,11 +79,15 @@ _bearer = HTTPBearer(auto_error=False, description="An API token: `Authorization
 def caller(
     request: Request,
     credentials: Annotated[HTTPAuthorizationCredentials | None, Depends(_bearer)],
+    background: BackgroundTasks,
 ) -> User:
     """The user owning the request's bearer token (401 when missing or unknown).
 
-    Authentication runs in a read-only session (no write lock per request), so the token's
-    ``last_used_at`` is not updated; the returned :class:`User` is a detached copy.
+    Authentication runs in a read-only session (no write lock per request); the returned
+    :class:`User` is a detached copy. The token's ``last_used_at`` is stored after the
+    response, in a write of its own, when the stored one is a minute old
+    (:func:`_note_use`). ``request.state.job_token``: the job whose run's token it is, or
+    None for a user's token.
     """
     if credentials is None or credentials.scheme.lower() != "bearer":
         raise AuthError("an API token is required: send 'Authorization: Bearer <token>'")
@@ -89,8 +101,10 @@ def caller(
                 f"this token was issued to a run of job {token.job_id}: it may only report "
                 "that job's metrics; use a user's token for anything else"
             )
+        request.state.job_token = token.job_id
+        token_id, last_used = token.id, token.last_used_at
         user = token.user
-        return User(
+        found = User(
             id=user.id,
             name=user.name,
             role=user.role,
@@ -98,6 +112,34 @@ def caller(
             os_user=user.os_user,
             quota_gpus=user.quota_gpus,
         )
+    _note_use(state, background, token_id, last_used)
+    return found
+
+
+def _note_use(
+    state: ServerState, background: BackgroundTasks, token_id: int, stored: float | None
+) -> None:
+    """Store a use of token ``token_id`` after the response (not in the request's read
+    session, and never failing the request) when the stored ``last_used_at`` (``stored``)
+    and this process's last write of it are both a minute old
+    (:data:`users.TOKEN_USE_RESOLUTION`)."""
+    now = time.time()
+    written = state.token_uses.get(token_id)
+    if not users.use_is_due(stored, now) or not users.use_is_due(written, now):
+        return
+    if len(state.token_uses) >= 10_000:  # forget the old ones (the stored time still counts)
+        state.token_uses.clear()
+    state.token_uses[token_id] = now
+    background.add_task(_store_use, state.db, token_id, now)
+
+
+def _store_use(db: Database, token_id: int, now: float) -> None:
+    """Write a token's ``last_used_at`` (a store that is busy or away: skipped, logged)."""
+    try:
+        with db.session() as session:
+            users.touch_token(session, token_id, now)
+    except SQLAlchemyError as exc:
+        log.debug("token %s: its last use was not stored: %s", token_id, exc)
 
 
 def _own_metrics(request: Request, job_id: str) -> bool:

@@ -2,12 +2,14 @@
 
 from __future__ import annotations
 
+import asyncio
 import time
-from collections.abc import Iterator
+from collections.abc import AsyncIterator
 from typing import Annotated, Any
 
-from fastapi import APIRouter, Query
+from fastapi import APIRouter, Query, Request
 from fastapi.responses import Response, StreamingResponse
+from starlette.concurrency import run_in_threadpool
 
 from danlu.core.errors import SpecError
 from danlu.core.spec import AUTO_FAMILY, JobSpec, check_limits
@@ -225,28 +227,38 @@ def _tail_offset(state: ServerState, run: Handle, tail: int) -> int:
         return 0
 
 
-def _follow(state: ServerState, run: Handle, offset: int) -> Iterator[bytes]:
+def _current_run(state: ServerState, job_id: str) -> tuple[bool, Handle]:
+    """Whether the job is terminal, and its current run (blocking: a store read)."""
+    with state.db.read_session() as session:
+        job = jobs.get_job(session, job_id)
+        return job.state in TERMINAL, Handle(job.id, job.attempt)
+
+
+async def _follow(state: ServerState, run: Handle, offset: int) -> AsyncIterator[bytes]:
+    """The run's log from ``offset`` as it grows, until the job is terminal (then what its
+    run wrote before the exit) or ``state.follow_timeout`` passes. It waits on the event
+    loop and runs each blocking read in the thread pool only while it reads: a follower of
+    a quiet job holds no worker thread (40 of them once held every one, and no other
+    route, not even ``/health``, was answered until they ended)."""
     deadline = time.monotonic() + state.follow_timeout
     while True:
-        data, offset = _read_log(state, run, offset)
+        data, offset = await run_in_threadpool(_read_log, state, run, offset)
         if data:
             yield data
             continue
-        with state.db.read_session() as session:
-            job = jobs.get_job(session, run.job_id)
-            done, current = job.state in TERMINAL, Handle(job.id, job.attempt)
+        done, current = await run_in_threadpool(_current_run, state, run.job_id)
         if current != run:  # a new run (restart, resume) appends to the same log
             run = current
             continue
         if done:
             while True:  # what the run wrote between the last read and its exit
-                data, offset = _read_log(state, run, offset)
+                data, offset = await run_in_threadpool(_read_log, state, run, offset)
                 if not data:
                     return
                 yield data
         if time.monotonic() >= deadline:
             return
-        time.sleep(FOLLOW_POLL)
+        await asyncio.sleep(FOLLOW_POLL)
 
 
 @router.get(
@@ -266,7 +278,7 @@ def job_logs(
     """The job's output from byte ``offset``; ``X-Danlu-Log-Offset`` is the next offset.
     ``tail``: its last ``tail`` bytes instead (at most 1 MiB; not with ``offset``), where a
     follow then starts too. With ``follow=true`` the body streams until the job is
-    terminal."""
+    terminal (no ``X-Danlu-Log-Offset``: the headers go before the body)."""
     if tail is not None and offset:
         raise SpecError("tail", "give either offset or tail, not both")
     run = _run_of(state, job_id, user, logs=True)
@@ -280,9 +292,13 @@ def job_logs(
 
 
 @router.post("/{job_id}/metrics", response_model=AcceptedOut, summary="Report training metrics")
-def post_metrics(job_id: str, body: MetricsIn, user: Caller, state: State) -> dict[str, int | None]:
-    """Store metric records (the job's own token, i.e. its owner, or an admin). The reply
-    carries the job's current global batch size (the scheduler's latest choice)."""
+def post_metrics(
+    job_id: str, body: MetricsIn, user: Caller, state: State, request: Request
+) -> dict[str, int | None]:
+    """Store metric records (with the token of the job's run, its owner's token or an
+    admin's). The reply carries the job's current global batch size (the scheduler's
+    latest choice). A run's token is refused (409) once the job has finished: what it
+    sends then would rewrite a finished job's records (its ``checkpoint_step``)."""
     checked_name(job_id, "job")
     # metrics.ingest checks every value (NaN is stored as null, not refused: a diverged loss
     # refused the whole batch, and the job's reporter sent it again for good)
@@ -290,6 +306,11 @@ def post_metrics(job_id: str, body: MetricsIn, user: Caller, state: State) -> di
         job = jobs.get_job(session, job_id, user)
         if job.user_id != user.id and not user.is_admin:
             raise PermissionDenied(f"job {job.id} belongs to another user")
+        if getattr(request.state, "job_token", None) is not None and job.state in TERMINAL:
+            raise ConflictError(
+                f"job {job.id} has finished ({job.state}): its run's token reports no more "
+                "metrics; use a user's token to add records to a finished job"
+            )
         accepted = metrics.ingest(session, job, body.metrics)
         return {"accepted": accepted, "batch_size": job.batch_size}
 

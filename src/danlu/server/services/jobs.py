@@ -34,7 +34,7 @@ from danlu.server.services.projects import (
     get_project,
     list_projects,
 )
-from danlu.server.services.users import get_user
+from danlu.server.services.users import get_user, revoke_job_tokens
 
 MAX_LIMIT = 1000
 RESTART_BACKOFF_SECONDS = 10.0
@@ -71,7 +71,10 @@ def rerun_spec(job: Job) -> JobSpec:
     return spec.model_copy(update={"depends_on": [], "env": env})
 
 
-def _owner(session: Session, spec: JobSpec, caller: User) -> User:
+def owner_of(session: Session, spec: JobSpec, caller: User) -> User:
+    """The owner of a job of ``spec`` that ``caller`` submits: the caller, or the user an
+    admin names in ``user`` (:class:`PermissionDenied` for a non-admin naming another,
+    :class:`SpecError` on ``user`` naming no user)."""
     if spec.user in ("default", caller.name):
         return caller
     if not caller.is_admin:
@@ -143,7 +146,7 @@ def submit(
         parsed = parsed.model_copy(update={"training": training})
     if gpu_memory is not None and gpu_memory < 0:
         raise SpecError("resources.gpu_memory", "a size cannot be negative")
-    owner = _owner(session, parsed, user)
+    owner = owner_of(session, parsed, user)
     if max_unfinished:
         _check_unfinished(session, owner, max_unfinished)
     project = _project(session, parsed.project, t)
@@ -596,11 +599,13 @@ def settle_exit(
     (``node_lost``: RUNNING -> PREEMPTING -> PENDING, resuming from its last checkpoint, no
     restart counted), or after
     a failure RESTARTING -> PENDING with backoff while ``restarts < max_restarts``, else
-    FAILED."""
+    FAILED. The run's token (``DANLU_TOKEN``) is revoked: an ended run reports nothing
+    more (a next run gets its own)."""
     t = resolve_now(now)
     state = JobState(job.state)
     if state.value not in HOLDING:
         raise ConflictError(f"job {job.id} is {state}; only a running job can exit")
+    revoke_job_tokens(session, job.id, t)
     if job.cancel_requested_at is not None:
         why = job.cancel_reason or "cancelled"
         return [change_state(session, job, JobState.CANCELLED, why, t, exit_code=exit_code)]
@@ -636,6 +641,7 @@ def requeue_unlaunched(session: Session, job: Job, error: str, now: float | None
     if job.state != JobState.RUNNING.value or job.cancel_requested_at is not None:
         settle_exit(session, job, succeeded=False, exit_code=None, reason=reason, now=t)
         return
+    revoke_job_tokens(session, job.id, t)  # the token of the run that never started
     earlier = session.scalar(
         select(func.count())
         .select_from(JobEvent)

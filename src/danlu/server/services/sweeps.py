@@ -70,20 +70,26 @@ def create(
     estimate: Mapping[str, Any] | None = None,
     now: float | None = None,
 ) -> Sweep:
-    """Validate and store a sweep for ``user`` and submit its first trials (up to
+    """Validate and store a sweep submitted by ``user`` and submit its first trials (up to
     ``parallel``), so that a trial spec the cluster or the quota can never take is refused
     now with the field named (``trial.resources.gpus``). ``estimate``: what ``gpu_memory:
-    auto`` resolved to, for every trial."""
+    auto`` resolved to, for every trial. The sweep is owned by its trials' owner, as a job
+    is: the caller, or the user an admin names in ``trial.user`` (who then sees and
+    cancels it, and in whose name its later trials are submitted)."""
     t = resolve_now(now)
     spec = data if isinstance(data, SweepSpec) else parse_sweep(dict(data))
     if spec.method == "tpe" and importlib.util.find_spec("optuna") is None:
         raise SpecError(
             "method", "tpe needs Optuna on the server: pip install 'danlu[hpo]', or use random"
         )
+    try:
+        owner = jobs.owner_of(session, spec.trial_spec(), user)
+    except SpecError as exc:
+        raise SpecError(f"trial.{exc.field}".rstrip("."), exc.message) from None
     sweep = Sweep(
         id=jobs.new_job_id(),
         name=spec.name,
-        user_id=user.id,
+        user_id=owner.id,
         spec=spec.model_dump(mode="json"),
         state=RUNNING,
         submitted=0,

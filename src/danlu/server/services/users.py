@@ -14,7 +14,7 @@ import re
 import secrets
 from pathlib import Path
 
-from sqlalchemy import select
+from sqlalchemy import or_, select, update
 from sqlalchemy.exc import IntegrityError
 from sqlalchemy.orm import Session
 
@@ -140,14 +140,19 @@ def issue_token(
 
 def authenticate(session: Session, token: str | None, now: float | None = None) -> User | None:
     """The user owning ``token``, or ``None`` for a missing, malformed, unknown or revoked
-    token. Updates the token's ``last_used_at``."""
-    row = find_token(session, token, now)
-    return row.user if row is not None else None
+    token. Sets the token's ``last_used_at`` in ``session`` (a write session's caller
+    commits it)."""
+    row = find_token(session, token)
+    if row is None:
+        return None
+    row.last_used_at = resolve_now(now)
+    return row.user
 
 
-def find_token(session: Session, token: str | None, now: float | None = None) -> ApiToken | None:
+def find_token(session: Session, token: str | None) -> ApiToken | None:
     """The live token row of ``token`` (its user and its job scope), or ``None`` for a
-    missing, malformed, unknown or revoked token. Updates its ``last_used_at``."""
+    missing, malformed, unknown or revoked token. A read: it changes nothing (a request's
+    use is stored by :func:`touch_token`)."""
     if not token:
         return None
     match = _TOKEN.match(token)
@@ -156,9 +161,41 @@ def find_token(session: Session, token: str | None, now: float | None = None) ->
     digest = hash_token(token)
     for row in session.scalars(select(ApiToken).where(ApiToken.prefix == match.group(1))):
         if row.revoked_at is None and hmac.compare_digest(row.token_hash, digest):
-            row.last_used_at = resolve_now(now)
             return row
     return None
+
+
+TOKEN_USE_RESOLUTION = 60.0
+"""Seconds: a token's ``last_used_at`` is stored again only once it is this old (not one
+write per request)."""
+
+
+def use_is_due(last_used_at: float | None, now: float) -> bool:
+    """Whether a use of a token at ``now`` is worth storing over ``last_used_at``."""
+    return last_used_at is None or now - last_used_at >= TOKEN_USE_RESOLUTION
+
+
+def touch_token(session: Session, token_id: int, now: float | None = None) -> bool:
+    """Store a use of the token row ``token_id`` at ``now`` unless one at most
+    :data:`TOKEN_USE_RESOLUTION` seconds older is stored already (one conditional
+    ``UPDATE``: concurrent requests write it once). True when it was written."""
+    t = resolve_now(now)
+    stale = or_(ApiToken.last_used_at.is_(None), ApiToken.last_used_at <= t - TOKEN_USE_RESOLUTION)
+    result = session.execute(
+        update(ApiToken).where(ApiToken.id == token_id, stale).values(last_used_at=t)
+    )
+    return bool(getattr(result, "rowcount", 0))
+
+
+def revoke_job_tokens(session: Session, job_id: str, now: float | None = None) -> None:
+    """Revoke the live tokens issued to runs of job ``job_id`` (its run has ended: its
+    ``DANLU_TOKEN`` reports nothing more)."""
+    t = resolve_now(now)
+    session.execute(
+        update(ApiToken)
+        .where(ApiToken.job_id == job_id, ApiToken.revoked_at.is_(None))
+        .values(revoked_at=t)
+    )
 
 
 def live_tokens(session: Session, user: User) -> list[ApiToken]:
