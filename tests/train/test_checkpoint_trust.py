@@ -10,6 +10,7 @@ import logging
 import os
 import pickle
 import shutil
+import time
 import warnings
 from pathlib import Path
 from typing import Any
@@ -260,7 +261,7 @@ def _sharded(root: Path, step: int, state: dict[str, Any], **replace: bytes) -> 
         "step": step,
         "kind": "sharded",
         "base": None,
-        "created_ns": step,
+        "created_ns": time.time_ns(),  # committed now: newer than the saves before it
         "metrics": {},
         "files": files,
     }

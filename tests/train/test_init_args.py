@@ -110,3 +110,26 @@ def test_fit_keeps_the_checkpoint_of_its_best_evaluation(
     kept = CheckpointManager(str(tmp_path)).list_checkpoints()
     assert sorted(i.step for i in kept) == sorted({best, 16})
     assert all("eval" in i.metrics for i in kept)
+
+
+def test_a_rule_name_in_any_case_works_at_the_batch_change_too() -> None:
+    """``lr_scaling="AdaScale"`` passed init's case-blind check, then failed at the first
+    batch change, where the name was compared as given (``"adascale"`` gets the gradient
+    statistics, any other spelling went to the rules without them)."""
+    data = tiny_regression(64)
+    model = tiny_model()
+    with dt.init(
+        model,
+        torch.optim.SGD(model.parameters(), lr=0.01),
+        global_batch_size=4,
+        dataset_size=len(data),
+        adaptive_batch=dt.AdaptiveBatch("schedule", 4, total_steps=2, max_batch=16),
+        lr_scaling=" AdaScale",
+        metrics_file=False,
+        progress=False,
+        environ={},
+    ) as ctx:
+        assert ctx.lr_scaling == "adascale"
+        for batch in ctx.batches(data):
+            ctx.step(batch, mse_loss)
+        assert ctx.batch.global_batch > 4  # the schedule grew the batch; the LR followed

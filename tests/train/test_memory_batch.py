@@ -4,8 +4,10 @@ the largest micro-batch a ``danlu.estimate`` memory model predicts to fit the me
 
 from __future__ import annotations
 
+from pathlib import Path
+
 import torch
-from train_helpers import tiny_model
+from train_helpers import mse_loss, tiny_model, tiny_regression
 
 import danlu.train as dt
 from danlu.estimate.memory import TraceRequest, fit_memory_model, get_gpu
@@ -77,3 +79,37 @@ def test_a_fitted_danlu_estimate_model_plugs_in() -> None:
     assert fitted.predict(expected) <= limit * (1 - MEMORY_MARGIN)
     assert fitted.predict(expected + 1) > limit * (1 - MEMORY_MARGIN)
     assert _micro(fitted, {"DANLU_GPU_MEMORY_LIMIT": str(limit)}) == expected
+
+
+def test_a_relaunchs_micro_batch_caps_the_checkpoints(tmp_path: Path) -> None:
+    """A resumed run took the checkpoint's micro-batch over the relaunch's ``DANLU_BATCH_SIZE``
+    (the scheduler's choice for its new GPU or memory limit) and ``micro_batch_size``: the
+    restore came after them. Now they cap the restored micro-batch and its ceiling; a
+    smaller one in the checkpoint (an OOM halved it) stays."""
+    data = tiny_regression(128)
+
+    def run(environ: dict[str, str], steps: int, **kwargs: int) -> tuple[int, int, int]:
+        model = tiny_model()
+        with dt.init(
+            model,
+            torch.optim.SGD(model.parameters(), lr=0.01),
+            global_batch_size=16,
+            dataset_size=len(data),
+            checkpoint_dir=str(tmp_path),
+            checkpoint_every_steps=1,
+            metrics_file=False,
+            progress=False,
+            environ=environ,
+            **kwargs,  # type: ignore[arg-type]
+        ) as ctx:
+            batches = ctx.batches(data)
+            while ctx.step_num < steps:
+                ctx.step(next(batches), mse_loss)
+            batches.close()
+            return ctx.batch.micro, ctx.batch.micro_cap, ctx.batch.accumulation
+
+    assert run({"DANLU_BATCH_SIZE": "16"}, 1) == (16, 16, 1)
+    assert run({"DANLU_BATCH_SIZE": "4"}, 2) == (4, 4, 4)  # resumed at step 1
+    assert run({}, 3, micro_batch_size=2) == (2, 2, 8)  # resumed at step 2
+    assert run({"DANLU_BATCH_SIZE": "8"}, 4) == (2, 2, 8)  # the checkpoint's 2 is smaller
+    assert run({}, 5) == (2, 2, 8)  # nothing given: the checkpoint's

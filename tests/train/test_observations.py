@@ -253,3 +253,35 @@ def test_memory_bytes_is_read_at_most_once_per_interval(
     assert len(calls) == reads
     expected = [100] * 4 if reads == 1 else [100, 200, 300, 400]
     assert [h["memory_bytes"] for h in ctx.history] == expected
+
+
+def test_a_records_lr_is_the_lr_its_optimizer_step_used() -> None:
+    """The record's ``lr`` was read after the schedule advanced: the next step's LR (during
+    a warmup, one step ahead; with a grad-norm-scaled LR, without that step's factor)."""
+    data = tiny_regression(32)
+    for kwargs in ({"warmup_steps": 4}, {"grad_norm_tau": 0.05}):
+        model = tiny_model()
+        opt = torch.optim.SGD(model.parameters(), lr=0.1)
+        sched = torch.optim.lr_scheduler.StepLR(opt, step_size=1, gamma=0.5)
+        used: list[float] = []
+
+        def note(o: torch.optim.Optimizer, *_: Any, used: list[float] = used) -> None:
+            used.append(float(o.param_groups[0]["lr"]))
+
+        opt.register_step_pre_hook(note)
+        with dt.init(
+            model,
+            opt,
+            sched,
+            global_batch_size=4,
+            dataset_size=len(data),
+            anomaly=None,
+            metrics_file=False,
+            progress=False,
+            environ={},
+            **kwargs,  # type: ignore[arg-type]
+        ) as ctx:
+            for batch in ctx.batches(data):
+                ctx.step(batch, mse_loss)
+        assert len(used) == 8
+        assert [r["lr"] for r in ctx.history] == used, kwargs

@@ -101,3 +101,48 @@ def test_oom_recovery_stops_at_two_samples_for_batch_normalisation() -> None:
     with again, pytest.raises(ConfigError, match="out of memory even at micro-batch 2"):
         again.step((x[:8], y[:8]), mse_loss)
     assert dt.oom.smallest_micro_batch(tiny_model()) == 1
+
+
+def test_an_oom_retry_counts_no_sample_twice_in_batch_norm_statistics() -> None:
+    """An OOM on the second micro-batch: the retry ran the first one's forward again, so
+    its samples moved the running statistics twice (and ``num_batches_tracked`` counted one
+    batch more). The statistics are put back before the retry: the run ends with those of
+    a run at the smaller micro-batch from the start."""
+    data = tiny_regression(n=12)
+
+    def run(micro: int, injector: dt.oom.OOMInjector | None) -> dict[str, torch.Tensor]:
+        torch.manual_seed(0)
+        model = torch.nn.Sequential(
+            torch.nn.Linear(8, 8), torch.nn.BatchNorm1d(8), torch.nn.Linear(8, 1)
+        )
+        with dt.init(
+            model,
+            torch.optim.SGD(model.parameters(), lr=0.0),  # only the statistics move
+            global_batch_size=12,
+            micro_batch_size=micro,
+            dataset_size=len(data),
+            shuffle=False,
+            anomaly=None,
+            oom_injector=injector,
+            metrics_file=False,
+            progress=False,
+            environ={},
+        ) as ctx:
+            for batch in ctx.batches(data):
+                ctx.step(batch, mse_loss)
+            assert ctx.batch.micro == 3
+        return {
+            k: v.clone() for k, v in model[1].state_dict().items() if "running" in k or "num" in k
+        }
+
+    calls = [0]
+
+    def second_micro_batch_fails(step: int, micro: int) -> bool:
+        calls[0] += 1
+        return calls[0] == 2
+
+    expected = run(3, None)
+    got = run(6, second_micro_batch_fails)
+    assert int(got["num_batches_tracked"]) == int(expected["num_batches_tracked"]) == 4
+    for key, value in expected.items():
+        assert torch.allclose(got[key], value, atol=1e-7), key

@@ -379,3 +379,50 @@ def test_a_sweep_trial_reads_its_hyper_parameters() -> None:
     for bad, message in (("[1]", "must be a JSON object"), ("{lr", "is not JSON")):
         with pytest.raises(ConfigError, match=message):
             dt.JobEnv.from_environ({"DANLU_HPARAMS": bad})
+
+
+def test_sampler_batches_used_as_documented_see_the_whole_epoch() -> None:
+    """``batches()`` (its own cursor, the default) with :meth:`commit` after each batch, as
+    its docstring says: the cursor counted from the committed offset, so each commit moved
+    the next window twice as far and half the epoch was skipped. Without commits (a caller
+    that reads ahead) and following the commits, it was and stays right."""
+    for commit, follow in ((True, False), (False, False), (True, True)):
+        s = dt.ElasticSampler(16, shuffle=False)
+        seen: list[int] = []
+        for lb in s.batches(lambda: 4, 0, 1, follow_commits=follow):
+            seen += lb.indices
+            if commit:
+                s.commit(lb.global_real)
+        assert seen == list(range(16)), (commit, follow)
+        assert s.epoch_done == commit
+
+
+@pytest.mark.parametrize("sizes", [[3, 3], [3, 2, 1], [2, 3, 4]])
+def test_a_window_is_the_global_batch_whatever_the_world_size(sizes: list[int]) -> None:
+    """Each step's window is the global batch (8) even where it does not divide by the world
+    size: the ranks' shares differ by at most one, every window holds 8 (with ``drop_last``
+    the last 5 of the 45 are skipped), and each sample is seen exactly once across resizes."""
+    for drop_last in (False, True):
+        s = dt.ElasticSampler(45, seed=3, drop_last=drop_last)
+        seen: list[int] = []
+        windows: list[int] = []
+        for world in sizes + [1] * 10:
+            state = s.state_dict()  # a restart at a new world size
+            s = dt.ElasticSampler(45, seed=3, drop_last=drop_last)
+            s.load_state_dict(state)
+            ranks = [
+                s.batches(rank=r, world_size=world, global_batch=lambda: 8) for r in range(world)
+            ]
+            for _ in range(2):
+                parts = [next(it, None) for it in ranks]
+                if parts[0] is None:
+                    break
+                shares = [p.real for p in parts if p is not None]
+                assert max(shares) - min(shares) <= 1 and sum(shares) == parts[0].global_real
+                seen += [i for p in parts if p is not None for i in p.indices[: p.real]]
+                windows.append(parts[0].global_real)
+                s.commit(parts[0].global_real)
+        assert s.epoch_done
+        expected = [8] * 5 + ([] if drop_last else [5])
+        assert windows == expected, drop_last
+        assert len(seen) == len(set(seen)) == sum(expected)

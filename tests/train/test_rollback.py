@@ -6,6 +6,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
+import pytest
 import torch
 from train_helpers import mse_loss, tiny_model, tiny_regression
 
@@ -55,3 +56,45 @@ def test_without_a_checkpoint_the_bad_batch_is_skipped_and_consumed() -> None:
     """Before, the batch was not consumed: the same batch came again, for good."""
     ctx, attempts = _train()
     assert ctx.rollbacks == 0 and ctx.step_num == 8 and attempts == 8
+
+
+def test_the_lr_decay_compounds_over_rollbacks_to_the_same_checkpoint(tmp_path: Path) -> None:
+    """Two anomalies after the same checkpoint: the second rollback reloaded the
+    checkpoint's decay (1) and multiplied it once, so the LR went back to base x 0.5
+    instead of x 0.25."""
+    data = tiny_regression(n=64)
+    model = tiny_model()
+    bad = {5, 7}  # the steps whose loss is NaN the first time they run
+    seen: set[int] = set()
+    with dt.init(
+        model,
+        torch.optim.SGD(model.parameters(), lr=0.1),
+        global_batch_size=4,
+        dataset_size=len(data),
+        checkpoint_dir=str(tmp_path),
+        checkpoint_every_steps=4,
+        anomaly="rollback",
+        metrics_file=False,
+        progress=False,
+        environ={},
+    ) as ctx:
+        lrs = []
+        for batch in ctx.batches(data):
+            step = ctx.step_num + 1
+
+            def loss(
+                m: torch.nn.Module, b: tuple[torch.Tensor, torch.Tensor], step: int = step
+            ) -> torch.Tensor:
+                value = mse_loss(m, b)
+                if step in bad and step not in seen:
+                    seen.add(step)
+                    return value * float("nan")
+                return value
+
+            if ctx.step(batch, loss).anomaly is not None:
+                lrs.append(ctx.lr.lr)
+            if ctx.step_num >= 10:
+                break
+        assert ctx.rollbacks == 2
+        assert lrs == [pytest.approx(0.05), pytest.approx(0.025)]
+        assert ctx.lr.decay == pytest.approx(0.25)

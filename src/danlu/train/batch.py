@@ -1,10 +1,11 @@
 """Batch control: global batch, per-GPU micro-batch, accumulation; adaptive growth.
 
 Vocabulary: the *global batch* ``B`` is the number of samples per optimizer step over all
-ranks; each of the ``W`` ranks handles ``B / W`` of them (its *local batch*) in micro-batches of
-at most ``micro`` samples, accumulating ``ceil(local / micro)`` gradients. OOM recovery halves
-``micro`` (accumulation doubles, ``B`` unchanged); an adaptive schedule changes ``B`` (``micro``
-unchanged, accumulation follows).
+ranks; each of the ``W`` ranks handles ``B / W`` of them (its *local batch*; when ``B`` does not
+divide by ``W`` the first ``B mod W`` ranks take one sample more, so that every step trains on
+exactly ``B`` samples) in micro-batches of at most ``micro`` samples, accumulating
+``ceil(local / micro)`` gradients. OOM recovery halves ``micro`` (accumulation doubles, ``B``
+unchanged); an adaptive schedule changes ``B`` (``micro`` unchanged, accumulation follows).
 
 The first micro-batch comes from, in order: the ``micro_batch`` argument, ``DANLU_BATCH_SIZE``
 (the scheduler's choice), the largest safe batch predicted by ``danlu.estimate.memory`` when that
@@ -47,7 +48,9 @@ class BatchController:
     """
 
     local_batch: int
-    """Samples per optimizer step on this rank: ``ceil(global_batch / world_size)``, >= 1."""
+    """Samples per optimizer step on the ranks with the largest share:
+    ``ceil(global_batch / world_size)``, >= 1 (the others take one fewer when the global batch
+    does not divide by the world size: the sampler's window is the global batch)."""
     accumulation: int
     """Micro-steps per optimizer step: ``ceil(local_batch / micro)``, >= 1 (fewer when a
     micro-batch would fall below ``min_micro``: :func:`micro_batch_count`)."""
@@ -70,6 +73,10 @@ class BatchController:
         self.micro_cap = micro or self.micro
         """The largest micro-batch known to fit (the first one, halved by each OOM): the
         micro-batch follows the local batch up to it when the global batch changes."""
+        self.micro_limit = micro
+        """The micro-batch this launch was given (``micro_batch_size``, ``DANLU_BATCH_SIZE``
+        or the memory model's), or None: a restored checkpoint's micro-batch is capped at it
+        (:meth:`load_state_dict`)."""
         self.oom_count = 0
 
     def __setattr__(self, name: str, value: Any) -> None:
@@ -118,11 +125,17 @@ class BatchController:
         }
 
     def load_state_dict(self, state: dict[str, Any]) -> None:
-        """Restore :meth:`state_dict` output (the world size may have changed meanwhile)."""
+        """Restore :meth:`state_dict` output (the world size may have changed meanwhile).
+
+        The checkpoint's micro-batch and :attr:`micro_cap` (an OOM may have halved them) are
+        capped at :attr:`micro_limit`, the micro-batch this launch was given: a relaunch's
+        ``DANLU_BATCH_SIZE`` (a new GPU, a new memory limit) or ``micro_batch_size`` holds
+        over the checkpoint's larger one."""
+        limit = self.micro_limit if self.micro_limit is not None else math.inf
         self.global_batch = int(state["global_batch"])
         self.base_global_batch = int(state.get("base_global_batch", self.global_batch))
-        self.micro_cap = int(state.get("micro_cap", state["micro"]))
-        self.micro = min(int(state["micro"]), self.local_batch)
+        self.micro_cap = int(min(int(state.get("micro_cap", state["micro"])), limit))
+        self.micro = int(min(int(state["micro"]), self.local_batch, limit))
         self.oom_count = int(state.get("oom_count", 0))
 
 

@@ -35,6 +35,7 @@ from danlu.train.oom import (
 )
 from danlu.train.preempt import Preemption
 from danlu.train.report import MetricsReporter, Progress
+from danlu.train.scaling import normalised_rule
 from danlu.train.step import StepEngine
 
 log = logging.getLogger("danlu.train")
@@ -140,6 +141,7 @@ def init(
         report_interval_s=report_interval_s,
         collective_timeout_s=collective_timeout_s,
     )
+    lr_scaling = normalised_rule(lr_scaling)  # "AdaScale" passed the check: compare it once
     env = JobEnv.from_environ(environ)
     dist = Distributed.from_env(env, timeout_s=collective_timeout_s)
     apply_memory_limit(env.gpu_memory_limit, dist.device)

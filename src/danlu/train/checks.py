@@ -9,7 +9,7 @@ from __future__ import annotations
 import math
 
 from danlu.core.errors import ConfigError
-from danlu.train.scaling import rule_names
+from danlu.train.scaling import normalised_rule, rule_names
 
 
 def check_init_args(
@@ -57,5 +57,5 @@ def check_init_args(
     if best_mode not in ("min", "max"):
         raise ConfigError(f"best_mode must be 'min' or 'max' (got {best_mode!r})")
     rules = ["none", *rule_names()]
-    if lr_scaling != "none" and lr_scaling.strip().lower() not in rule_names():
+    if normalised_rule(lr_scaling) not in rules:
         raise ConfigError(f"lr_scaling must be one of {', '.join(rules)} (got {lr_scaling!r})")

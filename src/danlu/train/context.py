@@ -148,15 +148,21 @@ class TrainContext:
     ) -> Iterator[Any]:
         """This rank's batches of ``dataset`` for the rest of the current epoch.
 
-        The batch size follows :attr:`batch` (``global_batch / world_size``), so adaptive
-        growth takes effect at once; :meth:`step` commits each batch to the sampler. The
-        batches' tensors are on the model's device (a GPU's when the job has one).
+        Each step takes exactly :attr:`batch`'s ``global_batch`` samples over the ranks (a
+        rank's share is ``global_batch / world_size``, rounded up on the first ranks and down
+        on the others when it does not divide), so adaptive growth takes effect at once;
+        :meth:`step` commits each batch to the sampler. The batches' tensors are on the model's
+        device (a GPU's when the job has one).
         """
         sampler = self._need_sampler()
         d = self.distributed
         on_cpu = d.device.type == "cpu"
+        batch = self.batch
         for lb in sampler.batches(
-            lambda: self.batch.local_batch, d.rank, d.world_size, follow_commits=True
+            rank=d.rank,
+            world_size=d.world_size,
+            follow_commits=True,
+            global_batch=lambda: batch.global_batch,
         ):
             self._current = lb
             data = fetch(dataset, lb, collate)
@@ -255,8 +261,9 @@ class TrainContext:
             "step": self.step_num,
             "epoch": self.epoch,
             "loss": r.loss,
-            # LRController.lr and Precision.loss_scale, read without a call: every step
-            "lr": float(self.optimizer.param_groups[0]["lr"]),
+            # the LR the step's optimizer step used (StepResult.lr: read before the schedule
+            # advanced to the next step's) and Precision.loss_scale, read without a call
+            "lr": r.lr if r.lr is not None else float(self.optimizer.param_groups[0]["lr"]),
             "grad_norm": r.grad_norm,
             "loss_scale": precision.loss_scale if precision.scaling else 1.0,
             "samples_per_s": r.samples / wall if wall > 0 else None,
@@ -475,10 +482,13 @@ class TrainContext:
         self.checkpoints.wait()
         counts = dict(self.anomaly.counts)  # the checkpoint's counts miss what led here
         rollbacks = self.rollbacks
+        # and its LR decay the rollbacks since it was written: each rollback compounds
+        decay = self.lr.decay
         if self.restore():
             self.anomaly.counts = counts
             self.rollbacks = rollbacks + 1
             self._rolled_back_for = {s for s in self._rolled_back_for if s >= self.step_num}
+            self.lr.decay = decay
             self.lr.reduce(self.anomaly.rollback_lr_factor)
             log.warning(
                 "anomaly: rolled back to step %d, LR x%.3g",
@@ -519,12 +529,17 @@ class TrainContext:
         }
 
     def save(self, metrics: dict[str, float] | None = None) -> None:
-        """Checkpoint now (every rank calls it; rank 0 writes). Checks that all ranks hold the
-        same parameters first when ``consistency_check`` is on."""
+        """Checkpoint now (every rank calls it; rank 0 writes). Distributed, every rank first
+        takes rank 0's buffers (batch normalisation's running statistics differ between ranks;
+        the checkpoint holds rank 0's, and every rank goes on from them as a resumed run would:
+        :meth:`~danlu.train.distributed.Distributed.sync_buffers`), then, when
+        ``consistency_check`` is on, checks that all ranks hold the same parameters."""
         if not self.checkpoints.enabled:
             return
-        if self.consistency_check and self.distributed.enabled:
-            self.distributed.check_consistency(self.model)
+        if self.distributed.enabled:
+            self.distributed.sync_buffers(self.model)
+            if self.consistency_check:
+                self.distributed.check_consistency(self.model)
         if self.distributed.is_chief:
             api = state_api()
             state = api.capture_state(

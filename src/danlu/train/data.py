@@ -4,11 +4,13 @@ Each epoch is a seeded permutation of ``range(n)``. The sampler's whole state is
 ``{"epoch", "offset", "seed"}`` where ``offset`` counts the samples of the epoch that have been
 *committed* (consumed by finished optimizer steps) over all ranks. The samples not yet seen are
 ``perm[offset:]``; step ``j`` (counted from the resume point) takes the window of the next
-``local_batch * world_size`` positions of it and rank ``r`` takes the positions ``≡ r (mod
-world)`` in that window. Because every rank takes its share of the same window, the committed
-samples are always a prefix of the permutation, whatever the world size was at each step: when
-the world size changes, the new workers simply start from the committed offset and no sample is
-lost or repeated within the epoch.
+``global_batch`` positions of it (exactly the step's global batch, whether or not it divides by
+the world size) and rank ``r`` takes the positions ``≡ r (mod world)`` in that window, so the
+ranks' shares differ by at most one sample (the training step weights each rank's loss by its
+share: the gradient is the mean over the window). Because every rank takes its share of the
+same window, the committed samples are always a prefix of the permutation, whatever the world
+size was at each step: when the world size changes, the new workers simply start from the
+committed offset and no sample is lost or repeated within the epoch.
 
 At the end of an epoch a window may hold fewer samples than ranks; a rank that gets nothing
 receives one padding sample with ``real == 0`` (the training step weights its loss by zero).
@@ -80,11 +82,23 @@ class ElasticSampler:
         """Samples of the current epoch not yet committed."""
         return self.n - self.offset
 
-    def window(self, start: int, local_batch: int, rank: int, world_size: int) -> LocalBatch:
-        """The share of rank ``rank`` of the window starting ``start`` samples past the offset."""
+    def window(
+        self,
+        start: int,
+        local_batch: int | None,
+        rank: int,
+        world_size: int,
+        *,
+        global_batch: int | None = None,
+    ) -> LocalBatch:
+        """The share of rank ``rank`` of the window starting ``start`` samples past the offset.
+
+        The window holds ``global_batch`` samples when given (the ranks' shares then differ by
+        one where it does not divide by ``world_size``), else ``local_batch * world_size``.
+        """
         perm = self.permutation()
         lo = self.offset + start
-        hi = min(self.n, lo + local_batch * world_size)
+        hi = min(self.n, lo + _window_size(local_batch, global_batch, world_size))
         mine = perm[lo + rank : hi : world_size]
         real = len(mine)
         if real == 0:  # fewer samples than ranks at the end of the epoch: pad, weight zero
@@ -93,29 +107,40 @@ class ElasticSampler:
 
     def batches(
         self,
-        local_batch: Callable[[], int],
-        rank: int,
-        world_size: int,
+        local_batch: Callable[[], int] | None = None,
+        rank: int = 0,
+        world_size: int = 1,
         *,
         follow_commits: bool = False,
+        global_batch: Callable[[], int] | None = None,
     ) -> Iterator[LocalBatch]:
         """Yield this rank's batches for the rest of the epoch from the committed offset.
 
-        ``local_batch()`` is asked before each step so the batch size may change mid-epoch
-        (adaptive batch size). The offset is NOT advanced here: call :meth:`commit` when the
-        step is done. With ``follow_commits`` every window starts at the committed offset (the
-        caller commits each batch before asking for the next; a rollback that moves the offset
-        back is then followed), else the iterator keeps its own cursor.
+        Each step's window is ``global_batch()`` samples when that is given (what
+        :meth:`~danlu.train.context.TrainContext.batches` passes: the ranks' shares differ by
+        one where it does not divide by ``world_size``), else ``local_batch() * world_size``;
+        give exactly one of them. It is asked before each step, so the batch size may change
+        mid-epoch (adaptive batch size). The offset is NOT advanced here: call :meth:`commit`
+        when the step is done (or not at all: the iterator keeps its own cursor, at or past the
+        committed offset, so it neither skips nor repeats samples either way). With
+        ``follow_commits`` every window starts at the committed offset instead (the caller
+        commits each batch before asking for the next; a rollback that moves the offset back
+        is then followed).
         """
-        start = 0
-        while self.offset + start < self.n:
-            local = local_batch()
-            if self.drop_last and self.n - self.offset - start < local * world_size:
+        if (local_batch is None) == (global_batch is None):
+            raise ConfigError("ElasticSampler.batches needs one of local_batch or global_batch")
+        cursor = self.offset  # absolute position of the next window (without follow_commits)
+        while True:
+            pos = self.offset if follow_commits else max(cursor, self.offset)
+            if pos >= self.n:
+                return
+            local = local_batch() if local_batch is not None else None
+            size = global_batch() if global_batch is not None else None
+            if self.drop_last and self.n - pos < _window_size(local, size, world_size):
                 self.offset = self.n  # the rest of the epoch is skipped, as committed
                 return
-            lb = self.window(start, local, rank, world_size)
-            if not follow_commits:
-                start += lb.global_real
+            lb = self.window(pos - self.offset, local, rank, world_size, global_batch=size)
+            cursor = pos + lb.global_real
             yield lb
 
     def commit(self, global_samples: int) -> None:
@@ -143,6 +168,15 @@ class ElasticSampler:
         self.epoch = int(state["epoch"])
         self.offset = int(state["offset"])
         self.seed = int(state.get("seed", self.seed))
+
+
+def _window_size(local_batch: int | None, global_batch: int | None, world_size: int) -> int:
+    """Samples in one step's window: ``global_batch``, else ``local_batch * world_size``."""
+    if global_batch is not None:
+        return max(1, global_batch)
+    if local_batch is None:
+        raise ConfigError("an ElasticSampler window needs local_batch or global_batch")
+    return max(1, local_batch) * world_size
 
 
 def default_collate(samples: list[Any]) -> Any:

@@ -129,10 +129,42 @@ class Distributed:
         ids = [self.device.index] if self.cuda else None
         return DDP(model, device_ids=ids, **ddp_kwargs)
 
-    def check_consistency(self, model: torch.nn.Module) -> str:
-        """Hash the parameters on every rank; raise :class:`ConsistencyError` if they differ.
+    def sync_buffers(self, model: torch.nn.Module) -> None:
+        """Give every rank rank 0's persistent buffers (those of the model's ``state_dict``:
+        batch normalisation's running statistics and the like), one broadcast per dtype.
 
-        Returns the hash (identical on all ranks).
+        The ranks' buffers legitimately differ between forward passes (each rank's running
+        statistics follow its own samples; DDP's ``broadcast_buffers`` copies rank 0's at the
+        start of the next forward), and a checkpoint holds rank 0's. Called before a
+        checkpoint, it makes every rank go on from the buffers the checkpoint holds, so a run
+        resumed from it is the run that was not interrupted (with DDP's default
+        ``broadcast_buffers=True`` the next forward would have copied them anyway)."""
+        if not self.enabled:
+            return
+        module = unwrap(model)
+        persistent = module.state_dict(keep_vars=True)
+        buffers = [b for name, b in module.named_buffers() if persistent.get(name) is b]
+        groups: dict[tuple[torch.dtype, torch.device], list[torch.Tensor]] = {}
+        for b in buffers:
+            groups.setdefault((b.dtype, b.device), []).append(b)
+        with torch.no_grad():
+            for (dtype, device), group in groups.items():  # the same order on every rank
+                # gloo broadcasts CPU tensors, NCCL the device's; bytes for a bool buffer
+                comm = torch.cat([b.reshape(-1) for b in group]).to(self._flag_device())
+                dist.broadcast(comm.view(torch.uint8) if dtype == torch.bool else comm, src=0)
+                flat = comm.to(device)
+                offset = 0
+                for b in group:
+                    b.copy_(flat[offset : offset + b.numel()].view_as(b))
+                    offset += b.numel()
+
+    def check_consistency(self, model: torch.nn.Module) -> str:
+        """Hash the parameters and persistent buffers on every rank; raise
+        :class:`ConsistencyError` if they differ.
+
+        Buffers such as batch normalisation's running statistics differ between ranks until
+        :meth:`sync_buffers` (the training context calls it before each checkpoint, then
+        this). Returns the hash (identical on all ranks).
         """
         digest = parameter_hash(model)
         hashes = self.all_gather_object(digest)

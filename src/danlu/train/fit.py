@@ -11,6 +11,11 @@ from danlu.train.build import init
 from danlu.train.context import TrainContext
 from danlu.train.step import LossFn
 
+EVALUATED = "evaluated_epoch"
+"""Key of ``ctx.extra`` (saved in the checkpoints) naming the last epoch ``fit`` evaluated: a
+run resumed from that epoch's end-of-epoch checkpoint neither evaluates it again nor steps
+``ReduceLROnPlateau`` twice for it."""
+
 
 def fit(
     model: torch.nn.Module,
@@ -31,8 +36,11 @@ def fit(
     when given, runs after every epoch and its value feeds ``ReduceLROnPlateau`` and, with a
     checkpoint directory, a checkpoint of that epoch's end whose metric ``"eval"`` ranks it
     for ``keep_best`` (``best_metric`` defaults to ``"eval"``; ``best_mode`` to the plateau
-    scheduler's mode, else ``"min"``). Every other keyword goes to :func:`danlu.train.init`.
-    Returns the (closed) context, whose ``history`` holds the per-step metrics.
+    scheduler's mode, else ``"min"``). Each epoch is evaluated once across restarts (a run
+    resumed from an end-of-epoch checkpoint goes on with the next epoch), and a run resumed at
+    ``max_steps`` or beyond trains no more. Every other keyword goes to
+    :func:`danlu.train.init`. Returns the (closed) context, whose ``history`` holds the
+    per-step metrics.
     """
     if evaluate is not None:
         init_kwargs.setdefault("best_metric", "eval")
@@ -46,14 +54,17 @@ def fit(
         dataset_size=len(dataset),
         **init_kwargs,
     ) as ctx:
+        if max_steps is not None and ctx.step_num >= max_steps:
+            return ctx  # resumed from the checkpoint of the last step (e.g. preempted on it)
         for _ in ctx.epochs(epochs):
             for batch in ctx.batches(dataset):
                 ctx.step(batch, loss_fn)
                 if max_steps is not None and ctx.step_num >= max_steps:
                     return ctx
-            if evaluate is not None:
+            if evaluate is not None and ctx.extra.get(EVALUATED) != ctx.epoch:
                 metric = float(evaluate(ctx))
                 ctx.lr.plateau_step(metric)
                 ctx.extra["eval"] = metric
+                ctx.extra[EVALUATED] = ctx.epoch
                 ctx.save({"eval": metric})
     return ctx

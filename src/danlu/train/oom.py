@@ -32,6 +32,52 @@ def smallest_micro_batch(model: torch.nn.Module) -> int:
     return 2 if any(isinstance(m, batch_norm) for m in model.modules()) else 1
 
 
+class RunningStats:
+    """The running statistics of a model's normalisation layers (batch norm, instance norm
+    with ``track_running_stats``: ``running_mean``, ``running_var``, ``num_batches_tracked``),
+    saved before a step's first attempt and put back before an OOM retry.
+
+    A forward pass in training mode moves them; a step that runs out of memory on a later
+    micro-batch has already moved them for the earlier ones, which the retry (at a smaller
+    micro-batch) runs again: without :meth:`restore` those samples would count twice.
+    :meth:`save` is one fused copy into buffers kept from step to step (re-made when the
+    model's buffers were replaced, e.g. by ``model.to()``); a model without such layers
+    costs nothing (:attr:`present` is False)."""
+
+    _NAMES = ("running_mean", "running_var", "num_batches_tracked")
+
+    def __init__(self, model: torch.nn.Module) -> None:
+        norm = torch.nn.modules.batchnorm._NormBase
+        self._modules = [m for m in model.modules() if isinstance(m, norm)]
+        self.present = bool(self._modules)
+        """The model has normalisation layers whose statistics a retry must put back."""
+        self._live: list[torch.Tensor] = []
+        self._saved: list[torch.Tensor] = []
+
+    def _buffers(self) -> list[torch.Tensor]:
+        found = (m._buffers.get(name) for m in self._modules for name in self._NAMES)
+        return [b for b in found if b is not None]
+
+    def save(self) -> None:
+        """Copy the statistics as they are now."""
+        live = self._buffers()
+        with torch.no_grad():
+            if len(live) == len(self._live) and all(
+                a is b for a, b in zip(live, self._live, strict=True)
+            ):
+                if live:
+                    torch._foreach_copy_(self._saved, live)
+            else:
+                self._live = live
+                self._saved = [b.detach().clone() for b in live]
+
+    def restore(self) -> None:
+        """Put back the statistics of the last :meth:`save`."""
+        if self._live:
+            with torch.no_grad():
+                torch._foreach_copy_(self._live, self._saved)
+
+
 def release_memory(*modules_or_optimizers: object) -> None:
     """Drop gradients, collect garbage and return cached blocks to the driver."""
     for obj in modules_or_optimizers:

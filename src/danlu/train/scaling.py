@@ -8,7 +8,13 @@ from __future__ import annotations
 from danlu.estimate.goodput import GradientStats
 from danlu.estimate.lr import rule_names, scale_lr
 
-__all__ = ["lr_factor", "rule_names"]
+__all__ = ["lr_factor", "normalised_rule", "rule_names"]
+
+
+def normalised_rule(rule: str) -> str:
+    """``rule`` as :func:`lr_factor` compares it: stripped and lower-case (``"AdaScale"`` is
+    ``"adascale"``). :func:`danlu.train.init` checks and normalises its ``lr_scaling`` once."""
+    return rule.strip().lower()
 
 
 def lr_factor(
@@ -16,11 +22,13 @@ def lr_factor(
 ) -> float:
     """Multiplier of the base LR when the global batch goes from ``base_batch`` to ``batch``.
 
-    ``rule`` is ``"none"`` or a name of :func:`danlu.estimate.lr.rule_names`. For
+    ``rule`` is ``"none"`` or a name of :func:`danlu.estimate.lr.rule_names`, in any case
+    (:func:`normalised_rule`). For
     ``"adascale"``, ``sigma2`` is the per-sample gradient variance and ``mu2`` the squared norm
     of the true gradient (from :class:`danlu.train.batch.GradientNoiseScale`); before any
     estimate the gain is 1.
     """
+    rule = normalised_rule(rule)
     if rule == "none" or batch == base_batch:
         return 1.0
     stats = None

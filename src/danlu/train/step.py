@@ -23,7 +23,7 @@ from danlu.train.batch import BatchController, GradientNoiseScale
 from danlu.train.cadence import NormCadence, NormEvery, check_norm_every
 from danlu.train.distributed import Distributed
 from danlu.train.lr import LRController
-from danlu.train.oom import OOMInjector, is_oom, release_memory
+from danlu.train.oom import OOMInjector, RunningStats, is_oom, release_memory
 
 LossFn = Callable[[torch.nn.Module, Any], torch.Tensor]
 """``loss_fn(model, micro_batch) -> scalar mean loss over the micro-batch``."""
@@ -43,6 +43,9 @@ class StepResult:
     # exposed gradient synchronisation, seconds: 0.0 in one process; under DDP estimated from
     # the micro-step timings (accumulate.exposed_sync_time), None with a single micro-batch
     sync_time: float | None = None
+    # the first param group's LR this step's optimizer step used (or would have used, on a
+    # skipped step): read before the schedule advanced to the next step's
+    lr: float | None = None
 
 
 _OOM = object()
@@ -226,6 +229,9 @@ class StepEngine:
         self.gns = gns
         self.gns_every = gns_every
         self.oom_injector = oom_injector
+        self._running_stats = RunningStats(model)
+        """Batch norm's running statistics, put back before an OOM retry (a retry runs the
+        micro-batches that already moved them again)."""
         self._lr_per_step = lr.uses_grad_norm
         """The LR is set from each step's gradient norm (fixed at construction, as the norm's
         cadence is)."""
@@ -251,6 +257,9 @@ class StepEngine:
         # Weight so that DDP's mean over ranks equals the mean over the real samples.
         weight = real * dist.world_size / global_real if global_real > 0 else 0.0
         ooms = 0
+        stats = self._running_stats
+        if stats.present:
+            stats.save()
         if n <= self.batch.micro and self.oom_injector is None and not dist.enabled:
             out = self._single(data, loss_fn, weight)
         else:
@@ -258,6 +267,8 @@ class StepEngine:
         while out is _OOM or out is _PEER_OOM:
             # Out of the except block now: the failed step's tensors can really be freed.
             release_memory(self.model, self.optimizer)
+            if stats.present:
+                stats.restore()
             self.batch.on_oom()
             ooms += 1
             out = self._accumulate(data, n, loss_fn, weight)
@@ -286,7 +297,9 @@ class StepEngine:
         sync = self._sync_time() if dist.enabled else 0.0
         small = self._gns_small
         if self.gns is not None and small is not None and norm is not None:
-            self.gns.update(small[0], small[1], norm * norm, n * dist.world_size)
+            # the step's samples over all ranks (the ranks' shares may differ by one: every
+            # rank must feed the same count, or their estimates, batches and LRs part)
+            self.gns.update(small[0], small[1], norm * norm, global_real)
         kind = None
         applied = False
         if anomaly is not None and not (scaling and norm is not None and not _isfinite(norm)):
@@ -312,12 +325,13 @@ class StepEngine:
         elif scaling:
             precision.scaler.update()
         self.optimizer.zero_grad(set_to_none=True)
+        used_lr = float(self.optimizer.param_groups[0]["lr"])
         self.lr.after_step()
         self.step_count += 1
         step_time = time.perf_counter() - t0
         if self._norm_time is not None:
             self._calibrate(self._norm_time, step_time)
-        return StepResult(loss, norm, applied, kind, ooms, step_time, global_real, sync)
+        return StepResult(loss, norm, applied, kind, ooms, step_time, global_real, sync, used_lr)
 
     def _gns_due(self) -> bool:
         """Whether this step measures the gradient noise (by the step count: every rank and
