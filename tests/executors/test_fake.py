@@ -65,6 +65,23 @@ def test_preempt_checkpoints_or_is_killed_and_cancel() -> None:
     )
 
 
+@pytest.mark.parametrize(("own", "ended"), [(None, (137, 10.0)), (60.0, (75, 30.0))])
+def test_a_launchs_own_preempt_grace_overrides_the_one_given(
+    own: float | None, ended: tuple[int, float]
+) -> None:
+    """As the real executors do (``JobLaunch.preempt_grace``): a job that asked for 60 s
+    and checkpoints in 30 s is not killed at the 10 s it is preempted with."""
+    world = FakeWorld()
+    ex = FakeExecutor(Cluster.homogeneous(1, 1), world)
+    world.script("slow", duration=1000, checkpoint_seconds=30)
+    handle = ex.submit(JobLaunch("slow", ("train",), gpus=(GpuSlot(0, 0),), preempt_grace=own))
+    ex.preempt(handle, 10)
+    world.clock.advance(31)
+    status = ex.poll(handle)
+    assert status.outcome is Outcome.PREEMPTED
+    assert (status.exit_code, status.finished_at) == ended
+
+
 def test_a_resumable_run_resumes_from_its_checkpoint() -> None:
     world = FakeWorld()
     ex = FakeExecutor(Cluster.homogeneous(1, 4), world)

@@ -253,6 +253,54 @@ def test_a_job_that_asked_for_a_longer_grace_gets_it(
     assert (b"saved" in ex.logs(handle)[0]) is (own is not None)
 
 
+SHELL_CHECKPOINT = (  # a program a shell wrapper starts: on SIGTERM it saves, then exits 75
+    "import os, pathlib, signal, sys, time\n"
+    "def save(*_):\n"
+    "    time.sleep(float(sys.argv[3]))  # writing the checkpoint\n"
+    "    pathlib.Path(sys.argv[2]).write_text('saved')\n"
+    "    sys.exit(75)\n"
+    "signal.signal(signal.SIGTERM, save)\n"
+    "pathlib.Path(sys.argv[1]).write_text(str(os.getpid()))\n"
+    "time.sleep(60)\n"
+)
+
+
+@pytest.mark.parametrize("wrapper", ["cd {dir} && {cmd}", "{cmd}; echo after"])
+def test_a_shell_wrappers_program_gets_the_grace_to_checkpoint(
+    ex: LocalExecutor, tmp_path: Path, wrapper: str
+) -> None:
+    """``shell: true`` (or ``bash run.sh``): the SIGTERM kills ``/bin/sh`` at once; the
+    program it started still checkpoints within the grace instead of being SIGKILLed as
+    soon as the shell is gone."""
+    script, pid_file, saved = tmp_path / "train.py", tmp_path / "pid", tmp_path / "saved"
+    script.write_text(SHELL_CHECKPOINT)
+    cmd = f"{PY} {script} {pid_file} {saved} 1.0"
+    wrapped = JobLaunch("wrapped", (wrapper.format(dir=tmp_path, cmd=cmd),), shell=True)  # noqa: S604
+    handle = ex.submit(wrapped)
+    program = int(wait_for(pid_file))
+    ex.preempt(handle, grace_seconds=60)
+    status = wait(ex, handle, timeout=60)
+    assert saved.exists(), "the program was killed in the middle of its checkpoint"
+    assert (status.outcome, status.stop_reason) == (Outcome.PREEMPTED, StopReason.PREEMPT)
+    assert _gone(program)
+
+
+def test_a_shell_wrappers_program_is_killed_when_the_grace_ends(
+    ex: LocalExecutor, tmp_path: Path
+) -> None:
+    """The wait for the rest of the group ends with the grace: a program whose checkpoint
+    takes longer is SIGKILLed then, and the run ends."""
+    script, pid_file, saved = tmp_path / "train.py", tmp_path / "pid", tmp_path / "saved"
+    script.write_text(SHELL_CHECKPOINT)
+    cmd = f"cd {tmp_path} && {PY} {script} {pid_file} {saved} 120"
+    handle = ex.submit(JobLaunch("wrapped", (cmd,), shell=True))  # noqa: S604
+    program = int(wait_for(pid_file))
+    ex.preempt(handle, grace_seconds=0.5)
+    status = wait(ex, handle, timeout=60)
+    assert status.outcome is Outcome.PREEMPTED and not saved.exists()
+    assert _gone(program)
+
+
 def test_sigterm_ignored_then_sigkill_whole_group(ex: LocalExecutor, tmp_path: Path) -> None:
     pids = tmp_path / "pids"
     code = (

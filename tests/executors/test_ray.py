@@ -67,7 +67,12 @@ def test_job_runs_on_its_gpus_with_the_job_environment(ex: Any, tmp_path: Path) 
     job = launch(
         "env-1",
         ENV_DUMP,
-        env={"MY_VAR": "a b; $(touch /tmp/x)", "DANLU_JOB_ID": "x", "RAY_ADDRESS": "elsewhere"},
+        env={
+            "DANLU_HPARAMS": '{"lr": 0.1}',  # a sweep trial's own
+            "MY_VAR": "a b; $(touch /tmp/x)",
+            "DANLU_JOB_ID": "x",
+            "RAY_ADDRESS": "elsewhere",
+        },
         gpus=(GpuSlot(node, 1), GpuSlot(node, 3)),
         checkpoint_dir=str(tmp_path / "ckpt"),
         token="secret",
@@ -80,6 +85,7 @@ def test_job_runs_on_its_gpus_with_the_job_environment(ex: Any, tmp_path: Path) 
     assert env["CUDA_VISIBLE_DEVICES"] == "1,3"
     assert env["MY_VAR"] == "a b; $(touch /tmp/x)"
     assert env["DANLU_JOB_ID"] == "env-1" and env["DANLU_TOKEN"] == "secret"
+    assert env["DANLU_HPARAMS"] == '{"lr": 0.1}'
     assert env["DANLU_BATCH_SIZE"] == "32"
     assert "RAY_ADDRESS" not in env and "RAY_X" not in env
     assert env["PET_NNODES"] == "1" and env["PET_NPROC_PER_NODE"] == "2"

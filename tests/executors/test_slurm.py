@@ -60,7 +60,12 @@ def test_job_runs_on_its_gpus_with_the_job_environment(ex: SlurmExecutor, tmp_pa
     job = launch(
         "env-1",
         ENV_DUMP,
-        env={"MY_VAR": "a b; $(touch /tmp/x)", "SBATCH_PARTITION": "other", "DANLU_JOB_ID": "x"},
+        env={
+            "DANLU_HPARAMS": '{"lr": 0.1}',  # a sweep trial's own
+            "MY_VAR": "a b; $(touch /tmp/x)",
+            "SBATCH_PARTITION": "other",
+            "DANLU_JOB_ID": "x",
+        },
         gpus=(GpuSlot(1, 1), GpuSlot(1, 3)),
         checkpoint_dir=str(tmp_path / "ckpt"),
         token="secret",
@@ -74,6 +79,7 @@ def test_job_runs_on_its_gpus_with_the_job_environment(ex: SlurmExecutor, tmp_pa
     assert env["CUDA_VISIBLE_DEVICES"] == "1,3"
     assert env["MY_VAR"] == "a b; $(touch /tmp/x)"  # passed as is, no shell
     assert env["DANLU_JOB_ID"] == "env-1" and env["DANLU_TOKEN"] == "secret"
+    assert env["DANLU_HPARAMS"] == '{"lr": 0.1}'
     assert env["DANLU_BATCH_SIZE"] == "32" and env["DANLU_GLOBAL_BATCH_SIZE"] == "64"
     assert env["DANLU_CHECKPOINT_DIR"] == str(tmp_path / "ckpt")
     assert env["SLURM_JOB_ID"] != "leaked"  # Slurm's own, not the server's

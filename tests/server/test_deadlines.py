@@ -57,7 +57,7 @@ def test_jobs_past_their_deadline_are_cancelled_queued_or_running(
             reason = events.list_events(s, queued.id)[-1].reason
             assert reason == "deadline passed: not finished 50s after submission"
             assert jobs.get_job(s, running.id).state == "RUNNING"
-        report = loop.run_once(now=NOW + 100)  # the running one's: stopped as by a cancel
+        report = loop.run_once(now=NOW + 100)  # the running one's: stopped to checkpoint
         assert report.expired == [running.id]
         assert loop.run_once(now=NOW + 101).expired == []  # asked once, not every pass
         for t in range(102, 110):
@@ -78,7 +78,8 @@ def test_jobs_that_used_their_time_limit_are_stopped_counting_every_run(
 ) -> None:
     """``time_limit`` counts the time the job held GPUs, over its runs (``run_time`` of
     the runs ended plus the current one), not the time it waited: reached, the job is
-    stopped as by a cancel; a queued job whose runs used it all ends without starting."""
+    stopped (with its grace to checkpoint); a queued job whose runs used it all ends without
+    starting."""
     nodes = (Node("a", 1, gpu_type("H100")), Node("b", 1, gpu_type("H100")))
     body = {"command": ["python", "train.py"], "resources": {"gpus": 1}}
     with db.session() as s:

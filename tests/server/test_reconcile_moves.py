@@ -1,31 +1,35 @@
 """A move recorded by the reconcile loop, against the in-memory executor: the moved job's
 old run checkpoints with the preemption grace, and a job the same plan put on the GPUs it
 leaves is launched only once that run has exited (its GPUs are not free before), also when
-the first request to stop it failed; a pass run at a given time settles exits at that time."""
+the first request to stop it failed; an old run that ends on its own within the grace
+counts (a success ends the job, a failure is counted); a pass run at a given time settles
+exits at that time."""
 
 from __future__ import annotations
 
 from pathlib import Path
 
+import pytest
 from helpers import ScriptedPolicy, user_and_nodes
 from helpers import one_gpu as _gpu
 
 from danlu.config import load_settings
 from danlu.core.cluster import Cluster
-from danlu.executors import ExecutorError, FakeExecutor, FakeWorld, Handle, StopReason
+from danlu.executors import ExecutorError, FakeExecutor, FakeWorld, Handle, Outcome, StopReason
 from danlu.sched.view import Plan, Preempt, Resize, Start
 from danlu.server.db import Database
 from danlu.server.reconcile import Reconciler
-from danlu.server.services import jobs
+from danlu.server.services import events, jobs
 
 NOW = 1_000_000.0
 
 
-def _submitted(db: Database, inventory: Cluster, *names: str) -> list[str]:
+def _submitted(db: Database, inventory: Cluster, *names: str, max_restarts: int = 0) -> list[str]:
     """The ids of 1-GPU jobs ``names`` submitted by a new user on ``inventory``."""
     with db.session() as s:
         alice = user_and_nodes(s, inventory.nodes, NOW)
         body = {"command": ["python", "train.py"], "resources": {"gpus": 1}}
+        body["max_restarts"] = max_restarts
         return [jobs.submit(s, {"name": name, **body}, alice, now=NOW).id for name in names]
 
 
@@ -142,3 +146,81 @@ def test_a_pass_at_a_given_time_settles_exits_at_that_time(db: Database, tmp_pat
         assert (done.state, done.finished_at, done.run_time) == ("SUCCEEDED", NOW + 210, 200.0)
         back = jobs.get_job(s, stopped)
         assert (back.state, back.run_time) == ("PENDING", 120.0)
+
+
+def _moved_while_it_ends(
+    db: Database, tmp_path: Path, outcome: Outcome, max_restarts: int = 0
+) -> tuple[Reconciler, FakeWorld, str]:
+    """A job moved from GPU 0 to GPU 1 at NOW + 41 whose old run ignores the SIGTERM (no
+    checkpoint handler) and ends by itself with ``outcome`` at NOW + 61, within the
+    move's 120 s grace, before a pass at NOW + 66 launches the new run."""
+    inventory = Cluster.homogeneous(1, 2, "H100")
+    (mover,) = _submitted(db, inventory, "mover", max_restarts=max_restarts)
+    world = FakeWorld()
+    world.script(mover, duration=60, checkpoint_seconds=None, outcome=outcome)
+    policy = ScriptedPolicy(
+        [Plan(starts=(Start(mover, _gpu(0)),)), Plan(resizes=(Resize(mover, _gpu(1)),))]
+    )
+    settings = load_settings(home=tmp_path)
+    loop = Reconciler(
+        db, FakeExecutor(inventory, world), settings, policy=policy, preempt_grace=120.0
+    )
+    assert loop.run_once(now=NOW + 1).launched == [mover]
+    world.clock.advance(40)
+    assert loop.run_once(now=NOW + 41).launched == []  # the old run still runs
+    world.clock.advance(25)
+    return loop, world, mover
+
+
+def test_a_moved_jobs_old_run_that_finished_its_work_within_the_grace_ends_the_job(
+    db: Database, tmp_path: Path
+) -> None:
+    """Its work is done: the job SUCCEEDED, not launched again to do it twice."""
+    loop, world, mover = _moved_while_it_ends(db, tmp_path, Outcome.SUCCEEDED)
+    report = loop.run_once(now=NOW + 66)
+    assert report.launched == [] and report.settled == [mover]
+    assert [launch.run_attempt for launch in world.launches] == [1]
+    with db.read_session() as s:
+        job = jobs.get_job(s, mover)
+        assert (job.state, job.exit_code, job.allocation, job.moved_from) == (
+            "SUCCEEDED",
+            0,
+            None,
+            None,
+        )
+    loop.stop()
+
+
+@pytest.mark.parametrize(("max_restarts", "state"), [(0, "FAILED"), (2, "PENDING")])
+def test_a_moved_jobs_old_run_that_failed_within_the_grace_counts_as_a_failure(
+    db: Database, tmp_path: Path, max_restarts: int, state: str
+) -> None:
+    """As a failure the poll sees: a restart counted (with its backoff), or the job FAILED
+    once out of restarts; the new run is not launched meanwhile."""
+    loop, world, mover = _moved_while_it_ends(db, tmp_path, Outcome.FAILED, max_restarts)
+    report = loop.run_once(now=NOW + 66)
+    assert report.launched == [] and report.settled == [mover]
+    with db.read_session() as s:
+        job = jobs.get_job(s, mover)
+        assert (job.state, job.restarts, job.exit_code) == (state, min(1, max_restarts), 1)
+        reasons = [e.reason for e in events.list_events(s, mover)]
+        assert any("the run it was moved from" in reason for reason in reasons), reasons
+    assert [launch.run_attempt for launch in world.launches] == [1]
+    loop.stop()
+
+
+def test_a_moved_jobs_old_run_that_checkpointed_lets_the_new_one_launch(
+    db: Database, tmp_path: Path
+) -> None:
+    """The move's own ending (exit 75 on its SIGTERM): nothing to judge, the new run goes."""
+    loop, world, mover, _ = _move_onto_gpu_1(db, tmp_path)
+    loop.run_once(now=NOW + 10)
+    loop.run_once(now=NOW + 70)
+    with db.read_session() as s:
+        assert jobs.get_job(s, mover).moved_from == 1
+    world.clock.advance(30)  # checkpointed (30 s) and exited
+    assert mover in loop.run_once(now=NOW + 100).launched
+    with db.read_session() as s:
+        job = jobs.get_job(s, mover)
+        assert (job.state, job.restarts, job.moved_from) == ("RUNNING", 0, None)
+    loop.stop()

@@ -172,8 +172,11 @@ class FakeExecutor(MultiNodeExecutor, GpuSharingExecutor):
         return self._status(self._run(handle))
 
     def preempt(self, handle: Handle, grace_seconds: float) -> None:
-        """The run ends after its checkpoint time, or is killed after the grace period."""
-        self._stop(self._run(handle), StopReason.PREEMPT, grace_seconds)
+        """The run ends after its checkpoint time, or is killed after the grace period: its
+        launch's own (``JobLaunch.preempt_grace``) when it has one, else ``grace_seconds``."""
+        run = self._run(handle)
+        own = run.launch.preempt_grace
+        self._stop(run, StopReason.PREEMPT, grace_seconds if own is None else own)
 
     def cancel(self, handle: Handle) -> None:
         """The run ends now (killed)."""

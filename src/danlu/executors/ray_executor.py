@@ -71,7 +71,8 @@ starting (or busy): it asks again at the next poll."""
 START_TIMEOUT = 120.0
 """Seconds an actor may take to answer its first call (Ray starting a worker on its node)
 before the run counts as lost."""
-_PRIVATE_PREFIXES = ("DANLU_", "RAY_")
+_PRIVATE_PREFIXES = ("RAY_",)
+"""Ray's own variables: left out of a job's environment, the job's own ``env`` included."""
 
 
 def _launch_fields() -> dict[str, records.Check]:
@@ -127,9 +128,7 @@ class RayExecutor(RunDirExecutor, MultiNodeExecutor, GpuSharingExecutor):
         self._namespace = namespace
         self._actor = ray.remote(NodeRun)
         self._init_runs(state_dir, log_dir, cancel_grace, clock)
-        self._base_env = {
-            k: v for k, v in (base_env or {}).items() if not k.startswith(_PRIVATE_PREFIXES)
-        }
+        self._base_env = public_env(base_env or {})
         self._api_url = api_url
         self._gpu_type = gpu_type
         self._max_jobs_per_gpu = max_jobs_per_gpu
@@ -209,7 +208,10 @@ class RayExecutor(RunDirExecutor, MultiNodeExecutor, GpuSharingExecutor):
     def node_env(
         self, job: JobLaunch, rank: int, names: list[str], devices: str, master: str
     ) -> dict[str, str]:
-        """The environment of the command on the ``rank``-th node of the run."""
+        """The environment of the command on the ``rank``-th node of the run: ``base_env``
+        (without inherited ``DANLU_*``), the job's ``env`` (without Ray's ``RAY_*``; its
+        ``DANLU_*`` ones kept, a sweep trial's ``DANLU_HPARAMS`` among them), then the danlu
+        job environment and torchrun's settings, which win."""
         env = job_environment(self._base_env, job, self._api_url, _PRIVATE_PREFIXES)
         env["CUDA_VISIBLE_DEVICES"] = devices
         env["PET_NNODES"] = str(max(1, len(names)))
@@ -446,3 +448,9 @@ class RayExecutor(RunDirExecutor, MultiNodeExecutor, GpuSharingExecutor):
     ) -> None:
         """Ask every node's actor to SIGTERM the command now and SIGKILL it after the grace."""
         self._signal_all(launch, reason.value, grace)
+
+
+def public_env(env: Mapping[str, str]) -> dict[str, str]:
+    """``env`` without danlu's and Ray's own variables: the base every job's environment is
+    built on (a control plane's ``DANLU_*`` settings are not its jobs')."""
+    return {k: v for k, v in env.items() if not k.startswith(("DANLU_", *_PRIVATE_PREFIXES))}

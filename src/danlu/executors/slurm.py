@@ -206,13 +206,15 @@ class SlurmExecutor(RunDirExecutor, MultiNodeExecutor, GpuSharingExecutor):
     # -- environment --------------------------------------------------------------------------
 
     def job_env(self, job: JobLaunch) -> dict[str, str]:
-        """The job's environment: ``base_env`` and the job's ``env`` (Slurm's own variables
-        dropped), the danlu job environment on top; each task adds Slurm's ``SLURM*``
-        variables of its node (``SLURM_CONF`` among them). It reaches the nodes in the run's
-        task file, never through ``sbatch``'s environment (``sbatch`` runs on the control
-        plane's host, where the job's ``LD_PRELOAD`` or ``PATH`` must not act), except
-        ``DANLU_TOKEN``, which is kept off disk and exported alone."""
-        return job_environment(self._base_env, job, self._api_url, ("DANLU_", *_PRIVATE_PREFIXES))
+        """The job's environment: ``base_env`` (without inherited ``DANLU_*``) and the job's
+        ``env`` (Slurm's own variables dropped; its ``DANLU_*`` ones kept, a sweep trial's
+        ``DANLU_HPARAMS`` among them), the danlu job environment on top, which wins; each
+        task adds Slurm's ``SLURM*`` variables of its node (``SLURM_CONF`` among them). It
+        reaches the nodes in the run's task file, never through ``sbatch``'s environment
+        (``sbatch`` runs on the control plane's host, where the job's ``LD_PRELOAD`` or
+        ``PATH`` must not act), except ``DANLU_TOKEN``, which is kept off disk and exported
+        alone."""
+        return job_environment(self._base_env, job, self._api_url, _PRIVATE_PREFIXES)
 
     # -- lifecycle ----------------------------------------------------------------------------
 

@@ -20,9 +20,13 @@ alone by ``sbatch``, never written to disk), and
   that a plain ``torchrun train.py`` joins the job's other nodes;
 
 Slurm signals every process of the step when the job is preempted or cancelled, the job's
-included; this task ignores SIGTERM itself and waits. It writes the job's exit on this node
-to ``RUN_DIR/exit-NODE.json`` (``{"exit_code": N, "finished_at": T}``; ``128 + S`` for a
-death from signal S) and exits with that status, which ``srun`` and the batch script pass on.
+included; this task ignores SIGTERM itself and waits, for the command and then for the rest
+of its process group: a ``/bin/sh -c`` wrapper dies of the SIGTERM at once while the program
+it started still writes its checkpoint, and Slurm kills what is left of the step once this
+task has exited (the executor's SIGKILL at the end of the grace ends both). It writes the
+job's exit on this node to ``RUN_DIR/exit-NODE.json`` (``{"exit_code": N, "finished_at":
+T}``; ``128 + S`` for a death from signal S) and exits with that status, which ``srun`` and
+the batch script pass on.
 """
 
 from __future__ import annotations
@@ -79,9 +83,14 @@ def main(argv: list[str]) -> int:
         return 2
     env = task_env(task, dict(os.environ))
     node = env.get("SLURMD_NODENAME", "node")
+    stopped: list[int] = []
+
+    def note(signum: int, _frame: object) -> None:
+        stopped.append(signum)
+
     # a handler, not SIG_IGN: handlers are reset in the child at exec, an ignore is inherited
     for sig in (signal.SIGTERM, signal.SIGINT, signal.SIGHUP):
-        signal.signal(sig, lambda *_: None)
+        signal.signal(sig, note)
     workdir = task.get("workdir")
     try:
         cwd = workdir if isinstance(workdir, str) else None
@@ -97,6 +106,8 @@ def main(argv: list[str]) -> int:
             except InterruptedError:  # pragma: no cover - PEP 475 retries; kept for safety
                 continue
         code = returned if returned >= 0 else 128 - returned
+        while stopped and others_in_group():  # being stopped: the rest may be checkpointing
+            time.sleep(0.05)
     record = {"exit_code": code, "finished_at": time.time()}
     tmp = exit_path(run_dir, f".{node}.{os.getpid()}")
     try:
@@ -105,6 +116,22 @@ def main(argv: list[str]) -> int:
     except OSError as exc:  # the exit still reaches Slurm through the status below
         print(f"danlu: cannot record the exit on {node}: {exc}", file=sys.stderr, flush=True)
     return code
+
+
+def others_in_group() -> bool:
+    """Whether a live process other than this one is in this process's group (/proc)."""
+    me, group = os.getpid(), os.getpgid(0)
+    for entry in os.scandir("/proc"):
+        if not entry.name.isdigit() or int(entry.name) == me:
+            continue
+        try:
+            raw = Path(entry.path, "stat").read_bytes()
+        except OSError:
+            continue
+        fields = raw[raw.rindex(b")") + 2 :].split()  # state, ppid, pgrp, ...
+        if fields[0] not in (b"Z", b"X") and int(fields[2]) == group:
+            return True
+    return False
 
 
 if __name__ == "__main__":

@@ -10,11 +10,14 @@ cannot be waited for, but its exit code is on disk.
 
 Stopping: the executor writes ``RUN_DIR/stop.json`` (``{"reason": ..., "grace": seconds}``) and
 sends SIGTERM to the supervisor, which forwards SIGTERM to the job's process group and sends
-SIGKILL to the group once the grace period has passed. A later stop (a cancel of a run being
-preempted) rewrites the record and brings the SIGKILL forward when its grace ends sooner, never
-back. A stop that could not be recorded (a full disk) gets the longer of the launch record's
-``cancel_grace`` and ``preempt_grace``: it may be a preemption, whose job must have the time to
-checkpoint.
+SIGKILL to the group once the grace period has passed. When the job's own process exits
+first, the rest of its group is given the rest of the grace too: a ``/bin/sh -c`` wrapper
+(``shell: true``, ``bash run.sh``) dies of the SIGTERM at once while the program it started
+is still writing its checkpoint. A later stop (a cancel of a run being preempted) rewrites
+the record and brings the SIGKILL forward when its grace ends sooner, never back. A stop
+that could not be recorded (a full disk) gets the longer of the launch record's
+``cancel_grace`` and ``preempt_grace``: it may be a preemption, whose job must have the time
+to checkpoint.
 
 Processes that leave the job's process group (a daemon double-forks into a session of its
 own) are the job's too: on Linux the supervisor is their *child subreaper*
@@ -305,6 +308,9 @@ def _supervise(run_dir: Path, spec: dict[str, Any], subreaper: bool) -> int:
         else:  # the grace ended while the job was being started: that SIGKILL found none
             kill_group(signal.SIGKILL)
     returncode = child.wait()
+    if kill_at is not None:  # being stopped: the rest of the group may be checkpointing
+        while time.monotonic() < kill_at and _group_alive(child.pid):
+            time.sleep(0.05)
     signal.setitimer(signal.ITIMER_REAL, 0)
     kill_group(signal.SIGKILL)  # stragglers of the job's process group, and its daemons
     _reap()
@@ -324,6 +330,21 @@ def _supervise(run_dir: Path, spec: dict[str, Any], subreaper: bool) -> int:
                 _warn(f"danlu supervisor: cannot record the job's exit ({code}): {exc}")
                 return 0 if code == 0 else 1
             time.sleep(1.0)
+
+
+def _group_alive(pgid: int) -> bool:
+    """Whether a process of process group ``pgid`` still runs: reaps those of them that
+    exited as our children (re-parented to us as subreaper), so that zombies do not count."""
+    with contextlib.suppress(ChildProcessError):
+        while os.waitpid(-1, os.WNOHANG)[0] > 0:
+            pass
+    try:
+        os.killpg(pgid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:  # it exists, as another account's (DANLU_RUN_AS=user)
+        return True
+    return True
 
 
 def _unrecorded_grace(spec: dict[str, Any]) -> float:

@@ -97,9 +97,57 @@ class LaunchStep:
         t: float,
         report: RoundReport,
         blamed: str | None = None,
+        moved: bool = False,
     ) -> None:
         """Record the exit of run ``attempt`` (the poll step's, in the reconciler)."""
         raise NotImplementedError
+
+    def _left_run(self, job_id: str, moved: int | None) -> ExecStatus | None:
+        """How the run ``moved`` (a job's ``moved_from``: the run a move left) ended; None
+        when there is none, it still runs, or the executor cannot say now."""
+        if moved is None:
+            return None
+        try:
+            status = self.executor.poll(Handle(job_id, moved))
+        except ExecutorError:  # UnknownHandleError too: forgotten, or replaced by a later run
+            return None
+        return None if status.running else status
+
+    def _judge_move(
+        self, job_id: str, attempt: int, moved: int, t: float, report: RoundReport
+    ) -> bool:
+        """Judge how the run a move left (attempt ``moved``) ended, before the launch of the
+        new run ``attempt`` replaces the executor's record of it. One that finished the
+        job's work (exit 0) within its grace ends the job SUCCEEDED; one that failed (or ran
+        out of memory) counts as a failure of the job's run, as the poll counts one
+        (RESTARTING with backoff, or FAILED out of restarts); one that stopped for the move
+        (checkpointed, or killed at the end of its grace), was lost with its node, or that
+        the executor no longer knows leaves the new run to launch. True when it may launch
+        now (``moved_from`` cleared); False when the job was settled, the old run still
+        runs (it is asked to stop, as a refused launch would), or it cannot be told now."""
+        try:
+            status: ExecStatus | None = self.executor.poll(Handle(job_id, moved))
+        except UnknownHandleError:
+            status = None
+        except ExecutorError as exc:
+            report.errors.append(f"launch {job_id}: cannot poll the run it was moved from: {exc}")
+            return False
+        if status is not None and status.running:
+            self._stop_previous(job_id, attempt, report)
+            return False
+        if status is not None and status.outcome is not Outcome.PREEMPTED and not status.node_lost:
+            self._settle(job_id, attempt, status, t, report, moved=True)
+            return False
+        try:
+            with self.db.session() as session:
+                job = self._held(session, job_id, attempt)
+                if job is None or job.moved_from != moved:
+                    return False
+                job.moved_from = None
+        except DanluError as exc:
+            report.errors.append(f"launch {job_id}: {exc}")
+            return False
+        return True
 
     # -- the launch step ----------------------------------------------------------------------
 
@@ -138,9 +186,10 @@ class LaunchStep:
                     jobs.requeue_lost(session, job, gone, t)
                     report.settled.append(job_id)
                     return set()
-                attempt = job.attempt
-                launch = self.job_launch(session, job)
-                names = {str(share["node"]) for share in job.allocation or ()}
+                attempt, moved = job.attempt, job.moved_from
+                if moved is None:
+                    launch = self.job_launch(session, job)
+                    names = {str(share["node"]) for share in job.allocation or ()}
         except SpecError as exc:  # (InvalidLaunchError too) no launch can be made of the job
             self._fail_unlaunchable(job_id, exc, t, report)
             return set()
@@ -150,6 +199,9 @@ class LaunchStep:
         except OSError as exc:  # its checkpoint directory: one job's files, not the pass
             self._unprepared(job_id, attempt, exc, t, report)
             return set()
+        if moved is not None:  # how the run a move left ended counts first
+            judged = self._judge_move(job_id, attempt, moved, t, report)
+            return self._launch_one(job_id, t, report) if judged else set()
         try:
             self.executor.submit(launch)  # process I/O: outside any transaction
             report.launched.append(job_id)

@@ -8,6 +8,9 @@ One pass (:meth:`Reconciler.run_once`), under the ``scheduler`` lease:
    backoff or FAILED after ``max_restarts``, CANCELLED when cancellation was requested),
    deliver cancellations and preemptions not yet delivered, and collect jobs recorded as
    started but never launched (a crash between the scheduling transaction and the launch);
+   then cancel the jobs past their deadline or time limit (:mod:`~danlu.server.upkeep`: a
+   run that exited before is settled by then) and stop their runs, with the job's
+   preemption grace to checkpoint;
 2. **schedule**: release the jobs whose dependencies are met (cancel those whose can never
    be: :mod:`~danlu.server.services.dependencies`), build the snapshot, ask the configured
    policy (the same ``danlu.sched`` code as the simulator) for a plan and record it with
@@ -29,6 +32,7 @@ nodes left, their jobs are re-queued the same way.
 from __future__ import annotations
 
 import contextlib
+import enum
 import gc
 import logging
 import os
@@ -131,6 +135,8 @@ def _describe(status: ExecStatus | None) -> tuple[bool, int | None, str]:
     if status.node_lost:
         return False, code, f"lost with its node ({how})"
     if status.outcome is Outcome.PREEMPTED:
+        if status.checkpointed and status.stop_reason is None:
+            return False, code, "checkpointed and exited 75 on its own (a SIGTERM from outside)"
         if status.checkpointed:
             return False, code, "checkpointed and exited after preemption; re-queued to resume"
         return False, code, f"stopped for preemption ({how}); re-queued"
@@ -139,6 +145,36 @@ def _describe(status: ExecStatus | None) -> tuple[bool, int | None, str]:
     if status.stop_reason is StopReason.CANCEL:
         return False, code, f"stopped ({how})"
     return False, code, f"failed ({how})"
+
+
+class StopKind(enum.Enum):
+    """How a job whose cancellation was requested is stopped."""
+
+    CANCEL = "cancel"
+    """A cancel: SIGTERM, SIGKILL after the executor's short cancel grace."""
+    LIMIT = "limit"
+    """Its deadline passed or it used its time limit: SIGTERM with the job's preemption
+    grace, to checkpoint (delivered as a preemption; the job still ends CANCELLED)."""
+
+
+def _stop_of(job: Job) -> StopKind | None:
+    """How ``job`` is to be stopped, if its cancellation was requested."""
+    if job.cancel_requested_at is None:
+        return None
+    limited = (job.cancel_reason or "").startswith(jobs.LIMIT_STOPS)
+    return StopKind.LIMIT if limited else StopKind.CANCEL
+
+
+def ran_until(status: ExecStatus | None, last_start: float | None, t: float) -> float | None:
+    """When the run of ``status`` exited, if it is a time on the control plane's clock
+    before ``t``: its GPUs are charged up to then, not up to when its exit was seen. The
+    executors report wall-clock seconds (the local one's supervisor, the Slurm and Ray
+    nodes); a time before the run's start (``last_start``) is on another clock (the fake
+    executor's manual one, a caller driving the pass's clock), and None is returned."""
+    end = status.finished_at if status is not None else None
+    if end is None or last_start is None or not last_start <= end < t:
+        return None
+    return end
 
 
 RunGpus = tuple[list[dict[str, Any]] | None, float]
@@ -298,8 +334,11 @@ class Reconciler(LaunchStep):
             if not self._swept:
                 self._swept = self._requeue_lost(t, report)
             upkeep.close_nodes(self.db, t, report)
-            upkeep.expire(self.db, t, report)  # a running job's stop: the poll below
+            # exits first: a run that ended within its time limit or deadline succeeded
             to_launch = self._poll(t, now, report)
+            upkeep.expire(self.db, t, report)
+            if due := [*report.expired, *report.timed_out]:  # their stop, now
+                self._poll(t, now, report, only=due)
             upkeep.judge_dependencies(self.db, t, report)  # what ended just now counts
             upkeep.advance_sweeps(self.db, t, report)
             started = self._schedule(resolve_now(now), report)
@@ -412,23 +451,28 @@ class Reconciler(LaunchStep):
             self._release(claimed)
         return len(claimed) == len(lost)
 
-    def _poll(self, t: float, now: float | None, report: RoundReport) -> list[str]:
-        """Poll every run that holds GPUs; settle exits (at ``now``, the pass's time, when
-        given: a caller driving its own clock; else when each exit is seen); deliver stops.
-        Returns the ids of jobs recorded RUNNING whose current attempt was never launched."""
+    def _poll(
+        self, t: float, now: float | None, report: RoundReport, only: list[str] | None = None
+    ) -> list[str]:
+        """Poll every run that holds GPUs (``only``: of these jobs); settle exits (at
+        ``now``, the pass's time, when given: a caller driving its own clock; else when each
+        exit is seen); deliver stops. Returns the ids of jobs recorded RUNNING whose current
+        attempt was never launched."""
+        query = select(Job).where(Job.state.in_(HOLDING))
+        if only is not None:
+            query = query.where(Job.id.in_(only))
         with self.db.read_session() as session:
             rows = [
-                (j.id, j.attempt, j.state, j.cancel_requested_at is not None, _run_gpus(j))
-                for j in session.scalars(
-                    select(Job).where(Job.state.in_(HOLDING)).order_by(Job.seq)
-                )
+                (j.id, j.attempt, j.state, _stop_of(j), j.moved_from, _run_gpus(j))
+                for j in session.scalars(query.order_by(Job.seq))
             ]
         claimed = self._claim([r[0] for r in rows], t)
         unlaunched: list[str] = []
         try:
-            for job_id, attempt, state, cancel, run_gpus in rows:
+            for job_id, attempt, state, stop, moved, run_gpus in rows:
                 if job_id not in claimed:
                     continue
+                cancel = stop is not None
                 handle = Handle(job_id, attempt)
                 try:
                     status: ExecStatus | None = self.executor.poll(handle)
@@ -441,13 +485,16 @@ class Reconciler(LaunchStep):
                     if cancel or state == JobState.PREEMPTING.value:
                         # never launched; a moved job's earlier run may still run on GPUs
                         # the settle records free: it is stopped first (next pass if the
-                        # executor cannot be asked now)
-                        if self._stop_previous(job_id, attempt, report, cancel=cancel):
-                            self._settle(job_id, attempt, None, resolve_now(now), report)
+                        # executor cannot be asked now), and settles the job if it ended
+                        kill = stop is StopKind.CANCEL
+                        if self._stop_previous(job_id, attempt, report, cancel=kill):
+                            left = self._left_run(job_id, moved)
+                            at, was_moved = resolve_now(now), left is not None
+                            self._settle(job_id, attempt, left, at, report, moved=was_moved)
                     else:
                         unlaunched.append(job_id)
                 elif status.running:
-                    self._deliver(handle, state, cancel, status, report)
+                    self._deliver(handle, state, stop, status, report)
                 else:
                     fresh = state == JobState.RUNNING.value and not cancel
                     blamed = self._blame(status, run_gpus, now) if fresh else None
@@ -457,10 +504,22 @@ class Reconciler(LaunchStep):
         return unlaunched
 
     def _deliver(
-        self, handle: Handle, state: str, cancel: bool, status: ExecStatus, report: RoundReport
+        self,
+        handle: Handle,
+        state: str,
+        stop: StopKind | None,
+        status: ExecStatus,
+        report: RoundReport,
     ) -> None:
+        """Ask a running run to stop as its job's row says: a cancel (SIGTERM, the short
+        cancel grace), a deadline's or time limit's stop (SIGTERM with the job's preemption
+        grace, to checkpoint: the job still ends CANCELLED) or a preemption."""
         try:
-            if cancel and status.stop_reason is not StopReason.CANCEL:
+            if stop is StopKind.LIMIT:
+                if status.stop_reason is None:
+                    self.executor.preempt(handle, self.preempt_grace)
+                    report.stopped.append(handle.job_id)
+            elif stop is StopKind.CANCEL and status.stop_reason is not StopReason.CANCEL:
                 self.executor.cancel(handle)
                 report.stopped.append(handle.job_id)
             elif state == JobState.PREEMPTING.value and status.stop_reason is None:
@@ -486,13 +545,20 @@ class Reconciler(LaunchStep):
         t: float,
         report: RoundReport,
         blamed: str | None = None,
+        moved: bool = False,
     ) -> None:
         """Record the exit of run ``attempt``; ``blamed``: the faulty GPUs it failed on
-        (the job resumes then, with no restart counted)."""
+        (the job resumes then, with no restart counted); ``moved``: ``status`` is the exit
+        of the run a move left, judged in place of the new run's (never launched). A run
+        that exited 75 on its own (a SIGTERM from outside danlu) resumes as a preempted one
+        does. Its GPUs are charged up to its exit (:func:`ran_until`)."""
         succeeded, code, reason = _describe(status)
         if blamed is not None:
             reason = f"{reason}; on a GPU the health check finds faulty: {blamed}"
+        if moved:
+            reason = f"{reason} (the run it was moved from, while it stopped)"
         lost = "gpu" if blamed is not None else "node" if status and status.node_lost else None
+        preempted = status is not None and status.outcome is Outcome.PREEMPTED
         try:
             with self.db.session() as session:
                 job = self._held(session, job_id, attempt)
@@ -505,7 +571,9 @@ class Reconciler(LaunchStep):
                     exit_code=code,
                     reason=reason,
                     node_lost=lost is not None,
+                    preempted=preempted,
                     now=t,
+                    ran_until=ran_until(status, job.last_start, t),
                 )
             report.settled.append(job_id)
             if lost is not None and self.metrics is not None and not succeeded:

@@ -48,7 +48,9 @@ def close_nodes(db: Database, t: float, out: Upkeep) -> None:
 
 def expire(db: Database, t: float, out: Upkeep) -> None:
     """Cancel the jobs whose deadline has passed or that used their time limit: a queued one
-    ends now, a running one is stopped by the pass's poll."""
+    ends now, a running one is stopped by the pass (SIGTERM with its preemption grace, to
+    checkpoint). Called after the pass has settled the exits it saw: a run that ended before
+    its limit ends as it exited."""
     with db.read_session() as session:
         past_deadline = jobs.expired(session, t)
         over_time = jobs.over_time(session, t)

@@ -228,6 +228,10 @@ class Job(LockMixin, Base):
     null for a job submitted alone."""
     trial: Mapped[int | None] = mapped_column(Integer, default=None)
     """Its trial number within the sweep, from 0."""
+    moved_from: Mapped[int | None] = mapped_column(Integer, default=None)
+    """The attempt of the run a move left (:func:`~danlu.server.services.jobs.resize`),
+    stopping within its preemption grace, whose exit the launch of the job's new run has not
+    judged yet (a success ends the job, a failure counts); null when there is none."""
     purged_at: Mapped[float | None] = mapped_column(Double, default=None)
     """When the retention deleted the finished job's metrics, logs and danlu-made
     checkpoints (:mod:`danlu.server.services.retention`); null while they are kept."""

@@ -41,6 +41,9 @@ RESTART_BACKOFF_SECONDS = 10.0
 NODE_FAULT = "the node could not launch it"
 """How the reason of a launch that failed for the node's reasons begins
 (:func:`requeue_unlaunched`)."""
+LIMIT_STOPS = ("deadline passed", "time limit reached")
+"""How the cancel reasons of a deadline's and a time limit's stops begin (:func:`expired`,
+:func:`over_time`): such a stop gives the job its preemption grace to checkpoint."""
 NODE_RETRY_CAP_SECONDS = 600.0
 """Longest wait before a job is launched again after launches the node failed."""
 ShareDict = dict[str, Any]
@@ -282,11 +285,13 @@ def flush_or_conflict(session: Session, job_id: str | None = None) -> None:
 
 
 def _release(job: Job, t: float) -> dict[str, Any] | None:
-    """Account the service received on the current allocation and drop it, with the
-    measurement taken on it (keeping the progress it reported). Returns the
+    """Account the service received on the current allocation up to ``t`` and drop it, with
+    the measurement taken on it (keeping the progress it reported). Returns the
     :class:`~danlu.server.db.models.JobRun` row of the stretch that ends (None without one),
     for the caller to write."""
     run = None
+    if job.moved_from is not None:  # only when set: a round's bulk UPDATE skips it else
+        job.moved_from = None
     if job.allocation and job.last_start is not None:
         held = max(0.0, t - job.last_start)
         milli = sum(int(s["milli"]) for s in job.allocation)
@@ -318,19 +323,21 @@ def change_state(
     allocation: list[ShareDict] | None = None,
     exit_code: int | None = None,
     counted: bool = True,
+    ran_until: float | None = None,
 ) -> JobEvent:
     """THE one function that changes a job's state: checks the edge, updates the bookkeeping
     (allocation, times, counters, backoff) and records a :class:`JobEvent`, all in the
     caller's transaction.
 
     ``allocation`` is required for a start (-> RUNNING). ``counted=False`` on -> RESTARTING
-    counts no restart against the job and sets no backoff (the caller sets it). Raises
-    :class:`InvalidTransitionError` for an edge outside the table and
+    counts no restart against the job and sets no backoff (the caller sets it).
+    ``ran_until``: when the run that ends exited, if before ``now`` (its GPUs are charged
+    up to then). Raises :class:`InvalidTransitionError` for an edge outside the table and
     :class:`ConflictError` if the row changed concurrently (the caller rolls back). A
     caller that changes many jobs at once uses :func:`change_state_batched`.
     """
     t = resolve_now(now)
-    old, run = _transition(job, new, t, allocation, exit_code, counted)
+    old, run = _transition(job, new, t, allocation, exit_code, counted, ran_until)
     row = {"job_id": job.id, "time": t, "old": old.value, "new": new.value, "reason": reason}
     event = JobEvent(**row)
     session.add(event)
@@ -368,6 +375,7 @@ def _transition(
     allocation: list[ShareDict] | None,
     exit_code: int | None,
     counted: bool = True,
+    ran_until: float | None = None,
 ) -> tuple[JobState, dict[str, Any] | None]:
     """Check the edge and update the job's bookkeeping for it; returns the old state and
     the stretch on GPUs the change ends (:func:`_release`), if any."""
@@ -385,7 +393,7 @@ def _transition(
         job.pending_reason = None
         job.next_attempt_at = None
     elif new.value not in HOLDING:
-        run = _release(job, t)
+        run = _release(job, t if ran_until is None else min(t, ran_until))
     if new is JobState.PREEMPTING:
         job.preemptions += 1
     elif new is JobState.RESTARTING and counted:
@@ -419,14 +427,18 @@ def resize(
     """Move a RUNNING job to a new allocation (a restart in place: ``attempt`` increments,
     the state stays RUNNING, so no event is written). ``flush=False``: the caller flushes (a
     round, with :func:`flush_or_conflict`). The stretch on the old allocation goes to
-    ``events``, which the caller writes (:meth:`EventBatch.write`)."""
+    ``events``, which the caller writes (:meth:`EventBatch.write`). The run it leaves is
+    recorded in ``moved_from`` (an earlier one whose exit is not judged yet stays there),
+    for the launch of the new run to judge how it ended."""
     t = resolve_now(now)
     job_id = job.id
     if job.state != JobState.RUNNING.value or not allocation:
         raise PlacementError(f"cannot resize job {job.id} in state {job.state}")
+    moved = job.attempt if job.moved_from is None else job.moved_from
     run = _release(job, t)
     if run is not None:
         events.add_run(run)
+    job.moved_from = moved  # the run it leaves: judged when the new one is launched
     job.allocation = [dict(s) for s in allocation]
     job.last_start = t
     job.attempt += 1
@@ -543,7 +555,7 @@ def expired(session: Session, now: float | None = None) -> list[tuple[str, str]]
     )
     rows = session.execute(query.order_by(Job.seq)).all()
     return [
-        (job_id, f"deadline passed: not finished {deadline - submitted:g}s after submission")
+        (job_id, f"{LIMIT_STOPS[0]}: not finished {deadline - submitted:g}s after submission")
         for job_id, deadline, submitted in rows
         if deadline is not None  # always: the query compares it
     ]
@@ -567,7 +579,7 @@ def over_time(session: Session, now: float | None = None) -> list[tuple[str, str
     )
     rows = session.execute(query.order_by(Job.seq)).all()
     return [
-        (job_id, f"time limit reached: ran {format_duration(ran)} of {format_duration(limit)}")
+        (job_id, f"{LIMIT_STOPS[1]}: ran {format_duration(ran)} of {format_duration(limit)}")
         for job_id, limit, ran in rows
         if limit is not None  # always: the query compares it
     ]
@@ -591,42 +603,49 @@ def settle_exit(
     exit_code: int | None,
     reason: str,
     node_lost: bool = False,
+    preempted: bool = False,
     now: float | None = None,
+    ran_until: float | None = None,
 ) -> list[JobEvent]:
     """Record the exit of a RUNNING / PREEMPTING job's process: CANCELLED if cancellation
     was requested, SUCCEEDED (also when it finished while being preempted), re-queued if it
-    stopped for a preemption or was lost with its node or failed on a faulty GPU
-    (``node_lost``: RUNNING -> PREEMPTING -> PENDING, resuming from its last checkpoint, no
-    restart counted), or after
-    a failure RESTARTING -> PENDING with backoff while ``restarts < max_restarts``, else
-    FAILED. The run's token (``DANLU_TOKEN``) is revoked: an ended run reports nothing
-    more (a next run gets its own)."""
+    stopped for a preemption, was lost with its node or failed on a faulty GPU
+    (``node_lost``), or stopped itself to resume later (``preempted``: it exited 75 after
+    a SIGTERM from outside danlu): RUNNING -> PREEMPTING -> PENDING, resuming from its last
+    checkpoint, a preemption counted, no restart; or after a failure RESTARTING -> PENDING
+    with backoff while ``restarts < max_restarts``, else FAILED. The run's GPUs are charged
+    up to ``ran_until`` (when it exited, if before ``now``). The run's token
+    (``DANLU_TOKEN``) is revoked: an ended run reports nothing more (a next run gets its
+    own)."""
     t = resolve_now(now)
     state = JobState(job.state)
     if state.value not in HOLDING:
         raise ConflictError(f"job {job.id} is {state}; only a running job can exit")
     revoke_job_tokens(session, job.id, t)
+
+    def ends(new: JobState, why: str) -> JobEvent:  # the change that ends the run
+        return change_state(session, job, new, why, t, exit_code=exit_code, ran_until=ran_until)
+
     if job.cancel_requested_at is not None:
-        why = job.cancel_reason or "cancelled"
-        return [change_state(session, job, JobState.CANCELLED, why, t, exit_code=exit_code)]
+        return [ends(JobState.CANCELLED, job.cancel_reason or "cancelled")]
     if state is JobState.PREEMPTING and not succeeded:
-        return [change_state(session, job, JobState.PENDING, reason, t, exit_code=exit_code)]
-    if node_lost and not succeeded:
+        return [ends(JobState.PENDING, reason)]
+    if (node_lost or preempted) and not succeeded:
         return [
             change_state(session, job, JobState.PREEMPTING, reason, t, exit_code=exit_code),
-            change_state(session, job, JobState.PENDING, RESUME_REASON, t),
+            change_state(session, job, JobState.PENDING, RESUME_REASON, t, ran_until=ran_until),
         ]
     if succeeded:
-        return [change_state(session, job, JobState.SUCCEEDED, reason, t, exit_code=exit_code)]
+        return [ends(JobState.SUCCEEDED, reason)]
     if job.restarts < job_spec(job).max_restarts:
-        first = change_state(session, job, JobState.RESTARTING, reason, t, exit_code=exit_code)
+        first = ends(JobState.RESTARTING, reason)
         delay = (job.next_attempt_at or t) - t
         second = change_state(
             session, job, JobState.PENDING, f"re-queued; retry after {delay:g}s backoff", t
         )
         return [first, second]
-    why = f"{reason}; out of restarts ({job.restarts} of {job_spec(job).max_restarts})"
-    return [change_state(session, job, JobState.FAILED, why, t, exit_code=exit_code)]
+    limit = job_spec(job).max_restarts
+    return [ends(JobState.FAILED, f"{reason}; out of restarts ({job.restarts} of {limit})")]
 
 
 def requeue_unlaunched(session: Session, job: Job, error: str, now: float | None = None) -> None:

@@ -1,0 +1,183 @@
+"""How the reconcile loop settles a run's exit, against the in-memory executor: a run that
+exits 75 on its own resumes as a preempted one; a run that ended within its time limit or
+deadline ends as it exited however late its exit is seen; a run's GPUs are charged up to
+its exit, not up to when the exit was seen; and a deadline's or time limit's stop gives the
+job its preemption grace to checkpoint, where a user's cancel does not."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+import pytest
+from helpers import user_and_nodes
+from sqlalchemy import select
+
+from danlu.config import load_settings
+from danlu.core.cluster import Cluster
+from danlu.executors import FakeExecutor, FakeWorld, Outcome, StopReason
+from danlu.executors.fake import ManualClock
+from danlu.sched.registry import make_policy
+from danlu.server.db import Database, JobRun
+from danlu.server.reconcile import Reconciler
+from danlu.server.services import events, jobs
+
+NOW = 1_000_000.0
+
+
+def _loop(
+    db: Database, tmp_path: Path, specs: list[dict[str, Any]], **kwargs: Any
+) -> tuple[Reconciler, FakeWorld, list[str]]:
+    """A fifo loop over a fake executor with one 1-GPU node per job of ``specs`` (submitted
+    by a new user at NOW) whose clock reads NOW, as the loop's passes do."""
+    inventory = Cluster.homogeneous(len(specs), 1, "H100")
+    body = {"command": ["python", "train.py"], "resources": {"gpus": 1}}
+    with db.session() as s:
+        alice = user_and_nodes(s, inventory.nodes, NOW)
+        ids = [jobs.submit(s, {**body, **spec}, alice, now=NOW).id for spec in specs]
+    world = FakeWorld(clock=ManualClock(NOW))
+    executor = FakeExecutor(inventory, world)
+    policy = make_policy("fifo")
+    return (
+        Reconciler(db, executor, load_settings(home=tmp_path), policy=policy, **kwargs),
+        world,
+        ids,
+    )
+
+
+def _reasons(db: Database, job_id: str) -> list[str]:
+    with db.read_session() as s:
+        return [event.reason for event in events.list_events(s, job_id)]
+
+
+@pytest.mark.parametrize("max_restarts", [0, 3])
+def test_a_run_that_exits_75_on_its_own_resumes_as_a_preempted_one(
+    db: Database, tmp_path: Path, max_restarts: int
+) -> None:
+    """SIGTERM from outside danlu (a host shutdown, ``kill``): the job checkpointed and
+    exited 75, which says "re-queue me to resume". A preemption is counted, not a restart,
+    and no backoff is waited (nor is a job out of restarts FAILED)."""
+    loop, world, (job_id,) = _loop(db, tmp_path, [{"name": "j", "max_restarts": max_restarts}])
+    world.script(job_id, duration=10, outcome=Outcome.PREEMPTED)  # exits 75, unasked
+    try:
+        assert loop.run_once(now=NOW).launched == [job_id]
+        world.clock.advance(20)
+        assert loop.run_once(now=NOW + 20).launched == [job_id]  # resumed at once
+        with db.read_session() as s:
+            job = jobs.get_job(s, job_id)
+            assert (job.state, job.restarts, job.preemptions, job.attempt) == ("RUNNING", 0, 1, 2)
+        reasons = _reasons(db, job_id)
+        assert "checkpointed and exited 75 on its own" in reasons[2], reasons
+        assert reasons[3] == jobs.RESUME_REASON
+    finally:
+        loop.stop()
+
+
+def test_a_run_that_ended_within_its_limits_succeeds_however_late_its_exit_is_seen(
+    db: Database, tmp_path: Path
+) -> None:
+    """The pass that sees the exits comes after the time limit and the deadline (a slow
+    pass, a control plane that was down): the runs exited 0 well within them."""
+    specs = [{"name": "limited", "time_limit": 5}, {"name": "due", "deadline": 5}]
+    loop, world, ids = _loop(db, tmp_path, specs)
+    for job_id in ids:
+        world.script(job_id, duration=1)
+    try:
+        assert loop.run_once(now=NOW).launched == ids
+        world.clock.advance(1)
+        report = loop.run_once(now=NOW + 60)
+        assert (report.expired, report.timed_out, sorted(report.settled)) == ([], [], sorted(ids))
+        with db.read_session() as s:
+            states = [(jobs.get_job(s, i).state, jobs.get_job(s, i).exit_code) for i in ids]
+        assert states == [("SUCCEEDED", 0), ("SUCCEEDED", 0)]
+    finally:
+        loop.stop()
+
+
+def test_a_runs_gpus_are_charged_up_to_its_exit_not_to_when_it_was_seen(
+    db: Database, tmp_path: Path
+) -> None:
+    """Its first run failed after 5 s; the pass that saw it came 90 s later. The job is
+    charged 5 s (run time, attained service, its run's record), so that its next run is
+    not stopped at its time limit early."""
+    specs = [{"name": "flaky", "max_restarts": 3, "time_limit": 100}]
+    loop, world, (job_id,) = _loop(db, tmp_path, specs)
+    world.script(job_id, duration=5, outcome=Outcome.FAILED)
+    try:
+        loop.run_once(now=NOW)
+        world.clock.advance(90)
+        assert loop.run_once(now=NOW + 90).settled == [job_id]
+        with db.read_session() as s:
+            job = jobs.get_job(s, job_id)
+            assert (job.state, job.restarts) == ("PENDING", 1)
+            assert job.run_time == pytest.approx(5.0)
+            assert job.attained_service == pytest.approx(5.0)
+            runs = s.scalars(select(JobRun).where(JobRun.job_id == job_id)).all()
+            assert [(r.started_at, r.ended_at) for r in runs] == [(NOW, NOW + 5)]
+        world.script(job_id, duration=1000)
+        world.clock.advance(110)
+        assert loop.run_once(now=NOW + 200).launched == [job_id]  # after its backoff
+        world.clock.advance(90)
+        assert loop.run_once(now=NOW + 290).timed_out == []  # 5 s + 90 s of its 100 s
+        world.clock.advance(6)
+        assert loop.run_once(now=NOW + 296).timed_out == [job_id]
+    finally:
+        loop.stop()
+
+
+@pytest.mark.parametrize(
+    ("limit", "own_grace", "reason"),
+    [
+        ({"time_limit": 10}, 60, "time limit reached: ran 10s of 10s"),
+        ({"deadline": 10}, None, "deadline passed: not finished 10s after submission"),
+    ],
+)
+def test_a_limits_stop_gives_the_job_its_preemption_grace_to_checkpoint(
+    db: Database,
+    tmp_path: Path,
+    limit: dict[str, float],
+    own_grace: float | None,
+    reason: str,
+) -> None:
+    """The job checkpoints in 30 s: within its spec's ``preempt_grace`` (60 s) or else the
+    control plane's (45 s here), not the executor's short cancel grace (the fake one's:
+    none). It ends CANCELLED with the limit's reason, its checkpoint written (exit 75)."""
+    spec: dict[str, Any] = {"name": "limited", **limit}
+    if own_grace is not None:
+        spec["preempt_grace"] = own_grace
+    loop, world, (job_id,) = _loop(db, tmp_path, [spec], preempt_grace=45.0)
+    world.script(job_id, duration=1000, checkpoint_seconds=30)
+    try:
+        loop.run_once(now=NOW)
+        world.clock.advance(10)
+        report = loop.run_once(now=NOW + 10)
+        assert [*report.expired, *report.timed_out] == [job_id]
+        assert report.stopped == [job_id]
+        run = world.runs[job_id]
+        assert run.stop_reason is StopReason.PREEMPT and not run.stop_kills
+        world.clock.advance(30)
+        assert loop.run_once(now=NOW + 40).settled == [job_id]
+        with db.read_session() as s:
+            job = jobs.get_job(s, job_id)
+            assert (job.state, job.exit_code) == ("CANCELLED", 75)
+        assert _reasons(db, job_id)[-1] == reason
+    finally:
+        loop.stop()
+
+
+def test_a_users_cancel_stops_the_run_with_the_cancel_grace(db: Database, tmp_path: Path) -> None:
+    spec = {"name": "cancelled", "time_limit": 1000, "preempt_grace": 60}
+    loop, world, (job_id,) = _loop(db, tmp_path, [spec])
+    world.script(job_id, duration=1000, checkpoint_seconds=30)
+    try:
+        loop.run_once(now=NOW)
+        with db.session() as s:
+            jobs.cancel_job(s, job_id, now=NOW + 5)
+        assert loop.run_once(now=NOW + 5).stopped == [job_id]
+        assert world.runs[job_id].stop_reason is StopReason.CANCEL
+        loop.run_once(now=NOW + 6)
+        with db.read_session() as s:
+            job = jobs.get_job(s, job_id)
+            assert (job.state, job.exit_code) == ("CANCELLED", 137)
+    finally:
+        loop.stop()
