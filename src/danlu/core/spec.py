@@ -235,16 +235,18 @@ class JobSpec(_Strict):
     control plane gives each job a directory of its own under its home."""
     deadline: float | None = Field(default=None, gt=0)
     """Seconds after submission by which the job must finish: the control plane cancels a
-    job not finished by then (a running one is stopped as by a cancel). A duration such as
+    job not finished by then (a running one is stopped with SIGTERM and its
+    ``preempt_grace`` to checkpoint, then SIGKILL). A duration such as
     ``6h`` or ``1-00:00:00`` is read as its seconds."""
     time_limit: float | None = Field(default=None, gt=0)
     """Seconds the job may hold GPUs in all, over every run (restarts, preemptions and
     resizes count the time each run held its GPUs; the time queued does not): once reached,
-    the control plane stops it as by a cancel (SIGTERM, the grace to checkpoint) and it ends
+    the control plane stops it (SIGTERM, its ``preempt_grace`` to checkpoint) and it ends
     CANCELLED, like Slurm's ``--time``. A duration such as ``2h``, ``90m`` or ``04:00:00``."""
     preempt_grace: float | None = Field(default=None, gt=0, le=MAX_PREEMPT_GRACE)
     """Seconds the job has, after SIGTERM, to checkpoint and exit when it is preempted, moved
-    to other GPUs or its node drained, before SIGKILL (as Kubernetes'
+    to other GPUs, its node drained, or stopped at its ``deadline`` or ``time_limit``,
+    before SIGKILL (as Kubernetes'
     ``terminationGracePeriodSeconds``): a large model's checkpoint may take minutes. A
     duration such as ``5m``; unset, the control plane's (``DANLU_PREEMPT_GRACE``, 30 s)."""
     depends_on: list[Dependency] = Field(default_factory=list, max_length=MAX_DEPENDENCIES)
