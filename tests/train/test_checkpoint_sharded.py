@@ -3,13 +3,10 @@
 from __future__ import annotations
 
 import json
-import os
-import socket
-import subprocess
-import sys
 from pathlib import Path
 
 import pytest
+from train_helpers import run_worker_ranks
 
 torch = pytest.importorskip("torch")
 if not torch.distributed.is_available():
@@ -24,28 +21,7 @@ HERE = Path(__file__).resolve().parent
 
 def run_ranks(tmp_path: Path, *mode: str) -> None:
     """Run the two ranks of ``sharded_worker.py`` and check both exit 0."""
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        port = s.getsockname()[1]
-    env = dict(
-        os.environ,
-        OMP_NUM_THREADS="1",
-        PYTHONPATH=os.pathsep.join(
-            [str(HERE.parents[1] / "src"), os.environ.get("PYTHONPATH", "")]
-        ),
-    )
-    worker = str(HERE / "sharded_worker.py")
-    procs = [
-        subprocess.Popen(
-            [sys.executable, worker, str(rank), "2", str(port), str(tmp_path), *mode],
-            env=env,
-            stderr=subprocess.PIPE,
-        )
-        for rank in (0, 1)
-    ]
-    for p in procs:
-        _, err = p.communicate(timeout=240)
-        assert p.returncode == 0, err.decode()
+    run_worker_ranks(HERE / "sharded_worker.py", 2, [str(tmp_path), *mode], timeout=240)
 
 
 def test_two_rank_gloo_sharded_save_and_load(tmp_path: Path) -> None:

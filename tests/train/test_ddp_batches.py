@@ -5,15 +5,11 @@ a global batch that does not divide by the world size."""
 from __future__ import annotations
 
 import json
-import os
-import socket
-import subprocess
-import sys
 from pathlib import Path
 from typing import Any
 
 import pytest
-from train_helpers import mse_loss
+from train_helpers import mse_loss, run_worker_ranks
 
 torch = pytest.importorskip("torch")
 if not torch.distributed.is_available():
@@ -31,36 +27,14 @@ WORLD = 3
 def ranks(tmp_path_factory: pytest.TempPathFactory) -> list[dict[str, Any]]:
     """Run the worker on :data:`WORLD` CPU ranks; each rank's JSON result."""
     out = tmp_path_factory.mktemp("ddp_batches") / "result"
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        port = s.getsockname()[1]
-    env = dict(
-        os.environ,
-        OMP_NUM_THREADS="1",
+    run_worker_ranks(
+        HERE / "ddp_batch_worker.py",
+        WORLD,
+        [str(out)],
+        timeout=180,
         GLOO_SOCKET_IFNAME="lo",
         CUDA_VISIBLE_DEVICES="",
-        PYTHONPATH=os.pathsep.join(
-            [str(HERE.parents[1] / "src"), os.environ.get("PYTHONPATH", "")]
-        ),
     )
-    script = str(HERE / "ddp_batch_worker.py")
-    procs = [
-        subprocess.Popen(
-            [sys.executable, script, str(rank), str(WORLD), str(port), str(out)],
-            env=env,
-            stderr=subprocess.PIPE,
-        )
-        for rank in range(WORLD)
-    ]
-    try:
-        for p in procs:
-            _, err = p.communicate(timeout=180)
-            assert p.returncode == 0, err.decode()[-3000:]
-    finally:  # a failed rank leaves its peers waiting in a collective
-        for p in procs:
-            if p.poll() is None:
-                p.kill()
-                p.wait()
     return [json.loads(Path(f"{out}.{rank}").read_text()) for rank in range(WORLD)]
 
 

@@ -5,13 +5,10 @@ from __future__ import annotations
 
 import json
 import math
-import os
-import socket
-import subprocess
-import sys
 from pathlib import Path
 
 import pytest
+from train_helpers import run_worker_ranks
 
 torch = pytest.importorskip("torch")
 if not torch.distributed.is_available():
@@ -21,36 +18,10 @@ HERE = Path(__file__).resolve().parent
 
 
 def _run_two_ranks(out: Path, *, cuda: bool, script: str = "sync_worker.py") -> None:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        port = s.getsockname()[1]
-    env = dict(
-        os.environ,
-        OMP_NUM_THREADS="1",
-        GLOO_SOCKET_IFNAME="lo",
-        PYTHONPATH=os.pathsep.join(
-            [str(HERE.parents[1] / "src"), os.environ.get("PYTHONPATH", "")]
-        ),
-    )
+    env = {"GLOO_SOCKET_IFNAME": "lo"}
     if not cuda:
         env["CUDA_VISIBLE_DEVICES"] = ""
-    procs = [
-        subprocess.Popen(
-            [sys.executable, str(HERE / script), str(rank), "2", str(port), str(out)],
-            env=env,
-            stderr=subprocess.PIPE,
-        )
-        for rank in (0, 1)
-    ]
-    try:
-        for p in procs:
-            _, err = p.communicate(timeout=120)
-            assert p.returncode == 0, err.decode()
-    finally:  # a failed rank leaves its peer waiting in a collective
-        for p in procs:
-            if p.poll() is None:
-                p.kill()
-                p.wait()
+    run_worker_ranks(HERE / script, 2, [str(out)], timeout=120, **env)
 
 
 @pytest.mark.parametrize("device", ["cpu", pytest.param("cuda", marks=pytest.mark.gpu)])

@@ -3,7 +3,11 @@
 from __future__ import annotations
 
 import os
+import socket
+import subprocess
 import sys
+from collections.abc import Sequence
+from pathlib import Path
 from typing import NoReturn
 
 import torch
@@ -55,3 +59,38 @@ def exit_now(code: int) -> NoReturn:
     sys.stdout.flush()
     sys.stderr.flush()
     os._exit(code)
+
+
+SRC = Path(__file__).resolve().parents[2] / "src"
+"""This checkout's sources, put first on a worker process's ``PYTHONPATH``."""
+
+
+def run_worker_ranks(
+    script: Path, world: int, args: Sequence[str], timeout: float, **env: str
+) -> None:
+    """Run ``world`` processes of ``script`` (a gloo job's ranks on this machine), each as
+    ``script RANK WORLD PORT *args``, with one OpenMP thread, this checkout's sources and
+    ``env``; assert each exits 0 within ``timeout`` seconds (its stderr's end otherwise).
+    A rank left running when another failed (waiting in a collective) is killed."""
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        port = s.getsockname()[1]
+    path = os.pathsep.join([str(SRC), os.environ.get("PYTHONPATH", "")])
+    full_env = dict(os.environ, OMP_NUM_THREADS="1", PYTHONPATH=path, **env)
+    procs = [
+        subprocess.Popen(
+            [sys.executable, str(script), str(rank), str(world), str(port), *args],
+            env=full_env,
+            stderr=subprocess.PIPE,
+        )
+        for rank in range(world)
+    ]
+    try:
+        for p in procs:
+            _, err = p.communicate(timeout=timeout)
+            assert p.returncode == 0, err.decode()[-3000:]
+    finally:
+        for p in procs:
+            if p.poll() is None:
+                p.kill()
+                p.wait()
