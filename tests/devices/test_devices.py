@@ -193,3 +193,39 @@ def test_real_nvml() -> None:
     inv = discover()
     assert inv.gpus and all(g.memory_total > 0 for g in inv.gpus)
     assert {s.name for s in sample_metrics(inv)} >= {"DCGM_FI_DEV_FB_USED"}
+
+
+@pytest.mark.parametrize(
+    ("spec", "expected"),
+    [
+        ("4x40GiB:A100", ("A100-40GB", 40 * GiB)),
+        ("4x80GiB:a100", ("A100-80GB", 80 * GiB)),
+        ("4x16GiB:V100", ("V100-16GB", 16 * GiB)),
+        ("4x32GiB:v100", ("V100-32GB", 32 * GiB)),
+        ("4x40GiB:A100-40GB", ("A100-40GB", 40 * GiB)),
+        ("2x94GiB:H100-NVL", ("H100-NVL", 94 * GiB)),
+    ],
+)
+def test_a_fake_gpu_s_size_picks_the_variant_of_a_type_named_without_one(
+    spec: str, expected: tuple[str, int]
+) -> None:
+    # "4x40GiB:A100" became an A100-80GB with 40 GiB: the alias was resolved without the size
+    node = fake_inventory(spec, hostname="h").cluster().nodes[0]
+    assert (node.gpu_type.name, node.gpu_type.memory) == expected
+
+
+@pytest.mark.parametrize(
+    ("spec", "variant"),
+    [
+        ("4x40GiB:A100-80GB", "A100-40GB"),
+        ("4x80GiB:a100-40", "A100-80GB"),
+        ("2x16GiB:v100m32", "V100-16GB"),
+    ],
+)
+def test_a_fake_gpu_s_size_that_contradicts_its_named_variant_is_refused(
+    spec: str, variant: str
+) -> None:
+    with pytest.raises(ConfigError, match="--fake-gpus") as err:
+        fake_inventory(spec)
+    assert f"is of type {variant}" in str(err.value)
+    assert f":{variant}" in str(err.value)  # the spelling that works

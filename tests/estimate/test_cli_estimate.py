@@ -42,7 +42,7 @@ def test_json_sweep_and_max_batch() -> None:
             "4,8,16",
             "--max-batch",
             "--gpu-memory",
-            "2GiB",
+            "1GiB",
             "--json",
         ],
     )
@@ -58,6 +58,7 @@ def test_json_sweep_and_max_batch() -> None:
     assert "error" in sweep[100000]  # far outside the fitted range: refused
     mb = out["max_batch"]
     assert mb is not None and mb > 8
+    assert out["max_batch_capped"] is False  # 1 GiB is reached below 32 x 16
 
 
 def test_table_output_and_flag_errors() -> None:
@@ -77,3 +78,39 @@ def test_table_output_and_flag_errors() -> None:
         res = runner.invoke(_app(), ["estimate", "danlu.estimate.zoo:mlp_small", *bad, *args])
         assert res.exit_code == 2, (args, res.output)
         assert flag in res.output
+
+
+def test_a_max_batch_at_the_search_cap_is_reported_as_a_lower_bound() -> None:
+    """mlp_small fits far more than 32 x 4 samples on an H100: the answer is where the search
+    stopped, not the largest safe batch."""
+    runner = CliRunner()
+    args = ["estimate", "danlu.estimate.zoo:mlp_small", "--max-batch", "--fit-points", "1,2,4"]
+    res = runner.invoke(_app(), [*args, "--json"])
+    assert res.exit_code == 0, res.output
+    out = json.loads(res.stdout)
+    assert (out["max_batch"], out["max_batch_capped"]) == (128, True)
+    res = runner.invoke(_app(), args)
+    assert res.exit_code == 0, res.output
+    text = " ".join(res.stdout.split())
+    assert "at least 128 (the search stops at 32x the largest traced batch" in text
+    assert "trace larger --fit-points" in text
+
+
+def test_gpu_memory_is_the_limit_of_every_verdict() -> None:
+    """``-b 4 --gpu-memory 100MiB --sweep 2,4``: the sweep said OOM at b=4 and the main
+    verdict "fits" (against the H100's capacity)."""
+    runner = CliRunner()
+    args = ["estimate", "danlu.estimate.zoo:mlp_small", "-b", "4", "--gpu-memory", "100MiB"]
+    res = runner.invoke(_app(), [*args, "--sweep", "2,4", "--json"])
+    assert res.exit_code == 0, res.output
+    out = json.loads(res.stdout)
+    assert out["peak_device_bytes"] > 100 << 20
+    assert out["fits"] is False
+    assert (out["limit_bytes"], out["limit_source"]) == (100 << 20, "--gpu-memory")
+    assert {r["batch_size"]: r["fits"] for r in out["sweep"]} == {2: False, 4: False}
+    assert out["capacity_bytes"] > 70 << 30  # the H100's, still reported
+    res = runner.invoke(_app(), args)
+    assert res.exit_code == 0, res.output
+    assert "does NOT fit within 100.0MiB (--gpu-memory) on h100" in res.stdout
+    plain = runner.invoke(_app(), ["estimate", "danlu.estimate.zoo:mlp_small", "-b", "4"])
+    assert "fits within 79.2GiB (capacity) on h100" in plain.stdout

@@ -106,3 +106,67 @@ def test_envelope_fit_and_synthesised_replay_match_a_direct_trace() -> None:
     ests = [replay(_step(b), gpu) for b in (1, 2, 4)]
     model = FittedMemoryModel(ests, gpu, traces=[_step(b) for b in (1, 2, 4)])
     assert model.predict_reserved(64) == replay(_step(64), gpu).peak_reserved_bytes
+
+
+def _contrastive(b: int, square: bool = True, swap_frees: bool = False) -> list[int]:
+    """Live bytes over a step whose loss holds a ``b x b`` matrix (4 bytes a cell; ``square``
+    False: ``b x 64``) next to 1 MiB of parameters and 1 KiB of activations a sample;
+    ``swap_frees``: two frees of the step come in the other order (as the autocast cache's
+    may)."""
+    kib = 1 << 10
+    matrix = 4 * b * (b if square else 64)
+    events = [
+        1 << 20,  # parameters (the live bytes the measured step starts with)
+        kib * b,  # activations
+        512,  # a cast weight
+        256,  # another
+        matrix,  # the similarity matrix
+        -matrix,
+        *((-256, -512) if swap_frees else (-512, -256)),
+        -kib * b,
+    ]
+    lives, live = [], 0
+    for delta in events:
+        live += delta
+        lives.append(live)
+    return lives
+
+
+def test_an_allocation_quadratic_in_b_is_refused_not_extrapolated() -> None:
+    """max_batch returned a batch that did not fit: the b x b matrix is 4 KiB at b=32 next
+    to 1 MiB and the envelope fitted the traced peaks within its tolerance, then
+    under-predicted 16 % at b=1024."""
+    from danlu.estimate.memory.fit import EnvelopeFit
+
+    fit = EnvelopeFit({b: _contrastive(b) for b in (8, 16, 32)})
+    assert fit.residual < fit.tolerance  # the traced peaks alone do not show it
+    assert "not linear in b" in fit.nonlinear and "b x b" in fit.nonlinear
+    for b in (8, 16, 32):
+        assert fit(b) == max(_contrastive(b))  # traced: exact
+    for b in (4, 24, 1024):
+        with pytest.raises(ExtrapolationError, match="not linear in b"):
+            fit(b)
+    gpu = get_gpu("h100")
+    ests = []
+    for b in (8, 16, 32):
+        peak = max(_contrastive(b))
+        ests.append(_est(b, peak, peak + (64 << 20)))
+        ests[-1].window_live = _contrastive(b)
+    model = FittedMemoryModel(ests, gpu)
+    with pytest.raises(ExtrapolationError, match="not linear in b"):
+        model.max_batch(10**12)
+    # two traced sizes cannot tell; frees in another order are no growth
+    assert EnvelopeFit({b: _contrastive(b) for b in (8, 16)}).nonlinear == ""
+    shuffled = {b: _contrastive(b, False, swap_frees=b == 16) for b in (8, 16, 32)}
+    linear = EnvelopeFit(shuffled)
+    assert linear.nonlinear == ""
+    assert linear(1024) == max(_contrastive(1024, False))
+
+
+def test_max_batch_at_the_cap_is_known_as_a_lower_bound() -> None:
+    gpu = get_gpu("h100")
+    ests = [_est(b, (1 << 30) + (b << 20), (1 << 30) + (b << 20)) for b in (1, 2, 4)]
+    model = FittedMemoryModel(ests, gpu)
+    assert model.max_batch_cap == 4 * 32
+    assert model.max_batch(10**13) == model.max_batch_cap  # everything fits: the search's end
+    assert model.max_batch(model.predict(100)) == 100

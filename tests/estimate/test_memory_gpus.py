@@ -100,3 +100,82 @@ def test_bad_override_entries_name_the_entry_and_field(
     with pytest.raises(ConfigError, match="--gpu-table") as info:
         load_gpu_table(f)
     assert needle in str(info.value) and next(iter(entry)) in str(info.value)
+
+
+def test_a_new_gpu_table_entry_gets_its_capability_s_workspace_and_a_typical_context(
+    tmp_path: Path,
+) -> None:
+    # a new GPU got context_bytes 0 and the pre-Hopper cuBLAS workspace, whatever its
+    # compute capability: a Hopper card was planned 1 GiB fuller than it can be
+    from danlu.estimate.memory.gpus import (
+        HOPPER_CONTEXT_BYTES,
+        UNKNOWN_CONTEXT_BYTES,
+        typical_context_bytes,
+    )
+
+    f = tmp_path / "gpus.json"
+    f.write_text(
+        json.dumps(
+            {
+                "gh200": {"capacity_bytes": 95 << 30, "compute_capability": "9.0"},
+                "b200": {"capacity_bytes": 178 << 30, "compute_capability": "10.0"},
+                "l40s": {"capacity_bytes": 45 << 30, "compute_capability": "8.9"},
+                "a30": {"capacity_bytes": 24 << 30, "compute_capability": "8.0"},
+                "rtx-a5000": {"capacity_bytes": 24 << 30, "compute_capability": "8.7"},
+                "mystery": {"capacity_bytes": 32 << 30},
+                "given": {
+                    "capacity_bytes": 32 << 30,
+                    "compute_capability": "9.0",
+                    "context_bytes": 123,
+                    "cublas_workspace_bytes": 456,
+                },
+                "l4": {"compute_capability": "9.0"},  # an existing entry's capability alone
+            }
+        )
+    )
+    table = load_gpu_table(f)
+    mib = 1 << 20
+    hopper_ws, older_ws = 32 * mib, 4096 * 1024 * 2 + 16 * 1024 * 8
+    for name, context, workspace in (
+        ("gh200", HOPPER_CONTEXT_BYTES, hopper_ws),
+        ("b200", HOPPER_CONTEXT_BYTES, hopper_ws),
+        ("l40s", 300 * mib, older_ws),
+        ("a30", 430 * mib, older_ws),
+        ("rtx-a5000", 430 * mib, older_ws),  # 8.7: the largest of its major version (8.0)
+        ("mystery", UNKNOWN_CONTEXT_BYTES, hopper_ws),  # no capability: the larger figures
+        ("given", 123, 456),
+    ):
+        g = get_gpu(name, table)
+        assert (g.context_bytes, g.cublas_workspace_bytes) == (context, workspace), name
+    assert get_gpu("l4", table).cublas_workspace_bytes == hopper_ws
+    assert get_gpu("l4", table).context_bytes == GPUS["l4"].context_bytes
+    assert typical_context_bytes("9.0") >= GPUS["h100"].context_bytes
+    assert max(g.context_bytes for g in GPUS.values()) <= UNKNOWN_CONTEXT_BYTES
+
+
+def test_an_h100_nvl_is_not_planned_as_an_80gb_h100() -> None:
+    from danlu.core.cluster import gpu_type, gpu_type_from_device
+
+    mib = 1 << 20
+    nvl = gpu_for_device("NVIDIA H100 NVL", 95830 * mib)
+    assert nvl.name == "h100-nvl" and 90 << 30 < nvl.capacity_bytes <= 95830 * mib
+    assert nvl.compute_capability == "9.0" and nvl.cublas_workspace_bytes == 32 * mib
+    kind = gpu_type_from_device("NVIDIA H100 NVL", 95830 * mib)
+    assert (kind.name, kind.memory) == ("H100-NVL", 95830 * mib)
+    assert gpu_type("h100nvl") is gpu_type("H100-NVL") and gpu_type("h100-nvl").memory == 94 << 30
+    for name in ("NVIDIA H100 PCIe", "NVIDIA H100 80GB HBM3"):
+        assert gpu_for_device(name, 81559 * mib) == GPUS["h100"]
+    assert get_gpu("H100_NVL").name == "h100-nvl"
+
+
+def test_gpu_for_memory_never_plans_a_bigger_gpu() -> None:
+    from danlu.estimate.memory.gpus import UNKNOWN_CONTEXT_BYTES, gpu_for_memory
+
+    assert gpu_for_memory("H100", 80 << 30) == GPUS["h100"]  # as sold: more than reported
+    small = gpu_for_memory("A100-80GB", 60 << 30)
+    assert (small.name, small.capacity_bytes) == ("a100-80gb", 60 << 30)
+    unknown = gpu_for_memory("NVIDIA L40S", 45 << 30)
+    assert unknown.capacity_bytes == 45 << 30
+    assert unknown.context_bytes == UNKNOWN_CONTEXT_BYTES
+    with pytest.raises(UnknownNameError):
+        gpu_for_memory("NVIDIA L40S", 0)

@@ -7,10 +7,10 @@ from typing import Any
 
 import pytest
 
-from danlu.core.cluster import Cluster, Node, gpu_type
+from danlu.core.cluster import Cluster, GpuType, Node, gpu_type
 from danlu.core.spec import parse_spec
 from danlu.core.units import GiB
-from danlu.estimate.memory import predict
+from danlu.estimate.memory import GPUS, predict
 from danlu.server.routes.estimation import (
     resolve_memory,
     resolve_micro_batch_limit,
@@ -134,3 +134,87 @@ def test_only_factories_in_the_listed_packages_are_traced(
     # only a public name the module defines: not a path through what it imported
     for reach in ("danlu.estimate.zoo:torch.os.fork", "danlu.estimate.zoo:_private"):
         assert "public name" in untraceable(reach, ("danlu.estimate.zoo",))
+
+
+def _requests(monkeypatch: pytest.MonkeyPatch) -> list[Any]:
+    """Record the trace requests (and trace them)."""
+    seen: list[Any] = []
+    real = predict.trace
+
+    def recorded(
+        req: Any, progress: Any = None, timeout_s: float = 60.0, workers: Any = None
+    ) -> Any:
+        seen.append(req)
+        return real(req, progress, timeout_s, workers)
+
+    monkeypatch.setattr(predict, "trace", recorded)
+    return seen
+
+
+@pytest.mark.parametrize("kind", [GpuType("generic", GiB), GpuType("H100", GiB)])
+def test_the_micro_batch_limit_fits_the_node_s_gpu_memory(kind: GpuType) -> None:
+    """A node's GPU type the memory model lacks was planned as an 80 GB A100 (and a known
+    type at the table's capacity, whatever the node's memory): resnet_tiny took the search's
+    cap, 1024 samples, on a 1 GiB GPU."""
+    small = Cluster((Node("n0", 4, kind),), name="t")
+    spec = _spec(model="danlu.estimate.zoo:resnet_tiny")
+    limit = resolve_micro_batch_limit(spec, small, 120.0)
+    # resnet_tiny: ~586 MiB at batch 1 on an H100 (CUDA context included), ~0.8 MiB a sample
+    assert limit is not None and 32 < limit < 1024
+    if kind.name == "H100":
+        assert resolve_micro_batch_limit(spec, CLUSTER, 120.0) == 1024  # 80 GB: the cap
+
+
+def test_the_gpu_planned_for_is_the_smallest_a_job_may_get() -> None:
+    from danlu.server.routes.estimation import _gpu_spec
+
+    cluster = Cluster(
+        (
+            Node("big", 4, gpu_type("H100")),
+            Node("none", 0, GpuType("tiny", 1 << 30)),  # no GPUs: never planned for
+            Node("l40s", 4, GpuType("NVIDIA L40S", 46068 << 20)),
+            Node("a100", 4, GpuType("A100-40GB", 40 * GiB)),
+        ),
+        name="t",
+    )
+    anywhere = _gpu_spec(_spec(), cluster)
+    assert (anywhere.name, anywhere.capacity_bytes) == (
+        "a100-40gb",
+        GPUS["a100-40gb"].capacity_bytes,
+    )
+    only_l40s = _spec().model_copy(
+        update={"resources": _spec().resources.model_copy(update={"gpu_type": ["NVIDIA L40S"]})}
+    )
+    l40s = _gpu_spec(only_l40s, cluster)
+    assert l40s.capacity_bytes == 46068 << 20  # the node's memory, not a bigger card's
+    assert l40s.context_bytes >= max(g.context_bytes for g in GPUS.values())
+    only_h100 = _spec().model_copy(
+        update={"resources": _spec().resources.model_copy(update={"gpu_type": ["H100"]})}
+    )
+    assert _gpu_spec(only_h100, cluster) == GPUS["h100"]
+
+
+def test_a_job_on_more_than_one_gpu_is_estimated_with_ddp_s_buckets(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """danlu.train runs such a job under DDP, whose gradient buckets (one more gradient-sized
+    buffer per GPU) the estimate left out."""
+    seen = _requests(monkeypatch)
+
+    def auto(gpus: str) -> Any:
+        return parse_spec(
+            {
+                "name": "j",
+                "command": ["true"],
+                "resources": {"gpus": gpus, "gpu_memory": "auto"},
+                "training": {"global_batch_size": 16, "model": "danlu.estimate.zoo:mlp_small"},
+            }
+        )
+
+    one, _ = resolve_memory(auto("1"), CLUSTER, 120.0)
+    two, _ = resolve_memory(auto("2"), CLUSTER, 120.0)
+    assert [r.data_parallel for r in seen] == [False, True]
+    assert one.gpu_memory is not None and two.gpu_memory is not None
+    assert two.gpu_memory > one.gpu_memory
+    resolve_micro_batch_limit(_spec(model="danlu.estimate.zoo:mlp_small"), CLUSTER, 120.0)
+    assert seen[-1].data_parallel  # elastic 1..4: it may grow to more than one GPU

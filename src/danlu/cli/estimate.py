@@ -42,8 +42,16 @@ def run_estimate(
     gpu_table: str | None,
     target: str,
     as_json: bool,
+    data_parallel: bool = False,
 ) -> dict[str, Any]:
-    """Do the work of the command; returns the JSON object (also printed)."""
+    """Do the work of the command; returns the JSON object (also printed).
+
+    Every verdict (the traced batch's, each ``--sweep`` row's, ``--max-batch``) is judged
+    against one limit: ``--gpu-memory`` when given (the replay then models a GPU of that
+    size), else the GPU's capacity; the output says which (``limit_bytes``,
+    ``limit_source``)."""
+    from dataclasses import replace
+
     from rich.console import Console
     from rich.markup import escape
     from rich.progress import BarColumn, Progress, TextColumn, TimeElapsedColumn
@@ -75,6 +83,9 @@ def run_estimate(
     if need_fit and len(set(points)) < 2:
         raise SpecError("--fit-points", "fitting M(b) needs at least two batch sizes, e.g. 1,2,4")
     limit = parse_bytes(gpu_memory, "--gpu-memory") if gpu_memory else gpu.capacity_bytes
+    limit_source = "--gpu-memory" if gpu_memory else "capacity"
+    limit_label = f"{format_bytes(limit)} ({limit_source})"
+    judged = replace(gpu, capacity_bytes=limit)  # the GPU the verdicts are for
     margin_bytes = _margin_bytes(margin, limit)
     sizes = sorted(set(points) | ({batch_size} if batch_size else set()))
     req = TraceRequest(
@@ -85,6 +96,7 @@ def run_estimate(
         checkpointing=checkpointing,
         accumulation=accumulation,
         target=target,  # type: ignore[arg-type]
+        data_parallel=data_parallel,
     )
     t0 = time.perf_counter()
     with Progress(
@@ -102,7 +114,7 @@ def run_estimate(
             bar.update(task, completed=done, description=f"{model_ref} (b={b})")
 
         traces = trace(req, progress)
-    estimates = {t.batch_size: replay(t, gpu) for t in traces}
+    estimates = {t.batch_size: replay(t, judged) for t in traces}
     traced_s = time.perf_counter() - t0
     main = estimates[batch_size] if batch_size else estimates[max(estimates)]
     result: dict[str, Any] = {
@@ -113,7 +125,11 @@ def run_estimate(
         "checkpointing": checkpointing,
         "accumulation": accumulation,
         "target": target,
+        "data_parallel": data_parallel,
         **main.to_json(),
+        "capacity_bytes": gpu.capacity_bytes,
+        "limit_bytes": limit,
+        "limit_source": limit_source,
         "trace_seconds": round(traced_s, 3),
     }
     rows: list[dict[str, Any]] = []
@@ -121,7 +137,7 @@ def run_estimate(
         t1 = time.perf_counter()
         by_b = {t.batch_size: t for t in traces}
         model = FittedMemoryModel(
-            [estimates[b] for b in points], gpu, traces=[by_b[b] for b in points]
+            [estimates[b] for b in points], judged, traces=[by_b[b] for b in points]
         )
         result["fit"] = {
             "points": points,
@@ -147,7 +163,14 @@ def run_estimate(
         if sweep_sizes:
             result["sweep"] = rows
         if max_batch:
-            result["max_batch"] = model.max_batch(limit, margin_bytes)
+            try:
+                mb = model.max_batch(limit, margin_bytes)
+            except ExtrapolationError as exc:
+                mb = None
+                result["max_batch_error"] = str(exc)
+            result["max_batch"] = mb
+            # the search stops at the cap: an answer there is a lower bound
+            result["max_batch_capped"] = mb is not None and mb >= model.max_batch_cap
             result["gpu_memory_bytes"] = limit
             result["margin_bytes"] = margin_bytes
         result["fit_seconds"] = round(time.perf_counter() - t1, 4)
@@ -167,16 +190,24 @@ def run_estimate(
         ("peak reserved (allocator)", main.peak_reserved_bytes),
         ("CUDA context", main.context_bytes),
         ("peak on the GPU", main.peak_device_bytes),
-        (f"{gpu.name} capacity", main.capacity_bytes),
+        (f"{gpu.name} capacity", gpu.capacity_bytes),
+        *((("limit (--gpu-memory)", limit),) if gpu_memory else ()),
     ):
         table.add_row(label, str(value), format_bytes(value))
     out.print(table)
-    out.print("fits" if main.fits else "[red]does NOT fit[/red]", f"on {gpu.name}")
+    out.print(
+        "fits" if main.fits else "[red]does NOT fit[/red]",
+        f"within {limit_label} on {gpu.name}",
+    )
     out.print(f"model family (for GPU sharing): {main.family or 'none recognised'}")
     for w in main.warnings:
         err.print(f"[yellow]warning:[/yellow] {escape(str(w))}", highlight=False)
     if rows:
-        st = Table(title="M(b) (fitted from b = " + ",".join(map(str, points)) + ")")
+        st = Table(
+            title="M(b) (fitted from b = "
+            + ",".join(map(str, points))
+            + f"; verdicts within {limit_label})"
+        )
         for col in ("batch", "logical", "reserved", "on the GPU", ""):
             st.add_column(col, justify="right")
         for r in rows:
@@ -194,13 +225,29 @@ def run_estimate(
                 )
         out.print(st)
     if max_batch:
-        mb = result["max_batch"]
-        answer = str(mb) if mb else "none (b=1 does not fit)"
         out.print(
-            f"largest safe batch within {format_bytes(limit)} - margin "
-            f"{format_bytes(margin_bytes)}: {answer}"
+            f"largest safe batch within {limit_label} - margin "
+            f"{format_bytes(margin_bytes)}: {escape(_max_batch_answer(result))}",
+            highlight=False,
         )
     return result
+
+
+def _max_batch_answer(result: dict[str, Any]) -> str:
+    """The ``--max-batch`` answer of ``result`` in words."""
+    if "max_batch_error" in result:
+        return f"not known: {result['max_batch_error']}"
+    mb = result["max_batch"]
+    if not mb:
+        return "none (b=1 does not fit)"
+    if result["max_batch_capped"]:
+        from danlu.estimate.memory.fit import DEFAULT_MAX_EXTRAPOLATION
+
+        return (
+            f"at least {mb} (the search stops at {DEFAULT_MAX_EXTRAPOLATION:g}x the largest "
+            "traced batch; trace larger --fit-points)"
+        )
+    return str(mb)
 
 
 def _margin_bytes(margin: str, limit: int) -> int:
@@ -237,7 +284,7 @@ def register(app: typer.Typer) -> None:
         gpu: Annotated[
             str,
             typer.Option(
-                help="GPU type: h100, h200, a100-80gb, a100-40gb, "
+                help="GPU type: h100, h100-nvl, h200, a100-80gb, a100-40gb, "
                 "v100-32gb, v100-16gb, t4, a10, l4, rtx4090"
             ),
         ] = "h100",
@@ -258,7 +305,8 @@ def register(app: typer.Typer) -> None:
         gpu_memory: Annotated[
             str | None,
             typer.Option(
-                help="memory limit for --max-batch (default: the GPU's capacity), e.g. 80GiB"
+                help="memory limit per GPU that the verdicts, --sweep and --max-batch judge "
+                "against (default: the GPU's capacity), e.g. 80GiB"
             ),
         ] = None,
         margin: Annotated[
@@ -276,6 +324,14 @@ def register(app: typer.Typer) -> None:
             ),
         ] = "cuda",
         as_json: Annotated[bool, typer.Option("--json", help="print one JSON object")] = False,
+        data_parallel: Annotated[
+            bool,
+            typer.Option(
+                "--data-parallel",
+                help="the job runs under DDP on more than one GPU (as danlu.train does): "
+                "count DDP's gradient buckets, one more gradient-sized buffer",
+            ),
+        ] = False,
     ) -> None:
         """Predict the peak GPU memory of one training step (and M(b), the largest batch)."""
         try:
@@ -295,6 +351,7 @@ def register(app: typer.Typer) -> None:
                 gpu_table=gpu_table,
                 target=target,
                 as_json=as_json,
+                data_parallel=data_parallel,
             )
         except DanluError as exc:
             typer.echo(f"error: {exc}", err=True)

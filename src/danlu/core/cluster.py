@@ -41,6 +41,7 @@ GPU_TYPES: Mapping[str, GpuType] = {
     for g in (
         _gpu("H200", 141),
         _gpu("H100", 80),
+        _gpu("H100-NVL", 94),
         _gpu("A100-80GB", 80),
         _gpu("A100-40GB", 40),
         _gpu("V100-32GB", 32),
@@ -67,6 +68,7 @@ _ALIASES = {
     "v100-16": "V100-16GB",
     "rtx-4090": "RTX4090",
     "4090": "RTX4090",
+    "h100nvl": "H100-NVL",
 }
 
 
@@ -86,6 +88,8 @@ _DEVICE_RULES: tuple[tuple[str, str, str, int], ...] = (
     # number is matched whole: "GH200" (Grace Hopper: an H100-class GPU with 96 or 144 GB) is
     # not an H200 and "RTX A1000" not an A100, and both keep their device names
     (r"(?<![A-Z0-9])H200(?!\d)", "H200", "H200", 0),
+    # "NVIDIA H100 NVL": the 94 GB card, not an 80 GB H100
+    (r"(?<![A-Z0-9])H100(?!\d).*\bNVL\b", "H100-NVL", "H100-NVL", 0),
     (r"(?<![A-Z0-9])H100(?!\d)", "H100", "H100", 0),
     (r"(?<![A-Z0-9])A100(?!\d)", "A100-40GB", "A100-80GB", 48),
     (r"(?<![A-Z0-9])V100(?!\d)", "V100-16GB", "V100-32GB", 20),

@@ -11,7 +11,7 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass
 
-from danlu.core.cluster import GPU_TYPES, Cluster, GpuType, Node, gpu_type
+from danlu.core.cluster import GPU_TYPES, Cluster, GpuType, Node, gpu_type, gpu_type_from_device
 from danlu.core.errors import ConfigError, SpecError, UnknownNameError
 from danlu.core.units import format_bytes, parse_bytes
 
@@ -144,6 +144,25 @@ def _known_type(name: str) -> GpuType | None:
         return None
 
 
+def _sized_type(spec: str, group: str, type_name: str, memory: int) -> GpuType:
+    """The type ``COUNTxSIZE:TYPE`` names: a family name without a size (``A100``,
+    ``V100``) is resolved by ``memory`` as a device's name is
+    (:func:`~danlu.core.cluster.gpu_type_from_device`: 40 GiB is an A100-40GB); a variant
+    named with its size (``A100-80GB``, ``v100m16``) that ``memory`` contradicts is refused."""
+    named = gpu_type(type_name)
+    by_memory = gpu_type_from_device(named.name, memory)
+    if by_memory.name == named.name or by_memory.name not in GPU_TYPES:
+        return named
+    # what follows the model number ("A100", "v100") names a size: "-80GB", "m16", "-40"
+    if re.search(r"\d", re.sub(r"^[A-Za-z]*\d+", "", type_name.strip())):
+        raise _fake_error(
+            spec,
+            f"{group!r}: a {format_bytes(memory)} GPU is of type {by_memory.name}, not "
+            f"{named.name}; write {group.partition(':')[0]}:{by_memory.name}",
+        )
+    return GPU_TYPES[by_memory.name]
+
+
 def _fake_error(spec: str, why: str) -> ConfigError:
     return ConfigError(
         f"{_FLAG} {spec!r}: {why}; write COUNTxSIZE or COUNTxTYPE, comma-separated, optionally "
@@ -156,7 +175,9 @@ def fake_inventory(spec: str, hostname: str = "localhost") -> Inventory:
     """An inventory of fake GPUs from ``--fake-gpus``: ``NxSIZE[,NxSIZE...]``, where SIZE is a
     byte size with its unit (``80GiB``, at least 1 GiB) or a GPU type (``H100``; a type name or
     alias is read as the type even when it is a number, as ``4090``), optionally
-    ``NxSIZE:TYPE``. Each group is one node; device indices run across the groups. Raises
+    ``NxSIZE:TYPE`` (a type with size variants named without its size is resolved by SIZE:
+    ``4x40GiB:A100`` is four A100-40GB; a variant SIZE contradicts, as ``40GiB:A100-80GB``,
+    is refused). Each group is one node; device indices run across the groups. Raises
     :class:`ConfigError` naming the flag."""
     nodes: list[NodeInventory] = []
     index = 0
@@ -191,7 +212,11 @@ def fake_inventory(spec: str, hostname: str = "localhost") -> Inventory:
                         f"{group.strip()!r}: a GPU of {format_bytes(memory)} is too small "
                         f"(at least {format_bytes(_LEAST_FAKE_MEMORY)}); is the unit right?",
                     )
-                kind = gpu_type(type_name) if type_name else GpuType("generic", memory)
+                kind = (
+                    _sized_type(spec, group.strip(), type_name, memory)
+                    if type_name
+                    else GpuType("generic", memory)
+                )
             else:
                 kind = gpu_type(size)
                 memory = kind.memory

@@ -17,7 +17,14 @@ from danlu.estimate.memory.fit import (
     fit_piecewise_linear,
     fit_two_phase,
 )
-from danlu.estimate.memory.gpus import GPUS, GpuSpec, get_gpu, gpu_for_device, load_gpu_table
+from danlu.estimate.memory.gpus import (
+    GPUS,
+    GpuSpec,
+    get_gpu,
+    gpu_for_device,
+    gpu_for_memory,
+    load_gpu_table,
+)
 from danlu.estimate.memory.model import MemoryModel
 from danlu.estimate.memory.predict import (
     FittedMemoryModel,
@@ -49,6 +56,7 @@ __all__ = [
     "fit_two_phase",
     "get_gpu",
     "gpu_for_device",
+    "gpu_for_memory",
     "load_gpu_table",
     "replay",
     "trace",

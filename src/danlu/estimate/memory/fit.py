@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 
 from danlu.core.errors import DataError
@@ -57,17 +57,24 @@ class PiecewiseLinearFit:
                 f"optimizer-step peak, so the growth with b is unknown; trace larger batches "
                 f"(e.g. {bmax * 4} and {bmax * 8})"
             )
-        if self.residual > self.tolerance:
-            raise ExtrapolationError(
-                f"{self.what} is not piecewise linear in b over the traced points "
-                f"{sorted(traced)} (misfit {self.residual:.2%} > {self.tolerance:.2%}); "
-                f"trace b={batch_size} directly"
-            )
+        problem = self.refusal()
+        if problem:
+            raise ExtrapolationError(f"{problem}; trace b={batch_size} directly")
         if batch_size > bmax * self.max_extrapolation:
             raise ExtrapolationError(
                 f"b={batch_size} is more than {self.max_extrapolation:g}x the largest traced "
                 f"batch ({bmax}); trace a batch size nearer to it"
             )
+
+    def refusal(self) -> str:
+        """Why the fit answers no untraced batch size at all ("" when it may)."""
+        if self.residual > self.tolerance:
+            return (
+                f"{self.what} is not piecewise linear in b over the traced points "
+                f"{sorted(dict(self.points))} (misfit {self.residual:.2%} > "
+                f"{self.tolerance:.2%})"
+            )
+        return ""
 
     def __call__(self, batch_size: int) -> int:
         """M(b) in bytes (exact at traced points)."""
@@ -178,6 +185,36 @@ def fit_piecewise_linear(
     return best
 
 
+def nonlinear_allocation(lives: Mapping[int, Sequence[int]]) -> str:
+    """Why the allocations of aligned live curves (``{b: live bytes after each event}``) are
+    not linear in b ("" when they are, or fewer than three curves tell).
+
+    The live bytes are exact integers. An allocation's size is the rise of the curve at its
+    event, the same storage at every b; its second difference over three batch sizes is
+    zero exactly when its size is linear in b. A non-zero one (a ``b x b`` matrix, as in a
+    contrastive loss) makes the fitted lines wrong away from the traced points, by a term the
+    traced points hide. Frees are not compared: their order among one another may differ
+    from trace to trace (the autocast cache's casts), which moves the curve without any size
+    being non-linear."""
+    bs = sorted(lives)
+    if len(bs) < 3:
+        return ""
+    curves = [lives[b] for b in bs]
+    for t in range(1, min(len(c) for c in curves)):
+        sizes = [c[t] - c[t - 1] for c in curves]
+        if min(sizes) <= 0:  # a free (or no allocation at some b)
+            continue
+        for i in range(len(bs) - 2):
+            (b0, b1, b2), (s0, s1, s2) = bs[i : i + 3], sizes[i : i + 3]
+            if (s2 - s1) * (b1 - b0) != (s1 - s0) * (b2 - b1):
+                return (
+                    f"an allocation of the step is not linear in b ({s0}, {s1} and {s2} bytes "
+                    f"at b = {b0}, {b1} and {b2}, event {t} of the measured step: e.g. a "
+                    f"b x b matrix), and the fit is linear in b"
+                )
+    return ""
+
+
 class EnvelopeFit:
     """M(b) = max over the step's events t of (A_t + B_t*b): the exact peak of a step whose
     program does not depend on b and whose tensor sizes are linear in b.
@@ -186,7 +223,11 @@ class EnvelopeFit:
     after each event are fitted by a line in b (least squares over the traced points); the
     peak at any b is the upper envelope of those lines. The same refusals as
     :class:`PiecewiseLinearFit`: misfit above ``tolerance`` (relative to the peak) or b beyond
-    ``max_extrapolation`` times the largest traced batch size.
+    ``max_extrapolation`` times the largest traced batch size; and every untraced b when
+    three or more traced sizes show an allocation whose size is not linear in b
+    (:func:`nonlinear_allocation`; ``nonlinear`` says which). ``event_misfit`` is the largest
+    misfit of any event's line at the traced points, relative to the peak (a diagnostic: it
+    also holds the frees' order, which differs between traces).
     """
 
     slope_known = True
@@ -214,6 +255,7 @@ class EnvelopeFit:
         # misfit of the predicted peaks at the traced points (per-event misfits that never
         # reach the peak do not matter)
         self.event_misfit = float((np.abs(fitted - mat).max(axis=1) / peaks).max())
+        self.nonlinear = nonlinear_allocation(lives)
         self.residual = float((np.abs(fitted.max(axis=1) - peaks) / peaks).max())
         self.points = tuple((int(b), int(p)) for b, p in zip(bs, peaks, strict=True))
         self.tolerance = tolerance
@@ -231,17 +273,26 @@ class EnvelopeFit:
             return
         if batch_size < 1:
             raise ExtrapolationError(f"batch size must be >= 1, got {batch_size}")
-        if self.residual > self.tolerance:
-            raise ExtrapolationError(
-                f"{self.what} is not linear in b over the traced points "
-                f"{sorted(traced)} (misfit {self.residual:.2%} > {self.tolerance:.2%}); "
-                f"trace b={batch_size} directly"
-            )
+        problem = self.refusal()
+        if problem:
+            raise ExtrapolationError(f"{problem}; trace b={batch_size} directly")
         if batch_size > max(traced) * self.max_extrapolation:
             raise ExtrapolationError(
                 f"b={batch_size} is more than {self.max_extrapolation:g}x the largest traced "
                 f"batch ({max(traced)}); trace a batch size nearer to it"
             )
+
+    def refusal(self) -> str:
+        """Why the fit answers no untraced batch size at all ("" when it may)."""
+        if self.nonlinear:
+            return f"{self.what} cannot be extrapolated: {self.nonlinear}"
+        if self.residual > self.tolerance:
+            return (
+                f"{self.what} is not linear in b over the traced points "
+                f"{sorted(dict(self.points))} (misfit {self.residual:.2%} > "
+                f"{self.tolerance:.2%})"
+            )
+        return ""
 
     def __call__(self, batch_size: int) -> int:
         """M(b) in bytes (exact at traced points)."""

@@ -11,6 +11,15 @@ default cuBLAS workspace per (handle, stream): 32 MiB on Hopper (sm90), 4096 KiB
 8 before it; training holds ``cublas_handles`` of them (the forward thread and the autograd
 device thread). ``conv_workspace_ratio`` sizes cuDNN workspaces as a fraction of the
 convolution's output bytes (0 until calibrated).
+
+A GPU the table lacks (a new entry of a ``--gpu-table`` file, or a node's GPU type the server
+only knows by name and memory: :func:`gpu_for_memory`) gets the cuBLAS workspace of its
+``compute_capability`` (32 MiB from sm90 on) and, unless the file gives ``context_bytes``,
+:func:`typical_context_bytes` for that capability: the table's public value for the same
+capability (``8.0``: 430 MiB, ``8.6``/``8.9``: 300 MiB, ``7.0``: 310 MiB, ``7.5``: 270 MiB), for
+sm90 and newer the H200's measured 750.8 MiB, otherwise the largest of its major version; with
+no (or an unrecognised) capability :data:`UNKNOWN_CONTEXT_BYTES` (768 MiB) and the 32 MiB
+workspace: the larger figures, so an unknown GPU is never planned fuller than a known one.
 """
 
 from __future__ import annotations
@@ -47,8 +56,22 @@ class GpuSpec:
         return asdict(self)
 
 
+def _major(cc: str) -> int | None:
+    """The major version of a compute capability such as ``"9.0"`` (None: not one)."""
+    head = cc.strip().partition(".")[0]
+    return int(head) if head.isdigit() else None
+
+
+def cublas_workspace_for(compute_capability: str) -> int:
+    """PyTorch's default cuBLAS workspace per (handle, stream) on a GPU of this compute
+    capability: 32 MiB from Hopper (sm90) on, 4096 KiB x 2 + 16 KiB x 8 before it; the
+    larger for an empty or unrecognised capability."""
+    major = _major(compute_capability)
+    return _CUBLAS_PRE_HOPPER if major is not None and major < 9 else _CUBLAS_HOPPER
+
+
 def _g(name: str, cap_gib: float, ctx_mib: float, cc: str) -> GpuSpec:
-    ws = _CUBLAS_HOPPER if cc.startswith("9") else _CUBLAS_PRE_HOPPER
+    ws = cublas_workspace_for(cc)
     return GpuSpec(name, int(cap_gib * GiB), int(ctx_mib * MiB), ws, compute_capability=cc)
 
 
@@ -56,6 +79,9 @@ GPUS: dict[str, GpuSpec] = {
     g.name: g
     for g in (
         _g("h100", 79.19, 520, "9.0"),  # H100 80GB HBM3 (SXM/PCIe)
+        # H100 NVL (94 GB HBM3): NVML's 95830 MiB less the ~470 MiB by which the H100 80GB's
+        # total_memory is below its NVML total; context as the H100's. Not measured
+        _g("h100-nvl", 93.12, 520, "9.0"),
         # H200 141GB HBM3e; capacity and context measured (memory_accuracy.py --calibrate,
         # 2026-11-27: torch 2.11.0+cu130, driver 580.159.04, median of 6 runs)
         _g("h200", 139.80, 750.8125, "9.0"),
@@ -71,14 +97,68 @@ GPUS: dict[str, GpuSpec] = {
 }
 """Built-in GPU table (capacity as reported by the device; context per the module docstring)."""
 
-ALIASES = {"a100": "a100-80gb", "v100": "v100-32gb", "4090": "rtx4090", "rtx-4090": "rtx4090"}
+ALIASES = {
+    "a100": "a100-80gb",
+    "v100": "v100-32gb",
+    "4090": "rtx4090",
+    "rtx-4090": "rtx4090",
+    "h100nvl": "h100-nvl",
+}
+
+_TYPICAL_CONTEXT_MIB: dict[str, float] = {
+    "7.0": 310,
+    "7.5": 270,
+    "8.0": 430,
+    "8.6": 300,
+    "8.9": 300,
+}
+"""Public CUDA-context figures by compute capability (those of the table's entries)."""
+
+HOPPER_CONTEXT_BYTES = int(750.8125 * MiB)
+"""The context of sm90 and newer GPUs the table lacks: the H200's measured value (above the
+H100's public 520 MiB; a newer driver and torch hold more)."""
+
+UNKNOWN_CONTEXT_BYTES = 768 * MiB
+"""The context of a GPU whose compute capability is not known: above every figure in the
+table, so that such a GPU is not planned fuller than a known one."""
+
+
+def typical_context_bytes(compute_capability: str) -> int:
+    """A typical CUDA context for a GPU of ``compute_capability`` that the table lacks (see
+    the module docstring): the default ``context_bytes`` of a new ``--gpu-table`` entry."""
+    cc = compute_capability.strip()
+    major = _major(cc)
+    if major is None:
+        return UNKNOWN_CONTEXT_BYTES
+    if major >= 9:
+        return HOPPER_CONTEXT_BYTES
+    if cc in _TYPICAL_CONTEXT_MIB:
+        return int(_TYPICAL_CONTEXT_MIB[cc] * MiB)
+    same = [v for k, v in _TYPICAL_CONTEXT_MIB.items() if _major(k) == major]
+    return int(max(same) * MiB) if same else UNKNOWN_CONTEXT_BYTES
+
+
+def unknown_gpu(name: str, capacity_bytes: int, compute_capability: str = "") -> GpuSpec:
+    """The spec of a GPU the table lacks, from its memory: context and cuBLAS workspace are
+    the defaults for ``compute_capability`` (:func:`typical_context_bytes`,
+    :func:`cublas_workspace_for`)."""
+    return GpuSpec(
+        gpu_key(name),
+        capacity_bytes,
+        typical_context_bytes(compute_capability),
+        cublas_workspace_for(compute_capability),
+        compute_capability=compute_capability,
+    )
 
 
 def load_gpu_table(path: str | Path | None = None) -> dict[str, GpuSpec]:
     """The built-in table, with entries of the JSON file ``path`` overriding or adding GPUs.
 
     The file maps GPU names to objects with any of :class:`GpuSpec`'s fields, e.g.
-    ``{"h100": {"context_bytes": 547356672}}``.
+    ``{"h100": {"context_bytes": 547356672}}``. A new GPU needs ``capacity_bytes``; its
+    ``cublas_workspace_bytes`` follows its ``compute_capability`` and its ``context_bytes``
+    defaults to :func:`typical_context_bytes` of it (both unless given). An entry that changes
+    a GPU's ``compute_capability`` alone gets that capability's cuBLAS workspace.
     """
     table = dict(GPUS)
     if path is None:
@@ -96,12 +176,18 @@ def load_gpu_table(path: str | Path | None = None) -> dict[str, GpuSpec]:
                 f"--gpu-table: entry {name!r} in {path} must be an object of GpuSpec fields, "
                 f'e.g. {{"capacity_bytes": 85031714816}}, got {fields!r}'
             )
-        base = table.get(key, GpuSpec(key, 0, 0, _CUBLAS_PRE_HOPPER))
         changes = {k: v for k, v in fields.items() if k != "name"}
         for field_name, value in changes.items():
             problem = _field_problem(field_name, value)
             if problem:
                 raise ConfigError(f"--gpu-table: entry {name!r} in {path}: {problem}")
+        cc = changes.get("compute_capability")
+        if key in table:
+            base = table[key]
+            if isinstance(cc, str) and "cublas_workspace_bytes" not in changes:
+                changes["cublas_workspace_bytes"] = cublas_workspace_for(cc)
+        else:
+            base = unknown_gpu(key, 0, cc if isinstance(cc, str) else "")
         table[key] = replace(base, **changes)
         if table[key].capacity_bytes <= 0:
             raise ConfigError(
@@ -164,4 +250,21 @@ def gpu_for_device(
     spec = get_gpu(kind.name, table)
     if 0 < total_memory < spec.capacity_bytes:
         spec = replace(spec, capacity_bytes=total_memory)
+    return spec
+
+
+def gpu_for_memory(name: str, memory: int, table: dict[str, GpuSpec] | None = None) -> GpuSpec:
+    """The spec to plan a GPU with that the scheduler knows by its type ``name`` and
+    ``memory`` in bytes (a node's :class:`~danlu.core.cluster.GpuType`): the table's entry
+    with its capacity lowered to ``memory`` where that is less; for a name the table lacks,
+    :func:`unknown_gpu` of ``memory`` (conservative context and workspace). Never a GPU
+    with more memory than ``memory`` (when ``memory > 0``)."""
+    try:
+        spec = get_gpu(name, table)
+    except UnknownNameError:
+        if memory <= 0:
+            raise
+        return unknown_gpu(name, memory)
+    if 0 < memory < spec.capacity_bytes:
+        spec = replace(spec, capacity_bytes=memory)
     return spec

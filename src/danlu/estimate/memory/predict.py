@@ -285,12 +285,22 @@ class FittedMemoryModel:
         """Peak bytes per GPU: reserved plus the CUDA context (see ``MemoryModel``)."""
         return self.predict_reserved(batch_size) + self.gpu.context_bytes
 
+    @property
+    def max_batch_cap(self) -> int:
+        """The largest batch :meth:`max_batch` answers: ``max_extrapolation`` times the largest
+        traced b. An answer equal to it means "at least this many" (the search stops there)."""
+        return int(max(self.estimates) * self.logical.max_extrapolation)
+
     def max_batch(self, limit_bytes: int, margin_bytes: int = 0) -> int | None:
         """Largest b with ``predict(b) <= limit_bytes - margin_bytes``, within the range the fit
-        supports (at most ``max_extrapolation`` times the largest traced b); None if b=1 does
-        not fit."""
+        supports (at most :attr:`max_batch_cap`; an answer equal to it is a lower bound); None
+        if b=1 does not fit. Raises :class:`ExtrapolationError` when the fit answers no
+        untraced b (not linear in b, or too poor a fit)."""
+        problem = self.logical.refusal()
+        if problem:
+            raise ExtrapolationError(f"{problem}; trace the batch sizes to check directly")
         budget = limit_bytes - margin_bytes
-        hi = int(max(self.estimates) * self.logical.max_extrapolation)
+        hi = self.max_batch_cap
 
         def ok(b: int) -> bool:
             try:

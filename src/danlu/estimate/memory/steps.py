@@ -118,6 +118,33 @@ def _steps_alone(attr: str) -> bool:
     return closure is None or closure.default is not inspect.Parameter.empty
 
 
+DDP_FIRST_BUCKET_BYTES = 1024 * 1024
+"""DDP's first gradient bucket (``torch.distributed._DEFAULT_FIRST_BUCKET_BYTES``)."""
+DDP_BUCKET_BYTES = 25 * 1024 * 1024
+"""DDP's other buckets (``bucket_cap_mb=25``, its default)."""
+
+
+def ddp_bucket_sizes(model: torch.nn.Module) -> list[int]:
+    """The bytes of each gradient bucket ``DistributedDataParallel(model)`` holds with its
+    defaults (``gradient_as_bucket_view=False``: the buckets are buffers of their own) once it
+    has rebuilt them after its first iteration (before that: one bucket per dtype): the
+    parameters that need gradients, last first (about the order their gradients become
+    ready), filled per dtype into buckets closed once they reach 1 MiB (the first) or 25 MiB
+    (the rest). Their sum is the gradients' bytes."""
+    open_: dict[torch.dtype, int] = {}
+    closed: dict[torch.dtype, int] = {}
+    sizes: list[int] = []
+    for p in reversed([p for p in model.parameters() if p.requires_grad]):
+        key = p.dtype
+        open_[key] = open_.get(key, 0) + p.numel() * p.element_size()
+        limit = DDP_FIRST_BUCKET_BYTES if closed.get(key, 0) == 0 else DDP_BUCKET_BYTES
+        if open_[key] >= limit:
+            sizes.append(open_.pop(key))
+            closed[key] = closed.get(key, 0) + 1
+    sizes.extend(n for n in open_.values() if n > 0)
+    return sizes
+
+
 def enable_checkpointing(model: torch.nn.Module, model_ref: str) -> None:
     """Turn on activation checkpointing: ``model.checkpointing = True`` or HF-style."""
     if hasattr(model, "gradient_checkpointing_enable"):

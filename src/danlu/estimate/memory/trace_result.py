@@ -16,6 +16,9 @@ BREAKDOWN_KEYS: tuple[str, ...] = (
     "activations",
     "temporaries",
 )
+DDP_BUCKETS = "ddp_buckets"
+"""The breakdown's key for DistributedDataParallel's gradient buckets (only in traces of a
+:attr:`TraceRequest.data_parallel` step)."""
 
 
 @dataclass(frozen=True)
@@ -27,6 +30,14 @@ class TraceRequest:
     counters) or ``"cpu"`` (what it does on this machine's CPU, with the real CPU kernels'
     internal buffers measured by running each such kernel once: used to check the tracer
     against the real CPU allocator).
+
+    ``data_parallel``: the step runs under ``DistributedDataParallel`` (a job on more than one
+    GPU), as ``danlu.train`` wraps it: with DDP's default ``gradient_as_bucket_view=False``
+    its gradient buckets are one more buffer of the parameters' gradient bytes, allocated when
+    the model is wrapped and held for good (the breakdown's ``ddp_buckets``; split as DDP
+    rebuilds them after its first iteration: 1 MiB first, then 25 MiB, per dtype; the
+    transient of that rebuild is not modelled). Off by default: the tracer cannot know how
+    many GPUs the job gets.
     """
 
     model_ref: str
@@ -38,6 +49,7 @@ class TraceRequest:
     target: Target = "cuda"
     probe_limit_bytes: int = 1 << 30
     sys_path: tuple[str, ...] = ()
+    data_parallel: bool = False
 
     def to_json(self) -> dict[str, Any]:
         """A JSON-ready dict."""

@@ -23,7 +23,12 @@ from torch.utils._pytree import tree_flatten
 
 from danlu.core.errors import SpecError
 from danlu.estimate.memory import kernels, steps
-from danlu.estimate.memory.trace_result import StepTrace, TraceRequest, peak_in_window
+from danlu.estimate.memory.trace_result import (
+    DDP_BUCKETS,
+    StepTrace,
+    TraceRequest,
+    peak_in_window,
+)
 
 _TIMELINE_POINTS = 1000
 
@@ -77,7 +82,9 @@ class StorageTracker(TorchDispatchMode):  # type: ignore[no-untyped-call]
         self.events.append((sid, n))
         weakref.finalize(st, self._freed, key)
 
-    def _pseudo(self, n: int) -> int:
+    def pseudo(self, n: int) -> int:
+        """Allocate ``n`` bytes the model's tensors do not hold (a kernel's workspace, DDP's
+        buckets); returns its storage id (free it with ``events.append((sid, -n))``)."""
         sid = self.next_sid
         self.next_sid += 1
         self.events.append((sid, n))
@@ -101,7 +108,7 @@ class StorageTracker(TorchDispatchMode):  # type: ignore[no-untyped-call]
                 self.cublas_phases.add(self.phase)  # one handle per thread: fwd and autograd
                 self.sites.append((len(self.events), "cublas", 0))
             site = kernels.cuda_site(func, args, out)
-        ws_sid = self._pseudo(workspace) if workspace else None
+        ws_sid = self.pseudo(workspace) if workspace else None
         for t in tree_flatten(out)[0]:
             if isinstance(t, torch.Tensor):
                 self.register(t.untyped_storage())
@@ -129,6 +136,12 @@ def _trace_one(req: TraceRequest, batch_size: int) -> StepTrace:
             param_sids = {
                 tracker.sid_of(s) for s in steps.storages([*model.parameters(), *model.buffers()])
             }
+            # DDP's gradient buckets: allocated when the model is wrapped, never freed
+            bucket_sids: set[int | None] = (
+                {tracker.pseudo(n) for n in steps.ddp_bucket_sizes(model)}
+                if req.data_parallel
+                else set()
+            )
             opt = steps.make_optimizer(req.optimizer, model, foreach)
             batch = make_batch(batch_size)
             batch_sids = {tracker.sid_of(s) for s in steps.storages(batch)}
@@ -174,6 +187,7 @@ def _trace_one(req: TraceRequest, batch_size: int) -> StepTrace:
         grad_sids,
         opt_sids,
         batch_sids,
+        bucket_sids,
     )
     warnings = []
     if tracker.probe is not None and tracker.probe.skipped:
@@ -234,6 +248,7 @@ def _breakdown(
     grads: set[Any],
     opt_state: set[Any],
     batch: set[Any],
+    buckets: set[Any],
 ) -> dict[str, int]:
     forward_ranges: list[tuple[int, int]] = []
     for i, (idx, phase) in enumerate(phase_log):
@@ -256,9 +271,13 @@ def _breakdown(
     out = dict.fromkeys(
         ("parameters", "gradients", "optimizer_state", "activations", "temporaries"), 0
     )
+    if buckets:
+        out[DDP_BUCKETS] = 0
     for sid, (size, born) in live.items():
         if sid in params:
             key = "parameters"
+        elif sid in buckets:
+            key = DDP_BUCKETS
         elif sid in grads:
             key = "gradients"
         elif sid in opt_state:

@@ -38,23 +38,41 @@ class Estimate:
     family: str | None = None
 
 
-def _gpu_name(spec: JobSpec, cluster: Cluster) -> str:
-    wanted = [t.lower() for t in spec.resources.gpu_type]
-    for node in cluster.nodes:
-        if not wanted or node.gpu_type.name.lower() in wanted:
-            return node.gpu_type.name
-    return DEFAULT_GPU
-
-
-def _gpu_or_default(gpu_name: str) -> GpuSpec:
-    """The spec of ``gpu_name``; the default GPU's for a name the memory model lacks."""
+def _gpu_spec(spec: JobSpec, cluster: Cluster) -> GpuSpec:
+    """The GPU to plan ``spec`` for: of the nodes with GPUs of a type it accepts, the one with
+    the least usable memory (the job may land on any), as the memory model sees it
+    (:func:`~danlu.estimate.memory.gpus.gpu_for_memory`: the table's entry, its capacity at
+    most the node's GPU memory; a type the table lacks from that memory). Without such a
+    node: the table's entry of a type the job names, else the default GPU's."""
     from danlu.core.errors import UnknownNameError
-    from danlu.estimate.memory import get_gpu
+    from danlu.estimate.memory.gpus import get_gpu, gpu_for_memory
 
-    try:
-        return get_gpu(gpu_name)
-    except UnknownNameError:
-        return get_gpu(DEFAULT_GPU)
+    wanted = [t.lower() for t in spec.resources.gpu_type]
+    found: list[GpuSpec] = []
+    for node in cluster.nodes:
+        kind = node.gpu_type
+        if node.gpus <= 0 or (wanted and kind.name.lower() not in wanted):
+            continue
+        try:
+            found.append(gpu_for_memory(kind.name, kind.memory))
+        except UnknownNameError:  # a type the table lacks, of unknown memory
+            continue
+    if found:
+        return min(found, key=lambda g: (g.capacity_bytes - g.context_bytes, g.capacity_bytes))
+    for name in wanted:
+        try:
+            return get_gpu(name)
+        except UnknownNameError:
+            continue
+    return get_gpu(DEFAULT_GPU)
+
+
+def _data_parallel(spec: JobSpec) -> bool:
+    """Whether ``spec`` may run on more than one GPU, where ``danlu.train`` wraps its model
+    in DDP (whose gradient buckets the estimate then counts: ``TraceRequest.data_parallel``).
+    An elastic job counts from its largest GPU count: its memory share and micro-batch must
+    also fit when it grows."""
+    return spec.resources.gpus.max > 1
 
 
 def untraceable(model_ref: str, modules: Sequence[str]) -> str:
@@ -79,16 +97,20 @@ def untraceable(model_ref: str, modules: Sequence[str]) -> str:
 def _predict(
     model_ref: str,
     batch_size: int,
-    gpu_name: str,
+    gpu: GpuSpec,
+    data_parallel: bool = False,
     workers: WarmTracers | None = None,
     timeout: float = 1800.0,
 ) -> tuple[int, str | None]:
-    """(peak bytes on the GPU, model family) of one trace at ``batch_size``."""
+    """(peak bytes on the GPU, model family) of one trace at ``batch_size`` on ``gpu``
+    (``data_parallel``: under DDP, its gradient buckets counted)."""
     from danlu.estimate.memory import TraceRequest, estimate_memory
 
-    gpu = _gpu_or_default(gpu_name)
     estimates = estimate_memory(
-        TraceRequest(model_ref, (batch_size,)), gpu, workers=workers, timeout_s=timeout
+        TraceRequest(model_ref, (batch_size,), data_parallel=data_parallel),
+        gpu,
+        workers=workers,
+        timeout_s=timeout,
     )
     return max(e.peak_device_bytes for e in estimates), estimates[0].family
 
@@ -168,7 +190,14 @@ def _trace_auto_batch(
     """:func:`_predict` of ``model`` at the job's ``auto`` batch on its GPU type, in a worker
     thread with ``timeout``: ((peak bytes, family), "") or (None, why not)."""
     return _in_worker(
-        _predict, timeout, model, _auto_batch(spec), _gpu_name(spec, cluster), workers, timeout
+        _predict,
+        timeout,
+        model,
+        _auto_batch(spec),
+        _gpu_spec(spec, cluster),
+        _data_parallel(spec),
+        workers,
+        timeout,
     )
 
 
@@ -179,30 +208,34 @@ trusted up to 32 x the largest)."""
 
 def _largest_micro_batch(
     model_ref: str,
-    gpu_name: str,
+    gpu: GpuSpec,
     limit: int | None,
     upper: int,
     auto_batch: int | None = None,
+    data_parallel: bool = False,
     workers: WarmTracers | None = None,
     timeout: float = 1800.0,
 ) -> tuple[int | None, int | None, str | None]:
     """(the largest safe micro-batch, the peak at ``auto_batch``, the model family): one
     trace subprocess. With ``auto_batch`` (``gpu_memory: auto``) that batch is traced too,
     its peak is the job's memory share and bounds the micro-batch (``limit`` is then
-    ignored)."""
+    ignored). The budget is ``limit``, never more than ``gpu``'s capacity (the node's GPU
+    memory: :func:`_gpu_spec`); ``data_parallel``: DDP's gradient buckets counted."""
     from danlu.estimate.memory import TraceRequest, fit_memory_model
     from danlu.estimate.optimize import largest_safe_batch
 
-    gpu = _gpu_or_default(gpu_name)
     sizes = tuple(sorted({*MICRO_BATCH_TRACES, *([auto_batch] if auto_batch else [])}))
     fitted = fit_memory_model(
-        TraceRequest(model_ref, sizes), gpu, workers=workers, timeout_s=timeout
+        TraceRequest(model_ref, sizes, data_parallel=data_parallel),
+        gpu,
+        workers=workers,
+        timeout_s=timeout,
     )
     peak = None
     if auto_batch:  # traced: exact, as resolve_gpu_memory's own trace would give it
         peak = fitted.estimates[auto_batch].peak_device_bytes
         limit = peak
-    budget = limit if limit is not None else gpu.capacity_bytes
+    budget = gpu.capacity_bytes if limit is None else min(limit, gpu.capacity_bytes)
     try:
         micro = largest_safe_batch(fitted, budget, upper)
     except Exception as exc:  # the peak still stands without a micro-batch limit
@@ -240,10 +273,11 @@ def _traced_micro_batch(
         _largest_micro_batch,
         timeout,
         model,
-        _gpu_name(spec, cluster),
+        _gpu_spec(spec, cluster),
         limit,
         upper,
         auto_batch,
+        _data_parallel(spec),
         workers,
         timeout,
     )
