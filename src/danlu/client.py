@@ -183,6 +183,21 @@ def find_server(home: Path | None = None) -> tuple[str, str | None]:
     return str(info["url"]), token
 
 
+def same_server(a: str, b: str) -> bool:
+    """Whether URLs ``a`` and ``b`` name one server: the same scheme, host (any case) and
+    port (the scheme's default when absent), and path up to a trailing slash."""
+    try:
+        x, y = httpx.URL(a), httpx.URL(b)
+    except httpx.InvalidURL:
+        return False
+    defaults = {"http": 80, "https": 443}
+
+    def key(u: httpx.URL) -> tuple[str, str, int | None, str]:
+        return (u.scheme, u.host.lower(), u.port or defaults.get(u.scheme), u.path.rstrip("/"))
+
+    return key(x) == key(y)
+
+
 def _spec_body(spec: JobSpec | Mapping[str, Any]) -> dict[str, Any]:
     if isinstance(spec, JobSpec):
         return spec.model_dump(mode="json", exclude_defaults=True) | {"name": spec.name}
@@ -262,7 +277,10 @@ class Client:
         """A client for the server started with ``danlu up --home home`` (default ``~/.danlu``).
 
         ``url`` / ``token`` override what the home holds; with both given the home is not read.
-        Environment variables are the caller's business (the CLI reads them in danlu.config).
+        The home's admin token goes only to the server the home names: a ``url`` of another
+        server without a ``token`` is refused (:class:`NoServerError`), never sent the home's
+        credentials. Environment variables are the caller's business (the CLI reads them in
+        danlu.config).
         """
         if url is None or token is None:
             try:
@@ -274,6 +292,11 @@ class Client:
                     f"the server at {url} needs an API token: pass --token or set DANLU_TOKEN "
                     f"({exc})"
                 ) from None
+            if token is None and url is not None and not same_server(url, found_url):
+                raise NoServerError(
+                    f"the server at {url} needs an API token: pass --token or set DANLU_TOKEN "
+                    f"(the token in {home or DEFAULT_HOME} is for {found_url}, another server)"
+                )
             url = url or found_url
             token = token or found_token
         return cls(url, token, transport=transport, timeout=timeout)

@@ -111,6 +111,22 @@ def test_wait_on_an_array_cut_short_exits_1_and_a_whole_one_0(fake: FakeApi) -> 
     assert code == 0 and err == ""
 
 
+def test_wait_json_on_an_array_past_its_timeout_prints_json(fake: FakeApi) -> None:
+    """A plain job's timeout printed ``[]`` on stdout, an array's nothing at all."""
+    array = _array(fake, "RUNNING", 1, 4)
+    code, out, err = run("wait", array, "--json", "--timeout", "0.3", "--poll", "0.1")
+    assert code == 124 and json.loads(out) == [] and "not finished" in err
+
+
+def test_project_members_none_is_refused_not_read_as_all(fake: FakeApi) -> None:
+    """``--members none`` opened the project to every user (an empty list means all)."""
+    for value in ("none", "None", " , "):
+        for command in (["project", "set", "p1"], ["project", "add", "p1"]):
+            code, _, err = run(*command, "--members", value)
+            assert code == 2 and "--members" in err and "'all'" in err, err
+    assert not any(r.method in ("POST", "PATCH") for r in fake.requests)
+
+
 # -- 4. an empty token prefix -------------------------------------------------------------------
 
 

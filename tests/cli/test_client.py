@@ -334,3 +334,20 @@ def test_from_home_without_a_server_says_how_to_start_one(tmp_path: Path) -> Non
     # a url without a token, and no home to read one from: the missing token is named
     with pytest.raises(ConfigError, match="needs an API token: pass --token"):
         Client.from_home(home, url=URL)
+
+
+def test_the_home_s_token_goes_only_to_the_home_s_server(tmp_path: Path) -> None:
+    """A ``--url`` of another server without ``--token`` sent it the home's admin token."""
+    home = tmp_path / "home"
+    home.mkdir()
+    (home / "server.json").write_text(json.dumps({"url": "http://127.0.0.1:8765"}))
+    (home / "admin.token").write_text("dl_secret\n")
+    with pytest.raises(ConfigError, match="another server"):
+        Client.from_home(home, url="http://evil.example:8765")
+    with pytest.raises(ConfigError, match="another server"):
+        Client.from_home(home, url="http://127.0.0.1:9999")
+    for same in ("http://127.0.0.1:8765/", "HTTP://127.0.0.1:8765"):
+        with Client.from_home(home, url=same) as client:
+            assert client._http.headers["authorization"] == "Bearer dl_secret"
+    with Client.from_home(home, url="http://evil.example:8765", token="theirs") as client:
+        assert client._http.headers["authorization"] == "Bearer theirs"

@@ -283,12 +283,23 @@ def _gpus_or_dash(value: Any) -> str:
 
 
 def _members(value: str | None) -> list[str] | None:
-    """``--members``: None when not given, [] for ``all``, else the names."""
+    """``--members``: None when not given, [] for ``all``, else the names. ``none`` (or
+    nothing) is refused: it would read as "nobody", yet an empty list opens the project to
+    every user."""
     if value is None:
         return None
-    if value.strip().lower() in ("all", "everyone", "none", ""):
+    if value.strip().lower() in ("all", "everyone"):
         return []
-    return [name.strip() for name in value.split(",") if name.strip()]
+    names = [name.strip() for name in value.split(",") if name.strip()]
+    if not names or value.strip().lower() == "none":
+        raise common.fail(
+            SpecError(
+                "--members",
+                f"{value!r} names no user: give the users who may submit, comma-separated "
+                "(admins always may), or 'all' to open the project to every user",
+            )
+        )
+    return names
 
 
 def _members_text(data: dict[str, Any]) -> str:

@@ -351,6 +351,8 @@ def wait(
         try:
             ids, left, failed = _with_trials(client, jobs, seconds, poll)
         except WaitTimeout as exc:
+            if json_out:  # stdout stays JSON, as when plain jobs time out
+                print_json(exc.finished)
             err.print(f"[red]error:[/red] {escape(str(exc))}", highlight=False)
             raise typer.Exit(WAIT_TIMEOUT_EXIT) from None
         except DanluError as exc:
