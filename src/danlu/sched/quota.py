@@ -29,7 +29,16 @@ from danlu.core.cluster import MILLI_PER_GPU, Allocation, Cluster
 from danlu.core.errors import ConfigError
 from danlu.sched.policies.base import Policy
 from danlu.sched.policies.danlu_model import LIMIT_KEYS
-from danlu.sched.view import ClusterView, JobRequest, JobStatus, Plan, Preempt, Resize, Start
+from danlu.sched.view import (
+    ClusterView,
+    JobRequest,
+    JobStatus,
+    Plan,
+    Preempt,
+    Resize,
+    Start,
+    preempts_for_dropped,
+)
 
 _SLACK = 1e-9
 """GPU counts are sums of milli-GPU fractions: a quota of 2 holds 8 shares of 250."""
@@ -429,28 +438,14 @@ def _checked(
 def _preempts_for_kept(
     view: ClusterView, plan: Plan, starts: list[Start], resizes: list[Resize]
 ) -> tuple[Preempt, ...]:
-    """``plan``'s preemptions without those made only for moves that were dropped: a job
-    whose GPUs some start or resize of ``plan`` takes, and only ones not among the kept
-    ``starts`` and ``resizes``, keeps running (stopping it would leave its GPUs idle until
-    the next round). A preemption whose GPUs no move takes (the policy's own reason) stays,
-    and so does one whose GPUs a kept move takes. The server's plan recording follows the
-    same rule for starts that will not happen (``record._preempts_for_nothing``)."""
-    takers: dict[tuple[int, int], set[str]] = {}  # a GPU: the moves of the plan placed on it
-    for job_id, allocation in [
-        *((s.job_id, s.allocation) for s in plan.starts),
-        *((r.job_id, r.allocation) for r in plan.resizes),
-    ]:
-        for share in allocation.shares:
-            takers.setdefault((share.node, share.gpu), set()).add(job_id)
+    """``plan``'s preemptions without those made only for moves that were dropped (not
+    among the kept ``starts`` and ``resizes``): :func:`~danlu.sched.view.preempts_for_dropped`,
+    the rule the server's plan recording follows for starts that will not happen."""
     kept = {s.job_id for s in starts} | {r.job_id for r in resizes}
-    holds = {job.id: job.allocation.shares for job in view.running}
-    out: list[Preempt] = []
-    for preempt in plan.preempts:
-        gpus = holds.get(preempt.job_id, ())
-        wanted: set[str] = set().union(*(takers.get((s.node, s.gpu), set()) for s in gpus))
-        if not wanted or wanted & kept:
-            out.append(preempt)
-    return tuple(out)
+    moved = {s.job_id for s in plan.starts} | {r.job_id for r in plan.resizes}
+    holds = {job.id: job.allocation for job in view.running}
+    idle = preempts_for_dropped(plan, holds, moved - kept)
+    return tuple(p for p in plan.preempts if p.job_id not in idle)
 
 
 _BLOCKED = "waiting: its GPUs stay with a job whose growth a quota stopped"

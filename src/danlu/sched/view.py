@@ -322,3 +322,31 @@ class Plan:
         if any(s.job_id == job_id for s in self.starts):
             return None
         return self.waiting_default or None
+
+
+def preempts_for_dropped(
+    plan: Plan, holds: Mapping[str, Allocation], dropped: set[str]
+) -> dict[str, list[str]]:
+    """The running jobs ``plan`` preempts only to free GPUs for moves (starts or resizes)
+    that will not be made (``dropped``, by job id), each with those moves' ids, sorted: its
+    GPUs (``holds``, by job id) are taken by some move of the plan, and by none that stays.
+    Stopping such a job would leave its GPUs idle until the next round. A preemption whose
+    GPUs no move takes (the policy's own reason) is not among them, nor one whose GPUs a
+    move that stays takes. Used where moves of a plan are dropped after it was made: quotas
+    (:class:`~danlu.sched.quota.QuotaPolicy`) and the server's recording of a plan."""
+    if not plan.preempts or not dropped:
+        return {}
+    takers: dict[tuple[int, int], set[str]] = {}  # a GPU: the moves of the plan placed on it
+    moves = [*((s.job_id, s.allocation) for s in plan.starts)]
+    moves += [(r.job_id, r.allocation) for r in plan.resizes]
+    for job_id, allocation in moves:
+        for share in allocation.shares:
+            takers.setdefault((share.node, share.gpu), set()).add(job_id)
+    idle: dict[str, list[str]] = {}
+    for preempt in plan.preempts:
+        held = holds.get(preempt.job_id)
+        shares = held.shares if held is not None else ()
+        wanted: set[str] = set().union(*(takers.get((s.node, s.gpu), set()) for s in shares))
+        if wanted and wanted <= dropped:
+            idle[preempt.job_id] = sorted(wanted)
+    return idle

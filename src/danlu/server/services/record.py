@@ -25,7 +25,14 @@ from danlu.core.errors import PlacementError
 from danlu.core.state import JobState
 from danlu.sched.quota import Usage, growth
 from danlu.sched.quota import held as held_usage
-from danlu.sched.view import BoolArray, ClusterView, IntArray, Plan, Resize
+from danlu.sched.view import (
+    BoolArray,
+    ClusterView,
+    IntArray,
+    Plan,
+    Resize,
+    preempts_for_dropped,
+)
 from danlu.server.db.models import REASON_PREFIX, REASON_PREFIX_LENGTH, Job, Project
 from danlu.server.services import jobs, user_quotas
 from danlu.server.services.bulk import EventBatch, WaitingReasons
@@ -306,34 +313,26 @@ def _preempts_for_nothing(
 ) -> dict[str, str]:
     """The running jobs ``plan`` preempts only to free GPUs for starts that will not happen
     (their jobs held, cancelled, waiting or backing off since the view was built), with the
-    reason: each is left running. A preemption whose GPUs no start or move of the plan
-    takes (the policy's own reasons) goes ahead, and so does one whose GPUs some other start
-    or move takes."""
-    if not plan.preempts or not plan.starts:
+    reason: each is left running (:func:`~danlu.sched.view.preempts_for_dropped`)."""
+    gone = {
+        s.job_id
+        for s in plan.starts
+        if (job := rows.get(s.job_id)) is None
+        or job.state != JobState.PENDING.value
+        or _not_due(job, t) is not None
+    }
+    if not gone or not plan.preempts:
         return {}
-    gone: set[str] = set()
-    for start in plan.starts:
-        job = rows.get(start.job_id)
-        if job is None or job.state != JobState.PENDING.value or _not_due(job, t) is not None:
-            gone.add(start.job_id)
-    if not gone:
-        return {}
-    takers: dict[tuple[int, int], set[str]] = {}  # a GPU: the starts and moves placed on it
-    placements = [(s.job_id, s.allocation) for s in plan.starts]
-    for job_id, alloc in [*placements, *((r.job_id, r.allocation) for r in plan.resizes)]:
-        for share in alloc.shares:
-            takers.setdefault((share.node, share.gpu), set()).add(job_id)
-    idle: dict[str, str] = {}
-    for preempt in plan.preempts:
-        job = rows.get(preempt.job_id)
-        if job is None or job.state != JobState.RUNNING.value:
-            continue
-        gpus = {(s.node, s.gpu) for s in to_allocation(job.allocation, cluster).shares}
-        wanted = set().union(*(takers.get(gpu, set()) for gpu in gpus))
-        if wanted and wanted <= gone:
-            names = ", ".join(sorted(wanted))
-            idle[job.id] = f"not preempted: its GPUs were for {names}, not to start any more"
-    return idle
+    holds = {
+        p.job_id: to_allocation(job.allocation, cluster)
+        for p in plan.preempts
+        if (job := rows.get(p.job_id)) is not None and job.state == JobState.RUNNING.value
+    }
+    idle = preempts_for_dropped(plan, holds, gone)
+    return {
+        job_id: f"not preempted: its GPUs were for {', '.join(names)}, not to start any more"
+        for job_id, names in idle.items()
+    }
 
 
 def apply_plan(
