@@ -19,6 +19,19 @@ ENV_DUMP = (
 )
 """A job that prints one line, ``ENV {...}``, of the variables the tests look at."""
 
+SHELL_CHECKPOINT = (
+    "import os, pathlib, signal, sys, time\n"
+    "def save(*_):\n"
+    "    time.sleep(float(sys.argv[3]))  # writing the checkpoint\n"
+    "    pathlib.Path(sys.argv[2]).write_text('saved')\n"
+    "    sys.exit(75)\n"
+    "signal.signal(signal.SIGTERM, save)\n"
+    "pathlib.Path(sys.argv[1]).write_text(str(os.getpid()))\n"
+    "time.sleep(60)\n"
+)
+"""A program a shell wrapper starts, run as ``python train.py PID_FILE SAVED SECONDS``: it
+writes its pid, and on SIGTERM takes SECONDS to write SAVED, then exits 75."""
+
 
 def wait(ex: Executor, handle: Handle, timeout: float = 60.0) -> ExecStatus:
     """The run's status once it has exited."""

@@ -13,6 +13,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from run_helpers import SHELL_CHECKPOINT
 
 from danlu.core.cluster import Cluster
 from danlu.executors import (
@@ -251,18 +252,6 @@ def test_a_job_that_asked_for_a_longer_grace_gets_it(
     status = wait(ex, handle)
     assert (status.exit_code, status.signal, status.stop_reason) == (*ended, StopReason.PREEMPT)
     assert (b"saved" in ex.logs(handle)[0]) is (own is not None)
-
-
-SHELL_CHECKPOINT = (  # a program a shell wrapper starts: on SIGTERM it saves, then exits 75
-    "import os, pathlib, signal, sys, time\n"
-    "def save(*_):\n"
-    "    time.sleep(float(sys.argv[3]))  # writing the checkpoint\n"
-    "    pathlib.Path(sys.argv[2]).write_text('saved')\n"
-    "    sys.exit(75)\n"
-    "signal.signal(signal.SIGTERM, save)\n"
-    "pathlib.Path(sys.argv[1]).write_text(str(os.getpid()))\n"
-    "time.sleep(60)\n"
-)
 
 
 @pytest.mark.parametrize("wrapper", ["cd {dir} && {cmd}", "{cmd}; echo after"])

@@ -11,6 +11,8 @@ import time
 from pathlib import Path
 from typing import Any
 
+from run_helpers import SHELL_CHECKPOINT
+
 from danlu.executors.ray_actor import GUARD, NodeRun
 
 PY = sys.executable
@@ -93,25 +95,13 @@ def test_a_later_stop_that_ends_sooner_brings_the_kill_forward(tmp_path: Path) -
         assert (done["exit_code"], done["stop"]) == (137, then[0])
 
 
-CHECKPOINT = (  # a program a shell wrapper starts: on SIGTERM it saves, then exits 75
-    "import os, pathlib, signal, sys, time\n"
-    "def save(*_):\n"
-    "    time.sleep(1.0)  # writing the checkpoint\n"
-    "    pathlib.Path(sys.argv[2]).write_text('saved')\n"
-    "    sys.exit(75)\n"
-    "signal.signal(signal.SIGTERM, save)\n"
-    "pathlib.Path(sys.argv[1]).write_text(str(os.getpid()))\n"
-    "time.sleep(60)\n"
-)
-
-
 def test_a_shell_wrappers_program_gets_the_grace_to_checkpoint(tmp_path: Path) -> None:
     """``shell: true``: the SIGTERM kills ``/bin/sh`` at once, and the guard with it; the
     program the shell started was SIGKILLed with the group then, in the middle of its
     checkpoint, long before the grace ended."""
     script, pid_file, saved = tmp_path / "train.py", tmp_path / "pid", tmp_path / "saved"
-    script.write_text(CHECKPOINT)
-    line = f"cd {shlex.quote(str(tmp_path))} && {PY} train.py {pid_file} {saved}; echo after"
+    script.write_text(SHELL_CHECKPOINT)
+    line = f"cd {shlex.quote(str(tmp_path))} && {PY} train.py {pid_file} {saved} 1.0; echo after"
     run = NodeRun(["/bin/sh", "-c", line], ENV, log_dir=str(tmp_path / "log"))
     deadline = time.monotonic() + 15
     while not pid_file.exists() or not pid_file.read_text():

@@ -12,20 +12,12 @@ import sys
 import time
 from pathlib import Path
 
+from run_helpers import SHELL_CHECKPOINT
+
 from danlu.executors import slurm_task
 from danlu.executors.supervise import proc_start_time
 
 PY = sys.executable
-CHECKPOINT = (  # a program a shell wrapper starts: on SIGTERM it saves, then exits 75
-    "import os, pathlib, signal, sys, time\n"
-    "def save(*_):\n"
-    "    time.sleep(1.0)  # writing the checkpoint\n"
-    "    pathlib.Path(sys.argv[2]).write_text('saved')\n"
-    "    sys.exit(75)\n"
-    "signal.signal(signal.SIGTERM, save)\n"
-    "pathlib.Path(sys.argv[1]).write_text(str(os.getpid()))\n"
-    "time.sleep(60)\n"
-)
 
 
 def test_the_task_outlasts_a_shell_wrapper_while_its_program_checkpoints(tmp_path: Path) -> None:
@@ -33,8 +25,8 @@ def test_the_task_outlasts_a_shell_wrapper_while_its_program_checkpoints(tmp_pat
     it, and Slurm then killed what was left of the step: the program the shell started, in
     the middle of its checkpoint."""
     script, pid_file, saved = tmp_path / "train.py", tmp_path / "pid", tmp_path / "saved"
-    script.write_text(CHECKPOINT)
-    line = f"cd {tmp_path} && {PY} train.py {pid_file} {saved}; echo after"
+    script.write_text(SHELL_CHECKPOINT)
+    line = f"cd {tmp_path} && {PY} train.py {pid_file} {saved} 1.0; echo after"
     task = {"command": ["/bin/sh", "-c", line], "env": {"PATH": os.environ["PATH"]}}
     (tmp_path / slurm_task.TASK).write_text(json.dumps(task))
     env = {"PATH": os.environ["PATH"], "SLURMD_NODENAME": "n1"}
