@@ -6,6 +6,7 @@ that dies."""
 from __future__ import annotations
 
 import os
+import tempfile
 import time
 from collections.abc import Iterator
 from pathlib import Path
@@ -191,6 +192,27 @@ def test_a_new_instance_adopts_the_runs(cluster: Any, tmp_path: Path) -> None:
     assert second.logs(handle)[0].decode().split() == ["ready", "done"]
     second.forget(handle)
     assert second.adopt() == []
+
+
+def test_an_ended_run_leaves_no_output_folder_on_its_nodes(ex: Any, tmp_path: Path) -> None:
+    """Each node's part of a run keeps its output in a temporary folder; the folder went
+    with neither the run nor its actor, one per run on every node for good."""
+    go = tmp_path / "go"
+    code = (
+        "import pathlib, time\n"
+        "print('ready', flush=True)\n"
+        f"while not pathlib.Path({str(go)!r}).exists(): time.sleep(0.05)\n"
+        "print('ok')\n"
+    )
+    before = set(Path(tempfile.gettempdir()).glob("danlu-run-*"))
+    handle = ex.submit(launch("tidy-1", code, gpus=(GpuSlot(0, 0), GpuSlot(1, 0))))
+    wait_text(ex, handle, "ready", count=2)
+    made = set(Path(tempfile.gettempdir()).glob("danlu-run-*")) - before
+    assert len(made) == 2  # a folder per node (both nodes of the test cluster are here)
+    go.touch()
+    assert wait(ex, handle).outcome is Outcome.SUCCEEDED
+    assert sorted(ex.logs(handle)[0].decode().split()) == ["ok", "ok", "ready", "ready"]
+    assert not any(folder.exists() for folder in made)
 
 
 def test_a_run_whose_actor_dies_is_re_queued_as_preempted(ex: Any) -> None:

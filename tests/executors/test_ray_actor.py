@@ -164,3 +164,35 @@ def _state(pid: int) -> str:
         return Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0]
     except (OSError, IndexError):
         return "Z"
+
+
+def test_close_removes_the_folder_it_made_and_ends_the_group(tmp_path: Path) -> None:
+    """Every run on a Ray node kept ``/tmp/danlu-run-*/output.log`` for good: the actor was
+    killed with its temporary folder in place. ``close`` removes that folder, and never a
+    ``log_dir`` the caller named."""
+    pid_file = tmp_path / "child.pid"
+    code = (  # a command that leaves a child behind in its group and exits
+        f"import subprocess, pathlib; p = subprocess.Popen(['sleep', '60']); "
+        f"pathlib.Path({str(pid_file)!r}).write_text(str(p.pid)); print('done')"
+    )
+    temp = NodeRun([PY, "-c", code], ENV)
+    folder = temp._log_path.parent
+    assert folder.name.startswith("danlu-run-") and folder.is_dir()
+    assert _until_exit(temp)["output"] == b"done\n"
+    temp.close()
+    assert not folder.exists()
+    child = int(pid_file.read_text())
+    deadline = time.monotonic() + 10
+    while Path(f"/proc/{child}").exists() and _state(child) != "Z":
+        assert time.monotonic() < deadline, "the command's child outlived close"
+        time.sleep(0.05)
+    running = NodeRun([PY, "-c", "import time; time.sleep(60)"], ENV)
+    running_folder = running._log_path.parent
+    running.close()
+    assert _until_exit(running)["exit_code"] == 128 + 9
+    assert not running_folder.exists()
+    named = tmp_path / "named"
+    kept = NodeRun([PY, "-c", "print('x')"], ENV, log_dir=str(named))
+    _until_exit(kept)
+    kept.close()
+    assert (named / "output.log").read_bytes() == b"x\n"

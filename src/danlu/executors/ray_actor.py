@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import contextlib
 import os
+import shutil
 import signal
 import subprocess
 import sys
@@ -48,6 +49,8 @@ class NodeRun:
         self._lock = threading.Lock()
         folder = Path(log_dir) if log_dir else Path(tempfile.mkdtemp(prefix="danlu-run-"))
         folder.mkdir(parents=True, exist_ok=True)
+        self._temp_dir = None if log_dir else folder
+        """The temporary folder this run made for its output (removed by :meth:`close`)."""
         self._log_path = folder / "output.log"
         self._stop: tuple[str, float] | None = None
         self._error = ""
@@ -143,6 +146,20 @@ class NodeRun:
             self._killer = threading.Timer(grace, self._signal, (signal.SIGKILL,))
             self._killer.daemon = True
             self._killer.start()
+
+    def close(self) -> None:
+        """The end of the run once its output has been collected: SIGKILL what is left of
+        the command's process group and remove the temporary folder it was given (a
+        ``log_dir`` named by the caller is left alone). Called before the actor is killed,
+        so that no node keeps a folder per run for good."""
+        self.stop("ended", 0.0)
+        with self._lock:
+            if self._proc is not None:
+                with contextlib.suppress(ProcessLookupError, PermissionError):
+                    os.killpg(self._proc.pid, signal.SIGKILL)
+            if self._temp_dir is not None:
+                shutil.rmtree(self._temp_dir, ignore_errors=True)
+                self._temp_dir = None
 
     def _signal(self, sig: int) -> None:
         if self._proc is None or self._proc.poll() is not None:

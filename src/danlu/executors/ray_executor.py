@@ -313,13 +313,14 @@ class RayExecutor(RunDirExecutor, MultiNodeExecutor, GpuSharingExecutor):
 
     def _kill_actors(self, launch: Mapping[str, Any] | None) -> None:
         """Kill the run's actors, each after it has SIGKILLed what is left of its command
-        (the command's process group outlives an actor killed first)."""
+        (the command's process group outlives an actor killed first) and removed its output
+        folder on its node (:meth:`NodeRun.close`)."""
         actors = []
         for name in (launch or {}).get("actors") or []:
             actor = self._actor_handle(name)
             self._handles.pop(name, None)
             if actor is not None:
-                actors.append((actor, actor.stop.remote("ended", 0.0)))
+                actors.append((actor, actor.close.remote()))
         for actor, stopped in actors:
             with contextlib.suppress(Exception):  # gone already, or not answering
                 self._ray.get(stopped, timeout=CALL_TIMEOUT)
