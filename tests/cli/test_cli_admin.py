@@ -150,3 +150,19 @@ def test_a_users_os_account_is_set_listed_and_cleared(server: str) -> None:
     assert code == 2 and "nothing to change" in err
     code, _, err = run("user", "set", "nobody", "--os-user", "x")
     assert code == 2 and "nobody" in err
+
+
+def test_a_tables_first_column_is_never_cut_on_a_narrow_terminal() -> None:
+    """``danlu webhook ls`` in 80 columns showed the webhook's id wrapped over two lines,
+    and ``webhook rm`` / ``deliveries`` take the whole id."""
+    ident = "whk_0123456789abcdef01234567"
+    url = "https://hooks.example.com/" + "x" * 60
+    table = admin_cli.titled_table(
+        "webhooks",
+        ("ID", "URL", "STATES", "FOR", "PENDING", "DELIVERED", "FAILED", "LAST ERROR"),
+        [(ident, url, "SUCCEEDED,FAILED", "everyone", "0", "12", "3", "timed out " * 4)],
+    )
+    console = Console(width=80, record=True)
+    console.print(table)
+    text = console.export_text()
+    assert ident in text and max(len(line) for line in text.splitlines()) <= 80

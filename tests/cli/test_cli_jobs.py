@@ -173,6 +173,28 @@ def test_submit_wait_submits_then_waits_for_the_end(fake: FakeApi, tmp_path: Pat
     assert code == 1 and [j["state"] for j in json.loads(out)] == ["CANCELLED"]
 
 
+def test_submit_wait_interrupted_names_the_job_that_goes_on(
+    fake: FakeApi, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Ctrl-C during ``submit --wait --json`` exited 130 with nothing printed: the job ran
+    on and its id was nowhere. Now stderr names it (stdout stays empty, as JSON would come
+    only at the end)."""
+    fake.submitted_progress = ["PENDING", "RUNNING"]
+
+    def interrupted(*args: object, **kwargs: object) -> None:
+        raise KeyboardInterrupt
+
+    monkeypatch.setattr(Client, "wait", interrupted)
+    code, out, err = run("submit", str(write(tmp_path, HELLO)), "--wait", "--json")
+    job_id = list(fake.jobs)[-1]
+    assert code == 130 and out == ""
+    assert f"interrupted: job {job_id} goes on (danlu wait {job_id}; danlu cancel {job_id})" in (
+        " ".join(err.split())
+    )
+    code, out, err = run("submit", str(write(tmp_path, HELLO)), "--wait")
+    assert code == 130 and "submitted job" in out and "goes on" in err
+
+
 def test_submit_time_limit_takes_a_duration(fake: FakeApi, tmp_path: Path) -> None:
     for given, seconds in (("5400", 5400.0), ("90m", 5400.0), ("01:30:00", 5400.0)):
         code, out, _ = run("submit", str(write(tmp_path, HELLO)), "--time-limit", given)

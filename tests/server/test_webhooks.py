@@ -355,6 +355,7 @@ def test_the_live_server_tells_an_endpoint_of_a_real_job_and_only_admins_manage_
         ]
         table = CliRunner().invoke(app, ["webhook", "ls", *flags])
         assert table.exit_code == 0 and "webhooks" in table.stdout, table.stderr
+        assert hook["id"] in table.stdout  # whole, on the runner's 80 columns
         listed_json = CliRunner().invoke(app, ["webhook", "ls", "--json", *flags])
         assert json.loads(listed_json.stdout) == listed
         table = CliRunner().invoke(app, ["webhook", "deliveries", hook["id"], *flags])

@@ -17,9 +17,10 @@ import typer
 from rich.console import RenderableType
 from rich.markup import escape
 from rich.table import Table
+from rich.text import Text
 
 from danlu.cli import jobs as common
-from danlu.cli.jobs import HomeOpt, JsonOpt, TokenOpt, UrlOpt
+from danlu.cli.options import HomeOpt, JsonOpt, TokenOpt, UrlOpt
 from danlu.core.errors import SpecError
 from danlu.core.units import format_bytes, parse_bytes
 
@@ -239,10 +240,17 @@ def show_data(data: Any, json_out: bool, render: Callable[[Any], RenderableType]
 
 
 def titled_table(title: str, columns: Sequence[str], rows: Iterable[Sequence[str]]) -> Table:
-    """A table of ``rows`` under ``columns``; the first column left, the others right."""
+    """A table of ``rows`` under ``columns``; the first column left, the others right. The
+    first column (the name or id the other commands take) is never wrapped or cut: on a
+    narrow terminal the other columns give way."""
+    rows = list(rows)
     table = Table(title=title, title_justify="left")
     for i, column in enumerate(columns):
-        table.add_column(column, justify="left" if i == 0 else "right")
+        if i == 0:
+            widest = max((Text.from_markup(row[0]).cell_len for row in rows), default=0)
+            table.add_column(column, justify="left", no_wrap=True, min_width=widest)
+        else:
+            table.add_column(column, justify="right")
     for row in rows:
         table.add_row(*row)
     return table

@@ -11,16 +11,8 @@ import typer
 from rich.markup import escape
 from rich.table import Table
 
-from danlu.cli.jobs import (
-    HomeOpt,
-    JsonOpt,
-    TokenOpt,
-    UrlOpt,
-    connect,
-    console,
-    fail,
-    print_json,
-)
+from danlu.cli.jobs import connect, console, fail, print_json
+from danlu.cli.options import HomeOpt, JsonOpt, TokenOpt, UrlOpt
 from danlu.client import Client
 from danlu.core.errors import DanluError
 from danlu.core.units import parse_since

@@ -14,7 +14,8 @@ from rich.markup import escape
 
 from danlu.cli import jobs as common
 from danlu.cli import top as top_view
-from danlu.cli.jobs import HomeOpt, JsonOpt, TokenOpt, UrlOpt
+from danlu.cli import waiting
+from danlu.cli.options import HomeOpt, JsonOpt, TokenOpt, UrlOpt
 from danlu.core.errors import DanluError, SpecError
 from danlu.core.units import parse_time
 
@@ -165,7 +166,7 @@ def wait_empty(
             if timeout is not None and spent >= timeout:
                 if not quiet:
                     common.console.print(f"timed out: {len(jobs)} job(s) still on {escape(where)}")
-                raise typer.Exit(code=common.WAIT_TIMEOUT_EXIT)
+                raise typer.Exit(code=waiting.WAIT_TIMEOUT_EXIT)
             time.sleep(DRAIN_POLL if timeout is None else min(DRAIN_POLL, timeout - spent))
 
 
@@ -200,7 +201,7 @@ def drain(
             raise SpecError("--wait", "waits for a drain done now; leave out --at")
         if timeout is not None and not wait:
             raise SpecError("--timeout", "applies to --wait; add --wait")
-        seconds = common.parse_timeout(timeout)
+        seconds = waiting.parse_timeout(timeout)
     except DanluError as exc:
         raise common.fail(exc) from None
     _close(node, reason, at, True, gpu, json_out, home, url, token)

@@ -19,7 +19,8 @@ from typing import Annotated, Any
 import typer
 from rich.markup import escape
 
-from danlu.cli.jobs import HomeOpt, TokenOpt, UrlOpt, connect, err, fail, set_path, spec_body
+from danlu.cli.jobs import connect, err, fail, set_path, spec_body
+from danlu.cli.options import HomeOpt, TokenOpt, UrlOpt
 from danlu.client import Client
 from danlu.config import caller_env
 from danlu.core.errors import DanluError, SpecError

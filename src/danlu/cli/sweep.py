@@ -15,7 +15,7 @@ from rich.markup import escape
 
 from danlu.cli import jobs as common
 from danlu.cli.admin import show_data, titled_table
-from danlu.cli.jobs import HomeOpt, JsonOpt, TokenOpt, UrlOpt
+from danlu.cli.options import HomeOpt, JsonOpt, TokenOpt, UrlOpt
 from danlu.core.errors import DanluError
 from danlu.core.spec import load_spec_data
 from danlu.core.sweep import parse_sweep

@@ -15,7 +15,7 @@ from rich.markup import escape
 
 from danlu.cli import jobs as common
 from danlu.cli.admin import show_data, titled_table
-from danlu.cli.jobs import HomeOpt, JsonOpt, TokenOpt, UrlOpt
+from danlu.cli.options import HomeOpt, JsonOpt, TokenOpt, UrlOpt
 
 webhook_app = typer.Typer(
     rich_markup_mode="markdown",  # as the main app (danlu.cli.main)
