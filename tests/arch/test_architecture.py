@@ -35,6 +35,7 @@ ALLOWED: dict[str, set[str]] = {
     },
     "client": {"core"},
     "config": {"core"},
+    "__main__": {"cli"},  # ``python -m danlu``: the command line's other way in
 }
 # config.py for the server, train/env.py for the job; the Slurm executor's per-node task
 # learns from Slurm's variables which node it runs on and hands the rest to the job.
