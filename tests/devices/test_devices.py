@@ -8,13 +8,14 @@ from typing import Any
 
 import pytest
 
-from danlu.core.cluster import Allocation, GpuShare
+from danlu.core.cluster import Allocation, Cluster, GpuShare, Node, gpu_type
 from danlu.core.errors import ConfigError, DanluError
 from danlu.devices import (
     METRICS,
     DeviceUnavailableError,
     discover,
     fake_inventory,
+    inventory_from_cluster,
     sample_metrics,
     type_from_name,
 )
@@ -24,6 +25,26 @@ GiB, MiB = 1024**3, 1024**2
 
 class _Err(Exception):
     pass
+
+
+class _Lost(Exception):
+    """pynvml's NVMLError for ``NVML_ERROR_GPU_IS_LOST`` (15)."""
+
+    def __init__(self) -> None:
+        super().__init__("GPU is lost")
+        self.value = 15
+
+
+def _lose(nvml: Any, uuid: str) -> None:
+    """Make NVML answer GPU_IS_LOST for the memory of the GPU ``uuid`` (it fell off the bus)."""
+    read = nvml.nvmlDeviceGetMemoryInfo
+
+    def memory(h: dict[str, Any]) -> Any:
+        if h["uuid"] == uuid:
+            raise _Lost
+        return read(h)
+
+    nvml.nvmlDeviceGetMemoryInfo = memory
 
 
 def fake_nvml(gpus: list[dict[str, Any]], fail_init: bool = False) -> Any:
@@ -94,6 +115,25 @@ def test_no_nvml_is_a_clear_error() -> None:
     assert isinstance(err.value, DanluError)
     with pytest.raises(DeviceUnavailableError, match="no GPU"):
         discover(fake_nvml([]))
+
+
+def test_a_gpu_nvml_cannot_read_is_left_out_and_the_others_kept(
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    """One lost GPU of four at start-up: the three NVML reads make the inventory (it used to
+    fail discovery as a whole, and the server fell back to a fake GPU)."""
+    nvml = fake_nvml([_gpu(i, "NVIDIA H100 80GB HBM3", 81559 * MiB) for i in range(4)])
+    _lose(nvml, "GPU-2")
+    inv = discover(nvml, hostname="box")
+    assert inv.source == "nvml" and nvml.calls == ["init", "shutdown"]
+    assert [(g.index, g.uuid) for g in inv.gpus] == [(0, "GPU-0"), (1, "GPU-1"), (3, "GPU-3")]
+    assert inv.device_map() == {(0, 0): "0", (0, 1): "1", (0, 2): "3"}
+    assert "GPU 2 cannot be read (GPU is lost)" in caplog.text
+    # none readable: as good as no GPU, with what NVML said
+    everything = fake_nvml([_gpu(0, "NVIDIA H100 80GB HBM3", 81559 * MiB)])
+    _lose(everything, "GPU-0")
+    with pytest.raises(DeviceUnavailableError, match=r"none of NVML's 1 GPUs.*GPU is lost"):
+        discover(everything, hostname="box")
 
 
 @pytest.mark.parametrize(
@@ -185,6 +225,28 @@ def test_nvml_metrics_are_read_fresh() -> None:
         "DCGM_FI_DEV_GPU_TEMP": 70,
         "DCGM_FI_DEV_POWER_USAGE": 100.0,
     }
+
+
+def test_one_gpu_nvml_cannot_read_leaves_the_others_metrics(
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    gpus = [_gpu(i, "NVIDIA H100 80GB HBM3", 80 * GiB, util=50) for i in range(4)]
+    nvml = fake_nvml(gpus)
+    inv = discover(nvml, hostname="h")
+    _lose(nvml, "GPU-2")  # it falls off the bus after start-up
+    samples = sample_metrics(inv, nvml=nvml)
+    assert sorted({s.labels["gpu"] for s in samples}) == ["0", "1", "3"]
+    assert len(samples) == 3 * 4  # no power reading: four gauges a GPU
+    assert "GPU 2 of h cannot be read (GPU is lost)" in caplog.text
+    assert nvml.calls[-1] == "shutdown"
+
+
+@pytest.mark.parametrize("source", ["slurm", "ray"])
+def test_a_clusters_gpus_get_no_made_up_metrics(source: str) -> None:
+    """This host cannot read a Slurm or Ray cluster's GPUs: no gauges, rather than the fake
+    GPUs' synthetic temperature and power under made-up UUIDs."""
+    inv = inventory_from_cluster(Cluster((Node("gpu-node-01", 2, gpu_type("H100")),)), source)
+    assert sample_metrics(inv, [Allocation((GpuShare(0, 0, 1000, GiB),))]) == []
 
 
 @pytest.mark.gpu

@@ -87,6 +87,26 @@ def test_gpus_without_a_counter_are_metered_by_their_power_draw() -> None:
     assert meter.read(70.0, {}) == {key: pytest.approx(2000.0)}
 
 
+def test_a_counter_that_works_only_after_the_first_reading_continues_the_total() -> None:
+    """A GPU whose counter failed at the first reading is metered by its power draw; once the
+    counter answers, the total goes on from there (it fell back to 0: energy un-charged)."""
+    gpus = [_gpu(0, "NVIDIA H100 80GB HBM3", 80 * GiB, energy=None, power=300_000)]
+    nvml = _with_energy(fake_nvml(gpus))
+    inventory = discover(nvml, hostname="box")
+    meter = NvmlEnergyMeter(inventory, nvml)
+    key = (inventory.nodes[0].name, 0)
+    assert meter.read(0.0, {}) == {key: 0.0}
+    assert meter.read(10.0, {}) == {key: pytest.approx(3000.0)}  # 300 W for 10 s
+    gpus[0]["energy"] = 5_000_000_000  # mJ since the driver loaded: answers at last
+    assert meter.read(20.0, {}) == {key: pytest.approx(6000.0)}  # that interval by power
+    gpus[0]["energy"] += 1_000_000  # 1000 J more, by the counter from now on
+    assert meter.read(30.0, {}) == {key: pytest.approx(7000.0)}
+    gpus[0]["energy"] = None  # fails once more: no change
+    assert meter.read(40.0, {}) == {key: pytest.approx(7000.0)}
+    gpus[0]["energy"] = 5_001_500_000
+    assert meter.read(50.0, {}) == {key: pytest.approx(7500.0)}
+
+
 def test_which_meter_an_inventory_gets() -> None:
     assert isinstance(energy_meter(fake_inventory("1x80GiB")), SyntheticEnergyMeter)
     nvml = _with_energy(fake_nvml([_gpu(0, "NVIDIA A100-SXM4-80GB", 80 * GiB, energy=1)]))

@@ -17,9 +17,11 @@ from helpers import user_and_nodes, wait_for
 from danlu.config import load_settings
 from danlu.core.cluster import Node, gpu_type
 from danlu.core.errors import ConfigError
+from danlu.devices.errors import DeviceUnavailableError
+from danlu.devices.health import GpuFault
 from danlu.server.app import _health_program, create_app
 from danlu.server.db import Database
-from danlu.server.health import HealthLoop, HealthProgram
+from danlu.server.health import HealthLoop, HealthProgram, ProgramResult
 from danlu.server.services import cluster, nodes
 
 NOW = 1_000_000.0
@@ -108,6 +110,67 @@ def test_a_program_whose_escaped_child_holds_its_output_is_still_given_up_on(
         if pid_file.exists():
             with contextlib.suppress(ProcessLookupError):
                 os.kill(int(pid_file.read_text()), signal.SIGKILL)
+
+
+def _kill_from(pid_file: Path) -> None:
+    if pid_file.exists():
+        with contextlib.suppress(ProcessLookupError, ValueError):
+            os.kill(int(pid_file.read_text()), signal.SIGKILL)
+
+
+@pytest.mark.parametrize(
+    ("status", "expected"), [(0, (True, "")), (2, (False, "disk check failed (exit status 2)"))]
+)
+def test_a_program_that_leaves_a_process_behind_is_judged_by_its_own_exit(
+    tmp_path: Path, status: int, expected: tuple[bool, str]
+) -> None:
+    """A program that (re)starts a daemon, which keeps its output open, and exits: judged by
+    its exit status (it used to be waited for until its time ran out, a failure)."""
+    pid_file = tmp_path / "pid"
+    program = _script(
+        tmp_path / "restarts",
+        f'sleep 600 &\necho $! > "{pid_file}"\necho "disk check failed"\nexit {status}\n',
+    )
+    try:
+        result = HealthProgram(str(program), timeout=30.0).run()
+        assert result is not None and (result.passed, result.reason) == expected
+        os.kill(int(pid_file.read_text()), 0)  # the daemon is left running
+    finally:
+        _kill_from(pid_file)
+
+
+def test_a_program_that_prints_more_than_a_pipe_holds_is_read_to_its_end(
+    tmp_path: Path,
+) -> None:
+    program = _script(
+        tmp_path / "chatty",
+        'echo "first words"\nhead -c 1000000 /dev/zero | tr "\\0" x\necho\nexit 1\n',
+    )
+    result = HealthProgram(str(program), timeout=30.0).run()
+    assert result == ProgramResult(False, "first words (exit status 1)")
+
+
+class _BrokenNvml:
+    """A GPU check that cannot reach NVML (the driver is gone)."""
+
+    def check(self) -> list[GpuFault]:
+        raise DeviceUnavailableError("NVML cannot start (Driver Not Loaded)")
+
+    def close(self) -> None:
+        pass
+
+
+def test_the_program_runs_when_the_gpu_check_fails(db: Database, tmp_path: Path) -> None:
+    """The two halves of a pass are independent: NVML failing (when the host is sickest)
+    does not skip the admin's program, and the pass still reports the GPU check's error."""
+    program = _script(tmp_path / "check", "echo 'nvidia-smi failed: driver not loaded'\nexit 1\n")
+    with db.session() as s:
+        user_and_nodes(s, (Node("a", 2, gpu_type("H100")),), NOW)
+    loop = HealthLoop(db, _BrokenNvml(), program=HealthProgram(str(program)), hosts=["a"])
+    with pytest.raises(DeviceUnavailableError, match="Driver Not Loaded"):
+        loop.run_once(now=NOW + 1)
+    reason = "health program: nvidia-smi failed: driver not loaded (exit status 1)"
+    assert _states(db) == {"a": ("cordoned", reason)}
 
 
 def test_a_program_that_cannot_run_changes_nothing(db: Database, tmp_path: Path) -> None:

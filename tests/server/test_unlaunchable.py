@@ -6,16 +6,27 @@ from __future__ import annotations
 
 from pathlib import Path
 
+import pytest
 from helpers import user_and_nodes
-from sqlalchemy import select, update
+from sqlalchemy import func, select, update
 
 from danlu.config import load_settings
 from danlu.core.cluster import Cluster
-from danlu.executors import ExecutorUnavailableError, FakeExecutor, FakeWorld, Handle, JobLaunch
+from danlu.executors import (
+    ExecutorError,
+    ExecutorUnavailableError,
+    FakeExecutor,
+    FakeWorld,
+    GpusBusyError,
+    Handle,
+    JobAlreadyRunningError,
+    JobLaunch,
+)
 from danlu.sched.registry import make_policy
 from danlu.server.db import Database, Job, Node
+from danlu.server.db.models import ApiToken
 from danlu.server.reconcile import Reconciler
-from danlu.server.services import events, jobs
+from danlu.server.services import events, jobs, users
 
 NOW = 1_000_000.0
 
@@ -51,16 +62,24 @@ def test_a_job_that_cannot_be_launched_fails_and_frees_its_gpu(
 
 
 class _ControllerDown(FakeExecutor):
-    """A fake executor whose backend is unreachable for the first ``down`` launches."""
+    """A fake executor that refuses the first ``down`` launches with ``error`` (by default,
+    its backend is unreachable)."""
 
-    def __init__(self, inventory: Cluster, world: FakeWorld, down: int) -> None:
+    def __init__(
+        self,
+        inventory: Cluster,
+        world: FakeWorld,
+        down: int,
+        error: ExecutorError | None = None,
+    ) -> None:
         super().__init__(inventory, world)
         self.down = down
+        self.error = error or ExecutorUnavailableError("Unable to contact slurm controller")
 
     def submit(self, job: JobLaunch) -> Handle:
         if self.down > 0:
             self.down -= 1
-            raise ExecutorUnavailableError("Unable to contact slurm controller")
+            raise self.error
         return super().submit(job)
 
 
@@ -87,4 +106,37 @@ def test_a_launch_the_executor_cannot_make_now_is_made_later(db: Database, tmp_p
         assert {n.name: n.launch_failures for n in s.scalars(select(Node))} == {
             inventory.nodes[0].name: 0
         }
+    loop.stop()
+
+
+@pytest.mark.parametrize(
+    "refusal",
+    [
+        ExecutorUnavailableError("Unable to contact slurm controller"),
+        GpusBusyError("a stopping run still holds GPU 0"),
+        JobAlreadyRunningError("its previous run still exits"),
+    ],
+)
+def test_a_refused_launch_leaves_no_token_behind(
+    db: Database, tmp_path: Path, refusal: ExecutorError
+) -> None:
+    """Each launch is made with a fresh job token; one the executor refuses for now takes
+    its token back, so a launch retried every pass does not add a token row a pass."""
+    inventory = Cluster.homogeneous(1, 1, "H100")
+    body = {"command": ["python", "train.py"], "resources": {"gpus": 1}}
+    with db.session() as s:
+        alice = user_and_nodes(s, inventory.nodes, NOW)
+        job_id = jobs.submit(s, {"name": "waits", **body}, alice, now=NOW).id
+    world = FakeWorld()
+    world.script(job_id, duration=100)
+    executor = _ControllerDown(inventory, world, down=5, error=refusal)
+    loop = Reconciler(db, executor, load_settings(home=tmp_path), policy=make_policy("fifo"))
+    for step in range(5):
+        assert loop.run_once(now=NOW + 10 + step).launched == []
+    assert loop.run_once(now=NOW + 20).launched == [job_id]
+    with db.read_session() as s:
+        rows = s.scalar(select(func.count()).select_from(ApiToken).where(ApiToken.job_id == job_id))
+        assert rows == 1
+        live = users.find_token(s, world.launches[-1].token)  # the launched run's token works
+        assert live is not None and live.job_id == job_id
     loop.stop()

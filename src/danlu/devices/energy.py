@@ -5,7 +5,8 @@ to the jobs holding the GPU (:mod:`danlu.server.energy`). Two kinds:
 
 - :class:`NvmlEnergyMeter` reads NVML's total-energy counter (millijoules since the driver
   loaded; Volta and later). A GPU whose driver does not report it is metered by integrating
-  its power draw over the time between readings instead.
+  its power draw over the time between readings instead (and goes on from that total should
+  its counter answer later).
 - :class:`SyntheticEnergyMeter` meters fake GPUs: each draws the fake inventory's synthetic
   power (:func:`~danlu.devices.metrics.synthetic_power`) over the time between readings.
 
@@ -106,22 +107,37 @@ class NvmlEnergyMeter:
             return 0.0
 
     def read(self, t: float, busy: Mapping[GpuKey, int]) -> dict[GpuKey, float]:
+        """Each GPU's joules since the first reading: its counter's rise since then, or
+        its power integrated where the counter has not answered yet. A GPU whose counter
+        answers only after it was metered by power goes on from its integrated total (this
+        reading's interval by power too), so that no total ever falls."""
         if self._lib is None:
             self._lib = load_nvml(self._module)
         counted: dict[GpuKey, float] = {}
         watts: dict[GpuKey, float] = {}
+        # the GPUs whose counter answers for the first time after they were metered by
+        # power, with their counter now (joules)
+        switched: dict[GpuKey, float] = {}
         for key, device in self.gpus.items():
             joules = self._counter(device)
-            if joules is not None:
+            if joules is None:
+                if key in self._first:  # a counter that failed this once: no change
+                    counted[key] = self._counted[key]
+                else:
+                    watts[key] = self._power(device)
+            elif key in self._first or key not in self._integrator.totals:
                 first = self._first.setdefault(key, joules)
                 if joules < first + self._counted.get(key, 0.0):  # the driver reloaded
                     first = self._first[key] = joules - self._counted[key]
                 counted[key] = self._counted[key] = joules - first
-            elif key in self._first:  # a counter that failed this once: no change
-                counted[key] = self._counted[key]
             else:
+                switched[key] = joules
                 watts[key] = self._power(device)
-        return self._integrator.add(t, watts) | counted
+        totals = self._integrator.add(t, watts)
+        for key, joules in switched.items():
+            self._first[key] = joules - totals[key]
+            counted[key] = self._counted[key] = totals[key]
+        return totals | counted
 
     def close(self) -> None:
         if self._lib is not None:

@@ -8,6 +8,7 @@ degrees C, power in watts. Labels: ``gpu`` (device index), ``UUID``, ``device``
 from __future__ import annotations
 
 import contextlib
+import logging
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from types import ModuleType
@@ -16,6 +17,8 @@ from typing import Any
 from danlu.core.cluster import MILLI_PER_GPU, Allocation
 from danlu.devices.inventory import GpuInfo, Inventory
 from danlu.devices.nvml import load_nvml, read_gpu
+
+log = logging.getLogger(__name__)
 
 _MiB = 1024**2
 
@@ -113,19 +116,29 @@ def sample_metrics(
     allocations: Iterable[Allocation] = (),
     nvml: ModuleType | Any | None = None,
 ) -> list[MetricSample]:
-    """Current per-GPU samples: read from NVML for an NVML inventory, synthesised from
-    ``allocations`` (node/GPU indices of ``inventory.cluster()``) for a fake one."""
-    if inventory.source != "nvml":
+    """Current per-GPU samples: read from NVML for an NVML inventory (a GPU NVML cannot read
+    now, e.g. one lost, is left out with a warning logged; the others are sampled),
+    synthesised from ``allocations`` (node/GPU indices of ``inventory.cluster()``) for a fake
+    one, and none for a cluster's nodes (Slurm's, Ray's), whose GPUs this host cannot read."""
+    if inventory.source == "fake":
         current = synthetic(inventory, allocations)
         return [s for n in current.nodes for g in n.gpus for s in _samples(g, n.hostname)]
+    if inventory.source != "nvml":
+        return []
     lib = load_nvml(nvml)
+    samples: list[MetricSample] = []
     try:
-        return [
-            s
-            for n in inventory.nodes
-            for g in n.gpus
-            for s in _samples(read_gpu(lib, g.index), n.hostname)
-        ]
+        for node in inventory.nodes:
+            for gpu in node.gpus:
+                try:
+                    read = read_gpu(lib, gpu.index)
+                except Exception as exc:  # this GPU only: the others' series go on
+                    log.warning(
+                        "metrics: GPU %d of %s cannot be read (%s)", gpu.index, node.hostname, exc
+                    )
+                    continue
+                samples += _samples(read, node.hostname)
     finally:
         with contextlib.suppress(Exception):  # shutting down is best effort
             lib.nvmlShutdown()
+    return samples

@@ -6,6 +6,7 @@ Every function takes an optional ``nvml`` module object so tests can inject a fa
 from __future__ import annotations
 
 import contextlib
+import logging
 import socket
 from types import ModuleType
 from typing import Any
@@ -13,6 +14,8 @@ from typing import Any
 from danlu.core.cluster import GpuType, gpu_type_from_device
 from danlu.devices.errors import DeviceUnavailableError
 from danlu.devices.inventory import GpuInfo, Inventory, NodeInventory
+
+log = logging.getLogger(__name__)
 
 _GiB = 1024**3
 _NVML_HINT = (
@@ -79,21 +82,41 @@ def read_gpu(nvml: Any, index: int) -> GpuInfo:
 def discover(nvml: ModuleType | Any | None = None, hostname: str | None = None) -> Inventory:
     """This host's GPUs from NVML, grouped into one node per GPU type (in device order).
 
-    Raises :class:`DeviceUnavailableError` (with the fix) when NVML is missing or finds no
-    GPU."""
+    A GPU NVML cannot read (one that fell off the bus answers ``GPU_IS_LOST``) is left out
+    of the inventory, with a warning logged: the GPUs NVML can read are served, and the one
+    left out is taken back by a restart once it is mended. Raises
+    :class:`DeviceUnavailableError` (with the fix) when NVML is missing, cannot count the
+    GPUs, finds none, or can read none of them."""
     lib = load_nvml(nvml)
     host = hostname or socket.gethostname()
+    gpus: list[GpuInfo] = []
+    unreadable: list[str] = []
     try:
-        gpus = [read_gpu(lib, i) for i in range(int(lib.nvmlDeviceGetCount()))]
-    except DeviceUnavailableError:
-        raise
-    except Exception as exc:
-        raise DeviceUnavailableError(
-            f"NVML failed reading the GPUs ({exc}); {_NVML_HINT}"
-        ) from None
+        try:
+            count = int(lib.nvmlDeviceGetCount())
+        except Exception as exc:
+            raise DeviceUnavailableError(
+                f"NVML failed counting the GPUs ({exc}); {_NVML_HINT}"
+            ) from None
+        for index in range(count):
+            try:
+                gpus.append(read_gpu(lib, index))
+            except Exception as exc:  # e.g. GPU_IS_LOST: this GPU only, not the host's
+                log.warning(
+                    "GPU %d cannot be read (%s): it is left out of the inventory; reset it "
+                    "(nvidia-smi -r) or reboot, then restart danlu to use it",
+                    index,
+                    exc,
+                )
+                unreadable.append(f"GPU {index}: {exc}")
     finally:
         with contextlib.suppress(Exception):  # shutting down is best effort
             lib.nvmlShutdown()
+    if unreadable and not gpus:
+        raise DeviceUnavailableError(
+            f"none of NVML's {len(unreadable)} GPUs can be read ({'; '.join(unreadable)}); "
+            f"{_NVML_HINT}"
+        )
     if not gpus:
         raise DeviceUnavailableError(f"NVML found no GPU; {_NVML_HINT}")
     groups: dict[tuple[str, int], list[GpuInfo]] = {}

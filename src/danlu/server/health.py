@@ -21,7 +21,10 @@ restart counted against its ``max_restarts``.
 **The health program** (``DANLU_HEALTH_PROGRAM``, as Slurm's ``HealthCheckProgram``): an
 executable run with no arguments and no shell, in a session of its own. Exiting 0 is a pass;
 anything else, or running over :data:`PROGRAM_TIMEOUT` seconds (it is killed then, with what
-it started), is a failure, whose reason is the first line it printed. On a failure this
+it started), is a failure, whose reason is the first line it printed. It is judged when it
+exits: a process it leaves running (a daemon it restarted) is left alone, even while it
+holds the program's output open. It runs at every pass, also when the GPU check fails
+(NVML gone with the driver: the host is sick then). On a failure this
 host's nodes are cordoned (:func:`~danlu.server.services.nodes.close_marked`); on a pass
 the nodes it closed are opened again (:func:`~danlu.server.services.nodes.reopen_marked`),
 and a node an admin closed stays closed. A program that cannot be started is logged, and
@@ -33,6 +36,7 @@ from __future__ import annotations
 import contextlib
 import logging
 import os
+import selectors
 import signal
 import subprocess
 import threading
@@ -40,7 +44,7 @@ import time
 from collections.abc import Collection, Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Final
+from typing import IO, Final
 
 from danlu.devices.health import GpuFault, HealthCheck
 from danlu.server.db import Database
@@ -55,8 +59,15 @@ DEFAULT_INTERVAL = 30.0
 PROGRAM_TIMEOUT: Final = 60.0
 """Seconds the health program may run before it is killed and counted as a failure."""
 _REASON_CHARACTERS: Final = 300
-_DRAIN_SECONDS: Final = 5.0
-"""Seconds to read what a killed program left in its pipes."""
+_KEPT_BYTES: Final = 64 * 1024
+"""Bytes of each of the program's outputs kept for its reason (the rest is read and
+dropped)."""
+_READ_BYTES: Final = 64 * 1024
+_POLL_SECONDS: Final = 0.1
+"""Seconds between two looks at whether the program has exited while it prints nothing."""
+_DRAIN_SECONDS: Final = 1.0
+"""Seconds at most to read what is left in the pipes once the program has exited (more
+only when a process it left behind keeps writing)."""
 BLAME_PASS_SECONDS: Final = 1.0
 """A failed run's :meth:`HealthLoop.blame` makes a GPU pass unless one ended this many
 seconds ago (many runs failing at once cost one pass)."""
@@ -96,7 +107,10 @@ class HealthProgram:
         return None
 
     def run(self) -> ProgramResult | None:
-        """Run the program once; None when it could not be started."""
+        """Run the program once; None when it could not be started. It is judged when it
+        exits, by its exit status: a process it leaves running (a daemon it restarted) may
+        hold its output open, and is neither waited for nor read from after the program
+        exits (nor killed)."""
         try:
             child = subprocess.Popen(
                 [self.path],
@@ -108,23 +122,61 @@ class HealthProgram:
         except OSError as exc:
             log.warning("the health program %s cannot start: %s", self.path, exc.strerror)
             return None
+        pipes = [pipe for pipe in (child.stdout, child.stderr) if pipe is not None]
         try:
-            out, err = child.communicate(timeout=self.timeout)
-        except subprocess.TimeoutExpired:
+            said = _read_until_exit(child, pipes, self.timeout)
+        finally:
+            for pipe in pipes:
+                pipe.close()
+        if said is None:
             with contextlib.suppress(ProcessLookupError):
                 os.killpg(child.pid, signal.SIGKILL)
-            try:
-                child.communicate(timeout=_DRAIN_SECONDS)
-            except subprocess.TimeoutExpired:  # a process of its own session holds the pipes
-                for pipe in (child.stdout, child.stderr):
-                    if pipe is not None:
-                        pipe.close()
-                child.wait()
+            child.wait()  # killed: it goes at once (its pipes are closed already)
             return ProgramResult(False, f"{self.path} ran over {self.timeout:g} s")
         if child.returncode == 0:
             return ProgramResult(True)
-        said = _first_line(out, err) or "no output"
-        return ProgramResult(False, f"{said} (exit status {child.returncode})")
+        reason = _first_line(*said) or "no output"
+        return ProgramResult(False, f"{reason} (exit status {child.returncode})")
+
+
+def _read_until_exit(
+    child: subprocess.Popen[bytes], pipes: Sequence[IO[bytes]], timeout: float
+) -> list[bytes] | None:
+    """What ``child`` printed on each of ``pipes`` (the first :data:`_KEPT_BYTES` of each;
+    the rest is read and dropped, so that it never blocks on a full pipe) until it exits and
+    then what it left in them; None when it runs over ``timeout`` seconds. Once the child
+    has exited, only what is already in the pipes is read: a process it left behind may
+    keep them open."""
+    kept = {pipe.fileno(): bytearray() for pipe in pipes}
+    deadline = time.monotonic() + timeout
+    with selectors.DefaultSelector() as selector:
+        for pipe in pipes:
+            selector.register(pipe.fileno(), selectors.EVENT_READ)
+        exited: float | None = None  # when the child was found to have exited
+        while selector.get_map():
+            now = time.monotonic()
+            if exited is None and child.poll() is not None:
+                exited = now
+            if exited is None and now >= deadline:
+                return None
+            if exited is not None and now - exited > _DRAIN_SECONDS:
+                break  # a process it left behind keeps writing: enough
+            ready = selector.select(0 if exited is not None else min(deadline - now, _POLL_SECONDS))
+            if exited is not None and not ready:
+                break  # all it wrote is read; what holds the pipes now is not the program
+            for key, _ in ready:
+                data = os.read(int(key.fd), _READ_BYTES)
+                if not data:
+                    selector.unregister(key.fd)
+                    continue
+                buffer = kept[int(key.fd)]
+                buffer += data[: max(0, _KEPT_BYTES - len(buffer))]
+    if exited is None:
+        try:
+            child.wait(max(0.0, deadline - time.monotonic()))
+        except subprocess.TimeoutExpired:
+            return None
+    return [bytes(kept[pipe.fileno()]) for pipe in pipes]
 
 
 class HealthLoop:
@@ -176,13 +228,25 @@ class HealthLoop:
     def run_once(self, now: float | None = None) -> list[str]:
         """One pass at ``now`` (default: the clock); returns what it changed, a line each:
         ``NODE GPU N: reason`` for a GPU closed, ``NODE: closed: reason`` and ``NODE:
-        reopened`` for a node the program closed or opened."""
+        reopened`` for a node the program closed or opened. The GPU check and the program
+        run independently: when one fails, the other still runs, and the pass then raises
+        the failure (what the other changed is logged)."""
         t = resolve_now(now)
-        changed = self._gpus(t)
-        if self.program is not None and self.hosts:
-            changed += self._program(self.program, t)
+        changed: list[str] = []
+        failures: list[Exception] = []
+        # the two halves are independent: NVML failing (the driver gone) is when the admin's
+        # program matters most
+        for half in (self._gpus, self._programs):
+            try:
+                changed += half(t)
+            except Exception as exc:
+                failures.append(exc)
         for line in changed:
             log.warning("health: %s", line)
+        if failures:  # the loop logs a failed pass (the first failure; the rest logged here)
+            for other in failures[1:]:
+                log.warning("health pass: the other half failed too: %s", other)
+            raise failures[0]
         return changed
 
     def blame(
@@ -224,6 +288,11 @@ class HealthLoop:
                 return closed
             finally:
                 self._last_gpu_pass = time.monotonic()
+
+    def _programs(self, t: float) -> list[str]:
+        if self.program is None or not self.hosts:
+            return []
+        return self._program(self.program, t)
 
     def _program(self, program: HealthProgram, t: float) -> list[str]:
         result = program.run()  # no transaction open while it runs

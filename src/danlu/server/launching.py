@@ -18,7 +18,8 @@ import logging
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from sqlalchemy import select
+from sqlalchemy import delete, select
+from sqlalchemy.exc import SQLAlchemyError
 from sqlalchemy.orm import Session
 
 from danlu.config import Settings
@@ -43,6 +44,7 @@ from danlu.executors import (
 )
 from danlu.executors.accounts import os_account
 from danlu.server.db import Database, Job
+from danlu.server.db.models import ApiToken
 from danlu.server.run_as import give_to
 from danlu.server.services import jobs, locks, nodes, users
 from danlu.server.services.projects import HOLDING
@@ -207,12 +209,14 @@ class LaunchStep:
             report.launched.append(job_id)
             return names
         except JobAlreadyRunningError:  # its previous run still exits: launched a pass later
+            self._discard_token(job_id, launch.token, report)
             self._stop_previous(job_id, attempt, report)
-        except GpusBusyError:
-            pass  # another job's run still holds one of its GPUs: next pass
+        except GpusBusyError:  # another job's run still holds one of its GPUs: next pass
+            self._discard_token(job_id, launch.token, report)
         except ExecutorUnavailableError as exc:  # e.g. Slurm's controller down: next pass
             log.warning("reconcile: cannot launch %s now: %s", job_id, exc)
             report.errors.append(f"launch {job_id}: {exc}")
+            self._discard_token(job_id, launch.token, report)
         except (ExecutorError, OSError) as exc:  # OSError: one job's files, not the pass
             if is_node_fault(exc):
                 log.warning("reconcile: the node could not launch %s: %s", job_id, exc)
@@ -227,6 +231,23 @@ class LaunchStep:
             )
             self._settle(job_id, attempt, failed, t, report)
         return set()
+
+    def _discard_token(self, job_id: str, token: str | None, report: RoundReport) -> None:
+        """Delete the token issued for a launch of ``job_id`` the executor refused for now
+        (nothing started with it): the next pass issues the launch its own, and a launch
+        refused pass after pass would leave a token row a pass. A store that fails now
+        leaves this one row (revoked with the job's next token or its end)."""
+        if token is None:
+            return
+        try:
+            with self.db.session() as session:
+                session.execute(
+                    delete(ApiToken).where(
+                        ApiToken.token_hash == users.hash_token(token), ApiToken.job_id == job_id
+                    )
+                )
+        except (DanluError, SQLAlchemyError) as exc:  # best effort: never the pass's end
+            report.errors.append(f"launch {job_id}: cannot delete its unused token: {exc}")
 
     def _unprepared(
         self, job_id: str, attempt: int, exc: OSError, t: float, report: RoundReport
@@ -324,7 +345,8 @@ class LaunchStep:
 
     def job_launch(self, session: Session, job: Job) -> JobLaunch:
         """The launch of ``job``'s current attempt, with the job environment of DESIGN.md
-        (a fresh API token of the job's user is issued in ``session``). With
+        (a fresh API token of the job's user is issued in ``session``; a launch the executor
+        refuses for now deletes it: :meth:`_discard_token`). With
         ``DANLU_RUN_AS=user`` it runs as its user's OS account, which owns its checkpoint
         directory; an account this host lacks is an :class:`InvalidLaunchError`. An
         :class:`OSError` when that directory cannot be made or given to the account."""

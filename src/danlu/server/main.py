@@ -7,6 +7,7 @@ runs it with uvicorn until interrupted.
 from __future__ import annotations
 
 import fcntl
+import ipaddress
 import json
 import logging
 import os
@@ -93,8 +94,9 @@ def lock_home(home: Path) -> IO[str]:
 
 
 def find_inventory(fake_gpus: str | None, announce: Callable[[str], None]) -> Inventory:
-    """NVML's GPUs, or the fake inventory ``fake_gpus`` (also when NVML is unavailable);
-    a fake inventory is announced through ``announce``."""
+    """NVML's GPUs (one NVML cannot read is left out: :func:`~danlu.devices.discover`), or
+    the fake inventory ``fake_gpus``, or :data:`FALLBACK_FAKE` when NVML is unavailable or
+    can read no GPU; a fake inventory is announced through ``announce``."""
     if fake_gpus:
         inventory = fake_inventory(fake_gpus)
         announce(f"danlu: using FAKE GPUs from --fake-gpus {fake_gpus}: {inventory.describe()}")
@@ -115,8 +117,15 @@ def _announce(text: str) -> None:
     print(text, file=sys.stderr, flush=True)
 
 
+LISTEN_BACKLOG = 2048
+"""Connections the kernel queues before the server accepts them (uvicorn's default)."""
+
+
 def bind(host: str, port: int) -> socket.socket:
-    """A listening-ready TCP socket on ``host:port`` (port 0: a free one)."""
+    """A listening TCP socket on ``host:port`` (port 0: a free one), which uvicorn serves.
+    It listens at once: with ``SO_REUSEADDR`` (a restart need not wait out the old
+    server's connections) a port only bound by another server could be bound again, so
+    a second server on a port would pass this check and fail later, in uvicorn."""
     if not 0 <= port <= 65535:
         raise ConfigError(f"--port (DANLU_PORT) must be 0..65535 (0: any free port), got {port}")
     family = socket.AF_INET6 if ":" in host else socket.AF_INET
@@ -124,6 +133,7 @@ def bind(host: str, port: int) -> socket.socket:
     sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
     try:
         sock.bind((host, port))
+        sock.listen(LISTEN_BACKLOG)
     except (OSError, OverflowError) as exc:
         sock.close()
         reason = exc.strerror if isinstance(exc, OSError) and exc.strerror else str(exc)
@@ -133,6 +143,50 @@ def bind(host: str, port: int) -> socket.socket:
         ) from None
     sock.set_inheritable(False)
     return sock
+
+
+def _resolves(name: str) -> bool:
+    """Whether ``name`` resolves to an address here."""
+    try:
+        return bool(socket.getaddrinfo(name, None, type=socket.SOCK_STREAM))
+    except (OSError, UnicodeError):
+        return False
+
+
+_LOOPBACK_NAMES = frozenset({"localhost", "localhost.localdomain", "ip6-localhost", "ip6-loopback"})
+"""Names a misconfigured host gives as its FQDN (``/etc/hosts`` maps its name to
+``127.0.0.1 localhost``) that no other host reaches it by."""
+
+
+def advertised_host(host: str, announce: Callable[[str], None]) -> str:
+    """The name jobs (``DANLU_API_URL``), the CLI (``server.json``) and the banner reach a
+    server listening on ``host`` by: ``host`` itself, or for a wildcard address (``0.0.0.0``,
+    ``::``) this host's name (its FQDN, else its host name; never ``localhost``) where it
+    resolves, else the loopback, which only this host reaches (said through ``announce``).
+    A name that resolves here to a loopback address (Debian's ``127.0.1.1``) is kept: the
+    other hosts resolve it through their DNS."""
+    try:
+        wildcard = ipaddress.ip_address(host).is_unspecified
+    except ValueError:  # a name, not an address
+        return host
+    if not wildcard:
+        return host
+    names = dict.fromkeys(
+        name
+        for name in (socket.getfqdn(), socket.gethostname())
+        if name and name.lower() not in _LOOPBACK_NAMES
+    )
+    for name in names:
+        if _resolves(name):
+            return name
+    loopback = "::1" if ":" in host else "127.0.0.1"
+    announce(
+        f"danlu: listening on every address (--host {host}), but this host's name "
+        f"{next(iter(names), '')!r} does not resolve; jobs are told to reach the control plane "
+        f"on {loopback}, which only this host reaches: give --host an address of this machine "
+        "or make its name resolve"
+    )
+    return loopback
 
 
 def _open_store(settings: Settings) -> str | None:
@@ -184,7 +238,8 @@ def prepare(
 ) -> Prepared:
     """Lock the home (one control plane per home: :func:`lock_home`), migrate the store,
     bootstrap the admin token (``{home}/admin.token``, mode 0600), find the GPUs, bind the
-    port and build the app with its local executor."""
+    port and build the app with its local executor. The URL handed to the jobs and the CLI
+    names :func:`advertised_host` (this host's name for a wildcard ``host``)."""
     home = Path(settings.home)
     check_run_as(settings)
     try:
@@ -212,7 +267,8 @@ def prepare(
         )
         sock = bind(host, settings.port if port is None else port)
         bound_host, bound_port = sock.getsockname()[:2]
-        shown = f"[{bound_host}]" if ":" in bound_host else bound_host
+        reached = advertised_host(bound_host, announce)
+        shown = f"[{reached}]" if ":" in reached else reached
         url = f"http://{shown}:{bound_port}"
         if inventory is None:
             try:

@@ -259,6 +259,8 @@ class _StoreCollector(Collector):
         except Exception as exc:  # NVML can fail at any time; the rest of /metrics still works
             log.warning("metrics: cannot sample the GPUs: %s", exc)
             return
+        if not samples:  # a cluster's GPUs (Slurm's, Ray's): this host cannot read them
+            return
         families = {
             name: GaugeMetricFamily(name, help_text, labels=list(DCGM_LABELS))
             for name, help_text in METRICS.items()
