@@ -11,7 +11,7 @@ from sqlalchemy.orm import Session
 
 from danlu.core.errors import SpecError
 from danlu.core.state import JobState
-from danlu.server.db.models import Job, Sweep, User
+from danlu.server.db.models import Job, Project, Sweep, User
 from danlu.server.errors import ConflictError, NotFoundError, PermissionDenied
 
 IN_CHUNK = 500
@@ -84,4 +84,30 @@ def by_id(
         raise NotFoundError(kind, key)
     if viewer is not None and not viewer.is_admin and row.user_id != viewer.id:
         raise PermissionDenied(f"{kind} {row.id} belongs to another user")
+    return row
+
+
+Lockable = TypeVar("Lockable", Job, Project, User)
+
+
+def lock_row(session: Session, model: type[Lockable], key: Any) -> Lockable:
+    """The row of ``model`` whose ``id`` is ``key``, read again (the session's copy
+    refreshed, after its pending changes are flushed) with the row locked until the
+    transaction ends: ``SELECT ... FOR NO KEY UPDATE`` on PostgreSQL. A transaction that
+    reads what it will write (the row, or rows the row stands for: a user's jobs, a
+    project's members) then waits for a concurrent one that does the same to commit, and
+    starts from what that one wrote, instead of writing over it or losing an optimistic
+    version race at its flush; rows that only refer to it (a job's events and metric
+    records, a user's jobs) are still inserted meanwhile. SQLite renders no lock: its
+    writers are serialised anyway (every write transaction begins ``IMMEDIATE``).
+    :class:`NotFoundError` when the row is gone."""
+    query = (
+        select(model)
+        .where(model.id == key)
+        .with_for_update(key_share=True)
+        .execution_options(populate_existing=True)
+    )
+    row = session.scalar(query)
+    if row is None:
+        raise NotFoundError(model.__tablename__.rstrip("s"), str(key))
     return row

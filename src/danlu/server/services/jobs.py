@@ -26,7 +26,7 @@ from danlu.server.errors import ConflictError, NotFoundError, PermissionDenied
 from danlu.server.services import admission, dependencies, members, webhooks
 from danlu.server.services.bulk import EventBatch, flush_jobs
 from danlu.server.services.cluster import load_cluster
-from danlu.server.services.common import by_id, resolve_now, state_values
+from danlu.server.services.common import by_id, lock_row, resolve_now, state_values
 from danlu.server.services.projects import (
     DEFAULT_PROJECT,
     HOLDING,
@@ -91,7 +91,10 @@ def owner_of(session: Session, spec: JobSpec, caller: User) -> User:
 
 
 def _check_unfinished(session: Session, owner: User, limit: int) -> None:
-    """ConflictError when ``owner`` has ``limit`` unfinished jobs already."""
+    """ConflictError when ``owner`` has ``limit`` unfinished jobs already. The owner's row
+    stays locked until the transaction ends, so that concurrent submissions for one owner
+    count one after the other, each seeing the jobs the one before inserted."""
+    lock_row(session, User, owner.id)
     unfinished = [s.value for s in JobState if not s.terminal]
     query = select(Job.seq).where(Job.user_id == owner.id, Job.state.in_(unfinished))
     count = session.scalar(select(func.count()).select_from(query.limit(limit).subquery()))
@@ -218,6 +221,14 @@ def get_job(session: Session, job_id: str, viewer: User | None = None) -> Job:
     ``viewer``: a non-admin may see only their own jobs (else :class:`PermissionDenied`).
     """
     return by_id(session, Job, "job", job_id, viewer)
+
+
+def locked_job(session: Session, job_id: str, viewer: User | None = None) -> Job:
+    """:func:`get_job` with its row locked until the transaction ends, read again
+    (:func:`~danlu.server.services.common.lock_row`): a change of one job (a request's, an
+    expiry's) waits for a concurrent change of it to commit, the reconcile loop's included,
+    and applies to what that one wrote instead of failing its version check."""
+    return lock_row(session, Job, get_job(session, job_id, viewer).id)
 
 
 def list_jobs(
@@ -475,7 +486,7 @@ def cancel_job(
     GPUs (RUNNING, PREEMPTING) gets ``cancel_requested_at`` and the reconcile loop stops it and
     records CANCELLED. Cancelling twice is harmless; a finished job is a ConflictError."""
     t = resolve_now(now)
-    job = get_job(session, job_id, viewer)
+    job = locked_job(session, job_id, viewer)
     who = viewer.name if viewer is not None else "the system"
     why = reason or f"cancelled by {who}"
     state = JobState(job.state)
@@ -497,7 +508,7 @@ def set_priority(session: Session, job_id: str, priority: int, viewer: User | No
     preempted). A finished job is a :class:`ConflictError`."""
     if isinstance(priority, bool) or not -MAX_PRIORITY <= priority <= MAX_PRIORITY:
         raise SpecError("priority", f"must lie within -{MAX_PRIORITY}..{MAX_PRIORITY}")
-    job = get_job(session, job_id, viewer)
+    job = locked_job(session, job_id, viewer)
     state = JobState(job.state)
     if state.terminal:
         raise ConflictError(f"job {job.id} already finished ({state}); its priority stays")
@@ -520,7 +531,7 @@ def hold(
     not, changes nothing. A finished job, or a running one that is not preemptible, cannot
     be held (:class:`ConflictError`: cancel that one instead); a held job can always be
     released, and a running one released before its preemption keeps running."""
-    job = get_job(session, job_id, viewer)
+    job = locked_job(session, job_id, viewer)
     state = JobState(job.state)
     if held and state.terminal:  # before "unchanged": a job held before it ended too
         raise ConflictError(f"job {job.id} is {job.state}: a finished job cannot be held")

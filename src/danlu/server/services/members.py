@@ -17,6 +17,7 @@ from danlu.core.errors import SpecError
 from danlu.core.values import check_values
 from danlu.server.db.models import Project, ProjectMember, User
 from danlu.server.errors import PermissionDenied
+from danlu.server.services.common import lock_row
 
 
 def members(session: Session, project: Project) -> list[str]:
@@ -46,7 +47,8 @@ def members_by_project(session: Session) -> dict[int, list[str]]:
 def set_members(session: Session, project: Project, names: Iterable[str]) -> list[str]:
     """Make ``names`` the members of ``project`` (none: open to every user); returns them
     sorted. An unknown user name is a :class:`SpecError` naming ``members``, one with a NUL
-    character one naming ``members.N``."""
+    character one naming ``members.N``. Concurrent calls for one project take turns: the
+    last to commit sets the list."""
     given = list(names)
     check_values(given, "members")  # no NUL characters: PostgreSQL's text takes none
     wanted = sorted(set(given))
@@ -56,6 +58,9 @@ def set_members(session: Session, project: Project, names: Iterable[str]) -> lis
         raise SpecError(
             "members", f"unknown user(s) {', '.join(map(repr, unknown))}; add them first"
         )
+    # Concurrent replacements of one project's list take turns (its row locked until the
+    # transaction ends): each deletes the list the one before inserted, then inserts its own.
+    lock_row(session, Project, project.id)
     session.execute(delete(ProjectMember).where(ProjectMember.project_id == project.id))
     if wanted:
         rows = [{"project_id": project.id, "user_id": found[name]} for name in wanted]

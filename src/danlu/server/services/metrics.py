@@ -40,6 +40,20 @@ def _clean(value: Any, field: str) -> Any:
     raise SpecError(field, "metric values must be numbers, strings, booleans or null")
 
 
+def _seconds(value: Any, field: str) -> float:
+    """A record's ``time`` as a float; :class:`SpecError` naming ``field`` for anything but a
+    finite number (an integer too large for a float too)."""
+    if isinstance(value, bool) or not isinstance(value, int | float):
+        raise SpecError(field, "must be a number of seconds")
+    try:
+        seconds = float(value)
+    except OverflowError:  # an integer past ~1.8e308
+        raise SpecError(field, "must be a number of seconds") from None
+    if not math.isfinite(seconds):
+        raise SpecError(field, "must be a number of seconds")
+    return seconds
+
+
 def ingest(
     session: Session,
     job: Job,
@@ -64,9 +78,7 @@ def ingest(
         step = record.get("step")
         if isinstance(step, bool) or not isinstance(step, int) or not 0 <= step <= MAX_INT:
             raise SpecError(f"{where}.step", f"an integer step in 0..{MAX_INT} is required")
-        when = record.get("time", t)
-        if isinstance(when, bool) or not isinstance(when, int | float) or not math.isfinite(when):
-            raise SpecError(f"{where}.time", "must be a number of seconds")
+        when = _seconds(record.get("time", t), f"{where}.time")
         for key in record:
             check_text(str(key), where, "metric names")
         data = {
@@ -82,7 +94,7 @@ def ingest(
                 raise SpecError(f"{where}.checkpoint_step", f"must lie within 0..{MAX_INT}")
             checkpoint = max(checkpoint or 0, ckpt)
         last = step if last is None else max(last, step)
-        rows.append(JobMetric(job_id=job.id, step=step, time=float(when), data=data))
+        rows.append(JobMetric(job_id=job.id, step=step, time=when, data=data))
     session.add_all(rows)
     values: dict[str, Any] = {}
     if last is not None and last != job.last_step:
