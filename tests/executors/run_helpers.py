@@ -33,6 +33,22 @@ SHELL_CHECKPOINT = (
 writes its pid, and on SIGTERM takes SECONDS to write SAVED, then exits 75."""
 
 
+GANG_CHECKPOINT = (
+    "import os, signal, sys, time\n"
+    "terms = []\n"
+    "signal.signal(signal.SIGTERM, lambda *_: terms.append(1))\n"
+    "print('ready', flush=True)\n"
+    "while not terms:\n"
+    "    time.sleep(0.05)\n"
+    "if os.environ['PET_NODE_RANK'] == '0':\n"
+    "    time.sleep(2.5)  # writing its checkpoint: longer than the tests' cancel grace\n"
+    "print('checkpointed after', len(terms), 'SIGTERM', flush=True)\n"
+    "sys.exit(75)\n"
+)
+"""A job of several nodes that checkpoints and exits 75 on SIGTERM: at once on all but the
+node of rank 0, which takes 2.5 s; each prints how many SIGTERMs it got by then."""
+
+
 def wait(ex: Executor, handle: Handle, timeout: float = 60.0) -> ExecStatus:
     """The run's status once it has exited."""
     deadline = time.monotonic() + timeout

@@ -396,6 +396,37 @@ def test_orphans_the_job_leaves_are_reaped_while_it_runs(ex: LocalExecutor, tmp_
     assert zombies == []
 
 
+LEADER_EXITS = (
+    "import pathlib, subprocess, sys, time\n"
+    "child = subprocess.Popen(['sleep', '60'])  # in the job's process group\n"
+    "pathlib.Path(sys.argv[1]).write_text(str(child.pid))\n"
+    "while not pathlib.Path(sys.argv[2]).exists(): time.sleep(0.02)\n"
+)
+
+
+def test_a_lost_supervisor_leaves_nothing_of_the_job_running(
+    ex: LocalExecutor, tmp_path: Path
+) -> None:
+    """The supervisor dies (SIGKILLed by an admin, the OOM killer): what is left of the
+    job's process group was killed only while its leader still ran. A leader that had
+    exited (a shell wrapper) left the rest running on the GPUs of a run reported ended."""
+    pid_file, go = tmp_path / "child", tmp_path / "go"
+    handle = ex.submit(JobLaunch("lost", (PY, "-c", LEADER_EXITS, str(pid_file), str(go))))
+    child = int(wait_for(pid_file))
+    try:
+        job = json.loads((tmp_path / "state" / "runs" / "lost" / "job.json").read_text())
+        os.kill(job["supervisor_pid"], signal.SIGKILL)
+        go.touch()  # the leader exits; its child runs on in the group
+        assert _gone(job["pid"]), "the leader did not exit"
+        assert proc_start_time(child) is not None and os.getpgid(child) == job["pgid"]
+        status = wait(ex, handle)
+        assert status.outcome is Outcome.FAILED and status.message == "supervisor lost"
+        assert _gone(child), "the job's process outlived its lost run"
+    finally:
+        with contextlib.suppress(ProcessLookupError):
+            os.kill(child, signal.SIGKILL)
+
+
 def test_cancel_kills(ex: LocalExecutor) -> None:
     handle = ex.submit(launch("long", "import time; time.sleep(60)"))
     time.sleep(0.3)

@@ -14,7 +14,7 @@ from typing import Any
 
 import pytest
 from ray_cluster import NODES, ray_cluster
-from run_helpers import ENV_DUMP, envs, launch, wait, wait_text
+from run_helpers import ENV_DUMP, GANG_CHECKPOINT, envs, launch, wait, wait_text
 
 from danlu.executors import (
     GpusBusyError,
@@ -121,35 +121,33 @@ def test_exit_codes_are_classified(ex: Any) -> None:
     assert "cannot start '/no/such/program'" in ex.logs(missing)[0].decode()
 
 
-SLOW_CHECKPOINT = (
-    "import signal, sys, time\n"
-    "def stop(*_):\n"
-    "    print('checkpointing', flush=True); time.sleep(0.5); sys.exit(75)\n"
-    "signal.signal(signal.SIGTERM, stop)\n"
-    "print('ready', flush=True)\n"
-    "time.sleep(60)\n"
-)
-
-
 def test_preemption_lets_the_job_checkpoint_on_every_node(ex: Any) -> None:
-    handle = ex.submit(launch("pre-1", SLOW_CHECKPOINT, gpus=(GpuSlot(0, 0), GpuSlot(1, 0))))
+    """One node checkpoints at once and exits 75; the other takes longer than the cancel
+    grace. The first one's exit made every poll stop the gang with the cancel's grace: the
+    slow node got a SIGTERM per poll and was killed in the middle of its checkpoint."""
+    handle = ex.submit(launch("pre-1", GANG_CHECKPOINT, gpus=(GpuSlot(0, 0), GpuSlot(1, 0))))
     wait_text(ex, handle, "ready", count=2)
     ex.preempt(handle, grace_seconds=20)
     status = wait(ex, handle)
     assert status.outcome is Outcome.PREEMPTED and status.checkpointed, status
     assert status.stop_reason is StopReason.PREEMPT
-    assert ex.logs(handle)[0].decode().count("checkpointing") == 2
+    assert ex.logs(handle)[0].decode().count("checkpointed after 1 SIGTERM") == 2
 
 
 def test_a_job_ignoring_sigterm_is_killed_after_the_grace_and_a_cancel_fails_it(
     ex: Any,
 ) -> None:
+    """The node of rank 1 checkpoints (exit 75) but the other ignores the SIGTERM and is
+    killed: the run did not checkpoint (it was reported as the 75 that came first)."""
     code = (
-        "import signal, time; signal.signal(signal.SIGTERM, signal.SIG_IGN); "
-        "print('ready', flush=True); time.sleep(60)"
+        "import os, signal, sys, time\n"
+        "checkpoint = lambda *_: sys.exit(75)\n"
+        "rank1 = os.environ['PET_NODE_RANK'] == '1'\n"
+        "signal.signal(signal.SIGTERM, checkpoint if rank1 else signal.SIG_IGN)\n"
+        "print('ready', flush=True); time.sleep(60)\n"
     )
-    handle = ex.submit(launch("stubborn-1", code, gpus=(GpuSlot(0, 2),)))
-    wait_text(ex, handle, "ready")
+    handle = ex.submit(launch("stubborn-1", code, gpus=(GpuSlot(0, 2), GpuSlot(1, 2))))
+    wait_text(ex, handle, "ready", count=2)
     ex.preempt(handle, grace_seconds=1.0)
     status = wait(ex, handle)
     assert status.outcome is Outcome.PREEMPTED and not status.checkpointed
@@ -160,13 +158,28 @@ def test_a_job_ignoring_sigterm_is_killed_after_the_grace_and_a_cancel_fails_it(
     assert status.outcome is Outcome.FAILED and status.stop_reason is StopReason.CANCEL
 
 
-def test_when_one_node_fails_the_others_are_stopped(ex: Any) -> None:
+def test_when_one_node_fails_the_others_are_stopped(ex: Any, tmp_path: Path) -> None:
+    """Once, not at every poll; and the failed node's last line, which has no newline, is
+    not joined to the next node's output in the job's log."""
+    ready = tmp_path / "ready"
     code = (
-        "import os, sys, time\nif os.environ['PET_NODE_RANK'] == '1': sys.exit(5)\ntime.sleep(60)\n"
+        "import os, pathlib, signal, sys, time\n"
+        f"ready = pathlib.Path({str(ready)!r})\n"
+        "if os.environ['PET_NODE_RANK'] == '1':\n"
+        "    while not ready.exists(): time.sleep(0.05)\n"
+        "    sys.stdout.write('rank 1 fails'); sys.exit(5)\n"
+        "terms = []\n"
+        "signal.signal(signal.SIGTERM, lambda *_: terms.append(1))\n"
+        "ready.touch()\n"
+        "while not terms: time.sleep(0.05)\n"
+        "time.sleep(0.6)  # the control plane polls meanwhile\n"
+        "print('stopped by', len(terms), 'SIGTERM', flush=True); sys.exit(1)\n"
     )
     handle = ex.submit(launch("gang-1", code, gpus=(GpuSlot(0, 3), GpuSlot(1, 3))))
     status = wait(ex, handle, timeout=30)
     assert status.outcome is Outcome.FAILED and status.exit_code == 5
+    lines = ex.logs(handle)[0].decode().splitlines()
+    assert "rank 1 fails" in lines and "stopped by 1 SIGTERM" in lines, lines
 
 
 def test_busy_gpus_and_a_second_run_are_refused(ex: Any) -> None:

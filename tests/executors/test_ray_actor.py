@@ -11,8 +11,10 @@ import time
 from pathlib import Path
 from typing import Any
 
+import pytest
 from run_helpers import SHELL_CHECKPOINT
 
+from danlu.executors import ray_actor
 from danlu.executors.ray_actor import GUARD, NodeRun
 
 PY = sys.executable
@@ -48,6 +50,25 @@ def test_output_comes_in_whole_lines(tmp_path: Path) -> None:
     assert run.status(0)["output"].startswith(b"one\n")  # asked again: handed out again
     done = _until_exit(run)
     assert done["output"] == b"one\ntwo\nend" and done["exit_code"] == 0
+
+
+def test_an_exited_commands_output_is_cut_at_line_ends_while_more_follows(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Once the command has exited its output was handed out in pieces of :data:`CHUNK`
+    cut anywhere: the control plane, which ends a piece without a newline with one (so
+    that another node's output does not join it), would cut a line in two."""
+    monkeypatch.setattr(ray_actor, "CHUNK", 8)
+    code = "import sys; print('one two'); print('three'); sys.stdout.write('a long end')"
+    run = NodeRun([PY, "-c", code], ENV, log_dir=str(tmp_path))
+    _until_exit(run)
+    pieces, offset, more = [], 0, True
+    while more:
+        status = run.status(offset)
+        pieces.append(status["output"])
+        offset, more = status["offset"], status["more"]
+    # a line longer than a piece, or the output's unterminated end, is handed out as it is
+    assert pieces == [b"one two\n", b"three\n", b"a long e", b"nd"]
 
 
 def test_stop_terms_then_kills(tmp_path: Path) -> None:

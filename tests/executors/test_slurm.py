@@ -10,7 +10,7 @@ import time
 from pathlib import Path
 
 import pytest
-from run_helpers import ENV_DUMP, envs, launch, wait, wait_text
+from run_helpers import ENV_DUMP, GANG_CHECKPOINT, envs, launch, wait, wait_text
 from slurm_cluster import GPUS_PER_NODE, NODES, SlurmCluster
 
 from danlu.executors import (
@@ -116,18 +116,10 @@ def test_exit_codes_are_classified(ex: SlurmExecutor) -> None:
     assert wait(ex, oom).outcome is Outcome.OOM
 
 
-SLOW_CHECKPOINT = (
-    "import signal, sys, time\n"
-    "def stop(*_):\n"
-    "    print('checkpointing', flush=True); time.sleep(0.5); sys.exit(75)\n"
-    "signal.signal(signal.SIGTERM, stop)\n"
-    "print('ready', flush=True)\n"
-    "time.sleep(60)\n"
-)
-
-
 def test_preemption_lets_the_job_checkpoint_on_every_node(ex: SlurmExecutor) -> None:
-    handle = ex.submit(launch("pre-1", SLOW_CHECKPOINT, gpus=(GpuSlot(0, 0), GpuSlot(1, 0))))
+    """One node checkpoints at once and exits 75; ``srun --kill-on-bad-exit`` then killed
+    the other in the middle of its checkpoint."""
+    handle = ex.submit(launch("pre-1", GANG_CHECKPOINT, gpus=(GpuSlot(0, 0), GpuSlot(1, 0))))
     deadline = time.monotonic() + 30
     while ex.logs(handle)[0].decode().count("ready") < 2:
         assert time.monotonic() < deadline, ex.logs(handle)
@@ -136,7 +128,7 @@ def test_preemption_lets_the_job_checkpoint_on_every_node(ex: SlurmExecutor) -> 
     status = wait(ex, handle)
     assert status.outcome is Outcome.PREEMPTED and status.checkpointed, status
     assert status.stop_reason is StopReason.PREEMPT
-    assert ex.logs(handle)[0].decode().count("checkpointing") == 2
+    assert ex.logs(handle)[0].decode().count("checkpointed after 1 SIGTERM") == 2
 
 
 def test_a_job_ignoring_sigterm_is_killed_after_the_grace(ex: SlurmExecutor) -> None:
@@ -158,7 +150,7 @@ def test_a_cancelled_job_ends_failed(ex: SlurmExecutor) -> None:
     ex.cancel(cancelled)
     status = wait(ex, cancelled)
     assert status.outcome is Outcome.FAILED and status.stop_reason is StopReason.CANCEL
-    assert status.exit_code == 128 + 15 and status.signal is None  # died of the SIGTERM
+    assert (status.exit_code, status.signal) == (128 + 15, 15)  # died of the SIGTERM
 
 
 def test_busy_gpus_and_a_second_run_are_refused(ex: SlurmExecutor) -> None:
@@ -191,8 +183,10 @@ def test_a_new_instance_adopts_the_runs(slurm: SlurmCluster, tmp_path: Path) -> 
 
 
 def test_the_exit_the_tasks_recorded_is_used_once_slurm_forgot_the_job(
-    ex: SlurmExecutor, tmp_path: Path
+    slurm: SlurmCluster, ex: SlurmExecutor, tmp_path: Path
 ) -> None:
+    """Polled by a new instance (a control plane that restarted), which asks Slurm of this
+    job alone: ``squeue -j`` of only unknown ids fails, which was taken for an error."""
     handle = ex.submit(launch("forgot-1", "import sys; sys.exit(4)", gpus=(GpuSlot(0, 1),)))
     run_dir = tmp_path / "state" / "runs" / "forgot-1"
     deadline = time.monotonic() + 30
@@ -202,7 +196,7 @@ def test_the_exit_the_tasks_recorded_is_used_once_slurm_forgot_the_job(
     launch_record = json.loads((run_dir / "launch.json").read_text())
     launch_record["slurm_id"] = 999_999  # a job id Slurm does not know
     (run_dir / "launch.json").write_text(json.dumps(launch_record))
-    status = wait(ex, handle)
+    status = wait(executor(slurm, tmp_path / "state"), handle)
     assert status.outcome is Outcome.FAILED and status.exit_code == 4
 
 
@@ -313,6 +307,12 @@ def test_a_refresh_follows_the_partition_and_keeps_live_runs_gpus(
     assert [n.name for n in ex.refresh_inventory().nodes] == ["n2", "n1"]  # n1 comes after
     ex.cancel(handle)
     assert wait(ex, handle).stop_reason is StopReason.CANCEL
+    # danlu's node order is not Slurm's now: rank 0 is where PET_MASTER_ADDR points, the
+    # run's first node (n2), not Slurm's first (SLURM_NODEID 0: n1)
+    both = ex.submit(launch("ranks-1", ENV_DUMP, gpus=(GpuSlot(0, 0), GpuSlot(1, 0))))
+    assert wait(ex, both).outcome is Outcome.SUCCEEDED
+    ranks = {e["SLURMD_NODENAME"]: e["PET_NODE_RANK"] for e in envs(ex.logs(both)[0].decode())}
+    assert ranks == {"n2": "0", "n1": "1"}
 
 
 def test_a_launch_onto_a_node_taken_out_of_the_partition_is_a_node_fault(

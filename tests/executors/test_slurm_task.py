@@ -49,3 +49,51 @@ def test_the_task_outlasts_a_shell_wrapper_while_its_program_checkpoints(tmp_pat
         if proc.poll() is None:
             os.killpg(proc.pid, signal.SIGKILL)
             proc.wait()
+
+
+def test_the_node_rank_follows_the_runs_node_order() -> None:
+    """``PET_MASTER_ADDR`` is the run's first node; the rank was Slurm's node id, whose
+    order is Slurm's (n1 before n2), so rank 0 was not where the master address pointed."""
+    task = {"nodes": ["n2", "n1"], "devices": {"n2": "0", "n1": "1,2"}, "master_addr": "10.0.0.2"}
+    first = slurm_task.task_env(task, {"SLURMD_NODENAME": "n2", "SLURM_NODEID": "1"})
+    second = slurm_task.task_env(task, {"SLURMD_NODENAME": "n1", "SLURM_NODEID": "0"})
+    assert (first["PET_NODE_RANK"], second["PET_NODE_RANK"]) == ("0", "1")
+    assert first["PET_MASTER_ADDR"] == second["PET_MASTER_ADDR"] == "10.0.0.2"
+    assert second["CUDA_VISIBLE_DEVICES"] == "1,2" and second["PET_NPROC_PER_NODE"] == "2"
+
+
+def test_a_checkpoint_after_a_stop_is_no_failure_for_srun(tmp_path: Path) -> None:
+    """``srun --kill-on-bad-exit`` kills the other nodes when a task exits non-zero: a
+    node that checkpointed (exit 75) after the stop's SIGTERM got the others, still writing
+    their checkpoints, killed. The task exits 0 then; its record keeps the 75. A 75 without
+    a stop, or an exit that could not be recorded, reaches ``srun`` as it is."""
+    code = (
+        "import signal, sys, time\n"
+        "signal.signal(signal.SIGTERM, lambda *_: sys.exit(75))\n"
+        "print('ready', flush=True)\n"
+        "if sys.argv[1] == 'stop': time.sleep(60)\n"
+        "sys.exit(75)\n"
+    )
+    for how, status in (("stop", 0), ("self", 75)):
+        run_dir = tmp_path / how
+        run_dir.mkdir()
+        task = {"command": [PY, "-c", code, how], "env": {"PATH": os.environ["PATH"]}}
+        (run_dir / slurm_task.TASK).write_text(json.dumps(task))
+        env = {"PATH": os.environ["PATH"], "SLURMD_NODENAME": "n1"}
+        proc = subprocess.Popen(
+            [PY, "-I", slurm_task.__file__, str(run_dir)],
+            env=env,
+            start_new_session=True,
+            stdout=subprocess.PIPE,
+        )
+        try:
+            assert proc.stdout is not None and proc.stdout.readline() == b"ready\n"
+            if how == "stop":
+                os.killpg(proc.pid, signal.SIGTERM)  # as Slurm signals the step
+            assert proc.wait(timeout=30) == status
+            record = json.loads(slurm_task.exit_path(run_dir, "n1").read_text())
+            assert record["exit_code"] == 75
+        finally:
+            if proc.poll() is None:
+                os.killpg(proc.pid, signal.SIGKILL)
+                proc.wait()

@@ -101,3 +101,11 @@ def test_an_unreachable_controller_is_unavailable_not_a_refusal(tmp_path: Path) 
     with pytest.raises(SlurmError, match="Invalid account") as info:
         commands.sbatch(["--nodes=1"], "batch.sh", {})
     assert not isinstance(info.value, ExecutorUnavailableError)
+
+
+def test_jobs_slurm_no_longer_knows_are_absent_not_an_error(tmp_path: Path) -> None:
+    """``squeue -j`` of ids Slurm has all forgotten exits 1 ("Invalid job id"): a new
+    instance asking of one run whose job Slurm forgot failed at every poll."""
+    said = "slurm_load_jobs error: Invalid job id specified"
+    commands = SlurmCommands({"PATH": "/usr/bin:/bin"}, bin_dir=_fake_bin(tmp_path, "squeue", said))
+    assert commands.jobs([999_999]) == {}

@@ -371,6 +371,15 @@ def set_job_env(env: dict[str, str], job: JobLaunch, api_url: str | None) -> Non
             env.pop(key, None)
 
 
+def gang_exit(codes: Iterable[int]) -> int:
+    """The exit status of a run of several nodes from its nodes' statuses, in the order
+    they exited: the first failure that is not :data:`PREEMPTED_EXIT_CODE` (a node that
+    failed or was killed while the others checkpointed leaves no whole checkpoint), else
+    :data:`PREEMPTED_EXIT_CODE` when a node checkpointed, else 0."""
+    failures = [code for code in codes if code != 0]
+    return next((c for c in failures if c != PREEMPTED_EXIT_CODE), failures[0] if failures else 0)
+
+
 def classify_exit(
     exit_code: int | None, log_tail: str = "", stop_reason: StopReason | None = None
 ) -> Outcome:

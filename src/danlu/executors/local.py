@@ -306,9 +306,7 @@ class LocalExecutor(RunDirExecutor, GpuSharingExecutor):
         lost, unless it is this instance's child and exited 0, which it does only when the
         job did and the disk had no room for the record
         (:data:`~danlu.executors.supervise.EXIT_RECORD_SECONDS`)."""
-        if supervise.alive(job.get("pid"), job.get("start")):
-            with contextlib.suppress(ProcessLookupError, PermissionError):
-                os.killpg(int(job["pgid"]), signal.SIGKILL)
+        _kill_group(job)
         done: dict[str, Any] = {"exit_code": None, "signal": None, "finished_at": time.time()}
         if child is not None and child.returncode == 0:
             done["exit_code"] = 0
@@ -334,9 +332,24 @@ class LocalExecutor(RunDirExecutor, GpuSharingExecutor):
         if pid is not None and supervise.alive(pid, job.get("supervisor_start", sup.get("start"))):
             with contextlib.suppress(ProcessLookupError):
                 os.kill(int(pid), signal.SIGTERM)
-        elif supervise.alive(job.get("pid"), job.get("start")):  # no supervisor: no grace
-            with contextlib.suppress(ProcessLookupError, PermissionError):
-                os.killpg(int(job["pgid"]), signal.SIGKILL)
+        else:  # no supervisor: no grace
+            _kill_group(job)
 
     def _log_tail(self, launch: dict[str, Any]) -> str:
         return records.log_tail(launch["log_path"], int(launch.get("log_offset", 0)))
+
+
+def _kill_group(job: Mapping[str, Any]) -> None:
+    """SIGKILL the job's process group (``pgid`` of its record) while its leader runs, and
+    after the leader has exited too: what the leader started (a shell wrapper's program)
+    runs on in the group. Not when the leader's pid is another process's now: the group is
+    gone then (a group keeps its leader's pid from reuse while it has a process), and the id
+    may name another's group."""
+    pgid = job.get("pgid")
+    if pgid is None:
+        return
+    if supervise.alive(job.get("pid"), job.get("start")) or (
+        supervise.proc_start_time(int(pgid)) is None
+    ):
+        with contextlib.suppress(ProcessLookupError, PermissionError):
+            os.killpg(int(pgid), signal.SIGKILL)

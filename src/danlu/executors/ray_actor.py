@@ -5,8 +5,9 @@ actor (one per node of a run, pinned to that node) and calls its methods remotel
 the job's command (an argv list, never a shell unless the launch asked for one) in a session of
 its own with the environment it is given, under :mod:`~danlu.executors.orphan_guard` (which
 ends it should this actor die), keeps the command's output in a file on its node,
-and hands it out in whole lines (:meth:`NodeRun.status`), so that the control plane can append
-the output of every node to the job's log without cutting a line in two. :meth:`NodeRun.stop`
+and hands it out in whole lines (:meth:`NodeRun.status`; an exited command's last line as it
+is, with or without a newline), so that the control plane can append the output of every node
+to the job's log without cutting a line in two. :meth:`NodeRun.stop`
 sends SIGTERM to the command's process group and SIGKILL after a grace (a later stop whose
 grace ends sooner, a cancel of a run being preempted, brings the SIGKILL forward). Once the
 command has exited, what it left in its process group is SIGKILLed. Imports nothing of Ray, so
@@ -174,16 +175,19 @@ class NodeRun:
             return default
 
     def _read(self, offset: int, final: bool) -> bytes:
+        """At most :data:`CHUNK` bytes of the output from ``offset``, up to the end of its
+        last whole line; all that is left once the command has exited (``final``), its last
+        line with or without a newline. A line longer than :data:`CHUNK` comes in pieces."""
         try:
             with open(self._log_path, "rb") as f:
                 f.seek(offset)
                 data = f.read(CHUNK)
+                at_end = not f.read(1)
         except OSError:
             return b""
-        if not final and len(data) > 0:
-            cut = data.rfind(b"\n")
-            if cut < 0 and len(data) < CHUNK:
-                return b""  # half a line: wait for the rest
-            if cut >= 0:
-                data = data[: cut + 1]
-        return data
+        if not data or (final and at_end):
+            return data
+        cut = data.rfind(b"\n")
+        if cut >= 0:
+            return data[: cut + 1]
+        return data if len(data) == CHUNK else b""  # else half a line: wait for the rest

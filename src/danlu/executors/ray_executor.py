@@ -12,12 +12,16 @@ its GPUs are not seen by danlu.
   ``NodeName`` (its address). Ray's ``accelerator_type:...`` resource names the GPU type.
 - **Logs.** The actors keep their node's output and hand it out in whole lines; each poll
   appends what is new, node after node, to ``{log_dir}/JOB_ID.log`` on the control plane's
-  host, so a job's log outlives its actors and is appended across runs as the local
-  executor's is.
+  host (a node's last line, which its command may leave without a newline, gets one), so a
+  job's log outlives its actors and is appended across runs as the local executor's is.
 - **Stopping.** SIGTERM to the command's process group on every node, SIGKILL after the grace
-  (the actor's own timer). When one node's command fails, the others are stopped (a gang).
-- **Exit.** Once every node's command has exited, the first failure's status (or 0) is
-  classified as :func:`~danlu.executors.base.classify_exit` does, and the actors are killed.
+  (the actor's own timer). When one node's command fails, the others are stopped once, with
+  the cancel grace (a gang); not for an exit 75 (a checkpoint, which the other nodes are
+  making too) nor while a stop danlu asked for is under way (its grace stands).
+- **Exit.** Once every node's command has exited, the run's status
+  (:func:`~danlu.executors.base.gang_exit`: the first failure in time that is not a
+  checkpoint, else 75 or 0) is classified as :func:`~danlu.executors.base.classify_exit`
+  does, and the actors are killed.
   An actor that died (its node lost, its worker killed) makes the run a preemption: the job is
   re-queued to resume from its checkpoint.
 - **State.** ``{state_dir}/runs/JOB_ID/`` holds the launch record (actor names), a stop
@@ -38,6 +42,7 @@ from danlu.core.cluster import GPU_TYPES, Cluster, GpuType, Node, gpu_type
 from danlu.core.errors import UnknownNameError
 from danlu.executors import records, supervise
 from danlu.executors.base import (
+    PREEMPTED_EXIT_CODE,
     ExecStatus,
     GpuSharingExecutor,
     Handle,
@@ -47,6 +52,7 @@ from danlu.executors.base import (
     RunState,
     StopReason,
     classify_exit,
+    gang_exit,
     job_environment,
     master_port,
     node_devices,
@@ -80,6 +86,7 @@ def _launch_fields() -> dict[str, records.Check]:
     fields["actors"] = lambda v: isinstance(v, list) and all(isinstance(n, str) for n in v)
     fields["nodes"] = lambda v: isinstance(v, list) and all(isinstance(n, str) for n in v)
     fields["answered"] = lambda v: isinstance(v, bool)
+    fields["gang_stopped"] = lambda v: isinstance(v, bool)
     fields["offsets"] = lambda v: (
         isinstance(v, list)
         and all(isinstance(n, int) and not isinstance(n, bool) and n >= 0 for n in v)
@@ -360,8 +367,8 @@ class RayExecutor(RunDirExecutor, MultiNodeExecutor, GpuSharingExecutor):
             }
             return self._finish(run_dir, launch, result, reason)
         if all(c is not None for c in codes) and not any(a["more"] for a in answers if a):
-            failures = sorted((a["finished_at"] or 0.0, a["exit_code"]) for a in answers if a)
-            code = next((c for _, c in failures if c), 0)  # the first to fail, in time
+            exits = sorted((a["finished_at"] or 0.0, a["exit_code"]) for a in answers if a)
+            code = gang_exit(c for _, c in exits)
             tail = records.log_tail(launch["log_path"], int(launch.get("log_offset", 0)))
             result = {
                 "outcome": classify_exit(code, tail, reason).value,
@@ -370,9 +377,21 @@ class RayExecutor(RunDirExecutor, MultiNodeExecutor, GpuSharingExecutor):
                 "error": next((a["error"] for a in answers if a and a["error"]), ""),
             }
             return self._finish(run_dir, launch, result, reason)
-        if any(c not in (None, 0) for c in codes):  # one node's part failed: the gang stops
-            self._signal_all(launch, StopReason.CANCEL.value, self._cancel_grace)
+        if reason is None and not launch.get("gang_stopped"):
+            self._gang_stop(run_dir, launch, codes)
         return ExecStatus(RunState.RUNNING, stop_reason=reason, started_at=started)
+
+    def _gang_stop(self, run_dir: Path, launch: dict[str, Any], codes: list[int | None]) -> None:
+        """Stop every node (SIGTERM, SIGKILL after the cancel grace) when one node's command
+        has failed, once: not for a checkpoint (exit 75, what every node does when the run
+        is stopped; one may be done before the others), and the caller makes none while a
+        stop danlu asked for is under way (a preemption's grace is not cut short)."""
+        if not any(c not in (None, 0, PREEMPTED_EXIT_CODE) for c in codes):
+            return
+        launch["gang_stopped"] = True
+        with contextlib.suppress(OSError):  # else stopped again at the next poll
+            supervise.write_json(run_dir / supervise.LAUNCH, launch)
+        self._signal_all(launch, StopReason.CANCEL.value, self._cancel_grace)
 
     def _ask(self, launch: Mapping[str, Any]) -> list[dict[str, Any] | None] | None:
         """Every actor's status (None for an actor that is gone); None when they do not
@@ -405,13 +424,16 @@ class RayExecutor(RunDirExecutor, MultiNodeExecutor, GpuSharingExecutor):
         self, run_dir: Path, launch: dict[str, Any], answers: list[dict[str, Any] | None]
     ) -> None:
         """Append the actors' new output to the job's log, node after node, and record how
-        far each has been read (a control plane that restarts reads on from there)."""
+        far each has been read (a control plane that restarts reads on from there). The
+        actors hand out whole lines but for an exited command's last one (and a line longer
+        than :data:`~danlu.executors.ray_actor.CHUNK`): a piece without a newline at its end
+        gets one, or the next node's output would join its line."""
         chunks = [a["output"] for a in answers if a is not None and a["output"]]
         if not chunks:
             return
         with open(launch["log_path"], "ab") as f:
             for chunk in chunks:
-                f.write(chunk)
+                f.write(chunk if chunk.endswith(b"\n") else chunk + b"\n")
         offsets = launch.get("offsets") or [0] * len(launch["actors"])
         launch["offsets"] = [
             a["offset"] if a is not None else old for a, old in zip(answers, offsets, strict=False)

@@ -21,11 +21,17 @@ runs) must be on a filesystem the nodes share, as Slurm clusters' home directori
   (``scancel --signal=TERM``, the steps only: a SIGTERM to ``srun`` itself would kill the
   tasks) and, when it has not exited after the grace, SIGKILL (``--signal=KILL --full``).
   A run Slurm has not started yet is cancelled at once.
-- **Exit.** The batch job's exit code (``scontrol show job``: ``ExitCode``) classifies the
-  run as :func:`~danlu.executors.base.classify_exit` does; ``OUT_OF_MEMORY`` is OOM and
-  ``NODE_FAIL`` a preemption (re-queued to resume from its checkpoint). When Slurm has
-  forgotten the job (its ``MinJobAge`` passed while the control plane was away), the exit
-  the tasks recorded in the run directory is used.
+- **Gang.** ``srun --kill-on-bad-exit`` ends the run on every node when one node's task
+  fails. A task whose command checkpointed after a stop's SIGTERM (exit 75) exits 0 to
+  ``srun`` (its record keeps the 75), so the other nodes finish their checkpoints within the
+  stop's grace.
+- **Exit.** The exit every node's task recorded in the run directory
+  (:func:`~danlu.executors.base.gang_exit`: the first failure in time that is not a
+  checkpoint, else 75 or 0), else the batch job's exit code (``scontrol show job``:
+  ``ExitCode``), classifies the run as :func:`~danlu.executors.base.classify_exit` does;
+  ``OUT_OF_MEMORY`` is OOM and ``NODE_FAIL`` a preemption (re-queued to resume from its
+  checkpoint). The recorded exits also serve when Slurm has forgotten the job (its
+  ``MinJobAge`` passed while the control plane was away).
 - **Nodes.** A launch onto a node Slurm reports down, drained or failing raises
   :class:`~danlu.executors.errors.NodeLaunchError`, which the control plane counts against
   the node (and cordons it after a few).
@@ -56,6 +62,7 @@ from danlu.executors.base import (
     RunState,
     StopReason,
     classify_exit,
+    gang_exit,
     job_environment,
     master_port,
     node_devices,
@@ -396,11 +403,13 @@ class SlurmExecutor(RunDirExecutor, MultiNodeExecutor, GpuSharingExecutor):
         started = launch.get("launched_at")
         error = ""
         state = ""
-        exits: list[int] = []
+        exits: list[tuple[float, int]] = []  # (when, status) of each node's recorded exit
         for name in launch.get("nodes") or []:
             data = supervise.read_json(slurm_task.exit_path(run_dir, name))
             if data and isinstance(data.get("exit_code"), int):
-                exits.append(int(data["exit_code"]))
+                when = data.get("finished_at")
+                at = float(when) if isinstance(when, int | float) else 0.0
+                exits.append((at, int(data["exit_code"])))
         recorded = bool(exits) and len(exits) == len(launch.get("nodes") or [])
         if job is not None:
             code, sig, state = job.exit_code, job.signal, job.state
@@ -408,8 +417,8 @@ class SlurmExecutor(RunDirExecutor, MultiNodeExecutor, GpuSharingExecutor):
             finished = job.finished_at or finished
             if state == "CANCELLED" and sig is None and not code:
                 code, sig = 128 + 9, 9  # killed: Slurm may record a cancelled job as 0:0
-        if recorded:  # the job's own exit on every node, the first failure's first
-            code, sig = next((c for c in exits if c != 0), 0), None
+        if recorded:  # the job's own exit on every node
+            code, sig = gang_exit(c for _, c in sorted(exits)), None
         elif job is None:
             error = f"Slurm no longer knows job {slurm_id} and its exit was not recorded"
         if state == "OUT_OF_MEMORY":
@@ -423,6 +432,8 @@ class SlurmExecutor(RunDirExecutor, MultiNodeExecutor, GpuSharingExecutor):
             outcome = classify_exit(code, tail, reason)
             if state in {"TIMEOUT", "DEADLINE"} or (state == "CANCELLED" and reason is None):
                 error = f"Slurm job {slurm_id} ended {state}"
+        if sig is None and code is not None and code > 128:
+            sig = code - 128  # 128 + N: died of signal N
         return {
             "outcome": outcome.value,
             "exit_code": code,

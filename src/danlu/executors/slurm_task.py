@@ -15,8 +15,9 @@ alone by ``sbatch``, never written to disk), and
 
 - ``CUDA_VISIBLE_DEVICES``: this node's GPUs of the allocation (``devices``), which danlu's
   scheduler chose (the job asks Slurm for no GPUs: danlu owns the partition's GPUs);
-- torchrun's settings as ``PET_*`` variables (``PET_NNODES``, ``PET_NODE_RANK`` from
-  ``SLURM_NODEID``, ``PET_NPROC_PER_NODE``, ``PET_MASTER_ADDR``, ``PET_MASTER_PORT``), so
+- torchrun's settings as ``PET_*`` variables (``PET_NNODES``, ``PET_NODE_RANK``: this node's
+  place in ``nodes``, danlu's order, whose first is at ``master_addr``, not Slurm's
+  ``SLURM_NODEID``; ``PET_NPROC_PER_NODE``, ``PET_MASTER_ADDR``, ``PET_MASTER_PORT``), so
   that a plain ``torchrun train.py`` joins the job's other nodes;
 
 Slurm signals every process of the step when the job is preempted or cancelled, the job's
@@ -26,7 +27,9 @@ it started still writes its checkpoint, and Slurm kills what is left of the step
 task has exited (the executor's SIGKILL at the end of the grace ends both). It writes the
 job's exit on this node to ``RUN_DIR/exit-NODE.json`` (``{"exit_code": N, "finished_at":
 T}``; ``128 + S`` for a death from signal S) and exits with that status, which ``srun`` and
-the batch script pass on.
+the batch script pass on; but for a checkpoint made after a stop's signal (exit 75, once
+recorded), for which it exits 0: ``srun --kill-on-bad-exit`` would kill the other nodes in
+the middle of theirs.
 """
 
 from __future__ import annotations
@@ -40,6 +43,9 @@ import time
 from pathlib import Path
 
 TASK = "task.json"
+PREEMPTED_EXIT_CODE = 75
+"""What a job exits with after it checkpointed (``danlu.executors.base``'s; this script
+imports nothing of danlu)."""
 
 
 def exit_path(run_dir: Path, node: str) -> Path:
@@ -63,7 +69,10 @@ def task_env(task: dict[str, object], env: dict[str, str]) -> dict[str, str]:
     nodes = task.get("nodes")
     count = len(nodes) if isinstance(nodes, list) else 1
     out["PET_NNODES"] = str(count)
-    out["PET_NODE_RANK"] = env.get("SLURM_NODEID", "0")
+    if isinstance(nodes, list) and node in nodes:
+        out["PET_NODE_RANK"] = str(nodes.index(node))
+    else:
+        out["PET_NODE_RANK"] = env.get("SLURM_NODEID", "0")
     out["PET_NPROC_PER_NODE"] = str(max(1, len([d for d in str(visible).split(",") if d])))
     out["PET_MASTER_ADDR"] = str(task.get("master_addr", "127.0.0.1"))
     out["PET_MASTER_PORT"] = str(task.get("master_port", 29500))
@@ -115,7 +124,10 @@ def main(argv: list[str]) -> int:
         os.replace(tmp, exit_path(run_dir, node))
     except OSError as exc:  # the exit still reaches Slurm through the status below
         print(f"danlu: cannot record the exit on {node}: {exc}", file=sys.stderr, flush=True)
-    return code
+        return code
+    # a checkpoint after a stop is no failure for srun, whose --kill-on-bad-exit would kill
+    # the other nodes while they still write theirs (the executor's SIGKILL ends the grace)
+    return 0 if stopped and code == PREEMPTED_EXIT_CODE else code
 
 
 def others_in_group() -> bool:

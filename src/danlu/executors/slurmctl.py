@@ -248,12 +248,18 @@ class SlurmCommands:
 
     def jobs(self, job_ids: Iterable[int]) -> dict[int, SlurmJob]:
         """The state of each of ``job_ids`` Slurm still knows (finished ones too, until its
-        ``MinJobAge``); those it has forgotten are absent."""
+        ``MinJobAge``); those it has forgotten are absent (``squeue -j`` fails with
+        "Invalid job id" when it knows none of them: none is known then)."""
         ids = sorted(set(job_ids))
         if not ids:
             return {}
         listed = ",".join(map(str, ids))
-        out = self.run(["squeue", "-h", "-t", "all", "-o", "%i|%T|%r", "-j", listed])
+        try:
+            out = self.run(["squeue", "-h", "-t", "all", "-o", "%i|%T|%r", "-j", listed])
+        except SlurmError as exc:
+            if "Invalid job id" in str(exc):
+                return {}
+            raise
         found: dict[int, SlurmJob] = {}
         for line in out.splitlines():
             parts = line.strip().split("|", 2)
