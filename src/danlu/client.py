@@ -29,6 +29,7 @@ from urllib.parse import quote
 import httpx
 
 from danlu.core.errors import ConfigError, DanluError, SpecError, UnschedulableError
+from danlu.core.paging import read_pages
 from danlu.core.spec import JobSpec
 from danlu.core.values import quoted
 
@@ -185,7 +186,8 @@ def find_server(home: Path | None = None) -> tuple[str, str | None]:
 
 def same_server(a: str, b: str) -> bool:
     """Whether URLs ``a`` and ``b`` name one server: the same scheme, host (any case) and
-    port (the scheme's default when absent), and path up to a trailing slash."""
+    port (the scheme's default when absent), and path up to a trailing slash and the API
+    prefix (:class:`Client` takes ``http://H:P`` and ``http://H:P/api/v1`` alike)."""
     try:
         x, y = httpx.URL(a), httpx.URL(b)
     except httpx.InvalidURL:
@@ -193,7 +195,8 @@ def same_server(a: str, b: str) -> bool:
     defaults = {"http": 80, "https": 443}
 
     def key(u: httpx.URL) -> tuple[str, str, int | None, str]:
-        return (u.scheme, u.host.lower(), u.port or defaults.get(u.scheme), u.path.rstrip("/"))
+        path = u.path.rstrip("/").removesuffix(API_PREFIX).rstrip("/")
+        return (u.scheme, u.host.lower(), u.port or defaults.get(u.scheme), path)
 
     return key(x) == key(y)
 
@@ -436,29 +439,23 @@ class Client:
         since: float | None = None,
         name: str | None = None,
     ) -> Iterator[JobDict]:
-        """Every matching job, newest first, fetched ``page`` at a time. The pages are taken
-        by offset, so a job submitted meanwhile shifts the later ones: a job already
-        yielded is not yielded again."""
-        offset = 0
-        seen: set[str] = set()
-        while True:
-            batch = self.list_jobs(
+        """Every matching job, newest first, each once, fetched ``page`` at a time: every job
+        that matches from the first page to the last is yielded, also when jobs leave the
+        ``state`` filter or are submitted meanwhile (``GET /jobs`` pages by offset only, so
+        each page overlaps the one before: :func:`~danlu.core.paging.read_pages`)."""
+
+        def fetch(offset: int, limit: int) -> list[JobDict]:
+            return self.list_jobs(
                 state,
                 project=project,
                 user=user,
-                limit=page,
+                limit=limit,
                 offset=offset,
                 since=since,
                 name=name,
             )
-            for job in batch:
-                key = str(job.get("id"))
-                if key not in seen:
-                    seen.add(key)
-                    yield job
-            if len(batch) < page:
-                return
-            offset += len(batch)
+
+        return read_pages(fetch, lambda job: str(job.get("id")), page, MAX_PAGE)
 
     def get_job(self, job: str) -> JobDict:
         """``GET /jobs/{id}`` (an id or a unique prefix)."""

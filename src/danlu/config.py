@@ -9,7 +9,8 @@ DANLU_POLICY         scheduling policy name                ``priority``
 DANLU_POLICY_OPTIONS the policy's options, a JSON object  unset (the policy's defaults)
                      (``{"min_hold": 300}``)
 DANLU_INTERVAL       seconds between reconcile rounds      ``2.0``
-DANLU_FAKE_GPUS      fake inventory, e.g. ``4x80GiB``      unset (use NVML)
+DANLU_FAKE_GPUS      fake inventory, e.g. ``4x80GiB`` or   unset (use NVML)
+                     ``8xH100,8xH100`` (a group a node)
 DANLU_EXECUTOR       where jobs run: ``local`` (processes  ``local``
                      on this host), ``slurm`` or ``ray``
 DANLU_RAY_ADDRESS    the Ray cluster to join (``ray``)     ``auto`` (this host's cluster)
@@ -29,7 +30,9 @@ DANLU_URL            server URL for the CLI (overrides     unset (``DANLU_HOME/s
 DANLU_TOKEN          API token for the CLI                 unset (``DANLU_HOME/admin.token``)
 ==================== ===================================== ===================================
 
-Nothing is read at import: call :func:`load_settings`. Errors are
+An empty variable (``DANLU_PORT=``) is unset: its default holds (``DANLU_TRACE_MODULES=``
+alone means something, no modules); a blank ``DANLU_HOME``, ``DANLU_URL`` or ``DANLU_TOKEN``
+too. Nothing is read at import: call :func:`load_settings`. Errors are
 :class:`~danlu.core.errors.ConfigError` naming the variable and the fix.
 """
 
@@ -39,21 +42,19 @@ import json
 import os
 import re
 import shlex
-from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from pydantic import Field, ValidationError, field_validator
+from pydantic import Field, ValidationError, ValidationInfo, field_validator
 from pydantic_settings import BaseSettings, SettingsConfigDict
 
 from danlu.core.cluster import gpu_type
-from danlu.core.errors import ConfigError, SpecError, UnknownNameError
-from danlu.core.units import parse_bytes
+from danlu.core.errors import ConfigError, UnknownNameError
+from danlu.core.fake_gpus import FakeGroup, parse_fake_gpus
 
 ENV_PREFIX = "DANLU_"
 DEFAULT_TRACE_MODULES = ("danlu.estimate.zoo",)
 """What ``DANLU_TRACE_MODULES`` allows by default: danlu's own model zoo."""
-_FAKE = re.compile(r"^\s*(?:(\d+)\s*[xX*]\s*)?(\d+)\s*[xX*]\s*([A-Za-z0-9.\-]+)\s*$")
 _HINTS: dict[str, str] = {
     "home": "a directory path, e.g. DANLU_HOME=/var/lib/danlu",
     "database_url": (
@@ -66,7 +67,10 @@ _HINTS: dict[str, str] = {
         'DANLU_POLICY_OPTIONS=\'{"min_hold": 300, "hysteresis": 0.2}\''
     ),
     "interval": "a positive, finite number of seconds, e.g. DANLU_INTERVAL=2.0",
-    "fake_gpus": "GPUs per node and memory or type, e.g. DANLU_FAKE_GPUS=4x80GiB or 2x8xH100",
+    "fake_gpus": (
+        "one node per comma-separated group, e.g. DANLU_FAKE_GPUS=4x80GiB, or 8xH100,8xH100 "
+        "for two nodes of eight H100s"
+    ),
     "port": "a TCP port 0..65535 (0: any free port), e.g. DANLU_PORT=8470",
     "executor": "local, slurm or ray, e.g. DANLU_EXECUTOR=slurm",
     "ray_address": "a Ray address, e.g. DANLU_RAY_ADDRESS=10.0.0.1:6379 or auto",
@@ -109,51 +113,16 @@ _PARTITION = re.compile(r"^[A-Za-z0-9_.-]{1,128}$")
 _MODULE = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*(\.[A-Za-z_][A-Za-z0-9_]*)*$")
 
 
-@dataclass(frozen=True, slots=True)
-class FakeGpus:
-    """A fake inventory: ``nodes`` nodes of ``gpus`` GPUs with ``memory`` bytes each."""
-
-    nodes: int
-    gpus: int
-    memory: int
-    gpu_type: str = "generic"
-
-
-MAX_FAKE_GPUS_PER_NODE = 1024
-"""The most GPUs a fake node may have (a typo such as ``1000000x80GiB`` would otherwise hang
-the start-up building a million GPUs)."""
-MAX_FAKE_GPUS = 100_000
-"""The most fake GPUs in all (a scheduling round over them stays well under a second)."""
-
-
-def parse_fake_gpus(value: str, variable: str = "DANLU_FAKE_GPUS") -> FakeGpus:
-    """Parse ``[NODES x] GPUS x (SIZE | TYPE)``: ``4x80GiB``, ``2x8xH100``, ``1x24GB``."""
-    match = _FAKE.match(value)
-    if match is None:
-        raise ConfigError(f"{variable}={value!r} is not a GPU inventory; use {_HINTS['fake_gpus']}")
-    nodes = int(match.group(1) or 1)
-    gpus = int(match.group(2))
-    what = match.group(3)
-    if nodes < 1 or gpus < 1:
-        raise ConfigError(f"{variable}={value!r}: node and GPU counts must be at least 1")
-    if gpus > MAX_FAKE_GPUS_PER_NODE or nodes * gpus > MAX_FAKE_GPUS:
-        raise ConfigError(
-            f"{variable}={value!r}: at most {MAX_FAKE_GPUS_PER_NODE} GPUs a node and "
-            f"{MAX_FAKE_GPUS:,} in all; a fake inventory is for trying danlu out"
-        )
-    if what[0].isdigit():
-        try:
-            memory = parse_bytes(what, variable)
-        except SpecError as exc:
-            raise ConfigError(f"{variable}={value!r}: {exc.message}") from None
-        if memory <= 0:
-            raise ConfigError(f"{variable}={value!r}: GPU memory must be positive")
-        return FakeGpus(nodes, gpus, memory)
+def check_fake_gpus(value: str, variable: str = "DANLU_FAKE_GPUS") -> tuple[FakeGroup, ...]:
+    """The groups of the fake inventory ``value`` (``DANLU_FAKE_GPUS``, ``danlu up
+    --fake-gpus``) describes, read by :func:`~danlu.core.fake_gpus.parse_fake_gpus`, the one
+    grammar the server builds it with: ``COUNTxSIZE`` or ``COUNTxTYPE`` (``4x80GiB``,
+    ``8xH100``), optionally ``COUNTxSIZE:TYPE``, a comma-separated group a node. Raises
+    :class:`ConfigError` naming ``variable``."""
     try:
-        kind = gpu_type(what)
-    except UnknownNameError as exc:
-        raise ConfigError(f"{variable}={value!r}: {exc}") from None
-    return FakeGpus(nodes, gpus, kind.memory, kind.name)
+        return parse_fake_gpus(value)
+    except ConfigError as exc:
+        raise ConfigError(f"{variable}: {exc}") from None
 
 
 def _option(key: str, value: Any) -> tuple[str, Any]:
@@ -227,9 +196,15 @@ def _unset_home(value: Any) -> Any:
 DEFAULT_HOME = Path("~/.danlu")
 
 
-class Settings(BaseSettings):
-    """The server's settings, from ``DANLU_*`` environment variables or keyword overrides."""
+_EMPTY_MEANS_SOMETHING = frozenset({"trace_modules"})
+"""Settings whose empty value is not the default: ``DANLU_TRACE_MODULES=`` traces none."""
 
+
+class Settings(BaseSettings):
+    """The server's settings, from ``DANLU_*`` environment variables or keyword overrides.
+    An empty value is unset (:meth:`_empty_is_unset`)."""
+
+    # not env_ignore_empty: it would read DANLU_TRACE_MODULES= (none) as the default
     model_config = SettingsConfigDict(env_prefix=ENV_PREFIX, extra="ignore", frozen=True)
 
     home: Path = Field(default=Path("~/.danlu"))
@@ -317,6 +292,17 @@ class Settings(BaseSettings):
     subprocess of the server). The submitter names the factory, so only code an admin
     listed here runs; a job naming another falls back to whole GPUs, with the reason."""
 
+    @field_validator("*", mode="before")
+    @classmethod
+    def _empty_is_unset(cls, value: Any, info: ValidationInfo) -> Any:
+        """An empty value (``DANLU_PORT=``) is unset: the field's default, as the docstring
+        of :func:`_unset_home` says of every ``DANLU_*``; not for
+        :data:`_EMPTY_MEANS_SOMETHING`."""
+        name = info.field_name
+        if value == "" and name is not None and name not in _EMPTY_MEANS_SOMETHING:
+            return cls.model_fields[name].get_default(call_default_factory=True)
+        return value
+
     @field_validator("home", mode="before")
     @classmethod
     def _home_unset(cls, value: Any) -> Any:
@@ -401,9 +387,9 @@ class Settings(BaseSettings):
     def _fake(cls, value: str | None) -> str | None:
         if value:
             try:
-                parse_fake_gpus(value)
+                check_fake_gpus(value)
             except ConfigError as exc:
-                raise ValueError(str(exc).split(": ", 1)[-1]) from None
+                raise ValueError(str(exc).removeprefix("DANLU_FAKE_GPUS: ")) from None
         return value or None
 
     @field_validator("policy", mode="after")
@@ -438,9 +424,10 @@ class Settings(BaseSettings):
         return self.home / "admin.token"
 
     @property
-    def inventory(self) -> FakeGpus | None:
-        """The parsed fake inventory, or ``None`` to discover GPUs."""
-        return parse_fake_gpus(self.fake_gpus) if self.fake_gpus else None
+    def fake_groups(self) -> tuple[FakeGroup, ...] | None:
+        """The groups (a node each) of the fake inventory :attr:`fake_gpus` describes
+        (:func:`check_fake_gpus`), or ``None`` to discover GPUs."""
+        return check_fake_gpus(self.fake_gpus) if self.fake_gpus else None
 
 
 def load_settings(**overrides: Any) -> Settings:
@@ -463,11 +450,20 @@ class ClientSettings(BaseSettings):
     """Where the CLI finds the server: ``DANLU_HOME`` (``server.json`` + ``admin.token``), and
     ``DANLU_URL`` / ``DANLU_TOKEN``, which override what the home holds."""
 
-    model_config = SettingsConfigDict(env_prefix=ENV_PREFIX, extra="ignore", frozen=True)
+    model_config = SettingsConfigDict(
+        env_prefix=ENV_PREFIX, extra="ignore", frozen=True, env_ignore_empty=True
+    )
 
     home: Path = Field(default=Path("~/.danlu"))
     url: str | None = None
     token: str | None = None
+
+    @field_validator("url", "token", mode="after")
+    @classmethod
+    def _blank_unset(cls, value: str | None) -> str | None:
+        """A blank ``DANLU_URL`` or ``DANLU_TOKEN`` is unset (the home's server and token),
+        not the server at ``""``."""
+        return value.strip() if value is not None and value.strip() else None
 
     @field_validator("home", mode="before")
     @classmethod

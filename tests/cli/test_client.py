@@ -225,15 +225,18 @@ def test_follow_logs_streams_with_follow_true(rec: Recorder) -> None:
 
 
 def test_iter_jobs_pages_until_a_short_page(rec: Recorder) -> None:
-    pages = [[{"id": str(i)} for i in range(3)], [{"id": "3"}]]
+    jobs = [{"id": str(i)} for i in range(4)]
 
     def handler(request: httpx.Request) -> httpx.Response:
         rec.requests.append(request)
-        return httpx.Response(200, json=pages[len(rec.requests) - 1])
+        offset, limit = int(request.url.params["offset"]), int(request.url.params["limit"])
+        return httpx.Response(200, json=jobs[offset : offset + limit])
 
     c = Client(URL, "tok", transport=httpx.MockTransport(handler))
     assert [j["id"] for j in c.iter_jobs(page=3)] == ["0", "1", "2", "3"]
-    assert [r.url.params["offset"] for r in rec.requests] == ["0", "3"]
+    # each page starts on the last job of the one before: it shows that none was skipped
+    asked = [(r.url.params["offset"], r.url.params["limit"]) for r in rec.requests]
+    assert asked == [("0", "3"), ("2", "4")]
 
 
 ERRORS = [
@@ -351,3 +354,25 @@ def test_the_home_s_token_goes_only_to_the_home_s_server(tmp_path: Path) -> None
             assert client._http.headers["authorization"] == "Bearer dl_secret"
     with Client.from_home(home, url="http://evil.example:8765", token="theirs") as client:
         assert client._http.headers["authorization"] == "Bearer theirs"
+
+
+@pytest.mark.parametrize(
+    "url",
+    [
+        "http://127.0.0.1:8765/api/v1",
+        "http://127.0.0.1:8765/api/v1/",
+        "http://127.0.0.1:8765//",
+    ],
+)
+def test_the_home_s_server_is_the_same_with_or_without_the_api_prefix(
+    tmp_path: Path, url: str
+) -> None:
+    """The client takes a URL with or without ``/api/v1``; the home's token check did not."""
+    (tmp_path / "server.json").write_text(json.dumps({"url": "http://127.0.0.1:8765"}))
+    (tmp_path / "admin.token").write_text("dl_secret\n")
+    assert api.same_server(url, "http://127.0.0.1:8765")
+    assert api.same_server("http://127.0.0.1:8765", url)
+    with Client.from_home(tmp_path, url=url) as client:
+        assert client._http.headers["authorization"] == "Bearer dl_secret"
+    assert not api.same_server("http://127.0.0.1:8765/api/v2", "http://127.0.0.1:8765")
+    assert not api.same_server("http://127.0.0.1:8765/other/api/v1", "http://127.0.0.1:8765")

@@ -333,3 +333,35 @@ def test_depends_on_takes_ids_or_entries_and_names_what_is_wrong() -> None:
         with pytest.raises(SpecError) as caught:
             loads_spec("name: a\ncommand: [x]\n" + text)
         assert str(caught.value).startswith(message), caught.value
+
+
+@pytest.mark.parametrize(
+    ("line", "field"),
+    [
+        ("priority: yes", "priority"),
+        ("max_restarts: off", "max_restarts"),
+        ("resources: {cpus: on}", "resources.cpus"),
+        ("resources: {gpus: {min: yes, max: 2}}", "resources.gpus.min"),
+        ("resources: {gpus: {min: 1, max: true}}", "resources.gpus.max"),
+        ("resources: {gpu_fraction: true}", "resources.gpu_fraction"),
+        ("training: {global_batch_size: yes}", "training.global_batch_size"),
+        ("training: {min_batch_size: true}", "training.min_batch_size"),
+        ("training: {max_batch_size: on}", "training.max_batch_size"),
+        ("training: {expected_duration: yes}", "training.expected_duration"),
+    ],
+)
+def test_a_yaml_boolean_is_not_taken_for_a_number(line: str, field: str) -> None:
+    """``priority: yes`` was read as priority 1 (while ``gpus: yes`` was refused)."""
+    with pytest.raises(SpecError) as info:
+        loads_spec(f"name: a\ncommand: [python, train.py]\n{line}\n")
+    assert info.value.field == field
+    assert "got a boolean" in info.value.message and "write a number" in info.value.message
+
+
+@pytest.mark.parametrize("gpus", ["²", "1..²", "٣", "³..4"])
+def test_a_gpu_count_of_other_digits_says_how_to_write_one(gpus: str) -> None:
+    """``gpus: "²"`` passed str.isdigit() and then int() failed: its message leaked out."""
+    with pytest.raises(SpecError) as info:
+        parse_spec(_spec(command=["x"], resources={"gpus": gpus}))
+    assert info.value.field == "resources.gpus"
+    assert "is not a GPU count; write 2 or an elastic range '1..8'" in info.value.message

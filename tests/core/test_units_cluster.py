@@ -268,7 +268,7 @@ def test_a_time_is_a_delay_from_now_or_an_iso_moment() -> None:
     now = 1_800_000_000.0
     assert parse_time("+2h", now) == now + 7200
     assert parse_time("90m", now) == now + 5400
-    assert parse_time("01:00:00", now) == now + 3600
+    assert parse_time("+01:00:00", now) == now + 3600  # bare, 01:00:00 is a time of day
     assert parse_time("2027-01-01T00:00Z", now) == 1_798_761_600.0
     assert parse_time("2027-01-01T02:00+02:00", now) == 1_798_761_600.0
     naive = datetime(2027, 1, 1, 12, 30).astimezone()  # no offset: local time
@@ -290,4 +290,66 @@ def test_since_is_a_duration_back_from_now_or_an_iso_moment() -> None:
     for bad, needle in (("yesterday", "is not a time"), ("-5", "0 or more")):
         with pytest.raises(SpecError, match=needle) as caught:
             parse_since(bad, now, "--since")
+        assert caught.value.field == "--since"
+
+
+@pytest.mark.parametrize(
+    ("text", "expected"),
+    [
+        ("8.2GB", 8_200_000_000),  # 8199999999 before: a float product truncated
+        ("1.001KB", 1001),
+        ("2.01KB", 2010),
+        ("0.3GiB", 322_122_547),  # 322122547.2: the fraction of a byte is dropped
+        ("1.0005KB", 1000),
+        ("4194304TiB", 2**62),  # MAX_BYTES itself
+    ],
+)
+def test_parse_bytes_is_exact_for_decimal_sizes_and_drops_a_fraction_of_a_byte(
+    text: str, expected: int
+) -> None:
+    assert parse_bytes(text) == expected
+
+
+@pytest.mark.parametrize("big", ["8388608TiB", "4194304.5TiB", 2**62 + 1, 1e30])
+def test_parse_bytes_refuses_a_size_past_max_bytes_naming_the_field(big: str | int) -> None:
+    with pytest.raises(SpecError, match=r"too large a size.*4194304TiB") as info:
+        parse_bytes(big, "--fake-gpus")
+    assert info.value.field == "--fake-gpus"
+
+
+def _local(*fields: int) -> float:
+    from datetime import datetime
+
+    return datetime(*fields).astimezone().timestamp()  # type: ignore[arg-type]
+
+
+def test_a_clock_time_is_the_next_such_time_of_day_not_a_delay() -> None:
+    """``danlu drain NODE --at 02:00`` drained the node two minutes later (``MM:SS``)."""
+    from danlu.core.units import parse_time
+
+    now = _local(2027, 1, 1, 12, 0)
+    assert parse_time("02:00", now, "--at") == _local(2027, 1, 2, 2, 0)  # tomorrow's
+    assert parse_time("23:30", now, "--at") == _local(2027, 1, 1, 23, 30)  # today's
+    assert parse_time("14:15:30", now, "--at") == _local(2027, 1, 1, 14, 15, 30)
+    assert parse_time("+01:00:00", now, "--at") == now + 3600  # a delay says so with +
+    assert parse_time("+1-12", now, "--at") == now + 129_600
+    for bad, needle in (
+        ("25:00", "not a time of day"),
+        ("12:75", "not a time of day"),
+        ("+02:00", r"ambiguous .*write \+2m or \+2h"),
+    ):
+        with pytest.raises(SpecError, match=needle) as caught:
+            parse_time(bad, now, "--at")
+        assert caught.value.field == "--at"
+
+
+def test_since_refuses_the_future_and_reads_a_clock_time_as_the_last_one() -> None:
+    from danlu.core.units import parse_since
+
+    now = _local(2027, 1, 1, 12, 0)
+    assert parse_since("02:00", now) == _local(2027, 1, 1, 2, 0)  # today's, gone by
+    assert parse_since("23:30", now) == _local(2026, 12, 31, 23, 30)  # yesterday's
+    for future in ("+2h", "2027-01-01T13:00", "2999-01-01T00:00Z"):
+        with pytest.raises(SpecError, match="in the future") as caught:
+            parse_since(future, now, "--since")
         assert caught.value.field == "--since"

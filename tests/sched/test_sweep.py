@@ -114,11 +114,29 @@ def test_bad_sweep_specs_name_the_field() -> None:
         "parallel": {"parallel": 0},
         "trial.resources.gpus": {"trial": {"command": ["x"], "resources": {"gpus": "many"}}},
         "name": {"name": "no spaces"},
+        # a grid past MAX_TRIALS named no field
+        "parameters": {
+            "method": "grid",
+            "parameters": {"a": {"values": list(range(200))}, "b": {"values": list(range(200))}},
+        },
     }
     for field, change in refused.items():
         with pytest.raises(SpecError) as caught:
             parse_sweep({**base, **change})
         assert caught.value.field == field, (field, caught.value)
+
+
+@pytest.mark.parametrize(("low", "high"), [(1e300, 1e300), (-1e20, 0), (0, 2.0**63)])
+def test_an_int_distribution_keeps_within_the_integers_the_store_takes(
+    low: float, high: float
+) -> None:
+    """Float bounds such as 1e300 let an int distribution draw integers of 300 digits."""
+    base = _spec().model_dump(mode="json")
+    with pytest.raises(SpecError, match=r"within -2\*\*62\.\.2\*\*62") as caught:
+        parse_sweep(
+            {**base, "parameters": {"n": {"distribution": "int", "low": low, "high": high}}}
+        )
+    assert caught.value.field == "parameters.n"
 
 
 def _tpe_spec(**extra: Any) -> Any:

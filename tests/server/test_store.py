@@ -11,7 +11,7 @@ from alembic.autogenerate import compare_metadata
 from alembic.runtime.migration import MigrationContext
 from sqlalchemy import Executable, inspect, text
 
-from danlu.config import load_settings, parse_fake_gpus
+from danlu.config import check_fake_gpus, load_settings
 from danlu.core.errors import ConfigError
 from danlu.core.units import GiB
 from danlu.server.db import Database, current_revision, head_revision, upgrade_database
@@ -230,7 +230,7 @@ def test_settings_defaults(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> N
     assert settings.home == tmp_path / ".danlu"
     assert settings.db_url == f"sqlite:///{tmp_path}/.danlu/danlu.db"
     assert (settings.policy, settings.interval, settings.port) == ("priority", 2.0, 8470)
-    assert settings.inventory is None
+    assert settings.fake_groups is None
     assert settings.policy_knobs == {}
     assert settings.admin_token_path == tmp_path / ".danlu" / "admin.token"
 
@@ -245,7 +245,8 @@ def test_settings_from_environment(monkeypatch: pytest.MonkeyPatch, tmp_path: Pa
     settings = load_settings()
     assert settings.policy_knobs == {"min_hold": 300, "thresholds": (1, 2)}
     assert settings.db_url == "postgresql+psycopg://u:p@db:5432/danlu"
-    assert settings.inventory is not None and settings.inventory.memory == 80 * GiB
+    assert settings.fake_groups is not None
+    assert [(g.count, g.gpu_type.memory) for g in settings.fake_groups] == [(4, 80 * GiB)]
     assert (settings.interval, settings.port) == (0.5, 9000)
 
 
@@ -290,11 +291,11 @@ def test_slurm_settings(monkeypatch: pytest.MonkeyPatch) -> None:
 
 
 def test_fake_gpus_forms() -> None:
-    assert parse_fake_gpus("4x80GiB").gpus == 4
-    two = parse_fake_gpus("2x8xH100")
-    assert (two.nodes, two.gpus, two.gpu_type) == (2, 8, "H100")
+    assert [g.count for g in check_fake_gpus("4x80GiB")] == [4]
+    two = check_fake_gpus("8xH100,8xH100")  # a group a node, as the server builds it
+    assert [(g.count, g.gpu_type.name) for g in two] == [(8, "H100"), (8, "H100")]
     with pytest.raises(ConfigError, match="0x80GiB"):
-        parse_fake_gpus("0x80GiB")
+        check_fake_gpus("0x80GiB")
 
 
 def sqlite_plans(path: Path, statements: Iterable[Executable]) -> list[list[str]]:

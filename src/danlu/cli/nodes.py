@@ -40,8 +40,8 @@ AtOpt = Annotated[
     str | None,
     typer.Option(
         "--at",
-        help="Not now but then: 2026-12-01T02:00 (local time unless it has an offset) or a "
-        "delay, +2h.",
+        help="Not now but then: 2026-12-01T02:00 (local time unless it has an offset), a "
+        "time of day, 02:00 (the next one), or a delay, +2h.",
     ),
 ]
 

@@ -51,7 +51,7 @@ def valid_name(text: str) -> bool:
     return bool(_NAME.match(text))
 
 
-_RANGE = re.compile(r"^\s*(\d+)\s*\.\.\s*(\d+)\s*$")
+_RANGE = re.compile(r"^\s*([0-9]+)\s*\.\.\s*([0-9]+)\s*$")
 _GPUS_HELP = "write 2 or an elastic range '1..8'"
 
 MAX_GPUS = 1 << 20
@@ -76,11 +76,24 @@ class _Strict(BaseModel):
     model_config = ConfigDict(extra="forbid", frozen=True)
 
 
+def _no_boolean(value: Any) -> Any:
+    """Refuse a boolean where a number goes: pydantic reads ``true`` as 1, and YAML reads
+    ``yes``, ``no``, ``on`` and ``off`` as booleans (``priority: yes`` was priority 1)."""
+    if isinstance(value, bool):
+        raise ValueError(
+            f"expected a number, got a boolean ({str(value).lower()}; YAML reads yes, no, on "
+            "and off as booleans too); write a number"
+        )
+    return value
+
+
 class GpuCount(_Strict):
     """GPUs a job needs: a fixed count (``min == max``) or an elastic range ``min..max``."""
 
     min: int = Field(ge=0)
     max: int = Field(ge=0)
+
+    _numbers = field_validator("min", "max", mode="before")(_no_boolean)
 
     @model_validator(mode="after")
     def _ordered(self) -> GpuCount:
@@ -103,6 +116,8 @@ class Resources(_Strict):
     cpus: float = Field(default=1.0, ge=0)
     memory: int = 0
 
+    _numbers = field_validator("cpus", "gpu_fraction", mode="before")(_no_boolean)
+
     @field_validator("gpus", mode="before")
     @classmethod
     def _gpus(cls, value: Any) -> Any:
@@ -113,11 +128,14 @@ class Resources(_Strict):
                 raise ValueError(f"a GPU count cannot be negative (got {value}); write 0 or more")
             return {"min": value, "max": value}
         if isinstance(value, str):
+            # ASCII digits only: "²" is a digit to str.isdigit() and int() refuses it
             match = _RANGE.match(value)
-            if match:
-                return {"min": int(match.group(1)), "max": int(match.group(2))}
-            if value.strip().isdigit():
-                return {"min": int(value), "max": int(value)}
+            text = value.strip()
+            parts = match.groups() if match else (text, text) if text.isascii() else ()
+            if len(parts) == 2 and all(p.isdecimal() for p in parts):
+                if any(len(p.lstrip("0")) > 18 for p in parts):  # no int() of 5000 digits
+                    raise ValueError(f"{quoted(value)}: at most {MAX_GPUS:,} GPUs")
+                return {"min": int(parts[0]), "max": int(parts[1])}
             raise ValueError(f"{quoted(value)} is not a GPU count; {_GPUS_HELP}")
         if not isinstance(value, dict | GpuCount):
             raise ValueError(f"{quoted(value)} is not a GPU count; {_GPUS_HELP}")
@@ -158,6 +176,10 @@ class TrainingHints(_Strict):
     builds it (:mod:`danlu.estimate.family`), unset when none is recognised."""
     expected_duration: float | None = Field(default=None, gt=0)
     """The user's estimate of the run time in seconds (used by sjf / value-density)."""
+
+    _numbers = field_validator(
+        "global_batch_size", "min_batch_size", "max_batch_size", "expected_duration", mode="before"
+    )(_no_boolean)
 
     @field_validator("family")
     @classmethod
@@ -252,6 +274,8 @@ class JobSpec(_Strict):
     depends_on: list[Dependency] = Field(default_factory=list, max_length=MAX_DEPENDENCIES)
     """Jobs this one waits for (:class:`Dependency`): a pipeline's steps, each submitted
     with the ids of the steps before it."""
+
+    _numbers = field_validator("priority", "max_restarts", mode="before")(_no_boolean)
 
     @field_validator("deadline", "time_limit", "preempt_grace", mode="before")
     @classmethod

@@ -38,6 +38,7 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_valida
 
 from danlu.core.errors import SpecError
 from danlu.core.spec import JobSpec, parse_spec, spec_error, valid_name
+from danlu.core.values import MAX_INT
 
 MAX_TRIALS = 10_000
 """The most trials one sweep may run."""
@@ -94,6 +95,12 @@ class Parameter(_Strict):
             raise ValueError(f"a log_uniform distribution needs low > 0 (got {self.low:g})")
         if self.distribution == "int" and not (self.low.is_integer() and self.high.is_integer()):
             raise ValueError("an int distribution needs whole numbers for low and high")
+        if self.distribution == "int" and max(abs(self.low), abs(self.high)) > MAX_INT:
+            # an integer the store takes (1e300 is a whole number too)
+            raise ValueError(
+                f"an int distribution's low and high lie within -2**62..2**62 (got "
+                f"{self.low:g}..{self.high:g})"
+            )
         return self
 
 
@@ -179,7 +186,10 @@ class SweepSpec(_Strict):
                 )
             size = grid_size(self)
             if size > MAX_TRIALS:
-                raise ValueError(f"the grid has {size:,} combinations; at most {MAX_TRIALS:,}")
+                raise ValueError(
+                    f"parameters: the grid has {size:,} combinations; at most {MAX_TRIALS:,}: "
+                    "list fewer values, or use method: random with trials"
+                )
         elif self.trials is None:
             raise ValueError(f"trials: {self.method} search needs how many trials to run, e.g. 20")
         return self

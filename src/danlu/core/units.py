@@ -4,7 +4,9 @@ from __future__ import annotations
 
 import math
 import re
-from datetime import datetime
+from datetime import datetime, timedelta
+from datetime import time as dt_time
+from typing import NoReturn
 
 from danlu.core.errors import SpecError
 from danlu.core.values import quoted
@@ -38,9 +40,14 @@ MAX_BYTES = 2**62
 
 
 def parse_bytes(value: int | float | str, field: str = "size") -> int:
-    """Parse a byte count: an integer, or a number with a unit (``20GiB``, ``1.5GB``, ``512MiB``).
+    """Parse a byte count: an integer, or a number with a unit (``20GiB``, ``1.5GB``, ``512MiB``),
+    at most :data:`MAX_BYTES`.
 
-    Raises :class:`SpecError` naming ``field`` when the value is not a size.
+    The size is worked out exactly from the digits written (``8.2GB`` is 8,200,000,000
+    bytes, not the 8,199,999,999 of a float product); a fraction of a byte left over is
+    dropped (``1.0005KB`` is 1,000 bytes, ``0.3GiB`` 322,122,547).
+
+    Raises :class:`SpecError` naming ``field`` when the value is not a size or is too large.
     """
     if isinstance(value, bool):
         raise SpecError(field, "expected a byte size such as 20GiB or 21474836480, got a boolean")
@@ -49,7 +56,7 @@ def parse_bytes(value: int | float | str, field: str = "size") -> int:
             raise SpecError(field, f"a size must be a finite number (got {value})")
         if value < 0:
             raise SpecError(field, f"a size cannot be negative (got {value})")
-        return int(value)
+        return _at_most_max(int(value), value, field)
     if not isinstance(value, str):
         raise SpecError(
             field, f"expected a byte size such as 20GiB or 21474836480, got {type(value).__name__}"
@@ -61,10 +68,36 @@ def parse_bytes(value: int | float | str, field: str = "size") -> int:
             f"{quoted(value)} is not a byte size; write a number with an optional unit "
             "(B, KB, MB, GB, TB, KiB, MiB, GiB, TiB), e.g. 20GiB",
         )
-    size = float(match.group(1)) * _UNITS[match.group(2).lower()]
-    if not math.isfinite(size):
-        raise SpecError(field, f"{quoted(value)} is too large a size; write at most 4EiB")
-    return int(size)
+    whole, _, fraction = match.group(1).partition(".")
+    if len(whole.lstrip("0")) > _MAX_WHOLE_DIGITS:  # no int() of thousands of digits
+        _too_large(value, field)
+    if len(fraction) > _MAX_DECIMALS:
+        raise SpecError(
+            field, f"{quoted(value)} has more decimals than a size needs; write at most 30"
+        )
+    # exact integer arithmetic; the floor division drops a fraction of a byte
+    size = int(whole + fraction) * _UNITS[match.group(2).lower()] // 10 ** len(fraction)
+    return _at_most_max(size, value, field)
+
+
+_MAX_WHOLE_DIGITS = 20
+"""More digits before the decimal point than any size within :data:`MAX_BYTES` has."""
+_MAX_DECIMALS = 30
+"""The most digits after the decimal point a size may have."""
+
+
+def _at_most_max(size: int, value: object, field: str) -> int:
+    if size > MAX_BYTES:
+        _too_large(value, field)
+    return size
+
+
+def _too_large(value: object, field: str) -> NoReturn:
+    raise SpecError(
+        field,
+        f"{quoted(value)} is too large a size; write one within 0..4194304TiB (4 EiB, "
+        "far above any machine)",
+    )
 
 
 def format_bytes(n: int | float) -> str:
@@ -159,18 +192,64 @@ def format_energy(joules: float) -> str:
 
 _TIME_HELP = (
     "write a time, 2026-12-01T02:00 (local time unless it ends with an offset such as +00:00 "
-    "or Z), or a delay from now, +2h or 90m"
+    "or Z), a time of day, 02:00 (the next one), or a delay from now, +2h or 90m"
 )
+_SINCE_HELP = (
+    "write a duration back from now (1h, 30m, 2d), a time of day (02:00, the last one) or a "
+    "time, 2026-12-01T02:00 (local time unless it ends with an offset such as +00:00 or Z)"
+)
+_TIME_OF_DAY = re.compile(r"^([0-9]{1,2}):([0-9]{2})(?::([0-9]{2}))?$")
+_MINUTES_SECONDS = re.compile(r"^\s*([0-9]+):([0-9]+)\s*$")
+
+
+def _time_of_day(text: str, now: float, field: str, *, ahead: bool) -> float:
+    """``HH:MM`` or ``HH:MM:SS`` (``text``, a clock form) as a local time of day: the next
+    one at or after ``now`` (``ahead``), else the last one at or before it."""
+    match = _TIME_OF_DAY.match(text)
+    hour, minute, second = (int(part or 0) for part in match.groups()) if match else (99, 0, 0)
+    if hour > 23 or minute > 59 or second > 59:
+        raise SpecError(
+            field,
+            f"{quoted(text)} is not a time of day (HH:MM or HH:MM:SS, 00:00 to 23:59:59); "
+            + (_TIME_HELP if ahead else _SINCE_HELP),
+        )
+    day = datetime.fromtimestamp(now).date()
+    step = timedelta(days=1 if ahead else -1)
+    for _ in range(3):  # today's, else tomorrow's (yesterday's); a third for a DST gap
+        moment = datetime.combine(day, dt_time(hour, minute, second)).astimezone().timestamp()
+        if (moment >= now) if ahead else (moment <= now):
+            return moment
+        day += step
+    raise AssertionError("unreachable: a time of day comes round within a day")
+
+
+def _moment(value: str, text: str, field: str, help_text: str) -> float:
+    """An ISO 8601 date and time as POSIX seconds (local time when it has no offset)."""
+    try:
+        moment = datetime.fromisoformat(text.replace("Z", "+00:00"))
+    except ValueError:
+        raise SpecError(field, f"{quoted(value)} is not a time; {help_text}") from None
+    return (moment if moment.tzinfo is not None else moment.astimezone()).timestamp()
 
 
 def parse_since(value: str, now: float, field: str = "since") -> float:
     """A moment in the past as POSIX seconds: a duration back from ``now`` (``1h``, ``30m``,
-    ``2d``) or an ISO 8601 date and time (:func:`parse_time`). Raises :class:`SpecError`
-    naming ``field``."""
+    ``2d``), a time of day ``HH:MM[:SS]`` (the last one, local time: ``02:00`` is today's
+    when it has gone by, else yesterday's) or an ISO 8601 date and time (local time when it
+    has no offset). A moment after ``now`` (``+2h``, tomorrow's date) is refused: nothing
+    has happened since then. Raises :class:`SpecError` naming ``field``."""
+    text = value.strip()
+    if text.startswith("+"):
+        raise SpecError(field, f"{quoted(value)} is in the future; {_SINCE_HELP}")
+    if _CLOCK.match(text):
+        return _time_of_day(text, now, field, ahead=False)
     try:
-        seconds = parse_duration(value, field)
+        seconds = parse_duration(text, field)
     except SpecError:
-        return parse_time(value, now, field)
+        moment = _moment(value, text, field, _SINCE_HELP)
+        if moment > now:
+            raise SpecError(field, f"{quoted(value)} is in the future; {_SINCE_HELP}") from None
+        return moment
     if not math.isfinite(seconds) or seconds < 0:
         raise SpecError(field, f"{quoted(value)} is not a duration of 0 or more, e.g. 1h")
     return now - seconds
@@ -178,10 +257,25 @@ def parse_since(value: str, now: float, field: str = "since") -> float:
 
 def parse_time(value: str, now: float, field: str = "time") -> float:
     """A moment as POSIX seconds: an ISO 8601 date and time (local time when it has no
-    offset), or a delay from ``now`` (:func:`parse_duration`, an optional ``+`` before it).
-    Raises :class:`SpecError` naming ``field``."""
+    offset), a time of day ``HH:MM[:SS]`` (the next one, local time: ``02:00`` is tonight's
+    once today's has gone by) or a delay from ``now`` (:func:`parse_duration`, an optional
+    ``+`` before it; ``+01:00:00`` is an hour, while ``+02:00``, minutes and seconds as Slurm
+    reads it or hours and minutes, is refused as ambiguous). Raises :class:`SpecError`
+    naming ``field``."""
     text = value.strip()
+    if not text.startswith("+") and _CLOCK.match(text):
+        return _time_of_day(text, now, field, ahead=True)
     delay = text[1:] if text.startswith("+") else text
+    two_parts = _MINUTES_SECONDS.match(delay)
+    if two_parts is not None:
+        first, second = (int(part) for part in two_parts.groups())
+        as_minutes = format_duration(first * 60 + second)
+        as_hours = format_duration(first * 3600 + second * 60)
+        raise SpecError(
+            field,
+            f"{quoted(value)} is ambiguous (minutes and seconds, or hours and minutes?): write "
+            f"+{as_minutes} or +{as_hours}",
+        )
     try:
         seconds = parse_duration(delay, field)
     except SpecError:
@@ -190,8 +284,4 @@ def parse_time(value: str, now: float, field: str = "time") -> float:
         if not math.isfinite(seconds) or seconds < 0:
             raise SpecError(field, f"{quoted(value)} is not a delay of 0 or more; {_TIME_HELP}")
         return now + seconds
-    try:
-        moment = datetime.fromisoformat(text.replace("Z", "+00:00"))
-    except ValueError:
-        raise SpecError(field, f"{quoted(value)} is not a time; {_TIME_HELP}") from None
-    return (moment if moment.tzinfo is not None else moment.astimezone()).timestamp()
+    return _moment(value, text, field, _TIME_HELP)

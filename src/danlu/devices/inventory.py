@@ -8,12 +8,11 @@ type). :meth:`Inventory.cluster` gives the scheduler's view; :meth:`Inventory.de
 
 from __future__ import annotations
 
-import re
 from dataclasses import dataclass
 
-from danlu.core.cluster import GPU_TYPES, Cluster, GpuType, Node, gpu_type, gpu_type_from_device
-from danlu.core.errors import ConfigError, SpecError, UnknownNameError
-from danlu.core.units import format_bytes, parse_bytes
+from danlu.core.cluster import Cluster, GpuType, Node
+from danlu.core.fake_gpus import parse_fake_gpus
+from danlu.core.units import format_bytes
 
 GpuKey = tuple[str, int]
 """A GPU as allocations name it: its node's name and its position on the node."""
@@ -128,106 +127,20 @@ def inventory_from_cluster(cluster: Cluster, source: str = "fake") -> Inventory:
     return Inventory(tuple(nodes), source)
 
 
-_FLAG = "--fake-gpus"
-_GROUP = re.compile(r"^\s*(\d+)\s*[xX]\s*([^:\s]+)\s*(?::\s*(\S+))?\s*$")
-
-
-_LEAST_FAKE_MEMORY = 1 << 30
-"""The smallest fake GPU (1 GiB): anything less is a size written without its unit."""
-
-
-def _known_type(name: str) -> GpuType | None:
-    """The GPU type ``name`` names (a type or an alias such as ``4090``), or None."""
-    try:
-        return gpu_type(name)
-    except UnknownNameError:
-        return None
-
-
-def _sized_type(spec: str, group: str, type_name: str, memory: int) -> GpuType:
-    """The type ``COUNTxSIZE:TYPE`` names: a family name without a size (``A100``,
-    ``V100``) is resolved by ``memory`` as a device's name is
-    (:func:`~danlu.core.cluster.gpu_type_from_device`: 40 GiB is an A100-40GB); a variant
-    named with its size (``A100-80GB``, ``v100m16``) that ``memory`` contradicts is refused."""
-    named = gpu_type(type_name)
-    by_memory = gpu_type_from_device(named.name, memory)
-    if by_memory.name == named.name or by_memory.name not in GPU_TYPES:
-        return named
-    # what follows the model number ("A100", "v100") names a size: "-80GB", "m16", "-40"
-    if re.search(r"\d", re.sub(r"^[A-Za-z]*\d+", "", type_name.strip())):
-        raise _fake_error(
-            spec,
-            f"{group!r}: a {format_bytes(memory)} GPU is of type {by_memory.name}, not "
-            f"{named.name}; write {group.partition(':')[0]}:{by_memory.name}",
-        )
-    return GPU_TYPES[by_memory.name]
-
-
-def _fake_error(spec: str, why: str) -> ConfigError:
-    return ConfigError(
-        f"{_FLAG} {spec!r}: {why}; write COUNTxSIZE or COUNTxTYPE, comma-separated, optionally "
-        f"COUNTxSIZE:TYPE, e.g. {_FLAG} 4x80GiB or {_FLAG} 2xH100,4x40GiB:A100-40GB "
-        f"(types: {', '.join(GPU_TYPES)})"
-    )
-
-
 def fake_inventory(spec: str, hostname: str = "localhost") -> Inventory:
-    """An inventory of fake GPUs from ``--fake-gpus``: ``NxSIZE[,NxSIZE...]``, where SIZE is a
-    byte size with its unit (``80GiB``, at least 1 GiB) or a GPU type (``H100``; a type name or
-    alias is read as the type even when it is a number, as ``4090``), optionally
-    ``NxSIZE:TYPE`` (a type with size variants named without its size is resolved by SIZE:
-    ``4x40GiB:A100`` is four A100-40GB; a variant SIZE contradicts, as ``40GiB:A100-80GB``,
-    is refused). Each group is one node; device indices run across the groups. Raises
-    :class:`ConfigError` naming the flag."""
+    """An inventory of fake GPUs from ``--fake-gpus`` (the grammar of
+    :func:`~danlu.core.fake_gpus.parse_fake_gpus`): each group is one node; device indices
+    run across the groups. Raises :class:`ConfigError` naming the flag."""
+    groups = parse_fake_gpus(spec)
     nodes: list[NodeInventory] = []
     index = 0
-    groups = [g for g in spec.split(",")] if spec.strip() else []
-    if not groups:
-        raise _fake_error(spec, "no GPUs given")
     for number, group in enumerate(groups):
-        match = _GROUP.match(group)
-        if match is None:
-            raise _fake_error(spec, f"{group.strip()!r} is not COUNTxSIZE")
-        count, size, type_name = int(match.group(1)), match.group(2), match.group(3)
-        if count <= 0:
-            raise _fake_error(spec, f"{group.strip()!r} has no GPUs")
-        known = _known_type(size)
-        try:
-            if known is not None:
-                if type_name:
-                    raise _fake_error(spec, f"{group.strip()!r} names a type twice")
-                kind = known
-                memory = kind.memory
-            elif size[0].isdigit():
-                if size.isdigit():
-                    raise _fake_error(
-                        spec,
-                        f"{group.strip()!r}: {size} bytes? give the size a unit (e.g. "
-                        f"{count}x{size}GiB) or name a GPU type",
-                    )
-                memory = parse_bytes(size, _FLAG)
-                if memory < _LEAST_FAKE_MEMORY:
-                    raise _fake_error(
-                        spec,
-                        f"{group.strip()!r}: a GPU of {format_bytes(memory)} is too small "
-                        f"(at least {format_bytes(_LEAST_FAKE_MEMORY)}); is the unit right?",
-                    )
-                kind = (
-                    _sized_type(spec, group.strip(), type_name, memory)
-                    if type_name
-                    else GpuType("generic", memory)
-                )
-            else:
-                kind = gpu_type(size)
-                memory = kind.memory
-        except (SpecError, UnknownNameError) as exc:
-            raise _fake_error(spec, str(exc)) from None
-        if memory <= 0:
-            raise _fake_error(spec, f"{group.strip()!r} has no memory")
-        kind = GpuType(kind.name, memory)
+        kind = group.gpu_type
         gpus = []
-        for _ in range(count):
-            gpus.append(GpuInfo(index, f"GPU-fake-{index:04d}", f"Fake {kind.name}", kind, memory))
+        for _ in range(group.count):
+            gpus.append(
+                GpuInfo(index, f"GPU-fake-{index:04d}", f"Fake {kind.name}", kind, kind.memory)
+            )
             index += 1
         name = hostname if len(groups) == 1 else f"{hostname}-{number}"
         nodes.append(NodeInventory(name, hostname, tuple(gpus)))
