@@ -87,8 +87,14 @@ class OracleOptimus(OptimusPolicy):
     """Each job's application, by job id."""
     profiles: Mapping[str, ApplicationProfile] = field(default_factory=dict)
 
-    def _job(self, job: JobStatus, now: float, new_marks: dict[str, dict[str, float]]) -> SplitJob:
-        online = super()._job(job, now, new_marks)
+    def _job(
+        self,
+        job: JobStatus,
+        now: float,
+        new_marks: dict[str, dict[str, float]],
+        blocked: dict[str, str],
+    ) -> SplitJob:
+        online = super()._job(job, now, new_marks, blocked)
         name = self.applications.get(job.id)
         if name is None or job.request.batch_size is None:
             return online

@@ -4,6 +4,7 @@ never handed out twice."""
 
 from __future__ import annotations
 
+import dataclasses
 from typing import Any
 
 import pytest
@@ -128,3 +129,56 @@ def test_sizing_policies_never_move_a_draining_elastic_job(name: str, drained: s
     opts = {"population": 20, "generations": 20} if name == "pollux" else {}
     plan = make_policy(name, **opts).schedule(view)
     assert _violations(view, plan) == []
+
+
+@pytest.mark.parametrize(
+    ("name", "opts"), [("priority", {}), ("fifo", {"backfill": True}), ("sjf", {})]
+)
+def test_queue_policies_hold_the_free_part_of_draining_gpus(
+    name: str, opts: dict[str, Any]
+) -> None:
+    """A 4-GPU job that fits only once the job draining GPUs 2-3 exits starts there (it
+    waits for them), and GPUs 0-1, free now, go to no job queued after it: given to one,
+    that job would be preempted (priority) or keep the wide job waiting once the drain ends,
+    the ping-pong :class:`~danlu.sched.placement.drain.DrainingFree` exists to prevent."""
+    cluster = Cluster.homogeneous(1, 4)
+    drainer = _running("d", cluster, [(0, 2), (0, 3)], submit_time=0.0)
+    wide = JobStatus(_request("wide", 4, priority=5, submit_time=10.0, expected_duration=10.0))
+    narrow = JobStatus(
+        _request("narrow", 2, submit_time=20.0, expected_duration=1e4),
+        run_time=100.0,
+        last_start=0.0,
+        preemptions=1,
+    )
+    view = ClusterView(110.0, cluster, (drainer,), (wide, narrow), draining=frozenset({"d"}))
+    plan = make_policy(name, **opts).schedule(view)
+    assert _violations(view, plan) == []
+    assert [(s.job_id, sorted(g.gpu for g in s.allocation.shares)) for s in plan.starts] == [
+        ("wide", [0, 1, 2, 3])
+    ]
+    assert not plan.preempts and plan.reason("narrow")
+    # had the drainer been a job that stays, the free GPUs go to the narrow job
+    plan = make_policy(name, **opts).schedule(dataclasses.replace(view, draining=frozenset()))
+    if name == "priority":  # which preempts the drainer, of lower priority, for the wide job
+        assert [p.job_id for p in plan.preempts] == ["d"] and plan.reason("narrow")
+    else:
+        assert [s.job_id for s in plan.starts] == ["narrow"]
+
+
+def test_priority_does_not_preempt_a_job_again_while_another_drains() -> None:
+    """The reviewer's rounds: two low jobs preempted for a high one; one has exited, the
+    other drains. The one that exited is not started on the GPUs already free (to be
+    preempted again once the drain ends): the high job is placed on all four."""
+    cluster = Cluster.homogeneous(1, 4)
+    high = JobStatus(_request("H", 4, priority=5, submit_time=10.0))
+    low1 = _running("L1", cluster, [(0, 0), (0, 1)], priority=0)
+    low2 = _running("L2", cluster, [(0, 2), (0, 3)], priority=0)
+    policy = make_policy("priority")
+    first = policy.schedule(ClusterView(100.0, cluster, (low1, low2), (high,)))
+    assert sorted(p.job_id for p in first.preempts) == ["L1", "L2"]
+    back = JobStatus(low1.request, run_time=100.0, last_start=0.0, preemptions=1)
+    view = ClusterView(110.0, cluster, (low2,), (back, high), draining=frozenset({"L2"}))
+    plan = policy.schedule(view)
+    assert _violations(view, plan) == []
+    assert [(s.job_id, s.allocation.num_gpus) for s in plan.starts] == [("H", 4)]
+    assert not plan.preempts and plan.reason("L1")

@@ -229,3 +229,41 @@ def test_a_running_job_without_a_model_keeps_its_gpus() -> None:
     job = status("quiet", gpus=1, observed={**LIMITS, "adaptive": 1.0}, allocation=alloc)
     plan = OptimusPolicy().schedule(ClusterView(time=60.0, cluster=cluster, running=(job,)))
     assert not plan.resizes and not plan.preempts
+
+
+TIGHT = {"init_batch": 64.0, "max_batch": 64.0, "min_local_bsz": 32.0, "max_local_bsz": 32.0}
+"""Batch limits under which a batch of 64 fits at most 2 GPUs (micro-batches of 32)."""
+TIGHT_MARKS = {"danlu.c:16": 0.1, "danlu.c:32": 0.2}
+"""Compute measured in an earlier run: enough for a model."""
+
+
+def test_a_job_whose_minimum_its_batch_cannot_fill_waits() -> None:
+    """An elastic job of 4..8 GPUs at batch 64 with micro-batches of at least 32 can use 2
+    GPUs at most: below its minimum, so it waits and says why (as pollux and danlu leave
+    it), though 8 GPUs are idle; a job behind it still starts."""
+    cluster = Cluster.homogeneous(1, 8)
+    job = status("e", gpus=4, max_gpus=8, batch_size=64, observed=TIGHT, marks=TIGHT_MARKS)
+    other = status("r", gpus=2, submit=1.0)
+    plan = OptimusPolicy().schedule(ClusterView(time=0.0, cluster=cluster, pending=(job, other)))
+    assert [(s.job_id, s.allocation.num_gpus) for s in plan.starts] == [("r", 2)]
+    reason = plan.reason("e") or ""
+    assert "min_local_bsz" in reason and "4 GPUs" in reason
+
+
+def test_a_running_job_whose_minimum_its_batch_cannot_fill_is_not_shrunk_below_it() -> None:
+    """The same job already running on 4 GPUs keeps them: a resize to the 2 GPUs its batch
+    allows would take it below its minimum."""
+    cluster = Cluster.homogeneous(1, 8)
+    alloc = Allocation.whole_gpus([(0, g) for g in range(4)])
+    job = status(
+        "e",
+        gpus=4,
+        max_gpus=8,
+        batch_size=64,
+        observed=TIGHT,
+        marks=TIGHT_MARKS,
+        allocation=alloc,
+        last_start=0.0,
+    )
+    plan = OptimusPolicy().schedule(ClusterView(time=100.0, cluster=cluster, running=(job,)))
+    assert not plan.resizes and not plan.preempts

@@ -172,6 +172,64 @@ def test_priority_preempts_the_lowest_first() -> None:
     assert [(s.node, s.gpu) for s in plan.starts[0].allocation.shares] == [(0, 1)]
 
 
+def _strict_view(fill: bool, duration: float | None = None) -> tuple[ClusterView, tuple[str, ...]]:
+    """A 4-GPU job H (priority 5) blocked by a non-preemptible job of its priority on GPUs
+    0-1, a low job on GPU 2, and M (priority 3, 1 GPU, queued after H). ``fill``: another
+    low job holds GPU 3 (M could start only by preempting one); else GPU 3 is free."""
+    pinned = running("X", [(0, 0), (0, 1)], priority=5, preemptible=False, expected_duration=100.0)
+    lows = [running("L", [(0, 2)], expected_duration=50.0)]
+    if fill:
+        lows.append(running("L3", [(0, 3)], expected_duration=50.0))
+    high = pending("H", 4, submit=5.0, priority=5)
+    mid = pending("M", 1, submit=6.0, priority=3, expected_duration=duration)
+    return view(ONE_BY_4, (pinned, *lows), (high, mid), now=10.0), ("H", "M")
+
+
+@pytest.mark.parametrize("fill", [False, True])
+@pytest.mark.parametrize(
+    "options", [{"backfill": False}, {"reserve": True}], ids=["strict", "reserve"]
+)
+def test_priority_preemption_keeps_strict_order_and_reservations(
+    fill: bool, options: dict[str, Any]
+) -> None:
+    """With ``backfill=False`` (strict order) or ``reserve=True`` (EASY backfill, M expected
+    to outlast H's reservation), M waits behind the blocked H whether or not the policy may
+    preempt: the preemption pass (which outranks L for M) does not backfill past H."""
+    seen, ids = _strict_view(fill, duration=1e4)
+    calm = PriorityPolicy(preempt=False, **options).schedule(seen)
+    plan = PriorityPolicy(**options).schedule(seen)
+    assert started(calm) == [] and preempted(calm) == []
+    assert started(plan) == [] and preempted(plan) == []
+    assert plan.reason("M") == calm.reason("M") and plan.reason("M")
+    assert waiting(plan, ids) == {"H", "M"}
+    # with greedy backfill M is started, by preemption when no GPU is free
+    plan = PriorityPolicy().schedule(seen)
+    assert started(plan) == ["M"] and preempted(plan) == (["L3"] if fill else [])
+
+
+def test_priority_reservation_lets_a_job_that_ends_in_time_through() -> None:
+    """A job that ends before H's reservation still starts past it, preemption or not."""
+    seen, _ = _strict_view(False, duration=20.0)
+    for preempt in (False, True):
+        plan = PriorityPolicy(reserve=True, preempt=preempt).schedule(seen)
+        assert started(plan) == ["M"] and preempted(plan) == []
+
+
+def test_priority_strict_order_still_preempts_for_the_head_of_the_queue() -> None:
+    """Strict order holds back only what comes after the first job that cannot start: the
+    head, which starts by preempting a low job, does; the job after it, which fits on no
+    GPU left and outranks nothing, waits."""
+    low = running("low", [(0, 0), (0, 1)], priority=0)
+    other = running("other", [(0, 2), (0, 3)], priority=1, preemptible=False)
+    urgent = pending("urgent", 2, submit=5.0, priority=5)
+    later = pending("later", 1, submit=6.0, priority=0)
+    plan = PriorityPolicy(backfill=False).schedule(
+        view(ONE_BY_4, (low, other), (urgent, later), now=10.0)
+    )
+    assert started(plan) == ["urgent"] and preempted(plan) == ["low"]
+    assert waiting(plan, ["urgent", "later"]) == {"later"}
+
+
 # ------------------------------------------------------------------------ tiresias
 TIRESIAS = TiresiasPolicy(thresholds=(100.0,))
 
@@ -369,6 +427,7 @@ POLICIES = (
     SjfPolicy(reserve=True, placement="spread"),
     PriorityPolicy(),
     PriorityPolicy(reserve=True),
+    PriorityPolicy(backfill=False),
     FairSharePolicy(),
     FairSharePolicy(backfill=False, placement="spread"),
     PriorityPolicy(placement="topology"),
@@ -452,6 +511,28 @@ def test_plans_never_over_allocate_and_are_deterministic(v: ClusterView) -> None
         check_plan(v, plan)
         assert policy.schedule(v) == plan  # same view, same plan (memo or not)
         assert dataclasses.replace(policy).schedule(v) == plan  # a fresh instance agrees
+
+
+@settings(max_examples=60, deadline=None)
+@given(views(), st.data())
+def test_plans_never_hand_out_the_gpus_of_draining_jobs_twice(
+    v: ClusterView, data: st.DataObject
+) -> None:
+    """Some running jobs drain (told to stop, still on their GPUs): no plan preempts them
+    again, and no two jobs' work lands on one GPU once they have exited (the starts that
+    wait for their GPUs included)."""
+    chosen = data.draw(st.sets(st.sampled_from([j.id for j in v.running]))) if v.running else set()
+    v = dataclasses.replace(v, draining=frozenset(chosen))
+    for policy in POLICIES:
+        plan = policy.schedule(v)
+        assert not {p.job_id for p in plan.preempts} & v.draining
+        free = FreeMap(dataclasses.replace(v, running=(), used_milli=None, used_memory=None))
+        gone = v.draining | {p.job_id for p in plan.preempts}
+        for job in v.running:
+            if job.id not in gone:
+                free.take(job.allocation)
+        for start in plan.starts:
+            free.take(start.allocation)  # raises PlacementError on over-allocation
 
 
 def test_check_plan_catches_over_allocation() -> None:

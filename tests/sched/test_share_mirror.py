@@ -9,7 +9,7 @@ from typing import Any
 import numpy as np
 import pytest
 
-from danlu.core.cluster import Allocation, Cluster, GpuShare
+from danlu.core.cluster import GPU_TYPES, Allocation, Cluster, GpuShare, Node
 from danlu.sched.placement.danlu_pack import DanluPackScorer
 from danlu.sched.placement.frag import typical_pods
 from danlu.sched.placement.gang import FreeMap
@@ -203,3 +203,58 @@ def test_a_map_syncs_only_the_nodes_it_changed_and_a_copy_syncs_in_full() -> Non
         expected = np.clip(free.free_milli, 0, 1000)
         expected[free._offsets[alloc.shares[0].node] + alloc.shares[0].gpu] += need
         assert mirror.cluster.gpu_free.reshape(-1).tolist() == expected.tolist()
+
+
+@pytest.mark.parametrize("how", ["place", "take_counts"])
+def test_whole_gpus_taken_are_synced_before_the_next_share(how: str) -> None:
+    """A gang of whole GPUs (placed, or taken as counts a policy chose) changes its nodes for
+    the mirror as a share does: the next share is scored on the map as it is, not on the
+    GPUs as they were before the gang took them."""
+    free = FreeMap(_view(), "danlu")
+    assert free.place(_request("a", 99, gpu_milli=200)) is not None
+    mirror = free._mirror
+    assert mirror is not None
+    if how == "place":
+        whole = free.place(JobRequest(id="w", submit_time=0.0, gpus=3, seq=101))
+        assert whole is not None
+    else:
+        whole = free.take_counts([(1, 1), (0, 1)])
+    alloc = free.place(_request("b", 102, gpu_milli=100))
+    assert alloc is not None
+    expected = np.clip(free.free_milli, 0, 1000)
+    expected[free._offsets[alloc.shares[0].node] + alloc.shares[0].gpu] += 100
+    assert mirror.cluster.gpu_free.reshape(-1).tolist() == expected.tolist()
+
+
+def test_share_choices_equal_those_of_a_mirror_synced_in_full() -> None:
+    """Shares and gangs placed in turn on random clusters: every share goes where it goes
+    on a map whose mirror is synced in full before each share (the true state)."""
+
+    def choices(seed: int, full: bool) -> list[tuple[tuple[int, int, int], ...] | None]:
+        rng = np.random.default_rng(seed)
+        nodes = int(rng.integers(2, 6))
+        cluster = Cluster(
+            tuple(
+                Node(f"n{i}", int(rng.choice([2, 4, 8])), GPU_TYPES["A100-80GB"])
+                for i in range(nodes)
+            )
+        )
+        requests = [
+            _request(f"s{i}", i, gpu_milli=int(rng.choice([200, 300, 500, 700])))
+            if rng.random() < 0.6
+            else JobRequest(id=f"w{i}", submit_time=0.0, gpus=int(rng.integers(1, 5)), seq=i)
+            for i in range(40)
+        ]
+        free = FreeMap(ClusterView(0.0, cluster, pending=tuple(map(JobStatus, requests))), "danlu")
+        out: list[tuple[tuple[int, int, int], ...] | None] = []
+        for request in requests:
+            if full and free._mirror is not None:
+                free._mirror.synced_with = None  # sync in full before this placement
+            alloc = free.place(request)
+            out.append(
+                None if alloc is None else tuple((s.node, s.gpu, s.milli) for s in alloc.shares)
+            )
+        return out
+
+    for seed in range(40):
+        assert choices(seed, False) == choices(seed, True), seed

@@ -38,27 +38,43 @@ class DrainingFree:
     def place(self, request: JobRequest) -> Allocation | None:
         """Where ``request`` goes: the GPUs free now if it fits there, else GPUs being
         drained (it waits for them; what of them is free now is held for it)."""
+        placed = self.place_holding(request)
+        return None if placed is None else placed[0]
+
+    def place_holding(self, request: JobRequest) -> tuple[Allocation, Allocation | None] | None:
+        """As :meth:`place`, with what was taken from ``now``: the allocation itself when it
+        fits there, else the part of the draining GPUs free now that it holds (None when
+        none). :meth:`unplace` takes both to undo the placement."""
         now, soon = self.now, self.soon
         alloc = now.place(request) if now.could_fit_now(request) else None
         if soon is None:
-            return alloc
+            return None if alloc is None else (alloc, alloc)
         if alloc is not None:
             soon.take(alloc)
-            return alloc
+            return alloc, alloc
         alloc = soon.place(request) if soon.could_fit_now(request) else None
         if alloc is None:
             return None
         cluster = now.cluster
-        held: list[GpuShare] = []
+        shares: list[GpuShare] = []
         for share in alloc.shares:
             index = cluster.gpu_offset(share.node) + share.gpu
             milli = min(share.milli, int(now.free_milli[index]))
             memory = min(share.memory, int(now.free_memory[index]))
             if milli > 0 or memory > 0:
-                held.append(GpuShare(share.node, share.gpu, milli, memory))
-        if held:
-            now.take(Allocation(tuple(held)))
-        return alloc
+                shares.append(GpuShare(share.node, share.gpu, milli, memory))
+        if not shares:
+            return alloc, None
+        held = Allocation(tuple(shares))
+        now.take(held)
+        return alloc, held
+
+    def unplace(self, alloc: Allocation, held: Allocation | None) -> None:
+        """Undo a :meth:`place_holding` that returned ``(alloc, held)``."""
+        if held is not None:
+            self.now.release(held)
+        if self.soon is not None:
+            self.soon.release(alloc)
 
     def any_room(self) -> bool:
         """Whether anything could still be placed, now or after the drain."""

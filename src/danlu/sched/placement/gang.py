@@ -222,6 +222,8 @@ class FreeMap:
                 self.free_memory[start + gpu] = 0
             self._gpus_with_room -= len(idle)  # idle GPUs had all their compute
             self._whole_gpus_changed(node, -take)
+            if self._mirror is not None:  # as :meth:`_apply` marks them
+                self._changed_nodes.add(node)
         return Allocation(tuple(shares))
 
     def _node_buckets(self) -> list[list[int]]:

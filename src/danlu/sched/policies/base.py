@@ -5,7 +5,8 @@ A policy is a plain object: configuration in its constructor, and
 
 - :func:`queue_round` walks pending jobs in the policy's order and starts each one that fits
   (``backfill``; with ``reserve``, only those that leave the first blocked job's reservation
-  alone) or stops at the first that does not (strict order). Nothing is preempted.
+  alone) or stops at the first that does not (strict order). Nothing is preempted; a job
+  that fits only once the draining jobs exit waits for their GPUs, as in ``ranked_round``.
 - :func:`ranked_round` takes running and pending jobs in the policy's rank order (each list
   kept across rounds by the policy, see :mod:`.ranked`); the best ones that fit the cluster's
   capacity are kept or started, and preemptible running jobs that fall outside are
@@ -121,8 +122,33 @@ def queue_round(
     """Start pending jobs in ``order`` while they fit; see the module docstring. ``reserve``
     (with ``backfill``): EASY backfill, the first job that does not fit gets a reservation
     that later starts must leave alone (:mod:`.reservation`). ``memo``: what the ``fgd``
-    and ``danlu`` placements keep across rounds (the policy's own)."""
-    free = FreeMap(view, placement, memo)
+    and ``danlu`` placements keep across rounds (the policy's own).
+
+    The view's draining jobs (:attr:`ClusterView.draining`) count as gone once they exit,
+    as in :func:`ranked_round`: a job that fits only on their GPUs is started there (it
+    waits for them) and the part of them already free is held for it, not given to a job
+    later in ``order`` (:class:`DrainingFree`)."""
+    return queue_pass(view, order, placement, backfill, reserve, memo=memo)[0]
+
+
+def queue_pass(
+    view: ClusterView,
+    order: Sequence[JobStatus],
+    placement: str,
+    backfill: bool,
+    reserve: bool = False,
+    *,
+    memo: PackingMemo | None = None,
+    reserve_when_full: bool = False,
+) -> tuple[Plan, str | None]:
+    """:func:`queue_round`'s plan, and the job that holds back the jobs after it: the first
+    that does not fit under strict order (no ``backfill``), or the one holding a reservation;
+    None when the round backfilled greedily (or every job fit). ``reserve_when_full``: when
+    the GPUs run out before any job was left waiting, work out the reservation the first
+    one left would get (nothing can start then, so the plan is the same; a caller that may
+    preempt needs it), else only a reservation made earlier counts."""
+    drain = DrainingFree(FreeMap(view, placement, memo), view)
+    free = drain.now
     starts: list[Start] = []
     started: list[tuple[JobStatus, Allocation]] = []
     waiting: dict[str, str] = {}
@@ -136,36 +162,49 @@ def queue_round(
     then costs no placement per job; at worst a job that a later start's shift would have let
     in waits a round, and the reservation is never delayed."""
     default = ""
+    stopped: str | None = None
+    """The first job left waiting when the GPUs ran out before any other was."""
     for job in order:
-        if blocked_by is not None or (free.total_free == 0 and not free.any_capacity()):
+        if blocked_by is not None or not drain.any_room():
             # Nothing else can start this round: one shared reason for the rest of the queue.
             default = (
                 f"queued behind {blocked_by} (strict order, no backfill)"
                 if blocked_by is not None
                 else "no free GPUs"
             )
+            if blocked_by is None and not backfill:
+                stopped = job.id
+            elif blocked_by is None and reserve and not reserved and reserve_when_full:
+                later = free if drain.soon is None else drain.soon
+                found = reservation.reserve(view, later, job, started, drained=later is not free)
+                stopped = None if found is None else job.id
             break
         if held is not None and not held.may_admit(job, view.time, refused):
             waiting[job.id] = held.reason
             continue
-        alloc = free.place(job.request) if free.could_fit_now(job.request) else None
-        if alloc is not None and held is not None and not held.admits(job, alloc, view.time):
-            free.release(alloc)
+        placed = drain.place_holding(job.request)
+        if placed is not None and held is not None and not held.admits(job, placed[0], view.time):
+            drain.unplace(*placed)
             refused.add(shape_of(job.request))
             waiting[job.id] = held.reason
             continue
-        if alloc is not None:
-            starts.append(Start(job.id, alloc))
+        if placed is not None:
+            starts.append(Start(job.id, placed[0]))
             if reserve:
-                started.append((job, alloc))
+                started.append((job, placed[0]))
             continue
         waiting[job.id] = why_not(free, job)
         if not backfill:
             blocked_by = job.id
         elif reserve and not reserved:
             reserved = True
-            held = reservation.reserve(view, free, job, started)
-    return Plan(starts=tuple(starts), waiting=waiting, waiting_default=default, recheck_at=math.inf)
+            # the map once the draining jobs have exited, every start taken from it in full
+            later = free if drain.soon is None else drain.soon
+            held = reservation.reserve(view, later, job, started, drained=drain.soon is not None)
+    plan = Plan(starts=tuple(starts), waiting=waiting, waiting_default=default, recheck_at=math.inf)
+    if held is not None:
+        return plan, held.job_id
+    return plan, blocked_by or stopped
 
 
 _LISTED_REASONS = 100

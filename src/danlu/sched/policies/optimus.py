@@ -11,7 +11,9 @@ waiting, greedily by marginal gain:
 2. the GPUs left go one at a time to the elastic job whose predicted remaining time falls
    most with one GPU more, ``T(n) - T(n + 1)`` (Optimus's step-time gain times the remaining
    steps), up to ``batch // min_local_bsz`` GPUs (each GPU gets at least its smallest
-   micro-batch) and the request's ``max_gpus``;
+   micro-batch) and the request's ``max_gpus``; an elastic job whose batch cannot fill its
+   least GPUs that way is not shrunk below them: it keeps the GPUs it runs on, or waits,
+   saying why;
 3. a job whose GPU count is unchanged keeps its GPUs; the others, fewest GPUs first, are
    placed by ``placement`` (``worst-fit``: the nodes with the most idle GPUs first, as the
    study's Optimus placed them), and a running job whose count changed is moved (a resize,
@@ -137,7 +139,8 @@ class OptimusPolicy:
         shared = [j for j in view.pending if j.request.shares_gpu]
         order = sorted([*movable, *waiting], key=lambda j: (j.request.submit_time, j.request.seq))
         new_marks: dict[str, dict[str, float]] = {}
-        jobs = [self._job(job, now, new_marks) for job in order]
+        blocked: dict[str, str] = {}
+        jobs = [self._job(job, now, new_marks, blocked) for job in order]
         if len(self._memo) > 2 * len(jobs) + 64:  # forget jobs that left
             current = {job.id for job in order}
             self._memo = {k: v for k, v in self._memo.items() if k in current}
@@ -145,11 +148,18 @@ class OptimusPolicy:
         for job in movable:
             free.release(job.allocation)
         counts = split_gpus(jobs, free.total_free, gpn)
-        return self._plan(view, jobs, counts, shared, new_marks)
+        return self._plan(view, jobs, counts, shared, new_marks, blocked)
 
     # -- inputs ---------------------------------------------------------------------------
-    def _job(self, job: JobStatus, now: float, new_marks: dict[str, dict[str, float]]) -> SplitJob:
-        """The job's split inputs; the marks its measurements add go in ``new_marks``."""
+    def _job(
+        self,
+        job: JobStatus,
+        now: float,
+        new_marks: dict[str, dict[str, float]],
+        blocked: dict[str, str],
+    ) -> SplitJob:
+        """The job's split inputs; the marks its measurements add go in ``new_marks``, and
+        why it cannot start at all, if so, in ``blocked`` (it then gets no GPUs)."""
         req, seen = job.request, job.observed
         marks: Mapping[str, float] = job.marks
         update = dm.remembered(marks, seen) if job.running else {}
@@ -166,9 +176,18 @@ class OptimusPolicy:
             return SplitJob(job, least, least, None, 0, 0.0)
         batch = int(req.batch_size or seen.get("batch_size") or model.init_batch)
         most = max(1, batch // max(model.min_local, 1))
-        if req.max_gpus > 0:
-            most = min(most, req.max_gpus)
-        least = min(req.gpus, most) if req.max_gpus > 0 else 1
+        least = 1
+        if req.max_gpus > 0 and most < req.gpus:
+            # Its batch cannot fill its minimum: it keeps the GPUs it runs on, or waits.
+            if not job.running:
+                blocked[job.id] = (
+                    f"its batch of {batch} fills {most} GPUs at most with micro-batches of "
+                    f"at least min_local_bsz ({model.min_local}), fewer than its minimum "
+                    f"of {req.gpus} GPUs"
+                )
+            least = most = job.allocation.num_gpus if job.running else 0
+        elif req.max_gpus > 0:
+            least, most = req.gpus, min(most, req.max_gpus)
         if job.running:
             work = estimate_work(job, marks, now, self.restart_cost, update)
         else:
@@ -195,6 +214,7 @@ class OptimusPolicy:
         counts: list[int],
         shared: list[JobStatus],
         new_marks: dict[str, dict[str, float]],
+        blocked: dict[str, str],
     ) -> Plan:
         free = FreeMap(view, self.placement, self._packing)
         moved = [
@@ -213,7 +233,7 @@ class OptimusPolicy:
             status = jobs[row].status
             alloc = free.place(status.request, gpus=counts[row]) if counts[row] else None
             if alloc is None:
-                reason = NO_GPUS if counts[row] == 0 else NO_ROOM
+                reason = blocked.get(status.id, NO_GPUS) if counts[row] == 0 else NO_ROOM
                 if status.running:
                     preempts.append(Preempt(status.id, reason))
                 else:

@@ -4,12 +4,12 @@ from __future__ import annotations
 
 import dataclasses
 import math
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import ClassVar
 
 from danlu.sched.placement.packing_memo import PackingMemo
-from danlu.sched.policies.base import queue_round, ranked_round
+from danlu.sched.policies.base import queue_pass, ranked_round
 from danlu.sched.policies.options import INF, OptionRange, check_options
 from danlu.sched.policies.ranked import RankedJobs, RankKey, ranked_pending
 from danlu.sched.view import ClusterView, JobStatus, Plan
@@ -31,7 +31,9 @@ class PriorityPolicy:
     (``backfill=False`` prevents it too, by starting nothing behind a job that does not fit).
 
     Preemption compares base priorities only: a running job is preempted only for a job of
-    strictly higher base priority, so aging cannot cause thrashing.
+    strictly higher base priority, so aging cannot cause thrashing. It keeps to strict order
+    and to the reservation (:func:`keep_queue_order`): a job they hold back waits, whether
+    ``preempt`` is set or not.
 
     Every job ages at the same rate, so the queue's order never changes with the clock:
     ``priority + rate x (now - submit)`` ranks jobs as ``priority - rate x submit`` does.
@@ -86,9 +88,16 @@ class PriorityPolicy:
     def schedule(self, view: ClusterView) -> Plan:
         now = view.time
         order = self._queue.update(view.pending, now, self.queue_key).jobs
-        plan = queue_round(
-            view, order, self.placement, self.backfill, self.reserve, memo=self._packing
+        queued, blocked = queue_pass(
+            view,
+            order,
+            self.placement,
+            self.backfill,
+            self.reserve,
+            memo=self._packing,
+            reserve_when_full=self.preempt,
         )
+        plan = queued
         if not self.preempt or not plan.has_waiting or not view.running:
             return plan
         pending = self._pending.update(view.pending, now, self.preempt_key, like=self._queue)
@@ -113,4 +122,44 @@ class PriorityPolicy:
             self.placement,
             memo=self._packing,
         )
+        if blocked is not None:  # strict order, or a reservation held
+            plan = keep_queue_order(view, plan, queued, order)
         return dataclasses.replace(plan, recheck_at=math.inf)
+
+
+def keep_queue_order(
+    view: ClusterView, ranked: Plan, queued: Plan, order: Sequence[JobStatus]
+) -> Plan:
+    """``ranked`` (the preemption pass's plan) without the starts that the queue's strict
+    order or reservation (``queued``: the queue pass's plan, over ``order``) holds back.
+
+    A start is kept when its job comes in ``order`` before the first job neither plan
+    starts, or when ``queued`` starts it too (it left the reservation be); the others wait
+    with the queue pass's reason. A preemption is kept when a kept start takes a GPU of the
+    job preempted (a GPU shared with another job counts as taken); a job whose GPUs went
+    only to starts dropped keeps running.
+    """
+    in_queue = {start.job_id for start in queued.starts}
+    in_ranked = {start.job_id for start in ranked.starts}
+    allowed = set(in_queue)
+    for job in order:
+        if job.id not in in_queue and job.id not in in_ranked:
+            break
+        allowed.add(job.id)
+    kept = tuple(start for start in ranked.starts if start.job_id in allowed)
+    if len(kept) == len(ranked.starts):
+        return ranked
+    waiting = dict(ranked.waiting)
+    for start in ranked.starts:
+        if start.job_id not in allowed:
+            waiting[start.job_id] = queued.reason(start.job_id) or "held back by the queue order"
+    taken = {(share.node, share.gpu) for start in kept for share in start.allocation.shares}
+    holds = {job.id: job.allocation for job in view.running}
+    preempts = tuple(
+        victim
+        for victim in ranked.preempts
+        if any((share.node, share.gpu) in taken for share in holds[victim.job_id].shares)
+    )
+    gone = {victim.job_id for victim in preempts}
+    marks = {job_id: mark for job_id, mark in ranked.marks.items() if job_id in gone}
+    return dataclasses.replace(ranked, starts=kept, preempts=preempts, waiting=waiting, marks=marks)

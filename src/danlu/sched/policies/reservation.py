@@ -99,14 +99,20 @@ def reserve(
     free: FreeMap,
     head: JobStatus,
     started: Sequence[tuple[JobStatus, Allocation]],
+    *,
+    drained: bool = False,
 ) -> Reservation | None:
     """The reservation of ``head`` (the first job that cannot start now), given the free map
     after this round's starts (``started``, which end as any running job); None when no known
-    end frees room for it."""
+    end frees room for it. ``drained``: ``free`` counts the view's draining jobs gone already
+    (:attr:`~danlu.sched.placement.drain.DrainingFree.soon`: starts may wait for their
+    GPUs), so their GPUs are not released again."""
     now = view.time
+    draining = view.draining
     ends = [
-        (expected_end(job, now, view.draining), index, job.allocation)
+        (expected_end(job, now, draining), index, job.allocation)
         for index, job in enumerate(view.running)
+        if not (drained and job.id in draining)
     ]
     offset = len(view.running)
     ends += [
