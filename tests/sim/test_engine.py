@@ -250,6 +250,19 @@ def test_jobs_completing_before_max_time_count_as_finished(tmp_path: Path) -> No
     assert result.unfinished == ["b"]
 
 
+def test_jobs_submitted_after_max_time_are_listed_not_lost(tmp_path: Path) -> None:
+    """Jobs submitted after ``max_time`` were in none of the result's lists: the workload's
+    jobs did not add up."""
+    workload = load_workload(write(tmp_path, FOUR_JOBS + "e,500,1,10\nhuge,600,3,10\n"))
+    result = simulate(workload, interval=60.0, max_time=200.0)
+    listed = [r.id for r in result.jobs] + result.unfinished + result.not_submitted
+    listed += [job_id for job_id, _ in result.rejected]
+    assert sorted(listed) == sorted(j.request.id for j in workload.jobs)
+    assert result.not_submitted == ["d", "e"]  # in submission order; huge is rejected
+    assert result.to_json()["not_submitted"] == ["d", "e"]
+    assert simulate(workload, interval=60.0).not_submitted == []
+
+
 def test_config_validation() -> None:
     with pytest.raises(ConfigError, match="interval"):
         SimConfig(interval=0)

@@ -25,7 +25,8 @@ class SimConfig:
     record_events: bool = False
     """Keep every state-change event (memory grows with the workload)."""
     max_time: float = math.inf
-    """Stop the clock here; jobs still running are reported as unfinished."""
+    """Stop the clock here; jobs submitted by then and not finished are reported as
+    unfinished, those submitted after it as not submitted (``SimResult.not_submitted``)."""
     idle_retries: int = 5
     """Rounds in a row a policy may start nothing on an idle cluster, with jobs waiting and
     none left to arrive, before those jobs fail as unschedulable; only while its plan says

@@ -665,7 +665,7 @@ class Simulator:
 
         if self.on_progress is not None:
             self.on_progress(self._now, len(self._finished), total)
-        return self._result()
+        return self._result([job.id for _, job in arrivals[next_arrival:]])
 
     def _record(self, at: float, measure_fragmentation: bool = True) -> None:
         self._timeline.record(
@@ -708,7 +708,8 @@ class Simulator:
         self._pending_status.clear()
         self._pending_order.clear()
 
-    def _result(self) -> SimResult:
+    def _result(self, not_submitted: list[str]) -> SimResult:
+        """The result; ``not_submitted``: the jobs whose submission the clock never reached."""
         records = [
             JobRecord(
                 id=j.id,
@@ -737,6 +738,7 @@ class Simulator:
             total_gpus=self.cluster.total_gpus,
             jobs=records,
             unfinished=unfinished,
+            not_submitted=not_submitted,
             rejected=self._rejected,
             timeline=self._timeline,
             rounds=self._rounds,

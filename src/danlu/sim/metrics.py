@@ -174,6 +174,11 @@ class SimResult:
     total_gpus: int
     jobs: list[JobRecord]
     unfinished: list[str] = field(default_factory=list)
+    """Jobs submitted that had not finished when the clock stopped (``SimConfig.max_time``)."""
+    not_submitted: list[str] = field(default_factory=list)
+    """Jobs submitted after the clock stopped (``SimConfig.max_time``), in submission order:
+    never queued. With :attr:`jobs`, :attr:`unfinished` and :attr:`rejected`, every job of
+    the workload is listed once."""
     rejected: list[tuple[str, str]] = field(default_factory=list)
     timeline: Timeline = field(default_factory=Timeline)
     rounds: int = 0
@@ -264,6 +269,7 @@ class SimResult:
             "total_gpus": self.total_gpus,
             **json_summary(self.summary()),
             "unfinished": self.unfinished,
+            "not_submitted": self.not_submitted,
             "rejected": [{"id": i, "reason": r} for i, r in self.rejected],
             "job_jcts": {r.id: finite_or_none(r.jct) for r in self.jobs},
             "projects": {name: json_summary(row) for name, row in self.by_project().items()},

@@ -194,8 +194,8 @@ def nonlinear_allocation(lives: Mapping[int, Sequence[int]]) -> str:
     zero exactly when its size is linear in b. A non-zero one (a ``b x b`` matrix, as in a
     contrastive loss) makes the fitted lines wrong away from the traced points, by a term the
     traced points hide. Frees are not compared: their order among one another may differ
-    from trace to trace (the autocast cache's casts), which moves the curve without any size
-    being non-linear."""
+    from trace to trace (the autocast cache's casts) in curves not put in one order, which
+    moves the curve without any size being non-linear."""
     bs = sorted(lives)
     if len(bs) < 3:
         return ""
@@ -221,13 +221,16 @@ class EnvelopeFit:
 
     Traces at different batch sizes replay the same allocation sequence, so the live bytes
     after each event are fitted by a line in b (least squares over the traced points); the
-    peak at any b is the upper envelope of those lines. The same refusals as
+    peak at any b is the upper envelope of those lines. ``lives`` must list the events in one
+    order at every b, as :func:`~danlu.estimate.memory.trace_result.window_live` does (each
+    run of frees in storage-id order): a line through different events at different b is
+    wrong away from the traced points. The same refusals as
     :class:`PiecewiseLinearFit`: misfit above ``tolerance`` (relative to the peak) or b beyond
     ``max_extrapolation`` times the largest traced batch size; and every untraced b when
     three or more traced sizes show an allocation whose size is not linear in b
     (:func:`nonlinear_allocation`; ``nonlinear`` says which). ``event_misfit`` is the largest
     misfit of any event's line at the traced points, relative to the peak (a diagnostic: it
-    also holds the frees' order, which differs between traces).
+    also holds frees that come in another order between traces without being consecutive).
     """
 
     slope_known = True

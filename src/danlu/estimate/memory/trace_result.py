@@ -133,3 +133,37 @@ def peak_in_window(
         at_start = live
         peak = max(peak, live)
     return peak, where, at_start
+
+
+def window_live(
+    events: list[tuple[int, int]], start: int, end: int, host: frozenset[int] = frozenset()
+) -> list[int]:
+    """Live bytes at the start of the measured step ``[start, end)`` and after each of its
+    events, the storages in ``host`` not counted, with each run of consecutive events that
+    allocate nothing (frees) taken in storage-id order.
+
+    Frees come from weakref finalizers, whose order within a run differs from run to run and
+    from one batch size to another (the autocast cache's casts): in trace order the curves
+    of two traces would pair different frees at the same index, and the envelope fitted to
+    them (:class:`~danlu.estimate.memory.fit.EnvelopeFit`) would join different program
+    points by one line. Storage ids number allocations in program order, the same at every
+    b, so this order is one program's at every b. A run of frees only lowers the curve:
+    its peak and the live bytes after the run are those of the trace's own order.
+    """
+    live = sum(d for sid, d in events[:start] if sid not in host)
+    deltas: list[int] = []
+    run: list[tuple[int, int]] = []  # the current run of frees, as (storage id, delta)
+    for sid, delta in events[start:end]:
+        counted = 0 if sid in host else delta
+        if counted <= 0:
+            run.append((sid, counted))
+            continue
+        deltas += [d for _, d in sorted(run, key=lambda e: e[0])]
+        deltas.append(counted)
+        run = []
+    deltas += [d for _, d in sorted(run, key=lambda e: e[0])]
+    out = [live]
+    for delta in deltas:
+        live += delta
+        out.append(live)
+    return out

@@ -28,6 +28,7 @@ from danlu.estimate.memory.trace_result import (
     StepTrace,
     TraceRequest,
     peak_in_window,
+    window_live,
 )
 
 _TIMELINE_POINTS = 1000
@@ -214,7 +215,7 @@ def _trace_one(req: TraceRequest, batch_size: int) -> StepTrace:
         host_ids=host_ids,
         warnings=warnings,
         trace_seconds=time.perf_counter() - t0,
-        window_live=_window_live(events, start, end, hosts),
+        window_live=window_live(events, start, end, hosts),
         phase_peaks={
             # forward/backward passes vs optimizer step: each is linear in b
             "passes": peak_in_window(events, start, opt_at, hosts)[0],
@@ -287,19 +288,6 @@ def _breakdown(
         else:
             key = "temporaries"
         out[key] += size
-    return out
-
-
-def _window_live(
-    events: list[tuple[int, int]], start: int, end: int, host: frozenset[int]
-) -> list[int]:
-    """Live bytes at the start of the measured step and after each of its events."""
-    live = sum(d for sid, d in events[:start] if sid not in host)
-    out = [live]
-    for sid, delta in events[start:end]:
-        if sid not in host:
-            live += delta
-        out.append(live)
     return out
 
 
