@@ -8,7 +8,11 @@
   check on, trained 4 steps without a stop and 2 + 2 steps with a resume in between, with
   DDP's ``broadcast_buffers`` on and off; each run's final state;
 - ``uneven``: a global batch of 8 (it does not divide by 3), one epoch of 24 samples; each
-  step's real and global sample counts and the final parameters.
+  step's real and global sample counts and the final parameters;
+- ``rng``: a model with dropout, checkpointing every 2 steps, trained 4 steps without a stop
+  and 2 + 2 steps with a resume in between, with a seed per rank and with one seed for all
+  (the ranks' shares of 8 are 3, 3 and 2: they draw different amounts); each run's final
+  state and the next draws of torch's generator.
 """
 
 from __future__ import annotations
@@ -102,10 +106,53 @@ def uneven(rank: int, world: int) -> dict[str, Any]:
         return {"shares": shares, "steps": ctx.step_num, "state": _state(model)}
 
 
+def _rng_run(
+    rank: int, world: int, directory: str, steps: int, per_rank_seed: bool
+) -> dict[str, Any]:
+    """Train a dropout model to ``steps`` (resuming from ``directory``); its state and the
+    next 4 draws of torch's global generator."""
+    torch.manual_seed(0)
+    model = torch.nn.Sequential(
+        torch.nn.Linear(4, 16), torch.nn.Dropout(0.5), torch.nn.Linear(16, 1)
+    )
+    g = torch.Generator().manual_seed(1)
+    x = torch.randn(64, 4, generator=g)
+    data = torch.utils.data.TensorDataset(x, x.sum(1, keepdim=True))
+    torch.manual_seed(1000 + (rank if per_rank_seed else 0))  # the dropout masks' stream
+    with dt.init(
+        model,
+        torch.optim.SGD(model.parameters(), lr=0.05),
+        global_batch_size=8,
+        dataset_size=len(data),
+        checkpoint_dir=directory,
+        checkpoint_every_steps=2,
+        metrics_file=False,
+        progress=False,
+        environ=_environ(rank, world),
+    ) as ctx:
+        batches = ctx.batches(data)
+        while ctx.step_num < steps:
+            ctx.step(next(batches), mse_loss)
+        batches.close()
+    return {"state": _state(model), "draws": torch.rand(4).tolist()}
+
+
+def rng(rank: int, world: int) -> dict[str, Any]:
+    out: dict[str, Any] = {}
+    for variant, per_rank_seed in (("per_rank_seed", True), ("same_seed", False)):
+        dirs = [tempfile.mkdtemp() if rank == 0 else "" for _ in range(2)]
+        torch.distributed.broadcast_object_list(dirs, src=0)  # one directory for all ranks
+        straight = _rng_run(rank, world, dirs[0], 4, per_rank_seed)
+        _rng_run(rank, world, dirs[1], 2, per_rank_seed)
+        resumed = _rng_run(rank, world, dirs[1], 4, per_rank_seed)
+        out[variant] = {"straight": straight, "resumed": resumed}
+    return out
+
+
 def main(rank: int, world: int, port: int, out: str) -> int:
     join(rank, world, port)
     result: dict[str, Any] = {}
-    for name, run in (("bn", bn), ("uneven", uneven)):
+    for name, run in (("bn", bn), ("uneven", uneven), ("rng", rng)):
         try:
             result[name] = run(rank, world)
         except Exception as exc:  # raised on every rank alike (after a collective): go on

@@ -212,3 +212,100 @@ def test_the_engine_computes_the_norm_exactly_on_the_cadences_due_steps() -> Non
         checked = [ctx.step((x[i : i + 8], y[i : i + 8]), mse_loss).grad_norm for i in range(7)]
         due = [ctx.engine.cadence.due(s) for s in range(7)]
     assert [n is not None for n in checked] == due == [s % 3 == 0 for s in range(7)]
+
+
+def _nan_gradient_for_sample(bad: int) -> LossFn:
+    """A loss_fn whose gradient is NaN, the loss finite, on every batch holding sample
+    ``bad`` (a batch bad in itself: the replay after a rollback meets it again)."""
+
+    def loss_fn(m: torch.nn.Module, b: tuple[torch.Tensor, ...]) -> torch.Tensor:
+        x, y, index = b
+        loss = torch.nn.functional.mse_loss(m(x), y)
+        if bool((index == bad).any()):
+            w = next(m.parameters())
+            loss = loss + 0.0 * (w - w.detach()).sum().sqrt()
+        return loss
+
+    return loss_fn
+
+
+def _indexed(n: int) -> torch.utils.data.TensorDataset:
+    x, y = tiny_regression(n).tensors
+    return torch.utils.data.TensorDataset(x, y, torch.arange(n))
+
+
+def _train_to(ctx: dt.TrainContext, loss_fn: LossFn, steps: int) -> int:
+    """Train until step ``steps``; the number of ``ctx.step`` calls (fails past 30: the run
+    keeps going back)."""
+    batches = ctx.batches(_indexed(512))
+    attempts = 0
+    while ctx.step_num < steps:
+        ctx.step(next(batches), loss_fn)
+        attempts += 1
+        assert attempts < 30, f"{ctx.rollbacks} rollbacks: the run keeps going back"
+    return attempts
+
+
+@pytest.mark.parametrize("action", ["skip", "rollback"])
+def test_a_batch_with_a_nan_gradient_off_the_cadence_is_caught_on_the_replay(
+    tmp_path: Path, action: str
+) -> None:
+    """Step 5's batch gives a finite loss and a NaN gradient, off a cadence of 100: the NaN
+    parameters are found before the checkpoint of step 6 and the run goes back to step 4.
+    The replay applied the same NaN gradient again, rolling back for good (98 rollbacks, the
+    LR 3e-32). Now the replay checks the norm on every step up to where the parameters were
+    found bad, so the batch is caught and skipped (under "rollback": rolled back for once,
+    then skipped)."""
+    model = tiny_model()
+    with _tiny_ctx(
+        model,
+        shuffle=False,
+        grad_norm_every=100,
+        anomaly=action,
+        checkpoint_dir=str(tmp_path),
+        checkpoint_every_steps=2,
+    ) as ctx:
+        attempts = _train_to(ctx, _nan_gradient_for_sample(5 * 16 + 3), 10)
+        assert all(torch.isfinite(p).all() for p in model.parameters())
+        assert ctx.anomaly is not None
+        if action == "skip":
+            assert ctx.rollbacks == 1 and attempts == 12
+            assert ctx.anomaly.counts == {"nonfinite_params": 1, "nonfinite_grad": 1}
+        else:
+            assert ctx.rollbacks == 2 and attempts == 14
+            assert ctx.anomaly.counts == {"nonfinite_params": 1, "nonfinite_grad": 2}
+        # past the replay the cadence is as before: steps 7..9 computed no norm
+        assert ctx.engine.norm_every == 100
+        assert [r["grad_norm"] is None for r in ctx.history[-3:]] == [True] * 3
+
+
+def test_parameters_bad_again_after_a_rollback_for_them_stop_the_run(tmp_path: Path) -> None:
+    """Parameters that go NaN again at the same step after the rollback for them, with
+    every gradient since the checkpoint checked (here the optimizer's update itself puts the
+    NaN there), would be rolled back for without end: the run stops with the error."""
+    model = tiny_model()
+    poison: list[int] = []
+    with _tiny_ctx(
+        model,
+        shuffle=False,
+        grad_norm_every=100,
+        checkpoint_dir=str(tmp_path),
+        checkpoint_every_steps=2,
+    ) as ctx:
+
+        def after_step(opt: torch.optim.Optimizer, *_: object) -> None:
+            if poison:  # the update of step 5's batch leaves NaN parameters
+                poison.clear()
+                with torch.no_grad():
+                    next(model.parameters()).fill_(math.nan)
+
+        ctx.optimizer.register_step_post_hook(after_step)
+
+        def loss_fn(m: torch.nn.Module, b: tuple[torch.Tensor, ...]) -> torch.Tensor:
+            if bool((b[2] == 5 * 16).any()):
+                poison.append(1)
+            return torch.nn.functional.mse_loss(m(b[0]), b[1])
+
+        with pytest.raises(TrainingAnomalyError, match="again"):
+            _train_to(ctx, loss_fn, 10)
+        assert ctx.rollbacks == 1

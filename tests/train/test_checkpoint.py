@@ -7,6 +7,7 @@ import json
 import math
 import random
 import threading
+import time
 from pathlib import Path
 
 import numpy as np
@@ -16,7 +17,7 @@ torch = pytest.importorskip("torch")
 
 from danlu.core.errors import ConfigError, DataError  # noqa: E402
 from danlu.train.checkpoint import CheckpointManager, codec, snapshot  # noqa: E402
-from danlu.train.state import capture_state, restore_state  # noqa: E402
+from danlu.train.state import capture_rng_state, capture_state, restore_state  # noqa: E402
 
 
 def _setup(seed: int = 0) -> tuple:
@@ -113,6 +114,38 @@ def test_capture_restore_roundtrip_through_disk(tmp_path: Path) -> None:
     assert torch.load(ckpt / "tensors.pt", weights_only=True)
 
 
+def test_each_rank_restores_its_own_rng_states_and_a_resized_run_rank_0s(
+    tmp_path: Path,
+) -> None:
+    """A distributed checkpoint holds every rank's RNG states (``rng_ranks``): rank r of the
+    same world size restores the r-th; at another world size, or from a checkpoint without
+    them (written before), every rank restores the chief's (``rng``)."""
+    model, *_ = _setup()
+    per_rank = []
+    for rank in range(3):
+        torch.manual_seed(100 + rank)
+        per_rank.append(capture_rng_state())
+    torch.manual_seed(100)
+    mgr = CheckpointManager(str(tmp_path), keep_last=2)
+    mgr.save(1, capture_state(model, step=1, rng_ranks=per_rank))
+    mgr.save(2, capture_state(model, step=2))  # one process: no per-rank states
+    with_ranks = mgr.load(mgr.list_checkpoints()[0].name)[1]
+    without = mgr.load(mgr.list_checkpoints()[1].name)[1]
+
+    def draws_after(state: dict, rank: int, world_size: int) -> list[float]:
+        torch.manual_seed(7)
+        restore_state(state, model, rank=rank, world_size=world_size)
+        return torch.rand(3).tolist()
+
+    def seeded(seed: int) -> list[float]:
+        torch.manual_seed(seed)
+        return torch.rand(3).tolist()
+
+    assert [draws_after(with_ranks, r, 3) for r in range(3)] == [seeded(100 + r) for r in range(3)]
+    assert draws_after(with_ranks, 1, 2) == seeded(100)  # resized: the chief's
+    assert draws_after(without, 2, 3) == seeded(100)
+
+
 def test_capture_copies_and_restore_checks() -> None:
     model, opt, *_ = _setup()
     state = capture_state(model, opt)
@@ -177,6 +210,40 @@ def test_load_latest_resumes_the_last_commit_not_the_highest_step(tmp_path: Path
         again.save(step, capture_state(model, step=step))
     step, _ = CheckpointManager(str(tmp_path)).load_latest()  # type: ignore[misc]
     assert step == 200
+
+
+class _ClockBehind:
+    """The ``time`` module of a node whose wall clock is a minute behind."""
+
+    def __getattr__(self, name: str) -> object:
+        return getattr(time, name)
+
+    @staticmethod
+    def time_ns() -> int:
+        return time.time_ns() - 60 * 10**9
+
+
+def test_a_node_whose_clock_is_behind_still_commits_after_the_checkpoints_there(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Commit order was the wall clock of each commit: a run relaunched on a node whose
+    clock is behind wrote steps 6..12 "before" steps 2 and 4, so retention deleted them as
+    it wrote them and the next restart resumed from step 4, not 12."""
+    from danlu.train.checkpoint import manager
+
+    model, *_ = _setup()
+    first = CheckpointManager(str(tmp_path), keep_last=3)
+    for step in (2, 4):
+        first.save(step, capture_state(model, step=step))
+    monkeypatch.setattr(manager, "time", _ClockBehind())
+    relaunched = CheckpointManager(str(tmp_path), keep_last=3)
+    assert relaunched.load_latest()[0] == 4  # type: ignore[index]
+    for step in (6, 8, 10, 12):
+        relaunched.save(step, capture_state(model, step=step))
+    assert [c.step for c in relaunched.list_checkpoints()] == [8, 10, 12]
+    monkeypatch.undo()
+    step, _ = CheckpointManager(str(tmp_path)).load_latest()  # type: ignore[misc]
+    assert step == 12
 
 
 def test_retention_keeps_last_and_best(tmp_path: Path) -> None:

@@ -1,6 +1,7 @@
-"""Batches and buffers under DDP: one 3-rank gloo job (``ddp_batch_worker.py``, run once
-for the module) on batch normalisation's per-rank running statistics with checkpoints, and on
-a global batch that does not divide by the world size."""
+"""Batches, buffers and random streams under DDP: one 3-rank gloo job
+(``ddp_batch_worker.py``, run once for the module) on batch normalisation's per-rank running
+statistics with checkpoints, on a global batch that does not divide by the world size, and on
+each rank's RNG state across a resume."""
 
 from __future__ import annotations
 
@@ -90,3 +91,19 @@ def test_each_step_takes_exactly_the_global_batch_when_it_does_not_divide(
             assert rank["uneven"]["state"][key] == pytest.approx(
                 value.double().flatten().tolist(), 1e-6
             )
+
+
+def test_every_rank_resumes_its_own_random_stream(ranks: list[Any]) -> None:
+    """A checkpoint held rank 0's RNG states only and every rank restored them: with a seed
+    per rank, or with ranks that draw different amounts (shares of 3, 3 and 2 samples of
+    dropout), the resumed run's dropout masks on ranks 1 and 2 were not the uninterrupted
+    run's. Now every rank's states are in the checkpoint and each rank takes its own."""
+    assert "error" not in ranks[0]["rng"], ranks[0]["rng"]
+    for variant in ("per_rank_seed", "same_seed"):
+        chief = ranks[0]["rng"][variant]["straight"]
+        assert ranks[2]["rng"][variant]["straight"]["draws"] != chief["draws"]  # streams apart
+        runs = [rank["rng"][variant] for rank in ranks]
+        assert [r["resumed"]["draws"] for r in runs] == [r["straight"]["draws"] for r in runs]
+        for run in runs:
+            for key, value in run["resumed"]["state"].items():  # within DDP's rounding (above)
+                assert value == pytest.approx(chief["state"][key], rel=1e-6, abs=1e-7), key

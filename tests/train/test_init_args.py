@@ -25,6 +25,8 @@ from danlu.core.errors import ConfigError
         ({"grad_norm_tau": -1.0}, "grad_norm_tau"),  # a negative LR before
         ({"anomaly_k": 0.0}, "anomaly_k"),
         ({"anomaly_window": 0}, "anomaly_window"),
+        ({"anomaly_window": 19}, "anomaly_window"),  # spike detection silently off before
+        ({"dataset_size": 0}, "dataset_size"),
         ({"lr_scaling": "cubic"}, "lr_scaling"),  # raised at the first batch change before
         ({"gns_every": -1}, "gns_every"),
         ({"checkpoint_every_steps": 0}, "checkpoint_every_steps"),
@@ -42,6 +44,16 @@ def test_arguments_that_cannot_work_are_refused_by_name(bad: dict[str, Any], nam
     opt = torch.optim.SGD(model.parameters(), lr=0.01)
     with pytest.raises(ConfigError, match=name):
         dt.init(model, opt, global_batch_size=16, environ={}, metrics_file=False, **bad)
+
+
+def test_fit_on_an_empty_dataset_says_the_dataset_is_empty() -> None:
+    """``dataset_size=0`` was taken for "no dataset size given": ``fit`` (which passes
+    ``len(dataset)``) failed telling the caller to pass ``dataset_size``."""
+    model = tiny_model()
+    opt = torch.optim.SGD(model.parameters(), lr=0.01)
+    empty = torch.utils.data.TensorDataset(torch.zeros(0, 8), torch.zeros(0, 1))
+    with pytest.raises(ConfigError, match="dataset is empty"):
+        dt.fit(model, opt, empty, mse_loss, environ={}, metrics_file=False)
 
 
 def test_an_unwritable_checkpoint_dir_names_the_setting(tmp_path: Path) -> None:

@@ -98,3 +98,38 @@ def test_the_lr_decay_compounds_over_rollbacks_to_the_same_checkpoint(tmp_path: 
         assert ctx.rollbacks == 2
         assert lrs == [pytest.approx(0.05), pytest.approx(0.025)]
         assert ctx.lr.decay == pytest.approx(0.25)
+
+
+def test_the_anomaly_total_keeps_the_anomaly_a_rollback_went_back_past(tmp_path: Path) -> None:
+    """After a rollback the counts kept the anomaly that caused it but the total (the
+    records' ``anomalies``) went back to the checkpoint's: total and counts disagreed."""
+    data = tiny_regression(n=32)
+    model = tiny_model()
+    fired: list[int] = []
+
+    def loss(m: torch.nn.Module, b: tuple[torch.Tensor, torch.Tensor]) -> torch.Tensor:
+        value = mse_loss(m, b)
+        if len(fired) == 0 and ctx.step_num == 4:
+            fired.append(1)
+            return value * float("nan")
+        return value
+
+    with dt.init(
+        model,
+        torch.optim.SGD(model.parameters(), lr=0.01),
+        global_batch_size=4,
+        dataset_size=len(data),
+        checkpoint_dir=str(tmp_path),
+        checkpoint_every_steps=1,
+        anomaly="rollback",
+        metrics_file=False,
+        progress=False,
+        environ={},
+    ) as ctx:
+        for _ in ctx.epochs(1):
+            for batch in ctx.batches(data):
+                ctx.step(batch, loss)
+        assert ctx.rollbacks == 1 and fired
+        assert ctx.anomaly is not None and ctx.anomaly.counts == {"nonfinite_loss": 1}
+        assert ctx.anomaly.total == 1
+        assert [r["anomalies"] for r in ctx.history[4:]] == [1] * (len(ctx.history) - 4)

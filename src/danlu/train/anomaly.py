@@ -19,6 +19,9 @@ ACTIONS = ("skip", "rollback", "stop", "warn")
 KINDS = ("nonfinite_loss", "nonfinite_grad", "zero_grad", "grad_spike", "loss_spike")
 """The kinds :meth:`AnomalyDetector.check` finds, most severe first (the order in which a
 distributed run reconciles its ranks' verdicts)."""
+MIN_HISTORY = 20
+"""Healthy values a window holds before it judges spikes (the default ``min_history``, and
+the least ``anomaly_window`` that :func:`danlu.train.init` takes)."""
 _isfinite = math.isfinite
 
 
@@ -29,33 +32,61 @@ class TrainingAnomalyError(DanluError):
 class _Window:
     """The last ``size`` healthy values and ``limit``, the spike threshold ``mu + k * sigma``
     over them: infinite until ``min_history`` values were seen. The limit is updated as each
-    value enters (the check of the next step only compares with it)."""
+    value enters (the check of the next step only compares with it).
 
-    __slots__ = ("k", "limit", "min_history", "size", "total", "total_sq", "values")
+    The limit is a function of the values in the window alone: the sums of the values and of
+    their squares are kept *exactly*, as integers in units of ``2 ** -shift`` (every finite
+    float is an integer multiple of a power of two), so a value that leaves is subtracted
+    without a trace, and the mean and variance are correctly rounded from them. Float running
+    sums kept the rounding error of large early values (a loss falling from 1e6 to 1e-2 left
+    a limit off by orders of magnitude), and a resumed run, which rebuilds the sums from the
+    stored values, judged steps otherwise. Cheaper than summing the window again on each
+    step (``math.fsum`` of 100 values): one step's update is a few small-integer operations.
+    ``shift`` only grows (to the finest unit a value needed); the result does not depend on
+    it."""
+
+    __slots__ = ("k", "limit", "min_history", "shift", "size", "total", "total_sq", "values")
 
     def __init__(self, size: int, k: float, min_history: int) -> None:
         self.size = size
         self.k = k
         self.min_history = min_history
         self.values: deque[float] = deque()
-        self.total = 0.0
-        self.total_sq = 0.0
+        self.total = 0
+        """The sum of the values, in units of ``2 ** -shift`` (exact)."""
+        self.total_sq = 0
+        """The sum of their squares, in units of ``2 ** (-2 * shift)`` (exact)."""
+        self.shift = 0
         self.limit = math.inf
 
     def add(self, v: float) -> None:
         values = self.values
         values.append(v)
-        self.total += v
-        self.total_sq += v * v
+        num, den = v.as_integer_ratio()  # v = num / 2**e
+        e = den.bit_length() - 1
+        shift = self.shift
+        if e > shift:  # a finer unit: rescale the sums (exact)
+            self.total <<= e - shift
+            self.total_sq <<= 2 * (e - shift)
+            self.shift = shift = e
+        x = num << (shift - e)
+        total = self.total + x
+        total_sq = self.total_sq + x * x
         n = len(values)
         if n > self.size:
-            old = values.popleft()
-            self.total -= old
-            self.total_sq -= old * old
+            num, den = values.popleft().as_integer_ratio()
+            x = num << (shift - den.bit_length() + 1)
+            total -= x
+            total_sq -= x * x
             n -= 1
+        self.total, self.total_sq = total, total_sq
         if n >= self.min_history:
-            mu = self.total / n
-            self.limit = mu + self.k * math.sqrt(max(0.0, self.total_sq / n - mu * mu))
+            try:  # int / int is correctly rounded; n * total_sq - total**2 >= 0 exactly
+                mu = total / (n << shift)
+                var = (n * total_sq - total * total) / ((n * n) << (2 * shift))
+                self.limit = mu + self.k * math.sqrt(var)
+            except OverflowError:  # beyond the float range: nothing is a spike
+                self.limit = math.inf
 
 
 class AnomalyDetector:
@@ -67,12 +98,18 @@ class AnomalyDetector:
         *,
         window: int = 100,
         k: float = 6.0,
-        min_history: int = 20,
+        min_history: int = MIN_HISTORY,
         check_loss_spikes: bool = True,
         rollback_lr_factor: float = 0.5,
     ) -> None:
         if action not in ACTIONS:
             raise ConfigError(f"anomaly action must be one of {', '.join(ACTIONS)}; got {action!r}")
+        if window < min_history:
+            raise ConfigError(
+                f"the anomaly window ({window}) must hold at least min_history ({min_history}) "
+                "values, else the spike limit is never set and spikes are never found; "
+                "pass a larger window or a smaller min_history"
+            )
         self.action = action
         self.k = k
         self.min_history = min_history

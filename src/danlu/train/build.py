@@ -109,8 +109,12 @@ def init(
     device's memory) with 5 % to spare, else the whole local batch.
     ``drop_last``: each epoch of ``ctx.batches()`` ends once fewer samples are left than one
     global batch (for batch normalisation; see :mod:`danlu.train.data`).
+    ``dataset_size``: the length of the dataset that ``ctx.batches()`` draws from (0, an empty
+    dataset, is refused).
     ``checkpoint_dir`` defaults to ``DANLU_CHECKPOINT_DIR``; ``anomaly`` is one of
-    ``"skip"``, ``"rollback"``, ``"stop"``, ``"warn"`` or None; ``precision`` is ``"fp32"``,
+    ``"skip"``, ``"rollback"``, ``"stop"``, ``"warn"`` or None; spikes are judged against the
+    last ``anomaly_window`` healthy values (at least 20, the values a limit needs) as
+    ``mu + anomaly_k * sigma``; ``precision`` is ``"fp32"``,
     ``"fp16"`` or ``"bf16"``. ``environ`` replaces ``os.environ`` (tests).
     Checkpoints: the newest ``keep_last`` are kept, and besides them the ``keep_best`` best by
     ``best_metric`` (a key of the metrics given to :meth:`TrainContext.save`; ``fit`` saves
@@ -140,6 +144,7 @@ def init(
         best_mode=best_mode,
         report_interval_s=report_interval_s,
         collective_timeout_s=collective_timeout_s,
+        dataset_size=dataset_size,
     )
     lr_scaling = normalised_rule(lr_scaling)  # "AdaScale" passed the check: compare it once
     env = JobEnv.from_environ(environ)
@@ -201,7 +206,7 @@ def init(
     reporter.start()
     sampler = (
         ElasticSampler(dataset_size, shuffle=shuffle, seed=seed, drop_last=drop_last)
-        if dataset_size
+        if dataset_size is not None
         else None
     )
     ctx = TrainContext(

@@ -9,7 +9,16 @@ from __future__ import annotations
 import math
 
 from danlu.core.errors import ConfigError
+from danlu.train.anomaly import MIN_HISTORY
 from danlu.train.scaling import normalised_rule, rule_names
+
+WHY = {
+    "anomaly_window": (
+        ": the spike limit mu + k sigma is set once the window holds "
+        f"{MIN_HISTORY} healthy values (a shorter window left spike detection off)"
+    ),
+}
+"""Why a lower bound is what it is, for the error's message."""
 
 
 def check_init_args(
@@ -29,12 +38,17 @@ def check_init_args(
     best_mode: str = "min",
     report_interval_s: float,
     collective_timeout_s: float,
+    dataset_size: int | None = None,
 ) -> None:
     """Raise :class:`ConfigError` for the first argument out of its range."""
+    if dataset_size is not None and dataset_size < 1:
+        raise ConfigError(
+            f"the dataset is empty (dataset_size={dataset_size}): there is nothing to train on"
+        )
     at_least: list[tuple[str, float | None, float]] = [
         ("micro_batch_size", micro_batch_size, 1),
         ("warmup_steps", warmup_steps, 0),
-        ("anomaly_window", anomaly_window, 1),
+        ("anomaly_window", anomaly_window, MIN_HISTORY),
         ("gns_every", gns_every, 0),
         ("checkpoint_every_steps", checkpoint_every_steps, 1),
         ("keep_last", keep_last, 1),
@@ -42,7 +56,8 @@ def check_init_args(
     ]
     for name, value, low in at_least:
         if value is not None and value < low:
-            raise ConfigError(f"{name} must be >= {low:g} (got {value})")
+            why = WHY.get(name, "")
+            raise ConfigError(f"{name} must be >= {low:g} (got {value}){why}")
     positive: list[tuple[str, float | None]] = [
         ("grad_norm_tau", grad_norm_tau),
         ("clip_grad_norm", clip_grad_norm),

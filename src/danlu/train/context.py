@@ -114,6 +114,9 @@ class TrainContext:
         """Steps whose anomaly led to a rollback: met again on the replay (the same batch on
         the same parameters, or the rollback did not help), the step is skipped instead of
         rolling back for good."""
+        self._recovered_for: set[int] = set()
+        """Steps at which non-finite parameters led to a rollback: found again there on the
+        replay (with every gradient since the checkpoint checked), the run stops."""
         self.history: list[dict[str, Any]] = []
         self.extra: dict[str, Any] = {}
         self._current: LocalBatch | None = None
@@ -466,8 +469,25 @@ class TrainContext:
     def _recover_parameters(self) -> None:
         """The parameters went non-finite: a NaN/Inf gradient reached them on a step whose
         gradient norm was not checked (``grad_norm_every``), or the optimizer's state did.
-        Roll back to the last checkpoint, else stop with a clear error."""
+        Roll back to the last checkpoint, else stop with a clear error.
+
+        The replay computes the gradient norm on every step up to this one
+        (:attr:`StepEngine.norm_until`), so a batch whose gradient is NaN/Inf is caught and
+        handled by the anomaly action instead of poisoning the parameters again. Parameters
+        found non-finite at the same step again after that stop the run: rolling back once
+        more could not end."""
+        step = self.step_num
+        if step in self._recovered_for:
+            raise TrainingAnomalyError(
+                f"the parameters hold NaN/Inf at step {step} again after rolling back for "
+                "them, although every gradient norm since the checkpoint was checked: the "
+                "optimizer's update or its state puts them there. Lower the learning rate, "
+                "enable gradient clipping or check the optimizer"
+            )
+        failing = self.engine.step_count
         if self._rollback():
+            self._recovered_for.add(step)
+            self.engine.norm_until = max(self.engine.norm_until, failing)
             return
         raise TrainingAnomalyError(
             f"the parameters hold NaN/Inf at step {self.step_num}, so skipping steps cannot "
@@ -486,8 +506,10 @@ class TrainContext:
         decay = self.lr.decay
         if self.restore():
             self.anomaly.counts = counts
+            self.anomaly.total = sum(counts.values())
             self.rollbacks = rollbacks + 1
             self._rolled_back_for = {s for s in self._rolled_back_for if s >= self.step_num}
+            self._recovered_for = {s for s in self._recovered_for if s >= self.step_num}
             self.lr.decay = decay
             self.lr.reduce(self.anomaly.rollback_lr_factor)
             log.warning(
@@ -533,15 +555,20 @@ class TrainContext:
         takes rank 0's buffers (batch normalisation's running statistics differ between ranks;
         the checkpoint holds rank 0's, and every rank goes on from them as a resumed run would:
         :meth:`~danlu.train.distributed.Distributed.sync_buffers`), then, when
-        ``consistency_check`` is on, checks that all ranks hold the same parameters."""
+        ``consistency_check`` is on, checks that all ranks hold the same parameters. The
+        ranks' RNG states are gathered to rank 0 and the checkpoint holds each rank's (a
+        seed per rank, or ranks that draw different amounts, leave them apart), for
+        :meth:`restore` to give each rank its own."""
         if not self.checkpoints.enabled:
             return
+        api = state_api()
+        rng_ranks = None
         if self.distributed.enabled:
             self.distributed.sync_buffers(self.model)
             if self.consistency_check:
                 self.distributed.check_consistency(self.model)
+            rng_ranks = self.distributed.gather_object(api.capture_rng_state())
         if self.distributed.is_chief:
-            api = state_api()
             state = api.capture_state(
                 unwrap(self.model),
                 self.optimizer,
@@ -552,6 +579,7 @@ class TrainContext:
                 metrics_history=self.history[-HISTORY_LIMIT:],
                 extra=dict(self.extra),
                 copy=False,  # the manager snapshots live tensors (async: during the next step)
+                rng_ranks=rng_ranks,
             )
             if metrics is None and self.history:
                 metrics = {"loss": float(self.history[-1]["loss"])}
@@ -563,7 +591,9 @@ class TrainContext:
             self.distributed.barrier()
 
     def restore(self) -> bool:
-        """Load the newest valid checkpoint into the live objects; False when there is none."""
+        """Load the newest valid checkpoint into the live objects; False when there is none.
+        Each rank takes its own RNG states from it, or rank 0's when the checkpoint was
+        written at another world size (or before it held every rank's)."""
         found = self.checkpoints.load_latest()
         if found is None:
             return False
@@ -575,6 +605,8 @@ class TrainContext:
             self.optimizer,
             self.scheduler,
             self.precision.scaler if self.precision.scaling else None,
+            rank=self.distributed.rank,
+            world_size=self.distributed.world_size,
         )
         self.step_num = int(info.step)
         self.history = list(info.metrics_history or [])

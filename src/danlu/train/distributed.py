@@ -106,6 +106,14 @@ class Distributed:
         dist.all_gather_object(out, obj)
         return out
 
+    def gather_object(self, obj: Any, dst: int = 0) -> list[Any] | None:
+        """Every rank's ``obj``, in rank order, on rank ``dst``; None on the others."""
+        if not self.enabled:
+            return [obj]
+        out: list[Any] | None = [None] * self.world_size if self.rank == dst else None
+        dist.gather_object(obj, out, dst=dst)
+        return out
+
     def broadcast_object(self, obj: Any, src: int = 0) -> Any:
         """Rank ``src``'s ``obj`` on every rank."""
         if not self.enabled:

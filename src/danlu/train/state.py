@@ -163,6 +163,7 @@ def capture_state(
     metrics_history: list[dict[str, Any]] | None = None,
     extra: dict[str, Any] | None = None,
     copy: bool = True,
+    rng_ranks: list[dict[str, Any]] | None = None,
 ) -> dict[str, Any]:
     """Capture the full training state as a nested dict of CPU copies.
 
@@ -183,12 +184,16 @@ def capture_state(
             (``CapturedState.guards``). The fast path for async checkpoints (fresh CPU
             copies cost page faults; see ``benchmarks/checkpoint_stall.py``). Model
             buffers, RNG, scheduler and scaler states are copied either way.
+        rng_ranks: a distributed run's RNG states, rank by rank (each rank's
+            :func:`capture_rng_state`, gathered to the capturing rank): stored as
+            ``rng_ranks`` for :func:`restore_state` to give each rank its own. ``rng`` is
+            the capturing process's either way.
 
     Returns:
         A :class:`CapturedState` (a ``dict``) with keys ``version``, ``step``, ``model``,
         ``optimizer``, ``scheduler``, ``scaler``, ``rng``, ``data_state``,
-        ``metrics_history`` and ``extra``. Every tensor is a private CPU copy (unless
-        ``copy=False``).
+        ``metrics_history`` and ``extra`` (and ``rng_ranks`` when given). Every tensor is a
+        private CPU copy (unless ``copy=False``).
     """
     opt_state: Any = None
     if optimizer is not None:
@@ -206,6 +211,8 @@ def capture_state(
         metrics_history=_to_cpu_copy(list(metrics_history or [])),
         extra=_to_cpu_copy(extra) if extra is not None else None,
     )
+    if rng_ranks is not None:
+        state["rng_ranks"] = _to_cpu_copy(list(rng_ranks))
     state.owned = copy
     if not copy and optimizer is not None:
         state.guards = (optimizer,)
@@ -218,12 +225,19 @@ def restore_state(
     optimizer: torch.optim.Optimizer | None = None,
     scheduler: Any = None,
     scaler: Any = None,
+    *,
+    rank: int = 0,
+    world_size: int = 1,
 ) -> RestoredInfo:
     """Load a state made by :func:`capture_state` into live objects and set every RNG.
 
     The model is loaded strictly (missing or unexpected keys raise). Objects passed as
     None are skipped; a component missing from ``state`` while its object is given raises
     :class:`~danlu.core.errors.DataError`.
+
+    The RNGs are set from the ``rank``-th of the state's ``rng_ranks`` when it holds one per
+    rank of ``world_size``; else (another world size, a state of one process, or one written
+    before ``rng_ranks`` existed) from ``rng``, the capturing process's.
 
     Returns:
         The step, data position, metric history and ``extra`` stored in the state.
@@ -240,8 +254,12 @@ def restore_state(
         if state.get(name) is None:
             raise DataError(f"the checkpoint holds no {name} state but a {name} was given")
         obj.load_state_dict(state[name])
-    if state.get("rng") is not None:
-        restore_rng_state(state["rng"])
+    rng = state.get("rng")
+    per_rank = state.get("rng_ranks")
+    if isinstance(per_rank, list) and len(per_rank) == world_size and 0 <= rank < world_size:
+        rng = per_rank[rank]
+    if rng is not None:
+        restore_rng_state(rng)
     return RestoredInfo(
         step=int(state.get("step", 0)),
         data_state=state.get("data_state"),

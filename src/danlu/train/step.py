@@ -226,6 +226,11 @@ class StepEngine:
         self.unchecked_update = False
         """A step applied gradients whose norm was not computed since the caller last
         verified the parameters (and reset this)."""
+        self.norm_until = 0
+        """The norm is computed on every step whose :attr:`step_count` is below this, whatever
+        the cadence: set after a rollback for non-finite parameters, so that the replay
+        catches the NaN/Inf gradient that reached them off the cadence (applied again, it
+        would poison the parameters again, and roll back again, for good)."""
         self.gns = gns
         self.gns_every = gns_every
         self.oom_injector = oom_injector
@@ -279,16 +284,21 @@ class StepEngine:
         if scaling:
             precision.unscale(self.optimizer)
         # The norm is wanted for clipping, on the steps of its cadence (NormCadence.due,
-        # inline: this runs on every step), and by a gradient-noise measurement.
+        # inline: this runs on every step), by a gradient-noise measurement, and on the
+        # replay after a rollback for non-finite parameters (norm_until).
         cadence = self.cadence
         norm: float | None
-        if self.clip is not None or (
-            self.compute_norm
-            and (
-                cadence.calibrating
-                or self.step_count % cadence.every == 0
-                or self._gns_small is not None
+        if (
+            self.clip is not None
+            or (
+                self.compute_norm
+                and (
+                    cadence.calibrating
+                    or self.step_count % cadence.every == 0
+                    or self._gns_small is not None
+                )
             )
+            or self.step_count < self.norm_until
         ):
             loss, norm = self._loss_and_norm(out)
         else:  # most steps (item(): the loss of one micro-batch may still require grad)

@@ -275,13 +275,20 @@ class CheckpointManager:
         metrics: dict[str, float],
         files: dict[str, dict[str, Any]],
     ) -> None:
-        """Write the manifest of checkpoint ``name``, whose files are written: its commit."""
+        """Write the manifest of checkpoint ``name``, whose files are written: its commit.
+
+        Its ``created_ns``, the commit order that retention and :meth:`load_latest` go by, is
+        the wall clock's but past every checkpoint's in the directory: a node whose clock is
+        behind the one that wrote them (or a clock stepped back) still commits after them.
+        Ordered by the bare clock, its newer checkpoints were the "oldest": retention deleted
+        them as they were written and a restart resumed from the other node's."""
+        newest = max((i.created_ns for i in self.list_checkpoints()), default=0)
         info = CheckpointInfo(
             name=name,
             step=step,
             kind=kind,
             base=base,
-            created_ns=time.time_ns(),
+            created_ns=max(time.time_ns(), newest + 1),
             metrics=metrics,
             files=files,
         )
