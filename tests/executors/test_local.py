@@ -436,6 +436,21 @@ def test_cancel_kills(ex: LocalExecutor) -> None:
     assert status.exit_code == 128 + 15
 
 
+def test_a_cancel_right_after_the_launch_stops_the_job_not_its_supervisor(
+    ex: LocalExecutor,
+) -> None:
+    """A cancel that came while the supervisor was still starting up killed it (a Python
+    process dies of a SIGTERM before it handles one): the run ended "supervisor lost", with
+    no exit code. The supervisor now reads a stop recorded before it handled signals."""
+    for attempt in range(4):
+        handle = ex.submit(launch("early", "import time; time.sleep(60)", attempt=attempt))
+        ex.cancel(handle)
+        status = wait(ex, handle)
+        assert status.stop_reason is StopReason.CANCEL and status.outcome is Outcome.FAILED
+        assert status.exit_code == 128 + 15, status
+        ex.forget(handle)
+
+
 def test_a_cancel_shortens_the_grace_of_a_preemption_under_way(
     ex: LocalExecutor, tmp_path: Path
 ) -> None:

@@ -325,10 +325,15 @@ class LocalExecutor(RunDirExecutor, GpuSharingExecutor):
         grace: float,
     ) -> None:
         """SIGTERM the supervisor, which SIGTERMs the job's group and SIGKILLs it after the
-        recorded grace (the launch's when none could be recorded)."""
+        recorded grace (the launch's when none could be recorded). A supervisor still
+        starting up (no :data:`~danlu.executors.supervise.HANDLING` yet) is not signalled,
+        which would kill it: it reads the stop recorded (unless none could be)."""
         job = records.read_job(run_dir)
         sup = records.read_supervisor(run_dir)
         pid = job.get("supervisor_pid", sup.get("pid"))
+        starting = not job and not (run_dir / supervise.HANDLING).exists()
+        if starting and (run_dir / supervise.STOP).exists():
+            return
         if pid is not None and supervise.alive(pid, job.get("supervisor_start", sup.get("start"))):
             with contextlib.suppress(ProcessLookupError):
                 os.kill(int(pid), signal.SIGTERM)

@@ -9,8 +9,9 @@ for it, kills whatever is left of its process group, and writes the exit status 
 cannot be waited for, but its exit code is on disk.
 
 Stopping: the executor writes ``RUN_DIR/stop.json`` (``{"reason": ..., "grace": seconds}``) and
-sends SIGTERM to the supervisor, which forwards SIGTERM to the job's process group and sends
-SIGKILL to the group once the grace period has passed. When the job's own process exits
+sends SIGTERM to the supervisor (once it handles the signal: :data:`HANDLING`; a stop recorded
+before then is read by the supervisor itself), which forwards SIGTERM to the job's process
+group and sends SIGKILL to the group once the grace period has passed. When the job's own process exits
 first, the rest of its group is given the rest of the grace too: a ``/bin/sh -c`` wrapper
 (``shell: true``, ``bash run.sh``) dies of the SIGTERM at once while the program it started
 is still writing its checkpoint. A later stop (a cancel of a run being preempted) rewrites
@@ -59,6 +60,12 @@ EXIT = "exit.json"
 STOP = "stop.json"
 SUPERVISOR = "supervisor.json"
 """Written by the executor that started the supervisor: its pid and start time."""
+HANDLING = "handling"
+"""Made by the supervisor once its stop handlers are installed: a SIGTERM before then would
+kill it (a Python process starting up dies of one), and no job would run nor exit be recorded.
+Until it exists the executor records a stop without signalling; the supervisor reads the
+stop record after it made this file (the executor writes the record before it looks for
+this file, so one of the two sees the other)."""
 SPAWN_FAILED_EXIT_CODE = 127
 """Exit code recorded when the job's program could not be started (as a shell reports it)."""
 EXIT_RECORD_SECONDS = 600.0
@@ -254,6 +261,12 @@ def _supervise(run_dir: Path, spec: dict[str, Any], subreaper: bool) -> int:
     signal.signal(signal.SIGALRM, on_alarm)
     if subreaper:
         signal.signal(signal.SIGCHLD, on_child)
+    try:
+        (run_dir / HANDLING).touch(mode=0o600)
+    except OSError as exc:  # the executor then signals as soon as the stop is recorded
+        _warn(f"danlu supervisor: cannot mark the stops handled: {exc}")
+    if (run_dir / STOP).exists():  # a stop recorded before the handlers were there
+        on_stop(signal.SIGTERM, None)
     started = time.time()
     account: dict[str, Any] = spec.get("user") or {}
     workdir = spec.get("workdir")
