@@ -10,15 +10,14 @@ cannot be waited for, but its exit code is on disk.
 
 Stopping: the executor writes ``RUN_DIR/stop.json`` (``{"reason": ..., "grace": seconds}``) and
 sends SIGTERM to the supervisor (once it handles the signal: :data:`HANDLING`; a stop recorded
-before then is read by the supervisor itself), which forwards SIGTERM to the job's process
-group and sends SIGKILL to the group once the grace period has passed. When the job's own process exits
-first, the rest of its group is given the rest of the grace too: a ``/bin/sh -c`` wrapper
-(``shell: true``, ``bash run.sh``) dies of the SIGTERM at once while the program it started
-is still writing its checkpoint. A later stop (a cancel of a run being preempted) rewrites
-the record and brings the SIGKILL forward when its grace ends sooner, never back. A stop
-that could not be recorded (a full disk) gets the longer of the launch record's
-``cancel_grace`` and ``preempt_grace``: it may be a preemption, whose job must have the time
-to checkpoint.
+before then is read by the supervisor itself), which forwards SIGTERM to the job's process group
+and sends SIGKILL to the group once the grace period has passed. When the job's own process
+exits first, the rest of its group is given the rest of the grace too: a ``/bin/sh -c`` wrapper
+(``shell: true``, ``bash run.sh``) dies of the SIGTERM at once while the program it started is
+still writing its checkpoint. A later stop (a cancel of a run being preempted) rewrites the
+record and brings the SIGKILL forward when its grace ends sooner, never back. A stop that could
+not be recorded (a full disk) gets the longer of the launch record's ``cancel_grace`` and
+``preempt_grace``: it may be a preemption, whose job must have the time to checkpoint.
 
 Processes that leave the job's process group (a daemon double-forks into a session of its
 own) are the job's too: on Linux the supervisor is their *child subreaper*
