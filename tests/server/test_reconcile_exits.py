@@ -20,7 +20,7 @@ from danlu.executors.fake import ManualClock
 from danlu.sched.registry import make_policy
 from danlu.server.db import Database, JobRun
 from danlu.server.reconcile import Reconciler
-from danlu.server.services import events, jobs
+from danlu.server.services import events, jobs, users
 
 NOW = 1_000_000.0
 
@@ -176,6 +176,81 @@ def test_a_users_cancel_stops_the_run_with_the_cancel_grace(db: Database, tmp_pa
         assert loop.run_once(now=NOW + 5).stopped == [job_id]
         assert world.runs[job_id].stop_reason is StopReason.CANCEL
         loop.run_once(now=NOW + 6)
+        with db.read_session() as s:
+            job = jobs.get_job(s, job_id)
+            assert (job.state, job.exit_code) == ("CANCELLED", 137)
+    finally:
+        loop.stop()
+
+
+@pytest.mark.parametrize(("cancelled_at", "state"), [(8, "SUCCEEDED"), (3, "CANCELLED")])
+def test_a_run_that_exited_0_before_a_cancel_request_succeeds(
+    db: Database, tmp_path: Path, cancelled_at: float, state: str
+) -> None:
+    """The run exited 0 at NOW + 5 and the pass that sees it comes after a cancel request:
+    a request made after the exit was too late (the job SUCCEEDED, and the job waiting for
+    its success starts); one made before it ended the job CANCELLED."""
+    loop, world, (first,) = _loop(db, tmp_path, [{"name": "first"}])
+    body = {"name": "then", "command": ["true"], "resources": {"gpus": 1}, "depends_on": [first]}
+    with db.session() as s:
+        then = jobs.submit(s, body, users.get_user(s, "alice"), now=NOW).id
+    world.script(first, duration=5)
+    try:
+        assert loop.run_once(now=NOW).launched == [first]
+        world.clock.advance(10)
+        with db.session() as s:
+            jobs.cancel_job(s, first, now=NOW + cancelled_at)
+        report = loop.run_once(now=NOW + 10)
+        assert report.settled == [first]
+        with db.read_session() as s:
+            job = jobs.get_job(s, first)
+            assert (job.state, job.exit_code, job.finished_at) == (state, 0, NOW + 10)
+            after = jobs.get_job(s, then).state
+        assert after == ("RUNNING" if state == "SUCCEEDED" else "CANCELLED")
+    finally:
+        loop.stop()
+
+
+def test_a_job_cancelled_while_queued_after_a_failed_run_has_no_exit_code(
+    db: Database, tmp_path: Path
+) -> None:
+    """Its run failed with exit 1 (kept while it waits to restart: why it waits); cancelled
+    before its next run, it ended without a run's exit: no exit code, not the old run's."""
+    loop, world, (job_id,) = _loop(db, tmp_path, [{"name": "j", "max_restarts": 3}])
+    world.script(job_id, duration=5, outcome=Outcome.FAILED)
+    try:
+        loop.run_once(now=NOW)
+        world.clock.advance(6)
+        loop.run_once(now=NOW + 6)
+        with db.session() as s:
+            job = jobs.get_job(s, job_id)
+            assert (job.state, job.exit_code) == ("PENDING", 1)
+            jobs.cancel_job(s, job_id, now=NOW + 7)
+        with db.read_session() as s:
+            job = jobs.get_job(s, job_id)
+            assert (job.state, job.exit_code) == ("CANCELLED", None)
+    finally:
+        loop.stop()
+
+
+def test_a_new_run_clears_the_exit_code_of_the_one_before(db: Database, tmp_path: Path) -> None:
+    """Restarted after a failure (exit 1), the job runs again: no exit code while it runs,
+    and one cancelled then ends with its own run's (the kill's 137)."""
+    loop, world, (job_id,) = _loop(db, tmp_path, [{"name": "j", "max_restarts": 3}])
+    world.script(job_id, duration=5, outcome=Outcome.FAILED)
+    try:
+        loop.run_once(now=NOW)
+        world.clock.advance(6)
+        loop.run_once(now=NOW + 6)
+        world.script(job_id, duration=1000)
+        world.clock.advance(100)  # past the restart's backoff
+        assert loop.run_once(now=NOW + 106).launched == [job_id]
+        with db.session() as s:
+            job = jobs.get_job(s, job_id)
+            assert (job.state, job.attempt, job.exit_code) == ("RUNNING", 2, None)
+            jobs.cancel_job(s, job_id, now=NOW + 106)
+        loop.run_once(now=NOW + 106)
+        loop.run_once(now=NOW + 107)
         with db.read_session() as s:
             job = jobs.get_job(s, job_id)
             assert (job.state, job.exit_code) == ("CANCELLED", 137)

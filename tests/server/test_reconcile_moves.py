@@ -224,3 +224,81 @@ def test_a_moved_jobs_old_run_that_checkpointed_lets_the_new_one_launch(
         job = jobs.get_job(s, mover)
         assert (job.state, job.restarts, job.moved_from) == ("RUNNING", 0, None)
     loop.stop()
+
+
+def _moved_then_stopped(
+    db: Database, tmp_path: Path, *, time_limit: float | None = None
+) -> tuple[Reconciler, FakeWorld, str]:
+    """A job on GPU 0 whose work ends at 25 s of the world's clock and whose checkpoint
+    takes 100 s (40 s with a ``time_limit``), moved to GPU 1 at 10 s: its old run goes on
+    within the move's 120 s grace while the new run waits for it."""
+    inventory = Cluster.homogeneous(1, 2, "H100")
+    with db.session() as s:
+        alice = user_and_nodes(s, inventory.nodes, NOW)
+        body = {"name": "mover", "command": ["python", "train.py"], "resources": {"gpus": 1}}
+        if time_limit is not None:
+            body["time_limit"] = time_limit
+        mover = jobs.submit(s, body, alice, now=NOW).id
+    world = FakeWorld()
+    if time_limit is None:
+        world.script(mover, duration=25, checkpoint_seconds=100)
+    else:
+        world.script(mover, duration=1000, checkpoint_seconds=40)
+    plans = [Plan(starts=(Start(mover, _gpu(0)),)), Plan(resizes=(Resize(mover, _gpu(1)),))]
+    if time_limit is None:
+        plans.append(Plan(preempts=(Preempt(mover, "test"),)))
+    settings = load_settings(home=tmp_path)
+    executor = FakeExecutor(inventory, world)
+    loop = Reconciler(db, executor, settings, policy=ScriptedPolicy(plans), preempt_grace=120.0)
+    assert loop.run_once(now=NOW).launched == [mover]
+    world.clock.advance(10)
+    assert loop.run_once(now=NOW + 10).launched == []  # moved: the old run still runs
+    return loop, world, mover
+
+
+def test_a_moved_job_preempted_before_its_new_run_waits_for_the_old_run(
+    db: Database, tmp_path: Path
+) -> None:
+    """Preempted while the run it was moved from still runs (the new one never launched):
+    the job is settled by how that run ends, not as a run that never launched while the
+    old one still holds a GPU; here it finishes its work within the grace, so the job
+    SUCCEEDED and is not run again."""
+    loop, world, mover = _moved_then_stopped(db, tmp_path)
+    world.clock.advance(2)
+    loop.run_once(now=NOW + 12)  # the preemption is recorded
+    world.clock.advance(1)
+    report = loop.run_once(now=NOW + 13)
+    assert report.settled == [] and world.runs[mover].launch.run_attempt == 1
+    with db.read_session() as s:
+        job = jobs.get_job(s, mover)
+        assert (job.state, job.attempt, job.allocation[0]["gpu"]) == ("PREEMPTING", 2, 1)
+    world.clock.advance(17)  # the old run's work ended at 25 s, within its grace
+    assert loop.run_once(now=NOW + 30).settled == [mover]
+    with db.read_session() as s:
+        job = jobs.get_job(s, mover)
+        assert (job.state, job.exit_code, job.allocation) == ("SUCCEEDED", 0, None)
+    assert [launch.run_attempt for launch in world.launches] == [1]
+    loop.stop()
+
+
+def test_a_moved_job_past_its_time_limit_ends_once_the_old_run_has_exited(
+    db: Database, tmp_path: Path
+) -> None:
+    """Its time limit is reached while the run it was moved from checkpoints: the job keeps
+    its GPU until that run has exited, then ends CANCELLED."""
+    loop, world, mover = _moved_then_stopped(db, tmp_path, time_limit=12)
+    world.clock.advance(3)
+    report = loop.run_once(now=NOW + 13)
+    assert report.timed_out == [mover] and report.settled == []
+    with db.read_session() as s:
+        job = jobs.get_job(s, mover)
+        assert (job.state, job.allocation[0]["gpu"]) == ("RUNNING", 1)
+        assert job.cancel_requested_at is not None
+    assert loop.executor.poll(Handle(mover, 1)).running
+    world.clock.advance(40)  # it checkpointed (40 s after the move's SIGTERM) and exited
+    assert loop.run_once(now=NOW + 53).settled == [mover]
+    with db.read_session() as s:
+        job = jobs.get_job(s, mover)
+        assert (job.state, job.allocation) == ("CANCELLED", None)
+    assert [launch.run_attempt for launch in world.launches] == [1]
+    loop.stop()

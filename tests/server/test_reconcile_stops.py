@@ -1,6 +1,6 @@
 """Earlier runs of moved jobs and launches that cannot be prepared, against the in-memory
 executor: a moved job cancelled or preempted before its new run launched has its old run
-stopped before it settles (and is not settled while the executor cannot be asked); a
+stopped, and settles once that run has exited (not while the executor cannot be asked); a
 restarted control plane lets a moved job's old run finish its checkpoint; a job whose
 checkpoint directory cannot be made costs that job alone, not the pass."""
 
@@ -102,16 +102,19 @@ def test_a_moved_job_cancelled_before_its_new_run_launched_stops_its_old_run(
 ) -> None:
     moved = _moved_unstopped(db, tmp_path)
     loop, world, mover, other = moved.loop, moved.world, moved.mover, moved.other
-    moved.policy.plans += [Plan(), Plan(starts=(Start(other, _gpu(0)),))]
+    moved.policy.plans += [Plan(), Plan(), Plan(starts=(Start(other, _gpu(0)),))]
     old = world.runs[mover]
     with db.session() as s:
         jobs.cancel_job(s, mover, now=NOW + 25)
     report = loop.run_once(now=NOW + 30)
-    # the old run is killed before the job is recorded cancelled and GPU 0 free
-    assert report.stopped == [mover] and report.settled == [mover]
+    # the old run is killed; the job is recorded cancelled (and its GPU free) once the
+    # next pass finds that run exited
+    assert report.stopped == [mover] and report.settled == []
     assert old.stop_reason is StopReason.CANCEL
-    assert _state(db, mover) == "CANCELLED"
+    assert _state(db, mover) == "RUNNING"
     world.clock.advance(1)
+    assert loop.run_once(now=NOW + 35).settled == [mover]
+    assert _state(db, mover) == "CANCELLED"
     assert loop.run_once(now=NOW + 40).launched == [other]  # GPU 0 is free indeed
     assert [slot.gpu for slot in world.runs[other].launch.gpus] == [0]
     loop.stop()
@@ -132,7 +135,8 @@ def test_a_moved_job_is_not_settled_while_its_old_run_cannot_be_stopped(
     ]
     assert _state(db, mover) == "RUNNING" and old.stop_reason is None
     report = loop.run_once(now=NOW + 40)  # the executor answers again
-    assert report.settled == [mover] and old.stop_reason is StopReason.CANCEL
+    assert report.stopped == [mover] and old.stop_reason is StopReason.CANCEL
+    assert loop.run_once(now=NOW + 50).settled == [mover]  # the old run has exited
     assert _state(db, mover) == "CANCELLED"
     loop.stop()
 
@@ -146,9 +150,13 @@ def test_a_moved_job_preempted_before_its_new_run_launched_checkpoints_its_old_r
     old = moved.world.runs[mover]
     loop.run_once(now=NOW + 30)  # recorded PREEMPTING; its new run is unknown
     report = loop.run_once(now=NOW + 40)
-    # preempted with the grace, not cancelled: it checkpoints (30 s) and exits
-    assert report.preempted == [mover] and report.settled == [mover]
+    # preempted with the grace, not cancelled: it checkpoints (30 s), holding GPU 0 (the
+    # job is not settled meanwhile), and exits
+    assert report.preempted == [mover] and report.settled == []
     assert (old.stop_reason, old.stop_kills) == (StopReason.PREEMPT, False)
+    assert _state(db, mover) == "PREEMPTING"
+    moved.world.clock.advance(30)
+    assert loop.run_once(now=NOW + 70).settled == [mover]
     assert _state(db, mover) == "PENDING"
     loop.stop()
 

@@ -26,7 +26,11 @@ H100 = 80 * GiB
 
 
 def spec(
-    name: str, gpus: int = 1, memory: str | None = None, gpu_type: str | None = None, **over: Any
+    name: str,
+    gpus: int = 1,
+    memory: str | None = None,
+    gpu_type: str | list[str] | None = None,
+    **over: Any,
 ) -> dict[str, Any]:
     res: dict[str, Any] = {"gpus": gpus}
     if memory:
@@ -581,3 +585,30 @@ def test_a_plan_s_marks_add_to_the_job_s_marks_as_in_the_simulator(seeded: Datab
     with seeded.read_session() as s:
         (status,) = view.build_snapshot(s, NOW + 3).view.pending
     assert status.marks == {"danlu.c:64": 0.5, "danlu.c:32": 0.25, "danlu.moves": 2.0}
+
+
+def test_a_gpu_type_only_the_inventory_knew_that_left_breaks_no_round(db: Database) -> None:
+    """Jobs naming a GPU model danlu does not know, admitted while a node of it was in the
+    inventory, after that node left: the round goes on. The running job keeps its GPU (its
+    other type matches it), a pending one naming another type too can start on it, and one
+    naming only the model that left waits, saying why."""
+    from danlu.core.cluster import GpuType
+
+    custom = GpuType("Acme-X1", 64 * GiB)
+    with db.session() as s:
+        alice = user_and_nodes(s, [Node("a", 1, gpu_type("H100")), Node("b", 1, custom)], NOW)
+        anyof = jobs.submit(s, spec("anyof", gpu_type=["H100", "Acme-X1"]), alice, now=NOW).id
+        record.apply_plan(s, Plan(starts=(Start(anyof, _whole(0)),)), NOW)
+        either = jobs.submit(s, spec("either", gpu_type=["Acme-X1", "H100"]), alice, now=NOW).id
+        only = jobs.submit(s, spec("only", gpu_type="Acme-X1"), alice, now=NOW).id
+        nodes_after = [Node("a", 1, gpu_type("H100")), Node("c", 1, gpu_type("H100"))]
+        cluster.replace_inventory(s, nodes_after, fake=True, now=NOW + 20)
+    applied = record_round(db, make_policy("fifo"), NOW + 30)
+    assert [j.id for j in applied.started] == [either]
+    with db.read_session() as s:
+        snap = view.build_snapshot(s, NOW + 31)
+        (running,) = [j for j in snap.view.running if j.id == anyof]
+        assert running.request.gpu_types == {"H100", "Acme-X1"}
+        assert "Acme-X1" in snap.withheld[only] and only not in {j.id for j in snap.view.pending}
+        assert jobs.get_job(s, anyof).state == "RUNNING"
+        assert [g["node"] for g in jobs.get_job(s, either).allocation] == ["c"]

@@ -105,13 +105,15 @@ class LaunchStep:
         raise NotImplementedError
 
     def _left_run(self, job_id: str, moved: int | None) -> ExecStatus | None:
-        """How the run ``moved`` (a job's ``moved_from``: the run a move left) ended; None
-        when there is none, it still runs, or the executor cannot say now."""
+        """How the run ``moved`` (a job's ``moved_from``: the run a move left) ended, once
+        :meth:`_stop_previous` found no earlier run running; None when there is none or the
+        executor no longer knows it (forgotten, or replaced by a later run). An
+        :class:`ExecutorError` when the executor cannot say now."""
         if moved is None:
             return None
         try:
             status = self.executor.poll(Handle(job_id, moved))
-        except ExecutorError:  # UnknownHandleError too: forgotten, or replaced by a later run
+        except UnknownHandleError:
             return None
         return None if status.running else status
 
@@ -321,8 +323,10 @@ class LaunchStep:
         unreachable) would otherwise keep its old run, and the GPUs recorded free, for good.
         The newest earlier attempt the executor knows is that run. ``cancel``: the job is
         being cancelled, so the run is cancelled (also one stopping for a preemption); else
-        it is preempted with the preemption grace. False when the executor could not be
-        asked (the run may still run, unasked); True otherwise."""
+        it is preempted with the preemption grace. True when no earlier run runs (it
+        exited, or the executor knows none): the job may be settled or launched. False when
+        one still runs (asked to stop, now or before: it holds its GPUs until it exits) or
+        the executor could not be asked (it may still run, unasked)."""
         for earlier in range(attempt - 1, 0, -1):
             handle = Handle(job_id, earlier)
             try:
@@ -339,8 +343,7 @@ class LaunchStep:
                 continue
             except ExecutorError as exc:
                 report.errors.append(f"stop {handle.key}: {exc}")
-                return False
-            return True
+            return False
         return True
 
     def job_launch(self, session: Session, job: Job) -> JobLaunch:

@@ -5,7 +5,8 @@ One pass (:meth:`Reconciler.run_once`), under the ``scheduler`` lease:
 1. **poll** every RUNNING / PREEMPTING job's run (row locks with this loop's token; process
    I/O outside any transaction): settle exits (:func:`jobs.settle_exit`: SUCCEEDED, PREEMPTED
    -> PENDING to resume from its checkpoint, FAILED / OOM -> RESTARTING -> PENDING with
-   backoff or FAILED after ``max_restarts``, CANCELLED when cancellation was requested),
+   backoff or FAILED after ``max_restarts``, CANCELLED when cancellation was requested
+   before the run exited),
    deliver cancellations and preemptions not yet delivered, and collect jobs recorded as
    started but never launched (a crash between the scheduling transaction and the launch);
    then cancel the jobs past their deadline or time limit (:mod:`~danlu.server.upkeep`: a
@@ -484,13 +485,11 @@ class Reconciler(LaunchStep):
                 if status is None:
                     if cancel or state == JobState.PREEMPTING.value:
                         # never launched; a moved job's earlier run may still run on GPUs
-                        # the settle records free: it is stopped first (next pass if the
-                        # executor cannot be asked now), and settles the job if it ended
+                        # the settle records free: it is asked to stop, and the job is
+                        # settled (by how that run ended) only once it has exited
                         kill = stop is StopKind.CANCEL
                         if self._stop_previous(job_id, attempt, report, cancel=kill):
-                            left = self._left_run(job_id, moved)
-                            at, was_moved = resolve_now(now), left is not None
-                            self._settle(job_id, attempt, left, at, report, moved=was_moved)
+                            self._settle_unlaunched(job_id, attempt, moved, now, report)
                     else:
                         unlaunched.append(job_id)
                 elif status.running:
@@ -502,6 +501,19 @@ class Reconciler(LaunchStep):
         finally:
             self._release(claimed)
         return unlaunched
+
+    def _settle_unlaunched(
+        self, job_id: str, attempt: int, moved: int | None, now: float | None, report: RoundReport
+    ) -> None:
+        """Settle a stopping job whose run ``attempt`` never launched, no earlier run of it
+        running: by the exit of the run a move left (``moved``) when the executor knows it,
+        else as never launched. Left for the next pass when the executor cannot say now."""
+        try:
+            left = self._left_run(job_id, moved)
+        except ExecutorError as exc:
+            report.errors.append(f"poll {job_id}#{moved}: {exc}")
+            return
+        self._settle(job_id, attempt, left, resolve_now(now), report, moved=left is not None)
 
     def _deliver(
         self,

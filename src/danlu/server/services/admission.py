@@ -13,10 +13,14 @@ from danlu.server.errors import AdmissionError
 from danlu.server.services.projects import quota_excess
 
 
-def canonical_gpu_types(spec: JobSpec, cluster: Cluster) -> frozenset[str]:
+def canonical_gpu_types(spec: JobSpec, cluster: Cluster, *, strict: bool = True) -> frozenset[str]:
     """The spec's ``gpu_type`` names in the inventory's spelling (``a100`` -> ``A100-80GB``).
 
-    A name neither danlu nor the inventory knows is an :class:`AdmissionError`."""
+    A name neither danlu nor the inventory knows is an :class:`AdmissionError` (a
+    submission's typo); with ``strict=False`` it is kept as given, matching no GPU of this
+    inventory: a job admitted while a node of that model was in it, which has left since
+    (the job may still run on another type it names; the scheduler's view of it must not
+    fail, nor widen to every type)."""
     present = cluster.type_spelling
     out: set[str] = set()
     for name in spec.resources.gpu_type:
@@ -26,6 +30,9 @@ def canonical_gpu_types(spec: JobSpec, cluster: Cluster) -> frozenset[str]:
         try:
             out.add(gpu_type(name).name)
         except UnknownNameError:
+            if not strict:
+                out.add(name)
+                continue
             known = sorted(set(present.values()))
             raise AdmissionError(
                 "resources.gpu_type",

@@ -419,8 +419,8 @@ def _transition(
     if new.terminal:
         job.finished_at = t
         job.pending_reason = None
-    if exit_code is not None:
-        job.exit_code = exit_code
+    if exit_code is not None or new.terminal or new is JobState.RUNNING:
+        job.exit_code = exit_code  # a new run, or an end without a run's exit: no code
     job.state = new.value
     return old, run
 
@@ -625,9 +625,11 @@ def settle_exit(
     a SIGTERM from outside danlu): RUNNING -> PREEMPTING -> PENDING, resuming from its last
     checkpoint, a preemption counted, no restart; or after a failure RESTARTING -> PENDING
     with backoff while ``restarts < max_restarts``, else FAILED. The run's GPUs are charged
-    up to ``ran_until`` (when it exited, if before ``now``). The run's token
-    (``DANLU_TOKEN``) is revoked: an ended run reports nothing more (a next run gets its
-    own)."""
+    up to ``ran_until`` (when it exited, if before ``now``, on the control plane's clock:
+    :func:`~danlu.server.reconcile.ran_until`); a run that succeeded before the job's
+    cancellation was requested ends it SUCCEEDED (the request came too late). The run's
+    token (``DANLU_TOKEN``) is revoked: an ended run reports nothing more (a next run gets
+    its own)."""
     t = resolve_now(now)
     state = JobState(job.state)
     if state.value not in HOLDING:
@@ -637,7 +639,8 @@ def settle_exit(
     def ends(new: JobState, why: str) -> JobEvent:  # the change that ends the run
         return change_state(session, job, new, why, t, exit_code=exit_code, ran_until=ran_until)
 
-    if job.cancel_requested_at is not None:
+    asked = job.cancel_requested_at
+    if asked is not None and not (succeeded and ran_until is not None and ran_until < asked):
         return [ends(JobState.CANCELLED, job.cancel_reason or "cancelled")]
     if state is JobState.PREEMPTING and not succeeded:
         return [ends(JobState.PENDING, reason)]

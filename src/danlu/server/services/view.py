@@ -110,7 +110,10 @@ def to_records(allocation: Allocation, cluster: Cluster) -> list[ShareDict]:
 
 
 def _request(job: Job, spec: JobSpec, project: Project, cluster: Cluster) -> JobRequest:
-    """The request the scheduler sees for ``job``, whose stored spec parses to ``spec``."""
+    """The request the scheduler sees for ``job``, whose stored spec parses to ``spec``. A
+    GPU type it names that no longer resolves (a model only the inventory knew, whose last
+    node left) is kept as named, matching no GPU: a running job keeps its place, and a
+    pending one naming only such types is withheld as not fitting the inventory."""
     return admission.build_request(
         job.id,
         spec,
@@ -118,7 +121,7 @@ def _request(job: Job, spec: JobSpec, project: Project, cluster: Cluster) -> Job
         seq=job.seq,
         priority=job.priority + project.priority,
         gpu_memory=job.gpu_memory_per_gpu,
-        gpu_types=admission.canonical_gpu_types(spec, cluster),
+        gpu_types=admission.canonical_gpu_types(spec, cluster, strict=False),
     )
 
 
