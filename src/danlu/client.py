@@ -35,6 +35,7 @@ from danlu.core.values import quoted
 
 API_PREFIX = "/api/v1"
 LOG_OFFSET_HEADER = "X-Danlu-Log-Offset"
+METRICS_CURSOR_HEADER = "X-Danlu-Metrics-Cursor"
 DEFAULT_HOME = Path("~/.danlu")
 MAX_PAGE = 1000
 JobDict = dict[str, Any]
@@ -226,6 +227,16 @@ def _retry_after(response: httpx.Response) -> float:
         return 1.0
 
 
+def _body(response: httpx.Response) -> Any:
+    """The JSON body of ``response``; :class:`ServerError` when it is not JSON."""
+    try:
+        return response.json()
+    except ValueError:
+        raise ServerError(
+            response.status_code, "http", None, f"not JSON: {response.text[:200]!r}"
+        ) from None
+
+
 def _clean(params: Mapping[str, Any]) -> dict[str, Any]:
     return {k: v for k, v in params.items() if v is not None and v != []}
 
@@ -343,13 +354,7 @@ class Client:
         raise AssertionError("unreachable")
 
     def _json(self, method: str, path: str, **kwargs: Any) -> Any:
-        response = self.request(method, path, **kwargs)
-        try:
-            return response.json()
-        except ValueError:
-            raise ServerError(
-                response.status_code, "http", None, f"not JSON: {response.text[:200]!r}"
-            ) from None
+        return _body(self.request(method, path, **kwargs))
 
     # -- health and identity ----------------------------------------------------------------
 
@@ -680,6 +685,26 @@ class Client:
         wanted = {"after_step": after_step, "limit": limit, "tail": "true" if tail else None}
         params = _clean(wanted)
         return list(self._json("GET", f"/jobs/{_seg(job)}/metrics", params=params))
+
+    def metrics_page(
+        self,
+        job: str,
+        *,
+        after_id: int | None = None,
+        limit: int | None = None,
+        tail: bool = False,
+    ) -> tuple[list[dict[str, Any]], int]:
+        """``GET /jobs/{id}/metrics`` with its cursor: without ``after_id``, the records by
+        step (the first ``limit``, or with ``tail`` the last) and the cursor of the records
+        stored from now on; with it, the records stored after that cursor in the order they
+        came, and the cursor after them. Following a job is ``after_id=`` the cursor each
+        time: every record once, whatever its step."""
+        wanted = {"after_id": after_id, "limit": limit, "tail": "true" if tail else None}
+        response = self.request("GET", f"/jobs/{_seg(job)}/metrics", params=_clean(wanted))
+        header = response.headers.get(METRICS_CURSOR_HEADER, "")
+        if not header.isdigit():
+            raise ServerError(response.status_code, "http", None, f"no {METRICS_CURSOR_HEADER}")
+        return list(_body(response)), int(header)
 
     # -- projects and cluster ---------------------------------------------------------------
 

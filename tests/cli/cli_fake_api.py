@@ -43,6 +43,11 @@ class FakeApi:
         """The most log bytes one ``GET /jobs/{id}/logs`` answers (the server's LOG_CHUNK)."""
         self.sweeps: dict[str, dict[str, Any]] = {}
         """Sweeps and job arrays by id, as ``GET /sweeps/{id}`` answers them."""
+        self.metrics: dict[str, list[dict[str, Any]]] = {}
+        """Per job id, its metric records in arrival order, each with its ``id``."""
+        self.metric_arrivals: list[list[dict[str, Any]]] = []
+        """Records the job reports next: each ``GET /jobs/{id}/metrics`` stores one batch
+        before it answers."""
 
     def transport(self) -> httpx.MockTransport:
         return httpx.MockTransport(self.handler)
@@ -173,12 +178,41 @@ class FakeApi:
         if tail == "/why":
             reason = job["pending_reason"] or f"the job is {job['state']}"
             return httpx.Response(200, json={"id": job_id, "state": job["state"], "reason": reason})
+        if tail == "/metrics":
+            return self._metrics(job_id, request)
         if tail == "/logs":
             offset = int(request.url.params.get("offset", 0))
             data = self.logs[job_id][offset : offset + self.log_chunk]
             headers = {"X-Danlu-Log-Offset": str(offset + len(data))}
             return httpx.Response(200, content=data, headers=headers)
         return error(404, "http", None, f"no route {tail}")
+
+    def add_metrics(self, job_id: str, records: list[dict[str, Any]]) -> None:
+        """Store ``records`` for the job, each with the next record id."""
+        stored = self.metrics.setdefault(job_id, [])
+        for record in records:
+            stored.append({"id": len(stored) + 1, **record})
+
+    def _metrics(self, job_id: str, request: httpx.Request) -> httpx.Response:
+        """``GET /jobs/{id}/metrics`` as the server answers it: by step then arrival, or by
+        arrival after ``after_id``; the cursor header is the last record id covered."""
+        if self.metric_arrivals:
+            self.add_metrics(job_id, self.metric_arrivals.pop(0))
+        params = request.url.params
+        stored = self.metrics.get(job_id, [])
+        after_step = int(params.get("after_step", -1))
+        limit = int(params.get("limit", 1000))
+        rows = [r for r in stored if r["step"] > after_step]
+        if "after_id" in params:
+            after_id = int(params["after_id"])
+            rows = [r for r in rows if r["id"] > after_id][:limit]
+            cursor = rows[-1]["id"] if rows else after_id
+        else:
+            rows.sort(key=lambda r: (r["step"], r["id"]))
+            rows = rows[-limit:] if params.get("tail") == "true" else rows[:limit]
+            cursor = max((r["id"] for r in stored), default=0)
+        body = [{k: v for k, v in r.items() if k != "id"} for r in rows]
+        return httpx.Response(200, json=body, headers={"X-Danlu-Metrics-Cursor": str(cursor)})
 
     def _nodes(self) -> list[dict[str, Any]]:
         gpus = []

@@ -75,3 +75,14 @@ def test_the_exit_code_is_the_jobs() -> None:
         {"state": "FAILED", "exit_code": 0},  # failed launch
     ):
         assert exit_code(job) == FAILED_WITHOUT_CODE
+
+
+def test_a_command_a_signal_ended_exits_128_plus_the_signal() -> None:
+    """As a shell and ``srun`` give (the job's code is the supervisor's 128 + N), and as the
+    README says (it said 1 before, while the code gave 143 after a time limit)."""
+    assert exit_code({"state": "CANCELLED", "exit_code": 143}) == 143  # the time limit's TERM
+    assert exit_code({"state": "FAILED", "exit_code": 137}) == 137  # SIGKILL
+    readme = (Path(__file__).resolve().parents[2] / "README.md").read_text()
+    said = readme[readme.index("`danlu run [--gpus N]") :]
+    said = said[: said.index("`checkpoint_dir`")]
+    assert "128 + N when signal N ended the command" in said and "143" in said

@@ -31,6 +31,30 @@ def test_the_last_records_come_in_step_order(db: Database) -> None:
         assert [m.step for m in metrics.list_metrics(s, job_id, after_step=5, tail=True)] == [6, 7]
 
 
+def test_a_cursor_reads_the_records_stored_after_it_whatever_their_step(db: Database) -> None:
+    with db.session() as s:
+        alice = user_and_nodes(s, (Node("a", 1, gpu_type("H100")),), T)
+        job = jobs.submit(s, {"name": "m", "command": ["true"]}, alice, now=T)
+        metrics.ingest(s, job, [{"step": 10, "loss": 1.0}])
+        job_id = job.id
+    with db.read_session() as s:
+        cursor = metrics.cursor(s, job_id)
+        assert metrics.cursor(s, "nosuchjob") == 0
+    with db.session() as s:
+        job = jobs.get_job(s, job_id, alice)
+        later = [{"step": 10, "val": 2.0}, {"step": 5, "loss": 3.0}, {"step": 11, "loss": 0.9}]
+        metrics.ingest(s, job, later)
+    with db.read_session() as s:
+        rows = metrics.list_metrics(s, job_id, after_id=cursor)
+        assert [(m.step, sorted(m.data)) for m in rows] == [
+            (10, ["val"]),
+            (5, ["loss"]),
+            (11, ["loss"]),
+        ]
+        assert [m.step for m in metrics.list_metrics(s, job_id, after_id=cursor, limit=1)] == [10]
+        assert metrics.list_metrics(s, job_id, after_id=metrics.cursor(s, job_id)) == []
+
+
 REPORTS = [
     {"step": 10, "loss": 2.5, "lr": 0.1, "note": "warm-up"},
     {"step": 20, "loss": 1.25, "lr": 0.1, "accuracy": 0.5},
@@ -45,6 +69,11 @@ def test_danlu_metrics_shows_follows_and_prints_json(tmp_path: Path) -> None:
         c.post(f"/jobs/{job['id']}/metrics", json={"metrics": REPORTS}).raise_for_status()
         got = c.get(f"/jobs/{job['id']}/metrics", params={"tail": "true", "limit": 1}).json()
         assert [m["step"] for m in got] == [30]
+        read = c.get(f"/jobs/{job['id']}/metrics", params={"after_id": 0, "limit": 2})
+        assert [m["step"] for m in read.json()] == [10, 20]
+        cursor = int(read.headers["X-Danlu-Metrics-Cursor"])
+        rest = c.get(f"/jobs/{job['id']}/metrics", params={"after_id": cursor})
+        assert [m["step"] for m in rest.json()] == [30]
         flags = ["--url", live.url, "--token", live.token]
         runner = CliRunner()
         shown = runner.invoke(app, ["metrics", job["id"], "--tail", "2", *flags])

@@ -242,7 +242,8 @@ def show_data(data: Any, json_out: bool, render: Callable[[Any], RenderableType]
 def titled_table(title: str, columns: Sequence[str], rows: Iterable[Sequence[str]]) -> Table:
     """A table of ``rows`` under ``columns``; the first column left, the others right. The
     first column (the name or id the other commands take) is never wrapped or cut: on a
-    narrow terminal the other columns give way."""
+    narrow terminal the other columns give way, their text folded onto more lines (a URL,
+    an error), never cut with an ellipsis."""
     rows = list(rows)
     table = Table(title=title, title_justify="left")
     for i, column in enumerate(columns):
@@ -250,7 +251,7 @@ def titled_table(title: str, columns: Sequence[str], rows: Iterable[Sequence[str
             widest = max((Text.from_markup(row[0]).cell_len for row in rows), default=0)
             table.add_column(column, justify="left", no_wrap=True, min_width=widest)
         else:
-            table.add_column(column, justify="right")
+            table.add_column(column, justify="right", overflow="fold")
     for row in rows:
         table.add_row(*row)
     return table

@@ -83,10 +83,18 @@ def run_estimate(
     if need_fit and len(set(points)) < 2:
         raise SpecError("--fit-points", "fitting M(b) needs at least two batch sizes, e.g. 1,2,4")
     limit = parse_bytes(gpu_memory, "--gpu-memory") if gpu_memory else gpu.capacity_bytes
+    if limit <= 0:
+        raise SpecError("--gpu-memory", f"{gpu_memory!r} is no memory; write e.g. 80GiB")
     limit_source = "--gpu-memory" if gpu_memory else "capacity"
     limit_label = f"{format_bytes(limit)} ({limit_source})"
     judged = replace(gpu, capacity_bytes=limit)  # the GPU the verdicts are for
     margin_bytes = _margin_bytes(margin, limit)
+    if margin_bytes >= limit:
+        raise SpecError(
+            "--margin",
+            f"{margin!r} leaves nothing of the {limit_label} limit; write a smaller size or "
+            "a share such as 5%",
+        )
     sizes = sorted(set(points) | ({batch_size} if batch_size else set()))
     req = TraceRequest(
         model_ref,

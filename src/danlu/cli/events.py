@@ -46,7 +46,10 @@ def table(events: Sequence[dict[str, Any]]) -> Table:
     """The events as a table: time, job, name, user/project, change, reason."""
     out = Table()
     for column in ("time", "job", "name", "user/project", "change", "reason"):
-        out.add_column(column)
+        if column == "job":  # the id other commands take: never cut or wrapped
+            out.add_column(column, no_wrap=True, min_width=12)
+        else:
+            out.add_column(column, overflow="fold")
     for event in events:
         out.add_row(*map(escape, _cells(event)))
     return out
@@ -68,7 +71,8 @@ def follow(
     done = 0
     while True:
         for event in shown:
-            console.print(escape(line(event)), highlight=False)
+            # one line however narrow the output: `danlu events -f | grep` sees it whole
+            console.print(escape(line(event)), highlight=False, soft_wrap=True)
             last = max(last, int(event["id"]))
         if reads and done >= reads:
             return

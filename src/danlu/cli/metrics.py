@@ -73,20 +73,25 @@ def line(record: dict[str, Any], keys: Sequence[str]) -> str:
     return "  ".join(parts)
 
 
-def follow(client: Client, job: str, records: list[dict[str, Any]], keys: list[str]) -> None:
-    """Print ``records``, then the job's new records as they come, until it has finished."""
-    last = -1
+def follow(
+    client: Client, job: str, records: list[dict[str, Any]], keys: list[str], cursor: int
+) -> None:
+    """Print ``records``, then every record the job reports after ``cursor`` (the
+    ``X-Danlu-Metrics-Cursor`` of the read that found them) as it comes, once each, in the
+    order they came, whatever their step (an eval at a step already shown, a restart from an
+    earlier checkpoint), until the job has finished; ``keys``: the metrics shown (none: each
+    record's own, up to :data:`DEFAULT_COLUMNS`). Each record is one line however narrow the
+    output (a pipe: ``danlu metrics -f JOB | grep``)."""
     while True:
         for record in records:
-            console.print(escape(line(record, keys or metric_keys([record]))), highlight=False)
-            last = max(last, int(record.get("step") or 0))
-        if JobState(str(client.get_job(job)["state"])).terminal:
-            records = client.metrics(job, after_step=last)
-            if not records:
-                return
-            continue
-        time.sleep(FOLLOW_SECONDS)
-        records = client.metrics(job, after_step=last)
+            text = escape(line(record, keys or metric_keys([record])))
+            console.print(text, highlight=False, soft_wrap=True)
+        finished = JobState(str(client.get_job(job)["state"])).terminal
+        if not finished:
+            time.sleep(FOLLOW_SECONDS)
+        records, cursor = client.metrics_page(job, after_id=cursor, limit=1000)
+        if finished and not records:
+            return
 
 
 def metrics(
@@ -114,12 +119,13 @@ def metrics(
     chosen = [k.strip() for k in keys.split(",") if k.strip()] if keys else []
     with connect(home, url, token) as client:
         try:
+            if follow_on:
+                records, cursor = client.metrics_page(job, limit=tail, tail=True)
+                follow(client, job, records, chosen, cursor)
+                return
             records = client.metrics(job, limit=tail, tail=True)
             if json_out:
                 print_json(records)
-                return
-            if follow_on:
-                follow(client, job, records, chosen or metric_keys(records))
                 return
         except DanluError as exc:
             raise fail(exc) from None

@@ -7,12 +7,21 @@ exist on the node that runs it: a shared file system for a Slurm or Ray cluster.
 environment is not passed on (a spec is stored, and may go to another machine): ``--env
 NAME=VALUE``, or ``--env NAME`` for the value here. A failed command is not restarted unless
 ``--max-restarts`` says so (a submitted job's default is 3): its exit code comes back at once.
+
+Whatever ends ``danlu run`` before its job has finished cancels the job, so that it does not
+hold GPUs for no one: Ctrl-C (exit 130), a closed terminal (SIGHUP, 129), ``kill`` (SIGTERM,
+143) or the reader of its output gone (``danlu run ... | head``: 141, as SIGPIPE), each exit
+128 + the signal, as a shell gives.
 """
 
 from __future__ import annotations
 
+import os
 import re
+import signal
 import sys
+from collections.abc import Iterator
+from contextlib import contextmanager, suppress
 from pathlib import Path
 from typing import Annotated, Any
 
@@ -27,10 +36,47 @@ from danlu.core.errors import DanluError, SpecError
 from danlu.core.state import JobState
 
 FAILED_WITHOUT_CODE = 1
-"""The exit code of a job that failed without one of its own (killed by a signal, stopped at
-its time limit, cancelled)."""
-INTERRUPTED = 130
+"""The exit code of a job that ended without an exit code of its own: cancelled before its
+command ran, failed to launch, lost with its node. A command that a signal ended (stopped
+at its time limit, killed for memory) has one: 128 + the signal, as a shell (and Slurm's
+``srun``) gives, e.g. 143 after the time limit's SIGTERM, 137 after a SIGKILL."""
+INTERRUPTED = 128 + signal.SIGINT
 """The exit code after Ctrl-C (which cancels the job), as a shell gives 128 + SIGINT."""
+PIPE_CLOSED = 128 + signal.SIGPIPE
+"""The exit code once the reader of the output has gone (which cancels the job), as a
+shell gives a command killed by SIGPIPE."""
+STOP_SIGNALS = (signal.SIGHUP, signal.SIGTERM)
+"""The signals that cancel the job as Ctrl-C does (the terminal closed, ``kill``); the exit
+code is 128 + the signal."""
+
+
+class Stopped(BaseException):
+    """Raised in the main thread by a :data:`STOP_SIGNALS` handler (a BaseException, as
+    KeyboardInterrupt is, so that no ``except Exception`` on the way swallows it)."""
+
+    def __init__(self, signum: int) -> None:
+        super().__init__(signum)
+        self.signum = signum
+
+
+def _raise_stopped(signum: int, frame: object) -> None:
+    raise Stopped(signum)
+
+
+@contextmanager
+def stop_signals(handler: Any) -> Iterator[None]:
+    """While inside, :data:`STOP_SIGNALS` go to ``handler`` (then the handlers before are
+    back); nothing changes off the main thread, where handlers cannot be set."""
+    try:
+        before = {sig: signal.signal(sig, handler) for sig in STOP_SIGNALS}
+    except ValueError:  # not the main thread
+        before = {}
+    try:
+        yield
+    finally:
+        for sig, old in before.items():
+            signal.signal(sig, old)
+
 
 _NOT_NAME = re.compile(r"[^A-Za-z0-9_.-]+")
 
@@ -85,7 +131,7 @@ def run_body(
 
 def exit_code(job: dict[str, Any]) -> int:
     """The command's exit code for a finished job: 0 when it succeeded, its own non-zero code
-    when it has one, else :data:`FAILED_WITHOUT_CODE`."""
+    when it has one (128 + N when signal N ended it), else :data:`FAILED_WITHOUT_CODE`."""
     if job.get("state") == JobState.SUCCEEDED.value:
         return 0
     code = job.get("exit_code")
@@ -102,7 +148,7 @@ def attach(client: Client, job_id: str) -> int:
     if state != JobState.SUCCEEDED.value:
         reason = client.why(job_id).get("reason") or ""
         text = f"danlu: job {job_id} {state}" + (f": {reason}" if reason else "")
-        err.print(escape(text), highlight=False)
+        err.print(escape(text), highlight=False, soft_wrap=True)
     return exit_code(job)
 
 
@@ -164,19 +210,50 @@ def run(
             job_id = str(client.submit(body)["id"])
         except DanluError as exc:
             raise fail(exc) from None
-        err.print(f"danlu: job {job_id} submitted (Ctrl-C cancels it)", highlight=False)
+        say(f"danlu: job {job_id} submitted (Ctrl-C cancels it)")
         try:
-            code = attach(client, job_id)
+            with stop_signals(_raise_stopped):
+                code = attach(client, job_id)
         except KeyboardInterrupt:
-            try:
-                client.cancel(job_id)
-                err.print(f"danlu: job {job_id} cancelled", highlight=False)
-            except DanluError as exc:  # it finished meanwhile, or the server is gone
-                err.print(escape(f"danlu: job {job_id} not cancelled: {exc}"), highlight=False)
-            raise typer.Exit(code=INTERRUPTED) from None
+            raise typer.Exit(code=cancel(client, job_id, INTERRUPTED)) from None
+        except Stopped as stop:
+            raise typer.Exit(code=cancel(client, job_id, 128 + stop.signum)) from None
+        except BrokenPipeError:
+            _quiet_stdout()
+            raise typer.Exit(code=cancel(client, job_id, PIPE_CLOSED)) from None
         except DanluError as exc:
             raise fail(exc) from None
     raise typer.Exit(code=code)
+
+
+def say(text: str) -> None:
+    """A line of text (not markup) on stderr, whole; nothing when stderr has gone (the
+    terminal closed)."""
+    with suppress(OSError):
+        err.print(escape(text), highlight=False, soft_wrap=True)
+
+
+def cancel(client: Client, job_id: str, code: int) -> int:
+    """Cancel the job ``danlu run`` is leaving and say so; returns ``code``. A second
+    SIGHUP or SIGTERM meanwhile (a closing terminal sends more) is ignored."""
+    with stop_signals(signal.SIG_IGN):
+        try:
+            client.cancel(job_id)
+            say(f"danlu: job {job_id} cancelled")
+        except DanluError as exc:  # it finished meanwhile, or the server is gone
+            say(f"danlu: job {job_id} not cancelled: {exc}")
+    return code
+
+
+def _quiet_stdout() -> None:
+    """Point stdout at the null device once its reader has gone, so that flushing what is
+    left in its buffer at exit raises no second BrokenPipeError."""
+    try:
+        null = os.open(os.devnull, os.O_WRONLY)
+        os.dup2(null, sys.stdout.fileno())
+        os.close(null)
+    except (OSError, ValueError, AttributeError):  # no file descriptor (a test's stdout)
+        pass
 
 
 def register(app: typer.Typer) -> None:

@@ -12,8 +12,9 @@ from collections.abc import Sequence
 from datetime import datetime
 from typing import Any
 
-from rich.console import Group, RenderableType
+from rich.console import Console, ConsoleOptions, Group, RenderableType, RenderResult
 from rich.markup import escape
+from rich.measure import Measurement
 from rich.table import Table
 from rich.text import Text
 
@@ -39,15 +40,16 @@ def state_text(state: str) -> Text:
     return Text(state, style=STATE_STYLE.get(state, ""))
 
 
-def memory_bar(used: int, total: int, width: int = BAR_WIDTH) -> Text:
-    """``[######.......] 40.0GiB/80.0GiB`` with a colour by fill level."""
+def memory_bar(used: int, total: int, width: int = BAR_WIDTH, sep: str = " ") -> Text:
+    """``[######.......] 40.0GiB/80.0GiB`` with a colour by fill level (``sep`` between the
+    bar and the text: ``"\\n"`` puts the text under it)."""
     frac = min(max(used / total, 0.0), 1.0) if total > 0 else 0.0
     filled = round(frac * width)
     style = "green" if frac < 0.7 else "yellow" if frac < 0.95 else "red"
     bar = Text("[")
     bar.append("#" * filled, style=style)
     bar.append("." * (width - filled), style="dim")
-    bar.append(f"] {format_bytes(used)}/{format_bytes(total)}")
+    bar.append(f"]{sep}{format_bytes(used)}/{format_bytes(total)}")
     return bar
 
 
@@ -61,13 +63,43 @@ def scheduled(node: dict[str, Any]) -> str:
     return f"{node.get('close_action')} at {when} (in {left})" + (f": {reason}" if reason else "")
 
 
-def nodes_table(nodes: Sequence[dict[str, Any]]) -> Table:
+class NodesTable:
+    """The GPU table of :func:`nodes_table`, laid out for the width it is printed at: under
+    :data:`NARROW` columns each job id on its own line and the memory's used/total under its
+    bar, so that neither is ever cut with an ellipsis (the other columns fold)."""
+
+    def __init__(self, nodes: Sequence[dict[str, Any]]) -> None:
+        self.nodes = list(nodes)
+
+    def table(self, width: int | None = None) -> Table:
+        """The table for a console ``width`` wide (None: as wide as it likes)."""
+        return _nodes_table(self.nodes, narrow=width is not None and width < NARROW)
+
+    def __rich_console__(self, console: Console, options: ConsoleOptions) -> RenderResult:
+        yield self.table(options.max_width)
+
+    def __rich_measure__(self, console: Console, options: ConsoleOptions) -> Measurement:
+        return Measurement.get(console, options, self.table(options.max_width))
+
+
+def nodes_table(nodes: Sequence[dict[str, Any]]) -> NodesTable:
     """One row per GPU: node (with its state when not ready, and the reason), index (with
     the GPU's own state when not ready, and the reason), type, allocated memory bar, compute
-    share, jobs."""
+    share, jobs; laid out for the width it is printed at (:class:`NodesTable`)."""
+    return NodesTable(nodes)
+
+
+def _nodes_table(nodes: Sequence[dict[str, Any]], narrow: bool) -> Table:
     table = Table(title="GPUs", title_justify="left", expand=False)
     for col in ("node", "gpu", "type", "memory", "compute", "jobs"):
-        table.add_column(col, justify="right" if col == "compute" else "left")
+        whole = narrow and col in ("memory", "jobs")  # the widest word of each line: kept
+        table.add_column(
+            col,
+            justify="right" if col == "compute" else "left",
+            no_wrap=whole,
+            overflow="fold",
+            min_width=12 if col == "jobs" else None,
+        )
     for node in nodes:
         name = str(node.get("name", "?")) + (" (fake)" if node.get("fake") else "")
         state = node.get("state") or "ready"
@@ -84,13 +116,14 @@ def nodes_table(nodes: Sequence[dict[str, Any]]) -> Table:
             if gpu_state != "ready":
                 reason = gpu.get("cordon_reason") or ""
                 index += escape(f" [{gpu_state}{': ' + str(reason) if reason else ''}]")
+            used, total = int(gpu.get("allocated_memory") or 0), int(gpu.get("memory") or 0)
             table.add_row(
                 name,
                 index,
                 str(gpu.get("type") or node.get("gpu_type") or ""),
-                memory_bar(int(gpu.get("allocated_memory") or 0), int(gpu.get("memory") or 0)),
+                memory_bar(used, total, sep="\n" if narrow else " "),
                 f"{int(gpu.get('allocated_milli') or 0) / 10:.0f}%",
-                ", ".join(str(j) for j in jobs) or "-",
+                ("\n" if narrow else ", ").join(str(j) for j in jobs) or "-",
             )
             name = ""
     return table

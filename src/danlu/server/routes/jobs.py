@@ -37,6 +37,8 @@ from danlu.server.services.cluster import load_cluster
 
 router = APIRouter(prefix="/jobs", tags=["jobs"])
 LOG_CHUNK = 1 << 20
+METRICS_CURSOR_HEADER = "X-Danlu-Metrics-Cursor"
+"""The header of ``GET /jobs/{id}/metrics``: the ``after_id`` for the records after these."""
 FOLLOW_POLL = 0.25
 
 
@@ -320,14 +322,25 @@ def get_metrics(
     job_id: str,
     user: Caller,
     state: State,
+    response: Response,
     after_step: Annotated[int, Query(ge=-1, le=MAX_INT)] = -1,
     limit: Annotated[int, Query(ge=1, le=10_000)] = 1000,
     tail: bool = False,
+    after_id: Annotated[int | None, Query(ge=0, le=MAX_INT)] = None,
 ) -> list[dict[str, Any]]:
     """Metric records with ``step > after_step``, by step: the first ``limit``, or the last
-    with ``tail=true``."""
+    with ``tail=true``; with ``after_id``, those stored after that cursor, by arrival. The
+    ``X-Danlu-Metrics-Cursor`` header is the ``after_id`` of what comes next: the last record
+    returned (with ``after_id``), else the job's newest record."""
     checked_name(job_id, "job")
     with state.db.read_session() as session:
         job = jobs.get_job(session, job_id, user)
-        rows = metrics.list_metrics(session, job.id, after_step=after_step, limit=limit, tail=tail)
+        rows = metrics.list_metrics(
+            session, job.id, after_step=after_step, limit=limit, tail=tail, after_id=after_id
+        )
+        if after_id is None:
+            cursor = metrics.cursor(session, job.id)
+        else:
+            cursor = max((m.id for m in rows), default=after_id)
+        response.headers[METRICS_CURSOR_HEADER] = str(cursor)
         return [metric_out(m) for m in rows]

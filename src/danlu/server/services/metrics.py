@@ -7,7 +7,7 @@ import math
 from collections.abc import Mapping, Sequence
 from typing import Any
 
-from sqlalchemy import case, select, update
+from sqlalchemy import case, func, select, update
 from sqlalchemy.orm import Session
 
 from danlu.core.errors import SpecError
@@ -127,14 +127,35 @@ def _raise_to(column: Any, value: int) -> Any:
 
 
 def list_metrics(
-    session: Session, job_id: str, *, after_step: int = -1, limit: int = 1000, tail: bool = False
+    session: Session,
+    job_id: str,
+    *,
+    after_step: int = -1,
+    limit: int = 1000,
+    tail: bool = False,
+    after_id: int | None = None,
 ) -> list[JobMetric]:
     """A job's metric records with ``step > after_step``, by step then arrival: the first
-    ``limit`` of them, or with ``tail`` the last ``limit``."""
+    ``limit`` of them, or with ``tail`` the last ``limit``. With ``after_id`` (a cursor,
+    :func:`cursor`), only the records stored after it, in the order they came (whatever
+    their step: a restarted run reports earlier steps again)."""
     if not 1 <= limit <= MAX_READ:
         raise SpecError("limit", f"must be between 1 and {MAX_READ}")
     query = select(JobMetric).where(JobMetric.job_id == job_id, JobMetric.step > after_step)
+    if after_id is not None:
+        query = query.where(JobMetric.id > after_id)
+        if tail:
+            latest = query.order_by(JobMetric.id.desc()).limit(limit)
+            return list(reversed(list(session.scalars(latest))))
+        return list(session.scalars(query.order_by(JobMetric.id).limit(limit)))
     if tail:
         latest = query.order_by(JobMetric.step.desc(), JobMetric.id.desc()).limit(limit)
         return list(reversed(list(session.scalars(latest))))
     return list(session.scalars(query.order_by(JobMetric.step, JobMetric.id).limit(limit)))
+
+
+def cursor(session: Session, job_id: str) -> int:
+    """The job's newest record id (0 when it has none): ``after_id`` for the records
+    stored from now on."""
+    newest = session.scalar(select(func.max(JobMetric.id)).where(JobMetric.job_id == job_id))
+    return int(newest or 0)
