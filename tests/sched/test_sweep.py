@@ -126,6 +126,28 @@ def test_bad_sweep_specs_name_the_field() -> None:
         assert caught.value.field == field, (field, caught.value)
 
 
+@pytest.mark.parametrize(
+    ("field", "change"),
+    [
+        ("trials", {"trials": True}),
+        ("parallel", {"parallel": True}),
+        ("seed", {"seed": False}),
+        (
+            "parameters.n.high",
+            {"parameters": {"n": {"distribution": "int", "low": 0, "high": True}}},
+        ),
+        ("early_stopping.min_trials", {"early_stopping": {"min_trials": True}}),
+    ],
+)
+def test_a_yaml_boolean_is_no_number_in_a_sweep(field: str, change: dict[str, Any]) -> None:
+    """``trials: yes`` was one trial and ``high: on`` a bound of 1: YAML's booleans were
+    taken as numbers, as the job spec's fields no longer are."""
+    base = _spec().model_dump(mode="json") | {"metric": {"name": "loss"}}
+    with pytest.raises(SpecError, match="got a boolean") as caught:
+        parse_sweep({**base, **change})
+    assert caught.value.field == field
+
+
 @pytest.mark.parametrize(("low", "high"), [(1e300, 1e300), (-1e20, 0), (0, 2.0**63)])
 def test_an_int_distribution_keeps_within_the_integers_the_store_takes(
     low: float, high: float

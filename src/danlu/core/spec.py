@@ -76,7 +76,7 @@ class _Strict(BaseModel):
     model_config = ConfigDict(extra="forbid", frozen=True)
 
 
-def _no_boolean(value: Any) -> Any:
+def no_boolean(value: Any) -> Any:
     """Refuse a boolean where a number goes: pydantic reads ``true`` as 1, and YAML reads
     ``yes``, ``no``, ``on`` and ``off`` as booleans (``priority: yes`` was priority 1)."""
     if isinstance(value, bool):
@@ -93,7 +93,7 @@ class GpuCount(_Strict):
     min: int = Field(ge=0)
     max: int = Field(ge=0)
 
-    _numbers = field_validator("min", "max", mode="before")(_no_boolean)
+    _numbers = field_validator("min", "max", mode="before")(no_boolean)
 
     @model_validator(mode="after")
     def _ordered(self) -> GpuCount:
@@ -116,7 +116,7 @@ class Resources(_Strict):
     cpus: float = Field(default=1.0, ge=0)
     memory: int = 0
 
-    _numbers = field_validator("cpus", "gpu_fraction", mode="before")(_no_boolean)
+    _numbers = field_validator("cpus", "gpu_fraction", mode="before")(no_boolean)
 
     @field_validator("gpus", mode="before")
     @classmethod
@@ -179,7 +179,7 @@ class TrainingHints(_Strict):
 
     _numbers = field_validator(
         "global_batch_size", "min_batch_size", "max_batch_size", "expected_duration", mode="before"
-    )(_no_boolean)
+    )(no_boolean)
 
     @field_validator("family")
     @classmethod
@@ -275,7 +275,7 @@ class JobSpec(_Strict):
     """Jobs this one waits for (:class:`Dependency`): a pipeline's steps, each submitted
     with the ids of the steps before it."""
 
-    _numbers = field_validator("priority", "max_restarts", mode="before")(_no_boolean)
+    _numbers = field_validator("priority", "max_restarts", mode="before")(no_boolean)
 
     @field_validator("deadline", "time_limit", "preempt_grace", mode="before")
     @classmethod

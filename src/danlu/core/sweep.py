@@ -34,10 +34,17 @@ from __future__ import annotations
 import math
 from typing import Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
+from pydantic import (
+    BaseModel,
+    ConfigDict,
+    Field,
+    ValidationError,
+    field_validator,
+    model_validator,
+)
 
 from danlu.core.errors import SpecError
-from danlu.core.spec import JobSpec, parse_spec, spec_error, valid_name
+from danlu.core.spec import JobSpec, no_boolean, parse_spec, spec_error, valid_name
 from danlu.core.values import MAX_INT
 
 MAX_TRIALS = 10_000
@@ -70,6 +77,7 @@ class Parameter(_Strict):
     distribution: Literal["uniform", "log_uniform", "int"] | None = None
     low: float | None = None
     high: float | None = None
+    _numbers = field_validator("low", "high", mode="before")(no_boolean)
 
     @model_validator(mode="after")
     def _one_kind(self) -> Parameter:
@@ -125,6 +133,7 @@ class EarlyStopping(_Strict):
     rule: Literal["median"] = "median"
     min_steps: int = Field(default=0, ge=0)
     min_trials: int = Field(default=3, ge=1, le=MAX_TRIALS)
+    _numbers = field_validator("min_steps", "min_trials", mode="before")(no_boolean)
 
 
 class SweepSpec(_Strict):
@@ -153,6 +162,9 @@ class SweepSpec(_Strict):
     array: bool = False
     """A job array: one parameter, ``index``, a ``values`` list of whole numbers searched by
     ``grid``; each trial also gets ``DANLU_ARRAY_INDEX``."""
+    _numbers = field_validator("trials", "startup_trials", "parallel", "seed", mode="before")(
+        no_boolean
+    )
 
     @model_validator(mode="after")
     def _check(self) -> SweepSpec:
