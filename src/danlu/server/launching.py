@@ -18,7 +18,7 @@ import logging
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from sqlalchemy import delete, select
+from sqlalchemy import select
 from sqlalchemy.exc import SQLAlchemyError
 from sqlalchemy.orm import Session
 
@@ -44,7 +44,6 @@ from danlu.executors import (
 )
 from danlu.executors.accounts import os_account
 from danlu.server.db import Database, Job
-from danlu.server.db.models import ApiToken
 from danlu.server.run_as import give_to
 from danlu.server.services import jobs, locks, nodes, users
 from danlu.server.services.projects import HOLDING
@@ -243,11 +242,7 @@ class LaunchStep:
             return
         try:
             with self.db.session() as session:
-                session.execute(
-                    delete(ApiToken).where(
-                        ApiToken.token_hash == users.hash_token(token), ApiToken.job_id == job_id
-                    )
-                )
+                users.delete_job_token(session, job_id, token)
         except (DanluError, SQLAlchemyError) as exc:  # best effort: never the pass's end
             report.errors.append(f"launch {job_id}: cannot delete its unused token: {exc}")
 

@@ -14,7 +14,7 @@ import re
 import secrets
 from pathlib import Path
 
-from sqlalchemy import or_, select, update
+from sqlalchemy import delete, or_, select, update
 from sqlalchemy.exc import IntegrityError
 from sqlalchemy.orm import Session
 
@@ -185,6 +185,14 @@ def touch_token(session: Session, token_id: int, now: float | None = None) -> bo
         update(ApiToken).where(ApiToken.id == token_id, stale).values(last_used_at=t)
     )
     return bool(getattr(result, "rowcount", 0))
+
+
+def delete_job_token(session: Session, job_id: str, token: str) -> None:
+    """Delete ``token``, issued to a run of job ``job_id`` that never started (the executor
+    refused its launch for now): a launch refused pass after pass would leave a row a pass."""
+    session.execute(
+        delete(ApiToken).where(ApiToken.token_hash == hash_token(token), ApiToken.job_id == job_id)
+    )
 
 
 def revoke_job_tokens(session: Session, job_id: str, now: float | None = None) -> None:
