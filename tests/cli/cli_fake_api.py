@@ -9,9 +9,11 @@ from __future__ import annotations
 
 import json
 import re
+from pathlib import Path
 from typing import Any
 
 import httpx
+import pytest
 
 from danlu.core.errors import SpecError
 from danlu.core.spec import parse_spec
@@ -231,3 +233,18 @@ class FakeApi:
         return [
             {"name": "node-0", "gpu_type": "H100", "rack": "rack-0", "fake": True, "gpus": gpus}
         ]
+
+
+def serve_commands(monkeypatch: pytest.MonkeyPatch) -> FakeApi:
+    """A new :class:`FakeApi` that every command's client talks to (``client_factory``
+    replaced for the test)."""
+    from danlu.cli import jobs as jobs_cli
+    from danlu.client import Client
+
+    api = FakeApi()
+
+    def factory(home: Path | None, url: str | None, token: str | None) -> Client:
+        return Client("http://fake", TOKEN, transport=api.transport())
+
+    monkeypatch.setattr(jobs_cli, "client_factory", factory)
+    return api

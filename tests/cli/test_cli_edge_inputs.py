@@ -11,7 +11,7 @@ from pathlib import Path
 
 import pytest
 import typer
-from cli_fake_api import TOKEN, FakeApi
+from cli_fake_api import TOKEN, FakeApi, serve_commands
 from rich.console import Console
 from typer.testing import CliRunner
 
@@ -31,12 +31,7 @@ for module in (jobs_cli, nodes_cli, admin_cli, events_cli, metrics_cli, sim_cli)
 
 @pytest.fixture
 def fake(monkeypatch: pytest.MonkeyPatch) -> FakeApi:
-    api = FakeApi()
-
-    def factory(home: Path | None, url: str | None, token: str | None) -> Client:
-        return Client("http://fake", TOKEN, transport=api.transport())
-
-    monkeypatch.setattr(jobs_cli, "client_factory", factory)
+    api = serve_commands(monkeypatch)
     monkeypatch.setattr(jobs_cli, "console", Console(width=200))
     return api
 

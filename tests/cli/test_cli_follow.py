@@ -6,20 +6,17 @@ from __future__ import annotations
 
 import io
 from collections.abc import Iterator
-from pathlib import Path
 from typing import Any
 
 import pytest
 import typer
-from cli_fake_api import TOKEN, FakeApi
+from cli_fake_api import FakeApi, serve_commands
 from rich.console import Console
 from typer.testing import CliRunner
 
 from danlu.cli import events as events_cli
-from danlu.cli import jobs as jobs_cli
 from danlu.cli import metrics as metrics_cli
 from danlu.cli import run as run_cli
-from danlu.client import Client
 
 T0 = 1_796_131_413.0
 
@@ -36,12 +33,7 @@ APP = make_app()
 
 @pytest.fixture
 def fake(monkeypatch: pytest.MonkeyPatch) -> FakeApi:
-    api = FakeApi()
-
-    def factory(home: Path | None, url: str | None, token: str | None) -> Client:
-        return Client("http://fake", TOKEN, transport=api.transport())
-
-    monkeypatch.setattr(jobs_cli, "client_factory", factory)
+    api = serve_commands(monkeypatch)
     monkeypatch.setattr(metrics_cli, "console", Console(width=80))
     monkeypatch.setattr(metrics_cli, "FOLLOW_SECONDS", 0.0)
     return api
