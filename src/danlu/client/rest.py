@@ -1,19 +1,6 @@
-"""A small typed client for the danlu REST API (``docs/api.md``), over :class:`httpx.Client`.
-
-::
-
-    from danlu.client import Client
-
-    with Client.from_home(Path("~/.danlu")) as client:
-        job = client.submit({"name": "hello", "command": ["python", "-c", "print('hi')"]})
-        text, offset = client.logs(job["id"])
-
-Every error is a :class:`~danlu.core.errors.DanluError`: HTTP errors become an :class:`ApiError`
-subclass chosen by status code (and by the server's error ``type`` for 422), carrying the
-server's ``type``, ``field`` and ``message`` unchanged. This module imports only ``danlu.core``
-and httpx and reads no environment variables: the CLI resolves ``DANLU_HOME`` / ``DANLU_URL`` /
-``DANLU_TOKEN`` through :mod:`danlu.config` and passes them in.
-"""
+"""The :class:`Client` of the danlu REST API (``docs/api.md``), over :class:`httpx.Client`,
+and the lookup of a local server (:func:`find_server`, :func:`same_server`). Its errors are
+those of :mod:`danlu.client.errors`."""
 
 from __future__ import annotations
 
@@ -28,7 +15,16 @@ from urllib.parse import quote
 
 import httpx
 
-from danlu.core.errors import ConfigError, DanluError, SpecError, UnschedulableError
+from danlu.client.errors import (
+    ApiError,
+    JobDict,
+    NoServerError,
+    ServerError,
+    ServerUnavailable,
+    WaitTimeout,
+    error_from_response,
+)
+from danlu.core.errors import ConfigError, SpecError
 from danlu.core.paging import read_pages
 from danlu.core.spec import JobSpec
 from danlu.core.values import quoted
@@ -38,131 +34,7 @@ LOG_OFFSET_HEADER = "X-Danlu-Log-Offset"
 METRICS_CURSOR_HEADER = "X-Danlu-Metrics-Cursor"
 DEFAULT_HOME = Path("~/.danlu")
 MAX_PAGE = 1000
-JobDict = dict[str, Any]
-
-
-class ApiError(DanluError):
-    """An error answer of the server: HTTP ``status`` plus the body's ``type``, ``field``
-    (dotted, or ``None``) and ``message``, exactly as the server sent them."""
-
-    def __init__(
-        self,
-        status: int,
-        type: str,
-        field: str | None,
-        message: str,
-        method: str = "",
-        path: str = "",
-    ) -> None:
-        self.status = status
-        self.type = type
-        self.field = field
-        self.message = message
-        self.method = method
-        self.path = path
-        Exception.__init__(self, f"{field}: {message}" if field else message)
-
-    def __str__(self) -> str:
-        return str(self.args[0])
-
-
-class AuthError(ApiError):
-    """401: no token, or a token the server does not know."""
-
-
-class PermissionDenied(ApiError):
-    """403: another user's job, or an admin-only route."""
-
-
-class NotFoundError(ApiError, LookupError):
-    """404: an unknown job, project, user or route."""
-
-
-class ConflictError(ApiError):
-    """409: the request conflicts with the current state (e.g. cancel a finished job)."""
-
-
-class InvalidRequestError(ApiError, SpecError):  # type: ignore[misc]  # field may be None
-    """422 (or 400): invalid input; ``field`` names the offending field."""
-
-
-class UnschedulableRequestError(ApiError, UnschedulableError):
-    """422: a spec that can never fit the cluster (or its project's quota), with the reason."""
-
-
-class ServerError(ApiError):
-    """5xx: the server failed; its message is kept."""
-
-
-class ServerUnavailable(DanluError):
-    """No answer from the server (connection refused, timeout, broken stream)."""
-
-
-class NoServerError(ConfigError):
-    """No ``server.json`` under the danlu home: no server was started there."""
-
-
-class WaitTimeout(DanluError, TimeoutError):
-    """:meth:`Client.wait` ran out of time; ``unfinished`` names the jobs not finished yet
-    (their ids as given) and ``finished`` holds the Jobs that had."""
-
-    def __init__(self, unfinished: list[str], finished: list[JobDict], timeout: float) -> None:
-        self.unfinished = unfinished
-        self.finished = finished
-        self.timeout = timeout
-        super().__init__(
-            f"{len(unfinished)} job(s) not finished after {timeout:g}s: {', '.join(unfinished)}"
-        )
-
-
 FINISHED_STATES = frozenset({"SUCCEEDED", "FAILED", "CANCELLED"})
-
-
-_BY_STATUS: dict[int, type[ApiError]] = {
-    400: InvalidRequestError,
-    401: AuthError,
-    403: PermissionDenied,
-    404: NotFoundError,
-    409: ConflictError,
-    422: InvalidRequestError,
-}
-_UNSCHEDULABLE_TYPES = {"AdmissionError", "UnschedulableError"}
-
-
-def error_from_response(response: httpx.Response) -> ApiError:
-    """The :class:`ApiError` subclass for an error ``response`` (body read already)."""
-    status = response.status_code
-    kind, field, message = "http", None, ""
-    try:
-        body = response.json()
-    except (json.JSONDecodeError, UnicodeDecodeError, ValueError):
-        body = None
-    if isinstance(body, dict) and isinstance(body.get("error"), dict):
-        error = body["error"]
-        kind = str(error.get("type") or "http")
-        field = str(error["field"]) if error.get("field") is not None else None
-        message = str(error.get("message") or "")
-    elif isinstance(body, dict) and "detail" in body:  # a plain FastAPI error
-        detail = body["detail"]
-        if isinstance(detail, list) and detail and isinstance(detail[0], dict):
-            loc = [str(p) for p in detail[0].get("loc", []) if p not in ("body", "query", "path")]
-            field = ".".join(loc) or None
-            message = str(detail[0].get("msg", ""))
-        else:
-            message = str(detail)
-    if not message:
-        message = (response.text.strip() or response.reason_phrase or "error")[:500]
-    try:
-        method, path = response.request.method, response.request.url.path
-    except RuntimeError:  # a response built without a request
-        method, path = "", ""
-    if status == 422 and kind in _UNSCHEDULABLE_TYPES:
-        cls: type[ApiError] = UnschedulableRequestError
-    elif status >= 500:
-        cls = ServerError
-    else:
-        cls = _BY_STATUS.get(status, ApiError)
-    return cls(status, kind, field, message, method, path)
 
 
 def find_server(home: Path | None = None) -> tuple[str, str | None]:

@@ -1,0 +1,150 @@
+"""The client's exception tree: every error of :class:`~danlu.client.Client` is a
+:class:`~danlu.core.errors.DanluError`.
+
+::
+
+    DanluError
+    ├── ApiError                   an error answer of the server (status, type, field, message)
+    │   ├── AuthError              401
+    │   ├── PermissionDenied       403
+    │   ├── NotFoundError          404 (also a LookupError)
+    │   ├── ConflictError          409
+    │   ├── InvalidRequestError    400 / 422 (also a SpecError)
+    │   ├── UnschedulableRequestError  422 that can never fit (also an UnschedulableError)
+    │   └── ServerError            5xx, or an answer that is not JSON
+    ├── ServerUnavailable          no answer at all
+    ├── NoServerError              no server.json under the danlu home (a ConfigError)
+    └── WaitTimeout                Client.wait ran out of time (also a TimeoutError)
+"""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+import httpx
+
+from danlu.core.errors import ConfigError, DanluError, SpecError, UnschedulableError
+
+JobDict = dict[str, Any]
+
+
+class ApiError(DanluError):
+    """An error answer of the server: HTTP ``status`` plus the body's ``type``, ``field``
+    (dotted, or ``None``) and ``message``, exactly as the server sent them."""
+
+    def __init__(
+        self,
+        status: int,
+        type: str,
+        field: str | None,
+        message: str,
+        method: str = "",
+        path: str = "",
+    ) -> None:
+        self.status = status
+        self.type = type
+        self.field = field
+        self.message = message
+        self.method = method
+        self.path = path
+        Exception.__init__(self, f"{field}: {message}" if field else message)
+
+    def __str__(self) -> str:
+        return str(self.args[0])
+
+
+class AuthError(ApiError):
+    """401: no token, or a token the server does not know."""
+
+
+class PermissionDenied(ApiError):
+    """403: another user's job, or an admin-only route."""
+
+
+class NotFoundError(ApiError, LookupError):
+    """404: an unknown job, project, user or route."""
+
+
+class ConflictError(ApiError):
+    """409: the request conflicts with the current state (e.g. cancel a finished job)."""
+
+
+class InvalidRequestError(ApiError, SpecError):  # type: ignore[misc]  # field may be None
+    """422 (or 400): invalid input; ``field`` names the offending field."""
+
+
+class UnschedulableRequestError(ApiError, UnschedulableError):
+    """422: a spec that can never fit the cluster (or its project's quota), with the reason."""
+
+
+class ServerError(ApiError):
+    """5xx: the server failed; its message is kept."""
+
+
+class ServerUnavailable(DanluError):
+    """No answer from the server (connection refused, timeout, broken stream)."""
+
+
+class NoServerError(ConfigError):
+    """No ``server.json`` under the danlu home: no server was started there."""
+
+
+class WaitTimeout(DanluError, TimeoutError):
+    """:meth:`Client.wait` ran out of time; ``unfinished`` names the jobs not finished yet
+    (their ids as given) and ``finished`` holds the Jobs that had."""
+
+    def __init__(self, unfinished: list[str], finished: list[JobDict], timeout: float) -> None:
+        self.unfinished = unfinished
+        self.finished = finished
+        self.timeout = timeout
+        super().__init__(
+            f"{len(unfinished)} job(s) not finished after {timeout:g}s: {', '.join(unfinished)}"
+        )
+
+
+_BY_STATUS: dict[int, type[ApiError]] = {
+    400: InvalidRequestError,
+    401: AuthError,
+    403: PermissionDenied,
+    404: NotFoundError,
+    409: ConflictError,
+    422: InvalidRequestError,
+}
+_UNSCHEDULABLE_TYPES = {"AdmissionError", "UnschedulableError"}
+
+
+def error_from_response(response: httpx.Response) -> ApiError:
+    """The :class:`ApiError` subclass for an error ``response`` (body read already)."""
+    status = response.status_code
+    kind, field, message = "http", None, ""
+    try:
+        body = response.json()
+    except (json.JSONDecodeError, UnicodeDecodeError, ValueError):
+        body = None
+    if isinstance(body, dict) and isinstance(body.get("error"), dict):
+        error = body["error"]
+        kind = str(error.get("type") or "http")
+        field = str(error["field"]) if error.get("field") is not None else None
+        message = str(error.get("message") or "")
+    elif isinstance(body, dict) and "detail" in body:  # a plain FastAPI error
+        detail = body["detail"]
+        if isinstance(detail, list) and detail and isinstance(detail[0], dict):
+            loc = [str(p) for p in detail[0].get("loc", []) if p not in ("body", "query", "path")]
+            field = ".".join(loc) or None
+            message = str(detail[0].get("msg", ""))
+        else:
+            message = str(detail)
+    if not message:
+        message = (response.text.strip() or response.reason_phrase or "error")[:500]
+    try:
+        method, path = response.request.method, response.request.url.path
+    except RuntimeError:  # a response built without a request
+        method, path = "", ""
+    if status == 422 and kind in _UNSCHEDULABLE_TYPES:
+        cls: type[ApiError] = UnschedulableRequestError
+    elif status >= 500:
+        cls = ServerError
+    else:
+        cls = _BY_STATUS.get(status, ApiError)
+    return cls(status, kind, field, message, method, path)
