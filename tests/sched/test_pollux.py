@@ -34,8 +34,10 @@ def problem(
     factor: list[float] | None = None,
     gang: list[bool] | None = None,
     fairness: float = -1.0,
+    least: list[int] | None = None,
 ) -> ps.SearchProblem:
     jobs = speedup.shape[0]
+    extra = {} if least is None else {"min_replicas": np.array(least, dtype=np.int64)}
     return ps.SearchProblem(
         speedup=speedup,
         max_replicas=np.array(most, dtype=np.int64),
@@ -44,6 +46,7 @@ def problem(
         restart_factor=np.ones(jobs) if factor is None else np.array(factor),
         gang=np.zeros(jobs, dtype=bool) if gang is None else np.array(gang),
         fairness=fairness,
+        **extra,
     )
 
 
@@ -64,6 +67,10 @@ def valid(prob: ps.SearchProblem, state: np.ndarray) -> None:
     assert ((state[spread] > 0).sum(axis=0) <= 1).all(), "two distributed jobs on a node"
     for j in np.flatnonzero(prob.gang):
         assert state[j].sum() in (0, prob.max_replicas[j]), "a gang split"
+    least = getattr(prob, "min_replicas", None)
+    if least is not None:
+        totals = state.sum(axis=1)
+        assert ((totals == 0) | (totals >= least)).all(), "a job below its least"
 
 
 @settings(max_examples=30, deadline=None)
@@ -86,6 +93,38 @@ def test_search_keeps_every_constraint(jobs: int, nodes: int, seed: int, gangs: 
     noisy = rng.integers(0, 6, size=(10, jobs, nodes))
     for state in ps.repair(prob, noisy, np.random.default_rng(seed)):
         valid(prob, state)
+
+
+@settings(max_examples=30, deadline=None)
+@given(jobs=st.integers(1, 6), nodes=st.integers(1, 4), seed=st.integers(0, 1000))
+def test_search_keeps_every_job_at_none_or_at_least_its_minimum(
+    jobs: int, nodes: int, seed: int
+) -> None:
+    rng = np.random.default_rng(seed)
+    capacity = rng.integers(0, 5, size=nodes).tolist()
+    total = max(sum(capacity), 1)
+    most = rng.integers(1, total + 1, size=jobs)
+    least = np.minimum(rng.integers(1, 5, size=jobs), most)
+    exponents = rng.uniform(0.2, 1.0, size=jobs).tolist()
+    table = concave(jobs, total, exponents, 0.8)
+    # a job on fewer than its least would count as scaling well there (the search must
+    # not be driven by the values alone)
+    prob = problem(table, capacity, most.tolist(), least=least.tolist())
+    best = ps.search(prob, prob.base[None], np.random.default_rng(seed), 20, 15)
+    valid(prob, best)
+    noisy = rng.integers(0, 6, size=(10, jobs, nodes))
+    for state in ps.repair(prob, noisy, np.random.default_rng(seed)):
+        valid(prob, state)
+
+
+def test_search_gives_a_job_its_minimum_when_there_is_room() -> None:
+    # one node of 4 GPUs, two jobs scaling linearly: the second needs 3 at least, so the
+    # fair split 2 + 2 is out; the best valid one is 1 + 3
+    table = concave(2, 4, [1.0, 1.0], spread_cost=1.0)
+    prob = problem(table, [4], [4, 4], least=[1, 3])
+    best = ps.search(prob, prob.base[None], np.random.default_rng(0), 30, 30)
+    valid(prob, best)
+    assert best.sum(axis=1).tolist() == [1, 3]
 
 
 def all_allocations(prob: ps.SearchProblem) -> np.ndarray:
@@ -346,3 +385,55 @@ def test_an_empty_cluster_leaves_every_job_waiting() -> None:
     plan = small_policy().schedule(ClusterView(time=0.0, cluster=Cluster(()), pending=pending))
     assert plan.starts == () and plan.preempts == () and plan.resizes == ()
     assert plan.waiting == {"a": NO_GPUS, "b": NO_GPUS}
+
+
+# -- elastic jobs: never below their minimum --------------------------------------------
+
+
+def elastic_gpus(plan: Plan, job_id: str) -> list[int]:
+    """The GPU counts ``plan`` starts or resizes ``job_id`` on."""
+    moves = [*plan.starts, *plan.resizes]
+    return [m.allocation.num_gpus for m in moves if m.job_id == job_id]
+
+
+def test_a_new_elastic_job_starts_on_at_least_its_minimum() -> None:
+    """``gpus: 2..8``: a job not measured yet starts on its minimum, not Pollux's one GPU."""
+    cluster = Cluster.homogeneous(2, 4)
+    new = status("e", gpus=2, max_gpus=8, observed={**LIMITS, "adaptive": 1.0})
+    plan = small_policy().schedule(ClusterView(time=60.0, cluster=cluster, pending=(new,)))
+    assert elastic_gpus(plan, "e") == [2]
+    assert plan.starts[0].batch_size == 128  # max(init_batch, 2 x min_local_bsz)
+
+
+def test_an_elastic_job_waits_when_fewer_gpus_than_its_minimum_are_free() -> None:
+    cluster = Cluster.homogeneous(1, 4)
+    held = Allocation.whole_gpus([(0, 0), (0, 1), (0, 2)])
+    fixed = status("fixed", gpus=3, preemptible=False, allocation=held, last_start=0.0)
+    new = status("e", gpus=2, max_gpus=8, submit=1.0, observed={**LIMITS, "adaptive": 1.0})
+    view = ClusterView(time=60.0, cluster=cluster, running=(fixed,), pending=(new,))
+    plan = small_policy().schedule(view)
+    assert not plan.starts and plan.waiting == {"e": NO_GPUS}
+    # a batch that fills fewer GPUs than its minimum (64 / 32 = 2 < 4): it waits too
+    few = {**LIMITS, "adaptive": 1.0, "max_batch": 64.0}
+    big = status("big", gpus=4, max_gpus=8, observed=few)
+    plan = small_policy().schedule(ClusterView(time=60.0, cluster=cluster, pending=(big,)))
+    assert not plan.starts and plan.waiting == {"big": NO_GPUS}
+
+
+def test_a_running_elastic_job_is_never_resized_below_its_minimum() -> None:
+    """Crowded by new jobs, the fair mean would leave each job one GPU; the elastic job
+    (``gpus: 2..8``, running on 2) keeps at least 2 or gives all of them up."""
+    cluster = Cluster.homogeneous(1, 4)
+    alloc = Allocation.whole_gpus([(0, 0), (0, 1)])
+    seen = measured(2, 1, 128, step=0.30, sync=0.02)
+    run = status("e", gpus=2, max_gpus=8, observed=seen, allocation=alloc, last_start=0.0)
+    pending = tuple(
+        status(f"n{i}", gpus=1, submit=3000.0 + i, observed={**LIMITS, "adaptive": 1.0})
+        for i in range(3)
+    )
+    for seed in range(4):
+        view = ClusterView(time=3600.0, cluster=cluster, running=(run,), pending=pending)
+        plan = small_policy(seed=seed).schedule(view)
+        assert all(n >= 2 for n in elastic_gpus(plan, "e")), plan
+        starts = sum(s.allocation.num_gpus for s in plan.starts)
+        assert starts >= 2  # the others are not all left waiting

@@ -24,10 +24,12 @@ gradient statistics). What Pollux does and this policy does too:
 
 Not Pollux's: a job gets GPUs only on the nodes whose GPU type and memory it accepts
 (``gpu_types``, ``gpu_memory``); a rigid job (no batch limits) runs on exactly its requested
-GPUs or waits; requests for part of a GPU are placed after the search, first come first
-served, on what is left (``placement``). Non-preemptible and draining running jobs are left
-where they are. The search is seeded per round (``seed`` and the round's time), so the
-policy is deterministic.
+GPUs or waits; an adaptive job whose request names a range (``gpus: 2..8``) runs on at
+least its minimum or gets nothing (a new one starts on its minimum; one whose batch limits,
+GPU types or ``max_gpus`` allow fewer waits, or keeps what it runs on); requests for part
+of a GPU are placed after the search, first come first served, on what is left
+(``placement``). Non-preemptible and draining running jobs are left where they are. The
+search is seeded per round (``seed`` and the round's time), so the policy is deterministic.
 """
 
 from __future__ import annotations
@@ -200,7 +202,8 @@ class PolluxPolicy:
         problem = self._problem(jobs, marks, models, base, capacity, gpn, now, allowed)
         rng = np.random.default_rng([self.seed, int(now * 1000)])
         best = ps.search(problem, base[None], rng, self.population, self.generations)
-        return self._plan(view, jobs, models, base, best, shared, new_marks, gpn)
+        needs = problem.needs()
+        return self._plan(view, jobs, models, base, best, needs, shared, new_marks, gpn)
 
     # -- inputs ---------------------------------------------------------------------------
     def _model(self, job: JobStatus, marks: Mapping[str, float]) -> dm.JobModel | None:
@@ -231,6 +234,7 @@ class PolluxPolicy:
         speedup = np.zeros((count, 2, total + 1))
         most = np.zeros(count, dtype=np.int64)
         gang = np.zeros(count, dtype=bool)
+        least = np.ones(count, dtype=np.int64)
         factor = np.ones(count)
         for row, (job, mark, model) in enumerate(zip(jobs, marks, models, strict=True)):
             seen = job.observed
@@ -241,28 +245,47 @@ class PolluxPolicy:
                     most[row] = job.request.gpus
                     speedup[row, :, most[row]] = most[row] / fair
             else:
-                measured = int(mark.get(dm.MAXR, 0))
-                cap = min(
-                    max(int(min(self.growth * measured, total)), 1),
-                    int(reach[row]),
-                    int(seen["max_batch"] // seen["min_local_bsz"]),
-                )
-                if job.request.max_gpus > 0:
-                    cap = min(cap, job.request.max_gpus)
-                most[row] = cap
+                least[row], most[row] = self._range(job, mark, total, int(reach[row]))
                 tables = self._memo[job.id].tables
                 shape = (int(most[row]), fair, gpn)
                 table = tables.get(shape)
                 if table is None:
                     table = tables[shape] = _speedups(model, *shape)
                 speedup[row, :, : table.shape[1]] = table
+                speedup[row, :, : least[row]] = 0.0  # it does not run on fewer
             age = max(now - job.request.submit_time, 0.0)
             cost = self.restart_cost
             restarts = job.restarts + int(mark.get(RESTARTS, 0.0))  # failures and moves
             factor[row] = max(age - restarts * cost, 0.0) / (age + cost) if age + cost else 1
         # a fair share's worth of the cluster (one node's share of the GPUs) is speed-up 1
         speedup *= len(capacity) / max(total, 1)
-        return ps.SearchProblem(speedup, most, capacity, base, factor, gang, self.fairness, allowed)
+        return ps.SearchProblem(
+            speedup, most, capacity, base, factor, gang, self.fairness, allowed, least
+        )
+
+    def _range(
+        self, job: JobStatus, mark: Mapping[str, float], total: int, reach: int
+    ) -> tuple[int, int]:
+        """The fewest and most GPUs of an adaptive job: from its minimum (a request naming a
+        range, ``gpus..max_gpus``; else 1) to ``growth`` times the most it was measured on
+        (but at least its minimum), within the GPUs it can reach, the most its batch limits
+        fill and ``max_gpus``. When those allow fewer than its minimum it gets none (0, 0),
+        or, running on at least its minimum, keeps its count (the search keeps or preempts
+        it)."""
+        req, seen = job.request, job.observed
+        least = req.gpus if req.max_gpus > 0 else 1
+        measured = int(mark.get(dm.MAXR, 0))
+        cap = min(
+            max(int(min(self.growth * measured, total)), least),
+            reach,
+            int(seen["max_batch"] // seen["min_local_bsz"]),
+        )
+        if req.max_gpus > 0:
+            cap = min(cap, req.max_gpus)
+        if cap >= least:
+            return least, cap
+        held = job.allocation.num_gpus if job.running else 0
+        return (held, held) if held >= least else (0, 0)
 
     # -- output ---------------------------------------------------------------------------
     def _plan(
@@ -272,11 +295,15 @@ class PolluxPolicy:
         models: list[dm.JobModel | None],
         base: ps.IntArray,
         best: ps.IntArray,
+        needs: ps.IntArray,
         shared: list[JobStatus],
         new_marks: dict[str, dict[str, float]],
         gpn: int,
     ) -> Plan:
         free = FreeMap(view, self.placement, self._packing)
+        # a last guard: no job starts or is resized below what it needs (the search's
+        # repair already gives every job none or at least that)
+        best = np.where((best.sum(axis=1) < needs)[:, None], 0, best)
         changed = [row for row in range(len(jobs)) if not np.array_equal(best[row], base[row])]
         for row in changed:
             if jobs[row].running:

@@ -6,14 +6,17 @@ After Pollux (Qiao et al., OSDI'21, section 4.2): a cluster allocation is a matr
 fair mean that punishes any job left with nothing), of every job's speed-up ``S_j(A_j)`` over
 its fair share, each multiplied by a restart factor when its row differs from the current
 allocation. Constraints: a node's GPUs, a job's most replicas, at most one job spread over
-several nodes on any node (two distributed jobs would fight over the node's network), and
-all-or-nothing for rigid jobs.
+several nodes on any node (two distributed jobs would fight over the node's network),
+all-or-nothing for rigid jobs, and none or at least its least replicas for an elastic job
+(the minimum of a ``gpus: 2..8`` request: its model does not fit on fewer).
 
 The search is a plain function of value types (:class:`SearchProblem` in, a matrix out) and
 of a seeded generator: the same problem and seed give the same matrix. Its operators follow
 the paper's description (crossover of whole job rows, mutations that reset a job to its
 current allocation, clear some of its nodes or add replicas where there is room, and a
-repair that makes every candidate valid); the selection keeps the best of parents and
+repair that makes every candidate valid; not the paper's: a job left with fewer replicas
+than it needs, a gang's or its least, is topped up where there is room before the repair,
+which would otherwise drop it); the selection keeps the best of parents and
 children (elitist), breaking ties by the population's order.
 """
 
@@ -45,7 +48,8 @@ class SearchProblem:
     speed-up when its row changes (a restart). ``gang[j]``: job ``j`` runs on exactly
     ``max_replicas[j]`` GPUs or none. ``fairness``: the power mean's exponent ``p``
     (0: geometric mean). ``allowed[j, n]``: whether job ``j`` may get GPUs on node ``n``
-    (its GPU type and memory; None: every job on every node).
+    (its GPU type and memory; None: every job on every node). ``min_replicas[j]``: the
+    fewest GPUs job ``j`` runs on, or it gets none (None: one for every job).
     """
 
     speedup: FloatArray
@@ -56,6 +60,7 @@ class SearchProblem:
     gang: BoolArray
     fairness: float = -1.0
     allowed: BoolArray | None = None
+    min_replicas: IntArray | None = None
 
     @property
     def jobs(self) -> int:
@@ -64,6 +69,14 @@ class SearchProblem:
     @property
     def nodes(self) -> int:
         return int(self.base.shape[1])
+
+    def needs(self) -> IntArray:
+        """The fewest GPUs each job runs on when it gets any: a gang's most replicas, else
+        its least (at least 1)."""
+        least = np.ones(self.jobs, dtype=np.int64)
+        if self.min_replicas is not None:
+            least = np.maximum(least, self.min_replicas)
+        return np.asarray(np.where(self.gang, self.max_replicas, least), dtype=np.int64)
 
 
 def values(problem: SearchProblem, states: IntArray) -> FloatArray:
@@ -86,7 +99,7 @@ def repair(problem: SearchProblem, states: IntArray, rng: np.random.Generator) -
     """Make every candidate valid, in place and returned: each job within its most replicas
     (replicas dropped from randomly ordered nodes), only on the nodes it is allowed, one
     distributed job per node (the earliest row keeps it), node capacities (earliest rows
-    first) and gangs whole."""
+    first), gangs whole and every job on none or at least its least replicas."""
     pop, _, nodes = states.shape
     if problem.allowed is not None:
         states[:, ~problem.allowed] = 0
@@ -104,10 +117,10 @@ def repair(problem: SearchProblem, states: IntArray, rng: np.random.Generator) -
     # node capacity: earlier rows first
     filled = np.minimum(np.cumsum(states, axis=1), problem.capacity[None, None, :])
     states[:] = np.diff(filled, axis=1, prepend=0)
-    # gangs: all or nothing
-    if problem.gang.any():
-        short = problem.gang[None, :] & (states.sum(axis=2) != problem.max_replicas[None, :])
-        states[short] = 0
+    # gangs all or nothing, every other job none or at least its least
+    needs = problem.needs()
+    if (needs > 1).any():
+        states[states.sum(axis=2) < needs[None, :]] = 0
     return states
 
 
@@ -126,7 +139,31 @@ def _mutate(problem: SearchProblem, states: IntArray, rng: np.random.Generator) 
         room = np.where(problem.allowed[None], room, 0)
     grow = (rng.random(states.shape) < 1.0 / nodes) & (room > 0)
     extra = np.floor(rng.random(states.shape) * (room + 1)).astype(np.int64)
-    return np.where(grow, states + extra, states)
+    return _top_up(problem, np.where(grow, states + extra, states))
+
+
+def _top_up(problem: SearchProblem, states: IntArray) -> IntArray:
+    """Every job that has some replicas but fewer than it needs (:meth:`SearchProblem.needs`)
+    given the missing ones on the nodes with the most room first (room left by the
+    candidate's other jobs may be claimed twice: the repair settles that). Without it the
+    repair would drop such a job, and a job that needs several GPUs could get them only
+    from mutations that happen to add them all at once. Draws nothing from the generator."""
+    needs = problem.needs()
+    totals = states.sum(axis=2)
+    short = np.where((totals > 0) & (totals < needs[None, :]), needs[None, :] - totals, 0)
+    if not short.any():
+        return states
+    room = np.maximum(problem.capacity[None, None, :] - states.sum(axis=1, keepdims=True), 0)
+    room = np.broadcast_to(room, states.shape)
+    if problem.allowed is not None:
+        room = np.where(problem.allowed[None], room, 0)
+    order = np.argsort(-room, axis=2, kind="stable")
+    ranked = np.take_along_axis(room, order, axis=2)
+    before = np.cumsum(ranked, axis=2) - ranked
+    add = np.clip(short[:, :, None] - before, 0, ranked)
+    extra = np.zeros_like(states)
+    np.put_along_axis(extra, order, add, axis=2)
+    return states + extra
 
 
 def _crossover(
