@@ -1,10 +1,19 @@
-"""Logging a failure that may repeat every reconcile pass (a full disk, a database down, a
-policy that raises on the cluster's state) without a traceback every two seconds."""
+"""Failures that repeat: logging one that may repeat every reconcile pass (a full disk, a
+database down, a policy that raises on the cluster's state) without a traceback every two
+seconds (:class:`RepeatedFailure`), and judging a job whose runs keep exiting 75 on their
+own without progress (:func:`judge_unasked_exit_75`), which would otherwise be re-queued
+for free forever."""
 
 from __future__ import annotations
 
 import logging
+import re
 import time
+
+from sqlalchemy import select
+from sqlalchemy.orm import Session
+
+from danlu.server.db.models import Job, JobEvent
 
 REPEAT_LOG_SECONDS = 60.0
 """While a failure repeats the same way, one line counts the repeats at most this often."""
@@ -49,3 +58,46 @@ class RepeatedFailure:
         if self.failing:
             self.logger.warning("%s (after: %s)", self.recovered, self.failing)
         self.failing, self._repeats = "", 0
+
+
+UNASKED_75 = "checkpointed and exited 75 on its own"
+"""How the reason of every exit 75 that danlu did not ask for begins (free or counted): the
+next one is judged against the latest of them."""
+MIN_PROGRESS_SECONDS = 300.0
+"""For a job that never reported a step: a run that lasted this long made progress."""
+_STEP_MARK = re.compile(r"last step reported: (\d+)")
+
+
+def judge_unasked_exit_75(session: Session, job: Job, ran_for: float) -> tuple[bool, str]:
+    """Judge a run of ``job`` (RUNNING, no cancellation asked) that exited 75 with no stop
+    asked by danlu (a SIGTERM from outside, or the job's own doing), ``ran_for`` seconds
+    after it started. Returns (counted, reason): counted is True when the exit is a failure
+    (a restart, with backoff; FAILED out of restarts) rather than a free re-queue.
+
+    It is free the first time (a host shutdown) and when the job made progress since its
+    previous such exit: the highest step it reported (``last_step``, from its metric
+    reports) is above the one that exit's reason records, or, for a job that never reported
+    a step, the run lasted :data:`MIN_PROGRESS_SECONDS`. Otherwise it counts, so a job that
+    exits 75 at once every time ends FAILED. The reason records the step for the next."""
+    step = job.last_step
+    mark = "no step reported" if step is None else f"last step reported: {step}"
+    query = (
+        select(JobEvent.reason)
+        .where(JobEvent.job_id == job.id, JobEvent.reason.startswith(UNASKED_75, autoescape=True))
+        .order_by(JobEvent.id.desc())
+        .limit(1)
+    )
+    previous = session.scalar(query)
+    if previous is None:
+        progress = True
+    elif step is not None:
+        before = _STEP_MARK.search(previous)
+        progress = before is None or step > int(before.group(1))
+    else:
+        progress = ran_for >= MIN_PROGRESS_SECONDS
+    if progress:
+        return False, f"{UNASKED_75} (a SIGTERM from outside); {mark}"
+    return True, (
+        f"{UNASKED_75} again without progress since its previous exit 75 ({mark}; ran "
+        f"{ran_for:.0f}s): counted as a failure"
+    )

@@ -68,7 +68,7 @@ from danlu.sched.project_usage import usage_half_life
 from danlu.sched.view import ClusterView, Plan
 from danlu.server import upkeep
 from danlu.server.db import Database, Job, Lease
-from danlu.server.failures import RepeatedFailure
+from danlu.server.failures import RepeatedFailure, judge_unasked_exit_75
 from danlu.server.health import HealthLoop
 from danlu.server.inventory import InventoryRefresh
 from danlu.server.launching import LaunchStep
@@ -146,6 +146,20 @@ def _describe(status: ExecStatus | None) -> tuple[bool, int | None, str]:
     if status.stop_reason is StopReason.CANCEL:
         return False, code, f"stopped ({how})"
     return False, code, f"failed ({how})"
+
+
+def _unasked_75(status: ExecStatus | None, job: Job) -> bool:
+    """``status`` is an exit 75 of ``job``'s run that danlu did not ask for: no stop sent to
+    the run, the job RUNNING (not being preempted) and no cancellation requested."""
+    return (
+        status is not None
+        and status.outcome is Outcome.PREEMPTED
+        and status.checkpointed
+        and status.stop_reason is None
+        and not status.node_lost
+        and job.state == JobState.RUNNING.value
+        and job.cancel_requested_at is None
+    )
 
 
 class StopKind(enum.Enum):
@@ -495,8 +509,8 @@ class Reconciler(LaunchStep):
                 elif status.running:
                     self._deliver(handle, state, stop, status, report)
                 else:
-                    fresh = state == JobState.RUNNING.value and not cancel
-                    blamed = self._blame(status, run_gpus, now) if fresh else None
+                    # a preempting run that failed counts too: its GPUs may be to blame
+                    blamed = self._blame(status, run_gpus, now) if not cancel else None
                     self._settle(job_id, attempt, status, resolve_now(now), report, blamed)
         finally:
             self._release(claimed)
@@ -563,7 +577,10 @@ class Reconciler(LaunchStep):
         (the job resumes then, with no restart counted); ``moved``: ``status`` is the exit
         of the run a move left, judged in place of the new run's (never launched). A run
         that exited 75 on its own (a SIGTERM from outside danlu) resumes as a preempted one
-        does. Its GPUs are charged up to its exit (:func:`ran_until`)."""
+        does, unless the job made no progress since its previous such exit: then it counts
+        as a failure (:func:`~danlu.server.failures.judge_unasked_exit_75`). One that failed
+        while being preempted counts as a failure too. Its GPUs are charged up to its exit
+        (:func:`ran_until`)."""
         succeeded, code, reason = _describe(status)
         if blamed is not None:
             reason = f"{reason}; on a GPU the health check finds faulty: {blamed}"
@@ -571,11 +588,17 @@ class Reconciler(LaunchStep):
             reason = f"{reason} (the run it was moved from, while it stopped)"
         lost = "gpu" if blamed is not None else "node" if status and status.node_lost else None
         preempted = status is not None and status.outcome is Outcome.PREEMPTED
+        failed = status is not None and status.outcome in (Outcome.FAILED, Outcome.OOM)
         try:
             with self.db.session() as session:
                 job = self._held(session, job_id, attempt)
                 if job is None:
                     return
+                until = ran_until(status, job.last_start, t)
+                if _unasked_75(status, job):
+                    ran_for = (t if until is None else until) - (job.last_start or t)
+                    counted, reason = judge_unasked_exit_75(session, job, ran_for)
+                    preempted = not counted
                 jobs.settle_exit(
                     session,
                     job,
@@ -584,8 +607,9 @@ class Reconciler(LaunchStep):
                     reason=reason,
                     node_lost=lost is not None,
                     preempted=preempted,
+                    failed=failed,
                     now=t,
-                    ran_until=ran_until(status, job.last_start, t),
+                    ran_until=until,
                 )
             report.settled.append(job_id)
             if lost is not None and self.metrics is not None and not succeeded:

@@ -615,6 +615,7 @@ def settle_exit(
     reason: str,
     node_lost: bool = False,
     preempted: bool = False,
+    failed: bool = False,
     now: float | None = None,
     ran_until: float | None = None,
 ) -> list[JobEvent]:
@@ -624,7 +625,9 @@ def settle_exit(
     (``node_lost``), or stopped itself to resume later (``preempted``: it exited 75 after
     a SIGTERM from outside danlu): RUNNING -> PREEMPTING -> PENDING, resuming from its last
     checkpoint, a preemption counted, no restart; or after a failure RESTARTING -> PENDING
-    with backoff while ``restarts < max_restarts``, else FAILED. The run's GPUs are charged
+    with backoff while ``restarts < max_restarts``, else FAILED; ``failed``: the run failed
+    (a crash, an OOM), which counts also while being preempted (PREEMPTING -> PENDING with a
+    restart counted and backoff, or FAILED). The run's GPUs are charged
     up to ``ran_until`` (when it exited, if before ``now``, on the control plane's clock:
     :func:`~danlu.server.reconcile.ran_until`); a run that succeeded before the job's
     cancellation was requested ends it SUCCEEDED (the request came too late). The run's
@@ -642,15 +645,25 @@ def settle_exit(
     asked = job.cancel_requested_at
     if asked is not None and not (succeeded and ran_until is not None and ran_until < asked):
         return [ends(JobState.CANCELLED, job.cancel_reason or "cancelled")]
-    if state is JobState.PREEMPTING and not succeeded:
+    stopping = state is JobState.PREEMPTING and not succeeded
+    if stopping and (node_lost or not failed):
         return [ends(JobState.PENDING, reason)]
-    if (node_lost or preempted) and not succeeded:
+    if stopping:
+        reason = f"{reason} during its preemption"
+    elif (node_lost or preempted) and not succeeded:
         return [
             change_state(session, job, JobState.PREEMPTING, reason, t, exit_code=exit_code),
             change_state(session, job, JobState.PENDING, RESUME_REASON, t, ran_until=ran_until),
         ]
     if succeeded:
         return [ends(JobState.SUCCEEDED, reason)]
+    if job.restarts < job_spec(job).max_restarts and stopping:  # no edge to RESTARTING
+        job.restarts += 1
+        delay = restart_backoff(job.restarts, RESTART_BACKOFF_SECONDS)
+        job.next_attempt_at = t + delay
+        first = ends(JobState.PENDING, f"{reason}; restart counted, retry after {delay:g}s")
+        job.pending_reason = f"restart {job.restarts} after a failure"
+        return [first]
     if job.restarts < job_spec(job).max_restarts:
         first = ends(JobState.RESTARTING, reason)
         delay = (job.next_attempt_at or t) - t
