@@ -1,7 +1,7 @@
 """The Ray executor against a real Ray cluster (``ray_cluster``): inventory, placement and
 environment on one and two nodes, exits, preemption with and without a checkpoint,
-cancellation, a gang whose one node fails, busy GPUs, adoption by a new instance, an actor
-that dies."""
+cancellation, a gang whose one node fails or checkpoints alone, busy GPUs, adoption by a new
+instance, an actor that dies."""
 
 from __future__ import annotations
 
@@ -27,7 +27,8 @@ from danlu.executors import (
 
 SRC = str(Path(__file__).resolve().parents[2] / "src")
 
-pytestmark = pytest.mark.slow
+# One Ray cluster at a time: under pytest-xdist these modules share one worker.
+pytestmark = [pytest.mark.slow, pytest.mark.xdist_group("ray")]
 
 
 @pytest.fixture(scope="module")
@@ -180,6 +181,43 @@ def test_when_one_node_fails_the_others_are_stopped(ex: Any, tmp_path: Path) -> 
     assert status.outcome is Outcome.FAILED and status.exit_code == 5
     lines = ex.logs(handle)[0].decode().splitlines()
     assert "rank 1 fails" in lines and "stopped by 1 SIGTERM" in lines, lines
+
+
+def test_when_one_node_checkpoints_by_itself_the_others_checkpoint_too(
+    cluster: Any, tmp_path: Path
+) -> None:
+    """The node of rank 1 exits 75 with no stop of the run under way (its host SIGTERMed it
+    alone): the other node was never stopped, the run went on a member short. It is stopped
+    once, with the job's own preemption grace: its checkpoint takes longer than the cancel
+    grace and the executor's preemption grace."""
+    ex = executor(tmp_path / "state", preempt_grace=0.5)
+    ready = tmp_path / "ready"
+    code = (
+        "import os, pathlib, signal, sys, time\n"
+        f"ready = pathlib.Path({str(ready)!r})\n"
+        "if os.environ['PET_NODE_RANK'] == '1':\n"
+        "    while not ready.exists(): time.sleep(0.05)\n"
+        "    print('rank 1 checkpointed alone', flush=True); sys.exit(75)\n"
+        "terms = []\n"
+        "signal.signal(signal.SIGTERM, lambda *_: terms.append(1))\n"
+        "ready.touch()\n"
+        "end = time.monotonic() + 40\n"
+        "while not terms and time.monotonic() < end: time.sleep(0.05)\n"
+        "if not terms: sys.exit(1)\n"
+        "time.sleep(1.5)  # writing its checkpoint: longer than the cancel grace\n"
+        "print('rank 0 checkpointed after', len(terms), 'SIGTERM', flush=True); sys.exit(75)\n"
+    )
+    job = launch("alone-1", code, gpus=(GpuSlot(0, 1), GpuSlot(1, 1)), preempt_grace=20)
+    handle = ex.submit(job)
+    try:
+        status = wait(ex, handle, timeout=20)
+    finally:
+        ex.cancel(handle)
+    assert status.outcome is Outcome.PREEMPTED and status.checkpointed, status
+    assert status.stop_reason is None
+    lines = ex.logs(handle)[0].decode().splitlines()
+    assert "rank 1 checkpointed alone" in lines
+    assert "rank 0 checkpointed after 1 SIGTERM" in lines, lines
 
 
 def test_busy_gpus_and_a_second_run_are_refused(ex: Any) -> None:

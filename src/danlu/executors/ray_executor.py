@@ -16,8 +16,10 @@ its GPUs are not seen by danlu.
   job's log outlives its actors and is appended across runs as the local executor's is.
 - **Stopping.** SIGTERM to the command's process group on every node, SIGKILL after the grace
   (the actor's own timer). When one node's command fails, the others are stopped once, with
-  the cancel grace (a gang); not for an exit 75 (a checkpoint, which the other nodes are
-  making too) nor while a stop danlu asked for is under way (its grace stands).
+  the cancel grace (a gang); when one checkpoints (exit 75) with no stop danlu asked for
+  under way (its host SIGTERMed that node alone), once, as a preemption, with the job's
+  preemption grace, so that they checkpoint too. None while a stop danlu asked for is under
+  way (its grace stands; every node is checkpointing).
 - **Exit.** Once every node's command has exited, the run's status
   (:func:`~danlu.executors.base.gang_exit`: the first failure in time that is not a
   checkpoint, else 75 or 0) is classified as :func:`~danlu.executors.base.classify_exit`
@@ -74,6 +76,9 @@ NODE_LABEL = "danlu.node"
 CALL_TIMEOUT = 2.0
 """Seconds a poll waits for all the actors' answers before it counts the run as still
 starting (or busy): it asks again at the next poll."""
+DEFAULT_PREEMPT_GRACE = 30.0
+"""The preemption grace of a job whose spec has none, unless the executor is given another
+(the control plane's default ``DANLU_PREEMPT_GRACE``)."""
 START_TIMEOUT = 120.0
 """Seconds an actor may take to answer its first call (Ray starting a worker on its node)
 before the run counts as lost."""
@@ -104,7 +109,9 @@ class RayExecutor(RunDirExecutor, MultiNodeExecutor, GpuSharingExecutor):
     Connects to the Ray cluster at ``address`` (``"auto"``: the one this host belongs to)
     unless this process is connected already; actors live in ``namespace``. ``gpu_type`` is
     the type of GPUs whose node names none danlu knows. ``state_dir`` and ``log_dir`` are on
-    the control plane's host.
+    the control plane's host. ``preempt_grace`` is the grace of a job whose spec has none
+    when the executor stops its nodes itself, as a preemption, because one of them
+    checkpointed alone (:meth:`_gang_stop`).
     """
 
     launch_fields = LAUNCH_FIELDS
@@ -121,6 +128,7 @@ class RayExecutor(RunDirExecutor, MultiNodeExecutor, GpuSharingExecutor):
         base_env: Mapping[str, str] | None = None,
         api_url: str | None = None,
         cancel_grace: float = 5.0,
+        preempt_grace: float = DEFAULT_PREEMPT_GRACE,
         max_jobs_per_gpu: int = 16,
         clock: Callable[[], float] = time.time,
     ) -> None:
@@ -135,6 +143,7 @@ class RayExecutor(RunDirExecutor, MultiNodeExecutor, GpuSharingExecutor):
         self._namespace = namespace
         self._actor = ray.remote(NodeRun)
         self._init_runs(state_dir, log_dir, cancel_grace, clock)
+        self._preempt_grace = preempt_grace
         self._base_env = public_env(base_env or {})
         self._api_url = api_url
         self._gpu_type = gpu_type
@@ -382,16 +391,26 @@ class RayExecutor(RunDirExecutor, MultiNodeExecutor, GpuSharingExecutor):
         return ExecStatus(RunState.RUNNING, stop_reason=reason, started_at=started)
 
     def _gang_stop(self, run_dir: Path, launch: dict[str, Any], codes: list[int | None]) -> None:
-        """Stop every node (SIGTERM, SIGKILL after the cancel grace) when one node's command
-        has failed, once: not for a checkpoint (exit 75, what every node does when the run
-        is stopped; one may be done before the others), and the caller makes none while a
-        stop danlu asked for is under way (a preemption's grace is not cut short)."""
-        if not any(c not in (None, 0, PREEMPTED_EXIT_CODE) for c in codes):
+        """Stop every node, once, when one node's command has exited while others still run:
+        after a failure, SIGTERM and SIGKILL after the cancel grace; after a checkpoint (exit
+        75: its host SIGTERMed that node alone, e.g. a shutdown), as a preemption, SIGKILL
+        after the job's own preemption grace (else the executor's), so that the others
+        checkpoint too rather than wait for the missing node in their collectives. Nothing
+        when every node exited 0 so far. The caller makes none while a stop danlu asked for
+        is under way: every node is checkpointing, and its grace is not cut short."""
+        if None not in codes:
+            return
+        if any(c not in (None, 0, PREEMPTED_EXIT_CODE) for c in codes):
+            reason, grace = StopReason.CANCEL, self._cancel_grace
+        elif PREEMPTED_EXIT_CODE in codes:
+            own = launch.get("preempt_grace")  # the job's own, from its spec
+            reason, grace = StopReason.PREEMPT, self._preempt_grace if own is None else own
+        else:
             return
         launch["gang_stopped"] = True
         with contextlib.suppress(OSError):  # else stopped again at the next poll
             supervise.write_json(run_dir / supervise.LAUNCH, launch)
-        self._signal_all(launch, StopReason.CANCEL.value, self._cancel_grace)
+        self._signal_all(launch, reason.value, float(grace))
 
     def _ask(self, launch: Mapping[str, Any]) -> list[dict[str, Any] | None] | None:
         """Every actor's status (None for an actor that is gone); None when they do not

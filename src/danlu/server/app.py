@@ -271,6 +271,7 @@ def build_cluster_executor(settings: Settings, api_url: str | None) -> Executor:
         log_dir=home / "logs",
         base_env=job_base_env(),
         api_url=api_url,
+        preempt_grace=settings.preempt_grace,
     )
 
 
