@@ -17,6 +17,9 @@ from run_helpers import SHELL_CHECKPOINT
 from danlu.executors import ray_actor
 from danlu.executors.ray_actor import GUARD, NodeRun
 
+# Its runs make ``danlu-run-*`` folders, which test_ray.py counts: same xdist worker.
+pytestmark = pytest.mark.xdist_group("ray")
+
 PY = sys.executable
 ENV = {"PATH": os.environ.get("PATH", "/usr/bin:/bin")}
 

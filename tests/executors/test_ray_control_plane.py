@@ -22,7 +22,8 @@ from control_plane import (
 )
 from ray_cluster import ray_cluster
 
-pytestmark = pytest.mark.slow
+# One Ray cluster at a time: under pytest-xdist these modules share one worker.
+pytestmark = [pytest.mark.slow, pytest.mark.xdist_group("ray")]
 
 
 @pytest.fixture(scope="module")

@@ -26,7 +26,8 @@ from danlu.executors.slurmctl import SlurmCommands
 
 SRC = str(Path(__file__).resolve().parents[2] / "src")
 
-pytestmark = pytest.mark.slow
+# One Slurm cluster at a time: under pytest-xdist these modules share one worker.
+pytestmark = [pytest.mark.slow, pytest.mark.xdist_group("slurm")]
 
 
 def executor(slurm: SlurmCluster, state: Path, **kwargs: object) -> SlurmExecutor:

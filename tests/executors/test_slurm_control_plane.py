@@ -23,7 +23,8 @@ from control_plane import (
 )
 from slurm_cluster import SlurmCluster
 
-pytestmark = pytest.mark.slow
+# One Slurm cluster at a time: under pytest-xdist these modules share one worker.
+pytestmark = [pytest.mark.slow, pytest.mark.xdist_group("slurm")]
 
 
 def test_a_two_node_job_is_preempted_checkpoints_and_resumes(

@@ -10,8 +10,8 @@ import time
 from pathlib import Path
 
 import pytest
-from conftest import PgServer, _pg_bin
 from helpers import PgError, live_server, spec, wait_state
+from pg_server import PgServer, pg_bin
 from sqlalchemy import text
 from sqlalchemy.exc import OperationalError
 
@@ -113,7 +113,7 @@ def test_a_postgresql_outage_is_a_503_and_the_control_plane_carries_on(tmp_path:
     """The database goes down under a running control plane (as in a crash or a failover):
     requests are a 503 naming the cause (a 500 before), the reconcile loop keeps trying, and
     once the database is back the jobs run to the end."""
-    bindir = _pg_bin()
+    bindir = pg_bin()
     if bindir is None:
         if os.environ.get("DANLU_TEST_REQUIRE_POSTGRES") == "1":
             pytest.fail("PostgreSQL is required: apt-get install -y postgresql")
