@@ -11,6 +11,7 @@ import typer
 from rich.markup import escape
 from rich.table import Table
 
+from danlu.cli.follow import PAGE, GapCursor, read_pages
 from danlu.cli.jobs import connect, console, fail, print_json
 from danlu.cli.options import HomeOpt, JsonOpt, TokenOpt, UrlOpt
 from danlu.client import Client
@@ -66,19 +67,28 @@ def follow(
 ) -> None:
     """Print ``shown``, then every new event matching ``query`` (``client.feed``'s filters)
     as it comes, reading every :data:`FOLLOW_SECONDS`; ``reads``: stop after that many reads
-    (0: until Ctrl-C)."""
-    last = 0
+    (0: until Ctrl-C). Each event once, also one that commits after a higher id was shown
+    (:class:`~danlu.cli.follow.GapCursor`)."""
+    # time.sleep and time.monotonic through this module's ``time``: tests replace it
+    gaps = GapCursor(min((int(e["id"]) for e in shown), default=1) - 1, clock=time.monotonic)
+    shown = gaps.fresh_ids(shown)
     done = 0
     while True:
         for event in shown:
             # one line however narrow the output: `danlu events -f | grep` sees it whole
             console.print(escape(line(event)), highlight=False, soft_wrap=True)
-            last = max(last, int(event["id"]))
         if reads and done >= reads:
             return
         time.sleep(FOLLOW_SECONDS)
-        shown = client.feed(after_id=last, limit=1000, **query)
+        found, _ = read_pages(lambda after: _page(client, after, query), gaps.after())
+        shown = gaps.fresh_ids(found)
         done += 1
+
+
+def _page(client: Client, after: int, query: dict[str, Any]) -> tuple[list[dict[str, Any]], int]:
+    """The events after ``after`` matching ``query``, a page of them, and the highest id."""
+    found = client.feed(after_id=after, limit=PAGE, **query)
+    return found, max((int(e["id"]) for e in found), default=after)
 
 
 def events(

@@ -12,6 +12,7 @@ import typer
 from rich.markup import escape
 from rich.table import Table
 
+from danlu.cli.follow import PAGE, GapCursor, content, read_pages
 from danlu.cli.jobs import connect, console, fail, print_json
 from danlu.cli.options import HomeOpt, JobArg, JsonOpt, TokenOpt, UrlOpt
 from danlu.client import Client
@@ -81,7 +82,11 @@ def follow(
     order they came, whatever their step (an eval at a step already shown, a restart from an
     earlier checkpoint), until the job has finished; ``keys``: the metrics shown (none: each
     record's own, up to :data:`DEFAULT_COLUMNS`). Each record is one line however narrow the
-    output (a pipe: ``danlu metrics -f JOB | grep``)."""
+    output (a pipe: ``danlu metrics -f JOB | grep``). A record that commits after a later
+    one (:class:`~danlu.cli.follow.GapCursor`) is printed too, once: records carry no id, so
+    those read again are told apart by their content."""
+    # time.sleep and time.monotonic through this module's ``time``: tests replace it
+    gaps = GapCursor(cursor, clock=time.monotonic)
     while True:
         for record in records:
             text = escape(line(record, keys or metric_keys([record])))
@@ -89,7 +94,10 @@ def follow(
         finished = JobState(str(client.get_job(job)["state"])).terminal
         if not finished:
             time.sleep(FOLLOW_SECONDS)
-        records, cursor = client.metrics_page(job, after_id=cursor, limit=1000)
+        found, cursor = read_pages(
+            lambda after: client.metrics_page(job, after_id=after, limit=PAGE), gaps.after()
+        )
+        records = gaps.fresh(found, cursor, content)
         if finished and not records:
             return
 
