@@ -5,7 +5,9 @@ cancellation, busy GPUs, adoption by a new instance, nodes Slurm reports down.""
 from __future__ import annotations
 
 import json
+import os
 import shutil
+import signal
 import time
 from pathlib import Path
 
@@ -130,6 +132,72 @@ def test_preemption_lets_the_job_checkpoint_on_every_node(ex: SlurmExecutor) -> 
     assert status.outcome is Outcome.PREEMPTED and status.checkpointed, status
     assert status.stop_reason is StopReason.PREEMPT
     assert ex.logs(handle)[0].decode().count("checkpointed after 1 SIGTERM") == 2
+
+
+NODE_CHECKPOINT = (
+    "import signal, sys, time\n"
+    "terms = []\n"
+    "signal.signal(signal.SIGTERM, lambda *_: terms.append(1))\n"
+    "print('ready', flush=True)\n"
+    "while not terms:\n"
+    "    time.sleep(0.05)\n"
+    "time.sleep(2.0)  # writing its checkpoint: longer than the test cluster's KillWait (1 s)\n"
+    "print('checkpointed after', len(terms), 'SIGTERM', flush=True)\n"
+    "sys.exit(75)\n"
+)
+"""Checkpoints on SIGTERM in 2 s, then exits 75; prints how many SIGTERMs it got."""
+
+
+def node_task(run_dir: Path, node: str) -> tuple[int, list[int]]:
+    """The pid of the run's task on ``node`` (the test nodes share this host) and the pids
+    of its children (the job's command)."""
+    task, parents = 0, {}
+    for entry in Path("/proc").iterdir():
+        if not entry.name.isdigit():
+            continue
+        try:
+            argv = (entry / "cmdline").read_bytes().split(b"\0")
+            env = (entry / "environ").read_bytes().split(b"\0")
+            stat = (entry / "stat").read_bytes()
+        except OSError:
+            continue
+        parents[int(entry.name)] = int(stat[stat.rindex(b")") + 2 :].split()[1])
+        named = any(a.endswith(b"slurm_task.py") for a in argv) and str(run_dir).encode() in argv
+        if named and f"SLURMD_NODENAME={node}".encode() in env:
+            task = int(entry.name)
+    assert task, f"no task of {run_dir} on {node}"
+    return task, [pid for pid, parent in parents.items() if parent == task]
+
+
+@pytest.mark.parametrize("whom", ["command", "node"])
+def test_a_checkpoint_on_one_node_stops_the_others_with_the_jobs_grace(
+    ex: SlurmExecutor, tmp_path: Path, whom: str
+) -> None:
+    """A SIGTERM from outside danlu on n1 alone (a ``kill`` of the command; a shutdown of
+    the node, which signals its task too) makes n1 checkpoint and exit 75. n2 must then be
+    stopped as for a preemption, with the job's grace, and checkpoint too. Before: with the
+    command alone signalled, ``srun --kill-on-bad-exit`` killed n2 after Slurm's KillWait, in
+    the middle of its checkpoint; with the task signalled too, its exit 0 left n2 running,
+    a member short, for ever."""
+    job = launch("lone-1", NODE_CHECKPOINT, gpus=(GpuSlot(0, 0), GpuSlot(1, 0)), preempt_grace=20)
+    handle = ex.submit(job)
+    try:
+        wait_text(ex, handle, "ready", count=2, timeout=30)
+        task, children = node_task(tmp_path / "state" / "runs" / "lone-1", "n1")
+        assert children, "the command of n1 is not running"
+        for pid in [*children, task] if whom == "node" else children:
+            os.kill(pid, signal.SIGTERM)
+        status = wait(ex, handle, timeout=30)
+        log = ex.logs(handle)[0].decode()
+        assert log.count("checkpointed after 1 SIGTERM") == 2, log
+        assert status.outcome is Outcome.PREEMPTED and status.checkpointed, status
+        assert status.stop_reason is None  # danlu asked for no stop
+        record = json.loads((tmp_path / "state" / "runs" / "lone-1" / "launch.json").read_text())
+        assert record["gang_grace"] == 20  # the job's preemption grace, not Slurm's KillWait
+    finally:
+        if ex.poll(handle).running:
+            ex.cancel(handle)
+            wait(ex, handle)
 
 
 def test_a_job_ignoring_sigterm_is_killed_after_the_grace(ex: SlurmExecutor) -> None:

@@ -22,9 +22,11 @@ runs) must be on a filesystem the nodes share, as Slurm clusters' home directori
   tasks) and, when it has not exited after the grace, SIGKILL (``--signal=KILL --full``).
   A run Slurm has not started yet is cancelled at once.
 - **Gang.** ``srun --kill-on-bad-exit`` ends the run on every node when one node's task
-  fails. A task whose command checkpointed after a stop's SIGTERM (exit 75) exits 0 to
-  ``srun`` (its record keeps the 75), so the other nodes finish their checkpoints within the
-  stop's grace.
+  fails. A task whose command checkpointed (exit 75) exits 0 to ``srun`` (its record keeps
+  the 75), so the other nodes finish their checkpoints within the stop's grace. When one
+  node checkpointed with no stop danlu asked for (its host sent SIGTERM to that node alone),
+  the executor stops the others once, as a preemption, with the job's grace
+  (:meth:`SlurmExecutor._gang_stop`).
 - **Exit.** The exit every node's task recorded in the run directory
   (:func:`~danlu.executors.base.gang_exit`: the first failure in time that is not a
   checkpoint, else 75 or 0), else the batch job's exit code (``scontrol show job``:
@@ -53,6 +55,7 @@ from danlu.core.cluster import GPU_TYPES, Cluster, GpuType, Node, gpu_type
 from danlu.core.errors import UnknownNameError
 from danlu.executors import records, slurm_task, supervise
 from danlu.executors.base import (
+    PREEMPTED_EXIT_CODE,
     ExecStatus,
     GpuSharingExecutor,
     Handle,
@@ -95,12 +98,18 @@ processes (whose end ends it)."""
 _PRIVATE_PREFIXES = ("SLURM_", "SBATCH_", "SRUN_", "SALLOC_")
 _BAD_NODE_STATES = ("DOWN", "DRAIN", "FAIL", "NOT_RESPONDING", "POWERED_DOWN", "INVAL")
 _STATE_PREFIX = "danlu"
+DEFAULT_PREEMPT_GRACE = 30.0
+"""Seconds a job whose spec sets no ``preempt_grace`` has to checkpoint when the executor
+stops its nodes itself (:meth:`SlurmExecutor._gang_stop`)."""
 
 
 def _launch_fields() -> dict[str, records.Check]:
     fields = dict(records.LAUNCH_FIELDS)
     fields["slurm_id"] = lambda v: isinstance(v, int) and not isinstance(v, bool) and v > 0
     fields["nodes"] = lambda v: isinstance(v, list) and all(isinstance(n, str) for n in v)
+    number = records.STOP_FIELDS["grace"]
+    fields["gang_stopped_at"] = number  # when the executor stopped the nodes (_gang_stop)
+    fields["gang_grace"] = number  # and with what grace
     return fields
 
 
@@ -117,7 +126,9 @@ class SlurmExecutor(RunDirExecutor, MultiNodeExecutor, GpuSharingExecutor):
         ``state_dir`` and ``log_dir`` must be on a filesystem the nodes share. ``sbatch_options``
         are added to every submission (an account, a QoS, memory per CPU), before the run's own,
     which win where they overlap. ``python`` is the
-        interpreter the nodes run the per-node task with.
+        interpreter the nodes run the per-node task with. ``preempt_grace`` is the grace of
+        a job whose spec has none when the executor stops its nodes itself, as a preemption,
+        because one of them checkpointed alone (:meth:`_gang_stop`).
     """
 
     launch_fields = LAUNCH_FIELDS
@@ -133,6 +144,7 @@ class SlurmExecutor(RunDirExecutor, MultiNodeExecutor, GpuSharingExecutor):
         base_env: Mapping[str, str] | None = None,
         api_url: str | None = None,
         cancel_grace: float = 5.0,
+        preempt_grace: float = DEFAULT_PREEMPT_GRACE,
         python: str = sys.executable,
         sbatch_options: Sequence[str] = (),
         max_jobs_per_gpu: int = 16,
@@ -146,6 +158,7 @@ class SlurmExecutor(RunDirExecutor, MultiNodeExecutor, GpuSharingExecutor):
         self._base_env = _public(base_env or {})
         self._api_url = api_url
         self._python = python
+        self._preempt_grace = preempt_grace
         self._sbatch_options = tuple(sbatch_options)
         self._max_jobs_per_gpu = max_jobs_per_gpu
         self._poll_interval = poll_interval
@@ -377,7 +390,9 @@ class SlurmExecutor(RunDirExecutor, MultiNodeExecutor, GpuSharingExecutor):
             )
         state = self._slurm_state(slurm_id)
         if state is not None and state.running:
-            self._enforce_stop(slurm_id, state, stop)
+            if reason is None and state.state == "RUNNING" and "gang_stopped_at" not in launch:
+                self._gang_stop(run_dir, launch, slurm_id)
+            self._enforce_stop(slurm_id, state, stop or _gang_stop_request(launch))
             return ExecStatus(
                 RunState.RUNNING,
                 stop_reason=reason,
@@ -403,13 +418,7 @@ class SlurmExecutor(RunDirExecutor, MultiNodeExecutor, GpuSharingExecutor):
         started = launch.get("launched_at")
         error = ""
         state = ""
-        exits: list[tuple[float, int]] = []  # (when, status) of each node's recorded exit
-        for name in launch.get("nodes") or []:
-            data = supervise.read_json(slurm_task.exit_path(run_dir, name))
-            if data and isinstance(data.get("exit_code"), int):
-                when = data.get("finished_at")
-                at = float(when) if isinstance(when, int | float) else 0.0
-                exits.append((at, int(data["exit_code"])))
+        exits = list(_node_exits(run_dir, launch).values())
         recorded = bool(exits) and len(exits) == len(launch.get("nodes") or [])
         if job is not None:
             code, sig, state = job.exit_code, job.signal, job.state
@@ -443,6 +452,31 @@ class SlurmExecutor(RunDirExecutor, MultiNodeExecutor, GpuSharingExecutor):
             "error": error,
             "node_lost": state == "NODE_FAIL",
         }
+
+    def _gang_stop(self, run_dir: Path, launch: dict[str, Any], slurm_id: int) -> None:
+        """Stop every node, once, as a preemption, when one node's command checkpointed (its
+        task recorded exit 75) while others still run and no other exited otherwise: its host
+        sent SIGTERM to that node alone (a shutdown, a ``kill``), and the others would wait
+        for it in their collectives. SIGTERM to the job's steps now, SIGKILL after the job's
+        preemption grace (its spec's, else the executor's), enforced at the polls as a stop
+        danlu asked for is (:meth:`_enforce_stop`), though the run's stop reason stays None.
+        A failure is not handled here: ``srun --kill-on-bad-exit`` ends the others. The
+        caller makes none while a stop danlu asked for is under way (every node is
+        checkpointing, and its own grace stands) or Slurm is ending the job itself."""
+        nodes = launch.get("nodes") or []
+        if len(nodes) < 2:
+            return
+        codes = {name: code for name, (_, code) in _node_exits(run_dir, launch).items()}
+        if PREEMPTED_EXIT_CODE not in codes.values() or len(codes) >= len(nodes):
+            return
+        if any(code not in (0, PREEMPTED_EXIT_CODE) for code in codes.values()):
+            return
+        own = launch.get("preempt_grace")  # the job's own, from its spec
+        launch["gang_grace"] = max(0.0, float(self._preempt_grace if own is None else own))
+        launch["gang_stopped_at"] = self._clock()
+        with contextlib.suppress(OSError):  # else stopped again at the next poll
+            supervise.write_json(run_dir / supervise.LAUNCH, launch)
+        self._commands.cancel(slurm_id, "TERM")
 
     def _enforce_stop(self, slurm_id: int, state: SlurmJob, stop: dict[str, Any]) -> None:
         """Cancel a run asked to stop that Slurm has not started; SIGKILL the processes of
@@ -480,6 +514,31 @@ class SlurmExecutor(RunDirExecutor, MultiNodeExecutor, GpuSharingExecutor):
             self._commands.cancel(slurm_id, "KILL")
         else:
             self._commands.cancel(slurm_id, "TERM")
+
+
+def _node_exits(run_dir: Path, launch: Mapping[str, Any]) -> dict[str, tuple[float, int]]:
+    """(when, status) of the exit the task on each of the run's nodes recorded, by node (those
+    that recorded none yet absent)."""
+    exits: dict[str, tuple[float, int]] = {}
+    for name in launch.get("nodes") or []:
+        data = supervise.read_json(slurm_task.exit_path(run_dir, name))
+        if data and isinstance(data.get("exit_code"), int):
+            when = data.get("finished_at")
+            at = float(when) if isinstance(when, int | float) else 0.0
+            exits[name] = (at, int(data["exit_code"]))
+    return exits
+
+
+def _gang_stop_request(launch: Mapping[str, Any]) -> dict[str, Any]:
+    """The executor's own stop of the run's nodes (:meth:`SlurmExecutor._gang_stop`) as a
+    stop request for :meth:`SlurmExecutor._enforce_stop`; empty when it made none."""
+    if "gang_stopped_at" not in launch:
+        return {}
+    return {
+        "reason": StopReason.PREEMPT.value,
+        "grace": float(launch.get("gang_grace", 0.0)),
+        "requested_at": float(launch["gang_stopped_at"]),
+    }
 
 
 def _public(env: Mapping[str, str]) -> dict[str, str]:

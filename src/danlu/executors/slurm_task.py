@@ -27,9 +27,12 @@ it started still writes its checkpoint, and Slurm kills what is left of the step
 task has exited (the executor's SIGKILL at the end of the grace ends both). It writes the
 job's exit on this node to ``RUN_DIR/exit-NODE.json`` (``{"exit_code": N, "finished_at":
 T}``; ``128 + S`` for a death from signal S) and exits with that status, which ``srun`` and
-the batch script pass on; but for a checkpoint made after a stop's signal (exit 75, once
-recorded), for which it exits 0: ``srun --kill-on-bad-exit`` would kill the other nodes in
-the middle of theirs.
+the batch script pass on; but for a checkpoint (exit 75, once recorded), for which it exits 0:
+``srun --kill-on-bad-exit`` would end the other nodes with Slurm's ``KillWait`` as their grace,
+in the middle of their checkpoints. After a stop danlu asked for, every node is checkpointing
+already; after a SIGTERM to this node alone (a node shutting down, a ``kill``), the executor
+stops the others as a preemption, with the job's grace, when it finds this record
+(:meth:`danlu.executors.slurm.SlurmExecutor._gang_stop`).
 """
 
 from __future__ import annotations
@@ -125,9 +128,10 @@ def main(argv: list[str]) -> int:
     except OSError as exc:  # the exit still reaches Slurm through the status below
         print(f"danlu: cannot record the exit on {node}: {exc}", file=sys.stderr, flush=True)
         return code
-    # a checkpoint after a stop is no failure for srun, whose --kill-on-bad-exit would kill
-    # the other nodes while they still write theirs (the executor's SIGKILL ends the grace)
-    return 0 if stopped and code == PREEMPTED_EXIT_CODE else code
+    # a checkpoint is no failure for srun, whose --kill-on-bad-exit would kill the other nodes
+    # after Slurm's KillWait: the executor stops them (a stop of its own, or the gang stop
+    # this record brings) with the job's grace
+    return 0 if code == PREEMPTED_EXIT_CODE else code
 
 
 def others_in_group() -> bool:

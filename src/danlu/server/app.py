@@ -245,6 +245,7 @@ def build_slurm_executor(settings: Settings, api_url: str | None) -> SlurmExecut
         log_dir=home / "logs",
         base_env=env,
         api_url=api_url,
+        preempt_grace=settings.preempt_grace,
         sbatch_options=settings.sbatch_options,
     )
 
