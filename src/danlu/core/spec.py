@@ -32,7 +32,7 @@ from pydantic import (
 
 from danlu.core.errors import SpecError
 from danlu.core.units import MAX_BYTES, parse_bytes, parse_duration
-from danlu.core.values import MAX_DEPTH, check_values, quoted
+from danlu.core.values import MAX_DEPTH, MAX_INT, check_values, quoted, range_message
 
 MODEL_FAMILIES = ("cnn-small", "cnn-large", "transformer", "lstm", "recommendation", "gan", "rl")
 """The model families the GPU-sharing interference model knows (``training.family``): the
@@ -72,8 +72,38 @@ MAX_EXEC_TOTAL = 1024 * 1024
 in all with the default stack limit, and the launch adds its own environment."""
 
 
+SPEC_LIMITS: dict[str, tuple[float, float]] = {
+    "priority": (-MAX_PRIORITY, MAX_PRIORITY),
+    "max_restarts": (0, MAX_RESTARTS),
+    "resources.gpus": (0, MAX_GPUS),
+    "resources.gpus.min": (0, MAX_GPUS),
+    "resources.gpus.max": (0, MAX_GPUS),
+    "resources.cpus": (0, MAX_CPUS),
+    "training.global_batch_size": (1, MAX_BATCH),
+    "training.min_batch_size": (1, MAX_BATCH),
+    "training.max_batch_size": (1, MAX_BATCH),
+}
+"""The ranges of a spec's numbers (:func:`check_limits`) by dotted path: an integer beyond
+the store's 2**62 gets its field's own range in the message, as one just over it does."""
+
+
 class _Strict(BaseModel):
     model_config = ConfigDict(extra="forbid", frozen=True)
+
+
+def _within(path: str) -> Any:
+    """A before-validator refusing an integer beyond 2**62 with the range of the field at
+    ``path`` in :data:`SPEC_LIMITS` (a booleans too, as :func:`no_boolean`): pydantic takes
+    any integer, and the store's generic bound came first. A smaller integer out of range is
+    refused by :func:`check_limits`, which a stored spec skips."""
+
+    def check(value: Any) -> Any:
+        no_boolean(value)
+        if isinstance(value, int) and abs(value) > MAX_INT:
+            raise ValueError(range_message(*SPEC_LIMITS[path], value))
+        return value
+
+    return check
 
 
 def no_boolean(value: Any) -> Any:
@@ -93,7 +123,8 @@ class GpuCount(_Strict):
     min: int = Field(ge=0)
     max: int = Field(ge=0)
 
-    _numbers = field_validator("min", "max", mode="before")(no_boolean)
+    _min = field_validator("min", mode="before")(_within("resources.gpus.min"))
+    _max = field_validator("max", mode="before")(_within("resources.gpus.max"))
 
     @model_validator(mode="after")
     def _ordered(self) -> GpuCount:
@@ -116,7 +147,8 @@ class Resources(_Strict):
     cpus: float = Field(default=1.0, ge=0)
     memory: int = 0
 
-    _numbers = field_validator("cpus", "gpu_fraction", mode="before")(no_boolean)
+    _numbers = field_validator("gpu_fraction", mode="before")(no_boolean)
+    _cpus = field_validator("cpus", mode="before")(_within("resources.cpus"))
 
     @field_validator("gpus", mode="before")
     @classmethod
@@ -124,6 +156,7 @@ class Resources(_Strict):
         if isinstance(value, bool):
             raise ValueError("expected a GPU count such as 2, or an elastic range such as '1..8'")
         if isinstance(value, int):
+            _within("resources.gpus")(value)
             if value < 0:
                 raise ValueError(f"a GPU count cannot be negative (got {value}); write 0 or more")
             return {"min": value, "max": value}
@@ -177,9 +210,12 @@ class TrainingHints(_Strict):
     expected_duration: float | None = Field(default=None, gt=0)
     """The user's estimate of the run time in seconds (used by sjf / value-density)."""
 
-    _numbers = field_validator(
-        "global_batch_size", "min_batch_size", "max_batch_size", "expected_duration", mode="before"
-    )(no_boolean)
+    _numbers = field_validator("expected_duration", mode="before")(no_boolean)
+    _global = field_validator("global_batch_size", mode="before")(
+        _within("training.global_batch_size")
+    )
+    _smallest = field_validator("min_batch_size", mode="before")(_within("training.min_batch_size"))
+    _largest = field_validator("max_batch_size", mode="before")(_within("training.max_batch_size"))
 
     @field_validator("family")
     @classmethod
@@ -275,7 +311,8 @@ class JobSpec(_Strict):
     """Jobs this one waits for (:class:`Dependency`): a pipeline's steps, each submitted
     with the ids of the steps before it."""
 
-    _numbers = field_validator("priority", "max_restarts", mode="before")(no_boolean)
+    _priority = field_validator("priority", mode="before")(_within("priority"))
+    _restarts = field_validator("max_restarts", mode="before")(_within("max_restarts"))
 
     @field_validator("deadline", "time_limit", "preempt_grace", mode="before")
     @classmethod
@@ -360,7 +397,7 @@ def parse_spec(data: Any, *, stored: bool = False) -> JobSpec:
     if not isinstance(data, dict):
         raise SpecError("", f"a job spec must be a mapping of fields, got {type(data).__name__}")
     if not stored:
-        check_values(data)
+        check_values(data, limits=SPEC_LIMITS)
     try:
         spec = JobSpec.model_validate(data)
     except SpecError:
@@ -372,27 +409,27 @@ def parse_spec(data: Any, *, stored: bool = False) -> JobSpec:
     return spec
 
 
-def _number(value: float) -> str:
-    whole = isinstance(value, int) or (math.isfinite(value) and value.is_integer())
-    return f"{int(value):,}" if whole else f"{value:g}"
-
-
 def check_limits(spec: JobSpec) -> None:
     """Raise :class:`SpecError` for a number the store or the scheduler cannot take
     (PostgreSQL's 32-bit integers and JSON without infinities; sizes within 64 bits), a
     command that can never run (:func:`_check_command`) or an environment variable name no
     process can be given."""
     res, training = spec.resources, spec.training
+    limited: list[tuple[str, float | None]] = [
+        ("priority", spec.priority),
+        ("max_restarts", spec.max_restarts),
+        ("resources.gpus.min", res.gpus.min),
+        ("resources.gpus.max", res.gpus.max),
+        ("resources.cpus", res.cpus),
+        ("training.global_batch_size", training.global_batch_size),
+        ("training.min_batch_size", training.min_batch_size),
+        ("training.max_batch_size", training.max_batch_size),
+    ]
     bounded: list[tuple[str, float | None, float, float]] = [
-        ("priority", spec.priority, -MAX_PRIORITY, MAX_PRIORITY),
-        ("max_restarts", spec.max_restarts, 0, MAX_RESTARTS),
-        ("resources.gpus.min", res.gpus.min, 0, MAX_GPUS),
-        ("resources.gpus.max", res.gpus.max, 0, MAX_GPUS),
-        ("resources.cpus", res.cpus, 0, MAX_CPUS),
+        (field, value, *SPEC_LIMITS[field]) for field, value in limited
+    ]
+    bounded += [
         ("resources.memory", res.memory, 0, MAX_BYTES),
-        ("training.global_batch_size", training.global_batch_size, 1, MAX_BATCH),
-        ("training.min_batch_size", training.min_batch_size, 1, MAX_BATCH),
-        ("training.max_batch_size", training.max_batch_size, 1, MAX_BATCH),
         ("training.expected_duration", training.expected_duration, 0, math.inf),
         ("deadline", spec.deadline, 0, math.inf),
         ("time_limit", spec.time_limit, 0, math.inf),
@@ -405,8 +442,7 @@ def check_limits(spec: JobSpec) -> None:
         if not math.isfinite(value):
             raise SpecError(field, f"must be a finite number (got {value})")
         if not low <= value <= high:
-            top = "" if high == math.inf else _number(high)
-            raise SpecError(field, f"must lie within {_number(low)}..{top} (got {_number(value)})")
+            raise SpecError(field, range_message(low, high, value))
     smallest, largest = training.min_batch_size, training.max_batch_size
     if smallest is not None and largest is not None and smallest > largest:
         raise SpecError(

@@ -44,7 +44,14 @@ from pydantic import (
 )
 
 from danlu.core.errors import SpecError
-from danlu.core.spec import JobSpec, no_boolean, parse_spec, spec_error, valid_name
+from danlu.core.spec import (
+    SPEC_LIMITS,
+    JobSpec,
+    no_boolean,
+    parse_spec,
+    spec_error,
+    valid_name,
+)
 from danlu.core.values import MAX_INT
 
 MAX_TRIALS = 10_000
@@ -99,6 +106,13 @@ class Parameter(_Strict):
             raise ValueError("low and high must be finite numbers")
         if self.low > self.high:
             raise ValueError(f"low ({self.low:g}) is above high ({self.high:g})")
+        if not math.isfinite(self.high - self.low):
+            # a uniform draw is low + (high - low) * u: every trial drew inf, outside the
+            # range and not JSON
+            raise ValueError(
+                f"the range {self.low:g}..{self.high:g} is too wide: high - low must be a "
+                "finite number (within about 1.8e308); narrow it"
+            )
         if self.distribution == "log_uniform" and self.low <= 0:
             raise ValueError(f"a log_uniform distribution needs low > 0 (got {self.low:g})")
         if self.distribution == "int" and not (self.low.is_integer() and self.high.is_integer()):
@@ -221,6 +235,18 @@ class SweepSpec(_Strict):
 def grid_size(spec: SweepSpec) -> int:
     """How many combinations the ``values`` lists make."""
     return math.prod(len(p.values or ()) for p in spec.parameters.values())
+
+
+SWEEP_LIMITS: dict[str, tuple[float, float]] = {
+    "trials": (1, MAX_TRIALS),
+    "startup_trials": (0, MAX_TRIALS),
+    "parallel": (1, MAX_PARALLEL),
+    "early_stopping.min_trials": (1, MAX_TRIALS),
+    **{f"trial.{path}": limits for path, limits in SPEC_LIMITS.items()},
+}
+"""The ranges of a sweep's numbers by dotted path, for
+:func:`~danlu.core.values.check_values` on a sweep's body: an integer beyond 2**62 gets its
+field's own range (``trial.priority: must lie within -1,000,000..1,000,000``)."""
 
 
 def parse_sweep(data: Any) -> SweepSpec:

@@ -136,8 +136,10 @@ def parse_duration(value: int | float | str, field: str = "duration") -> float:
     """
     if isinstance(value, bool) or not isinstance(value, int | float | str):
         raise SpecError(field, f"expected a duration, got {type(value).__name__}; {_DURATION_HELP}")
-    if isinstance(value, int | float):
-        return float(value)
+    if isinstance(value, int):
+        return _seconds(value, value, field)
+    if isinstance(value, float):
+        return value
     text = value.strip()
     try:
         return float(text)
@@ -149,13 +151,68 @@ def parse_duration(value: int | float | str, field: str = "duration") -> float:
             for number, unit in _DURATION_PART.findall(text)
         )
     if _CLOCK.match(text):  # MM:SS or HH:MM:SS
-        parts = [int(part) for part in text.split(":")]
-        return float(sum(part * 60**power for power, part in enumerate(reversed(parts))))
+        parts = _clock_fields(text.split(":"), value, field)
+        form = "HH:MM:SS" if len(parts) == 3 else "MM:SS"
+        _check_clock(parts[1:], (59, 59)[: len(parts) - 1], form, value, field)
+        total = sum(part * 60**power for power, part in enumerate(reversed(parts)))
+        return _seconds(total, value, field)
     days_clock = _DAYS_CLOCK.match(text)
     if days_clock is not None:  # D-HH, D-HH:MM or D-HH:MM:SS
-        days, hours, minutes, seconds = (int(part or 0) for part in days_clock.groups())
-        return float(((days * 24 + hours) * 60 + minutes) * 60 + seconds)
+        given = [part for part in days_clock.groups() if part is not None]
+        days, *clock = _clock_fields(given, value, field)
+        form = ("D-HH", "D-HH:MM", "D-HH:MM:SS")[len(clock) - 1]
+        _check_clock(clock, (23, 59, 59)[: len(clock)], form, value, field)
+        hours, minutes, seconds = [*clock, 0, 0][:3]
+        return _seconds(((days * 24 + hours) * 60 + minutes) * 60 + seconds, value, field)
     raise SpecError(field, f"{quoted(value)} is not a duration; {_DURATION_HELP}")
+
+
+_MAX_CLOCK_DIGITS = 400
+"""More digits than a clock field of a duration within a float's range has."""
+
+
+def _clock_fields(parts: list[str], value: str, field: str) -> list[int]:
+    """The clock form's fields as integers (no ``int()`` of thousands of digits)."""
+    if any(len(part.lstrip("0")) > _MAX_CLOCK_DIGITS for part in parts):
+        _too_long(value, field)
+    return [int(part) for part in parts]
+
+
+def _check_clock(
+    fields: list[int], tops: tuple[int, ...], form: str, value: str, field: str
+) -> None:
+    """Refuse a clock field after the first over its unit's range (``00:99`` was 99 s): the
+    first field alone may be any size, as there is no unit above it to carry into."""
+    if any(part > top for part, top in zip(fields, tops, strict=True)):
+        names = form.removeprefix("D-").split(":")[-len(tops) :]
+        ranges = ", ".join(f"{name} 0-{top}" for name, top in zip(names, tops, strict=True))
+        higher = (
+            "only the days may go higher"
+            if form.startswith("D-")
+            else "only the first field may go higher: 90:00 is 90 minutes"
+        )
+        raise SpecError(
+            field,
+            f"{quoted(value)} is not a {form} duration: {ranges} ({higher}); or write a "
+            "number with units, e.g. 1h30m",
+        )
+
+
+def _seconds(total: int, value: object, field: str) -> float:
+    """``total`` seconds as a float; an integer past a float's range is refused."""
+    try:
+        return float(total)
+    except OverflowError:
+        _too_long(value, field)
+
+
+def _too_long(value: object, field: str) -> NoReturn:
+    shown = quoted(value) if isinstance(value, str) else "a number of over 300 digits"
+    raise SpecError(
+        field,
+        f"{shown} is too large a duration: a duration must be a finite number of seconds; "
+        f"{_DURATION_HELP}",
+    )
 
 
 def format_duration(seconds: float) -> str:

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import math
 import numbers
+from collections.abc import Mapping
 from typing import Any
 
 from danlu.core.errors import SpecError
@@ -26,6 +27,24 @@ MAX_DEPTH = 32
 """The deepest a request's values may nest."""
 
 
+def show_number(value: float) -> str:
+    """A number as an error message shows it: whole ones with thousands separators
+    (``2,097,152``), others as ``%g``; a huge one by its magnitude (``1e+30``), not its
+    hundreds of digits."""
+    if isinstance(value, int) and abs(value) >= 10**21:
+        exponent = math.floor(math.log10(abs(value)))  # exact enough for a message
+        lead = abs(value) // 10 ** (exponent - 2)  # three leading digits
+        return f"{'-' if value < 0 else ''}{lead / 100:g}e+{exponent}"
+    whole = isinstance(value, int) or (math.isfinite(value) and value.is_integer())
+    return f"{int(value):,}" if whole and abs(value) < 10**21 else f"{value:g}"
+
+
+def range_message(low: float, high: float, value: float) -> str:
+    """``must lie within low..high (got value)``; ``low..`` when ``high`` is infinite."""
+    top = "" if high == math.inf else show_number(high)
+    return f"must lie within {show_number(low)}..{top} (got {show_number(value)})"
+
+
 def check_positive_int(field: str, value: Any) -> None:
     """Raise :class:`SpecError` on ``field`` unless ``value`` is an integer >= 1 (a NumPy
     integer too; a bool, a float such as 2.5 or NaN, or a string is refused)."""
@@ -33,14 +52,22 @@ def check_positive_int(field: str, value: Any) -> None:
         raise SpecError(field, f"must be a positive integer, got {quoted(value)}")
 
 
-def check_values(data: Any, path: str = "") -> None:
+Limits = Mapping[str, tuple[float, float]]
+"""Fields' own ranges by dotted path (``resources.gpus``: ``(0, 1048576)``)."""
+
+
+def check_values(data: Any, path: str = "", limits: Limits | None = None) -> None:
     """Reject what the store cannot hold: non-finite numbers, integers beyond 2**62, NUL
     characters in strings or keys (:class:`SpecError` naming the field, ``path`` dotted);
-    also more than :data:`MAX_NODES` values or nesting deeper than :data:`MAX_DEPTH`."""
-    _check(data, path, 0, [MAX_NODES])
+    also more than :data:`MAX_NODES` values or nesting deeper than :data:`MAX_DEPTH`.
+
+    An integer beyond 2**62 at a path in ``limits`` is refused with that field's own range
+    (``priority: must lie within -1,000,000..1,000,000``), as a smaller one out of range is
+    by the spec's checks, rather than with the store's bound."""
+    _check(data, path, 0, [MAX_NODES], limits or {})
 
 
-def _check(data: Any, path: str, depth: int, budget: list[int]) -> None:
+def _check(data: Any, path: str, depth: int, budget: list[int], limits: Limits) -> None:
     budget[0] -= 1
     if budget[0] < 0:
         raise SpecError(
@@ -55,6 +82,8 @@ def _check(data: Any, path: str, depth: int, budget: list[int]) -> None:
             raise SpecError(path, "must be a finite number")
     elif isinstance(data, int):
         if abs(data) > MAX_INT:
+            if path in limits:
+                raise SpecError(path, range_message(*limits[path], data))
             raise SpecError(path, f"must be between -2**62 and 2**62 (got {quoted(data)})")
     elif isinstance(data, str):
         check_text(data, path)
@@ -64,10 +93,10 @@ def _check(data: Any, path: str, depth: int, budget: list[int]) -> None:
         for key, value in data.items():
             sub = f"{path}.{key}" if path else str(key)
             check_text(str(key), path or "body", "keys")
-            _check(value, sub, depth + 1, budget)
+            _check(value, sub, depth + 1, budget, limits)
     elif isinstance(data, list | tuple):
         for i, value in enumerate(data):
-            _check(value, f"{path}.{i}" if path else str(i), depth + 1, budget)
+            _check(value, f"{path}.{i}" if path else str(i), depth + 1, budget, limits)
 
 
 def check_text(text: str, path: str, what: str = "") -> None:

@@ -37,7 +37,8 @@ class ConflictError(DanluError):
 
 
 class AdmissionError(UnschedulableError):
-    """A spec that can never run here (cluster inventory or project quota); names the field."""
+    """A spec that can never run here (cluster inventory, project or user quota); names the
+    field."""
 
     def __init__(self, field: str, message: str) -> None:
         self.field = field

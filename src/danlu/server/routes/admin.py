@@ -119,26 +119,33 @@ def list_nodes(user: Caller, state: State) -> list[dict[str, Any]]:
 
 
 @router.post("/cluster/nodes/{name}/cordon", response_model=NodeOut, tags=["cluster"])
-def cordon_node(name: str, body: CordonIn, user: Caller, state: State) -> dict[str, Any]:
+def cordon_node(
+    name: str, user: Caller, state: State, body: CordonIn | None = None
+) -> dict[str, Any]:
     """Close a node to new work (admin): nothing is started, grown or moved onto it; the
     jobs there run on. Cordoning again replaces the reason. With ``at`` in the future, it
-    is scheduled for then. With ``gpu``, only that GPU of the node is closed."""
+    is scheduled for then. With ``gpu``, only that GPU of the node is closed. Every field
+    is optional: no body is ``{}``."""
+    got = body if body is not None else CordonIn()
     return _change_node(
-        name, user, state, lambda s: nodes.cordon(s, name, body.reason, at=body.at, gpu=body.gpu)
+        name, user, state, lambda s: nodes.cordon(s, name, got.reason, at=got.at, gpu=got.gpu)
     )
 
 
 @router.post("/cluster/nodes/{name}/drain", response_model=NodeOut, tags=["cluster"])
-def drain_node(name: str, body: CordonIn, user: Caller, state: State) -> dict[str, Any]:
+def drain_node(
+    name: str, user: Caller, state: State, body: CordonIn | None = None
+) -> dict[str, Any]:
     """Cordon a node and preempt its preemptible jobs by checkpoint (admin): they resume
     elsewhere; a job that is not preemptible runs to its end there. With ``at`` in the
     future, it is scheduled for then (a maintenance window). With ``gpu``, only that GPU
-    of the node is drained (the jobs holding it)."""
+    of the node is drained (the jobs holding it). No body is ``{}``."""
+    got = body if body is not None else CordonIn()
     return _change_node(
         name,
         user,
         state,
-        lambda s: nodes.cordon(s, name, body.reason, drain=True, at=body.at, gpu=body.gpu),
+        lambda s: nodes.cordon(s, name, got.reason, drain=True, at=got.at, gpu=got.gpu),
     )
 
 

@@ -20,6 +20,7 @@ from danlu.executors import Executor
 from danlu.server.db import Database, User
 from danlu.server.errors import AuthError, NotFoundError, PermissionDenied
 from danlu.server.services import users
+from danlu.server.services.common import ID_PREFIX_LENGTHS
 
 if TYPE_CHECKING:
     from danlu.estimate.memory.tracer import WarmTracers
@@ -144,12 +145,16 @@ def _store_use(db: Database, token_id: int, now: float) -> None:
 
 def _own_metrics(request: Request, job_id: str) -> bool:
     """Whether ``request`` reports the metrics of ``job_id``: all a job's token may do (any
-    process that can read the job's environment holds it)."""
+    process that can read the job's environment holds it). The path may name the job by a
+    prefix of its id, as everywhere; the route checks that the prefix resolves to
+    ``job_id`` (``request.state.job_token``), so that it never reaches another job."""
     route = request.scope.get("route")
+    named = request.path_params.get("job_id")
     return (
         request.method == "POST"
         and getattr(route, "name", None) == "post_metrics"
-        and request.path_params.get("job_id") == job_id
+        and isinstance(named, str)
+        and (named == job_id or (len(named) in ID_PREFIX_LENGTHS and job_id.startswith(named)))
     )
 
 

@@ -308,7 +308,13 @@ def post_metrics(
         job = jobs.get_job(session, job_id, user)
         if job.user_id != user.id and not user.is_admin:
             raise PermissionDenied(f"job {job.id} belongs to another user")
-        if getattr(request.state, "job_token", None) is not None and job.state in TERMINAL:
+        run_of = getattr(request.state, "job_token", None)
+        if run_of is not None and job.id != run_of:  # a prefix resolved to another job
+            raise PermissionDenied(
+                f"this token was issued to a run of job {run_of}: it may only report "
+                "that job's metrics"
+            )
+        if run_of is not None and job.state in TERMINAL:
             raise ConflictError(
                 f"job {job.id} has finished ({job.state}): its run's token reports no more "
                 "metrics; use a user's token to add records to a finished job"

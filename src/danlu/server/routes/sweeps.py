@@ -6,7 +6,7 @@ from typing import Annotated, Any
 
 from fastapi import APIRouter, Body, Query
 
-from danlu.core.sweep import parse_sweep
+from danlu.core.sweep import SWEEP_LIMITS, parse_sweep
 from danlu.core.values import check_values
 from danlu.server.db import Sweep
 from danlu.server.routes.deps import Caller, State, checked_name
@@ -50,7 +50,7 @@ def submit_sweep(
 ) -> dict[str, Any]:
     """Validate a sweep spec and submit its first trials; 422 names the field of an invalid
     spec or of a trial spec the cluster or the quota can never take (``trial.resources``)."""
-    check_values(body)
+    check_values(body, limits=SWEEP_LIMITS)
     spec = parse_sweep(body)
     trial = spec.trial_spec()
     with state.db.read_session() as session:

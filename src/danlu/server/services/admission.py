@@ -8,8 +8,9 @@ from danlu.core.spec import AUTO_FAMILY, JobSpec
 from danlu.core.units import format_bytes
 from danlu.sched.quota import Usage, allowed_sizes, minimum_usage
 from danlu.sched.view import JobRequest
-from danlu.server.db.models import Project
+from danlu.server.db.models import Project, User
 from danlu.server.errors import AdmissionError
+from danlu.server.services import user_quotas
 from danlu.server.services.projects import quota_excess
 
 
@@ -145,9 +146,17 @@ def never_fits(request: JobRequest, cluster: Cluster) -> AdmissionError | None:
     return None
 
 
-def check_quota(request: JobRequest, project: Project, cluster: Cluster) -> None:
-    """Reject a request that alone exceeds its project's quota (it could never start)."""
-    reason = quota_excess(project, Usage(), minimum_usage(request, cluster))
+def check_quota(
+    request: JobRequest, project: Project, cluster: Cluster, owner: User | None = None
+) -> None:
+    """Reject a request that alone exceeds its project's quota, or the GPU quota of its
+    ``owner`` (``users.quota_gpus``): it could never start. Checked at submission only: a
+    quota lowered later leaves the jobs already accepted waiting, not failed."""
+    least = minimum_usage(request, cluster)
+    reason = quota_excess(project, Usage(), least)
+    if reason is None and owner is not None and owner.quota_gpus is not None:
+        quota = user_quotas.UserQuota(owner.id, owner.name, float(owner.quota_gpus))
+        reason = user_quotas.excess(quota, 0.0, least.gpus)
     if reason is not None:
         field = "resources.gpu_memory" if "memory" in reason else "resources.gpus"
         raise AdmissionError(field, f"can never start: {reason}")

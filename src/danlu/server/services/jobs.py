@@ -175,7 +175,7 @@ def submit(
     problem = admission.never_fits(request, cluster)
     if problem is not None:
         raise problem
-    admission.check_quota(request, project, cluster)
+    admission.check_quota(request, project, cluster, owner)
     depends_on, waiting = dependencies.resolve(
         parsed.depends_on,
         lambda ref: get_job(session, ref, user),

@@ -61,9 +61,11 @@ def check_url(url: str) -> str:
         raise SpecError("url", "must not contain spaces or control characters")
     try:
         parts = urlsplit(url)
-        parts.port  # noqa: B018 - raises ValueError for a port out of range
+        port = parts.port  # raises ValueError for a port out of range
     except ValueError as exc:
         raise SpecError("url", f"{quoted(url)} is not a URL: {exc}") from None
+    if port == 0:  # urlsplit takes 0, which nothing listens on
+        raise SpecError("url", f"{quoted(url)}: the port must be between 1 and 65535")
     if parts.scheme not in ("http", "https") or not parts.hostname:
         raise SpecError(
             "url", f"{quoted(url)} is not an http(s) URL; write e.g. https://hooks.example/danlu"
@@ -76,9 +78,17 @@ def check_url(url: str) -> str:
 
 
 def check_states(states: Sequence[str] | None) -> list[str]:
-    """The job states named, in the state table's order (the default without any)."""
-    if not states:
+    """The job states named, in the state table's order (the default when ``states`` is
+    None: left out). An empty list is refused: a webhook that hears of no state is a
+    mistake, and taking it for the default told the endpoint of what it did not ask for."""
+    if states is None:
         return list(DEFAULT_STATES)
+    if not states:
+        raise SpecError(
+            "states",
+            "names no job state: name one or more, or leave it out for the default "
+            + ", ".join(DEFAULT_STATES),
+        )
     known = [s.value for s in JobState]
     for index, state in enumerate(states):
         if state not in known:
