@@ -74,6 +74,13 @@ class BatchController:
         """The largest micro-batch known to fit (the first one, halved by each OOM): the
         micro-batch follows the local batch up to it when the global batch changes."""
         self.micro_limit = micro
+        self.follows_local = micro is None
+        """True while no micro-batch was given and no OOM capped one: a launch's global batch
+        (``set_global(..., launch=True)``) is then trained as the whole local batch (before,
+        the micro-batch stayed at the script's local batch: a launch at
+        ``DANLU_GLOBAL_BATCH_SIZE=32`` over a script's 8 accumulated 4 micro-batches of 8).
+        Growth while the job runs (an adaptive batch, a ``Rebatch``) keeps :attr:`micro_cap`:
+        a larger micro-batch than ever tried might not fit."""
         """The micro-batch this launch was given (``micro_batch_size``, ``DANLU_BATCH_SIZE``
         or the memory model's), or None: a restored checkpoint's micro-batch is capped at it
         (:meth:`load_state_dict`)."""
@@ -101,12 +108,17 @@ class BatchController:
             )
         self.micro = max(self.min_micro, self.micro // 2)
         self.micro_cap = self.micro
+        self.follows_local = False
         self.oom_count += 1
 
-    def set_global(self, global_batch: int) -> None:
+    def set_global(self, global_batch: int, *, launch: bool = False) -> None:
         """Change the global batch (adaptive batch size); the micro-batch is the local batch,
-        up to :attr:`micro_cap` (accumulation covers the rest)."""
+        up to :attr:`micro_cap` (accumulation covers the rest). ``launch``: the batch this
+        run was launched with (``DANLU_GLOBAL_BATCH_SIZE``), trained as the whole local batch
+        while :attr:`follows_local`."""
         self.global_batch = max(1, int(global_batch))
+        if launch and self.follows_local:
+            self.micro_cap = self.local_batch
         self.micro = min(self.micro_cap, self.local_batch)
 
     def set_world_size(self, world_size: int) -> None:
@@ -122,6 +134,7 @@ class BatchController:
             "micro_cap": self.micro_cap,
             "oom_count": self.oom_count,
             "base_global_batch": self.base_global_batch,
+            "follows_local": self.follows_local,
         }
 
     def load_state_dict(self, state: dict[str, Any]) -> None:
@@ -137,6 +150,9 @@ class BatchController:
         self.micro_cap = int(min(int(state.get("micro_cap", state["micro"])), limit))
         self.micro = int(min(int(state["micro"]), self.local_batch, limit))
         self.oom_count = int(state.get("oom_count", 0))
+        # neither the checkpoint's run nor this launch fixed a micro-batch (one written before
+        # this was kept: as its cap says)
+        self.follows_local = bool(state.get("follows_local", False)) and self.micro_limit is None
 
 
 MEMORY_MARGIN = 0.05

@@ -145,6 +145,7 @@ def init(
         report_interval_s=report_interval_s,
         collective_timeout_s=collective_timeout_s,
         dataset_size=dataset_size,
+        global_batch_size=global_batch_size,
     )
     lr_scaling = normalised_rule(lr_scaling)  # "AdaScale" passed the check: compare it once
     env = JobEnv.from_environ(environ)

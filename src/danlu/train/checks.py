@@ -7,6 +7,7 @@ step around)."""
 from __future__ import annotations
 
 import math
+from numbers import Integral, Real
 
 from danlu.core.errors import ConfigError
 from danlu.train.anomaly import MIN_HISTORY
@@ -39,8 +40,27 @@ def check_init_args(
     report_interval_s: float,
     collective_timeout_s: float,
     dataset_size: int | None = None,
+    global_batch_size: int | None = None,
 ) -> None:
-    """Raise :class:`ConfigError` for the first argument out of its range."""
+    """Raise :class:`ConfigError` for the first argument out of its range or of the wrong
+    type: a count must be an integer (not a bool, not ``2.5`` or ``"8"``, which failed deep
+    inside the sampler or trained with fractional batches), a rate or limit a real number."""
+    counts: list[tuple[str, object]] = [
+        ("global_batch_size", global_batch_size),
+        ("micro_batch_size", micro_batch_size),
+        ("dataset_size", dataset_size),
+        ("warmup_steps", warmup_steps),
+        ("anomaly_window", anomaly_window),
+        ("gns_every", gns_every),
+        ("checkpoint_every_steps", checkpoint_every_steps),
+        ("keep_last", keep_last),
+        ("keep_best", keep_best),
+    ]
+    for name, count in counts:
+        if count is not None and (not isinstance(count, Integral) or isinstance(count, bool)):
+            raise ConfigError(f"{name} must be an integer (got {count!r})")
+    if global_batch_size is not None and global_batch_size < 1:
+        raise ConfigError(f"global_batch_size must be >= 1 (got {global_batch_size})")
     if dataset_size is not None and dataset_size < 1:
         raise ConfigError(
             f"the dataset is empty (dataset_size={dataset_size}): there is nothing to train on"
@@ -67,6 +87,8 @@ def check_init_args(
         ("collective_timeout_s", collective_timeout_s),
     ]
     for name, number in positive:
+        if number is not None and (not isinstance(number, Real) or isinstance(number, bool)):
+            raise ConfigError(f"{name} must be a number (got {number!r})")
         if number is not None and not 0 < number < math.inf:
             raise ConfigError(f"{name} must be a positive, finite number (got {number})")
     if best_mode not in ("min", "max"):

@@ -103,6 +103,7 @@ class TrainContext:
         """The goodput tuner of a ``"goodput"`` adaptive batch (None otherwise)."""
         if adaptive is not None and adaptive.mode == "goodput":
             self.goodput = GoodputTuner(adaptive.b0, adaptive.max_batch, engine.batch.micro_cap)
+            engine.batch.follows_local = False  # the tuner plans within its micro-batch cap
         self._probes_left = PROBE_STEPS
         self._gns_probe = False
         """Whether the step running now is a gradient-noise probe (see :meth:`_probe`)."""
@@ -127,6 +128,9 @@ class TrainContext:
         self._scheduler_batch: int | None = None  # launch's (env), else the first reply's
         self._target_epochs: int | None = None  # set by epochs(n): what progress counts to
         self._follows_api = env.metrics_url is not None
+        self._saved_step: int | None = None
+        """The step of the last checkpoint written (or restored): a preemption at it does
+        not write it again."""
 
     # ------------------------------------------------------------------ data
     @property
@@ -428,11 +432,12 @@ class TrainContext:
         arrive through :meth:`_follow_scheduler`."""
         self._scheduler_batch = global_batch
         if global_batch != self.batch.global_batch:
-            self._set_global(global_batch)
+            self._set_global(global_batch, launch=True)
 
-    def _set_global(self, new: int) -> None:
-        """Change the global batch; the LR follows by ``lr_scaling`` from the base batch."""
-        self.batch.set_global(new)
+    def _set_global(self, new: int, *, launch: bool = False) -> None:
+        """Change the global batch; the LR follows by ``lr_scaling`` from the base batch.
+        ``launch``: see :meth:`BatchController.set_global`."""
+        self.batch.set_global(new, launch=launch)
         gns = self._gradient_noise
         sigma2, mu2 = (gns.sigma2, gns.mu2) if gns is not None else (0.0, 0.0)
         self.lr.set_scale(
@@ -525,12 +530,33 @@ class TrainContext:
         return True
 
     def _preempt(self) -> None:
-        log.warning(
-            "preemption requested: checkpointing at step %d and exiting with %d",
-            self.step_num,
-            self.preemption.exit_code,
-        )
-        self.save()
+        """Checkpoint (unless this step's checkpoint was just written: a periodic one took
+        it, and a second copy would take one of ``keep_last``'s places) and exit 75. Without
+        a checkpoint directory nothing can be written: a WARNING says so, and the job
+        still exits 75 (docs/train.md: the control plane re-queues it, and its restart
+        begins from scratch)."""
+        code = self.preemption.exit_code
+        if not self.checkpoints.enabled:
+            log.warning(
+                "preemption requested at step %d: no checkpoint directory is configured "
+                "(checkpoint_dir, DANLU_CHECKPOINT_DIR), so no checkpoint is written and the "
+                "restart begins from scratch; exiting with %d",
+                self.step_num,
+                code,
+            )
+        elif self._saved_step == self.step_num:
+            log.warning(
+                "preemption requested: step %d is already checkpointed; exiting with %d",
+                self.step_num,
+                code,
+            )
+        else:
+            log.warning(
+                "preemption requested: checkpointing at step %d and exiting with %d",
+                self.step_num,
+                code,
+            )
+            self.save()
         self.close()
         raise SystemExit(self.preemption.exit_code)
 
@@ -561,6 +587,7 @@ class TrainContext:
         :meth:`restore` to give each rank its own."""
         if not self.checkpoints.enabled:
             return
+        self._saved_step = self.step_num
         api = state_api()
         rng_ranks = None
         if self.distributed.enabled:
@@ -597,18 +624,27 @@ class TrainContext:
         found = self.checkpoints.load_latest()
         if found is None:
             return False
-        _, state = found
+        step, state = found
         api = state_api()
-        info = api.restore_state(
-            state,
-            unwrap(self.model),
-            self.optimizer,
-            self.scheduler,
-            self.precision.scaler if self.precision.scaling else None,
-            rank=self.distributed.rank,
-            world_size=self.distributed.world_size,
-        )
+        try:
+            info = api.restore_state(
+                state,
+                unwrap(self.model),
+                self.optimizer,
+                self.scheduler,
+                self.precision.scaler if self.precision.scaling else None,
+                rank=self.distributed.rank,
+                world_size=self.distributed.world_size,
+            )
+        except api.IncompatibleCheckpointError as exc:  # another model or optimizer: where, how
+            raise api.IncompatibleCheckpointError(
+                f"cannot resume from the checkpoint of step {step} in "
+                f"{self.checkpoints.directory}: {exc}. To train this script from scratch, "
+                "give it a new checkpoint_dir (DANLU_CHECKPOINT_DIR) or pass resume=False; to "
+                "resume, run the model and optimizer that wrote the checkpoint"
+            ) from exc
         self.step_num = int(info.step)
+        self._saved_step = self.step_num  # the checkpoint of this step exists
         self.history = list(info.metrics_history or [])
         self.extra = dict(info.extra or {})
         ds = info.data_state or {}

@@ -44,6 +44,7 @@ from __future__ import annotations
 
 import json
 import os
+import urllib.parse
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
@@ -66,9 +67,48 @@ def _int(environ: Mapping[str, str], name: str, default: int | None) -> int | No
         raise ConfigError(f"environment variable {name}={raw!r} is not an integer") from None
 
 
+def _at_least(environ: Mapping[str, str], name: str, default: int | None, low: int) -> int | None:
+    """``name`` as an integer of at least ``low``; ``default`` when unset or empty."""
+    value = _int(environ, name, default)
+    if value is not None and value < low:
+        raise ConfigError(f"environment variable {name}={value} must be >= {low}")
+    return value
+
+
 def _str(environ: Mapping[str, str], name: str) -> str | None:
     raw = environ.get(name)
     return raw if raw else None
+
+
+def _name(environ: Mapping[str, str], name: str) -> str | None:
+    """A name or path: None when unset or empty; only blanks is refused (a typo in a
+    launcher's template, not a name)."""
+    raw = _str(environ, name)
+    if raw is not None and not raw.strip():
+        raise ConfigError(
+            f"environment variable {name}={raw!r} is only whitespace; unset it or give a value"
+        )
+    return raw
+
+
+def _api_url(environ: Mapping[str, str]) -> str | None:
+    """``DANLU_API_URL`` without a trailing slash; refused unless ``http(s)://host...``
+    (``127.0.0.1:8000`` without a scheme failed every metrics POST)."""
+    raw = _name(environ, "DANLU_API_URL")
+    if raw is None:
+        return None
+    url = raw.strip()
+    try:
+        parts = urllib.parse.urlsplit(url)
+        parts.port  # noqa: B018 - raises ValueError for a port that is not a number
+    except ValueError as exc:
+        raise ConfigError(f"DANLU_API_URL={raw!r} is not a URL ({exc})") from None
+    if parts.scheme not in ("http", "https") or not parts.hostname:
+        raise ConfigError(
+            f"DANLU_API_URL={raw!r} must be an http:// or https:// URL with a host, such as "
+            "http://127.0.0.1:8000"
+        )
+    return url.rstrip("/")
 
 
 def _hparams(environ: Mapping[str, str]) -> dict[str, Any]:
@@ -120,13 +160,32 @@ class JobEnv:
     def from_environ(cls, environ: Mapping[str, str] | None = None) -> JobEnv:
         """Read the job environment from ``environ`` (default: ``os.environ``).
 
-        Raises :class:`~danlu.core.errors.ConfigError` for a malformed value, naming it.
+        Raises :class:`~danlu.core.errors.ConfigError` for a malformed or impossible value,
+        naming it: not an integer; ``WORLD_SIZE`` or ``LOCAL_WORLD_SIZE`` below 1; ``RANK``
+        / ``LOCAL_RANK`` outside them (``LOCAL_RANK`` negative, when ``LOCAL_WORLD_SIZE`` is
+        unset); a ``MASTER_PORT`` outside 1-65535; a negative restart
+        count, ``DANLU_TRIAL`` or ``DANLU_ARRAY_INDEX``; a ``DANLU_API_URL`` that is not an
+        ``http(s)://`` URL with a host; a ``DANLU_API_URL``, ``DANLU_JOB_ID`` or
+        ``DANLU_CHECKPOINT_DIR`` of only whitespace. An unset (or empty) variable takes its
+        default.
         """
         env = os.environ if environ is None else environ
-        world = _int(env, "WORLD_SIZE", 1) or 1
+        world = _at_least(env, "WORLD_SIZE", 1, 1) or 1
         rank = _int(env, "RANK", 0) or 0
-        if world < 1 or not 0 <= rank < world:
+        if not 0 <= rank < world:
             raise ConfigError(f"RANK={rank} is not within WORLD_SIZE={world}")
+        local_world = _at_least(env, "LOCAL_WORLD_SIZE", 1, 1) or 1
+        local_rank = _int(env, "LOCAL_RANK", 0) or 0
+        # LOCAL_RANK is checked against LOCAL_WORLD_SIZE only when that is set (a launcher
+        # other than torchrun may set LOCAL_RANK alone: its default of 1 says nothing)
+        local_set = (env.get("LOCAL_WORLD_SIZE") or "").strip() != ""
+        if local_rank < 0 or (local_set and local_rank >= local_world):
+            raise ConfigError(
+                f"LOCAL_RANK={local_rank} is not within LOCAL_WORLD_SIZE={local_world}"
+            )
+        port = _int(env, "MASTER_PORT", None)
+        if port is not None and not 1 <= port <= 65535:
+            raise ConfigError(f"MASTER_PORT={port} is not a TCP port (1-65535)")
         limit = _int(env, "DANLU_GPU_MEMORY_LIMIT", None)
         if limit is not None and limit <= 0:
             raise ConfigError(f"DANLU_GPU_MEMORY_LIMIT={limit} must be a positive byte count")
@@ -136,28 +195,27 @@ class JobEnv:
         global_batch = _int(env, "DANLU_GLOBAL_BATCH_SIZE", None)
         if global_batch is not None and global_batch <= 0:
             raise ConfigError(f"DANLU_GLOBAL_BATCH_SIZE={global_batch} must be positive")
-        api = _str(env, "DANLU_API_URL")
         return cls(
             hparams=_hparams(env),
             sweep_id=_str(env, "DANLU_SWEEP_ID"),
-            trial=_int(env, "DANLU_TRIAL", None),
-            array_index=_int(env, "DANLU_ARRAY_INDEX", None),
-            job_id=_str(env, "DANLU_JOB_ID"),
-            api_url=api.rstrip("/") if api else None,
+            trial=_at_least(env, "DANLU_TRIAL", None, 0),
+            array_index=_at_least(env, "DANLU_ARRAY_INDEX", None, 0),
+            job_id=_name(env, "DANLU_JOB_ID"),
+            api_url=_api_url(env),
             token=_str(env, "DANLU_TOKEN"),
-            checkpoint_dir=_str(env, "DANLU_CHECKPOINT_DIR"),
+            checkpoint_dir=_name(env, "DANLU_CHECKPOINT_DIR"),
             gpu_memory_limit=limit,
             batch_size=batch,
             global_batch_size=global_batch,
-            restart_count=_int(env, "DANLU_RESTART_COUNT", 0) or 0,
+            restart_count=_at_least(env, "DANLU_RESTART_COUNT", 0, 0) or 0,
             metrics_file=_str(env, "DANLU_METRICS_FILE"),
             rank=rank,
-            local_rank=_int(env, "LOCAL_RANK", 0) or 0,
+            local_rank=local_rank,
             world_size=world,
-            local_world_size=_int(env, "LOCAL_WORLD_SIZE", 1) or 1,
+            local_world_size=local_world,
             master_addr=_str(env, "MASTER_ADDR"),
-            master_port=_int(env, "MASTER_PORT", None),
-            elastic_restart_count=_int(env, "TORCHELASTIC_RESTART_COUNT", 0) or 0,
+            master_port=port,
+            elastic_restart_count=_at_least(env, "TORCHELASTIC_RESTART_COUNT", 0, 0) or 0,
             elastic_run_id=_str(env, "TORCHELASTIC_RUN_ID"),
         )
 

@@ -5,7 +5,8 @@ a daemon thread ships the records every ``interval_s`` seconds: as one JSON POST
 ``{"metrics": [...]}`` to ``{DANLU_API_URL}/api/v1/jobs/{DANLU_JOB_ID}/metrics`` with
 ``Authorization: Bearer {DANLU_TOKEN}``, or appended as lines to a JSONL file. A network error
 never fails training: the batch is kept (up to ``max_pending`` records, oldest dropped first)
-and retried on the next flush; ``errors`` and ``dropped`` count what went wrong.
+and retried on the next flush; ``errors`` and ``dropped`` count what went wrong, and the first
+failure of an outage is logged as a WARNING.
 """
 
 from __future__ import annotations
@@ -100,6 +101,8 @@ class MetricsReporter:
         self.sent = 0
         self.errors = 0
         self.dropped = 0
+        self._failing = False
+        """True from a failed flush until one ships again (see :meth:`_failed`)."""
         self.last: dict[str, Any] | None = None
         self.scheduler_batch: int | None = None
         """The global batch size the scheduler last set for this job, from the reply to a
@@ -146,14 +149,33 @@ class MetricsReporter:
                         self.dropped += len(chunk)
                         log.warning("metrics refused by the server (HTTP %s): dropped", exc.code)
                     else:
+                        self._failed(exc)
                         self._keep(batch)
                         return
                 except Exception as exc:  # never let reporting break training
                     self.errors += 1
-                    log.debug("metrics shipping failed: %s", exc)
+                    self._failed(exc)
                     self._keep(batch)
                     return
+                self._failing = False
                 batch = batch[len(chunk) :]
+
+    def _failed(self, exc: BaseException) -> None:
+        """A flush could not ship its records (kept for the next): a WARNING at the first
+        failure after shipping worked (once, not at every flush of an outage; the records
+        were silently lost to a bad URL before), the repeats at DEBUG."""
+        where = self.url if self.url is not None else self.path
+        if self._failing:
+            log.debug("metrics shipping to %s failed again: %s", where, exc)
+            return
+        self._failing = True
+        log.warning(
+            "metrics cannot be shipped to %s (%s): kept and retried at each flush (up to %d "
+            "records); further failures are logged at DEBUG",
+            where,
+            exc,
+            self.max_pending,
+        )
 
     def _keep(self, batch: list[dict[str, Any]]) -> None:
         """Keep ``batch`` for the next flush, at most :attr:`max_pending` (oldest dropped)."""

@@ -14,6 +14,7 @@ needs to continue (:class:`RestoredInfo`).
 from __future__ import annotations
 
 import copy
+import logging
 import random
 from dataclasses import dataclass, field
 from typing import Any
@@ -21,7 +22,9 @@ from typing import Any
 import numpy as np
 import torch
 
-from danlu.core.errors import DataError
+from danlu.core.errors import ConfigError, DataError
+
+log = logging.getLogger("danlu.train")
 
 STATE_VERSION = 1
 """Version of the state layout written by :func:`capture_state`."""
@@ -29,9 +32,11 @@ STATE_VERSION = 1
 __all__ = [
     "STATE_VERSION",
     "CapturedState",
+    "IncompatibleCheckpointError",
     "RestoredInfo",
     "capture_rng_state",
     "capture_state",
+    "check_compatible",
     "restore_rng_state",
     "restore_state",
 ]
@@ -51,6 +56,12 @@ class CapturedState(dict[str, Any]):
 
     owned: bool = False
     guards: tuple[torch.optim.Optimizer, ...] = ()
+
+
+class IncompatibleCheckpointError(ConfigError, DataError):
+    """A training state that does not fit the live objects (:func:`check_compatible`):
+    the script's setting differs from the checkpoint's (a :class:`ConfigError`), and the
+    state cannot be loaded (a :class:`DataError`, as a missing component always was)."""
 
 
 @dataclass
@@ -192,8 +203,9 @@ def capture_state(
     Returns:
         A :class:`CapturedState` (a ``dict``) with keys ``version``, ``step``, ``model``,
         ``optimizer``, ``scheduler``, ``scaler``, ``rng``, ``data_state``,
-        ``metrics_history`` and ``extra`` (and ``rng_ranks`` when given). Every tensor is a
-        private CPU copy (unless ``copy=False``).
+        ``metrics_history``, ``extra`` and ``optimizer_class`` (the optimizer's qualified
+        class name, which :func:`check_compatible` compares; and ``rng_ranks`` when
+        given). Every tensor is a private CPU copy (unless ``copy=False``).
     """
     opt_state: Any = None
     if optimizer is not None:
@@ -210,6 +222,7 @@ def capture_state(
         data_state=_to_cpu_copy(data_state) if data_state is not None else None,
         metrics_history=_to_cpu_copy(list(metrics_history or [])),
         extra=_to_cpu_copy(extra) if extra is not None else None,
+        optimizer_class=_class_name(optimizer) if optimizer is not None else None,
     )
     if rng_ranks is not None:
         state["rng_ranks"] = _to_cpu_copy(list(rng_ranks))
@@ -217,6 +230,114 @@ def capture_state(
     if not copy and optimizer is not None:
         state.guards = (optimizer,)
     return state
+
+
+def _class_name(obj: object) -> str:
+    """``module.QualifiedName`` of ``obj``'s class."""
+    cls = type(obj)
+    return f"{cls.__module__}.{cls.__qualname__}"
+
+
+def _shape(value: Any) -> tuple[int, ...] | None:
+    """The shape of a tensor (or of a value with one), else None."""
+    shape = getattr(value, "shape", None)
+    return tuple(int(n) for n in shape) if shape is not None else None
+
+
+def _listed(names: list[str], limit: int = 3, sep: str = ", ") -> str:
+    more = f" and {len(names) - limit} more" if len(names) > limit else ""
+    return sep.join(names[:limit]) + more
+
+
+def _model_difference(saved: Any, model: torch.nn.Module) -> str | None:
+    """What differs between a checkpoint's model state and ``model``'s, or None."""
+    if not isinstance(saved, dict):
+        return "the checkpoint's model entry is not a state dict"
+    live = model.state_dict()
+    missing = [k for k in live if k not in saved]
+    unexpected = [k for k in saved if k not in live]
+    if missing or unexpected:
+        parts = []
+        if missing:
+            parts.append(f"the model has {_listed(missing)} that the checkpoint lacks")
+        if unexpected:
+            parts.append(f"the checkpoint has {_listed(unexpected)} that the model lacks")
+        return "the model differs: " + "; ".join(parts)
+    shapes = [
+        f"{k} is {list(s_old)} in the checkpoint, {list(s_new)} now"
+        for k, v in live.items()
+        if (s_new := _shape(v)) is not None
+        and (s_old := _shape(saved[k])) is not None
+        and s_old != s_new
+    ]
+    if shapes:
+        return "the model's shape differs: " + _listed(shapes, sep="; ")
+    return None
+
+
+_GROUP_KEYS_ANY = frozenset(("params", "param_names", "initial_lr"))
+"""Parameter-group keys not owned by the optimizer's class (``initial_lr`` is an LR
+scheduler's)."""
+
+
+def _optimizer_difference(
+    saved: Any, saved_class: Any, optimizer: torch.optim.Optimizer
+) -> str | None:
+    """What differs between a checkpoint's optimizer state and ``optimizer``, or None.
+
+    The class is compared by name when the checkpoint records it (``optimizer_class``);
+    an older checkpoint's by its parameter groups' hyper-parameter keys (SGD's
+    ``momentum`` are not Adam's ``betas``)."""
+    if not isinstance(saved, dict) or not isinstance(saved.get("param_groups"), list):
+        return "the checkpoint's optimizer entry is not an optimizer state dict"
+    now = _class_name(optimizer)
+    if isinstance(saved_class, str) and saved_class != now:
+        old_name, new_name = saved_class.rsplit(".", 1)[-1], now.rsplit(".", 1)[-1]
+        return f"the optimizer differs: {old_name} in the checkpoint, {new_name} now"
+    groups, live_groups = saved["param_groups"], optimizer.param_groups
+    if len(groups) != len(live_groups):
+        return (
+            f"the optimizer has {len(live_groups)} parameter group(s), the checkpoint {len(groups)}"
+        )
+    for i, (old, new) in enumerate(zip(groups, live_groups, strict=True)):
+        if not isinstance(old, dict):
+            return f"the checkpoint's optimizer parameter group {i} is not a dict"
+        n_old, n_new = len(old.get("params", ())), len(new["params"])
+        if n_old != n_new:
+            return (
+                f"the optimizer's parameter group {i} holds {n_new} parameters, the "
+                f"checkpoint's {n_old}"
+            )
+        foreign = sorted(set(old) - set(new) - _GROUP_KEYS_ANY)
+        if foreign:
+            return (
+                f"the optimizer differs: the checkpoint's has the settings {_listed(foreign)}, "
+                f"which {now.rsplit('.', 1)[-1]} does not have"
+            )
+    return None
+
+
+def check_compatible(
+    state: dict[str, Any],
+    model: torch.nn.Module,
+    optimizer: torch.optim.Optimizer | None = None,
+    scheduler: Any = None,
+) -> None:
+    """Raise :class:`IncompatibleCheckpointError` (a ``ConfigError`` and a ``DataError``)
+    saying what differs when ``state`` was written by another model (parameter names or
+    shapes) or another optimizer (its class, parameter groups, or their hyper-parameters),
+    or without an optimizer or scheduler that is given now: loading it would fail deep
+    inside torch (a size mismatch, Adam's ``KeyError: 'betas'`` at the first step), or
+    train on wrongly."""
+    problem = _model_difference(state.get("model"), model)
+    if problem is None and optimizer is not None and state.get("optimizer") is not None:
+        problem = _optimizer_difference(state["optimizer"], state.get("optimizer_class"), optimizer)
+    if problem is None and optimizer is not None and state.get("optimizer") is None:
+        problem = "the checkpoint holds no optimizer state but an optimizer is given"
+    if problem is None and scheduler is not None and state.get("scheduler") is None:
+        problem = "the checkpoint was written without an LR scheduler, one is given now"
+    if problem is not None:
+        raise IncompatibleCheckpointError(problem)
 
 
 def restore_state(
@@ -231,9 +352,12 @@ def restore_state(
 ) -> RestoredInfo:
     """Load a state made by :func:`capture_state` into live objects and set every RNG.
 
-    The model is loaded strictly (missing or unexpected keys raise). Objects passed as
-    None are skipped; a component missing from ``state`` while its object is given raises
-    :class:`~danlu.core.errors.DataError`.
+    Nothing is loaded unless the state fits: :func:`check_compatible` raises
+    :class:`IncompatibleCheckpointError` saying what differs (another model shape or
+    optimizer; a scheduler given now that the state lacks). The model is loaded strictly.
+    Objects passed as None are skipped. A ``scaler`` given for a state written without one
+    (an fp32 run resumed in fp16) starts fresh: a GradScaler's state is only its loss scale
+    and growth counter, which it finds again within a few steps.
 
     The RNGs are set from the ``rank``-th of the state's ``rng_ranks`` when it holds one per
     rank of ``world_size``; else (another world size, a state of one process, or one written
@@ -247,12 +371,17 @@ def restore_state(
     version = state.get("version", STATE_VERSION)
     if version != STATE_VERSION:
         raise DataError(f"unsupported training-state version {version!r}")
+    check_compatible(state, model, optimizer, scheduler)
     model.load_state_dict(state["model"])
     for name, obj in (("optimizer", optimizer), ("scheduler", scheduler), ("scaler", scaler)):
         if obj is None:
             continue
-        if state.get(name) is None:
-            raise DataError(f"the checkpoint holds no {name} state but a {name} was given")
+        if state.get(name) is None:  # only the scaler is left here (check_compatible)
+            log.warning(
+                "the checkpoint holds no GradScaler state (written at another precision): "
+                "the loss scale starts fresh"
+            )
+            continue
         obj.load_state_dict(state[name])
     rng = state.get("rng")
     per_rank = state.get("rng_ranks")
