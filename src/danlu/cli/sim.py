@@ -20,6 +20,14 @@ from rich.markup import escape
 from rich.progress import BarColumn, Progress, TextColumn, TimeElapsedColumn
 from rich.table import Table
 
+from danlu.cli.sim_checks import (
+    MOST_GPUS_PER_NODE,
+    MOST_NODES,
+    PLOT_FORMATS,
+    check_distinct_seeds,
+    check_load,
+    check_plot,
+)
 from danlu.cli.sim_flags import (
     check_named,
     json_text,
@@ -125,7 +133,7 @@ def write_output(path: Path, write: Callable[[Path], object], flag: str) -> None
         write(path)
     except OSError as exc:
         raise _fail(ConfigError(f"{flag} {path}: cannot write: {exc.strerror}")) from None
-    console.print(f"wrote {path}")
+    console.print(f"wrote {escape(str(path))}")
 
 
 def _text(text: str) -> Callable[[Path], object]:
@@ -237,7 +245,7 @@ def _project_table(result: SimResult) -> Table | None:
         table.add_column(name, justify="left" if name == "project" else "right")
     for name, row in projects.items():
         table.add_row(
-            name,
+            escape(name),
             f"{row['jobs']:.0f}",
             _fmt(row["avg_jct"], "seconds"),
             _fmt(row["avg_queueing_delay"], "seconds"),
@@ -258,8 +266,13 @@ WorkloadOpt = Annotated[
 TracesOpt = Annotated[
     Path, typer.Option("--traces", help="Folder of per-application measurements (Pollux format).")
 ]
-NodesOpt = Annotated[int, typer.Option("--nodes", min=1, help="Nodes in the simulated cluster.")]
-GpusOpt = Annotated[int, typer.Option("--gpus-per-node", min=1, help="GPUs per node.")]
+NodesOpt = Annotated[
+    int,
+    typer.Option("--nodes", min=1, max=MOST_NODES, help="Nodes in the simulated cluster."),
+]
+GpusOpt = Annotated[
+    int, typer.Option("--gpus-per-node", min=1, max=MOST_GPUS_PER_NODE, help="GPUs per node.")
+]
 IntervalOpt = Annotated[
     float, typer.Option("--interval", help="Seconds between scheduling rounds.")
 ]
@@ -308,7 +321,7 @@ GpuMtbfOpt = Annotated[
     typer.Option(
         "--gpu-mtbf",
         help="Single GPUs fail at random, each with this mean time between failures (e.g. "
-        "1y); the jobs on a failed GPU resume from their last checkpoint, the rest of its "
+        "365d); the jobs on a failed GPU resume from their last checkpoint, the rest of its "
         "node works on. Without it, no GPU fails on its own.",
     ),
 ]
@@ -323,7 +336,8 @@ CheckpointOpt = Annotated[
     ),
 ]
 FailureSeedOpt = Annotated[
-    int, typer.Option("--failure-seed", help="Seed of the nodes' and GPUs' failure times.")
+    int,
+    typer.Option("--failure-seed", min=0, help="Seed of the nodes' and GPUs' failure times."),
 ]
 QuotaOpt = Annotated[
     list[str] | None,
@@ -441,7 +455,12 @@ def run(
     quota: QuotaOpt = None,
     user_quota: UserQuotaOpt = None,
     json_out: JsonOpt = None,
-    plot: Annotated[Path | None, typer.Option("--plot", help="Write a PNG timeline here.")] = None,
+    plot: Annotated[
+        Path | None,
+        typer.Option(
+            "--plot", help=f"Write a timeline plot here ({', '.join(PLOT_FORMATS)}, by extension)."
+        ),
+    ] = None,
     jobs: JobsOpt = 200,
     seed: SeedOpt = 0,
     quiet: Annotated[bool, typer.Option("--quiet", help="No progress bar.")] = False,
@@ -457,6 +476,7 @@ def run(
             {"--json": json_out, "--plot": plot},
             {"--workload": workload, "--interference": interference, "--traces": traces},
         )
+        check_plot(plot)
         wl = _load(workload, jobs, seed)
         failures = failure_settings(
             (node_mtbf, node_repair), (gpu_mtbf, gpu_repair), checkpoint_every, failure_seed
@@ -480,14 +500,16 @@ def run(
         wall = time.perf_counter() - started
     except DanluError as exc:
         raise _fail(exc) from None
-    console.print(_table([result], f"{wl.name}: {len(wl.jobs)} jobs on {cluster.total_gpus} GPUs"))
+    console.print(
+        _table([result], f"{escape(wl.name)}: {len(wl.jobs)} jobs on {cluster.total_gpus} GPUs")
+    )
     projects = _project_table(result)
     if projects is not None:
         console.print(projects)
     if result.rejected:
         console.print(
             f"[yellow]{len(result.rejected)} job(s) rejected[/yellow], e.g. "
-            f"{result.rejected[0][0]}: {result.rejected[0][1]}"
+            f"{escape(str(result.rejected[0][0]))}: {escape(str(result.rejected[0][1]))}"
         )
     console.print(f"simulated in {wall:.2f} s wall, {result.rounds} scheduling rounds")
     if json_out is not None:
@@ -555,7 +577,9 @@ def compare(
         results = [_simulate(wl, name, {}, cluster, config, traces, not quiet) for name in names]
     except DanluError as exc:
         raise _fail(exc) from None
-    console.print(_table(results, f"{wl.name}: {len(wl.jobs)} jobs on {cluster.total_gpus} GPUs"))
+    console.print(
+        _table(results, f"{escape(wl.name)}: {len(wl.jobs)} jobs on {cluster.total_gpus} GPUs")
+    )
     if json_out is not None:
         by_policy = {r.policy: r.to_json() for r in results}
         write_output(json_out, _text(json_text(by_policy)), "--json")
@@ -587,7 +611,7 @@ def plan(
     traces: TracesOpt = DEFAULT_TRACES,
     min_nodes: Annotated[int, typer.Option("--min-nodes", min=1, help="Fewest nodes to try.")] = 1,
     max_nodes: Annotated[
-        int, typer.Option("--max-nodes", min=1, max=4096, help="Most nodes to try.")
+        int, typer.Option("--max-nodes", min=1, max=MOST_NODES, help="Most nodes to try.")
     ] = 64,
     gpus_per_node: GpusOpt = 4,
     interval: IntervalOpt = 60.0,
@@ -649,8 +673,8 @@ def plan(
         found = plan_capacity(simulate, targets, min_nodes, max_nodes)
     except DanluError as exc:
         raise _fail(exc) from None
-    goals = ", ".join(str(t) for t in targets)
-    table = Table(title=f"{wl.name}: {len(wl.jobs)} jobs, {policy}, targets {goals}")
+    goals = escape(", ".join(str(t) for t in targets))
+    table = Table(title=f"{escape(wl.name)}: {len(wl.jobs)} jobs, {policy}, targets {goals}")
     table.add_column("nodes", justify="right")
     table.add_column("GPUs", justify="right")
     shown = list(PLAN_COLUMNS) + [t.metric for t in targets if t.metric not in PLAN_COLUMNS]
@@ -664,7 +688,7 @@ def plan(
             str(trial.nodes),
             str(trial.nodes * gpus_per_node),
             *(_fmt(value, kind) for value, kind in zip(values, kinds, strict=True)),
-            "met" if trial.met else "missed " + ", ".join(trial.missed),
+            "met" if trial.met else escape("missed " + ", ".join(trial.missed)),
         )
     console.print(table)
     if found.nodes is None:
@@ -705,7 +729,9 @@ def pack(
     policy: Annotated[
         str, typer.Option("--policy", help="Placement: random, best-fit, fgd, ...")
     ] = "fgd",
-    load: Annotated[float, typer.Option("--load", help="Arrived GPU demand / capacity.")] = 1.0,
+    load: Annotated[
+        float, typer.Option("--load", help="Arrived GPU demand / capacity (above 0, at most 10).")
+    ] = 1.0,
     seeds: Annotated[str, typer.Option("--seeds", help="Seeds, e.g. 42-51 or 1,2,3.")] = "42-51",
     json_out: JsonOpt = None,
     option: Annotated[
@@ -726,9 +752,9 @@ def pack(
             raise ConfigError(
                 f"--policy: unknown placement {policy!r}; valid: {', '.join(scorer_names())}"
             )
-        if not (math.isfinite(load) and load > 0):
-            raise ConfigError(f"--load must be a finite number above 0, e.g. 1.0 (got {load})")
+        check_load(load)
         seed_list = parse_seeds(seeds)
+        check_distinct_seeds(seed_list)
         options = parse_options(option or [])
         check_output(json_out, "--json")
         check_distinct({"--json": json_out}, {"--pods": pods, "--nodes": nodes})
@@ -740,7 +766,7 @@ def pack(
             )
     except DanluError as exc:
         raise _fail(exc) from None
-    table = Table(title=f"{pods.name} on {nodes.name}, load {load}")
+    table = Table(title=f"{escape(pods.name)} on {escape(nodes.name)}, load {load}")
     table.add_column("seed", justify="right")
     table.add_column("allocation ratio (%)", justify="right")
     table.add_column("multi-GPU pods refused", justify="right")

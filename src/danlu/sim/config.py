@@ -53,10 +53,13 @@ class SimConfig:
 
     def __post_init__(self) -> None:
         if not 0 < self.interval < math.inf:
-            raise ConfigError(f"interval must be > 0 seconds and finite, got {self.interval}")
+            raise ConfigError(
+                f"interval (--interval) must be > 0 seconds and finite, got {self.interval}"
+            )
         if not 0 <= self.restart_cost < math.inf:
             raise ConfigError(
-                f"restart_cost must be >= 0 seconds and finite, got {self.restart_cost}"
+                "restart_cost (--restart-cost) must be >= 0 seconds and finite, "
+                f"got {self.restart_cost}"
             )
         if self.idle_retries < 0:
             raise ConfigError(f"idle_retries must be >= 0 rounds, got {self.idle_retries}")

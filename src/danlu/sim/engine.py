@@ -63,6 +63,10 @@ _BY_SEQ = operator.attrgetter("request.seq")
 MIN_RATE = 1e-6
 """The slowest a shared job runs, however many neighbours it has (a product of measured
 rates, which could otherwise reach 0)."""
+MOST_FRUITLESS_FAILURES = 100
+"""A job that loses this many runs in a row to failures, none of them keeping new training,
+stops the simulation with a :class:`ConfigError`: failures that come faster than its restart
+and first checkpoint would otherwise re-queue it forever, with no end to the run."""
 
 
 def _tick_after(instant: float, interval: float) -> float:
@@ -301,6 +305,14 @@ class Simulator:
         for job in lost:
             job.lost_seconds += job.progress.fail(self._now, every)
             job.failures += 1
+            if job.progress.fruitless_failures >= MOST_FRUITLESS_FAILURES:
+                raise ConfigError(
+                    f"job {job.id} lost {MOST_FRUITLESS_FAILURES} runs in a row to failures "
+                    f"(the last with {where}), none reaching a checkpoint beyond what it had "
+                    "to redo: nodes or GPUs fail too often for it to progress; raise the mean "
+                    "time between failures (--node-mtbf, --gpu-mtbf), or lower "
+                    "--checkpoint-every or --restart-cost"
+                )
             resume = "re-queued to resume from its last checkpoint"
             self._requeue(job, f"lost with {where}", resume)
         return bool(lost)

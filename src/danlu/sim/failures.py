@@ -51,6 +51,8 @@ class Failures:
             value = getattr(self, name)
             if not (math.isfinite(value) and value > 0):
                 raise ConfigError(f"failures: {name} must be above 0 seconds, not {value}")
+        if self.seed < 0:
+            raise ConfigError(f"failures: seed (--failure-seed) must be >= 0, not {self.seed}")
 
 
 NodeFailures = Failures

@@ -25,6 +25,7 @@ import numpy as np
 from danlu.core.errors import ConfigError, DataError
 from danlu.sched.placement.frag import cluster_fragmentation, typical_pods
 from danlu.sched.placement.share import ShareCluster, ShareNode, ShareRequest, make_scorer
+from danlu.sim.workload import repeated_columns, repeated_message
 
 WINDOW_PCT = 0.5
 """Half-width (percent of capacity) of the arrived-demand window that is averaged."""
@@ -49,6 +50,9 @@ def _read_rows(path: Path, required: Sequence[str]) -> tuple[list[str], list[lis
     if not rows:
         raise DataError(f"{path}: empty file, expected a header line")
     header = [h.strip() for h in rows[0]]
+    repeated = repeated_columns(header)
+    if repeated:
+        raise DataError(repeated_message(path, repeated))
     missing = [c for c in required if c not in header]
     if missing:
         raise DataError(f"{path}, line 1: missing column(s) {', '.join(missing)}")

@@ -54,6 +54,9 @@ METRICS: Final = (
 )
 """The summary metrics a target may name (:meth:`danlu.sim.metrics.SimResult.summary`)."""
 
+RATIO_METRICS: Final = frozenset({"gpu_allocation_ratio", "gpu_utilization", "fragmentation"})
+"""Metrics from 0 to 1: a lower bound (``>=``) above 1 is refused, as no run meets it."""
+
 _TARGET = re.compile(r"^\s*([a-z0-9_]+)\s*(<=|>=)\s*(\S+)\s*$")
 
 
@@ -104,6 +107,12 @@ def parse_target(text: str, flag: str = "--target") -> Target:
         raise ConfigError(f"{flag} {text!r}: the bound must be {kind}") from None
     if not math.isfinite(bound):
         raise ConfigError(f"{flag} {text!r}: the bound must be finite")
+    if op == "<=" and bound < 0:
+        raise ConfigError(f"{flag} {text!r}: {metric} is never below 0, so no cluster meets it")
+    if op == ">=" and metric in RATIO_METRICS and bound > 1:
+        raise ConfigError(
+            f"{flag} {text!r}: {metric} is a ratio from 0 to 1, so no cluster meets it"
+        )
     return Target(metric, op, bound)
 
 

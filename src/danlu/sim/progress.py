@@ -65,6 +65,9 @@ class Progress(Protocol):
         """The job lost its GPUs at ``now``; settle its progress up to then."""
         ...
 
+    fruitless_failures: int
+    """Failures in a row whose runs kept no new training (see :meth:`fail`)."""
+
     def fail(self, now: float, checkpoint_every: float) -> float:
         """The job's node failed at ``now``: it stops, and loses the training since its
         last checkpoint (every ``checkpoint_every`` seconds of a run's training,
@@ -127,6 +130,10 @@ class _Ledger:
     """Seconds of training lost to failures that the next run redoes first."""
     _run = (0.0, 0.0, 0.0)
     """The current run's start, its restart cost, and the training it redoes first."""
+    fruitless_failures = 0
+    """Failures in a row whose runs kept no new training (each failed before it saved a
+    checkpoint beyond what it had to redo): the engine stops a simulation in which a job
+    can no longer progress (:data:`danlu.sim.engine.MOST_FRUITLESS_FAILURES`)."""
 
     def stop(self, now: float) -> None:
         raise NotImplementedError
@@ -149,9 +156,12 @@ class _Ledger:
 
     def fail(self, now: float, checkpoint_every: float) -> float:
         self.stop(now)  # ends the run (the redo it had left stays)
-        start, restart, _ = self._run
-        lost = lost_training(max(0.0, now - start - restart), checkpoint_every)
+        start, restart, redo = self._run
+        trained = max(0.0, now - start - restart)
+        lost = lost_training(trained, checkpoint_every)
         self._redo += lost  # back to the last checkpoint
+        kept_new = trained - lost > redo
+        self.fruitless_failures = 0 if kept_new else self.fruitless_failures + 1
         return lost
 
     @property

@@ -35,7 +35,8 @@ import csv
 import dataclasses
 import math
 import random
-from collections.abc import Iterator
+from collections import Counter
+from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
 from datetime import UTC, datetime
 from pathlib import Path
@@ -106,6 +107,21 @@ def detect_format(header: list[str]) -> str:
     raise DataError(f"unrecognised workload columns {sorted(columns)}; expected one of {described}")
 
 
+def repeated_columns(header: Sequence[str]) -> list[str]:
+    """The column names a CSV header has more than once (empty ones aside), in order."""
+    counts = Counter(name for name in header if name)
+    return [name for name, n in counts.items() if n > 1]
+
+
+def repeated_message(path: Path, repeated: Sequence[str]) -> str:
+    """The error for a header with ``repeated`` columns: a row would keep only one."""
+    names = ", ".join(repr(name) for name in repeated)
+    return (
+        f"{path}, line 1: column(s) {names} appear more than once in the header; "
+        "keep one of each (a row would silently keep only one of the values)"
+    )
+
+
 def _rows(path: Path) -> tuple[list[str], Iterator[tuple[int, dict[str, str]]]]:
     """The header's column names and the numbered rows, names and fields stripped of spaces
     (``name, submit_time``); a UTF-8 byte-order mark is skipped."""
@@ -120,6 +136,10 @@ def _rows(path: Path) -> tuple[list[str], Iterator[tuple[int, dict[str, str]]]]:
         handle.close()
         raise DataError(_unreadable(path, 1, exc)) from None
     reader.fieldnames = header
+    repeated = repeated_columns(header)
+    if repeated:
+        handle.close()
+        raise DataError(repeated_message(path, repeated))
 
     def rows() -> Iterator[tuple[int, dict[str, str]]]:
         with handle:

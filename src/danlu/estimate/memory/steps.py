@@ -59,7 +59,16 @@ def load_factory(model_ref: str, sys_path: tuple[str, ...] = ()) -> Callable[[],
 
 
 def build(factory: Callable[[], Any], model_ref: str) -> tuple[torch.nn.Module, Any, Any]:
-    """Call the factory and check it returned ``(model, make_batch, loss_fn)``."""
+    """Call the factory and check it returned ``(model, make_batch, loss_fn)``; a factory
+    that cannot be called without arguments is a :class:`SpecError` naming ``model_ref``."""
+    try:
+        inspect.signature(factory).bind()
+    except TypeError as exc:
+        raise SpecError(
+            "MODEL_REF", f"{model_ref} must be callable without arguments, but {exc}"
+        ) from None
+    except ValueError:
+        pass  # no signature to check (a builtin): the call itself tells
     out = factory()
     if not (
         isinstance(out, tuple)
