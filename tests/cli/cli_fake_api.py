@@ -14,6 +14,7 @@ from typing import Any
 
 import httpx
 import pytest
+import typer
 
 from danlu.core.errors import SpecError
 from danlu.core.spec import parse_spec
@@ -248,3 +249,14 @@ def serve_commands(monkeypatch: pytest.MonkeyPatch) -> FakeApi:
 
     monkeypatch.setattr(jobs_cli, "client_factory", factory)
     return api
+
+
+def metrics_and_events_app() -> typer.Typer:
+    """A bare CLI app of the ``metrics`` and ``events`` commands (their follow loops)."""
+    from danlu.cli import events as events_cli
+    from danlu.cli import metrics as metrics_cli
+
+    app = typer.Typer(no_args_is_help=True, add_completion=False, pretty_exceptions_enable=False)
+    metrics_cli.register(app)
+    events_cli.register(app)
+    return app

@@ -9,8 +9,7 @@ from collections.abc import Iterator
 from typing import Any
 
 import pytest
-import typer
-from cli_fake_api import FakeApi, serve_commands
+from cli_fake_api import FakeApi, metrics_and_events_app, serve_commands
 from rich.console import Console
 from typer.testing import CliRunner
 
@@ -21,14 +20,7 @@ from danlu.cli import run as run_cli
 T0 = 1_796_131_413.0
 
 
-def make_app() -> typer.Typer:
-    app = typer.Typer(no_args_is_help=True, add_completion=False, pretty_exceptions_enable=False)
-    metrics_cli.register(app)
-    events_cli.register(app)
-    return app
-
-
-APP = make_app()
+APP = metrics_and_events_app()
 
 
 @pytest.fixture

@@ -15,8 +15,7 @@ from typing import Any
 
 import httpx
 import pytest
-import typer
-from cli_fake_api import TOKEN
+from cli_fake_api import TOKEN, metrics_and_events_app
 from typer.testing import CliRunner
 
 from danlu.cli import events as events_cli
@@ -111,14 +110,7 @@ class LateCommits:
         return httpx.Response(404, json={"error": {"type": "http", "message": path}})
 
 
-def make_app() -> typer.Typer:
-    app = typer.Typer(no_args_is_help=True, add_completion=False, pretty_exceptions_enable=False)
-    metrics_cli.register(app)
-    events_cli.register(app)
-    return app
-
-
-APP = make_app()
+APP = metrics_and_events_app()
 
 
 def serve(monkeypatch: pytest.MonkeyPatch, stop_at: float, finished_at: float) -> LateCommits:
