@@ -67,7 +67,7 @@ from danlu.executors.errors import (
     NodeLaunchError,
 )
 from danlu.executors.ray_actor import NodeRun
-from danlu.executors.rundirs import RESULT, RunDirExecutor
+from danlu.executors.rundirs import DEFAULT_PREEMPT_GRACE, RESULT, RunDirExecutor
 
 log = logging.getLogger(__name__)
 
@@ -76,9 +76,6 @@ NODE_LABEL = "danlu.node"
 CALL_TIMEOUT = 2.0
 """Seconds a poll waits for all the actors' answers before it counts the run as still
 starting (or busy): it asks again at the next poll."""
-DEFAULT_PREEMPT_GRACE = 30.0
-"""The preemption grace of a job whose spec has none, unless the executor is given another
-(the control plane's default ``DANLU_PREEMPT_GRACE``)."""
 START_TIMEOUT = 120.0
 """Seconds an actor may take to answer its first call (Ray starting a worker on its node)
 before the run counts as lost."""
@@ -403,8 +400,8 @@ class RayExecutor(RunDirExecutor, MultiNodeExecutor, GpuSharingExecutor):
         if any(c not in (None, 0, PREEMPTED_EXIT_CODE) for c in codes):
             reason, grace = StopReason.CANCEL, self._cancel_grace
         elif PREEMPTED_EXIT_CODE in codes:
-            own = launch.get("preempt_grace")  # the job's own, from its spec
-            reason, grace = StopReason.PREEMPT, self._preempt_grace if own is None else own
+            reason = StopReason.PREEMPT
+            grace = self._stop_grace(launch, reason, self._preempt_grace)
         else:
             return
         launch["gang_stopped"] = True

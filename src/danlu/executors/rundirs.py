@@ -50,6 +50,10 @@ from danlu.executors.errors import (
 
 log = logging.getLogger(__name__)
 
+DEFAULT_PREEMPT_GRACE = 30.0
+"""The preemption grace of a job whose spec has none when a multi-node executor stops its
+nodes itself because one checkpointed alone, unless the executor is given another (the
+control plane passes its ``DANLU_PREEMPT_GRACE``)."""
 RESULT = "result.json"
 """The run's result, recorded by the executor once it knows how the run ended (the Slurm and
 Ray executors; the local one's supervisor writes ``exit.json`` itself)."""
@@ -147,15 +151,21 @@ class RunDirExecutor(Executor):
         run_dir, launch = self._load(handle)
         if not self._status(run_dir, launch).running:
             return
-        own = launch.get("preempt_grace")  # the job's own, from its spec
-        if reason is StopReason.PREEMPT and own is not None:
-            grace = float(own)
+        grace = self._stop_grace(launch, reason, grace)
         stop = {"reason": reason.value, "grace": max(0.0, grace), "requested_at": self._clock()}
         try:
             supervise.write_json(run_dir / supervise.STOP, stop)
         except OSError as exc:
             log.warning("cannot record the stop of %s (%s): %s", handle, reason.value, exc)
         self._signal(handle, run_dir, launch, reason, grace)
+
+    @staticmethod
+    def _stop_grace(launch: Mapping[str, Any], reason: StopReason, grace: float) -> float:
+        """The grace of a ``reason`` stop of the run of ``launch``: a preemption's is the
+        run's own when its launch record has one (the spec's ``preempt_grace``), else
+        ``grace``."""
+        own = launch.get("preempt_grace")
+        return float(own) if reason is StopReason.PREEMPT and own is not None else grace
 
     def _recorded(self, run_dir: Path, reason: StopReason | None) -> ExecStatus | None:
         """The run's recorded result as a status, or None when none is recorded."""

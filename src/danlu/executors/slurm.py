@@ -76,7 +76,7 @@ from danlu.executors.errors import (
     LaunchError,
     NodeLaunchError,
 )
-from danlu.executors.rundirs import RunDirExecutor
+from danlu.executors.rundirs import DEFAULT_PREEMPT_GRACE, RunDirExecutor
 from danlu.executors.slurmctl import (
     SlurmCommands,
     SlurmError,
@@ -98,9 +98,6 @@ processes (whose end ends it)."""
 _PRIVATE_PREFIXES = ("SLURM_", "SBATCH_", "SRUN_", "SALLOC_")
 _BAD_NODE_STATES = ("DOWN", "DRAIN", "FAIL", "NOT_RESPONDING", "POWERED_DOWN", "INVAL")
 _STATE_PREFIX = "danlu"
-DEFAULT_PREEMPT_GRACE = 30.0
-"""Seconds a job whose spec sets no ``preempt_grace`` has to checkpoint when the executor
-stops its nodes itself (:meth:`SlurmExecutor._gang_stop`)."""
 
 
 def _launch_fields() -> dict[str, records.Check]:
@@ -471,8 +468,8 @@ class SlurmExecutor(RunDirExecutor, MultiNodeExecutor, GpuSharingExecutor):
             return
         if any(code not in (0, PREEMPTED_EXIT_CODE) for code in codes.values()):
             return
-        own = launch.get("preempt_grace")  # the job's own, from its spec
-        launch["gang_grace"] = max(0.0, float(self._preempt_grace if own is None else own))
+        grace = self._stop_grace(launch, StopReason.PREEMPT, self._preempt_grace)
+        launch["gang_grace"] = max(0.0, grace)
         launch["gang_stopped_at"] = self._clock()
         with contextlib.suppress(OSError):  # else stopped again at the next poll
             supervise.write_json(run_dir / supervise.LAUNCH, launch)
