@@ -125,8 +125,7 @@ def test_the_widest_accepted_ranges_draw_finite_values_within_them() -> None:
         for n in range(200):
             value = trial_parameters(spec, n)["lr"]
             assert isinstance(value, int | float) and math.isfinite(value)
-            # log_uniform draws exp(log(x)): within a rounding of the bounds
-            assert parameter["low"] * (1 - 1e-12) <= value <= parameter["high"] * (1 + 1e-12)
+            assert parameter["low"] <= value <= parameter["high"]
 
 
 # 4. a huge integer got "between -2**62 and 2**62", not the field's own range

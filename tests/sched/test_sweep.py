@@ -216,3 +216,17 @@ def test_tpe_counts_the_running_trials_as_doing_badly() -> None:
     told = trial_parameters(spec, 30, ended, crowded)
     assert told == trial_parameters(spec, 30, ended, crowded)  # seeded
     assert told != alone
+
+
+def test_log_uniform_draws_stay_within_bounds_that_exp_log_rounds_past() -> None:
+    # exp(log(0.1)) is 0.10000000000000002: a point range drew above its own high
+    spec = parse_sweep(
+        {
+            "name": "p",
+            "trial": {"command": ["x"]},
+            "parameters": {"lr": {"distribution": "log_uniform", "low": 0.1, "high": 0.1}},
+            "metric": {"name": "acc", "goal": "maximize"},
+            "trials": 5,
+        }
+    )
+    assert {trial_parameters(spec, n)["lr"] for n in range(5)} == {0.1}

@@ -117,7 +117,8 @@ def _draw(param: Parameter, rng: random.Random) -> Value:
     if param.distribution == "int":
         return rng.randint(int(low), int(high))
     if param.distribution == "log_uniform":
-        return math.exp(rng.uniform(math.log(low), math.log(high)))
+        # exp(log(x)) can round past x: a draw stays within the bounds the user gave
+        return min(max(math.exp(rng.uniform(math.log(low), math.log(high))), low), high)
     return rng.uniform(low, high)
 
 
