@@ -67,7 +67,9 @@ def test_a_checkpoint_is_no_failure_for_srun(tmp_path: Path) -> None:
     node that checkpointed (exit 75) got the others, still writing their checkpoints, killed
     after Slurm's KillWait. The task exits 0 then, whether its stop came through the step's
     signal (a stop of danlu's) or not (a ``kill`` of the command alone: the executor stops the
-    other nodes with the job's grace when it reads the record, which keeps the 75)."""
+    other nodes with the job's grace when it reads the record, which keeps the 75). A task
+    alone has no other nodes to spare and keeps its 75 for Slurm: the executor reads no
+    record of a run without GPUs, whose node Slurm picks."""
     code = (
         "import signal, sys, time\n"
         "signal.signal(signal.SIGTERM, lambda *_: sys.exit(75))\n"
@@ -75,10 +77,15 @@ def test_a_checkpoint_is_no_failure_for_srun(tmp_path: Path) -> None:
         "if sys.argv[1] == 'stop': time.sleep(60)\n"
         "sys.exit(75)\n"
     )
-    for how, status in (("stop", 0), ("self", 0)):
-        run_dir = tmp_path / how
+    gang, alone = ["n1", "n2"], []  # a run without GPUs names no node: Slurm picks one
+    for how, nodes, status in (("stop", gang, 0), ("self", gang, 0), ("self", alone, 75)):
+        run_dir = tmp_path / f"{how}-{len(nodes)}"
         run_dir.mkdir()
-        task = {"command": [PY, "-c", code, how], "env": {"PATH": os.environ["PATH"]}}
+        task = {
+            "command": [PY, "-c", code, how],
+            "env": {"PATH": os.environ["PATH"]},
+            "nodes": nodes,
+        }
         (run_dir / slurm_task.TASK).write_text(json.dumps(task))
         env = {"PATH": os.environ["PATH"], "SLURMD_NODENAME": "n1"}
         proc = subprocess.Popen(

@@ -130,8 +130,11 @@ def main(argv: list[str]) -> int:
         return code
     # a checkpoint is no failure for srun, whose --kill-on-bad-exit would kill the other nodes
     # after Slurm's KillWait: the executor stops them (a stop of its own, or the gang stop
-    # this record brings) with the job's grace
-    return 0 if code == PREEMPTED_EXIT_CODE else code
+    # this record brings) with the job's grace. A task alone keeps its 75 for Slurm: a run
+    # without GPUs names no node (Slurm picks it), and its exit reaches the executor there.
+    nodes = task.get("nodes")
+    alone = not isinstance(nodes, list) or len(nodes) < 2
+    return 0 if code == PREEMPTED_EXIT_CODE and not alone else code
 
 
 def others_in_group() -> bool:
