@@ -129,6 +129,12 @@ def test_slots_from_allocation_and_memory_limit() -> None:
     assert JobLaunch("x", ("a",), gpus=JobLaunch.slots(alloc, shared_memory=True)).nodes == (0,)
 
 
+TORCHRUN_STOPPED = (
+    "preemption requested: checkpointing at step 121 and exiting with 75\n"
+    "torch.distributed.elastic.multiprocessing.api.SignalException: Process 349 got signal: 15\n"
+)
+
+
 @pytest.mark.parametrize(
     ("code", "tail", "stop", "outcome"),
     [
@@ -140,6 +146,11 @@ def test_slots_from_allocation_and_memory_limit() -> None:
         (137, "", None, Outcome.FAILED),
         (137, "", StopReason.PREEMPT, Outcome.PREEMPTED),
         (143, "", StopReason.CANCEL, Outcome.FAILED),
+        # torchrun's agent ends on the preemption's SIGTERM with 1 once its workers checkpointed
+        (1, TORCHRUN_STOPPED, StopReason.PREEMPT, Outcome.PREEMPTED),
+        (1, TORCHRUN_STOPPED, None, Outcome.FAILED),  # not a stop danlu asked for
+        (1, TORCHRUN_STOPPED.replace(": 15", ": 2"), StopReason.PREEMPT, Outcome.FAILED),
+        (1, "", StopReason.PREEMPT, Outcome.FAILED),
         (None, "", None, Outcome.FAILED),
     ],
 )

@@ -24,6 +24,8 @@ from pathlib import Path
 
 import pytest
 
+from danlu.executors.base import Outcome, StopReason, classify_exit
+
 pytestmark = pytest.mark.slow
 
 HERE = Path(__file__).parent
@@ -115,7 +117,10 @@ def test_two_workers_lose_one_and_regain_it(tmp_path: Path) -> None:
             out,
         )
         os.killpg(second.pid, signal.SIGTERM)  # resize back up: preempt, then re-launch
-        second.wait(timeout=120)
+        code = second.wait(timeout=120)
+        # torchrun's agent exits 1 on the signal; the run still counts as a preemption
+        tail = (out / "agent2.log").read_text(errors="replace")
+        assert classify_exit(code, tail, StopReason.PREEMPT) is Outcome.PREEMPTED, (code, tail)
         third = _torchrun(2, out, out / "agent3.log")
         procs.append(third)
         assert third.wait(timeout=180) == 0, (out / "agent3.log").read_text()[-3000:]

@@ -41,6 +41,11 @@ _CUDA_OOM = re.compile(
     r"OutOfMemoryError|CUDA out of memory|CUDA error: out of memory|CUBLAS_STATUS_ALLOC_FAILED"
 )
 _HOST_OOM = re.compile(r"out of memory|MemoryError|oom[-_ ]kill|Killed process", re.IGNORECASE)
+# torchrun's agent stopped by the SIGTERM a preemption sends the job's process group: it
+# passes the signal to its workers (which checkpoint and exit 75), then exits 1 with this
+_LAUNCHER_TERMINATED = re.compile(
+    r"SignalException: Process \d+ got signal: (?:15|(?:Signals\.)?SIGTERM)\b"
+)
 KILLED_EXIT_CODE = 137
 """128 + SIGKILL: what a shell reports for a process the kernel's OOM killer killed."""
 
@@ -385,16 +390,22 @@ def classify_exit(
 ) -> Outcome:
     """Classify an exited run.
 
-    0 -> SUCCEEDED; 75 -> PREEMPTED; a run killed after a preemption request -> PREEMPTED;
-    torch's ``OutOfMemoryError`` / "CUDA out of memory" in the log tail, or exit status 137
-    with an out-of-memory marker there (the kernel OOM killer, a MemoryError) -> OOM;
-    anything else (including an unknown exit code) -> FAILED.
+    0 -> SUCCEEDED; 75 -> PREEMPTED; a run killed after a preemption request -> PREEMPTED,
+    and so is one whose launcher ended on the request's SIGTERM (torchrun's agent exits 1
+    with a ``SignalException`` after its workers checkpointed); torch's ``OutOfMemoryError``
+    / "CUDA out of memory" in the log tail, or exit status 137 with an out-of-memory marker
+    there (the kernel OOM killer, a MemoryError) -> OOM; anything else (including an
+    unknown exit code) -> FAILED.
     """
     if exit_code == 0:
         return Outcome.SUCCEEDED
     if exit_code == PREEMPTED_EXIT_CODE:
         return Outcome.PREEMPTED
-    if stop_reason is StopReason.PREEMPT and exit_code is not None and exit_code > 128:
+    if (
+        stop_reason is StopReason.PREEMPT
+        and exit_code is not None
+        and (exit_code > 128 or _LAUNCHER_TERMINATED.search(log_tail))
+    ):
         return Outcome.PREEMPTED
     if _CUDA_OOM.search(log_tail):
         return Outcome.OOM
