@@ -57,11 +57,20 @@ def shape_key(req: JobRequest) -> ShapeKey:
     return (req.shares_gpu, req.gpu_milli, req.gpus, req.gpu_types)
 
 
+def asks_gpus(key: ShapeKey) -> bool:
+    """Whether jobs of shape ``key`` ask for a GPU (or part of one). One asking for none
+    never takes one: the placer places nothing for it (the server's admission refuses it,
+    the simulator leaves CPU-only pods out of a GPU schedule)."""
+    return key[2] > 0
+
+
 def share_shape(req: JobRequest) -> ShareRequest:
     """A job's request in the shape the fragmentation measure counts (CPU is not modelled
     here: the whole-GPU placer tracks GPUs only). A share sized by memory alone counts as
-    half a GPU."""
+    half a GPU; a request for no GPU is a CPU-only shape (no GPU, no milli-GPU)."""
     spec = frozenset(t.lower() for t in req.gpu_types)
+    if req.gpus <= 0:
+        return ShareRequest(cpu_milli=0, num_gpu=0, gpu_milli=0, gpu_spec=spec)
     if req.shares_gpu:
         milli = req.gpu_milli if req.gpu_milli < MILLI_PER_GPU else MILLI_PER_GPU // 2
         return ShareRequest(cpu_milli=0, num_gpu=1, gpu_milli=milli, gpu_spec=spec)
@@ -69,8 +78,13 @@ def share_shape(req: JobRequest) -> ShareRequest:
 
 
 def typical_of(counts: Counter[ShapeKey], examples: dict[ShapeKey, JobRequest]) -> TypicalPods:
-    """The typical pods of jobs counted by shape (``examples``: a request of each)."""
-    return typical_pods_counted([(share_shape(examples[k]), n) for k, n in counts.items()])
+    """The typical pods of jobs counted by shape (``examples``: a request of each), those
+    asking for no GPU left out (:func:`asks_gpus`): FGD would count every free GPU as a
+    fragment for them, though they never take one. Raises :class:`ConfigError` when no
+    shape asks for a GPU."""
+    return typical_pods_counted(
+        [(share_shape(examples[k]), n) for k, n in counts.items() if asks_gpus(k)]
+    )
 
 
 def _members(values: npt.NDArray[np.uint64], among: npt.NDArray[np.uint64]) -> BoolArray:
@@ -150,7 +164,7 @@ class PackingMemo:
             self._reset(view.cluster)
         self._count(view)
         counts = self._counts
-        if not counts:
+        if not any(map(asks_gpus, counts)):  # no job, or none asking for a GPU
             return None
         if self._typical is None or drift(counts, self._built_from) > self.refresh_drift:
             self._typical = typical_of(counts, self._examples)

@@ -86,6 +86,8 @@ from danlu.sched.policies.danlu_place import (
     STOPPED,
     PlaceKnobs,
     is_adaptive,
+    keep_unused,
+    mark_stopped,
     place_plan,
 )
 from danlu.sched.policies.danlu_share import MIN_GAIN, gpus_unavailable, place_shared
@@ -655,8 +657,19 @@ class DanluPolicy:
             chosen = walk(all_options, order, capacity, pinned, *knobs)
         placing = PlaceKnobs(self.placement, self.adaptive_jobs, self.loan_rule, self.loan_weight)
         promoted_ids = {whole[j].id for j in starving}
-        plan = place_plan(view, whole, first, all_options, chosen, new_marks, placing, promoted_ids)
+        plan = place_plan(
+            view,
+            whole,
+            first,
+            all_options,
+            chosen,
+            new_marks,
+            placing,
+            promoted_ids,
+            reserve=len(promoted_shares),  # whole GPUs the walk left the starving shares
+        )
         if not shared_waits:
+            mark_stopped(view, plan, movable, placing)
             return plan
         gain, spread, rate = self.share_min_gain, self.spread_shares, self.share_min_rate
         started = {s.job_id for s in plan.starts}
@@ -677,6 +690,9 @@ class DanluPolicy:
         for start in plan.starts:
             if start.job_id in promoted_shares:
                 plan.marks.setdefault(start.job_id, {})[PROMOTED] = now
+        if promoted_shares:  # a job preempted for their room they did not take keeps running
+            plan = keep_unused(view, plan)
+        mark_stopped(view, plan, movable, placing)
         return plan
 
     def _forget_gone(self, view: ClusterView) -> None:

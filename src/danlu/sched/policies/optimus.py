@@ -17,7 +17,14 @@ waiting, greedily by marginal gain:
 3. a job whose GPU count is unchanged keeps its GPUs; the others, fewest GPUs first, are
    placed by ``placement`` (``worst-fit``: the nodes with the most idle GPUs first, as the
    study's Optimus placed them), and a running job whose count changed is moved (a resize,
-   which costs it a restart) or preempted when it got none.
+   which costs it a restart) or preempted when it got none -- unless no start or resize
+   took the GPUs it runs on: then it keeps them (a job given GPUs by count may still not
+   fit where they are, and preempting the other would only idle them).
+
+The split counts each job's least and most only within the GPUs it could get: those of the
+GPU types and memory it asks for, on nodes open to new work, not held by jobs that stay
+(non-preemptible, draining, sharing). A waiting job whose least is more than that gets none
+and says why; it takes no GPUs from jobs it could never use them for.
 
 ``T(n) = (1 - progress) * work / goodput(n)``, with the goodput of the job's own batch on
 ``n`` GPUs packed on the fewest nodes, from the online model the ``danlu`` policy learns
@@ -41,18 +48,22 @@ from __future__ import annotations
 import heapq
 import math
 from collections.abc import Mapping
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import ClassVar
+
+import numpy as np
+import numpy.typing as npt
 
 from danlu.core.errors import UnknownNameError
 from danlu.sched.placement.gang import STRATEGIES, FreeMap
 from danlu.sched.placement.packing_memo import PackingMemo
 from danlu.sched.policies import danlu_model as dm
 from danlu.sched.policies.base import nothing_to_size, place_shares_in_order, split_running
+from danlu.sched.policies.danlu_place import NO_GPU_ASKED
 from danlu.sched.policies.options import OptionRange, check_options
 from danlu.sched.policies.pollux import INTER_PRIOR, SYNC_PRIOR
 from danlu.sched.policies.work_estimate import WORK, estimate_work
-from danlu.sched.view import ClusterView, JobStatus, Plan, Preempt, Resize, Start
+from danlu.sched.view import ClusterView, JobRequest, JobStatus, Plan, Preempt, Resize, Start
 
 NO_GPUS = "the marginal-gain split gave it no GPUs this round"
 NO_ROOM = "its share of GPUs did not fit on the idle GPUs of the nodes it may use"
@@ -147,6 +158,7 @@ class OptimusPolicy:
         free = FreeMap(view, self.placement, self._packing)
         for job in movable:
             free.release(job.allocation)
+        jobs = within_reach(free, jobs, blocked)
         counts = split_gpus(jobs, free.total_free, gpn)
         return self._plan(view, jobs, counts, shared, new_marks, blocked)
 
@@ -161,6 +173,9 @@ class OptimusPolicy:
         """The job's split inputs; the marks its measurements add go in ``new_marks``, and
         why it cannot start at all, if so, in ``blocked`` (it then gets no GPUs)."""
         req, seen = job.request, job.observed
+        if req.gpus <= 0 and not job.running:
+            blocked[job.id] = NO_GPU_ASKED
+            return SplitJob(job, 0, 0, None, 0, 0.0)
         marks: Mapping[str, float] = job.marks
         update = dm.remembered(marks, seen) if job.running else {}
         if update:
@@ -227,21 +242,33 @@ class OptimusPolicy:
                 free.release(jobs[row].status.allocation)
         starts: list[Start] = []
         resizes: list[Resize] = []
-        preempts: list[Preempt] = []
         waiting: dict[str, str] = {}
+        unplaced: list[Preempt] = []  # running jobs given no GPUs or not placed anew
         for row in sorted(moved, key=lambda r: (counts[r], r)):
             status = jobs[row].status
             alloc = free.place(status.request, gpus=counts[row]) if counts[row] else None
             if alloc is None:
                 reason = blocked.get(status.id, NO_GPUS) if counts[row] == 0 else NO_ROOM
                 if status.running:
-                    preempts.append(Preempt(status.id, reason))
+                    unplaced.append(Preempt(status.id, reason))
                 else:
                     waiting[status.id] = reason
             elif status.running:
                 resizes.append(Resize(status.id, alloc))
             else:
                 starts.append(Start(status.id, alloc))
+        # The split counts GPUs, not where they are: the job given a running one's GPUs
+        # may not fit on them (a GPU type or memory they lack, another job given the same
+        # nodes). A running job whose GPUs no start or resize took keeps them; preempting
+        # it would only idle them, round after round.
+        held = {job.status.id: job.status.allocation for job in jobs}
+        preempts: list[Preempt] = []
+        for preempt in unplaced:
+            alloc = held[preempt.job_id]
+            if free.can_take(alloc):
+                free.take(alloc)
+            else:
+                preempts.append(preempt)
         place_shares_in_order(free, shared, starts, waiting)
         return Plan(
             starts=tuple(starts),
@@ -251,6 +278,55 @@ class OptimusPolicy:
             recheck_at=0.0,
             marks=new_marks,
         )
+
+
+def within_reach(free: FreeMap, jobs: list[SplitJob], blocked: dict[str, str]) -> list[SplitJob]:
+    """``jobs`` with each one's least and most counted within the GPUs it could get on
+    ``free`` (the round's free map, the movable jobs' GPUs released): the free whole GPUs
+    of the nodes of the GPU types and memory it asks for, and of those it runs on now. A
+    waiting job whose least is more gets none (why, in ``blocked``): the split would give
+    it GPUs it cannot use, and take them from a job that can. A running job keeps its
+    least (it can fall short only on GPUs closed since it started; it keeps those where
+    it is while the split gives it its count)."""
+    masks: dict[tuple[frozenset[str], int], npt.NDArray[np.bool_]] = {}
+    out: list[SplitJob] = []
+    for job in jobs:
+        req = job.status.request
+        if job.most <= 0 or not (req.gpu_types or req.gpu_memory):
+            out.append(job)  # no GPUs to count, or every GPU is one it may use
+            continue
+        mask = masks.get((req.gpu_types, req.gpu_memory))
+        if mask is None:
+            mask = masks[req.gpu_types, req.gpu_memory] = _allowed(free, req)
+        if job.status.running:
+            mask = mask.copy()
+            mask[[share.node for share in job.status.allocation.shares]] = True
+        reach = int(free.node_free[mask].sum())
+        if reach >= job.least:
+            out.append(replace(job, most=min(job.most, reach)) if reach < job.most else job)
+        elif job.status.running:
+            out.append(job)
+        else:
+            blocked[job.status.id] = (
+                f"needs {job.least} GPUs but may use only {reach} (of the GPU types and "
+                "memory it asks for, on nodes open to new work, not held by jobs that stay)"
+            )
+            out.append(replace(job, least=0, most=0))
+    return out
+
+
+def _allowed(free: FreeMap, req: JobRequest) -> npt.NDArray[np.bool_]:
+    """Per node of ``free``'s cluster, whether its GPUs are of a type ``req`` names (any,
+    when it names none) and have the memory it asks per GPU (as :meth:`FreeMap.place`
+    tells them)."""
+    nodes = free.cluster.nodes
+    mask = np.ones(len(nodes), dtype=np.bool_)
+    if req.gpu_types:
+        wanted = {t.lower() for t in req.gpu_types}
+        mask &= np.array([name in wanted for name in free.cluster.arrays.type_names], np.bool_)
+    if req.gpu_memory:
+        mask &= np.array([node.gpu_type.memory >= req.gpu_memory for node in nodes], np.bool_)
+    return mask
 
 
 def split_gpus(jobs: list[SplitJob], gpus: int, gpus_per_node: int) -> list[int]:
