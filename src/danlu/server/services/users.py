@@ -28,6 +28,9 @@ ADMIN = "admin"
 _NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.@-]{0,62}\Z")
 _OS_USER = re.compile(r"^[a-z_][a-z0-9_.-]{0,31}\Z")
 _TOKEN = re.compile(r"^dl_([A-Za-z0-9]{8})_[A-Za-z0-9_-]{20,}\Z")
+RESERVED_NAMES = ("default", "all", "everyone")
+"""Names no user may take, in any case: a job spec's ``user: default`` means the caller, and
+the CLI's ``--members all`` (or ``everyone``) opens a project to every user."""
 
 
 def hash_token(token: str) -> str:
@@ -45,9 +48,15 @@ def create_user(
 ) -> User:
     """Create a user; ``role`` is ``admin`` or ``user``; ``os_user`` the OS account its jobs
     run as with ``DANLU_RUN_AS=user`` (None: the one named like it). A taken name is a
-    ConflictError."""
+    ConflictError; a reserved one (:data:`RESERVED_NAMES`, in any case) a SpecError."""
     if not _NAME.match(name):
         raise SpecError("name", "use 1-63 letters, digits, '.', '_', '@' or '-'")
+    if name.lower() in RESERVED_NAMES:
+        raise SpecError(
+            "name",
+            f"{name!r} is reserved, as are default, all and everyone in any case: a job's "
+            "'user: default' means whoever submits it, '--members all' every user; pick another",
+        )
     if role not in ROLES:
         raise SpecError("role", f"{role!r} is not a role; use one of {', '.join(ROLES)}")
     user = User(name=name, role=role, created_at=resolve_now(now), os_user=checked_os_user(os_user))

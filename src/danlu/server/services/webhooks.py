@@ -71,10 +71,28 @@ def check_url(url: str) -> str:
             "url", f"{quoted(url)} is not an http(s) URL; write e.g. https://hooks.example/danlu"
         )
     try:
-        httpx.URL(url)  # what the sender will post to: an invalid host name fails here
+        parsed = httpx.URL(url)  # what the sender will post to: an unparsable host fails here
     except httpx.InvalidURL as exc:
         raise SpecError("url", f"{quoted(url)} is not a URL: {exc}") from None
+    _check_host(url, parsed)
     return url
+
+
+def _check_host(url: str, parsed: httpx.URL) -> None:
+    """A SpecError naming ``url`` when the sender could never encode its host (an empty label,
+    one over 63 characters, an ``xn--`` label that is no Punycode): httpx decodes the host's
+    A-labels (``.host``) when it builds the request, and the resolver encodes the host with
+    Python's ``idna`` codec, so both are done here; either failing would fail every delivery."""
+    host = parsed.raw_host.decode("ascii", "replace")
+    try:
+        _ = parsed.host  # decodes the A-labels: an idna.IDNAError, a UnicodeError
+        host.encode("idna")  # what socket.getaddrinfo does: a UnicodeError
+    except ValueError as exc:
+        raise SpecError(
+            "url",
+            f"{quoted(url)}: the host {quoted(host)} is not a valid host name (each "
+            f"dot-separated part 1-63 characters, an xn-- part valid Punycode): {exc}",
+        ) from None
 
 
 def check_states(states: Sequence[str] | None) -> list[str]:
