@@ -26,6 +26,7 @@ import numpy as np
 import numpy.typing as npt
 
 from danlu.core.errors import SpecError
+from danlu.core.values import check_positive_int
 from danlu.estimate.optimize import MemoryModel, memory_capped_batch
 from danlu.estimate.throughput import ThroughputModel
 
@@ -56,17 +57,20 @@ class GradientStats:
                 raise SpecError(f"grad_stats.{name}", f"must be a finite number >= 0, got {value}")
 
     def noise_scale(self, init_batch_size: int) -> float:
-        """``B_noise = B0 * var / sqr`` (McCandlish et al. 2018); ``inf`` when ``sqr = 0``."""
+        """``B_noise = B0 * var / sqr`` (McCandlish et al. 2018); ``inf`` when ``sqr = 0``.
+
+        Raises :class:`SpecError` unless ``init_batch_size`` is a positive integer."""
+        check_positive_int("init_batch_size", init_batch_size)  # before the sqr = 0 shortcut
         if self.sqr == 0:
             return math.inf
         return init_batch_size * self.var / self.sqr
 
 
 def _scale(batch_size: float, init_batch_size: int) -> float:
-    """``batch_size / init_batch_size``; :class:`SpecError` unless both are positive and
-    finite (NaN passed ``<= 0`` and came back as a gain of 1)."""
-    if not (math.isfinite(init_batch_size) and init_batch_size >= 1):
-        raise SpecError("init_batch_size", f"must be a positive integer, got {init_batch_size}")
+    """``batch_size / init_batch_size``; :class:`SpecError` unless ``init_batch_size`` is a
+    positive integer (the batch the statistics were measured at; 2.5 was let through) and
+    ``batch_size`` positive and finite (NaN passed ``<= 0`` and came back as a gain of 1)."""
+    check_positive_int("init_batch_size", init_batch_size)
     if not (math.isfinite(batch_size) and batch_size > 0):
         raise SpecError("batch_size", f"must be a positive finite number, got {batch_size}")
     return batch_size / init_batch_size
@@ -116,10 +120,8 @@ class GoodputModel:
     init_batch_size: int
 
     def __post_init__(self) -> None:
-        if self.init_batch_size < 1:
-            raise SpecError(
-                "init_batch_size", f"must be a positive integer, got {self.init_batch_size}"
-            )
+        # NaN passed a plain `< 1` test and made every efficiency NaN.
+        check_positive_int("init_batch_size", self.init_batch_size)
 
     def efficiency(self, batch_size: float) -> float:
         """:func:`efficiency` at global batch ``batch_size``."""
@@ -157,16 +159,14 @@ def optimize_goodput(
 
     Returns ``None`` when no configuration is feasible (memory too small for
     ``min_local_bsz``, or ``R * min_local_bsz > max_batch_size``). Raises
-    :class:`SpecError` for invalid arguments.
+    :class:`SpecError` for invalid arguments: the caps must be positive integers (a
+    fractional cap is refused, not rounded, as in :func:`danlu.estimate.optimize.best_batch`).
     """
     model.throughput_model.step_time(1, num_nodes, num_replicas)  # validates the placement
-    for field, value in (
-        ("max_batch_size", max_batch_size),
-        ("max_local_bsz", max_local_bsz),
-        ("min_local_bsz", min_local_bsz),
-    ):
-        if value < 1:
-            raise SpecError(field, f"must be a positive integer, got {value}")
+    # Whole numbers only: NaN reached np.arange, and max_local_bsz=2.5 let b = 3 through.
+    check_positive_int("max_batch_size", max_batch_size)
+    check_positive_int("max_local_bsz", max_local_bsz)
+    check_positive_int("min_local_bsz", min_local_bsz)
     cap = memory_capped_batch(max_local_bsz, memory, limit_bytes, margin_bytes)
     if cap is None or cap < min_local_bsz:
         return None

@@ -21,6 +21,7 @@ import math
 from enum import StrEnum
 
 from danlu.core.errors import SpecError, UnknownNameError
+from danlu.core.values import check_positive_int
 from danlu.estimate.goodput import GradientStats, gain
 
 __all__ = [
@@ -84,9 +85,12 @@ def adascale_lr(
     """AdaScale: ``eta0 * gain(B)``, ``gain = (var + sqr) / (var / (B / B0) + sqr)``.
 
     ``grad_stats`` are measured at ``base_batch_size`` (Johnson et al. 2020; Pollux uses
-    the same gain for its learning-rate scaling).
+    the same gain for its learning-rate scaling), so unlike the ratio rules it needs a
+    whole ``base_batch_size``: :class:`SpecError` on ``base_batch_size`` otherwise.
     """
     _ratio(base_lr, batch_size, base_batch_size)
+    # Checked here so the error names the caller's argument, not gain()'s init_batch_size.
+    check_positive_int("base_batch_size", base_batch_size)
     return base_lr * gain(grad_stats, batch_size, base_batch_size)
 
 

@@ -40,6 +40,7 @@ from __future__ import annotations
 
 import csv
 import math
+import numbers
 from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
@@ -49,6 +50,7 @@ import numpy.typing as npt
 from scipy.optimize import least_squares
 
 from danlu.core.errors import DataError, SpecError
+from danlu.core.values import check_positive_int, quoted
 
 __all__ = [
     "StepMeasurement",
@@ -213,20 +215,36 @@ class ThroughputParams:
         )
 
 
-def _check_config(local_bsz: float, num_nodes: int, num_replicas: int, accum_steps: int) -> None:
-    if local_bsz <= 0:
-        raise SpecError("local_bsz", f"must be positive, got {local_bsz}")
-    if num_nodes < 1:
-        raise SpecError("num_nodes", f"must be at least 1, got {num_nodes}")
+def _check_local_bsz(local_bsz: float) -> None:
+    # The model is continuous in b, so a fractional batch is fine; NaN and inf are not
+    # (they passed a plain `<= 0` test and came back as a NaN step time).
+    if not (math.isfinite(local_bsz) and local_bsz > 0):
+        raise SpecError("local_bsz", f"must be a positive finite number, got {local_bsz}")
+
+
+def _check_placement(num_nodes: int, num_replicas: int) -> None:
+    # Counts must be whole: NaN passed `< 1` and 1.5 nodes has no meaning.
+    check_positive_int("num_nodes", num_nodes)
+    check_positive_int("num_replicas", num_replicas)
     if num_replicas < num_nodes:
         raise SpecError(
             "num_replicas",
             f"must be at least num_nodes ({num_nodes}), got {num_replicas}: every node "
             "in a placement hosts at least one replica",
         )
-    if accum_steps < 1:
+
+
+def _check_config(local_bsz: float, num_nodes: int, num_replicas: int, accum_steps: int) -> None:
+    _check_local_bsz(local_bsz)
+    _check_placement(num_nodes, num_replicas)
+    if (
+        isinstance(accum_steps, bool)
+        or not isinstance(accum_steps, numbers.Integral)
+        or accum_steps < 1
+    ):
         raise SpecError(
-            "accum_steps", f"counts micro-batches per step, must be >= 1, got {accum_steps}"
+            "accum_steps",
+            f"counts micro-batches per step, must be an integer >= 1, got {quoted(accum_steps)}",
         )
 
 
@@ -253,11 +271,17 @@ class ThroughputModel:
     params: ThroughputParams
 
     def compute_time(self, local_bsz: float) -> float:
-        """``T_compute(b) = alpha_c + beta_c * b``: seconds for one micro-batch's fwd+bwd."""
+        """``T_compute(b) = alpha_c + beta_c * b``: seconds for one micro-batch's fwd+bwd.
+
+        Raises :class:`SpecError` on ``local_bsz`` unless it is positive and finite."""
+        _check_local_bsz(local_bsz)
         return self.params.alpha_c + self.params.beta_c * local_bsz
 
     def sync_time(self, num_nodes: int, num_replicas: int) -> float:
-        """``T_sync(N, R)``: the all-reduce time by placement (0 for a single replica)."""
+        """``T_sync(N, R)``: the all-reduce time by placement (0 for a single replica).
+
+        Raises :class:`SpecError` unless ``1 <= num_nodes <= num_replicas`` are integers."""
+        _check_placement(num_nodes, num_replicas)
         p = self.params
         extra = max(num_replicas - 2, 0)
         if num_nodes > 1:
@@ -274,7 +298,9 @@ class ThroughputModel:
             (s - 1) * T_compute(b) + (T_compute(b)^gamma + T_sync(N, R)^gamma)^(1/gamma)
 
         ``local_bsz`` is the micro-batch per replica, ``accum_steps`` (s) the number of
-        micro-batches per optimizer step. Raises :class:`SpecError` for invalid arguments.
+        micro-batches per optimizer step. Raises :class:`SpecError` naming the argument
+        unless ``local_bsz`` is positive and finite (it may be fractional) and the counts
+        ``1 <= num_nodes <= num_replicas`` and ``accum_steps >= 1`` are integers.
         """
         _check_config(local_bsz, num_nodes, num_replicas, accum_steps)
         compute, step = _predict(
