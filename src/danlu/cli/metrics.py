@@ -55,15 +55,16 @@ def _clock(seconds: Any) -> str:
 
 
 def table(records: Sequence[dict[str, Any]], keys: Sequence[str]) -> Table:
-    """``records`` as a table: step, time of day, and ``keys``."""
+    """``records`` as a table: step, time of day, and ``keys``; every cell is text, never
+    markup (a string metric may hold ``[/val]``)."""
     out = Table()
     out.add_column("step", justify="right")
     out.add_column("time")
     for key in keys:
         out.add_column(escape(key), justify="right")
     for record in records:
-        values = [cell(record.get(key)) for key in keys]
-        out.add_row(str(record.get("step")), _clock(record.get("time")), *values)
+        values = [escape(cell(record.get(key))) for key in keys]
+        out.add_row(escape(str(record.get("step"))), _clock(record.get("time")), *values)
     return out
 
 

@@ -11,7 +11,8 @@ NAME=VALUE``, or ``--env NAME`` for the value here. A failed command is not rest
 Whatever ends ``danlu run`` before its job has finished cancels the job, so that it does not
 hold GPUs for no one: Ctrl-C (exit 130), a closed terminal (SIGHUP, 129), ``kill`` (SIGTERM,
 143) or the reader of its output gone (``danlu run ... | head``: 141, as SIGPIPE), each exit
-128 + the signal, as a shell gives.
+128 + the signal, as a shell gives; output that cannot be written (a full disk, an I/O
+error) exits 2, as the command's other errors do.
 """
 
 from __future__ import annotations
@@ -45,6 +46,9 @@ INTERRUPTED = 128 + signal.SIGINT
 PIPE_CLOSED = 128 + signal.SIGPIPE
 """The exit code once the reader of the output has gone (which cancels the job), as a
 shell gives a command killed by SIGPIPE."""
+OUTPUT_FAILED = 2
+"""The exit code once the output cannot be written (a full disk, an I/O error; which cancels
+the job), as the command's other errors give."""
 STOP_SIGNALS = (signal.SIGHUP, signal.SIGTERM)
 """The signals that cancel the job as Ctrl-C does (the terminal closed, ``kill``); the exit
 code is 128 + the signal."""
@@ -57,6 +61,15 @@ class Stopped(BaseException):
     def __init__(self, signum: int) -> None:
         super().__init__(signum)
         self.signum = signum
+
+
+class OutputFailed(Exception):
+    """Writing the job's output to stdout failed otherwise than by its reader going (a full
+    disk, an I/O error); ``error`` is the :class:`OSError`."""
+
+    def __init__(self, error: OSError) -> None:
+        super().__init__(error)
+        self.error = error
 
 
 def _raise_stopped(signum: int, frame: object) -> None:
@@ -141,15 +154,25 @@ def exit_code(job: dict[str, Any]) -> int:
 def attach(client: Client, job_id: str) -> int:
     """Stream the job's output until it ends; its exit code (:func:`exit_code`)."""
     for chunk in client.follow_logs(job_id):
-        sys.stdout.write(chunk)
-        sys.stdout.flush()
+        _write(chunk)
     job = client.get_job(job_id)
     state = str(job.get("state"))
     if state != JobState.SUCCEEDED.value:
         reason = client.why(job_id).get("reason") or ""
-        text = f"danlu: job {job_id} {state}" + (f": {reason}" if reason else "")
-        err.print(escape(text), highlight=False, soft_wrap=True)
+        say(f"danlu: job {job_id} {state}" + (f": {reason}" if reason else ""))
     return exit_code(job)
+
+
+def _write(text: str) -> None:
+    """``text`` on stdout, now; :class:`BrokenPipeError` once its reader has gone,
+    :class:`OutputFailed` for any other error writing it."""
+    try:
+        sys.stdout.write(text)
+        sys.stdout.flush()
+    except BrokenPipeError:
+        raise
+    except OSError as exc:
+        raise OutputFailed(exc) from None
 
 
 def run(
@@ -221,6 +244,10 @@ def run(
         except BrokenPipeError:
             _quiet_stdout()
             raise typer.Exit(code=cancel(client, job_id, PIPE_CLOSED)) from None
+        except OutputFailed as failed:
+            _quiet_stdout()
+            why = f"cannot write the output ({failed.error.strerror or failed.error})"
+            raise typer.Exit(code=cancel(client, job_id, OUTPUT_FAILED, why)) from None
         except DanluError as exc:
             raise fail(exc) from None
     raise typer.Exit(code=code)
@@ -233,21 +260,23 @@ def say(text: str) -> None:
         err.print(escape(text), highlight=False, soft_wrap=True)
 
 
-def cancel(client: Client, job_id: str, code: int) -> int:
-    """Cancel the job ``danlu run`` is leaving and say so; returns ``code``. A second
-    SIGHUP or SIGTERM meanwhile (a closing terminal sends more) is ignored."""
+def cancel(client: Client, job_id: str, code: int, why: str = "") -> int:
+    """Cancel the job ``danlu run`` is leaving and say so, in one line (with ``why`` it is
+    leaving, when given); returns ``code``. A second SIGHUP or SIGTERM meanwhile (a closing
+    terminal sends more) is ignored."""
+    lead = f"danlu: {why}; " if why else "danlu: "
     with stop_signals(signal.SIG_IGN):
         try:
             client.cancel(job_id)
-            say(f"danlu: job {job_id} cancelled")
+            say(f"{lead}job {job_id} cancelled")
         except DanluError as exc:  # it finished meanwhile, or the server is gone
-            say(f"danlu: job {job_id} not cancelled: {exc}")
+            say(f"{lead}job {job_id} not cancelled: {exc}")
     return code
 
 
 def _quiet_stdout() -> None:
-    """Point stdout at the null device once its reader has gone, so that flushing what is
-    left in its buffer at exit raises no second BrokenPipeError."""
+    """Point stdout at the null device once its reader has gone (or it cannot be written),
+    so that flushing what is left in its buffer at exit raises no second error."""
     try:
         null = os.open(os.devnull, os.O_WRONLY)
         os.dup2(null, sys.stdout.fileno())

@@ -10,9 +10,12 @@
 
 Every error is a :class:`~danlu.core.errors.DanluError`: HTTP errors become an :class:`ApiError`
 subclass chosen by status code (and by the server's error ``type`` for 422), carrying the
-server's ``type``, ``field`` and ``message`` unchanged. This package imports only ``danlu.core``
-and httpx and reads no environment variables: the CLI resolves ``DANLU_HOME`` / ``DANLU_URL`` /
-``DANLU_TOKEN`` through :mod:`danlu.config` and passes them in.
+server's ``type``, ``field`` and ``message`` unchanged; a body the client cannot send as JSON
+(NaN, infinity) is an :class:`InvalidRequestError` with ``status`` 0, and a token that is not
+printable ASCII a :class:`~danlu.core.errors.ConfigError`, before anything is sent. This
+package imports only ``danlu.core`` and httpx and reads no environment variables: the CLI
+resolves ``DANLU_HOME`` / ``DANLU_URL`` / ``DANLU_TOKEN`` through :mod:`danlu.config` and
+passes them in.
 """
 
 from danlu.client.errors import (

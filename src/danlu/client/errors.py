@@ -9,11 +9,13 @@
     │   ├── PermissionDenied       403
     │   ├── NotFoundError          404 (also a LookupError)
     │   ├── ConflictError          409
-    │   ├── InvalidRequestError    400 / 422 (also a SpecError)
+    │   ├── InvalidRequestError    400 / 422 (also a SpecError); status 0: a body the client
+    │   │                          cannot send as JSON (NaN, infinity), not sent
     │   ├── UnschedulableRequestError  422 that can never fit (also an UnschedulableError)
     │   └── ServerError            5xx, or an answer that is not JSON
     ├── ServerUnavailable          no answer at all
-    ├── NoServerError              no server.json under the danlu home (a ConfigError)
+    ├── ConfigError                a server URL or API token the client cannot use
+    │   └── NoServerError          no server.json under the danlu home
     └── WaitTimeout                Client.wait ran out of time (also a TimeoutError)
 """
 
@@ -71,7 +73,9 @@ class ConflictError(ApiError):
 
 
 class InvalidRequestError(ApiError, SpecError):  # type: ignore[misc]  # field may be None
-    """422 (or 400): invalid input; ``field`` names the offending field."""
+    """422 (or 400): invalid input; ``field`` names the offending field. With ``status`` 0
+    the client refused the request itself, before sending it: its JSON body held what JSON
+    cannot (NaN, infinity, an object), at ``field``."""
 
 
 class UnschedulableRequestError(ApiError, UnschedulableError):

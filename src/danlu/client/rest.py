@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import codecs
 import json
+import math
 import time
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from pathlib import Path
@@ -17,6 +18,7 @@ import httpx
 
 from danlu.client.errors import (
     ApiError,
+    InvalidRequestError,
     JobDict,
     NoServerError,
     ServerError,
@@ -46,13 +48,13 @@ def find_server(home: Path | None = None) -> tuple[str, str | None]:
         info = json.loads((root / "server.json").read_text(encoding="utf-8"))
     except FileNotFoundError:
         raise NoServerError(hint) from None
-    except (OSError, json.JSONDecodeError) as exc:
+    except (OSError, ValueError) as exc:  # ValueError: not JSON, or not UTF-8
         raise NoServerError(f"{hint} ({root / 'server.json'} is unreadable: {exc})") from None
     if not isinstance(info, dict) or not info.get("url"):
         raise NoServerError(f"{hint} ({root / 'server.json'} names no url)")
     try:
         token: str | None = (root / "admin.token").read_text(encoding="utf-8").strip() or None
-    except OSError:
+    except (OSError, ValueError):  # ValueError: not UTF-8
         token = None
     return str(info["url"]), token
 
@@ -109,6 +111,63 @@ def _body(response: httpx.Response) -> Any:
         ) from None
 
 
+def _check_token(token: str) -> None:
+    """An API token goes in an HTTP header: printable ASCII without whitespace, else a
+    :class:`ConfigError` naming where it came from (never echoing the secret)."""
+    for index, char in enumerate(token):
+        if not "!" <= char <= "~":
+            raise ConfigError(
+                f"the API token holds {_char_name(char)} at character {index + 1}; a token is "
+                "printable ASCII without spaces: check --token, DANLU_TOKEN or the danlu "
+                "home's admin.token"
+            )
+
+
+def _char_name(char: str) -> str:
+    if char.isspace():
+        return f"whitespace (U+{ord(char):04X})"
+    return f"{char!r} (U+{ord(char):04X})" if char.isprintable() else f"U+{ord(char):04X}"
+
+
+def _json_content(body: Any, method: str, path: str) -> bytes:
+    """``body`` as the JSON httpx would send (UTF-8, compact), or an
+    :class:`InvalidRequestError` (``status`` 0: no answer) naming the field JSON cannot hold
+    (NaN, infinity, an object), before anything is sent."""
+    try:
+        text = json.dumps(body, ensure_ascii=False, separators=(",", ":"), allow_nan=False)
+    except (ValueError, TypeError, RecursionError) as exc:
+        try:
+            field, problem = _unsendable(body) or (None, str(exc))
+        except RecursionError:  # a body that holds itself
+            field, problem = None, str(exc)
+        message = f"{problem}; the request was not sent"
+        where = API_PREFIX + path
+        raise InvalidRequestError(0, "SpecError", field, message, method, where) from None
+    return text.encode("utf-8")
+
+
+def _unsendable(value: Any, field: str = "") -> tuple[str | None, str] | None:
+    """The dotted field of ``value`` JSON cannot hold, and why; None when it has none."""
+    if isinstance(value, float) and not math.isfinite(value):
+        return field or None, f"{value} is not a finite number"
+    if value is None or isinstance(value, str | int | float):
+        return None
+    if isinstance(value, Mapping):
+        items: list[tuple[Any, Any]] = list(value.items())
+        for key, _ in items:
+            if not isinstance(key, str | int | float | bool) and key is not None:
+                return field or None, f"key {key!r} is not text"
+    elif isinstance(value, list | tuple):
+        items = list(enumerate(value))
+    else:
+        return field or None, f"a {type(value).__name__} is not a JSON value"
+    for key, item in items:
+        found = _unsendable(item, f"{field}.{key}" if field else str(key))
+        if found:
+            return found
+    return None
+
+
 def _clean(params: Mapping[str, Any]) -> dict[str, Any]:
     return {k: v for k, v in params.items() if v is not None and v != []}
 
@@ -136,6 +195,7 @@ class Client:
         self.token = token
         headers = {"Accept": "application/json"}
         if token:
+            _check_token(token)
             headers["Authorization"] = f"Bearer {token}"
         try:
             parsed = httpx.URL(base)
@@ -211,7 +271,12 @@ class Client:
         )
 
     def request(self, method: str, path: str, **kwargs: Any) -> httpx.Response:
-        """Send one request; raise the mapped :class:`ApiError` on a 4xx/5xx answer."""
+        """Send one request; raise the mapped :class:`ApiError` on a 4xx/5xx answer. A
+        ``json`` body JSON cannot hold (NaN, infinity, an object) is an
+        :class:`InvalidRequestError` naming its field, and is not sent."""
+        if kwargs.get("json") is not None:
+            kwargs["content"] = _json_content(kwargs.pop("json"), method, path)
+            kwargs["headers"] = {"Content-Type": "application/json", **kwargs.get("headers", {})}
         for attempt in range(self.busy_retries + 1):
             try:
                 response = self._http.request(method, path, **kwargs)
