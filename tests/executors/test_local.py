@@ -95,6 +95,8 @@ def test_job_succeeds_with_env_pinning_and_logs(ex: LocalExecutor, tmp_path: Pat
     data, offset = ex.logs(handle)
     env = json.loads(data.decode())
     assert offset == len(data)
+    launched = json.loads((tmp_path / "state" / "runs" / "env-1" / "launch.json").read_text())
+    assert env.pop("DANLU_RUN_MARK") == launched["mark"]  # finds its daemons (a lost run)
     assert env == {
         "MY_VAR": "x y",
         "DANLU_JOB_ID": "env-1",
@@ -339,6 +341,21 @@ def _gone(pid: int, timeout: float = 5.0) -> bool:
     while proc_start_time(pid) is not None and time.monotonic() < deadline:
         time.sleep(0.02)
     return proc_start_time(pid) is None
+
+
+def _dead(pid: int, timeout: float = 5.0) -> bool:
+    """Whether ``pid`` is gone or a zombie (killed, its parent now init, which in a
+    container may never reap it)."""
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        try:
+            raw = Path(f"/proc/{pid}/stat").read_bytes()
+        except OSError:
+            return True
+        if raw[raw.rindex(b")") + 2 :].split()[0] in (b"Z", b"X"):
+            return True
+        time.sleep(0.02)
+    return False
 
 
 @pytest.mark.parametrize("stop", [False, True], ids=["exits", "cancelled"])
@@ -641,3 +658,24 @@ def test_discard_deletes_a_finished_jobs_records_and_log(ex: LocalExecutor, tmp_
     wait(ex, running)
     ex.discard("busy")
     assert ex.adopt() == []
+
+
+def test_a_lost_supervisor_leaves_no_daemon_of_the_job_running(
+    ex: LocalExecutor, tmp_path: Path
+) -> None:
+    """A daemon (a session of its own) is out of the job's process group: only the
+    supervisor, its subreaper, ended it. With the supervisor killed, the run was reported
+    lost while the daemon ran on; the run's mark in its environment finds it."""
+    pid_file = tmp_path / "daemon"
+    handle = ex.submit(JobLaunch("lostd", (PY, "-c", DAEMON, str(pid_file), "60")))
+    daemon, group = map(int, wait_for(pid_file).split())
+    try:
+        assert os.getpgid(daemon) != group
+        job = json.loads((tmp_path / "state" / "runs" / "lostd" / "job.json").read_text())
+        os.kill(job["supervisor_pid"], signal.SIGKILL)
+        status = wait(ex, handle)
+        assert status.outcome is Outcome.FAILED and status.message == "supervisor lost"
+        assert _dead(daemon), "the daemon outlived its lost run"
+    finally:
+        with contextlib.suppress(ProcessLookupError):
+            os.kill(daemon, signal.SIGKILL)

@@ -23,6 +23,8 @@ import contextlib
 import json
 import logging
 import os
+import re
+import secrets
 import shutil
 import signal
 import subprocess
@@ -56,6 +58,14 @@ from danlu.executors.rundirs import RunDirExecutor
 log = logging.getLogger(__name__)
 
 START_TIMEOUT = 30.0
+RUN_MARK = "DANLU_RUN_MARK"
+"""The environment variable holding a run's random mark (its launch record's ``mark``), by
+which the processes of a run whose supervisor died are found (:func:`_kill_marked`)."""
+LAUNCH_FIELDS: Mapping[str, records.Check] = {
+    **records.LAUNCH_FIELDS,
+    "mark": lambda v: isinstance(v, str) and re.fullmatch(r"[0-9a-f]{16}", v) is not None,
+}
+"""The local executor's launch record: the common fields and the run's ``mark``."""
 """Seconds a run may take to record its supervisor before it counts as lost."""
 SUPERVISOR = Path(supervise.__file__).resolve()
 SUPERVISOR_ENV: Mapping[str, str] = {"PATH": "/usr/sbin:/usr/bin:/sbin:/bin", "LC_ALL": "C.UTF-8"}
@@ -72,6 +82,8 @@ class LocalExecutor(RunDirExecutor, GpuSharingExecutor):
     caller passes ``os.environ`` or a curated mapping; this module reads no environment).
     ``cancel_grace`` is the SIGTERM-to-SIGKILL delay of :meth:`cancel`.
     """
+
+    launch_fields = LAUNCH_FIELDS
 
     def __init__(
         self,
@@ -188,8 +200,10 @@ class LocalExecutor(RunDirExecutor, GpuSharingExecutor):
                     "gid": account.gid,
                     "groups": list(account.groups),
                 }
+            record["mark"] = secrets.token_hex(8)  # finds the job's daemons (_kill_marked)
             supervise.write_json(run_dir / supervise.LAUNCH, record)
             env = self.child_env(job, account)
+            env[RUN_MARK] = record["mark"]
             try:
                 proc = subprocess.Popen(
                     [self._python, "-I", str(SUPERVISOR), str(run_dir)],
@@ -282,7 +296,7 @@ class LocalExecutor(RunDirExecutor, GpuSharingExecutor):
             if done is None:
                 if pid is None and time.time() - launch["launched_at"] < START_TIMEOUT:
                     return ExecStatus(RunState.RUNNING, stop_reason=reason, started_at=started)
-                done = self._lost(run_dir, job, child)
+                done = self._lost(run_dir, job, child, launch.get("mark"))
         code = done.get("exit_code")
         if done.get("error") == "supervisor lost":
             outcome = Outcome.PREEMPTED if reason is StopReason.PREEMPT else Outcome.FAILED
@@ -300,13 +314,19 @@ class LocalExecutor(RunDirExecutor, GpuSharingExecutor):
         )
 
     def _lost(
-        self, run_dir: Path, job: dict[str, Any], child: subprocess.Popen[bytes] | None
+        self,
+        run_dir: Path,
+        job: dict[str, Any],
+        child: subprocess.Popen[bytes] | None,
+        mark: str | None,
     ) -> dict[str, Any]:
-        """The supervisor is gone without a recorded exit: kill what is left and record it
-        lost, unless it is this instance's child and exited 0, which it does only when the
-        job did and the disk had no room for the record
+        """The supervisor is gone without a recorded exit: kill what is left (the job's
+        process group, and the processes of the run's ``mark`` that left it: daemons) and
+        record it lost, unless it is this instance's child and exited 0, which it does only
+        when the job did and the disk had no room for the record
         (:data:`~danlu.executors.supervise.EXIT_RECORD_SECONDS`)."""
         _kill_group(job)
+        _kill_marked(mark)
         done: dict[str, Any] = {"exit_code": None, "signal": None, "finished_at": time.time()}
         if child is not None and child.returncode == 0:
             done["exit_code"] = 0
@@ -339,9 +359,32 @@ class LocalExecutor(RunDirExecutor, GpuSharingExecutor):
                 os.kill(int(pid), signal.SIGTERM)
         else:  # no supervisor: no grace
             _kill_group(job)
+            _kill_marked(launch.get("mark"))
 
     def _log_tail(self, launch: dict[str, Any]) -> str:
         return records.log_tail(launch["log_path"], int(launch.get("log_offset", 0)))
+
+
+def _kill_marked(mark: str | None) -> None:
+    """SIGKILL every process whose environment holds the run's ``mark`` (:data:`RUN_MARK`):
+    what the job started in a session of its own (a daemon) is out of its process group,
+    and only its supervisor, their subreaper, ends it; with the supervisor gone it would
+    run on, on the GPUs of a run reported ended. A process that replaced its environment
+    (``env -i``) or runs as an account this one may not read escapes."""
+    if not mark:
+        return
+    needle = f"{RUN_MARK}={mark}".encode()
+    me = os.getpid()
+    for entry in os.scandir("/proc"):
+        if not entry.name.isdigit() or int(entry.name) == me:
+            continue
+        try:
+            environ = Path(entry.path, "environ").read_bytes()
+        except OSError:
+            continue
+        if needle in environ.split(b"\0"):
+            with contextlib.suppress(ProcessLookupError, PermissionError):
+                os.kill(int(entry.name), signal.SIGKILL)
 
 
 def _kill_group(job: Mapping[str, Any]) -> None:
