@@ -397,3 +397,43 @@ def test_a_job_after_an_array_waits_for_all_its_tasks(
                 )
     finally:
         loop.stop()
+
+
+def test_a_job_after_a_cancelled_array_waits_for_its_tasks_to_exit(
+    db: Database, tmp_path: Path
+) -> None:
+    """A cancelled array was judged ended at once, so a job ``--after ARRAY:finished``
+    started while the tasks still ran (checkpointing within their grace, on their GPUs); a
+    cancelled job's dependents wait for its run to exit, and so do an array's now."""
+    with db.session() as s:
+        alice_id = user_and_nodes(s, (NODE,), NOW).id
+    array = _array(db, alice_id)
+    with db.session() as s:
+        alice = s.get(User, alice_id)
+        assert alice is not None
+        cleanup = {"job": array, "condition": "finished"}
+        after_id = jobs.submit(
+            s, {"name": "cleanup", "command": ["x"], "depends_on": [cleanup]}, alice, now=NOW
+        ).id
+        tasks = [job.id for job in jobs.list_jobs(s) if job.sweep_id == array]
+    loop, world = fake_loop(db, (NODE,), tmp_path, make_policy("fifo"), 100)
+    for task in tasks:
+        world.script(task, duration=1000, checkpoint_seconds=None)  # runs out its grace
+    try:
+        assert sorted(loop.run_once(now=NOW + 1).launched) == sorted(tasks)
+        with db.session() as s:
+            owner = s.get(User, alice_id)
+            assert owner is not None
+            sweeps.cancel(s, array, owner, now=NOW + 2)
+        assert loop.run_once(now=NOW + 3).launched == []
+        with db.read_session() as s:
+            assert {jobs.get_job(s, task).state for task in tasks} == {"RUNNING"}
+            assert jobs.get_job(s, after_id).waiting_on == array
+        world.clock.advance(200)  # past the grace: the tasks are killed
+        for t in range(4, 10):
+            loop.run_once(now=NOW + t)
+        with db.read_session() as s:
+            assert {jobs.get_job(s, task).state for task in tasks} == {"CANCELLED"}
+            assert jobs.get_job(s, after_id).state == "RUNNING"
+    finally:
+        loop.stop()

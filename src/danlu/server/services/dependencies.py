@@ -15,7 +15,8 @@ The jobs named must exist and be visible to the submitter when the job is submit
 own jobs; an admin's, any), so dependencies never form a cycle.
 
 A dependency may also name a sweep or a job array (its id): it is judged on the whole, as
-one job that runs while the sweep does and ends with it, SUCCEEDED when every trial
+one job that runs while the sweep does (or one of its trials still runs: a cancelled sweep's
+trials checkpoint before they end) and ends with it, SUCCEEDED when every trial
 succeeded, FAILED when one did not (or the sweep ended FAILED), CANCELLED when the sweep was
 cancelled; it has started once a trial has. ``--after ARRAY`` thus waits for every task.
 """
@@ -26,13 +27,13 @@ from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from sqlalchemy import select
+from sqlalchemy import Select, select
 from sqlalchemy.orm import Session
 from sqlalchemy.orm.exc import StaleDataError
 
 from danlu.core.errors import SpecError
 from danlu.core.spec import Dependency
-from danlu.core.state import JobState
+from danlu.core.state import TERMINAL_STATES, JobState
 from danlu.server.db import Job, Sweep, User
 from danlu.server.errors import ConflictError, NotFoundError, PermissionDenied
 from danlu.server.services.common import IN_CHUNK, by_id
@@ -176,7 +177,9 @@ def _sweep_as_found(session: Session, sweep: Sweep) -> Found:
     the number of trials (every pass judges the jobs waiting on it)."""
     trials = select(Job.seq).where(Job.sweep_id == sweep.id).limit(1)
     started = session.scalar(trials.where(Job.started_at.is_not(None))) is not None
-    if sweep.state == "RUNNING":
+    if sweep.state == "RUNNING" or _trial_unfinished(session, trials):
+        # a cancelled sweep's trials run on until their runs exit (checkpointing, on their
+        # GPUs), as a cancelled job does: the sweep ends with the last of them
         state = JobState.RUNNING
     elif sweep.state == "DONE":
         bad = session.scalar(trials.where(Job.state != JobState.SUCCEEDED.value))
@@ -185,6 +188,12 @@ def _sweep_as_found(session: Session, sweep: Sweep) -> Found:
         state = _SWEEP_ENDS.get(sweep.state, JobState.FAILED)
     kind = "array" if (sweep.spec or {}).get("array") else "sweep"
     return Found(sweep.name, state, started, kind)
+
+
+def _trial_unfinished(session: Session, trials: Select[int]) -> bool:
+    """Whether one of the trials ``trials`` selects has not ended yet (one-row read)."""
+    ended = [state.value for state in TERMINAL_STATES]
+    return session.scalar(trials.where(Job.state.not_in(ended))) is not None
 
 
 def sweep_found(session: Session, ref: str, viewer: User) -> tuple[str, Found]:
