@@ -17,7 +17,7 @@ from __future__ import annotations
 
 import math
 from bisect import bisect_left, bisect_right
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from itertools import accumulate
 from operator import attrgetter
 from typing import Any, Protocol
@@ -27,6 +27,7 @@ from danlu.sched.placement.drain import DrainingFree
 from danlu.sched.placement.gang import FreeMap
 from danlu.sched.placement.packing_memo import PackingMemo
 from danlu.sched.policies import reservation
+from danlu.sched.policies.danlu_place import NO_GPU_ASKED
 from danlu.sched.policies.ranked import RankKey
 from danlu.sched.policies.reservation import Reservation, Shape, shape_of
 from danlu.sched.view import ClusterView, JobStatus, Plan, Preempt, Start
@@ -89,9 +90,18 @@ def place_shares_in_order(
             starts.append(Start(job.id, part))
 
 
+def asks_no_gpu(job: JobStatus) -> bool:
+    """Whether ``job`` asks for no GPU: the placer places nothing for it, so it can never
+    start (the server's admission refuses such a job; the simulator leaves CPU-only pods
+    out). It waits with :data:`NO_GPU_ASKED` and holds back no other job."""
+    return job.request.gpus <= 0
+
+
 def why_not(free: FreeMap, job: JobStatus) -> str:
     """Why ``job`` could not be placed on ``free`` (one shared string per shape and count)."""
     req = job.request
+    if req.gpus <= 0:
+        return NO_GPU_ASKED
     if req.shares_gpu:
         return f"no GPU has {req.gpu_milli} milli-GPU and {req.gpu_memory} bytes free" + (
             f" among types {sorted(req.gpu_types)}" if req.gpu_types else ""
@@ -108,6 +118,18 @@ def why_not(free: FreeMap, job: JobStatus) -> str:
         )
         free.reasons[key] = reason
     return reason
+
+
+def _first_asking(
+    job: JobStatus, rest: Iterator[JobStatus], waiting: dict[str, str]
+) -> JobStatus | None:
+    """``job``, or the first job of ``rest`` after it, that asks for GPUs (None when none
+    does); those passed over, asking for none, get their reason in ``waiting``."""
+    head: JobStatus | None = job
+    while head is not None and asks_no_gpu(head):
+        waiting[head.id] = NO_GPU_ASKED
+        head = next(rest, None)
+    return head
 
 
 def queue_round(
@@ -164,7 +186,8 @@ def queue_pass(
     default = ""
     stopped: str | None = None
     """The first job left waiting when the GPUs ran out before any other was."""
-    for job in order:
+    jobs = iter(order)
+    for job in jobs:
         if blocked_by is not None or not drain.any_room():
             # Nothing else can start this round: one shared reason for the rest of the queue.
             default = (
@@ -172,13 +195,25 @@ def queue_pass(
                 if blocked_by is not None
                 else "no free GPUs"
             )
-            if blocked_by is None and not backfill:
-                stopped = job.id
-            elif blocked_by is None and reserve and not reserved and reserve_when_full:
-                later = free if drain.soon is None else drain.soon
-                found = reservation.reserve(view, later, job, started, drained=later is not free)
-                stopped = None if found is None else job.id
+            if blocked_by is None and (
+                not backfill or (reserve and not reserved and reserve_when_full)
+            ):
+                head = _first_asking(job, jobs, waiting)
+                if head is None:
+                    pass  # only jobs asking for no GPU were left: they hold back no one
+                elif not backfill:
+                    stopped = head.id
+                else:
+                    later = free if drain.soon is None else drain.soon
+                    found = reservation.reserve(
+                        view, later, head, started, drained=later is not free
+                    )
+                    stopped = None if found is None else head.id
             break
+        if asks_no_gpu(job):
+            # it can never start: it waits, and under strict order holds back no one
+            waiting[job.id] = NO_GPU_ASKED
+            continue
         if held is not None and not held.may_admit(job, view.time, refused):
             waiting[job.id] = held.reason
             continue
@@ -278,12 +313,16 @@ def ranked_round(
         if alloc is not None:
             quick.append(Start(job.id, alloc))
             continue
-        if best_waiting is None:
-            best_waiting = pending_keys[position]
+        if best_waiting is None and not asks_no_gpu(job):
+            best_waiting = pending_keys[position]  # no preemption makes room for no GPU
         if len(left) <= _LISTED_REASONS:
             left.append(job)
         left_total += 1
     if best_waiting is None:
+        if left:  # only jobs asking for no GPU wait
+            return Plan(
+                starts=tuple(quick), recheck_at=math.inf, **_reasons(free, left, left_total)
+            )
         return Plan(starts=tuple(quick), recheck_at=math.inf)
     running_keys, running_jobs = running()
     lowest = next(
@@ -334,7 +373,8 @@ def _preempting_round(
     no running job. Whatever the placement does, a running job is preempted only when a job
     ranked above it starts on its GPUs; a job ranked below it that would take them waits.
     """
-    unplaceable: set[str] = set()
+    # a job asking for no GPU is never placed: it takes no budget from the start
+    unplaceable = {job.id for job in pending_jobs if asks_no_gpu(job)}
     for attempt in range(_ADMISSION_TRIES):
         drain = DrainingFree(initial.copy(), view)
         admission = _admit(

@@ -46,7 +46,7 @@ from danlu.core.cluster import MILLI_PER_GPU
 from danlu.sched.placement.drain import DrainingFree
 from danlu.sched.placement.gang import FreeMap
 from danlu.sched.placement.packing_memo import PackingMemo
-from danlu.sched.policies.base import why_not
+from danlu.sched.policies.base import asks_no_gpu, why_not
 from danlu.sched.policies.options import INF, OptionRange, check_options
 from danlu.sched.view import ClusterView, JobStatus, Plan, Preempt, Start
 
@@ -150,7 +150,7 @@ class FairSharePolicy:
                 held[project] = held.get(project, 0) + job.demand_milli
             else:
                 waiting[job.id] = why_not(drain.now, job)
-                if not self.backfill:
+                if not self.backfill and not asks_no_gpu(job):  # one never starts: no block
                     default = f"queued behind {job.id} (fair share, no backfill)"
                     break
             if line:

@@ -9,7 +9,7 @@ from dataclasses import dataclass, field
 from typing import ClassVar
 
 from danlu.sched.placement.packing_memo import PackingMemo
-from danlu.sched.policies.base import queue_pass, ranked_round
+from danlu.sched.policies.base import asks_no_gpu, queue_pass, ranked_round
 from danlu.sched.policies.options import INF, OptionRange, check_options
 from danlu.sched.policies.ranked import RankedJobs, RankKey, ranked_pending
 from danlu.sched.view import ClusterView, JobStatus, Plan
@@ -143,6 +143,8 @@ def keep_queue_order(
     in_ranked = {start.job_id for start in ranked.starts}
     allowed = set(in_queue)
     for job in order:
+        if asks_no_gpu(job):
+            continue  # it never starts, and holds back no one
         if job.id not in in_queue and job.id not in in_ranked:
             break
         allowed.add(job.id)
