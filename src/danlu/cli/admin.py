@@ -102,7 +102,9 @@ def user_add(
     url: UrlOpt = None,
     token: TokenOpt = None,
 ) -> None:
-    """Create a user (admin); give it a token with `danlu user token NAME`."""
+    """Create a user (admin); give it a token with `danlu user token NAME`. The names
+    default, all and everyone are reserved, in any case (a job's `user: default` means whoever
+    submits it, `--members all` every user): the server refuses them."""
     role = "admin" if admin else "user"
     account = None if os_user is None or os_user.lower() in _NONE else os_user
     data = common.ask(home, url, token, lambda c: c.create_user(name, role, account))

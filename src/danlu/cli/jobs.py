@@ -280,14 +280,20 @@ def _array_submitted(sweep: dict[str, Any], json_out: bool) -> None:
     )
 
 
+def _text(value: Any) -> str:
+    """A server value as Rich markup that shows it as it is (a job's name, id or reason is
+    text: ``[/x]`` would make Rich fail, ``[bold]`` would vanish)."""
+    return escape(str(value))
+
+
 def _submitted(job: dict[str, Any], json_out: bool) -> None:
     if json_out:
         print_json(job)
         return
     waiting = f", {job.get('pending_reason')}" if job.get("waiting_on") else ""
     console.print(
-        f"submitted job [bold]{job.get('id')}[/bold] ({job.get('name')}): {job.get('state')}"
-        + waiting,
+        f"submitted job [bold]{_text(job.get('id'))}[/bold] ({_text(job.get('name'))}): "
+        + escape(f"{job.get('state')}{waiting}"),
         highlight=False,
     )
 
@@ -398,12 +404,12 @@ def show(
     table.add_column(style="bold")
     table.add_column()
     for key in ("id", "name", "project", "user", "priority"):
-        table.add_row(key, str(data.get(key)))
+        table.add_row(key, _text(data.get(key)))
     table.add_row("state", top_view.state_text(str(data.get("state"))))
     for key in ("restarts", "preemptions", "exit_code", "batch_size", "checkpoint_step"):
         if data.get(key) is not None:
-            table.add_row(key, str(data[key]))
-    table.add_row("gpus", top_view.gpus_of(data))
+            table.add_row(key, _text(data[key]))
+    table.add_row("gpus", _text(top_view.gpus_of(data)))
     if data.get("time_limit"):
         table.add_row(
             "time_limit",
@@ -417,9 +423,9 @@ def show(
             table.add_row(key, time.strftime("%Y-%m-%d %H:%M:%S", time.localtime(data[key])))
     for a in data.get("allocation") or []:
         share = f"{a.get('milli', 0) / 10:.0f}% compute, {format_bytes(a.get('memory') or 0)}"
-        table.add_row("allocation", f"{a.get('node')} gpu {a.get('gpu')}: {share}")
+        table.add_row("allocation", _text(f"{a.get('node')} gpu {a.get('gpu')}: {share}"))
     if data.get("pending_reason"):
-        table.add_row("pending", escape(str(data["pending_reason"])))
+        table.add_row("pending", _text(data["pending_reason"]))
     command = (data.get("spec") or {}).get("command")
     if command:
         table.add_row(
@@ -433,7 +439,7 @@ def show(
         for e in events[-20:]:
             when = time.strftime("%H:%M:%S", time.localtime(float(e.get("time") or 0)))
             ev.add_row(
-                when, str(e.get("old") or "-"), str(e.get("new")), escape(str(e.get("reason")))
+                when, _text(e.get("old") or "-"), _text(e.get("new")), _text(e.get("reason"))
             )
         console.print(ev)
 
@@ -479,7 +485,7 @@ def cancel(
     if json_out:
         print_json(data)
         return
-    console.print(f"cancelled job [bold]{data.get('id')}[/bold]: {data.get('state')}")
+    _job_line(data, False, "cancelled")
 
 
 def rerun(
@@ -516,7 +522,9 @@ def update(
     if json_out:
         print_json(data)
         return
-    console.print(f"job [bold]{data.get('id')}[/bold]: priority {data.get('priority')}")
+    console.print(
+        f"job [bold]{_text(data.get('id'))}[/bold]: priority {_text(data.get('priority'))}"
+    )
 
 
 def hold(
@@ -548,7 +556,7 @@ def _job_line(data: dict[str, Any], json_out: bool, what: str) -> None:
     if json_out:
         print_json(data)
         return
-    console.print(f"{what} job [bold]{data.get('id')}[/bold]: {data.get('state')}")
+    console.print(f"{what} job [bold]{_text(data.get('id'))}[/bold]: {_text(data.get('state'))}")
 
 
 def why(

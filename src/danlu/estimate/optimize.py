@@ -14,14 +14,15 @@
 from __future__ import annotations
 
 import math
+import numbers
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass
-from typing import Protocol, runtime_checkable
+from typing import Any, Protocol, runtime_checkable
 
 import numpy as np
 
 from danlu.core.errors import SpecError
-from danlu.core.values import check_positive_int
+from danlu.core.values import check_positive_int, quoted
 from danlu.estimate.throughput import ThroughputModel
 
 __all__ = [
@@ -58,6 +59,19 @@ class MemoryModel(Protocol):
         ...
 
 
+def _check_bytes(field: str, value: Any, *, positive: bool) -> None:
+    """Raise :class:`SpecError` on ``field`` unless ``value`` is a finite number of bytes,
+    > 0 (``positive``) or >= 0 (a bool, a string, NaN or infinity is refused)."""
+    if (
+        isinstance(value, bool)
+        or not isinstance(value, numbers.Real)
+        or not math.isfinite(value)
+        or (value <= 0 if positive else value < 0)
+    ):
+        bound = "> 0" if positive else ">= 0"
+        raise SpecError(field, f"must be a finite number of bytes {bound}, got {quoted(value)}")
+
+
 def largest_batch(
     memory: MemoryModel, limit_bytes: int, margin_bytes: int = 0, upper: int | None = None
 ) -> int | None:
@@ -66,13 +80,11 @@ def largest_batch(
     Asks ``memory.max_batch`` first, then checks the answer against ``memory.predict`` and
     bisects below it if needed, so the result always satisfies the inequality under
     ``predict`` (assuming ``M`` non-decreasing). Returns ``None`` when ``b = 1`` does not fit.
-    Raises :class:`SpecError` for a non-positive ``limit_bytes``/``upper`` or a negative
-    ``margin_bytes``.
+    Raises :class:`SpecError` unless ``limit_bytes`` is a finite number > 0,
+    ``margin_bytes`` a finite number >= 0 and ``upper`` (when given) an integer >= 1.
     """
-    if limit_bytes <= 0:
-        raise SpecError("limit_bytes", f"must be positive bytes, got {limit_bytes}")
-    if margin_bytes < 0:
-        raise SpecError("margin_bytes", f"must be >= 0 bytes, got {margin_bytes}")
+    _check_bytes("limit_bytes", limit_bytes, positive=True)
+    _check_bytes("margin_bytes", margin_bytes, positive=False)
     if upper is not None:
         check_positive_int("upper", upper)
     budget = limit_bytes - margin_bytes
@@ -103,7 +115,16 @@ def largest_safe_batch(
     memory: MemoryModel, limit_bytes: int, upper: int | None = None, spare: float = SPARE_SHARE
 ) -> int | None:
     """:func:`largest_batch` with ``spare`` of ``limit_bytes`` kept free: the starting
-    micro-batch that ``danlu.train`` and the server's submission estimate use."""
+    micro-batch that ``danlu.train`` and the server's submission estimate use. Raises
+    :class:`SpecError` as :func:`largest_batch` does, and on ``spare`` unless it is a
+    fraction in ``[0, 1)``."""
+    _check_bytes("limit_bytes", limit_bytes, positive=True)
+    if (
+        isinstance(spare, bool)
+        or not isinstance(spare, numbers.Real)
+        or not (math.isfinite(spare) and 0 <= spare < 1)
+    ):
+        raise SpecError("spare", f"must be a share in [0, 1), got {quoted(spare)}")
     return largest_batch(memory, limit_bytes, int(limit_bytes * spare), upper=upper)
 
 
@@ -114,7 +135,10 @@ def memory_capped_batch(
     margin_bytes: int = 0,
 ) -> int | None:
     """``max_local_bsz``, lowered to the largest batch that fits ``limit_bytes - margin``
-    when a memory model is given (None when not even one sample fits)."""
+    when a memory model is given (None when not even one sample fits). Raises
+    :class:`SpecError` unless ``max_local_bsz`` is an integer >= 1, and as
+    :func:`largest_batch` does."""
+    check_positive_int("max_local_bsz", max_local_bsz)
     if memory is None:
         return max_local_bsz
     if limit_bytes is None:
@@ -166,18 +190,17 @@ def fastest_batch(
     """The local batch maximising throughput ``R * b / T_step(b, N, R)`` under the limits.
 
     With a linear compute model throughput rises with ``b``, so this is usually the largest
-    batch that fits; it is computed, not assumed. See :func:`best_batch`.
+    batch that fits; it is computed, not assumed. See :func:`best_batch` (the same
+    :class:`SpecError` on a bad argument, raised before any step time is computed).
     """
+    check_positive_int("max_local_bsz", max_local_bsz)
     model.step_time(1, num_nodes, num_replicas)  # validates the placement
-    bsz = np.arange(1, max(max_local_bsz, 0) + 1, dtype=np.float64)
+    cap = memory_capped_batch(max_local_bsz, memory, limit_bytes, margin_bytes)
+    if cap is None:
+        return None
+    bsz = np.arange(1, cap + 1, dtype=np.float64)  # the step times up to the cap only
     rates = num_replicas * bsz / model.step_times(bsz, num_nodes, num_replicas)
-    return best_batch(
-        lambda b: float(rates[b - 1]),
-        max_local_bsz,
-        memory=memory,
-        limit_bytes=limit_bytes,
-        margin_bytes=margin_bytes,
-    )
+    return best_batch(lambda b: float(rates[b - 1]), cap)
 
 
 @dataclass(frozen=True, slots=True)
@@ -284,8 +307,14 @@ def cost_optimal_gpu_count(
     price and ``E(K) < 1`` the optimum is the smallest K, so a fixed rate or a deadline is
     what makes more GPUs pay). Only K with ``T(K) <= deadline_s`` are eligible. Ties go to the
     faster choice. Raises :class:`SpecError` when no candidate is given or none meets the
-    deadline.
+    deadline, and on ``deadline_s`` unless it is a number (``inf``: none), not NaN.
     """
+    if deadline_s is not None and (
+        isinstance(deadline_s, bool)
+        or not isinstance(deadline_s, numbers.Real)
+        or math.isnan(deadline_s)
+    ):
+        raise SpecError("deadline_s", f"must be a number of seconds, got {quoted(deadline_s)}")
     best: CostChoice | None = None
     seen = False
     for k in candidates:
