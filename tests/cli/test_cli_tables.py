@@ -75,3 +75,19 @@ def test_titled_tables_fold_long_text() -> None:
     assert "…" not in text, text
     cells = [row.split("│")[2].strip() for row in text.splitlines() if row.startswith("│")]
     assert "".join(cells) == url, text  # folded onto more lines, whole
+
+
+def test_the_jobs_table_prints_markup_like_fields_as_they_are() -> None:
+    """A job's name, id and user went to Rich as markup: ``[/x]`` crashed ``danlu ls`` and
+    ``danlu top`` (a closing tag with no opening one) and ``[bold]`` vanished."""
+    job = {
+        "id": "[bold]505ac8",
+        "name": "eval[/x]",
+        "user": "[i]al",
+        "state": "RUNNING",
+        "priority": 0,
+        "gpus": 1,
+        "allocation": [{"node": "n0", "gpu": 0}],
+    }
+    text = render(top.jobs_table([job], now=0.0), width=160)
+    assert "eval[/x]" in text and "[bold]505ac8" in text and "[i]al" in text

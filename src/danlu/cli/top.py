@@ -184,13 +184,14 @@ def jobs_table(
         elif job.get("exit_code") is not None and not where:
             where = f"exit {job['exit_code']}"
         cells: dict[str, str | Text] = {
-            "id": str(job.get("id", "")),
-            "name": str(job.get("name", "")),
-            "user": str(job.get("user", "")),
+            # fields are text, not Rich markup (a name like "[/x]" crashed the table)
+            "id": Text(str(job.get("id", ""))),
+            "name": Text(str(job.get("name", ""))),
+            "user": Text(str(job.get("user", ""))),
             "state": state_text(str(job.get("state", ""))),
-            "prio": str(job.get("priority", "")),
+            "prio": Text(str(job.get("priority", ""))),
             "gpus": gpus_of(job),
-            "restarts": str(job.get("restarts", 0)),
+            "restarts": Text(str(job.get("restarts", 0))),
             "age": _ago(job.get("submitted_at"), now),
         }
         table.add_row(*(cells[c] for c in columns), Text(where, overflow="fold"))
