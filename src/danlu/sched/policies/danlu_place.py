@@ -18,6 +18,7 @@ from danlu.sched.placement.gang import FreeMap
 from danlu.sched.policies import danlu_loan as dl
 from danlu.sched.policies import danlu_model as dm
 from danlu.sched.policies.danlu_alloc import Option
+from danlu.sched.policies.danlu_share import carry_out
 from danlu.sched.view import ClusterView, JobStatus, Plan, Preempt, Rebatch, Resize, Start
 
 BATCH = "danlu.batch"
@@ -172,14 +173,7 @@ def keep_unused(view: ClusterView, plan: Plan) -> Plan:
         return plan
     running = {job.id: job for job in view.running}
     free = FreeMap(view)
-    for p in plan.preempts:
-        free.release(running[p.job_id].allocation)
-    for r in plan.resizes:
-        free.release(running[r.job_id].allocation)
-    for r in plan.resizes:
-        free.take(r.allocation)
-    for s in plan.starts:
-        free.take(s.allocation)
+    carry_out(free, plan, running)
     kept: set[str] = set()
     for p in victims:
         alloc = running[p.job_id].allocation

@@ -24,7 +24,7 @@ from __future__ import annotations
 
 import dataclasses
 import statistics
-from collections.abc import Collection, Hashable, Iterable, Iterator
+from collections.abc import Collection, Hashable, Iterable, Iterator, Mapping
 from operator import attrgetter
 from pathlib import Path
 from typing import TypeVar
@@ -207,6 +207,19 @@ def gpus_unavailable(jobs: Iterable[JobStatus], view: ClusterView) -> int:
     return len(held)
 
 
+def carry_out(free: FreeMap, plan: Plan, running: Mapping[str, JobStatus]) -> None:
+    """Apply ``plan``'s preempts, resizes and starts to ``free`` (``running``: the running
+    jobs it preempts or resizes, by id): what is free once it is carried out."""
+    for p in plan.preempts:
+        free.release(running[p.job_id].allocation)
+    for r in plan.resizes:
+        free.release(running[r.job_id].allocation)
+    for r in plan.resizes:
+        free.take(r.allocation)
+    for s in plan.starts:
+        free.take(s.allocation)
+
+
 def place_shared(
     view: ClusterView,
     jobs: list[JobStatus],
@@ -240,14 +253,7 @@ def place_shared(
     cluster = view.cluster
     moving = {p.job_id for p in plan.preempts} | {r.job_id for r in plan.resizes}
     running = {j.id: j for j in view.running if j.id in moving} if moving else {}
-    for p in plan.preempts:
-        free.release(running[p.job_id].allocation)
-    for r in plan.resizes:
-        free.release(running[r.job_id].allocation)
-    for r in plan.resizes:
-        free.take(r.allocation)
-    for s in plan.starts:
-        free.take(s.allocation)
+    carry_out(free, plan, running)
     # where the jobs of each family sit once the plan is carried out (GPU index masks)
     leaving = [running[p.job_id] for p in plan.preempts]
     leaving += [running[r.job_id] for r in plan.resizes]
