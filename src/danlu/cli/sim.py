@@ -35,6 +35,14 @@ from danlu.cli.sim_flags import (
     parse_project_shares,
     parse_quotas,
 )
+from danlu.cli.sim_tables import (
+    KINDS,
+    format_value,
+    left_out_note,
+    project_table,
+    rejection_note,
+    summary_table,
+)
 from danlu.config import parse_option_pairs
 from danlu.core.cluster import Cluster
 from danlu.core.errors import ConfigError, DanluError
@@ -146,6 +154,14 @@ def _load(workload: Path | None, jobs: int, seed: int) -> Workload:
     return load_workload(workload)
 
 
+def _notes(workload: Workload, notes: list[str | None]) -> None:
+    """Print the workload's pods left out (an openb list's never-scheduled pods) and the
+    given notes (each result's rejections), skipping the None ones."""
+    for note in [left_out_note(workload), *notes]:
+        if note is not None:
+            console.print(note)
+
+
 def _simulate(
     workload: Workload,
     policy_name: str,
@@ -181,78 +197,6 @@ def _simulate(
             bar.update(task, completed=done, total=total)
 
         return Simulator(cluster, policy, workload, config, profiles, on_progress=update).run()
-
-
-def _fmt(value: float, kind: str) -> str:
-    if value != value:  # NaN
-        return "-"
-    if kind == "count":
-        return f"{int(value):,}"
-    return f"{value:,.1f}" if kind == "seconds" else f"{value:.3f}"
-
-
-ROWS = (
-    ("jobs", "jobs", "count"),
-    ("avg_jct", "average JCT (s)", "seconds"),
-    ("median_jct", "median JCT (s)", "seconds"),
-    ("p99_jct", "p99 JCT (s)", "seconds"),
-    ("makespan", "makespan (s)", "seconds"),
-    ("avg_queueing_delay", "avg queueing delay (s)", "seconds"),
-    ("gpu_allocation_ratio", "GPU allocation ratio", "ratio"),
-    ("gpu_utilization", "GPU utilisation", "ratio"),
-    ("fragmentation", "fragmentation", "ratio"),
-    ("preemptions", "preemptions", "count"),
-    ("restarts", "restarts (resumes + resizes)", "count"),
-    ("max_job_restarts", "most restarts of one job", "count"),
-    ("interference_seconds", "seconds lost to GPU sharing", "seconds"),
-    ("timed_out", "jobs cancelled at their time limit", "count"),
-)
-FAILURE_ROWS = (
-    ("node_failures", "node failures", "count"),
-    ("gpu_failures", "GPU failures", "count"),
-    ("lost_runs", "runs lost with a node or GPU", "count"),
-    ("lost_training_seconds", "training lost to failures (s)", "seconds"),
-)
-"""Rows shown when nodes or GPUs fail (``--node-mtbf``, ``--gpu-mtbf``)."""
-KINDS = {key: kind for key, _, kind in ROWS + FAILURE_ROWS}
-"""How each metric of the tables is written (a count, seconds, a ratio)."""
-
-
-def _table(results: list[SimResult], title: str) -> Table:
-    table = Table(title=title)
-    table.add_column("metric")
-    for result in results:
-        table.add_column(result.policy, justify="right")
-    summaries = [r.summary() for r in results]
-    failing = any(s["node_failures"] or s["gpu_failures"] for s in summaries)
-    for key, label, kind in ROWS + (FAILURE_ROWS if failing else ()):
-        table.add_row(label, *(_fmt(s[key], kind) for s in summaries))
-    return table
-
-
-MOST_PROJECT_ROWS = 30
-"""``sim run`` shows the projects' table for a workload of 2 to this many projects."""
-
-
-def _project_table(result: SimResult) -> Table | None:
-    """Per project: jobs, average JCT and wait, GPU-hours and share (None for a workload
-    of one project, or of more than :data:`MOST_PROJECT_ROWS`; the JSON has them all)."""
-    projects = result.by_project()
-    if not 1 < len(projects) <= MOST_PROJECT_ROWS:
-        return None
-    table = Table(title="by project")
-    for name in ("project", "jobs", "avg JCT (s)", "avg wait (s)", "GPU-hours", "GPU share"):
-        table.add_column(name, justify="left" if name == "project" else "right")
-    for name, row in projects.items():
-        table.add_row(
-            escape(name),
-            f"{row['jobs']:.0f}",
-            _fmt(row["avg_jct"], "seconds"),
-            _fmt(row["avg_queueing_delay"], "seconds"),
-            f"{row['gpu_hours']:,.1f}",
-            f"{100 * row['gpu_share']:.1f}%",
-        )
-    return table
 
 
 WorkloadOpt = Annotated[
@@ -501,19 +445,18 @@ def run(
     except DanluError as exc:
         raise _fail(exc) from None
     console.print(
-        _table([result], f"{escape(wl.name)}: {len(wl.jobs)} jobs on {cluster.total_gpus} GPUs")
+        summary_table(
+            [result], f"{escape(wl.name)}: {len(wl.jobs)} jobs on {cluster.total_gpus} GPUs"
+        )
     )
-    projects = _project_table(result)
+    projects = project_table(result)
     if projects is not None:
         console.print(projects)
-    if result.rejected:
-        console.print(
-            f"[yellow]{len(result.rejected)} job(s) rejected[/yellow], e.g. "
-            f"{escape(str(result.rejected[0][0]))}: {escape(str(result.rejected[0][1]))}"
-        )
+    _notes(wl, [rejection_note(result)])
     console.print(f"simulated in {wall:.2f} s wall, {result.rounds} scheduling rounds")
     if json_out is not None:
         payload = result.to_json(timeline=True)
+        payload["never_scheduled"] = list(wl.never_scheduled)
         payload["wall_seconds"] = wall
         write_output(json_out, _text(json_text(payload)), "--json")
     if plot is not None:
@@ -578,10 +521,15 @@ def compare(
     except DanluError as exc:
         raise _fail(exc) from None
     console.print(
-        _table(results, f"{escape(wl.name)}: {len(wl.jobs)} jobs on {cluster.total_gpus} GPUs")
+        summary_table(
+            results, f"{escape(wl.name)}: {len(wl.jobs)} jobs on {cluster.total_gpus} GPUs"
+        )
     )
+    _notes(wl, [rejection_note(r, f"{r.policy}: ") for r in results])
     if json_out is not None:
-        by_policy = {r.policy: r.to_json() for r in results}
+        by_policy = {
+            r.policy: {**r.to_json(), "never_scheduled": list(wl.never_scheduled)} for r in results
+        }
         write_output(json_out, _text(json_text(by_policy)), "--json")
 
 
@@ -687,10 +635,11 @@ def plan(
         table.add_row(
             str(trial.nodes),
             str(trial.nodes * gpus_per_node),
-            *(_fmt(value, kind) for value, kind in zip(values, kinds, strict=True)),
+            *(format_value(value, kind) for value, kind in zip(values, kinds, strict=True)),
             "met" if trial.met else escape("missed " + ", ".join(trial.missed)),
         )
     console.print(table)
+    _notes(wl, [])
     if found.nodes is None:
         console.print(f"no cluster of up to {max_nodes} nodes meets the targets")
     else:
@@ -705,6 +654,7 @@ def plan(
             "policy": policy,
             "gpus_per_node": gpus_per_node,
             "targets": [str(t) for t in targets],
+            "never_scheduled": list(wl.never_scheduled),
             "nodes": found.nodes,
             "gpus": None if found.nodes is None else found.nodes * gpus_per_node,
             "tried": [

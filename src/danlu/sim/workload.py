@@ -11,7 +11,12 @@ Formats, recognised from the CSV header:
   Pollux artifact's copy): it becomes the job's ``project`` (empty: ``default``), for
   quotas (``danlu sim run --quota 6214e9=64``) and fair-share weights.
 - **openb**: ``name,cpu_milli,memory_mib,num_gpu,gpu_milli,...,creation_time,deletion_time,
-  scheduled_time`` (Alibaba GPU trace 2023): rigid jobs, fractional GPUs allowed.
+  scheduled_time`` (Alibaba GPU trace 2023): rigid jobs, fractional GPUs allowed, each running
+  from its ``scheduled_time`` (empty: its ``creation_time``) to its ``deletion_time``.
+  CPU-only pods are left out, and so are the GPU pods the trace never scheduled
+  (``pod_phase`` ``Pending`` and no ``scheduled_time``: 861 of the 7,064 GPU pods of
+  ``openb_pod_list_default.csv``), which have no known running time; the latter are named in
+  :attr:`Workload.never_scheduled`.
 - **danlu**: ``name,submit_time,gpus,duration[,priority][,gpu_memory][,family][,model]
   [,project][,time_limit][,user]``: a plain rigid list; ``gpu_memory`` (bytes) > 0 asks for that
   part of one GPU, ``family`` names the model's family (:data:`~danlu.core.spec.MODEL_FAMILIES`,
@@ -26,7 +31,9 @@ Formats, recognised from the CSV header:
   control plane tells it a spec's (a user's estimate, not the truth).
 
 Files are UTF-8 text, with or without a byte-order mark; spaces around the header's column
-names and the fields (``name, submit_time, gpus, duration``) are ignored.
+names and the fields (``name, submit_time, gpus, duration``) are ignored. A file that leaves
+no GPU job to simulate (a header without rows, an openb list of CPU-only or never-scheduled
+pods) is refused.
 """
 
 from __future__ import annotations
@@ -87,6 +94,10 @@ class Workload:
     name: str
     format: str
     jobs: tuple[WorkloadJob, ...]
+    never_scheduled: tuple[str, ...] = ()
+    """The GPU pods of an openb list that the trace never scheduled (``pod_phase`` Pending,
+    no ``scheduled_time``), in file order: left out of :attr:`jobs`, having no known
+    running time."""
 
 
 FORMATS: dict[str, frozenset[str]] = {
@@ -227,6 +238,7 @@ def load_workload(path: str | Path) -> Workload:
     header, rows = _rows(p)
     kind = detect_format(header)
     jobs: list[WorkloadJob] = []
+    left_out: dict[str, list[str]] = {"cpu": [], "pending": []}  # openb pods not simulated
     if kind == "pollux":
         for line, row in rows:
             replicas = _whole_number(row, "num_replicas", p, line, 1)
@@ -275,6 +287,9 @@ def load_workload(path: str | Path) -> Workload:
             gpus = _whole_number(row, "num_gpu", p, line, 0)
             milli = _openb_milli(row, p, line) if gpus == 1 else MILLI_PER_GPU
             start = _num(row, "scheduled_time", p, line) if row.get("scheduled_time") else None
+            if gpus and start is None and row.get("pod_phase") == "Pending":
+                left_out["pending"].append(_name(row, p, line))  # never got its GPUs
+                continue
             created = _num(row, "creation_time", p, line)
             deleted = _num(row, "deletion_time", p, line)
             began = start or created
@@ -296,7 +311,8 @@ def load_workload(path: str | Path) -> Workload:
                 expected_duration=duration,
             )
             if gpus == 0:
-                continue  # CPU-only pods do not take GPUs: not part of a GPU schedule
+                left_out["cpu"].append(request.id)  # takes no GPU: not part of a GPU schedule
+                continue
             jobs.append(WorkloadJob(request, RigidWork(duration)))
     else:
         for line, row in rows:
@@ -329,7 +345,24 @@ def load_workload(path: str | Path) -> Workload:
                 f"{p}: job name {job.request.id!r} is used twice (jobs {first + 1} and "
                 f"{index + 1} of the file); give every job its own name"
             )
-    return Workload(p.stem, kind, in_submission_order(jobs))
+    if not jobs:
+        raise DataError(_no_jobs(p, kind, len(left_out["cpu"]), len(left_out["pending"])))
+    return Workload(p.stem, kind, in_submission_order(jobs), tuple(left_out["pending"]))
+
+
+def _no_jobs(path: Path, kind: str, cpu_only: int, pending: int) -> str:
+    """The error for a workload file that leaves no GPU job to simulate, with the cause."""
+    if not cpu_only and not pending:
+        cause = "the file has a header and no rows (no jobs)"
+    else:
+        causes = [f"{cpu_only} CPU-only pod(s) (num_gpu 0)"] if cpu_only else []
+        if pending:
+            causes.append(
+                f"{pending} GPU pod(s) never scheduled in the trace (pod_phase Pending, "
+                "no scheduled_time)"
+            )
+        cause = "its pods are " + " and ".join(causes)
+    return f"{path}: no GPU job to simulate ({kind} format): {cause}"
 
 
 def utc_timestamp(text: str) -> float:

@@ -1,0 +1,131 @@
+"""The tables and notes ``danlu sim run``, ``compare`` and ``plan`` print: the metrics of
+one or more results side by side (with the jobs each policy rejected or left unfinished,
+which its averages leave out), the projects' table, the rejection warning and the count of
+a trace's pods left out of the workload."""
+
+from __future__ import annotations
+
+from rich.markup import escape
+from rich.table import Table
+
+from danlu.sim.metrics import SimResult
+from danlu.sim.workload import Workload
+
+
+def format_value(value: float, kind: str) -> str:
+    """A table cell: ``-`` for NaN, a count with thousands separators, seconds to 0.1, a
+    ratio to 0.001."""
+    if value != value:  # NaN
+        return "-"
+    if kind == "count":
+        return f"{int(value):,}"
+    return f"{value:,.1f}" if kind == "seconds" else f"{value:.3f}"
+
+
+ROWS = (
+    ("jobs", "jobs finished", "count"),
+    ("avg_jct", "average JCT (s)", "seconds"),
+    ("median_jct", "median JCT (s)", "seconds"),
+    ("p99_jct", "p99 JCT (s)", "seconds"),
+    ("makespan", "makespan (s)", "seconds"),
+    ("avg_queueing_delay", "avg queueing delay (s)", "seconds"),
+    ("gpu_allocation_ratio", "GPU allocation ratio", "ratio"),
+    ("gpu_utilization", "GPU utilisation", "ratio"),
+    ("fragmentation", "fragmentation", "ratio"),
+    ("preemptions", "preemptions", "count"),
+    ("restarts", "restarts (resumes + resizes)", "count"),
+    ("max_job_restarts", "most restarts of one job", "count"),
+    ("interference_seconds", "seconds lost to GPU sharing", "seconds"),
+    ("timed_out", "jobs cancelled at their time limit", "count"),
+)
+FAILURE_ROWS = (
+    ("node_failures", "node failures", "count"),
+    ("gpu_failures", "GPU failures", "count"),
+    ("lost_runs", "runs lost with a node or GPU", "count"),
+    ("lost_training_seconds", "training lost to failures (s)", "seconds"),
+)
+"""Rows shown when nodes or GPUs fail (``--node-mtbf``, ``--gpu-mtbf``)."""
+KINDS = {key: kind for key, _, kind in ROWS + FAILURE_ROWS}
+"""How each metric of the tables is written (a count, seconds, a ratio)."""
+
+
+def not_finished(result: SimResult) -> dict[str, float]:
+    """The jobs a result's averages leave out: ``rejected`` (never placed on this cluster)
+    and ``unfinished`` (still queued or running, or not yet submitted, when the clock
+    stopped)."""
+    return {
+        "rejected": float(len(result.rejected)),
+        "unfinished": float(len(result.unfinished) + len(result.not_submitted)),
+    }
+
+
+NOT_FINISHED_ROWS = (
+    ("rejected", "jobs rejected", "count"),
+    ("unfinished", "jobs unfinished", "count"),
+)
+"""Rows after ``jobs finished``: the jobs each policy's figures leave out, so that a
+comparison shows when two policies' averages are over different jobs."""
+
+
+def summary_table(results: list[SimResult], title: str) -> Table:
+    """The metrics of each result in a column of its own (named by its policy)."""
+    table = Table(title=title)
+    table.add_column("metric")
+    for result in results:
+        table.add_column(result.policy, justify="right")
+    summaries = [r.summary() | not_finished(r) for r in results]
+    failing = any(s["node_failures"] or s["gpu_failures"] for s in summaries)
+    rows = ROWS[:1] + NOT_FINISHED_ROWS + ROWS[1:] + (FAILURE_ROWS if failing else ())
+    for key, label, kind in rows:
+        table.add_row(label, *(format_value(s[key], kind) for s in summaries))
+    return table
+
+
+MOST_PROJECT_ROWS = 30
+"""``sim run`` shows the projects' table for a workload of 2 to this many projects."""
+
+
+def project_table(result: SimResult) -> Table | None:
+    """Per project: jobs, average JCT and wait, GPU-hours and share (None for a workload
+    of one project, or of more than :data:`MOST_PROJECT_ROWS`; the JSON has them all)."""
+    projects = result.by_project()
+    if not 1 < len(projects) <= MOST_PROJECT_ROWS:
+        return None
+    table = Table(title="by project")
+    for name in ("project", "jobs", "avg JCT (s)", "avg wait (s)", "GPU-hours", "GPU share"):
+        table.add_column(name, justify="left" if name == "project" else "right")
+    for name, row in projects.items():
+        table.add_row(
+            escape(name),
+            f"{row['jobs']:.0f}",
+            format_value(row["avg_jct"], "seconds"),
+            format_value(row["avg_queueing_delay"], "seconds"),
+            f"{row['gpu_hours']:,.1f}",
+            f"{100 * row['gpu_share']:.1f}%",
+        )
+    return table
+
+
+def rejection_note(result: SimResult, prefix: str = "") -> str | None:
+    """``N job(s) rejected, e.g. ID: REASON`` (Rich markup), after ``prefix`` (``sim
+    compare``: the policy); None when none was."""
+    if not result.rejected:
+        return None
+    job, reason = result.rejected[0]
+    return (
+        f"{escape(prefix)}[yellow]{len(result.rejected)} job(s) rejected[/yellow], e.g. "
+        f"{escape(str(job))}: {escape(str(reason))}"
+    )
+
+
+def left_out_note(workload: Workload) -> str | None:
+    """``N GPU pod(s) left out, never scheduled in the trace, e.g. NAME`` (Rich markup) for
+    an openb list's pods without a running time (:attr:`Workload.never_scheduled`); None
+    when there are none."""
+    names = workload.never_scheduled
+    if not names:
+        return None
+    return (
+        f"[yellow]{len(names)} GPU pod(s) left out[/yellow], never scheduled in the trace, "
+        f"e.g. {escape(names[0])} (pod_phase Pending, no scheduled_time: no running time)"
+    )
