@@ -185,6 +185,42 @@ def normalise_database_url(url: str) -> str:
     raise ValueError(f"unsupported database URL scheme in {url.split(':', 1)[0]!r}")
 
 
+_BAD_URL = (
+    "not a database URL (--database-url): {what}; a user name or password holding '@', ':' "
+    "or '/' must be percent-encoded (%40, %3A, %2F)"
+)
+
+
+def check_database_url(url: str) -> str:
+    """``url`` normalised (:func:`normalise_database_url`) and parsed once, as the server
+    will open it: a :class:`ValueError` that never shows the URL (its password) when it
+    cannot be parsed, or when it names an in-memory SQLite database, which each of the
+    server's connections (the migration's, the requests') would see empty."""
+    from sqlalchemy.engine import make_url  # here: the CLI's own settings need no SQLAlchemy
+    from sqlalchemy.exc import ArgumentError
+
+    url = normalise_database_url(url)
+    try:
+        parsed = make_url(url)
+    except ValueError:  # int() of the port, which may hold a piece of the password
+        what = "the port after its host is not a number (an IPv6 host goes in brackets: [::1])"
+        raise ValueError(_BAD_URL.format(what=what)) from None
+    except ArgumentError:
+        raise ValueError(_BAD_URL.format(what="it cannot be parsed")) from None
+    if parsed.get_backend_name() == "sqlite":
+        database = parsed.database or ""
+        if (
+            database in ("", ":memory:")
+            or database.startswith("file::memory:")
+            or parsed.query.get("mode") == "memory"
+        ):
+            raise ValueError(
+                "an in-memory SQLite database (--database-url) is not kept, and each of the "
+                "server's connections would see one of its own: give a file"
+            )
+    return url
+
+
 def _unset_home(value: Any) -> Any:
     """An empty (or blank) ``DANLU_HOME`` is unset, as every other empty ``DANLU_*``: the
     default ``~/.danlu``, not the current directory."""
@@ -311,7 +347,9 @@ class Settings(BaseSettings):
     @field_validator("home", mode="after")
     @classmethod
     def _home(cls, value: Path) -> Path:
-        return value.expanduser()
+        """Absolute: the paths under it go to jobs (``DANLU_CHECKPOINT_DIR``), which start
+        in directories of their own."""
+        return value.expanduser().absolute()
 
     @field_validator("health_program", mode="after")
     @classmethod
@@ -380,7 +418,7 @@ class Settings(BaseSettings):
     @field_validator("database_url", mode="after")
     @classmethod
     def _url(cls, value: str | None) -> str | None:
-        return normalise_database_url(value) if value else None
+        return check_database_url(value) if value else None
 
     @field_validator("fake_gpus", mode="after")
     @classmethod

@@ -7,6 +7,8 @@ from __future__ import annotations
 import codecs
 import json
 import math
+import os
+import socket
 import time
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from pathlib import Path
@@ -41,7 +43,9 @@ FINISHED_STATES = frozenset({"SUCCEEDED", "FAILED", "CANCELLED"})
 
 def find_server(home: Path | None = None) -> tuple[str, str | None]:
     """The URL (from ``home/server.json``) and admin token (``home/admin.token``, if readable)
-    of the server started with ``danlu up --home home``. Raises :class:`NoServerError`."""
+    of the server started with ``danlu up --home home``. Raises :class:`NoServerError`, also
+    when ``server.json`` records a server of this host whose process is gone (it was
+    killed): the token is never sent to whatever listens on its port now."""
     root = (home or DEFAULT_HOME).expanduser()
     hint = f"no danlu server found at {root}: start one with `danlu up --home {root}`"
     try:
@@ -52,11 +56,40 @@ def find_server(home: Path | None = None) -> tuple[str, str | None]:
         raise NoServerError(f"{hint} ({root / 'server.json'} is unreadable: {exc})") from None
     if not isinstance(info, dict) or not info.get("url"):
         raise NoServerError(f"{hint} ({root / 'server.json'} names no url)")
+    if _recorded_here(info) and not _alive(info["pid"]):
+        raise NoServerError(
+            f"the danlu server recorded in {root / 'server.json'} (pid {info['pid']}, "
+            f"{info['url']}) is not running: start one with `danlu up --home {root}`"
+        )
     try:
         token: str | None = (root / "admin.token").read_text(encoding="utf-8").strip() or None
     except (OSError, ValueError):  # ValueError: not UTF-8
         token = None
     return str(info["url"]), token
+
+
+def _recorded_here(info: dict[str, Any]) -> bool:
+    """Whether ``server.json``'s record names a server process of this host, whose pid
+    this host can judge: one written on another host (a home on a shared filesystem), or by
+    an older danlu (no ``hostname``), cannot be."""
+    pid = info.get("pid")
+    return (
+        info.get("hostname") == socket.gethostname()
+        and isinstance(pid, int)
+        and not isinstance(pid, bool)
+        and pid > 0
+    )
+
+
+def _alive(pid: int) -> bool:
+    """Whether process ``pid`` of this host exists (another user's counts)."""
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except OSError:  # EPERM: another user's process
+        return True
+    return True
 
 
 def same_server(a: str, b: str) -> bool:

@@ -297,12 +297,66 @@ def prepare(
     return Prepared(app, sock, url, token, inventory, settings, home_lock)
 
 
+GRACEFUL_SHUTDOWN = 3
+"""Seconds a stopping server (SIGTERM, Ctrl-C) waits for the requests in progress before it
+cancels them: a ``danlu logs -f`` streams until its job ends or the follow timeout (an hour)
+passes, and would otherwise hold the server up that long."""
+
+
 def write_server_json(home: Path, url: str) -> None:
-    """``{home}/server.json``: where the CLI finds this server."""
+    """``{home}/server.json``: where the CLI finds this server, which process serves it and
+    on which host (the CLI refuses the record of a dead process of its own host:
+    :func:`~danlu.client.rest.find_server`)."""
     path = home / "server.json"
     tmp = path.with_name(f".server.json.{os.getpid()}.tmp")
-    tmp.write_text(json.dumps({"url": url, "pid": os.getpid(), "started_at": time.time()}))
+    record = {
+        "url": url,
+        "pid": os.getpid(),
+        "hostname": socket.gethostname(),
+        "started_at": time.time(),
+    }
+    tmp.write_text(json.dumps(record))
     os.replace(tmp, path)
+
+
+def remove_server_json(home: Path) -> None:
+    """Remove ``{home}/server.json`` when it is still this process's (a stopped server's URL
+    must not send the CLI, and the admin token, to whatever listens on its port next); one
+    another server wrote is left alone."""
+    path = home / "server.json"
+    try:
+        info = json.loads(path.read_text(encoding="utf-8"))
+        if isinstance(info, dict) and info.get("pid") == os.getpid():
+            path.unlink()
+    except (OSError, ValueError) as exc:  # gone already, or unreadable: not ours to judge
+        log.debug("server.json not removed: %s", exc)
+
+
+class _Server(uvicorn.Server):
+    """uvicorn's server, which writes ``{home}/server.json`` once it listens
+    (:meth:`record`) and removes it as it begins to shut down: after a signal, uvicorn
+    raises the signal again once it has stopped, and nothing after its ``run`` runs."""
+
+    def __init__(self, config: uvicorn.Config, home: Path) -> None:
+        super().__init__(config)
+        self.home = home
+        self._record_lock = threading.Lock()
+        self._stopping = False
+
+    def record(self, url: str) -> bool:
+        """Write ``server.json`` naming ``url``, unless the shutdown has begun; whether it
+        was written."""
+        with self._record_lock:
+            if self._stopping:
+                return False
+            write_server_json(self.home, url)
+            return True
+
+    async def shutdown(self, sockets: list[socket.socket] | None = None) -> None:
+        with self._record_lock:
+            self._stopping = True
+            remove_server_json(self.home)
+        await super().shutdown(sockets)
 
 
 def run(
@@ -310,23 +364,32 @@ def run(
     on_ready: Callable[[Prepared], None] | None = None,
     log_level: str = "warning",
 ) -> uvicorn.Server:
-    """Serve ``prepared`` with uvicorn in this thread until it is told to exit (Ctrl-C). The
-    process becomes the control plane: its collector thresholds are set
+    """Serve ``prepared`` with uvicorn in this thread until it is told to exit (Ctrl-C,
+    SIGTERM; the requests in progress then have :data:`GRACEFUL_SHUTDOWN` seconds), with
+    ``{home}/server.json`` written once it listens and removed once it stops. The process
+    becomes the control plane: its collector thresholds are set
     (:func:`~danlu.server.reconcile.tune_collector`)."""
     tune_collector()
-    config = uvicorn.Config(prepared.app, log_level=log_level, access_log=False, lifespan="on")
-    server = uvicorn.Server(config)
+    config = uvicorn.Config(
+        prepared.app,
+        log_level=log_level,
+        access_log=False,
+        lifespan="on",
+        timeout_graceful_shutdown=GRACEFUL_SHUTDOWN,
+    )
+    server = _Server(config, Path(prepared.settings.home))
 
     def ready() -> None:
         while not server.started and not server.should_exit:
             time.sleep(0.02)
-        if server.started:
-            write_server_json(Path(prepared.settings.home), prepared.url)
-            if on_ready is not None:
-                on_ready(prepared)
+        if server.started and server.record(prepared.url) and on_ready is not None:
+            on_ready(prepared)
 
     threading.Thread(target=ready, name="danlu-ready", daemon=True).start()
-    server.run(sockets=[prepared.sock])
+    try:
+        server.run(sockets=[prepared.sock])
+    finally:  # a start-up that failed
+        remove_server_json(server.home)
     return server
 
 

@@ -251,24 +251,41 @@ def _write_secret(path: Path, text: str) -> None:
         raise
 
 
+BOOTSTRAP = "bootstrap"
+"""The name of the admin tokens :func:`bootstrap_admin` writes to ``admin.token``."""
+
+
 def bootstrap_admin(session: Session, token_path: Path, now: float | None = None) -> str | None:
     """First start: create the ``admin`` user and write a token to ``token_path`` (0600).
 
     Idempotent: when the file already holds a valid admin token nothing changes and ``None``
     is returned; when the admin exists but the file is missing or stale, a new token is
-    issued and written. Returns the new plain token when one was issued. Commits (the token
-    must be valid before the file names it).
+    issued and written, and the admin's earlier bootstrap tokens are revoked (deleting the
+    file and restarting is how a leaked one is replaced; the tokens made for the admin by
+    hand stay). Returns the new plain token when one was issued. Commits (the token must be
+    valid before the file names it).
     """
     admin = session.scalar(select(User).where(User.name == ADMIN))
     if admin is None:
         admin = create_user(session, ADMIN, "admin", now)
-    elif token_path.exists():
-        current = token_path.read_text(encoding="utf-8").strip()
-        user = authenticate(session, current, now)
-        if user is not None and user.id == admin.id:
-            session.commit()
-            return None
-    token = issue_token(session, admin, "bootstrap", now)
+    else:
+        if token_path.exists():
+            current = token_path.read_text(encoding="utf-8").strip()
+            user = authenticate(session, current, now)
+            if user is not None and user.id == admin.id:
+                session.commit()
+                return None
+        session.execute(
+            update(ApiToken)
+            .where(
+                ApiToken.user_id == admin.id,
+                ApiToken.name == BOOTSTRAP,
+                ApiToken.job_id.is_(None),
+                ApiToken.revoked_at.is_(None),
+            )
+            .values(revoked_at=resolve_now(now))
+        )
+    token = issue_token(session, admin, BOOTSTRAP, now)
     session.commit()
     _write_secret(token_path, token)
     return token
