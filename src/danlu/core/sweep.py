@@ -31,6 +31,7 @@ Errors are :class:`~danlu.core.errors.SpecError` naming the field, as for job sp
 
 from __future__ import annotations
 
+import json
 import math
 from typing import Any, Literal
 
@@ -265,4 +266,77 @@ def parse_sweep(data: Any) -> SweepSpec:
     taken = sorted(set(TRIAL_ENV) & set(trial.env))
     if taken:
         raise SpecError(f"trial.env.{taken[0]}", "is set by the sweep for every trial")
+    if spec.array:
+        _check_array(spec)
+    _check_longest_trial(spec)
     return spec
+
+
+def _check_array(spec: SweepSpec) -> None:
+    """A job array as ``danlu submit --array`` makes it (:mod:`danlu.core.job_array`): each
+    index once, within ``0..MAX_ARRAY_INDEX`` (a task's ``DANLU_ARRAY_INDEX``:
+    ``JobEnv.array_index`` refuses a negative one), and no metric (its tasks are not
+    compared). Checked at submission only: a stored sweep's spec is read as it was taken."""
+    from danlu.core.job_array import MAX_ARRAY_INDEX  # it imports this module
+
+    field = f"parameters.{ARRAY_PARAMETER}.values"
+    seen: set[int] = set()
+    for value in spec.parameters[ARRAY_PARAMETER].values or ():
+        index = int(value)
+        if not 0 <= index <= MAX_ARRAY_INDEX:
+            where = "is below 0" if index < 0 else "is too large"
+            raise SpecError(
+                field, f"index {index} {where}: an index lies within 0..{MAX_ARRAY_INDEX:,}"
+            )
+        if index in seen:
+            raise SpecError(field, f"index {index} is listed twice; list each index once")
+        seen.add(index)
+    if spec.metric is not None:
+        raise SpecError(
+            "metric", "a job array has no metric (its tasks are not compared): leave it out"
+        )
+
+
+_LONGEST_FLOAT = -2.2250738585072014e-308
+"""A float whose JSON is as long as any float's (24 characters): what a ``uniform`` or
+``log_uniform`` draw may write at most."""
+_ID_WIDTH = 32
+"""The longest sweep id (its column's width) in ``DANLU_SWEEP_ID``."""
+
+
+def _longest_value(param: Parameter) -> str | int | float | bool:
+    """The value of ``param`` whose JSON is the longest."""
+    if param.values is not None:
+        return max(param.values, key=lambda v: len(json.dumps(v)))
+    if param.distribution == "int":
+        return max(int(param.low or 0), int(param.high or 0), key=lambda v: len(str(v)))
+    return _LONGEST_FLOAT
+
+
+def _check_longest_trial(spec: SweepSpec) -> None:
+    """Refuse parameters no trial's environment can hold, as the trial's own submission
+    would refuse them once the search draws them (``env.DANLU_HPARAMS``, or the command and
+    env in all; :func:`danlu.core.spec.parse_spec`): the trial with the longest value of
+    every parameter (a grid runs every combination, a random draw may pick any) is checked
+    now, naming the parameter with the longest value."""
+    longest = {name: _longest_value(param) for name, param in spec.parameters.items()}
+    env = {
+        **spec.trial.get("env", {}),
+        "DANLU_HPARAMS": json.dumps(longest, sort_keys=True),
+        "DANLU_SWEEP_ID": "0" * _ID_WIDTH,
+        "DANLU_TRIAL": str(max(spec.total - 1, 0)),
+    }
+    if spec.array:
+        env["DANLU_ARRAY_INDEX"] = str(longest[ARRAY_PARAMETER])
+    try:
+        parse_spec({"name": spec.name, **spec.trial, "env": env})
+    except SpecError as exc:
+        name = max(longest, key=lambda k: len(json.dumps(longest[k])))
+        field = f"parameters.{name}" + (".values" if spec.parameters[name].values else "")
+        if exc.field == "env.DANLU_HPARAMS":
+            message = f"a trial's DANLU_HPARAMS with the longest values {exc.message}"
+        elif exc.field == "command":
+            message = f"with the longest values, {exc.message}"
+        else:
+            raise SpecError(f"trial.{exc.field}".rstrip("."), exc.message) from None
+        raise SpecError(field, message) from None

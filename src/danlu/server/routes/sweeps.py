@@ -95,8 +95,8 @@ def get_sweep(sweep_id: str, user: Caller, state: State) -> dict[str, Any]:
 
 @router.post("/{sweep_id}/cancel", response_model=SweepOut, summary="Cancel a sweep")
 def cancel_sweep(sweep_id: str, user: Caller, state: State) -> dict[str, Any]:
-    """Cancel a running sweep and its unfinished trials (finished trials keep their
-    results); an ended sweep is 409."""
+    """Cancel a sweep's unfinished trials (finished trials keep their results; a running
+    sweep ends CANCELLED, an ended one keeps its state); 409 when nothing is left."""
     checked_name(sweep_id, "sweep")
     with state.db.session() as session:
         sweep = sweeps.cancel(session, sweep_id, user)

@@ -8,7 +8,8 @@ median rule rules out (a cancel, with the reason; the metrics are read at most e
 :data:`JUDGE_EVERY_SECONDS`), submits trials while fewer than
 ``parallel`` are unfinished, and marks the sweep DONE once every trial has ended. A trial
 that cannot be submitted any more (its project's quota or the inventory changed) fails the
-sweep with the reason.
+sweep with the reason; its unfinished trials go on until they end or :func:`cancel` stops
+them.
 
 The trials' objective is read from their metric records (``metric.name``); a trial that
 never reported it has no result and ranks last.
@@ -124,14 +125,31 @@ def list_sweeps(session: Session, viewer: User | None = None, limit: int = 100) 
 
 
 def cancel(session: Session, sweep_id: str, viewer: User, now: float | None = None) -> Sweep:
-    """Cancel a RUNNING sweep and its unfinished trials; a finished sweep is a conflict."""
+    """Cancel a sweep's unfinished trials: a RUNNING sweep ends CANCELLED; one that ended
+    with trials left (FAILED: a trial could no longer be submitted) keeps its state and
+    reason, and its trials still queued or running are cancelled all the same. A sweep with
+    nothing left to cancel (every trial ended, or its stop already asked for) is a conflict.
+    A trial that ended meanwhile (its own cancel, committed while this waited for its row)
+    is left as it ended."""
     t = resolve_now(now)
     sweep = _locked(session, get(session, sweep_id, viewer).id)
-    if sweep.state != RUNNING:
-        raise ConflictError(f"sweep {sweep.id} already ended ({sweep.state}); nothing to cancel")
-    _end(sweep, CANCELLED, f"cancelled by {viewer.name}", t)
-    for job in _Trials(session, sweep, spec_of(sweep)).unfinished():
-        jobs.cancel_job(session, job.id, reason=f"its sweep was cancelled by {viewer.name}", now=t)
+    unfinished = _Trials(session, sweep, spec_of(sweep)).unfinished()
+    if sweep.state == RUNNING:
+        _end(sweep, CANCELLED, f"cancelled by {viewer.name}", t)
+    else:
+        unfinished = [job for job in unfinished if job.cancel_requested_at is None]
+        if not unfinished:
+            raise ConflictError(
+                f"sweep {sweep.id} already ended ({sweep.state}); nothing to cancel"
+            )
+    for job in unfinished:
+        try:
+            jobs.cancel_job(
+                session, job.id, reason=f"its sweep was cancelled by {viewer.name}", now=t
+            )
+        except ConflictError:
+            if not JobState(job.state).terminal:  # read again under its lock
+                raise
     session.flush()
     return sweep
 
@@ -174,11 +192,15 @@ def _locked(session: Session, sweep_id: str) -> Sweep:
     transaction ends (``FOR UPDATE`` on PostgreSQL; SQLite's writers are serialised anyway):
     :func:`advance` and :func:`cancel` each read its state and write it, so one waits for
     the other to commit, then sees what it wrote (a cancelled sweep gets no new trial and
-    is not marked DONE or FAILED over; a cancel sees the trials just submitted)."""
+    is not marked DONE or FAILED over; a cancel sees the trials just submitted). The sweep's
+    row only (``FOR UPDATE OF sweeps``), not its owner's, loaded joined: a cancel of one of
+    the owner's jobs locks the job's row, then the owner's, and this transaction locks the
+    trials' rows after the sweep's; locking the owner here too took the two in opposite
+    orders (PostgreSQL: a deadlock)."""
     query = (
         select(Sweep)
         .where(Sweep.id == sweep_id)
-        .with_for_update()
+        .with_for_update(of=Sweep)
         .execution_options(populate_existing=True)
     )
     sweep = session.scalar(query)
