@@ -9,9 +9,10 @@ and hands it out in whole lines (:meth:`NodeRun.status`; an exited command's las
 is, with or without a newline), so that the control plane can append the output of every node
 to the job's log without cutting a line in two. :meth:`NodeRun.stop`
 sends SIGTERM to the command's process group and SIGKILL after a grace (a later stop whose
-grace ends sooner, a cancel of a run being preempted, brings the SIGKILL forward). Once the
-command has exited, what it left in its process group is SIGKILLed. Imports nothing of Ray, so
-it is tested without a cluster.
+grace ends sooner, a cancel of a run being preempted, brings the SIGKILL forward). A thread
+waits for the command: it stamps the time it exited (``finished_at``, by which the control plane
+orders the nodes' exits to find a run's first failure) and SIGKILLs what the command left in its
+process group. Imports nothing of Ray, so it is tested without a cluster.
 """
 
 from __future__ import annotations
@@ -77,6 +78,8 @@ class NodeRun:
                 self._error = f"cannot start {command[0]!r}: {exc}"
                 self.finished_at = time.time()
                 log.write(f"danlu: {self._error}\n".encode())
+        if self._proc is not None:
+            threading.Thread(target=self._wait, args=(self._proc,), daemon=True).start()
 
     def pid(self) -> int | None:
         """The command's process id (None when it could not be started)."""
@@ -84,20 +87,28 @@ class NodeRun:
 
     def exit_code(self) -> int | None:
         """The command's exit status once it has exited (``128 + N`` after signal N; 127
-        when it could not be started); None while it runs."""
+        when it could not be started); None while it runs (until :meth:`_wait` has seen it
+        exit)."""
         if self._proc is None:
             return 127
-        code = self._proc.poll()
-        if code is None:
+        code = self._proc.returncode
+        if self.finished_at is None or code is None:
             return None
-        if self.finished_at is None:
-            self.finished_at = time.time()
+        return code if code >= 0 else 128 - code
+
+    def _wait(self, proc: subprocess.Popen[bytes]) -> None:
+        """Wait for the command (a thread of its own), then stamp when it exited: the time
+        it did, not when someone first asked, so that the nodes of a run are ordered by
+        their exits. What the command left in its group (``sleep &``) would outlive it on
+        its GPUs: it is SIGKILLed."""
+        proc.wait()
+        finished = time.time()
+        with self._lock:
             if self._killer is not None:
                 self._killer.cancel()
-            # what the command left in its group (``sleep &``) would outlive it on its GPUs
             with contextlib.suppress(ProcessLookupError, PermissionError):
-                os.killpg(self._proc.pid, signal.SIGKILL)
-        return code if code >= 0 else 128 - code
+                os.killpg(proc.pid, signal.SIGKILL)
+            self.finished_at = finished
 
     def status(self, offset: int = 0) -> dict[str, Any]:
         """The run's state and its output from byte ``offset``, in whole lines (all of it
@@ -163,7 +174,7 @@ class NodeRun:
                 self._temp_dir = None
 
     def _signal(self, sig: int) -> None:
-        if self._proc is None or self._proc.poll() is not None:
+        if self._proc is None or self._proc.returncode is not None:  # reaped by _wait
             return
         with contextlib.suppress(ProcessLookupError, PermissionError):
             os.killpg(self._proc.pid, sig)

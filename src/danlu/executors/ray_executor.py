@@ -10,6 +10,8 @@ its GPUs are not seen by danlu.
 - **Nodes.** Every live node with GPUs (Ray's ``GPU`` resource) is a danlu node, named by its
   ``danlu.node`` label (``ray start --labels='{"danlu.node": "gpu07"}'``) or else by Ray's
   ``NodeName`` (its address). Ray's ``accelerator_type:...`` resource names the GPU type.
+  Two nodes of one name leave the inventory as it was; a launch onto that name is a
+  :class:`NodeLaunchError`, launches onto other nodes go on.
 - **Logs.** The actors keep their node's output and hand it out in whole lines; each poll
   appends what is new, node after node, to ``{log_dir}/JOB_ID.log`` on the control plane's
   host (a node's last line, which its command may leave without a newline, gets one), so a
@@ -20,14 +22,22 @@ its GPUs are not seen by danlu.
   under way (its host SIGTERMed that node alone), once, as a preemption, with the job's
   preemption grace, so that they checkpoint too. None while a stop danlu asked for is under
   way (its grace stands; every node is checkpointing).
+  A stop Ray could not deliver to an actor is sent again at the next poll, with what is left
+  of its grace.
 - **Exit.** Once every node's command has exited, the run's status
-  (:func:`~danlu.executors.base.gang_exit`: the first failure in time that is not a
-  checkpoint, else 75 or 0) is classified as :func:`~danlu.executors.base.classify_exit`
-  does, and the actors are killed.
-  An actor that died (its node lost, its worker killed) makes the run a preemption: the job is
-  re-queued to resume from its checkpoint.
+  (:func:`~danlu.executors.base.gang_exit`: the first failure in time, by when each node's
+  command exited, that is not a checkpoint, else 75 or 0) is classified as
+  :func:`~danlu.executors.base.classify_exit` does, and the actors are killed; a kill that
+  failed is made again at the run's later polls and every :data:`KILL_RETRY` seconds at other
+  runs' polls, until it is recorded.
+  An actor that died (Ray's ``ActorDiedError``, or one Ray no longer finds: its node lost,
+  its worker killed) makes the run a preemption: the job is re-queued to resume from its
+  checkpoint. One that cannot be reached for now (``ActorUnavailableError``) or does not
+  answer in time is asked again at the next poll; other errors of Ray's are an
+  :class:`ExecutorUnavailableError`.
 - **State.** ``{state_dir}/runs/JOB_ID/`` holds the launch record (actor names), a stop
-  request and the result, so a restarted control plane finds its runs' actors by name.
+  request, the result and whether the actors were killed, so a restarted control plane finds
+  its runs' actors by name.
 """
 
 from __future__ import annotations
@@ -36,7 +46,7 @@ import contextlib
 import logging
 import shutil
 import time
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Iterator, Mapping
 from pathlib import Path
 from typing import Any
 
@@ -79,6 +89,11 @@ starting (or busy): it asks again at the next poll."""
 START_TIMEOUT = 120.0
 """Seconds an actor may take to answer its first call (Ray starting a worker on its node)
 before the run counts as lost."""
+KILL_RETRY = 30.0
+"""Seconds between tries, at the polls of other runs, to kill the actors of an ended run whose
+kill failed (at the run's own polls it is tried each time)."""
+KILLED = "killed.json"
+"""In a run's directory once the actors of the ended run are killed."""
 _PRIVATE_PREFIXES = ("RAY_",)
 """Ray's own variables: left out of a job's environment, the job's own ``env`` included."""
 
@@ -93,7 +108,19 @@ def _launch_fields() -> dict[str, records.Check]:
         isinstance(v, list)
         and all(isinstance(n, int) and not isinstance(n, bool) and n >= 0 for n in v)
     )
+    fields["unsignalled"] = _unsignalled
     return fields
+
+
+def _unsignalled(value: Any) -> bool:
+    """A stop Ray could not deliver to some actors: ``{"actors", "reason", "grace", "at"}``."""
+    return (
+        isinstance(value, dict)
+        and isinstance(value.get("actors"), list)
+        and all(isinstance(n, str) for n in value["actors"])
+        and isinstance(value.get("reason"), str)
+        and all(isinstance(value.get(k), int | float) for k in ("grace", "at"))
+    )
 
 
 LAUNCH_FIELDS = _launch_fields()
@@ -132,6 +159,16 @@ class RayExecutor(RunDirExecutor, MultiNodeExecutor, GpuSharingExecutor):
         import ray
 
         self._ray: Any = ray
+        errors: Any = ray.exceptions
+        self._ray_error: type[Exception] = errors.RayError
+        self._actor_error: type[Exception] = errors.RayActorError
+        unavailable = getattr(errors, "ActorUnavailableError", None)  # Ray >= 2.22
+        self._busy: tuple[type[Exception], ...] = (
+            errors.GetTimeoutError,
+            *((unavailable,) if unavailable is not None else ()),
+        )
+        """A call's errors that mean "ask again later": no answer in time, or the actor
+        cannot be reached for now (a subclass of ``RayActorError``, which else means dead)."""
         if not ray.is_initialized():
             try:
                 ray.init(address=address, namespace=namespace, log_to_driver=False)
@@ -147,6 +184,11 @@ class RayExecutor(RunDirExecutor, MultiNodeExecutor, GpuSharingExecutor):
         self._max_jobs_per_gpu = max_jobs_per_gpu
         self._cluster: Cluster | None = None
         self._handles: dict[str, Any] = {}
+        self._unkilled: dict[tuple[str, ...], tuple[Path, dict[str, Any], float]] = {}
+        """Ended runs whose actors could not all be killed, by their actors' names: their run
+        directory, launch record, and when to try again (:meth:`_retry_kills`)."""
+        self._shared_names: list[str] = []
+        """The names two Ray nodes share, as last warned about."""
 
     # -- capabilities -------------------------------------------------------------------------
 
@@ -172,29 +214,51 @@ class RayExecutor(RunDirExecutor, MultiNodeExecutor, GpuSharingExecutor):
             raise ExecutorError("the Ray cluster has no live node with GPUs")
         return refreshed_cluster(self._cluster, [self._node(n) for n in nodes.values()], "ray")
 
-    def _nodes(self) -> dict[str, dict[str, Any]]:
-        """Ray's live nodes with GPUs by danlu name, in Ray's order. Raises
-        :class:`ExecutorUnavailableError` when Ray cannot be asked."""
+    def _listed(self) -> dict[str, list[dict[str, Any]]]:
+        """Ray's live nodes with GPUs by danlu name (several where nodes share a name), in
+        Ray's order. Raises :class:`ExecutorUnavailableError` when Ray cannot be asked."""
         try:
             listed = self._ray.nodes()
         except Exception as exc:  # the GCS gone: ray.nodes() raises what gRPC raised
             raise ExecutorUnavailableError(f"cannot read Ray's nodes: {exc}") from exc
-        found: dict[str, dict[str, Any]] = {}
+        found: dict[str, list[dict[str, Any]]] = {}
         for info in listed:
-            if not info.get("Alive") or float(info.get("Resources", {}).get("GPU", 0)) <= 0:
-                continue
-            name = str((info.get("Labels") or {}).get(NODE_LABEL) or info.get("NodeName", ""))
-            if name in found:
-                raise ExecutorError(
-                    f"two Ray nodes are both named {name!r}; give each a label of its own, "
-                    f'e.g. ray start --labels=\'{{"{NODE_LABEL}": "gpu07"}}\''
-                )
-            found[name] = info
+            if info.get("Alive") and float(info.get("Resources", {}).get("GPU", 0)) > 0:
+                found.setdefault(_node_name(info), []).append(info)
         return found
+
+    def _nodes(self) -> dict[str, dict[str, Any]]:
+        """Ray's live nodes with GPUs by danlu name, in Ray's order: an
+        :class:`ExecutorError` when two share a name, an :class:`ExecutorUnavailableError`
+        when Ray cannot be asked."""
+        found = self._listed()
+        for name, infos in found.items():
+            if len(infos) > 1:
+                raise ExecutorError(_shared_name(name))
+        return {name: infos[0] for name, infos in found.items()}
+
+    def _launch_nodes(self, names: list[str]) -> dict[str, dict[str, Any]]:
+        """Ray's live nodes with GPUs by danlu name, for a launch onto the nodes ``names``: a
+        name two nodes share is a :class:`NodeLaunchError` when the launch is onto it, else
+        only warned about (those nodes are left out): it makes no other launch wait."""
+        found = self._listed()
+        shared = sorted(name for name, infos in found.items() if len(infos) > 1)
+        ours = [name for name in shared if name in names]
+        if ours:
+            raise NodeLaunchError(_shared_name(ours[0]), nodes=ours)
+        if shared and shared != self._shared_names:
+            log.warning(
+                "Ray nodes share the names %s: no launch is made onto them; give each a "
+                "%s label of its own",
+                ", ".join(shared),
+                NODE_LABEL,
+            )
+        self._shared_names = shared
+        return {name: infos[0] for name, infos in found.items() if len(infos) == 1}
 
     def _node(self, info: Mapping[str, Any]) -> Node:
         resources = info.get("Resources", {})
-        name = str((info.get("Labels") or {}).get(NODE_LABEL) or info.get("NodeName", ""))
+        name = _node_name(info)
         kind = self._gpu_type
         for key in resources:
             if key.startswith("accelerator_type:"):
@@ -239,15 +303,14 @@ class RayExecutor(RunDirExecutor, MultiNodeExecutor, GpuSharingExecutor):
     def submit(self, job: JobLaunch) -> Handle:
         """Start ``job``'s actors on its allocation's nodes. Raises
         :class:`JobAlreadyRunningError` while an earlier run still runs,
-        :class:`GpusBusyError` while another job's run holds one of its GPUs, and
-        :class:`NodeLaunchError` when one of its nodes has left the Ray cluster."""
+        :class:`GpusBusyError` while another job's run holds one of its GPUs,
+        :class:`NodeLaunchError` when one of its nodes has left the Ray cluster or shares its
+        name with another Ray node, and :class:`ExecutorUnavailableError` when Ray cannot be
+        asked."""
         cluster = self.inventory()
         run_dir = self._clear_for(job, cluster)
         names = [cluster.nodes[i].name for i in job.nodes]
-        try:
-            alive = self._nodes()
-        except Exception as exc:
-            raise ExecutorUnavailableError(f"cannot read Ray's nodes: {exc}") from exc
+        alive = self._launch_nodes(names)
         for name in names:
             if name not in alive:
                 raise NodeLaunchError(
@@ -269,7 +332,9 @@ class RayExecutor(RunDirExecutor, MultiNodeExecutor, GpuSharingExecutor):
         log_path, offset = self._open_log(self._log_dir, job.job_id)
         run_dir.mkdir(mode=0o700)
         devices = node_devices(job, self.inventory())
-        master = str(alive[names[0]].get("NodeManagerAddress", "127.0.0.1")) if names else ""
+        # a run without GPUs is one process anywhere in the cluster: its torchrun is alone
+        first = alive[names[0]] if names else {}
+        master = str(first.get("NodeManagerAddress") or "127.0.0.1")
         actors = [f"danlu.{job.job_id}.{job.run_attempt}.{rank}" for rank in range(len(names) or 1)]
         record = self._launch_record(job, log_path, offset)
         record.update(nodes=names, actors=actors)
@@ -291,7 +356,7 @@ class RayExecutor(RunDirExecutor, MultiNodeExecutor, GpuSharingExecutor):
             try:
                 handle = self._actor.options(**options).remote(job.command, env, job.workdir)
             except Exception as exc:  # Ray refused the actor (a name taken, the cluster gone)
-                self._kill_actors(record)
+                self._kill_ended(run_dir, record, mark=False)
                 shutil.rmtree(run_dir, ignore_errors=True)
                 raise LaunchError(f"Ray could not start job {job.job_id}: {exc}") from exc
             self._handles[actor_name] = handle
@@ -299,14 +364,18 @@ class RayExecutor(RunDirExecutor, MultiNodeExecutor, GpuSharingExecutor):
         return Handle(job.job_id, job.run_attempt)
 
     def poll(self, handle: Handle) -> ExecStatus:
-        """The run's status from its actors; appends their new output to the job's log."""
+        """The run's status from its actors; appends their new output to the job's log.
+        Raises :class:`ExecutorUnavailableError` when Ray cannot be asked."""
         run_dir, launch = self._load(handle)
-        return self._status(run_dir, launch)
+        status = self._status(run_dir, launch)
+        self._retry_kills()
+        return status
 
     # -- internals ----------------------------------------------------------------------------
 
     def _dropped(self, run_dir: Path, launch: dict[str, Any] | None) -> None:
-        self._kill_actors(launch)
+        if launch is not None:
+            self._kill_ended(run_dir, launch)
 
     def _ended(self, run_dir: Path, launch: dict[str, Any]) -> bool:
         """A run whose result a poll has recorded; asks no actor (a launch would otherwise
@@ -316,36 +385,94 @@ class RayExecutor(RunDirExecutor, MultiNodeExecutor, GpuSharingExecutor):
 
     def _actor_handle(self, name: str) -> Any | None:
         """The actor named ``name`` (None when Ray has no such actor: killed, or its node
-        lost)."""
+        lost). Raises :class:`ExecutorUnavailableError` when Ray cannot be asked."""
         if name not in self._handles:
             try:
                 self._handles[name] = self._ray.get_actor(name, namespace=self._namespace)
             except ValueError:
                 return None
+            except Exception as exc:  # the GCS gone: what gRPC raised, as for ray.nodes()
+                raise ExecutorUnavailableError(f"cannot look up Ray actor {name}: {exc}") from exc
         return self._handles[name]
 
-    def _kill_actors(self, launch: Mapping[str, Any] | None) -> None:
+    @contextlib.contextmanager
+    def _asking(self, what: str) -> Iterator[None]:
+        """Ray's errors in the block (and OS errors of its connections) as
+        :class:`ExecutorUnavailableError`, which the control plane handles (asks again later)."""
+        try:
+            yield
+        except (self._ray_error, OSError) as exc:
+            raise ExecutorUnavailableError(f"cannot {what}: {exc}") from exc
+
+    def _kill_actors(self, launch: Mapping[str, Any]) -> bool:
         """Kill the run's actors, each after it has SIGKILLed what is left of its command
         (the command's process group outlives an actor killed first) and removed its output
-        folder on its node (:meth:`NodeRun.close`)."""
+        folder on its node (:meth:`NodeRun.close`); an actor that does not answer that call
+        is killed all the same. True when none is left: killed now, or gone already; False
+        when Ray could not be asked about one, or could not kill it."""
+        done = True
         actors = []
-        for name in (launch or {}).get("actors") or []:
-            actor = self._actor_handle(name)
-            self._handles.pop(name, None)
-            if actor is not None:
-                actors.append((actor, actor.close.remote()))
-        for actor, stopped in actors:
-            with contextlib.suppress(Exception):  # gone already, or not answering
-                self._ray.get(stopped, timeout=CALL_TIMEOUT)
-            with contextlib.suppress(Exception):
+        for name in launch.get("actors") or []:
+            try:
+                actor = self._actor_handle(name)
+            except ExecutorUnavailableError as exc:
+                log.warning("cannot kill the actor %s: %s", name, exc)
+                done = False
+                continue
+            if actor is None:
+                continue
+            closing = None
+            with contextlib.suppress(Exception):  # not answering: its guard ends the command
+                closing = actor.close.remote()
+            actors.append((name, actor, closing))
+        for name, actor, closing in actors:
+            if closing is not None:
+                with contextlib.suppress(Exception):  # gone already, or not answering
+                    self._ray.get(closing, timeout=CALL_TIMEOUT)
+            try:
                 self._ray.kill(actor, no_restart=True)
+            except Exception as exc:  # the GCS unreachable for now: tried again later
+                log.warning("cannot kill the actor %s: %s", name, exc)
+                done = False
+            else:
+                self._handles.pop(name, None)
+        return done
+
+    def _kill_ended(self, run_dir: Path, launch: Mapping[str, Any], mark: bool = True) -> None:
+        """Kill the actors of the ended run of ``launch`` unless ``run_dir`` records them
+        killed (:data:`KILLED`, written once they are, when ``mark``: ``run_dir`` is still
+        the run's). A kill that failed is remembered for :meth:`_retry_kills`."""
+        key = tuple(launch.get("actors") or ())
+        if mark and (run_dir / KILLED).exists():
+            self._unkilled.pop(key, None)
+            return
+        if not self._kill_actors(launch):
+            self._unkilled[key] = (run_dir, dict(launch), self._clock() + KILL_RETRY)
+            return
+        self._unkilled.pop(key, None)
+        if mark:
+            with contextlib.suppress(OSError):  # killed again (none found) at the next poll
+                supervise.write_json(run_dir / KILLED, {"killed_at": self._clock()})
+
+    def _retry_kills(self) -> None:
+        """Kill again, every :data:`KILL_RETRY` seconds, the actors of ended runs whose kill
+        failed (the control plane may not poll an ended run again)."""
+        now = self._clock()
+        for run_dir, launch, due in list(self._unkilled.values()):
+            if due <= now:
+                current = self._read_launch(run_dir)
+                mine = current is not None and current.get("actors") == launch.get("actors")
+                self._kill_ended(run_dir, launch, mark=mine)
 
     def _status(self, run_dir: Path, launch: dict[str, Any]) -> ExecStatus:
         stop = records.read_stop(run_dir)
         reason = StopReason(stop["reason"]) if "reason" in stop else None
         recorded = self._recorded(run_dir, reason)
         if recorded is not None:
+            self._kill_ended(run_dir, launch)
             return recorded
+        if launch.get("unsignalled"):
+            self._signal_again(run_dir, launch)
         answers = self._ask(launch)
         if answers is None:  # not answering yet: Ray may still be starting the workers
             if self._clock() - launch["launched_at"] < START_TIMEOUT or launch.get("answered"):
@@ -373,6 +500,7 @@ class RayExecutor(RunDirExecutor, MultiNodeExecutor, GpuSharingExecutor):
             }
             return self._finish(run_dir, launch, result, reason)
         if all(c is not None for c in codes) and not any(a["more"] for a in answers if a):
+            # by when each node's command exited (stamped by its actor as it happened)
             exits = sorted((a["finished_at"] or 0.0, a["exit_code"]) for a in answers if a)
             code = gang_exit(c for _, c in exits)
             tail = records.log_tail(launch["log_path"], int(launch.get("log_offset", 0)))
@@ -394,7 +522,8 @@ class RayExecutor(RunDirExecutor, MultiNodeExecutor, GpuSharingExecutor):
         after the job's own preemption grace (else the executor's), so that the others
         checkpoint too rather than wait for the missing node in their collectives. Nothing
         when every node exited 0 so far. The caller makes none while a stop danlu asked for
-        is under way: every node is checkpointing, and its grace is not cut short."""
+        is under way: every node is checkpointing, and its grace is not cut short. Actors Ray
+        could not reach are stopped at the next poll (:meth:`_signal_again`)."""
         if None not in codes:
             return
         if any(c not in (None, 0, PREEMPTED_EXIT_CODE) for c in codes):
@@ -407,33 +536,35 @@ class RayExecutor(RunDirExecutor, MultiNodeExecutor, GpuSharingExecutor):
         launch["gang_stopped"] = True
         with contextlib.suppress(OSError):  # else stopped again at the next poll
             supervise.write_json(run_dir / supervise.LAUNCH, launch)
-        self._signal_all(launch, reason.value, float(grace))
+        self._signal_all(run_dir, launch, launch["actors"], reason.value, float(grace))
 
     def _ask(self, launch: Mapping[str, Any]) -> list[dict[str, Any] | None] | None:
-        """Every actor's status (None for an actor that is gone); None when they do not
-        answer within :data:`CALL_TIMEOUT` (still starting)."""
-        from ray.exceptions import GetTimeoutError, RayActorError
-
+        """Every actor's status (None for an actor that is gone: dead, or not found); None
+        when they do not all answer within :data:`CALL_TIMEOUT` (still starting, busy) or
+        one cannot be reached for now (``ActorUnavailableError``): asked again at the next
+        poll. Raises :class:`ExecutorUnavailableError` for Ray's other errors."""
         offsets = launch.get("offsets") or [0] * len(launch["actors"])
         refs: list[Any] = []
-        for name, offset in zip(launch["actors"], offsets, strict=False):
-            actor = self._actor_handle(name)
-            refs.append(actor.status.remote(offset) if actor is not None else None)
-        pending = [ref for ref in refs if ref is not None]
-        ready, _ = self._ray.wait(pending, num_returns=len(pending), timeout=CALL_TIMEOUT)
-        if len(ready) < len(pending):
-            return None
-        out: list[dict[str, Any] | None] = []
-        for ref in refs:
-            if ref is None:
-                out.append(None)
-                continue
-            try:
-                out.append(self._ray.get(ref, timeout=CALL_TIMEOUT))
-            except GetTimeoutError:
-                return None
-            except RayActorError:
-                out.append(None)
+        with self._asking("ask the run's actors"):
+            for name, offset in zip(launch["actors"], offsets, strict=False):
+                actor = self._actor_handle(name)
+                refs.append(actor.status.remote(offset) if actor is not None else None)
+            pending = [ref for ref in refs if ref is not None]
+            if pending:
+                ready, _ = self._ray.wait(pending, num_returns=len(pending), timeout=CALL_TIMEOUT)
+                if len(ready) < len(pending):
+                    return None
+            out: list[dict[str, Any] | None] = []
+            for ref in refs:
+                if ref is None:
+                    out.append(None)
+                    continue
+                try:
+                    out.append(self._ray.get(ref, timeout=CALL_TIMEOUT))
+                except self._busy:
+                    return None
+                except self._actor_error:  # ActorDiedError: its node lost, or killed
+                    out.append(None)
         return out
 
     def _append(
@@ -468,14 +599,42 @@ class RayExecutor(RunDirExecutor, MultiNodeExecutor, GpuSharingExecutor):
         code = result.get("exit_code")
         result["signal"] = code - 128 if isinstance(code, int) and code > 128 else None
         status = self._record(run_dir, result, reason)
-        self._kill_actors(launch)
+        self._kill_ended(run_dir, launch)
         return status
 
-    def _signal_all(self, launch: Mapping[str, Any], reason: str, grace: float) -> None:
-        for name in launch["actors"]:
-            actor = self._actor_handle(name)
-            if actor is not None:
-                actor.stop.remote(reason, grace)
+    def _signal_all(
+        self, run_dir: Path, launch: dict[str, Any], names: list[str], reason: str, grace: float
+    ) -> list[str]:
+        """Ask the actors ``names`` of the run to SIGTERM the command now and SIGKILL it
+        after ``grace`` seconds. Those Ray could not reach are recorded in the launch record
+        (``unsignalled``), for :meth:`_signal_again` at the next poll, and returned."""
+        failed = []
+        had = "unsignalled" in launch
+        for name in names:
+            try:
+                with self._asking(f"stop Ray actor {name}"):
+                    actor = self._actor_handle(name)
+                    if actor is not None:  # else gone: nothing of it to stop
+                        actor.stop.remote(reason, grace)
+            except ExecutorUnavailableError as exc:
+                log.warning("%s (tried again at the next poll)", exc)
+                failed.append(name)
+        if failed:
+            when = self._clock()
+            launch["unsignalled"] = {"actors": failed, "reason": reason, "grace": grace, "at": when}
+        else:
+            launch.pop("unsignalled", None)
+        if failed or had:
+            with contextlib.suppress(OSError):  # else not sent again to those it missed
+                supervise.write_json(run_dir / supervise.LAUNCH, launch)
+        return failed
+
+    def _signal_again(self, run_dir: Path, launch: dict[str, Any]) -> None:
+        """Send the stop Ray could not deliver to some actors again, with what is left of its
+        grace (so that its SIGKILL comes when it would have)."""
+        pending = launch["unsignalled"]
+        grace = max(0.0, float(pending["grace"]) - (self._clock() - float(pending["at"])))
+        self._signal_all(run_dir, launch, list(pending["actors"]), str(pending["reason"]), grace)
 
     def _signal(
         self,
@@ -485,8 +644,27 @@ class RayExecutor(RunDirExecutor, MultiNodeExecutor, GpuSharingExecutor):
         reason: StopReason,
         grace: float,
     ) -> None:
-        """Ask every node's actor to SIGTERM the command now and SIGKILL it after the grace."""
-        self._signal_all(launch, reason.value, grace)
+        """Ask every node's actor to SIGTERM the command now and SIGKILL it after the grace.
+        Raises :class:`ExecutorUnavailableError` when Ray could not reach one (the stop is
+        recorded, and sent to it again at the next poll)."""
+        failed = self._signal_all(run_dir, launch, launch["actors"], reason.value, grace)
+        if failed:
+            raise ExecutorUnavailableError(
+                f"cannot reach the Ray actors {', '.join(failed)} to stop job {handle.job_id} "
+                "(asked again at the next poll)"
+            )
+
+
+def _node_name(info: Mapping[str, Any]) -> str:
+    """A Ray node's danlu name: its ``danlu.node`` label, else Ray's ``NodeName``."""
+    return str((info.get("Labels") or {}).get(NODE_LABEL) or info.get("NodeName", ""))
+
+
+def _shared_name(name: str) -> str:
+    return (
+        f"two Ray nodes are both named {name!r}; give each a label of its own, "
+        f'e.g. ray start --labels=\'{{"{NODE_LABEL}": "gpu07"}}\''
+    )
 
 
 def public_env(env: Mapping[str, str]) -> dict[str, str]:

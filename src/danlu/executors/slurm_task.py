@@ -70,7 +70,7 @@ def task_env(task: dict[str, object], env: dict[str, str]) -> dict[str, str]:
     visible = devices.get(node, "") if isinstance(devices, dict) else ""
     out["CUDA_VISIBLE_DEVICES"] = str(visible)
     nodes = task.get("nodes")
-    count = len(nodes) if isinstance(nodes, list) else 1
+    count = max(1, len(nodes)) if isinstance(nodes, list) else 1  # none: Slurm picks one
     out["PET_NNODES"] = str(count)
     if isinstance(nodes, list) and node in nodes:
         out["PET_NODE_RANK"] = str(nodes.index(node))

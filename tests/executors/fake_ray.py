@@ -1,0 +1,305 @@
+"""A fake of the parts of the ``ray`` API that the Ray executor uses, for unit tests of
+:class:`~danlu.executors.ray_executor.RayExecutor` without a Ray cluster.
+
+For tests only: it is no Ray. :meth:`FakeRay.install` puts a ``ray`` package of its own
+(``ray``, ``ray.exceptions``, ``ray.util.scheduling_strategies``) into ``sys.modules``
+through pytest's ``monkeypatch`` (undone after the test), so that the executor's
+``import ray`` gets it; Ray itself need not be installed. What it fakes:
+
+- ``ray.nodes()``: :attr:`FakeRay.nodes`, dicts as Ray lists them (:func:`node`).
+- ``ray.remote(cls).options(name=...).remote(*args)``: an actor whose object is ``cls(*args)``
+  made in this process (the executor's :class:`~danlu.executors.ray_actor.NodeRun`: the
+  job's commands are real child processes). A constructor that raises leaves a dead actor,
+  as Ray does. A name a live actor has is refused (``ValueError``).
+- ``actor.method.remote(...)``: the call is made at once; its answer or error is kept in the
+  returned reference for ``ray.get``. An error of the method comes as a ``RayTaskError``.
+- ``ray.get_actor(name)``: the live actor of that name, else ``ValueError`` as Ray's.
+- ``ray.wait``, ``ray.get`` (``GetTimeoutError`` for a call that hangs), ``ray.kill``.
+- ``ray.exceptions``: classes of Ray's names and hierarchy (``RayError`` >
+  ``RayActorError`` > ``ActorDiedError`` / ``ActorUnavailableError``; ``GetTimeoutError``,
+  also a ``TimeoutError``; ``ObjectLostError``; ``RayTaskError``).
+
+Faults a test makes: :meth:`FakeActor.dead` (its node lost: calls fail with
+``ActorDiedError``, ``get_actor`` finds no such actor), :attr:`FakeActor.unavailable`
+(calls fail with ``ActorUnavailableError``, as on a network blip), :attr:`FakeActor.hanging`
+(calls never answer) and :meth:`FakeRay.fail` (the next calls of one API raise a given
+error). :meth:`FakeRay.close_all` ends every actor's command (a test's teardown).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import sys
+import types
+from collections.abc import Callable
+from typing import Any
+
+import pytest
+
+
+class RayError(Exception):
+    """``ray.exceptions.RayError``: every error of Ray's."""
+
+
+class RayActorError(RayError):
+    """``ray.exceptions.RayActorError``: a call to an actor failed for the actor's sake."""
+
+
+class ActorDiedError(RayActorError):
+    """``ray.exceptions.ActorDiedError``: the actor is dead (killed, its node lost)."""
+
+
+class ActorUnavailableError(RayActorError):
+    """``ray.exceptions.ActorUnavailableError``: the actor cannot be reached for now (a
+    network blip); it may answer later."""
+
+
+class GetTimeoutError(RayError, TimeoutError):
+    """``ray.exceptions.GetTimeoutError``: ``ray.get`` timed out."""
+
+
+class ObjectLostError(RayError):
+    """``ray.exceptions.ObjectLostError``: an answer was lost with the node that held it."""
+
+
+class RayTaskError(RayError):
+    """``ray.exceptions.RayTaskError``: the remote method raised."""
+
+
+EXCEPTIONS = (
+    RayError,
+    RayActorError,
+    ActorDiedError,
+    ActorUnavailableError,
+    GetTimeoutError,
+    ObjectLostError,
+    RayTaskError,
+)
+
+
+def node(name: str, gpus: int = 4, address: str | None = None, **extra: Any) -> dict[str, Any]:
+    """A live node with ``gpus`` GPUs as ``ray.nodes()`` lists it, labelled ``name`` for
+    danlu; ``extra`` overrides fields (``NodeID``, ``Alive``...)."""
+    address = address or f"10.0.0.{sum(map(ord, name)) % 250 + 1}"
+    info = {
+        "NodeID": f"id-{name}",
+        "Alive": True,
+        "NodeName": address,
+        "NodeManagerAddress": address,
+        "Labels": {"danlu.node": name},
+        "Resources": {"GPU": float(gpus), "CPU": 8.0, "memory": 1e9},
+    }
+    info.update(extra)
+    return info
+
+
+class FakeRef:
+    """What a remote call returned: its answer, its error, or nothing yet (``pending``)."""
+
+    def __init__(self, value: Any = None, error: BaseException | None = None) -> None:
+        self.value = value
+        self.error = error
+        self.pending = False
+
+
+class FakeMethod:
+    def __init__(self, actor: FakeActor, name: str) -> None:
+        self._actor = actor
+        self._name = name
+
+    def remote(self, *args: Any, **kwargs: Any) -> FakeRef:
+        actor = self._actor
+        actor.ray.check(f"{self._name}.remote")
+        actor.ray.calls.append((actor.name, self._name, args))
+        if actor.is_dead:
+            return FakeRef(error=ActorDiedError(f"the actor {actor.name} died"))
+        if actor.unavailable:
+            return FakeRef(error=ActorUnavailableError(f"the actor {actor.name} is unreachable"))
+        if actor.hanging:
+            ref = FakeRef()
+            ref.pending = True
+            return ref
+        try:
+            return FakeRef(getattr(actor.instance, self._name)(*args, **kwargs))
+        except Exception as exc:
+            return FakeRef(error=RayTaskError(f"{type(exc).__name__}: {exc}"))
+
+
+class FakeActor:
+    """A named actor: the handle the executor calls methods of (``actor.status.remote()``),
+    and the switches a test flips."""
+
+    def __init__(self, ray: FakeRay, name: str, instance: Any, options: dict[str, Any]):
+        self.ray = ray
+        self.name = name
+        self.instance = instance
+        self.options = options
+        self.is_dead = instance is None
+        self.unavailable = False
+        """Calls fail with ``ActorUnavailableError`` (as on a network blip)."""
+        self.hanging = False
+        """Calls never answer (``ray.wait`` leaves them pending, ``ray.get`` times out)."""
+
+    def dead(self) -> None:
+        """The actor dies (its node lost): its command is ended, as Ray's end would."""
+        self.is_dead = True
+        if self.instance is not None:
+            with contextlib.suppress(Exception):
+                self.instance.close()
+
+    def __getattr__(self, name: str) -> FakeMethod:
+        if name.startswith("_"):
+            raise AttributeError(name)
+        return FakeMethod(self, name)
+
+
+class FakeActorClass:
+    """``ray.remote(cls)``: actors of ``cls`` made by ``.options(...).remote(*args)``."""
+
+    def __init__(self, ray: FakeRay, cls: type) -> None:
+        self._ray = ray
+        self._cls = cls
+
+    def options(self, **options: Any) -> Any:
+        ray, cls = self._ray, self._cls
+
+        class Maker:
+            def remote(self, *args: Any, **kwargs: Any) -> FakeActor:
+                ray.check("actor.remote")
+                name = options["name"]
+                old = ray.actors.get(name)
+                if old is not None and not old.is_dead:
+                    raise ValueError(f"The name {name} is already taken")
+                try:
+                    instance = cls(*args, **kwargs)
+                except Exception:  # Ray makes the actor; it is dead, its calls fail
+                    instance = None
+                actor = FakeActor(ray, name, instance, options)
+                ray.actors[name] = actor
+                return actor
+
+        return Maker()
+
+
+class FakeRay:
+    """The fake cluster: its nodes, its actors by name, and what was asked of it."""
+
+    def __init__(self, nodes: list[dict[str, Any]] | None = None) -> None:
+        self.nodes: list[dict[str, Any]] = list(nodes or [])
+        self.actors: dict[str, FakeActor] = {}
+        self.calls: list[tuple[str, str, tuple[Any, ...]]] = []
+        """``(actor, method, args)`` of every remote call made."""
+        self.killed: list[str] = []
+        """The names of the actors ``ray.kill`` killed, in order."""
+        self._faults: dict[str, list[BaseException]] = {}
+
+    # -- faults -------------------------------------------------------------------------------
+
+    def fail(self, api: str, error: BaseException, times: int = 1) -> None:
+        """Make the next ``times`` calls of ``api`` raise ``error``: ``nodes``,
+        ``get_actor``, ``wait``, ``get``, ``kill``, ``actor.remote`` (making an actor) or
+        ``METHOD.remote`` (a call of an actor's method, e.g. ``close.remote``)."""
+        self._faults.setdefault(api, []).extend([error] * times)
+
+    def heal(self, api: str | None = None) -> None:
+        """No more faults of ``api`` (of any API when None)."""
+        if api is None:
+            self._faults.clear()
+        else:
+            self._faults.pop(api, None)
+
+    def check(self, api: str) -> None:
+        """Raise the next fault made for ``api``, if any."""
+        faults = self._faults.get(api)
+        if faults:
+            raise faults.pop(0)
+
+    # -- ray's API ----------------------------------------------------------------------------
+
+    def live(self, prefix: str = "") -> list[str]:
+        """The names of the live actors whose names start with ``prefix``."""
+        return sorted(n for n, a in self.actors.items() if n.startswith(prefix) and not a.is_dead)
+
+    def close_all(self) -> None:
+        """End every actor's command and remove its output folder."""
+        for actor in self.actors.values():
+            if actor.instance is not None:
+                with contextlib.suppress(Exception):
+                    actor.instance.close()
+
+    def module(self) -> dict[str, types.ModuleType]:
+        """The fake ``ray`` package's modules, by their names in ``sys.modules``."""
+        ray = types.ModuleType("ray")
+        ray.__doc__ = "A fake ray for unit tests (tests/executors/fake_ray.py)."
+        api: dict[str, Callable[..., Any]] = {
+            "is_initialized": lambda: True,
+            "init": lambda **_: None,
+            "remote": lambda cls: FakeActorClass(self, cls),
+            "nodes": self._nodes,
+            "get_actor": self._get_actor,
+            "wait": self._wait,
+            "get": self._get,
+            "kill": self._kill,
+        }
+        for name, fn in api.items():
+            setattr(ray, name, fn)
+        exceptions = types.ModuleType("ray.exceptions")
+        for cls in EXCEPTIONS:
+            setattr(exceptions, cls.__name__, cls)
+        util = types.ModuleType("ray.util")
+        strategies = types.ModuleType("ray.util.scheduling_strategies")
+        strategies.NodeAffinitySchedulingStrategy = NodeAffinitySchedulingStrategy  # type: ignore[attr-defined]
+        ray.exceptions = exceptions  # type: ignore[attr-defined]
+        ray.util = util  # type: ignore[attr-defined]
+        util.scheduling_strategies = strategies  # type: ignore[attr-defined]
+        return {
+            "ray": ray,
+            "ray.exceptions": exceptions,
+            "ray.util": util,
+            "ray.util.scheduling_strategies": strategies,
+        }
+
+    def install(self, monkeypatch: pytest.MonkeyPatch) -> FakeRay:
+        """Make ``import ray`` (and its submodules the executor imports) give this fake until
+        the test ends."""
+        for name, module in self.module().items():
+            monkeypatch.setitem(sys.modules, name, module)
+        return self
+
+    def _nodes(self) -> list[dict[str, Any]]:
+        self.check("nodes")
+        return [dict(n) for n in self.nodes]
+
+    def _get_actor(self, name: str, namespace: str | None = None) -> FakeActor:
+        self.check("get_actor")
+        actor = self.actors.get(name)
+        if actor is None or actor.is_dead:
+            raise ValueError(f"Failed to look up actor with name '{name}'")
+        return actor
+
+    def _wait(
+        self, refs: list[FakeRef], num_returns: int = 1, timeout: float | None = None
+    ) -> tuple[list[FakeRef], list[FakeRef]]:
+        self.check("wait")
+        return [r for r in refs if not r.pending], [r for r in refs if r.pending]
+
+    def _get(self, ref: FakeRef, timeout: float | None = None) -> Any:
+        self.check("get")
+        if ref.pending:
+            raise GetTimeoutError("Get timed out: some object(s) not ready")
+        if ref.error is not None:
+            raise ref.error
+        return ref.value
+
+    def _kill(self, actor: FakeActor, no_restart: bool = True) -> None:
+        self.check("kill")
+        self.killed.append(actor.name)
+        actor.dead()
+
+
+class NodeAffinitySchedulingStrategy:
+    """``ray.util.scheduling_strategies.NodeAffinitySchedulingStrategy``: kept, not used."""
+
+    def __init__(self, node_id: str, soft: bool = False) -> None:
+        self.node_id = node_id
+        self.soft = soft
