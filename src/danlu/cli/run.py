@@ -63,7 +63,7 @@ class Stopped(BaseException):
         self.signum = signum
 
 
-class OutputFailed(Exception):
+class OutputFailed(DanluError):
     """Writing the job's output to stdout failed otherwise than by its reader going (a full
     disk, an I/O error); ``error`` is the :class:`OSError`."""
 
