@@ -9,6 +9,7 @@ started by ``danlu up`` and its admin token; ``--url`` / ``--token`` (or ``DANLU
 from __future__ import annotations
 
 import json
+import shlex
 import sys
 import time
 from collections import deque
@@ -30,7 +31,7 @@ from danlu.client import Client
 from danlu.config import load_client_settings
 from danlu.core.errors import DanluError, SpecError
 from danlu.core.job_array import array_sweep, parse_array
-from danlu.core.spec import load_spec_data, parse_spec
+from danlu.core.spec import TEXT_FIELDS, load_spec_data, parse_spec
 from danlu.core.state import JobState
 from danlu.core.units import (
     format_bytes,
@@ -123,14 +124,8 @@ def build_spec(
         key, sep, raw = item.partition("=")
         if not sep:
             raise SpecError(key, f"--set {item!r}: write key=value, e.g. --set resources.gpus=2")
-        try:
-            value = yaml.safe_load(raw) if raw else ""
-        except (yaml.YAMLError, RecursionError):
-            value = raw
         key = key.strip()
-        if key.startswith("env.") and value is not None:
-            value = raw  # environment values are strings, never YAML numbers
-        set_path(data, key, value)
+        set_path(data, key, set_value(key, raw))
     if after:
         listed = data.get("depends_on") or []
         data["depends_on"] = list(listed) if isinstance(listed, list) else [listed]
@@ -142,6 +137,23 @@ def build_spec(
     if array is not None:
         body["array"] = str(array)
     return body
+
+
+def set_value(key: str, raw: str) -> Any:
+    """The value of ``--set key=raw``: YAML (``2``, ``[A100, H100]``, ``null``), but for an
+    environment variable always the text as written (``env.MODE=null``), and for a text field
+    (:data:`~danlu.core.spec.TEXT_FIELDS`) the text, not a number YAML reads in it
+    (``name=2024``); ``null`` still unsets a text field that may be unset."""
+    if key.startswith("env."):
+        return raw  # environment values are strings, never YAML numbers or null
+    try:
+        value = yaml.safe_load(raw) if raw else ""
+    except (yaml.YAMLError, RecursionError, ValueError):  # ValueError: 5,000 digits
+        return raw
+    nullable = TEXT_FIELDS.get(key)
+    if nullable is None or isinstance(value, str) or (value is None and nullable):
+        return value
+    return raw
 
 
 def spec_body(data: dict[str, Any]) -> dict[str, Any]:
@@ -428,9 +440,7 @@ def show(
         table.add_row("pending", _text(data["pending_reason"]))
     command = (data.get("spec") or {}).get("command")
     if command:
-        table.add_row(
-            "command", escape(" ".join(json.dumps(c) if " " in c else c for c in command))
-        )
+        table.add_row("command", escape(shlex.join(str(arg) for arg in command)))
     console.print(table)
     if events:
         ev = Table(title="events", title_justify="left")

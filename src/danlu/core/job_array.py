@@ -45,9 +45,9 @@ def parse_array(text: str, field: str = "array") -> ArrayRange:
         match = _PART.match(part.strip())
         if match is None:
             raise SpecError(field, f"{text!r} is not an index range; {fix}")
-        first = int(match.group(1))
-        last = int(match.group(2)) if match.group(2) is not None else first
-        step = int(match.group(3)) if match.group(3) is not None else 1
+        first = _number(match.group(1))
+        last = _number(match.group(2)) if match.group(2) is not None else first
+        step = _number(match.group(3)) if match.group(3) is not None else 1
         if last < first or step < 1:
             raise SpecError(field, f"{part.strip()!r} runs backwards or has a step of 0; {fix}")
         if last > MAX_ARRAY_INDEX:
@@ -59,12 +59,22 @@ def parse_array(text: str, field: str = "array") -> ArrayRange:
     parallel = len(unique)
     if percent:
         limit = limit_text.strip()
-        if not (limit.isascii() and limit.isdecimal()) or int(limit) < 1:
+        if not (limit.isascii() and limit.isdecimal()) or _number(limit) < 1:
             raise SpecError(
                 field, f"%{limit_text} is not a number of tasks at once (1 or more); {fix}"
             )
-        parallel = int(limit)
+        parallel = _number(limit)
     return ArrayRange(unique, min(parallel, len(unique), MAX_PARALLEL))
+
+
+def _number(digits: str) -> int:
+    """The number written in ASCII ``digits``; one beyond :data:`MAX_ARRAY_INDEX` for any
+    number above it, however many digits it has (``int`` refuses more than 4,300): an index
+    that large is refused, a step or a limit that large is as good as any above the range."""
+    significant = digits.lstrip("0")
+    if len(significant) > len(str(MAX_ARRAY_INDEX)):
+        return MAX_ARRAY_INDEX + 1
+    return int(significant or "0")
 
 
 def array_sweep(job: dict[str, Any], array: ArrayRange) -> dict[str, Any]:

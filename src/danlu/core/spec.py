@@ -13,9 +13,11 @@ pydantic's errors into one :class:`~danlu.core.errors.SpecError` naming the fiel
 
 from __future__ import annotations
 
+import datetime
 import json
 import math
 import re
+import sys
 from pathlib import Path
 from typing import Any, Literal
 
@@ -117,6 +119,29 @@ def no_boolean(value: Any) -> Any:
     return value
 
 
+def _optional_duration(value: Any) -> Any:
+    """A before-validator reading a duration (``2h``, ``90m``, ``04:00:00``) as its seconds:
+    :func:`~danlu.core.units.parse_duration`, which refuses a boolean."""
+    return None if value is None else parse_duration(value, "")
+
+
+def not_read_as_text(value: Any, info: ValidationInfo) -> Any:
+    """Refuse a number, boolean or date where text goes, saying to quote it: YAML reads
+    ``name: 2024`` as a number, ``user: yes`` as a boolean and ``workdir: 2024-01-01`` as a
+    date, and pydantic then said only that a string was expected."""
+    field = info.field_name
+    if isinstance(value, bool):
+        raise ValueError(
+            "was read as a boolean (YAML reads unquoted yes, no, on, off, true and false so): "
+            f"quote the text, e.g. {field}: 'yes'"
+        )
+    if isinstance(value, int | float | datetime.date):
+        kind = "date" if isinstance(value, datetime.date) else "number"
+        shown = str(value)
+        raise ValueError(f"{shown} was read as a {kind}, not text: quote it, {field}: '{shown}'")
+    return value
+
+
 class GpuCount(_Strict):
     """GPUs a job needs: a fixed count (``min == max``) or an elastic range ``min..max``."""
 
@@ -208,9 +233,15 @@ class TrainingHints(_Strict):
     ``auto``: inferred at submission from the layers of ``model`` as the memory tracer
     builds it (:mod:`danlu.estimate.family`), unset when none is recognised."""
     expected_duration: float | None = Field(default=None, gt=0)
-    """The user's estimate of the run time in seconds (used by sjf / value-density)."""
+    """The user's estimate of the run time in seconds, or a duration as ``time_limit``
+    takes one (``2h``, ``04:00:00``); used by sjf, value-density and EASY backfill."""
 
-    _numbers = field_validator("expected_duration", mode="before")(no_boolean)
+    @field_validator("expected_duration", mode="before")
+    @classmethod
+    def _expected(cls, value: Any) -> Any:
+        return _optional_duration(no_boolean(value))  # as time_limit: 2h, 04:00:00
+
+    _texts = field_validator("model", "application", "family", mode="before")(not_read_as_text)
     _global = field_validator("global_batch_size", mode="before")(
         _within("training.global_batch_size")
     )
@@ -313,11 +344,12 @@ class JobSpec(_Strict):
 
     _priority = field_validator("priority", mode="before")(_within("priority"))
     _restarts = field_validator("max_restarts", mode="before")(_within("max_restarts"))
-
-    @field_validator("deadline", "time_limit", "preempt_grace", mode="before")
-    @classmethod
-    def _duration(cls, value: Any) -> Any:
-        return None if value is None else parse_duration(value, "")
+    _durations = field_validator("deadline", "time_limit", "preempt_grace", mode="before")(
+        _optional_duration
+    )
+    _texts = field_validator("name", "project", "user", "workdir", "checkpoint_dir", mode="before")(
+        not_read_as_text
+    )
 
     @field_validator("workdir")
     @classmethod
@@ -368,6 +400,25 @@ class JobSpec(_Strict):
                 "with shell: true, command must hold exactly one string, e.g. ['make && ./run']"
             )
         return value
+
+
+def _text_fields(model: type[BaseModel], prefix: str = "") -> dict[str, bool]:
+    """The dotted paths of ``model``'s text fields (``str`` or ``str | None``), each with
+    whether it may be null (unset)."""
+    fields: dict[str, bool] = {}
+    for name, info in model.model_fields.items():
+        annotation = info.annotation
+        if isinstance(annotation, type) and issubclass(annotation, BaseModel):
+            fields |= _text_fields(annotation, f"{prefix}{name}.")
+        elif annotation is str or annotation == str | None:
+            fields[prefix + name] = annotation is not str
+    return fields
+
+
+TEXT_FIELDS: dict[str, bool] = _text_fields(JobSpec)
+"""A job spec's text fields by dotted path (``name``, ``workdir``, ``training.model``, ...),
+each with whether it may be null: ``danlu submit --set name=2024`` gives the text as it is
+written, not YAML's number."""
 
 
 def spec_error(exc: ValidationError, kind: str = "job spec") -> SpecError:
@@ -530,7 +581,7 @@ def load_spec_data(path: str | Path) -> Any:
     for a ``.json`` file; an empty file is an empty mapping. Errors are :class:`SpecError`."""
     p = Path(path)
     try:
-        text = p.read_text(encoding="utf-8")
+        text = p.read_text(encoding="utf-8-sig")  # a BOM, as Windows editors write, is no text
     except OSError as exc:
         raise SpecError("", f"cannot read job spec {p}: {exc.strerror or exc}") from None
     except UnicodeDecodeError as exc:
@@ -545,11 +596,118 @@ def loads_spec(text: str, is_json: bool = False) -> JobSpec:
 
 
 def _parse_text(text: str, is_json: bool) -> Any:
+    kind = "JSON" if is_json else "YAML"
     try:
-        return json.loads(text) if is_json else yaml.safe_load(text)
+        return _load_json(text.removeprefix("\ufeff")) if is_json else _load_yaml(text)
+    except SpecError:
+        raise
     except (json.JSONDecodeError, yaml.YAMLError) as exc:
-        raise SpecError(
-            "", f"the job spec is not valid {'JSON' if is_json else 'YAML'}: {exc}"
-        ) from None
+        raise SpecError("", f"the job spec is not valid {kind}: {exc}") from None
     except RecursionError:
         raise SpecError("", f"the job spec nests deeper than {MAX_DEPTH} levels") from None
+    except ValueError as exc:  # a date that does not exist, a number of 5,000 digits
+        reason = str(exc)
+        if "integer string conversion" in reason:
+            reason = f"a number in it has more than {sys.get_int_max_str_digits():,} digits"
+        raise SpecError("", f"the job spec is not valid {kind}: {reason}") from None
+
+
+def _twice(path: str, key: object, lines: str = "") -> SpecError:
+    field = f"{path}.{key}" if path else str(key)
+    return SpecError(
+        field,
+        f"written twice{lines}; the later value would silently replace the earlier: "
+        "write the key once",
+    )
+
+
+class _SpecLoader(yaml.SafeLoader):
+    """PyYAML's safe loader refusing a key written twice in one mapping, at any depth (YAML
+    forbids it; PyYAML kept the later value, so ``resources`` given twice lost the first's
+    GPUs). The document's nodes are checked before they are built, so that the error names
+    the key's dotted path and both lines; a merge (``<<: *base``) may still be overridden."""
+
+    def construct_document(self, node: yaml.Node) -> Any:
+        _check_unique_keys(self, node)
+        return super().construct_document(node)
+
+
+_MERGE_TAG = "tag:yaml.org,2002:merge"
+
+
+def _check_unique_keys(loader: _SpecLoader, root: yaml.Node) -> None:
+    """Raise :class:`SpecError` naming the first key written twice in a mapping under
+    ``root``: two keys are the same when YAML reads them as equal values (``1`` and ``0x1``),
+    as the mapping built from them would hold one. Each node is seen once (an alias shares
+    its anchor's node, and may refer to itself)."""
+    stack: list[tuple[yaml.Node, str]] = [(root, "")]
+    seen: set[int] = set()
+    while stack:
+        node, path = stack.pop()
+        if id(node) in seen:
+            continue
+        seen.add(id(node))
+        children: list[tuple[yaml.Node, str]] = []
+        if isinstance(node, yaml.SequenceNode):
+            children = [
+                (item, f"{path}.{i}" if path else str(i)) for i, item in enumerate(node.value)
+            ]
+        elif isinstance(node, yaml.MappingNode):
+            lines: dict[Any, int] = {}
+            for key_node, value_node in node.value:
+                if key_node.tag == _MERGE_TAG or not isinstance(key_node, yaml.ScalarNode):
+                    children.append((value_node, path))
+                    continue
+                key = loader.construct_object(key_node)
+                line = key_node.start_mark.line + 1
+                if key in lines:
+                    first = lines[key]
+                    where = f" (line {line})" if first == line else f" (lines {first} and {line})"
+                    raise _twice(path, key, where)
+                lines[key] = line
+                children.append((value_node, f"{path}.{key}" if path else str(key)))
+        stack.extend(reversed(children))
+
+
+def _load_yaml(text: str) -> Any:
+    return yaml.load(text, Loader=_SpecLoader)  # a SafeLoader: no Python objects
+
+
+class _Twice(dict[str, Any]):
+    """A JSON object with ``key`` written twice: marks where it is, to name its path."""
+
+    key: str = ""
+
+
+def _load_json(text: str) -> Any:
+    """``json.loads``, refusing a key written twice in an object, at any depth (Python kept
+    the later value) with the key's dotted path."""
+    found: list[bool] = []
+
+    def build(pairs: list[tuple[str, Any]]) -> dict[str, Any]:
+        data = dict(pairs)
+        if len(data) == len(pairs):
+            return data
+        found.append(True)
+        marked = _Twice(data)
+        keys: set[str] = set()
+        for key, _ in pairs:
+            if key in keys:
+                marked.key = key
+                break
+            keys.add(key)
+        return marked
+
+    data = json.loads(text, object_pairs_hook=build)
+    if found:
+        stack: list[tuple[Any, str]] = [(data, "")]
+        while stack:
+            value, path = stack.pop()
+            if isinstance(value, _Twice):
+                raise _twice(path, value.key)
+            if isinstance(value, dict | list):
+                items = value.items() if isinstance(value, dict) else enumerate(value)
+                stack.extend(
+                    reversed([(item, f"{path}.{k}" if path else str(k)) for k, item in items])
+                )
+    return data
