@@ -51,7 +51,14 @@ def cell(value: Any) -> str:
 
 
 def _clock(seconds: Any) -> str:
-    return time.strftime("%H:%M:%S", time.localtime(float(seconds))) if seconds else "-"
+    """A record's time as a time of day; ``-`` for none or one no clock can show (a time
+    in nanoseconds stored before the server refused them, NaN, not a number)."""
+    if not seconds or isinstance(seconds, bool) or not isinstance(seconds, int | float):
+        return "-"
+    try:
+        return time.strftime("%H:%M:%S", time.localtime(seconds))
+    except (OverflowError, OSError, ValueError):
+        return "-"
 
 
 def table(records: Sequence[dict[str, Any]], keys: Sequence[str]) -> Table:

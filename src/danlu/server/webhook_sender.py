@@ -1,8 +1,10 @@
 """The webhook sender: posts the queued deliveries (:mod:`danlu.server.services.webhooks`).
 
 Each pass claims due deliveries with its token in one short transaction, reads their messages
-in another, posts them with no transaction open (a few at a time, each within ``timeout``),
-then writes every outcome back only while its token still holds. Every control plane sharing
+in another, posts them with no transaction open (a few at a time, each ended ``timeout``
+seconds after it began, however slowly the endpoint answers: :class:`_Deadline`), then writes
+every outcome back only while its token still holds (each in its own savepoint: one the store
+refuses is written as a plain failure, never undoing the others). Every control plane sharing
 a store runs a sender; the row locks keep two from posting the same delivery at the same
 time (a sender that dies mid-post leaves its rows to be claimed again once their lock
 expires, so an endpoint may see a delivery twice: ``X-Danlu-Delivery`` tells them apart).
@@ -10,11 +12,17 @@ expires, so an endpoint may see a delivery twice: ``X-Danlu-Delivery`` tells the
 
 from __future__ import annotations
 
+import contextlib
 import logging
 import secrets
+import socket
+import threading
+import time
 from concurrent.futures import ThreadPoolExecutor
+from typing import Any
 
 import httpx
+from sqlalchemy.orm import Session
 
 from danlu.server.db import Database
 from danlu.server.loops import PeriodicLoop
@@ -24,6 +32,10 @@ from danlu.server.services.common import resolve_now
 log = logging.getLogger(__name__)
 
 PURGE_EVERY_SECONDS = 600.0
+READ_AT_MOST = 4096
+"""Bytes read of an error answer's body (its first :data:`EXCERPT` characters are kept); none
+of a 2xx answer's: an endpoint's body, however large, is never held."""
+EXCERPT = 200
 
 
 class WebhookSender:
@@ -48,8 +60,14 @@ class WebhookSender:
         self.token = secrets.token_hex(16)
         self.ttl = timeout * (batch // parallel + 2) + 30.0
         """Long enough for a whole batch to time out before another sender may claim it."""
-        # the control plane's HTTPS_PROXY / NO_PROXY apply, as to any HTTP client
-        self._client = httpx.Client(timeout=timeout, follow_redirects=False, transport=transport)
+        # the control plane's HTTPS_PROXY / NO_PROXY apply, as to any HTTP client; no
+        # connection is kept: each post opens its own, for its deadline to shut down
+        self._client = httpx.Client(
+            timeout=timeout,
+            follow_redirects=False,
+            transport=transport,
+            limits=httpx.Limits(max_keepalive_connections=0),
+        )
         self._pool = ThreadPoolExecutor(max_workers=parallel, thread_name_prefix="danlu-hook")
         self._purged_at = float("-inf")
         self._loop = PeriodicLoop(
@@ -102,25 +120,152 @@ class WebhookSender:
         lost = 0
         with self.db.session() as session:
             for message, (status, error) in zip(messages, outcomes, strict=True):
-                if not webhooks.record(
-                    session, message.delivery_id, self.token, t, status_code=status, error=error
-                ):
+                if not self._record(session, message.delivery_id, t, status, error):
                     lost += 1
         if lost:
             log.warning("webhooks: %d outcomes dropped (lock lost or webhook removed)", lost)
         return len(messages)
 
-    def _post(self, message: webhooks.Outgoing) -> tuple[int | None, str | None]:
-        """POST one message: its HTTP status and, for anything but a 2xx, what went wrong."""
+    def _record(
+        self, session: Session, delivery_id: int, t: float, status: int | None, error: str | None
+    ) -> bool:
+        """Write one outcome (:func:`webhooks.record`) in its own savepoint; one the store
+        refuses is written again as a plain failure, so the attempt still counts (an
+        uncounted one is posted again, and again, once its lock expires) and the batch's
+        other outcomes stand."""
         try:
-            response = self._client.post(message.url, content=message.body, headers=message.headers)
+            with session.begin_nested():
+                return webhooks.record(
+                    session, delivery_id, self.token, t, status_code=status, error=error
+                )
+        except Exception as exc:
+            log.warning("webhooks: delivery %d: its outcome was refused: %s", delivery_id, exc)
+            refused = type(exc).__name__
+        try:
+            with session.begin_nested():
+                return webhooks.record(
+                    session,
+                    delivery_id,
+                    self.token,
+                    t,
+                    status_code=status,
+                    error=f"the outcome could not be stored ({refused})",
+                )
+        except Exception:
+            log.exception("webhooks: delivery %d: no outcome could be stored", delivery_id)
+            return False
+
+    def _post(self, message: webhooks.Outgoing) -> tuple[int | None, str | None]:
+        """POST one message: its HTTP status and, for anything but a 2xx, what went wrong.
+        Only the status is waited for, and the start of an error's body; all of it within
+        ``timeout`` seconds of the start (connecting, sending and reading together)."""
+        deadline = _Deadline(self.timeout)
+        try:
+            return self._exchange(message, deadline)
         except (httpx.HTTPError, httpx.InvalidURL, ValueError, OSError) as exc:
             # every way a post can fail counts as an attempt: nothing escapes to leave the
             # row locked and tried again, uncounted, once its lock expires
+            if deadline.passed():
+                return None, f"Timeout: no complete answer within {self.timeout:g} s"
             return None, f"{type(exc).__name__}: {exc}" if str(exc) else type(exc).__name__
-        if 200 <= response.status_code < 300:
-            return response.status_code, None
-        excerpt = response.text[:200].strip()
-        return response.status_code, f"HTTP {response.status_code}" + (
-            f": {excerpt}" if excerpt else ""
-        )
+        finally:
+            deadline.close()
+
+    def _exchange(
+        self, message: webhooks.Outgoing, deadline: _Deadline
+    ) -> tuple[int | None, str | None]:
+        headers = {**message.headers, "Accept-Encoding": "identity"}  # an excerpt to read
+        with self._client.stream(
+            "POST",
+            message.url,
+            content=message.body,
+            headers=headers,
+            extensions={"trace": deadline.trace},
+        ) as response:
+            status = response.status_code
+            if 200 <= status < 300:
+                return status, None  # its body is not read: it is closed unread
+            start = _start_of(response, deadline)
+            encoding = response.charset_encoding or "utf-8"
+        try:
+            text = start.decode(encoding, "replace")
+        except LookupError:  # a charset Python does not know
+            text = start.decode("utf-8", "replace")
+        excerpt = text[:EXCERPT].strip()
+        return status, f"HTTP {status}" + (f": {excerpt}" if excerpt else "")
+
+
+def _start_of(response: httpx.Response, deadline: _Deadline) -> bytes:
+    """The first :data:`READ_AT_MOST` bytes of ``response``'s body at most, or what came of
+    it before the deadline or the connection's end."""
+    got = bytearray()
+    try:
+        for chunk in response.iter_raw():
+            got += chunk
+            if len(got) >= READ_AT_MOST or deadline.passed():
+                break
+    except (httpx.HTTPError, ValueError, OSError):
+        pass  # cut off: the start that came will do
+    return bytes(got[:READ_AT_MOST])
+
+
+class _Deadline:
+    """Ends one post ``seconds`` after it began, whatever the endpoint does. httpx's timeout
+    bounds each read and write only: an endpoint answering a byte at a time held a post,
+    and so the sender's pass, as long as it liked. The post's connection is caught as it
+    opens (httpcore's documented ``trace`` extension: the stream ``connect_tcp`` returned)
+    and shut down when the time is up, which ends a read or write blocked on it at once,
+    TLS or not. A duplicate of its socket is kept, so the descriptor shut down is always
+    this connection's, never one a later connection reuses."""
+
+    def __init__(self, seconds: float) -> None:
+        self.ends = time.monotonic() + seconds
+        self._expired = False
+        self._closed = False
+        self._socks: list[socket.socket] = []
+        self._lock = threading.Lock()
+        self._timer = threading.Timer(seconds, self._expire)
+        self._timer.daemon = True
+        self._timer.start()
+
+    def passed(self) -> bool:
+        """Whether the time is up."""
+        return self._expired or time.monotonic() >= self.ends
+
+    def trace(self, event: str, info: dict[str, Any]) -> None:
+        """The ``trace`` callback: keeps each connection the post opens (a proxy's too)."""
+        if not event.endswith((".connect_tcp.complete", ".connect_unix_socket.complete")):
+            return
+        try:
+            sock = info["return_value"].get_extra_info("socket").dup()
+        except (AttributeError, KeyError, OSError):
+            return  # not a socket: the per-read timeout still bounds it
+        with self._lock:
+            if self._closed:
+                sock.close()
+                return
+            self._socks.append(sock)
+            if self._expired:
+                _shut(sock)
+
+    def _expire(self) -> None:
+        with self._lock:
+            if self._closed:
+                return
+            self._expired = True
+            for sock in self._socks:
+                _shut(sock)
+
+    def close(self) -> None:
+        """The post is over: stop the timer, let the connection go."""
+        self._timer.cancel()
+        with self._lock:
+            self._closed = True
+            socks, self._socks = self._socks, []
+        for sock in socks:
+            sock.close()
+
+
+def _shut(sock: socket.socket) -> None:
+    with contextlib.suppress(OSError):  # closed already
+        sock.shutdown(socket.SHUT_RDWR)

@@ -40,17 +40,29 @@ def _clean(value: Any, field: str) -> Any:
     raise SpecError(field, "metric values must be numbers, strings, booleans or null")
 
 
+MAX_TIME = 253_402_300_800.0
+"""A record's ``time`` is below this: 10000-01-01 in POSIX seconds (a time in milliseconds or
+nanoseconds is far past it, and no clock formats a later year)."""
+
+
 def _seconds(value: Any, field: str) -> float:
     """A record's ``time`` as a float; :class:`SpecError` naming ``field`` for anything but a
-    finite number (an integer too large for a float too)."""
+    number of POSIX seconds from 0 to the year 9999 (a time in milliseconds or nanoseconds,
+    ``time.time_ns()``, is refused: it reads as a date thousands of years away)."""
     if isinstance(value, bool) or not isinstance(value, int | float):
-        raise SpecError(field, "must be a number of seconds")
+        raise SpecError(field, "must be a number of POSIX seconds")
     try:
         seconds = float(value)
     except OverflowError:  # an integer past ~1.8e308
-        raise SpecError(field, "must be a number of seconds") from None
-    if not math.isfinite(seconds):
-        raise SpecError(field, "must be a number of seconds")
+        seconds = math.inf
+    if not 0.0 <= seconds < MAX_TIME:  # NaN too
+        big = isinstance(value, int) and math.isinf(seconds)
+        shown = "an integer beyond 1e308" if big else quoted(value)
+        raise SpecError(
+            field,
+            f"must be POSIX seconds from 0 to {MAX_TIME:.0f} (the year 9999), got {shown}: "
+            "send time.time(), not milliseconds or nanoseconds",
+        )
     return seconds
 
 

@@ -18,6 +18,7 @@ import hashlib
 import hmac
 import json
 import secrets
+import unicodedata
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
@@ -50,6 +51,9 @@ MAX_WEBHOOKS = 100
 KEEP_DONE_SECONDS = 7 * 86400.0
 """How long delivered and given-up rows stay (for ``GET /webhooks/{id}/deliveries``)."""
 SIGNATURE_HEADER = "X-Danlu-Signature"
+MAX_ERROR_LENGTH = 1000
+"""Characters of an attempt's error kept (``last_error``)."""
+_UNREADABLE = ("Cc", "Cs")
 _DELIVERIES = Base.metadata.tables[WebhookDelivery.__tablename__]
 
 
@@ -436,12 +440,25 @@ def record(
     if ok:
         values |= {"delivered": True, "done_at": now, "last_error": None}
     else:
-        values["last_error"] = (error or f"HTTP {status_code}")[:1000]
+        values["last_error"] = readable((error or f"HTTP {status_code}")[:MAX_ERROR_LENGTH])
         if attempts >= MAX_ATTEMPTS:
             values["done_at"] = now
         else:
             values["next_attempt_at"] = now + backoff(attempts)
     return locks.update_if_token(session, WebhookDelivery, delivery_id, token, values)
+
+
+def readable(text: str) -> str:
+    """``text`` as an error message the store takes and a terminal shows as it is: tabs and
+    line breaks become spaces, other control characters (NUL: PostgreSQL's text refuses it,
+    and the write of a whole batch of outcomes failed) and lone surrogates become U+FFFD.
+    An endpoint's error body is the endpoint's to choose."""
+    if text.isprintable():
+        return text
+    return "".join(
+        " " if c in "\t\n\r\v\f" else "\ufffd" if unicodedata.category(c) in _UNREADABLE else c
+        for c in text
+    )
 
 
 def purge(session: Session, now: float) -> int:
