@@ -98,13 +98,17 @@ def lock_row(session: Session, model: type[Lockable], key: Any) -> Lockable:
     project's members) then waits for a concurrent one that does the same to commit, and
     starts from what that one wrote, instead of writing over it or losing an optimistic
     version race at its flush; rows that only refer to it (a job's events and metric
-    records, a user's jobs) are still inserted meanwhile. SQLite renders no lock: its
-    writers are serialised anyway (every write transaction begins ``IMMEDIATE``).
-    :class:`NotFoundError` when the row is gone."""
+    records, a user's jobs) are still inserted meanwhile. Only the model's own row is
+    locked (``FOR NO KEY UPDATE OF jobs``): a job loads its owner and project joined, and
+    without ``OF`` PostgreSQL locked their rows too, so a job's cancel, hold or priority
+    change made a submission by its owner, or a project's member change, wait. Code that
+    needs a user's or project's rows serialised locks that row itself (``lock_row(session,
+    User, ...)``). SQLite renders no lock: its writers are serialised anyway (every write
+    transaction begins ``IMMEDIATE``). :class:`NotFoundError` when the row is gone."""
     query = (
         select(model)
         .where(model.id == key)
-        .with_for_update(key_share=True)
+        .with_for_update(key_share=True, of=model)
         .execution_options(populate_existing=True)
     )
     row = session.scalar(query)
