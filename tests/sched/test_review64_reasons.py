@@ -10,8 +10,7 @@ import pytest
 
 from danlu.core.cluster import Allocation, Cluster
 from danlu.sched.placement.gang import FreeMap
-from danlu.sched.policies.base import queue_pass, why_not
-from danlu.sched.policies.danlu_place import NO_GPU_ASKED
+from danlu.sched.policies.base import NO_GPU_ASKED, queue_pass, why_not
 from danlu.sched.policies.fair_share import FairSharePolicy
 from danlu.sched.policies.fifo import FifoPolicy
 from danlu.sched.policies.priority import PriorityPolicy

@@ -12,7 +12,7 @@ import pytest
 
 from danlu.core.cluster import Allocation, Cluster, GpuShare, Node, gpu_type
 from danlu.sched.placement.packing_memo import PackingMemo, shape_key, share_shape, typical_of
-from danlu.sched.policies.danlu_place import NO_GPU_ASKED
+from danlu.sched.policies.base import NO_GPU_ASKED
 from danlu.sched.policies.optimus import OptimusPolicy
 from danlu.sched.registry import default_registry, make_policy
 from danlu.sched.view import ClusterView, JobRequest, JobStatus, Plan

@@ -27,7 +27,6 @@ from danlu.sched.placement.drain import DrainingFree
 from danlu.sched.placement.gang import FreeMap
 from danlu.sched.placement.packing_memo import PackingMemo
 from danlu.sched.policies import reservation
-from danlu.sched.policies.danlu_place import NO_GPU_ASKED
 from danlu.sched.policies.ranked import RankKey
 from danlu.sched.policies.reservation import Reservation, Shape, shape_of
 from danlu.sched.view import ClusterView, JobStatus, Plan, Preempt, Start
@@ -90,6 +89,11 @@ def place_shares_in_order(
             starts.append(Start(job.id, part))
 
 
+NO_GPU_ASKED = "it asks for no GPU; danlu schedules jobs of 1 GPU or more"
+"""Why a job asking for no GPU waits: the placer places nothing for it (the server's
+admission refuses such a job; the simulator leaves CPU-only pods out)."""
+
+
 def asks_no_gpu(job: JobStatus) -> bool:
     """Whether ``job`` asks for no GPU: the placer places nothing for it, so it can never
     start (the server's admission refuses such a job; the simulator leaves CPU-only pods
@@ -100,7 +104,7 @@ def asks_no_gpu(job: JobStatus) -> bool:
 def why_not(free: FreeMap, job: JobStatus) -> str:
     """Why ``job`` could not be placed on ``free`` (one shared string per shape and count)."""
     req = job.request
-    if req.gpus <= 0:
+    if asks_no_gpu(job):
         return NO_GPU_ASKED
     if req.shares_gpu:
         return f"no GPU has {req.gpu_milli} milli-GPU and {req.gpu_memory} bytes free" + (

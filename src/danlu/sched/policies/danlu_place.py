@@ -17,6 +17,7 @@ from danlu.core.cluster import Allocation
 from danlu.sched.placement.gang import FreeMap
 from danlu.sched.policies import danlu_loan as dl
 from danlu.sched.policies import danlu_model as dm
+from danlu.sched.policies.base import NO_GPU_ASKED, asks_no_gpu
 from danlu.sched.policies.danlu_alloc import Option
 from danlu.sched.policies.danlu_share import carry_out
 from danlu.sched.view import ClusterView, JobStatus, Plan, Preempt, Rebatch, Resize, Start
@@ -37,9 +38,6 @@ STOPPED = "danlu.stopped"
 PROMOTED = "danlu.promoted"
 """When the starvation rule last started the job: it is held for ``starve_hold`` seconds
 from there."""
-NO_GPU_ASKED = "it asks for no GPU; danlu schedules jobs of 1 GPU or more"
-"""Why a job asking for no GPU waits: the placer places nothing for it (the server's
-admission refuses such a job; the simulator leaves CPU-only pods out)."""
 OUTRANKED = "shorter-ranked jobs need its GPUs"
 
 
@@ -122,7 +120,7 @@ def place_plan(
                     free.take(job.allocation)
                 else:
                     preempts.append(Preempt(job.id, "no room after re-packing"))
-            elif job.request.gpus <= 0:
+            elif asks_no_gpu(job):
                 waiting[job.id] = NO_GPU_ASKED
             else:
                 waiting[job.id] = "the free GPUs are fragmented"
@@ -150,7 +148,7 @@ def place_plan(
     preempts += _displaced(free, victims, reserve)
     if outranked:  # a job asking for no GPU says so, not that others hold the GPUs (a
         # scan of the waiting jobs: 0.3 ms a round at 12,000)
-        waiting.update((job.id, NO_GPU_ASKED) for job in jobs[first:] if job.request.gpus <= 0)
+        waiting.update((job.id, NO_GPU_ASKED) for job in jobs[first:] if asks_no_gpu(job))
     return Plan(
         starts=tuple(starts),
         preempts=tuple(preempts),

@@ -58,12 +58,17 @@ from danlu.core.errors import UnknownNameError
 from danlu.sched.placement.gang import STRATEGIES, FreeMap
 from danlu.sched.placement.packing_memo import PackingMemo
 from danlu.sched.policies import danlu_model as dm
-from danlu.sched.policies.base import nothing_to_size, place_shares_in_order, split_running
-from danlu.sched.policies.danlu_place import NO_GPU_ASKED
+from danlu.sched.policies.base import (
+    NO_GPU_ASKED,
+    asks_no_gpu,
+    nothing_to_size,
+    place_shares_in_order,
+    split_running,
+)
 from danlu.sched.policies.options import OptionRange, check_options
-from danlu.sched.policies.pollux import INTER_PRIOR, SYNC_PRIOR
+from danlu.sched.policies.pollux import INTER_PRIOR, SYNC_PRIOR, fitting_nodes
 from danlu.sched.policies.work_estimate import WORK, estimate_work
-from danlu.sched.view import ClusterView, JobRequest, JobStatus, Plan, Preempt, Resize, Start
+from danlu.sched.view import ClusterView, JobStatus, Plan, Preempt, Resize, Start
 
 NO_GPUS = "the marginal-gain split gave it no GPUs this round"
 NO_ROOM = "its share of GPUs did not fit on the idle GPUs of the nodes it may use"
@@ -173,7 +178,7 @@ class OptimusPolicy:
         """The job's split inputs; the marks its measurements add go in ``new_marks``, and
         why it cannot start at all, if so, in ``blocked`` (it then gets no GPUs)."""
         req, seen = job.request, job.observed
-        if req.gpus <= 0 and not job.running:
+        if asks_no_gpu(job) and not job.running:
             blocked[job.id] = NO_GPU_ASKED
             return SplitJob(job, 0, 0, None, 0, 0.0)
         marks: Mapping[str, float] = job.marks
@@ -297,7 +302,9 @@ def within_reach(free: FreeMap, jobs: list[SplitJob], blocked: dict[str, str]) -
             continue
         mask = masks.get((req.gpu_types, req.gpu_memory))
         if mask is None:
-            mask = masks[req.gpu_types, req.gpu_memory] = _allowed(free, req)
+            mask = masks[req.gpu_types, req.gpu_memory] = fitting_nodes(
+                free.cluster, req.gpu_types, req.gpu_memory
+            )
         if job.status.running:
             mask = mask.copy()
             mask[[share.node for share in job.status.allocation.shares]] = True
@@ -313,20 +320,6 @@ def within_reach(free: FreeMap, jobs: list[SplitJob], blocked: dict[str, str]) -
             )
             out.append(replace(job, least=0, most=0))
     return out
-
-
-def _allowed(free: FreeMap, req: JobRequest) -> npt.NDArray[np.bool_]:
-    """Per node of ``free``'s cluster, whether its GPUs are of a type ``req`` names (any,
-    when it names none) and have the memory it asks per GPU (as :meth:`FreeMap.place`
-    tells them)."""
-    nodes = free.cluster.nodes
-    mask = np.ones(len(nodes), dtype=np.bool_)
-    if req.gpu_types:
-        wanted = {t.lower() for t in req.gpu_types}
-        mask &= np.array([name in wanted for name in free.cluster.arrays.type_names], np.bool_)
-    if req.gpu_memory:
-        mask &= np.array([node.gpu_type.memory >= req.gpu_memory for node in nodes], np.bool_)
-    return mask
 
 
 def split_gpus(jobs: list[SplitJob], gpus: int, gpus_per_node: int) -> list[int]:

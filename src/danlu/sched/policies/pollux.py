@@ -100,23 +100,27 @@ def _allowed_nodes(
     or one it runs on now; None when no job constrains its GPUs."""
     if not any(job.request.gpu_types or job.request.gpu_memory for job in jobs):
         return None
-    names = cluster.arrays.type_names
-    memory = np.array([node.gpu_type.memory for node in cluster.nodes], dtype=np.int64)
     allowed = base > 0
     masks: dict[tuple[frozenset[str], int], ps.BoolArray] = {}
     for row, job in enumerate(jobs):
         key = (job.request.gpu_types, job.request.gpu_memory)
         mask = masks.get(key)
         if mask is None:
-            mask = np.ones(len(names), dtype=bool)
-            if key[0]:
-                wanted = {t.lower() for t in key[0]}
-                mask &= np.array([name in wanted for name in names], dtype=bool)
-            if key[1]:
-                mask &= memory >= key[1]
-            masks[key] = mask
+            mask = masks[key] = fitting_nodes(cluster, *key)
         allowed[row] |= mask
     return allowed
+
+
+def fitting_nodes(cluster: Cluster, gpu_types: frozenset[str], gpu_memory: int) -> ps.BoolArray:
+    """Per node of ``cluster``, whether its GPUs are of a type in ``gpu_types`` (any, when
+    empty) and have ``gpu_memory`` bytes each (any, when 0)."""
+    mask = np.ones(len(cluster.nodes), dtype=bool)
+    if gpu_types:
+        wanted = {t.lower() for t in gpu_types}
+        mask &= np.array([name in wanted for name in cluster.arrays.type_names], dtype=bool)
+    if gpu_memory:
+        mask &= np.array([node.gpu_type.memory >= gpu_memory for node in cluster.nodes], bool)
+    return mask
 
 
 @dataclass
