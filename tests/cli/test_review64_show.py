@@ -9,12 +9,11 @@ from typing import Any
 
 import pytest
 import typer
-from cli_fake_api import TOKEN, FakeApi, GiB
+from cli_fake_api import FakeApi, GiB, serve_commands
 from rich.console import Console
 from typer.testing import CliRunner
 
 from danlu.cli import jobs as jobs_cli
-from danlu.client import Client
 
 CLOSE = "[/x]"  # a closing tag with nothing open: Rich raises MarkupError on it
 BOLD = "[bold]y"  # a style tag: Rich would eat the brackets
@@ -28,12 +27,7 @@ def _app() -> typer.Typer:
 
 @pytest.fixture
 def api(monkeypatch: pytest.MonkeyPatch) -> FakeApi:
-    fake = FakeApi()
-
-    def factory(home: Any, url: Any, token: Any) -> Client:
-        return Client("http://fake", TOKEN, transport=fake.transport())
-
-    monkeypatch.setattr(jobs_cli, "client_factory", factory)
+    fake = serve_commands(monkeypatch)
     monkeypatch.setattr(jobs_cli, "console", Console(width=300))
     return fake
 

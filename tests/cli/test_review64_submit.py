@@ -14,12 +14,11 @@ from typing import Any
 
 import pytest
 import typer
-from cli_fake_api import TOKEN, FakeApi
+from cli_fake_api import FakeApi, serve_commands
 from rich.console import Console
 from typer.testing import CliRunner
 
 from danlu.cli import jobs as jobs_cli
-from danlu.client import Client
 
 HELLO = "name: hello\ncommand: [python, x.py]\n"
 
@@ -35,12 +34,7 @@ APP = _app()
 
 @pytest.fixture
 def api(monkeypatch: pytest.MonkeyPatch) -> FakeApi:
-    fake = FakeApi()
-
-    def factory(home: Any, url: Any, token: Any) -> Client:
-        return Client("http://fake", TOKEN, transport=fake.transport())
-
-    monkeypatch.setattr(jobs_cli, "client_factory", factory)
+    fake = serve_commands(monkeypatch)
     monkeypatch.setattr(jobs_cli, "console", Console(width=300))
     return fake
 
