@@ -112,9 +112,29 @@ class FsspecStorage:
     """A prefix in any fsspec filesystem (S3 via ``s3fs``, GCS, memory, ...)."""
 
     def __init__(self, url: str, storage_options: dict[str, Any] | None = None) -> None:
-        import fsspec  # optional dependency: only needed for URLs
-
-        fs, root = fsspec.core.url_to_fs(url, **(storage_options or {}))
+        try:
+            import fsspec  # optional dependency: only needed for URLs
+        except ImportError:
+            raise ConfigError(
+                f"checkpoint directory {url!r} is a URL, which needs fsspec: "
+                "pip install fsspec (and the package of its scheme, e.g. s3fs), "
+                "or give checkpoint_dir (DANLU_CHECKPOINT_DIR) a local path"
+            ) from None
+        scheme = url.split("://", 1)[0]
+        try:
+            fs, root = fsspec.core.url_to_fs(url, **(storage_options or {}))
+        except ImportError as exc:  # the scheme's package is not installed
+            raise ConfigError(
+                f"checkpoint directory {url!r}: the {scheme!r} storage needs a package that "
+                f"is not installed ({exc}); install it or give checkpoint_dir "
+                "(DANLU_CHECKPOINT_DIR) a local path"
+            ) from None
+        except ValueError as exc:  # fsspec: "Protocol not known"
+            raise ConfigError(
+                f"checkpoint directory {url!r}: {exc}; give checkpoint_dir "
+                "(DANLU_CHECKPOINT_DIR) a local path or a URL fsspec knows (s3://, gs://, "
+                "memory://, ...)"
+            ) from None
         self.fs = fs
         self.root = root.rstrip("/")
 
