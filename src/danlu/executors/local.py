@@ -60,7 +60,7 @@ log = logging.getLogger(__name__)
 START_TIMEOUT = 30.0
 RUN_MARK = "DANLU_RUN_MARK"
 """The environment variable holding a run's random mark (its launch record's ``mark``), by
-which the processes of a run whose supervisor died are found (:func:`_kill_marked`)."""
+which the processes of a run whose supervisor died are found (:func:`kill_marked`)."""
 LAUNCH_FIELDS: Mapping[str, records.Check] = {
     **records.LAUNCH_FIELDS,
     "mark": lambda v: isinstance(v, str) and re.fullmatch(r"[0-9a-f]{16}", v) is not None,
@@ -200,7 +200,7 @@ class LocalExecutor(RunDirExecutor, GpuSharingExecutor):
                     "gid": account.gid,
                     "groups": list(account.groups),
                 }
-            record["mark"] = secrets.token_hex(8)  # finds the job's daemons (_kill_marked)
+            record["mark"] = secrets.token_hex(8)  # finds the job's daemons (kill_marked)
             supervise.write_json(run_dir / supervise.LAUNCH, record)
             env = self.child_env(job, account)
             env[RUN_MARK] = record["mark"]
@@ -326,7 +326,7 @@ class LocalExecutor(RunDirExecutor, GpuSharingExecutor):
         when the job did and the disk had no room for the record
         (:data:`~danlu.executors.supervise.EXIT_RECORD_SECONDS`)."""
         _kill_group(job)
-        _kill_marked(mark)
+        kill_marked(mark)
         done: dict[str, Any] = {"exit_code": None, "signal": None, "finished_at": time.time()}
         if child is not None and child.returncode == 0:
             done["exit_code"] = 0
@@ -359,13 +359,13 @@ class LocalExecutor(RunDirExecutor, GpuSharingExecutor):
                 os.kill(int(pid), signal.SIGTERM)
         else:  # no supervisor: no grace
             _kill_group(job)
-            _kill_marked(launch.get("mark"))
+            kill_marked(launch.get("mark"))
 
     def _log_tail(self, launch: dict[str, Any]) -> str:
         return records.log_tail(launch["log_path"], int(launch.get("log_offset", 0)))
 
 
-def _kill_marked(mark: str | None) -> None:
+def kill_marked(mark: str | None) -> None:
     """SIGKILL every process whose environment holds the run's ``mark`` (:data:`RUN_MARK`):
     what the job started in a session of its own (a daemon) is out of its process group,
     and only its supervisor, their subreaper, ends it; with the supervisor gone it would

@@ -2,31 +2,63 @@
 
 ``python -I orphan_guard.py PARENT_PID COMMAND...``: started by a Ray actor
 (:class:`~danlu.executors.ray_actor.NodeRun`) as the leader of a new process group, it starts
-``COMMAND`` in that group and waits for it. If ``PARENT_PID`` stops being its parent (the actor
-died and this process was left behind), it SIGKILLs the whole group, the command and itself,
-so that a job whose actor is gone does not keep running on its GPUs. When this process is
-killed first (Ray SIGKILLs a dead worker's children), the kernel SIGKILLs the command
-(``PR_SET_PDEATHSIG``); processes the command started in a session of their own are not
-reached then. SIGTERM to the group reaches the command directly; this process ignores it and
-waits, for the command and then for the rest of the group: a ``/bin/sh -c`` wrapper dies of
-the SIGTERM at once while the program it started still writes its checkpoint, and the actor
-SIGKILLs the group once this process has exited (or when the stop's grace ends). Its exit
-status is the command's (``128 + N`` after signal N). Standard library only: it is started
-by path.
+``COMMAND`` in that group and waits for it. It is the *child subreaper* of what the command
+starts (``PR_SET_CHILD_SUBREAPER``, as the local executor's supervisor,
+:mod:`~danlu.executors.supervise`): a process the command started in a session of its own (a
+daemon: ``setsid``) stays its descendant when its parent exits. Signals to the group
+(the actor's stop) are forwarded to those descendants out of the group, and once the command
+has exited every descendant left is SIGKILLed, so that no daemon of the job's outlives it on its
+GPUs. If ``PARENT_PID`` stops being its parent (the actor died and this process was left
+behind), it SIGKILLs its descendants and the whole group, the command and itself, so that a job
+whose actor is gone does not keep running. When this process is killed first (Ray SIGKILLs a
+dead worker's children), the kernel SIGKILLs the command (``PR_SET_PDEATHSIG``); processes the
+command started in a session of their own are not reached then (the actor, while it lives, finds
+them by the run's mark in their environment). SIGTERM to the group reaches the command directly;
+this process forwards it and waits, for the command and then for the rest of the group: a
+``/bin/sh -c`` wrapper dies of the SIGTERM at once while the program it started still writes its
+checkpoint, and the actor SIGKILLs the group once this process has exited (or when the stop's
+grace ends). Its exit status is the command's (``128 + N`` after signal N). Standard library
+only: it is started by path, and loads :mod:`~danlu.executors.supervise` (standard library only
+too) from its own folder.
 """
 
 from __future__ import annotations
 
 import contextlib
 import ctypes
+import importlib.util
 import os
 import signal
 import subprocess
 import sys
 import time
+from pathlib import Path
+from types import FrameType, ModuleType
+from typing import TYPE_CHECKING
 
 CHECK_SECONDS = 0.5
 PR_SET_PDEATHSIG = 1
+REAP_SECONDS = 1.0
+"""How long the guard waits, before it exits, for the descendants it SIGKILLed to exit."""
+
+
+def _sibling(name: str) -> ModuleType:
+    """The module ``name`` of this file's folder, loaded from its file: this script runs
+    under ``python -I``, where danlu need not be importable (and may be another copy)."""
+    spec = importlib.util.spec_from_file_location(
+        f"_danlu_guard_{name}", Path(__file__).with_name(f"{name}.py")
+    )
+    if spec is None or spec.loader is None:
+        raise ImportError(f"cannot load {name}.py next to {__file__}")
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+if TYPE_CHECKING:
+    from danlu.executors import supervise
+else:
+    supervise = _sibling("supervise")
 
 
 def _die_with_parent() -> None:
@@ -43,9 +75,12 @@ def main(argv: list[str]) -> int:
         return 2
     parent = int(argv[1])
     stopped: list[int] = []
+    subreaper = supervise.set_subreaper()
 
-    def note(signum: int, _frame: object) -> None:  # a handler, reset in the child at exec
+    def note(signum: int, _frame: FrameType | None) -> None:  # reset in the child at exec
+        """A stop: the command's group has the signal; its processes out of the group too."""
         stopped.append(signum)
+        signal_descendants(signum, outside_group=True)
 
     for sig in (signal.SIGTERM, signal.SIGINT, signal.SIGHUP):
         signal.signal(sig, note)
@@ -60,12 +95,55 @@ def main(argv: list[str]) -> int:
             break
         except subprocess.TimeoutExpired:
             if os.getppid() != parent:
-                os.killpg(os.getpgid(0), signal.SIGKILL)
+                _orphaned()
+            if subreaper:
+                reap(but=child.pid)
     while stopped and others_in_group():  # being stopped: the rest may be checkpointing
         if os.getppid() != parent:
-            os.killpg(os.getpgid(0), signal.SIGKILL)
+            _orphaned()
+        reap()
         time.sleep(0.05)
+    deadline = time.monotonic() + REAP_SECONDS
+    while True:  # what the command left, in its group and out of it (its daemons): SIGKILLed
+        signal_descendants(signal.SIGKILL)
+        reap()
+        if not subreaper or not supervise.descendants(os.getpid()):
+            break
+        if time.monotonic() >= deadline:
+            break
+        time.sleep(0.01)
     return code if code >= 0 else 128 - code
+
+
+def _orphaned() -> None:
+    """The actor is gone: SIGKILL every process of the run, this one last."""
+    signal_descendants(signal.SIGKILL)
+    os.killpg(os.getpgid(0), signal.SIGKILL)
+
+
+def signal_descendants(sig: int, outside_group: bool = False) -> None:
+    """``sig`` to this process's live descendants (those in its process group too unless
+    ``outside_group``): as their subreaper, they include what the command started in a
+    session of its own, whose parent exited."""
+    group = os.getpgid(0)
+    for pid in supervise.descendants(os.getpid()):
+        with contextlib.suppress(ProcessLookupError, PermissionError):
+            if not outside_group or os.getpgid(pid) != group:
+                os.kill(pid, sig)
+
+
+def reap(but: int | None = None) -> None:
+    """Collect the exit of the children that have exited (the command's orphans, re-parented
+    to this process, would stay zombies), but for process ``but``, left to ``Popen``."""
+    while True:
+        try:
+            info = os.waitid(os.P_ALL, 0, os.WEXITED | os.WNOHANG | os.WNOWAIT)
+        except ChildProcessError:
+            return
+        if info is None or info.si_pid == but:
+            return
+        with contextlib.suppress(ChildProcessError):
+            os.waitpid(info.si_pid, 0)
 
 
 def others_in_group() -> bool:

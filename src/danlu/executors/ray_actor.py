@@ -8,17 +8,26 @@ ends it should this actor die), keeps the command's output in a file on its node
 and hands it out in whole lines (:meth:`NodeRun.status`; an exited command's last line as it
 is, with or without a newline), so that the control plane can append the output of every node
 to the job's log without cutting a line in two. :meth:`NodeRun.stop`
-sends SIGTERM to the command's process group and SIGKILL after a grace (a later stop whose
-grace ends sooner, a cancel of a run being preempted, brings the SIGKILL forward). A thread
-waits for the command: it stamps the time it exited (``finished_at``, by which the control plane
-orders the nodes' exits to find a run's first failure) and SIGKILLs what the command left in its
-process group. Imports nothing of Ray, so it is tested without a cluster.
+sends SIGTERM to the command's process group (which the guard forwards to the command's
+processes out of it) and SIGKILL after a grace (a later stop whose grace ends sooner, a cancel
+of a run being preempted, brings the SIGKILL forward). A thread waits for the command: it stamps
+the time it exited (``finished_at``, by which the control plane orders the nodes' exits to find
+a run's first failure) and SIGKILLs what the command left.
+
+Every SIGKILL reaches every process of the run, not only the command's process group: a
+process the command started in a session of its own (a daemon: ``setsid``) would outlive the
+run on its GPUs, which danlu counts free. The guard is the subreaper of the command's processes
+and ends its descendants itself; the actor SIGKILLs the guard's descendants while it lives, and
+every process carrying the run's mark in its environment (``DANLU_RUN_MARK``, the local
+executor's mechanism: :data:`~danlu.executors.local.RUN_MARK`), which reaches a daemon after its
+guard was killed. Imports nothing of Ray, so it is tested without a cluster.
 """
 
 from __future__ import annotations
 
 import contextlib
 import os
+import secrets
 import shutil
 import signal
 import subprocess
@@ -30,6 +39,9 @@ from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
+from danlu.executors import supervise
+from danlu.executors.local import RUN_MARK, kill_marked
+
 CHUNK = 1 << 20
 """The most output one :meth:`NodeRun.status` call hands out."""
 GUARD = Path(__file__).with_name("orphan_guard.py").resolve()
@@ -39,6 +51,7 @@ class NodeRun:
     """One node's part of a run: the job's command as a child process group.
 
     ``log_dir`` is where the output is kept on the node (a temporary directory when None).
+    The command's environment is ``env`` with the run's mark (:data:`RUN_MARK`) added.
     """
 
     def __init__(
@@ -61,6 +74,8 @@ class NodeRun:
         self._killer: threading.Timer | None = None
         self._kill_at: float | None = None
         """When the command's group is due its SIGKILL (``time.monotonic``)."""
+        self._mark = secrets.token_hex(8)
+        """The run's mark, in the environment of each of its processes (:meth:`_kill_all`)."""
         with open(self._log_path, "ab") as log:
             try:
                 self._proc: subprocess.Popen[bytes] | None = subprocess.Popen(
@@ -68,7 +83,7 @@ class NodeRun:
                     stdin=subprocess.DEVNULL,
                     stdout=log,
                     stderr=subprocess.STDOUT,
-                    env=dict(env),
+                    env={**env, RUN_MARK: self._mark},
                     cwd=workdir,
                     start_new_session=True,
                     close_fds=True,
@@ -99,15 +114,14 @@ class NodeRun:
     def _wait(self, proc: subprocess.Popen[bytes]) -> None:
         """Wait for the command (a thread of its own), then stamp when it exited: the time
         it did, not when someone first asked, so that the nodes of a run are ordered by
-        their exits. What the command left in its group (``sleep &``) would outlive it on
-        its GPUs: it is SIGKILLed."""
+        their exits. What the command left in its group (``sleep &``) or in a session of its
+        own (``setsid daemon &``) would outlive it on its GPUs: it is SIGKILLed."""
         proc.wait()
         finished = time.time()
         with self._lock:
             if self._killer is not None:
                 self._killer.cancel()
-            with contextlib.suppress(ProcessLookupError, PermissionError):
-                os.killpg(proc.pid, signal.SIGKILL)
+            self._kill_all()
             self.finished_at = finished
 
     def status(self, offset: int = 0) -> dict[str, Any]:
@@ -161,23 +175,43 @@ class NodeRun:
 
     def close(self) -> None:
         """The end of the run once its output has been collected: SIGKILL what is left of
-        the command's process group and remove the temporary folder it was given (a
+        the run (:meth:`_kill_all`) and remove the temporary folder it was given (a
         ``log_dir`` named by the caller is left alone). Called before the actor is killed,
         so that no node keeps a folder per run for good."""
         self.stop("ended", 0.0)
         with self._lock:
-            if self._proc is not None:
-                with contextlib.suppress(ProcessLookupError, PermissionError):
-                    os.killpg(self._proc.pid, signal.SIGKILL)
+            self._kill_all()
             if self._temp_dir is not None:
                 shutil.rmtree(self._temp_dir, ignore_errors=True)
                 self._temp_dir = None
 
     def _signal(self, sig: int) -> None:
+        """``sig`` to the command's process group while the guard runs (the guard forwards a
+        SIGTERM to the command's processes out of the group); a SIGKILL to every process of
+        the run (:meth:`_kill_all`)."""
         if self._proc is None or self._proc.returncode is not None:  # reaped by _wait
+            return
+        if sig == signal.SIGKILL:
+            self._kill_all()
             return
         with contextlib.suppress(ProcessLookupError, PermissionError):
             os.killpg(self._proc.pid, sig)
+
+    def _kill_all(self) -> None:
+        """SIGKILL every process of the run: the guard's descendants while the guard runs
+        (as their subreaper, it has the command's daemons among them, even one that replaced
+        its environment), the command's process group (the guard with it), then every process
+        carrying the run's mark: a daemon whose guard is gone is nobody's descendant of the
+        run's any longer."""
+        if self._proc is None:
+            return
+        if self._proc.returncode is None:  # not reaped: the pid is still the guard's
+            for pid in supervise.descendants(self._proc.pid):
+                with contextlib.suppress(ProcessLookupError, PermissionError):
+                    os.kill(pid, signal.SIGKILL)
+        with contextlib.suppress(ProcessLookupError, PermissionError):
+            os.killpg(self._proc.pid, signal.SIGKILL)
+        kill_marked(self._mark)
 
     def _size(self, default: int) -> int:
         try:
