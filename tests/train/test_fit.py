@@ -4,6 +4,7 @@ a resumed run respects."""
 from __future__ import annotations
 
 import contextlib
+import itertools
 from pathlib import Path
 from typing import Any
 
@@ -12,6 +13,7 @@ import torch
 from train_helpers import mse_loss, tiny_model, tiny_regression
 
 import danlu.train as dt
+from danlu.core.errors import ConfigError
 
 
 class Crash(Exception):
@@ -120,3 +122,40 @@ def test_fit_without_restarts_still_evaluates_every_epoch(epochs: int) -> None:
         environ={},
     )
     assert seen == list(range(epochs))
+
+
+@pytest.mark.parametrize(("epochs", "max_steps"), [(100, 10), (1, 40)])
+def test_progress_reaches_one_on_the_last_step_whichever_bound_ends_the_run(
+    epochs: int, max_steps: int
+) -> None:
+    """64 samples at batch 4 are 16 steps an epoch: 100 epochs bounded at step 10 end on
+    the step bound, one epoch within 40 steps on the epoch; either way the last record says
+    1, and the records before it say less, rising."""
+    model = tiny_model()
+    ctx = dt.fit(
+        model,
+        torch.optim.SGD(model.parameters(), lr=0.1),
+        tiny_regression(n=64),
+        mse_loss,
+        epochs=epochs,
+        global_batch_size=4,
+        max_steps=max_steps,
+        metrics_file=False,
+        progress=False,
+        environ={},
+    )
+    progress = [record["progress"] for record in ctx.history]
+    assert len(progress) == min(max_steps, 16 * epochs)
+    assert progress[-1] == 1.0
+    assert all(a < b for a, b in itertools.pairwise(progress))
+    assert progress[0] == pytest.approx(max(1 / max_steps, 1 / (16 * epochs)))
+
+
+def test_stop_at_step_refuses_a_bound_below_one() -> None:
+    model = tiny_model()
+    optimizer = torch.optim.SGD(model.parameters(), lr=0.1)
+    with (
+        dt.init(model, optimizer, global_batch_size=4, metrics_file=False, environ={}) as ctx,
+        pytest.raises(ConfigError, match="max_steps must be 1 or more"),
+    ):
+        ctx.stop_at_step(0)

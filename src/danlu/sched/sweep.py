@@ -11,7 +11,9 @@ Plain functions over value types (the control plane's adapter,
   draws as ``random`` does for the first ``startup_trials``.
 - :func:`median_stop` is the median stopping rule (Golovin et al., "Google Vizier", KDD 2017):
   stop a trial whose best value by its latest step is worse than the median of the other
-  trials' best values by that step.
+  trials' best values by that step -- unless its training is done (:attr:`Curve.done`): its
+  process is about to exit on its own, so stopping it saves nothing and would only record a
+  finished trial as cut short.
 """
 
 from __future__ import annotations
@@ -129,6 +131,9 @@ class Curve:
 
     steps: tuple[int, ...]
     best: tuple[float, ...]
+    done: bool = False
+    """The trial's training is done: its latest record that carries ``progress`` (danlu.train's
+    fraction done) says 1 or more. The median rule does not stop it."""
 
     def best_by(self, step: int) -> float | None:
         """The best value reported at or before ``step``; None before the first report."""
@@ -140,9 +145,9 @@ class Curve:
         return self.steps[-1] if self.steps else -1
 
 
-def curve(points: Sequence[tuple[int, float]], goal: str) -> Curve:
+def curve(points: Sequence[tuple[int, float]], goal: str, done: bool = False) -> Curve:
     """A trial's :class:`Curve` from its ``(step, value)`` reports (any order; values that
-    are not finite are left out)."""
+    are not finite are left out); ``done``: its training is done (:attr:`Curve.done`)."""
     sign = -1.0 if goal == "maximize" else 1.0
     steps: list[int] = []
     best: list[float] = []
@@ -155,16 +160,17 @@ def curve(points: Sequence[tuple[int, float]], goal: str) -> Curve:
             continue
         steps.append(step)
         best.append(min(v, best[-1]) if best else v)
-    return Curve(tuple(steps), tuple(best))
+    return Curve(tuple(steps), tuple(best), done)
 
 
 def median_stop(
     rule: EarlyStopping, trial: Curve, others: Sequence[Curve], goal: str
 ) -> str | None:
-    """Why the median rule stops ``trial`` now, or None to let it run. ``others``: every
-    other trial of the sweep (running or ended) with at least one report."""
+    """Why the median rule stops ``trial`` now, or None to let it run: a trial whose training
+    is done (:attr:`Curve.done`) runs on to its own exit. ``others``: every other trial of
+    the sweep (running or ended, done or not) with at least one report."""
     step = trial.last_step
-    if step < 0 or step < rule.min_steps:
+    if trial.done or step < 0 or step < rule.min_steps:
         return None
     mine = trial.best_by(step)
     peers = [b for c in others if c.last_step >= step and (b := c.best_by(step)) is not None]

@@ -127,6 +127,7 @@ class TrainContext:
         self._memory_bytes = 0
         self._scheduler_batch: int | None = None  # launch's (env), else the first reply's
         self._target_epochs: int | None = None  # set by epochs(n): what progress counts to
+        self._target_steps: int | None = None  # set by stop_at_step(n): progress counts to it too
         self._follows_api = env.metrics_url is not None
         self._saved_step: int | None = None
         """The step of the last checkpoint written (or restored): a preemption at it does
@@ -149,6 +150,15 @@ class TrainContext:
             yield sampler.epoch
             if sampler.epoch_done:
                 sampler.next_epoch()
+
+    def stop_at_step(self, n: int | None) -> None:
+        """Say the loop ends at step ``n`` (``None``: no bound), as ``fit(max_steps=n)`` does:
+        from then on ``progress`` is the larger of the epochs' share and ``step / n``, so a
+        run that ends at its step bound reports 1 on its last step (what the scheduler's
+        estimate of the work left, and a sweep's median rule, read as done)."""
+        if n is not None and n < 1:
+            raise ConfigError(f"max_steps must be 1 or more, not {n}")
+        self._target_steps = n
 
     def batches(
         self, dataset: Any, collate: Callable[[list[Any]], Any] = default_collate
@@ -293,9 +303,13 @@ class TrainContext:
             record["adaptive"] = 1
         if self._gns_probe:
             record["probe"] = 1  # two half micro-batches to measure the gradient noise
+        shares = []
         if self._target_epochs is not None and sampler is not None and sampler.n > 0:
-            done = (sampler.epoch + sampler.offset / sampler.n) / self._target_epochs
-            record["progress"] = min(1.0, done)
+            shares.append((sampler.epoch + sampler.offset / sampler.n) / self._target_epochs)
+        if self._target_steps is not None:
+            shares.append(self.step_num / self._target_steps)
+        if shares:
+            record["progress"] = min(1.0, max(shares))
         if self.adaptive is not None or self.engine.gns is not None:
             self._note_gradient_stats(record)
         if self.distributed.cuda:

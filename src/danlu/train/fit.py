@@ -54,6 +54,7 @@ def fit(
         dataset_size=len(dataset),
         **init_kwargs,
     ) as ctx:
+        ctx.stop_at_step(max_steps if max_steps is not None and max_steps > 0 else None)
         if max_steps is not None and ctx.step_num >= max_steps:
             return ctx  # resumed from the checkpoint of the last step (e.g. preempted on it)
         for _ in ctx.epochs(epochs):

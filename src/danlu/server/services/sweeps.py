@@ -4,12 +4,12 @@ The adapter between the store and the searcher (:mod:`danlu.sched.sweep`): a swe
 (:class:`~danlu.server.db.Sweep`) holds its spec and how many trials were submitted; its
 trials are ordinary jobs with ``sweep_id`` and ``trial`` set, scheduled like any other. Every
 pass the reconcile loop calls :func:`advance` on each RUNNING sweep: it stops the trials the
-median rule rules out (a cancel, with the reason; the metrics are read at most every
-:data:`JUDGE_EVERY_SECONDS`), submits trials while fewer than
-``parallel`` are unfinished, and marks the sweep DONE once every trial has ended. A trial
-that cannot be submitted any more (its project's quota or the inventory changed) fails the
-sweep with the reason; its unfinished trials go on until they end or :func:`cancel` stops
-them.
+median rule rules out (a cancel, with the reason; never a trial whose records say its
+training is done; the metrics are read at most every :data:`JUDGE_EVERY_SECONDS`), submits
+trials while fewer than ``parallel`` are unfinished, and marks the sweep DONE once every
+trial has ended. A trial that cannot be submitted any more (its project's quota or the
+inventory changed) fails the sweep with the reason; its unfinished trials go on until they
+end or :func:`cancel` stops them.
 
 The trials' objective is read from their metric records (``metric.name``); a trial that
 never reported it has no result and ranks last.
@@ -21,7 +21,7 @@ import importlib.util
 import json
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, TypeGuard
 
 from sqlalchemy import select
 from sqlalchemy.orm import Session
@@ -293,21 +293,38 @@ def _submit_trials(
 
 def _read_curves(session: Session, trials: Sequence[Job], spec: SweepSpec) -> dict[str, Curve]:
     """Each trial's curve of the sweep's metric (those with no report left out; none for a
-    sweep without a metric)."""
+    sweep without a metric), ``done`` when the trial's latest record carrying ``progress``
+    (by step, then by arrival) says 1 or more: danlu.train's fraction done, so the median
+    rule leaves a trial that finished its training to exit on its own."""
     if spec.metric is None:
         return {}
     name, goal = spec.metric.name, spec.metric.goal
     points: dict[str, list[tuple[int, float]]] = {}
+    latest: dict[str, tuple[int, int, float]] = {}  # job id: (step, record id, progress)
     ids = [job.id for job in trials]
     for i in range(0, len(ids), IN_CHUNK):
-        query = select(JobMetric.job_id, JobMetric.step, JobMetric.data).where(
+        query = select(JobMetric.job_id, JobMetric.step, JobMetric.id, JobMetric.data).where(
             JobMetric.job_id.in_(ids[i : i + IN_CHUNK])
         )
-        for job_id, step, data in session.execute(query):
-            value = data.get(name) if isinstance(data, dict) else None
-            if isinstance(value, int | float) and not isinstance(value, bool):
+        for job_id, step, row_id, data in session.execute(query):
+            if not isinstance(data, dict):
+                continue
+            value = data.get(name)
+            if _number(value):
                 points.setdefault(job_id, []).append((step, float(value)))
-    return {job_id: curve(p, goal) for job_id, p in points.items() if p}
+            progress = data.get("progress")
+            if _number(progress) and (step, row_id) > latest.get(job_id, (-1, -1, 0.0))[:2]:
+                latest[job_id] = (step, row_id, float(progress))
+    return {
+        job_id: curve(p, goal, done=job_id in latest and latest[job_id][2] >= 1.0)
+        for job_id, p in points.items()
+        if p
+    }
+
+
+def _number(value: object) -> TypeGuard[int | float]:
+    """``value`` is a number as a metric record holds one (not a boolean)."""
+    return isinstance(value, int | float) and not isinstance(value, bool)
 
 
 def _ended(trials: _Trials) -> list[Ended]:
