@@ -135,15 +135,20 @@ class TiresiasPolicy:
             stopped = start + job.run_time
         return stopped + max(self.starvation_min, self.starvation_factor * job.run_time)
 
+    def _demotion_time(self, service: float, gpus: float, now: float) -> float:
+        """When a job that has ``service`` GPU-seconds (counted from its last promotion) at
+        ``now`` and runs on ``gpus`` GPUs crosses its next threshold (inf: none is left)."""
+        index = bisect.bisect_right(self.thresholds, service)
+        if index < len(self.thresholds) and gpus > 0:
+            return now + (self.thresholds[index] - service) / gpus
+        return math.inf
+
     def _valid_until(self, job: JobStatus, now: float) -> float:
         """Until when ``queue_of`` stays what it is at ``now`` (if the status is unchanged)."""
         if job.last_start is not None and job.allocation.shares:
             gpus = job.allocation.gpu_milli / MILLI_PER_GPU
             service = job.attained_at(now) - job.marks.get(SERVICE_BASE, 0.0)
-            index = bisect.bisect_right(self.thresholds, service)
-            if index < len(self.thresholds) and gpus > 0:
-                return now + (self.thresholds[index] - service) / gpus
-            return math.inf
+            return self._demotion_time(service, gpus, now)
         if self.starvation_factor > 0 and job.run_time > 0:
             promotion = self._promotion_time(job)
             if now < promotion:
@@ -180,13 +185,44 @@ class TiresiasPolicy:
         if self.starvation_factor > 0 and plan.starts:
             plan = dataclasses.replace(plan, marks=self._promotion_marks(view, plan))
         recheck = math.inf
-        if plan.has_waiting:
-            # A waiting job may overtake a running one once that one is demoted (or a
-            # waiting one is promoted).
-            recheck = running.expiry
+        if plan.has_waiting or plan.preempts:
+            # A waiting job (a preempted one waits too) may overtake a running one once that
+            # one is demoted (or a waiting one is promoted): the jobs the plan starts and
+            # stops count as well as those that keep running, or the rounds skipped until
+            # then could differ.
+            recheck = min(running.expiry, self._next_change(view, plan, pending, running))
             if self.starvation_factor > 0:
                 recheck = min(recheck, pending.expiry)
         return dataclasses.replace(plan, recheck_at=recheck)
+
+    def _next_change(
+        self, view: ClusterView, plan: Plan, pending: RankedJobs, running: RankedJobs
+    ) -> float:
+        """The earliest time a job ``plan`` starts is demoted (its service counted from the
+        plan's marks, which hold a promotion) or, with the starvation guard, a job it
+        preempts out of a lower queue is promoted. ``pending``/``running``: the view's jobs
+        in rank order; the walk through ``pending`` stops at the last started job, which
+        the round reached anyway."""
+        now = view.time
+        soonest = math.inf
+        if self.starvation_factor > 0 and plan.preempts:
+            stopped = {p.job_id for p in plan.preempts}
+            for job in view.running:
+                run_time = job.run_time_at(now)
+                if job.id in stopped and run_time > 0 and running.key_of(job)[0] > 0:
+                    wait = max(self.starvation_min, self.starvation_factor * run_time)
+                    soonest = min(soonest, now + wait)
+        starts = {s.job_id: s.allocation for s in plan.starts}
+        for job in pending.jobs:
+            if not starts:
+                break
+            alloc = starts.pop(job.id, None)
+            if alloc is None:
+                continue
+            base = plan.marks.get(job.id, {}).get(SERVICE_BASE, job.marks.get(SERVICE_BASE, 0.0))
+            gpus = alloc.gpu_milli / MILLI_PER_GPU
+            soonest = min(soonest, self._demotion_time(job.attained_service - base, gpus, now))
+        return soonest
 
     def _promotion_marks(self, view: ClusterView, plan: Plan) -> dict[str, dict[str, float]]:
         """``plan``'s marks plus, for each job it starts by the starvation guard's promotion,
