@@ -93,13 +93,14 @@ def test_an_auto_family_alone_costs_one_trace_and_no_family_none(
     calls = _counting(monkeypatch)
     rigid = _spec(gpus="2", model="danlu.estimate.zoo:resnet_tiny", family="auto")
     estimate, micro = resolve_memory(rigid, CLUSTER, 120.0)
-    assert calls == [(64,)]  # at the batch gpu_memory: auto would trace
+    # at the batch gpu_memory: auto would trace: 64 split over the job's 2 GPUs
+    assert calls == [(32,)]
     assert estimate.family == "cnn-small" and estimate.gpu_memory is None and micro is None
     named = _spec(gpus="2", model="danlu.estimate.zoo:resnet_tiny", family="cnn-large")
     assert resolve_memory(named, CLUSTER, 120.0)[0].family is None
     mlp = _spec(gpus="2", model="danlu.estimate.zoo:mlp_small", family="auto")
     assert resolve_memory(mlp, CLUSTER, 120.0)[0].family is None  # traced, nothing recognised
-    assert calls == [(64,), (64,)]
+    assert calls == [(32,), (32,)]
 
 
 @pytest.mark.parametrize("model", ["http.server:test", "os:getcwd", "danlu.estimate:zoo"])
@@ -218,3 +219,91 @@ def test_a_job_on_more_than_one_gpu_is_estimated_with_ddp_s_buckets(
     assert two.gpu_memory > one.gpu_memory
     resolve_micro_batch_limit(_spec(model="danlu.estimate.zoo:mlp_small"), CLUSTER, 120.0)
     assert seen[-1].data_parallel  # elastic 1..4: it may grow to more than one GPU
+
+
+def _auto(gpus: str, model: str = "danlu.estimate.zoo:gpt2_tiny", **training: Any) -> Any:
+    """A ``gpu_memory: auto`` job of ``model`` on ``gpus``."""
+    return parse_spec(
+        {
+            "name": "j",
+            "command": ["true"],
+            "resources": {"gpus": gpus, "gpu_memory": "auto"},
+            "training": {"model": model, **training},
+        }
+    )
+
+
+@pytest.mark.parametrize(
+    ("gpus", "training", "per_gpu"),
+    [
+        ("1", {"global_batch_size": 64}, 64),
+        ("4", {"global_batch_size": 64}, 16),
+        ("3", {"global_batch_size": 64}, 22),  # rounded up, as a launch splits it
+        ("2..4", {"global_batch_size": 64}, 32),  # an elastic job: at its fewest GPUs
+        ("1..4", {"global_batch_size": 64}, 64),
+        ("4", {"global_batch_size": 64, "min_batch_size": 8, "max_batch_size": 256}, 16),
+        ("1", {"global_batch_size": 64, "min_batch_size": 8}, 64),  # it runs 64, not 8
+        ("4", {"min_batch_size": 8}, 2),  # no global batch: the smallest one, split
+        ("4", {}, 1),
+    ],
+    ids=[
+        "1gpu",
+        "4gpus",
+        "3gpus-rounded-up",
+        "elastic-2..4",
+        "elastic-1..4",
+        "min-max",
+        "1gpu-min-and-global",
+        "min-only",
+        "no-batch",
+    ],
+)
+def test_auto_memory_is_traced_at_the_batch_one_gpu_runs(
+    gpus: str, training: dict[str, int], per_gpu: int
+) -> None:
+    """A launch gives each GPU the global batch split over the job's GPUs (``JobLaunch.
+    per_gpu_batch``, ``DANLU_BATCH_SIZE``); ``gpu_memory: auto`` traced the whole global
+    batch on one GPU, so a 4-GPU gpt2_124m job of batch 64 was refused (87.3 GiB per GPU)."""
+    from danlu.executors.base import GpuSlot, JobLaunch
+    from danlu.server.routes.estimation import _auto_batch
+
+    spec = _auto(gpus, **training)
+    assert _auto_batch(spec) == per_gpu
+    fewest = tuple(GpuSlot(0, i) for i in range(spec.resources.gpus.min))
+    launch = JobLaunch(
+        "a1b2c3d4e5f6", ("true",), gpus=fewest, batch_size=training.get("global_batch_size")
+    )
+    if launch.per_gpu_batch is not None:
+        assert launch.per_gpu_batch == per_gpu  # the batch each GPU runs at its fewest GPUs
+
+
+def test_a_multi_gpu_auto_job_is_charged_its_per_gpu_batch_under_ddp(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """4 GPUs, global batch 64: the share is the peak of batch 16 with DDP's buckets, the
+    same bytes a direct estimate of one such GPU gives, well below the whole batch's."""
+    from danlu.estimate.memory import TraceRequest, estimate_memory
+
+    seen = _requests(monkeypatch)
+    four, _ = resolve_memory(_auto("4", global_batch_size=64), CLUSTER, 120.0)
+    assert [(r.batch_sizes, r.data_parallel) for r in seen] == [((16,), True)]
+    one, _ = resolve_memory(_auto("1", global_batch_size=64), CLUSTER, 120.0)
+    assert [(r.batch_sizes, r.data_parallel) for r in seen[1:]] == [((64,), False)]
+    direct = estimate_memory(
+        TraceRequest("danlu.estimate.zoo:gpt2_tiny", (16,), data_parallel=True), GPUS["h100"]
+    )[0]
+    assert four.gpu_memory == direct.peak_device_bytes
+    assert one.gpu_memory is not None and four.gpu_memory is not None
+    assert four.gpu_memory < one.gpu_memory  # a quarter of the activations, plus the buckets
+
+
+def test_an_elastic_auto_job_is_charged_at_its_fewest_gpus(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """Its share must hold at every GPU count it may run at: the largest per-GPU batch is at
+    the fewest GPUs (2 of 2..4: 32 of 64); traced with the micro-batch sizes, in one
+    subprocess, with DDP's buckets (it runs on more than one GPU)."""
+    seen = _requests(monkeypatch)
+    estimate, micro = resolve_memory(_auto("2..4", global_batch_size=64), CLUSTER, 120.0)
+    assert [(r.batch_sizes, r.data_parallel) for r in seen] == [((2, 8, 32), True)]
+    assert estimate.gpu_memory is not None and micro is not None and 1 <= micro < 32

@@ -10,19 +10,30 @@ from typing import Annotated, Any
 import typer
 
 from danlu.core.errors import DanluError, SpecError
+from danlu.core.spec import MAX_BATCH
 from danlu.core.units import format_bytes, parse_bytes
+from danlu.core.values import range_message
+
+
+def _batch_size(value: int, flag: str) -> int:
+    """``value`` when it is a batch size the tracer takes (``1..MAX_BATCH``, a job spec's
+    limit), else a :class:`SpecError` naming ``flag`` and the limit."""
+    if not 1 <= value <= MAX_BATCH:
+        raise SpecError(flag, f"batch size {range_message(1, MAX_BATCH, value)}")
+    return value
 
 
 def _ints(value: str, flag: str) -> list[int]:
+    """The batch sizes of a comma-separated ``flag`` (each within ``1..MAX_BATCH``)."""
     try:
         out = [int(v) for v in value.replace(" ", "").split(",") if v]
     except ValueError:
         raise SpecError(
             flag, f"{value!r} is not a comma-separated list of batch sizes, e.g. 1,2,4,8"
         ) from None
-    if not out or any(v < 1 for v in out):
+    if not out:
         raise SpecError(flag, f"batch sizes must be integers >= 1, got {value!r}")
-    return out
+    return [_batch_size(v, flag) for v in out]
 
 
 def run_estimate(
@@ -78,8 +89,8 @@ def run_estimate(
             "--batch-size",
             "give a batch size (e.g. --batch-size 32), or --sweep 1,2,4,8 or --max-batch",
         )
-    if batch_size is not None and batch_size < 1:
-        raise SpecError("--batch-size", f"must be >= 1, got {batch_size}")
+    if batch_size is not None:
+        _batch_size(batch_size, "--batch-size")
     if need_fit and len(set(points)) < 2:
         raise SpecError("--fit-points", "fitting M(b) needs at least two batch sizes, e.g. 1,2,4")
     limit = parse_bytes(gpu_memory, "--gpu-memory") if gpu_memory else gpu.capacity_bytes

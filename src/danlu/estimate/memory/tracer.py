@@ -27,6 +27,8 @@ from pathlib import Path
 from typing import IO
 
 from danlu.core.errors import DataError, SpecError
+from danlu.core.spec import MAX_BATCH
+from danlu.core.values import range_message
 from danlu.estimate.memory.trace_result import PRECISIONS, TARGETS, StepTrace, TraceRequest
 
 Progress = Callable[[int, int, int], None]
@@ -34,9 +36,14 @@ Progress = Callable[[int, int, int], None]
 
 
 def validate(req: TraceRequest) -> None:
-    """Raise :class:`SpecError` naming the flag when a request field is invalid."""
-    if not req.batch_sizes or any(b < 1 for b in req.batch_sizes):
-        raise SpecError("--batch-size", f"batch sizes must be >= 1, got {list(req.batch_sizes)}")
+    """Raise :class:`SpecError` naming the flag when a request field is invalid. Batch sizes
+    lie within ``1..MAX_BATCH``, the largest a job spec may give (past it torch overflows
+    a tensor's size inside the worker: a C++ traceback instead of an answer)."""
+    if not req.batch_sizes:
+        raise SpecError("--batch-size", "give at least one batch size")
+    for b in req.batch_sizes:
+        if not 1 <= b <= MAX_BATCH:
+            raise SpecError("--batch-size", f"batch sizes {range_message(1, MAX_BATCH, b)}")
     if req.precision not in PRECISIONS:
         raise SpecError("--precision", f"{req.precision!r}: use one of {', '.join(PRECISIONS)}")
     if req.target not in TARGETS:

@@ -71,7 +71,8 @@ def _data_parallel(spec: JobSpec) -> bool:
     """Whether ``spec`` may run on more than one GPU, where ``danlu.train`` wraps its model
     in DDP (whose gradient buckets the estimate then counts: ``TraceRequest.data_parallel``).
     An elastic job counts from its largest GPU count: its memory share and micro-batch must
-    also fit when it grows."""
+    also fit when it grows (traced at the per-GPU batch of its fewest GPUs, the largest:
+    :func:`_auto_batch`)."""
     return spec.resources.gpus.max > 1
 
 
@@ -116,9 +117,20 @@ def _predict(
 
 
 def _auto_batch(spec: JobSpec) -> int:
-    """The per-GPU batch whose peak ``gpu_memory: auto`` predicts."""
+    """The per-GPU batch whose peak ``gpu_memory: auto`` predicts: the job's global batch
+    split over its GPUs, rounded up, as a launch splits it (``JobLaunch.per_gpu_batch``,
+    ``DANLU_BATCH_SIZE``). An elastic job is split over its fewest GPUs, where each runs the
+    most, so that its share holds at every count it may run at; :func:`_data_parallel`
+    counts DDP's buckets from two GPUs up, an upper bound for ``1..N`` at one GPU.
+
+    The spec names no micro-batch or accumulation: a launch caps the split at the job's
+    ``micro_batch_limit``, which an ``auto`` job gets from this batch's peak
+    (:func:`_largest_micro_batch`), so the policy's larger batches accumulate within the
+    share. Without ``global_batch_size`` (no ``DANLU_BATCH_SIZE`` then) the split is of
+    ``min_batch_size``, else 1."""
     hints = spec.training
-    return hints.min_batch_size or hints.global_batch_size or 1
+    batch = hints.global_batch_size or hints.min_batch_size or 1
+    return -(-batch // max(1, spec.resources.gpus.min))
 
 
 def _in_worker(fn: Callable[..., T], timeout: float, *args: Any) -> tuple[T | None, str]:
