@@ -20,7 +20,16 @@ runs) must be on a filesystem the nodes share, as Slurm clusters' home directori
 - **Stopping.** A preemption or a cancel sends SIGTERM to the job's processes
   (``scancel --signal=TERM``, the steps only: a SIGTERM to ``srun`` itself would kill the
   tasks) and, when it has not exited after the grace, SIGKILL (``--signal=KILL --full``).
-  A run Slurm has not started yet is cancelled at once.
+  A SIGTERM that could not be sent (the controller unreachable) is sent again at the next
+  polls until it is, the grace still counted from the request. A run Slurm has not started
+  yet is cancelled at once.
+- **Pending.** A run Slurm keeps ``PENDING`` (its partition down, the job held) is
+  reported running with Slurm's reason in its message and no start time; one not started
+  ``pending_limit`` seconds after its submission is cancelled and ends as a failed launch.
+- **Paths.** The log's path is a filename pattern to Slurm (``--output``): its ``%`` are
+  escaped (:func:`slurm_pattern`); a log directory with a backslash is refused. A job Slurm
+  could not launch (``JobLaunchFailure``: its log could not be opened on the node) fails
+  saying so.
 - **Gang.** ``srun --kill-on-bad-exit`` ends the run on every node when one node's task
   fails. A task whose command checkpointed (exit 75) exits 0 to ``srun`` (its record keeps
   the 75), so the other nodes finish their checkpoints within the stop's grace. When one
@@ -78,6 +87,7 @@ from danlu.executors.errors import (
 )
 from danlu.executors.rundirs import DEFAULT_PREEMPT_GRACE, RunDirExecutor
 from danlu.executors.slurmctl import (
+    LAUNCH_FAILURE,
     SlurmCommands,
     SlurmError,
     SlurmJob,
@@ -92,6 +102,10 @@ BATCH = "batch.sh"
 START_TIMEOUT = 30.0
 """Seconds a launch record may stand without a Slurm job id before the run counts as lost
 (another instance may be submitting it)."""
+PENDING_LIMIT = 300.0
+"""Seconds a run may stay ``PENDING`` in Slurm after its submission before the executor
+gives it up (cancels it; it ends as a failed launch): danlu chose its nodes as free, so
+Slurm should start it within a scheduling cycle or two."""
 KILL_BATCH_AFTER = 10.0
 """Seconds after a stop's grace at which the batch script is killed too, not only the job's
 processes (whose end ends it)."""
@@ -107,6 +121,10 @@ def _launch_fields() -> dict[str, records.Check]:
     number = records.STOP_FIELDS["grace"]
     fields["gang_stopped_at"] = number  # when the executor stopped the nodes (_gang_stop)
     fields["gang_grace"] = number  # and with what grace
+    # the requested_at of the stop (danlu's, or the gang stop's) whose SIGTERM is not sent yet
+    fields["term_due"] = number
+    fields["gave_up_at"] = number  # when the executor cancelled the run Slurm kept pending
+    fields["pending_reason"] = lambda v: isinstance(v, str)  # Slurm's reason then
     return fields
 
 
@@ -125,7 +143,10 @@ class SlurmExecutor(RunDirExecutor, MultiNodeExecutor, GpuSharingExecutor):
     which win where they overlap. ``python`` is the
         interpreter the nodes run the per-node task with. ``preempt_grace`` is the grace of
         a job whose spec has none when the executor stops its nodes itself, as a preemption,
-        because one of them checkpointed alone (:meth:`_gang_stop`).
+        because one of them checkpointed alone (:meth:`_gang_stop`). ``pending_limit`` is how
+        long Slurm may keep a run ``PENDING`` after its submission before it is cancelled and
+        ends as a failed launch (None: as long as Slurm keeps it). Raises
+        :class:`ExecutorError` for a log directory Slurm cannot name (a backslash in it).
     """
 
     launch_fields = LAUNCH_FIELDS
@@ -146,12 +167,18 @@ class SlurmExecutor(RunDirExecutor, MultiNodeExecutor, GpuSharingExecutor):
         sbatch_options: Sequence[str] = (),
         max_jobs_per_gpu: int = 16,
         poll_interval: float = 1.0,
+        pending_limit: float | None = PENDING_LIMIT,
         clock: Callable[[], float] = time.time,
     ) -> None:
         self._commands = commands
         self._partition = partition
         self._gpu_type = gpu_type
         self._init_runs(state_dir, log_dir, cancel_grace, clock)
+        try:
+            slurm_pattern(str(self._log_dir.resolve()))
+        except ExecutorError as exc:
+            raise ExecutorError(f"the log directory cannot be given to Slurm: {exc}") from None
+        self._pending_limit = pending_limit
         self._base_env = _public(base_env or {})
         self._api_url = api_url
         self._python = python
@@ -293,7 +320,7 @@ class SlurmExecutor(RunDirExecutor, MultiNodeExecutor, GpuSharingExecutor):
             "--oversubscribe",
             "--no-requeue",
             "--export=DANLU_TOKEN" if token is not None else "--export=NONE",
-            f"--output={log_path}",
+            f"--output={slurm_pattern(str(log_path))}",  # --chdir is no pattern
             "--open-mode=append",
             f"--chdir={job.workdir or run_dir}",
             *([f"--partition={self._partition}"] if self._partition else []),
@@ -387,17 +414,41 @@ class SlurmExecutor(RunDirExecutor, MultiNodeExecutor, GpuSharingExecutor):
             )
         state = self._slurm_state(slurm_id)
         if state is not None and state.running:
+            pending = state.state == "PENDING"
+            if pending and reason is None:
+                return self._pending(run_dir, launch, slurm_id, state)
             if reason is None and state.state == "RUNNING" and "gang_stopped_at" not in launch:
                 self._gang_stop(run_dir, launch, slurm_id)
-            self._enforce_stop(slurm_id, state, stop or _gang_stop_request(launch))
+            self._enforce_stop(run_dir, launch, slurm_id, state, stop or _gang_stop_request(launch))
             return ExecStatus(
                 RunState.RUNNING,
                 stop_reason=reason,
-                started_at=launch.get("launched_at"),
-                message=f"Slurm job {slurm_id} {state.state}",
+                started_at=None if pending else state.started_at or launch.get("launched_at"),
+                message=_state_message(slurm_id, state),
             )
         full = self._commands.job(slurm_id) if state is not None else None
         return self._record(run_dir, self._result(run_dir, launch, slurm_id, full, reason), reason)
+
+    def _pending(
+        self, run_dir: Path, launch: dict[str, Any], slurm_id: int, state: SlurmJob
+    ) -> ExecStatus:
+        """The status of a run Slurm has not started, no stop asked for: running, with no
+        start time and Slurm's reason in its message. Once it has waited ``pending_limit``
+        seconds since its submission it is cancelled (again at each poll until Slurm reports
+        it ended; a cancel that fails raises, for the next poll to try again), and its result
+        is a failed launch (:meth:`_result`)."""
+        message = _state_message(slurm_id, state)
+        now = self._clock()
+        limit = self._pending_limit
+        if limit is not None and now - float(launch["launched_at"]) >= limit:
+            if "gave_up_at" not in launch:
+                launch["gave_up_at"] = now
+                launch["pending_reason"] = state.reason
+                with contextlib.suppress(OSError):  # its result then names no reason
+                    supervise.write_json(run_dir / supervise.LAUNCH, launch)
+            self._commands.cancel(slurm_id)
+            message += f"; not started within {limit:g} s of its submission: cancelled"
+        return ExecStatus(RunState.RUNNING, message=message)
 
     def _result(
         self,
@@ -425,8 +476,19 @@ class SlurmExecutor(RunDirExecutor, MultiNodeExecutor, GpuSharingExecutor):
                 code, sig = 128 + 9, 9  # killed: Slurm may record a cancelled job as 0:0
         if recorded:  # the job's own exit on every node
             code, sig = gang_exit(c for _, c in sorted(exits)), None
+        elif "gave_up_at" in launch and not exits:  # never started: nothing ran
+            code, sig, started, state = None, None, None, ""
+            error = self._unstarted(slurm_id, launch)
         elif job is None:
             error = f"Slurm no longer knows job {slurm_id} and its exit was not recorded"
+        elif job.reason == LAUNCH_FAILURE and not exits:
+            code, sig, started = None, None, None
+            where = ", ".join(launch.get("nodes") or []) or "its node"
+            error = (
+                f"Slurm could not launch job {slurm_id} ({LAUNCH_FAILURE}): is the log "
+                f"directory {Path(launch['log_path']).parent} present and writable on {where}? "
+                "It must be on a filesystem the nodes share (the node's slurmd log says more)"
+            )
         if state == "OUT_OF_MEMORY":
             outcome = Outcome.OOM
         elif state == "NODE_FAIL":
@@ -450,6 +512,17 @@ class SlurmExecutor(RunDirExecutor, MultiNodeExecutor, GpuSharingExecutor):
             "node_lost": state == "NODE_FAIL",
         }
 
+    def _unstarted(self, slurm_id: int, launch: Mapping[str, Any]) -> str:
+        """Why a run the executor gave up (:meth:`_pending`) ended."""
+        waited = float(launch["gave_up_at"]) - float(launch["launched_at"])
+        why = launch.get("pending_reason", "")
+        why = why if why not in ("", "None", "(null)") else "no reason given"
+        return (
+            f"Slurm did not start job {slurm_id} within {waited:.0f} s of its submission "
+            f"(PENDING: {why}); it was cancelled and the run counts as a failed launch. "
+            "Check the partition's state (scontrol show partition) and the job's reason"
+        )
+
     def _gang_stop(self, run_dir: Path, launch: dict[str, Any], slurm_id: int) -> None:
         """Stop every node, once, as a preemption, when one node's command checkpointed (its
         task recorded exit 75) while others still run and no other exited otherwise: its host
@@ -470,15 +543,27 @@ class SlurmExecutor(RunDirExecutor, MultiNodeExecutor, GpuSharingExecutor):
             return
         grace = self._stop_grace(launch, StopReason.PREEMPT, self._preempt_grace)
         launch["gang_grace"] = max(0.0, grace)
-        launch["gang_stopped_at"] = self._clock()
+        launch["gang_stopped_at"] = launch["term_due"] = self._clock()
         with contextlib.suppress(OSError):  # else stopped again at the next poll
             supervise.write_json(run_dir / supervise.LAUNCH, launch)
-        self._commands.cancel(slurm_id, "TERM")
+        self._commands.cancel(slurm_id, "TERM")  # failed: sent again at the polls
+        self._term_sent(run_dir, launch)
 
-    def _enforce_stop(self, slurm_id: int, state: SlurmJob, stop: dict[str, Any]) -> None:
-        """Cancel a run asked to stop that Slurm has not started; SIGKILL the processes of
-        one whose grace is over, and the batch script too :data:`KILL_BATCH_AFTER` seconds
-        later (a run stopped before its step started has no processes of its own yet)."""
+    def _enforce_stop(
+        self,
+        run_dir: Path,
+        launch: dict[str, Any],
+        slurm_id: int,
+        state: SlurmJob,
+        stop: dict[str, Any],
+    ) -> None:
+        """Cancel a run asked to stop that Slurm has not started; SIGTERM a running one
+        whose SIGTERM could not be sent yet (its launch record's ``term_due`` is the stop's
+        ``requested_at``; a failure is logged and tried again at the next poll); SIGKILL the
+        processes of one whose grace is over, and the batch script too
+        :data:`KILL_BATCH_AFTER` seconds later (a run stopped before its step started has no
+        processes of its own yet). The grace counts from the request, however late its
+        SIGTERM was sent."""
         if "reason" not in stop or state.state == "COMPLETING":
             return
         if state.state == "PENDING":
@@ -489,6 +574,31 @@ class SlurmExecutor(RunDirExecutor, MultiNodeExecutor, GpuSharingExecutor):
             self._commands.cancel(slurm_id, "KILL", full=True)
         elif overdue >= 0:
             self._commands.cancel(slurm_id, "KILL")
+        elif state.state == "RUNNING" and launch.get("term_due") == stop.get("requested_at"):
+            try:
+                self._commands.cancel(slurm_id, "TERM")
+            except SlurmError as exc:
+                log.warning("cannot send SIGTERM to Slurm job %s yet: %s", slurm_id, exc)
+                return
+            self._term_sent(run_dir, launch)
+
+    def _term_due(self, run_dir: Path, launch: dict[str, Any]) -> None:
+        """Record that the SIGTERM of the run's stop request (``stop.json``) is yet to be
+        sent, before it is: :meth:`_enforce_stop` sends it at the polls until
+        :meth:`_term_sent` records it sent (a request that was not recorded has no
+        SIGKILL either; its SIGTERM is sent once)."""
+        requested = records.read_stop(run_dir).get("requested_at")
+        if requested is None:
+            return
+        launch["term_due"] = requested
+        with contextlib.suppress(OSError):  # then sent once, as before
+            supervise.write_json(run_dir / supervise.LAUNCH, launch)
+
+    def _term_sent(self, run_dir: Path, launch: dict[str, Any]) -> None:
+        """The run's due SIGTERM was sent (Slurm took the ``scancel``)."""
+        if launch.pop("term_due", None) is not None:
+            with contextlib.suppress(OSError):  # else sent again at the next poll
+                supervise.write_json(run_dir / supervise.LAUNCH, launch)
 
     def _signal(
         self,
@@ -500,17 +610,23 @@ class SlurmExecutor(RunDirExecutor, MultiNodeExecutor, GpuSharingExecutor):
     ) -> None:
         """SIGTERM the job's steps (SIGKILL when ``grace`` <= 0; cancelled outright while
         Slurm has not started it); the SIGKILL after the grace comes from
-        :meth:`_enforce_stop` at the polls."""
+        :meth:`_enforce_stop` at the polls, and so does the SIGTERM when it cannot be sent
+        now (the controller unreachable: the error is raised, and the SIGTERM sent again at
+        the next polls until Slurm takes it)."""
         slurm_id = self._slurm_id(run_dir, launch)
-        if slurm_id is None:
-            return  # not in Slurm yet: cancelled at the poll that finds it
+        if slurm_id is None:  # not in Slurm yet: cancelled or signalled by the poll finding it
+            if grace > 0:
+                self._term_due(run_dir, launch)
+            return
         state = self._slurm_state(slurm_id)
         if state is not None and state.state == "PENDING":
             self._commands.cancel(slurm_id)
         elif grace <= 0:
             self._commands.cancel(slurm_id, "KILL")
         else:
+            self._term_due(run_dir, launch)
             self._commands.cancel(slurm_id, "TERM")
+            self._term_sent(run_dir, launch)
 
 
 def _node_exits(run_dir: Path, launch: Mapping[str, Any]) -> dict[str, tuple[float, int]]:
@@ -524,6 +640,25 @@ def _node_exits(run_dir: Path, launch: Mapping[str, Any]) -> dict[str, tuple[flo
             at = float(when) if isinstance(when, int | float) else 0.0
             exits[name] = (at, int(data["exit_code"]))
     return exits
+
+
+def slurm_pattern(path: str) -> str:
+    """``path`` as a Slurm filename pattern (``--output``, ``--error``) that names it:
+    ``%`` doubled (``%j`` would be the job id). Raises :class:`ExecutorError` for a path
+    with a backslash: Slurm drops every backslash of a pattern that has one (and expands
+    nothing then), so no pattern names it."""
+    if "\\" in path:
+        raise ExecutorError(
+            f"{path!r} has a backslash, which Slurm drops from --output paths; "
+            "use a danlu home without one"
+        )
+    return path.replace("%", "%%")
+
+
+def _state_message(slurm_id: int, state: SlurmJob) -> str:
+    """``Slurm job N STATE``, with Slurm's reason when it gives one (why it is pending)."""
+    reason = state.reason if state.reason not in ("", "None", "(null)") else ""
+    return f"Slurm job {slurm_id} {state.state}" + (f" ({reason})" if reason else "")
 
 
 def _gang_stop_request(launch: Mapping[str, Any]) -> dict[str, Any]:

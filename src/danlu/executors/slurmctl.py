@@ -39,6 +39,11 @@ RUNNING_STATES = frozenset(
 """Slurm job states in which the job may still hold (or be about to hold) its nodes.
 ``COMPLETING`` is among them: its processes may still be ending."""
 
+LAUNCH_FAILURE = "JobLaunchFailure"
+"""The ``Reason`` of a batch job Slurm could not launch on its node (its ``--output`` could
+not be opened there, the user unknown there): its ``ExitCode`` (``0:53``) is an error number
+of Slurm's, not a signal."""
+
 _KEY = re.compile(r"(?:^|\s)([A-Za-z][A-Za-z0-9_:/.]*)=")
 _GRES_ITEM = re.compile(r"^gpu(?::([^:(]+))?:(\d+)")
 
@@ -164,11 +169,14 @@ def _node_reason(text: str) -> str:
 
 def job_from_fields(fields: Mapping[str, str]) -> SlurmJob:
     """A :class:`SlurmJob` from one job's ``scontrol show job`` fields: ``ExitCode=75:0``
-    is exit 75, ``0:9`` a death from signal 9 (exit status 137)."""
+    is exit 75, ``0:9`` a death from signal 9 (exit status 137); a job Slurm could not
+    launch (``Reason=JobLaunchFailure``, :data:`LAUNCH_FAILURE`) has neither, whatever its
+    ``ExitCode`` holds."""
     code: int | None = None
     sig: int | None = None
     exit_field = fields.get("ExitCode", "")
-    if ":" in exit_field:
+    reason = fields.get("Reason", "")
+    if ":" in exit_field and reason != LAUNCH_FAILURE:
         status, number = (_int(part, -1) for part in exit_field.split(":", 1))
         if number > 0:
             sig, code = number, 128 + number
@@ -178,7 +186,7 @@ def job_from_fields(fields: Mapping[str, str]) -> SlurmJob:
     return SlurmJob(
         job_id=_int(fields.get("JobId"), -1),
         state=state,
-        reason=fields.get("Reason", ""),
+        reason=reason,
         exit_code=code,
         signal=sig,
         started_at=_time(fields.get("StartTime")),
@@ -248,23 +256,27 @@ class SlurmCommands:
 
     def jobs(self, job_ids: Iterable[int]) -> dict[int, SlurmJob]:
         """The state of each of ``job_ids`` Slurm still knows (finished ones too, until its
-        ``MinJobAge``); those it has forgotten are absent (``squeue -j`` fails with
-        "Invalid job id" when it knows none of them: none is known then)."""
+        ``MinJobAge``), with its reason (why it is pending) and, once it has started, its
+        start time; those it has forgotten are absent (``squeue -j`` fails with "Invalid
+        job id" when it knows none of them: none is known then)."""
         ids = sorted(set(job_ids))
         if not ids:
             return {}
         listed = ",".join(map(str, ids))
         try:
-            out = self.run(["squeue", "-h", "-t", "all", "-o", "%i|%T|%r", "-j", listed])
+            out = self.run(["squeue", "-h", "-t", "all", "-o", "%i|%T|%S|%r", "-j", listed])
         except SlurmError as exc:
             if "Invalid job id" in str(exc):
                 return {}
             raise
         found: dict[int, SlurmJob] = {}
         for line in out.splitlines():
-            parts = line.strip().split("|", 2)
-            if len(parts) == 3 and parts[0].isdigit():
-                found[int(parts[0])] = SlurmJob(int(parts[0]), parts[1], parts[2])
+            parts = line.strip().split("|", 3)
+            if len(parts) == 4 and parts[0].isdigit():
+                job_id, state, start, reason = int(parts[0]), parts[1], parts[2], parts[3]
+                # a pending job's %S is when Slurm expects to start it, if at all
+                started = None if state == "PENDING" else _time(start)
+                found[job_id] = SlurmJob(job_id, state, reason, started_at=started)
         return found
 
     def job(self, job_id: int) -> SlurmJob | None:
