@@ -20,6 +20,8 @@ import httpx
 import pytest
 from helpers import Live, live_server, spec, wait_state
 
+from danlu.core.job_array import array_sweep, parse_array
+
 _XSS = '<img src=x onerror="window.pwned=1">'
 
 
@@ -36,28 +38,38 @@ def live(tmp_path: Path) -> Iterator[Live]:
         yield server
 
 
-@pytest.fixture
-def page(live: Live) -> Iterator[Any]:
+@pytest.fixture(scope="module")
+def browser() -> Iterator[Any]:
+    """One Chromium for the module's tests (each gets its own context): CI has 2 cores."""
     binary = _chromium()
     if binary is None:
         pytest.skip("chromium is absent and DANLU_TEST_REQUIRE_BROWSER is unset")
     from playwright.sync_api import sync_playwright
 
     with sync_playwright() as p:
-        browser = p.chromium.launch(executable_path=binary, args=["--no-sandbox"])
+        launched = p.chromium.launch(executable_path=binary, args=["--no-sandbox"])
         try:
-            tab = browser.new_page()
-            errors: list[str] = []
-            tab.on("pageerror", lambda exc: errors.append(str(exc)))
-            tab.on(  # a file the page asks for and does not get
-                "response",
-                lambda r: errors.append(f"{r.status} {r.url}") if r.status == 404 else None,
-            )
-            tab.goto(f"{live.url}/")
-            yield tab
-            assert errors == []  # no script error on the page, nothing it asked for missing
+            yield launched
         finally:
-            browser.close()
+            launched.close()
+
+
+@pytest.fixture
+def page(live: Live, browser: Any) -> Iterator[Any]:
+    context = browser.new_context()  # its own session storage
+    try:
+        tab = context.new_page()
+        errors: list[str] = []
+        tab.on("pageerror", lambda exc: errors.append(str(exc)))
+        tab.on(  # a file the page asks for and does not get
+            "response",
+            lambda r: errors.append(f"{r.status} {r.url}") if r.status == 404 else None,
+        )
+        tab.goto(f"{live.url}/")
+        yield tab
+        assert errors == []  # no script error on the page, nothing it asked for missing
+    finally:
+        context.close()
 
 
 def test_the_files_are_served_with_a_strict_policy_and_nothing_else(live: Live) -> None:
@@ -224,3 +236,80 @@ def test_a_user_sees_their_own_jobs_and_no_admin_buttons(live: Live, page: Any) 
     with live.client() as c:
         assert wait_state(c, mine["id"], "CANCELLED")["state"] == "CANCELLED"
         c.post(f"/jobs/{theirs['id']}/cancel")
+
+
+def test_a_long_queue_old_running_sweeps_a_live_detail_and_an_outage(
+    live: Live, page: Any, tmp_path: Path
+) -> None:
+    """More unfinished jobs than the table shows: every running one is listed and the page
+    says the list is cut; a running array older than 20 sweeps keeps its row and Cancel; a
+    memory-only project quota is shown; the open job's panel follows the job until it ends;
+    a reload while the API answers 503 keeps the token and signs in once it answers."""
+    from playwright.sync_api import expect
+
+    go_on = tmp_path / "go-on"
+    code = (
+        "import os, time\n"
+        "for i in range(80): print(f'line {i}', flush=True)\n"
+        f"while not os.path.exists({str(go_on)!r}): time.sleep(0.05)\n"
+        "print('went on', flush=True)\n"
+        "time.sleep(60)\n"
+    )
+    with live.client() as c:
+        busy = c.post("/jobs", json=spec("busy", code)).json()
+        wait_state(c, busy["id"], "RUNNING")  # one GPU of two: the tasks below never fit
+        tasks = spec("task", "pass", resources={"gpus": 2}, priority=-1)
+        array = c.post("/sweeps", json=array_sweep(tasks, parse_array("0-204"))).json()
+        assert array["submitted"] == 205, array
+        for i in range(20):  # 20 newer sweeps, ended
+            trial = spec(f"quick{i}", "pass", resources={"gpus": 2}, priority=-9)
+            quick = array_sweep(trial, parse_array("0"))
+            ended = c.post("/sweeps", json=quick).json()
+            c.post(f"/sweeps/{ended['id']}/cancel").raise_for_status()
+        body = {"name": "mem", "quota_gpu_memory": 80 * 2**30}
+        c.post("/projects", json=body).raise_for_status()
+        head, tail = (c.get("/jobs", params={"name": f"task-{n}"}).json() for n in (0, 204))
+    page.fill("#token", live.token)
+    page.click("#login button")
+    expect(page.locator("#who")).to_have_text("admin (admin)")
+    running = page.locator(f'#jobs tr[data-job="{busy["id"]}"]')
+    expect(running.locator("td.state")).to_have_text("RUNNING")  # the oldest, yet listed
+    expect(running.locator('button[data-action="cancel"]')).to_have_count(1)
+    expect(page.locator("#jobs tbody tr")).to_have_count(200)
+    expect(page.locator("#jobs-note")).to_contain_text("showing 200 of 206 unfinished jobs")
+    expect(page.locator(f'#jobs tr[data-job="{head[0]["id"]}"]')).to_have_count(1)  # waited longest
+    expect(page.locator(f'#jobs tr[data-job="{tail[0]["id"]}"]')).to_have_count(0)
+    row = page.locator(f'#sweeps tr[data-sweep="{array["id"]}"]')
+    expect(row.locator("td.state")).to_have_text("RUNNING")
+    expect(row.locator('button[data-action="cancel-sweep"]')).to_have_count(1)
+    expect(page.locator("#sweeps tbody tr")).to_have_count(21)
+    quota = page.locator('#projects tr[data-project="mem"] td').nth(2)
+    expect(quota).to_have_text("80.0GiB")
+
+    running.locator('button[data-action="show"]').click()
+    log = page.locator("#log")
+    expect(log).to_contain_text("line 79")
+    page.evaluate("(l) => { l.scrollTop = l.scrollHeight; }", log.element_handle())
+    go_on.touch()  # output after the click: the open panel shows it, still at the log's end
+    expect(log).to_contain_text("went on", timeout=15_000)
+    at_end = "(l) => l.scrollTop + l.clientHeight >= l.scrollHeight - 2"
+    assert page.evaluate(at_end, log.element_handle())
+    with live.client() as c:
+        c.post(f"/jobs/{busy['id']}/cancel").raise_for_status()
+        wait_state(c, busy["id"], "CANCELLED")
+    expect(page.locator("#detail-why")).to_contain_text("CANCELLED", timeout=15_000)
+    expect(page.locator("#detail-why")).to_contain_text("ended")
+    expect(page.locator("#events tbody tr").last).to_contain_text("\u2192 CANCELLED")
+    expect(row.locator('button[data-action="cancel-sweep"]')).to_have_count(1)  # still there
+
+    outage = {"error": {"type": "unavailable", "field": None, "message": "the database is away"}}
+    page.route(  # a reload while the API is briefly unavailable
+        "**/api/v1/users/me",
+        lambda route: route.fulfill(status=503, headers={"Retry-After": "1"}, json=outage),
+    )
+    page.reload()
+    expect(page.locator("#status")).to_contain_text("the database is away")
+    assert page.evaluate("sessionStorage.getItem('danlu-token')") == live.token
+    page.unroute("**/api/v1/users/me")
+    expect(page.locator("#who")).to_have_text("admin (admin)", timeout=15_000)  # by a retry
+    expect(page.locator("#main")).to_be_visible()

@@ -7,11 +7,22 @@ const API = "/api/v1";
 const TOKEN_KEY = "danlu-token";
 const REFRESH_MS = 2000;
 const UNFINISHED = ["PENDING", "RUNNING", "PREEMPTING", "RESTARTING"];
+const ACTIVE = ["RUNNING", "PREEMPTING", "RESTARTING"];  // on GPUs, or about to be again
+const SHOWN_JOBS = 200;  // rows of the Jobs table
+const SHOWN_SWEEPS = 20;  // the newest sweeps, besides every RUNNING one
+const API_LIMIT = 1000;  // the most one list request returns
 const USAGE_EVERY = 15;
 const FEED_EVENTS = 30;
 let timer = null;
+let retry = null;  // the next try of start() after an error other than 401
 let me = null;
 let refreshes = 0;
+let shownJob = null;  // the id of the job whose detail panel is open
+let shownEnded = false;  // that job had ended when the panel last showed it
+// how many of the newest sweeps to ask for: enough to reach the oldest RUNNING one. Every
+// USAGE_EVERY refreshes asks for API_LIMIT to find those further back; in between this
+// follows the oldest, with SHOWN_SWEEPS to spare for sweeps created meanwhile.
+let sweepsWanted = SHOWN_SWEEPS;
 
 function el(tag, text, className) {
   const node = document.createElement(tag);
@@ -219,7 +230,14 @@ function renderJobs(jobs) {
   body.replaceChildren(...rows);
 }
 
-function renderSweeps(sweeps) {
+function renderSweeps(all) {
+  // the newest sweeps, and every RUNNING one however old: its Cancel button stays reachable
+  const sweeps = all.filter((sweep, i) => i < SHOWN_SWEEPS || sweep.state === "RUNNING");
+  const oldest = all.map((sweep) => sweep.state).lastIndexOf("RUNNING");
+  sweepsWanted = Math.min(API_LIMIT, Math.max(SHOWN_SWEEPS, oldest + 1 + SHOWN_SWEEPS));
+  document.getElementById("sweeps-note").textContent = all.length >= SHOWN_SWEEPS
+    ? "the " + SHOWN_SWEEPS + " newest sweeps and every running one (danlu sweep ls lists them all)"
+    : "";
   const body = document.querySelector("#sweeps tbody");
   body.replaceChildren(...sweeps.map((sweep) => {
     const row = el("tr");
@@ -285,6 +303,15 @@ function renderUsage(rows) {
   }));
 }
 
+function quotaText(project) {
+  // a quota on GPUs, on GPU memory, or both (each binds); "-" without one
+  const parts = [];
+  const given = (value) => value !== null && value !== undefined;
+  if (given(project.quota_gpus)) parts.push(String(project.quota_gpus));
+  if (given(project.quota_gpu_memory)) parts.push(bytes(project.quota_gpu_memory));
+  return parts.length ? parts.join(", ") : "-";
+}
+
 function renderProjects(projects) {
   const body = document.querySelector("#projects tbody");
   const gpus = (value) => (value === null || value === undefined ? "-" : value.toFixed(2));
@@ -293,7 +320,7 @@ function renderProjects(projects) {
     row.dataset.project = p.name;
     row.appendChild(el("td", p.name));
     row.appendChild(el("td", p.priority, "number"));
-    row.appendChild(el("td", p.quota_gpus === null ? "-" : p.quota_gpus, "number"));
+    row.appendChild(el("td", quotaText(p), "number"));
     row.appendChild(el("td", p.share, "number"));
     row.appendChild(el("td", gpus(p.gpus_held), "number"));
     row.appendChild(el("td", gpus(p.recent_gpus), "number"));
@@ -303,24 +330,57 @@ function renderProjects(projects) {
   }));
 }
 
+const stateQuery = (states) => states.map((s) => "state=" + s).join("&");
+const newestFirst = (a, b) => b.submitted_at - a.submitted_at;
+// the pending jobs nearest to a start, as near as the API tells: highest priority, then oldest
+const queueOrder = (a, b) => b.priority - a.priority || a.submitted_at - b.submitted_at;
+
+async function loadJobs(unfinished) {
+  // the rows of the Jobs table, and a note when they are not all the jobs asked for
+  if (!unfinished) {
+    const jobs = await api("/jobs?limit=" + (SHOWN_JOBS + 1));
+    const note = jobs.length > SHOWN_JOBS ? "showing the newest " + SHOWN_JOBS + " jobs" : "";
+    return { jobs: jobs.slice(0, SHOWN_JOBS), note };
+  }
+  // every job on GPUs is listed, however many pending ones were submitted after it
+  const [active, pending] = await Promise.all([
+    api("/jobs?" + stateQuery(ACTIVE) + "&limit=" + API_LIMIT),
+    api("/jobs?" + stateQuery(["PENDING"]) + "&limit=" + API_LIMIT),
+  ]);
+  const total = active.length + pending.length;
+  if (total <= SHOWN_JOBS) return { jobs: active.concat(pending).sort(newestFirst), note: "" };
+  const room = Math.max(0, SHOWN_JOBS - active.length);
+  // the API lists newest first: reversed, a stable sort keeps the older of equal ones first
+  const first = new Set(pending.slice().reverse().sort(queueOrder).slice(0, room).map((j) => j.id));
+  const jobs = active.concat(pending.filter((job) => first.has(job.id))).sort(newestFirst);
+  const more = active.length === API_LIMIT || pending.length === API_LIMIT ? "more than " : "";
+  return {
+    jobs,
+    note: "showing " + jobs.length + " of " + more + total + " unfinished jobs: every running " +
+      "one, and the pending ones of highest priority, oldest first (danlu jobs lists them all)",
+  };
+}
+
 async function refresh() {
   const unfinished = document.getElementById("filter").value === "unfinished";
-  const query = unfinished ? UNFINISHED.map((s) => "state=" + s).join("&") + "&limit=200" : "limit=200";
   try {
     const usageDue = refreshes % USAGE_EVERY === 0;  // a week of history: not every 2 s
     refreshes += 1;
     const [nodes, jobs, sweeps, feed, usage, projects] = await Promise.all([
-      api("/cluster/nodes"), api("/jobs?" + query), api("/sweeps?limit=20"),
+      api("/cluster/nodes"), loadJobs(unfinished),
+      api("/sweeps?limit=" + (usageDue ? API_LIMIT : sweepsWanted)),
       api("/events?tail=true&limit=" + FEED_EVENTS),
       usageDue ? api("/usage") : null, usageDue ? api("/projects") : null,
     ]);
     renderNodes(nodes);
-    renderJobs(jobs);
+    renderJobs(jobs.jobs);
+    document.getElementById("jobs-note").textContent = jobs.note;
     renderSweeps(sweeps);
     renderFeed(feed);
     if (usage !== null) renderUsage(usage);
     if (projects !== null) renderProjects(projects);
     setStatus("updated " + new Date().toLocaleTimeString());
+    if (shownJob !== null && !shownEnded) await showJob(shownJob, true);  // it follows the job
   } catch (error) {
     if (error.status === 401) {
       signOut("token refused: " + error.message);
@@ -390,15 +450,33 @@ function renderMetrics(records) {
   section.hidden = keys.length === 0;
   const select = document.getElementById("metric-key");
   const chosen = keys.includes(select.value) ? select.value : keys.includes("loss") ? "loss" : keys[0];
-  select.replaceChildren(...keys.map((key) => el("option", key)));
+  const listed = Array.from(select.options, (option) => option.value);
+  if (listed.join("\n") !== keys.join("\n")) {  // as they were: an open list stays open
+    select.replaceChildren(...keys.map((key) => el("option", key)));
+  }
   if (chosen !== undefined) {
     select.value = chosen;
     drawMetric(chosen);
   }
 }
 
-async function showJob(id) {
+function setLog(text) {
+  // new output keeps the reader's place: a reader at the end follows it, one above stays
+  const pre = document.getElementById("log");
+  if (pre.textContent === text) return;
+  const atEnd = pre.scrollTop + pre.clientHeight >= pre.scrollHeight - 2;
+  const top = pre.scrollTop;
+  pre.textContent = text;
+  pre.scrollTop = atEnd ? pre.scrollHeight : top;
+}
+
+async function showJob(id, again) {
+  // open the job's panel (again: refresh the open one; nothing if another opened meanwhile)
   const path = "/jobs/" + encodeURIComponent(id);
+  if (!again) {
+    shownJob = id;
+    shownEnded = false;
+  }
   try {
     const [job, events, why, records] = await Promise.all([
       api(path), api(path + "/events?limit=1000"), api(path + "/why"),
@@ -410,9 +488,14 @@ async function showJob(id) {
     } catch (error) {
       log = "(log: " + error.message + ")";
     }
+    if (shownJob !== id) return;  // closed, or another job opened, while this was asked
     const detail = document.getElementById("detail");
     document.getElementById("detail-title").textContent = job.name + " (" + job.id + ")";
-    document.getElementById("detail-why").textContent = job.state + ": " + why.reason;
+    shownEnded = !UNFINISHED.includes(job.state);  // its last refresh: nothing changes after
+    const ended = shownEnded && job.finished_at !== null
+      ? " (ended " + new Date(job.finished_at * 1000).toLocaleString() + ")"
+      : "";
+    document.getElementById("detail-why").textContent = job.state + ": " + why.reason + ended;
     document.getElementById("detail-energy").textContent = energyText(job.energy_joules);
     renderMetrics(records);
     const rows = events.map((e) => {
@@ -423,10 +506,12 @@ async function showJob(id) {
       return row;
     });
     document.querySelector("#events tbody").replaceChildren(...rows);
-    document.getElementById("log").textContent = log || "(empty)";
+    setLog(log || "(empty)");
     detail.hidden = false;
+    const pre = document.getElementById("log");
+    if (!again) pre.scrollTop = pre.scrollHeight;  // a new panel opens at the log's end
   } catch (error) {
-    setStatus("show " + id + ": " + error.message, true);
+    if (shownJob === id) setStatus("show " + id + ": " + error.message, true);
   }
 }
 
@@ -444,29 +529,45 @@ async function act(job, what) {
   }
 }
 
-function showSignedIn(signedIn) {
-  document.getElementById("login").hidden = signedIn;
-  document.getElementById("logout").hidden = !signedIn;
+function showSignedIn(signedIn, waiting) {
+  // waiting: a token is kept but the server did not answer for it yet (Sign out still works)
+  document.getElementById("login").hidden = signedIn || Boolean(waiting);
+  document.getElementById("logout").hidden = !signedIn && !waiting;
   document.getElementById("who").hidden = !signedIn;
   document.getElementById("main").hidden = !signedIn;
+}
+
+function closeDetail() {
+  shownJob = null;
+  document.getElementById("detail").hidden = true;
 }
 
 function signOut(message) {
   sessionStorage.removeItem(TOKEN_KEY);
   if (timer !== null) clearInterval(timer);
+  if (retry !== null) clearTimeout(retry);
   timer = null;
+  retry = null;
   me = null;
   refreshes = 0;
+  sweepsWanted = SHOWN_SWEEPS;
   showSignedIn(false);
-  document.getElementById("detail").hidden = true;
+  closeDetail();
   setStatus(message || "signed out", Boolean(message));
 }
 
 async function start() {
+  retry = null;
   try {
     me = await api("/users/me");
   } catch (error) {
-    signOut(error.status === 401 ? "token refused: " + error.message : error.message);
+    if (error.status === 401) {  // only a refused token is forgotten
+      signOut("token refused: " + error.message);
+    } else if (sessionStorage.getItem(TOKEN_KEY)) {  // a passing error: try again, as refresh() does
+      showSignedIn(false, true);
+      setStatus("cannot sign in: " + error.message + "; retrying", true);
+      if (retry === null) retry = setTimeout(start, REFRESH_MS);
+    }
     return;
   }
   document.getElementById("who").textContent = me.name + " (" + me.role + ")";
@@ -480,15 +581,14 @@ document.getElementById("login").addEventListener("submit", (event) => {
   const input = document.getElementById("token");
   sessionStorage.setItem(TOKEN_KEY, input.value.trim());
   input.value = "";
+  if (retry !== null) clearTimeout(retry);
   start();
 });
 document.getElementById("logout").addEventListener("click", () => signOut());
 document.getElementById("metric-key").addEventListener("change", (event) => {
   drawMetric(event.target.value);
 });
-document.getElementById("detail-close").addEventListener("click", () => {
-  document.getElementById("detail").hidden = true;
-});
+document.getElementById("detail-close").addEventListener("click", closeDetail);
 document.getElementById("filter").addEventListener("change", refresh);
 fetch(API + "/health")
   .then((r) => r.json())
