@@ -19,6 +19,8 @@ DANLU_SLURM_GPU_TYPE GPU type of nodes whose Gres names   ``generic``
                      none danlu knows (``H100``)
 DANLU_SLURM_SBATCH_OPTIONS more ``sbatch`` options for    unset
                      every run (``--account=ml --qos=x``)
+DANLU_SLURM_PENDING_LIMIT seconds Slurm may keep a run   ``300`` (0: never give up)
+                     PENDING before it counts as a failed launch
 DANLU_INVENTORY_REFRESH seconds between readings of the   ``30`` (0: at start-up only)
                      executor's nodes (Slurm, Ray)
 DANLU_RUN_AS         ``server`` (jobs run as the control   ``server``
@@ -100,6 +102,9 @@ _HINTS: dict[str, str] = {
     "slurm_sbatch_options": (
         "sbatch options, split as a shell would (nothing runs them through one), e.g. "
         "DANLU_SLURM_SBATCH_OPTIONS='--account=ml --qos=normal'"
+    ),
+    "slurm_pending_limit": (
+        "seconds 0..86400, e.g. DANLU_SLURM_PENDING_LIMIT=600 (0: never give up a PENDING run)"
     ),
     "estimate_warm_workers": "a count 0..16, e.g. DANLU_ESTIMATE_WARM_WORKERS=1",
     "trace_modules": (
@@ -321,6 +326,10 @@ class Settings(BaseSettings):
     slurm_sbatch_options: str | None = None
     """More ``sbatch`` options for every run, split as a shell would split them (an account,
     a QoS, memory per CPU); the run's own (nodes, output, job name) come after and win."""
+    slurm_pending_limit: float = Field(default=300.0, ge=0, le=86400, allow_inf_nan=False)
+    """Seconds Slurm may keep a run ``PENDING`` after its submission (danlu placed it on nodes
+    it counts free, so Slurm should start it at once) before the executor cancels it and it
+    counts as a failed launch; 0: never (:mod:`danlu.executors.slurm`)."""
 
     trace_modules: str = ",".join(DEFAULT_TRACE_MODULES)
     """The packages or modules, comma-separated, whose model factories the server may import

@@ -247,6 +247,7 @@ def build_slurm_executor(settings: Settings, api_url: str | None) -> SlurmExecut
         api_url=api_url,
         preempt_grace=settings.preempt_grace,
         sbatch_options=settings.sbatch_options,
+        pending_limit=settings.slurm_pending_limit or None,
     )
 
 
