@@ -16,6 +16,7 @@ from typing import Any
 
 import torch
 
+from danlu.core.errors import DanluError
 from danlu.train.batch import micro_batch_count
 from danlu.train.data import map_tensors
 
@@ -70,6 +71,44 @@ def no_sync(model: torch.nn.Module, last: bool) -> contextlib.AbstractContextMan
         return contextlib.nullcontext()
     fn = getattr(model, "no_sync", None)
     return fn() if callable(fn) else contextlib.nullcontext()
+
+
+def abandon_sync(model: torch.nn.Module) -> None:
+    """Put a DDP model back as it was before the step, for an OOM retry on every rank (a
+    no-op for plain modules).
+
+    A rank that ran the last micro-batch's forward outside ``no_sync`` and then learnt that
+    a peer ran out of memory drops that micro-batch without its backward; so does a rank
+    whose own OOM struck in the loss, after DDP's forward returned. DDP's forward has
+    prepared the reducer for an all-reduce on the next backward
+    (``Reducer.prepare_for_backward``), and that preparation outlives the dropped graph: the
+    retry's first backward, under ``no_sync``, would start a gradient all-reduce that the
+    peers do not join (gloo aborts with a "collective mismatch", NCCL hangs or mixes the
+    buffers). ``reducer._reset_state()`` is DDP's own way to let a forward run "despite
+    previous backward not succeeding" (``DistributedDataParallel._update_process_group``
+    calls it); it is private, so it is looked up and its absence is a clear error. It also
+    makes DDP rebuild its gradient buckets after the next synchronised backward (one
+    broadcast from rank 0): every rank calls this at the same point, so they rebuild alike.
+
+    ``require_forward_param_sync`` decides whether the next forward broadcasts rank 0's
+    buffers; DDP leaves it True after a synchronised forward and False after one under
+    ``no_sync``, so after a failed attempt it differs between a rank that failed in an
+    early micro-batch and one that reached the last. It is set True, as every step starts
+    (the previous step ended with a synchronised forward): the retry's first forward
+    broadcasts the buffers on every rank, as the failed attempt's did."""
+    from torch.nn.parallel import DistributedDataParallel  # on an OOM retry only
+
+    if not isinstance(model, DistributedDataParallel):
+        return
+    reset = getattr(model.reducer, "_reset_state", None)
+    if not callable(reset):
+        raise DanluError(
+            "out of memory under DDP, and this torch's DDP reducer has no _reset_state() to "
+            "drop the all-reduce a forward prepared: the step cannot be retried on every "
+            "rank. Lower the micro-batch (micro_batch_size= or DANLU_BATCH_SIZE) and restart"
+        )
+    reset()
+    model.require_forward_param_sync = True
 
 
 def exposed_sync_time(durations: Sequence[float], last_ratio: float = 1.0) -> float:

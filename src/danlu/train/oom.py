@@ -3,7 +3,9 @@
 The recovery itself lives in the training step (:mod:`danlu.train.step`): the OOM is caught,
 the ``except`` block only records it (the exception keeps the failed step's frames, and with them
 their tensors, alive), then memory is released *outside* the block, every rank agrees through one
-``all_reduce``, the micro-batch is halved, accumulation doubled and the step retried.
+``all_reduce``, under DDP every rank resets the reducer a synchronised forward prepared
+(:func:`~danlu.train.accumulate.abandon_sync`), the micro-batch is halved, accumulation doubled
+and the step retried.
 """
 
 from __future__ import annotations

@@ -272,6 +272,8 @@ class StepEngine:
         while out is _OOM or out is _PEER_OOM:
             # Out of the except block now: the failed step's tensors can really be freed.
             release_memory(self.model, self.optimizer)
+            if dist.enabled:  # every rank, after the agreement: the same point everywhere
+                accumulate.abandon_sync(self.model)
             if stats.present:
                 stats.restore()
             self.batch.on_oom()
