@@ -137,11 +137,11 @@ def test_the_widest_accepted_ranges_draw_finite_values_within_them() -> None:
         ({**BASE, "priority": 10**30}, "priority", "within -1,000,000..1,000,000"),
         ({**BASE, "priority": -(10**30)}, "priority", "within -1,000,000..1,000,000"),
         ({**BASE, "max_restarts": 10**30}, "max_restarts", "within 0..1,000,000"),
-        ({**BASE, "resources": {"gpus": 10**30}}, "resources.gpus", "within 0..1,048,576"),
+        ({**BASE, "resources": {"gpus": 10**30}}, "resources.gpus", "within 1..1,048,576"),
         (
             {**BASE, "resources": {"gpus": {"min": 1, "max": 10**30}}},
             "resources.gpus.max",
-            "within 0..1,048,576",
+            "within 1..1,048,576",
         ),
         (
             {**BASE, "training": {"global_batch_size": 10**30}},

@@ -58,7 +58,8 @@ def test_gpu_counts_and_elastic_ranges(gpus: Any, expected: tuple[int, int]) -> 
 def test_gpu_memory_auto_and_units() -> None:
     assert parse_spec(_spec(resources={"gpu_memory": "auto"})).resources.gpu_memory == "auto"
     assert parse_spec(_spec(resources={"gpu_memory": "512MiB"})).resources.gpu_memory == 512 << 20
-    assert parse_spec(_spec(resources={"gpu_memory": 1000})).resources.gpu_memory == 1000
+    in_bytes = 20 * 1024**3  # a number without a unit is bytes (what `danlu submit` sends)
+    assert parse_spec(_spec(resources={"gpu_memory": in_bytes})).resources.gpu_memory == in_bytes
     assert parse_spec(_spec(resources={"gpu_type": "H100"})).resources.gpu_type == ["H100"]
 
 
@@ -68,7 +69,7 @@ def test_gpu_memory_auto_and_units() -> None:
         (_spec(resources={"gpus": "lots"}), "resources.gpus", "'1..8'"),
         (_spec(resources={"gpus": "8..1"}), "resources.gpus", "max below min"),
         (_spec(resources={"gpus": True}), "resources.gpus", "such as 2"),
-        (_spec(resources={"gpus": -1}), "resources.gpus", "negative"),
+        (_spec(resources={"gpus": -1}), "resources.gpus", "ask for 1 GPU or more"),
         (_spec(resources={"gpus": 2.5}), "resources.gpus", "'1..8'"),
         (_spec(resources={"gpu_memory": "lots"}), "resources.gpu_memory", "e.g. 20GiB"),
         (_spec(resources={"gpu_memory": "20 parsecs"}), "resources.gpu_memory", "GiB"),

@@ -33,6 +33,7 @@ from danlu.core.errors import DanluError, SpecError
 from danlu.core.job_array import array_sweep, parse_array
 from danlu.core.spec import TEXT_FIELDS, load_spec_data, parse_spec
 from danlu.core.state import JobState
+from danlu.core.sweep import parse_sweep
 from danlu.core.units import (
     format_bytes,
     format_duration,
@@ -224,10 +225,12 @@ def submit(
         tasks = parse_array(array, "--array") if array is not None else None
         if tasks is None and in_spec is not None:
             tasks = parse_array(in_spec)
+        sweep = None if tasks is None else array_sweep(body, tasks)
+        if sweep is not None:
+            parse_sweep(sweep)  # what only an array refuses (env.DANLU_ARRAY_INDEX), named here
     except DanluError as exc:
         raise fail(f"{spec}: {exc}") from None
-    if tasks is not None:
-        sweep = array_sweep(body, tasks)  # submitted as its sweep, and waited for as one
+    if sweep is not None:  # submitted as its sweep, and waited for as one
         shown = _array_submitted
         _new_job(lambda c: c.submit_sweep(sweep), wait_end, json_out, home, url, token, shown)
         return

@@ -19,11 +19,12 @@ import math
 import re
 import sys
 from pathlib import Path
-from typing import Any, Literal
+from typing import Annotated, Any, Literal
 
 import yaml
 from pydantic import (
     BaseModel,
+    BeforeValidator,
     ConfigDict,
     Field,
     ValidationError,
@@ -33,7 +34,7 @@ from pydantic import (
 )
 
 from danlu.core.errors import SpecError
-from danlu.core.units import MAX_BYTES, parse_bytes, parse_duration
+from danlu.core.units import MAX_BYTES, MiB, format_bytes, parse_bytes, parse_duration
 from danlu.core.values import MAX_DEPTH, MAX_INT, check_values, quoted, range_message
 
 MODEL_FAMILIES = ("cnn-small", "cnn-large", "transformer", "lstm", "recommendation", "gan", "rl")
@@ -55,6 +56,8 @@ def valid_name(text: str) -> bool:
 
 _RANGE = re.compile(r"^\s*([0-9]+)\s*\.\.\s*([0-9]+)\s*$")
 _GPUS_HELP = "write 2 or an elastic range '1..8'"
+NO_GPUS = "danlu schedules GPU jobs: ask for 1 GPU or more"
+"""Why a GPU count below 1 is refused (by the spec, and by the control plane's admission)."""
 
 MAX_GPUS = 1 << 20
 """The most GPUs a job may ask for (far above any cluster; the admission check compares
@@ -77,9 +80,9 @@ in all with the default stack limit, and the launch adds its own environment."""
 SPEC_LIMITS: dict[str, tuple[float, float]] = {
     "priority": (-MAX_PRIORITY, MAX_PRIORITY),
     "max_restarts": (0, MAX_RESTARTS),
-    "resources.gpus": (0, MAX_GPUS),
-    "resources.gpus.min": (0, MAX_GPUS),
-    "resources.gpus.max": (0, MAX_GPUS),
+    "resources.gpus": (1, MAX_GPUS),
+    "resources.gpus.min": (1, MAX_GPUS),
+    "resources.gpus.max": (1, MAX_GPUS),
     "resources.cpus": (0, MAX_CPUS),
     "training.global_batch_size": (1, MAX_BATCH),
     "training.min_batch_size": (1, MAX_BATCH),
@@ -129,30 +132,75 @@ def not_read_as_text(value: Any, info: ValidationInfo) -> Any:
     """Refuse a number, boolean or date where text goes, saying to quote it: YAML reads
     ``name: 2024`` as a number, ``user: yes`` as a boolean and ``workdir: 2024-01-01`` as a
     date, and pydantic then said only that a string was expected."""
-    field = info.field_name
+    return _refuse_non_text(value, f"{info.field_name}: ")
+
+
+def _text_item(value: Any) -> Any:
+    """:func:`not_read_as_text` for an item of a list or a value of a mapping
+    (``command: [train.py, --lr, 0.1]``, ``env: {SEED: 1}``): the error's path names the
+    item (``command.2``, ``env.SEED``), the message shows it quoted."""
+    return _refuse_non_text(value, "")
+
+
+def _refuse_non_text(value: Any, key: str) -> Any:
+    """``value``, unless YAML read it as a boolean, a number or a date: then a message
+    saying to quote it, shown as ``{key}'text'``."""
     if isinstance(value, bool):
         raise ValueError(
             "was read as a boolean (YAML reads unquoted yes, no, on, off, true and false so): "
-            f"quote the text, e.g. {field}: 'yes'"
+            f"quote the text, e.g. {key}'yes'"
         )
     if isinstance(value, int | float | datetime.date):
         kind = "date" if isinstance(value, datetime.date) else "number"
         shown = str(value)
-        raise ValueError(f"{shown} was read as a {kind}, not text: quote it, {field}: '{shown}'")
+        raise ValueError(f"{shown} was read as a {kind}, not text: quote it, {key}'{shown}'")
     return value
+
+
+TextItem = Annotated[str, BeforeValidator(_text_item)]
+"""A string item of a list or value of a mapping, refusing what YAML read as a number,
+boolean or date with :func:`_text_item`'s message (pydantic's was only "Input should be a
+valid string")."""
+
+
+def _size(value: Any) -> Any:
+    """A before-validator reading a byte size (:func:`~danlu.core.units.parse_bytes`),
+    refusing a number without a unit that has a fraction (``gpu_memory: 0.5`` was 0 bytes:
+    the whole GPU): a number without a unit is bytes. A whole size below 1 MiB is refused
+    by :func:`check_limits` (a stored spec keeps what it was accepted with)."""
+    size = parse_bytes(value, "")  # first: what is no size, or too large, says so
+    fraction = ""
+    if isinstance(value, float) and not value.is_integer():
+        fraction = str(value)
+    elif isinstance(value, str) and (bare := _BARE_FRACTION.match(value)):
+        fraction = bare.group(1) if bare.group(2).strip("0") else ""
+    if fraction:
+        raise SpecError(
+            "",
+            f"{fraction} bytes is a fraction of a byte (a number without a unit is bytes): "
+            f"give the size a unit, e.g. {fraction}GiB",
+        )
+    return size
+
+
+_BARE_FRACTION = re.compile(r"^\s*([0-9]+\.([0-9]+))\s*\Z")
+"""A number with decimals and no unit (``0.5``): its digits, and those after the point."""
 
 
 class GpuCount(_Strict):
     """GPUs a job needs: a fixed count (``min == max``) or an elastic range ``min..max``."""
 
-    min: int = Field(ge=0)
-    max: int = Field(ge=0)
+    min: int
+    max: int
 
     _min = field_validator("min", mode="before")(_within("resources.gpus.min"))
     _max = field_validator("max", mode="before")(_within("resources.gpus.max"))
 
     @model_validator(mode="after")
     def _ordered(self) -> GpuCount:
+        if self.min < 1:  # the admission's words (check_spec_shape), refused here locally
+            shown = f"{self.min}..{self.max}" if self.max != self.min else str(self.min)
+            raise ValueError(f"{NO_GPUS} (got {shown})")
         if self.max < self.min:
             raise ValueError(f"elastic range {self.min}..{self.max} has max below min")
         return self
@@ -168,7 +216,7 @@ class Resources(_Strict):
     gpus: GpuCount = GpuCount(min=1, max=1)
     gpu_memory: int | Literal["auto"] | None = None
     gpu_fraction: float | None = Field(default=None, gt=0, le=1)
-    gpu_type: list[str] = Field(default_factory=list)
+    gpu_type: list[TextItem] = Field(default_factory=list)
     cpus: float = Field(default=1.0, ge=0)
     memory: int = 0
 
@@ -182,8 +230,6 @@ class Resources(_Strict):
             raise ValueError("expected a GPU count such as 2, or an elastic range such as '1..8'")
         if isinstance(value, int):
             _within("resources.gpus")(value)
-            if value < 0:
-                raise ValueError(f"a GPU count cannot be negative (got {value}); write 0 or more")
             return {"min": value, "max": value}
         if isinstance(value, str):
             # ASCII digits only: "²" is a digit to str.isdigit() and int() refuses it
@@ -204,16 +250,15 @@ class Resources(_Strict):
     def _gpu_memory(cls, value: Any) -> Any:
         if value is None or value == "auto":
             return value
-        return parse_bytes(value, "")
+        return _size(value)
 
-    @field_validator("memory", mode="before")
-    @classmethod
-    def _memory(cls, value: Any) -> Any:
-        return parse_bytes(value, "")
+    _memory = field_validator("memory", mode="before")(_size)
 
     @field_validator("gpu_type", mode="before")
     @classmethod
-    def _gpu_type(cls, value: Any) -> Any:
+    def _gpu_type(cls, value: Any, info: ValidationInfo) -> Any:
+        if isinstance(value, bool | int | float | datetime.date):
+            not_read_as_text(value, info)  # gpu_type: 3090
         return [value] if isinstance(value, str) else value
 
 
@@ -304,11 +349,11 @@ class JobSpec(_Strict):
     shell: bool = False
     """Run ``command[0]`` through ``/bin/sh -c``. Off by default: commands are argv lists.
     Declared before ``command`` so that the command's validator can see it."""
-    command: list[str] = Field(default_factory=list, validate_default=True)
+    command: list[TextItem] = Field(default_factory=list, validate_default=True)
     project: str = "default"
     user: str = "default"
     priority: int = 0
-    env: dict[str, str] = Field(default_factory=dict)
+    env: dict[str, TextItem] = Field(default_factory=dict)
     resources: Resources = Resources()
     training: TrainingHints = TrainingHints()
     preemptible: bool = True
@@ -494,6 +539,7 @@ def check_limits(spec: JobSpec) -> None:
             raise SpecError(field, f"must be a finite number (got {value})")
         if not low <= value <= high:
             raise SpecError(field, range_message(low, high, value))
+    _check_sizes(res)
     smallest, largest = training.min_batch_size, training.max_batch_size
     if smallest is not None and largest is not None and smallest > largest:
         raise SpecError(
@@ -514,6 +560,22 @@ def check_limits(spec: JobSpec) -> None:
             f"(at most {MAX_PATH:,} characters): write /shared/ckpt/run1 or s3://bucket/run1, "
             "or leave it out for a directory of the job's own",
         )
+
+
+def _check_sizes(res: Resources) -> None:
+    """Refuse a ``gpu_memory`` or ``memory`` above 0 but below 1 MiB: a number without a
+    unit is bytes, so ``gpu_memory: 24`` asked for 24 bytes per GPU (and ran), as
+    ``--fake-gpus 4x80`` would make GPUs of 80 bytes. Not for a stored spec: a job accepted
+    with one is read as it was."""
+    for field, size in (("resources.gpu_memory", res.gpu_memory), ("resources.memory", res.memory)):
+        if isinstance(size, int) and 0 < size < MiB:
+            example = f"{size}GiB" if size < 1000 else "24GiB"  # 24: meant in GiB (or MiB)
+            per = " per GPU" if field == "resources.gpu_memory" else ""
+            raise SpecError(
+                field,
+                f"{format_bytes(size)}{per} is below 1 MiB (a number without a unit is bytes): "
+                f"give the size a unit, e.g. {example}",
+            )
 
 
 MAX_PATH = 4096

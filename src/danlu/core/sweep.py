@@ -264,6 +264,10 @@ def parse_sweep(data: Any) -> SweepSpec:
     except SpecError as exc:
         raise SpecError(f"trial.{exc.field}".rstrip("."), exc.message) from None
     taken = sorted(set(TRIAL_ENV) & set(trial.env))
+    if taken and spec.array:  # the job spec of `danlu submit --array`: its env, not trial's
+        raise SpecError(
+            f"env.{taken[0]}", "is set by the job array for each of its tasks: leave it out"
+        )
     if taken:
         raise SpecError(f"trial.env.{taken[0]}", "is set by the sweep for every trial")
     if spec.array:
