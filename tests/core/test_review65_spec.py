@@ -186,3 +186,24 @@ def test_a_sweep_keeps_its_own_wording() -> None:
         parse_sweep(sweep)
     assert info.value.field == "trial.env.DANLU_TRIAL"
     assert info.value.message == "is set by the sweep for every trial"
+
+
+@pytest.mark.parametrize("field", ["time_limit", "deadline"])
+def test_a_duration_beyond_a_century_is_refused(field: str) -> None:
+    with pytest.raises(SpecError, match=field) as info:
+        parse_spec({"name": "d", "command": ["true"], "resources": {"gpus": 1}, field: 1e308})
+    assert "3,155,760,000" in str(info.value)
+    spec = parse_spec({"name": "d", "command": ["true"], "resources": {"gpus": 1}, field: "30d"})
+    assert getattr(spec, field) == 30 * 86400
+
+
+def test_an_expected_duration_beyond_a_century_is_refused() -> None:
+    with pytest.raises(SpecError, match=r"training\.expected_duration"):
+        parse_spec(
+            {
+                "name": "d",
+                "command": ["true"],
+                "resources": {"gpus": 1},
+                "training": {"expected_duration": 1e12},
+            }
+        )

@@ -64,6 +64,9 @@ MAX_GPUS = 1 << 20
 a fixed count with the cluster)."""
 MAX_BATCH = 1 << 30
 """The largest batch size in samples (within the store's 32-bit integers)."""
+MAX_DURATION = 100 * 365.25 * 24 * 3600
+"""The longest duration a spec may give (100 years, in seconds): a time limit, deadline or
+expected duration beyond it is a slip (``1e308``) that every duration shown would spell out."""
 MAX_PRIORITY = 1_000_000
 """Priorities lie in ``-MAX_PRIORITY..MAX_PRIORITY`` (as projects' do)."""
 MAX_RESTARTS = 1_000_000
@@ -526,9 +529,9 @@ def check_limits(spec: JobSpec) -> None:
     ]
     bounded += [
         ("resources.memory", res.memory, 0, MAX_BYTES),
-        ("training.expected_duration", training.expected_duration, 0, math.inf),
-        ("deadline", spec.deadline, 0, math.inf),
-        ("time_limit", spec.time_limit, 0, math.inf),
+        ("training.expected_duration", training.expected_duration, 0, MAX_DURATION),
+        ("deadline", spec.deadline, 0, MAX_DURATION),
+        ("time_limit", spec.time_limit, 0, MAX_DURATION),
     ]
     if isinstance(res.gpu_memory, int):
         bounded.append(("resources.gpu_memory", res.gpu_memory, 0, MAX_BYTES))
