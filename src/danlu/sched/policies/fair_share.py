@@ -28,9 +28,11 @@ preempted to make room for it, youngest first, one waiting job per round. Neithe
 crosses its share by it (the job started keeps its project within its share, each job
 preempted keeps its project at or above its own), and only jobs that ran ``min_run``
 seconds are preempted, so GPUs do not bounce between projects. With ``backfill`` (default)
-a job that does not fit is passed by its project's next ones and by the other projects'.
-Like every policy here it is a pure function of the view, so the simulator runs it as the
-control plane does (a workload's ``project`` column names the projects).
+a job that does not fit is passed by its project's next ones and by the other projects';
+without it the first job that does not fit holds the queue, and with ``half_life`` the plan
+is due again (``recheck_at``) when the decaying usage may let another project overtake the
+blocked job's. Like every policy here it is a pure function of the view, so the simulator
+runs it as the control plane does (a workload's ``project`` column names the projects).
 """
 
 from __future__ import annotations
@@ -96,28 +98,34 @@ class FairSharePolicy:
                 project = job.request.project
                 held[project] = held.get(project, 0) + job.demand_milli
         drain = DrainingFree(FreeMap(view, self.placement, self._packing), view)
-        starts, waiting, default = self._starts(view, drain, held)
+        starts, waiting, default, behind = self._starts(view, drain, held)
         preempts: tuple[Preempt, ...] = ()
         left_waiting = bool(waiting or default)
+        recheck_at = math.inf
         if self.reclaim and left_waiting:
+            # a waiting job may be made room for once a job has run min_run
+            recheck_at = 0.0
             taken = self._reclaim(view, drain, held, {s.job_id for s in starts})
             if taken is not None:
                 start, preempts = taken
                 starts.append(start)
                 waiting.pop(start.job_id, None)
+        elif behind and self.half_life > 0:
+            recheck_at = _overtaken_at(view, behind, starts, held, self.half_life)
         return Plan(
             starts=tuple(starts),
             preempts=preempts,
             waiting=waiting,
             waiting_default=default,
-            # with reclaim, a waiting job may be made room for once a job has run min_run
-            recheck_at=0.0 if self.reclaim and left_waiting else math.inf,
+            recheck_at=recheck_at,
         )
 
     def _starts(
         self, view: ClusterView, drain: DrainingFree, held: dict[str, int]
-    ) -> tuple[list[Start], dict[str, str], str]:
-        """Start jobs by turns while they fit; ``held`` is updated with what starts."""
+    ) -> tuple[list[Start], dict[str, str], str, list[str]]:
+        """Start jobs by turns while they fit; ``held`` is updated with what starts. Also
+        returns, when a job that does not fit stopped the starts (no backfill), its project
+        and then those with jobs left untried behind it (else an empty list)."""
         waiting_by_project: dict[str, list[JobStatus]] = {}
         for job in view.pending:
             waiting_by_project.setdefault(job.request.project, []).append(job)
@@ -152,11 +160,11 @@ class FairSharePolicy:
                 waiting[job.id] = why_not(drain.now, job)
                 if not self.backfill and not asks_no_gpu(job):  # one never starts: no block
                     default = f"queued behind {job.id} (fair share, no backfill)"
-                    break
+                    return starts, waiting, default, [project, *(p for _, _, p in turns)]
             if line:
                 turn = (_standing(view, project, held), line.head_seq(), project)
                 heapq.heappush(turns, turn)
-        return starts, waiting, default
+        return starts, waiting, default, []
 
     def _reclaim(
         self,
@@ -293,6 +301,57 @@ def _standing(view: ClusterView, project: str, held: Mapping[str, int]) -> float
     usage, over its weight."""
     share = view.project(project)
     return (held.get(project, 0) + share.recent_milli) / share.weight
+
+
+def _overtaken_at(
+    view: ClusterView,
+    behind: list[str],
+    starts: list[Start],
+    held: Mapping[str, int],
+    half_life: float,
+) -> float:
+    """When the first project of ``behind`` (its next job blocks the queue: it does not fit)
+    may first lose its turn to one of the others, as their recent usage decays; inf: never.
+
+    Until a job arrives, ends or is cancelled, each project holds what it holds after this
+    round, ``H`` (every running job's milli-GPUs, a draining one's too, plus those it
+    started), and by the definition of recent usage (:mod:`danlu.sched.project_usage`) its
+    recent usage ``r`` goes to ``H`` as ``H + (r - H) x``, where ``x = 2 ** (-age /
+    half_life)`` falls from 1 to 0. So every standing is ``a + b x`` (``a = (held + H) /
+    weight``, ``b = (r - H) / weight``), and a rival overtakes at the ``x`` where the two
+    lines meet: only the rivals whose limit ``a`` is below the blocked project's do.
+    Before that the round tries the same blocked job first and starts nothing (a job that
+    did not fit still does not: the free GPUs only change with the jobs), so the rounds up
+    to it may be skipped. The time is a microsecond early, so that rounding never makes it
+    late; a round asked then that finds the turn unchanged gives the time again."""
+    holding: dict[str, int] = {}
+    for job in view.running:
+        project = job.request.project
+        holding[project] = holding.get(project, 0) + job.allocation.gpu_milli
+    if starts:
+        projects = {job.id: job.request.project for job in view.pending}
+        for start in starts:
+            project = projects[start.job_id]
+            holding[project] = holding.get(project, 0) + start.allocation.gpu_milli
+
+    def line(project: str) -> tuple[float, float]:
+        share = view.project(project)
+        target = holding.get(project, 0)
+        limit = (held.get(project, 0) + target) / share.weight
+        return limit, (share.recent_milli - target) / share.weight
+
+    blocked_limit, blocked_slope = line(behind[0])
+    soonest = math.inf
+    for rival in behind[1:]:
+        limit, slope = line(rival)
+        ahead = blocked_limit - limit  # how far below the blocked project's the rival ends
+        if ahead <= 0:
+            continue
+        # the lines meet at x = ahead / (slope - blocked_slope); x >= 1: it is level now
+        gap = slope - blocked_slope
+        x = ahead / gap if gap > ahead else 1.0
+        soonest = min(soonest, view.time + half_life * -math.log2(x))
+    return soonest - 1e-6
 
 
 def _within_project(job: JobStatus) -> tuple[int, int, str]:
