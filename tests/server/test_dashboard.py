@@ -15,6 +15,7 @@ import shutil
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
+from urllib.parse import parse_qs, urlsplit
 
 import httpx
 import pytest
@@ -269,6 +270,15 @@ def test_a_long_queue_old_running_sweeps_a_live_detail_and_an_outage(
         body = {"name": "mem", "quota_gpu_memory": 80 * 2**30}
         c.post("/projects", json=body).raise_for_status()
         head, tail = (c.get("/jobs", params={"name": f"task-{n}"}).json() for n in (0, 204))
+    asked: list[dict[str, list[str]]] = []  # the queries of the page's sweep lists
+    page.on(
+        "request",
+        lambda r: (
+            asked.append(parse_qs(urlsplit(r.url).query))
+            if urlsplit(r.url).path == "/api/v1/sweeps"
+            else None
+        ),
+    )
     page.fill("#token", live.token)
     page.click("#login button")
     expect(page.locator("#who")).to_have_text("admin (admin)")
@@ -283,6 +293,13 @@ def test_a_long_queue_old_running_sweeps_a_live_detail_and_an_outage(
     expect(row.locator("td.state")).to_have_text("RUNNING")
     expect(row.locator('button[data-action="cancel-sweep"]')).to_have_count(1)
     expect(page.locator("#sweeps tbody tr")).to_have_count(21)
+    expect(page.locator("#sweeps-note")).to_have_text(
+        "the 20 newest sweeps and every running one (danlu sweep ls lists them all)"
+    )
+    # two small lists each refresh: the 20 newest, and the RUNNING ones; no scan of 1,000
+    newest, by_state = {"limit": ["20"]}, {"state": ["RUNNING"], "limit": ["1000"]}
+    assert asked and all(query in (newest, by_state) for query in asked), asked
+    assert newest in asked and by_state in asked, asked
     quota = page.locator('#projects tr[data-project="mem"] td').nth(2)
     expect(quota).to_have_text("80.0GiB")
 

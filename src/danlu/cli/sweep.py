@@ -48,14 +48,24 @@ def sweep_submit(
 
 @sweep_app.command("ls")
 def sweep_ls(
+    state: Annotated[
+        list[str] | None,
+        typer.Option(
+            "--state",
+            "-s",
+            help="Only sweeps in this state: RUNNING, DONE, CANCELLED or FAILED "
+            "(repeatable or a,b).",
+        ),
+    ] = None,
     limit: Annotated[int, typer.Option("--limit", min=1, max=1000)] = 100,
     json_out: JsonOpt = False,
     home: HomeOpt = None,
     url: UrlOpt = None,
     token: TokenOpt = None,
 ) -> None:
-    """Sweeps, newest first (an admin sees everyone's)."""
-    rows = common.ask(home, url, token, lambda c: c.sweeps(limit))
+    """Sweeps, newest first (an admin sees everyone's); with --state, those in that state."""
+    states = [part.strip() for value in state or [] for part in value.split(",")] or None
+    rows = common.ask(home, url, token, lambda c: c.sweeps(limit, states))
     columns = ("ID", "NAME", "USER", "STATE", "TRIALS", "METRIC")
     table = titled_table(
         "sweeps",

@@ -491,9 +491,12 @@ class Client:
         """``POST /sweeps``: submit a sweep spec; returns the Sweep with its first trials."""
         return dict(self._json("POST", "/sweeps", json=dict(spec)))
 
-    def sweeps(self, limit: int | None = None) -> list[JobDict]:
-        """``GET /sweeps``: the caller's sweeps (an admin's: all), newest first."""
-        params = _clean({"limit": limit})
+    def sweeps(
+        self, limit: int | None = None, states: Sequence[str] | None = None
+    ) -> list[JobDict]:
+        """``GET /sweeps``: the caller's sweeps (an admin's: all), newest first; with
+        ``states``, only those in one of them."""
+        params = _clean({"limit": limit, "state": None if states is None else list(states)})
         return [dict(s) for s in self._json("GET", "/sweeps", params=params)]
 
     def sweep(self, sweep: str) -> JobDict:

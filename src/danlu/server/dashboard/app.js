@@ -19,10 +19,6 @@ let me = null;
 let refreshes = 0;
 let shownJob = null;  // the id of the job whose detail panel is open
 let shownEnded = false;  // that job had ended when the panel last showed it
-// how many of the newest sweeps to ask for: enough to reach the oldest RUNNING one. Every
-// USAGE_EVERY refreshes asks for API_LIMIT to find those further back; in between this
-// follows the oldest, with SHOWN_SWEEPS to spare for sweeps created meanwhile.
-let sweepsWanted = SHOWN_SWEEPS;
 
 function el(tag, text, className) {
   const node = document.createElement(tag);
@@ -230,12 +226,13 @@ function renderJobs(jobs) {
   body.replaceChildren(...rows);
 }
 
-function renderSweeps(all) {
+function renderSweeps(newest, running) {
   // the newest sweeps, and every RUNNING one however old: its Cancel button stays reachable
-  const sweeps = all.filter((sweep, i) => i < SHOWN_SWEEPS || sweep.state === "RUNNING");
-  const oldest = all.map((sweep) => sweep.state).lastIndexOf("RUNNING");
-  sweepsWanted = Math.min(API_LIMIT, Math.max(SHOWN_SWEEPS, oldest + 1 + SHOWN_SWEEPS));
-  document.getElementById("sweeps-note").textContent = all.length >= SHOWN_SWEEPS
+  const listed = new Set(newest.map((sweep) => sweep.id));
+  // newest first; a stable sort keeps the API's order among equal created_at
+  const sweeps = newest.concat(running.filter((sweep) => !listed.has(sweep.id)))
+    .sort((a, b) => b.created_at - a.created_at);
+  document.getElementById("sweeps-note").textContent = newest.length >= SHOWN_SWEEPS
     ? "the " + SHOWN_SWEEPS + " newest sweeps and every running one (danlu sweep ls lists them all)"
     : "";
   const body = document.querySelector("#sweeps tbody");
@@ -366,16 +363,17 @@ async function refresh() {
   try {
     const usageDue = refreshes % USAGE_EVERY === 0;  // a week of history: not every 2 s
     refreshes += 1;
-    const [nodes, jobs, sweeps, feed, usage, projects] = await Promise.all([
+    const [nodes, jobs, sweeps, running, feed, usage, projects] = await Promise.all([
       api("/cluster/nodes"), loadJobs(unfinished),
-      api("/sweeps?limit=" + (usageDue ? API_LIMIT : sweepsWanted)),
+      api("/sweeps?limit=" + SHOWN_SWEEPS),
+      api("/sweeps?" + stateQuery(["RUNNING"]) + "&limit=" + API_LIMIT),
       api("/events?tail=true&limit=" + FEED_EVENTS),
       usageDue ? api("/usage") : null, usageDue ? api("/projects") : null,
     ]);
     renderNodes(nodes);
     renderJobs(jobs.jobs);
     document.getElementById("jobs-note").textContent = jobs.note;
-    renderSweeps(sweeps);
+    renderSweeps(sweeps, running);
     renderFeed(feed);
     if (usage !== null) renderUsage(usage);
     if (projects !== null) renderProjects(projects);
@@ -550,7 +548,6 @@ function signOut(message) {
   retry = null;
   me = null;
   refreshes = 0;
-  sweepsWanted = SHOWN_SWEEPS;
   showSignedIn(false);
   closeDetail();
   setStatus(message || "signed out", Boolean(message));

@@ -77,11 +77,20 @@ def submit_sweep(
 
 @router.get("", response_model=list[SweepOut], summary="List sweeps, newest first")
 def list_sweeps(
-    user: Caller, state: State, limit: Annotated[int, Query(ge=1, le=1000)] = 100
+    user: Caller,
+    state: State,
+    states: Annotated[
+        list[str] | None,
+        Query(alias="state", description="a sweep state; repeat for several"),
+    ] = None,
+    limit: Annotated[int, Query(ge=1, le=1000)] = 100,
 ) -> list[dict[str, Any]]:
-    """Sweeps; non-admins see only their own (without their trials: get one for those)."""
+    """Sweeps in the state(s) given (``RUNNING``, ``DONE``, ``CANCELLED``, ``FAILED``; any
+    case; else every one); non-admins see only their own (without their trials: get one for
+    those)."""
     with state.db.read_session() as session:
-        return [sweep_out(s) for s in sweeps.list_sweeps(session, user, limit)]
+        rows = sweeps.list_sweeps(session, user, limit, states=states)
+        return [sweep_out(s) for s in rows]
 
 
 @router.get("/{sweep_id}", response_model=SweepOut, summary="Get a sweep with its trials")

@@ -19,7 +19,7 @@ from __future__ import annotations
 
 import importlib.util
 import json
-from collections.abc import Mapping, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any, TypeGuard
 
@@ -114,11 +114,26 @@ def get(session: Session, sweep_id: str, viewer: User | None = None) -> Sweep:
     return by_id(session, Sweep, "sweep", sweep_id, viewer)
 
 
-def list_sweeps(session: Session, viewer: User | None = None, limit: int = 100) -> list[Sweep]:
-    """Sweeps, newest first (a non-admin ``viewer``'s own)."""
+def list_sweeps(
+    session: Session,
+    viewer: User | None = None,
+    limit: int = 100,
+    states: Iterable[str] | None = None,
+) -> list[Sweep]:
+    """Sweeps, newest first (a non-admin ``viewer``'s own), in one of ``states`` (names in
+    any case; None: every state); :class:`SpecError` on ``state`` naming the valid ones for
+    a name that is no sweep state."""
     if not 1 <= limit <= jobs.MAX_LIMIT:
         raise SpecError("limit", f"must be between 1 and {jobs.MAX_LIMIT}")
     query = select(Sweep).order_by(Sweep.seq.desc()).limit(limit)
+    if states is not None:
+        wanted = []
+        for name in states:
+            if str(name).upper() not in SWEEP_STATES:
+                valid = ", ".join(SWEEP_STATES)
+                raise SpecError("state", f"{name!r} is not a sweep state; use one of {valid}")
+            wanted.append(str(name).upper())
+        query = query.where(Sweep.state.in_(wanted))
     if viewer is not None and not viewer.is_admin:
         query = query.where(Sweep.user_id == viewer.id)
     return list(session.scalars(query))
