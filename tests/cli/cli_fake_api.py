@@ -260,3 +260,35 @@ def metrics_and_events_app() -> typer.Typer:
     metrics_cli.register(app)
     events_cli.register(app)
     return app
+
+
+def jobs_app() -> typer.Typer:
+    """A bare CLI app of the job commands (``submit``, ``show``, ...)."""
+    from danlu.cli import jobs as jobs_cli
+
+    app = typer.Typer(no_args_is_help=True, add_completion=False, pretty_exceptions_enable=False)
+    jobs_cli.register(app)
+    return app
+
+
+def serve_jobs_commands(monkeypatch: pytest.MonkeyPatch) -> FakeApi:
+    """:func:`serve_commands`, with the job commands printing to a console 300 columns wide
+    (no line of a table wrapped)."""
+    from rich.console import Console
+
+    from danlu.cli import jobs as jobs_cli
+
+    fake = serve_commands(monkeypatch)
+    monkeypatch.setattr(jobs_cli, "console", Console(width=300))
+    return fake
+
+
+def invoke(app: typer.Typer, *args: str) -> tuple[int, str, str]:
+    """Run ``app`` with ``args``: its exit code, stdout and stderr (an exception other than
+    an exit is raised)."""
+    from typer.testing import CliRunner
+
+    result = CliRunner().invoke(app, list(args))
+    if result.exception and not isinstance(result.exception, SystemExit):
+        raise result.exception
+    return result.exit_code, result.stdout, result.stderr

@@ -9,35 +9,18 @@ from __future__ import annotations
 from pathlib import Path
 
 import pytest
-import typer
-from cli_fake_api import FakeApi, serve_commands
-from rich.console import Console
-from typer.testing import CliRunner
+from cli_fake_api import FakeApi, invoke, jobs_app, serve_jobs_commands
 
-from danlu.cli import jobs as jobs_cli
-
-
-def _app() -> typer.Typer:
-    app = typer.Typer(no_args_is_help=True, add_completion=False, pretty_exceptions_enable=False)
-    jobs_cli.register(app)
-    return app
-
-
-APP = _app()
+APP = jobs_app()
 
 
 @pytest.fixture
 def api(monkeypatch: pytest.MonkeyPatch) -> FakeApi:
-    fake = serve_commands(monkeypatch)
-    monkeypatch.setattr(jobs_cli, "console", Console(width=300))
-    return fake
+    return serve_jobs_commands(monkeypatch)
 
 
 def _run(*args: str) -> tuple[int, str, str]:
-    result = CliRunner().invoke(APP, list(args))
-    if result.exception and not isinstance(result.exception, SystemExit):
-        raise result.exception
-    return result.exit_code, result.stdout, result.stderr
+    return invoke(APP, *args)
 
 
 def _spec(tmp_path: Path, text: str) -> str:
