@@ -300,7 +300,9 @@ def post_metrics(
     """Store metric records (with the token of the job's run, its owner's token or an
     admin's). The reply carries the job's current global batch size (the scheduler's
     latest choice). A run's token is refused (409) once the job has finished: what it
-    sends then would rewrite a finished job's records (its ``checkpoint_step``)."""
+    sends then would rewrite a finished job's records (its ``checkpoint_step``). Any token
+    is refused (409, by :func:`metrics.ingest`) once the retention deleted the job's
+    records: nothing would ever delete new ones."""
     checked_name(job_id, "job")
     # metrics.ingest checks every value (NaN is stored as null, not refused: a diverged loss
     # refused the whole batch, and the job's reporter sent it again for good)

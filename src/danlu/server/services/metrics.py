@@ -13,8 +13,9 @@ from sqlalchemy.orm import Session
 from danlu.core.errors import SpecError
 from danlu.core.values import MAX_INT, check_text, quoted
 from danlu.server.db.models import Job, JobMetric
+from danlu.server.errors import ConflictError
 from danlu.server.services import observe
-from danlu.server.services.common import resolve_now
+from danlu.server.services.common import lock_row, resolve_now
 
 MAX_BATCH = 1000
 MAX_RECORD_BYTES = 16_384
@@ -76,10 +77,23 @@ def ingest(
     ``time`` (POSIX seconds; default now) and flat scalar values. A ``checkpoint_step`` value
     updates the job's last checkpoint; while the job holds GPUs, the step times and the
     rest of danlu.train's record update its measurement (see
-    :mod:`~danlu.server.services.observe`). Returns the number stored."""
+    :mod:`~danlu.server.services.observe`). Returns the number stored.
+
+    A job the retention purged takes no more records (:class:`ConflictError`: nothing
+    would ever delete them). The job's row is locked first (read again,
+    :func:`~danlu.server.services.common.lock_row`), as the purge locks it before it
+    deletes (:func:`~danlu.server.services.retention.purged`): a purge that comes meanwhile
+    waits and deletes these records too, and a report that comes during a purge waits and
+    is refused."""
     t = resolve_now(now)
     if len(records) > MAX_BATCH:
         raise SpecError("metrics", f"at most {MAX_BATCH} records per request")
+    job = lock_row(session, Job, job.id)
+    if job.purged_at is not None:
+        raise ConflictError(
+            f"job {job.id}: its metric records were deleted by the retention "
+            f"(DANLU_RETENTION_DAYS) at {job.purged_at:.0f}; it takes no new ones"
+        )
     last = job.last_step
     checkpoint = job.checkpoint_step
     rows = []

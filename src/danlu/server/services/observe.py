@@ -42,6 +42,10 @@ PROGRESS_STEP = 0.01
 """Change of ``progress`` below which it is not stored again."""
 MIN_STEP_TIME = 1e-6
 """Step times below a microsecond are not measurements (a goodput over them overflows)."""
+MAX_STEP_TIME = 1e9
+"""Step times above it (some 32 years) are not measurements either: the median of two
+reports of 1e308 s overflowed to infinity, which PostgreSQL's JSON cannot hold (the whole
+batch failed, and danlu.train's reporter sent it again for good)."""
 MAX_STATISTIC = 1e100
 """Gradient statistics above it are not kept (their sums would overflow)."""
 
@@ -64,6 +68,21 @@ def _statistic(value: Any) -> float | None:
     return out if out is not None and 0 < out < MAX_STATISTIC else None
 
 
+def _finite(measured: Mapping[str, float]) -> dict[str, float]:
+    """``measured`` without the values that are not finite numbers (a JSON column cannot
+    hold them on PostgreSQL, and the policy's arithmetic would spread them); ``step_time``
+    and ``sync_time`` are kept or dropped together (the policy reads both)."""
+    out = {
+        k: float(v)
+        for k, v in measured.items()
+        if not isinstance(v, bool) and isinstance(v, int | float) and math.isfinite(v)
+    }
+    if "step_time" not in out or "sync_time" not in out:
+        out.pop("step_time", None)
+        out.pop("sync_time", None)
+    return out
+
+
 def _count(value: Any) -> int | None:
     """``value`` as an integer >= 1, or None."""
     if isinstance(value, bool) or not isinstance(value, int) or value < 1:
@@ -74,7 +93,7 @@ def _count(value: Any) -> int | None:
 def _shape(record: Mapping[str, Any]) -> tuple[int, int, int, int] | None:
     """(micro_batch, accumulation, global_batch, world_size) of a usable record."""
     step = _number(record.get("step_time_s"))
-    if step is None or step < MIN_STEP_TIME:
+    if step is None or not MIN_STEP_TIME <= step <= MAX_STEP_TIME:
         return None
     parts = tuple(
         _count(record.get(k)) for k in ("micro_batch", "accumulation", "global_batch", "world_size")
@@ -89,12 +108,12 @@ def measurement(records: Sequence[Mapping[str, Any]]) -> dict[str, float] | None
     """One measurement of the configuration of the last usable record in ``records`` (the
     median over the records of that configuration), or None when no record is usable.
 
-    A record is usable when ``step_time_s`` is a number of at least :data:`MIN_STEP_TIME`
-    and ``micro_batch``, ``accumulation``, ``global_batch`` and ``world_size`` are integers
-    >= 1, and it is not a gradient-noise probe (``probe: 1``: a step run as two half
-    micro-batches now and then, whose shape is not the run's). Gradient statistics (each
-    below :data:`MAX_STATISTIC`) and progress come from the last record that has them,
-    probes included."""
+    A record is usable when ``step_time_s`` is a number from :data:`MIN_STEP_TIME` to
+    :data:`MAX_STEP_TIME` and ``micro_batch``, ``accumulation``, ``global_batch`` and
+    ``world_size`` are integers >= 1, and it is not a gradient-noise probe (``probe: 1``: a
+    step run as two half micro-batches now and then, whose shape is not the run's).
+    Gradient statistics (each below :data:`MAX_STATISTIC`) and progress come from the last
+    record that has them, probes included. What is derived is finite (:func:`_finite`)."""
     shaped = [
         (s, r) for r in records if r.get("probe") not in (1, True) and (s := _shape(r)) is not None
     ]
@@ -130,7 +149,7 @@ def measurement(records: Sequence[Mapping[str, Any]]) -> dict[str, float] | None
         if progress is not None and 0.0 <= progress <= 1.0:
             out["progress"] = progress
             break
-    return out or None
+    return _finite(out) or None  # finite by its bounds already: a guard for what is stored
 
 
 def _moved(old: Mapping[str, float], new: Mapping[str, float], key: str, scale: float) -> bool:
@@ -144,16 +163,23 @@ def merged(stored: Mapping[str, float] | None, new: Mapping[str, float]) -> dict
     """The measurement to store after ``new`` arrived, or None to keep ``stored``.
 
     Keys ``new`` lacks keep their stored values (a batch without gradient statistics does
-    not erase them) unless the configuration changed, which replaces the measurement."""
-    if not stored:
-        return dict(new)
+    not erase them) unless the configuration changed, which replaces the measurement.
+    Values that are not finite, in either, are dropped (:func:`_finite`; SQLite once stored
+    an infinite step time): the result is always finite."""
+    new = _finite(new)
+    clean = _finite(stored) if stored else {}
+    if not clean:
+        return new or None
+    dropped = len(clean) != len(stored or {})  # a value not finite: store the rest anew
+    stored = clean
     if any(k in new and new[k] != stored.get(k) for k in _SHAPE):
         kept = {k: v for k, v in stored.items() if k in _KEPT}
         return {**kept, **new}
     out = {**stored, **new}
     step = max(stored.get("step_time", 0.0), new.get("step_time", 0.0))
     changed = (
-        _moved(stored, out, "step_time", step)
+        dropped
+        or _moved(stored, out, "step_time", step)
         or _moved(stored, out, "sync_time", step)
         or _moved(stored, out, "grad_sqr", abs(stored.get("grad_sqr", 0.0)))
         or _moved(stored, out, "grad_var", abs(stored.get("grad_var", 0.0)))
@@ -208,6 +234,7 @@ def observed(
     Passed on raw, the noise was read ``init_batch`` times too large, and large batches as
     nearly free."""
     out = limits(spec, micro_batch_limit)
+    stored = _finite(stored) if stored else None
     if not out or not stored:
         return out
     for key in ("progress", "adaptive"):  # not tied to the GPUs it was measured on

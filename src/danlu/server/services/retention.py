@@ -56,11 +56,17 @@ def due(
 
 
 def purged(session: Session, job_id: str, now: float | None = None) -> None:
-    """Delete the job's metric records and mark it purged (its files are gone)."""
-    session.execute(delete(JobMetric).where(JobMetric.job_id == job_id))
+    """Mark the job purged (its files are gone) and delete its metric records.
+
+    The mark comes first: its UPDATE locks the job's row, so a report being stored
+    (:func:`~danlu.server.services.metrics.ingest` locks the row too) commits before the
+    DELETE reads, which then deletes its records as well, and a later report reads the
+    mark and is refused. Deleted first, a report committed in between outlived the purge
+    (and a purged job is never selected again)."""
     session.execute(
         update(Job)
         .where(Job.id == job_id, Job.purged_at.is_(None))
         .values(purged_at=resolve_now(now))
         .execution_options(synchronize_session=False)
     )
+    session.execute(delete(JobMetric).where(JobMetric.job_id == job_id))
