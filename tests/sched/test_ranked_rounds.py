@@ -241,7 +241,7 @@ def test_an_unplaceable_top_job_preempts_nobody_for_a_lower_ranked_one() -> None
     plan = PriorityPolicy().schedule(ClusterView(100.0, cluster, running=(z, w), pending=(x, y)))
     assert plan.starts == () and plan.preempts == ()
     assert plan.reason("Y") is not None and plan.reason("Y").startswith("outranked")  # type: ignore[union-attr]
-    assert "wrong type" in (plan.reason("X") or "")
+    assert plan.reason("X") == "needs 2 GPUs of type H100, 0 free"
 
 
 def test_a_victim_is_preempted_only_for_a_job_ranked_above_it() -> None:

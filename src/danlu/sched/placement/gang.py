@@ -81,8 +81,9 @@ class FreeMap:
         self._rack_ids: IntArray = arrays.rack_ids
         self._type_names = arrays.type_names
         self._type_masks: dict[frozenset[str], BoolArray] = {}
-        self.reasons: dict[tuple[int, int], str] = {}
-        """Waiting reasons by (GPUs asked, GPUs free): shared strings for this round."""
+        self.reasons: dict[tuple[object, ...], str] = {}
+        """Waiting reasons by (GPUs asked, GPUs free[, types, memory]): shared strings for
+        this round."""
         self._view = view
         self._memo = memo
         self._typical: TypicalPods | None = None
@@ -149,6 +150,24 @@ class FreeMap:
             return 0
         return int(np.clip(self.free_milli[~self._open], 0, None).sum())
 
+    def free_for(self, req: JobRequest) -> int:
+        """The free whole GPUs of the types and memory ``req`` asks for (all free whole GPUs
+        when it names neither), as :meth:`place` counts them."""
+        if not req.gpu_types and not req.gpu_memory:
+            return self.total_free
+        return int(self._free_nodes_for(req).sum())
+
+    def _free_nodes_for(self, req: JobRequest) -> IntArray:
+        """Per node, its free whole GPUs when they are of a type and memory ``req`` may
+        have, else 0."""
+        free = self.node_free
+        mask = self._node_mask(req)
+        if mask is not None:
+            free = np.where(mask, free, 0)
+        if req.gpu_memory:
+            free = np.where(self._node_gpu_memory() >= req.gpu_memory, free, 0)
+        return free
+
     def could_fit_now(self, req: JobRequest) -> bool:
         """Cheap necessary condition (enough free whole GPUs in total)."""
         if req.shares_gpu:
@@ -176,13 +195,7 @@ class FreeMap:
             if self.strategy == "worst-fit":
                 chosen = self._emptiest_buckets(count)
                 return None if chosen is None else self._take_nodes(chosen)
-        free = self.node_free
-        mask = self._node_mask(req)
-        if mask is not None:
-            free = np.where(mask, free, 0)
-        if req.gpu_memory:
-            free = np.where(self._node_gpu_memory() >= req.gpu_memory, free, 0)
-        nodes = self._choose_nodes(free, count)
+        nodes = self._choose_nodes(self._free_nodes_for(req), count)
         if nodes is None:
             return None
         return self._take_nodes(nodes)

@@ -23,6 +23,7 @@ from operator import attrgetter
 from typing import Any, Protocol
 
 from danlu.core.cluster import MILLI_PER_GPU, Allocation
+from danlu.core.units import format_bytes
 from danlu.sched.placement.drain import DrainingFree
 from danlu.sched.placement.gang import FreeMap
 from danlu.sched.placement.packing_memo import PackingMemo
@@ -111,7 +112,12 @@ def why_not(free: FreeMap, job: JobStatus) -> str:
             f" among types {sorted(req.gpu_types)}" if req.gpu_types else ""
         )
     if req.gpu_types or req.gpu_memory:
-        return f"needs {req.gpus} GPUs; free GPUs are fragmented or of the wrong type"
+        key: tuple[object, ...] = (req.gpus, free.total_free, req.gpu_types, req.gpu_memory)
+        reason = free.reasons.get(key)
+        if reason is None:
+            reason = _why_not_kind(free, job)
+            free.reasons[key] = reason
+        return reason
     key = (req.gpus, free.total_free)
     reason = free.reasons.get(key)
     if reason is None:
@@ -122,6 +128,25 @@ def why_not(free: FreeMap, job: JobStatus) -> str:
         )
         free.reasons[key] = reason
     return reason
+
+
+def _why_not_kind(free: FreeMap, job: JobStatus) -> str:
+    """:func:`why_not` for a whole-GPU request that names GPU types or a memory size: the
+    free GPUs of that kind counted apart from the others (too few free at all is no
+    fragmentation)."""
+    req = job.request
+    kinds = []
+    if req.gpu_types:
+        kinds.append(f"of type {', '.join(sorted(req.gpu_types))}")
+    if req.gpu_memory:
+        kinds.append(f"with {format_bytes(req.gpu_memory)}")
+    kind = " ".join(kinds)
+    fitting = free.free_for(req)
+    if free.total_free < req.gpus:
+        return f"needs {req.gpus} GPUs {kind}, {free.total_free} free"
+    if fitting < req.gpus:
+        return f"needs {req.gpus} GPUs {kind}; {fitting} of the {free.total_free} free GPUs are"
+    return f"needs {req.gpus} GPUs {kind}; the {fitting} free GPUs of that kind are fragmented"
 
 
 def _first_asking(
