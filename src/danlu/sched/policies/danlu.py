@@ -650,11 +650,15 @@ class DanluPolicy:
                 all_options[j] = all_options[j][:1]
             capacity -= starving_reserve(all_options, starving, capacity, pinned)
         knobs = (self.hysteresis, grow, self.price_scale, self.spare_gain)
+        # nothing waits: a job measured at one size only may explore idle GPUs
+        explore = None if waits or shared_waits else _explorers(movable, all_options)
         if self.alloc == "shares":  # heSRPT's delay of the jobs behind (danlu_shares)
             p_max, seen = self.share_p_max, self.share_measured
-            chosen = share_walk(all_options, order, capacity, pinned, *knobs, p_max, seen)
+            chosen = share_walk(
+                all_options, order, capacity, pinned, *knobs, p_max, seen, explore=explore
+            )
         else:
-            chosen = walk(all_options, order, capacity, pinned, *knobs)
+            chosen = walk(all_options, order, capacity, pinned, *knobs, explore=explore)
         placing = PlaceKnobs(self.placement, self.adaptive_jobs, self.loan_rule, self.loan_weight)
         promoted_ids = {whole[j].id for j in starving}
         plan = place_plan(
@@ -721,6 +725,26 @@ def _waiting_since(job: JobStatus) -> float:
     """Since when a pending job has waited without a break: its submission, or the last
     time the policy preempted it (a job that ran is not starving again right away)."""
     return max(job.request.submit_time, job.marks.get(STOPPED, -math.inf))
+
+
+def _explorers(jobs: list[JobStatus], options: list[list[Option]]) -> list[bool] | None:
+    """Which running jobs may take idle GPUs as an exploration move (``None``: none), for
+    :func:`danlu_alloc.spare_pass`: measured at no size above the one they run at (their
+    bigger options rest on the model's priors alone), and with nothing else to tell the
+    sizes apart -- no gradient statistics (a flat gain) and no in-process batch adaptation
+    (``observed["adaptive"]``). Such a job's one-point prior predicts a gain that the
+    ``hysteresis`` keep discount cancels, so without this it never measures a second
+    size; the ``regret`` rule undoes the move if it measured worse."""
+    out = [False] * len(jobs)
+    for i, job in enumerate(jobs):
+        seen = job.observed
+        if "grad_sqr" in seen or "grad_var" in seen or seen.get("adaptive") == 1:
+            continue
+        opts = options[i]
+        cur = job.allocation.num_gpus
+        bigger = [o for o in opts if o.gpus > cur]
+        out[i] = any(o.keep for o in opts) and bool(bigger) and not any(o.measured for o in bigger)
+    return out if any(out) else None
 
 
 def _regrets(options: list[Option], factor: float) -> bool:

@@ -90,12 +90,15 @@ def walk(
     may_grow: Sequence[bool] | None = None,
     price_scale: float = 1.0,
     spare_gain: float = 0.0,
+    explore: Sequence[bool] | None = None,
 ) -> list[int]:
     """The chosen option index per job (-1: none), GPUs within ``capacity``.
 
     ``order`` lists the jobs best-ranked first; ``pinned[j] >= 0`` reserves job ``j`` that
     option (granted before anyone else, in job order, while capacity lasts): it is never
     shrunk, and grows (in its rank turn or into GPUs nobody took) only when ``may_grow[j]``.
+    ``explore[j]``: job ``j`` grows into GPUs nobody took without the ``hysteresis`` and
+    ``spare_gain`` bars (see :func:`spare_pass`).
     """
     chosen, locked, free = grant_pinned(options, capacity, pinned)
     scale = max(capacity, 1)
@@ -120,7 +123,9 @@ def walk(
             free -= options[j][k].gpus
     if free <= 0:
         return chosen
-    return spare_pass(options, order, chosen, free, locked, may_grow, hysteresis, spare_gain)
+    return spare_pass(
+        options, order, chosen, free, locked, may_grow, hysteresis, spare_gain, explore
+    )
 
 
 def spare_pass(
@@ -132,10 +137,15 @@ def spare_pass(
     may_grow: Sequence[bool] | None,
     hysteresis: float,
     spare_gain: float,
+    explore: Sequence[bool] | None = None,
 ) -> list[int]:
     """Give ``free`` GPUs nobody took to the jobs they shorten, best-ranked first (price 0);
     a job that already has GPUs grows only for a gain of ``spare_gain`` more than
-    ``hysteresis`` asks. Updates and returns ``chosen``."""
+    ``hysteresis`` asks. A job with ``explore[j]`` (the caller's exploration move: it was
+    measured at no size above its current one, and nothing waits) grows for any gain over
+    keeping, undiscounted, its restart counted in the option's time: the prior at a size
+    it never ran cannot beat the keep discount by itself. Updates and returns
+    ``chosen``."""
     for j in order:
         if not options[j] or free <= 0:
             continue
@@ -148,9 +158,12 @@ def spare_pass(
         better = _pick(options[j], free + held, 0.0, hysteresis, floor=held + 1)
         if better < 0:
             continue
-        current = _cost(options[j][k], 0.0, hysteresis) if k >= 0 else float("inf")
+        bar, gain = hysteresis, spare_gain
+        if explore is not None and explore[j]:
+            bar, gain = 0.0, 0.0
+        current = _cost(options[j][k], 0.0, bar) if k >= 0 else float("inf")
         if k >= 0:  # a job that has GPUs grows into spare ones only for a clear gain
-            current *= 1.0 - spare_gain
+            current *= 1.0 - gain
         if _cost(options[j][better], 0.0, hysteresis) < current:
             chosen[j] = better
             free -= options[j][better].gpus - held

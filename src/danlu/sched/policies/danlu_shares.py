@@ -141,11 +141,13 @@ def share_walk(
     spare_gain: float = 0.0,
     p_max: float = P_MAX,
     measured: bool = False,
+    explore: Sequence[bool] | None = None,
 ) -> list[int]:
     """The chosen option index per job (-1: none), GPUs within ``capacity``; the arguments
     are those of :func:`danlu_alloc.walk` (``price_scale`` multiplies the delay term);
     ``p_max`` caps the exponents read off the jobs' options; ``measured``: they are read
-    off the sizes each job was measured at only (see :func:`profile`)."""
+    off the sizes each job was measured at only (see :func:`profile`); ``explore`` as in
+    :func:`danlu_alloc.spare_pass`."""
     chosen, locked, free = grant_pinned(options, capacity, pinned)
     n_after, p_after, room_after = _behind(
         options, order, chosen, locked, may_grow, min(P_SINGLE, p_max), p_max, measured
@@ -180,7 +182,9 @@ def share_walk(
             free -= opts[best].gpus - held
     if free <= 0:
         return chosen
-    return spare_pass(options, order, chosen, free, locked, may_grow, hysteresis, spare_gain)
+    return spare_pass(
+        options, order, chosen, free, locked, may_grow, hysteresis, spare_gain, explore
+    )
 
 
 def _behind(
