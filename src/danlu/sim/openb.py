@@ -16,7 +16,7 @@ from __future__ import annotations
 import csv
 import time
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
@@ -30,13 +30,25 @@ from danlu.sim.workload import repeated_columns, repeated_message
 WINDOW_PCT = 0.5
 """Half-width (percent of capacity) of the arrived-demand window that is averaged."""
 
+MAX_GPUS = 256
+"""Most GPUs a node may have, or a pod ask for (the openb lists: at most 8). The cluster
+keeps a row of that many GPUs per node, so a node of 2,000,000,000 GPUs hung the run."""
+MAX_CPU_MILLI = 1_000_000_000
+"""Most CPU a node may have, or a pod ask for: a million cores (the openb lists: 128)."""
+MAX_MEMORY_MIB = 1 << 30
+"""Most host memory a node may have, or a pod ask for: 1 PiB (the openb lists: 1 TiB).
+With these bounds every sum over a cluster stays well within 64-bit integers (larger
+values crashed the run with OverflowError)."""
+
 
 @dataclass(frozen=True, slots=True)
 class OpenbPod:
-    """One pod of a pod list: its name and what it asks for."""
+    """One pod of a pod list: its name and what it asks for. ``source`` says where it was
+    read (``file, line N``; empty for a pod built in code), for errors found later."""
 
     name: str
     request: ShareRequest
+    source: str = field(default="", compare=False)
 
 
 def _read_rows(path: Path, required: Sequence[str]) -> tuple[list[str], list[list[str]]]:
@@ -59,13 +71,31 @@ def _read_rows(path: Path, required: Sequence[str]) -> tuple[list[str], list[lis
     return header, rows[1:]
 
 
+_LIMITS: dict[str, tuple[int, str]] = {
+    "gpu": (MAX_GPUS, " GPUs"),
+    "num_gpu": (MAX_GPUS, " GPUs"),
+    "gpu_milli": (1000, " milli-GPU"),
+    "cpu_milli": (MAX_CPU_MILLI, " milli-cores (a million cores)"),
+    "memory_mib": (MAX_MEMORY_MIB, " MiB (1 PiB)"),
+}
+"""Per numeric column of a node or pod list: its largest value, and the unit to name."""
+
+
 def _int(path: Path, line: int, column: str, text: str) -> int:
+    """The cell as an integer from 0 to the column's bound (:data:`_LIMITS`), or a
+    :class:`DataError` naming the file, line and column."""
     try:
         value = int(text.strip())
     except ValueError:
         raise DataError(f"{path}, line {line}, column {column}: not an integer: {text!r}") from None
     if value < 0:
         raise DataError(f"{path}, line {line}, column {column}: negative value {value}")
+    maximum, unit = _LIMITS[column]
+    if value > maximum:
+        shown = text.strip() if len(text.strip()) <= 30 else f"{text.strip()[:30]}..."
+        raise DataError(
+            f"{path}, line {line}, column {column}: {shown} is too large, at most {maximum:,}{unit}"
+        )
     return value
 
 
@@ -130,10 +160,49 @@ def load_pods(path: str | Path) -> list[OpenbPod]:
             gpu_milli=milli,
             gpu_spec=spec,
         )
-        pods.append(OpenbPod(row[col["name"]].strip(), request))
+        pods.append(OpenbPod(row[col["name"]].strip(), request, f"{path}, line {line}"))
     if not pods:
         raise DataError(f"{path}: no pods")
     return pods
+
+
+def match_gpu_specs(pods: Sequence[OpenbPod], nodes: Sequence[ShareNode]) -> list[OpenbPod]:
+    """``pods`` with each ``gpu_spec`` name spelled as the node list spells the model,
+    matched whatever the case (``t4`` is ``T4``; the scheduler lowercases GPU types).
+
+    A name that is no model of the node list is dropped when another name matches (no
+    node has it); a pod whose spec matches none could run nowhere (it used to fail
+    silently, as every copy of it did) and is a :class:`DataError` naming its line and
+    the node list's models. Pods whose spec is already spelled alike are returned as
+    they are."""
+    spelled: dict[str, list[str]] = {}
+    for model in sorted({n.model for n in nodes if n.num_gpu > 0 and n.model}):
+        spelled.setdefault(model.casefold(), []).append(model)
+    matched: dict[frozenset[str], frozenset[str]] = {}
+    out: list[OpenbPod] = []
+    for pod in pods:
+        spec = pod.request.gpu_spec
+        if not spec or pod.request.num_gpu == 0:
+            out.append(pod)
+            continue
+        names = matched.get(spec)
+        if names is None:
+            names = frozenset(m for s in spec for m in spelled.get(s.casefold(), ()))
+            matched[spec] = names
+        if not names:
+            where = pod.source or f"pod {pod.name!r}"
+            have = ", ".join(sorted({m for ms in spelled.values() for m in ms})) or "none"
+            raise DataError(
+                f"{where}, column gpu_spec: {'|'.join(sorted(spec))!r} names no GPU model "
+                f"of the node list (its models: {have}), so the pod could run nowhere; name "
+                "one of them (several separated by |) or leave gpu_spec empty for any model"
+            )
+        if names == spec:
+            out.append(pod)
+        else:
+            request = replace(pod.request, gpu_spec=names)
+            out.append(OpenbPod(pod.name, request, pod.source))
+    return out
 
 
 @dataclass(frozen=True, slots=True)
@@ -214,7 +283,7 @@ def run_seed(
         raise ConfigError("the experiment needs at least one pod and one node")
     if load <= 0:
         raise ConfigError(f"load must be > 0, got {load}")
-    by_name = sorted(pods, key=lambda p: p.name)
+    by_name = sorted(match_gpu_specs(pods, nodes), key=lambda p: p.name)
     requests = [p.request for p in by_name]
     if sum(r.total_gpu_milli for r in requests) == 0:
         raise ConfigError("the pod list asks for no GPUs, so no load can be reached")
@@ -298,7 +367,8 @@ def run_allocation_experiment(
     """
     if not seeds:
         raise ConfigError("at least one seed is needed")
-    # validate the name and the options before any seed runs
+    # check the GPU specs, the name and the options before any seed runs
+    pods = match_gpu_specs(pods, nodes)
     make_scorer(policy, typical=typical_pods(p.request for p in pods), options=options)
     start = time.perf_counter()
     per_seed = tuple(run_seed(pods, nodes, policy, load, s, options) for s in seeds)

@@ -213,11 +213,13 @@ class ShareCluster:
         return self.total_gpu_milli - int(self.gpu_free_total.sum())
 
     def model_allowed(self, spec: frozenset[str]) -> BoolArray:
-        """Per-model mask (len ``models``) of the models that ``spec`` allows."""
+        """Per-model mask (len ``models``) of the models that ``spec`` allows, matched
+        whatever the case (``t4`` allows ``T4``, as the scheduler's GPU types do)."""
         mask = self._spec_masks.get(spec)
         if mask is None:
             if spec:
-                mask = np.array([m in spec for m in self.models], np.bool_)
+                wanted = {s.casefold() for s in spec}
+                mask = np.array([m.casefold() in wanted for m in self.models], np.bool_)
             else:
                 mask = np.ones(len(self.models), np.bool_)
             self._spec_masks[spec] = mask
