@@ -247,9 +247,17 @@ class FgdScorer(ShareScorer):
         return lut
 
     def _to_score(self, drop: FloatArray) -> FloatArray:
+        """The drop itself, or with ``quantize`` its artifact score 0..100.
+
+        The drop is rounded to 1e-6 milli-GPU first: it comes from a BLAS dot product whose
+        summation order depends on the CPU's kernels, so a drop that is 0 in exact
+        arithmetic comes out as +-1e-15..1e-12, and the floor would map a negative
+        leftover to 49 instead of 50 and break ties differently on another machine.
+        """
         if not self.quantize:
             return drop
-        out: FloatArray = np.floor(100.0 / (1.0 + np.exp(-drop / 1000.0)))
+        exact = np.round(drop, 6) + 0.0  # + 0.0 turns -0.0 into 0.0
+        out: FloatArray = np.floor(100.0 / (1.0 + np.exp(-exact / 1000.0)))
         return out
 
     def share_drops(
