@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import time
-from collections.abc import Iterable
+from collections.abc import Iterable, Sequence
 from typing import Any, TypeVar
 
 from sqlalchemy import Connection, Executable, select
@@ -38,16 +38,21 @@ def plain_rows(connection: Connection, statement: Executable) -> list[tuple[Any,
         result.close()
 
 
-def state_values(states: Iterable[JobState | str]) -> list[str]:
-    """The stored values of ``states`` (names in any case); :class:`SpecError` on ``state``
-    naming the valid ones for a name that is no job state."""
+def state_values(
+    states: Iterable[JobState | str],
+    allowed: Sequence[str] = tuple(JobState),
+    kind: str = "job",
+) -> list[str]:
+    """The stored values of ``states`` (names in any case) among ``allowed`` (a job's by
+    default); :class:`SpecError` on ``state`` naming the valid ones for a name that is no
+    ``kind`` state."""
     wanted = []
     for name in states:
-        try:
-            wanted.append(JobState(str(name).upper()).value)
-        except ValueError:
-            valid = ", ".join(JobState)
-            raise SpecError("state", f"{name!r} is not a job state; use one of {valid}") from None
+        value = str(name).upper()
+        if value not in allowed:
+            valid = ", ".join(allowed)
+            raise SpecError("state", f"{name!r} is not a {kind} state; use one of {valid}")
+        wanted.append(value)
     return wanted
 
 

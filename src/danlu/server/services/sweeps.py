@@ -33,7 +33,7 @@ from danlu.sched.sweep import Curve, Ended, Value, curve, median_stop, trial_par
 from danlu.server.db import Job, JobMetric, Sweep, User
 from danlu.server.errors import AdmissionError, ConflictError, NotFoundError
 from danlu.server.services import jobs
-from danlu.server.services.common import IN_CHUNK, by_id, resolve_now
+from danlu.server.services.common import IN_CHUNK, by_id, resolve_now, state_values
 
 RUNNING = "RUNNING"
 DONE = "DONE"
@@ -127,13 +127,7 @@ def list_sweeps(
         raise SpecError("limit", f"must be between 1 and {jobs.MAX_LIMIT}")
     query = select(Sweep).order_by(Sweep.seq.desc()).limit(limit)
     if states is not None:
-        wanted = []
-        for name in states:
-            if str(name).upper() not in SWEEP_STATES:
-                valid = ", ".join(SWEEP_STATES)
-                raise SpecError("state", f"{name!r} is not a sweep state; use one of {valid}")
-            wanted.append(str(name).upper())
-        query = query.where(Sweep.state.in_(wanted))
+        query = query.where(Sweep.state.in_(state_values(states, SWEEP_STATES, "sweep")))
     if viewer is not None and not viewer.is_admin:
         query = query.where(Sweep.user_id == viewer.id)
     return list(session.scalars(query))
