@@ -113,7 +113,7 @@ def measurement(records: Sequence[Mapping[str, Any]]) -> dict[str, float] | None
     ``world_size`` are integers >= 1, and it is not a gradient-noise probe (``probe: 1``: a
     step run as two half micro-batches now and then, whose shape is not the run's).
     Gradient statistics (each below :data:`MAX_STATISTIC`) and progress come from the last
-    record that has them, probes included. What is derived is finite (:func:`_finite`)."""
+    record that has them, probes included. Within those bounds what is derived is finite."""
     shaped = [
         (s, r) for r in records if r.get("probe") not in (1, True) and (s := _shape(r)) is not None
     ]
@@ -149,7 +149,7 @@ def measurement(records: Sequence[Mapping[str, Any]]) -> dict[str, float] | None
         if progress is not None and 0.0 <= progress <= 1.0:
             out["progress"] = progress
             break
-    return _finite(out) or None  # finite by its bounds already: a guard for what is stored
+    return out or None
 
 
 def _moved(old: Mapping[str, float], new: Mapping[str, float], key: str, scale: float) -> bool:
@@ -164,12 +164,11 @@ def merged(stored: Mapping[str, float] | None, new: Mapping[str, float]) -> dict
 
     Keys ``new`` lacks keep their stored values (a batch without gradient statistics does
     not erase them) unless the configuration changed, which replaces the measurement.
-    Values that are not finite, in either, are dropped (:func:`_finite`; SQLite once stored
-    an infinite step time): the result is always finite."""
-    new = _finite(new)
+    Stored values that are not finite are dropped (:func:`_finite`; SQLite once stored an
+    infinite step time); ``new``, from :func:`measurement`, is finite by its bounds."""
     clean = _finite(stored) if stored else {}
     if not clean:
-        return new or None
+        return dict(new) or None
     dropped = len(clean) != len(stored or {})  # a value not finite: store the rest anew
     stored = clean
     if any(k in new and new[k] != stored.get(k) for k in _SHAPE):
