@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from danlu.core.cluster import MILLI_PER_GPU, Cluster, gpu_type
 from danlu.core.errors import SpecError, UnknownNameError
-from danlu.core.spec import AUTO_FAMILY, JobSpec
+from danlu.core.spec import AUTO_FAMILY, NO_GPUS, JobSpec
 from danlu.core.units import format_bytes
 from danlu.sched.quota import Usage, allowed_sizes, minimum_usage
 from danlu.sched.view import JobRequest
@@ -98,7 +98,7 @@ def check_spec_shape(spec: JobSpec) -> None:
     """Rules on the spec itself that pydantic does not express."""
     res = spec.resources
     if res.gpus.min < 1:
-        raise SpecError("resources.gpus", "danlu schedules GPU jobs: ask for 1 GPU or more")
+        raise SpecError("resources.gpus", NO_GPUS)  # a spec built past its checks
     if res.gpu_fraction is not None and res.gpus.max > 1:
         raise SpecError(
             "resources.gpu_fraction", "a fraction applies to one GPU; use gpus: 1 with it"
