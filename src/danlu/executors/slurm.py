@@ -385,8 +385,7 @@ class SlurmExecutor(RunDirExecutor, MultiNodeExecutor, GpuSharingExecutor):
         if not found:
             return None
         launch["slurm_id"] = max(found)
-        with contextlib.suppress(OSError):
-            supervise.write_json(run_dir / supervise.LAUNCH, launch)
+        _save_launch(run_dir, launch)
         return int(launch["slurm_id"])
 
     def _slurm_state(self, slurm_id: int) -> SlurmJob | None:
@@ -444,8 +443,7 @@ class SlurmExecutor(RunDirExecutor, MultiNodeExecutor, GpuSharingExecutor):
             if "gave_up_at" not in launch:
                 launch["gave_up_at"] = now
                 launch["pending_reason"] = state.reason
-                with contextlib.suppress(OSError):  # its result then names no reason
-                    supervise.write_json(run_dir / supervise.LAUNCH, launch)
+                _save_launch(run_dir, launch)  # its result then names no reason
             self._commands.cancel(slurm_id)
             message += f"; not started within {limit:g} s of its submission: cancelled"
         return ExecStatus(RunState.RUNNING, message=message)
@@ -515,8 +513,7 @@ class SlurmExecutor(RunDirExecutor, MultiNodeExecutor, GpuSharingExecutor):
     def _unstarted(self, slurm_id: int, launch: Mapping[str, Any]) -> str:
         """Why a run the executor gave up (:meth:`_pending`) ended."""
         waited = float(launch["gave_up_at"]) - float(launch["launched_at"])
-        why = launch.get("pending_reason", "")
-        why = why if why not in ("", "None", "(null)") else "no reason given"
+        why = _given_reason(launch.get("pending_reason", "")) or "no reason given"
         return (
             f"Slurm did not start job {slurm_id} within {waited:.0f} s of its submission "
             f"(PENDING: {why}); it was cancelled and the run counts as a failed launch. "
@@ -544,8 +541,7 @@ class SlurmExecutor(RunDirExecutor, MultiNodeExecutor, GpuSharingExecutor):
         grace = self._stop_grace(launch, StopReason.PREEMPT, self._preempt_grace)
         launch["gang_grace"] = max(0.0, grace)
         launch["gang_stopped_at"] = launch["term_due"] = self._clock()
-        with contextlib.suppress(OSError):  # else stopped again at the next poll
-            supervise.write_json(run_dir / supervise.LAUNCH, launch)
+        _save_launch(run_dir, launch)  # else stopped again at the next poll
         self._commands.cancel(slurm_id, "TERM")  # failed: sent again at the polls
         self._term_sent(run_dir, launch)
 
@@ -591,14 +587,12 @@ class SlurmExecutor(RunDirExecutor, MultiNodeExecutor, GpuSharingExecutor):
         if requested is None:
             return
         launch["term_due"] = requested
-        with contextlib.suppress(OSError):  # then sent once, as before
-            supervise.write_json(run_dir / supervise.LAUNCH, launch)
+        _save_launch(run_dir, launch)  # then sent once, as before
 
     def _term_sent(self, run_dir: Path, launch: dict[str, Any]) -> None:
         """The run's due SIGTERM was sent (Slurm took the ``scancel``)."""
         if launch.pop("term_due", None) is not None:
-            with contextlib.suppress(OSError):  # else sent again at the next poll
-                supervise.write_json(run_dir / supervise.LAUNCH, launch)
+            _save_launch(run_dir, launch)  # else sent again at the next poll
 
     def _signal(
         self,
@@ -655,10 +649,22 @@ def slurm_pattern(path: str) -> str:
     return path.replace("%", "%%")
 
 
+def _save_launch(run_dir: Path, launch: dict[str, Any]) -> None:
+    """Write the run's launch record, as well as the disk allows: a write that fails leaves
+    the record as it was (each caller says what that costs)."""
+    with contextlib.suppress(OSError):
+        supervise.write_json(run_dir / supervise.LAUNCH, launch)
+
+
 def _state_message(slurm_id: int, state: SlurmJob) -> str:
     """``Slurm job N STATE``, with Slurm's reason when it gives one (why it is pending)."""
-    reason = state.reason if state.reason not in ("", "None", "(null)") else ""
+    reason = _given_reason(state.reason)
     return f"Slurm job {slurm_id} {state.state}" + (f" ({reason})" if reason else "")
+
+
+def _given_reason(reason: str) -> str:
+    """Slurm's reason for a job's state, or ``""`` for the words it prints for none."""
+    return "" if reason in ("", "None", "(null)") else reason
 
 
 def _gang_stop_request(launch: Mapping[str, Any]) -> dict[str, Any]:
