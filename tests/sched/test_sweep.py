@@ -96,8 +96,8 @@ def test_the_median_rule_stops_only_a_trial_behind_enough_others() -> None:
     short = curve([(10, 0.1)], "minimize")  # never reached step 20: not a peer there
     assert median_stop(rule, behind, [a, short], "minimize") is None
     up = [curve([(10, 0.5), (20, 0.9)], "maximize"), curve([(10, 0.6), (20, 0.8)], "maximize")]
-    low = curve([(10, 0.1), (20, 0.2), (30, float("nan"))], "maximize")
-    assert low.last_step == 20  # NaN left out
+    low = curve([(10, 0.1), (20, 0.2), (20, float("nan"))], "maximize")
+    assert low.last_step == 20 and low.best_by(20) == -0.2  # NaN never the best
     reason = median_stop(rule, low, up, "maximize")
     assert reason is not None and "best 0.2 by step 20" in reason and "median 0.85" in reason
 

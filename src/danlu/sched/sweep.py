@@ -13,7 +13,10 @@ Plain functions over value types (the control plane's adapter,
   stop a trial whose best value by its latest step is worse than the median of the other
   trials' best values by that step -- unless its training is done (:attr:`Curve.done`): its
   process is about to exit on its own, so stopping it saves nothing and would only record a
-  finished trial as cut short.
+  finished trial as cut short. A report whose value is not finite (NaN, an infinity: a
+  diverged trial) advances the trial's latest step but never becomes its best; a trial with
+  no finite report has no best (:data:`math.inf` in its :class:`Curve`), worse than every
+  value: the rule stops it, and it raises the median as a peer.
 """
 
 from __future__ import annotations
@@ -130,13 +133,17 @@ class Curve:
     maximised metric is negated by :func:`curve`)."""
 
     steps: tuple[int, ...]
+    """The steps with a report of the metric, ascending (a report that is not finite too)."""
     best: tuple[float, ...]
+    """The best finite value by each of :attr:`steps`; :data:`math.inf` (worse than any
+    value) while the trial has reported no finite value."""
     done: bool = False
     """The trial's training is done: its latest record that carries ``progress`` (danlu.train's
     fraction done) says 1 or more. The median rule does not stop it."""
 
     def best_by(self, step: int) -> float | None:
-        """The best value reported at or before ``step``; None before the first report."""
+        """The best value reported at or before ``step``; None before the first report,
+        :data:`math.inf` when no report by then was finite."""
         i = bisect.bisect_right(self.steps, step)
         return self.best[i - 1] if i else None
 
@@ -146,15 +153,15 @@ class Curve:
 
 
 def curve(points: Sequence[tuple[int, float]], goal: str, done: bool = False) -> Curve:
-    """A trial's :class:`Curve` from its ``(step, value)`` reports (any order; values that
-    are not finite are left out); ``done``: its training is done (:attr:`Curve.done`)."""
+    """A trial's :class:`Curve` from its ``(step, value)`` reports (any order); ``done``: its
+    training is done (:attr:`Curve.done`). A value that is not finite (NaN, an infinity: the
+    trial diverged) still counts as a report at its step, so that the trial is judged at the
+    step it reached, but never as its best: -inf is no perfect loss."""
     sign = -1.0 if goal == "maximize" else 1.0
     steps: list[int] = []
     best: list[float] = []
-    for step, value in sorted(points):
-        if not math.isfinite(value):
-            continue
-        v = sign * value
+    for step, value in sorted(points, key=lambda point: point[0]):  # NaN has no order
+        v = sign * value if math.isfinite(value) else math.inf
         if steps and steps[-1] == step:
             best[-1] = min(best[-1], v)
             continue
@@ -168,7 +175,9 @@ def median_stop(
 ) -> str | None:
     """Why the median rule stops ``trial`` now, or None to let it run: a trial whose training
     is done (:attr:`Curve.done`) runs on to its own exit. ``others``: every other trial of
-    the sweep (running or ended, done or not) with at least one report."""
+    the sweep (running or ended, done or not) with at least one report. A trial with no
+    finite value by the step (:attr:`Curve.best`) is worse than every value: it is stopped
+    unless the median is no better, and as a peer it counts as worse than the others."""
     step = trial.last_step
     if trial.done or step < 0 or step < rule.min_steps:
         return None
@@ -180,6 +189,12 @@ def median_stop(
     if mine <= median:
         return None
     sign = -1.0 if goal == "maximize" else 1.0
+    if math.isinf(mine):  # only NaN or infinities reported: the median is finite
+        return (
+            f"stopped early: no finite value by step {step} (NaN or infinite: diverged), "
+            f"worse than the median {sign * median:.6g} of {len(peers)} other trials by "
+            "that step"
+        )
     return (
         f"stopped early: best {sign * mine:.6g} by step {step} is worse than the median "
         f"{sign * median:.6g} of {len(peers)} other trials by that step"

@@ -12,13 +12,18 @@ inventory changed) fails the sweep with the reason; its unfinished trials go on 
 end or :func:`cancel` stops them.
 
 The trials' objective is read from their metric records (``metric.name``); a trial that
-never reported it has no result and ranks last.
+never reported it has no result and ranks last. A record whose value of it is null (the
+ingest stores NaN and infinities so: a diverged trial) is a report at its step that is never
+the best: the median rule judges the trial at that step, and a trial with no finite report
+has no result, ranks last and is worse than every other for the rule. A record without the
+field is no report of it.
 """
 
 from __future__ import annotations
 
 import importlib.util
 import json
+import math
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any, TypeGuard
@@ -53,9 +58,9 @@ class TrialResult:
     state: str
     parameters: dict[str, Value]
     best: float | None
-    """The best value of the sweep's metric it reported; None before any."""
+    """The best value of the sweep's metric it reported; None before any finite one."""
     step: int | None
-    """The step of its last report of the metric."""
+    """The step of its last report of the metric (null, i.e. NaN or infinite, included)."""
 
 
 def spec_of(sweep: Sweep) -> SweepSpec:
@@ -245,10 +250,13 @@ class _Trials:
         return self._curves
 
     def value(self, job_id: str) -> float | None:
-        """The best value of the metric trial ``job_id`` reported (None before any)."""
+        """The best value of the metric trial ``job_id`` reported (None before any finite
+        one)."""
         found = self.curves().get(job_id)
         metric = self.spec.metric
-        return None if found is None or metric is None else metric.sign * found.best[-1]
+        if found is None or metric is None or math.isinf(found.best[-1]):
+            return None
+        return metric.sign * found.best[-1]
 
 
 def _submit_trials(
@@ -302,7 +310,8 @@ def _submit_trials(
 
 def _read_curves(session: Session, trials: Sequence[Job], spec: SweepSpec) -> dict[str, Curve]:
     """Each trial's curve of the sweep's metric (those with no report left out; none for a
-    sweep without a metric), ``done`` when the trial's latest record carrying ``progress``
+    sweep without a metric; a null value, stored for NaN or an infinity, is a report of NaN,
+    a record without the field none), ``done`` when the trial's latest record carrying ``progress``
     (by step, then by arrival) says 1 or more: danlu.train's fraction done, so the median
     rule leaves a trial that finished its training to exit on its own."""
     if spec.metric is None:
@@ -321,6 +330,8 @@ def _read_curves(session: Session, trials: Sequence[Job], spec: SweepSpec) -> di
             value = data.get(name)
             if _number(value):
                 points.setdefault(job_id, []).append((step, float(value)))
+            elif value is None and name in data:  # diverged: counts at its step
+                points.setdefault(job_id, []).append((step, math.nan))
             progress = data.get("progress")
             if _number(progress) and (step, row_id) > latest.get(job_id, (-1, -1, 0.0))[:2]:
                 latest[job_id] = (step, row_id, float(progress))
