@@ -7,6 +7,12 @@ a daemon thread ships the records every ``interval_s`` seconds: as one JSON POST
 never fails training: the batch is kept (up to ``max_pending`` records, oldest dropped first)
 and retried on the next flush; ``errors`` and ``dropped`` count what went wrong, and the first
 failure of an outage is logged as a WARNING.
+
+The API refuses a whole request for one record it cannot store (a list value, a ``time`` in
+milliseconds, a bad ``step``: :mod:`danlu.core.metric_record`). So the reporter runs the same
+checks first and leaves such a record out (counted in ``dropped``, a WARNING once per field and
+fault); should a server still refuse a request naming ``metrics.<i>`` (a rule this client does
+not know), record ``i`` alone is dropped and the rest sent again.
 """
 
 from __future__ import annotations
@@ -15,19 +21,31 @@ import contextlib
 import json
 import logging
 import math
+import re
 import sys
 import threading
+import time
 import urllib.error
 import urllib.request
 from collections import deque
+from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
+
+from danlu.core.metric_record import RecordError, check_record
 
 log = logging.getLogger("danlu.train")
 
 
 MAX_RECORDS_PER_POST = 1000
 """The most records one POST carries (the API refuses more, docs/api.md)."""
+
+MAX_REASONS = 256
+"""The most distinct faults a reporter warns about (one WARNING each); later ones are logged
+at DEBUG, as the repeats are."""
+
+_REFUSED_RECORD = re.compile(r"metrics\.(\d+)(?:\.(.*))?", re.DOTALL)
+"""The field of a 422 that names one record of the request: ``metrics.<i>[.<name>]``."""
 
 
 def _finite(record: dict[str, Any]) -> dict[str, Any]:
@@ -55,17 +73,30 @@ def _plain(value: Any) -> Any:
     return str(value)
 
 
-def _encode_records(records: list[dict[str, Any]]) -> list[str]:
-    """Each record as one line of JSON, leaving out those that cannot be written (a nested
-    NaN, say), so that one odd value a user reported does not hold up every record after
-    it."""
-    lines: list[str] = []
-    for record in records:
-        try:
-            lines.append(json.dumps(_finite(record), allow_nan=False, default=_plain))
-        except (TypeError, ValueError) as exc:
-            log.warning("a metric record cannot be written as JSON (%s): dropped", exc)
-    return lines
+def _encode(record: Any) -> str:
+    """``record`` as one line of JSON (NaN as null, NumPy and torch scalars as numbers);
+    ``TypeError``, ``ValueError`` or ``RecursionError`` when it cannot be written (a nested
+    NaN, a value that holds itself, a record that is not a mapping)."""
+    if not isinstance(record, Mapping):
+        raise TypeError(f"a metric record must be a dict, not {type(record).__name__}")
+    return json.dumps(_finite(dict(record)), allow_nan=False, default=_plain)
+
+
+def _refused_record(exc: urllib.error.HTTPError, count: int) -> tuple[int, str, str] | None:
+    """The record a 422 refused, of a request of ``count``: its index, the field within it
+    (``""``: the record itself) and the server's message; ``None`` when the refusal names
+    no record of the request (the request as a whole, or an unreadable answer)."""
+    if exc.code != 422:
+        return None
+    try:
+        error = json.loads(exc.read() or b"{}")["error"]
+        field, message = error["field"], str(error["message"])
+    except (OSError, ValueError, TypeError, KeyError, AttributeError):  # not the API's answer
+        return None
+    match = _REFUSED_RECORD.fullmatch(field) if isinstance(field, str) else None
+    if match is None or int(match[1]) >= count:
+        return None
+    return int(match[1]), match[2] or "", message
 
 
 class MetricsReporter:
@@ -103,6 +134,8 @@ class MetricsReporter:
         self.dropped = 0
         self._failing = False
         """True from a failed flush until one ships again (see :meth:`_failed`)."""
+        self._reasons: set[tuple[str, str]] = set()
+        """The (field, fault) pairs a WARNING told of already (see :meth:`_leave_out`)."""
         self.last: dict[str, Any] | None = None
         self.scheduler_batch: int | None = None
         """The global batch size the scheduler last set for this job, from the reply to a
@@ -129,20 +162,21 @@ class MetricsReporter:
 
     def flush(self) -> None:
         """Ship everything queued now (called by the thread, and by :meth:`close`): in
-        requests of at most :data:`MAX_RECORDS_PER_POST` records, oldest first. A request
-        the server refuses for good (a 4xx other than 408 and 429) is dropped and counted;
-        on any other failure the rest waits for the next flush."""
+        requests of at most :data:`MAX_RECORDS_PER_POST` records, oldest first. A record
+        that cannot be written, or that the API would refuse, is left out (see
+        :meth:`_ship`); a request the server refuses for good (a 4xx other than 408 and
+        429) that names no record of it is dropped and counted; on any other failure the
+        rest waits for the next flush."""
         with self._io:
             batch = self._retry
             self._retry = []
             while self._queue:
                 batch.append(self._queue.popleft())
             while batch:
-                chunk = batch[:MAX_RECORDS_PER_POST]
+                chunk, batch = batch[:MAX_RECORDS_PER_POST], batch[MAX_RECORDS_PER_POST:]
                 try:
-                    unwritable = self._ship(chunk)
-                    self.dropped += unwritable
-                    self.sent += len(chunk) - unwritable
+                    self._ship(chunk)
+                    self.sent += len(chunk)
                 except urllib.error.HTTPError as exc:
                     self.errors += 1
                     if 400 <= exc.code < 500 and exc.code not in (408, 429):
@@ -150,15 +184,14 @@ class MetricsReporter:
                         log.warning("metrics refused by the server (HTTP %s): dropped", exc.code)
                     else:
                         self._failed(exc)
-                        self._keep(batch)
+                        self._keep(chunk + batch)
                         return
                 except Exception as exc:  # never let reporting break training
                     self.errors += 1
                     self._failed(exc)
-                    self._keep(batch)
+                    self._keep(chunk + batch)
                     return
                 self._failing = False
-                batch = batch[len(chunk) :]
 
     def _failed(self, exc: BaseException) -> None:
         """A flush could not ship its records (kept for the next): a WARNING at the first
@@ -185,24 +218,82 @@ class MetricsReporter:
             batch = batch[overflow:]
         self._retry = batch
 
-    def _ship(self, batch: list[dict[str, Any]]) -> int:
-        """Send ``batch``; how many of its records could not be written and were left out."""
-        lines = _encode_records(batch)
-        if self.url is not None:
-            body = ('{"metrics": [' + ", ".join(lines) + "]}").encode()
-            req = urllib.request.Request(
-                self.url, data=body, method="POST", headers={"Content-Type": "application/json"}
-            )
-            if self.token:
-                req.add_header("Authorization", f"Bearer {self.token}")
-            with urllib.request.urlopen(req, timeout=self.timeout_s) as resp:
-                reply = resp.read()
-            self._note_reply(reply)
-        elif self.path is not None:
+    def _ship(self, chunk: list[dict[str, Any]]) -> None:
+        """Send ``chunk``, leaving in it only the records sent (an exception: those not
+        sent yet). A record that cannot be written as JSON, or (to the API) one that
+        :func:`~danlu.core.metric_record.check_record` refuses, is left out first; a 422
+        naming ``metrics.<i>`` drops record ``i`` and sends the others again (a request
+        fewer each time: at most as many resends as records)."""
+        lines = self._lines(chunk)
+        if self.path is not None:
             self.path.parent.mkdir(parents=True, exist_ok=True)
             with self.path.open("a") as f:
                 f.writelines(line + "\n" for line in lines)
-        return len(batch) - len(lines)
+            return
+        while lines and self.url is not None:
+            try:
+                self._post(self.url, lines)
+                return
+            except urllib.error.HTTPError as exc:
+                refused = _refused_record(exc, len(lines))
+                if refused is None:
+                    raise
+                self.errors += 1
+                index, field, message = refused
+                del chunk[index], lines[index]
+                self._leave_out(field, message, message, "the server refused it")
+
+    def _lines(self, chunk: list[dict[str, Any]]) -> list[str]:
+        """Each record of ``chunk`` as a line of JSON; those that cannot be written, or
+        (with a ``url``) that the API would refuse, are left out of ``chunk`` and counted."""
+        now = time.time()
+        kept: list[dict[str, Any]] = []
+        lines: list[str] = []
+        for record in chunk:
+            try:
+                line = _encode(record)
+                if self.url is not None:  # what the API gets: JSON's types, not Python's
+                    check_record(json.loads(line), "", now)
+            except RecordError as exc:
+                self._leave_out(exc.field, exc.reason, exc.message, "the API would refuse it")
+                continue
+            except (TypeError, ValueError, RecursionError) as exc:
+                self._leave_out("", "json", str(exc), "it cannot be written as JSON")
+                continue
+            kept.append(record)
+            lines.append(line)
+        chunk[:] = kept
+        return lines
+
+    def _leave_out(self, field: str, reason: str, message: str, why: str) -> None:
+        """Count a record left out; a WARNING naming ``field`` and ``message`` the first
+        time a (``field``, ``reason``) pair comes (up to :data:`MAX_REASONS` of them),
+        DEBUG after (a script that reports a bad value does so at every step)."""
+        self.dropped += 1
+        key = (field, reason)
+        shown = f"{field}: {message}" if field else message
+        if key in self._reasons or len(self._reasons) >= MAX_REASONS:
+            log.debug("a metric record was left out (%s): %s", why, shown)
+            return
+        self._reasons.add(key)
+        log.warning(
+            "a metric record was left out (%s): %s; the other records are sent, and further "
+            "records with this problem are left out with a DEBUG message",
+            why,
+            shown,
+        )
+
+    def _post(self, url: str, lines: list[str]) -> None:
+        """POST ``lines`` (records as JSON) to the API at ``url`` in one request."""
+        body = ('{"metrics": [' + ", ".join(lines) + "]}").encode()
+        req = urllib.request.Request(
+            url, data=body, method="POST", headers={"Content-Type": "application/json"}
+        )
+        if self.token:
+            req.add_header("Authorization", f"Bearer {self.token}")
+        with urllib.request.urlopen(req, timeout=self.timeout_s) as resp:
+            reply = resp.read()
+        self._note_reply(reply)
 
     def _note_reply(self, reply: bytes) -> None:
         """Keep the scheduler's batch size from the server's reply (``batch_size``)."""

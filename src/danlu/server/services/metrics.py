@@ -2,8 +2,6 @@
 
 from __future__ import annotations
 
-import json
-import math
 from collections.abc import Mapping, Sequence
 from typing import Any
 
@@ -11,60 +9,14 @@ from sqlalchemy import case, func, select, update
 from sqlalchemy.orm import Session
 
 from danlu.core.errors import SpecError
-from danlu.core.values import MAX_INT, check_text, quoted
+from danlu.core.metric_record import RecordError, check_record
 from danlu.server.db.models import Job, JobMetric
 from danlu.server.errors import ConflictError
 from danlu.server.services import observe
 from danlu.server.services.common import lock_row, resolve_now
 
 MAX_BATCH = 1000
-MAX_RECORD_BYTES = 16_384
 MAX_READ = 10_000
-
-
-def _clean(value: Any, field: str) -> Any:
-    """One metric value as stored: NaN and infinities become null (a diverged loss is still
-    a record, and the rest of its batch is kept); what the store cannot hold is an error."""
-    if isinstance(value, bool) or value is None:
-        return value
-    if isinstance(value, str):
-        check_text(value, field)
-        return value
-    if isinstance(value, int):
-        if abs(value) > MAX_INT:
-            raise SpecError(field, f"must be between -2**62 and 2**62 (got {quoted(value)})")
-        return value
-    if isinstance(value, float):
-        if not math.isfinite(value):
-            return None  # NaN / inf are not JSON: store null (the anomaly is the point)
-        return value
-    raise SpecError(field, "metric values must be numbers, strings, booleans or null")
-
-
-MAX_TIME = 253_402_300_800.0
-"""A record's ``time`` is below this: 10000-01-01 in POSIX seconds (a time in milliseconds or
-nanoseconds is far past it, and no clock formats a later year)."""
-
-
-def _seconds(value: Any, field: str) -> float:
-    """A record's ``time`` as a float; :class:`SpecError` naming ``field`` for anything but a
-    number of POSIX seconds from 0 to the year 9999 (a time in milliseconds or nanoseconds,
-    ``time.time_ns()``, is refused: it reads as a date thousands of years away)."""
-    if isinstance(value, bool) or not isinstance(value, int | float):
-        raise SpecError(field, "must be a number of POSIX seconds")
-    try:
-        seconds = float(value)
-    except OverflowError:  # an integer past ~1.8e308
-        seconds = math.inf
-    if not 0.0 <= seconds < MAX_TIME:  # NaN too
-        big = isinstance(value, int) and math.isinf(seconds)
-        shown = "an integer beyond 1e308" if big else quoted(value)
-        raise SpecError(
-            field,
-            f"must be POSIX seconds from 0 to {MAX_TIME:.0f} (the year 9999), got {shown}: "
-            "send time.time(), not milliseconds or nanoseconds",
-        )
-    return seconds
 
 
 def ingest(
@@ -74,7 +26,10 @@ def ingest(
     now: float | None = None,
 ) -> int:
     """Store ``records`` for ``job``; each needs an integer ``step`` (>= 0) and may carry a
-    ``time`` (POSIX seconds; default now) and flat scalar values. A ``checkpoint_step`` value
+    ``time`` (POSIX seconds; default now) and flat scalar values
+    (:func:`~danlu.core.metric_record.check_record`, which danlu.train's reporter runs
+    too). One record that fails refuses the whole batch (:class:`SpecError` naming
+    ``metrics.<i>``): nothing of it is stored. A ``checkpoint_step`` value
     updates the job's last checkpoint; while the job holds GPUs, the step times and the
     rest of danlu.train's record update its measurement (see
     :mod:`~danlu.server.services.observe`). Returns the number stored.
@@ -98,29 +53,17 @@ def ingest(
     checkpoint = job.checkpoint_step
     rows = []
     for i, record in enumerate(records):
-        where = f"metrics.{i}"
-        if not isinstance(record, Mapping):
-            raise SpecError(where, "each metric record must be an object")
-        step = record.get("step")
-        if isinstance(step, bool) or not isinstance(step, int) or not 0 <= step <= MAX_INT:
-            raise SpecError(f"{where}.step", f"an integer step in 0..{MAX_INT} is required")
-        when = _seconds(record.get("time", t), f"{where}.time")
-        for key in record:
-            check_text(str(key), where, "metric names")
-        data = {
-            str(k): _clean(v, f"{where}.{k}")
-            for k, v in record.items()
-            if k not in ("step", "time")
-        }
-        if len(json.dumps(data)) > MAX_RECORD_BYTES:
-            raise SpecError(where, f"a record may hold at most {MAX_RECORD_BYTES} bytes of JSON")
-        ckpt = data.get("checkpoint_step")
+        try:
+            checked = check_record(record, f"metrics.{i}", t)
+        except RecordError as exc:  # a plain SpecError: its class is the 422's error type
+            raise SpecError(exc.field, exc.message) from None
+        ckpt = checked.data.get("checkpoint_step")
         if isinstance(ckpt, int) and not isinstance(ckpt, bool):
-            if not 0 <= ckpt <= MAX_INT:
-                raise SpecError(f"{where}.checkpoint_step", f"must lie within 0..{MAX_INT}")
             checkpoint = max(checkpoint or 0, ckpt)
-        last = step if last is None else max(last, step)
-        rows.append(JobMetric(job_id=job.id, step=step, time=when, data=data))
+        last = checked.step if last is None else max(last, checked.step)
+        rows.append(
+            JobMetric(job_id=job.id, step=checked.step, time=checked.time, data=checked.data)
+        )
     session.add_all(rows)
     values: dict[str, Any] = {}
     if last is not None and last != job.last_step:

@@ -1,0 +1,130 @@
+"""The checks on one training metric record, shared by the API, which refuses a batch holding
+a record that fails them (422 naming ``metrics.<i>``), and by danlu.train's reporter, which
+leaves such a record out before it sends, so that the others of its request are stored.
+
+A record is a JSON object with an integer ``step`` (0..2**62), an optional ``time`` (POSIX
+seconds) and flat values: numbers (integers within 2**62; NaN and infinities become null),
+strings and names without NUL or lone surrogates, booleans and null; at most
+:data:`MAX_RECORD_BYTES` of JSON besides ``step`` and ``time``. A ``checkpoint_step`` value
+that is an integer lies within 0..2**62."""
+
+from __future__ import annotations
+
+import json
+import math
+from collections.abc import Mapping
+from dataclasses import dataclass
+from typing import Any
+
+from danlu.core.errors import SpecError
+from danlu.core.values import MAX_INT, check_text, quoted
+
+MAX_RECORD_BYTES = 16_384
+"""The most JSON one record's values (``step`` and ``time`` aside) may take."""
+
+MAX_TIME = 253_402_300_800.0
+"""A record's ``time`` is below this: 10000-01-01 in POSIX seconds (a time in milliseconds or
+nanoseconds is far past it, and no clock formats a later year)."""
+
+VALUE_TYPES = "metric values must be numbers, strings, booleans or null"
+
+
+class RecordError(SpecError):
+    """A metric record the API refuses: ``field`` and ``message`` as for any
+    :class:`SpecError`, and ``reason``, the fault without the value it quotes (every record
+    with a time in milliseconds has the same ``reason``: a reporter warns once for all)."""
+
+    def __init__(self, field: str, message: str, reason: str | None = None) -> None:
+        super().__init__(field, message)
+        self.reason = message if reason is None else reason
+
+
+@dataclass(frozen=True)
+class MetricRecord:
+    """A record as stored: its step, its time and its other values (NaN as null)."""
+
+    step: int
+    time: float
+    data: dict[str, Any]
+
+
+def _at(where: str, name: str) -> str:
+    """The dotted field ``name`` of the record at ``where`` (``""``: the record itself)."""
+    return f"{where}.{name}" if where else name
+
+
+def check_record(record: Any, where: str, now: float) -> MetricRecord:
+    """``record`` as stored (``time`` defaults to ``now``), or :class:`RecordError` naming
+    the first field that fails (``where``, say ``metrics.5``, prefixes the field; a fault of
+    the whole record names ``where`` itself). The checks run in a fixed order (step, time,
+    names, values, size, checkpoint step), so the API and the reporter name the same one."""
+    if not isinstance(record, Mapping):
+        raise RecordError(where, "each metric record must be an object")
+    step = record.get("step")
+    if isinstance(step, bool) or not isinstance(step, int) or not 0 <= step <= MAX_INT:
+        raise RecordError(_at(where, "step"), f"an integer step in 0..{MAX_INT} is required")
+    when = _seconds(record.get("time", now), _at(where, "time"))
+    for key in record:
+        _text(str(key), where, "metric names")
+    data = {
+        str(k): _clean(v, _at(where, str(k)))
+        for k, v in record.items()
+        if k not in ("step", "time")
+    }
+    if len(json.dumps(data)) > MAX_RECORD_BYTES:
+        raise RecordError(where, f"a record may hold at most {MAX_RECORD_BYTES} bytes of JSON")
+    ckpt = data.get("checkpoint_step")
+    if isinstance(ckpt, int) and not isinstance(ckpt, bool) and not 0 <= ckpt <= MAX_INT:
+        raise RecordError(_at(where, "checkpoint_step"), f"must lie within 0..{MAX_INT}")
+    return MetricRecord(step, when, data)
+
+
+def _text(text: str, field: str, what: str = "") -> None:
+    """:func:`~danlu.core.values.check_text`, its :class:`SpecError` as a
+    :class:`RecordError`."""
+    try:
+        check_text(text, field, what)
+    except SpecError as exc:
+        raise RecordError(exc.field, exc.message) from None
+
+
+def _clean(value: Any, field: str) -> Any:
+    """One metric value as stored: NaN and infinities become null (a diverged loss is still
+    a record, and the rest of its batch is kept); what the store cannot hold is an error."""
+    if isinstance(value, bool) or value is None:
+        return value
+    if isinstance(value, str):
+        _text(value, field)
+        return value
+    if isinstance(value, int):
+        if abs(value) > MAX_INT:
+            raise RecordError(
+                field,
+                f"must be between -2**62 and 2**62 (got {quoted(value)})",
+                "must be between -2**62 and 2**62",
+            )
+        return value
+    if isinstance(value, float):
+        if not math.isfinite(value):
+            return None  # NaN / inf are not JSON: store null (the anomaly is the point)
+        return value
+    raise RecordError(field, VALUE_TYPES)
+
+
+def _seconds(value: Any, field: str) -> float:
+    """A record's ``time`` as a float; :class:`RecordError` naming ``field`` for anything but
+    a number of POSIX seconds from 0 to the year 9999 (a time in milliseconds or nanoseconds,
+    ``time.time_ns()``, is refused: it reads as a date thousands of years away)."""
+    if isinstance(value, bool) or not isinstance(value, int | float):
+        raise RecordError(field, "must be a number of POSIX seconds")
+    try:
+        seconds = float(value)
+    except OverflowError:  # an integer past ~1.8e308
+        seconds = math.inf
+    if not 0.0 <= seconds < MAX_TIME:  # NaN too
+        big = isinstance(value, int) and math.isinf(seconds)
+        shown = "an integer beyond 1e308" if big else quoted(value)
+        hint = "send time.time(), not milliseconds or nanoseconds"
+        span = f"must be POSIX seconds from 0 to {MAX_TIME:.0f} (the year 9999)"
+        raise RecordError(field, f"{span}, got {shown}: {hint}", f"{span}: {hint}")
+    return seconds
