@@ -59,8 +59,10 @@ def run_estimate(
 
     Every verdict (the traced batch's, each ``--sweep`` row's, ``--max-batch``) is judged
     against one limit: ``--gpu-memory`` when given (the replay then models a GPU of that
-    size), else the GPU's capacity; the output says which (``limit_bytes``,
-    ``limit_source``)."""
+    size; one above the GPU's capacity is capped there, with a note: it is a share of one
+    GPU), else the GPU's capacity;
+    the output says which (``limit_bytes``, ``limit_source``). M(b) is fitted from every
+    traced batch size: ``--fit-points`` and ``--batch-size``."""
     from dataclasses import replace
 
     from rich.console import Console
@@ -97,6 +99,13 @@ def run_estimate(
     if limit <= 0:
         raise SpecError("--gpu-memory", f"{gpu_memory!r} is no memory; write e.g. 80GiB")
     limit_source = "--gpu-memory" if gpu_memory else "capacity"
+    if limit > gpu.capacity_bytes:  # a share of one GPU: capped, as the server caps a share
+        err.print(
+            f"note: --gpu-memory {gpu_memory} ({format_bytes(limit)}) is more than the "
+            f"{gpu.name}'s capacity of {format_bytes(gpu.capacity_bytes)}: judged against "
+            "the capacity (the limit is a share of one GPU; choose a larger --gpu for more)"
+        )
+        limit, limit_source = gpu.capacity_bytes, "capacity"
     limit_label = f"{format_bytes(limit)} ({limit_source})"
     judged = replace(gpu, capacity_bytes=limit)  # the GPU the verdicts are for
     margin_bytes = _margin_bytes(margin, limit)
@@ -154,12 +163,11 @@ def run_estimate(
     rows: list[dict[str, Any]] = []
     if need_fit:
         t1 = time.perf_counter()
-        by_b = {t.batch_size: t for t in traces}
-        model = FittedMemoryModel(
-            [estimates[b] for b in points], judged, traces=[by_b[b] for b in points]
-        )
+        # every traced batch, --batch-size's too: exact there, and the range the fit answers
+        # (the --sweep refusals, the --max-batch search) reaches from the largest of them
+        model = FittedMemoryModel([estimates[b] for b in sizes], judged, traces=traces)
         result["fit"] = {
-            "points": points,
+            "points": sizes,
             "c_step": int(model.logical.c_step),
             "c0": int(model.logical.c0),
             "slope": int(model.logical.slope),
@@ -224,7 +232,7 @@ def run_estimate(
     if rows:
         st = Table(
             title="M(b) (fitted from b = "
-            + ",".join(map(str, points))
+            + ",".join(map(str, sizes))
             + f"; verdicts within {limit_label})"
         )
         for col in ("batch", "logical", "reserved", "on the GPU", ""):
@@ -332,7 +340,9 @@ def register(app: typer.Typer) -> None:
             str,
             typer.Option(help="safety margin for --max-batch: a size (2GiB) or a share (5%)"),
         ] = "5%",
-        fit_points: Annotated[str, typer.Option(help="batch sizes traced to fit M(b)")] = "1,2,4",
+        fit_points: Annotated[
+            str, typer.Option(help="batch sizes traced to fit M(b) (with --batch-size)")
+        ] = "1,2,4",
         gpu_table: Annotated[
             str | None, typer.Option(help="JSON file recalibrating the GPU table")
         ] = None,

@@ -255,6 +255,19 @@ class FittedMemoryModel:
             / max(1, top.peak_logical_bytes),
         )
 
+    def for_gpu(self, gpu: GpuSpec) -> FittedMemoryModel:
+        """The same traces replayed for ``gpu`` (another GPU type: its CUDA context, cuBLAS
+        workspaces and capacity), fitted alike; needs the traces (``traces=``)."""
+        traces = [self.traces[b] for b in sorted(self.traces)]
+        if len(traces) != len(self.estimates):
+            raise ValueError("for_gpu needs the model's traces: build it with traces=")
+        return FittedMemoryModel(
+            [replay(t, gpu) for t in traces],
+            gpu,
+            max_extrapolation=self.logical.max_extrapolation,
+            traces=traces,
+        )
+
     def predict_logical(self, batch_size: int) -> int:
         """Live tensor bytes at the step's peak."""
         if batch_size in self.estimates:
@@ -330,6 +343,18 @@ def estimate_memory(
     """Trace ``req`` (every batch size in one subprocess, taken from ``workers`` when given)
     and replay each trace for ``gpu``."""
     return [replay(t, gpu) for t in trace(req, progress, timeout_s, workers)]
+
+
+def estimate_memory_on(
+    req: TraceRequest,
+    gpus: Sequence[GpuSpec],
+    workers: WarmTracers | None = None,
+    timeout_s: float = 1800.0,
+) -> list[list[MemoryEstimate]]:
+    """:func:`estimate_memory` for each of ``gpus`` from one trace of ``req``: the estimates
+    of every traced batch size, one list per GPU, in the order of ``gpus``."""
+    traces = trace(req, None, timeout_s, workers)
+    return [[replay(t, gpu) for t in traces] for gpu in gpus]
 
 
 def fit_memory_model(

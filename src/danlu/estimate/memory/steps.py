@@ -16,6 +16,7 @@ from typing import Any
 import torch
 
 from danlu.core.errors import SpecError
+from danlu.estimate.memory.trace_result import module_path_problem
 
 Marker = Callable[[str], None]
 
@@ -40,6 +41,9 @@ def load_factory(model_ref: str, sys_path: tuple[str, ...] = ()) -> Callable[[],
     module_name, sep, attr = model_ref.partition(":")
     if not sep or not module_name or not attr:
         raise SpecError("MODEL_REF", f"{model_ref!r} is not of the form package.module:factory")
+    problem = module_path_problem(module_name)
+    if problem:  # importlib would raise TypeError (relative) or ValueError (empty name)
+        raise SpecError("MODEL_REF", problem)
     try:
         module = importlib.import_module(module_name)
     except ImportError as exc:
@@ -59,8 +63,10 @@ def load_factory(model_ref: str, sys_path: tuple[str, ...] = ()) -> Callable[[],
 
 
 def build(factory: Callable[[], Any], model_ref: str) -> tuple[torch.nn.Module, Any, Any]:
-    """Call the factory and check it returned ``(model, make_batch, loss_fn)``; a factory
-    that cannot be called without arguments is a :class:`SpecError` naming ``model_ref``."""
+    """Call the factory and check it returned ``(model, make_batch, loss_fn)`` with at
+    least one trainable parameter (else the optimizer, built next, fails with an empty
+    parameter list); a factory that cannot be called without arguments, or a model with no
+    trainable parameter, is a :class:`SpecError` naming ``model_ref``."""
     try:
         inspect.signature(factory).bind()
     except TypeError as exc:
@@ -80,6 +86,19 @@ def build(factory: Callable[[], Any], model_ref: str) -> tuple[torch.nn.Module, 
         raise SpecError(
             "MODEL_REF",
             f"{model_ref} must return (model, make_batch, loss_fn) with an nn.Module first",
+        )
+    params = list(out[0].parameters())
+    if not any(p.requires_grad for p in params):  # checked before the optimizer is built
+        if params:
+            what = "all its parameters are frozen (requires_grad=False)"
+        elif any(True for _ in out[0].buffers()):
+            what = "it has buffers only"
+        else:
+            what = "it has no parameters"
+        raise SpecError(
+            "MODEL_REF",
+            f"{model_ref} returns a model with no trainable parameters ({what}): a training "
+            "step has nothing to update; return the model whose parameters the job trains",
         )
     return out
 

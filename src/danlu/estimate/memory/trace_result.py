@@ -64,6 +64,22 @@ class TraceRequest:
         return cls(**data)
 
 
+def module_path_problem(module_name: str) -> str:
+    """Why ``module_name`` (a model reference's part before ``:``) cannot be imported as
+    the absolute module path the tracer imports (``""``: it may be): a file path
+    (``./models.py``), a relative import (``.zoo``) or an empty part (``a..b``). The message
+    completes "cannot import ...": it says to give a module path instead."""
+    if all(part.isidentifier() for part in module_name.split(".")):
+        return ""
+    stem = module_name.rstrip("/").rsplit("/", 1)[-1].removesuffix(".py").lstrip(".")
+    example = stem if stem.isidentifier() else "package.module"
+    return (
+        f"cannot import {module_name!r}: give a module path, not a file path or a relative "
+        f"import, e.g. {example}:factory run from the directory that holds {example}.py "
+        "(or with it on PYTHONPATH)"
+    )
+
+
 @dataclass
 class StepTrace:
     """The logical allocation sequence of one traced run at one batch size.

@@ -29,7 +29,13 @@ from typing import IO
 from danlu.core.errors import DataError, SpecError
 from danlu.core.spec import MAX_BATCH
 from danlu.core.values import range_message
-from danlu.estimate.memory.trace_result import PRECISIONS, TARGETS, StepTrace, TraceRequest
+from danlu.estimate.memory.trace_result import (
+    PRECISIONS,
+    TARGETS,
+    StepTrace,
+    TraceRequest,
+    module_path_problem,
+)
 
 Progress = Callable[[int, int, int], None]
 """``progress(done, total, batch_size)`` while tracing."""
@@ -56,6 +62,9 @@ def validate(req: TraceRequest) -> None:
             f"{req.model_ref!r} is not of the form "
             "package.module:factory (e.g. danlu.estimate.zoo:gpt2_124m)",
         )
+    problem = module_path_problem(req.model_ref.partition(":")[0])
+    if problem:
+        raise SpecError("MODEL_REF", problem)
     top = req.model_ref.partition(":")[0].split(".")[0]
     where = (*req.sys_path, os.getcwd())
     if importlib.util.find_spec(top) is None and not any(

@@ -16,6 +16,7 @@ from typing import TYPE_CHECKING, Any, TypeVar
 
 from danlu.config import DEFAULT_TRACE_MODULES
 from danlu.core.cluster import Cluster
+from danlu.core.errors import SpecError
 from danlu.core.spec import AUTO_FAMILY, JobSpec
 from danlu.core.values import quoted
 
@@ -38,12 +39,13 @@ class Estimate:
     family: str | None = None
 
 
-def _gpu_spec(spec: JobSpec, cluster: Cluster) -> GpuSpec:
-    """The GPU to plan ``spec`` for: of the nodes with GPUs of a type it accepts, the one with
-    the least usable memory (the job may land on any), as the memory model sees it
-    (:func:`~danlu.estimate.memory.gpus.gpu_for_memory`: the table's entry, its capacity at
-    most the node's GPU memory; a type the table lacks from that memory). Without such a
-    node: the table's entry of a type the job names, else the default GPU's."""
+def _gpu_specs(spec: JobSpec, cluster: Cluster) -> list[GpuSpec]:
+    """The GPUs ``spec`` may land on, as the memory model sees them, the one with the least
+    usable memory first (the capacity checks plan for it): of the nodes with GPUs of a type
+    it accepts, each distinct one (:func:`~danlu.estimate.memory.gpus.gpu_for_memory`: the
+    table's entry, its capacity at most the node's GPU memory; a type the table lacks from
+    that memory). Without such a node: the table's entry of a type the job names, else the
+    default GPU's."""
     from danlu.core.errors import UnknownNameError
     from danlu.estimate.memory.gpus import get_gpu, gpu_for_memory
 
@@ -54,17 +56,25 @@ def _gpu_spec(spec: JobSpec, cluster: Cluster) -> GpuSpec:
         if node.gpus <= 0 or (wanted and kind.name.lower() not in wanted):
             continue
         try:
-            found.append(gpu_for_memory(kind.name, kind.memory))
+            gpu = gpu_for_memory(kind.name, kind.memory)
         except UnknownNameError:  # a type the table lacks, of unknown memory
             continue
+        if gpu not in found:
+            found.append(gpu)
     if found:
-        return min(found, key=lambda g: (g.capacity_bytes - g.context_bytes, g.capacity_bytes))
+        return sorted(found, key=lambda g: (g.capacity_bytes - g.context_bytes, g.capacity_bytes))
     for name in wanted:
         try:
-            return get_gpu(name)
+            return [get_gpu(name)]
         except UnknownNameError:
             continue
-    return get_gpu(DEFAULT_GPU)
+    return [get_gpu(DEFAULT_GPU)]
+
+
+def _gpu_spec(spec: JobSpec, cluster: Cluster) -> GpuSpec:
+    """The GPU to check ``spec``'s capacity against: of those it may land on
+    (:func:`_gpu_specs`), the one with the least usable memory."""
+    return _gpu_specs(spec, cluster)[0]
 
 
 def _data_parallel(spec: JobSpec) -> bool:
@@ -98,22 +108,21 @@ def untraceable(model_ref: str, modules: Sequence[str]) -> str:
 def _predict(
     model_ref: str,
     batch_size: int,
-    gpu: GpuSpec,
+    gpus: Sequence[GpuSpec],
     data_parallel: bool = False,
     workers: WarmTracers | None = None,
     timeout: float = 1800.0,
 ) -> tuple[int, str | None]:
-    """(peak bytes on the GPU, model family) of one trace at ``batch_size`` on ``gpu``
-    (``data_parallel``: under DDP, its gradient buckets counted)."""
-    from danlu.estimate.memory import TraceRequest, estimate_memory
+    """(peak bytes on the GPU, model family) of one trace at ``batch_size``: the largest
+    peak over ``gpus`` (the job may land on any; their CUDA contexts and cuBLAS workspaces
+    differ), ``data_parallel``: under DDP, its gradient buckets counted."""
+    from danlu.estimate.memory import TraceRequest
+    from danlu.estimate.memory.predict import estimate_memory_on
 
-    estimates = estimate_memory(
-        TraceRequest(model_ref, (batch_size,), data_parallel=data_parallel),
-        gpu,
-        workers=workers,
-        timeout_s=timeout,
-    )
-    return max(e.peak_device_bytes for e in estimates), estimates[0].family
+    req = TraceRequest(model_ref, (batch_size,), data_parallel=data_parallel)
+    per_gpu = estimate_memory_on(req, gpus, workers, timeout)
+    peak = max(e.peak_device_bytes for estimates in per_gpu for e in estimates)
+    return peak, per_gpu[0][0].family
 
 
 def _auto_batch(spec: JobSpec) -> int:
@@ -124,13 +133,17 @@ def _auto_batch(spec: JobSpec) -> int:
     counts DDP's buckets from two GPUs up, an upper bound for ``1..N`` at one GPU.
 
     The spec names no micro-batch or accumulation: a launch caps the split at the job's
-    ``micro_batch_limit``, which an ``auto`` job gets from this batch's peak
-    (:func:`_largest_micro_batch`), so the policy's larger batches accumulate within the
-    share. Without ``global_batch_size`` (no ``DANLU_BATCH_SIZE`` then) the split is of
-    ``min_batch_size``, else 1."""
+    ``micro_batch_limit``, which an ``auto`` job gets from this batch's peak, never below
+    this batch (:func:`_largest_micro_batch`), so the policy's larger batches accumulate
+    within the share. Without ``global_batch_size`` (no ``DANLU_BATCH_SIZE`` then) the
+    split is of ``min_batch_size``, else 1."""
     hints = spec.training
     batch = hints.global_batch_size or hints.min_batch_size or 1
     return -(-batch // max(1, spec.resources.gpus.min))
+
+
+_SPEC_FIELDS = {"MODEL_REF": "training.model"}
+"""The job spec's name of a field the tracer names as ``danlu estimate`` does."""
 
 
 def _in_worker(fn: Callable[..., T], timeout: float, *args: Any) -> tuple[T | None, str]:
@@ -141,6 +154,10 @@ def _in_worker(fn: Callable[..., T], timeout: float, *args: Any) -> tuple[T | No
         return future.result(timeout=timeout), ""
     except concurrent.futures.TimeoutError:
         return None, f"timed out after {timeout:g}s"
+    except SpecError as exc:  # the model reference is the job spec's training.model
+        field = _SPEC_FIELDS.get(exc.field, exc.field)
+        log.info("memory estimate of %s refused: %s", args[0] if args else fn, exc)
+        return None, f"failed ({field}: {exc.message})" if field else f"failed ({exc.message})"
     except Exception as exc:  # the tracer runs arbitrary user models: any failure falls back
         log.info("memory estimate of %s failed: %s", args[0] if args else fn, exc)
         return None, f"failed ({exc})"
@@ -206,7 +223,7 @@ def _trace_auto_batch(
         timeout,
         model,
         _auto_batch(spec),
-        _gpu_spec(spec, cluster),
+        _gpu_specs(spec, cluster),
         _data_parallel(spec),
         workers,
         timeout,
@@ -220,7 +237,7 @@ trusted up to 32 x the largest)."""
 
 def _largest_micro_batch(
     model_ref: str,
-    gpu: GpuSpec,
+    gpus: Sequence[GpuSpec],
     limit: int | None,
     upper: int,
     auto_batch: int | None = None,
@@ -229,31 +246,48 @@ def _largest_micro_batch(
     timeout: float = 1800.0,
 ) -> tuple[int | None, int | None, str | None]:
     """(the largest safe micro-batch, the peak at ``auto_batch``, the model family): one
-    trace subprocess. With ``auto_batch`` (``gpu_memory: auto``) that batch is traced too,
-    its peak is the job's memory share and bounds the micro-batch (``limit`` is then
-    ignored). The budget is ``limit``, never more than ``gpu``'s capacity (the node's GPU
-    memory: :func:`_gpu_spec`); ``data_parallel``: DDP's gradient buckets counted."""
+    trace subprocess, replayed for each of ``gpus`` (the job may land on any:
+    :func:`_gpu_specs`). The micro-batch is the smallest of their answers, each with 5 %
+    of its budget spare: ``limit``, never more than that GPU's capacity (the node's GPU
+    memory); ``data_parallel``: DDP's gradient buckets counted.
+
+    With ``auto_batch`` (``gpu_memory: auto``) that batch is traced too: its largest peak
+    over ``gpus`` is the job's memory share, which is then the budget (``limit`` is
+    ignored). The micro-batch is never below ``auto_batch``: the share was sized for it,
+    exactly (a traced batch), and a launch caps the per-GPU split at the micro-batch, so a
+    smaller one would never run the batch the job is charged for."""
     from danlu.estimate.memory import TraceRequest, fit_memory_model
     from danlu.estimate.optimize import largest_safe_batch
 
     sizes = tuple(sorted({*MICRO_BATCH_TRACES, *([auto_batch] if auto_batch else [])}))
-    fitted = fit_memory_model(
+    first = fit_memory_model(
         TraceRequest(model_ref, sizes, data_parallel=data_parallel),
-        gpu,
+        gpus[0],
         workers=workers,
         timeout_s=timeout,
     )
+    fitted = [first, *(first.for_gpu(gpu) for gpu in gpus[1:])]
     peak = None
     if auto_batch:  # traced: exact, as resolve_gpu_memory's own trace would give it
-        peak = fitted.estimates[auto_batch].peak_device_bytes
+        peak = max(f.estimates[auto_batch].peak_device_bytes for f in fitted)
         limit = peak
-    budget = gpu.capacity_bytes if limit is None else min(limit, gpu.capacity_bytes)
+    micro: int | None
     try:
-        micro = largest_safe_batch(fitted, budget, upper)
+        answers = [
+            largest_safe_batch(
+                f,
+                f.gpu.capacity_bytes if limit is None else min(limit, f.gpu.capacity_bytes),
+                upper,
+            )
+            for f in fitted
+        ]
+        micro = None if None in answers else min(a for a in answers if a is not None)
     except Exception as exc:  # the peak still stands without a micro-batch limit
         log.info("micro-batch limit of %s failed: %s", model_ref, exc)
         micro = None
-    return micro, peak, fitted.estimates[max(fitted.estimates)].family
+    if auto_batch:
+        micro = max(micro or 0, auto_batch)  # at most upper: the global batch holds it
+    return micro, peak, first.estimates[max(first.estimates)].family
 
 
 def _micro_limit_inputs(spec: JobSpec) -> tuple[str, int] | None:
@@ -285,7 +319,7 @@ def _traced_micro_batch(
         _largest_micro_batch,
         timeout,
         model,
-        _gpu_spec(spec, cluster),
+        _gpu_specs(spec, cluster),
         limit,
         upper,
         auto_batch,
@@ -349,10 +383,10 @@ def resolve_micro_batch_limit(
 ) -> int | None:
     """The largest per-GPU micro-batch of an elastic job with a global batch and a
     ``training.model`` that its memory model predicts to fit, with 5 % spare, in
-    ``gpu_memory`` bytes (its memory share) or else the whole GPU of its type; at most the
-    job's largest batch. None for other jobs, and when the estimate fails or times out (then
-    ``danlu.train``'s OOM guard finds the micro-batch), or the model may not be traced
-    (``modules``)."""
+    ``gpu_memory`` bytes (its memory share) or else the whole GPU, on every GPU type it may
+    land on (:func:`_gpu_specs`); at most the job's largest batch. None for other jobs, and
+    when the estimate fails or times out (then ``danlu.train``'s OOM guard finds the
+    micro-batch), or the model may not be traced (``modules``)."""
     if _skipped(spec, modules) is not None:
         return None
     return _micro_batch_limit(spec, cluster, timeout, gpu_memory, workers)[0]
