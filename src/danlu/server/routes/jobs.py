@@ -82,7 +82,10 @@ def submit_job(spec: JobSpec, user: Caller, state: State) -> dict[str, Any]:
                 else "model family not inferred (no layer it knows, or the trace failed): "
                 "the interference model uses its median pair"
             )
-        if notes:
+        if notes and job.waiting_on is not None:
+            # what it waits for first (jobs.submit wrote it): a round does not rewrite it
+            job.pending_reason = f"{job.pending_reason}; {'; '.join(notes)}"
+        elif notes:
             job.pending_reason = f"waiting for the next scheduling round ({'; '.join(notes)})"
         out = job_out(job)
     if state.wake is not None:

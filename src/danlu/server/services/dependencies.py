@@ -224,12 +224,14 @@ def due(session: Session) -> list[tuple[str, Verdict]]:
 
 def record(session: Session, job_id: str, verdict: Verdict) -> bool:
     """Store a waiting job's new ``verdict`` (one that it can still run on); False when the
-    job no longer waits (started, cancelled or judged by another pass meanwhile)."""
+    job no longer waits (started, cancelled or judged by another pass meanwhile). A held
+    job's reason is left naming who held it."""
     job = session.scalar(select(Job).where(Job.id == job_id))
     if job is None or job.state != JobState.PENDING.value or job.waiting_on is None:
         return False
     job.waiting_on = verdict.waiting_on
-    job.pending_reason = verdict.reason or "dependencies met: waiting for the next round"
+    if job.held_at is None:  # a held job keeps saying who held it; its release says the rest
+        job.pending_reason = verdict.reason or "dependencies met: waiting for the next round"
     try:
         session.flush()
     except StaleDataError:

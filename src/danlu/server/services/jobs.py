@@ -23,7 +23,7 @@ from danlu.core.sweep import MEMBERSHIP_ENV
 from danlu.core.units import format_bytes, format_duration
 from danlu.server.db.models import Gpu, Job, JobEvent, JobRun, Node, User
 from danlu.server.errors import ConflictError, NotFoundError, PermissionDenied
-from danlu.server.services import admission, dependencies, members, webhooks
+from danlu.server.services import admission, dependencies, members, pending_reasons, webhooks
 from danlu.server.services.bulk import EventBatch, flush_jobs
 from danlu.server.services.cluster import load_cluster
 from danlu.server.services.common import by_id, lock_row, resolve_now, state_values
@@ -411,11 +411,7 @@ def _transition(
         job.restarts += 1
         job.next_attempt_at = t + restart_backoff(job.restarts, RESTART_BACKOFF_SECONDS)
     elif new is JobState.PENDING:
-        job.pending_reason = (
-            "preempted: re-queued to resume from its checkpoint"
-            if old is JobState.PREEMPTING
-            else f"restart {job.restarts} after a failure"
-        )
+        job.pending_reason = pending_reasons.requeued(job, old)
     if new.terminal:
         job.finished_at = t
         job.pending_reason = None
@@ -530,7 +526,9 @@ def hold(
     resumes from its checkpoint once released). Holding a held job, or releasing one that is
     not, changes nothing. A finished job, or a running one that is not preemptible, cannot
     be held (:class:`ConflictError`: cancel that one instead); a held job can always be
-    released, and a running one released before its preemption keeps running."""
+    released, and a running one released before its preemption keeps running. A held job's
+    ``pending_reason`` names who held it, also once a job held while it ran is re-queued; a
+    released one's names what it waits for (:mod:`~danlu.server.services.pending_reasons`)."""
     job = locked_job(session, job_id, viewer)
     state = JobState(job.state)
     if held and state.terminal:  # before "unchanged": a job held before it ended too
@@ -545,12 +543,14 @@ def hold(
             )
         job.held_at = resolve_now(now)
         who = viewer.name if viewer is not None else "the system"
-        if state is JobState.PENDING:
-            job.pending_reason = f"held by {who}"
+        # also while it holds GPUs: the reason it gets once re-queued (_transition keeps it)
+        job.pending_reason = pending_reasons.held_by(who)
     else:
         job.held_at = None
-        if job.state == JobState.PENDING.value:
-            job.pending_reason = "released: waiting for the next round"
+        if state is JobState.PENDING:
+            job.pending_reason = pending_reasons.released(session, job)
+        elif not state.terminal:  # it holds GPUs yet: its re-queue writes its own reason
+            job.pending_reason = None
     flush_or_conflict(session, job.id)
     return job
 
@@ -662,7 +662,7 @@ def settle_exit(
         delay = restart_backoff(job.restarts, RESTART_BACKOFF_SECONDS)
         job.next_attempt_at = t + delay
         first = ends(JobState.PENDING, f"{reason}; restart counted, retry after {delay:g}s")
-        job.pending_reason = f"restart {job.restarts} after a failure"
+        job.pending_reason = pending_reasons.requeued(job, JobState.RESTARTING)
         return [first]
     if job.restarts < job_spec(job).max_restarts:
         first = ends(JobState.RESTARTING, reason)
@@ -698,7 +698,8 @@ def requeue_unlaunched(session: Session, job: Job, error: str, now: float | None
     delay = restart_backoff(int(earlier or 0) + 1, RESTART_BACKOFF_SECONDS, NODE_RETRY_CAP_SECONDS)
     job.next_attempt_at = t + delay
     change_state(session, job, JobState.PENDING, f"re-queued; retry after {delay:g}s", t)
-    job.pending_reason = reason
+    if job.held_at is None:  # a held job keeps saying who held it
+        job.pending_reason = reason
 
 
 def requeue_lost(session: Session, job: Job, lost: list[str], now: float | None = None) -> None:
