@@ -125,7 +125,11 @@ class TrainContext:
         self._t_last = time.perf_counter()
         self._memory_read_at = -math.inf  # perf_counter of the last memory_bytes read
         self._memory_bytes = 0
-        self._scheduler_batch: int | None = None  # launch's (env), else the first reply's
+        self._scheduler_batch: int | None = None
+        """The global batch the scheduler asked last: the launch's (``DANLU_GLOBAL_BATCH_SIZE``),
+        else the first reply's, then each ``Rebatch``; a restored checkpoint's until
+        :meth:`adopt_launch_batch` (the same on every rank: set at launch, by broadcasts and
+        from the one checkpoint)."""
         self._target_epochs: int | None = None  # set by epochs(n): what progress counts to
         self._target_steps: int | None = None  # set by stop_at_step(n): progress counts to it too
         self._follows_api = env.metrics_url is not None
@@ -442,9 +446,16 @@ class TrainContext:
 
     def adopt_launch_batch(self, global_batch: int) -> None:
         """Train at the global batch the scheduler launched this run with
-        (``DANLU_GLOBAL_BATCH_SIZE``), also over a restored checkpoint's; later changes
-        arrive through :meth:`_follow_scheduler`."""
+        (``DANLU_GLOBAL_BATCH_SIZE``), also over a restored checkpoint's, unless the scheduler
+        asks the batch it had asked when the checkpoint was written: the restored batch
+        (with one the job tuned itself, an adaptive batch) then holds, so that the resume is
+        exact. A checkpoint written before it held the scheduler's batch, or by a run that
+        never had one, takes the launch batch. Later changes arrive through
+        :meth:`_follow_scheduler`."""
+        before = self._scheduler_batch  # the restored checkpoint's (None: fresh or older)
         self._scheduler_batch = global_batch
+        if before == global_batch:
+            return  # the scheduler did not change its mind while the job was down
         if global_batch != self.batch.global_batch:
             self._set_global(global_batch, launch=True)
 
@@ -588,6 +599,7 @@ class TrainContext:
             "norm_cadence": self.engine.cadence.state_dict(),
             "goodput": self.goodput.state_dict() if self.goodput is not None else None,
             "gns": gns.state_dict() if (gns := self._gradient_noise) is not None else None,
+            "scheduler_batch": self._scheduler_batch,
         }
 
     def save(self, metrics: dict[str, float] | None = None) -> None:
@@ -679,6 +691,11 @@ class TrainContext:
             self.goodput.load_state_dict(ds["goodput"])
         if ds.get("gns") is not None and (gns := self._gradient_noise) is not None:
             gns.load_state_dict(ds["gns"])
+        # older checkpoints: the live value stays. After a rollback, a Rebatch received since
+        # the checkpoint differs from it and _follow_scheduler applies it again
+        if "scheduler_batch" in ds:
+            saved = ds["scheduler_batch"]
+            self._scheduler_batch = int(saved) if saved is not None else None
         return True
 
     # ------------------------------------------------------------------ lifecycle
