@@ -9,8 +9,15 @@ node's GPUs of the allocation and torchrun's ``PET_*`` settings for the job's no
 partition should be danlu's alone: a job Slurm places there by itself is not seen by danlu.
 
 Files: the state directory (``runs/JOB_ID/``: the launch record, the task description, the
-batch script, a stop request, the final result) and the logs (``JOB_ID.log``, appended across
-runs) must be on a filesystem the nodes share, as Slurm clusters' home directories are.
+batch script, a stop request, the final result; ``work/JOB_ID/``: the working directory of a
+job without ``workdir``) and the logs (``JOB_ID.log``, appended across runs) must be on a
+filesystem the nodes share, as Slurm clusters' home directories are.
+
+- **Working directory.** A job runs in its ``workdir``; one without runs in
+  ``STATE_DIR/work/JOB_ID/``, made at its first launch and kept across its runs (what it
+  writes there, a checkpoint, a results file, is there at its next run after a preemption or
+  a failure), apart from the executor's records (``runs/JOB_ID/``, emptied at each launch),
+  and deleted with the job's log when the job is discarded (:meth:`SlurmExecutor.discard`).
 
 - **Environment.** The submission's environment is the job's: ``base_env`` and the job's own
   ``env`` (without ``SLURM_*``, ``SBATCH_*``, ``SRUN_*`` or ``SALLOC_*`` variables, which would
@@ -79,6 +86,7 @@ from danlu.executors.base import (
     master_port,
     node_devices,
     refreshed_cluster,
+    validate_job_id,
 )
 from danlu.executors.errors import (
     ExecutorError,
@@ -174,6 +182,7 @@ class SlurmExecutor(RunDirExecutor, MultiNodeExecutor, GpuSharingExecutor):
         self._partition = partition
         self._gpu_type = gpu_type
         self._init_runs(state_dir, log_dir, cancel_grace, clock)
+        self._work = self._runs.parent / "work"
         try:
             slurm_pattern(str(self._log_dir.resolve()))
         except ExecutorError as exc:
@@ -284,6 +293,12 @@ class SlurmExecutor(RunDirExecutor, MultiNodeExecutor, GpuSharingExecutor):
     def _submit(self, job: JobLaunch, run_dir: Path, names: list[str]) -> Handle:
         log_path, offset = self._open_log(self._log_dir, job.job_id)
         run_dir.mkdir(mode=0o700)
+        workdir = job.workdir
+        if workdir is None:
+            self._work.mkdir(exist_ok=True, mode=0o700)
+            work = self._work_dir(job.job_id)
+            work.mkdir(exist_ok=True, mode=0o700)
+            workdir = str(work)
         addresses = {n.name: n.address for n in self._nodes or ()}
         devices = node_devices(job, self.inventory())
         env = self.job_env(job)
@@ -291,7 +306,7 @@ class SlurmExecutor(RunDirExecutor, MultiNodeExecutor, GpuSharingExecutor):
         task = {
             "command": job.command,
             "env": env,
-            "workdir": job.workdir,
+            "workdir": workdir,
             "devices": {name: ",".join(found) for name, found in devices.items()},
             "nodes": names,
             "master_addr": addresses.get(names[0], names[0]) if names else "127.0.0.1",
@@ -322,7 +337,7 @@ class SlurmExecutor(RunDirExecutor, MultiNodeExecutor, GpuSharingExecutor):
             "--export=DANLU_TOKEN" if token is not None else "--export=NONE",
             f"--output={slurm_pattern(str(log_path))}",  # --chdir is no pattern
             "--open-mode=append",
-            f"--chdir={job.workdir or run_dir}",
+            f"--chdir={workdir}",
             *([f"--partition={self._partition}"] if self._partition else []),
             *([f"--nodelist={','.join(names)}"] if names else []),
         ]
@@ -367,6 +382,24 @@ class SlurmExecutor(RunDirExecutor, MultiNodeExecutor, GpuSharingExecutor):
                 raise NodeLaunchError(f"node {name} is no longer in {where}", nodes=(name,))
             if any(bad in state for bad in _BAD_NODE_STATES):
                 raise NodeLaunchError(f"Slurm reports node {name} as {state}", nodes=(name,))
+
+    def discard(self, job_id: str) -> None:
+        """Delete the run records, this executor's log and the working directory
+        (``STATE_DIR/work/JOB_ID/``, of a job launched without ``workdir``) of the finished job
+        ``job_id``; a ``workdir`` the job was given is its owner's and stays."""
+        super().discard(job_id)
+        work = self._work_dir(job_id)
+        if work.is_symlink():  # the job's doing: the link goes, not what it points to
+            work.unlink(missing_ok=True)
+        else:
+            shutil.rmtree(work, ignore_errors=True)
+
+    def _work_dir(self, job_id: str) -> Path:
+        """The working directory of job ``job_id`` when it has no ``workdir``: on the state
+        directory's filesystem, which the nodes share, apart from the run's records (which
+        the next launch deletes) and kept across the job's runs. Not resolved (the job may
+        have put a link in its place); ``job_id`` is checked to be a plain name."""
+        return self._work / validate_job_id(job_id)
 
     def poll(self, handle: Handle) -> ExecStatus:
         """The run's status from Slurm (all live runs are asked in one ``squeue`` at most
@@ -467,11 +500,9 @@ class SlurmExecutor(RunDirExecutor, MultiNodeExecutor, GpuSharingExecutor):
         exits = list(_node_exits(run_dir, launch).values())
         recorded = bool(exits) and len(exits) == len(launch.get("nodes") or [])
         if job is not None:
-            code, sig, state = job.exit_code, job.signal, job.state
+            (code, sig), state = slurm_exit(job), job.state
             started = job.started_at or started
             finished = job.finished_at or finished
-            if state == "CANCELLED" and sig is None and not code:
-                code, sig = 128 + 9, 9  # killed: Slurm may record a cancelled job as 0:0
         if recorded:  # the job's own exit on every node
             code, sig = gang_exit(c for _, c in sorted(exits)), None
         elif "gave_up_at" in launch and not exits:  # never started: nothing ran
@@ -634,6 +665,20 @@ def _node_exits(run_dir: Path, launch: Mapping[str, Any]) -> dict[str, tuple[flo
             at = float(when) if isinstance(when, int | float) else 0.0
             exits[name] = (at, int(data["exit_code"]))
     return exits
+
+
+def slurm_exit(job: SlurmJob) -> tuple[int | None, int | None]:
+    """The exit code and signal of the ended Slurm job ``job`` as Slurm recorded them
+    (``ExitCode``), but for the ``0:0`` Slurm records for jobs that did not exit: a job
+    ``CANCELLED`` was killed (137, signal 9), and one lost with its node (``NODE_FAIL``) has
+    none (None, None: it was killed with its node, no exit was seen)."""
+    code, sig = job.exit_code, job.signal
+    if sig is None and not code:
+        if job.state == "CANCELLED":
+            return 128 + 9, 9
+        if job.state == "NODE_FAIL":
+            return None, None
+    return code, sig
 
 
 def slurm_pattern(path: str) -> str:

@@ -33,10 +33,22 @@ in the middle of their checkpoints. After a stop danlu asked for, every node is 
 already; after a SIGTERM to this node alone (a node shutting down, a ``kill``), the executor
 stops the others as a preemption, with the job's grace, when it finds this record
 (:meth:`danlu.executors.slurm.SlurmExecutor._gang_stop`).
+
+The task is the *child subreaper* of what the command starts (``PR_SET_CHILD_SUBREAPER``, as
+the local executor's supervisor and the Ray executor's guard are): a process the command
+started in a session of its own (a daemon: ``setsid``) stays its descendant when its parent
+exits, and once the command has exited (and, after a stop, the rest of its process group) every
+descendant left is SIGKILLed before the exit is recorded, so that no daemon of the job's runs on
+GPUs danlu counts free, nor keeps the job's output open (``srun`` waits for it to close).
+Slurm's proctrack plugins miss such a daemon (``proctrack/pgid`` looks at the process group,
+``proctrack/linuxproc`` at the process tree, which it left when its parent exited). It uses
+:mod:`~danlu.executors.orphan_guard`'s helpers, loaded from its own folder: this script runs
+under ``python -I``, where danlu need not be importable.
 """
 
 from __future__ import annotations
 
+import importlib.util
 import json
 import os
 import signal
@@ -44,11 +56,35 @@ import subprocess
 import sys
 import time
 from pathlib import Path
+from types import ModuleType
+from typing import TYPE_CHECKING
 
 TASK = "task.json"
 PREEMPTED_EXIT_CODE = 75
 """What a job exits with after it checkpointed (``danlu.executors.base``'s; this script
-imports nothing of danlu)."""
+imports no module of danlu's package, see :func:`_sibling`)."""
+CHECK_SECONDS = 0.5
+"""How often the task collects the exits of the orphans re-parented to it while the command
+runs."""
+
+
+def _sibling(name: str) -> ModuleType:
+    """The module ``name`` of this file's folder, loaded from its file (this script runs under
+    ``python -I``, where danlu need not be importable, and may be another copy)."""
+    spec = importlib.util.spec_from_file_location(
+        f"_danlu_task_{name}", Path(__file__).with_name(f"{name}.py")
+    )
+    if spec is None or spec.loader is None:
+        raise ImportError(f"cannot load {name}.py next to {__file__}")
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+if TYPE_CHECKING:
+    from danlu.executors import orphan_guard, supervise
+else:
+    orphan_guard, supervise = _sibling("orphan_guard"), _sibling("supervise")
 
 
 def exit_path(run_dir: Path, node: str) -> Path:
@@ -104,6 +140,7 @@ def main(argv: list[str]) -> int:
     for sig in (signal.SIGTERM, signal.SIGINT, signal.SIGHUP):
         signal.signal(sig, note)
     workdir = task.get("workdir")
+    subreaper = supervise.set_subreaper()
     try:
         cwd = workdir if isinstance(workdir, str) else None
         child = subprocess.Popen(command, env=env, cwd=cwd)
@@ -111,15 +148,14 @@ def main(argv: list[str]) -> int:
         print(f"danlu: cannot start {command[0]!r} on {node}: {exc}", file=sys.stderr, flush=True)
         code = 127
     else:
-        while True:
-            try:
-                returned = child.wait()
-                break
-            except InterruptedError:  # pragma: no cover - PEP 475 retries; kept for safety
-                continue
-        code = returned if returned >= 0 else 128 - returned
-        while stopped and others_in_group():  # being stopped: the rest may be checkpointing
-            time.sleep(0.05)
+        code = _wait(child, stopped, subreaper)
+    _end_descendants(subreaper)
+    # The job is over: a SIGTERM from now on (the gang stop this record brings, sent to the
+    # whole step) is ignored. A Python handler would be reset to the default as the
+    # interpreter finalizes, and the task would die of the SIGTERM, which srun's
+    # --kill-on-bad-exit takes for a failure, killing the nodes still checkpointing.
+    for sig in (signal.SIGTERM, signal.SIGINT, signal.SIGHUP):
+        signal.signal(sig, signal.SIG_IGN)
     record = {"exit_code": code, "finished_at": time.time()}
     tmp = exit_path(run_dir, f".{node}.{os.getpid()}")
     try:
@@ -137,20 +173,37 @@ def main(argv: list[str]) -> int:
     return 0 if code == PREEMPTED_EXIT_CODE and not alone else code
 
 
-def others_in_group() -> bool:
-    """Whether a live process other than this one is in this process's group (/proc)."""
-    me, group = os.getpid(), os.getpgid(0)
-    for entry in os.scandir("/proc"):
-        if not entry.name.isdigit() or int(entry.name) == me:
-            continue
+def _wait(child: subprocess.Popen[bytes], stopped: list[int], subreaper: bool) -> int:
+    """The command's exit status (``128 + N`` after signal N), once it has exited and, when
+    the task was signalled (``stopped``), the rest of its process group too: a shell wrapper
+    dies of the SIGTERM at once while the program it started still checkpoints. Meanwhile the
+    exits of the orphans re-parented to this process (``subreaper``) are collected."""
+    while True:
         try:
-            raw = Path(entry.path, "stat").read_bytes()
-        except OSError:
-            continue
-        fields = raw[raw.rindex(b")") + 2 :].split()  # state, ppid, pgrp, ...
-        if fields[0] not in (b"Z", b"X") and int(fields[2]) == group:
-            return True
-    return False
+            returned = child.wait(CHECK_SECONDS)
+            break
+        except subprocess.TimeoutExpired:
+            if subreaper:
+                orphan_guard.reap(but=child.pid)
+    while stopped and orphan_guard.others_in_group():  # the rest may be checkpointing
+        orphan_guard.reap()
+        time.sleep(0.05)
+    return returned if returned >= 0 else 128 - returned
+
+
+def _end_descendants(subreaper: bool) -> None:
+    """SIGKILL what the command left, in its process group and out of it (its daemons, whose
+    parent exited, are this process's descendants as their subreaper), and wait up to
+    :data:`orphan_guard.REAP_SECONDS` for them to be gone."""
+    deadline = time.monotonic() + orphan_guard.REAP_SECONDS
+    while True:
+        orphan_guard.signal_descendants(signal.SIGKILL)
+        orphan_guard.reap()
+        if not subreaper or not supervise.descendants(os.getpid()):
+            return
+        if time.monotonic() >= deadline:
+            return
+        time.sleep(0.01)
 
 
 if __name__ == "__main__":
