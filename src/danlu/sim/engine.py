@@ -5,7 +5,9 @@ the policy is asked for a plan at scheduling instants on the ``interval`` grid (
 2 x interval, ...), the protocol of the Pollux artifact. With ``event_rounds`` the policy is
 also asked at every arrival and completion. Instants at which nothing can change are skipped:
 with no stepwise job running, no round is due while the queue is empty, nor, for a policy
-that does not depend on the clock, while nothing arrived or finished.
+that does not depend on the clock, while nothing arrived or finished and the last round
+changed nothing (a round that starts, stops or moves jobs is followed by one at the next
+tick, which may act on it: the results are those of a round at every tick).
 
 With ``failures`` nodes, with ``gpu_failures`` single GPUs, fail and come back
 (:mod:`danlu.sim.failures`): a failure is an instant of its own (its jobs are re-queued at
@@ -417,6 +419,7 @@ class Simulator:
 
     # -- rounds --------------------------------------------------------------------------
     def _apply(self, plan: Plan) -> int:
+        """Carry out ``plan``; how many jobs it started or resized."""
         for preempt in plan.preempts:
             job = self._running.get(preempt.job_id)
             if job is None:
@@ -500,7 +503,10 @@ class Simulator:
         """Pending statuses in submission order (the order ClusterView promises)."""
         return tuple(self._pending_order)
 
-    def _round(self) -> tuple[int, float]:
+    def _round(self) -> tuple[bool, float]:
+        """Ask the policy for a plan now and carry it out: whether it changed anything the
+        next round sees (a job started, stopped, resized or rebatched), and the plan's
+        ``recheck_at``."""
         view = ClusterView(
             time=self._now,
             cluster=self.cluster,
@@ -517,7 +523,7 @@ class Simulator:
         started = self._apply(plan)
         if self._touched:
             self._rerate(self._now)
-        return started, plan.recheck_at
+        return bool(started or plan.preempts or plan.rebatches), plan.recheck_at
 
     def _projects(self) -> dict[str, ProjectShare]:
         """The projects' weights and, for a policy that reads it, their recent usage: the
@@ -656,10 +662,14 @@ class Simulator:
                 changed = False  # nothing to schedule: skip ahead to the next arrival
             due = on_grid or cfg.event_rounds  # a failure's jobs wait for the next round
             if active and due and (changed or instant >= recheck_at):
-                started, recheck_at = self._round()
-                changed = False
+                # A plan's recheck_at is for the clock alone, after the plan: a round that
+                # started, stopped or moved jobs is a change, so the next tick's round is due
+                # (as at every tick; it may preempt a job just started for one left waiting).
+                # A round that changes nothing is the fixed point: wait for recheck_at.
+                changed, recheck_at = self._round()
                 final = next_arrival >= len(arrivals) and not (failures and failures.any_down)
-                if started == 0 and not self._running and final:
+                # (a round that only preempted is not idle: the next one may restart its jobs)
+                if not changed and not self._running and final:
                     idle_rounds += 1
                     if recheck_at == math.inf or idle_rounds > cfg.idle_retries:
                         dropped = self._drop_stuck()
