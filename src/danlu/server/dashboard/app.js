@@ -13,10 +13,17 @@ const SHOWN_SWEEPS = 20;  // the newest sweeps, besides every RUNNING one
 const API_LIMIT = 1000;  // the most one list request returns
 const USAGE_EVERY = 15;
 const FEED_EVENTS = 30;
+// a token as the server makes it: dl_<prefix>_<secret>, of letters, digits, "_" and "-"
+// (secrets.token_urlsafe); anything else, such as a pasted quote or a zero-width space, is
+// no token, and fetch() would refuse it in a header before asking the server
+const TOKEN_CHARS = /^[A-Za-z0-9_-]+$/;
+const NOT_A_TOKEN = "a danlu token holds only letters, digits, '_' and '-': paste it again";
 let timer = null;
 let retry = null;  // the next try of start() after an error other than 401
 let me = null;
 let refreshes = 0;
+let generation = 0;  // of the newest refresh(): an older one ending after it renders nothing
+let refreshing = 0;  // the generation of the newest refresh while it is in flight, else 0
 let shownJob = null;  // the id of the job whose detail panel is open
 let shownEnded = false;  // that job had ended when the panel last showed it
 
@@ -142,7 +149,9 @@ function nodeActions(node, state) {
   };
   if (state === "ready") add("Cordon", "cordon");
   if (state !== "draining") add("Drain", "drain");
-  if (state !== "ready") add("Uncordon", "uncordon");
+  // it also drops a cordon or drain scheduled for the node (a maintenance window)
+  const scheduled = node.close_at !== null && node.close_at !== undefined;
+  if (state !== "ready" || scheduled) add("Uncordon", "uncordon");
   return cell;
 }
 
@@ -214,7 +223,9 @@ function renderJobs(jobs) {
     row.appendChild(el("td", job.name));
     row.appendChild(el("td", job.user));
     row.appendChild(el("td", job.project));
-    const note = job.held_at ? " (held)" : job.waiting_on ? " (waiting)" : "";
+    // notes on an unfinished job only: an ended one keeps its held_at and waiting_on
+    const unfinished = UNFINISHED.includes(job.state);
+    const note = !unfinished ? "" : job.held_at ? " (held)" : job.waiting_on ? " (waiting)" : "";
     row.appendChild(el("td", job.state + note, "state state-" + job.state));
     row.appendChild(el("td", job.priority, "number"));
     row.appendChild(el("td", job.gpu_memory ? job.gpus + " x " + bytes(job.gpu_memory) : job.gpus));
@@ -358,11 +369,22 @@ async function loadJobs(unfinished) {
   };
 }
 
+function tick() {
+  // the timer's refresh: none while the newest is in flight (a slow API is not asked again and
+  // again); an action's refresh does not wait, it supersedes the one in flight
+  if (refreshing === 0) refresh();
+}
+
 async function refresh() {
+  // every refresh asks for all it shows, and only the newest renders: answers come back in
+  // any order, and an older one's would put back what a newer one showed had changed
+  generation += 1;
+  const mine = generation;
+  refreshing = mine;
   const unfinished = document.getElementById("filter").value === "unfinished";
+  const usageDue = refreshes % USAGE_EVERY === 0;  // a week of history: not every 2 s
+  refreshes += 1;
   try {
-    const usageDue = refreshes % USAGE_EVERY === 0;  // a week of history: not every 2 s
-    refreshes += 1;
     const [nodes, jobs, sweeps, running, feed, usage, projects] = await Promise.all([
       api("/cluster/nodes"), loadJobs(unfinished),
       api("/sweeps?limit=" + SHOWN_SWEEPS),
@@ -370,6 +392,10 @@ async function refresh() {
       api("/events?tail=true&limit=" + FEED_EVENTS),
       usageDue ? api("/usage") : null, usageDue ? api("/projects") : null,
     ]);
+    if (mine !== generation) {  // superseded: the newer refresh renders
+      if (usageDue) refreshes = 0;  // and the next one asks for the usage this one dropped
+      return;
+    }
     renderNodes(nodes);
     renderJobs(jobs.jobs);
     document.getElementById("jobs-note").textContent = jobs.note;
@@ -378,13 +404,16 @@ async function refresh() {
     if (usage !== null) renderUsage(usage);
     if (projects !== null) renderProjects(projects);
     setStatus("updated " + new Date().toLocaleTimeString());
-    if (shownJob !== null && !shownEnded) await showJob(shownJob, true);  // it follows the job
+    if (shownJob !== null && !shownEnded) await showJob(shownJob, mine);  // it follows the job
   } catch (error) {
+    if (mine !== generation) return;  // a newer refresh tells how things stand
     if (error.status === 401) {
       signOut("token refused: " + error.message);
     } else {
       setStatus("cannot refresh: " + error.message, true);
     }
+  } finally {
+    if (refreshing === mine) refreshing = 0;
   }
 }
 
@@ -468,8 +497,10 @@ function setLog(text) {
   pre.scrollTop = atEnd ? pre.scrollHeight : top;
 }
 
-async function showJob(id, again) {
-  // open the job's panel (again: refresh the open one; nothing if another opened meanwhile)
+async function showJob(id, round) {
+  // open the job's panel; round: the generation of the refresh that refreshes the open one
+  // (nothing if another job opened, or a newer refresh began, meanwhile)
+  const again = round !== undefined;
   const path = "/jobs/" + encodeURIComponent(id);
   if (!again) {
     shownJob = id;
@@ -487,6 +518,7 @@ async function showJob(id, again) {
       log = "(log: " + error.message + ")";
     }
     if (shownJob !== id) return;  // closed, or another job opened, while this was asked
+    if (again && round !== generation) return;  // the newer refresh shows it
     const detail = document.getElementById("detail");
     document.getElementById("detail-title").textContent = job.name + " (" + job.id + ")";
     shownEnded = !UNFINISHED.includes(job.state);  // its last refresh: nothing changes after
@@ -548,6 +580,8 @@ function signOut(message) {
   retry = null;
   me = null;
   refreshes = 0;
+  generation += 1;  // a refresh still in flight renders nothing
+  refreshing = 0;
   showSignedIn(false);
   closeDetail();
   setStatus(message || "signed out", Boolean(message));
@@ -555,6 +589,10 @@ function signOut(message) {
 
 async function start() {
   retry = null;
+  if (!TOKEN_CHARS.test(sessionStorage.getItem(TOKEN_KEY) || "")) {  // never sent: forgotten
+    signOut("token not valid: " + NOT_A_TOKEN);
+    return;
+  }
   try {
     me = await api("/users/me");
   } catch (error) {
@@ -570,7 +608,7 @@ async function start() {
   document.getElementById("who").textContent = me.name + " (" + me.role + ")";
   showSignedIn(true);
   await refresh();
-  if (timer === null) timer = setInterval(refresh, REFRESH_MS);
+  if (timer === null) timer = setInterval(tick, REFRESH_MS);
 }
 
 document.getElementById("login").addEventListener("submit", (event) => {
