@@ -30,6 +30,8 @@ DANLU_PORT           HTTP port (0: any free port)          ``8470``
 DANLU_URL            server URL for the CLI (overrides     unset (``DANLU_HOME/server.json``)
                      ``DANLU_HOME/server.json``)
 DANLU_TOKEN          API token for the CLI                 unset (``DANLU_HOME/admin.token``)
+DANLU_MAX_BODY_BYTES the most bytes of a request body     ``33554432`` (32 MiB)
+                     (413 past it)
 ==================== ===================================== ===================================
 
 An empty variable (``DANLU_PORT=``) is unset: its default holds (``DANLU_TRACE_MODULES=``
@@ -74,6 +76,7 @@ _HINTS: dict[str, str] = {
         "for two nodes of eight H100s"
     ),
     "port": "a TCP port 0..65535 (0: any free port), e.g. DANLU_PORT=8470",
+    "max_body_bytes": "a number of bytes from 1024 to 2**30, e.g. DANLU_MAX_BODY_BYTES=33554432",
     "executor": "local, slurm or ray, e.g. DANLU_EXECUTOR=slurm",
     "ray_address": "a Ray address, e.g. DANLU_RAY_ADDRESS=10.0.0.1:6379 or auto",
     "run_as": "server or user, e.g. DANLU_RUN_AS=user (jobs run as their user's OS account)",
@@ -273,6 +276,10 @@ class Settings(BaseSettings):
     past it is refused with 409 until some finish (as Slurm's ``MaxSubmitJobs``), so that a
     runaway script cannot fill the store. A sweep's trials count, but a sweep's own trial
     submissions are never refused. 0: no limit."""
+
+    max_body_bytes: int = Field(default=32 * 1024 * 1024, ge=1024, le=1 << 30)
+    """The most bytes a request body may take: a larger one is refused with 413 before it is
+    read (twice a batch of 1,000 metric records of 16 KiB)."""
 
     retention_days: float = Field(default=0.0, ge=0, le=36500, allow_inf_nan=False)
     """Days a finished job keeps its stored metrics, its logs and run records and the

@@ -17,7 +17,7 @@ from fastapi.exceptions import RequestValidationError
 from fastapi.responses import JSONResponse, Response
 from sqlalchemy.exc import OperationalError
 from starlette.exceptions import HTTPException as StarletteHTTPException
-from starlette.types import ASGIApp, Receive, Scope, Send
+from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 from danlu.config import Settings, job_base_env
 from danlu.core.cluster import gpu_type
@@ -52,7 +52,13 @@ from danlu.server.health import HealthLoop, HealthProgram
 from danlu.server.metrics import ServerMetrics
 from danlu.server.reconcile import Reconciler
 from danlu.server.routes import admin, dashboard, events, jobs, sweeps, webhooks
-from danlu.server.routes.deps import ServerState, version
+from danlu.server.routes.deps import (
+    TOKEN_REQUIRED,
+    ServerState,
+    has_bearer,
+    needs_token,
+    version,
+)
 from danlu.server.services import cluster as cluster_service
 from danlu.server.webhook_sender import WebhookSender
 
@@ -218,6 +224,104 @@ class RejectNul:
         await self.app(scope, receive, send)
 
 
+MAX_BODY_BYTES = 32 * 1024 * 1024
+"""The default cap on a request's body, in bytes: the largest legitimate one, a batch of
+1,000 metric records of at most 16 KiB of JSON each (about 16 MiB), fits twice."""
+MAX_BODY_SETTING = "DANLU_MAX_BODY_BYTES"
+"""The control plane's setting that changes :data:`MAX_BODY_BYTES` (named in the 413)."""
+
+
+CLOSE = {"Connection": "close"}
+"""The header of a refusal sent before the request's body was read: the HTTP server closes
+the connection after it instead of reading the rest of the body (and dropping it)."""
+
+
+class BodyTooLarge(StarletteHTTPException):
+    """A request body over the cap of :class:`GuardBody`: a 413 naming the cap and the
+    setting that changes it (rendered by :func:`_http_error`, as every HTTP error), on a
+    connection then closed (:data:`CLOSE`)."""
+
+    def __init__(self, limit: int) -> None:
+        super().__init__(
+            413,
+            f"the request body is over the control plane's limit of {limit:,} bytes; send "
+            "less in one request (metric records in smaller batches), or ask the admin to "
+            f"raise {MAX_BODY_SETTING} on the control plane",
+            headers=CLOSE,
+        )
+
+
+class NoToken(StarletteHTTPException):
+    """A route that needs a token was about to read the body of a request without one
+    (:class:`GuardBody`): the 401 of :func:`~danlu.server.routes.deps.caller`, rendered as
+    its :class:`AuthError` (:func:`_no_token`), on a connection then closed
+    (:data:`CLOSE`). An HTTP error, as FastAPI passes those on unchanged when they are
+    raised while it reads a body (any other is its 400)."""
+
+    def __init__(self) -> None:
+        super().__init__(401, TOKEN_REQUIRED)
+
+
+def _no_token(request: Request, _exc: Exception) -> Response:
+    response = _danlu_error(request, AuthError(TOKEN_REQUIRED))
+    response.headers.update(CLOSE)
+    return response
+
+
+def _header(scope: Scope, name: bytes) -> bytes | None:
+    """The first value of the request's header ``name`` (lower case), or None."""
+    for key, value in scope.get("headers", ()):
+        if bytes(key).lower() == name:
+            return bytes(value)
+    return None
+
+
+class GuardBody:
+    """ASGI middleware: what a request's body may cost before anyone is known.
+
+    - A body is at most ``limit`` bytes, else a 413 (:class:`BodyTooLarge`): a
+      ``Content-Length`` over it is refused before a byte of the body is read; a body
+      without one (chunked) is counted as its parts arrive, and the read that passes the cap
+      raises instead of returning, so that nothing past it is read.
+    - A route that needs a token (:func:`needs_token`: the route is in the scope once the
+      router matched it) reads no body of a request that carries no bearer token at all: its
+      first read raises :class:`NoToken` (a 401), where FastAPI would read and parse the
+      whole body before it solves the route's dependencies, :func:`caller` among them.
+      No database here: :func:`caller` still checks the token of every other request.
+    """
+
+    def __init__(self, app: ASGIApp, limit: int) -> None:
+        self.app = app
+        self.limit = limit
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        if scope["type"] != "http":
+            await self.app(scope, receive, send)
+            return
+        declared = (_header(scope, b"content-length") or b"").strip()
+        if declared.isdigit() and int(declared) > self.limit:
+            await _http_error(Request(scope), BodyTooLarge(self.limit))(scope, receive, send)
+            return
+        authorization = _header(scope, b"authorization")
+        tokenless = not has_bearer(authorization.decode("latin-1") if authorization else None)
+        received = 0
+
+        async def guarded() -> Message:
+            nonlocal received, tokenless
+            if tokenless:  # the first read: the router has put the route in the scope
+                if needs_token(scope.get("route")):
+                    raise NoToken()
+                tokenless = False  # a public route: read on
+            message = await receive()
+            if message["type"] == "http.request":
+                received += len(message.get("body", b""))
+                if received > self.limit:
+                    raise BodyTooLarge(self.limit)
+            return message
+
+        await self.app(scope, guarded, send)
+
+
 def build_inventory(settings: Settings, fake_gpus: str | None = None) -> Inventory:
     """GPUs from ``fake_gpus`` (or ``settings.fake_gpus``) when given, else from NVML; when
     NVML is unavailable, one fake 80 GiB GPU (the caller announces it)."""
@@ -343,10 +447,19 @@ def create_app(
     api_url: str | None = None,
     follow_timeout: float = 3600.0,
     preempt_grace: float | None = None,
+    max_body_bytes: int | None = None,
 ) -> FastAPI:
     """The danlu API app. Migrates the store and records the executor's inventory at once;
     the reconcile loop runs in a background thread during the app's lifespan when
-    ``start_loops`` (else call ``app.state.reconciler.run_once()`` yourself)."""
+    ``start_loops`` (else call ``app.state.reconciler.run_once()`` yourself). A request
+    body is at most ``max_body_bytes`` (None: the settings', ``DANLU_MAX_BODY_BYTES``)."""
+    if max_body_bytes is None:
+        max_body_bytes = settings.max_body_bytes  # DANLU_MAX_BODY_BYTES
+    if max_body_bytes < 1:
+        raise ConfigError(
+            f"{MAX_BODY_SETTING} must be a positive number of bytes, e.g. "
+            f"{MAX_BODY_SETTING}={MAX_BODY_BYTES} (got {max_body_bytes})"
+        )
     program = _health_program(settings)  # refused before the store is opened
     db = Database(settings.db_url)
     upgrade_database(db.engine)
@@ -421,10 +534,12 @@ def create_app(
     app.state.danlu = state
     app.state.reconciler = reconciler
     app.state.health = checked
-    app.add_middleware(RejectNul)
+    app.add_middleware(GuardBody, limit=max_body_bytes)
+    app.add_middleware(RejectNul)  # the last added runs first
     app.add_exception_handler(DanluError, _danlu_error)
     app.add_exception_handler(RequestValidationError, _validation_error)
     app.add_exception_handler(StarletteHTTPException, _http_error)
+    app.add_exception_handler(NoToken, _no_token)
     app.add_exception_handler(OperationalError, _database_error)
     app.add_exception_handler(Exception, _internal_error)
     app.include_router(admin.router, prefix=API)

@@ -11,8 +11,11 @@ from importlib import metadata
 from typing import TYPE_CHECKING, Annotated, Any
 
 from fastapi import BackgroundTasks, Depends, Request
+from fastapi.dependencies.models import Dependant
 from fastapi.security import HTTPAuthorizationCredentials, HTTPBearer
+from fastapi.security.utils import get_authorization_scheme_param
 from sqlalchemy.exc import SQLAlchemyError
+from starlette.routing import BaseRoute
 
 from danlu.config import Settings
 from danlu.devices import Inventory
@@ -76,6 +79,30 @@ def get_state(request: Request) -> ServerState:
 
 _bearer = HTTPBearer(auto_error=False, description="An API token: `Authorization: Bearer dl_...`")
 
+TOKEN_REQUIRED = "an API token is required: send 'Authorization: Bearer <token>'"
+"""The 401's message for a request with no bearer token (:func:`caller`, and the app's
+middleware that refuses such a request before its body is read)."""
+
+
+def has_bearer(authorization: str | None) -> bool:
+    """Whether an ``Authorization`` header's value carries a bearer token, as
+    :data:`_bearer` reads it (:func:`caller` refuses a request without one, whatever its
+    token is worth)."""
+    scheme, credentials = get_authorization_scheme_param(authorization)
+    return bool(scheme and credentials) and scheme.lower() == "bearer"
+
+
+def needs_token(route: BaseRoute | None) -> bool:
+    """Whether ``route`` authenticates its caller (:func:`caller` is among its dependencies,
+    however deep): the routes that are not public (None: no route, False)."""
+    dependant: Dependant | None = getattr(route, "dependant", None)
+    return dependant is not None and _calls(dependant, caller)
+
+
+def _calls(dependant: Dependant, call: Callable[..., Any]) -> bool:
+    """Whether ``dependant`` or one of its sub-dependencies is ``call``."""
+    return dependant.call is call or any(_calls(sub, call) for sub in dependant.dependencies)
+
 
 def caller(
     request: Request,
@@ -91,7 +118,7 @@ def caller(
     None for a user's token.
     """
     if credentials is None or credentials.scheme.lower() != "bearer":
-        raise AuthError("an API token is required: send 'Authorization: Bearer <token>'")
+        raise AuthError(TOKEN_REQUIRED)
     state = get_state(request)
     with state.db.read_session() as session, session.no_autoflush:
         token = users.find_token(session, credentials.credentials)
