@@ -83,6 +83,9 @@ class _Stub:
     def follow_logs(self, job: str) -> Iterator[str]:
         return iter(())
 
+    def follow_log_bytes(self, job: str) -> Iterator[bytes]:
+        return iter(())
+
     def why(self, job: str) -> dict[str, Any]:
         return {"reason": "time limit reached: ran 2h of 2h; stopped with SIGTERM, then SIGKILL"}
 

@@ -24,8 +24,8 @@ from helpers import SRC, wait_for
 from typer.testing import CliRunner
 
 from danlu.cli import server
+from danlu.client.discovery import find_server
 from danlu.client.errors import NoServerError
-from danlu.client.rest import find_server
 from danlu.config import load_settings
 from danlu.core.errors import ConfigError
 from danlu.server import main

@@ -469,21 +469,33 @@ def logs(
     url: UrlOpt = None,
     token: TokenOpt = None,
 ) -> None:
-    """Print a job's output (stdout and stderr)."""
+    """Print a job's output (stdout and stderr), its bytes as they are."""
     with connect(home, url, token) as client:
         try:
             if follow:
-                for chunk in client.follow_logs(job):
-                    sys.stdout.write(chunk)
-                    sys.stdout.flush()
+                for chunk in client.follow_log_bytes(job):
+                    write_bytes(chunk)
             else:
-                for text in client.read_logs(job):
-                    sys.stdout.write(text)
-                sys.stdout.flush()
+                for raw in client.read_log_bytes(job):
+                    write_bytes(raw)
         except DanluError as exc:
             raise fail(exc) from None
         except KeyboardInterrupt:
             raise typer.Exit(code=130) from None
+
+
+def write_bytes(data: bytes) -> None:
+    """``data`` on stdout as it is, now (a job's output need not be UTF-8): after any text
+    written before it, to the byte stream beneath (the text itself, bytes not UTF-8 each
+    as U+FFFD, where stdout has none)."""
+    sys.stdout.flush()
+    raw = getattr(sys.stdout, "buffer", None)
+    if raw is None:
+        sys.stdout.write(data.decode("utf-8", errors="replace"))
+        sys.stdout.flush()
+        return
+    raw.write(data)
+    raw.flush()
 
 
 def cancel(

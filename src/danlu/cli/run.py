@@ -12,7 +12,11 @@ Whatever ends ``danlu run`` before its job has finished cancels the job, so that
 hold GPUs for no one: Ctrl-C (exit 130), a closed terminal (SIGHUP, 129), ``kill`` (SIGTERM,
 143) or the reader of its output gone (``danlu run ... | head``: 141, as SIGPIPE), each exit
 128 + the signal, as a shell gives; output that cannot be written (a full disk, an I/O
-error) exits 2, as the command's other errors do.
+error) exits 2, as the command's other errors do. A signal that comes while the submission
+is on its way waits for its answer, then cancels the job; a second one leaves at once, naming
+the job to look for. A control-plane restart is waited out (the client reconnects, resuming
+the output from the last byte written); a server that stays away ends ``danlu run`` with 2,
+saying that its job may still be running.
 """
 
 from __future__ import annotations
@@ -29,7 +33,7 @@ from typing import Annotated, Any
 import typer
 from rich.markup import escape
 
-from danlu.cli.jobs import connect, err, fail, set_path, spec_body
+from danlu.cli.jobs import connect, err, fail, set_path, spec_body, write_bytes
 from danlu.cli.options import HomeOpt, TokenOpt, UrlOpt
 from danlu.client import Client
 from danlu.config import caller_env
@@ -72,16 +76,51 @@ class OutputFailed(DanluError):
         self.error = error
 
 
+class Abandoned(BaseException):
+    """Raised by :class:`RunSignals` for a second signal while the submission is on its way:
+    ``danlu run`` leaves without knowing whether the job was submitted; ``signum`` is the
+    first signal's."""
+
+    def __init__(self, signum: int) -> None:
+        super().__init__(signum)
+        self.signum = signum
+
+
+class RunSignals:
+    """The handler of Ctrl-C and :data:`STOP_SIGNALS` in ``danlu run``. While the submission
+    is on its way, a signal is noted (the job it submits is cancelled once its id is known)
+    and a second one raises :class:`Abandoned`; once :meth:`attached`, each raises
+    :class:`Stopped`."""
+
+    def __init__(self) -> None:
+        self.pending: int | None = None
+        self.submitting = True
+
+    def __call__(self, signum: int, frame: object) -> None:
+        if not self.submitting:
+            raise Stopped(signum)
+        if self.pending is not None:
+            raise Abandoned(self.pending)
+        self.pending = signum
+
+    def attached(self) -> None:
+        """The job's id is known: a signal noted meanwhile raises :class:`Stopped` now, the
+        next ones when they come."""
+        self.submitting = False
+        if self.pending is not None:
+            raise Stopped(self.pending)
+
+
 def _raise_stopped(signum: int, frame: object) -> None:
     raise Stopped(signum)
 
 
 @contextmanager
-def stop_signals(handler: Any) -> Iterator[None]:
-    """While inside, :data:`STOP_SIGNALS` go to ``handler`` (then the handlers before are
-    back); nothing changes off the main thread, where handlers cannot be set."""
+def stop_signals(handler: Any, signals: tuple[int, ...] = STOP_SIGNALS) -> Iterator[None]:
+    """While inside, ``signals`` (:data:`STOP_SIGNALS`) go to ``handler`` (then the handlers
+    before are back); nothing changes off the main thread, where handlers cannot be set."""
     try:
-        before = {sig: signal.signal(sig, handler) for sig in STOP_SIGNALS}
+        before = {sig: signal.signal(sig, handler) for sig in signals}
     except ValueError:  # not the main thread
         before = {}
     try:
@@ -153,7 +192,7 @@ def exit_code(job: dict[str, Any]) -> int:
 
 def attach(client: Client, job_id: str) -> int:
     """Stream the job's output until it ends; its exit code (:func:`exit_code`)."""
-    for chunk in client.follow_logs(job_id):
+    for chunk in client.follow_log_bytes(job_id):
         _write(chunk)
     job = client.get_job(job_id)
     state = str(job.get("state"))
@@ -163,12 +202,11 @@ def attach(client: Client, job_id: str) -> int:
     return exit_code(job)
 
 
-def _write(text: str) -> None:
-    """``text`` on stdout, now; :class:`BrokenPipeError` once its reader has gone,
-    :class:`OutputFailed` for any other error writing it."""
+def _write(data: bytes) -> None:
+    """The job's bytes on stdout as they are, now; :class:`BrokenPipeError` once its reader
+    has gone, :class:`OutputFailed` for any other error writing them."""
     try:
-        sys.stdout.write(text)
-        sys.stdout.flush()
+        write_bytes(data)
     except BrokenPipeError:
         raise
     except OSError as exc:
@@ -215,7 +253,7 @@ def run(
         body = run_body(
             argv,
             name=name,
-            workdir=Path.cwd() if workdir is None else workdir,
+            workdir=_here() if workdir is None else workdir,
             env=environment(list(env or []), caller_env()),
             options={
                 "resources.gpus": gpus,
@@ -229,28 +267,58 @@ def run(
     except DanluError as exc:
         raise fail(exc) from None
     with connect(home, url, token) as client:
+        signals = RunSignals()
+        job_id: str | None = None
         try:
-            job_id = str(client.submit(body)["id"])
-        except DanluError as exc:
-            raise fail(exc) from None
-        say(f"danlu: job {job_id} submitted (Ctrl-C cancels it)")
-        try:
-            with stop_signals(_raise_stopped):
+            with stop_signals(signals, (signal.SIGINT, *STOP_SIGNALS)):
+                job_id = str(client.submit(body)["id"])
+                say(f"danlu: job {job_id} submitted (Ctrl-C cancels it)")
+                signals.attached()
                 code = attach(client, job_id)
-        except KeyboardInterrupt:
-            raise typer.Exit(code=cancel(client, job_id, INTERRUPTED)) from None
-        except Stopped as stop:
-            raise typer.Exit(code=cancel(client, job_id, 128 + stop.signum)) from None
+        except Abandoned as gone:
+            raise typer.Exit(code=abandoned(str(body["name"]), 128 + gone.signum)) from None
+        except (KeyboardInterrupt, Stopped) as stop:
+            signum = stop.signum if isinstance(stop, Stopped) else signal.SIGINT
+            if job_id is None:  # no handler could be set: not the main thread
+                raise typer.Exit(code=abandoned(str(body["name"]), 128 + signum)) from None
+            raise typer.Exit(code=cancel(client, job_id, 128 + signum)) from None
         except BrokenPipeError:
             _quiet_stdout()
-            raise typer.Exit(code=cancel(client, job_id, PIPE_CLOSED)) from None
+            raise typer.Exit(code=cancel(client, str(job_id), PIPE_CLOSED)) from None
         except OutputFailed as failed:
             _quiet_stdout()
             why = f"cannot write the output ({failed.error.strerror or failed.error})"
-            raise typer.Exit(code=cancel(client, job_id, OUTPUT_FAILED, why)) from None
+            raise typer.Exit(code=cancel(client, str(job_id), OUTPUT_FAILED, why)) from None
         except DanluError as exc:
+            if job_id is not None:  # attached, then the server lost for good
+                say(
+                    f"danlu: job {job_id} may still be running; "
+                    f"cancel it with `danlu cancel {job_id}`"
+                )
             raise fail(exc) from None
     raise typer.Exit(code=code)
+
+
+def _here() -> Path:
+    """The current directory, the job's default ``workdir``; a :class:`SpecError` when it
+    has been removed."""
+    try:
+        return Path.cwd()
+    except FileNotFoundError:
+        raise SpecError(
+            "workdir",
+            "the current directory no longer exists; cd to one that does, or pass --workdir DIR",
+        ) from None
+
+
+def abandoned(name: str, code: int) -> int:
+    """Say that ``danlu run`` is leaving before its submission was answered (a second
+    signal), naming the job to look for; returns ``code``."""
+    say(
+        f"danlu: left before the server answered; job {name!r} may have been submitted: "
+        f"find it with `danlu ls --name {name}` and cancel it with `danlu cancel JOB`"
+    )
+    return code
 
 
 def say(text: str) -> None:

@@ -18,6 +18,7 @@ resolves ``DANLU_HOME`` / ``DANLU_URL`` / ``DANLU_TOKEN`` through :mod:`danlu.co
 passes them in.
 """
 
+from danlu.client.discovery import API_PREFIX, DEFAULT_HOME, find_server, same_server
 from danlu.client.errors import (
     ApiError,
     AuthError,
@@ -34,15 +35,11 @@ from danlu.client.errors import (
     error_from_response,
 )
 from danlu.client.rest import (
-    API_PREFIX,
-    DEFAULT_HOME,
     FINISHED_STATES,
     LOG_OFFSET_HEADER,
     MAX_PAGE,
     METRICS_CURSOR_HEADER,
     Client,
-    find_server,
-    same_server,
 )
 
 __all__ = [

@@ -1,5 +1,5 @@
-"""The :class:`Client` of the danlu REST API (``docs/api.md``), over :class:`httpx.Client`,
-and the lookup of a local server (:func:`find_server`, :func:`same_server`). Its errors are
+"""The :class:`Client` of the danlu REST API (``docs/api.md``), over :class:`httpx.Client`;
+it finds a local server with :func:`~danlu.client.discovery.find_server`. Its errors are
 those of :mod:`danlu.client.errors`."""
 
 from __future__ import annotations
@@ -7,8 +7,6 @@ from __future__ import annotations
 import codecs
 import json
 import math
-import os
-import socket
 import time
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from pathlib import Path
@@ -18,6 +16,7 @@ from urllib.parse import quote
 
 import httpx
 
+from danlu.client.discovery import API_PREFIX, DEFAULT_HOME, find_server, same_server
 from danlu.client.errors import (
     ApiError,
     InvalidRequestError,
@@ -33,80 +32,15 @@ from danlu.core.paging import read_pages
 from danlu.core.spec import JobSpec
 from danlu.core.values import quoted
 
-API_PREFIX = "/api/v1"
 LOG_OFFSET_HEADER = "X-Danlu-Log-Offset"
+RECONNECT_FOR = 60.0
+"""How long (seconds) a follower that has reached the server keeps trying to reach it again
+(a control-plane restart) before it gives up: :attr:`Client.reconnect_for`'s default."""
+RECONNECT_PAUSE = 1.0
+"""The pause (seconds) between a follower's tries to reach a server it has lost."""
 METRICS_CURSOR_HEADER = "X-Danlu-Metrics-Cursor"
-DEFAULT_HOME = Path("~/.danlu")
 MAX_PAGE = 1000
 FINISHED_STATES = frozenset({"SUCCEEDED", "FAILED", "CANCELLED"})
-
-
-def find_server(home: Path | None = None) -> tuple[str, str | None]:
-    """The URL (from ``home/server.json``) and admin token (``home/admin.token``, if readable)
-    of the server started with ``danlu up --home home``. Raises :class:`NoServerError`, also
-    when ``server.json`` records a server of this host whose process is gone (it was
-    killed): the token is never sent to whatever listens on its port now."""
-    root = (home or DEFAULT_HOME).expanduser()
-    hint = f"no danlu server found at {root}: start one with `danlu up --home {root}`"
-    try:
-        info = json.loads((root / "server.json").read_text(encoding="utf-8"))
-    except FileNotFoundError:
-        raise NoServerError(hint) from None
-    except (OSError, ValueError) as exc:  # ValueError: not JSON, or not UTF-8
-        raise NoServerError(f"{hint} ({root / 'server.json'} is unreadable: {exc})") from None
-    if not isinstance(info, dict) or not info.get("url"):
-        raise NoServerError(f"{hint} ({root / 'server.json'} names no url)")
-    if _recorded_here(info) and not _alive(info["pid"]):
-        raise NoServerError(
-            f"the danlu server recorded in {root / 'server.json'} (pid {info['pid']}, "
-            f"{info['url']}) is not running: start one with `danlu up --home {root}`"
-        )
-    try:
-        token: str | None = (root / "admin.token").read_text(encoding="utf-8").strip() or None
-    except (OSError, ValueError):  # ValueError: not UTF-8
-        token = None
-    return str(info["url"]), token
-
-
-def _recorded_here(info: dict[str, Any]) -> bool:
-    """Whether ``server.json``'s record names a server process of this host, whose pid
-    this host can judge: one written on another host (a home on a shared filesystem), or by
-    an older danlu (no ``hostname``), cannot be."""
-    pid = info.get("pid")
-    return (
-        info.get("hostname") == socket.gethostname()
-        and isinstance(pid, int)
-        and not isinstance(pid, bool)
-        and pid > 0
-    )
-
-
-def _alive(pid: int) -> bool:
-    """Whether process ``pid`` of this host exists (another user's counts)."""
-    try:
-        os.kill(pid, 0)
-    except ProcessLookupError:
-        return False
-    except OSError:  # EPERM: another user's process
-        return True
-    return True
-
-
-def same_server(a: str, b: str) -> bool:
-    """Whether URLs ``a`` and ``b`` name one server: the same scheme, host (any case) and
-    port (the scheme's default when absent), and path up to a trailing slash and the API
-    prefix (:class:`Client` takes ``http://H:P`` and ``http://H:P/api/v1`` alike)."""
-    try:
-        x, y = httpx.URL(a), httpx.URL(b)
-    except httpx.InvalidURL:
-        return False
-    defaults = {"http": 80, "https": 443}
-
-    def key(u: httpx.URL) -> tuple[str, str, int | None, str]:
-        path = u.path.rstrip("/").removesuffix(API_PREFIX).rstrip("/")
-        return (u.scheme, u.host.lower(), u.port or defaults.get(u.scheme), path)
-
-    return key(x) == key(y)
 
 
 def _spec_body(spec: JobSpec | Mapping[str, Any]) -> dict[str, Any]:
@@ -218,11 +152,18 @@ class Client:
         transport: httpx.BaseTransport | None = None,
         timeout: float = 30,
         busy_retries: int = 5,
+        reconnect_for: float = RECONNECT_FOR,
     ) -> None:
         base = url.rstrip("/")
         self.busy_retries = busy_retries
         """How many times a request answered 503 "busy" (the server's database was busy and
         changed nothing) is sent again, after the server's ``Retry-After`` (at most 5 s)."""
+        self.reconnect_for = reconnect_for
+        """How long (seconds) a follower (:meth:`follow_log_bytes`, :meth:`wait`) that has
+        reached the server keeps trying again once it cannot (a control-plane restart)
+        before it raises :class:`ServerUnavailable`."""
+        self._answered = False
+        """Whether the server has answered this client once (then losing it is a restart)."""
         base = base.removesuffix(API_PREFIX)
         self.url = base
         self.token = token
@@ -315,6 +256,7 @@ class Client:
                 response = self._http.request(method, path, **kwargs)
             except httpx.HTTPError as exc:
                 raise self._unavailable(exc) from None
+            self._answered = True
             if not response.is_error:
                 return response
             error = error_from_response(response)
@@ -456,16 +398,23 @@ class Client:
         finished (SUCCEEDED, FAILED or CANCELLED); returns them as Jobs, in the order given.
         ``on_end`` is called with each job once it is seen finished. Raises
         :class:`WaitTimeout` after ``timeout`` seconds (None: no limit), and what
-        :meth:`get_job` raises for a job that does not exist."""
+        :meth:`get_job` raises for a job that does not exist. A server lost once it has
+        answered (a restart) is asked again for up to :attr:`reconnect_for` seconds."""
         if not poll > 0:
             raise SpecError("poll", f"must be a positive number of seconds (got {poll})")
         order = list(dict.fromkeys(jobs))
         unfinished = list(order)
         finished: dict[str, JobDict] = {}
         deadline = None if timeout is None else time.monotonic() + timeout
+        lost_at: float | None = None  # when the server stopped answering, if it has
         while True:
             for key in list(unfinished):
-                job = self.get_job(key)
+                try:
+                    job = self.get_job(key)
+                    lost_at = None
+                except ServerUnavailable:
+                    lost_at = self._reconnect_or_raise(lost_at)
+                    break
                 if job.get("state") in FINISHED_STATES:
                     finished[key] = job
                     unfinished.remove(key)
@@ -594,12 +543,14 @@ class Client:
         return raw.decode("utf-8", errors="replace"), next_offset
 
     def read_logs(self, job: str, offset: int = 0) -> Iterator[str]:
-        """The whole log from byte ``offset`` as text chunks: ``GET /jobs/{id}/logs`` again
-        from each next offset until a request brings no more bytes."""
+        """The whole log from byte ``offset`` as text chunks (bytes that are not UTF-8 each
+        become U+FFFD): :meth:`read_log_bytes`, decoded."""
         decoder = codecs.getincrementaldecoder("utf-8")(errors="replace")
-        yield from _decoded(decoder, self._log_chunks(job, offset), final=True)
+        yield from _decoded(decoder, self.read_log_bytes(job, offset), final=True)
 
-    def _log_chunks(self, job: str, offset: int) -> Iterator[bytes]:
+    def read_log_bytes(self, job: str, offset: int = 0) -> Iterator[bytes]:
+        """The whole log from byte ``offset``, the job's bytes as they are: ``GET
+        /jobs/{id}/logs`` again from each next offset until a request brings no more."""
         while True:
             raw, next_offset = self._log_bytes(job, offset)
             if not raw or next_offset <= offset:
@@ -610,21 +561,56 @@ class Client:
     def follow_logs(
         self, job: str, offset: int = 0, *, reconnect_delay: float = 1.0
     ) -> Iterator[str]:
-        """``GET /jobs/{id}/logs?follow=true``: text chunks until the job has finished. When
-        the server ends a stream before that (its follow timeout), the follow is opened
-        again from the last byte received (after ``reconnect_delay`` seconds when that
-        stream brought nothing); once the job has finished, what the stream may have
-        missed is read with plain requests."""
+        """:meth:`follow_log_bytes` as text chunks (a character cut between two chunks kept
+        whole; bytes that are not UTF-8 each become U+FFFD)."""
         decoder = codecs.getincrementaldecoder("utf-8")(errors="replace")
+        chunks = self.follow_log_bytes(job, offset, reconnect_delay=reconnect_delay)
+        yield from _decoded(decoder, chunks, final=True)
+
+    def follow_log_bytes(
+        self, job: str, offset: int = 0, *, reconnect_delay: float = 1.0
+    ) -> Iterator[bytes]:
+        """``GET /jobs/{id}/logs?follow=true``: the job's bytes as they are, until the job
+        has finished. When the server ends a stream before that (its follow timeout), the
+        follow is opened again from the last byte received (after ``reconnect_delay``
+        seconds when that stream brought nothing); once the job has finished, what the
+        stream may have missed is read with plain requests. Once the server has answered,
+        losing it (a control-plane restart) is retried every ``reconnect_delay`` seconds
+        (at least 1) from the last byte received, for up to :attr:`reconnect_for` seconds
+        without an answer; then :class:`ServerUnavailable`."""
+        lost_at: float | None = None  # when the server stopped answering, if it has
         while True:
-            received = [0]
-            yield from _decoded(decoder, self._follow_stream(job, offset), received)
-            offset += received[0]
-            if self.get_job(job).get("state") in FINISHED_STATES:
-                yield from _decoded(decoder, self._log_chunks(job, offset), final=True)
-                return
-            if not received[0]:
+            received = 0
+            try:
+                for raw in self._follow_stream(job, offset):
+                    lost_at = None
+                    offset += len(raw)
+                    received += len(raw)
+                    yield raw
+                finished = self.get_job(job).get("state") in FINISHED_STATES
+                lost_at = None
+                if finished:
+                    for raw in self.read_log_bytes(job, offset):
+                        offset += len(raw)
+                        yield raw
+                    return
+            except ServerUnavailable:
+                lost_at = self._reconnect_or_raise(lost_at)
+                continue
+            if not received:
                 time.sleep(reconnect_delay)
+
+    def _reconnect_or_raise(self, lost_at: float | None) -> float:
+        """In a follower, after :class:`ServerUnavailable`: re-raise it when this client has
+        never had an answer (no server there) or none for :attr:`reconnect_for` seconds
+        since ``lost_at``; else pause :data:`RECONNECT_PAUSE` seconds for the caller to try
+        again, and return when the server was lost."""
+        now = time.monotonic()
+        lost_at = now if lost_at is None else lost_at
+        if not self._answered or now - lost_at >= self.reconnect_for:
+            raise
+        time.sleep(RECONNECT_PAUSE)
+        return lost_at
 
     def _follow_stream(self, job: str, offset: int) -> Iterator[bytes]:
         params: dict[str, str | int] = {"offset": offset, "follow": "true"}
@@ -636,6 +622,7 @@ class Client:
                 if response.is_error:
                     response.read()
                     raise error_from_response(response)
+                self._answered = True
                 yield from response.iter_bytes()
         except httpx.HTTPError as exc:
             raise self._unavailable(exc) from None

@@ -306,7 +306,7 @@ passes, and would otherwise hold the server up that long."""
 def write_server_json(home: Path, url: str) -> None:
     """``{home}/server.json``: where the CLI finds this server, which process serves it and
     on which host (the CLI refuses the record of a dead process of its own host:
-    :func:`~danlu.client.rest.find_server`)."""
+    :func:`~danlu.client.discovery.find_server`)."""
     path = home / "server.json"
     tmp = path.with_name(f".server.json.{os.getpid()}.tmp")
     record = {

@@ -1,0 +1,86 @@
+"""How the CLI finds a local danlu server: :func:`find_server` reads the home's
+``server.json`` and ``admin.token`` (written by ``danlu up``), and :func:`same_server` tells
+whether two URLs name one server."""
+
+from __future__ import annotations
+
+import json
+import os
+import socket
+from pathlib import Path
+from typing import Any
+
+import httpx
+
+from danlu.client.errors import NoServerError
+
+API_PREFIX = "/api/v1"
+DEFAULT_HOME = Path("~/.danlu")
+
+
+def find_server(home: Path | None = None) -> tuple[str, str | None]:
+    """The URL (from ``home/server.json``) and admin token (``home/admin.token``, if readable)
+    of the server started with ``danlu up --home home``. Raises :class:`NoServerError`, also
+    when ``server.json`` records a server of this host whose process is gone (it was
+    killed): the token is never sent to whatever listens on its port now."""
+    root = (home or DEFAULT_HOME).expanduser()
+    hint = f"no danlu server found at {root}: start one with `danlu up --home {root}`"
+    try:
+        info = json.loads((root / "server.json").read_text(encoding="utf-8"))
+    except FileNotFoundError:
+        raise NoServerError(hint) from None
+    except (OSError, ValueError) as exc:  # ValueError: not JSON, or not UTF-8
+        raise NoServerError(f"{hint} ({root / 'server.json'} is unreadable: {exc})") from None
+    if not isinstance(info, dict) or not info.get("url"):
+        raise NoServerError(f"{hint} ({root / 'server.json'} names no url)")
+    if _recorded_here(info) and not _alive(info["pid"]):
+        raise NoServerError(
+            f"the danlu server recorded in {root / 'server.json'} (pid {info['pid']}, "
+            f"{info['url']}) is not running: start one with `danlu up --home {root}`"
+        )
+    try:
+        token: str | None = (root / "admin.token").read_text(encoding="utf-8").strip() or None
+    except (OSError, ValueError):  # ValueError: not UTF-8
+        token = None
+    return str(info["url"]), token
+
+
+def _recorded_here(info: dict[str, Any]) -> bool:
+    """Whether ``server.json``'s record names a server process of this host, whose pid
+    this host can judge: one written on another host (a home on a shared filesystem), or by
+    an older danlu (no ``hostname``), cannot be."""
+    pid = info.get("pid")
+    return (
+        info.get("hostname") == socket.gethostname()
+        and isinstance(pid, int)
+        and not isinstance(pid, bool)
+        and pid > 0
+    )
+
+
+def _alive(pid: int) -> bool:
+    """Whether process ``pid`` of this host exists (another user's counts)."""
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except OSError:  # EPERM: another user's process
+        return True
+    return True
+
+
+def same_server(a: str, b: str) -> bool:
+    """Whether URLs ``a`` and ``b`` name one server: the same scheme, host (any case) and
+    port (the scheme's default when absent), and path up to a trailing slash and the API
+    prefix (:class:`Client` takes ``http://H:P`` and ``http://H:P/api/v1`` alike)."""
+    try:
+        x, y = httpx.URL(a), httpx.URL(b)
+    except httpx.InvalidURL:
+        return False
+    defaults = {"http": 80, "https": 443}
+
+    def key(u: httpx.URL) -> tuple[str, str, int | None, str]:
+        path = u.path.rstrip("/").removesuffix(API_PREFIX).rstrip("/")
+        return (u.scheme, u.host.lower(), u.port or defaults.get(u.scheme), path)
+
+    return key(x) == key(y)
