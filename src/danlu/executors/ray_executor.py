@@ -31,10 +31,17 @@ its GPUs are not seen by danlu.
   failed is made again at the run's later polls and every :data:`KILL_RETRY` seconds at other
   runs' polls, until it is recorded.
   An actor that died (Ray's ``ActorDiedError``, or one Ray no longer finds: its node lost,
-  its worker killed) makes the run a preemption: the job is re-queued to resume from its
-  checkpoint. One that cannot be reached for now (``ActorUnavailableError``) or does not
+  its worker killed) or that Ray cannot place (``ActorUnschedulableError``: its node left
+  while the launch was made) makes the run a preemption: the job is re-queued to resume from
+  its checkpoint. One that cannot be reached for now (``ActorUnavailableError``) or does not
   answer in time is asked again at the next poll; other errors of Ray's are an
   :class:`ExecutorUnavailableError`.
+- **The GCS gone.** The control plane joins the cluster as a Ray driver, which Ray ends once
+  it has not reached the cluster's GCS for ``gcs_rpc_server_reconnect_timeout_s``: the
+  executor joins with that set to :data:`GCS_RECONNECT_TIMEOUT`. A call answered by the GCS
+  (the nodes, an actor by name, a kill, a new actor) that takes over :data:`GCS_TIMEOUT` is
+  an :class:`ExecutorUnavailableError`, as is every such call while it has not returned
+  (:meth:`RayExecutor._gcs`); the runs' actors are asked directly, GCS or not.
 - **State.** ``{state_dir}/runs/JOB_ID/`` holds the launch record (actor names), a stop
   request, the result and whether the actors were killed, so a restarted control plane finds
   its runs' actors by name.
@@ -43,12 +50,15 @@ its GPUs are not seen by danlu.
 from __future__ import annotations
 
 import contextlib
+import functools
 import logging
+import os
 import shutil
+import threading
 import time
 from collections.abc import Callable, Iterator, Mapping
 from pathlib import Path
-from typing import Any
+from typing import Any, TypeVar
 
 from danlu.core.cluster import GPU_TYPES, Cluster, GpuType, Node, gpu_type
 from danlu.core.errors import UnknownNameError
@@ -96,6 +106,18 @@ KILLED = "killed.json"
 """In a run's directory once the actors of the ended run are killed."""
 _PRIVATE_PREFIXES = ("RAY_",)
 """Ray's own variables: left out of a job's environment, the job's own ``env`` included."""
+GCS_TIMEOUT = 10.0
+"""Seconds a call that Ray's GCS answers (the nodes, an actor by name, a kill, a new actor)
+may take before it is an :class:`ExecutorUnavailableError`: with the GCS unreachable, Ray
+blocks such calls until it is back."""
+GCS_RECONNECT_TIMEOUT = 1_000_000
+"""Seconds (about 11 days) the control plane, as a Ray driver, waits for an unreachable GCS
+before Ray ends its process (Ray's ``gcs_rpc_server_reconnect_timeout_s``, 60 by default),
+set when the executor joins the cluster. Ray multiplies it by 1000 in 32 bits in places: keep
+it under 4,294,967."""
+_RECONNECT_VARIABLE = "RAY_gcs_rpc_server_reconnect_timeout_s"
+
+_T = TypeVar("_T")
 
 
 def _launch_fields() -> dict[str, records.Check]:
@@ -161,7 +183,13 @@ class RayExecutor(RunDirExecutor, MultiNodeExecutor, GpuSharingExecutor):
         self._ray: Any = ray
         errors: Any = ray.exceptions
         self._ray_error: type[Exception] = errors.RayError
-        self._actor_error: type[Exception] = errors.RayActorError
+        unschedulable = getattr(errors, "ActorUnschedulableError", None)
+        self._gone: tuple[type[Exception], ...] = (
+            errors.RayActorError,
+            *((unschedulable,) if unschedulable is not None else ()),
+        )
+        """A call's errors that mean the actor is gone for good: dead (its node lost, its
+        worker killed), or never to be placed (its node left before Ray placed it)."""
         unavailable = getattr(errors, "ActorUnavailableError", None)  # Ray >= 2.22
         self._busy: tuple[type[Exception], ...] = (
             errors.GetTimeoutError,
@@ -170,10 +198,7 @@ class RayExecutor(RunDirExecutor, MultiNodeExecutor, GpuSharingExecutor):
         """A call's errors that mean "ask again later": no answer in time, or the actor
         cannot be reached for now (a subclass of ``RayActorError``, which else means dead)."""
         if not ray.is_initialized():
-            try:
-                ray.init(address=address, namespace=namespace, log_to_driver=False)
-            except (ConnectionError, RuntimeError) as exc:
-                raise ExecutorUnavailableError(f"cannot join the Ray cluster: {exc}") from exc
+            _join(ray, address, namespace)
         self._namespace = namespace
         self._actor = ray.remote(NodeRun)
         self._init_runs(state_dir, log_dir, cancel_grace, clock)
@@ -189,6 +214,10 @@ class RayExecutor(RunDirExecutor, MultiNodeExecutor, GpuSharingExecutor):
         directory, launch record, and when to try again (:meth:`_retry_kills`)."""
         self._shared_names: list[str] = []
         """The names two Ray nodes share, as last warned about."""
+        self._gcs_lock = threading.Lock()
+        self._gcs_waiting: tuple[threading.Thread, str, float] | None = None
+        """A call to the GCS that has not returned in time: its thread, what it was, since
+        when (:meth:`_gcs`)."""
 
     # -- capabilities -------------------------------------------------------------------------
 
@@ -218,7 +247,9 @@ class RayExecutor(RunDirExecutor, MultiNodeExecutor, GpuSharingExecutor):
         """Ray's live nodes with GPUs by danlu name (several where nodes share a name), in
         Ray's order. Raises :class:`ExecutorUnavailableError` when Ray cannot be asked."""
         try:
-            listed = self._ray.nodes()
+            listed = self._gcs("read Ray's nodes", self._ray.nodes)
+        except ExecutorUnavailableError:
+            raise
         except Exception as exc:  # the GCS gone: ray.nodes() raises what gRPC raised
             raise ExecutorUnavailableError(f"cannot read Ray's nodes: {exc}") from exc
         found: dict[str, list[dict[str, Any]]] = {}
@@ -329,13 +360,21 @@ class RayExecutor(RunDirExecutor, MultiNodeExecutor, GpuSharingExecutor):
     ) -> Handle:
         from ray.util.scheduling_strategies import NodeAffinitySchedulingStrategy
 
+        actors = [f"danlu.{job.job_id}.{job.run_attempt}.{rank}" for rank in range(len(names) or 1)]
+        stale = self._unkilled.get(tuple(actors))
+        if stale is not None:  # of a launch of this run that failed: Ray's GCS silent
+            if not self._kill_actors(stale[1]):
+                raise ExecutorUnavailableError(
+                    f"cannot kill the actors of job {job.job_id}'s failed launch (tried again "
+                    "at the next launch); is the Ray head up?"
+                )
+            self._unkilled.pop(tuple(actors), None)
         log_path, offset = self._open_log(self._log_dir, job.job_id)
         run_dir.mkdir(mode=0o700)
         devices = node_devices(job, self.inventory())
         # a run without GPUs is one process anywhere in the cluster: its torchrun is alone
         first = alive[names[0]] if names else {}
         master = str(first.get("NodeManagerAddress") or "127.0.0.1")
-        actors = [f"danlu.{job.job_id}.{job.run_attempt}.{rank}" for rank in range(len(names) or 1)]
         record = self._launch_record(job, log_path, offset)
         record.update(nodes=names, actors=actors)
         supervise.write_json(run_dir / supervise.LAUNCH, record)
@@ -354,10 +393,16 @@ class RayExecutor(RunDirExecutor, MultiNodeExecutor, GpuSharingExecutor):
             visible = ",".join(devices.get(names[rank], [])) if names else ""
             env = self.node_env(job, rank, names, visible, master)
             try:
-                handle = self._actor.options(**options).remote(job.command, env, job.workdir)
+                start = self._actor.options(**options).remote
+                handle = self._gcs(
+                    f"start Ray actor {actor_name}",
+                    functools.partial(start, job.command, env, job.workdir),
+                )
             except Exception as exc:  # Ray refused the actor (a name taken, the cluster gone)
-                self._kill_ended(run_dir, record, mark=False)
+                self._kill_ended(run_dir, record, mark=False)  # else at a later poll
                 shutil.rmtree(run_dir, ignore_errors=True)
+                if isinstance(exc, ExecutorUnavailableError):  # the GCS silent: launched later,
+                    raise  # once the actors Ray may make meanwhile are killed (above)
                 raise LaunchError(f"Ray could not start job {job.job_id}: {exc}") from exc
             self._handles[actor_name] = handle
         self._started(run_dir, record)
@@ -388,12 +433,55 @@ class RayExecutor(RunDirExecutor, MultiNodeExecutor, GpuSharingExecutor):
         lost). Raises :class:`ExecutorUnavailableError` when Ray cannot be asked."""
         if name not in self._handles:
             try:
-                self._handles[name] = self._ray.get_actor(name, namespace=self._namespace)
+                self._handles[name] = self._gcs(
+                    f"look up Ray actor {name}",
+                    lambda: self._ray.get_actor(name, namespace=self._namespace),
+                )
             except ValueError:
                 return None
+            except ExecutorUnavailableError:
+                raise
             except Exception as exc:  # the GCS gone: what gRPC raised, as for ray.nodes()
                 raise ExecutorUnavailableError(f"cannot look up Ray actor {name}: {exc}") from exc
         return self._handles[name]
+
+    def _gcs(self, what: str, call: Callable[[], _T]) -> _T:
+        """``call()``, a call that Ray's GCS answers, made in a thread of its own: an
+        :class:`ExecutorUnavailableError` when it has not returned within
+        :data:`GCS_TIMEOUT` (the GCS unreachable: Ray blocks the call until it is back), and
+        at once while an earlier one has not, so that no caller (the control plane's loop,
+        its API) blocks, nor do threads pile up, however long the GCS is gone. What
+        ``call`` raises is raised."""
+        result: list[_T] = []
+        error: list[BaseException] = []
+
+        def run() -> None:
+            try:
+                result.append(call())
+            except BaseException as exc:  # handed to the caller
+                error.append(exc)
+
+        with self._gcs_lock:
+            if self._gcs_waiting is not None:
+                thread, earlier, since = self._gcs_waiting
+                if thread.is_alive():
+                    raise ExecutorUnavailableError(
+                        f"cannot {what}: Ray's GCS has not answered (to {earlier}) for "
+                        f"{time.monotonic() - since:.0f} s; is the Ray head up?"
+                    )
+                self._gcs_waiting = None
+            thread = threading.Thread(target=run, name="danlu-ray-gcs", daemon=True)
+            thread.start()
+            thread.join(GCS_TIMEOUT)
+            if thread.is_alive():
+                self._gcs_waiting = (thread, what, time.monotonic() - GCS_TIMEOUT)
+                raise ExecutorUnavailableError(
+                    f"cannot {what}: Ray's GCS did not answer within {GCS_TIMEOUT:g} s; is the "
+                    "Ray head up?"
+                )
+        if error:
+            raise error[0]
+        return result[0]
 
     @contextlib.contextmanager
     def _asking(self, what: str) -> Iterator[None]:
@@ -430,7 +518,8 @@ class RayExecutor(RunDirExecutor, MultiNodeExecutor, GpuSharingExecutor):
                 with contextlib.suppress(Exception):  # gone already, or not answering
                     self._ray.get(closing, timeout=CALL_TIMEOUT)
             try:
-                self._ray.kill(actor, no_restart=True)
+                kill = functools.partial(self._ray.kill, actor, no_restart=True)
+                self._gcs(f"kill Ray actor {name}", kill)
             except Exception as exc:  # the GCS unreachable for now: tried again later
                 log.warning("cannot kill the actor %s: %s", name, exc)
                 done = False
@@ -539,10 +628,11 @@ class RayExecutor(RunDirExecutor, MultiNodeExecutor, GpuSharingExecutor):
         self._signal_all(run_dir, launch, launch["actors"], reason.value, float(grace))
 
     def _ask(self, launch: Mapping[str, Any]) -> list[dict[str, Any] | None] | None:
-        """Every actor's status (None for an actor that is gone: dead, or not found); None
-        when they do not all answer within :data:`CALL_TIMEOUT` (still starting, busy) or
-        one cannot be reached for now (``ActorUnavailableError``): asked again at the next
-        poll. Raises :class:`ExecutorUnavailableError` for Ray's other errors."""
+        """Every actor's status (None for an actor that is gone: dead, not found, or one Ray
+        cannot place, its node gone); None when they do not all answer within
+        :data:`CALL_TIMEOUT` (still starting, busy) or one cannot be reached for now
+        (``ActorUnavailableError``): asked again at the next poll. Raises
+        :class:`ExecutorUnavailableError` for Ray's other errors."""
         offsets = launch.get("offsets") or [0] * len(launch["actors"])
         refs: list[Any] = []
         with self._asking("ask the run's actors"):
@@ -563,7 +653,7 @@ class RayExecutor(RunDirExecutor, MultiNodeExecutor, GpuSharingExecutor):
                     out.append(self._ray.get(ref, timeout=CALL_TIMEOUT))
                 except self._busy:
                     return None
-                except self._actor_error:  # ActorDiedError: its node lost, or killed
+                except self._gone:  # its node lost, its worker killed, or never placed
                     out.append(None)
         return out
 
@@ -653,6 +743,41 @@ class RayExecutor(RunDirExecutor, MultiNodeExecutor, GpuSharingExecutor):
                 f"cannot reach the Ray actors {', '.join(failed)} to stop job {handle.job_id} "
                 "(asked again at the next poll)"
             )
+
+
+def _join(ray: Any, address: str | None, namespace: str) -> None:
+    """Join the Ray cluster at ``address`` as a driver that outlives its GCS for
+    :data:`GCS_RECONNECT_TIMEOUT`: this process is the control plane, whose API and loop must
+    go on, reporting the executor unavailable, while the cluster's head is down.
+
+    Ray reads its settings from the environment when ``ray`` is imported (the control plane
+    has imported it by now) and again when its configuration is initialized, which joining
+    does after some of its GCS clients are made: so the variable is set and the configuration
+    read again (``ray._config.initialize``) before joining. A cluster's ``--system-config``
+    naming the setting wins. The environment is restored after: the processes this one
+    starts later do not inherit the setting; those ``ray.init`` starts (a local cluster's,
+    when ``address`` is None and none runs) do."""
+    before = os.environ.get(_RECONNECT_VARIABLE)
+    os.environ[_RECONNECT_VARIABLE] = str(GCS_RECONNECT_TIMEOUT)
+    try:
+        try:
+            ray._config.initialize("{}")  # Ray's settings read again: the variable's included
+        except Exception as exc:  # not in this Ray: the process ends with the GCS, as before
+            log.warning(
+                "cannot set Ray's GCS reconnect timeout (%s): the control plane will end if "
+                "the Ray head's GCS is unreachable for 60 s; export %s=%d before starting it",
+                exc,
+                _RECONNECT_VARIABLE,
+                GCS_RECONNECT_TIMEOUT,
+            )
+        ray.init(address=address, namespace=namespace, log_to_driver=False)
+    except (ConnectionError, RuntimeError) as exc:
+        raise ExecutorUnavailableError(f"cannot join the Ray cluster: {exc}") from exc
+    finally:
+        if before is None:
+            os.environ.pop(_RECONNECT_VARIABLE, None)
+        else:
+            os.environ[_RECONNECT_VARIABLE] = before
 
 
 def _node_name(info: Mapping[str, Any]) -> str:
