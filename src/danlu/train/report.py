@@ -8,6 +8,14 @@ never fails training: the batch is kept (up to ``max_pending`` records, oldest d
 and retried on the next flush; ``errors`` and ``dropped`` count what went wrong, and the first
 failure of an outage is logged as a WARNING.
 
+Each POST carries an ``Idempotency-Key`` header, a random id of its records. A request that
+failed may still have been stored (it timed out while the server, its database busy, went
+on and committed it; a gateway answered 502 or 504): it is sent again at the next flush as it
+was, alone, with the same body and key, and the API answers a key the job stored already
+with the same reply, storing nothing. A request whose records change (a record the server
+refused dropped) is another request, with a new key. An API without keys stores a resend
+again, as before.
+
 The API refuses a whole request for one record it cannot store (a list value, a ``time`` in
 milliseconds, a bad ``step``: :mod:`danlu.core.metric_record`). So the reporter runs the same
 checks first and leaves such a record out (counted in ``dropped``, a WARNING once per field and
@@ -27,8 +35,10 @@ import threading
 import time
 import urllib.error
 import urllib.request
+import uuid
 from collections import deque
 from collections.abc import Mapping
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
@@ -46,6 +56,26 @@ at DEBUG, as the repeats are."""
 
 _REFUSED_RECORD = re.compile(r"metrics\.(\d+)(?:\.(.*))?", re.DOTALL)
 """The field of a 422 that names one record of the request: ``metrics.<i>[.<name>]``."""
+
+KEY_HEADER = "Idempotency-Key"
+"""The header naming a request, so that the API stores a request sent again only once."""
+
+
+def _new_key() -> str:
+    """A random ``Idempotency-Key`` (32 hex digits: what the API takes, docs/api.md)."""
+    return uuid.uuid4().hex
+
+
+@dataclass
+class _Request:
+    """One request's records, their JSON lines (the body, in order) and its key. A request
+    that failed is kept as it is and sent again with its key: the server may have stored
+    it. Its records change only when one is dropped (:meth:`MetricsReporter._ship`), and
+    its key with them."""
+
+    records: list[dict[str, Any]]
+    lines: list[str]
+    key: str = field(default_factory=_new_key)
 
 
 def _finite(record: dict[str, Any]) -> dict[str, Any]:
@@ -125,6 +155,10 @@ class MetricsReporter:
         """True when records go somewhere (an API or a file)."""
         self._queue: deque[dict[str, Any]] = deque()
         self._retry: list[dict[str, Any]] = []
+        """The records kept for the next flush, oldest first (see :meth:`_keep`)."""
+        self._resend: _Request | None = None
+        """The request that failed last, whose records begin :attr:`_retry`: sent again
+        first, as it was."""
         self._wake = threading.Event()
         self._stop = threading.Event()
         self._thread: threading.Thread | None = None
@@ -161,36 +195,41 @@ class MetricsReporter:
             self.flush()
 
     def flush(self) -> None:
-        """Ship everything queued now (called by the thread, and by :meth:`close`): in
-        requests of at most :data:`MAX_RECORDS_PER_POST` records, oldest first. A record
-        that cannot be written, or that the API would refuse, is left out (see
+        """Ship everything queued now (called by the thread, and by :meth:`close`): the
+        request that failed last first, as it was, then the rest in requests of at most
+        :data:`MAX_RECORDS_PER_POST` records, oldest first. A record that cannot be
+        written, or that the API would refuse, is left out (see :meth:`_lines` and
         :meth:`_ship`); a request the server refuses for good (a 4xx other than 408 and
-        429) that names no record of it is dropped and counted; on any other failure the
-        rest waits for the next flush."""
+        429) that names no record of it is dropped and counted; on any other failure that
+        request and the rest wait for the next flush (:meth:`_keep`)."""
         with self._io:
-            batch = self._retry
+            request, self._resend = self._resend, None
+            batch = self._retry[len(request.records) :] if request is not None else self._retry
             self._retry = []
             while self._queue:
                 batch.append(self._queue.popleft())
-            while batch:
-                chunk, batch = batch[:MAX_RECORDS_PER_POST], batch[MAX_RECORDS_PER_POST:]
+            while request is not None or batch:
+                if request is None:
+                    chunk, batch = batch[:MAX_RECORDS_PER_POST], batch[MAX_RECORDS_PER_POST:]
+                    request = _Request(chunk, self._lines(chunk))
                 try:
-                    self._ship(chunk)
-                    self.sent += len(chunk)
+                    self._ship(request)
+                    self.sent += len(request.records)
                 except urllib.error.HTTPError as exc:
                     self.errors += 1
                     if 400 <= exc.code < 500 and exc.code not in (408, 429):
-                        self.dropped += len(chunk)
+                        self.dropped += len(request.records)
                         log.warning("metrics refused by the server (HTTP %s): dropped", exc.code)
                     else:
                         self._failed(exc)
-                        self._keep(chunk + batch)
+                        self._keep(request, batch)
                         return
                 except Exception as exc:  # never let reporting break training
                     self.errors += 1
                     self._failed(exc)
-                    self._keep(chunk + batch)
+                    self._keep(request, batch)
                     return
+                request = None
                 self._failing = False
 
     def _failed(self, exc: BaseException) -> None:
@@ -210,42 +249,52 @@ class MetricsReporter:
             self.max_pending,
         )
 
-    def _keep(self, batch: list[dict[str, Any]]) -> None:
-        """Keep ``batch`` for the next flush, at most :attr:`max_pending` (oldest dropped)."""
-        overflow = len(batch) - self.max_pending
+    def _keep(self, request: _Request, batch: list[dict[str, Any]]) -> None:
+        """Keep the failed ``request`` (sent again as it is, with its key: the server may
+        have stored it) and the records of ``batch`` after it for the next flush, at most
+        :attr:`max_pending` records, the oldest dropped first: the request whole, never cut
+        down (a part of it is another request, with another key, and would store its
+        records again)."""
+        overflow = len(request.records) + len(batch) - self.max_pending
+        kept: _Request | None = request
+        if overflow > 0:
+            self.dropped += len(request.records)
+            overflow -= len(request.records)
+            kept = None
         if overflow > 0:
             self.dropped += overflow
             batch = batch[overflow:]
-        self._retry = batch
+        self._resend = kept
+        self._retry = (kept.records if kept is not None else []) + batch
 
-    def _ship(self, chunk: list[dict[str, Any]]) -> None:
-        """Send ``chunk``, leaving in it only the records sent (an exception: those not
-        sent yet). A record that cannot be written as JSON, or (to the API) one that
-        :func:`~danlu.core.metric_record.check_record` refuses, is left out first; a 422
-        naming ``metrics.<i>`` drops record ``i`` and sends the others again (a request
-        fewer each time: at most as many resends as records)."""
-        lines = self._lines(chunk)
+    def _ship(self, request: _Request) -> None:
+        """Send ``request``, leaving in it only the records sent (an exception: those not
+        sent yet). A 422 naming ``metrics.<i>`` drops record ``i`` and sends the others
+        again, as a new request with a new key (a record fewer each time: at most as many
+        resends as records)."""
         if self.path is not None:
             self.path.parent.mkdir(parents=True, exist_ok=True)
             with self.path.open("a") as f:
-                f.writelines(line + "\n" for line in lines)
+                f.writelines(line + "\n" for line in request.lines)
             return
-        while lines and self.url is not None:
+        while request.lines and self.url is not None:
             try:
-                self._post(self.url, lines)
+                self._post(self.url, request.lines, request.key)
                 return
             except urllib.error.HTTPError as exc:
-                refused = _refused_record(exc, len(lines))
+                refused = _refused_record(exc, len(request.lines))
                 if refused is None:
                     raise
                 self.errors += 1
-                index, field, message = refused
-                del chunk[index], lines[index]
-                self._leave_out(field, message, message, "the server refused it")
+                index, name, message = refused
+                del request.records[index], request.lines[index]
+                request.key = _new_key()  # other records: another request
+                self._leave_out(name, message, message, "the server refused it")
 
     def _lines(self, chunk: list[dict[str, Any]]) -> list[str]:
         """Each record of ``chunk`` as a line of JSON; those that cannot be written, or
-        (with a ``url``) that the API would refuse, are left out of ``chunk`` and counted."""
+        (with a ``url``) that :func:`~danlu.core.metric_record.check_record` refuses, are
+        left out of ``chunk`` and counted."""
         now = time.time()
         kept: list[dict[str, Any]] = []
         lines: list[str] = []
@@ -283,11 +332,15 @@ class MetricsReporter:
             shown,
         )
 
-    def _post(self, url: str, lines: list[str]) -> None:
-        """POST ``lines`` (records as JSON) to the API at ``url`` in one request."""
+    def _post(self, url: str, lines: list[str], key: str) -> None:
+        """POST ``lines`` (records as JSON) to the API at ``url`` in one request named
+        ``key`` (the same lines give the same body)."""
         body = ('{"metrics": [' + ", ".join(lines) + "]}").encode()
         req = urllib.request.Request(
-            url, data=body, method="POST", headers={"Content-Type": "application/json"}
+            url,
+            data=body,
+            method="POST",
+            headers={"Content-Type": "application/json", KEY_HEADER: key},
         )
         if self.token:
             req.add_header("Authorization", f"Bearer {self.token}")

@@ -419,6 +419,27 @@ class JobMetric(Base):
     data: Mapped[dict[str, Any]] = mapped_column(JSON)
 
 
+class JobMetricKey(Base):
+    """The ``Idempotency-Key`` of a metrics POST a job stored, with the number of records it
+    stored (``accepted``): the same key again (danlu.train's reporter sends a request again
+    when it got no reply) is answered with that count and stores nothing. A job's keys are
+    kept a day (:data:`~danlu.server.services.metrics.KEY_DAYS`) and deleted with its
+    records by the retention; (``job_id``, ``key``) is unique, so of two requests with one
+    key at once only one is stored."""
+
+    __tablename__ = "job_metric_keys"
+    __table_args__ = (
+        UniqueConstraint("job_id", "key"),
+        Index("ix_job_metric_keys_job_id_created_at", "job_id", "created_at"),
+    )
+
+    id: Mapped[int] = mapped_column(BigId, primary_key=True, autoincrement=True)
+    job_id: Mapped[str] = mapped_column(ForeignKey("jobs.id", ondelete="CASCADE"))
+    key: Mapped[str] = mapped_column(String(128))
+    created_at: Mapped[float] = mapped_column(Double)
+    accepted: Mapped[int] = mapped_column(Integer)
+
+
 class Node(Base):
     """A machine in the inventory. ``position`` orders nodes (their index in the view).
 

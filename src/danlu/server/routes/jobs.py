@@ -296,7 +296,24 @@ def job_logs(
     return Response(data, media_type="text/plain", headers={"X-Danlu-Log-Offset": str(next_offset)})
 
 
-@router.post("/{job_id}/metrics", response_model=AcceptedOut, summary="Report training metrics")
+@router.post(
+    "/{job_id}/metrics",
+    response_model=AcceptedOut,
+    summary="Report training metrics",
+    openapi_extra={
+        "parameters": [
+            {
+                "name": metrics.KEY_HEADER,
+                "in": "header",
+                "required": False,
+                "description": "A random id of this request (1-128 of A-Z a-z 0-9 . _ : -), "
+                "the same when the same records are sent again: a repeat of a key the job "
+                "stored within a day gets the same reply and stores nothing",
+                "schema": {"type": "string", "maxLength": metrics.MAX_KEY},
+            }
+        ]
+    },
+)
 def post_metrics(
     job_id: str, body: MetricsIn, user: Caller, state: State, request: Request
 ) -> dict[str, int | None]:
@@ -305,8 +322,14 @@ def post_metrics(
     latest choice). A run's token is refused (409) once the job has finished: what it
     sends then would rewrite a finished job's records (its ``checkpoint_step``). Any token
     is refused (409, by :func:`metrics.ingest`) once the retention deleted the job's
-    records: nothing would ever delete new ones."""
+    records: nothing would ever delete new ones. With an ``Idempotency-Key`` header (422
+    naming it when it is not one, :func:`metrics.check_key`), a request the job stored
+    under that key already is answered as then (the count it stored) and stores nothing:
+    danlu.train's reporter sends a request again, with its key, when it got no reply."""
     checked_name(job_id, "job")
+    key = request.headers.get(metrics.KEY_HEADER)
+    if key is not None:
+        metrics.check_key(key)  # before any transaction
     # metrics.ingest checks every value (NaN is stored as null, not refused: a diverged loss
     # refused the whole batch, and the job's reporter sent it again for good)
     with state.db.session() as session:
@@ -324,7 +347,7 @@ def post_metrics(
                 f"job {job.id} has finished ({job.state}): its run's token reports no more "
                 "metrics; use a user's token to add records to a finished job"
             )
-        accepted = metrics.ingest(session, job, body.metrics)
+        accepted = metrics.ingest(session, job, body.metrics, key=key)
         return {"accepted": accepted, "batch_size": job.batch_size}
 
 

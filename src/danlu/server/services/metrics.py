@@ -1,22 +1,83 @@
-"""Training metrics reported by ``danlu.train`` (a batch of dicts per request)."""
+"""Training metrics reported by ``danlu.train`` (a batch of dicts per request).
+
+A request may carry an ``Idempotency-Key`` (danlu.train's reporter sends one, the same on
+every resend of the same records): the job remembers the keys it stored for a day
+(:data:`KEY_DAYS`, ``job_metric_keys``), and a request with a key it stored already is
+answered with the count stored then, storing nothing, so a request the client timed out
+on but the server committed is not stored twice when sent again. A request without a key
+is stored every time it comes (as before keys)."""
 
 from __future__ import annotations
 
+import re
 from collections.abc import Mapping, Sequence
-from typing import Any
+from typing import Any, Final
 
-from sqlalchemy import case, func, select, update
+from sqlalchemy import case, delete, func, select, update
+from sqlalchemy.exc import IntegrityError
 from sqlalchemy.orm import Session
 
 from danlu.core.errors import SpecError
 from danlu.core.metric_record import RecordError, check_record
-from danlu.server.db.models import Job, JobMetric
+from danlu.server.db.models import Job, JobMetric, JobMetricKey
 from danlu.server.errors import ConflictError
 from danlu.server.services import observe
 from danlu.server.services.common import lock_row, resolve_now
+from danlu.server.services.retention import DAY
 
 MAX_BATCH = 1000
 MAX_READ = 10_000
+KEY_HEADER: Final = "Idempotency-Key"
+"""The request header naming a metrics POST (:func:`check_key`)."""
+MAX_KEY: Final = 128
+"""The longest ``Idempotency-Key`` taken (the column's width)."""
+KEY_DAYS: Final = 1.0
+"""Days a job remembers a key: a resend later than that is stored again (the reporter
+sends again at its next flush, seconds later, or after an outage of the API)."""
+_KEY = re.compile(rf"[A-Za-z0-9._:-]{{1,{MAX_KEY}}}")
+
+
+def check_key(key: str) -> str:
+    """``key`` when it can be an ``Idempotency-Key`` (1 to :data:`MAX_KEY` ASCII letters,
+    digits, ``.``, ``_``, ``:`` or ``-``: a UUID, a hex or base64url id), else a
+    :class:`SpecError` naming the header."""
+    if _KEY.fullmatch(key) is None:
+        shown = repr(key[:40]) + ("..." if len(key) > 40 else "")
+        raise SpecError(
+            KEY_HEADER,
+            f"{shown} ({len(key)} characters) is not an idempotency key: send 1 to at most "
+            f"{MAX_KEY} ASCII letters, digits, '.', '_', ':' or '-' (a random id such as a "
+            "UUID, new for each request and the same when the same records are sent again), "
+            "or no header",
+        )
+    return key
+
+
+def repeated(session: Session, job_id: str, key: str) -> int | None:
+    """The number of records the job stored for a request with ``key``; ``None`` when it
+    stored none with that key (or forgot it, :data:`KEY_DAYS`)."""
+    query = select(JobMetricKey.accepted).where(
+        JobMetricKey.job_id == job_id, JobMetricKey.key == key
+    )
+    return session.scalar(query)
+
+
+def _remember(session: Session, job_id: str, key: str, accepted: int, t: float) -> int | None:
+    """Store ``key`` for the job (its keys older than :data:`KEY_DAYS` deleted first);
+    ``None`` when stored, else the count of the request that stored it meanwhile (the unique
+    (job, key) refused this one: answered as the repeat it is)."""
+    session.execute(
+        delete(JobMetricKey)
+        .where(JobMetricKey.job_id == job_id, JobMetricKey.created_at < t - KEY_DAYS * DAY)
+        .execution_options(synchronize_session=False)
+    )
+    try:
+        with session.begin_nested():  # a refused insert leaves the transaction usable
+            session.add(JobMetricKey(job_id=job_id, key=key, created_at=t, accepted=accepted))
+    except IntegrityError:
+        # the row that refused it is committed (a unique violation waits for its commit)
+        return repeated(session, job_id, key) or 0
+    return None
 
 
 def ingest(
@@ -24,6 +85,7 @@ def ingest(
     job: Job,
     records: Sequence[Mapping[str, Any]],
     now: float | None = None,
+    key: str | None = None,
 ) -> int:
     """Store ``records`` for ``job``; each needs an integer ``step`` (>= 0) and may carry a
     ``time`` (POSIX seconds; default now) and flat scalar values
@@ -39,8 +101,16 @@ def ingest(
     :func:`~danlu.server.services.common.lock_row`), as the purge locks it before it
     deletes (:func:`~danlu.server.services.retention.purged`): a purge that comes meanwhile
     waits and deletes these records too, and a report that comes during a purge waits and
-    is refused."""
+    is refused.
+
+    With ``key`` (the request's ``Idempotency-Key``, :func:`check_key`), a request the job
+    stored under that key already (within :data:`KEY_DAYS`) returns the count stored then
+    and stores nothing; else the key is stored with the records. The job's row is locked
+    before the key is read, so of two requests with one key at once the second waits and
+    reads the first's key; the unique (job, key) is the backstop (:func:`_remember`)."""
     t = resolve_now(now)
+    if key is not None:
+        check_key(key)
     if len(records) > MAX_BATCH:
         raise SpecError("metrics", f"at most {MAX_BATCH} records per request")
     job = lock_row(session, Job, job.id)
@@ -49,6 +119,10 @@ def ingest(
             f"job {job.id}: its metric records were deleted by the retention "
             f"(DANLU_RETENTION_DAYS) at {job.purged_at:.0f}; it takes no new ones"
         )
+    if key is not None:
+        done = repeated(session, job.id, key)
+        if done is not None:
+            return done
     last = job.last_step
     checkpoint = job.checkpoint_step
     rows = []
@@ -64,6 +138,10 @@ def ingest(
         rows.append(
             JobMetric(job_id=job.id, step=checked.step, time=checked.time, data=checked.data)
         )
+    if key is not None:
+        done = _remember(session, job.id, key, len(rows), t)
+        if done is not None:
+            return done
     session.add_all(rows)
     values: dict[str, Any] = {}
     if last is not None and last != job.last_step:

@@ -1,7 +1,8 @@
 """Retention: what a finished job leaves behind is deleted once it is old enough.
 
 With ``DANLU_RETENTION_DAYS`` set, a job finished (SUCCEEDED, FAILED or CANCELLED) longer ago
-than that loses its stored metric records, its logs and run records (the executor's
+than that loses its stored metric records (and the ``Idempotency-Key`` of each request
+that stored some, ``job_metric_keys``), its logs and run records (the executor's
 :meth:`~danlu.executors.Executor.discard`) and the checkpoint directory danlu made for it
 under the home (never a spec's ``checkpoint_dir``: that is the user's). The job itself and
 its events stay, with ``purged_at`` set, so ``danlu ls`` and ``danlu show`` still tell what
@@ -18,7 +19,7 @@ from sqlalchemy import delete, select, update
 from sqlalchemy.orm import Session
 
 from danlu.core.state import JobState
-from danlu.server.db.models import Job, JobMetric
+from danlu.server.db.models import Job, JobMetric, JobMetricKey
 from danlu.server.services.common import resolve_now
 
 DAY: Final = 86_400.0
@@ -56,7 +57,8 @@ def due(
 
 
 def purged(session: Session, job_id: str, now: float | None = None) -> None:
-    """Mark the job purged (its files are gone) and delete its metric records.
+    """Mark the job purged (its files are gone) and delete its metric records and the keys
+    of the requests that stored them.
 
     The mark comes first: its UPDATE locks the job's row, so a report being stored
     (:func:`~danlu.server.services.metrics.ingest` locks the row too) commits before the
@@ -70,3 +72,4 @@ def purged(session: Session, job_id: str, now: float | None = None) -> None:
         .execution_options(synchronize_session=False)
     )
     session.execute(delete(JobMetric).where(JobMetric.job_id == job_id))
+    session.execute(delete(JobMetricKey).where(JobMetricKey.job_id == job_id))
