@@ -8,6 +8,7 @@ from collections.abc import AsyncIterator
 from typing import Annotated, Any
 
 from fastapi import APIRouter, Query, Request
+from fastapi.security.utils import get_authorization_scheme_param
 from fastapi.responses import Response, StreamingResponse
 from starlette.concurrency import run_in_threadpool
 
@@ -32,7 +33,7 @@ from danlu.server.routes.schemas import (
     metric_out,
 )
 from danlu.server.run_as import check_account
-from danlu.server.services import events, jobs, metrics
+from danlu.server.services import events, jobs, metrics, users
 from danlu.server.services.cluster import load_cluster
 
 router = APIRouter(prefix="/jobs", tags=["jobs"])
@@ -40,6 +41,9 @@ LOG_CHUNK = 1 << 20
 METRICS_CURSOR_HEADER = "X-Danlu-Metrics-Cursor"
 """The header of ``GET /jobs/{id}/metrics``: the ``after_id`` for the records after these."""
 FOLLOW_POLL = 0.25
+TOKEN_RECHECK = 5.0
+"""Seconds between two checks, in a log follow, that the token it was opened with still
+works: a follow stops within that once the token is revoked (``danlu user revoke``)."""
 
 
 def _check_spec(spec: JobSpec) -> None:
@@ -239,14 +243,28 @@ def _current_run(state: ServerState, job_id: str) -> tuple[bool, Handle]:
         return job.state in TERMINAL, Handle(job.id, job.attempt)
 
 
-async def _follow(state: ServerState, run: Handle, offset: int) -> AsyncIterator[bytes]:
+def _token_live(state: ServerState, token: str) -> bool:
+    """Whether ``token`` still works (not revoked; blocking: a store read)."""
+    with state.db.read_session() as session:
+        return users.find_token(session, token) is not None
+
+
+async def _follow(
+    state: ServerState, run: Handle, offset: int, token: str | None = None
+) -> AsyncIterator[bytes]:
     """The run's log from ``offset`` as it grows, until the job is terminal (then what its
-    run wrote before the exit) or ``state.follow_timeout`` passes. It waits on the event
-    loop and runs each blocking read in the thread pool only while it reads: a follower of
-    a quiet job holds no worker thread (40 of them once held every one, and no other
-    route, not even ``/health``, was answered until they ended)."""
+    run wrote before the exit), ``state.follow_timeout`` passes or ``token``, the one the
+    follow was opened with, is revoked (checked every :data:`TOKEN_RECHECK` seconds). It
+    waits on the event loop and runs each blocking read in the thread pool only while it
+    reads: a follower of a quiet job holds no worker thread (40 of them once held every
+    one, and no other route, not even ``/health``, was answered until they ended)."""
     deadline = time.monotonic() + state.follow_timeout
+    checked = time.monotonic()
     while True:
+        if token is not None and time.monotonic() - checked >= TOKEN_RECHECK:
+            if not await run_in_threadpool(_token_live, state, token):
+                return  # revoked: nothing more goes to whoever holds it
+            checked = time.monotonic()
         data, offset = await run_in_threadpool(_read_log, state, run, offset)
         if data:
             yield data
@@ -276,6 +294,7 @@ def job_logs(
     job_id: str,
     user: Caller,
     state: State,
+    request: Request,
     offset: Annotated[int, Query(ge=0, le=MAX_INT)] = 0,
     follow: bool = False,
     tail: Annotated[int | None, Query(ge=1, le=LOG_CHUNK)] = None,
@@ -283,7 +302,8 @@ def job_logs(
     """The job's output from byte ``offset``; ``X-Danlu-Log-Offset`` is the next offset.
     ``tail``: its last ``tail`` bytes instead (at most 1 MiB; not with ``offset``), where a
     follow then starts too. With ``follow=true`` the body streams until the job is
-    terminal (no ``X-Danlu-Log-Offset``: the headers go before the body)."""
+    terminal (no ``X-Danlu-Log-Offset``: the headers go before the body), or until the
+    caller's token is revoked."""
     if tail is not None and offset:
         raise SpecError("tail", "give either offset or tail, not both")
     run = _run_of(state, job_id, user, logs=True)
@@ -291,7 +311,9 @@ def job_logs(
     if tail is not None:
         offset, limit = _tail_offset(state, run, tail), tail
     if follow:
-        return StreamingResponse(_follow(state, run, offset), media_type="text/plain")
+        _, token = get_authorization_scheme_param(request.headers.get("authorization"))
+        stream = _follow(state, run, offset, token or None)
+        return StreamingResponse(stream, media_type="text/plain")
     data, next_offset = _read_log(state, run, offset, limit)
     return Response(data, media_type="text/plain", headers={"X-Danlu-Log-Offset": str(next_offset)})
 
