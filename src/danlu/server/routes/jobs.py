@@ -8,8 +8,8 @@ from collections.abc import AsyncIterator
 from typing import Annotated, Any
 
 from fastapi import APIRouter, Query, Request
-from fastapi.security.utils import get_authorization_scheme_param
 from fastapi.responses import Response, StreamingResponse
+from fastapi.security.utils import get_authorization_scheme_param
 from starlette.concurrency import run_in_threadpool
 
 from danlu.core.errors import SpecError
