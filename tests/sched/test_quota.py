@@ -273,7 +273,7 @@ def test_a_policy_that_sizes_jobs_is_handed_one_count_requests_cut_to_the_quota(
     (view,) = sizing.views
     ranges = {j.id: (j.request.gpus, j.request.max_gpus) for j in (*view.running, *view.pending)}
     # 8 GPUs left: a 16-GPU request may start on 1..8 under such a policy, not wait for good
-    assert ranges == {"r": (4, 12), "wide": (8, 8), "small": (2, 8), "free": (16, 0)}
+    assert ranges == {"r": (1, 12), "wide": (1, 8), "small": (1, 8), "free": (16, 0)}
     assert plan.reason("wide") is None
     # a policy that runs requests as they are: the 16-GPU job waits, and alone it never fits
     seeing = _Seeing()

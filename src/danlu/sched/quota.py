@@ -11,10 +11,14 @@ Value types and pure functions that the server and the simulator share:
 
 Usage is what running jobs hold (:func:`held`): GPUs as whole-GPU equivalents (a share of
 250 milli-GPU counts 0.25) and GPU memory in bytes (what each share reserves). A job counts
-against its project's quota and its user's. A policy never sees a quota: it is handed a
-view in which every pending job fits them, and its plan's starts and growths are checked
-in plan order, so that several starts of one project in a round cannot pass its quota
-together.
+against its project's quota and its user's. A quota limits its holder's total, not each
+job's size: a policy never sees a quota; it is handed a view in which every pending job
+fits them and each running job may grow as far as the quota allows while the holder's
+other jobs shrink to their least (GPUs may move between the jobs of a project at its
+quota), and its plan is checked on what the holder holds after it: the plan's shrinks and
+preemptions free room, its starts and growths are counted in plan order, so that several
+starts of one project in a round cannot pass its quota together. A quota the cluster
+cannot pass (:meth:`Quotas.binding`) changes nothing: the run is the one without it.
 """
 
 from __future__ import annotations
@@ -79,6 +83,16 @@ class Quota:
                 f"{self.holder}: a GPU memory quota is >= 0 bytes, not {self.gpu_memory}; "
                 "leave it out for no limit"
             )
+
+
+def can_bind(quota: Quota, cluster: Cluster) -> bool:
+    """Whether the jobs on ``cluster`` could ever hold more than ``quota``: not when it is at
+    or above the cluster's GPUs (whole-GPU equivalents) and its GPU memory (a quota that
+    cannot bind must leave a run exactly as it is without it)."""
+    if quota.gpus is not None and quota.gpus + _SLACK < cluster.total_gpus:
+        return True
+    memory = quota.gpu_memory
+    return memory is not None and memory < int(cluster.arrays.gpu_memory.sum())
 
 
 def excess(quota: Quota, used: Usage, extra: Usage) -> str | None:
@@ -172,6 +186,19 @@ def least_request(request: JobRequest, sized: bool) -> JobRequest:
     return request
 
 
+def least_held(status: JobStatus, sized: bool) -> Usage:
+    """The least running job ``status`` holds once a policy shrinks it as far as its view
+    lets it: an elastic job at the least of its range (``gpus``), a job the policy sizes
+    (``sized``: see :func:`sizeable`) on one GPU, any other job what it holds. Whole GPUs
+    hold memory in proportion."""
+    usage = held(status.allocation)
+    count, request = status.allocation.num_gpus, status.request
+    fewest = request.gpus if request.elastic else 1 if sized else count
+    if count <= fewest:
+        return usage
+    return Usage(usage.gpus * fewest / count, usage.gpu_memory * fewest // count)
+
+
 def within_room(status: JobStatus, gpus: float) -> JobStatus:
     """An elastic job's status with its most GPUs cut to the GPUs it holds plus ``gpus``
     (what its quotas leave on top of the usage they count, this job's GPUs included; never
@@ -198,6 +225,15 @@ class Quotas:
         """Every quota: the projects', then the users'."""
         return (*self.projects.values(), *self.users.values())
 
+    def binding(self, cluster: Cluster) -> Quotas:
+        """These quotas without those that ``cluster`` cannot pass (:func:`can_bind`);
+        ``self`` when every one can."""
+        if all(can_bind(q, cluster) for q in self.all()):
+            return self
+        projects = {name: q for name, q in self.projects.items() if can_bind(q, cluster)}
+        users = {name: q for name, q in self.users.items() if can_bind(q, cluster)}
+        return Quotas(projects, users)
+
     def of(self, request: JobRequest) -> tuple[Quota, ...]:
         """The quotas ``request`` counts against: its project's, then its user's."""
         project = self.projects.get(request.project)
@@ -215,6 +251,7 @@ class Quotas:
         quotas = self.of(request)
         if not quotas:  # every job of a run without quotas: nothing to compute
             return None
+        quotas = tuple(q for q in quotas if can_bind(q, cluster))  # else the cluster's rules
         need = minimum_usage(least_request(request, sized), cluster)
         return next((r for q in quotas if (r := excess(q, Usage(), need))), None)
 
@@ -228,7 +265,13 @@ class QuotaPolicy:
     elastic ranges are cut to what the quotas leave, and the plan's starts and growths are
     checked in order (a start or resize that would pass a quota is dropped: the job stays
     as it was, and a preemption made only for dropped moves is dropped too). Preemptions in
-    the same plan do not make room until the next round, as in the server."""
+    the same plan make room for the starts and growths of the same plan: the plan is
+    checked on what each holder holds after it. A running job's range is cut to what the
+    quotas leave when the holder's other running jobs shrink to their least
+    (:func:`least_held`), so that GPUs may move between the jobs of a holder at its quota;
+    a pending job's to what they leave on top of what is held. Quotas that the cluster
+    cannot pass are left out (:meth:`Quotas.binding`): the inner policy's plans are then
+    exactly those it makes without them."""
 
     def __init__(self, inner: Policy, quotas: Quotas) -> None:
         self.inner = inner
@@ -238,6 +281,8 @@ class QuotaPolicy:
         (callers hand the same object while a job waits or runs unchanged)."""
         self._memo_on: Cluster | None = None
         """The cluster the memo was computed on (a waiting job's least use depends on it)."""
+        self._binding = quotas
+        """``quotas`` without those that ``_memo_on`` cannot pass (:meth:`Quotas.binding`)."""
         self._handed: tuple[tuple[JobStatus, ...], tuple[JobStatus, ...]] = ((), ())
         """The running and pending jobs of the last view handed to ``inner``: the same tuple
         objects are handed again while their jobs are, as adapters do (policies that keep a
@@ -261,24 +306,29 @@ class QuotaPolicy:
         if not self.quotas:
             return self.inner.schedule(view)
         cluster = view.cluster
-        if (
-            self._memo_on is not cluster
-            or len(self._memo) > 2 * (len(view.running) + len(view.pending)) + 64
-        ):  # another cluster, or most of the jobs gone
+        if self._memo_on is not cluster:  # another cluster: quotas may bind on it or not
             self._memo.clear()
             self._memo_on = cluster
+            self._binding = self.quotas.binding(cluster)
+        elif len(self._memo) > 2 * (len(view.running) + len(view.pending)) + 64:
+            self._memo.clear()  # most of the jobs gone
+        quotas = self._binding
+        if not quotas:  # none the cluster could pass: the run is the one without them
+            return self.inner.schedule(view)
         sizes_jobs = self.sizes_jobs
         counted: dict[str, _Counted] = {}  # this round's jobs with a quota
-        used = {q.holder: Usage() for q in self.quotas.all()}
-        held_by = _with_quota(view.running, self.quotas)
+        used = {q.holder: Usage() for q in quotas.all()}
+        least = dict(used)  # what each holder's running jobs hold at their least
+        held_by = _with_quota(view.running, quotas)
         for job in held_by:
             entry = counted[job.id] = self._counted(job, cluster, running=True)
             for quota in entry.quotas:
                 used[quota.holder] += entry.usage
+                least[quota.holder] += entry.least
         withheld: dict[str, str] = {}
         shown: dict[str, JobStatus] = {}  # jobs handed to ``inner`` cut to their quotas
         reasons: dict[tuple[str, str, float, int], str | None] = {}  # one string each
-        for job in _with_quota(view.pending, self.quotas):
+        for job in _with_quota(view.pending, quotas):
             entry = counted[job.id] = self._counted(job, cluster, running=False)
             if entry.key in reasons:
                 why = reasons[entry.key]
@@ -293,7 +343,10 @@ class QuotaPolicy:
             elif (cut := _within(job, entry.quotas, used, cluster, sizes_jobs)) is not job:
                 shown[job.id] = cut
         for job in held_by:
-            if (cut := _within(job, counted[job.id].quotas, used, cluster, sizes_jobs)) is not job:
+            # what the quotas leave it while the holder's other jobs shrink to their least
+            entry = counted[job.id]
+            mine = {q.holder: least[q.holder] - entry.least + entry.usage for q in entry.quotas}
+            if (cut := _within(job, entry.quotas, mine, cluster, sizes_jobs)) is not job:
                 shown[job.id] = cut
         if withheld or shown:
             pending = [shown.get(j.id, j) for j in view.pending if j.id not in withheld]
@@ -303,6 +356,11 @@ class QuotaPolicy:
             view = replace(view, running=running, pending=_again(self._handed[1], pending))
             self._handed = (view.running, view.pending)
         plan = self.inner.schedule(view)
+        tighter = _tightened(plan, view, counted, used, sizes_jobs)
+        if tighter is not None:  # the plan passes a quota: ask again within shares of it
+            view, more = tighter
+            withheld = {**withheld, **more}
+            plan = self.inner.schedule(view)
         return _checked(plan, view, counted, used, withheld)
 
     def _counted(self, job: JobStatus, cluster: Cluster, running: bool) -> _Counted:
@@ -312,13 +370,13 @@ class QuotaPolicy:
         if hit is not None and hit.status is job:
             return hit
         request = job.request
+        sized = sizeable(job, self.sizes_jobs)
         if running:
-            usage = held(job.allocation)
+            usage, least = held(job.allocation), least_held(job, sized)
         else:
-            sized = sizeable(job, self.sizes_jobs)
-            usage = minimum_usage(least_request(request, sized), cluster)
+            usage = least = minimum_usage(least_request(request, sized), cluster)
         key = (request.project, request.user, usage.gpus, usage.gpu_memory)
-        entry = _Counted(job, self.quotas.of(request), usage, key)
+        entry = _Counted(job, self._binding.of(request), usage, key, least)
         self._memo[job.id] = entry
         return entry
 
@@ -346,6 +404,8 @@ class _Counted(NamedTuple):
     usage: Usage
     key: tuple[str, str, float, int]
     """Its project, user and usage: waiting jobs with the same key share one verdict."""
+    least: Usage
+    """What a running job holds at its least (:func:`least_held`); a waiting one's usage."""
 
 
 def _within(
@@ -371,7 +431,7 @@ def _within(
     if most >= cluster.total_gpus:
         return job
     most = max(most, 1)
-    cut = replace(request, gpus=min(request.gpus, most), max_gpus=most)
+    cut = replace(request, gpus=1, max_gpus=most)
     return replace(job, request=cut)
 
 
@@ -382,57 +442,247 @@ def _checked(
     used: Mapping[str, Usage],
     withheld: dict[str, str],
 ) -> Plan:
-    """``plan`` without the starts and resizes that would pass a quota, taken in plan order
-    (each one's growth counts against the ones after it), and with ``withheld``'s reasons.
-    ``counted``: the round's jobs with a quota. A job whose resize is dropped keeps its
-    GPUs, so the moves onto them are dropped too (:func:`_unblocked`), and a job preempted
-    only to make room for dropped moves keeps running (:func:`_preempts_for_kept`). When a
-    move is dropped the next round is due at once (``recheck_at`` 0): the GPUs it would
-    have taken may go to another project's job then, which this plan left waiting."""
-    grown: dict[str, Usage] = {}
+    """``plan`` without the starts and resizes that would take a holder past a quota after
+    the plan, and with ``withheld``'s reasons. ``counted``: the round's jobs with a quota;
+    ``used``: what each holder holds before the plan.
 
-    def fits(move: Start | Resize) -> str | None:
-        entry = counted.get(move.job_id)
-        if entry is None:  # no quota
-            return None
-        old = entry.usage if entry.status.running else Usage()
-        more = growth(old, held(move.allocation))
-        if more.gpus <= 0 and more.gpu_memory <= 0:
-            return None
-        for quota in entry.quotas:
-            why = excess(quota, used[quota.holder], grown.get(quota.holder, Usage()) + more)
-            if why is not None:
-                return why
-        for quota in entry.quotas:
-            grown[quota.holder] = grown.get(quota.holder, Usage()) + more
-        return None
-
-    starts: list[Start] = []
+    The plan's shrinks and preemptions free room first (:func:`_freed`); its starts and
+    growths are then counted in plan order (each one's growth against the ones after it).
+    A job whose resize is dropped keeps its GPUs, so the moves onto them are dropped too
+    (:func:`_unblocked`), and a job preempted only to make room for dropped moves keeps
+    running (:func:`_preempts_for_kept`): the room they would have freed is not free, so
+    the check runs again on what is left, until nothing more is dropped. When a move is
+    dropped the next round is due at once (``recheck_at`` 0): the GPUs it would have taken
+    may go to another project's job then, which this plan left waiting."""
+    starts, resizes, preempts = list(plan.starts), list(plan.resizes), plan.preempts
     waiting: dict[str, str] = {}
-    for start in plan.starts:
-        why = fits(start)
-        if why is None:
-            starts.append(start)
-        else:
-            waiting[start.job_id] = f"waiting for quota: {why}"
-    resizes = [r for r in plan.resizes if fits(r) is None]
-    if len(resizes) < len(plan.resizes):
+    while True:
+        over = _over_quota(starts, resizes, counted, _freed(used, counted, resizes, preempts))
+        if not over:
+            break
+        waiting.update((k, f"waiting for quota: {why}") for k, why in over.items())
+        starts = [s for s in starts if s.job_id not in over]
+        resizes = [r for r in resizes if r.job_id not in over]
         starts, resizes, blocked = _unblocked(view, plan, starts, resizes)
         waiting.update(dict.fromkeys(blocked, _BLOCKED))
+        preempts = _preempts_for_kept(view, plan, starts, resizes)
     dropped = len(starts) < len(plan.starts) or len(resizes) < len(plan.resizes)
     if not withheld and not dropped:
         return plan
-    preempts = plan.preempts
-    if dropped and preempts:
-        preempts = _preempts_for_kept(view, plan, starts, resizes)
+    started = {s.job_id for s in plan.starts}
     return replace(
         plan,
         starts=tuple(starts),
         resizes=tuple(resizes),
         preempts=preempts,
-        waiting={**plan.waiting, **withheld, **waiting},
+        waiting={**plan.waiting, **withheld, **{k: v for k, v in waiting.items() if k in started}},
         recheck_at=0.0 if dropped else plan.recheck_at,
     )
+
+
+def _freed(
+    used: Mapping[str, Usage],
+    counted: Mapping[str, _Counted],
+    resizes: Sequence[Resize],
+    preempts: Sequence[Preempt],
+) -> dict[str, Usage]:
+    """``used`` less what ``preempts`` and the shrinking parts of ``resizes`` give back, per
+    holder (a move that gives up GPUs and takes memory frees the one and grows the other)."""
+    out = dict(used)
+    given: list[tuple[_Counted, Usage]] = []
+    for preempt in preempts:
+        if (entry := counted.get(preempt.job_id)) is not None:
+            given.append((entry, entry.usage))
+    for resize in resizes:
+        if (entry := counted.get(resize.job_id)) is not None:
+            given.append((entry, growth(held(resize.allocation), entry.usage)))
+    for entry, back in given:
+        for quota in entry.quotas:
+            out[quota.holder] -= back
+    return out
+
+
+def _over_quota(
+    starts: Sequence[Start],
+    resizes: Sequence[Resize],
+    counted: Mapping[str, _Counted],
+    base: Mapping[str, Usage],
+) -> dict[str, str]:
+    """The ids of the ``starts`` and ``resizes`` (taken in that order) whose growth on top of
+    ``base`` and the growths kept before them would pass a quota, each with the reason."""
+    grown: dict[str, Usage] = {}
+    over: dict[str, str] = {}
+    moves: list[Start | Resize] = [*starts, *resizes]
+    for move in moves:
+        entry = counted.get(move.job_id)
+        if entry is None:  # no quota
+            continue
+        old = entry.usage if entry.status.running else Usage()
+        more = growth(old, held(move.allocation))
+        if more.gpus <= 0 and more.gpu_memory <= 0:
+            continue
+        why = next(
+            (
+                r
+                for q in entry.quotas
+                if (r := excess(q, base[q.holder], grown.get(q.holder, Usage()) + more))
+            ),
+            None,
+        )
+        if why is not None:
+            over[move.job_id] = why
+            continue
+        for quota in entry.quotas:
+            grown[quota.holder] = grown.get(quota.holder, Usage()) + more
+    return over
+
+
+def _tightened(
+    plan: Plan,
+    view: ClusterView,
+    counted: Mapping[str, _Counted],
+    used: Mapping[str, Usage],
+    sizes_jobs: bool,
+) -> tuple[ClusterView, dict[str, str]] | None:
+    """A view for asking the policy again when ``plan`` would take a holder past its quota
+    (None when it takes none): the policy sizes jobs without seeing quotas, so it may plan
+    growths that together pass one. The jobs of such a holder whose size the policy
+    chooses (elastic, or :func:`sizeable`) share what the quota leaves beside its other
+    jobs (:func:`_fitted`): each is offered what the plan keeps of it, and the GPUs the
+    plan freed go to the jobs it grew; the waiting jobs of such a holder that the plan did
+    not start wait (returned with the reason). GPUs thus move between the holder's jobs
+    as the plan moved them, within the quota. What the second plan still passes,
+    :func:`_checked` drops."""
+    after = _freed(used, counted, plan.resizes, plan.preempts)
+    sizes: dict[str, Allocation] = {}  # a job with a quota: what the plan leaves it holding
+    for job in view.running:
+        if job.id in counted:
+            sizes[job.id] = job.allocation
+    grew: set[str] = set()  # the holders the plan grows
+    moves: list[Start | Resize] = [*plan.starts, *plan.resizes]
+    for move in moves:
+        if (entry := counted.get(move.job_id)) is not None:
+            more = growth(entry.usage if entry.status.running else Usage(), held(move.allocation))
+            for quota in entry.quotas:
+                after[quota.holder] += more
+                if more.gpus > 0 or more.gpu_memory > 0:
+                    grew.add(quota.holder)
+            sizes[move.job_id] = move.allocation
+    for preempt in plan.preempts:
+        sizes.pop(preempt.job_id, None)
+    limits = {q.holder: q for entry in counted.values() for q in entry.quotas}
+    over = {h for h in grew if excess(limits[h], after[h], Usage()) is not None}
+    if not over:
+        return None
+    rigid = {h: Usage() for h in over}  # what the holder's other jobs hold after the plan
+    sized = {h: Usage() for h in over}
+    for job_id, allocation in sizes.items():
+        entry = counted[job_id]
+        part = sized if _sized(entry.status, sizes_jobs) else rigid
+        for quota in entry.quotas:
+            if quota.holder in over:
+                part[quota.holder] += held(allocation)
+    scale = {h: _share(limits[h], rigid[h], sized[h]) for h in over}
+    left = {h: math.floor(sized[h].gpus * scale[h] + _SLACK) for h in over}  # GPUs to share
+    withheld: dict[str, str] = {}
+    shares: dict[str, _Share] = {}
+    for order, job in enumerate((*view.running, *view.pending)):
+        entry = counted.get(job.id)
+        mine = tuple(q.holder for q in entry.quotas if q.holder in over) if entry else ()
+        if entry is None or not mine:
+            continue
+        if job.id not in sizes and not job.running:
+            withheld[job.id] = f"waiting for quota: this round's plan fills {', '.join(mine)}"
+        elif _sized(entry.status, sizes_jobs):
+            planned = sizes[job.id].num_gpus if job.id in sizes else 0
+            least = job.request.gpus if job.request.elastic else 1
+            # what the plan keeps of it (a running job: no more than it holds)
+            kept = min(planned, job.allocation.num_gpus) if job.running else planned
+            shares[job.id] = _Share(mine, order, least, planned, max(kept, least))
+    caps = _fitted(shares, left)
+    shown = {j.id: _capped(j, caps[j.id]) for j in (*view.running, *view.pending) if j.id in caps}
+    pending = tuple(shown.get(j.id, j) for j in view.pending if j.id not in withheld)
+    running = tuple(shown.get(j.id, j) for j in view.running)
+    return replace(view, running=running, pending=pending), withheld
+
+
+class _Share(NamedTuple):
+    """A sized job of a holder that a plan takes past its quota, as :func:`_fitted` sees it."""
+
+    holders: tuple[str, ...]
+    """The holders past their quota that it counts against."""
+    order: int
+    """Its place in the view (ties go to the earlier job)."""
+    least: int
+    planned: int
+    """The GPUs the plan gave it."""
+    kept: int
+    """What the plan keeps of what it holds (its start's size, for a waiting job)."""
+
+
+def _fitted(shares: Mapping[str, _Share], left: dict[str, int]) -> dict[str, int]:
+    """The most GPUs to offer each job of ``shares`` so that each holder's jobs hold at most
+    ``left`` GPUs (updated): each starts at what the plan keeps of it, so that no job
+    restarts for a quota unless needed. Past a holder's share, its largest jobs give up
+    one GPU at a time (never below their least); what is left goes one GPU at a time to
+    the smallest jobs that the plan grew, up to the size it gave them."""
+    caps = {job_id: share.kept for job_id, share in shares.items()}
+    for job_id, share in shares.items():
+        for holder in share.holders:
+            left[holder] -= caps[job_id]
+    for holder in sorted(left):
+        mine = [j for j, share in shares.items() if holder in share.holders]
+        while left[holder] < 0:
+            shrinkable = [j for j in mine if caps[j] > shares[j].least]
+            if not shrinkable:
+                break
+            job_id = max(shrinkable, key=lambda j: (caps[j], shares[j].order))
+            caps[job_id] -= 1
+            for other in shares[job_id].holders:
+                left[other] += 1
+    while True:
+        growable = [
+            j
+            for j, share in shares.items()
+            if caps[j] < share.planned and all(left[h] >= 1 for h in share.holders)
+        ]
+        if not growable:
+            return caps
+        job_id = min(growable, key=lambda j: (caps[j], shares[j].order))
+        caps[job_id] += 1
+        for holder in shares[job_id].holders:
+            left[holder] -= 1
+
+
+def _sized(status: JobStatus, sizes_jobs: bool) -> bool:
+    """Whether the policy chooses ``status``'s GPU count: an elastic job's or a
+    :func:`sizeable` one's (``status`` as the round found it, before any cut)."""
+    return status.request.elastic or sizeable(status, sizes_jobs)
+
+
+def _share(quota: Quota, rigid: Usage, sized: Usage) -> float:
+    """The part (0..1) of what the jobs sized by the policy hold after a plan that they may
+    hold within ``quota`` beside what the other jobs hold (``rigid``)."""
+    out = 1.0
+    if quota.gpus is not None and sized.gpus > 0:
+        out = min(out, (quota.gpus - rigid.gpus) / sized.gpus)
+    if quota.gpu_memory is not None and sized.gpu_memory > 0:
+        out = min(out, (quota.gpu_memory - rigid.gpu_memory) / sized.gpu_memory)
+    return max(out, 0.0)
+
+
+def _capped(status: JobStatus, most: int) -> JobStatus:
+    """``status`` (elastic, or sized by the policy) offered at most ``most`` GPUs, never
+    fewer than its least: an elastic range's ``gpus``, else 1."""
+    request = status.request
+    if request.elastic:
+        most = max(most, request.gpus)
+        least = request.gpus
+    else:
+        most, least = max(most, 1), 1
+    if request.max_gpus and most >= request.max_gpus:
+        return status
+    return replace(status, request=replace(request, gpus=least, max_gpus=most))
 
 
 def _preempts_for_kept(

@@ -21,7 +21,7 @@ from danlu.core.errors import PlacementError
 from danlu.core.spec import JobSpec
 from danlu.core.state import JobState
 from danlu.sched.project_usage import ProjectShare, add_stretch, shares_with_usage
-from danlu.sched.quota import Usage, minimum_usage, room_for, within_room
+from danlu.sched.quota import Usage, can_bind, least_held, minimum_usage, room_for, within_room
 from danlu.sched.view import ClusterView, IntArray, JobRequest, JobStatus
 from danlu.server.db.models import Job, Project
 from danlu.server.errors import AdmissionError
@@ -416,20 +416,31 @@ def build_snapshot(
         if row[_STATE] == _PREEMPTING
     )
     limited = with_quota(projects.values())
+    # A quota limits its holder's total, not each job's size: a pending job waits when its
+    # start passes the quota on top of what is held, and a running elastic job may grow
+    # into what the holder's other jobs could give up (their GPUs past their ``least``).
+    # A quota the cluster cannot pass is not applied (the round is the one without it).
+    binding = {i for i in limited if can_bind(project_quota(projects[i]), cluster)}
     usage: dict[int, Usage] = {}  # by project, from the holding jobs
+    least: dict[int, Usage] = {}  # the same with each elastic job at its least
+    quotas = user_quotas.read_quotas(session)
+    leasts = [_least(entry, preempting) for entry in held_entries] if limited or quotas else []
     if limited:
-        for row, entry in zip(held, held_entries, strict=True):
+        for row, entry, fewest in zip(held, held_entries, leasts, strict=True):
             project_id = row[_PROJECT]
             if project_id in limited and entry is not None:
                 usage[project_id] = usage.get(project_id, Usage()) + entry.held
-    quotas = user_quotas.read_quotas(session)
+                least[project_id] = least.get(project_id, Usage()) + fewest
     user_used: dict[str, float] = {}  # by user name, from the holding jobs
+    user_least: dict[str, float] = {}
     if quotas:
-        for entry in held_entries:
+        for entry, fewest in zip(held_entries, leasts, strict=True):
             if entry is not None and entry.status is not None:
                 owner = entry.status.request.user
                 if owner in quotas:
                     user_used[owner] = user_used.get(owner, 0.0) + entry.held.gpus
+                    user_least[owner] = user_least.get(owner, 0.0) + fewest.gpus
+    bound = {n for n, q in quotas.items() if can_bind(user_quotas.as_quota(q), cluster)}
     pending: list[JobStatus] = []
     withheld: dict[str, str] = {}
     for row, entry in zip(waiting, waiting_entries, strict=True):
@@ -440,7 +451,7 @@ def build_snapshot(
             continue
         project_id = row[_PROJECT]
         status = entry.status
-        if project_id in limited:
+        if project_id in binding:
             project, used = projects[project_id], usage.get(project_id, Usage())
             excess = quota_excess(project, used, entry.need)
             if excess is not None:
@@ -448,7 +459,7 @@ def build_snapshot(
                 continue
             if status.request.elastic:
                 status = within_quota(status, project, used, cluster)
-        quota = quotas.get(status.request.user) if quotas else None
+        quota = quotas.get(status.request.user) if status.request.user in bound else None
         if quota is not None:
             mine = user_used.get(quota.name, 0.0)
             why = user_quotas.excess(quota, mine, entry.need.gpus)
@@ -458,17 +469,20 @@ def build_snapshot(
             if status.request.elastic:
                 status = within_room(status, user_quotas.room(quota, mine))
         pending.append(status)
-    if limited:  # the elastic jobs of a project with a quota grow within it
-        for i, (row, status) in enumerate(zip(held, running_jobs, strict=True)):
-            if row[_PROJECT] in limited and status.request.elastic:
-                project = projects[row[_PROJECT]]
-                running_jobs[i] = within_quota(status, project, usage[project.id], cluster)
-    if quotas:  # and those of a user with a quota within the user's
-        for i, status in enumerate(running_jobs):
-            quota = quotas.get(status.request.user)
-            if quota is not None and status.request.elastic:
-                left = user_quotas.room(quota, user_used.get(quota.name, 0.0))
-                running_jobs[i] = within_room(status, left)
+    # the elastic running jobs of a holder with a quota grow within what it leaves while
+    # the holder's other jobs shrink to their least (GPUs may move between them)
+    for i, (row, entry, fewest) in enumerate(zip(held, held_entries, leasts, strict=False)):
+        status = running_jobs[i]  # (no ``leasts`` without quotas: nothing to cut)
+        if entry is None or not status.request.elastic:
+            continue
+        if row[_PROJECT] in binding:
+            project = projects[row[_PROJECT]]
+            others = least[project.id] - fewest + entry.held
+            running_jobs[i] = status = within_quota(status, project, others, cluster)
+        quota = quotas.get(status.request.user) if status.request.user in bound else None
+        if quota is not None:
+            others_gpus = user_least[quota.name] - fewest.gpus + entry.held.gpus
+            running_jobs[i] = within_room(status, user_quotas.room(quota, others_gpus))
     milli, memory = _gpu_usage(cluster, held_entries)
     closed = nodes.closed(session, cluster)
     view = ClusterView(
@@ -510,9 +524,21 @@ def _project_shares(
     return shares_with_usage(weights, usage)
 
 
+def _least(entry: _Entry | None, preempting: frozenset[str]) -> Usage:
+    """What a holding job holds at its least (:func:`~danlu.sched.quota.least_held`): a
+    PREEMPTING one keeps what it holds until it is gone."""
+    if entry is None:
+        return Usage()
+    status = entry.status
+    if status is None or not status.request.elastic or status.id in preempting:
+        return entry.held
+    return least_held(status, sized=False)
+
+
 def within_quota(status: JobStatus, project: Project, used: Usage, cluster: Cluster) -> JobStatus:
     """An elastic job's status with its most GPUs (``max_gpus``) cut to what its project's
-    quota leaves on top of ``used`` (the project's holding jobs, this one's GPUs included),
+    quota leaves on top of ``used`` (what the quota counts: the project's other holding
+    jobs at their least, this one's GPUs included; see :func:`build_snapshot`),
     so that a policy, which does not see quotas, plans no size the store would refuse
     every round; ``status`` itself when the quota leaves room for its whole range."""
     return within_room(status, room_for(project_quota(project), used, status.request, cluster))
