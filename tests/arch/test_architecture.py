@@ -38,8 +38,10 @@ ALLOWED: dict[str, set[str]] = {
     "__main__": {"cli"},  # ``python -m danlu``: the command line's other way in
 }
 # config.py for the server, train/env.py for the job; the Slurm executor's per-node task
-# learns from Slurm's variables which node it runs on and hands the rest to the job.
-ENV_READERS = {"config.py", "train/env.py", "executors/slurm_task.py"}
+# learns from Slurm's variables which node it runs on and hands the rest to the job; the Ray
+# executor sets (and then restores) the one driver setting Ray reads from the environment
+# only, its GCS reconnect timeout, around joining the cluster.
+ENV_READERS = {"config.py", "train/env.py", "executors/slurm_task.py", "executors/ray_executor.py"}
 MAX_LINES = 800
 
 
