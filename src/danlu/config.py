@@ -238,6 +238,9 @@ def _unset_home(value: Any) -> Any:
 
 
 DEFAULT_HOME = Path("~/.danlu")
+DEFAULT_MAX_BODY_BYTES = 32 * 1024 * 1024
+"""The default cap on a request's body, in bytes: the largest legitimate one, a batch of
+1,000 metric records of at most 16 KiB of JSON each (about 16 MiB), fits twice."""
 
 
 _EMPTY_MEANS_SOMETHING = frozenset({"trace_modules"})
@@ -277,7 +280,7 @@ class Settings(BaseSettings):
     runaway script cannot fill the store. A sweep's trials count, but a sweep's own trial
     submissions are never refused. 0: no limit."""
 
-    max_body_bytes: int = Field(default=32 * 1024 * 1024, ge=1024, le=1 << 30)
+    max_body_bytes: int = Field(default=DEFAULT_MAX_BODY_BYTES, ge=1024, le=1 << 30)
     """The most bytes a request body may take: a larger one is refused with 413 before it is
     read (twice a batch of 1,000 metric records of 16 KiB)."""
 

@@ -19,7 +19,7 @@ from sqlalchemy.exc import OperationalError
 from starlette.exceptions import HTTPException as StarletteHTTPException
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
-from danlu.config import Settings, job_base_env
+from danlu.config import DEFAULT_MAX_BODY_BYTES, Settings, job_base_env
 from danlu.core.cluster import gpu_type
 from danlu.core.errors import (
     ConfigError,
@@ -224,9 +224,8 @@ class RejectNul:
         await self.app(scope, receive, send)
 
 
-MAX_BODY_BYTES = 32 * 1024 * 1024
-"""The default cap on a request's body, in bytes: the largest legitimate one, a batch of
-1,000 metric records of at most 16 KiB of JSON each (about 16 MiB), fits twice."""
+MAX_BODY_BYTES = DEFAULT_MAX_BODY_BYTES
+"""The default cap on a request's body, in bytes (the settings' default)."""
 MAX_BODY_SETTING = "DANLU_MAX_BODY_BYTES"
 """The control plane's setting that changes :data:`MAX_BODY_BYTES` (named in the 413)."""
 
