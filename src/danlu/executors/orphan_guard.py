@@ -103,16 +103,23 @@ def main(argv: list[str]) -> int:
             _orphaned()
         reap()
         time.sleep(0.05)
+    end_descendants(subreaper)
+    return code if code >= 0 else 128 - code
+
+
+def end_descendants(subreaper: bool) -> None:
+    """SIGKILL what the command left, in this process's group and out of it (its daemons,
+    whose parent exited, are this process's descendants when it is their ``subreaper``), and
+    wait up to :data:`REAP_SECONDS` for them to be gone."""
     deadline = time.monotonic() + REAP_SECONDS
-    while True:  # what the command left, in its group and out of it (its daemons): SIGKILLed
+    while True:
         signal_descendants(signal.SIGKILL)
         reap()
         if not subreaper or not supervise.descendants(os.getpid()):
-            break
+            return
         if time.monotonic() >= deadline:
-            break
+            return
         time.sleep(0.01)
-    return code if code >= 0 else 128 - code
 
 
 def _orphaned() -> None:

@@ -62,20 +62,21 @@ from typing import TYPE_CHECKING
 TASK = "task.json"
 PREEMPTED_EXIT_CODE = 75
 """What a job exits with after it checkpointed (``danlu.executors.base``'s; this script
-imports no module of danlu's package, see :func:`_sibling`)."""
+imports no module of danlu's package, see :func:`_load_orphan_guard`)."""
 CHECK_SECONDS = 0.5
 """How often the task collects the exits of the orphans re-parented to it while the command
 runs."""
 
 
-def _sibling(name: str) -> ModuleType:
-    """The module ``name`` of this file's folder, loaded from its file (this script runs under
-    ``python -I``, where danlu need not be importable, and may be another copy)."""
+def _load_orphan_guard() -> ModuleType:
+    """``orphan_guard.py`` of this file's folder, loaded from its file (this script runs under
+    ``python -I``, where danlu need not be importable, and may be another copy); it loads
+    :mod:`~danlu.executors.supervise` the same way, as its attribute ``supervise``."""
     spec = importlib.util.spec_from_file_location(
-        f"_danlu_task_{name}", Path(__file__).with_name(f"{name}.py")
+        "_danlu_task_orphan_guard", Path(__file__).with_name("orphan_guard.py")
     )
     if spec is None or spec.loader is None:
-        raise ImportError(f"cannot load {name}.py next to {__file__}")
+        raise ImportError(f"cannot load orphan_guard.py next to {__file__}")
     module = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(module)
     return module
@@ -84,7 +85,8 @@ def _sibling(name: str) -> ModuleType:
 if TYPE_CHECKING:
     from danlu.executors import orphan_guard, supervise
 else:
-    orphan_guard, supervise = _sibling("orphan_guard"), _sibling("supervise")
+    orphan_guard = _load_orphan_guard()
+    supervise = orphan_guard.supervise
 
 
 def exit_path(run_dir: Path, node: str) -> Path:
@@ -149,7 +151,7 @@ def main(argv: list[str]) -> int:
         code = 127
     else:
         code = _wait(child, stopped, subreaper)
-    _end_descendants(subreaper)
+    orphan_guard.end_descendants(subreaper)
     # The job is over: a SIGTERM from now on (the gang stop this record brings, sent to the
     # whole step) is ignored. A Python handler would be reset to the default as the
     # interpreter finalizes, and the task would die of the SIGTERM, which srun's
@@ -189,21 +191,6 @@ def _wait(child: subprocess.Popen[bytes], stopped: list[int], subreaper: bool) -
         orphan_guard.reap()
         time.sleep(0.05)
     return returned if returned >= 0 else 128 - returned
-
-
-def _end_descendants(subreaper: bool) -> None:
-    """SIGKILL what the command left, in its process group and out of it (its daemons, whose
-    parent exited, are this process's descendants as their subreaper), and wait up to
-    :data:`orphan_guard.REAP_SECONDS` for them to be gone."""
-    deadline = time.monotonic() + orphan_guard.REAP_SECONDS
-    while True:
-        orphan_guard.signal_descendants(signal.SIGKILL)
-        orphan_guard.reap()
-        if not subreaper or not supervise.descendants(os.getpid()):
-            return
-        if time.monotonic() >= deadline:
-            return
-        time.sleep(0.01)
 
 
 if __name__ == "__main__":
