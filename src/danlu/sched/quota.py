@@ -164,6 +164,35 @@ def minimum_usage(request: JobRequest, cluster: Cluster) -> Usage:
     return Usage(float(request.gpus), per_gpu * request.gpus)
 
 
+def within_memory_quota(
+    status: JobStatus, quotas: Sequence[Quota], used: Mapping[str, Usage], cluster: Cluster
+) -> JobStatus:
+    """A waiting job that takes whole GPUs (no ``gpu_memory``) with its GPU types cut to
+    those whose largest GPUs its start (its least: ``request.gpus``) fits within the GPU
+    memory ``quotas`` leave on top of ``used`` (by holder); ``status`` itself when every
+    type it may run on fits, or none does. A whole GPU holds all its memory, so on a
+    cluster of several GPU sizes a policy, which does not see quotas, could otherwise place
+    the start on large GPUs that the quota refuses every round, while small ones would do.
+    """
+    request = status.request
+    left = [q.gpu_memory - used[q.holder].gpu_memory for q in quotas if q.gpu_memory is not None]
+    if not left or request.gpu_memory or request.shares_gpu:
+        return status
+    wanted = {t.lower() for t in request.gpu_types}
+    largest = {
+        kind: max(memory for memory, gpus in sizes.items() if gpus)
+        for kind, sizes in cluster.gpus_by_type.items()
+        if (not wanted or kind in wanted) and any(sizes.values())
+    }
+    most = min(left)
+    fits = [
+        cluster.type_spelling[k] for k, memory in largest.items() if request.gpus * memory <= most
+    ]
+    if not fits or len(fits) == len(largest):
+        return status
+    return replace(status, request=replace(request, gpu_types=frozenset(fits)))
+
+
 def sizeable(status: JobStatus, sizes_jobs: bool) -> bool:
     """Whether a policy that sizes jobs (``sizes_jobs``, :class:`Policy`'s) may run
     ``status``, whose request names one count, on another count: only a job that reports its
@@ -340,8 +369,11 @@ class QuotaPolicy:
                 reasons[entry.key] = why = None if why is None else f"waiting for quota: {why}"
             if why is not None:
                 withheld[job.id] = why
-            elif (cut := _within(job, entry.quotas, used, cluster, sizes_jobs)) is not job:
-                shown[job.id] = cut
+            else:
+                cut = _within(job, entry.quotas, used, cluster, sizes_jobs)
+                cut = within_memory_quota(cut, entry.quotas, used, cluster)
+                if cut is not job:
+                    shown[job.id] = cut
         for job in held_by:
             # what the quotas leave it while the holder's other jobs shrink to their least
             entry = counted[job.id]

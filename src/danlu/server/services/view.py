@@ -21,7 +21,15 @@ from danlu.core.errors import PlacementError
 from danlu.core.spec import JobSpec
 from danlu.core.state import JobState
 from danlu.sched.project_usage import ProjectShare, add_stretch, shares_with_usage
-from danlu.sched.quota import Usage, can_bind, least_held, minimum_usage, room_for, within_room
+from danlu.sched.quota import (
+    Usage,
+    can_bind,
+    least_held,
+    minimum_usage,
+    room_for,
+    within_memory_quota,
+    within_room,
+)
 from danlu.sched.view import ClusterView, IntArray, JobRequest, JobStatus
 from danlu.server.db.models import Job, Project
 from danlu.server.errors import AdmissionError
@@ -459,6 +467,8 @@ def build_snapshot(
                 continue
             if status.request.elastic:
                 status = within_quota(status, project, used, cluster)
+            limit = project_quota(project)
+            status = within_memory_quota(status, (limit,), {limit.holder: used}, cluster)
         quota = quotas.get(status.request.user) if status.request.user in bound else None
         if quota is not None:
             mine = user_used.get(quota.name, 0.0)
