@@ -275,9 +275,9 @@ def test_a_duplicate_insert_of_a_key_is_answered_as_a_repeat(
     real = metrics.repeated
     looked: list[str] = []
 
-    def stale(session: Session, job: str, key: str) -> int | None:
+    def stale(session: Session, job: str, key: str, t: float) -> int | None:
         looked.append(key)
-        return None if len(looked) == 1 else real(session, job, key)
+        return None if len(looked) == 1 else real(session, job, key, t)
 
     monkeypatch.setattr(metrics, "repeated", stale)
     assert _ingest(seeded, job_id, "k", now=NOW + 2) == 2
@@ -308,3 +308,20 @@ def test_the_migration_adds_and_drops_the_keys_table(seeded: Database) -> None:
         assert _steps(db, job_id) == [1, 1, 2, 2]
     finally:
         upgrade_database(db.engine)  # the PostgreSQL template is shared: leave it at head
+
+
+def test_a_resend_of_a_key_older_than_a_day_is_stored_again(seeded: Database) -> None:
+    """Review 67: the key's own age counts, not only whether a newer key deleted it: a resend
+    under a key stored more than a day ago is stored, with the new count."""
+    job_id = _job(seeded)
+    assert _ingest(seeded, job_id, "k", now=NOW) == 2
+    later = NOW + metrics.KEY_DAYS * 86_400 + 1
+    with seeded.session() as s:
+        job = jobs.get_job(s, job_id)
+        assert metrics.ingest(s, job, RECORDS[:1], now=later, key="k") == 1
+    assert _steps(seeded, job_id) == [1, 1, 2]
+    assert _keys(seeded, job_id) == ["k"]
+    with seeded.session() as s:  # and the key stored again is remembered from then on
+        job = jobs.get_job(s, job_id)
+        assert metrics.ingest(s, job, RECORDS, now=later + 5, key="k") == 1
+    assert _steps(seeded, job_id) == [1, 1, 2]

@@ -53,11 +53,14 @@ def check_key(key: str) -> str:
     return key
 
 
-def repeated(session: Session, job_id: str, key: str) -> int | None:
+def repeated(session: Session, job_id: str, key: str, t: float) -> int | None:
     """The number of records the job stored for a request with ``key``; ``None`` when it
-    stored none with that key (or forgot it, :data:`KEY_DAYS`)."""
+    stored none with that key, or stored it more than :data:`KEY_DAYS` before ``t`` (a key
+    that old is forgotten, whether or not :func:`_remember` deleted it yet)."""
     query = select(JobMetricKey.accepted).where(
-        JobMetricKey.job_id == job_id, JobMetricKey.key == key
+        JobMetricKey.job_id == job_id,
+        JobMetricKey.key == key,
+        JobMetricKey.created_at >= t - KEY_DAYS * DAY,
     )
     return session.scalar(query)
 
@@ -76,7 +79,7 @@ def _remember(session: Session, job_id: str, key: str, accepted: int, t: float) 
             session.add(JobMetricKey(job_id=job_id, key=key, created_at=t, accepted=accepted))
     except IntegrityError:
         # the row that refused it is committed (a unique violation waits for its commit)
-        return repeated(session, job_id, key) or 0
+        return repeated(session, job_id, key, t) or 0
     return None
 
 
@@ -120,7 +123,7 @@ def ingest(
             f"(DANLU_RETENTION_DAYS) at {job.purged_at:.0f}; it takes no new ones"
         )
     if key is not None:
-        done = repeated(session, job.id, key)
+        done = repeated(session, job.id, key, t)
         if done is not None:
             return done
     last = job.last_step
