@@ -164,33 +164,51 @@ def minimum_usage(request: JobRequest, cluster: Cluster) -> Usage:
     return Usage(float(request.gpus), per_gpu * request.gpus)
 
 
-def within_memory_quota(
+def within_quota_sizes(
     status: JobStatus, quotas: Sequence[Quota], used: Mapping[str, Usage], cluster: Cluster
 ) -> JobStatus:
-    """A waiting job that takes whole GPUs (no ``gpu_memory``) with its GPU types cut to
-    those whose largest GPUs its start (its least: ``request.gpus``) fits within the GPU
-    memory ``quotas`` leave on top of ``used`` (by holder); ``status`` itself when every
-    type it may run on fits, or none does. A whole GPU holds all its memory, so on a
-    cluster of several GPU sizes a policy, which does not see quotas, could otherwise place
-    the start on large GPUs that the quota refuses every round, while small ones would do.
-    """
+    """A waiting job with its GPU types cut to those on whose every GPU size its start (its
+    least: ``request.gpus``) fits what ``quotas`` leave on top of ``used`` (by holder);
+    ``status`` itself when every type it may run on fits, or none does. What a start holds
+    depends on the GPU it lands on: a whole GPU all its memory, a share sized by memory
+    the compute in proportion (:func:`start_usage`); a policy, which does not see quotas,
+    could otherwise place the start on GPUs that the quota refuses every round while
+    others would do. (A type whose GPUs come in several sizes, some of which do not fit,
+    is left out: the policy sees GPU types, not sizes.)"""
     request = status.request
-    left = [q.gpu_memory - used[q.holder].gpu_memory for q in quotas if q.gpu_memory is not None]
-    if not left or request.gpu_memory or request.shares_gpu:
-        return status
+    if not quotas or (request.shares_gpu and request.gpu_milli < MILLI_PER_GPU):
+        return status  # a share of a fixed milli: the same on every GPU
     wanted = {t.lower() for t in request.gpu_types}
-    largest = {
-        kind: max(memory for memory, gpus in sizes.items() if gpus)
+    kinds = [
+        (kind, [memory for memory, gpus in sizes.items() if gpus])
         for kind, sizes in cluster.gpus_by_type.items()
         if (not wanted or kind in wanted) and any(sizes.values())
-    }
-    most = min(left)
-    fits = [
-        cluster.type_spelling[k] for k, memory in largest.items() if request.gpus * memory <= most
     ]
-    if not fits or len(fits) == len(largest):
+    fits = [
+        cluster.type_spelling[kind]
+        for kind, memories in kinds
+        if all(
+            excess(q, used[q.holder], start_usage(request, memory)) is None
+            for memory in memories
+            for q in quotas
+        )
+    ]
+    if not fits or len(fits) == len(kinds):
         return status
     return replace(status, request=replace(request, gpu_types=frozenset(fits)))
+
+
+def start_usage(request: JobRequest, gpu_memory: int) -> Usage:
+    """What a start of ``request`` holds on GPUs of ``gpu_memory`` bytes: whole GPUs all
+    their memory; a share sized by memory (``gpu_memory``, no milli) the compute in
+    proportion, rounded up to a milli-GPU."""
+    if not request.shares_gpu:
+        return Usage(float(request.gpus), gpu_memory * request.gpus)
+    memory = request.gpu_memory or gpu_memory
+    if request.gpu_milli < MILLI_PER_GPU:
+        return Usage(request.gpu_milli / MILLI_PER_GPU, memory)
+    milli = min(MILLI_PER_GPU, -(-MILLI_PER_GPU * memory // max(gpu_memory, 1)))
+    return Usage(milli / MILLI_PER_GPU, memory)
 
 
 def sizeable(status: JobStatus, sizes_jobs: bool) -> bool:
@@ -371,7 +389,7 @@ class QuotaPolicy:
                 withheld[job.id] = why
             else:
                 cut = _within(job, entry.quotas, used, cluster, sizes_jobs)
-                cut = within_memory_quota(cut, entry.quotas, used, cluster)
+                cut = within_quota_sizes(cut, entry.quotas, used, cluster)
                 if cut is not job:
                     shown[job.id] = cut
         for job in held_by:

@@ -22,12 +22,13 @@ from danlu.core.spec import JobSpec
 from danlu.core.state import JobState
 from danlu.sched.project_usage import ProjectShare, add_stretch, shares_with_usage
 from danlu.sched.quota import (
+    Quota,
     Usage,
     can_bind,
     least_held,
     minimum_usage,
     room_for,
-    within_memory_quota,
+    within_quota_sizes,
     within_room,
 )
 from danlu.sched.view import ClusterView, IntArray, JobRequest, JobStatus
@@ -459,6 +460,8 @@ def build_snapshot(
             continue
         project_id = row[_PROJECT]
         status = entry.status
+        limits: list[Quota] = []  # the quotas it counts against, and what they count
+        counts: dict[str, Usage] = {}
         if project_id in binding:
             project, used = projects[project_id], usage.get(project_id, Usage())
             excess = quota_excess(project, used, entry.need)
@@ -467,8 +470,8 @@ def build_snapshot(
                 continue
             if status.request.elastic:
                 status = within_quota(status, project, used, cluster)
-            limit = project_quota(project)
-            status = within_memory_quota(status, (limit,), {limit.holder: used}, cluster)
+            limits.append(limit := project_quota(project))
+            counts[limit.holder] = used
         quota = quotas.get(status.request.user) if status.request.user in bound else None
         if quota is not None:
             mine = user_used.get(quota.name, 0.0)
@@ -478,6 +481,10 @@ def build_snapshot(
                 continue
             if status.request.elastic:
                 status = within_room(status, user_quotas.room(quota, mine))
+            limits.append(limit := user_quotas.as_quota(quota))
+            counts[limit.holder] = Usage(mine)
+        if limits:  # on the GPUs the start fits its quotas on (several sizes)
+            status = within_quota_sizes(status, limits, counts, cluster)
         pending.append(status)
     # the elastic running jobs of a holder with a quota grow within what it leaves while
     # the holder's other jobs shrink to their least (GPUs may move between them)
