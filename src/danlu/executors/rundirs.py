@@ -2,9 +2,10 @@
 
 :class:`RunDirExecutor` keeps ``STATE_DIR/runs/JOB_ID/`` for the last run of each job (its
 launch record ``launch.json``, a stop request ``stop.json``, and whatever the executor adds)
-and the job's log ``LOG_DIR/JOB_ID.log`` (appended across runs). It implements the parts of
-:class:`~danlu.executors.base.Executor` that only read and write those files: adoption,
-logs, forgetting and discarding runs, preemption and cancellation (through
+and the job's log ``LOG_DIR/JOB_ID.log`` (appended across runs; read through any of the
+job's handles, also once a failed launch took the last run's record). It implements the
+parts of :class:`~danlu.executors.base.Executor` that only read and write those files:
+adoption, logs, forgetting and discarding runs, preemption and cancellation (through
 :meth:`RunDirExecutor._stop`), the checks before a launch (an earlier run still running,
 GPUs another job's live run holds) and the list of live runs behind the latter. A subclass
 says how a run's status is learned (:meth:`RunDirExecutor._status`) and how it is stopped.
@@ -201,16 +202,36 @@ class RunDirExecutor(Executor):
         return handles
 
     def logs(self, handle: Handle, offset: int = 0, limit: int = 1 << 20) -> tuple[bytes, int]:
-        """Bytes of the job's log (all its runs) from ``offset``."""
-        _, launch = self._load(handle)
+        """Bytes of the job's log (all its runs) from ``offset`` (:meth:`_log_path`)."""
+        path = self._log_path(handle)
         if offset < 0 or limit <= 0:
             raise InvalidLaunchError("offset", "offset must be >= 0 and limit > 0")
-        return records.read_log(launch["log_path"], offset, limit)
+        return records.read_log(path, offset, limit)
 
     def log_size(self, handle: Handle) -> int:
-        """The size of the job's log file (0 before it exists)."""
-        _, launch = self._load(handle)
-        return records.log_size(launch["log_path"])
+        """The size of the job's log file (0 before it exists; :meth:`_log_path`)."""
+        return records.log_size(self._log_path(handle))
+
+    def _log_path(self, handle: Handle) -> str | Path:
+        """Where the log of ``handle``'s job is: the log of all the job's runs, so the
+        record of any of its runs says (the attempt need not be ``handle``'s); with none
+        recorded, ``LOG_DIR/JOB_ID.log`` when it is there. A launch deletes the record of the
+        job's previous run before it can still fail (its working directory gone, a node
+        fault), and the output of the runs that ran must stay readable then (the control
+        plane reads the log through the job's current attempt, which never ran).
+        :class:`UnknownHandleError` when there is neither: the job never had a run here,
+        or it was discarded."""
+        validate_job_id(handle.job_id)
+        launch = self._read_launch(safe_child(self._runs, handle.job_id))
+        if launch is not None and launch["job_id"] == handle.job_id:
+            return str(launch["log_path"])
+        try:
+            path = safe_child(self._log_dir, f"{handle.job_id}.log")
+        except InvalidLaunchError:  # a link out of the log directory: not the job's log
+            path = None
+        if path is None or not path.is_file():
+            raise UnknownHandleError(f"no run {handle.key} in {self._runs}, nor its log")
+        return path
 
     def forget(self, handle: Handle) -> None:
         """Delete the records of an exited run (the log stays)."""
