@@ -10,7 +10,9 @@ A policy is a plain object: configuration in its constructor, and
 - :func:`ranked_round` takes running and pending jobs in the policy's rank order (each list
   kept across rounds by the policy, see :mod:`.ranked`); the best ones that fit the cluster's
   capacity are kept or started, and preemptible running jobs that fall outside are
-  preempted, unless their GPUs are still free once the admitted jobs are placed.
+  preempted, unless their GPUs are still free once the admitted jobs are placed. A job the
+  GPUs so freed do not suit (GPU type, memory, fragmentation) may preempt lower-ranked jobs
+  on GPUs it can use instead, when that lets it start.
 """
 
 from __future__ import annotations
@@ -19,10 +21,10 @@ import math
 from bisect import bisect_left, bisect_right
 from collections.abc import Callable, Iterator, Sequence
 from itertools import accumulate
-from operator import attrgetter
+from operator import attrgetter, itemgetter
 from typing import Any, Protocol
 
-from danlu.core.cluster import MILLI_PER_GPU, Allocation
+from danlu.core.cluster import MILLI_PER_GPU, Allocation, Cluster
 from danlu.core.units import format_bytes
 from danlu.sched.placement.drain import DrainingFree
 from danlu.sched.placement.gang import FreeMap
@@ -30,7 +32,15 @@ from danlu.sched.placement.packing_memo import PackingMemo
 from danlu.sched.policies import reservation
 from danlu.sched.policies.ranked import RankKey
 from danlu.sched.policies.reservation import Reservation, Shape, shape_of
-from danlu.sched.view import ClusterView, JobStatus, Plan, Preempt, Start
+from danlu.sched.view import (
+    BoolArray,
+    ClusterView,
+    JobRequest,
+    JobStatus,
+    Plan,
+    Preempt,
+    Start,
+)
 
 
 class Policy(Protocol):
@@ -108,9 +118,7 @@ def why_not(free: FreeMap, job: JobStatus) -> str:
     if asks_no_gpu(job):
         return NO_GPU_ASKED
     if req.shares_gpu:
-        return f"no GPU has {req.gpu_milli} milli-GPU and {req.gpu_memory} bytes free" + (
-            f" among types {sorted(req.gpu_types)}" if req.gpu_types else ""
-        )
+        return _why_not_share(job)
     if req.gpu_types or req.gpu_memory:
         key: tuple[object, ...] = (req.gpus, free.total_free, req.gpu_types, req.gpu_memory)
         reason = free.reasons.get(key)
@@ -128,6 +136,22 @@ def why_not(free: FreeMap, job: JobStatus) -> str:
         )
         free.reasons[key] = reason
     return reason
+
+
+def _why_not_share(job: JobStatus) -> str:
+    """:func:`why_not` for a request for part of one GPU: what it needs free on one GPU, as
+    the placement sizes it. A share sized by memory (``gpu_milli`` 1000) takes the part of
+    the compute its memory is of the GPU's (:meth:`FreeMap.place`): memory is what it lacks,
+    not a whole GPU's compute; one sized by milli-GPU alone needs no memory."""
+    req = job.request
+    by_memory = req.gpu_milli >= MILLI_PER_GPU and req.gpu_memory > 0
+    needs = []
+    if not by_memory:
+        needs.append(f"{req.gpu_milli} milli-GPU")
+    if req.gpu_memory:
+        needs.append(f"{format_bytes(req.gpu_memory)} of memory")
+    kind = f" of type {', '.join(sorted(req.gpu_types))}" if req.gpu_types else ""
+    return f"no GPU{kind} has {' and '.join(needs)} free"
 
 
 def _why_not_kind(free: FreeMap, job: JobStatus) -> str:
@@ -306,9 +330,12 @@ def ranked_round(
     preemption is possible. Keys must be unique across both lists.
 
     Non-preemptible running jobs are always kept. The capacity budget is counted in
-    milli-GPU; a job that would be admitted by the budget but cannot be placed (fragmentation,
-    GPU type) waits and does not cause preemptions. ``mark_preempted(job)`` gives the marks
-    to keep for each preempted job (:attr:`Plan.marks`). ``memo``: as for :func:`queue_round`.
+    milli-GPU; a job that would be admitted by the budget but cannot be placed on what the
+    rank order frees (fragmentation, GPU type, memory) preempts no job for that, but may
+    preempt preemptible jobs ranked below it on GPUs it can use, the lowest-ranked first,
+    when that lets it start (:func:`_preempt_where_it_fits`); else it waits.
+    ``mark_preempted(job)`` gives the marks to keep for each preempted job
+    (:attr:`Plan.marks`). ``memo``: as for :func:`queue_round`.
 
     The view's draining jobs (:attr:`ClusterView.draining`) count as gone: never victims,
     they take no capacity budget, and a job that fits only on their GPUs is started there
@@ -397,13 +424,18 @@ def _preempting_round(
     are taken in bulk between two pending ones (prefix sums of their demand and a bisection
     find how many fit), so the walk costs a step per pending job it reaches, not per job.
 
-    An admitted job that cannot be placed (GPU type, fragmentation) gives its budget back:
-    admission runs again without it (up to :data:`_ADMISSION_TRIES` times), so it displaces
-    no running job. Whatever the placement does, a running job is preempted only when a job
-    ranked above it starts on its GPUs; a job ranked below it that would take them waits.
+    An admitted job that cannot be placed (GPU type, memory, fragmentation) gives its budget
+    back: admission runs again without it (up to :data:`_ADMISSION_TRIES` times), so the
+    running jobs the rank order would displace for it stay. It may then preempt jobs ranked
+    below it on GPUs it can use (:func:`_preempt_where_it_fits`). Whatever the placement
+    does, a running job is preempted only when a job ranked above it starts on its GPUs; a
+    job ranked below it that would take them waits.
     """
     # a job asking for no GPU is never placed: it takes no budget from the start
     unplaceable = {job.id for job in pending_jobs if asks_no_gpu(job)}
+    stuck: dict[str, tuple[RankKey, JobStatus]] = {}
+    """The admitted jobs left unplaced in any attempt (the others in ``unplaceable`` ask
+    for no GPU)."""
     for attempt in range(_ADMISSION_TRIES):
         drain = DrainingFree(initial.copy(), view)
         admission = _admit(
@@ -420,11 +452,26 @@ def _preempting_round(
             alloc = drain.place(job.request)
             if alloc is None:
                 unplaced.append(job)
+                stuck[job.id] = (key, job)
             else:
                 starts.append((key, Start(job.id, alloc)))
         if not unplaced or attempt == _ADMISSION_TRIES - 1:
             break
         unplaceable.update(job.id for job in unplaced)
+    if stuck:
+        targeted = _preempt_where_it_fits(
+            drain,
+            view,
+            sorted(stuck.values(), key=itemgetter(0)),
+            running_keys,
+            running_jobs,
+            victims,
+        )
+        if targeted:
+            placed_now = {start.job_id for _, start in targeted}
+            unplaced = [job for job in unplaced if job.id not in placed_now]
+            unplaceable -= placed_now
+            starts = sorted([*starts, *targeted], key=itemgetter(0))
     free = drain.now
     # A victim whose GPUs are all still free keeps running: preempting it would only idle
     # GPUs.
@@ -453,6 +500,102 @@ def _preempting_round(
         waiting_default=default,
         marks=marks,
     )
+
+
+def _preempt_where_it_fits(
+    drain: DrainingFree,
+    view: ClusterView,
+    stuck: Sequence[tuple[RankKey, JobStatus]],
+    running_keys: Sequence[RankKey],
+    running_jobs: Sequence[JobStatus],
+    victims: list[tuple[RankKey, JobStatus]],
+) -> list[tuple[RankKey, Start]]:
+    """Start the pending jobs of ``stuck`` (with their keys, in rank order: jobs admitted
+    by :func:`_preempting_round` but left unplaced, since the GPUs the rank order freed are
+    of another type or memory, or fragmented) by preempting running jobs ranked below them
+    on GPUs they can use; those go into ``victims`` and the starts are returned (with their
+    keys).
+
+    The rank order picks its victims across the whole cluster: a job limited to the H100s
+    would otherwise wait for ever while a lower-ranked job holds the only H100 and another
+    one, on a V100, ranks lower still. For each such job, in rank order, the preemptible
+    running jobs (not draining, not victims already) ranked below it that hold a GPU of its
+    types and memory are freed lowest-ranked first until it can be placed; when all of them
+    are not enough, they keep their GPUs (no preemption that starts nothing). A request
+    shape that found no room is not tried again in the round: a job of that shape ranked
+    lower has fewer jobs below it, so each shape costs a walk of the running jobs at most.
+    """
+    released = {victim.id for _, victim in victims}
+    draining = drain.draining
+    cluster = view.cluster
+    opened = view.open_gpus()
+    refused: set[Shape] = set()
+    started: list[tuple[RankKey, Start]] = []
+    for key, job in stuck:
+        req = job.request
+        shape = shape_of(req)
+        if shape in refused:
+            continue
+        wanted = {name.lower() for name in req.gpu_types}
+        room = drain.now if drain.soon is None else drain.soon
+        freed: list[tuple[RankKey, JobStatus]] = []
+        # the round's later releases may have left room already (for a job unplaced in an
+        # earlier admission): then it preempts no one
+        alloc = _place_if_room(drain, room, req)
+        below = range(len(running_jobs) - 1, bisect_right(running_keys, key) - 1, -1)
+        for index in below if alloc is None else ():
+            victim = running_jobs[index]
+            if (
+                not victim.request.preemptible
+                or victim.id in draining
+                or victim.id in released
+                or not any(
+                    _may_use(cluster, opened, share.node, share.gpu, wanted, req.gpu_memory)
+                    for share in victim.allocation.shares
+                )
+            ):
+                continue
+            drain.release(victim.allocation)
+            freed.append((running_keys[index], victim))
+            alloc = _place_if_room(drain, room, req)
+            if alloc is not None:
+                break
+        if alloc is None:
+            for _, victim in freed:
+                drain.take(victim.allocation)
+            refused.add(shape)
+            continue
+        released.update(victim.id for _, victim in freed)
+        victims.extend(freed)
+        started.append((key, Start(job.id, alloc)))
+    return started
+
+
+def _place_if_room(drain: DrainingFree, room: FreeMap, req: JobRequest) -> Allocation | None:
+    """``req`` placed on ``drain``, or None; tried only when ``room`` (the map after the
+    drain) has as many free GPUs of its kind as a whole-GPU request asks for (a cheap
+    necessary condition; a share is always tried)."""
+    if req.shares_gpu or room.free_for(req) >= req.gpus:
+        return drain.place(req)
+    return None
+
+
+def _may_use(
+    cluster: Cluster,
+    opened: BoolArray | None,
+    node: int,
+    gpu: int,
+    wanted: set[str],
+    memory: int,
+) -> bool:
+    """Whether GPU ``gpu`` of node ``node`` is open to new work and of one of the
+    ``wanted`` types (lower case; empty: any) with at least ``memory`` bytes."""
+    kind = cluster.nodes[node].gpu_type
+    if wanted and kind.name.lower() not in wanted:
+        return False
+    if memory > kind.memory:
+        return False
+    return opened is None or bool(opened[cluster.gpu_offset(node) + gpu])
 
 
 _Admission = tuple[
