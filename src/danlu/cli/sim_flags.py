@@ -22,7 +22,8 @@ def _named_numbers(
     pairs: list[str], flag: str, form: str, example: str, zero: bool
 ) -> dict[str, float]:
     """``flag NAME=NUMBER`` pairs: a finite number for each name, above 0 (or from 0 with
-    ``zero``); ``form`` (``NAME=WEIGHT``) and ``example`` show the fix in the error."""
+    ``zero``), each name once (given twice, which value was meant is unknown; the last
+    silently won); ``form`` (``NAME=WEIGHT``) and ``example`` show the fix in the error."""
     out: dict[str, float] = {}
     for pair in pairs:
         name, sep, text = pair.partition("=")
@@ -34,6 +35,11 @@ def _named_numbers(
             bound = ">= 0" if zero else "above 0"
             raise ConfigError(
                 f"{flag} {pair!r} must look like {form} with a number {bound}, e.g. {example}"
+            )
+        if name in out:
+            raise ConfigError(
+                f"{flag} names {name!r} more than once ({name}={out[name]:g} and {pair}); "
+                f"give each name once"
             )
         out[name] = value
     return out

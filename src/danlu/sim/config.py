@@ -11,13 +11,19 @@ from danlu.sched.quota import Quotas
 from danlu.sim.failures import Failures
 from danlu.sim.interference import Interference
 
+MIN_INTERVAL = 1e-3
+"""The shortest ``interval`` (seconds between scheduling instants): a round every
+millisecond is far finer than any scheduler's, and the clock advances by it up to 4e12 s
+(over 100,000 years; floats there are 1/2048 s apart). A tinier one (``1e-300``) did not
+advance the clock at all: the next tick rounded back to the instant, for ever."""
+
 
 @dataclass(frozen=True)
 class SimConfig:
     """Simulation settings."""
 
     interval: float = 60.0
-    """Seconds between scheduling instants."""
+    """Seconds between scheduling instants (at least :data:`MIN_INTERVAL`)."""
     restart_cost: float = 30.0
     """Seconds of held GPUs without progress charged per (re)allocation."""
     event_rounds: bool = False
@@ -52,9 +58,10 @@ class SimConfig:
     job waits while its start would pass one, and a job that alone passes one is rejected."""
 
     def __post_init__(self) -> None:
-        if not 0 < self.interval < math.inf:
+        if not MIN_INTERVAL <= self.interval < math.inf:
             raise ConfigError(
-                f"interval (--interval) must be > 0 seconds and finite, got {self.interval}"
+                f"interval (--interval) must be at least {MIN_INTERVAL:g} s (one scheduling "
+                f"round a millisecond) and finite, got {self.interval:g}"
             )
         if not 0 <= self.restart_cost < math.inf:
             raise ConfigError(

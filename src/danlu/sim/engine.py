@@ -73,9 +73,20 @@ and first checkpoint would otherwise re-queue it forever, with no end to the run
 
 def _tick_after(instant: float, interval: float) -> float:
     """The first tick of the interval grid (0, ``interval``, 2 ``interval``, ...) after
-    ``instant``, which may itself be off the grid (an event round's or a failure's)."""
+    ``instant``, which may itself be off the grid (an event round's or a failure's); always
+    after ``instant``. :class:`ConfigError` when floats at ``instant`` are too far apart for
+    a step of ``interval`` to reach a later one (the clock would stop there for ever)."""
     tick = (math.floor(instant / interval) + 1) * interval
-    return tick if tick > instant else tick + interval
+    if tick > instant:
+        return tick
+    tick += interval  # the product rounded down onto the instant
+    if tick > instant:
+        return tick
+    raise ConfigError(
+        f"interval (--interval) {interval:g} s is too short to advance the simulated clock "
+        f"at {instant:g} s (times there are {math.ulp(instant):g} s apart); use an interval "
+        f"of at least {2 * math.ulp(instant):g} s"
+    )
 
 
 ProgressCallback = Callable[[float, int, int], None]

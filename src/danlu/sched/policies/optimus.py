@@ -34,7 +34,9 @@ links not measured yet), and the job's total work estimated from its reports
 estimated yet, gains nothing from a GPU more: it keeps its least GPUs until it has run a
 round. Jobs never change batch (``Start`` and ``Resize`` leave it to the job); nothing in the
 gain counts the restart a move costs, so a job is moved whenever the greedy split changes,
-as in the study (whose Optimus moved jobs every round it saw a gain).
+as in the study (whose Optimus moved jobs every round it saw a gain). The plan is due again
+at the next tick while it reads the clock (a running job's work estimate) or leaves marks;
+otherwise only a change of jobs can change it (:func:`recheck_at`).
 
 Not the study's: it ran Optimus with an oracle (the true step times and the true remaining
 steps from the start); this policy learns both online, as a real deployment would. Requests
@@ -280,9 +282,26 @@ class OptimusPolicy:
             preempts=tuple(preempts),
             resizes=tuple(resizes),
             waiting=waiting,
-            recheck_at=0.0,
+            recheck_at=recheck_at(jobs, new_marks),
             marks=new_marks,
         )
+
+
+def recheck_at(jobs: list[SplitJob], new_marks: Mapping[str, Mapping[str, float]]) -> float:
+    """When a round's plan may change with no job arriving, finishing or leaving: at the
+    next tick (0) when it read the clock or leaves marks, else never by itself (infinite).
+
+    The clock is read only by the work estimate of a running job with a model (the goodput
+    it trained at, times the time since the last round: the split may change as it grows);
+    every other input is the view's jobs, their requests, allocations, observations and
+    marks, and the free GPUs. A running job's observations change between rounds only while
+    it reports measurements (the simulator holds a round at every tick while such a job
+    runs); marks the plan leaves are a change of the next round's view. With neither, the
+    next round would make the same plan: while rigid jobs waited, a round at every tick was
+    57,792 rounds for 40 openb pods on 2 x 8 GPUs (fifo: 92)."""
+    if new_marks or any(job.model is not None and job.status.running for job in jobs):
+        return 0.0
+    return math.inf
 
 
 def within_reach(free: FreeMap, jobs: list[SplitJob], blocked: dict[str, str]) -> list[SplitJob]:
