@@ -40,6 +40,7 @@ from danlu_pollux import (
     FOLDERS,
     POLLUX,
     add_knob_option,
+    add_workload_options,
     knob_settings,
     per_application,
     simulate,
@@ -224,8 +225,7 @@ def run_in_danlu(
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--artifact", type=Path, required=True, metavar="DIR")
-    parser.add_argument("--loads", default="0.5,1.0,1.5")
-    parser.add_argument("--workloads", default="1,2,3,4")
+    add_workload_options(parser)
     parser.add_argument(
         "--by-application",
         action="store_true",
@@ -234,7 +234,7 @@ def main() -> None:
     )
     add_knob_option(parser)
     args = parser.parse_args()
-    knobs = knob_settings(args)
+    knobs = knob_settings(parser, args)
     artifact = load_artifact(args.artifact)
     profiles = load_profiles(DATA / "traces")
     print(
@@ -245,8 +245,8 @@ def main() -> None:
     in_artifact: list[float] = []
     in_danlu: list[float] = []
     met = 0
-    for load in args.loads.split(","):
-        for number in (int(w) for w in args.workloads.split(",")):
+    for load in args.loads:
+        for number in args.workloads:
             path = DATA / FOLDERS[load] / f"workload-{number}.csv"
             started = time.perf_counter()
             art_jcts = run_in_artifact(artifact, path, knobs)

@@ -61,6 +61,9 @@ def main() -> None:
     parser.add_argument("--nodes", type=int, default=4)
     parser.add_argument("--gpus-per-node", type=int, default=4)
     args = parser.parse_args()
+    for flag, value in (("--nodes", args.nodes), ("--gpus-per-node", args.gpus_per_node)):
+        if value < 1:
+            parser.error(f"{flag} must be at least 1, got {value}")
     cluster = Cluster.homogeneous(args.nodes, args.gpus_per_node)
     oracle = synthetic_workload(args.jobs, args.seed)
     wide = {job.request.id for job in oracle.jobs if job.request.gpus >= 8}

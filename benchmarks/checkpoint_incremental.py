@@ -88,6 +88,18 @@ def main() -> None:
     p.add_argument("--every", type=int, default=20)
     p.add_argument("--full-every", type=int, default=5)
     args = p.parse_args()
+    if args.every < 1:
+        p.error(f"--every must be at least 1 (steps between checkpoints), got {args.every}")
+    if args.full_every < 2:
+        p.error(
+            f"--full-every must be at least 2 (1: every checkpoint is full, none incremental "
+            f"to compare), got {args.full_every}"
+        )
+    if args.steps < 2 * args.every:
+        p.error(
+            f"--steps must be at least twice --every (a full checkpoint, then an incremental "
+            f"one), got --steps {args.steps} --every {args.every}"
+        )
     torch.set_num_threads(max(1, torch.get_num_threads()))
     _, n_all, n_train = build(args.width, args.depth)
     print(

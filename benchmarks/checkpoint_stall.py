@@ -85,8 +85,21 @@ def main() -> None:
     p.add_argument("--every", type=int, default=50)
     p.add_argument("--repeats", type=int, default=3)
     args = p.parse_args()
-    tmp = tempfile.mkdtemp(prefix="danlu-stall-")
+    for flag, value in (("--every", args.every), ("--repeats", args.repeats)):
+        if value < 1:
+            p.error(f"{flag} must be at least 1, got {value}")
+    if args.steps < 2 * args.every:
+        p.error(
+            f"--steps must be at least twice --every (the first checkpoint of a run is not "
+            f"counted), got --steps {args.steps} --every {args.every}"
+        )
+    # The checkpoints (GBs at the default size) are removed at the end, on an error or Ctrl-C.
+    with tempfile.TemporaryDirectory(prefix="danlu-stall-", ignore_cleanup_errors=True) as tmp:
+        measure(args, tmp)
 
+
+def measure(args: argparse.Namespace, tmp: str) -> None:
+    """The whole benchmark, its files (the sync baseline's, the checkpoints) under ``tmp``."""
     model, opt = build(args.width, args.depth)
     model(torch.randn(2, args.width)).sum().backward()
     opt.step()
@@ -128,9 +141,8 @@ def main() -> None:
         plain_times.append(train(args, None, True)[0])
         for label, owned in configs if r % 2 == 0 else configs[::-1]:
             directory = os.path.join(tmp, f"{'owned' if owned else 'live'}{r}")
-            mgr = CheckpointManager(directory, async_save=True, keep_last=2)
-            elapsed, in_save, in_step = train(args, mgr, owned)
-            mgr.close()
+            with CheckpointManager(directory, async_save=True, keep_last=2) as mgr:
+                elapsed, in_save, in_step = train(args, mgr, owned)  # closed: saves waited for
             stalls[label] += [a + b for a, b in zip(in_save[1:], in_step[1:], strict=True)]
             waits[label] += in_step[1:]
             runs[label].append((elapsed, len(in_save)))

@@ -24,7 +24,7 @@ import time
 from collections.abc import Callable, Mapping
 
 import numpy as np
-from danlu_pollux import DATA, FOLDERS, POLLUX, TARGET
+from danlu_pollux import DATA, FOLDERS, POLLUX, TARGET, add_workload_options
 from policy_headroom import workload_jcts
 
 from danlu.sched.policies.base import Policy
@@ -49,8 +49,7 @@ def averages(
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=(__doc__ or "").splitlines()[0])
-    parser.add_argument("--loads", default="0.5")
-    parser.add_argument("--workloads", default="1,2,3,4")
+    add_workload_options(parser, loads="0.5")
     parser.add_argument("--population", type=int, default=100)
     parser.add_argument("--generations", type=int, default=100)
     args = parser.parse_args()
@@ -67,8 +66,8 @@ def main() -> None:
         f"{'danlu solo':>10} {'full':>7} {'contention':>10} {'target':>7} {'room':>7} "
         f"{'seconds':>7}"
     )
-    for load in args.loads.split(","):
-        for number in (int(w) for w in args.workloads.split(",")):
+    for load in args.loads:
+        for number in args.workloads:
             began = time.perf_counter()
             workload = load_workload(DATA / FOLDERS[load] / f"workload-{number}.csv")
             runs = {name: averages(workload, p, config, profiles) for name, p in policies.items()}

@@ -21,7 +21,9 @@ workload; negative: danlu is ahead), so the gap to the target can be read job by
 from __future__ import annotations
 
 import argparse
+import dataclasses
 import json
+import math
 import time
 from collections import defaultdict
 from collections.abc import Mapping
@@ -75,6 +77,56 @@ OPTIMUS: dict[tuple[str, int], tuple[float, float]] = {
 (``results-jobload/optimus-<load>/summary.json``, the same estimators), by (load, workload)."""
 TARGET = 0.8
 """The issue's target: danlu's average at most this times Pollux's published one."""
+WORKLOADS = tuple(sorted({number for _, number in POLLUX}))
+"""The Pollux workloads' numbers (``workload-<number>.csv`` at every load)."""
+
+
+def parse_load(text: str) -> str:
+    """An argparse type: one load of the Pollux workloads, read by value (``1`` is ``1.0``)
+    and named as :data:`FOLDERS` and :data:`POLLUX` name it."""
+    try:
+        value = float(text)
+    except ValueError:
+        value = math.nan
+    for name in FOLDERS:
+        if float(name) == value:
+            return name
+    raise argparse.ArgumentTypeError(
+        f"unknown load {text.strip()!r}: the Pollux workloads are at loads {', '.join(FOLDERS)}"
+    )
+
+
+def parse_loads(text: str) -> list[str]:
+    """An argparse type: a comma-separated list of :func:`parse_load` loads."""
+    try:
+        return [parse_load(item) for item in text.split(",")]
+    except argparse.ArgumentTypeError as error:
+        raise argparse.ArgumentTypeError(f"{error} (in {text!r}, e.g. 0.5,1.0)") from None
+
+
+def parse_workloads(text: str) -> list[int]:
+    """An argparse type: a comma-separated list of Pollux workload numbers (:data:`WORKLOADS`)."""
+    numbers: list[int] = []
+    for item in text.split(","):
+        try:
+            number = int(item)
+        except ValueError:
+            number = 0
+        if number not in WORKLOADS:
+            raise argparse.ArgumentTypeError(
+                f"unknown workload {item.strip()!r}: the Pollux workloads are "
+                f"{', '.join(map(str, WORKLOADS))} (in {text!r}, e.g. 1,2)"
+            )
+        numbers.append(number)
+    return numbers
+
+
+def add_workload_options(parser: argparse.ArgumentParser, loads: str = "0.5,1.0,1.5") -> None:
+    """``--loads`` (default ``loads``) and ``--workloads`` (default all): the Pollux workloads
+    to run, parsed (and refused, naming the valid ones) by :func:`parse_loads` and
+    :func:`parse_workloads`."""
+    parser.add_argument("--loads", type=parse_loads, default=loads)
+    parser.add_argument("--workloads", type=parse_workloads, default="1,2,3,4")
 
 
 class Timed:
@@ -122,8 +174,7 @@ def simulate(
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--loads", default="0.5,1.0,1.5")
-    parser.add_argument("--workloads", default="1,2,3,4")
+    add_workload_options(parser)
     add_knob_option(parser)
     parser.add_argument(
         "--pollux-results",
@@ -133,7 +184,7 @@ def main() -> None:
         help="the artifact's results-jobload folder: print a per-application comparison",
     )
     args = parser.parse_args()
-    knobs = knob_settings(args)
+    knobs = knob_settings(parser, args)
     profiles = load_profiles(DATA / "traces")
     print(
         f"{'load':>4} {'workload':>8} {'danlu avg':>10} {'pollux avg':>10} {'ratio':>6} "
@@ -142,8 +193,8 @@ def main() -> None:
     )
     ratios: list[float] = []
     average_ok = p99_ok = both_ok = 0
-    for load in args.loads.split(","):
-        for number in (int(w) for w in args.workloads.split(",")):
+    for load in args.loads:
+        for number in args.workloads:
             path = DATA / FOLDERS[load] / f"workload-{number}.csv"
             timed = Timed(DanluPolicy(**knobs))
             result = simulate(path, timed, profiles)
@@ -205,18 +256,50 @@ def add_knob_option(parser: argparse.ArgumentParser) -> None:
     )
 
 
-def knob_settings(args: argparse.Namespace) -> dict[str, Any]:
-    """The ``--set`` settings parsed, by knob name."""
-    return dict(_knob(text) for text in args.set)
+def knob_settings(parser: argparse.ArgumentParser, args: argparse.Namespace) -> dict[str, Any]:
+    """The ``--set`` settings parsed, by knob name, and checked against the knobs' ranges: a
+    bad one ends the program with ``parser``'s usage error (exit 2), naming the setting and
+    what it accepts (the valid knobs, for an unknown one)."""
+    try:
+        settings = dict(_knob(text) for text in args.set)
+        DanluPolicy(**settings)  # the knobs' ranges (a ConfigError, a ValueError)
+    except ValueError as error:
+        parser.error(f"--set: {error}")
+    return settings
+
+
+def knob_names() -> list[str]:
+    """The DanluPolicy knobs ``--set`` accepts: its settable fields, sorted."""
+    return sorted(
+        f.name for f in dataclasses.fields(DanluPolicy) if f.init and not f.name.startswith("_")
+    )
+
+
+_TRUE = ("1", "true", "yes")
+_FALSE = ("0", "false", "no")
 
 
 def _knob(text: str) -> tuple[str, Any]:
-    """``name=value`` with the value parsed as the field's type (bool, int or float)."""
-    name, _, raw = text.partition("=")
+    """``name=value`` with the value parsed as the field's type (bool, int, float or str);
+    a ValueError naming the setting for a malformed one, an unknown knob or a bad value."""
+    name, equals, raw = text.partition("=")
+    if not equals:
+        raise ValueError(f"{text!r} is not KNOB=VALUE (e.g. move_budget=8)")
+    if name not in knob_names():
+        raise ValueError(
+            f"unknown knob {name!r} in {text!r}; the DanluPolicy knobs are "
+            + ", ".join(knob_names())
+        )
     default = getattr(DanluPolicy(), name)
     if isinstance(default, bool):
-        return name, raw.lower() in ("1", "true", "yes")
-    return name, type(default)(raw)
+        if raw.lower() in _TRUE + _FALSE:
+            return name, raw.lower() in _TRUE
+        raise ValueError(f"{text!r}: {name} is on or off, give one of {', '.join(_TRUE + _FALSE)}")
+    try:
+        return name, type(default)(raw)
+    except ValueError:
+        kind = {int: "an integer", float: "a number"}.get(type(default), "a value of its type")
+        raise ValueError(f"{text!r}: {name} takes {kind} (default {default!r})") from None
 
 
 if __name__ == "__main__":

@@ -26,7 +26,7 @@ from collections.abc import Mapping
 from dataclasses import replace
 
 import numpy as np
-from danlu_pollux import DATA, FOLDERS
+from danlu_pollux import DATA, FOLDERS, parse_load, parse_workloads
 
 from danlu.cli.sim import parse_seeds
 from danlu.core.cluster import Cluster
@@ -60,8 +60,8 @@ def summary(
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=(__doc__ or "").splitlines()[0])
-    parser.add_argument("--load", default="1.0", choices=sorted(FOLDERS))
-    parser.add_argument("--workloads", default="1,2,3,4")
+    parser.add_argument("--load", type=parse_load, default="1.0")
+    parser.add_argument("--workloads", type=parse_workloads, default="1,2,3,4")
     parser.add_argument("--policies", default="danlu,tiresias")
     parser.add_argument("--unit", default="node", choices=["node", "gpu"])
     parser.add_argument("--mtbf", default="1d")
@@ -84,7 +84,7 @@ def main() -> None:
         f"{'failures':>8} {'lost runs':>9} {'lost s':>8} {'seconds':>7}"
     )
     ratios: dict[str, list[float]] = {p: [] for p in policies}
-    for number in (int(w) for w in args.workloads.split(",")):
+    for number in args.workloads:
         workload = load_workload(DATA / FOLDERS[args.load] / f"workload-{number}.csv")
         for policy in policies:
             started = time.perf_counter()

@@ -37,7 +37,8 @@ from danlu.sim.elastic import RESTART_SECONDS, ApplicationProfile, load_profiles
 from danlu.sim.workload import ProfiledWork, load_workload
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from danlu_pollux import DATA, FOLDERS, POLLUX  # the same workloads and published figures
+# the same workloads and published figures
+from danlu_pollux import DATA, FOLDERS, POLLUX, add_workload_options
 
 INTERVAL = 60.0
 NODES, GPUS_PER_NODE = 16, 4
@@ -125,8 +126,7 @@ def job_bound(submit: float, epochs: np.ndarray) -> float:
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--loads", default="0.5,1.0,1.5")
-    parser.add_argument("--workloads", default="1,2,3,4")
+    add_workload_options(parser)
     parser.add_argument("--per-app", action="store_true", help="also print each app's bound")
     args = parser.parse_args()
     profiles = load_profiles(DATA / "traces")
@@ -138,8 +138,8 @@ def main() -> None:
         f"{'load':>4} {'workload':>8} {'jobs':>5} {'bound avg':>10} {'target':>8} "
         f"{'pollux avg':>10} {'bound/pollux':>12} {'target reachable':>16}"
     )
-    for load in args.loads.split(","):
-        for number in (int(w) for w in args.workloads.split(",")):
+    for load in args.loads:
+        for number in args.workloads:
             workload = load_workload(DATA / FOLDERS[load] / f"workload-{number}.csv")
             bounds = [
                 job_bound(j.request.submit_time, epochs[j.work.application])

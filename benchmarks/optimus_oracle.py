@@ -25,7 +25,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 
 import numpy as np
-from danlu_pollux import DATA, FOLDERS, OPTIMUS, jct_figures, simulate
+from danlu_pollux import DATA, FOLDERS, OPTIMUS, add_workload_options, jct_figures, simulate
 
 from danlu.sched.policies import danlu_model as dm
 from danlu.sched.policies.optimus import OptimusPolicy, SplitJob
@@ -107,8 +107,7 @@ class OracleOptimus(OptimusPolicy):
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=(__doc__ or "").splitlines()[0])
-    parser.add_argument("--loads", default="0.5,1.0,1.5")
-    parser.add_argument("--workloads", default="1,2,3,4")
+    add_workload_options(parser)
     args = parser.parse_args()
     profiles = load_profiles(DATA / "traces")
     print(
@@ -116,8 +115,8 @@ def main() -> None:
         f"{'p99':>9} {'pub p99':>9} {'p99 ratio':>9} {'online':>8} {'seconds':>7}"
     )
     ratios: list[float] = []
-    for load in args.loads.split(","):
-        for number in (int(w) for w in args.workloads.split(",")):
+    for load in args.loads:
+        for number in args.workloads:
             path = DATA / FOLDERS[load] / f"workload-{number}.csv"
             began = time.perf_counter()
             apps = {

@@ -34,7 +34,14 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 
 import numpy as np
-from danlu_pollux import DATA, FOLDERS, POLLUX, add_knob_option, knob_settings
+from danlu_pollux import (
+    DATA,
+    FOLDERS,
+    POLLUX,
+    add_knob_option,
+    add_workload_options,
+    knob_settings,
+)
 from jct_bound import count_rows, epoch_seconds, fastest_iteration
 
 from danlu.core.cluster import Cluster
@@ -230,11 +237,12 @@ def main() -> None:
     parser.add_argument(
         "--solo", action="store_true", help="every job alone on the cluster (no contention)"
     )
-    parser.add_argument("--loads", default="0.5,1.0,1.5")
-    parser.add_argument("--workloads", default="1,2,3,4")
+    add_workload_options(parser)
     add_knob_option(parser)
     args = parser.parse_args()
-    knobs = knob_settings(args)
+    knobs = knob_settings(parser, args)
+    if "restart_cost" in knobs:
+        parser.error("--set restart_cost: give the restart cost as --restart-cost")
     if args.restart_cost < 0:
         parser.error("--restart-cost: seconds, 0 or more")
     profiles = load_profiles(DATA / "traces")
@@ -243,8 +251,8 @@ def main() -> None:
         + (", every job alone" if args.solo else "")
     )
     ratios: list[float] = []
-    for load in args.loads.split(","):
-        for number in (int(w) for w in args.workloads.split(",")):
+    for load in args.loads:
+        for number in args.workloads:
             workload = load_workload(DATA / FOLDERS[load] / f"workload-{number}.csv")
             apps = {
                 job.request.id: profiles[job.work.application]

@@ -22,7 +22,15 @@ import argparse
 import time
 
 import numpy as np
-from danlu_pollux import DATA, FOLDERS, OPTIMUS, POLLUX, jct_figures, simulate
+from danlu_pollux import (
+    DATA,
+    FOLDERS,
+    OPTIMUS,
+    POLLUX,
+    add_workload_options,
+    jct_figures,
+    simulate,
+)
 
 from danlu.sched.policies.base import Policy
 from danlu.sched.policies.danlu import DanluPolicy
@@ -34,8 +42,7 @@ from danlu.sim.elastic import load_profiles
 def main() -> None:
     parser = argparse.ArgumentParser(description=(__doc__ or "").splitlines()[0])
     parser.add_argument("--policy", choices=("pollux", "optimus"), default="pollux")
-    parser.add_argument("--loads", default="0.5,1.0,1.5")
-    parser.add_argument("--workloads", default="1,2,3,4")
+    add_workload_options(parser)
     parser.add_argument("--population", type=int, default=100)
     parser.add_argument("--generations", type=int, default=100)
     parser.add_argument("--no-danlu", action="store_true", help="run the baseline only")
@@ -49,8 +56,8 @@ def main() -> None:
     )
     fidelity: list[float] = []
     versus: list[float] = []
-    for load in args.loads.split(","):
-        for number in (int(w) for w in args.workloads.split(",")):
+    for load in args.loads:
+        for number in args.workloads:
             path = DATA / FOLDERS[load] / f"workload-{number}.csv"
             began = time.perf_counter()
             policy: Policy = (

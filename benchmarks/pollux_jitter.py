@@ -35,6 +35,7 @@ from danlu_pollux import (
     FOLDERS,
     POLLUX,
     add_knob_option,
+    add_workload_options,
     jct_figures,
     knob_settings,
     simulate,
@@ -74,8 +75,7 @@ def run(
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--loads", default="0.5,1.0,1.5")
-    parser.add_argument("--workloads", default="1,2,3,4")
+    add_workload_options(parser)
     parser.add_argument("--copies", type=int, default=8, help="shifted copies of each workload")
     parser.add_argument("--jitter", type=float, default=10.0, help="largest shift, seconds")
     parser.add_argument(
@@ -89,7 +89,7 @@ def main() -> None:
         parser.error("--first-copy must be at least 1 (seed 0 is the unshifted workload)")
     if args.jitter < 0:
         parser.error("--jitter must be 0 or more seconds")
-    knobs = knob_settings(args)
+    knobs = knob_settings(parser, args)
     profiles = load_profiles(DATA / "traces")
     started = time.perf_counter()
     print(
@@ -98,8 +98,8 @@ def main() -> None:
     )
     runs = average_ok = p99_total = both_total = 0
     per_copy: list[list[float]] = [[] for _ in range(args.copies)]
-    for load in args.loads.split(","):
-        for number in (int(w) for w in args.workloads.split(",")):
+    for load in args.loads:
+        for number in args.workloads:
             base = load_workload(DATA / FOLDERS[load] / f"workload-{number}.csv")
             pavg = POLLUX[(load, number)][0]
             unshifted = run(base, knobs, profiles)[0] / pavg

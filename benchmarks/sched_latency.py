@@ -126,7 +126,7 @@ def apply_plan(
 ) -> ClusterView:
     """The view after ``plan``, 60 s later: started jobs run, resized ones run on their new
     GPUs, preempted jobs wait, the plan's marks are kept; then ``churn`` running jobs finish
-    and as many new jobs are submitted.
+    (all of them, when fewer run) and ``churn`` new jobs are submitted.
 
     ``draining`` (updated in place): model the server's PREEMPTING state. A preempted job
     keeps its GPUs for one round as a non-preemptible running job (as the server's snapshot
@@ -141,7 +141,9 @@ def apply_plan(
         draining.clear()
         draining.update(holding)
     if churn and rng is not None and view.running:
-        stopped_or_done = set(rng.sample([j.id for j in view.running], churn))
+        stopped_or_done = set(
+            rng.sample([j.id for j in view.running], min(churn, len(view.running)))
+        )
         finished = stopped_or_done - stopped - leaving
     else:
         finished = set()

@@ -140,10 +140,12 @@ def main() -> None:
     args = parser.parse_args()
     try:  # the danlu policy's knobs by their types, another policy's options as JSON
         options = (
-            knob_settings(args) if args.policy == "danlu" else parse_option_pairs(args.set, "--set")
+            knob_settings(parser, args)
+            if args.policy == "danlu"
+            else parse_option_pairs(args.set, "--set")
         )
         policy = make_policy(args.policy, **options)
-    except (AttributeError, ValueError, ConfigError) as error:
+    except (ValueError, ConfigError) as error:
         parser.error(f"--set: {error}")
     if not args.default_gc:
         tune_collector()
