@@ -84,8 +84,9 @@ def test_a_fitted_danlu_estimate_model_plugs_in() -> None:
 def test_a_relaunchs_micro_batch_caps_the_checkpoints(tmp_path: Path) -> None:
     """A resumed run took the checkpoint's micro-batch over the relaunch's ``DANLU_BATCH_SIZE``
     (the scheduler's choice for its new GPU or memory limit) and ``micro_batch_size``: the
-    restore came after them. Now they cap the restored micro-batch and its ceiling; a
-    smaller one in the checkpoint (an OOM halved it) stays."""
+    restore came after them. Now the relaunch's own micro-batch holds, or, given none, its
+    whole local batch; only a cap an OOM taught the run stays (see
+    tests/train/test_batch_restore_review67.py)."""
     data = tiny_regression(128)
 
     def run(environ: dict[str, str], steps: int, **kwargs: int) -> tuple[int, int, int]:
@@ -111,5 +112,6 @@ def test_a_relaunchs_micro_batch_caps_the_checkpoints(tmp_path: Path) -> None:
     assert run({"DANLU_BATCH_SIZE": "16"}, 1) == (16, 16, 1)
     assert run({"DANLU_BATCH_SIZE": "4"}, 2) == (4, 4, 4)  # resumed at step 1
     assert run({}, 3, micro_batch_size=2) == (2, 2, 8)  # resumed at step 2
-    assert run({"DANLU_BATCH_SIZE": "8"}, 4) == (2, 2, 8)  # the checkpoint's 2 is smaller
-    assert run({}, 5) == (2, 2, 8)  # nothing given: the checkpoint's
+    # the checkpoint's 2 was given, not an OOM's: the relaunch's own holds
+    assert run({"DANLU_BATCH_SIZE": "8"}, 4) == (8, 8, 2)
+    assert run({}, 5) == (16, 16, 1)  # nothing given: the whole local batch

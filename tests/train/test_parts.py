@@ -335,7 +335,7 @@ def test_batch_sizes_follow_every_assignment() -> None:
     assert (b.micro, b.accumulation) == (2, 2)
     b.set_world_size(1)
     assert (b.local_batch, b.micro, b.accumulation) == (10, 2, 5)
-    b.load_state_dict({"global_batch": 64, "micro": 8})
+    b.load_state_dict({"global_batch": 64, "micro": 8, "micro_cap": 8, "oom_count": 1})
     assert (b.local_batch, b.accumulation) == (64, 8)
 
 

@@ -73,7 +73,16 @@ class BatchController:
         self.micro_cap = micro or self.micro
         """The largest micro-batch known to fit (the first one, halved by each OOM): the
         micro-batch follows the local batch up to it when the global batch changes."""
+        self.launch_cap = self.micro_cap
+        """The ceiling this launch chose itself, before any restore: its given micro-batch,
+        else its whole local batch (:meth:`load_state_dict` restores up to it)."""
+        self.oom_cap: int | None = None
+        """The micro-batch the last OOM left (a larger one ran out of memory), or None while
+        none did: kept in checkpoints, it caps the micro-batch of every restart."""
         self.micro_limit = micro
+        """The micro-batch this launch was given (``micro_batch_size``, ``DANLU_BATCH_SIZE``
+        or the memory model's), or None: it replaces a restored checkpoint's micro-batch,
+        under an :attr:`oom_cap` (:meth:`load_state_dict`)."""
         self.follows_local = micro is None
         """True while no micro-batch was given and no OOM capped one: a launch's global batch
         (``set_global(..., launch=True)``) is then trained as the whole local batch (before,
@@ -81,9 +90,6 @@ class BatchController:
         ``DANLU_GLOBAL_BATCH_SIZE=32`` over a script's 8 accumulated 4 micro-batches of 8).
         Growth while the job runs (an adaptive batch, a ``Rebatch``) keeps :attr:`micro_cap`:
         a larger micro-batch than ever tried might not fit."""
-        """The micro-batch this launch was given (``micro_batch_size``, ``DANLU_BATCH_SIZE``
-        or the memory model's), or None: a restored checkpoint's micro-batch is capped at it
-        (:meth:`load_state_dict`)."""
         self.oom_count = 0
 
     def __setattr__(self, name: str, value: Any) -> None:
@@ -108,6 +114,7 @@ class BatchController:
             )
         self.micro = max(self.min_micro, self.micro // 2)
         self.micro_cap = self.micro
+        self.oom_cap = self.micro
         self.follows_local = False
         self.oom_count += 1
 
@@ -132,6 +139,7 @@ class BatchController:
             "global_batch": self.global_batch,
             "micro": self.micro,
             "micro_cap": self.micro_cap,
+            "oom_cap": self.oom_cap,
             "oom_count": self.oom_count,
             "base_global_batch": self.base_global_batch,
             "follows_local": self.follows_local,
@@ -140,19 +148,35 @@ class BatchController:
     def load_state_dict(self, state: dict[str, Any]) -> None:
         """Restore :meth:`state_dict` output (the world size may have changed meanwhile).
 
-        The checkpoint's micro-batch and :attr:`micro_cap` (an OOM may have halved them) are
-        capped at :attr:`micro_limit`, the micro-batch this launch was given: a relaunch's
-        ``DANLU_BATCH_SIZE`` (a new GPU, a new memory limit) or ``micro_batch_size`` holds
-        over the checkpoint's larger one."""
-        limit = self.micro_limit if self.micro_limit is not None else math.inf
+        The global batch is the checkpoint's. Of its micro-batch only a cap learned from an
+        OOM (:attr:`oom_cap`) holds: it limits this launch's micro-batch, which otherwise
+        replaces the checkpoint's. A micro-batch the launch was given (:attr:`micro_limit`:
+        ``micro_batch_size``, ``DANLU_BATCH_SIZE``, the memory model's; a new GPU, a new
+        memory limit) is used as it is; without one the ceiling is the larger of the
+        checkpoint's and this launch's whole local batch, so the micro-batch follows the
+        new local batch after a resize (a checkpoint's micro-batch of 4 on 3 ranks of a
+        global batch of 12 used to stay 4 on 2 ranks and on one, accumulating 2 and 3), and
+        one the run grew to while it ran (a launch batch) is kept. A checkpoint written
+        before :attr:`oom_cap` was kept has an OOM's cap when it counted an OOM."""
+        limit = self.micro_limit
         self.global_batch = int(state["global_batch"])
         self.base_global_batch = int(state.get("base_global_batch", self.global_batch))
-        self.micro_cap = int(min(int(state.get("micro_cap", state["micro"])), limit))
-        self.micro = int(min(int(state["micro"]), self.local_batch, limit))
         self.oom_count = int(state.get("oom_count", 0))
-        # neither the checkpoint's run nor this launch fixed a micro-batch (one written before
-        # this was kept: as its cap says)
-        self.follows_local = bool(state.get("follows_local", False)) and self.micro_limit is None
+        saved_cap = int(state.get("micro_cap", state["micro"]))
+        if "oom_cap" in state:
+            oom_cap = None if state["oom_cap"] is None else int(state["oom_cap"])
+        else:  # written before the OOM's cap was kept apart: on_oom set micro_cap
+            oom_cap = saved_cap if self.oom_count > 0 else None
+        self.oom_cap = oom_cap
+        if limit is None:
+            cap = max(saved_cap, self.launch_cap) if oom_cap is None else oom_cap
+        else:
+            cap = limit if oom_cap is None else min(oom_cap, limit)
+        self.micro_cap = cap
+        self.micro = min(cap, self.local_batch)
+        # a learned cap is not lifted by a launch batch; nor is a goodput tuner's (its
+        # context cleared this flag before the restore)
+        self.follows_local = self.follows_local and oom_cap is None
 
 
 MEMORY_MARGIN = 0.05

@@ -44,14 +44,24 @@ log = logging.getLogger("danlu.train")
 def _metrics_path(
     env: JobEnv, metrics_file: str | Path | bool | None, checkpoint_dir: str | None
 ) -> Path | None:
+    """Where the metrics JSONL file goes: ``metrics_file``, else ``DANLU_METRICS_FILE``, else
+    ``metrics.jsonl`` in a local checkpoint directory (the directory the checkpoints go to:
+    ``~`` expanded, a ``file://`` URL's path), else ``danlu-metrics.jsonl`` here; ``None``
+    with ``metrics_file=False``."""
     if metrics_file is False:
         return None
     if isinstance(metrics_file, str | Path):
         return Path(metrics_file)
     if env.metrics_file:
         return Path(env.metrics_file)
-    if checkpoint_dir and "://" not in checkpoint_dir:
-        return Path(checkpoint_dir) / "metrics.jsonl"
+    if checkpoint_dir:
+        # the checkpoint engine's own module (imported by Checkpoints already): a path is
+        # resolved once, the same way for both
+        from danlu.train.checkpoint.storage import local_directory
+
+        local = local_directory(checkpoint_dir)
+        if local is not None:
+            return Path(local) / "metrics.jsonl"
     return Path("danlu-metrics.jsonl")
 
 

@@ -136,6 +136,9 @@ class TrainContext:
         self._saved_step: int | None = None
         """The step of the last checkpoint written (or restored): a preemption at it does
         not write it again."""
+        self._reported = False
+        """Whether this process reported a step (or resent a checkpoint's unshipped records):
+        from then on the reporter itself holds every record not shipped yet."""
 
     # ------------------------------------------------------------------ data
     @property
@@ -321,6 +324,7 @@ class TrainContext:
                 self._memory_read_at = now
                 self._memory_bytes = torch.cuda.max_memory_allocated(self.distributed.device)
             record["memory_bytes"] = self._memory_bytes
+        self._reported = True
         self.history.append(record)
         if len(self.history) > 2 * HISTORY_LIMIT:
             del self.history[:HISTORY_LIMIT]
@@ -603,10 +607,13 @@ class TrainContext:
         }
 
     def save(self, metrics: dict[str, float] | None = None) -> None:
-        """Checkpoint now (every rank calls it; rank 0 writes). Distributed, every rank first
-        takes rank 0's buffers (batch normalisation's running statistics differ between ranks;
-        the checkpoint holds rank 0's, and every rank goes on from them as a resumed run would:
-        :meth:`~danlu.train.distributed.Distributed.sync_buffers`), then, when
+        """Checkpoint now (every rank calls it; rank 0 writes). The checkpoint keeps the
+        metric records of its steps that the reporter has not shipped yet
+        (:meth:`~danlu.train.report.MetricsReporter.seal`), for a resumed run to send again:
+        a process killed before its reporter shipped them leaves no gap. Distributed, every
+        rank first takes rank 0's buffers (batch normalisation's running statistics differ
+        between ranks; the checkpoint holds rank 0's, and every rank goes on from them as a
+        resumed run would: :meth:`~danlu.train.distributed.Distributed.sync_buffers`), then, when
         ``consistency_check`` is on, checks that all ranks hold the same parameters. The
         ranks' RNG states are gathered to rank 0 and the checkpoint holds each rank's (a
         seed per rank, or ranks that draw different amounts, leave them apart), for
@@ -622,12 +629,16 @@ class TrainContext:
                 self.distributed.check_consistency(self.model)
             rng_ranks = self.distributed.gather_object(api.capture_rng_state())
         if self.distributed.is_chief:
+            data_state = self.data_state()
+            # the records of the steps this checkpoint covers that the reporter has not
+            # shipped yet: a run resumed from it sends them again (see restore)
+            data_state["metrics_pending"] = self.reporter.seal()
             state = api.capture_state(
                 unwrap(self.model),
                 self.optimizer,
                 self.scheduler,
                 self.precision.scaler if self.precision.scaling else None,
-                data_state=self.data_state(),
+                data_state=data_state,
                 step=self.step_num,
                 metrics_history=self.history[-HISTORY_LIMIT:],
                 extra=dict(self.extra),
@@ -646,7 +657,10 @@ class TrainContext:
     def restore(self) -> bool:
         """Load the newest valid checkpoint into the live objects; False when there is none.
         Each rank takes its own RNG states from it, or rank 0's when the checkpoint was
-        written at another world size (or before it held every rank's)."""
+        written at another world size (or before it held every rank's). A process that has
+        not reported a step yet (a resume) sends the metric records the checkpoint kept
+        unshipped again (:meth:`~danlu.train.report.MetricsReporter.resend`: the API stores
+        those that had arrived once); a rollback does not, its reporter still has them."""
         found = self.checkpoints.load_latest()
         if found is None:
             return False
@@ -674,6 +688,9 @@ class TrainContext:
         self.history = list(info.metrics_history or [])
         self.extra = dict(info.extra or {})
         ds = info.data_state or {}
+        if not self._reported:
+            self._reported = True  # sent once: a second restore would write a file's twice
+            self.reporter.resend(ds.get("metrics_pending"))
         if ds.get("sampler") is not None and self.sampler is not None:
             self.sampler.load_state_dict(ds["sampler"])
         if ds.get("batch") is not None:

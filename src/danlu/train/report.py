@@ -16,6 +16,15 @@ with the same reply, storing nothing. A request whose records change (a record t
 refused dropped) is another request, with a new key. An API without keys stores a resend
 again, as before.
 
+A checkpoint covers steps whose records may still be queued: :meth:`MetricsReporter.seal`
+(called as each checkpoint is taken) turns the records queued so far into requests of their
+own, whose keys are fixed from then on (never merged with later records), and returns those
+not shipped yet; the checkpoint keeps them, and a run resumed from it sends them again
+(:meth:`MetricsReporter.resend`), as they were. The API stores a request it has already by its
+key once, so the records that arrived before the process died are not stored twice, and those
+that did not arrive fill the gap. A JSONL file has no keys: :meth:`~MetricsReporter.seal`
+writes its records at once (a local append) instead.
+
 The API refuses a whole request for one record it cannot store (a list value, a ``time`` in
 milliseconds, a bad ``step``: :mod:`danlu.core.metric_record`). So the reporter runs the same
 checks first and leaves such a record out (counted in ``dropped``, a WARNING once per field and
@@ -26,6 +35,7 @@ not know), record ``i`` alone is dropped and the rest sent again.
 from __future__ import annotations
 
 import contextlib
+import hashlib
 import json
 import logging
 import math
@@ -60,10 +70,26 @@ _REFUSED_RECORD = re.compile(r"metrics\.(\d+)(?:\.(.*))?", re.DOTALL)
 KEY_HEADER = "Idempotency-Key"
 """The header naming a request, so that the API stores a request sent again only once."""
 
+_KEY = re.compile(r"[A-Za-z0-9._:-]{1,128}")
+"""What the API takes as an ``Idempotency-Key`` (docs/api.md)."""
+
+PENDING_LIMIT = 10_000
+"""The most records a checkpoint keeps of those not shipped yet (:meth:`MetricsReporter.seal`):
+the newest whole requests (an API down for long holds up to ``max_pending``; each checkpoint
+copies what it keeps)."""
+
 
 def _new_key() -> str:
     """A random ``Idempotency-Key`` (32 hex digits: what the API takes, docs/api.md)."""
     return uuid.uuid4().hex
+
+
+def _derived_key(key: str, index: int) -> str:
+    """The key of request ``key`` less its record ``index`` (one the server refused): a new
+    request, whose key follows from the old one, so that a resumed run sending the old
+    request again (:meth:`MetricsReporter.resend`), refused the same way, sends its rest
+    under the same key as the first time."""
+    return hashlib.sha256(f"{key}-{index}".encode()).hexdigest()[:32]
 
 
 @dataclass
@@ -76,6 +102,26 @@ class _Request:
     records: list[dict[str, Any]]
     lines: list[str]
     key: str = field(default_factory=_new_key)
+
+    def pending(self) -> dict[str, Any]:
+        """The request as a checkpoint keeps it (plain data: :meth:`restored` reads it)."""
+        return {"key": self.key, "lines": list(self.lines)}
+
+    @staticmethod
+    def restored(item: Any) -> _Request | None:
+        """The request :meth:`pending` wrote; ``None`` when ``item`` is not one."""
+        if not isinstance(item, Mapping):
+            return None
+        key, lines = item.get("key"), item.get("lines")
+        if not isinstance(key, str) or not _KEY.fullmatch(key) or not isinstance(lines, list):
+            return None
+        try:
+            records = [json.loads(line) for line in lines]
+        except (TypeError, ValueError):
+            return None
+        if not lines or not all(isinstance(r, dict) for r in records):
+            return None
+        return _Request(records, list(lines), key)
 
 
 def _finite(record: dict[str, Any]) -> dict[str, Any]:
@@ -154,15 +200,22 @@ class MetricsReporter:
         self.active = self.url is not None or self.path is not None
         """True when records go somewhere (an API or a file)."""
         self._queue: deque[dict[str, Any]] = deque()
-        self._retry: list[dict[str, Any]] = []
-        """The records kept for the next flush, oldest first (see :meth:`_keep`)."""
-        self._resend: _Request | None = None
-        """The request that failed last, whose records begin :attr:`_retry`: sent again
-        first, as it was."""
+        self._outbox: deque[_Request] = deque()
+        """Requests whose records and key are fixed, shipped first, in order, as they are: one
+        that failed (the server may have stored it), those :meth:`seal` made (a checkpoint
+        holds them) and those :meth:`resend` put back."""
+        self._loose: list[dict[str, Any]] = []
+        """The records kept for the next flush that are in no request yet, oldest first
+        (after the :attr:`_outbox`'s; see :meth:`_trim`)."""
         self._wake = threading.Event()
         self._stop = threading.Event()
         self._thread: threading.Thread | None = None
         self._io = threading.Lock()
+        """Held while records are shipped: one flush at a time."""
+        self._lock = threading.Lock()
+        """Guards :attr:`_outbox` and :attr:`_loose` (held briefly, never during I/O, so that
+        :meth:`seal` on the training thread does not wait for a POST); taken after
+        :attr:`_io` where both are."""
         self.sent = 0
         self.errors = 0
         self.dropped = 0
@@ -175,6 +228,13 @@ class MetricsReporter:
         """The global batch size the scheduler last set for this job, from the reply to a
         metrics POST (a ``Rebatch`` changes it without restarting the job); ``None`` until
         a reply carried one. Read it at a step boundary (on the chief rank)."""
+
+    @property
+    def _retry(self) -> list[dict[str, Any]]:
+        """Every record kept for the next flush, oldest first: the outbox's, then the loose
+        ones (a copy, for tests and debugging)."""
+        with self._lock:
+            return [r for request in self._outbox for r in request.records] + self._loose
 
     def start(self) -> None:
         """Start the shipping thread (idempotent; a no-op for the do-nothing sink)."""
@@ -196,41 +256,114 @@ class MetricsReporter:
 
     def flush(self) -> None:
         """Ship everything queued now (called by the thread, and by :meth:`close`): the
-        request that failed last first, as it was, then the rest in requests of at most
-        :data:`MAX_RECORDS_PER_POST` records, oldest first. A record that cannot be
-        written, or that the API would refuse, is left out (see :meth:`_lines` and
-        :meth:`_ship`); a request the server refuses for good (a 4xx other than 408 and
-        429) that names no record of it is dropped and counted; on any other failure that
-        request and the rest wait for the next flush (:meth:`_keep`)."""
+        requests of the outbox first (the one that failed last, those a checkpoint sealed),
+        as they are, then the rest in requests of at most :data:`MAX_RECORDS_PER_POST`
+        records, oldest first. A record that cannot be written, or that the API would
+        refuse, is left out (see :meth:`_lines` and :meth:`_ship`); a request the server
+        refuses for good (a 4xx other than 408 and 429) that names no record of it is
+        dropped and counted; on any other failure that request and the rest wait for the
+        next flush (:meth:`_trim`)."""
         with self._io:
-            request, self._resend = self._resend, None
-            batch = self._retry[len(request.records) :] if request is not None else self._retry
-            self._retry = []
-            while self._queue:
-                batch.append(self._queue.popleft())
-            while request is not None or batch:
-                if request is None:
-                    chunk, batch = batch[:MAX_RECORDS_PER_POST], batch[MAX_RECORDS_PER_POST:]
-                    request = _Request(chunk, self._lines(chunk))
-                try:
-                    self._ship(request)
-                    self.sent += len(request.records)
-                except urllib.error.HTTPError as exc:
-                    self.errors += 1
-                    if 400 <= exc.code < 500 and exc.code not in (408, 429):
-                        self.dropped += len(request.records)
-                        log.warning("metrics refused by the server (HTTP %s): dropped", exc.code)
-                    else:
-                        self._failed(exc)
-                        self._keep(request, batch)
-                        return
-                except Exception as exc:  # never let reporting break training
-                    self.errors += 1
+            self._ship_all()
+
+    def _ship_all(self) -> None:
+        """:meth:`flush`'s work (:attr:`_io` held)."""
+        while True:
+            with self._lock:
+                request = self._next()
+            if request is None:
+                return
+            try:
+                self._ship(request)
+                self.sent += len(request.records)
+            except urllib.error.HTTPError as exc:
+                self.errors += 1
+                if 400 <= exc.code < 500 and exc.code not in (408, 429):
+                    self.dropped += len(request.records)
+                    log.warning("metrics refused by the server (HTTP %s): dropped", exc.code)
+                else:
                     self._failed(exc)
-                    self._keep(request, batch)
+                    self._trim()
                     return
-                request = None
-                self._failing = False
+            except Exception as exc:  # never let reporting break training
+                self.errors += 1
+                self._failed(exc)
+                self._trim()
+                return
+            with self._lock:  # only this flush takes requests off (resend waits for _io)
+                self._outbox.popleft()
+            self._failing = False
+
+    def _drain(self) -> None:
+        """Move the queued records to :attr:`_loose` (:attr:`_lock` held)."""
+        while self._queue:
+            self._loose.append(self._queue.popleft())
+
+    def _seal_chunk(self) -> None:
+        """Make the oldest records of :attr:`_loose` (at most :data:`MAX_RECORDS_PER_POST`)
+        a request at the end of the outbox, less those :meth:`_lines` leaves out
+        (:attr:`_lock` held)."""
+        chunk = self._loose[:MAX_RECORDS_PER_POST]
+        del self._loose[:MAX_RECORDS_PER_POST]
+        lines = self._lines(chunk)
+        if chunk:
+            self._outbox.append(_Request(chunk, lines))
+
+    def _next(self) -> _Request | None:
+        """The request to ship next: the outbox's first, else one of the oldest records;
+        ``None`` when nothing is left (:attr:`_lock` held)."""
+        self._drain()
+        while not self._outbox and self._loose:
+            self._seal_chunk()
+        return self._outbox[0] if self._outbox else None
+
+    def seal(self) -> list[dict[str, Any]]:
+        """Called as a checkpoint is taken, on the training thread: the records queued so far
+        become requests whose keys are fixed from now on (shipped by the thread as they are,
+        never merged with later records); returns the outbox's requests, those not shipped
+        yet, for the checkpoint to keep (plain data; the newest, up to
+        :data:`PENDING_LIMIT` records) and a run resumed from it to :meth:`resend`. Without
+        I/O for the API (the thread ships them; a request being sent now is in the list,
+        and should it arrive, its resend is a repeat the API stores nothing of); a JSONL
+        file is written now instead (it has no keys to tell a resend from a repeat), and
+        the list is then empty unless that write failed. ``[]`` for the do-nothing sink."""
+        if not self.active:
+            return []
+        if self.path is not None:
+            with self._io:
+                self._ship_all()
+        with self._lock:
+            self._drain()
+            while self._loose:
+                self._seal_chunk()
+            kept: list[dict[str, Any]] = []
+            count = 0
+            for request in reversed(self._outbox):
+                count += len(request.lines)
+                if count > PENDING_LIMIT:
+                    break
+                kept.append(request.pending())
+        kept.reverse()
+        return kept
+
+    def resend(self, pending: Any) -> int:
+        """Put the requests a checkpoint kept (:meth:`seal`) back at the head of the outbox,
+        as they were, with their keys (the API stores those that arrived before once);
+        called as a run resumes. Returns the number of records put back; an item that is
+        not such a request (a checkpoint of another version) is left out with a WARNING."""
+        if not self.active or pending is None:
+            return 0
+        items = pending if isinstance(pending, list) else [pending]
+        requests = [r for r in map(_Request.restored, items) if r is not None]
+        if len(requests) < len(items):
+            log.warning(
+                "%d of the %d metric requests the checkpoint kept unsent cannot be read: left out",
+                len(items) - len(requests),
+                len(items),
+            )
+        with self._io, self._lock:
+            self._outbox.extendleft(reversed(requests))
+        return sum(len(r.records) for r in requests)
 
     def _failed(self, exc: BaseException) -> None:
         """A flush could not ship its records (kept for the next): a WARNING at the first
@@ -249,29 +382,28 @@ class MetricsReporter:
             self.max_pending,
         )
 
-    def _keep(self, request: _Request, batch: list[dict[str, Any]]) -> None:
-        """Keep the failed ``request`` (sent again as it is, with its key: the server may
-        have stored it) and the records of ``batch`` after it for the next flush, at most
-        :attr:`max_pending` records, the oldest dropped first: the request whole, never cut
-        down (a part of it is another request, with another key, and would store its
-        records again)."""
-        overflow = len(request.records) + len(batch) - self.max_pending
-        kept: _Request | None = request
-        if overflow > 0:
-            self.dropped += len(request.records)
-            overflow -= len(request.records)
-            kept = None
-        if overflow > 0:
-            self.dropped += overflow
-            batch = batch[overflow:]
-        self._resend = kept
-        self._retry = (kept.records if kept is not None else []) + batch
+    def _trim(self) -> None:
+        """After a failed flush: keep what is left for the next one, at most
+        :attr:`max_pending` records, the oldest dropped first: a request of the outbox whole,
+        never cut down (a part of it is another request, with another key, and would store
+        its records again)."""
+        with self._lock:
+            self._drain()
+            overflow = sum(len(r.records) for r in self._outbox) + len(self._loose)
+            overflow -= self.max_pending
+            while overflow > 0 and self._outbox:
+                request = self._outbox.popleft()
+                self.dropped += len(request.records)
+                overflow -= len(request.records)
+            if overflow > 0:
+                self.dropped += overflow
+                del self._loose[:overflow]
 
     def _ship(self, request: _Request) -> None:
         """Send ``request``, leaving in it only the records sent (an exception: those not
         sent yet). A 422 naming ``metrics.<i>`` drops record ``i`` and sends the others
-        again, as a new request with a new key (a record fewer each time: at most as many
-        resends as records)."""
+        again, as a new request with a new key, :func:`_derived_key` (a record fewer each
+        time: at most as many resends as records)."""
         if self.path is not None:
             self.path.parent.mkdir(parents=True, exist_ok=True)
             with self.path.open("a") as f:
@@ -287,8 +419,9 @@ class MetricsReporter:
                     raise
                 self.errors += 1
                 index, name, message = refused
-                del request.records[index], request.lines[index]
-                request.key = _new_key()  # other records: another request
+                with self._lock:  # seal() may be copying it
+                    del request.records[index], request.lines[index]
+                    request.key = _derived_key(request.key, index)  # another request
                 self._leave_out(name, message, message, "the server refused it")
 
     def _lines(self, chunk: list[dict[str, Any]]) -> list[str]:

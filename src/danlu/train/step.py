@@ -33,6 +33,8 @@ LossFn = Callable[[torch.nn.Module, Any], torch.Tensor]
 class StepResult:
     """What one call of :meth:`StepEngine.step` did."""
 
+    # the mean loss over the step's samples: under DDP over every rank's (weighted by their
+    # real samples, the same on every rank), not this rank's alone
     loss: float
     grad_norm: float | None
     applied: bool  # the optimizer step happened (not skipped by the scaler or an anomaly)
@@ -246,6 +248,8 @@ class StepEngine:
         # the last micro-batch's size over the others' when this step's micro-steps were
         # timed (DDP with accumulation), else None
         self._timed_last_ratio: float | None = None
+        self._mean_loss = math.nan
+        """The last distributed attempt's loss over the global batch (:meth:`_agree`)."""
 
     def step(
         self, data: Any, loss_fn: LossFn, *, real: int | None = None, global_real: int | None = None
@@ -305,6 +309,9 @@ class StepEngine:
             loss, norm = self._loss_and_norm(out)
         else:  # most steps (item(): the loss of one micro-batch may still require grad)
             loss, norm = out.item(), None
+        # the record's loss: the mean over every rank's samples (the anomaly checks this
+        # rank's own, below)
+        reported = self._mean_loss if dist.enabled else loss
         # after the step's synchronisation: CUDA events are complete
         sync = self._sync_time() if dist.enabled else 0.0
         small = self._gns_small
@@ -343,7 +350,9 @@ class StepEngine:
         step_time = time.perf_counter() - t0
         if self._norm_time is not None:
             self._calibrate(self._norm_time, step_time)
-        return StepResult(loss, norm, applied, kind, ooms, step_time, global_real, sync, used_lr)
+        return StepResult(
+            reported, norm, applied, kind, ooms, step_time, global_real, sync, used_lr
+        )
 
     def _gns_due(self) -> bool:
         """Whether this step measures the gradient noise (by the step count: every rank and
@@ -425,8 +434,12 @@ class StepEngine:
                         loss = loss_fn(self.model, chunk)
                     if i == last and self.dist.enabled:
                         agreed = True
-                        if self.dist.any(False):  # a peer ran out of memory: retry together
-                            return _PEER_OOM
+                        # a padding rank (weight 0) adds nothing, also an inf loss
+                        mine = (
+                            float(total + loss.detach().float() * share) * weight if weight else 0.0
+                        )
+                        if self._agree(False, mine):
+                            return _PEER_OOM  # a peer ran out of memory: retry together
                     self.precision.scale(loss * (share * weight)).backward()  # type: ignore[no-untyped-call]
                     if timer is not None:
                         timer.stop()
@@ -447,10 +460,21 @@ class StepEngine:
                     "lower DANLU_BATCH_SIZE or the micro-batch"
                 )
             if self.dist.enabled:
-                self.dist.any(True)
+                self._agree(True, 0.0)
             return _OOM
         assert isinstance(total, torch.Tensor)  # there is at least one micro-batch
         return total
+
+    def _agree(self, oom: bool, weighted_loss: float) -> bool:
+        """The agreement of one attempt of a distributed step, made once by every rank (at the
+        last micro-batch, or where its own OOM struck): whether any rank ran out of memory.
+        The same all-reduce sums the ranks' losses, each weighted by its real samples
+        (``weighted_loss``: the rank's loss times its weight ``real * W / global_real``), into
+        :attr:`_mean_loss`, the mean over the step's global batch; a rank that failed adds 0,
+        and the attempt is retried by all."""
+        flags, summed = self.dist.sum_floats([1.0 if oom else 0.0, weighted_loss])
+        self._mean_loss = summed / self.dist.world_size
+        return flags > 0
 
     def _start_timing(self, chunks: list[tuple[Any, float]]) -> MicroStepTimer | None:
         """The timer for this attempt's micro-steps, reset, when the step's exposed

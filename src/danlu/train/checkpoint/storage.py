@@ -11,6 +11,7 @@ import contextlib
 import hashlib
 import os
 import shutil
+import uuid
 from typing import Any, Protocol
 
 from danlu.core.errors import ConfigError
@@ -55,6 +56,14 @@ def sha256(data: bytes) -> str:
     return hashlib.sha256(data).hexdigest()
 
 
+def local_directory(directory: str) -> str | None:
+    """The absolute path :func:`open_storage` writes ``directory``'s checkpoints to when it
+    is local (a path, ``~`` expanded, or a ``file://`` URL); ``None`` for any other URL."""
+    if "://" in directory and not directory.startswith("file://"):
+        return None
+    return os.path.abspath(os.path.expanduser(directory.removeprefix("file://")))
+
+
 class LocalStorage:
     """A directory on a local (or mounted) filesystem, with fsync."""
 
@@ -65,6 +74,23 @@ class LocalStorage:
         except OSError as exc:
             raise ConfigError(
                 f"checkpoint directory {self.root} cannot be created ({exc.strerror or exc}); "
+                "give checkpoint_dir (DANLU_CHECKPOINT_DIR) a directory this job can write"
+            ) from None
+        self._probe()
+
+    def _probe(self) -> None:
+        """Create and remove a file in the root, so that a directory that exists but cannot
+        be written (a read-only mount, another user's) is a ``ConfigError`` now, not an
+        ``OSError`` at the first save after training up to it. A real file, not
+        ``os.access``: root passes that check whatever the mode bits say, and an NFS
+        server that maps root to nobody decides only when a file is created."""
+        probe = os.path.join(self.root, f".danlu-write-probe-{uuid.uuid4().hex}")
+        try:
+            os.close(os.open(probe, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600))
+            os.unlink(probe)
+        except OSError as exc:
+            raise ConfigError(
+                f"checkpoint directory {self.root} cannot be written ({exc.strerror or exc}); "
                 "give checkpoint_dir (DANLU_CHECKPOINT_DIR) a directory this job can write"
             ) from None
 
@@ -175,8 +201,7 @@ class FsspecStorage:
 
 def open_storage(directory: str, storage_options: dict[str, Any] | None = None) -> Storage:
     """A :class:`LocalStorage` for plain paths and ``file://``, else :class:`FsspecStorage`."""
-    if "://" not in directory:
-        return LocalStorage(directory)
-    if directory.startswith("file://"):
-        return LocalStorage(directory.removeprefix("file://"))
+    local = local_directory(directory)
+    if local is not None:
+        return LocalStorage(local)
     return FsspecStorage(directory, storage_options)
