@@ -22,6 +22,7 @@ from rich.text import Text
 from danlu.cli import jobs as common
 from danlu.cli.options import HomeOpt, JsonOpt, TokenOpt, UrlOpt
 from danlu.core.errors import SpecError
+from danlu.core.metric_record import visible
 from danlu.core.units import format_bytes, parse_bytes
 
 NameArg = Annotated[
@@ -199,9 +200,11 @@ def user_tokens(
     data = common.ask(home, url, token, lambda c: c.tokens(name))
     rows = [
         (
-            str(row["prefix"]),
-            escape(str(row["name"])),
-            escape(str(row["job_id"] or "")),
+            escape(visible(str(row["prefix"]))),
+            # a label the user chose before the API refused control characters: shown
+            # escaped, never acting on the terminal or splitting the row
+            escape(visible(str(row["name"]))),
+            escape(visible(str(row["job_id"] or ""))),
             _when(row["created_at"]),
             _when(row["last_used_at"]),
         )

@@ -17,6 +17,7 @@ from danlu.cli.jobs import connect, console, fail, print_json
 from danlu.cli.options import HomeOpt, JobArg, JsonOpt, TokenOpt, UrlOpt
 from danlu.client import Client
 from danlu.core.errors import DanluError
+from danlu.core.metric_record import visible
 from danlu.core.state import JobState
 
 DEFAULT_COLUMNS = 8
@@ -63,22 +64,25 @@ def _clock(seconds: Any) -> str:
 
 def table(records: Sequence[dict[str, Any]], keys: Sequence[str]) -> Table:
     """``records`` as a table: step, time of day, and ``keys``; every cell is text, never
-    markup (a string metric may hold ``[/val]``)."""
+    markup (a string metric may hold ``[/val]``), its control characters written as escapes
+    (:func:`~danlu.core.metric_record.visible`: a name stored before the API refused them,
+    a string value, must not act on the terminal or split a row)."""
     out = Table()
     out.add_column("step", justify="right")
     out.add_column("time")
     for key in keys:
-        out.add_column(escape(key), justify="right")
+        out.add_column(escape(visible(key)), justify="right")
     for record in records:
-        values = [escape(cell(record.get(key))) for key in keys]
+        values = [escape(visible(cell(record.get(key)))) for key in keys]
         out.add_row(escape(str(record.get("step"))), _clock(record.get("time")), *values)
     return out
 
 
 def line(record: dict[str, Any], keys: Sequence[str]) -> str:
-    """One record as a line: ``step 120  12:00:01  loss 0.5312  lr 0.001``."""
+    """One record as a line: ``step 120  12:00:01  loss 0.5312  lr 0.001``; control
+    characters in names and values written as escapes, as in :func:`table`."""
     parts = [f"step {record.get('step')}", _clock(record.get("time"))]
-    parts += [f"{key} {cell(record[key])}" for key in keys if key in record]
+    parts += [f"{visible(key)} {visible(cell(record[key]))}" for key in keys if key in record]
     return "  ".join(parts)
 
 

@@ -6,12 +6,16 @@ A record is a JSON object with an integer ``step`` (0..2**62), an optional ``tim
 seconds) and flat values: numbers (integers within 2**62; NaN and infinities become null),
 strings and names without NUL or lone surrogates, booleans and null; at most
 :data:`MAX_RECORD_BYTES` of JSON besides ``step`` and ``time``. A ``checkpoint_step`` value
-that is an integer lies within 0..2**62."""
+that is an integer lies within 0..2**62. A name holds no control character
+(:func:`control_character`): an admin's ``danlu metrics`` prints the names a job's owner chose,
+and an ESC sequence or a line break there would act on the admin's terminal (a string value
+may hold them: tables show them as escapes, :func:`visible`)."""
 
 from __future__ import annotations
 
 import json
 import math
+import unicodedata
 from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
@@ -27,6 +31,22 @@ MAX_TIME = 253_402_300_800.0
 nanoseconds is far past it, and no clock formats a later year)."""
 
 VALUE_TYPES = "metric values must be numbers, strings, booleans or null"
+
+CONTROL_CATEGORIES = frozenset({"Cc", "Zl", "Zp"})
+"""Unicode categories of characters a terminal acts on rather than shows: the C0 and C1
+controls (line breaks, tab, ESC, CSI, DEL, NUL) and the line and paragraph separators."""
+BIDI_CONTROLS = frozenset(
+    "\u061c\u200e\u200f\u202a\u202b\u202c\u202d\u202e\u2066\u2067\u2068\u2069"
+)
+"""The bidirectional formatting characters (marks, embeddings, overrides, isolates), which
+reorder what a terminal shows after them (``safe\\u202etxt.exe`` reads ``safeexe.txt``)."""
+_UNSHOWN = CONTROL_CATEGORIES | {"Cs"}
+"""What :func:`visible` escapes: the controls, and lone surrogates (no output encodes one)."""
+_NAME_FAULT = (
+    "metric names must not contain control characters (line breaks, tabs, ESC sequences, "
+    "bidirectional overrides)"
+)
+_NAME_FIX = "rename the metric without them"
 
 
 class RecordError(SpecError):
@@ -65,7 +85,14 @@ def check_record(record: Any, where: str, now: float) -> MetricRecord:
         raise RecordError(_at(where, "step"), f"an integer step in 0..{MAX_INT} is required")
     when = _seconds(record.get("time", now), _at(where, "time"))
     for key in record:
-        _text(str(key), where, "metric names")
+        name = str(key)
+        if control_character(name) is not None:  # NUL too: before check_text's message
+            raise RecordError(
+                where,
+                f"{_NAME_FAULT}, got {quoted(name)}: {_NAME_FIX}",
+                f"{_NAME_FAULT}: {_NAME_FIX}",
+            )
+        _text(name, where, "metric names")
     data = {
         str(k): _clean(v, _at(where, str(k)))
         for k, v in record.items()
@@ -77,6 +104,34 @@ def check_record(record: Any, where: str, now: float) -> MetricRecord:
     if isinstance(ckpt, int) and not isinstance(ckpt, bool) and not 0 <= ckpt <= MAX_INT:
         raise RecordError(_at(where, "checkpoint_step"), f"must lie within 0..{MAX_INT}")
     return MetricRecord(step, when, data)
+
+
+def control_character(text: str) -> str | None:
+    """The first character of ``text`` that a terminal would act on rather than show (of
+    :data:`CONTROL_CATEGORIES` or :data:`BIDI_CONTROLS`), or None. The API refuses a metric
+    name or an API token's label holding one: both are chosen by any user and printed in an
+    admin's tables."""
+    if text.isprintable():  # the common case: no control, separator or format character
+        return None
+    for char in text:
+        if char in BIDI_CONTROLS or unicodedata.category(char) in CONTROL_CATEGORIES:
+            return char
+    return None
+
+
+def visible(text: str) -> str:
+    """``text`` as a terminal may print it: each :func:`control_character` and lone
+    surrogate written as its Python escape (``\\x1b``, ``\\n``, ``\\u202e``), the rest as
+    it is. For names and values stored before the API refused them, and for string values,
+    which may hold them."""
+    if text.isprintable():
+        return text
+    return "".join(
+        repr(char)[1:-1]
+        if char in BIDI_CONTROLS or unicodedata.category(char) in _UNSHOWN
+        else char
+        for char in text
+    )
 
 
 def _text(text: str, field: str, what: str = "") -> None:

@@ -12,6 +12,7 @@ import json
 import logging
 import os
 import socket
+import stat
 import sys
 import threading
 import time
@@ -43,6 +44,11 @@ from danlu.server.services.users import bootstrap_admin
 
 log = logging.getLogger(__name__)
 FALLBACK_FAKE = "1x80GiB"
+OTHERS = 0o077
+"""The group and other permission bits: none on what the control plane keeps (the database
+holds webhook secrets and every job's environment, the logs every job's output)."""
+LOGS = "logs"
+"""The home's directory of the jobs' logs (the executors' ``log_dir``)."""
 
 
 @dataclass
@@ -211,6 +217,103 @@ def _open_store(settings: Settings) -> str | None:
         ) from None
 
 
+def private_home(home: Path) -> None:
+    """Make ``home`` (owned by this user) and its ``logs`` directory ``0700`` and the logs
+    in it private (an earlier version left them ``0644``), each change said in the log:
+    ``mkdir(mode=0o700)`` applies only to a directory it makes, and a pre-made home
+    (``/var/lib/danlu``, ``mkdir -p``) stayed ``0755``. A home of another account is left
+    to its owner (said too). No umask: the local executor's jobs inherit this process's,
+    and their own files keep their usual modes; a log made later (one per job) is in the
+    private directory. Not for ``DANLU_RUN_AS=user``, whose home is ``0711``
+    (:func:`~danlu.server.run_as.close_home`)."""
+    try:
+        info = home.stat()
+        if info.st_uid != os.geteuid():
+            if info.st_mode & OTHERS:
+                log.warning(
+                    "home %s is %04o and belongs to uid %d, not this user: other accounts "
+                    "may read its database and the jobs' logs; chmod 700 it, or chown it "
+                    "to this user (a home of its own is made private at start-up)",
+                    home,
+                    stat.S_IMODE(info.st_mode),
+                    info.st_uid,
+                )
+            return
+        _tighten(home, "home")
+        logs = home / LOGS
+        logs.mkdir(mode=0o700, exist_ok=True)
+        _tighten(logs, "the jobs' log directory")
+        loose = [entry for entry in logs.iterdir() if entry.is_file() and _private(entry)]
+        if loose:
+            log.warning(
+                "made %d job log(s) in %s private (0600): other accounts could read them",
+                len(loose),
+                logs,
+            )
+    except OSError as exc:
+        log.warning(
+            "cannot make home %s private (%s): other accounts may read its database and "
+            "the jobs' logs; chmod 700 it",
+            home,
+            exc.strerror or exc,
+        )
+
+
+def _private(path: Path) -> tuple[int, int] | None:
+    """Take the group and other bits off ``path`` if it is this user's (not a symbolic
+    link): a directory becomes ``0700``, a file keeps its own bits (a log ``0600``).
+    ``(old mode, new mode)`` when it changed, else None."""
+    info = path.lstat()
+    if stat.S_ISLNK(info.st_mode) or info.st_uid != os.geteuid() or not info.st_mode & OTHERS:
+        return None
+    was = stat.S_IMODE(info.st_mode)
+    now = 0o700 if stat.S_ISDIR(info.st_mode) else was & ~OTHERS
+    path.chmod(now)
+    return was, now
+
+
+def _tighten(path: Path, what: str) -> None:
+    """:func:`_private`, said in the log (``what`` names ``path``)."""
+    changed = _private(path)
+    if changed is not None:
+        log.warning(
+            "%s %s was %04o, readable by other accounts; made it %04o", what, path, *changed
+        )
+
+
+SQLITE_COMPANIONS = ("", "-wal", "-shm", "-journal")
+"""The suffixes of a SQLite database's files: itself, its write-ahead log, its shared
+memory and its rollback journal."""
+
+
+def private_database(db_url: str) -> None:
+    """Make a SQLite database's files (:data:`SQLITE_COMPANIONS`) this user's alone: a
+    missing database is made as an empty ``0600`` file before SQLite writes it (SQLite gives
+    a new one ``0644`` less the umask, and its ``-wal`` and ``-shm`` the database's mode);
+    existing ones of this user lose their group and other bits, said in the log. Other URLs
+    (PostgreSQL, a ``file:`` URI) are left alone; a path that cannot be made is left to the
+    store's own error (:func:`_open_store`)."""
+    url = make_url(db_url)
+    database = url.database or ""
+    if url.get_backend_name() != "sqlite" or not database or database.startswith(("file:", ":")):
+        return
+    path = Path(database)
+    try:
+        path.parent.mkdir(parents=True, exist_ok=True, mode=0o700)
+        if not path.exists():
+            os.close(os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_CLOEXEC, 0o600))
+    except OSError as exc:  # FileExistsError too: another process made it meanwhile
+        log.debug("database %s not made here: %s", path, exc)
+    for suffix in SQLITE_COMPANIONS:
+        companion = path.with_name(path.name + suffix)
+        try:
+            _tighten(companion, "database file")
+        except FileNotFoundError:
+            continue
+        except OSError as exc:
+            log.warning("cannot make database file %s private (%s): chmod 600 it", companion, exc)
+
+
 CLUSTER_HINTS = {
     "slurm": (
         "check that Slurm's commands work on this host (SLURM_CONF names the cluster's "
@@ -253,6 +356,9 @@ def prepare(
     try:
         if settings.run_as == "user":
             close_home(home)  # before the store is made, so that the database is private
+        else:
+            private_home(home)
+        private_database(settings.db_url)  # before SQLite makes it
         issued = _open_store(settings)
         token = issued or settings.admin_token_path.read_text(encoding="utf-8").strip()
         if settings.executor != "local" and (fake_gpus or settings.fake_gpus):

@@ -5,9 +5,10 @@ from __future__ import annotations
 
 from typing import Annotated, Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import BaseModel, ConfigDict, Field, field_validator
 
 from danlu.core.cluster import MILLI_PER_GPU
+from danlu.core.metric_record import control_character
 from danlu.core.state import JobState
 from danlu.server.db import ApiToken, Job, JobEvent, JobMetric, Node, Project, User
 from danlu.server.services.cluster import ShareRecord
@@ -276,9 +277,22 @@ class UserPatch(_In):
 
 
 class TokenIn(_In):
-    """A new API token's label."""
+    """A new API token's label: no control characters (an admin's ``danlu user tokens``
+    prints it, where an ESC sequence or a line break would act on the terminal)."""
 
     name: str = Field(default="", max_length=64)
+
+    @field_validator("name")
+    @classmethod
+    def _printable(cls, value: str) -> str:
+        char = control_character(value)
+        if char is not None:
+            raise ValueError(
+                "a token's label must not contain control characters (line breaks, tabs, ESC "
+                f"sequences, bidirectional overrides), got {char!r} in {value!r}: give a "
+                "label without them, e.g. 'laptop'"
+            )
+        return value
 
 
 class TokenOut(BaseModel):
