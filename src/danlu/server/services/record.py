@@ -308,31 +308,107 @@ def _not_due(job: Job, t: float) -> str | None:
     return None
 
 
-def _preempts_for_nothing(
-    plan: Plan, rows: Mapping[str, Job], cluster: Cluster, t: float
-) -> dict[str, str]:
-    """The running jobs ``plan`` preempts only to free GPUs for starts that will not happen
-    (their jobs held, cancelled, waiting or backing off since the view was built), with the
-    reason: each is left running (:func:`~danlu.sched.view.preempts_for_dropped`)."""
-    gone = {
+def _gone(plan: Plan, rows: Mapping[str, Job], t: float) -> set[str]:
+    """The ids of ``plan``'s starts that will not happen: their jobs held, cancelled, waiting
+    or backing off since the view was built."""
+    return {
         s.job_id
         for s in plan.starts
         if (job := rows.get(s.job_id)) is None
         or job.state != JobState.PENDING.value
         or _not_due(job, t) is not None
     }
-    if not gone or not plan.preempts:
-        return {}
-    holds = {
+
+
+@dataclass
+class _Quotas:
+    """The quotas a plan's moves are checked against, and what their holders hold."""
+
+    projects: Mapping[int, Project]
+    limited: set[int]
+    """The ids of the projects with a quota."""
+    users: Mapping[int, UserQuota]
+    """The users with a quota, by id."""
+    used: Mapping[int, Usage]
+    user_used: Mapping[int, float]
+
+    def counts(self, job: Job) -> bool:
+        """Whether ``job`` counts against a quota (its project's or its user's)."""
+        return job.project_id in self.limited or job.user_id in self.users
+
+    def refusal(
+        self, job: Job, base: Mapping[int, Usage], users: Mapping[int, float], more: Usage
+    ) -> str | None:
+        """Why ``more`` on top of ``base`` (by project) and ``users`` (GPUs by user) takes
+        ``job``'s project or user past a quota, or None."""
+        if job.project_id in self.limited:
+            on = base.get(job.project_id, Usage())
+            if (reason := quota_excess(self.projects[job.project_id], on, more)) is not None:
+                return reason
+        if job.user_id in self.users:
+            mine = users.get(job.user_id, 0.0)
+            return user_quotas.excess(self.users[job.user_id], mine, more.gpus)
+        return None
+
+
+def _checked_first(
+    plan: Plan, rows: Mapping[str, Job], cluster: Cluster, gone: set[str], quotas: _Quotas
+) -> tuple[dict[str, str], dict[str, list[str]]]:
+    """The quota checks of ``plan``'s starts and growths, made before its preemptions are
+    applied: the starts and resizes that would take a project or a user past its quota,
+    each with the reason, and the running jobs preempted only to make room for moves that
+    will not be made (those refused, or ``gone``), each with those moves' ids
+    (:func:`~danlu.sched.view.preempts_for_dropped`): those are left running.
+
+    As the simulator's quota layer checks a plan (:class:`~danlu.sched.quota.QuotaPolicy`):
+    the kept preemptions and the shrinking parts of the kept resizes free room first, then
+    the starts and growths are counted in plan order (starts, then resizes), each on top of
+    those kept before it; a victim left running frees nothing, so the check runs again
+    until nothing more is refused. A move that passes may still wait when it is placed
+    (its GPUs, or its quota's room, still held by a job checkpointing)."""
+    holds = {  # the victims' GPUs, as preempts_for_dropped reads them
         p.job_id: to_allocation(job.allocation, cluster)
         for p in plan.preempts
         if (job := rows.get(p.job_id)) is not None and job.state == JobState.RUNNING.value
     }
-    idle = preempts_for_dropped(plan, holds, gone)
-    return {
-        job_id: f"not preempted: its GPUs were for {', '.join(names)}, not to start any more"
-        for job_id, names in idle.items()
-    }
+    # each start or resize with a quota: its job, what it holds now, what it would hold
+    moves: list[tuple[Job, Usage, Usage]] = []
+    for start in plan.starts:
+        if start.job_id not in gone and quotas.counts(starting := rows[start.job_id]):
+            moves.append((starting, Usage(), held_usage(start.allocation)))
+    for resize in plan.resizes:
+        mover = rows.get(resize.job_id)
+        if mover is not None and mover.state == JobState.RUNNING.value and quotas.counts(mover):
+            now_held = allocation_usage(mover.allocation)
+            moves.append((mover, now_held, held_usage(resize.allocation)))
+    refused: dict[str, str] = {}
+    while True:
+        idle = preempts_for_dropped(plan, holds, gone | refused.keys())
+        if not moves:
+            return refused, idle
+        base, users = dict(quotas.used), dict(quotas.user_used)  # less what the plan frees
+        freed = [
+            (rows[job_id], allocation_usage(rows[job_id].allocation))
+            for job_id in holds
+            if job_id not in idle
+        ]
+        freed += [(job, growth(new, old)) for job, old, new in moves if job.id not in refused]
+        for job, back in freed:
+            base[job.project_id] = base.get(job.project_id, Usage()) - back
+            users[job.user_id] = users.get(job.user_id, 0.0) - back.gpus
+        over: dict[str, str] = {}
+        for job, old, new in moves:
+            more = growth(old, new)
+            if job.id in refused or (more.gpus <= 0 and more.gpu_memory <= 0):
+                continue
+            if (reason := quotas.refusal(job, base, users, more)) is not None:
+                over[job.id] = reason
+                continue
+            base[job.project_id] = base.get(job.project_id, Usage()) + more
+            users[job.user_id] = users.get(job.user_id, 0.0) + more.gpus
+        if not over:
+            return refused, idle
+        refused.update(over)
 
 
 def apply_plan(
@@ -353,6 +429,9 @@ def apply_plan(
     ``apply_plan`` adds allocations, and other writers only release them. So the checks
     below are at least as strict as on a fresh read.
 
+    The quotas are checked before the preemptions are applied (:func:`_checked_first`): a
+    start or growth that a quota refuses waits with the quota's reason, and a job preempted
+    only to make room for such moves keeps running (``Applied.skipped``, with the reason).
     A placement (start or move) onto GPUs that a job preempted now or before still holds
     waits (``Applied.deferred``, with the reason), and so does one onto the GPUs of a job
     whose own move waits. Raises :class:`PlacementError` (the caller rolls back) when the
@@ -412,7 +491,18 @@ def apply_plan(
         committed.add(alloc, -1)
         return job, alloc
 
-    idle = _preempts_for_nothing(plan, rows, cluster, t)
+    # the quota checks first: a job preempted only for moves that a quota refuses (or that
+    # will not happen) keeps running, and those moves are not placed (they wait)
+    limited = with_quota(projects.values())
+    gone = _gone(plan, rows, t)
+    refused: dict[str, str] = {}
+    idle: dict[str, str] = {}
+    if plan.preempts:
+        limits = _Quotas(projects, limited, quotas, used, user_used)
+        refused, spared = _checked_first(plan, rows, cluster, gone, limits)
+        for job_id, names in spared.items():
+            why = "not to start any more" if gone.issuperset(names) else "kept waiting by a quota"
+            idle[job_id] = f"not preempted: its GPUs were for {', '.join(names)}, {why}"
     out.skipped.update(idle)
     for preempt in plan.preempts:
         if preempt.job_id in idle or (found := release(preempt.job_id)) is None:
@@ -451,7 +541,11 @@ def apply_plan(
         if (found := release(resize.job_id)) is not None:
             moving.append((resize, *found))
     waits: dict[str, str] = {}
-    limited = with_quota(projects.values())
+    for _, job, old in moving:
+        if job.id in refused:  # a growth past a quota: the job keeps its GPUs
+            waits[job.id] = refused[job.id]
+            movers.add(job.id)
+            not_free_yet(old, job.id)
     settled = False
     while not settled:
         settled = True
@@ -518,6 +612,10 @@ def apply_plan(
             # reason; its GPUs stay free (nothing of the plan is placed on them: each start
             # and move is checked against what is held)
             out.skipped[start.job_id] = passed
+            continue
+        if (reason := refused.get(job.id)) is not None:  # checked before the preemptions
+            out.deferred[job.id] = reason
+            reasons.add(job, reason)
             continue
         records = to_records(start.allocation, cluster)
         reason = blocked(start.allocation, job.id)
