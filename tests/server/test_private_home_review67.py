@@ -80,7 +80,8 @@ def test_an_existing_home_is_made_private_and_a_jobs_own_files_keep_their_mode(
         for name in ("danlu.db-wal", "danlu.db-shm"):
             if (home / name).exists():  # while the store is open (WAL)
                 assert _mode(home / name) == 0o600, name
-        # the job's log: in a directory no other account may enter, in a home likewise
+        # the job's log: its own, in a directory no other account may enter, in a home likewise
+        assert _mode(log) == 0o600
         assert _mode(log.parent) == 0o700
     assert _mode(workdir / "out.txt") == 0o644  # the job's own file: its usual umask
     warnings = [r.getMessage() for r in caplog.records]

@@ -328,9 +328,11 @@ class RunDirExecutor(Executor):
     def _open_log(self, log_dir: Path, job_id: str) -> tuple[Path, int]:
         """The job's log ``log_dir/JOB_ID.log`` (made if missing) and its length: where the
         output of the run being launched starts."""
-        log_dir.mkdir(parents=True, exist_ok=True)
+        log_dir.mkdir(parents=True, exist_ok=True, mode=0o700)
         path = safe_child(log_dir, f"{job_id}.log")
-        with open(path, "ab") as log:
+        # 0600 whatever the umask: the output of a job is its owner's (and the admins'),
+        # and the control plane keeps the usual umask, which its jobs inherit
+        with open(os.open(path, os.O_WRONLY | os.O_CREAT | os.O_APPEND, 0o600), "ab") as log:
             return path, log.seek(0, os.SEEK_END)
 
     def _launch_record(self, job: JobLaunch, log_path: Path, offset: int) -> dict[str, Any]:
