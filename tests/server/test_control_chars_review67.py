@@ -16,7 +16,8 @@ import httpx
 import pytest
 from helpers import Live, live_server
 
-from danlu.core.metric_record import RecordError, check_record, control_character, visible
+from danlu.core.metric_record import RecordError, check_record
+from danlu.core.values import control_character, visible
 from danlu.train.report import MetricsReporter
 
 BAD_TEXT: dict[str, str] = {

@@ -22,8 +22,8 @@ from rich.text import Text
 from danlu.cli import jobs as common
 from danlu.cli.options import HomeOpt, JsonOpt, TokenOpt, UrlOpt
 from danlu.core.errors import SpecError
-from danlu.core.metric_record import visible
 from danlu.core.units import format_bytes, parse_bytes
+from danlu.core.values import visible
 
 NameArg = Annotated[
     str, typer.Argument(help="The user's name (its OS account's too, with DANLU_RUN_AS=user).")

@@ -17,8 +17,8 @@ from danlu.cli.jobs import connect, console, fail, print_json
 from danlu.cli.options import HomeOpt, JobArg, JsonOpt, TokenOpt, UrlOpt
 from danlu.client import Client
 from danlu.core.errors import DanluError
-from danlu.core.metric_record import visible
 from danlu.core.state import JobState
+from danlu.core.values import visible
 
 DEFAULT_COLUMNS = 8
 """Metric columns shown when ``--keys`` names none: the first reported."""

@@ -15,13 +15,12 @@ from __future__ import annotations
 
 import json
 import math
-import unicodedata
 from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
 from danlu.core.errors import SpecError
-from danlu.core.values import MAX_INT, check_text, quoted
+from danlu.core.values import MAX_INT, check_text, control_character, quoted
 
 MAX_RECORD_BYTES = 16_384
 """The most JSON one record's values (``step`` and ``time`` aside) may take."""
@@ -32,16 +31,6 @@ nanoseconds is far past it, and no clock formats a later year)."""
 
 VALUE_TYPES = "metric values must be numbers, strings, booleans or null"
 
-CONTROL_CATEGORIES = frozenset({"Cc", "Zl", "Zp"})
-"""Unicode categories of characters a terminal acts on rather than shows: the C0 and C1
-controls (line breaks, tab, ESC, CSI, DEL, NUL) and the line and paragraph separators."""
-BIDI_CONTROLS = frozenset(
-    "\u061c\u200e\u200f\u202a\u202b\u202c\u202d\u202e\u2066\u2067\u2068\u2069"
-)
-"""The bidirectional formatting characters (marks, embeddings, overrides, isolates), which
-reorder what a terminal shows after them (``safe\\u202etxt.exe`` reads ``safeexe.txt``)."""
-_UNSHOWN = CONTROL_CATEGORIES | {"Cs"}
-"""What :func:`visible` escapes: the controls, and lone surrogates (no output encodes one)."""
 _NAME_FAULT = (
     "metric names must not contain control characters (line breaks, tabs, ESC sequences, "
     "bidirectional overrides)"
@@ -104,34 +93,6 @@ def check_record(record: Any, where: str, now: float) -> MetricRecord:
     if isinstance(ckpt, int) and not isinstance(ckpt, bool) and not 0 <= ckpt <= MAX_INT:
         raise RecordError(_at(where, "checkpoint_step"), f"must lie within 0..{MAX_INT}")
     return MetricRecord(step, when, data)
-
-
-def control_character(text: str) -> str | None:
-    """The first character of ``text`` that a terminal would act on rather than show (of
-    :data:`CONTROL_CATEGORIES` or :data:`BIDI_CONTROLS`), or None. The API refuses a metric
-    name or an API token's label holding one: both are chosen by any user and printed in an
-    admin's tables."""
-    if text.isprintable():  # the common case: no control, separator or format character
-        return None
-    for char in text:
-        if char in BIDI_CONTROLS or unicodedata.category(char) in CONTROL_CATEGORIES:
-            return char
-    return None
-
-
-def visible(text: str) -> str:
-    """``text`` as a terminal may print it: each :func:`control_character` and lone
-    surrogate written as its Python escape (``\\x1b``, ``\\n``, ``\\u202e``), the rest as
-    it is. For names and values stored before the API refused them, and for string values,
-    which may hold them."""
-    if text.isprintable():
-        return text
-    return "".join(
-        repr(char)[1:-1]
-        if char in BIDI_CONTROLS or unicodedata.category(char) in _UNSHOWN
-        else char
-        for char in text
-    )
 
 
 def _text(text: str, field: str, what: str = "") -> None:

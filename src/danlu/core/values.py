@@ -1,10 +1,13 @@
 """The guard on values a request may carry into the store: finite numbers, integers within
-64 bits, no NUL characters (PostgreSQL's text and JSON take none of the three)."""
+64 bits, no NUL characters (PostgreSQL's text and JSON take none of the three); and the
+characters a terminal acts on rather than shows, in user-chosen text printed to others
+(:func:`control_character`, :func:`visible`)."""
 
 from __future__ import annotations
 
 import math
 import numbers
+import unicodedata
 from collections.abc import Mapping
 from typing import Any
 
@@ -113,3 +116,43 @@ def check_text(text: str, path: str, what: str = "") -> None:
             raise SpecError(
                 path, f"{subject}must be valid Unicode (no lone surrogate characters)"
             ) from None
+
+
+CONTROL_CATEGORIES = frozenset({"Cc", "Zl", "Zp"})
+"""Unicode categories of characters a terminal acts on rather than shows: the C0 and C1
+controls (line breaks, tab, ESC, CSI, DEL, NUL) and the line and paragraph separators."""
+BIDI_CONTROLS = frozenset(
+    "\u061c\u200e\u200f\u202a\u202b\u202c\u202d\u202e\u2066\u2067\u2068\u2069"
+)
+"""The bidirectional formatting characters (marks, embeddings, overrides, isolates), which
+reorder what a terminal shows after them (``safe\\u202etxt.exe`` reads ``safeexe.txt``)."""
+_UNSHOWN = CONTROL_CATEGORIES | {"Cs"}
+"""What :func:`visible` escapes: the controls, and lone surrogates (no output encodes one)."""
+
+
+def control_character(text: str) -> str | None:
+    """The first character of ``text`` that a terminal would act on rather than show (of
+    :data:`CONTROL_CATEGORIES` or :data:`BIDI_CONTROLS`), or None. The API refuses a metric
+    name or an API token's label holding one: both are chosen by any user and printed in an
+    admin's tables."""
+    if text.isprintable():  # the common case: no control, separator or format character
+        return None
+    for char in text:
+        if char in BIDI_CONTROLS or unicodedata.category(char) in CONTROL_CATEGORIES:
+            return char
+    return None
+
+
+def visible(text: str) -> str:
+    """``text`` as a terminal may print it: each :func:`control_character` and lone
+    surrogate written as its Python escape (``\\x1b``, ``\\n``, ``\\u202e``), the rest as
+    it is. For names and values stored before the API refused them, and for string values,
+    which may hold them."""
+    if text.isprintable():
+        return text
+    return "".join(
+        repr(char)[1:-1]
+        if char in BIDI_CONTROLS or unicodedata.category(char) in _UNSHOWN
+        else char
+        for char in text
+    )

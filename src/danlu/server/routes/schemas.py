@@ -8,8 +8,8 @@ from typing import Annotated, Any, Literal
 from pydantic import BaseModel, ConfigDict, Field, field_validator
 
 from danlu.core.cluster import MILLI_PER_GPU
-from danlu.core.metric_record import control_character
 from danlu.core.state import JobState
+from danlu.core.values import control_character
 from danlu.server.db import ApiToken, Job, JobEvent, JobMetric, Node, Project, User
 from danlu.server.services.cluster import ShareRecord
 from danlu.server.services.events import FeedEvent
