@@ -35,7 +35,7 @@ import time
 from dataclasses import replace
 
 from danlu.config import parse_option_pairs
-from danlu.core.cluster import Allocation, Cluster
+from danlu.core.cluster import MILLI_PER_GPU, Allocation, Cluster
 from danlu.core.spec import MODEL_FAMILIES
 from danlu.core.units import GiB
 from danlu.sched import ClusterView, JobRequest, JobStatus, Plan, make_policy
@@ -116,6 +116,66 @@ def build_view(
     return ClusterView(time=now, cluster=cluster, running=tuple(running_jobs), pending=ordered)
 
 
+def _take(
+    milli: dict[tuple[int, int], int], memory: dict[tuple[int, int], int], alloc: Allocation
+) -> None:
+    """Count ``alloc``'s shares in the per-GPU compute and memory taken."""
+    for share in alloc.shares:
+        key = (share.node, share.gpu)
+        milli[key] = milli.get(key, 0) + share.milli
+        memory[key] = memory.get(key, 0) + share.memory
+
+
+def moves_that_fit(
+    view: ClusterView, plan: Plan, leaving: set[str]
+) -> tuple[dict[str, Allocation], dict[str, Allocation]]:
+    """The starts and resizes of ``plan`` that can be placed now, each by job id, as the
+    server's ``apply_plan`` defers the rest: the jobs ``plan`` preempts keep their GPUs this
+    round (they drain), ``leaving`` (preempted a round before) have given theirs back. A move
+    that does not fit on what is left of a GPU (its compute or its memory) waits: a start
+    stays pending, a resized job keeps its old GPUs (which may hold up another move, and so
+    on: to a fixed point). The plan's moves are tried in its order, resizes first."""
+    capacity = {
+        (n, g): node.gpu_type.memory
+        for n, node in enumerate(view.cluster.nodes)
+        for g in range(node.gpus)
+    }
+    moving = {r.job_id for r in plan.resizes}
+    olds = {j.id: j.allocation for j in view.running if j.id in moving}
+    gone = leaving | moving
+    staying = [j.allocation for j in view.running if j.id not in gone]
+    order = [(r.job_id, r.allocation) for r in plan.resizes if r.job_id in olds]
+    order += [(s.job_id, s.allocation) for s in plan.starts]
+    waiting: set[str] = set()
+    while True:
+        milli: dict[tuple[int, int], int] = {}
+        memory: dict[tuple[int, int], int] = {}
+        for alloc in [*staying, *(olds[job_id] for job_id in waiting & olds.keys())]:
+            _take(milli, memory, alloc)
+        placed: list[tuple[str, Allocation]] = []
+        for job_id, alloc in order:
+            if job_id in waiting:
+                continue
+            fits = all(
+                milli.get((s.node, s.gpu), 0) + s.milli <= MILLI_PER_GPU
+                and memory.get((s.node, s.gpu), 0) + s.memory <= capacity[(s.node, s.gpu)]
+                for s in alloc.shares
+            )
+            if not fits:
+                waiting.add(job_id)
+                if job_id in olds:  # its old GPUs stay its own: count again with them
+                    break
+                continue
+            _take(milli, memory, alloc)
+            placed.append((job_id, alloc))
+        else:
+            starts = {s.job_id for s in plan.starts}
+            return (
+                {job_id: a for job_id, a in placed if job_id in starts},
+                {job_id: a for job_id, a in placed if job_id not in starts},
+            )
+
+
 def apply_plan(
     view: ClusterView,
     plan: Plan,
@@ -133,6 +193,7 @@ def apply_plan(
     shows a PREEMPTING one: its GPUs are not the policy's to move) and waits from the round
     after; the set holds the ids of the jobs draining now."""
     started = {s.job_id: s.allocation for s in plan.starts}
+    resized = {r.job_id: r.allocation for r in plan.resizes}
     stopped = {p.job_id for p in plan.preempts}
     if draining is None:  # preempted jobs wait at once
         leaving, holding = stopped, set()
@@ -140,6 +201,8 @@ def apply_plan(
         leaving, holding = set(draining), stopped
         draining.clear()
         draining.update(holding)
+        # what the plan places on GPUs a draining job still holds waits, as in the server
+        started, resized = moves_that_fit(view, plan, leaving)
     if churn and rng is not None and view.running:
         stopped_or_done = set(
             rng.sample([j.id for j in view.running], min(churn, len(view.running)))
@@ -147,7 +210,6 @@ def apply_plan(
         finished = stopped_or_done - stopped - leaving
     else:
         finished = set()
-    resized = {r.job_id: r.allocation for r in plan.resizes}
     now = view.time
 
     def banked(j: JobStatus) -> JobStatus:
