@@ -11,7 +11,7 @@ const ACTIVE = ["RUNNING", "PREEMPTING", "RESTARTING"];  // on GPUs, or about to
 const SHOWN_JOBS = 200;  // rows of the Jobs table
 const SHOWN_SWEEPS = 20;  // the newest sweeps, besides every RUNNING one
 const API_LIMIT = 1000;  // the most one list request returns
-const USAGE_EVERY = 15;
+const USAGE_EVERY = 15;  // refreshes between two asks for /usage (a week of history): ~30 s
 const FEED_EVENTS = 30;
 // a token as the server makes it: dl_<prefix>_<secret>, of letters, digits, "_" and "-"
 // (secrets.token_urlsafe); anything else, such as a pasted quote or a zero-width space, is
@@ -19,7 +19,7 @@ const FEED_EVENTS = 30;
 const TOKEN_CHARS = /^[A-Za-z0-9_-]+$/;
 const NOT_A_TOKEN = "a danlu token holds only letters, digits, '_' and '-': paste it again";
 let timer = null;
-let retry = null;  // the next try of start() after an error other than 401
+let retry = null;  // the next try of start() after a passing error (see passing())
 let me = null;
 let refreshes = 0;
 let generation = 0;  // of the newest refresh(): an older one ending after it renders nothing
@@ -383,6 +383,8 @@ async function refresh() {
   refreshing = mine;
   const unfinished = document.getElementById("filter").value === "unfinished";
   const usageDue = refreshes % USAGE_EVERY === 0;  // a week of history: not every 2 s
+  // the projects (their GPUs held now) are asked every time: a cheap list, and a stale one
+  // would show GPUs held by jobs the Jobs table shows ended
   refreshes += 1;
   try {
     const [nodes, jobs, sweeps, running, feed, usage, projects] = await Promise.all([
@@ -390,7 +392,7 @@ async function refresh() {
       api("/sweeps?limit=" + SHOWN_SWEEPS),
       api("/sweeps?" + stateQuery(["RUNNING"]) + "&limit=" + API_LIMIT),
       api("/events?tail=true&limit=" + FEED_EVENTS),
-      usageDue ? api("/usage") : null, usageDue ? api("/projects") : null,
+      usageDue ? api("/usage") : null, api("/projects"),
     ]);
     if (mine !== generation) {  // superseded: the newer refresh renders
       if (usageDue) refreshes = 0;  // and the next one asks for the usage this one dropped
@@ -402,7 +404,7 @@ async function refresh() {
     renderSweeps(sweeps, running);
     renderFeed(feed);
     if (usage !== null) renderUsage(usage);
-    if (projects !== null) renderProjects(projects);
+    renderProjects(projects);
     setStatus("updated " + new Date().toLocaleTimeString());
     if (shownJob !== null && !shownEnded) await showJob(shownJob, mine);  // it follows the job
   } catch (error) {
@@ -479,7 +481,13 @@ function renderMetrics(records) {
   const chosen = keys.includes(select.value) ? select.value : keys.includes("loss") ? "loss" : keys[0];
   const listed = Array.from(select.options, (option) => option.value);
   if (listed.join("\n") !== keys.join("\n")) {  // as they were: an open list stays open
-    select.replaceChildren(...keys.map((key) => el("option", key)));
+    select.replaceChildren(...keys.map((key) => {
+      // the exact key as its value: without one an option's value is its text with blanks
+      // collapsed and trimmed, and "train  loss" would match no record's key
+      const option = el("option", key);
+      option.value = key;
+      return option;
+    }));
   }
   if (chosen !== undefined) {
     select.value = chosen;
@@ -587,6 +595,14 @@ function signOut(message) {
   setStatus(message || "signed out", Boolean(message));
 }
 
+function passing(error) {
+  // an error a later try may not meet: the network (no status), the server or a proxy in
+  // trouble (5xx), a timeout or a rate limit (408, 429); any other answer (401, a job run's
+  // token refused with a 403, ...) is the same on every try
+  const status = error.status;
+  return status === undefined || status >= 500 || status === 408 || status === 429;
+}
+
 async function start() {
   retry = null;
   if (!TOKEN_CHARS.test(sessionStorage.getItem(TOKEN_KEY) || "")) {  // never sent: forgotten
@@ -596,7 +612,7 @@ async function start() {
   try {
     me = await api("/users/me");
   } catch (error) {
-    if (error.status === 401) {  // only a refused token is forgotten
+    if (!passing(error)) {  // a 401, a 403, ...: the same on every try, so the token is forgotten
       signOut("token refused: " + error.message);
     } else if (sessionStorage.getItem(TOKEN_KEY)) {  // a passing error: try again, as refresh() does
       showSignedIn(false, true);
