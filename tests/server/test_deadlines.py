@@ -127,8 +127,10 @@ def test_jobs_that_used_their_time_limit_are_stopped_counting_every_run(
                 used_up.id: "CANCELLED",
                 patient.id: "RUNNING",
             }
+            # the limit's text counts to when it was seen; its run stopped later
             reason = events.list_events(s, resumed.id)[-1].reason
-            assert reason == "time limit reached: ran 1m of 1m", reason
+            assert reason.startswith("time limit reached: ran 1m of 1m; the run ended "), reason
+            assert reason.endswith("s later (its grace to checkpoint)"), reason
             # its limit, and the time its run took to stop (SIGTERM, then the exit)
             assert 100.0 <= jobs.get_job(s, fresh.id).run_time < 110.0
             assert "time limit" not in jobs.why(s, jobs.get_job(s, patient.id), now=NOW + 610)

@@ -128,7 +128,11 @@ def test_a_runs_gpus_are_charged_up_to_its_exit_not_to_when_it_was_seen(
 @pytest.mark.parametrize(
     ("limit", "own_grace", "reason"),
     [
-        ({"time_limit": 10}, 60, "time limit reached: ran 10s of 10s"),
+        (
+            {"time_limit": 10},
+            60,
+            "time limit reached: ran 10s of 10s; the run ended 30s later (its grace to checkpoint)",
+        ),
         ({"deadline": 10}, None, "deadline passed: not finished 10s after submission"),
     ],
 )

@@ -644,7 +644,10 @@ def settle_exit(
 
     asked = job.cancel_requested_at
     if asked is not None and not (succeeded and ran_until is not None and ran_until < asked):
-        return [ends(JobState.CANCELLED, job.cancel_reason or "cancelled")]
+        why, late = job.cancel_reason or "cancelled", (ran_until or t) - asked
+        if why.startswith(LIMIT_STOPS[1]) and late >= 1:  # its text: when the limit was seen
+            why += f"; the run ended {format_duration(late)} later (its grace to checkpoint)"
+        return [ends(JobState.CANCELLED, why)]
     stopping = state is JobState.PREEMPTING and not succeeded
     if stopping and (node_lost or not failed):
         return [ends(JobState.PENDING, reason)]
