@@ -40,6 +40,7 @@ from pydantic import (
     ConfigDict,
     Field,
     ValidationError,
+    ValidationInfo,
     field_validator,
     model_validator,
 )
@@ -53,7 +54,7 @@ from danlu.core.spec import (
     spec_error,
     valid_name,
 )
-from danlu.core.values import MAX_INT
+from danlu.core.values import MAX_INT, range_message, show_number
 
 MAX_TRIALS = 10_000
 """The most trials one sweep may run."""
@@ -68,6 +69,8 @@ TRIAL_ENV = ("DANLU_HPARAMS", *MEMBERSHIP_ENV, "DANLU_ARRAY_INDEX")
 ``DANLU_ARRAY_INDEX`` only a job array's)."""
 ARRAY_PARAMETER = "index"
 """A job array's one parameter: each task's index."""
+MAX_SEED = MAX_INT
+"""The largest ``seed``: an integer the store takes (the server's bound on every integer)."""
 
 
 class _Strict(BaseModel):
@@ -77,15 +80,37 @@ class _Strict(BaseModel):
 class Parameter(_Strict):
     """One searched parameter: ``values`` (a list to choose from), or a ``distribution``
     between ``low`` and ``high``: ``uniform``, ``log_uniform`` (uniform in the logarithm,
-    both bounds positive) or ``int`` (an integer, both bounds included)."""
+    both bounds positive) or ``int`` (an integer, both bounds included).
+
+    An ``int`` distribution's bounds are integers, exact to the last digit (a float rounds
+    2**53 + 1 to 2**53; a stored spec's ``5.0`` reads as 5): :meth:`int_bounds`. The others'
+    are floats: :meth:`float_bounds`."""
 
     values: list[str | int | float | bool] | None = Field(
         default=None, min_length=1, max_length=MAX_VALUES
     )
     distribution: Literal["uniform", "log_uniform", "int"] | None = None
-    low: float | None = None
-    high: float | None = None
+    low: int | float | None = None
+    high: int | float | None = None
     _numbers = field_validator("low", "high", mode="before")(no_boolean)
+
+    @field_validator("low", "high")
+    @classmethod
+    def _bound_type(cls, value: int | float | None, info: ValidationInfo) -> int | float | None:
+        """An ``int`` distribution's whole float bound as the integer (a stored spec's
+        ``5.0``), a float distribution's integer bound as the float; the rest is checked by
+        :meth:`_one_kind`, naming the parameter."""
+        kind = info.data.get("distribution")
+        if kind == "int" and isinstance(value, float) and value.is_integer():
+            return int(value)  # finite: NaN and the infinities are no whole numbers
+        if kind in ("uniform", "log_uniform") and isinstance(value, int):
+            try:
+                return float(value)
+            except OverflowError:
+                raise ValueError(
+                    f"must be a finite number (within about 1.8e308; got {show_number(value)})"
+                ) from None
+        return value
 
     @model_validator(mode="after")
     def _one_kind(self) -> Parameter:
@@ -101,30 +126,52 @@ class Parameter(_Strict):
                 if isinstance(value, float) and not math.isfinite(value):
                     raise ValueError(f"values must be finite numbers (got {value})")
             return self
-        if self.low is None or self.high is None:
+        low, high = self.low, self.high
+        if low is None or high is None:
             raise ValueError(f"a {self.distribution} distribution needs low and high")
-        if not (math.isfinite(self.low) and math.isfinite(self.high)):
+        if any(isinstance(v, float) and not math.isfinite(v) for v in (low, high)):
             raise ValueError("low and high must be finite numbers")
-        if self.low > self.high:
-            raise ValueError(f"low ({self.low:g}) is above high ({self.high:g})")
-        if not math.isfinite(self.high - self.low):
+        if low > high:  # exact between an int and a float too
+            raise ValueError(f"low ({_shown(low)}) is above high ({_shown(high)})")
+        if self.distribution == "int":
+            if not (isinstance(low, int) and isinstance(high, int)):  # whole floats: ints
+                raise ValueError("an int distribution needs whole numbers for low and high")
+            if max(abs(low), abs(high)) > MAX_INT:
+                # an integer the store takes (1e300 is a whole number too)
+                raise ValueError(
+                    f"an int distribution's low and high lie within -2**62..2**62 (got "
+                    f"{_shown(low)}..{_shown(high)})"
+                )
+            return self
+        if not math.isfinite(high - low):  # floats here (:meth:`_bound_type`)
             # a uniform draw is low + (high - low) * u: every trial drew inf, outside the
             # range and not JSON
             raise ValueError(
-                f"the range {self.low:g}..{self.high:g} is too wide: high - low must be a "
+                f"the range {low:g}..{high:g} is too wide: high - low must be a "
                 "finite number (within about 1.8e308); narrow it"
             )
-        if self.distribution == "log_uniform" and self.low <= 0:
-            raise ValueError(f"a log_uniform distribution needs low > 0 (got {self.low:g})")
-        if self.distribution == "int" and not (self.low.is_integer() and self.high.is_integer()):
-            raise ValueError("an int distribution needs whole numbers for low and high")
-        if self.distribution == "int" and max(abs(self.low), abs(self.high)) > MAX_INT:
-            # an integer the store takes (1e300 is a whole number too)
-            raise ValueError(
-                f"an int distribution's low and high lie within -2**62..2**62 (got "
-                f"{self.low:g}..{self.high:g})"
-            )
+        if self.distribution == "log_uniform" and low <= 0:
+            raise ValueError(f"a log_uniform distribution needs low > 0 (got {low:g})")
         return self
+
+    def int_bounds(self) -> tuple[int, int]:
+        """An ``int`` distribution's ``low`` and ``high``, exact."""
+        low, high = self.low, self.high
+        if self.distribution != "int" or not (isinstance(low, int) and isinstance(high, int)):
+            raise TypeError(f"int_bounds of a {self.distribution} parameter")
+        return low, high
+
+    def float_bounds(self) -> tuple[float, float]:
+        """A ``uniform`` or ``log_uniform`` distribution's ``low`` and ``high``."""
+        if self.distribution not in ("uniform", "log_uniform"):
+            raise TypeError(f"float_bounds of a {self.distribution} parameter")
+        return float(self.low or 0.0), float(self.high or 0.0)
+
+
+def _shown(value: int | float) -> str:
+    """A bound as an error message shows it: an integer exactly (``9,007,199,254,740,993``;
+    a huge one by its magnitude), a float as ``%g``."""
+    return show_number(value) if isinstance(value, int) else f"{value:g}"
 
 
 class Metric(_Strict):
@@ -172,14 +219,24 @@ class SweepSpec(_Strict):
     startup_trials: int = Field(default=5, ge=0, le=MAX_TRIALS)
     """``tpe``: how many trials are drawn at random before the model guides the draws."""
     parallel: int = Field(default=1, ge=1, le=MAX_PARALLEL)
-    seed: int = Field(default=0, ge=0, le=2**63 - 1)
+    seed: int = Field(default=0, ge=0, le=MAX_SEED)
+    """Random draws come from the seed and the trial number alone; 0..:data:`MAX_SEED`."""
     early_stopping: EarlyStopping | None = None
     array: bool = False
     """A job array: one parameter, ``index``, a ``values`` list of whole numbers searched by
     ``grid``; each trial also gets ``DANLU_ARRAY_INDEX``."""
-    _numbers = field_validator("trials", "startup_trials", "parallel", "seed", mode="before")(
-        no_boolean
-    )
+    _numbers = field_validator("trials", "startup_trials", "parallel", mode="before")(no_boolean)
+
+    @field_validator("seed", mode="before")
+    @classmethod
+    def _seed_range(cls, value: Any) -> Any:
+        """The seed's range as the server's check of the body says it (:data:`SWEEP_LIMITS`),
+        rather than pydantic's ``less than or equal to`` alone."""
+        no_boolean(value)
+        number = isinstance(value, int) or (isinstance(value, float) and math.isfinite(value))
+        if number and not 0 <= value <= MAX_SEED:
+            raise ValueError(range_message(0, MAX_SEED, value))
+        return value
 
     @model_validator(mode="after")
     def _check(self) -> SweepSpec:
@@ -242,6 +299,7 @@ SWEEP_LIMITS: dict[str, tuple[float, float]] = {
     "trials": (1, MAX_TRIALS),
     "startup_trials": (0, MAX_TRIALS),
     "parallel": (1, MAX_PARALLEL),
+    "seed": (0, MAX_SEED),
     "early_stopping.min_trials": (1, MAX_TRIALS),
     **{f"trial.{path}": limits for path, limits in SPEC_LIMITS.items()},
 }
@@ -313,7 +371,7 @@ def _longest_value(param: Parameter) -> str | int | float | bool:
     if param.values is not None:
         return max(param.values, key=lambda v: len(json.dumps(v)))
     if param.distribution == "int":
-        return max(int(param.low or 0), int(param.high or 0), key=lambda v: len(str(v)))
+        return max(param.int_bounds(), key=lambda v: len(str(v)))
     return _LONGEST_FLOAT
 
 

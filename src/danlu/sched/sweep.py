@@ -64,23 +64,27 @@ def _tpe(
     spec: SweepSpec, n: int, ended: Sequence[Ended], running: Sequence[Mapping[str, Value]]
 ) -> dict[str, Value]:
     """Ask a fresh Optuna study, told the ``ended`` and ``running`` trials, for the next
-    point."""
+    point.
+
+    Optuna works in floats, which hold integers exactly only up to 2**53 (the range
+    2**53 + 1..2**53 + 3 drew 2**53, one near 2**62 drew NaN): an ``int`` parameter is
+    searched as its offset from ``low``, exact while the range is narrower than 2**53, and
+    a draw is kept within the range (a wider one's offsets are rounded)."""
     import optuna  # the ``hpo`` extra, checked at submission
 
     optuna.logging.set_verbosity(optuna.logging.WARNING)
     distributions: dict[str, optuna.distributions.BaseDistribution] = {}
+    offsets: dict[str, tuple[int, int]] = {}  # an int parameter's low and high
     for name, param in spec.parameters.items():
         if param.values is not None:
             distributions[name] = optuna.distributions.CategoricalDistribution(param.values)
         elif param.distribution == "int":
-            distributions[name] = optuna.distributions.IntDistribution(
-                int(param.low or 0), int(param.high or 0)
-            )
+            low, high = offsets[name] = param.int_bounds()
+            distributions[name] = optuna.distributions.IntDistribution(0, high - low)
         else:
+            low_f, high_f = param.float_bounds()
             distributions[name] = optuna.distributions.FloatDistribution(
-                float(param.low or 0.0),
-                float(param.high or 0.0),
-                log=param.distribution == "log_uniform",
+                low_f, high_f, log=param.distribution == "log_uniform"
             )
     seed = random.Random(f"danlu-sweep-tpe:{spec.seed}:{n}").randrange(2**32)
     sampler = optuna.samplers.TPESampler(seed=seed, n_startup_trials=0, constant_liar=True)
@@ -91,17 +95,43 @@ def _tpe(
         params = {k: v for k, v in parameters.items() if k in distributions}
         if set(params) != set(distributions):
             continue
+        shifted = _offsets(params, offsets)
+        if shifted is None:  # an int parameter's value no integer: not the spec's trial
+            continue
         states = optuna.trial.TrialState
         state = states.COMPLETE if value is not None else states.RUNNING
         try:
             frozen = optuna.trial.create_trial(
-                params=params, distributions=distributions, value=value, state=state
+                params=shifted, distributions=distributions, value=value, state=state
             )
         except ValueError:  # a value outside today's ranges: not the spec's trial
             continue
         study.add_trial(frozen)
     asked = study.ask(distributions)
-    return {name: asked.params[name] for name in spec.parameters}
+    out: dict[str, Value] = {}
+    for name in spec.parameters:
+        drawn = asked.params[name]
+        if name in offsets:
+            low, high = offsets[name]
+            drawn = low + min(max(int(drawn), 0), high - low)
+        out[name] = drawn
+    return out
+
+
+def _offsets(
+    params: Mapping[str, Value], offsets: Mapping[str, tuple[int, int]]
+) -> dict[str, Value] | None:
+    """``params`` with each int parameter's value as its offset from its ``low`` (as
+    :func:`_tpe` searches it); None when one of them is no integer."""
+    out = dict(params)
+    for name, (low, _) in offsets.items():
+        value = out[name]
+        if isinstance(value, float) and value.is_integer():
+            value = int(value)
+        if isinstance(value, bool) or not isinstance(value, int):
+            return None
+        out[name] = value - low
+    return out
 
 
 def _grid_point(parameters: Mapping[str, Parameter], n: int) -> dict[str, Value]:
@@ -118,9 +148,9 @@ def _grid_point(parameters: Mapping[str, Parameter], n: int) -> dict[str, Value]
 def _draw(param: Parameter, rng: random.Random) -> Value:
     if param.values is not None:
         return param.values[rng.randrange(len(param.values))]
-    low, high = float(param.low or 0.0), float(param.high or 0.0)
     if param.distribution == "int":
-        return rng.randint(int(low), int(high))
+        return rng.randint(*param.int_bounds())  # exact: a float rounds beyond 2**53
+    low, high = param.float_bounds()
     if param.distribution == "log_uniform":
         # exp(log(x)) can round past x: a draw stays within the bounds the user gave
         return min(max(math.exp(rng.uniform(math.log(low), math.log(high))), low), high)
