@@ -95,6 +95,9 @@ def test_the_api_and_danlu_events(tmp_path: Path, monkeypatch: pytest.MonkeyPatc
         code, out = danlu("events", "--since", "10m", "--state", "SUCCEEDED")
         assert code == 0 and "RUNNING -> SUCCEEDED" in out and "quick-one" in out, out
         assert "submitted" not in out
+        # several states in one flag, as `danlu ls --state a,b` takes them
+        code, out = danlu("events", "--since", "10m", "--state", "succeeded, FAILED")
+        assert code == 0 and "RUNNING -> SUCCEEDED" in out and "submitted" not in out, out
         code, out = danlu("events", "--since", "2000-01-01T00:00", "--user", "nobody")
         assert code == 0 and "no events" in out
         code, out = danlu("events", "--since", "yesterday-ish")

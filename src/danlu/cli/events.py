@@ -104,7 +104,7 @@ def events(
     user: Annotated[str | None, typer.Option("--user", help="Only this user's jobs.")] = None,
     state: Annotated[
         list[str] | None,
-        typer.Option("--state", "-s", help="Only changes into this state (repeatable)."),
+        typer.Option("--state", "-s", help="Only changes into this state (repeatable or a,b)."),
     ] = None,
     limit: Annotated[
         int, typer.Option("--limit", min=1, max=1000, help="The newest N events.")
@@ -127,7 +127,8 @@ def events(
         start = parse_since(since, time.time(), "--since")
     except DanluError as exc:
         raise fail(exc) from None
-    query: dict[str, Any] = {"since": start, "project": project, "user": user, "state": state}
+    states = [part.strip() for value in state or [] for part in value.split(",")] or None
+    query: dict[str, Any] = {"since": start, "project": project, "user": user, "state": states}
     with connect(home, url, token) as client:
         try:
             found = client.feed(limit=limit, tail=True, **query)
