@@ -12,7 +12,8 @@ class MemoryModel(Protocol):
     ``predict(b)`` is the peak number of bytes the training process holds on one GPU at
     batch size ``b``: what PyTorch's caching allocator reserves at its peak
     (``torch.cuda.max_memory_reserved``, cuBLAS workspaces included) plus the CUDA context.
-    Compare it with the GPU's total memory.
+    Compare it with the GPU's total memory. It is non-decreasing in ``b`` (a bigger batch
+    never predicts less memory), so the largest batch that fits bounds every smaller one.
     """
 
     def predict(self, batch_size: int) -> int:
@@ -20,7 +21,8 @@ class MemoryModel(Protocol):
         ...
 
     def max_batch(self, limit_bytes: int, margin_bytes: int = 0) -> int | None:
-        """Largest batch size ``b`` with ``predict(b) <= limit_bytes - margin_bytes``.
+        """Largest batch size ``b`` with ``predict(b) <= limit_bytes - margin_bytes``: with
+        ``predict`` non-decreasing, every batch up to it fits.
 
         ``None`` when not even ``b = 1`` fits.
         """

@@ -2,8 +2,9 @@
 
 from __future__ import annotations
 
+import bisect
 import time
-from collections.abc import Sequence
+from collections.abc import Callable, Iterator, Sequence
 from dataclasses import asdict, dataclass, field
 from typing import Any
 
@@ -207,6 +208,14 @@ class FittedMemoryModel:
     and the reserved peak is ``logical * (1 + frag) + workspaces``: the cuBLAS workspaces plus
     the caching allocator's overhead (rounding, segment slack) relative to the logical peak as
     replayed at the largest traced batch size.
+
+    Every prediction is non-decreasing in b (:class:`_RunningMax`): the logical peak at b is
+    the largest value above at any batch size ``1..b``; the reserved peak the largest at the
+    batch sizes of :func:`next_replay_point` up to the first one at or above b (every b up to
+    128, then points 1/64 apart, the traced batches and :attr:`max_batch_cap`: one replay
+    each, kept). The allocator replay is not monotone by itself (gpt2_tiny: 100, 98, 100,
+    98 MiB reserved at b = 8..11, as segments pack differently), and :meth:`max_batch`
+    promises that every batch up to its answer fits.
     """
 
     def __init__(
@@ -254,6 +263,11 @@ class FittedMemoryModel:
             (top.peak_reserved_bytes - self.fixed - top.peak_logical_bytes)
             / max(1, top.peak_logical_bytes),
         )
+        self._logical_max = _RunningMax(self._logical, self._logical, lambda b: b + 1)
+        always = frozenset([*self.estimates, self.max_batch_cap])
+        self._reserved_max = _RunningMax(
+            self._reserved, self._logical, lambda b: next_replay_point(b, always)
+        )
 
     def for_gpu(self, gpu: GpuSpec) -> FittedMemoryModel:
         """The same traces replayed for ``gpu`` (another GPU type: its CUDA context, cuBLAS
@@ -269,18 +283,29 @@ class FittedMemoryModel:
         )
 
     def predict_logical(self, batch_size: int) -> int:
-        """Live tensor bytes at the step's peak."""
+        """Live tensor bytes at the step's peak (never less than at a smaller batch)."""
+        return self._logical_max(batch_size)
+
+    def predict_reserved(self, batch_size: int) -> int:
+        """Caching-allocator reserved bytes at the step's peak (never less than at a smaller
+        batch).
+
+        With the traces at hand, the allocation sequence at a batch size is synthesised from
+        the two largest traced ones (sizes are linear in b event by event) and replayed through
+        the allocator model; otherwise the overhead ratio at the largest traced b is used. The
+        answer is the largest of those at the replay points up to the first at or above
+        ``batch_size`` (:func:`next_replay_point`; every b up to 128).
+        """
+        return self._reserved_max(batch_size)
+
+    def _logical(self, batch_size: int) -> int:
+        """The logical peak at ``batch_size`` alone: traced, else the fit."""
         if batch_size in self.estimates:
             return self.estimates[batch_size].peak_logical_bytes
         return self.logical(batch_size)
 
-    def predict_reserved(self, batch_size: int) -> int:
-        """Caching-allocator reserved bytes at the step's peak.
-
-        With the traces at hand, the allocation sequence at ``batch_size`` is synthesised from
-        the two largest traced ones (sizes are linear in b event by event) and replayed through
-        the allocator model; otherwise the overhead ratio at the largest traced b is used.
-        """
+    def _reserved(self, batch_size: int) -> int:
+        """The reserved peak at ``batch_size`` alone: traced, else replayed or scaled."""
         if batch_size in self.estimates:
             return self.estimates[batch_size].peak_reserved_bytes
         logical = self.logical(batch_size)  # raises where the fit is not trusted
@@ -305,32 +330,94 @@ class FittedMemoryModel:
         return int(max(self.estimates) * self.logical.max_extrapolation)
 
     def max_batch(self, limit_bytes: int, margin_bytes: int = 0) -> int | None:
-        """Largest b with ``predict(b) <= limit_bytes - margin_bytes``, within the range the fit
-        supports (at most :attr:`max_batch_cap`; an answer equal to it is a lower bound); None
-        if b=1 does not fit. Raises :class:`ExtrapolationError` when the fit answers no
-        untraced b (not linear in b, or too poor a fit)."""
+        """Largest b such that every batch ``1..b`` has ``predict <= limit_bytes -
+        margin_bytes``, within the range the fit supports (at most :attr:`max_batch_cap`; an
+        answer equal to it is a lower bound; a batch the fit does not answer ends the range);
+        None if b=1 does not fit. Raises :class:`ExtrapolationError` when the fit answers no
+        untraced b (not linear in b, or too poor a fit).
+
+        ``predict`` is non-decreasing and constant between two of the reserved peak's replay
+        points, so this is the last such point before the first whose prediction is over the
+        budget: the search walks the points up from 1 (above 128 the answer is therefore a
+        point, at most 1/64 below the exact one), as the running maximum needs each of them
+        anyway."""
         problem = self.logical.refusal()
         if problem:
             raise ExtrapolationError(f"{problem}; trace the batch sizes to check directly")
         budget = limit_bytes - margin_bytes
-        hi = self.max_batch_cap
-
-        def ok(b: int) -> bool:
+        best: int | None = None
+        for b in self._reserved_max.points(self.max_batch_cap):
             try:
-                return self.predict(b) <= budget
+                if self.predict(b) > budget:
+                    break
             except ExtrapolationError:
-                return False
+                break
+            best = b
+        return best
 
-        if not ok(1):
-            return None
-        lo = 1
-        while lo < hi:
-            mid = (lo + hi + 1) // 2
-            if ok(mid):
-                lo = mid
-            else:
-                hi = mid - 1
-        return lo
+
+GRID_SHARE = 64
+"""Above ``2 * GRID_SHARE`` the reserved peak is replayed at batch sizes ``1 / GRID_SHARE``
+apart (:func:`next_replay_point`)."""
+
+
+def next_replay_point(batch_size: int, fixed: frozenset[int] = frozenset()) -> int:
+    """The batch size after ``batch_size`` at which :class:`FittedMemoryModel` replays the
+    reserved peak: the next integer up to ``2 * GRID_SHARE``, then ``batch_size / GRID_SHARE``
+    further on (replays cost ~15 ms each for gpt2_124m, and a search may reach 32x the
+    largest traced batch), or the first of ``fixed`` (the traced batches, the search's cap)
+    before that."""
+    step = batch_size + max(1, batch_size // GRID_SHARE)
+    return min([step, *(f for f in fixed if batch_size < f < step)])
+
+
+class _RunningMax:
+    """A non-decreasing M(b) from a per-b ``value`` that need not be: ``M(b)`` is the
+    largest ``value`` at the points ``1, after(1), after(after(1)), ...`` up to the first at or
+    above ``b`` (points where ``value`` raises :class:`ExtrapolationError` are left out).
+    ``check(b)`` raises where ``b`` itself is not answered. The points and their running
+    maxima are kept: each point is evaluated once."""
+
+    def __init__(
+        self,
+        value: Callable[[int], int],
+        check: Callable[[int], int],
+        after: Callable[[int], int],
+    ) -> None:
+        self.value, self.check, self.after = value, check, after
+        self._points: list[int] = []
+        self._maxima: list[int | None] = []  # over the points up to the same index
+
+    def _extend(self) -> None:
+        b = self.after(self._points[-1]) if self._points else 1
+        try:
+            here: int | None = self.value(b)
+        except ExtrapolationError:
+            here = None
+        before = self._maxima[-1] if self._maxima else None
+        self._points.append(b)
+        self._maxima.append(
+            here if before is None else before if here is None else max(before, here)
+        )
+
+    def points(self, up_to: int) -> Iterator[int]:
+        """The points in order, up to the first at or above ``up_to``."""
+        i = 0
+        while True:
+            if i == len(self._points):
+                self._extend()
+            yield self._points[i]
+            if self._points[i] >= up_to:
+                return
+            i += 1
+
+    def __call__(self, batch_size: int) -> int:
+        """M(``batch_size``); raises where ``check`` does."""
+        self.check(batch_size)
+        while not self._points or self._points[-1] < batch_size:
+            self._extend()
+        at = self._maxima[bisect.bisect_left(self._points, batch_size)]
+        return self.value(batch_size) if at is None else at
 
 
 def estimate_memory(

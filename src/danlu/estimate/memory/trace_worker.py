@@ -8,16 +8,18 @@ to stderr. Imports torch.
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import sys
 import time
 import traceback
 import weakref
+from collections.abc import Callable, Iterator
 from typing import IO, Any
 
 import torch
-from torch._subclasses.fake_tensor import FakeTensorMode
+from torch._subclasses.fake_tensor import FakeTensor, FakeTensorMode
 from torch.utils._python_dispatch import TorchDispatchMode
 from torch.utils._pytree import tree_flatten
 
@@ -126,10 +128,10 @@ def _trace_one(req: TraceRequest, batch_size: int) -> StepTrace:
     t0 = time.perf_counter()
     factory = steps.load_factory(req.model_ref, req.sys_path)
     foreach = True if req.target == "cuda" else None
-    with FakeTensorMode(allow_non_fake_inputs=False):
+    with FakeTensorMode(allow_non_fake_inputs=False) as mode:
         tracker = StorageTracker(req.target, req.probe_limit_bytes)
         with tracker:
-            model, make_batch, loss_fn = steps.build(factory, req.model_ref)
+            model, make_batch, loss_fn = _build(factory, req.model_ref, mode)
             model.train()
             modules, module_parameters = _layers(model)
             if req.checkpointing:
@@ -224,6 +226,62 @@ def _trace_one(req: TraceRequest, batch_size: int) -> StepTrace:
         modules=modules,
         module_parameters=module_parameters,
     )
+
+
+@contextlib.contextmanager
+def _swappable_fakes(mode: FakeTensorMode) -> Iterator[None]:
+    """Let ``Module._apply`` (``model.to(...)``, ``.float()``, ``.half()``...) convert the
+    fake parameters of ``mode``.
+
+    Under a fake mode ``Module._apply`` always replaces a parameter's contents in place with
+    ``torch.utils.swap_tensors``, which refuses a tensor any weakref points to; and the fake
+    mode's converter memo (a ``WeakValueDictionary``) holds one to every ``Parameter`` made
+    under it. Those memo entries are keyed by the ids of transient meta tensors that are never
+    looked up again, so dropping them before the swap loses nothing, and the swap keeps the
+    parameter's identity (an optimizer built later sees the converted one). Any other weakref
+    still makes the swap fail (see :func:`_build`)."""
+    memo = mode.fake_tensor_converter.tensor_memo
+    original: Callable[[torch.Tensor, torch.Tensor], None] = torch.utils.swap_tensors
+
+    def swap(t1: torch.Tensor, t2: torch.Tensor) -> None:
+        for t in (t1, t2):
+            if isinstance(t, FakeTensor):
+                keys = [
+                    ref.key
+                    for ref in weakref.getweakrefs(t)
+                    if isinstance(ref, weakref.KeyedRef) and memo.get(ref.key) is t
+                ]
+                for key in keys:
+                    del memo[key]
+        original(t1, t2)
+
+    torch.utils.swap_tensors = swap
+    try:
+        yield
+    finally:
+        torch.utils.swap_tensors = original
+
+
+def _build(
+    factory: Callable[[], Any], model_ref: str, mode: FakeTensorMode
+) -> tuple[torch.nn.Module, Any, Any]:
+    """:func:`steps.build` under ``mode``, with the factory free to move or cast its model
+    (:func:`_swappable_fakes`); a parameter that still cannot be converted (something else
+    holds a weakref to it) is a :class:`SpecError` on ``MODEL_REF`` saying what to change."""
+    try:
+        with _swappable_fakes(mode):
+            return steps.build(factory, model_ref)
+    except RuntimeError as exc:
+        cause = exc.__cause__
+        if "Couldn't swap" not in str(exc) or "weakref" not in str(cause):
+            raise
+        raise SpecError(
+            "MODEL_REF",
+            f"{model_ref} converts its model (.to(), .half(), .float()...) while something "
+            f"holds a weakref to a parameter ({exc}: {cause}); the tracer cannot convert such "
+            "a parameter: build the model in its final dtype and device (e.g. "
+            "nn.Linear(..., dtype=torch.float16)), or convert it before taking the weakrefs",
+        ) from None
 
 
 def _layers(model: torch.nn.Module) -> tuple[dict[str, int], dict[str, int]]:
