@@ -38,6 +38,7 @@ from danlu.server.app import (
     is_full,
 )
 from danlu.server.db import Database, upgrade_database
+from danlu.server.plane_lease import release_scheduler_lease, take_scheduler_lease
 from danlu.server.reconcile import tune_collector
 from danlu.server.run_as import check_run_as, close_home
 from danlu.server.services.users import bootstrap_admin
@@ -64,8 +65,9 @@ class Prepared:
     home_lock: IO[str] | None = None
 
     def close(self) -> None:
-        """Give up the home (its lock) and the socket; for callers that serve more than one
-        control plane in a process (tests)."""
+        """Give up the home (its lock), the database's ``scheduler`` lease and the socket;
+        for callers that serve more than one control plane in a process (tests)."""
+        self.app.state.reconciler.release_lease()
         if self.home_lock is not None:
             self.home_lock.close()
             self.home_lock = None
@@ -195,26 +197,60 @@ def advertised_host(host: str, announce: Callable[[str], None]) -> str:
     return loopback
 
 
-def _open_store(settings: Settings) -> str | None:
-    """Migrate the store and bootstrap the admin token; returns the token issued now
-    (``None`` when one was issued before). A store that cannot be reached is a :class:`ConfigError`
-    naming the URL (its password hidden)."""
+@dataclass
+class _Store:
+    """What :func:`_open_store` got from the store."""
+
+    issued: str | None
+    """The admin token issued now (``None``: one was issued before)."""
+    lease: str | None
+    """The token of the ``scheduler`` lease taken for this plane (``None``: none taken)."""
+
+
+def _open_store(settings: Settings, *, take_lease: bool) -> _Store:
+    """Migrate the store, take its ``scheduler`` lease when ``take_lease`` (one control
+    plane per database: :func:`take_scheduler_lease`, which waits for another plane's to
+    lapse and refuses a live one), then bootstrap the admin token: a plane refused leaves no
+    token behind. A store that cannot be reached is a :class:`ConfigError` naming the URL
+    (its password hidden)."""
     try:
         upgrade_database(settings.db_url)
         db = Database(settings.db_url)
         try:
-            with db.session() as session:
-                return bootstrap_admin(session, settings.admin_token_path)
+            lease = take_scheduler_lease(db, settings) if take_lease else None
+            try:
+                with db.session() as session:
+                    return _Store(bootstrap_admin(session, settings.admin_token_path), lease)
+            except BaseException:
+                if lease is not None:
+                    _release_scheduler(settings, lease)
+                raise
         finally:
             db.dispose()
     except OperationalError as exc:
-        shown = make_url(settings.db_url).render_as_string(hide_password=True)
-        reason = str(exc.orig or exc).strip().splitlines()[0]
-        fix = "free space on its disk" if is_full(exc) else "check that it is running and reachable"
-        raise ConfigError(
-            f"cannot open the database {shown} (--database-url, DANLU_DATABASE_URL): "
-            f"{reason}; {fix}"
-        ) from None
+        raise _unusable_store(settings, exc) from None
+
+
+def _unusable_store(settings: Settings, exc: OperationalError) -> ConfigError:
+    """The error of a store that cannot be reached (or written: a full disk), naming the URL
+    (its password hidden), the setting and the fix."""
+    shown = make_url(settings.db_url).render_as_string(hide_password=True)
+    reason = str(exc.orig or exc).strip().splitlines()[0]
+    fix = "free space on its disk" if is_full(exc) else "check that it is running and reachable"
+    return ConfigError(
+        f"cannot open the database {shown} (--database-url, DANLU_DATABASE_URL): {reason}; {fix}"
+    )
+
+
+def _release_scheduler(settings: Settings, token: str) -> None:
+    """Give the lease :func:`_open_store` took back (a start-up that failed after it)."""
+    db = Database(settings.db_url)
+    try:
+        release_scheduler_lease(db, token)
+    except OperationalError as exc:  # it lapses anyway
+        log.warning("cannot give the scheduler lease back: %s", exc)
+    finally:
+        db.dispose()
 
 
 def private_home(home: Path) -> None:
@@ -340,9 +376,12 @@ def prepare(
     follow_timeout: float = 3600.0,
 ) -> Prepared:
     """Lock the home (one control plane per home: :func:`lock_home`), migrate the store,
-    bootstrap the admin token (``{home}/admin.token``, mode 0600), find the GPUs, bind the
-    port and build the app with its local executor. The URL handed to the jobs and the CLI
-    names :func:`advertised_host` (this host's name for a wildcard ``host``)."""
+    take the database's ``scheduler`` lease (one control plane per database:
+    :func:`take_scheduler_lease`, which waits for another plane's to lapse and refuses a
+    live one; with ``start_loops`` only), bootstrap the admin token (``{home}/admin.token``,
+    mode 0600), find the GPUs, bind the port and build the app with its local executor,
+    whose reconcile loop holds that lease. The URL handed to the jobs and the CLI names
+    :func:`advertised_host` (this host's name for a wildcard ``host``)."""
     home = Path(settings.home)
     check_run_as(settings)
     try:
@@ -353,14 +392,19 @@ def prepare(
             f"--home {str(home)!r} (DANLU_HOME) cannot be used: {exc.strerror or exc}; give a "
             "directory this user can create and write"
         ) from None
+    lease: str | None = None
     try:
         if settings.run_as == "user":
             close_home(home)  # before the store is made, so that the database is private
         else:
             private_home(home)
         private_database(settings.db_url)  # before SQLite makes it
-        issued = _open_store(settings)
-        token = issued or settings.admin_token_path.read_text(encoding="utf-8").strip()
+        # the lease before the app writes the inventory to the store, serves, or runs a
+        # pass; a plane whose caller runs the passes by hand (start_loops=False: tests)
+        # takes it at its first pass, so that the caller's own loops may take it instead
+        store = _open_store(settings, take_lease=start_loops)
+        lease = store.lease
+        token = store.issued or settings.admin_token_path.read_text(encoding="utf-8").strip()
         if settings.executor != "local" and (fake_gpus or settings.fake_gpus):
             raise ConfigError(
                 f"--fake-gpus (DANLU_FAKE_GPUS) does not apply to the {settings.executor} "
@@ -397,7 +441,12 @@ def prepare(
             preempt_grace=preempt_grace,
             follow_timeout=follow_timeout,
         )
+        if lease is not None:
+            app.state.reconciler.hold_lease(lease)
+            lease = None
     except BaseException:
+        if lease is not None:
+            _release_scheduler(settings, lease)
         home_lock.close()
         raise
     return Prepared(app, sock, url, token, inventory, settings, home_lock)

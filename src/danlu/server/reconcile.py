@@ -36,9 +36,7 @@ import contextlib
 import enum
 import gc
 import logging
-import os
 import secrets
-import socket
 import threading
 import time
 from collections.abc import Iterator
@@ -46,7 +44,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from sqlalchemy import select, update
+from sqlalchemy import select
 
 from danlu.config import Settings
 from danlu.core.errors import ConfigError, DanluError, PlacementError
@@ -60,7 +58,6 @@ from danlu.executors import (
     StopReason,
     UnknownHandleError,
 )
-from danlu.executors.supervise import alive, proc_start_time
 from danlu.sched import default_registry
 from danlu.sched.policies.base import Policy
 from danlu.sched.policies.fifo import FifoPolicy
@@ -74,6 +71,17 @@ from danlu.server.inventory import InventoryRefresh
 from danlu.server.launching import LaunchStep
 from danlu.server.loops import PeriodicLoop
 from danlu.server.metrics import ServerMetrics
+from danlu.server.plane_lease import (
+    LEASE,
+    foreign_runs,
+    owner_id,
+    plane_home,
+    read_holder,
+    record_home,
+    release_scheduler_lease,
+    scheduler_lease_ttl,
+    take_lease,
+)
 from danlu.server.purge import Purger
 from danlu.server.services import jobs, locks, nodes
 from danlu.server.services.common import resolve_now
@@ -83,7 +91,6 @@ from danlu.server.services.usage import RecentUsageCache
 from danlu.server.services.view import StatusCache, build_snapshot, lost_gpus
 
 log = logging.getLogger(__name__)
-LEASE = "scheduler"
 
 
 @dataclass
@@ -103,22 +110,6 @@ class RoundReport(upkeep.Upkeep):
     purged: list[str] = field(default_factory=list)
     """Finished jobs whose metrics, logs and checkpoints the retention deleted."""
     errors: list[str] = field(default_factory=list)
-
-
-def _owner_id() -> str:
-    pid = os.getpid()
-    return f"{socket.gethostname()}:{pid}:{proc_start_time(pid)}"
-
-
-def _dead_here(owner: str | None) -> bool:
-    """True if ``owner`` (``host:pid:start``) was a process on this host that is gone."""
-    if not owner:
-        return False
-    host, _, rest = owner.partition(":")
-    pid, _, start = rest.partition(":")
-    if host != socket.gethostname() or not pid.isdigit():
-        return False
-    return not alive(int(pid), int(start) if start.isdigit() else None)
 
 
 def _describe(status: ExecStatus | None) -> tuple[bool, int | None, str]:
@@ -287,9 +278,15 @@ class Reconciler(LaunchStep):
         """The grace of a preemption, a move or a drain for a job whose spec asks for none
         (``DANLU_PREEMPT_GRACE``); the executor gives a job that asked for one its own."""
         self.interval = settings.interval
-        self.ttl = lease_ttl if lease_ttl is not None else max(10.0, 5 * settings.interval)
+        self.ttl = lease_ttl if lease_ttl is not None else scheduler_lease_ttl(settings)
         self.token = secrets.token_hex(16)
-        self.owner = _owner_id()
+        self.owner = owner_id()
+        self.home = plane_home(settings)
+        """How the lease names this plane (:func:`~danlu.server.plane_lease.plane_home`)."""
+        self._leading = False
+        """This loop held the lease at its last pass (or was handed it at start-up)."""
+        self._refused: str | None = None
+        """Why this loop last declined the lease it took (:func:`foreign_runs`), logged once."""
         self.checkpoints = Path(settings.home) / "checkpoints"
         self._adopted = False
         self.purger = Purger(db, executor, self.checkpoints, settings.retention_days)
@@ -322,9 +319,19 @@ class Reconciler(LaunchStep):
     def stop(self, timeout: float = 30.0) -> None:
         """Stop the thread (after the current pass) and give the lease back."""
         self._loop.stop(timeout)
+        self.release_lease()
+
+    def hold_lease(self, token: str) -> None:
+        """Make the ``scheduler`` lease the plane took at start-up
+        (:func:`~danlu.server.plane_lease.take_scheduler_lease`) this loop's, before its
+        first pass: its passes renew it."""
+        self.token = token
+        self._leading = True
+
+    def release_lease(self) -> None:
+        """Give the ``scheduler`` lease back if this loop holds it (its home stays recorded)."""
         try:
-            with self.db.session() as session:
-                locks.release_if_token(session, Lease, [LEASE], self.token)
+            release_scheduler_lease(self.db, self.token)
         except Exception as exc:  # shutting down: the lease expires anyway
             log.warning("reconcile: cannot release the lease: %s", exc)
 
@@ -367,28 +374,38 @@ class Reconciler(LaunchStep):
             return report
 
     def _lease(self, t: float) -> bool:
+        """Renew or take the ``scheduler`` lease; whether this loop may act this pass. A
+        loop that loses the lease (it hung past the TTL and another plane took it) says so
+        and stops acting; one that takes it where another home's runs may be alive
+        (:func:`foreign_runs`) gives it back and says why."""
         with self.db.session() as session:
-            if locks.acquire_lease(session, LEASE, self.token, self.ttl, t, self.owner):
-                return True
-            lease = session.get(Lease, LEASE)
-            if lease is None or lease.lock_token is None or not _dead_here(lease.lock_owner):
+            took = take_lease(session, self.token, self.owner, self.ttl, t)
+            if took is locks.LeaseTake.HELD:
+                if self._leading:
+                    log.error(
+                        "reconcile: lost the scheduler lease to %s: another control plane "
+                        "took it over (this one did not renew it within %.0f s: a pass ran "
+                        "longer, or the process hung); this plane stops scheduling while the "
+                        "other holds it. Two control planes on one database run jobs twice: "
+                        "stop one of them",
+                        read_holder(session).describe(),
+                        self.ttl,
+                    )
+                self._leading = False
                 return False
-            dead = lease.lock_owner
-            values = {
-                "lock_token": self.token,
-                "lock_expires_at": t + self.ttl,
-                "lock_owner": self.owner,
-            }
-            if not locks.update_if_token(session, Lease, LEASE, lease.lock_token, values):
-                return False
-            # The dead leader's job locks would otherwise block us until they expire.
-            session.execute(
-                update(Job)
-                .where(Job.lock_owner == dead)
-                .values(lock_token=None, lock_expires_at=None, lock_owner=None)
-                .execution_options(synchronize_session=False)
-            )
-            log.info("reconcile: took the lease over from %s (no longer running)", dead)
+            if took is locks.LeaseTake.TAKEN:
+                refusal = foreign_runs(session, self.home)
+                if refusal is not None:
+                    locks.release_if_token(session, Lease, [LEASE], self.token)
+                    if refusal != self._refused:
+                        log.error("reconcile: not scheduling: %s", refusal)
+                    self._refused = refusal
+                    self._leading = False
+                    return False
+                record_home(session, self.token, self.home)
+                self._adopted = False  # another plane may have held it: re-attach
+            self._refused = None
+            self._leading = True
             return True
 
     def adopt(self) -> list[Handle]:

@@ -9,7 +9,8 @@ from alembic.config import Config
 from alembic.runtime.migration import MigrationContext
 from alembic.script import ScriptDirectory
 from alembic.util import CommandError
-from sqlalchemy import Connection, Engine
+from sqlalchemy import Connection, Engine, text
+from sqlalchemy.exc import DBAPIError, OperationalError
 
 from danlu.core.errors import ConfigError
 from danlu.server.db.engine import make_engine
@@ -54,20 +55,45 @@ def _check_known(conn: Connection, script: ScriptDirectory) -> None:
         )
 
 
+MIGRATION_LOCK = 0x64616E6C75
+"""The PostgreSQL advisory lock (``pg_advisory_xact_lock``, per database) an upgrade holds
+until it commits, so that planes started together migrate one after the other."""
+
+
+def _first_line(exc: DBAPIError) -> str:
+    lines = str(exc.orig or exc).strip().splitlines()
+    return lines[0] if lines else type(exc.orig or exc).__name__
+
+
 def upgrade_database(url_or_engine: str | Engine, revision: str = "head") -> None:
-    """Migrate the database to ``revision`` (default: the newest). Idempotent. A database at
-    a revision this danlu does not know (newer), or one Alembic cannot migrate, is a
-    :class:`ConfigError` naming it (its password hidden)."""
+    """Migrate the database to ``revision`` (default: the newest). Idempotent, and safe to
+    run from several processes at once: on PostgreSQL the upgrade holds an advisory lock
+    (:data:`MIGRATION_LOCK`) until it commits, and a SQLite upgrade runs in ``BEGIN
+    IMMEDIATE`` transactions (the database's write lock), so the later ones find the database
+    migrated. A database at a revision this danlu does not know (newer), one Alembic cannot
+    migrate, or a database error on the way is a :class:`ConfigError` naming it (its password
+    hidden); an :class:`~sqlalchemy.exc.OperationalError` (unreachable, disk full) is raised
+    as it is, for the caller to name its setting and the fix."""
     engine = make_engine(url_or_engine) if isinstance(url_or_engine, str) else url_or_engine
+    shown = engine.url.render_as_string(hide_password=True)
     try:
         config = alembic_config()
         with engine.begin() as conn:
+            if conn.dialect.name == "postgresql":
+                conn.execute(text("SELECT pg_advisory_xact_lock(:key)"), {"key": MIGRATION_LOCK})
             _check_known(conn, ScriptDirectory.from_config(config))
             config.attributes["connection"] = conn
             command.upgrade(config, revision)
     except CommandError as exc:
-        shown = engine.url.render_as_string(hide_password=True)
         raise ConfigError(f"cannot migrate the database {shown}: {exc}") from None
+    except OperationalError:
+        raise
+    except DBAPIError as exc:
+        raise ConfigError(
+            f"cannot migrate the database {shown}: {_first_line(exc)}; check that its user may "
+            "create and change tables there (PostgreSQL: GRANT ALL ON SCHEMA public TO that "
+            "user), and start danlu again"
+        ) from None
     finally:
         if isinstance(url_or_engine, str):
             engine.dispose()

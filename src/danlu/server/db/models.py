@@ -524,3 +524,8 @@ class Lease(LockMixin, Base):
     __tablename__ = "leases"
 
     id: Mapped[str] = mapped_column(String(64), primary_key=True)
+    home: Mapped[str | None] = mapped_column(Text, default=None)
+    """The control plane that last held the lease, as
+    :func:`~danlu.server.plane_lease.plane_home` names it (its home, with its host for the
+    local executor, whose runs are that host's processes); kept when the lease is given back,
+    so that a plane of another home can tell that the running jobs' runs are not its own."""

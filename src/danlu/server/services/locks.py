@@ -13,6 +13,7 @@ pending work of its own.
 
 from __future__ import annotations
 
+import enum
 from collections.abc import Iterable, Mapping, Sequence
 from typing import Any, TypeVar
 
@@ -143,15 +144,27 @@ def update_if_token(
     return _update(session, model, and_(model.id == key, model.lock_token == token), values) == 1
 
 
-def acquire_lease(
+class LeaseTake(enum.Enum):
+    """What :func:`take_lease` did."""
+
+    RENEWED = "renewed"
+    """The lease was this token's already: its expiry was pushed."""
+    TAKEN = "taken"
+    """The lease was free (or its holder's had expired): it is this token's now."""
+    HELD = "held"
+    """Another token holds the lease (unexpired): nothing changed."""
+
+
+def take_lease(
     session: Session,
     name: str,
     token: str,
     ttl: float,
     now: float | None = None,
     owner: str | None = None,
-) -> bool:
-    """Take (or renew, with the same token) the named singleton lease. Commits."""
+) -> LeaseTake:
+    """Take (or renew, with the same token) the named singleton lease, saying which.
+    Commits."""
     if session.get(Lease, name) is None:
         try:
             with session.begin_nested():
@@ -160,5 +173,20 @@ def acquire_lease(
             pass  # another process created it first
         session.commit()
     if name in extend(session, Lease, [name], token, ttl, now):
-        return True
-    return name in claim(session, Lease, [name], token, ttl, now, owner)
+        return LeaseTake.RENEWED
+    if name in claim(session, Lease, [name], token, ttl, now, owner):
+        return LeaseTake.TAKEN
+    return LeaseTake.HELD
+
+
+def acquire_lease(
+    session: Session,
+    name: str,
+    token: str,
+    ttl: float,
+    now: float | None = None,
+    owner: str | None = None,
+) -> bool:
+    """Take (or renew, with the same token) the named singleton lease; whether this token
+    holds it. Commits."""
+    return take_lease(session, name, token, ttl, now, owner) is not LeaseTake.HELD

@@ -1,0 +1,236 @@
+"""The ``scheduler`` lease: one control plane per database.
+
+The reconcile loop acts only while it holds the ``scheduler`` lease (a :class:`Lease` row
+locked with its token, renewed every pass, :func:`scheduler_lease_ttl` seconds long). A
+plane that starts takes it before it serves or runs a pass (:func:`take_scheduler_lease`):
+while another plane holds it, the start waits for it to lapse and is refused when the other
+keeps renewing it. A holder that was a process of this host that is gone (``kill -9``) is
+taken over at once (:func:`take_lease`), so the same home's plane restarts at once.
+
+The lease also names the home of the plane that last held it (:attr:`Lease.home`, kept when
+given back, :func:`plane_home`): the runs of a home's jobs are that home's executor's
+(local processes under its supervisors, or the records of a Slurm or Ray plane), invisible
+to a plane of another home, which would launch every running job again. A plane that takes
+the lease where another home's jobs still hold GPUs gives it back (:func:`foreign_runs`).
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+import secrets
+import socket
+import time
+from collections.abc import Callable
+from dataclasses import dataclass
+from pathlib import Path
+
+from sqlalchemy import func, select, update
+from sqlalchemy.orm import Session
+
+from danlu.config import Settings
+from danlu.core.errors import ConfigError
+from danlu.executors.supervise import alive, proc_start_time
+from danlu.server.db import Database, Job, Lease
+from danlu.server.services import locks
+from danlu.server.services.projects import HOLDING
+
+log = logging.getLogger(__name__)
+LEASE = "scheduler"
+"""The name of the reconcile loop's lease."""
+
+LEASE_GRACE = 2.0
+"""Seconds a starting plane waits past the expiry of another plane's ``scheduler`` lease
+before it concludes that the other renews it (alive): two hosts' clocks differ a little."""
+LEASE_POLL = 0.5
+"""Seconds between a starting plane's tries to take a lease another plane holds."""
+LEASE_WAIT_CAP = 600.0
+"""The longest a starting plane waits for a lease to lapse (an expiry far off, written by a
+host whose clock runs ahead, is not waited out)."""
+
+
+def scheduler_lease_ttl(settings: Settings) -> float:
+    """Seconds the ``scheduler`` lease lasts unless renewed: five passes, at least 10."""
+    return max(10.0, 5 * settings.interval)
+
+
+def plane_home(settings: Settings) -> str:
+    """How the ``scheduler`` lease names a control plane (:attr:`Lease.home`): its home,
+    resolved, with this host's name for the local executor, whose runs are this host's
+    processes under that home's supervisors (a Slurm or Ray plane's runs are the cluster's,
+    their records on the shared home, so its host does not matter)."""
+    home = Path(settings.home).resolve()
+    if settings.executor == "local":
+        return f"{home} on {socket.gethostname()} (local executor)"
+    return f"{home} ({settings.executor} executor)"
+
+
+def owner_id() -> str:
+    pid = os.getpid()
+    return f"{socket.gethostname()}:{pid}:{proc_start_time(pid)}"
+
+
+def describe_owner(owner: str | None) -> str:
+    """``host:pid:start`` as ``pid PID on HOST``."""
+    if not owner:
+        return "an unnamed process"
+    host, _, rest = owner.partition(":")
+    pid = rest.partition(":")[0]
+    return f"pid {pid} on {host}" if pid else owner
+
+
+def dead_here(owner: str | None) -> bool:
+    """True if ``owner`` (``host:pid:start``) was a process on this host that is gone."""
+    if not owner:
+        return False
+    host, _, rest = owner.partition(":")
+    pid, _, start = rest.partition(":")
+    if host != socket.gethostname() or not pid.isdigit():
+        return False
+    return not alive(int(pid), int(start) if start.isdigit() else None)
+
+
+@dataclass(frozen=True)
+class Holder:
+    """The ``scheduler`` lease as one read of it saw it."""
+
+    token: str | None
+    owner: str | None
+    expires_at: float | None
+    home: str | None
+
+    def describe(self) -> str:
+        """The holder for an operator: its process, host and home (when recorded)."""
+        home = f", home {self.home}" if self.home else ""
+        return f"{describe_owner(self.owner)}{home}"
+
+
+def read_holder(session: Session) -> Holder:
+    """The lease's row, read afresh (the identity map's copy predates the locks' Core
+    updates)."""
+    row = session.execute(
+        select(Lease.lock_token, Lease.lock_owner, Lease.lock_expires_at, Lease.home).where(
+            Lease.id == LEASE
+        )
+    ).one_or_none()
+    return Holder(*row) if row is not None else Holder(None, None, None, None)
+
+
+def take_lease(session: Session, token: str, owner: str, ttl: float, t: float) -> locks.LeaseTake:
+    """Renew or take the ``scheduler`` lease with ``token``; one another holds is taken over
+    at once when its holder was a process of this host that is gone (``kill -9``: a restart
+    on the same home must not wait its TTL out), the dead holder's job locks released.
+    Commits."""
+    took = locks.take_lease(session, LEASE, token, ttl, t, owner)
+    if took is not locks.LeaseTake.HELD:
+        return took
+    holder = read_holder(session)
+    if holder.token is None or not dead_here(holder.owner):
+        return took
+    values = {"lock_token": token, "lock_expires_at": t + ttl, "lock_owner": owner}
+    if not locks.update_if_token(session, Lease, LEASE, holder.token, values):
+        return took
+    # The dead leader's job locks would otherwise block us until they expire.
+    session.execute(
+        update(Job)
+        .where(Job.lock_owner == holder.owner)
+        .values(lock_token=None, lock_expires_at=None, lock_owner=None)
+        .execution_options(synchronize_session=False)
+    )
+    session.commit()
+    log.info("reconcile: took the lease over from %s (no longer running)", holder.owner)
+    return locks.LeaseTake.TAKEN
+
+
+def foreign_runs(session: Session, home: str) -> str | None:
+    """Why the plane of ``home``, which has just taken the lease, must not act: the lease's
+    last holder was a plane of another home (:attr:`Lease.home`) and jobs still hold GPUs.
+    Their runs were launched by that home's executor, may still be alive, and are not this
+    plane's executor's to see: polled, each would be unknown and launched again (two runs of
+    one job, a cancel stopping one). ``None`` when it may act."""
+    previous = read_holder(session).home
+    if previous is None or previous == home:
+        return None
+    holding = select(Job.id).where(Job.state.in_(HOLDING))
+    count = session.scalar(select(func.count()).select_from(holding.subquery())) or 0
+    if not count:
+        return None
+    shown = list(session.scalars(holding.order_by(Job.id).limit(3)))
+    more = f" and {count - len(shown)} more" if count > len(shown) else ""
+    return (
+        f"the database's running jobs ({', '.join(shown)}{more}) were launched by the control "
+        f"plane of home {previous}; their runs may still be alive, and this plane (home "
+        f"{home}) cannot see them, so it would run those jobs a second time. Start danlu on "
+        "that home again to let them finish or cancel them, and stop it before starting "
+        "this one; or give this one another database (--database-url, DANLU_DATABASE_URL)"
+    )
+
+
+def record_home(session: Session, token: str, home: str) -> None:
+    """Name ``home`` the lease's holder (it holds it with ``token``). Commits."""
+    locks.update_if_token(session, Lease, LEASE, token, {"home": home})
+    session.commit()
+
+
+def take_scheduler_lease(
+    db: Database,
+    settings: Settings,
+    *,
+    clock: Callable[[], float] = time.time,
+    sleep: Callable[[float], None] = time.sleep,
+) -> str:
+    """Take the database's ``scheduler`` lease for a control plane that starts (before it
+    serves or runs a pass): one control plane per database. Returns the lease's token, for
+    the plane's loop (:meth:`~danlu.server.reconcile.Reconciler.hold_lease`).
+
+    A lease another plane holds is waited for until it lapses (its expiry, at most
+    :data:`LEASE_WAIT_CAP` seconds away, plus :data:`LEASE_GRACE`); a live holder renews it
+    meanwhile, and the start is refused. A holder that was a process of this host that is
+    gone (the same home's plane, ``kill -9``'d) is taken over at once. A database whose
+    running jobs were launched from another home is refused too (:func:`foreign_runs`).
+    Raises :class:`ConfigError` naming the holder, or that home, and the fix."""
+    token = secrets.token_hex(16)
+    owner = owner_id()
+    ttl = scheduler_lease_ttl(settings)
+    home = plane_home(settings)
+    shown = db.engine.url.render_as_string(hide_password=True)
+    deadline: float | None = None
+    while True:
+        t = clock()
+        with db.session() as session:
+            took = take_lease(session, token, owner, ttl, t)
+            if took is locks.LeaseTake.HELD:
+                holder = read_holder(session)
+                refusal = None
+            else:
+                refusal = foreign_runs(session, home)
+                if refusal is None:
+                    record_home(session, token, home)
+                    return token
+                locks.release_if_token(session, Lease, [LEASE], token)
+        if refusal is not None:
+            raise ConfigError(f"cannot use the database {shown}: {refusal}")
+        if deadline is None:
+            expires = holder.expires_at if holder.expires_at is not None else t
+            deadline = min(max(expires, t), t + LEASE_WAIT_CAP) + LEASE_GRACE
+            log.warning(
+                "another control plane (%s) holds the scheduler lease of the database %s; "
+                "waiting up to %.0f s for it to lapse",
+                holder.describe(),
+                shown,
+                deadline - t,
+            )
+        if t >= deadline:
+            raise ConfigError(
+                f"another control plane uses the database {shown}: {holder.describe()} holds "
+                "its scheduler lease and keeps renewing it (one control plane per database); "
+                "stop that one, or give this one another database (--database-url, "
+                "DANLU_DATABASE_URL)"
+            )
+        sleep(min(LEASE_POLL, max(deadline - t, 0.01)))
+
+
+def release_scheduler_lease(db: Database, token: str) -> None:
+    """Give the ``scheduler`` lease back if ``token`` holds it (its home stays recorded)."""
+    with db.session() as session:
+        locks.release_if_token(session, Lease, [LEASE], token)
