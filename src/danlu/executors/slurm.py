@@ -43,13 +43,19 @@ filesystem the nodes share, as Slurm clusters' home directories are.
   node checkpointed with no stop danlu asked for (its host sent SIGTERM to that node alone),
   the executor stops the others once, as a preemption, with the job's grace
   (:meth:`SlurmExecutor._gang_stop`).
-- **Exit.** The exit every node's task recorded in the run directory
-  (:func:`~danlu.executors.base.gang_exit`: the first failure in time that is not a
-  checkpoint, else 75 or 0), else the batch job's exit code (``scontrol show job``:
-  ``ExitCode``), classifies the run as :func:`~danlu.executors.base.classify_exit` does;
+- **Exit.** The exit the nodes' tasks recorded in the run directory
+  (:func:`~danlu.executors.slurm_exits.recorded_exit`: the first failure in time that is not
+  a checkpoint, as soon as one is recorded, else 75 or 0 once every node recorded its exit),
+  else the batch job's exit code (``scontrol show job``: ``ExitCode``; none for a job
+  cancelled before it started), classifies the run as
+  :func:`~danlu.executors.base.classify_exit` does;
   ``OUT_OF_MEMORY`` is OOM and ``NODE_FAIL`` a preemption (re-queued to resume from its
   checkpoint). The recorded exits also serve when Slurm has forgotten the job (its
   ``MinJobAge`` passed while the control plane was away).
+- **Submission.** An ``sbatch`` that timed out may have been taken all the same (a busy
+  controller handles a request its client gave up on): the run is kept and tracked by its
+  job name (``danlu.JOB_ID.ATTEMPT``), never submitted again; of several jobs of that name
+  the first is the run's and the others are cancelled (:meth:`SlurmExecutor._unconfirmed`).
 - **Nodes.** A launch onto a node Slurm reports down, drained or failing raises
   :class:`~danlu.executors.errors.NodeLaunchError`, which the control plane counts against
   the node (and cordons it after a few).
@@ -59,6 +65,7 @@ from __future__ import annotations
 
 import contextlib
 import logging
+import re
 import shlex
 import shutil
 import sys
@@ -81,7 +88,6 @@ from danlu.executors.base import (
     RunState,
     StopReason,
     classify_exit,
-    gang_exit,
     job_environment,
     master_port,
     node_devices,
@@ -94,6 +100,7 @@ from danlu.executors.errors import (
     NodeLaunchError,
 )
 from danlu.executors.rundirs import DEFAULT_PREEMPT_GRACE, RunDirExecutor
+from danlu.executors.slurm_exits import never_ran, node_exits, recorded_exit, slurm_exit
 from danlu.executors.slurmctl import (
     LAUNCH_FAILURE,
     SlurmCommands,
@@ -120,6 +127,8 @@ processes (whose end ends it)."""
 _PRIVATE_PREFIXES = ("SLURM_", "SBATCH_", "SRUN_", "SALLOC_")
 _BAD_NODE_STATES = ("DOWN", "DRAIN", "FAIL", "NOT_RESPONDING", "POWERED_DOWN", "INVAL")
 _STATE_PREFIX = "danlu"
+_UNSENT = re.compile(r"connect failure|Connection refused", re.IGNORECASE)
+"""What ``sbatch`` says when it could not reach the controller at all (nothing was sent)."""
 
 
 def _launch_fields() -> dict[str, records.Check]:
@@ -133,6 +142,8 @@ def _launch_fields() -> dict[str, records.Check]:
     fields["term_due"] = number
     fields["gave_up_at"] = number  # when the executor cancelled the run Slurm kept pending
     fields["pending_reason"] = lambda v: isinstance(v, str)  # Slurm's reason then
+    fields["sbatch_failed_at"] = number  # when sbatch failed as the controller unanswering
+    fields["sbatch_error"] = lambda v: isinstance(v, str)  # what it said (_unconfirmed)
     return fields
 
 
@@ -277,7 +288,9 @@ class SlurmExecutor(RunDirExecutor, MultiNodeExecutor, GpuSharingExecutor):
         :class:`GpusBusyError` while another job's run holds one of its GPUs,
         :class:`NodeLaunchError` when Slurm reports one of its nodes down or drained,
         :class:`ExecutorUnavailableError` when Slurm's controller cannot be reached (nothing
-        was submitted), and :class:`LaunchError` when ``sbatch`` refuses it."""
+        was submitted), and :class:`LaunchError` when ``sbatch`` refuses it. An ``sbatch``
+        that timed out (Slurm may have taken the job) returns the run's handle, tracked by
+        its job name (:meth:`_unconfirmed`)."""
         cluster = self.inventory()
         run_dir = self._clear_for(job, cluster)
         names = [cluster.nodes[i].name for i in job.nodes]
@@ -329,7 +342,7 @@ class SlurmExecutor(RunDirExecutor, MultiNodeExecutor, GpuSharingExecutor):
         supervise.write_json(run_dir / supervise.LAUNCH, record)
         options = [  # the admin's first: sbatch lets a later option win, and the run's must
             *self._sbatch_options,
-            f"--job-name={_STATE_PREFIX}.{job.job_id}.{job.run_attempt}",
+            f"--job-name={_run_name(job.job_id, job.run_attempt)}",
             f"--nodes={count}",
             "--ntasks-per-node=1",
             "--oversubscribe",
@@ -346,9 +359,11 @@ class SlurmExecutor(RunDirExecutor, MultiNodeExecutor, GpuSharingExecutor):
             if token is not None:
                 submission["DANLU_TOKEN"] = token
             slurm_id = self._commands.sbatch(options, str(batch), submission)
-        except SlurmUnavailableError:
-            shutil.rmtree(run_dir, ignore_errors=True)
-            raise
+        except SlurmUnavailableError as exc:
+            if _unsent(exc):
+                shutil.rmtree(run_dir, ignore_errors=True)
+                raise
+            return self._unconfirmed(job, run_dir, record, exc)
         except SlurmError as exc:
             shutil.rmtree(run_dir, ignore_errors=True)
             raise LaunchError(f"Slurm refused job {job.job_id}: {exc}") from exc
@@ -360,6 +375,25 @@ class SlurmExecutor(RunDirExecutor, MultiNodeExecutor, GpuSharingExecutor):
             raise
         self._states[slurm_id] = SlurmJob(slurm_id, "PENDING")
         self._started(run_dir, record)
+        return Handle(job.job_id, job.run_attempt)
+
+    def _unconfirmed(
+        self, job: JobLaunch, run_dir: Path, record: dict[str, Any], exc: SlurmError
+    ) -> Handle:
+        """``sbatch`` failed as a controller that did not answer in time (``Socket timed
+        out``, the commands' own timeout): a busy controller still takes a request whose
+        client gave up, so the job may be in Slurm, and submitting the run again (the control
+        plane's next pass) would run it twice. The run is kept instead, tracked by its job
+        name: the job Slurm lists under it, now or at a later poll, is the run's
+        (:meth:`_slurm_id`); one that Slurm does not list within :data:`START_TIMEOUT` seconds
+        of the failure was not submitted, and the run ends re-queued (:meth:`_status`)."""
+        log.warning("sbatch of job %s failed, tracked by its name: %s", job.job_id, exc)
+        record["sbatch_failed_at"] = self._clock()
+        record["sbatch_error"] = str(exc)
+        _save_launch(run_dir, record)
+        self._started(run_dir, record)
+        with contextlib.suppress(SlurmError):  # still unanswered: looked up at the polls
+            self._slurm_id(run_dir, record)
         return Handle(job.job_id, job.run_attempt)
 
     def _check_nodes(self, names: Sequence[str]) -> None:
@@ -411,15 +445,24 @@ class SlurmExecutor(RunDirExecutor, MultiNodeExecutor, GpuSharingExecutor):
 
     def _slurm_id(self, run_dir: Path, launch: dict[str, Any]) -> int | None:
         """The run's Slurm job id; looked up by name when the launch record lacks it (a
-        control plane stopped between ``sbatch`` and writing the id)."""
+        control plane stopped between ``sbatch`` and writing the id, an ``sbatch`` that timed
+        out: :meth:`_unconfirmed`). Of several jobs of that name the first that Slurm may
+        still run is the run's, and the others are cancelled (the run is one Slurm job)."""
         if "slurm_id" in launch:
             return int(launch["slurm_id"])
-        found = self._commands.find(f"{_STATE_PREFIX}.{launch['job_id']}.{launch['attempt']}")
+        found = sorted(self._commands.find(_run_name(launch["job_id"], launch["attempt"])))
         if not found:
             return None
-        launch["slurm_id"] = max(found)
+        kept = found[-1]
+        if len(found) > 1:
+            live = [i for i, job in sorted(self._commands.jobs(found).items()) if job.running]
+            kept = live[0] if live else kept
+            for extra in live[1:]:
+                log.warning("cancelling Slurm job %s, a duplicate of job %s", extra, kept)
+                self._commands.cancel(extra)
+        launch["slurm_id"] = kept
         _save_launch(run_dir, launch)
-        return int(launch["slurm_id"])
+        return kept
 
     def _slurm_state(self, slurm_id: int) -> SlurmJob | None:
         """Slurm's state of ``slurm_id``; every live run is asked in one ``squeue`` call,
@@ -439,11 +482,10 @@ class SlurmExecutor(RunDirExecutor, MultiNodeExecutor, GpuSharingExecutor):
             return recorded
         slurm_id = self._slurm_id(run_dir, launch)
         if slurm_id is None:
-            if self._clock() - launch["launched_at"] < START_TIMEOUT:
+            since = launch.get("sbatch_failed_at", launch["launched_at"])
+            if self._clock() - since < START_TIMEOUT:
                 return ExecStatus(RunState.RUNNING, stop_reason=reason)
-            return self._record(
-                run_dir, {"outcome": Outcome.FAILED.value, "error": "never reached Slurm"}, reason
-            )
+            return self._record(run_dir, _unsubmitted(launch, reason), reason)
         state = self._slurm_state(slurm_id)
         if state is not None and state.running:
             pending = state.state == "PENDING"
@@ -497,19 +539,22 @@ class SlurmExecutor(RunDirExecutor, MultiNodeExecutor, GpuSharingExecutor):
         started = launch.get("launched_at")
         error = ""
         state = ""
-        exits = list(_node_exits(run_dir, launch).values())
-        recorded = bool(exits) and len(exits) == len(launch.get("nodes") or [])
+        exits = node_exits(run_dir, launch)
+        recorded = recorded_exit(exits, len(launch.get("nodes") or []))
         if job is not None:
             (code, sig), state = slurm_exit(job), job.state
             started = job.started_at or started
             finished = job.finished_at or finished
-        if recorded:  # the job's own exit on every node
-            code, sig = gang_exit(c for _, c in sorted(exits)), None
+        if recorded is not None:  # the job's own exit: every node's, or a failure's
+            code, sig = recorded, None
         elif "gave_up_at" in launch and not exits:  # never started: nothing ran
             code, sig, started, state = None, None, None, ""
             error = self._unstarted(slurm_id, launch)
         elif job is None:
             error = f"Slurm no longer knows job {slurm_id} and its exit was not recorded"
+        elif not exits and never_ran(job):
+            code, sig, started = None, None, None
+            error = f"Slurm job {slurm_id} was cancelled before it started"
         elif job.reason == LAUNCH_FAILURE and not exits:
             code, sig, started = None, None, None
             where = ", ".join(launch.get("nodes") or []) or "its node"
@@ -564,7 +609,7 @@ class SlurmExecutor(RunDirExecutor, MultiNodeExecutor, GpuSharingExecutor):
         nodes = launch.get("nodes") or []
         if len(nodes) < 2:
             return
-        codes = {name: code for name, (_, code) in _node_exits(run_dir, launch).items()}
+        codes = {name: code for name, (_, code) in node_exits(run_dir, launch).items()}
         if PREEMPTED_EXIT_CODE not in codes.values() or len(codes) >= len(nodes):
             return
         if any(code not in (0, PREEMPTED_EXIT_CODE) for code in codes.values()):
@@ -654,33 +699,6 @@ class SlurmExecutor(RunDirExecutor, MultiNodeExecutor, GpuSharingExecutor):
             self._term_sent(run_dir, launch)
 
 
-def _node_exits(run_dir: Path, launch: Mapping[str, Any]) -> dict[str, tuple[float, int]]:
-    """(when, status) of the exit the task on each of the run's nodes recorded, by node (those
-    that recorded none yet absent)."""
-    exits: dict[str, tuple[float, int]] = {}
-    for name in launch.get("nodes") or []:
-        data = supervise.read_json(slurm_task.exit_path(run_dir, name))
-        if data and isinstance(data.get("exit_code"), int):
-            when = data.get("finished_at")
-            at = float(when) if isinstance(when, int | float) else 0.0
-            exits[name] = (at, int(data["exit_code"]))
-    return exits
-
-
-def slurm_exit(job: SlurmJob) -> tuple[int | None, int | None]:
-    """The exit code and signal of the ended Slurm job ``job`` as Slurm recorded them
-    (``ExitCode``), but for the ``0:0`` Slurm records for jobs that did not exit: a job
-    ``CANCELLED`` was killed (137, signal 9), and one lost with its node (``NODE_FAIL``) has
-    none (None, None: it was killed with its node, no exit was seen)."""
-    code, sig = job.exit_code, job.signal
-    if sig is None and not code:
-        if job.state == "CANCELLED":
-            return 128 + 9, 9
-        if job.state == "NODE_FAIL":
-            return None, None
-    return code, sig
-
-
 def slurm_pattern(path: str) -> str:
     """``path`` as a Slurm filename pattern (``--output``, ``--error``) that names it:
     ``%`` doubled (``%j`` would be the job id). Raises :class:`ExecutorError` for a path
@@ -692,6 +710,33 @@ def slurm_pattern(path: str) -> str:
             "use a danlu home without one"
         )
     return path.replace("%", "%%")
+
+
+def _run_name(job_id: str, attempt: int) -> str:
+    """The Slurm job name of run ``attempt`` of job ``job_id`` (``danlu.JOB_ID.ATTEMPT``)."""
+    return f"{_STATE_PREFIX}.{job_id}.{attempt}"
+
+
+def _unsent(exc: SlurmError) -> bool:
+    """Whether the failed ``sbatch`` of ``exc`` surely submitted nothing: it could not be
+    started, or it could not connect to the controller (a timeout leaves it unknown)."""
+    return isinstance(exc.__cause__, OSError) or bool(_UNSENT.search(str(exc)))
+
+
+def _unsubmitted(launch: Mapping[str, Any], reason: StopReason | None) -> dict[str, Any]:
+    """The result of a run Slurm never listed: the control plane stopped before its
+    ``sbatch``, a failed launch; or its ``sbatch`` timed out and Slurm did not take it
+    (:meth:`SlurmExecutor._unconfirmed`), no fault of the job's: re-queued as a preemption
+    is, but when it was being cancelled."""
+    if "sbatch_failed_at" not in launch:
+        return {"outcome": Outcome.FAILED.value, "error": "never reached Slurm"}
+    requeued = reason is not StopReason.CANCEL
+    return {
+        "outcome": (Outcome.PREEMPTED if requeued else Outcome.FAILED).value,
+        "error": f"{launch.get('sbatch_error', 'sbatch failed')}; Slurm never listed job "
+        f"{_run_name(launch['job_id'], launch['attempt'])}: it was not submitted"
+        + ("; re-queued" if requeued else ""),
+    }
 
 
 def _save_launch(run_dir: Path, launch: dict[str, Any]) -> None:
