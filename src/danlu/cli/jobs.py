@@ -32,6 +32,7 @@ from danlu.config import load_client_settings
 from danlu.core.errors import DanluError, SpecError
 from danlu.core.job_array import array_sweep, parse_array
 from danlu.core.spec import TEXT_FIELDS, load_spec_data, parse_spec
+from danlu.core.spec_text import load_yaml
 from danlu.core.state import JobState
 from danlu.core.sweep import parse_sweep
 from danlu.core.units import (
@@ -141,14 +142,18 @@ def build_spec(
 
 
 def set_value(key: str, raw: str) -> Any:
-    """The value of ``--set key=raw``: YAML (``2``, ``[A100, H100]``, ``null``), but for an
-    environment variable always the text as written (``env.MODE=null``), and for a text field
-    (:data:`~danlu.core.spec.TEXT_FIELDS`) the text, not a number YAML reads in it
-    (``name=2024``); ``null`` still unsets a text field that may be unset."""
+    """The value of ``--set key=raw``: YAML read as a spec file is
+    (:func:`~danlu.core.spec_text.load_yaml`: ``2``, ``[A100, H100]``, ``null``; ``010`` is 10 and
+    ``1:00:00:00`` text, as in the file), but for an environment variable always the text as
+    written (``env.MODE=null``), and for a text field (:data:`~danlu.core.spec.TEXT_FIELDS`)
+    the text, not a number YAML reads in it (``name=2024``); ``null`` still unsets a text
+    field that may be unset. A mapping with a key written twice is refused, naming it."""
     if key.startswith("env."):
         return raw  # environment values are strings, never YAML numbers or null
     try:
-        value = yaml.safe_load(raw) if raw else ""
+        value = load_yaml(raw) if raw else ""
+    except SpecError as exc:  # a key written twice: its path within the field set
+        raise SpecError(f"{key}.{exc.field}" if exc.field else key, exc.message) from None
     except (yaml.YAMLError, RecursionError, ValueError):  # ValueError: 5,000 digits
         return raw
     nullable = TEXT_FIELDS.get(key)

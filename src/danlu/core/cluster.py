@@ -72,8 +72,28 @@ _ALIASES = {
 }
 
 
+GPU_SIZES: Mapping[str, tuple[str, ...]] = {
+    "a100": ("A100-80GB", "A100-40GB"),
+    "v100": ("V100-32GB", "V100-16GB"),
+}
+"""A GPU model sold in several memory sizes, named without one (in lower case) -> the types
+of its sizes, largest first. A job's ``gpu_type: A100`` accepts every size
+(:func:`gpu_type_names`); :func:`gpu_type`, for what needs one type with its memory
+(``--fake-gpus 4xA100``, a Slurm or Ray node's model), gives the largest."""
+
+
+def gpu_type_names(name: str) -> tuple[str, ...]:
+    """The canonical names of the GPU types a job naming ``name`` in its ``gpu_type`` may run
+    on: every size of a model named without one (``A100`` -> ``A100-80GB``, ``A100-40GB``),
+    else the one type :func:`gpu_type` finds (``a100-40`` -> ``A100-40GB``). Raises
+    :class:`~danlu.core.errors.UnknownNameError` for a name danlu does not know."""
+    sizes = GPU_SIZES.get(name.lower())
+    return sizes if sizes is not None else (gpu_type(name).name,)
+
+
 def gpu_type(name: str) -> GpuType:
-    """Look a GPU type up by name, case-insensitively (``h100``, ``A100-40GB``, ``V100M16``)."""
+    """Look a GPU type up by name, case-insensitively (``h100``, ``A100-40GB``, ``V100M16``);
+    a model named without its size (:data:`GPU_SIZES`: ``A100``, ``V100``) is its largest."""
     for key, value in GPU_TYPES.items():
         if key.lower() == name.lower():
             return value

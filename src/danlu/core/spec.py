@@ -14,14 +14,11 @@ pydantic's errors into one :class:`~danlu.core.errors.SpecError` naming the fiel
 from __future__ import annotations
 
 import datetime
-import json
 import math
 import re
-import sys
 from pathlib import Path
 from typing import Annotated, Any, Literal
 
-import yaml
 from pydantic import (
     BaseModel,
     BeforeValidator,
@@ -34,8 +31,9 @@ from pydantic import (
 )
 
 from danlu.core.errors import SpecError
+from danlu.core.spec_text import parse_text
 from danlu.core.units import MAX_BYTES, MiB, format_bytes, parse_bytes, parse_duration
-from danlu.core.values import MAX_DEPTH, MAX_INT, check_values, quoted, range_message
+from danlu.core.values import MAX_INT, check_values, quoted, range_message
 
 MODEL_FAMILIES = ("cnn-small", "cnn-large", "transformer", "lstm", "recommendation", "gan", "rl")
 """The model families the GPU-sharing interference model knows (``training.family``): the
@@ -543,11 +541,7 @@ def check_limits(spec: JobSpec) -> None:
         if not low <= value <= high:
             raise SpecError(field, range_message(low, high, value))
     _check_sizes(res)
-    smallest, largest = training.min_batch_size, training.max_batch_size
-    if smallest is not None and largest is not None and smallest > largest:
-        raise SpecError(
-            "training.min_batch_size", f"{smallest} is above training.max_batch_size ({largest})"
-        )
+    _check_batch_sizes(training)
     for key in spec.env:
         if not key or "=" in key:
             raise SpecError("env", f"{quoted(key)} is not an environment variable name")
@@ -562,6 +556,34 @@ def check_limits(spec: JobSpec) -> None:
             f"{quoted(spec.checkpoint_dir)} is neither an absolute path nor a URL "
             f"(at most {MAX_PATH:,} characters): write /shared/ckpt/run1 or s3://bucket/run1, "
             "or leave it out for a directory of the job's own",
+        )
+
+
+def _check_batch_sizes(training: TrainingHints) -> None:
+    """Refuse batch sizes out of order: ``min_batch_size`` above ``max_batch_size``, or the
+    ``global_batch_size`` outside them (a global batch above the largest became the largest
+    itself: the scheduler's limits silently ignored the one written). Not for a stored spec: a
+    job accepted with them is read as it was."""
+    smallest, largest = training.min_batch_size, training.max_batch_size
+    batch = training.global_batch_size
+    if smallest is not None and largest is not None and smallest > largest:
+        raise SpecError(
+            "training.min_batch_size",
+            f"{smallest} is above training.max_batch_size ({largest}): lower the smallest "
+            "or raise the largest",
+        )
+    if batch is not None and largest is not None and batch > largest:
+        raise SpecError(
+            "training.global_batch_size",
+            f"{batch} is above training.max_batch_size ({largest}), the largest global batch "
+            f"the scheduler may choose: raise max_batch_size to {batch} or more, or lower "
+            "global_batch_size",
+        )
+    if batch is not None and smallest is not None and batch < smallest:
+        raise SpecError(
+            "training.global_batch_size",
+            f"{batch} is below training.min_batch_size ({smallest}): lower min_batch_size to "
+            f"{batch} or less, or raise global_batch_size",
         )
 
 
@@ -651,128 +673,10 @@ def load_spec_data(path: str | Path) -> Any:
         raise SpecError("", f"cannot read job spec {p}: {exc.strerror or exc}") from None
     except UnicodeDecodeError as exc:
         raise SpecError("", f"job spec {p} is not UTF-8 text ({exc}); save it as UTF-8") from None
-    data = _parse_text(text, p.suffix.lower() == ".json")
+    data = parse_text(text, p.suffix.lower() == ".json")
     return {} if data is None else data
 
 
 def loads_spec(text: str, is_json: bool = False) -> JobSpec:
     """Parse a job spec from YAML (a superset of JSON) or JSON text."""
-    return parse_spec(_parse_text(text, is_json))
-
-
-def _parse_text(text: str, is_json: bool) -> Any:
-    kind = "JSON" if is_json else "YAML"
-    try:
-        return _load_json(text.removeprefix("\ufeff")) if is_json else _load_yaml(text)
-    except SpecError:
-        raise
-    except (json.JSONDecodeError, yaml.YAMLError) as exc:
-        raise SpecError("", f"the job spec is not valid {kind}: {exc}") from None
-    except RecursionError:
-        raise SpecError("", f"the job spec nests deeper than {MAX_DEPTH} levels") from None
-    except ValueError as exc:  # a date that does not exist, a number of 5,000 digits
-        reason = str(exc)
-        if "integer string conversion" in reason:
-            reason = f"a number in it has more than {sys.get_int_max_str_digits():,} digits"
-        raise SpecError("", f"the job spec is not valid {kind}: {reason}") from None
-
-
-def _twice(path: str, key: object, lines: str = "") -> SpecError:
-    field = f"{path}.{key}" if path else str(key)
-    return SpecError(
-        field,
-        f"written twice{lines}; the later value would silently replace the earlier: "
-        "write the key once",
-    )
-
-
-class _SpecLoader(yaml.SafeLoader):
-    """PyYAML's safe loader refusing a key written twice in one mapping, at any depth (YAML
-    forbids it; PyYAML kept the later value, so ``resources`` given twice lost the first's
-    GPUs). The document's nodes are checked before they are built, so that the error names
-    the key's dotted path and both lines; a merge (``<<: *base``) may still be overridden."""
-
-    def construct_document(self, node: yaml.Node) -> Any:
-        _check_unique_keys(self, node)
-        return super().construct_document(node)
-
-
-_MERGE_TAG = "tag:yaml.org,2002:merge"
-
-
-def _check_unique_keys(loader: _SpecLoader, root: yaml.Node) -> None:
-    """Raise :class:`SpecError` naming the first key written twice in a mapping under
-    ``root``: two keys are the same when YAML reads them as equal values (``1`` and ``0x1``),
-    as the mapping built from them would hold one. Each node is seen once (an alias shares
-    its anchor's node, and may refer to itself)."""
-    stack: list[tuple[yaml.Node, str]] = [(root, "")]
-    seen: set[int] = set()
-    while stack:
-        node, path = stack.pop()
-        if id(node) in seen:
-            continue
-        seen.add(id(node))
-        children: list[tuple[yaml.Node, str]] = []
-        if isinstance(node, yaml.SequenceNode):
-            children = [
-                (item, f"{path}.{i}" if path else str(i)) for i, item in enumerate(node.value)
-            ]
-        elif isinstance(node, yaml.MappingNode):
-            lines: dict[Any, int] = {}
-            for key_node, value_node in node.value:
-                if key_node.tag == _MERGE_TAG or not isinstance(key_node, yaml.ScalarNode):
-                    children.append((value_node, path))
-                    continue
-                key = loader.construct_object(key_node)
-                line = key_node.start_mark.line + 1
-                if key in lines:
-                    first = lines[key]
-                    where = f" (line {line})" if first == line else f" (lines {first} and {line})"
-                    raise _twice(path, key, where)
-                lines[key] = line
-                children.append((value_node, f"{path}.{key}" if path else str(key)))
-        stack.extend(reversed(children))
-
-
-def _load_yaml(text: str) -> Any:
-    return yaml.load(text, Loader=_SpecLoader)  # a SafeLoader: no Python objects
-
-
-class _Twice(dict[str, Any]):
-    """A JSON object with ``key`` written twice: marks where it is, to name its path."""
-
-    key: str = ""
-
-
-def _load_json(text: str) -> Any:
-    """``json.loads``, refusing a key written twice in an object, at any depth (Python kept
-    the later value) with the key's dotted path."""
-    found: list[bool] = []
-
-    def build(pairs: list[tuple[str, Any]]) -> dict[str, Any]:
-        data = dict(pairs)
-        if len(data) == len(pairs):
-            return data
-        found.append(True)
-        marked = _Twice(data)
-        keys: set[str] = set()
-        for key, _ in pairs:
-            if key in keys:
-                marked.key = key
-                break
-            keys.add(key)
-        return marked
-
-    data = json.loads(text, object_pairs_hook=build)
-    if found:
-        stack: list[tuple[Any, str]] = [(data, "")]
-        while stack:
-            value, path = stack.pop()
-            if isinstance(value, _Twice):
-                raise _twice(path, value.key)
-            if isinstance(value, dict | list):
-                items = value.items() if isinstance(value, dict) else enumerate(value)
-                stack.extend(
-                    reversed([(item, f"{path}.{k}" if path else str(k)) for k, item in items])
-                )
-    return data
+    return parse_spec(parse_text(text, is_json))

@@ -164,7 +164,18 @@ def parse_duration(value: int | float | str, field: str = "duration") -> float:
         _check_clock(clock, (23, 59, 59)[: len(clock)], form, value, field)
         hours, minutes, seconds = [*clock, 0, 0][:3]
         return _seconds(((days * 24 + hours) * 60 + minutes) * 60 + seconds, value, field)
+    if _FOUR_FIELDS.match(text):  # 1:00:00:00, a day meant: the days go before a dash
+        first, _, rest = text.partition(":")
+        raise SpecError(
+            field,
+            f"{quoted(value)} is not a duration; {_DURATION_HELP}; a clock time has at most "
+            f"three fields: write the days before a dash, {first}-{rest}",
+        )
     raise SpecError(field, f"{quoted(value)} is not a duration; {_DURATION_HELP}")
+
+
+_FOUR_FIELDS = re.compile(r"^[0-9]+(?::[0-9]+){3}\Z")
+"""``D:HH:MM:SS``, a form neither danlu nor Slurm reads (Slurm's is ``D-HH:MM:SS``)."""
 
 
 _MAX_CLOCK_DIGITS = 400

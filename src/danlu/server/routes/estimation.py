@@ -19,6 +19,7 @@ from danlu.core.cluster import Cluster
 from danlu.core.errors import SpecError
 from danlu.core.spec import AUTO_FAMILY, JobSpec
 from danlu.core.values import quoted
+from danlu.server.services.admission import canonical_gpu_types
 
 if TYPE_CHECKING:
     from danlu.estimate.memory.gpus import GpuSpec
@@ -49,7 +50,8 @@ def _gpu_specs(spec: JobSpec, cluster: Cluster) -> list[GpuSpec]:
     from danlu.core.errors import UnknownNameError
     from danlu.estimate.memory.gpus import get_gpu, gpu_for_memory
 
-    wanted = [t.lower() for t in spec.resources.gpu_type]
+    # as the scheduler reads them: a model without its size (A100) stands for every size
+    wanted = [t.lower() for t in sorted(canonical_gpu_types(spec, cluster, strict=False))]
     found: list[GpuSpec] = []
     for node in cluster.nodes:
         kind = node.gpu_type

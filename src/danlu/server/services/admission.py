@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from danlu.core.cluster import MILLI_PER_GPU, Cluster, gpu_type
+from danlu.core.cluster import MILLI_PER_GPU, Cluster, gpu_type_names
 from danlu.core.errors import SpecError, UnknownNameError
 from danlu.core.spec import AUTO_FAMILY, NO_GPUS, JobSpec
 from danlu.core.units import format_bytes
@@ -15,7 +15,12 @@ from danlu.server.services.projects import quota_excess
 
 
 def canonical_gpu_types(spec: JobSpec, cluster: Cluster, *, strict: bool = True) -> frozenset[str]:
-    """The spec's ``gpu_type`` names in the inventory's spelling (``a100`` -> ``A100-80GB``).
+    """The spec's ``gpu_type`` names as the inventory's types, in its spelling: a name as
+    the inventory spells it in any case, and each type of the inventory that a name danlu
+    knows stands for (:func:`~danlu.core.cluster.gpu_type_names`: ``a100-40`` ->
+    ``A100-40GB``; ``A100``, a model without its size, -> each of ``A100-40GB`` and
+    ``A100-80GB`` the inventory has). A known name of which the inventory has no type is kept
+    as written, matching no GPU (:func:`never_fits` names it as the user wrote it).
 
     A name neither danlu nor the inventory knows is an :class:`AdmissionError` (a
     submission's typo); with ``strict=False`` it is kept as given, matching no GPU of this
@@ -25,21 +30,33 @@ def canonical_gpu_types(spec: JobSpec, cluster: Cluster, *, strict: bool = True)
     present = cluster.type_spelling
     out: set[str] = set()
     for name in spec.resources.gpu_type:
-        if name.lower() in present:
-            out.add(present[name.lower()])
-            continue
+        exact = present.get(name.lower())
         try:
-            out.add(gpu_type(name).name)
+            known = gpu_type_names(name)
         except UnknownNameError:
-            if not strict:
-                out.add(name)
-                continue
-            known = sorted(set(present.values()))
-            raise AdmissionError(
-                "resources.gpu_type",
-                f"unknown GPU type {name!r}; this cluster has {', '.join(known) or 'no GPUs'}",
-            ) from None
+            if exact is None and strict:
+                raise AdmissionError(
+                    "resources.gpu_type",
+                    f"unknown GPU type {name!r}; this cluster has "
+                    f"{_types_here(cluster) or 'no GPUs'}",
+                ) from None
+            known = ()
+        found = {present[kind.lower()] for kind in known if kind.lower() in present}
+        if exact is not None:
+            found.add(exact)
+        out |= found or {name}
     return frozenset(out)
+
+
+def _types_here(cluster: Cluster) -> str:
+    """The GPU types of ``cluster``'s nodes with GPUs, in its spelling (``A100-40GB, H100``);
+    empty without any."""
+    kinds = sorted(
+        cluster.type_spelling[kind]
+        for kind, sizes in cluster.gpus_by_type.items()
+        if any(sizes.values())
+    )
+    return ", ".join(kinds)
 
 
 def gpu_milli(spec: JobSpec) -> int:
@@ -120,10 +137,17 @@ def never_fits(request: JobRequest, cluster: Cluster) -> AdmissionError | None:
     kinds = f" of type {', '.join(sorted(request.gpu_types))}" if wanted else ""
     total = sum(sizes.values())
     if total == 0:
-        what = f"GPUs{kinds}" if wanted else "GPUs (no inventory reported yet)"
-        return AdmissionError(
-            "resources.gpu_type" if wanted else "resources.gpus", f"the cluster has no {what}"
+        if not wanted:
+            return AdmissionError(
+                "resources.gpus", "the cluster has no GPUs (no inventory reported yet)"
+            )
+        here = _types_here(cluster)
+        fix = (
+            f"; it has {here}: name one of them, or leave gpu_type out for any"
+            if here
+            else " (no inventory reported yet)"
         )
+        return AdmissionError("resources.gpu_type", f"the cluster has no GPUs{kinds}{fix}")
     if request.gpus > total:
         return AdmissionError(
             "resources.gpus", f"asks for {request.gpus} GPUs; the cluster has {total}{kinds}"

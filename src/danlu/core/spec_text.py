@@ -1,0 +1,216 @@
+"""Reading a spec's text (a job's, a sweep's): YAML, read with YAML 1.2's numbers, or JSON,
+either refusing a key written twice with its dotted path. :mod:`danlu.core.spec` validates
+what it gives."""
+
+from __future__ import annotations
+
+import json
+import re
+import sys
+from typing import Any
+
+import yaml
+
+from danlu.core.errors import SpecError
+from danlu.core.values import MAX_DEPTH
+
+
+def parse_text(text: str, is_json: bool) -> Any:
+    """The data of a spec's ``text``: JSON when ``is_json``, else YAML (:func:`load_yaml`);
+    every error is a :class:`SpecError` saying what is wrong."""
+    kind = "JSON" if is_json else "YAML"
+    try:
+        return _load_json(text.removeprefix("\ufeff")) if is_json else load_yaml(text)
+    except SpecError:
+        raise
+    except (json.JSONDecodeError, yaml.YAMLError) as exc:
+        raise SpecError("", f"the job spec is not valid {kind}: {exc}") from None
+    except RecursionError:
+        raise SpecError("", f"the job spec nests deeper than {MAX_DEPTH} levels") from None
+    except ValueError as exc:  # a date that does not exist, a number of 5,000 digits
+        reason = str(exc)
+        if "integer string conversion" in reason:
+            reason = f"a number in it has more than {sys.get_int_max_str_digits():,} digits"
+        raise SpecError("", f"the job spec is not valid {kind}: {reason}") from None
+
+
+def _twice(path: str, key: object, lines: str = "", fix: str = "write the key once") -> SpecError:
+    field = f"{path}.{key}" if path else str(key)
+    return SpecError(
+        field, f"written twice{lines}; the later value would silently replace the earlier: {fix}"
+    )
+
+
+class _SpecLoader(yaml.SafeLoader):
+    """PyYAML's safe loader reading numbers as YAML 1.2's core schema does, and refusing a
+    key written twice in one mapping, at any depth.
+
+    Numbers: PyYAML follows YAML 1.1, where ``time_limit: 1:00:00:00`` was the sexagesimal
+    216000 (60 hours, not the day meant; quoted, the text is no duration and refused),
+    ``priority: 010`` octal 8, ``gpus: 1:4`` (for ``1..4``) 64 GPUs and ``0b101`` 5. Here an
+    integer is decimal digits (``010`` is 10, as quoted text is read), ``0o17`` or ``0x1F``,
+    and a float ``1.5``, ``1e-3`` (text to YAML 1.1), ``.inf`` or ``.nan``; anything else
+    (``1:00``, ``1_000``) is text, which the field reads as it reads it quoted.
+
+    Keys: YAML forbids a key twice; PyYAML kept the later value, so ``resources`` given twice
+    lost the first's GPUs. The document's nodes are checked before they are built, so that
+    the error names the key's dotted path and both lines. A merge key ``<<`` counts too (the
+    later merge won): ``<<: [*a, *b]`` merges several, and a key written beside a merge
+    overrides what it merges."""
+
+    def construct_document(self, node: yaml.Node) -> Any:
+        _check_unique_keys(self, node)
+        return super().construct_document(node)
+
+
+_INT_TAG = "tag:yaml.org,2002:int"
+_FLOAT_TAG = "tag:yaml.org,2002:float"
+_MERGE_TAG = "tag:yaml.org,2002:merge"
+_NUMBER_TAGS = (_INT_TAG, _FLOAT_TAG)
+_CORE_INT = re.compile(r"[-+]?[0-9]+\Z|0o[0-7]+\Z|0x[0-9a-fA-F]+\Z")
+"""An integer in YAML 1.2's core schema: decimal digits (leading zeros too), octal ``0o``,
+hexadecimal ``0x``."""
+_CORE_FLOAT = re.compile(
+    r"[-+]?(?:\.[0-9]+|[0-9]+(?:\.[0-9]*)?)(?:[eE][-+]?[0-9]+)?\Z"
+    r"|[-+]?\.(?:inf|Inf|INF)\Z|\.(?:nan|NaN|NAN)\Z"
+)
+"""A float in YAML 1.2's core schema (an integer matches too: ``!!float 2``)."""
+
+
+def _construct_int(loader: yaml.SafeLoader, node: yaml.ScalarNode) -> int:
+    """An integer as YAML 1.2's core schema reads it: ``010`` is 10, not octal 8."""
+    text = str(loader.construct_scalar(node))
+    if not _CORE_INT.match(text):
+        raise yaml.constructor.ConstructorError(
+            None, None, f"{text!r} is not an integer: write digits, 0o17 or 0x1F", node.start_mark
+        )
+    if text.startswith(("0o", "0x")):
+        return int(text[2:], 8 if text[1] == "o" else 16)
+    return int(text, 10)
+
+
+def _construct_float(loader: yaml.SafeLoader, node: yaml.ScalarNode) -> float:
+    """A float as YAML 1.2's core schema reads it (``1e-3`` too, text to YAML 1.1)."""
+    text = str(loader.construct_scalar(node))
+    if not _CORE_FLOAT.match(text):
+        raise yaml.constructor.ConstructorError(
+            None, None, f"{text!r} is not a number: write e.g. 1.5, 1e-3 or .inf", node.start_mark
+        )
+    bare = text.lower().lstrip("+-")
+    if bare in (".inf", ".nan"):
+        return float(text.lower().replace(".", ""))  # float("-inf"), float("nan")
+    return float(text)
+
+
+def _core_resolvers() -> dict[Any, list[tuple[str, re.Pattern[str]]]]:
+    """The safe loader's implicit resolvers (by a scalar's first character) with YAML 1.2's
+    integer and float for YAML 1.1's, and before the rest: the first that matches wins, and
+    a timestamp's comes after them as before."""
+    numbers = ((_INT_TAG, _CORE_INT, "-+0123456789"), (_FLOAT_TAG, _CORE_FLOAT, "-+.0123456789"))
+    safe = yaml.SafeLoader.yaml_implicit_resolvers
+    out: dict[Any, list[tuple[str, re.Pattern[str]]]] = {}
+    for first in [*safe, *(char for char in "-+.0123456789" if char not in safe)]:
+        core = [(tag, regexp) for tag, regexp, chars in numbers if first in chars]
+        rest = [(tag, regexp) for tag, regexp in safe.get(first, []) if tag not in _NUMBER_TAGS]
+        out[first] = core + rest
+    return out
+
+
+_SpecLoader.yaml_implicit_resolvers = _core_resolvers()
+_SpecLoader.add_constructor(_INT_TAG, _construct_int)
+_SpecLoader.add_constructor(_FLOAT_TAG, _construct_float)
+
+
+def _check_unique_keys(loader: _SpecLoader, root: yaml.Node) -> None:
+    """Raise :class:`SpecError` naming the first key written twice in a mapping under
+    ``root``: two keys are the same when YAML reads them as equal values (``1`` and ``0x1``),
+    as the mapping built from them would hold one; two merge keys ``<<`` are the same key.
+    Each node is seen once (an alias shares its anchor's node, and may refer to itself)."""
+    stack: list[tuple[yaml.Node, str]] = [(root, "")]
+    seen: set[int] = set()
+    while stack:
+        node, path = stack.pop()
+        if id(node) in seen:
+            continue
+        seen.add(id(node))
+        children: list[tuple[yaml.Node, str]] = []
+        if isinstance(node, yaml.SequenceNode):
+            children = [
+                (item, f"{path}.{i}" if path else str(i)) for i, item in enumerate(node.value)
+            ]
+        elif isinstance(node, yaml.MappingNode):
+            lines: dict[Any, int] = {}
+            merged: int | None = None  # the line of the mapping's merge key
+            for key_node, value_node in node.value:
+                if not isinstance(key_node, yaml.ScalarNode):
+                    children.append((value_node, path))
+                    continue
+                line = key_node.start_mark.line + 1
+                if key_node.tag == _MERGE_TAG:  # what it merges lands in this mapping
+                    if merged is not None:
+                        raise _twice(path, "<<", _lines(merged, line), _MERGE_FIX)
+                    merged = line
+                    children.append((value_node, path))
+                    continue
+                key = loader.construct_object(key_node)
+                if key in lines:
+                    raise _twice(path, key, _lines(lines[key], line))
+                lines[key] = line
+                children.append((value_node, f"{path}.{key}" if path else str(key)))
+        stack.extend(reversed(children))
+
+
+_MERGE_FIX = "merge several mappings with one key, <<: [*first, *second]"
+
+
+def _lines(first: int, line: int) -> str:
+    """Where a key written twice is: `` (line 3)`` or `` (lines 3 and 4)``."""
+    return f" (line {line})" if first == line else f" (lines {first} and {line})"
+
+
+def load_yaml(text: str) -> Any:
+    """YAML ``text`` as a job spec's file is read (:class:`_SpecLoader`: YAML 1.2's numbers,
+    no key written twice, no Python objects): ``danlu submit --set`` reads its values so.
+    Raises :class:`SpecError` for a key written twice, ``yaml.YAMLError`` for what is not
+    YAML and ``ValueError`` for a number of thousands of digits."""
+    return yaml.load(text, Loader=_SpecLoader)  # a SafeLoader: no Python objects
+
+
+class _Twice(dict[str, Any]):
+    """A JSON object with ``key`` written twice: marks where it is, to name its path."""
+
+    key: str = ""
+
+
+def _load_json(text: str) -> Any:
+    """``json.loads``, refusing a key written twice in an object, at any depth (Python kept
+    the later value) with the key's dotted path."""
+    found: list[bool] = []
+
+    def build(pairs: list[tuple[str, Any]]) -> dict[str, Any]:
+        data = dict(pairs)
+        if len(data) == len(pairs):
+            return data
+        found.append(True)
+        marked = _Twice(data)
+        keys: set[str] = set()
+        for key, _ in pairs:
+            if key in keys:
+                marked.key = key
+                break
+            keys.add(key)
+        return marked
+
+    data = json.loads(text, object_pairs_hook=build)
+    if found:
+        stack: list[tuple[Any, str]] = [(data, "")]
+        while stack:
+            value, path = stack.pop()
+            if isinstance(value, _Twice):
+                raise _twice(path, value.key)
+            if isinstance(value, dict | list):
+                items = value.items() if isinstance(value, dict) else enumerate(value)
+                stack.extend(
+                    reversed([(item, f"{path}.{k}" if path else str(k)) for k, item in items])
+                )
+    return data
