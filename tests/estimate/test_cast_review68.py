@@ -12,10 +12,9 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
-import typer
 from typer.testing import CliRunner
 
-from danlu.cli.estimate import register
+from danlu.cli.main import app
 from danlu.core.errors import SpecError
 from danlu.estimate.memory import StepTrace, TraceRequest, get_gpu, replay
 
@@ -159,24 +158,13 @@ def test_a_parameter_held_by_another_weakref_is_a_clear_model_ref_error(
     assert "build" in message  # what to change: build it in that dtype/device, or cast later
 
 
-def _app() -> typer.Typer:
-    app = typer.Typer()
-    register(app)
-
-    @app.callback()
-    def _root() -> None:  # keep "estimate" a subcommand
-        pass
-
-    return app
-
-
 def test_danlu_estimate_traces_a_factory_that_moves_its_model(
     models_dir: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     """The reviewer's command: ``danlu estimate castmodels:to_cpu -b 4`` exited 2 with
     "tracing ... failed: RuntimeError: _apply(): Couldn't swap Linear.weight"."""
     monkeypatch.chdir(models_dir)
-    res = CliRunner().invoke(_app(), ["estimate", f"{MODULE}:to_cpu", "-b", str(BATCH), "--json"])
+    res = CliRunner().invoke(app, ["estimate", f"{MODULE}:to_cpu", "-b", str(BATCH), "--json"])
     assert res.exit_code == 0, res.output
     out = json.loads(res.stdout)
     assert out["batch_size"] == BATCH and out["peak_logical_bytes"] > 0

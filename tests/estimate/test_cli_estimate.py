@@ -5,28 +5,16 @@ from __future__ import annotations
 import json
 
 import pytest
-import typer
 from typer.testing import CliRunner
 
-from danlu.cli.estimate import register
+from danlu.cli.main import app
 
 pytest.importorskip("torch")
 
 
-def _app() -> typer.Typer:
-    app = typer.Typer()
-    register(app)
-
-    @app.callback()
-    def _root() -> None:  # keep "estimate" a subcommand
-        pass
-
-    return app
-
-
 def test_json_sweep_and_max_batch() -> None:
     res = CliRunner().invoke(
-        _app(),
+        app,
         [
             "estimate",
             "danlu.estimate.zoo:gpt2_tiny",
@@ -63,7 +51,7 @@ def test_json_sweep_and_max_batch() -> None:
 
 def test_table_output_and_flag_errors() -> None:
     runner = CliRunner()
-    res = runner.invoke(_app(), ["estimate", "danlu.estimate.zoo:mlp_small", "-b", "4"])
+    res = runner.invoke(app, ["estimate", "danlu.estimate.zoo:mlp_small", "-b", "4"])
     assert res.exit_code == 0, res.output
     assert "peak reserved" in res.stdout and "optimizer_state" in res.stdout
     assert "model family (for GPU sharing): none recognised" in res.stdout  # an MLP
@@ -75,7 +63,7 @@ def test_table_output_and_flag_errors() -> None:
         (["--max-batch", "--gpu-memory", "lots"], "--gpu-memory"),
     ):
         bad = ["-b", "2"] if args and flag != "--batch-size" else []
-        res = runner.invoke(_app(), ["estimate", "danlu.estimate.zoo:mlp_small", *bad, *args])
+        res = runner.invoke(app, ["estimate", "danlu.estimate.zoo:mlp_small", *bad, *args])
         assert res.exit_code == 2, (args, res.output)
         assert flag in res.output
 
@@ -85,11 +73,11 @@ def test_a_max_batch_at_the_search_cap_is_reported_as_a_lower_bound() -> None:
     stopped, not the largest safe batch."""
     runner = CliRunner()
     args = ["estimate", "danlu.estimate.zoo:mlp_small", "--max-batch", "--fit-points", "1,2,4"]
-    res = runner.invoke(_app(), [*args, "--json"])
+    res = runner.invoke(app, [*args, "--json"])
     assert res.exit_code == 0, res.output
     out = json.loads(res.stdout)
     assert (out["max_batch"], out["max_batch_capped"]) == (128, True)
-    res = runner.invoke(_app(), args)
+    res = runner.invoke(app, args)
     assert res.exit_code == 0, res.output
     text = " ".join(res.stdout.split())
     assert "at least 128 (the search stops at 32x the largest traced batch" in text
@@ -101,7 +89,7 @@ def test_gpu_memory_is_the_limit_of_every_verdict() -> None:
     verdict "fits" (against the H100's capacity)."""
     runner = CliRunner()
     args = ["estimate", "danlu.estimate.zoo:mlp_small", "-b", "4", "--gpu-memory", "100MiB"]
-    res = runner.invoke(_app(), [*args, "--sweep", "2,4", "--json"])
+    res = runner.invoke(app, [*args, "--sweep", "2,4", "--json"])
     assert res.exit_code == 0, res.output
     out = json.loads(res.stdout)
     assert out["peak_device_bytes"] > 100 << 20
@@ -109,8 +97,8 @@ def test_gpu_memory_is_the_limit_of_every_verdict() -> None:
     assert (out["limit_bytes"], out["limit_source"]) == (100 << 20, "--gpu-memory")
     assert {r["batch_size"]: r["fits"] for r in out["sweep"]} == {2: False, 4: False}
     assert out["capacity_bytes"] > 70 << 30  # the H100's, still reported
-    res = runner.invoke(_app(), args)
+    res = runner.invoke(app, args)
     assert res.exit_code == 0, res.output
     assert "does NOT fit within 100.0MiB (--gpu-memory) on h100" in res.stdout
-    plain = runner.invoke(_app(), ["estimate", "danlu.estimate.zoo:mlp_small", "-b", "4"])
+    plain = runner.invoke(app, ["estimate", "danlu.estimate.zoo:mlp_small", "-b", "4"])
     assert "fits within 79.2GiB (capacity) on h100" in plain.stdout

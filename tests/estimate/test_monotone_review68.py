@@ -10,10 +10,9 @@ import json
 from dataclasses import replace
 
 import pytest
-import typer
 from typer.testing import CliRunner
 
-from danlu.cli.estimate import register
+from danlu.cli.main import app
 from danlu.estimate.memory import (
     FittedMemoryModel,
     StepTrace,
@@ -108,23 +107,12 @@ def test_above_128_the_answer_is_a_replay_point_below_which_everything_fits(
     assert largest_batch(model, limit) == answer
 
 
-def _app() -> typer.Typer:
-    app = typer.Typer()
-    register(app)
-
-    @app.callback()
-    def _root() -> None:  # keep "estimate" a subcommand
-        pass
-
-    return app
-
-
 def test_sweep_verdicts_and_max_batch_agree() -> None:
     """The reviewer's command: the sweep's verdicts and ``--max-batch`` must tell one story:
     every batch up to the answer fits, the one after it does not."""
     sweep = ",".join(str(b) for b in range(1, 17))
     res = CliRunner().invoke(
-        _app(),
+        app,
         [
             "estimate",
             MODEL,

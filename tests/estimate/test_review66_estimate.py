@@ -7,10 +7,9 @@ import json
 from pathlib import Path
 
 import pytest
-import typer
 from typer.testing import CliRunner
 
-from danlu.cli.estimate import register
+from danlu.cli.main import app
 from danlu.core.errors import SpecError
 from danlu.estimate.memory import TraceRequest
 from danlu.estimate.memory.tracer import validate
@@ -49,23 +48,12 @@ def buffers_only():
 '''
 
 
-def _app() -> typer.Typer:
-    app = typer.Typer()
-    register(app)
-
-    @app.callback()
-    def _root() -> None:  # keep "estimate" a subcommand
-        pass
-
-    return app
-
-
 def test_the_traced_batch_size_counts_for_sweep_and_max_batch() -> None:
     """``-b 1000 --sweep 8,1000 --max-batch`` traced b=1000 and said it fits, then refused
     the sweep row of 1000 as "more than 32x the largest traced batch (4)" and stopped the
     search at 128: the fit was built from --fit-points alone."""
     res = CliRunner().invoke(
-        _app(),
+        app,
         [
             "estimate",
             "danlu.estimate.zoo:mlp_small",
@@ -97,14 +85,14 @@ def test_gpu_memory_above_the_gpu_s_capacity_is_capped_there() -> None:
     """``--gpu-memory 200GiB`` on an h100 (79.2 GiB) said "fits within 200.0GiB": the limit
     is a share of one GPU, capped at its capacity with a note (the README's ``80GiB`` on an
     h100 still runs)."""
-    res = CliRunner().invoke(_app(), OVER_CAPACITY)
+    res = CliRunner().invoke(app, OVER_CAPACITY)
     assert res.exit_code == 0, res.output
     text = " ".join(res.output.split())  # rich wraps the note at the terminal's width
     assert "note: --gpu-memory 200GiB" in text and "capacity of 79.2GiB" in text
     assert "200.0GiB (--gpu-memory)" not in text
     assert "fits within 79.2GiB (capacity) on h100" in text
     out = CliRunner().invoke(
-        _app(),
+        app,
         [*OVER_CAPACITY, "--json"],
     )
     assert out.exit_code == 0, out.output
@@ -125,7 +113,7 @@ def test_a_model_without_trainable_parameters_is_named_as_such(
     (tmp_path / "review66_models.py").write_text(USER_MODELS)
     monkeypatch.chdir(tmp_path)
     res = CliRunner().invoke(
-        _app(),
+        app,
         ["estimate", f"review66_models:{factory}", "-b", "2", "--optimizer", optimizer],
     )
     assert res.exit_code == 2, res.output
@@ -149,7 +137,7 @@ def test_a_relative_or_file_model_reference_is_a_clean_error(
         validate(TraceRequest(ref, (2,)))
     assert caught.value.field == "MODEL_REF"
     assert "cannot import" in caught.value.message and "module path" in caught.value.message
-    res = CliRunner().invoke(_app(), ["estimate", ref, "-b", "2"])
+    res = CliRunner().invoke(app, ["estimate", ref, "-b", "2"])
     assert res.exit_code == 2, res.output
     assert "MODEL_REF: cannot import" in res.output and "Traceback" not in res.output
 
