@@ -66,6 +66,15 @@ class SlurmCluster:
         done = subprocess.run(argv, env=self.env, capture_output=True, text=True, check=True)
         return done.stdout
 
+    @contextmanager
+    def partition_down(self) -> Iterator[None]:
+        """The partition ``State=DOWN`` (Slurm queues its jobs and starts none), UP after."""
+        self.run("scontrol", "update", "PartitionName=gpu", "State=DOWN")
+        try:
+            yield
+        finally:
+            self.run("scontrol", "update", "PartitionName=gpu", "State=UP")
+
 
 def _conf(root: Path, user: str, ports: list[int], socket_path: Path) -> str:
     nodes = "\n".join(

@@ -9,8 +9,7 @@ from __future__ import annotations
 import json
 import shutil
 import time
-from collections.abc import Iterable, Iterator
-from contextlib import contextmanager
+from collections.abc import Iterable
 from pathlib import Path
 
 import pytest
@@ -64,16 +63,6 @@ def executor(slurm: SlurmCluster, home: Path, **kwargs: object) -> SlurmExecutor
         poll_interval=0.0,
         **kwargs,  # type: ignore[arg-type]
     )
-
-
-@contextmanager
-def partition_down(slurm: SlurmCluster) -> Iterator[None]:
-    """The partition ``State=DOWN`` (Slurm queues its jobs and starts none), UP after."""
-    slurm.run("scontrol", "update", "PartitionName=gpu", "State=DOWN")
-    try:
-        yield
-    finally:
-        slurm.run("scontrol", "update", "PartitionName=gpu", "State=UP")
 
 
 # -- no Slurm needed ----------------------------------------------------------------------------
@@ -231,7 +220,7 @@ def test_a_run_slurm_keeps_pending_says_why_and_is_given_up_after_the_limit(
 ) -> None:
     clock = Clock()
     ex = executor(slurm, tmp_path, pending_limit=120.0, clock=clock)
-    with partition_down(slurm):
+    with slurm.partition_down():
         handle = ex.submit(launch("pending-1", "print('ran')", gpus=(GpuSlot(0, 0),)))
         deadline = time.monotonic() + 30
         status = ex.poll(handle)
@@ -268,7 +257,7 @@ def test_a_home_with_a_percent_in_its_path_runs_jobs(slurm: SlurmCluster, tmp_pa
 def test_a_launch_slurm_could_not_make_fails_saying_so(slurm: SlurmCluster, tmp_path: Path) -> None:
     """The log directory is gone when Slurm starts the job (held back by the partition)."""
     ex = executor(slurm, tmp_path)
-    with partition_down(slurm):
+    with slurm.partition_down():
         handle = ex.submit(launch("nolog-1", "print('ran')", gpus=(GpuSlot(1, 0),)))
         shutil.rmtree(tmp_path / "logs")
     status = wait(ex, handle)

@@ -8,8 +8,6 @@ from __future__ import annotations
 
 import shutil
 import time
-from collections.abc import Iterator
-from contextlib import contextmanager
 from pathlib import Path
 
 import pytest
@@ -147,23 +145,13 @@ def test_a_rank_that_failed_is_the_exit_though_srun_killed_the_other(
     assert (status.outcome, status.exit_code, status.signal) == (Outcome.FAILED, 3, None), status
 
 
-@contextmanager
-def partition_down(slurm: SlurmCluster) -> Iterator[None]:
-    """The partition ``State=DOWN`` (Slurm queues its jobs and starts none), UP after."""
-    slurm.run("scontrol", "update", "PartitionName=gpu", "State=DOWN")
-    try:
-        yield
-    finally:
-        slurm.run("scontrol", "update", "PartitionName=gpu", "State=UP")
-
-
 def test_a_run_cancelled_while_pending_has_no_exit_and_no_start(
     slurm: SlurmCluster, tmp_path: Path
 ) -> None:
     """Before: Slurm's ``CANCELLED 0:0`` was taken for a SIGKILL (exit 137, signal 9), with
     Slurm's cancel time as its start."""
     ex = executor(slurm, tmp_path / "state", SlurmCommands(slurm.env))
-    with partition_down(slurm):
+    with slurm.partition_down():
         handle = ex.submit(launch("pend-1", "print('ran')", gpus=(GpuSlot(0, 1),)))
         assert ex.poll(handle).started_at is None
         ex.cancel(handle)
