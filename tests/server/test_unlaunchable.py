@@ -140,3 +140,32 @@ def test_a_refused_launch_leaves_no_token_behind(
         live = users.find_token(s, world.launches[-1].token)  # the launched run's token works
         assert live is not None and live.job_id == job_id
     loop.stop()
+
+
+def test_a_launch_that_waited_starts_the_jobs_clock_when_it_goes(
+    db: Database, tmp_path: Path
+) -> None:
+    """A start whose launch the executor refused for a while (GPUs a moved job's run still
+    held) counts its stretch from the launch: its run time, its time limit, its GPU-hours
+    and the policy's hold (``last_start``) begin when its process does, not at the
+    decision 20 s before."""
+    inventory = Cluster.homogeneous(1, 1, "H100")
+    body = {"command": ["python", "train.py"], "resources": {"gpus": 1}, "time_limit": 30}
+    with db.session() as s:
+        alice = user_and_nodes(s, inventory.nodes, NOW)
+        job_id = jobs.submit(s, {"name": "waits", **body}, alice, now=NOW).id
+    world = FakeWorld()
+    world.script(job_id, duration=100)
+    executor = _ControllerDown(inventory, world, down=4, error=GpusBusyError("GPU 0 is busy"))
+    loop = Reconciler(db, executor, load_settings(home=tmp_path), policy=make_policy("fifo"))
+    try:
+        for step in range(4):
+            assert loop.run_once(now=NOW + 5 * step).launched == []
+        assert loop.run_once(now=NOW + 20).launched == [job_id]
+        with db.read_session() as s:
+            assert jobs.get_job(s, job_id).last_start == NOW + 20
+        # 25 s after the decision but 5 s after the launch: not over its 30 s limit yet
+        assert loop.run_once(now=NOW + 25).timed_out == []
+        assert loop.run_once(now=NOW + 50).timed_out == [job_id]
+    finally:
+        loop.stop()

@@ -49,6 +49,10 @@ from danlu.server.services import jobs, locks, nodes, users
 from danlu.server.services.projects import HOLDING
 from danlu.server.services.view import lost_gpus, to_allocation
 
+LATE_LAUNCH = 1.0
+"""Seconds after the decision past which a started job's launch moves its ``last_start``
+(:meth:`LaunchStep._started_late`); a launch in the deciding pass is not."""
+
 if TYPE_CHECKING:
     from danlu.server.reconcile import RoundReport
 
@@ -170,9 +174,13 @@ class LaunchStep:
             except DanluError as exc:
                 report.errors.append(f"launch: {exc}")
 
-    def _launch_one(self, job_id: str, t: float, report: RoundReport) -> set[str]:
-        """Launch ``job_id``'s current run; the names of its nodes when it went through."""
+    def _launch_one(
+        self, job_id: str, t: float, report: RoundReport, moved_now: bool = False
+    ) -> set[str]:
+        """Launch ``job_id``'s current run; the names of its nodes when it went through.
+        ``moved_now``: the job's move was judged just before (its run follows one it left)."""
         attempt = 0
+        decided: float | None = None
         try:
             with self.db.session() as session:
                 job = session.scalar(select(Job).where(Job.id == job_id))
@@ -189,7 +197,7 @@ class LaunchStep:
                     jobs.requeue_lost(session, job, gone, t)
                     report.settled.append(job_id)
                     return set()
-                attempt, moved = job.attempt, job.moved_from
+                attempt, moved, decided = job.attempt, job.moved_from, job.last_start
                 if moved is None:
                     launch = self.job_launch(session, job)
                     names = {str(share["node"]) for share in job.allocation or ()}
@@ -204,10 +212,12 @@ class LaunchStep:
             return set()
         if moved is not None:  # how the run a move left ended counts first
             judged = self._judge_move(job_id, attempt, moved, t, report)
-            return self._launch_one(job_id, t, report) if judged else set()
+            return self._launch_one(job_id, t, report, moved_now=True) if judged else set()
         try:
             self.executor.submit(launch)  # process I/O: outside any transaction
             report.launched.append(job_id)
+            if not moved_now and decided is not None and t - decided >= LATE_LAUNCH:
+                self._started_late(job_id, attempt, t, report)
             return names
         except JobAlreadyRunningError:  # its previous run still exits: launched a pass later
             self._discard_token(job_id, launch.token, report)
@@ -232,6 +242,21 @@ class LaunchStep:
             )
             self._settle(job_id, attempt, failed, t, report)
         return set()
+
+    def _started_late(self, job_id: str, attempt: int, t: float, report: RoundReport) -> None:
+        """A started job whose run launched ``t`` passes after the decision (it waited for
+        GPUs a moved or preempted job's run still held, or for a control plane that stopped
+        before the launch): its current stretch on its GPUs counts from now, not from the
+        decision, so its GPU-hours, its time limit and the policy's hold (``last_start``)
+        begin when its process does. A moved job's new run keeps the decision's time (its
+        earlier stretch ended then)."""
+        try:
+            with self.db.session() as session:
+                job = self._held(session, job_id, attempt)
+                if job is not None and job.last_start is not None and job.last_start < t:
+                    job.last_start = t
+        except DanluError as exc:
+            report.errors.append(f"launch {job_id}: {exc}")
 
     def _discard_token(self, job_id: str, token: str | None, report: RoundReport) -> None:
         """Delete the token issued for a launch of ``job_id`` the executor refused for now
