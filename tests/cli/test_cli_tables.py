@@ -91,3 +91,12 @@ def test_the_jobs_table_prints_markup_like_fields_as_they_are() -> None:
     }
     text = render(top.jobs_table([job], now=0.0), width=160)
     assert "eval[/x]" in text and "[bold]505ac8" in text and "[i]al" in text
+
+
+def test_a_scheduled_close_past_the_calendar_is_shown_not_a_traceback() -> None:
+    """A close time stored before the API bounded it (milliseconds, year 58889) reads as
+    seconds, where ``datetime`` raised and ``danlu nodes`` and ``danlu top`` crashed."""
+    from danlu.cli.top import scheduled
+
+    node = {"close_at": 1.8e12, "close_action": "drain", "close_reason": "ms"}
+    assert scheduled(node).startswith("drain at 1.8e+12 s after 1970 (in ")

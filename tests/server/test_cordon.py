@@ -478,6 +478,9 @@ def test_the_api_and_the_cli_schedule_a_drain(
         assert node["close_at"] == pytest.approx(at)
         bad = c.post(f"/cluster/nodes/{name}/cordon", json={"at": -1})
         assert bad.status_code == 422 and "at" in bad.text
+        # a time in milliseconds (JavaScript's Date.now()) is past the calendar: refused
+        in_ms = c.post(f"/cluster/nodes/{name}/drain", json={"at": time.time() * 1000})
+        assert in_ms.status_code == 422 and "milliseconds" in in_ms.text, in_ms.text
         flags = ["--url", live.url, "--token", live.token]
 
         def danlu(*args: str) -> tuple[int, str]:

@@ -57,7 +57,10 @@ def scheduled(node: dict[str, Any]) -> str:
     """A node's scheduled cordon or drain in words (plain text):
     ``drain at 2026-12-01 02:00 UTC (in 3h): new DIMMs``."""
     at = float(node["close_at"])
-    when = datetime.fromtimestamp(at).astimezone().strftime("%Y-%m-%d %H:%M %Z")
+    try:
+        when = datetime.fromtimestamp(at).astimezone().strftime("%Y-%m-%d %H:%M %Z")
+    except (ValueError, OverflowError, OSError):  # past the calendar (a time stored in ms)
+        when = f"{at:g} s after 1970"
     left = format_duration(max(0.0, at - time.time()))
     reason = str(node.get("close_reason") or "")
     return f"{node.get('close_action')} at {when} (in {left})" + (f": {reason}" if reason else "")

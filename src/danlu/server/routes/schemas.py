@@ -8,6 +8,7 @@ from typing import Annotated, Any, Literal
 from pydantic import BaseModel, ConfigDict, Field, field_validator
 
 from danlu.core.cluster import MILLI_PER_GPU
+from danlu.core.metric_record import MAX_TIME
 from danlu.core.state import JobState
 from danlu.core.values import control_character
 from danlu.server.db import ApiToken, Job, JobEvent, JobMetric, Node, Project, User
@@ -185,6 +186,16 @@ class CordonIn(_In):
     reason: str = Field(default="", max_length=500)
     at: float | None = Field(default=None, ge=0, allow_inf_nan=False)
     gpu: int | None = Field(default=None, ge=0, le=MAX_GPU_INDEX, strict=True)
+
+    @field_validator("at")
+    @classmethod
+    def _seconds(cls, value: float | None) -> float | None:
+        if value is not None and value >= MAX_TIME:
+            raise ValueError(
+                f"must be POSIX seconds before the year 9999 (below {MAX_TIME:.0f}), got "
+                f"{value:g}: a time in milliseconds is 1000 times too large"
+            )
+        return value
 
 
 class UncordonIn(_In):
