@@ -34,6 +34,9 @@ DANLU_MAX_BODY_BYTES the most bytes of a request body     ``33554432`` (32 MiB)
                      (413 past it)
 ==================== ===================================== ===================================
 
+The webhook sender's proxies come from the usual ``HTTPS_PROXY``, ``HTTP_PROXY``,
+``ALL_PROXY`` and ``NO_PROXY`` (:func:`outbound_proxies`).
+
 An empty variable (``DANLU_PORT=``) is unset: its default holds (``DANLU_TRACE_MODULES=``
 alone means something, no modules); a blank ``DANLU_HOME``, ``DANLU_URL`` or ``DANLU_TOKEN``
 too. Nothing is read at import: call :func:`load_settings`. Errors are
@@ -46,8 +49,10 @@ import json
 import os
 import re
 import shlex
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
+from urllib.parse import urlsplit
 
 from pydantic import Field, ValidationError, ValidationInfo, field_validator
 from pydantic_settings import BaseSettings, SettingsConfigDict
@@ -562,3 +567,67 @@ def caller_env() -> dict[str, str]:
     passes on a variable by name). Read here: config.py is the only reader of environment
     variables outside the job side."""
     return dict(os.environ)
+
+
+PROXY_SCHEMES = ("http", "https", "socks5", "socks5h")
+"""The proxy URL schemes httpx takes (SOCKS needs the ``socksio`` package)."""
+
+
+@dataclass(frozen=True)
+class OutboundProxies:
+    """The proxies of the control plane's own outgoing posts (the webhooks): ``http`` for an
+    http:// URL, ``https`` for an https:// one (None: straight to the host), never for a host
+    ``no_proxy`` names (``NO_PROXY``'s entries: ``*`` for every host, a host name, an IP
+    address, or a domain whose hosts all count, ``example.com`` or ``.example.com``)."""
+
+    http: str | None = None
+    https: str | None = None
+    no_proxy: tuple[str, ...] = ()
+
+
+def _proxy_variable(name: str) -> tuple[str, str] | None:
+    """``name``'s value, lower case first (as urllib and curl read it), and the spelling it
+    was found under; None when unset or empty."""
+    for spelling in (name.lower(), name.upper()):
+        value = os.environ.get(spelling, "").strip()
+        if value:
+            return spelling, value
+    return None
+
+
+def _proxy_url(name: str) -> str | None:
+    """The proxy URL in variable ``name`` (``http://`` added to a bare ``host:port``, as
+    httpx and curl do); ConfigError naming the variable for one httpx cannot use."""
+    found = _proxy_variable(name)
+    if found is None:
+        return None
+    spelling, value = found
+    url = value if "://" in value else f"http://{value}"
+    try:
+        parts = urlsplit(url)
+        _ = parts.port  # a ValueError for a port that is not a number or out of range
+    except ValueError as exc:
+        raise ConfigError(f"{spelling}: {value!r} is not a proxy URL ({exc})") from None
+    if parts.scheme.lower() not in PROXY_SCHEMES or not parts.hostname:
+        raise ConfigError(
+            f"{spelling}: {value!r} is not a proxy URL; expected "
+            f"{' / '.join(PROXY_SCHEMES)}://HOST:PORT, e.g. {spelling}=http://proxy.example:3128"
+        )
+    return url
+
+
+def outbound_proxies() -> OutboundProxies:
+    """The proxies of the webhook posts, from the environment: an https:// URL goes through
+    ``HTTPS_PROXY``, an http:// URL through ``HTTP_PROXY`` or, when that is unset,
+    ``HTTPS_PROXY``; ``ALL_PROXY`` when neither is set; none to a host ``NO_PROXY`` names
+    (comma-separated). Each name lower case or upper case (the lower case wins); an empty one
+    is unset. Read here: config.py is the server side's only reader of the environment."""
+    every = _proxy_url("all_proxy")
+    https = _proxy_url("https_proxy") or every
+    http = _proxy_url("http_proxy") or https
+    names = (_proxy_variable("no_proxy") or ("", ""))[1]
+    return OutboundProxies(
+        http=http,
+        https=https,
+        no_proxy=tuple(part.strip() for part in names.split(",") if part.strip()),
+    )

@@ -1,33 +1,45 @@
 """The webhook sender: posts the queued deliveries (:mod:`danlu.server.services.webhooks`).
 
-Each pass claims due deliveries with its token in one short transaction, reads their messages
-in another, posts them with no transaction open (a few at a time, each ended ``timeout``
-seconds after it began, however slowly the endpoint answers: :class:`_Deadline`), then writes
-every outcome back only while its token still holds (each in its own savepoint: one the store
-refuses is written as a plain failure, never undoing the others). Every control plane sharing
-a store runs a sender; the row locks keep two from posting the same delivery at the same
-time (a sender that dies mid-post leaves its rows to be claimed again once their lock
-expires, so an endpoint may see a delivery twice: ``X-Danlu-Delivery`` tells them apart).
+A pass claims due deliveries with a new token in one short transaction (one of each webhook
+at most, none of a webhook with one being posted: :func:`webhooks.claim_due`), reads their
+messages in another, and posts them with no transaction open, up to ``parallel`` at a time,
+each ended ``timeout`` seconds after it began however slowly the endpoint answers
+(:class:`_Deadline`). Each outcome is written back as its post ends, only while its token
+still holds (in a savepoint: one the store refuses is written as a plain failure), with the
+backoff counted from that end; then the freed thread is given the next due delivery of any
+webhook. So an endpoint that never answers holds one thread, and delays its own deliveries
+only. Every control plane sharing a store runs a sender; the row locks keep two from posting
+the same delivery, or to the same webhook, at the same time (a sender that dies mid-post
+leaves its rows to be claimed again once their lock expires, so an endpoint may see a
+delivery twice: ``X-Danlu-Delivery`` tells them apart).
+
+Posts go through the proxies :func:`danlu.config.outbound_proxies` reads (``HTTP_PROXY``,
+else ``HTTPS_PROXY``, for an http:// URL; ``HTTPS_PROXY`` for an https:// one; ``ALL_PROXY``
+when neither is set), straight to a host ``NO_PROXY`` names.
 """
 
 from __future__ import annotations
 
 import contextlib
+import ipaddress
 import logging
+import queue
 import secrets
 import socket
 import threading
 import time
+from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass
 from typing import Any
 
 import httpx
 from sqlalchemy.orm import Session
 
+from danlu.config import OutboundProxies, outbound_proxies
 from danlu.server.db import Database
 from danlu.server.loops import PeriodicLoop
 from danlu.server.services import webhooks
-from danlu.server.services.common import resolve_now
 
 log = logging.getLogger(__name__)
 
@@ -36,12 +48,30 @@ READ_AT_MOST = 4096
 """Bytes read of an error answer's body (its first :data:`EXCERPT` characters are kept); none
 of a 2xx answer's: an endpoint's body, however large, is never held."""
 EXCERPT = 200
+Clock = Callable[[], float]
+
+
+@dataclass(frozen=True)
+class _Ended:
+    """One post's outcome, for the pass that claimed it with ``token``: ``ended`` is when
+    the post ended (its backoff counts from then)."""
+
+    delivery_id: int
+    token: str
+    status: int | None
+    error: str | None
+    ended: float
 
 
 class WebhookSender:
-    """Posts due deliveries every ``interval`` seconds in a daemon thread (:meth:`start`), or
-    one pass at a time (:meth:`run_once`, for tests). ``transport``: an httpx transport to
-    post through (a :class:`httpx.MockTransport` in unit tests); the network by default."""
+    """Posts due deliveries in a daemon thread (:meth:`start`): a pass every ``interval``
+    seconds, or at :meth:`wake`; or one pass at a time (:meth:`run_once`, for tests).
+
+    ``parallel``: posts at most at a time, one a webhook (so that many endpoints may hang
+    before a healthy one waits). ``transport``: an httpx transport to post every message
+    through (a :class:`httpx.MockTransport` in unit tests; no proxy then); the network by
+    default, through ``proxies`` (:func:`danlu.config.outbound_proxies` when None). ``clock``:
+    the time, read when a pass starts and when each post ends."""
 
     def __init__(
         self,
@@ -49,110 +79,191 @@ class WebhookSender:
         *,
         interval: float = 2.0,
         timeout: float = 10.0,
-        batch: int = 16,
-        parallel: int = 4,
+        parallel: int = 16,
         transport: httpx.BaseTransport | None = None,
+        proxies: OutboundProxies | None = None,
+        clock: Clock = time.time,
     ) -> None:
+        if parallel < 1:
+            raise ValueError(f"parallel must be at least 1, not {parallel}")
         self.db = db
         self.interval = interval
         self.timeout = timeout
-        self.batch = batch
-        self.token = secrets.token_hex(16)
-        self.ttl = timeout * (batch // parallel + 2) + 30.0
-        """Long enough for a whole batch to time out before another sender may claim it."""
-        # the control plane's HTTPS_PROXY / NO_PROXY apply, as to any HTTP client; no
-        # connection is kept: each post opens its own, for its deadline to shut down
-        self._client = httpx.Client(
-            timeout=timeout,
-            follow_redirects=False,
-            transport=transport,
-            limits=httpx.Limits(max_keepalive_connections=0),
-        )
+        self.parallel = parallel
+        self.ttl = 2 * timeout + 30.0
+        """A claimed delivery is posted at once and ends within ``timeout``: its lock
+        outlives the post, with room for the store's writes, before another sender may
+        claim it."""
+        self._clock = clock
+        if transport is not None:
+            proxies = OutboundProxies()  # every post through the transport given
+        self._proxies = outbound_proxies() if proxies is None else proxies
+        # no connection is kept: each post opens its own, for its deadline to shut down
+        limits = httpx.Limits(max_keepalive_connections=0)
+        self._direct = self._client(transport or httpx.HTTPTransport(limits=limits))
+        self._via = {
+            proxy: self._client(httpx.HTTPTransport(limits=limits, proxy=proxy))
+            for proxy in {self._proxies.http, self._proxies.https}
+            if proxy is not None
+        }
         self._pool = ThreadPoolExecutor(max_workers=parallel, thread_name_prefix="danlu-hook")
         self._purged_at = float("-inf")
+        self._stopping = threading.Event()
+        self._ended: queue.SimpleQueue[_Ended | None] | None = None
+        """The running pass's outcomes (None: a nudge from :meth:`wake`)."""
         self._loop = PeriodicLoop(
             "danlu-webhooks",
             interval,
-            self._drain,
+            self.run_once,
             log,
             "webhook pass",
             "webhook passes work again",
         )
 
+    def _client(self, transport: httpx.BaseTransport) -> httpx.Client:
+        # trust_env=False: the proxies are :attr:`_proxies`, read by danlu.config, not
+        # httpx's own reading of the environment (which took HTTPS_PROXY for https:// only)
+        return httpx.Client(
+            timeout=self.timeout, follow_redirects=False, transport=transport, trust_env=False
+        )
+
     def start(self) -> None:
         """Run passes in a daemon thread until :meth:`stop`."""
+        self._stopping.clear()
         self._loop.start()
 
     def wake(self) -> None:
-        """Run the next pass now."""
+        """Look for due deliveries now (in the running pass, or the next one)."""
         self._loop.wake()
+        self._nudge()
 
     def stop(self, timeout: float = 30.0) -> None:
-        """Stop the thread after its current pass and close the connections."""
+        """Stop the thread once the posts under way have ended (within the sender's
+        ``timeout``) and their outcomes are written; close the connections."""
+        self._stopping.set()
+        self._nudge()
         self._loop.stop(timeout)
         self._pool.shutdown(wait=False, cancel_futures=True)
-        self._client.close()
+        for client in (self._direct, *self._via.values()):
+            client.close()
 
-    def _drain(self) -> None:
-        """Passes until one finds less than a full batch due (the backlog is sent at once)."""
-        while self.run_once() >= self.batch:
-            pass
+    def _nudge(self) -> None:
+        ended = self._ended
+        if ended is not None:
+            ended.put(None)
 
     def run_once(self, now: float | None = None) -> int:
-        """One pass: post the due deliveries (up to ``batch``); returns how many were tried."""
-        t = resolve_now(now)
-        if t - self._purged_at >= PURGE_EVERY_SECONDS:
-            with self.db.session() as session:
-                purged = webhooks.purge(session, t)  # a write every 10 minutes at most
-            if purged:
-                log.info("webhooks: deleted %d deliveries done long ago", purged)
-            self._purged_at = t
+        """One pass: post every due delivery and write its outcome; returns how many were
+        posted. A pass ends when nothing is due or being posted: while posts are under way,
+        each outcome is written as it comes, and due deliveries are claimed for the threads
+        that are free, at once after an outcome or a :meth:`wake`, else every ``interval``
+        seconds. ``now``: the time of the whole pass, every post's end included (tests);
+        else the sender's clock."""
+        clock: Clock = self._clock if now is None else (lambda: now)
+        self._purge(clock())
+        ended: queue.SimpleQueue[_Ended | None] = queue.SimpleQueue()
+        self._ended = ended
+        posting = posted = 0
+        try:
+            while True:
+                if posting < self.parallel and not self._stopping.is_set():
+                    started = self._post_due(clock(), self.parallel - posting, ended, clock)
+                    posting += started
+                    posted += started
+                if not posting:
+                    return posted
+                for outcome in _waiting(ended, self.interval):
+                    posting -= 1
+                    self._write(outcome)
+        finally:
+            self._ended = None
+
+    def _purge(self, t: float) -> None:
+        if t - self._purged_at < PURGE_EVERY_SECONDS:
+            return
+        with self.db.session() as session:
+            purged = webhooks.purge(session, t)  # a write every 10 minutes at most
+        if purged:
+            log.info("webhooks: deleted %d deliveries done long ago", purged)
+        self._purged_at = t
+
+    def _post_due(
+        self, t: float, room: int, ended: queue.SimpleQueue[_Ended | None], clock: Clock
+    ) -> int:
+        """Claim up to ``room`` due deliveries with a new token and start posting them in
+        the pool, each to put its outcome in ``ended``; returns how many were started."""
         with self.db.read_session() as session:  # most passes: nothing due, nothing written
             if not webhooks.any_due(session, t):
                 return 0
+        token = secrets.token_hex(16)
         with self.db.session() as session:
-            claimed = webhooks.claim_due(session, self.token, self.ttl, t, self.batch)
+            claimed = webhooks.claim_due(session, token, self.ttl, t, room)
         if not claimed:
             return 0
         with self.db.read_session() as session:
-            messages = webhooks.outgoing(session, claimed, t)
-        outcomes = list(self._pool.map(self._post, messages))  # no transaction open
-        lost = 0
-        with self.db.session() as session:
-            for message, (status, error) in zip(messages, outcomes, strict=True):
-                if not self._record(session, message.delivery_id, t, status, error):
-                    lost += 1
-        if lost:
-            log.warning("webhooks: %d outcomes dropped (lock lost or webhook removed)", lost)
+            messages = webhooks.outgoing(session, claimed, t)  # none of a webhook just removed
+        for message in messages:
+            self._pool.submit(self._post_to_queue, message, token, ended, clock)
         return len(messages)
 
-    def _record(
-        self, session: Session, delivery_id: int, t: float, status: int | None, error: str | None
-    ) -> bool:
-        """Write one outcome (:func:`webhooks.record`) in its own savepoint; one the store
-        refuses is written again as a plain failure, so the attempt still counts (an
-        uncounted one is posted again, and again, once its lock expires) and the batch's
-        other outcomes stand."""
+    def _post_to_queue(
+        self,
+        message: webhooks.Outgoing,
+        token: str,
+        ended: queue.SimpleQueue[_Ended | None],
+        clock: Clock,
+    ) -> None:
+        """Post ``message`` (in a pool thread) and put its outcome in ``ended``, whatever
+        happens: the pass waits for one outcome per post."""
+        try:
+            status, error = self._post(message)
+        except Exception as exc:  # a bug: still an attempt, never a pass waiting forever
+            log.exception("webhooks: delivery %d: the post failed", message.delivery_id)
+            status, error = None, f"{type(exc).__name__}: {exc}"
+        ended.put(_Ended(message.delivery_id, token, status, error, clock()))
+
+    def _write(self, outcome: _Ended) -> None:
+        """Write one outcome in its own transaction (no network I/O in it)."""
+        with self.db.session() as session:
+            written = self._record(session, outcome)
+        if not written:
+            log.warning(
+                "webhooks: delivery %d: its outcome was dropped (lock lost or webhook removed)",
+                outcome.delivery_id,
+            )
+
+    def _record(self, session: Session, outcome: _Ended) -> bool:
+        """Write one outcome (:func:`webhooks.record`, as of when its post ended) in a
+        savepoint; one the store refuses is written again as a plain failure, so the
+        attempt still counts (an uncounted one is posted again, and again, once its lock
+        expires)."""
         try:
             with session.begin_nested():
                 return webhooks.record(
-                    session, delivery_id, self.token, t, status_code=status, error=error
+                    session,
+                    outcome.delivery_id,
+                    outcome.token,
+                    outcome.ended,
+                    status_code=outcome.status,
+                    error=outcome.error,
                 )
         except Exception as exc:
-            log.warning("webhooks: delivery %d: its outcome was refused: %s", delivery_id, exc)
+            log.warning(
+                "webhooks: delivery %d: its outcome was refused: %s", outcome.delivery_id, exc
+            )
             refused = type(exc).__name__
         try:
             with session.begin_nested():
                 return webhooks.record(
                     session,
-                    delivery_id,
-                    self.token,
-                    t,
-                    status_code=status,
+                    outcome.delivery_id,
+                    outcome.token,
+                    outcome.ended,
+                    status_code=outcome.status,
                     error=f"the outcome could not be stored ({refused})",
                 )
         except Exception:
-            log.exception("webhooks: delivery %d: no outcome could be stored", delivery_id)
+            log.exception("webhooks: delivery %d: no outcome could be stored", outcome.delivery_id)
             return False
 
     def _post(self, message: webhooks.Outgoing) -> tuple[int | None, str | None]:
@@ -171,13 +282,22 @@ class WebhookSender:
         finally:
             deadline.close()
 
+    def _client_for(self, url: httpx.URL) -> httpx.Client:
+        """The client to post to ``url`` with: through the proxy of its scheme, unless
+        ``NO_PROXY`` names its host (:func:`_bypasses`)."""
+        proxy = {"http": self._proxies.http, "https": self._proxies.https}.get(url.scheme)
+        if proxy is None or _bypasses(url, self._proxies.no_proxy):
+            return self._direct
+        return self._via[proxy]
+
     def _exchange(
         self, message: webhooks.Outgoing, deadline: _Deadline
     ) -> tuple[int | None, str | None]:
         headers = {**message.headers, "Accept-Encoding": "identity"}  # an excerpt to read
-        with self._client.stream(
+        url = httpx.URL(message.url)
+        with self._client_for(url).stream(
             "POST",
-            message.url,
+            url,
             content=message.body,
             headers=headers,
             extensions={"trace": deadline.trace},
@@ -193,6 +313,57 @@ class WebhookSender:
             text = start.decode("utf-8", "replace")
         excerpt = text[:EXCERPT].strip()
         return status, f"HTTP {status}" + (f": {excerpt}" if excerpt else "")
+
+
+def _waiting(ended: queue.SimpleQueue[_Ended | None], seconds: float) -> list[_Ended]:
+    """The outcomes in ``ended`` once one comes, or a nudge, or ``seconds`` pass (then
+    perhaps none)."""
+    got: list[_Ended | None] = []
+    with contextlib.suppress(queue.Empty):
+        got.append(ended.get(timeout=seconds))
+        while True:
+            got.append(ended.get_nowait())
+    return [outcome for outcome in got if outcome is not None]
+
+
+def _bypasses(url: httpx.URL, no_proxy: tuple[str, ...]) -> bool:
+    """Whether an entry of ``NO_PROXY`` names ``url``'s host: ``*`` (every host), the host
+    itself or a domain it is in (``example.com`` and ``.example.com`` both take
+    ``hooks.example.com``), an IP address or network (``10.0.0.0/8``); an entry with a
+    ``:PORT`` only for that port."""
+    host = url.host.lower().rstrip(".")
+    port = url.port or (443 if url.scheme == "https" else 80)
+    for entry in no_proxy:
+        name, wanted = _split_port(entry.strip().lower())
+        if name == "*":
+            return True
+        if wanted is not None and wanted != port:
+            continue
+        try:
+            network = ipaddress.ip_network(name, strict=False)
+        except ValueError:
+            domain = name.lstrip("*").strip(".")
+            if domain and (host == domain or host.endswith("." + domain)):
+                return True
+            continue
+        try:
+            if ipaddress.ip_address(host) in network:
+                return True
+        except ValueError:
+            continue  # a host name is never in an IP network
+    return False
+
+
+def _split_port(entry: str) -> tuple[str, int | None]:
+    """``host:port``, ``[v6]:port``, ``[v6]``, ``v6`` or ``host``: the host and the port."""
+    if entry.startswith("["):
+        host, _, rest = entry[1:].partition("]")
+        port = rest.removeprefix(":")
+        return host, int(port) if port.isdigit() else None
+    host, colon, port = entry.rpartition(":")
+    if colon and port.isdigit() and ":" not in host:
+        return host, int(port)
+    return entry, None
 
 
 def _start_of(response: httpx.Response, deadline: _Deadline) -> bytes:

@@ -5,11 +5,12 @@ default the ends: SUCCEEDED, FAILED, CANCELLED), and optionally one project or o
 jobs only count. Every state change of a matching job adds a :class:`WebhookDelivery` row in
 the transaction that makes the change (:func:`enqueue`, called where job events are written),
 so a message exists exactly when its change was committed. The sender
-(:class:`danlu.server.webhooks.WebhookSender`) claims due rows with a token
-(:func:`claim_due`), builds their messages (:func:`outgoing`), posts them outside any
-transaction, and writes each outcome back only while its token still matches
-(:func:`record`): delivered on a 2xx answer, else tried again after a growing backoff until
-:data:`MAX_ATTEMPTS` attempts have failed.
+(:class:`danlu.server.webhook_sender.WebhookSender`) claims due rows with a token
+(:func:`claim_due`: one at a time of each webhook), builds their messages
+(:func:`outgoing`), posts them outside any transaction, and writes each outcome back only
+while its token still matches (:func:`record`): delivered on a 2xx answer, else tried again
+after a growing backoff (counted from the attempt's end) until :data:`MAX_ATTEMPTS` attempts
+have failed.
 """
 
 from __future__ import annotations
@@ -25,7 +26,7 @@ from typing import Any
 from urllib.parse import urlsplit
 
 import httpx
-from sqlalchemy import delete, func, insert, select
+from sqlalchemy import ColumnElement, delete, func, insert, or_, select
 from sqlalchemy.orm import Session
 
 from danlu.core.errors import SpecError
@@ -308,23 +309,36 @@ def enqueue(session: Session, events: Sequence[Mapping[str, Any]]) -> int:
 # -- the sender's steps ---------------------------------------------------------------------
 
 
+def _claimable(now: float) -> list[ColumnElement[bool]]:
+    """A delivery the sender may post at ``now``: due (not done, its attempt time reached)
+    and its webhook's first due one (the lowest id), so that one post at a time goes to a
+    webhook, whichever sender makes it: while it is locked (posted), no other delivery of
+    its webhook is claimable. An endpoint that never answers holds one sender thread, and
+    delays its own deliveries only."""
+    due = [WebhookDelivery.done_at.is_(None), WebhookDelivery.next_attempt_at <= now]
+    first = select(func.min(WebhookDelivery.id)).where(*due).group_by(WebhookDelivery.webhook_seq)
+    return [*due, WebhookDelivery.id.in_(first.scalar_subquery())]
+
+
 def any_due(session: Session, now: float) -> bool:
-    """Whether a delivery is due (a read: the sender claims, a write, only then)."""
-    query = select(WebhookDelivery.id).where(
-        WebhookDelivery.done_at.is_(None), WebhookDelivery.next_attempt_at <= now
-    )
+    """Whether a delivery can be claimed (:func:`claim_due`) at ``now``: a read, so that the
+    sender claims, a write, only then."""
+    unlocked = or_(WebhookDelivery.lock_expires_at.is_(None), WebhookDelivery.lock_expires_at < now)
+    query = select(WebhookDelivery.id).where(*_claimable(now), unlocked)
     return session.scalar(query.limit(1)) is not None
 
 
 def claim_due(
     session: Session, token: str, ttl: float, now: float, limit: int, owner: str | None = None
 ) -> list[int]:
-    """Lock up to ``limit`` due deliveries (not done, their attempt time reached), oldest
-    first, with ``token``. Commits."""
+    """Lock up to ``limit`` due deliveries with ``token``, the first due one of each webhook
+    whose first due one is not locked already (:func:`_claimable`), those due longest first.
+    Commits. Claim with a new token each time: a delivery still locked with an earlier
+    token of the same sender (being posted) must not come back as claimed."""
     return locks.claim_where(
         session,
         WebhookDelivery,
-        [WebhookDelivery.done_at.is_(None), WebhookDelivery.next_attempt_at <= now],
+        _claimable(now),
         token,
         ttl,
         now,
@@ -421,8 +435,9 @@ def record(
 ) -> bool:
     """Write one attempt's outcome while the delivery is still locked with ``token``
     (False, nothing written, when the lock was lost); unlocks it. A 2xx ``status_code``
-    without ``error`` delivers it; anything else schedules the next attempt, or gives up
-    after :data:`MAX_ATTEMPTS`."""
+    without ``error`` delivers it; anything else schedules the next attempt :func:`backoff`
+    seconds after ``now``, or gives up after :data:`MAX_ATTEMPTS`. ``now`` is when the
+    attempt ENDED: a post that took its whole timeout must not use up the backoff."""
     attempts = session.scalar(
         select(WebhookDelivery.attempts).where(WebhookDelivery.id == delivery_id)
     )
