@@ -26,7 +26,7 @@ from danlu.devices.metrics import ENERGY_METRIC, gpu_labels
 from danlu.sched.quota import Usage
 from danlu.server.db import Database, Gpu, Job, Node, Project, User
 from danlu.server.services import usage, user_quotas, webhooks
-from danlu.server.services.cluster import list_shares
+from danlu.server.services.cluster import ABSENT, list_shares
 from danlu.server.services.nodes import STATES as NODE_STATES
 from danlu.server.services.nodes import state as node_state
 from danlu.server.services.projects import HOLDING
@@ -181,8 +181,9 @@ class _StoreCollector(Collector):
                 shares = [
                     (s.node, s.gpu, s.milli, s.memory, s.job_id) for s in list_shares(session)
                 ]
-                node_states = Tally(map(node_state, session.scalars(select(Node))))
-                closed = select(Gpu).where(Gpu.cordoned_at.is_not(None))
+                here = select(Node).where(Node.position != ABSENT)  # not those gone a while
+                node_states = Tally(map(node_state, session.scalars(here)))
+                closed = select(Gpu).where(Gpu.cordoned_at.is_not(None), Gpu.memory != ABSENT)
                 gpu_states = Tally(map(node_state, session.scalars(closed)))
                 hooks = {h.seq: h.id for h in webhooks.list_webhooks(session)}
                 deliveries = webhooks.counts(session)

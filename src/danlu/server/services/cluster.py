@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, Final
 
 from sqlalchemy import delete, func, insert, select, update
 from sqlalchemy.dialects import postgresql, sqlite
@@ -15,6 +15,7 @@ from danlu.core.cluster import Node as CoreNode
 from danlu.core.errors import ConfigError
 from danlu.core.state import JobState
 from danlu.server.db.models import Counter, Gpu, Job, Node
+from danlu.server.services import nodes as node_states
 from danlu.server.services.common import resolve_now, tuple_rows
 
 
@@ -30,6 +31,16 @@ class ShareRecord:
     memory: int
 
 
+ABSENT: Final = -1
+"""The ``position`` of a node, and the ``memory`` of a GPU, that the last inventory reading
+did not report but whose row is kept for what an admin set on it (:func:`replace_inventory`):
+no such node or GPU is listed or scheduled onto."""
+
+_LAUNCHES: Final = " launches in a row failed for the node's reasons"
+"""How the reason of a cordon after failed launches goes on after their number
+(:func:`danlu.server.services.nodes.launch_failed`)."""
+
+
 def replace_inventory(
     session: Session,
     nodes: Sequence[CoreNode],
@@ -39,15 +50,29 @@ def replace_inventory(
 ) -> list[Node]:
     """Make the stored inventory exactly ``nodes`` (in this order), with optional GPU UUIDs
     per node name (a node ``uuids`` does not name keeps those it had). Nodes keep their
-    names, so allocations stored by name stay valid."""
+    names, so allocations stored by name stay valid.
+
+    What an admin set outlives a reading without the node or GPU (a node rebooting, a GPU
+    off the bus): a node that is not in ``nodes`` keeps its row, at position
+    :data:`ABSENT`, while an admin's cordon or drain, a scheduled close or an admin's cordon
+    of one of its GPUs holds, and a GPU past the number its node reports keeps its row, with
+    memory :data:`ABSENT`, while an admin's cordon of it holds; both apply again when they
+    are reported again under that name and index. The closes the control plane made itself
+    (:func:`_automatic`) and the count of failed launches are forgotten with them, and the
+    rows of what nothing holds are deleted."""
     t = resolve_now(now)
     names = [n.name for n in nodes]
     if len(set(names)) != len(names):
         raise ConfigError(f"duplicate node names in the inventory: {names}")
     uuids = uuids or {}
-    existing = {n.name: n for n in session.scalars(select(Node).options(selectinload(Node.gpus)))}
+    query = (  # every GPU, absent ones too (list_nodes may have loaded only the others)
+        select(Node).options(selectinload(Node.gpus)).execution_options(populate_existing=True)
+    )
+    existing = {n.name: n for n in session.scalars(query)}
     for name in set(existing) - set(names):
-        session.delete(existing.pop(name))
+        gone = existing.pop(name)
+        if not _keep_absent(gone):
+            session.delete(gone)
     session.flush()
     rows: list[Node] = []
     for position, spec in enumerate(nodes):
@@ -63,10 +88,12 @@ def replace_inventory(
         row.memory = spec.memory
         row.fake = fake
         row.updated_at = t
-        gpus = list(row.gpus)
-        del row.gpus[spec.gpus :]  # extra GPUs (delete-orphan) go first
+        by_index = {gpu.index: gpu for gpu in row.gpus}
+        for extra in list(row.gpus):  # those past the count: delete-orphan, or kept absent
+            if extra.index >= spec.gpus:
+                _absent_gpu(row, extra)
         for i in range(spec.gpus):
-            gpu = gpus[i] if i < len(gpus) else None
+            gpu = by_index.get(i)
             if gpu is None:
                 gpu = Gpu(index=i, gpu_type="", memory=0)
                 row.gpus.append(gpu)
@@ -80,9 +107,48 @@ def replace_inventory(
     return rows
 
 
+def _automatic(node: Node | Gpu) -> bool:
+    """Whether the cordon of ``node`` (or of a GPU) is one the control plane made itself and
+    takes back by itself or forgets with the node: the health check's of a GPU, the health
+    program's or the backend's (their marks), or the one after failed launches."""
+    reason = node.cordon_reason
+    if isinstance(node, Gpu):
+        return reason.startswith(node_states.HEALTH_REASON)
+    marks = (node_states.PROGRAM_REASON, node_states.EXECUTOR_REASON)
+    launches = node.launch_failures > 0 and reason.startswith(f"{node.launch_failures}{_LAUNCHES}")
+    return reason.startswith(marks) or launches
+
+
+def _absent_gpu(node: Node, gpu: Gpu) -> None:
+    """Mark ``gpu`` of ``node`` absent when an admin's cordon holds it, else delete it."""
+    if gpu.cordoned_at is not None and not _automatic(gpu):
+        gpu.memory = ABSENT
+    else:
+        node.gpus.remove(gpu)  # delete-orphan
+
+
+def _keep_absent(node: Node) -> bool:
+    """Mark ``node``, missing from the reading, absent with what an admin set on it (its
+    automatic closes forgotten); False: nothing an admin set holds, delete its row."""
+    if node.cordoned_at is not None and _automatic(node):
+        node.cordoned_at, node.cordon_reason, node.draining = None, "", False
+    node.launch_failures = 0
+    for gpu in list(node.gpus):
+        _absent_gpu(node, gpu)
+    node.position = ABSENT
+    return node.cordoned_at is not None or node.close_at is not None or bool(node.gpus)
+
+
 def list_nodes(session: Session) -> list[Node]:
-    """The inventory in node order, GPUs loaded."""
-    query = select(Node).options(selectinload(Node.gpus)).order_by(Node.position, Node.id)
+    """The inventory in node order, GPUs loaded: the nodes and GPUs the last reading reported
+    (those kept :data:`ABSENT` are left out)."""
+    query = (
+        select(Node)
+        .where(Node.position != ABSENT)
+        .options(selectinload(Node.gpus.and_(Gpu.memory != ABSENT)))
+        .order_by(Node.position, Node.id)
+        .execution_options(populate_existing=True)  # GPUs loaded before with absent ones
+    )
     return list(session.scalars(query))
 
 
@@ -155,7 +221,8 @@ class InventoryMemo:
 
 
 def load_cluster(session: Session, memo: InventoryMemo | None = None) -> Cluster:
-    """The inventory as a :class:`danlu.core.cluster.Cluster` (node index = position).
+    """The inventory as a :class:`danlu.core.cluster.Cluster` (node index = position), the
+    nodes and GPUs kept :data:`ABSENT` left out.
 
     Two column queries, no ORM objects: at 1,000 nodes loading ``Node`` rows with their
     ``Gpu`` children took tens of ms. ``memo``: when the inventory revision is the one it
@@ -174,14 +241,15 @@ def load_cluster(session: Session, memo: InventoryMemo | None = None) -> Cluster
     gpu_rows = tuple_rows(  # plain tuples: the memo compares them
         connection,
         select(Gpu.node_id, func.count(Gpu.id), func.min(Gpu.memory))
+        .where(Gpu.memory != ABSENT)
         .group_by(Gpu.node_id)
         .order_by(Gpu.node_id),
     )
     node_rows = tuple_rows(
         connection,
-        select(Node.id, Node.name, Node.gpu_type, Node.cpu_milli, Node.memory, Node.rack).order_by(
-            Node.position, Node.id
-        ),
+        select(Node.id, Node.name, Node.gpu_type, Node.cpu_milli, Node.memory, Node.rack)
+        .where(Node.position != ABSENT)
+        .order_by(Node.position, Node.id),
     )
     rows = (gpu_rows, node_rows)
     if memo is not None:
