@@ -62,6 +62,19 @@ def sqlite_template(tmp_path_factory: pytest.TempPathFactory) -> Path:
     return path
 
 
+@pytest.fixture
+def sqlite_db(tmp_path: Path, sqlite_template: Path) -> Iterator[Database]:
+    """A migrated SQLite store only, for tests of timing or of the environment that need no
+    second backend."""
+    target = tmp_path / "sqlite-only.db"
+    shutil.copyfile(sqlite_template, target)
+    database = Database(f"sqlite:///{target}")
+    try:
+        yield database
+    finally:
+        database.dispose()
+
+
 @pytest.fixture(params=BACKENDS)
 def backend(request: pytest.FixtureRequest) -> str:
     return str(request.param)

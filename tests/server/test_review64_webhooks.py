@@ -6,13 +6,11 @@ than the status and the start of an error's body), and an outcome that cannot be
 
 from __future__ import annotations
 
-import shutil
 import socket
 import threading
 import time
-from collections.abc import Callable, Iterator
+from collections.abc import Callable
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
-from pathlib import Path
 from typing import Any
 
 import pytest
@@ -22,18 +20,6 @@ from danlu.server.services import webhooks
 from danlu.server.webhook_sender import WebhookSender
 
 NOW = 1_000_000.0
-
-
-@pytest.fixture
-def sqlite_db(tmp_path: Path, sqlite_template: Path) -> Iterator[Database]:
-    """A migrated SQLite store only (what the tests of timing need: no second backend)."""
-    target = tmp_path / "hooks.db"
-    shutil.copyfile(sqlite_template, target)
-    database = Database(f"sqlite:///{target}")
-    try:
-        yield database
-    finally:
-        database.dispose()
 
 
 class ErrorBody:

@@ -7,11 +7,8 @@ names)."""
 
 from __future__ import annotations
 
-import shutil
 import threading
-from collections.abc import Iterator
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
-from pathlib import Path
 from typing import Any
 
 import httpx
@@ -27,18 +24,6 @@ from danlu.server.webhook_sender import WebhookSender
 PROXY_VARIABLES = ("HTTP_PROXY", "HTTPS_PROXY", "ALL_PROXY", "NO_PROXY")
 HOOK = "http://hooks.example.invalid/x"
 TLS_HOOK = "https://hooks.example.invalid/x"
-
-
-@pytest.fixture
-def sqlite_db(tmp_path: Path, sqlite_template: Path) -> Iterator[Database]:
-    """A migrated SQLite store only (the proxy and clock tests need no second backend)."""
-    target = tmp_path / "hooks.db"
-    shutil.copyfile(sqlite_template, target)
-    database = Database(f"sqlite:///{target}")
-    try:
-        yield database
-    finally:
-        database.dispose()
 
 
 @pytest.fixture
