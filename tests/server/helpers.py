@@ -14,6 +14,7 @@ import time
 from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager, suppress
 from dataclasses import dataclass, field
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 from types import SimpleNamespace
 from typing import Any
@@ -345,3 +346,19 @@ class ScriptedPolicy:
     def schedule(self, view: ClusterView) -> Plan:
         self.views.append(view)
         return self.plans.pop(0) if self.plans else Plan()
+
+
+class QuietHandler(BaseHTTPRequestHandler):
+    """A request handler that writes no access log to stderr."""
+
+    def log_message(self, format: str, *args: Any) -> None:
+        pass
+
+
+def serve_locally(handler: type[BaseHTTPRequestHandler]) -> ThreadingHTTPServer:
+    """``handler`` served on a free loopback port from a daemon thread, each request in a
+    thread of its own; ``server.shutdown()`` and ``server.server_close()`` stop it."""
+    server = ThreadingHTTPServer(("127.0.0.1", 0), handler)
+    server.daemon_threads = True
+    threading.Thread(target=server.serve_forever, daemon=True).start()
+    return server

@@ -8,12 +8,10 @@ names)."""
 from __future__ import annotations
 
 import threading
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
-from typing import Any
 
 import httpx
 import pytest
-from helpers import wait_for
+from helpers import QuietHandler, serve_locally, wait_for
 
 from danlu import config
 from danlu.core.errors import ConfigError
@@ -49,7 +47,7 @@ class Endpoint:
         self._lock = threading.Lock()
         endpoint = self
 
-        class Handler(BaseHTTPRequestHandler):
+        class Handler(QuietHandler):
             def do_POST(self) -> None:
                 self.rfile.read(int(self.headers["Content-Length"]))
                 with endpoint._lock:
@@ -65,13 +63,8 @@ class Endpoint:
                     endpoint.in_flight -= 1
                     endpoint.answered += 1
 
-            def log_message(self, format: str, *args: Any) -> None:
-                pass
-
-        self.server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
-        self.server.daemon_threads = True
+        self.server = serve_locally(Handler)
         self.url = f"http://127.0.0.1:{self.server.server_address[1]}/hook"
-        threading.Thread(target=self.server.serve_forever, daemon=True).start()
 
     def close(self) -> None:
         self.release.set()
@@ -173,7 +166,7 @@ class Proxy:
         self.seen: list[str] = []
         proxy = self
 
-        class Handler(BaseHTTPRequestHandler):
+        class Handler(QuietHandler):
             def do_POST(self) -> None:
                 self.rfile.read(int(self.headers["Content-Length"]))
                 proxy.seen.append(f"POST {self.path}")
@@ -188,13 +181,8 @@ class Proxy:
                 self.end_headers()
                 self.close_connection = True
 
-            def log_message(self, format: str, *args: Any) -> None:
-                pass
-
-        self.server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
-        self.server.daemon_threads = True
+        self.server = serve_locally(Handler)
         self.url = f"http://127.0.0.1:{self.server.server_address[1]}"
-        threading.Thread(target=self.server.serve_forever, daemon=True).start()
 
     def close(self) -> None:
         self.server.shutdown()
