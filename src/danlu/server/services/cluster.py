@@ -36,10 +36,6 @@ ABSENT: Final = -1
 did not report but whose row is kept for what an admin set on it (:func:`replace_inventory`):
 no such node or GPU is listed or scheduled onto."""
 
-_LAUNCHES: Final = " launches in a row failed for the node's reasons"
-"""How the reason of a cordon after failed launches goes on after their number
-(:func:`danlu.server.services.nodes.launch_failed`)."""
-
 
 def replace_inventory(
     session: Session,
@@ -115,7 +111,9 @@ def _automatic(node: Node | Gpu) -> bool:
     if isinstance(node, Gpu):
         return reason.startswith(node_states.HEALTH_REASON)
     marks = (node_states.PROGRAM_REASON, node_states.EXECUTOR_REASON)
-    launches = node.launch_failures > 0 and reason.startswith(f"{node.launch_failures}{_LAUNCHES}")
+    launches = node.launch_failures > 0 and reason.startswith(
+        f"{node.launch_failures}{node_states.LAUNCHES_REASON}"
+    )
     return reason.startswith(marks) or launches
 
 

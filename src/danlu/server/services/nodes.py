@@ -391,6 +391,11 @@ def sync_backend(
     return shut, opened
 
 
+LAUNCHES_REASON: Final = " launches in a row failed for the node's reasons"
+"""What the reason of a cordon after failed launches says after their number (the
+inventory reading tells such a close, the control plane's own, by it)."""
+
+
 def launch_failed(
     session: Session,
     names: Collection[str],
@@ -408,10 +413,8 @@ def launch_failed(
         node.launch_failures += 1
         if limit > 0 and node.launch_failures >= limit and node.cordoned_at is None:
             node.cordoned_at = t
-            node.cordon_reason = (
-                f"{node.launch_failures} launches in a row failed for the node's reasons "
-                f"(last: {error})"
-            )[:MAX_REASON]
+            reason = f"{node.launch_failures}{LAUNCHES_REASON} (last: {error})"
+            node.cordon_reason = reason[:MAX_REASON]
             cordoned.append(node.name)
     session.flush()
     return cordoned
