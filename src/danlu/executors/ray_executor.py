@@ -9,13 +9,15 @@ its GPUs are not seen by danlu.
 
 - **Nodes.** Every live node with GPUs (Ray's ``GPU`` resource) is a danlu node, named by its
   ``danlu.node`` label (``ray start --labels='{"danlu.node": "gpu07"}'``) or else by Ray's
-  ``NodeName`` (its address). Ray's ``accelerator_type:...`` resource names the GPU type.
+  ``NodeName`` (its address). Ray's ``accelerator_type:...`` resources name the GPU type
+  (:mod:`~danlu.executors.ray_nodes`).
   Two nodes of one name leave the inventory as it was; a launch onto that name is a
   :class:`NodeLaunchError`, launches onto other nodes go on.
 - **Logs.** The actors keep their node's output and hand it out in whole lines; each poll
   appends what is new, node after node, to ``{log_dir}/JOB_ID.log`` on the control plane's
-  host (a node's last line, which its command may leave without a newline, gets one), so a
-  job's log outlives its actors and is appended across runs as the local executor's is.
+  host (a node's last line, which its command may leave without a newline, gets one; a line
+  longer than an actor hands out at once stays whole: :mod:`~danlu.executors.ray_output`), so
+  a job's log outlives its actors and is appended across runs as the local executor's is.
 - **Stopping.** SIGTERM to the command's process group on every node, SIGKILL after the grace
   (the actor's own timer). When one node's command fails, the others are stopped once, with
   the cancel grace (a gang); when one checkpoints (exit 75) with no stop danlu asked for
@@ -60,8 +62,7 @@ from collections.abc import Callable, Iterator, Mapping
 from pathlib import Path
 from typing import Any, TypeVar
 
-from danlu.core.cluster import GPU_TYPES, Cluster, GpuType, Node, gpu_type
-from danlu.core.errors import UnknownNameError
+from danlu.core.cluster import GPU_TYPES, Cluster, GpuType
 from danlu.executors import records, supervise
 from danlu.executors.base import (
     PREEMPTED_EXIT_CODE,
@@ -87,12 +88,18 @@ from danlu.executors.errors import (
     NodeLaunchError,
 )
 from danlu.executors.ray_actor import NodeRun
+from danlu.executors.ray_nodes import (
+    NODE_LABEL,
+    check_head_reachable,
+    node_name,
+    ray_node,
+    shared_name,
+)
+from danlu.executors.ray_output import append_output
 from danlu.executors.rundirs import DEFAULT_PREEMPT_GRACE, RESULT, RunDirExecutor
 
 log = logging.getLogger(__name__)
 
-NODE_LABEL = "danlu.node"
-"""The Ray node label that names a node for danlu."""
 CALL_TIMEOUT = 2.0
 """Seconds a poll waits for all the actors' answers before it counts the run as still
 starting (or busy): it asks again at the next poll."""
@@ -131,6 +138,7 @@ def _launch_fields() -> dict[str, records.Check]:
         and all(isinstance(n, int) and not isinstance(n, bool) and n >= 0 for n in v)
     )
     fields["unsignalled"] = _unsignalled
+    fields["open_line"] = lambda v: isinstance(v, int) and not isinstance(v, bool) and v >= 0
     return fields
 
 
@@ -241,7 +249,9 @@ class RayExecutor(RunDirExecutor, MultiNodeExecutor, GpuSharingExecutor):
         nodes = self._nodes()
         if not nodes:
             raise ExecutorError("the Ray cluster has no live node with GPUs")
-        return refreshed_cluster(self._cluster, [self._node(n) for n in nodes.values()], "ray")
+        return refreshed_cluster(
+            self._cluster, [ray_node(n, self._gpu_type) for n in nodes.values()], "ray"
+        )
 
     def _listed(self) -> dict[str, list[dict[str, Any]]]:
         """Ray's live nodes with GPUs by danlu name (several where nodes share a name), in
@@ -255,7 +265,7 @@ class RayExecutor(RunDirExecutor, MultiNodeExecutor, GpuSharingExecutor):
         found: dict[str, list[dict[str, Any]]] = {}
         for info in listed:
             if info.get("Alive") and float(info.get("Resources", {}).get("GPU", 0)) > 0:
-                found.setdefault(_node_name(info), []).append(info)
+                found.setdefault(node_name(info), []).append(info)
         return found
 
     def _nodes(self) -> dict[str, dict[str, Any]]:
@@ -265,7 +275,7 @@ class RayExecutor(RunDirExecutor, MultiNodeExecutor, GpuSharingExecutor):
         found = self._listed()
         for name, infos in found.items():
             if len(infos) > 1:
-                raise ExecutorError(_shared_name(name))
+                raise ExecutorError(shared_name(name))
         return {name: infos[0] for name, infos in found.items()}
 
     def _launch_nodes(self, names: list[str]) -> dict[str, dict[str, Any]]:
@@ -276,7 +286,7 @@ class RayExecutor(RunDirExecutor, MultiNodeExecutor, GpuSharingExecutor):
         shared = sorted(name for name, infos in found.items() if len(infos) > 1)
         ours = [name for name in shared if name in names]
         if ours:
-            raise NodeLaunchError(_shared_name(ours[0]), nodes=ours)
+            raise NodeLaunchError(shared_name(ours[0]), nodes=ours)
         if shared and shared != self._shared_names:
             log.warning(
                 "Ray nodes share the names %s: no launch is made onto them; give each a "
@@ -286,22 +296,6 @@ class RayExecutor(RunDirExecutor, MultiNodeExecutor, GpuSharingExecutor):
             )
         self._shared_names = shared
         return {name: infos[0] for name, infos in found.items() if len(infos) == 1}
-
-    def _node(self, info: Mapping[str, Any]) -> Node:
-        resources = info.get("Resources", {})
-        name = _node_name(info)
-        kind = self._gpu_type
-        for key in resources:
-            if key.startswith("accelerator_type:"):
-                with contextlib.suppress(UnknownNameError):
-                    kind = gpu_type(key.split(":", 1)[1])
-        return Node(
-            name,
-            int(float(resources.get("GPU", 0))),
-            kind,
-            cpu_milli=int(float(resources.get("CPU", 0)) * 1000),
-            memory=int(float(resources.get("memory", 0))),
-        )
 
     def max_nodes_per_job(self) -> int:
         """Every node of the cluster."""
@@ -660,21 +654,23 @@ class RayExecutor(RunDirExecutor, MultiNodeExecutor, GpuSharingExecutor):
     def _append(
         self, run_dir: Path, launch: dict[str, Any], answers: list[dict[str, Any] | None]
     ) -> None:
-        """Append the actors' new output to the job's log, node after node, and record how
-        far each has been read (a control plane that restarts reads on from there). The
-        actors hand out whole lines but for an exited command's last one (and a line longer
-        than :data:`~danlu.executors.ray_actor.CHUNK`): a piece without a newline at its end
-        gets one, or the next node's output would join its line."""
-        chunks = [a["output"] for a in answers if a is not None and a["output"]]
-        if not chunks:
+        """Append the actors' new output to the job's log, keeping lines whole
+        (:func:`~danlu.executors.ray_output.append_output`), and record how far each has been
+        read and which node's line the log ends in (a control plane that restarts reads on
+        from there)."""
+        before = launch.get("open_line")
+        appended = append_output(launch["log_path"], answers, before)
+        if not appended.taken and appended.open_line == before:
             return
-        with open(launch["log_path"], "ab") as f:
-            for chunk in chunks:
-                f.write(chunk if chunk.endswith(b"\n") else chunk + b"\n")
         offsets = launch.get("offsets") or [0] * len(launch["actors"])
         launch["offsets"] = [
-            a["offset"] if a is not None else old for a, old in zip(answers, offsets, strict=False)
+            a["offset"] if a is not None and i in appended.taken else old
+            for i, (a, old) in enumerate(zip(answers, offsets, strict=False))
         ]
+        if appended.open_line is None:
+            launch.pop("open_line", None)
+        else:
+            launch["open_line"] = appended.open_line
         with contextlib.suppress(OSError):  # read again (and logged twice) after a restart
             supervise.write_json(run_dir / supervise.LAUNCH, launch)
 
@@ -770,6 +766,7 @@ def _join(ray: Any, address: str | None, namespace: str) -> None:
                 _RECONNECT_VARIABLE,
                 GCS_RECONNECT_TIMEOUT,
             )
+        check_head_reachable(ray, address, GCS_TIMEOUT)
         ray.init(address=address, namespace=namespace, log_to_driver=False)
     except (ConnectionError, RuntimeError) as exc:
         raise ExecutorUnavailableError(f"cannot join the Ray cluster: {exc}") from exc
@@ -778,18 +775,6 @@ def _join(ray: Any, address: str | None, namespace: str) -> None:
             os.environ.pop(_RECONNECT_VARIABLE, None)
         else:
             os.environ[_RECONNECT_VARIABLE] = before
-
-
-def _node_name(info: Mapping[str, Any]) -> str:
-    """A Ray node's danlu name: its ``danlu.node`` label, else Ray's ``NodeName``."""
-    return str((info.get("Labels") or {}).get(NODE_LABEL) or info.get("NodeName", ""))
-
-
-def _shared_name(name: str) -> str:
-    return (
-        f"two Ray nodes are both named {name!r}; give each a label of its own, "
-        f'e.g. ray start --labels=\'{{"{NODE_LABEL}": "gpu07"}}\''
-    )
 
 
 def public_env(env: Mapping[str, str]) -> dict[str, str]:

@@ -1,0 +1,84 @@
+"""Appending the output of a Ray run's actors to the job's log, line by line.
+
+Each node's :class:`~danlu.executors.ray_actor.NodeRun` hands out its output from an offset in
+whole lines, but for two kinds of piece: an exited command's last line, which it may have left
+without a newline, and a piece of a line longer than :data:`~danlu.executors.ray_actor.CHUNK`,
+whose rest comes at a later poll. The log on the control plane's host is one file for every
+node of the run, so :func:`append_output` keeps each line whole:
+
+- A command's last line (its actor's final piece) gets a newline when it has none, or the next
+  node's output (or the next run's) would join it.
+- A piece of a longer line is written as it is and the log is left *open* on that node's line:
+  its next piece continues it. While the node goes on with its line, the other nodes' pieces
+  wait (their offsets are not advanced, so their actors hand them out again); only one line can
+  be open at a time, so of several such pieces at one poll the first node's is written. When
+  the open line's node has nothing new at a poll while another node has, or its actor is gone,
+  the line is closed with a newline first.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+
+@dataclass(frozen=True)
+class Appended:
+    """What :func:`append_output` wrote."""
+
+    taken: frozenset[int]
+    """The indexes of the answers whose output is in the log now: their offsets advance; the
+    others' output is handed out again at the next poll."""
+    open_line: int | None
+    """The node (an index of the answers) whose line the log now ends in the middle of."""
+
+
+def append_output(
+    log_path: str, answers: Sequence[Mapping[str, Any] | None], open_line: int | None
+) -> Appended:
+    """Append the new output of the ``answers`` (the actors' statuses, None for an actor that
+    is gone) to the log at ``log_path``, which ends in the middle of node ``open_line``'s line
+    (None: at a line's end). See the module's docstring for the order."""
+    pieces: dict[int, tuple[bytes, bool]] = {
+        i: (a["output"], a["exit_code"] is not None and not a["more"])  # (piece, its last?)
+        for i, a in enumerate(answers)
+        if a is not None and a["output"]
+    }
+    out: list[bytes] = []
+    taken: set[int] = set()
+    current = open_line
+    if current is not None and (current >= len(answers) or answers[current] is None):
+        out.append(b"\n")  # its actor is gone: no rest of the line to come
+        current = None
+
+    def write(index: int) -> None:
+        nonlocal current
+        data, last = pieces[index]
+        if current is not None and current != index:
+            out.append(b"\n")  # the open line's node has nothing new now
+        out.append(data)
+        taken.add(index)
+        if data.endswith(b"\n"):
+            current = None
+        elif last:
+            out.append(b"\n")
+            current = None
+        else:
+            current = index
+
+    if current is not None and current in pieces:
+        write(current)
+    if current is None or current not in taken:  # else its line goes on: the others wait
+        rest = [i for i in sorted(pieces) if i not in taken]
+        for index in rest:
+            data, last = pieces[index]
+            if data.endswith(b"\n") or last:
+                write(index)
+        partial = [i for i in rest if i not in taken]
+        if partial:
+            write(partial[0])
+    if out:
+        with open(log_path, "ab") as f:
+            f.write(b"".join(out))
+    return Appended(frozenset(taken), current)
