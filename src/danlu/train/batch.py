@@ -24,6 +24,14 @@ from danlu.core.errors import ConfigError
 _SIZES = frozenset(("global_batch", "world_size", "micro"))
 
 
+class MicroBatchOutOfMemoryError(ConfigError):
+    """Out of memory at the smallest micro-batch: OOM recovery cannot halve it further.
+
+    Raised from the out-of-memory error itself (``raise ... from``). Its name is part of the
+    contract: the executors classify a run whose log tail holds ``OutOfMemoryError`` as out of
+    memory (``danlu.executors.base.classify_exit``), not as a generic failure."""
+
+
 def micro_batch_count(samples: int, micro: int, least: int = 1) -> int:
     """How many micro-batches a rank's ``samples`` are cut into: the fewest of at most
     ``micro`` samples each (``ceil(samples / micro)``), unless that would leave one below
@@ -105,18 +113,37 @@ class BatchController:
                 count = micro_batch_count(local, state["micro"], least)
                 object.__setattr__(self, "accumulation", count)
 
-    def on_oom(self) -> None:
-        """Halve the micro-batch (accumulation doubles, the global batch stays)."""
+    def on_oom(self, cause: BaseException | None = None) -> None:
+        """Halve the micro-batch (accumulation doubles, the global batch stays); at
+        :attr:`min_micro` raise :class:`MicroBatchOutOfMemoryError`, chained from ``cause``
+        (the out-of-memory error, without its traceback: see
+        :class:`~danlu.train.step.StepEngine`)."""
         if self.micro <= self.min_micro:
-            raise ConfigError(
-                f"out of memory even at micro-batch {self.micro}; the model does "
-                "not fit this GPU's memory limit"
-            )
+            raise MicroBatchOutOfMemoryError(
+                f"out of memory even at micro-batch {self.micro}, the smallest the OOM "
+                "recovery halves to: the model does not fit this GPU's memory limit. Raise "
+                "DANLU_GPU_MEMORY_LIMIT or use a GPU with more memory, or shrink the model's "
+                "memory (mixed precision, activation checkpointing, sharded training)"
+            ) from cause
         self.micro = max(self.min_micro, self.micro // 2)
         self.micro_cap = self.micro
         self.oom_cap = self.micro
         self.follows_local = False
         self.oom_count += 1
+
+    def keep_oom_limit(self, oom_cap: int | None, oom_count: int) -> None:
+        """After a rollback loaded an older checkpoint's state (:meth:`load_state_dict`): the
+        OOM cap and count the run had before it (``oom_cap``, ``oom_count``) still hold. The
+        tighter of the two caps limits the micro-batch (the memory did not grow by rolling
+        back: the replay would run out of it again, and under DDP an OOM in the last
+        backward cannot be retried), and no OOM is forgotten."""
+        self.oom_count = max(self.oom_count, oom_count)
+        if oom_cap is None or (self.oom_cap is not None and self.oom_cap <= oom_cap):
+            return
+        self.oom_cap = oom_cap
+        self.micro_cap = min(self.micro_cap, oom_cap)
+        self.micro = min(self.micro, oom_cap)
+        self.follows_local = False
 
     def set_global(self, global_batch: int, *, launch: bool = False) -> None:
         """Change the global batch (adaptive batch size); the micro-batch is the local batch,

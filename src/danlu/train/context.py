@@ -538,9 +538,12 @@ class TrainContext:
         rollbacks = self.rollbacks
         # and its LR decay the rollbacks since it was written: each rollback compounds
         decay = self.lr.decay
+        # and the OOMs since: the memory did not grow, their micro-batch limit still holds
+        oom_cap, oom_count = self.batch.oom_cap, self.batch.oom_count
         if self.restore():
             self.anomaly.counts = counts
             self.anomaly.total = sum(counts.values())
+            self.batch.keep_oom_limit(oom_cap, oom_count)
             self.rollbacks = rollbacks + 1
             self._rolled_back_for = {s for s in self._rolled_back_for if s >= self.step_num}
             self._recovered_for = {s for s in self._recovered_for if s >= self.step_num}

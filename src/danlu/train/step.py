@@ -8,6 +8,8 @@ the verdict on a bad step from :class:`~danlu.train.anomaly.AnomalyDetector`.
 from __future__ import annotations
 
 import math
+import random
+import sys
 import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
@@ -125,6 +127,49 @@ def _fused_norm(grads: list[torch.Tensor]) -> torch.Tensor:
     return total
 
 
+class RandomStates:
+    """The random generators a step may draw from, saved before a step's first attempt and
+    put back before an OOM retry: torch's CPU generator, the CUDA generator of the training
+    device, and (``host``) Python's :mod:`random` and NumPy's global generator when NumPy is
+    loaded.
+
+    A failed attempt has drawn from them already (the dropout masks of the micro-batches it
+    ran): without :meth:`restore` the retry, at the smaller micro-batch, would draw other
+    ones, and the run would part from one that used the smaller micro-batch from the start
+    of the step (as :class:`~danlu.train.oom.RunningStats` is for batch normalisation's
+    statistics). torch's states cost about a microsecond; Python's and NumPy's about 20 and
+    60 (NumPy copies its 624 words one by one), a third of a small model's step on a CPU,
+    so the step saves those only where an OOM can really strike (:meth:`StepEngine.step`)."""
+
+    def __init__(self, device: torch.device) -> None:
+        self._cuda = device if device.type == "cuda" else None
+        self._cpu: torch.Tensor | None = None
+        self._cuda_state: torch.Tensor | None = None
+        self._python: object = None
+        self._numpy: object = None
+
+    def save(self, host: bool) -> None:
+        """Copy the generators' states as they are now; Python's and NumPy's with ``host``."""
+        self._cpu = torch.get_rng_state()
+        if self._cuda is not None:
+            self._cuda_state = torch.cuda.get_rng_state(self._cuda)
+        self._python = random.getstate() if host else None
+        numpy = sys.modules.get("numpy") if host else None  # none drew from an unloaded one
+        self._numpy = numpy.random.get_state() if numpy is not None else None
+
+    def restore(self) -> None:
+        """Put back the states of the last :meth:`save`."""
+        if self._cpu is None:
+            return
+        torch.set_rng_state(self._cpu)
+        if self._cuda is not None and self._cuda_state is not None:
+            torch.cuda.set_rng_state(self._cuda_state, self._cuda)
+        if self._python is not None:
+            random.setstate(self._python)  # type: ignore[arg-type]
+        if self._numpy is not None:
+            sys.modules["numpy"].random.set_state(self._numpy)
+
+
 class MicroStepTimer:
     """Times the micro-steps (forward + backward) of one optimizer step.
 
@@ -239,6 +284,13 @@ class StepEngine:
         self._running_stats = RunningStats(model)
         """Batch norm's running statistics, put back before an OOM retry (a retry runs the
         micro-batches that already moved them again)."""
+        self._random = RandomStates(dist.device)
+        """The random generators' states, put back before an OOM retry (the failed attempt
+        drew from them)."""
+        self._oom_error: BaseException | None = None
+        """The last attempt's out-of-memory error, its traceback dropped (it held the failed
+        attempt's frames and their tensors): the cause of the error at the smallest
+        micro-batch."""
         self._lr_per_step = lr.uses_grad_norm
         """The LR is set from each step's gradient norm (fixed at construction, as the norm's
         cadence is)."""
@@ -269,6 +321,12 @@ class StepEngine:
         stats = self._running_stats
         if stats.present:
             stats.save()
+        # an OOM at the smallest micro-batch is an error, not a retry: nothing to put back.
+        # Python's and NumPy's generators (the costly ones) only where an OOM can strike: on a
+        # GPU, or injected (a CPU allocation failure is no OOM to is_oom: never retried)
+        retry = self.batch.micro > self.batch.min_micro
+        if retry:
+            self._random.save(dist.cuda or self.oom_injector is not None)
         if n <= self.batch.micro and self.oom_injector is None and not dist.enabled:
             out = self._single(data, loss_fn, weight)
         else:
@@ -280,7 +338,10 @@ class StepEngine:
                 accumulate.abandon_sync(self.model)
             if stats.present:
                 stats.restore()
-            self.batch.on_oom()
+            cause, self._oom_error = self._oom_error, None
+            self.batch.on_oom(cause)
+            if retry:
+                self._random.restore()
             ooms += 1
             out = self._accumulate(data, n, loss_fn, weight)
         assert isinstance(out, torch.Tensor)
@@ -451,6 +512,7 @@ class StepEngine:
         except Exception as exc:
             if not is_oom(exc):
                 raise
+            self._oom_error = exc.with_traceback(None)
             failed = True
         if failed:
             if agreed:
@@ -458,7 +520,7 @@ class StepEngine:
                     "out of memory in the last backward pass, after the ranks agreed to go on; "
                     "the peers are inside DDP's all-reduce and cannot retry. Restart the job: "
                     "lower DANLU_BATCH_SIZE or the micro-batch"
-                )
+                ) from self._oom_error
             if self.dist.enabled:
                 self._agree(True, 0.0)
             return _OOM
@@ -507,6 +569,7 @@ class StepEngine:
         except Exception as exc:
             if not is_oom(exc):
                 raise
+            self._oom_error = exc.with_traceback(None)
             return _OOM
         # the loss itself, not a detached copy: backward() freed its graph, and the step only
         # reads its value (with item(): float() of a tensor that requires grad warns)
