@@ -77,26 +77,38 @@ def _fail(exc: Exception) -> typer.Exit:
     return typer.Exit(code=2)
 
 
+MAX_SEEDS = 10_000
+"""The most seeds ``--seeds`` may name (each is a whole packing run); a range of billions
+used to be built in memory before anything else (a MemoryError)."""
+
+
 def parse_seeds(text: str) -> list[int]:
-    """``42-51`` or ``1,2,3`` (or a mix: ``1,5-7``) -> list of ints."""
-    seeds: list[int] = []
+    """``42-51`` or ``1,2,3`` (or a mix: ``1,5-7``) -> list of ints, at most
+    :data:`MAX_SEEDS` of them (counted before the list is built)."""
+    spans: list[tuple[int, int]] = []
     try:
         for part in text.split(","):
             part = part.strip()
             if "-" in part:
                 lo, hi = part.split("-", 1)
-                if int(hi) < int(lo):
+                spans.append((int(lo), int(hi)))
+                if spans[-1][1] < spans[-1][0]:
                     raise ValueError
-                seeds.extend(range(int(lo), int(hi) + 1))
             elif part:
-                seeds.append(int(part))
+                spans.append((int(part), int(part)))
     except ValueError:
         raise ConfigError(
             f"--seeds {text!r} is not a seed list; write e.g. 42-51 or 1,2,3"
         ) from None
-    if not seeds:
+    if not spans:
         raise ConfigError("--seeds is empty; write e.g. 42-51")
-    return seeds
+    total = sum(hi - lo + 1 for lo, hi in spans)
+    if total > MAX_SEEDS:
+        raise ConfigError(
+            f"--seeds {text!r} names {total:,} seeds, more than {MAX_SEEDS:,} seeds at once; "
+            "name fewer, e.g. 42-51"
+        )
+    return [seed for lo, hi in spans for seed in range(lo, hi + 1)]
 
 
 def parse_options(pairs: list[str]) -> dict[str, Any]:
@@ -682,7 +694,10 @@ def pack(
     load: Annotated[
         float, typer.Option("--load", help="Arrived GPU demand / capacity (above 0, at most 10).")
     ] = 1.0,
-    seeds: Annotated[str, typer.Option("--seeds", help="Seeds, e.g. 42-51 or 1,2,3.")] = "42-51",
+    seeds: Annotated[
+        str,
+        typer.Option("--seeds", help=f"Seeds, e.g. 42-51 or 1,2,3 (at most {MAX_SEEDS:,})."),
+    ] = "42-51",
     json_out: JsonOpt = None,
     option: Annotated[
         list[str] | None,

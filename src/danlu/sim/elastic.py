@@ -20,6 +20,7 @@ import csv
 import math
 import re
 from bisect import bisect_left, bisect_right
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING
@@ -446,8 +447,39 @@ class JobProgress:
 _VALIDATION = re.compile(r"validation-(\d+)\.csv")
 
 
-def _read_table(path: Path, columns: tuple[str, ...]) -> np.ndarray:
-    """The named columns of a csv file as a 2-D float array (rows in file order)."""
+_POSITIVE = "> 0"
+_NON_NEGATIVE = ">= 0"
+_COUNT = "a whole number >= 1"
+_TESTS: dict[str, Callable[[float], bool]] = {
+    _POSITIVE: lambda v: v > 0,
+    _NON_NEGATIVE: lambda v: v >= 0,
+    _COUNT: lambda v: v >= 1 and v.is_integer(),
+}
+_RULES: dict[str, tuple[str, str]] = {
+    # A step time <= 0 made progress infinite or go backwards (the simulation hung).
+    "step_time": (_POSITIVE, "seconds per iteration"),
+    "sync_time": (_NON_NEGATIVE, "seconds of the iteration spent synchronising"),
+    "local_bsz": (_COUNT, "examples per GPU"),
+    "num_nodes": (_COUNT, "nodes measured"),
+    "num_replicas": (_COUNT, "GPUs measured"),
+    "progress": (_POSITIVE, "progress at the end of the epoch"),
+    "grad_sqr": (_NON_NEGATIVE, "squared gradient norm"),
+    "grad_var": (_NON_NEGATIVE, "gradient variance"),
+}
+"""Each measured column's rule (a key of :data:`_TESTS`) and what it measures
+(``placement`` is checked on its own): what the step-time and gain formulas divide by, or
+count with, must not be zero or negative."""
+
+
+def _read_table(path: Path, columns: tuple[str, ...]) -> tuple[np.ndarray, list[int]]:
+    """The named columns of a csv file as a 2-D float array (rows in file order) and each
+    row's line in the file (where it ends; blank lines are skipped but counted).
+
+    Raises:
+        DataError: the file is missing or unreadable, lacks a column, has no rows, or a value
+            is not a finite number or breaks its column's rule in :data:`_RULES`; the
+            message names the file, the line and the column.
+    """
     if not path.is_file():
         raise DataError(f"missing trace file {path}")
     try:
@@ -456,23 +488,44 @@ def _read_table(path: Path, columns: tuple[str, ...]) -> np.ndarray:
             missing = [c for c in columns if c not in (reader.fieldnames or [])]
             if missing:
                 raise DataError(f"{path}: missing column(s) {', '.join(missing)}")
-            rows = list(reader)
+            rows = [(reader.line_num, row) for row in reader]
     except (OSError, UnicodeDecodeError, csv.Error) as exc:
         raise DataError(f"cannot read {path}: {exc}") from exc
     if not rows:
         raise DataError(f"{path}: no data rows")
     table = np.empty((len(rows), len(columns)))
-    for i, row in enumerate(rows):
+    for i, (line, row) in enumerate(rows):
         for j, column in enumerate(columns):
+            cell = row[column]
             try:
-                table[i, j] = float(row[column])
+                value = float(cell)
             except (TypeError, ValueError):
-                raise DataError(
-                    f"{path}:{i + 2}: {column}={row[column]!r} is not a number"
-                ) from None
-    if not np.all(np.isfinite(table)):
-        raise DataError(f"{path}: values must be finite")
-    return table
+                raise DataError(f"{path}:{line}: {column}={cell!r} is not a number") from None
+            rule, meaning = _RULES.get(column, ("", ""))
+            finite = math.isfinite(value)
+            if finite and (not rule or _TESTS[rule](value)):
+                table[i, j] = value
+                continue
+            wanted = rule if finite else "a finite number"
+            if meaning:
+                wanted += f" ({meaning})"
+            raise DataError(
+                f"{path}:{line}: {column}={cell!r} must be {wanted}; correct the "
+                "measurement or remove the row"
+            )
+    return table, [line for line, _ in rows]
+
+
+def _check_sync_within_step(path: Path, table: np.ndarray, lines: list[int], step: int) -> None:
+    """Refuse a row whose ``sync_time`` (column ``step + 1``) exceeds its ``step_time``
+    (column ``step``): an iteration's local part (``step - sync``) would be negative, and
+    so would the time of a step that accumulates gradients."""
+    for line, row in zip(lines, table, strict=True):
+        if row[step + 1] > row[step]:
+            raise DataError(
+                f"{path}:{line}: sync_time={row[step + 1]:g} is above step_time={row[step]:g};"
+                " the synchronisation is part of the iteration, so sync_time <= step_time"
+            )
 
 
 def load_profile(app_dir: Path, override: AppOverride | None = None) -> ApplicationProfile:
@@ -487,7 +540,8 @@ def load_profile(app_dir: Path, override: AppOverride | None = None) -> Applicat
     if not app_dir.is_dir():
         raise DataError(f"trace folder {app_dir} does not exist")
     path = app_dir / "placements.csv"
-    table = _read_table(path, ("placement", "local_bsz", "step_time", "sync_time"))
+    table, lines = _read_table(path, ("placement", "local_bsz", "step_time", "sync_time"))
+    _check_sync_within_step(path, table, lines, 2)
     placements: dict[Placement, _Columns] = {}
     for code in np.unique(table[:, 0]):
         digits = str(int(code))
@@ -498,20 +552,44 @@ def load_profile(app_dir: Path, override: AppOverride | None = None) -> Applicat
         if len(np.unique(rows[:, 1])) != len(rows):
             raise DataError(f"{path}: duplicate local_bsz for placement {digits}")
         placements[tuple(int(c) for c in digits)] = (rows[:, 1], rows[:, 2], rows[:, 3])
+    override = override or APP_OVERRIDES.get(app_dir.name)
+    smallest = int(table[:, 1].min())
+    cap = None if override is None else override.max_local_bsz
+    if cap is not None and cap < smallest:
+        raise DataError(
+            f"{path}: the smallest local_bsz {smallest} is above the per-GPU cap {cap} that "
+            f"{app_dir.name} runs with; measure micro-batches of at most {cap} examples"
+        )
+    spath = app_dir / "scalability.csv"
     scols = ("num_nodes", "num_replicas", "local_bsz", "step_time", "sync_time")
-    scalability = [
-        (r[0], r[1], r[2], r[3], r[4])
-        for r in _read_table(app_dir / "scalability.csv", scols).tolist()
-    ]
+    stable, lines = _read_table(spath, scols)
+    _check_sync_within_step(spath, stable, lines, 3)
+    scalability = [(r[0], r[1], r[2], r[3], r[4]) for r in stable.tolist()]
     validation: dict[int, _Columns] = {}
     for path in sorted(app_dir.glob("validation-*.csv")):
         match = _VALIDATION.fullmatch(path.name)
         if match is None:
             raise DataError(f"{path}: expected validation-<batch size>.csv")
-        table = _read_table(path, ("progress", "grad_sqr", "grad_var"))
+        batch = int(match.group(1))
+        if batch < 1:
+            raise DataError(
+                f"{path}: the batch size in the name must be >= 1 (validation-<global batch "
+                f"size>.csv), got {batch}"
+            )
+        if batch in validation:
+            raise DataError(
+                f"{path}: a second file for batch size {batch}; keep one validation-{batch}.csv"
+            )
+        table, lines = _read_table(path, ("progress", "grad_sqr", "grad_var"))
         if np.any(np.diff(table[:, 0]) <= 0):
             raise DataError(f"{path}: progress must increase from row to row")
-        validation[int(match.group(1))] = (table[:, 0], table[:, 1], table[:, 2])
+        for line, (sqr, var) in zip(lines, table[:, 1:].tolist(), strict=True):
+            if sqr == 0 and var == 0:  # the gain (var + sqr) / (var / scale + sqr) is 0/0
+                raise DataError(
+                    f"{path}:{line}: grad_sqr and grad_var are both 0; the statistical gain "
+                    "(grad_var + grad_sqr) / (grad_var / scale + grad_sqr) needs one above 0"
+                )
+        validation[batch] = (table[:, 0], table[:, 1], table[:, 2])
     if not validation:
         raise DataError(f"{app_dir}: no validation-<batch size>.csv files")
     return ApplicationProfile(
@@ -519,7 +597,7 @@ def load_profile(app_dir: Path, override: AppOverride | None = None) -> Applicat
         validation=validation,
         placements=placements,
         scalability=scalability,
-        override=override or APP_OVERRIDES.get(app_dir.name),
+        override=override,
     )
 
 

@@ -47,6 +47,7 @@ from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
 from datetime import UTC, datetime
 from pathlib import Path
+from typing import Any
 
 from danlu.core.cluster import MILLI_PER_GPU
 from danlu.core.errors import ConfigError, DataError
@@ -108,14 +109,18 @@ FORMATS: dict[str, frozenset[str]] = {
 }
 
 
-def detect_format(header: list[str]) -> str:
-    """The format whose required columns the header has; DataError lists the formats."""
+def detect_format(header: list[str], path: Path | None = None) -> str:
+    """The format whose required columns the header has; DataError lists the formats (and
+    names ``path``, the file the header was read from, if given)."""
     columns = {c.strip() for c in header}
     for name, required in FORMATS.items():
         if required <= columns:
             return name
     described = "; ".join(f"{n}: {','.join(sorted(c))}" for n, c in FORMATS.items())
-    raise DataError(f"unrecognised workload columns {sorted(columns)}; expected one of {described}")
+    where = "" if path is None else f"{path}, line 1: "
+    raise DataError(
+        f"{where}unrecognised workload columns {sorted(columns)}; expected one of {described}"
+    )
 
 
 def repeated_columns(header: Sequence[str]) -> list[str]:
@@ -134,19 +139,33 @@ def repeated_message(path: Path, repeated: Sequence[str]) -> str:
 
 
 def _rows(path: Path) -> tuple[list[str], Iterator[tuple[int, dict[str, str]]]]:
-    """The header's column names and the numbered rows, names and fields stripped of spaces
-    (``name, submit_time``); a UTF-8 byte-order mark is skipped."""
+    """The header's column names and the rows, each with the line of the file it starts on
+    (blank lines are skipped but counted; a row with a quoted field that spans lines is
+    reported where it starts), names and fields stripped of spaces (``name, submit_time``);
+    a UTF-8 byte-order mark is skipped. As :class:`csv.DictReader`, a field missing at the
+    end of a short row is None; unlike it, fields beyond the header are dropped.
+
+    Raises:
+        DataError: the file cannot be read, is empty, or its header is blank or repeats a
+            column; the message names the file.
+    """
     try:
         handle = path.open(newline="", encoding="utf-8-sig")
     except OSError as exc:
         raise DataError(f"cannot read workload {path}: {exc.strerror}") from None
-    reader = csv.DictReader(handle)
+    reader = csv.reader(handle)
     try:
-        header = [name.strip() for name in reader.fieldnames or []]
+        first = next(reader, None)
     except (UnicodeDecodeError, csv.Error) as exc:
         handle.close()
         raise DataError(_unreadable(path, 1, exc)) from None
-    reader.fieldnames = header
+    if not first:
+        handle.close()
+        example = "name,submit_time,gpus,duration"
+        if first is None:
+            raise DataError(f"{path}: empty file, expected a header line such as {example}")
+        raise DataError(f"{path}, line 1: blank; the first line must be the header ({example})")
+    header = [name.strip() for name in first]
     repeated = repeated_columns(header)
     if repeated:
         handle.close()
@@ -154,12 +173,16 @@ def _rows(path: Path) -> tuple[list[str], Iterator[tuple[int, dict[str, str]]]]:
 
     def rows() -> Iterator[tuple[int, dict[str, str]]]:
         with handle:
-            line = 1
+            start = reader.line_num + 1  # the line the next row starts on
             try:
-                for line, row in enumerate(reader, start=2):
-                    yield line, {k: v.strip() if isinstance(v, str) else v for k, v in row.items()}
+                for fields in reader:
+                    if fields:  # a blank line reads as no fields
+                        row: dict[str, Any] = dict.fromkeys(header[len(fields) :])  # short: None
+                        row.update(zip(header, (f.strip() for f in fields), strict=False))
+                        yield start, row
+                    start = reader.line_num + 1
             except (UnicodeDecodeError, csv.Error) as exc:
-                raise DataError(_unreadable(path, line + 1, exc)) from None
+                raise DataError(_unreadable(path, start, exc)) from None
 
     return header, rows()
 
@@ -236,7 +259,7 @@ def load_workload(path: str | Path) -> Workload:
     """Load a workload CSV of any supported format (recognised from its columns)."""
     p = Path(path)
     header, rows = _rows(p)
-    kind = detect_format(header)
+    kind = detect_format(header, p)
     jobs: list[WorkloadJob] = []
     left_out: dict[str, list[str]] = {"cpu": [], "pending": []}  # openb pods not simulated
     if kind == "pollux":
@@ -254,7 +277,7 @@ def load_workload(path: str | Path) -> Workload:
             jobs.append(WorkloadJob(request, work))
     elif kind == "philly":
         raw: list[tuple[float, float, int, int, str]] = []
-        for line, row in rows:
+        for index, (line, row) in enumerate(rows):  # jobs are named by their row
             if not row.get("timestamp"):
                 raise DataError(
                     f"{p}:{line}: column 'timestamp' is missing or empty; give every job its "
@@ -269,12 +292,12 @@ def load_workload(path: str | Path) -> Workload:
                 ) from None
             gpus = _whole_number(row, "num_gpus", p, line, 0)
             team = (row.get("cluster") or "").strip() or "default"  # its virtual cluster
-            raw.append((stamp, _num(row, "duration", p, line), gpus, line, team))
+            raw.append((stamp, _num(row, "duration", p, line), gpus, index, team))
         raw.sort(key=lambda r: (r[0], r[3]))
         origin = raw[0][0] if raw else 0.0
-        for stamp, duration, gpus, line, team in raw:
+        for stamp, duration, gpus, index, team in raw:
             request = JobRequest(
-                id=f"philly-{line - 2}",
+                id=f"philly-{index}",
                 submit_time=stamp - origin,
                 gpus=max(gpus, 1),
                 seq=len(jobs),
