@@ -388,16 +388,16 @@ def test_refused_shares_are_refused_as_a_fresh_map_would(strategy: str, seed: in
 
 @pytest.mark.parametrize("gpus", [1, 2])
 def test_a_milli_only_share_fits_where_its_milli_fits_whatever_else_is_idle(gpus: int) -> None:
-    """A share naming no memory is sized by its milli alone: a second one joins the first on
-    its GPU (the memory left, none, goes with it) whether or not another GPU is idle; it used
-    to wait for ever on a 1-GPU node (``any_capacity`` counted only GPUs with memory left)
-    and be packed on a 2-GPU one."""
+    """A share naming no memory is sized by its milli: a second one joins the first on its
+    GPU (with its part of the memory) whether or not another GPU is idle; it used to wait for
+    ever on a 1-GPU node (``any_capacity`` counted only GPUs with memory left) and be packed
+    on a 2-GPU one."""
     from danlu.sched.policies.fifo import FifoPolicy
 
     cluster = Cluster.homogeneous(1, gpus)
     cap = cluster.nodes[0].gpu_type.memory
     first = JobStatus(
-        req(id="a", gpu_milli=500), Allocation((GpuShare(0, 0, 500, cap),)), last_start=0.0
+        req(id="a", gpu_milli=500), Allocation((GpuShare(0, 0, 500, cap // 2),)), last_start=0.0
     )
     view = ClusterView(10.0, cluster, running=(first,))
     free = FreeMap(view, "best-fit")
@@ -407,11 +407,11 @@ def test_a_milli_only_share_fits_where_its_milli_fits_whatever_else_is_idle(gpus
         ClusterView(10.0, cluster, running=(first,), pending=(second,))
     )
     assert [(s.job_id, s.allocation.shares) for s in plan.starts] == [
-        ("b", (GpuShare(0, 0, 500, 0),))
+        ("b", (GpuShare(0, 0, 500, cap // 2),))
     ]
     # Full by milli: nothing more fits there, and with no other GPU nothing has room.
     free.take(plan.starts[0].allocation)
     assert free.any_capacity() == (gpus > 1)
     assert free.place(req(id="c", gpu_milli=100)) == (
-        None if gpus == 1 else Allocation((GpuShare(0, 1, 100, cap),))
+        None if gpus == 1 else Allocation((GpuShare(0, 1, 100, cap // 10),))
     )

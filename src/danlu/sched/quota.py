@@ -133,9 +133,9 @@ def growth(old: Usage, new: Usage) -> Usage:
 
 
 def room_for(quota: Quota, used: Usage, request: JobRequest, cluster: Cluster) -> float:
-    """:func:`room` for ``request``: each of its GPUs takes its ``gpu_memory``, or a whole
-    GPU of the cluster's largest."""
-    per_gpu = request.gpu_memory or int(cluster.arrays.gpu_memory.max(initial=1))
+    """:func:`room` for ``request``: each of its GPUs takes what ``request.memory_on`` the
+    cluster's largest GPU."""
+    per_gpu = request.memory_on(int(cluster.arrays.gpu_memory.max(initial=1)))
     return room(quota, used, per_gpu)
 
 
@@ -154,7 +154,7 @@ def minimum_usage(request: JobRequest, cluster: Cluster) -> Usage:
     """The least a start of ``request`` holds on ``cluster``: GPUs and bytes (a whole GPU
     counts its memory, the smallest the request may land on)."""
     sizes = [memory for memory, gpus in allowed_sizes(request, cluster).items() if gpus]
-    per_gpu = request.gpu_memory or (min(sizes) if sizes else 0)
+    per_gpu = request.memory_on(min(sizes) if sizes else 0)
     if request.shares_gpu:
         if request.gpu_milli < MILLI_PER_GPU or not sizes:
             milli = request.gpu_milli
@@ -176,8 +176,8 @@ def within_quota_sizes(
     others would do. (A type whose GPUs come in several sizes, some of which do not fit,
     is left out: the policy sees GPU types, not sizes.)"""
     request = status.request
-    if not quotas or (request.shares_gpu and request.gpu_milli < MILLI_PER_GPU):
-        return status  # a share of a fixed milli: the same on every GPU
+    if not quotas or (request.gpu_memory and request.shares_gpu and request.gpu_milli < 1000):
+        return status  # a share of a fixed milli and memory: the same on every GPU
     wanted = {t.lower() for t in request.gpu_types}
     kinds = [
         (kind, [memory for memory, gpus in sizes.items() if gpus])
@@ -201,10 +201,10 @@ def within_quota_sizes(
 def start_usage(request: JobRequest, gpu_memory: int) -> Usage:
     """What a start of ``request`` holds on GPUs of ``gpu_memory`` bytes: whole GPUs all
     their memory; a share sized by memory (``gpu_memory``, no milli) the compute in
-    proportion, rounded up to a milli-GPU."""
+    proportion, rounded up to a milli-GPU; a share of a milli-GPU its memory ``memory_on``."""
     if not request.shares_gpu:
         return Usage(float(request.gpus), gpu_memory * request.gpus)
-    memory = request.gpu_memory or gpu_memory
+    memory = request.memory_on(gpu_memory)
     if request.gpu_milli < MILLI_PER_GPU:
         return Usage(request.gpu_milli / MILLI_PER_GPU, memory)
     milli = min(MILLI_PER_GPU, -(-MILLI_PER_GPU * memory // max(gpu_memory, 1)))

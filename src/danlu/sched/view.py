@@ -34,7 +34,8 @@ class JobRequest:
     gpu_milli: int = MILLI_PER_GPU
     """Share of each GPU in thousandths; below 1000 only for single-GPU shared jobs."""
     gpu_memory: int = 0
-    """Bytes needed on each GPU; 0 means the whole GPU."""
+    """Bytes needed on each GPU; 0 means the whole GPU's, or a share of a milli-GPU its part
+    (:meth:`memory_on`)."""
     gpu_types: frozenset[str] = frozenset()
     """Allowed GPU type names; empty means any."""
     cpu_milli: int = 0
@@ -65,6 +66,16 @@ class JobRequest:
     @property
     def elastic(self) -> bool:
         return self.max_gpus > self.gpus
+
+    def memory_on(self, gpu_memory: int) -> int:
+        """The memory the job takes on each GPU of ``gpu_memory`` bytes: its own
+        ``gpu_memory``, else a share of a milli-GPU its part in proportion to its compute,
+        rounded down (as the placement gives it), else the whole GPU's."""
+        if self.gpu_memory:
+            return self.gpu_memory
+        if self.shares_gpu and self.gpu_milli < MILLI_PER_GPU:
+            return self.gpu_milli * gpu_memory // MILLI_PER_GPU
+        return gpu_memory
 
 
 @dataclass(frozen=True, slots=True)

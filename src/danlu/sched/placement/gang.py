@@ -76,8 +76,8 @@ class FreeMap:
         room = self.free_milli > 0
         self._gpus_with_room = int((room if self._open is None else room & self._open).sum())
         """GPUs open to new work with some compute left (kept up to date): where a share
-        could still go (every share takes compute; one sized by milli alone needs no
-        memory)."""
+        could still go (every share takes compute; one sized by milli alone takes what
+        memory is left up to its part, so it needs only some)."""
         self._rack_ids: IntArray = arrays.rack_ids
         self._type_names = arrays.type_names
         self._type_masks: dict[frozenset[str], BoolArray] = {}
@@ -139,9 +139,9 @@ class FreeMap:
         return mask
 
     def any_capacity(self) -> bool:
-        """Whether any GPU open to new work has any compute left (for shared requests: a
-        share sized by milli alone fits where its milli does, whatever memory is left, see
-        :meth:`_place_shared`)."""
+        """Whether any GPU open to new work has any compute left: where a shared request
+        could still go (a necessary condition: a share sized by milli alone also needs some
+        memory left there, a share sized by memory its memory, see :meth:`_place_shared`)."""
         return self._gpus_with_room > 0
 
     def closed_free_milli(self) -> int:
@@ -326,9 +326,13 @@ class FreeMap:
 
         A share sized by memory alone takes compute in proportion to its memory, so that the
         compute of a GPU is full exactly when its memory is. A share that names no memory
-        (``gpu_memory`` 0) is sized by its milli-GPU alone: it fits wherever its milli does,
-        and takes along the memory the GPU has left (all of it on an idle GPU; none once
-        another such share took it). :meth:`any_capacity` counts the same way.
+        (``gpu_memory`` 0) is sized by its milli-GPU and takes memory in proportion to it,
+        rounded down (``milli * capacity // 1000``; what the GPU has left when less, as
+        beside a share that named more memory than its compute's part): shares whose milli
+        sum to a GPU never take more than its memory, and each is capped to its part
+        (``DANLU_GPU_MEMORY_LIMIT``) like any share. Such a share goes only where some memory
+        is left: with none its share would be memory 0, which an executor reads as the
+        whole GPU (an uncapped slot that never launches beside the share holding the GPU).
         """
         by_memory = req.gpu_milli >= MILLI_PER_GPU and req.gpu_memory > 0
         kind = (req.gpu_types, by_memory)
@@ -341,15 +345,16 @@ class FreeMap:
             need: IntArray | int = -((-MILLI_PER_GPU * req.gpu_memory) // self._gpu_mem_cap)
         else:
             need = size[0]
+        least_memory = max(req.gpu_memory, 1)  # a share without memory: some left, see above
         if np.all(need > 0):  # only GPUs with compute left can take it
             if self._with_compute is None:
                 self._with_compute = np.flatnonzero(self.free_milli > 0)
             gpus = self._with_compute
             need_here = need[gpus] if isinstance(need, np.ndarray) else need
-            fits = (self.free_milli[gpus] >= need_here) & (self.free_memory[gpus] >= req.gpu_memory)
+            fits = (self.free_milli[gpus] >= need_here) & (self.free_memory[gpus] >= least_memory)
         else:
             gpus = np.arange(self.free_milli.size)
-            fits = (self.free_milli >= need) & (self.free_memory >= req.gpu_memory)
+            fits = (self.free_milli >= need) & (self.free_memory >= least_memory)
         mask = self._node_mask(req)
         if mask is not None:
             fits &= mask[self._gpu_node[gpus]]
@@ -376,7 +381,9 @@ class FreeMap:
             best = candidates[np.lexsort((candidates, left_milli, left_mem))[0]]
         milli = int(need[best]) if isinstance(need, np.ndarray) else need
         node = int(self._gpu_node[best])
-        memory = req.gpu_memory or int(self.free_memory[best])
+        memory = req.gpu_memory or min(
+            int(self.free_memory[best]), milli * int(self._gpu_mem_cap[best]) // MILLI_PER_GPU
+        )
         alloc = Allocation((GpuShare(node, int(best - self._offsets[node]), milli, memory),))
         self.take(alloc)
         return alloc
