@@ -770,11 +770,9 @@ def _why(session: Session, job: Job, t: float) -> str:
             if job.pending_reason and job.pending_reason.startswith(NODE_FAULT):
                 return f"{job.pending_reason}; {wait}"
             return f"backing off after restart {job.restarts}: {wait}"
-        ahead = session.scalar(
-            select(Job.seq).where(Job.state == JobState.PENDING.value, Job.seq < job.seq).limit(1)
-        )
-        queue = " (older jobs are queued ahead)" if ahead is not None else ""
-        return (job.pending_reason or "waiting for the next scheduling round") + queue
+        # the policy's reason says what holds it back: the order it ranks the queue in is
+        # its own (priorities, aging, fair shares), not the order of submission
+        return job.pending_reason or "waiting for the next scheduling round"
     if state.value in HOLDING:
         where = ", ".join(
             f"{s['node']}:{s['gpu']}"
