@@ -34,6 +34,9 @@ DANLU_MAX_BODY_BYTES the most bytes of a request body     ``33554432`` (32 MiB)
                      (413 past it)
 ==================== ===================================== ===================================
 
+A setting of one executor (``DANLU_RAY_ADDRESS``, ``DANLU_SLURM_*``) with another executor
+is refused at start-up (:func:`check_executor_settings`), not ignored.
+
 The webhook sender's proxies come from the usual ``HTTPS_PROXY``, ``HTTP_PROXY``,
 ``ALL_PROXY`` and ``NO_PROXY`` (:func:`outbound_proxies`).
 
@@ -231,6 +234,23 @@ def check_database_url(url: str) -> str:
                 "an in-memory SQLite database (--database-url) is not kept, and each of the "
                 "server's connections would see one of its own: give a file"
             )
+    return url
+
+
+def sqlite_url(path: Path) -> str:
+    """The ``sqlite:///`` URL of the file ``path`` that SQLAlchemy reads back as ``path``
+    (``make_url(url).database``), rendered by SQLAlchemy with its own percent-encoding: put
+    in unescaped, a ``?`` began a query string and a ``%2F`` was decoded, so the database
+    was another file. Raises :class:`ValueError` for a path no such URL can name (one that
+    is no UTF-8 text, or a SQLAlchemy that does not decode what it encodes)."""
+    from sqlalchemy.engine import URL, make_url  # here: the CLI's own settings need none
+
+    try:
+        url = URL.create("sqlite", database=str(path)).render_as_string(hide_password=False)
+    except UnicodeError:
+        url = None
+    if url is None or make_url(url).database != str(path):
+        raise ValueError(f"the database path {str(path)!r} cannot be written as a URL")
     return url
 
 
@@ -477,8 +497,18 @@ class Settings(BaseSettings):
 
     @property
     def db_url(self) -> str:
-        """The database URL, defaulting to SQLite under :attr:`home`."""
-        return self.database_url or f"sqlite:///{self.home / 'danlu.db'}"
+        """The database URL, defaulting to SQLite at ``{home}/danlu.db`` whatever characters
+        the home's path holds (:func:`sqlite_url`). Raises :class:`ConfigError` naming
+        ``--home`` for a home no URL can name."""
+        if self.database_url:
+            return self.database_url
+        try:
+            return sqlite_url(self.home / "danlu.db")
+        except ValueError as exc:
+            raise ConfigError(
+                f"--home {str(self.home)!r} (DANLU_HOME): {exc}; give a home whose path is "
+                "UTF-8 text, or name the database with --database-url (DANLU_DATABASE_URL)"
+            ) from None
 
     @property
     def admin_token_path(self) -> Path:
@@ -490,6 +520,41 @@ class Settings(BaseSettings):
         """The groups (a node each) of the fake inventory :attr:`fake_gpus` describes
         (:func:`check_fake_gpus`), or ``None`` to discover GPUs."""
         return check_fake_gpus(self.fake_gpus) if self.fake_gpus else None
+
+
+EXECUTOR_SETTINGS: tuple[tuple[str, str, str], ...] = (
+    ("slurm_partition", "slurm", "--slurm-partition (DANLU_SLURM_PARTITION)"),
+    ("slurm_gpu_type", "slurm", "DANLU_SLURM_GPU_TYPE"),
+    ("slurm_sbatch_options", "slurm", "DANLU_SLURM_SBATCH_OPTIONS"),
+    ("slurm_pending_limit", "slurm", "DANLU_SLURM_PENDING_LIMIT"),
+    ("ray_address", "ray", "--ray-address (DANLU_RAY_ADDRESS)"),
+)
+"""The settings of one executor: (field, the executor it applies to, its flag and variable
+as errors name them)."""
+
+
+def check_executor_settings(settings: Settings, fake_gpus: str | None = None) -> None:
+    """Refuse, with a :class:`ConfigError` naming the flag, the variable and the fix, a
+    setting that does nothing for the executor ``settings`` name: one of another executor's
+    :data:`EXECUTOR_SETTINGS` set to other than its default (``--ray-address`` without
+    ``--executor ray`` was ignored, and the jobs ran on this host), or fake GPUs
+    (``fake_gpus``, the ``--fake-gpus`` flag, or :attr:`Settings.fake_gpus`) for a cluster's
+    executor. Called before anything is made, so a variable the environment sets for some
+    other purpose stops the start-up by its name."""
+    for name, owner, shown in EXECUTOR_SETTINGS:
+        given = getattr(settings, name) != Settings.model_fields[name].get_default()
+        if given and settings.executor != owner:
+            variable = ENV_PREFIX + name.upper()
+            raise ConfigError(
+                f"{shown} applies to --executor {owner}, not to the {settings.executor} "
+                f"executor; add --executor {owner} (DANLU_EXECUTOR={owner}), or leave it out "
+                f"(unset {variable} if the environment sets it)"
+            )
+    if settings.executor != "local" and (fake_gpus or settings.fake_gpus):
+        raise ConfigError(
+            f"--fake-gpus (DANLU_FAKE_GPUS) does not apply to the {settings.executor} "
+            "executor, whose GPUs are the cluster's; leave it out, or use --executor local"
+        )
 
 
 def load_settings(**overrides: Any) -> Settings:

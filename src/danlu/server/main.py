@@ -23,10 +23,9 @@ from typing import IO
 
 import uvicorn
 from fastapi import FastAPI
-from sqlalchemy import make_url
 from sqlalchemy.exc import OperationalError
 
-from danlu.config import Settings
+from danlu.config import Settings, check_executor_settings
 from danlu.core.errors import ConfigError
 from danlu.devices import Inventory, discover, fake_inventory, inventory_from_cluster
 from danlu.devices.errors import DeviceError
@@ -38,6 +37,7 @@ from danlu.server.app import (
     is_full,
 )
 from danlu.server.db import Database, upgrade_database
+from danlu.server.db.engine import database_shown, sqlite_file
 from danlu.server.plane_lease import release_scheduler_lease, take_scheduler_lease
 from danlu.server.reconcile import tune_collector
 from danlu.server.run_as import check_run_as, close_home
@@ -232,11 +232,17 @@ def _open_store(settings: Settings, *, take_lease: bool) -> _Store:
 
 
 def _unusable_store(settings: Settings, exc: OperationalError) -> ConfigError:
-    """The error of a store that cannot be reached (or written: a full disk), naming the URL
-    (its password hidden), the setting and the fix."""
-    shown = make_url(settings.db_url).render_as_string(hide_password=True)
+    """The error of a store that cannot be reached (or written: a full disk), naming it (a
+    SQLite file by its path, another by its URL with the password hidden), the setting and
+    the fix."""
+    shown = database_shown(settings.db_url)
     reason = str(exc.orig or exc).strip().splitlines()[0]
-    fix = "free space on its disk" if is_full(exc) else "check that it is running and reachable"
+    if is_full(exc):
+        fix = "free space on its disk"
+    elif sqlite_file(settings.db_url) is not None:
+        fix = "check that it is a database file this user can read and write"
+    else:
+        fix = "check that it is running and reachable"
     return ConfigError(
         f"cannot open the database {shown} (--database-url, DANLU_DATABASE_URL): {reason}; {fix}"
     )
@@ -327,15 +333,17 @@ def private_database(db_url: str) -> None:
     missing database is made as an empty ``0600`` file before SQLite writes it (SQLite gives
     a new one ``0644`` less the umask, and its ``-wal`` and ``-shm`` the database's mode);
     existing ones of this user lose their group and other bits, said in the log. Other URLs
-    (PostgreSQL, a ``file:`` URI) are left alone; a path that cannot be made is left to the
-    store's own error (:func:`_open_store`)."""
-    url = make_url(db_url)
-    database = url.database or ""
-    if url.get_backend_name() != "sqlite" or not database or database.startswith(("file:", ":")):
+    (PostgreSQL, a ``file:`` URI) are left alone, and so is a database whose directory
+    cannot be made: the engine's error names the setting (:func:`_open_store`)."""
+    path = sqlite_file(db_url)
+    if path is None:
         return
-    path = Path(database)
     try:
         path.parent.mkdir(parents=True, exist_ok=True, mode=0o700)
+    except OSError as exc:
+        log.debug("directory of database %s not made here: %s", path, exc)
+        return
+    try:
         if not path.exists():
             os.close(os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_CLOEXEC, 0o600))
     except OSError as exc:  # FileExistsError too: another process made it meanwhile
@@ -375,7 +383,8 @@ def prepare(
     preempt_grace: float | None = None,
     follow_timeout: float = 3600.0,
 ) -> Prepared:
-    """Lock the home (one control plane per home: :func:`lock_home`), migrate the store,
+    """Refuse a setting of another executor (:func:`~danlu.config.check_executor_settings`),
+    lock the home (one control plane per home: :func:`lock_home`), migrate the store,
     take the database's ``scheduler`` lease (one control plane per database:
     :func:`take_scheduler_lease`, which waits for another plane's to lapse and refuses a
     live one; with ``start_loops`` only), bootstrap the admin token (``{home}/admin.token``,
@@ -384,6 +393,7 @@ def prepare(
     :func:`advertised_host` (this host's name for a wildcard ``host``)."""
     home = Path(settings.home)
     check_run_as(settings)
+    check_executor_settings(settings, fake_gpus)  # before anything is made
     try:
         home.mkdir(parents=True, exist_ok=True, mode=0o700)
         home_lock = lock_home(home)
@@ -405,11 +415,6 @@ def prepare(
         store = _open_store(settings, take_lease=start_loops)
         lease = store.lease
         token = store.issued or settings.admin_token_path.read_text(encoding="utf-8").strip()
-        if settings.executor != "local" and (fake_gpus or settings.fake_gpus):
-            raise ConfigError(
-                f"--fake-gpus (DANLU_FAKE_GPUS) does not apply to the {settings.executor} "
-                "executor, whose GPUs are the cluster's; leave it out, or use --executor local"
-            )
         inventory = (
             None
             if settings.executor != "local"

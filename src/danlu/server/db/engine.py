@@ -25,17 +25,48 @@ SQLITE_BUSY_TIMEOUT_MS = 30_000
 _READONLY = "danlu_readonly"
 
 
-def _sqlite_file(url: str) -> Path | None:
-    database = make_url(url).database
-    if not database or database == ":memory:" or database.startswith("file:"):
+def sqlite_file(url: str) -> Path | None:
+    """The file of a SQLite ``url`` as SQLite opens it (the URL's percent-escapes decoded, as
+    SQLAlchemy decodes them); None for another database, an in-memory one or a ``file:``
+    URI."""
+    parsed = make_url(url)
+    database = parsed.database
+    if parsed.get_backend_name() != "sqlite" or not database or database.startswith((":", "file:")):
         return None
     return Path(database)
+
+
+def database_shown(url: str) -> str:
+    """How messages name the database of ``url``: a SQLite file by its path
+    (:func:`sqlite_file`), another by its URL with the password hidden."""
+    path = sqlite_file(url)
+    return str(path) if path is not None else make_url(url).render_as_string(hide_password=True)
+
+
+def _make_directory(path: Path) -> None:
+    """Make the directory of the SQLite file ``path`` (mode 0700) when it is missing; a
+    :class:`ConfigError` naming the setting and the fix when it cannot be made."""
+    try:
+        path.parent.mkdir(parents=True, exist_ok=True, mode=0o700)
+    except OSError as exc:
+        if isinstance(exc, FileExistsError):  # a file where a directory should be
+            why = f"{exc.filename} is not a directory"
+        else:
+            why = exc.strerror or str(exc)
+            if exc.filename and str(exc.filename) != str(path.parent):
+                why += f" ({exc.filename})"
+        raise ConfigError(
+            f"cannot open the database {path} (--database-url, DANLU_DATABASE_URL): cannot "
+            f"make its directory {path.parent}: {why}; give a file in a directory this user "
+            "can create and write"
+        ) from None
 
 
 def make_engine(url: str, echo: bool = False, pool_size: int = 10) -> Engine:
     """Create an engine for ``url`` (``sqlite:///path`` or ``postgresql+psycopg://...``).
 
-    For a SQLite file the parent directory is created (mode 0700).
+    For a SQLite file the parent directory is created (mode 0700); one that cannot be is a
+    :class:`ConfigError` naming the setting.
     """
     try:
         url = normalise_database_url(url)
@@ -44,9 +75,9 @@ def make_engine(url: str, echo: bool = False, pool_size: int = 10) -> Engine:
             f"DANLU_DATABASE_URL: {exc}; use sqlite:///PATH or postgresql+psycopg://..."
         ) from None
     if url.startswith("sqlite"):
-        path = _sqlite_file(url)
+        path = sqlite_file(url)
         if path is not None:
-            path.parent.mkdir(parents=True, exist_ok=True, mode=0o700)
+            _make_directory(path)
         engine = create_engine(
             url,
             echo=echo,
