@@ -24,14 +24,19 @@ from danlu.train.report import MetricsReporter
 
 def _recording_server(got: list[tuple[str, str, dict[str, Any]]]) -> HTTPServer:
     """A metrics endpoint (in a thread) that keeps every POST as (path, Authorization
-    header, body) in ``got`` and answers 204."""
+    header, body) in ``got`` and answers as the API does (the reporter takes nothing else for
+    its records stored)."""
 
     class Handler(BaseHTTPRequestHandler):
         def do_POST(self) -> None:
             body = json.loads(self.rfile.read(int(self.headers["Content-Length"])))
             got.append((self.path, self.headers.get("Authorization", ""), body))
-            self.send_response(204)
+            reply = json.dumps({"accepted": len(body["metrics"]), "batch_size": None}).encode()
+            self.send_response(200)
+            self.send_header("Content-Type", "application/json")
+            self.send_header("Content-Length", str(len(reply)))
             self.end_headers()
+            self.wfile.write(reply)
 
         def log_message(self, *args: object) -> None:
             pass

@@ -30,11 +30,27 @@ milliseconds, a bad ``step``: :mod:`danlu.core.metric_record`). So the reporter 
 checks first and leaves such a record out (counted in ``dropped``, a WARNING once per field and
 fault); should a server still refuse a request naming ``metrics.<i>`` (a rule this client does
 not know), record ``i`` alone is dropped and the rest sent again.
+
+Only the API's answer counts as stored: a POST is never redirected (a 3xx, say a TLS proxy
+sending ``http://`` on to ``https://``, would re-send it as a GET without its records), and a
+2xx whose body is not the API's ``{"accepted": n, ...}`` (an SSO login page, another service)
+is a failure like a network error: the records are kept, and the WARNING names what answered.
+A request too large for the control plane (413, its ``DANLU_MAX_BODY_BYTES``) is split in
+halves, each a request of its own whose key follows from the whole's (:func:`_derived_key`:
+a resumed run splitting the whole again sends the same halves), down to one record; a record
+too large alone is left out with a WARNING. Later requests are no larger than the halves that
+went through.
+
+:meth:`MetricsReporter.close` makes a last try bounded by ``close_timeout_s`` (it runs on the
+preemption path, within the grace): what it could not ship by then stays unsent, with a
+WARNING telling how many records; a checkpoint taken before (the preemption's) holds those of
+its steps, and a run resumed from it sends them again.
 """
 
 from __future__ import annotations
 
 import contextlib
+import email.message
 import hashlib
 import json
 import logging
@@ -47,11 +63,12 @@ import urllib.error
 import urllib.request
 import uuid
 from collections import deque
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from danlu.core.errors import DanluError
 from danlu.core.metric_record import RecordError, check_record
 
 log = logging.getLogger("danlu.train")
@@ -73,6 +90,16 @@ KEY_HEADER = "Idempotency-Key"
 _KEY = re.compile(r"[A-Za-z0-9._:-]{1,128}")
 """What the API takes as an ``Idempotency-Key`` (docs/api.md)."""
 
+CLOSE_TIMEOUT_S = 5.0
+"""Seconds :meth:`MetricsReporter.close` spends at most on its last try, by default: it runs
+as a preempted job exits, within the grace before the SIGKILL (30 s by default)."""
+
+_PROXY_HINT = (
+    "is DANLU_API_URL the control plane's address (with https:// behind a TLS proxy, and not "
+    "a login page's)?"
+)
+"""The likely fix for an answer that is not the API's."""
+
 PENDING_LIMIT = 10_000
 """The most records a checkpoint keeps of those not shipped yet (:meth:`MetricsReporter.seal`):
 the newest whole requests (an API down for long holds up to ``max_pending``; each checkpoint
@@ -84,12 +111,71 @@ def _new_key() -> str:
     return uuid.uuid4().hex
 
 
-def _derived_key(key: str, index: int) -> str:
-    """The key of request ``key`` less its record ``index`` (one the server refused): a new
-    request, whose key follows from the old one, so that a resumed run sending the old
-    request again (:meth:`MetricsReporter.resend`), refused the same way, sends its rest
-    under the same key as the first time."""
+def _derived_key(key: str, index: int | str) -> str:
+    """The key of request ``key`` less its record ``index`` (one the server refused), or of
+    its half ``"1/2"`` or ``"2/2"`` (it was too large): a new request, whose key follows
+    from the old one, so that a resumed run sending the old request again
+    (:meth:`MetricsReporter.resend`), refused or split the same way, sends the rest under
+    the same keys as the first time."""
     return hashlib.sha256(f"{key}-{index}".encode()).hexdigest()[:32]
+
+
+class _NotTheApi(DanluError):
+    """Something other than danlu's API answered a POST: a redirect, or a 2xx whose body is
+    not the API's reply. The records are kept, as for a network error."""
+
+
+class _OutOfTime(DanluError):
+    """:meth:`MetricsReporter.close`'s deadline has passed: the records not shipped yet stay."""
+
+
+class _NoRedirect(urllib.request.HTTPRedirectHandler):
+    """Never follow a redirect: urllib would re-send a POST answered 301, 302 or 303 as a GET,
+    without its body, and the GET's 200 would pass for the records stored. The 3xx is then
+    an :class:`urllib.error.HTTPError`."""
+
+    def redirect_request(
+        self,
+        req: urllib.request.Request,
+        fp: Any,
+        code: int,
+        msg: str,
+        headers: email.message.Message,
+        newurl: str,
+    ) -> None:
+        return None
+
+
+_OPENER = urllib.request.build_opener(_NoRedirect)
+"""urllib's usual opener (proxies from the environment, HTTPS) that follows no redirect."""
+
+
+def _redirected(exc: urllib.error.HTTPError) -> _NotTheApi:
+    """The failure a 3xx answering a POST is."""
+    where = exc.headers.get("Location") if exc.headers is not None else None
+    exc.close()
+    return _NotTheApi(
+        f"the server redirected the POST (HTTP {exc.code}) to {where or 'no address'}, and a "
+        f"redirect is never followed (it would re-send the POST as a GET without its "
+        f"records); {_PROXY_HINT}"
+    )
+
+
+def _check_reply(status: int, content_type: str, reply: bytes) -> None:
+    """Raise :class:`_NotTheApi` unless ``reply`` is the API's answer to a metrics POST: a
+    JSON object with an integer ``accepted``."""
+    try:
+        answer = json.loads(reply)
+    except (ValueError, UnicodeDecodeError):
+        answer = None
+    accepted = answer.get("accepted") if isinstance(answer, dict) else None
+    if isinstance(accepted, int) and not isinstance(accepted, bool):
+        return
+    shown = reply[:80].decode("utf-8", "replace") + ("..." if len(reply) > 80 else "")
+    raise _NotTheApi(
+        f"HTTP {status} with {content_type or 'no content type'} {shown!r}, which is not "
+        f"danlu's API's reply {{\"accepted\": n, ...}}; {_PROXY_HINT}"
+    )
 
 
 @dataclass
@@ -122,6 +208,11 @@ class _Request:
         if not lines or not all(isinstance(r, dict) for r in records):
             return None
         return _Request(records, list(lines), key)
+
+
+def _body(lines: list[str]) -> bytes:
+    """The body of a request of ``lines`` (records as JSON): the same lines, the same body."""
+    return ('{"metrics": [' + ", ".join(lines) + "]}").encode()
 
 
 def _finite(record: dict[str, Any]) -> dict[str, Any]:
@@ -179,6 +270,8 @@ class MetricsReporter:
     """Ships metric records from a background thread; see the module docstring.
 
     With neither ``url`` nor ``path`` it is a do-nothing sink that still keeps the last record.
+    ``close_timeout_s`` bounds :meth:`close`'s last try; ``clock`` (monotonic seconds) times
+    it.
     """
 
     def __init__(
@@ -190,13 +283,29 @@ class MetricsReporter:
         interval_s: float = 2.0,
         max_pending: int = 100_000,
         timeout_s: float = 5.0,
+        close_timeout_s: float = CLOSE_TIMEOUT_S,
+        clock: Callable[[], float] = time.monotonic,
     ) -> None:
+        if not (isinstance(close_timeout_s, int | float) and 0 < close_timeout_s < math.inf):
+            raise ValueError(
+                f"close_timeout_s must be a positive number of seconds, e.g. "
+                f"{CLOSE_TIMEOUT_S}, not {close_timeout_s!r}"
+            )
         self.url = url
         self.token = token
         self.path = Path(path) if path is not None and url is None else None
         self.interval_s = interval_s
         self.max_pending = max_pending
         self.timeout_s = timeout_s
+        self.close_timeout_s = float(close_timeout_s)
+        self._clock = clock
+        self._deadline: float | None = None
+        """When :meth:`close`'s last try ends (on :attr:`_clock`); ``None`` before it."""
+        self._per_post = MAX_RECORDS_PER_POST
+        """The most records a new request takes: at each 413 (a request too large for the
+        server) at most the first half's, for the rest of the run."""
+        self._split_told = False
+        """True once a WARNING told that the server refuses large requests."""
         self.active = self.url is not None or self.path is not None
         """True when records go somewhere (an API or a file)."""
         self._queue: deque[dict[str, Any]] = deque()
@@ -221,6 +330,8 @@ class MetricsReporter:
         self.dropped = 0
         self._failing = False
         """True from a failed flush until one ships again (see :meth:`_failed`)."""
+        self._last_failure = ""
+        """Why the last failed flush failed (for :meth:`close`'s WARNING)."""
         self._reasons: set[tuple[str, str]] = set()
         """The (field, fault) pairs a WARNING told of already (see :meth:`_leave_out`)."""
         self.last: dict[str, Any] | None = None
@@ -258,17 +369,24 @@ class MetricsReporter:
         """Ship everything queued now (called by the thread, and by :meth:`close`): the
         requests of the outbox first (the one that failed last, those a checkpoint sealed),
         as they are, then the rest in requests of at most :data:`MAX_RECORDS_PER_POST`
-        records, oldest first. A record that cannot be written, or that the API would
-        refuse, is left out (see :meth:`_lines` and :meth:`_ship`); a request the server
-        refuses for good (a 4xx other than 408 and 429) that names no record of it is
-        dropped and counted; on any other failure that request and the rest wait for the
-        next flush (:meth:`_trim`)."""
-        with self._io:
+        records (fewer after a 413), oldest first. A record that cannot be written, or that
+        the API would refuse, is left out (see :meth:`_lines` and :meth:`_ship`); a request
+        the server refuses as too large (413) is split (:meth:`_too_large`); one it refuses
+        for good (another 4xx than 408 and 429) that names no record of it is dropped and
+        counted; on any other failure (an answer that is not the API's included) that
+        request and the rest wait for the next flush (:meth:`_trim`). After :meth:`close`'s
+        deadline nothing more is sent (nor waited for: a flush under way in the thread)."""
+        left_s = self._time_left()
+        if left_s <= 0 or not self._io.acquire(timeout=min(left_s, threading.TIMEOUT_MAX)):
+            return
+        try:
             self._ship_all()
+        finally:
+            self._io.release()
 
     def _ship_all(self) -> None:
         """:meth:`flush`'s work (:attr:`_io` held)."""
-        while True:
+        while self._time_left() > 0:
             with self._lock:
                 request = self._next()
             if request is None:
@@ -276,8 +394,13 @@ class MetricsReporter:
             try:
                 self._ship(request)
                 self.sent += len(request.records)
+            except _OutOfTime:  # close's deadline: the rest stays (see close)
+                return
             except urllib.error.HTTPError as exc:
                 self.errors += 1
+                if exc.code == 413:
+                    self._too_large(request)
+                    continue
                 if 400 <= exc.code < 500 and exc.code not in (408, 429):
                     self.dropped += len(request.records)
                     log.warning("metrics refused by the server (HTTP %s): dropped", exc.code)
@@ -299,12 +422,21 @@ class MetricsReporter:
         while self._queue:
             self._loose.append(self._queue.popleft())
 
+    def _time_left(self) -> float:
+        """Seconds left to :meth:`close`'s deadline (infinite before it is called)."""
+        return math.inf if self._deadline is None else self._deadline - self._clock()
+
+    def _unsent(self) -> int:
+        """How many records are not shipped yet."""
+        with self._lock:
+            count = len(self._queue) + len(self._loose)
+            return count + sum(len(r.records) for r in self._outbox)
+
     def _seal_chunk(self) -> None:
-        """Make the oldest records of :attr:`_loose` (at most :data:`MAX_RECORDS_PER_POST`)
-        a request at the end of the outbox, less those :meth:`_lines` leaves out
-        (:attr:`_lock` held)."""
-        chunk = self._loose[:MAX_RECORDS_PER_POST]
-        del self._loose[:MAX_RECORDS_PER_POST]
+        """Make the oldest records of :attr:`_loose` (at most :attr:`_per_post`) a request at
+        the end of the outbox, less those :meth:`_lines` leaves out (:attr:`_lock` held)."""
+        chunk = self._loose[: self._per_post]
+        del self._loose[: self._per_post]
         lines = self._lines(chunk)
         if chunk:
             self._outbox.append(_Request(chunk, lines))
@@ -365,11 +497,54 @@ class MetricsReporter:
             self._outbox.extendleft(reversed(requests))
         return sum(len(r.records) for r in requests)
 
+    def _too_large(self, request: _Request) -> None:
+        """The server refused ``request``, the outbox's first, as too large (413, the control
+        plane's ``DANLU_MAX_BODY_BYTES``): it becomes its two halves, sent next, each a
+        request whose key follows from its own (:func:`_derived_key`: a resumed run that
+        sends ``request`` again splits it into the same requests), and new requests take at
+        most as many records as the first half. Only a 413 splits a request of the outbox
+        (by its bytes, not by that count), so that its halves are the same in every run. A
+        request of one record is left out, with a WARNING naming its step and size."""
+        count = len(request.lines)
+        middle = (count + 1) // 2
+        halves = [
+            _Request(request.records[part], request.lines[part], _derived_key(request.key, name))
+            for part, name in ((slice(None, middle), "1/2"), (slice(middle, None), "2/2"))
+        ]
+        with self._lock:
+            if self._outbox and self._outbox[0] is request:
+                self._outbox.popleft()
+            if count > 1:
+                self._outbox.extendleft(reversed(halves))
+                self._per_post = min(self._per_post, middle)
+        size = len(_body(request.lines))
+        if count <= 1:
+            step = request.records[0].get("step") if request.records else None
+            message = (
+                f"the record of step {step} makes a request of {size} bytes, more than the "
+                "control plane takes (HTTP 413: its DANLU_MAX_BODY_BYTES); report fewer or "
+                "shorter metric names in one record, or raise DANLU_MAX_BODY_BYTES"
+            )
+            self._leave_out("", "too large", message, "the server refused it as too large")
+            return
+        told, self._split_told = self._split_told, True
+        log.log(
+            logging.DEBUG if told else logging.WARNING,
+            "the control plane at %s refused a metrics request of %d records (%d bytes) as too "
+            "large (HTTP 413: its DANLU_MAX_BODY_BYTES): it is sent in halves (halved again "
+            "while refused), and new requests are made as small as the halves; further "
+            "splits are logged at DEBUG",
+            self.url,
+            count,
+            size,
+        )
+
     def _failed(self, exc: BaseException) -> None:
         """A flush could not ship its records (kept for the next): a WARNING at the first
         failure after shipping worked (once, not at every flush of an outage; the records
         were silently lost to a bad URL before), the repeats at DEBUG."""
         where = self.url if self.url is not None else self.path
+        self._last_failure = str(exc)
         if self._failing:
             log.debug("metrics shipping to %s failed again: %s", where, exc)
             return
@@ -467,8 +642,13 @@ class MetricsReporter:
 
     def _post(self, url: str, lines: list[str], key: str) -> None:
         """POST ``lines`` (records as JSON) to the API at ``url`` in one request named
-        ``key`` (the same lines give the same body)."""
-        body = ('{"metrics": [' + ", ".join(lines) + "]}").encode()
+        ``key`` (the same lines give the same body), within :meth:`close`'s deadline
+        (:class:`_OutOfTime` past it). Raises :class:`_NotTheApi` for a redirect (never
+        followed) and for a 2xx whose body is not the API's reply."""
+        timeout = min(self.timeout_s, self._time_left())
+        if timeout <= 0:
+            raise _OutOfTime
+        body = _body(lines)
         req = urllib.request.Request(
             url,
             data=body,
@@ -477,8 +657,15 @@ class MetricsReporter:
         )
         if self.token:
             req.add_header("Authorization", f"Bearer {self.token}")
-        with urllib.request.urlopen(req, timeout=self.timeout_s) as resp:
-            reply = resp.read()
+        try:
+            with _OPENER.open(req, timeout=timeout) as resp:
+                status, reply = int(resp.status), resp.read()
+                content_type = str(resp.headers.get("Content-Type") or "")
+        except urllib.error.HTTPError as exc:
+            if 300 <= exc.code < 400:
+                raise _redirected(exc) from exc
+            raise
+        _check_reply(status, content_type, reply)
         self._note_reply(reply)
 
     def _note_reply(self, reply: bytes) -> None:
@@ -489,13 +676,33 @@ class MetricsReporter:
                 self.scheduler_batch = batch
 
     def close(self) -> None:
-        """Stop the thread and ship what is left (one last try)."""
+        """Stop the thread and ship what is left: one last try, which ends
+        ``close_timeout_s`` after the call (a flush of the thread under way stops then too:
+        it runs as a preempted job exits, within the grace). A WARNING tells how many
+        records were left unsent; they stay in the outbox, and a checkpoint taken before
+        (:meth:`seal`) holds those of its steps."""
+        self._deadline = self._clock() + self.close_timeout_s
         self._stop.set()
         self._wake.set()
-        if self._thread is not None:
-            self._thread.join(timeout=self.timeout_s + 1)
-            self._thread = None
+        thread, self._thread = self._thread, None
+        if thread is not None:
+            thread.join(timeout=max(0.0, self._time_left()))
         self.flush()
+        unsent = self._unsent()
+        if unsent:
+            why = ""
+            if self._time_left() <= 0:
+                why = f" (not taken within close_timeout_s={self.close_timeout_s:g} s)"
+            elif self._last_failure:
+                why = f" (the last try failed: {self._last_failure})"
+            log.warning(
+                "%d metric records were left unsent when the reporter closed%s; a checkpoint "
+                "holds those of the steps it covers, and a run resumed from it sends them again",
+                unsent,
+                why,
+            )
+        if thread is None or not thread.is_alive():
+            self._deadline = None  # a later flush ships again; a thread still in a POST stops
 
 
 class Progress:
