@@ -132,10 +132,13 @@ def test_priority_higher_first() -> None:
 def test_priority_aging_lets_an_old_job_pass_a_new_one() -> None:
     old = pending("old", 2, submit=0.0, priority=0)  # 0 + 2 h x 1/h = 2
     new = pending("new", 2, submit=7000.0, priority=1)  # 1 + 200 s
-    plan = PriorityPolicy(aging_per_hour=1.0).schedule(view(ONE_BY_2, (), (new, old), now=7200.0))
+    seen = view(ONE_BY_2, (), (new, old), now=7200.0)
+    plan = PriorityPolicy(aging_per_hour=1.0, preempt=False).schedule(seen)
     assert started(plan) == ["old"]
-    plan = PriorityPolicy(aging_per_hour=0.0).schedule(view(ONE_BY_2, (), (new, old), now=7200.0))
+    plan = PriorityPolicy(aging_per_hour=0.0, preempt=False).schedule(seen)
     assert started(plan) == ["new"]
+    # with preemption "new" would preempt "old" the next round: it starts at once (review 69)
+    assert started(PriorityPolicy(aging_per_hour=1.0).schedule(seen)) == ["new"]
 
 
 def test_priority_preempts_only_for_strictly_higher_base_priority() -> None:

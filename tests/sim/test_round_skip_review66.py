@@ -91,13 +91,15 @@ def _write(tmp_path: Path, text: str) -> Path:
     return path
 
 
-def test_priority_preempts_the_job_it_just_started_at_the_next_tick(tmp_path: Path) -> None:
+def test_priority_starts_the_higher_job_first_and_skips_no_round(tmp_path: Path) -> None:
     skipping, every = _both(_write(tmp_path, PRIORITY_SKIP), "priority", {})
     times = _times(skipping)
-    assert times["j0"][:2] == (5100.0, 11150.0) and times["j0"][2] == 1
-    assert times["j4"][:2] == (5160.0, 6160.0)  # was (6360, 7360): the round at 5160 skipped
+    # review 69: j0 no longer starts at 5100 only to be preempted for j4 at 5160; j4 starts
+    # at once and j0 once j4's GPU frees up (before: j4 (5160, 6160), j0 (5100, 11150, 1))
+    assert times["j4"][:2] == (5100.0, 6100.0)
+    assert times["j0"] == (6120.0, 11120.0, 0)
     assert times == _times(every)
-    assert skipping.summary()["avg_jct"] == pytest.approx(57552.0 / 7)
+    assert skipping.summary()["avg_jct"] == pytest.approx(57462.0 / 7)
 
 
 def test_tiresias_starts_the_job_its_last_round_left_out_at_the_next_tick(

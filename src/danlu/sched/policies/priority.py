@@ -31,9 +31,19 @@ class PriorityPolicy:
     (``backfill=False`` prevents it too, by starting nothing behind a job that does not fit).
 
     Preemption compares base priorities only: a running job is preempted only for a job of
-    strictly higher base priority, so aging cannot cause thrashing. It keeps to strict order
-    and to the reservation (:func:`keep_queue_order`): a job they hold back waits, whether
-    ``preempt`` is set or not.
+    strictly higher base priority, so aging cannot cause thrashing. Nor does the queue start
+    a job only for it to be preempted: with ``preempt``, when the queue would start a
+    preemptible job and leave waiting one of strictly higher base priority, the round is
+    planned as the preemption pass plans it (by base priority, aging only within a
+    priority), and that plan is taken if it starts a job the queue left waiting. Else the
+    older job would start, be preempted for the higher one the next round and, on the
+    control plane (where that start waits for the victim to checkpoint and exit), start
+    again ahead of it once back in the queue, for ever. So with ``preempt`` aging puts a job
+    ahead of one of higher priority only where that one could not take its GPUs anyway
+    (another GPU type, more GPUs than there are), or where it may not be preempted
+    (``preemptible: false``). Preemption keeps to strict order and to the reservation
+    (:func:`keep_queue_order`): a job they hold back waits, whether ``preempt`` is set or
+    not.
 
     Every job ages at the same rate, so the queue's order never changes with the clock:
     ``priority + rate x (now - submit)`` ranks jobs as ``priority - rate x submit`` does.
@@ -97,9 +107,8 @@ class PriorityPolicy:
             memo=self._packing,
             reserve_when_full=self.preempt,
         )
-        plan = queued
-        if not self.preempt or not plan.has_waiting or not view.running:
-            return plan
+        if not self.preempt or not queued.has_waiting:
+            return queued
         pending = self._pending.update(view.pending, now, self.preempt_key, like=self._queue)
         running = self._running.update(view.running, now, self.preempt_key)
         lowest_running = next(
@@ -111,8 +120,9 @@ class PriorityPolicy:
             None,
         )
         top_waiting = -pending.keys[0][0]
-        if lowest_running is None or top_waiting <= lowest_running:
-            return plan
+        preempting = lowest_running is not None and top_waiting > lowest_running
+        if not preempting and not _starts_below_waiting(queued, order, pending):
+            return queued
         # Waiting jobs never overtake running ones by the clock alone (see the docstring).
         plan = ranked_round(
             view,
@@ -124,7 +134,50 @@ class PriorityPolicy:
         )
         if blocked is not None:  # strict order, or a reservation held
             plan = keep_queue_order(view, plan, queued, order)
+        if not preempting and not _starts_others(plan, queued):
+            return queued  # the preemption pass would start no one the queue pass left out
         return dataclasses.replace(plan, recheck_at=math.inf)
+
+
+def _starts_below_waiting(queued: Plan, order: Sequence[JobStatus], pending: RankedJobs) -> bool:
+    """Whether ``queued`` (the queue pass's plan, over ``order``) starts a preemptible job of
+    lower base priority than a job it leaves waiting (``pending``: the view's pending jobs
+    by :meth:`PriorityPolicy.preempt_key`, highest base priority first).
+
+    The next round's preemption pass would preempt such a start for the waiting job if the
+    job's GPUs let that one start; on the control plane, where that start waits for the
+    victim to drain, the victim is back in the queue by then, aged ahead again, and the
+    queue pass would start it again: the two would take turns for ever. Walks ``order`` no
+    further than the queue pass did (to its last start), and ``pending`` to the first job
+    left waiting."""
+    if not queued.starts:
+        return False
+    started = {start.job_id for start in queued.starts}
+    top = next(
+        (
+            job.request.priority
+            for job in pending.jobs
+            if job.id not in started and not asks_no_gpu(job)
+        ),
+        None,
+    )
+    if top is None:
+        return False
+    left = set(started)
+    for job in order:  # the queue pass started these in this order: stop at the last one
+        if job.id in left:
+            if job.request.preemptible and job.request.priority < top:
+                return True
+            left.discard(job.id)
+            if not left:
+                break
+    return False
+
+
+def _starts_others(plan: Plan, queued: Plan) -> bool:
+    """Whether ``plan`` starts a job that ``queued`` does not start."""
+    in_queue = {start.job_id for start in queued.starts}
+    return any(start.job_id not in in_queue for start in plan.starts)
 
 
 def keep_queue_order(
