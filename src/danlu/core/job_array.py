@@ -2,7 +2,9 @@
 
 ``danlu submit job.yaml --array 0-99%8`` (or the spec's own ``array: "0-99%8"``) runs the
 spec 100 times, at most 8 at once; each task is a job named ``<name>-<n>`` that finds its
-index in ``DANLU_ARRAY_INDEX`` (``danlu.train.env.JobEnv.array_index``). The control plane
+index in ``DANLU_ARRAY_INDEX`` (``danlu.train.env.JobEnv.array_index``) and, when the spec
+names a ``checkpoint_dir``, checkpoints in ``<checkpoint_dir>/<name>-<n>``, a directory of its
+own (:func:`danlu.core.sweep.trial_checkpoint_dir`). The control plane
 runs an array as a sweep (:mod:`danlu.core.sweep`) with ``array: true``: a grid over one
 parameter, ``index``, without a metric, ``parallel`` tasks at most queued or running at a
 time, so ``danlu sweep show / cancel`` follow and stop it.

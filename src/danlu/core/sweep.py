@@ -14,9 +14,11 @@ Minimal form (YAML or JSON)::
     trials: 20                    # how many trials in all
     parallel: 4                   # how many at once (queued or running)
 
-Each trial is a job named ``<sweep>-<n>`` with the trial spec and three more environment
-variables: ``DANLU_HPARAMS`` (the trial's parameters as a JSON object), ``DANLU_SWEEP_ID`` and
-``DANLU_TRIAL`` (``n``, from 0); ``danlu.train.env.JobEnv.hparams`` reads them. The trial
+Each trial is a job named ``<sweep>-<n>`` (:func:`trial_name`) with the trial spec and three
+more environment variables: ``DANLU_HPARAMS`` (the trial's parameters as a JSON object),
+``DANLU_SWEEP_ID`` and ``DANLU_TRIAL`` (``n``, from 0); ``danlu.train.env.JobEnv.hparams``
+reads them. A trial spec's ``checkpoint_dir`` is each trial's parent directory: the trial
+checkpoints in ``<checkpoint_dir>/<its job name>`` (:func:`trial_checkpoint_dir`). The trial
 reports ``metric.name`` in its metric records (``danlu.train`` reports what the loop logs).
 ``method: grid`` tries every combination of ``values`` lists instead of sampling, ``method:
 tpe`` draws where the ended trials did best (Optuna's TPE sampler).
@@ -47,8 +49,10 @@ from pydantic import (
 
 from danlu.core.errors import SpecError
 from danlu.core.spec import (
+    MAX_PATH,
     SPEC_LIMITS,
     JobSpec,
+    is_checkpoint_location,
     no_boolean,
     parse_spec,
     spec_error,
@@ -290,6 +294,23 @@ class SweepSpec(_Strict):
         return parse_spec({"name": self.name, **self.trial})
 
 
+def trial_name(sweep_name: str, n: int) -> str:
+    """Trial ``n``'s job name: ``<sweep_name>-<n>``, the sweep's name cut to fit a job name's
+    63 characters. Unique within a sweep: the digits after the last ``-`` are ``n``."""
+    suffix = f"-{n}"
+    return sweep_name[: 63 - len(suffix)] + suffix
+
+
+def trial_checkpoint_dir(checkpoint_dir: str | None, name: str) -> str | None:
+    """The checkpoint directory of the trial whose job is named ``name``, when the trial spec
+    names ``checkpoint_dir``: ``<checkpoint_dir>/<name>``, a directory of its own (every trial
+    in the one directory resumed from the others' checkpoints, and their retention deleted
+    each other's). None without one: each job then gets its own under the home at launch."""
+    if checkpoint_dir is None:
+        return None
+    return checkpoint_dir + ("" if checkpoint_dir.endswith("/") else "/") + name
+
+
 def grid_size(spec: SweepSpec) -> int:
     """How many combinations the ``values`` lists make."""
     return math.prod(len(p.values or ()) for p in spec.parameters.values())
@@ -330,7 +351,7 @@ def parse_sweep(data: Any) -> SweepSpec:
         raise SpecError(f"trial.env.{taken[0]}", "is set by the sweep for every trial")
     if spec.array:
         _check_array(spec)
-    _check_longest_trial(spec)
+    _check_longest_trial(spec, trial.checkpoint_dir)
     return spec
 
 
@@ -375,23 +396,39 @@ def _longest_value(param: Parameter) -> str | int | float | bool:
     return _LONGEST_FLOAT
 
 
-def _check_longest_trial(spec: SweepSpec) -> None:
+def _check_longest_trial(spec: SweepSpec, own_dir: str | None) -> None:
     """Refuse parameters no trial's environment can hold, as the trial's own submission
     would refuse them once the search draws them (``env.DANLU_HPARAMS``, or the command and
     env in all; :func:`danlu.core.spec.parse_spec`): the trial with the longest value of
     every parameter (a grid runs every combination, a random draw may pick any) is checked
-    now, naming the parameter with the longest value."""
+    now, naming the parameter with the longest value. Likewise a ``checkpoint_dir``
+    (``own_dir``, the trial spec's) too long for the trials' own directories under it
+    (:func:`trial_checkpoint_dir`), naming it."""
     longest = {name: _longest_value(param) for name, param in spec.parameters.items()}
+    last = max(spec.total - 1, 0)
+    # the last trial's name is the longest, hence its checkpoint directory
+    checkpoint_dir = trial_checkpoint_dir(own_dir, trial_name(spec.name, last))
     env = {
         **spec.trial.get("env", {}),
         "DANLU_HPARAMS": json.dumps(longest, sort_keys=True),
         "DANLU_SWEEP_ID": "0" * _ID_WIDTH,
-        "DANLU_TRIAL": str(max(spec.total - 1, 0)),
+        "DANLU_TRIAL": str(last),
     }
     if spec.array:
         env["DANLU_ARRAY_INDEX"] = str(longest[ARRAY_PARAMETER])
+    trial = {"name": spec.name, **spec.trial, "env": env}
+    if own_dir is not None and checkpoint_dir is not None:
+        trial["checkpoint_dir"] = checkpoint_dir
+        if not is_checkpoint_location(checkpoint_dir):  # the trial spec's own passed
+            raise SpecError(
+                "checkpoint_dir" if spec.array else "trial.checkpoint_dir",
+                f"is {len(own_dir):,} characters; each trial checkpoints in a directory of "
+                f"its own under it ({checkpoint_dir[len(own_dir) :]!r} appended for the "
+                f"longest trial name), and a path has at most {MAX_PATH:,} characters: "
+                "shorten it",
+            )
     try:
-        parse_spec({"name": spec.name, **spec.trial, "env": env})
+        parse_spec(trial)
     except SpecError as exc:
         name = max(longest, key=lambda k: len(json.dumps(longest[k])))
         field = f"parameters.{name}" + (".values" if spec.parameters[name].values else "")

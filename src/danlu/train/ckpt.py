@@ -84,6 +84,15 @@ class Checkpoints:
         if self._manager is not None and self.writer:
             self._manager.save(step, state, metrics=metrics)
 
+    @property
+    def committed_step(self) -> int | None:
+        """The step of the checkpoint this rank's writer committed last (its manifest
+        written); None before any, and on the ranks that write none."""
+        if self._manager is None or not self.writer:
+            return None
+        step = self._manager.committed_step
+        return None if step is None else int(step)
+
     def wait(self) -> None:
         """Wait for a background save to finish."""
         if self._manager is not None:

@@ -139,6 +139,10 @@ class TrainContext:
         self._reported = False
         """Whether this process reported a step (or resent a checkpoint's unshipped records):
         from then on the reporter itself holds every record not shipped yet."""
+        self._checkpoint_said: int | None = None
+        """The checkpoint step the last record saying one (``checkpoint_step``) said."""
+        self._resumed_from: int | None = None
+        """The step of the checkpoint this process resumed from (None: a fresh start)."""
 
     # ------------------------------------------------------------------ data
     @property
@@ -317,6 +321,8 @@ class TrainContext:
             shares.append(self.step_num / self._target_steps)
         if shares:
             record["progress"] = min(1.0, max(shares))
+        if (checkpoint := self._checkpoint_news()) is not None:
+            record["checkpoint_step"] = checkpoint
         if self.adaptive is not None or self.engine.gns is not None:
             self._note_gradient_stats(record)
         if self.distributed.cuda:
@@ -332,6 +338,39 @@ class TrainContext:
             self.reporter.report(record)
             if self.progress.enabled:
                 self.progress.update(self.step_num, record)
+
+    def _checkpoint_news(self) -> int | None:
+        """The ``checkpoint_step`` for the record of this step (the server keeps the largest
+        as the Job's last checkpoint), or None when there is nothing new to say:
+
+        - this step's, when this rank was asked to stop (SIGTERM) before its record is
+          taken and stops at this step: the step ends with the preemption's checkpoint (or
+          its periodic one), written before the process exits 75, so the records flushed
+          then say it (a save that fails raises out of the step instead; so does a
+          rollback, rare, which the record then got ahead of);
+        - else the step of the checkpoint the writer committed last (its manifest written),
+          once: a synchronous periodic one in the next step's record (a step's record is
+          taken before its checkpoint), an asynchronous one in the first record after its
+          write finished (never one a crash could still lose);
+        - else, before this process committed any, the one a resumed run started from (its
+          writer may have died before a record said it).
+        """
+        checkpoints = self.checkpoints
+        news: int | None
+        if checkpoints.enabled and self.preemption.requested and self._stops_here():
+            news = self.step_num
+        else:
+            committed = checkpoints.committed_step
+            news = self._resumed_from if committed is None else committed
+        if news is None or news == self._checkpoint_said:
+            return None
+        self._checkpoint_said = news
+        return news
+
+    def _stops_here(self) -> bool:
+        """Whether a rank asked to stop stops at this step: alone at every step, distributed
+        at the steps :meth:`~danlu.train.preempt.Preemption.should_stop` agrees on."""
+        return not self.distributed.enabled or self.step_num % self.preemption.check_every == 0
 
     @property
     def _gradient_noise(self) -> GradientNoiseScale | None:
@@ -694,6 +733,7 @@ class TrainContext:
         if not self._reported:
             self._reported = True  # sent once: a second restore would write a file's twice
             self.reporter.resend(ds.get("metrics_pending"))
+            self._resumed_from = self.step_num  # the first record says it
         if ds.get("sampler") is not None and self.sampler is not None:
             self.sampler.load_state_dict(ds["sampler"])
         if ds.get("batch") is not None:

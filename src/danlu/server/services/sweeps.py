@@ -33,7 +33,13 @@ from sqlalchemy.orm import Session
 
 from danlu.core.errors import DanluError, SpecError
 from danlu.core.state import JobState
-from danlu.core.sweep import ARRAY_PARAMETER, SweepSpec, parse_sweep
+from danlu.core.sweep import (
+    ARRAY_PARAMETER,
+    SweepSpec,
+    parse_sweep,
+    trial_checkpoint_dir,
+    trial_name,
+)
 from danlu.sched.sweep import Curve, Ended, Value, curve, median_stop, trial_parameters
 from danlu.server.db import Job, JobMetric, Sweep, User
 from danlu.server.errors import AdmissionError, ConflictError, NotFoundError
@@ -262,7 +268,10 @@ class _Trials:
 def _submit_trials(
     session: Session, sweep: Sweep, spec: SweepSpec, owner: User, t: float, trials: _Trials
 ) -> list[str]:
-    """Submit trials while fewer than ``parallel`` are unfinished and some are left."""
+    """Submit trials while fewer than ``parallel`` are unfinished and some are left; a trial
+    spec's ``checkpoint_dir`` becomes each trial's own directory under it
+    (:func:`~danlu.core.sweep.trial_checkpoint_dir`), written into the trial's job spec so
+    that ``danlu show`` shows it and a rerun of the trial resumes from it."""
     active = len(trials.unfinished())
     estimate = sweep.estimate or {}
     out: list[str] = []
@@ -273,14 +282,15 @@ def _submit_trials(
     if spec.method == "tpe":
         ended = _ended(trials)
         running = [_parameters(job) for job in trials.unfinished()]
+    checkpoint_dir = spec.trial_spec().checkpoint_dir
     while active < spec.parallel and sweep.submitted < spec.total:
         n = sweep.submitted
         params = trial_parameters(spec, n, ended, running)
         running.append(params)
-        suffix = f"-{n}"
+        name = trial_name(spec.name, n)
         trial = {
             **spec.trial,
-            "name": spec.name[: 63 - len(suffix)] + suffix,
+            "name": name,
             "env": {
                 **spec.trial.get("env", {}),
                 "DANLU_HPARAMS": json.dumps(params, sort_keys=True),
@@ -289,6 +299,8 @@ def _submit_trials(
                 **({"DANLU_ARRAY_INDEX": str(params[ARRAY_PARAMETER])} if spec.array else {}),
             },
         }
+        if checkpoint_dir is not None:  # a directory of its own, in its spec (show, rerun)
+            trial["checkpoint_dir"] = trial_checkpoint_dir(checkpoint_dir, name)
         job = jobs.submit(
             session,
             trial,
