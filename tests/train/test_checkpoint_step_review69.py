@@ -4,9 +4,8 @@ once the checkpoint of that step is complete (the server keeps the largest as th
 run says the checkpoint it resumed from. Before, no record ever carried it, so the Job's
 ``checkpoint_step`` stayed null however many checkpoints a danlu.train job wrote.
 
-Also the checkpoint manager's retention: a checkpoint directory without a manifest that another
-writer may still be filling is left alone (it deleted another job's half-written checkpoint in a
-shared ``checkpoint_dir``), while one this manager left, or one abandoned long enough, goes.
+Also the checkpoint manager's retention: a checkpoint directory without a manifest that this
+manager left (its save failed) goes at the next retention.
 """
 
 from __future__ import annotations
@@ -25,7 +24,6 @@ from train_helpers import mse_loss, tiny_model, tiny_regression
 
 import danlu.train as dt
 from danlu.train.checkpoint import CheckpointManager
-from danlu.train.checkpoint import manager as manager_module
 from danlu.train.env import PREEMPTED_EXIT_CODE
 from danlu.train.state import capture_state
 
@@ -226,49 +224,11 @@ def test_the_manager_says_its_last_committed_step(tmp_path: Path) -> None:
         assert mgr.committed_step == 5
 
 
-def _foreign_partial(directory: Path, step: int) -> Path:
-    """A checkpoint directory another writer is still filling: no manifest yet."""
-    partial = directory / f"ckpt-{step:012d}-0badf00d"
-    partial.mkdir(parents=True)
-    (partial / "tensors.pt.tmp-1").write_bytes(b"half")
-    return partial
-
-
-def test_retention_leaves_another_writers_unfinished_checkpoint(tmp_path: Path) -> None:
-    """Another writer's checkpoint without its manifest yet survives this manager's
-    retention (keep_last=1 over several saves): it was deleted mid-write, and that writer
-    failed with FileNotFoundError on its tensors.pt.tmp file."""
-    partial = _foreign_partial(tmp_path, 2)
-    model = tiny_model()
-    opt = torch.optim.SGD(model.parameters(), lr=0.01)
-    mgr = CheckpointManager(str(tmp_path), keep_last=1)
-    for step in (1, 3, 5):
-        mgr.save(step, capture_state(model, opt, step=step))
-    assert partial.is_dir()
-    assert _committed_steps(tmp_path) == {5}
-
-
-def test_retention_removes_an_unfinished_checkpoint_once_abandoned(
-    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
-) -> None:
-    """An unfinished checkpoint seen for ABANDONED_AFTER_S is surely abandoned (a run killed
-    while writing it): retention removes it, as it did every unfinished one before."""
-    partial = _foreign_partial(tmp_path, 2)
-    model = tiny_model()
-    opt = torch.optim.SGD(model.parameters(), lr=0.01)
-    mgr = CheckpointManager(str(tmp_path), keep_last=1)
-    mgr.save(1, capture_state(model, opt, step=1))
-    assert partial.is_dir()
-    monkeypatch.setattr(manager_module, "ABANDONED_AFTER_S", 0.0)
-    mgr.save(3, capture_state(model, opt, step=3))
-    assert not partial.exists()
-
-
 def test_retention_removes_an_unfinished_checkpoint_this_manager_left(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    """A save whose removal of its own unfinished directory failed leaves it behind: that
-    directory is this manager's, so the next retention removes it at once."""
+    """A save whose removal of its own unfinished directory failed leaves it behind: the next
+    retention removes it."""
     model = tiny_model()
     opt = torch.optim.SGD(model.parameters(), lr=0.01)
     mgr = CheckpointManager(str(tmp_path), keep_last=1)

@@ -47,10 +47,6 @@ log = logging.getLogger(__name__)
 FORMAT = "danlu.checkpoint/1"
 MANIFEST, META, TENSORS = "MANIFEST.json", "meta.json", "tensors.pt"
 _PREFIX = "ckpt-"
-ABANDONED_AFTER_S = 3600.0
-"""Seconds a checkpoint directory without a manifest must have been seen so by a manager
-before its retention removes it as abandoned (see :meth:`CheckpointManager._retain`): longer
-than any one checkpoint takes to write."""
 
 
 @dataclass
@@ -144,11 +140,6 @@ class CheckpointManager:
         self._last_step: int | None = None
         self._last_time = time.monotonic()
         self._committed_step: int | None = None
-        self._made: set[str] = set()
-        """The checkpoint directories this manager made (its saves' names)."""
-        self._unfinished_since: dict[str, float] = {}
-        """Directories without a manifest that are not this manager's, by when
-        (``time.monotonic``) retention first saw them so (see :meth:`_retain`)."""
         self._closed = False
         self.last_snapshot_s = 0.0
         """Seconds the last :meth:`save` blocked its caller (snapshot, plus persisting
@@ -255,8 +246,6 @@ class CheckpointManager:
         names = [f"{_PREFIX}{step:012d}-{uuid.uuid4().hex[:8]}"]
         dist.broadcast_object_list(names, src=0)  # one directory name for all ranks
         name = names[0]
-        if dist.get_rank() == 0:  # the rank whose retention runs
-            self._made.add(name)
         try:
             written = save_sharded(state, self.storage.join(name))
             failure = None
@@ -377,7 +366,6 @@ class CheckpointManager:
             layout = dict.fromkeys(tensors, "full")
 
         name = f"{_PREFIX}{step:012d}-{uuid.uuid4().hex[:8]}"
-        self._made.add(name)
         blobs = {
             TENSORS: codec.tensors_to_bytes(stored),
             META: json.dumps({"format": FORMAT, "skeleton": skeleton, "layout": layout}).encode(),
@@ -426,17 +414,6 @@ class CheckpointManager:
         the best ``keep_best`` by a finite ``best_metric``; the bases of the kept incremental
         checkpoints and the base of the next one. Checkpoints :meth:`load_latest` found
         invalid count for neither ``keep_last`` nor ``keep_best``.
-
-        A directory without a readable manifest is a checkpoint being written or one whose
-        writer died. It is removed only when it is surely not being written: this manager
-        made it (its save failed and the removal of its part failed too; this manager writes
-        one checkpoint at a time, and retention runs after it), or this manager has seen it
-        without a manifest for :data:`ABANDONED_AFTER_S` (the part a killed run left). Another
-        writer's part is left while it may still be written: removed, that writer failed
-        (``FileNotFoundError`` on its ``tensors.pt.tmp-*``) and its restart resumed from the
-        other's checkpoint. Two writers in one directory (two jobs naming one
-        ``checkpoint_dir``) still share ``keep_last``: each may remove the other's complete
-        checkpoints.
         """
         infos = self.list_checkpoints()
         valid = [i for i in infos if i.name not in self._invalid]
@@ -451,23 +428,11 @@ class CheckpointManager:
         keep |= {base for n in list(keep) if n in by_name and (base := by_name[n].base) is not None}
         if self._base is not None:
             keep.add(self._base[0])
-        now = time.monotonic()
-        unfinished: dict[str, float] = {}
-        left: set[str] = set()
         for name in self.storage.list_dirs():
-            if not name.startswith(_PREFIX) or name in keep:
-                left.add(name)
-                continue
-            if name not in by_name and name not in self._made:  # no manifest, not ours
-                since = self._unfinished_since.get(name, now)
-                if now - since < ABANDONED_AFTER_S:  # perhaps another writer's, in progress
-                    unfinished[name] = since
-                    continue
-            self.storage.remove_dir(name)
-            self._infos.pop(name, None)
-            self._invalid.discard(name)
-        self._unfinished_since = unfinished
-        self._made &= left  # only those still there matter
+            if name.startswith(_PREFIX) and name not in keep:
+                self.storage.remove_dir(name)
+                self._infos.pop(name, None)
+                self._invalid.discard(name)
 
     # -- inspect / load -------------------------------------------------------------------
     def list_checkpoints(self) -> list[CheckpointInfo]:
