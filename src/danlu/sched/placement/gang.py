@@ -381,8 +381,9 @@ class FreeMap:
             best = candidates[np.lexsort((candidates, left_milli, left_mem))[0]]
         milli = int(need[best]) if isinstance(need, np.ndarray) else need
         node = int(self._gpu_node[best])
+        # a milli share's part of the memory (JobRequest.memory_on, as the quotas count it)
         memory = req.gpu_memory or min(
-            int(self.free_memory[best]), milli * int(self._gpu_mem_cap[best]) // MILLI_PER_GPU
+            int(self.free_memory[best]), req.memory_on(int(self._gpu_mem_cap[best]))
         )
         alloc = Allocation((GpuShare(node, int(best - self._offsets[node]), milli, memory),))
         self.take(alloc)
