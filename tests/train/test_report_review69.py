@@ -141,18 +141,25 @@ def _warnings(caplog: pytest.LogCaptureFixture) -> list[str]:
     return [r.getMessage() for r in caplog.records if r.levelno == logging.WARNING]
 
 
-# ---------------------------------------------------------------- 1: redirects, other replies
-@pytest.mark.parametrize("code", [301, 302, 303, 307, 308], ids=str)
-def test_a_redirect_is_never_followed_and_the_records_are_kept(
-    api: _Api, code: int, caplog: pytest.LogCaptureFixture
-) -> None:
-    api.mode = f"r{code}"
+def _flushed_twice(api: _Api, caplog: pytest.LogCaptureFixture) -> MetricsReporter:
+    """A reporter of 50 records (steps 0-49) to ``api``, flushed twice, its WARNINGs in
+    ``caplog``."""
     reporter = MetricsReporter(url=api.url, interval_s=3600)
     for step in range(50):
         reporter.report({"step": step, "loss": 0.1})
     with caplog.at_level(logging.WARNING, logger="danlu.train"):
         reporter.flush()
         reporter.flush()
+    return reporter
+
+
+# ---------------------------------------------------------------- 1: redirects, other replies
+@pytest.mark.parametrize("code", [301, 302, 303, 307, 308], ids=str)
+def test_a_redirect_is_never_followed_and_the_records_are_kept(
+    api: _Api, code: int, caplog: pytest.LogCaptureFixture
+) -> None:
+    api.mode = f"r{code}"
+    reporter = _flushed_twice(api, caplog)
     assert api.gets == 0  # the POST was not re-sent as a GET
     assert reporter.sent == 0 and reporter.dropped == 0 and reporter.errors == 2
     assert len(reporter._retry) == 50
@@ -170,12 +177,7 @@ def test_a_2xx_that_is_not_the_apis_reply_keeps_the_records(
     api: _Api, mode: str, caplog: pytest.LogCaptureFixture
 ) -> None:
     api.mode = mode
-    reporter = MetricsReporter(url=api.url, interval_s=3600)
-    for step in range(50):
-        reporter.report({"step": step, "loss": 0.1})
-    with caplog.at_level(logging.WARNING, logger="danlu.train"):
-        reporter.flush()
-        reporter.flush()
+    reporter = _flushed_twice(api, caplog)
     assert reporter.sent == 0 and reporter.dropped == 0 and reporter.errors == 2
     assert len(reporter._retry) == 50
     warnings = _warnings(caplog)
