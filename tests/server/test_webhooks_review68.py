@@ -72,6 +72,19 @@ class Endpoint:
         self.server.server_close()
 
 
+def _ping_once(db: Database, url: str) -> str:
+    """A webhook to ``url``, pinged, and the sender run once (one post made): its id."""
+    with db.session() as s:
+        hook_id = webhooks.create(s, url, "admin").id
+        webhooks.ping(s, hook_id)
+    sender = WebhookSender(db, timeout=5.0)
+    try:
+        assert sender.run_once() == 1
+    finally:
+        sender.stop()
+    return hook_id
+
+
 def _delivered(db: Database, hook_id: str) -> int:
     with db.read_session() as s:
         return sum(d.delivered for d in webhooks.deliveries(s, hook_id))
@@ -234,14 +247,7 @@ def test_every_post_goes_through_the_proxy_the_docs_name(
     try:
         for name, value in variables.items():
             no_proxy_env.setenv(name, proxies[value].url if value in proxies else value)
-        with sqlite_db.session() as s:
-            hook_id = webhooks.create(s, url, "admin").id
-            webhooks.ping(s, hook_id)
-        sender = WebhookSender(sqlite_db, timeout=5.0)
-        try:
-            assert sender.run_once() == 1
-        finally:
-            sender.stop()
+        hook_id = _ping_once(sqlite_db, url)
     finally:
         for proxy in proxies.values():
             proxy.close()
@@ -265,14 +271,7 @@ def test_a_no_proxy_host_is_posted_to_directly(
     no_proxy_env.setenv("HTTPS_PROXY", proxy.url)
     no_proxy_env.setenv("NO_PROXY", "localhost, 127.0.0.1")
     try:
-        with sqlite_db.session() as s:
-            hook_id = webhooks.create(s, endpoint.url, "admin").id
-            webhooks.ping(s, hook_id)
-        sender = WebhookSender(sqlite_db, timeout=5.0)
-        try:
-            assert sender.run_once() == 1
-        finally:
-            sender.stop()
+        hook_id = _ping_once(sqlite_db, endpoint.url)
     finally:
         proxy.close()
         endpoint.close()
