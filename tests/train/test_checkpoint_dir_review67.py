@@ -45,7 +45,10 @@ def _train(checkpoint_dir: str, steps: int = 4) -> None:
 
 
 def _steps(path: Path) -> list[int]:
-    return [json.loads(line)["step"] for line in path.read_text().splitlines()]
+    """The steps of the training records in the JSONL file ``path`` (not the record that
+    says the checkpoint of the last step at close, which has no loss)."""
+    records = [json.loads(line) for line in path.read_text().splitlines()]
+    return [r["step"] for r in records if "loss" in r]
 
 
 @pytest.mark.parametrize(

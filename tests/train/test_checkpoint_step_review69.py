@@ -136,16 +136,8 @@ def test_an_asynchronous_checkpoint_is_said_only_once_written(tmp_path: Path) ->
         ctx.close()
     said = _said(_records(out))
     assert said[0] == (4, 2)  # not (3, 2): step 3's record came while it was being written
-    assert said[1:] in ([(5, 4)], [(6, 4)])  # step 4's: as soon as its write finished
-
-
-def test_a_checkpoint_after_the_last_record_adds_no_record(tmp_path: Path) -> None:
-    """The periodic checkpoint of the run's last step comes after that step's record: no
-    further record is sent to say it (every step is reported once, and the server reads a
-    run's latest record as its latest shape); the run resumed from it says it."""
-    records = _records(_train(tmp_path, 8, every=4))
-    assert [r["step"] for r in records] == list(range(1, 9))
-    assert _said(records) == [(5, 4)]
+    assert said[1:-1] in ([(5, 4)], [(6, 4)])  # step 4's: as soon as its write finished
+    assert said[-1] == (6, 6)  # step 6's, written after the last record: said at close
 
 
 PREEMPTED = """
@@ -172,8 +164,8 @@ def test_a_preemptions_checkpoint_is_said_before_the_process_exits(
     tmp_path: Path, async_save: bool
 ) -> None:
     """Asked to stop after step 6, the run checkpoints at the next boundary, step 7, and
-    exits 75: the record of step 7, flushed before it exits, says that checkpoint (it was
-    asked before the record was taken, so the step ends with the checkpoint)."""
+    exits 75: a record after that of step 7, flushed before it exits, says that checkpoint
+    once it is committed (test_checkpoint_close_review70.py: not before)."""
     helpers = str(Path(__file__).parent)
     out, ckpt = tmp_path / "records.jsonl", tmp_path / "ckpt"
     script = PREEMPTED.format(helpers=helpers, ckpt=str(ckpt), out=str(out), async_save=async_save)
@@ -200,10 +192,9 @@ def test_a_preemptions_checkpoint_is_said_before_the_process_exits(
 
 def test_a_resumed_run_says_the_checkpoint_it_resumed_from(tmp_path: Path) -> None:
     """A run resumed from the checkpoint of step 6 says it in its first record (the run that
-    wrote it may have died before its next record was shipped, or, as here, wrote it after
-    its last record)."""
+    wrote it may have died before its next record was shipped; here it said it at close)."""
     first = _records(_train(tmp_path, 6, every=6))
-    assert _said(first) == []
+    assert _said(first) == [(6, 6)]
     again = _records(_train(tmp_path, 8, every=100))
     fresh = [r for r in again if r["step"] > 6]
     assert fresh[0]["step"] == 7 and fresh[0].get("checkpoint_step") == 6

@@ -39,7 +39,9 @@ class _Api:
     """A metrics endpoint that keeps keys as the API does (a repeated key stores nothing).
     A record whose step is in ``refuse`` makes it refuse the whole request with a 422 naming
     that record (a rule the client does not know); ``stall`` makes the next request wait for
-    ``release`` before it stores (the reporter times out meanwhile)."""
+    ``release`` before it stores (the reporter times out meanwhile). ``stored`` holds the
+    steps of the training records stored (a run's record at close that says only a
+    checkpoint, without a loss, is counted in the reply but not there)."""
 
     stored: list[int] = field(default_factory=list)
     keys: list[str | None] = field(default_factory=list)
@@ -62,8 +64,7 @@ class _Api:
             def do_POST(self) -> None:
                 body = self.rfile.read(int(self.headers["Content-Length"]))
                 key = self.headers.get("Idempotency-Key")
-                steps = [int(r["step"]) for r in json.loads(body)["metrics"]]
-                status, reply = api._answer(key, steps)
+                status, reply = api._answer(key, json.loads(body)["metrics"])
                 data = json.dumps(reply).encode()
                 try:
                     self.send_response(status)
@@ -83,10 +84,10 @@ class _Api:
         self.base = f"http://127.0.0.1:{self.server.server_port}"
         threading.Thread(target=self.server.serve_forever, daemon=True).start()
 
-    def _answer(self, key: str | None, steps: list[int]) -> tuple[int, dict[str, Any]]:
+    def _answer(self, key: str | None, records: list[dict[str, Any]]) -> tuple[int, dict[str, Any]]:
         self.keys.append(key)
-        for i, step in enumerate(steps):
-            if step in self.refuse:
+        for i, record in enumerate(records):
+            if int(record["step"]) in self.refuse:
                 error = {"type": "SpecError", "field": f"metrics.{i}.loss", "message": "no"}
                 return 422, {"error": error}
         if self.stall:
@@ -94,10 +95,10 @@ class _Api:
             assert self.release.wait(LIMIT), "the test never released the request"
         if key is not None and key in self.seen:
             return 200, {"accepted": self.seen[key], "batch_size": None}
-        self.stored.extend(steps)
+        self.stored.extend(int(r["step"]) for r in records if "loss" in r)
         if key is not None:
-            self.seen[key] = len(steps)
-        return 200, {"accepted": len(steps), "batch_size": None}
+            self.seen[key] = len(records)
+        return 200, {"accepted": len(records), "batch_size": None}
 
     def close(self) -> None:
         assert self.server is not None
@@ -332,8 +333,9 @@ def test_the_jsonl_file_gets_every_step_once_across_a_crash(
     )
     monkeypatch.undo()
     _train(ckpt, {}, until=LAST, async_checkpoint=async_checkpoint)
-    lines = (ckpt / "metrics.jsonl").read_text().splitlines()
-    assert [json.loads(line)["step"] for line in lines] == list(range(1, LAST + 1))
+    records = [json.loads(line) for line in (ckpt / "metrics.jsonl").read_text().splitlines()]
+    assert [r["step"] for r in records if "loss" in r] == list(range(1, LAST + 1))
+    assert records[-1] == {"step": LAST, "time": records[-1]["time"], "checkpoint_step": LAST}
 
 
 KILLED_RUN = """

@@ -30,6 +30,7 @@ from danlu.train.batch import (
     GradientNoiseScale,
 )
 from danlu.train.ckpt import Checkpoints, state_api
+from danlu.train.ckpt_news import CheckpointNews
 from danlu.train.data import ElasticSampler, LocalBatch, default_collate, fetch, to_device
 from danlu.train.distributed import Distributed, unwrap
 from danlu.train.env import JobEnv
@@ -139,10 +140,8 @@ class TrainContext:
         self._reported = False
         """Whether this process reported a step (or resent a checkpoint's unshipped records):
         from then on the reporter itself holds every record not shipped yet."""
-        self._checkpoint_said: int | None = None
-        """The checkpoint step the last record saying one (``checkpoint_step``) said."""
-        self._resumed_from: int | None = None
-        """The step of the checkpoint this process resumed from (None: a fresh start)."""
+        self._checkpoint_news = CheckpointNews(checkpoints)
+        """Which committed checkpoint the records have not said yet (``checkpoint_step``)."""
 
     # ------------------------------------------------------------------ data
     @property
@@ -321,7 +320,7 @@ class TrainContext:
             shares.append(self.step_num / self._target_steps)
         if shares:
             record["progress"] = min(1.0, max(shares))
-        if (checkpoint := self._checkpoint_news()) is not None:
+        if (checkpoint := self._checkpoint_news.take()) is not None:
             record["checkpoint_step"] = checkpoint
         if self.adaptive is not None or self.engine.gns is not None:
             self._note_gradient_stats(record)
@@ -338,39 +337,6 @@ class TrainContext:
             self.reporter.report(record)
             if self.progress.enabled:
                 self.progress.update(self.step_num, record)
-
-    def _checkpoint_news(self) -> int | None:
-        """The ``checkpoint_step`` for the record of this step (the server keeps the largest
-        as the Job's last checkpoint), or None when there is nothing new to say:
-
-        - this step's, when this rank was asked to stop (SIGTERM) before its record is
-          taken and stops at this step: the step ends with the preemption's checkpoint (or
-          its periodic one), written before the process exits 75, so the records flushed
-          then say it (a save that fails raises out of the step instead; so does a
-          rollback, rare, which the record then got ahead of);
-        - else the step of the checkpoint the writer committed last (its manifest written),
-          once: a synchronous periodic one in the next step's record (a step's record is
-          taken before its checkpoint), an asynchronous one in the first record after its
-          write finished (never one a crash could still lose);
-        - else, before this process committed any, the one a resumed run started from (its
-          writer may have died before a record said it).
-        """
-        checkpoints = self.checkpoints
-        news: int | None
-        if checkpoints.enabled and self.preemption.requested and self._stops_here():
-            news = self.step_num
-        else:
-            committed = checkpoints.committed_step
-            news = self._resumed_from if committed is None else committed
-        if news is None or news == self._checkpoint_said:
-            return None
-        self._checkpoint_said = news
-        return news
-
-    def _stops_here(self) -> bool:
-        """Whether a rank asked to stop stops at this step: alone at every step, distributed
-        at the steps :meth:`~danlu.train.preempt.Preemption.should_stop` agrees on."""
-        return not self.distributed.enabled or self.step_num % self.preemption.check_every == 0
 
     @property
     def _gradient_noise(self) -> GradientNoiseScale | None:
@@ -733,7 +699,7 @@ class TrainContext:
         if not self._reported:
             self._reported = True  # sent once: a second restore would write a file's twice
             self.reporter.resend(ds.get("metrics_pending"))
-            self._resumed_from = self.step_num  # the first record says it
+            self._checkpoint_news.resumed_from = self.step_num  # the first record says it
         if ds.get("sampler") is not None and self.sampler is not None:
             self.sampler.load_state_dict(ds["sampler"])
         if ds.get("batch") is not None:
@@ -766,12 +732,35 @@ class TrainContext:
         self.close()
 
     def close(self) -> None:
-        """Flush metrics, finish checkpoints, restore the signal handler, leave the group."""
+        """Finish the checkpoint in flight, say the last one committed when no record did
+        (:meth:`_say_last_checkpoint`), flush metrics, restore the signal handler, leave the
+        group. A save in flight that failed raises here, after all that."""
         if self._closed:
             return
         self._closed = True
-        self.progress.close()
-        self.reporter.close()
-        self.checkpoints.close()
-        self.preemption.close()
-        self.distributed.close()
+        try:
+            self.reporter.flush_soon()  # the records ship while the checkpoint is written
+            self.checkpoints.wait()
+        finally:
+            self._say_last_checkpoint()
+            self.progress.close()
+            self.reporter.close()
+            self.checkpoints.close()
+            self.preemption.close()
+            self.distributed.close()
+
+    def _say_last_checkpoint(self) -> None:
+        """Report a record of its own for a checkpoint committed after the last record (see
+        :mod:`danlu.train.ckpt_news`), on the chief, before the reporter's last flush: the
+        periodic checkpoint of the last step, a final :meth:`save`, a preemption's (said only
+        now that it is committed), or the one a run that took no step resumed from. Not part
+        of :attr:`history`, which holds the steps' records. A goodput-adaptive run's says
+        ``adaptive`` as its every record does (the server reads it from a batch's last)."""
+        if not self.distributed.is_chief:
+            return
+        record = self._checkpoint_news.closing_record(self.step_num)
+        if record is None:
+            return
+        if self.goodput is not None:
+            record["adaptive"] = 1
+        self.reporter.report(record)

@@ -359,6 +359,12 @@ class MetricsReporter:
         if self.active:
             self._queue.append(record)
 
+    def flush_soon(self) -> None:
+        """Ask the shipping thread to ship what is queued now, without waiting for it (the
+        context calls it as it closes, before it waits for a checkpoint being written: the
+        records need not wait for the write). Never blocks."""
+        self._wake.set()
+
     def _run(self) -> None:
         while not self._stop.is_set():
             self._wake.wait(self.interval_s)
