@@ -6,7 +6,14 @@ in its own process group and records pid, start time and exit status as small JS
 ``STATE_DIR/runs/JOB_ID/``. A new :class:`LocalExecutor` on the same state directory re-attaches
 to every run an earlier instance started (:meth:`LocalExecutor.adopt`) and later sees its exit
 code. Pids are always checked together with their start time (``/proc/PID/stat``), so a reused
-pid is never signalled.
+pid is never signalled, and neither is one recorded before the host last booted (the launch
+record's ``boot``: :func:`~danlu.executors.supervise.boot_id`).
+
+A run whose supervisor is gone without a recorded exit is lost: what is left of it is killed,
+and it ended when it was last known alive (:func:`last_alive`: the supervisor's heartbeat, the
+log's last write), or now when something of it still ran, never when a control plane that was
+down meanwhile came back. A run of an earlier boot was lost with the host: it is reported as
+lost with its node (``node_lost``), which the control plane re-queues as a preemption.
 
 Logs: stdout and stderr of the job go to ``LOG_DIR/JOB_ID.log`` (appended across restarts).
 File names come only from validated job ids, and every path is resolved and checked to stay in
@@ -22,6 +29,7 @@ from __future__ import annotations
 import contextlib
 import json
 import logging
+import math
 import os
 import re
 import secrets
@@ -30,11 +38,12 @@ import signal
 import subprocess
 import sys
 import time
-from collections.abc import Mapping
+from collections.abc import Iterable, Mapping
 from pathlib import Path
 from typing import Any
 
 from danlu.core.cluster import Cluster
+from danlu.core.errors import ConfigError
 from danlu.executors import records, supervise
 from danlu.executors.accounts import Account, os_account
 from danlu.executors.base import (
@@ -58,15 +67,21 @@ from danlu.executors.rundirs import RunDirExecutor
 log = logging.getLogger(__name__)
 
 START_TIMEOUT = 30.0
+"""Seconds a run may take to record its supervisor before it counts as lost."""
 RUN_MARK = "DANLU_RUN_MARK"
 """The environment variable holding a run's random mark (its launch record's ``mark``), by
 which the processes of a run whose supervisor died are found (:func:`kill_marked`)."""
 LAUNCH_FIELDS: Mapping[str, records.Check] = {
     **records.LAUNCH_FIELDS,
     "mark": lambda v: isinstance(v, str) and re.fullmatch(r"[0-9a-f]{16}", v) is not None,
+    "boot": lambda v: isinstance(v, str) and re.fullmatch(r"[0-9a-f-]{1,64}", v) is not None,
 }
-"""The local executor's launch record: the common fields and the run's ``mark``."""
-"""Seconds a run may take to record its supervisor before it counts as lost."""
+"""The local executor's launch record: the common fields, the run's ``mark`` and the id of
+the host's boot it was launched in (``boot``)."""
+SUPERVISOR_LOST = "supervisor lost"
+"""The error of a run whose supervisor is gone without a recorded exit."""
+HOST_LOST = "supervisor lost with the host, which rebooted since the run was launched"
+"""The error of a run of an earlier boot of the host that recorded no exit."""
 SUPERVISOR = Path(supervise.__file__).resolve()
 SUPERVISOR_ENV: Mapping[str, str] = {"PATH": "/usr/sbin:/usr/bin:/sbin:/bin", "LC_ALL": "C.UTF-8"}
 """The whole environment of a supervisor run as root for a job of another account."""
@@ -80,7 +95,10 @@ class LocalExecutor(RunDirExecutor, GpuSharingExecutor):
     ``(node, gpu)`` to the value for ``CUDA_VISIBLE_DEVICES`` (default: the flat GPU number,
     ``cluster.gpu_offset(node) + gpu``). ``base_env`` is the environment jobs start from (the
     caller passes ``os.environ`` or a curated mapping; this module reads no environment).
-    ``cancel_grace`` is the SIGTERM-to-SIGKILL delay of :meth:`cancel`.
+    ``cancel_grace`` is the SIGTERM-to-SIGKILL delay of :meth:`cancel`. ``heartbeat`` is
+    how often (seconds) each run's supervisor touches its sign of life
+    (:data:`~danlu.executors.supervise.HEARTBEAT`): a run lost with its supervisor is charged
+    up to that much less than it ran.
     """
 
     launch_fields = LAUNCH_FIELDS
@@ -97,7 +115,12 @@ class LocalExecutor(RunDirExecutor, GpuSharingExecutor):
         cancel_grace: float = 5.0,
         python: str = sys.executable,
         max_jobs_per_gpu: int = 16,
+        heartbeat: float = supervise.HEARTBEAT_SECONDS,
     ) -> None:
+        if isinstance(heartbeat, bool) or not (
+            isinstance(heartbeat, int | float) and 0 < heartbeat < math.inf
+        ):
+            raise ConfigError(f"heartbeat: {heartbeat!r} is not a positive number of seconds")
         self._cluster = cluster
         self._init_runs(state_dir, log_dir, cancel_grace)
         self._base_env = {k: v for k, v in (base_env or {}).items() if not k.startswith("DANLU_")}
@@ -106,6 +129,11 @@ class LocalExecutor(RunDirExecutor, GpuSharingExecutor):
         self._python = python
         self._max_jobs_per_gpu = max_jobs_per_gpu
         self._children: dict[str, subprocess.Popen[bytes]] = {}
+        self._heartbeat = float(heartbeat)
+        self._boot = supervise.boot_id()  # the same while this process runs
+        self._seen: dict[str, tuple[int, float]] = {}
+        """By job id: the attempt of its run this instance last saw running, and when (a
+        sign of life of a supervisor that keeps none: one started by an older danlu)."""
 
     # -- capabilities -------------------------------------------------------------------------
 
@@ -201,6 +229,9 @@ class LocalExecutor(RunDirExecutor, GpuSharingExecutor):
                     "groups": list(account.groups),
                 }
             record["mark"] = secrets.token_hex(8)  # finds the job's daemons (kill_marked)
+            record["heartbeat"] = self._heartbeat
+            if self._boot is not None:
+                record["boot"] = self._boot
             supervise.write_json(run_dir / supervise.LAUNCH, record)
             env = self.child_env(job, account)
             env[RUN_MARK] = record["mark"]
@@ -269,6 +300,7 @@ class LocalExecutor(RunDirExecutor, GpuSharingExecutor):
 
     def _dropped(self, run_dir: Path, launch: dict[str, Any] | None) -> None:
         self._children.pop(run_dir.name, None)
+        self._seen.pop(run_dir.name, None)
 
     def close(self) -> None:
         """Reap supervisors that have exited; running jobs keep running."""
@@ -287,18 +319,24 @@ class LocalExecutor(RunDirExecutor, GpuSharingExecutor):
         started = job.get("started_at", launch.get("launched_at"))
         done = records.read_exit(run_dir)
         if done is None:
+            rebooted = self._rebooted(launch)
             sup = records.read_supervisor(run_dir)
             pid = job.get("supervisor_pid", sup.get("pid"))
             start = job.get("supervisor_start", sup.get("start"))
-            if supervise.alive(pid, start):
+            if not rebooted and supervise.alive(pid, start):
+                self._seen[launch["job_id"]] = (launch["attempt"], time.time())
                 return ExecStatus(RunState.RUNNING, stop_reason=reason, started_at=started)
             done = records.read_exit(run_dir)  # it may just have finished
             if done is None:
-                if pid is None and time.time() - launch["launched_at"] < START_TIMEOUT:
+                starting = time.time() - launch["launched_at"] < START_TIMEOUT
+                if pid is None and starting and not rebooted:
                     return ExecStatus(RunState.RUNNING, stop_reason=reason, started_at=started)
-                done = self._lost(run_dir, job, child, launch.get("mark"))
+                done = self._lost(run_dir, launch, job, child, rebooted)
         code = done.get("exit_code")
-        if done.get("error") == "supervisor lost":
+        node_lost = done.get("node_lost") is True
+        if node_lost:
+            outcome = Outcome.PREEMPTED  # as a preemption that could not checkpoint
+        elif done.get("error") == SUPERVISOR_LOST:
             outcome = Outcome.PREEMPTED if reason is StopReason.PREEMPT else Outcome.FAILED
         else:
             outcome = classify_exit(code, self._log_tail(launch), reason)
@@ -311,27 +349,48 @@ class LocalExecutor(RunDirExecutor, GpuSharingExecutor):
             started_at=started,
             finished_at=done.get("finished_at"),
             message=str(done.get("error", "")),
+            node_lost=node_lost,
         )
+
+    def _rebooted(self, launch: Mapping[str, Any]) -> bool:
+        """Whether the run of ``launch`` was launched in an earlier boot of this host (not
+        known for a launch record without ``boot``, from before it was recorded)."""
+        boot = launch.get("boot")
+        return boot is not None and self._boot is not None and boot != self._boot
 
     def _lost(
         self,
         run_dir: Path,
+        launch: dict[str, Any],
         job: dict[str, Any],
         child: subprocess.Popen[bytes] | None,
-        mark: str | None,
+        rebooted: bool,
     ) -> dict[str, Any]:
         """The supervisor is gone without a recorded exit: kill what is left (the job's
         process group, and the processes of the run's ``mark`` that left it: daemons) and
         record it lost, unless it is this instance's child and exited 0, which it does only
         when the job did and the disk had no room for the record
-        (:data:`~danlu.executors.supervise.EXIT_RECORD_SECONDS`)."""
-        _kill_group(job)
-        kill_marked(mark)
-        done: dict[str, Any] = {"exit_code": None, "signal": None, "finished_at": time.time()}
-        if child is not None and child.returncode == 0:
+        (:data:`~danlu.executors.supervise.EXIT_RECORD_SECONDS`). It ended now when a
+        process of it still ran, else when it was last known alive (:func:`last_alive`;
+        this instance's last poll that saw it running is one sign).
+        A run of an earlier boot (``rebooted``) was lost with the host (``node_lost``):
+        nothing of it runs, and the pids it recorded may be other processes' now."""
+        now = time.time()
+        ran_on = False
+        if not rebooted:
+            ran_on = _kill_group(job)
+            ran_on = kill_marked(launch.get("mark")) or ran_on
+        started = float(job.get("started_at", launch["launched_at"]))
+        attempt, seen = self._seen.get(launch["job_id"], (None, started))
+        signs = [seen] if attempt == launch["attempt"] else []
+        end = now if ran_on else last_alive(run_dir, launch, started, now, rebooted, signs)
+        done: dict[str, Any] = {"exit_code": None, "signal": None, "finished_at": end}
+        if rebooted:
+            done.update(error=HOST_LOST, node_lost=True)
+        elif child is not None and child.returncode == 0:
             done["exit_code"] = 0
         else:
-            done["error"] = "supervisor lost"
+            done["error"] = SUPERVISOR_LOST
         with contextlib.suppress(OSError):  # still full: worked out again at the next poll
             supervise.write_json(run_dir / supervise.EXIT, done)
         return done
@@ -365,16 +424,40 @@ class LocalExecutor(RunDirExecutor, GpuSharingExecutor):
         return records.log_tail(launch["log_path"], int(launch.get("log_offset", 0)))
 
 
-def kill_marked(mark: str | None) -> None:
+def last_alive(
+    run_dir: Path,
+    launch: Mapping[str, Any],
+    started: float,
+    now: float,
+    rebooted: bool,
+    seen: Iterable[float] = (),
+) -> float:
+    """When the run recorded in ``run_dir`` (started at ``started``) was last known alive,
+    its supervisor lost: the latest of its start, its supervisor's last heartbeat
+    (:data:`~danlu.executors.supervise.HEARTBEAT`), the last write to its log and the times
+    it was ``seen`` running, never after ``now``, nor after the host's boot for a run of an
+    earlier boot (``rebooted``: the clock was set back since), and never before its start."""
+    signs = [started, *seen]
+    for path in (run_dir / supervise.HEARTBEAT, launch["log_path"]):
+        with contextlib.suppress(OSError):
+            signs.append(os.stat(path).st_mtime)
+    latest = min(max(signs), now)
+    boot = supervise.boot_time() if rebooted else None
+    return max(started, latest if boot is None else min(latest, boot))
+
+
+def kill_marked(mark: str | None) -> bool:
     """SIGKILL every process whose environment holds the run's ``mark`` (:data:`RUN_MARK`):
     what the job started in a session of its own (a daemon) is out of its process group,
     and only its supervisor, their subreaper, ends it; with the supervisor gone it would
     run on, on the GPUs of a run reported ended. A process that replaced its environment
-    (``env -i``) or runs as an account this one may not read escapes."""
+    (``env -i``) or runs as an account this one may not read escapes. Returns whether it
+    found one (a zombie has no environment to find)."""
     if not mark:
-        return
+        return False
     needle = f"{RUN_MARK}={mark}".encode()
     me = os.getpid()
+    found = False
     for entry in os.scandir("/proc"):
         if not entry.name.isdigit() or int(entry.name) == me:
             continue
@@ -383,21 +466,27 @@ def kill_marked(mark: str | None) -> None:
         except OSError:
             continue
         if needle in environ.split(b"\0"):
+            found = True
             with contextlib.suppress(ProcessLookupError, PermissionError):
                 os.kill(int(entry.name), signal.SIGKILL)
+    return found
 
 
-def _kill_group(job: Mapping[str, Any]) -> None:
+def _kill_group(job: Mapping[str, Any]) -> bool:
     """SIGKILL the job's process group (``pgid`` of its record) while its leader runs, and
     after the leader has exited too: what the leader started (a shell wrapper's program)
     runs on in the group. Not when the leader's pid is another process's now: the group is
     gone then (a group keeps its leader's pid from reuse while it has a process), and the id
-    may name another's group."""
+    may name another's group. Returns whether a live (not zombie) process of the group was
+    there to kill."""
     pgid = job.get("pgid")
     if pgid is None:
-        return
-    if supervise.alive(job.get("pid"), job.get("start")) or (
-        supervise.proc_start_time(int(pgid)) is None
+        return False
+    if not supervise.alive(job.get("pid"), job.get("start")) and (
+        supervise.proc_start_time(int(pgid)) is not None
     ):
-        with contextlib.suppress(ProcessLookupError, PermissionError):
-            os.killpg(int(pgid), signal.SIGKILL)
+        return False
+    ran = bool(supervise.group_members(int(pgid)))
+    with contextlib.suppress(ProcessLookupError, PermissionError):
+        os.killpg(int(pgid), signal.SIGKILL)
+    return ran

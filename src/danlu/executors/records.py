@@ -102,7 +102,10 @@ EXIT_FIELDS: Mapping[str, Check] = {
     "signal": _optional_int,
     "finished_at": _number,
     "error": _text,
+    "node_lost": lambda v: isinstance(v, bool),
 }
+"""An exit record's fields; ``node_lost``: the run was lost with its node (the local
+executor's: with the host, which rebooted meanwhile)."""
 
 
 def checked(

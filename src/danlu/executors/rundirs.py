@@ -62,7 +62,6 @@ RESULT_FIELDS: Mapping[str, records.Check] = {
     **records.EXIT_FIELDS,
     "outcome": lambda v: v in {o.value for o in Outcome},
     "started_at": lambda v: v is None or isinstance(v, int | float),
-    "node_lost": lambda v: isinstance(v, bool),
 }
 
 

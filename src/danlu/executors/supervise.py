@@ -19,6 +19,13 @@ record and brings the SIGKILL forward when its grace ends sooner, never back. A 
 not be recorded (a full disk) gets the longer of the launch record's ``cancel_grace`` and
 ``preempt_grace``: it may be a preemption, whose job must have the time to checkpoint.
 
+Signs of life: while the job's processes may run, the supervisor touches
+``RUN_DIR/heartbeat`` (:data:`HEARTBEAT`) every ``heartbeat`` seconds of the launch record
+(:data:`HEARTBEAT_SECONDS` without one), and once more when the last of them has ended. A run
+whose supervisor was lost without recording an exit (killed together with its job, or with the
+host) ended when it was last known alive, which the file's time says: not when a control plane
+that came back hours later noticed it.
+
 Processes that leave the job's process group (a daemon double-forks into a session of its
 own) are the job's too: on Linux the supervisor is their *child subreaper*
 (``PR_SET_CHILD_SUBREAPER``), so they stay its descendants when their parents exit, get the
@@ -43,7 +50,9 @@ from __future__ import annotations
 import contextlib
 import ctypes
 import json
+import math
 import os
+import select
 import signal
 import subprocess
 import sys
@@ -67,6 +76,12 @@ stop record after it made this file (the executor writes the record before it lo
 this file, so one of the two sees the other)."""
 SPAWN_FAILED_EXIT_CODE = 127
 """Exit code recorded when the job's program could not be started (as a shell reports it)."""
+HEARTBEAT = "heartbeat"
+"""Touched by the supervisor while the job runs: its time is when the run was last known
+alive (see the module docstring)."""
+HEARTBEAT_SECONDS = 5.0
+"""How often the supervisor touches :data:`HEARTBEAT` unless the launch record says
+(``heartbeat``): a lost run is charged up to this much less than it ran."""
 EXIT_RECORD_SECONDS = 600.0
 """How long the supervisor keeps trying to record the job's exit while the disk is full
 (the run still looks running meanwhile). If it never can, the supervisor's own exit status
@@ -118,8 +133,44 @@ def _stat(path: Path) -> list[bytes] | None:
 
 
 def alive(pid: int | None, start: int | None) -> bool:
-    """True when process ``pid`` runs and is the one that started at ``start``."""
+    """True when process ``pid`` runs and is the one that started at ``start`` (of this
+    boot: after a reboot the same pid may start at the same tick, see :func:`boot_id`)."""
     return pid is not None and start is not None and proc_start_time(pid) == start
+
+
+def group_members(pgid: int) -> list[int]:
+    """The pids of the live (not zombie) processes of process group ``pgid`` (from /proc)."""
+    return [
+        int(entry.name)
+        for entry in os.scandir("/proc")
+        if entry.name.isdigit()
+        and (fields := _stat(Path(entry.path, "stat"))) is not None
+        and int(fields[2]) == pgid
+    ]
+
+
+def boot_id() -> str | None:
+    """The kernel's random id of the current boot (``/proc/sys/kernel/random/boot_id``), or
+    None where it cannot be read: pids and start ticks recorded under another boot id name
+    other processes now, or none."""
+    try:
+        return Path("/proc/sys/kernel/random/boot_id").read_text().strip() or None
+    except OSError:
+        return None
+
+
+def boot_time() -> float | None:
+    """When this host booted, in wall-clock seconds (``btime`` of ``/proc/stat``), or None
+    where it cannot be read."""
+    try:
+        lines = Path("/proc/stat").read_text().splitlines()
+    except OSError:
+        return None
+    for line in lines:
+        name, _, value = line.partition(" ")
+        if name == "btime" and value.strip().isdigit():
+            return float(value)
+    return None
 
 
 PR_SET_CHILD_SUBREAPER, PR_GET_CHILD_SUBREAPER = 36, 37
@@ -161,6 +212,58 @@ def descendants(root: int) -> list[int]:
         out.append(pid)
         todo.extend(children.get(pid, ()))
     return out
+
+
+class Heartbeat:
+    """The run's sign of life: :data:`HEARTBEAT` in the run directory, touched by
+    :meth:`beat` (a failure, such as a full disk, is ignored: the sign is then older)."""
+
+    def __init__(self, path: Path, every: float) -> None:
+        self.path = path
+        self.every = every
+        self._last = -math.inf
+
+    def beat(self) -> None:
+        """Touch the file now."""
+        self._last = time.monotonic()
+        with contextlib.suppress(OSError):
+            self.path.touch(mode=0o600)
+
+    def beat_if_due(self) -> float:
+        """Touch the file if the last touch is ``every`` seconds old; the seconds until the
+        next is due."""
+        if time.monotonic() - self._last >= self.every:
+            self.beat()
+        return max(self._last + self.every - time.monotonic(), 0.0)
+
+
+def heartbeat_seconds(spec: dict[str, Any]) -> float:
+    """The launch record's ``heartbeat`` (at least 0.05 s), else :data:`HEARTBEAT_SECONDS`."""
+    value = spec.get("heartbeat")
+    if isinstance(value, int | float) and not isinstance(value, bool) and 0 < value < math.inf:
+        return max(float(value), 0.05)
+    return HEARTBEAT_SECONDS
+
+
+def wait_beating(child: subprocess.Popen[bytes], heartbeat: Heartbeat) -> int:
+    """``child.wait()``, touching ``heartbeat`` every ``heartbeat.every`` seconds meanwhile:
+    woken by the child's exit through a pidfd (Linux 5.3 and later), else by polling for it
+    between the beats."""
+    try:
+        pidfd: int | None = os.pidfd_open(child.pid)
+    except (AttributeError, OSError):
+        pidfd = None
+    try:
+        while True:
+            timeout = heartbeat.beat_if_due()
+            if pidfd is None:
+                with contextlib.suppress(subprocess.TimeoutExpired):
+                    return child.wait(timeout)
+            elif select.select([pidfd], [], [], timeout)[0]:
+                return child.wait()
+    finally:
+        if pidfd is not None:
+            os.close(pidfd)
 
 
 def exit_code_of(returncode: int) -> int:
@@ -266,6 +369,8 @@ def _supervise(run_dir: Path, spec: dict[str, Any], subreaper: bool) -> int:
         _warn(f"danlu supervisor: cannot mark the stops handled: {exc}")
     if (run_dir / STOP).exists():  # a stop recorded before the handlers were there
         on_stop(signal.SIGTERM, None)
+    heartbeat = Heartbeat(run_dir / HEARTBEAT, heartbeat_seconds(spec))
+    heartbeat.beat()
     started = time.time()
     account: dict[str, Any] = spec.get("user") or {}
     workdir = spec.get("workdir")
@@ -319,13 +424,15 @@ def _supervise(run_dir: Path, spec: dict[str, Any], subreaper: bool) -> int:
             kill_group(signal.SIGTERM)  # the timer runs on: its SIGKILL now finds the job
         else:  # the grace ended while the job was being started: that SIGKILL found none
             kill_group(signal.SIGKILL)
-    returncode = child.wait()
+    returncode = wait_beating(child, heartbeat)
     if kill_at is not None:  # being stopped: the rest of the group may be checkpointing
         while time.monotonic() < kill_at and _group_alive(child.pid):
+            heartbeat.beat_if_due()
             time.sleep(0.05)
     signal.setitimer(signal.ITIMER_REAL, 0)
     kill_group(signal.SIGKILL)  # stragglers of the job's process group, and its daemons
     _reap()
+    heartbeat.beat()  # the run's last sign of life, should its exit go unrecorded
     code = exit_code_of(returncode)
     done = {
         "exit_code": code,
