@@ -1,5 +1,8 @@
 """``danlu metrics JOB``: the training metrics a job reported (``danlu.train``'s records or
-any ``POST /jobs/{id}/metrics``), the last ones as a table, or followed as they come."""
+any ``POST /jobs/{id}/metrics``), the last ones as a table, or followed as they come. The
+records a restarted run went back over (it resumed from an earlier checkpoint and reported
+their steps again) are left out, as the API leaves them out, unless ``--superseded``, which
+shows them too with the attempt that reported each."""
 
 from __future__ import annotations
 
@@ -25,6 +28,9 @@ DEFAULT_COLUMNS = 8
 FOLLOW_SECONDS = 2.0
 """Seconds between two reads while following."""
 _OWN = ("step", "time")
+RUN_FIELDS = ("attempt", "superseded")
+"""The fields the API adds to a record read with ``superseded=true`` or by cursor: the
+attempt whose run reported it and whether a later attempt went back over it."""
 
 
 def metric_keys(records: Sequence[dict[str, Any]], most: int = DEFAULT_COLUMNS) -> list[str]:
@@ -62,46 +68,77 @@ def _clock(seconds: Any) -> str:
         return "-"
 
 
-def table(records: Sequence[dict[str, Any]], keys: Sequence[str]) -> Table:
-    """``records`` as a table: step, time of day, and ``keys``; every cell is text, never
-    markup (a string metric may hold ``[/val]``), its control characters written as escapes
-    (:func:`~danlu.core.metric_record.visible`: a name stored before the API refused them,
-    a string value, must not act on the terminal or split a row)."""
+def without_run_fields(record: dict[str, Any]) -> dict[str, Any]:
+    """``record`` without :data:`RUN_FIELDS`: its step, time and metrics."""
+    return {k: v for k, v in record.items() if k not in RUN_FIELDS}
+
+
+def table(records: Sequence[dict[str, Any]], keys: Sequence[str], runs: bool = False) -> Table:
+    """``records`` as a table: step, time of day, with ``runs`` the attempt that reported
+    each and whether it is superseded (``yes``/``no``), and ``keys``; every cell is text,
+    never markup (a string metric may hold ``[/val]``), its control characters written as
+    escapes (:func:`~danlu.core.metric_record.visible`: a name stored before the API
+    refused them, a string value, must not act on the terminal or split a row)."""
     out = Table()
     out.add_column("step", justify="right")
     out.add_column("time")
+    if runs:
+        out.add_column("attempt", justify="right")
+        out.add_column("superseded")
     for key in keys:
         out.add_column(escape(visible(key)), justify="right")
     for record in records:
-        values = [escape(visible(cell(record.get(key)))) for key in keys]
-        out.add_row(escape(str(record.get("step"))), _clock(record.get("time")), *values)
+        cells = [escape(str(record.get("step"))), _clock(record.get("time"))]
+        if runs:
+            cells += [cell(record.get("attempt")), "yes" if record.get("superseded") else "no"]
+        cells += [escape(visible(cell(record.get(key)))) for key in keys]
+        out.add_row(*cells)
     return out
 
 
-def line(record: dict[str, Any], keys: Sequence[str]) -> str:
-    """One record as a line: ``step 120  12:00:01  loss 0.5312  lr 0.001``; control
-    characters in names and values written as escapes, as in :func:`table`."""
+def line(record: dict[str, Any], keys: Sequence[str], runs: bool = False) -> str:
+    """One record as a line: ``step 120  12:00:01  loss 0.5312  lr 0.001``, with ``runs``
+    ``step 120  12:00:01  attempt 2  loss 0.5312`` (``attempt 1  superseded`` for one a
+    later attempt went back over); control characters in names and values written as
+    escapes, as in :func:`table`."""
     parts = [f"step {record.get('step')}", _clock(record.get("time"))]
+    if runs:
+        parts.append(f"attempt {cell(record.get('attempt'))}")
+        parts += ["superseded"] if record.get("superseded") else []
     parts += [f"{visible(key)} {visible(cell(record[key]))}" for key in keys if key in record]
     return "  ".join(parts)
 
 
+def _unchanging(record: dict[str, Any]) -> str:
+    """A followed record's :func:`~danlu.cli.follow.content` without ``superseded``, which
+    a later attempt changes between two reads of it (it is printed once all the same)."""
+    return content({k: v for k, v in record.items() if k != "superseded"})
+
+
 def follow(
-    client: Client, job: str, records: list[dict[str, Any]], keys: list[str], cursor: int
+    client: Client,
+    job: str,
+    records: list[dict[str, Any]],
+    keys: list[str],
+    cursor: int,
+    runs: bool = False,
 ) -> None:
     """Print ``records``, then every record the job reports after ``cursor`` (the
     ``X-Danlu-Metrics-Cursor`` of the read that found them) as it comes, once each, in the
     order they came, whatever their step (an eval at a step already shown, a restart from an
     earlier checkpoint), until the job has finished; ``keys``: the metrics shown (none: each
-    record's own, up to :data:`DEFAULT_COLUMNS`). Each record is one line however narrow the
-    output (a pipe: ``danlu metrics -f JOB | grep``). A record that commits after a later
-    one (:class:`~danlu.cli.follow.GapCursor`) is printed too, once: records carry no id, so
+    record's own, up to :data:`DEFAULT_COLUMNS`); ``runs``: each line says the attempt that
+    reported the record and whether it is superseded (as the API says when it is read).
+    Each record is one line however narrow the output (a pipe: ``danlu metrics -f JOB |
+    grep``). A record that commits after a later one
+    (:class:`~danlu.cli.follow.GapCursor`) is printed too, once: records carry no id, so
     those read again are told apart by their content."""
     # time.sleep and time.monotonic through this module's ``time``: tests replace it
     gaps = GapCursor(cursor, clock=time.monotonic)
     while True:
         for record in records:
-            text = escape(line(record, keys or metric_keys([record])))
+            own = without_run_fields(record)
+            text = escape(line(record if runs else own, keys or metric_keys([own]), runs))
             console.print(text, highlight=False, soft_wrap=True)
         finished = JobState(str(client.get_job(job)["state"])).terminal
         if not finished:
@@ -109,7 +146,7 @@ def follow(
         found, cursor = read_pages(
             lambda after: client.metrics_page(job, after_id=after, limit=PAGE), gaps.after()
         )
-        records = gaps.fresh(found, cursor, content)
+        records = gaps.fresh(found, cursor, _unchanging)
         if finished and not records:
             return
 
@@ -126,12 +163,21 @@ def metrics(
     follow_on: Annotated[
         bool, typer.Option("--follow", "-f", help="Then print new records until the job ends.")
     ] = False,
+    superseded: Annotated[
+        bool,
+        typer.Option(
+            "--superseded",
+            help="Also the records a restarted run went back over (hidden by default), "
+            "with the attempt that reported each.",
+        ),
+    ] = False,
     json_out: JsonOpt = False,
     home: HomeOpt = None,
     url: UrlOpt = None,
     token: TokenOpt = None,
 ) -> None:
-    """A job's training metrics: the last records (step, time, loss, ...) as a table."""
+    """A job's training metrics: the last records (step, time, loss, ...) as a table; the
+    records a restarted run went back over left out, unless --superseded."""
     if follow_on and json_out:
         raise fail(
             "--follow and --json cannot be combined: --json prints them once; leave out one of them"
@@ -140,10 +186,12 @@ def metrics(
     with connect(home, url, token) as client:
         try:
             if follow_on:
-                records, cursor = client.metrics_page(job, limit=tail, tail=True)
-                follow(client, job, records, chosen, cursor)
+                records, cursor = client.metrics_page(
+                    job, limit=tail, tail=True, superseded=superseded
+                )
+                follow(client, job, records, chosen, cursor, runs=superseded)
                 return
-            records = client.metrics(job, limit=tail, tail=True)
+            records = client.metrics(job, limit=tail, tail=True, superseded=superseded)
             if json_out:
                 print_json(records)
                 return
@@ -154,7 +202,10 @@ def metrics(
     if not records:
         console.print(f"job {escape(job)} has reported no metrics yet", highlight=False)
         return
-    console.print(table(records, chosen or metric_keys(records)))
+    shown = chosen or metric_keys(
+        [without_run_fields(r) for r in records] if superseded else records
+    )
+    console.print(table(records, shown, runs=superseded))
 
 
 def register(app: typer.Typer) -> None:

@@ -639,10 +639,18 @@ class Client:
         limit: int | None = None,
         *,
         tail: bool = False,
+        superseded: bool = False,
     ) -> list[dict[str, Any]]:
         """``GET /jobs/{id}/metrics``: records after ``after_step``, by step (the first
-        ``limit``, or with ``tail`` the last)."""
-        wanted = {"after_step": after_step, "limit": limit, "tail": "true" if tail else None}
+        ``limit``, or with ``tail`` the last), without those a later attempt of the job went
+        back over; with ``superseded`` those too, each with its ``attempt`` and whether it
+        is ``superseded``."""
+        wanted = {
+            "after_step": after_step,
+            "limit": limit,
+            "tail": "true" if tail else None,
+            "superseded": "true" if superseded else None,
+        }
         params = _clean(wanted)
         return list(self._json("GET", f"/jobs/{_seg(job)}/metrics", params=params))
 
@@ -653,13 +661,20 @@ class Client:
         after_id: int | None = None,
         limit: int | None = None,
         tail: bool = False,
+        superseded: bool = False,
     ) -> tuple[list[dict[str, Any]], int]:
         """``GET /jobs/{id}/metrics`` with its cursor: without ``after_id``, the records by
-        step (the first ``limit``, or with ``tail`` the last) and the cursor of the records
-        stored from now on; with it, the records stored after that cursor in the order they
-        came, and the cursor after them. Following a job is ``after_id=`` the cursor each
-        time: every record once, whatever its step."""
-        wanted = {"after_id": after_id, "limit": limit, "tail": "true" if tail else None}
+        step (the first ``limit``, or with ``tail`` the last; with ``superseded`` those a
+        later attempt went back over too) and the cursor of the records stored from now on;
+        with it, every record stored after that cursor in the order they came, each with its
+        ``attempt`` and whether it is ``superseded``, and the cursor after them. Following a
+        job is ``after_id=`` the cursor each time: every record once, whatever its step."""
+        wanted = {
+            "after_id": after_id,
+            "limit": limit,
+            "tail": "true" if tail else None,
+            "superseded": "true" if superseded else None,
+        }
         response = self.request("GET", f"/jobs/{_seg(job)}/metrics", params=_clean(wanted))
         header = response.headers.get(METRICS_CURSOR_HEADER, "")
         if not header.isdigit():

@@ -9,7 +9,12 @@ strings and names without NUL or lone surrogates, booleans and null; at most
 that is an integer lies within 0..2**62. A name holds no control character
 (:func:`control_character`): an admin's ``danlu metrics`` prints the names a job's owner chose,
 and an ESC sequence or a line break there would act on the admin's terminal (a string value
-may hold them: tables show them as escapes, :func:`visible`)."""
+may hold them: tables show them as escapes, :func:`visible`).
+
+An integer written with more digits than Python converts from text
+(``sys.get_int_max_str_digits()``, 4,300 by default) is read by :func:`parse_json`, the API's
+parser of a metrics request, as a :class:`LongInteger` (``json.loads`` raises on it): refused
+here as any integer out of range, naming its field."""
 
 from __future__ import annotations
 
@@ -36,6 +41,8 @@ _NAME_FAULT = (
     "bidirectional overrides)"
 )
 _NAME_FIX = "rename the metric without them"
+_INT_RANGE = "must be between -2**62 and 2**62"
+_INT_FIX = "send a larger one as a float"
 
 
 class RecordError(SpecError):
@@ -46,6 +53,43 @@ class RecordError(SpecError):
     def __init__(self, field: str, message: str, reason: str | None = None) -> None:
         super().__init__(field, message)
         self.reason = message if reason is None else reason
+
+
+@dataclass(frozen=True)
+class LongInteger:
+    """An integer of more digits than Python converts to or from text
+    (``sys.get_int_max_str_digits()``): :func:`parse_json`'s reading of one, which ``int()``
+    refuses, and how a message shows one (its ``repr`` raises). Its length, not its value:
+    no record can hold it."""
+
+    digits: int
+    negative: bool = False
+
+    @classmethod
+    def of(cls, value: int) -> LongInteger:
+        """``value``'s length, counted without converting it to text."""
+        size = abs(value)
+        digits = math.floor(math.log10(size)) + 1 if size else 1
+        if digits > 1 and 10 ** (digits - 1) > size:  # log10 rounded up at 99...9
+            digits -= 1
+        return cls(digits, negative=value < 0)
+
+    def __str__(self) -> str:
+        return f"an integer of {self.digits:,} digits"
+
+
+def parse_json(text: str | bytes) -> Any:
+    """``text`` as :func:`json.loads` reads it, but an integer of more digits than Python
+    converts is a :class:`LongInteger` instead of a ``ValueError`` for the whole text: the
+    record holding it is refused naming its field (:func:`check_record`)."""
+    return json.loads(text, parse_int=_integer)
+
+
+def _integer(digits: str) -> int | LongInteger:
+    try:
+        return int(digits)
+    except ValueError:  # past sys.get_int_max_str_digits(): JSON's digits are well formed
+        return LongInteger(len(digits.lstrip("-")), negative=digits.startswith("-"))
 
 
 @dataclass(frozen=True)
@@ -112,12 +156,12 @@ def _clean(value: Any, field: str) -> Any:
     if isinstance(value, str):
         _text(value, field)
         return value
-    if isinstance(value, int):
-        if abs(value) > MAX_INT:
+    if isinstance(value, int | LongInteger):
+        if isinstance(value, LongInteger) or abs(value) > MAX_INT:
             raise RecordError(
                 field,
-                f"must be between -2**62 and 2**62 (got {quoted(value)})",
-                "must be between -2**62 and 2**62",
+                f"{_INT_RANGE} (got {_shown(value)}): {_INT_FIX}",
+                f"{_INT_RANGE}: {_INT_FIX}",
             )
         return value
     if isinstance(value, float):
@@ -127,18 +171,32 @@ def _clean(value: Any, field: str) -> Any:
     raise RecordError(field, VALUE_TYPES)
 
 
+def _shown(value: int | LongInteger) -> str:
+    """An integer as a message quotes it: its digits, cut short, or its length when it has
+    more than Python converts to text."""
+    if isinstance(value, int):
+        try:
+            return quoted(value)
+        except ValueError:  # repr() refuses it
+            return str(LongInteger.of(value))
+    return str(value)
+
+
 def _seconds(value: Any, field: str) -> float:
     """A record's ``time`` as a float; :class:`RecordError` naming ``field`` for anything but
     a number of POSIX seconds from 0 to the year 9999 (a time in milliseconds or nanoseconds,
     ``time.time_ns()``, is refused: it reads as a date thousands of years away)."""
-    if isinstance(value, bool) or not isinstance(value, int | float):
-        raise RecordError(field, "must be a number of POSIX seconds")
-    try:
-        seconds = float(value)
-    except OverflowError:  # an integer past ~1.8e308
+    if isinstance(value, LongInteger):
         seconds = math.inf
+    elif isinstance(value, bool) or not isinstance(value, int | float):
+        raise RecordError(field, "must be a number of POSIX seconds")
+    else:
+        try:
+            seconds = float(value)
+        except OverflowError:  # an integer past ~1.8e308
+            seconds = math.inf
     if not 0.0 <= seconds < MAX_TIME:  # NaN too
-        big = isinstance(value, int) and math.isinf(seconds)
+        big = isinstance(value, int | LongInteger) and math.isinf(seconds)
         shown = "an integer beyond 1e308" if big else quoted(value)
         hint = "send time.time(), not milliseconds or nanoseconds"
         span = f"must be POSIX seconds from 0 to {MAX_TIME:.0f} (the year 9999)"

@@ -407,16 +407,26 @@ class JobEnergy(Base):
 
 
 class JobMetric(Base):
-    """A training metric record reported by ``danlu.train`` (step, time, JSON payload)."""
+    """A training metric record reported by ``danlu.train`` (step, time, JSON payload), and
+    the job's ``attempt`` whose run reported it: a later attempt that reports a step at or
+    below a record's went back over it (it resumed from an earlier checkpoint), and the
+    list hides the record (:mod:`~danlu.server.services.metrics`)."""
 
     __tablename__ = "job_metrics"
-    __table_args__ = (Index("ix_job_metrics_job_id_step", "job_id", "step"),)
+    __table_args__ = (
+        Index("ix_job_metrics_job_id_step", "job_id", "step"),
+        # the first step of each of a job's attempts, by seeks (a loose index scan)
+        Index("ix_job_metrics_job_id_attempt_step", "job_id", "attempt", "step"),
+    )
 
     id: Mapped[int] = mapped_column(BigId, primary_key=True, autoincrement=True)
     job_id: Mapped[str] = mapped_column(ForeignKey("jobs.id", ondelete="CASCADE"))
     step: Mapped[int] = mapped_column(BigInteger)
     time: Mapped[float] = mapped_column(Double)
     data: Mapped[dict[str, Any]] = mapped_column(JSON)
+    attempt: Mapped[int | None] = mapped_column(Integer, default=None)
+    """The job's attempt (:attr:`Job.attempt`) whose run reported the record; null for a
+    record stored before attempts were kept (read as attempt 0, before every run)."""
 
 
 class JobMetricKey(Base):

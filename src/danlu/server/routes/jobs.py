@@ -4,15 +4,17 @@ from __future__ import annotations
 
 import asyncio
 import time
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Callable, Coroutine
 from typing import Annotated, Any
 
 from fastapi import APIRouter, Query, Request
 from fastapi.responses import Response, StreamingResponse
+from fastapi.routing import APIRoute
 from fastapi.security.utils import get_authorization_scheme_param
 from starlette.concurrency import run_in_threadpool
 
 from danlu.core.errors import SpecError
+from danlu.core.metric_record import parse_json
 from danlu.core.spec import AUTO_FAMILY, JobSpec, check_limits
 from danlu.core.values import MAX_INT, check_values
 from danlu.executors import Handle, UnknownHandleError
@@ -318,24 +320,32 @@ def job_logs(
     return Response(data, media_type="text/plain", headers={"X-Danlu-Log-Offset": str(next_offset)})
 
 
-@router.post(
-    "/{job_id}/metrics",
-    response_model=AcceptedOut,
-    summary="Report training metrics",
-    openapi_extra={
-        "parameters": [
-            {
-                "name": metrics.KEY_HEADER,
-                "in": "header",
-                "required": False,
-                "description": "A random id of this request (1-128 of A-Z a-z 0-9 . _ : -), "
-                "the same when the same records are sent again: a repeat of a key the job "
-                "stored within a day gets the same reply and stores nothing",
-                "schema": {"type": "string", "maxLength": metrics.MAX_KEY},
-            }
-        ]
-    },
-)
+class MetricsRequest(Request):
+    """A metrics report's request: its JSON body read by
+    :func:`~danlu.core.metric_record.parse_json`, so that an integer of more digits than
+    Python converts (``json.loads`` raises ``ValueError`` for the whole body, which FastAPI
+    answers with a bare 400) reaches the checks of its record, which answer the 422 naming
+    its field (``metrics.<i>.<key>``)."""
+
+    async def json(self) -> Any:
+        if not hasattr(self, "_json"):
+            self._json = parse_json(await self.body())
+        return self._json
+
+
+class MetricsRoute(APIRoute):
+    """The route of a metrics report: FastAPI reads its body as a :class:`MetricsRequest`
+    (FastAPI's documented way to read a route's body otherwise)."""
+
+    def get_route_handler(self) -> Callable[[Request], Coroutine[Any, Any, Response]]:
+        handler = super().get_route_handler()
+
+        async def read_as_metrics(request: Request) -> Response:
+            return await handler(MetricsRequest(request.scope, request.receive))
+
+        return read_as_metrics
+
+
 def post_metrics(
     job_id: str, body: MetricsIn, user: Caller, state: State, request: Request
 ) -> dict[str, int | None]:
@@ -347,7 +357,9 @@ def post_metrics(
     records: nothing would ever delete new ones. With an ``Idempotency-Key`` header (422
     naming it when it is not one, :func:`metrics.check_key`), a request the job stored
     under that key already is answered as then (the count it stored) and stores nothing:
-    danlu.train's reporter sends a request again, with its key, when it got no reply."""
+    danlu.train's reporter sends a request again, with its key, when it got no reply. The
+    records are stored as the attempt of the run whose token sent them, else the job's
+    current attempt (:func:`metrics.reporting_attempt`)."""
     checked_name(job_id, "job")
     key = request.headers.get(metrics.KEY_HEADER)
     if key is not None:
@@ -369,8 +381,31 @@ def post_metrics(
                 f"job {job.id} has finished ({job.state}): its run's token reports no more "
                 "metrics; use a user's token to add records to a finished job"
             )
-        accepted = metrics.ingest(session, job, body.metrics, key=key)
+        accepted = metrics.ingest(session, job, body.metrics, key=key, run_token=run_of is not None)
         return {"accepted": accepted, "batch_size": job.batch_size}
+
+
+router.add_api_route(
+    "/{job_id}/metrics",
+    post_metrics,
+    methods=["POST"],
+    response_model=AcceptedOut,
+    summary="Report training metrics",
+    openapi_extra={
+        "parameters": [
+            {
+                "name": metrics.KEY_HEADER,
+                "in": "header",
+                "required": False,
+                "description": "A random id of this request (1-128 of A-Z a-z 0-9 . _ : -), "
+                "the same when the same records are sent again: a repeat of a key the job "
+                "stored within a day gets the same reply and stores nothing",
+                "schema": {"type": "string", "maxLength": metrics.MAX_KEY},
+            }
+        ]
+    },
+    route_class_override=MetricsRoute,
+)
 
 
 @router.get("/{job_id}/metrics", response_model=list[dict[str, Any]], summary="Job metrics")
@@ -383,20 +418,34 @@ def get_metrics(
     limit: Annotated[int, Query(ge=1, le=10_000)] = 1000,
     tail: bool = False,
     after_id: Annotated[int | None, Query(ge=0, le=MAX_INT)] = None,
+    superseded: bool = False,
 ) -> list[dict[str, Any]]:
     """Metric records with ``step > after_step``, by step: the first ``limit``, or the last
-    with ``tail=true``; with ``after_id``, those stored after that cursor, by arrival. The
-    ``X-Danlu-Metrics-Cursor`` header is the ``after_id`` of what comes next: the last record
-    returned (with ``after_id``), else the job's newest record."""
+    with ``tail=true``; those a later attempt of the job went back over (it resumed from an
+    earlier checkpoint and reported their steps again) left out unless ``superseded=true``,
+    which lists them too, each record saying its ``attempt`` and whether it is
+    ``superseded``. With ``after_id``, every record stored after that cursor, by arrival,
+    with those two fields. The ``X-Danlu-Metrics-Cursor`` header is the ``after_id`` of
+    what comes next: the last record returned (with ``after_id``), else the job's newest
+    record."""
     checked_name(job_id, "job")
     with state.db.read_session() as session:
         job = jobs.get_job(session, job_id, user)
         rows = metrics.list_metrics(
-            session, job.id, after_step=after_step, limit=limit, tail=tail, after_id=after_id
+            session,
+            job.id,
+            after_step=after_step,
+            limit=limit,
+            tail=tail,
+            after_id=after_id,
+            superseded=superseded,
         )
         if after_id is None:
             cursor = metrics.cursor(session, job.id)
         else:
             cursor = max((m.id for m in rows), default=after_id)
         response.headers[METRICS_CURSOR_HEADER] = str(cursor)
-        return [metric_out(m) for m in rows]
+        if not superseded and after_id is None:
+            return [metric_out(m) for m in rows]
+        seen = metrics.supersession(session, job.id)
+        return [metric_out(m, seen.superseded(m.attempt, m.step)) for m in rows]

@@ -417,9 +417,14 @@ def feed_event_out(row: FeedEvent) -> dict[str, Any]:
     }
 
 
-def metric_out(metric: JobMetric) -> dict[str, Any]:
-    """A metric record: its step, time and values."""
-    return {**metric.data, "step": metric.step, "time": metric.time}
+def metric_out(metric: JobMetric, superseded: bool | None = None) -> dict[str, Any]:
+    """A metric record: its step, time and values; with ``superseded`` (whether a later
+    attempt of the job went back over it) also that and the ``attempt`` whose run reported
+    it (null: stored before attempts were kept), which replace values of those names."""
+    out = {**metric.data, "step": metric.step, "time": metric.time}
+    if superseded is not None:
+        out.update(attempt=metric.attempt, superseded=superseded)
+    return out
 
 
 def project_out(

@@ -5,20 +5,32 @@ every resend of the same records): the job remembers the keys it stored for a da
 (:data:`KEY_DAYS`, ``job_metric_keys``), and a request with a key it stored already is
 answered with the count stored then, storing nothing, so a request the client timed out
 on but the server committed is not stored twice when sent again. A request without a key
-is stored every time it comes (as before keys)."""
+is stored every time it comes (as before keys).
+
+Each record keeps the job's attempt whose run reported it (:func:`reporting_attempt`). A run
+resumed from a checkpoint (after a preemption, a failure, a resize: each start is a new
+attempt) reports again the steps after that checkpoint; the earlier run's records of those
+steps are **superseded**: a record is when a later attempt of the job reported a step at or
+below its step. The list hides them unless asked (:func:`list_metrics`), and
+:class:`Supersession` tells which they are. Several records of one step within one attempt
+(a train loss and an eval) are all kept. Records stored before attempts were kept count as
+attempt 0."""
 
 from __future__ import annotations
 
+import bisect
 import re
 from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
 from typing import Any, Final
 
-from sqlalchemy import case, delete, func, select, update
+from sqlalchemy import ColumnElement, case, delete, func, literal, select, update
 from sqlalchemy.exc import IntegrityError
 from sqlalchemy.orm import Session
 
 from danlu.core.errors import SpecError
 from danlu.core.metric_record import RecordError, check_record
+from danlu.core.values import MAX_INT
 from danlu.server.db.models import Job, JobMetric, JobMetricKey
 from danlu.server.errors import ConflictError
 from danlu.server.services import observe
@@ -83,12 +95,27 @@ def _remember(session: Session, job_id: str, key: str, accepted: int, t: float) 
     return None
 
 
+def reporting_attempt(job: Job, run_token: bool) -> int:
+    """The attempt whose run reports records for ``job`` now (read with the job's row
+    locked): with the token of the job's run (``run_token``), the run that holds the job's
+    only live run token. That is the run of the job's current attempt, except while a move
+    (:func:`~danlu.server.services.jobs.resize`) is under way: the job is at its new attempt
+    from the decision on, but the new run's token is issued only at its launch, once the
+    old run (``moved_from``) has exited, and until then the old run, checkpointing within
+    its grace, is the one reporting. A user's token reports for the job's current attempt."""
+    if run_token and job.moved_from is not None:
+        return job.moved_from
+    return job.attempt
+
+
 def ingest(
     session: Session,
     job: Job,
     records: Sequence[Mapping[str, Any]],
     now: float | None = None,
     key: str | None = None,
+    *,
+    run_token: bool = False,
 ) -> int:
     """Store ``records`` for ``job``; each needs an integer ``step`` (>= 0) and may carry a
     ``time`` (POSIX seconds; default now) and flat scalar values
@@ -110,7 +137,11 @@ def ingest(
     stored under that key already (within :data:`KEY_DAYS`) returns the count stored then
     and stores nothing; else the key is stored with the records. The job's row is locked
     before the key is read, so of two requests with one key at once the second waits and
-    reads the first's key; the unique (job, key) is the backstop (:func:`_remember`)."""
+    reads the first's key; the unique (job, key) is the backstop (:func:`_remember`).
+
+    Each record is stored with the attempt of the run reporting it
+    (:func:`reporting_attempt`; ``run_token``: the request carries the token of the job's
+    run, ``DANLU_TOKEN``)."""
     t = resolve_now(now)
     if key is not None:
         check_key(key)
@@ -128,6 +159,7 @@ def ingest(
             return done
     last = job.last_step
     checkpoint = job.checkpoint_step
+    attempt = reporting_attempt(job, run_token)
     rows = []
     for i, record in enumerate(records):
         try:
@@ -139,7 +171,13 @@ def ingest(
             checkpoint = max(checkpoint or 0, ckpt)
         last = checked.step if last is None else max(last, checked.step)
         rows.append(
-            JobMetric(job_id=job.id, step=checked.step, time=checked.time, data=checked.data)
+            JobMetric(
+                job_id=job.id,
+                step=checked.step,
+                time=checked.time,
+                data=checked.data,
+                attempt=attempt,
+            )
         )
     if key is not None:
         done = _remember(session, job.id, key, len(rows), t)
@@ -176,6 +214,87 @@ def _raise_to(column: Any, value: int) -> Any:
     return case((column.is_(None), value), (column < value, value), else_=column)
 
 
+@dataclass(frozen=True)
+class Supersession:
+    """Which of a job's records a later attempt went back over (:func:`supersession`).
+
+    ``bounds``: ``(attempt, step)`` pairs, by attempt: a record whose attempt (0 for none)
+    is at most ``attempt`` and above the previous pair's is superseded from ``step`` on,
+    the smallest step an attempt after ``attempt`` reported. The steps only grow along the
+    pairs (each is a minimum over fewer attempts than the one before), and pairs of one
+    step are merged into the one of the higher attempt. Records of the job's last attempt
+    are above every pair: never superseded."""
+
+    bounds: tuple[tuple[int, int], ...] = ()
+
+    def superseded(self, attempt: int | None, step: int) -> bool:
+        """Whether a record of ``attempt`` (None: stored before attempts, attempt 0) at
+        ``step`` is superseded."""
+        at = bisect.bisect_left(self.bounds, (attempt or 0,))
+        return at < len(self.bounds) and step >= self.bounds[at][1]
+
+    def clause(self) -> ColumnElement[bool] | None:
+        """The SQL condition of a record that is *not* superseded; None when none is. Its
+        numbers are written into the statement (as many as the job has bounds; no bound
+        parameters, of which SQLite takes a limited number)."""
+        if not self.bounds:
+            return None
+        attempt = func.coalesce(JobMetric.attempt, 0)
+        since = case(
+            *[
+                (attempt <= literal(a, literal_execute=True), literal(s, literal_execute=True))
+                for a, s in self.bounds
+            ],
+            else_=literal(MAX_INT + 1, literal_execute=True),  # beyond every step
+        )
+        return JobMetric.step < since
+
+
+def supersession(session: Session, job_id: str) -> Supersession:
+    """Which of the job's records are superseded: from each attempt's first (smallest) step,
+    read with two index seeks an attempt (``ix_job_metrics_job_id_attempt_step``), not a
+    scan of the job's records."""
+    bounds: list[tuple[int, int]] = []  # by attempt, from the last
+    lowest: int | None = None  # the smallest first step of this attempt and those after
+    for attempt, step in reversed(_first_steps(session, job_id)):
+        lowest = step if lowest is None else min(lowest, step)
+        if not bounds or bounds[-1][1] != lowest:  # else the later bound covers these too
+            bounds.append((attempt - 1, lowest))
+    return Supersession(tuple(reversed(bounds)))
+
+
+_SEEK = JobMetric.__table__.alias("seek")
+_FIRST = JobMetric.__table__.alias("first")
+"""The job's records again, for :func:`_first_steps`' correlated seeks (made once: an alias
+costs more to build than the query costs to run)."""
+
+
+def _first_steps(session: Session, job_id: str) -> list[tuple[int, int]]:
+    """``(attempt, smallest step)`` of each of the job's attempts from 1 on that reported a
+    record, by attempt. A loose index scan in one statement: a recursive query finds each
+    next attempt by a seek (the smallest attempt above the last found), and each its
+    smallest step by another; records of attempt 0 or none are before them all, and what
+    their first step is does not matter."""
+    found = (
+        select(func.min(JobMetric.attempt).label("attempt"))
+        .where(JobMetric.job_id == job_id, JobMetric.attempt > 0)
+        .cte("attempts", recursive=True)
+    )
+    following = (
+        select(func.min(_SEEK.c.attempt))
+        .where(_SEEK.c.job_id == job_id, _SEEK.c.attempt > found.c.attempt)
+        .scalar_subquery()
+    )
+    found = found.union_all(select(following).where(found.c.attempt.is_not(None)))
+    first_step = (
+        select(func.min(_FIRST.c.step))
+        .where(_FIRST.c.job_id == job_id, _FIRST.c.attempt == found.c.attempt)
+        .scalar_subquery()
+    )
+    query = select(found.c.attempt, first_step).where(found.c.attempt.is_not(None))
+    return [(int(a), int(s)) for a, s in session.execute(query.order_by(found.c.attempt))]
+
+
 def list_metrics(
     session: Session,
     job_id: str,
@@ -184,11 +303,14 @@ def list_metrics(
     limit: int = 1000,
     tail: bool = False,
     after_id: int | None = None,
+    superseded: bool = False,
 ) -> list[JobMetric]:
     """A job's metric records with ``step > after_step``, by step then arrival: the first
-    ``limit`` of them, or with ``tail`` the last ``limit``. With ``after_id`` (a cursor,
-    :func:`cursor`), only the records stored after it, in the order they came (whatever
-    their step: a restarted run reports earlier steps again)."""
+    ``limit`` of them, or with ``tail`` the last ``limit``; those a later attempt went back
+    over left out (:class:`Supersession`) unless ``superseded``. With ``after_id`` (a
+    cursor, :func:`cursor`), every record stored after it, superseded or not, in the order
+    they came (whatever their step: a restarted run reports earlier steps again, and a
+    follower sees them as they come)."""
     if not 1 <= limit <= MAX_READ:
         raise SpecError("limit", f"must be between 1 and {MAX_READ}")
     query = select(JobMetric).where(JobMetric.job_id == job_id, JobMetric.step > after_step)
@@ -198,6 +320,9 @@ def list_metrics(
             latest = query.order_by(JobMetric.id.desc()).limit(limit)
             return list(reversed(list(session.scalars(latest))))
         return list(session.scalars(query.order_by(JobMetric.id).limit(limit)))
+    shown = None if superseded else supersession(session, job_id).clause()
+    if shown is not None:
+        query = query.where(shown)
     if tail:
         latest = query.order_by(JobMetric.step.desc(), JobMetric.id.desc()).limit(limit)
         return list(reversed(list(session.scalars(latest))))
