@@ -3,6 +3,8 @@ run records and the checkpoint directory danlu made for it; the job and its even
 
 from __future__ import annotations
 
+import logging
+import shutil
 import time
 from pathlib import Path
 from typing import Any
@@ -12,9 +14,11 @@ from helpers import live_server, spec, user_and_nodes, wait_state
 
 from danlu.config import load_settings
 from danlu.core.cluster import Cluster, Node, gpu_type
+from danlu.devices import inventory_from_cluster
 from danlu.executors import ExecutorError, FakeExecutor, FakeWorld
 from danlu.sched.registry import make_policy
 from danlu.server.db import Database
+from danlu.server.metrics import ServerMetrics
 from danlu.server.reconcile import Reconciler
 from danlu.server.services import events, jobs, metrics, retention, users
 
@@ -165,5 +169,221 @@ def test_a_pass_stops_deleting_after_its_time_and_the_next_goes_on(
         assert loop.run_once(now=NOW + DAY).purged == [ids[0]]
         assert loop.run_once(now=NOW + DAY + 1).purged == [ids[1]]
         assert loop.run_once(now=NOW + DAY + 2).purged == [ids[2]]
+    finally:
+        loop.stop()
+
+
+def _finished_with_its_own_directory(db: Database, tmp_path: Path) -> tuple[str, Reconciler]:
+    """A job that ran and succeeded (at ``NOW + 20``) with the directory danlu made for it
+    under the home holding a checkpoint; and the loop (retention: 1 day) that ran it."""
+    with db.session() as s:
+        user_and_nodes(s, (NODE,), NOW)
+    world = FakeWorld()
+    first = _submit(db, "first")
+    world.script(first, duration=10)
+    loop = _loop(db, tmp_path, world, days=1.0)
+    assert loop.run_once(now=NOW).launched == [first]
+    (tmp_path / "checkpoints" / first / "step-10").write_bytes(b"first")
+    world.clock.advance(20)
+    loop.run_once(now=NOW + 20)
+    assert _state(db, first) == "SUCCEEDED"
+    return first, loop
+
+
+def _world(loop: Reconciler) -> FakeWorld:
+    executor = loop.executor
+    assert isinstance(executor, FakeExecutor)
+    return executor.world
+
+
+def test_a_directory_a_later_jobs_spec_names_is_left_to_that_job(
+    db: Database, tmp_path: Path
+) -> None:
+    """A job continuing a finished one's training in the directory danlu gave that one: the
+    retention purges the finished job but leaves the directory the running one writes to."""
+    first, loop = _finished_with_its_own_directory(db, tmp_path)
+    given = tmp_path / "checkpoints" / first
+    world = _world(loop)
+    try:
+        later = _submit(db, "continued", checkpoint_dir=str(given))
+        world.script(later, duration=10 * DAY)
+        assert loop.run_once(now=NOW + 30).launched == [later]
+        (given / "step-20").write_bytes(b"continued")
+        report = loop.run_once(now=NOW + 20 + 1.1 * DAY)
+        assert report.purged == [first] and report.errors == []
+        assert (given / "step-10").read_bytes() == b"first"
+        assert (given / "step-20").read_bytes() == b"continued"
+        assert set(world.runs) == {later}  # the rest of the purge happened
+        with db.read_session() as s:
+            assert jobs.get_job(s, first).purged_at == NOW + 20 + 1.1 * DAY
+        loop.run_once(now=NOW + 20 + 3 * DAY)
+        assert (given / "step-20").read_bytes() == b"continued"  # left for good
+    finally:
+        loop.stop()
+
+
+def _spelling(tmp_path: Path, first: str, how: str) -> str:
+    """A spec's ``checkpoint_dir`` related (or not) to ``first``'s own directory."""
+    given = tmp_path / "checkpoints" / first
+    if how == "linked":
+        (tmp_path / "link").symlink_to(given)
+        return str(tmp_path / "link")
+    if how == "home linked":
+        (tmp_path / "alias").symlink_to(tmp_path)
+        return str(tmp_path / "alias" / "checkpoints" / first)
+    return {
+        "the same": str(given),
+        "inside": str(given / "continued"),
+        "containing": str(tmp_path / "checkpoints"),
+        "dotted": f"{tmp_path}/checkpoints/other/../{first}/",
+        "a sibling": f"{given}-v2",
+        "a url": f"s3://bucket/{first}",
+    }[how]
+
+
+@pytest.mark.parametrize(
+    ("how", "kept"),
+    [
+        ("the same", True),
+        ("inside", True),
+        ("containing", True),
+        ("dotted", True),
+        ("linked", True),
+        ("home linked", True),
+        ("a sibling", False),
+        ("a url", False),
+    ],
+)
+def test_a_directory_named_by_a_spec_in_any_spelling_is_kept(
+    sqlite_db: Database, tmp_path: Path, how: str, kept: bool
+) -> None:
+    first, loop = _finished_with_its_own_directory(sqlite_db, tmp_path)
+    given = tmp_path / "checkpoints" / first
+    try:
+        later = _submit(sqlite_db, "later", checkpoint_dir=_spelling(tmp_path, first, how))
+        _world(loop).script(later, duration=10 * DAY)
+        report = loop.run_once(now=NOW + 20 + 1.1 * DAY)
+        assert report.purged == [first] and report.errors == []
+        assert (given / "step-10").exists() is kept
+    finally:
+        loop.stop()
+
+
+@pytest.mark.parametrize("replaced_by", ["a link", "a file"])
+def test_a_job_that_replaced_its_directory_loses_the_link_never_what_it_points_to(
+    db: Database, tmp_path: Path, replaced_by: str
+) -> None:
+    first, loop = _finished_with_its_own_directory(db, tmp_path)
+    given = tmp_path / "checkpoints" / first
+    elsewhere = tmp_path / "elsewhere"
+    elsewhere.mkdir()
+    (elsewhere / "keep.pt").write_bytes(b"not the job's")
+    shutil.rmtree(given)  # as the job did: rmdir $DANLU_CHECKPOINT_DIR && ln -s ...
+    if replaced_by == "a link":
+        given.symlink_to(elsewhere)
+    else:
+        given.write_bytes(b"a file")
+    try:
+        report = loop.run_once(now=NOW + 20 + 1.1 * DAY)
+        assert report.purged == [first] and report.errors == []
+        assert not given.exists() and not given.is_symlink()
+        assert (elsewhere / "keep.pt").read_bytes() == b"not the job's"
+    finally:
+        loop.stop()
+
+
+def test_a_directory_that_cannot_be_deleted_leaves_the_job_whole_until_it_can(
+    db: Database, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The checkpoint directory goes first: when it cannot, the job keeps its log and run
+    records (``danlu logs`` still reads them) and its metrics, and is tried again later."""
+    first, loop = _finished_with_its_own_directory(db, tmp_path)
+    given = tmp_path / "checkpoints" / first
+    with db.session() as s:
+        metrics.ingest(s, jobs.get_job(s, first), [{"step": 1, "loss": 2.0}], now=NOW)
+    real = shutil.rmtree
+    busy = {str(given)}
+
+    def rmtree(path: Any, *args: Any, **kwargs: Any) -> None:
+        if str(path) in busy:
+            raise OSError(16, "Device or resource busy", str(path))
+        real(path, *args, **kwargs)
+
+    monkeypatch.setattr(shutil, "rmtree", rmtree)
+    try:
+        t = NOW + 20 + 1.1 * DAY
+        report = loop.run_once(now=t)
+        assert report.purged == [] and report.errors == [
+            f"purge {first}: [Errno 16] Device or resource busy: '{given}'"
+        ]
+        assert first in _world(loop).runs  # its log and run records are still there
+        with db.read_session() as s:
+            assert jobs.get_job(s, first).purged_at is None
+            assert len(metrics.list_metrics(s, first)) == 1
+        busy.clear()
+        assert loop.run_once(now=t + retention.EVERY).purged == [first]
+        assert not given.exists() and first not in _world(loop).runs
+    finally:
+        loop.stop()
+
+
+def test_the_errors_a_pass_goes_on_from_are_logged_once_and_counted(
+    db: Database, tmp_path: Path, monkeypatch: pytest.MonkeyPatch, caplog: pytest.LogCaptureFixture
+) -> None:
+    ids = _cancelled(db, 1)
+    world = FakeWorld()
+    executor = FakeExecutor(Cluster((NODE,)), world)
+    server_metrics = ServerMetrics(db, inventory_from_cluster(Cluster((NODE,))))
+    settings = load_settings(home=tmp_path, retention_days=0.5)
+    loop = Reconciler(db, executor, settings, policy=make_policy("fifo"), metrics=server_metrics)
+
+    def discard(job_id: str) -> None:
+        raise ExecutorError(f"job {job_id}: its log is on a disk not mounted")
+
+    monkeypatch.setattr(executor, "discard", discard)
+    caplog.set_level(logging.WARNING)
+    try:
+        t = NOW + DAY
+        assert loop.run_once(now=t).errors == [
+            f"purge {ids[0]}: job {ids[0]}: its log is on a disk not mounted"
+        ]
+        assert len(loop.run_once(now=t + retention.EVERY).errors) == 1  # the same, again
+        said = [r.getMessage() for r in caplog.records if "not mounted" in r.getMessage()]
+        assert len(said) == 1 and said[0].startswith(f"reconcile: purge {ids[0]}: ")
+        exposed = server_metrics.exposition().decode()
+        assert 'danlu_reconcile_errors_total{step="purge"} 2.0' in exposed
+        assert 'danlu_reconcile_errors_total{step="poll"} 0.0' in exposed
+    finally:
+        loop.stop()
+
+
+def test_the_specs_are_all_read_before_a_directory_goes_then_the_new_ones(
+    sqlite_db: Database, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The purger reads the jobs' specs a few at a time and purges nothing before it has read
+    them all; later it reads those submitted since."""
+    monkeypatch.setattr(retention, "SPECS_A_PASS", 2)
+    monkeypatch.setattr(retention, "REREAD", 1)
+    first, loop = _finished_with_its_own_directory(sqlite_db, tmp_path)
+    world = _world(loop)
+    try:
+        fillers = [_submit(sqlite_db, f"filler{i}") for i in range(2)]
+        later = _submit(sqlite_db, "later", checkpoint_dir=str(tmp_path / "checkpoints" / first))
+        for job_id in (*fillers, later):
+            world.script(job_id, duration=10 * DAY)
+        t = NOW + 20 + 1.1 * DAY
+        assert [loop.run_once(now=t + i).purged for i in range(4)] == [[], [], [], [first]]
+        assert (tmp_path / "checkpoints" / first / "step-10").exists()
+        second = _submit(sqlite_db, "second")
+        world.script(second, duration=10)
+        loop.run_once(now=t + 10)  # the specs read so far: none names the second's directory
+        world.clock.advance(20)
+        loop.run_once(now=t + 30)
+        assert _state(sqlite_db, second) == "SUCCEEDED"
+        again = _submit(sqlite_db, "again", checkpoint_dir=str(tmp_path / "checkpoints" / second))
+        world.script(again, duration=10 * DAY)
+        then = t + 40 + 1.1 * DAY  # two passes read the specs since, as the first did
+        assert [loop.run_once(now=then + i).purged for i in range(3)] == [[], [], [second]]
+        assert (tmp_path / "checkpoints" / second).is_dir()
     finally:
         loop.stop()

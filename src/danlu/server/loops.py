@@ -1,13 +1,19 @@
 """The control plane's background threads: one pass of work every few seconds, or at once
-when woken, surviving whatever a pass raises (logged by :class:`RepeatedFailure`)."""
+when woken, surviving whatever a pass raises (logged by :class:`RepeatedFailure`), and the
+log of the errors a pass met and went on from (:class:`PassErrors`)."""
 
 from __future__ import annotations
 
 import logging
 import threading
-from collections.abc import Callable
+import time
+from collections.abc import Callable, Iterable
+from dataclasses import dataclass
 
 from danlu.server.failures import RepeatedFailure
+
+ERROR_LOG_SECONDS = 3600.0
+"""While one error of a pass recurs, one line counts its repeats at most this often."""
 
 
 class PeriodicLoop:
@@ -69,3 +75,57 @@ class PeriodicLoop:
                 self._failures.failed(exc)
             self._wake.wait(self.interval)
             self._wake.clear()
+
+
+@dataclass
+class _Recurring:
+    """An error :class:`PassErrors` has logged: when, when last met, and the repeats since."""
+
+    logged: float
+    seen: float
+    repeats: int = 0
+
+
+class PassErrors:
+    """Logs the errors the passes of a loop met and went on from (strings such as
+    ``"purge JOB: [Errno 13] Permission denied: ..."``, one per job the pass could not
+    finish): each distinct one as a warning the first time, then, while it recurs, one line
+    with how many times it came back at most every ``quiet_s`` seconds, so that one stuck
+    job, met every pass, does not flood the log. One not met for ``quiet_s`` is forgotten:
+    it is logged at once when it comes back. ``clock``: seconds, monotonic."""
+
+    def __init__(
+        self,
+        logger: logging.Logger,
+        label: str,
+        quiet_s: float = ERROR_LOG_SECONDS,
+        clock: Callable[[], float] = time.monotonic,
+    ) -> None:
+        self.logger = logger
+        self.label = label
+        """What met the errors, as the lines begin (``"reconcile"``)."""
+        self.quiet_s = quiet_s
+        self.clock = clock
+        self._recurring: dict[str, _Recurring] = {}
+
+    def note(self, errors: Iterable[str]) -> None:
+        """Note the errors of one pass (logging those due)."""
+        now = self.clock()
+        for error in errors:
+            known = self._recurring.get(error)
+            if known is None:
+                self.logger.warning("%s: %s", self.label, error)
+                self._recurring[error] = _Recurring(logged=now, seen=now)
+                continue
+            known.seen, known.repeats = now, known.repeats + 1
+            if now - known.logged >= self.quiet_s:
+                self.logger.warning(
+                    "%s: %s (met %d more times since it was logged)",
+                    self.label,
+                    error,
+                    known.repeats,
+                )
+                known.logged, known.repeats = now, 0
+        for error, known in list(self._recurring.items()):
+            if now - known.seen > self.quiet_s:
+                del self._recurring[error]

@@ -292,6 +292,19 @@ class _StoreCollector(Collector):
 
 RUN_LOSS_CAUSES: Final = ("node", "gpu")
 """The ``cause`` labels of ``danlu_runs_lost_total``."""
+RECONCILE_ERROR_STEPS: Final = (
+    "poll",
+    "stop",
+    "settle",
+    "launch",
+    "preempt",
+    "schedule",
+    "policy",
+    "purge",
+    "other",
+)
+"""The ``step`` labels of ``danlu_reconcile_errors_total``: the first word of each error a
+reconcile pass reports (``"purge JOB: ..."``); ``other`` for any other."""
 
 
 class ServerMetrics:
@@ -325,8 +338,24 @@ class ServerMetrics:
         )
         for cause in RUN_LOSS_CAUSES:  # each series from 0, so that a rate() sees the first
             self.runs_lost.labels(cause)
+        self.reconcile_errors = Counter(
+            "danlu_reconcile_errors_total",
+            "Errors a reconcile pass met and went on from, by step: a run it could not poll "
+            "or stop, an exit it could not settle, a launch or preemption that failed, a "
+            "policy that raised, a finished job's files the retention could not delete "
+            "(purge). Each is logged, a recurring one at most once an hour.",
+            ["step"],
+            registry=self.registry,
+        )
+        for step in RECONCILE_ERROR_STEPS:
+            self.reconcile_errors.labels(step)
         self._store = _StoreCollector(db, inventory)
         self.registry.register(self._store)
+
+    def count_reconcile_error(self, error: str) -> None:
+        """Count one error a reconcile pass reported, under its step (its first word)."""
+        step = error.split(maxsplit=1)[0].rstrip(":") if error.strip() else ""
+        self.reconcile_errors.labels(step if step in RECONCILE_ERROR_STEPS else "other").inc()
 
     def set_usage_half_life(self, half_life: float) -> None:
         """Report the projects' recent usage with this half-life (the policy's; 0: not)."""

@@ -4,28 +4,108 @@ says what), the files first, outside any transaction, then the rows."""
 
 from __future__ import annotations
 
+import logging
+import os
 import shutil
+import stat
 import time
 from pathlib import Path
+
+from sqlalchemy.orm import Session
 
 from danlu.core.errors import DanluError
 from danlu.executors import Executor
 from danlu.server.db import Database
 from danlu.server.services import retention
 
+log = logging.getLogger(__name__)
+
+
+def _spellings(path: str | Path) -> set[Path]:
+    """An absolute path as written (``..`` and ``//`` taken out) and with its links resolved."""
+    written = os.path.normpath(os.path.abspath(path))
+    try:
+        return {Path(written), Path(os.path.realpath(written))}
+    except (OSError, ValueError):  # a loop of links, a path the system refuses: as written
+        return {Path(written)}
+
+
+def remove(path: Path) -> None:
+    """Delete ``path``, whatever a job made of it: a directory with all it holds, or a link
+    (never what it points to, which may be outside the home) or a file; nothing when absent."""
+    try:
+        mode = path.lstat().st_mode
+    except FileNotFoundError:
+        return
+    if stat.S_ISDIR(mode):
+        shutil.rmtree(path)
+    else:
+        path.unlink(missing_ok=True)
+
+
+class NamedDirectories:
+    """The directories under ``checkpoints`` (danlu's, one per job: ``checkpoints/JOB_ID``)
+    that some job's spec names as its ``checkpoint_dir``: the same directory, one inside it
+    (``checkpoints/JOB_ID/run2``) or one containing it (``checkpoints`` itself, the home), each
+    path as written and with its links resolved. A job continuing another's training in the
+    directory that one was given does so: the directory is the naming job's from then on.
+
+    Every job's spec counts, whatever its state, the purged ones included. The specs are read
+    incrementally (:meth:`read`, :data:`retention.SPECS_A_PASS` jobs at most a call) and each
+    path resolved when it is read; only those that name something under ``checkpoints`` are
+    kept."""
+
+    def __init__(self, checkpoints: Path) -> None:
+        self.checkpoints = checkpoints
+        self.read_to = 0
+        """The highest ``seq`` of the jobs read."""
+        self.names: dict[str, str] = {}
+        """A directory's name under ``checkpoints`` -> the first spec's path naming it."""
+        self.everything: str | None = None
+        """The first spec's path naming ``checkpoints`` itself or a directory containing it."""
+
+    def read(self, session: Session) -> bool:
+        """Read the specs of the jobs submitted since the last call (and
+        :data:`retention.REREAD` before); whether every job's is read now."""
+        after = max(0, self.read_to - retention.REREAD)
+        rows = retention.spec_checkpoint_dirs(session, after, retention.SPECS_A_PASS)
+        roots = _spellings(self.checkpoints)
+        for _, path in rows:
+            if path is not None and path.startswith("/"):  # not a URL
+                self._add(path, roots)
+        if rows:
+            self.read_to = max(self.read_to, rows[-1][0])
+        return len(rows) < retention.SPECS_A_PASS
+
+    def _add(self, path: str, roots: set[Path]) -> None:
+        for named in _spellings(path):
+            for root in roots:
+                if root.is_relative_to(named):
+                    self.everything = self.everything or path
+                elif named.is_relative_to(root):
+                    self.names.setdefault(named.relative_to(root).parts[0], path)
+
+    def naming(self, name: str) -> str | None:
+        """The path of a spec that names ``checkpoints/name``, or None."""
+        return self.names.get(name, self.everything)
+
 
 class Purger:
     """Deletes, a batch at a time and for at most :data:`retention.PASS_SECONDS` a pass, at
     most every :data:`retention.EVERY` seconds while no backlog is left, what finished jobs
-    left behind: the executor's records and logs, the checkpoint directory danlu made under
-    ``checkpoints``, then the metric rows. A job whose files cannot be deleted yet is tried
-    again :data:`retention.EVERY` seconds later, the others meanwhile. ``days`` <= 0: never."""
+    left behind: the checkpoint directory danlu made under ``checkpoints`` (unless a job's
+    spec names it: :class:`NamedDirectories`), the executor's records and logs, then the
+    metric rows. That order leaves a job whose directory cannot be deleted whole, its log
+    still there; it is tried again :data:`retention.EVERY` seconds later, the others
+    meanwhile. ``days`` <= 0: never."""
 
     def __init__(self, db: Database, executor: Executor, checkpoints: Path, days: float) -> None:
         self.db = db
         self.executor = executor
         self.checkpoints = checkpoints
         self.days = days
+        self.named = NamedDirectories(checkpoints)
+        """The directories under ``checkpoints`` that jobs' specs name: they stay."""
         self._next = 0.0
         """When the next pass is due."""
         self._retry: dict[str, float] = {}
@@ -40,6 +120,10 @@ class Purger:
         retry = {job_id: at for job_id, at in self._retry.items() if at > t}
         with self.db.read_session() as session:
             ids = retention.due(session, self.days, t, retention.BATCH, skip=retry)
+            read_all = not ids or self.named.read(session)
+        if not read_all:  # a spec not read yet may name a directory due: none goes before
+            self._next = t
+            return purged, errors
         self._next = t + (0.0 if len(ids) >= retention.BATCH else retention.EVERY)
         started = time.monotonic()
         for job_id in ids:
@@ -47,10 +131,7 @@ class Purger:
                 self._next = t  # the rest in the next pass: scheduling waits meanwhile
                 break
             try:
-                self.executor.discard(job_id)
-                own = self.checkpoints / job_id  # job ids are validated names
-                if own.is_dir():
-                    shutil.rmtree(own)
+                self._delete_files(job_id)
                 with self.db.session() as session:
                     retention.purged(session, job_id, t)
             except (DanluError, OSError) as exc:
@@ -60,3 +141,20 @@ class Purger:
             purged.append(job_id)
         self._retry = retry
         return purged, errors
+
+    def _delete_files(self, job_id: str) -> None:
+        """The job's own checkpoint directory (unless a spec names it), then what the
+        executor keeps of it, its log last."""
+        own = self.checkpoints / job_id  # job ids are validated names
+        naming = self.named.naming(job_id)
+        if naming is None:
+            remove(own)
+        elif os.path.lexists(own):
+            log.info(
+                "retention: left %s (job %s's checkpoint directory): a job's spec names %s "
+                "as its checkpoint_dir, so it is that job's",
+                own,
+                job_id,
+                naming,
+            )
+        self.executor.discard(job_id)

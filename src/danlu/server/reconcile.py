@@ -69,7 +69,7 @@ from danlu.server.failures import RepeatedFailure, judge_unasked_exit_75
 from danlu.server.health import HealthLoop
 from danlu.server.inventory import InventoryRefresh
 from danlu.server.launching import LaunchStep
-from danlu.server.loops import PeriodicLoop
+from danlu.server.loops import PassErrors, PeriodicLoop
 from danlu.server.metrics import ServerMetrics
 from danlu.server.plane_lease import (
     LEASE,
@@ -110,6 +110,13 @@ class RoundReport(upkeep.Upkeep):
     purged: list[str] = field(default_factory=list)
     """Finished jobs whose metrics, logs and checkpoints the retention deleted."""
     errors: list[str] = field(default_factory=list)
+    """What the pass met and went on from (``"STEP JOB: why"``): logged by the loop
+    (:class:`~danlu.server.loops.PassErrors`) and counted in ``danlu_reconcile_errors_total``."""
+
+
+LOGGED_WHERE_MET = ("policy ", "schedule: ")
+"""The errors of a pass that are logged where they are met (a policy's failure in full with
+:class:`RepeatedFailure`, a plan not recorded), not again with the others."""
 
 
 def _describe(status: ExecStatus | None) -> tuple[bool, int | None, str]:
@@ -296,6 +303,8 @@ class Reconciler(LaunchStep):
         loop still had locked is tried again the next pass)."""
         self.inventory = InventoryRefresh(db, executor, settings.inventory_refresh, metrics)
         """Reads the executor's nodes again every ``DANLU_INVENTORY_REFRESH`` seconds."""
+        self.pass_errors = PassErrors(log, "reconcile")
+        """Logs the errors of the passes, a recurring one at most once an hour."""
         self._lock = threading.Lock()
         self._loop = PeriodicLoop(
             "danlu-reconcile",
@@ -369,9 +378,17 @@ class Reconciler(LaunchStep):
             purged, errors = self.purger.run(resolve_now(now))
             report.purged += purged
             report.errors += errors
+            self._report_errors(report.errors)
             if self.metrics is not None:
                 self.metrics.reconcile_seconds.observe(time.perf_counter() - t0)
             return report
+
+    def _report_errors(self, errors: list[str]) -> None:
+        """Log the errors the pass went on from (:attr:`pass_errors`) and count them."""
+        self.pass_errors.note(e for e in errors if not e.startswith(LOGGED_WHERE_MET))
+        if self.metrics is not None:
+            for error in errors:
+                self.metrics.count_reconcile_error(error)
 
     def _lease(self, t: float) -> bool:
         """Renew or take the ``scheduler`` lease; whether this loop may act this pass. A

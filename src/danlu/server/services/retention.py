@@ -4,10 +4,15 @@ With ``DANLU_RETENTION_DAYS`` set, a job finished (SUCCEEDED, FAILED or CANCELLE
 than that loses its stored metric records (and the ``Idempotency-Key`` of each request
 that stored some, ``job_metric_keys``), its logs and run records (the executor's
 :meth:`~danlu.executors.Executor.discard`) and the checkpoint directory danlu made for it
-under the home (never a spec's ``checkpoint_dir``: that is the user's). The job itself and
+under the home (never a spec's ``checkpoint_dir``: that is the user's). A directory danlu made
+that some job's spec names as its ``checkpoint_dir`` (the same directory, one inside it or one
+containing it, links resolved), as a job continuing another's training does, has become that
+job's: it stays for good (:func:`spec_checkpoint_dirs`). The job itself and
 its events stay, with ``purged_at`` set, so ``danlu ls`` and ``danlu show`` still tell what
 happened. The reconcile loop purges a batch at a time (:data:`BATCH`): the files first,
-outside any transaction, then the rows.
+outside any transaction (the checkpoint directory, then the executor's records and log, so
+that a job whose directory cannot be deleted keeps its log until it is tried again), then
+the rows.
 """
 
 from __future__ import annotations
@@ -30,6 +35,12 @@ PASS_SECONDS: Final = 1.0
 reconcile loop schedules nothing meanwhile; what is left goes on in the next pass."""
 EVERY: Final = 600.0
 """Seconds between purge passes once a pass found fewer than :data:`BATCH` jobs due."""
+SPECS_A_PASS: Final = 5_000
+"""Jobs whose spec's ``checkpoint_dir`` one pass reads at most: the purger reads every job's
+once (a pass at a time, purging nothing until it has), then those submitted since."""
+REREAD: Final = 1_000
+"""Jobs read again below the last one read: on PostgreSQL a submission may commit after one
+given a later ``seq``, and must not be missed."""
 
 _FINISHED: Final = [s.value for s in JobState if s.terminal]
 
@@ -54,6 +65,18 @@ def due(
     if skip:
         query = query.where(Job.id.not_in(sorted(skip)))
     return list(session.scalars(query))
+
+
+def spec_checkpoint_dirs(
+    session: Session, after: int, limit: int = SPECS_A_PASS
+) -> list[tuple[int, str | None]]:
+    """``(seq, the spec's checkpoint_dir)`` of the jobs after ``seq`` ``after``, in ``seq``
+    order, at most ``limit``: of every job, whatever its state, the purged ones included (what
+    a spec names is its user's, also once its job was purged). ``None`` where the spec names
+    none."""
+    named = Job.spec["checkpoint_dir"].as_string()
+    query = select(Job.seq, named).where(Job.seq > after).order_by(Job.seq).limit(limit)
+    return [(seq, path if isinstance(path, str) else None) for seq, path in session.execute(query)]
 
 
 def purged(session: Session, job_id: str, now: float | None = None) -> None:
