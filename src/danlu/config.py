@@ -302,8 +302,9 @@ class Settings(BaseSettings):
     max_jobs_per_user: int = Field(default=0, ge=0, le=1_000_000_000)
     """Unfinished jobs (queued, held, waiting or running) one user may have: a submission
     past it is refused with 409 until some finish (as Slurm's ``MaxSubmitJobs``), so that a
-    runaway script cannot fill the store. A sweep's trials count, but a sweep's own trial
-    submissions are never refused. 0: no limit."""
+    runaway script cannot fill the store. A sweep's trials count: a sweep or job array is
+    refused when its first ``parallel`` trials would pass it, its later trial submissions
+    never. 0: no limit."""
 
     max_body_bytes: int = Field(default=DEFAULT_MAX_BODY_BYTES, ge=1024, le=1 << 30)
     """The most bytes a request body may take: a larger one is refused with 413 before it is

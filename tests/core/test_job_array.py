@@ -18,7 +18,7 @@ from danlu.core.sweep import parse_sweep
         ("1,3,8", (1, 3, 8), 3),
         ("0-2,10-11", (0, 1, 2, 10, 11), 5),
         ("0-99%8", tuple(range(100)), 8),
-        (" 3,1,3 %10", (1, 3), 2),  # repeats once, in order; never more at once than tasks
+        (" 3,1,8 %10", (1, 3, 8), 3),  # in index order; never more at once than tasks
         ("7", (7,), 1),
     ],
 )

@@ -11,7 +11,7 @@ time, so ``danlu sweep show / cancel`` follow and stop it.
 
 The range, as Slurm writes it: ``0-99`` (both ends included), ``1-99:2`` (a step), ``1,3,8``
 (a list), ``0-9,20-29`` (several), and ``%N`` at the end for at most ``N`` at once (default:
-every task).
+every task). Each index is listed once (``3,1,2,3`` is refused, as the API refuses it).
 """
 
 from __future__ import annotations
@@ -39,10 +39,12 @@ class ArrayRange:
 
 
 def parse_array(text: str, field: str = "array") -> ArrayRange:
-    """Read ``0-99%8``-style text (see the module docstring); errors name ``field``."""
+    """Read ``0-99%8``-style text (see the module docstring); errors name ``field``. An
+    index listed twice (``3,1,2,3``, ``0-9,5``) is refused, as the API refuses it in a
+    sweep body (:func:`danlu.core.sweep.parse_sweep`), rather than merged."""
     fix = "write e.g. 0-99, 1-99:2, 1,3,8 or 0-99%8"
     body, percent, limit_text = text.strip().partition("%")
-    indices: list[int] = []
+    indices: set[int] = set()
     for part in body.split(","):
         match = _PART.match(part.strip())
         if match is None:
@@ -54,10 +56,15 @@ def parse_array(text: str, field: str = "array") -> ArrayRange:
             raise SpecError(field, f"{part.strip()!r} runs backwards or has a step of 0; {fix}")
         if last > MAX_ARRAY_INDEX:
             raise SpecError(field, f"an index is at most {MAX_ARRAY_INDEX:,}")
-        if (last - first) // step + 1 + len(indices) > MAX_VALUES:
+        span = range(first, last + 1, step)
+        if len(span) <= MAX_VALUES:  # a repeat is named before the size (``0-999,0``)
+            repeated = next((index for index in span if index in indices), None)
+            if repeated is not None:
+                raise SpecError(field, f"index {repeated} is listed twice; list each index once")
+        if len(span) + len(indices) > MAX_VALUES:
             raise SpecError(field, f"an array has at most {MAX_VALUES:,} tasks")
-        indices.extend(range(first, last + 1, step))
-    unique = tuple(sorted(set(indices)))
+        indices.update(span)
+    unique = tuple(sorted(indices))
     parallel = len(unique)
     if percent:
         limit = limit_text.strip()

@@ -49,7 +49,8 @@ def submit_sweep(
     user: Caller, state: State, body: Annotated[dict[str, Any], Body()]
 ) -> dict[str, Any]:
     """Validate a sweep spec and submit its first trials; 422 names the field of an invalid
-    spec or of a trial spec the cluster or the quota can never take (``trial.resources``)."""
+    spec or of a trial spec the cluster or the quota can never take (``trial.resources``);
+    409 when the first trials would take their owner past ``DANLU_MAX_JOBS_PER_USER``."""
     check_values(body, limits=SWEEP_LIMITS)
     spec = parse_sweep(body)
     trial = spec.trial_spec()
@@ -65,7 +66,13 @@ def submit_sweep(
         "family": estimate.family,
     }
     with state.db.session() as session:
-        sweep = sweeps.create(session, spec, user, estimate=resolved)
+        sweep = sweeps.create(
+            session,
+            spec,
+            user,
+            estimate=resolved,
+            max_unfinished=state.settings.max_jobs_per_user,
+        )
         trials = sweeps.results(session, sweep)
         # DANLU_RUN_AS=user: the OS account of the trials' owner (an admin may name another)
         check_account(state.settings, jobs.get_job(session, trials[0].job_id).user.account)

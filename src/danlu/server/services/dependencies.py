@@ -12,7 +12,10 @@ preemption or a failure does not wait again.
 Conditions (after Slurm's): ``succeeded`` (``afterok``), ``failed`` (``afternotok``: ended
 FAILED or CANCELLED), ``finished`` (``afterany``), ``started`` (``after``: ran or runs).
 The jobs named must exist and be visible to the submitter when the job is submitted (a user's
-own jobs; an admin's, any), so dependencies never form a cycle.
+own jobs; an admin's, any), so dependencies never form a cycle. A sweep's (a job array's)
+trial spec is checked so once, as its submitter, when the sweep is created, and stored with
+the full ids: its later trials, submitted in its owner's name, wait for those ids, whose
+owner is not checked again (:func:`resolve_for` with no viewer).
 
 A dependency may also name a sweep or a job array (its id): it is judged on the whole, as
 one job that runs while the sweep does (or one of its trials still runs: a cancelled sweep's
@@ -112,8 +115,8 @@ def resolve(
     id or unique prefix as the submitter may see it (:func:`~danlu.server.services.jobs.
     get_job` with the submitter as viewer); ``lookup_sweep`` a sweep when no job has the
     id (:func:`sweep_found`). Raises :class:`SpecError` naming the entry for a job that is
-    not there, not the submitter's to see, named ambiguously, or whose condition can
-    already never hold."""
+    not there, not the submitter's to see, named ambiguously (a prefix of two jobs, of two
+    sweeps, or of a job and a sweep), or whose condition can already never hold."""
     resolved: list[Dependency] = []
     found: dict[str, Found] = {}
     for i, dep in enumerate(dependencies):
@@ -123,6 +126,8 @@ def resolve(
                 job = lookup(dep.job)
                 started = job.started_at is not None
                 full, seen = job.id, Found(job.name, JobState(job.state), started)
+                if full != dep.job and lookup_sweep is not None:  # a prefix: of a sweep too?
+                    _only_job(dep.job, full, lookup_sweep)
             except NotFoundError:
                 if lookup_sweep is None:
                     raise
@@ -144,6 +149,34 @@ def resolve(
         if verdict.never is not None:
             raise SpecError(field, f"{verdict.never}: this job could never run")
     return resolved, judge(resolved, found)
+
+
+def _only_job(prefix: str, job_id: str, lookup_sweep: Callable[[str], tuple[str, Found]]) -> None:
+    """:class:`ConflictError` when the id ``prefix`` that named the job ``job_id`` names a
+    sweep (or a job array) too: ambiguous, as a prefix of two jobs is."""
+    try:
+        sweep_id, sweep = lookup_sweep(prefix)
+        other = f"{sweep.kind} {sweep_id}"
+    except (NotFoundError, PermissionDenied):
+        return
+    except ConflictError:
+        other = "several sweeps"
+    raise ConflictError(
+        f"id prefix {prefix!r} is ambiguous (job {job_id} and {other}); give more characters"
+    )
+
+
+def resolve_for(
+    session: Session, dependencies: Sequence[Dependency], viewer: User | None
+) -> tuple[list[Dependency], Verdict]:
+    """:func:`resolve` in ``session``, the jobs and sweeps named as ``viewer`` may name
+    them (the submitter: a non-admin their own, an admin anyone's); None names any, for
+    dependencies resolved before (a sweep's, stored with full ids when it was created)."""
+    return resolve(
+        dependencies,
+        lambda ref: by_id(session, Job, "job", ref, viewer),
+        lambda ref: sweep_found(session, ref, viewer),
+    )
 
 
 def stored(spec: Mapping[str, Any]) -> list[Dependency]:
@@ -196,9 +229,10 @@ def _trial_unfinished(session: Session, trials: Select[int]) -> bool:
     return session.scalar(trials.where(Job.state.not_in(ended))) is not None
 
 
-def sweep_found(session: Session, ref: str, viewer: User) -> tuple[str, Found]:
-    """The sweep with id (or unique prefix) ``ref`` that ``viewer`` may see, as its full id
-    and :class:`Found`; :class:`NotFoundError` or :class:`PermissionDenied` otherwise."""
+def sweep_found(session: Session, ref: str, viewer: User | None) -> tuple[str, Found]:
+    """The sweep with id (or unique prefix) ``ref`` that ``viewer`` may see (None: any), as
+    its full id and :class:`Found`; :class:`NotFoundError` or :class:`PermissionDenied`
+    otherwise."""
     sweep = by_id(session, Sweep, "sweep", ref, viewer)
     return sweep.id, _sweep_as_found(session, sweep)
 

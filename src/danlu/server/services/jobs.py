@@ -17,24 +17,17 @@ from sqlalchemy.orm.exc import StaleDataError
 
 from danlu.core.cluster import MILLI_PER_GPU
 from danlu.core.errors import PlacementError, SpecError
-from danlu.core.spec import AUTO_FAMILY, MAX_PRIORITY, JobSpec, check_limits, parse_spec
+from danlu.core.spec import MAX_PRIORITY, JobSpec, check_limits, parse_spec
 from danlu.core.state import JobState, check_transition, restart_backoff
 from danlu.core.sweep import MEMBERSHIP_ENV
 from danlu.core.units import format_bytes, format_duration
 from danlu.server.db.models import Gpu, Job, JobEvent, JobRun, Node, User
-from danlu.server.errors import ConflictError, NotFoundError, PermissionDenied
-from danlu.server.services import admission, dependencies, members, pending_reasons, webhooks
+from danlu.server.errors import ConflictError
+from danlu.server.services import dependencies, pending_reasons, submission, webhooks
 from danlu.server.services.bulk import EventBatch, flush_jobs
-from danlu.server.services.cluster import load_cluster
 from danlu.server.services.common import by_id, lock_row, resolve_now, state_values
-from danlu.server.services.projects import (
-    DEFAULT_PROJECT,
-    HOLDING,
-    ensure_default_project,
-    get_project,
-    list_projects,
-)
-from danlu.server.services.users import get_user, revoke_job_tokens
+from danlu.server.services.projects import HOLDING
+from danlu.server.services.users import revoke_job_tokens
 
 MAX_LIMIT = 1000
 RESTART_BACKOFF_SECONDS = 10.0
@@ -74,49 +67,6 @@ def rerun_spec(job: Job) -> JobSpec:
     return spec.model_copy(update={"depends_on": [], "env": env})
 
 
-def owner_of(session: Session, spec: JobSpec, caller: User) -> User:
-    """The owner of a job of ``spec`` that ``caller`` submits: the caller, or the user an
-    admin names in ``user`` (:class:`PermissionDenied` for a non-admin naming another,
-    :class:`SpecError` on ``user`` naming no user)."""
-    if spec.user in ("default", caller.name):
-        return caller
-    if not caller.is_admin:
-        raise PermissionDenied(
-            f"user: {caller.name!r} may submit only as themselves, not as {spec.user!r}"
-        )
-    try:
-        return get_user(session, spec.user)
-    except NotFoundError:
-        raise SpecError("user", f"unknown user {spec.user!r}") from None
-
-
-def _check_unfinished(session: Session, owner: User, limit: int) -> None:
-    """ConflictError when ``owner`` has ``limit`` unfinished jobs already. The owner's row
-    stays locked until the transaction ends, so that concurrent submissions for one owner
-    count one after the other, each seeing the jobs the one before inserted."""
-    lock_row(session, User, owner.id)
-    unfinished = [s.value for s in JobState if not s.terminal]
-    query = select(Job.seq).where(Job.user_id == owner.id, Job.state.in_(unfinished))
-    count = session.scalar(select(func.count()).select_from(query.limit(limit).subquery()))
-    if (count or 0) >= limit:
-        raise ConflictError(
-            f"user {owner.name} has {limit} unfinished jobs, the most this control plane "
-            "allows (DANLU_MAX_JOBS_PER_USER); wait for some to finish, or cancel some"
-        )
-
-
-def _project(session: Session, name: str, now: float) -> Any:
-    if name == DEFAULT_PROJECT:
-        return ensure_default_project(session, now)
-    try:
-        return get_project(session, name)
-    except NotFoundError:
-        known = ", ".join(p.name for p in list_projects(session)) or "none"
-        raise SpecError(
-            "project", f"unknown project {name!r}; an admin creates it first (known: {known})"
-        ) from None
-
-
 def submit(
     session: Session,
     spec: JobSpec | Mapping[str, Any],
@@ -146,72 +96,21 @@ def submit(
     if isinstance(spec, JobSpec):
         check_limits(spec)
     parsed = spec if isinstance(spec, JobSpec) else parse_spec(dict(spec))
-    admission.check_spec_shape(parsed)
-    if parsed.training.family == AUTO_FAMILY and family is not None:
-        training = parsed.training.model_copy(update={"family": family})
-        parsed = parsed.model_copy(update={"training": training})
-    if gpu_memory is not None and gpu_memory < 0:
-        raise SpecError("resources.gpu_memory", "a size cannot be negative")
-    owner = owner_of(session, parsed, user)
-    if max_unfinished:
-        _check_unfinished(session, owner, max_unfinished)
-    project = _project(session, parsed.project, t)
-    members.check_member(session, project, owner)
-    memory = gpu_memory
-    if memory is None and isinstance(parsed.resources.gpu_memory, int):
-        memory = parsed.resources.gpu_memory
-    cluster = load_cluster(session)
-    types = admission.canonical_gpu_types(parsed, cluster)
-    job_id = new_job_id()
-    request = admission.build_request(
-        job_id,
+    admitted = submission.admit(
+        session,
         parsed,
-        submit_time=t,
-        seq=0,
-        priority=parsed.priority + project.priority,
-        gpu_memory=memory,
-        gpu_types=types,
+        user,
+        gpu_memory=gpu_memory,
+        micro_batch_limit=micro_batch_limit,
+        family=family,
+        max_unfinished=max_unfinished,
+        now=t,
     )
-    problem = admission.never_fits(request, cluster)
-    if problem is not None:
-        raise problem
-    admission.check_quota(request, project, cluster, owner)
-    depends_on, waiting = dependencies.resolve(
-        parsed.depends_on,
-        lambda ref: get_job(session, ref, user),
-        lambda ref: dependencies.sweep_found(session, ref, user),
+    depends_on, waiting = dependencies.resolve_for(session, parsed.depends_on, user)
+    job = submission.queue(
+        session, admitted, new_job_id(), depends_on=depends_on, waiting=waiting, now=t
     )
-    stored = parsed.model_copy(update={"user": owner.name, "depends_on": depends_on})
-    job = Job(
-        id=job_id,
-        name=parsed.name,
-        project_id=project.id,
-        user_id=owner.id,
-        priority=parsed.priority,
-        spec=stored.model_dump(mode="json"),
-        state=JobState.PENDING.value,
-        gpu_memory_per_gpu=memory or None,
-        micro_batch_limit=micro_batch_limit
-        if micro_batch_limit and micro_batch_limit > 0
-        else None,
-        batch_size=parsed.training.global_batch_size,
-        submitted_at=t,
-        deadline_at=None if parsed.deadline is None else t + parsed.deadline,
-        time_limit=parsed.time_limit,
-        waiting_on=waiting.waiting_on,
-        pending_reason=waiting.reason or "waiting for the next scheduling round",
-    )
-    session.add(job)
-    event = {
-        "job_id": job_id,
-        "time": t,
-        "old": None,
-        "new": JobState.PENDING.value,
-        "reason": f"submitted by {user.name}",
-    }
-    session.add(JobEvent(**event))
-    session.flush()
-    webhooks.enqueue(session, [event | {"project_id": job.project_id, "user_id": job.user_id}])
+    submission.announce(session, admitted, [job], t)
     return job
 
 

@@ -8,8 +8,9 @@ median rule rules out (a cancel, with the reason; never a trial whose records sa
 training is done; the metrics are read at most every :data:`JUDGE_EVERY_SECONDS`), submits
 trials while fewer than ``parallel`` are unfinished, and marks the sweep DONE once every
 trial has ended. A trial that cannot be submitted any more (its project's quota or the
-inventory changed) fails the sweep with the reason; its unfinished trials go on until they
-end or :func:`cancel` stops them.
+inventory changed, or a job the trials wait for ended so that they never can run) fails the
+sweep with the reason; its unfinished trials go on until they end or :func:`cancel` stops
+them.
 
 The trials' objective is read from their metric records (``metric.name``); a trial that
 never reported it has no result and ranks last. A record whose value of it is null (the
@@ -32,6 +33,7 @@ from sqlalchemy import select
 from sqlalchemy.orm import Session
 
 from danlu.core.errors import DanluError, SpecError
+from danlu.core.spec import parse_spec
 from danlu.core.state import JobState
 from danlu.core.sweep import (
     ARRAY_PARAMETER,
@@ -43,7 +45,7 @@ from danlu.core.sweep import (
 from danlu.sched.sweep import Curve, Ended, Value, curve, median_stop, trial_parameters
 from danlu.server.db import Job, JobMetric, Sweep, User
 from danlu.server.errors import AdmissionError, ConflictError, NotFoundError
-from danlu.server.services import jobs
+from danlu.server.services import dependencies, jobs, submission
 from danlu.server.services.common import IN_CHUNK, by_id, resolve_now, state_values
 
 RUNNING = "RUNNING"
@@ -80,6 +82,7 @@ def create(
     user: User,
     *,
     estimate: Mapping[str, Any] | None = None,
+    max_unfinished: int = 0,
     now: float | None = None,
 ) -> Sweep:
     """Validate and store a sweep submitted by ``user`` and submit its first trials (up to
@@ -87,17 +90,32 @@ def create(
     now with the field named (``trial.resources.gpus``). ``estimate``: what ``gpu_memory:
     auto`` resolved to, for every trial. The sweep is owned by its trials' owner, as a job
     is: the caller, or the user an admin names in ``trial.user`` (who then sees and
-    cancels it, and in whose name its later trials are submitted)."""
+    cancels it, and in whose name its later trials are submitted).
+
+    ``trial.depends_on`` is resolved here, as ``user`` may name the jobs and sweeps (as for
+    a job ``user`` submits: an admin any, a user their own), and stored with the full ids:
+    the later trials wait for those, whoever may see them then. ``max_unfinished``: the
+    unfinished jobs the owner may have (``DANLU_MAX_JOBS_PER_USER``; 0: any): a
+    :class:`ConflictError` when the first trials would pass it; the later ones are never
+    refused for it."""
     t = resolve_now(now)
     spec = data if isinstance(data, SweepSpec) else parse_sweep(dict(data))
     if spec.method == "tpe" and importlib.util.find_spec("optuna") is None:
         raise SpecError(
             "method", "tpe needs Optuna on the server: pip install 'danlu[hpo]', or use random"
         )
+    trial = spec.trial_spec()
     try:
-        owner = jobs.owner_of(session, spec.trial_spec(), user)
+        owner = submission.owner_of(session, trial, user)
+        if max_unfinished:
+            first = min(spec.parallel, spec.total)
+            submission.check_unfinished(session, owner, max_unfinished, adding=first)
+        depends_on, _verdict = dependencies.resolve_for(session, trial.depends_on, user)
     except SpecError as exc:
         raise SpecError(f"trial.{exc.field}".rstrip("."), exc.message) from None
+    if depends_on:  # the full ids, for every trial (a prefix may name another job later)
+        full = [dep.model_dump(mode="json") for dep in depends_on]
+        spec = spec.model_copy(update={"trial": {**spec.trial, "depends_on": full}})
     sweep = Sweep(
         id=jobs.new_job_id(),
         name=spec.name,
@@ -266,23 +284,40 @@ class _Trials:
 
 
 def _submit_trials(
-    session: Session, sweep: Sweep, spec: SweepSpec, owner: User, t: float, trials: _Trials
+    session: Session, sweep: Sweep, spec: SweepSpec, caller: User, t: float, trials: _Trials
 ) -> list[str]:
-    """Submit trials while fewer than ``parallel`` are unfinished and some are left; a trial
-    spec's ``checkpoint_dir`` becomes each trial's own directory under it
+    """Submit trials, as ``caller``, while fewer than ``parallel`` are unfinished and some
+    are left; a trial spec's ``checkpoint_dir`` becomes each trial's own directory under it
     (:func:`~danlu.core.sweep.trial_checkpoint_dir`), written into the trial's job spec so
-    that ``danlu show`` shows it and a rerun of the trial resumes from it."""
+    that ``danlu show`` shows it and a rerun of the trial resumes from it.
+
+    The trials differ in their names and environments only: the trial spec is admitted once
+    for them all (:func:`~danlu.server.services.submission.admit`: one read of the
+    inventory) and its dependencies, stored with full ids, judged once."""
     active = len(trials.unfinished())
     estimate = sweep.estimate or {}
     out: list[str] = []
     if active >= spec.parallel or sweep.submitted >= spec.total:
         return out
+    base = spec.trial_spec()
+    admitted = submission.admit(
+        session,
+        base,
+        caller,
+        gpu_memory=estimate.get("gpu_memory"),
+        micro_batch_limit=estimate.get("micro_batch_limit"),
+        family=estimate.get("family"),
+        now=t,
+    )
+    # resolved when the sweep was created, as its submitter could name them: not again
+    depends_on, waiting = dependencies.resolve_for(session, base.depends_on, None)
+    queued: list[Job] = []
     ended: list[Ended] = []
     running: list[dict[str, Value]] = []
     if spec.method == "tpe":
         ended = _ended(trials)
         running = [_parameters(job) for job in trials.unfinished()]
-    checkpoint_dir = spec.trial_spec().checkpoint_dir
+    checkpoint_dir = base.checkpoint_dir
     while active < spec.parallel and sweep.submitted < spec.total:
         n = sweep.submitted
         params = trial_parameters(spec, n, ended, running)
@@ -301,22 +336,23 @@ def _submit_trials(
         }
         if checkpoint_dir is not None:  # a directory of its own, in its spec (show, rerun)
             trial["checkpoint_dir"] = trial_checkpoint_dir(checkpoint_dir, name)
-        job = jobs.submit(
+        job = submission.queue(
             session,
-            trial,
-            owner,
-            gpu_memory=estimate.get("gpu_memory"),
-            micro_batch_limit=estimate.get("micro_batch_limit"),
-            family=estimate.get("family"),
+            admitted,
+            jobs.new_job_id(),
+            parse_spec(trial),
+            depends_on=depends_on,
+            waiting=waiting,
             now=t,
         )
         job.sweep_id = sweep.id
         job.trial = n
         sweep.submitted = n + 1
         active += 1
-        trials.jobs.append(job)
+        queued.append(job)
         out.append(job.id)
-    session.flush()
+    submission.announce(session, admitted, queued, t)
+    trials.jobs.extend(queued)
     return out
 
 
