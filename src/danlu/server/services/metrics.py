@@ -254,9 +254,16 @@ def supersession(session: Session, job_id: str) -> Supersession:
     """Which of the job's records are superseded: from each attempt's first (smallest) step,
     read with two index seeks an attempt (``ix_job_metrics_job_id_attempt_step``), not a
     scan of the job's records."""
+    return supersession_of(_first_steps(session, job_id))
+
+
+def supersession_of(first_steps: Sequence[tuple[int, int]]) -> Supersession:
+    """:class:`Supersession` from ``(attempt, smallest step)`` of each attempt from 1 on that
+    reported a record, by attempt (what :func:`supersession` reads, or what a reader of
+    all the records found)."""
     bounds: list[tuple[int, int]] = []  # by attempt, from the last
     lowest: int | None = None  # the smallest first step of this attempt and those after
-    for attempt, step in reversed(_first_steps(session, job_id)):
+    for attempt, step in reversed(first_steps):
         lowest = step if lowest is None else min(lowest, step)
         if not bounds or bounds[-1][1] != lowest:  # else the later bound covers these too
             bounds.append((attempt - 1, lowest))

@@ -45,7 +45,7 @@ from danlu.core.sweep import (
 from danlu.sched.sweep import Curve, Ended, Value, curve, median_stop, trial_parameters
 from danlu.server.db import Job, JobMetric, Sweep, User
 from danlu.server.errors import AdmissionError, ConflictError, NotFoundError
-from danlu.server.services import dependencies, jobs, submission
+from danlu.server.services import dependencies, jobs, metrics, submission
 from danlu.server.services.common import IN_CHUNK, by_id, resolve_now, state_values
 
 RUNNING = "RUNNING"
@@ -361,7 +361,9 @@ def _read_curves(session: Session, trials: Sequence[Job], spec: SweepSpec) -> di
     sweep without a metric; a null value, stored for NaN or an infinity, is a report of NaN,
     a record without the field none), ``done`` when the trial's latest record carrying ``progress``
     (by step, then by arrival) says 1 or more: danlu.train's fraction done, so the median
-    rule leaves a trial that finished its training to exit on its own."""
+    rule leaves a trial that finished its training to exit on its own. The records a later
+    attempt of a trial went back over (:mod:`~danlu.server.services.metrics`: superseded)
+    are left out, as the trial's metric list leaves them out."""
     if spec.metric is None:
         return {}
     name, goal = spec.metric.name, spec.metric.goal
@@ -369,11 +371,24 @@ def _read_curves(session: Session, trials: Sequence[Job], spec: SweepSpec) -> di
     latest: dict[str, tuple[int, int, float]] = {}  # job id: (step, record id, progress)
     ids = [job.id for job in trials]
     for i in range(0, len(ids), IN_CHUNK):
-        query = select(JobMetric.job_id, JobMetric.step, JobMetric.id, JobMetric.data).where(
-            JobMetric.job_id.in_(ids[i : i + IN_CHUNK])
-        )
-        for job_id, step, row_id, data in session.execute(query):
+        query = select(
+            JobMetric.job_id, JobMetric.step, JobMetric.id, JobMetric.data, JobMetric.attempt
+        ).where(JobMetric.job_id.in_(ids[i : i + IN_CHUNK]))
+        rows = list(session.execute(query))
+        first: dict[str, dict[int, int]] = {}  # job id: attempt (from 1): its smallest step
+        for job_id, step, _, _, attempt in rows:
+            if attempt:
+                steps = first.setdefault(job_id, {})
+                steps[attempt] = min(step, steps.get(attempt, step))
+        runs = {
+            job_id: metrics.supersession_of(sorted(steps.items()))
+            for job_id, steps in first.items()
+        }
+        for job_id, step, row_id, data, attempt in rows:
             if not isinstance(data, dict):
+                continue
+            seen = runs.get(job_id)
+            if seen is not None and seen.superseded(attempt, step):
                 continue
             value = data.get(name)
             if _number(value):
