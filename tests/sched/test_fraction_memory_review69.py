@@ -73,13 +73,16 @@ def test_fraction_shares_summing_to_one_gpu_never_exceed_its_memory(capacity: in
 
 
 def test_a_fraction_share_beside_a_memory_sized_one_gets_its_part() -> None:
-    """Beside a share sized by memory (compute in proportion, rounded up) a fraction share
-    still finds its part of the memory free."""
+    """Beside a share sized by memory (compute in proportion, rounded down since review 70)
+    a fraction share taking the rest of the compute fits, with its part of the memory or
+    what is left: less by under a milli-GPU's worth of memory."""
     free = FreeMap(ClusterView(0.0, Cluster.homogeneous(1, 1, A10)))
     sized = _one_share(free.place(_share("m", MILLI_PER_GPU, 10 * GiB)))
     fraction = _one_share(free.place(_share("f", MILLI_PER_GPU - sized.milli)))
     assert fraction.gpu == sized.gpu == 0
-    assert fraction.memory == (MILLI_PER_GPU - sized.milli) * A10.memory // MILLI_PER_GPU
+    part = (MILLI_PER_GPU - sized.milli) * A10.memory // MILLI_PER_GPU
+    assert fraction.memory == min(part, A10.memory - sized.memory)
+    assert 0 <= part - fraction.memory < A10.memory // MILLI_PER_GPU
     assert sized.memory + fraction.memory <= A10.memory
 
 

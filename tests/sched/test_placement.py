@@ -204,10 +204,13 @@ def test_memory_sized_sharing_packs_while_memory_fits() -> None:
     assert free.place(req(1, gpu_memory=60 * GiB)) is None  # GPU 1 has 50 GiB left
 
 
-def test_proportional_milli_rounds_up() -> None:
+def test_proportional_milli_rounds_down_to_at_least_one() -> None:
+    # review 70: rounded up, shares whose memory fits a GPU could pass its compute
     free = freemap(Cluster.homogeneous(1, 1, GpuType("odd", 3000)))
     alloc = free.place(req(1, gpu_memory=1001))
-    assert alloc is not None and alloc.shares[0].milli == 334  # ceil(1000 * 1001 / 3000)
+    assert alloc is not None and alloc.shares[0].milli == 333  # floor(1000 * 1001 / 3000)
+    tiny = free.place(req(1, gpu_memory=2))
+    assert tiny is not None and tiny.shares[0].milli == 1  # floor(0.67), at least 1
 
 
 def test_milli_share_prefers_gpus_in_use() -> None:

@@ -59,9 +59,10 @@ def test_a_typed_share_names_its_types(policy: str) -> None:
 
 
 @pytest.mark.parametrize("policy", sorted(POLICIES))
-def test_a_share_sized_by_compute_names_only_compute(policy: str) -> None:
+def test_a_share_sized_by_compute_names_compute_and_some_memory(policy: str) -> None:
+    # it takes its part of the memory, or what is left (review 70: it named compute only)
     cluster = Cluster((Node("h", 1, GPU_TYPES["H100"]),))
     jobs = tuple(JobStatus(JobRequest(f"s{i}", float(i), seq=i, gpu_milli=400)) for i in range(3))
     plan: Plan = POLICIES[policy]().schedule(ClusterView(10.0, cluster, pending=jobs))  # type: ignore[attr-defined]
     assert [start.job_id for start in plan.starts] == ["s0", "s1"]
-    assert plan.reason("s2") == "no GPU has 400 milli-GPU free"
+    assert plan.reason("s2") == "no GPU has 400 milli-GPU and some memory free"

@@ -19,6 +19,7 @@ from danlu.core.spec import MODEL_FAMILIES
 from danlu.core.units import GiB
 from danlu.estimate.colocation import gavel_family, measured_pairs
 from danlu.sched.registry import make_policy
+from danlu.sched.share_size import milli_for_memory
 from danlu.sim.config import SimConfig
 from danlu.sim.engine import Simulator
 from danlu.sim.interference import Interference
@@ -314,8 +315,8 @@ def test_the_work_done_is_each_jobs_duration_however_it_was_slowed(
     slowed = 0.0
     for record in result.jobs:
         request = requests[record.id]
-        # a share holds its milli of one GPU (by memory: in proportion to 80 GiB)
-        held = -(-1000 * request.gpu_memory // (80 * GiB)) / 1000 if request.shares_gpu else 1.0
+        # a share holds its milli of one GPU (by memory: in proportion to 80 GiB, rounded down)
+        held = milli_for_memory(request.gpu_memory, 80 * GiB) / 1000 if request.shares_gpu else 1.0
         held *= request.gpus
         work = record.gpu_seconds - record.restart_gpu_seconds - record.interference_gpu_seconds
         assert work == pytest.approx(durations[record.id] * held, rel=1e-9, abs=1e-6)

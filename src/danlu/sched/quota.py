@@ -33,6 +33,7 @@ from danlu.core.cluster import MILLI_PER_GPU, Allocation, Cluster
 from danlu.core.errors import ConfigError
 from danlu.sched.policies.base import Policy
 from danlu.sched.policies.danlu_model import LIMIT_KEYS
+from danlu.sched.share_size import share_milli
 from danlu.sched.view import (
     ClusterView,
     JobRequest,
@@ -155,11 +156,8 @@ def minimum_usage(request: JobRequest, cluster: Cluster) -> Usage:
     counts its memory, the smallest the request may land on)."""
     sizes = [memory for memory, gpus in allowed_sizes(request, cluster).items() if gpus]
     per_gpu = request.memory_on(min(sizes) if sizes else 0)
-    if request.shares_gpu:
-        if request.gpu_milli < MILLI_PER_GPU or not sizes:
-            milli = request.gpu_milli
-        else:
-            milli = -(-MILLI_PER_GPU * request.gpu_memory // max(sizes))
+    if request.shares_gpu:  # the least compute: on the largest GPU, for a share by memory
+        milli = share_milli(request, max(sizes)) if sizes else request.gpu_milli
         return Usage(milli / MILLI_PER_GPU, per_gpu)
     return Usage(float(request.gpus), per_gpu * request.gpus)
 
@@ -200,15 +198,13 @@ def within_quota_sizes(
 
 def start_usage(request: JobRequest, gpu_memory: int) -> Usage:
     """What a start of ``request`` holds on GPUs of ``gpu_memory`` bytes: whole GPUs all
-    their memory; a share sized by memory (``gpu_memory``, no milli) the compute in
-    proportion, rounded up to a milli-GPU; a share of a milli-GPU its memory ``memory_on``."""
+    their memory; a share its milli-GPU as the placement gives it (:func:`share_milli`: a
+    share sized by memory the compute in proportion, rounded down) and its memory
+    (``memory_on``: a share of a milli-GPU its part, rounded down)."""
     if not request.shares_gpu:
         return Usage(float(request.gpus), gpu_memory * request.gpus)
-    memory = request.memory_on(gpu_memory)
-    if request.gpu_milli < MILLI_PER_GPU:
-        return Usage(request.gpu_milli / MILLI_PER_GPU, memory)
-    milli = min(MILLI_PER_GPU, -(-MILLI_PER_GPU * memory // max(gpu_memory, 1)))
-    return Usage(milli / MILLI_PER_GPU, memory)
+    milli = share_milli(request, gpu_memory)
+    return Usage(milli / MILLI_PER_GPU, request.memory_on(gpu_memory))
 
 
 def sizeable(status: JobStatus, sizes_jobs: bool) -> bool:

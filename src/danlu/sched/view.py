@@ -70,7 +70,9 @@ class JobRequest:
     def memory_on(self, gpu_memory: int) -> int:
         """The memory the job takes on each GPU of ``gpu_memory`` bytes: its own
         ``gpu_memory``, else a share of a milli-GPU its part in proportion to its compute,
-        rounded down (as the placement gives it), else the whole GPU's."""
+        rounded down (as the placement gives it), else the whole GPU's. The converse, the
+        compute a share sized by memory takes, is
+        :func:`~danlu.sched.share_size.milli_for_memory`."""
         if self.gpu_memory:
             return self.gpu_memory
         if self.shares_gpu and self.gpu_milli < MILLI_PER_GPU:

@@ -36,6 +36,7 @@ from danlu.sched.placement.frag import TypicalPods, node_fragmentation, typical_
 from danlu.sched.placement.packing_memo import PackingMemo, share_shape
 from danlu.sched.placement.share import FloatArray
 from danlu.sched.placement.share_mirror import ShareMirror
+from danlu.sched.share_size import milli_for_memory
 from danlu.sched.view import BoolArray, ClusterView, IntArray, JobRequest
 
 STRATEGIES: Final = ("best-fit", "first-fit", "spread", "topology", "worst-fit", "fgd", "danlu")
@@ -96,10 +97,13 @@ class FreeMap:
         once the map has a mirror: its first sync with a map is a full one)."""
         self._buckets: list[list[int]] | None = None
         """Node indices by free whole-GPU count (index), ascending: the best-fit fast path."""
-        self._with_compute: IntArray | None = None
-        """GPUs with compute left when last computed: while capacity only shrinks (no
-        release since) a superset of those a shared request can go on, so a shared
-        placement looks at them only (a few hundred of 8,000 GPUs on a full cluster)."""
+        self._with_room: IntArray | None = None
+        """GPUs with compute and memory left when last computed: while capacity only
+        shrinks (no release since) a superset of those a shared request that takes compute
+        can go on (every share takes some memory), so a shared placement looks at them only
+        (a few hundred of 8,000 GPUs on a full cluster). Memory counts: shares sized by
+        memory take their compute rounded down, so a GPU whose memory they fill may keep a
+        few milli-GPU that no share can use."""
         self._refused_shares: dict[tuple[frozenset[str], bool], list[tuple[int, int]]] = {}
         """Shares refused since the last release, by (GPU types, sized by memory): their
         milli-GPU (0 when sized by memory) and memory. Capacity only shrank since, so a share
@@ -324,15 +328,17 @@ class FreeMap:
     def _place_shared(self, req: JobRequest, closed: BoolArray | None = None) -> Allocation | None:
         """Place a request for part of one GPU (tightest fit), or None.
 
-        A share sized by memory alone takes compute in proportion to its memory, so that the
-        compute of a GPU is full exactly when its memory is. A share that names no memory
-        (``gpu_memory`` 0) is sized by its milli-GPU and takes memory in proportion to it,
-        rounded down (``milli * capacity // 1000``; what the GPU has left when less, as
-        beside a share that named more memory than its compute's part): shares whose milli
-        sum to a GPU never take more than its memory, and each is capped to its part
-        (``DANLU_GPU_MEMORY_LIMIT``) like any share. Such a share goes only where some memory
-        is left: with none its share would be memory 0, which an executor reads as the
-        whole GPU (an uncapped slot that never launches beside the share holding the GPU).
+        A share sized by memory alone takes compute in proportion to its memory, rounded down
+        and at least 1 milli-GPU (:func:`~danlu.sched.share_size.milli_for_memory`, as the
+        quotas count it): shares whose memory fits a GPU fit on its compute too. A share that
+        names no memory (``gpu_memory`` 0) is sized by its milli-GPU and takes memory in
+        proportion to it, rounded down (:meth:`JobRequest.memory_on`; what the GPU has left
+        when less, as beside a share that named more memory than its compute's part): shares
+        whose milli sum to a GPU never take more than its memory, and each is capped to its
+        part (``DANLU_GPU_MEMORY_LIMIT``) like any share. Such a share goes only where some
+        memory is left: with none its share would be memory 0, which an executor reads as
+        the whole GPU (an uncapped slot that never launches beside the share holding the
+        GPU).
         """
         by_memory = req.gpu_milli >= MILLI_PER_GPU and req.gpu_memory > 0
         kind = (req.gpu_types, by_memory)
@@ -341,20 +347,18 @@ class FreeMap:
             refused = self._refused_shares.get(kind, ())
             if any(size[0] >= milli and size[1] >= memory for milli, memory in refused):
                 return None
-        if by_memory:
-            need: IntArray | int = -((-MILLI_PER_GPU * req.gpu_memory) // self._gpu_mem_cap)
-        else:
-            need = size[0]
-        least_memory = max(req.gpu_memory, 1)  # a share without memory: some left, see above
-        if np.all(need > 0):  # only GPUs with compute left can take it
-            if self._with_compute is None:
-                self._with_compute = np.flatnonzero(self.free_milli > 0)
-            gpus = self._with_compute
-            need_here = need[gpus] if isinstance(need, np.ndarray) else need
-            fits = (self.free_milli[gpus] >= need_here) & (self.free_memory[gpus] >= least_memory)
+        if by_memory or size[0] > 0:  # it takes compute: only GPUs with room can take it
+            if self._with_room is None:
+                self._with_room = np.flatnonzero((self.free_milli > 0) & (self.free_memory > 0))
+            gpus = self._with_room
         else:
             gpus = np.arange(self.free_milli.size)
-            fits = (self.free_milli >= need) & (self.free_memory >= least_memory)
+        # the compute it takes on each of ``gpus`` (by memory: in proportion to theirs)
+        need: IntArray | int = (
+            milli_for_memory(req.gpu_memory, self._gpu_mem_cap[gpus]) if by_memory else size[0]
+        )
+        least_memory = max(req.gpu_memory, 1)  # a share without memory: some left, see above
+        fits = (self.free_milli[gpus] >= need) & (self.free_memory[gpus] >= least_memory)
         mask = self._node_mask(req)
         if mask is not None:
             fits &= mask[self._gpu_node[gpus]]
@@ -368,18 +372,19 @@ class FreeMap:
                 self._refused_shares.setdefault(kind, []).append(size)
             return None
         # Tightest fit first: least memory left, then least compute left, then lowest index.
-        need_at = need[candidates] if isinstance(need, np.ndarray) else need
+        need_at = need[fits] if isinstance(need, np.ndarray) else need
         left_mem = self.free_memory[candidates] - req.gpu_memory
         left_milli = self.free_milli[candidates] - need_at
         if self.strategy == "fgd":
             growth = self._fragmentation_growth(candidates, need_at, req)
-            best = candidates[np.lexsort((candidates, left_milli, growth))[0]]
+            pick = int(np.lexsort((candidates, left_milli, growth))[0])
         elif self.strategy == "danlu":
             score = self._packing_scores(candidates, need_at, req)
-            best = candidates[np.lexsort((candidates, left_milli, -score))[0]]
+            pick = int(np.lexsort((candidates, left_milli, -score))[0])
         else:
-            best = candidates[np.lexsort((candidates, left_milli, left_mem))[0]]
-        milli = int(need[best]) if isinstance(need, np.ndarray) else need
+            pick = int(np.lexsort((candidates, left_milli, left_mem))[0])
+        best = candidates[pick]
+        milli = int(need_at[pick]) if isinstance(need_at, np.ndarray) else need_at
         node = int(self._gpu_node[best])
         # a milli share's part of the memory (JobRequest.memory_on, as the quotas count it)
         memory = req.gpu_memory or min(
@@ -472,7 +477,7 @@ class FreeMap:
 
     def _apply(self, alloc: Allocation, sign: int) -> None:
         if sign > 0:
-            self._with_compute = None  # GPUs may have compute again
+            self._with_room = None  # GPUs may have room again
             if self._refused_shares:
                 self._refused_shares = {}
         free_milli, free_memory, opened = self.free_milli, self.free_memory, self._open

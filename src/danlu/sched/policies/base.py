@@ -140,16 +140,21 @@ def why_not(free: FreeMap, job: JobStatus) -> str:
 
 def _why_not_share(job: JobStatus) -> str:
     """:func:`why_not` for a request for part of one GPU: what it needs free on one GPU, as
-    the placement sizes it. A share sized by memory (``gpu_milli`` 1000) takes the part of
-    the compute its memory is of the GPU's (:meth:`FreeMap.place`): memory is what it lacks,
-    not a whole GPU's compute; one sized by milli-GPU alone needs no memory."""
+    the placement sizes it (:meth:`FreeMap.place`).
+
+    A share sized by memory (``gpu_milli`` 1000) takes the part of the compute its memory
+    is of the GPU's, rounded down (:func:`~danlu.sched.share_size.milli_for_memory`), so it
+    fits wherever its memory does (unless shares that name both their compute and their
+    memory took more compute than memory there): memory is what it lacks, not a whole GPU's
+    compute. One sized by milli-GPU alone takes the memory in proportion to its compute
+    (:meth:`~danlu.sched.view.JobRequest.memory_on`), or what the GPU has left when less,
+    so it needs its compute and some memory free. One that names both needs both."""
     req = job.request
     by_memory = req.gpu_milli >= MILLI_PER_GPU and req.gpu_memory > 0
     needs = []
     if not by_memory:
         needs.append(f"{req.gpu_milli} milli-GPU")
-    if req.gpu_memory:
-        needs.append(f"{format_bytes(req.gpu_memory)} of memory")
+    needs.append(f"{format_bytes(req.gpu_memory)} of memory" if req.gpu_memory else "some memory")
     kind = f" of type {', '.join(sorted(req.gpu_types))}" if req.gpu_types else ""
     return f"no GPU{kind} has {' and '.join(needs)} free"
 

@@ -1,0 +1,66 @@
+"""How much compute a share of one GPU takes: the one rule the placement and the quotas count.
+
+A request for part of one GPU names its compute (``gpu_milli`` below 1000), its memory
+(``gpu_memory`` with ``gpu_milli`` 1000), or both. One sized by memory alone takes the GPU's
+compute in proportion to its memory, rounded DOWN to a milli-GPU and at least 1
+(:func:`milli_for_memory`); one sized by compute alone takes the memory in proportion to its
+milli-GPU, also rounded down (:meth:`~danlu.sched.view.JobRequest.memory_on`).
+
+Why down: shares whose memory adds up to at most the GPU's then add up to at most its 1000
+milli-GPU (a sum of parts rounded down is at most the sum rounded down), so memory-sized
+shares fit on a GPU's compute whenever their memory fits. Rounded up, three shares of 8 GiB
+on a 24 GiB GPU took 334 milli each, 1002 in all, and the third did not fit. The same holds
+beside shares sized by compute, whose memory is rounded down too. The price: a share sized
+by compute that takes the rest of a GPU's compute beside memory-sized shares may find less
+than its part of the memory left (by under a milli-GPU's worth), and takes what is left.
+The floor of 1 milli-GPU keeps every share holding some compute (the server records no share
+of 0 milli-GPU, and the free map looks for shares only on the GPUs with compute left); it
+breaks the guarantee only for shares of less than a thousandth of the GPU's memory (24 MiB
+of a 24 GiB GPU), less than a CUDA context takes. A GPU holds at most 1000 shares.
+
+:class:`~danlu.sched.placement.gang.FreeMap` places a memory share with
+:func:`milli_for_memory` over its GPUs' sizes, and the quota layer counts the share's use with
+:func:`share_milli` (:func:`danlu.sched.quota.start_usage`,
+:func:`danlu.sched.quota.minimum_usage`), so a quota counts what the placement takes.
+"""
+
+from __future__ import annotations
+
+from typing import overload
+
+import numpy as np
+
+from danlu.core.cluster import MILLI_PER_GPU
+from danlu.sched.view import IntArray, JobRequest
+
+_MOST_MEMORY = int(np.iinfo(np.int64).max) // MILLI_PER_GPU
+"""Bytes past any GPU's memory (9 PB) whose thousandfold still fits an int64: a share asking
+more (a spec may ask up to 4 EiB) takes the whole of any GPU, as this much does."""
+
+
+@overload
+def milli_for_memory(memory: int, gpu_memory: int) -> int: ...
+
+
+@overload
+def milli_for_memory(memory: int, gpu_memory: IntArray) -> IntArray: ...
+
+
+def milli_for_memory(memory: int, gpu_memory: int | IntArray) -> int | IntArray:
+    """The milli-GPU a share of ``memory`` bytes sized by memory takes on a GPU of
+    ``gpu_memory`` bytes (or on each of an array of them): its part of the GPU's memory,
+    rounded down, from 1 to 1000 (1000 where ``memory`` is the GPU's whole memory or more).
+    See the module's docstring for why it is rounded down."""
+    scaled = MILLI_PER_GPU * min(memory, _MOST_MEMORY)  # within int64
+    capacity = np.maximum(gpu_memory, 1)  # a GPU of no memory: any share is all of it
+    milli: IntArray = np.clip(scaled // capacity, 1, MILLI_PER_GPU)
+    return milli if isinstance(gpu_memory, np.ndarray) else int(milli)
+
+
+def share_milli(request: JobRequest, gpu_memory: int) -> int:
+    """The milli-GPU a start of ``request`` (a request for part of one GPU) takes on a GPU
+    of ``gpu_memory`` bytes: its ``gpu_milli`` when it names less than a GPU's compute,
+    else its memory's part of the compute (:func:`milli_for_memory`)."""
+    if request.gpu_milli < MILLI_PER_GPU or not request.gpu_memory:
+        return min(request.gpu_milli, MILLI_PER_GPU)
+    return milli_for_memory(request.gpu_memory, gpu_memory)
