@@ -677,11 +677,20 @@ def _admit(
             budget -= demand
         else:
             waiting[job.id] = (
-                f"outranked: needs {demand // MILLI_PER_GPU} GPUs of capacity "
+                f"outranked: needs {_gpus_of_capacity(demand)} of capacity "
                 "held by higher-ranked jobs"
             )
     victims = [(run_keys[i], run_jobs[i]) for i in rejected]
     return admitted, victims, waiting, default
+
+
+def _gpus_of_capacity(milli: int) -> str:
+    """``milli`` milli-GPU as a waiting reason says it: ``2 GPUs``, ``1 GPU``, ``0.25 GPU``
+    (a share's part, never rounded to 0)."""
+    whole, part = divmod(milli, MILLI_PER_GPU)
+    if part:
+        return f"{milli / MILLI_PER_GPU:.3f}".rstrip("0") + " GPU"
+    return f"{whole} GPU" if whole == 1 else f"{whole} GPUs"
 
 
 def _gpus_of(alloc: Allocation) -> set[tuple[int, int]]:
