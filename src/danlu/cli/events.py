@@ -15,8 +15,10 @@ from danlu.cli.follow import PAGE, GapCursor, read_pages
 from danlu.cli.jobs import connect, console, fail, print_json
 from danlu.cli.options import HomeOpt, JsonOpt, TokenOpt, UrlOpt
 from danlu.client import Client
+from danlu.client.rest import read_across_restart
 from danlu.core.errors import DanluError
 from danlu.core.units import parse_since
+from danlu.core.values import visible
 
 FOLLOW_SECONDS = 1.0
 """Seconds between two reads while following."""
@@ -32,8 +34,10 @@ def _change(event: dict[str, Any]) -> str:
 
 
 def _cells(event: dict[str, Any]) -> list[str]:
-    """An event's time, job, name, user/project, change and reason, as text."""
-    return [
+    """An event's time, job, name, user/project, change and reason, as text with its
+    control characters written as escapes (a reason may quote a node's: shown, never acted
+    on by the terminal)."""
+    cells = [
         _clock(event["time"]),
         str(event["job_id"]),
         str(event.get("job_name", "")),
@@ -41,6 +45,7 @@ def _cells(event: dict[str, Any]) -> list[str]:
         _change(event),
         str(event.get("reason") or ""),
     ]
+    return [visible(cell) for cell in cells]
 
 
 def table(events: Sequence[dict[str, Any]]) -> Table:
@@ -68,7 +73,8 @@ def follow(
     """Print ``shown``, then every new event matching ``query`` (``client.feed``'s filters)
     as it comes, reading every :data:`FOLLOW_SECONDS`; ``reads``: stop after that many reads
     (0: until Ctrl-C). Each event once, also one that commits after a higher id was shown
-    (:class:`~danlu.cli.follow.GapCursor`)."""
+    (:class:`~danlu.cli.follow.GapCursor`); a control-plane restart is waited out
+    (:func:`~danlu.client.rest.read_across_restart`)."""
     # time.sleep and time.monotonic through this module's ``time``: tests replace it
     gaps = GapCursor(min((int(e["id"]) for e in shown), default=1) - 1, clock=time.monotonic)
     shown = gaps.fresh_ids(shown)
@@ -86,8 +92,9 @@ def follow(
 
 
 def _page(client: Client, after: int, query: dict[str, Any]) -> tuple[list[dict[str, Any]], int]:
-    """The events after ``after`` matching ``query``, a page of them, and the highest id."""
-    found = client.feed(after_id=after, limit=PAGE, **query)
+    """The events after ``after`` matching ``query``, a page of them, and the highest id
+    (asked again across a control-plane restart)."""
+    found = read_across_restart(client, lambda: client.feed(after_id=after, limit=PAGE, **query))
     return found, max((int(e["id"]) for e in found), default=after)
 
 

@@ -19,7 +19,7 @@ from typing import Annotated, Any, TypeVar
 
 import typer
 import yaml
-from rich.console import Console
+from rich.console import Console, RenderableType
 from rich.live import Live
 from rich.markup import escape
 from rich.table import Table
@@ -28,6 +28,7 @@ from danlu.cli import top as top_view
 from danlu.cli import waiting
 from danlu.cli.options import HomeOpt, JobArg, JsonOpt, TokenOpt, UrlOpt
 from danlu.client import Client
+from danlu.client.rest import read_across_restart
 from danlu.config import load_client_settings
 from danlu.core.errors import DanluError, SpecError
 from danlu.core.job_array import array_sweep, parse_array
@@ -41,6 +42,7 @@ from danlu.core.units import (
     format_energy,
     parse_since,
 )
+from danlu.core.values import visible
 
 console = Console()
 err = Console(stderr=True)
@@ -302,8 +304,10 @@ def _array_submitted(sweep: dict[str, Any], json_out: bool) -> None:
 
 def _text(value: Any) -> str:
     """A server value as Rich markup that shows it as it is (a job's name, id or reason is
-    text: ``[/x]`` would make Rich fail, ``[bold]`` would vanish)."""
-    return escape(str(value))
+    text: ``[/x]`` would make Rich fail, ``[bold]`` would vanish), its control characters
+    written as escapes (``\\x1b``, ``\\n``: a reason quoting a node's is shown, never acted
+    on by the terminal)."""
+    return escape(visible(str(value)))
 
 
 def _submitted(job: dict[str, Any], json_out: bool) -> None:
@@ -313,7 +317,7 @@ def _submitted(job: dict[str, Any], json_out: bool) -> None:
     waiting = f", {job.get('pending_reason')}" if job.get("waiting_on") else ""
     console.print(
         f"submitted job [bold]{_text(job.get('id'))}[/bold] ({_text(job.get('name'))}): "
-        + escape(f"{job.get('state')}{waiting}"),
+        + _text(f"{job.get('state')}{waiting}"),
         highlight=False,
     )
 
@@ -448,7 +452,7 @@ def show(
         table.add_row("pending", _text(data["pending_reason"]))
     command = (data.get("spec") or {}).get("command")
     if command:
-        table.add_row("command", escape(shlex.join(str(arg) for arg in command)))
+        table.add_row("command", _text(shlex.join(str(arg) for arg in command)))
     console.print(table)
     if events:
         ev = Table(title="events", title_justify="left")
@@ -602,7 +606,7 @@ def why(
         print_json(data)
         return
     console.print(
-        escape(f"{data.get('id')} {data.get('state')}: {data.get('reason')}"), highlight=False
+        _text(f"{data.get('id')} {data.get('state')}: {data.get('reason')}"), highlight=False
     )
 
 
@@ -654,18 +658,26 @@ def top(
     url: UrlOpt = None,
     token: TokenOpt = None,
 ) -> None:
-    """A live view of nodes, GPUs and jobs (Ctrl-C to quit)."""
+    """A live view of nodes, GPUs and jobs, as many as the terminal holds (Ctrl-C to
+    quit); with --once, one frame with every GPU."""
     with connect(home, url, token) as client:
         try:
             if once:
                 console.print(top_view.frame(client, width=console.width))
                 return
-            with Live(
-                top_view.frame(client, width=console.width), console=console, screen=False
-            ) as live:
+
+            def live_frame() -> RenderableType:
+                # fitted to the terminal (Live shows no more than its height); a control-plane
+                # restart is waited out, the last frame on screen
+                return read_across_restart(
+                    client,
+                    lambda: top_view.frame(client, width=console.width, height=console.height),
+                )
+
+            with Live(live_frame(), console=console, screen=False) as live:
                 while True:
                     time.sleep(interval)
-                    live.update(top_view.frame(client, width=console.width))
+                    live.update(live_frame())
         except DanluError as exc:
             raise fail(exc) from None
         except KeyboardInterrupt:

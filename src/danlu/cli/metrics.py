@@ -19,6 +19,7 @@ from danlu.cli.follow import PAGE, GapCursor, content, read_pages
 from danlu.cli.jobs import connect, console, fail, print_json
 from danlu.cli.options import HomeOpt, JobArg, JsonOpt, TokenOpt, UrlOpt
 from danlu.client import Client
+from danlu.client.rest import read_across_restart
 from danlu.core.errors import DanluError
 from danlu.core.state import JobState
 from danlu.core.values import visible
@@ -140,11 +141,16 @@ def follow(
             own = without_run_fields(record)
             text = escape(line(record if runs else own, keys or metric_keys([own]), runs))
             console.print(text, highlight=False, soft_wrap=True)
-        finished = JobState(str(client.get_job(job)["state"])).terminal
+        # a control-plane restart is waited out (read_across_restart), as logs -f does
+        state = read_across_restart(client, lambda: client.get_job(job))["state"]
+        finished = JobState(str(state)).terminal
         if not finished:
             time.sleep(FOLLOW_SECONDS)
         found, cursor = read_pages(
-            lambda after: client.metrics_page(job, after_id=after, limit=PAGE), gaps.after()
+            lambda after: read_across_restart(
+                client, lambda: client.metrics_page(job, after_id=after, limit=PAGE)
+            ),
+            gaps.after(),
         )
         records = gaps.fresh(found, cursor, _unchanging)
         if finished and not records:

@@ -16,8 +16,10 @@ from danlu.cli import jobs as common
 from danlu.cli import top as top_view
 from danlu.cli import waiting
 from danlu.cli.options import HomeOpt, JsonOpt, TokenOpt, UrlOpt
+from danlu.client.rest import read_across_restart
 from danlu.core.errors import DanluError, SpecError
 from danlu.core.units import parse_time
+from danlu.core.values import visible
 
 
 def nodes(
@@ -61,18 +63,20 @@ def _node_changed(data: dict[str, Any], json_out: bool, gpu: int | None = None) 
     if json_out:
         common.print_json(data)
         return
-    name = escape(str(data.get("name")))
+    # names and reasons are text, neither Rich markup nor control characters (a reason's
+    # escape sequence or line break is shown as \x1b, \n, never acted on)
+    name = escape(visible(str(data.get("name"))))
     if gpu is not None:
         gpus: list[dict[str, Any]] = data.get("gpus") or []
         found = next((g for g in gpus if g.get("index") == gpu), {})
-        reason = found.get("cordon_reason") or ""
-        line = f"node [bold]{name}[/bold] GPU {gpu}: {found.get('state', '?')}"
-        line += f" ({escape(reason)})" if reason else ""
+        reason = str(found.get("cordon_reason") or "")
+        line = f"node [bold]{name}[/bold] GPU {gpu}: {escape(str(found.get('state', '?')))}"
+        line += f" ({escape(visible(reason))})" if reason else ""
         common.console.print(line, highlight=False)
         return
-    reason = data.get("cordon_reason") or ""
-    line = f"node [bold]{name}[/bold]: {data.get('state')}"
-    line += f" ({escape(reason)})" if reason else ""
+    reason = str(data.get("cordon_reason") or "")
+    line = f"node [bold]{name}[/bold]: {escape(str(data.get('state')))}"
+    line += f" ({escape(visible(reason))})" if reason else ""
     if data.get("close_at") is not None:
         line += f"; {escape(top_view.scheduled(data))}"
     common.console.print(line, highlight=False)
@@ -141,14 +145,16 @@ def wait_empty(
 ) -> None:
     """Wait until no job holds the node's GPUs (``gpu``: that GPU), printing the jobs still
     there as they change (not when ``quiet``); exit 124 when ``timeout`` seconds pass
-    first."""
+    first. A control-plane restart is waited out
+    (:func:`~danlu.client.rest.read_across_restart`)."""
     start = time.monotonic()
     shown: list[str] | None = None
     where = f"{node} GPU {gpu}" if gpu is not None else node
     with common.connect(home, url, token) as client:
         while True:
             try:
-                found = next((n for n in client.nodes() if n.get("name") == node), None)
+                listed = read_across_restart(client, client.nodes)
+                found = next((n for n in listed if n.get("name") == node), None)
             except DanluError as exc:
                 raise common.fail(exc) from None
             if found is None:

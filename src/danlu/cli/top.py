@@ -8,18 +8,20 @@ from __future__ import annotations
 
 import time
 from collections import Counter
-from collections.abc import Sequence
+from collections.abc import Callable, Mapping, Sequence
 from datetime import datetime
 from typing import Any
 
 from rich.console import Console, ConsoleOptions, Group, RenderableType, RenderResult
 from rich.markup import escape
 from rich.measure import Measurement
+from rich.segment import Segment
 from rich.table import Table
 from rich.text import Text
 
 from danlu.client import Client
 from danlu.core.units import format_bytes, format_duration
+from danlu.core.values import visible
 
 STATE_STYLE: dict[str, str] = {
     "PENDING": "yellow",
@@ -32,6 +34,8 @@ STATE_STYLE: dict[str, str] = {
 }
 ACTIVE = ("RUNNING", "PREEMPTING", "RESTARTING", "PENDING")
 BAR_WIDTH = 20
+SHORT_BAR = 10
+"""The memory bar of a row per node (:class:`NodeSummary`): its text beside it on one line."""
 NARROW = 120
 
 
@@ -54,22 +58,103 @@ def memory_bar(used: int, total: int, width: int = BAR_WIDTH, sep: str = " ") ->
 
 
 def scheduled(node: dict[str, Any]) -> str:
-    """A node's scheduled cordon or drain in words (plain text):
-    ``drain at 2026-12-01 02:00 UTC (in 3h): new DIMMs``."""
+    """A node's scheduled cordon or drain in words (plain text, control characters written
+    as escapes): ``drain at 2026-12-01 02:00 UTC (in 3h): new DIMMs``."""
     at = float(node["close_at"])
     try:
         when = datetime.fromtimestamp(at).astimezone().strftime("%Y-%m-%d %H:%M %Z")
     except (ValueError, OverflowError, OSError):  # past the calendar (a time stored in ms)
         when = f"{at:g} s after 1970"
     left = format_duration(max(0.0, at - time.time()))
-    reason = str(node.get("close_reason") or "")
+    reason = visible(str(node.get("close_reason") or ""))  # shown, not acted on
     return f"{node.get('close_action')} at {when} (in {left})" + (f": {reason}" if reason else "")
 
 
-class NodesTable:
+WIDE = 10_000
+"""A width no table reaches: the console width a cell is measured at, whole."""
+
+
+def needed_width(console: Console, table: Table, floors: Mapping[str, int]) -> int:
+    """The narrowest width at which ``table`` (boxed, one space of padding each side of a
+    cell) shows every cell whole: its ``no_wrap`` columns as wide as their widest cell, the
+    header included, and each other column ``floors[header]`` wide (1 when not there) to
+    fold its text in. Narrower, Rich would cut the ``no_wrap`` cells (or the table's right
+    edge), or fold a column down to nothing."""
+    options = console.options.update_width(WIDE)
+    total = len(table.columns) + 1  # the vertical lines
+    for column in table.columns:
+        if column.no_wrap:
+            cells = [column.header, *column.cells]
+            total += max(Measurement.get(console, options, cell).maximum for cell in cells)
+        else:
+            total += floors.get(str(column.header), 1)
+        total += 2  # the padding
+    return total
+
+
+class FittedTable:
+    """A table laid out for the width it is printed at: :meth:`table`, or, where that
+    cannot show every cell whole (:func:`needed_width` with :attr:`FLOORS`), :meth:`lines`,
+    one record per line, folded onto more lines when long: never cut or cropped."""
+
+    FLOORS: Mapping[str, int] = {}
+    """The least width (in characters) of each column that folds its text, by header: a
+    table that cannot give them this much is shown as lines."""
+
+    def table(self, width: int) -> Table:
+        """The table for a console ``width`` wide."""
+        raise NotImplementedError
+
+    def lines(self, width: int) -> RenderableType:
+        """The records one per line, for a console ``width`` wide."""
+        raise NotImplementedError
+
+    def layout(self, console: Console, width: int) -> RenderableType:
+        """:meth:`table` when it fits in ``width``, else :meth:`lines`."""
+        table = self.table(width)
+        return table if needed_width(console, table, self.FLOORS) <= width else self.lines(width)
+
+    def __rich_console__(self, console: Console, options: ConsoleOptions) -> RenderResult:
+        yield self.layout(console, options.max_width)
+
+    def __rich_measure__(self, console: Console, options: ConsoleOptions) -> Measurement:
+        return Measurement.get(console, options, self.layout(console, options.max_width))
+
+
+def node_label(node: dict[str, Any]) -> str:
+    """A node's name (``(fake)`` for a fake one), with its state and reason when not ready
+    and its scheduled close; plain text, control characters written as escapes."""
+    name = str(node.get("name", "?")) + (" (fake)" if node.get("fake") else "")
+    state = node.get("state") or "ready"
+    if state != "ready":
+        reason = node.get("cordon_reason") or ""
+        name += f" [{state}{': ' + str(reason) if reason else ''}]"
+    if node.get("close_at") is not None:
+        name += f" [{scheduled(node)}]"
+    return visible(name)
+
+
+def gpu_label(gpu: dict[str, Any]) -> str:
+    """A GPU's index, with its own state and reason when not ready (plain text)."""
+    index = str(gpu.get("index", "?"))
+    state = gpu.get("state") or "ready"
+    if state != "ready":
+        reason = gpu.get("cordon_reason") or ""
+        index += f" [{state}{': ' + str(reason) if reason else ''}]"
+    return visible(index)
+
+
+def _compute(milli: float) -> str:
+    return f"{milli / 10:.0f}%"
+
+
+class NodesTable(FittedTable):
     """The GPU table of :func:`nodes_table`, laid out for the width it is printed at: under
     :data:`NARROW` columns each job id on its own line and the memory's used/total under its
-    bar, so that neither is ever cut with an ellipsis (the other columns fold)."""
+    bar, so that neither is ever cut with an ellipsis (the other columns fold); where even
+    that does not fit, a line per GPU under a line per node."""
+
+    FLOORS: Mapping[str, int] = {"node": 8, "gpu": 3, "type": 4}
 
     def __init__(self, nodes: Sequence[dict[str, Any]]) -> None:
         self.nodes = list(nodes)
@@ -78,11 +163,17 @@ class NodesTable:
         """The table for a console ``width`` wide (None: as wide as it likes)."""
         return _nodes_table(self.nodes, narrow=width is not None and width < NARROW)
 
-    def __rich_console__(self, console: Console, options: ConsoleOptions) -> RenderResult:
-        yield self.table(options.max_width)
-
-    def __rich_measure__(self, console: Console, options: ConsoleOptions) -> Measurement:
-        return Measurement.get(console, options, self.table(options.max_width))
+    def lines(self, width: int) -> RenderableType:
+        out: list[RenderableType] = [Text("GPUs")]
+        for node in self.nodes:
+            out.append(Text(node_label(node)))
+            for gpu in node.get("gpus", []):
+                line = Text(f"  gpu {gpu_label(gpu)}  {visible(_gpu_type(node, gpu))}  ")
+                line.append_text(_gpu_memory(gpu))
+                line.append(f"  {_compute(int(gpu.get('allocated_milli') or 0))}  ")
+                line.append("jobs " + (", ".join(str(j) for j in gpu.get("jobs") or []) or "-"))
+                out.append(line)
+        return Group(*out)
 
 
 def nodes_table(nodes: Sequence[dict[str, Any]]) -> NodesTable:
@@ -92,44 +183,97 @@ def nodes_table(nodes: Sequence[dict[str, Any]]) -> NodesTable:
     return NodesTable(nodes)
 
 
+def _gpu_type(node: dict[str, Any], gpu: dict[str, Any]) -> str:
+    return str(gpu.get("type") or node.get("gpu_type") or "")
+
+
+def _gpu_memory(gpu: dict[str, Any], sep: str = " ") -> Text:
+    used, total = int(gpu.get("allocated_memory") or 0), int(gpu.get("memory") or 0)
+    return memory_bar(used, total, sep=sep)
+
+
 def _nodes_table(nodes: Sequence[dict[str, Any]], narrow: bool) -> Table:
     table = Table(title="GPUs", title_justify="left", expand=False)
     for col in ("node", "gpu", "type", "memory", "compute", "jobs"):
-        whole = narrow and col in ("memory", "jobs")  # the widest word of each line: kept
+        whole = col == "compute" or (narrow and col in ("memory", "jobs"))  # kept whole
         table.add_column(
-            col,
-            justify="right" if col == "compute" else "left",
-            no_wrap=whole,
-            overflow="fold",
-            min_width=12 if col == "jobs" else None,
+            col, justify="right" if col == "compute" else "left", no_wrap=whole, overflow="fold"
         )
     for node in nodes:
-        name = str(node.get("name", "?")) + (" (fake)" if node.get("fake") else "")
-        state = node.get("state") or "ready"
-        if state != "ready":
-            reason = node.get("cordon_reason") or ""
-            name += f" [{state}{': ' + str(reason) if reason else ''}]"
-        if node.get("close_at") is not None:
-            name += f" [{scheduled(node)}]"
-        name = escape(name)  # a name or reason is text, not Rich markup
+        name = escape(node_label(node))  # a name or reason is text, not Rich markup
         for gpu in node.get("gpus", []):
             jobs = gpu.get("jobs", []) or []
-            index = str(gpu.get("index", "?"))
-            gpu_state = gpu.get("state") or "ready"
-            if gpu_state != "ready":
-                reason = gpu.get("cordon_reason") or ""
-                index += escape(f" [{gpu_state}{': ' + str(reason) if reason else ''}]")
-            used, total = int(gpu.get("allocated_memory") or 0), int(gpu.get("memory") or 0)
             table.add_row(
                 name,
-                index,
-                str(gpu.get("type") or node.get("gpu_type") or ""),
-                memory_bar(used, total, sep="\n" if narrow else " "),
-                f"{int(gpu.get('allocated_milli') or 0) / 10:.0f}%",
+                escape(gpu_label(gpu)),
+                escape(visible(_gpu_type(node, gpu))),
+                _gpu_memory(gpu, sep="\n" if narrow else " "),
+                _compute(int(gpu.get("allocated_milli") or 0)),
                 ("\n" if narrow else ", ").join(str(j) for j in jobs) or "-",
             )
             name = ""
     return table
+
+
+class NodeSummary(FittedTable):
+    """``danlu top``'s GPUs when a row per GPU does not fit the terminal: a line per node
+    (its GPUs and their types, memory allocated, mean compute share, jobs), the first
+    ``shown`` nodes and a caption counting the others."""
+
+    FLOORS: Mapping[str, int] = {"node": 8, "gpus": 8}
+
+    def __init__(self, nodes: Sequence[dict[str, Any]], shown: int | None = None) -> None:
+        self.nodes = list(nodes)
+        self.shown = len(self.nodes) if shown is None else shown
+
+    def _more(self) -> str:
+        more = len(self.nodes) - self.shown
+        if not more:
+            return ""
+        return f"+{more} more node{'s' if more > 1 else ''} (`danlu nodes` lists every GPU)"
+
+    def _rows(self) -> list[tuple[str, str, int, int, str, str]]:
+        """Each node shown: its label, its GPUs, memory allocated and in all, mean compute
+        share, and how many jobs hold its GPUs."""
+        rows = []
+        for node in self.nodes[: self.shown]:
+            gpus = list(node.get("gpus", []))
+            kinds = Counter(_gpu_type(node, g) for g in gpus if _gpu_type(node, g))
+            mixed = len(kinds) > 1
+            what = f"{len(gpus)} GPU{'s' if len(gpus) != 1 else ''}"
+            if kinds:
+                what += " (" + ", ".join(f"{n} x {k}" if mixed else k for k, n in kinds.items())
+                what += ")"
+            closed = sum(1 for g in gpus if (g.get("state") or "ready") != "ready")
+            what += f", {closed} closed" if closed else ""
+            used = sum(int(g.get("allocated_memory") or 0) for g in gpus)
+            total = sum(int(g.get("memory") or 0) for g in gpus)
+            milli = sum(int(g.get("allocated_milli") or 0) for g in gpus) / max(1, len(gpus))
+            jobs = len({str(j) for g in gpus for j in g.get("jobs") or []})
+            rows.append((node_label(node), visible(what), used, total, _compute(milli), str(jobs)))
+        return rows
+
+    def table(self, width: int) -> Table:
+        more = self._more()
+        table = Table(title="GPUs by node", title_justify="left", caption=more or None)
+        table.caption_justify = "left"
+        for col in ("node", "gpus", "memory", "compute", "jobs"):
+            right = col in ("compute", "jobs")
+            whole = right or col == "memory"
+            table.add_column(col, justify="right" if right else "left", no_wrap=whole)
+        for name, what, used, total, compute, jobs in self._rows():
+            memory = memory_bar(used, total, width=SHORT_BAR)
+            table.add_row(Text(name), Text(what), memory, compute, jobs)
+        return table
+
+    def lines(self, width: int) -> RenderableType:
+        out: list[RenderableType] = [Text("GPUs by node")]
+        for name, what, used, total, compute, jobs in self._rows():
+            line = Text(f"{name}  {what}  ")
+            line.append_text(memory_bar(used, total, width=SHORT_BAR))
+            out.append(line.append(f"  {compute}  jobs {jobs}"))
+        more = self._more()
+        return Group(*out, Text(more)) if more else Group(*out)
 
 
 def _ago(t: float | None, now: float) -> str:
@@ -144,13 +288,96 @@ def _ago(t: float | None, now: float) -> str:
 
 
 def gpus_of(job: dict[str, Any]) -> str:
-    """A job's GPU request: ``2`` or ``1 x 10.0GiB``."""
+    """A job's GPU request: ``2``, ``1 x 10.0GiB``, or for a share of one GPU its
+    fraction, ``0.25`` (the spec's ``resources.gpu_fraction``)."""
+    resources = (job.get("spec") or {}).get("resources")
+    fraction = resources.get("gpu_fraction") if isinstance(resources, dict) else None
     gpus = job.get("gpus")
-    memory = job.get("gpu_memory")
     text = "-" if gpus is None else str(gpus)
+    if isinstance(fraction, int | float) and not isinstance(fraction, bool) and 0 < fraction < 1:
+        text = f"{fraction:g}"
+    memory = job.get("gpu_memory")
     if isinstance(memory, int | float) and memory:
         text += f" x {format_bytes(memory)}"
     return text
+
+
+JOB_COLUMNS = ("id", "name", "user", "state", "prio", "gpus", "restarts", "age")
+"""The jobs table's columns before ``where / why``; under :data:`NARROW` columns without
+user, prio and restarts."""
+LABELS = {"user": "user ", "prio": "prio ", "gpus": "gpus ", "restarts": "restarts ", "age": "age "}
+"""What a value is, in a job's line (:meth:`JobsTable.lines`)."""
+
+
+def _job_cells(job: dict[str, Any], now: float) -> dict[str, Text]:
+    """A job's cells by column, as text (neither Rich markup nor control characters: a
+    name like ``[/x]`` crashed the table; a reason's escape sequence is shown, not acted on)."""
+    alloc = job.get("allocation") or []
+    where = ", ".join(f"{a.get('node')}:{a.get('gpu')}" for a in alloc)
+    if not where and job.get("state") == "PENDING":
+        where = str(job.get("pending_reason") or "")
+    elif job.get("exit_code") is not None and not where:
+        where = f"exit {job['exit_code']}"
+    plain = {
+        "id": job.get("id", ""),
+        "name": job.get("name", ""),
+        "user": job.get("user", ""),
+        "prio": job.get("priority", ""),
+        "gpus": gpus_of(job),
+        "restarts": job.get("restarts", 0),
+        "age": _ago(job.get("submitted_at"), now),
+        "where": where,
+    }
+    cells = {key: Text(visible(str(value))) for key, value in plain.items()}
+    cells["state"] = state_text(str(job.get("state", "")))
+    return cells
+
+
+class JobsTable(FittedTable):
+    """The table of :func:`jobs_table`, laid out for the width it is printed at (or
+    ``width``): under :data:`NARROW` columns without user, priority and restarts; where the
+    ids and states would be cut, a line per job."""
+
+    FLOORS: Mapping[str, int] = {"name": 8, "where / why": 14}
+
+    def __init__(
+        self, jobs: Sequence[dict[str, Any]], now: float, title: str, width: int | None
+    ) -> None:
+        self.rows = [_job_cells(job, now) for job in jobs]
+        self.title = title
+        self.width = width
+
+    def _columns(self, width: int) -> list[str]:
+        narrow = (width if self.width is None else self.width) < NARROW
+        return [c for c in JOB_COLUMNS if not (narrow and c in ("user", "prio", "restarts"))]
+
+    def table(self, width: int) -> Table:
+        table = Table(title=self.title or None, title_justify="left")
+        columns = self._columns(width)
+        for col in columns:
+            right = col in ("prio", "restarts", "age")
+            table.add_column(
+                col,
+                justify="right" if right else "left",
+                no_wrap=col != "name",
+                overflow="fold",
+                max_width=24 if col == "name" else None,
+            )
+        table.add_column("where / why", overflow="fold")
+        for cells in self.rows:
+            table.add_row(*(cells[c] for c in columns), cells["where"])
+        return table
+
+    def lines(self, width: int) -> RenderableType:
+        out: list[RenderableType] = [Text(self.title)] if self.title else []
+        for cells in self.rows:
+            line = Text()
+            line.append(cells["id"].plain, style="bold")  # where each record starts
+            for col in [*self._columns(width)[1:], "where"]:
+                if cells[col].plain:
+                    line.append("  " + LABELS.get(col, "")).append_text(cells[col])
+            out.append(line)
+        return Group(*out)
 
 
 def jobs_table(
@@ -158,47 +385,11 @@ def jobs_table(
     now: float | None = None,
     title: str = "",
     width: int | None = None,
-) -> Table:
+) -> JobsTable:
     """A table of jobs: id, name, user, state, priority, GPUs, restarts, age, placement/reason
-    (user, priority and restarts left out when ``width`` is under 120 columns)."""
-    now = time.time() if now is None else now
-    narrow = width is not None and width < NARROW
-    table = Table(title=title or None, title_justify="left")
-    widths = {"id": 12, "user": 5, "state": 10, "prio": 4, "gpus": 6, "restarts": 8, "age": 5}
-    columns = ["id", "name", "user", "state", "prio", "gpus", "restarts", "age"]
-    if narrow:
-        columns = [c for c in columns if c not in ("user", "prio", "restarts")]
-    for col in columns:
-        right = col in ("prio", "restarts", "age")
-        table.add_column(
-            col,
-            justify="right" if right else "left",
-            no_wrap=col != "name",
-            overflow="fold" if col == "name" else "ellipsis",
-            min_width=widths.get(col, 8),
-            max_width=24 if col == "name" else None,
-        )
-    table.add_column("where / why", overflow="fold", min_width=10)
-    for job in jobs:
-        alloc = job.get("allocation") or []
-        where = ", ".join(f"{a.get('node')}:{a.get('gpu')}" for a in alloc)
-        if not where and job.get("state") == "PENDING":
-            where = str(job.get("pending_reason") or "")
-        elif job.get("exit_code") is not None and not where:
-            where = f"exit {job['exit_code']}"
-        cells: dict[str, str | Text] = {
-            # fields are text, not Rich markup (a name like "[/x]" crashed the table)
-            "id": Text(str(job.get("id", ""))),
-            "name": Text(str(job.get("name", ""))),
-            "user": Text(str(job.get("user", ""))),
-            "state": state_text(str(job.get("state", ""))),
-            "prio": Text(str(job.get("priority", ""))),
-            "gpus": gpus_of(job),
-            "restarts": Text(str(job.get("restarts", 0))),
-            "age": _ago(job.get("submitted_at"), now),
-        }
-        table.add_row(*(cells[c] for c in columns), Text(where, overflow="fold"))
-    return table
+    (user, priority and restarts left out under 120 columns: ``width``, else the width it is
+    printed at); a line per job where the table would cut its text (:class:`JobsTable`)."""
+    return JobsTable(jobs, time.time() if now is None else now, title, width)
 
 
 def summary_line(nodes: Sequence[dict[str, Any]], jobs: Sequence[dict[str, Any]]) -> Text:
@@ -214,29 +405,52 @@ def summary_line(nodes: Sequence[dict[str, Any]], jobs: Sequence[dict[str, Any]]
     return line
 
 
+def queue_order(jobs: Sequence[dict[str, Any]]) -> list[dict[str, Any]]:
+    """The active jobs among ``jobs``, running ones first, then by priority, then as queued
+    (submitted first)."""
+    order = {s: i for i, s in enumerate(ACTIVE)}
+    active = [j for j in jobs if j.get("state") in ACTIVE]
+    active.sort(
+        key=lambda j: (
+            order.get(str(j.get("state")), 9),
+            -int(j.get("priority") or 0),
+            float(j.get("submitted_at") or 0.0),
+        )
+    )
+    return active
+
+
+def _jobs_title(active: int, shown: int) -> str:
+    return f"active jobs ({active})" + (f", first {shown}" if active > shown else "")
+
+
 def render(
     nodes: Sequence[dict[str, Any]],
     jobs: Sequence[dict[str, Any]],
     now: float | None = None,
     max_jobs: int = 30,
     width: int | None = None,
+    height: int | None = None,
 ) -> RenderableType:
-    """One ``danlu top`` frame: a summary line, the GPU table and the active jobs."""
-    active = [j for j in jobs if j.get("state") in ACTIVE]
-    order = {s: i for i, s in enumerate(ACTIVE)}
-    active.sort(key=lambda j: (order.get(str(j.get("state")), 9), -int(j.get("priority") or 0)))
+    """One ``danlu top`` frame: a summary line, the GPU table and the first ``max_jobs``
+    active jobs; with ``height`` (a live view), fitted to a terminal that many lines high
+    (:class:`LiveFrame`), else all of it."""
+    now = time.time() if now is None else now
+    active = queue_order(jobs)
+    if height is not None:
+        return LiveFrame(nodes, jobs, active[:max_jobs], len(active), now, width, height)
     shown = active[:max_jobs]
-    title = f"active jobs ({len(active)})" + (
-        f", first {max_jobs}" if len(active) > max_jobs else ""
-    )
+    title = _jobs_title(len(active), len(shown))
     return Group(
         summary_line(nodes, jobs), nodes_table(nodes), jobs_table(shown, now, title, width)
     )
 
 
-def frame(client: Client, max_jobs: int = 30, width: int | None = None) -> RenderableType:
+def frame(
+    client: Client, max_jobs: int = 30, width: int | None = None, height: int | None = None
+) -> RenderableType:
     """Fetch nodes, every active job and the recent finished ones (the newest 1000 jobs),
-    and render one frame for a console ``width`` wide."""
+    and render one frame for a console ``width`` wide (and, live, ``height`` high)."""
     nodes = client.nodes()
     active = list(client.iter_jobs(list(ACTIVE)))
     seen = {str(j.get("id")) for j in active}
@@ -245,4 +459,140 @@ def frame(client: Client, max_jobs: int = 30, width: int | None = None) -> Rende
         for j in client.list_jobs(limit=1000)
         if j.get("state") not in ACTIVE and str(j.get("id")) not in seen
     ]
-    return render(nodes, active + recent, max_jobs=max_jobs, width=width)
+    return render(nodes, active + recent, max_jobs=max_jobs, width=width, height=height)
+
+
+def _most(count: int, fits: Callable[[int], bool]) -> int:
+    """The largest ``n`` in ``0..count`` for which ``fits(n)`` (true up to some ``n``, false
+    from there), found by bisection; -1 when not even 0 fits."""
+    if not fits(0):
+        return -1
+    low, high = 0, count
+    while low < high:
+        mid = (low + high + 1) // 2
+        if fits(mid):
+            low = mid
+        else:
+            high = mid - 1
+    return low
+
+
+Lines = list[list[Segment]]
+"""A part of a frame, rendered: its lines of segments."""
+
+
+class LiveFrame:
+    """A ``danlu top`` frame fitted to a terminal ``height`` lines high (a live view shows
+    no more): the summary line; the GPUs, a row per GPU where that leaves the jobs the lines
+    they need (or two thirds of the terminal), else a row per node (:class:`NodeSummary`),
+    as many as fit, the others counted; then as many of the active jobs as the lines left
+    hold (the first holding GPUs and the first waiting, :meth:`jobs_part`). Laid out once
+    for each width it is printed at, and kept rendered (Rich redraws a live view four times
+    a second)."""
+
+    def __init__(
+        self,
+        nodes: Sequence[dict[str, Any]],
+        jobs: Sequence[dict[str, Any]],
+        shown: Sequence[dict[str, Any]],
+        active: int,
+        now: float,
+        width: int | None,
+        height: int,
+    ) -> None:
+        self.nodes, self.jobs, self.shown = list(nodes), list(jobs), list(shown)
+        self.active, self.now, self.width, self.height = active, now, width, height
+        self._laid_out: dict[int, Lines] = {}
+
+    def jobs_part(self, count: int) -> JobsTable:
+        """The table of ``count`` of the jobs: all of them, or where they do not all fit,
+        the first of those holding GPUs and the first waiting ones, the waiting given at
+        least half the rows (so that the queue and its reasons stay on screen)."""
+        if count >= len(self.shown):
+            title = _jobs_title(self.active, len(self.shown))
+            return jobs_table(self.shown, self.now, title, self.width)
+        holding = [j for j in self.shown if j.get("state") != "PENDING"]
+        waiting = [j for j in self.shown if j.get("state") == "PENDING"]
+        queued = min(len(waiting), max(count // 2, count - len(holding)))
+        states = Counter(str(j.get("state")) for j in self.jobs if j.get("state") in ACTIVE)
+        title = (
+            f"active jobs ({self.active}), {count} shown: {count - queued} of "
+            f"{self.active - states['PENDING']} holding GPUs, {queued} of "
+            f"{states['PENDING']} pending"
+        )
+        shown = holding[: count - queued] + waiting[:queued]
+        return jobs_table(shown, self.now, title, self.width)
+
+    def layout(self, console: Console, options: ConsoleOptions) -> Lines:
+        """The frame rendered for ``options.max_width``: at most :attr:`height` lines (but
+        for a terminal too short for a line of each part)."""
+        options = options.update(height=None)
+
+        def render(renderable: RenderableType) -> Lines:
+            return console.render_lines(renderable, options, pad=False)
+
+        summary = render(summary_line(self.nodes, self.jobs))
+        left = self.height - len(summary)
+        every = render(self.jobs_part(len(self.shown)))
+        gpus = self._gpus(render, max(left - len(every), left // 3))
+        left -= len(gpus)
+        if len(every) <= left:
+            return summary + gpus + every
+        jobs = self._some_jobs(render, left, len(every)) if self.shown else None
+        if jobs is None:
+            note = f"active jobs ({self.active})"
+            note += ": a taller terminal shows them" if self.shown else ""
+            jobs = render(Text(note))
+            jobs = jobs if len(jobs) <= left else []
+        return summary + gpus + jobs
+
+    def _some_jobs(
+        self, render: Callable[[RenderableType], Lines], room: int, every: int
+    ) -> Lines | None:
+        """The most jobs (but not all) that fit in ``room`` lines, rendered (``every``: the
+        lines all of them take); None when not even one does. The count is guessed from the
+        lines a row takes on average, then corrected a row at a time (a table is slow to
+        render)."""
+        total = len(self.shown)
+        bare = len(render(self.jobs_part(0))) if total else every
+        guess = (room - bare) * total // max(1, every - bare)
+        count = max(1, min(total - 1, guess))
+        best = render(self.jobs_part(count))
+        if len(best) > room:
+            while count > 1:
+                count -= 1
+                best = render(self.jobs_part(count))
+                if len(best) <= room:
+                    return best
+            return None
+        while count + 1 < total:
+            more = render(self.jobs_part(count + 1))
+            if len(more) > room:
+                break
+            count, best = count + 1, more
+        return best
+
+    def _gpus(self, render: Callable[[RenderableType], Lines], room: int) -> Lines:
+        """The GPU part in at most ``room`` lines: a row per GPU, or per node, or the first
+        nodes and a count of the others, or only that count (nothing when ``room`` < 1)."""
+        gpus = sum(len(node.get("gpus", [])) for node in self.nodes)
+        if gpus < room:  # else a line per GPU cannot fit: not rendered to find out
+            every = render(nodes_table(self.nodes))
+            if len(every) <= room:
+                return every
+        count = _most(len(self.nodes), lambda n: len(render(NodeSummary(self.nodes, n))) <= room)
+        if count > 0:
+            return render(NodeSummary(self.nodes, count))
+        count = len(self.nodes)
+        note = render(Text(f"GPUs: {count} node(s) not shown (a taller terminal shows them)"))
+        return note if len(note) <= room else []
+
+    def __rich_console__(self, console: Console, options: ConsoleOptions) -> RenderResult:
+        width = options.max_width
+        if width not in self._laid_out:
+            self._laid_out[width] = self.layout(console, options)
+        lines = self._laid_out[width]
+        for index, line in enumerate(lines):
+            yield from line
+            if index < len(lines) - 1:
+                yield Segment.line()

@@ -11,7 +11,7 @@ import time
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from pathlib import Path
 from types import TracebackType
-from typing import Any
+from typing import Any, TypeVar
 from urllib.parse import quote
 
 import httpx
@@ -770,3 +770,20 @@ def _decoded(
             yield text
     if final and (tail := decoder.decode(b"", final=True)):
         yield tail
+
+
+T = TypeVar("T")
+
+
+def read_across_restart(client: Client, read: Callable[[], T]) -> T:
+    """``read()``: requests through ``client`` that change nothing, made again while the
+    server, once it has answered ``client``, cannot be reached (a control-plane restart),
+    for up to :attr:`Client.reconnect_for` seconds, as :meth:`Client.wait` does; then its
+    :class:`ServerUnavailable`. For the CLI's loops (``events -f``, ``top``, ``drain
+    --wait``, ``metrics -f``)."""
+    lost_at: float | None = None
+    while True:
+        try:
+            return read()
+        except ServerUnavailable:
+            lost_at = client._reconnect_or_raise(lost_at)
