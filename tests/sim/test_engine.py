@@ -16,7 +16,7 @@ from danlu.core.state import JobState, check_transition
 from danlu.core.units import GiB, MiB
 from danlu.sched.policies.base import Policy
 from danlu.sched.registry import make_policy
-from danlu.sched.view import ClusterView, Plan, usage_from_allocations
+from danlu.sched.view import ClusterView, JobRequest, Plan, usage_from_allocations
 from danlu.sim.config import SimConfig
 from danlu.sim.engine import Simulator
 from danlu.sim.metrics import SimResult, fragmentation
@@ -24,6 +24,7 @@ from danlu.sim.workload import (
     FORMATS,
     RigidWork,
     Workload,
+    WorkloadJob,
     detect_format,
     load_workload,
     synthetic_workload,
@@ -288,19 +289,29 @@ class Deferring:
 
 
 # one 1-GPU job submitted on a tick (t=120) to an idle cluster, nothing else to come
-ON_A_TICK = "name,submit_time,gpus,duration\na,120,1,30\n"
+ON_A_TICK = Workload(
+    "on-a-tick",
+    "danlu",
+    (
+        WorkloadJob(
+            JobRequest(id="a", submit_time=120.0, gpus=1, seq=0, expected_duration=30.0),
+            RigidWork(30.0),
+        ),
+    ),
+)
+"""One job submitted at 120 s (a CSV's times count from its first job: built here)."""
 
 
 @pytest.mark.parametrize(("patience", "start"), [(0, 120.0), (60, 180.0), (300, 420.0)])
 def test_a_policy_may_defer_a_start_on_an_idle_cluster(
     tmp_path: Path, patience: float, start: float
 ) -> None:
-    result = simulate(load_workload(write(tmp_path, ON_A_TICK)), Deferring(patience))
+    result = simulate(ON_A_TICK, Deferring(patience))
     assert times(result) == {"a": (start, start + 30)} and not result.rejected
 
 
 def test_a_policy_that_never_starts_the_job_fails_it(tmp_path: Path) -> None:
-    workload = load_workload(write(tmp_path, ON_A_TICK))
+    workload = ON_A_TICK
     # it would start at 720: the round at 120 and 5 more in a row start nothing
     result = simulate(workload, Deferring(patience=600), idle_retries=5)
     assert not result.jobs and dict(result.rejected).keys() == {"a"} and result.rounds == 6
@@ -416,13 +427,13 @@ def test_fragmentation_metric() -> None:
 
 # ------------------------------------------------------------------------ loaders
 def test_danlu_loader(tmp_path: Path) -> None:
-    text = "name,submit_time,gpus,duration,priority,gpu_memory\nb,5,2,0.5,3,\na,5,1,100,,1024\n"
+    text = "name,submit_time,gpus,duration,priority,gpu_memory\nb,5,2,0.5,3,\na,5,1,100,,1GiB\n"
     workload = load_workload(write(tmp_path, text, "mine.csv"))
     assert workload.format == "danlu" and workload.name == "mine"
     b, a = workload.jobs  # same submit time: file order
     assert (b.request.id, b.request.gpus, b.request.priority) == ("b", 2, 3)
     assert b.work == RigidWork(1.0)  # durations below 1 s count as 1 s
-    assert a.request.gpu_memory == 1024 and a.request.expected_duration == 100.0
+    assert a.request.gpu_memory == GiB and a.request.expected_duration == 100.0
     assert a.request.shares_gpu and not b.request.shares_gpu
 
 

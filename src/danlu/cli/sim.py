@@ -25,8 +25,11 @@ from danlu.cli.sim_checks import (
     MOST_NODES,
     PLOT_FORMATS,
     check_distinct_seeds,
+    check_enabled,
     check_load,
     check_plot,
+    failure_settings,
+    given_options,
 )
 from danlu.cli.sim_flags import (
     check_named,
@@ -46,7 +49,6 @@ from danlu.cli.sim_tables import (
 from danlu.config import parse_option_pairs
 from danlu.core.cluster import Cluster
 from danlu.core.errors import ConfigError, DanluError
-from danlu.core.units import parse_duration
 from danlu.sched.quota import Quotas
 from danlu.sched.registry import default_registry
 from danlu.sim.config import SimConfig
@@ -252,7 +254,10 @@ InterferenceOpt = Annotated[
 ]
 InterferenceGpuOpt = Annotated[
     str,
-    typer.Option("--interference-gpu", help="Which GPU's measurements of that file to use."),
+    typer.Option(
+        "--interference-gpu",
+        help="Which GPU's measurements of that file to use (with --interference).",
+    ),
 ]
 ProjectShareOpt = Annotated[
     list[str] | None,
@@ -270,7 +275,10 @@ MtbfOpt = Annotated[
     ),
 ]
 RepairOpt = Annotated[
-    str, typer.Option("--node-repair", help="How long a failed node is out of service.")
+    str,
+    typer.Option(
+        "--node-repair", help="How long a failed node is out of service (with --node-mtbf)."
+    ),
 ]
 GpuMtbfOpt = Annotated[
     str | None,
@@ -282,7 +290,8 @@ GpuMtbfOpt = Annotated[
     ),
 ]
 GpuRepairOpt = Annotated[
-    str, typer.Option("--gpu-repair", help="How long a failed GPU is out of service.")
+    str,
+    typer.Option("--gpu-repair", help="How long a failed GPU is out of service (with --gpu-mtbf)."),
 ]
 CheckpointOpt = Annotated[
     str,
@@ -293,7 +302,11 @@ CheckpointOpt = Annotated[
 ]
 FailureSeedOpt = Annotated[
     int,
-    typer.Option("--failure-seed", min=0, help="Seed of the nodes' and GPUs' failure times."),
+    typer.Option(
+        "--failure-seed",
+        min=0,
+        help="Seed of the nodes' and GPUs' failure times (with --node-mtbf or --gpu-mtbf).",
+    ),
 ]
 QuotaOpt = Annotated[
     list[str] | None,
@@ -318,42 +331,6 @@ PolicyOpt = Annotated[str, typer.Option("--policy", help="Scheduling policy name
 PolicyOptionOpt = Annotated[
     list[str] | None, typer.Option("--option", help="Policy option key=value (repeatable).")
 ]
-
-
-def unit_failures(
-    unit: str, mtbf: str | None, repair: str, checkpoint_every: str, seed: int
-) -> Failures | None:
-    """The failures of ``--{unit}-mtbf``, ``--{unit}-repair``, ``--checkpoint-every`` and
-    ``--failure-seed`` (None without ``--{unit}-mtbf``); ``unit`` is ``node`` or ``gpu``."""
-    if mtbf is None:
-        return None
-    seconds = {
-        flag: parse_duration(text, flag)
-        for flag, text in (
-            (f"--{unit}-mtbf", mtbf),
-            (f"--{unit}-repair", repair),
-            ("--checkpoint-every", checkpoint_every),
-        )
-    }
-    for flag, value in seconds.items():
-        if not (math.isfinite(value) and value > 0):
-            raise ConfigError(f"{flag} must be a duration above 0, e.g. 30d, 2h or 30m")
-    every = seconds["--checkpoint-every"]
-    return Failures(seconds[f"--{unit}-mtbf"], seconds[f"--{unit}-repair"], every, seed)
-
-
-def failure_settings(
-    nodes: tuple[str | None, str],
-    gpus: tuple[str | None, str],
-    checkpoint_every: str,
-    seed: int,
-) -> tuple[Failures | None, Failures | None]:
-    """The nodes' and the GPUs' failures: ``(--node-mtbf, --node-repair)`` and
-    ``(--gpu-mtbf, --gpu-repair)``, with ``--checkpoint-every`` and ``--failure-seed``."""
-    return (
-        unit_failures("node", *nodes, checkpoint_every, seed),
-        unit_failures("gpu", *gpus, checkpoint_every, seed),
-    )
 
 
 def _config(
@@ -390,6 +367,7 @@ def _config(
 
 @sim_app.command("run")
 def run(
+    ctx: typer.Context,
     workload: WorkloadOpt = None,
     policy: PolicyOpt = "tiresias",
     option: PolicyOptionOpt = None,
@@ -433,10 +411,11 @@ def run(
             {"--workload": workload, "--interference": interference, "--traces": traces},
         )
         check_plot(plot)
-        wl = _load(workload, jobs, seed)
         failures = failure_settings(
             (node_mtbf, node_repair), (gpu_mtbf, gpu_repair), checkpoint_every, failure_seed
         )
+        check_enabled(given_options(ctx))
+        wl = _load(workload, jobs, seed)
         config = _config(
             interval,
             restart_cost,
@@ -479,6 +458,7 @@ def run(
 
 @sim_app.command("compare")
 def compare(
+    ctx: typer.Context,
     workload: WorkloadOpt = None,
     policies: Annotated[
         str, typer.Option("--policies", help="Comma-separated policy names.")
@@ -513,10 +493,11 @@ def compare(
             {"--json": json_out},
             {"--workload": workload, "--interference": interference, "--traces": traces},
         )
-        wl = _load(workload, jobs, seed)
         failures = failure_settings(
             (node_mtbf, node_repair), (gpu_mtbf, gpu_repair), checkpoint_every, failure_seed
         )
+        check_enabled(given_options(ctx))
+        wl = _load(workload, jobs, seed)
         config = _config(
             interval,
             restart_cost,
@@ -557,6 +538,7 @@ PLAN_COLUMNS = {
 
 @sim_app.command("plan")
 def plan(
+    ctx: typer.Context,
     target: Annotated[
         list[str],
         typer.Option(
@@ -608,10 +590,11 @@ def plan(
             {"--workload": workload, "--interference": interference, "--traces": traces},
         )
         options = parse_options(option or [])
-        wl = _load(workload, jobs, seed)
         failures = failure_settings(
             (node_mtbf, node_repair), (gpu_mtbf, gpu_repair), checkpoint_every, failure_seed
         )
+        check_enabled(given_options(ctx))
+        wl = _load(workload, jobs, seed)
         config = _config(
             interval,
             restart_cost,

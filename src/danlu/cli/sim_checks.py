@@ -1,12 +1,19 @@
 """Bounds and checks of ``danlu sim``'s flags that are refused before any simulation runs,
 as clear errors (:class:`ConfigError`, exit 2) naming the flag: the largest cluster and
-load it simulates, the plot formats it writes, and seed lists without repeats."""
+load it simulates, the plot formats it writes, seed lists without repeats, the failure
+settings, and flags given without the flag that enables them."""
 
 from __future__ import annotations
 
+import math
+from collections.abc import Collection
 from pathlib import Path
 
+import typer
+
 from danlu.core.errors import ConfigError
+from danlu.core.units import parse_duration
+from danlu.sim.failures import Failures
 
 MOST_NODES = 4096
 """``--nodes`` (and ``sim plan --max-nodes``) at most: a simulated cluster's nodes."""
@@ -51,3 +58,78 @@ def check_distinct_seeds(seeds: list[int]) -> None:
         if seed in seen:
             raise ConfigError(f"--seeds: seed {seed} is named twice; name each seed once")
         seen.add(seed)
+
+
+ENABLED_BY: dict[str, tuple[str, ...]] = {
+    "node_repair": ("node_mtbf",),
+    "gpu_repair": ("gpu_mtbf",),
+    "checkpoint_every": ("node_mtbf", "gpu_mtbf"),
+    "failure_seed": ("node_mtbf", "gpu_mtbf"),
+    "interference_gpu": ("interference",),
+}
+"""The options (by parameter name) that change nothing without one of these others: the
+failure settings without failures, the GPU of Gavel's file without the file."""
+_ENABLER_EXAMPLES = {
+    "node_mtbf": "--node-mtbf 30d",
+    "gpu_mtbf": "--gpu-mtbf 365d",
+    "interference": "--interference ../shared/data/gavel/physical_cluster_throughputs.json",
+}
+
+
+def _flag(name: str) -> str:
+    return "--" + name.replace("_", "-")
+
+
+def given_options(ctx: typer.Context) -> frozenset[str]:
+    """The command's options (by parameter name) that the user gave, even at their default's
+    value (``--node-repair 1h``), not those left to their default. (Typer bundles a click of
+    its own: its parameter sources are told apart by name.)"""
+    defaults = {"DEFAULT", "DEFAULT_MAP"}
+    return frozenset(
+        name
+        for name in ctx.params
+        if (source := ctx.get_parameter_source(name)) is not None and source.name not in defaults
+    )
+
+
+def check_enabled(given: Collection[str]) -> None:
+    """Refuse an option of :data:`ENABLED_BY` given without any of the options that enable
+    it (``--node-repair 4h`` without ``--node-mtbf``: no node fails, so it changed nothing
+    and looked as if it had)."""
+    for name, enablers in ENABLED_BY.items():
+        if name in given and not any(enabler in given for enabler in enablers):
+            needed = " or ".join(_flag(enabler) for enabler in enablers)
+            example = " or ".join(_ENABLER_EXAMPLES[enabler] for enabler in enablers)
+            raise ConfigError(
+                f"{_flag(name)} changes nothing without {needed}, which it goes with: add "
+                f"{example}, or leave {_flag(name)} out"
+            )
+
+
+def _positive_duration(flag: str, text: str) -> float:
+    seconds = parse_duration(text, flag)
+    if not (math.isfinite(seconds) and seconds > 0):
+        raise ConfigError(f"{flag} must be a duration above 0, e.g. 30d, 2h or 30m")
+    return seconds
+
+
+def failure_settings(
+    nodes: tuple[str | None, str],
+    gpus: tuple[str | None, str],
+    checkpoint_every: str,
+    seed: int,
+) -> tuple[Failures | None, Failures | None]:
+    """The nodes' and the GPUs' failures: ``(--node-mtbf, --node-repair)`` and
+    ``(--gpu-mtbf, --gpu-repair)``, with ``--checkpoint-every`` and ``--failure-seed``
+    (None for a unit without its MTBF). Every duration is parsed and must be above 0, with
+    its MTBF or without (:func:`check_enabled` refuses one given without it)."""
+    every = _positive_duration("--checkpoint-every", checkpoint_every)
+    out: list[Failures | None] = []
+    for unit, (mtbf, repair) in (("node", nodes), ("gpu", gpus)):
+        repair_seconds = _positive_duration(f"--{unit}-repair", repair)
+        if mtbf is None:
+            out.append(None)
+        else:
+            mean = _positive_duration(f"--{unit}-mtbf", mtbf)
+            out.append(Failures(mean, repair_seconds, every, seed))
+    return out[0], out[1]

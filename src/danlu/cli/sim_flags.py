@@ -23,10 +23,11 @@ def _named_numbers(
 ) -> dict[str, float]:
     """``flag NAME=NUMBER`` pairs: a finite number for each name, above 0 (or from 0 with
     ``zero``), each name once (given twice, which value was meant is unknown; the last
-    silently won); ``form`` (``NAME=WEIGHT``) and ``example`` show the fix in the error."""
+    silently won); ``form`` (``NAME=WEIGHT``) and ``example`` show the fix in the error.
+    The number follows the last ``=``: a name may hold one (``x=y=1`` is ``x=y``'s)."""
     out: dict[str, float] = {}
     for pair in pairs:
-        name, sep, text = pair.partition("=")
+        name, sep, text = pair.rpartition("=")
         try:
             value = float(text) if sep and name else math.nan
         except ValueError:

@@ -59,7 +59,7 @@ from danlu.sim.failures import FAIL, NODE, Outages
 from danlu.sim.metrics import JobRecord, SimResult, Timeline
 from danlu.sim.progress import ProfiledProgress, Progress, RigidProgress
 from danlu.sim.simjob import SimJob, check_in_profile, model_of
-from danlu.sim.workload import ProfiledWork, Workload, WorkloadJob
+from danlu.sim.workload import MOST_SECONDS, ProfiledWork, Workload, WorkloadJob
 
 _BY_SEQ = operator.attrgetter("request.seq")
 MIN_RATE = 1e-6
@@ -75,13 +75,21 @@ def _tick_after(instant: float, interval: float) -> float:
     """The first tick of the interval grid (0, ``interval``, 2 ``interval``, ...) after
     ``instant``, which may itself be off the grid (an event round's or a failure's); always
     after ``instant``. :class:`ConfigError` when floats at ``instant`` are too far apart for
-    a step of ``interval`` to reach a later one (the clock would stop there for ever)."""
+    a step of ``interval`` to reach a later one (the clock would stop there for ever); past
+    :data:`~danlu.sim.workload.MOST_SECONDS` it says the times are not seconds instead."""
     tick = (math.floor(instant / interval) + 1) * interval
     if tick > instant:
         return tick
     tick += interval  # the product rounded down onto the instant
     if tick > instant:
         return tick
+    if instant > MOST_SECONDS:  # no interval helps: a workload's times are not seconds
+        raise ConfigError(
+            f"the simulated clock reached {instant:g} s, over 30,000 years, where times are "
+            f"{math.ulp(instant):g} s apart and the --interval of {interval:g} s cannot "
+            "advance it: the workload's times are not seconds (milliseconds or "
+            "nanoseconds?); give its submission times and durations in seconds"
+        )
     raise ConfigError(
         f"interval (--interval) {interval:g} s is too short to advance the simulated clock "
         f"at {instant:g} s (times there are {math.ulp(instant):g} s apart); use an interval "

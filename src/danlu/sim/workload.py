@@ -18,28 +18,38 @@ Formats, recognised from the CSV header:
   ``openb_pod_list_default.csv``), which have no known running time; the latter are named in
   :attr:`Workload.never_scheduled`.
 - **danlu**: ``name,submit_time,gpus,duration[,priority][,gpu_memory][,family][,model]
-  [,project][,time_limit][,user]``: a plain rigid list; ``gpu_memory`` (bytes) > 0 asks for that
-  part of one GPU, ``family`` names the model's family (:data:`~danlu.core.spec.MODEL_FAMILIES`,
-  empty: unknown) for the sharing rule and the simulator's co-location slowdown, ``model``
-  the model as that slowdown's data names it (:attr:`RigidWork.model`; the scheduler sees
-  only the family), ``project`` the job's project (empty: ``default``; the ``fair-share``
-  policy shares the GPUs between projects, and with ``users`` between a project's ``user``
-  values), ``time_limit`` the seconds it may hold GPUs over
-  all its runs before it is cancelled (empty: no limit), as the spec's ``time_limit``.
+  [,project][,time_limit][,user]``: a plain rigid list. ``submit_time``, ``duration`` and
+  ``time_limit`` are seconds (at most :data:`MOST_SECONDS`, 1e12: a larger one, such as
+  epoch nanoseconds, is refused); submission times are counted from the first job's, which
+  is at 0 (epoch seconds work: the results and plots read from the first submission).
+  ``gpu_memory`` asks for that part of each GPU, as a spec's ``resources.gpu_memory``: a
+  size with a unit (``16GiB``, ``512MiB``) or whole bytes of at least 1 MiB (a bare ``16``
+  is 16 bytes, refused as the server refuses it; so is a fraction of a byte, ``0.5``);
+  empty or 0: whole GPUs. ``family`` names the model's family
+  (:data:`~danlu.core.spec.MODEL_FAMILIES`, empty: unknown) for the sharing rule and the
+  simulator's co-location slowdown, ``model`` the model as that slowdown's data names it
+  (:attr:`RigidWork.model`; the scheduler sees only the family), ``project`` the job's
+  project (empty: ``default``; the ``fair-share`` policy shares the GPUs between projects,
+  and with ``users`` between a project's ``user`` values), ``time_limit`` the seconds it
+  may hold GPUs over all its runs before it is cancelled (empty: no limit), as the spec's
+  ``time_limit``.
   Its ``duration`` is the job's true running time; the scheduler is told it as the job's
   expected duration, unless a ``time_limit`` is given: then it is told the limit, as the
   control plane tells it a spec's (a user's estimate, not the truth).
 
-Files are UTF-8 text, with or without a byte-order mark; spaces around the header's column
-names and the fields (``name, submit_time, gpus, duration``) are ignored. A file that leaves
-no GPU job to simulate (a header without rows, an openb list of CPU-only or never-scheduled
-pods) is refused.
+Files are UTF-8 text, with or without a byte-order mark (a byte that is not UTF-8 is
+reported on its line); spaces around the header's column names and the fields
+(``name, submit_time, gpus, duration``) are ignored. A file that leaves no GPU job to
+simulate (a header without rows, an openb list of CPU-only or never-scheduled pods) is
+refused.
 """
 
 from __future__ import annotations
 
+import codecs
 import csv
 import dataclasses
+import functools
 import math
 import random
 from collections import Counter
@@ -50,8 +60,8 @@ from pathlib import Path
 from typing import Any
 
 from danlu.core.cluster import MILLI_PER_GPU
-from danlu.core.errors import ConfigError, DataError
-from danlu.core.spec import MODEL_FAMILIES
+from danlu.core.errors import ConfigError, DataError, SpecError
+from danlu.core.spec import MODEL_FAMILIES, parse_spec
 from danlu.core.units import MiB
 from danlu.sched.view import JobRequest
 
@@ -199,8 +209,34 @@ def _whole_number(row: dict[str, str], column: str, path: Path, line: int, least
 
 
 def _unreadable(path: Path, line: int, exc: Exception) -> str:
-    """The message for a workload file that is not UTF-8 CSV text."""
+    """The message for a workload file that is not UTF-8 CSV text: on ``line``, the line
+    the CSV reader was on, or for a byte that is not UTF-8 the line that byte is on (the
+    reader decodes 8 KiB at a time, ahead of the line it reads)."""
+    if isinstance(exc, UnicodeDecodeError):
+        line = undecodable_line(path) or line
     return f"{path}:{line}: not a UTF-8 CSV file ({exc}); save the workload as UTF-8 text"
+
+
+def undecodable_line(path: Path) -> int | None:
+    """The line (from 1) of the first byte of ``path`` that is not UTF-8, counting the
+    newlines before it; None if every byte is (or the file cannot be read)."""
+    decoder = codecs.getincrementaldecoder("utf-8")()
+    line = 1
+    try:
+        with path.open("rb") as handle:
+            while chunk := handle.read(1 << 20):
+                pending = len(decoder.getstate()[0])  # bytes of a character cut at the end
+                try:
+                    decoder.decode(chunk)
+                except UnicodeDecodeError as exc:  # its start counts the pending bytes too
+                    return line + chunk[: max(exc.start - pending, 0)].count(b"\n")
+                line += chunk.count(b"\n")
+            decoder.decode(b"", final=True)  # a character cut short by the file's end
+    except UnicodeDecodeError:
+        return line
+    except OSError:
+        return None
+    return None
 
 
 def _num(row: dict[str, str], column: str, path: Path, line: int) -> float:
@@ -213,6 +249,76 @@ def _num(row: dict[str, str], column: str, path: Path, line: int) -> float:
     if not math.isfinite(value) or value < 0:
         raise DataError(f"{path}:{line}: column {column!r} must be >= 0, got {value}")
     return value
+
+
+MOST_SECONDS = 1e12
+"""The largest time a plain workload's ``submit_time``, ``duration`` or ``time_limit`` may
+have, in seconds (over 30,000 years; the simulated clock still steps by
+:data:`~danlu.sim.config.MIN_INTERVAL` there): a larger one is in a smaller unit. Epoch
+seconds (about 1.7e9) are within it; epoch milliseconds of any date since 2001 (1e12 and
+more), microseconds and nanoseconds (about 1.7e18) are not."""
+_SMALLER_UNITS = (("milliseconds", 1e3), ("microseconds", 1e6), ("nanoseconds", 1e9))
+
+
+def _seconds(row: dict[str, str], column: str, path: Path, line: int) -> float:
+    """A column of seconds (:func:`_num`) of at most :data:`MOST_SECONDS`; a larger value
+    is refused naming the units it looks like."""
+    value = _num(row, column, path, line)
+    if value <= MOST_SECONDS:
+        return value
+    units = [name for name, per_second in _SMALLER_UNITS if value / per_second <= MOST_SECONDS]
+    listed = " or ".join([", ".join(units[:-1]), units[-1]] if len(units) > 1 else units)
+    looks = f"looks like {listed}" if units else "is no time in seconds"
+    raise DataError(
+        f"{path}:{line}: column {column!r} is seconds; {value:g} (over 30,000 years) {looks}: "
+        f"give the times in seconds (at most {MOST_SECONDS:g})"
+    )
+
+
+def _from_first_submission(jobs: list[WorkloadJob]) -> list[WorkloadJob]:
+    """The jobs with their submission times counted from the earliest one (which is then
+    0), as a Philly trace's are: epoch seconds give a timeline from 0, not 55 years on."""
+    origin = min((job.request.submit_time for job in jobs), default=0.0)
+    if not origin:
+        return jobs
+    return [
+        dataclasses.replace(
+            job,
+            request=dataclasses.replace(job.request, submit_time=job.request.submit_time - origin),
+        )
+        for job in jobs
+    ]
+
+
+def _gpu_memory(row: dict[str, str], path: Path, line: int) -> int:
+    """A plain job's ``gpu_memory``: the bytes of its share of each GPU (0 when empty: whole
+    GPUs), read as the control plane reads a spec's ``resources.gpu_memory``
+    (:func:`~danlu.core.spec.parse_spec`): a size with a unit (``16GiB``) or whole bytes of
+    at least 1 MiB (a bare ``16`` is 16 bytes, which the server refuses), no fraction of a
+    byte (``0.5``), and not ``auto`` (estimated from a trace the simulator does not run)."""
+    text = (row.get("gpu_memory") or "").strip()
+    if not text:
+        return 0
+    where = f"{path}:{line}: column 'gpu_memory'"
+    try:
+        memory = _spec_gpu_memory(text)
+    except SpecError as exc:
+        raise DataError(f"{where}: {exc.message}") from None
+    if not isinstance(memory, int):
+        raise DataError(
+            f"{where}: {text!r} is estimated by the control plane from a trace, which the "
+            "simulator does not run; give the share's size, e.g. 16GiB (empty: whole GPUs)"
+        )
+    return memory
+
+
+@functools.lru_cache(maxsize=256)
+def _spec_gpu_memory(text: str) -> int | str | None:
+    """A spec's ``resources.gpu_memory`` of ``text``, or the spec's :class:`SpecError`
+    (remembered by text: a workload repeats a few sizes over thousands of rows)."""
+    return parse_spec(
+        {"name": "workload-job", "resources": {"gpu_memory": text}}
+    ).resources.gpu_memory
 
 
 def _name(row: dict[str, str], path: Path, line: int) -> str:
@@ -339,8 +445,8 @@ def load_workload(path: str | Path) -> Workload:
             jobs.append(WorkloadJob(request, RigidWork(duration)))
     else:
         for line, row in rows:
-            duration = max(_num(row, "duration", p, line), 1.0)
-            limit = _num(row, "time_limit", p, line) if row.get("time_limit") else None
+            duration = max(_seconds(row, "duration", p, line), 1.0)
+            limit = _seconds(row, "time_limit", p, line) if row.get("time_limit") else None
             if limit is not None and limit <= 0:
                 raise DataError(
                     f"{p}:{line}: column 'time_limit' must be above 0 seconds; leave it empty "
@@ -348,10 +454,10 @@ def load_workload(path: str | Path) -> Workload:
                 )
             request = JobRequest(
                 id=_name(row, p, line),
-                submit_time=_num(row, "submit_time", p, line),
+                submit_time=_seconds(row, "submit_time", p, line),
                 gpus=_whole_number(row, "gpus", p, line, 1),
                 priority=_whole(row, "priority", p, line),
-                gpu_memory=int(_num(row, "gpu_memory", p, line)) if row.get("gpu_memory") else 0,
+                gpu_memory=_gpu_memory(row, p, line),
                 seq=len(jobs),
                 expected_duration=duration if limit is None else limit,
                 family=_family(row, p, line),
@@ -360,6 +466,7 @@ def load_workload(path: str | Path) -> Workload:
             )
             model = (row.get("model") or "").strip()
             jobs.append(WorkloadJob(request, RigidWork(duration, model), limit))
+        jobs = _from_first_submission(jobs)
     seen: dict[str, int] = {}
     for index, job in enumerate(jobs):
         first = seen.setdefault(job.request.id, index)
