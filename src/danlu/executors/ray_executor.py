@@ -593,6 +593,10 @@ class RayExecutor(RunDirExecutor, MultiNodeExecutor, GpuSharingExecutor):
                 "started_at": started,
                 "error": next((a["error"] for a in answers if a and a["error"]), ""),
             }
+            # it ended with its last node's exit, not when this poll saw it (the control
+            # plane may have been down meanwhile: its run time is billed up to the exit)
+            if (last := max((f for f, _ in exits), default=0.0)) > 0:
+                result["finished_at"] = min(max(last, started), self._clock())
             return self._finish(run_dir, launch, result, reason)
         if reason is None and not launch.get("gang_stopped"):
             self._gang_stop(run_dir, launch, codes)
