@@ -242,6 +242,23 @@ SERVER_MAIN = (
 )
 
 
+@contextmanager
+def server_process(
+    home: Path, fake_gpus: str, env: dict[str, str] | None = None
+) -> Iterator[ServerProcess]:
+    """A :class:`ServerProcess` (not started), stopped after the block, and every run its
+    local executor left under ``home`` cancelled (a crash test leaves runs behind)."""
+    from danlu.devices import fake_inventory
+    from danlu.executors.local import LocalExecutor
+
+    proc = ServerProcess(home, fake_gpus, env=env)
+    try:
+        yield proc
+    finally:
+        proc.stop()
+        stop_runs(LocalExecutor(fake_inventory(fake_gpus).cluster(), home / "executor"))
+
+
 class ServerProcess:
     """``danlu server --home HOME --port 0 --fake-gpus ...`` in a subprocess."""
 

@@ -18,10 +18,7 @@ from typing import Any
 
 import httpx
 import pytest
-from helpers import ServerProcess, replayed_state, stop_runs, wait_for
-
-from danlu.devices import fake_inventory
-from danlu.executors import LocalExecutor
+from helpers import ServerProcess, replayed_state, server_process, wait_for
 
 JOBS = 100
 KILLS = 10
@@ -40,13 +37,8 @@ SCRIPT = (
 
 @pytest.fixture
 def server(tmp_path: Path) -> Iterator[ServerProcess]:
-    proc = ServerProcess(tmp_path / "home", FAKE, env={"DANLU_INTERVAL": "0.1"})
-    try:
+    with server_process(tmp_path / "home", FAKE, env={"DANLU_INTERVAL": "0.1"}) as proc:
         yield proc
-    finally:
-        proc.stop()
-        executor = LocalExecutor(fake_inventory(FAKE).cluster(), tmp_path / "home" / "executor")
-        stop_runs(executor)
 
 
 def _spec(i: int, out: Path, rng: random.Random) -> dict[str, Any]:

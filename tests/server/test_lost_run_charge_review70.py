@@ -17,10 +17,15 @@ from typing import Any
 
 import httpx
 import pytest
-from helpers import ServerProcess, get_job, spec, stop_runs, submit, wait_for, wait_state
-
-from danlu.devices import fake_inventory
-from danlu.executors import LocalExecutor
+from helpers import (
+    ServerProcess,
+    get_job,
+    server_process,
+    spec,
+    submit,
+    wait_for,
+    wait_state,
+)
 
 FAKE = "2x80GiB"
 OUTAGE = 2.0
@@ -28,13 +33,8 @@ OUTAGE = 2.0
 
 @pytest.fixture
 def server(tmp_path: Path) -> Iterator[ServerProcess]:
-    proc = ServerProcess(tmp_path / "home", FAKE, env={"DANLU_INTERVAL": "0.1"})
-    try:
+    with server_process(tmp_path / "home", FAKE, env={"DANLU_INTERVAL": "0.1"}) as proc:
         yield proc
-    finally:
-        proc.stop()
-        executor = LocalExecutor(fake_inventory(FAKE).cluster(), tmp_path / "home" / "executor")
-        stop_runs(executor)
 
 
 def _client(server: ServerProcess) -> httpx.Client:
