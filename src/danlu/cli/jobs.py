@@ -268,8 +268,7 @@ def _new_job(
         if not wait_end:
             return
         try:
-            ids, _, failed = waiting.with_trials(client, [str(made["id"])], None, 2.0)
-            code = waiting.wait_jobs(client, ids, None, 2.0, json_out)
+            code = waiting.wait_jobs(client, [str(made["id"])], None, 2.0, json_out)
         except DanluError as exc:
             raise fail(exc) from None
         except (KeyboardInterrupt, typer.Exit) as exc:
@@ -287,7 +286,7 @@ def _new_job(
                 soft_wrap=True,
             )
             raise typer.Exit(code=waiting.INTERRUPTED) from None
-        raise typer.Exit(waiting.report_sweeps(failed, code))
+        raise typer.Exit(code)
 
 
 def _array_submitted(sweep: dict[str, Any], json_out: bool) -> None:

@@ -157,6 +157,21 @@ def follow(
             return
 
 
+def refuse_purged(client: Client, job: str) -> None:
+    """Fail (exit 2, as ``danlu logs`` does) when the retention deleted the job's metric
+    records (its ``purged_at``): the API lists none then, as for a job that reported
+    none yet."""
+    found = client.get_job(job)
+    purged_at = found.get("purged_at")
+    if purged_at is None:
+        return
+    when = time.strftime("%Y-%m-%d %H:%M:%S", time.localtime(float(purged_at)))
+    raise fail(
+        f"job {found.get('id')}: its metric records were deleted by the retention at {when} "
+        "(DANLU_RETENTION_DAYS)"
+    )
+
+
 def metrics(
     job: JobArg,
     tail: Annotated[
@@ -195,9 +210,13 @@ def metrics(
                 records, cursor = client.metrics_page(
                     job, limit=tail, tail=True, superseded=superseded
                 )
+                if not records:
+                    refuse_purged(client, job)
                 follow(client, job, records, chosen, cursor, runs=superseded)
                 return
             records = client.metrics(job, limit=tail, tail=True, superseded=superseded)
+            if not records:
+                refuse_purged(client, job)
             if json_out:
                 print_json(records)
                 return

@@ -1,12 +1,12 @@
 """``danlu wait``, and the waiting that ``danlu submit --wait`` and ``danlu rerun --wait`` do
 after they have made their job: jobs, sweeps and job arrays waited for until they end, each
 end printed (or, with ``--json``, the Jobs at the end), and the exit status ``danlu wait``
-documents."""
+documents. A sweep or job array is judged from the sweep alone, one request a poll
+(:func:`~danlu.client.waits.wait_all`), however many tasks it has."""
 
 from __future__ import annotations
 
 import math
-import time
 from typing import Annotated, Any
 
 import typer
@@ -14,7 +14,8 @@ from rich.markup import escape
 
 from danlu.cli import jobs as common
 from danlu.cli.options import HomeOpt, JsonOpt, TokenOpt, UrlOpt
-from danlu.client import Client, NotFoundError, WaitTimeout
+from danlu.client import Client, JobDict, WaitTimeout
+from danlu.client.waits import Ended, resolve, wait_all
 from danlu.core.errors import DanluError, SpecError
 from danlu.core.units import parse_duration
 
@@ -81,91 +82,50 @@ def wait(
     except DanluError as exc:
         raise common.fail(exc) from None
     with common.connect(home, url, token) as client:
-        try:
-            ids, left, failed = with_trials(client, jobs, seconds, poll)
-        except WaitTimeout as exc:
-            if json_out:  # stdout stays JSON, as when plain jobs time out
-                common.print_json(exc.finished)
-            common.err.print(f"[red]error:[/red] {escape(str(exc))}", highlight=False)
-            raise typer.Exit(WAIT_TIMEOUT_EXIT) from None
-        except DanluError as exc:
-            raise common.fail(exc) from None
-        except KeyboardInterrupt:
-            raise typer.Exit(code=INTERRUPTED) from None
-        code = wait_jobs(client, ids, seconds, poll, json_out, left=left)
-    raise typer.Exit(report_sweeps(failed, code))
-
-
-def with_trials(
-    client: Client, ids: list[str], timeout: float | None, poll: float
-) -> tuple[list[str], float | None, list[str]]:
-    """``ids`` with each sweep or job array among them replaced by its trials' job ids once
-    it has ended (waited for here), the seconds of ``timeout`` left, and why each of those
-    sweeps that did not succeed as a whole did not (:func:`sweep_failed`)."""
-    start = time.monotonic()
-    out: list[str] = []
-    failed: list[str] = []
-    for key in dict.fromkeys(ids):
-        try:
-            client.get_job(key)
-        except NotFoundError:
-            try:
-                sweep = client.sweep(key)
-            except NotFoundError:
-                raise NotFoundError(
-                    404, "NotFoundError", None, f"no job, sweep or job array {key!r}"
-                ) from None
-            while sweep["state"] == "RUNNING":
-                spent = time.monotonic() - start
-                if timeout is not None and spent >= timeout:
-                    raise WaitTimeout([key], [], timeout) from None
-                time.sleep(poll if timeout is None else min(poll, timeout - spent))
-                sweep = client.sweep(str(sweep["id"]))
-            out.extend(str(trial["job_id"]) for trial in sweep.get("trials") or ())
-            why = sweep_failed(sweep)
-            if why is not None:
-                failed.append(why)
-        else:
-            out.append(key)
-    left = None if timeout is None else max(0.0, timeout - (time.monotonic() - start))
-    return out, left, failed
+        code = wait_jobs(client, jobs, seconds, poll, json_out)
+    raise typer.Exit(code)
 
 
 def wait_jobs(
-    client: Client,
-    jobs: list[str],
-    timeout: float | None,
-    poll: float,
-    json_out: bool,
-    left: float | None = None,
+    client: Client, jobs: list[str], timeout: float | None, poll: float, json_out: bool
 ) -> int:
-    """Wait for ``jobs`` (``left`` of the ``timeout`` seconds, when some were spent);
-    print each end (or, with ``json_out``, the Jobs at the end); the exit status
-    :func:`wait` documents."""
+    """Wait for ``jobs`` (ids or unique prefixes of jobs, sweeps or job arrays) until each
+    has ended or ``timeout`` seconds passed; print each job's end as it is seen (a sweep's
+    or array's trials' once it has ended), or with ``json_out`` the Jobs at the end (at a
+    timeout those that had ended), then why each sweep or array that did not succeed as a
+    whole did not (:func:`sweep_failed`); returns the exit status :func:`wait` documents."""
 
-    def ended(job: dict[str, Any]) -> None:
-        if json_out:
-            return
-        code = job.get("exit_code")
-        status = f" (exit {code})" if job.get("state") == "FAILED" and code is not None else ""
-        common.console.print(
-            f"job [bold]{job.get('id')}[/bold] ({escape(str(job.get('name')))}): "
-            f"{job.get('state')}{status}",
-            highlight=False,
-        )
+    def ended(end: Ended) -> None:
+        if not json_out:
+            for job in end.jobs:
+                print_end(job)
 
     try:
-        done = client.wait(jobs, timeout=timeout if left is None else left, poll=poll, on_end=ended)
+        waited = list(dict.fromkeys(resolve(client, key) for key in dict.fromkeys(jobs)))
+        ends = wait_all(client, waited, timeout=timeout, poll=poll, on_end=ended)
     except WaitTimeout as exc:
         if json_out:
             common.print_json(exc.finished)
-        whole = WaitTimeout(exc.unfinished, exc.finished, timeout or 0.0)
-        common.err.print(f"[red]error:[/red] {escape(str(whole))}", highlight=False)
+        common.err.print(f"[red]error:[/red] {escape(str(exc))}", highlight=False, soft_wrap=True)
         return WAIT_TIMEOUT_EXIT
     except DanluError as exc:
         raise common.fail(exc) from None
     except KeyboardInterrupt:
         raise typer.Exit(code=INTERRUPTED) from None
+    done = [job for end in ends for job in end.jobs]
     if json_out:
         common.print_json(done)
-    return 0 if all(job.get("state") == "SUCCEEDED" for job in done) else 1
+    failed = [why for end in ends if end.sweep is not None and (why := sweep_failed(end.sweep))]
+    code = 0 if all(job.get("state") == "SUCCEEDED" for job in done) else 1
+    return report_sweeps(failed, code)
+
+
+def print_end(job: JobDict) -> None:
+    """A job's end as ``danlu wait`` prints it: ``job ID (NAME): FAILED (exit 3)``."""
+    code = job.get("exit_code")
+    status = f" (exit {code})" if job.get("state") == "FAILED" and code is not None else ""
+    common.console.print(
+        f"job [bold]{job.get('id')}[/bold] ({escape(str(job.get('name')))}): "
+        f"{job.get('state')}{status}",
+        highlight=False,
+    )

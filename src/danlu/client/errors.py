@@ -14,6 +14,8 @@
     │   ├── UnschedulableRequestError  422 that can never fit (also an UnschedulableError)
     │   └── ServerError            5xx, or an answer that is not JSON
     ├── ServerUnavailable          no answer at all
+    │   └── ServerTimeout          the request was sent but not answered in time (it may
+    │                              have been carried out)
     ├── ConfigError                a server URL or API token the client cannot use
     │   └── NoServerError          no server.json under the danlu home
     └── WaitTimeout                Client.wait ran out of time (also a TimeoutError)
@@ -90,20 +92,58 @@ class ServerUnavailable(DanluError):
     """No answer from the server (connection refused, timeout, broken stream)."""
 
 
+class ServerTimeout(ServerUnavailable):
+    """The request was sent but the server did not answer it within the client's read
+    timeout: it may be alive and busy, and may have carried the request out (a submission
+    sent again could make its job twice)."""
+
+
+def no_answer(
+    exc: httpx.HTTPError, url: str, method: str, path: str, read_timeout: float | None
+) -> ServerUnavailable:
+    """The error for a ``method`` request of ``path`` (``/api/v1/jobs``) to the server at
+    ``url`` that got no answer (``exc``): a :class:`ServerTimeout` once it was sent and not
+    answered within ``read_timeout`` seconds (the server may be alive and busy, and may
+    carry it out: a request that changes something says to check before sending it again),
+    else a server that cannot be reached."""
+    if not isinstance(exc, httpx.ReadTimeout):
+        return ServerUnavailable(
+            f"cannot reach the danlu server at {url}: {exc or type(exc).__name__}; "
+            "is it running? (start one with `danlu up`)"
+        )
+    within = f" within {read_timeout:g} s" if read_timeout else ""
+    text = f"the danlu server at {url} did not answer {method} {path}{within}"
+    if method in ("GET", "HEAD", "OPTIONS"):  # it changes nothing
+        return ServerTimeout(f"{text}; it may be busy: try again")
+    return ServerTimeout(
+        f"{text}; the request may still have been carried out: check before sending it "
+        "again (`danlu ls`, `danlu sweep ls`)"
+    )
+
+
 class NoServerError(ConfigError):
     """No ``server.json`` under the danlu home: no server was started there."""
 
 
 class WaitTimeout(DanluError, TimeoutError):
-    """:meth:`Client.wait` ran out of time; ``unfinished`` names the jobs not finished yet
-    (their ids as given) and ``finished`` holds the Jobs that had."""
+    """:meth:`Client.wait` (or :func:`~danlu.client.waits.wait_all`) ran out of time;
+    ``unfinished`` names what had not finished yet (:meth:`Client.wait`: the jobs' ids as
+    given) and ``finished`` holds the Jobs that had. ``message``: the text, when the caller
+    names the unfinished ones better than by their ids (``array ID (NAME)``)."""
 
-    def __init__(self, unfinished: list[str], finished: list[JobDict], timeout: float) -> None:
+    def __init__(
+        self,
+        unfinished: list[str],
+        finished: list[JobDict],
+        timeout: float,
+        message: str | None = None,
+    ) -> None:
         self.unfinished = unfinished
         self.finished = finished
         self.timeout = timeout
         super().__init__(
-            f"{len(unfinished)} job(s) not finished after {timeout:g}s: {', '.join(unfinished)}"
+            message
+            or f"{len(unfinished)} job(s) not finished after {timeout:g}s: {', '.join(unfinished)}"
         )
 
 

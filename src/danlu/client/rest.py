@@ -26,7 +26,10 @@ from danlu.client.errors import (
     ServerUnavailable,
     WaitTimeout,
     error_from_response,
+    no_answer,
 )
+from danlu.client.waits import FINISHED_STATES as FINISHED_STATES
+from danlu.client.waits import wait_for
 from danlu.core.errors import ConfigError, SpecError
 from danlu.core.paging import read_pages
 from danlu.core.spec import JobSpec
@@ -40,7 +43,6 @@ RECONNECT_PAUSE = 1.0
 """The pause (seconds) between a follower's tries to reach a server it has lost."""
 METRICS_CURSOR_HEADER = "X-Danlu-Metrics-Cursor"
 MAX_PAGE = 1000
-FINISHED_STATES = frozenset({"SUCCEEDED", "FAILED", "CANCELLED"})
 
 
 def _spec_body(spec: JobSpec | Mapping[str, Any]) -> dict[str, Any]:
@@ -238,11 +240,8 @@ class Client:
     ) -> None:
         self.close()
 
-    def _unavailable(self, exc: httpx.HTTPError) -> ServerUnavailable:
-        return ServerUnavailable(
-            f"cannot reach the danlu server at {self.url}: {exc or type(exc).__name__}; "
-            "is it running? (start one with `danlu up`)"
-        )
+    def _unavailable(self, exc: httpx.HTTPError, method: str, path: str) -> ServerUnavailable:
+        return no_answer(exc, self.url, method, API_PREFIX + path, self._http.timeout.read)
 
     def request(self, method: str, path: str, **kwargs: Any) -> httpx.Response:
         """Send one request; raise the mapped :class:`ApiError` on a 4xx/5xx answer. A
@@ -255,7 +254,7 @@ class Client:
             try:
                 response = self._http.request(method, path, **kwargs)
             except httpx.HTTPError as exc:
-                raise self._unavailable(exc) from None
+                raise self._unavailable(exc, method, path) from None
             self._answered = True
             if not response.is_error:
                 return response
@@ -399,34 +398,26 @@ class Client:
         ``on_end`` is called with each job once it is seen finished. Raises
         :class:`WaitTimeout` after ``timeout`` seconds (None: no limit), and what
         :meth:`get_job` raises for a job that does not exist. A server lost once it has
-        answered (a restart) is asked again for up to :attr:`reconnect_for` seconds."""
-        if not poll > 0:
-            raise SpecError("poll", f"must be a positive number of seconds (got {poll})")
-        order = list(dict.fromkeys(jobs))
-        unfinished = list(order)
-        finished: dict[str, JobDict] = {}
-        deadline = None if timeout is None else time.monotonic() + timeout
-        lost_at: float | None = None  # when the server stopped answering, if it has
-        while True:
-            for key in list(unfinished):
-                try:
-                    job = self.get_job(key)
-                    lost_at = None
-                except ServerUnavailable:
-                    lost_at = self._reconnect_or_raise(lost_at)
-                    break
-                if job.get("state") in FINISHED_STATES:
-                    finished[key] = job
-                    unfinished.remove(key)
-                    if on_end is not None:
-                        on_end(job)
-            if not unfinished:
-                return [finished[key] for key in order]
-            left = None if deadline is None else deadline - time.monotonic()
-            if left is not None and left <= 0:
-                done = [finished[key] for key in order if key in finished]
-                raise WaitTimeout(unfinished, done, float(timeout or 0.0))
-            time.sleep(poll if left is None else min(poll, left))
+        answered (a restart) is asked again for up to :attr:`reconnect_for` seconds. Sweeps
+        and job arrays: :func:`~danlu.client.waits.wait_all`."""
+
+        def finished(key: str) -> JobDict | None:
+            job = self.get_job(key)
+            return job if job.get("state") in FINISHED_STATES else None
+
+        def timed_out(unfinished: list[str], done: list[JobDict]) -> WaitTimeout:
+            return WaitTimeout(unfinished, done, float(timeout or 0.0))
+
+        return wait_for(
+            self,
+            jobs,
+            finished,
+            timeout=timeout,
+            poll=poll,
+            timed_out=timed_out,
+            on_end=on_end,
+            clock=time,  # this module's: tests replace it
+        )
 
     def cancel(self, job: str) -> JobDict:
         """``POST /jobs/{id}/cancel``: returns the Job."""
@@ -625,7 +616,7 @@ class Client:
                 self._answered = True
                 yield from response.iter_bytes()
         except httpx.HTTPError as exc:
-            raise self._unavailable(exc) from None
+            raise self._unavailable(exc, "GET", f"/jobs/{_seg(job)}/logs") from None
 
     def post_metrics(self, job: str, metrics: Sequence[Mapping[str, Any]]) -> int:
         """``POST /jobs/{id}/metrics``: returns how many records were accepted."""

@@ -1,0 +1,227 @@
+"""Waiting for jobs, sweeps and job arrays to end: :meth:`Client.wait`'s loop
+(:func:`wait_for`, which also rides out a control-plane restart) and :func:`wait_all`, which
+``danlu wait`` uses. A sweep or job array is judged from ``GET /sweeps/{id}`` alone (its
+state and its trials' states: one request a poll however many tasks it has), and once it has
+ended its trials' Jobs are read from ``GET /jobs`` listing them by name (a request per 1,000
+jobs), never one request per task."""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable, Hashable, Sequence
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any, Protocol, TypeVar
+
+from danlu.client.errors import JobDict, NotFoundError, ServerUnavailable, WaitTimeout
+from danlu.core.errors import SpecError
+from danlu.core.sweep import trial_name
+
+if TYPE_CHECKING:
+    from danlu.client.rest import Client
+
+FINISHED_STATES = frozenset({"SUCCEEDED", "FAILED", "CANCELLED"})
+"""The states a job ends in."""
+
+K = TypeVar("K", bound=Hashable)
+R = TypeVar("R")
+
+
+class Clock(Protocol):
+    """What :func:`wait_for` reads the time with: the ``time`` module, or a stand-in."""
+
+    def monotonic(self) -> float: ...
+
+    def sleep(self, seconds: float, /) -> None: ...
+
+
+@dataclass(frozen=True)
+class Waited:
+    """A job, sweep or job array waited for: ``kind`` (``job``, ``sweep`` or ``array``),
+    its full ``id`` and its ``name``; ``str()`` is ``array ID (NAME)``."""
+
+    kind: str
+    id: str
+    name: str
+
+    def __str__(self) -> str:
+        return f"{self.kind} {self.id} ({self.name})"
+
+
+@dataclass(frozen=True)
+class Ended:
+    """How a :class:`Waited` ended: ``jobs``, the job's Job or a sweep's trials' Jobs in
+    trial order, and for a sweep or job array the ``sweep`` as ``GET /sweeps/{id}``
+    answered once it had ended."""
+
+    waited: Waited
+    jobs: list[JobDict]
+    sweep: dict[str, Any] | None = None
+
+
+def wait_for(
+    client: Client,
+    keys: Sequence[K],
+    look: Callable[[K], R | None],
+    *,
+    timeout: float | None,
+    poll: float,
+    timed_out: Callable[[list[K], list[R]], WaitTimeout],
+    on_end: Callable[[R], None] | None = None,
+    clock: Clock = time,
+) -> list[R]:
+    """Call ``look(key)`` for each of ``keys`` not ended yet every ``poll`` seconds until it
+    has returned what the key ended as (None: not ended yet) for each; returns those in the
+    order of ``keys``. ``on_end`` is called with each once it is seen. After ``timeout``
+    seconds (None: no limit) raises ``timed_out(the keys not ended, what the others ended
+    as)``. A server lost once it has answered (a restart) is asked again for up to
+    :attr:`Client.reconnect_for` seconds. ``clock``: what it reads the time and sleeps
+    with."""
+    if not poll > 0:
+        raise SpecError("poll", f"must be a positive number of seconds (got {poll})")
+    order = list(dict.fromkeys(keys))
+    unfinished = list(order)
+    ended: dict[K, R] = {}
+    deadline = None if timeout is None else clock.monotonic() + timeout
+    lost_at: float | None = None  # when the server stopped answering, if it has
+    while True:
+        for key in list(unfinished):
+            try:
+                result = look(key)
+                lost_at = None
+            except ServerUnavailable:
+                lost_at = client._reconnect_or_raise(lost_at)
+                break
+            if result is not None:
+                ended[key] = result
+                unfinished.remove(key)
+                if on_end is not None:
+                    on_end(result)
+        if not unfinished:
+            return [ended[key] for key in order]
+        left = None if deadline is None else deadline - clock.monotonic()
+        if left is not None and left <= 0:
+            raise timed_out(unfinished, [ended[key] for key in order if key in ended])
+        clock.sleep(poll if left is None else min(poll, left))
+
+
+def resolve(client: Client, key: str) -> Waited:
+    """What ``key`` (an id or a unique prefix) names: the job, else the sweep or job array
+    (:class:`NotFoundError` saying so when it names neither)."""
+    try:
+        job = client.get_job(key)
+    except NotFoundError:
+        try:
+            sweep = client.sweep(key)
+        except NotFoundError:
+            raise NotFoundError(
+                404, "NotFoundError", None, f"no job, sweep or job array {key!r}"
+            ) from None
+        kind = "array" if sweep.get("array") else "sweep"
+        return Waited(kind, str(sweep["id"]), str(sweep.get("name")))
+    return Waited("job", str(job["id"]), str(job.get("name")))
+
+
+def wait_all(
+    client: Client,
+    waited: Sequence[Waited],
+    *,
+    timeout: float | None,
+    poll: float,
+    on_end: Callable[[Ended], None] | None = None,
+) -> list[Ended]:
+    """Wait until each of ``waited`` (:func:`resolve`) has ended: a job once it finished,
+    a sweep or job array once it is no longer RUNNING and every one of its trials has
+    finished (judged from ``GET /sweeps/{id}``: one request a poll). Returns how each ended,
+    in order; ``on_end`` as :func:`wait_for`. After ``timeout`` seconds :class:`WaitTimeout`
+    names each one not ended as what it is (``array ID (NAME)``), its ``finished`` the Jobs
+    of those that had ended. Jobs alone are waited for by :meth:`Client.wait`."""
+    order = list(dict.fromkeys(waited))
+
+    def timed_out(left: list[Waited], done: list[Ended]) -> WaitTimeout:
+        finished = [job for end in done for job in end.jobs]
+        ids = [one.id for one in left]
+        return WaitTimeout(ids, finished, timeout or 0.0, timeout_message(left, timeout or 0.0))
+
+    if all(one.kind == "job" for one in order):
+        by_id = {one.id: one for one in order}
+
+        def job_ended(job: JobDict) -> None:
+            if on_end is not None:
+                on_end(Ended(by_id[str(job["id"])], [job]))
+
+        try:
+            jobs = client.wait(list(by_id), timeout=timeout, poll=poll, on_end=job_ended)
+        except WaitTimeout as exc:
+            done = [Ended(by_id[str(job["id"])], [job]) for job in exc.finished]
+            raise timed_out([by_id[key] for key in exc.unfinished], done) from None
+        return [Ended(by_id[str(job["id"])], [job]) for job in jobs]
+    return wait_for(
+        client,
+        order,
+        lambda one: look(client, one),
+        timeout=timeout,
+        poll=poll,
+        timed_out=timed_out,
+        on_end=on_end,
+    )
+
+
+def timeout_message(left: Sequence[Waited], timeout: float) -> str:
+    """What a wait that ran out of time says of ``left``, those not ended: each as what it
+    is by its full id and name, or, when all are jobs, ``N job(s) not finished ...: ID
+    (NAME)``."""
+    if all(one.kind == "job" for one in left):
+        names = ", ".join(f"{one.id} ({one.name})" for one in left)
+        return f"{len(left)} job(s) not finished after {timeout:g}s: {names}"
+    return f"not finished after {timeout:g}s: {', '.join(map(str, left))}"
+
+
+def look(client: Client, waited: Waited) -> Ended | None:
+    """How ``waited`` ended, or None while it has not: one ``GET`` of the job or of the
+    sweep (then, once that has ended, its trials' Jobs: :func:`trial_jobs`)."""
+    if waited.kind == "job":
+        job = client.get_job(waited.id)
+        return Ended(waited, [job]) if job.get("state") in FINISHED_STATES else None
+    sweep = client.sweep(waited.id)
+    if sweep.get("state") == "RUNNING":
+        return None
+    trials = sweep.get("trials") or []
+    # a trial whose state the answer leaves out is judged by its Job below
+    if any("state" in trial and trial["state"] not in FINISHED_STATES for trial in trials):
+        return None
+    jobs = trial_jobs(client, sweep)
+    if any(job.get("state") not in FINISHED_STATES for job in jobs):
+        return None
+    return Ended(waited, jobs, sweep)
+
+
+def trial_jobs(client: Client, sweep: dict[str, Any]) -> list[JobDict]:
+    """The Jobs of ``sweep``'s trials (as ``GET /sweeps/{id}`` answered it), in trial
+    order: read from ``GET /jobs`` listing the jobs named like its trials submitted since it
+    was made (a request per 1,000), one ``GET /jobs/{id}`` each for any not found there."""
+    ids = [str(trial["job_id"]) for trial in sweep.get("trials") or ()]
+    wanted = set(ids)
+    found: dict[str, JobDict] = {}
+    if len(wanted) > 1:
+        created = sweep.get("created_at")
+        since = float(created) if isinstance(created, int | float) else None
+        for job in client.iter_jobs(since=since, name=_trials_pattern(sweep, len(ids))):
+            if job.get("id") in wanted:
+                found[str(job["id"])] = job
+                if len(found) == len(wanted):
+                    break
+    for job_id in ids:
+        if job_id not in found:
+            found[job_id] = client.get_job(job_id)
+    return [found[job_id] for job_id in ids]
+
+
+def _trials_pattern(sweep: dict[str, Any], trials: int) -> str | None:
+    """A name pattern that every trial job of ``sweep`` matches (their names are its name,
+    cut to fit, then ``-N``: :func:`~danlu.core.sweep.trial_name`); None without a name."""
+    name, total = sweep.get("name"), sweep.get("total")
+    if not isinstance(name, str) or not name:
+        return None
+    last = max(trials, total if isinstance(total, int) else 0)
+    # the longest suffix cuts the name the most: what is left begins every trial's name
+    return trial_name(name, last).removesuffix(f"-{last}") + "*"
