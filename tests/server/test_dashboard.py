@@ -62,6 +62,7 @@ def page(live: Live, browser: Any) -> Iterator[Any]:
         tab = context.new_page()
         errors: list[str] = []
         tab.on("pageerror", lambda exc: errors.append(str(exc)))
+        tab.on("dialog", lambda dialog: dialog.accept())  # Cancel, Drain, ... ask first
         tab.on(  # a file the page asks for and does not get
             "response",
             lambda r: errors.append(f"{r.status} {r.url}") if r.status == 404 else None,

@@ -21,6 +21,7 @@ const NOT_A_TOKEN = "a danlu token holds only letters, digits, '_' and '-': past
 let timer = null;
 let retry = null;  // the next try of start() after a passing error (see passing())
 let me = null;
+let signIns = 0;  // of the newest start() or signOut(): an older start() goes no further
 let refreshes = 0;
 let generation = 0;  // of the newest refresh(): an older one ending after it renders nothing
 let refreshing = 0;  // the generation of the newest refresh while it is in flight, else 0
@@ -125,7 +126,7 @@ function renderNodes(nodes) {
       row.appendChild(el("td", Math.round((gpu.allocated_milli || 0) / 10) + "%", "number"));
       row.appendChild(el("td", (gpu.jobs || []).join(", ") || "-"));
       const cell = i === 0 ? nodeActions(node, state) : el("td");
-      gpuAction(cell, node.name, gpu.index, gpuState);
+      gpuAction(cell, node.name, gpu);
       row.appendChild(cell);
       rows.push(row);
     });
@@ -144,7 +145,10 @@ function nodeActions(node, state) {
     const button = el("button", label);
     button.type = "button";
     button.dataset.action = what;
-    button.addEventListener("click", () => nodeAct(node.name, what));
+    button.addEventListener("click", () => {
+      const asked = closeAsked(node, state, what);
+      if (asked !== null) nodeAct(node.name, what, undefined, asked);
+    });
     cell.appendChild(button);
   };
   if (state === "ready") add("Cordon", "cordon");
@@ -155,20 +159,53 @@ function nodeActions(node, state) {
   return cell;
 }
 
-function gpuAction(cell, name, index, gpuState) {
+function gpuAction(cell, name, gpu) {
   // an admin closes or opens one GPU of the node (the node's other GPUs are left as they are)
   if (!me || me.role !== "admin") return;
+  const gpuState = gpu.state || "ready";
   const what = gpuState === "ready" ? "cordon" : "uncordon";
-  const button = el("button", (what === "cordon" ? "Close GPU " : "Open GPU ") + index);
+  const button = el("button", (what === "cordon" ? "Close GPU " : "Open GPU ") + gpu.index);
   button.type = "button";
   button.dataset.action = what + "-gpu";
-  button.addEventListener("click", () => nodeAct(name, what, index));
+  button.addEventListener("click", () => {
+    let asked = {};
+    if (what === "cordon") {
+      const jobs = (gpu.jobs || []).length;
+      const note = jobs ? " Its " + jobs + " job(s) run on; nothing new starts on it." : "";
+      asked = askReason("Close GPU " + gpu.index + " of node " + name + " to new work?" + note);
+    }
+    if (asked !== null) nodeAct(name, what, gpu.index, asked);
+  });
   cell.appendChild(button);
 }
 
-async function nodeAct(name, what, gpu) {
+function askReason(question) {
+  // the body of a new cordon or drain, with the reason the admin gives (a prompt: the
+  // confirmation too; left empty, the default names them), or null when they cancel
+  const byWhom = "from the dashboard by " + me.name;
+  const given = window.prompt(question + "\nWhy (shown with the node):", byWhom);
+  if (given === null) return null;
+  return { reason: given.trim() || byWhom };
+}
+
+function closeAsked(node, state, what) {
+  // what a Cordon or Drain of the node sends, once confirmed (null: not confirmed). A node
+  // already closed keeps its reason: none is sent, and the API keeps the one it has
+  if (what === "uncordon") return {};
+  const jobs = new Set(node.gpus.flatMap((gpu) => gpu.jobs || [])).size;
+  const preempted = what === "drain"
+    ? " Its " + jobs + " job(s) will be preempted by checkpoint (one that is not preemptible runs to its end)."
+    : jobs ? " Its " + jobs + " job(s) run on; nothing new starts on it." : "";
+  const question = (what === "drain" ? "Drain" : "Cordon") + " node " + node.name + "?" + preempted;
+  if (state === "ready") return askReason(question);
+  const kept = node.cordon_reason ? " It stays " + state + ": " + node.cordon_reason + "." : "";
+  return window.confirm(question + kept) ? {} : null;
+}
+
+async function nodeAct(name, what, gpu, asked) {
+  // asked: the body the admin confirmed (a reason for a new close), or nothing
   try {
-    const body = what === "uncordon" ? {} : { reason: "from the dashboard" };
+    const body = { ...(asked || {}) };
     if (gpu !== undefined) body.gpu = gpu;
     const options = { method: "POST", body: JSON.stringify(body) };
     await api("/cluster/nodes/" + encodeURIComponent(name) + "/" + what, options);
@@ -194,7 +231,11 @@ function actions(job) {
     const button = el("button", label);
     button.type = "button";
     button.dataset.action = what;
-    button.addEventListener("click", () => act(job, what));
+    button.addEventListener("click", () => {
+      const sure = what !== "cancel" || window.confirm(
+        "Cancel job " + job.id + " (" + job.name + ", " + job.user + ", " + job.state + ")?");
+      if (sure) act(job, what);
+    });
     cell.appendChild(button);
   };
   if (!UNFINISHED.includes(job.state)) {
@@ -264,7 +305,11 @@ function renderSweeps(newest, running) {
       const button = el("button", "Cancel");
       button.type = "button";
       button.dataset.action = "cancel-sweep";
-      button.addEventListener("click", () => cancelSweep(sweep.id));
+      button.addEventListener("click", () => {
+        const question = "Cancel sweep " + sweep.id + " (" + sweep.name + ", " + sweep.user +
+          ")? Its unfinished trials are cancelled; finished ones keep their results.";
+        if (window.confirm(question)) cancelSweep(sweep.id);
+      });
       cell.appendChild(button);
     }
     row.appendChild(cell);
@@ -378,6 +423,7 @@ function tick() {
 async function refresh() {
   // every refresh asks for all it shows, and only the newest renders: answers come back in
   // any order, and an older one's would put back what a newer one showed had changed
+  if (me === null) return;  // signed out (an action's refresh ending after it): nothing to ask
   generation += 1;
   const mine = generation;
   refreshing = mine;
@@ -405,9 +451,12 @@ async function refresh() {
     renderFeed(feed);
     if (usage !== null) renderUsage(usage);
     renderProjects(projects);
+    // shown once it holds this user's view: never an empty or a previous user's one
+    document.getElementById("main").hidden = false;
     setStatus("updated " + new Date().toLocaleTimeString());
     if (shownJob !== null && !shownEnded) await showJob(shownJob, mine);  // it follows the job
   } catch (error) {
+    if (usageDue) refreshes = 0;  // the next one asks for the usage this one did not get
     if (mine !== generation) return;  // a newer refresh tells how things stand
     if (error.status === 401) {
       signOut("token refused: " + error.message);
@@ -421,6 +470,7 @@ async function refresh() {
 
 const LOG_TAIL = 8192;
 const METRIC_POINTS = 500;
+const JOB_EVENTS = 1000;  // the newest of the open job's events (the most the API gives)
 const SVG_NS = "http://www.w3.org/2000/svg";
 let metricRecords = [];
 
@@ -468,8 +518,10 @@ function drawMetric(key) {
   line.setAttribute("stroke-width", "1.5");
   svg.appendChild(line);
   const last = points[points.length - 1];
+  // the API gave the newest METRIC_POINTS records: their min and max are not the run's
+  const cut = metricRecords.length >= METRIC_POINTS ? ", last " + METRIC_POINTS + " records" : "";
   range.textContent = key + " " + last[key].toPrecision(4) + " at step " + last.step +
-    " (min " + y0.toPrecision(4) + ", max " + y1.toPrecision(4) + ", steps " + x0 + "-" + x1 + ")";
+    " (min " + y0.toPrecision(4) + ", max " + y1.toPrecision(4) + ", steps " + x0 + "-" + x1 + cut + ")";
 }
 
 function renderMetrics(records) {
@@ -516,7 +568,7 @@ async function showJob(id, round) {
   }
   try {
     const [job, events, why, records] = await Promise.all([
-      api(path), api(path + "/events?limit=1000"), api(path + "/why"),
+      api(path), api(path + "/events?tail=true&limit=" + JOB_EVENTS), api(path + "/why"),
       api(path + "/metrics?tail=true&limit=" + METRIC_POINTS),
     ]);
     let log = "";
@@ -547,7 +599,10 @@ async function showJob(id, round) {
     setLog(log || "(empty)");
     detail.hidden = false;
     const pre = document.getElementById("log");
-    if (!again) pre.scrollTop = pre.scrollHeight;  // a new panel opens at the log's end
+    if (!again) {
+      pre.scrollTop = pre.scrollHeight;  // a new panel opens at the log's end
+      detail.scrollIntoView();  // it is below every table: brought to the clicker
+    }
   } catch (error) {
     if (shownJob === id) setStatus("show " + id + ": " + error.message, true);
   }
@@ -568,16 +623,30 @@ async function act(job, what) {
 }
 
 function showSignedIn(signedIn, waiting) {
-  // waiting: a token is kept but the server did not answer for it yet (Sign out still works)
+  // waiting: a token is kept but the server did not answer for it yet (Sign out still works).
+  // #main is shown by the first refresh that renders (refresh()), hidden when signed out
   document.getElementById("login").hidden = signedIn || Boolean(waiting);
   document.getElementById("logout").hidden = !signedIn && !waiting;
   document.getElementById("who").hidden = !signedIn;
-  document.getElementById("main").hidden = !signedIn;
+  if (!signedIn) document.getElementById("main").hidden = true;
 }
 
 function closeDetail() {
   shownJob = null;
   document.getElementById("detail").hidden = true;
+}
+
+function clearView() {
+  // forget what the signed-out user saw: the next one to sign in on this tab never sees it
+  for (const body of document.querySelectorAll("#main tbody")) body.replaceChildren();
+  for (const id of ["who", "summary", "jobs-note", "sweeps-note", "detail-title", "detail-why",
+    "detail-energy", "metric-range", "log"]) {
+    document.getElementById(id).textContent = "";
+  }
+  document.getElementById("metric-key").replaceChildren();
+  document.getElementById("metric-chart").replaceChildren();
+  document.getElementById("metrics").hidden = true;
+  metricRecords = [];
 }
 
 function signOut(message) {
@@ -587,11 +656,13 @@ function signOut(message) {
   timer = null;
   retry = null;
   me = null;
+  signIns += 1;  // a start() still in flight goes no further
   refreshes = 0;
   generation += 1;  // a refresh still in flight renders nothing
   refreshing = 0;
   showSignedIn(false);
   closeDetail();
+  clearView();
   setStatus(message || "signed out", Boolean(message));
 }
 
@@ -605,13 +676,17 @@ function passing(error) {
 
 async function start() {
   retry = null;
+  signIns += 1;
+  const mine = signIns;  // a sign-out (or a newer start) meanwhile: this one goes no further
   if (!TOKEN_CHARS.test(sessionStorage.getItem(TOKEN_KEY) || "")) {  // never sent: forgotten
     signOut("token not valid: " + NOT_A_TOKEN);
     return;
   }
+  let who = null;
   try {
-    me = await api("/users/me");
+    who = await api("/users/me");
   } catch (error) {
+    if (mine !== signIns) return;
     if (!passing(error)) {  // a 401, a 403, ...: the same on every try, so the token is forgotten
       signOut("token refused: " + error.message);
     } else if (sessionStorage.getItem(TOKEN_KEY)) {  // a passing error: try again, as refresh() does
@@ -621,9 +696,12 @@ async function start() {
     }
     return;
   }
+  if (mine !== signIns) return;
+  me = who;
   document.getElementById("who").textContent = me.name + " (" + me.role + ")";
   showSignedIn(true);
   await refresh();
+  if (mine !== signIns) return;  // signed out during the first refresh: no timer
   if (timer === null) timer = setInterval(tick, REFRESH_MS);
 }
 

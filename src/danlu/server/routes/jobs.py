@@ -202,12 +202,14 @@ def job_events(
     state: State,
     after_id: Annotated[int, Query(ge=0, le=MAX_INT)] = 0,
     limit: Annotated[int, Query(ge=1, le=1000)] = 100,
+    tail: bool = False,
 ) -> list[dict[str, Any]]:
-    """State changes of a job in order, with their reasons."""
+    """State changes of a job in order, with their reasons, after event ``after_id``; at
+    most ``limit``, the oldest of them (``tail``: the newest, oldest first)."""
     checked_name(job_id, "job")
     with state.db.read_session() as session:
         job = jobs.get_job(session, job_id, user)
-        rows = events.list_events(session, job.id, after_id=after_id, limit=limit)
+        rows = events.list_events(session, job.id, after_id=after_id, limit=limit, tail=tail)
         return [event_out(e) for e in rows]
 
 

@@ -23,14 +23,20 @@ def list_events(
     *,
     after_id: int = 0,
     limit: int = 100,
+    tail: bool = False,
 ) -> list[JobEvent]:
-    """Events in order, for one job or all, with ``id > after_id`` (to follow a stream)."""
+    """Events in order, for one job or all, with ``id > after_id`` (to follow a stream); at
+    most ``limit``: the oldest such, or with ``tail`` the newest, in order too."""
     if not 1 <= limit <= MAX_EVENTS:
         raise SpecError("limit", f"must be between 1 and {MAX_EVENTS}")
     query = select(JobEvent).where(JobEvent.id > after_id)
     if job_id is not None:
         query = query.where(JobEvent.job_id == job_id)
-    return list(session.scalars(query.order_by(JobEvent.id).limit(limit)))
+    order = JobEvent.id.desc() if tail else JobEvent.id
+    rows = list(session.scalars(query.order_by(order).limit(limit)))
+    if tail:
+        rows.reverse()
+    return rows
 
 
 @dataclass(frozen=True, slots=True)
