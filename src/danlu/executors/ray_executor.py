@@ -23,7 +23,8 @@ its GPUs are not seen by danlu.
   the cancel grace (a gang); when one checkpoints (exit 75) with no stop danlu asked for
   under way (its host SIGTERMed that node alone), once, as a preemption, with the job's
   preemption grace, so that they checkpoint too. None while a stop danlu asked for is under
-  way (its grace stands; every node is checkpointing).
+  way (its grace stands; every node is checkpointing). These are made at the polls
+  (:meth:`_status`): while the control plane is down the other nodes run on.
   A stop Ray could not deliver to an actor is sent again at the next poll, with what is left
   of its grace.
 - **Exit.** Once every node's command has exited, the run's status
@@ -89,7 +90,9 @@ from danlu.executors.errors import (
 )
 from danlu.executors.ray_actor import NodeRun
 from danlu.executors.ray_nodes import (
+    JOIN_TIMEOUT,
     NODE_LABEL,
+    call_in_thread,
     check_head_reachable,
     node_name,
     ray_node,
@@ -446,15 +449,6 @@ class RayExecutor(RunDirExecutor, MultiNodeExecutor, GpuSharingExecutor):
         at once while an earlier one has not, so that no caller (the control plane's loop,
         its API) blocks, nor do threads pile up, however long the GCS is gone. What
         ``call`` raises is raised."""
-        result: list[_T] = []
-        error: list[BaseException] = []
-
-        def run() -> None:
-            try:
-                result.append(call())
-            except BaseException as exc:  # handed to the caller
-                error.append(exc)
-
         with self._gcs_lock:
             if self._gcs_waiting is not None:
                 thread, earlier, since = self._gcs_waiting
@@ -464,18 +458,14 @@ class RayExecutor(RunDirExecutor, MultiNodeExecutor, GpuSharingExecutor):
                         f"{time.monotonic() - since:.0f} s; is the Ray head up?"
                     )
                 self._gcs_waiting = None
-            thread = threading.Thread(target=run, name="danlu-ray-gcs", daemon=True)
-            thread.start()
-            thread.join(GCS_TIMEOUT)
+            thread, result = call_in_thread(call, GCS_TIMEOUT)
             if thread.is_alive():
                 self._gcs_waiting = (thread, what, time.monotonic() - GCS_TIMEOUT)
                 raise ExecutorUnavailableError(
                     f"cannot {what}: Ray's GCS did not answer within {GCS_TIMEOUT:g} s; is the "
                     "Ray head up?"
                 )
-        if error:
-            raise error[0]
-        return result[0]
+        return result()
 
     @contextlib.contextmanager
     def _asking(self, what: str) -> Iterator[None]:
@@ -756,10 +746,13 @@ def _join(ray: Any, address: str | None, namespace: str) -> None:
     read again (``ray._config.initialize``) before joining. A cluster's ``--system-config``
     naming the setting wins. The environment is restored after: the processes this one
     starts later do not inherit the setting; those ``ray.init`` starts (a local cluster's,
-    when ``address`` is None and none runs) do."""
+    when ``address`` is None and none runs) do. First, a GCS must answer at ``address``
+    within :data:`~danlu.executors.ray_nodes.JOIN_TIMEOUT` (:func:`check_head_reachable`):
+    Ray would retry joining for many minutes."""
     before = os.environ.get(_RECONNECT_VARIABLE)
-    os.environ[_RECONNECT_VARIABLE] = str(GCS_RECONNECT_TIMEOUT)
     try:
+        check_head_reachable(ray, address, JOIN_TIMEOUT)  # Ray would retry for many minutes
+        os.environ[_RECONNECT_VARIABLE] = str(GCS_RECONNECT_TIMEOUT)
         try:
             ray._config.initialize("{}")  # Ray's settings read again: the variable's included
         except Exception as exc:  # not in this Ray: the process ends with the GCS, as before
@@ -770,7 +763,6 @@ def _join(ray: Any, address: str | None, namespace: str) -> None:
                 _RECONNECT_VARIABLE,
                 GCS_RECONNECT_TIMEOUT,
             )
-        check_head_reachable(ray, address, GCS_TIMEOUT)
         ray.init(address=address, namespace=namespace, log_to_driver=False)
     except (ConnectionError, RuntimeError) as exc:
         raise ExecutorUnavailableError(f"cannot join the Ray cluster: {exc}") from exc

@@ -1,5 +1,7 @@
 """What danlu makes of the nodes Ray lists (``ray.nodes()``), their names and their GPUs, and
-whether the head's GCS answers at all before the control plane joins the cluster.
+whether the head's GCS answers at all before the control plane joins the cluster
+(:func:`check_head_reachable`), and Ray's calls that may block made in a thread with a
+deadline (:func:`call_in_thread`).
 
 - **Name.** A node's ``danlu.node`` label (:data:`NODE_LABEL`), else Ray's ``NodeName`` (its
   address).
@@ -15,8 +17,10 @@ from __future__ import annotations
 
 import contextlib
 import socket
-from collections.abc import Mapping
-from typing import Any
+import threading
+import time
+from collections.abc import Callable, Mapping
+from typing import Any, TypeVar
 
 from danlu.core.cluster import GPU_SIZES, GpuType, Node, gpu_type
 from danlu.core.errors import UnknownNameError
@@ -27,6 +31,11 @@ NODE_LABEL = "danlu.node"
 _ACCELERATOR = "accelerator_type:"
 _RAY_SIZES = {"a100-40g": "A100-40GB", "a100-80g": "A100-80GB"}
 """Ray's names of GPU models' sizes (``ray.util.accelerators``) that danlu spells otherwise."""
+JOIN_TIMEOUT = 10.0
+"""Seconds the Ray head's GCS may take to take a connection and to answer a request before
+the executor joins the cluster (:func:`check_head_reachable`)."""
+
+_T = TypeVar("_T")
 
 
 def node_name(info: Mapping[str, Any]) -> str:
@@ -72,30 +81,85 @@ def ray_node(info: Mapping[str, Any], default: GpuType) -> Node:
     )
 
 
+def call_in_thread(
+    call: Callable[[], _T], timeout: float, name: str = "danlu-ray-gcs"
+) -> tuple[threading.Thread, Callable[[], _T]]:
+    """Start ``call()`` in a daemon thread of its own and wait up to ``timeout`` seconds for it
+    to return: Ray blocks some calls (those its GCS answers) while the GCS is unreachable, and
+    they cannot be interrupted. Returns the thread, still alive when the call has not
+    returned (it is left to finish), and a function to call once it has ended, which returns
+    what ``call`` returned or raises what it raised."""
+    outcome: list[tuple[bool, Any]] = []
+
+    def run() -> None:
+        try:
+            outcome.append((True, call()))
+        except BaseException as exc:  # handed to the caller
+            outcome.append((False, exc))
+
+    thread = threading.Thread(target=run, name=name, daemon=True)
+    thread.start()
+    thread.join(timeout)
+
+    def result() -> _T:
+        returned, value = outcome[0]
+        if not returned:
+            raise value
+        return value  # type: ignore[no-any-return]
+
+    return thread, result
+
+
 def check_head_reachable(ray: Any, address: str | None, timeout: float) -> None:
-    """Raise :class:`~danlu.executors.errors.ExecutorUnavailableError` when nothing takes a
-    TCP connection at the GCS address that joining ``address`` would use within ``timeout``
-    seconds: Ray would retry for many minutes (about 20 tries of some 40 s each) before it
-    failed. An address Ray cannot resolve here (none: a local cluster is started; ``ray://``)
-    is left to Ray."""
+    """Raise :class:`~danlu.executors.errors.ExecutorUnavailableError` unless a Ray GCS answers
+    at the address that joining ``address`` would use within ``timeout`` seconds: nothing
+    takes a TCP connection there, or something does (another service on that port, a head
+    whose GCS hangs) but does not answer a GCS's request. Ray itself would retry joining for
+    many minutes (some 40 s a try), the control plane's API not up meanwhile. An address Ray
+    cannot resolve here (none: a local cluster is started; ``ray://``) is left to Ray."""
     if address is None or address.startswith("ray://"):
         return
+    deadline = time.monotonic() + timeout
     try:
         target = ray._private.services.canonicalize_bootstrap_address(address)
         host, port = target.rsplit(":", 1)
         where = (host.strip("[]"), int(port))
+        client: Callable[..., Any] = ray._raylet.GcsClient
     except Exception:  # none to be found (Ray says so itself), or not this Ray's API
         return
+    shown = target if target == address else f"{address} (joined as {target})"
+    if why := _unconnected(where, timeout):
+        raise ExecutorUnavailableError(
+            f"nothing answers at the Ray head's GCS address ({shown}: {why}); is the head up "
+            "and the address right?"
+        )
+    # the request Ray makes to see that a GCS is alive (ray._private.node), in a thread: Ray's
+    # client retries for many minutes. One not answered in time is left to Ray's retries.
+    thread, answer = call_in_thread(
+        lambda: client(address=target).internal_kv_get(b"danlu-probe", None),
+        max(deadline - time.monotonic(), 0.0),
+        "danlu-ray-join",
+    )
+    why = f" within {timeout:g} s" if thread.is_alive() else ""
+    if not why:
+        try:
+            answer()
+        except Exception as exc:
+            why = f" ({type(exc).__name__}: {exc})"
+    if why:
+        raise ExecutorUnavailableError(
+            f"nothing answers as a Ray GCS at {shown}{why}; is it the Ray head's GCS address "
+            "(ray start --head prints it), and the head up?"
+        )
+
+
+def _unconnected(where: tuple[str, int], timeout: float) -> str:
+    """Why no TCP connection to ``where`` could be made within ``timeout`` seconds; empty when
+    one could."""
     try:
         socket.create_connection(where, timeout=timeout).close()
     except TimeoutError:
-        why = f"no answer within {timeout:g} s"
+        return f"no answer within {timeout:g} s"
     except OSError as exc:
-        why = exc.strerror or str(exc)
-    else:
-        return
-    shown = target if target == address else f"{address}, {target}"
-    raise ExecutorUnavailableError(
-        f"nothing answers at the Ray head's GCS address ({shown}: {why}); is the head up "
-        "and the address right?"
-    )
+        return exc.strerror or str(exc)
+    return ""

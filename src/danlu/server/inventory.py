@@ -8,7 +8,9 @@ outside any transaction). When they differ from what the store holds, the new in
 recorded in one transaction: nodes keep their rows, and so their cordons, while they keep
 their names; the scheduler's next round places onto the new nodes, and the reconcile loop
 re-queues the jobs whose GPUs left (they resume from their last checkpoint). A backend that
-cannot be asked leaves the inventory as it was, and is logged once while it keeps failing.
+cannot be asked leaves the inventory as it was, and is logged once while it keeps failing: an
+outage (:class:`~danlu.executors.ExecutorUnavailableError`, e.g. the Ray head's GCS
+unreachable), an expected failure, in one line, no traceback, then a count once a minute.
 With each reading (and at start-up) the nodes the backend has taken out of service (Slurm
 reports them down or drained) are cordoned, with the backend's reason, and reopened once it
 serves them again; a node an admin closed is left as it is.
@@ -23,10 +25,10 @@ from dataclasses import dataclass
 from sqlalchemy import select
 
 from danlu.core.cluster import Cluster, Node
-from danlu.executors import Executor, ExecutorError
+from danlu.executors import Executor, ExecutorError, ExecutorUnavailableError
 from danlu.server.db import Database
 from danlu.server.db.models import Node as NodeRow
-from danlu.server.failures import RepeatedFailure
+from danlu.server.failures import REPEAT_LOG_SECONDS, RepeatedFailure
 from danlu.server.metrics import ServerMetrics
 from danlu.server.services import nodes
 from danlu.server.services.cluster import replace_inventory
@@ -88,6 +90,9 @@ class InventoryRefresh:
         self._failures = RepeatedFailure(
             log, "reading the executor's nodes", "reading the executor's nodes works again"
         )
+        self._outage: tuple[int, int, float] | None = None
+        """While the backend is unavailable (:meth:`_unavailable`): the failed readings, those
+        not logged yet, and when (the loop's clock) the last line was logged."""
 
     def due(self, t: float) -> bool:
         """Whether a reading is due at ``t`` (the first call only starts the clock: the
@@ -114,13 +119,42 @@ class InventoryRefresh:
         self._read_at = t
         try:
             cluster = self.executor.refresh_inventory()
+        except ExecutorUnavailableError as exc:
+            self._unavailable(exc, t)
+            return None
         except ExecutorError as exc:
             self._failures.failed(exc)
             return None
         self._failures.worked()
+        if self._outage is not None:
+            log.warning(
+                "reading the executor's nodes works again (after %d failures)", self._outage[0]
+            )
+            self._outage = None
         change = self.record(cluster)
         self.sync_closed(t)
         return change
+
+    def _unavailable(self, exc: ExecutorUnavailableError, t: float) -> None:
+        """Log that the backend cannot be asked at ``t``: an expected failure (its text, which
+        says what to check, is enough, and changes every time: "not answered for 25 s"), so
+        one line without traceback, then one counting the failures at most every
+        :data:`~danlu.server.failures.REPEAT_LOG_SECONDS` while it lasts, not one per
+        reading."""
+        failed, unlogged, logged_at = self._outage or (0, 0, t - REPEAT_LOG_SECONDS)
+        failed, unlogged = failed + 1, unlogged + 1
+        if t - logged_at < REPEAT_LOG_SECONDS:
+            self._outage = (failed, unlogged, logged_at)
+            return
+        if failed == 1:
+            log.warning(
+                "cannot read the executor's nodes (kept as they were, read again every %g s): %s",
+                self.every,
+                exc,
+            )
+        else:
+            log.warning("cannot read the executor's nodes, %d more times: %s", unlogged, exc)
+        self._outage = (failed, 0, t)
 
     def sync_closed(self, t: float) -> tuple[list[str], list[str]]:
         """Close the nodes the backend reports out of service now
