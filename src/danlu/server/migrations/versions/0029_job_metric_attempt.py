@@ -21,8 +21,9 @@ depends_on = None
 
 
 def upgrade() -> None:
-    with op.batch_alter_table("job_metrics") as batch:
-        batch.add_column(sa.Column("attempt", sa.Integer(), nullable=True))
+    # a plain ADD COLUMN (SQLite has it): no batch copy of the table, which would reflect the
+    # jobs table its rows refer to and skip that table's expression index
+    op.add_column("job_metrics", sa.Column("attempt", sa.Integer(), nullable=True))
     op.create_index(
         "ix_job_metrics_job_id_attempt_step", "job_metrics", ["job_id", "attempt", "step"]
     )
@@ -30,5 +31,4 @@ def upgrade() -> None:
 
 def downgrade() -> None:
     op.drop_index("ix_job_metrics_job_id_attempt_step", table_name="job_metrics")
-    with op.batch_alter_table("job_metrics") as batch:
-        batch.drop_column("attempt")
+    op.drop_column("job_metrics", "attempt")  # SQLite 3.35 and later drop a column in place
