@@ -102,7 +102,9 @@ def test_the_checkpoint_of_the_last_step_is_said_before_the_run_ends(
     assert [r["step"] for r in _step_records(records)] == list(range(1, 9))
     closing = records[-1]
     assert set(closing) == {"step", "time", "checkpoint_step"}
-    assert len(ctx.history) == 8 and "checkpoint_step" not in ctx.history[-1]
+    # step 8's own record comes before its checkpoint: it never says 8 (an asynchronous
+    # write of step 4 that finished late may be said there)
+    assert len(ctx.history) == 8 and ctx.history[-1].get("checkpoint_step") in (None, 4)
 
 
 def test_a_final_save_after_the_loop_is_said(tmp_path: Path) -> None:
