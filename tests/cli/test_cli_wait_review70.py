@@ -118,45 +118,42 @@ def test_wait_json_on_an_array_prints_its_tasks_jobs_in_task_order(fake: FakeApi
     assert task_gets(fake, jobs) == []
 
 
+def settle_at_third_look(
+    fake: FakeApi, jobs: list[dict[str, Any]], state: str, task_state: str
+) -> list[int]:
+    """Make the array's third ``GET /sweeps/{id}`` find it ``state`` and its tasks
+    ``task_state`` (they ended meanwhile); returns the count of those GETs, kept up to date."""
+    looks = [0]
+    plain = fake.handler
+
+    def handler(request: httpx.Request) -> httpx.Response:
+        if request.url.path == f"/api/v1/sweeps/{ARRAY}":
+            looks[0] += 1
+            if looks[0] == 3:
+                settle(fake, jobs, state, task_state)
+        return plain(request)
+
+    fake.handler = handler  # type: ignore[method-assign]
+    return looks
+
+
 def test_wait_on_a_cancelled_array_polls_the_array_while_its_tasks_stop(fake: FakeApi) -> None:
     """An array cancelled while its tasks still ran: each task was asked for every poll
     (1,000 requests a poll) until all had stopped; now the array once a poll."""
     jobs = add_array(fake, 3, "CANCELLED", "RUNNING")
-    looks = 0
-    plain = fake.handler
-
-    def handler(request: httpx.Request) -> httpx.Response:
-        nonlocal looks
-        if request.url.path == f"/api/v1/sweeps/{ARRAY}":
-            looks += 1
-            if looks == 3:  # the tasks stopped by the third look
-                settle(fake, jobs, "CANCELLED", "CANCELLED")
-        return plain(request)
-
-    fake.handler = handler  # type: ignore[method-assign]
+    looks = settle_at_third_look(fake, jobs, "CANCELLED", "CANCELLED")
     # --timeout: a wait that never ends fails (124) instead of hanging the tests
     code, out, err = run("wait", ARRAY, "--timeout", "60", "--poll", "0.1")
     assert code == 1 and f"array {ARRAY} CANCELLED: cancelled by admin" in err
     assert out.count(": CANCELLED") == 3
-    assert task_gets(fake, jobs) == [] and looks == 3
+    assert task_gets(fake, jobs) == [] and looks == [3]
 
 
 def test_wait_on_a_job_and_an_array_prints_each_and_exits_by_all(fake: FakeApi) -> None:
     jobs = add_array(fake, 2, "RUNNING", "RUNNING")
     job = fake.add_job("merge", "RUNNING")
     fake.progress = {job["id"]: ["RUNNING", "SUCCEEDED"]}
-    looks = 0
-    plain = fake.handler
-
-    def handler(request: httpx.Request) -> httpx.Response:
-        nonlocal looks
-        if request.url.path == f"/api/v1/sweeps/{ARRAY}":
-            looks += 1
-            if looks == 3:
-                settle(fake, jobs, "DONE", "SUCCEEDED")
-        return plain(request)
-
-    fake.handler = handler  # type: ignore[method-assign]
+    settle_at_third_look(fake, jobs, "DONE", "SUCCEEDED")
     code, out, _ = run("wait", job["id"], ARRAY[:6], "--json", "--timeout", "60", "--poll", "0.1")
     assert code == 0
     assert [j["id"] for j in json.loads(out)] == [job["id"], *(j["id"] for j in jobs)]
