@@ -25,7 +25,7 @@ import numpy as np
 from danlu.core.errors import ConfigError, DataError
 from danlu.sched.placement.frag import cluster_fragmentation, typical_pods
 from danlu.sched.placement.share import ShareCluster, ShareNode, ShareRequest, make_scorer
-from danlu.sim.workload import repeated_columns, repeated_message
+from danlu.sim.workload import repeated_columns, repeated_message, undecodable_line
 
 WINDOW_PCT = 0.5
 """Half-width (percent of capacity) of the arrived-demand window that is averaged."""
@@ -52,13 +52,23 @@ class OpenbPod:
 
 
 def _read_rows(path: Path, required: Sequence[str]) -> tuple[list[str], list[list[str]]]:
+    rows: list[list[str]] = []
+    reader: Any = None
     try:
         with path.open(newline="", encoding="utf-8-sig") as fh:  # a byte-order mark skipped
-            rows = list(csv.reader(fh))
+            reader = csv.reader(fh)
+            rows.extend(reader)
     except OSError as exc:
         raise DataError(f"{path}: cannot read: {exc}") from exc
-    except (UnicodeDecodeError, csv.Error) as exc:
-        raise DataError(f"{path}: not a UTF-8 CSV file ({exc}); save it as UTF-8 text") from None
+    except UnicodeDecodeError as exc:
+        line = undecodable_line(path)
+        where = f"{path}:{line}" if line is not None else str(path)
+        raise DataError(f"{where}: not a UTF-8 CSV file ({exc}); save it as UTF-8 text") from None
+    except csv.Error as exc:
+        line = reader.line_num if reader is not None else 1
+        raise DataError(
+            f"{path}:{line}: not a CSV file ({exc}); save it as UTF-8 CSV text"
+        ) from None
     if not rows:
         raise DataError(f"{path}: empty file, expected a header line")
     header = [h.strip() for h in rows[0]]
