@@ -200,6 +200,11 @@ def curve(points: Sequence[tuple[int, float]], goal: str, done: bool = False) ->
     return Curve(tuple(steps), tuple(best), done)
 
 
+STOPPED_EARLY = "stopped early: "
+"""How the reason of every trial :func:`median_stop` rules out begins (dependencies on a
+sweep read a trial cancelled with it as one that ended as its sweep meant)."""
+
+
 def median_stop(
     rule: EarlyStopping, trial: Curve, others: Sequence[Curve], goal: str
 ) -> str | None:
@@ -221,11 +226,11 @@ def median_stop(
     sign = -1.0 if goal == "maximize" else 1.0
     if math.isinf(mine):  # only NaN or infinities reported: the median is finite
         return (
-            f"stopped early: no finite value by step {step} (NaN or infinite: diverged), "
+            f"{STOPPED_EARLY}no finite value by step {step} (NaN or infinite: diverged), "
             f"worse than the median {sign * median:.6g} of {len(peers)} other trials by "
             "that step"
         )
     return (
-        f"stopped early: best {sign * mine:.6g} by step {step} is worse than the median "
+        f"{STOPPED_EARLY}best {sign * mine:.6g} by step {step} is worse than the median "
         f"{sign * median:.6g} of {len(peers)} other trials by that step"
     )

@@ -20,7 +20,8 @@ owner is not checked again (:func:`resolve_for` with no viewer).
 A dependency may also name a sweep or a job array (its id): it is judged on the whole, as
 one job that runs while the sweep does (or one of its trials still runs: a cancelled sweep's
 trials checkpoint before they end) and ends with it, SUCCEEDED when every trial
-succeeded, FAILED when one did not (or the sweep ended FAILED), CANCELLED when the sweep was
+succeeded (or was stopped early by the sweep's rule), FAILED when one did not (or the sweep
+ended FAILED), CANCELLED when the sweep was
 cancelled; it has started once a trial has. ``--after ARRAY`` thus waits for every task.
 """
 
@@ -30,13 +31,14 @@ from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from sqlalchemy import Select, select
+from sqlalchemy import Select, and_, not_, select
 from sqlalchemy.orm import Session
 from sqlalchemy.orm.exc import StaleDataError
 
 from danlu.core.errors import SpecError
 from danlu.core.spec import Dependency
 from danlu.core.state import TERMINAL_STATES, JobState
+from danlu.sched.sweep import STOPPED_EARLY
 from danlu.server.db import Job, Sweep, User
 from danlu.server.errors import ConflictError, NotFoundError, PermissionDenied
 from danlu.server.services.common import IN_CHUNK, by_id
@@ -215,7 +217,14 @@ def _sweep_as_found(session: Session, sweep: Sweep) -> Found:
         # GPUs), as a cancelled job does: the sweep ends with the last of them
         state = JobState.RUNNING
     elif sweep.state == "DONE":
-        bad = session.scalar(trials.where(Job.state != JobState.SUCCEEDED.value))
+        # a trial its early-stopping rule stopped ended as the sweep meant it to
+        stopped_early = and_(
+            Job.state == JobState.CANCELLED.value,
+            Job.cancel_reason.like(f"{STOPPED_EARLY}%"),
+        )
+        bad = session.scalar(
+            trials.where(Job.state != JobState.SUCCEEDED.value).where(not_(stopped_early))
+        )
         state = JobState.SUCCEEDED if bad is None else JobState.FAILED
     else:
         state = _SWEEP_ENDS.get(sweep.state, JobState.FAILED)
