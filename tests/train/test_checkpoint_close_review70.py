@@ -187,7 +187,9 @@ def test_a_preemptions_checkpoint_is_said_once_committed(tmp_path: Path, async_s
     assert _committed(tmp_path / "ckpt") == {4, 7}
     records = _records(out)
     assert seen_at_commit and all(step != 7 for _, step in seen_at_commit[0])
-    assert "checkpoint_step" not in _step_records(records)[-1]
+    # step 7's own record never says checkpoint 7; an asynchronous write of step 4 that
+    # finished late may be said there
+    assert _step_records(records)[-1].get("checkpoint_step") in (None, 4)
     assert _said(records)[-1] == (7, 7)
 
 
