@@ -203,9 +203,9 @@ def capture_state(
     Returns:
         A :class:`CapturedState` (a ``dict``) with keys ``version``, ``step``, ``model``,
         ``optimizer``, ``scheduler``, ``scaler``, ``rng``, ``data_state``,
-        ``metrics_history``, ``extra`` and ``optimizer_class`` (the optimizer's qualified
-        class name, which :func:`check_compatible` compares; and ``rng_ranks`` when
-        given). Every tensor is a private CPU copy (unless ``copy=False``).
+        ``metrics_history``, ``extra``, ``optimizer_class`` and ``scheduler_class`` (the
+        optimizer's and the scheduler's qualified class names, which
+        :func:`check_compatible` compares; and ``rng_ranks`` when given). Every tensor is a private CPU copy (unless ``copy=False``).
     """
     opt_state: Any = None
     if optimizer is not None:
@@ -223,6 +223,7 @@ def capture_state(
         metrics_history=_to_cpu_copy(list(metrics_history or [])),
         extra=_to_cpu_copy(extra) if extra is not None else None,
         optimizer_class=_class_name(optimizer) if optimizer is not None else None,
+        scheduler_class=_class_name(scheduler) if scheduler is not None else None,
     )
     if rng_ranks is not None:
         state["rng_ranks"] = _to_cpu_copy(list(rng_ranks))
@@ -336,8 +337,29 @@ def check_compatible(
         problem = "the checkpoint holds no optimizer state but an optimizer is given"
     if problem is None and scheduler is not None and state.get("scheduler") is None:
         problem = "the checkpoint was written without an LR scheduler, one is given now"
+    if problem is None and scheduler is not None:
+        problem = _scheduler_difference(state.get("scheduler_class"), scheduler)
     if problem is not None:
         raise IncompatibleCheckpointError(problem)
+    if scheduler is None and state.get("scheduler") is not None:
+        was = state.get("scheduler_class") or "an LR scheduler"
+        log.warning(
+            "the checkpoint's LR scheduler (%s) is dropped: none is given now, so the "
+            "learning rate stays where the optimizer's state left it",
+            was,
+        )
+
+
+def _scheduler_difference(recorded: Any, scheduler: Any) -> str | None:
+    """What differs between the scheduler class the checkpoint recorded (None in one
+    written before it was recorded: nothing to compare) and ``scheduler``'s."""
+    now = _class_name(scheduler)
+    if recorded is None or recorded == now:
+        return None
+    return (
+        f"the LR scheduler differs: {recorded} in the checkpoint, {now} now (its state "
+        "would be loaded into another schedule)"
+    )
 
 
 def restore_state(
