@@ -205,7 +205,8 @@ def capture_state(
         ``optimizer``, ``scheduler``, ``scaler``, ``rng``, ``data_state``,
         ``metrics_history``, ``extra``, ``optimizer_class`` and ``scheduler_class`` (the
         optimizer's and the scheduler's qualified class names, which
-        :func:`check_compatible` compares; and ``rng_ranks`` when given). Every tensor is a private CPU copy (unless ``copy=False``).
+        :func:`check_compatible` compares; and ``rng_ranks`` when given). Every tensor
+        is a private CPU copy (unless ``copy=False``).
     """
     opt_state: Any = None
     if optimizer is not None:
