@@ -34,10 +34,11 @@ SPEC: dict[str, Any] = {
     [
         ("CANCELLED", f"{STOPPED_EARLY}best 1.5 by step 20 is worse than the median", "SUCCEEDED"),
         ("CANCELLED", "cancelled by alice", "FAILED"),
+        ("CANCELLED", None, "FAILED"),  # a queued trial cancelled keeps no reason
         ("FAILED", None, "FAILED"),
         ("SUCCEEDED", None, "SUCCEEDED"),
     ],
-    ids=["stopped-early", "user-cancel", "failed", "all-succeeded"],
+    ids=["stopped-early", "user-cancel", "no-reason", "failed", "all-succeeded"],
 )
 def test_a_done_sweep_is_judged_by_how_its_trials_ended(
     db: Database, second: str, reason: str | None, judged: str

@@ -31,7 +31,7 @@ from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from sqlalchemy import Select, and_, not_, select
+from sqlalchemy import Select, and_, func, not_, select
 from sqlalchemy.orm import Session
 from sqlalchemy.orm.exc import StaleDataError
 
@@ -220,7 +220,7 @@ def _sweep_as_found(session: Session, sweep: Sweep) -> Found:
         # a trial its early-stopping rule stopped ended as the sweep meant it to
         stopped_early = and_(
             Job.state == JobState.CANCELLED.value,
-            Job.cancel_reason.like(f"{STOPPED_EARLY}%"),
+            func.coalesce(Job.cancel_reason, "").like(f"{STOPPED_EARLY}%"),  # NULL: not the rule
         )
         bad = session.scalar(
             trials.where(Job.state != JobState.SUCCEEDED.value).where(not_(stopped_early))
