@@ -16,6 +16,8 @@ from danlu.client.errors import NoServerError
 
 API_PREFIX = "/api/v1"
 DEFAULT_HOME = Path("~/.danlu")
+CLUSTER_EXECUTORS = ("slurm", "ray")
+"""The executors other than the local one that ``server.json`` may name (``--executor``)."""
 
 
 def find_server(home: Path | None = None) -> tuple[str, str | None]:
@@ -34,9 +36,12 @@ def find_server(home: Path | None = None) -> tuple[str, str | None]:
     if not isinstance(info, dict) or not info.get("url"):
         raise NoServerError(f"{hint} ({root / 'server.json'} names no url)")
     if _recorded_here(info) and not _alive(info["pid"]):
+        executor = info.get("executor")
+        flag = f" --executor {executor}" if executor in CLUSTER_EXECUTORS else ""
         raise NoServerError(
             f"the danlu server recorded in {root / 'server.json'} (pid {info['pid']}, "
-            f"{info['url']}) is not running: start one with `danlu up --home {root}`"
+            f"{info['url']}) is not running: start one with `danlu up --home {root}{flag}`"
+            + (" (and the cluster's other settings it had)" if flag else "")
         )
     try:
         token: str | None = (root / "admin.token").read_text(encoding="utf-8").strip() or None

@@ -55,6 +55,9 @@ DEFAULT_PREEMPT_GRACE = 30.0
 """The preemption grace of a job whose spec has none when a multi-node executor stops its
 nodes itself because one checkpointed alone, unless the executor is given another (the
 control plane passes its ``DANLU_PREEMPT_GRACE``)."""
+RUNS_DIR = "runs"
+"""The directory of the executor's state directory holding one directory of records per
+job (``runs/JOB_ID``)."""
 RESULT = "result.json"
 """The run's result, recorded by the executor once it knows how the run ended (the Slurm and
 Ray executors; the local one's supervisor writes ``exit.json`` itself)."""
@@ -106,7 +109,7 @@ class RunDirExecutor(Executor):
         """Set up ``state_dir/runs`` (mode 0700) and the log directory (default
         ``state_dir/logs``); ``clock`` stamps stop requests and results."""
         self._clock = clock
-        self._runs = Path(state_dir).resolve() / "runs"
+        self._runs = Path(state_dir).resolve() / RUNS_DIR
         self._runs.mkdir(parents=True, exist_ok=True, mode=0o700)
         self._log_dir = Path(log_dir) if log_dir is not None else self._runs.parent / "logs"
         self._cancel_grace = cancel_grace

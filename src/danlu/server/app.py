@@ -50,6 +50,7 @@ from danlu.server.errors import (
 )
 from danlu.server.health import HealthLoop, HealthProgram
 from danlu.server.metrics import ServerMetrics
+from danlu.server.plane_lease import EXECUTOR_STATE
 from danlu.server.reconcile import Reconciler
 from danlu.server.routes import admin, dashboard, events, jobs, sweeps, webhooks
 from danlu.server.routes.deps import (
@@ -342,7 +343,7 @@ def build_slurm_executor(settings: Settings, api_url: str | None) -> SlurmExecut
     env = job_base_env()
     return SlurmExecutor(
         SlurmCommands(env),
-        home / "executor",
+        home / EXECUTOR_STATE,
         partition=settings.slurm_partition,
         gpu_type=gpu_type(settings.slurm_gpu_type),
         log_dir=home / "logs",
@@ -371,7 +372,7 @@ def build_cluster_executor(settings: Settings, api_url: str | None) -> Executor:
 
     home = Path(settings.home)
     return RayExecutor(
-        home / "executor",
+        home / EXECUTOR_STATE,
         address=settings.ray_address,
         log_dir=home / "logs",
         base_env=job_base_env(),
@@ -389,7 +390,7 @@ def build_executor(settings: Settings, inventory: Inventory, api_url: str | None
     home = Path(settings.home)
     return LocalExecutor(
         inventory.cluster(),
-        home / "executor",
+        home / EXECUTOR_STATE,
         log_dir=home / "logs",
         base_env=job_base_env(),
         api_url=api_url,

@@ -38,7 +38,11 @@ from danlu.server.app import (
 )
 from danlu.server.db import Database, upgrade_database
 from danlu.server.db.engine import database_shown, sqlite_file
-from danlu.server.plane_lease import release_scheduler_lease, take_scheduler_lease
+from danlu.server.plane_lease import (
+    release_scheduler_lease,
+    take_scheduler_lease,
+    wait_before_upgrading,
+)
 from danlu.server.reconcile import tune_collector
 from danlu.server.run_as import check_run_as, close_home
 from danlu.server.services.users import bootstrap_admin
@@ -208,12 +212,15 @@ class _Store:
 
 
 def _open_store(settings: Settings, *, take_lease: bool) -> _Store:
-    """Migrate the store, take its ``scheduler`` lease when ``take_lease`` (one control
+    """Migrate the store (when ``take_lease``, not while a plane of an older danlu uses it:
+    :func:`wait_before_upgrading`), take its ``scheduler`` lease when ``take_lease`` (one control
     plane per database: :func:`take_scheduler_lease`, which waits for another plane's to
     lapse and refuses a live one), then bootstrap the admin token: a plane refused leaves no
     token behind. A store that cannot be reached is a :class:`ConfigError` naming the URL
     (its password hidden)."""
     try:
+        if take_lease:  # a plane of an older danlu that uses the database keeps it as it is
+            wait_before_upgrading(settings.db_url)
         upgrade_database(settings.db_url)
         db = Database(settings.db_url)
         try:
@@ -333,8 +340,9 @@ def private_database(db_url: str) -> None:
     missing database is made as an empty ``0600`` file before SQLite writes it (SQLite gives
     a new one ``0644`` less the umask, and its ``-wal`` and ``-shm`` the database's mode);
     existing ones of this user lose their group and other bits, said in the log. Other URLs
-    (PostgreSQL, a ``file:`` URI) are left alone, and so is a database whose directory
-    cannot be made: the engine's error names the setting (:func:`_open_store`)."""
+    (PostgreSQL, a ``file:`` URI) are left alone, and so are a database whose directory
+    cannot be made and a file that is not a SQLite database (a wrong path): the engine's
+    error names the setting (:func:`_open_store`)."""
     path = sqlite_file(db_url)
     if path is None:
         return
@@ -348,6 +356,8 @@ def private_database(db_url: str) -> None:
             os.close(os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_CLOEXEC, 0o600))
     except OSError as exc:  # FileExistsError too: another process made it meanwhile
         log.debug("database %s not made here: %s", path, exc)
+    if not _sqlite_or_empty(path):
+        return  # not a database: the upgrade refuses it, and its mode stays the user's
     for suffix in SQLITE_COMPANIONS:
         companion = path.with_name(path.name + suffix)
         try:
@@ -356,6 +366,21 @@ def private_database(db_url: str) -> None:
             continue
         except OSError as exc:
             log.warning("cannot make database file %s private (%s): chmod 600 it", companion, exc)
+
+
+SQLITE_HEADER = b"SQLite format 3\x00"
+"""The first bytes of every SQLite database file."""
+
+
+def _sqlite_or_empty(path: Path) -> bool:
+    """True if ``path`` is empty (a new database) or a SQLite database file (its header);
+    False for another kind of file, or one that cannot be read (left as it is)."""
+    try:
+        with path.open("rb") as file:
+            start = file.read(len(SQLITE_HEADER))
+    except OSError:
+        return False
+    return start in (b"", SQLITE_HEADER)
 
 
 CLUSTER_HINTS = {
@@ -463,10 +488,11 @@ cancels them: a ``danlu logs -f`` streams until its job ends or the follow timeo
 passes, and would otherwise hold the server up that long."""
 
 
-def write_server_json(home: Path, url: str) -> None:
+def write_server_json(home: Path, url: str, executor: str = "local") -> None:
     """``{home}/server.json``: where the CLI finds this server, which process serves it and
     on which host (the CLI refuses the record of a dead process of its own host:
-    :func:`~danlu.client.discovery.find_server`)."""
+    :func:`~danlu.client.discovery.find_server`, whose hint to start it again names its
+    ``executor``)."""
     path = home / "server.json"
     tmp = path.with_name(f".server.json.{os.getpid()}.tmp")
     record = {
@@ -474,6 +500,7 @@ def write_server_json(home: Path, url: str) -> None:
         "pid": os.getpid(),
         "hostname": socket.gethostname(),
         "started_at": time.time(),
+        "executor": executor,
     }
     tmp.write_text(json.dumps(record))
     os.replace(tmp, path)
@@ -497,9 +524,10 @@ class _Server(uvicorn.Server):
     (:meth:`record`) and removes it as it begins to shut down: after a signal, uvicorn
     raises the signal again once it has stopped, and nothing after its ``run`` runs."""
 
-    def __init__(self, config: uvicorn.Config, home: Path) -> None:
+    def __init__(self, config: uvicorn.Config, home: Path, executor: str) -> None:
         super().__init__(config)
         self.home = home
+        self.executor = executor
         self._record_lock = threading.Lock()
         self._stopping = False
 
@@ -509,7 +537,7 @@ class _Server(uvicorn.Server):
         with self._record_lock:
             if self._stopping:
                 return False
-            write_server_json(self.home, url)
+            write_server_json(self.home, url, self.executor)
             return True
 
     async def shutdown(self, sockets: list[socket.socket] | None = None) -> None:
@@ -537,7 +565,7 @@ def run(
         lifespan="on",
         timeout_graceful_shutdown=GRACEFUL_SHUTDOWN,
     )
-    server = _Server(config, Path(prepared.settings.home))
+    server = _Server(config, Path(prepared.settings.home), prepared.settings.executor)
 
     def ready() -> None:
         while not server.started and not server.should_exit:

@@ -11,7 +11,9 @@ The lease also names the home of the plane that last held it (:attr:`Lease.home`
 given back, :func:`plane_home`): the runs of a home's jobs are that home's executor's
 (local processes under its supervisors, or the records of a Slurm or Ray plane), invisible
 to a plane of another home, which would launch every running job again. A plane that takes
-the lease where another home's jobs still hold GPUs gives it back (:func:`foreign_runs`).
+the lease where another home's jobs still hold GPUs gives it back (:func:`foreign_runs`); so
+does one where the lease names no home (a database a danlu before revision 0028 ran) and no
+running job's run is recorded under its own home.
 """
 
 from __future__ import annotations
@@ -21,17 +23,21 @@ import os
 import secrets
 import socket
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 from pathlib import Path
 
-from sqlalchemy import func, select, update
+from sqlalchemy import func, select, text, update
+from sqlalchemy.exc import DBAPIError, OperationalError
 from sqlalchemy.orm import Session
 
 from danlu.config import Settings
 from danlu.core.errors import ConfigError
-from danlu.executors.supervise import alive, proc_start_time
-from danlu.server.db import Database, Job, Lease
+from danlu.executors.base import JOB_ID_RE
+from danlu.executors.rundirs import RUNS_DIR
+from danlu.executors.supervise import LAUNCH, alive, proc_start_time
+from danlu.server.db import Database, Job, Lease, head_revision, make_engine
+from danlu.server.db.migrate import known_older_revision
 from danlu.server.services import locks
 from danlu.server.services.projects import HOLDING
 
@@ -47,6 +53,9 @@ LEASE_POLL = 0.5
 LEASE_WAIT_CAP = 600.0
 """The longest a starting plane waits for a lease to lapse (an expiry far off, written by a
 host whose clock runs ahead, is not waited out)."""
+EXECUTOR_STATE = "executor"
+"""The directory of a home where its executor (local, Slurm or Ray) keeps its run records
+(``{home}/executor/runs/JOB_ID/launch.json``)."""
 
 
 def scheduler_lease_ttl(settings: Settings) -> float:
@@ -142,23 +151,48 @@ def take_lease(session: Session, token: str, owner: str, ttl: float, t: float) -
     return locks.LeaseTake.TAKEN
 
 
-def foreign_runs(session: Session, home: str) -> str | None:
-    """Why the plane of ``home``, which has just taken the lease, must not act: the lease's
-    last holder was a plane of another home (:attr:`Lease.home`) and jobs still hold GPUs.
-    Their runs were launched by that home's executor, may still be alive, and are not this
-    plane's executor's to see: polled, each would be unknown and launched again (two runs of
-    one job, a cancel stopping one). ``None`` when it may act."""
+def recorded_here(home: Path, job_ids: Iterable[str]) -> bool:
+    """True if the executor of ``home`` (any kind: each keeps its run records under
+    ``{home}/executor/runs``) has the launch record of a run of one of ``job_ids``."""
+    runs = home / EXECUTOR_STATE / RUNS_DIR
+    return any(
+        JOB_ID_RE.fullmatch(job_id) and (runs / job_id / LAUNCH).is_file() for job_id in job_ids
+    )
+
+
+def foreign_runs(session: Session, home: str, home_dir: Path) -> str | None:
+    """Why the plane of ``home`` (:func:`plane_home`; its directory ``home_dir``), which has
+    just taken the lease, must not act: jobs still hold GPUs and the lease's last holder was
+    a plane of another home (:attr:`Lease.home`), or the lease names none (a database a danlu
+    before revision 0028 ran, which did not record it) and none of those jobs' runs is
+    recorded under ``home_dir`` (:func:`recorded_here`: the plane that launched them was of
+    another home). Their runs were launched by that home's executor, may still be alive, and
+    are not this plane's executor's to see: polled, each would be unknown and launched again
+    (two runs of one job, a cancel stopping one). ``None`` when it may act."""
     previous = read_holder(session).home
-    if previous is None or previous == home:
+    if previous == home:
         return None
     holding = select(Job.id).where(Job.state.in_(HOLDING))
     count = session.scalar(select(func.count()).select_from(holding.subquery())) or 0
     if not count:
         return None
+    if previous is None and recorded_here(home_dir, session.scalars(holding)):
+        return None
     shown = list(session.scalars(holding.order_by(Job.id).limit(3)))
     more = f" and {count - len(shown)} more" if count > len(shown) else ""
+    jobs = f"the database's running jobs ({', '.join(shown)}{more})"
+    if previous is None:
+        return (
+            f"{jobs} were launched by a control plane whose home the database does not name "
+            f"(an older danlu ran it), and none of their runs is recorded under this plane's "
+            f"home ({home}), so they were launched from another home: their runs may still be "
+            "alive, and this plane cannot see them, so it would run those jobs a second time. "
+            "Start danlu on the home that launched them to let them finish or cancel them, "
+            "and stop it before starting this one; or give this one another database "
+            "(--database-url, DANLU_DATABASE_URL)"
+        )
     return (
-        f"the database's running jobs ({', '.join(shown)}{more}) were launched by the control "
+        f"{jobs} were launched by the control "
         f"plane of home {previous}; their runs may still be alive, and this plane (home "
         f"{home}) cannot see them, so it would run those jobs a second time. Start danlu on "
         "that home again to let them finish or cancel them, and stop it before starting "
@@ -203,7 +237,7 @@ def take_scheduler_lease(
                 holder = read_holder(session)
                 refusal = None
             else:
-                refusal = foreign_runs(session, home)
+                refusal = foreign_runs(session, home, Path(settings.home).resolve())
                 if refusal is None:
                     record_home(session, token, home)
                     return token
@@ -228,6 +262,59 @@ def take_scheduler_lease(
                 "DANLU_DATABASE_URL)"
             )
         sleep(min(LEASE_POLL, max(deadline - t, 0.01)))
+
+
+def wait_before_upgrading(
+    db_url: str,
+    *,
+    clock: Callable[[], float] = time.time,
+    sleep: Callable[[float], None] = time.sleep,
+) -> None:
+    """Refuse to let a starting plane migrate a database another plane uses: a database at
+    an older revision of this danlu whose ``scheduler`` lease is held (unexpired, its holder
+    not a process of this host that is gone) is used by a plane of an older danlu, which
+    could not start on it again once migrated. Waits for the lease to lapse as
+    :func:`take_scheduler_lease` does, and raises :class:`ConfigError` naming the holder and
+    the fix when it is renewed. Reads the lease's columns of revision 0001, which every
+    revision has. Call before :func:`~danlu.server.db.upgrade_database`."""
+    engine = make_engine(db_url)
+    shown = engine.url.render_as_string(hide_password=True)
+    deadline: float | None = None
+    try:
+        try:
+            revision = known_older_revision(engine)
+        except OperationalError:
+            raise
+        except DBAPIError:  # not a database danlu can read: the upgrade says why
+            return
+        if revision is None:
+            return
+        while True:
+            t = clock()
+            with engine.connect() as conn:
+                row = conn.execute(
+                    text("SELECT lock_owner, lock_expires_at FROM leases WHERE id = :name"),
+                    {"name": LEASE},
+                ).one_or_none()
+            if row is None or row.lock_expires_at is None or row.lock_expires_at < t:
+                return
+            if dead_here(row.lock_owner):
+                return
+            if deadline is None:
+                deadline = min(row.lock_expires_at, t + LEASE_WAIT_CAP) + LEASE_GRACE
+            if t >= deadline:
+                raise ConfigError(
+                    f"another control plane ({describe_owner(row.lock_owner)}) uses the "
+                    f"database {shown}, at revision {revision}, and keeps renewing its "
+                    f"scheduler lease; this danlu would migrate the database to revision "
+                    f"{head_revision()}, and that plane's older danlu could not start on it "
+                    "again. Stop that plane first, then start this one (one control plane "
+                    "per database); or give this one another database (--database-url, "
+                    "DANLU_DATABASE_URL)"
+                )
+            sleep(min(LEASE_POLL, max(deadline - t, 0.01)))
+    finally:
+        engine.dispose()
 
 
 def release_scheduler_lease(db: Database, token: str) -> None:

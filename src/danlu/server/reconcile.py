@@ -290,6 +290,7 @@ class Reconciler(LaunchStep):
         self.owner = owner_id()
         self.home = plane_home(settings)
         """How the lease names this plane (:func:`~danlu.server.plane_lease.plane_home`)."""
+        self.home_dir = Path(settings.home).resolve()
         self._leading = False
         """This loop held the lease at its last pass (or was handed it at start-up)."""
         self._refused: str | None = None
@@ -411,7 +412,7 @@ class Reconciler(LaunchStep):
                 self._leading = False
                 return False
             if took is locks.LeaseTake.TAKEN:
-                refusal = foreign_runs(session, self.home)
+                refusal = foreign_runs(session, self.home, self.home_dir)
                 if refusal is not None:
                     locks.release_if_token(session, Lease, [LEASE], self.token)
                     if refusal != self._refused:

@@ -9,11 +9,12 @@ from alembic.config import Config
 from alembic.runtime.migration import MigrationContext
 from alembic.script import ScriptDirectory
 from alembic.util import CommandError
-from sqlalchemy import Connection, Engine, text
+from sqlalchemy import Connection, Engine, inspect, text
 from sqlalchemy.exc import DBAPIError, OperationalError
 
 from danlu.core.errors import ConfigError
 from danlu.server.db.engine import make_engine
+from danlu.server.db.models import Base
 
 MIGRATIONS = Path(__file__).resolve().parent.parent / "migrations"
 
@@ -38,21 +39,63 @@ def current_revision(engine: Engine) -> str | None:
         return MigrationContext.configure(conn).get_current_revision()
 
 
+def known_older_revision(engine: Engine) -> str | None:
+    """The revision the database is at when this danlu would migrate it (one of its own
+    revisions, older than its newest); ``None`` for an empty database, one at the newest
+    revision, or one at a revision this danlu does not ship."""
+    current = current_revision(engine)
+    if current is None or current == head_revision():
+        return None
+    known = {rev.revision for rev in ScriptDirectory.from_config(alembic_config()).walk_revisions()}
+    return current if current in known else None
+
+
 def _check_known(conn: Connection, script: ScriptDirectory) -> None:
-    """Raise :class:`ConfigError` when the database is at a revision this danlu does not
-    ship: a newer danlu migrated it, and Alembic would fail with a traceback."""
+    """Raise :class:`ConfigError` when the database is not one this danlu can migrate: at a
+    revision it does not ship (a newer danlu migrated it, or it is another application's,
+    whose Alembic revisions are not danlu's numbered ones), or without a revision but with
+    tables of danlu's names (another application's database), where Alembic would fail with
+    a traceback or a bare "already exists"."""
+    shown = conn.engine.url.render_as_string(hide_password=True)
     known = {rev.revision for rev in script.walk_revisions()}
-    unknown = [
-        rev for rev in MigrationContext.configure(conn).get_current_heads() if rev not in known
-    ]
-    if unknown:
-        shown = conn.engine.url.render_as_string(hide_password=True)
+    heads = MigrationContext.configure(conn).get_current_heads()
+    unknown = [rev for rev in heads if rev not in known]
+    head = script.get_current_head()
+    if unknown and all(_newer(rev, head) for rev in unknown):
         raise ConfigError(
             f"the database {shown} is at revision {', '.join(unknown)}, which this danlu does "
-            f"not know (newer than its newest, {script.get_current_head()}): a newer danlu "
+            f"not know (newer than its newest, {head}): a newer danlu "
             "migrated it; upgrade danlu, or restore the backup of the database taken before "
             "that upgrade"
         )
+    if unknown:
+        raise ConfigError(
+            f"the database {shown} is at revision {', '.join(unknown)} of migrations that are "
+            f"not danlu's (danlu's are numbered, its newest {head}): it is not danlu's "
+            "database; give danlu a database of its own (--database-url, DANLU_DATABASE_URL)"
+        )
+    if not heads:
+        taken = sorted(set(inspect(conn).get_table_names()) & set(Base.metadata.tables))
+        if taken:
+            raise ConfigError(
+                f"the database {shown} has no danlu revision but already has tables of "
+                f"danlu's names ({', '.join(taken[:5])}): it is not danlu's database (or its "
+                "alembic_version table was dropped); give danlu a database of its own "
+                "(--database-url, DANLU_DATABASE_URL)"
+            )
+
+
+def _newer(revision: str, head: str | None) -> bool:
+    """True if ``revision`` is numbered as danlu numbers its revisions (a number, perhaps
+    followed by ``_`` and a name), past ``head``."""
+    number = revision.split("_", 1)[0]
+    return (
+        head is not None
+        and head.isdigit()
+        and number.isdigit()
+        and len(number) == len(head)
+        and int(number) > int(head)
+    )
 
 
 MIGRATION_LOCK = 0x64616E6C75
@@ -89,11 +132,18 @@ def upgrade_database(url_or_engine: str | Engine, revision: str = "head") -> Non
     except OperationalError:
         raise
     except DBAPIError as exc:
-        raise ConfigError(
-            f"cannot migrate the database {shown}: {_first_line(exc)}; check that its user may "
-            "create and change tables there (PostgreSQL: GRANT ALL ON SCHEMA public TO that "
-            "user), and start danlu again"
-        ) from None
+        if engine.dialect.name == "sqlite":
+            fix = (
+                "check that it is a SQLite database of danlu's (or a new file) that this user "
+                "can read and write, and start danlu again"
+            )
+        else:
+            fix = (
+                "check that its user may create and change tables there (PostgreSQL: GRANT "
+                "ALL ON SCHEMA public TO that user), and start danlu again"
+            )
+        reason = _first_line(exc)
+        raise ConfigError(f"cannot migrate the database {shown}: {reason}; {fix}") from None
     finally:
         if isinstance(url_or_engine, str):
             engine.dispose()
