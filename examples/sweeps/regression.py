@@ -1,7 +1,7 @@
 """A sweep trial: a small regression trained with danlu.train, with the learning rate, width
 and optimizer the sweep chose (``DANLU_HPARAMS``; the defaults below off a sweep).
 
-    PYTHONPATH=src python examples/sweeps/regression.py [--steps 40]
+    PYTHONPATH=src python examples/sweeps/regression.py [--steps 40] [--step-seconds 0.4]
 
 Each step's record carries ``loss``, the metric ``examples/sweeps/lr.yaml`` minimises.
 """
@@ -9,6 +9,8 @@ Each step's record carries ``loss``, the metric ``examples/sweeps/lr.yaml`` mini
 from __future__ import annotations
 
 import argparse
+import time
+from collections.abc import Callable
 
 import torch
 from torch import nn
@@ -21,9 +23,28 @@ def loss_fn(model: nn.Module, batch: tuple[torch.Tensor, torch.Tensor]) -> torch
     return nn.functional.mse_loss(model(x), y)
 
 
+Batch = tuple[torch.Tensor, torch.Tensor]
+
+
+def slowed(step_seconds: float) -> Callable[[nn.Module, Batch], torch.Tensor]:
+    """:func:`loss_fn`, sleeping ``step_seconds`` first."""
+
+    def loss(model: nn.Module, batch: Batch) -> torch.Tensor:
+        time.sleep(step_seconds)
+        return loss_fn(model, batch)
+
+    return loss
+
+
 def main() -> None:
     ap = argparse.ArgumentParser()
     ap.add_argument("--steps", type=int, default=40)
+    ap.add_argument(
+        "--step-seconds",
+        type=float,
+        default=0.0,
+        help="sleep this long in each step, standing in for a real model's work",
+    )
     args = ap.parse_args()
     hparams = dt.JobEnv.from_environ().hparams
     lr = float(hparams.get("lr", 0.05))
@@ -40,7 +61,7 @@ def main() -> None:
         model,
         opt,
         torch.utils.data.TensorDataset(x, y),
-        loss_fn,
+        slowed(args.step_seconds) if args.step_seconds > 0 else loss_fn,
         epochs=100,
         global_batch_size=64,
         max_steps=args.steps,

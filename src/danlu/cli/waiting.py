@@ -74,7 +74,8 @@ def wait(
     """Wait until the jobs finish, printing each as it does (a sweep or job array: until it
     has ended, then its trials). Exit status: 0 when every one SUCCEEDED, 1 when one FAILED
     or was CANCELLED (or a sweep or array ended FAILED or CANCELLED, or before all its
-    tasks were submitted), 124 when --timeout passed first, 2 for an error (an unknown job)."""
+    tasks were submitted; a trial of a DONE sweep that its early-stopping rule cancelled
+    counts as succeeded), 124 when --timeout passed first, 2 for an error (an unknown job)."""
     try:
         seconds = parse_timeout(timeout)
         if not math.isfinite(poll):
@@ -116,8 +117,20 @@ def wait_jobs(
     if json_out:
         common.print_json(done)
     failed = [why for end in ends if end.sweep is not None and (why := sweep_failed(end.sweep))]
-    code = 0 if all(job.get("state") == "SUCCEEDED" for job in done) else 1
+    meant = {job_id for end in ends if end.sweep is not None for job_id in stopped_early(end.sweep)}
+    ok = all(job.get("state") == "SUCCEEDED" or job.get("id") in meant for job in done)
+    code = 0 if ok else 1
     return report_sweeps(failed, code)
+
+
+def stopped_early(sweep: dict[str, Any]) -> set[str]:
+    """The jobs of the trials of ``sweep`` (a DONE one) that its early-stopping rule
+    cancelled: they ended as the sweep meant them to, and count as succeeded (as for a job
+    that waits on the sweep with ``--after``); none for a sweep that did not end DONE."""
+    if sweep.get("state") != "DONE":
+        return set()
+    trials = sweep.get("trials") or []
+    return {str(t.get("job_id")) for t in trials if isinstance(t, dict) and t.get("stopped_early")}
 
 
 def print_end(job: JobDict) -> None:

@@ -3,12 +3,14 @@
 Plain functions over value types (the control plane's adapter,
 :mod:`danlu.server.services.sweeps`, turns its rows into them):
 
-- :func:`trial_parameters` draws trial ``n``'s parameters: ``random`` from a generator seeded
-  with the sweep's seed and ``n`` alone, so a trial's parameters do not depend on when it
-  was drawn or on the other trials; ``grid`` takes the ``n``-th combination of the ``values``
-  lists (the first parameter varying slowest); ``tpe`` asks Optuna's TPE sampler (seeded with
-  the seed and ``n``) given the ended trials' parameters and values (:class:`Ended`), and
-  draws as ``random`` does for the first ``startup_trials``.
+- :func:`trial_parameters` draws trial ``n``'s parameters: ``random`` each from a generator
+  seeded with the sweep's seed, ``n`` and the parameter's name alone, so a trial's
+  parameters do not depend on when it was drawn, on the other trials, or on the order the
+  parameters are written in; ``grid`` takes the ``n``-th combination of the ``values``
+  lists (the first parameter written varying slowest); ``tpe`` asks Optuna's TPE sampler
+  (seeded with the seed and ``n``, told the parameters in the order of their names) given
+  the ended trials' parameters and values (:class:`Ended`), and draws as ``random`` does
+  for the first ``startup_trials``.
 - :func:`median_stop` is the median stopping rule (Golovin et al., "Google Vizier", KDD 2017):
   stop a trial whose best value by its latest step is worse than the median of the other
   trials' best values by that step -- unless its training is done (:attr:`Curve.done`): its
@@ -56,8 +58,10 @@ def trial_parameters(
         return _grid_point(spec.parameters, n)
     if spec.method == "tpe" and n >= spec.startup_trials and ended:
         return _tpe(spec, n, ended, running)
-    rng = random.Random(f"danlu-sweep:{spec.seed}:{n}")
-    return {name: _draw(param, rng) for name, param in spec.parameters.items()}
+    return {
+        name: _draw(param, random.Random(f"danlu-sweep:{spec.seed}:{n}:{name}"))
+        for name, param in spec.parameters.items()
+    }
 
 
 def _tpe(
@@ -75,7 +79,7 @@ def _tpe(
     optuna.logging.set_verbosity(optuna.logging.WARNING)
     distributions: dict[str, optuna.distributions.BaseDistribution] = {}
     offsets: dict[str, tuple[int, int]] = {}  # an int parameter's low and high
-    for name, param in spec.parameters.items():
+    for name, param in sorted(spec.parameters.items()):  # the order written does not count
         if param.values is not None:
             distributions[name] = optuna.distributions.CategoricalDistribution(param.values)
         elif param.distribution == "int":

@@ -527,6 +527,9 @@ class TrialOut(BaseModel):
     """The best value of the sweep's metric the trial reported (null before any)."""
     step: int | None
     """The step of its last report of the metric."""
+    stopped_early: bool = False
+    """Cancelled by the sweep's early-stopping rule: it ended as the sweep meant it to (a
+    DONE sweep whose other trials succeeded succeeded, for ``danlu wait`` and ``--after``)."""
 
 
 class SweepOut(BaseModel):

@@ -42,7 +42,15 @@ from danlu.core.sweep import (
     trial_checkpoint_dir,
     trial_name,
 )
-from danlu.sched.sweep import Curve, Ended, Value, curve, median_stop, trial_parameters
+from danlu.sched.sweep import (
+    STOPPED_EARLY,
+    Curve,
+    Ended,
+    Value,
+    curve,
+    median_stop,
+    trial_parameters,
+)
 from danlu.server.db import Job, JobMetric, Sweep, User
 from danlu.server.errors import AdmissionError, ConflictError, NotFoundError
 from danlu.server.services import dependencies, jobs, metrics, submission
@@ -69,6 +77,9 @@ class TrialResult:
     """The best value of the sweep's metric it reported; None before any finite one."""
     step: int | None
     """The step of its last report of the metric (null, i.e. NaN or infinite, included)."""
+    stopped_early: bool = False
+    """It was cancelled by the sweep's early-stopping rule (its reason begins with
+    :data:`~danlu.sched.sweep.STOPPED_EARLY`): it ended as the sweep meant it to."""
 
 
 def spec_of(sweep: Sweep) -> SweepSpec:
@@ -463,6 +474,8 @@ def results(session: Session, sweep: Sweep) -> list[TrialResult]:
                 parameters=_parameters(job),
                 best=trials.value(job.id),
                 step=None if c is None else c.last_step,
+                stopped_early=job.state == JobState.CANCELLED.value
+                and (job.cancel_reason or "").startswith(STOPPED_EARLY),
             )
         )
     return out

@@ -1,0 +1,83 @@
+"""``danlu wait SWEEP`` exited 1 for a DONE sweep whose early-stopping rule had stopped a
+trial, while ``--after SWEEP`` counts such a sweep as succeeded: a trial marked
+``stopped_early`` by ``GET /sweeps/{id}`` now counts as succeeded when its sweep is DONE
+(through the in-memory API of ``cli_fake_api``)."""
+
+from __future__ import annotations
+
+import re
+
+import httpx
+import pytest
+from cli_fake_api import FakeApi, invoke, jobs_app, serve_jobs_commands
+
+APP = jobs_app()
+SWEEP = "5a7e0c9d1b2f"
+
+
+@pytest.fixture
+def fake(monkeypatch: pytest.MonkeyPatch) -> FakeApi:
+    api = serve_jobs_commands(monkeypatch)
+    plain = api.handler
+
+    def handler(request: httpx.Request) -> httpx.Response:
+        found = re.fullmatch(r"/api/v1/sweeps/([^/]+)", request.url.path)
+        if found and request.method == "GET":
+            hits = [key for key in api.sweeps if key.startswith(found.group(1))]
+            if len(hits) == 1:
+                return httpx.Response(200, json=api.sweeps[hits[0]])
+        return plain(request)
+
+    api.handler = handler  # type: ignore[method-assign]
+    return api
+
+
+def add_sweep(fake: FakeApi, state: str, second: str, stopped_early: bool) -> None:
+    """A sweep ``lr`` in ``state``: trial 0 SUCCEEDED, trial 1 ended ``second``."""
+    jobs = [fake.add_job("lr-0", "SUCCEEDED"), fake.add_job("lr-1", second)]
+    fake.sweeps[SWEEP] = {
+        "id": SWEEP,
+        "name": "lr",
+        "user": "admin",
+        "array": False,
+        "state": state,
+        "reason": "",
+        "total": 2,
+        "submitted": 2,
+        "created_at": 1000.0,
+        "finished_at": 1100.0,
+        "spec": {"parallel": 2},
+        "trials": [
+            {
+                "job_id": job["id"],
+                "trial": n,
+                "state": job["state"],
+                "parameters": {"lr": 0.1 / 10**n},
+                "best": 0.5,
+                "step": 20,
+                "stopped_early": stopped_early and n == 1,
+            }
+            for n, job in enumerate(jobs)
+        ],
+        "best": None,
+    }
+
+
+@pytest.mark.parametrize(
+    ("state", "second", "stopped_early", "code"),
+    [
+        ("DONE", "CANCELLED", True, 0),  # the rule stopped it: the sweep did as meant
+        ("DONE", "CANCELLED", False, 1),  # a user cancelled it
+        ("DONE", "FAILED", False, 1),
+        ("DONE", "SUCCEEDED", False, 0),
+        ("CANCELLED", "CANCELLED", True, 1),  # the sweep itself did not end DONE
+    ],
+    ids=["stopped-early", "user-cancel", "failed", "all-succeeded", "sweep-cancelled"],
+)
+def test_wait_judges_a_sweep_as_after_does(
+    fake: FakeApi, state: str, second: str, stopped_early: bool, code: int
+) -> None:
+    add_sweep(fake, state, second, stopped_early)
+    exit_code, out, err = invoke(APP, "wait", SWEEP, "--poll", "0.1", "--timeout", "30")
+    assert exit_code == code, (out, err)
+    assert f"(lr-1): {second}" in out, out
