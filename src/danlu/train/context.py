@@ -683,13 +683,15 @@ class TrainContext:
                 self.precision.scaler if self.precision.scaling else None,
                 rank=self.distributed.rank,
                 world_size=self.distributed.world_size,
+                sampler=self.sampler,  # another dataset or order is refused before loading
+                global_batch_size=self.batch.base_global_batch,  # another: a WARNING
             )
-        except api.IncompatibleCheckpointError as exc:  # another model or optimizer: where, how
+        except api.IncompatibleCheckpointError as exc:  # another model, optimizer, data
             raise api.IncompatibleCheckpointError(
                 f"cannot resume from the checkpoint of step {step} in "
                 f"{self.checkpoints.directory}: {exc}. To train this script from scratch, "
                 "give it a new checkpoint_dir (DANLU_CHECKPOINT_DIR) or pass resume=False; to "
-                "resume, run the model and optimizer that wrote the checkpoint"
+                "resume, run the model, optimizer and data that wrote the checkpoint"
             ) from exc
         self.step_num = int(info.step)
         self._saved_step = self.step_num  # the checkpoint of this step exists

@@ -158,13 +158,54 @@ class ElasticSampler:
         return self.offset >= self.n
 
     def state_dict(self) -> dict[str, Any]:
-        """The sampler's resumable state (a part of ``data_state``)."""
-        return {"epoch": self.epoch, "offset": self.offset, "seed": self.seed, "n": self.n}
+        """The sampler's resumable state (a part of ``data_state``). ``shuffle`` is kept
+        for :meth:`resume_problem` to compare (``drop_last`` to be said)."""
+        return {
+            "epoch": self.epoch,
+            "offset": self.offset,
+            "seed": self.seed,
+            "n": self.n,
+            "shuffle": self.shuffle,
+            "drop_last": self.drop_last,
+        }
+
+    def resume_problem(self, state: Mapping[str, Any]) -> str | None:
+        """Why this sampler cannot resume from ``state`` (a :meth:`state_dict`), or None.
+
+        Another dataset size never can (the offset counts samples of the other dataset).
+        In the middle of an epoch neither can another ``shuffle`` (another order: the rest
+        of the epoch would repeat some samples and skip others); at an epoch's start or end
+        the live value holds from then on. Another ``drop_last`` can (it only decides
+        whether an epoch's last partial batch is trained: a run that failed on a one-sample
+        last batch may resume with ``drop_last=True``). A state written before ``shuffle``
+        was kept is not compared on it."""
+        saved_n = int(state.get("n", self.n))
+        if saved_n != self.n:
+            return (
+                f"the dataset differs: dataset_size={saved_n} in the checkpoint, {self.n} now "
+                "(its data position counts samples of the other dataset); resume on the same "
+                "dataset, or start over with a fresh checkpoint_dir"
+            )
+        offset = int(state.get("offset", 0))
+        if not 0 < offset < self.n:
+            return None
+        if "shuffle" in state and bool(state["shuffle"]) != self.shuffle:
+            return (
+                f"the sampler differs: shuffle={bool(state['shuffle'])} in the checkpoint, "
+                f"{self.shuffle} now, and the checkpoint is in the middle of epoch "
+                f"{int(state.get('epoch', 0))} ({offset} of {self.n} samples done): resume "
+                f"with shuffle={bool(state['shuffle'])} (another value can take effect from a "
+                "checkpoint at an epoch's end), or start over with a fresh checkpoint_dir"
+            )
+        return None
 
     def load_state_dict(self, state: dict[str, Any]) -> None:
-        """Resume from :meth:`state_dict` output (possibly written at another world size)."""
-        if int(state.get("n", self.n)) != self.n:
-            raise ConfigError(f"sampler state is for {state['n']} samples, dataset has {self.n}")
+        """Resume from :meth:`state_dict` output (possibly written at another world size);
+        a :class:`ConfigError` when :meth:`resume_problem` finds one. ``shuffle`` and
+        ``drop_last`` stay this sampler's."""
+        problem = self.resume_problem(state)
+        if problem is not None:
+            raise ConfigError(problem)
         self.epoch = int(state["epoch"])
         self.offset = int(state["offset"])
         self.seed = int(state.get("seed", self.seed))

@@ -17,12 +17,15 @@ import copy
 import logging
 import random
 from dataclasses import dataclass, field
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 import torch
 
 from danlu.core.errors import ConfigError, DataError
+
+if TYPE_CHECKING:
+    from danlu.train.data import ElasticSampler
 
 log = logging.getLogger("danlu.train")
 
@@ -324,13 +327,24 @@ def check_compatible(
     model: torch.nn.Module,
     optimizer: torch.optim.Optimizer | None = None,
     scheduler: Any = None,
+    *,
+    sampler: ElasticSampler | None = None,
+    global_batch_size: int | None = None,
 ) -> None:
     """Raise :class:`IncompatibleCheckpointError` (a ``ConfigError`` and a ``DataError``)
     saying what differs when ``state`` was written by another model (parameter names or
     shapes) or another optimizer (its class, parameter groups, or their hyper-parameters),
     or without an optimizer or scheduler that is given now: loading it would fail deep
     inside torch (a size mismatch, Adam's ``KeyError: 'betas'`` at the first step), or
-    train on wrongly."""
+    train on wrongly.
+
+    ``sampler``: the live :class:`~danlu.train.data.ElasticSampler` whose position the
+    state's ``data_state["sampler"]`` holds (a :class:`~danlu.train.context.TrainContext`'s
+    checkpoint): another dataset size, or another ``shuffle`` or ``drop_last`` in the
+    middle of an epoch, is refused too (:meth:`ElasticSampler.resume_problem`).
+    ``global_batch_size``: the one the script gives now; when the state's
+    ``data_state["batch"]`` was written with another, a WARNING says that the checkpoint's
+    is used (``BatchController.load_state_dict`` takes it)."""
     problem = _model_difference(state.get("model"), model)
     if problem is None and optimizer is not None and state.get("optimizer") is not None:
         problem = _optimizer_difference(state["optimizer"], state.get("optimizer_class"), optimizer)
@@ -340,6 +354,10 @@ def check_compatible(
         problem = "the checkpoint was written without an LR scheduler, one is given now"
     if problem is None and scheduler is not None:
         problem = _scheduler_difference(state.get("scheduler_class"), scheduler)
+    data_state = state.get("data_state")
+    data = data_state if isinstance(data_state, dict) else {}
+    if problem is None and sampler is not None and isinstance(data.get("sampler"), dict):
+        problem = sampler.resume_problem(data["sampler"])
     if problem is not None:
         raise IncompatibleCheckpointError(problem)
     if scheduler is None and state.get("scheduler") is not None:
@@ -349,6 +367,27 @@ def check_compatible(
             "learning rate stays where the optimizer's state left it",
             was,
         )
+    if global_batch_size is not None and isinstance(data.get("batch"), dict):
+        _note_global_batch(data["batch"], global_batch_size)
+
+
+def _note_global_batch(saved: dict[str, Any], given: int) -> None:
+    """WARN when the script's ``global_batch_size`` is not the one the checkpoint's run was
+    given (its ``base_global_batch``; a checkpoint written before that was kept: its
+    ``global_batch``). The checkpoint's is used: the resume goes on with its batch and the LR
+    tuned for it (a batch an adaptive run grew to is kept as well)."""
+    was = saved.get("base_global_batch", saved.get("global_batch"))
+    if was is None or int(was) == given:
+        return
+    log.warning(
+        "global_batch_size=%d differs from the checkpoint's global_batch_size=%d: %d is used, "
+        "so the resumed run goes on as it was written (same batch, same LR); to train at %d, "
+        "start over with a fresh checkpoint_dir or resume=False",
+        given,
+        int(was),
+        int(was),
+        given,
+    )
 
 
 def _scheduler_difference(recorded: Any, scheduler: Any) -> str | None:
@@ -372,12 +411,17 @@ def restore_state(
     *,
     rank: int = 0,
     world_size: int = 1,
+    sampler: ElasticSampler | None = None,
+    global_batch_size: int | None = None,
 ) -> RestoredInfo:
     """Load a state made by :func:`capture_state` into live objects and set every RNG.
 
     Nothing is loaded unless the state fits: :func:`check_compatible` raises
     :class:`IncompatibleCheckpointError` saying what differs (another model shape or
-    optimizer; a scheduler given now that the state lacks). The model is loaded strictly.
+    optimizer; a scheduler given now that the state lacks; given ``sampler``, another
+    dataset size or, mid-epoch, another order; ``global_batch_size``: see there). The
+    ``sampler`` is not loaded here: its state is in the returned ``data_state``. The model
+    is loaded strictly.
     Objects passed as None are skipped. A ``scaler`` given for a state written without one
     (an fp32 run resumed in fp16) starts fresh: a GradScaler's state is only its loss scale
     and growth counter, which it finds again within a few steps.
@@ -394,7 +438,9 @@ def restore_state(
     version = state.get("version", STATE_VERSION)
     if version != STATE_VERSION:
         raise DataError(f"unsupported training-state version {version!r}")
-    check_compatible(state, model, optimizer, scheduler)
+    check_compatible(
+        state, model, optimizer, scheduler, sampler=sampler, global_batch_size=global_batch_size
+    )
     model.load_state_dict(state["model"])
     for name, obj in (("optimizer", optimizer), ("scheduler", scheduler), ("scaler", scaler)):
         if obj is None:
