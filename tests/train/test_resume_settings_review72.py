@@ -15,6 +15,8 @@
 from __future__ import annotations
 
 import logging
+import signal
+import threading
 from pathlib import Path
 
 import pytest
@@ -176,3 +178,25 @@ def test_the_same_global_batch_size_says_nothing(
     with _init(tmp_path, seed=1) as ctx, caplog.at_level(logging.WARNING, logger="danlu.train"):
         assert ctx.restore()
     assert not [r for r in caplog.records if "global_batch_size" in r.getMessage()]
+
+
+def test_init_that_cannot_resume_leaves_nothing_behind(tmp_path: Path) -> None:
+    """``dt.init`` refused the checkpoint but left its context unclosed: its reporter thread
+    ran on and its SIGTERM handler stayed installed in the script that caught the error."""
+    _write(tmp_path, 3)
+    handler = signal.getsignal(signal.SIGTERM)
+    threads = set(threading.enumerate())
+    model = tiny_model(seed=1)
+    with pytest.raises(IncompatibleCheckpointError, match="dataset_size=64"):
+        dt.init(
+            model,
+            torch.optim.Adam(model.parameters(), lr=0.01),
+            global_batch_size=4,
+            dataset_size=48,
+            checkpoint_dir=str(tmp_path),
+            metrics_file=False,
+            progress=False,
+            environ={},
+        )
+    assert signal.getsignal(signal.SIGTERM) is handler
+    assert [t.name for t in set(threading.enumerate()) - threads if t.is_alive()] == []

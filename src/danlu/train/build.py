@@ -236,8 +236,14 @@ def init(
         lr_scaling=lr_scaling,
         consistency_check=consistency_check,
     )
-    if resume and ctx.restore():
-        log.info("resumed from the checkpoint of step %d", ctx.step_num)
-    if env.global_batch_size is not None:
-        ctx.adopt_launch_batch(env.global_batch_size)
+    try:
+        if resume and ctx.restore():
+            log.info("resumed from the checkpoint of step %d", ctx.step_num)
+        if env.global_batch_size is not None:
+            ctx.adopt_launch_batch(env.global_batch_size)
+    except BaseException:
+        # an incompatible checkpoint, say: the caller never gets the context to close, so
+        # its reporter thread, SIGTERM handler and process group go now
+        ctx.close()
+        raise
     return ctx
