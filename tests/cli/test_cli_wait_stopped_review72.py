@@ -5,9 +5,6 @@ trial, while ``--after SWEEP`` counts such a sweep as succeeded: a trial marked
 
 from __future__ import annotations
 
-import re
-
-import httpx
 import pytest
 from cli_fake_api import FakeApi, invoke, jobs_app, serve_jobs_commands
 
@@ -17,19 +14,7 @@ SWEEP = "5a7e0c9d1b2f"
 
 @pytest.fixture
 def fake(monkeypatch: pytest.MonkeyPatch) -> FakeApi:
-    api = serve_jobs_commands(monkeypatch)
-    plain = api.handler
-
-    def handler(request: httpx.Request) -> httpx.Response:
-        found = re.fullmatch(r"/api/v1/sweeps/([^/]+)", request.url.path)
-        if found and request.method == "GET":
-            hits = [key for key in api.sweeps if key.startswith(found.group(1))]
-            if len(hits) == 1:
-                return httpx.Response(200, json=api.sweeps[hits[0]])
-        return plain(request)
-
-    api.handler = handler  # type: ignore[method-assign]
-    return api
+    return serve_jobs_commands(monkeypatch)  # answers GET /sweeps/{id} by the full id
 
 
 def add_sweep(fake: FakeApi, state: str, second: str, stopped_early: bool) -> None:

@@ -1,6 +1,8 @@
 """A sweep's median rule does not stop a trial whose latest record (by step) says its
 training is done (``progress`` >= 1, as danlu.train reports it when it knows the total):
-its process is about to exit 0 on its own, and a cancel then would end it CANCELLED."""
+its process is about to exit 0 on its own, and a cancel then would end it CANCELLED.
+``GET /sweeps/{id}`` marks the trials the rule did stop (``stopped_early``), so that ``danlu
+wait SWEEP`` judges a DONE sweep as ``--after SWEEP`` does (review 72)."""
 
 from __future__ import annotations
 
@@ -10,8 +12,11 @@ from typing import Any
 from helpers import fake_loop, user_and_nodes
 
 from danlu.core.cluster import Node, gpu_type
+from danlu.core.state import JobState
 from danlu.sched.registry import make_policy
-from danlu.server.db import Database
+from danlu.sched.sweep import STOPPED_EARLY
+from danlu.server.db import Database, Job, Sweep
+from danlu.server.routes.sweeps import sweep_out
 from danlu.server.services import jobs, metrics, sweeps
 
 NOW = 1_000_000.0
@@ -84,3 +89,23 @@ def test_only_the_latest_record_with_progress_counts(db: Database, tmp_path: Pat
         assert stopped == [again]
     finally:
         loop.stop()
+
+
+def test_the_trials_the_rule_stopped_are_marked(db: Database) -> None:
+    """A trial a user cancelled, or one cancelled while queued (no reason), is not."""
+    ended = [
+        (JobState.SUCCEEDED, None),
+        (JobState.CANCELLED, f"{STOPPED_EARLY}best 1.5 by step 20 is worse than the median"),
+        (JobState.CANCELLED, "cancelled by alice"),
+        (JobState.CANCELLED, None),
+    ]
+    with db.session() as s:
+        alice = user_and_nodes(s, (NODE,), NOW)
+        sweep_id = sweeps.create(s, _sweep(), alice, now=NOW).id
+        trials = sorted(s.query(Job).where(Job.sweep_id == sweep_id), key=lambda j: j.seq)
+        for job, (state, reason) in zip(trials, ended, strict=True):
+            job.state, job.cancel_reason = state.value, reason
+    with db.read_session() as s:
+        sweep = s.query(Sweep).where(Sweep.id == sweep_id).one()
+        out = sweep_out(sweep, sweeps.results(s, sweep))
+    assert [t["stopped_early"] for t in out["trials"]] == [False, True, False, False]
