@@ -66,3 +66,5 @@ def test_wait_judges_a_sweep_as_after_does(
     exit_code, out, err = invoke(APP, "wait", SWEEP, "--poll", "0.1", "--timeout", "30")
     assert exit_code == code, (out, err)
     assert f"(lr-1): {second}" in out, out
+    meant = stopped_early and state == "DONE"
+    assert ("(lr-1): CANCELLED (stopped early)" in out) == meant, out

@@ -98,8 +98,9 @@ def wait_jobs(
 
     def ended(end: Ended) -> None:
         if not json_out:
+            meant = stopped_early(end.sweep) if end.sweep is not None else set()
             for job in end.jobs:
-                print_end(job)
+                print_end(job, stopped_early=job.get("id") in meant)
 
     try:
         waited = list(dict.fromkeys(resolve(client, key) for key in dict.fromkeys(jobs)))
@@ -133,10 +134,13 @@ def stopped_early(sweep: dict[str, Any]) -> set[str]:
     return {str(t.get("job_id")) for t in trials if isinstance(t, dict) and t.get("stopped_early")}
 
 
-def print_end(job: JobDict) -> None:
-    """A job's end as ``danlu wait`` prints it: ``job ID (NAME): FAILED (exit 3)``."""
+def print_end(job: JobDict, *, stopped_early: bool = False) -> None:
+    """A job's end as ``danlu wait`` prints it: ``job ID (NAME): FAILED (exit 3)``, or
+    ``CANCELLED (stopped early)`` for a trial its sweep's early-stopping rule stopped."""
     code = job.get("exit_code")
     status = f" (exit {code})" if job.get("state") == "FAILED" and code is not None else ""
+    if stopped_early:
+        status = " (stopped early)"
     common.console.print(
         f"job [bold]{job.get('id')}[/bold] ({escape(str(job.get('name')))}): "
         f"{job.get('state')}{status}",
