@@ -34,7 +34,7 @@ N = 64
 
 
 def _init(
-    directory: Path, *, n: int = N, global_batch_size: int = 4, seed: int = 0, **kw: object
+    directory: Path, *, n: int | None = N, global_batch_size: int = 4, seed: int = 0, **kw: object
 ) -> TrainContext:
     """A context over a tiny model (``seed``: its initial weights) that does not resume by
     itself (``resume=False``: the tests call ``restore()``, and ``close`` cleans up)."""
@@ -200,3 +200,40 @@ def test_init_that_cannot_resume_leaves_nothing_behind(tmp_path: Path) -> None:
         )
     assert signal.getsignal(signal.SIGTERM) is handler
     assert [t.name for t in set(threading.enumerate()) - threads if t.is_alive()] == []
+
+
+def test_a_data_position_on_one_side_only_is_a_warning(
+    tmp_path: Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    """A run with ``dataset_size`` over a checkpoint written without one started its data
+    at epoch 0 without a word; one without ``dataset_size`` dropped the checkpoint's
+    position without a word."""
+    _write(tmp_path / "with", 3)
+    with (
+        _init(tmp_path / "with", seed=1, n=None) as ctx,
+        caplog.at_level(logging.WARNING, logger="danlu.train"),
+    ):
+        assert ctx.restore()
+    said = [r.getMessage() for r in caplog.records if "data position" in r.getMessage()]
+    assert len(said) == 1 and "epoch 0, 12 samples" in said[0] and "64" in said[0], said
+    caplog.clear()
+    model = tiny_model(seed=0)
+    plain = dt.init(
+        model,
+        torch.optim.Adam(model.parameters(), lr=0.01),
+        global_batch_size=4,
+        checkpoint_dir=str(tmp_path / "without"),
+        resume=False,
+        metrics_file=False,
+        progress=False,
+        environ={},
+    )
+    with plain:
+        plain.step(tiny_regression(N)[0:4], mse_loss)
+        plain.save()
+    with _init(tmp_path / "without", seed=1) as ctx:
+        with caplog.at_level(logging.WARNING, logger="danlu.train"):
+            assert ctx.restore()
+        assert ctx.sampler is not None and (ctx.sampler.epoch, ctx.sampler.offset) == (0, 0)
+    said = [r.getMessage() for r in caplog.records if "data position" in r.getMessage()]
+    assert len(said) == 1 and "starts at the beginning of epoch 0" in said[0], said

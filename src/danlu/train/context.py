@@ -31,7 +31,14 @@ from danlu.train.batch import (
 )
 from danlu.train.ckpt import Checkpoints, state_api
 from danlu.train.ckpt_news import CheckpointNews
-from danlu.train.data import ElasticSampler, LocalBatch, default_collate, fetch, to_device
+from danlu.train.data import (
+    ElasticSampler,
+    LocalBatch,
+    default_collate,
+    fetch,
+    load_data_position,
+    to_device,
+)
 from danlu.train.distributed import Distributed, unwrap
 from danlu.train.env import JobEnv
 from danlu.train.goodput import PROBE_STEPS, GoodputTuner, placement_of
@@ -702,8 +709,7 @@ class TrainContext:
             self._reported = True  # sent once: a second restore would write a file's twice
             self.reporter.resend(ds.get("metrics_pending"))
             self._checkpoint_news.resumed_from = self.step_num  # the first record says it
-        if ds.get("sampler") is not None and self.sampler is not None:
-            self.sampler.load_state_dict(ds["sampler"])
+        load_data_position(self.sampler, ds.get("sampler"))  # one side only: a WARNING
         if ds.get("batch") is not None:
             self.batch.load_state_dict(ds["batch"])
         if ds.get("lr") is not None:

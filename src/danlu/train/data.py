@@ -23,6 +23,7 @@ padding sample would move its running statistics).
 from __future__ import annotations
 
 import copy
+import logging
 from collections.abc import Callable, Iterator, Mapping, MutableMapping
 from dataclasses import dataclass
 from typing import Any
@@ -30,6 +31,8 @@ from typing import Any
 import torch
 
 from danlu.core.errors import ConfigError
+
+log = logging.getLogger("danlu.train")
 
 
 @dataclass(frozen=True)
@@ -209,6 +212,30 @@ class ElasticSampler:
         self.epoch = int(state["epoch"])
         self.offset = int(state["offset"])
         self.seed = int(state.get("seed", self.seed))
+
+
+def load_data_position(sampler: ElasticSampler | None, saved: Mapping[str, Any] | None) -> None:
+    """Resume ``sampler`` (a run's, None without ``dataset_size``) from a checkpoint's
+    ``saved`` sampler state (None: written by a run without one). When only one side has a
+    sampler a WARNING says what happens: a run with one over a checkpoint without starts
+    its data at the beginning of epoch 0; a run without one drops the checkpoint's position
+    (it reads its data its own way)."""
+    if sampler is not None and saved is not None:
+        sampler.load_state_dict(dict(saved))
+    elif sampler is not None:
+        log.warning(
+            "the checkpoint holds no data position (the run that wrote it had no "
+            "dataset_size): this run's data starts at the beginning of epoch 0"
+        )
+    elif saved is not None:
+        log.warning(
+            "the checkpoint's data position (epoch %s, %s samples of it done) is not used: "
+            "this run has no dataset_size (give the one the checkpoint's run had, %s, to "
+            "resume where it stopped)",
+            saved.get("epoch"),
+            saved.get("offset"),
+            saved.get("n"),
+        )
 
 
 def _window_size(local_batch: int | None, global_batch: int | None, world_size: int) -> int:
