@@ -688,4 +688,6 @@ def _why(session: Session, job: Job, t: float) -> str:
     last = session.scalar(
         select(JobEvent.reason).where(JobEvent.job_id == job.id).order_by(JobEvent.id.desc())
     )
-    return f"{state.value.lower()}: {last or 'finished'}"
+    said, ended = last or "finished", state.value.lower()
+    # "failed (exit code 3)" says the state already: not "failed: failed (exit code 3)"
+    return said if said.lower().startswith(ended) else f"{ended}: {said}"
