@@ -62,11 +62,13 @@ def _sized_type(spec: str, group: str, type_name: str, memory: int) -> GpuType:
     return GPU_TYPES[by_memory.name]
 
 
-def _fake_error(spec: str, why: str) -> ConfigError:
+def _fake_error(spec: str, why: str, *, types_listed: bool = False) -> ConfigError:
+    """The error of a bad ``spec``: ``why``, then the grammar and the GPU types (unless
+    ``why`` lists them already: ``types_listed``)."""
+    types = "" if types_listed else f" (types: {', '.join(GPU_TYPES)})"
     return ConfigError(
         f"{_FLAG} {spec!r}: {why}; write COUNTxSIZE or COUNTxTYPE, comma-separated, optionally "
-        f"COUNTxSIZE:TYPE, e.g. {_FLAG} 4x80GiB or {_FLAG} 2xH100,4x40GiB:A100-40GB "
-        f"(types: {', '.join(GPU_TYPES)})"
+        f"COUNTxSIZE:TYPE, e.g. {_FLAG} 4x80GiB or {_FLAG} 2xH100,4x40GiB:A100-40GB{types}"
     )
 
 
@@ -135,7 +137,8 @@ def _group_type(spec: str, group: str, count: int, size: str, type_name: str | N
             kind = gpu_type(size)
             memory = kind.memory
     except (SpecError, UnknownNameError) as exc:
-        raise _fake_error(spec, str(exc)) from None
+        listed = isinstance(exc, UnknownNameError)  # its message lists the valid names
+        raise _fake_error(spec, str(exc), types_listed=listed) from None
     if memory <= 0:
         raise _fake_error(spec, f"{group.strip()!r} has no memory")
     return GpuType(kind.name, memory)
