@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import socket
 import sqlite3
 import subprocess
@@ -250,3 +251,23 @@ def test_the_hint_for_a_killed_server_names_its_executor(tmp_path: Path) -> None
         find_server(tmp_path)
     assert "--executor" not in str(err.value)
     assert os.path.exists(tmp_path / "server.json")
+
+
+@pytest.mark.parametrize(
+    ("overrides", "named"),
+    [
+        ({"policy": "nope"}, "DANLU_POLICY (--policy): unknown policy 'nope'"),
+        ({"policy": "priority", "policy_options": '{"min_hold": 5}'}, "DANLU_POLICY_OPTIONS"),
+    ],
+    ids=["policy", "option"],
+)
+def test_a_bad_policy_is_refused_before_anything_is_made(
+    tmp_path: Path, overrides: dict[str, Any], named: str
+) -> None:
+    """It was refused once the home, the database and the admin token had been made, and an
+    unknown policy's error did not name the setting."""
+    home = tmp_path / "home"
+    settings = load_settings(home=home, **overrides)
+    with pytest.raises(ConfigError, match=re.escape(named)):
+        main.prepare(settings, port=0, fake_gpus="1x80GiB", start_loops=False)
+    assert not home.exists()

@@ -43,7 +43,7 @@ from danlu.server.plane_lease import (
     take_scheduler_lease,
     wait_before_upgrading,
 )
-from danlu.server.reconcile import tune_collector
+from danlu.server.reconcile import build_policy, tune_collector
 from danlu.server.run_as import check_run_as, close_home
 from danlu.server.services.users import bootstrap_admin
 
@@ -419,6 +419,7 @@ def prepare(
     home = Path(settings.home)
     check_run_as(settings)
     check_executor_settings(settings, fake_gpus)  # before anything is made
+    build_policy(settings)  # an unknown policy or option too (built again with the app)
     try:
         home.mkdir(parents=True, exist_ok=True, mode=0o700)
         home_lock = lock_home(home)

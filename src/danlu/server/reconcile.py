@@ -47,7 +47,7 @@ from typing import Any
 from sqlalchemy import select
 
 from danlu.config import Settings
-from danlu.core.errors import ConfigError, DanluError, PlacementError
+from danlu.core.errors import ConfigError, DanluError, PlacementError, UnknownNameError
 from danlu.core.state import JobState
 from danlu.executors import (
     ExecStatus,
@@ -237,11 +237,13 @@ def collector_paused() -> Iterator[None]:
 
 def build_policy(settings: Settings) -> Policy:
     """The scheduling policy the settings name (``DANLU_POLICY``), built with their options
-    (``DANLU_POLICY_OPTIONS`` or ``--policy-option``). An unknown option, or a value of the
-    wrong type or out of its range, is a :class:`ConfigError` naming the setting, the option
-    and what it accepts."""
+    (``DANLU_POLICY_OPTIONS`` or ``--policy-option``). An unknown policy, an unknown option,
+    or a value of the wrong type or out of its range, is a :class:`ConfigError` naming the
+    setting, the option and what it accepts."""
     try:
         return default_registry().create(settings.policy, **settings.policy_knobs)
+    except UnknownNameError as exc:
+        raise ConfigError(f"DANLU_POLICY (--policy): {exc}") from None
     except ConfigError as exc:
         raise ConfigError(f"DANLU_POLICY_OPTIONS (--policy-option): {exc}") from None
 
