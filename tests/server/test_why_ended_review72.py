@@ -6,11 +6,21 @@ from __future__ import annotations
 
 from typing import Any
 
-from danlu.server.db import Database, JobEvent
+from sqlalchemy.orm import Session
+
+from danlu.server.db import Database, JobEvent, User
 from danlu.server.services import jobs, users
 
 NOW = 1_000_000.0
 SPEC: dict[str, Any] = {"name": "a", "command": ["python", "train.py"], "resources": {"gpus": 1}}
+
+
+def _failed(s: Session, alice: User, reason: str) -> str:
+    """A job that failed, its last event's reason ``reason``."""
+    job = jobs.submit(s, SPEC, alice, now=NOW)
+    job.state = "FAILED"
+    s.add(JobEvent(job_id=job.id, time=NOW + 2, old="RUNNING", new="FAILED", reason=reason))
+    return job.id
 
 
 def test_an_ended_jobs_reason_says_its_state_once(seeded: Database) -> None:
@@ -18,30 +28,8 @@ def test_an_ended_jobs_reason_says_its_state_once(seeded: Database) -> None:
         alice = users.get_user(s, "alice")
         cancelled = jobs.submit(s, SPEC, alice, now=NOW).id
         jobs.cancel_job(s, cancelled, alice, now=NOW + 1)
-        failed = jobs.submit(s, SPEC, alice, now=NOW).id
-        job = jobs.get_job(s, failed)
-        job.state = "FAILED"
-        s.add(
-            JobEvent(
-                job_id=failed,
-                time=NOW + 2,
-                old="RUNNING",
-                new="FAILED",
-                reason="failed (exit code 3)",
-            )
-        )
-        lost = jobs.submit(s, SPEC, alice, now=NOW).id
-        job = jobs.get_job(s, lost)
-        job.state = "FAILED"
-        s.add(
-            JobEvent(
-                job_id=lost,
-                time=NOW + 2,
-                old="RUNNING",
-                new="FAILED",
-                reason="lost with its node a",
-            )
-        )
+        failed = _failed(s, alice, "failed (exit code 3)")
+        lost = _failed(s, alice, "lost with its node a")
         s.flush()
         said = {j: jobs.why(s, jobs.get_job(s, j), now=NOW + 3) for j in (cancelled, failed, lost)}
     assert said[cancelled].startswith("cancelled by alice"), said
