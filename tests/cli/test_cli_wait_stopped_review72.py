@@ -27,6 +27,8 @@ def add_sweep(fake: FakeApi, state: str, second: str, stopped_early: bool) -> No
         "array": False,
         "state": state,
         "reason": "",
+        "metric": "loss",
+        "goal": "minimize",
         "total": 2,
         "submitted": 2,
         "created_at": 1000.0,
@@ -68,3 +70,14 @@ def test_wait_judges_a_sweep_as_after_does(
     assert f"(lr-1): {second}" in out, out
     meant = stopped_early and state == "DONE"
     assert ("(lr-1): CANCELLED (stopped early)" in out) == meant, out
+
+
+def test_sweep_show_says_which_trials_were_stopped_early(fake: FakeApi) -> None:
+    from danlu.cli import sweep as sweep_cli
+
+    app = jobs_app()
+    sweep_cli.register(app)
+    add_sweep(fake, "DONE", "CANCELLED", True)
+    code, out, err = invoke(app, "sweep", "show", SWEEP)
+    assert code == 0, (out, err)
+    assert out.count("CANCELLED (stopped early)") == 1, out

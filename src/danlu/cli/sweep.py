@@ -144,7 +144,7 @@ def _trials(data: dict[str, Any]) -> Any:
             (
                 str(t["trial"]),
                 t["job_id"],
-                t["state"],
+                t["state"] + (" (stopped early)" if t.get("stopped_early") else ""),
                 "-" if t["best"] is None else f"{t['best']:.6g}",
                 "-" if t["step"] is None else str(t["step"]),
                 escape(", ".join(f"{k}={_value(v)}" for k, v in t["parameters"].items())),
