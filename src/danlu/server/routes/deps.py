@@ -4,13 +4,14 @@ from __future__ import annotations
 
 import logging
 import re
+import threading
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from importlib import metadata
 from typing import TYPE_CHECKING, Annotated, Any
 
-from fastapi import BackgroundTasks, Depends, Request
+from fastapi import Depends, Request
 from fastapi.dependencies.models import Dependant
 from fastapi.security import HTTPAuthorizationCredentials, HTTPBearer
 from fastapi.security.utils import get_authorization_scheme_param
@@ -107,15 +108,15 @@ def _calls(dependant: Dependant, call: Callable[..., Any]) -> bool:
 def caller(
     request: Request,
     credentials: Annotated[HTTPAuthorizationCredentials | None, Depends(_bearer)],
-    background: BackgroundTasks,
 ) -> User:
     """The user owning the request's bearer token (401 when missing or unknown).
 
     Authentication runs in a read-only session (no write lock per request); the returned
-    :class:`User` is a detached copy. The token's ``last_used_at`` is stored after the
-    response, in a write of its own, when the stored one is a minute old
-    (:func:`_note_use`). ``request.state.job_token``: the job whose run's token it is, or
-    None for a user's token.
+    :class:`User` is a detached copy. The token's ``last_used_at`` is stored in a write of
+    its own, beside the request, when the stored one is a minute old (:func:`_note_use`):
+    a request refused after authentication (403, 404, ...) used the token too.
+    ``request.state.job_token``: the job whose run's token it is, or None for a user's
+    token.
     """
     if credentials is None or credentials.scheme.lower() != "bearer":
         raise AuthError(TOKEN_REQUIRED)
@@ -124,13 +125,13 @@ def caller(
         token = users.find_token(session, credentials.credentials)
         if token is None:
             raise AuthError("the API token is unknown or revoked; ask an admin for a new one")
+        _note_use(state, token.id, token.last_used_at)
         if token.job_id is not None and not _own_metrics(request, token.job_id):
             raise PermissionDenied(
                 f"this token was issued to a run of job {token.job_id}: it may only report "
                 "that job's metrics; use a user's token for anything else"
             )
         request.state.job_token = token.job_id
-        token_id, last_used = token.id, token.last_used_at
         user = token.user
         found = User(
             id=user.id,
@@ -140,17 +141,15 @@ def caller(
             os_user=user.os_user,
             quota_gpus=user.quota_gpus,
         )
-    _note_use(state, background, token_id, last_used)
     return found
 
 
-def _note_use(
-    state: ServerState, background: BackgroundTasks, token_id: int, stored: float | None
-) -> None:
-    """Store a use of token ``token_id`` after the response (not in the request's read
-    session, and never failing the request) when the stored ``last_used_at`` (``stored``)
-    and this process's last write of it are both a minute old
-    (:data:`users.TOKEN_USE_RESOLUTION`)."""
+def _note_use(state: ServerState, token_id: int, stored: float | None) -> None:
+    """Store a use of token ``token_id`` in a thread of its own (not in the request's read
+    session, never delaying or failing the request, and whatever the request's answer: a
+    response's background tasks run only after a route that succeeded, and a stream's only
+    once it ends) when the stored ``last_used_at`` (``stored``) and this process's last
+    write of it are both a minute old (:data:`users.TOKEN_USE_RESOLUTION`)."""
     now = time.time()
     written = state.token_uses.get(token_id)
     if not users.use_is_due(stored, now) or not users.use_is_due(written, now):
@@ -158,16 +157,23 @@ def _note_use(
     if len(state.token_uses) >= 10_000:  # forget the old ones (the stored time still counts)
         state.token_uses.clear()
     state.token_uses[token_id] = now
-    background.add_task(_store_use, state.db, token_id, now)
+    threading.Thread(
+        target=_store_use,
+        args=(state, token_id, now),
+        name="danlu-token-use",
+        daemon=True,  # a write cut short by the process's exit is rolled back
+    ).start()
 
 
-def _store_use(db: Database, token_id: int, now: float) -> None:
-    """Write a token's ``last_used_at`` (a store that is busy or away: skipped, logged)."""
+def _store_use(state: ServerState, token_id: int, now: float) -> None:
+    """Write a token's ``last_used_at``; a store that is busy or away: skipped, logged, and
+    tried again at the token's next use."""
     try:
-        with db.session() as session:
+        with state.db.session() as session:
             users.touch_token(session, token_id, now)
     except SQLAlchemyError as exc:
         log.debug("token %s: its last use was not stored: %s", token_id, exc)
+        state.token_uses.pop(token_id, None)
 
 
 def _own_metrics(request: Request, job_id: str) -> bool:
