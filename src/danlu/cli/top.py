@@ -37,6 +37,8 @@ BAR_WIDTH = 20
 SHORT_BAR = 10
 """The memory bar of a row per node (:class:`NodeSummary`): its text beside it on one line."""
 NARROW = 120
+RECENT = 1000
+"""How many of the newest jobs ``danlu top`` reads for its counts of finished jobs."""
 
 
 def state_text(state: str) -> Text:
@@ -392,8 +394,12 @@ def jobs_table(
     return JobsTable(jobs, time.time() if now is None else now, title, width)
 
 
-def summary_line(nodes: Sequence[dict[str, Any]], jobs: Sequence[dict[str, Any]]) -> Text:
-    """``4 GPUs, 120.0GiB/320.0GiB allocated; RUNNING 3, PENDING 5``."""
+def summary_line(
+    nodes: Sequence[dict[str, Any]], jobs: Sequence[dict[str, Any]], recent: int | None = None
+) -> Text:
+    """``4 GPUs, 120.0GiB/320.0GiB allocated; RUNNING 3, PENDING 5, SUCCEEDED 12``; with
+    ``recent`` (the finished jobs are only those among the newest ``recent``, where there are
+    more), the finished jobs' counts say so: ``...; of the newest 1000 jobs: SUCCEEDED 990``."""
     gpus = [g for n in nodes for g in n.get("gpus", [])]
     total = sum(int(g.get("memory") or 0) for g in gpus)
     used = sum(int(g.get("allocated_memory") or 0) for g in gpus)
@@ -401,7 +407,13 @@ def summary_line(nodes: Sequence[dict[str, Any]], jobs: Sequence[dict[str, Any]]
     line = Text(f"{len(nodes)} node(s), {len(gpus)} GPU(s), ")
     line.append(f"{format_bytes(used)}/{format_bytes(total)} GPU memory allocated; ")
     parts = [f"{s} {counts[s]}" for s in STATE_STYLE if counts.get(s)]
-    line.append(", ".join(parts) or "no jobs")
+    if recent is None:
+        line.append(", ".join(parts) or "no jobs")
+        return line
+    active = [f"{s} {counts[s]}" for s in STATE_STYLE if s in ACTIVE and counts.get(s)]
+    ended = [f"{s} {counts[s]}" for s in STATE_STYLE if s not in ACTIVE and counts.get(s)]
+    line.append(", ".join(active) or "no active jobs")
+    line.append(f"; of the newest {recent} jobs: " + (", ".join(ended) or "none finished"))
     return line
 
 
@@ -431,35 +443,41 @@ def render(
     max_jobs: int = 30,
     width: int | None = None,
     height: int | None = None,
+    recent: int | None = None,
 ) -> RenderableType:
     """One ``danlu top`` frame: a summary line, the GPU table and the first ``max_jobs``
     active jobs; with ``height`` (a live view), fitted to a terminal that many lines high
-    (:class:`LiveFrame`), else all of it."""
+    (:class:`LiveFrame`), else all of it. ``recent``: the finished jobs among ``jobs`` are
+    only those among the newest ``recent`` (:func:`summary_line`)."""
     now = time.time() if now is None else now
     active = queue_order(jobs)
     if height is not None:
-        return LiveFrame(nodes, jobs, active[:max_jobs], len(active), now, width, height)
+        shown = active[:max_jobs]
+        return LiveFrame(nodes, jobs, shown, len(active), now, width, height, recent)
     shown = active[:max_jobs]
     title = _jobs_title(len(active), len(shown))
     return Group(
-        summary_line(nodes, jobs), nodes_table(nodes), jobs_table(shown, now, title, width)
+        summary_line(nodes, jobs, recent),
+        nodes_table(nodes),
+        jobs_table(shown, now, title, width),
     )
 
 
 def frame(
     client: Client, max_jobs: int = 30, width: int | None = None, height: int | None = None
 ) -> RenderableType:
-    """Fetch nodes, every active job and the recent finished ones (the newest 1000 jobs),
-    and render one frame for a console ``width`` wide (and, live, ``height`` high)."""
+    """Fetch nodes, every active job and the recent finished ones (those among the newest
+    :data:`RECENT` jobs; the summary says so where there are more), and render one frame for
+    a console ``width`` wide (and, live, ``height`` high)."""
     nodes = client.nodes()
     active = list(client.iter_jobs(list(ACTIVE)))
     seen = {str(j.get("id")) for j in active}
-    recent = [
-        j
-        for j in client.list_jobs(limit=1000)
-        if j.get("state") not in ACTIVE and str(j.get("id")) not in seen
-    ]
-    return render(nodes, active + recent, max_jobs=max_jobs, width=width, height=height)
+    newest = client.list_jobs(limit=RECENT)
+    recent = [j for j in newest if j.get("state") not in ACTIVE and str(j.get("id")) not in seen]
+    capped = RECENT if len(newest) >= RECENT else None
+    return render(
+        nodes, active + recent, max_jobs=max_jobs, width=width, height=height, recent=capped
+    )
 
 
 def _most(count: int, fits: Callable[[int], bool]) -> int:
@@ -499,10 +517,13 @@ class LiveFrame:
         now: float,
         width: int | None,
         height: int,
+        recent: int | None = None,
     ) -> None:
         self.nodes, self.jobs, self.shown = list(nodes), list(jobs), list(shown)
         self.active, self.now, self.width, self.height = active, now, width, height
         self._laid_out: dict[int, Lines] = {}
+        self.recent = recent
+        """As :func:`summary_line` takes it."""
 
     def jobs_part(self, count: int) -> JobsTable:
         """The table of ``count`` of the jobs: all of them, or where they do not all fit,
@@ -531,7 +552,7 @@ class LiveFrame:
         def render(renderable: RenderableType) -> Lines:
             return console.render_lines(renderable, options, pad=False)
 
-        summary = render(summary_line(self.nodes, self.jobs))
+        summary = render(summary_line(self.nodes, self.jobs, self.recent))
         left = self.height - len(summary)
         every = render(self.jobs_part(len(self.shown)))
         gpus = self._gpus(render, max(left - len(every), left // 3))
