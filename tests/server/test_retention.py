@@ -150,6 +150,7 @@ def test_a_purged_jobs_log_is_a_conflict_naming_the_retention(tmp_path: Path) ->
         gone = c.get(f"/jobs/{job['id']}/logs")
         assert gone.status_code == 409
         assert "deleted by the retention (DANLU_RETENTION_DAYS)" in gone.json()["error"]["message"]
+        assert "at 1970-01-01 00:00:05 UTC" in gone.json()["error"]["message"]  # not an epoch
 
 
 def test_a_pass_stops_deleting_after_its_time_and_the_next_goes_on(

@@ -140,7 +140,7 @@ def _run_of(state: ServerState, job_id: str, user: User, *, logs: bool = False) 
         if logs and job.purged_at is not None:
             raise ConflictError(
                 f"job {job.id}: its log was deleted by the retention (DANLU_RETENTION_DAYS) "
-                f"at {job.purged_at:.0f}"
+                f"at {time.strftime('%Y-%m-%d %H:%M:%S UTC', time.gmtime(job.purged_at))}"
             )
         return Handle(job.id, job.attempt)
 
