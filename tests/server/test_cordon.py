@@ -437,6 +437,28 @@ def test_a_schedule_is_replaced_dropped_by_uncordon_and_a_past_time_is_now(
         )
 
 
+def test_a_close_done_now_drops_the_schedule_it_covers(db: Database) -> None:
+    """A drain now (``--at`` a past time, or none) leaves no later cordon or drain to come
+    (``danlu nodes`` showed one, and it came, taking the reason given now); a cordon now
+    leaves a scheduled drain, the maintenance it was set for."""
+    with db.session() as s:
+        user_and_nodes(s, (A, B), NOW)
+        nodes.cordon(s, "a", "window", drain=True, at=NOW + 100, now=NOW)
+        node = nodes.cordon(s, "a", "disk", drain=True, at=NOW - 10, now=NOW)
+        assert (nodes.state(node), node.close_at) == ("draining", None)
+        assert nodes.close_due(s, NOW + 100) == []
+        assert node.cordon_reason == "disk"
+        nodes.cordon(s, "b", "window", drain=True, at=NOW + 100, now=NOW)
+        node = nodes.cordon(s, "b", "first", now=NOW)
+        assert (nodes.state(node), node.close_at, node.close_drain) == ("cordoned", NOW + 100, True)
+        assert nodes.close_due(s, NOW + 100) == ["b"]
+        assert (nodes.state(node), node.cordon_reason) == ("draining", "window")
+        nodes.uncordon(s, "b")
+        nodes.cordon(s, "b", "later", at=NOW + 300, now=NOW + 200)
+        node = nodes.cordon(s, "b", "now", now=NOW + 200)
+        assert (node.close_at, node.cordon_reason) == (None, "now")
+
+
 def test_an_uncordon_while_a_schedule_is_applied_drops_it(
     db: Database, monkeypatch: pytest.MonkeyPatch
 ) -> None:

@@ -113,7 +113,9 @@ def cordon(
     """Close node ``name`` to new work (``drain``: and preempt its jobs by checkpoint).
     Cordoning a cordoned node keeps when it was cordoned and takes the new reason; a drain
     of a cordoned node turns it into a drain. ``at`` after ``now``: schedule it for then
-    instead (replacing a schedule the node had); the node stays as it is until then.
+    instead (replacing a schedule the node had); the node stays as it is until then. One done
+    now drops a schedule it covers: a drain any, a cordon a scheduled cordon (a scheduled
+    drain stays to come, the maintenance it was set for).
     ``gpu``: close only the node's GPU at that index, now (``at`` is for whole nodes). With
     no reason, a node the health program or the executor's backend had closed takes
     :data:`ADMIN_REASON`: it stays closed when what closed it passes."""
@@ -141,6 +143,8 @@ def cordon(
         given = ADMIN_REASON
     node.cordon_reason = given or node.cordon_reason
     node.draining = node.draining or drain
+    if node.close_at is not None and (node.draining or not node.close_drain):
+        node.close_at, node.close_drain, node.close_reason = None, False, ""
     session.flush()
     return node
 
