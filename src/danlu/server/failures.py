@@ -19,10 +19,23 @@ REPEAT_LOG_SECONDS = 60.0
 """While a failure repeats the same way, one line counts the repeats at most this often."""
 
 
+_VARYING = re.compile(r"\b(?=[0-9a-f]*[0-9])[0-9a-f]{6,}\b|[0-9]+(?:\.[0-9]+)?")
+"""What a failure's message may name that changes from one pass to the next: ids (hex with a
+digit, 6 or more characters: a job's), counts, times, sizes."""
+
+
+def failure_kind(what: str) -> str:
+    """What makes two failures the same: their one-line summaries (``Type: message``) with
+    the ids and numbers in them masked (:data:`_VARYING`)."""
+    return _VARYING.sub("#", what)
+
+
 class RepeatedFailure:
     """One kind of failure of a loop: :meth:`failed` logs it in full (with its traceback) the
-    first time and when it changes, then one line counting the repeats at most every
-    ``quiet_s`` seconds; :meth:`worked` logs once that it stopped."""
+    first time and when it changes (another type, or another message but for the ids and
+    numbers in it: :func:`failure_kind`), then one line counting the repeats, with the
+    latest message, at most every ``quiet_s`` seconds; :meth:`worked` logs once that it
+    stopped."""
 
     def __init__(
         self, logger: logging.Logger, label: str, recovered: str, quiet_s: float | None = None
@@ -35,6 +48,7 @@ class RepeatedFailure:
         self.quiet_s = REPEAT_LOG_SECONDS if quiet_s is None else quiet_s
         self.failing = ""
         """The last failure's one-line summary; empty while things work."""
+        self._kind = ""
         self._repeats = 0
         self._quiet_until = 0.0
 
@@ -42,7 +56,8 @@ class RepeatedFailure:
         """Note that ``exc`` was raised (call it in the ``except`` block); its summary."""
         what = f"{type(exc).__name__}: {exc}".splitlines()[0][:300]
         now = time.monotonic()
-        if what != self.failing:
+        kind = failure_kind(what)
+        if not self.failing or kind != self._kind:
             self.logger.error("%s failed", self.label, exc_info=exc)
             self._repeats, self._quiet_until = 0, now + self.quiet_s
         else:
@@ -50,14 +65,14 @@ class RepeatedFailure:
             if now >= self._quiet_until:
                 self.logger.warning("%s failed %d more times: %s", self.label, self._repeats, what)
                 self._repeats, self._quiet_until = 0, now + self.quiet_s
-        self.failing = what
+        self.failing, self._kind = what, kind
         return what
 
     def worked(self) -> None:
         """Note a success: logs once after failures, then forgets them."""
         if self.failing:
             self.logger.warning("%s (after: %s)", self.recovered, self.failing)
-        self.failing, self._repeats = "", 0
+        self.failing, self._kind, self._repeats = "", "", 0
 
 
 UNASKED_75 = "checkpointed and exited 75 on its own"
