@@ -16,7 +16,9 @@ DANLU_EXECUTOR       where jobs run: ``local`` (processes  ``local``
 DANLU_RAY_ADDRESS    the Ray cluster to join (``ray``)     ``auto`` (this host's cluster)
 DANLU_SLURM_PARTITION the Slurm partition danlu owns      unset (Slurm's default one)
 DANLU_SLURM_GPU_TYPE GPU type of nodes whose Gres names   ``generic``
-                     none danlu knows (``H100``)
+                     none danlu knows (``H100``), and the
+                     size of a model it names without one
+                     (``A100-40GB``: a Gres ``a100`` is one)
 DANLU_SLURM_SBATCH_OPTIONS more ``sbatch`` options for    unset
                      every run (``--account=ml --qos=x``)
 DANLU_SLURM_PENDING_LIMIT seconds Slurm may keep a run   ``300`` (0: never give up)

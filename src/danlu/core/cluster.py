@@ -103,6 +103,18 @@ def gpu_type(name: str) -> GpuType:
     raise UnknownNameError("GPU type", name, list(GPU_TYPES))
 
 
+def listed_gpu_type(name: str, default: GpuType) -> GpuType:
+    """The type of a node's GPUs that a cluster's listing names ``name`` (a Slurm ``Gres``
+    type, a Ray accelerator): :func:`gpu_type`, but a model named without its size
+    (:data:`GPU_SIZES`: ``a100``) is ``default`` where ``default`` is one of its sizes (the
+    operator's setting, ``DANLU_SLURM_GPU_TYPE=A100-40GB``, tells the size the listing leaves
+    out), else its largest. Raises :class:`~danlu.core.errors.UnknownNameError` as
+    :func:`gpu_type` does."""
+    if default.name in GPU_SIZES.get(name.lower(), ()):
+        return default
+    return gpu_type(name)
+
+
 _DEVICE_RULES: tuple[tuple[str, str, str, int], ...] = (
     # (pattern in the device's name, type, type when memory > the GiB that follow); a model
     # number is matched whole: "GH200" (Grace Hopper: an H100-class GPU with 96 or 144 GB) is

@@ -10,7 +10,8 @@ deadline (:func:`call_in_thread`).
   a type with its memory size wins over a model named without one, as Ray names an A100 of
   either size ``A100`` and leaves the sized name to the operator
   (``ray start --resources='{"accelerator_type:A100-40G": 1}'``); a model named only without
-  its size is its largest, and a node naming none the executor's default type.
+  its size is the executor's default type where that is one of its sizes, else its largest
+  (:func:`~danlu.core.cluster.listed_gpu_type`), and a node naming none the default type.
 """
 
 from __future__ import annotations
@@ -22,7 +23,7 @@ import time
 from collections.abc import Callable, Mapping
 from typing import Any, TypeVar
 
-from danlu.core.cluster import GPU_SIZES, GpuType, Node, gpu_type
+from danlu.core.cluster import GPU_SIZES, GpuType, Node, listed_gpu_type
 from danlu.core.errors import UnknownNameError
 from danlu.executors.errors import ExecutorUnavailableError
 
@@ -60,7 +61,7 @@ def node_gpu_type(resources: Mapping[str, Any], default: GpuType) -> GpuType:
             continue
         name = key[len(_ACCELERATOR) :]
         with contextlib.suppress(UnknownNameError):
-            kind = gpu_type(_RAY_SIZES.get(name.lower(), name))
+            kind = listed_gpu_type(_RAY_SIZES.get(name.lower(), name), default)
             if name.lower() in GPU_SIZES:
                 unsized = unsized or kind
             else:

@@ -74,7 +74,7 @@ from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
-from danlu.core.cluster import GPU_TYPES, Cluster, GpuType, Node, gpu_type
+from danlu.core.cluster import GPU_TYPES, Cluster, GpuType, Node, listed_gpu_type
 from danlu.core.errors import UnknownNameError
 from danlu.executors import records, slurm_task, supervise
 from danlu.executors.base import (
@@ -156,7 +156,8 @@ class SlurmExecutor(RunDirExecutor, MultiNodeExecutor, GpuSharingExecutor):
 
         ``commands`` runs Slurm's client commands (with the cluster's ``SLURM_CONF``);
         ``partition`` is danlu's partition (None: Slurm's default one, and every node listed);
-        ``gpu_type`` is the type of GPUs whose ``Gres`` names none or one danlu does not know.
+        ``gpu_type`` is the type of GPUs whose ``Gres`` names none or one danlu does not know,
+        and the size of a model it names without one (``a100``: :func:`listed_gpu_type`).
         ``state_dir`` and ``log_dir`` must be on a filesystem the nodes share. ``sbatch_options``
         are added to every submission (an account, a QoS, memory per CPU), before the run's own,
     which win where they overlap. ``python`` is the
@@ -256,7 +257,7 @@ class SlurmExecutor(RunDirExecutor, MultiNodeExecutor, GpuSharingExecutor):
         kind = self._gpu_type
         if node.gpu_type is not None:
             with contextlib.suppress(UnknownNameError):
-                kind = gpu_type(node.gpu_type)
+                kind = listed_gpu_type(node.gpu_type, self._gpu_type)
         return Node(node.name, node.gpus, kind, cpu_milli=node.cpus * 1000, memory=node.memory)
 
     def max_nodes_per_job(self) -> int:
