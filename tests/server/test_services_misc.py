@@ -263,3 +263,19 @@ def test_an_id_prefix_is_matched_among_the_viewers_own_jobs(
         # a full id of another user's job is still the documented 403
         with pytest.raises(PermissionDenied):
             jobs.get_job(s, "abcd10000002", viewer=alice)
+
+
+def test_an_id_too_short_for_a_prefix_says_how_long_one_must_be(seeded: Database) -> None:
+    """``danlu show 2a`` said only "not found" for a job whose id starts with ``2a``."""
+    with seeded.session() as s:
+        alice = users.get_user(s, "alice")
+        job = jobs.submit(s, {"name": "a", "command": ["true"]}, alice, now=NOW)
+        with pytest.raises(NotFoundError) as short:
+            jobs.get_job(s, job.id[:2], viewer=alice)
+        assert str(short.value) == (
+            f"job {job.id[:2]!r} not found (an id prefix needs 4 characters or more)"
+        )
+        assert jobs.get_job(s, job.id[:4], viewer=alice) is job
+        with pytest.raises(NotFoundError) as wrong:
+            jobs.get_job(s, "zzzzzz", viewer=alice)
+        assert str(wrong.value) == "job 'zzzzzz' not found"

@@ -21,11 +21,11 @@ class PermissionDenied(DanluError):
 class NotFoundError(DanluError, LookupError):
     """A job, project, user or node that does not exist. ``field`` names the lookup key."""
 
-    def __init__(self, kind: str, key: str, field: str = "id") -> None:
+    def __init__(self, kind: str, key: str, field: str = "id", hint: str = "") -> None:
         self.kind = kind
         self.key = key
         self.field = field
-        super().__init__(f"{kind} {key!r} not found")
+        super().__init__(f"{kind} {key!r} not found" + (f" ({hint})" if hint else ""))
 
     def __str__(self) -> str:
         return str(self.args[0])

@@ -86,7 +86,9 @@ def by_id(
             raise ConflictError(f"{kind} id prefix {key!r} is ambiguous; give more characters")
         row = found[0] if found else None
     if row is None:
-        raise NotFoundError(kind, key)
+        short = 0 < len(key) < ID_PREFIX_LENGTHS.start
+        hint = f"an id prefix needs {ID_PREFIX_LENGTHS.start} characters or more" if short else ""
+        raise NotFoundError(kind, key, hint=hint)
     if viewer is not None and not viewer.is_admin and row.user_id != viewer.id:
         raise PermissionDenied(f"{kind} {row.id} belongs to another user")
     return row
