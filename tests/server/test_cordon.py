@@ -437,6 +437,28 @@ def test_a_schedule_is_replaced_dropped_by_uncordon_and_a_past_time_is_now(
         )
 
 
+def test_why_names_no_node_or_gpu_gone_from_the_inventory(db: Database) -> None:
+    """A node or GPU an admin closed keeps its row while missing from the inventory (so the
+    close outlives a reboot); nothing is scheduled there, and a pending job's reason named it
+    among the nodes closed to new work."""
+    with db.session() as s:
+        alice = user_and_nodes(s, (A, B, Node("c", 2, gpu_type("H100"))), NOW)
+        nodes.cordon(s, "a", "fan", now=NOW)
+        nodes.cordon(s, "b", "ecc", gpu=1, now=NOW)
+        nodes.cordon(s, "c", "psu", now=NOW)
+    waiting = _submit(db, alice, "big", gpus=2)
+    with db.read_session() as s:
+        why = jobs.why(s, jobs.get_job(s, waiting), now=NOW)
+        assert why.endswith("; cordoned (no new work): a, c, b GPU 1"), why
+    with db.session() as s:  # a and b's GPU 1 leave the inventory (a reboot, off the bus)
+        cluster.replace_inventory(
+            s, [Node("b", 1, gpu_type("H100")), Node("c", 2, gpu_type("H100"))], fake=True
+        )
+    with db.read_session() as s:
+        why = jobs.why(s, jobs.get_job(s, waiting), now=NOW)
+        assert why.endswith("; cordoned (no new work): c"), why
+
+
 def test_a_close_done_now_drops_the_schedule_it_covers(db: Database) -> None:
     """A drain now (``--at`` a past time, or none) leaves no later cordon or drain to come
     (``danlu nodes`` showed one, and it came, taking the reason given now); a cordon now

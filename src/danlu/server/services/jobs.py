@@ -25,6 +25,7 @@ from danlu.server.db.models import Gpu, Job, JobEvent, JobRun, Node, User
 from danlu.server.errors import ConflictError
 from danlu.server.services import dependencies, pending_reasons, submission, webhooks
 from danlu.server.services.bulk import EventBatch, flush_jobs
+from danlu.server.services.cluster import ABSENT
 from danlu.server.services.common import by_id, lock_row, resolve_now, state_values
 from danlu.server.services.projects import HOLDING
 from danlu.server.services.users import revoke_job_tokens
@@ -622,12 +623,19 @@ def why(session: Session, job: Job, now: float | None = None) -> str:
     t = resolve_now(now)
     reason = _why(session, job, t)
     if job.state == JobState.PENDING.value:
-        query = select(Node.name).where(Node.cordoned_at.is_not(None)).order_by(Node.position)
+        # not nodes or GPUs gone from the inventory (their rows kept for an admin's close):
+        # nothing is scheduled there anyway
+        query = (
+            select(Node.name)
+            .where(Node.cordoned_at.is_not(None), Node.position != ABSENT)
+            .order_by(Node.position)
+        )
         closed = list(session.scalars(query.limit(_NAMED_NODES + 1)))
         gpus = (
             select(Node.name, Gpu.index)
             .join(Gpu, Gpu.node_id == Node.id)
             .where(Gpu.cordoned_at.is_not(None), Node.cordoned_at.is_(None))
+            .where(Node.position != ABSENT, Gpu.memory != ABSENT)
             .order_by(Node.position, Gpu.index)
         )
         closed += [f"{n} GPU {i}" for n, i in session.execute(gpus.limit(_NAMED_NODES + 1))]
