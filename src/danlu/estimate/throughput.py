@@ -100,6 +100,25 @@ class StepMeasurement:
     step_time: float
     sync_time: float
 
+    def __post_init__(self) -> None:
+        # The fit takes logs of step_time and step_time - sync_time: a row built in code
+        # (not by the loaders, which check the same) with a zero compute part stopped
+        # scipy with "Residuals are not finite", and 2 nodes of 1 replica fitted silently.
+        _check_placement(self.num_nodes, self.num_replicas)
+        check_positive_int("local_bsz", self.local_bsz)
+        step, sync = self.step_time, self.sync_time
+        for name, value in (("step_time", step), ("sync_time", sync)):
+            if isinstance(value, bool) or not isinstance(value, numbers.Real):
+                raise SpecError(name, f"must be a number of seconds, got {quoted(value)}")
+        if not (math.isfinite(step) and step > 0):
+            raise SpecError("step_time", f"must be a finite number of seconds > 0, got {step}")
+        if not (math.isfinite(sync) and 0 <= sync < step):
+            raise SpecError(
+                "sync_time",
+                f"must be >= 0 and less than step_time ({step}), got {sync}: a step "
+                "that only synchronises leaves no compute time to fit",
+            )
+
     @property
     def compute_time(self) -> float:
         """``step_time - sync_time``: the time of a micro-batch that does not synchronise."""
@@ -359,12 +378,22 @@ def fit_throughput(rows: Sequence[StepMeasurement]) -> ThroughputModel:
     Pollux does: with one local batch size ``alpha_c`` is half the mean compute time;
     without multi-node rows the inter-node terms copy the intra-node ones (x1.1, a
     pessimistic prior); without single-node multi-replica rows the intra-node ones are
-    tiny; without rows of more than 2 replicas the retrogression terms are 0.
+    tiny. A retrogression term is 0 without rows of more than 2 replicas on its own link
+    (``beta_r``: on one node; ``beta_n``: across nodes), a little stricter than Pollux,
+    which frees both once any row has more than 2 replicas and so let a multi-node row
+    set the single-node term to whatever the solver stopped at.
+
+    The result depends on the set of rows, not on their order: they are sorted first
+    (the solver's floating-point path follows the row order, and with few rows that
+    picked a different one of the equally good fits).
 
     Raises :class:`DataError` when ``rows`` is empty.
     """
     if not rows:
         raise DataError("fit_throughput: no measurements; pass at least one StepMeasurement")
+    rows = sorted(
+        rows, key=lambda r: (r.num_nodes, r.num_replicas, r.local_bsz, r.step_time, r.sync_time)
+    )
     nodes, replicas, bsz, step, compute = _arrays(rows)
     log_step, log_compute = np.log(step), np.log(compute)
 
@@ -380,8 +409,10 @@ def fit_throughput(rows: Sequence[StepMeasurement]) -> ThroughputModel:
         free[2] = free[3] = False
     if not has_intra:
         free[4] = free[5] = False
-    if not np.any(replicas > 2):
-        free[3] = free[5] = False
+    if not np.any((nodes > 1) & (replicas > 2)):
+        free[3] = False
+    if not np.any((nodes == 1) & (replicas > 2)):
+        free[5] = False
 
     # Initial guess: a line through the compute times, syncs from the measured sync parts.
     if single_bsz:
