@@ -34,10 +34,9 @@ from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
+import numpy.typing as npt
 
 from danlu.core.errors import ConfigError
-
-_EPS = 1e-8
 
 
 @dataclass(frozen=True, slots=True)
@@ -148,22 +147,44 @@ class SelfTuner:
     def _best(self, replicas: int, sync: float, sqr: float, var: float) -> int:
         limits = self.limits
         init, top = limits.init_batch, limits.max_batch
+        first, last = max(1, -(-init // replicas)), top // replicas
+        best: tuple[float, int] | None = None  # (goodput, executed global batch)
+        while first <= last:  # in chunks: a max_batch of 2**30 needs no 16 GiB array
+            stop = min(last, first + _CHUNK - 1)
+            totals = np.arange(first, stop + 1, dtype=np.int64)
+            found = self._best_of(totals, replicas, sync, sqr, var)
+            if found is not None and (best is None or found[0] > best[0]):
+                best = found  # a later chunk wins only when strictly better: ties stay smaller
+            if best is not None:
+                useful = self._useful_total(replicas, sync, sqr, var, best[0])
+                if useful < last:
+                    last = int(useful)
+            first = stop + 1
+        if best is None:
+            return min(top, max(init, replicas * limits.min_local))
+        return best[1]
+
+    def _best_of(
+        self, totals: npt.NDArray[np.int64], replicas: int, sync: float, sqr: float, var: float
+    ) -> tuple[float, int] | None:
+        """(goodput, executed global batch) of the best of these per-replica totals, the
+        first of equals; None when none of them can be executed within the limits."""
+        limits = self.limits
+        init, top = limits.init_batch, limits.max_batch
         lo_local, hi_local = limits.min_local, limits.max_local
-        totals = np.arange(max(1, math.ceil(init / replicas - _EPS)), top // replicas + 1)
-        if totals.size == 0:
-            return min(top, max(init, replicas * lo_local))
-        # the executed split: the fewest micro-batches that fit, of equal size
+        # the executed split: the fewest micro-batches that fit, of equal size. In whole
+        # numbers: ceil(x - 1e-8) of a float ratio made 1 / (2**31 - 1) (the default
+        # max_local) zero micro-batches, and dropped every total below 22 samples.
         batch = totals * replicas
-        local = np.ceil(batch / replicas - _EPS)
-        accum = np.ceil(local / hi_local - _EPS) - 1
+        accum = -(-totals // hi_local) - 1
         if replicas == 1:
             accum = np.where(batch > init, np.maximum(accum, 1), accum)
-        atomic = np.ceil(local / (accum + 1) - _EPS)
-        atomic = np.minimum(atomic, np.floor(top / (replicas * (accum + 1))))
+        atomic = -(-totals // (accum + 1))
+        atomic = np.minimum(atomic, top // (replicas * (accum + 1)))
         executed = replicas * atomic * (accum + 1)
         ok = (atomic >= lo_local) & (executed >= init)
         if not np.any(ok):
-            return min(top, max(init, replicas * lo_local))
+            return None
         atomic, accum, executed = atomic[ok], accum[ok], executed[ok]
         alpha, beta = self._line()
         compute = alpha + beta * atomic
@@ -174,7 +195,38 @@ class SelfTuner:
             scale = executed / init
             gain = (var + sqr) / (var / scale + sqr)
         good = gain / iteration
-        return int(executed[int(np.argmax(good))])
+        i = int(np.argmax(good))
+        return float(good[i]), int(executed[i])
+
+    def _useful_total(
+        self, replicas: int, sync: float, sqr: float, var: float, goodput: float
+    ) -> float:
+        """A per-replica total beyond which no batch beats ``goodput`` (``inf``: none known).
+
+        The gain is at most ``(var + sqr) / sqr`` (1 when both are 0). A total ``L`` runs
+        ``s >= L / max_local`` micro-batches of ``a >= floor(L / s) >= min_local`` samples, so
+        its iteration time (``s * (alpha + beta * a)`` plus a sync >= 0) is at least
+        ``s * c_min`` and at least ``beta * (L - s + 1)``, ``c_min = alpha + beta *
+        min_local``: at least ``k * L`` with ``k = max(c_min * beta / (c_min + beta), c_min /
+        max_local)``. Past ``gain_max / (k * goodput)`` the bound is below ``goodput``."""
+        if sqr > 0 and var >= 0:
+            gain_max = (var + sqr) / sqr
+        elif sqr <= 0 and var <= 0:
+            gain_max = 1.0
+        else:
+            return math.inf  # pure noise: the gain grows with the batch without bound
+        alpha, beta = self._line()
+        c_min = alpha + beta * self.limits.min_local
+        if alpha < 0 or beta < 0 or c_min <= 0 or (replicas > 1 and sync < 0):
+            return math.inf
+        k = max(c_min * beta / (c_min + beta), c_min / self.limits.max_local)
+        if not (k > 0 and goodput > 0):
+            return math.inf
+        return gain_max / (k * goodput) * (1 + 1e-9) + 1
+
+
+_CHUNK = 1 << 16
+"""Per-replica totals :meth:`SelfTuner.choose` evaluates at once."""
 
 
 def _finite(stats: tuple[float, float]) -> bool:

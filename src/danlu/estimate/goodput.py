@@ -156,6 +156,10 @@ def optimize_goodput(
     memory model is given. For each ``L`` the fewest micro-batches are used
     (``s = ceil(L / m)``, ``b = ceil(L / s)``; extra micro-batches only add compute time);
     without ``accumulation`` only ``s = 1`` is allowed. Ties go to the smaller batch.
+    Totals are evaluated in chunks, and those that cannot beat the best so far (the gain is
+    bounded when ``sqr > 0``, the step time grows with the total) are skipped, so a huge
+    ``max_batch_size`` (2**30) costs no more memory or time than the useful range; only
+    with pure noise (``sqr = 0 < var``) does the search walk the whole range.
 
     Returns ``None`` when no configuration is feasible (memory too small for
     ``min_local_bsz``, or ``R * min_local_bsz > max_batch_size``). Raises
@@ -179,13 +183,47 @@ def optimize_goodput(
     if hi_total < lo_total:
         # Even the initial batch B0 is out of reach: take the largest batch that is allowed.
         lo_total = hi_total
-    totals = np.arange(lo_total, hi_total + 1, dtype=np.int64)
+    per_replica = max_batch_size // num_replicas
+    best: GoodputChoice | None = None
+    start = lo_total
+    while start <= hi_total:  # in chunks: a max_batch_size of 2**30 needs no 16 GiB array
+        stop = min(hi_total, start + _CHUNK - 1)
+        found = _best_of(
+            model, (num_nodes, num_replicas), (start, stop), cap, min_local_bsz, per_replica
+        )
+        if found is not None and (best is None or found.goodput > best.goodput):
+            best = found  # a later chunk wins only when strictly better: ties stay smaller
+        if best is not None:
+            useful = _useful_total(model, cap, best.goodput)
+            if useful < hi_total:
+                hi_total = int(useful)
+        start = stop + 1
+    return best
+
+
+_CHUNK = 1 << 16
+"""Per-replica totals evaluated at once by :func:`optimize_goodput`."""
+
+
+def _best_of(
+    model: GoodputModel,
+    placement: tuple[int, int],
+    span: tuple[int, int],
+    cap: int,
+    least: int,
+    per_replica: int,
+) -> GoodputChoice | None:
+    """The best configuration of :func:`optimize_goodput` with a per-replica total in
+    ``span`` (inclusive; the first of equals), micro-batches in ``least..cap`` and at most
+    ``per_replica`` samples per replica; ``None`` when none is allowed."""
+    num_nodes, num_replicas = placement
+    totals = np.arange(span[0], span[1] + 1, dtype=np.int64)
     accum = -(-totals // cap)
     bsz = -(-totals // accum)
-    ok = (bsz >= min_local_bsz) & (num_replicas * bsz * accum <= max_batch_size)
+    ok = (bsz >= least) & (bsz * accum <= per_replica)
     if not np.any(ok):
         return None
-    totals, accum, bsz = totals[ok], accum[ok], bsz[ok]
+    accum, bsz = accum[ok], bsz[ok]
     step = model.throughput_model.step_times(bsz, num_nodes, num_replicas, accum)
     global_batch = num_replicas * bsz * accum
     rate = global_batch / step
@@ -201,3 +239,27 @@ def optimize_goodput(
         throughput=float(rate[i]),
         efficiency=float(eff[i]),
     )
+
+
+def _useful_total(model: GoodputModel, cap: int, goodput: float) -> float:
+    """A per-replica total beyond which no configuration beats ``goodput`` (``inf``: none
+    known).
+
+    Goodput is ``B0 * gain(B) / T_step``. The gain is at most ``(var + sqr) / sqr`` (1 when
+    both are 0); a total ``L`` takes ``s >= L / cap`` micro-batches of ``b >= L / s``
+    samples, each at least ``alpha_c + beta_c * b`` seconds, so ``T_step >= (alpha_c / cap +
+    beta_c) * L`` (the synchronisation only adds). Past ``B0 * gain_max / (k * goodput)``
+    the bound is below ``goodput``."""
+    stats, p = model.grad_stats, model.throughput_model.params
+    if stats.sqr > 0:
+        top = (stats.var + stats.sqr) / stats.sqr
+    elif stats.var == 0:
+        top = 1.0
+    else:
+        return math.inf  # pure noise: the gain grows with the batch without bound
+    if p.alpha_c < 0 or p.beta_c < 0:
+        return math.inf
+    k = p.alpha_c / cap + p.beta_c
+    if not (k > 0 and goodput > 0):
+        return math.inf
+    return model.init_batch_size * top / (k * goodput) * (1 + 1e-9) + 1

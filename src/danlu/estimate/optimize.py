@@ -191,16 +191,40 @@ def fastest_batch(
 
     With a linear compute model throughput rises with ``b``, so this is usually the largest
     batch that fits; it is computed, not assumed. See :func:`best_batch` (the same
-    :class:`SpecError` on a bad argument, raised before any step time is computed).
+    :class:`SpecError` on a bad argument, raised before any step time is computed). The
+    search runs down from the cap and stops where no smaller batch can be faster, so a huge
+    cap costs no 16 GiB array.
     """
     check_positive_int("max_local_bsz", max_local_bsz)
     model.step_time(1, num_nodes, num_replicas)  # validates the placement
     cap = memory_capped_batch(max_local_bsz, memory, limit_bytes, margin_bytes)
     if cap is None:
         return None
-    bsz = np.arange(1, cap + 1, dtype=np.float64)  # the step times up to the cap only
-    rates = num_replicas * bsz / model.step_times(bsz, num_nodes, num_replicas)
-    return best_batch(lambda b: float(rates[b - 1]), cap)
+    p = model.params
+    prune = all(v >= 0 for v in p.as_array()[:6])
+    best, best_rate = cap, -math.inf
+    stop = cap
+    # From the cap down, in chunks (a cap of 2**31 needs no 16 GiB array). Below a batch x
+    # nothing is faster than R * x / (alpha_c + beta_c * x), the rate without any sync
+    # (b / (alpha_c + beta_c * b) grows with b): once that is below the best, stop.
+    while stop >= 1:
+        start = max(1, stop - _CHUNK + 1)
+        bsz = np.arange(start, stop + 1, dtype=np.float64)
+        rates = num_replicas * bsz / model.step_times(bsz, num_nodes, num_replicas)
+        i = int(np.argmax(rates))  # the first of equals: the smallest batch
+        if rates[i] >= best_rate:  # a smaller batch as fast wins the tie
+            best, best_rate = start + i, float(rates[i])
+        stop = start - 1
+        if prune and stop >= 1:
+            compute = p.alpha_c + p.beta_c * stop
+            # (with a little slack: rounding must not cut off an equal, smaller batch)
+            if compute > 0 and num_replicas * stop / compute * (1 + 1e-12) < best_rate:
+                break
+    return best
+
+
+_CHUNK = 1 << 16
+"""Batches :func:`fastest_batch` evaluates at once."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -250,12 +274,25 @@ def plan_accumulation(
                 "kept exactly; pick a multiple of the replica count or allow rounding up",
             )
         per_replica = global_batch // num_replicas
-        while per_replica % accum:
-            accum += 1
+        accum = _smallest_divisor_from(per_replica, accum)
         return AccumulationPlan(per_replica // accum, accum, num_replicas, global_batch)
     micro = -(-global_batch // (num_replicas * accum))
     assert micro <= max_micro_batch
     return AccumulationPlan(micro, accum, num_replicas, global_batch)
+
+
+def _smallest_divisor_from(n: int, low: int) -> int:
+    """The smallest divisor of ``n >= 1`` that is ``>= low`` (``n`` itself at worst), in
+    ``O(sqrt(n))`` steps: counting up from ``low`` took seconds for a prime of 10**8."""
+    best = n
+    i = 1
+    while i * i <= n:
+        if n % i == 0:
+            for d in (i, n // i):
+                if low <= d < best:
+                    best = d
+        i += 1
+    return best
 
 
 def parallel_efficiency(
@@ -305,9 +342,12 @@ def cost_optimal_gpu_count(
     ``training_time(T0, K, parallel_efficiency(model, b, K, 8))``; ``cost_rate(K)`` is the
     cost per second of K GPUs (price x K plus any fixed per-job rate; with a pure per-GPU
     price and ``E(K) < 1`` the optimum is the smallest K, so a fixed rate or a deadline is
-    what makes more GPUs pay). Only K with ``T(K) <= deadline_s`` are eligible. Ties go to the
-    faster choice. Raises :class:`SpecError` when no candidate is given or none meets the
-    deadline, and on ``deadline_s`` unless it is a number (``inf``: none), not NaN.
+    what makes more GPUs pay). Only K with ``T(K) <= deadline_s`` are eligible; a ``T(K)`` of
+    ``inf`` (K cannot train the job) never is. Ties go to the faster choice. Raises
+    :class:`SpecError` when no candidate is given or none is eligible, on ``deadline_s``
+    unless it is a number (``inf``: none), not NaN, on ``time_s`` when ``T(K)`` is not a
+    number > 0 (NaN, 0 or a negative time won every comparison it met first), and on
+    ``cost_rate`` when ``C(K)`` is not a finite number >= 0.
     """
     if deadline_s is not None and (
         isinstance(deadline_s, bool)
@@ -320,17 +360,34 @@ def cost_optimal_gpu_count(
     for k in candidates:
         check_positive_int("candidates", k)
         seen = True
-        t = time_s(k)
-        if deadline_s is not None and t > deadline_s:
+        t = _number_of("time_s", k, time_s(k))
+        if not t > 0:
+            raise SpecError("time_s", f"returned {t} for K={k}; expected a training time > 0 s")
+        if math.isinf(t) or (deadline_s is not None and t > deadline_s):
             continue
-        choice = CostChoice(k, t, cost_rate(k) * t)
+        rate = _number_of("cost_rate", k, cost_rate(k))
+        if not (math.isfinite(rate) and rate >= 0):
+            raise SpecError(
+                "cost_rate", f"returned {rate} for K={k}; expected a finite cost per second >= 0"
+            )
+        choice = CostChoice(k, t, rate * t)
         if best is None or (choice.total_cost, choice.time_s) < (best.total_cost, best.time_s):
             best = choice
     if not seen:
         raise SpecError("candidates", "no GPU counts to choose from; pass e.g. range(1, 65)")
     if best is None:
+        if deadline_s is None:
+            raise SpecError("time_s", "no GPU count can train the job (every T(K) is inf)")
         raise SpecError(
             "deadline_s",
             f"no GPU count meets the deadline of {deadline_s} s; relax it or allow more GPUs",
         )
     return best
+
+
+def _number_of(field: str, k: int, value: Any) -> float:
+    """``value`` (what ``field`` returned for ``K = k``) as a float; :class:`SpecError` on
+    ``field`` when it is not a real number (a bool or a string)."""
+    if isinstance(value, bool) or not isinstance(value, numbers.Real) or math.isnan(value):
+        raise SpecError(field, f"returned {quoted(value)} for K={k}; expected a number")
+    return float(value)
