@@ -26,6 +26,7 @@ import statistics
 from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
+from typing import TypeGuard
 
 from danlu.core.errors import DataError
 
@@ -73,13 +74,35 @@ def measured_pairs(path: str | Path, gpu: str = "v100") -> Iterator[MeasuredPair
         kinds = ", ".join(sorted(data)) if isinstance(data, dict) else "none"
         raise DataError(f"{p}: no {gpu!r} section (it has: {kinds}); pick one of those")
     for name_a, row in table.items():
-        solo_a = row.get("null")
+        solo_a = _solo(p, gpu, name_a, row)
         for name_b, pair in row.items():
             if name_b == "null" or name_b not in table:
                 continue
-            solo_b = table[name_b].get("null")
+            solo_b = _solo(p, gpu, name_b, table[name_b])
+            if not (isinstance(pair, list) and len(pair) == 2 and all(_is_number(v) for v in pair)):
+                raise DataError(
+                    f"{p}: {gpu}.{name_a}.{name_b} is {pair!r}; expected the two jobs' "
+                    "throughputs beside each other, [a, b]"
+                )
             if solo_a and solo_b and pair[0] > 0 and pair[1] > 0:
                 yield MeasuredPair(name_a, name_b, pair[0] / solo_a, pair[1] / solo_b)
+
+
+def _is_number(value: object) -> TypeGuard[int | float]:
+    """True for an int or float that is not a bool (JSON's numbers)."""
+    return isinstance(value, int | float) and not isinstance(value, bool)
+
+
+def _solo(path: Path, gpu: str, job: str, row: object) -> float:
+    """The throughput alone (``"null"``) of ``job``'s ``row``; :class:`DataError` naming the
+    file and the entry when the row is not Gavel's ``{"null": x, other: [a, b], ...}``."""
+    solo = row.get("null") if isinstance(row, dict) else None
+    if not _is_number(solo):
+        raise DataError(
+            f"{path}: {gpu}.{job} is not a job's row; expected an object with its throughput "
+            "alone under \"null\" and a pair [job's, other's] under each other job"
+        )
+    return float(solo)
 
 
 def gavel_model(job: str) -> str:
