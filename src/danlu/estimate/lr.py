@@ -18,10 +18,11 @@ registry whose lookup errors list the valid names.
 from __future__ import annotations
 
 import math
+import numbers
 from enum import StrEnum
 
 from danlu.core.errors import SpecError, UnknownNameError
-from danlu.core.values import check_positive_int
+from danlu.core.values import check_positive_int, quoted
 from danlu.estimate.goodput import GradientStats, gain
 
 __all__ = [
@@ -48,6 +49,15 @@ _ALIASES = {"square_root": LRScaling.SQRT, "square-root": LRScaling.SQRT}
 
 
 def _ratio(base_lr: float, batch_size: float, base_batch_size: float) -> float:
+    """``batch_size / base_batch_size``; :class:`SpecError` naming the argument unless all
+    three are positive finite numbers (a bool is not one: ``True`` scaled as a batch of 1)."""
+    for name, value in (
+        ("base_lr", base_lr),
+        ("batch_size", batch_size),
+        ("base_batch_size", base_batch_size),
+    ):
+        if isinstance(value, bool) or not isinstance(value, numbers.Real):
+            raise SpecError(name, f"must be a positive number, got {quoted(value)}")
     if not (math.isfinite(base_lr) and base_lr > 0):
         raise SpecError("base_lr", f"must be a positive number, got {base_lr}")
     if not (math.isfinite(base_batch_size) and base_batch_size > 0):
