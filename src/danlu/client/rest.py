@@ -28,6 +28,7 @@ from danlu.client.errors import (
     error_from_response,
     no_answer,
 )
+from danlu.client.replies import malformed, of_shape, shaped
 from danlu.client.waits import FINISHED_STATES as FINISHED_STATES
 from danlu.client.waits import wait_for
 from danlu.core.errors import ConfigError, SpecError
@@ -68,16 +69,6 @@ def _retry_after(response: httpx.Response) -> float:
         return min(5.0, max(0.0, float(response.headers.get("Retry-After", "1"))))
     except ValueError:
         return 1.0
-
-
-def _body(response: httpx.Response) -> Any:
-    """The JSON body of ``response``; :class:`ServerError` when it is not JSON."""
-    try:
-        return response.json()
-    except ValueError:
-        raise ServerError(
-            response.status_code, "http", None, f"not JSON: {response.text[:200]!r}"
-        ) from None
 
 
 def _check_token(token: str) -> None:
@@ -264,18 +255,37 @@ class Client:
             time.sleep(_retry_after(response))
         raise AssertionError("unreachable")
 
-    def _json(self, method: str, path: str, **kwargs: Any) -> Any:
-        return _body(self.request(method, path, **kwargs))
+    def _object(self, method: str, path: str, **kwargs: Any) -> dict[str, Any]:
+        """The reply to a request that answers one JSON object."""
+        return dict(shaped(self.request(method, path, **kwargs), dict))
+
+    def _array(self, method: str, path: str, **kwargs: Any) -> list[Any]:
+        """The reply to a request that answers a JSON array."""
+        return list(shaped(self.request(method, path, **kwargs), list))
+
+    def _records(self, method: str, path: str, **kwargs: Any) -> list[dict[str, Any]]:
+        """The reply to a request that answers a JSON array of objects."""
+        response = self.request(method, path, **kwargs)
+        return [dict(of_shape(response, item, dict)) for item in shaped(response, list)]
+
+    def _field(self, method: str, path: str, key: str, kind: type[Any], **kwargs: Any) -> Any:
+        """The value of ``key``, of type ``kind`` (str or int), in the JSON object a
+        request answers."""
+        response = self.request(method, path, **kwargs)
+        value = shaped(response, dict).get(key)
+        if not isinstance(value, kind) or isinstance(value, bool):
+            raise malformed(response, f"the reply has no {kind.__name__} {key!r}")
+        return value
 
     # -- health and identity ----------------------------------------------------------------
 
     def health(self) -> dict[str, Any]:
         """``GET /health``: ``{"status": "ok", "version"}`` (needs no token)."""
-        return dict(self._json("GET", "/health"))
+        return self._object("GET", "/health")
 
     def me(self) -> dict[str, Any]:
         """``GET /users/me``: the caller, ``{"name", "role"}``."""
-        return dict(self._json("GET", "/users/me"))
+        return self._object("GET", "/users/me")
 
     def create_user(
         self, name: str, role: str = "user", os_user: str | None = None
@@ -285,24 +295,25 @@ class Client:
         body: dict[str, Any] = {"name": name, "role": role}
         if os_user is not None:
             body["os_user"] = os_user
-        return dict(self._json("POST", "/users", json=body))
+        return self._object("POST", "/users", json=body)
 
     def update_user(self, name: str, **fields: Any) -> dict[str, Any]:
         """``PUT /users/{name}`` (admin) with the fields to change: ``os_user`` (the OS
         account its jobs run as; None: the one named like it), ``quota_gpus`` (None: none)."""
-        return dict(self._json("PUT", f"/users/{_seg(name)}", json=fields))
+        return self._object("PUT", f"/users/{_seg(name)}", json=fields)
 
     def create_token(self, user: str, name: str = "") -> str:
         """``POST /users/{name}/tokens``: a new API token for ``user`` (shown once)."""
-        return str(self._json("POST", f"/users/{_seg(user)}/tokens", json={"name": name})["token"])
+        path = f"/users/{_seg(user)}/tokens"
+        return str(self._field("POST", path, "token", str, json={"name": name}))
 
     def users(self) -> list[dict[str, Any]]:
         """``GET /users`` (admin): every user, ``{"name", "role"}``."""
-        return list(self._json("GET", "/users"))
+        return self._array("GET", "/users")
 
     def tokens(self, user: str) -> list[dict[str, Any]]:
         """``GET /users/{name}/tokens``: ``user``'s live tokens, without their secrets."""
-        return list(self._json("GET", f"/users/{_seg(user)}/tokens"))
+        return self._array("GET", f"/users/{_seg(user)}/tokens")
 
     def revoke_tokens(self, user: str, prefix: str | None = None) -> int:
         """``DELETE /users/{name}/tokens[/{prefix}]``: revoke ``user``'s live tokens, or the
@@ -310,13 +321,13 @@ class Client:
         if prefix is not None and not prefix:
             raise SpecError("prefix", "the token prefix is empty; give a prefix of a token")
         path = f"/users/{_seg(user)}/tokens" + (f"/{_seg(prefix)}" if prefix is not None else "")
-        return int(self._json("DELETE", path)["revoked"])
+        return int(self._field("DELETE", path, "revoked", int))
 
     # -- jobs -------------------------------------------------------------------------------
 
     def submit(self, spec: JobSpec | Mapping[str, Any]) -> JobDict:
         """``POST /jobs``: submit a spec; returns the new Job."""
-        return dict(self._json("POST", "/jobs", json=_spec_body(spec)))
+        return self._object("POST", "/jobs", json=_spec_body(spec))
 
     def list_jobs(
         self,
@@ -343,7 +354,7 @@ class Client:
                 "name": name,
             }
         )
-        return list(self._json("GET", "/jobs", params=params))
+        return self._array("GET", "/jobs", params=params)
 
     def iter_jobs(
         self,
@@ -375,7 +386,7 @@ class Client:
 
     def get_job(self, job: str) -> JobDict:
         """``GET /jobs/{id}`` (an id or a unique prefix)."""
-        return dict(self._json("GET", f"/jobs/{_seg(job)}"))
+        return self._object("GET", f"/jobs/{_seg(job)}")
 
     def update_job(
         self, job: str, *, priority: int | None = None, held: bool | None = None
@@ -383,7 +394,7 @@ class Client:
         """``PATCH /jobs/{id}``: change an unfinished job's priority, hold a job or
         release it; returns the Job."""
         body = _clean({"priority": priority, "held": held})
-        return dict(self._json("PATCH", f"/jobs/{_seg(job)}", json=body))
+        return self._object("PATCH", f"/jobs/{_seg(job)}", json=body)
 
     def wait(
         self,
@@ -421,15 +432,15 @@ class Client:
 
     def cancel(self, job: str) -> JobDict:
         """``POST /jobs/{id}/cancel``: returns the Job."""
-        return dict(self._json("POST", f"/jobs/{_seg(job)}/cancel"))
+        return self._object("POST", f"/jobs/{_seg(job)}/cancel")
 
     def rerun(self, job: str) -> JobDict:
         """``POST /jobs/{id}/rerun``: submit a finished job again; returns the new Job."""
-        return dict(self._json("POST", f"/jobs/{_seg(job)}/rerun"))
+        return self._object("POST", f"/jobs/{_seg(job)}/rerun")
 
     def submit_sweep(self, spec: Mapping[str, Any]) -> JobDict:
         """``POST /sweeps``: submit a sweep spec; returns the Sweep with its first trials."""
-        return dict(self._json("POST", "/sweeps", json=dict(spec)))
+        return self._object("POST", "/sweeps", json=dict(spec))
 
     def sweeps(
         self, limit: int | None = None, states: Sequence[str] | None = None
@@ -437,15 +448,15 @@ class Client:
         """``GET /sweeps``: the caller's sweeps (an admin's: all), newest first; with
         ``states``, only those in one of them."""
         params = _clean({"limit": limit, "state": None if states is None else list(states)})
-        return [dict(s) for s in self._json("GET", "/sweeps", params=params)]
+        return self._records("GET", "/sweeps", params=params)
 
     def sweep(self, sweep: str) -> JobDict:
         """``GET /sweeps/{id}``: one sweep with its trials and the best one."""
-        return dict(self._json("GET", f"/sweeps/{_seg(sweep)}"))
+        return self._object("GET", f"/sweeps/{_seg(sweep)}")
 
     def cancel_sweep(self, sweep: str) -> JobDict:
         """``POST /sweeps/{id}/cancel``: cancel a sweep and its unfinished trials."""
-        return dict(self._json("POST", f"/sweeps/{_seg(sweep)}/cancel"))
+        return self._object("POST", f"/sweeps/{_seg(sweep)}/cancel")
 
     # -- webhooks (admin) ---------------------------------------------------------------------
 
@@ -460,11 +471,11 @@ class Client:
         """``POST /webhooks``: tell ``url`` of job state changes (``states``; default the
         ends); returns the Webhook with its ``secret`` (shown this once)."""
         body = _clean({"url": url, "states": list(states or []), "project": project, "user": user})
-        return dict(self._json("POST", "/webhooks", json=body))
+        return self._object("POST", "/webhooks", json=body)
 
     def webhooks(self) -> list[dict[str, Any]]:
         """``GET /webhooks``: every webhook with its deliveries by outcome."""
-        return [dict(h) for h in self._json("GET", "/webhooks")]
+        return self._records("GET", "/webhooks")
 
     def remove_webhook(self, webhook: str) -> None:
         """``DELETE /webhooks/{id}``: remove a webhook and its deliveries."""
@@ -472,22 +483,19 @@ class Client:
 
     def ping_webhook(self, webhook: str) -> dict[str, Any]:
         """``POST /webhooks/{id}/ping``: queue a ping message; returns its Delivery."""
-        return dict(self._json("POST", f"/webhooks/{_seg(webhook)}/ping"))
+        return self._object("POST", f"/webhooks/{_seg(webhook)}/ping")
 
     def webhook_deliveries(self, webhook: str, limit: int | None = None) -> list[dict[str, Any]]:
         """``GET /webhooks/{id}/deliveries``: its messages kept, newest first."""
         params = _clean({"limit": limit})
-        return [
-            dict(d)
-            for d in self._json("GET", f"/webhooks/{_seg(webhook)}/deliveries", params=params)
-        ]
+        return self._records("GET", f"/webhooks/{_seg(webhook)}/deliveries", params=params)
 
     def events(
         self, job: str, after_id: int | None = None, limit: int | None = None
     ) -> list[dict[str, Any]]:
         """``GET /jobs/{id}/events``: the job's state changes with their reasons."""
         params = _clean({"after_id": after_id, "limit": limit})
-        return list(self._json("GET", f"/jobs/{_seg(job)}/events", params=params))
+        return self._array("GET", f"/jobs/{_seg(job)}/events", params=params)
 
     def feed(
         self,
@@ -514,17 +522,19 @@ class Client:
                 "tail": "true" if tail else None,
             }
         )
-        return list(self._json("GET", "/events", params=params))
+        return self._array("GET", "/events", params=params)
 
     def why(self, job: str) -> dict[str, Any]:
         """``GET /jobs/{id}/why``: ``{"id", "state", "reason"}``."""
-        return dict(self._json("GET", f"/jobs/{_seg(job)}/why"))
+        return self._object("GET", f"/jobs/{_seg(job)}/why")
 
     def _log_bytes(self, job: str, offset: int) -> tuple[bytes, int]:
         response = self.request("GET", f"/jobs/{_seg(job)}/logs", params={"offset": offset})
         raw = response.content
         header = response.headers.get(LOG_OFFSET_HEADER)
-        next_offset = int(header) if header and header.isdigit() else offset + len(raw)
+        next_offset = (
+            int(header) if header and header.isascii() and header.isdigit() else offset + len(raw)
+        )
         return raw, next_offset
 
     def logs(self, job: str, offset: int = 0) -> tuple[str, int]:
@@ -621,7 +631,8 @@ class Client:
     def post_metrics(self, job: str, metrics: Sequence[Mapping[str, Any]]) -> int:
         """``POST /jobs/{id}/metrics``: returns how many records were accepted."""
         body = {"metrics": [dict(m) for m in metrics]}
-        return int(self._json("POST", f"/jobs/{_seg(job)}/metrics", json=body)["accepted"])
+        path = f"/jobs/{_seg(job)}/metrics"
+        return int(self._field("POST", path, "accepted", int, json=body))
 
     def metrics(
         self,
@@ -643,7 +654,7 @@ class Client:
             "superseded": "true" if superseded else None,
         }
         params = _clean(wanted)
-        return list(self._json("GET", f"/jobs/{_seg(job)}/metrics", params=params))
+        return self._array("GET", f"/jobs/{_seg(job)}/metrics", params=params)
 
     def metrics_page(
         self,
@@ -668,15 +679,15 @@ class Client:
         }
         response = self.request("GET", f"/jobs/{_seg(job)}/metrics", params=_clean(wanted))
         header = response.headers.get(METRICS_CURSOR_HEADER, "")
-        if not header.isdigit():
+        if not (header.isascii() and header.isdigit()):
             raise ServerError(response.status_code, "http", None, f"no {METRICS_CURSOR_HEADER}")
-        return list(_body(response)), int(header)
+        return list(shaped(response, list)), int(header)
 
     # -- projects and cluster ---------------------------------------------------------------
 
     def projects(self) -> list[dict[str, Any]]:
         """``GET /projects``."""
-        return list(self._json("GET", "/projects"))
+        return self._array("GET", "/projects")
 
     def create_project(
         self,
@@ -697,15 +708,15 @@ class Client:
             "share": share,
             "members": list(members),
         }
-        return dict(self._json("POST", "/projects", json=body))
+        return self._object("POST", "/projects", json=body)
 
     def update_project(self, name: str, **fields: Any) -> dict[str, Any]:
         """``PUT /projects/{name}`` with a partial Project (admin)."""
-        return dict(self._json("PUT", f"/projects/{_seg(name)}", json=fields))
+        return self._object("PUT", f"/projects/{_seg(name)}", json=fields)
 
     def nodes(self) -> list[dict[str, Any]]:
         """``GET /cluster/nodes``: nodes with their GPUs, allocated memory and jobs."""
-        return list(self._json("GET", "/cluster/nodes"))
+        return self._array("GET", "/cluster/nodes")
 
     def cordon(
         self,
@@ -725,22 +736,22 @@ class Client:
             body["at"] = at
         if gpu is not None:
             body["gpu"] = gpu
-        return dict(self._json("POST", f"/cluster/nodes/{_seg(node)}/{action}", json=body))
+        return self._object("POST", f"/cluster/nodes/{_seg(node)}/{action}", json=body)
 
     def uncordon(self, node: str, gpu: int | None = None) -> dict[str, Any]:
         """``POST /cluster/nodes/{name}/uncordon`` (admin): open the node (``gpu``: only its
         GPU at that index) again."""
         body = {"gpu": gpu} if gpu is not None else None
-        return dict(self._json("POST", f"/cluster/nodes/{_seg(node)}/uncordon", json=body))
+        return self._object("POST", f"/cluster/nodes/{_seg(node)}/uncordon", json=body)
 
     def usage(self, since: float | None = None, until: float | None = None) -> list[dict[str, Any]]:
         """``GET /usage``: GPU-hours by project and user in ``[since, until)``."""
         params = _clean({"since": since, "until": until})
-        return list(self._json("GET", "/usage", params=params))
+        return self._array("GET", "/usage", params=params)
 
     def allocations(self) -> list[dict[str, Any]]:
         """``GET /cluster/allocations``: ``[{"job_id", "node", "gpu", "milli", "memory"}]``."""
-        return list(self._json("GET", "/cluster/allocations"))
+        return self._array("GET", "/cluster/allocations")
 
 
 def _decoded(

@@ -1,0 +1,46 @@
+"""The replies of the danlu REST API as the client reads them: a JSON body of the shape
+the endpoint answers (an object, an array), else :class:`~danlu.client.errors.ServerError`
+naming the request and what came instead: a reply that is not JSON, or JSON of another
+shape (a proxy's page, a server of another version in the way), never a raw ``TypeError``,
+``KeyError`` or ``ValueError`` in the caller."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import httpx
+
+from danlu.client.errors import ServerError
+
+_SHAPE_NAMES: dict[type[Any], str] = {dict: "a JSON object", list: "a JSON array"}
+
+
+def json_body(response: httpx.Response) -> Any:
+    """The JSON body of ``response``; :class:`ServerError` when it is not JSON."""
+    try:
+        return response.json()
+    except ValueError:
+        raise ServerError(
+            response.status_code, "http", None, f"not JSON: {response.text[:200]!r}"
+        ) from None
+
+
+def malformed(response: httpx.Response, what: str) -> ServerError:
+    """:class:`ServerError` for a reply that is JSON but not what the API answers, naming
+    the request (``GET /api/v1/jobs: ...``)."""
+    where = f"{response.request.method} {response.request.url.path}"
+    return ServerError(response.status_code, "http", None, f"{where}: {what}")
+
+
+def of_shape(response: httpx.Response, value: Any, shape: type[Any]) -> Any:
+    """``value`` (part of ``response``'s reply) when it is of ``shape`` (``dict`` or
+    ``list``), else :func:`malformed`."""
+    if not isinstance(value, shape):
+        got = "null" if value is None else type(value).__name__
+        raise malformed(response, f"expected {_SHAPE_NAMES[shape]}, got {got}")
+    return value
+
+
+def shaped(response: httpx.Response, shape: type[Any]) -> Any:
+    """The JSON body of ``response`` when it is of ``shape`` (``dict`` or ``list``)."""
+    return of_shape(response, json_body(response), shape)
