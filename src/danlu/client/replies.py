@@ -44,3 +44,16 @@ def of_shape(response: httpx.Response, value: Any, shape: type[Any]) -> Any:
 def shaped(response: httpx.Response, shape: type[Any]) -> Any:
     """The JSON body of ``response`` when it is of ``shape`` (``dict`` or ``list``)."""
     return of_shape(response, json_body(response), shape)
+
+
+def records(response: httpx.Response) -> list[dict[str, Any]]:
+    """The JSON body of ``response`` when it is an array of objects (every list the API
+    answers is one)."""
+    return [dict(of_shape(response, item, dict)) for item in shaped(response, list)]
+
+
+def header_count(response: httpx.Response, name: str) -> int | None:
+    """The whole number in ``response``'s header ``name``; None when it is missing or not
+    ASCII digits (``str.isdigit`` alone takes ``"²"``, which ``int()`` refuses)."""
+    value = response.headers.get(name, "")
+    return int(value) if value.isascii() and value.isdigit() else None

@@ -28,7 +28,7 @@ from danlu.client.errors import (
     error_from_response,
     no_answer,
 )
-from danlu.client.replies import malformed, of_shape, shaped
+from danlu.client.replies import header_count, malformed, records, shaped
 from danlu.client.waits import FINISHED_STATES as FINISHED_STATES
 from danlu.client.waits import wait_for
 from danlu.core.errors import ConfigError, SpecError
@@ -259,14 +259,9 @@ class Client:
         """The reply to a request that answers one JSON object."""
         return dict(shaped(self.request(method, path, **kwargs), dict))
 
-    def _array(self, method: str, path: str, **kwargs: Any) -> list[Any]:
-        """The reply to a request that answers a JSON array."""
-        return list(shaped(self.request(method, path, **kwargs), list))
-
     def _records(self, method: str, path: str, **kwargs: Any) -> list[dict[str, Any]]:
         """The reply to a request that answers a JSON array of objects."""
-        response = self.request(method, path, **kwargs)
-        return [dict(of_shape(response, item, dict)) for item in shaped(response, list)]
+        return records(self.request(method, path, **kwargs))
 
     def _field(self, method: str, path: str, key: str, kind: type[Any], **kwargs: Any) -> Any:
         """The value of ``key``, of type ``kind`` (str or int), in the JSON object a
@@ -309,11 +304,11 @@ class Client:
 
     def users(self) -> list[dict[str, Any]]:
         """``GET /users`` (admin): every user, ``{"name", "role"}``."""
-        return self._array("GET", "/users")
+        return self._records("GET", "/users")
 
     def tokens(self, user: str) -> list[dict[str, Any]]:
         """``GET /users/{name}/tokens``: ``user``'s live tokens, without their secrets."""
-        return self._array("GET", f"/users/{_seg(user)}/tokens")
+        return self._records("GET", f"/users/{_seg(user)}/tokens")
 
     def revoke_tokens(self, user: str, prefix: str | None = None) -> int:
         """``DELETE /users/{name}/tokens[/{prefix}]``: revoke ``user``'s live tokens, or the
@@ -354,7 +349,7 @@ class Client:
                 "name": name,
             }
         )
-        return self._array("GET", "/jobs", params=params)
+        return self._records("GET", "/jobs", params=params)
 
     def iter_jobs(
         self,
@@ -495,7 +490,7 @@ class Client:
     ) -> list[dict[str, Any]]:
         """``GET /jobs/{id}/events``: the job's state changes with their reasons."""
         params = _clean({"after_id": after_id, "limit": limit})
-        return self._array("GET", f"/jobs/{_seg(job)}/events", params=params)
+        return self._records("GET", f"/jobs/{_seg(job)}/events", params=params)
 
     def feed(
         self,
@@ -522,7 +517,7 @@ class Client:
                 "tail": "true" if tail else None,
             }
         )
-        return self._array("GET", "/events", params=params)
+        return self._records("GET", "/events", params=params)
 
     def why(self, job: str) -> dict[str, Any]:
         """``GET /jobs/{id}/why``: ``{"id", "state", "reason"}``."""
@@ -531,11 +526,8 @@ class Client:
     def _log_bytes(self, job: str, offset: int) -> tuple[bytes, int]:
         response = self.request("GET", f"/jobs/{_seg(job)}/logs", params={"offset": offset})
         raw = response.content
-        header = response.headers.get(LOG_OFFSET_HEADER)
-        next_offset = (
-            int(header) if header and header.isascii() and header.isdigit() else offset + len(raw)
-        )
-        return raw, next_offset
+        next_offset = header_count(response, LOG_OFFSET_HEADER)
+        return raw, offset + len(raw) if next_offset is None else next_offset
 
     def logs(self, job: str, offset: int = 0) -> tuple[str, int]:
         """``GET /jobs/{id}/logs``: one chunk of the log (the server sends at most 1 MiB a
@@ -654,7 +646,7 @@ class Client:
             "superseded": "true" if superseded else None,
         }
         params = _clean(wanted)
-        return self._array("GET", f"/jobs/{_seg(job)}/metrics", params=params)
+        return self._records("GET", f"/jobs/{_seg(job)}/metrics", params=params)
 
     def metrics_page(
         self,
@@ -678,16 +670,16 @@ class Client:
             "superseded": "true" if superseded else None,
         }
         response = self.request("GET", f"/jobs/{_seg(job)}/metrics", params=_clean(wanted))
-        header = response.headers.get(METRICS_CURSOR_HEADER, "")
-        if not (header.isascii() and header.isdigit()):
+        cursor = header_count(response, METRICS_CURSOR_HEADER)
+        if cursor is None:
             raise ServerError(response.status_code, "http", None, f"no {METRICS_CURSOR_HEADER}")
-        return list(shaped(response, list)), int(header)
+        return records(response), cursor
 
     # -- projects and cluster ---------------------------------------------------------------
 
     def projects(self) -> list[dict[str, Any]]:
         """``GET /projects``."""
-        return self._array("GET", "/projects")
+        return self._records("GET", "/projects")
 
     def create_project(
         self,
@@ -716,7 +708,7 @@ class Client:
 
     def nodes(self) -> list[dict[str, Any]]:
         """``GET /cluster/nodes``: nodes with their GPUs, allocated memory and jobs."""
-        return self._array("GET", "/cluster/nodes")
+        return self._records("GET", "/cluster/nodes")
 
     def cordon(
         self,
@@ -747,11 +739,11 @@ class Client:
     def usage(self, since: float | None = None, until: float | None = None) -> list[dict[str, Any]]:
         """``GET /usage``: GPU-hours by project and user in ``[since, until)``."""
         params = _clean({"since": since, "until": until})
-        return self._array("GET", "/usage", params=params)
+        return self._records("GET", "/usage", params=params)
 
     def allocations(self) -> list[dict[str, Any]]:
         """``GET /cluster/allocations``: ``[{"job_id", "node", "gpu", "milli", "memory"}]``."""
-        return self._array("GET", "/cluster/allocations")
+        return self._records("GET", "/cluster/allocations")
 
 
 def _decoded(
