@@ -21,16 +21,27 @@ from danlu.server.db import Database
 from danlu.server.db import engine as db_engine
 
 
-def _hold_write_lock(path: str, seconds: float, held: threading.Event) -> None:
-    """Hold SQLite's write lock on ``path`` for ``seconds`` from another connection."""
+def _hold_write_lock(path: str, held: threading.Event, release: threading.Event) -> None:
+    """Hold SQLite's write lock on ``path`` from another connection until ``release`` is set
+    (at most 30 s), so a request the test sends meanwhile meets the lock however slow the
+    machine is."""
     conn = sqlite3.connect(path, isolation_level=None, timeout=5)
     try:
         conn.execute("BEGIN IMMEDIATE")
         held.set()
-        time.sleep(seconds)
+        release.wait(30)
         conn.execute("ROLLBACK")
     finally:
         conn.close()
+
+
+def _start_locker(path: str) -> tuple[threading.Thread, threading.Event]:
+    """Start a thread holding the write lock; returns it and the event that releases it."""
+    held, release = threading.Event(), threading.Event()
+    locker = threading.Thread(target=_hold_write_lock, args=(path, held, release))
+    locker.start()
+    assert held.wait(10), "the locker never took the write lock"
+    return locker, release
 
 
 def test_a_write_that_waits_out_the_lock_is_a_503_and_the_client_retries(
@@ -43,41 +54,43 @@ def test_a_write_that_waits_out_the_lock_is_a_503_and_the_client_retries(
         path = state.db.engine.url.database
         assert path
 
-        held = threading.Event()
-        locker = threading.Thread(target=_hold_write_lock, args=(path, 1.5, held))
-        locker.start()
-        held.wait(5)
+        locker, release = _start_locker(path)
         with live.client() as raw:
             answer = raw.post("/jobs", json=spec("busy", "pass"))
+        release.set()
+        locker.join()
         assert answer.status_code == 503, answer.text
         assert answer.headers["Retry-After"] == "1"
         assert answer.json()["error"]["type"] == "busy"
-        locker.join()
         with live.client() as raw:
             listed = raw.get("/jobs").json()
         assert not any(j["name"] == "busy" for j in listed)  # nothing was written
 
-        # The client sends the same request again after Retry-After and gets through.
-        held.clear()
-        locker = threading.Thread(target=_hold_write_lock, args=(path, 1.2, held))
-        locker.start()
-        held.wait(5)
-        with Client(live.url, live.token) as client:
-            job = client.submit(spec("retried", "pass"))
-        locker.join()
+        # The client sends the same request again after Retry-After and gets through: the
+        # lock goes 1.2 s after it was taken, before the client's retries run out.
+        locker, release = _start_locker(path)
+        timer = threading.Timer(1.2, release.set)
+        timer.start()
+        try:
+            with Client(live.url, live.token) as client:
+                job = client.submit(spec("retried", "pass"))
+        finally:
+            release.set()
+            timer.cancel()
+            locker.join()
         assert job["name"] == "retried"
 
         # Without retries the 503 reaches the caller as a ServerError naming the cause.
-        held.clear()
-        locker = threading.Thread(target=_hold_write_lock, args=(path, 1.0, held))
-        locker.start()
-        held.wait(5)
-        with (
-            Client(live.url, live.token, busy_retries=0) as client,
-            pytest.raises(ServerError, match="busy"),
-        ):
-            client.submit(spec("given-up", "pass"))
-        locker.join()
+        locker, release = _start_locker(path)
+        try:
+            with (
+                Client(live.url, live.token, busy_retries=0) as client,
+                pytest.raises(ServerError, match="busy"),
+            ):
+                client.submit(spec("given-up", "pass"))
+        finally:
+            release.set()
+            locker.join()
 
 
 @pytest.mark.parametrize(
