@@ -23,7 +23,7 @@ from typing import Any, Protocol
 
 from danlu.devices.inventory import GpuKey, Inventory
 from danlu.devices.metrics import synthetic_power
-from danlu.devices.nvml import load_nvml
+from danlu.devices.nvml import load_nvml, nvml_number
 
 
 class EnergyMeter(Protocol):
@@ -91,20 +91,25 @@ class NvmlEnergyMeter:
         """Totals of the GPUs without a counter, from their power draw."""
 
     def _counter(self, device: int) -> float | None:
-        """The device's total-energy counter in joules, or None where it has none."""
+        """The device's total-energy counter in joules, or None where it has none (or
+        answers with no valid reading: NaN, infinite or negative would poison the total
+        for good, so such a reading counts as a failed one)."""
         try:
             handle = self._lib.nvmlDeviceGetHandleByIndex(device)
-            return float(self._lib.nvmlDeviceGetTotalEnergyConsumption(handle)) / 1000.0
+            millijoules = nvml_number(self._lib.nvmlDeviceGetTotalEnergyConsumption(handle))
         except Exception:  # pre-Volta GPUs and some drivers: "Not Supported"
             return None
+        return None if millijoules is None else millijoules / 1000.0
 
     def _power(self, device: int) -> float:
-        """The device's power draw in watts (0 where NVML cannot read it)."""
+        """The device's power draw in watts (0 where NVML cannot read it, or answers with
+        no valid reading)."""
         try:
             handle = self._lib.nvmlDeviceGetHandleByIndex(device)
-            return float(self._lib.nvmlDeviceGetPowerUsage(handle)) / 1000.0
+            milliwatts = nvml_number(self._lib.nvmlDeviceGetPowerUsage(handle))
         except Exception:  # a GPU that reports neither is metered as using nothing
             return 0.0
+        return 0.0 if milliwatts is None else milliwatts / 1000.0
 
     def read(self, t: float, busy: Mapping[GpuKey, int]) -> dict[GpuKey, float]:
         """Each GPU's joules since the first reading: its counter's rise since then, or

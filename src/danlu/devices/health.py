@@ -21,6 +21,9 @@ allocations name them (:data:`~danlu.devices.inventory.GpuKey`).
 from __future__ import annotations
 
 import contextlib
+import logging
+import math
+from collections.abc import Sequence
 from dataclasses import dataclass
 from types import ModuleType
 from typing import Any, Final, Protocol
@@ -28,6 +31,8 @@ from typing import Any, Final, Protocol
 from danlu.devices.errors import DeviceError
 from danlu.devices.inventory import GpuKey, Inventory
 from danlu.devices.nvml import load_nvml
+
+log = logging.getLogger(__name__)
 
 APPLICATION_XIDS: Final = frozenset({13, 31, 43, 45, 68, 109})
 """Xids raised by an application's own faults (an illegal instruction or address, a kernel
@@ -85,6 +90,29 @@ def _error_value(exc: BaseException) -> int | None:
     return value if isinstance(value, int) else None
 
 
+def _count(value: object) -> int | None:
+    """``value`` as the non-negative whole number NVML documents (a count, a flag, an id),
+    or None for anything else (None, ``"N/A"``, a negative or non-finite number): a field
+    read as nonsense is one the check cannot use, like one the GPU does not support."""
+    if isinstance(value, int):
+        return value if value >= 0 else None
+    if isinstance(value, float) and math.isfinite(value) and value >= 0 and value.is_integer():
+        return int(value)
+    return None
+
+
+def _rows(value: object) -> tuple[int, int, int] | None:
+    """NVML's remapped rows ``(corrected, uncorrectable, pending, failed)`` as
+    ``(uncorrectable, pending, failed)``, or None where the answer is not four counts."""
+    if not isinstance(value, Sequence) or isinstance(value, (str, bytes)) or len(value) != 4:
+        return None
+    counts = [_count(v) for v in value]
+    if any(c is None for c in counts):
+        return None
+    _, uncorrectable, pending, failed = (c or 0 for c in counts)
+    return uncorrectable, pending, failed
+
+
 class NvmlHealthCheck:
     """The GPUs of an NVML ``inventory``, checked through NVML (initialised at the first
     check, shut down by :meth:`close`). ``nvml``: a module object standing in for
@@ -135,9 +163,9 @@ class NvmlHealthCheck:
         if handle is None:
             return []
         found: list[str] = []
-        rows = self._read(lib.nvmlDeviceGetRemappedRows, handle)
+        rows = _rows(self._read(lib.nvmlDeviceGetRemappedRows, handle))
         if rows is not None:
-            _, uncorrectable, pending, failed = (int(v) for v in rows)
+            uncorrectable, pending, failed = rows
             if failed:
                 found.append("row remapping failed: the GPU needs service")
             elif pending:
@@ -145,17 +173,19 @@ class NvmlHealthCheck:
                     f"row remapping pending ({uncorrectable} rows for uncorrectable errors): "
                     "reset the GPU"
                 )
-        retired = self._read(lib.nvmlDeviceGetRetiredPagesPendingStatus, handle)
-        if retired is not None and int(retired) == getattr(lib, "NVML_FEATURE_ENABLED", 1):
+        retired = _count(self._read(lib.nvmlDeviceGetRetiredPagesPendingStatus, handle))
+        if retired is not None and retired == getattr(lib, "NVML_FEATURE_ENABLED", 1):
             found.append("retired pages pending: reset the GPU")
-        errors = self._read(
-            lib.nvmlDeviceGetTotalEccErrors,
-            handle,
-            getattr(lib, "NVML_MEMORY_ERROR_TYPE_UNCORRECTED", 1),
-            getattr(lib, "NVML_VOLATILE_ECC", 0),
+        errors = _count(
+            self._read(
+                lib.nvmlDeviceGetTotalEccErrors,
+                handle,
+                getattr(lib, "NVML_MEMORY_ERROR_TYPE_UNCORRECTED", 1),
+                getattr(lib, "NVML_VOLATILE_ECC", 0),
+            )
         )
-        if errors is not None and int(errors) > 0:
-            found.append(f"{int(errors)} uncorrectable ECC errors since the driver loaded")
+        if errors:
+            found.append(f"{errors} uncorrectable ECC errors since the driver loaded")
         return found
 
     def _xid_faults(self) -> list[GpuFault]:
@@ -167,15 +197,19 @@ class NvmlHealthCheck:
                 event = wait(self._events, 0)
             except Exception:  # NVML's timeout: no event left (any other error: none read)
                 break
-            if int(event.eventType) != _XID_CRITICAL:
+            if _count(getattr(event, "eventType", None)) != _XID_CRITICAL:
                 continue
-            xid = int(event.eventData)
+            xid = _count(getattr(event, "eventData", None))
+            if xid is None:  # an event without its Xid: passed over, the others still read
+                log.warning("health: an Xid event without a valid Xid (%r) is passed over", event)
+                continue
             if xid in APPLICATION_XIDS:
                 continue
             try:
-                key = self._by_device.get(int(lib.nvmlDeviceGetIndex(event.device)))
+                device = _count(lib.nvmlDeviceGetIndex(event.device))
             except Exception:  # the GPU of the event cannot be named: nothing to close
-                key = None
+                device = None
+            key = None if device is None else self._by_device.get(device)
             if key is not None:
                 meaning = XID_MEANINGS.get(xid, "see NVIDIA's Xid catalog")
                 found.append(GpuFault(key, f"Xid {xid} ({meaning})"))

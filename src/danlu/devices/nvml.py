@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import contextlib
 import logging
+import math
 import socket
 from types import ModuleType
 from typing import Any
@@ -18,6 +19,9 @@ from danlu.devices.inventory import GpuInfo, Inventory, NodeInventory
 log = logging.getLogger(__name__)
 
 _GiB = 1024**3
+MAX_GPU_MEMORY = 1024**5
+"""The most memory (bytes: 1 PiB) a GPU's report is believed for: a total above it, like
+one of 0 or less, is NVML reporting nonsense, and the GPU is left out as unreadable."""
 _NVML_HINT = (
     "install the NVIDIA driver and `pip install nvidia-ml-py`, or run without GPUs using "
     "fake ones: --fake-gpus 4x80GiB"
@@ -42,7 +46,34 @@ def load_nvml(nvml: ModuleType | Any | None = None) -> Any:
 
 
 def _text(value: str | bytes) -> str:
-    return value.decode() if isinstance(value, bytes) else str(value)
+    """NVML's text (``bytes`` from older ``pynvml``); bytes that are not UTF-8 are replaced
+    rather than making the GPU unreadable."""
+    return value.decode(errors="replace") if isinstance(value, bytes) else str(value)
+
+
+def nvml_number(value: object) -> float | None:
+    """``value`` (an NVML reading: a count, mW, mJ, percent, degrees) as a float, or None
+    where it is no such reading: not a number (None, ``"N/A"``), NaN or infinite, or
+    negative (NVML's readings are unsigned)."""
+    if isinstance(value, bool):
+        return None
+    try:
+        number = float(value)  # type: ignore[arg-type]  # checked by the except
+    except (TypeError, ValueError, OverflowError):
+        return None
+    return number if math.isfinite(number) and number >= 0 else None
+
+
+def _memory(mem: Any) -> tuple[int, int]:
+    """``(total, used)`` bytes of NVML's memory info; used is kept within ``[0, total]``.
+    Raises :class:`ValueError` (the GPU is unreadable) for a total NVML cannot mean."""
+    total = nvml_number(getattr(mem, "total", None))
+    if total is None or not 0 < total <= MAX_GPU_MEMORY:
+        raise ValueError(f"NVML reports {getattr(mem, 'total', None)!r} bytes of memory")
+    used = nvml_number(getattr(mem, "used", None))
+    if used is None:
+        raise ValueError(f"NVML reports {getattr(mem, 'used', None)!r} bytes of memory used")
+    return int(total), min(int(used), int(total))
 
 
 def type_from_name(name: str, memory: int) -> GpuType:
@@ -55,23 +86,26 @@ def read_gpu(nvml: Any, index: int) -> GpuInfo:
     """One GPU's identity, memory, utilisation, temperature and power from NVML."""
     handle = nvml.nvmlDeviceGetHandleByIndex(index)
     name = _text(nvml.nvmlDeviceGetName(handle))
-    mem = nvml.nvmlDeviceGetMemoryInfo(handle)
+    total, used = _memory(nvml.nvmlDeviceGetMemoryInfo(handle))
 
     def optional(read: Any) -> float | None:
+        """The reading, or None where this GPU or driver does not support it (or answers
+        with no valid reading)."""
         try:
-            return float(read())
+            return nvml_number(read())
         except Exception:  # a field this GPU or driver does not support
             return None
 
     power_mw = optional(lambda: nvml.nvmlDeviceGetPowerUsage(handle))
+    utilization = optional(lambda: nvml.nvmlDeviceGetUtilizationRates(handle).gpu)
     return GpuInfo(
         index=index,
         uuid=_text(nvml.nvmlDeviceGetUUID(handle)),
         name=name,
-        gpu_type=type_from_name(name, int(mem.total)),
-        memory_total=int(mem.total),
-        memory_used=int(mem.used),
-        utilization=optional(lambda: nvml.nvmlDeviceGetUtilizationRates(handle).gpu),
+        gpu_type=type_from_name(name, total),
+        memory_total=total,
+        memory_used=used,
+        utilization=None if utilization is None or utilization > 100 else utilization,
         temperature=optional(
             lambda: nvml.nvmlDeviceGetTemperature(handle, nvml.NVML_TEMPERATURE_GPU)
         ),

@@ -1,0 +1,86 @@
+"""Discovery and metrics given odd NVML answers (a fake NVML module): a GPU whose memory total
+is 0, negative or absurd is left out as unreadable (it was served to the scheduler as a GPU
+type of that much memory); memory used is kept within the total; a reading that is NaN,
+negative or out of range is no reading (None, so no gauge) rather than a made-up number;
+a name that is not UTF-8 no longer makes its GPU unreadable."""
+
+from __future__ import annotations
+
+import math
+from typing import Any
+
+import pytest
+from test_devices import _gpu, fake_nvml
+
+from danlu.devices import discover, sample_metrics
+from danlu.devices.nvml import MAX_GPU_MEMORY, nvml_number
+
+GiB = 1024**3
+MiB = 1024**2
+H100 = "NVIDIA H100 80GB HBM3"
+
+
+@pytest.mark.parametrize("total", [0, -5, "N/A", None, float("nan"), MAX_GPU_MEMORY + 1])
+def test_a_gpu_with_a_memory_total_nvml_cannot_mean_is_left_out(
+    total: Any, caplog: pytest.LogCaptureFixture
+) -> None:
+    nvml = fake_nvml([_gpu(0, H100, 80 * GiB), _gpu(1, H100, total)])
+    nvml.nvmlDeviceGetMemoryInfo = lambda h: type(
+        "Memory", (), {"total": h["total"], "used": h["used"]}
+    )()
+    inventory = discover(nvml, hostname="box")
+    assert [g.uuid for g in inventory.gpus] == ["GPU-0"]
+    assert [(n.name, n.gpus, n.gpu_type.memory) for n in inventory.cluster().nodes] == [
+        ("box", 1, 80 * GiB)
+    ]
+    assert "GPU 1 cannot be read (NVML reports" in caplog.text
+    assert "bytes of memory)" in caplog.text
+
+
+def test_memory_used_is_kept_within_the_total(caplog: pytest.LogCaptureFixture) -> None:
+    gpus = [_gpu(0, H100, 80 * GiB), _gpu(1, H100, 80 * GiB)]
+    nvml = fake_nvml(gpus)
+    inventory = discover(nvml, hostname="box")
+    gpus[0]["used"] = 10**20
+    gpus[1]["used"] = -GiB  # no reading at all: this GPU's gauges are left out this time
+    nvml.nvmlDeviceGetMemoryInfo = lambda h: type(
+        "Memory", (), {"total": h["total"], "used": h["used"]}
+    )()
+    samples = sample_metrics(inventory, nvml=nvml)
+    by = {s.name: s.value for s in samples if s.labels["gpu"] == "0"}
+    assert by["DCGM_FI_DEV_FB_USED"] == 80 * GiB / MiB
+    assert by["DCGM_FI_DEV_FB_FREE"] == 0
+    assert {s.labels["gpu"] for s in samples} == {"0"}
+    assert "GPU 1 of box cannot be read (NVML reports -1073741824 bytes of memory used)" in (
+        caplog.text
+    )
+
+
+def test_readings_nvml_cannot_mean_give_no_gauge() -> None:
+    gpus = [_gpu(0, H100, 80 * GiB, util=float("nan"), temp=-40, power=-5_000)]
+    nvml = fake_nvml(gpus)
+    nvml.nvmlDeviceGetPowerUsage = lambda h: h["power"]
+    gpu = discover(nvml, hostname="box").gpus[0]
+    assert (gpu.utilization, gpu.temperature, gpu.power) == (None, None, None)
+    gpus[0].update(util=250, temp="N/A", power=float("inf"))
+    names = {s.name for s in sample_metrics(discover(nvml, hostname="box"), nvml=nvml)}
+    assert names == {"DCGM_FI_DEV_FB_USED", "DCGM_FI_DEV_FB_FREE"}
+    gpus[0].update(util=100, temp=55, power=250_000)
+    gpu = discover(nvml, hostname="box").gpus[0]
+    assert (gpu.utilization, gpu.temperature, gpu.power) == (100.0, 55.0, 250.0)
+
+
+def test_a_name_that_is_not_utf8_keeps_its_gpu() -> None:
+    nvml = fake_nvml([_gpu(0, b"NVIDIA H100 \xff80GB", 80 * GiB)])
+    inventory = discover(nvml, hostname="box")
+    assert [g.name for g in inventory.gpus] == ["NVIDIA H100 \ufffd80GB"]
+    assert inventory.gpus[0].gpu_type.name == "H100"
+
+
+@pytest.mark.parametrize(
+    ("value", "expected"),
+    [(300_000, 300_000.0), (0, 0.0), ("12", 12.0), (2.5, 2.5)]
+    + [(v, None) for v in (None, "N/A", -1, float("nan"), math.inf, True, object(), 10**400)],
+)
+def test_nvml_number(value: object, expected: float | None) -> None:
+    assert nvml_number(value) == expected
