@@ -106,6 +106,10 @@ def _at(where: str, name: str) -> str:
     return f"{where}.{name}" if where else name
 
 
+RECORD_FIELDS = ("step", "time")
+"""A record's own fields, kept apart from the values it reports."""
+
+
 def check_record(record: Any, where: str, now: float) -> MetricRecord:
     """``record`` as stored (``time`` defaults to ``now``), or :class:`RecordError` naming
     the first field that fails (``where``, say ``metrics.5``, prefixes the field; a fault of
@@ -127,9 +131,7 @@ def check_record(record: Any, where: str, now: float) -> MetricRecord:
             )
         _text(name, where, "metric names")
     data = {
-        str(k): _clean(v, _at(where, str(k)))
-        for k, v in record.items()
-        if k not in ("step", "time")
+        str(k): _clean(v, _at(where, str(k))) for k, v in record.items() if k not in RECORD_FIELDS
     }
     if len(json.dumps(data)) > MAX_RECORD_BYTES:
         raise RecordError(where, f"a record may hold at most {MAX_RECORD_BYTES} bytes of JSON")

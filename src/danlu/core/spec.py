@@ -101,15 +101,25 @@ def _within(path: str) -> Any:
     """A before-validator refusing an integer beyond 2**62 with the range of the field at
     ``path`` in :data:`SPEC_LIMITS` (a booleans too, as :func:`no_boolean`): pydantic takes
     any integer, and the store's generic bound came first. A smaller integer out of range is
-    refused by :func:`check_limits`, which a stored spec skips."""
+    refused by :func:`check_limits`, which a stored spec skips.
+
+    A float beyond 2**62 (``priority: 1e20``) is refused so too: pydantic said only "Unable
+    to parse input string as an integer, exceeded maximum size" of one past 64 bits."""
 
     def check(value: Any) -> Any:
         no_boolean(value)
-        if isinstance(value, int) and abs(value) > MAX_INT:
-            raise ValueError(range_message(*SPEC_LIMITS[path], value))
-        return value
+        return beyond_store(value, SPEC_LIMITS[path])
 
     return check
+
+
+def beyond_store(value: Any, limits: tuple[float, float]) -> Any:
+    """``value``, unless it is a number (an integer, or a finite float) beyond 2**62: then
+    a ``ValueError`` saying the field's range, ``limits``, for a validator to raise."""
+    big = isinstance(value, int) or (isinstance(value, float) and math.isfinite(value))
+    if big and abs(value) > MAX_INT:
+        raise ValueError(range_message(*limits, value))
+    return value
 
 
 def no_boolean(value: Any) -> Any:

@@ -48,17 +48,25 @@ from pydantic import (
 )
 
 from danlu.core.errors import SpecError
+from danlu.core.metric_record import RECORD_FIELDS
 from danlu.core.spec import (
     MAX_PATH,
     SPEC_LIMITS,
     JobSpec,
+    beyond_store,
     is_checkpoint_location,
     no_boolean,
     parse_spec,
     spec_error,
     valid_name,
 )
-from danlu.core.values import MAX_INT, range_message, show_number
+from danlu.core.values import (
+    MAX_INT,
+    check_text,
+    control_character,
+    range_message,
+    show_number,
+)
 
 MAX_TRIALS = 10_000
 """The most trials one sweep may run."""
@@ -172,6 +180,20 @@ class Parameter(_Strict):
         return float(self.low or 0.0), float(self.high or 0.0)
 
 
+def _count(prefix: str = "") -> Any:
+    """A before-validator for a whole-number field (named ``prefix`` + its name in
+    :data:`SWEEP_LIMITS`; else 0..2**62): :func:`~danlu.core.spec.no_boolean`, and a number
+    beyond 2**62 refused with the field's range (``trials: 1e20`` got pydantic's "Unable to
+    parse input string as an integer, exceeded maximum size")."""
+
+    def check(value: Any, info: ValidationInfo) -> Any:
+        no_boolean(value)
+        name = f"{prefix}{info.field_name}"
+        return beyond_store(value, SWEEP_LIMITS.get(name, (0, MAX_INT)))
+
+    return check
+
+
 def _shown(value: int | float) -> str:
     """A bound as an error message shows it: an integer exactly (``9,007,199,254,740,993``;
     a huge one by its magnitude), a float as ``%g``."""
@@ -199,7 +221,7 @@ class EarlyStopping(_Strict):
     rule: Literal["median"] = "median"
     min_steps: int = Field(default=0, ge=0)
     min_trials: int = Field(default=3, ge=1, le=MAX_TRIALS)
-    _numbers = field_validator("min_steps", "min_trials", mode="before")(no_boolean)
+    _numbers = field_validator("min_steps", "min_trials", mode="before")(_count("early_stopping."))
 
 
 class SweepSpec(_Strict):
@@ -229,7 +251,7 @@ class SweepSpec(_Strict):
     array: bool = False
     """A job array: one parameter, ``index``, a ``values`` list of whole numbers searched by
     ``grid``; each trial also gets ``DANLU_ARRAY_INDEX``."""
-    _numbers = field_validator("trials", "startup_trials", "parallel", mode="before")(no_boolean)
+    _numbers = field_validator("trials", "startup_trials", "parallel", mode="before")(_count())
 
     @field_validator("seed", mode="before")
     @classmethod
@@ -338,6 +360,8 @@ def parse_sweep(data: Any) -> SweepSpec:
         spec = SweepSpec.model_validate(data)
     except ValidationError as exc:
         raise spec_error(exc, "sweep spec") from None
+    if spec.metric is not None:
+        _check_metric_name(spec.metric.name)
     try:
         trial = spec.trial_spec()
     except SpecError as exc:
@@ -353,6 +377,30 @@ def parse_sweep(data: Any) -> SweepSpec:
         _check_array(spec)
     _check_longest_trial(spec, trial.checkpoint_dir)
     return spec
+
+
+def _check_metric_name(name: str) -> None:
+    """Refuse a ``metric.name`` no trial can report, which the sweep took and then ran every
+    trial without a value (no best trial, no early stopping): a record's own ``step`` or
+    ``time``, or a name a record's check refuses (a control character such as a tab, line
+    break or ESC; a NUL or a lone surrogate). Checked at submission only: a stored sweep's
+    spec is read as it was taken."""
+    field = "metric.name"
+    if name in RECORD_FIELDS:
+        raise SpecError(
+            field,
+            f"{name!r} is a metric record's own field, not a value a trial reports: name the "
+            "metric the trial logs, e.g. loss",
+        )
+    check_text(name, field)
+    char = control_character(name)
+    if char is not None:
+        raise SpecError(
+            field,
+            f"must not contain control characters (line breaks, tabs, ESC sequences, "
+            f"bidirectional overrides), got {char!r}: a metric record's name cannot hold one, "
+            "so no trial could report it; name the metric without them",
+        )
 
 
 def _check_array(spec: SweepSpec) -> None:

@@ -292,12 +292,23 @@ def _time_of_day(text: str, now: float, field: str, *, ahead: bool) -> float:
 
 
 def _moment(value: str, text: str, field: str, help_text: str) -> float:
-    """An ISO 8601 date and time as POSIX seconds (local time when it has no offset)."""
+    """An ISO 8601 date and time as POSIX seconds (local time when it has no offset).
+
+    A date at the edge of what ``datetime`` holds (``0001-01-01``; ``9999-12-31`` east of
+    UTC) has no local time: reading its offset steps past year 1 or 9999, and the
+    ``ValueError`` or ``OverflowError`` was a traceback from ``danlu ls --since``."""
     try:
         moment = datetime.fromisoformat(text.replace("Z", "+00:00"))
     except ValueError:
         raise SpecError(field, f"{quoted(value)} is not a time; {help_text}") from None
-    return (moment if moment.tzinfo is not None else moment.astimezone()).timestamp()
+    try:
+        return (moment if moment.tzinfo is not None else moment.astimezone()).timestamp()
+    except (ValueError, OverflowError):
+        raise SpecError(
+            field,
+            f"{quoted(value)} is too far from today to read as a local time; write a date "
+            f"between the years 2 and 9998, or one with an offset (+00:00 or Z); {help_text}",
+        ) from None
 
 
 def parse_since(value: str, now: float, field: str = "since") -> float:

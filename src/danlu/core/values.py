@@ -35,7 +35,11 @@ def show_number(value: float) -> str:
     (``2,097,152``), others as ``%g``; a huge one by its magnitude (``1e+30``), not its
     hundreds of digits."""
     if isinstance(value, int) and abs(value) >= 10**21:
-        exponent = math.floor(math.log10(abs(value)))  # exact enough for a message
+        exponent = math.floor(math.log10(abs(value)))
+        if 10**exponent > abs(value):  # log10 rounds 99...9 up: 10**24 - 1 is 9.99e+23
+            exponent -= 1
+        elif 10 ** (exponent + 1) <= abs(value):  # and may round a power of 10 down
+            exponent += 1
         lead = abs(value) // 10 ** (exponent - 2)  # three leading digits
         return f"{'-' if value < 0 else ''}{lead / 100:g}e+{exponent}"
     whole = isinstance(value, int) or (math.isfinite(value) and value.is_integer())
