@@ -123,6 +123,8 @@ class FakeApi:
             return httpx.Response(200, json=allocs)
         if path == "/users/me":
             return httpx.Response(200, json={"name": "admin", "role": "admin"})
+        if path == "/sweeps" and method == "GET":
+            return httpx.Response(200, json=list(self.sweeps.values()))
         sweep = re.fullmatch(r"/sweeps/([^/]+)", path)
         if sweep:
             if sweep.group(1) not in self.sweeps:

@@ -19,6 +19,7 @@ from danlu.cli.options import HomeOpt, JsonOpt, TokenOpt, UrlOpt
 from danlu.core.errors import DanluError
 from danlu.core.spec import load_spec_data
 from danlu.core.sweep import parse_sweep
+from danlu.core.values import visible
 
 sweep_app = typer.Typer(
     rich_markup_mode="markdown",  # as the main app (danlu.cli.main)
@@ -73,8 +74,8 @@ def sweep_ls(
         (
             (
                 s["id"],
-                escape(s["name"]),
-                escape(s["user"]),
+                _shown(s["name"]),
+                _shown(s["user"]),
                 s["state"],
                 f"{s['submitted']}/{s['total']}",
                 _objective(s),
@@ -115,14 +116,14 @@ def _objective(sweep: dict[str, Any]) -> str:
     """The METRIC column: the metric and its goal, ``array`` for a job array, else ``-``."""
     if sweep.get("metric") is None:
         return "array" if sweep.get("array") else "-"
-    return f"{escape(sweep['metric'])} ({sweep['goal']})"
+    return f"{_shown(sweep['metric'])} ({sweep['goal']})"
 
 
 def _line(data: dict[str, Any]) -> str:
-    reason = f": {escape(data['reason'])}" if data.get("reason") else ""
+    reason = f": {_shown(data['reason'])}" if data.get("reason") else ""
     kind, unit = ("array", "tasks") if data.get("array") else ("sweep", "trials")
     return (
-        f"{kind} {data['id']} ({escape(data['name'])}): {data['state']}{reason}; "
+        f"{kind} {data['id']} ({_shown(data['name'])}): {data['state']}{reason}; "
         f"{data['submitted']} of {data['total']} {unit} submitted"
     )
 
@@ -136,7 +137,7 @@ def _trials(data: dict[str, Any]) -> Any:
     title = _line(data)
     if data.get("best"):
         title += f"; best: trial {data['best']['trial']} ({data['best']['job_id']})"
-    metric = "BEST" if data.get("metric") is None else escape(data["metric"])
+    metric = "BEST" if data.get("metric") is None else _shown(data["metric"])
     return titled_table(
         title,
         ("TRIAL", "JOB", "STATE", metric, "STEP", "PARAMETERS"),
@@ -147,11 +148,18 @@ def _trials(data: dict[str, Any]) -> Any:
                 t["state"] + (" (stopped early)" if t.get("stopped_early") else ""),
                 "-" if t["best"] is None else f"{t['best']:.6g}",
                 "-" if t["step"] is None else str(t["step"]),
-                escape(", ".join(f"{k}={_value(v)}" for k, v in t["parameters"].items())),
+                _shown(", ".join(f"{k}={_value(v)}" for k, v in t["parameters"].items())),
             )
             for t in trials
         ),
     )
+
+
+def _shown(text: Any) -> str:
+    """A name, metric, reason or parameter of a sweep as a table may hold it: control
+    characters written as their escapes (a stored sweep or a string choice may hold an ESC
+    sequence or a line break) and rich's markup escaped."""
+    return escape(visible(str(text)))
 
 
 def _value(value: Any) -> str:
