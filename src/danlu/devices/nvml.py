@@ -22,6 +22,10 @@ _GiB = 1024**3
 MAX_GPU_MEMORY = 1024**5
 """The most memory (bytes: 1 PiB) a GPU's report is believed for: a total above it, like
 one of 0 or less, is NVML reporting nonsense, and the GPU is left out as unreadable."""
+MAX_GPUS_PER_NODE = 1024
+"""The most GPUs one host's NVML count is believed for (the largest hosts have 16): a count
+above it, or below 0, is NVML reporting nonsense, and discovery stops naming it rather than
+reading (and warning about) millions of indices."""
 _NVML_HINT = (
     "install the NVIDIA driver and `pip install nvidia-ml-py`, or run without GPUs using "
     "fake ones: --fake-gpus 4x80GiB"
@@ -127,11 +131,18 @@ def discover(nvml: ModuleType | Any | None = None, hostname: str | None = None) 
     unreadable: list[str] = []
     try:
         try:
-            count = int(lib.nvmlDeviceGetCount())
+            answer = lib.nvmlDeviceGetCount()
         except Exception as exc:
             raise DeviceUnavailableError(
                 f"NVML failed counting the GPUs ({exc}); {_NVML_HINT}"
             ) from None
+        number = nvml_number(answer)
+        if number is None or not number.is_integer() or number > MAX_GPUS_PER_NODE:
+            raise DeviceUnavailableError(
+                f"NVML counts {answer!r} GPUs, which no host has (0..{MAX_GPUS_PER_NODE}): "
+                f"the driver is in a bad state; reload it or reboot, or {_NVML_HINT}"
+            )
+        count = int(number)
         for index in range(count):
             try:
                 gpus.append(read_gpu(lib, index))
