@@ -153,6 +153,9 @@ class ApplicationProfile:
         """The most replicas measured on one node (placements with more per node are
         outside the profile)."""
         self._nd: LinearNDInterpolator | None = None
+        self._flat: str | None = None
+        """Why the measured points cannot be interpolated between (too few, or all in one
+        plane), once an interpolation was tried; None: they can (or none was tried)."""
         self._step_cache: dict[tuple[Placement, float], tuple[float, float]] = {}
         self._gain_cache: dict[tuple[float, int], float] = {}
         self._rigid_cache: dict[tuple[int, float], BatchConfig] = {}
@@ -203,6 +206,15 @@ class ApplicationProfile:
         return result
 
     def _interpolator(self) -> LinearNDInterpolator:
+        """The interpolation over (nodes, replicas, local_bsz), built on first use.
+
+        Raises:
+            OutOfProfileError: the measured points span no volume to interpolate in (fewer
+                than four, or all in one plane: e.g. every measurement on one node count);
+                only the measured placements can be run then.
+        """
+        if self._flat is not None:
+            raise OutOfProfileError(self._flat)
         if self._nd is None:
             # Mean of the measured placements per (nodes, replicas, local_bsz), in sorted
             # key order, followed by the scalability rows in file order.
@@ -223,8 +235,20 @@ class ApplicationProfile:
                 points.append((nn, nr, lb))
                 values.append((st, sy))
             from scipy.interpolate import LinearNDInterpolator
+            from scipy.spatial import QhullError
 
-            self._nd = LinearNDInterpolator(np.array(points), np.array(values))
+            try:
+                self._nd = LinearNDInterpolator(np.array(points), np.array(values))
+            except QhullError:  # qhull's own error reached the user as a raw traceback
+                self._flat = (
+                    f"{self.name}: its {len(points)} measured (nodes, replicas, local_bsz) "
+                    "points (placements.csv's placements and scalability.csv's rows) lie in "
+                    "one plane or are too few to interpolate a placement they do not "
+                    "measure; run only the measured placements "
+                    f"({', '.join(''.join(map(str, p)) for p in sorted(self._placements))}), "
+                    "or measure more node and replica counts (scalability.csv)"
+                )
+                raise OutOfProfileError(self._flat) from None
         return self._nd
 
     @property
@@ -473,7 +497,8 @@ count with, must not be zero or negative."""
 
 def _read_table(path: Path, columns: tuple[str, ...]) -> tuple[np.ndarray, list[int]]:
     """The named columns of a csv file as a 2-D float array (rows in file order) and each
-    row's line in the file (where it ends; blank lines are skipped but counted).
+    row's line in the file (where it ends; blank lines are skipped but counted). A UTF-8
+    byte-order mark (a spreadsheet's export) is skipped, as in workload files.
 
     Raises:
         DataError: the file is missing or unreadable, lacks a column, has no rows, or a value
@@ -483,7 +508,7 @@ def _read_table(path: Path, columns: tuple[str, ...]) -> tuple[np.ndarray, list[
     if not path.is_file():
         raise DataError(f"missing trace file {path}")
     try:
-        with path.open(newline="") as handle:
+        with path.open(newline="", encoding="utf-8-sig") as handle:  # a byte-order mark skipped
             reader = csv.DictReader(handle)
             missing = [c for c in columns if c not in (reader.fieldnames or [])]
             if missing:

@@ -14,6 +14,7 @@ node order drawn from the seed, like the artifact's random node-name prefixes.
 from __future__ import annotations
 
 import csv
+import math
 import time
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field, replace
@@ -279,6 +280,18 @@ class AllocationResult:
         }
 
 
+def _check_load_and_seeds(load: float, seeds: Sequence[int]) -> None:
+    """Refuse a ``load`` that is not a finite number above 0 and a negative seed, as a
+    :class:`ConfigError`: pods are packed until the arrived demand reaches the load, so a
+    NaN or infinite one packed copies for ever, and numpy's seeding refused a negative seed
+    with a bare ValueError."""
+    if not (math.isfinite(load) and load > 0):
+        raise ConfigError(f"load (--load) must be a finite number above 0, e.g. 1.0; got {load}")
+    for seed in seeds:
+        if seed < 0:
+            raise ConfigError(f"seeds (--seeds) must be whole numbers >= 0; got {seed}")
+
+
 def run_seed(
     pods: Sequence[OpenbPod],
     nodes: Sequence[ShareNode],
@@ -291,8 +304,7 @@ def run_seed(
     scorer (:func:`~danlu.sched.placement.share.make_scorer`)."""
     if not pods or not nodes:
         raise ConfigError("the experiment needs at least one pod and one node")
-    if load <= 0:
-        raise ConfigError(f"load must be > 0, got {load}")
+    _check_load_and_seeds(load, (seed,))
     by_name = sorted(match_gpu_specs(pods, nodes), key=lambda p: p.name)
     requests = [p.request for p in by_name]
     if sum(r.total_gpu_milli for r in requests) == 0:
@@ -377,6 +389,7 @@ def run_allocation_experiment(
     """
     if not seeds:
         raise ConfigError("at least one seed is needed")
+    _check_load_and_seeds(load, seeds)
     # check the GPU specs, the name and the options before any seed runs
     pods = match_gpu_specs(pods, nodes)
     make_scorer(policy, typical=typical_pods(p.request for p in pods), options=options)

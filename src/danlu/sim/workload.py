@@ -47,6 +47,7 @@ refused.
 from __future__ import annotations
 
 import codecs
+import contextlib
 import csv
 import dataclasses
 import functools
@@ -148,12 +149,16 @@ def repeated_message(path: Path, repeated: Sequence[str]) -> str:
     )
 
 
-def _rows(path: Path) -> tuple[list[str], Iterator[tuple[int, dict[str, str]]]]:
-    """The header's column names and the rows, each with the line of the file it starts on
-    (blank lines are skipped but counted; a row with a quoted field that spans lines is
-    reported where it starts), names and fields stripped of spaces (``name, submit_time``);
-    a UTF-8 byte-order mark is skipped. As :class:`csv.DictReader`, a field missing at the
-    end of a short row is None; unlike it, fields beyond the header are dropped.
+@contextlib.contextmanager
+def _rows(path: Path) -> Iterator[tuple[list[str], Iterator[tuple[int, dict[str, str]]]]]:
+    """Open ``path`` for as long as the ``with`` block lasts, giving the header's column
+    names and the rows, each with the line of the file it starts on (blank lines are
+    skipped but counted; a row with a quoted field that spans lines is reported where it
+    starts), names and fields stripped of spaces (``name, submit_time``); a UTF-8
+    byte-order mark is skipped. As :class:`csv.DictReader`, a field missing at the end of a
+    short row is None; unlike it, fields beyond the header are dropped. The file is closed
+    when the block ends, whether the rows were all read or an error stopped it (it used to
+    stay open after an unrecognised header, until garbage collection).
 
     Raises:
         DataError: the file cannot be read, is empty, or its header is blank or repeats a
@@ -163,26 +168,23 @@ def _rows(path: Path) -> tuple[list[str], Iterator[tuple[int, dict[str, str]]]]:
         handle = path.open(newline="", encoding="utf-8-sig")
     except OSError as exc:
         raise DataError(f"cannot read workload {path}: {exc.strerror}") from None
-    reader = csv.reader(handle)
-    try:
-        first = next(reader, None)
-    except (UnicodeDecodeError, csv.Error) as exc:
-        handle.close()
-        raise DataError(_unreadable(path, 1, exc)) from None
-    if not first:
-        handle.close()
-        example = "name,submit_time,gpus,duration"
-        if first is None:
-            raise DataError(f"{path}: empty file, expected a header line such as {example}")
-        raise DataError(f"{path}, line 1: blank; the first line must be the header ({example})")
-    header = [name.strip() for name in first]
-    repeated = repeated_columns(header)
-    if repeated:
-        handle.close()
-        raise DataError(repeated_message(path, repeated))
+    with handle:
+        reader = csv.reader(handle)
+        try:
+            first = next(reader, None)
+        except (UnicodeDecodeError, csv.Error) as exc:
+            raise DataError(_unreadable(path, 1, exc)) from None
+        if not first:
+            example = "name,submit_time,gpus,duration"
+            if first is None:
+                raise DataError(f"{path}: empty file, expected a header line such as {example}")
+            raise DataError(f"{path}, line 1: blank; the first line must be the header ({example})")
+        header = [name.strip() for name in first]
+        repeated = repeated_columns(header)
+        if repeated:
+            raise DataError(repeated_message(path, repeated))
 
-    def rows() -> Iterator[tuple[int, dict[str, str]]]:
-        with handle:
+        def rows() -> Iterator[tuple[int, dict[str, str]]]:
             start = reader.line_num + 1  # the line the next row starts on
             try:
                 for fields in reader:
@@ -194,7 +196,7 @@ def _rows(path: Path) -> tuple[list[str], Iterator[tuple[int, dict[str, str]]]]:
             except (UnicodeDecodeError, csv.Error) as exc:
                 raise DataError(_unreadable(path, start, exc)) from None
 
-    return header, rows()
+        yield header, rows()
 
 
 def _whole_number(row: dict[str, str], column: str, path: Path, line: int, least: int) -> int:
@@ -364,7 +366,12 @@ def _family(row: dict[str, str], path: Path, line: int) -> str:
 def load_workload(path: str | Path) -> Workload:
     """Load a workload CSV of any supported format (recognised from its columns)."""
     p = Path(path)
-    header, rows = _rows(p)
+    with _rows(p) as (header, rows):
+        return _workload(p, header, rows)
+
+
+def _workload(p: Path, header: list[str], rows: Iterator[tuple[int, dict[str, str]]]) -> Workload:
+    """The workload of file ``p`` from its ``header`` and ``rows`` (:func:`_rows`)."""
     kind = detect_format(header, p)
     jobs: list[WorkloadJob] = []
     left_out: dict[str, list[str]] = {"cpu": [], "pending": []}  # openb pods not simulated
