@@ -68,6 +68,11 @@ class SimConfig:
                 "restart_cost (--restart-cost) must be >= 0 seconds and finite, "
                 f"got {self.restart_cost}"
             )
+        if math.isnan(self.max_time):
+            raise ConfigError(
+                "max_time must be a number of seconds (inf: no limit), got nan: NaN compares "
+                "false with every instant, so the clock never stopped"
+            )
         if self.idle_retries < 0:
             raise ConfigError(f"idle_retries must be >= 0 rounds, got {self.idle_retries}")
         for name, weight in self.project_shares.items():
