@@ -9,7 +9,7 @@ from typing import ClassVar
 
 from danlu.sched.placement.packing_memo import PackingMemo
 from danlu.sched.policies.base import queue_round
-from danlu.sched.policies.options import OptionRange, check_options
+from danlu.sched.policies.options import OptionRange, check_options, check_reserve
 from danlu.sched.view import ClusterView, Plan
 
 _SUBMISSION_ORDER = operator.attrgetter("request.seq")
@@ -39,6 +39,7 @@ class FifoPolicy:
 
     def __post_init__(self) -> None:
         check_options(self, self.option_ranges)
+        check_reserve(self.name, self.backfill, self.reserve)
 
     def schedule(self, view: ClusterView) -> Plan:
         # Near O(n) when the view keeps its promised submission order (timsort on sorted

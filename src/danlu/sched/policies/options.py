@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import dataclasses
 import math
+import sys
 import typing
 from collections.abc import Mapping
 from typing import Any
@@ -63,12 +64,67 @@ def check_options(policy: Any, ranges: Mapping[str, OptionRange]) -> None:
             continue
         span = f"{'[' if closed[0] else '('}{low:g}, {high:g}{']' if closed[1] else ')'}"
         what = f"every value of {option}" if isinstance(value, tuple | list) else option
+        huge = any(_too_large(v) for v in values)
+        fits = f" and at most {sys.float_info.max:.1e} (a float)" if huge else ""
         raise ConfigError(
-            f"{name} policy: {what} must be in {span}, got {value!r} (default {defaults[option]!r})"
+            f"{name} policy: {what} must be in {span}{fits}, got {_shown(value)} "
+            f"(default {defaults[option]!r})"
         )
 
 
+_SHOWN_DIGITS = 20
+"""Digits of a whole number an error message shows before it abbreviates it."""
+
+
+def _shown(value: object) -> str:
+    """``value`` as an error message shows it: its repr, a whole number of more than
+    :data:`_SHOWN_DIGITS` digits (JSON keeps hundreds exactly) abbreviated to its first
+    digits and its length, as is each such number in a list."""
+    if isinstance(value, tuple | list):
+        inner = ", ".join(_shown(v) for v in value)
+        return (
+            f"({inner}{',' if len(value) == 1 else ''})"
+            if isinstance(value, tuple)
+            else f"[{inner}]"
+        )
+    if isinstance(value, int) and not isinstance(value, bool):
+        digits = str(abs(value))
+        if len(digits) > _SHOWN_DIGITS:
+            sign = "-" if value < 0 else ""
+            return f"{sign}{digits[:_SHOWN_DIGITS]}... ({len(digits)} digits)"
+    return repr(value)
+
+
+def _too_large(value: object) -> bool:
+    """Whether ``value`` is a whole number past a float's range (JSON keeps it exactly)."""
+    if not isinstance(value, int) or isinstance(value, bool):
+        return False
+    try:
+        float(value)
+    except OverflowError:
+        return True
+    return False
+
+
 def _inside(value: float, low: float, high: float, closed: tuple[bool, bool]) -> bool:
+    """Whether ``value`` lies in the range. A whole number too large for a float is never
+    inside (every policy computes with floats: it would overflow in a round), nor are NaN
+    and the infinities."""
+    if _too_large(value):
+        return False
     above = value >= low if closed[0] else value > low
     below = value <= high if closed[1] else value < high
     return above and below and math.isfinite(value)
+
+
+def check_reserve(policy: str, backfill: bool, reserve: bool) -> None:
+    """Raise :class:`ConfigError` when a queue policy is given ``reserve`` (EASY backfill)
+    without ``backfill``: the reservation only limits which later jobs backfill, so under
+    strict order (no backfill) it would be ignored without a word, and a user who asked for
+    EASY backfill would get strict order."""
+    if reserve and not backfill:
+        raise ConfigError(
+            f"{policy} policy: reserve (EASY backfill) works with backfill=true, but backfill "
+            "is false (strict order: the first job that does not fit holds back every later "
+            "one, so nothing is reserved); set backfill=true as well, or leave reserve out"
+        )

@@ -10,7 +10,7 @@ from typing import ClassVar
 
 from danlu.sched.placement.packing_memo import PackingMemo
 from danlu.sched.policies.base import asks_no_gpu, queue_pass, ranked_round
-from danlu.sched.policies.options import INF, OptionRange, check_options
+from danlu.sched.policies.options import INF, OptionRange, check_options, check_reserve
 from danlu.sched.policies.ranked import RankedJobs, RankKey, ranked_pending
 from danlu.sched.view import ClusterView, JobStatus, Plan
 
@@ -78,6 +78,7 @@ class PriorityPolicy:
 
     def __post_init__(self) -> None:
         check_options(self, self.option_ranges)
+        check_reserve(self.name, self.backfill, self.reserve)
 
     def _aged(self, job: JobStatus) -> float:
         """Minus the effective priority, up to a shift shared by all jobs at one time."""

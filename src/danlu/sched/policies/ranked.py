@@ -149,6 +149,9 @@ class RankedJobs:
             self._remove(gone)
             for ident in sorted(came):  # any order gives the same result; sorted is tidy
                 self._insert(ident, came[ident], now, key)
+        if len(self._entries) != len(jobs):  # a seq came twice: see :meth:`_rebuild`
+            self._rebuild(jobs, now, key)
+            return self
         self._source = jobs
         self._time = now
         return self
@@ -156,6 +159,15 @@ class RankedJobs:
     def _rebuild(self, jobs: Sequence[JobStatus], now: float, key: KeyFunction) -> None:
         ident = self._ident
         entries = {ident(job): (job, *key(job, now)) for job in jobs}
+        if len(entries) < len(jobs) and self._by_seq:
+            # Jobs sharing a ``seq`` (an adapter that does not number its jobs: JobRequest's
+            # default is 0) would share one entry, and all but one of them would drop out of
+            # the order, neither started nor said to wait. Such a set is told apart by its
+            # status objects from now on (the order is the same: keys end with the id).
+            self._by_seq = False
+            self._last_diff = (None, None, [], [])
+            ident = self._ident
+            entries = {ident(job): (job, *key(job, now)) for job in jobs}
         ordered = sorted(entries.values(), key=_entry_key)
         self._entries = entries
         self._keys = [entry[1] for entry in ordered]

@@ -9,7 +9,7 @@ from typing import ClassVar
 
 from danlu.sched.placement.packing_memo import PackingMemo
 from danlu.sched.policies.base import queue_round
-from danlu.sched.policies.options import OptionRange, check_options
+from danlu.sched.policies.options import OptionRange, check_options, check_reserve
 from danlu.sched.policies.ranked import RankedJobs, RankKey, ranked_pending
 from danlu.sched.view import ClusterView, JobStatus, Plan
 
@@ -47,6 +47,7 @@ class SjfPolicy:
 
     def __post_init__(self) -> None:
         check_options(self, self.option_ranges)
+        check_reserve(self.name, self.backfill, self.reserve)
 
     def rank_key(self, job: JobStatus, now: float) -> tuple[RankKey, float]:
         """Expected (GPU) time, then submission order; the key never changes."""
