@@ -303,7 +303,10 @@ def main() -> None:
         action="append",
         default=[],
         metavar="KEY=VALUE",
-        help="an option given to every policy measured, e.g. reserve=true (repeatable)",
+        help=(
+            "an option given to every policy measured, which each must have "
+            "(repeatable), e.g. --policies priority,sjf --option reserve=true"
+        ),
     )
     parser.add_argument(
         "--shared",
