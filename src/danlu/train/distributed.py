@@ -14,7 +14,7 @@ from typing import Any
 import torch
 import torch.distributed as dist
 
-from danlu.core.errors import DanluError
+from danlu.core.errors import ConfigError, DanluError
 from danlu.train.env import JobEnv
 
 log = logging.getLogger("danlu.train")
@@ -67,6 +67,8 @@ class Distributed:
             device = torch.device("cuda", 0) if torch.cuda.is_available() else torch.device("cpu")
             return cls(device=device)
         use_cuda = torch.cuda.is_available()
+        if use_cuda:
+            _check_local_gpu(env.local_rank, torch.cuda.device_count())
         device = torch.device("cuda", env.local_rank) if use_cuda else torch.device("cpu")
         if use_cuda:
             torch.cuda.set_device(device)
@@ -185,6 +187,19 @@ class Distributed:
         if self._owns_group and dist.is_initialized():
             dist.destroy_process_group()
             self._owns_group = False
+
+
+def _check_local_gpu(local_rank: int, visible: int) -> None:
+    """Raise :class:`ConfigError` when worker ``local_rank`` has no GPU of its own among the
+    ``visible`` ones: more workers on the node than the job's GPUs. Before, CUDA's
+    "invalid device ordinal" came from ``set_device`` or later, deep in a traceback."""
+    if local_rank >= visible:
+        raise ConfigError(
+            f"LOCAL_RANK={local_rank} has no GPU: this process sees {visible} CUDA "
+            f"device(s) (CUDA_VISIBLE_DEVICES), one per worker on the node; start at most "
+            f"{visible} worker(s) per node (torchrun --nproc-per-node={visible}) or give the "
+            "job more GPUs"
+        )
 
 
 def unwrap(model: torch.nn.Module) -> torch.nn.Module:

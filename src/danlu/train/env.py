@@ -91,6 +91,38 @@ def _name(environ: Mapping[str, str], name: str) -> str | None:
     return raw
 
 
+def _token(environ: Mapping[str, str]) -> str | None:
+    """``DANLU_TOKEN`` without surrounding whitespace; None when unset or blank, as the CLI
+    reads it. A token read from a file kept its line ending (``\\r`` survives ``$(cat f)``),
+    and every metrics POST then failed in ``http.client`` ("Invalid header value"): no
+    metric ever arrived. A token with whitespace, a control or a non-ASCII character inside
+    is refused, without showing it (it is a secret)."""
+    raw = environ.get("DANLU_TOKEN")
+    token = raw.strip() if raw else ""
+    if not token:
+        return None
+    if any(c.isspace() or not (c.isascii() and c.isprintable()) for c in token):
+        raise ConfigError(
+            "environment variable DANLU_TOKEN holds whitespace, a control or a non-ASCII "
+            "character inside the token, which cannot be sent as an HTTP header; set it to "
+            "the token alone"
+        )
+    return token
+
+
+def _job_id(environ: Mapping[str, str]) -> str | None:
+    """``DANLU_JOB_ID``: a name, and a path segment of the metrics URL, so ``.`` and ``..``
+    (which a proxy resolves to another endpoint) are refused; other characters are
+    percent-encoded by :attr:`JobEnv.metrics_url`."""
+    raw = _name(environ, "DANLU_JOB_ID")
+    if raw is not None and raw.strip() in (".", ".."):
+        raise ConfigError(
+            f"environment variable DANLU_JOB_ID={raw!r} is not a job id; unset it or give "
+            "the job's id"
+        )
+    return raw
+
+
 def _api_url(environ: Mapping[str, str]) -> str | None:
     """``DANLU_API_URL`` without a trailing slash; refused unless ``http(s)://host...``
     (``127.0.0.1:8000`` without a scheme failed every metrics POST)."""
@@ -166,8 +198,9 @@ class JobEnv:
         unset); a ``MASTER_PORT`` outside 1-65535; a negative restart
         count, ``DANLU_TRIAL`` or ``DANLU_ARRAY_INDEX``; a ``DANLU_API_URL`` that is not an
         ``http(s)://`` URL with a host; a ``DANLU_API_URL``, ``DANLU_JOB_ID`` or
-        ``DANLU_CHECKPOINT_DIR`` of only whitespace. An unset (or empty) variable takes its
-        default.
+        ``DANLU_CHECKPOINT_DIR`` of only whitespace; a ``DANLU_JOB_ID`` of ``.`` or ``..``; a
+        ``DANLU_TOKEN`` with whitespace, a control or a non-ASCII character inside (around it,
+        whitespace is stripped). An unset (or empty) variable takes its default.
         """
         env = os.environ if environ is None else environ
         world = _at_least(env, "WORLD_SIZE", 1, 1) or 1
@@ -200,9 +233,9 @@ class JobEnv:
             sweep_id=_str(env, "DANLU_SWEEP_ID"),
             trial=_at_least(env, "DANLU_TRIAL", None, 0),
             array_index=_at_least(env, "DANLU_ARRAY_INDEX", None, 0),
-            job_id=_name(env, "DANLU_JOB_ID"),
+            job_id=_job_id(env),
             api_url=_api_url(env),
-            token=_str(env, "DANLU_TOKEN"),
+            token=_token(env),
             checkpoint_dir=_name(env, "DANLU_CHECKPOINT_DIR"),
             gpu_memory_limit=limit,
             batch_size=batch,
@@ -233,7 +266,10 @@ class JobEnv:
     def metrics_url(self) -> str | None:
         """Where metrics are POSTed, or None when they go to a file instead."""
         if self.api_url and self.job_id:
-            return f"{self.api_url}/api/v1/jobs/{self.job_id}/metrics"
+            # one path segment whatever the id holds: a "/", "?" or "#" in it sent the
+            # records to another endpoint
+            job = urllib.parse.quote(self.job_id, safe="")
+            return f"{self.api_url}/api/v1/jobs/{job}/metrics"
         return None
 
     @property

@@ -53,7 +53,11 @@ class Preemption:
         return self.dist.any(self.requested)
 
     def close(self) -> None:
-        """Restore the previous SIGTERM handler."""
+        """Restore the previous SIGTERM handler. One that Python cannot give back (installed
+        by C code, a launcher's MPI library say: ``signal.signal`` returned None for it) is
+        replaced by the default action; passing None back raised ``TypeError`` from
+        ``close``, and a preempted job exited 1 (a failure) instead of 75."""
         if self._installed:
-            signal.signal(signal.SIGTERM, self._previous)
+            previous = signal.SIG_DFL if self._previous is None else self._previous
+            signal.signal(signal.SIGTERM, previous)
             self._installed = False

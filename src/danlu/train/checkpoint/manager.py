@@ -456,6 +456,8 @@ class CheckpointManager:
         where = self.storage.join(name, MANIFEST)
         try:
             m = json.loads(self.storage.read(where))
+            if not isinstance(m, dict):  # JSON, but no manifest: skipped as invalid, not raw
+                raise DataError(f"{where}: not a {FORMAT} manifest (a JSON {type(m).__name__})")
             if m.get("format") != FORMAT or m.get("name") != name:
                 raise DataError(f"{where}: not a {FORMAT} manifest for {name}")
             if m.get("kind") not in ("full", "incremental", "sharded"):
