@@ -168,9 +168,23 @@ class JobLaunch:
             raise InvalidLaunchError("attempt", "must be 0 or more")
         if self.batch_size is not None and self.batch_size <= 0:
             raise InvalidLaunchError("batch_size", "must be a positive integer")
+        if not isinstance(self.env, Mapping):
+            raise InvalidLaunchError("env", "give the environment as a mapping of names to strings")
         for key, value in self.env.items():
+            if not isinstance(key, str) or not isinstance(value, str):
+                raise InvalidLaunchError(
+                    f"env.{key}",
+                    "give each variable's name and value as strings (got "
+                    f"{type(key).__name__} = {type(value).__name__})",
+                )
             if not key or "=" in key or "\0" in key or "\0" in value:
                 raise InvalidLaunchError(f"env.{key}", "not a valid environment variable")
+        # these become environment variables, paths or an account name: a NUL in one
+        # made the launch fail halfway (Popen's "embedded null byte")
+        for name in ("workdir", "log_dir", "checkpoint_dir", "token", "run_as"):
+            text = getattr(self, name)
+            if isinstance(text, str) and "\0" in text:
+                raise InvalidLaunchError(name, "contains a NUL byte; remove it")
         for slot in self.gpus:
             if slot.memory is not None and slot.memory <= 0:
                 raise InvalidLaunchError("gpus", f"memory share of {slot} must be positive")

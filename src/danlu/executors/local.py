@@ -216,6 +216,11 @@ class LocalExecutor(RunDirExecutor, GpuSharingExecutor):
         """Write the run's launch record and start its supervisor; an :class:`OSError` of
         the node's (a full disk) leaves no process behind."""
         log_dir = Path(job.log_dir) if job.log_dir is not None else self._log_dir
+        mark = secrets.token_hex(8)  # finds the job's daemons (kill_marked)
+        # (before anything is recorded: a run recorded but never started would look as if
+        # it ran, and block the job's next launch, until it counted as lost)
+        env = self.child_env(job, account)
+        env[RUN_MARK] = mark
         log_path, offset = self._open_log(log_dir, job.job_id)
         run_dir.mkdir(mode=0o700)
         with open(log_path, "ab") as log:
@@ -228,13 +233,11 @@ class LocalExecutor(RunDirExecutor, GpuSharingExecutor):
                     "gid": account.gid,
                     "groups": list(account.groups),
                 }
-            record["mark"] = secrets.token_hex(8)  # finds the job's daemons (kill_marked)
+            record["mark"] = mark
             record["heartbeat"] = self._heartbeat
             if self._boot is not None:
                 record["boot"] = self._boot
             supervise.write_json(run_dir / supervise.LAUNCH, record)
-            env = self.child_env(job, account)
-            env[RUN_MARK] = record["mark"]
             try:
                 proc = subprocess.Popen(
                     [self._python, "-I", str(SUPERVISOR), str(run_dir)],
@@ -248,8 +251,9 @@ class LocalExecutor(RunDirExecutor, GpuSharingExecutor):
                     start_new_session=True,
                     close_fds=True,
                 )
-            except OSError as exc:
-                if is_node_fault(exc):
+            except (OSError, ValueError, TypeError, subprocess.SubprocessError) as exc:
+                # ValueError: an environment variable Popen refuses (a NUL byte in it)
+                if isinstance(exc, OSError) and is_node_fault(exc):
                     raise
                 shutil.rmtree(run_dir, ignore_errors=True)
                 raise LaunchError(
@@ -480,7 +484,7 @@ def _kill_group(job: Mapping[str, Any]) -> bool:
     may name another's group. Returns whether a live (not zombie) process of the group was
     there to kill."""
     pgid = job.get("pgid")
-    if pgid is None:
+    if pgid is None or int(pgid) <= 0:  # 0 is the caller's own group, not the job's
         return False
     if not supervise.alive(job.get("pid"), job.get("start")) and (
         supervise.proc_start_time(int(pgid)) is not None

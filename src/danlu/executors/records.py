@@ -31,6 +31,13 @@ def _natural(value: Any) -> bool:
     return _int(value) and value >= 0
 
 
+def _pid(value: Any) -> bool:
+    """A process (or process group) id: positive. 0 (and -1) are not one: signalled, they
+    name the signalling process's own group (every process), which a damaged record must
+    never make the control plane do."""
+    return _int(value) and value > 0
+
+
 def _number(value: Any) -> bool:
     return isinstance(value, int | float) and not isinstance(value, bool) and math.isfinite(value)
 
@@ -84,14 +91,14 @@ LAUNCH_FIELDS: Mapping[str, Check] = {
     "preempt_grace": _number,
 }
 JOB_FIELDS: Mapping[str, Check] = {
-    "pid": _natural,
-    "pgid": _natural,
+    "pid": _pid,
+    "pgid": _pid,
     "start": _natural,
-    "supervisor_pid": _natural,
+    "supervisor_pid": _pid,
     "supervisor_start": _natural,
     "started_at": _number,
 }
-SUPERVISOR_FIELDS: Mapping[str, Check] = {"pid": _natural, "start": _natural}
+SUPERVISOR_FIELDS: Mapping[str, Check] = {"pid": _pid, "start": _natural}
 STOP_FIELDS: Mapping[str, Check] = {
     "reason": _reason,
     "grace": _number,

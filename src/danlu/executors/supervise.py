@@ -333,8 +333,7 @@ def _supervise(run_dir: Path, spec: dict[str, Any], subreaper: bool) -> int:
         """SIGTERM the job's group; SIGKILL it after the stop's grace, or sooner when an
         earlier stop's SIGKILL is due sooner."""
         nonlocal kill_at
-        stop = read_json(run_dir / STOP) or {}
-        grace = max(float(stop.get("grace", _unrecorded_grace(spec))), 0.0)
+        grace = _stop_grace(read_json(run_dir / STOP) or {}, spec)
         deadline = time.monotonic() + grace
         if kill_at is None or deadline < kill_at:
             kill_at = deadline
@@ -466,13 +465,36 @@ def _group_alive(pgid: int) -> bool:
     return True
 
 
+MAX_GRACE_SECONDS = 10.0**9
+"""The longest grace a stop gets (some 31 years): a longer one (``Infinity`` in a stop
+record) is this, which the interval timer can still be set to."""
+
+
+def _seconds(value: Any) -> float | None:
+    """``value`` as a grace in seconds (0 to :data:`MAX_GRACE_SECONDS`), or None when it is
+    not a number (a damaged record: a string, ``null``, ``NaN``)."""
+    if isinstance(value, bool) or not isinstance(value, int | float) or math.isnan(value):
+        return None
+    return min(max(float(value), 0.0), MAX_GRACE_SECONDS)
+
+
+def _stop_grace(stop: dict[str, Any], spec: dict[str, Any]) -> float:
+    """The grace of the stop recorded as ``stop``: its ``grace``, else (none, or not a
+    number) the grace of a stop with no readable record (:func:`_unrecorded_grace`). Never
+    an exception: raised in the stop's signal handler, it would end the supervisor, and the
+    job would get no SIGTERM, nor its exit be recorded."""
+    grace = _seconds(stop.get("grace"))
+    return _unrecorded_grace(spec) if grace is None else grace
+
+
 def _unrecorded_grace(spec: dict[str, Any]) -> float:
     """The grace of a stop with no readable stop record: the longer of the launch record's
     ``cancel_grace`` (5 s when absent) and ``preempt_grace`` (the stop may be a preemption,
     whose job must have the time it asked for to checkpoint)."""
-    grace = float(spec.get("cancel_grace", 5.0))
-    own = spec.get("preempt_grace")
-    return grace if own is None else max(grace, float(own))
+    grace = _seconds(spec.get("cancel_grace"))
+    grace = 5.0 if grace is None else grace
+    own = _seconds(spec.get("preempt_grace"))
+    return grace if own is None else max(grace, own)
 
 
 def _read_env(stream: Any) -> dict[str, str]:
