@@ -40,13 +40,15 @@ from danlu.train.checkpoint.sharded import (
 )
 from danlu.train.checkpoint.snapshot import HostSnapshot
 from danlu.train.checkpoint.storage import LocalStorage, Storage, open_storage, sha256
-from danlu.train.state import CapturedState
+from danlu.train.state import CapturedState, IncompatibleCheckpointError
 
 log = logging.getLogger(__name__)
 
 FORMAT = "danlu.checkpoint/1"
 MANIFEST, META, TENSORS = "MANIFEST.json", "meta.json", "tensors.pt"
 _PREFIX = "ckpt-"
+_FORMAT_FAMILY = FORMAT.rsplit("/", 1)[0] + "/"
+"""The start every version of the manifest's format shares (``danlu.checkpoint/``)."""
 
 
 @dataclass
@@ -413,7 +415,9 @@ class CheckpointManager:
         the directory, or go on after :meth:`load_latest` fell back past a newer checkpoint);
         the best ``keep_best`` by a finite ``best_metric``; the bases of the kept incremental
         checkpoints and the base of the next one. Checkpoints :meth:`load_latest` found
-        invalid count for neither ``keep_last`` nor ``keep_best``.
+        invalid count for neither ``keep_last`` nor ``keep_best``. A checkpoint in another
+        version of the format (a newer danlu wrote it) is never removed: it is not this
+        version's to judge, and a downgrade deleted it.
         """
         infos = self.list_checkpoints()
         valid = [i for i in infos if i.name not in self._invalid]
@@ -430,6 +434,8 @@ class CheckpointManager:
             keep.add(self._base[0])
         for name in self.storage.list_dirs():
             if name.startswith(_PREFIX) and name not in keep:
+                if self._other_format(name) is not None:  # a newer danlu's: not ours to drop
+                    continue
                 self.storage.remove_dir(name)
                 self._infos.pop(name, None)
                 self._invalid.discard(name)
@@ -451,6 +457,19 @@ class CheckpointManager:
             out.append(info)
         out.sort(key=lambda i: (i.step, i.created_ns))
         return out
+
+    def _other_format(self, name: str) -> str | None:
+        """The format the manifest of checkpoint ``name`` names when it is another version
+        of danlu's (``danlu.checkpoint/2``: a newer danlu wrote it, and this one cannot read
+        it), else None (this version's, or no readable manifest)."""
+        try:
+            manifest = json.loads(self.storage.read(self.storage.join(name, MANIFEST)))
+        except (OSError, ValueError):
+            return None
+        named = manifest.get("format") if isinstance(manifest, dict) else None
+        if isinstance(named, str) and named.startswith(_FORMAT_FAMILY) and named != FORMAT:
+            return named
+        return None
 
     def _read_manifest(self, name: str) -> CheckpointInfo:
         where = self.storage.join(name, MANIFEST)
@@ -576,9 +595,26 @@ class CheckpointManager:
         past a checkpoint it could not read then, resumes from what it wrote last, not from
         the older run's higher step. Invalid or partial checkpoints are skipped with a
         warning, falling back to older ones; None when there is no valid checkpoint at all.
+
+        Raises:
+            IncompatibleCheckpointError: the directory holds a checkpoint in another version
+                of the format (a newer danlu's), which falling back past would lose.
         """
         self.wait()
         infos = self.list_checkpoints()
+        listed = {info.name for info in infos}
+        for name in self.storage.list_dirs():
+            if name in listed or not name.startswith(_PREFIX):
+                continue
+            other = self._other_format(name)
+            if other is not None:
+                raise IncompatibleCheckpointError(
+                    f"{self.storage.join(name)} is a checkpoint in format {other}, which this "
+                    f"danlu cannot read (it reads {FORMAT}): a newer danlu wrote it. Resume "
+                    "with that danlu, or move the checkpoint out of the directory to resume "
+                    "from the older ones (they are not a fallback chosen silently: the run "
+                    "would lose the newer one's progress)"
+                )
         for info in sorted(infos, key=lambda i: (i.created_ns, i.step, i.name), reverse=True):
             try:
                 found = self.load(info.name)
