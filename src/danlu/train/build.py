@@ -6,6 +6,7 @@ opens the checkpoints, resumes from the newest one and installs the SIGTERM hand
 
 from __future__ import annotations
 
+import contextlib
 import logging
 from pathlib import Path
 from typing import Any
@@ -159,83 +160,92 @@ def init(
     )
     lr_scaling = normalised_rule(lr_scaling)  # "AdaScale" passed the check: compare it once
     env = JobEnv.from_environ(environ)
-    dist = Distributed.from_env(env, timeout_s=collective_timeout_s)
-    apply_memory_limit(env.gpu_memory_limit, dist.device)
-    wrapped = dist.wrap(model, **(ddp_kwargs or {}))
-    micro = micro_batch_size or env.batch_size
-    if micro is None and memory_model is not None:  # BatchController caps it at the local batch
-        budget = memory_budget(env.gpu_memory_limit, dist.device)
-        micro = estimated_micro_batch(memory_model, budget)
-    batch = BatchController(
-        global_batch_size, dist.world_size, micro, min_micro=smallest_micro_batch(model)
-    )
-    lr = LRController(optimizer, scheduler, warmup_steps=warmup_steps, grad_norm_tau=grad_norm_tau)
-    detector = (
-        AnomalyDetector(anomaly, window=anomaly_window, k=anomaly_k)
-        if anomaly is not None
-        else None
-    )
-    gns = adaptive_batch.gns if adaptive_batch is not None else None
-    if adaptive_batch is not None and adaptive_batch.mode != "schedule" and gns_every <= 0:
-        gns_every = 10
-    engine = StepEngine(
-        wrapped,
-        optimizer,
-        lr,
-        batch,
-        Precision(precision, dist.device),
-        dist,
-        detector,
-        clip_grad_norm=clip_grad_norm,
-        compute_grad_norm=compute_grad_norm,
-        grad_norm_every=grad_norm_every,
-        gns=gns,
-        gns_every=gns_every,
-        oom_injector=oom_injector,
-    )
-    ckpt_dir = checkpoint_dir or env.checkpoint_dir
-    checkpoints = Checkpoints(
-        ckpt_dir,
-        every_steps=checkpoint_every_steps,
-        every_seconds=checkpoint_every_seconds,
-        keep_last=keep_last,
-        keep_best=keep_best,
-        best_metric=best_metric,
-        mode=best_mode,
-        async_save=async_checkpoint,
-        incremental=incremental_checkpoint,
-        writer=dist.is_chief,
-        agree=dist.any if dist.enabled else None,
-    )
-    path = _metrics_path(env, metrics_file, ckpt_dir) if dist.is_chief else None
-    reporter = MetricsReporter(
-        url=env.metrics_url if dist.is_chief else None,
-        token=env.token,
-        path=path,
-        interval_s=report_interval_s,
-    )
-    reporter.start()
-    sampler = (
-        ElasticSampler(dataset_size, shuffle=shuffle, seed=seed, drop_last=drop_last)
-        if dataset_size is not None
-        else None
-    )
-    ctx = TrainContext(
-        env=env,
-        distributed=dist,
-        model=wrapped,
-        optimizer=optimizer,
-        scheduler=scheduler,
-        engine=engine,
-        checkpoints=checkpoints,
-        reporter=reporter,
-        progress=Progress(None, progress if dist.is_chief else False),
-        preemption=Preemption(dist),
-        sampler=sampler,
-        adaptive=adaptive_batch,
-        lr_scaling=lr_scaling,
-        consistency_check=consistency_check,
-    )
+    # what is set up before the context exists goes again if a later step fails (the
+    # caller never gets a context to close): the process group, the reporter's thread
+    with contextlib.ExitStack() as undo:
+        dist = Distributed.from_env(env, timeout_s=collective_timeout_s)
+        undo.callback(dist.close)
+        apply_memory_limit(env.gpu_memory_limit, dist.device)
+        wrapped = dist.wrap(model, **(ddp_kwargs or {}))
+        micro = micro_batch_size or env.batch_size
+        if micro is None and memory_model is not None:  # BatchController caps it at the local batch
+            budget = memory_budget(env.gpu_memory_limit, dist.device)
+            micro = estimated_micro_batch(memory_model, budget)
+        batch = BatchController(
+            global_batch_size, dist.world_size, micro, min_micro=smallest_micro_batch(model)
+        )
+        lr = LRController(
+            optimizer, scheduler, warmup_steps=warmup_steps, grad_norm_tau=grad_norm_tau
+        )
+        detector = (
+            AnomalyDetector(anomaly, window=anomaly_window, k=anomaly_k)
+            if anomaly is not None
+            else None
+        )
+        gns = adaptive_batch.gns if adaptive_batch is not None else None
+        if adaptive_batch is not None and adaptive_batch.mode != "schedule" and gns_every <= 0:
+            gns_every = 10
+        engine = StepEngine(
+            wrapped,
+            optimizer,
+            lr,
+            batch,
+            Precision(precision, dist.device),
+            dist,
+            detector,
+            clip_grad_norm=clip_grad_norm,
+            compute_grad_norm=compute_grad_norm,
+            grad_norm_every=grad_norm_every,
+            gns=gns,
+            gns_every=gns_every,
+            oom_injector=oom_injector,
+        )
+        ckpt_dir = checkpoint_dir or env.checkpoint_dir
+        checkpoints = Checkpoints(
+            ckpt_dir,
+            every_steps=checkpoint_every_steps,
+            every_seconds=checkpoint_every_seconds,
+            keep_last=keep_last,
+            keep_best=keep_best,
+            best_metric=best_metric,
+            mode=best_mode,
+            async_save=async_checkpoint,
+            incremental=incremental_checkpoint,
+            writer=dist.is_chief,
+            agree=dist.any if dist.enabled else None,
+        )
+        path = _metrics_path(env, metrics_file, ckpt_dir) if dist.is_chief else None
+        reporter = MetricsReporter(
+            url=env.metrics_url if dist.is_chief else None,
+            token=env.token,
+            path=path,
+            interval_s=report_interval_s,
+        )
+        reporter.start()
+        undo.callback(reporter.close)
+        sampler = (
+            ElasticSampler(dataset_size, shuffle=shuffle, seed=seed, drop_last=drop_last)
+            if dataset_size is not None
+            else None
+        )
+        ctx = TrainContext(
+            env=env,
+            distributed=dist,
+            model=wrapped,
+            optimizer=optimizer,
+            scheduler=scheduler,
+            engine=engine,
+            checkpoints=checkpoints,
+            reporter=reporter,
+            progress=Progress(None, progress if dist.is_chief else False),
+            preemption=Preemption(dist),
+            sampler=sampler,
+            adaptive=adaptive_batch,
+            lr_scaling=lr_scaling,
+            consistency_check=consistency_check,
+        )
+        undo.pop_all()  # the context owns them now: ctx.close() ends them
+
     try:
         if resume and ctx.restore():
             log.info("resumed from the checkpoint of step %d", ctx.step_num)
