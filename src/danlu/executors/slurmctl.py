@@ -45,6 +45,8 @@ not be opened there, the user unknown there): its ``ExitCode`` (``0:53``) is an 
 of Slurm's, not a signal."""
 
 _KEY = re.compile(r"(?:^|\s)([A-Za-z][A-Za-z0-9_:/.]*)=")
+_REASON_STAMP = re.compile(r"\[[^\]\s@]+@\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d\]")
+"""The ``[user@2026-11-29T04:58:05]`` Slurm appends to a node's ``Reason``."""
 _GRES_ITEM = re.compile(r"^gpu(?::([^:(]+))?:(\d+)")
 
 
@@ -103,12 +105,23 @@ class SlurmJob:
 
 def parse_fields(line: str) -> dict[str, str]:
     """``Key=value`` pairs of one line of ``scontrol show ... --oneliner`` output. A value
-    runs to the next `` Key=``, so values with spaces (a reason, a path) stay whole."""
+    runs to the next `` Key=``, so values with spaces (a reason, a path) stay whole. A
+    node's ``Reason`` runs to the ``[user@time]`` Slurm appends to it, so an admin's free
+    text holding ``=`` (``GPU xid=79``) stays whole too rather than ending the reason."""
     matches = list(_KEY.finditer(line))
     out: dict[str, str] = {}
-    for i, match in enumerate(matches):
+    i = 0
+    while i < len(matches):
+        match = matches[i]
         end = matches[i + 1].start() if i + 1 < len(matches) else len(line)
+        if match.group(1) == "Reason":
+            stamp = _REASON_STAMP.search(line, match.end())
+            if stamp is not None and stamp.start() > end:  # the reason's text holds a "="
+                end = stamp.end()
+                while i + 1 < len(matches) and matches[i + 1].start() < end:
+                    i += 1
         out[match.group(1)] = line[match.end() : end].strip()
+        i += 1
     return out
 
 
