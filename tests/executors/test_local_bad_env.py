@@ -9,15 +9,14 @@ counted as lost. An environment value that is not a string raised a bare ``TypeE
 from __future__ import annotations
 
 import sys
-import time
 from pathlib import Path
 from typing import Any
 
 import pytest
+from run_helpers import wait
 
 from danlu.core.cluster import Cluster
 from danlu.executors import (
-    ExecStatus,
     Handle,
     InvalidLaunchError,
     JobLaunch,
@@ -32,13 +31,6 @@ PY = sys.executable
 
 def _executor(root: Path) -> LocalExecutor:
     return LocalExecutor(Cluster.homogeneous(1, 1), root, base_env={}, cancel_grace=1.0)
-
-
-def _finish(ex: LocalExecutor, handle: Handle) -> ExecStatus:
-    deadline = time.monotonic() + 30
-    while (status := ex.poll(handle)).running and time.monotonic() < deadline:
-        time.sleep(0.02)
-    return status
 
 
 @pytest.mark.parametrize(
@@ -73,4 +65,4 @@ def test_a_launch_popen_refuses_leaves_no_run_behind(tmp_path: Path) -> None:
     # the job can be launched again at once, once the environment is fixed
     good = _executor(tmp_path / "state")
     handle = good.submit(JobLaunch("j", (PY, "-c", "pass")))
-    assert _finish(good, handle).outcome is Outcome.SUCCEEDED
+    assert wait(good, handle).outcome is Outcome.SUCCEEDED

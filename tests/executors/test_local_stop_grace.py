@@ -15,9 +15,10 @@ import time
 from pathlib import Path
 
 import pytest
+from run_helpers import wait
 
 from danlu.core.cluster import Cluster
-from danlu.executors import ExecStatus, Handle, JobLaunch, LocalExecutor, Outcome, supervise
+from danlu.executors import Handle, JobLaunch, LocalExecutor, Outcome, supervise
 
 PY = sys.executable
 CHECKPOINTS = (
@@ -46,19 +47,12 @@ def _ready(ex: LocalExecutor, job_id: str) -> Handle:
     return handle
 
 
-def _finish(ex: LocalExecutor, handle: Handle) -> ExecStatus:
-    deadline = time.monotonic() + 30
-    while (status := ex.poll(handle)).running and time.monotonic() < deadline:
-        time.sleep(0.02)
-    return status
-
-
 @pytest.mark.parametrize("grace", [float("inf"), 1e300])
 def test_a_preemption_with_an_endless_grace_reaches_the_job(tmp_path: Path, grace: float) -> None:
     ex = _executor(tmp_path / "state")
     handle = _ready(ex, "j")
     ex.preempt(handle, grace)
-    status = _finish(ex, handle)
+    status = wait(ex, handle)
     assert status.exit_code == 75, status
     assert status.outcome is Outcome.PREEMPTED
     assert b"term" in ex.logs(handle)[0]
@@ -75,7 +69,7 @@ def test_a_stop_record_with_a_damaged_grace_still_stops_the_job(
     (run_dir / supervise.STOP).write_text(json.dumps(stop))
     job = json.loads((run_dir / supervise.JOB).read_text())
     os.kill(job["supervisor_pid"], signal.SIGTERM)
-    status = _finish(ex, handle)
+    status = wait(ex, handle)
     assert status.exit_code == 75, status
     assert status.message == ""
     assert b"term" in ex.logs(handle)[0]
