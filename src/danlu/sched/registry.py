@@ -36,6 +36,13 @@ class PolicyRegistry:
         self._factories: dict[str, PolicyFactory] = {}
 
     def register(self, name: str, factory: PolicyFactory) -> None:
+        """Make :meth:`create` build a policy named ``name`` with ``factory``. A name that
+        is empty or holds whitespace (``--policy`` and ``DANLU_POLICY`` could never name
+        it) or one already registered is a :class:`ConfigError`."""
+        if not isinstance(name, str) or not name or name != "".join(name.split()):
+            raise ConfigError(
+                f"a policy needs a name without whitespace (what --policy names), got {name!r}"
+            )
         if name in self._factories:
             raise ConfigError(f"a policy named {name!r} is already registered")
         self._factories[name] = factory
