@@ -51,6 +51,10 @@ class FakeApi:
         self.metric_arrivals: list[list[dict[str, Any]]] = []
         """Records the job reports next: each ``GET /jobs/{id}/metrics`` stores one batch
         before it answers."""
+        self.webhooks: dict[str, dict[str, Any]] = {}
+        """Webhooks by id, as ``GET /webhooks`` lists them."""
+        self.deliveries: dict[str, list[dict[str, Any]]] = {}
+        """Per webhook id, its deliveries as ``GET /webhooks/{id}/deliveries`` answers."""
 
     def transport(self) -> httpx.MockTransport:
         return httpx.MockTransport(self.handler)
@@ -125,6 +129,13 @@ class FakeApi:
             return httpx.Response(200, json={"name": "admin", "role": "admin"})
         if path == "/sweeps" and method == "GET":
             return httpx.Response(200, json=list(self.sweeps.values()))
+        if path == "/webhooks" and method == "GET":
+            return httpx.Response(200, json=list(self.webhooks.values()))
+        hook = re.fullmatch(r"/webhooks/([^/]+)/deliveries", path)
+        if hook and method == "GET":
+            if hook.group(1) not in self.webhooks:
+                return error(404, "NotFoundError", "id", f"webhook {hook.group(1)!r} not found")
+            return httpx.Response(200, json=self.deliveries.get(hook.group(1), []))
         sweep = re.fullmatch(r"/sweeps/([^/]+)", path)
         if sweep:
             if sweep.group(1) not in self.sweeps:

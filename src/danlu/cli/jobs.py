@@ -26,6 +26,7 @@ from rich.table import Table
 
 from danlu.cli import top as top_view
 from danlu.cli import waiting
+from danlu.cli.markup import as_text
 from danlu.cli.options import HomeOpt, JobArg, JsonOpt, TokenOpt, UrlOpt
 from danlu.client import Client
 from danlu.client.rest import read_across_restart
@@ -42,7 +43,6 @@ from danlu.core.units import (
     format_energy,
     parse_since,
 )
-from danlu.core.values import visible
 
 console = Console()
 err = Console(stderr=True)
@@ -301,22 +301,14 @@ def _array_submitted(sweep: dict[str, Any], json_out: bool) -> None:
     )
 
 
-def _text(value: Any) -> str:
-    """A server value as Rich markup that shows it as it is (a job's name, id or reason is
-    text: ``[/x]`` would make Rich fail, ``[bold]`` would vanish), its control characters
-    written as escapes (``\\x1b``, ``\\n``: a reason quoting a node's is shown, never acted
-    on by the terminal)."""
-    return escape(visible(str(value)))
-
-
 def _submitted(job: dict[str, Any], json_out: bool) -> None:
     if json_out:
         print_json(job)
         return
     waiting = f", {job.get('pending_reason')}" if job.get("waiting_on") else ""
     console.print(
-        f"submitted job [bold]{_text(job.get('id'))}[/bold] ({_text(job.get('name'))}): "
-        + _text(f"{job.get('state')}{waiting}"),
+        f"submitted job [bold]{as_text(job.get('id'))}[/bold] ({as_text(job.get('name'))}): "
+        + as_text(f"{job.get('state')}{waiting}"),
         highlight=False,
     )
 
@@ -427,12 +419,12 @@ def show(
     table.add_column(style="bold")
     table.add_column()
     for key in ("id", "name", "project", "user", "priority"):
-        table.add_row(key, _text(data.get(key)))
+        table.add_row(key, as_text(data.get(key)))
     table.add_row("state", top_view.state_text(str(data.get("state"))))
     for key in ("restarts", "preemptions", "exit_code", "batch_size", "checkpoint_step"):
         if data.get(key) is not None:
-            table.add_row(key, _text(data[key]))
-    table.add_row("gpus", _text(top_view.gpus_of(data)))
+            table.add_row(key, as_text(data[key]))
+    table.add_row("gpus", as_text(top_view.gpus_of(data)))
     if data.get("time_limit"):
         table.add_row(
             "time_limit",
@@ -446,12 +438,12 @@ def show(
             table.add_row(key, time.strftime("%Y-%m-%d %H:%M:%S", time.localtime(data[key])))
     for a in data.get("allocation") or []:
         share = f"{a.get('milli', 0) / 10:.0f}% compute, {format_bytes(a.get('memory') or 0)}"
-        table.add_row("allocation", _text(f"{a.get('node')} gpu {a.get('gpu')}: {share}"))
+        table.add_row("allocation", as_text(f"{a.get('node')} gpu {a.get('gpu')}: {share}"))
     if data.get("pending_reason"):
-        table.add_row("pending", _text(data["pending_reason"]))
+        table.add_row("pending", as_text(data["pending_reason"]))
     command = (data.get("spec") or {}).get("command")
     if command:
-        table.add_row("command", _text(shlex.join(str(arg) for arg in command)))
+        table.add_row("command", as_text(shlex.join(str(arg) for arg in command)))
     console.print(table)
     if events:
         ev = Table(title="events", title_justify="left")
@@ -460,7 +452,7 @@ def show(
         for e in events[-20:]:
             when = time.strftime("%H:%M:%S", time.localtime(float(e.get("time") or 0)))
             ev.add_row(
-                when, _text(e.get("old") or "-"), _text(e.get("new")), _text(e.get("reason"))
+                when, as_text(e.get("old") or "-"), as_text(e.get("new")), as_text(e.get("reason"))
             )
         console.print(ev)
 
@@ -556,7 +548,7 @@ def update(
         print_json(data)
         return
     console.print(
-        f"job [bold]{_text(data.get('id'))}[/bold]: priority {_text(data.get('priority'))}"
+        f"job [bold]{as_text(data.get('id'))}[/bold]: priority {as_text(data.get('priority'))}"
     )
 
 
@@ -589,7 +581,9 @@ def _job_line(data: dict[str, Any], json_out: bool, what: str) -> None:
     if json_out:
         print_json(data)
         return
-    console.print(f"{what} job [bold]{_text(data.get('id'))}[/bold]: {_text(data.get('state'))}")
+    console.print(
+        f"{what} job [bold]{as_text(data.get('id'))}[/bold]: {as_text(data.get('state'))}"
+    )
 
 
 def why(
@@ -605,7 +599,7 @@ def why(
         print_json(data)
         return
     console.print(
-        _text(f"{data.get('id')} {data.get('state')}: {data.get('reason')}"), highlight=False
+        as_text(f"{data.get('id')} {data.get('state')}: {data.get('reason')}"), highlight=False
     )
 
 

@@ -39,6 +39,7 @@ from danlu.client import Client
 from danlu.config import caller_env
 from danlu.core.errors import DanluError, SpecError
 from danlu.core.state import JobState
+from danlu.core.values import visible
 
 FAILED_WITHOUT_CODE = 1
 """The exit code of a job that ended without an exit code of its own: cancelled before its
@@ -323,9 +324,10 @@ def abandoned(name: str, code: int) -> int:
 
 def say(text: str) -> None:
     """A line of text (not markup) on stderr, whole; nothing when stderr has gone (the
-    terminal closed)."""
+    terminal closed). Its control characters are written as escapes (``\\x1b``, ``\\n``): a
+    job's state reason, server text quoting a node's, is shown, never acted on."""
     with suppress(OSError):
-        err.print(escape(text), highlight=False, soft_wrap=True)
+        err.print(escape(visible(text)), highlight=False, soft_wrap=True)
 
 
 def cancel(client: Client, job_id: str, code: int, why: str = "") -> int:

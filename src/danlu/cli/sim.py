@@ -49,6 +49,7 @@ from danlu.cli.sim_tables import (
 from danlu.config import parse_option_pairs
 from danlu.core.cluster import Cluster
 from danlu.core.errors import ConfigError, DanluError
+from danlu.core.values import visible
 from danlu.sched.quota import Quotas
 from danlu.sched.registry import default_registry
 from danlu.sim.config import SimConfig
@@ -437,7 +438,8 @@ def run(
         raise _fail(exc) from None
     console.print(
         summary_table(
-            [result], f"{escape(wl.name)}: {len(wl.jobs)} jobs on {cluster.total_gpus} GPUs"
+            [result],
+            f"{escape(visible(wl.name))}: {len(wl.jobs)} jobs on {cluster.total_gpus} GPUs",
         )
     )
     projects = project_table(result)
@@ -515,7 +517,7 @@ def compare(
         raise _fail(exc) from None
     console.print(
         summary_table(
-            results, f"{escape(wl.name)}: {len(wl.jobs)} jobs on {cluster.total_gpus} GPUs"
+            results, f"{escape(visible(wl.name))}: {len(wl.jobs)} jobs on {cluster.total_gpus} GPUs"
         )
     )
     _notes(wl, [rejection_note(r, f"{r.policy}: ") for r in results])
@@ -617,7 +619,9 @@ def plan(
     except DanluError as exc:
         raise _fail(exc) from None
     goals = escape(", ".join(str(t) for t in targets))
-    table = Table(title=f"{escape(wl.name)}: {len(wl.jobs)} jobs, {policy}, targets {goals}")
+    table = Table(
+        title=f"{escape(visible(wl.name))}: {len(wl.jobs)} jobs, {policy}, targets {goals}"
+    )
     table.add_column("nodes", justify="right")
     table.add_column("GPUs", justify="right")
     shown = list(PLAN_COLUMNS) + [t.metric for t in targets if t.metric not in PLAN_COLUMNS]
@@ -714,7 +718,9 @@ def pack(
             )
     except DanluError as exc:
         raise _fail(exc) from None
-    table = Table(title=f"{escape(pods.name)} on {escape(nodes.name)}, load {load}")
+    table = Table(
+        title=f"{escape(visible(pods.name))} on {escape(visible(nodes.name))}, load {load}"
+    )
     table.add_column("seed", justify="right")
     table.add_column("allocation ratio (%)", justify="right")
     table.add_column("multi-GPU pods refused", justify="right")

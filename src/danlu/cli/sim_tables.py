@@ -8,6 +8,7 @@ from __future__ import annotations
 from rich.markup import escape
 from rich.table import Table
 
+from danlu.cli.markup import as_text
 from danlu.sim.metrics import SimResult
 from danlu.sim.workload import Workload
 
@@ -96,7 +97,7 @@ def project_table(result: SimResult) -> Table | None:
         table.add_column(name, justify="left" if name == "project" else "right")
     for name, row in projects.items():
         table.add_row(
-            escape(name),
+            as_text(name),
             f"{row['jobs']:.0f}",
             format_value(row["avg_jct"], "seconds"),
             format_value(row["avg_queueing_delay"], "seconds"),
@@ -114,7 +115,7 @@ def rejection_note(result: SimResult, prefix: str = "") -> str | None:
     job, reason = result.rejected[0]
     return (
         f"{escape(prefix)}[yellow]{len(result.rejected)} job(s) rejected[/yellow], e.g. "
-        f"{escape(str(job))}: {escape(str(reason))}"
+        f"{as_text(job)}: {as_text(reason)}"
     )
 
 
@@ -127,5 +128,5 @@ def left_out_note(workload: Workload) -> str | None:
         return None
     return (
         f"[yellow]{len(names)} GPU pod(s) left out[/yellow], never scheduled in the trace, "
-        f"e.g. {escape(names[0])} (pod_phase Pending, no scheduled_time: no running time)"
+        f"e.g. {as_text(names[0])} (pod_phase Pending, no scheduled_time: no running time)"
     )

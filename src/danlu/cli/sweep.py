@@ -11,15 +11,14 @@ from pathlib import Path
 from typing import Annotated, Any
 
 import typer
-from rich.markup import escape
 
 from danlu.cli import jobs as common
 from danlu.cli.admin import show_data, titled_table
+from danlu.cli.markup import as_text
 from danlu.cli.options import HomeOpt, JsonOpt, TokenOpt, UrlOpt
 from danlu.core.errors import DanluError
 from danlu.core.spec import load_spec_data
 from danlu.core.sweep import parse_sweep
-from danlu.core.values import visible
 
 sweep_app = typer.Typer(
     rich_markup_mode="markdown",  # as the main app (danlu.cli.main)
@@ -74,8 +73,8 @@ def sweep_ls(
         (
             (
                 s["id"],
-                _shown(s["name"]),
-                _shown(s["user"]),
+                as_text(s["name"]),
+                as_text(s["user"]),
                 s["state"],
                 f"{s['submitted']}/{s['total']}",
                 _objective(s),
@@ -116,14 +115,14 @@ def _objective(sweep: dict[str, Any]) -> str:
     """The METRIC column: the metric and its goal, ``array`` for a job array, else ``-``."""
     if sweep.get("metric") is None:
         return "array" if sweep.get("array") else "-"
-    return f"{_shown(sweep['metric'])} ({sweep['goal']})"
+    return f"{as_text(sweep['metric'])} ({sweep['goal']})"
 
 
 def _line(data: dict[str, Any]) -> str:
-    reason = f": {_shown(data['reason'])}" if data.get("reason") else ""
+    reason = f": {as_text(data['reason'])}" if data.get("reason") else ""
     kind, unit = ("array", "tasks") if data.get("array") else ("sweep", "trials")
     return (
-        f"{kind} {data['id']} ({_shown(data['name'])}): {data['state']}{reason}; "
+        f"{kind} {data['id']} ({as_text(data['name'])}): {data['state']}{reason}; "
         f"{data['submitted']} of {data['total']} {unit} submitted"
     )
 
@@ -137,7 +136,7 @@ def _trials(data: dict[str, Any]) -> Any:
     title = _line(data)
     if data.get("best"):
         title += f"; best: trial {data['best']['trial']} ({data['best']['job_id']})"
-    metric = "BEST" if data.get("metric") is None else _shown(data["metric"])
+    metric = "BEST" if data.get("metric") is None else as_text(data["metric"])
     return titled_table(
         title,
         ("TRIAL", "JOB", "STATE", metric, "STEP", "PARAMETERS"),
@@ -148,18 +147,11 @@ def _trials(data: dict[str, Any]) -> Any:
                 t["state"] + (" (stopped early)" if t.get("stopped_early") else ""),
                 "-" if t["best"] is None else f"{t['best']:.6g}",
                 "-" if t["step"] is None else str(t["step"]),
-                _shown(", ".join(f"{k}={_value(v)}" for k, v in t["parameters"].items())),
+                as_text(", ".join(f"{k}={_value(v)}" for k, v in t["parameters"].items())),
             )
             for t in trials
         ),
     )
-
-
-def _shown(text: Any) -> str:
-    """A name, metric, reason or parameter of a sweep as a table may hold it: control
-    characters written as their escapes (a stored sweep or a string choice may hold an ESC
-    sequence or a line break) and rich's markup escaped."""
-    return escape(visible(str(text)))
 
 
 def _value(value: Any) -> str:

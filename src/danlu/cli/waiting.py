@@ -18,6 +18,7 @@ from danlu.client import Client, JobDict, WaitTimeout
 from danlu.client.waits import Ended, resolve, wait_all
 from danlu.core.errors import DanluError, SpecError
 from danlu.core.units import parse_duration
+from danlu.core.values import visible
 
 INTERRUPTED = 130
 """The exit status after Ctrl-C, as a shell gives 128 + SIGINT."""
@@ -50,8 +51,10 @@ def sweep_failed(sweep: dict[str, Any]) -> str | None:
 def report_sweeps(failed: list[str], code: int) -> int:
     """Print the sweeps in ``failed`` on stderr; ``code``, made 1 when it was 0 and one
     of them failed."""
-    for line in failed:
-        common.err.print(f"[red]error:[/red] {escape(line)}", highlight=False, soft_wrap=True)
+    for line in failed:  # a sweep's reason is server text: shown, never acted on
+        common.err.print(
+            f"[red]error:[/red] {escape(visible(line))}", highlight=False, soft_wrap=True
+        )
     return 1 if failed and code == 0 else code
 
 
@@ -141,8 +144,10 @@ def print_end(job: JobDict, *, stopped_early: bool = False) -> None:
     status = f" (exit {code})" if job.get("state") == "FAILED" and code is not None else ""
     if stopped_early:
         status = " (stopped early)"
+    # the id, name and state are server text: neither Rich markup nor control characters
+    # (a name stored with an ESC sequence or a line break is shown as \x1b, \n)
+    ident, name = escape(visible(str(job.get("id")))), escape(visible(str(job.get("name"))))
     common.console.print(
-        f"job [bold]{job.get('id')}[/bold] ({escape(str(job.get('name')))}): "
-        f"{job.get('state')}{status}",
+        f"job [bold]{ident}[/bold] ({name}): {escape(visible(str(job.get('state'))))}{status}",
         highlight=False,
     )

@@ -11,10 +11,10 @@ import time
 from typing import Annotated, Any
 
 import typer
-from rich.markup import escape
 
 from danlu.cli import jobs as common
 from danlu.cli.admin import show_data, titled_table
+from danlu.cli.markup import as_text
 from danlu.cli.options import HomeOpt, JsonOpt, TokenOpt, UrlOpt
 
 webhook_app = typer.Typer(
@@ -53,7 +53,8 @@ def webhook_add(
         hook,
         json_out,
         lambda h: (
-            f"webhook {h['id']} -> {escape(h['url'])} on {', '.join(h['states'])}\n"
+            f"webhook {as_text(h['id'])} -> {as_text(h['url'])} on "
+            f"{as_text(', '.join(h['states']))}\n"
             f"secret (shown once; X-Danlu-Signature is sha256=HMAC of the body): {h['secret']}"
         ),
     )
@@ -73,14 +74,14 @@ def webhook_ls(
         ("ID", "URL", "STATES", "FOR", "PENDING", "DELIVERED", "FAILED", "LAST ERROR"),
         (
             (
-                h["id"],
-                escape(h["url"]),
-                ",".join(h["states"]),
-                escape(_scope(h)),
+                as_text(h["id"]),
+                as_text(h["url"]),
+                as_text(",".join(h["states"])),
+                as_text(_scope(h)),
                 str(h["pending"]),
                 str(h["delivered"]),
                 str(h["failed"]),
-                escape(h["last_error"] or "-"),
+                as_text(h["last_error"] or "-"),
             )
             for h in rows
         ),
@@ -131,9 +132,9 @@ def webhook_deliveries(
             (
                 str(d["id"]),
                 time.strftime("%Y-%m-%d %H:%M:%S", time.localtime(d["created_at"])),
-                escape(what),
+                as_text(what),
                 str(d["attempts"]),
-                escape(outcome),
+                as_text(outcome),
             )
             for d in rows
             for what, outcome in (describe(d),)
