@@ -191,12 +191,20 @@ def get_usage(
 ) -> list[dict[str, Any]]:
     """GPU-hours, GPU-memory GiB-hours and energy (kWh, where metered) by project and user
     in ``[since, until)`` (POSIX seconds; default: the last 7 days until now), most
-    GPU-hours first; a non-admin sees their own."""
+    GPU-hours first; a non-admin sees their own. Without ``since`` the period is the 7
+    days before ``until``, or before now for an ``until`` still to come (nothing is used
+    after now: the 7 days before a far ``until`` held nothing, and one past ~1e300 took
+    ``since`` for that ``until`` and refused the request, naming ``since``, never sent)."""
     now = time.time()
     end = now if until is None else until
-    start = end - USAGE_DAYS * 86_400.0 if since is None else since
-    if start >= end:
-        raise SpecError("since", "must come before until")
+    if since is None:
+        start = min(end, now) - USAGE_DAYS * 86_400.0
+        if start >= end:  # an ``until`` so far back that 7 days do not move off it
+            raise SpecError("until", "is too far in the past; give since too, or a later until")
+    else:
+        start = since
+        if start >= end:
+            raise SpecError("since", "must come before until")
     with state.db.read_session() as session:
         rows = usage.usage(session, start, end, user_id=None if user.is_admin else user.id, now=now)
     return [

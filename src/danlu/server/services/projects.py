@@ -114,8 +114,11 @@ def update_project(
     share: float | None = None,
 ) -> Project:
     """Change a project's priority, quotas (pass ``None`` to remove a quota) and/or
-    fair-share weight."""
-    project = get_project(session, name)
+    fair-share weight. ``default`` is made first when no job made it yet (it is made on
+    first use: setting its quota on a new cluster was a 404)."""
+    project = (
+        ensure_default_project(session) if name == DEFAULT_PROJECT else get_project(session, name)
+    )
     if share is not None:
         _check_share(share)
         project.share = share

@@ -36,7 +36,7 @@ from danlu.server.db.models import Base, Job, Webhook, WebhookDelivery
 from danlu.server.errors import NotFoundError
 from danlu.server.services import locks
 from danlu.server.services.common import IN_CHUNK, resolve_now
-from danlu.server.services.projects import get_project
+from danlu.server.services.projects import DEFAULT_PROJECT, ensure_default_project, get_project
 from danlu.server.services.users import get_user
 
 DEFAULT_STATES = (JobState.SUCCEEDED.value, JobState.FAILED.value, JobState.CANCELLED.value)
@@ -124,11 +124,14 @@ def check_states(states: Sequence[str] | None) -> list[str]:
 def _named(session: Session, field: str, name: str | None) -> int | None:
     """The id of the project or user (``field``) called ``name`` (None for None); a
     :class:`SpecError` naming ``field`` for a name with NUL characters (PostgreSQL's text
-    takes none) or one that names nothing."""
+    takes none) or one that names nothing. The ``default`` project is made when no job made
+    it yet (it is made on first use, and is there for every job that names no project)."""
     if name is None:
         return None
     check_values(name, field)
     try:
+        if field == "project" and name == DEFAULT_PROJECT:
+            return ensure_default_project(session).id
         if field == "project":
             return get_project(session, name).id
         return get_user(session, name).id
