@@ -305,3 +305,14 @@ def invoke(app: typer.Typer, *args: str) -> tuple[int, str, str]:
     if result.exception and not isinstance(result.exception, SystemExit):
         raise result.exception
     return result.exit_code, result.stdout, result.stderr
+
+
+RAW_CONTROLS = ("\x1b", "\x9b", "\r", "\u202e")
+"""What must never reach the terminal raw from server text: ESC, a C1 CSI, a carriage
+return and a bidi override (a line break is checked by a table's row count)."""
+
+
+def no_raw_control(text: str) -> None:
+    """Fail when ``text`` holds one of :data:`RAW_CONTROLS`."""
+    for char in RAW_CONTROLS:
+        assert char not in text, (char, text)

@@ -16,7 +16,7 @@ from typing import Any, ClassVar
 import httpx
 import pytest
 import typer
-from cli_fake_api import TOKEN, FakeApi, serve_commands
+from cli_fake_api import TOKEN, FakeApi, no_raw_control, serve_commands
 from rich.console import Console, RenderableType
 from typer.testing import CliRunner
 
@@ -451,12 +451,6 @@ def test_top_lists_jobs_of_equal_priority_oldest_first() -> None:
 # -- 6. a node's reason with control characters ------------------------------------------------
 
 EVIL = "bad\x1b[31mDIMM\nnode-1 ready\r\x9b2J"
-RAW = ("\x1b", "\x9b", "\r")
-
-
-def _no_raw_control(text: str) -> None:
-    for char in RAW:
-        assert char not in text, (char, text)
 
 
 def test_cordon_prints_a_reason_escaped(monkeypatch: pytest.MonkeyPatch) -> None:
@@ -476,7 +470,7 @@ def test_cordon_prints_a_reason_escaped(monkeypatch: pytest.MonkeyPatch) -> None
     for args in (["cordon", "n0", "--reason", EVIL], ["cordon", "n0", "--gpu", "0"]):
         result = CliRunner().invoke(cli, args)
         assert result.exit_code == 0, result.output
-        _no_raw_control(result.stdout)
+        no_raw_control(result.stdout)
         assert "bad\\x1b[31mDIMM\\nnode-1" in result.stdout, result.stdout
         assert len(result.stdout.splitlines()) == 1, result.stdout
 
@@ -487,7 +481,7 @@ def test_the_gpu_table_prints_reasons_escaped() -> None:
     nodes[0]["gpus"][0] |= {"state": "cordoned", "cordon_reason": EVIL}
     for width in (200, 60):
         text = "\n".join(printed(top.nodes_table(nodes), width))
-        _no_raw_control(text)
+        no_raw_control(text)
         assert "\\x1b" in text, text
 
 
@@ -498,7 +492,7 @@ def test_why_prints_a_reason_escaped(monkeypatch: pytest.MonkeyPatch) -> None:
     for args in (["why", waiting["id"]], ["ls"], ["show", waiting["id"]]):
         result = CliRunner().invoke(top_app(), args)
         assert result.exit_code == 0, result.output
-        _no_raw_control(result.stdout)
+        no_raw_control(result.stdout)
         assert "bad\\x1b[31mDIMM\\nnode-1" in result.stdout, result.stdout
 
 
@@ -509,7 +503,7 @@ def test_events_print_a_reason_escaped(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setattr(events_cli, "console", Console(file=out, width=300))
     events_cli.follow(client_of(feed_server([])), [drained], {}, reads=1)
     text = "\n".join([out.getvalue(), *printed(events_cli.table([drained]), 200)])
-    _no_raw_control(text)
+    no_raw_control(text)
     assert "bad\\x1b[31mDIMM\\nnode-1" in text, text
 
 

@@ -11,7 +11,7 @@ from typing import Any
 import httpx
 import pytest
 import typer
-from cli_fake_api import TOKEN, FakeApi, metrics_and_events_app, serve_commands
+from cli_fake_api import TOKEN, FakeApi, metrics_and_events_app, no_raw_control, serve_commands
 from rich.console import Console
 from typer.testing import CliRunner
 
@@ -24,14 +24,7 @@ EVIL = "lo\x1b[31mss\nX"
 """The reviewer's metric name: red from there on, and a second line."""
 LABEL = "lab\x1b[31m\nel\r\u202eok\x9b2J"
 """A token label with ESC, a line break, a carriage return, a bidi override and a C1 CSI."""
-RAW = ("\x1b", "\x9b", "\r", "\u202e")
-"""What must never reach the terminal raw (a line break is checked by the row count)."""
 T0 = 1_796_131_413.0
-
-
-def _no_raw_control(text: str) -> None:
-    for char in RAW:
-        assert char not in text, (char, text)
 
 
 @pytest.fixture
@@ -53,7 +46,7 @@ def test_the_metrics_table_shows_a_stored_control_name_escaped(fake: FakeApi) ->
     )
     result = CliRunner().invoke(metrics_and_events_app(), ["metrics", job])
     assert result.exit_code == 0, result.output
-    _no_raw_control(result.stdout)
+    no_raw_control(result.stdout)
     assert "lo\\x1b[31mss\\nX" in result.stdout  # the name, shown (not lost, not markup)
     rows = [ln for ln in result.stdout.splitlines() if ln.startswith("│")]
     assert len(rows) == 2 and "1.5" in rows[0] and "0.5" in rows[1], result.stdout
@@ -64,7 +57,7 @@ def test_the_metrics_table_shows_a_string_value_escaped(fake: FakeApi) -> None:
     fake.add_metrics(job, [{"step": 1, "time": T0, "note": "\x1b[2Jhello\nworld"}])
     result = CliRunner().invoke(metrics_and_events_app(), ["metrics", job, "--keys", "note"])
     assert result.exit_code == 0, result.output
-    _no_raw_control(result.stdout)
+    no_raw_control(result.stdout)
     assert "\\x1b[2Jhello\\nworld" in result.stdout
 
 
@@ -75,7 +68,7 @@ def test_metrics_follow_lines_show_control_names_escaped(fake: FakeApi) -> None:
         metrics_and_events_app(), ["metrics", job, "-f", "--keys", f"{EVIL},note"]
     )
     assert result.exit_code == 0, result.output
-    _no_raw_control(result.stdout)
+    no_raw_control(result.stdout)
     [only] = result.stdout.splitlines()
     assert only.endswith("lo\\x1b[31mss\\nX 1.5  note a\\nb"), only
 
@@ -86,7 +79,7 @@ def test_metrics_json_keeps_the_stored_name_as_it_is(fake: FakeApi) -> None:
     fake.add_metrics(job, [{"step": 1, "time": T0, EVIL: 1.5}])
     result = CliRunner().invoke(metrics_and_events_app(), ["metrics", job, "--json"])
     assert result.exit_code == 0, result.output
-    _no_raw_control(result.stdout)
+    no_raw_control(result.stdout)
     assert '"lo\\u001b[31mss\\nX": 1.5' in result.stdout
 
 
@@ -124,7 +117,7 @@ def test_the_token_table_shows_a_stored_control_label_escaped(
     app = _tokens_app(monkeypatch, rows)
     result = CliRunner().invoke(app, ["user", "tokens", "mallory"])
     assert result.exit_code == 0, result.output
-    _no_raw_control(result.stdout)
+    no_raw_control(result.stdout)
     assert "lab\\x1b[31m\\nel\\r\\u202eok\\x9b2J" in result.stdout
     table_rows = [ln for ln in result.stdout.splitlines() if ln.startswith("│")]
     assert [r.split("│")[1].strip() for r in table_rows] == ["abc123", "def456"], result.stdout

@@ -11,7 +11,7 @@ import io
 
 import pytest
 import typer
-from cli_fake_api import TOKEN, FakeApi, invoke, jobs_app, serve_jobs_commands
+from cli_fake_api import TOKEN, FakeApi, invoke, jobs_app, no_raw_control, serve_jobs_commands
 from rich.console import Console
 
 from danlu.cli import admin as admin_cli
@@ -24,14 +24,7 @@ EVIL = "tr\x1b[2Jain\nFAKE ROW\r\u202eok\x9b31m"
 """A clear-screen, a line break, a carriage return, a bidi override and a C1 CSI."""
 SHOWN = "tr\\x1b[2Jain\\nFAKE ROW\\r\\u202eok\\x9b31m"
 """``EVIL`` as the terminal must show it."""
-RAW = ("\x1b", "\x9b", "\r", "\u202e")
-"""What must never reach the terminal raw (a line break is checked by the row count)."""
 T0 = 1_796_131_413.0
-
-
-def _no_raw_control(text: str) -> None:
-    for char in RAW:
-        assert char not in text, (char, text)
 
 
 @pytest.fixture
@@ -49,7 +42,7 @@ def test_wait_shows_a_stored_control_name_escaped(fake: FakeApi) -> None:
     job = fake.add_job(EVIL, state="FAILED", exit_code=3)["id"]
     code, out, _ = invoke(jobs_app(), "wait", job)
     assert code == 1, out  # a failed job: the exit status says so
-    _no_raw_control(out)
+    no_raw_control(out)
     assert f"({SHOWN}): FAILED (exit 3)" in out
     assert len(out.splitlines()) == 1, out  # no line of its own for the name's line break
 
@@ -69,7 +62,7 @@ def test_wait_shows_a_failed_sweeps_reason_escaped(fake: FakeApi) -> None:
     }
     code, out, err = invoke(jobs_app(), "wait", sweep)
     assert code == 1, (out, err)
-    _no_raw_control(err)
+    no_raw_control(err)
     assert SHOWN in err, err
 
 
@@ -82,7 +75,7 @@ def test_run_says_why_its_job_failed_escaped(
     monkeypatch.setattr(run_cli, "err", Console(file=said, width=400))
     with Client("http://fake", TOKEN, transport=fake.transport()) as client:
         assert run_cli.attach(client, job) == 3  # the job's own exit code
-    _no_raw_control(said.getvalue())
+    no_raw_control(said.getvalue())
     assert said.getvalue() == f"danlu: job {job} FAILED: {SHOWN}\n"
 
 
@@ -125,12 +118,12 @@ def _rows(out: str) -> list[str]:
 def test_webhook_ls_shows_an_endpoints_error_escaped(hooks: FakeApi) -> None:
     code, out, err = invoke(_app(), "webhook", "ls")
     assert code == 0, (out, err)
-    _no_raw_control(out)
+    no_raw_control(out)
     assert SHOWN in out and len(_rows(out)) == 1, out
 
 
 def test_webhook_deliveries_show_an_endpoints_error_escaped(hooks: FakeApi) -> None:
     code, out, err = invoke(_app(), "webhook", "deliveries", "whk1")
     assert code == 0, (out, err)
-    _no_raw_control(out)
+    no_raw_control(out)
     assert f"given up: HTTP 500: {SHOWN}" in out and len(_rows(out)) == 1, out
