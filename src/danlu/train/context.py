@@ -710,21 +710,30 @@ class TrainContext:
             self.reporter.resend(ds.get("metrics_pending"))
             self._checkpoint_news.resumed_from = self.step_num  # the first record says it
         load_data_position(self.sampler, ds.get("sampler"))  # one side only: a WARNING
-        if ds.get("batch") is not None:
-            self.batch.load_state_dict(ds["batch"])
-        if ds.get("lr") is not None:
-            self.lr.load_state_dict(ds["lr"])
-        if ds.get("anomaly") is not None and self.anomaly is not None:
-            self.anomaly.load_state_dict(ds["anomaly"])
         self.precision.skipped_steps = int(ds.get("skipped_steps", 0))
         self.rollbacks = int(ds.get("rollbacks", self.rollbacks))
         self.engine.step_count = int(ds.get("engine_steps", self.step_num))
-        if ds.get("norm_cadence") is not None:
-            self.engine.cadence.load_state_dict(ds["norm_cadence"])
-        if ds.get("goodput") is not None and self.goodput is not None:
-            self.goodput.load_state_dict(ds["goodput"])
-        if ds.get("gns") is not None and (gns := self._gradient_noise) is not None:
-            gns.load_state_dict(ds["gns"])
+        gns = self._gradient_noise
+        loaders: dict[str, Callable[[Any], None] | None] = {
+            "batch": self.batch.load_state_dict,
+            "lr": self.lr.load_state_dict,
+            "anomaly": None if self.anomaly is None else self.anomaly.load_state_dict,
+            "norm_cadence": self.engine.cadence.load_state_dict,
+            "goodput": None if self.goodput is None else self.goodput.load_state_dict,
+            "gns": None if gns is None else gns.load_state_dict,
+        }
+        for part, load in loaders.items():
+            if load is None or ds.get(part) is None:
+                continue
+            try:
+                load(ds[part])
+            except (KeyError, TypeError, ValueError, IndexError) as exc:  # was raw
+                raise api.IncompatibleCheckpointError(
+                    f"cannot resume from the checkpoint of step {step} in "
+                    f"{self.checkpoints.directory}: its {part!r} state is not one this danlu "
+                    f"reads ({type(exc).__name__}: {exc}). To train this script from scratch, "
+                    "give it a new checkpoint_dir (DANLU_CHECKPOINT_DIR) or pass resume=False"
+                ) from exc
         # older checkpoints: the live value stays. After a rollback, a Rebatch received since
         # the checkpoint differs from it and _follow_scheduler applies it again
         if "scheduler_batch" in ds:
