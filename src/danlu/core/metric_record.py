@@ -122,14 +122,7 @@ def check_record(record: Any, where: str, now: float) -> MetricRecord:
         raise RecordError(_at(where, "step"), f"an integer step in 0..{MAX_INT} is required")
     when = _seconds(record.get("time", now), _at(where, "time"))
     for key in record:
-        name = str(key)
-        if control_character(name) is not None:  # NUL too: before check_text's message
-            raise RecordError(
-                where,
-                f"{_NAME_FAULT}, got {quoted(name)}: {_NAME_FIX}",
-                f"{_NAME_FAULT}: {_NAME_FIX}",
-            )
-        _text(name, where, "metric names")
+        check_metric_name(str(key), where)
     data = {
         str(k): _clean(v, _at(where, str(k))) for k, v in record.items() if k not in RECORD_FIELDS
     }
@@ -139,6 +132,19 @@ def check_record(record: Any, where: str, now: float) -> MetricRecord:
     if isinstance(ckpt, int) and not isinstance(ckpt, bool) and not 0 <= ckpt <= MAX_INT:
         raise RecordError(_at(where, "checkpoint_step"), f"must lie within 0..{MAX_INT}")
     return MetricRecord(step, when, data)
+
+
+def check_metric_name(name: str, where: str) -> None:
+    """Refuse, as a :class:`RecordError` naming ``where``, a metric name no record may
+    hold: one with a control character (NUL too, before check_text's message) or text
+    :func:`~danlu.core.values.check_text` refuses (a lone surrogate, say)."""
+    if control_character(name) is not None:
+        raise RecordError(
+            where,
+            f"{_NAME_FAULT}, got {quoted(name)}: {_NAME_FIX}",
+            f"{_NAME_FAULT}: {_NAME_FIX}",
+        )
+    _text(name, where, "metric names")
 
 
 def _text(text: str, field: str, what: str = "") -> None:

@@ -48,7 +48,7 @@ from pydantic import (
 )
 
 from danlu.core.errors import SpecError
-from danlu.core.metric_record import RECORD_FIELDS
+from danlu.core.metric_record import RECORD_FIELDS, check_metric_name
 from danlu.core.spec import (
     MAX_PATH,
     SPEC_LIMITS,
@@ -62,8 +62,6 @@ from danlu.core.spec import (
 )
 from danlu.core.values import (
     MAX_INT,
-    check_text,
-    control_character,
     range_message,
     show_number,
 )
@@ -392,15 +390,7 @@ def _check_metric_name(name: str) -> None:
             f"{name!r} is a metric record's own field, not a value a trial reports: name the "
             "metric the trial logs, e.g. loss",
         )
-    check_text(name, field)
-    char = control_character(name)
-    if char is not None:
-        raise SpecError(
-            field,
-            f"must not contain control characters (line breaks, tabs, ESC sequences, "
-            f"bidirectional overrides), got {char!r}: a metric record's name cannot hold one, "
-            "so no trial could report it; name the metric without them",
-        )
+    check_metric_name(name, field)
 
 
 def _check_array(spec: SweepSpec) -> None:
