@@ -22,7 +22,6 @@ from __future__ import annotations
 
 import contextlib
 import logging
-import math
 from collections.abc import Sequence
 from dataclasses import dataclass
 from types import ModuleType
@@ -30,7 +29,7 @@ from typing import Any, Final, Protocol
 
 from danlu.devices.errors import DeviceError
 from danlu.devices.inventory import GpuKey, Inventory
-from danlu.devices.nvml import load_nvml
+from danlu.devices.nvml import load_nvml, nvml_count
 
 log = logging.getLogger(__name__)
 
@@ -90,23 +89,12 @@ def _error_value(exc: BaseException) -> int | None:
     return value if isinstance(value, int) else None
 
 
-def _count(value: object) -> int | None:
-    """``value`` as the non-negative whole number NVML documents (a count, a flag, an id),
-    or None for anything else (None, ``"N/A"``, a negative or non-finite number): a field
-    read as nonsense is one the check cannot use, like one the GPU does not support."""
-    if isinstance(value, int):
-        return value if value >= 0 else None
-    if isinstance(value, float) and math.isfinite(value) and value >= 0 and value.is_integer():
-        return int(value)
-    return None
-
-
 def _rows(value: object) -> tuple[int, int, int] | None:
     """NVML's remapped rows ``(corrected, uncorrectable, pending, failed)`` as
     ``(uncorrectable, pending, failed)``, or None where the answer is not four counts."""
     if not isinstance(value, Sequence) or isinstance(value, (str, bytes)) or len(value) != 4:
         return None
-    counts = [_count(v) for v in value]
+    counts = [nvml_count(v) for v in value]
     if any(c is None for c in counts):
         return None
     _, uncorrectable, pending, failed = (c or 0 for c in counts)
@@ -173,10 +161,10 @@ class NvmlHealthCheck:
                     f"row remapping pending ({uncorrectable} rows for uncorrectable errors): "
                     "reset the GPU"
                 )
-        retired = _count(self._read(lib.nvmlDeviceGetRetiredPagesPendingStatus, handle))
+        retired = nvml_count(self._read(lib.nvmlDeviceGetRetiredPagesPendingStatus, handle))
         if retired is not None and retired == getattr(lib, "NVML_FEATURE_ENABLED", 1):
             found.append("retired pages pending: reset the GPU")
-        errors = _count(
+        errors = nvml_count(
             self._read(
                 lib.nvmlDeviceGetTotalEccErrors,
                 handle,
@@ -197,16 +185,16 @@ class NvmlHealthCheck:
                 event = wait(self._events, 0)
             except Exception:  # NVML's timeout: no event left (any other error: none read)
                 break
-            if _count(getattr(event, "eventType", None)) != _XID_CRITICAL:
+            if nvml_count(getattr(event, "eventType", None)) != _XID_CRITICAL:
                 continue
-            xid = _count(getattr(event, "eventData", None))
+            xid = nvml_count(getattr(event, "eventData", None))
             if xid is None:  # an event without its Xid: passed over, the others still read
                 log.warning("health: an Xid event without a valid Xid (%r) is passed over", event)
                 continue
             if xid in APPLICATION_XIDS:
                 continue
             try:
-                device = _count(lib.nvmlDeviceGetIndex(event.device))
+                device = nvml_count(lib.nvmlDeviceGetIndex(event.device))
             except Exception:  # the GPU of the event cannot be named: nothing to close
                 device = None
             key = None if device is None else self._by_device.get(device)

@@ -68,6 +68,17 @@ def nvml_number(value: object) -> float | None:
     return number if math.isfinite(number) and number >= 0 else None
 
 
+def nvml_count(value: object) -> int | None:
+    """``value`` as the non-negative whole number NVML documents (a count, a flag, an id),
+    or None for anything else (None, ``"N/A"``, a negative, fractional or non-finite
+    number): a field read as nonsense is one a caller cannot use, like an unsupported one."""
+    if isinstance(value, int):
+        return value if value >= 0 else None
+    if isinstance(value, float) and math.isfinite(value) and value >= 0 and value.is_integer():
+        return int(value)
+    return None
+
+
 def _memory(mem: Any) -> tuple[int, int]:
     """``(total, used)`` bytes of NVML's memory info; used is kept within ``[0, total]``.
     Raises :class:`ValueError` (the GPU is unreadable) for a total NVML cannot mean."""
@@ -136,13 +147,13 @@ def discover(nvml: ModuleType | Any | None = None, hostname: str | None = None) 
             raise DeviceUnavailableError(
                 f"NVML failed counting the GPUs ({exc}); {_NVML_HINT}"
             ) from None
-        number = nvml_number(answer)
-        if number is None or not number.is_integer() or number > MAX_GPUS_PER_NODE:
+        counted = nvml_count(answer)
+        if counted is None or counted > MAX_GPUS_PER_NODE:
             raise DeviceUnavailableError(
                 f"NVML counts {answer!r} GPUs, which no host has (0..{MAX_GPUS_PER_NODE}): "
                 f"the driver is in a bad state; reload it or reboot, or {_NVML_HINT}"
             )
-        count = int(number)
+        count = counted
         for index in range(count):
             try:
                 gpus.append(read_gpu(lib, index))
