@@ -31,15 +31,14 @@ from pathlib import Path
 from typing import Annotated, Any
 
 import typer
-from rich.markup import escape
 
 from danlu.cli.jobs import connect, err, fail, set_path, spec_body, write_bytes
+from danlu.cli.markup import as_text
 from danlu.cli.options import HomeOpt, TokenOpt, UrlOpt
 from danlu.client import Client
 from danlu.config import caller_env
 from danlu.core.errors import DanluError, SpecError
 from danlu.core.state import JobState
-from danlu.core.values import visible
 
 FAILED_WITHOUT_CODE = 1
 """The exit code of a job that ended without an exit code of its own: cancelled before its
@@ -327,7 +326,7 @@ def say(text: str) -> None:
     terminal closed). Its control characters are written as escapes (``\\x1b``, ``\\n``): a
     job's state reason, server text quoting a node's, is shown, never acted on."""
     with suppress(OSError):
-        err.print(escape(visible(text)), highlight=False, soft_wrap=True)
+        err.print(as_text(text), highlight=False, soft_wrap=True)
 
 
 def cancel(client: Client, job_id: str, code: int, why: str = "") -> int:

@@ -20,6 +20,7 @@ from rich.markup import escape
 from rich.progress import BarColumn, Progress, TextColumn, TimeElapsedColumn
 from rich.table import Table
 
+from danlu.cli.markup import as_text
 from danlu.cli.sim_checks import (
     MOST_GPUS_PER_NODE,
     MOST_NODES,
@@ -49,7 +50,6 @@ from danlu.cli.sim_tables import (
 from danlu.config import parse_option_pairs
 from danlu.core.cluster import Cluster
 from danlu.core.errors import ConfigError, DanluError
-from danlu.core.values import visible
 from danlu.sched.quota import Quotas
 from danlu.sched.registry import default_registry
 from danlu.sim.config import SimConfig
@@ -439,7 +439,7 @@ def run(
     console.print(
         summary_table(
             [result],
-            f"{escape(visible(wl.name))}: {len(wl.jobs)} jobs on {cluster.total_gpus} GPUs",
+            f"{as_text(wl.name)}: {len(wl.jobs)} jobs on {cluster.total_gpus} GPUs",
         )
     )
     projects = project_table(result)
@@ -517,7 +517,7 @@ def compare(
         raise _fail(exc) from None
     console.print(
         summary_table(
-            results, f"{escape(visible(wl.name))}: {len(wl.jobs)} jobs on {cluster.total_gpus} GPUs"
+            results, f"{as_text(wl.name)}: {len(wl.jobs)} jobs on {cluster.total_gpus} GPUs"
         )
     )
     _notes(wl, [rejection_note(r, f"{r.policy}: ") for r in results])
@@ -619,9 +619,7 @@ def plan(
     except DanluError as exc:
         raise _fail(exc) from None
     goals = escape(", ".join(str(t) for t in targets))
-    table = Table(
-        title=f"{escape(visible(wl.name))}: {len(wl.jobs)} jobs, {policy}, targets {goals}"
-    )
+    table = Table(title=f"{as_text(wl.name)}: {len(wl.jobs)} jobs, {policy}, targets {goals}")
     table.add_column("nodes", justify="right")
     table.add_column("GPUs", justify="right")
     shown = list(PLAN_COLUMNS) + [t.metric for t in targets if t.metric not in PLAN_COLUMNS]
@@ -718,9 +716,7 @@ def pack(
             )
     except DanluError as exc:
         raise _fail(exc) from None
-    table = Table(
-        title=f"{escape(visible(pods.name))} on {escape(visible(nodes.name))}, load {load}"
-    )
+    table = Table(title=f"{as_text(pods.name)} on {as_text(nodes.name)}, load {load}")
     table.add_column("seed", justify="right")
     table.add_column("allocation ratio (%)", justify="right")
     table.add_column("multi-GPU pods refused", justify="right")

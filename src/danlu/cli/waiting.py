@@ -13,12 +13,12 @@ import typer
 from rich.markup import escape
 
 from danlu.cli import jobs as common
+from danlu.cli.markup import as_text
 from danlu.cli.options import HomeOpt, JsonOpt, TokenOpt, UrlOpt
 from danlu.client import Client, JobDict, WaitTimeout
 from danlu.client.waits import Ended, resolve, wait_all
 from danlu.core.errors import DanluError, SpecError
 from danlu.core.units import parse_duration
-from danlu.core.values import visible
 
 INTERRUPTED = 130
 """The exit status after Ctrl-C, as a shell gives 128 + SIGINT."""
@@ -52,9 +52,7 @@ def report_sweeps(failed: list[str], code: int) -> int:
     """Print the sweeps in ``failed`` on stderr; ``code``, made 1 when it was 0 and one
     of them failed."""
     for line in failed:  # a sweep's reason is server text: shown, never acted on
-        common.err.print(
-            f"[red]error:[/red] {escape(visible(line))}", highlight=False, soft_wrap=True
-        )
+        common.err.print(f"[red]error:[/red] {as_text(line)}", highlight=False, soft_wrap=True)
     return 1 if failed and code == 0 else code
 
 
@@ -146,8 +144,8 @@ def print_end(job: JobDict, *, stopped_early: bool = False) -> None:
         status = " (stopped early)"
     # the id, name and state are server text: neither Rich markup nor control characters
     # (a name stored with an ESC sequence or a line break is shown as \x1b, \n)
-    ident, name = escape(visible(str(job.get("id")))), escape(visible(str(job.get("name"))))
+    ident, name = as_text(job.get("id")), as_text(job.get("name"))
     common.console.print(
-        f"job [bold]{ident}[/bold] ({name}): {escape(visible(str(job.get('state'))))}{status}",
+        f"job [bold]{ident}[/bold] ({name}): {as_text(job.get('state'))}{status}",
         highlight=False,
     )
