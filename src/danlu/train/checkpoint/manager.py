@@ -51,6 +51,15 @@ _FORMAT_FAMILY = FORMAT.rsplit("/", 1)[0] + "/"
 """The start every version of the manifest's format shares (``danlu.checkpoint/``)."""
 
 
+class _OtherFormatError(DataError):
+    """A manifest in another version of the format (``format``), which this danlu cannot
+    read: not a damaged checkpoint, and not one to fall back past or remove."""
+
+    def __init__(self, found: str, message: str) -> None:
+        super().__init__(message)
+        self.format = found
+
+
 @dataclass
 class CheckpointInfo:
     """One complete checkpoint as its manifest describes it."""
@@ -133,6 +142,9 @@ class CheckpointManager:
         self.storage: Storage = open_storage(directory, storage_options)
         self._infos: dict[str, CheckpointInfo] = {}
         self._invalid: set[str] = set()
+        self._other: dict[str, str] = {}
+        """Checkpoints in another version of the format (a newer danlu's), with it, as the
+        last :meth:`list_checkpoints` found them: neither loaded nor removed."""
         """Checkpoints :meth:`load_latest` skipped as invalid: retention does not keep them."""
         self._base: tuple[str, dict[str, torch.Tensor]] | None = None
         self._since_full = 0
@@ -434,7 +446,7 @@ class CheckpointManager:
             keep.add(self._base[0])
         for name in self.storage.list_dirs():
             if name.startswith(_PREFIX) and name not in keep:
-                if self._other_format(name) is not None:  # a newer danlu's: not ours to drop
+                if name in self._other:  # a newer danlu's: not ours to drop
                     continue
                 self.storage.remove_dir(name)
                 self._infos.pop(name, None)
@@ -442,8 +454,10 @@ class CheckpointManager:
 
     # -- inspect / load -------------------------------------------------------------------
     def list_checkpoints(self) -> list[CheckpointInfo]:
-        """Checkpoints that have a readable manifest, oldest first (not verified)."""
+        """Checkpoints that have a readable manifest, oldest first (not verified); those in
+        another version of the format are kept in ``_other`` as this listing found them."""
         out = []
+        self._other = {}
         for name in self.storage.list_dirs():
             if not name.startswith(_PREFIX):
                 continue
@@ -451,6 +465,9 @@ class CheckpointManager:
             if info is None:
                 try:
                     info = self._read_manifest(name)
+                except _OtherFormatError as exc:
+                    self._other[name] = exc.format
+                    continue
                 except (OSError, DataError):
                     continue
                 self._infos[name] = info
@@ -458,25 +475,15 @@ class CheckpointManager:
         out.sort(key=lambda i: (i.step, i.created_ns))
         return out
 
-    def _other_format(self, name: str) -> str | None:
-        """The format the manifest of checkpoint ``name`` names when it is another version
-        of danlu's (``danlu.checkpoint/2``: a newer danlu wrote it, and this one cannot read
-        it), else None (this version's, or no readable manifest)."""
-        try:
-            manifest = json.loads(self.storage.read(self.storage.join(name, MANIFEST)))
-        except (OSError, ValueError):
-            return None
-        named = manifest.get("format") if isinstance(manifest, dict) else None
-        if isinstance(named, str) and named.startswith(_FORMAT_FAMILY) and named != FORMAT:
-            return named
-        return None
-
     def _read_manifest(self, name: str) -> CheckpointInfo:
         where = self.storage.join(name, MANIFEST)
         try:
             m = json.loads(self.storage.read(where))
             if not isinstance(m, dict):  # JSON, but no manifest: skipped as invalid, not raw
                 raise DataError(f"{where}: not a {FORMAT} manifest (a JSON {type(m).__name__})")
+            named = m.get("format")
+            if isinstance(named, str) and named.startswith(_FORMAT_FAMILY) and named != FORMAT:
+                raise _OtherFormatError(named, f"{where}: format {named}, not {FORMAT}")
             if m.get("format") != FORMAT or m.get("name") != name:
                 raise DataError(f"{where}: not a {FORMAT} manifest for {name}")
             if m.get("kind") not in ("full", "incremental", "sharded"):
@@ -502,6 +509,8 @@ class CheckpointManager:
                 metrics=dict(m["metrics"]),
                 files=dict(m["files"]),
             )
+        except _OtherFormatError:
+            raise  # not malformed: another version's
         except (ValueError, KeyError, TypeError) as exc:
             raise DataError(f"{where}: malformed manifest: {exc}") from exc
 
@@ -602,19 +611,15 @@ class CheckpointManager:
         """
         self.wait()
         infos = self.list_checkpoints()
-        listed = {info.name for info in infos}
-        for name in self.storage.list_dirs():
-            if name in listed or not name.startswith(_PREFIX):
-                continue
-            other = self._other_format(name)
-            if other is not None:
-                raise IncompatibleCheckpointError(
-                    f"{self.storage.join(name)} is a checkpoint in format {other}, which this "
-                    f"danlu cannot read (it reads {FORMAT}): a newer danlu wrote it. Resume "
-                    "with that danlu, or move the checkpoint out of the directory to resume "
-                    "from the older ones (they are not a fallback chosen silently: the run "
-                    "would lose the newer one's progress)"
-                )
+        if self._other:
+            name, other = min(self._other.items())
+            raise IncompatibleCheckpointError(
+                f"{self.storage.join(name)} is a checkpoint in format {other}, which this "
+                f"danlu cannot read (it reads {FORMAT}): a newer danlu wrote it. Resume "
+                "with that danlu, or move the checkpoint out of the directory to resume "
+                "from the older ones (they are not a fallback chosen silently: the run "
+                "would lose the newer one's progress)"
+            )
         for info in sorted(infos, key=lambda i: (i.created_ns, i.step, i.name), reverse=True):
             try:
                 found = self.load(info.name)
