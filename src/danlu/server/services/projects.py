@@ -84,6 +84,15 @@ def ensure_default_project(session: Session, now: float | None = None) -> Projec
         return get_project(session, DEFAULT_PROJECT)
 
 
+def project_for_use(session: Session, name: str, now: float | None = None) -> Project:
+    """The project called ``name`` for a job, a quota or a webhook to use: ``default`` is
+    made on first use (:func:`ensure_default_project`), another is
+    :func:`get_project`'s (a :class:`NotFoundError` when there is none)."""
+    if name == DEFAULT_PROJECT:
+        return ensure_default_project(session, now)
+    return get_project(session, name)
+
+
 def get_project(session: Session, name: str) -> Project:
     """The project called ``name`` or :class:`NotFoundError` (field ``project``)."""
     project = session.scalar(select(Project).where(Project.name == name))
@@ -116,9 +125,7 @@ def update_project(
     """Change a project's priority, quotas (pass ``None`` to remove a quota) and/or
     fair-share weight. ``default`` is made first when no job made it yet (it is made on
     first use: setting its quota on a new cluster was a 404)."""
-    project = (
-        ensure_default_project(session) if name == DEFAULT_PROJECT else get_project(session, name)
-    )
+    project = project_for_use(session, name)
     if share is not None:
         _check_share(share)
         project.share = share

@@ -30,12 +30,7 @@ from danlu.server.services import admission, members, webhooks
 from danlu.server.services.cluster import load_cluster
 from danlu.server.services.common import lock_row
 from danlu.server.services.dependencies import Verdict
-from danlu.server.services.projects import (
-    DEFAULT_PROJECT,
-    ensure_default_project,
-    get_project,
-    list_projects,
-)
+from danlu.server.services.projects import list_projects, project_for_use
 from danlu.server.services.users import get_user
 
 
@@ -99,11 +94,8 @@ def check_unfinished(session: Session, owner: User, limit: int, adding: int = 1)
 def project_named(session: Session, name: str, now: float) -> Project:
     """The project ``name`` a spec names (the default one made on first use);
     :class:`SpecError` on ``project`` naming the known ones for another."""
-    if name == DEFAULT_PROJECT:
-        project: Project = ensure_default_project(session, now)
-        return project
     try:
-        found: Project = get_project(session, name)
+        found: Project = project_for_use(session, name, now)
     except NotFoundError:
         known = ", ".join(p.name for p in list_projects(session)) or "none"
         raise SpecError(

@@ -36,7 +36,7 @@ from danlu.server.db.models import Base, Job, Webhook, WebhookDelivery
 from danlu.server.errors import NotFoundError
 from danlu.server.services import locks
 from danlu.server.services.common import IN_CHUNK, resolve_now
-from danlu.server.services.projects import DEFAULT_PROJECT, ensure_default_project, get_project
+from danlu.server.services.projects import project_for_use
 from danlu.server.services.users import get_user
 
 DEFAULT_STATES = (JobState.SUCCEEDED.value, JobState.FAILED.value, JobState.CANCELLED.value)
@@ -130,10 +130,8 @@ def _named(session: Session, field: str, name: str | None) -> int | None:
         return None
     check_values(name, field)
     try:
-        if field == "project" and name == DEFAULT_PROJECT:
-            return ensure_default_project(session).id
         if field == "project":
-            return get_project(session, name).id
+            return project_for_use(session, name).id
         return get_user(session, name).id
     except NotFoundError:
         raise SpecError(field, f"{field} {quoted(name)} not found; add it first") from None
