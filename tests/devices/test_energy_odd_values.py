@@ -11,7 +11,9 @@ import pytest
 from test_devices import _gpu, fake_nvml
 
 from danlu.devices import discover
-from danlu.devices.energy import NvmlEnergyMeter
+from danlu.devices.energy import NvmlEnergyMeter, SyntheticEnergyMeter
+from danlu.devices.errors import DeviceError
+from danlu.devices.inventory import fake_inventory
 
 GiB = 1024**3
 H100 = "NVIDIA H100 80GB HBM3"
@@ -72,5 +74,63 @@ def test_an_odd_first_counter_reading_does_not_poison_the_total(odd: float) -> N
         assert meter.read(10.0, {})[key] == pytest.approx(3000.0)  # the interval by power
         gpu["energy"] = 6_000_000
         assert meter.read(20.0, {})[key] == pytest.approx(4000.0)
+    finally:
+        meter.close()
+
+
+def test_a_counter_spike_beyond_any_gpus_power_is_charged_nothing() -> None:
+    """A counter that leaps by 2**60 mJ in 10 s (far beyond MAX_PLAUSIBLE_WATTS) is a glitch:
+    the interval counts nothing, and later rises count from the new value; a spike of one
+    reading that falls back again charges nothing either."""
+    meter, gpu, key = _meter(5_000_000, 300_000)
+    try:
+        assert meter.read(0.0, {}) == {key: 0.0}
+        gpu["energy"] = 6_000_000
+        assert meter.read(10.0, {})[key] == pytest.approx(1000.0)
+        gpu["energy"] = 6_000_000 + 2**60  # stays up: a reset to garbage
+        assert meter.read(20.0, {})[key] == pytest.approx(1000.0)
+        gpu["energy"] = 6_500_000 + 2**60
+        assert meter.read(30.0, {})[key] == pytest.approx(1500.0)
+        gpu["energy"] = 7_000_000 + 2**61  # one reading's spike, then back down
+        assert meter.read(40.0, {})[key] == pytest.approx(1500.0)
+        gpu["energy"] = 7_000_000 + 2**60
+        assert meter.read(50.0, {})[key] == pytest.approx(1500.0)
+        gpu["energy"] = 7_400_000 + 2**60
+        assert meter.read(60.0, {})[key] == pytest.approx(1900.0)
+    finally:
+        meter.close()
+
+
+def test_a_plausible_fast_rise_is_charged_in_full() -> None:
+    """2 kW for 10 s (a big accelerator at its limit) is below the ceiling: all counted."""
+    meter, gpu, key = _meter(5_000_000, 300_000)
+    try:
+        meter.read(0.0, {})
+        gpu["energy"] = 25_000_000
+        assert meter.read(10.0, {})[key] == pytest.approx(20_000.0)
+    finally:
+        meter.close()
+
+
+def test_reading_a_closed_meter_is_an_error_not_a_new_nvml_session() -> None:
+    meter, _gpu, _key = _meter(5_000_000, 300_000)
+    meter.read(0.0, {})
+    meter.close()
+    with pytest.raises(DeviceError, match="closed"):
+        meter.read(10.0, {})
+    assert meter._lib is None  # NVML was not started again
+
+
+@pytest.mark.parametrize("odd", [float("nan"), math.inf])
+def test_a_reading_time_that_is_not_finite_is_refused(odd: float) -> None:
+    """NaN as the first time would have stopped every later interval from counting."""
+    meter, _gpu, _key = _meter(None, 300_000)
+    synthetic = SyntheticEnergyMeter(fake_inventory("1x80GiB"))
+    try:
+        for each in (meter, synthetic):
+            with pytest.raises(ValueError, match="finite"):
+                each.read(odd, {})
+        assert meter.read(0.0, {}) is not None
+        assert list(meter.read(10.0, {}).values()) == [pytest.approx(3000.0)]
     finally:
         meter.close()

@@ -17,10 +17,12 @@ allocations name them). Readings are joules, counted from the meter's first read
 from __future__ import annotations
 
 import contextlib
+import math
 from collections.abc import Mapping
 from types import ModuleType
 from typing import Any, Protocol
 
+from danlu.devices.errors import DeviceError
 from danlu.devices.inventory import GpuKey, Inventory
 from danlu.devices.metrics import synthetic_power
 from danlu.devices.nvml import load_nvml, nvml_number
@@ -40,6 +42,19 @@ class EnergyMeter(Protocol):
         ...
 
 
+MAX_PLAUSIBLE_WATTS = 5000.0
+"""The most power one GPU is believed to draw (several times any accelerator's board
+power): an energy counter rising faster than this between two readings is a glitch (a
+firmware misread, a counter reset to garbage), not use, and is charged nothing."""
+
+
+def _check_time(t: float) -> None:
+    """Refuse a reading time that is not a finite number: NaN would stop every later interval
+    from counting (NaN compares false), infinity would end the meter's clock."""
+    if not math.isfinite(t):
+        raise ValueError(f"an energy reading's time t must be finite POSIX seconds, got {t!r}")
+
+
 class _Integrator:
     """Running totals of power integrated over time, per GPU (the rectangle rule: the power
     read at a reading counts for the whole interval before it)."""
@@ -48,7 +63,13 @@ class _Integrator:
         self.totals: dict[GpuKey, float] = {}
         self._last: float | None = None
 
+    @property
+    def last(self) -> float | None:
+        """The latest reading's time (None before the first)."""
+        return self._last
+
     def add(self, t: float, watts: Mapping[GpuKey, float]) -> dict[GpuKey, float]:
+        _check_time(t)
         elapsed = 0.0 if self._last is None else max(0.0, t - self._last)
         self._last = t if self._last is None else max(self._last, t)
         for key, power in watts.items():
@@ -89,6 +110,7 @@ class NvmlEnergyMeter:
         """Each counted GPU's last reading (joules since the first)."""
         self._integrator = _Integrator()
         """Totals of the GPUs without a counter, from their power draw."""
+        self._closed = False
 
     def _counter(self, device: int) -> float | None:
         """The device's total-energy counter in joules, or None where it has none (or
@@ -115,7 +137,17 @@ class NvmlEnergyMeter:
         """Each GPU's joules since the first reading: its counter's rise since then, or
         its power integrated where the counter has not answered yet. A GPU whose counter
         answers only after it was metered by power goes on from its integrated total (this
-        reading's interval by power too), so that no total ever falls."""
+        reading's interval by power too), so that no total ever falls. A counter that rose
+        faster than :data:`MAX_PLAUSIBLE_WATTS` since the last reading is a glitch: the
+        interval counts nothing and the total goes on from the new counter value.
+
+        Raises :class:`DeviceError` once the meter is closed (it would start NVML again,
+        never to be shut down)."""
+        if self._closed:
+            raise DeviceError("this energy meter is closed; make a new one with energy_meter()")
+        _check_time(t)
+        last = self._integrator.last
+        ceiling = MAX_PLAUSIBLE_WATTS * (0.0 if last is None else max(0.0, t - last))
         if self._lib is None:
             self._lib = load_nvml(self._module)
         counted: dict[GpuKey, float] = {}
@@ -132,8 +164,9 @@ class NvmlEnergyMeter:
                     watts[key] = self._power(device)
             elif key in self._first or key not in self._integrator.totals:
                 first = self._first.setdefault(key, joules)
-                if joules < first + self._counted.get(key, 0.0):  # the driver reloaded
-                    first = self._first[key] = joules - self._counted[key]
+                rise = joules - first - self._counted.get(key, 0.0)
+                if rise < 0.0 or rise > ceiling:  # the driver reloaded, or a glitch
+                    first = self._first[key] = joules - self._counted.get(key, 0.0)
                 counted[key] = self._counted[key] = joules - first
             else:
                 switched[key] = joules
@@ -145,6 +178,7 @@ class NvmlEnergyMeter:
         return totals | counted
 
     def close(self) -> None:
+        self._closed = True
         if self._lib is not None:
             with contextlib.suppress(Exception):  # shutting down is best effort
                 self._lib.nvmlShutdown()
