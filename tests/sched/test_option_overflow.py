@@ -5,6 +5,7 @@ first round's float arithmetic)."""
 
 from __future__ import annotations
 
+import math
 from typing import Any
 
 import pytest
@@ -12,7 +13,9 @@ import pytest
 from danlu.core.errors import ConfigError
 from danlu.sched.policies.fair_share import FairSharePolicy
 from danlu.sched.policies.tiresias import TiresiasPolicy
+from danlu.sched.policies.value_density import ValueDensityPolicy
 from danlu.sched.registry import make_policy
+from danlu.sched.view import JobRequest, JobStatus
 
 HUGE = 10**400
 
@@ -63,3 +66,22 @@ def test_small_values_keep_their_message() -> None:
         make_policy("fair-share", min_run=-1)
     with pytest.raises(ConfigError, match=r"got \(3600, -5\) \(default \(57600.0,\)\)$"):
         make_policy("tiresias", thresholds=(3600, -5))
+
+
+def test_value_density_ranks_by_a_number_at_extreme_options() -> None:
+    """A subnormal priority_scale makes the priority term infinite, and a 1e308 s default
+    duration on 8 GPUs made the time term infinite too: the key was NaN, which sorts
+    nowhere in particular. Each term is finite or signed-infinite on its own now."""
+    policy = make_policy("value-density", priority_scale=5e-324, default_duration=1e308)
+    assert isinstance(policy, ValueDensityPolicy)
+    high, low, zero = (
+        JobStatus(JobRequest(id=name, submit_time=0.0, gpus=8, priority=priority))
+        for name, priority in (("high", 1_000_000), ("low", -1_000_000), ("zero", 0))
+    )
+    logs = [policy.log_density(job, 0.0) for job in (high, low, zero)]
+    assert not any(math.isnan(log) for log in logs)
+    assert logs[0] > logs[2] > logs[1]
+    assert policy.density(high, 0.0) == math.inf
+    assert policy.density(low, 0.0) == 0.0
+    ranked = sorted((high, low, zero), key=lambda job: policy.rank_key(job, 0.0)[0])
+    assert [job.id for job in ranked] == ["high", "zero", "low"]

@@ -12,6 +12,7 @@ from danlu.sched.policies.fair_share import FairSharePolicy
 from danlu.sched.project_usage import (
     DecayingUsage,
     ProjectShare,
+    add_stretch,
     shares_with_usage,
     stretch_weight,
     usage_half_life,
@@ -70,6 +71,19 @@ def test_weights_and_usage_are_checked() -> None:
         "a": ProjectShare(2.0, 0.0),
         "b": ProjectShare(1.0, 300.0),
     }
+
+
+@pytest.mark.parametrize("half_life", [math.nan, math.inf, -math.inf])
+def test_a_half_life_that_is_not_a_finite_positive_number_is_refused(half_life: float) -> None:
+    """NaN passed the old ``<= 0`` test and made every project's recent usage NaN."""
+    with pytest.raises(ConfigError, match="finite number of seconds above 0"):
+        DecayingUsage(half_life)
+    with pytest.raises(ConfigError, match="finite number of seconds above 0"):
+        stretch_weight(0.0, 1.0, 2.0, half_life)
+    totals: dict[str, float] = {}
+    with pytest.raises(ConfigError, match="half_life"):
+        add_stretch(totals, "a", 1000.0, 0.0, 1.0, 2.0, half_life)
+    assert totals == {}
 
 
 def test_a_policy_asks_for_history_with_usage_half_life() -> None:

@@ -49,11 +49,19 @@ def usage_half_life(policy: object) -> float:
     return float(value) if isinstance(value, int | float) and value > 0 else 0.0
 
 
+def _check_half_life(half_life: float) -> None:
+    """Refuse a half-life that is not a finite number of seconds above 0 (NaN passed a plain
+    ``<= 0`` test and made every project's usage NaN)."""
+    if not 0.0 < half_life < math.inf:
+        raise ConfigError(
+            f"half_life must be a finite number of seconds above 0, got {half_life!r}"
+        )
+
+
 def stretch_weight(start: float, end: float, now: float, half_life: float) -> float:
     """The normalised decay weight at ``now`` of a stretch on GPUs from ``start`` to ``end``
     (both at most ``now``): 1 for a stretch over all the past, 0 for an empty one."""
-    if half_life <= 0:
-        raise ConfigError("half_life must be above 0 seconds")
+    _check_half_life(half_life)
     if end <= start:
         return 0.0
     recent = math.exp2(-(now - end) / half_life)
@@ -84,8 +92,7 @@ class DecayingUsage:
     may be added in any order of their ends; totals are kept as of the latest time seen."""
 
     def __init__(self, half_life: float) -> None:
-        if half_life <= 0:
-            raise ConfigError("half_life must be above 0 seconds")
+        _check_half_life(half_life)
         self.half_life = half_life
         self._totals: dict[str, float] = {}
         self._as_of = 0.0

@@ -66,7 +66,16 @@ class ValueDensityPolicy:
         remaining = max(self.min_remaining, duration - job.run_time_at(now))
         if job.running:
             remaining = max(self.min_remaining, remaining - self.restart_cost)
-        return req.priority / self.priority_scale - math.log2(remaining * max(req.gpus, 1))
+        gpus = max(req.gpus, 1)
+        gpu_seconds = remaining * gpus
+        # past a float's range, two logs: an infinite log beside a priority term that is
+        # infinite too (a subnormal priority_scale) ranked as NaN
+        log_gpu_seconds = (
+            math.log2(gpu_seconds)
+            if gpu_seconds < math.inf
+            else math.log2(remaining) + math.log2(gpus)
+        )
+        return req.priority / self.priority_scale - log_gpu_seconds
 
     def density(self, job: JobStatus, now: float) -> float:
         """Value per second of remaining GPU time (higher runs first); ``inf`` or 0 where
