@@ -7,6 +7,7 @@ jobs), never one request per task."""
 
 from __future__ import annotations
 
+import math
 import time
 from collections.abc import Callable, Hashable, Sequence
 from dataclasses import dataclass
@@ -18,6 +19,10 @@ from danlu.core.sweep import trial_name
 
 if TYPE_CHECKING:
     from danlu.client.rest import Client
+
+MAX_SLEEP = 86_400.0
+"""The longest one sleep between two looks lasts (seconds): a longer ``poll`` looks once a
+day (``time.sleep`` cannot take more than about 9.2e9 s: OverflowError)."""
 
 FINISHED_STATES = frozenset({"SUCCEEDED", "FAILED", "CANCELLED"})
 """The states a job ends in."""
@@ -76,8 +81,10 @@ def wait_for(
     as)``. A server lost once it has answered (a restart) is asked again for up to
     :attr:`Client.reconnect_for` seconds. ``clock``: what it reads the time and sleeps
     with."""
-    if not poll > 0:
-        raise SpecError("poll", f"must be a positive number of seconds (got {poll})")
+    if not 0 < poll < math.inf:
+        raise SpecError("poll", f"must be a positive finite number of seconds (got {poll})")
+    if timeout is not None and math.isnan(timeout):
+        raise SpecError("timeout", "must be a number of seconds, or None for no limit (got nan)")
     order = list(dict.fromkeys(keys))
     unfinished = list(order)
     ended: dict[K, R] = {}
@@ -101,7 +108,7 @@ def wait_for(
         left = None if deadline is None else deadline - clock.monotonic()
         if left is not None and left <= 0:
             raise timed_out(unfinished, [ended[key] for key in order if key in ended])
-        clock.sleep(poll if left is None else min(poll, left))
+        clock.sleep(min(poll, MAX_SLEEP) if left is None else min(poll, left, MAX_SLEEP))
 
 
 def resolve(client: Client, key: str) -> Waited:
