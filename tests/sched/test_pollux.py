@@ -19,6 +19,7 @@ from danlu.core.errors import ConfigError
 from danlu.core.units import GiB
 from danlu.sched.policies import danlu_model as dm
 from danlu.sched.policies import pollux_search as ps
+from danlu.sched.policies.base import beyond_reach
 from danlu.sched.policies.pollux import NO_GPUS, RESTARTS, PolluxPolicy
 from danlu.sched.registry import make_policy
 from danlu.sched.view import ClusterView, JobRequest, JobStatus, Plan
@@ -277,7 +278,7 @@ def test_a_rigid_job_gets_its_gpus_or_waits() -> None:
     plan = small_policy().schedule(ClusterView(time=60.0, cluster=cluster, pending=(big, huge)))
     assert [(s.job_id, s.allocation.num_gpus) for s in plan.starts] == [("big", 6)]
     assert plan.starts[0].batch_size is None
-    assert plan.waiting == {"huge": NO_GPUS}
+    assert plan.waiting == {"huge": beyond_reach(9, 8)}  # 9 GPUs asked of 8
     alone = small_policy().schedule(ClusterView(time=60.0, cluster=cluster, pending=(huge,)))
     assert not alone.starts  # more GPUs than the cluster has: never started on fewer
 
@@ -384,7 +385,7 @@ def test_an_empty_cluster_leaves_every_job_waiting() -> None:
     pending = (status("a", gpus=1), status("b", gpus=2, observed={**LIMITS}))
     plan = small_policy().schedule(ClusterView(time=0.0, cluster=Cluster(()), pending=pending))
     assert plan.starts == () and plan.preempts == () and plan.resizes == ()
-    assert plan.waiting == {"a": NO_GPUS, "b": NO_GPUS}
+    assert plan.waiting == {"a": beyond_reach(1, 0), "b": beyond_reach(1, 0)}
 
 
 # -- elastic jobs: never below their minimum --------------------------------------------
@@ -412,7 +413,7 @@ def test_an_elastic_job_waits_when_fewer_gpus_than_its_minimum_are_free() -> Non
     new = status("e", gpus=2, max_gpus=8, submit=1.0, observed={**LIMITS, "adaptive": 1.0})
     view = ClusterView(time=60.0, cluster=cluster, running=(fixed,), pending=(new,))
     plan = small_policy().schedule(view)
-    assert not plan.starts and plan.waiting == {"e": NO_GPUS}
+    assert not plan.starts and plan.waiting == {"e": beyond_reach(2, 1)}
     # a batch that fills fewer GPUs than its minimum (64 / 32 = 2 < 4): it waits too
     few = {**LIMITS, "adaptive": 1.0, "max_batch": 64.0}
     big = status("big", gpus=4, max_gpus=8, observed=few)

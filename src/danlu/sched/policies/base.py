@@ -112,6 +112,15 @@ def asks_no_gpu(job: JobStatus) -> bool:
     return job.request.gpus <= 0
 
 
+def beyond_reach(least: int, reach: int) -> str:
+    """Why a job that needs ``least`` GPUs gets none from a search over the cluster's GPUs
+    (Optimus's split, Pollux's search): only ``reach`` of them are ones it may use."""
+    return (
+        f"needs {least} GPUs but may use only {reach} (of the GPU types and memory it asks "
+        "for, on nodes open to new work, not held by jobs that stay)"
+    )
+
+
 def why_not(free: FreeMap, job: JobStatus) -> str:
     """Why ``job`` could not be placed on ``free`` (one shared string per shape and count)."""
     req = job.request

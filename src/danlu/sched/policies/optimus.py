@@ -63,6 +63,7 @@ from danlu.sched.policies import danlu_model as dm
 from danlu.sched.policies.base import (
     NO_GPU_ASKED,
     asks_no_gpu,
+    beyond_reach,
     nothing_to_size,
     place_shares_in_order,
     split_running,
@@ -333,10 +334,7 @@ def within_reach(free: FreeMap, jobs: list[SplitJob], blocked: dict[str, str]) -
         elif job.status.running:
             out.append(job)
         else:
-            blocked[job.status.id] = (
-                f"needs {job.least} GPUs but may use only {reach} (of the GPU types and "
-                "memory it asks for, on nodes open to new work, not held by jobs that stay)"
-            )
+            blocked[job.status.id] = beyond_reach(job.least, reach)
             out.append(replace(job, least=0, most=0))
     return out
 

@@ -34,6 +34,7 @@ search is seeded per round (``seed`` and the round's time), so the policy is det
 
 from __future__ import annotations
 
+import dataclasses
 import math
 from collections.abc import Mapping
 from dataclasses import dataclass, field
@@ -46,7 +47,12 @@ from danlu.sched.placement.gang import FreeMap
 from danlu.sched.placement.packing_memo import PackingMemo
 from danlu.sched.policies import danlu_model as dm
 from danlu.sched.policies import pollux_search as ps
-from danlu.sched.policies.base import nothing_to_size, place_shares_in_order, split_running
+from danlu.sched.policies.base import (
+    beyond_reach,
+    nothing_to_size,
+    place_shares_in_order,
+    split_running,
+)
 from danlu.sched.policies.options import INF, OptionRange, check_options
 from danlu.sched.view import ClusterView, JobStatus, Plan, Preempt, Resize, Start
 
@@ -109,6 +115,25 @@ def _allowed_nodes(
             mask = masks[key] = fitting_nodes(cluster, *key)
         allowed[row] |= mask
     return allowed
+
+
+def _with_reach_reasons(plan: Plan, jobs: list[JobStatus], reach: list[int]) -> Plan:
+    """``plan`` with the reason of each waiting job that needs more GPUs than it may use
+    (``reach``, per job) saying so, instead of :data:`NO_GPUS` (as if the search had chosen
+    others over it)."""
+    waiting = dict(plan.waiting)
+    for job, may_use in zip(jobs, reach, strict=True):
+        req = job.request
+        least = req.gpus if req.max_gpus > 0 or not _adaptive(job) else 1
+        if waiting.get(job.id) == NO_GPUS and least > may_use:
+            waiting[job.id] = beyond_reach(least, int(may_use))
+    return dataclasses.replace(plan, waiting=waiting)
+
+
+def _adaptive(job: JobStatus) -> bool:
+    """Whether the search may size ``job`` (its batch limits are measured); else it gets its
+    request or nothing."""
+    return all(job.observed.get(key, 0.0) > 0 for key in dm.LIMIT_KEYS)
 
 
 def fitting_nodes(cluster: Cluster, gpu_types: frozenset[str], gpu_memory: int) -> ps.BoolArray:
@@ -203,11 +228,15 @@ class PolluxPolicy:
         models = [self._model(job, m) for job, m in zip(jobs, marks, strict=True)]
         allowed = _allowed_nodes(cluster, jobs, base)
         capacity = free.node_free.copy()
-        problem = self._problem(jobs, marks, models, base, capacity, gpn, now, allowed)
+        # the GPUs each job may get: those of the nodes its GPU type and memory allow
+        total = int(capacity.sum())
+        reach = [total] * len(jobs) if allowed is None else (allowed @ capacity).tolist()
+        problem = self._problem(jobs, marks, models, base, capacity, gpn, now, reach, allowed)
         rng = np.random.default_rng([self.seed, int(now * 1000)])
         best = ps.search(problem, base[None], rng, self.population, self.generations)
         needs = problem.needs()
-        return self._plan(view, jobs, models, base, best, needs, shared, new_marks, gpn)
+        plan = self._plan(view, jobs, models, base, best, needs, shared, new_marks, gpn)
+        return _with_reach_reasons(plan, jobs, reach)
 
     # -- inputs ---------------------------------------------------------------------------
     def _model(self, job: JobStatus, marks: Mapping[str, float]) -> dm.JobModel | None:
@@ -228,11 +257,12 @@ class PolluxPolicy:
         capacity: ps.IntArray,
         gpn: int,
         now: float,
+        reach: list[int],
         allowed: ps.BoolArray | None = None,
     ) -> ps.SearchProblem:
+        """The search's inputs; ``reach``: per job, the GPUs of ``capacity`` on the nodes it
+        may use."""
         total = int(capacity.sum())
-        # the GPUs each job may get: those of the nodes its GPU type and memory allow
-        reach = [total] * len(jobs) if allowed is None else (allowed @ capacity).tolist()
         count = len(jobs)
         fair = max(1, math.ceil(total / max(count, 1)))
         speedup = np.zeros((count, 2, total + 1))
@@ -241,9 +271,7 @@ class PolluxPolicy:
         least = np.ones(count, dtype=np.int64)
         factor = np.ones(count)
         for row, (job, mark, model) in enumerate(zip(jobs, marks, models, strict=True)):
-            seen = job.observed
-            limits = all(seen.get(k, 0.0) > 0 for k in dm.LIMIT_KEYS)
-            if not limits:  # rigid: its request or nothing
+            if not _adaptive(job):  # rigid: its request or nothing
                 gang[row] = True
                 if job.request.gpus <= reach[row]:
                     most[row] = job.request.gpus
