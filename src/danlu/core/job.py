@@ -25,13 +25,13 @@ class Job:
     end_time: float | None = None
     events: list[Event] = field(default_factory=list)
 
-    def move(self, new: JobState, reason: str, time: float) -> Event:
+    def move(self, new: JobState | str, reason: str, time: float) -> Event:
         """Apply one allowed state change, record the event, and return it."""
         event = transition(self, new, reason, time)
         self.events.append(event)
-        if new is JobState.RUNNING and self.start_time is None:
+        if event.new is JobState.RUNNING and self.start_time is None:
             self.start_time = time
-        if new.terminal:
+        if event.new.terminal:
             self.end_time = time
         return event
 

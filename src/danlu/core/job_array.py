@@ -38,11 +38,23 @@ class ArrayRange:
     parallel: int
 
 
-def parse_array(text: str, field: str = "array") -> ArrayRange:
+def parse_array(text: str | int, field: str = "array") -> ArrayRange:
     """Read ``0-99%8``-style text (see the module docstring); errors name ``field``. An
     index listed twice (``3,1,2,3``, ``0-9,5``) is refused, as the API refuses it in a
-    sweep body (:func:`danlu.core.sweep.parse_sweep`), rather than merged."""
+    sweep body (:func:`danlu.core.sweep.parse_sweep`), rather than merged.
+
+    A whole number is its one index (a spec's ``array: 7``, which YAML reads as a number);
+    anything else that is not text (``array: [1, 2]``, ``array: true``) is refused."""
     fix = "write e.g. 0-99, 1-99:2, 1,3,8 or 0-99%8"
+    if isinstance(text, int) and not isinstance(text, bool):
+        text = str(text)
+    if not isinstance(text, str):
+        shown = "a boolean" if isinstance(text, bool) else type(text).__name__
+        raise SpecError(
+            field,
+            f"expected an index range as text, got {shown}: write it as text, e.g. '0-99', "
+            "'1,3,8' or '0-99%8'",
+        )
     body, percent, limit_text = text.strip().partition("%")
     indices: set[int] = set()
     for part in body.split(","):

@@ -558,6 +558,12 @@ def check_limits(spec: JobSpec) -> None:
     _check_command(spec)
     _check_exec_size(spec)
     for field, text in (("project", spec.project), ("user", spec.user)):
+        if not text.strip():  # no project or user is named so: the server found none
+            raise SpecError(
+                field,
+                f"{quoted(text)} names no {field}: name one, or leave {field} out for 'default' "
+                f"({'the default project' if field == 'project' else 'whoever submits it'})",
+            )
         if len(text) > 63:
             raise SpecError(field, f"{quoted(text)} is longer than 63 characters")
     if spec.checkpoint_dir is not None and not is_checkpoint_location(spec.checkpoint_dir):

@@ -78,19 +78,38 @@ class HasState(Protocol):
     state: JobState
 
 
-def check_transition(old: JobState, new: JobState) -> None:
-    """Raise :class:`InvalidTransitionError` unless ``old -> new`` is in :data:`TRANSITIONS`."""
+def as_state(value: JobState | str) -> JobState:
+    """``value`` as a :class:`JobState`: a state's name as text (``"RUNNING"``, as a
+    database row or a JSON body holds it) is the state; anything else is an
+    :class:`InvalidTransitionError` listing the states."""
+    try:
+        return JobState(value)
+    except ValueError:
+        states = ", ".join(JobState)
+        raise InvalidTransitionError(
+            f"{value!r} is not a job state; the states are {states}"
+        ) from None
+
+
+def check_transition(old: JobState | str, new: JobState | str) -> None:
+    """Raise :class:`InvalidTransitionError` unless ``old -> new`` is in :data:`TRANSITIONS`
+    (either given as a state or its name, :func:`as_state`)."""
+    old, new = as_state(old), as_state(new)
     if new not in TRANSITIONS[old]:
         allowed = ", ".join(sorted(TRANSITIONS[old])) or "none (terminal)"
         raise InvalidTransitionError(f"{old} -> {new} is not allowed; from {old}: {allowed}")
 
 
-def transition(job: HasState, new: JobState, reason: str, time: float) -> Event:
-    """Change ``job.state`` to ``new`` if the table allows it and return the event."""
-    old = job.state
-    check_transition(old, new)
-    job.state = new
-    return Event(job.id, time, old, new, reason)
+def transition(job: HasState, new: JobState | str, reason: str, time: float) -> Event:
+    """Change ``job.state`` to ``new`` if the table allows it and return the event.
+
+    ``job.state`` is set to the :class:`JobState` (a state's name given as text is
+    converted), so that ``job.state is JobState.RUNNING`` and ``job.state.terminal`` hold
+    afterwards; the event's ``old`` and ``new`` are states too."""
+    old, state = as_state(job.state), as_state(new)
+    check_transition(old, state)
+    job.state = state
+    return Event(job.id, time, old, state, reason)
 
 
 _MAX_BACKOFF_EXPONENT = 2100

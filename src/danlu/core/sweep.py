@@ -62,6 +62,8 @@ from danlu.core.spec import (
 )
 from danlu.core.values import (
     MAX_INT,
+    check_values,
+    quoted,
     range_message,
     show_number,
 )
@@ -358,6 +360,9 @@ def parse_sweep(data: Any) -> SweepSpec:
         spec = SweepSpec.model_validate(data)
     except ValidationError as exc:
         raise spec_error(exc, "sweep spec") from None
+    # what the store takes, as the server checks the body; here too for what pydantic read
+    # as text unchecked (YAML's !!binary) or read in no order (!!set)
+    check_values(data, limits=SWEEP_LIMITS)
     if spec.metric is not None:
         _check_metric_name(spec.metric.name)
     try:
@@ -373,8 +378,34 @@ def parse_sweep(data: Any) -> SweepSpec:
         raise SpecError(f"trial.env.{taken[0]}", "is set by the sweep for every trial")
     if spec.array:
         _check_array(spec)
+    elif spec.method == "grid":
+        _check_grid_repeats(spec)
     _check_longest_trial(spec, trial.checkpoint_dir)
     return spec
+
+
+ParameterValue = str | int | float | bool
+"""A value a parameter's ``values`` list may hold."""
+
+
+def _check_grid_repeats(spec: SweepSpec) -> None:
+    """Refuse a value a grid parameter lists twice (``lr: {values: [0.1, 0.1]}``; ``1`` and
+    ``1.0`` are one number): the grid ran every combination with it twice, the same trials
+    over again. A ``random`` or ``tpe`` list may repeat a value, to draw it more often.
+    Checked at submission only: a stored sweep's spec is read as it was taken."""
+    for name, param in spec.parameters.items():
+        seen: dict[tuple[str, ParameterValue], ParameterValue] = {}
+        for value in param.values or ():
+            key = (type(value).__name__ if isinstance(value, bool | str) else "number", value)
+            if key in seen:
+                first = seen[key]
+                again = "twice" if repr(first) == repr(value) else f"twice ({first!r}, {value!r})"
+                raise SpecError(
+                    f"parameters.{name}.values",
+                    f"{quoted(value)} is listed {again}: a grid runs every combination, so the "
+                    "same trials would run twice; list each value once",
+                )
+            seen[key] = value
 
 
 def _check_metric_name(name: str) -> None:

@@ -9,7 +9,7 @@ from datetime import time as dt_time
 from typing import NoReturn
 
 from danlu.core.errors import SpecError
-from danlu.core.values import quoted
+from danlu.core.values import quoted, show_number
 
 _UNITS: dict[str, int] = {
     "": 1,
@@ -100,19 +100,35 @@ def _too_large(value: object, field: str) -> NoReturn:
     )
 
 
+def _magnitude(number: int) -> str:
+    """A huge whole number by its magnitude, three significant digits (``1.16e+303``), one
+    past a float's range too."""
+    try:
+        return f"{float(number):.3g}"
+    except OverflowError:
+        return show_number(number)
+
+
 def format_bytes(n: int | float) -> str:
     """Format a byte count with a binary unit, e.g. ``80.0GiB``.
 
     The unit is chosen by the value as printed: ``1023.99 KiB`` shows as ``1.0MiB``, never
-    ``1024.0KiB``."""
+    ``1024.0KiB``. A size past any machine's (more than :data:`MAX_BYTES`, from a float
+    measurement) shows by its magnitude in TiB (``9.09e+295TiB`` for ``1e308``, not 300
+    digits); NaN and the infinities as ``nan``, ``inf`` and ``-inf``."""
+    if isinstance(n, int) and abs(n) > MAX_BYTES:  # float() of one past 1e308 overflows
+        return f"{_magnitude(n // 1024**4)}TiB"
     size = float(n)
+    if not math.isfinite(size):
+        return str(size)
     if abs(size) < 1024:
         return f"{int(size)}B"
     for unit in ("KiB", "MiB", "GiB"):
         size /= 1024
         if abs(round(size, 1)) < 1024:
             return f"{size:.1f}{unit}"
-    return f"{size / 1024:.1f}TiB"
+    tib = size / 1024
+    return f"{tib:.1f}TiB" if abs(tib) * 1024**4 <= MAX_BYTES else f"{tib:.3g}TiB"
 
 
 _DURATION_UNITS: dict[str, float] = {"s": 1.0, "m": 60.0, "h": 3600.0, "d": 86400.0}
@@ -142,14 +158,19 @@ def parse_duration(value: int | float | str, field: str = "duration") -> float:
         return value
     text = value.strip()
     try:
-        return float(text)
+        seconds = float(text)
     except ValueError:
         pass
-    if _DURATION.match(text):
-        return sum(
-            float(number) * _DURATION_UNITS[unit.lower()]
-            for number, unit in _DURATION_PART.findall(text)
+    else:  # float() reads 1_000 and other scripts' digits (١٢) too
+        if text.isascii() and "_" not in text:
+            return seconds
+        raise SpecError(
+            field,
+            f"{quoted(value)} is not a plain number: write ASCII digits without '_' "
+            f"separators, e.g. 1000; {_DURATION_HELP}",
         )
+    if _DURATION.match(text):
+        return _sum_of_units(_DURATION_PART.findall(text), value, field)
     if _CLOCK.match(text):  # MM:SS or HH:MM:SS
         parts = _clock_fields(text.split(":"), value, field)
         form = "HH:MM:SS" if len(parts) == 3 else "MM:SS"
@@ -172,6 +193,21 @@ def parse_duration(value: int | float | str, field: str = "duration") -> float:
             f"three fields: write the days before a dash, {first}-{rest}",
         )
     raise SpecError(field, f"{quoted(value)} is not a duration; {_DURATION_HELP}")
+
+
+def _sum_of_units(parts: list[tuple[str, str]], value: str, field: str) -> float:
+    """The seconds of a duration written in units (``1h30m``: ``[("1", "h"), ("30",
+    "m")]``), each unit at most once: ``1d1d`` (two days, or a slip?) is refused, naming it."""
+    seen: set[str] = set()
+    for _, unit in parts:
+        if unit.lower() in seen:
+            raise SpecError(
+                field,
+                f"{quoted(value)} gives the unit {unit.lower()!r} twice; write each unit once, "
+                "e.g. 1d12h or 2d",
+            )
+        seen.add(unit.lower())
+    return sum(float(number) * _DURATION_UNITS[unit.lower()] for number, unit in parts)
 
 
 _FOUR_FIELDS = re.compile(r"^[0-9]+(?::[0-9]+){3}\Z")
@@ -227,10 +263,14 @@ def _too_long(value: object, field: str) -> NoReturn:
 
 
 def format_duration(seconds: float) -> str:
-    """Format seconds compactly: ``45s``, ``1h30m``, ``2d4h``."""
-    if not math.isfinite(seconds):
-        return f"{seconds}s"
-    left = round(max(0.0, seconds))
+    """Format seconds compactly: ``45s``, ``1h30m``, ``2d4h``; a negative duration as
+    ``0s``. One of :data:`MAX_SHOWN_DAYS` days or more shows its days by their magnitude
+    (``1.16e+303d`` for ``1e308``, not 300 digits); NaN and infinity as ``nans``, ``infs``."""
+    if isinstance(seconds, float) and not math.isfinite(seconds):
+        return "0s" if seconds < 0 else f"{seconds}s"  # -inf, as any negative duration
+    left = max(0, round(seconds))  # an int, also of an integer past a float's range
+    if left >= MAX_SHOWN_DAYS * 86400:
+        return f"{_magnitude(left // 86400)}d"
     if left < 60:
         return f"{left}s"
     parts = []
@@ -241,12 +281,19 @@ def format_duration(seconds: float) -> str:
     return "".join(parts[:2])
 
 
+MAX_SHOWN_DAYS = 100_000
+"""The most days (274 years, past the 100 a spec's duration may give) that
+:func:`format_duration` spells out (``99999d23h``)."""
+
+
 def format_energy(joules: float) -> str:
     """Format energy in watt-hours, three significant digits: ``950`` J -> ``0.264 Wh``,
     ``2.5e6`` -> ``694 Wh``, ``1e9`` -> ``278 kWh``.
 
     The unit is chosen by the value as printed: 999.6 Wh rounds to 1000 and shows as
-    ``1 kWh``, never ``1e+03 Wh``; past 999 MWh the MWh are printed whole (``1500 MWh``)."""
+    ``1 kWh``, never ``1e+03 Wh``; past 999 MWh the MWh are printed whole (``1500 MWh``), and
+    from :data:`MAX_WHOLE_MWH` by their magnitude (``2.78e+298 MWh`` for ``1e308``, not 299
+    digits)."""
     wh = joules / 3600.0
     if not math.isfinite(wh):
         return f"{joules} J"
@@ -255,7 +302,11 @@ def format_energy(joules: float) -> str:
         shown = f"{value:.3g}"
         if abs(float(shown)) < 1000:
             return f"{shown} {unit}"
-    return f"{value:.0f} MWh"
+    return f"{value:.0f} MWh" if abs(value) < MAX_WHOLE_MWH else f"{value:.3g} MWh"
+
+
+MAX_WHOLE_MWH = 1e9
+"""The MWh from which :func:`format_energy` shows a magnitude (``1e+09 MWh``), not digits."""
 
 
 _TIME_HELP = (
@@ -347,7 +398,7 @@ def parse_time(value: str, now: float, field: str = "time") -> float:
     delay = text[1:] if text.startswith("+") else text
     two_parts = _MINUTES_SECONDS.match(delay)
     if two_parts is not None:
-        first, second = (int(part) for part in two_parts.groups())
+        first, second = _clock_fields(list(two_parts.groups()), value, field)
         as_minutes = format_duration(first * 60 + second)
         as_hours = format_duration(first * 3600 + second * 60)
         raise SpecError(

@@ -66,7 +66,9 @@ Limits = Mapping[str, tuple[float, float]]
 def check_values(data: Any, path: str = "", limits: Limits | None = None) -> None:
     """Reject what the store cannot hold: non-finite numbers, integers beyond 2**62, NUL
     characters in strings or keys (:class:`SpecError` naming the field, ``path`` dotted);
-    also more than :data:`MAX_NODES` values or nesting deeper than :data:`MAX_DEPTH`.
+    also more than :data:`MAX_NODES` values or nesting deeper than :data:`MAX_DEPTH`, and
+    what YAML reads that JSON has no form for: binary data (``!!binary``, which pydantic
+    read as text past the NUL check) and sets (``!!set``, unordered).
 
     An integer beyond 2**62 at a path in ``limits`` is refused with that field's own range
     (``priority: must lie within -1,000,000..1,000,000``), as a smaller one out of range is
@@ -94,16 +96,29 @@ def _check(data: Any, path: str, depth: int, budget: list[int], limits: Limits) 
             raise SpecError(path, f"must be between -2**62 and 2**62 (got {quoted(data)})")
     elif isinstance(data, str):
         check_text(data, path)
+    elif isinstance(data, bytes | bytearray):
+        raise SpecError(path or "body", _BINARY)
+    elif isinstance(data, set | frozenset):
+        raise SpecError(
+            path or "body",
+            "is a set (YAML's !!set), which keeps no order: write a list, [a, b]",
+        )
     elif isinstance(data, dict | list | tuple) and depth >= MAX_DEPTH:
         raise SpecError(path or "body", f"nests deeper than {MAX_DEPTH} levels")
     elif isinstance(data, dict):
         for key, value in data.items():
             sub = f"{path}.{key}" if path else str(key)
+            if isinstance(key, bytes | bytearray):
+                raise SpecError(path or "body", f"a key {_BINARY}")
             check_text(str(key), path or "body", "keys")
             _check(value, sub, depth + 1, budget, limits)
     elif isinstance(data, list | tuple):
         for i, value in enumerate(data):
             _check(value, f"{path}.{i}" if path else str(i), depth + 1, budget, limits)
+
+
+_BINARY = "is binary data (YAML's !!binary), which no field takes: write it as text"
+"""Why bytes are refused: pydantic read them as text, past :func:`check_text`'s NUL check."""
 
 
 def check_text(text: str, path: str, what: str = "") -> None:
