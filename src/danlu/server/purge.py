@@ -1,6 +1,8 @@
 """The reconcile loop's retention pass (:class:`Purger`): what the jobs finished longer ago
 than ``DANLU_RETENTION_DAYS`` left behind is deleted (:mod:`danlu.server.services.retention`
-says what), the files first, outside any transaction, then the rows."""
+says what), the files first, outside any transaction, then the rows; and, whatever that
+setting, the rows kept for a while only (:data:`STALE_ROWS`): the API tokens revoked a month
+ago, the metric requests' keys a day old."""
 
 from __future__ import annotations
 
@@ -9,16 +11,29 @@ import os
 import shutil
 import stat
 import time
+from collections.abc import Callable
 from pathlib import Path
+from typing import Final
 
 from sqlalchemy.orm import Session
 
 from danlu.core.errors import DanluError
 from danlu.executors import Executor
 from danlu.server.db import Database
-from danlu.server.services import retention
+from danlu.server.services import metrics, retention, users
 
 log = logging.getLogger(__name__)
+
+STALE_ROWS: Final[dict[str, Callable[[Session, float, int], int]]] = {
+    f"API tokens revoked over {users.KEEP_REVOKED_SECONDS / retention.DAY:g} days ago": (
+        users.purge_revoked_tokens
+    ),
+    "metric request keys over a day old": metrics.forget_keys,
+}
+"""What each :meth:`Purger.purge_stale` deletes, by the words its log line uses: each
+deletes at most a batch of the rows due at a time, returning how many."""
+STALE_BATCH: Final = 1_000
+"""Rows of each kind :meth:`Purger.purge_stale` deletes at most a call."""
 
 
 def _spellings(path: str | Path) -> set[Path]:
@@ -110,11 +125,15 @@ class Purger:
         """When the next pass is due."""
         self._retry: dict[str, float] = {}
         """Jobs whose files could not be deleted, with when to try them again."""
+        self._next_stale = 0.0
+        """When the next :meth:`purge_stale` is due."""
 
     def run(self, t: float) -> tuple[list[str], list[str]]:
-        """One pass at ``t`` if one is due: the jobs purged, and the errors met."""
+        """One pass at ``t`` if one is due: the jobs purged, and the errors met. The revoked
+        tokens and the old request keys go first, whatever ``days`` (:meth:`purge_stale`)."""
         purged: list[str] = []
         errors: list[str] = []
+        self.purge_stale(t)
         if self.days <= 0 or t < self._next:
             return purged, errors
         retry = {job_id: at for job_id, at in self._retry.items() if at > t}
@@ -141,6 +160,23 @@ class Purger:
             purged.append(job_id)
         self._retry = retry
         return purged, errors
+
+    def purge_stale(self, t: float) -> dict[str, int]:
+        """Delete what :data:`STALE_ROWS` says is due at ``t``, a batch of each at a time, at
+        most every :data:`retention.EVERY` seconds once no backlog is left (one token a job
+        run, revoked when it ends, and a key a metrics request must not pile up); how many
+        of each (nothing when no pass is due)."""
+        if t < self._next_stale:
+            return {}
+        batch = STALE_BATCH
+        with self.db.session() as session:
+            deleted = {what: purge(session, t, batch) for what, purge in STALE_ROWS.items()}
+        backlog = any(count >= batch for count in deleted.values())
+        self._next_stale = t + (0.0 if backlog else retention.EVERY)
+        for what, count in deleted.items():
+            if count:
+                log.info("retention: deleted %d %s", count, what)
+        return deleted
 
     def _delete_files(self, job_id: str) -> None:
         """The job's own checkpoint directory (unless a spec names it), then what the

@@ -433,14 +433,17 @@ class JobMetricKey(Base):
     """The ``Idempotency-Key`` of a metrics POST a job stored, with the number of records it
     stored (``accepted``): the same key again (danlu.train's reporter sends a request again
     when it got no reply) is answered with that count and stores nothing. A job's keys are
-    kept a day (:data:`~danlu.server.services.metrics.KEY_DAYS`) and deleted with its
-    records by the retention; (``job_id``, ``key``) is unique, so of two requests with one
+    kept a day (:data:`~danlu.server.services.metrics.KEY_DAYS`: the reconcile loop's
+    retention pass deletes them after that, :func:`~danlu.server.services.metrics.forget_keys`,
+    and with the job's records); (``job_id``, ``key``) is unique, so of two requests with one
     key at once only one is stored."""
 
     __tablename__ = "job_metric_keys"
     __table_args__ = (
         UniqueConstraint("job_id", "key"),
         Index("ix_job_metric_keys_job_id_created_at", "job_id", "created_at"),
+        # the keys of every job past their day, for the retention pass
+        Index("ix_job_metric_keys_created_at", "created_at"),
     )
 
     id: Mapped[int] = mapped_column(BigId, primary_key=True, autoincrement=True)

@@ -422,17 +422,23 @@ def get_metrics(
     after_id: Annotated[int | None, Query(ge=0, le=MAX_INT)] = None,
     superseded: bool = False,
 ) -> list[dict[str, Any]]:
-    """Metric records with ``step > after_step``, by step: the first ``limit``, or the last
-    with ``tail=true``; those a later attempt of the job went back over (it resumed from an
-    earlier checkpoint and reported their steps again) left out unless ``superseded=true``,
-    which lists them too, each record saying its ``attempt`` and whether it is
-    ``superseded``. With ``after_id``, every record stored after that cursor, by arrival,
-    with those two fields. The ``X-Danlu-Metrics-Cursor`` header is the ``after_id`` of
-    what comes next: the last record returned (with ``after_id``), else the job's newest
-    record."""
+    """Metric records with ``step > after_step``, by step: the first ``limit`` (never ending
+    inside a step: the records of a step the limit would cut come whole in the next page,
+    read with ``after_step`` = this page's last step; a step alone over ``limit`` comes
+    whole), or the last with ``tail=true``; those a later attempt of the job went back over
+    (it resumed from an earlier checkpoint and reported their steps again) left out unless
+    ``superseded=true``, which lists them too, each record saying its ``attempt`` and
+    whether it is ``superseded``. With ``after_id``, every record stored after that cursor,
+    by arrival, with those two fields. The ``X-Danlu-Metrics-Cursor`` header is the
+    ``after_id`` of what comes next: the last record returned (with ``after_id``), else the
+    job's newest record when the request began (no later one is in the page)."""
     checked_name(job_id, "job")
     with state.db.read_session() as session:
         job = jobs.get_job(session, job_id, user)
+        # the cursor first, and only the records up to it: on PostgreSQL each statement
+        # reads what is committed when it starts, and a cursor read after the records
+        # would pass over those stored in between
+        newest = metrics.cursor(session, job.id) if after_id is None else None
         rows = metrics.list_metrics(
             session,
             job.id,
@@ -441,11 +447,9 @@ def get_metrics(
             tail=tail,
             after_id=after_id,
             superseded=superseded,
+            through_id=newest,
         )
-        if after_id is None:
-            cursor = metrics.cursor(session, job.id)
-        else:
-            cursor = max((m.id for m in rows), default=after_id)
+        cursor = newest if newest is not None else max((m.id for m in rows), default=after_id)
         response.headers[METRICS_CURSOR_HEADER] = str(cursor)
         if not superseded and after_id is None:
             return [metric_out(m) for m in rows]

@@ -16,11 +16,12 @@ router = APIRouter(prefix="/webhooks", tags=["webhooks"])
 
 
 def webhook_out(hook: Webhook, counts: webhooks.Counts | None = None) -> dict[str, Any]:
-    """The API form of a webhook (without its secret)."""
+    """The API form of a webhook (without its secret, its URL's password redacted:
+    :func:`~danlu.server.services.webhooks.shown_url`)."""
     tally = counts or webhooks.Counts()
     return {
         "id": hook.id,
-        "url": hook.url,
+        "url": webhooks.shown_url(hook.url),
         "states": list(hook.states),
         "project": None if hook.project is None else hook.project.name,
         "user": None if hook.user is None else hook.user.name,

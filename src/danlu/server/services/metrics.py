@@ -24,7 +24,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any, Final
 
-from sqlalchemy import ColumnElement, case, delete, func, literal, select, update
+from sqlalchemy import ColumnElement, Select, case, delete, func, literal, select, update
 from sqlalchemy.exc import IntegrityError
 from sqlalchemy.orm import Session
 
@@ -93,6 +93,23 @@ def _remember(session: Session, job_id: str, key: str, accepted: int, t: float) 
         # the row that refused it is committed (a unique violation waits for its commit)
         return repeated(session, job_id, key, t) or 0
     return None
+
+
+def forget_keys(session: Session, now: float | None, limit: int) -> int:
+    """Delete at most ``limit`` keys stored more than :data:`KEY_DAYS` before ``now``, of any
+    job (:func:`_remember` deletes a job's own only when it reports again: a finished job's
+    last day of keys stayed for good); returns how many (``limit``: call again, there may be
+    more)."""
+    cutoff = resolve_now(now) - KEY_DAYS * DAY
+    due = select(JobMetricKey.id).where(JobMetricKey.created_at < cutoff).limit(limit)
+    ids = list(session.scalars(due))
+    if ids:
+        session.execute(
+            delete(JobMetricKey)
+            .where(JobMetricKey.id.in_(ids))
+            .execution_options(synchronize_session=False)
+        )
+    return len(ids)
 
 
 def reporting_attempt(job: Job, run_token: bool) -> int:
@@ -311,16 +328,24 @@ def list_metrics(
     tail: bool = False,
     after_id: int | None = None,
     superseded: bool = False,
+    through_id: int | None = None,
 ) -> list[JobMetric]:
     """A job's metric records with ``step > after_step``, by step then arrival: the first
     ``limit`` of them, or with ``tail`` the last ``limit``; those a later attempt went back
     over left out (:class:`Supersession`) unless ``superseded``. With ``after_id`` (a
     cursor, :func:`cursor`), every record stored after it, superseded or not, in the order
     they came (whatever their step: a restarted run reports earlier steps again, and a
-    follower sees them as they come)."""
+    follower sees them as they come). With ``through_id`` only the records up to that id
+    (the :func:`cursor` read before them: the page and the cursor tell of the same records).
+
+    The first ``limit`` by step never end inside a step (:func:`_whole_steps`): the next page
+    is read with ``after_step`` = the last step of this one, which would skip the rest of a
+    step cut off."""
     if not 1 <= limit <= MAX_READ:
         raise SpecError("limit", f"must be between 1 and {MAX_READ}")
     query = select(JobMetric).where(JobMetric.job_id == job_id, JobMetric.step > after_step)
+    if through_id is not None:
+        query = query.where(JobMetric.id <= through_id)
     if after_id is not None:
         query = query.where(JobMetric.id > after_id)
         if tail:
@@ -333,7 +358,28 @@ def list_metrics(
     if tail:
         latest = query.order_by(JobMetric.step.desc(), JobMetric.id.desc()).limit(limit)
         return list(reversed(list(session.scalars(latest))))
-    return list(session.scalars(query.order_by(JobMetric.step, JobMetric.id).limit(limit)))
+    first = list(session.scalars(query.order_by(JobMetric.step, JobMetric.id).limit(limit + 1)))
+    return _whole_steps(session, query, first, limit)
+
+
+def _whole_steps(
+    session: Session, query: Select[JobMetric], first: list[JobMetric], limit: int
+) -> list[JobMetric]:
+    """The first ``limit`` records of ``query`` (``first``: its first ``limit + 1`` by step
+    then id), without those of the step the limit cuts: they come whole in the next page.
+    When that step is the page's only one (it alone has more than ``limit`` records), all of
+    its records instead: a page never ends inside a step, so no record is lost to a reader
+    paging with ``after_step``."""
+    if len(first) <= limit:
+        return first
+    page, cut = first[:limit], first[limit].step
+    if page[-1].step != cut:
+        return page
+    whole = [row for row in page if row.step != cut]
+    if whole:
+        return whole
+    rest = query.where(JobMetric.step == cut, JobMetric.id > page[-1].id)
+    return page + list(session.scalars(rest.order_by(JobMetric.id)))
 
 
 def cursor(session: Session, job_id: str) -> int:

@@ -237,6 +237,27 @@ def revoke_tokens(
     return len(rows)
 
 
+KEEP_REVOKED_SECONDS = 30 * 86_400.0
+"""How long a revoked token's row stays (:func:`purge_revoked_tokens`): a month to look up
+in the store when it was last used (a leak's inquiry), then it goes. A revoked token
+authenticates nothing and no reply lists it; kept for good, one row a job run would pile up."""
+
+
+def purge_revoked_tokens(session: Session, now: float | None, limit: int) -> int:
+    """Delete at most ``limit`` tokens revoked more than :data:`KEEP_REVOKED_SECONDS` before
+    ``now``; returns how many (``limit``: call again, there may be more)."""
+    cutoff = resolve_now(now) - KEEP_REVOKED_SECONDS
+    due = select(ApiToken.id).where(ApiToken.revoked_at < cutoff).limit(limit)
+    ids = list(session.scalars(due))
+    if ids:
+        session.execute(
+            delete(ApiToken)
+            .where(ApiToken.id.in_(ids))
+            .execution_options(synchronize_session=False)
+        )
+    return len(ids)
+
+
 def _write_secret(path: Path, text: str) -> None:
     """Write ``text`` to ``path`` with mode 0600 atomically (never world-readable)."""
     path.parent.mkdir(parents=True, exist_ok=True, mode=0o700)

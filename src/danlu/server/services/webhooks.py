@@ -83,6 +83,23 @@ def check_url(url: str) -> str:
     return url
 
 
+REDACTED = "***"
+"""What an API reply shows in place of the password of a webhook's URL."""
+
+
+def shown_url(url: str) -> str:
+    """``url`` as replies show it: the password of a ``user:password@`` in it replaced by
+    :data:`REDACTED` (the user name stays, to tell the webhooks apart). The webhook keeps
+    the URL as given: the sender posts to it with the password."""
+    parts = urlsplit(url)
+    if not parts.password:
+        return url
+    userinfo, _, hostport = parts.netloc.rpartition("@")
+    user = userinfo.partition(":")[0]
+    # the first occurrence of the netloc is the one after ``scheme://``
+    return url.replace(parts.netloc, f"{user}:{REDACTED}@{hostport}", 1)
+
+
 def _check_host(url: str, parsed: httpx.URL) -> None:
     """A SpecError naming ``url`` when the sender could never encode its host (an empty label,
     one over 63 characters, an ``xn--`` label that is no Punycode): httpx decodes the host's

@@ -1,0 +1,51 @@
+"""Review 73: a webhook URL with a password (``https://user:password@host/...``, an endpoint
+behind HTTP basic auth) was shown whole in every reply listing the webhooks. The replies show
+it redacted now; the webhook keeps it, and its messages are posted with it."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+from helpers import live_server
+from sqlalchemy import select
+
+from danlu.server.db import Webhook
+from danlu.server.services import webhooks
+
+SECRET_URL = "https://bot:s3cr%40t@hooks.example:8443/danlu?team=ml"
+SHOWN_URL = "https://bot:***@hooks.example:8443/danlu?team=ml"
+
+
+@pytest.mark.parametrize(
+    ("url", "shown"),
+    [
+        (SECRET_URL, SHOWN_URL),
+        ("http://bot:a:b@c@hooks.example/x", "http://bot:***@hooks.example/x"),
+        ("https://:token@hooks.example/", "https://:***@hooks.example/"),
+        ("https://bot@hooks.example/", "https://bot@hooks.example/"),  # no password
+        ("https://bot:@hooks.example/", "https://bot:@hooks.example/"),  # an empty one
+        ("https://hooks.example/a@b", "https://hooks.example/a@b"),  # an @ in the path
+    ],
+)
+def test_a_urls_password_is_redacted(url: str, shown: str) -> None:
+    assert webhooks.shown_url(url) == shown
+
+
+def test_replies_redact_the_password_and_the_messages_still_carry_it(tmp_path: Path) -> None:
+    with live_server(tmp_path, start_loops=False) as live, live.client() as admin:
+        created = admin.post("/webhooks", json={"url": SECRET_URL})
+        assert created.status_code == 201, created.text
+        assert created.json()["url"] == SHOWN_URL
+        listed = admin.get("/webhooks")
+        assert listed.status_code == 200, listed.text
+        assert [h["url"] for h in listed.json()] == [SHOWN_URL]
+        assert "s3cr" not in created.text + listed.text
+        pinged = admin.post(f"/webhooks/{created.json()['id']}/ping")
+        assert pinged.status_code == 202, pinged.text
+        assert live.prepared is not None
+        db = live.prepared.app.state.danlu.db
+        with db.read_session() as s:
+            assert list(s.scalars(select(Webhook.url))) == [SECRET_URL]
+            [message] = webhooks.outgoing(s, [pinged.json()["id"]], 0.0)
+        assert message.url == SECRET_URL  # what the sender posts to
