@@ -24,11 +24,17 @@ _DTYPES = {
 }
 
 
+_SPELLINGS = ", ".join(_DTYPES)
+"""The accepted precision names, for the error that refuses another."""
+
+
 class Precision:
     """Autocast and loss scaling for one device.
 
     ``precision`` is ``"fp32"`` (default), ``"fp16"`` (autocast to float16 with a GradScaler)
-    or ``"bf16"`` (autocast to bfloat16, no scaler needed).
+    or ``"bf16"`` (autocast to bfloat16, no scaler needed); ``"32"`` and ``"16"`` are
+    ``"fp32"`` and ``"fp16"``. Case and surrounding blanks do not matter (``"BF16"``);
+    :attr:`name` is the lower-case spelling.
     """
 
     def __init__(
@@ -38,10 +44,13 @@ class Precision:
         *,
         init_scale: float = 2.0**16,
     ) -> None:
-        if precision not in _DTYPES:
-            raise ConfigError(f"precision must be one of fp32, fp16, bf16; got {precision!r}")
-        self.name = precision
-        self.dtype = _DTYPES[precision]
+        name = precision.strip().lower() if isinstance(precision, str) else None
+        if name is None or name not in _DTYPES:
+            raise ConfigError(
+                f"precision must be one of {_SPELLINGS} (in any case); got {precision!r}"
+            )
+        self.name = name
+        self.dtype = _DTYPES[name]
         self.device_type = torch.device(device).type
         self.scaler = torch.amp.GradScaler(
             self.device_type, init_scale=init_scale, enabled=self.dtype is torch.float16
@@ -65,6 +74,16 @@ class Precision:
         """Bring gradients back to their true scale (before clipping or norm checks)."""
         if self.scaling:
             self.scaler.unscale_(optimizer)
+
+    def forget_unscale(self, optimizer: torch.optim.Optimizer) -> None:
+        """Forget that :meth:`unscale` ran on ``optimizer`` in this step: the step is being
+        retried from its forward pass (an out-of-memory error after the unscale), and the
+        scaler refuses a second ``unscale_`` before its ``update()``. ``update()`` itself
+        would also move the loss scale, as if the abandoned attempt had been a step; the
+        scaler keeps this per-optimizer record in ``_per_optimizer_states`` (the one thing
+        ``update()`` resets besides the scale), which has no public reset."""
+        if self.scaling:
+            self.scaler._per_optimizer_states.pop(id(optimizer), None)
 
     def step(self, optimizer: torch.optim.Optimizer) -> bool:
         """Optimizer step through the scaler; returns False when the scaler skipped it."""

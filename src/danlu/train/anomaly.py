@@ -102,15 +102,19 @@ class AnomalyDetector:
         check_loss_spikes: bool = True,
         rollback_lr_factor: float = 0.5,
     ) -> None:
-        if action not in ACTIONS:
-            raise ConfigError(f"anomaly action must be one of {', '.join(ACTIONS)}; got {action!r}")
+        # case and surrounding blanks do not matter ("Skip"), as for the precision's name
+        name = action.strip().lower() if isinstance(action, str) else None
+        if name is None or name not in ACTIONS:
+            raise ConfigError(
+                f"anomaly action must be one of {', '.join(ACTIONS)} (in any case); got {action!r}"
+            )
         if window < min_history:
             raise ConfigError(
                 f"the anomaly window ({window}) must hold at least min_history ({min_history}) "
                 "values, else the spike limit is never set and spikes are never found; "
                 "pass a larger window or a smaller min_history"
             )
-        self.action = action
+        self.action = name
         self.k = k
         self.min_history = min_history
         self.check_loss_spikes = check_loss_spikes

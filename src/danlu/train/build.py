@@ -48,10 +48,11 @@ def _metrics_path(
     """Where the metrics JSONL file goes: ``metrics_file``, else ``DANLU_METRICS_FILE``, else
     ``metrics.jsonl`` in a local checkpoint directory (the directory the checkpoints go to:
     ``~`` expanded, a ``file://`` URL's path), else ``danlu-metrics.jsonl`` here; ``None``
-    with ``metrics_file=False``."""
+    with ``metrics_file=False``. An empty ``metrics_file`` is none given, as an empty
+    ``DANLU_METRICS_FILE`` is (``Path("")`` is the working directory, no file)."""
     if metrics_file is False:
         return None
-    if isinstance(metrics_file, str | Path):
+    if isinstance(metrics_file, Path) or (isinstance(metrics_file, str) and metrics_file):
         return Path(metrics_file)
     if env.metrics_file:
         return Path(env.metrics_file)
@@ -157,6 +158,8 @@ def init(
         collective_timeout_s=collective_timeout_s,
         dataset_size=dataset_size,
         global_batch_size=global_batch_size,
+        checkpoint_dir=checkpoint_dir,
+        metrics_file=metrics_file,
     )
     lr_scaling = normalised_rule(lr_scaling)  # "AdaScale" passed the check: compare it once
     env = JobEnv.from_environ(environ)

@@ -41,10 +41,17 @@ def check_init_args(
     collective_timeout_s: float,
     dataset_size: int | None = None,
     global_batch_size: int | None = None,
+    checkpoint_dir: object = None,
+    metrics_file: object = None,
 ) -> None:
     """Raise :class:`ConfigError` for the first argument out of its range or of the wrong
     type: a count must be an integer (not a bool, not ``2.5`` or ``"8"``, which failed deep
-    inside the sampler or trained with fractional batches), a rate or limit a real number."""
+    inside the sampler or trained with fractional batches), a rate or limit a real number,
+    a ``checkpoint_dir`` or ``metrics_file`` path not only blanks (it named a directory or
+    file of blanks; as ``DANLU_CHECKPOINT_DIR`` and ``DANLU_METRICS_FILE`` are refused)."""
+    for name, path in (("checkpoint_dir", checkpoint_dir), ("metrics_file", metrics_file)):
+        if isinstance(path, str) and path and not path.strip():
+            raise ConfigError(f"{name}={path!r} is only whitespace; pass None or a path")
     counts: list[tuple[str, object]] = [
         ("global_batch_size", global_batch_size),
         ("micro_batch_size", micro_batch_size),

@@ -11,7 +11,8 @@ anywhere; off the cluster every part of ``danlu.train`` falls back to a do-nothi
 ``DANLU_TOKEN``            bearer token sent as ``Authorization: Bearer <token>``
 ``DANLU_CHECKPOINT_DIR``   where checkpoints go (a local path or an fsspec URL such as ``s3://``)
 ``DANLU_GPU_MEMORY_LIMIT`` bytes this job may use on each GPU (enforced with
-                           ``torch.cuda.set_per_process_memory_fraction``)
+                           ``torch.cuda.set_per_process_memory_fraction``): a byte count
+                           or a size with a unit, as a job spec's (``8GB``, ``8GiB``)
 ``DANLU_BATCH_SIZE``       the scheduler's choice of the per-GPU micro-batch size; the global
                            batch stays what the script asks for, accumulation makes up the rest
 ``DANLU_GLOBAL_BATCH_SIZE`` the scheduler's choice of the global batch (a policy that co-adapts
@@ -49,7 +50,8 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
-from danlu.core.errors import ConfigError
+from danlu.core.errors import ConfigError, SpecError
+from danlu.core.units import parse_bytes
 
 PREEMPTED_EXIT_CODE = 75
 """Exit code of a job that checkpointed and stopped after SIGTERM (re-queue it)."""
@@ -73,6 +75,23 @@ def _at_least(environ: Mapping[str, str], name: str, default: int | None, low: i
     if value is not None and value < low:
         raise ConfigError(f"environment variable {name}={value} must be >= {low}")
     return value
+
+
+def _bytes(environ: Mapping[str, str], name: str) -> int | None:
+    """``name`` as a byte count: an integer (as the executors write it) or a size with a unit,
+    as :func:`~danlu.core.units.parse_bytes` reads a job spec's (``8GB``, ``8GiB``,
+    ``512MiB``); None when unset or empty."""
+    raw = environ.get(name)
+    if raw is None or raw.strip() == "":
+        return None
+    try:
+        return int(raw)
+    except ValueError:
+        pass
+    try:
+        return parse_bytes(raw, name)
+    except SpecError as exc:
+        raise ConfigError(f"environment variable {name}={raw!r}: {exc.message}") from None
 
 
 def _str(environ: Mapping[str, str], name: str) -> str | None:
@@ -196,9 +215,10 @@ class JobEnv:
         naming it: not an integer; ``WORLD_SIZE`` or ``LOCAL_WORLD_SIZE`` below 1; ``RANK``
         / ``LOCAL_RANK`` outside them (``LOCAL_RANK`` negative, when ``LOCAL_WORLD_SIZE`` is
         unset); a ``MASTER_PORT`` outside 1-65535; a negative restart
-        count, ``DANLU_TRIAL`` or ``DANLU_ARRAY_INDEX``; a ``DANLU_API_URL`` that is not an
-        ``http(s)://`` URL with a host; a ``DANLU_API_URL``, ``DANLU_JOB_ID`` or
-        ``DANLU_CHECKPOINT_DIR`` of only whitespace; a ``DANLU_JOB_ID`` of ``.`` or ``..``; a
+        count, ``DANLU_TRIAL`` or ``DANLU_ARRAY_INDEX``; a ``DANLU_GPU_MEMORY_LIMIT`` that is
+        not a positive byte size; a ``DANLU_API_URL`` that is not an ``http(s)://`` URL with
+        a host; a ``DANLU_API_URL``, ``DANLU_JOB_ID``, ``DANLU_CHECKPOINT_DIR`` or
+        ``DANLU_METRICS_FILE`` of only whitespace; a ``DANLU_JOB_ID`` of ``.`` or ``..``; a
         ``DANLU_TOKEN`` with whitespace, a control or a non-ASCII character inside (around it,
         whitespace is stripped). An unset (or empty) variable takes its default.
         """
@@ -219,7 +239,7 @@ class JobEnv:
         port = _int(env, "MASTER_PORT", None)
         if port is not None and not 1 <= port <= 65535:
             raise ConfigError(f"MASTER_PORT={port} is not a TCP port (1-65535)")
-        limit = _int(env, "DANLU_GPU_MEMORY_LIMIT", None)
+        limit = _bytes(env, "DANLU_GPU_MEMORY_LIMIT")
         if limit is not None and limit <= 0:
             raise ConfigError(f"DANLU_GPU_MEMORY_LIMIT={limit} must be a positive byte count")
         batch = _int(env, "DANLU_BATCH_SIZE", None)
@@ -241,7 +261,7 @@ class JobEnv:
             batch_size=batch,
             global_batch_size=global_batch,
             restart_count=_at_least(env, "DANLU_RESTART_COUNT", 0, 0) or 0,
-            metrics_file=_str(env, "DANLU_METRICS_FILE"),
+            metrics_file=_name(env, "DANLU_METRICS_FILE"),
             rank=rank,
             local_rank=local_rank,
             world_size=world,

@@ -5,7 +5,10 @@ the ``except`` block only records it (the exception keeps the failed step's fram
 their tensors, alive), then memory is released *outside* the block, every rank agrees through one
 ``all_reduce``, under DDP every rank resets the reducer a synchronised forward prepared
 (:func:`~danlu.train.accumulate.abandon_sync`), the micro-batch is halved, accumulation doubled
-and the step retried.
+and the step retried. An OOM after the backward passes, unscaling (fp16), clipping or taking
+the gradient norm, is retried the same way in one process (no update was applied yet; under
+DDP the peers have gone on, and it is raised). One in the optimizer step is raised: see
+:meth:`~danlu.train.step.StepEngine.step` for why it cannot be retried.
 """
 
 from __future__ import annotations

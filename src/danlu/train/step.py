@@ -331,45 +331,32 @@ class StepEngine:
             out = self._single(data, loss_fn, weight)
         else:
             out = self._accumulate(data, n, loss_fn, weight)
-        while out is _OOM or out is _PEER_OOM:
-            # Out of the except block now: the failed step's tensors can really be freed.
-            release_memory(self.model, self.optimizer)
-            if dist.enabled:  # every rank, after the agreement: the same point everywhere
-                accumulate.abandon_sync(self.model)
-            if stats.present:
-                stats.restore()
-            cause, self._oom_error = self._oom_error, None
-            self.batch.on_oom(cause)
-            if retry:
-                self._random.restore()
-            ooms += 1
-            out = self._accumulate(data, n, loss_fn, weight)
-        assert isinstance(out, torch.Tensor)
-        if dist.enabled and self.gns is not None and self._gns_due():
-            self._gns_small = _agreed_small_batch(dist, self._gns_small)
+        while True:
+            while out is _OOM or out is _PEER_OOM:
+                # Out of the except block now: the failed step's tensors can really be freed.
+                release_memory(self.model, self.optimizer)
+                if dist.enabled:  # every rank, after the agreement: the same point everywhere
+                    accumulate.abandon_sync(self.model)
+                if stats.present:
+                    stats.restore()
+                precision.forget_unscale(self.optimizer)  # the attempt may have unscaled
+                cause, self._oom_error = self._oom_error, None
+                self.batch.on_oom(cause)
+                if retry:
+                    self._random.restore()
+                ooms += 1
+                out = self._accumulate(data, n, loss_fn, weight)
+            assert isinstance(out, torch.Tensor)
+            if dist.enabled and self.gns is not None and self._gns_due():
+                self._gns_small = _agreed_small_batch(dist, self._gns_small)
+            measured = self._measure(out)
+            if measured is not None:
+                break
+            # out of memory unscaling, clipping or taking the norm: before any update, so
+            # the step is retried from its forward pass as after an OOM there
+            out = _OOM
+        loss, norm = measured
         scaling = precision.scaling
-        if scaling:
-            precision.unscale(self.optimizer)
-        # The norm is wanted for clipping, on the steps of its cadence (NormCadence.due,
-        # inline: this runs on every step), by a gradient-noise measurement, and on the
-        # replay after a rollback for non-finite parameters (norm_until).
-        cadence = self.cadence
-        norm: float | None
-        if (
-            self.clip is not None
-            or (
-                self.compute_norm
-                and (
-                    cadence.calibrating
-                    or self.step_count % cadence.every == 0
-                    or self._gns_small is not None
-                )
-            )
-            or self.step_count < self.norm_until
-        ):
-            loss, norm = self._loss_and_norm(out)
-        else:  # most steps (item(): the loss of one micro-batch may still require grad)
-            loss, norm = out.item(), None
         # the record's loss: the mean over every rank's samples (the anomaly checks this
         # rank's own, below)
         reported = self._mean_loss if dist.enabled else loss
@@ -393,6 +380,11 @@ class StepEngine:
         if kind is None or (anomaly is not None and anomaly.action == "warn"):
             if self._lr_per_step:
                 self.lr.before_step(norm)
+            # An OOM in the optimizer step is not retried (it propagates): the step may have
+            # updated some parameters or optimizer states already (a group, a foreach stage),
+            # which a retry would apply twice; snapshotting them first costs the memory that
+            # ran out; and the step's memory (parameters, gradients, optimizer state) does
+            # not shrink with the micro-batch, so a retry at a smaller one fails again.
             if scaling:
                 applied = precision.step(self.optimizer)
             else:
@@ -442,6 +434,44 @@ class StepEngine:
         if self._timed_last_ratio is None:
             return None
         return accumulate.exposed_sync_time(self._timer.durations(), self._timed_last_ratio)
+
+    def _measure(self, out: torch.Tensor) -> tuple[float, float | None] | None:
+        """What happens between the step's backward passes and its optimizer step: the
+        gradients unscaled (fp16), the loss and, when wanted, the gradient norm (clipping
+        the gradients to it), as ``(loss, norm or None)``.
+
+        None when it ran out of memory (the error kept in :attr:`_oom_error`): no update
+        was applied yet and the gradients are dropped, so the step is retried at a smaller
+        micro-batch as after an OOM in a forward pass. Under DDP the OOM is raised: the
+        peers have passed this attempt's agreement and cannot retry with this rank.
+
+        The norm is wanted for clipping, on the steps of its cadence (NormCadence.due,
+        inline: this runs on every step), by a gradient-noise measurement, and on the
+        replay after a rollback for non-finite parameters (norm_until)."""
+        precision, cadence = self.precision, self.cadence
+        try:
+            if precision.scaling:
+                precision.unscale(self.optimizer)
+            if (
+                self.clip is not None
+                or (
+                    self.compute_norm
+                    and (
+                        cadence.calibrating
+                        or self.step_count % cadence.every == 0
+                        or self._gns_small is not None
+                    )
+                )
+                or self.step_count < self.norm_until
+            ):
+                return self._loss_and_norm(out)
+            # most steps (item(): the loss of one micro-batch may still require grad)
+            return out.item(), None
+        except Exception as exc:
+            if not is_oom(exc) or self.dist.enabled:
+                raise
+            self._oom_error = exc.with_traceback(None)  # its frames hold the gradients
+        return None
 
     def _loss_and_norm(self, loss: torch.Tensor) -> tuple[float, float]:
         """The step's loss and gradient norm as floats, on a step whose norm is wanted

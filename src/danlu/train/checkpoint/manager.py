@@ -502,10 +502,10 @@ class CheckpointManager:
                     raise DataError(f"{where}: file {fname!r} has no size and checksum")
             return CheckpointInfo(
                 name=name,
-                step=int(m["step"]),
+                step=_whole_number(m, "step", where),
                 kind=m["kind"],
                 base=base,
-                created_ns=int(m["created_ns"]),
+                created_ns=_whole_number(m, "created_ns", where),
                 metrics=dict(m["metrics"]),
                 files=dict(m["files"]),
             )
@@ -682,6 +682,18 @@ def _plain_name(name: object) -> bool:
         and name not in ("", ".", "..")
         and not any(c in name for c in ("/", "\\", "\0"))
     )
+
+
+def _whole_number(manifest: dict[str, Any], key: str, where: str) -> int:
+    """The manifest's ``key``, an integer as danlu writes it (or a float of one, ``3.0``).
+    Anything else makes the manifest invalid: ``int()`` read a step of ``1.5`` as step 1 (the
+    run resumed as if from a checkpoint of step 1), and a string or ``true`` as a number."""
+    value = manifest[key]
+    if isinstance(value, float) and value.is_integer():
+        return int(value)
+    if isinstance(value, bool) or not isinstance(value, int):
+        raise DataError(f"{where}: {key} {value!r} is not a whole number")
+    return value
 
 
 def _finite_metric(info: CheckpointInfo, key: str) -> float | None:
