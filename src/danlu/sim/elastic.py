@@ -28,6 +28,7 @@ from typing import TYPE_CHECKING
 import numpy as np
 
 from danlu.core.errors import DanluError, DataError
+from danlu.sim.workload import plain_float
 
 if TYPE_CHECKING:  # scipy.interpolate costs ~0.5 s to import: loaded only when interpolating
     from scipy.interpolate import LinearNDInterpolator
@@ -468,7 +469,7 @@ class JobProgress:
 
 # ---- loading ------------------------------------------------------------------------
 
-_VALIDATION = re.compile(r"validation-(\d+)\.csv")
+_VALIDATION = re.compile(r"validation-([0-9]+)\.csv")  # ASCII digits: \d takes any script's
 
 
 _POSITIVE = "> 0"
@@ -523,8 +524,8 @@ def _read_table(path: Path, columns: tuple[str, ...]) -> tuple[np.ndarray, list[
         for j, column in enumerate(columns):
             cell = row[column]
             try:
-                value = float(cell)
-            except (TypeError, ValueError):
+                value = plain_float(cell)
+            except (AttributeError, TypeError, ValueError):
                 raise DataError(f"{path}:{line}: {column}={cell!r} is not a number") from None
             rule, meaning = _RULES.get(column, ("", ""))
             finite = math.isfinite(value)

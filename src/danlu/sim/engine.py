@@ -55,7 +55,7 @@ from danlu.sched.quota import QuotaPolicy
 from danlu.sched.view import ClusterView, JobRequest, JobStatus, Plan
 from danlu.sim.config import SimConfig
 from danlu.sim.elastic import ApplicationProfile, OutOfProfileError
-from danlu.sim.failures import FAIL, NODE, Outages
+from danlu.sim.failures import FAIL, MOST_FRUITLESS_FAILURES, NODE, OutageEvent, Outages, StallWatch
 from danlu.sim.metrics import JobRecord, SimResult, Timeline
 from danlu.sim.progress import ProfiledProgress, Progress, RigidProgress
 from danlu.sim.simjob import SimJob, check_in_profile, model_of
@@ -65,10 +65,6 @@ _BY_SEQ = operator.attrgetter("request.seq")
 MIN_RATE = 1e-6
 """The slowest a shared job runs, however many neighbours it has (a product of measured
 rates, which could otherwise reach 0)."""
-MOST_FRUITLESS_FAILURES = 100
-"""A job that loses this many runs in a row to failures, none of them keeping new training,
-stops the simulation with a :class:`ConfigError`: failures that come faster than its restart
-and first checkpoint would otherwise re-queue it forever, with no end to the run."""
 
 
 def _tick_after(instant: float, interval: float) -> float:
@@ -164,6 +160,7 @@ class Simulator:
         self._failures: Outages | None = None
         """The nodes' and GPUs' failures (with ``config.failures`` or
         ``config.gpu_failures``), from the first submission."""
+        self._stall = StallWatch(self.config.restart_cost)
         self._check_models()
 
     def _check_models(self) -> None:
@@ -307,10 +304,12 @@ class Simulator:
         self._pending[job.id] = job
         self._queue_status(job)
 
-    def _fail(self, scope: int, unit: int, every: float) -> bool:
-        """Node (``scope`` NODE) or flat GPU ``unit`` fails now: the jobs on it lose their
-        runs (the training since their last checkpoint, every ``every`` seconds) and are
-        re-queued; whether it had any."""
+    def _fail(self, event: OutageEvent) -> bool:
+        """Node (``scope`` NODE) or flat GPU ``unit`` of ``event`` fails now: the jobs on
+        it lose their runs (the training since their last checkpoint, every ``every``
+        seconds) and are re-queued; whether it had any. :class:`ConfigError` when failures
+        leave no job able to progress (:data:`MOST_FRUITLESS_FAILURES`)."""
+        scope, unit, every = event.scope, event.unit, event.checkpoint_every
         if scope == NODE:
             lost = [j for j in self._running.values() if unit in j.allocation.nodes]
             where = f"node {self.cluster.nodes[unit].name}"
@@ -323,6 +322,10 @@ class Simulator:
                 if any(s.node == node and s.gpu == gpu for s in j.allocation.shares)
             ]
             where = f"GPU {gpu} of node {self.cluster.nodes[node].name}"
+        advice = (
+            "raise the mean time between failures (--node-mtbf, --gpu-mtbf), or lower "
+            "--checkpoint-every or --restart-cost"
+        )
         for job in lost:
             job.lost_seconds += job.progress.fail(self._now, every)
             job.failures += 1
@@ -330,12 +333,15 @@ class Simulator:
                 raise ConfigError(
                     f"job {job.id} lost {MOST_FRUITLESS_FAILURES} runs in a row to failures "
                     f"(the last with {where}), none reaching a checkpoint beyond what it had "
-                    "to redo: nodes or GPUs fail too often for it to progress; raise the mean "
-                    "time between failures (--node-mtbf, --gpu-mtbf), or lower "
-                    "--checkpoint-every or --restart-cost"
+                    f"to redo: nodes or GPUs fail too often for it to progress; {advice}"
                 )
             resume = "re-queued to resume from its last checkpoint"
             self._requeue(job, f"lost with {where}", resume)
+        arrived = (self._pending.values(), self._running.values(), self._finished)
+        if not (self._pending or self._running):
+            self._stall.idle()  # no work waits on the failed units: nothing stalls
+        elif self._stall.stalled(event, lambda: (j.progress for js in arrived for j in js)):
+            raise ConfigError(f"{self._stall.message(event, where)}; {advice}")
         return bool(lost)
 
     def _schedule_end(self, job: SimJob) -> None:
@@ -657,7 +663,7 @@ class Simulator:
             if failures is not None:
                 for event in failures.due(instant):
                     down = event.kind == FAIL
-                    if down and self._fail(event.scope, event.unit, event.checkpoint_every):
+                    if down and self._fail(event):
                         changed = True
                     changed = changed or (not down and bool(self._pending))
                 if self._touched:

@@ -24,12 +24,20 @@ from __future__ import annotations
 
 import heapq
 import math
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass
-from typing import NamedTuple
+from typing import NamedTuple, Protocol
 
 import numpy as np
 
 from danlu.core.errors import ConfigError
+
+MIN_FAILURE_SECONDS = 1e-3
+"""The shortest ``mtbf + repair`` (a unit's mean cycle of failure and repair): with both at
+``1e-300`` a unit failed and came back at one instant for ever (the simulation hung); from
+a millisecond on, its cycles move the clock on (up to
+:data:`~danlu.sim.workload.MOST_SECONDS`, where floats are 1/8192 s apart), and
+:class:`StallWatch` stops a run whose failures come too fast for progress."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -51,8 +59,23 @@ class Failures:
             value = getattr(self, name)
             if not (math.isfinite(value) and value > 0):
                 raise ConfigError(f"failures: {name} must be above 0 seconds, not {value}")
+        if self.mtbf + self.repair < MIN_FAILURE_SECONDS:
+            raise ConfigError(
+                f"failures: mtbf ({self.mtbf:g} s) plus repair ({self.repair:g} s) must be at "
+                f"least {MIN_FAILURE_SECONDS:g} s (a millisecond): a unit failed and came back "
+                "at one instant for ever; give longer times"
+            )
         if self.seed < 0:
             raise ConfigError(f"failures: seed (--failure-seed) must be >= 0, not {self.seed}")
+
+
+MOST_FRUITLESS_FAILURES = 100
+"""A job that loses this many runs in a row to failures, none of them keeping new training,
+stops the simulation with a :class:`ConfigError`: failures that come faster than its restart
+and first checkpoint would otherwise re-queue it forever, with no end to the run. So does a
+simulation in which this many failures in a row came too soon after their node (GPU) came
+back for a run on it to save a checkpoint, while no job kept any training
+(:class:`StallWatch`): it stops there rather than when one job has lost that many runs."""
 
 
 NodeFailures = Failures
@@ -129,6 +152,9 @@ class OutageEvent(NamedTuple):
     """:data:`FAIL` or :data:`REPAIRED`."""
     checkpoint_every: float
     """The checkpoint interval of the jobs whose runs a failure loses."""
+    up_for: float = math.inf
+    """A failure's: seconds the unit had been in service (since the first submission, or
+    its last repair); infinite for a repair."""
 
 
 class Outages:
@@ -147,6 +173,9 @@ class Outages:
         """The nodes' clock (``None``: nodes never fail)."""
         self.gpus = FailureClock(gpu_failures, gpus, start, stream=1) if gpu_failures else None
         """The GPUs' clock (``None``: GPUs never fail on their own)."""
+        self._start = start
+        self._up_since: dict[tuple[int, int], float] = {}
+        """When each (scope, unit) repaired so far came back (the others: ``start``)."""
 
     def _clocks(self) -> tuple[tuple[int, FailureClock], ...]:
         return tuple((s, c) for s, c in ((NODE, self.nodes), (GPU, self.gpus)) if c)
@@ -164,6 +193,13 @@ class Outages:
             for at, unit, kind in clock.due(until)
         ]
         taken.sort(key=lambda event: event[:3])
+        for index, event in enumerate(taken):
+            unit = event.scope, event.unit
+            if event.kind == REPAIRED:
+                self._up_since[unit] = event.time
+            else:
+                up_for = event.time - self._up_since.get(unit, self._start)
+                taken[index] = event._replace(up_for=up_for)
         return taken
 
     @property
@@ -196,3 +232,80 @@ def lost_training(trained: float, checkpoint_every: float) -> float:
     """Seconds of training a run loses when it fails after ``trained`` seconds of training,
     checkpointing every ``checkpoint_every`` seconds of it."""
     return math.fmod(max(0.0, trained), checkpoint_every)
+
+
+class RunRecord(Protocol):
+    """What :class:`StallWatch` reads of a job's progress (its ``Progress``)."""
+
+    @property
+    def kept_runs(self) -> int:
+        """The job's ended runs that kept new training (saved beyond what they redid)."""
+        ...
+
+    def keeps_training(self, now: float, checkpoint_every: float) -> bool:
+        """Whether its current run (if it has one) would keep new training if it failed
+        at ``now``: it saved a checkpoint beyond what it had to redo."""
+        ...
+
+
+class StallWatch:
+    """Tells a simulation that failures keep from progressing at all, long before one job
+    has lost :data:`MOST_FRUITLESS_FAILURES` runs: with nodes that fail a second after
+    each repair, jobs rarely even get to run, and that took hundreds of simulated days
+    (minutes of rounds).
+
+    A failure is *early* when its unit had been in service less than the restart cost
+    plus the checkpoint interval: a restarted run there cannot have saved a checkpoint.
+    :meth:`stalled` is true after :data:`MOST_FRUITLESS_FAILURES` early failures in a row
+    during which no run ended keeping new training (a job's first run, which pays no
+    restart, a preempted run or a finished job does) and when no running job would keep
+    any now. A failure after a longer time in service starts the count over, as does one
+    while no job is pending or running (:meth:`idle`)."""
+
+    def __init__(self, restart_cost: float) -> None:
+        self.restart_cost = restart_cost
+        self.early = 0
+        """Early failures in a row so far."""
+        self._kept_runs = 0
+        """The jobs' kept runs at the first early failure of the row."""
+
+    def early_within(self, event: OutageEvent) -> float:
+        """The time in service under which ``event``'s failure is early."""
+        return self.restart_cost + event.checkpoint_every
+
+    def message(self, event: OutageEvent, where: str) -> str:
+        """Why the simulation stalled at ``event``, the failure of ``where`` (a node or a
+        GPU, in words), without the advice."""
+        return (
+            f"the last {MOST_FRUITLESS_FAILURES} failures (the last of {where}) each came "
+            f"less than {self.early_within(event):g} s (the restart cost and a checkpoint "
+            "interval) after their node or GPU came back, too soon for a run there to save "
+            "a checkpoint, and no job kept any new training meanwhile: nodes or GPUs fail "
+            "too often for jobs to progress"
+        )
+
+    def idle(self) -> None:
+        """A failure while no job is pending or running (between a workload's arrivals):
+        the row starts over, as nothing could have progressed."""
+        self.early = 0
+
+    def stalled(self, event: OutageEvent, jobs: Callable[[], Iterable[RunRecord]]) -> bool:
+        """Count the failure ``event`` (its lost runs already ended); whether the
+        simulation stalled (see the class). ``jobs`` gives every job's progress (it is
+        called at the first early failure of a row and when the row is long enough)."""
+        if event.up_for >= self.early_within(event):
+            self.early = 0
+            return False
+        self.early += 1
+        if self.early == 1:
+            self._kept_runs = sum(job.kept_runs for job in jobs())
+            return False
+        if self.early < MOST_FRUITLESS_FAILURES:
+            return False
+        records = list(jobs())
+        kept = sum(job.kept_runs for job in records)
+        every = event.checkpoint_every
+        if kept > self._kept_runs or any(r.keeps_training(event.time, every) for r in records):
+            self.early, self._kept_runs = 1, kept  # it progressed: a new row from here
+            return False
+        return True

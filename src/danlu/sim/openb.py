@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import csv
 import math
+import re
 import time
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field, replace
@@ -26,7 +27,13 @@ import numpy as np
 from danlu.core.errors import ConfigError, DataError
 from danlu.sched.placement.frag import cluster_fragmentation, typical_pods
 from danlu.sched.placement.share import ShareCluster, ShareNode, ShareRequest, make_scorer
-from danlu.sim.workload import repeated_columns, repeated_message, undecodable_line
+from danlu.sim.workload import (
+    MAX_CPU_MILLI,
+    MAX_MEMORY_MIB,
+    repeated_columns,
+    repeated_message,
+    undecodable_line,
+)
 
 WINDOW_PCT = 0.5
 """Half-width (percent of capacity) of the arrived-demand window that is averaged."""
@@ -34,12 +41,6 @@ WINDOW_PCT = 0.5
 MAX_GPUS = 256
 """Most GPUs a node may have, or a pod ask for (the openb lists: at most 8). The cluster
 keeps a row of that many GPUs per node, so a node of 2,000,000,000 GPUs hung the run."""
-MAX_CPU_MILLI = 1_000_000_000
-"""Most CPU a node may have, or a pod ask for: a million cores (the openb lists: 128)."""
-MAX_MEMORY_MIB = 1 << 30
-"""Most host memory a node may have, or a pod ask for: 1 PiB (the openb lists: 1 TiB).
-With these bounds every sum over a cluster stays well within 64-bit integers (larger
-values crashed the run with OverflowError)."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -92,13 +93,21 @@ _LIMITS: dict[str, tuple[int, str]] = {
 """Per numeric column of a node or pod list: its largest value, and the unit to name."""
 
 
+_PLAIN_INTEGER = re.compile(r"[+-]?[0-9]+")
+"""A cell :func:`_int` reads: ASCII digits, with an optional sign."""
+
+
 def _int(path: Path, line: int, column: str, text: str) -> int:
     """The cell as an integer from 0 to the column's bound (:data:`_LIMITS`), or a
-    :class:`DataError` naming the file, line and column."""
-    try:
-        value = int(text.strip())
-    except ValueError:
-        raise DataError(f"{path}, line {line}, column {column}: not an integer: {text!r}") from None
+    :class:`DataError` naming the file, line and column. Only ASCII digits (with a sign)
+    are an integer: Python's ``int`` also read ``1_000`` and other scripts' digits
+    (``\u0661``, Arabic-Indic one) as numbers."""
+    if _PLAIN_INTEGER.fullmatch(text.strip()) is None:
+        raise DataError(
+            f"{path}, line {line}, column {column}: not a plain integer: {text!r}; write it "
+            "with the digits 0-9 only (no '_', no other scripts' digits, no fraction)"
+        )
+    value = int(text.strip())
     if value < 0:
         raise DataError(f"{path}, line {line}, column {column}: negative value {value}")
     maximum, unit = _LIMITS[column]
@@ -110,24 +119,43 @@ def _int(path: Path, line: int, column: str, text: str) -> int:
     return value
 
 
+def _node_name(path: Path, line: int, text: str, lines: dict[str, int]) -> str:
+    """The node's name (column ``sn``) on ``line``, recorded in ``lines`` (name: line); a
+    :class:`DataError` if it is empty or a node before it has it. Nodes are ordered by name
+    (the ties between equally scored nodes), so two of one name, or nameless ones, left
+    their order to the file's, and errors could not tell them apart."""
+    name = text.strip()
+    if not name:
+        raise DataError(f"{path}, line {line}, column sn: empty; give every node a name")
+    first = lines.setdefault(name, line)
+    if first != line:
+        raise DataError(
+            f"{path}, line {line}, column sn: node name {name!r} is already used on line "
+            f"{first}; give every node its own name"
+        )
+    return name
+
+
 def load_nodes(path: str | Path) -> list[ShareNode]:
     """Read an openb node list (``sn,cpu_milli,memory_mib,gpu,model``)."""
     path = Path(path)
     header, rows = _read_rows(path, ("sn", "cpu_milli", "memory_mib", "gpu", "model"))
     col = {name: i for i, name in enumerate(header)}
     nodes: list[ShareNode] = []
+    lines: dict[str, int] = {}  # each node's name, and the line it is on
     for line, row in enumerate(rows, start=2):
         if not row:
             continue
         if len(row) != len(header):
             raise DataError(f"{path}, line {line}: {len(row)} fields, header has {len(header)}")
+        name = _node_name(path, line, row[col["sn"]], lines)
         gpus = _int(path, line, "gpu", row[col["gpu"]])
         model = row[col["model"]].strip()
         if gpus > 0 and not model:
             raise DataError(f"{path}, line {line}, column model: empty for a node with GPUs")
         nodes.append(
             ShareNode(
-                name=row[col["sn"]].strip(),
+                name=name,
                 cpu_milli=_int(path, line, "cpu_milli", row[col["cpu_milli"]]),
                 memory_mib=_int(path, line, "memory_mib", row[col["memory_mib"]]),
                 num_gpu=gpus,

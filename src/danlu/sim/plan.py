@@ -28,6 +28,7 @@ from typing import Final
 
 from danlu.core.errors import ConfigError, SpecError
 from danlu.core.units import format_duration, parse_duration
+from danlu.sim.workload import plain_float
 
 SECONDS_METRICS: Final = frozenset(
     {
@@ -97,7 +98,7 @@ def parse_target(text: str, flag: str = "--target") -> Target:
             f"{flag} {text!r}: unknown metric {metric!r}; valid: {', '.join(METRICS)}"
         )
     try:
-        bound = parse_duration(raw, flag) if metric in SECONDS_METRICS else float(raw)
+        bound = parse_duration(raw, flag) if metric in SECONDS_METRICS else plain_float(raw)
     except (SpecError, ValueError):
         kind = (
             "a number of seconds or a duration (90m, 2h)"

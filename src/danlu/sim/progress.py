@@ -75,6 +75,18 @@ class Progress(Protocol):
         Returns the seconds of training lost now."""
         ...
 
+    @property
+    def kept_runs(self) -> int:
+        """Runs that ended keeping new training: stopped (a preemption, a resize, the
+        job's end) after training beyond what they redid, or failed after saving a
+        checkpoint beyond it."""
+        ...
+
+    def keeps_training(self, now: float, checkpoint_every: float) -> bool:
+        """Whether the current run, if any, would keep new training if it failed at
+        ``now`` (:meth:`fail`)."""
+        ...
+
     def finish_time(self) -> float | None:
         """Closed-form models: when the job completes if it keeps its allocation."""
         ...
@@ -130,10 +142,14 @@ class _Ledger:
     """Seconds of training lost to failures that the next run redoes first."""
     _run = (0.0, 0.0, 0.0)
     """The current run's start, its restart cost, and the training it redoes first."""
+    _in_run = False
+    """Whether a run started and has not ended."""
+    _kept_runs = 0
+    """Runs that ended keeping new training (:attr:`kept_runs`)."""
     fruitless_failures = 0
     """Failures in a row whose runs kept no new training (each failed before it saved a
     checkpoint beyond what it had to redo): the engine stops a simulation in which a job
-    can no longer progress (:data:`danlu.sim.engine.MOST_FRUITLESS_FAILURES`)."""
+    can no longer progress (:data:`danlu.sim.failures.MOST_FRUITLESS_FAILURES`)."""
 
     def stop(self, now: float) -> None:
         raise NotImplementedError
@@ -143,6 +159,7 @@ class _Ledger:
         seconds without progress: the restart, then the training lost to failures."""
         self._run = (now, restart, self._redo)
         self._redo = 0.0
+        self._in_run = True
         return restart + self._run[2]
 
     def _end_run(self, now: float) -> float:
@@ -152,17 +169,33 @@ class _Ledger:
         start, restart, redo = self._run
         trained = max(0.0, now - start - restart)
         self._redo = max(0.0, redo - trained)
+        self._in_run = False
+        self._kept_runs += trained > redo  # (a failure takes it back if it lost that)
         return trained
 
-    def fail(self, now: float, checkpoint_every: float) -> float:
-        self.stop(now)  # ends the run (the redo it had left stays)
+    def _failed_run(self, now: float, checkpoint_every: float) -> tuple[float, bool]:
+        """The current run failing at ``now``: the training it loses, and whether it keeps
+        new training (it saved a checkpoint beyond what it had to redo)."""
         start, restart, redo = self._run
         trained = max(0.0, now - start - restart)
         lost = lost_training(trained, checkpoint_every)
+        return lost, trained - lost > redo
+
+    def fail(self, now: float, checkpoint_every: float) -> float:
+        stopped_new = self._in_run and now - self._run[0] - self._run[1] > self._run[2]
+        self.stop(now)  # ends the run (the redo it had left stays)
+        lost, kept_new = self._failed_run(now, checkpoint_every)
         self._redo += lost  # back to the last checkpoint
-        kept_new = trained - lost > redo
+        self._kept_runs -= stopped_new and not kept_new  # the stop counted it kept
         self.fruitless_failures = 0 if kept_new else self.fruitless_failures + 1
         return lost
+
+    @property
+    def kept_runs(self) -> int:
+        return self._kept_runs
+
+    def keeps_training(self, now: float, checkpoint_every: float) -> bool:
+        return self._in_run and self._failed_run(now, checkpoint_every)[1]
 
     @property
     def restart_seconds(self) -> float:

@@ -39,9 +39,10 @@ Formats, recognised from the CSV header:
 
 Files are UTF-8 text, with or without a byte-order mark (a byte that is not UTF-8 is
 reported on its line); spaces around the header's column names and the fields
-(``name, submit_time, gpus, duration``) are ignored. A file that leaves no GPU job to
-simulate (a header without rows, an openb list of CPU-only or never-scheduled pods) is
-refused.
+(``name, submit_time, gpus, duration``) are ignored; numbers are written with the
+digits 0-9 (``1_000`` and other scripts' digits are refused, not read as 1000). A
+file that leaves no GPU job to simulate (a header without rows, an openb list of CPU-only
+or never-scheduled pods) is refused.
 """
 
 from __future__ import annotations
@@ -62,7 +63,7 @@ from typing import Any
 
 from danlu.core.cluster import MILLI_PER_GPU
 from danlu.core.errors import ConfigError, DataError, SpecError
-from danlu.core.spec import MODEL_FAMILIES, parse_spec
+from danlu.core.spec import MAX_BATCH, MAX_GPUS, MODEL_FAMILIES, parse_spec
 from danlu.core.units import MiB
 from danlu.sched.view import JobRequest
 
@@ -199,13 +200,20 @@ def _rows(path: Path) -> Iterator[tuple[list[str], Iterator[tuple[int, dict[str,
         yield header, rows()
 
 
-def _whole_number(row: dict[str, str], column: str, path: Path, line: int, least: int) -> int:
-    """A column holding a whole number of at least ``least`` (2.5 GPUs used to be read as 2)."""
+def _whole_number(
+    row: dict[str, str], column: str, path: Path, line: int, least: int, most: int
+) -> int:
+    """A column holding a whole number from ``least`` to ``most`` (2.5 GPUs used to be read
+    as 2, and ``1e300`` GPUs was taken as asked)."""
     value = _num(row, column, path, line)
     if not value.is_integer() or value < least:
         raise DataError(
             f"{path}:{line}: column {column!r} must be a whole number >= {least}, got "
             f"{row[column]!r}"
+        )
+    if value > most:
+        raise DataError(
+            f"{path}:{line}: column {column!r} must be at most {most:,}, got {row[column]!r}"
         )
     return int(value)
 
@@ -241,17 +249,34 @@ def undecodable_line(path: Path) -> int | None:
     return None
 
 
+def plain_float(text: str) -> float:
+    """``text`` as a number written in ASCII, without ``_``: Python's ``float`` also reads
+    ``1_000`` and other scripts' digits (``\u0661``, Arabic-Indic one); ValueError for
+    those and for anything ``float`` refuses."""
+    if not text.isascii() or "_" in text:
+        raise ValueError(f"not a plain number: {text!r}")
+    return float(text)
+
+
 def _num(row: dict[str, str], column: str, path: Path, line: int) -> float:
     try:
-        value = float(row[column])
+        value = plain_float(row[column])
     except (KeyError, TypeError, ValueError):
         raise DataError(
-            f"{path}:{line}: column {column!r} must be a number, got {row.get(column)!r}"
+            f"{path}:{line}: column {column!r} must be a number (digits 0-9, no '_'), got "
+            f"{row.get(column)!r}"
         ) from None
     if not math.isfinite(value) or value < 0:
         raise DataError(f"{path}:{line}: column {column!r} must be >= 0, got {value}")
     return value
 
+
+MAX_CPU_MILLI = 1_000_000_000
+"""Most CPU an openb node may have, or a pod ask for: a million cores (the openb lists: 128)."""
+MAX_MEMORY_MIB = 1 << 30
+"""Most host memory an openb node may have, or a pod ask for: 1 PiB (the openb lists: 1 TiB).
+With these bounds every sum over a cluster stays well within 64-bit integers (larger
+values crashed the run with OverflowError)."""
 
 MOST_SECONDS = 1e12
 """The largest time a plain workload's ``submit_time``, ``duration`` or ``time_limit`` may
@@ -342,8 +367,19 @@ def _application(row: dict[str, str], path: Path, line: int) -> str:
     return application
 
 
-def _openb_milli(row: dict[str, str], path: Path, line: int) -> int:
-    """A 1-GPU openb pod's ``gpu_milli``: its share of the GPU, 1..1000 thousandths."""
+def _openb_milli(row: dict[str, str], gpus: int, path: Path, line: int) -> int:
+    """An openb pod's ``gpu_milli``: a 1-GPU pod's share of the GPU, 1..1000 thousandths;
+    a pod of more GPUs takes them whole (1000, as the FGD experiment's pod lists must
+    give it; empty is taken as whole too). A 2-GPU pod of 500 used to run on whole GPUs
+    silently."""
+    if gpus > 1:
+        text = (row.get("gpu_milli") or "").strip()
+        if text and _num(row, "gpu_milli", path, line) != MILLI_PER_GPU:
+            raise DataError(
+                f"{path}:{line}: column 'gpu_milli' must be {MILLI_PER_GPU} for a {gpus}-GPU "
+                f"pod (it takes whole GPUs; only a 1-GPU pod shares one), got {text!r}"
+            )
+        return MILLI_PER_GPU
     value = _num(row, "gpu_milli", path, line)
     if not value.is_integer() or not 0 < value <= MILLI_PER_GPU:
         raise DataError(
@@ -377,11 +413,11 @@ def _workload(p: Path, header: list[str], rows: Iterator[tuple[int, dict[str, st
     left_out: dict[str, list[str]] = {"cpu": [], "pending": []}  # openb pods not simulated
     if kind == "pollux":
         for line, row in rows:
-            replicas = _whole_number(row, "num_replicas", p, line, 1)
-            batch = _whole_number(row, "batch_size", p, line, 1)
+            replicas = _whole_number(row, "num_replicas", p, line, 1, MAX_GPUS)
+            batch = _whole_number(row, "batch_size", p, line, 1, MAX_BATCH)
             request = JobRequest(
                 id=_name(row, p, line),
-                submit_time=_num(row, "time", p, line),
+                submit_time=_seconds(row, "time", p, line),
                 gpus=replicas,
                 seq=len(jobs),
                 batch_size=batch,
@@ -403,9 +439,9 @@ def _workload(p: Path, header: list[str], rows: Iterator[tuple[int, dict[str, st
                     f"{p}:{line}: column 'timestamp' must be an ISO date-time, "
                     f"got {row['timestamp']!r}"
                 ) from None
-            gpus = _whole_number(row, "num_gpus", p, line, 0)
+            gpus = _whole_number(row, "num_gpus", p, line, 0, MAX_GPUS)
             team = (row.get("cluster") or "").strip() or "default"  # its virtual cluster
-            raw.append((stamp, _num(row, "duration", p, line), gpus, index, team))
+            raw.append((stamp, _seconds(row, "duration", p, line), gpus, index, team))
         raw.sort(key=lambda r: (r[0], r[3]))
         origin = raw[0][0] if raw else 0.0
         for stamp, duration, gpus, index, team in raw:
@@ -420,17 +456,18 @@ def _workload(p: Path, header: list[str], rows: Iterator[tuple[int, dict[str, st
             jobs.append(WorkloadJob(request, RigidWork(max(duration, 1.0))))
     elif kind == "openb":
         for line, row in rows:
-            gpus = _whole_number(row, "num_gpu", p, line, 0)
-            milli = _openb_milli(row, p, line) if gpus == 1 else MILLI_PER_GPU
-            start = _num(row, "scheduled_time", p, line) if row.get("scheduled_time") else None
+            gpus = _whole_number(row, "num_gpu", p, line, 0, MAX_GPUS)
+            milli = _openb_milli(row, gpus, p, line) if gpus else MILLI_PER_GPU
+            # 0 is a time like any other (the trace's first pods are scheduled at 0)
+            start = _seconds(row, "scheduled_time", p, line) if row.get("scheduled_time") else None
             if gpus and start is None and row.get("pod_phase") == "Pending":
                 left_out["pending"].append(_name(row, p, line))  # never got its GPUs
                 continue
-            created = _num(row, "creation_time", p, line)
-            deleted = _num(row, "deletion_time", p, line)
-            began = start or created
+            created = _seconds(row, "creation_time", p, line)
+            deleted = _seconds(row, "deletion_time", p, line)
+            began = created if start is None else start
             if deleted < began:
-                since = "scheduled_time" if start else "creation_time"
+                since = "creation_time" if start is None else "scheduled_time"
                 raise DataError(
                     f"{p}:{line}: column 'deletion_time' ({row['deletion_time']}) is before "
                     f"the pod's {since} ({row[since]}); a pod is deleted after it starts"
@@ -441,8 +478,8 @@ def _workload(p: Path, header: list[str], rows: Iterator[tuple[int, dict[str, st
                 submit_time=created,
                 gpus=gpus,
                 gpu_milli=milli if gpus else 0,
-                cpu_milli=int(_num(row, "cpu_milli", p, line)),
-                memory=int(_num(row, "memory_mib", p, line)) * MiB,
+                cpu_milli=_whole_number(row, "cpu_milli", p, line, 0, MAX_CPU_MILLI),
+                memory=_whole_number(row, "memory_mib", p, line, 0, MAX_MEMORY_MIB) * MiB,
                 seq=len(jobs),
                 expected_duration=duration,
             )
@@ -462,7 +499,7 @@ def _workload(p: Path, header: list[str], rows: Iterator[tuple[int, dict[str, st
             request = JobRequest(
                 id=_name(row, p, line),
                 submit_time=_seconds(row, "submit_time", p, line),
-                gpus=_whole_number(row, "gpus", p, line, 1),
+                gpus=_whole_number(row, "gpus", p, line, 1, MAX_GPUS),
                 priority=_whole(row, "priority", p, line),
                 gpu_memory=_gpu_memory(row, p, line),
                 seq=len(jobs),
@@ -519,7 +556,7 @@ def _whole(row: dict[str, str], column: str, path: Path, line: int) -> int:
     if not text:
         return 0
     try:
-        value = float(text)
+        value = plain_float(text)
     except ValueError:
         value = math.nan
     if not (math.isfinite(value) and value.is_integer() and abs(value) <= 2**62):
@@ -540,8 +577,13 @@ def synthetic_workload(jobs: int = 200, seed: int = 0, hours: float = 8.0) -> Wo
     """A deterministic Philly-like workload: mostly 1-GPU jobs, some gangs of 2-16 GPUs,
     log-normal durations (minutes to hours), random priorities; used as the embedded
     default when no workload file is given."""
-    if jobs < 1:
-        raise ConfigError(f"jobs (--jobs) must be >= 1, got {jobs}")
+    if isinstance(jobs, bool) or not isinstance(jobs, int) or jobs < 1:
+        raise ConfigError(f"jobs (--jobs) must be a whole number >= 1, got {jobs!r}")
+    if not 0 <= hours <= MOST_SECONDS / 3600.0:  # NaN too: it compares false
+        raise ConfigError(
+            f"hours must be a number of hours from 0 to {MOST_SECONDS / 3600.0:g} (the span "
+            f"the submissions are drawn over), got {hours!r}"
+        )
     rng = random.Random(seed)
     sizes = [1] * 70 + [2] * 12 + [4] * 10 + [8] * 6 + [16] * 2
     out: list[WorkloadJob] = []
