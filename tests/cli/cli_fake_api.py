@@ -316,3 +316,28 @@ def no_raw_control(text: str) -> None:
     """Fail when ``text`` holds one of :data:`RAW_CONTROLS`."""
     for char in RAW_CONTROLS:
         assert char not in text, (char, text)
+
+
+def serve_replies(
+    monkeypatch: pytest.MonkeyPatch, replies: dict[str, Any], missing: str = "no route"
+) -> None:
+    """Every command's client talks to a stub that answers ``GET`` of a path (without
+    ``/api/v1``) in ``replies`` with its JSON, as it is (fields of any type, text the API
+    refuses), and any other request with a 404 (its message ``missing`` and the path); the
+    job commands print to a console 250 columns wide."""
+    from rich.console import Console
+
+    from danlu.cli import jobs as jobs_cli
+    from danlu.client import Client
+
+    def handler(request: httpx.Request) -> httpx.Response:
+        path = request.url.path.removeprefix("/api/v1")
+        if path in replies:
+            return httpx.Response(200, json=replies[path])
+        return error(404, "NotFoundError", None, f"{missing} {path}")
+
+    def factory(home: Path | None, url: str | None, token: str | None) -> Client:
+        return Client("http://fake", TOKEN, transport=httpx.MockTransport(handler))
+
+    monkeypatch.setattr(jobs_cli, "client_factory", factory)
+    monkeypatch.setattr(jobs_cli, "console", Console(width=250))

@@ -15,15 +15,15 @@ from typing import Annotated, Any
 
 import typer
 from rich.console import RenderableType
-from rich.markup import escape
 from rich.table import Table
 from rich.text import Text
 
 from danlu.cli import jobs as common
+from danlu.cli.markup import as_text
 from danlu.cli.options import HomeOpt, JsonOpt, TokenOpt, UrlOpt
+from danlu.cli.reply_fields import PROJECT, TOKEN, USER, Record
 from danlu.core.errors import SpecError
 from danlu.core.units import format_bytes, parse_bytes
-from danlu.core.values import visible
 
 NameArg = Annotated[
     str, typer.Argument(help="The user's name (its OS account's too, with DANLU_RUN_AS=user).")
@@ -90,7 +90,9 @@ def whoami(
 ) -> None:
     """Who the token is: its user's name and role."""
     data = common.ask(home, url, token, lambda c: c.me())
-    show_data(data, json_out, lambda d: f"{escape(str(d['name']))} ({d['role']})")
+    show_data(
+        data, json_out, lambda d: f"{as_text(d.get('name'))} ({as_text(d.get('role'))})", USER
+    )
 
 
 @user_app.command("add")
@@ -109,7 +111,7 @@ def user_add(
     role = "admin" if admin else "user"
     account = None if os_user is None or os_user.lower() in _NONE else os_user
     data = common.ask(home, url, token, lambda c: c.create_user(name, role, account))
-    show_data(data, json_out, _user_line)
+    show_data(data, json_out, _user_line, USER)
 
 
 @user_app.command("set")
@@ -138,15 +140,15 @@ def user_set(
     if not fields:
         raise common.fail("nothing to change: give --os-user ACCOUNT or --quota-gpus N (or none)")
     data = common.ask(home, url, token, lambda c: c.update_user(name, **fields))
-    show_data(data, json_out, _user_line)
+    show_data(data, json_out, _user_line, USER)
 
 
 def _user_line(data: dict[str, Any]) -> str:
     account = data.get("os_user")
-    runs = f", jobs run as OS account {escape(account)}" if account else ""
+    runs = f", jobs run as OS account {as_text(account)}" if account else ""
     quota = data.get("quota_gpus")
     limit = f", at most {float(quota):g} GPUs" if quota is not None else ""
-    return f"user {escape(str(data['name']))} ({data['role']}){runs}{limit}"
+    return f"user {as_text(data.get('name'))} ({as_text(data.get('role'))}){runs}{limit}"
 
 
 @user_app.command("token")
@@ -175,17 +177,20 @@ def user_ls(
 ) -> None:
     """List the users and their roles (admin)."""
     data = common.ask(home, url, token, lambda c: c.users())
+    show_data(data, json_out, _users_table, USER)
+
+
+def _users_table(users: list[dict[str, Any]]) -> Table:
     rows = [
         (
-            escape(str(row["name"])),
-            str(row["role"]),
-            escape(str(row.get("os_user") or "-")),
+            as_text(row.get("name")),
+            as_text(row.get("role")),
+            as_text(row.get("os_user") or "-"),
             "-" if row.get("quota_gpus") is None else f"{float(row['quota_gpus']):g}",
         )
-        for row in data
+        for row in users
     ]
-    columns = ("user", "role", "OS account", "GPU quota")
-    show_data(data, json_out, lambda _: titled_table("users", columns, rows))
+    return titled_table("users", ("user", "role", "OS account", "GPU quota"), rows)
 
 
 @user_app.command("tokens")
@@ -198,21 +203,24 @@ def user_tokens(
 ) -> None:
     """List a user's live tokens by prefix, without their secrets (admin, or the user)."""
     data = common.ask(home, url, token, lambda c: c.tokens(name))
-    rows = [
-        (
-            escape(visible(str(row["prefix"]))),
-            # a label the user chose before the API refused control characters: shown
-            # escaped, never acting on the terminal or splitting the row
-            escape(visible(str(row["name"]))),
-            escape(visible(str(row["job_id"] or ""))),
-            _when(row["created_at"]),
-            _when(row["last_used_at"]),
-        )
-        for row in data
-    ]
-    columns = ("prefix", "label", "job", "created", "last used")
-    table = titled_table(f"live tokens of {escape(name)}", columns, rows)
-    show_data(data, json_out, lambda _: table)
+
+    def table(tokens: list[dict[str, Any]]) -> Table:
+        rows = [
+            (
+                as_text(row.get("prefix")),
+                # a label the user chose before the API refused control characters: shown
+                # escaped, never acting on the terminal or splitting the row
+                as_text(row.get("name")),
+                as_text(row.get("job_id") or ""),
+                when_text(row.get("created_at")),
+                when_text(row.get("last_used_at")),
+            )
+            for row in tokens
+        ]
+        columns = ("prefix", "label", "job", "created", "last used")
+        return titled_table(f"live tokens of {as_text(name)}", columns, rows)
+
+    show_data(data, json_out, table, TOKEN)
 
 
 @user_app.command("revoke")
@@ -233,15 +241,25 @@ def user_revoke(
             "or leave PREFIX out to revoke all of the user's tokens"
         )
     revoked = common.ask(home, url, token, lambda c: c.revoke_tokens(name, prefix))
-    common.console.print(f"revoked {revoked} token(s) of {escape(name)}", highlight=False)
+    common.console.print(f"revoked {revoked} token(s) of {as_text(name)}", highlight=False)
 
 
-def show_data(data: Any, json_out: bool, render: Callable[[Any], RenderableType]) -> None:
-    """``data`` as JSON with ``--json`` (for scripts), else as ``render`` shows it."""
+def show_data(
+    data: Any,
+    json_out: bool,
+    render: Callable[[Any], RenderableType],
+    record: Record | None = None,
+) -> None:
+    """``data`` as JSON with ``--json`` (for scripts), else as ``render`` shows it: with
+    ``record``, its kind, without the fields of the wrong type, each of which is then an
+    error (exit 2; :mod:`danlu.cli.reply_fields`)."""
     if json_out:
         common.print_json(data)
-    else:
-        common.console.print(render(data), highlight=False)
+        return
+    problems: list[str] = []
+    shown = data if record is None else record.check(data, problems)
+    common.console.print(render(shown), highlight=False)
+    common.fail_on(problems)
 
 
 def titled_table(title: str, columns: Sequence[str], rows: Iterable[Sequence[str]]) -> Table:
@@ -262,10 +280,11 @@ def titled_table(title: str, columns: Sequence[str], rows: Iterable[Sequence[str
     return table
 
 
-def _when(stamp: float | None) -> str:
+def when_text(stamp: float | None, layout: str = "%Y-%m-%d %H:%M") -> str:
+    """``stamp`` (POSIX seconds) in local time as ``layout`` has it; ``-`` for none."""
     if stamp is None:
         return "-"
-    return time.strftime("%Y-%m-%d %H:%M", time.localtime(stamp))
+    return time.strftime(layout, time.localtime(stamp))
 
 
 def _quota(value: str | None, option: str, parse: Any) -> Any:
@@ -316,9 +335,14 @@ def _members(value: str | None) -> list[str] | None:
     return names
 
 
+def _share(data: dict[str, Any]) -> str:
+    share = data.get("share")
+    return f"{1.0 if share is None else float(share):g}"
+
+
 def _members_text(data: dict[str, Any]) -> str:
     listed = data.get("members") or []
-    return ", ".join(escape(str(name)) for name in listed) if listed else "all"
+    return ", ".join(as_text(name) for name in listed) if listed else "all"
 
 
 def _project_line(data: dict[str, Any]) -> str:
@@ -327,8 +351,8 @@ def _project_line(data: dict[str, Any]) -> str:
     quota_gpus = "no GPU quota" if gpus is None else f"at most {gpus:g} GPUs"
     quota_memory = "no memory quota" if memory is None else f"at most {format_bytes(memory)}"
     return (
-        f"project [bold]{escape(str(data['name']))}[/bold]: priority {data['priority']}, "
-        f"{quota_gpus}, {quota_memory}, share {float(data.get('share', 1.0)):g}, "
+        f"project [bold]{as_text(data.get('name'))}[/bold]: priority "
+        f"{as_text(data.get('priority'))}, {quota_gpus}, {quota_memory}, share {_share(data)}, "
         f"members: {_members_text(data)}"
     )
 
@@ -343,18 +367,22 @@ def project_ls(
     """List the projects with their priorities, quotas and fair-share weights, the GPUs
     they hold and their recent usage (when the policy keeps a history)."""
     data = common.ask(home, url, token, lambda c: c.projects())
+    show_data(data, json_out, _projects_table, PROJECT)
+
+
+def _projects_table(projects: list[dict[str, Any]]) -> Table:
     rows = [
         (
-            escape(str(row["name"])),
-            str(row["priority"]),
+            as_text(row.get("name")),
+            as_text(row.get("priority")),
             "-" if row.get("quota_gpus") is None else f"{row['quota_gpus']:g}",
             "-" if row.get("quota_gpu_memory") is None else format_bytes(row["quota_gpu_memory"]),
-            f"{float(row.get('share', 1.0)):g}",
+            _share(row),
             _gpus_or_dash(row.get("gpus_held")),
             _gpus_or_dash(row.get("recent_gpus")),
             _members_text(row),
         )
-        for row in data
+        for row in projects
     ]
     columns = (
         "project",
@@ -366,7 +394,7 @@ def project_ls(
         "recent GPUs",
         "members",
     )
-    show_data(data, json_out, lambda _: titled_table("projects", columns, rows))
+    return titled_table("projects", columns, rows)
 
 
 @project_app.command("add")
@@ -399,7 +427,7 @@ def project_add(
             _members(members) or [],
         ),
     )
-    show_data(data, json_out, _project_line)
+    show_data(data, json_out, _project_line, PROJECT)
 
 
 @project_app.command("set")
@@ -437,7 +465,7 @@ def project_set(
             "nothing to change: give --priority, --quota-gpus, --quota-memory, --share or --members"
         )
     data = common.ask(home, url, token, lambda c: c.update_project(name, **fields))
-    show_data(data, json_out, _project_line)
+    show_data(data, json_out, _project_line, PROJECT)
 
 
 def register(app: typer.Typer) -> None:

@@ -9,10 +9,11 @@ from typing import Annotated, Any
 
 import typer
 
+from danlu.cli.markup import as_text
 from danlu.core.errors import DanluError, SpecError
 from danlu.core.spec import MAX_BATCH
 from danlu.core.units import format_bytes, parse_bytes
-from danlu.core.values import range_message
+from danlu.core.values import range_message, visible
 
 
 def _batch_size(value: int, flag: str) -> int:
@@ -66,7 +67,6 @@ def run_estimate(
     from dataclasses import replace
 
     from rich.console import Console
-    from rich.markup import escape
     from rich.progress import BarColumn, Progress, TextColumn, TimeElapsedColumn
     from rich.table import Table
 
@@ -101,9 +101,11 @@ def run_estimate(
     limit_source = "--gpu-memory" if gpu_memory else "capacity"
     if limit > gpu.capacity_bytes:  # a share of one GPU: capped, as the server caps a share
         err.print(
-            f"note: --gpu-memory {gpu_memory} ({format_bytes(limit)}) is more than the "
-            f"{gpu.name}'s capacity of {format_bytes(gpu.capacity_bytes)}: judged against "
-            "the capacity (the limit is a share of one GPU; choose a larger --gpu for more)"
+            f"note: --gpu-memory {as_text(gpu_memory)} ({format_bytes(limit)}) is more than "
+            f"the {as_text(gpu.name)}'s capacity of {format_bytes(gpu.capacity_bytes)}: judged "
+            "against the capacity (the limit is a share of one GPU; choose a larger --gpu for "
+            "more)",
+            highlight=False,
         )
         limit, limit_source = gpu.capacity_bytes, "capacity"
     limit_label = f"{format_bytes(limit)} ({limit_source})"
@@ -136,10 +138,10 @@ def run_estimate(
         transient=True,
         disable=not err.is_terminal,
     ) as bar:
-        task = bar.add_task(model_ref, total=len(sizes))
+        task = bar.add_task(as_text(model_ref), total=len(sizes))
 
         def progress(done: int, total: int, b: int) -> None:
-            bar.update(task, completed=done, description=f"{model_ref} (b={b})")
+            bar.update(task, completed=done, description=as_text(f"{model_ref} (b={b})"))
 
         traces = trace(req, progress)
     estimates = {t.batch_size: replay(t, judged) for t in traces}
@@ -204,31 +206,33 @@ def run_estimate(
     if as_json:
         sys.stdout.write(json.dumps(result) + "\n")
         return result
-    title = f"{model_ref}  b={main.batch_size}  {precision}  {optimizer}  on {gpu.name}"
+    # names (the model's reference, a --gpu-table's GPU) are text, neither Rich markup nor
+    # control characters
+    title = as_text(f"{model_ref}  b={main.batch_size}  {precision}  {optimizer}  on {gpu.name}")
     table = Table(title=title, show_header=True)
     table.add_column("")
     table.add_column("bytes", justify="right")
     table.add_column("", justify="right")
     for key, value in main.breakdown.items():
-        table.add_row(f"  {key}", str(value), format_bytes(value))
+        table.add_row(f"  {as_text(key)}", str(value), format_bytes(value))
     for label, value in (
         ("peak logical (live tensors)", main.peak_logical_bytes),
         ("peak allocated (allocator)", main.peak_allocated_bytes),
         ("peak reserved (allocator)", main.peak_reserved_bytes),
         ("CUDA context", main.context_bytes),
         ("peak on the GPU", main.peak_device_bytes),
-        (f"{gpu.name} capacity", gpu.capacity_bytes),
+        (f"{as_text(gpu.name)} capacity", gpu.capacity_bytes),
         *((("limit (--gpu-memory)", limit),) if gpu_memory else ()),
     ):
         table.add_row(label, str(value), format_bytes(value))
     out.print(table)
     out.print(
         "fits" if main.fits else "[red]does NOT fit[/red]",
-        f"within {limit_label} on {gpu.name}",
+        f"within {limit_label} on {as_text(gpu.name)}",
     )
-    out.print(f"model family (for GPU sharing): {main.family or 'none recognised'}")
+    out.print(f"model family (for GPU sharing): {as_text(main.family or 'none recognised')}")
     for w in main.warnings:
-        err.print(f"[yellow]warning:[/yellow] {escape(str(w))}", highlight=False)
+        err.print(f"[yellow]warning:[/yellow] {as_text(w)}", highlight=False)
     if rows:
         st = Table(
             title="M(b) (fitted from b = "
@@ -239,9 +243,7 @@ def run_estimate(
             st.add_column(col, justify="right")
         for r in rows:
             if "error" in r:
-                st.add_row(
-                    str(r["batch_size"]), "-", "-", "-", f"refused: {escape(str(r['error']))}"
-                )
+                st.add_row(str(r["batch_size"]), "-", "-", "-", f"refused: {as_text(r['error'])}")
             else:
                 st.add_row(
                     str(r["batch_size"]),
@@ -254,7 +256,7 @@ def run_estimate(
     if max_batch:
         out.print(
             f"largest safe batch within {limit_label} - margin "
-            f"{format_bytes(margin_bytes)}: {escape(_max_batch_answer(result))}",
+            f"{format_bytes(margin_bytes)}: {as_text(_max_batch_answer(result))}",
             highlight=False,
         )
     return result
@@ -383,5 +385,5 @@ def register(app: typer.Typer) -> None:
                 data_parallel=data_parallel,
             )
         except DanluError as exc:
-            typer.echo(f"error: {exc}", err=True)
+            typer.echo(f"error: {visible(str(exc))}", err=True)
             raise typer.Exit(2) from None

@@ -12,8 +12,9 @@ from rich.markup import escape
 from rich.table import Table
 
 from danlu.cli.follow import PAGE, GapCursor, read_pages
-from danlu.cli.jobs import connect, console, fail, print_json
+from danlu.cli.jobs import connect, console, fail, fail_on, print_json, report
 from danlu.cli.options import HomeOpt, JsonOpt, TokenOpt, UrlOpt
+from danlu.cli.reply_fields import checked_events
 from danlu.client import Client
 from danlu.client.rest import read_across_restart
 from danlu.core.errors import DanluError
@@ -24,7 +25,9 @@ FOLLOW_SECONDS = 1.0
 """Seconds between two reads while following."""
 
 
-def _clock(seconds: Any) -> str:
+def _clock(seconds: float | None) -> str:
+    if seconds is None:
+        return "-"
     return time.strftime("%m-%d %H:%M:%S", time.localtime(float(seconds)))
 
 
@@ -36,10 +39,11 @@ def _change(event: dict[str, Any]) -> str:
 def _cells(event: dict[str, Any]) -> list[str]:
     """An event's time, job, name, user/project, change and reason, as text with its
     control characters written as escapes (a reason may quote a node's: shown, never acted
-    on by the terminal)."""
+    on by the terminal); its fields of the type the API gives them
+    (:func:`~danlu.cli.reply_fields.checked_events`)."""
     cells = [
-        _clock(event["time"]),
-        str(event["job_id"]),
+        _clock(event.get("time")),
+        str(event.get("job_id", "?")),
         str(event.get("job_name", "")),
         f"{event.get('user')}/{event.get('project')}",
         _change(event),
@@ -80,9 +84,11 @@ def follow(
     shown = gaps.fresh_ids(shown)
     done = 0
     while True:
-        for event in shown:
+        problems: list[str] = []
+        for event in checked_events(list(shown), problems):
             # one line however narrow the output: `danlu events -f | grep` sees it whole
             console.print(escape(line(event)), highlight=False, soft_wrap=True)
+        report(problems)  # and goes on following
         if reads and done >= reads:
             return
         time.sleep(FOLLOW_SECONDS)
@@ -152,7 +158,9 @@ def events(
     if not found:
         console.print("no events", highlight=False)
         return
-    console.print(table(found))
+    problems: list[str] = []
+    console.print(table(checked_events(found, problems)))
+    fail_on(problems)
 
 
 def register(app: typer.Typer) -> None:

@@ -21,14 +21,14 @@ import typer
 import yaml
 from rich.console import Console, RenderableType
 from rich.live import Live
-from rich.markup import escape
 from rich.table import Table
 
 from danlu.cli import top as top_view
 from danlu.cli import waiting
 from danlu.cli.markup import as_text
 from danlu.cli.options import HomeOpt, JobArg, JsonOpt, TokenOpt, UrlOpt
-from danlu.client import Client
+from danlu.cli.reply_fields import USAGE, checked_events, checked_job, checked_jobs
+from danlu.client import Client, ServerError
 from danlu.client.rest import read_across_restart
 from danlu.config import load_client_settings
 from danlu.core.errors import DanluError, SpecError
@@ -82,8 +82,29 @@ def ask(home: Path | None, url: str | None, token: str | None, request: Callable
 
 def fail(exc: Exception | str) -> typer.Exit:
     """Print ``error: ...`` on stderr and return the exit-2 exception to raise."""
-    err.print(f"[red]error:[/red] {escape(str(exc))}", highlight=False, soft_wrap=True)
+    err.print(f"[red]error:[/red] {as_text(exc)}", highlight=False, soft_wrap=True)
     return typer.Exit(code=2)
+
+
+SHOWN_PROBLEMS = 10
+"""The most of a reply's wrong fields :func:`fail_on` prints (then a count of the others)."""
+
+
+def fail_on(problems: Sequence[str]) -> None:
+    """When the server sent fields of the wrong type (``problems``, from
+    :mod:`danlu.cli.reply_fields`; what was shown left them out): print them on stderr and
+    exit with code 2."""
+    if problems:
+        report(problems)
+        raise typer.Exit(code=2)
+
+
+def report(problems: Sequence[str]) -> None:
+    """Print the first :data:`SHOWN_PROBLEMS` of ``problems`` on stderr, as errors."""
+    for problem in problems[:SHOWN_PROBLEMS]:
+        err.print(f"[red]error:[/red] {as_text(problem)}", highlight=False, soft_wrap=True)
+    if len(problems) > SHOWN_PROBLEMS:
+        err.print(f"[red]error:[/red] and {len(problems) - SHOWN_PROBLEMS} more", highlight=False)
 
 
 def print_json(value: Any) -> None:
@@ -295,8 +316,9 @@ def _array_submitted(sweep: dict[str, Any], json_out: bool) -> None:
         return
     parallel = (sweep.get("spec") or {}).get("parallel")
     console.print(
-        f"submitted array [bold]{sweep['id']}[/bold] ({escape(str(sweep['name']))}): "
-        f"{sweep['total']} tasks, at most {parallel} at once; danlu sweep show {sweep['id']}",
+        f"submitted array [bold]{as_text(sweep['id'])}[/bold] ({as_text(sweep['name'])}): "
+        f"{sweep['total']} tasks, at most {parallel} at once; "
+        f"danlu sweep show {as_text(sweep['id'])}",
         highlight=False,
     )
 
@@ -374,7 +396,9 @@ def ls(
     if not jobs:
         console.print("no jobs")
         return
-    console.print(top_view.jobs_table(jobs, width=console.width))
+    problems: list[str] = []
+    console.print(top_view.jobs_table(checked_jobs(jobs, problems), width=console.width))
+    fail_on(problems)
 
 
 SHOWN_EVENTS = 100
@@ -391,7 +415,16 @@ def recent_events(client: Client, job: str, keep: int = SHOWN_EVENTS) -> list[di
         kept.extend(page)
         if len(page) < EVENTS_PAGE:
             return list(kept)
-        after = int(page[-1]["id"])
+        last = page[-1].get("id")
+        if not isinstance(last, int) or isinstance(last, bool):  # no cursor to read on from
+            raise ServerError(
+                200,
+                "http",
+                None,
+                f"server sent {last!r} for field id of an event of job "
+                f"{job}, expected a whole number: its later events cannot be read",
+            )
+        after = last
 
 
 EVENTS_PAGE = 1000
@@ -409,12 +442,20 @@ def show(
     with connect(home, url, token) as client:
         try:
             data = client.get_job(job)
-            events = recent_events(client, str(data["id"]))
+            events = recent_events(client, str(data.get("id", job)))
         except DanluError as exc:
             raise fail(exc) from None
     if json_out:
         print_json(data | {"events": events})
         return
+    problems: list[str] = []
+    _show_job(checked_job(data, problems), checked_events(events, problems))
+    fail_on(problems)
+
+
+def _show_job(data: dict[str, Any], events: list[dict[str, Any]]) -> None:
+    """``danlu show``'s tables of a job and its last events (fields of the type the API
+    gives them, :mod:`danlu.cli.reply_fields`)."""
     table = Table(show_header=False, box=None, padding=(0, 2))
     table.add_column(style="bold")
     table.add_column()
@@ -437,7 +478,7 @@ def show(
         if data.get(key):
             table.add_row(key, time.strftime("%Y-%m-%d %H:%M:%S", time.localtime(data[key])))
     for a in data.get("allocation") or []:
-        share = f"{a.get('milli', 0) / 10:.0f}% compute, {format_bytes(a.get('memory') or 0)}"
+        share = f"{(a.get('milli') or 0) / 10:.0f}% compute, {format_bytes(a.get('memory') or 0)}"
         table.add_row("allocation", as_text(f"{a.get('node')} gpu {a.get('gpu')}: {share}"))
     if data.get("pending_reason"):
         table.add_row("pending", as_text(data["pending_reason"]))
@@ -469,19 +510,31 @@ def logs(
     url: UrlOpt = None,
     token: TokenOpt = None,
 ) -> None:
-    """Print a job's output (stdout and stderr), its bytes as they are."""
+    """Print a job's output (stdout and stderr), its bytes as they are. With --follow, the
+    exit status is then danlu wait's: 0 when the job SUCCEEDED, 1 when it FAILED or was
+    CANCELLED (said on stderr), 2 for an error."""
     with connect(home, url, token) as client:
         try:
-            if follow:
-                for chunk in client.follow_log_bytes(job):
-                    write_bytes(chunk)
-            else:
+            if not follow:
                 for raw in client.read_log_bytes(job):
                     write_bytes(raw)
+                return
+            for chunk in client.follow_log_bytes(job):
+                write_bytes(chunk)
+            ended = client.get_job(job)
         except DanluError as exc:
             raise fail(exc) from None
         except KeyboardInterrupt:
-            raise typer.Exit(code=130) from None
+            raise typer.Exit(code=waiting.INTERRUPTED) from None
+    if ended.get("state") != JobState.SUCCEEDED.value:
+        code = ended.get("exit_code")
+        status = f" (exit {code})" if isinstance(code, int) and code else ""
+        err.print(
+            f"job {as_text(ended.get('id', job))} ended {as_text(ended.get('state'))}{status}",
+            highlight=False,
+            soft_wrap=True,
+        )
+        raise typer.Exit(code=waiting.NOT_SUCCEEDED)
 
 
 def write_bytes(data: bytes) -> None:
@@ -622,6 +675,14 @@ def usage(
     if json_out:
         print_json(data)
         return
+    problems: list[str] = []
+    console.print(_usage_table(USAGE.check(data, problems), days))
+    fail_on(problems)
+
+
+def _usage_table(data: list[dict[str, Any]], days: float) -> Table:
+    """``danlu usage``'s table of ``GET /usage``'s rows (fields of the type the API gives
+    them, :mod:`danlu.cli.reply_fields`; one left out is shown as ``-``)."""
     table = Table(title=f"GPU usage, last {days:g} days", title_justify="left")
     metered = any(row.get("energy_kwh") is not None for row in data)
     columns = ["project", "user", "GPU-hours", "GPU memory GiB-hours", "jobs"]
@@ -629,17 +690,21 @@ def usage(
         table.add_column(column, justify="left" if column in ("project", "user") else "right")
     for row in data:
         cells = [
-            escape(str(row["project"])),
-            escape(str(row["user"])),
-            f"{row['gpu_hours']:.2f}",
-            f"{row['gpu_memory_gib_hours']:.1f}",
-            str(row["jobs"]),
+            as_text(row.get("project", "-")),
+            as_text(row.get("user", "-")),
+            _fixed(row.get("gpu_hours"), 2),
+            _fixed(row.get("gpu_memory_gib_hours"), 1),
+            str(row.get("jobs", "-")),
         ]
         if metered:
-            kwh = row.get("energy_kwh")
-            cells.append("-" if kwh is None else f"{kwh:.3f}")
+            cells.append(_fixed(row.get("energy_kwh"), 3))
         table.add_row(*cells)
-    console.print(table)
+    return table
+
+
+def _fixed(value: float | None, places: int) -> str:
+    """``value`` with ``places`` decimals, or ``-`` for none."""
+    return "-" if value is None else f"{value:.{places}f}"
 
 
 def top(
@@ -656,7 +721,9 @@ def top(
     with connect(home, url, token) as client:
         try:
             if once:
-                console.print(top_view.frame(client, width=console.width))
+                problems: list[str] = []
+                console.print(top_view.frame(client, width=console.width, problems=problems))
+                fail_on(problems)
                 return
 
             def live_frame() -> RenderableType:

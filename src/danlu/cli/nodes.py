@@ -15,7 +15,9 @@ from rich.markup import escape
 from danlu.cli import jobs as common
 from danlu.cli import top as top_view
 from danlu.cli import waiting
+from danlu.cli.markup import as_text
 from danlu.cli.options import HomeOpt, JsonOpt, TokenOpt, UrlOpt
+from danlu.cli.reply_fields import checked_nodes
 from danlu.client.rest import read_across_restart
 from danlu.core.errors import DanluError, SpecError
 from danlu.core.units import parse_time
@@ -33,7 +35,9 @@ def nodes(
     if json_out:
         common.print_json(data)
         return
-    common.console.print(top_view.nodes_table(data))
+    problems: list[str] = []
+    common.console.print(top_view.nodes_table(checked_nodes(data, problems)))
+    common.fail_on(problems)
 
 
 NodeArg = Annotated[str, typer.Argument(help="Node name, as `danlu nodes` lists it.")]
@@ -70,12 +74,12 @@ def _node_changed(data: dict[str, Any], json_out: bool, gpu: int | None = None) 
         gpus: list[dict[str, Any]] = data.get("gpus") or []
         found = next((g for g in gpus if g.get("index") == gpu), {})
         reason = str(found.get("cordon_reason") or "")
-        line = f"node [bold]{name}[/bold] GPU {gpu}: {escape(str(found.get('state', '?')))}"
+        line = f"node [bold]{name}[/bold] GPU {gpu}: {as_text(found.get('state', '?'))}"
         line += f" ({escape(visible(reason))})" if reason else ""
         common.console.print(line, highlight=False)
         return
     reason = str(data.get("cordon_reason") or "")
-    line = f"node [bold]{name}[/bold]: {escape(str(data.get('state')))}"
+    line = f"node [bold]{name}[/bold]: {as_text(data.get('state'))}"
     line += f" ({escape(visible(reason))})" if reason else ""
     if data.get("close_at") is not None:
         line += f"; {escape(top_view.scheduled(data))}"

@@ -10,8 +10,8 @@ from typing import Annotated, Any
 
 import typer
 from rich.console import Console
-from rich.markup import escape
 
+from danlu.cli.markup import as_text
 from danlu.core.errors import DanluError
 
 err = Console(stderr=True)
@@ -99,7 +99,7 @@ def _start(
         )
         prepared = prepare(settings, host=host, port=port, fake_gpus=fake_gpus)
     except (DanluError, OSError) as exc:
-        err.print(f"[red]error:[/red] {escape(str(exc))}", highlight=False, soft_wrap=True)
+        err.print(f"[red]error:[/red] {as_text(exc)}", highlight=False, soft_wrap=True)
         raise typer.Exit(code=2) from None
 
     def ready(p: Prepared) -> None:

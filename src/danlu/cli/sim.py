@@ -29,6 +29,7 @@ from danlu.cli.sim_checks import (
     check_enabled,
     check_load,
     check_plot,
+    check_traces,
     failure_settings,
     given_options,
 )
@@ -76,7 +77,7 @@ def register(app: typer.Typer) -> None:
 
 
 def _fail(exc: Exception) -> typer.Exit:
-    err.print(f"[red]error:[/red] {escape(str(exc))}", highlight=False, soft_wrap=True)
+    err.print(f"[red]error:[/red] {as_text(exc)}", highlight=False, soft_wrap=True)
     return typer.Exit(code=2)
 
 
@@ -416,6 +417,7 @@ def run(
             (node_mtbf, node_repair), (gpu_mtbf, gpu_repair), checkpoint_every, failure_seed
         )
         check_enabled(given_options(ctx))
+        check_traces(traces, given_options(ctx))
         wl = _load(workload, jobs, seed)
         config = _config(
             interval,
@@ -499,6 +501,7 @@ def compare(
             (node_mtbf, node_repair), (gpu_mtbf, gpu_repair), checkpoint_every, failure_seed
         )
         check_enabled(given_options(ctx))
+        check_traces(traces, given_options(ctx))
         wl = _load(workload, jobs, seed)
         config = _config(
             interval,
@@ -596,6 +599,7 @@ def plan(
             (node_mtbf, node_repair), (gpu_mtbf, gpu_repair), checkpoint_every, failure_seed
         )
         check_enabled(given_options(ctx))
+        check_traces(traces, given_options(ctx))
         wl = _load(workload, jobs, seed)
         config = _config(
             interval,

@@ -92,6 +92,18 @@ def given_options(ctx: typer.Context) -> frozenset[str]:
     )
 
 
+def check_traces(traces: Path, given: Collection[str]) -> None:
+    """Refuse a ``--traces`` the user gave (``given``: :func:`given_options`) that is not a
+    folder: a workload without Pollux measurements ignored it, so a mistyped path ran as if
+    it had been read. (The default is checked where a Pollux workload needs it.)"""
+    if "traces" in given and not traces.is_dir():
+        what = "is not a folder" if traces.exists() else "does not exist"
+        raise ConfigError(
+            f"--traces {traces} {what}: point it at a folder of per-application "
+            "measurements in the Pollux format (e.g. ../shared/data/pollux/traces)"
+        )
+
+
 def check_enabled(given: Collection[str]) -> None:
     """Refuse an option of :data:`ENABLED_BY` given without any of the options that enable
     it (``--node-repair 4h`` without ``--node-mtbf``: no node fails, so it changed nothing

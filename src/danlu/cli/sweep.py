@@ -11,11 +11,13 @@ from pathlib import Path
 from typing import Annotated, Any
 
 import typer
+from rich.table import Table
 
 from danlu.cli import jobs as common
 from danlu.cli.admin import show_data, titled_table
 from danlu.cli.markup import as_text
 from danlu.cli.options import HomeOpt, JsonOpt, TokenOpt, UrlOpt
+from danlu.cli.reply_fields import SWEEP
 from danlu.core.errors import DanluError
 from danlu.core.spec import load_spec_data
 from danlu.core.sweep import parse_sweep
@@ -66,23 +68,24 @@ def sweep_ls(
     """Sweeps, newest first (an admin sees everyone's); with --state, those in that state."""
     states = [part.strip() for value in state or [] for part in value.split(",")] or None
     rows = common.ask(home, url, token, lambda c: c.sweeps(limit, states))
+    show_data(rows, json_out, _sweeps_table, SWEEP)
+
+
+def _sweeps_table(sweeps: list[dict[str, Any]]) -> Table:
+    """``danlu sweep ls``'s table (server text as text, :func:`~danlu.cli.markup.as_text`)."""
     columns = ("ID", "NAME", "USER", "STATE", "TRIALS", "METRIC")
-    table = titled_table(
-        "sweeps",
-        columns,
+    rows = (
         (
-            (
-                s["id"],
-                as_text(s["name"]),
-                as_text(s["user"]),
-                s["state"],
-                f"{s['submitted']}/{s['total']}",
-                _objective(s),
-            )
-            for s in rows
-        ),
+            as_text(s.get("id")),
+            as_text(s.get("name")),
+            as_text(s.get("user")),
+            as_text(s.get("state")),
+            f"{s.get('submitted')}/{s.get('total')}",
+            _objective(s),
+        )
+        for s in sweeps
     )
-    show_data(rows, json_out, lambda _: table)
+    return titled_table("sweeps", columns, rows)
 
 
 @sweep_app.command("show")
@@ -95,7 +98,7 @@ def sweep_show(
 ) -> None:
     """A sweep's trials, best first: parameters, state and best value of the metric."""
     data = common.ask(home, url, token, lambda c: c.sweep(sweep))
-    show_data(data, json_out, _trials)
+    show_data(data, json_out, _trials, SWEEP)
 
 
 @sweep_app.command("cancel")
@@ -108,50 +111,56 @@ def sweep_cancel(
 ) -> None:
     """Cancel a sweep and its unfinished trials (finished ones keep their results)."""
     data = common.ask(home, url, token, lambda c: c.cancel_sweep(sweep))
-    show_data(data, json_out, _line)
+    show_data(data, json_out, _line, SWEEP)
 
 
 def _objective(sweep: dict[str, Any]) -> str:
     """The METRIC column: the metric and its goal, ``array`` for a job array, else ``-``."""
     if sweep.get("metric") is None:
         return "array" if sweep.get("array") else "-"
-    return f"{as_text(sweep['metric'])} ({sweep['goal']})"
+    return f"{as_text(sweep['metric'])} ({as_text(sweep.get('goal'))})"
 
 
 def _line(data: dict[str, Any]) -> str:
     reason = f": {as_text(data['reason'])}" if data.get("reason") else ""
     kind, unit = ("array", "tasks") if data.get("array") else ("sweep", "trials")
     return (
-        f"{kind} {data['id']} ({as_text(data['name'])}): {data['state']}{reason}; "
-        f"{data['submitted']} of {data['total']} {unit} submitted"
+        f"{kind} {as_text(data.get('id'))} ({as_text(data.get('name'))}): "
+        f"{as_text(data.get('state'))}{reason}; "
+        f"{data.get('submitted')} of {data.get('total')} {unit} submitted"
     )
 
 
 def _trials(data: dict[str, Any]) -> Any:
-    sign = -1.0 if data["goal"] == "maximize" else 1.0
+    sign = -1.0 if data.get("goal") == "maximize" else 1.0
     trials = sorted(
         data.get("trials") or [],
-        key=lambda t: (t["best"] is None, sign * (t["best"] or 0.0), t["trial"]),
+        key=lambda t: (t.get("best") is None, sign * (t.get("best") or 0.0), t.get("trial") or 0),
     )
     title = _line(data)
     if data.get("best"):
-        title += f"; best: trial {data['best']['trial']} ({data['best']['job_id']})"
+        best = data["best"]
+        title += f"; best: trial {best.get('trial')} ({as_text(best.get('job_id'))})"
     metric = "BEST" if data.get("metric") is None else as_text(data["metric"])
     return titled_table(
         title,
         ("TRIAL", "JOB", "STATE", metric, "STEP", "PARAMETERS"),
         (
             (
-                str(t["trial"]),
-                t["job_id"],
-                t["state"] + (" (stopped early)" if t.get("stopped_early") else ""),
-                "-" if t["best"] is None else f"{t['best']:.6g}",
-                "-" if t["step"] is None else str(t["step"]),
-                as_text(", ".join(f"{k}={_value(v)}" for k, v in t["parameters"].items())),
+                str(t.get("trial")),
+                as_text(t.get("job_id")),
+                as_text(t.get("state")) + (" (stopped early)" if t.get("stopped_early") else ""),
+                "-" if t.get("best") is None else f"{t['best']:.6g}",
+                "-" if t.get("step") is None else str(t["step"]),
+                as_text(", ".join(f"{k}={_value(v)}" for k, v in _parameters(t))),
             )
             for t in trials
         ),
     )
+
+
+def _parameters(trial: dict[str, Any]) -> list[tuple[str, Any]]:
+    return list((trial.get("parameters") or {}).items())
 
 
 def _value(value: Any) -> str:

@@ -19,6 +19,7 @@ from rich.segment import Segment
 from rich.table import Table
 from rich.text import Text
 
+from danlu.cli.reply_fields import checked_jobs, checked_nodes
 from danlu.client import Client
 from danlu.core.units import format_bytes, format_duration
 from danlu.core.values import visible
@@ -169,7 +170,7 @@ class NodesTable(FittedTable):
         out: list[RenderableType] = [Text("GPUs")]
         for node in self.nodes:
             out.append(Text(node_label(node)))
-            for gpu in node.get("gpus", []):
+            for gpu in node.get("gpus") or []:
                 line = Text(f"  gpu {gpu_label(gpu)}  {visible(_gpu_type(node, gpu))}  ")
                 line.append_text(_gpu_memory(gpu))
                 line.append(f"  {_compute(int(gpu.get('allocated_milli') or 0))}  ")
@@ -203,7 +204,7 @@ def _nodes_table(nodes: Sequence[dict[str, Any]], narrow: bool) -> Table:
         )
     for node in nodes:
         name = escape(node_label(node))  # a name or reason is text, not Rich markup
-        for gpu in node.get("gpus", []):
+        for gpu in node.get("gpus") or []:
             jobs = gpu.get("jobs", []) or []
             table.add_row(
                 name,
@@ -239,7 +240,7 @@ class NodeSummary(FittedTable):
         share, and how many jobs hold its GPUs."""
         rows = []
         for node in self.nodes[: self.shown]:
-            gpus = list(node.get("gpus", []))
+            gpus = list(node.get("gpus") or [])
             kinds = Counter(_gpu_type(node, g) for g in gpus if _gpu_type(node, g))
             mixed = len(kinds) > 1
             what = f"{len(gpus)} GPU{'s' if len(gpus) != 1 else ''}"
@@ -400,7 +401,7 @@ def summary_line(
     """``4 GPUs, 120.0GiB/320.0GiB allocated; RUNNING 3, PENDING 5, SUCCEEDED 12``; with
     ``recent`` (the finished jobs are only those among the newest ``recent``, where there are
     more), the finished jobs' counts say so: ``...; of the newest 1000 jobs: SUCCEEDED 990``."""
-    gpus = [g for n in nodes for g in n.get("gpus", [])]
+    gpus = [g for n in nodes for g in n.get("gpus") or []]
     total = sum(int(g.get("memory") or 0) for g in gpus)
     used = sum(int(g.get("allocated_memory") or 0) for g in gpus)
     counts = Counter(str(j.get("state")) for j in jobs)
@@ -414,6 +415,21 @@ def summary_line(
     ended = [f"{s} {counts[s]}" for s in STATE_STYLE if s not in ACTIVE and counts.get(s)]
     line.append(", ".join(active) or "no active jobs")
     line.append(f"; of the newest {recent} jobs: " + (", ".join(ended) or "none finished"))
+    return line
+
+
+def head(
+    nodes: Sequence[dict[str, Any]],
+    jobs: Sequence[dict[str, Any]],
+    recent: int | None,
+    problems: Sequence[str] = (),
+) -> Text:
+    """A frame's first lines: :func:`summary_line`, then (in red) the first of ``problems``,
+    the fields of the wrong type the server sent, left out of the frame."""
+    line = summary_line(nodes, jobs, recent)
+    if problems:
+        more = f" (and {len(problems) - 1} more)" if len(problems) > 1 else ""
+        line.append("\n" + visible(f"error: {problems[0]}{more}"), style="red")
     return line
 
 
@@ -444,39 +460,57 @@ def render(
     width: int | None = None,
     height: int | None = None,
     recent: int | None = None,
+    problems: Sequence[str] = (),
 ) -> RenderableType:
     """One ``danlu top`` frame: a summary line, the GPU table and the first ``max_jobs``
     active jobs; with ``height`` (a live view), fitted to a terminal that many lines high
     (:class:`LiveFrame`), else all of it. ``recent``: the finished jobs among ``jobs`` are
-    only those among the newest ``recent`` (:func:`summary_line`)."""
+    only those among the newest ``recent`` (:func:`summary_line`); ``problems`` are shown
+    under that (:func:`head`)."""
     now = time.time() if now is None else now
     active = queue_order(jobs)
     if height is not None:
         shown = active[:max_jobs]
-        return LiveFrame(nodes, jobs, shown, len(active), now, width, height, recent)
+        return LiveFrame(nodes, jobs, shown, len(active), now, width, height, recent, problems)
     shown = active[:max_jobs]
     title = _jobs_title(len(active), len(shown))
     return Group(
-        summary_line(nodes, jobs, recent),
+        head(nodes, jobs, recent, problems),
         nodes_table(nodes),
         jobs_table(shown, now, title, width),
     )
 
 
 def frame(
-    client: Client, max_jobs: int = 30, width: int | None = None, height: int | None = None
+    client: Client,
+    max_jobs: int = 30,
+    width: int | None = None,
+    height: int | None = None,
+    problems: list[str] | None = None,
 ) -> RenderableType:
     """Fetch nodes, every active job and the recent finished ones (those among the newest
     :data:`RECENT` jobs; the summary says so where there are more), and render one frame for
-    a console ``width`` wide (and, live, ``height`` high)."""
-    nodes = client.nodes()
-    active = list(client.iter_jobs(list(ACTIVE)))
+    a console ``width`` wide (and, live, ``height`` high). Fields of the wrong type are left
+    out (:mod:`danlu.cli.reply_fields`), each named in ``problems``, or where that is None,
+    the first named in the frame."""
+    found: list[str] = []
+    nodes = checked_nodes(client.nodes(), found)
+    active = checked_jobs(list(client.iter_jobs(list(ACTIVE))), found)
     seen = {str(j.get("id")) for j in active}
-    newest = client.list_jobs(limit=RECENT)
+    newest = checked_jobs(client.list_jobs(limit=RECENT), found)
     recent = [j for j in newest if j.get("state") not in ACTIVE and str(j.get("id")) not in seen]
     capped = RECENT if len(newest) >= RECENT else None
+    if problems is not None:
+        problems.extend(found)
+    shown = found if problems is None else []
     return render(
-        nodes, active + recent, max_jobs=max_jobs, width=width, height=height, recent=capped
+        nodes,
+        active + recent,
+        max_jobs=max_jobs,
+        width=width,
+        height=height,
+        recent=capped,
+        problems=shown,
     )
 
 
@@ -518,12 +552,15 @@ class LiveFrame:
         width: int | None,
         height: int,
         recent: int | None = None,
+        problems: Sequence[str] = (),
     ) -> None:
         self.nodes, self.jobs, self.shown = list(nodes), list(jobs), list(shown)
         self.active, self.now, self.width, self.height = active, now, width, height
         self._laid_out: dict[int, Lines] = {}
         self.recent = recent
         """As :func:`summary_line` takes it."""
+        self.problems = list(problems)
+        """As :func:`head` takes them."""
 
     def jobs_part(self, count: int) -> JobsTable:
         """The table of ``count`` of the jobs: all of them, or where they do not all fit,
@@ -552,7 +589,7 @@ class LiveFrame:
         def render(renderable: RenderableType) -> Lines:
             return console.render_lines(renderable, options, pad=False)
 
-        summary = render(summary_line(self.nodes, self.jobs, self.recent))
+        summary = render(head(self.nodes, self.jobs, self.recent, self.problems))
         left = self.height - len(summary)
         every = render(self.jobs_part(len(self.shown)))
         gpus = self._gpus(render, max(left - len(every), left // 3))
@@ -596,7 +633,7 @@ class LiveFrame:
     def _gpus(self, render: Callable[[RenderableType], Lines], room: int) -> Lines:
         """The GPU part in at most ``room`` lines: a row per GPU, or per node, or the first
         nodes and a count of the others, or only that count (nothing when ``room`` < 1)."""
-        gpus = sum(len(node.get("gpus", [])) for node in self.nodes)
+        gpus = sum(len(node.get("gpus") or []) for node in self.nodes)
         if gpus < room:  # else a line per GPU cannot fit: not rendered to find out
             every = render(nodes_table(self.nodes))
             if len(every) <= room:

@@ -10,7 +10,6 @@ import math
 from typing import Annotated, Any
 
 import typer
-from rich.markup import escape
 
 from danlu.cli import jobs as common
 from danlu.cli.markup import as_text
@@ -22,6 +21,9 @@ from danlu.core.units import parse_duration
 
 INTERRUPTED = 130
 """The exit status after Ctrl-C, as a shell gives 128 + SIGINT."""
+NOT_SUCCEEDED = 1
+"""The exit status once a job waited for (or followed, ``danlu logs -f``) ended FAILED or
+CANCELLED."""
 WAIT_TIMEOUT_EXIT = 124
 """``danlu wait``'s exit status when ``--timeout`` passes first (as timeout(1)'s)."""
 
@@ -53,7 +55,7 @@ def report_sweeps(failed: list[str], code: int) -> int:
     of them failed."""
     for line in failed:  # a sweep's reason is server text: shown, never acted on
         common.err.print(f"[red]error:[/red] {as_text(line)}", highlight=False, soft_wrap=True)
-    return 1 if failed and code == 0 else code
+    return NOT_SUCCEEDED if failed and code == 0 else code
 
 
 def wait(
@@ -109,7 +111,7 @@ def wait_jobs(
     except WaitTimeout as exc:
         if json_out:
             common.print_json(exc.finished)
-        common.err.print(f"[red]error:[/red] {escape(str(exc))}", highlight=False, soft_wrap=True)
+        common.err.print(f"[red]error:[/red] {as_text(exc)}", highlight=False, soft_wrap=True)
         return WAIT_TIMEOUT_EXIT
     except DanluError as exc:
         raise common.fail(exc) from None
@@ -121,7 +123,7 @@ def wait_jobs(
     failed = [why for end in ends if end.sweep is not None and (why := sweep_failed(end.sweep))]
     meant = {job_id for end in ends if end.sweep is not None for job_id in stopped_early(end.sweep)}
     ok = all(job.get("state") == "SUCCEEDED" or job.get("id") in meant for job in done)
-    code = 0 if ok else 1
+    code = 0 if ok else NOT_SUCCEEDED
     return report_sweeps(failed, code)
 
 

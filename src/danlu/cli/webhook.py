@@ -7,15 +7,16 @@ errors are those of :mod:`danlu.cli.jobs`.
 
 from __future__ import annotations
 
-import time
 from typing import Annotated, Any
 
 import typer
+from rich.table import Table
 
 from danlu.cli import jobs as common
-from danlu.cli.admin import show_data, titled_table
+from danlu.cli.admin import show_data, titled_table, when_text
 from danlu.cli.markup import as_text
 from danlu.cli.options import HomeOpt, JsonOpt, TokenOpt, UrlOpt
+from danlu.cli.reply_fields import DELIVERY, WEBHOOK
 
 webhook_app = typer.Typer(
     rich_markup_mode="markdown",  # as the main app (danlu.cli.main)
@@ -53,10 +54,12 @@ def webhook_add(
         hook,
         json_out,
         lambda h: (
-            f"webhook {as_text(h['id'])} -> {as_text(h['url'])} on "
-            f"{as_text(', '.join(h['states']))}\n"
-            f"secret (shown once; X-Danlu-Signature is sha256=HMAC of the body): {h['secret']}"
+            f"webhook {as_text(h.get('id'))} -> {as_text(h.get('url'))} on "
+            f"{as_text(', '.join(h.get('states') or []))}\n"
+            "secret (shown once; X-Danlu-Signature is sha256=HMAC of the body): "
+            f"{as_text(h.get('secret'))}"
         ),
+        WEBHOOK,
     )
 
 
@@ -69,24 +72,27 @@ def webhook_ls(
 ) -> None:
     """Every webhook and its deliveries: pending, delivered, given up."""
     rows = common.ask(home, url, token, lambda c: c.webhooks())
-    table = titled_table(
+    show_data(rows, json_out, _webhooks_table, WEBHOOK)
+
+
+def _webhooks_table(hooks: list[dict[str, Any]]) -> Table:
+    return titled_table(
         "webhooks",
         ("ID", "URL", "STATES", "FOR", "PENDING", "DELIVERED", "FAILED", "LAST ERROR"),
         (
             (
-                as_text(h["id"]),
-                as_text(h["url"]),
-                as_text(",".join(h["states"])),
+                as_text(h.get("id")),
+                as_text(h.get("url")),
+                as_text(",".join(h.get("states") or [])),
                 as_text(_scope(h)),
-                str(h["pending"]),
-                str(h["delivered"]),
-                str(h["failed"]),
-                as_text(h["last_error"] or "-"),
+                str(h.get("pending")),
+                str(h.get("delivered")),
+                str(h.get("failed")),
+                as_text(h.get("last_error") or "-"),
             )
-            for h in rows
+            for h in hooks
         ),
     )
-    show_data(rows, json_out, lambda _: table)
 
 
 @webhook_app.command("rm")
@@ -111,7 +117,12 @@ def webhook_ping(
 ) -> None:
     """Queue a ping message to the endpoint (see it arrive with ``deliveries``)."""
     delivery = common.ask(home, url, token, lambda c: c.ping_webhook(webhook))
-    show_data(delivery, json_out, lambda d: f"queued ping {d['id']} to webhook {webhook}")
+    show_data(
+        delivery,
+        json_out,
+        lambda d: f"queued ping {as_text(d.get('id'))} to webhook {as_text(webhook)}",
+        DELIVERY,
+    )
 
 
 @webhook_app.command("deliveries")
@@ -125,22 +136,25 @@ def webhook_deliveries(
 ) -> None:
     """A webhook's latest messages and how their delivery went, newest first."""
     rows = common.ask(home, url, token, lambda c: c.webhook_deliveries(webhook, limit))
-    table = titled_table(
-        f"deliveries of webhook {webhook}",
-        ("ID", "CREATED", "WHAT", "ATTEMPTS", "OUTCOME"),
-        (
+
+    def table(deliveries: list[dict[str, Any]]) -> Table:
+        return titled_table(
+            f"deliveries of webhook {as_text(webhook)}",
+            ("ID", "CREATED", "WHAT", "ATTEMPTS", "OUTCOME"),
             (
-                str(d["id"]),
-                time.strftime("%Y-%m-%d %H:%M:%S", time.localtime(d["created_at"])),
-                as_text(what),
-                str(d["attempts"]),
-                as_text(outcome),
-            )
-            for d in rows
-            for what, outcome in (describe(d),)
-        ),
-    )
-    show_data(rows, json_out, lambda _: table)
+                (
+                    str(d.get("id")),
+                    when_text(d.get("created_at"), "%Y-%m-%d %H:%M:%S"),
+                    as_text(what),
+                    str(d.get("attempts")),
+                    as_text(outcome),
+                )
+                for d in deliveries
+                for what, outcome in (describe(d),)
+            ),
+        )
+
+    show_data(rows, json_out, table, DELIVERY)
 
 
 def _scope(hook: dict[str, Any]) -> str:
@@ -151,20 +165,19 @@ def _scope(hook: dict[str, Any]) -> str:
 
 def describe(delivery: dict[str, Any]) -> tuple[str, str]:
     """What a Delivery carries and how it went, as ``deliveries`` prints them."""
-    what = str(delivery["kind"])
+    what = str(delivery.get("kind"))
     if what == "job.state":
-        event = delivery["event"]
+        event = delivery.get("event") or {}
         what = f"job {event.get('job_id')} -> {event.get('new')}"
     error = delivery.get("last_error") or ""
-    if delivery["delivered"]:
-        outcome = f"delivered (HTTP {delivery['status_code']})"
-    elif delivery["done_at"] is not None:
+    if delivery.get("delivered"):
+        outcome = f"delivered (HTTP {delivery.get('status_code')})"
+    elif delivery.get("done_at") is not None:
         outcome = f"given up: {error}"
-    elif delivery["attempts"] == 0:
+    elif delivery.get("attempts") == 0:
         outcome = "queued"
     else:
-        when = time.strftime("%H:%M:%S", time.localtime(delivery["next_attempt_at"]))
-        outcome = f"retrying at {when}: {error}"
+        outcome = f"retrying at {when_text(delivery.get('next_attempt_at'), '%H:%M:%S')}: {error}"
     return what, outcome
 
 
