@@ -17,11 +17,13 @@ host out-of-memory error recognised in the log tail is OOM; anything else is FAI
 from __future__ import annotations
 
 import enum
+import operator
 import re
 import zlib
 from abc import ABC, abstractmethod
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
+from math import inf
 
 from danlu.core.cluster import Allocation, Cluster, Node
 from danlu.executors.errors import GpusBusyError, InvalidLaunchError
@@ -48,6 +50,28 @@ _LAUNCHER_TERMINATED = re.compile(
 )
 KILLED_EXIT_CODE = 137
 """128 + SIGKILL: what a shell reports for a process the kernel's OOM killer killed."""
+
+
+def _whole(value: object) -> int | None:
+    """``value`` as an int when it is a whole number (an int, numpy's integers: anything with
+    ``__index__``) but not a bool; else None."""
+    if isinstance(value, bool):
+        return None
+    try:
+        return operator.index(value)  # type: ignore[arg-type]
+    except TypeError:
+        return None
+
+
+def check_log_range(offset: int, limit: int) -> None:
+    """Raise :class:`InvalidLaunchError` (field ``offset`` or ``limit``) unless ``offset`` is
+    a whole number of 0 or more and ``limit`` one above 0: what :meth:`Executor.logs` reads."""
+    for name, value, least in (("offset", offset, 0), ("limit", limit, 1)):
+        whole = _whole(value)
+        if whole is None or whole < least:
+            raise InvalidLaunchError(
+                name, f"{value!r} is not a valid {name}; offset must be >= 0 and limit > 0"
+            )
 
 
 def validate_job_id(job_id: str, field_name: str = "job_id") -> str:
@@ -96,6 +120,19 @@ class GpuSlot:
     node: int
     gpu: int
     memory: int | None = None
+
+    def __post_init__(self) -> None:
+        """Whole numbers only (a string or a float raised ``TypeError`` in the launch's
+        checks, or named no GPU at all)."""
+        for name in ("node", "gpu", "memory"):
+            value = getattr(self, name)
+            if value is None and name == "memory":
+                continue
+            if (whole := _whole(value)) is None:
+                raise InvalidLaunchError(
+                    "gpus", f"a GPU slot's {name} {value!r} is not a whole number; give an int"
+                )
+            object.__setattr__(self, name, whole)
 
 
 @dataclass(frozen=True, slots=True)
@@ -162,12 +199,29 @@ class JobLaunch:
             )
         if any("\0" in a for a in self.argv):
             raise InvalidLaunchError("argv", "an argument contains a NUL byte")
+        # (a string or a float here raised TypeError at the comparison, or later)
+        for name in ("restart_count", "attempt", "batch_size", "micro_batch_limit"):
+            value = getattr(self, name)
+            if value is None:
+                continue
+            if (whole := _whole(value)) is None:
+                raise InvalidLaunchError(name, f"{value!r} is not a whole number; give an int")
+            object.__setattr__(self, name, whole)
         if self.restart_count < 0:
             raise InvalidLaunchError("restart_count", "must be 0 or more")
         if self.attempt is not None and self.attempt < 0:
             raise InvalidLaunchError("attempt", "must be 0 or more")
         if self.batch_size is not None and self.batch_size <= 0:
             raise InvalidLaunchError("batch_size", "must be a positive integer")
+        grace = self.preempt_grace
+        if grace is not None and not (
+            isinstance(grace, int | float) and not isinstance(grace, bool) and 0 <= grace < inf
+        ):
+            raise InvalidLaunchError(
+                "preempt_grace", f"{grace!r} is not a number of seconds; give 0 or more, or None"
+            )
+        if not all(isinstance(slot, GpuSlot) for slot in self.gpus):
+            raise InvalidLaunchError("gpus", "give the GPUs as GpuSlot(node, gpu, memory)")
         if not isinstance(self.env, Mapping):
             raise InvalidLaunchError("env", "give the environment as a mapping of names to strings")
         for key, value in self.env.items():

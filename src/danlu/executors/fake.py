@@ -29,6 +29,7 @@ from danlu.executors.base import (
     RunState,
     StopReason,
     busy_gpus,
+    check_log_range,
     check_slots,
     refreshed_cluster,
     reindexed,
@@ -188,6 +189,7 @@ class FakeExecutor(MultiNodeExecutor, GpuSharingExecutor):
 
     def logs(self, handle: Handle, offset: int = 0, limit: int = 1 << 20) -> tuple[bytes, int]:
         """The scripted log bytes."""
+        check_log_range(offset, limit)
         data = self._run(handle).script.log[offset : offset + limit]
         return data, offset + len(data)
 

@@ -54,6 +54,7 @@ from danlu.executors.base import (
     Outcome,
     RunState,
     StopReason,
+    check_slots,
     classify_exit,
     job_environment,
 )
@@ -148,13 +149,25 @@ class LocalExecutor(RunDirExecutor, GpuSharingExecutor):
     # -- environment --------------------------------------------------------------------------
 
     def visible_devices(self, job: JobLaunch) -> str:
-        """The ``CUDA_VISIBLE_DEVICES`` value for ``job``'s allocation."""
+        """The ``CUDA_VISIBLE_DEVICES`` value for ``job``'s allocation. Raises
+        :class:`InvalidLaunchError` for a GPU not in the executor's cluster, and
+        :class:`NodeLaunchError` for one the ``devices`` map given at construction has no
+        device index for (the host's inventory lacks it: no launch there can be pinned)."""
+        check_slots(self._cluster, job.gpus)
         out = []
         for slot in job.gpus:
-            if self._devices is not None:
-                out.append(self._devices[(slot.node, slot.gpu)])
-            else:
+            if self._devices is None:
                 out.append(str(self._cluster.gpu_offset(slot.node) + slot.gpu))
+            elif (device := self._devices.get((slot.node, slot.gpu))) is not None:
+                out.append(str(device))
+            else:
+                node = self._cluster.nodes[slot.node].name
+                raise NodeLaunchError(
+                    f"GPU {slot.node}/{slot.gpu} (node/gpu) of job {job.job_id} has no device "
+                    "index in the executor's devices map; give LocalExecutor(devices=...) an "
+                    "entry for every GPU of its cluster (danlu.devices' device_map())",
+                    nodes=(node,),
+                )
         return ",".join(out)
 
     def child_env(self, job: JobLaunch, account: Account | None = None) -> dict[str, str]:
@@ -343,7 +356,7 @@ class LocalExecutor(RunDirExecutor, GpuSharingExecutor):
         elif done.get("error") == SUPERVISOR_LOST:
             outcome = Outcome.PREEMPTED if reason is StopReason.PREEMPT else Outcome.FAILED
         else:
-            outcome = classify_exit(code, self._log_tail(launch), reason)
+            outcome = classify_exit(code, self._log_tail(run_dir, launch), reason)
         return ExecStatus(
             RunState.EXITED,
             outcome=outcome,
@@ -387,7 +400,8 @@ class LocalExecutor(RunDirExecutor, GpuSharingExecutor):
         started = float(job.get("started_at", launch["launched_at"]))
         attempt, seen = self._seen.get(launch["job_id"], (None, started))
         signs = [seen] if attempt == launch["attempt"] else []
-        end = now if ran_on else last_alive(run_dir, launch, started, now, rebooted, signs)
+        log_file = self._job_log(run_dir.name)
+        end = now if ran_on else last_alive(run_dir, log_file, started, now, rebooted, signs)
         done: dict[str, Any] = {"exit_code": None, "signal": None, "finished_at": end}
         if rebooted:
             done.update(error=HOST_LOST, node_lost=True)
@@ -424,13 +438,10 @@ class LocalExecutor(RunDirExecutor, GpuSharingExecutor):
             _kill_group(job)
             kill_marked(launch.get("mark"))
 
-    def _log_tail(self, launch: dict[str, Any]) -> str:
-        return records.log_tail(launch["log_path"], int(launch.get("log_offset", 0)))
-
 
 def last_alive(
     run_dir: Path,
-    launch: Mapping[str, Any],
+    log_file: Path | None,
     started: float,
     now: float,
     rebooted: bool,
@@ -438,11 +449,12 @@ def last_alive(
 ) -> float:
     """When the run recorded in ``run_dir`` (started at ``started``) was last known alive,
     its supervisor lost: the latest of its start, its supervisor's last heartbeat
-    (:data:`~danlu.executors.supervise.HEARTBEAT`), the last write to its log and the times
+    (:data:`~danlu.executors.supervise.HEARTBEAT`), the last write to its job's log
+    ``log_file`` (None: none known) and the times
     it was ``seen`` running, never after ``now``, nor after the host's boot for a run of an
     earlier boot (``rebooted``: the clock was set back since), and never before its start."""
     signs = [started, *seen]
-    for path in (run_dir / supervise.HEARTBEAT, launch["log_path"]):
+    for path in (run_dir / supervise.HEARTBEAT, *([log_file] if log_file else [])):
         with contextlib.suppress(OSError):
             signs.append(os.stat(path).st_mtime)
     latest = min(max(signs), now)

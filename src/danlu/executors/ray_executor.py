@@ -99,6 +99,7 @@ from danlu.executors.ray_nodes import (
     shared_name,
 )
 from danlu.executors.ray_output import append_output
+from danlu.executors.ray_records import LAUNCH_FIELDS, own_actors, run_actors
 from danlu.executors.rundirs import DEFAULT_PREEMPT_GRACE, RESULT, RunDirExecutor
 
 log = logging.getLogger(__name__)
@@ -128,36 +129,6 @@ it under 4,294,967."""
 _RECONNECT_VARIABLE = "RAY_gcs_rpc_server_reconnect_timeout_s"
 
 _T = TypeVar("_T")
-
-
-def _launch_fields() -> dict[str, records.Check]:
-    fields = dict(records.LAUNCH_FIELDS)
-    fields["actors"] = lambda v: isinstance(v, list) and all(isinstance(n, str) for n in v)
-    fields["nodes"] = lambda v: isinstance(v, list) and all(isinstance(n, str) for n in v)
-    fields["answered"] = lambda v: isinstance(v, bool)
-    fields["gang_stopped"] = lambda v: isinstance(v, bool)
-    fields["offsets"] = lambda v: (
-        isinstance(v, list)
-        and all(isinstance(n, int) and not isinstance(n, bool) and n >= 0 for n in v)
-    )
-    fields["unsignalled"] = _unsignalled
-    fields["open_line"] = lambda v: isinstance(v, int) and not isinstance(v, bool) and v >= 0
-    return fields
-
-
-def _unsignalled(value: Any) -> bool:
-    """A stop Ray could not deliver to some actors: ``{"actors", "reason", "grace", "at"}``."""
-    return (
-        isinstance(value, dict)
-        and isinstance(value.get("actors"), list)
-        and all(isinstance(n, str) for n in value["actors"])
-        and isinstance(value.get("reason"), str)
-        and all(isinstance(value.get(k), int | float) for k in ("grace", "at"))
-    )
-
-
-LAUNCH_FIELDS = _launch_fields()
-"""The Ray executor's launch record: the local one's, its actors' and nodes' names."""
 
 
 class RayExecutor(RunDirExecutor, MultiNodeExecutor, GpuSharingExecutor):
@@ -357,7 +328,7 @@ class RayExecutor(RunDirExecutor, MultiNodeExecutor, GpuSharingExecutor):
     ) -> Handle:
         from ray.util.scheduling_strategies import NodeAffinitySchedulingStrategy
 
-        actors = [f"danlu.{job.job_id}.{job.run_attempt}.{rank}" for rank in range(len(names) or 1)]
+        actors = run_actors(job.job_id, job.run_attempt, len(names) or 1)
         stale = self._unkilled.get(tuple(actors))
         if stale is not None:  # of a launch of this run that failed: Ray's GCS silent
             if not self._kill_actors(stale[1]):
@@ -414,6 +385,12 @@ class RayExecutor(RunDirExecutor, MultiNodeExecutor, GpuSharingExecutor):
         return status
 
     # -- internals ----------------------------------------------------------------------------
+
+    def _read_launch(self, run_dir: Path) -> dict[str, Any] | None:
+        """The run's launch record, as :class:`RunDirExecutor` reads it, naming only the
+        run's own actors (:func:`~danlu.executors.ray_records.own_actors`)."""
+        launch = super()._read_launch(run_dir)
+        return None if launch is None else own_actors(launch)
 
     def _dropped(self, run_dir: Path, launch: dict[str, Any] | None) -> None:
         if launch is not None:
@@ -576,9 +553,8 @@ class RayExecutor(RunDirExecutor, MultiNodeExecutor, GpuSharingExecutor):
             # by when each node's command exited (stamped by its actor as it happened)
             exits = sorted((a["finished_at"] or 0.0, a["exit_code"]) for a in answers if a)
             code = gang_exit(c for _, c in exits)
-            tail = records.log_tail(launch["log_path"], int(launch.get("log_offset", 0)))
             result = {
-                "outcome": classify_exit(code, tail, reason).value,
+                "outcome": classify_exit(code, self._log_tail(run_dir, launch), reason).value,
                 "exit_code": code,
                 "started_at": started,
                 "error": next((a["error"] for a in answers if a and a["error"]), ""),
@@ -651,9 +627,14 @@ class RayExecutor(RunDirExecutor, MultiNodeExecutor, GpuSharingExecutor):
         """Append the actors' new output to the job's log, keeping lines whole
         (:func:`~danlu.executors.ray_output.append_output`), and record how far each has been
         read and which node's line the log ends in (a control plane that restarts reads on
-        from there)."""
+        from there). Written to the job's log as this executor places it
+        (:meth:`_job_log`), never to the path the launch record names; nothing is while that
+        log is a link out of its directory."""
+        log_file = self._job_log(run_dir.name)
+        if log_file is None:
+            return
         before = launch.get("open_line")
-        appended = append_output(launch["log_path"], answers, before)
+        appended = append_output(str(log_file), answers, before)
         if not appended.taken and appended.open_line == before:
             return
         offsets = launch.get("offsets") or [0] * len(launch["actors"])

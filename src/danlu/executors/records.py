@@ -50,6 +50,11 @@ def _optional_int(value: Any) -> bool:
     return value is None or _int(value)
 
 
+def optional_number(value: Any) -> bool:
+    """A check: None, or a finite number that is not a bool (a time: ``started_at``)."""
+    return value is None or _number(value)
+
+
 def _argv(value: Any) -> bool:
     return isinstance(value, list) and bool(value) and all(isinstance(a, str) for a in value)
 
@@ -67,15 +72,6 @@ def _reason(value: Any) -> bool:
     return isinstance(value, str) and value in _REASONS
 
 
-def _account(value: Any) -> bool:
-    return (
-        isinstance(value, dict)
-        and all(_natural(value.get(k)) for k in ("uid", "gid"))
-        and isinstance(value.get("groups"), list)
-        and all(_natural(g) for g in value["groups"])
-    )
-
-
 LAUNCH_FIELDS: Mapping[str, Check] = {
     "job_id": _text,
     "attempt": _natural,
@@ -86,7 +82,7 @@ LAUNCH_FIELDS: Mapping[str, Check] = {
     "launched_at": _number,
     "gpus": _slots,
     "shared": lambda v: isinstance(v, bool),
-    "user": _account,
+    "user": supervise.is_account,
     "workdir": _text,
     "preempt_grace": _number,
 }
@@ -156,14 +152,22 @@ def read_stop(run_dir: Path) -> dict[str, Any]:
     return checked(supervise.read_json(run_dir / supervise.STOP), STOP_FIELDS) or {}
 
 
+EXIT_REQUIRED = ("exit_code",)
+"""What an exit record must have to say that the run exited: its ``exit_code`` (``null``
+when none was seen: a run lost with its supervisor). Every writer of one records it."""
+
+
 def read_exit(run_dir: Path) -> dict[str, Any] | None:
     """The recorded exit, or None when there is none or it is damaged (a field of the wrong
-    type: the exit is then worked out again as for a run that recorded none)."""
+    type, or no ``exit_code``: :data:`EXIT_REQUIRED`; an empty ``{}`` says nothing of how the
+    run ended): the exit is then worked out again as for a run that recorded none."""
     data = supervise.read_json(run_dir / supervise.EXIT)
     if data is None:
         return None
     kept = {k: v for k, v in data.items() if k in EXIT_FIELDS}
-    return kept if all(EXIT_FIELDS[k](v) for k, v in kept.items()) else None
+    if not all(EXIT_FIELDS[k](v) for k, v in kept.items()):
+        return None
+    return kept if all(k in kept for k in EXIT_REQUIRED) else None
 
 
 LOG_TAIL_BYTES = 64 * 1024

@@ -38,6 +38,7 @@ from danlu.executors.base import (
     RunState,
     StopReason,
     busy_gpus,
+    check_log_range,
     check_slots,
     reindexed,
     validate_job_id,
@@ -61,10 +62,12 @@ job (``runs/JOB_ID``)."""
 RESULT = "result.json"
 """The run's result, recorded by the executor once it knows how the run ended (the Slurm and
 Ray executors; the local one's supervisor writes ``exit.json`` itself)."""
+_OUTCOMES = frozenset(o.value for o in Outcome)
 RESULT_FIELDS: Mapping[str, records.Check] = {
     **records.EXIT_FIELDS,
-    "outcome": lambda v: v in {o.value for o in Outcome},
-    "started_at": lambda v: v is None or isinstance(v, int | float),
+    # (a string first: a list or an object is no set member, it raised TypeError)
+    "outcome": lambda v: isinstance(v, str) and v in _OUTCOMES,
+    "started_at": records.optional_number,
 }
 
 
@@ -98,6 +101,7 @@ class RunDirExecutor(Executor):
     _cancel_grace: float
     _clock: Callable[[], float]
     _live: dict[Path, dict[str, Any] | None] | None
+    _log_elsewhere: dict[str, Path]
 
     def _init_runs(
         self,
@@ -113,6 +117,9 @@ class RunDirExecutor(Executor):
         self._runs.mkdir(parents=True, exist_ok=True, mode=0o700)
         self._log_dir = Path(log_dir) if log_dir is not None else self._runs.parent / "logs"
         self._cancel_grace = cancel_grace
+        self._log_elsewhere = {}
+        """By job id: the log this instance opened for a launch that named a ``log_dir`` of
+        its own (:meth:`_open_log`), outside ``LOG_DIR``."""
         self._live = None
         """Run directories of the runs that may still run, with their launch records (None:
         not read yet; the first launch scans the state directory once, for runs started
@@ -199,41 +206,55 @@ class RunDirExecutor(Executor):
         handles = []
         for run_dir in sorted(self._runs.iterdir()):
             launch = self._read_launch(run_dir)
-            if launch is not None and run_dir.name == launch.get("job_id"):
+            if launch is not None:
                 handles.append(Handle(run_dir.name, int(launch["attempt"])))
         return handles
 
     def logs(self, handle: Handle, offset: int = 0, limit: int = 1 << 20) -> tuple[bytes, int]:
         """Bytes of the job's log (all its runs) from ``offset`` (:meth:`_log_path`)."""
         path = self._log_path(handle)
-        if offset < 0 or limit <= 0:
-            raise InvalidLaunchError("offset", "offset must be >= 0 and limit > 0")
+        check_log_range(offset, limit)
         return records.read_log(path, offset, limit)
 
     def log_size(self, handle: Handle) -> int:
         """The size of the job's log file (0 before it exists; :meth:`_log_path`)."""
         return records.log_size(self._log_path(handle))
 
-    def _log_path(self, handle: Handle) -> str | Path:
-        """Where the log of ``handle``'s job is: the log of all the job's runs, so the
-        record of any of its runs says (the attempt need not be ``handle``'s); with none
-        recorded, ``LOG_DIR/JOB_ID.log`` when it is there. A launch deletes the record of the
-        job's previous run before it can still fail (its working directory gone, a node
-        fault), and the output of the runs that ran must stay readable then (the control
-        plane reads the log through the job's current attempt, which never ran).
-        :class:`UnknownHandleError` when there is neither: the job never had a run here,
-        or it was discarded."""
+    def _log_path(self, handle: Handle) -> Path:
+        """Where the log of ``handle``'s job is: the log of all the job's runs
+        (:meth:`_job_log`, never the path a run's record names), whichever run the attempt is
+        (the attempt need not be ``handle``'s): readable while a record of one of the job's
+        runs is there (before the run wrote anything too), or the log file is. A launch
+        deletes the record of the job's previous run before it can still fail (its working
+        directory gone, a node fault), and the output of the runs that ran must stay readable
+        then (the control plane reads the log through the job's current attempt, which never
+        ran). :class:`UnknownHandleError` when there is neither: the job never had a run
+        here, or it was discarded, or its log is a link out of its directory."""
         validate_job_id(handle.job_id)
         launch = self._read_launch(safe_child(self._runs, handle.job_id))
-        if launch is not None and launch["job_id"] == handle.job_id:
-            return str(launch["log_path"])
-        try:
-            path = safe_child(self._log_dir, f"{handle.job_id}.log")
-        except InvalidLaunchError:  # a link out of the log directory: not the job's log
-            path = None
-        if path is None or not path.is_file():
+        path = self._job_log(handle.job_id)
+        if path is None or not (launch is not None or path.is_file()):
             raise UnknownHandleError(f"no run {handle.key} in {self._runs}, nor its log")
         return path
+
+    def _job_log(self, job_id: str) -> Path | None:
+        """The log of job ``job_id`` as this executor places it: ``LOG_DIR/JOB_ID.log``, or
+        where this instance opened it for a launch that named its own ``log_dir``
+        (:meth:`_open_log`). Never the ``log_path`` of a run's record: a job can rewrite its
+        records (it runs as the same user), and a record pointing at another file would have
+        :meth:`logs` read that file, the output appended to it, its tail classified. None
+        when the log is a link out of its directory (not the job's log)."""
+        try:
+            return self._log_elsewhere.get(job_id) or safe_child(self._log_dir, f"{job_id}.log")
+        except InvalidLaunchError:
+            return None
+
+    def _log_tail(self, run_dir: Path, launch: Mapping[str, Any]) -> str:
+        """The end of the log written by the run recorded in ``run_dir`` (from its launch
+        record's ``log_offset``), at most :data:`~danlu.executors.records.LOG_TAIL_BYTES` of
+        it, read from its job's log (:meth:`_job_log`); empty when there is none."""
+        path = self._job_log(run_dir.name)
+        return "" if path is None else records.log_tail(path, int(launch.get("log_offset", 0)))
 
     def forget(self, handle: Handle) -> None:
         """Delete the records of an exited run (the log stays)."""
@@ -252,6 +273,7 @@ class RunDirExecutor(Executor):
         if launch is not None and self._status(run_dir, launch).running:
             raise ExecutorError(f"job {job_id} still runs; stop it before discarding it")
         self._drop(run_dir, launch)
+        self._log_elsewhere.pop(job_id, None)
         safe_child(self._log_dir, f"{job_id}.log").unlink(missing_ok=True)
 
     def _drop(self, run_dir: Path, launch: dict[str, Any] | None) -> None:
@@ -261,9 +283,12 @@ class RunDirExecutor(Executor):
         shutil.rmtree(run_dir, ignore_errors=True)
 
     def _read_launch(self, run_dir: Path) -> dict[str, Any] | None:
-        """The run's launch record, or None when it is missing or lacks what identifies the
-        run."""
-        return records.read_launch(run_dir, self.launch_fields, self.launch_required)
+        """The run's launch record, or None when it is missing, lacks what identifies the
+        run, or names another job than the one whose directory it is in (``runs/JOB_ID``): a
+        record rewritten so would have this run's polls, stops and clean-up act on the other
+        job's processes, Slurm jobs, actors."""
+        launch = records.read_launch(run_dir, self.launch_fields, self.launch_required)
+        return launch if launch is not None and launch["job_id"] == run_dir.name else None
 
     def _load(self, handle: Handle) -> tuple[Path, dict[str, Any]]:
         validate_job_id(handle.job_id)
@@ -329,9 +354,14 @@ class RunDirExecutor(Executor):
 
     def _open_log(self, log_dir: Path, job_id: str) -> tuple[Path, int]:
         """The job's log ``log_dir/JOB_ID.log`` (made if missing) and its length: where the
-        output of the run being launched starts."""
+        output of the run being launched starts. One outside the executor's ``LOG_DIR`` is
+        remembered for :meth:`_job_log` while this instance lives."""
         log_dir.mkdir(parents=True, exist_ok=True, mode=0o700)
         path = safe_child(log_dir, f"{job_id}.log")
+        if path.parent == self._log_dir.resolve():
+            self._log_elsewhere.pop(job_id, None)
+        else:
+            self._log_elsewhere[job_id] = path
         # 0600 whatever the umask: the output of a job is its owner's (and the admins'),
         # and the control plane keeps the usual umask, which its jobs inherit
         with open(os.open(path, os.O_WRONLY | os.O_CREAT | os.O_APPEND, 0o600), "ab") as log:

@@ -134,7 +134,7 @@ _UNSENT = re.compile(r"connect failure|Connection refused", re.IGNORECASE)
 def _launch_fields() -> dict[str, records.Check]:
     fields = dict(records.LAUNCH_FIELDS)
     fields["slurm_id"] = lambda v: isinstance(v, int) and not isinstance(v, bool) and v > 0
-    fields["nodes"] = lambda v: isinstance(v, list) and all(isinstance(n, str) for n in v)
+    fields["nodes"] = lambda v: isinstance(v, list) and all(map(slurm_task.is_plain_name, v))
     number = records.STOP_FIELDS["grace"]
     fields["gang_stopped_at"] = number  # when the executor stopped the nodes (_gang_stop)
     fields["gang_grace"] = number  # and with what grace
@@ -561,7 +561,7 @@ class SlurmExecutor(RunDirExecutor, MultiNodeExecutor, GpuSharingExecutor):
             where = ", ".join(launch.get("nodes") or []) or "its node"
             error = (
                 f"Slurm could not launch job {slurm_id} ({LAUNCH_FAILURE}): is the log "
-                f"directory {Path(launch['log_path']).parent} present and writable on {where}? "
+                f"directory {self._log_dir.resolve()} present and writable on {where}? "
                 "It must be on a filesystem the nodes share (the node's slurmd log says more)"
             )
         if state == "OUT_OF_MEMORY":
@@ -571,8 +571,7 @@ class SlurmExecutor(RunDirExecutor, MultiNodeExecutor, GpuSharingExecutor):
         elif error:
             outcome = Outcome.PREEMPTED if reason is StopReason.PREEMPT else Outcome.FAILED
         else:
-            tail = records.log_tail(launch["log_path"], int(launch.get("log_offset", 0)))
-            outcome = classify_exit(code, tail, reason)
+            outcome = classify_exit(code, self._log_tail(run_dir, launch), reason)
             if state in {"TIMEOUT", "DEADLINE"} or (state == "CANCELLED" and reason is None):
                 error = f"Slurm job {slurm_id} ended {state}"
         if sig is None and code is not None and code > 128:

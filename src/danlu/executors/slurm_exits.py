@@ -7,21 +7,27 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
-from danlu.executors import slurm_task, supervise
+from danlu.executors import records, slurm_task, supervise
 from danlu.executors.base import PREEMPTED_EXIT_CODE, gang_exit
 from danlu.executors.slurmctl import SlurmJob
 
 
 def node_exits(run_dir: Path, launch: Mapping[str, Any]) -> dict[str, tuple[float, int]]:
     """(when, status) of the exit the task on each of the run's nodes recorded, by node (those
-    that recorded none yet absent)."""
+    that recorded none yet absent). A record's fields are checked as an exit record's
+    (:data:`~danlu.executors.records.EXIT_FIELDS`): one whose ``exit_code`` is not a whole
+    number (``true``, ``"1"``, ``null``) is no exit, and a ``finished_at`` that is not a
+    finite number is unknown (0). A node name that is not a plain name
+    (:func:`~danlu.executors.slurm_task.is_plain_name`: a damaged launch record) has none."""
     exits: dict[str, tuple[float, int]] = {}
     for name in launch.get("nodes") or []:
+        if not slurm_task.is_plain_name(name):
+            continue
         data = supervise.read_json(slurm_task.exit_path(run_dir, name))
-        if data and isinstance(data.get("exit_code"), int):
-            when = data.get("finished_at")
-            at = float(when) if isinstance(when, int | float) else 0.0
-            exits[name] = (at, int(data["exit_code"]))
+        done = records.checked(data, records.EXIT_FIELDS) or {}
+        code = done.get("exit_code")
+        if code is not None:
+            exits[name] = (float(done.get("finished_at", 0.0)), code)
     return exits
 
 

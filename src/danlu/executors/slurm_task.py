@@ -89,8 +89,27 @@ else:
     supervise = orphan_guard.supervise
 
 
+def is_plain_name(name: object) -> bool:
+    """Whether ``name`` can be part of a file name in a run directory: a non-empty string with
+    no ``/`` or NUL that is not ``.`` or ``..`` (a path segment of its own, nothing that
+    leads out of the directory)."""
+    return (
+        isinstance(name, str)
+        and name not in {"", ".", ".."}
+        and "/" not in name
+        and "\0" not in name
+    )
+
+
 def exit_path(run_dir: Path, node: str) -> Path:
-    """Where the task on ``node`` records the job's exit there."""
+    """Where the task on ``node`` records the job's exit there. Raises ``ValueError`` for a
+    ``node`` that is not a plain name (:func:`is_plain_name`): ``exit-a/b.json`` would be a
+    file in another directory, not the run directory's."""
+    if not is_plain_name(node):
+        raise ValueError(
+            f"node name {node!r} is not a plain name (no '/', not '.' or '..', not empty); "
+            "a run's exit files are named after their node"
+        )
     return run_dir / f"exit-{node}.json"
 
 
@@ -126,7 +145,10 @@ def main(argv: list[str]) -> int:
         print("usage: slurm_task.py RUN_DIR", file=sys.stderr)
         return 2
     run_dir = Path(argv[1])
-    task = json.loads((run_dir / TASK).read_text(encoding="utf-8"))
+    task = supervise.read_json(run_dir / TASK)
+    if task is None:  # missing, not JSON, or not an object: nothing to run
+        print(f"danlu: no readable task in {run_dir / TASK}", file=sys.stderr)
+        return 2
     command = task.get("command")
     if not isinstance(command, list) or not command or not all(isinstance(a, str) for a in command):
         print(f"danlu: {run_dir / TASK} has no command", file=sys.stderr)
@@ -159,11 +181,11 @@ def main(argv: list[str]) -> int:
     for sig in (signal.SIGTERM, signal.SIGINT, signal.SIGHUP):
         signal.signal(sig, signal.SIG_IGN)
     record = {"exit_code": code, "finished_at": time.time()}
-    tmp = exit_path(run_dir, f".{node}.{os.getpid()}")
     try:
+        tmp = exit_path(run_dir, f".{node}.{os.getpid()}")
         tmp.write_text(json.dumps(record), encoding="utf-8")
         os.replace(tmp, exit_path(run_dir, node))
-    except OSError as exc:  # the exit still reaches Slurm through the status below
+    except (OSError, ValueError) as exc:  # the exit still reaches Slurm through the status
         print(f"danlu: cannot record the exit on {node}: {exc}", file=sys.stderr, flush=True)
         return code
     # a checkpoint is no failure for srun, whose --kill-on-bad-exit would kill the other nodes

@@ -281,6 +281,11 @@ def main(argv: list[str]) -> int:
     if spec is None:
         print(f"danlu supervisor: no readable {run_dir / LAUNCH}", file=sys.stderr)
         return 2
+    problem = launch_problem(spec)
+    if problem is not None:  # nothing to start: the run failed, saying why
+        _warn(f"danlu supervisor: {run_dir / LAUNCH}: {problem}")
+        _record_unstarted(run_dir, f"{LAUNCH}: {problem}")
+        return 0
     # Left as they were when it returns (a caller in-process, as tests are: a SIGCHLD
     # handler left behind would reap the caller's own children).
     handled = (signal.SIGTERM, signal.SIGINT, signal.SIGALRM, signal.SIGCHLD)
@@ -296,6 +301,60 @@ def main(argv: list[str]) -> int:
                 signal.signal(sig, handler)
         if subreaper and not was_subreaper:
             set_subreaper(False)
+
+
+def _os_id(value: Any) -> bool:
+    """A user or group id: a whole number (not a bool) that fits an ``id_t``."""
+    return isinstance(value, int) and not isinstance(value, bool) and 0 <= value < 2**32
+
+
+def is_account(value: Any) -> bool:
+    """Whether ``value`` is a launch record's ``user``: ``{"uid", "gid", "groups"}``, ids
+    that :func:`_os_id` accepts (anything else would reach ``Popen`` as an account name to
+    look up, or overflow)."""
+    return (
+        isinstance(value, dict)
+        and all(_os_id(value.get(k)) for k in ("uid", "gid"))
+        and isinstance(value.get("groups"), list)
+        and all(_os_id(g) for g in value["groups"])
+    )
+
+
+def launch_problem(spec: dict[str, Any]) -> str | None:
+    """What in the launch record ``spec`` keeps its job from being started (a record damaged
+    or written by hand): a ``command`` that is not a non-empty list of strings, a ``user`` that
+    is not an account (:func:`is_account`), a ``workdir`` that is not a string; None when
+    there is nothing."""
+    command = spec.get("command")
+    if not (isinstance(command, list) and command and all(isinstance(a, str) for a in command)):
+        return (
+            f"command: {command!r} is not the job's command; it must be a non-empty list of "
+            "strings (the argv), as the executor writes it: launch the job again"
+        )
+    user = spec.get("user")
+    if user and not is_account(user):
+        return (
+            f"user: {user!r} is not the account to run the job as; it must be an object of "
+            "uid, gid (whole numbers) and groups (a list of them): launch the job again"
+        )
+    workdir = spec.get("workdir")
+    if workdir is not None and not isinstance(workdir, str):
+        return f"workdir: {workdir!r} is not a path; launch the job again"
+    return None
+
+
+def _record_unstarted(run_dir: Path, error: str) -> None:
+    """Record that the job could not be started (exit :data:`SPAWN_FAILED_EXIT_CODE`), and
+    ``error``, why."""
+    write_json(
+        run_dir / EXIT,
+        {
+            "exit_code": SPAWN_FAILED_EXIT_CODE,
+            "signal": None,
+            "finished_at": time.time(),
+            "error": error,
+        },
+    )
 
 
 def _entering(workdir: str) -> Callable[[], None]:
@@ -395,15 +454,7 @@ def _supervise(run_dir: Path, spec: dict[str, Any], subreaper: bool) -> int:
     except (OSError, ValueError, TypeError, subprocess.SubprocessError) as exc:
         # an account record Popen refuses, a workdir the account cannot enter
         print(f"danlu: cannot start {spec['command'][0]!r}: {exc}", file=sys.stderr, flush=True)
-        write_json(
-            run_dir / EXIT,
-            {
-                "exit_code": SPAWN_FAILED_EXIT_CODE,
-                "signal": None,
-                "finished_at": time.time(),
-                "error": str(exc),
-            },
-        )
+        _record_unstarted(run_dir, str(exc))
         return 0
     me = os.getpid()
     job = {

@@ -1,0 +1,65 @@
+"""The Ray executor's launch record (:class:`~danlu.executors.ray_executor.RayExecutor`): the
+fields it adds to :data:`danlu.executors.records.LAUNCH_FIELDS`, and the names of a run's
+actors, which the executor derives from the run (:func:`run_actors`) rather than trusts from
+the record (:func:`own_actors`)."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from typing import Any
+
+from danlu.executors import records
+
+
+def _unsignalled(value: Any) -> bool:
+    """A stop Ray could not deliver to some actors: ``{"actors", "reason", "grace", "at"}``
+    (a stop reason, a finite grace and time: an infinite grace would reach the actor's
+    SIGKILL timer, which cannot wait that long)."""
+    return (
+        isinstance(value, dict)
+        and isinstance(value.get("actors"), list)
+        and all(isinstance(n, str) for n in value["actors"])
+        and records.STOP_FIELDS["reason"](value.get("reason"))
+        and all(records.STOP_FIELDS["grace"](value.get(k)) for k in ("grace", "at"))
+    )
+
+
+def _names(value: Any) -> bool:
+    return isinstance(value, list) and all(isinstance(n, str) for n in value)
+
+
+def _natural(value: Any) -> bool:
+    return isinstance(value, int) and not isinstance(value, bool) and value >= 0
+
+
+LAUNCH_FIELDS: Mapping[str, records.Check] = {
+    **records.LAUNCH_FIELDS,
+    "actors": lambda v: _names(v) and bool(v),
+    "nodes": _names,
+    "answered": lambda v: isinstance(v, bool),
+    "gang_stopped": lambda v: isinstance(v, bool),
+    "offsets": lambda v: isinstance(v, list) and all(map(_natural, v)),
+    "unsignalled": _unsignalled,
+    "open_line": _natural,
+}
+"""The Ray executor's launch record: the local one's, its actors' and nodes' names, and how
+far the actors' output was read."""
+
+
+def run_actors(job_id: str, attempt: int, count: int) -> list[str]:
+    """The names of the ``count`` actors of run ``attempt`` of job ``job_id`` (one a node)."""
+    return [f"danlu.{job_id}.{attempt}.{rank}" for rank in range(count)]
+
+
+def own_actors(launch: dict[str, Any]) -> dict[str, Any] | None:
+    """``launch``, a checked launch record, when the actors it names are its run's own
+    (:func:`run_actors`), else None (the record is damaged: its polls, stops and clean-up
+    would reach another run's actors, stopping and killing them); a stop not yet delivered
+    (``unsignalled``) that names others is dropped."""
+    actors = launch["actors"]
+    if actors != run_actors(launch["job_id"], launch["attempt"], len(actors)):
+        return None
+    pending = launch.get("unsignalled")
+    if pending is not None and not set(pending["actors"]) <= set(actors):
+        del launch["unsignalled"]
+    return launch
