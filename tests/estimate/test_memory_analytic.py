@@ -7,6 +7,7 @@ import pytest
 from danlu.core.errors import SpecError
 from danlu.estimate.memory.analytic import (
     TransformerConfig,
+    TransformerMemory,
     activation_bytes_per_layer,
     transformer_memory,
 )
@@ -111,3 +112,71 @@ def test_memory_options_out_of_range_name_the_option(option: str, value: object)
     with pytest.raises(SpecError) as info:
         transformer_memory(GPT2, **{option: value})  # type: ignore[arg-type]
     assert info.value.field == option
+
+
+@pytest.mark.parametrize(
+    ("limit", "margin", "field"),
+    [
+        (float("nan"), 0, "limit_bytes"),
+        (float("inf"), 0, "limit_bytes"),
+        (-1, 0, "limit_bytes"),
+        ("80e9", 0, "limit_bytes"),
+        (80 << 30, float("nan"), "margin_bytes"),
+        (80 << 30, -1, "margin_bytes"),
+    ],
+)
+def test_max_batch_refuses_a_limit_that_is_not_a_number_of_bytes(
+    limit: object, margin: object, field: str
+) -> None:
+    # NaN raised ValueError and inf OverflowError from int()
+    m = transformer_memory(GPT2)
+    with pytest.raises(SpecError, match=field):
+        m.max_batch(limit, margin)  # type: ignore[arg-type]
+    assert m.max_batch(0) is None  # nothing fits: still an answer, as before
+
+
+class _CountingMemory(TransformerMemory):
+    """Counts predict() calls, and stops a search that would walk batch by batch."""
+
+    calls = 0
+
+    def predict(self, batch_size: int) -> int:
+        type(self).calls += 1
+        if type(self).calls > 10_000:
+            raise RuntimeError("max_batch stepped through more than 10,000 batch sizes")
+        return super().predict(batch_size)
+
+
+@pytest.mark.parametrize("fragmentation", [1.0, 1.13])
+def test_max_batch_of_a_huge_limit_is_found_by_bisection(fragmentation: float) -> None:
+    # stepping by one from the estimate never ended for 10**30 bytes: predict() rounds to
+    # the same float for many consecutive batches there
+    base = transformer_memory(GPT2, fragmentation=fragmentation, overhead_bytes=1 << 30)
+    m = _CountingMemory(**{f: getattr(base, f) for f in base.__dataclass_fields__})
+    for limit in (10**30, 80 << 30, 1 << 34):
+        _CountingMemory.calls = 0
+        b = m.max_batch(limit, 1 << 30)
+        assert b is not None
+        assert m.predict(b) <= limit - (1 << 30) < m.predict(b + 1)
+
+
+@pytest.mark.parametrize(
+    ("options", "field"),
+    [
+        ({"optimizer": None}, "--optimizer"),  # AttributeError on .lower()
+        ({"optimizer": 3}, "--optimizer"),
+        ({"fragmentation": "1.1"}, "fragmentation"),  # a bare TypeError
+        ({"fragmentation": True}, "fragmentation"),
+        ({"zero_stage": True}, "zero_stage"),  # read as stage 1
+    ],
+)
+def test_transformer_memory_refuses_options_of_the_wrong_type(
+    options: dict[str, object], field: str
+) -> None:
+    with pytest.raises(SpecError, match=f"^{field}: "):
+        transformer_memory(GPT2, **options)  # type: ignore[arg-type]
+
+
+def test_activation_bytes_refuse_a_zero_tensor_parallel_degree() -> None:
+    with pytest.raises(SpecError, match=r"^tensor_parallel: "):
+        activation_bytes_per_layer(GPT2, 1, tensor_parallel=0)

@@ -2,9 +2,17 @@
 
 from __future__ import annotations
 
+from collections.abc import Callable
+
 import pytest
 
-from danlu.estimate.memory.fit import ExtrapolationError, fit_piecewise_linear
+from danlu.core.errors import DataError
+from danlu.estimate.memory.fit import (
+    EnvelopeFit,
+    ExtrapolationError,
+    fit_piecewise_linear,
+    fit_two_phase,
+)
 from danlu.estimate.memory.gpus import get_gpu
 from danlu.estimate.memory.predict import FittedMemoryModel, MemoryEstimate, replay
 from danlu.estimate.memory.trace_result import StepTrace, window_live
@@ -206,3 +214,33 @@ def test_max_batch_at_the_cap_is_known_as_a_lower_bound() -> None:
     assert model.max_batch_cap == 4 * 32
     assert model.max_batch(10**13) == model.max_batch_cap  # everything fits: the search's end
     assert model.max_batch(model.predict(100)) == 100
+
+
+@pytest.mark.parametrize(
+    "fit",
+    [
+        lambda: fit_piecewise_linear({1: 0, 2: 0}),
+        lambda: fit_piecewise_linear({1: 0, 2: 100, 4: 200}),
+        lambda: fit_two_phase({1: 0, 2: 0}, {1: 0, 2: 0}),
+        lambda: fit_two_phase({1: 100, 2: 200}, {1: 0, 2: 50}),
+        lambda: EnvelopeFit({1: [0, 0], 2: [0, 0]}),
+    ],
+)
+def test_a_zero_byte_trace_is_refused(fit: Callable[[], object]) -> None:
+    # the relative misfit divided by the traced bytes: ZeroDivisionError, and in the
+    # envelope a NaN misfit that passed the tolerance check and answered every batch
+    with pytest.raises(DataError, match="b=1 peaks at 0 bytes"):
+        fit()
+
+
+@pytest.mark.parametrize(
+    "fit",
+    [
+        lambda: fit_piecewise_linear({0: 100, 2: 200}),
+        lambda: fit_two_phase({0: 100, 2: 200}, {0: 100, 2: 110}),
+        lambda: EnvelopeFit({0: [50, 100], 2: [50, 200]}),
+    ],
+)
+def test_a_batch_size_below_one_is_refused(fit: Callable[[], object]) -> None:
+    with pytest.raises(DataError, match="batch size 0"):
+        fit()

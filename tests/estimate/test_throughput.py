@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import math
 from pathlib import Path
 
 import pytest
@@ -207,3 +208,39 @@ def test_loader_parses_rows(tmp_path: Path) -> None:
     (row,) = load_placements(path)
     assert row == StepMeasurement(4, 6, 16, 0.5, 0.2)
     assert row.compute_time == pytest.approx(0.3)
+
+
+_VALID = {
+    "alpha_c": 0.02,
+    "beta_c": 0.001,
+    "alpha_n": 0.12,
+    "beta_n": 0.004,
+    "alpha_r": 0.03,
+    "beta_r": 0.002,
+    "gamma": 2.5,
+}
+
+
+@pytest.mark.parametrize(
+    ("changes", "field"),
+    [
+        ({"alpha_c": 0.0, "beta_c": 0.0}, "beta_c"),  # a zero compute time: NaN step times
+        ({"alpha_c": math.nan}, "alpha_c"),
+        ({"beta_n": math.inf}, "beta_n"),
+        ({"alpha_r": -0.01}, "alpha_r"),
+        ({"beta_c": "0.001"}, "beta_c"),
+        ({"alpha_n": True}, "alpha_n"),
+        ({"gamma": 0.0}, "gamma"),  # 1 / gamma: an infinite step time
+        ({"gamma": 0.5}, "gamma"),
+        ({"gamma": math.nan}, "gamma"),
+    ],
+)
+def test_params_built_in_code_are_checked(changes: dict[str, object], field: str) -> None:
+    with pytest.raises(SpecError, match=f"^{field}: "):
+        ThroughputParams(**{**_VALID, **changes})  # type: ignore[arg-type]
+
+
+def test_params_at_the_edges_of_the_valid_range_are_kept() -> None:
+    for changes in ({"alpha_c": 0.0}, {"beta_c": 0.0}, {"alpha_n": 0, "beta_r": 0}, {"gamma": 1}):
+        model = ThroughputModel(ThroughputParams(**{**_VALID, **changes}))
+        assert math.isfinite(model.step_time(8, 2, 4)) and model.step_time(8, 2, 4) > 0

@@ -5,12 +5,21 @@ from __future__ import annotations
 
 import math
 import random
+from collections.abc import Callable
+from pathlib import Path
 from typing import Any
 
 import pytest
 
-from danlu.core.errors import SpecError
-from danlu.estimate.throughput import StepMeasurement, fit_throughput, mape
+from danlu.core.errors import DataError, SpecError
+from danlu.estimate.throughput import (
+    StepMeasurement,
+    fit_throughput,
+    load_placements,
+    load_scalability,
+    mape,
+    parse_placement,
+)
 
 # few rows, as a job that profiled a handful of configurations has
 ROWS = [
@@ -82,3 +91,40 @@ def test_a_retrogression_term_is_pinned_without_rows_on_its_own_link() -> None:
     fitted = fit_throughput(one_node)
     assert fitted.params.beta_n == 0.0
     assert fitted.params.beta_r > 0.0
+
+
+def test_rows_may_come_from_an_iterator() -> None:
+    # mape read a generator once per column: arrays of different lengths and a NaN MAPE
+    model = fit_throughput(iter(ROWS))
+    assert model == fit_throughput(ROWS)
+    assert mape(model, (row for row in ROWS)) == pytest.approx(mape(model, ROWS))
+    assert math.isfinite(mape(model, iter(ROWS)))
+    with pytest.raises(DataError, match="no measurements"):
+        fit_throughput(iter([]))
+    with pytest.raises(DataError, match="no measurements"):
+        mape(model, iter([]))
+
+
+@pytest.mark.parametrize("loader", [load_placements, load_scalability])
+@pytest.mark.parametrize(
+    "content",
+    [
+        b"\xff\xfe\x00\x81 not text\n",  # UnicodeDecodeError
+        b"placement,local_bsz,step_time,sync_time\n1,32,0.1," + b"9" * 200_000 + b"\n",
+    ],
+    ids=["binary", "huge-field"],
+)
+def test_a_file_that_is_not_a_csv_of_measurements_is_a_data_error(
+    tmp_path: Path, loader: Callable[[Path], object], content: bytes
+) -> None:
+    # a binary file raised UnicodeDecodeError, a huge field csv.Error
+    path = tmp_path / "rows.csv"
+    path.write_bytes(content)
+    with pytest.raises(DataError, match=str(path)):
+        loader(path)
+
+
+@pytest.mark.parametrize("text", [None, 12, b"12"])
+def test_a_placement_that_is_not_a_string_is_refused(text: Any) -> None:
+    with pytest.raises(SpecError, match=r"^placement: "):
+        parse_placement(text)

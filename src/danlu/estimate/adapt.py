@@ -30,6 +30,7 @@ variance of one gradient at ``init_batch`` (``tr(Sigma) / init_batch``; see
 from __future__ import annotations
 
 import math
+import numbers
 from dataclasses import dataclass
 from typing import Any
 
@@ -37,6 +38,7 @@ import numpy as np
 import numpy.typing as npt
 
 from danlu.core.errors import ConfigError
+from danlu.core.values import quoted
 
 
 @dataclass(frozen=True, slots=True)
@@ -51,6 +53,13 @@ class BatchLimits:
     max_local: int = 2**31 - 1
 
     def __post_init__(self) -> None:
+        for name in ("init_batch", "max_batch", "min_local", "max_local"):
+            value = getattr(self, name)
+            # 2.5 samples reached the search as a fractional global batch, "64" a TypeError
+            if isinstance(value, bool) or not isinstance(value, numbers.Integral):
+                raise ConfigError(
+                    f"batch limits: {name} must be a whole number of samples, got {quoted(value)}"
+                )
         if not 1 <= self.init_batch <= self.max_batch:
             raise ConfigError(
                 f"batch limits: need 1 <= init_batch <= max_batch, got {self.init_batch}, "
@@ -90,15 +99,20 @@ class SelfTuner:
         """Record one measurement: micro-batch ``atomic`` took ``step`` seconds per
         synchronised step (``sync`` of them in gradient sync) on ``placement``; the
         gradient statistics were ``stats`` = (sqr, var). Non-finite statistics (a step
-        whose gradients overflowed) are ignored: the previous ones stay."""
+        whose gradients overflowed) are ignored: the previous ones stay. So is a timing that
+        is not finite (NaN or inf) or negative: kept, a NaN compute or sync time made every
+        batch's goodput NaN and pinned the choice to the smallest batch until the same
+        micro-batch was measured again. A micro-batch below one sample is ignored too."""
+        if _finite(stats):
+            self._stats = (float(stats[0]), float(stats[1]))
+        if not (_usable_seconds(step) and _usable_seconds(sync) and atomic >= 1):
+            return
         compute = max(step - sync, 1e-9)
         if self._compute.get(atomic) != compute:
             self._compute[atomic] = compute
             self._fit = None
             self._version += 1
         self._sync[placement] = sync
-        if _finite(stats):
-            self._stats = (float(stats[0]), float(stats[1]))
 
     def sync_time(self, placement: tuple[int, ...]) -> float | None:
         """The sync time last measured on ``placement`` (None: never measured there)."""
@@ -134,9 +148,16 @@ class SelfTuner:
         }
 
     def load_state_dict(self, state: dict[str, Any]) -> None:
-        """Restore :meth:`state_dict` output."""
-        self._compute = {int(a): float(s) for a, s in state.get("compute", [])}
-        self._sync = {tuple(int(n) for n in p): float(s) for p, s in state.get("sync", [])}
+        """Restore :meth:`state_dict` output. Timings :meth:`measure` would have ignored (not
+        finite, or negative: a checkpoint written before it ignored them) are left out."""
+        self._compute = {
+            int(a): float(s) for a, s in state.get("compute", []) if _usable_seconds(float(s))
+        }
+        self._sync = {
+            tuple(int(n) for n in p): float(s)
+            for p, s in state.get("sync", [])
+            if _usable_seconds(float(s))
+        }
         stats = state.get("stats")
         loaded = (float(stats[0]), float(stats[1])) if stats else None
         self._stats = loaded if loaded is not None and _finite(loaded) else None
@@ -227,6 +248,11 @@ class SelfTuner:
 
 _CHUNK = 1 << 16
 """Per-replica totals :meth:`SelfTuner.choose` evaluates at once."""
+
+
+def _usable_seconds(value: float) -> bool:
+    """True for a measured time :class:`SelfTuner` can use: finite and >= 0."""
+    return math.isfinite(value) and value >= 0
 
 
 def _finite(stats: tuple[float, float]) -> bool:

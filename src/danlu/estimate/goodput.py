@@ -26,7 +26,8 @@ import numpy as np
 import numpy.typing as npt
 
 from danlu.core.errors import SpecError
-from danlu.core.values import check_positive_int
+from danlu.core.values import check_positive_int, quoted
+from danlu.estimate.checks import check_finite
 from danlu.estimate.optimize import MemoryModel, memory_capped_batch
 from danlu.estimate.throughput import ThroughputModel
 
@@ -52,9 +53,8 @@ class GradientStats:
 
     def __post_init__(self) -> None:
         for name in ("sqr", "var"):
-            value = getattr(self, name)
-            if not (math.isfinite(value) and value >= 0):
-                raise SpecError(f"grad_stats.{name}", f"must be a finite number >= 0, got {value}")
+            # a string or None raised a bare TypeError, and True counted as 1
+            check_finite(f"grad_stats.{name}", getattr(self, name), positive=False)
 
     def noise_scale(self, init_batch_size: int) -> float:
         """``B_noise = B0 * var / sqr`` (McCandlish et al. 2018); ``inf`` when ``sqr = 0``.
@@ -69,11 +69,10 @@ class GradientStats:
 def _scale(batch_size: float, init_batch_size: int) -> float:
     """``batch_size / init_batch_size``; :class:`SpecError` unless ``init_batch_size`` is a
     positive integer (the batch the statistics were measured at; 2.5 was let through) and
-    ``batch_size`` positive and finite (NaN passed ``<= 0`` and came back as a gain of 1)."""
+    ``batch_size`` a positive finite number (NaN passed ``<= 0`` and came back as a gain of
+    1; a string raised a bare TypeError)."""
     check_positive_int("init_batch_size", init_batch_size)
-    if not (math.isfinite(batch_size) and batch_size > 0):
-        raise SpecError("batch_size", f"must be a positive finite number, got {batch_size}")
-    return batch_size / init_batch_size
+    return check_finite("batch_size", batch_size, positive=True) / init_batch_size
 
 
 def _gain(stats: GradientStats, scale: FloatArray) -> FloatArray:
@@ -122,6 +121,11 @@ class GoodputModel:
     def __post_init__(self) -> None:
         # NaN passed a plain `< 1` test and made every efficiency NaN.
         check_positive_int("init_batch_size", self.init_batch_size)
+        # A (sqr, var) tuple or None raised AttributeError at the first goodput.
+        if not isinstance(self.grad_stats, GradientStats):
+            raise SpecError(
+                "grad_stats", f"must be GradientStats(sqr, var), got {quoted(self.grad_stats)}"
+            )
 
     def efficiency(self, batch_size: float) -> float:
         """:func:`efficiency` at global batch ``batch_size``."""

@@ -18,11 +18,11 @@ registry whose lookup errors list the valid names.
 from __future__ import annotations
 
 import math
-import numbers
 from enum import StrEnum
 
 from danlu.core.errors import SpecError, UnknownNameError
 from danlu.core.values import check_positive_int, quoted
+from danlu.estimate.checks import as_float, check_finite, is_real_number
 from danlu.estimate.goodput import GradientStats, gain
 
 __all__ = [
@@ -53,17 +53,12 @@ def _ratio(base_lr: float, batch_size: float, base_batch_size: float) -> float:
     three are positive finite numbers (a bool is not one: ``True`` scaled as a batch of 1)."""
     for name, value in (
         ("base_lr", base_lr),
-        ("batch_size", batch_size),
         ("base_batch_size", base_batch_size),
+        ("batch_size", batch_size),
     ):
-        if isinstance(value, bool) or not isinstance(value, numbers.Real):
+        # as_float: an int beyond float range (10**400) raised OverflowError in isfinite
+        if not (is_real_number(value) and math.isfinite(as_float(value)) and value > 0):
             raise SpecError(name, f"must be a positive number, got {quoted(value)}")
-    if not (math.isfinite(base_lr) and base_lr > 0):
-        raise SpecError("base_lr", f"must be a positive number, got {base_lr}")
-    if not (math.isfinite(base_batch_size) and base_batch_size > 0):
-        raise SpecError("base_batch_size", f"must be a positive number, got {base_batch_size}")
-    if not (math.isfinite(batch_size) and batch_size > 0):
-        raise SpecError("batch_size", f"must be a positive number, got {batch_size}")
     return batch_size / base_batch_size
 
 
@@ -81,12 +76,12 @@ def progressive_lr(base_lr: float, batch_size: float, base_batch_size: float, c:
     """Progressive rule: ``eta0 * min(B / B0, c * sqrt(B / B0))`` (seed 000 section 4.3).
 
     ``c > 0`` is the adjustment factor: the rule is linear up to ``B / B0 = c^2`` and
-    square-root beyond. Raises :class:`SpecError` on ``c`` when it is not positive.
+    square-root beyond. Raises :class:`SpecError` on ``c`` unless it is a positive finite
+    number (a string or ``None`` raised a bare TypeError, ``True`` counted as 1).
     """
     k = _ratio(base_lr, batch_size, base_batch_size)
-    if not (math.isfinite(c) and c > 0):
-        raise SpecError("c", f"the progressive factor must be a positive number, got {c}")
-    return base_lr * min(k, c * math.sqrt(k))
+    factor = check_finite("c", c, positive=True, what="a progressive factor")
+    return base_lr * min(k, factor * math.sqrt(k))
 
 
 def adascale_lr(
@@ -101,6 +96,8 @@ def adascale_lr(
     _ratio(base_lr, batch_size, base_batch_size)
     # Checked here so the error names the caller's argument, not gain()'s init_batch_size.
     check_positive_int("base_batch_size", base_batch_size)
+    if not isinstance(grad_stats, GradientStats):  # a (sqr, var) tuple: AttributeError
+        raise SpecError("grad_stats", f"must be GradientStats(sqr, var), got {quoted(grad_stats)}")
     return base_lr * gain(grad_stats, batch_size, base_batch_size)
 
 

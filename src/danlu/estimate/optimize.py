@@ -14,7 +14,6 @@
 from __future__ import annotations
 
 import math
-import numbers
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 from typing import Any, Protocol, runtime_checkable
@@ -23,6 +22,7 @@ import numpy as np
 
 from danlu.core.errors import SpecError
 from danlu.core.values import check_positive_int, quoted
+from danlu.estimate.checks import as_float, check_finite, is_real_number
 from danlu.estimate.throughput import ThroughputModel
 
 __all__ = [
@@ -62,14 +62,7 @@ class MemoryModel(Protocol):
 def _check_bytes(field: str, value: Any, *, positive: bool) -> None:
     """Raise :class:`SpecError` on ``field`` unless ``value`` is a finite number of bytes,
     > 0 (``positive``) or >= 0 (a bool, a string, NaN or infinity is refused)."""
-    if (
-        isinstance(value, bool)
-        or not isinstance(value, numbers.Real)
-        or not math.isfinite(value)
-        or (value <= 0 if positive else value < 0)
-    ):
-        bound = "> 0" if positive else ">= 0"
-        raise SpecError(field, f"must be a finite number of bytes {bound}, got {quoted(value)}")
+    check_finite(field, value, positive=positive, what="a number of bytes")
 
 
 def largest_batch(
@@ -119,11 +112,7 @@ def largest_safe_batch(
     :class:`SpecError` as :func:`largest_batch` does, and on ``spare`` unless it is a
     fraction in ``[0, 1)``."""
     _check_bytes("limit_bytes", limit_bytes, positive=True)
-    if (
-        isinstance(spare, bool)
-        or not isinstance(spare, numbers.Real)
-        or not (math.isfinite(spare) and 0 <= spare < 1)
-    ):
+    if not is_real_number(spare) or not (math.isfinite(spare) and 0 <= spare < 1):
         raise SpecError("spare", f"must be a share in [0, 1), got {quoted(spare)}")
     return largest_batch(memory, limit_bytes, int(limit_bytes * spare), upper=upper)
 
@@ -161,8 +150,10 @@ def best_batch(
 
     ``cap`` is ``max_local_bsz``, lowered to :func:`largest_batch` when a ``memory`` model and
     ``limit_bytes`` are given. Ties go to the smaller batch. Returns ``None`` when no batch
-    in range fits. Use ``score = lambda b: model.throughput(b, N, R)`` for the fastest batch
-    or ``lambda b: goodput_model.goodput(b, N, R)`` for the goodput-optimal one.
+    in range fits. Raises :class:`SpecError` on ``score`` when it returns anything but a
+    number (NaN, a string, a bool; ``-inf`` is a number). Use ``score = lambda b:
+    model.throughput(b, N, R)`` for the fastest batch or ``lambda b:
+    goodput_model.goodput(b, N, R)`` for the goodput-optimal one.
     """
     check_positive_int("min_local_bsz", min_local_bsz)
     check_positive_int("max_local_bsz", max_local_bsz)
@@ -171,7 +162,8 @@ def best_batch(
         return None
     best, best_score = min_local_bsz, -math.inf
     for b in range(min_local_bsz, cap + 1):
-        value = score(b)
+        # NaN lost every comparison (the smallest batch came back), a string raised TypeError
+        value = _number_of("score", b, score(b), argument="b")
         if value > best_score:
             best, best_score = b, value
     return best
@@ -312,11 +304,13 @@ def parallel_efficiency(
 
 def training_time(t0: float, num_gpus: int, efficiency: float) -> float:
     """``T(K) = T0 / (K * E(K))`` (seed 000 section 9.4); ``T0`` is the time on one GPU."""
-    if not (math.isfinite(t0) and t0 > 0):
-        raise SpecError("t0", f"single-GPU training time must be positive, got {t0}")
+    # a string raised a bare TypeError, and True passed as 1
+    check_finite("t0", t0, positive=True, what="a single-GPU training time in seconds")
     check_positive_int("num_gpus", num_gpus)
-    if not 0 < efficiency <= 1.0 + 1e-9:
-        raise SpecError("efficiency", f"parallel efficiency must be in (0, 1], got {efficiency}")
+    if not (is_real_number(efficiency) and 0 < efficiency <= 1.0 + 1e-9):
+        raise SpecError(
+            "efficiency", f"parallel efficiency must be in (0, 1], got {quoted(efficiency)}"
+        )
     return t0 / (num_gpus * efficiency)
 
 
@@ -349,11 +343,7 @@ def cost_optimal_gpu_count(
     number > 0 (NaN, 0 or a negative time won every comparison it met first), and on
     ``cost_rate`` when ``C(K)`` is not a finite number >= 0.
     """
-    if deadline_s is not None and (
-        isinstance(deadline_s, bool)
-        or not isinstance(deadline_s, numbers.Real)
-        or math.isnan(deadline_s)
-    ):
+    if deadline_s is not None and (not is_real_number(deadline_s) or math.isnan(deadline_s)):
         raise SpecError("deadline_s", f"must be a number of seconds, got {quoted(deadline_s)}")
     best: CostChoice | None = None
     seen = False
@@ -385,9 +375,10 @@ def cost_optimal_gpu_count(
     return best
 
 
-def _number_of(field: str, k: int, value: Any) -> float:
-    """``value`` (what ``field`` returned for ``K = k``) as a float; :class:`SpecError` on
-    ``field`` when it is not a real number (a bool or a string)."""
-    if isinstance(value, bool) or not isinstance(value, numbers.Real) or math.isnan(value):
-        raise SpecError(field, f"returned {quoted(value)} for K={k}; expected a number")
-    return float(value)
+def _number_of(field: str, k: int, value: Any, argument: str = "K") -> float:
+    """``value`` (what ``field`` returned for ``argument = k``) as a float; :class:`SpecError`
+    on ``field`` when it is not a real number (a bool, a string or NaN)."""
+    number = as_float(value) if is_real_number(value) else math.nan
+    if math.isnan(number):
+        raise SpecError(field, f"returned {quoted(value)} for {argument}={k}; expected a number")
+    return number

@@ -41,7 +41,7 @@ from __future__ import annotations
 import csv
 import math
 import numbers
-from collections.abc import Sequence
+from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -51,6 +51,7 @@ from scipy.optimize import least_squares
 
 from danlu.core.errors import DataError, SpecError
 from danlu.core.values import check_positive_int, quoted
+from danlu.estimate.checks import check_finite
 
 __all__ = [
     "StepMeasurement",
@@ -75,8 +76,13 @@ def parse_placement(text: str) -> tuple[int, ...]:
     """Parse a Pollux placement string (per-node replica counts, ``"1122"``) into a tuple.
 
     Each character is one node's replica count (1-9). Raises :class:`SpecError` naming
-    ``placement`` when the string is empty or holds anything but digits 1-9.
+    ``placement`` when the string is empty or holds anything but digits 1-9, or when
+    ``text`` is not a string (None raised AttributeError).
     """
+    if not isinstance(text, str):
+        raise SpecError(
+            "placement", f"must be a string of per-node replica counts, got {quoted(text)}"
+        )
     text = text.strip()
     if not text or not all(ch in "123456789" for ch in text):
         raise SpecError(
@@ -139,6 +145,13 @@ def _load_csv(path: Path, columns: Sequence[str]) -> list[tuple[int, dict[str, s
             return [(reader.line_num, row) for row in reader]
     except OSError as exc:
         raise DataError(f"{path}: cannot read measurements ({exc.strerror or exc})") from exc
+    except UnicodeDecodeError as exc:  # a binary or non-UTF-8 file
+        raise DataError(
+            f"{path}: cannot read measurements: not UTF-8 text ({exc.reason} at byte "
+            f"{exc.start}); give the CSV file"
+        ) from exc
+    except csv.Error as exc:  # e.g. a field beyond the csv module's size limit
+        raise DataError(f"{path}: not a CSV file of measurements ({exc})") from exc
 
 
 def _number(path: Path, line: int, row: dict[str, str], column: str) -> float:
@@ -208,7 +221,13 @@ def load_scalability(path: str | Path) -> list[StepMeasurement]:
 
 @dataclass(frozen=True, slots=True)
 class ThroughputParams:
-    """Parameters of the step-time model (seconds; ``gamma`` dimensionless, in [1, 10])."""
+    """Parameters of the step-time model (seconds; ``gamma`` dimensionless, in [1, 10]).
+
+    Built in code (not by :func:`fit_throughput`, whose bounds keep them valid) they are
+    checked: every time is a finite number >= 0, ``alpha_c`` and ``beta_c`` not both 0,
+    and ``gamma`` a finite number >= 1; :class:`SpecError` names the field otherwise. A zero
+    compute time, a NaN or a ``gamma`` of 0 came back as NaN or infinite step times.
+    """
 
     alpha_c: float
     beta_c: float
@@ -217,6 +236,23 @@ class ThroughputParams:
     alpha_r: float
     beta_r: float
     gamma: float
+
+    def __post_init__(self) -> None:
+        for name in ("alpha_c", "beta_c", "alpha_n", "beta_n", "alpha_r", "beta_r"):
+            check_finite(name, getattr(self, name), positive=False, what="a number of seconds")
+        if self.alpha_c == 0 and self.beta_c == 0:
+            raise SpecError(
+                "beta_c",
+                "alpha_c and beta_c are both 0, so a micro-batch takes no time; give the "
+                "compute time's fixed part (alpha_c) or per-sample part (beta_c) in seconds",
+            )
+        gamma = check_finite("gamma", self.gamma, positive=False, what="an overlap exponent")
+        if gamma < _GAMMA_MIN:
+            raise SpecError(
+                "gamma",
+                f"must be at least {_GAMMA_MIN:g} (1: no overlap of compute and sync; "
+                f"{_GAMMA_MAX:g}: nearly full), got {gamma}",
+            )
 
     def as_array(self) -> FloatArray:
         """The parameters in field order."""
@@ -369,7 +405,7 @@ def _arrays(rows: Sequence[StepMeasurement]) -> tuple[FloatArray, ...]:
     )
 
 
-def fit_throughput(rows: Sequence[StepMeasurement]) -> ThroughputModel:
+def fit_throughput(rows: Iterable[StepMeasurement]) -> ThroughputModel:
     """Fit :class:`ThroughputModel` to measurements by least squares on log errors.
 
     Minimises ``sum (log T_step_pred - log step_time)^2 + (log T_compute_pred -
@@ -389,12 +425,12 @@ def fit_throughput(rows: Sequence[StepMeasurement]) -> ThroughputModel:
 
     Raises :class:`DataError` when ``rows`` is empty.
     """
-    if not rows:
-        raise DataError("fit_throughput: no measurements; pass at least one StepMeasurement")
-    rows = sorted(
+    measured = sorted(  # a list: an empty iterator passed `not rows`
         rows, key=lambda r: (r.num_nodes, r.num_replicas, r.local_bsz, r.step_time, r.sync_time)
     )
-    nodes, replicas, bsz, step, compute = _arrays(rows)
+    if not measured:
+        raise DataError("fit_throughput: no measurements; pass at least one StepMeasurement")
+    nodes, replicas, bsz, step, compute = _arrays(measured)
     log_step, log_compute = np.log(step), np.log(compute)
 
     free = np.ones(7, dtype=bool)
@@ -453,11 +489,12 @@ def fit_throughput(rows: Sequence[StepMeasurement]) -> ThroughputModel:
     return ThroughputModel(ThroughputParams(*(float(v) for v in p)))
 
 
-def mape(model: ThroughputModel, rows: Sequence[StepMeasurement]) -> float:
+def mape(model: ThroughputModel, rows: Iterable[StepMeasurement]) -> float:
     """Mean absolute percentage error of predicted step times, in percent (seed 000 10.4):
     ``MAPE = 100 / n * sum_i |T_i - T_pred_i| / T_i``."""
-    if not rows:
+    measured = list(rows)  # a generator was read once for five columns: a NaN MAPE
+    if not measured:
         raise DataError("mape: no measurements to evaluate on")
-    nodes, replicas, bsz, step, _ = _arrays(rows)
+    nodes, replicas, bsz, step, _ = _arrays(measured)
     pred = model.step_times(bsz, nodes, replicas)
     return float(np.mean(np.abs(step - pred) / step) * 100.0)

@@ -20,11 +20,11 @@
 
 from __future__ import annotations
 
-import math
 from dataclasses import dataclass
 
 from danlu.core.errors import SpecError
 from danlu.core.values import check_positive_int
+from danlu.estimate.checks import check_finite
 
 OPTIMIZER_MOMENTS: dict[str, int] = {
     "sgd": 0,
@@ -92,21 +92,36 @@ class TransformerMemory:
         return int(logical * self.fragmentation) + self.overhead_bytes
 
     def max_batch(self, limit_bytes: int, margin_bytes: int = 0) -> int | None:
-        """Largest b with ``predict(b) <= limit_bytes - margin_bytes`` (None if b=1 does not)."""
+        """Largest b with ``predict(b) <= limit_bytes - margin_bytes`` (None if b=1 does not).
+
+        Raises :class:`SpecError` unless ``limit_bytes`` and ``margin_bytes`` are finite
+        numbers >= 0 (NaN and inf raised ValueError and OverflowError). The answer is found
+        by bisection around the closed-form estimate: stepping by one from it never ended
+        for a limit of 10**30 bytes, where ``predict`` rounds to the same float for many
+        consecutive batches."""
+        check_finite("limit_bytes", limit_bytes, positive=False, what="a number of bytes")
+        check_finite("margin_bytes", margin_bytes, positive=False, what="a number of bytes")
         budget = limit_bytes - margin_bytes
         if self.predict(1) > budget:
             return None
-        per = self.activation_bytes_per_sample * self.fragmentation
-        b = max(
+        guess = max(
             1,
             int((budget - self.overhead_bytes) / self.fragmentation - self.state_bytes)
             // max(1, self.activation_bytes_per_sample),
         )
-        while b > 1 and self.predict(b) > budget:
-            b -= 1
-        while per > 0 and self.predict(b + 1) <= budget:
-            b += 1
-        return b
+        if self.activation_bytes_per_sample <= 0:
+            return guess  # predict() does not grow with b: every batch fits
+        # invariant: predict(lo) <= budget < predict(hi)
+        lo, hi, step = 1, guess, 1
+        while self.predict(hi) <= budget:
+            lo, hi, step = hi, hi + step, step * 2
+        while hi - lo > 1:
+            mid = (lo + hi) // 2
+            if self.predict(mid) <= budget:
+                lo = mid
+            else:
+                hi = mid
+        return lo
 
 
 def activation_bytes_per_layer(
@@ -120,6 +135,7 @@ def activation_bytes_per_layer(
     flash_attention: bool = False,
 ) -> float:
     """Korthikanti et al.'s activation memory of one layer (bytes)."""
+    check_positive_int("tensor_parallel", tensor_parallel)  # 0: ZeroDivisionError
     s, b, h, a, t = cfg.seq, batch_size, cfg.hidden, cfg.heads, tensor_parallel
     if recompute not in ("none", "selective", "full"):
         raise SpecError("recompute", f"{recompute!r}: use none, selective or full")
@@ -161,16 +177,17 @@ def transformer_memory(
     """
     if precision not in ("fp32", "fp16", "bf16"):
         raise SpecError("--precision", f"{precision!r}: use fp32, fp16 or bf16")
-    if optimizer.lower() not in OPTIMIZER_MOMENTS:
+    # not a string: AttributeError on .lower(); a bool passed as stage 0 or 1; a string
+    # fragmentation raised a bare TypeError
+    if not isinstance(optimizer, str) or optimizer.lower() not in OPTIMIZER_MOMENTS:
         raise SpecError(
             "--optimizer", f"{optimizer!r}: use one of {', '.join(sorted(OPTIMIZER_MOMENTS))}"
         )
-    if zero_stage not in (0, 1, 2, 3):
-        raise SpecError("zero_stage", f"must be 0, 1, 2 or 3, got {zero_stage}")
+    if isinstance(zero_stage, bool) or zero_stage not in (0, 1, 2, 3):
+        raise SpecError("zero_stage", f"must be 0, 1, 2 or 3, got {zero_stage!r}")
     check_positive_int("data_parallel", data_parallel)
     check_positive_int("tensor_parallel", tensor_parallel)
-    if not (math.isfinite(fragmentation) and fragmentation > 0):
-        raise SpecError("fragmentation", f"must be a positive number, got {fragmentation}")
+    check_finite("fragmentation", fragmentation, positive=True)
     if (
         isinstance(overhead_bytes, bool)
         or not isinstance(overhead_bytes, int)

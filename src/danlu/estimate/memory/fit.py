@@ -98,6 +98,21 @@ class PiecewiseLinearFit:
         return max(self.c_step + self.step_slope * batch_size, self.c0 + self.slope * batch_size)
 
 
+def _check_points(points: Sequence[tuple[int, float]], what: str) -> None:
+    """Raise :class:`DataError` unless every traced ``(b, bytes)`` has ``b >= 1`` and
+    ``bytes > 0``: the misfits are relative to the traced bytes, and a zero peak raised
+    ZeroDivisionError (a NaN misfit in :class:`EnvelopeFit`, which passed every check)."""
+    for b, m in points:
+        if b < 1:
+            raise DataError(f"{what}: traced batch size {b} is not a batch; trace b >= 1")
+        if not m > 0:
+            raise DataError(
+                f"{what}: the trace at b={b} peaks at {m} bytes; a training step holds memory, "
+                "so the trace is broken: check that make_batch(b) and loss_fn run a step, "
+                "and trace again"
+            )
+
+
 def _line(points: list[tuple[int, int]]) -> tuple[float, float]:
     n = len(points)
     mb = sum(b for b, _ in points) / n
@@ -125,6 +140,8 @@ def fit_two_phase(
         raise DataError("need the phase peaks of at least two traced batch sizes to fit M(b)")
     pa = sorted((int(b), int(m)) for b, m in passes.items())
     po = sorted((int(b), int(m)) for b, m in optimizer.items())
+    _check_points(pa, what)
+    _check_points(po, what)
     c0, slope = _line(pa)
     c_step, step_slope = _line(po)
     res = max(
@@ -153,6 +170,7 @@ def fit_piecewise_linear(
     pts = sorted((int(b), int(m)) for b, m in points.items())
     if len(pts) < 2:
         raise DataError("need at least two traced batch sizes to fit M(b)")
+    _check_points(pts, what)
     low = pts[0][1]
     plateau = sum(1 for _, m in pts if abs(m - low) <= _SAME * low)
     # two equal values cannot both be on the (increasing) linear part: they are the flat part;
@@ -254,6 +272,7 @@ class EnvelopeFit:
         self.slopes = ((bs - mb)[:, None] * (mat - mat.mean(axis=0))).sum(axis=0) / var
         self.intercepts = mat.mean(axis=0) - self.slopes * mb
         peaks = mat.max(axis=1)
+        _check_points([(int(b), int(p)) for b, p in zip(bs, peaks, strict=True)], what)
         fitted = self.intercepts[None, :] + self.slopes[None, :] * bs[:, None]
         # misfit of the predicted peaks at the traced points (per-event misfits that never
         # reach the peak do not matter)
