@@ -6,12 +6,12 @@ import time
 from collections.abc import Iterable, Sequence
 from typing import Any, TypeVar
 
-from sqlalchemy import Connection, Executable, select
+from sqlalchemy import ColumnElement, Connection, Executable, delete, select
 from sqlalchemy.orm import Session
 
 from danlu.core.errors import SpecError
 from danlu.core.state import JobState
-from danlu.server.db.models import Job, Project, Sweep, User
+from danlu.server.db.models import ApiToken, Job, JobMetricKey, Project, Sweep, User
 from danlu.server.errors import ConflictError, NotFoundError, PermissionDenied
 
 IN_CHUNK = 500
@@ -122,3 +122,20 @@ def lock_row(session: Session, model: type[Lockable], key: Any) -> Lockable:
     if row is None:
         raise NotFoundError(model.__tablename__.rstrip("s"), str(key))
     return row
+
+
+def delete_some(
+    session: Session,
+    model: type[ApiToken] | type[JobMetricKey],
+    condition: ColumnElement[bool],
+    limit: int,
+) -> int:
+    """Delete at most ``limit`` rows of ``model`` meeting ``condition`` (a retention pass's
+    batch: one statement's worth, so a backlog never holds the write lock for long);
+    returns how many (``limit``: call again, there may be more)."""
+    ids = list(session.scalars(select(model.id).where(condition).limit(limit)))
+    if ids:
+        session.execute(
+            delete(model).where(model.id.in_(ids)).execution_options(synchronize_session=False)
+        )
+    return len(ids)

@@ -34,7 +34,7 @@ from danlu.core.values import MAX_INT
 from danlu.server.db.models import Job, JobMetric, JobMetricKey
 from danlu.server.errors import ConflictError
 from danlu.server.services import observe
-from danlu.server.services.common import lock_row, resolve_now
+from danlu.server.services.common import delete_some, lock_row, resolve_now
 from danlu.server.services.retention import DAY
 
 MAX_BATCH = 1000
@@ -101,15 +101,7 @@ def forget_keys(session: Session, now: float | None, limit: int) -> int:
     last day of keys stayed for good); returns how many (``limit``: call again, there may be
     more)."""
     cutoff = resolve_now(now) - KEY_DAYS * DAY
-    due = select(JobMetricKey.id).where(JobMetricKey.created_at < cutoff).limit(limit)
-    ids = list(session.scalars(due))
-    if ids:
-        session.execute(
-            delete(JobMetricKey)
-            .where(JobMetricKey.id.in_(ids))
-            .execution_options(synchronize_session=False)
-        )
-    return len(ids)
+    return delete_some(session, JobMetricKey, JobMetricKey.created_at < cutoff, limit)
 
 
 def reporting_attempt(job: Job, run_token: bool) -> int:

@@ -21,7 +21,7 @@ from sqlalchemy.orm import Session
 from danlu.core.errors import SpecError
 from danlu.server.db.models import ApiToken, User
 from danlu.server.errors import ConflictError, NotFoundError
-from danlu.server.services.common import resolve_now
+from danlu.server.services.common import delete_some, resolve_now
 
 ROLES = ("admin", "user")
 ADMIN = "admin"
@@ -247,15 +247,7 @@ def purge_revoked_tokens(session: Session, now: float | None, limit: int) -> int
     """Delete at most ``limit`` tokens revoked more than :data:`KEEP_REVOKED_SECONDS` before
     ``now``; returns how many (``limit``: call again, there may be more)."""
     cutoff = resolve_now(now) - KEEP_REVOKED_SECONDS
-    due = select(ApiToken.id).where(ApiToken.revoked_at < cutoff).limit(limit)
-    ids = list(session.scalars(due))
-    if ids:
-        session.execute(
-            delete(ApiToken)
-            .where(ApiToken.id.in_(ids))
-            .execution_options(synchronize_session=False)
-        )
-    return len(ids)
+    return delete_some(session, ApiToken, ApiToken.revoked_at < cutoff, limit)
 
 
 def _write_secret(path: Path, text: str) -> None:
