@@ -23,6 +23,7 @@ import numpy as np
 from danlu.core.errors import SpecError
 from danlu.core.values import check_positive_int, quoted
 from danlu.estimate.checks import as_float, check_finite, is_real_number
+from danlu.estimate.memory.model import largest_within
 from danlu.estimate.throughput import ThroughputModel
 
 __all__ = [
@@ -90,14 +91,7 @@ def largest_batch(
     # The model's own answer does not hold under predict(): bisect on [1, hi).
     if memory.predict(1) > budget:
         return None
-    lo = 1  # invariant: predict(lo) <= budget < predict(hi)
-    while hi - lo > 1:
-        mid = (lo + hi) // 2
-        if memory.predict(mid) <= budget:
-            lo = mid
-        else:
-            hi = mid
-    return lo
+    return largest_within(memory.predict, budget, 1, hi)
 
 
 SPARE_SHARE = 0.05

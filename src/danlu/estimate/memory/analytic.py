@@ -25,6 +25,7 @@ from dataclasses import dataclass
 from danlu.core.errors import SpecError
 from danlu.core.values import check_positive_int
 from danlu.estimate.checks import check_finite
+from danlu.estimate.memory.model import largest_within
 
 OPTIMIZER_MOMENTS: dict[str, int] = {
     "sgd": 0,
@@ -115,13 +116,7 @@ class TransformerMemory:
         lo, hi, step = 1, guess, 1
         while self.predict(hi) <= budget:
             lo, hi, step = hi, hi + step, step * 2
-        while hi - lo > 1:
-            mid = (lo + hi) // 2
-            if self.predict(mid) <= budget:
-                lo = mid
-            else:
-                hi = mid
-        return lo
+        return largest_within(self.predict, budget, lo, hi)
 
 
 def activation_bytes_per_layer(

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from typing import Protocol, runtime_checkable
 
 
@@ -27,3 +28,15 @@ class MemoryModel(Protocol):
         ``None`` when not even ``b = 1`` fits.
         """
         ...
+
+
+def largest_within(predict: Callable[[int], float], budget: float, lo: int, hi: int) -> int:
+    """The largest batch in ``[lo, hi)`` that ``predict`` (non-decreasing) keeps within
+    ``budget`` bytes, by bisection; given ``predict(lo) <= budget < predict(hi)``."""
+    while hi - lo > 1:
+        mid = (lo + hi) // 2
+        if predict(mid) <= budget:
+            lo = mid
+        else:
+            hi = mid
+    return lo
