@@ -13,7 +13,7 @@ import pytest
 from test_devices import _gpu, fake_nvml
 
 from danlu.devices import discover, sample_metrics
-from danlu.devices.nvml import MAX_GPU_MEMORY, nvml_number
+from danlu.devices.nvml import MAX_GPU_MEMORY, nvml_number, nvml_watts
 
 GiB = 1024**3
 MiB = 1024**2
@@ -84,3 +84,24 @@ def test_a_name_that_is_not_utf8_keeps_its_gpu() -> None:
 )
 def test_nvml_number(value: object, expected: float | None) -> None:
     assert nvml_number(value) == expected
+
+
+def test_readings_of_nvml_unsigned_invalid_value_give_no_gauge() -> None:
+    """``0xFFFFFFFF`` (NVML's unsigned "invalid") read as 4.3 MW and 4.3e9 degrees C."""
+    invalid = 2**32 - 1
+    gpus = [_gpu(0, H100, 80 * GiB, util=50, temp=invalid, power=invalid)]
+    nvml = fake_nvml(gpus)
+    nvml.nvmlDeviceGetPowerUsage = lambda h: h["power"]
+    gpu = discover(nvml, hostname="box").gpus[0]
+    assert (gpu.utilization, gpu.temperature, gpu.power) == (50.0, None, None)
+    gpus[0].update(temp=95, power=700_000)  # a hot GPU at an H100's board power
+    gpu = discover(nvml, hostname="box").gpus[0]
+    assert (gpu.temperature, gpu.power) == (95.0, 700.0)
+
+
+@pytest.mark.parametrize(
+    ("milliwatts", "watts"),
+    [(700_000, 700.0), (5_000_000, 5000.0), (5_000_001, None), (2**32 - 1, None), (-1, None)],
+)
+def test_nvml_watts(milliwatts: object, watts: float | None) -> None:
+    assert nvml_watts(milliwatts) == watts

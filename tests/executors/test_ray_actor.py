@@ -14,7 +14,7 @@ from typing import Any
 import pytest
 from run_helpers import SHELL_CHECKPOINT
 
-from danlu.executors import ray_actor
+from danlu.executors import ExecutorError, ray_actor
 from danlu.executors.ray_actor import GUARD, NodeRun
 
 # Its runs make ``danlu-run-*`` folders, which test_ray.py counts: same xdist worker.
@@ -220,3 +220,62 @@ def test_close_removes_the_folder_it_made_and_ends_the_group(tmp_path: Path) -> 
     _until_exit(kept)
     kept.close()
     assert (named / "output.log").read_bytes() == b"x\n"
+
+
+def _sleeper(tmp_path: Path) -> NodeRun:
+    """A run whose command ignores SIGTERM (it only ends of a SIGKILL), once it is ready."""
+    code = (
+        "import signal, time\n"
+        "signal.signal(signal.SIGTERM, signal.SIG_IGN)\n"
+        "print('ready', flush=True)\n"
+        "time.sleep(60)\n"
+    )
+    run = NodeRun([PY, "-c", code], ENV, log_dir=str(tmp_path / "log"))
+    deadline = time.monotonic() + 15
+    while b"ready" not in (tmp_path / "log" / "output.log").read_bytes():
+        assert time.monotonic() < deadline, "the command never started"
+        time.sleep(0.05)
+    return run
+
+
+def test_an_endless_grace_keeps_the_sigkill_timer_alive(tmp_path: Path) -> None:
+    """``stop(reason, inf)``: the SIGKILL timer waited ``inf`` seconds, which raised
+    ``OverflowError`` in its thread: the thread died with a traceback. The grace is the
+    longest the supervisor gives (``MAX_GRACE_SECONDS``), and a later, shorter stop still
+    brings the SIGKILL forward."""
+    run = _sleeper(tmp_path)
+    try:
+        run.stop("preempt", float("inf"))
+        killer = run._killer
+        assert killer is not None
+        killer.join(timeout=0.5)
+        assert killer.is_alive(), "the SIGKILL timer's thread died"
+        run.stop("cancel", 0.1)
+        assert _until_exit(run)["exit_code"] == 137
+    finally:
+        run.close()
+
+
+@pytest.mark.parametrize("grace", [float("nan"), "10"])
+def test_a_grace_that_is_not_seconds_is_refused_before_any_signal(
+    tmp_path: Path, grace: Any
+) -> None:
+    """``nan`` reached the SIGKILL timer (``ValueError`` in its thread, after the SIGTERM);
+    a string raised ``TypeError`` from the arithmetic. Refused, naming ``grace``."""
+    run = _sleeper(tmp_path)
+    try:
+        with pytest.raises(ExecutorError, match=r"grace: .* not a number of seconds"):
+            run.stop("preempt", grace)
+        status = run.status()
+        assert status["exit_code"] is None and status["stop"] is None
+    finally:
+        run.close()
+
+
+@pytest.mark.parametrize("parent", ["²", "x1"])
+def test_the_guard_refuses_a_parent_pid_that_is_not_ascii_digits(parent: str) -> None:
+    """``str.isdigit`` took ``²``, which ``int`` then refused: a traceback, not the usage."""
+    done = subprocess.run(
+        [PY, "-I", str(GUARD), parent, "true"], capture_output=True, text=True, timeout=30
+    )
+    assert done.returncode == 2 and "usage: orphan_guard.py PARENT_PID" in done.stderr

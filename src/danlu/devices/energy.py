@@ -25,7 +25,7 @@ from typing import Any, Protocol
 from danlu.devices.errors import DeviceError
 from danlu.devices.inventory import GpuKey, Inventory
 from danlu.devices.metrics import synthetic_power
-from danlu.devices.nvml import load_nvml, nvml_number
+from danlu.devices.nvml import MAX_PLAUSIBLE_WATTS, load_nvml, nvml_number, nvml_watts
 
 
 class EnergyMeter(Protocol):
@@ -40,12 +40,6 @@ class EnergyMeter(Protocol):
     def close(self) -> None:
         """Release what the meter holds (NVML); reading after it is an error."""
         ...
-
-
-MAX_PLAUSIBLE_WATTS = 5000.0
-"""The most power one GPU is believed to draw (several times any accelerator's board
-power): an energy counter rising faster than this between two readings is a glitch (a
-firmware misread, a counter reset to garbage), not use, and is charged nothing."""
 
 
 def _check_time(t: float) -> None:
@@ -125,13 +119,14 @@ class NvmlEnergyMeter:
 
     def _power(self, device: int) -> float:
         """The device's power draw in watts (0 where NVML cannot read it, or answers with
-        no valid reading)."""
+        no valid reading: one above :data:`MAX_PLAUSIBLE_WATTS` would be charged as megawatts
+        for the whole interval)."""
         try:
             handle = self._lib.nvmlDeviceGetHandleByIndex(device)
-            milliwatts = nvml_number(self._lib.nvmlDeviceGetPowerUsage(handle))
+            watts = nvml_watts(self._lib.nvmlDeviceGetPowerUsage(handle))
         except Exception:  # a GPU that reports neither is metered as using nothing
             return 0.0
-        return 0.0 if milliwatts is None else milliwatts / 1000.0
+        return 0.0 if watts is None else watts
 
     def read(self, t: float, busy: Mapping[GpuKey, int]) -> dict[GpuKey, float]:
         """Each GPU's joules since the first reading: its counter's rise since then, or

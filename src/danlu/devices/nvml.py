@@ -26,6 +26,13 @@ MAX_GPUS_PER_NODE = 1024
 """The most GPUs one host's NVML count is believed for (the largest hosts have 16): a count
 above it, or below 0, is NVML reporting nonsense, and discovery stops naming it rather than
 reading (and warning about) millions of indices."""
+MAX_PLAUSIBLE_WATTS = 5000.0
+"""The most power one GPU is believed to draw (several times any accelerator's board
+power): a power reading above it (NVML's unsigned ``0xFFFFFFFF`` mW, 4.3 MW), like an energy
+counter rising faster than this between two readings, is a glitch, not use."""
+MAX_PLAUSIBLE_CELSIUS = 300.0
+"""The hottest a GPU's temperature reading is believed (far beyond any GPU's shutdown
+temperature): one above it (NVML's unsigned ``0xFFFFFFFF``) is no reading."""
 _NVML_HINT = (
     "install the NVIDIA driver and `pip install nvidia-ml-py`, or run without GPUs using "
     "fake ones: --fake-gpus 4x80GiB"
@@ -66,6 +73,14 @@ def nvml_number(value: object) -> float | None:
     except (TypeError, ValueError, OverflowError):
         return None
     return number if math.isfinite(number) and number >= 0 else None
+
+
+def nvml_watts(milliwatts: object) -> float | None:
+    """NVML's power reading ``milliwatts`` in watts, or None where it is no reading
+    (:func:`nvml_number`) or above :data:`MAX_PLAUSIBLE_WATTS`."""
+    number = nvml_number(milliwatts)
+    watts = None if number is None else number / 1000.0
+    return watts if watts is not None and watts <= MAX_PLAUSIBLE_WATTS else None
 
 
 def nvml_count(value: object) -> int | None:
@@ -113,6 +128,7 @@ def read_gpu(nvml: Any, index: int) -> GpuInfo:
 
     power_mw = optional(lambda: nvml.nvmlDeviceGetPowerUsage(handle))
     utilization = optional(lambda: nvml.nvmlDeviceGetUtilizationRates(handle).gpu)
+    celsius = optional(lambda: nvml.nvmlDeviceGetTemperature(handle, nvml.NVML_TEMPERATURE_GPU))
     return GpuInfo(
         index=index,
         uuid=_text(nvml.nvmlDeviceGetUUID(handle)),
@@ -121,10 +137,8 @@ def read_gpu(nvml: Any, index: int) -> GpuInfo:
         memory_total=total,
         memory_used=used,
         utilization=None if utilization is None or utilization > 100 else utilization,
-        temperature=optional(
-            lambda: nvml.nvmlDeviceGetTemperature(handle, nvml.NVML_TEMPERATURE_GPU)
-        ),
-        power=None if power_mw is None else power_mw / 1000.0,
+        temperature=None if celsius is None or celsius > MAX_PLAUSIBLE_CELSIUS else celsius,
+        power=nvml_watts(power_mw),
     )
 
 

@@ -70,7 +70,7 @@ def _die_with_parent() -> None:
 
 def main(argv: list[str]) -> int:
     """Run ``argv[2:]`` while ``argv[1]`` is this process's parent; return its status."""
-    if len(argv) < 3 or not argv[1].isdigit():
+    if len(argv) < 3 or not (argv[1].isascii() and argv[1].isdigit()):  # int() refuses "²"
         print("usage: orphan_guard.py PARENT_PID COMMAND...", file=sys.stderr)
         return 2
     parent = int(argv[1])

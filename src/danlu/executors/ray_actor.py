@@ -40,6 +40,7 @@ from pathlib import Path
 from typing import Any
 
 from danlu.executors import supervise
+from danlu.executors.errors import ExecutorError
 from danlu.executors.local import RUN_MARK, kill_marked
 
 CHUNK = 1 << 20
@@ -150,14 +151,26 @@ class NodeRun:
         (at once when ``grace`` <= 0), or sooner when an earlier stop's SIGKILL is due sooner:
         a later stop brings the SIGKILL forward, never back. The stop reported
         (:meth:`status`) is the latest one made while the command ran. A no-op once it has
-        exited (but for the reason, when none was given before)."""
+        exited (but for the reason, when none was given before).
+
+        An endless ``grace`` (``inf``) is :data:`~danlu.executors.supervise.MAX_GRACE_SECONDS`,
+        as the local executor's supervisor takes it, which the SIGKILL timer can wait (an
+        infinite wait raised ``OverflowError`` in the timer's thread, which died). Raises
+        :class:`ExecutorError` naming ``grace``, before anything is signalled, when it is not
+        a number of seconds (``nan``, a string)."""
+        seconds = supervise.grace_seconds(grace)
+        if seconds is None:
+            raise ExecutorError(
+                f"grace: {grace!r} is not a number of seconds; give 0 or more (0: SIGKILL at once)"
+            )
+        grace = seconds
         with self._lock:
             running = self._proc is not None and self.exit_code() is None
             if self._stop is None or running:
                 self._stop = (reason, grace)
             if not running:
                 return
-            deadline = time.monotonic() + max(grace, 0.0)
+            deadline = time.monotonic() + grace
             if self._kill_at is not None and self._kill_at <= deadline:
                 self._signal(signal.SIGTERM)  # the earlier stop's SIGKILL comes sooner
                 return

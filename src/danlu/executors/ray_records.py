@@ -13,8 +13,8 @@ from danlu.executors import records
 
 def _unsignalled(value: Any) -> bool:
     """A stop Ray could not deliver to some actors: ``{"actors", "reason", "grace", "at"}``
-    (a stop reason, a finite grace and time: an infinite grace would reach the actor's
-    SIGKILL timer, which cannot wait that long)."""
+    (a stop reason, a finite grace and time: the executor records an endless grace as
+    :data:`~danlu.executors.supervise.MAX_GRACE_SECONDS`)."""
     return (
         isinstance(value, dict)
         and isinstance(value.get("actors"), list)

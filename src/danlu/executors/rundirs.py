@@ -157,7 +157,17 @@ class RunDirExecutor(Executor):
         """Record the stop request (``stop.json``: why, the grace, when) and signal the run;
         nothing for a run that has exited. A preemption's grace is the run's own when its
         launch record has one (the spec's ``preempt_grace``). A request that cannot be
-        written (a full disk) still stops the run."""
+        written (a full disk) still stops the run. An endless ``grace`` (``inf``) is
+        :data:`~danlu.executors.supervise.MAX_GRACE_SECONDS` (a record holds no
+        ``Infinity``: one the checks drop loses the stop); one that is not a number of
+        seconds (``nan``) is refused with :class:`InvalidLaunchError` before anything is
+        recorded or signalled."""
+        seconds = supervise.grace_seconds(grace)
+        if seconds is None:
+            raise InvalidLaunchError(
+                "grace_seconds", f"{grace!r} is not a number; give a number of seconds, 0 or more"
+            )
+        grace = seconds
         run_dir, launch = self._load(handle)
         if not self._status(run_dir, launch).running:
             return

@@ -47,6 +47,8 @@ of Slurm's, not a signal."""
 _KEY = re.compile(r"(?:^|\s)([A-Za-z][A-Za-z0-9_:/.]*)=")
 _REASON_STAMP = re.compile(r"\[[^\]\s@]+@\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d\]")
 """The ``[user@2026-11-29T04:58:05]`` Slurm appends to a node's ``Reason``."""
+_MAX_SIGNAL = 128
+"""Signal numbers are below it (an exit status of 128 + N says signal N)."""
 _GRES_ITEM = re.compile(r"^gpu(?::([^:(]+))?:(\d+)")
 
 
@@ -138,6 +140,13 @@ def parse_gres(gres: str) -> tuple[int, str | None]:
     return count, kind
 
 
+def _job_id(text: str) -> int | None:
+    """``text`` as a Slurm job id, or None when it is not one (an array task's ``12_3``, a
+    heterogeneous job's ``12+0``, a warning). ASCII digits only: ``str.isdigit`` also takes
+    ``²``, which ``int`` refuses."""
+    return int(text) if text.isascii() and text.isdigit() else None
+
+
 def _int(text: str | None, default: int = 0) -> int:
     try:
         return int(text) if text is not None else default
@@ -184,16 +193,17 @@ def job_from_fields(fields: Mapping[str, str]) -> SlurmJob:
     """A :class:`SlurmJob` from one job's ``scontrol show job`` fields: ``ExitCode=75:0``
     is exit 75, ``0:9`` a death from signal 9 (exit status 137); a job Slurm could not
     launch (``Reason=JobLaunchFailure``, :data:`LAUNCH_FAILURE`) has neither, whatever its
-    ``ExitCode`` holds."""
+    ``ExitCode`` holds, and nor has one whose status is no exit status (above 255) or whose
+    signal is no signal (:data:`_MAX_SIGNAL` or above: ``0:300`` is not exit 428)."""
     code: int | None = None
     sig: int | None = None
     exit_field = fields.get("ExitCode", "")
     reason = fields.get("Reason", "")
     if ":" in exit_field and reason != LAUNCH_FAILURE:
         status, number = (_int(part, -1) for part in exit_field.split(":", 1))
-        if number > 0:
+        if 0 < number < _MAX_SIGNAL:
             sig, code = number, 128 + number
-        elif status >= 0:
+        elif number <= 0 and 0 <= status <= 255:
             code = status
     state = fields.get("JobState", "").split()[0] if fields.get("JobState") else ""
     return SlurmJob(
@@ -262,10 +272,10 @@ class SlurmCommands:
         """Submit ``script`` with ``options``; the job's environment is ``env`` (the
         submission's own, exported whole). Returns the Slurm job id."""
         out = self.run(["sbatch", "--parsable", *options, script], env=env).strip()
-        first = out.split(";", 1)[0]
-        if not first.isdigit():
+        job_id = _job_id(out.split(";", 1)[0])
+        if job_id is None:
             raise SlurmError(f"sbatch printed {out!r}, not a job id")
-        return int(first)
+        return job_id
 
     def jobs(self, job_ids: Iterable[int]) -> dict[int, SlurmJob]:
         """The state of each of ``job_ids`` Slurm still knows (finished ones too, until its
@@ -285,8 +295,9 @@ class SlurmCommands:
         found: dict[int, SlurmJob] = {}
         for line in out.splitlines():
             parts = line.strip().split("|", 3)
-            if len(parts) == 4 and parts[0].isdigit():
-                job_id, state, start, reason = int(parts[0]), parts[1], parts[2], parts[3]
+            job_id = _job_id(parts[0]) if len(parts) == 4 else None
+            if job_id is not None:
+                state, start, reason = parts[1], parts[2], parts[3]
                 # a pending job's %S is when Slurm expects to start it, if at all
                 started = None if state == "PENDING" else _time(start)
                 found[job_id] = SlurmJob(job_id, state, reason, started_at=started)
@@ -308,7 +319,7 @@ class SlurmCommands:
     def find(self, name: str) -> list[int]:
         """Ids of the jobs named ``name`` that Slurm knows."""
         out = self.run(["squeue", "-h", "-t", "all", "-o", "%i", "-n", name])
-        return [int(x) for x in out.split() if x.isdigit()]
+        return [job_id for x in out.split() if (job_id := _job_id(x)) is not None]
 
     def nodes(self, partition: str | None = None) -> list[SlurmNode]:
         """The nodes of ``partition`` (all nodes when None), in Slurm's order."""

@@ -521,7 +521,7 @@ MAX_GRACE_SECONDS = 10.0**9
 record) is this, which the interval timer can still be set to."""
 
 
-def _seconds(value: Any) -> float | None:
+def grace_seconds(value: Any) -> float | None:
     """``value`` as a grace in seconds (0 to :data:`MAX_GRACE_SECONDS`), or None when it is
     not a number (a damaged record: a string, ``null``, ``NaN``)."""
     if isinstance(value, bool) or not isinstance(value, int | float) or math.isnan(value):
@@ -534,7 +534,7 @@ def _stop_grace(stop: dict[str, Any], spec: dict[str, Any]) -> float:
     number) the grace of a stop with no readable record (:func:`_unrecorded_grace`). Never
     an exception: raised in the stop's signal handler, it would end the supervisor, and the
     job would get no SIGTERM, nor its exit be recorded."""
-    grace = _seconds(stop.get("grace"))
+    grace = grace_seconds(stop.get("grace"))
     return _unrecorded_grace(spec) if grace is None else grace
 
 
@@ -542,9 +542,9 @@ def _unrecorded_grace(spec: dict[str, Any]) -> float:
     """The grace of a stop with no readable stop record: the longer of the launch record's
     ``cancel_grace`` (5 s when absent) and ``preempt_grace`` (the stop may be a preemption,
     whose job must have the time it asked for to checkpoint)."""
-    grace = _seconds(spec.get("cancel_grace"))
+    grace = grace_seconds(spec.get("cancel_grace"))
     grace = 5.0 if grace is None else grace
-    own = _seconds(spec.get("preempt_grace"))
+    own = grace_seconds(spec.get("preempt_grace"))
     return grace if own is None else max(grace, own)
 
 
