@@ -1,5 +1,5 @@
 """Argument checks shared by the estimators: a real number of the right range, or a
-:class:`~danlu.core.errors.SpecError` naming the argument.
+:class:`~danlu.core.errors.SpecError` naming the argument; a switch that is a bool.
 
 ``math.isfinite`` raised a bare ``TypeError`` for a string or ``None``, and let ``True``
 through as the number 1: every estimator checks its numbers here instead.
@@ -10,6 +10,8 @@ from __future__ import annotations
 import math
 import numbers
 from typing import Any
+
+import numpy as np
 
 from danlu.core.errors import SpecError
 from danlu.core.values import quoted
@@ -38,3 +40,11 @@ def check_finite(field: str, value: Any, *, positive: bool, what: str = "a numbe
         bound = "> 0" if positive else ">= 0"
         raise SpecError(field, f"must be {what}, finite and {bound}, got {quoted(value)}")
     return number
+
+
+def check_bool(field: str, value: Any) -> bool:
+    """``value`` as a bool; :class:`SpecError` on ``field`` unless it is one (a NumPy bool
+    too). A string such as ``"no"`` or ``"false"`` was truthy and switched the option on."""
+    if not isinstance(value, bool | np.bool_):
+        raise SpecError(field, f"must be True or False, got {quoted(value)}")
+    return bool(value)

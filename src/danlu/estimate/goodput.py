@@ -27,7 +27,7 @@ import numpy.typing as npt
 
 from danlu.core.errors import SpecError
 from danlu.core.values import check_positive_int, quoted
-from danlu.estimate.checks import check_finite
+from danlu.estimate.checks import check_bool, check_finite
 from danlu.estimate.optimize import MemoryModel, memory_capped_batch
 from danlu.estimate.throughput import ThroughputModel
 
@@ -168,13 +168,15 @@ def optimize_goodput(
     Returns ``None`` when no configuration is feasible (memory too small for
     ``min_local_bsz``, or ``R * min_local_bsz > max_batch_size``). Raises
     :class:`SpecError` for invalid arguments: the caps must be positive integers (a
-    fractional cap is refused, not rounded, as in :func:`danlu.estimate.optimize.best_batch`).
+    fractional cap is refused, not rounded, as in :func:`danlu.estimate.optimize.best_batch`),
+    ``accumulation`` a bool.
     """
     model.throughput_model.step_time(1, num_nodes, num_replicas)  # validates the placement
     # Whole numbers only: NaN reached np.arange, and max_local_bsz=2.5 let b = 3 through.
     check_positive_int("max_batch_size", max_batch_size)
     check_positive_int("max_local_bsz", max_local_bsz)
     check_positive_int("min_local_bsz", min_local_bsz)
+    accumulation = check_bool("accumulation", accumulation)  # "no" was truthy
     cap = memory_capped_batch(max_local_bsz, memory, limit_bytes, margin_bytes)
     if cap is None or cap < min_local_bsz:
         return None

@@ -22,7 +22,7 @@ import numpy as np
 
 from danlu.core.errors import SpecError
 from danlu.core.values import check_positive_int, quoted
-from danlu.estimate.checks import as_float, check_finite, is_real_number
+from danlu.estimate.checks import as_float, check_bool, check_finite, is_real_number
 from danlu.estimate.memory.model import largest_within
 from danlu.estimate.throughput import ThroughputModel
 
@@ -179,7 +179,12 @@ def fastest_batch(
     batch that fits; it is computed, not assumed. See :func:`best_batch` (the same
     :class:`SpecError` on a bad argument, raised before any step time is computed). The
     search runs down from the cap and stops where no smaller batch can be faster, so a huge
-    cap costs no 16 GiB array.
+    cap costs no 16 GiB array. The throughput never falls as the batch grows (every time
+    parameter is >= 0), so a batch far below the cap can match the best only by rounding:
+    where the throughput is flat to within it (caps of 2**36 and more, or no fixed compute
+    time ``alpha_c`` on one replica) the search stops :data:`_MAX_WALK` batches below the
+    cap, with the fastest batch seen (walking every such tie down to the smallest took hours
+    for a cap of 2**62).
     """
     check_positive_int("max_local_bsz", max_local_bsz)
     model.step_time(1, num_nodes, num_replicas)  # validates the placement
@@ -193,7 +198,7 @@ def fastest_batch(
     # From the cap down, in chunks (a cap of 2**31 needs no 16 GiB array). Below a batch x
     # nothing is faster than R * x / (alpha_c + beta_c * x), the rate without any sync
     # (b / (alpha_c + beta_c * b) grows with b): once that is below the best, stop.
-    while stop >= 1:
+    while stop >= 1 and cap - stop < _MAX_WALK:
         start = max(1, stop - _CHUNK + 1)
         bsz = np.arange(start, stop + 1, dtype=np.float64)
         rates = num_replicas * bsz / model.step_times(bsz, num_nodes, num_replicas)
@@ -211,6 +216,10 @@ def fastest_batch(
 
 _CHUNK = 1 << 16
 """Batches :func:`fastest_batch` evaluates at once."""
+_MAX_WALK = 16 * _CHUNK
+"""The most batches below its cap that :func:`fastest_batch` evaluates (a tenth of a second
+of work): the throughput never falls as the batch grows, so the batches below them can beat
+the best only by rounding."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -240,11 +249,12 @@ def plan_accumulation(
     LR schedule was tuned for). With ``exact=True`` the global batch is kept exactly: the
     smallest ``accum_steps`` at or above that minimum with ``R * accum_steps`` dividing ``G``
     (it exists when ``R`` divides ``G``: at worst micro-batch 1); otherwise
-    :class:`SpecError` on ``global_batch``.
+    :class:`SpecError` on ``global_batch``. ``exact`` must be a bool (``"no"`` was truthy).
     """
     check_positive_int("global_batch", global_batch)
     check_positive_int("num_replicas", num_replicas)
     check_positive_int("max_micro_batch", max_micro_batch)
+    exact = check_bool("exact", exact)
     if global_batch < num_replicas:
         raise SpecError(
             "global_batch",

@@ -50,7 +50,8 @@ import numpy.typing as npt
 from scipy.optimize import least_squares
 
 from danlu.core.errors import DataError, SpecError
-from danlu.core.values import check_positive_int, quoted
+from danlu.core.spec import MAX_BATCH, MAX_GPUS
+from danlu.core.values import check_positive_int, quoted, range_message
 from danlu.estimate.checks import check_finite
 
 __all__ = [
@@ -112,6 +113,8 @@ class StepMeasurement:
         # scipy with "Residuals are not finite", and 2 nodes of 1 replica fitted silently.
         _check_placement(self.num_nodes, self.num_replicas)
         check_positive_int("local_bsz", self.local_bsz)
+        if self.local_bsz > MAX_BATCH:
+            raise SpecError("local_bsz", range_message(1, MAX_BATCH, self.local_bsz))
         step, sync = self.step_time, self.sync_time
         for name, value in (("step_time", step), ("sync_time", sync)):
             if isinstance(value, bool) or not isinstance(value, numbers.Real):
@@ -165,6 +168,16 @@ def _number(path: Path, line: int, row: dict[str, str], column: str) -> float:
     return value
 
 
+def _check_count(
+    path: Path, line: int, column: str, value: float, high: int, what: str = ""
+) -> None:
+    """:class:`DataError` naming ``file:line`` and ``column`` (its ``what``: ``" (replicas)"``)
+    unless ``value`` is within ``1..high`` (a local batch of 1e300 or 1e300 nodes was read as
+    a measurement)."""
+    if not 1 <= value <= high:
+        raise DataError(f"{path}:{line}: column {column!r}{what} {range_message(1, high, value)}")
+
+
 def _measurement(
     path: Path, line: int, row: dict[str, str], num_nodes: int, num_replicas: int
 ) -> StepMeasurement:
@@ -173,6 +186,7 @@ def _measurement(
     sync = _number(path, line, row, "sync_time")
     if bsz < 1 or bsz != int(bsz):
         raise DataError(f"{path}:{line}: local_bsz {bsz} must be a positive integer")
+    _check_count(path, line, "local_bsz", bsz, MAX_BATCH)
     if step <= 0 or sync < 0 or sync >= step:
         raise DataError(
             f"{path}:{line}: need step_time > sync_time >= 0, got step_time={step} sync_time={sync}"
@@ -184,7 +198,8 @@ def load_placements(path: str | Path) -> list[StepMeasurement]:
     """Load a Pollux ``placements.csv`` (``placement,local_bsz,step_time,sync_time``).
 
     Rows keep file order. Raises :class:`DataError` naming ``file:line`` and the column for
-    a missing file, a wrong header or a malformed value.
+    a missing file, a wrong header or a malformed value; a local batch beyond ``MAX_BATCH``
+    or more than ``MAX_GPUS`` replicas (the most a job spec may give) is malformed.
     """
     path = Path(path)
     out = []
@@ -193,6 +208,7 @@ def load_placements(path: str | Path) -> list[StepMeasurement]:
             placement = parse_placement(row.get("placement") or "")
         except SpecError as exc:
             raise DataError(f"{path}:{line}: {exc}") from exc
+        _check_count(path, line, "placement", sum(placement), MAX_GPUS, " (replicas)")
         out.append(_measurement(path, line, row, len(placement), sum(placement)))
     if not out:
         raise DataError(f"{path}: no measurement rows")
@@ -213,6 +229,7 @@ def load_scalability(path: str | Path) -> list[StepMeasurement]:
                 f"{path}:{line}: need integers 1 <= num_nodes <= num_replicas, got "
                 f"{nodes}, {replicas}"
             )
+        _check_count(path, line, "num_replicas", replicas, MAX_GPUS)  # (and so num_nodes)
         out.append(_measurement(path, line, row, int(nodes), int(replicas)))
     if not out:
         raise DataError(f"{path}: no measurement rows")
@@ -278,9 +295,12 @@ def _check_local_bsz(local_bsz: float) -> None:
 
 
 def _check_placement(num_nodes: int, num_replicas: int) -> None:
-    # Counts must be whole: NaN passed `< 1` and 1.5 nodes has no meaning.
+    # Counts must be whole: NaN passed `< 1` and 1.5 nodes has no meaning; and no more than
+    # a job may ask for (10**400 replicas overflowed the float arrays)
     check_positive_int("num_nodes", num_nodes)
     check_positive_int("num_replicas", num_replicas)
+    if num_replicas > MAX_GPUS:
+        raise SpecError("num_replicas", f"GPUs {range_message(1, MAX_GPUS, num_replicas)}")
     if num_replicas < num_nodes:
         raise SpecError(
             "num_replicas",

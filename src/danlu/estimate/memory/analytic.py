@@ -24,8 +24,9 @@ from dataclasses import dataclass
 
 from danlu.core.errors import SpecError
 from danlu.core.values import check_positive_int
-from danlu.estimate.checks import check_finite
+from danlu.estimate.checks import check_bool, check_finite
 from danlu.estimate.memory.model import largest_within
+from danlu.estimate.memory.trace_result import precision_name
 
 OPTIMIZER_MOMENTS: dict[str, int] = {
     "sgd": 0,
@@ -131,6 +132,8 @@ def activation_bytes_per_layer(
 ) -> float:
     """Korthikanti et al.'s activation memory of one layer (bytes)."""
     check_positive_int("tensor_parallel", tensor_parallel)  # 0: ZeroDivisionError
+    sequence_parallel = check_bool("sequence_parallel", sequence_parallel)  # "no" was truthy
+    flash_attention = check_bool("flash_attention", flash_attention)
     s, b, h, a, t = cfg.seq, batch_size, cfg.hidden, cfg.heads, tensor_parallel
     if recompute not in ("none", "selective", "full"):
         raise SpecError("recompute", f"{recompute!r}: use none, selective or full")
@@ -165,13 +168,14 @@ def transformer_memory(
 ) -> TransformerMemory:
     """Model-state and activation memory per GPU.
 
-    ``precision`` fp32 keeps fp32 weights and gradients; fp16/bf16 with ``master_weights``
-    keeps 16-bit weights and gradients plus an fp32 master copy in the optimizer state (the
-    ZeRO paper's mixed-precision setting); without ``master_weights`` (PyTorch autocast)
-    weights and gradients stay fp32 and only activations are 16-bit.
+    ``precision`` (in any case, as ``danlu.train`` reads it: ``BF16``, ``16``) fp32 keeps
+    fp32 weights and gradients; fp16/bf16 with ``master_weights`` keeps 16-bit weights and
+    gradients plus an fp32 master copy in the optimizer state (the ZeRO paper's
+    mixed-precision setting); without ``master_weights`` (PyTorch autocast) weights and
+    gradients stay fp32 and only activations are 16-bit. The switches must be bools.
     """
-    if precision not in ("fp32", "fp16", "bf16"):
-        raise SpecError("--precision", f"{precision!r}: use fp32, fp16 or bf16")
+    precision = precision_name(precision)  # as danlu.train spells it: "BF16" too
+    master_weights = check_bool("master_weights", master_weights)  # "no" was truthy
     # not a string: AttributeError on .lower(); a bool passed as stage 0 or 1; a string
     # fragmentation raised a bare TypeError
     if not isinstance(optimizer, str) or optimizer.lower() not in OPTIMIZER_MOMENTS:

@@ -32,6 +32,7 @@ from pathlib import Path
 
 from danlu.core.cluster import gpu_type_from_device
 from danlu.core.errors import ConfigError, UnknownNameError
+from danlu.estimate.checks import check_finite
 
 MiB = 1024**2
 GiB = 1024**3
@@ -245,7 +246,9 @@ def gpu_for_device(
     and its ``total_memory``): ``"NVIDIA H200"`` -> ``h200``, ``"NVIDIA A100-SXM4-40GB"``
     -> ``a100-40gb``. :class:`UnknownNameError` (naming the table's GPUs) for a GPU the
     table does not have: add it with ``--gpu-table``. The capacity is never more than the
-    ``total_memory`` the device reports (a smaller variant than the table's entry)."""
+    ``total_memory`` the device reports (a smaller variant than the table's entry);
+    :class:`SpecError` on ``total_memory`` unless it is a finite number >= 0."""
+    check_finite("total_memory", total_memory, positive=False, what="a number of bytes")
     kind = gpu_type_from_device(device_name, total_memory)
     spec = get_gpu(kind.name, table)
     if 0 < total_memory < spec.capacity_bytes:
@@ -258,7 +261,10 @@ def gpu_for_memory(name: str, memory: int, table: dict[str, GpuSpec] | None = No
     ``memory`` in bytes (a node's :class:`~danlu.core.cluster.GpuType`): the table's entry
     with its capacity lowered to ``memory`` where that is less; for a name the table lacks,
     :func:`unknown_gpu` of ``memory`` (conservative context and workspace). Never a GPU
-    with more memory than ``memory`` (when ``memory > 0``)."""
+    with more memory than ``memory`` (when ``memory > 0``; 0 is memory not known: the table's
+    entry, and :class:`UnknownNameError` for a name the table lacks). :class:`SpecError` on
+    ``memory`` unless it is a finite number >= 0 (NaN made a GPU of NaN bytes)."""
+    memory = int(check_finite("memory", memory, positive=False, what="a number of bytes"))
     try:
         spec = get_gpu(name, table)
     except UnknownNameError:

@@ -16,7 +16,7 @@ from typing import Any
 import torch
 
 from danlu.core.errors import SpecError
-from danlu.estimate.memory.trace_result import module_path_problem
+from danlu.estimate.memory.trace_result import module_path_problem, precision_name
 
 Marker = Callable[[str], None]
 
@@ -187,11 +187,21 @@ def enable_checkpointing(model: torch.nn.Module, model_ref: str) -> None:
         )
 
 
+_AUTOCAST_DTYPES: dict[str, torch.dtype | None] = {
+    "fp32": None,
+    "fp16": torch.float16,
+    "bf16": torch.bfloat16,
+}
+"""The dtype autocast computes in at each precision (``None``: no autocast)."""
+
+
 def autocast(precision: str, device: str = "cpu") -> contextlib.AbstractContextManager[Any]:
-    """The autocast context for ``precision`` on ``device`` (fp32: none)."""
-    if precision == "fp32":
+    """The autocast context for ``precision`` on ``device`` (fp32: none). ``precision`` is
+    read as ``danlu.train`` reads it (:func:`precision_name`: ``"BF16"`` is bf16);
+    :class:`SpecError` for another name (every name but two was float16)."""
+    dtype = _AUTOCAST_DTYPES[precision_name(precision)]
+    if dtype is None:
         return contextlib.nullcontext()
-    dtype = torch.bfloat16 if precision == "bf16" else torch.float16
     return torch.autocast(device, dtype=dtype)
 
 

@@ -29,8 +29,8 @@ from typing import IO
 from danlu.core.errors import DataError, SpecError
 from danlu.core.spec import MAX_BATCH
 from danlu.core.values import range_message
+from danlu.estimate.checks import check_bool
 from danlu.estimate.memory.trace_result import (
-    PRECISIONS,
     TARGETS,
     StepTrace,
     TraceRequest,
@@ -48,14 +48,21 @@ def validate(req: TraceRequest) -> None:
     if not req.batch_sizes:
         raise SpecError("--batch-size", "give at least one batch size")
     for b in req.batch_sizes:
+        if isinstance(b, bool) or not isinstance(b, int):  # 2.5 reached the model's batch
+            raise SpecError("--batch-size", f"batch sizes must be integers, got {b!r}")
         if not 1 <= b <= MAX_BATCH:
             raise SpecError("--batch-size", f"batch sizes {range_message(1, MAX_BATCH, b)}")
-    if req.precision not in PRECISIONS:
-        raise SpecError("--precision", f"{req.precision!r}: use one of {', '.join(PRECISIONS)}")
+    # (the precision's name is checked, and made lower case, by TraceRequest itself)
     if req.target not in TARGETS:
         raise SpecError("--target", f"{req.target!r}: use one of {', '.join(TARGETS)}")
-    if req.accumulation < 1:
-        raise SpecError("--accumulation", f"must be >= 1, got {req.accumulation}")
+    if (
+        isinstance(req.accumulation, bool)
+        or not isinstance(req.accumulation, int)
+        or req.accumulation < 1
+    ):
+        raise SpecError("--accumulation", f"must be an integer >= 1, got {req.accumulation!r}")
+    check_bool("--checkpointing", req.checkpointing)  # "no" was truthy
+    check_bool("--data-parallel", req.data_parallel)
     if ":" not in req.model_ref:
         raise SpecError(
             "MODEL_REF",
