@@ -10,6 +10,7 @@ is exactly the gradient of the mean loss over the whole batch, whatever the spli
 from __future__ import annotations
 
 import contextlib
+import math
 import statistics
 from collections.abc import Mapping, Sequence
 from typing import Any
@@ -117,15 +118,18 @@ def exposed_sync_time(durations: Sequence[float], last_ratio: float = 1.0) -> fl
 
     Every micro-step but the last runs under ``no_sync``; the last one also all-reduces the
     gradients, so its excess over the median of the others is the exposed synchronisation
-    (never below 0). ``last_ratio`` is the last micro-batch's size over the first's
-    (:func:`split` makes the first ones one sample larger when the batch does not divide
-    evenly), and the median is scaled by it: compute time is taken as proportional to the
-    samples. With a fixed cost ``a`` per micro-step besides, the estimate for a smaller last
-    chunk is too high by ``a * (1 - last_ratio)``.
+    (never below 0; NaN when a duration is not finite, a timer that failed: read as 0 it
+    told the goodput tuner the sync was free). ``last_ratio`` is the last micro-batch's size
+    over the first's (:func:`split` makes the first ones one sample larger when the batch
+    does not divide evenly), and the median is scaled by it: compute time is taken as
+    proportional to the samples. With a fixed cost ``a`` per micro-step besides, the
+    estimate for a smaller last chunk is too high by ``a * (1 - last_ratio)``.
     """
     if len(durations) < 2:
         raise ValueError(
             f"the exposed sync time needs at least two micro-steps, got {len(durations)}"
         )
+    if not all(math.isfinite(duration) for duration in durations):
+        return math.nan  # max(0.0, nan) is 0.0
     compute = statistics.median(durations[:-1]) * last_ratio
     return max(0.0, durations[-1] - compute)

@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import math
 from collections import deque
+from numbers import Integral, Real
 
 from danlu.core.errors import ConfigError, DanluError
 
@@ -108,6 +109,16 @@ class AnomalyDetector:
             raise ConfigError(
                 f"anomaly action must be one of {', '.join(ACTIONS)} (in any case); got {action!r}"
             )
+        for count_name, count in (("window", window), ("min_history", min_history)):
+            if isinstance(count, bool) or not isinstance(count, Integral) or count < 1:
+                raise ConfigError(f"anomaly {count_name} must be an integer >= 1; got {count!r}")
+        for rate_name, rate in (("k", k), ("rollback_lr_factor", rollback_lr_factor)):
+            # a NaN k left every limit NaN (no spike ever found); a NaN or negative factor
+            # became the LR of every step after a rollback
+            if isinstance(rate, bool) or not isinstance(rate, Real) or not 0 < rate < math.inf:
+                raise ConfigError(
+                    f"anomaly {rate_name} must be a positive, finite number; got {rate!r}"
+                )
         if window < min_history:
             raise ConfigError(
                 f"the anomaly window ({window}) must hold at least min_history ({min_history}) "
@@ -176,13 +187,16 @@ class AnomalyDetector:
         }
 
     def load_state_dict(self, state: dict[str, object]) -> None:
-        """Restore :meth:`state_dict` output."""
+        """Restore :meth:`state_dict` output. A value that is not finite (a damaged
+        checkpoint: :meth:`check` never lets one in) is left out; an infinity raised a raw
+        ``OverflowError`` and a NaN a ``ValueError``."""
         counts = state.get("counts", {})
         self.counts = {str(k): int(v) for k, v in dict(counts).items()}  # type: ignore[call-overload]
         self.total = sum(self.counts.values())
         self._grad = _Window(self._grad.size, self.k, self.min_history)
         self._loss = _Window(self._loss.size, self.k, self.min_history)
-        for v in state.get("grad", []):  # type: ignore[attr-defined]
-            self._grad.add(float(v))
-        for v in state.get("loss", []):  # type: ignore[attr-defined]
-            self._loss.add(float(v))
+        for window, key in ((self._grad, "grad"), (self._loss, "loss")):
+            for v in state.get(key, []):  # type: ignore[attr-defined]
+                value = float(v)
+                if _isfinite(value):
+                    window.add(value)

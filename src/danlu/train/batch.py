@@ -17,9 +17,11 @@ from __future__ import annotations
 import importlib
 import math
 from collections.abc import Callable
+from numbers import Real
 from typing import Any
 
 from danlu.core.errors import ConfigError
+from danlu.train.state import stored_count
 
 _SIZES = frozenset(("global_batch", "world_size", "micro"))
 
@@ -184,16 +186,30 @@ class BatchController:
         new local batch after a resize (a checkpoint's micro-batch of 4 on 3 ranks of a
         global batch of 12 used to stay 4 on 2 ranks and on one, accumulating 2 and 3), and
         one the run grew to while it ran (a launch batch) is kept. A checkpoint written
-        before :attr:`oom_cap` was kept has an OOM's cap when it counted an OOM."""
+        before :attr:`oom_cap` was kept has an OOM's cap when it counted an OOM.
+
+        ``ValueError`` (before anything is changed) names a size no run writes: a batch or
+        cap below 1, a negative OOM count, a bool or a fraction (a micro-batch cap of 0
+        divided by zero; a negative global batch trained one sample a step)."""
         limit = self.micro_limit
-        self.global_batch = int(state["global_batch"])
-        self.base_global_batch = int(state.get("base_global_batch", self.global_batch))
-        self.oom_count = int(state.get("oom_count", 0))
-        saved_cap = int(state.get("micro_cap", state["micro"]))
+        global_batch = stored_count(state["global_batch"], "the batch state's global_batch", 1)
+        base = state.get("base_global_batch", global_batch)
+        base_global_batch = stored_count(base, "the batch state's base_global_batch", 1)
+        oom_count = stored_count(state.get("oom_count", 0), "the batch state's oom_count")
+        saved_cap = stored_count(
+            state.get("micro_cap", state["micro"]), "the batch state's micro_cap", 1
+        )
         if "oom_cap" in state:
-            oom_cap = None if state["oom_cap"] is None else int(state["oom_cap"])
+            saved_oom = state["oom_cap"]
+            oom_cap = (
+                None
+                if saved_oom is None
+                else stored_count(saved_oom, "the batch state's oom_cap", 1)
+            )
         else:  # written before the OOM's cap was kept apart: on_oom set micro_cap
-            oom_cap = saved_cap if self.oom_count > 0 else None
+            oom_cap = saved_cap if oom_count > 0 else None
+        self.global_batch, self.base_global_batch = global_batch, base_global_batch
+        self.oom_count = oom_count
         self.oom_cap = oom_cap
         if limit is None:
             cap = max(saved_cap, self.launch_cap) if oom_cap is None else oom_cap
@@ -248,16 +264,33 @@ class PowerSchedule:
         max_batch: int | None = None,
         multiple: int = 1,
     ) -> None:
-        if total_steps <= 0:
-            raise ConfigError("the batch schedule needs total_steps > 0")
-        self.b0, self.total, self.alpha = b0, total_steps, alpha
-        self.max_batch = max_batch or b0 * 2**30
-        self.multiple = max(1, multiple)
+        b0 = _setting(b0, "b0", 1)
+        total_steps = _setting(total_steps, "total_steps", 1)
+        if isinstance(alpha, bool) or not isinstance(alpha, Real) or not math.isfinite(alpha):
+            # NaN made every batch int(nan): a raw ValueError at the first step
+            raise ConfigError(f"adaptive batch: alpha must be a finite number; got {alpha!r}")
+        self.b0: int = b0
+        self.total: int = total_steps
+        self.alpha: float = float(alpha)
+        self.max_batch: int = b0 * 2**30 if not max_batch else _setting(max_batch, "max_batch", 1)
+        self.multiple: int = max(1, _setting(multiple, "multiple", 0))
 
     def __call__(self, step: int) -> int:
-        raw = self.b0 * (1.0 + step / self.total) ** self.alpha
-        b = int(raw // self.multiple) * self.multiple
+        try:
+            raw = self.b0 * (1.0 + step / self.total) ** self.alpha
+            b = int(raw // self.multiple) * self.multiple
+        except OverflowError:  # beyond the float range (a large alpha, long past total_steps)
+            return self.max_batch
         return int(min(max(b, self.b0), self.max_batch))
+
+
+def _setting(value: Any, what: str, least: int) -> int:
+    """``value`` of the adaptive batch's argument ``what`` as an int (see
+    :func:`~danlu.train.state.stored_count`); :class:`ConfigError` naming it otherwise."""
+    try:
+        return stored_count(value, f"adaptive batch: {what}", least)
+    except ValueError as exc:
+        raise ConfigError(str(exc)) from None
 
 
 class GradientNoiseScale:
@@ -266,20 +299,31 @@ class GradientNoiseScale:
     accumulated batch), smoothed by an exponential moving average."""
 
     def __init__(self, beta: float = 0.9) -> None:
-        self.beta = beta
-        self.sigma2 = 0.0  # tr(Sigma): per-sample gradient variance
-        self.mu2 = 0.0  # |G|^2
-        self.count = 0
+        if isinstance(beta, bool) or not isinstance(beta, Real) or not 0 <= beta < 1:
+            # NaN made every estimate NaN; 1 never moved it; above 1 it diverged
+            raise ConfigError(
+                f"the gradient-noise average's beta must be a number in [0, 1); got {beta!r}"
+            )
+        self.beta: float = beta
+        self.sigma2: float = 0.0  # tr(Sigma): per-sample gradient variance
+        self.mu2: float = 0.0  # |G|^2
+        self.count: int = 0
 
     def update(self, small_sq: float, small_n: int, big_sq: float, big_n: int) -> None:
-        """Feed ``|g_b|^2`` at batch ``small_n`` and ``|g_B|^2`` at batch ``big_n``."""
+        """Feed ``|g_b|^2`` at batch ``small_n`` and ``|g_B|^2`` at batch ``big_n``. A step
+        whose estimate overflows (norms near the float range: ``inf - inf`` is NaN) is
+        ignored, as one with a non-finite norm is: kept, it stayed in the average for good,
+        and the AdaScale LR of the next batch change raised on it."""
         if big_n <= small_n or not (math.isfinite(small_sq) and math.isfinite(big_sq)):
             return
         mu2 = (big_n * big_sq - small_n * small_sq) / (big_n - small_n)
         sigma2 = (small_sq - big_sq) / (1.0 / small_n - 1.0 / big_n)
         b = self.beta if self.count else 0.0
-        self.mu2 = b * self.mu2 + (1 - b) * mu2
-        self.sigma2 = b * self.sigma2 + (1 - b) * sigma2
+        mu2 = b * self.mu2 + (1 - b) * mu2
+        sigma2 = b * self.sigma2 + (1 - b) * sigma2
+        if not (math.isfinite(mu2) and math.isfinite(sigma2)):
+            return
+        self.mu2, self.sigma2 = mu2, sigma2
         self.count += 1
 
     def state_dict(self) -> dict[str, float | int]:
@@ -287,10 +331,14 @@ class GradientNoiseScale:
         return {"sigma2": self.sigma2, "mu2": self.mu2, "count": self.count}
 
     def load_state_dict(self, state: dict[str, Any]) -> None:
-        """Resume from :meth:`state_dict` output."""
-        self.sigma2 = float(state["sigma2"])
-        self.mu2 = float(state["mu2"])
-        self.count = int(state["count"])
+        """Resume from :meth:`state_dict` output. An estimate that is not finite (a damaged
+        checkpoint: :meth:`update` never keeps one) is left out: the run estimates again."""
+        sigma2, mu2 = float(state["sigma2"]), float(state["mu2"])
+        count = int(state["count"])
+        if not (math.isfinite(sigma2) and math.isfinite(mu2)):
+            sigma2 = mu2 = 0.0
+            count = 0
+        self.sigma2, self.mu2, self.count = sigma2, mu2, count
 
     @property
     def noise_scale(self) -> float | None:
@@ -323,18 +371,18 @@ class AdaptiveBatch:
         gns: GradientNoiseScale | None = None,
         every: int = 50,
     ) -> None:
-        if mode not in ADAPTIVE_MODES:
+        # case and surrounding blanks do not matter ("GNS"), as for the precision's name
+        name = mode.strip().lower() if isinstance(mode, str) else None
+        if name is None or name not in ADAPTIVE_MODES:
             raise ConfigError(
-                f"adaptive batch mode must be one of {', '.join(ADAPTIVE_MODES)}, got {mode!r}"
+                f"adaptive batch mode must be one of {', '.join(ADAPTIVE_MODES)} (in any "
+                f"case), got {mode!r}"
             )
-        if every < 1:
-            raise ConfigError(f"adaptive batch: every must be >= 1 step, got {every}")
-        self.mode = mode
-        self.every = every
-        self.b0 = b0
-        self.multiple = max(1, multiple)
-        self.max_batch = max_batch or b0 * 64
-        self.schedule = PowerSchedule(b0, total_steps, alpha, self.max_batch, self.multiple)
+        self.mode = name
+        self.every = _setting(every, "every", 1)  # NaN: never adapted (step % nan is nan)
+        self.b0 = _setting(b0, "b0", 1)
+        self.schedule = PowerSchedule(self.b0, total_steps, alpha, max_batch or b0 * 64, multiple)
+        self.multiple, self.max_batch = self.schedule.multiple, self.schedule.max_batch
         self.gns = gns or GradientNoiseScale()
 
     def target(self, step: int, current: int) -> int:

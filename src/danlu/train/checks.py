@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import math
 from numbers import Integral, Real
+from typing import Literal
 
 from danlu.core.errors import ConfigError
 from danlu.train.anomaly import MIN_HISTORY
@@ -20,6 +21,20 @@ WHY = {
     ),
 }
 """Why a lower bound is what it is, for the error's message."""
+BEST_MODES = ("min", "max")
+"""The spellings of ``best_mode`` (in any case, blanks around them ignored)."""
+
+
+def normalised_best_mode(mode: object, name: str = "best_mode") -> Literal["min", "max"]:
+    """``mode`` as ``"min"`` or ``"max"``: case and surrounding blanks do not matter
+    (``"MAX"``, ``" max "``), as for the precision's and the anomaly action's names; anything
+    else is a :class:`ConfigError` naming the argument ``name`` and the accepted spellings."""
+    spelled = mode.strip().lower() if isinstance(mode, str) else None
+    if spelled == "min":
+        return "min"
+    if spelled == "max":
+        return "max"
+    raise ConfigError(f"{name} must be one of {', '.join(BEST_MODES)} (in any case); got {mode!r}")
 
 
 def check_init_args(
@@ -98,8 +113,7 @@ def check_init_args(
             raise ConfigError(f"{name} must be a number (got {number!r})")
         if number is not None and not 0 < number < math.inf:
             raise ConfigError(f"{name} must be a positive, finite number (got {number})")
-    if best_mode not in ("min", "max"):
-        raise ConfigError(f"best_mode must be 'min' or 'max' (got {best_mode!r})")
+    normalised_best_mode(best_mode)
     rules = ["none", *rule_names()]
     if normalised_rule(lr_scaling) not in rules:
         raise ConfigError(f"lr_scaling must be one of {', '.join(rules)} (got {lr_scaling!r})")

@@ -31,6 +31,7 @@ from typing import Any
 import torch
 
 from danlu.core.errors import ConfigError
+from danlu.train.state import stored_count
 
 log = logging.getLogger("danlu.train")
 
@@ -204,14 +205,31 @@ class ElasticSampler:
 
     def load_state_dict(self, state: dict[str, Any]) -> None:
         """Resume from :meth:`state_dict` output (possibly written at another world size);
-        a :class:`ConfigError` when :meth:`resume_problem` finds one. ``shuffle`` and
+        a :class:`ConfigError` when :meth:`resume_problem` finds one, or for a position no
+        run writes (a negative epoch or offset, an offset beyond the dataset, a bool or a
+        fraction: it trained on samples of the wrong place unseen). ``shuffle`` and
         ``drop_last`` stay this sampler's."""
         problem = self.resume_problem(state)
         if problem is not None:
             raise ConfigError(problem)
-        self.epoch = int(state["epoch"])
-        self.offset = int(state["offset"])
+        try:
+            epoch = stored_count(state["epoch"], "the sampler state's epoch")
+            offset = stored_count(state["offset"], "the sampler state's offset")
+        except ValueError as exc:
+            raise ConfigError(f"{exc}: {_DAMAGED}") from None
+        if offset > self.n:  # (as a negative one read samples from the epoch's end)
+            raise ConfigError(
+                f"the sampler state's offset {offset} is beyond the dataset's {self.n} "
+                f"samples: {_DAMAGED}"
+            )
+        self.epoch, self.offset = epoch, offset
         self.seed = int(state.get("seed", self.seed))
+
+
+_DAMAGED = (
+    "the checkpoint's data position is damaged; resume from another checkpoint, or start over "
+    "with a fresh checkpoint_dir"
+)
 
 
 def load_data_position(sampler: ElasticSampler | None, saved: Mapping[str, Any] | None) -> None:

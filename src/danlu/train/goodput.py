@@ -102,6 +102,8 @@ class GoodputTuner:
                 return  # the model would read an unmeasured sync as free
         if not (math.isfinite(step_time) and step_time > 0):
             return
+        if replicas > 1 and not _usable_seconds(sync_time):
+            return  # a NaN, infinite or negative sync is no measurement (max(nan, 0) is nan)
         shape: Shape = (micro, accumulation, placement)
         if shape != self._shape:
             self._shape, self._seen = shape, 0
@@ -110,7 +112,7 @@ class GoodputTuner:
         self._seen += 1
         if self._seen <= SETTLE:
             return
-        sync = min(max(sync_time or 0.0, 0.0), step_time) if replicas > 1 else 0.0
+        sync = min(sync_time or 0.0, step_time) if replicas > 1 else 0.0
         self._steps.append(step_time)
         self._syncs.append(sync)
         if len(self._steps) < SAMPLES or self._stats is None:
@@ -124,8 +126,9 @@ class GoodputTuner:
 
     def note_stats(self, grad_sqr: float | None, grad_var: float | None) -> None:
         """The gradient-noise estimator's latest ``|G|^2`` and per-sample ``tr(Sigma)`` alone
-        (a step whose timing is not a sample of its shape); None or non-positive: ignored."""
-        if grad_sqr is not None and grad_var is not None and grad_sqr > 0 and grad_var > 0:
+        (a step whose timing is not a sample of its shape); None, non-positive or not finite
+        (an overflowed estimate): ignored."""
+        if grad_sqr is not None and grad_var is not None and _usable_stats(grad_sqr, grad_var):
             init = self.tuner.limits.init_batch
             self._stats = (grad_sqr, grad_var / init)
 
@@ -138,7 +141,19 @@ class GoodputTuner:
         return {"tuner": self.tuner.state_dict(), "stats": self._stats}
 
     def load_state_dict(self, state: dict[str, Any]) -> None:
-        """Restore :meth:`state_dict` output."""
+        """Restore :meth:`state_dict` output (statistics that :meth:`note_stats` would have
+        ignored, a NaN say, are left out: they would reach every measurement)."""
         self.tuner.load_state_dict(state.get("tuner", {}))
         stats = state.get("stats")
-        self._stats = (float(stats[0]), float(stats[1])) if stats else None
+        loaded = (float(stats[0]), float(stats[1])) if stats else None
+        self._stats = loaded if loaded is not None and _usable_stats(*loaded) else None
+
+
+def _usable_seconds(seconds: float | None) -> bool:
+    """True for a measured time the tuner can use: finite and >= 0 (None: not measured)."""
+    return seconds is not None and math.isfinite(seconds) and seconds >= 0
+
+
+def _usable_stats(grad_sqr: float, grad_var: float) -> bool:
+    """True when both gradient statistics are finite and positive."""
+    return all(math.isfinite(value) and value > 0 for value in (grad_sqr, grad_var))

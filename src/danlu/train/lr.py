@@ -20,6 +20,8 @@ from typing import Any
 
 import torch
 
+from danlu.train.state import stored_count, stored_rate
+
 
 class LRController:
     """Owns the optimizer LRs: scheduler LR x warmup x scale x decay x grad-norm factor."""
@@ -117,9 +119,13 @@ class LRController:
         }
 
     def load_state_dict(self, state: dict[str, Any]) -> None:
-        """Restore :meth:`state_dict` output."""
-        self.steps = int(state["steps"])
-        self.scale = float(state["scale"])
-        self.decay = float(state["decay"])
-        self._inner = [float(v) for v in state["inner"]]
+        """Restore :meth:`state_dict` output. ``ValueError`` names a value no run writes (a
+        damaged checkpoint): a step count that is not a whole number >= 0, a multiplier or
+        LR that is NaN, infinite or negative; they became the optimizer's LR unseen (a NaN
+        scale trained every later step at a NaN LR)."""
+        steps = stored_count(state["steps"], "the LR state's steps")
+        scale = stored_rate(state["scale"], "the LR state's scale")
+        decay = stored_rate(state["decay"], "the LR state's decay")
+        inner = [stored_rate(v, "the LR state's inner") for v in state["inner"]]
+        self.steps, self.scale, self.decay, self._inner = steps, scale, decay, inner
         self._apply(1.0)

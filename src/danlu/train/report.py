@@ -678,7 +678,8 @@ class MetricsReporter:
         """Keep the scheduler's batch size from the server's reply (``batch_size``)."""
         with contextlib.suppress(ValueError, AttributeError):
             batch = json.loads(reply or b"{}").get("batch_size")
-            if isinstance(batch, int) and batch > 0:
+            # JSON true is an int to Python: it rebatched the job to 1 sample a step
+            if isinstance(batch, int) and not isinstance(batch, bool) and batch > 0:
                 self.scheduler_batch = batch
 
     def close(self) -> None:

@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import copy
 import logging
+import math
 import random
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
@@ -65,6 +66,28 @@ class IncompatibleCheckpointError(ConfigError, DataError):
     """A training state that does not fit the live objects (:func:`check_compatible`):
     the script's setting differs from the checkpoint's (a :class:`ConfigError`), and the
     state cannot be loaded (a :class:`DataError`, as a missing component always was)."""
+
+
+def stored_count(value: Any, what: str, least: int = 0) -> int:
+    """``value``, a count a checkpoint's state holds (``what`` names it), as an int: a whole
+    number (or a float of one, ``3.0``) of at least ``least``. ``ValueError`` otherwise (a
+    bool, ``2.5``, a negative count: a damaged checkpoint), which a resume reports as an
+    incompatible checkpoint naming the part; ``int()`` read ``true`` as 1 and ``2.5`` as 2."""
+    if isinstance(value, float) and value.is_integer():
+        value = int(value)
+    if isinstance(value, bool) or not isinstance(value, int) or value < least:
+        raise ValueError(f"{what} {value!r} is not a whole number >= {least}")
+    return value
+
+
+def stored_rate(value: Any, what: str) -> float:
+    """``value``, a rate or multiplier a checkpoint's state holds (``what`` names it), as a
+    float; ``ValueError`` unless it is a finite number >= 0 (a NaN LR trained every later
+    step at a NaN LR)."""
+    number = math.nan if isinstance(value, bool) else float(value)
+    if not (math.isfinite(number) and number >= 0):
+        raise ValueError(f"{what} {value!r} is not a finite number >= 0")
+    return number
 
 
 @dataclass

@@ -40,6 +40,7 @@ from danlu.train.checkpoint.sharded import (
 )
 from danlu.train.checkpoint.snapshot import HostSnapshot
 from danlu.train.checkpoint.storage import LocalStorage, Storage, open_storage, sha256
+from danlu.train.checks import normalised_best_mode
 from danlu.train.state import CapturedState, IncompatibleCheckpointError
 
 log = logging.getLogger(__name__)
@@ -86,7 +87,8 @@ class CheckpointManager:
         keep_last: keep the newest N checkpoints (>= 1).
         keep_best: also keep the best K by ``best_metric`` (0 disables).
         best_metric: the key of ``metrics`` (passed to :meth:`save`) ranking checkpoints.
-        mode: ``"min"`` or ``"max"``: which values of ``best_metric`` are better.
+        mode: ``"min"`` or ``"max"`` (in any case): which values of ``best_metric`` are
+            better.
         incremental: store deltas against the last full checkpoint (keeps that full
             checkpoint's tensors in host memory to compare against).
         full_every: every N-th checkpoint is full (so at most N-1 deltas per base).
@@ -111,7 +113,7 @@ class CheckpointManager:
         keep_last: int = 3,
         keep_best: int = 1,
         best_metric: str | None = None,
-        mode: Literal["min", "max"] = "min",
+        mode: str = "min",
         incremental: bool = False,
         full_every: int = 10,
         async_save: bool = False,
@@ -124,8 +126,7 @@ class CheckpointManager:
             raise ConfigError("keep_last must be >= 1")
         if keep_best < 0:
             raise ConfigError("keep_best must be >= 0")
-        if mode not in ("min", "max"):
-            raise ConfigError(f"mode must be 'min' or 'max', not {mode!r}")
+        mode = normalised_best_mode(mode, "mode")
         if full_every < 1:
             raise ConfigError("full_every must be >= 1")
         if every_steps is not None and every_steps < 1:
@@ -497,6 +498,8 @@ class CheckpointManager:
                 if not (
                     isinstance(spec, dict)
                     and isinstance(spec.get("size"), int)
+                    and not isinstance(spec["size"], bool)  # JSON true is no byte count
+                    and spec["size"] >= 0
                     and isinstance(spec.get("sha256"), str)
                 ):
                     raise DataError(f"{where}: file {fname!r} has no size and checksum")
