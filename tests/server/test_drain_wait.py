@@ -32,13 +32,20 @@ def test_drain_waits_until_the_node_is_empty(
             name = c.get("/cluster/nodes").json()[0]["name"]
             # preempted by the drain: it exits on SIGTERM; not preemptible: runs on
             movable = submit(c, spec("movable", "import time; time.sleep(120)"))
-            pinned = submit(c, spec("pinned", "import time; time.sleep(4)", preemptible=False))
+            # the pinned job runs until the test lets it end (a fixed sleep could be over
+            # before the first drain on a busy machine)
+            release = tmp_path / "release"
+            until_released = (
+                f"import os, time\nwhile not os.path.exists({str(release)!r}): time.sleep(0.05)"
+            )
+            pinned = submit(c, spec("pinned", until_released, preemptible=False))
             wait_state(c, movable["id"], "RUNNING")
             wait_state(c, pinned["id"], "RUNNING")
         code, out = danlu("drain", name, "--wait", "--timeout", "1")
         assert code == 124, out
         assert f"waiting for 2 job(s) on {name}" in out or f"waiting for 1 job(s) on {name}" in out
         assert f"timed out: 1 job(s) still on {name}" in out, out
+        release.touch()
         code, out = danlu("drain", name, "--wait", "--timeout", "2m")
         assert code == 0 and f"{name} is empty" in out, out
         with live.client() as c:
