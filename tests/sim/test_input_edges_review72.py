@@ -151,11 +151,14 @@ def test_a_repeated_node_name_is_refused_at_its_row(tmp_path: Path) -> None:
 
 def test_a_scheduled_time_of_zero_is_a_time(tmp_path: Path) -> None:
     """The trace's times are seconds from its start (its first pod: created and scheduled
-    at 0); a pod scheduled at 0 runs from 0, not from its creation_time."""
-    rows = "p1,1000,1024,1,1000,,LS,Running,50,100,0\np2,1000,1024,1,1000,,LS,Running,50,100,60\n"
+    at 0); a pod scheduled at 0 was scheduled, even if its phase says Pending (a pod
+    without a scheduled_time is left out as never scheduled). (A pod cannot be scheduled
+    before its creation_time: that is refused, see test_api_inputs_review73.)"""
+    rows = "p1,1000,1024,1,1000,,LS,Pending,0,100,0\np2,1000,1024,1,1000,,LS,Running,50,100,60\n"
     workload = load_workload(write(tmp_path, "w.csv", OPENB_HEADER + rows))
     durations = {j.request.id: j.work for j in workload.jobs}
     assert durations == {"p1": RigidWork(100.0), "p2": RigidWork(40.0)}
+    assert workload.never_scheduled == ()
 
 
 def test_a_pod_deleted_before_its_start_names_the_start_column(tmp_path: Path) -> None:

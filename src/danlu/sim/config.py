@@ -10,6 +10,12 @@ from danlu.core.errors import ConfigError
 from danlu.sched.quota import Quotas
 from danlu.sim.failures import Failures
 from danlu.sim.interference import Interference
+from danlu.sim.setting_types import (
+    check_instance,
+    check_project_shares,
+    check_real,
+    check_whole,
+)
 
 MIN_INTERVAL = 1e-3
 """The shortest ``interval`` (seconds between scheduling instants): a round every
@@ -58,6 +64,7 @@ class SimConfig:
     job waits while its start would pass one, and a job that alone passes one is rejected."""
 
     def __post_init__(self) -> None:
+        self._check_types()
         if not MIN_INTERVAL <= self.interval < math.inf:
             raise ConfigError(
                 f"interval (--interval) must be at least {MIN_INTERVAL:g} s (one scheduling "
@@ -78,3 +85,18 @@ class SimConfig:
         for name, weight in self.project_shares.items():
             if not (math.isfinite(weight) and weight > 0):
                 raise ConfigError(f"project_shares: {name}'s weight must be above 0, not {weight}")
+
+    def _check_types(self) -> None:
+        """Refuse a setting of the wrong type (given through the Python API) as a
+        :class:`ConfigError` naming it: the checks of values that follow raised bare
+        TypeErrors or AttributeErrors on them (``interval="60"``, ``project_shares`` a list),
+        or the run failed later (``failures=3``)."""
+        check_real("interval (--interval)", self.interval, "60.0")
+        check_real("restart_cost (--restart-cost)", self.restart_cost, "30.0")
+        check_real("max_time", self.max_time, "86400.0 (math.inf: no limit)")
+        check_whole("idle_retries", self.idle_retries, "5")
+        check_instance("interference", self.interference, Interference, optional=True)
+        check_project_shares(self.project_shares)
+        check_instance("failures", self.failures, Failures, optional=True)
+        check_instance("gpu_failures", self.gpu_failures, Failures, optional=True)
+        check_instance("quotas", self.quotas, Quotas)

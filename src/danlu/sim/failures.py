@@ -31,6 +31,7 @@ from typing import NamedTuple, Protocol
 import numpy as np
 
 from danlu.core.errors import ConfigError
+from danlu.sim.setting_types import check_real, check_whole
 
 MIN_FAILURE_SECONDS = 1e-3
 """The shortest ``mtbf + repair`` (a unit's mean cycle of failure and repair): with both at
@@ -57,6 +58,7 @@ class Failures:
     def __post_init__(self) -> None:
         for name in ("mtbf", "repair", "checkpoint_every"):
             value = getattr(self, name)
+            check_real(f"failures: {name}", value, "3600.0 (seconds)")
             if not (math.isfinite(value) and value > 0):
                 raise ConfigError(f"failures: {name} must be above 0 seconds, not {value}")
         if self.mtbf + self.repair < MIN_FAILURE_SECONDS:
@@ -65,6 +67,7 @@ class Failures:
                 f"least {MIN_FAILURE_SECONDS:g} s (a millisecond): a unit failed and came back "
                 "at one instant for ever; give longer times"
             )
+        check_whole("failures: seed (--failure-seed)", self.seed, "0")
         if self.seed < 0:
             raise ConfigError(f"failures: seed (--failure-seed) must be >= 0, not {self.seed}")
 

@@ -29,7 +29,9 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from danlu.core.errors import ConfigError
 from danlu.estimate.colocation import share_medians
+from danlu.sim.setting_types import check_share
 
 Kind = tuple[str, str]
 """What the slowdown knows of a job: (model as Gavel names it, or ""; family, or "")."""
@@ -47,6 +49,21 @@ class Interference:
     """The same for a pair with a family not in :attr:`shares`."""
     model_shares: Mapping[tuple[str, str], float] = field(default_factory=dict)
     """(job's model, other job's model) -> the same, as measured for those two models."""
+
+    def __post_init__(self) -> None:
+        """Refuse a rate outside (0, 1] (given through the Python API) as a
+        :class:`ConfigError` naming it: 2.0 or NaN ran as free sharing, and 0 or a negative
+        rate ran the jobs for about 3 years of simulated time, all silently."""
+        check_share("interference: default", self.default)
+        for name in ("shares", "model_shares"):
+            rates = getattr(self, name)
+            if not isinstance(rates, Mapping):
+                raise ConfigError(
+                    f"interference: {name} must be a mapping of (job, other) pairs to rates "
+                    f"in (0, 1], e.g. {{('gan', 'rl'): 0.5}}; got {type(rates).__name__}"
+                )
+            for pair, rate in rates.items():
+                check_share(f"interference: {name}[{pair!r}]", rate)
 
     @property
     def models(self) -> frozenset[str]:

@@ -17,7 +17,7 @@ import csv
 import math
 import re
 import time
-from collections.abc import Mapping, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
@@ -25,8 +25,10 @@ from typing import Any
 import numpy as np
 
 from danlu.core.errors import ConfigError, DataError
+from danlu.core.values import quoted
 from danlu.sched.placement.frag import cluster_fragmentation, typical_pods
 from danlu.sched.placement.share import ShareCluster, ShareNode, ShareRequest, make_scorer
+from danlu.sim.setting_types import check_instance, check_real, check_whole
 from danlu.sim.workload import (
     MAX_CPU_MILLI,
     MAX_MEMORY_MIB,
@@ -37,6 +39,12 @@ from danlu.sim.workload import (
 
 WINDOW_PCT = 0.5
 """Half-width (percent of capacity) of the arrived-demand window that is averaged."""
+
+MOST_LOAD = 10.0
+"""``load`` at most (``sim pack --load``): arrived demand of ten times the capacity. Pods
+are packed one by one until the demand reaches the load, so the time grows with it (a load
+of 1e300 packed for ever); the allocation ratio stops changing well before, at about 1.0
+to 1.5."""
 
 MAX_GPUS = 256
 """Most GPUs a node may have, or a pod ask for (the openb lists: at most 8). The cluster
@@ -119,19 +127,23 @@ def _int(path: Path, line: int, column: str, text: str) -> int:
     return value
 
 
-def _node_name(path: Path, line: int, text: str, lines: dict[str, int]) -> str:
-    """The node's name (column ``sn``) on ``line``, recorded in ``lines`` (name: line); a
-    :class:`DataError` if it is empty or a node before it has it. Nodes are ordered by name
-    (the ties between equally scored nodes), so two of one name, or nameless ones, left
-    their order to the file's, and errors could not tell them apart."""
+def _unique_name(
+    path: Path, line: int, text: str, lines: dict[str, int], what: str = "node"
+) -> str:
+    """The name of the ``what`` (``node``: column ``sn``; ``pod``: column ``name``) on
+    ``line``, recorded in ``lines`` (name: line); a :class:`DataError` if it is empty or
+    one before it has it. Nodes and pods are ordered by name (the ties between equally
+    scored nodes; the pods before the seed shuffles them), so two of one name, or nameless
+    ones, left their order to the file's, and errors could not tell them apart."""
+    column = "sn" if what == "node" else "name"
     name = text.strip()
     if not name:
-        raise DataError(f"{path}, line {line}, column sn: empty; give every node a name")
+        raise DataError(f"{path}, line {line}, column {column}: empty; give every {what} a name")
     first = lines.setdefault(name, line)
     if first != line:
         raise DataError(
-            f"{path}, line {line}, column sn: node name {name!r} is already used on line "
-            f"{first}; give every node its own name"
+            f"{path}, line {line}, column {column}: {what} name {name!r} is already used on "
+            f"line {first}; give every {what} its own name"
         )
     return name
 
@@ -148,7 +160,7 @@ def load_nodes(path: str | Path) -> list[ShareNode]:
             continue
         if len(row) != len(header):
             raise DataError(f"{path}, line {line}: {len(row)} fields, header has {len(header)}")
-        name = _node_name(path, line, row[col["sn"]], lines)
+        name = _unique_name(path, line, row[col["sn"]], lines)
         gpus = _int(path, line, "gpu", row[col["gpu"]])
         model = row[col["model"]].strip()
         if gpus > 0 and not model:
@@ -177,11 +189,13 @@ def load_pods(path: str | Path) -> list[OpenbPod]:
     col = {name: i for i, name in enumerate(header)}
     spec_col = col.get("gpu_spec")
     pods: list[OpenbPod] = []
+    lines: dict[str, int] = {}  # each pod's name, and the line it is on
     for line, row in enumerate(rows, start=2):
         if not row:
             continue
         if len(row) != len(header):
             raise DataError(f"{path}, line {line}: {len(row)} fields, header has {len(header)}")
+        name = _unique_name(path, line, row[col["name"]], lines, "pod")
         num_gpu = _int(path, line, "num_gpu", row[col["num_gpu"]])
         milli = _int(path, line, "gpu_milli", row[col["gpu_milli"]]) if num_gpu else 0
         if num_gpu and not 0 < milli <= 1000:
@@ -199,7 +213,7 @@ def load_pods(path: str | Path) -> list[OpenbPod]:
             gpu_milli=milli,
             gpu_spec=spec,
         )
-        pods.append(OpenbPod(row[col["name"]].strip(), request, f"{path}, line {line}"))
+        pods.append(OpenbPod(name, request, f"{path}, line {line}"))
     if not pods:
         raise DataError(f"{path}: no pods")
     return pods
@@ -309,15 +323,49 @@ class AllocationResult:
 
 
 def _check_load_and_seeds(load: float, seeds: Sequence[int]) -> None:
-    """Refuse a ``load`` that is not a finite number above 0 and a negative seed, as a
-    :class:`ConfigError`: pods are packed until the arrived demand reaches the load, so a
-    NaN or infinite one packed copies for ever, and numpy's seeding refused a negative seed
-    with a bare ValueError."""
-    if not (math.isfinite(load) and load > 0):
-        raise ConfigError(f"load (--load) must be a finite number above 0, e.g. 1.0; got {load}")
+    """Refuse a ``load`` that is not a finite number above 0 and at most :data:`MOST_LOAD`
+    and a seed that is not a whole number >= 0, as a :class:`ConfigError`: pods are packed
+    until the arrived demand reaches the load, so a NaN, infinite or huge one packed copies
+    for ever, and numpy's seeding refused a negative seed with a bare ValueError (a float
+    or a string, with a TypeError)."""
+    check_real("load (--load)", load, "1.0")
+    if not (math.isfinite(load) and 0 < load <= MOST_LOAD):
+        raise ConfigError(
+            f"load (--load) must be a finite number above 0 and at most {MOST_LOAD:g}, e.g. "
+            f"1.0; got {load}"
+        )
+    if isinstance(seeds, str | bytes) or not isinstance(seeds, Iterable):  # "42": no seeds
+        raise ConfigError(
+            f"seeds (--seeds) must be a list of whole numbers, e.g. [42]; got {quoted(seeds)}"
+        )
     for seed in seeds:
+        check_whole("seeds (--seeds)", seed, "42")
         if seed < 0:
             raise ConfigError(f"seeds (--seeds) must be whole numbers >= 0; got {seed}")
+
+
+def _check_inputs(
+    pods: Sequence[OpenbPod], nodes: Sequence[ShareNode], options: Mapping[str, Any] | None
+) -> None:
+    """Refuse pods, nodes or scorer options of the wrong type (given through the Python
+    API) as a :class:`ConfigError` naming them: a file name given for the pods, or a list
+    for the options, raised bare AttributeErrors and TypeErrors."""
+    for what, items, kind, reader in (
+        ("pods", pods, OpenbPod, "load_pods"),
+        ("nodes", nodes, ShareNode, "load_nodes"),
+    ):
+        if isinstance(items, str | bytes | Path) or not isinstance(items, Iterable):
+            raise ConfigError(
+                f"{what} must be a list of {kind.__name__}s, e.g. {reader}(path); got "
+                f"{type(items).__name__}"
+            )
+        for item in items:
+            check_instance(f"each of {what}", item, kind)
+    if options is not None and not isinstance(options, Mapping):
+        raise ConfigError(
+            f"options (--option) must be a mapping of the scorer's option names to values, "
+            f"or None for its defaults; got {type(options).__name__}"
+        )
 
 
 def run_seed(
@@ -415,9 +463,10 @@ def run_allocation_experiment(
     Returns per-seed results and the mean allocation ratio (percent of all milli-GPU
     allocated once the arrived GPU demand reaches ``load`` x capacity).
     """
+    _check_load_and_seeds(load, seeds)
     if not seeds:
         raise ConfigError("at least one seed is needed")
-    _check_load_and_seeds(load, seeds)
+    _check_inputs(pods, nodes, options)
     # check the GPU specs, the name and the options before any seed runs
     pods = match_gpu_specs(pods, nodes)
     make_scorer(policy, typical=typical_pods(p.request for p in pods), options=options)

@@ -28,6 +28,7 @@ from typing import Final
 
 from danlu.core.errors import ConfigError, SpecError
 from danlu.core.units import format_duration, parse_duration
+from danlu.sim.setting_types import check_whole
 from danlu.sim.workload import plain_float
 
 SECONDS_METRICS: Final = frozenset(
@@ -163,6 +164,8 @@ def plan_capacity(
     if the lower bounds hold there too."""
     if not targets:
         raise ConfigError("give at least one --target, e.g. --target avg_jct<=2h")
+    check_whole("min_nodes (--min-nodes)", min_nodes, "1")  # 1.5 nodes were bisected
+    check_whole("max_nodes (--max-nodes)", max_nodes, "64")
     if not 1 <= min_nodes <= max_nodes:
         raise ConfigError(
             f"--min-nodes {min_nodes} and --max-nodes {max_nodes}: need 1 <= min <= max"

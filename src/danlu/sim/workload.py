@@ -63,9 +63,10 @@ from typing import Any
 
 from danlu.core.cluster import MILLI_PER_GPU
 from danlu.core.errors import ConfigError, DataError, SpecError
-from danlu.core.spec import MAX_BATCH, MAX_GPUS, MODEL_FAMILIES, parse_spec
+from danlu.core.spec import MAX_BATCH, MAX_GPUS, MAX_PRIORITY, MODEL_FAMILIES, parse_spec
 from danlu.core.units import MiB
 from danlu.sched.view import JobRequest
+from danlu.sim.setting_types import check_real, check_whole
 
 
 @dataclass(frozen=True, slots=True)
@@ -465,6 +466,12 @@ def _workload(p: Path, header: list[str], rows: Iterator[tuple[int, dict[str, st
                 continue
             created = _seconds(row, "creation_time", p, line)
             deleted = _seconds(row, "deletion_time", p, line)
+            if start is not None and start < created:
+                raise DataError(
+                    f"{p}:{line}: column 'scheduled_time' ({row['scheduled_time']}) is before "
+                    f"the pod's creation_time ({row['creation_time']}); a pod is scheduled "
+                    "after it is created"
+                )
             began = created if start is None else start
             if deleted < began:
                 since = "creation_time" if start is None else "scheduled_time"
@@ -500,7 +507,7 @@ def _workload(p: Path, header: list[str], rows: Iterator[tuple[int, dict[str, st
                 id=_name(row, p, line),
                 submit_time=_seconds(row, "submit_time", p, line),
                 gpus=_whole_number(row, "gpus", p, line, 1, MAX_GPUS),
-                priority=_whole(row, "priority", p, line),
+                priority=_priority(row, p, line),
                 gpu_memory=_gpu_memory(row, p, line),
                 seq=len(jobs),
                 expected_duration=duration if limit is None else limit,
@@ -550,17 +557,24 @@ def utc_timestamp(text: str) -> float:
     return moment.timestamp()
 
 
-def _whole(row: dict[str, str], column: str, path: Path, line: int) -> int:
-    """An optional integer column that may be negative (a priority); 0 when empty."""
-    text = (row.get(column) or "").strip()
+def _priority(row: dict[str, str], path: Path, line: int) -> int:
+    """A plain job's optional ``priority``: a whole number within the bounds a job spec's
+    has (:data:`~danlu.core.spec.MAX_PRIORITY` either way), 0 when empty. Up to 2**62 used
+    to be taken, a priority the control plane refuses in a spec."""
+    text = (row.get("priority") or "").strip()
     if not text:
         return 0
     try:
         value = plain_float(text)
     except ValueError:
         value = math.nan
-    if not (math.isfinite(value) and value.is_integer() and abs(value) <= 2**62):
-        raise DataError(f"{path}:{line}: column {column!r} must be a whole number, got {text!r}")
+    if not (math.isfinite(value) and value.is_integer()):
+        raise DataError(f"{path}:{line}: column 'priority' must be a whole number, got {text!r}")
+    if abs(value) > MAX_PRIORITY:
+        raise DataError(
+            f"{path}:{line}: column 'priority' must lie within {-MAX_PRIORITY:,}.."
+            f"{MAX_PRIORITY:,}, as a job spec's priority, got {text!r}"
+        )
     return int(value)
 
 
@@ -579,12 +593,14 @@ def synthetic_workload(jobs: int = 200, seed: int = 0, hours: float = 8.0) -> Wo
     default when no workload file is given."""
     if isinstance(jobs, bool) or not isinstance(jobs, int) or jobs < 1:
         raise ConfigError(f"jobs (--jobs) must be a whole number >= 1, got {jobs!r}")
+    check_whole("seed (--seed)", seed, "0")  # a list raised a bare TypeError in random
+    check_real("hours", hours, "8.0")  # a string, with a bare TypeError below
     if not 0 <= hours <= MOST_SECONDS / 3600.0:  # NaN too: it compares false
         raise ConfigError(
             f"hours must be a number of hours from 0 to {MOST_SECONDS / 3600.0:g} (the span "
             f"the submissions are drawn over), got {hours!r}"
         )
-    rng = random.Random(seed)
+    rng = random.Random(int(seed))  # a NumPy integer too
     sizes = [1] * 70 + [2] * 12 + [4] * 10 + [8] * 6 + [16] * 2
     out: list[WorkloadJob] = []
     for i in range(jobs):
