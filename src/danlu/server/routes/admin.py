@@ -265,7 +265,9 @@ def _own_or_admin(name: str, user: User) -> None:
 
 @router.post("/users/{name}/tokens", status_code=201, response_model=TokenOut, tags=["users"])
 def issue_token(name: str, body: TokenIn, user: Caller, state: State) -> dict[str, str]:
-    """Issue an API token for ``name`` (an admin, or the user itself); shown once."""
+    """Issue an API token for ``name`` (an admin, or the user itself); shown once. 409 when
+    the user holds ``MAX_LIVE_TOKENS`` (100) live tokens of its own already (its jobs' runs'
+    not counted): the message says how to list and revoke them."""
     _own_or_admin(name, user)  # the label's control characters: refused by TokenIn
     with state.db.session() as session:
         owner = users.get_user(session, name)

@@ -32,7 +32,18 @@ def list_events(
     """State changes of every job (a non-admin: of their own jobs) in the order they
     happened, oldest first: from ``since`` (POSIX seconds), after event ``after_id`` (to
     follow the feed, pass the last id seen), of a project's or a user's jobs, into the given
-    states; at most ``limit``, the oldest of them (``tail``: the newest, oldest first)."""
+    states; at most ``limit``, the oldest of them (``tail``: the newest, oldest first).
+
+    Following the feed misses nothing: on PostgreSQL an event's id is taken when it is
+    inserted, not when it commits, so an event could commit after one with a higher id had
+    been returned, below the ``after_id`` a follower then asks from. So only settled events
+    are returned: none above the lowest id an open transaction may still commit
+    (:func:`~danlu.server.services.settled.settled_id`; each transaction writing events holds
+    an advisory lock saying where its ids start). An event shows once every event before it
+    has committed or rolled back: as soon as the scheduler's or an API call's transaction
+    ends, later if a transaction that wrote an event stays open (it holds the feed back
+    until it ends; ``pg_locks`` shows it). SQLite's writers take turns: its ids commit in
+    order, and nothing is held back."""
     with state.db.read_session() as session:
         rows = events.feed(
             session,

@@ -205,7 +205,9 @@ def job_events(
     tail: bool = False,
 ) -> list[dict[str, Any]]:
     """State changes of a job in order, with their reasons, after event ``after_id``; at
-    most ``limit``, the oldest of them (``tail``: the newest, oldest first)."""
+    most ``limit``, the oldest of them (``tail``: the newest, oldest first). Settled events
+    only, as ``GET /events`` (:func:`~danlu.server.services.settled.settled_id`): following
+    with the last id seen as ``after_id`` misses none."""
     checked_name(job_id, "job")
     with state.db.read_session() as session:
         job = jobs.get_job(session, job_id, user)
@@ -431,7 +433,9 @@ def get_metrics(
     whether it is ``superseded``. With ``after_id``, every record stored after that cursor,
     by arrival, with those two fields. The ``X-Danlu-Metrics-Cursor`` header is the
     ``after_id`` of what comes next: the last record returned (with ``after_id``), else the
-    job's newest record when the request began (no later one is in the page)."""
+    job's newest record when the request began (no later one is in the page). Both modes
+    stop below a record still being stored (on PostgreSQL ids are taken at insert, not at
+    commit: :func:`~danlu.server.services.settled.settled_id`), so a follower misses none."""
     checked_name(job_id, "job")
     with state.db.read_session() as session:
         job = jobs.get_job(session, job_id, user)

@@ -51,6 +51,9 @@ def submit_sweep(
     """Validate a sweep spec and submit its first trials; 422 names the field of an invalid
     spec or of a trial spec the cluster or the quota can never take (``trial.resources``);
     409 when the first trials would take their owner past ``DANLU_MAX_JOBS_PER_USER``."""
+    # before parse_sweep, not redundant with its own check (run after pydantic read the
+    # spec): pydantic's errors would come first and say less, and a body too large or too
+    # deep must not reach it (tests/server/test_sweep_body_check_review74.py)
     check_values(body, limits=SWEEP_LIMITS)
     spec = parse_sweep(body)
     trial = spec.trial_spec()

@@ -6,15 +6,24 @@ from __future__ import annotations
 from collections.abc import Iterable
 from dataclasses import dataclass
 
-from sqlalchemy import select
+from sqlalchemy import ColumnElement, and_, select
 from sqlalchemy.orm import Session
 
 from danlu.core.errors import InvalidTransitionError, SpecError
 from danlu.core.state import JobState, check_transition
 from danlu.server.db.models import Job, JobEvent, Project, User
 from danlu.server.services.common import state_values
+from danlu.server.services.settled import settled_id
 
 MAX_EVENTS = 1000
+
+
+def _settled_after(session: Session, after_id: int) -> ColumnElement[bool]:
+    """The events with ``id > after_id`` that no event committing late can come before
+    (:func:`~danlu.server.services.settled.settled_id`)."""
+    after = JobEvent.id > after_id
+    bound = settled_id(session, JobEvent.__tablename__)
+    return after if bound is None else and_(after, JobEvent.id <= bound)
 
 
 def list_events(
@@ -25,11 +34,13 @@ def list_events(
     limit: int = 100,
     tail: bool = False,
 ) -> list[JobEvent]:
-    """Events in order, for one job or all, with ``id > after_id`` (to follow a stream); at
-    most ``limit``: the oldest such, or with ``tail`` the newest, in order too."""
+    """Events in order, for one job or all, with ``id > after_id`` (to follow a stream),
+    settled (:func:`~danlu.server.services.settled.settled_id`: none above one an open
+    transaction may still commit); at most ``limit``: the oldest such, or with ``tail`` the
+    newest, in order too."""
     if not 1 <= limit <= MAX_EVENTS:
         raise SpecError("limit", f"must be between 1 and {MAX_EVENTS}")
-    query = select(JobEvent).where(JobEvent.id > after_id)
+    query = select(JobEvent).where(_settled_after(session, after_id))
     if job_id is not None:
         query = query.where(JobEvent.job_id == job_id)
     order = JobEvent.id.desc() if tail else JobEvent.id
@@ -64,8 +75,9 @@ def feed(
     """The events of every job (a non-admin ``viewer``: of their own jobs) in the order they
     happened, with ``id > after_id`` and (``since``) a time not before it, of jobs of
     ``project`` and ``user``, that led to one of ``states``; at most ``limit``: the oldest
-    such (follow a stream with the last id seen as ``after_id``), or with ``tail`` the
-    newest, in order too."""
+    such (follow a stream with the last id seen as ``after_id``: only settled events are
+    returned, :func:`~danlu.server.services.settled.settled_id`, so none turns up later
+    below it), or with ``tail`` the newest, in order too."""
     if not 1 <= limit <= MAX_EVENTS:
         raise SpecError("limit", f"must be between 1 and {MAX_EVENTS}")
     query = (
@@ -73,7 +85,7 @@ def feed(
         .join(Job, Job.id == JobEvent.job_id)
         .join(User, User.id == Job.user_id)
         .join(Project, Project.id == Job.project_id)
-        .where(JobEvent.id > after_id)
+        .where(_settled_after(session, after_id))
     )
     if since is not None:
         query = query.where(JobEvent.time >= since)

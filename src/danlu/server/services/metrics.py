@@ -36,6 +36,7 @@ from danlu.server.errors import ConflictError
 from danlu.server.services import observe
 from danlu.server.services.common import delete_some, lock_row, resolve_now
 from danlu.server.services.retention import DAY
+from danlu.server.services.settled import settled_id
 
 MAX_BATCH = 1000
 MAX_READ = 10_000
@@ -340,6 +341,9 @@ def list_metrics(
         query = query.where(JobMetric.id <= through_id)
     if after_id is not None:
         query = query.where(JobMetric.id > after_id)
+        settled = settled_id(session, JobMetric.__tablename__)
+        if settled is not None:  # none that a record committing late could come before
+            query = query.where(JobMetric.id <= settled)
         if tail:
             latest = query.order_by(JobMetric.id.desc()).limit(limit)
             return list(reversed(list(session.scalars(latest))))
@@ -375,7 +379,12 @@ def _whole_steps(
 
 
 def cursor(session: Session, job_id: str) -> int:
-    """The job's newest record id (0 when it has none): ``after_id`` for the records
-    stored from now on."""
-    newest = session.scalar(select(func.max(JobMetric.id)).where(JobMetric.job_id == job_id))
+    """The job's newest settled record id (0 when it has none): ``after_id`` for the
+    records stored from now on (none above it can still commit with a lower id:
+    :func:`~danlu.server.services.settled.settled_id`)."""
+    query = select(func.max(JobMetric.id)).where(JobMetric.job_id == job_id)
+    settled = settled_id(session, JobMetric.__tablename__)
+    if settled is not None:
+        query = query.where(JobMetric.id <= settled)
+    newest = session.scalar(query)
     return int(newest or 0)

@@ -14,7 +14,7 @@ import re
 import secrets
 from pathlib import Path
 
-from sqlalchemy import delete, or_, select, update
+from sqlalchemy import delete, func, or_, select, update
 from sqlalchemy.exc import IntegrityError
 from sqlalchemy.orm import Session
 
@@ -120,13 +120,18 @@ def issue_token(
     now: float | None = None,
     *,
     job_id: str | None = None,
+    capped: bool = True,
 ) -> str:
     """Create an API token for ``user``; return the plain token (never stored).
 
     With ``job_id`` it is the token of that job's new run: it may only report the job's
     metrics (see :attr:`ApiToken.job_id`), and the tokens of the job's earlier runs are
-    revoked."""
+    revoked. Without, :class:`ConflictError` when the user holds :data:`MAX_LIVE_TOKENS`
+    live tokens already, unless ``capped`` is false (the admin bootstrap: a server start is
+    never refused)."""
     t = resolve_now(now)
+    if job_id is None and capped:
+        _check_token_room(session, user)
     if job_id is not None:
         earlier = select(ApiToken).where(ApiToken.job_id == job_id, ApiToken.revoked_at.is_(None))
         for row in session.scalars(earlier):
@@ -145,6 +150,34 @@ def issue_token(
     )
     session.flush()
     return token
+
+
+MAX_LIVE_TOKENS = 100
+"""The most live tokens a user may hold, job runs' not counted (there is one a running job,
+revoked when the run ends): a script that issues a token per call fills no table."""
+
+
+def _check_token_room(session: Session, user: User) -> None:
+    """:class:`ConflictError` when ``user`` holds :data:`MAX_LIVE_TOKENS` live tokens of its
+    own already. The user's row is locked first (PostgreSQL), so two issues at once cannot
+    both take the last place."""
+    session.execute(select(User.id).where(User.id == user.id).with_for_update())
+    live = session.scalar(
+        select(func.count())
+        .select_from(ApiToken)
+        .where(
+            ApiToken.user_id == user.id,
+            ApiToken.job_id.is_(None),
+            ApiToken.revoked_at.is_(None),
+        )
+    )
+    if (live or 0) >= MAX_LIVE_TOKENS:
+        raise ConflictError(
+            f"user {user.name!r} holds {MAX_LIVE_TOKENS} live API tokens, the most one may "
+            f"hold: revoke one first (`danlu user tokens {user.name}` lists them, `danlu user "
+            f"revoke {user.name} PREFIX` revokes one; DELETE /api/v1/users/{user.name}/tokens/"
+            "PREFIX over the API)"
+        )
 
 
 def authenticate(session: Session, token: str | None, now: float | None = None) -> User | None:
@@ -298,7 +331,7 @@ def bootstrap_admin(session: Session, token_path: Path, now: float | None = None
             )
             .values(revoked_at=resolve_now(now))
         )
-    token = issue_token(session, admin, BOOTSTRAP, now)
+    token = issue_token(session, admin, BOOTSTRAP, now, capped=False)
     session.commit()
     _write_secret(token_path, token)
     return token
