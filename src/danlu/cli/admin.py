@@ -340,8 +340,18 @@ def _share(data: dict[str, Any]) -> str:
     return f"{1.0 if share is None else float(share):g}"
 
 
+UNKNOWN_MEMBERS = "?"
+"""A project's members shown when its reply holds none: the API always sends them (``[]``:
+every user), so one without them (left out as of the wrong type, :mod:`danlu.cli.reply_fields`)
+is not known to be open to all."""
+
+
 def _members_text(data: dict[str, Any]) -> str:
-    listed = data.get("members") or []
+    """Who may submit to the project ``data``: its members' names, ``all`` for none listed,
+    :data:`UNKNOWN_MEMBERS` when the reply holds no ``members``."""
+    if "members" not in data:
+        return UNKNOWN_MEMBERS
+    listed = data["members"] or []
     return ", ".join(as_text(name) for name in listed) if listed else "all"
 
 

@@ -11,7 +11,7 @@ import typer
 from rich.markup import escape
 from rich.table import Table
 
-from danlu.cli.follow import PAGE, GapCursor, read_pages
+from danlu.cli.follow import PAGE, GapCursor, read_pages, row_id
 from danlu.cli.jobs import connect, console, fail, fail_on, print_json, report
 from danlu.cli.options import HomeOpt, JsonOpt, TokenOpt, UrlOpt
 from danlu.cli.reply_fields import checked_events
@@ -80,8 +80,9 @@ def follow(
     (:class:`~danlu.cli.follow.GapCursor`); a control-plane restart is waited out
     (:func:`~danlu.client.rest.read_across_restart`)."""
     # time.sleep and time.monotonic through this module's ``time``: tests replace it
-    gaps = GapCursor(min((int(e["id"]) for e in shown), default=1) - 1, clock=time.monotonic)
-    shown = gaps.fresh_ids(shown)
+    first = min((row_id(e, "an event") for e in shown), default=1)
+    gaps = GapCursor(first - 1, clock=time.monotonic)
+    shown = gaps.fresh_ids(shown, "an event")
     done = 0
     while True:
         problems: list[str] = []
@@ -93,7 +94,7 @@ def follow(
             return
         time.sleep(FOLLOW_SECONDS)
         found, _ = read_pages(lambda after: _page(client, after, query), gaps.after())
-        shown = gaps.fresh_ids(found)
+        shown = gaps.fresh_ids(found, "an event")
         done += 1
 
 
@@ -101,7 +102,7 @@ def _page(client: Client, after: int, query: dict[str, Any]) -> tuple[list[dict[
     """The events after ``after`` matching ``query``, a page of them, and the highest id
     (asked again across a control-plane restart)."""
     found = read_across_restart(client, lambda: client.feed(after_id=after, limit=PAGE, **query))
-    return found, max((int(e["id"]) for e in found), default=after)
+    return found, max((row_id(e, "an event") for e in found), default=after)
 
 
 def events(

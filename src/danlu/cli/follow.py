@@ -9,6 +9,8 @@ from collections import Counter, deque
 from collections.abc import Callable, Hashable, Sequence
 from typing import Any, TypeVar
 
+from danlu.cli.reply_fields import WHOLE, needed
+
 GRACE_SECONDS = 10.0
 """How long a row may stay invisible after a higher id is: longer than any danlu
 transaction takes from its insert to its commit."""
@@ -68,11 +70,14 @@ class GapCursor:
         ids are told apart by ``key`` (equal keys count as many rows as there are)."""
         return self._take(rows, cursor, key, lambda _: cursor)
 
-    def fresh_ids(self, rows: Sequence[dict[str, Any]]) -> list[dict[str, Any]]:
-        """:meth:`fresh` for rows carrying their ``id``."""
-        ids = [int(row["id"]) for row in rows]
-        cursor = max(ids, default=self._after)
-        new = self._take(rows, cursor, lambda row: int(row["id"]), lambda row: int(row["id"]))
+    def fresh_ids(
+        self, rows: Sequence[dict[str, Any]], what: str = "a row"
+    ) -> list[dict[str, Any]]:
+        """:meth:`fresh` for rows carrying their ``id`` (:func:`row_id`; ``what``: what a row
+        is, ``an event``)."""
+        cursor = max((row_id(row, what) for row in rows), default=self._after)
+        # each row's id is a whole number now
+        new = self._take(rows, cursor, lambda row: row["id"], lambda row: int(row["id"]))
         while self._counts[self._after + 1]:  # ids all seen: no hole below the next one
             self._after += 1
         self._forget()
@@ -109,6 +114,15 @@ class GapCursor:
                 if not self._counts[k]:
                     del self._counts[k]
         self._shown = [(bound, k) for bound, k in self._shown if bound > self._after]
+
+
+def row_id(row: dict[str, Any], what: str) -> int:
+    """The ``id`` of ``row`` (``what``: what it is, ``an event``), the whole number a
+    follower reads on from; a :class:`~danlu.client.errors.ServerError` naming the field when
+    the server sent another value (``"7"``, ``7.5``, null), which the command prints as an
+    error (exit 2), never a raw ``ValueError``."""
+    ident: int = needed(row, "id", WHOLE, what, "the rows after it cannot be followed")
+    return ident
 
 
 def content(row: dict[str, Any]) -> str:

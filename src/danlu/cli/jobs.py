@@ -317,7 +317,7 @@ def _array_submitted(sweep: dict[str, Any], json_out: bool) -> None:
     parallel = (sweep.get("spec") or {}).get("parallel")
     console.print(
         f"submitted array [bold]{as_text(sweep['id'])}[/bold] ({as_text(sweep['name'])}): "
-        f"{sweep['total']} tasks, at most {parallel} at once; "
+        f"{as_text(sweep.get('total'))} tasks, at most {as_text(parallel)} at once; "
         f"danlu sweep show {as_text(sweep['id'])}",
         highlight=False,
     )

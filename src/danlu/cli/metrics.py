@@ -16,8 +16,10 @@ from rich.markup import escape
 from rich.table import Table
 
 from danlu.cli.follow import PAGE, GapCursor, content, read_pages
-from danlu.cli.jobs import connect, console, fail, print_json
+from danlu.cli.jobs import connect, console, fail, fail_on, print_json, report
+from danlu.cli.markup import as_text
 from danlu.cli.options import HomeOpt, JobArg, JsonOpt, TokenOpt, UrlOpt
+from danlu.cli.reply_fields import JOB_STATE, TIME, checked_metrics, needed
 from danlu.client import Client
 from danlu.client.rest import read_across_restart
 from danlu.core.errors import DanluError
@@ -137,13 +139,16 @@ def follow(
     # time.sleep and time.monotonic through this module's ``time``: tests replace it
     gaps = GapCursor(cursor, clock=time.monotonic)
     while True:
-        for record in records:
+        problems: list[str] = []
+        for record in checked_metrics(records, problems):
             own = without_run_fields(record)
             text = escape(line(record if runs else own, keys or metric_keys([own]), runs))
             console.print(text, highlight=False, soft_wrap=True)
+        report(problems)  # and goes on following
         # a control-plane restart is waited out (read_across_restart), as logs -f does
-        state = read_across_restart(client, lambda: client.get_job(job))["state"]
-        finished = JobState(str(state)).terminal
+        found_job = read_across_restart(client, lambda: client.get_job(job))
+        state = needed(found_job, "state", JOB_STATE, f"job {job}", "whether it ended is unknown")
+        finished = JobState(state).terminal
         if not finished:
             time.sleep(FOLLOW_SECONDS)
         found, cursor = read_pages(
@@ -162,10 +167,10 @@ def refuse_purged(client: Client, job: str) -> None:
     records (its ``purged_at``): the API lists none then, as for a job that reported
     none yet."""
     found = client.get_job(job)
-    purged_at = found.get("purged_at")
-    if purged_at is None:
+    if found.get("purged_at") is None:
         return
-    when = time.strftime("%Y-%m-%d %H:%M:%S", time.localtime(float(purged_at)))
+    purged_at = needed(found, "purged_at", TIME, f"job {job}", "whether it has metrics is unknown")
+    when = time.strftime("%Y-%m-%d %H:%M:%S", time.localtime(purged_at))
     raise fail(
         f"job {found.get('id')}: its metric records were deleted by the retention at {when} "
         "(DANLU_RETENTION_DAYS)"
@@ -225,12 +230,15 @@ def metrics(
         except KeyboardInterrupt:
             raise typer.Exit(code=130) from None
     if not records:
-        console.print(f"job {escape(job)} has reported no metrics yet", highlight=False)
+        console.print(f"job {as_text(job)} has reported no metrics yet", highlight=False)
         return
+    problems: list[str] = []
+    records = checked_metrics(records, problems)
     shown = chosen or metric_keys(
         [without_run_fields(r) for r in records] if superseded else records
     )
     console.print(table(records, shown, runs=superseded))
+    fail_on(problems)
 
 
 def register(app: typer.Typer) -> None:

@@ -10,7 +10,6 @@ from pathlib import Path
 from typing import Annotated, Any
 
 import typer
-from rich.markup import escape
 
 from danlu.cli import jobs as common
 from danlu.cli import top as top_view
@@ -21,7 +20,6 @@ from danlu.cli.reply_fields import checked_nodes
 from danlu.client.rest import read_across_restart
 from danlu.core.errors import DanluError, SpecError
 from danlu.core.units import parse_time
-from danlu.core.values import visible
 
 
 def nodes(
@@ -64,26 +62,34 @@ GpuOpt = Annotated[
 
 
 def _node_changed(data: dict[str, Any], json_out: bool, gpu: int | None = None) -> None:
+    """The node ``data`` (``cordon``, ``drain``, ``uncordon``'s reply) as one line, or GPU
+    ``gpu`` of it; its fields of the type the API gives them (the others named as errors,
+    exit 2: :mod:`danlu.cli.reply_fields`)."""
     if json_out:
         common.print_json(data)
         return
+    problems: list[str] = []
+    data = checked_nodes([data], problems)[0]
     # names and reasons are text, neither Rich markup nor control characters (a reason's
     # escape sequence or line break is shown as \x1b, \n, never acted on)
-    name = escape(visible(str(data.get("name"))))
+    line = f"node [bold]{as_text(data.get('name'))}[/bold]"
     if gpu is not None:
         gpus: list[dict[str, Any]] = data.get("gpus") or []
         found = next((g for g in gpus if g.get("index") == gpu), {})
-        reason = str(found.get("cordon_reason") or "")
-        line = f"node [bold]{name}[/bold] GPU {gpu}: {as_text(found.get('state', '?'))}"
-        line += f" ({escape(visible(reason))})" if reason else ""
-        common.console.print(line, highlight=False)
-        return
-    reason = str(data.get("cordon_reason") or "")
-    line = f"node [bold]{name}[/bold]: {as_text(data.get('state'))}"
-    line += f" ({escape(visible(reason))})" if reason else ""
-    if data.get("close_at") is not None:
-        line += f"; {escape(top_view.scheduled(data))}"
+        line += f" GPU {gpu}: {as_text(found.get('state') or '?')}"
+        line += _reason(found)
+    else:
+        line += f": {as_text(data.get('state') or '?')}" + _reason(data)
+        if data.get("close_at") is not None:
+            line += f"; {as_text(top_view.scheduled(data))}"
     common.console.print(line, highlight=False)
+    common.fail_on(problems)
+
+
+def _reason(found: dict[str, Any]) -> str:
+    """`` (REASON)`` of a node or GPU cordoned for one (Rich markup), else nothing."""
+    reason = found.get("cordon_reason")
+    return f" ({as_text(reason)})" if reason else ""
 
 
 def _close(
@@ -163,19 +169,27 @@ def wait_empty(
                 raise common.fail(exc) from None
             if found is None:
                 raise common.fail(f"node {node!r} left the inventory")
-            jobs = holders(found, gpu)
+            problems: list[str] = []  # a field left out could hide a job: never "empty"
+            jobs = holders(checked_nodes([found], problems)[0], gpu)
+            common.fail_on(problems)
             if not jobs:
                 if not quiet:
-                    common.console.print(f"{escape(where)} is empty", highlight=False)
+                    common.console.print(f"{as_text(where)} is empty", highlight=False)
                 return
             if jobs != shown and not quiet:
-                names = escape(", ".join(jobs))
-                common.console.print(f"waiting for {len(jobs)} job(s) on {escape(where)}: {names}")
+                names = as_text(", ".join(jobs))
+                common.console.print(
+                    f"waiting for {len(jobs)} job(s) on {as_text(where)}: {names}",
+                    highlight=False,
+                )
                 shown = jobs
             spent = time.monotonic() - start
             if timeout is not None and spent >= timeout:
                 if not quiet:
-                    common.console.print(f"timed out: {len(jobs)} job(s) still on {escape(where)}")
+                    common.console.print(
+                        f"timed out: {len(jobs)} job(s) still on {as_text(where)}",
+                        highlight=False,
+                    )
                 raise typer.Exit(code=waiting.WAIT_TIMEOUT_EXIT)
             time.sleep(DRAIN_POLL if timeout is None else min(DRAIN_POLL, timeout - spent))
 

@@ -17,6 +17,9 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from typing import Any
 
+from danlu.client.errors import ServerError
+from danlu.core.state import JobState
+
 LAST_TIME = 253_402_300_800.0
 """The first POSIX second past the year 9999: a time a calendar (``time.localtime``,
 ``strftime``) can show is from 0 to before it."""
@@ -243,6 +246,44 @@ DELIVERY_FIELDS: Mapping[str, Field] = {
 }
 """A delivery's fields that ``danlu webhook ping / deliveries`` render."""
 
+JOB_STATE = Field(
+    "a job state (" + ", ".join(JobState) + ")",
+    lambda value: isinstance(value, str) and value in set(JobState),
+)
+"""A job's ``state`` a command acts on (``danlu metrics -f`` stops once it has ended)."""
+
+
+def _is_stored_time(value: Any) -> bool:
+    return isinstance(value, int | float) and not isinstance(value, bool)
+
+
+METRIC_FIELDS: Mapping[str, Field] = {
+    "step": WHOLE,
+    "time": Field("POSIX seconds", _is_stored_time),
+    "attempt": WHOLE,
+    "superseded": FLAG,
+}
+"""A metric record's own fields that ``danlu metrics`` renders; its ``time`` any number (one
+in nanoseconds stored before the API refused them is shown as ``-``, not an error)."""
+METRIC_VALUE = Field("a number", lambda value: not isinstance(value, list | dict))
+"""A metric's value: a number (text, true or false are shown as they are; a list or an
+object is no metric)."""
+
+
+def checked_metrics(records: list[dict[str, Any]], problems: list[str]) -> list[dict[str, Any]]:
+    """Each of ``records`` (``GET /jobs/{id}/metrics``) as :func:`checked` leaves it: its
+    :data:`METRIC_FIELDS` and each metric (:data:`METRIC_VALUE`), named by its step."""
+    return [
+        checked(
+            row,
+            {key: METRIC_FIELDS.get(key, METRIC_VALUE) for key in row},
+            _named("metric record at step", row, "step"),
+            problems,
+        )
+        for row in records
+    ]
+
+
 SHOWN_VALUE = 60
 """The most characters of a wrong value a problem quotes."""
 
@@ -250,6 +291,23 @@ SHOWN_VALUE = 60
 def _quoted(value: Any) -> str:
     text = repr(value)
     return text if len(text) <= SHOWN_VALUE else text[: SHOWN_VALUE - 3] + "..."
+
+
+def wrong_field(value: Any, name: str, what: str, field: Field) -> str:
+    """The problem of field ``name`` of ``what`` sent as ``value``, not what ``field`` says:
+    ``server sent 'x' for field id of an event, expected a whole number``."""
+    return f"server sent {_quoted(value)} for field {name} of {what}, expected {field.expected}"
+
+
+def needed(found: Mapping[str, Any], key: str, field: Field, what: str, why: str) -> Any:
+    """``found[key]``, a field a command cannot go on without (the id a follower reads on
+    from, the state that says a job ended): when it is missing, null or not what ``field``
+    says, a :class:`~danlu.client.errors.ServerError` naming it (``what``: the record) and
+    what cannot be done (``why``), which a command prints as an error (exit 2)."""
+    value = found.get(key)
+    if value is None or not field.accepts(value):
+        raise ServerError(200, "http", None, f"{wrong_field(value, key, what, field)}: {why}")
+    return value
 
 
 def checked(
@@ -271,8 +329,8 @@ def checked(
         name = prefix + key
         if not field.accepts(value):
             problems.append(
-                f"server sent {_quoted(value)} for field {name} of {what}, expected "
-                f"{field.expected}; it is left out (is the server another danlu version?)"
+                f"{wrong_field(value, name, what, field)}; it is left out (is the server "
+                "another danlu version?)"
             )
             del kept[key]
         elif field.inner is not None and isinstance(value, list):

@@ -16,7 +16,6 @@ from typing import Annotated, Any
 
 import typer
 from rich.console import Console
-from rich.markup import escape
 from rich.progress import BarColumn, Progress, TextColumn, TimeElapsedColumn
 from rich.table import Table
 
@@ -157,7 +156,7 @@ def write_output(path: Path, write: Callable[[Path], object], flag: str) -> None
         write(path)
     except OSError as exc:
         raise _fail(ConfigError(f"{flag} {path}: cannot write: {exc.strerror}")) from None
-    console.print(f"wrote {escape(str(path))}")
+    console.print(f"wrote {as_text(path)}", highlight=False)
 
 
 def _text(text: str) -> Callable[[Path], object]:
@@ -622,7 +621,7 @@ def plan(
         found = plan_capacity(simulate, targets, min_nodes, max_nodes)
     except DanluError as exc:
         raise _fail(exc) from None
-    goals = escape(", ".join(str(t) for t in targets))
+    goals = as_text(", ".join(str(t) for t in targets))
     table = Table(title=f"{as_text(wl.name)}: {len(wl.jobs)} jobs, {policy}, targets {goals}")
     table.add_column("nodes", justify="right")
     table.add_column("GPUs", justify="right")
@@ -637,7 +636,7 @@ def plan(
             str(trial.nodes),
             str(trial.nodes * gpus_per_node),
             *(format_value(value, kind) for value, kind in zip(values, kinds, strict=True)),
-            "met" if trial.met else escape("missed " + ", ".join(trial.missed)),
+            "met" if trial.met else as_text("missed " + ", ".join(trial.missed)),
         )
     console.print(table)
     _notes(wl, [])

@@ -5,7 +5,6 @@ a trace's pods left out of the workload."""
 
 from __future__ import annotations
 
-from rich.markup import escape
 from rich.table import Table
 
 from danlu.cli.markup import as_text
@@ -114,7 +113,7 @@ def rejection_note(result: SimResult, prefix: str = "") -> str | None:
         return None
     job, reason = result.rejected[0]
     return (
-        f"{escape(prefix)}[yellow]{len(result.rejected)} job(s) rejected[/yellow], e.g. "
+        f"{as_text(prefix)}[yellow]{len(result.rejected)} job(s) rejected[/yellow], e.g. "
         f"{as_text(job)}: {as_text(reason)}"
     )
 

@@ -19,6 +19,7 @@ from rich.segment import Segment
 from rich.table import Table
 from rich.text import Text
 
+from danlu.cli.markup import as_text
 from danlu.cli.reply_fields import checked_jobs, checked_nodes
 from danlu.client import Client
 from danlu.core.units import format_bytes, format_duration
@@ -174,7 +175,8 @@ class NodesTable(FittedTable):
                 line = Text(f"  gpu {gpu_label(gpu)}  {visible(_gpu_type(node, gpu))}  ")
                 line.append_text(_gpu_memory(gpu))
                 line.append(f"  {_compute(int(gpu.get('allocated_milli') or 0))}  ")
-                line.append("jobs " + (", ".join(str(j) for j in gpu.get("jobs") or []) or "-"))
+                jobs = ", ".join(visible(str(j)) for j in gpu.get("jobs") or [])
+                line.append("jobs " + (jobs or "-"))
                 out.append(line)
         return Group(*out)
 
@@ -212,7 +214,7 @@ def _nodes_table(nodes: Sequence[dict[str, Any]], narrow: bool) -> Table:
                 escape(visible(_gpu_type(node, gpu))),
                 _gpu_memory(gpu, sep="\n" if narrow else " "),
                 _compute(int(gpu.get("allocated_milli") or 0)),
-                ("\n" if narrow else ", ").join(str(j) for j in jobs) or "-",
+                ("\n" if narrow else ", ").join(as_text(j) for j in jobs) or "-",
             )
             name = ""
     return table

@@ -141,7 +141,7 @@ def print_end(job: JobDict, *, stopped_early: bool = False) -> None:
     """A job's end as ``danlu wait`` prints it: ``job ID (NAME): FAILED (exit 3)``, or
     ``CANCELLED (stopped early)`` for a trial its sweep's early-stopping rule stopped."""
     code = job.get("exit_code")
-    status = f" (exit {code})" if job.get("state") == "FAILED" and code is not None else ""
+    status = f" (exit {as_text(code)})" if job.get("state") == "FAILED" and code is not None else ""
     if stopped_early:
         status = " (stopped early)"
     # the id, name and state are server text: neither Rich markup nor control characters

@@ -104,7 +104,7 @@ def webhook_rm(
 ) -> None:
     """Remove a webhook and its deliveries, sent or not."""
     common.ask(home, url, token, lambda c: c.remove_webhook(webhook))
-    common.console.print(f"removed webhook {webhook}", highlight=False)
+    common.console.print(f"removed webhook {as_text(webhook)}", highlight=False)
 
 
 @webhook_app.command("ping")
