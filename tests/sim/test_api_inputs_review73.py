@@ -12,6 +12,7 @@ from typing import Any
 
 import numpy as np
 import pytest
+from test_input_edges_review72 import OPENB_HEADER, POD_HEADER, write
 
 from danlu.cli.sim_checks import MOST_LOAD as CLI_MOST_LOAD
 from danlu.core.errors import ConfigError, DataError
@@ -24,18 +25,6 @@ from danlu.sim.interference import Interference
 from danlu.sim.openb import MOST_LOAD, OpenbPod, load_pods, run_allocation_experiment
 from danlu.sim.plan import parse_target, plan_capacity
 from danlu.sim.workload import load_workload, synthetic_workload
-
-POD_HEADER = "name,cpu_milli,memory_mib,num_gpu,gpu_milli,gpu_spec\n"
-OPENB_HEADER = (
-    "name,cpu_milli,memory_mib,num_gpu,gpu_milli,gpu_spec,qos,pod_phase,"
-    "creation_time,deletion_time,scheduled_time\n"
-)
-
-
-def write(tmp_path: Path, name: str, text: str) -> Path:
-    path = tmp_path / name
-    path.write_text(text, encoding="utf-8")
-    return path
 
 
 def pods() -> list[OpenbPod]:
