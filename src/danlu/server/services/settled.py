@@ -19,7 +19,10 @@ out`` (equal to migration 0031's)."""
 _LOWEST_IN_FLIGHT = text(
     "SELECT min(((classid::bigint & 65535) << 32) | objid::bigint) FROM pg_locks"
     " WHERE locktype = 'advisory' AND objsubid = 1 AND classid::bigint >> 16 = :tag"
+    " AND pid <> pg_backend_pid()"
 )
+"""The lowest id an open transaction of *another* session may still commit rows above: a
+transaction reading what it wrote itself sees its own rows, its own lock aside."""
 
 
 def settled_id(session: Session, table: str) -> int | None:
