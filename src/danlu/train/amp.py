@@ -12,20 +12,16 @@ from typing import Any
 import torch
 
 from danlu.core.errors import ConfigError
+from danlu.estimate.memory.trace_result import PRECISION_SPELLINGS
 
 _NO_AUTOCAST = contextlib.nullcontext()
 
-_DTYPES = {
-    "fp32": None,
-    "32": None,
-    "fp16": torch.float16,
-    "16": torch.float16,
-    "bf16": torch.bfloat16,
-}
+_DTYPES = {"fp32": None, "fp16": torch.float16, "bf16": torch.bfloat16}
+"""The autocast dtype of each precision (by the name :data:`PRECISION_SPELLINGS` gives it)."""
 
-
-_SPELLINGS = ", ".join(_DTYPES)
-"""The accepted precision names, for the error that refuses another."""
+_SPELLINGS = ", ".join(PRECISION_SPELLINGS)
+"""The accepted precision names (the memory estimator's table), for the error that refuses
+another."""
 
 
 class Precision:
@@ -45,12 +41,12 @@ class Precision:
         init_scale: float = 2.0**16,
     ) -> None:
         name = precision.strip().lower() if isinstance(precision, str) else None
-        if name is None or name not in _DTYPES:
+        if name is None or name not in PRECISION_SPELLINGS:
             raise ConfigError(
                 f"precision must be one of {_SPELLINGS} (in any case); got {precision!r}"
             )
         self.name = name
-        self.dtype = _DTYPES[name]
+        self.dtype = _DTYPES[PRECISION_SPELLINGS[name]]
         self.device_type = torch.device(device).type
         self.scaler = torch.amp.GradScaler(
             self.device_type, init_scale=init_scale, enabled=self.dtype is torch.float16
