@@ -105,7 +105,7 @@ class SelfTuner:
         micro-batch was measured again. A micro-batch below one sample is ignored too."""
         if _finite(stats):
             self._stats = (float(stats[0]), float(stats[1]))
-        if not (_usable_seconds(step) and _usable_seconds(sync) and atomic >= 1):
+        if not (usable_seconds(step) and usable_seconds(sync) and atomic >= 1):
             return
         compute = max(step - sync, 1e-9)
         if self._compute.get(atomic) != compute:
@@ -151,12 +151,12 @@ class SelfTuner:
         """Restore :meth:`state_dict` output. Timings :meth:`measure` would have ignored (not
         finite, or negative: a checkpoint written before it ignored them) are left out."""
         self._compute = {
-            int(a): float(s) for a, s in state.get("compute", []) if _usable_seconds(float(s))
+            int(a): float(s) for a, s in state.get("compute", []) if usable_seconds(float(s))
         }
         self._sync = {
             tuple(int(n) for n in p): float(s)
             for p, s in state.get("sync", [])
-            if _usable_seconds(float(s))
+            if usable_seconds(float(s))
         }
         stats = state.get("stats")
         loaded = (float(stats[0]), float(stats[1])) if stats else None
@@ -250,8 +250,9 @@ _CHUNK = 1 << 16
 """Per-replica totals :meth:`SelfTuner.choose` evaluates at once."""
 
 
-def _usable_seconds(value: float) -> bool:
-    """True for a measured time :class:`SelfTuner` can use: finite and >= 0."""
+def usable_seconds(value: float) -> bool:
+    """True for a measured time :class:`SelfTuner` can use: finite and >= 0 (``danlu.train``
+    skips the others before they reach it)."""
     return math.isfinite(value) and value >= 0
 
 

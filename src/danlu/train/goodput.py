@@ -33,7 +33,7 @@ import math
 import statistics
 from typing import Any
 
-from danlu.estimate.adapt import BatchLimits, SelfTuner
+from danlu.estimate.adapt import BatchLimits, SelfTuner, usable_seconds
 
 SAMPLES = 5
 """Steps of one configuration whose median is one measurement."""
@@ -102,7 +102,7 @@ class GoodputTuner:
                 return  # the model would read an unmeasured sync as free
         if not (math.isfinite(step_time) and step_time > 0):
             return
-        if replicas > 1 and not _usable_seconds(sync_time):
+        if replicas > 1 and (sync_time is None or not usable_seconds(sync_time)):
             return  # a NaN, infinite or negative sync is no measurement (max(nan, 0) is nan)
         shape: Shape = (micro, accumulation, placement)
         if shape != self._shape:
@@ -147,11 +147,6 @@ class GoodputTuner:
         stats = state.get("stats")
         loaded = (float(stats[0]), float(stats[1])) if stats else None
         self._stats = loaded if loaded is not None and _usable_stats(*loaded) else None
-
-
-def _usable_seconds(seconds: float | None) -> bool:
-    """True for a measured time the tuner can use: finite and >= 0 (None: not measured)."""
-    return seconds is not None and math.isfinite(seconds) and seconds >= 0
 
 
 def _usable_stats(grad_sqr: float, grad_var: float) -> bool:
