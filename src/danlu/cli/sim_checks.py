@@ -14,15 +14,13 @@ import typer
 from danlu.core.errors import ConfigError
 from danlu.core.units import parse_duration
 from danlu.sim.failures import Failures
+from danlu.sim.openb import MOST_LOAD
 
 MOST_NODES = 4096
 """``--nodes`` (and ``sim plan --max-nodes``) at most: a simulated cluster's nodes."""
 MOST_GPUS_PER_NODE = 128
 """``--gpus-per-node`` at most (a real node has 8 or 16; its arrays grow with the GPUs)."""
-MOST_LOAD = 10.0
-"""``sim pack --load`` at most: arrived demand of ten times the capacity (the experiment
-packs pods one by one until the demand reaches it, so its time grows with the load; the
-allocation ratio stops changing well before, at about 1.0 to 1.5)."""
+# ``sim pack --load`` at most: the experiment's own bound (danlu.sim.openb.MOST_LOAD)
 PLOT_FORMATS = ("png", "svg", "pdf")
 """The file types ``sim run --plot`` writes, by the file name's extension."""
 
