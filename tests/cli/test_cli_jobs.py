@@ -14,6 +14,7 @@ from typer.testing import CliRunner
 
 from danlu.cli import jobs as jobs_cli
 from danlu.cli import nodes as nodes_cli
+from danlu.cli import waiting
 from danlu.client import Client
 from danlu.config import load_client_settings
 
@@ -193,6 +194,31 @@ def test_submit_wait_interrupted_names_the_job_that_goes_on(
     )
     code, out, err = run("submit", str(write(tmp_path, HELLO)), "--wait")
     assert code == 130 and "submitted job" in out and "goes on" in err
+
+
+@pytest.mark.parametrize("job_id", ["[/]x", "[bold]j1\x1b[2J"])
+def test_submit_wait_interrupted_shows_the_servers_id_as_text(
+    fake: FakeApi, tmp_path: Path, monkeypatch: pytest.MonkeyPatch, job_id: str
+) -> None:
+    """The id the server gave, quoted in the line that names the job going on, is text:
+    ``[/x]`` made Rich fail with a MarkupError, ``[bold]`` vanished and an escape sequence
+    reached the terminal."""
+
+    def submitted(self: Client, body: dict[str, object]) -> dict[str, object]:
+        return {"id": job_id, "name": "hello", "state": "PENDING"}
+
+    def interrupted(*args: object, **kwargs: object) -> None:
+        raise KeyboardInterrupt
+
+    monkeypatch.setattr(Client, "submit", submitted)
+    monkeypatch.setattr(waiting, "wait_jobs", interrupted)  # Ctrl-C while waiting
+    code, out, err = run("submit", str(write(tmp_path, HELLO)), "--wait", "--json")
+    assert code == 130 and out == "", err
+    shown = job_id.replace("\x1b", "\\x1b")
+    assert f"interrupted: job {shown} goes on (danlu wait {shown}; danlu cancel {shown})" in (
+        " ".join(err.split())
+    )
+    assert "\x1b" not in err
 
 
 def test_submit_time_limit_takes_a_duration(fake: FakeApi, tmp_path: Path) -> None:

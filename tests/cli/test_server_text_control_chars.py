@@ -17,6 +17,7 @@ from rich.console import Console
 from danlu.cli import admin as admin_cli
 from danlu.cli import jobs as jobs_cli
 from danlu.cli import run as run_cli
+from danlu.cli import top as top_view
 from danlu.cli import webhook as webhook_cli
 from danlu.client import Client
 
@@ -127,3 +128,17 @@ def test_webhook_deliveries_show_an_endpoints_error_escaped(hooks: FakeApi) -> N
     assert code == 0, (out, err)
     no_raw_control(out)
     assert f"given up: HTTP 500: {SHOWN}" in out and len(_rows(out)) == 1, out
+
+
+def test_show_and_ls_show_a_control_state_escaped(fake: FakeApi) -> None:
+    """A job's state is server text too: one another version (or a bad reply) sends with an
+    escape sequence is shown escaped in ``show`` and ``ls`` (and ``top``'s jobs table:
+    :func:`danlu.cli.top.state_text`), not acted on by the terminal."""
+    job = fake.add_job("odd", state="X\x1b[2J\x9b1m")["id"]
+    for args in (("show", job), ("ls", "--all")):
+        code, out, _ = invoke(jobs_app(), *args)
+        assert code == 0, out
+        no_raw_control(out)
+        assert "X\\x1b[2J\\x9b1m" in out, (args, out)
+    assert top_view.state_text("RUN\x1b[0m\n").plain == "RUN\\x1b[0m\\n"
+    assert top_view.state_text("RUNNING").style == top_view.STATE_STYLE["RUNNING"]

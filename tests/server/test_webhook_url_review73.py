@@ -30,6 +30,9 @@ SHOWN_URL = "https://bot:***@hooks.example:8443/danlu?team=ml"
 )
 def test_a_urls_password_is_redacted(url: str, shown: str) -> None:
     assert webhooks.shown_url(url) == shown
+    assert webhooks.hide_password(url, url) == shown  # as the errors quote it
+    after = url.partition("//")[2]  # an error quoting only the part after the scheme
+    assert webhooks.hide_password(url, repr(after)) == repr(shown.partition("//")[2])
 
 
 def test_replies_redact_the_password_and_the_messages_still_carry_it(tmp_path: Path) -> None:
@@ -49,3 +52,29 @@ def test_replies_redact_the_password_and_the_messages_still_carry_it(tmp_path: P
             assert list(s.scalars(select(Webhook.url))) == [SECRET_URL]
             [message] = webhooks.outgoing(s, [pinged.json()["id"]], 0.0)
         assert message.url == SECRET_URL  # what the sender posts to
+
+
+@pytest.mark.parametrize(
+    "url",
+    [
+        "ftp://bot:s3cr3t@hooks.example/danlu",  # not http(s)
+        "https://bot:s3cr3t@hooks.example:99999/",  # a port out of range
+        "https://bot:s3cr3t@hooks.example:0/",  # port 0
+        "https://bot:s3cr3t@[::1/",  # urlsplit refuses it
+        "https://bot:s3cr3t@[zz]/",  # httpx refuses it
+        "https://bot:s3cr3t@hooks..example/",  # a host the sender cannot encode
+        "https://bot:s3cr3t@hooks\uff03example/",  # urlsplit's own error quotes the netloc
+    ],
+)
+def test_a_refused_urls_password_is_not_in_the_error(tmp_path: Path, url: str) -> None:
+    """A webhook URL the API refuses (422) was quoted whole in the error, password and
+    all: the error shows it as the replies do, ``bot:***@``; the webhook is not made."""
+    assert "s3cr3t" in url
+    with live_server(tmp_path, start_loops=False) as live, live.client() as admin:
+        refused = admin.post("/webhooks", json={"url": url})
+        assert refused.status_code == 422, refused.text
+        error = refused.json()["error"]
+        assert error["field"] == "url", error
+        assert "s3cr3t" not in refused.text, refused.text
+        assert "bot:***@" in error["message"], error
+        assert admin.get("/webhooks").json() == []

@@ -297,7 +297,7 @@ def _new_job(
                 raise
             # the waiting stops, not what was made: say which it is (with --json nothing
             # was printed yet)
-            ident = made["id"]
+            ident = as_text(made["id"])  # the server's id: text, never Rich markup
             kind, cancel = (
                 ("array", "sweep cancel") if shown is _array_submitted else ("job", "cancel")
             )

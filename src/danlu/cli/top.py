@@ -44,8 +44,9 @@ RECENT = 1000
 
 
 def state_text(state: str) -> Text:
-    """A job state, coloured."""
-    return Text(state, style=STATE_STYLE.get(state, ""))
+    """A job state, coloured; a state no danlu sends (another version's, a bad reply's) is
+    shown with its control characters written as escapes, never acted on."""
+    return Text(visible(state), style=STATE_STYLE.get(state, ""))
 
 
 def memory_bar(used: int, total: int, width: int = BAR_WIDTH, sep: str = " ") -> Text:

@@ -59,27 +59,30 @@ _DELIVERIES = Base.metadata.tables[WebhookDelivery.__tablename__]
 
 
 def check_url(url: str) -> str:
-    """``url`` if it is an absolute http(s) URL with a host; SpecError naming ``url`` else."""
+    """``url`` if it is an absolute http(s) URL with a host; SpecError naming ``url`` else,
+    its message quoting the URL with a password in it as ``***`` (:func:`hide_password`)."""
     if len(url) > MAX_URL_LENGTH:
         raise SpecError("url", f"must be at most {MAX_URL_LENGTH} characters")
     if any(c.isspace() or ord(c) < 32 for c in url):
         raise SpecError("url", "must not contain spaces or control characters")
+    shown = quoted(hide_password(url, url))
     try:
         parts = urlsplit(url)
         port = parts.port  # raises ValueError for a port out of range
     except ValueError as exc:
-        raise SpecError("url", f"{quoted(url)} is not a URL: {exc}") from None
+        # urlsplit may quote the netloc, password and all: hidden there too
+        raise SpecError("url", f"{shown} is not a URL: {hide_password(url, str(exc))}") from None
     if port == 0:  # urlsplit takes 0, which nothing listens on
-        raise SpecError("url", f"{quoted(url)}: the port must be between 1 and 65535")
+        raise SpecError("url", f"{shown}: the port must be between 1 and 65535")
     if parts.scheme not in ("http", "https") or not parts.hostname:
         raise SpecError(
-            "url", f"{quoted(url)} is not an http(s) URL; write e.g. https://hooks.example/danlu"
+            "url", f"{shown} is not an http(s) URL; write e.g. https://hooks.example/danlu"
         )
     try:
         parsed = httpx.URL(url)  # what the sender will post to: an unparsable host fails here
     except httpx.InvalidURL as exc:
-        raise SpecError("url", f"{quoted(url)} is not a URL: {exc}") from None
-    _check_host(url, parsed)
+        raise SpecError("url", f"{shown} is not a URL: {hide_password(url, str(exc))}") from None
+    _check_host(shown, parsed)
     return url
 
 
@@ -100,11 +103,28 @@ def shown_url(url: str) -> str:
     return url.replace(parts.netloc, f"{user}:{REDACTED}@{hostport}", 1)
 
 
-def _check_host(url: str, parsed: httpx.URL) -> None:
-    """A SpecError naming ``url`` when the sender could never encode its host (an empty label,
-    one over 63 characters, an ``xn--`` label that is no Punycode): httpx decodes the host's
-    A-labels (``.host``) when it builds the request, and the resolver encodes the host with
-    Python's ``idna`` codec, so both are done here; either failing would fail every delivery."""
+def hide_password(url: str, text: str) -> str:
+    """``text`` (``url`` itself, or an error message about it) with the ``user:password@``
+    of ``url`` written as ``user:***@``, as :func:`shown_url` shows it; found without
+    parsing, so also for a URL that ``urlsplit`` or httpx refuses: the authority is what
+    follows the first ``//`` up to the first ``/``, ``?`` or ``#``, as ``urlsplit`` cuts it,
+    and the password what follows the first ``:`` of the part before its last ``@``."""
+    _, slashes, rest = url.partition("//")
+    end = min((i for i in map(rest.find, "/?#") if i >= 0), default=len(rest))
+    authority = rest[:end]
+    userinfo, at, hostport = authority.rpartition("@")
+    user, colon, password = userinfo.partition(":")
+    if not (slashes and at and colon and password):
+        return text
+    return text.replace(authority, f"{user}:{REDACTED}@{hostport}")
+
+
+def _check_host(shown: str, parsed: httpx.URL) -> None:
+    """A SpecError quoting ``shown`` (the URL as an error quotes it) when the sender could
+    never encode its host (an empty label, one over 63 characters, an ``xn--`` label that is
+    no Punycode): httpx decodes the host's A-labels (``.host``) when it builds the request,
+    and the resolver encodes the host with Python's ``idna`` codec, so both are done here;
+    either failing would fail every delivery."""
     host = parsed.raw_host.decode("ascii", "replace")
     try:
         _ = parsed.host  # decodes the A-labels: an idna.IDNAError, a UnicodeError
@@ -112,7 +132,7 @@ def _check_host(url: str, parsed: httpx.URL) -> None:
     except ValueError as exc:
         raise SpecError(
             "url",
-            f"{quoted(url)}: the host {quoted(host)} is not a valid host name (each "
+            f"{shown}: the host {quoted(host)} is not a valid host name (each "
             f"dot-separated part 1-63 characters, an xn-- part valid Punycode): {exc}",
         ) from None
 
