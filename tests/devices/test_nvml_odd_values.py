@@ -2,7 +2,8 @@
 is 0, negative or absurd is left out as unreadable (it was served to the scheduler as a GPU
 type of that much memory); memory used is kept within the total; a reading that is NaN,
 negative or out of range is no reading (None, so no gauge) rather than a made-up number;
-a name that is not UTF-8 no longer makes its GPU unreadable."""
+a name that is not UTF-8 no longer makes its GPU unreadable; a name that reads empty gives a
+named GPU type, not ``GpuType(name='')``."""
 
 from __future__ import annotations
 
@@ -12,7 +13,7 @@ from typing import Any
 import pytest
 from test_devices import _gpu, fake_nvml
 
-from danlu.devices import discover, sample_metrics
+from danlu.devices import discover, sample_metrics, type_from_name
 from danlu.devices.nvml import MAX_GPU_MEMORY, nvml_number, nvml_watts
 
 GiB = 1024**3
@@ -75,6 +76,33 @@ def test_a_name_that_is_not_utf8_keeps_its_gpu() -> None:
     inventory = discover(nvml, hostname="box")
     assert [g.name for g in inventory.gpus] == ["NVIDIA H100 \ufffd80GB"]
     assert inventory.gpus[0].gpu_type.name == "H100"
+
+
+@pytest.mark.parametrize("blank", ["", b"", "   ", "\x00\x00", b"\x00 "])
+def test_a_gpu_whose_name_reads_empty_is_served_under_a_fallback_name(
+    blank: str | bytes, caplog: pytest.LogCaptureFixture
+) -> None:
+    """It is readable and usable, so it is kept (as a name that is not UTF-8 is), but named
+    ``unknown-<GiB>GiB`` (its size, as discovery groups GPUs), with a warning: its type was
+    ``GpuType(name='')``, a type nobody can name, shared by unnamed GPUs of any size."""
+    nvml = fake_nvml(
+        [_gpu(0, H100, 80 * GiB), _gpu(1, blank, 80 * GiB), _gpu(2, blank, 24 * GiB + MiB)]
+    )
+    inventory = discover(nvml, hostname="box")
+    assert [(g.name, g.gpu_type.name) for g in inventory.gpus] == [
+        (H100, "H100"),
+        ("unknown-80GiB", "unknown-80GiB"),
+        ("unknown-24GiB", "unknown-24GiB"),
+    ]
+    assert [(n.name, n.gpus, n.gpu_type.name) for n in inventory.cluster().nodes] == [
+        ("box-0", 1, "H100"),
+        ("box-1", 1, "unknown-80GiB"),
+        ("box-2", 1, "unknown-24GiB"),
+    ]
+    assert "GPU 1's NVML name reads empty: it is served as GPU type unknown-80GiB" in caplog.text
+    models = {s.labels["modelName"] for s in sample_metrics(inventory, nvml=nvml)}
+    assert models == {H100, "unknown-80GiB", "unknown-24GiB"}
+    assert type_from_name("", 80 * GiB).name == "unknown-80GiB"
 
 
 @pytest.mark.parametrize(

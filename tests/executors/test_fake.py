@@ -12,6 +12,7 @@ from danlu.executors import (
     GpuSharingExecutor,
     GpuSlot,
     Handle,
+    InvalidLaunchError,
     JobAlreadyRunningError,
     JobLaunch,
     MultiNodeExecutor,
@@ -21,6 +22,7 @@ from danlu.executors import (
     classify_exit,
 )
 from danlu.executors.base import refreshed_cluster
+from danlu.executors.supervise import MAX_GRACE_SECONDS
 
 
 def _job(job_id: str = "j", attempt: int = 0) -> JobLaunch:
@@ -62,6 +64,47 @@ def test_preempt_checkpoints_or_is_killed_and_cancel() -> None:
         Outcome.PREEMPTED,
         137,
         False,
+    )
+
+
+@pytest.mark.parametrize("grace", [float("nan"), "5", None])
+def test_a_preempt_grace_that_is_not_seconds_is_refused(grace: object) -> None:
+    """As the real executors refuse it (``check_grace``), before the run is touched: ``nan``
+    was taken, the run marked preempted with a kill time of ``nan``, which never comes (it
+    ran on to its scripted end); a string or None raised ``TypeError``."""
+    world = FakeWorld()
+    ex = FakeExecutor(Cluster.homogeneous(1, 4), world)
+    world.script("j", duration=100, checkpoint_seconds=None)
+    handle = ex.submit(_job())
+    with pytest.raises(InvalidLaunchError, match=r"grace_seconds: .* give a number of seconds"):
+        ex.preempt(handle, grace)  # type: ignore[arg-type]
+    status = ex.poll(handle)
+    assert status.running and status.stop_reason is None
+    world.clock.advance(100)
+    assert ex.poll(handle).outcome is Outcome.SUCCEEDED
+
+
+@pytest.mark.parametrize(
+    ("grace", "killed_at"),
+    [(-5.0, 10.0), (-float("inf"), 10.0), (float("inf"), 10.0 + MAX_GRACE_SECONDS)],
+)
+def test_a_preempt_grace_is_taken_as_the_real_executors_take_it(
+    grace: float, killed_at: float
+) -> None:
+    """Below 0 is 0: a SIGKILL at once, not one in the past (the run ended 5 s before it was
+    preempted); an endless grace is the real executors' longest."""
+    world = FakeWorld()
+    ex = FakeExecutor(Cluster.homogeneous(1, 4), world)
+    world.script("j", duration=2e9, checkpoint_seconds=None)
+    handle = ex.submit(_job())
+    world.clock.advance(10)
+    ex.preempt(handle, grace)
+    world.clock.advance(killed_at - 10.0)
+    status = ex.poll(handle)
+    assert (status.outcome, status.exit_code, status.finished_at) == (
+        Outcome.PREEMPTED,
+        137,
+        killed_at,
     )
 
 

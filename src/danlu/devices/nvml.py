@@ -106,17 +106,34 @@ def _memory(mem: Any) -> tuple[int, int]:
     return int(total), min(int(used), int(total))
 
 
+def unnamed_gpu(memory: int) -> str:
+    """The name given a GPU whose NVML name reads empty (blank, or NUL bytes only):
+    ``unknown-80GiB``, its memory in whole GiB as discovery groups GPUs, so that unnamed GPUs
+    of different sizes are types of their own (and nodes of their own), and no type is named
+    ``""``."""
+    return f"unknown-{memory // _GiB}GiB"
+
+
+def _blank(name: str) -> bool:
+    """Whether an NVML device name reads empty: nothing but blanks or NUL bytes."""
+    return not name.replace("\x00", "").strip()
+
+
 def type_from_name(name: str, memory: int) -> GpuType:
     """danlu's :class:`GpuType` for an NVML device name, with the device's real memory
-    (:func:`danlu.core.cluster.gpu_type_from_device`)."""
-    return gpu_type_from_device(name, memory)
+    (:func:`danlu.core.cluster.gpu_type_from_device`); a name that reads empty is
+    :func:`unnamed_gpu`."""
+    return gpu_type_from_device(unnamed_gpu(memory) if _blank(name) else name, memory)
 
 
 def read_gpu(nvml: Any, index: int) -> GpuInfo:
-    """One GPU's identity, memory, utilisation, temperature and power from NVML."""
+    """One GPU's identity, memory, utilisation, temperature and power from NVML. A name that
+    reads empty keeps its GPU (it is readable, and usable), named :func:`unnamed_gpu`."""
     handle = nvml.nvmlDeviceGetHandleByIndex(index)
     name = _text(nvml.nvmlDeviceGetName(handle))
     total, used = _memory(nvml.nvmlDeviceGetMemoryInfo(handle))
+    if _blank(name):
+        name = unnamed_gpu(total)
 
     def optional(read: Any) -> float | None:
         """The reading, or None where this GPU or driver does not support it (or answers
@@ -147,7 +164,8 @@ def discover(nvml: ModuleType | Any | None = None, hostname: str | None = None) 
 
     A GPU NVML cannot read (one that fell off the bus answers ``GPU_IS_LOST``) is left out
     of the inventory, with a warning logged: the GPUs NVML can read are served, and the one
-    left out is taken back by a restart once it is mended. Raises
+    left out is taken back by a restart once it is mended. A GPU whose name reads empty is
+    served, named :func:`unnamed_gpu`, with a warning logged. Raises
     :class:`DeviceUnavailableError` (with the fix) when NVML is missing, cannot count the
     GPUs, finds none, or can read none of them."""
     lib = load_nvml(nvml)
@@ -170,7 +188,7 @@ def discover(nvml: ModuleType | Any | None = None, hostname: str | None = None) 
         count = counted
         for index in range(count):
             try:
-                gpus.append(read_gpu(lib, index))
+                gpu = read_gpu(lib, index)
             except Exception as exc:  # e.g. GPU_IS_LOST: this GPU only, not the host's
                 log.warning(
                     "GPU %d cannot be read (%s): it is left out of the inventory; reset it "
@@ -179,6 +197,15 @@ def discover(nvml: ModuleType | Any | None = None, hostname: str | None = None) 
                     exc,
                 )
                 unreadable.append(f"GPU {index}: {exc}")
+                continue
+            if gpu.name == unnamed_gpu(gpu.memory_total):
+                log.warning(
+                    "GPU %d's NVML name reads empty: it is served as GPU type %s; check "
+                    "nvidia-smi -L (the driver may need a reload), then restart danlu",
+                    index,
+                    gpu.name,
+                )
+            gpus.append(gpu)
     finally:
         with contextlib.suppress(Exception):  # shutting down is best effort
             lib.nvmlShutdown()

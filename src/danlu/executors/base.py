@@ -26,6 +26,7 @@ from dataclasses import dataclass, field
 from math import inf
 
 from danlu.core.cluster import Allocation, Cluster, Node
+from danlu.executors import supervise
 from danlu.executors.errors import GpusBusyError, InvalidLaunchError
 
 PREEMPTED_EXIT_CODE = 75
@@ -72,6 +73,20 @@ def check_log_range(offset: int, limit: int) -> None:
             raise InvalidLaunchError(
                 name, f"{value!r} is not a valid {name}; offset must be >= 0 and limit > 0"
             )
+
+
+def check_grace(grace: float) -> float:
+    """``grace`` (the ``grace_seconds`` of :meth:`Executor.preempt`) as the seconds a stop
+    waits before its SIGKILL: one below 0 is 0 (SIGKILL at once), an endless one (``inf``)
+    :data:`~danlu.executors.supervise.MAX_GRACE_SECONDS`. Raises :class:`InvalidLaunchError`
+    (field ``grace_seconds``) for one that is not a number of seconds (``nan``, a string),
+    which a stop must refuse before it records or signals anything."""
+    seconds = supervise.grace_seconds(grace)
+    if seconds is None:
+        raise InvalidLaunchError(
+            "grace_seconds", f"{grace!r} is not a number; give a number of seconds, 0 or more"
+        )
+    return seconds
 
 
 def validate_job_id(job_id: str, field_name: str = "job_id") -> str:

@@ -29,6 +29,7 @@ from danlu.executors.base import (
     RunState,
     StopReason,
     busy_gpus,
+    check_grace,
     check_log_range,
     check_slots,
     refreshed_cluster,
@@ -174,7 +175,11 @@ class FakeExecutor(MultiNodeExecutor, GpuSharingExecutor):
 
     def preempt(self, handle: Handle, grace_seconds: float) -> None:
         """The run ends after its checkpoint time, or is killed after the grace period: its
-        launch's own (``JobLaunch.preempt_grace``) when it has one, else ``grace_seconds``."""
+        launch's own (``JobLaunch.preempt_grace``) when it has one, else ``grace_seconds``,
+        taken as the real executors take it (:func:`check_grace`: below 0 is 0, an endless
+        one is their longest; ``nan`` is refused with :class:`InvalidLaunchError` before the
+        run is touched)."""
+        grace_seconds = check_grace(grace_seconds)
         run = self._run(handle)
         own = run.launch.preempt_grace
         self._stop(run, StopReason.PREEMPT, grace_seconds if own is None else own)

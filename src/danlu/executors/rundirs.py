@@ -38,6 +38,7 @@ from danlu.executors.base import (
     RunState,
     StopReason,
     busy_gpus,
+    check_grace,
     check_log_range,
     check_slots,
     reindexed,
@@ -162,12 +163,7 @@ class RunDirExecutor(Executor):
         ``Infinity``: one the checks drop loses the stop); one that is not a number of
         seconds (``nan``) is refused with :class:`InvalidLaunchError` before anything is
         recorded or signalled."""
-        seconds = supervise.grace_seconds(grace)
-        if seconds is None:
-            raise InvalidLaunchError(
-                "grace_seconds", f"{grace!r} is not a number; give a number of seconds, 0 or more"
-            )
-        grace = seconds
+        grace = check_grace(grace)
         run_dir, launch = self._load(handle)
         if not self._status(run_dir, launch).running:
             return

@@ -33,6 +33,8 @@ filesystem the nodes share, as Slurm clusters' home directories are.
 - **Pending.** A run Slurm keeps ``PENDING`` (its partition down, the job held) is
   reported running with Slurm's reason in its message and no start time; one not started
   ``pending_limit`` seconds after its submission is cancelled and ends as a failed launch.
+  A state danlu does not know (empty, or one a newer Slurm adds) is taken as running, with a
+  warning: only :data:`~danlu.executors.slurmctl.ENDED_STATES` end a run.
 - **Paths.** The log's path is a filename pattern to Slurm (``--output``): its ``%`` are
   escaped (:func:`slurm_pattern`); a log directory with a backslash is refused. A job Slurm
   could not launch (``JobLaunchFailure``: its log could not be opened on the node) fails
@@ -747,9 +749,11 @@ def _save_launch(run_dir: Path, launch: dict[str, Any]) -> None:
 
 
 def _state_message(slurm_id: int, state: SlurmJob) -> str:
-    """``Slurm job N STATE``, with Slurm's reason when it gives one (why it is pending)."""
+    """``Slurm job N STATE``, with Slurm's reason when it gives one (why it is pending); a
+    state danlu does not know (:attr:`SlurmJob.known`) is named as such, taken as running."""
     reason = _given_reason(state.reason)
-    return f"Slurm job {slurm_id} {state.state}" + (f" ({reason})" if reason else "")
+    what = state.state if state.known else f"in unknown state {state.state!r}, taken as running"
+    return f"Slurm job {slurm_id} {what}" + (f" ({reason})" if reason else "")
 
 
 def _given_reason(reason: str) -> str:

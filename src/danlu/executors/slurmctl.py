@@ -8,6 +8,7 @@ names the cluster's configuration when it is not in ``/etc/slurm``); this module
 
 from __future__ import annotations
 
+import logging
 import re
 import shutil
 import subprocess
@@ -17,27 +18,58 @@ from datetime import datetime
 
 from danlu.executors.errors import ExecutorError, ExecutorUnavailableError
 
+log = logging.getLogger(__name__)
+
 MiB = 1024**2
 
 RUNNING_STATES = frozenset(
     {
         "PENDING",
         "CONFIGURING",
+        "POWER_UP_NODE",
         "RUNNING",
         "COMPLETING",
         "SUSPENDED",
         "REQUEUED",
         "REQUEUE_FED",
         "REQUEUE_HOLD",
+        "SPECIAL_EXIT",
         "RESIZING",
         "SIGNALING",
         "STAGE_OUT",
         "STOPPED",
         "RESV_DEL_HOLD",
+        "UPDATE_DB",
+        "EXPEDITING",
+        "LAUNCH_FAILED",
+        "RECONFIG_FAIL",
     }
 )
-"""Slurm job states in which the job may still hold (or be about to hold) its nodes.
-``COMPLETING`` is among them: its processes may still be ending."""
+"""Slurm job states in which the job may still hold (or be about to hold, or hold again once
+released) its nodes. ``COMPLETING`` is among them: its processes may still be ending; so are
+the held requeued ones (``REQUEUE_HOLD``, ``SPECIAL_EXIT``: a release runs them again) and
+the flags Slurm sets while it launches or requeues a job (``LAUNCH_FAILED``,
+``RECONFIG_FAIL``, ``POWER_UP_NODE``, ``UPDATE_DB``, ``EXPEDITING``)."""
+
+ENDED_STATES = frozenset(
+    {
+        "COMPLETED",
+        "CANCELLED",
+        "FAILED",
+        "TIMEOUT",
+        "NODE_FAIL",
+        "BOOT_FAIL",
+        "DEADLINE",
+        "OUT_OF_MEMORY",
+        "PREEMPTED",
+        "REVOKED",
+    }
+)
+"""Slurm job states in which the job is over on this cluster: the only ones that end a run
+(``PREEMPTED`` too: danlu submits with ``--no-requeue``; ``REVOKED``: a federation sibling
+that another cluster runs). Any other state, an empty one or one a newer Slurm adds, is not
+taken as the job's end (:attr:`SlurmJob.running`): a job Slurm has ended is forgotten after
+its ``MinJobAge``, and the run then ends as one Slurm no longer knows."""
 
 LAUNCH_FAILURE = "JobLaunchFailure"
 """The ``Reason`` of a batch job Slurm could not launch on its node (its ``--output`` could
@@ -101,8 +133,15 @@ class SlurmJob:
 
     @property
     def running(self) -> bool:
-        """True while Slurm may still run (or start) it."""
-        return self.state in RUNNING_STATES
+        """True while Slurm may still run (or start) it: in any state but the
+        :data:`ENDED_STATES`, one danlu does not know (:attr:`known`) included."""
+        return self.state not in ENDED_STATES
+
+    @property
+    def known(self) -> bool:
+        """Whether its state is one danlu knows (:data:`RUNNING_STATES`,
+        :data:`ENDED_STATES`); an empty one is not."""
+        return self.state in RUNNING_STATES or self.state in ENDED_STATES
 
 
 def parse_fields(line: str) -> dict[str, str]:
@@ -232,6 +271,7 @@ class SlurmCommands:
         self._env = dict(env) if env is not None else None
         self._bin = bin_dir
         self._timeout = timeout
+        self._odd_states: set[tuple[int, str]] = set()
 
     @property
     def env(self) -> dict[str, str]:
@@ -281,7 +321,10 @@ class SlurmCommands:
         """The state of each of ``job_ids`` Slurm still knows (finished ones too, until its
         ``MinJobAge``), with its reason (why it is pending) and, once it has started, its
         start time; those it has forgotten are absent (``squeue -j`` fails with "Invalid
-        job id" when it knows none of them: none is known then)."""
+        job id" when it knows none of them: none is known then). A state danlu does not
+        know (empty, or one a newer Slurm adds) is kept as printed, which
+        :attr:`SlurmJob.running` takes as still running; a warning is logged once per job
+        and state."""
         ids = sorted(set(job_ids))
         if not ids:
             return {}
@@ -300,7 +343,17 @@ class SlurmCommands:
                 state, start, reason = parts[1], parts[2], parts[3]
                 # a pending job's %S is when Slurm expects to start it, if at all
                 started = None if state == "PENDING" else _time(start)
-                found[job_id] = SlurmJob(job_id, state, reason, started_at=started)
+                found[job_id] = job = SlurmJob(job_id, state, reason, started_at=started)
+                if not job.known and (job_id, state) not in self._odd_states:
+                    self._odd_states.add((job_id, state))
+                    log.warning(
+                        "squeue reports Slurm job %s in state %r, which danlu does not know: "
+                        "it is taken as still running until Slurm reports one of %s or "
+                        "forgets the job",
+                        job_id,
+                        state,
+                        ", ".join(sorted(ENDED_STATES)),
+                    )
         return found
 
     def job(self, job_id: int) -> SlurmJob | None:
