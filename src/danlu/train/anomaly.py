@@ -15,6 +15,7 @@ from collections import deque
 from numbers import Integral, Real
 
 from danlu.core.errors import ConfigError, DanluError
+from danlu.train.state import stored_count
 
 ACTIONS = ("skip", "rollback", "stop", "warn")
 KINDS = ("nonfinite_loss", "nonfinite_grad", "zero_grad", "grad_spike", "loss_spike")
@@ -189,10 +190,15 @@ class AnomalyDetector:
     def load_state_dict(self, state: dict[str, object]) -> None:
         """Restore :meth:`state_dict` output. A value that is not finite (a damaged
         checkpoint: :meth:`check` never lets one in) is left out; an infinity raised a raw
-        ``OverflowError`` and a NaN a ``ValueError``."""
-        counts = state.get("counts", {})
-        self.counts = {str(k): int(v) for k, v in dict(counts).items()}  # type: ignore[call-overload]
-        self.total = sum(self.counts.values())
+        ``OverflowError`` and a NaN a ``ValueError``. A count that is no whole number >= 0
+        (a bool, ``2.5``, a negative one, ``"abc"``: a damaged checkpoint) is a
+        ``ValueError`` naming its kind, nothing loaded; ``int()`` took ``true`` as 1 and
+        a negative count lowered the total of anomalies reported."""
+        counts = {
+            str(kind): stored_count(count, f"the anomaly state's count of {kind}")
+            for kind, count in dict(state.get("counts", {})).items()  # type: ignore[call-overload]
+        }
+        self.counts, self.total = counts, sum(counts.values())
         self._grad = _Window(self._grad.size, self.k, self.min_history)
         self._loss = _Window(self._loss.size, self.k, self.min_history)
         for window, key in ((self._grad, "grad"), (self._loss, "loss")):

@@ -25,6 +25,30 @@ BEST_MODES = ("min", "max")
 """The spellings of ``best_mode`` (in any case, blanks around them ignored)."""
 
 
+def whole_argument(name: str, value: object, least: int) -> int:
+    """``value``, the argument ``name``, when it is an integer (not a bool, not ``2.5``, a
+    NaN or ``"8"``) of at least ``least``; else a :class:`ConfigError` naming it."""
+    if not isinstance(value, Integral) or isinstance(value, bool):
+        raise ConfigError(f"{name} must be an integer (got {value!r})")
+    if value < least:
+        raise ConfigError(f"{name} must be >= {least} (got {value})")
+    return int(value)
+
+
+def positive_argument(name: str, value: object) -> float:
+    """``value``, the argument ``name``, when it is a positive, finite number (not a bool,
+    not a string); else a :class:`ConfigError` naming it."""
+    if not isinstance(value, Real) or isinstance(value, bool):
+        raise ConfigError(f"{name} must be a number (got {value!r})")
+    try:
+        number = float(value)
+    except OverflowError:  # an int past the float range (10**400): no finite number
+        number = math.inf
+    if not 0 < number < math.inf:
+        raise ConfigError(f"{name} must be a positive, finite number (got {value})")
+    return number
+
+
 def normalised_best_mode(mode: object, name: str = "best_mode") -> Literal["min", "max"]:
     """``mode`` as ``"min"`` or ``"max"``: case and surrounding blanks do not matter
     (``"MAX"``, ``" max "``), as for the precision's and the anomaly action's names; anything
@@ -109,10 +133,8 @@ def check_init_args(
         ("collective_timeout_s", collective_timeout_s),
     ]
     for name, number in positive:
-        if number is not None and (not isinstance(number, Real) or isinstance(number, bool)):
-            raise ConfigError(f"{name} must be a number (got {number!r})")
-        if number is not None and not 0 < number < math.inf:
-            raise ConfigError(f"{name} must be a positive, finite number (got {number})")
+        if number is not None:
+            positive_argument(name, number)
     normalised_best_mode(best_mode)
     rules = ["none", *rule_names()]
     if normalised_rule(lr_scaling) not in rules:

@@ -705,14 +705,22 @@ class TrainContext:
         self.history = list(info.metrics_history or [])
         self.extra = dict(info.extra or {})
         ds = info.data_state or {}
+        # a counter an older checkpoint lacks keeps the live value. After a rollback, a Rebatch
+        # received since the checkpoint differs from its and _follow_scheduler applies it again
+        live = api.Counters(0, self.rollbacks, self.step_num, self._scheduler_batch)
+        try:
+            counters = api.stored_counters(ds, live)
+        except ValueError as exc:
+            where, problem = self.checkpoints.directory, f"{exc} (the checkpoint is damaged)"
+            raise api.resume_refused(step, where, problem) from None
         if not self._reported:
             self._reported = True  # sent once: a second restore would write a file's twice
             self.reporter.resend(ds.get("metrics_pending"))
             self._checkpoint_news.resumed_from = self.step_num  # the first record says it
         load_data_position(self.sampler, ds.get("sampler"))  # one side only: a WARNING
-        self.precision.skipped_steps = int(ds.get("skipped_steps", 0))
-        self.rollbacks = int(ds.get("rollbacks", self.rollbacks))
-        self.engine.step_count = int(ds.get("engine_steps", self.step_num))
+        self.precision.skipped_steps, self.rollbacks = counters.skipped_steps, counters.rollbacks
+        self.engine.step_count = counters.engine_steps
+        self._scheduler_batch = counters.scheduler_batch
         gns = self._gradient_noise
         loaders: dict[str, Callable[[Any], None] | None] = {
             "batch": self.batch.load_state_dict,
@@ -728,17 +736,9 @@ class TrainContext:
             try:
                 load(ds[part])
             except (KeyError, TypeError, ValueError, IndexError) as exc:  # was raw
-                raise api.IncompatibleCheckpointError(
-                    f"cannot resume from the checkpoint of step {step} in "
-                    f"{self.checkpoints.directory}: its {part!r} state is not one this danlu "
-                    f"reads ({type(exc).__name__}: {exc}). To train this script from scratch, "
-                    "give it a new checkpoint_dir (DANLU_CHECKPOINT_DIR) or pass resume=False"
-                ) from exc
-        # older checkpoints: the live value stays. After a rollback, a Rebatch received since
-        # the checkpoint differs from it and _follow_scheduler applies it again
-        if "scheduler_batch" in ds:
-            saved = ds["scheduler_batch"]
-            self._scheduler_batch = int(saved) if saved is not None else None
+                problem = f"its {part!r} state is not one this danlu reads"
+                where, why = self.checkpoints.directory, f"{type(exc).__name__}: {exc}"
+                raise api.resume_refused(step, where, f"{problem} ({why})") from exc
         return True
 
     # ------------------------------------------------------------------ lifecycle

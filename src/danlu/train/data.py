@@ -182,23 +182,34 @@ class ElasticSampler:
         the live value holds from then on. Another ``drop_last`` can (it only decides
         whether an epoch's last partial batch is trained: a run that failed on a one-sample
         last batch may resume with ``drop_last=True``). A state written before ``shuffle``
-        was kept is not compared on it."""
-        saved_n = int(state.get("n", self.n))
+        was kept is not compared on it. A size, epoch or offset that is no whole number (a
+        bool, ``2.5``, ``"abc"``, a NaN, a negative one, a size of 0), or a ``shuffle`` that
+        is not a bool, is a damaged checkpoint, said naming the field (``int()`` read
+        ``true`` as 1 and ``2.5`` as 2, and raised a bare error for ``"abc"``;
+        ``bool("False")`` is True)."""
+        try:
+            saved_n = stored_count(state.get("n", self.n), "the sampler state's n", 1)
+            epoch = stored_count(state.get("epoch", 0), "the sampler state's epoch")
+            offset = stored_count(state.get("offset", 0), "the sampler state's offset")
+        except ValueError as exc:
+            return f"{exc}: {_DAMAGED}"
+        shuffle = state.get("shuffle", self.shuffle)
+        if not (isinstance(shuffle, int) and shuffle in (0, 1)):  # a bool is an int
+            return f"the sampler state's shuffle {shuffle!r} is not a bool: {_DAMAGED}"
         if saved_n != self.n:
             return (
                 f"the dataset differs: dataset_size={saved_n} in the checkpoint, {self.n} now "
                 "(its data position counts samples of the other dataset); resume on the same "
                 "dataset, or start over with a fresh checkpoint_dir"
             )
-        offset = int(state.get("offset", 0))
         if not 0 < offset < self.n:
             return None
-        if "shuffle" in state and bool(state["shuffle"]) != self.shuffle:
+        if bool(shuffle) != self.shuffle:
             return (
-                f"the sampler differs: shuffle={bool(state['shuffle'])} in the checkpoint, "
+                f"the sampler differs: shuffle={bool(shuffle)} in the checkpoint, "
                 f"{self.shuffle} now, and the checkpoint is in the middle of epoch "
-                f"{int(state.get('epoch', 0))} ({offset} of {self.n} samples done): resume "
-                f"with shuffle={bool(state['shuffle'])} (another value can take effect from a "
+                f"{epoch} ({offset} of {self.n} samples done): resume "
+                f"with shuffle={bool(shuffle)} (another value can take effect from a "
                 "checkpoint at an epoch's end), or start over with a fresh checkpoint_dir"
             )
         return None
@@ -207,14 +218,15 @@ class ElasticSampler:
         """Resume from :meth:`state_dict` output (possibly written at another world size);
         a :class:`ConfigError` when :meth:`resume_problem` finds one, or for a position no
         run writes (a negative epoch or offset, an offset beyond the dataset, a bool or a
-        fraction: it trained on samples of the wrong place unseen). ``shuffle`` and
-        ``drop_last`` stay this sampler's."""
+        fraction: it trained on samples of the wrong place unseen; a seed that is no whole
+        number: another order). ``shuffle`` and ``drop_last`` stay this sampler's."""
         problem = self.resume_problem(state)
         if problem is not None:
             raise ConfigError(problem)
         try:
             epoch = stored_count(state["epoch"], "the sampler state's epoch")
             offset = stored_count(state["offset"], "the sampler state's offset")
+            seed = stored_count(state.get("seed", self.seed), "the sampler state's seed", None)
         except ValueError as exc:
             raise ConfigError(f"{exc}: {_DAMAGED}") from None
         if offset > self.n:  # (as a negative one read samples from the epoch's end)
@@ -222,8 +234,7 @@ class ElasticSampler:
                 f"the sampler state's offset {offset} is beyond the dataset's {self.n} "
                 f"samples: {_DAMAGED}"
             )
-        self.epoch, self.offset = epoch, offset
-        self.seed = int(state.get("seed", self.seed))
+        self.epoch, self.offset, self.seed = epoch, offset, seed
 
 
 _DAMAGED = (

@@ -12,20 +12,26 @@ import threading
 from types import FrameType
 from typing import Any
 
+from danlu.train.checks import whole_argument
 from danlu.train.distributed import Distributed
 from danlu.train.env import PREEMPTED_EXIT_CODE
 
 
 class Preemption:
-    """Installs a SIGTERM handler (main thread only) and answers "should we stop now?"."""
+    """Installs a SIGTERM handler (main thread only) and answers "should we stop now?".
+
+    ``check_every``: every how many steps a distributed run's ranks agree on a stop, an
+    integer >= 1 (anything else is a :class:`~danlu.core.errors.ConfigError` naming it).
+    """
 
     exit_code = PREEMPTED_EXIT_CODE
 
     def __init__(
         self, dist: Distributed | None = None, *, install: bool = True, check_every: int = 1
     ) -> None:
+        # step % nan is NaN (true): a distributed run never agreed on a stop; 2.5 is no count
+        self.check_every = whole_argument("check_every", check_every, 1)
         self.dist = dist or Distributed()
-        self.check_every = max(1, check_every)
         self.requested = False
         """True once this rank was signalled (or :meth:`request` was called). A plain flag:
         the handler runs on the main thread between bytecodes, and the step reads it on

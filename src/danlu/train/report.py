@@ -70,6 +70,7 @@ from typing import Any
 
 from danlu.core.errors import DanluError
 from danlu.core.metric_record import RecordError, check_record
+from danlu.train.checks import positive_argument, whole_argument
 
 log = logging.getLogger("danlu.train")
 
@@ -271,7 +272,9 @@ class MetricsReporter:
 
     With neither ``url`` nor ``path`` it is a do-nothing sink that still keeps the last record.
     ``close_timeout_s`` bounds :meth:`close`'s last try; ``clock`` (monotonic seconds) times
-    it.
+    it. ``interval_s``, ``timeout_s`` and ``close_timeout_s`` are positive, finite seconds and
+    ``max_pending`` an integer >= 0 (0: a failed flush keeps nothing for the next): anything
+    else is a :class:`~danlu.core.errors.ConfigError` naming the argument.
     """
 
     def __init__(
@@ -286,18 +289,15 @@ class MetricsReporter:
         close_timeout_s: float = CLOSE_TIMEOUT_S,
         clock: Callable[[], float] = time.monotonic,
     ) -> None:
-        if not (isinstance(close_timeout_s, int | float) and 0 < close_timeout_s < math.inf):
-            raise ValueError(
-                f"close_timeout_s must be a positive number of seconds, e.g. "
-                f"{CLOSE_TIMEOUT_S}, not {close_timeout_s!r}"
-            )
+        # a zero, negative or NaN interval spun the shipping thread (an infinite one, or a
+        # timeout, raised OverflowError in it); a bool was taken as a number
+        self.interval_s = positive_argument("interval_s", interval_s)
+        self.timeout_s = positive_argument("timeout_s", timeout_s)
+        self.close_timeout_s = positive_argument("close_timeout_s", close_timeout_s)
+        self.max_pending = whole_argument("max_pending", max_pending, 0)  # 0: keep none
         self.url = url
         self.token = token
         self.path = Path(path) if path is not None and url is None else None
-        self.interval_s = interval_s
-        self.max_pending = max_pending
-        self.timeout_s = timeout_s
-        self.close_timeout_s = float(close_timeout_s)
         self._clock = clock
         self._deadline: float | None = None
         """When :meth:`close`'s last try ends (on :attr:`_clock`); ``None`` before it."""

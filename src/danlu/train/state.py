@@ -17,8 +17,9 @@ import copy
 import logging
 import math
 import random
+from collections.abc import Mapping
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, NamedTuple
 
 import numpy as np
 import torch
@@ -36,6 +37,7 @@ STATE_VERSION = 1
 __all__ = [
     "STATE_VERSION",
     "CapturedState",
+    "Counters",
     "IncompatibleCheckpointError",
     "RestoredInfo",
     "capture_rng_state",
@@ -43,6 +45,8 @@ __all__ = [
     "check_compatible",
     "restore_rng_state",
     "restore_state",
+    "resume_refused",
+    "stored_counters",
 ]
 
 
@@ -68,14 +72,18 @@ class IncompatibleCheckpointError(ConfigError, DataError):
     state cannot be loaded (a :class:`DataError`, as a missing component always was)."""
 
 
-def stored_count(value: Any, what: str, least: int = 0) -> int:
+def stored_count(value: Any, what: str, least: int | None = 0) -> int:
     """``value``, a count a checkpoint's state holds (``what`` names it), as an int: a whole
-    number (or a float of one, ``3.0``) of at least ``least``. ``ValueError`` otherwise (a
-    bool, ``2.5``, a negative count: a damaged checkpoint), which a resume reports as an
-    incompatible checkpoint naming the part; ``int()`` read ``true`` as 1 and ``2.5`` as 2."""
+    number (or a float of one, ``3.0``) of at least ``least`` (None: of any sign, a seed).
+    ``ValueError`` otherwise (a bool, ``2.5``, a NaN, a string, a negative count: a damaged
+    checkpoint), which a resume reports as an incompatible checkpoint naming the part;
+    ``int()`` read ``true`` as 1 and ``2.5`` as 2, and raised a bare error for ``"abc"``."""
     if isinstance(value, float) and value.is_integer():
         value = int(value)
-    if isinstance(value, bool) or not isinstance(value, int) or value < least:
+    if isinstance(value, bool) or not isinstance(value, int):
+        bound = "" if least is None else f" >= {least}"
+        raise ValueError(f"{what} {value!r} is not a whole number{bound}")
+    if least is not None and value < least:
         raise ValueError(f"{what} {value!r} is not a whole number >= {least}")
     return value
 
@@ -88,6 +96,49 @@ def stored_rate(value: Any, what: str) -> float:
     if not (math.isfinite(number) and number >= 0):
         raise ValueError(f"{what} {value!r} is not a finite number >= 0")
     return number
+
+
+class Counters(NamedTuple):
+    """The run's counters a :class:`~danlu.train.context.TrainContext`'s checkpoint keeps in
+    its ``data_state`` beside the parts' states (:func:`stored_counters`)."""
+
+    skipped_steps: int
+    """Steps the GradScaler skipped (an fp16 overflow)."""
+    rollbacks: int
+    """Anomaly rollbacks so far (each compounds the LR's decay)."""
+    engine_steps: int
+    """Optimizer steps taken, applied or skipped (the cadences count them)."""
+    scheduler_batch: int | None
+    """The global batch the scheduler last set (None: it set none)."""
+
+
+def stored_counters(data_state: Mapping[str, Any], live: Counters) -> Counters:
+    """The :class:`Counters` a checkpoint's ``data_state`` holds, each one it lacks (an
+    older checkpoint) ``live``'s: whole numbers >= 0 (a float of one, ``3.0``, read as it),
+    the ``scheduler_batch`` >= 1 or None. ``ValueError`` naming the counter for any other
+    value (a damaged checkpoint: ``int()`` read ``true`` as 1, ``2.5`` as 2, ``-3`` as is,
+    and raised a bare error for ``"abc"`` or a NaN)."""
+
+    def read(name: str, least: int) -> int:
+        return stored_count(data_state.get(name, getattr(live, name)), f"its {name}", least)
+
+    scheduler_batch = data_state.get("scheduler_batch", live.scheduler_batch)
+    return Counters(
+        skipped_steps=read("skipped_steps", 0),
+        rollbacks=read("rollbacks", 0),
+        engine_steps=read("engine_steps", 0),
+        scheduler_batch=None if scheduler_batch is None else read("scheduler_batch", 1),
+    )
+
+
+def resume_refused(step: int, directory: object, problem: str) -> IncompatibleCheckpointError:
+    """The error of a resume from the checkpoint of ``step`` in ``directory`` that holds a
+    state this danlu cannot read (``problem`` says which), saying how to train instead."""
+    return IncompatibleCheckpointError(
+        f"cannot resume from the checkpoint of step {step} in {directory}: {problem}. To train "
+        "this script from scratch, give it a new checkpoint_dir (DANLU_CHECKPOINT_DIR) or pass "
+        "resume=False"
+    )
 
 
 @dataclass
@@ -399,16 +450,19 @@ def _note_global_batch(saved: dict[str, Any], given: int) -> None:
     given (its ``base_global_batch``; a checkpoint written before that was kept: its
     ``global_batch``). The checkpoint's is used: the resume goes on with its batch and the LR
     tuned for it (a batch an adaptive run grew to is kept as well)."""
-    was = saved.get("base_global_batch", saved.get("global_batch"))
-    if was is None or int(was) == given:
+    try:
+        was = stored_count(saved.get("base_global_batch", saved.get("global_batch")), "it", 1)
+    except ValueError:  # none kept, or a damaged one: the batch state's load refuses that
+        return
+    if was == given:
         return
     log.warning(
         "global_batch_size=%d differs from the checkpoint's global_batch_size=%d: %d is used, "
         "so the resumed run goes on as it was written (same batch, same LR); to train at %d, "
         "start over with a fresh checkpoint_dir or resume=False",
         given,
-        int(was),
-        int(was),
+        was,
+        was,
         given,
     )
 
@@ -442,7 +496,8 @@ def restore_state(
     Nothing is loaded unless the state fits: :func:`check_compatible` raises
     :class:`IncompatibleCheckpointError` saying what differs (another model shape or
     optimizer; a scheduler given now that the state lacks; given ``sampler``, another
-    dataset size or, mid-epoch, another order; ``global_batch_size``: see there). The
+    dataset size or, mid-epoch, another order; ``global_batch_size``: see there), nor
+    when its ``step`` is not a whole number >= 0 (a damaged checkpoint). The
     ``sampler`` is not loaded here: its state is in the returned ``data_state``. The model
     is loaded strictly.
     Objects passed as None are skipped. A ``scaler`` given for a state written without one
@@ -461,6 +516,10 @@ def restore_state(
     version = state.get("version", STATE_VERSION)
     if version != STATE_VERSION:
         raise DataError(f"unsupported training-state version {version!r}")
+    try:  # before anything is loaded; int() read 2.5 as step 2 and "abc" as a bare error
+        step = stored_count(state.get("step", 0), "the training state's step")
+    except ValueError as exc:
+        raise IncompatibleCheckpointError(f"{exc} (the checkpoint is damaged)") from None
     check_compatible(
         state, model, optimizer, scheduler, sampler=sampler, global_batch_size=global_batch_size
     )
@@ -482,7 +541,7 @@ def restore_state(
     if rng is not None:
         restore_rng_state(rng)
     return RestoredInfo(
-        step=int(state.get("step", 0)),
+        step=step,
         data_state=state.get("data_state"),
         metrics_history=list(state.get("metrics_history") or []),
         extra=state.get("extra"),
