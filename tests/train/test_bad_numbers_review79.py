@@ -15,9 +15,8 @@ from typing import Any
 import numpy as np
 import pytest
 import torch
-from train_helpers import mse_loss, tiny_model, tiny_regression
+from train_helpers import mse_loss, small_context, tiny_regression
 
-import danlu.train as dt
 from danlu.core.errors import ConfigError
 from danlu.train.anomaly import AnomalyDetector
 from danlu.train.context import TrainContext
@@ -39,19 +38,6 @@ ABSENT = object()
 
 
 # -- the context's counters -------------------------------------------------------------------
-def _init(directory: Path) -> TrainContext:
-    model = tiny_model(seed=0)
-    return dt.init(
-        model,
-        torch.optim.SGD(model.parameters(), lr=0.01),
-        global_batch_size=4,
-        dataset_size=16,
-        checkpoint_dir=str(directory),
-        resume=False,
-        metrics_file=False,
-        progress=False,
-        environ={},
-    )
 
 
 def _write(directory: Path, monkeypatch: pytest.MonkeyPatch, **counters: object) -> int:
@@ -70,7 +56,7 @@ def _write(directory: Path, monkeypatch: pytest.MonkeyPatch, **counters: object)
 
     monkeypatch.setattr(TrainContext, "data_state", written)
     data = tiny_regression(16)
-    with _init(directory) as ctx:
+    with small_context(directory) as ctx:
         for _ in ctx.epochs(1):
             for batch in ctx.batches(data):
                 ctx.step(batch, mse_loss)
@@ -89,7 +75,7 @@ def test_a_damaged_counter_of_the_context_is_refused_by_name(
     """``int("abc")`` raised a bare ValueError out of ``ctx.restore()``, ``int(2.5)`` resumed
     2 and ``int(True)`` 1, a negative count was taken as it was."""
     _write(tmp_path, monkeypatch, **{name: value})
-    with _init(tmp_path) as ctx, pytest.raises(IncompatibleCheckpointError) as caught:
+    with small_context(tmp_path) as ctx, pytest.raises(IncompatibleCheckpointError) as caught:
         ctx.restore()
     message = str(caught.value)
     assert f"its {name} {value!r} is not a whole number" in message
@@ -109,7 +95,7 @@ def test_counters_a_run_writes_still_resume(
     step = _write(
         tmp_path, monkeypatch, skipped_steps=3.0, rollbacks=2, engine_steps=7, scheduler_batch=8
     )
-    with _init(tmp_path) as ctx:
+    with small_context(tmp_path) as ctx:
         assert ctx.restore()
         assert (ctx.precision.skipped_steps, ctx.rollbacks, ctx.engine.step_count) == (3, 2, 7)
         assert type(ctx.precision.skipped_steps) is int and ctx._scheduler_batch == 8
@@ -121,7 +107,7 @@ def test_an_older_checkpoint_without_the_counters_keeps_the_live_values(
 ) -> None:
     names = ("skipped_steps", "rollbacks", "engine_steps", "scheduler_batch")
     step = _write(tmp_path, monkeypatch, **dict.fromkeys(names, ABSENT))
-    with _init(tmp_path) as ctx:
+    with small_context(tmp_path) as ctx:
         ctx.rollbacks, ctx._scheduler_batch = 1, 12
         assert ctx.restore()
         assert (ctx.precision.skipped_steps, ctx.rollbacks, ctx.engine.step_count) == (0, 1, step)
@@ -132,7 +118,7 @@ def test_a_scheduler_batch_of_none_resumes_as_none(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     _write(tmp_path, monkeypatch)  # a run the scheduler never rebatched: None
-    with _init(tmp_path) as ctx:
+    with small_context(tmp_path) as ctx:
         ctx._scheduler_batch = 12
         assert ctx.restore()
         assert ctx._scheduler_batch is None

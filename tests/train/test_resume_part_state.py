@@ -9,34 +9,16 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-import torch
-from train_helpers import mse_loss, tiny_model, tiny_regression
+from train_helpers import mse_loss, small_context, tiny_regression
 
-import danlu.train as dt
-from danlu.train.context import TrainContext
 from danlu.train.lr import LRController
 from danlu.train.state import IncompatibleCheckpointError
-
-
-def _init(directory: Path) -> TrainContext:
-    model = tiny_model(seed=0)
-    return dt.init(
-        model,
-        torch.optim.SGD(model.parameters(), lr=0.01),
-        global_batch_size=4,
-        dataset_size=16,
-        checkpoint_dir=str(directory),
-        resume=False,
-        metrics_file=False,
-        progress=False,
-        environ={},
-    )
 
 
 def _write(directory: Path) -> int:
     """Train a few steps, checkpoint, and return the step saved."""
     data = tiny_regression(16)
-    with _init(directory) as ctx:
+    with small_context(directory) as ctx:
         for _ in ctx.epochs(1):
             for batch in ctx.batches(data):
                 ctx.step(batch, mse_loss)
@@ -59,7 +41,7 @@ def test_a_part_state_without_a_key_is_refused_by_name(
     monkeypatch.setattr(LRController, "state_dict", older)
     _write(tmp_path)
     monkeypatch.setattr(LRController, "state_dict", real)
-    with _init(tmp_path) as ctx, pytest.raises(IncompatibleCheckpointError) as caught:
+    with small_context(tmp_path) as ctx, pytest.raises(IncompatibleCheckpointError) as caught:
         ctx.restore()
     message = str(caught.value)
     assert "'lr' state" in message and "decay" in message
@@ -68,6 +50,6 @@ def test_a_part_state_without_a_key_is_refused_by_name(
 
 def test_a_whole_checkpoint_still_resumes(tmp_path: Path) -> None:
     saved = _write(tmp_path)
-    with _init(tmp_path) as ctx:
+    with small_context(tmp_path) as ctx:
         assert ctx.restore()
         assert ctx.step_num == saved > 0

@@ -12,6 +12,9 @@ from typing import NoReturn
 
 import torch
 
+import danlu.train as dt
+from danlu.train.context import TrainContext
+
 
 def tiny_regression(n: int = 256, d: int = 8, seed: int = 0) -> torch.utils.data.TensorDataset:
     g = torch.Generator().manual_seed(seed)
@@ -94,3 +97,20 @@ def run_worker_ranks(
             if p.poll() is None:
                 p.kill()
                 p.wait()
+
+
+def small_context(directory: Path) -> TrainContext:
+    """A fresh context of :func:`tiny_model` and SGD over 16 samples at a global batch of 4,
+    checkpointing to ``directory`` (nothing resumed, no metrics file, no progress line)."""
+    model = tiny_model(seed=0)
+    return dt.init(
+        model,
+        torch.optim.SGD(model.parameters(), lr=0.01),
+        global_batch_size=4,
+        dataset_size=16,
+        checkpoint_dir=str(directory),
+        resume=False,
+        metrics_file=False,
+        progress=False,
+        environ={},
+    )
