@@ -378,8 +378,8 @@ def parse_sweep(data: Any) -> SweepSpec:
         raise SpecError(f"trial.env.{taken[0]}", "is set by the sweep for every trial")
     if spec.array:
         _check_array(spec)
-    elif spec.method == "grid":
-        _check_grid_repeats(spec)
+    elif spec.method in ("grid", "tpe"):
+        _check_repeats(spec)
     _check_longest_trial(spec, trial.checkpoint_dir)
     return spec
 
@@ -388,22 +388,43 @@ ParameterValue = str | int | float | bool
 """A value a parameter's ``values`` list may hold."""
 
 
-def _check_grid_repeats(spec: SweepSpec) -> None:
-    """Refuse a value a grid parameter lists twice (``lr: {values: [0.1, 0.1]}``; ``1`` and
-    ``1.0`` are one number): the grid ran every combination with it twice, the same trials
-    over again. A ``random`` or ``tpe`` list may repeat a value, to draw it more often.
-    Checked at submission only: a stored sweep's spec is read as it was taken."""
+_REPEAT_HARM = {
+    "grid": "a grid runs every combination, so the same trials would run twice",
+    "tpe": (
+        "tpe's sampler (Optuna) tells its choices apart with == (1, 1.0 and true are one) "
+        "and learns only of the first, so a repeat does not weight the draws as a random "
+        "list's does"
+    ),
+}
+"""Why a ``grid`` or ``tpe`` parameter may not list a value twice, by method."""
+
+
+def _check_repeats(spec: SweepSpec) -> None:
+    """Refuse a value a ``grid`` or ``tpe`` parameter lists twice (``lr: {values: [0.1,
+    0.1]}``; ``1`` and ``1.0`` are one number), naming it:
+
+    - ``grid``: it ran every combination with it twice, the same trials over again;
+    - ``tpe``: Optuna's ``CategoricalDistribution`` finds a choice by ``==`` (``true`` is
+      ``1`` to it too), so every trial of the repeat was told to the model as one of the
+      first's, and the model drew the repeat by its prior weight alone (the
+      ``startup_trials``, drawn at random, did draw it twice as often).
+
+    A ``random`` list may repeat a value, to draw it more often. Checked at submission
+    only: a stored sweep's spec is read as it was taken."""
     for name, param in spec.parameters.items():
         seen: dict[tuple[str, ParameterValue], ParameterValue] = {}
         for value in param.values or ():
-            key = (type(value).__name__ if isinstance(value, bool | str) else "number", value)
+            kind = type(value).__name__ if isinstance(value, str) else "number"
+            if isinstance(value, bool) and spec.method == "grid":  # to tpe, true == 1
+                kind = "bool"
+            key = (kind, value)
             if key in seen:
                 first = seen[key]
                 again = "twice" if repr(first) == repr(value) else f"twice ({first!r}, {value!r})"
                 raise SpecError(
                     f"parameters.{name}.values",
-                    f"{quoted(value)} is listed {again}: a grid runs every combination, so the "
-                    "same trials would run twice; list each value once",
+                    f"{quoted(value)} is listed {again}: {_REPEAT_HARM[spec.method]}; list "
+                    "each value once",
                 )
             seen[key] = value
 

@@ -6,7 +6,7 @@ import math
 import re
 from datetime import datetime, timedelta
 from datetime import time as dt_time
-from typing import NoReturn
+from typing import NamedTuple, NoReturn
 
 from danlu.core.errors import SpecError
 from danlu.core.values import quoted, show_number
@@ -164,11 +164,8 @@ def parse_duration(value: int | float | str, field: str = "duration") -> float:
     else:  # float() reads 1_000 and other scripts' digits (١٢) too
         if text.isascii() and "_" not in text:
             return seconds
-        raise SpecError(
-            field,
-            f"{quoted(value)} is not a plain number: write ASCII digits without '_' "
-            f"separators, e.g. 1000; {_DURATION_HELP}",
-        )
+        reason = "is not a plain number: write ASCII digits without '_' separators, e.g. 1000"
+        raise _Refused(field, f"{quoted(value)} {reason}; {_DURATION_HELP}", reason)
     if _DURATION.match(text):
         return _sum_of_units(_DURATION_PART.findall(text), value, field)
     if _CLOCK.match(text):  # MM:SS or HH:MM:SS
@@ -187,12 +184,31 @@ def parse_duration(value: int | float | str, field: str = "duration") -> float:
         return _seconds(((days * 24 + hours) * 60 + minutes) * 60 + seconds, value, field)
     if _FOUR_FIELDS.match(text):  # 1:00:00:00, a day meant: the days go before a dash
         first, _, rest = text.partition(":")
-        raise SpecError(
+        fix = f"write the days before a dash, {first}-{rest}"
+        raise _Refused(
             field,
             f"{quoted(value)} is not a duration; {_DURATION_HELP}; a clock time has at most "
-            f"three fields: write the days before a dash, {first}-{rest}",
+            f"three fields: {fix}",
+            f"has four clock fields, one more than a clock time has: {fix}",
         )
+    bare = text.replace("_", "")
+    if bare != text and _DURATION.match(bare):  # 1_000s, as 1_000 above
+        reason = f"has '_' separators: write ASCII digits without them, e.g. {bare}"
+        raise _Refused(field, f"{quoted(value)} {reason}; {_DURATION_HELP}", reason)
     raise SpecError(field, f"{quoted(value)} is not a duration; {_DURATION_HELP}")
+
+
+class _Refused(SpecError):
+    """:func:`parse_duration`'s error for text in one of a duration's forms that it refuses
+    (``1d1d``, ``00:99``, ``1_000``), as against text in none of them (``5x``, ``soon``):
+    :func:`parse_since` and :func:`parse_time`, which read text that is no duration as a
+    time, say why it is none when it is no time either (:func:`_not_a_time`).
+
+    ``reason`` says what is wrong after an "it" (``gives the unit 'd' twice; ...``)."""
+
+    def __init__(self, field: str, message: str, reason: str) -> None:
+        super().__init__(field, message)
+        self.reason = reason
 
 
 def _sum_of_units(parts: list[tuple[str, str]], value: str, field: str) -> float:
@@ -201,11 +217,10 @@ def _sum_of_units(parts: list[tuple[str, str]], value: str, field: str) -> float
     seen: set[str] = set()
     for _, unit in parts:
         if unit.lower() in seen:
-            raise SpecError(
-                field,
-                f"{quoted(value)} gives the unit {unit.lower()!r} twice; write each unit once, "
-                "e.g. 1d12h or 2d",
+            reason = (
+                f"gives the unit {unit.lower()!r} twice; write each unit once, e.g. 1d12h or 2d"
             )
+            raise _Refused(field, f"{quoted(value)} {reason}", reason)
         seen.add(unit.lower())
     return sum(float(number) * _DURATION_UNITS[unit.lower()] for number, unit in parts)
 
@@ -238,11 +253,11 @@ def _check_clock(
             if form.startswith("D-")
             else "only the first field may go higher: 90:00 is 90 minutes"
         )
-        raise SpecError(
-            field,
-            f"{quoted(value)} is not a {form} duration: {ranges} ({higher}); or write a "
-            "number with units, e.g. 1h30m",
+        reason = (
+            f"is not a {form} duration: {ranges} ({higher}); or write a number with units, "
+            "e.g. 1h30m"
         )
+        raise _Refused(field, f"{quoted(value)} {reason}", reason)
 
 
 def _seconds(total: int, value: object, field: str) -> float:
@@ -255,11 +270,8 @@ def _seconds(total: int, value: object, field: str) -> float:
 
 def _too_long(value: object, field: str) -> NoReturn:
     shown = quoted(value) if isinstance(value, str) else "a number of over 300 digits"
-    raise SpecError(
-        field,
-        f"{shown} is too large a duration: a duration must be a finite number of seconds; "
-        f"{_DURATION_HELP}",
-    )
+    reason = "is too large a duration: a duration must be a finite number of seconds"
+    raise _Refused(field, f"{shown} {reason}; {_DURATION_HELP}", reason)
 
 
 def format_duration(seconds: float) -> str:
@@ -342,16 +354,18 @@ def _time_of_day(text: str, now: float, field: str, *, ahead: bool) -> float:
     raise AssertionError("unreachable: a time of day comes round within a day")
 
 
-def _moment(value: str, text: str, field: str, help_text: str) -> float:
+def _moment(value: str, text: str, field: str, help_text: str, duration: _Reading) -> float:
     """An ISO 8601 date and time as POSIX seconds (local time when it has no offset).
+    ``duration``: how it was read as a duration first, for the error when ``text`` is no
+    time either (:func:`_not_a_time`).
 
     A date at the edge of what ``datetime`` holds (``0001-01-01``; ``9999-12-31`` east of
     UTC) has no local time: reading its offset steps past year 1 or 9999, and the
     ``ValueError`` or ``OverflowError`` was a traceback from ``danlu ls --since``."""
     try:
         moment = datetime.fromisoformat(text.replace("Z", "+00:00"))
-    except ValueError:
-        raise SpecError(field, f"{quoted(value)} is not a time; {help_text}") from None
+    except ValueError as exc:
+        raise _not_a_time(value, field, help_text, str(exc), duration) from None
     try:
         return (moment if moment.tzinfo is not None else moment.astimezone()).timestamp()
     except (ValueError, OverflowError):
@@ -362,12 +376,78 @@ def _moment(value: str, text: str, field: str, help_text: str) -> float:
         ) from None
 
 
+class _Reading(NamedTuple):
+    """Text read as a duration (``noun``: ``duration`` back from now, or ``delay``), without
+    a ``+``, and why :func:`parse_duration` refused it."""
+
+    noun: str
+    text: str
+    error: SpecError
+
+
+_NO_ISO_FORM = "Invalid isoformat string"
+"""How ``datetime.fromisoformat`` begins its error for text in no ISO 8601 form, as against
+one out of range (``month must be in 1..12``)."""
+_DURATION_LIKE = re.compile(r"^[0-9.][0-9a-zA-Z.\s]*\Z")
+"""Text written as a duration would be, digits first, then letters (``5x``, ``2w``, ``1h30``),
+without a date's ``-`` or ``:``."""
+
+
+def _not_a_time(
+    value: str,
+    field: str,
+    help_text: str,
+    date_reason: str,
+    duration: _Reading,
+) -> SpecError:
+    """The error for ``value``, neither a time (``date_reason``: why ``fromisoformat``
+    refused it) nor a duration (``duration``, how it was read as one), naming the reading it
+    was meant as with the reason it is wrong:
+
+    - a duration with a sign (``-5m``): a duration of 0 or more (as ``-5`` is told);
+    - text in a duration's form that it refuses (``1d1d``, ``1_000s``): both readings, with
+      the duration's reason;
+    - a date or time out of range (``2026-13-01``): a time, with the reason;
+    - text written as a duration would be (``5x``), or after a ``+``: both readings;
+    - else (``soon``): a time, as before."""
+    time_reason = "" if date_reason.startswith(_NO_ISO_FORM) else f" ({date_reason})"
+    noun, text, error = duration
+    if text.startswith("-") and _is_duration(text[1:]):
+        return _below_zero(value, field, noun, help_text)
+    if isinstance(error, _Refused):
+        return SpecError(
+            field,
+            f"{quoted(value)} is neither a {noun} (it {error.reason}) nor a "
+            f"time{time_reason}; {help_text}",
+        )
+    plainly = _DURATION_LIKE.match(text) or value.strip().startswith("+")
+    if plainly and not time_reason:
+        return SpecError(field, f"{quoted(value)} is neither a {noun} nor a time; {help_text}")
+    return SpecError(field, f"{quoted(value)} is not a time{time_reason}; {help_text}")
+
+
+def _below_zero(value: str, field: str, noun: str, help_text: str) -> SpecError:
+    """The error for a ``noun`` (a duration back from now, a delay) below zero."""
+    return SpecError(field, f"{quoted(value)} is not a {noun} of 0 or more; {help_text}")
+
+
+def _is_duration(text: str) -> bool:
+    """Whether :func:`parse_duration` reads ``text``."""
+    try:
+        parse_duration(text)
+    except SpecError:
+        return False
+    return True
+
+
 def parse_since(value: str, now: float, field: str = "since") -> float:
     """A moment in the past as POSIX seconds: a duration back from ``now`` (``1h``, ``30m``,
     ``2d``), a time of day ``HH:MM[:SS]`` (the last one, local time: ``02:00`` is today's
     when it has gone by, else yesterday's) or an ISO 8601 date and time (local time when it
     has no offset). A moment after ``now`` (``+2h``, tomorrow's date) is refused: nothing
-    has happened since then. Raises :class:`SpecError` naming ``field``."""
+    has happened since then. Raises :class:`SpecError` naming ``field``; text that is neither
+    a duration nor a time gets the duration's reason when it was plainly meant as one
+    (``1d1d``: the unit given twice; :func:`_not_a_time`)."""
     text = value.strip()
     if text.startswith("+"):
         raise SpecError(field, f"{quoted(value)} is in the future; {_SINCE_HELP}")
@@ -375,13 +455,13 @@ def parse_since(value: str, now: float, field: str = "since") -> float:
         return _time_of_day(text, now, field, ahead=False)
     try:
         seconds = parse_duration(text, field)
-    except SpecError:
-        moment = _moment(value, text, field, _SINCE_HELP)
+    except SpecError as exc:
+        moment = _moment(value, text, field, _SINCE_HELP, _Reading("duration", text, exc))
         if moment > now:
             raise SpecError(field, f"{quoted(value)} is in the future; {_SINCE_HELP}") from None
         return moment
     if not math.isfinite(seconds) or seconds < 0:
-        raise SpecError(field, f"{quoted(value)} is not a duration of 0 or more, e.g. 1h")
+        raise _below_zero(value, field, "duration", _SINCE_HELP)
     return now - seconds
 
 
@@ -391,7 +471,8 @@ def parse_time(value: str, now: float, field: str = "time") -> float:
     once today's has gone by) or a delay from ``now`` (:func:`parse_duration`, an optional
     ``+`` before it; ``+01:00:00`` is an hour, while ``+02:00``, minutes and seconds as Slurm
     reads it or hours and minutes, is refused as ambiguous). Raises :class:`SpecError`
-    naming ``field``."""
+    naming ``field``; text that is neither a delay nor a time gets the delay's reason when it
+    was plainly meant as one (``+1d1d``: the unit given twice; :func:`_not_a_time`)."""
     text = value.strip()
     if not text.startswith("+") and _CLOCK.match(text):
         return _time_of_day(text, now, field, ahead=True)
@@ -408,10 +489,8 @@ def parse_time(value: str, now: float, field: str = "time") -> float:
         )
     try:
         seconds = parse_duration(delay, field)
-    except SpecError:
-        pass
-    else:
-        if not math.isfinite(seconds) or seconds < 0:
-            raise SpecError(field, f"{quoted(value)} is not a delay of 0 or more; {_TIME_HELP}")
-        return now + seconds
-    return _moment(value, text, field, _TIME_HELP)
+    except SpecError as exc:
+        return _moment(value, text, field, _TIME_HELP, _Reading("delay", delay, exc))
+    if not math.isfinite(seconds) or seconds < 0:
+        raise _below_zero(value, field, "delay", _TIME_HELP)
+    return now + seconds
