@@ -14,6 +14,8 @@ import math
 from collections import deque
 from numbers import Integral, Real
 
+import numpy as np
+
 from danlu.core.errors import ConfigError, DanluError
 from danlu.train.state import stored_count
 
@@ -120,6 +122,14 @@ class AnomalyDetector:
                 raise ConfigError(
                     f"anomaly {rate_name} must be a positive, finite number; got {rate!r}"
                 )
+        # a switch is a bool (numpy's too) or 0/1: "no" or "False" is true, and turned it on
+        switch = isinstance(check_loss_spikes, bool | np.bool_) or (
+            isinstance(check_loss_spikes, Integral) and check_loss_spikes in (0, 1)
+        )
+        if not switch:
+            raise ConfigError(
+                f"anomaly check_loss_spikes must be True or False; got {check_loss_spikes!r}"
+            )
         if window < min_history:
             raise ConfigError(
                 f"the anomaly window ({window}) must hold at least min_history ({min_history}) "
@@ -129,7 +139,7 @@ class AnomalyDetector:
         self.action = name
         self.k = k
         self.min_history = min_history
-        self.check_loss_spikes = check_loss_spikes
+        self.check_loss_spikes = bool(check_loss_spikes)
         self.rollback_lr_factor = rollback_lr_factor
         self._grad = _Window(window, k, min_history)
         self._loss = _Window(window, k, min_history)

@@ -704,11 +704,11 @@ class TrainContext:
         self._saved_step = self.step_num  # the checkpoint of this step exists
         self.history = list(info.metrics_history or [])
         self.extra = dict(info.extra or {})
-        ds = info.data_state or {}
         # a counter an older checkpoint lacks keeps the live value. After a rollback, a Rebatch
         # received since the checkpoint differs from its and _follow_scheduler applies it again
         live = api.Counters(0, self.rollbacks, self.step_num, self._scheduler_batch)
         try:
+            ds = api.stored_data_state(info.data_state)  # not a dict: a damaged checkpoint
             counters = api.stored_counters(ds, live)
         except ValueError as exc:
             where, problem = self.checkpoints.directory, f"{exc} (the checkpoint is damaged)"

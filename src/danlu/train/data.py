@@ -31,6 +31,7 @@ from typing import Any
 import torch
 
 from danlu.core.errors import ConfigError
+from danlu.train.checks import whole_argument
 from danlu.train.state import stored_count
 
 log = logging.getLogger("danlu.train")
@@ -54,9 +55,11 @@ class ElasticSampler:
     def __init__(
         self, n: int, *, shuffle: bool = True, seed: int = 0, drop_last: bool = False
     ) -> None:
-        if n <= 0:
-            raise ConfigError(f"dataset size must be positive, got {n}")
-        self.n = n
+        """``n``, the dataset size, is an integer >= 1 (not a bool, not ``2.5`` or ``16.0``,
+        as :func:`~danlu.train.init`'s ``dataset_size``): a :class:`ConfigError` naming it
+        otherwise. A float, even ``16.0``, failed only at the first epoch with a bare
+        ``TypeError`` (``torch.randperm``, ``range``); ``True`` was a dataset of one sample."""
+        self.n = whole_argument("ElasticSampler's n (the dataset size)", n, 1)
         self.shuffle = shuffle
         self.seed = seed
         self.drop_last = drop_last

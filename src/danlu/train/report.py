@@ -715,12 +715,15 @@ class MetricsReporter:
 class Progress:
     """A Rich progress bar on an interactive terminal (rank 0), a no-op elsewhere.
 
-    Updated every ``every`` steps so it costs nothing measurable.
+    Updated every ``every`` steps so it costs nothing measurable: an integer >= 1, else a
+    :class:`~danlu.core.errors.ConfigError` naming it, checked before a bar is started (``0``
+    or ``-5`` was silently taken as 1, a NaN never updated the bar, ``2.5`` did on the wrong
+    steps; a bool or a float is refused as :func:`danlu.train.init`'s counts are).
     """
 
     def __init__(self, total: int | None, enabled: bool | None = None, every: int = 10) -> None:
+        self.every = whole_argument("Progress every", every, 1)
         self.enabled = sys.stdout.isatty() if enabled is None else enabled
-        self.every = max(1, every)
         self._bar: Any = None
         self._task: Any = None
         if self.enabled:

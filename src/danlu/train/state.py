@@ -47,6 +47,7 @@ __all__ = [
     "restore_state",
     "resume_refused",
     "stored_counters",
+    "stored_data_state",
 ]
 
 
@@ -129,6 +130,25 @@ def stored_counters(data_state: Mapping[str, Any], live: Counters) -> Counters:
         engine_steps=read("engine_steps", 0),
         scheduler_batch=None if scheduler_batch is None else read("scheduler_batch", 1),
     )
+
+
+def stored_data_state(value: Any) -> dict[str, Any]:
+    """A checkpoint's ``data_state`` (what a :class:`~danlu.train.context.TrainContext`
+    keeps beside the model) as the dict it reads its parts and counters from: None (a state
+    captured without one) is an empty one. ``ValueError`` for anything else but a dict (a
+    damaged checkpoint: a list or a string raised a bare ``AttributeError`` at the first
+    ``.get``, and a falsy one, ``0`` or ``[]``, resumed without its data position)."""
+    if value is None:
+        return {}
+    if not isinstance(value, dict):
+        raise ValueError(f"its data_state {_short(value)} is not a dict")
+    return value
+
+
+def _short(value: Any, limit: int = 80) -> str:
+    """``repr(value)``, cut to ``limit`` characters (a damaged part may be large)."""
+    text = repr(value)
+    return text if len(text) <= limit else f"{text[: limit - 3]}..."
 
 
 def resume_refused(step: int, directory: object, problem: str) -> IncompatibleCheckpointError:
