@@ -15,7 +15,7 @@ from typing import Any
 import numpy as np
 import pytest
 import torch
-from train_helpers import mse_loss, small_context, tiny_regression
+from train_helpers import checkpoint_two_steps, small_context
 
 from danlu.core.errors import ConfigError
 from danlu.train.anomaly import AnomalyDetector
@@ -55,16 +55,9 @@ def _write(directory: Path, monkeypatch: pytest.MonkeyPatch, **counters: object)
         return state
 
     monkeypatch.setattr(TrainContext, "data_state", written)
-    data = tiny_regression(16)
-    with small_context(directory) as ctx:
-        for _ in ctx.epochs(1):
-            for batch in ctx.batches(data):
-                ctx.step(batch, mse_loss)
-                if ctx.step_num == 2:
-                    break
-        ctx.save()
+    step = checkpoint_two_steps(directory)
     monkeypatch.setattr(TrainContext, "data_state", real)
-    return ctx.step_num
+    return step
 
 
 @pytest.mark.parametrize("value", DAMAGED, ids=repr)

@@ -13,7 +13,7 @@ from typing import Any
 
 import numpy as np
 import pytest
-from train_helpers import mse_loss, small_context, tiny_regression
+from train_helpers import checkpoint_two_steps, mse_loss, small_context, tiny_regression
 
 import danlu.train.state as state_module
 from danlu.core.errors import ConfigError
@@ -93,16 +93,9 @@ def _write(directory: Path, monkeypatch: pytest.MonkeyPatch, data_state: object)
         return state
 
     monkeypatch.setattr(state_module, "capture_state", written)
-    data = tiny_regression(16)
-    with small_context(directory) as ctx:
-        for _ in ctx.epochs(1):
-            for batch in ctx.batches(data):
-                ctx.step(batch, mse_loss)
-                if ctx.step_num == 2:
-                    break
-        ctx.save()
+    step = checkpoint_two_steps(directory)
     monkeypatch.setattr(state_module, "capture_state", real)
-    return ctx.step_num
+    return step
 
 
 @pytest.mark.parametrize("value", [[1, 2], "abc", 3.5, 0, []], ids=repr)

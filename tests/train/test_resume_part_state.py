@@ -9,7 +9,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from train_helpers import mse_loss, small_context, tiny_regression
+from train_helpers import checkpoint_two_steps, small_context
 
 from danlu.train.lr import LRController
 from danlu.train.state import IncompatibleCheckpointError
@@ -17,15 +17,7 @@ from danlu.train.state import IncompatibleCheckpointError
 
 def _write(directory: Path) -> int:
     """Train a few steps, checkpoint, and return the step saved."""
-    data = tiny_regression(16)
-    with small_context(directory) as ctx:
-        for _ in ctx.epochs(1):
-            for batch in ctx.batches(data):
-                ctx.step(batch, mse_loss)
-                if ctx.step_num == 2:
-                    break
-        ctx.save()
-        return ctx.step_num
+    return checkpoint_two_steps(directory)
 
 
 def test_a_part_state_without_a_key_is_refused_by_name(

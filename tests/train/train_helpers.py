@@ -114,3 +114,17 @@ def small_context(directory: Path) -> TrainContext:
         progress=False,
         environ={},
     )
+
+
+def checkpoint_two_steps(directory: Path) -> int:
+    """Train :func:`small_context` two steps of :func:`tiny_regression` (16 samples), save a
+    checkpoint to ``directory`` and return the step saved (2)."""
+    data = tiny_regression(16)
+    with small_context(directory) as ctx:
+        for _ in ctx.epochs(1):
+            for batch in ctx.batches(data):
+                ctx.step(batch, mse_loss)
+                if ctx.step_num == 2:
+                    break
+        ctx.save()
+        return ctx.step_num
