@@ -6,24 +6,16 @@ from __future__ import annotations
 from collections.abc import Iterable
 from dataclasses import dataclass
 
-from sqlalchemy import ColumnElement, and_, select
+from sqlalchemy import select
 from sqlalchemy.orm import Session
 
 from danlu.core.errors import InvalidTransitionError, SpecError
 from danlu.core.state import JobState, check_transition
 from danlu.server.db.models import Job, JobEvent, Project, User
 from danlu.server.services.common import state_values
-from danlu.server.services.settled import settled_id
+from danlu.server.services.settled import settled_only
 
 MAX_EVENTS = 1000
-
-
-def _settled_after(session: Session, after_id: int) -> ColumnElement[bool]:
-    """The events with ``id > after_id`` that no event committing late can come before
-    (:func:`~danlu.server.services.settled.settled_id`)."""
-    after = JobEvent.id > after_id
-    bound = settled_id(session, JobEvent.__tablename__)
-    return after if bound is None else and_(after, JobEvent.id <= bound)
 
 
 def list_events(
@@ -40,7 +32,7 @@ def list_events(
     newest, in order too."""
     if not 1 <= limit <= MAX_EVENTS:
         raise SpecError("limit", f"must be between 1 and {MAX_EVENTS}")
-    query = select(JobEvent).where(_settled_after(session, after_id))
+    query = settled_only(session, select(JobEvent).where(JobEvent.id > after_id), JobEvent)
     if job_id is not None:
         query = query.where(JobEvent.job_id == job_id)
     order = JobEvent.id.desc() if tail else JobEvent.id
@@ -85,8 +77,9 @@ def feed(
         .join(Job, Job.id == JobEvent.job_id)
         .join(User, User.id == Job.user_id)
         .join(Project, Project.id == Job.project_id)
-        .where(_settled_after(session, after_id))
+        .where(JobEvent.id > after_id)
     )
+    query = settled_only(session, query, JobEvent)
     if since is not None:
         query = query.where(JobEvent.time >= since)
     if project is not None:

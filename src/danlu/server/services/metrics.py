@@ -36,7 +36,7 @@ from danlu.server.errors import ConflictError
 from danlu.server.services import observe
 from danlu.server.services.common import delete_some, lock_row, resolve_now
 from danlu.server.services.retention import DAY
-from danlu.server.services.settled import settled_id
+from danlu.server.services.settled import settled_only
 
 MAX_BATCH = 1000
 MAX_READ = 10_000
@@ -340,10 +340,8 @@ def list_metrics(
     if through_id is not None:
         query = query.where(JobMetric.id <= through_id)
     if after_id is not None:
-        query = query.where(JobMetric.id > after_id)
-        settled = settled_id(session, JobMetric.__tablename__)
-        if settled is not None:  # none that a record committing late could come before
-            query = query.where(JobMetric.id <= settled)
+        # none that a record committing late could come before
+        query = settled_only(session, query.where(JobMetric.id > after_id), JobMetric)
         if tail:
             latest = query.order_by(JobMetric.id.desc()).limit(limit)
             return list(reversed(list(session.scalars(latest))))
@@ -383,8 +381,5 @@ def cursor(session: Session, job_id: str) -> int:
     records stored from now on (none above it can still commit with a lower id:
     :func:`~danlu.server.services.settled.settled_id`)."""
     query = select(func.max(JobMetric.id)).where(JobMetric.job_id == job_id)
-    settled = settled_id(session, JobMetric.__tablename__)
-    if settled is not None:
-        query = query.where(JobMetric.id <= settled)
-    newest = session.scalar(query)
+    newest = session.scalar(settled_only(session, query, JobMetric))
     return int(newest or 0)

@@ -9,8 +9,14 @@ ends (a trigger, migration 0031); every id it takes is above that."""
 
 from __future__ import annotations
 
-from sqlalchemy import text
+from typing import Any, TypeVar
+
+from sqlalchemy import Select, text
 from sqlalchemy.orm import Session
+
+from danlu.server.db.models import JobEvent, JobMetric
+
+_Query = TypeVar("_Query", bound=Select[*tuple[Any, ...]])
 
 TAGS = {"job_events": 0x646C, "job_metrics": 0x646D}
 """The top 16 bits of each table's advisory lock key: ``tag << 48 | the highest id handed
@@ -46,3 +52,12 @@ def settled_id(session: Session, table: str) -> int | None:
     in_flight = session.scalar(_LOWEST_IN_FLIGHT, {"tag": TAGS[table]})
     bound = int(handed_out or 0)
     return bound if in_flight is None else min(bound, int(in_flight))
+
+
+def settled_only(
+    session: Session, query: _Query, table: type[JobEvent] | type[JobMetric]
+) -> _Query:
+    """``query`` narrowed to the settled rows of ``table`` (ids at or below
+    :func:`settled_id`); as it is on SQLite, where every visible row is settled."""
+    bound = settled_id(session, table.__tablename__)
+    return query if bound is None else query.where(table.id <= bound)
