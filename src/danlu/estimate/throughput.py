@@ -158,14 +158,37 @@ def _load_csv(path: Path, columns: Sequence[str]) -> list[tuple[int, dict[str, s
 
 
 def _number(path: Path, line: int, row: dict[str, str], column: str) -> float:
+    """The cell of ``column`` as a finite float, or a :class:`DataError` naming ``file:line``
+    and the column (NaN, inf and values beyond float range, ``1e400``, too)."""
     raw = row.get(column)
     try:
         value = float(raw) if raw is not None else math.nan
     except ValueError:
         value = math.nan
     if not math.isfinite(value):
-        raise DataError(f"{path}:{line}: column {column!r} is {raw!r}, expected a number")
+        raise DataError(f"{path}:{line}: column {column!r} is {raw!r}, expected a finite number")
     return value
+
+
+def _check_times(path: Path, line: int, step: float, sync: float) -> None:
+    """:class:`DataError` naming ``file:line`` and the column at fault unless
+    ``step_time > 0``, ``sync_time >= 0`` and ``sync_time < step_time`` (the fit takes logs
+    of the step time and of its compute part, ``step_time - sync_time``)."""
+    if step <= 0:
+        raise DataError(
+            f"{path}:{line}: column 'step_time' must be seconds > 0 (the time of an "
+            f"iteration), got {step:g}"
+        )
+    if sync < 0:
+        raise DataError(
+            f"{path}:{line}: column 'sync_time' must be seconds >= 0 (the iteration's "
+            f"gradient synchronisation), got {sync:g}"
+        )
+    if sync >= step:
+        raise DataError(
+            f"{path}:{line}: column 'sync_time' ({sync:g}) must be below step_time "
+            f"({step:g}): the synchronisation is part of the iteration, which also computes"
+        )
 
 
 def _check_count(
@@ -187,10 +210,7 @@ def _measurement(
     if bsz < 1 or bsz != int(bsz):
         raise DataError(f"{path}:{line}: local_bsz {bsz} must be a positive integer")
     _check_count(path, line, "local_bsz", bsz, MAX_BATCH)
-    if step <= 0 or sync < 0 or sync >= step:
-        raise DataError(
-            f"{path}:{line}: need step_time > sync_time >= 0, got step_time={step} sync_time={sync}"
-        )
+    _check_times(path, line, step, sync)
     return StepMeasurement(num_nodes, num_replicas, int(bsz), step, sync)
 
 

@@ -543,14 +543,22 @@ def _read_table(path: Path, columns: tuple[str, ...]) -> tuple[np.ndarray, list[
 
 
 def _check_sync_within_step(path: Path, table: np.ndarray, lines: list[int], step: int) -> None:
-    """Refuse a row whose ``sync_time`` (column ``step + 1``) exceeds its ``step_time``
+    """Refuse a row whose ``sync_time`` (column ``step + 1``) is not below its ``step_time``
     (column ``step``): an iteration's local part (``step - sync``) would be negative, and
-    so would the time of a step that accumulates gradients."""
+    so would the time of a step that accumulates gradients; equal, the iteration computed
+    nothing, and accumulating gradients would cost no time (a batch of any size in the time
+    of one micro-batch), which no measurement can show."""
     for line, row in zip(lines, table, strict=True):
         if row[step + 1] > row[step]:
             raise DataError(
                 f"{path}:{line}: sync_time={row[step + 1]:g} is above step_time={row[step]:g};"
-                " the synchronisation is part of the iteration, so sync_time <= step_time"
+                " the synchronisation is part of the iteration, so sync_time < step_time"
+            )
+        if row[step + 1] == row[step]:
+            raise DataError(
+                f"{path}:{line}: sync_time={row[step + 1]:g} equals step_time={row[step]:g},"
+                " leaving no time to compute the micro-batch; sync_time must be below "
+                "step_time (correct the measurement or remove the row)"
             )
 
 

@@ -58,6 +58,7 @@ from danlu.sim.elastic import ApplicationProfile, OutOfProfileError
 from danlu.sim.failures import FAIL, MOST_FRUITLESS_FAILURES, NODE, OutageEvent, Outages, StallWatch
 from danlu.sim.metrics import JobRecord, SimResult, Timeline
 from danlu.sim.progress import ProfiledProgress, Progress, RigidProgress
+from danlu.sim.sim_inputs import check_named_models, check_simulator_inputs
 from danlu.sim.simjob import SimJob, check_in_profile, model_of
 from danlu.sim.workload import MOST_SECONDS, ProfiledWork, Workload, WorkloadJob
 
@@ -109,6 +110,9 @@ class Simulator:
         profiles: Mapping[str, ApplicationProfile] | None = None,
         on_progress: ProgressCallback | None = None,
     ) -> None:
+        """:class:`ConfigError` naming the argument when one is of the wrong type or value
+        (:func:`~danlu.sim.sim_inputs.check_simulator_inputs`)."""
+        check_simulator_inputs(cluster, policy, workload, config, profiles, on_progress)
         self.cluster = cluster
         self.config = config or SimConfig()
         if self.config.quotas:  # the server's quota rules, around any policy
@@ -161,21 +165,7 @@ class Simulator:
         """The nodes' and GPUs' failures (with ``config.failures`` or
         ``config.gpu_failures``), from the first submission."""
         self._stall = StallWatch(self.config.restart_cost)
-        self._check_models()
-
-    def _check_models(self) -> None:
-        """With an interference model, every model a job names must be one it measured."""
-        model = self.config.interference
-        if model is None:
-            return
-        known = model.models
-        for wj in self.workload.jobs:
-            name = model_of(wj)
-            if name and name not in known:
-                raise ConfigError(
-                    f"job {wj.request.id} names model {name!r}, which the interference data "
-                    f"did not measure; use one of: {', '.join(sorted(known))}, or leave it empty"
-                )
+        check_named_models(workload, self.config.interference)
 
     # -- job construction ----------------------------------------------------------------
     def _progress_for(self, job: WorkloadJob) -> Progress:

@@ -348,8 +348,9 @@ def _check_inputs(
     pods: Sequence[OpenbPod], nodes: Sequence[ShareNode], options: Mapping[str, Any] | None
 ) -> None:
     """Refuse pods, nodes or scorer options of the wrong type (given through the Python
-    API) as a :class:`ConfigError` naming them: a file name given for the pods, or a list
-    for the options, raised bare AttributeErrors and TypeErrors."""
+    API), and pods or nodes of one name, as a :class:`ConfigError` naming them: a file name
+    given for the pods, or a list for the options (or a number for an option's name),
+    raised bare AttributeErrors and TypeErrors."""
     for what, items, kind, reader in (
         ("pods", pods, OpenbPod, "load_pods"),
         ("nodes", nodes, ShareNode, "load_nodes"),
@@ -361,11 +362,45 @@ def _check_inputs(
             )
         for item in items:
             check_instance(f"each of {what}", item, kind)
+    _check_unique_names(pods, "pod")
+    _check_unique_names(nodes, "node")
     if options is not None and not isinstance(options, Mapping):
         raise ConfigError(
             f"options (--option) must be a mapping of the scorer's option names to values, "
             f"or None for its defaults; got {type(options).__name__}"
         )
+    for key in options or {}:
+        if not isinstance(key, str):  # the scorer takes them as keywords: a bare TypeError
+            raise ConfigError(
+                f"options (--option): the option name {quoted(key)} must be a string, e.g. "
+                "{'alpha': 0.5}"
+            )
+
+
+def _check_unique_names(items: Iterable[OpenbPod | ShareNode], what: str) -> None:
+    """Refuse a pod or node (built in code: :func:`load_pods` and :func:`load_nodes` check
+    their files' rows) whose name is empty or that of one before it, as a
+    :class:`ConfigError` naming it and both places: pods and nodes are ordered by name (the
+    pods before the seed shuffles them, the ties between equally scored nodes), so two of
+    one name left their order, and so the result, to the list's."""
+    first: dict[str, int] = {}
+    for index, item in enumerate(items):
+        name = item.name
+        where = f"{what}s[{index}]"
+        source = getattr(item, "source", "")
+        if source:
+            where += f" ({source})"
+        if not isinstance(name, str) or not name.strip():
+            raise ConfigError(
+                f"{where}: the {what} name must be a non-empty string, got {quoted(name)}; "
+                f"give every {what} a name"
+            )
+        before = first.setdefault(name, index)
+        if before != index:
+            raise ConfigError(
+                f"{where}: {what} name {name!r} is already used by {what}s[{before}]; give "
+                f"every {what} its own name"
+            )
 
 
 def run_seed(
@@ -377,7 +412,9 @@ def run_seed(
     options: Mapping[str, Any] | None = None,
 ) -> SeedResult:
     """One seed of the experiment (see the module docstring); ``options`` go to the
-    scorer (:func:`~danlu.sched.placement.share.make_scorer`)."""
+    scorer (:func:`~danlu.sched.placement.share.make_scorer`). Pods, nodes and options of
+    the wrong type, and pods or nodes of one name, are a :class:`ConfigError` naming them."""
+    _check_inputs(pods, nodes, options)
     if not pods or not nodes:
         raise ConfigError("the experiment needs at least one pod and one node")
     _check_load_and_seeds(load, (seed,))

@@ -1,0 +1,146 @@
+"""Checks of what :class:`~danlu.sim.engine.Simulator` is built from, through the Python
+API: an argument of the wrong type or an impossible value is a :class:`ConfigError` naming
+the argument and the fix when the simulator is built. Before, a wrong type failed deep
+inside :meth:`~danlu.sim.engine.Simulator.run` (a policy name given as a string raised
+``AttributeError: 'str' object has no attribute 'schedule'`` at the first round, a list of
+jobs for the workload an AttributeError on ``jobs``), a ``config`` or ``profiles`` that
+happened to be empty was silently replaced by the defaults, and jobs out of submission
+order were let in only when every job listed before them had arrived."""
+
+from __future__ import annotations
+
+from collections import Counter
+from collections.abc import Mapping
+from typing import Any
+
+from danlu.core.cluster import Cluster
+from danlu.core.errors import ConfigError
+from danlu.core.values import quoted
+from danlu.sim.config import SimConfig
+from danlu.sim.elastic import ApplicationProfile
+from danlu.sim.interference import Interference
+from danlu.sim.simjob import model_of
+from danlu.sim.workload import Workload, WorkloadJob
+
+
+def _got(value: Any) -> str:
+    """How a message shows a refused ``value``: its text, cut short, and its type."""
+    return f"got {quoted(value)} ({type(value).__name__})"
+
+
+def check_simulator_inputs(
+    cluster: Any,
+    policy: Any,
+    workload: Any,
+    config: Any,
+    profiles: Any,
+    on_progress: Any,
+) -> None:
+    """Refuse :class:`~danlu.sim.engine.Simulator`'s arguments unless ``cluster`` is a
+    :class:`Cluster`, ``policy`` a scheduling policy (a ``name`` and a ``schedule(view)``
+    method), ``workload`` a :class:`Workload` whose jobs are :class:`WorkloadJob` s in
+    submission order, ``config`` a :class:`SimConfig` or None, ``profiles`` a mapping of
+    application names to :class:`ApplicationProfile` s or None, and ``on_progress`` a
+    callable or None; the :class:`ConfigError` names the argument and the fix."""
+    if not isinstance(cluster, Cluster):
+        raise ConfigError(
+            f"Simulator: cluster must be a Cluster, e.g. Cluster.homogeneous(16, 4); "
+            f"{_got(cluster)}"
+        )
+    if not (
+        callable(getattr(policy, "schedule", None))
+        and isinstance(getattr(policy, "name", None), str)
+    ):
+        raise ConfigError(
+            "Simulator: policy must be a scheduling policy (an object with a name and a "
+            f"schedule(view) method), e.g. make_policy('fifo'); {_got(policy)}"
+        )
+    _check_workload(workload)
+    if config is not None and not isinstance(config, SimConfig):
+        raise ConfigError(
+            "Simulator: config must be a SimConfig, e.g. SimConfig(interval=60.0), or None "
+            f"for the defaults; {_got(config)}"
+        )
+    _check_profiles(profiles)
+    if on_progress is not None and not callable(on_progress):
+        raise ConfigError(
+            "Simulator: on_progress must be a function called as (sim_time, finished_jobs, "
+            f"total_jobs), or None; {_got(on_progress)}"
+        )
+
+
+def _check_workload(workload: Any) -> None:
+    """Refuse a workload that is no :class:`Workload`, whose ``jobs`` are no list or tuple
+    of :class:`WorkloadJob` s, that repeats a job id, or whose jobs are out of submission
+    order (the simulator lets jobs in in list order: one listed before an earlier
+    submission held it back)."""
+    if not isinstance(workload, Workload):
+        raise ConfigError(
+            "Simulator: workload must be a Workload, e.g. load_workload(path) or "
+            f"synthetic_workload(); {_got(workload)}"
+        )
+    jobs = workload.jobs
+    if not isinstance(jobs, tuple | list):
+        raise ConfigError(
+            "Simulator: workload.jobs must be a tuple of WorkloadJobs in submission order; "
+            f"{_got(jobs)}"
+        )
+    for index, job in enumerate(jobs):
+        if not isinstance(job, WorkloadJob):
+            raise ConfigError(
+                f"Simulator: workload.jobs[{index}] must be a WorkloadJob; {_got(job)}"
+            )
+    counts = Counter(job.request.id for job in jobs)
+    repeated = sorted(name for name, n in counts.items() if n > 1)
+    if repeated:
+        raise ConfigError(
+            f"Simulator: workload: job ids must be unique; {', '.join(repeated[:5])} repeat"
+        )
+    previous: WorkloadJob | None = None
+    for job in jobs:
+        if previous is not None and job.request.submit_time < previous.request.submit_time:
+            raise ConfigError(
+                f"Simulator: workload.jobs must be in submission order, but job "
+                f"{job.request.id!r} (submitted at {job.request.submit_time:g} s) comes after "
+                f"job {previous.request.id!r} (at {previous.request.submit_time:g} s); sort "
+                "the jobs by request.submit_time"
+            )
+        previous = job
+
+
+def _check_profiles(profiles: Any) -> None:
+    """Refuse ``profiles`` unless it is None or maps application names (strings, as a
+    workload's ``application`` column gives them) to :class:`ApplicationProfile` s."""
+    if profiles is None:
+        return
+    if not isinstance(profiles, Mapping):
+        raise ConfigError(
+            "Simulator: profiles must be a mapping of application names to "
+            "ApplicationProfiles, e.g. load_profiles(traces_dir), or None; "
+            f"{_got(profiles)}"
+        )
+    for name, profile in profiles.items():
+        if not isinstance(name, str):
+            raise ConfigError(
+                f"Simulator: profiles: the application name {quoted(name)} must be a string "
+                "(a workload's application name), or no job finds its profile"
+            )
+        if not isinstance(profile, ApplicationProfile):
+            raise ConfigError(
+                f"Simulator: profiles[{name!r}] must be an ApplicationProfile, e.g. "
+                f"load_profile(folder); {_got(profile)}"
+            )
+
+
+def check_named_models(workload: Workload, interference: Interference | None) -> None:
+    """With an interference model, every model a job names must be one it measured."""
+    if interference is None:
+        return
+    known = interference.models
+    for wj in workload.jobs:
+        name = model_of(wj)
+        if name and name not in known:
+            raise ConfigError(
+                f"job {wj.request.id} names model {name!r}, which the interference data "
+                f"did not measure; use one of: {', '.join(sorted(known))}, or leave it empty"
+            )
