@@ -14,7 +14,7 @@ from typing import Any
 import pytest
 from run_helpers import SHELL_CHECKPOINT
 
-from danlu.executors import ExecutorError, ray_actor
+from danlu.executors import InvalidLaunchError, ray_actor
 from danlu.executors.ray_actor import GUARD, NodeRun
 
 # Its runs make ``danlu-run-*`` folders, which test_ray.py counts: same xdist worker.
@@ -261,11 +261,14 @@ def test_a_grace_that_is_not_seconds_is_refused_before_any_signal(
     tmp_path: Path, grace: Any
 ) -> None:
     """``nan`` reached the SIGKILL timer (``ValueError`` in its thread, after the SIGTERM);
-    a string raised ``TypeError`` from the arithmetic. Refused, naming ``grace``."""
+    a string raised ``TypeError`` from the arithmetic. Refused, naming ``grace``, with the
+    :class:`InvalidLaunchError` every executor's stop raises for it (``check_grace``; the
+    actor raised a bare :class:`ExecutorError`)."""
     run = _sleeper(tmp_path)
     try:
-        with pytest.raises(ExecutorError, match=r"grace: .* not a number of seconds"):
+        with pytest.raises(InvalidLaunchError, match=r"grace: .* give a number of seconds") as err:
             run.stop("preempt", grace)
+        assert err.value.field == "grace"
         status = run.status()
         assert status["exit_code"] is None and status["stop"] is None
     finally:

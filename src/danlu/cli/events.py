@@ -18,7 +18,7 @@ from danlu.cli.reply_fields import checked_events
 from danlu.client import Client
 from danlu.client.rest import read_across_restart
 from danlu.core.errors import DanluError
-from danlu.core.units import parse_since
+from danlu.core.units import SINCE_FORMS, parse_since
 from danlu.core.values import visible
 
 FOLLOW_SECONDS = 1.0
@@ -110,8 +110,7 @@ def events(
         str,
         typer.Option(
             "--since",
-            help="From then on: a duration back from now (1h, 30m, 2d) or a time "
-            "(2026-12-01T02:00, local time unless it has an offset).",
+            help=f"From then on: {SINCE_FORMS}.",
         ),
     ] = "1h",
     project: Annotated[str | None, typer.Option("--project", help="Only this project.")] = None,

@@ -38,6 +38,7 @@ from danlu.core.spec_text import load_yaml
 from danlu.core.state import JobState
 from danlu.core.sweep import parse_sweep
 from danlu.core.units import (
+    SINCE_FORMS,
     format_bytes,
     format_duration,
     format_energy,
@@ -363,7 +364,7 @@ def ls(
     limit: Annotated[int, typer.Option("--limit", min=1, max=1000, help="Newest N jobs.")] = 100,
     since: Annotated[
         str | None,
-        typer.Option("--since", help="Submitted since: 1d, 2h (back from now) or a time."),
+        typer.Option("--since", help=f"Submitted since then: {SINCE_FORMS}."),
     ] = None,
     name: Annotated[
         str | None, typer.Option("--name", help="Named like this: train-*, run-? (quote it).")

@@ -28,7 +28,7 @@ class FakeGroup:
 
 
 _FLAG = "--fake-gpus"
-_GROUP = re.compile(r"^\s*(\d+)\s*[xX]\s*([^:\s]+)\s*(?::\s*(\S+))?\s*$")
+_GROUP = re.compile(r"^\s*([0-9]+)\s*[xX]\s*([^:\s]+)\s*(?::\s*(\S+))?\s*$")
 
 
 _LEAST_FAKE_MEMORY = 1 << 30
@@ -86,6 +86,7 @@ def parse_fake_gpus(spec: str) -> tuple[FakeGroup, ...]:
     parsed: list[FakeGroup] = []
     total = 0
     for group in groups:
+        _check_digits(spec, group)
         match = _GROUP.match(group)
         if match is None:
             raise _fake_error(spec, f"{group.strip()!r} is not COUNTxSIZE")
@@ -103,6 +104,19 @@ def parse_fake_gpus(spec: str) -> tuple[FakeGroup, ...]:
             )
         parsed.append(FakeGroup(count, _group_type(spec, group, count, size, type_name)))
     return tuple(parsed)
+
+
+def _check_digits(spec: str, group: str) -> None:
+    """Refuse a group written with digits other than ASCII's (``٣x80GiB``, ``²xH100``,
+    ``１２x80GiB``): ``\\d`` and ``int()`` read them as numbers, and the GPUs the server
+    built were not the ones written."""
+    odd = next((c for c in group if c.isdigit() and not c.isascii()), None)
+    if odd is not None:
+        raise _fake_error(
+            spec,
+            f"{group.strip()!r} has {odd!r} (U+{ord(odd):04X}), which is not an ASCII digit; "
+            "use the digits 0-9 for counts and sizes",
+        )
 
 
 def _group_type(spec: str, group: str, count: int, size: str, type_name: str | None) -> GpuType:

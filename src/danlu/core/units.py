@@ -325,10 +325,16 @@ _TIME_HELP = (
     "write a time, 2026-12-01T02:00 (local time unless it ends with an offset such as +00:00 "
     "or Z), a time of day, 02:00 (the next one), or a delay from now, +2h or 90m"
 )
-_SINCE_HELP = (
-    "write a duration back from now (1h, 30m, 2d), a time of day (02:00, the last one) or a "
-    "time, 2026-12-01T02:00 (local time unless it ends with an offset such as +00:00 or Z)"
+SINCE_FORMS = (
+    "a duration back from now: seconds (90), units s, m, h, d (30m, 1h30m) or days-hours "
+    "D-HH[:MM[:SS]] (1-12, 1-12:30:00); a time of day HH:MM or HH:MM:SS (the last one, local "
+    "time: 02:00; never a duration here); or a date and time (2026-12-01, 2026-12-01T02:00; "
+    "local time unless it ends with an offset such as +00:00 or Z)"
 )
+"""Every form :func:`parse_since` reads, for the help of the options it reads (``--since``):
+a clock form ``HH:MM[:SS]`` is a time of day there, not a duration as
+:func:`parse_duration` reads it."""
+_SINCE_HELP = f"write {SINCE_FORMS}"
 _TIME_OF_DAY = re.compile(r"^([0-9]{1,2}):([0-9]{2})(?::([0-9]{2}))?$")
 _MINUTES_SECONDS = re.compile(r"^\s*([0-9]+):([0-9]+)\s*$")
 

@@ -75,16 +75,18 @@ def check_log_range(offset: int, limit: int) -> None:
             )
 
 
-def check_grace(grace: float) -> float:
+def check_grace(grace: float, field_name: str = "grace_seconds") -> float:
     """``grace`` (the ``grace_seconds`` of :meth:`Executor.preempt`) as the seconds a stop
     waits before its SIGKILL: one below 0 is 0 (SIGKILL at once), an endless one (``inf``)
     :data:`~danlu.executors.supervise.MAX_GRACE_SECONDS`. Raises :class:`InvalidLaunchError`
-    (field ``grace_seconds``) for one that is not a number of seconds (``nan``, a string),
-    which a stop must refuse before it records or signals anything."""
+    (field ``field_name``) for one that is not a number of seconds (``nan``, a string),
+    which a stop must refuse before it records or signals anything. Every stop checks its
+    grace here, the Ray executor's node actor too (:meth:`~danlu.executors.ray_actor.
+    NodeRun.stop`), so that a bad grace is the same error wherever it is given."""
     seconds = supervise.grace_seconds(grace)
     if seconds is None:
         raise InvalidLaunchError(
-            "grace_seconds", f"{grace!r} is not a number; give a number of seconds, 0 or more"
+            field_name, f"{grace!r} is not a number; give a number of seconds, 0 or more"
         )
     return seconds
 

@@ -76,9 +76,12 @@ LAUNCH_FIELDS: Mapping[str, records.Check] = {
     **records.LAUNCH_FIELDS,
     "mark": lambda v: isinstance(v, str) and re.fullmatch(r"[0-9a-f]{16}", v) is not None,
     "boot": lambda v: isinstance(v, str) and re.fullmatch(r"[0-9a-f-]{1,64}", v) is not None,
+    "log_dir": lambda v: isinstance(v, str) and v.startswith("/") and "\0" not in v,
 }
-"""The local executor's launch record: the common fields, the run's ``mark`` and the id of
-the host's boot it was launched in (``boot``)."""
+"""The local executor's launch record: the common fields, the run's ``mark``, the id of
+the host's boot it was launched in (``boot``) and the directory of the job's log when the
+launch named its own (``log_dir``, resolved): a later instance, after a restart, reads the
+log there (:meth:`~danlu.executors.rundirs.RunDirExecutor._job_log`)."""
 SUPERVISOR_LOST = "supervisor lost"
 """The error of a run whose supervisor is gone without a recorded exit."""
 HOST_LOST = "supervisor lost with the host, which rebooted since the run was launched"
@@ -238,6 +241,8 @@ class LocalExecutor(RunDirExecutor, GpuSharingExecutor):
         run_dir.mkdir(mode=0o700)
         with open(log_path, "ab") as log:
             record = self._launch_record(job, log_path, offset)
+            if log_path.parent != self._log_dir.resolve():  # the launch's own log_dir
+                record["log_dir"] = str(log_path.parent)
             if job.workdir is not None:
                 record["workdir"] = job.workdir
             if account is not None:
@@ -400,7 +405,7 @@ class LocalExecutor(RunDirExecutor, GpuSharingExecutor):
         started = float(job.get("started_at", launch["launched_at"]))
         attempt, seen = self._seen.get(launch["job_id"], (None, started))
         signs = [seen] if attempt == launch["attempt"] else []
-        log_file = self._job_log(run_dir.name)
+        log_file = self._job_log(run_dir.name, launch)
         end = now if ran_on else last_alive(run_dir, log_file, started, now, rebooted, signs)
         done: dict[str, Any] = {"exit_code": None, "signal": None, "finished_at": end}
         if rebooted:

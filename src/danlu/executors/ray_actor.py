@@ -40,7 +40,7 @@ from pathlib import Path
 from typing import Any
 
 from danlu.executors import supervise
-from danlu.executors.errors import ExecutorError
+from danlu.executors.base import check_grace
 from danlu.executors.local import RUN_MARK, kill_marked
 
 CHUNK = 1 << 20
@@ -156,14 +156,10 @@ class NodeRun:
         An endless ``grace`` (``inf``) is :data:`~danlu.executors.supervise.MAX_GRACE_SECONDS`,
         as the local executor's supervisor takes it, which the SIGKILL timer can wait (an
         infinite wait raised ``OverflowError`` in the timer's thread, which died). Raises
-        :class:`ExecutorError` naming ``grace``, before anything is signalled, when it is not
-        a number of seconds (``nan``, a string)."""
-        seconds = supervise.grace_seconds(grace)
-        if seconds is None:
-            raise ExecutorError(
-                f"grace: {grace!r} is not a number of seconds; give 0 or more (0: SIGKILL at once)"
-            )
-        grace = seconds
+        :class:`InvalidLaunchError` naming ``grace``, before anything is signalled, when it
+        is not a number of seconds (``nan``, a string), as every executor's stop does
+        (:func:`~danlu.executors.base.check_grace`)."""
+        grace = check_grace(grace, "grace")
         with self._lock:
             running = self._proc is not None and self.exit_code() is None
             if self._stop is None or running:

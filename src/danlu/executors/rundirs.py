@@ -238,20 +238,31 @@ class RunDirExecutor(Executor):
         here, or it was discarded, or its log is a link out of its directory."""
         validate_job_id(handle.job_id)
         launch = self._read_launch(safe_child(self._runs, handle.job_id))
-        path = self._job_log(handle.job_id)
+        path = self._job_log(handle.job_id, launch)
         if path is None or not (launch is not None or path.is_file()):
             raise UnknownHandleError(f"no run {handle.key} in {self._runs}, nor its log")
         return path
 
-    def _job_log(self, job_id: str) -> Path | None:
+    def _job_log(self, job_id: str, launch: Mapping[str, Any] | None = None) -> Path | None:
         """The log of job ``job_id`` as this executor places it: ``LOG_DIR/JOB_ID.log``, or
         where this instance opened it for a launch that named its own ``log_dir``
-        (:meth:`_open_log`). Never the ``log_path`` of a run's record: a job can rewrite its
-        records (it runs as the same user), and a record pointing at another file would have
-        :meth:`logs` read that file, the output appended to it, its tail classified. None
-        when the log is a link out of its directory (not the job's log)."""
+        (:meth:`_open_log`), or where the launch record ``launch`` of the job's run says an
+        earlier instance opened it (its ``log_dir``: ``JOB_ID.log`` there). Only executors
+        whose :attr:`launch_fields` name ``log_dir`` keep it: the local one, whose records
+        only a job run as the control plane's own user on its host can rewrite, and such a
+        job can read any file it would name there itself. Never the ``log_path`` of a run's
+        record: a job can rewrite its records (it runs as the same user, a Slurm job on
+        another host too, where the control plane's files are out of its reach), and a
+        record pointing at another file would have :meth:`logs` read that file, the output
+        appended to it, its tail classified. None when the log is a link out of its
+        directory (not the job's log)."""
+        name = f"{job_id}.log"
         try:
-            return self._log_elsewhere.get(job_id) or safe_child(self._log_dir, f"{job_id}.log")
+            if (path := self._log_elsewhere.get(job_id)) is not None:
+                return path
+            if launch is not None and "log_dir" in launch:
+                return safe_child(Path(launch["log_dir"]), name)
+            return safe_child(self._log_dir, name)
         except InvalidLaunchError:
             return None
 
@@ -259,7 +270,7 @@ class RunDirExecutor(Executor):
         """The end of the log written by the run recorded in ``run_dir`` (from its launch
         record's ``log_offset``), at most :data:`~danlu.executors.records.LOG_TAIL_BYTES` of
         it, read from its job's log (:meth:`_job_log`); empty when there is none."""
-        path = self._job_log(run_dir.name)
+        path = self._job_log(run_dir.name, launch)
         return "" if path is None else records.log_tail(path, int(launch.get("log_offset", 0)))
 
     def forget(self, handle: Handle) -> None:
@@ -361,7 +372,8 @@ class RunDirExecutor(Executor):
     def _open_log(self, log_dir: Path, job_id: str) -> tuple[Path, int]:
         """The job's log ``log_dir/JOB_ID.log`` (made if missing) and its length: where the
         output of the run being launched starts. One outside the executor's ``LOG_DIR`` is
-        remembered for :meth:`_job_log` while this instance lives."""
+        remembered for :meth:`_job_log` while this instance lives (an executor that keeps a
+        launch record's ``log_dir`` records it there for later instances)."""
         log_dir.mkdir(parents=True, exist_ok=True, mode=0o700)
         path = safe_child(log_dir, f"{job_id}.log")
         if path.parent == self._log_dir.resolve():

@@ -33,6 +33,9 @@ filesystem the nodes share, as Slurm clusters' home directories are.
 - **Pending.** A run Slurm keeps ``PENDING`` (its partition down, the job held) is
   reported running with Slurm's reason in its message and no start time; one not started
   ``pending_limit`` seconds after its submission is cancelled and ends as a failed launch.
+  So is one held after a requeue (``REQUEUE_HOLD``, ``SPECIAL_EXIT``, ``RESV_DEL_HOLD``:
+  it runs again only once released) ``pending_limit`` seconds after it was first seen held
+  (:mod:`~danlu.executors.slurm_waiting`); a stop of a waiting run cancels it at once.
   A state danlu does not know (empty, or one a newer Slurm adds) is taken as running, with a
   warning: only :data:`~danlu.executors.slurmctl.ENDED_STATES` end a run.
 - **Paths.** The log's path is a filename pattern to Slurm (``--output``): its ``%`` are
@@ -78,7 +81,7 @@ from typing import Any
 
 from danlu.core.cluster import GPU_TYPES, Cluster, GpuType, Node, listed_gpu_type
 from danlu.core.errors import UnknownNameError
-from danlu.executors import records, slurm_task, supervise
+from danlu.executors import records, slurm_task, slurm_waiting, supervise
 from danlu.executors.base import (
     PREEMPTED_EXIT_CODE,
     ExecStatus,
@@ -142,8 +145,11 @@ def _launch_fields() -> dict[str, records.Check]:
     fields["gang_grace"] = number  # and with what grace
     # the requested_at of the stop (danlu's, or the gang stop's) whose SIGTERM is not sent yet
     fields["term_due"] = number
-    fields["gave_up_at"] = number  # when the executor cancelled the run Slurm kept pending
+    fields["gave_up_at"] = number  # when the executor cancelled the run Slurm kept waiting
     fields["pending_reason"] = lambda v: isinstance(v, str)  # Slurm's reason then
+    fields["pending_state"] = lambda v: isinstance(v, str)  # and its state (slurm_waiting)
+    fields["pending_limit"] = number  # the limit the run's wait passed
+    fields["held_at"] = number  # when the executor first saw it held (slurm_waiting)
     fields["sbatch_failed_at"] = number  # when sbatch failed as the controller unanswering
     fields["sbatch_error"] = lambda v: isinstance(v, str)  # what it said (_unconfirmed)
     return fields
@@ -166,8 +172,9 @@ class SlurmExecutor(RunDirExecutor, MultiNodeExecutor, GpuSharingExecutor):
         interpreter the nodes run the per-node task with. ``preempt_grace`` is the grace of
         a job whose spec has none when the executor stops its nodes itself, as a preemption,
         because one of them checkpointed alone (:meth:`_gang_stop`). ``pending_limit`` is how
-        long Slurm may keep a run ``PENDING`` after its submission before it is cancelled and
-        ends as a failed launch (None: as long as Slurm keeps it). Raises
+        long Slurm may keep a run ``PENDING`` after its submission, or held after a requeue
+        from when it was first seen held, before it is cancelled and ends as a failed launch
+        (None: as long as Slurm keeps it; :mod:`~danlu.executors.slurm_waiting`). Raises
         :class:`ExecutorError` for a log directory Slurm cannot name (a backslash in it).
     """
 
@@ -491,8 +498,10 @@ class SlurmExecutor(RunDirExecutor, MultiNodeExecutor, GpuSharingExecutor):
             return self._record(run_dir, _unsubmitted(launch, reason), reason)
         state = self._slurm_state(slurm_id)
         if state is not None and state.running:
-            pending = state.state == "PENDING"
-            if pending and reason is None:
+            pending = slurm_waiting.waiting(state)  # not running: PENDING, or held
+            if slurm_waiting.note_hold(launch, state, self._clock()):
+                _save_launch(run_dir, launch)  # else the hold's count restarts at each poll
+            if reason is None and pending:
                 return self._pending(run_dir, launch, slurm_id, state)
             if reason is None and state.state == "RUNNING" and "gang_stopped_at" not in launch:
                 self._gang_stop(run_dir, launch, slurm_id)
@@ -509,21 +518,20 @@ class SlurmExecutor(RunDirExecutor, MultiNodeExecutor, GpuSharingExecutor):
     def _pending(
         self, run_dir: Path, launch: dict[str, Any], slurm_id: int, state: SlurmJob
     ) -> ExecStatus:
-        """The status of a run Slurm has not started, no stop asked for: running, with no
-        start time and Slurm's reason in its message. Once it has waited ``pending_limit``
-        seconds since its submission it is cancelled (again at each poll until Slurm reports
-        it ended; a cancel that fails raises, for the next poll to try again), and its result
-        is a failed launch (:meth:`_result`)."""
+        """The status of a run Slurm keeps waiting (``PENDING``, or held after a requeue),
+        no stop asked for: running, with no start time and Slurm's state and reason in its
+        message. Once it has waited ``pending_limit`` seconds (since its submission, or since
+        it was first seen held: :mod:`~danlu.executors.slurm_waiting`) it is cancelled (again
+        at each poll until Slurm reports it ended; a cancel that fails raises, for the next
+        poll to try again), and its result is a failed launch (:meth:`_result`)."""
         message = _state_message(slurm_id, state)
         now = self._clock()
         limit = self._pending_limit
-        if limit is not None and now - float(launch["launched_at"]) >= limit:
-            if "gave_up_at" not in launch:
-                launch["gave_up_at"] = now
-                launch["pending_reason"] = state.reason
+        if limit is not None and slurm_waiting.over_limit(launch, limit, now):
+            if slurm_waiting.give_up(launch, state, limit, now):
                 _save_launch(run_dir, launch)  # its result then names no reason
             self._commands.cancel(slurm_id)
-            message += f"; not started within {limit:g} s of its submission: cancelled"
+            message += slurm_waiting.given_up_note(launch, state, limit)
         return ExecStatus(RunState.RUNNING, message=message)
 
     def _result(
@@ -548,11 +556,14 @@ class SlurmExecutor(RunDirExecutor, MultiNodeExecutor, GpuSharingExecutor):
             (code, sig), state = slurm_exit(job), job.state
             started = job.started_at or started
             finished = job.finished_at or finished
-        if recorded is not None:  # the job's own exit: every node's, or a failure's
+        if slurm_waiting.given_up_held(launch):  # whatever it recorded before: not started
+            code, sig, started, state = None, None, None, ""
+            error = slurm_waiting.given_up_error(slurm_id, launch)
+        elif recorded is not None:  # the job's own exit: every node's, or a failure's
             code, sig = recorded, None
         elif "gave_up_at" in launch and not exits:  # never started: nothing ran
             code, sig, started, state = None, None, None, ""
-            error = self._unstarted(slurm_id, launch)
+            error = slurm_waiting.given_up_error(slurm_id, launch)
         elif job is None:
             error = f"Slurm no longer knows job {slurm_id} and its exit was not recorded"
         elif not exits and never_ran(job):
@@ -588,16 +599,6 @@ class SlurmExecutor(RunDirExecutor, MultiNodeExecutor, GpuSharingExecutor):
             "node_lost": state == "NODE_FAIL",
         }
 
-    def _unstarted(self, slurm_id: int, launch: Mapping[str, Any]) -> str:
-        """Why a run the executor gave up (:meth:`_pending`) ended."""
-        waited = float(launch["gave_up_at"]) - float(launch["launched_at"])
-        why = _given_reason(launch.get("pending_reason", "")) or "no reason given"
-        return (
-            f"Slurm did not start job {slurm_id} within {waited:.0f} s of its submission "
-            f"(PENDING: {why}); it was cancelled and the run counts as a failed launch. "
-            "Check the partition's state (scontrol show partition) and the job's reason"
-        )
-
     def _gang_stop(self, run_dir: Path, launch: dict[str, Any], slurm_id: int) -> None:
         """Stop every node, once, as a preemption, when one node's command checkpointed (its
         task recorded exit 75) while others still run and no other exited otherwise: its host
@@ -631,7 +632,8 @@ class SlurmExecutor(RunDirExecutor, MultiNodeExecutor, GpuSharingExecutor):
         state: SlurmJob,
         stop: dict[str, Any],
     ) -> None:
-        """Cancel a run asked to stop that Slurm has not started; SIGTERM a running one
+        """Cancel a run asked to stop that Slurm keeps waiting (not started, or held after
+        a requeue: nothing of it runs); SIGTERM a running one
         whose SIGTERM could not be sent yet (its launch record's ``term_due`` is the stop's
         ``requested_at``; a failure is logged and tried again at the next poll); SIGKILL the
         processes of one whose grace is over, and the batch script too
@@ -640,7 +642,7 @@ class SlurmExecutor(RunDirExecutor, MultiNodeExecutor, GpuSharingExecutor):
         SIGTERM was sent."""
         if "reason" not in stop or state.state == "COMPLETING":
             return
-        if state.state == "PENDING":
+        if slurm_waiting.waiting(state):
             self._commands.cancel(slurm_id)
             return
         overdue = self._clock() - stop.get("requested_at", 0.0) - stop.get("grace", 0.0)
@@ -681,7 +683,7 @@ class SlurmExecutor(RunDirExecutor, MultiNodeExecutor, GpuSharingExecutor):
         grace: float,
     ) -> None:
         """SIGTERM the job's steps (SIGKILL when ``grace`` <= 0; cancelled outright while
-        Slurm has not started it); the SIGKILL after the grace comes from
+        Slurm keeps it waiting, not started or held); the SIGKILL after the grace comes from
         :meth:`_enforce_stop` at the polls, and so does the SIGTERM when it cannot be sent
         now (the controller unreachable: the error is raised, and the SIGTERM sent again at
         the next polls until Slurm takes it)."""
@@ -691,7 +693,7 @@ class SlurmExecutor(RunDirExecutor, MultiNodeExecutor, GpuSharingExecutor):
                 self._term_due(run_dir, launch)
             return
         state = self._slurm_state(slurm_id)
-        if state is not None and state.state == "PENDING":
+        if state is not None and slurm_waiting.waiting(state):
             self._commands.cancel(slurm_id)
         elif grace <= 0:
             self._commands.cancel(slurm_id, "KILL")
@@ -751,14 +753,9 @@ def _save_launch(run_dir: Path, launch: dict[str, Any]) -> None:
 def _state_message(slurm_id: int, state: SlurmJob) -> str:
     """``Slurm job N STATE``, with Slurm's reason when it gives one (why it is pending); a
     state danlu does not know (:attr:`SlurmJob.known`) is named as such, taken as running."""
-    reason = _given_reason(state.reason)
+    reason = slurm_waiting.given_reason(state.reason)
     what = state.state if state.known else f"in unknown state {state.state!r}, taken as running"
     return f"Slurm job {slurm_id} {what}" + (f" ({reason})" if reason else "")
-
-
-def _given_reason(reason: str) -> str:
-    """Slurm's reason for a job's state, or ``""`` for the words it prints for none."""
-    return "" if reason in ("", "None", "(null)") else reason
 
 
 def _gang_stop_request(launch: Mapping[str, Any]) -> dict[str, Any]:

@@ -51,6 +51,13 @@ the held requeued ones (``REQUEUE_HOLD``, ``SPECIAL_EXIT``: a release runs them 
 the flags Slurm sets while it launches or requeues a job (``LAUNCH_FAILED``,
 ``RECONFIG_FAIL``, ``POWER_UP_NODE``, ``UPDATE_DB``, ``EXPEDITING``)."""
 
+HELD_STATES = frozenset({"REQUEUE_HOLD", "SPECIAL_EXIT", "RESV_DEL_HOLD"})
+"""The :data:`RUNNING_STATES` of a job Slurm holds: requeued and held (``REQUEUE_HOLD``, by
+``scontrol requeuehold``; ``SPECIAL_EXIT``, as an epilog sets for an exit code it names) or
+held once its reservation was deleted (``RESV_DEL_HOLD``). Nothing of it runs, and it runs
+(again) only once someone releases it (``scontrol release``); the Slurm executor gives it up
+after its ``pending_limit`` (:mod:`danlu.executors.slurm_waiting`)."""
+
 ENDED_STATES = frozenset(
     {
         "COMPLETED",
