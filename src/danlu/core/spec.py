@@ -135,8 +135,50 @@ def no_boolean(value: Any) -> Any:
 
 def _optional_duration(value: Any) -> Any:
     """A before-validator reading a duration (``2h``, ``90m``, ``04:00:00``) as its seconds:
-    :func:`~danlu.core.units.parse_duration`, which refuses a boolean."""
-    return None if value is None else parse_duration(value, "")
+    :func:`~danlu.core.units.parse_duration`, which refuses a boolean; text it reads as NaN
+    or an infinity (``nan``, ``inf``) is refused as :func:`finite_number` refuses it."""
+    if value is None:
+        return None
+    seconds = parse_duration(value, "")
+    if isinstance(value, str):
+        _finite(seconds)
+    return seconds
+
+
+def finite_number(value: Any) -> Any:
+    """A before-validator for a float field: ``value``, unless it is a boolean
+    (:func:`no_boolean`) or text that reads as a number that is not finite (``nan``,
+    ``inf``, ``-Infinity``, ``1e999``): then "must be a finite number", as
+    :func:`~danlu.core.values.check_values` and :func:`check_limits` say of a NaN or an
+    infinity given as a number. pydantic read such text as the float, which then failed the
+    field's range in pydantic's words (``cpus: nan``: "Input should be greater than or equal
+    to 0"); no version accepted it. A number is left to those checks: a stored spec that an
+    older version accepted with one (``deadline: .inf``) is read as it was. Text that is no
+    number is left to pydantic."""
+    no_boolean(value)
+    if isinstance(value, str):
+        try:
+            number = float(value)
+        except ValueError:
+            return value
+        _finite(number)
+    return value
+
+
+def _finite(number: float) -> None:
+    """Raise the ``ValueError`` of :func:`finite_number` for a NaN or an infinity."""
+    if not math.isfinite(number):
+        raise ValueError(f"must be a finite number (got {number})")
+
+
+def _finite_within(path: str) -> Any:
+    """:func:`_within` for the float field at ``path``, after :func:`finite_number`."""
+    within = _within(path)
+
+    def check(value: Any) -> Any:
+        return within(finite_number(value))
+
+    return check
 
 
 def not_read_as_text(value: Any, info: ValidationInfo) -> Any:
@@ -231,8 +273,8 @@ class Resources(_Strict):
     cpus: float = Field(default=1.0, ge=0)
     memory: int = 0
 
-    _numbers = field_validator("gpu_fraction", mode="before")(no_boolean)
-    _cpus = field_validator("cpus", mode="before")(_within("resources.cpus"))
+    _fraction = field_validator("gpu_fraction", mode="before")(finite_number)
+    _cpus = field_validator("cpus", mode="before")(_finite_within("resources.cpus"))
 
     @field_validator("gpus", mode="before")
     @classmethod

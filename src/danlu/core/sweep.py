@@ -110,8 +110,12 @@ class Parameter(_Strict):
     @classmethod
     def _bound_type(cls, value: int | float | None, info: ValidationInfo) -> int | float | None:
         """An ``int`` distribution's whole float bound as the integer (a stored spec's
-        ``5.0``), a float distribution's integer bound as the float; the rest is checked by
-        :meth:`_one_kind`, naming the parameter."""
+        ``5.0``), a float distribution's integer bound as the float; a bound that is not
+        finite (NaN, an infinity, or text read as one: ``nan``, ``1e999``) is refused here,
+        so that the error names the bound (``parameters.lr.low``), not the parameter; the
+        rest is checked by :meth:`_one_kind`, naming the parameter."""
+        if isinstance(value, float) and not math.isfinite(value):
+            raise ValueError(f"must be a finite number (got {value})")
         kind = info.data.get("distribution")
         if kind == "int" and isinstance(value, float) and value.is_integer():
             return int(value)  # finite: NaN and the infinities are no whole numbers
@@ -141,8 +145,6 @@ class Parameter(_Strict):
         low, high = self.low, self.high
         if low is None or high is None:
             raise ValueError(f"a {self.distribution} distribution needs low and high")
-        if any(isinstance(v, float) and not math.isfinite(v) for v in (low, high)):
-            raise ValueError("low and high must be finite numbers")
         if low > high:  # exact between an int and a float too
             raise ValueError(f"low ({_shown(low)}) is above high ({_shown(high)})")
         if self.distribution == "int":
