@@ -10,6 +10,8 @@ import math
 from numbers import Integral, Real
 from typing import Literal
 
+import numpy as np
+
 from danlu.core.errors import ConfigError
 from danlu.train.anomaly import MIN_HISTORY
 from danlu.train.scaling import normalised_rule, rule_names
@@ -25,14 +27,25 @@ BEST_MODES = ("min", "max")
 """The spellings of ``best_mode`` (in any case, blanks around them ignored)."""
 
 
-def whole_argument(name: str, value: object, least: int) -> int:
+def whole_argument(name: str, value: object, least: int | None) -> int:
     """``value``, the argument ``name``, when it is an integer (not a bool, not ``2.5``, a
-    NaN or ``"8"``) of at least ``least``; else a :class:`ConfigError` naming it."""
+    NaN or ``"8"``) of at least ``least`` (None: of any sign, a seed); else a
+    :class:`ConfigError` naming it."""
     if not isinstance(value, Integral) or isinstance(value, bool):
         raise ConfigError(f"{name} must be an integer (got {value!r})")
-    if value < least:
+    if least is not None and value < least:
         raise ConfigError(f"{name} must be >= {least} (got {value})")
     return int(value)
+
+
+def flag_argument(name: str, value: object) -> bool:
+    """``value``, the switch ``name``, as a bool: True or False (NumPy's too) or the
+    integers 0 and 1, as the anomaly guard's ``check_loss_spikes``; anything else is a
+    :class:`ConfigError` naming it (``bool("no")`` and ``bool("False")`` are True: such a
+    switch was on when asked off)."""
+    if isinstance(value, bool | np.bool_) or (isinstance(value, Integral) and value in (0, 1)):
+        return bool(value)
+    raise ConfigError(f"{name} must be True or False (got {value!r})")
 
 
 def positive_argument(name: str, value: object) -> float:

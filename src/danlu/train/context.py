@@ -675,14 +675,29 @@ class TrainContext:
         written at another world size (or before it held every rank's). A process that has
         not reported a step yet (a resume) sends the metric records the checkpoint kept
         unshipped again (:meth:`~danlu.train.report.MetricsReporter.resend`: the API stores
-        those that had arrived once); a rollback does not, its reporter still has them."""
+        those that had arrived once); a rollback does not, its reporter still has them.
+
+        A damaged or incompatible checkpoint is refused (an
+        :class:`~danlu.train.state.IncompatibleCheckpointError`) before anything is loaded:
+        what the context reads of it is checked first (:func:`~danlu.train.state.stored_run`,
+        the sampler's position, the model and optimizer states). Only a part's state
+        (batch, LR, anomaly, ...) refused as it is loaded comes after the model and optimizer
+        were; the context's own step, history, ``extra``, counters, data position and
+        metric records are set once everything was read, so they stay as they were."""
         found = self.checkpoints.load_latest()
         if found is None:
             return False
         step, state = found
         api = state_api()
+        try:  # before anything is loaded (a counter of an older checkpoint: the live one)
+            run = api.stored_run(
+                state, rollbacks=self.rollbacks, scheduler_batch=self._scheduler_batch
+            )
+        except ValueError as exc:
+            where, problem = self.checkpoints.directory, f"{exc} (the checkpoint is damaged)"
+            raise api.resume_refused(step, where, problem) from None
         try:
-            info = api.restore_state(
+            api.restore_state(
                 state,
                 unwrap(self.model),
                 self.optimizer,
@@ -700,27 +715,7 @@ class TrainContext:
                 "give it a new checkpoint_dir (DANLU_CHECKPOINT_DIR) or pass resume=False; to "
                 "resume, run the model, optimizer and data that wrote the checkpoint"
             ) from exc
-        self.step_num = int(info.step)
-        self._saved_step = self.step_num  # the checkpoint of this step exists
-        self.history = list(info.metrics_history or [])
-        self.extra = dict(info.extra or {})
-        # a counter an older checkpoint lacks keeps the live value. After a rollback, a Rebatch
-        # received since the checkpoint differs from its and _follow_scheduler applies it again
-        live = api.Counters(0, self.rollbacks, self.step_num, self._scheduler_batch)
-        try:
-            ds = api.stored_data_state(info.data_state)  # not a dict: a damaged checkpoint
-            counters = api.stored_counters(ds, live)
-        except ValueError as exc:
-            where, problem = self.checkpoints.directory, f"{exc} (the checkpoint is damaged)"
-            raise api.resume_refused(step, where, problem) from None
-        if not self._reported:
-            self._reported = True  # sent once: a second restore would write a file's twice
-            self.reporter.resend(ds.get("metrics_pending"))
-            self._checkpoint_news.resumed_from = self.step_num  # the first record says it
-        load_data_position(self.sampler, ds.get("sampler"))  # one side only: a WARNING
-        self.precision.skipped_steps, self.rollbacks = counters.skipped_steps, counters.rollbacks
-        self.engine.step_count = counters.engine_steps
-        self._scheduler_batch = counters.scheduler_batch
+        ds = run.data_state
         gns = self._gradient_noise
         loaders: dict[str, Callable[[Any], None] | None] = {
             "batch": self.batch.load_state_dict,
@@ -739,6 +734,21 @@ class TrainContext:
                 problem = f"its {part!r} state is not one this danlu reads"
                 where, why = self.checkpoints.directory, f"{type(exc).__name__}: {exc}"
                 raise api.resume_refused(step, where, f"{problem} ({why})") from exc
+        # everything read and checked (the data position by restore_state): the context's own
+        load_data_position(self.sampler, ds.get("sampler"))  # one side only: a WARNING
+        self.step_num = run.step
+        self._saved_step = self.step_num  # the checkpoint of this step exists
+        self.history, self.extra = run.history, run.extra
+        # after a rollback, a Rebatch received since the checkpoint differs from its and
+        # _follow_scheduler applies it again
+        counters = run.counters
+        self.precision.skipped_steps, self.rollbacks = counters.skipped_steps, counters.rollbacks
+        self.engine.step_count = counters.engine_steps
+        self._scheduler_batch = counters.scheduler_batch
+        if not self._reported:
+            self._reported = True  # sent once: a second restore would write a file's twice
+            self.reporter.resend(run.metrics_pending)
+            self._checkpoint_news.resumed_from = self.step_num  # the first record says it
         return True
 
     # ------------------------------------------------------------------ lifecycle

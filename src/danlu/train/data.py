@@ -31,7 +31,7 @@ from typing import Any
 import torch
 
 from danlu.core.errors import ConfigError
-from danlu.train.checks import whole_argument
+from danlu.train.checks import flag_argument, whole_argument
 from danlu.train.state import stored_count
 
 log = logging.getLogger("danlu.train")
@@ -58,11 +58,14 @@ class ElasticSampler:
         """``n``, the dataset size, is an integer >= 1 (not a bool, not ``2.5`` or ``16.0``,
         as :func:`~danlu.train.init`'s ``dataset_size``): a :class:`ConfigError` naming it
         otherwise. A float, even ``16.0``, failed only at the first epoch with a bare
-        ``TypeError`` (``torch.randperm``, ``range``); ``True`` was a dataset of one sample."""
+        ``TypeError`` (``torch.randperm``, ``range``); ``True`` was a dataset of one sample.
+        ``shuffle`` and ``drop_last`` are True or False (or 0/1; ``"no"`` turned shuffling
+        on), ``seed`` an integer of any sign (``2.5`` failed at the first epoch): a
+        :class:`ConfigError` naming the argument otherwise."""
         self.n = whole_argument("ElasticSampler's n (the dataset size)", n, 1)
-        self.shuffle = shuffle
-        self.seed = seed
-        self.drop_last = drop_last
+        self.shuffle = flag_argument("ElasticSampler's shuffle", shuffle)
+        self.seed = whole_argument("ElasticSampler's seed", seed, None)
+        self.drop_last = flag_argument("ElasticSampler's drop_last", drop_last)
         self.epoch = 0
         self.offset = 0
         self._perm: list[int] | None = None
@@ -186,14 +189,15 @@ class ElasticSampler:
         whether an epoch's last partial batch is trained: a run that failed on a one-sample
         last batch may resume with ``drop_last=True``). A state written before ``shuffle``
         was kept is not compared on it. A size, epoch or offset that is no whole number (a
-        bool, ``2.5``, ``"abc"``, a NaN, a negative one, a size of 0), or a ``shuffle`` that
-        is not a bool, is a damaged checkpoint, said naming the field (``int()`` read
-        ``true`` as 1 and ``2.5`` as 2, and raised a bare error for ``"abc"``;
-        ``bool("False")`` is True)."""
+        bool, ``2.5``, ``"abc"``, a NaN, a negative one, a size of 0), an epoch or offset
+        left out, an offset beyond the dataset, a seed that is no whole number, or a
+        ``shuffle`` that is not a bool, is a damaged checkpoint, said naming the field
+        (``int()`` read ``true`` as 1 and ``2.5`` as 2, and raised a bare error for
+        ``"abc"``; ``bool("False")`` is True): so a resume that asks this before loading
+        anything (:func:`~danlu.train.state.check_compatible`) never finds it later."""
         try:
             saved_n = stored_count(state.get("n", self.n), "the sampler state's n", 1)
-            epoch = stored_count(state.get("epoch", 0), "the sampler state's epoch")
-            offset = stored_count(state.get("offset", 0), "the sampler state's offset")
+            epoch, offset, _ = self._position(state)
         except ValueError as exc:
             return f"{exc}: {_DAMAGED}"
         shuffle = state.get("shuffle", self.shuffle)
@@ -204,6 +208,11 @@ class ElasticSampler:
                 f"the dataset differs: dataset_size={saved_n} in the checkpoint, {self.n} now "
                 "(its data position counts samples of the other dataset); resume on the same "
                 "dataset, or start over with a fresh checkpoint_dir"
+            )
+        if offset > self.n:  # (as a negative one read samples from the epoch's end)
+            return (
+                f"the sampler state's offset {offset} is beyond the dataset's {self.n} "
+                f"samples: {_DAMAGED}"
             )
         if not 0 < offset < self.n:
             return None
@@ -217,6 +226,18 @@ class ElasticSampler:
             )
         return None
 
+    def _position(self, state: Mapping[str, Any]) -> tuple[int, int, int]:
+        """The ``(epoch, offset, seed)`` of a :meth:`state_dict` (a seed left out: this
+        sampler's); ``ValueError`` naming the field that is missing or no whole number."""
+        for key in ("epoch", "offset"):
+            if key not in state:
+                raise ValueError(f"the sampler state has no {key}")
+        return (
+            stored_count(state["epoch"], "the sampler state's epoch"),
+            stored_count(state["offset"], "the sampler state's offset"),
+            stored_count(state.get("seed", self.seed), "the sampler state's seed", None),
+        )
+
     def load_state_dict(self, state: dict[str, Any]) -> None:
         """Resume from :meth:`state_dict` output (possibly written at another world size);
         a :class:`ConfigError` when :meth:`resume_problem` finds one, or for a position no
@@ -226,18 +247,7 @@ class ElasticSampler:
         problem = self.resume_problem(state)
         if problem is not None:
             raise ConfigError(problem)
-        try:
-            epoch = stored_count(state["epoch"], "the sampler state's epoch")
-            offset = stored_count(state["offset"], "the sampler state's offset")
-            seed = stored_count(state.get("seed", self.seed), "the sampler state's seed", None)
-        except ValueError as exc:
-            raise ConfigError(f"{exc}: {_DAMAGED}") from None
-        if offset > self.n:  # (as a negative one read samples from the epoch's end)
-            raise ConfigError(
-                f"the sampler state's offset {offset} is beyond the dataset's {self.n} "
-                f"samples: {_DAMAGED}"
-            )
-        self.epoch, self.offset, self.seed = epoch, offset, seed
+        self.epoch, self.offset, self.seed = self._position(state)  # checked there
 
 
 _DAMAGED = (

@@ -7,8 +7,8 @@ their tensors, alive), then memory is released *outside* the block, every rank a
 (:func:`~danlu.train.accumulate.abandon_sync`), the micro-batch is halved, accumulation doubled
 and the step retried. An OOM after the backward passes, unscaling (fp16), clipping or taking
 the gradient norm, is retried the same way in one process (no update was applied yet; under
-DDP the peers have gone on, and it is raised). One in the optimizer step is raised: see
-:meth:`~danlu.train.step.StepEngine.step` for why it cannot be retried.
+DDP the peers have gone on, and it is raised). One in the optimizer step is raised as an
+:class:`OptimizerStepOutOfMemoryError` saying why it cannot be retried.
 """
 
 from __future__ import annotations
@@ -18,8 +18,34 @@ from collections.abc import Callable
 
 import torch
 
+from danlu.core.errors import ConfigError
+
 OOMInjector = Callable[[int, int], bool]
 """``injector(step, micro_batch) -> bool``: True makes the next forward raise an OOM (tests)."""
+
+
+class OptimizerStepOutOfMemoryError(ConfigError):
+    """Out of memory in the optimizer step (``optimizer.step()``, through the fp16 scaler
+    or not), after the step's forward and backward passes: never retried, since the step
+    may have updated part of the parameters or the optimizer's state already (a retry would
+    apply that part twice), and its memory does not shrink with the micro-batch.
+
+    Raised from the out-of-memory error itself (``raise ... from``). Its name ends in
+    ``OutOfMemoryError`` for the executors to classify the run as out of memory
+    (``danlu.executors.base.classify_exit``), as
+    :class:`~danlu.train.batch.MicroBatchOutOfMemoryError`."""
+
+
+OPTIMIZER_STEP_OOM = (
+    "out of memory in the optimizer step (optimizer.step(), after the forward and backward "
+    "passes); not retried: the optimizer may already have updated some parameters or their "
+    "state, which a retry would apply twice, and the step's memory (parameters, gradients, "
+    "optimizer state) does not shrink with a smaller micro-batch. Resume from the last "
+    "checkpoint with more GPU memory (raise DANLU_GPU_MEMORY_LIMIT, or use a GPU with more "
+    "memory) or an optimizer step that needs less at once (foreach=False, a fused "
+    "optimizer, or a sharded optimizer state)"
+)
+"""The message of :class:`OptimizerStepOutOfMemoryError`."""
 
 
 def is_oom(exc: BaseException) -> bool:

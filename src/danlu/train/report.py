@@ -70,7 +70,7 @@ from typing import Any
 
 from danlu.core.errors import DanluError
 from danlu.core.metric_record import RecordError, check_record
-from danlu.train.checks import positive_argument, whole_argument
+from danlu.train.checks import flag_argument, positive_argument, whole_argument
 
 log = logging.getLogger("danlu.train")
 
@@ -719,11 +719,14 @@ class Progress:
     :class:`~danlu.core.errors.ConfigError` naming it, checked before a bar is started (``0``
     or ``-5`` was silently taken as 1, a NaN never updated the bar, ``2.5`` did on the wrong
     steps; a bool or a float is refused as :func:`danlu.train.init`'s counts are).
+    ``enabled`` (``init``'s ``progress``) is True, False or None (on a terminal only); a
+    string is refused naming it (``"no"`` is true: it started a bar).
     """
 
     def __init__(self, total: int | None, enabled: bool | None = None, every: int = 10) -> None:
         self.every = whole_argument("Progress every", every, 1)
-        self.enabled = sys.stdout.isatty() if enabled is None else enabled
+        name = "Progress enabled (init's progress; None: on a terminal only)"
+        self.enabled = sys.stdout.isatty() if enabled is None else flag_argument(name, enabled)
         self._bar: Any = None
         self._task: Any = None
         if self.enabled:

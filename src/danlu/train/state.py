@@ -40,6 +40,7 @@ __all__ = [
     "Counters",
     "IncompatibleCheckpointError",
     "RestoredInfo",
+    "StoredRun",
     "capture_rng_state",
     "capture_state",
     "check_compatible",
@@ -48,6 +49,7 @@ __all__ = [
     "resume_refused",
     "stored_counters",
     "stored_data_state",
+    "stored_run",
 ]
 
 
@@ -143,6 +145,68 @@ def stored_data_state(value: Any) -> dict[str, Any]:
     if not isinstance(value, dict):
         raise ValueError(f"its data_state {_short(value)} is not a dict")
     return value
+
+
+PART_STATES = ("sampler", "batch", "lr", "anomaly", "norm_cadence", "goodput", "gns")
+"""The parts of a context's ``data_state`` that are each a part's ``state_dict()`` (or None:
+a run without the part)."""
+
+
+class StoredRun(NamedTuple):
+    """What a :class:`~danlu.train.context.TrainContext` keeps of a checkpoint besides the
+    objects' states, read and checked by :func:`stored_run` before anything is loaded."""
+
+    step: int
+    counters: Counters
+    data_state: dict[str, Any]
+    """The parts' states (each a dict or None), the counters and ``metrics_pending``."""
+    history: list[dict[str, Any]]
+    extra: dict[str, Any]
+    metrics_pending: list[dict[str, Any]] | None
+    """The metric requests the checkpoint kept unshipped (None: it kept none)."""
+
+
+def stored_run(state: Any, *, rollbacks: int, scheduler_batch: int | None) -> StoredRun:
+    """Read and check what a context's checkpoint ``state`` (a :func:`capture_state` dict)
+    holds besides the model, optimizer, scheduler and scaler states: its step, metric
+    history, ``extra`` and ``data_state`` (the parts' states, the counters:
+    :func:`stored_counters`, the unshipped metric requests). Nothing is loaded or assigned
+    here, so a resume that calls it first leaves every live object as it was when the
+    checkpoint is refused. A counter the checkpoint lacks (an older one) is the live value
+    given (``rollbacks``, ``scheduler_batch``), 0 skipped steps, and as many engine steps as
+    its step. ``ValueError`` naming the field for a damaged checkpoint: a step or counter
+    that is no whole number, a history that is not a list of records (dicts), an
+    ``extra``, a ``data_state`` or a part's state that is not a dict, a ``metrics_pending``
+    that is not a list of requests (dicts; a request of another layout is left to
+    :meth:`~danlu.train.report.MetricsReporter.resend`, which drops it with a WARNING).
+    A ``state`` that is no dict at all is :func:`restore_state`'s to refuse."""
+    get = state.get if isinstance(state, dict) else {}.get
+    step = stored_count(get("step", 0), "the training state's step")
+    history = get("metrics_history")
+    if history is None:
+        history = []
+    if not isinstance(history, list) or not all(isinstance(r, dict) for r in history):
+        raise ValueError(f"its metrics_history {_short(history)} is not a list of records")
+    extra = get("extra")
+    if extra is None:
+        extra = {}
+    if not isinstance(extra, dict):
+        raise ValueError(f"its extra {_short(extra)} is not a dict")
+    data_state = stored_data_state(get("data_state"))
+    for part in PART_STATES:
+        value = data_state.get(part)
+        if value is not None and not isinstance(value, dict):
+            raise ValueError(f"its data_state's {part!r} state {_short(value)} is not a dict")
+    pending = data_state.get("metrics_pending")
+    if pending is not None and (
+        not isinstance(pending, list) or not all(isinstance(r, dict) for r in pending)
+    ):
+        raise ValueError(
+            f"its metrics_pending {_short(pending)} is not a list of metric requests (dicts)"
+        )
+    live = Counters(0, rollbacks, step, scheduler_batch)
+    counters = stored_counters(data_state, live)
+    return StoredRun(step, counters, data_state, list(history), dict(extra), pending)
 
 
 def _short(value: Any, limit: int = 80) -> str:

@@ -25,7 +25,14 @@ from danlu.train.batch import BatchController, GradientNoiseScale
 from danlu.train.cadence import NormCadence, NormEvery, check_norm_every
 from danlu.train.distributed import Distributed
 from danlu.train.lr import LRController
-from danlu.train.oom import OOMInjector, RunningStats, is_oom, release_memory
+from danlu.train.oom import (
+    OPTIMIZER_STEP_OOM,
+    OOMInjector,
+    OptimizerStepOutOfMemoryError,
+    RunningStats,
+    is_oom,
+    release_memory,
+)
 
 LossFn = Callable[[torch.nn.Module, Any], torch.Tensor]
 """``loss_fn(model, micro_batch) -> scalar mean loss over the micro-batch``."""
@@ -380,20 +387,22 @@ class StepEngine:
         if kind is None or (anomaly is not None and anomaly.action == "warn"):
             if self._lr_per_step:
                 self.lr.before_step(norm)
-            # An OOM in the optimizer step is not retried (it propagates): the step may have
-            # updated some parameters or optimizer states already (a group, a foreach stage),
-            # which a retry would apply twice; snapshotting them first costs the memory that
-            # ran out; and the step's memory (parameters, gradients, optimizer state) does
-            # not shrink with the micro-batch, so a retry at a smaller one fails again.
-            if scaling:
+            # An OOM in the optimizer step is not retried (it is raised, saying so): the step
+            # may have updated some parameters or optimizer states already (a group, a
+            # foreach stage), which a retry would apply twice; snapshotting them first costs
+            # the memory that ran out; and the step's memory (parameters, gradients,
+            # optimizer state) does not shrink with the micro-batch, so a retry at a smaller
+            # one fails again.
+            try:
                 applied = precision.step(self.optimizer)
-            else:
-                self.optimizer.step()
-                applied = True
-                # a gradient nobody checked, or one found anomalous and applied anyway
-                # ("warn"), reached the parameters (the fp16 scaler checks its own)
-                if norm is None or kind is not None:
-                    self.unchecked_update = True
+            except Exception as exc:
+                if is_oom(exc):
+                    raise OptimizerStepOutOfMemoryError(OPTIMIZER_STEP_OOM) from exc
+                raise
+            # a gradient nobody checked, or one found anomalous and applied anyway ("warn"),
+            # reached the parameters (the fp16 scaler checks its own)
+            if not scaling and (norm is None or kind is not None):
+                self.unchecked_update = True
         elif scaling:
             precision.scaler.update()
         self.optimizer.zero_grad(set_to_none=True)
