@@ -22,7 +22,9 @@ DANLU_SLURM_GPU_TYPE GPU type of nodes whose Gres names   ``generic``
 DANLU_SLURM_SBATCH_OPTIONS more ``sbatch`` options for    unset
                      every run (``--account=ml --qos=x``)
 DANLU_SLURM_PENDING_LIMIT seconds Slurm may keep a run   ``300`` (0: never give up)
-                     PENDING before it counts as a failed launch
+                     waiting (PENDING; held, or requeued
+                     after it ran, from when first seen
+                     so) before it counts as a failed launch
 DANLU_INVENTORY_REFRESH seconds between readings of the   ``30`` (0: at start-up only)
                      executor's nodes (Slurm, Ray)
 DANLU_RUN_AS         ``server`` (jobs run as the control   ``server``
@@ -117,7 +119,7 @@ _HINTS: dict[str, str] = {
         "DANLU_SLURM_SBATCH_OPTIONS='--account=ml --qos=normal'"
     ),
     "slurm_pending_limit": (
-        "seconds 0..86400, e.g. DANLU_SLURM_PENDING_LIMIT=600 (0: never give up a PENDING run)"
+        "seconds 0..86400, e.g. DANLU_SLURM_PENDING_LIMIT=600 (0: never give up a waiting run)"
     ),
     "estimate_warm_workers": "a count 0..16, e.g. DANLU_ESTIMATE_WARM_WORKERS=1",
     "trace_modules": (
@@ -367,7 +369,9 @@ class Settings(BaseSettings):
     slurm_pending_limit: float = Field(default=300.0, ge=0, le=86400, allow_inf_nan=False)
     """Seconds Slurm may keep a run ``PENDING`` after its submission (danlu placed it on nodes
     it counts free, so Slurm should start it at once) before the executor cancels it and it
-    counts as a failed launch; 0: never (:mod:`danlu.executors.slurm`)."""
+    counts as a failed launch; 0: never. A run held after a requeue (``REQUEUE_HOLD``...) has
+    as long from when it was first seen held, and one requeued after it ran (``PENDING``
+    again) from when it was first seen so (:mod:`danlu.executors.slurm_waiting`)."""
 
     trace_modules: str = ",".join(DEFAULT_TRACE_MODULES)
     """The packages or modules, comma-separated, whose model factories the server may import

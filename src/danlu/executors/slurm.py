@@ -34,8 +34,9 @@ filesystem the nodes share, as Slurm clusters' home directories are.
   reported running with Slurm's reason in its message and no start time; one not started
   ``pending_limit`` seconds after its submission is cancelled and ends as a failed launch.
   So is one held after a requeue (``REQUEUE_HOLD``, ``SPECIAL_EXIT``, ``RESV_DEL_HOLD``:
-  it runs again only once released) ``pending_limit`` seconds after it was first seen held
-  (:mod:`~danlu.executors.slurm_waiting`); a stop of a waiting run cancels it at once.
+  it runs again only once released) ``pending_limit`` seconds after it was first seen held,
+  and one requeued after it ran (``PENDING`` again) ``pending_limit`` seconds after it was
+  first seen so (:mod:`~danlu.executors.slurm_waiting`); a stop of a waiting run cancels it.
   A state danlu does not know (empty, or one a newer Slurm adds) is taken as running, with a
   warning: only :data:`~danlu.executors.slurmctl.ENDED_STATES` end a run.
 - **Paths.** The log's path is a filename pattern to Slurm (``--output``): its ``%`` are
@@ -125,7 +126,8 @@ START_TIMEOUT = 30.0
 PENDING_LIMIT = 300.0
 """Seconds a run may stay ``PENDING`` in Slurm after its submission before the executor
 gives it up (cancels it; it ends as a failed launch): danlu chose its nodes as free, so
-Slurm should start it within a scheduling cycle or two."""
+Slurm should start it within a scheduling cycle or two. A run held, or requeued after it
+ran, has as long from when it was first seen so (:mod:`~danlu.executors.slurm_waiting`)."""
 KILL_BATCH_AFTER = 10.0
 """Seconds after a stop's grace at which the batch script is killed too, not only the job's
 processes (whose end ends it)."""
@@ -150,6 +152,8 @@ def _launch_fields() -> dict[str, records.Check]:
     fields["pending_state"] = lambda v: isinstance(v, str)  # and its state (slurm_waiting)
     fields["pending_limit"] = number  # the limit the run's wait passed
     fields["held_at"] = number  # when the executor first saw it held (slurm_waiting)
+    fields["ran_at"] = number  # when it first saw it run
+    fields["requeued_at"] = number  # when it first saw it PENDING again after that
     fields["sbatch_failed_at"] = number  # when sbatch failed as the controller unanswering
     fields["sbatch_error"] = lambda v: isinstance(v, str)  # what it said (_unconfirmed)
     return fields
@@ -172,9 +176,10 @@ class SlurmExecutor(RunDirExecutor, MultiNodeExecutor, GpuSharingExecutor):
         interpreter the nodes run the per-node task with. ``preempt_grace`` is the grace of
         a job whose spec has none when the executor stops its nodes itself, as a preemption,
         because one of them checkpointed alone (:meth:`_gang_stop`). ``pending_limit`` is how
-        long Slurm may keep a run ``PENDING`` after its submission, or held after a requeue
-        from when it was first seen held, before it is cancelled and ends as a failed launch
-        (None: as long as Slurm keeps it; :mod:`~danlu.executors.slurm_waiting`). Raises
+        long Slurm may keep a run ``PENDING`` after its submission (after it was requeued,
+        from when it was first seen so), or held after a requeue from when it was first seen
+        held, before it is cancelled and ends as a failed launch (None: as long as Slurm keeps
+        it; :mod:`~danlu.executors.slurm_waiting`). Raises
         :class:`ExecutorError` for a log directory Slurm cannot name (a backslash in it).
     """
 
@@ -499,8 +504,8 @@ class SlurmExecutor(RunDirExecutor, MultiNodeExecutor, GpuSharingExecutor):
         state = self._slurm_state(slurm_id)
         if state is not None and state.running:
             pending = slurm_waiting.waiting(state)  # not running: PENDING, or held
-            if slurm_waiting.note_hold(launch, state, self._clock()):
-                _save_launch(run_dir, launch)  # else the hold's count restarts at each poll
+            if slurm_waiting.note_wait(launch, state, self._clock()):
+                _save_launch(run_dir, launch)  # else the wait's count restarts at each poll
             if reason is None and pending:
                 return self._pending(run_dir, launch, slurm_id, state)
             if reason is None and state.state == "RUNNING" and "gang_stopped_at" not in launch:
@@ -520,18 +525,24 @@ class SlurmExecutor(RunDirExecutor, MultiNodeExecutor, GpuSharingExecutor):
     ) -> ExecStatus:
         """The status of a run Slurm keeps waiting (``PENDING``, or held after a requeue),
         no stop asked for: running, with no start time and Slurm's state and reason in its
-        message. Once it has waited ``pending_limit`` seconds (since its submission, or since
-        it was first seen held: :mod:`~danlu.executors.slurm_waiting`) it is cancelled (again
-        at each poll until Slurm reports it ended; a cancel that fails raises, for the next
-        poll to try again), and its result is a failed launch (:meth:`_result`)."""
+        message. Once it has waited ``pending_limit`` seconds (since its submission, since it
+        was first seen held, or ``PENDING`` again after it ran:
+        :mod:`~danlu.executors.slurm_waiting`) it is cancelled (again at each poll until Slurm
+        reports it ended; a cancel that fails raises, for the next poll to try again), and its
+        result is a failed launch (:meth:`_result`); but one whose nodes recorded exits, never
+        seen running, ran and was requeued: its wait counts from now."""
         message = _state_message(slurm_id, state)
-        now = self._clock()
-        limit = self._pending_limit
-        if limit is not None and slurm_waiting.over_limit(launch, limit, now):
-            if slurm_waiting.give_up(launch, state, limit, now):
-                _save_launch(run_dir, launch)  # its result then names no reason
-            self._commands.cancel(slurm_id)
-            message += slurm_waiting.given_up_note(launch, state, limit)
+        now, limit = self._clock(), self._pending_limit
+        if limit is None or not slurm_waiting.over_limit(launch, limit, now):
+            return ExecStatus(RunState.RUNNING, message=message)
+        ran = "gave_up_at" not in launch and bool(node_exits(run_dir, launch))
+        if ran and slurm_waiting.note_unseen_run(launch, state, now):
+            _save_launch(run_dir, launch)  # else given up at the next poll
+            return ExecStatus(RunState.RUNNING, message=message)
+        if slurm_waiting.give_up(launch, state, limit, now):
+            _save_launch(run_dir, launch)  # its result then names no reason
+        self._commands.cancel(slurm_id)
+        message += slurm_waiting.given_up_note(launch, state, limit)
         return ExecStatus(RunState.RUNNING, message=message)
 
     def _result(
@@ -556,7 +567,7 @@ class SlurmExecutor(RunDirExecutor, MultiNodeExecutor, GpuSharingExecutor):
             (code, sig), state = slurm_exit(job), job.state
             started = job.started_at or started
             finished = job.finished_at or finished
-        if slurm_waiting.given_up_held(launch):  # whatever it recorded before: not started
+        if slurm_waiting.given_up_again(launch):  # whatever it recorded before: not started
             code, sig, started, state = None, None, None, ""
             error = slurm_waiting.given_up_error(slurm_id, launch)
         elif recorded is not None:  # the job's own exit: every node's, or a failure's
