@@ -21,6 +21,7 @@ node wins is decided by a :class:`ShareScorer` chosen by name (``random``, ``bes
 
 from __future__ import annotations
 
+import inspect
 from abc import ABC, abstractmethod
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
@@ -30,6 +31,7 @@ import numpy as np
 import numpy.typing as npt
 
 from danlu.core.errors import ConfigError, PlacementError, SpecError, UnknownNameError
+from danlu.core.values import quoted
 
 if TYPE_CHECKING:
     from danlu.sched.placement.frag import TypicalPods
@@ -412,6 +414,53 @@ def _plain(name: str, make: Callable[[], ShareScorer]) -> ScorerFactory:
     return factory
 
 
+def _accepted_options(factory: ScorerFactory) -> list[str] | None:
+    """The option keywords ``factory(typical, **options)`` accepts, or ``None`` when it
+    takes any (``**options``: it checks them itself) or its signature is unknown."""
+    try:
+        params = list(inspect.signature(factory).parameters.values())
+    except (TypeError, ValueError):  # a callable without a readable signature
+        return None
+    if any(p.kind is inspect.Parameter.VAR_KEYWORD for p in params):
+        return None
+    if params and params[0].kind in (
+        inspect.Parameter.POSITIONAL_ONLY,
+        inspect.Parameter.POSITIONAL_OR_KEYWORD,
+    ):
+        params = params[1:]  # the typical pods, given by position
+    keyword = (inspect.Parameter.POSITIONAL_OR_KEYWORD, inspect.Parameter.KEYWORD_ONLY)
+    return [p.name for p in params if p.kind in keyword]
+
+
+def _check_options(name: str, options: object, factory: ScorerFactory) -> None:
+    """Refuse ``options`` the factory could only meet with a bare :class:`TypeError` (not a
+    mapping, a name that is no string, a keyword the factory lacks) as a
+    :class:`ConfigError` naming the scorer, the options and the fix."""
+    if options is None:
+        return
+    if not isinstance(options, Mapping):
+        raise ConfigError(
+            f"{name} scorer: options must be a mapping of option names to values, e.g. "
+            f"{{'<option>': 1.0}}, or None for the defaults; got {quoted(options)}"
+        )
+    for key in options:
+        if not isinstance(key, str):
+            raise ConfigError(
+                f"{name} scorer: the option name {quoted(key)} in options must be a string, "
+                "e.g. {'<option>': 1.0}"
+            )
+    accepted = _accepted_options(factory)
+    if accepted is None or not options:
+        return
+    if not accepted:
+        _no_options(name, options)
+    for key in options:
+        if key not in accepted:
+            raise ConfigError(
+                f"{name} scorer: unknown option {key!r}; valid: {', '.join(accepted)}"
+            )
+
+
 class ScorerRegistry:
     """Named scorer factories. :func:`default_scorers` returns a fresh one holding the
     built-ins; add your own on your instance (no process-global state)."""
@@ -440,10 +489,13 @@ class ScorerRegistry:
     ) -> ShareScorer:
         """Build scorer ``name`` (``typical`` is needed by ``fgd`` and ``danlu``). Non-empty
         ``options`` go to the factory as keywords: the built-in ``danlu`` takes
-        :data:`DANLU_SCORER_OPTIONS`, the other built-ins refuse any."""
+        :data:`DANLU_SCORER_OPTIONS`, the other built-ins refuse any. Options that are no
+        mapping, an option name that is no string, or one the factory has no keyword for
+        raise :class:`ConfigError` (listing the accepted names)."""
         factory = self._factories.get(name)
         if factory is None:
             raise UnknownNameError("placement scorer", name, self.names())
+        _check_options(name, options, factory)
         if not options:
             return factory(typical)
         return factory(typical, **options)
