@@ -35,9 +35,10 @@ from __future__ import annotations
 
 import json
 import math
-from typing import Any, Literal
+from typing import Annotated, Any, Literal
 
 from pydantic import (
+    AfterValidator,
     BaseModel,
     ConfigDict,
     Field,
@@ -85,6 +86,19 @@ MAX_SEED = MAX_INT
 """The largest ``seed``: an integer the store takes (the server's bound on every integer)."""
 
 
+def _finite_value(value: str | int | float | bool) -> str | int | float | bool:
+    """Refuse a NaN or an infinity in a ``values`` list (pydantic runs this on each item, so
+    that the error names it: ``parameters.lr.values.1``, as the server's check of the body
+    does)."""
+    if isinstance(value, float) and not math.isfinite(value):
+        raise ValueError(f"must be a finite number (got {value})")
+    return value
+
+
+_ListedValue = Annotated[str | int | float | bool, AfterValidator(_finite_value)]
+"""One item of a parameter's ``values`` list, finite where it is a number."""
+
+
 class _Strict(BaseModel):
     model_config = ConfigDict(extra="forbid", frozen=True)
 
@@ -98,9 +112,7 @@ class Parameter(_Strict):
     2**53 + 1 to 2**53; a stored spec's ``5.0`` reads as 5): :meth:`int_bounds`. The others'
     are floats: :meth:`float_bounds`."""
 
-    values: list[str | int | float | bool] | None = Field(
-        default=None, min_length=1, max_length=MAX_VALUES
-    )
+    values: list[_ListedValue] | None = Field(default=None, min_length=1, max_length=MAX_VALUES)
     distribution: Literal["uniform", "log_uniform", "int"] | None = None
     low: int | float | None = None
     high: int | float | None = None
@@ -138,10 +150,7 @@ class Parameter(_Strict):
         if self.distribution is None:
             if self.low is not None or self.high is not None:
                 raise ValueError("low and high go with a distribution, not with values")
-            for value in self.values or ():
-                if isinstance(value, float) and not math.isfinite(value):
-                    raise ValueError(f"values must be finite numbers (got {value})")
-            return self
+            return self  # each value is checked as an item (:func:`_finite_value`)
         low, high = self.low, self.high
         if low is None or high is None:
             raise ValueError(f"a {self.distribution} distribution needs low and high")
