@@ -66,7 +66,7 @@ def measured_pairs(path: str | Path, gpu: str = "v100") -> Iterator[MeasuredPair
     layout or has no ``gpu`` section."""
     p = Path(path)
     try:
-        data = json.loads(p.read_text())
+        data = json.loads(p.read_text(encoding="utf-8-sig"))  # a byte-order mark skipped
     except (OSError, ValueError) as exc:
         raise DataError(f"{p}: cannot read Gavel's throughputs ({exc})") from None
     table = data.get(gpu) if isinstance(data, dict) else None

@@ -136,7 +136,7 @@ class StepMeasurement:
 
 def _load_csv(path: Path, columns: Sequence[str]) -> list[tuple[int, dict[str, str]]]:
     try:
-        with path.open(newline="") as handle:
+        with path.open(newline="", encoding="utf-8-sig") as handle:  # a byte-order mark skipped
             reader = csv.DictReader(handle)
             header = reader.fieldnames or []
             missing = [c for c in columns if c not in header]
@@ -159,8 +159,15 @@ def _load_csv(path: Path, columns: Sequence[str]) -> list[tuple[int, dict[str, s
 
 def _number(path: Path, line: int, row: dict[str, str], column: str) -> float:
     """The cell of ``column`` as a finite float, or a :class:`DataError` naming ``file:line``
-    and the column (NaN, inf and values beyond float range, ``1e400``, too)."""
+    and the column (NaN, inf and values beyond float range, ``1e400``, too). Only a number
+    written in ASCII without ``_`` is read: Python's ``float`` also takes ``1_000`` and other
+    scripts' digits (``\u0661``, Arabic-Indic one), as the simulator's loaders do not."""
     raw = row.get(column)
+    if raw is not None and not (raw.isascii() and "_" not in raw):
+        raise DataError(
+            f"{path}:{line}: column {column!r} is {raw!r}, expected a finite number written "
+            "in ASCII digits 0-9 without '_' separators, e.g. 1000"
+        )
     try:
         value = float(raw) if raw is not None else math.nan
     except ValueError:
