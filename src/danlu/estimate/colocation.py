@@ -22,6 +22,7 @@ made progress, and :func:`gavel_family` names a Gavel job's model family
 from __future__ import annotations
 
 import json
+import math
 import statistics
 from collections.abc import Iterator
 from dataclasses import dataclass
@@ -63,7 +64,8 @@ def measured_pairs(path: str | Path, gpu: str = "v100") -> Iterator[MeasuredPair
     file lists it (a pair may appear in both orders).
 
     Raises :class:`~danlu.core.errors.DataError` naming the file when it is not Gavel's
-    layout or has no ``gpu`` section."""
+    layout or has no ``gpu`` section, and naming the entry when a throughput is not a
+    finite number (``json`` reads ``NaN`` and ``Infinity``, which would give NaN shares)."""
     p = Path(path)
     try:
         data = json.loads(p.read_text(encoding="utf-8-sig"))  # a byte-order mark skipped
@@ -84,6 +86,11 @@ def measured_pairs(path: str | Path, gpu: str = "v100") -> Iterator[MeasuredPair
                     f"{p}: {gpu}.{name_a}.{name_b} is {pair!r}; expected the two jobs' "
                     "throughputs beside each other, [a, b]"
                 )
+            if not all(_is_finite(v) for v in pair):
+                raise DataError(
+                    f"{p}: {gpu}.{name_a}.{name_b} is {pair!r}; the two jobs' throughputs "
+                    "must be finite numbers (not NaN or Infinity): fix or remove the entry"
+                )
             if solo_a and solo_b and pair[0] > 0 and pair[1] > 0:
                 yield MeasuredPair(name_a, name_b, pair[0] / solo_a, pair[1] / solo_b)
 
@@ -91,6 +98,15 @@ def measured_pairs(path: str | Path, gpu: str = "v100") -> Iterator[MeasuredPair
 def _is_number(value: object) -> TypeGuard[int | float]:
     """True for an int or float that is not a bool (JSON's numbers)."""
     return isinstance(value, int | float) and not isinstance(value, bool)
+
+
+def _is_finite(value: int | float) -> bool:
+    """True for a number a float holds finitely: not NaN or an infinity (``json`` reads
+    ``NaN`` and ``Infinity``), nor an integer too large for a float."""
+    try:
+        return math.isfinite(value)
+    except OverflowError:  # an int beyond a float's range
+        return False
 
 
 def _solo(path: Path, gpu: str, job: str, row: object) -> float:
@@ -101,6 +117,11 @@ def _solo(path: Path, gpu: str, job: str, row: object) -> float:
         raise DataError(
             f"{path}: {gpu}.{job} is not a job's row; expected an object with its throughput "
             "alone under \"null\" and a pair [job's, other's] under each other job"
+        )
+    if not _is_finite(solo):
+        raise DataError(
+            f"{path}: {gpu}.{job}.null is {solo!r}; the throughput alone must be a finite "
+            "number (not NaN or Infinity): fix or remove the entry"
         )
     return float(solo)
 

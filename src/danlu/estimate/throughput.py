@@ -135,15 +135,26 @@ class StepMeasurement:
 
 
 def _load_csv(path: Path, columns: Sequence[str]) -> list[tuple[int, dict[str, str]]]:
+    """The rows of the CSV file at ``path``, each with the line it starts on, keyed by the
+    header's names stripped of spaces (``step_time, sync_time``, as the simulator's loaders
+    read them); a UTF-8 byte-order mark is skipped. :class:`DataError` naming the file when
+    one of ``columns`` is missing from the header or is in it more than once."""
     try:
         with path.open(newline="", encoding="utf-8-sig") as handle:  # a byte-order mark skipped
             reader = csv.DictReader(handle)
-            header = reader.fieldnames or []
+            header = [name.strip() for name in reader.fieldnames or []]
+            reader.fieldnames = header
             missing = [c for c in columns if c not in header]
             if missing:
                 raise DataError(
                     f"{path}:1: missing column(s) {', '.join(missing)}; "
                     f"expected header {','.join(columns)}"
+                )
+            repeated = [c for c in columns if header.count(c) > 1]
+            if repeated:
+                raise DataError(
+                    f"{path}:1: column(s) {', '.join(repeated)} appear more than once in the "
+                    "header (spaces around names aside); keep one of each"
                 )
             return [(reader.line_num, row) for row in reader]
     except OSError as exc:

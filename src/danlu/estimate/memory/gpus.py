@@ -159,13 +159,14 @@ def load_gpu_table(path: str | Path | None = None) -> dict[str, GpuSpec]:
     ``{"h100": {"context_bytes": 547356672}}``. A new GPU needs ``capacity_bytes``; its
     ``cublas_workspace_bytes`` follows its ``compute_capability`` and its ``context_bytes``
     defaults to :func:`typical_context_bytes` of it (both unless given). An entry that changes
-    a GPU's ``compute_capability`` alone gets that capability's cuBLAS workspace.
+    a GPU's ``compute_capability`` alone gets that capability's cuBLAS workspace. The file is
+    read as UTF-8, a byte-order mark at its start (as Windows editors write) skipped.
     """
     table = dict(GPUS)
     if path is None:
         return table
     try:
-        data = json.loads(Path(path).read_text())
+        data = json.loads(Path(path).read_text(encoding="utf-8-sig"))  # a byte-order mark skipped
     except (OSError, ValueError) as exc:
         raise ConfigError(f"--gpu-table: cannot read {path}: {exc}") from exc
     if not isinstance(data, dict):
