@@ -49,6 +49,22 @@ class LocalBatch:
     global_real: int
 
 
+SEED_MODULUS = 2**64
+"""The count of distinct generator seeds: ``torch.Generator.manual_seed`` takes an integer
+from ``-2**63`` to ``2**64 - 1`` and seeds with it modulo ``2**64`` (``-1`` as
+``2**64 - 1``); past that range it raises a bare ``ValueError`` (an overflow)."""
+
+
+def epoch_seed(seed: int, epoch: int) -> int:
+    """The generator seed of ``epoch``'s permutation for the sampler's ``seed``:
+    ``seed * 1_000_003 + epoch`` modulo :data:`SEED_MODULUS`, in ``[0, 2**64)``.
+
+    Torch reduces every seed it accepts the same way, so each seed that worked gives the
+    order it gave; a seed above about ``1.8e13`` or below about ``-9.2e12`` (whose product
+    left torch's range), which failed at the first epoch, now gives an order too."""
+    return (seed * 1_000_003 + epoch) % SEED_MODULUS
+
+
 class ElasticSampler:
     """Seeded per-epoch permutation, sharded by window; see the module docstring."""
 
@@ -60,8 +76,8 @@ class ElasticSampler:
         otherwise. A float, even ``16.0``, failed only at the first epoch with a bare
         ``TypeError`` (``torch.randperm``, ``range``); ``True`` was a dataset of one sample.
         ``shuffle`` and ``drop_last`` are True or False (or 0/1; ``"no"`` turned shuffling
-        on), ``seed`` an integer of any sign (``2.5`` failed at the first epoch): a
-        :class:`ConfigError` naming the argument otherwise."""
+        on), ``seed`` an integer of any sign and size (``2.5`` failed at the first epoch;
+        see :func:`epoch_seed`): a :class:`ConfigError` naming the argument otherwise."""
         self.n = whole_argument("ElasticSampler's n (the dataset size)", n, 1)
         self.shuffle = flag_argument("ElasticSampler's shuffle", shuffle)
         self.seed = whole_argument("ElasticSampler's seed", seed, None)
@@ -80,7 +96,7 @@ class ElasticSampler:
         key = (self.seed, self.epoch, self.shuffle)
         if self._perm is None or self._perm_key != key:
             if self.shuffle:
-                g = torch.Generator().manual_seed(self.seed * 1_000_003 + self.epoch)
+                g = torch.Generator().manual_seed(epoch_seed(self.seed, self.epoch))
                 self._perm = torch.randperm(self.n, generator=g).tolist()
             else:
                 self._perm = list(range(self.n))
