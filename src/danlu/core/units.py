@@ -446,6 +446,29 @@ def _is_duration(text: str) -> bool:
     return True
 
 
+_BASIC_DATE = re.compile(r"^([0-9]{4})([0-9]{2})([0-9]{2})\Z")
+"""Eight digits, as ISO 8601's basic date ``YYYYMMDD`` (``20261204``) is written."""
+
+
+def _refuse_basic_date(value: str, text: str, field: str) -> None:
+    """A :class:`SpecError` naming ``field`` when ``text`` is eight digits that make a date
+    ``YYYYMMDD`` (``20261204``): as a bare number it read as that many seconds back (234
+    days), a date almost surely meant. Other bare numbers (``90``, ``99999999``) pass."""
+    match = _BASIC_DATE.match(text)
+    if match is None:
+        return
+    year, month, day = (int(part) for part in match.groups())
+    try:
+        datetime(year, month, day)
+    except ValueError:  # no such date (month 13, day 32, year 0): seconds, as before
+        return
+    raise SpecError(
+        field,
+        f"{quoted(value)} is ambiguous (a date YYYYMMDD, or that many seconds back?): write "
+        f"{year:04d}-{month:02d}-{day:02d} for the date, or {text}s for seconds",
+    )
+
+
 def parse_since(value: str, now: float, field: str = "since") -> float:
     """A moment in the past as POSIX seconds: a duration back from ``now`` (``1h``, ``30m``,
     ``2d``), a time of day ``HH:MM[:SS]`` (the last one, local time: ``02:00`` is today's
@@ -453,10 +476,13 @@ def parse_since(value: str, now: float, field: str = "since") -> float:
     has no offset). A moment after ``now`` (``+2h``, tomorrow's date) is refused: nothing
     has happened since then. Raises :class:`SpecError` naming ``field``; text that is neither
     a duration nor a time gets the duration's reason when it was plainly meant as one
-    (``1d1d``: the unit given twice; :func:`_not_a_time`)."""
+    (``1d1d``: the unit given twice; :func:`_not_a_time`). Eight digits that make a date,
+    ``20261204``, are refused as ambiguous (:func:`_refuse_basic_date`): write
+    ``2026-12-04`` or ``20261204s``."""
     text = value.strip()
     if text.startswith("+"):
         raise SpecError(field, f"{quoted(value)} is in the future; {_SINCE_HELP}")
+    _refuse_basic_date(value, text, field)
     if _CLOCK.match(text):
         return _time_of_day(text, now, field, ahead=False)
     try:
