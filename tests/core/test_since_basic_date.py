@@ -8,7 +8,7 @@ from __future__ import annotations
 import pytest
 
 from danlu.core.errors import SpecError
-from danlu.core.units import parse_since
+from danlu.core.units import parse_since, parse_time
 
 NOW = 1_796_342_400.0  # 2026-12-04T00:00:00Z
 
@@ -68,3 +68,26 @@ def test_durations_are_unchanged(text: str, seconds: float) -> None:
 
 def test_a_dated_time_is_unchanged() -> None:
     assert parse_since("2026-12-01T00:00Z", NOW, "--since") == 1_796_083_200.0
+
+
+@pytest.mark.parametrize(
+    ("text", "date"), [("20261205", "2026-12-05"), (" 20270101", "2027-01-01")]
+)
+def test_a_time_of_eight_digits_that_make_a_date_is_refused_too(text: str, date: str) -> None:
+    """``parse_time`` (``--at`` and the like) read the same digits as a delay of 234 days."""
+    with pytest.raises(SpecError) as caught:
+        parse_time(text, NOW, "--at")
+    assert caught.value.field == "--at"
+    assert f"write {date} for the date, or +{text.strip()}s for seconds" in caught.value.message
+
+
+@pytest.mark.parametrize(
+    ("text", "moment"),
+    [
+        ("+20261204", NOW + 20_261_204),
+        ("+20261204s", NOW + 20_261_204),
+        ("99999999", NOW + 99_999_999),
+    ],
+)
+def test_a_delay_written_as_one_still_reads(text: str, moment: float) -> None:
+    assert parse_time(text, NOW, "--at") == moment

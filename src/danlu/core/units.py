@@ -450,10 +450,14 @@ _BASIC_DATE = re.compile(r"^([0-9]{4})([0-9]{2})([0-9]{2})\Z")
 """Eight digits, as ISO 8601's basic date ``YYYYMMDD`` (``20261204``) is written."""
 
 
-def _refuse_basic_date(value: str, text: str, field: str) -> None:
+def _refuse_basic_date(
+    value: str, text: str, field: str, seconds: tuple[str, str] = ("seconds back", "")
+) -> None:
     """A :class:`SpecError` naming ``field`` when ``text`` is eight digits that make a date
     ``YYYYMMDD`` (``20261204``): as a bare number it read as that many seconds back (234
-    days), a date almost surely meant. Other bare numbers (``90``, ``99999999``) pass."""
+    days; or ahead, for :func:`parse_time`), a date almost surely meant. Other bare numbers
+    (``90``, ``99999999``) pass. ``seconds``: what the number would be, and what goes before
+    it to write it as that (``20261204s``; ``+`` for ``+20261204s``)."""
     match = _BASIC_DATE.match(text)
     if match is None:
         return
@@ -464,8 +468,9 @@ def _refuse_basic_date(value: str, text: str, field: str) -> None:
         return
     raise SpecError(
         field,
-        f"{quoted(value)} is ambiguous (a date YYYYMMDD, or that many seconds back?): write "
-        f"{year:04d}-{month:02d}-{day:02d} for the date, or {text}s for seconds",
+        f"{quoted(value)} is ambiguous (a date YYYYMMDD, or that many {seconds[0]}?): write "
+        f"{year:04d}-{month:02d}-{day:02d} for the date, or {seconds[1]}{text}s"
+        " for seconds",
     )
 
 
@@ -504,10 +509,14 @@ def parse_time(value: str, now: float, field: str = "time") -> float:
     ``+`` before it; ``+01:00:00`` is an hour, while ``+02:00``, minutes and seconds as Slurm
     reads it or hours and minutes, is refused as ambiguous). Raises :class:`SpecError`
     naming ``field``; text that is neither a delay nor a time gets the delay's reason when it
-    was plainly meant as one (``+1d1d``: the unit given twice; :func:`_not_a_time`)."""
+    was plainly meant as one (``+1d1d``: the unit given twice; :func:`_not_a_time`). Eight
+    digits that make a date, ``20261204``, are refused as ambiguous: write ``2026-12-04`` or
+    ``+20261204s``."""
     text = value.strip()
     if not text.startswith("+") and _CLOCK.match(text):
         return _time_of_day(text, now, field, ahead=True)
+    if not text.startswith("+"):
+        _refuse_basic_date(value, text, field, ("seconds from now", "+"))
     delay = text[1:] if text.startswith("+") else text
     two_parts = _MINUTES_SECONDS.match(delay)
     if two_parts is not None:
