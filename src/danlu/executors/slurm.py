@@ -57,7 +57,8 @@ filesystem the nodes share, as Slurm clusters' home directories are.
   :func:`~danlu.executors.base.classify_exit` does;
   ``OUT_OF_MEMORY`` is OOM and ``NODE_FAIL`` a preemption (re-queued to resume from its
   checkpoint). The recorded exits also serve when Slurm has forgotten the job (its
-  ``MinJobAge`` passed while the control plane was away).
+  ``MinJobAge`` passed while the control plane was away). After a requeue only those written
+  since the run started again count (:mod:`~danlu.executors.slurm_exits`).
 - **Submission.** An ``sbatch`` that timed out may have been taken all the same (a busy
   controller handles a request its client gave up on): the run is kept and tracked by its
   job name (``danlu.JOB_ID.ATTEMPT``), never submitted again; of several jobs of that name
@@ -82,7 +83,7 @@ from typing import Any
 
 from danlu.core.cluster import GPU_TYPES, Cluster, GpuType, Node, listed_gpu_type
 from danlu.core.errors import UnknownNameError
-from danlu.executors import records, slurm_task, slurm_waiting, supervise
+from danlu.executors import records, slurm_exits, slurm_task, slurm_waiting, supervise
 from danlu.executors.base import (
     PREEMPTED_EXIT_CODE,
     ExecStatus,
@@ -156,6 +157,7 @@ def _launch_fields() -> dict[str, records.Check]:
     fields["requeued_at"] = number  # when it first saw it PENDING again after that
     fields["sbatch_failed_at"] = number  # when sbatch failed as the controller unanswering
     fields["sbatch_error"] = lambda v: isinstance(v, str)  # what it said (_unconfirmed)
+    fields.update(slurm_exits.LAUNCH_FIELDS)  # exits_since, slurm_started_at
     return fields
 
 
@@ -504,7 +506,8 @@ class SlurmExecutor(RunDirExecutor, MultiNodeExecutor, GpuSharingExecutor):
         state = self._slurm_state(slurm_id)
         if state is not None and state.running:
             pending = slurm_waiting.waiting(state)  # not running: PENDING, or held
-            if slurm_waiting.note_wait(launch, state, self._clock()):
+            started = slurm_exits.note_start(launch, state)  # before note_wait ends the wait
+            if slurm_waiting.note_wait(launch, state, self._clock()) or started:
                 _save_launch(run_dir, launch)  # else the wait's count restarts at each poll
             if reason is None and pending:
                 return self._pending(run_dir, launch, slurm_id, state)
@@ -561,6 +564,8 @@ class SlurmExecutor(RunDirExecutor, MultiNodeExecutor, GpuSharingExecutor):
         started = launch.get("launched_at")
         error = ""
         state = ""
+        if job is not None:
+            slurm_exits.note_start(launch, job)  # started again unseen: earlier exits are not its
         exits = node_exits(run_dir, launch)
         recorded = recorded_exit(exits, len(launch.get("nodes") or []))
         if job is not None:

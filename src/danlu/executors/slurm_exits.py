@@ -1,15 +1,53 @@
 """How a run of the Slurm executor ended: the exits its nodes' tasks recorded, and Slurm's
-record of its batch job (:class:`~danlu.executors.slurm.SlurmExecutor`'s results)."""
+record of its batch job (:class:`~danlu.executors.slurm.SlurmExecutor`'s results).
+
+A run Slurm requeued after it ran (``scontrol requeue``; ``scontrol requeuehold``, then a
+release) runs again in the same run directory, where the exit records its nodes' tasks wrote
+before the requeue are still there until each node writes its new one (a node ``srun
+--kill-on-bad-exit`` kills writes none). Only the exits written since the run's current start
+count (:func:`node_exits`): those whose ``finished_at`` is not before its launch record's
+``exits_since``, which :func:`note_start` sets when the run is seen started again
+
+- after it was seen waiting again (``held_at``, ``requeued_at``:
+  :mod:`~danlu.executors.slurm_waiting`): to when it was first seen so, after every exit of
+  its earlier start and before any of its new one (while it waits, that time already
+  serves);
+- or with a later ``StartTime`` in Slurm's record than the one last seen (a requeue while
+  the control plane was away): to that new start time.
+
+Nothing is moved or deleted: an exit a node wrote since the new start, before any poll saw
+it, counts (the mark is a time, not the records present when it is set), and the mark is in
+the launch record, so a new executor instance keeps it. A run never requeued has no mark,
+and all its exits count. The times are compared across hosts (the nodes' clocks, the
+controller's, the control plane's): between a requeue's last exit and the new start lie the
+requeue's wait (Slurm's ``BeginTime``: ``requeue_delay``, 120 s unless set) and the launch,
+far more than the clocks of Slurm's hosts differ (its credentials are checked against them).
+An exit record whose ``finished_at`` is unknown is none of a requeued run's.
+"""
 
 from __future__ import annotations
 
+import math
 from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
-from danlu.executors import records, slurm_task, supervise
+from danlu.executors import records, slurm_task, slurm_waiting, supervise
 from danlu.executors.base import PREEMPTED_EXIT_CODE, gang_exit
 from danlu.executors.slurmctl import SlurmJob
+
+EXITS_SINCE = "exits_since"
+"""The launch record's field: exits recorded before it are of an earlier start."""
+STARTED = "slurm_started_at"
+"""The launch record's field: Slurm's ``StartTime`` of the run when it was last seen."""
+LAUNCH_FIELDS: Mapping[str, records.Check] = {
+    EXITS_SINCE: records.STOP_FIELDS["requested_at"],
+    STARTED: records.STOP_FIELDS["requested_at"],
+}
+"""The checks of the launch record's fields this module keeps (a time each)."""
+_GANG = ("gang_stopped_at", "gang_grace")
+"""The launch record's fields of a gang stop (:meth:`~danlu.executors.slurm.SlurmExecutor.
+_gang_stop`), which belongs to the start it stopped."""
 
 
 def node_exits(run_dir: Path, launch: Mapping[str, Any]) -> dict[str, tuple[float, int]]:
@@ -18,17 +56,65 @@ def node_exits(run_dir: Path, launch: Mapping[str, Any]) -> dict[str, tuple[floa
     (:data:`~danlu.executors.records.EXIT_FIELDS`): one whose ``exit_code`` is not a whole
     number (``true``, ``"1"``, ``null``) is no exit, and a ``finished_at`` that is not a
     finite number is unknown (0). A node name that is not a plain name
-    (:func:`~danlu.executors.slurm_task.is_plain_name`: a damaged launch record) has none."""
+    (:func:`~danlu.executors.slurm_task.is_plain_name`: a damaged launch record) has none.
+    After a requeue, an exit recorded before the run's current start (:func:`exits_since`)
+    is none of the run's (the module's docstring)."""
     exits: dict[str, tuple[float, int]] = {}
+    since = exits_since(launch)
     for name in launch.get("nodes") or []:
         if not slurm_task.is_plain_name(name):
             continue
         data = supervise.read_json(slurm_task.exit_path(run_dir, name))
         done = records.checked(data, records.EXIT_FIELDS) or {}
         code = done.get("exit_code")
-        if code is not None:
-            exits[name] = (float(done.get("finished_at", 0.0)), code)
+        when = float(done.get("finished_at", 0.0))
+        if code is not None and (since is None or when >= since):
+            exits[name] = (when, code)
     return exits
+
+
+def exits_since(launch: Mapping[str, Any]) -> float | None:
+    """When the run's current start began, for its nodes' exits (the module's docstring): the
+    latest of its launch record's ``exits_since`` and, while it waits again after it ran,
+    ``held_at`` and ``requeued_at``; None for a run never requeued (all its exits count)."""
+    keys = (EXITS_SINCE, *slurm_waiting.AGAIN)
+    return max((mark for key in keys if (mark := _when(launch.get(key))) is not None), default=None)
+
+
+def note_start(launch: dict[str, Any], job: SlurmJob) -> bool:
+    """Keep the run's ``exits_since`` (and Slurm's ``StartTime`` of it last seen) up to date
+    with Slurm's ``job`` (the module's docstring): set when ``job`` is seen in a state danlu
+    knows that is not a waiting one after a wait (call it before
+    :func:`~danlu.executors.slurm_waiting.note_wait`, which drops ``held_at`` and
+    ``requeued_at`` then), or with a later ``StartTime`` than last seen. A gang stop of the
+    earlier start is dropped with it: it is no stop of the new one. Nothing changes once the
+    run is given up. Returns whether ``launch`` changed (the caller saves it)."""
+    if "gave_up_at" in launch or not job.known or slurm_waiting.waiting(job):
+        return False
+    marks = [mark for key in slurm_waiting.AGAIN if (mark := _when(launch.get(key))) is not None]
+    start, seen = job.started_at, _when(launch.get(STARTED))
+    changed = False
+    if start is not None and (seen is None or start > seen):
+        launch[STARTED] = start
+        changed = True
+        if seen is not None:  # started again since it was last seen: requeued meanwhile
+            marks.append(start)
+    since, kept = min(marks, default=None), _when(launch.get(EXITS_SINCE))
+    if since is None or (kept is not None and since <= kept):
+        return changed
+    launch[EXITS_SINCE] = since
+    if launch.get("term_due") is not None and launch.get("term_due") == launch.get(_GANG[0]):
+        del launch["term_due"]  # the gang stop's SIGTERM, never sent: not to the new start
+    for key in _GANG:
+        launch.pop(key, None)
+    return True
+
+
+def _when(value: object) -> float | None:
+    """``value`` as a time from a launch record: a finite number (not a bool), else None."""
+    if isinstance(value, bool) or not isinstance(value, (int, float)):
+        return None
+    return float(value) if math.isfinite(value) else None
 
 
 def recorded_exit(exits: Mapping[str, tuple[float, int]], nodes: int) -> int | None:

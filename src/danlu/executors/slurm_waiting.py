@@ -28,7 +28,10 @@ The wait counts
 
 Each is kept in the launch record, so that a new instance, after a restart, counts on; once
 Slurm is seen running the run again, ``held_at`` and ``requeued_at`` are dropped and a later
-hold or requeue counts anew. Once the run is given up they stay as they were (its error says
+hold or requeue counts anew. They also mark where the exits its nodes recorded before the
+requeue end: those are none of the run started again's (its gang stop and its result ignore
+them; :mod:`~danlu.executors.slurm_exits` keeps the mark as ``exits_since`` once it runs
+again). Once the run is given up they stay as they were (its error says
 how long it waited).
 """
 
@@ -40,7 +43,7 @@ from typing import Any
 from danlu.executors.slurmctl import HELD_STATES, SlurmJob
 
 PENDING = "PENDING"
-_AGAIN = ("held_at", "requeued_at")
+AGAIN = ("held_at", "requeued_at")
 """The launch record's fields of a wait that began after the run was submitted."""
 
 
@@ -67,7 +70,7 @@ def note_wait(launch: dict[str, Any], state: SlurmJob, now: float) -> bool:
     if not state.known:
         return False
     changed = _set(launch, "ran_at", now)
-    for key in _AGAIN:
+    for key in AGAIN:
         if key in launch:
             del launch[key]
             changed = True
@@ -79,7 +82,7 @@ def note_unseen_run(launch: dict[str, Any], state: SlurmJob, now: float) -> bool
     though it was never seen running (the control plane was away): Slurm requeued it, and
     its wait counts from ``now``, as when first seen ``PENDING`` again. Nothing changes for
     a run seen running or held before, or given up. Returns whether ``launch`` changed."""
-    if state.state != PENDING or any(key in launch for key in ("ran_at", "gave_up_at", *_AGAIN)):
+    if state.state != PENDING or any(key in launch for key in ("ran_at", "gave_up_at", *AGAIN)):
         return False
     launch["ran_at"] = launch["requeued_at"] = now
     return True
