@@ -8,64 +8,14 @@ once. No Slurm needed: Slurm's commands print what each test gives them."""
 from __future__ import annotations
 
 import json
-from collections.abc import Mapping, Sequence
 from pathlib import Path
 
 import pytest
 from run_helpers import launch
+from slurm_fakes import LIMIT, NODE, START, Clock, Printed, fake_executor, started_run
 
-from danlu.executors import GpuSlot, Handle, Outcome, RunState, slurm_task
-from danlu.executors.slurm import SlurmExecutor
-from danlu.executors.slurmctl import HELD_STATES, RUNNING_STATES, SlurmCommands
-
-START = "2026-11-29T04:58:05"
-NODE = "NodeName=n1 NodeAddr=127.0.0.1 Gres=gpu:4 CPUTot=2 RealMemory=1024 State=IDLE"
-LIMIT = 120.0
-
-
-class Printed(SlurmCommands):
-    """Slurm's commands, each printing ``printed[KEY]`` instead of running (KEY: the
-    program, or ``scontrol show WHAT``); ``cancels`` records each ``scancel``'s argv."""
-
-    def __init__(self, printed: Mapping[str, str]) -> None:
-        super().__init__({})
-        self.printed = dict(printed)
-        self.cancels: list[list[str]] = []
-
-    def run(self, argv: Sequence[str], *, env: Mapping[str, str] | None = None) -> str:
-        if argv[0] == "scancel":
-            self.cancels.append(list(argv))
-            return ""
-        return self.printed[" ".join(argv[:3]) if argv[0] == "scontrol" else argv[0]]
-
-    def squeue(self, state: str, reason: str = "None") -> None:
-        """``squeue`` reports job 7 in ``state``."""
-        self.printed["squeue"] = f"7|{state}|{START}|{reason}\n"
-
-
-class Clock:
-    """A clock the test moves."""
-
-    def __init__(self) -> None:
-        self.now = 1_800_000_000.0
-
-    def __call__(self) -> float:
-        return self.now
-
-
-def _executor(commands: Printed, state_dir: Path, clock: Clock) -> SlurmExecutor:
-    return SlurmExecutor(commands, state_dir, poll_interval=0.0, pending_limit=LIMIT, clock=clock)
-
-
-def _started(tmp_path: Path) -> tuple[Printed, Clock, SlurmExecutor, Handle]:
-    """Slurm job 7, submitted and running."""
-    commands = Printed({"scontrol show node": NODE + "\n", "sbatch": "7\n"})
-    commands.squeue("RUNNING")
-    clock = Clock()
-    ex = _executor(commands, tmp_path / "state", clock)
-    handle = ex.submit(launch("held-1", "pass", gpus=(GpuSlot(0, 0),)))
-    assert ex.poll(handle).state is RunState.RUNNING
-    return commands, clock, ex, handle
+from danlu.executors import GpuSlot, Outcome, RunState, slurm_task
+from danlu.executors.slurmctl import HELD_STATES, RUNNING_STATES
 
 
 def test_the_held_states_are_slurm_states_a_job_may_run_again_from() -> None:
@@ -78,14 +28,14 @@ def test_a_run_held_past_the_pending_limit_is_cancelled_and_fails_as_a_launch(
 ) -> None:
     """The limit counts from when the run was first seen held, not from its submission (it
     ran an hour before its hold), and across a new executor instance (a restart)."""
-    commands, clock, ex, handle = _started(tmp_path)
+    commands, clock, ex, handle = started_run(tmp_path)
     clock.now += 3600.0  # it ran an hour, then was requeued and held
     commands.squeue(held, "JobHeldAdmin")
     status = ex.poll(handle)
     assert status.state is RunState.RUNNING and status.started_at is None
     assert status.message == f"Slurm job 7 {held} (JobHeldAdmin)"
     clock.now += LIMIT - 1
-    ex = _executor(commands, tmp_path / "state", clock)  # the control plane restarted
+    ex = fake_executor(commands, tmp_path / "state", clock)  # the control plane restarted
     assert ex.poll(handle).state is RunState.RUNNING
     assert commands.cancels == []  # held for less than the limit
     clock.now += 1
@@ -116,7 +66,7 @@ def test_a_held_run_whose_nodes_recorded_exits_is_still_a_failed_launch(
 ) -> None:
     """A job whose command exited (``SPECIAL_EXIT``: an epilog requeued and held it for its
     exit code) left its nodes' exit records: given up, it did not end with that exit."""
-    commands, clock, ex, handle = _started(tmp_path)
+    commands, clock, ex, handle = started_run(tmp_path)
     done = slurm_task.exit_path(tmp_path / "state" / "runs" / "held-1", "n1")
     done.write_text(json.dumps({"exit_code": 0, "finished_at": clock.now}))
     commands.squeue("SPECIAL_EXIT")
@@ -135,7 +85,7 @@ def test_a_release_keeps_counting_from_the_hold_and_a_run_again_forgets_it(
 ) -> None:
     """Released, the job is ``PENDING`` again: its wait counts on from its hold (and not from
     its submission, long past); started again, a later hold counts anew."""
-    commands, clock, ex, handle = _started(tmp_path)
+    commands, clock, ex, handle = started_run(tmp_path)
     clock.now += 3600.0
     commands.squeue("REQUEUE_HOLD")
     ex.poll(handle)
@@ -157,7 +107,7 @@ def test_a_release_keeps_counting_from_the_hold_and_a_run_again_forgets_it(
 
 
 def test_a_release_then_pending_past_the_limit_is_given_up_as_held(tmp_path: Path) -> None:
-    commands, clock, ex, handle = _started(tmp_path)
+    commands, clock, ex, handle = started_run(tmp_path)
     commands.squeue("REQUEUE_HOLD")
     ex.poll(handle)
     clock.now += 30.0
@@ -178,7 +128,7 @@ def test_a_release_then_pending_past_the_limit_is_given_up_as_held(tmp_path: Pat
 def test_a_stop_of_a_held_run_cancels_its_slurm_job(tmp_path: Path, stop: str) -> None:
     """Nothing of a held job runs: a SIGTERM to its steps reached nothing, and the run
     stayed held with its GPUs."""
-    commands, _clock, ex, handle = _started(tmp_path)
+    commands, _clock, ex, handle = started_run(tmp_path)
     commands.squeue("REQUEUE_HOLD")
     if stop == "cancel":
         ex.cancel(handle)
@@ -193,7 +143,7 @@ def test_a_pending_run_is_still_given_up_from_its_submission(tmp_path: Path) -> 
     commands = Printed({"scontrol show node": NODE + "\n", "sbatch": "7\n"})
     commands.squeue("PENDING", "PartitionDown")
     clock = Clock()
-    ex = _executor(commands, tmp_path / "state", clock)
+    ex = fake_executor(commands, tmp_path / "state", clock)
     handle = ex.submit(launch("pend-1", "pass", gpus=(GpuSlot(0, 0),)))
     clock.now += LIMIT
     assert "of its submission: cancelled" in ex.poll(handle).message

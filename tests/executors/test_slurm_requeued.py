@@ -12,7 +12,7 @@ import json
 from pathlib import Path
 
 from run_helpers import launch
-from test_slurm_held import LIMIT, NODE, Clock, Printed, _executor, _started
+from slurm_fakes import LIMIT, NODE, Clock, Printed, fake_executor, started_run
 
 from danlu.executors import GpuSlot, Outcome, RunState, slurm_task
 
@@ -32,16 +32,16 @@ def _cancelled(commands: Printed) -> None:
 def test_a_run_requeued_after_it_ran_counts_its_wait_from_its_requeue(tmp_path: Path) -> None:
     """It ran an hour, then was requeued: the whole limit from when it was first seen
     ``PENDING`` again, and across new executor instances (the control plane restarted)."""
-    commands, clock, _ex, handle = _started(tmp_path)
+    commands, clock, _ex, handle = started_run(tmp_path)
     clock.now += 3600.0
-    ex = _executor(commands, tmp_path / "state", clock)  # restarted while it ran
+    ex = fake_executor(commands, tmp_path / "state", clock)  # restarted while it ran
     commands.squeue("PENDING", "BeginTime")  # scontrol requeue 7
     status = ex.poll(handle)
     assert (status.state, status.started_at) == (RunState.RUNNING, None)
     assert status.message == "Slurm job 7 PENDING (BeginTime)"
     assert commands.cancels == []
     clock.now += LIMIT - 1
-    ex = _executor(commands, tmp_path / "state", clock)  # restarted while it waited
+    ex = fake_executor(commands, tmp_path / "state", clock)  # restarted while it waited
     assert ex.poll(handle).state is RunState.RUNNING
     assert commands.cancels == []
     clock.now += 1
@@ -64,7 +64,7 @@ def test_a_run_requeued_after_it_ran_counts_its_wait_from_its_requeue(tmp_path: 
 
 
 def test_each_requeue_after_the_run_was_seen_running_again_counts_anew(tmp_path: Path) -> None:
-    commands, clock, ex, handle = _started(tmp_path)
+    commands, clock, ex, handle = started_run(tmp_path)
     clock.now += 3600.0
     commands.squeue("PENDING", "BeginTime")
     ex.poll(handle)
@@ -91,13 +91,13 @@ def test_a_run_requeued_while_the_control_plane_was_away_counts_from_then(
     commands = Printed({"scontrol show node": NODE + "\n", "sbatch": "7\n"})
     commands.squeue("PENDING", "None")
     clock = Clock()
-    ex = _executor(commands, tmp_path / "state", clock)
+    ex = fake_executor(commands, tmp_path / "state", clock)
     handle = ex.submit(launch("held-1", "pass", gpus=(GpuSlot(0, 0),)))
     clock.now += 3600.0  # the control plane was away while it ran and was requeued
     done = slurm_task.exit_path(tmp_path / "state" / "runs" / "held-1", "n1")
     done.write_text(json.dumps({"exit_code": 143, "finished_at": clock.now - 60.0}))
     commands.squeue("PENDING", "BeginTime")
-    ex = _executor(commands, tmp_path / "state", clock)
+    ex = fake_executor(commands, tmp_path / "state", clock)
     assert ex.poll(handle).state is RunState.RUNNING
     assert commands.cancels == []
     clock.now += LIMIT - 1
@@ -117,7 +117,7 @@ def test_a_given_up_run_that_slurm_starts_before_its_cancel_keeps_its_wait(
 ) -> None:
     """Seen ``RUNNING`` between its cancel and its end, a given-up run still ends as the
     requeued run it was given up as, its wait counted from its requeue."""
-    commands, clock, ex, handle = _started(tmp_path)
+    commands, clock, ex, handle = started_run(tmp_path)
     clock.now += 3600.0
     commands.squeue("PENDING", "BeginTime")
     ex.poll(handle)
@@ -139,7 +139,7 @@ def test_a_pending_run_never_seen_running_still_counts_from_its_submission(
     commands = Printed({"scontrol show node": NODE + "\n", "sbatch": "7\n"})
     commands.squeue("", "None")
     clock = Clock()
-    ex = _executor(commands, tmp_path / "state", clock)
+    ex = fake_executor(commands, tmp_path / "state", clock)
     handle = ex.submit(launch("pend-1", "pass", gpus=(GpuSlot(0, 0),)))
     ex.poll(handle)
     clock.now += LIMIT

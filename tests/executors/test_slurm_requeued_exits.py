@@ -15,7 +15,7 @@ from pathlib import Path
 
 import pytest
 from run_helpers import launch
-from test_slurm_held import START, Clock, Printed, _executor
+from slurm_fakes import START, Clock, Printed, fake_executor
 
 from danlu.executors import GpuSlot, Handle, Outcome, RunState, slurm_task
 from danlu.executors.slurm import SlurmExecutor
@@ -37,7 +37,7 @@ def _gang(tmp_path: Path) -> tuple[Printed, Clock, SlurmExecutor, Handle]:
     commands.squeue("RUNNING")
     clock = Clock()
     clock.now = START_AT
-    ex = _executor(commands, tmp_path / "state", clock)
+    ex = fake_executor(commands, tmp_path / "state", clock)
     handle = ex.submit(launch("gang-1", "pass", gpus=(GpuSlot(0, 0), GpuSlot(1, 0))))
     assert ex.poll(handle).state is RunState.RUNNING
     return commands, clock, ex, handle
@@ -66,11 +66,11 @@ def test_a_checkpoint_of_before_a_requeue_does_not_stop_the_run_again(
     commands.squeue(wait, "BeginTime")  # scontrol requeue 7 (or requeuehold)
     ex.poll(handle)
     clock.now += 60.0
-    ex = _executor(commands, tmp_path / "state", clock)  # the control plane restarted
+    ex = fake_executor(commands, tmp_path / "state", clock)  # the control plane restarted
     _running_again(commands)
     assert ex.poll(handle).state is RunState.RUNNING
     assert commands.cancels == []  # no gang stop
-    ex = _executor(commands, tmp_path / "state", clock)
+    ex = fake_executor(commands, tmp_path / "state", clock)
     ex.poll(handle)
     assert commands.cancels == []
     clock.now += 600.0
@@ -89,7 +89,7 @@ def test_a_requeue_the_executor_did_not_see_is_found_by_slurms_new_start_time(
     _exit(tmp_path, "n1", 75, clock.now)
     clock.now += 600.0
     _running_again(commands)
-    ex = _executor(commands, tmp_path / "state", clock)
+    ex = fake_executor(commands, tmp_path / "state", clock)
     assert ex.poll(handle).state is RunState.RUNNING
     assert commands.cancels == []
 
@@ -113,7 +113,7 @@ def test_the_exit_of_a_run_started_again_is_its_own(tmp_path: Path) -> None:
         f"JobId=7 JobState=FAILED Reason=NonZeroExitCode ExitCode=1:0 StartTime={RESTART} "
         f"EndTime={RESTART}"
     )
-    status = _executor(commands, tmp_path / "state", clock).poll(handle)
+    status = fake_executor(commands, tmp_path / "state", clock).poll(handle)
     assert status.state is RunState.EXITED
     assert (status.outcome, status.exit_code, status.signal) == (Outcome.FAILED, 1, None)
 
@@ -181,7 +181,7 @@ def test_a_gang_stop_before_a_requeue_does_not_kill_the_run_started_again(
     _running_again(commands)
     ex.poll(handle)
     clock.now += 600.0  # long past the earlier start's grace
-    ex = _executor(commands, tmp_path / "state", clock)
+    ex = fake_executor(commands, tmp_path / "state", clock)
     assert ex.poll(handle).state is RunState.RUNNING
     assert commands.cancels == [["scancel", "--signal=TERM", "7"]]
     _exit(tmp_path, "n2", 75, clock.now)

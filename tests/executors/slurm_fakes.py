@@ -1,0 +1,64 @@
+"""Fakes for the Slurm executor's tests that need no Slurm: :class:`Printed` commands that
+print what a test gives them, a :class:`Clock` the test moves, and a run of job 7
+(:func:`started_run`)."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from pathlib import Path
+
+from run_helpers import launch
+
+from danlu.executors import GpuSlot, Handle, RunState
+from danlu.executors.slurm import SlurmExecutor
+from danlu.executors.slurmctl import SlurmCommands
+
+START = "2026-11-29T04:58:05"
+NODE = "NodeName=n1 NodeAddr=127.0.0.1 Gres=gpu:4 CPUTot=2 RealMemory=1024 State=IDLE"
+LIMIT = 120.0
+
+
+class Printed(SlurmCommands):
+    """Slurm's commands, each printing ``printed[KEY]`` instead of running (KEY: the
+    program, or ``scontrol show WHAT``); ``cancels`` records each ``scancel``'s argv."""
+
+    def __init__(self, printed: Mapping[str, str]) -> None:
+        super().__init__({})
+        self.printed = dict(printed)
+        self.cancels: list[list[str]] = []
+
+    def run(self, argv: Sequence[str], *, env: Mapping[str, str] | None = None) -> str:
+        if argv[0] == "scancel":
+            self.cancels.append(list(argv))
+            return ""
+        return self.printed[" ".join(argv[:3]) if argv[0] == "scontrol" else argv[0]]
+
+    def squeue(self, state: str, reason: str = "None") -> None:
+        """``squeue`` reports job 7 in ``state``."""
+        self.printed["squeue"] = f"7|{state}|{START}|{reason}\n"
+
+
+class Clock:
+    """A clock the test moves."""
+
+    def __init__(self) -> None:
+        self.now = 1_800_000_000.0
+
+    def __call__(self) -> float:
+        return self.now
+
+
+def fake_executor(commands: Printed, state_dir: Path, clock: Clock) -> SlurmExecutor:
+    """A Slurm executor on ``commands`` with a pending limit of :data:`LIMIT` seconds."""
+    return SlurmExecutor(commands, state_dir, poll_interval=0.0, pending_limit=LIMIT, clock=clock)
+
+
+def started_run(tmp_path: Path) -> tuple[Printed, Clock, SlurmExecutor, Handle]:
+    """Slurm job 7, submitted and running."""
+    commands = Printed({"scontrol show node": NODE + "\n", "sbatch": "7\n"})
+    commands.squeue("RUNNING")
+    clock = Clock()
+    ex = fake_executor(commands, tmp_path / "state", clock)
+    handle = ex.submit(launch("held-1", "pass", gpus=(GpuSlot(0, 0),)))
+    assert ex.poll(handle).state is RunState.RUNNING
+    return commands, clock, ex, handle
