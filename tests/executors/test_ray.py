@@ -8,6 +8,7 @@ from __future__ import annotations
 import os
 import tempfile
 import time
+import uuid
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -245,24 +246,38 @@ def test_a_new_instance_adopts_the_runs(cluster: Any, tmp_path: Path) -> None:
     assert second.adopt() == []
 
 
+def _text(path: Path) -> str:
+    """The text of ``path``; empty when it cannot be read (gone, not made yet)."""
+    try:
+        return path.read_text(errors="replace")
+    except OSError:
+        return ""
+
+
 def test_an_ended_run_leaves_no_output_folder_on_its_nodes(ex: Any, tmp_path: Path) -> None:
     """Each node's part of a run keeps its output in a temporary folder; the folder went
     with neither the run nor its actor, one per run on every node for good."""
     go = tmp_path / "go"
+    ready = f"ready-{uuid.uuid4().hex}"  # this run's own line: its folders are those holding it
     code = (
         "import pathlib, time\n"
-        "print('ready', flush=True)\n"
+        f"print({ready!r}, flush=True)\n"
         f"while not pathlib.Path({str(go)!r}).exists(): time.sleep(0.05)\n"
         "print('ok')\n"
     )
     before = set(Path(tempfile.gettempdir()).glob("danlu-run-*"))
     handle = ex.submit(launch("tidy-1", code, gpus=(GpuSlot(0, 0), GpuSlot(1, 0))))
-    wait_text(ex, handle, "ready", count=2)
-    made = set(Path(tempfile.gettempdir()).glob("danlu-run-*")) - before
+    wait_text(ex, handle, ready, count=2)
+    # tests on other workers make folders of the same prefix meanwhile: only this run's count
+    made = {
+        folder
+        for folder in set(Path(tempfile.gettempdir()).glob("danlu-run-*")) - before
+        if ready in _text(folder / "output.log")
+    }
     assert len(made) == 2  # a folder per node (both nodes of the test cluster are here)
     go.touch()
     assert wait(ex, handle).outcome is Outcome.SUCCEEDED
-    assert sorted(ex.logs(handle)[0].decode().split()) == ["ok", "ok", "ready", "ready"]
+    assert sorted(ex.logs(handle)[0].decode().split()) == ["ok", "ok", ready, ready]
     assert not any(folder.exists() for folder in made)
 
 
