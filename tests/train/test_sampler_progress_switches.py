@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import math
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 import pytest
@@ -43,7 +44,7 @@ def test_a_sampler_switch_that_is_a_bool_is_taken_as_one(value: object) -> None:
 def test_shuffle_no_is_refused_through_init(tmp_path: Path) -> None:
     """Through ``init`` too: ``shuffle="no"`` shuffled every epoch."""
     model = torch.nn.Linear(2, 1)
-    with pytest.raises(ConfigError, match="ElasticSampler's shuffle must be True or False"):
+    with pytest.raises(ConfigError, match="shuffle must be True or False"):
         dt.init(
             model,
             torch.optim.SGD(model.parameters(), lr=0.1),
@@ -96,3 +97,33 @@ def test_the_check_helpers_say_the_argument() -> None:
     assert whole_argument("seed", -4, None) == -4
     with pytest.raises(ConfigError, match=r"^n must be >= 1 \(got 0\)$"):
         whole_argument("n", 0, 1)
+
+
+@pytest.mark.parametrize(
+    ("argument", "value", "wanted"),
+    [
+        ("shuffle", "no", "shuffle must be True or False (got 'no')"),
+        ("drop_last", "yes", "drop_last must be True or False (got 'yes')"),
+        ("seed", 2.5, "seed must be an integer (got 2.5)"),
+    ],
+)
+def test_the_sampler_arguments_are_checked_without_a_dataset_size(
+    tmp_path: Path, argument: str, value: object, wanted: str
+) -> None:
+    """Without a ``dataset_size`` no sampler is built, and its arguments went unchecked: a
+    ``shuffle="no"`` shuffled once a later run gave the size."""
+    model = torch.nn.Linear(2, 1)
+    kwargs: dict[str, Any] = {argument: value}
+    with pytest.raises(ConfigError) as caught:
+        dt.init(
+            model,
+            torch.optim.SGD(model.parameters(), lr=0.1),
+            global_batch_size=4,
+            checkpoint_dir=str(tmp_path),
+            resume=False,
+            metrics_file=False,
+            progress=False,
+            environ={},
+            **kwargs,
+        )
+    assert str(caught.value) == wanted

@@ -160,6 +160,9 @@ def init(
         global_batch_size=global_batch_size,
         checkpoint_dir=checkpoint_dir,
         metrics_file=metrics_file,
+        shuffle=shuffle,
+        drop_last=drop_last,
+        seed=seed,
     )
     lr_scaling = normalised_rule(lr_scaling)  # "AdaScale" passed the check: compare it once
     env = JobEnv.from_environ(environ)

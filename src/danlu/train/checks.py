@@ -95,12 +95,21 @@ def check_init_args(
     global_batch_size: int | None = None,
     checkpoint_dir: object = None,
     metrics_file: object = None,
+    shuffle: object = True,
+    drop_last: object = False,
+    seed: object = 0,
 ) -> None:
     """Raise :class:`ConfigError` for the first argument out of its range or of the wrong
     type: a count must be an integer (not a bool, not ``2.5`` or ``"8"``, which failed deep
     inside the sampler or trained with fractional batches), a rate or limit a real number,
     a ``checkpoint_dir`` or ``metrics_file`` path not only blanks (it named a directory or
-    file of blanks; as ``DANLU_CHECKPOINT_DIR`` and ``DANLU_METRICS_FILE`` are refused)."""
+    file of blanks; as ``DANLU_CHECKPOINT_DIR`` and ``DANLU_METRICS_FILE`` are refused).
+    The sampler's ``shuffle``, ``drop_last`` (switches) and ``seed`` (an integer) are checked
+    here too, with or without a ``dataset_size``: without one no sampler is built, and a
+    ``shuffle="no"`` went unnoticed until a later run gave the dataset's size."""
+    whole_argument("seed", seed, None)
+    for switch, value in (("shuffle", shuffle), ("drop_last", drop_last)):
+        flag_argument(switch, value)
     for name, path in (("checkpoint_dir", checkpoint_dir), ("metrics_file", metrics_file)):
         if isinstance(path, str) and path and not path.strip():
             raise ConfigError(f"{name}={path!r} is only whitespace; pass None or a path")
