@@ -27,7 +27,6 @@ An exit record whose ``finished_at`` is unknown is none of a requeued run's.
 
 from __future__ import annotations
 
-import math
 from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
@@ -78,7 +77,7 @@ def exits_since(launch: Mapping[str, Any]) -> float | None:
     latest of its launch record's ``exits_since`` and, while it waits again after it ran,
     ``held_at`` and ``requeued_at``; None for a run never requeued (all its exits count)."""
     keys = (EXITS_SINCE, *slurm_waiting.AGAIN)
-    return max((mark for key in keys if (mark := _when(launch.get(key))) is not None), default=None)
+    return max((mark for key in keys if (mark := launch.get(key)) is not None), default=None)
 
 
 def note_start(launch: dict[str, Any], job: SlurmJob) -> bool:
@@ -91,15 +90,15 @@ def note_start(launch: dict[str, Any], job: SlurmJob) -> bool:
     run is given up. Returns whether ``launch`` changed (the caller saves it)."""
     if "gave_up_at" in launch or not job.known or slurm_waiting.waiting(job):
         return False
-    marks = [mark for key in slurm_waiting.AGAIN if (mark := _when(launch.get(key))) is not None]
-    start, seen = job.started_at, _when(launch.get(STARTED))
+    marks = [mark for key in slurm_waiting.AGAIN if (mark := launch.get(key)) is not None]
+    start, seen = job.started_at, launch.get(STARTED)
     changed = False
     if start is not None and (seen is None or start > seen):
         launch[STARTED] = start
         changed = True
         if seen is not None:  # started again since it was last seen: requeued meanwhile
             marks.append(start)
-    since, kept = min(marks, default=None), _when(launch.get(EXITS_SINCE))
+    since, kept = min(marks, default=None), launch.get(EXITS_SINCE)
     if since is None or (kept is not None and since <= kept):
         return changed
     launch[EXITS_SINCE] = since
@@ -108,13 +107,6 @@ def note_start(launch: dict[str, Any], job: SlurmJob) -> bool:
     for key in _GANG:
         launch.pop(key, None)
     return True
-
-
-def _when(value: object) -> float | None:
-    """``value`` as a time from a launch record: a finite number (not a bool), else None."""
-    if isinstance(value, bool) or not isinstance(value, (int, float)):
-        return None
-    return float(value) if math.isfinite(value) else None
 
 
 def recorded_exit(exits: Mapping[str, tuple[float, int]], nodes: int) -> int | None:
