@@ -23,6 +23,21 @@ def quoted(value: Any, limit: int = 60) -> str:
     return text if len(text) <= limit else text[: limit - 3] + "..."
 
 
+def plain_number_text(text: str) -> bool:
+    """Whether ``text`` is written as a data file's number should be: in ASCII, without
+    ``_``. Python's ``float`` also reads ``1_000`` and other scripts' digits (``\u0661``,
+    Arabic-Indic one), which no measurement or trace file means."""
+    return text.isascii() and "_" not in text
+
+
+def plain_float(text: str) -> float:
+    """``text`` as a number written plainly (:func:`plain_number_text`); ValueError for one
+    that is not and for anything ``float`` refuses."""
+    if not plain_number_text(text):
+        raise ValueError(f"not a plain number: {text!r}")
+    return float(text)
+
+
 MAX_NODES = 100_000
 """The most values (numbers, strings, keys, lists, objects) one request may hold, counting a
 YAML alias each time it is used: an alias bomb expands to billions."""

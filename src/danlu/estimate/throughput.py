@@ -51,7 +51,7 @@ from scipy.optimize import least_squares
 
 from danlu.core.errors import DataError, SpecError
 from danlu.core.spec import MAX_BATCH, MAX_GPUS
-from danlu.core.values import check_positive_int, quoted, range_message
+from danlu.core.values import check_positive_int, plain_number_text, quoted, range_message
 from danlu.estimate.checks import check_finite
 
 __all__ = [
@@ -171,10 +171,10 @@ def _load_csv(path: Path, columns: Sequence[str]) -> list[tuple[int, dict[str, s
 def _number(path: Path, line: int, row: dict[str, str], column: str) -> float:
     """The cell of ``column`` as a finite float, or a :class:`DataError` naming ``file:line``
     and the column (NaN, inf and values beyond float range, ``1e400``, too). Only a number
-    written in ASCII without ``_`` is read: Python's ``float`` also takes ``1_000`` and other
-    scripts' digits (``\u0661``, Arabic-Indic one), as the simulator's loaders do not."""
+    written plainly is read (:func:`~danlu.core.values.plain_number_text`: ``1_000`` and
+    other scripts' digits are not), as the simulator's loaders read theirs."""
     raw = row.get(column)
-    if raw is not None and not (raw.isascii() and "_" not in raw):
+    if raw is not None and not plain_number_text(raw):
         raise DataError(
             f"{path}:{line}: column {column!r} is {raw!r}, expected a finite number written "
             "in ASCII digits 0-9 without '_' separators, e.g. 1000"

@@ -28,7 +28,7 @@ from typing import TYPE_CHECKING
 import numpy as np
 
 from danlu.core.errors import DanluError, DataError
-from danlu.sim.workload import plain_float
+from danlu.core.values import plain_float
 
 if TYPE_CHECKING:  # scipy.interpolate costs ~0.5 s to import: loaded only when interpolating
     from scipy.interpolate import LinearNDInterpolator

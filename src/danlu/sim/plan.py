@@ -28,8 +28,8 @@ from typing import Final
 
 from danlu.core.errors import ConfigError, SpecError
 from danlu.core.units import format_duration, parse_duration
+from danlu.core.values import plain_float
 from danlu.sim.setting_types import check_whole
-from danlu.sim.workload import plain_float
 
 SECONDS_METRICS: Final = frozenset(
     {

@@ -65,6 +65,7 @@ from danlu.core.cluster import MILLI_PER_GPU
 from danlu.core.errors import ConfigError, DataError, SpecError
 from danlu.core.spec import MAX_BATCH, MAX_GPUS, MAX_PRIORITY, MODEL_FAMILIES, parse_spec
 from danlu.core.units import MiB
+from danlu.core.values import plain_float
 from danlu.sched.view import JobRequest
 from danlu.sim.setting_types import check_real, check_whole
 
@@ -248,15 +249,6 @@ def undecodable_line(path: Path) -> int | None:
     except OSError:
         return None
     return None
-
-
-def plain_float(text: str) -> float:
-    """``text`` as a number written in ASCII, without ``_``: Python's ``float`` also reads
-    ``1_000`` and other scripts' digits (``\u0661``, Arabic-Indic one); ValueError for
-    those and for anything ``float`` refuses."""
-    if not text.isascii() or "_" in text:
-        raise ValueError(f"not a plain number: {text!r}")
-    return float(text)
 
 
 def _num(row: dict[str, str], column: str, path: Path, line: int) -> float:
