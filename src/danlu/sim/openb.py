@@ -415,6 +415,18 @@ def run_seed(
     scorer (:func:`~danlu.sched.placement.share.make_scorer`). Pods, nodes and options of
     the wrong type, and pods or nodes of one name, are a :class:`ConfigError` naming them."""
     _check_inputs(pods, nodes, options)
+    return _run_checked_seed(pods, nodes, policy, load, seed, options)
+
+
+def _run_checked_seed(
+    pods: Sequence[OpenbPod],
+    nodes: Sequence[ShareNode],
+    policy: str,
+    load: float,
+    seed: int,
+    options: Mapping[str, Any] | None,
+) -> SeedResult:
+    """:func:`run_seed` on pods, nodes and options :func:`_check_inputs` has passed."""
     if not pods or not nodes:
         raise ConfigError("the experiment needs at least one pod and one node")
     _check_load_and_seeds(load, (seed,))
@@ -508,7 +520,7 @@ def run_allocation_experiment(
     pods = match_gpu_specs(pods, nodes)
     make_scorer(policy, typical=typical_pods(p.request for p in pods), options=options)
     start = time.perf_counter()
-    per_seed = tuple(run_seed(pods, nodes, policy, load, s, options) for s in seeds)
+    per_seed = tuple(_run_checked_seed(pods, nodes, policy, load, s, options) for s in seeds)
     wall = time.perf_counter() - start
     return AllocationResult(
         policy=policy,
