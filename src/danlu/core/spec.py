@@ -141,7 +141,7 @@ def _optional_duration(value: Any) -> Any:
         return None
     seconds = parse_duration(value, "")
     if isinstance(value, str):
-        _finite(seconds)
+        check_finite(seconds)
     return seconds
 
 
@@ -161,12 +161,13 @@ def finite_number(value: Any) -> Any:
             number = float(value)
         except ValueError:
             return value
-        _finite(number)
+        check_finite(number)
     return value
 
 
-def _finite(number: float) -> None:
-    """Raise the ``ValueError`` of :func:`finite_number` for a NaN or an infinity."""
+def check_finite(number: float) -> None:
+    """Raise the ``ValueError`` of :func:`finite_number` for a NaN or an infinity (the one
+    message of every pydantic check of a finite number: specs and sweeps)."""
     if not math.isfinite(number):
         raise ValueError(f"must be a finite number (got {number})")
 

@@ -55,6 +55,7 @@ from danlu.core.spec import (
     SPEC_LIMITS,
     JobSpec,
     beyond_store,
+    check_finite,
     is_checkpoint_location,
     no_boolean,
     parse_spec,
@@ -90,8 +91,8 @@ def _finite_value(value: str | int | float | bool) -> str | int | float | bool:
     """Refuse a NaN or an infinity in a ``values`` list (pydantic runs this on each item, so
     that the error names it: ``parameters.lr.values.1``, as the server's check of the body
     does)."""
-    if isinstance(value, float) and not math.isfinite(value):
-        raise ValueError(f"must be a finite number (got {value})")
+    if isinstance(value, float):
+        check_finite(value)
     return value
 
 
@@ -126,8 +127,8 @@ class Parameter(_Strict):
         finite (NaN, an infinity, or text read as one: ``nan``, ``1e999``) is refused here,
         so that the error names the bound (``parameters.lr.low``), not the parameter; the
         rest is checked by :meth:`_one_kind`, naming the parameter."""
-        if isinstance(value, float) and not math.isfinite(value):
-            raise ValueError(f"must be a finite number (got {value})")
+        if isinstance(value, float):
+            check_finite(value)
         kind = info.data.get("distribution")
         if kind == "int" and isinstance(value, float) and value.is_integer():
             return int(value)  # finite: NaN and the infinities are no whole numbers
