@@ -9,7 +9,7 @@ from pathlib import Path
 
 from run_helpers import launch
 
-from danlu.executors import GpuSlot, Handle, RunState
+from danlu.executors import ExecStatus, GpuSlot, Handle, Outcome, RunState
 from danlu.executors.slurm import SlurmExecutor
 from danlu.executors.slurmctl import SlurmCommands
 
@@ -62,3 +62,26 @@ def started_run(tmp_path: Path) -> tuple[Printed, Clock, SlurmExecutor, Handle]:
     handle = ex.submit(launch("held-1", "pass", gpus=(GpuSlot(0, 0),)))
     assert ex.poll(handle).state is RunState.RUNNING
     return commands, clock, ex, handle
+
+
+def cancelled_at_the_limit(
+    ex: SlurmExecutor, handle: Handle, commands: Printed, clock: Clock
+) -> None:
+    """Poll the waiting run :data:`LIMIT` - 1 s on (not cancelled yet), then 1 s later
+    (cancelled: ``scancel 7``)."""
+    clock.now += LIMIT - 1
+    ex.poll(handle)
+    assert commands.cancels == []
+    clock.now += 1
+    ex.poll(handle)
+    assert commands.cancels == [["scancel", "7"]]
+
+
+def is_failed_launch(status: ExecStatus) -> bool:
+    """Whether ``status`` is a failed launch: FAILED with no exit code, signal or start."""
+    return (status.outcome, status.exit_code, status.signal, status.started_at) == (
+        Outcome.FAILED,
+        None,
+        None,
+        None,
+    )

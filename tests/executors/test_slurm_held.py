@@ -12,7 +12,17 @@ from pathlib import Path
 
 import pytest
 from run_helpers import launch
-from slurm_fakes import LIMIT, NODE, START, Clock, Printed, fake_executor, started_run
+from slurm_fakes import (
+    LIMIT,
+    NODE,
+    START,
+    Clock,
+    Printed,
+    cancelled_at_the_limit,
+    fake_executor,
+    is_failed_launch,
+    started_run,
+)
 
 from danlu.executors import GpuSlot, Outcome, RunState, slurm_task
 from danlu.executors.slurmctl import HELD_STATES, RUNNING_STATES
@@ -48,12 +58,7 @@ def test_a_run_held_past_the_pending_limit_is_cancelled_and_fails_as_a_launch(
     )
     status = ex.poll(handle)
     assert status.state is RunState.EXITED
-    assert (status.outcome, status.exit_code, status.signal, status.started_at) == (
-        Outcome.FAILED,
-        None,
-        None,
-        None,
-    )
+    assert is_failed_launch(status), status
     assert status.message.startswith(
         f"Slurm kept job 7 {held} (JobHeldAdmin) 120 s after it was first seen held, past "
         "the executor's pending limit of 120 s; it was cancelled and the run counts as a "
@@ -98,12 +103,7 @@ def test_a_release_keeps_counting_from_the_hold_and_a_run_again_forgets_it(
     clock.now += 100.0
     commands.squeue("REQUEUE_HOLD")  # held again: counted from now
     ex.poll(handle)
-    clock.now += LIMIT - 1
-    ex.poll(handle)
-    assert commands.cancels == []
-    clock.now += 1
-    ex.poll(handle)
-    assert commands.cancels == [["scancel", "7"]]
+    cancelled_at_the_limit(ex, handle, commands, clock)
 
 
 def test_a_release_then_pending_past_the_limit_is_given_up_as_held(tmp_path: Path) -> None:

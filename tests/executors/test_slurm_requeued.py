@@ -12,7 +12,16 @@ import json
 from pathlib import Path
 
 from run_helpers import launch
-from slurm_fakes import LIMIT, NODE, Clock, Printed, fake_executor, started_run
+from slurm_fakes import (
+    LIMIT,
+    NODE,
+    Clock,
+    Printed,
+    cancelled_at_the_limit,
+    fake_executor,
+    is_failed_launch,
+    started_run,
+)
 
 from danlu.executors import GpuSlot, Outcome, RunState, slurm_task
 
@@ -54,12 +63,7 @@ def test_a_run_requeued_after_it_ran_counts_its_wait_from_its_requeue(tmp_path: 
     _cancelled(commands)
     status = ex.poll(handle)
     assert status.state is RunState.EXITED
-    assert (status.outcome, status.exit_code, status.signal, status.started_at) == (
-        Outcome.FAILED,
-        None,
-        None,
-        None,
-    )
+    assert is_failed_launch(status), status
     assert status.message.startswith(REQUEUED), status.message
 
 
@@ -74,12 +78,7 @@ def test_each_requeue_after_the_run_was_seen_running_again_counts_anew(tmp_path:
     clock.now += 3600.0
     commands.squeue("PENDING", "BeginTime")  # requeued again: counted from now
     ex.poll(handle)
-    clock.now += LIMIT - 1
-    ex.poll(handle)
-    assert commands.cancels == []
-    clock.now += 1
-    ex.poll(handle)
-    assert commands.cancels == [["scancel", "7"]]
+    cancelled_at_the_limit(ex, handle, commands, clock)
 
 
 def test_a_run_requeued_while_the_control_plane_was_away_counts_from_then(
@@ -100,12 +99,7 @@ def test_a_run_requeued_while_the_control_plane_was_away_counts_from_then(
     ex = fake_executor(commands, tmp_path / "state", clock)
     assert ex.poll(handle).state is RunState.RUNNING
     assert commands.cancels == []
-    clock.now += LIMIT - 1
-    ex.poll(handle)
-    assert commands.cancels == []
-    clock.now += 1
-    ex.poll(handle)
-    assert commands.cancels == [["scancel", "7"]]
+    cancelled_at_the_limit(ex, handle, commands, clock)
     _cancelled(commands)
     status = ex.poll(handle)
     assert (status.outcome, status.exit_code, status.started_at) == (Outcome.FAILED, None, None)
