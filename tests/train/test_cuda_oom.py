@@ -14,6 +14,7 @@ from torch import nn
 from train_helpers import cross_entropy_loss, sign_task
 
 import danlu.train as dt
+from danlu.train.oom import OptimizerStepOutOfMemoryError
 
 pytestmark = [
     pytest.mark.gpu,
@@ -55,3 +56,36 @@ def test_a_real_cuda_oom_halves_the_micro_batch_and_training_goes_on() -> None:
     assert last["global_batch"] == 8192  # the optimizer step keeps the batch it was tuned for
     assert all(math.isfinite(r["loss"]) for r in ctx.history)
     assert 0 < last["memory_bytes"] <= LIMIT
+
+
+def test_a_real_cuda_oom_in_the_optimizer_step_is_raised_as_not_retried() -> None:
+    """Adam allocates its state (two tensors the size of the parameters) in its first step:
+    with 336 MB of weights, the forward and backward passes fit in 1 GiB, the state does not,
+    and torch's real OOM comes out of ``optimizer.step()``, which the step raises as
+    :class:`OptimizerStepOutOfMemoryError` (no halving: the state does not shrink with the
+    micro-batch) from the CUDA error itself."""
+    if not torch.cuda.is_available():
+        pytest.skip("torch sees no CUDA device")
+    torch.cuda.empty_cache()
+    torch.cuda.reset_peak_memory_stats()
+    torch.manual_seed(0)
+    _, data = sign_task(64, 1024)
+    model = nn.Sequential(nn.Linear(1024, 81920), nn.ReLU(), nn.Linear(81920, 2))
+    opt = torch.optim.Adam(model.parameters(), lr=1e-3)
+
+    try:
+        with pytest.raises(OptimizerStepOutOfMemoryError, match="optimizer step") as caught:
+            dt.fit(
+                model,
+                opt,
+                data,
+                cross_entropy_loss,
+                epochs=1,
+                global_batch_size=8,
+                max_steps=2,
+                environ={"DANLU_GPU_MEMORY_LIMIT": str(LIMIT)},
+            )
+    finally:
+        torch.cuda.set_per_process_memory_fraction(1.0, 0)
+        torch.cuda.empty_cache()
+    assert isinstance(caught.value.__cause__, torch.OutOfMemoryError), caught.value.__cause__
