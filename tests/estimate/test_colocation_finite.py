@@ -91,3 +91,38 @@ def test_the_shipped_file_reads_as_many_pairs_as_before() -> None:
         pytest.skip("gavel data not present (../shared/data/gavel)")
     counts = {gpu: len(list(measured_pairs(path, gpu))) for gpu in SHIPPED_PAIRS}
     assert counts == SHIPPED_PAIRS
+
+
+@pytest.mark.parametrize(
+    ("where", "entry"),
+    [
+        ("pair_first", f"v100.{JOB_A}.{JOB_B}"),
+        ("pair_second", f"v100.{JOB_A}.{JOB_B}"),
+        ("solo_a", f"v100.{JOB_A}.null"),
+        ("solo_b", f"v100.{JOB_B}.null"),
+    ],
+)
+def test_a_negative_throughput_is_a_data_error_not_a_skipped_pair(
+    tmp_path: Path, where: str, entry: str
+) -> None:
+    """A negative throughput is no measurement (the shipped file has none); it was read
+    as a pair without progress and left out of the medians unseen."""
+    numbers = {"solo_a": "10.0", "solo_b": "2.0", "pair": "[6.0, 1.5]"}
+    if where == "pair_first":
+        numbers["pair"] = "[-6.0, 1.5]"
+    elif where == "pair_second":
+        numbers["pair"] = "[6.0, -1.5]"
+    else:
+        numbers[where] = "-" + numbers[where]
+    path = _write(tmp_path, _table(numbers["solo_a"], numbers["pair"], numbers["solo_b"]))
+    with pytest.raises(DataError) as err:
+        list(measured_pairs(path))
+    message = str(err.value)
+    assert str(path) in message and entry in message and "negative" in message
+
+
+def test_a_zero_throughput_is_still_a_pair_without_progress(tmp_path: Path) -> None:
+    """0 is what Gavel writes for a job that made no progress: skipped, as before."""
+    path = _write(tmp_path, _table("10.0", "[0.0, 1.5]"))
+    pairs = list(measured_pairs(path))
+    assert [(p.job, p.other) for p in pairs] == [(JOB_B, JOB_A)]

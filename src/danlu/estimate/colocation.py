@@ -65,7 +65,8 @@ def measured_pairs(path: str | Path, gpu: str = "v100") -> Iterator[MeasuredPair
 
     Raises :class:`~danlu.core.errors.DataError` naming the file when it is not Gavel's
     layout or has no ``gpu`` section, and naming the entry when a throughput is not a
-    finite number (``json`` reads ``NaN`` and ``Infinity``, which would give NaN shares)."""
+    finite number (``json`` reads ``NaN`` and ``Infinity``, which would give NaN shares)
+    or is negative (it was skipped as a pair without progress)."""
     p = Path(path)
     try:
         data = json.loads(p.read_text(encoding="utf-8-sig"))  # a byte-order mark skipped
@@ -90,6 +91,11 @@ def measured_pairs(path: str | Path, gpu: str = "v100") -> Iterator[MeasuredPair
                 raise DataError(
                     f"{p}: {gpu}.{name_a}.{name_b} is {pair!r}; the two jobs' throughputs "
                     "must be finite numbers (not NaN or Infinity): fix or remove the entry"
+                )
+            if any(v < 0 for v in pair):
+                raise DataError(
+                    f"{p}: {gpu}.{name_a}.{name_b} is {pair!r}; a throughput cannot be "
+                    "negative (0 is a job that made no progress): fix or remove the entry"
                 )
             if solo_a and solo_b and pair[0] > 0 and pair[1] > 0:
                 yield MeasuredPair(name_a, name_b, pair[0] / solo_a, pair[1] / solo_b)
@@ -122,6 +128,11 @@ def _solo(path: Path, gpu: str, job: str, row: object) -> float:
         raise DataError(
             f"{path}: {gpu}.{job}.null is {solo!r}; the throughput alone must be a finite "
             "number (not NaN or Infinity): fix or remove the entry"
+        )
+    if solo < 0:
+        raise DataError(
+            f"{path}: {gpu}.{job}.null is {solo!r}; the throughput alone cannot be negative "
+            "(0 is a job that made no progress): fix or remove the entry"
         )
     return float(solo)
 
