@@ -58,3 +58,14 @@ def test_a_negative_seed_is_refused_before_any_seed_runs() -> None:
         run_seed(PODS, NODES, "fgd", 1.0, -1)
     with pytest.raises(ConfigError, match="got -1"):
         run_allocation_experiment(PODS, NODES, "fgd", 1.0, (3, -1))
+
+
+def test_seeds_pods_and_nodes_given_as_iterators_are_read_once() -> None:
+    """The checks read the seeds, pods and nodes before the run: an iterator was read empty
+    by them, so the run had no seeds (a NaN mean) and no pods ("needs at least one pod")."""
+    listed = run_allocation_experiment(PODS, NODES, "fgd", 1.0, (0, 1))
+    result = run_allocation_experiment(iter(PODS), iter(NODES), "fgd", 1.0, iter((0, 1)))
+    assert result.seeds == (0, 1) and len(result.per_seed) == 2
+    assert result.allocation_ratio == listed.allocation_ratio == 100.0
+    one = run_seed(iter(PODS), iter(NODES), "fgd", 1.0, 0)
+    assert one.allocation_ratio == 100.0 and one.arrived_pods == 4

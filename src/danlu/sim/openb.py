@@ -322,12 +322,13 @@ class AllocationResult:
         }
 
 
-def _check_load_and_seeds(load: float, seeds: Sequence[int]) -> None:
-    """Refuse a ``load`` that is not a finite number above 0 and at most :data:`MOST_LOAD`
-    and a seed that is not a whole number >= 0, as a :class:`ConfigError`: pods are packed
-    until the arrived demand reaches the load, so a NaN, infinite or huge one packed copies
-    for ever, and numpy's seeding refused a negative seed with a bare ValueError (a float
-    or a string, with a TypeError)."""
+def _check_load_and_seeds(load: float, seeds: Iterable[int]) -> tuple[int, ...]:
+    """The seeds as a tuple (an iterator is read once, here); refuse a ``load`` that is not
+    a finite number above 0 and at most :data:`MOST_LOAD` and a seed that is not a whole
+    number >= 0, as a :class:`ConfigError`: pods are packed until the arrived demand reaches
+    the load, so a NaN, infinite or huge one packed copies for ever, and numpy's seeding
+    refused a negative seed with a bare ValueError (a float or a string, with a
+    TypeError)."""
     check_real("load (--load)", load, "1.0")
     if not (math.isfinite(load) and 0 < load <= MOST_LOAD):
         raise ConfigError(
@@ -338,19 +339,23 @@ def _check_load_and_seeds(load: float, seeds: Sequence[int]) -> None:
         raise ConfigError(
             f"seeds (--seeds) must be a list of whole numbers, e.g. [42]; got {quoted(seeds)}"
         )
-    for seed in seeds:
+    listed = tuple(seeds)
+    for seed in listed:
         check_whole("seeds (--seeds)", seed, "42")
         if seed < 0:
             raise ConfigError(f"seeds (--seeds) must be whole numbers >= 0; got {seed}")
+    return listed
 
 
 def _check_inputs(
-    pods: Sequence[OpenbPod], nodes: Sequence[ShareNode], options: Mapping[str, Any] | None
-) -> None:
-    """Refuse pods, nodes or scorer options of the wrong type (given through the Python
-    API), and pods or nodes of one name, as a :class:`ConfigError` naming them: a file name
-    given for the pods, or a list for the options (or a number for an option's name),
-    raised bare AttributeErrors and TypeErrors."""
+    pods: Iterable[OpenbPod], nodes: Iterable[ShareNode], options: Mapping[str, Any] | None
+) -> tuple[tuple[OpenbPod, ...], tuple[ShareNode, ...]]:
+    """The pods and nodes as tuples (an iterator is read once, here: it was read empty by
+    the second check); refuse pods, nodes or scorer options of the wrong type (given through
+    the Python API), and pods or nodes of one name, as a :class:`ConfigError` naming them: a
+    file name given for the pods, or a list for the options (or a number for an option's
+    name), raised bare AttributeErrors and TypeErrors."""
+    listed: list[tuple[Any, ...]] = []
     for what, items, kind, reader in (
         ("pods", pods, OpenbPod, "load_pods"),
         ("nodes", nodes, ShareNode, "load_nodes"),
@@ -360,10 +365,13 @@ def _check_inputs(
                 f"{what} must be a list of {kind.__name__}s, e.g. {reader}(path); got "
                 f"{type(items).__name__}"
             )
-        for item in items:
+        as_tuple = tuple(items)
+        for item in as_tuple:
             check_instance(f"each of {what}", item, kind)
-    _check_unique_names(pods, "pod")
-    _check_unique_names(nodes, "node")
+        listed.append(as_tuple)
+    pod_list, node_list = listed
+    _check_unique_names(pod_list, "pod")
+    _check_unique_names(node_list, "node")
     if options is not None and not isinstance(options, Mapping):
         raise ConfigError(
             f"options (--option) must be a mapping of the scorer's option names to values, "
@@ -375,6 +383,7 @@ def _check_inputs(
                 f"options (--option): the option name {quoted(key)} must be a string, e.g. "
                 "{'alpha': 0.5}"
             )
+    return pod_list, node_list
 
 
 def _check_unique_names(items: Iterable[OpenbPod | ShareNode], what: str) -> None:
@@ -404,8 +413,8 @@ def _check_unique_names(items: Iterable[OpenbPod | ShareNode], what: str) -> Non
 
 
 def run_seed(
-    pods: Sequence[OpenbPod],
-    nodes: Sequence[ShareNode],
+    pods: Iterable[OpenbPod],
+    nodes: Iterable[ShareNode],
     policy: str,
     load: float,
     seed: int,
@@ -414,7 +423,7 @@ def run_seed(
     """One seed of the experiment (see the module docstring); ``options`` go to the
     scorer (:func:`~danlu.sched.placement.share.make_scorer`). Pods, nodes and options of
     the wrong type, and pods or nodes of one name, are a :class:`ConfigError` naming them."""
-    _check_inputs(pods, nodes, options)
+    pods, nodes = _check_inputs(pods, nodes, options)
     return _run_checked_seed(pods, nodes, policy, load, seed, options)
 
 
@@ -500,11 +509,11 @@ def _run_checked_seed(
 
 
 def run_allocation_experiment(
-    pods: Sequence[OpenbPod],
-    nodes: Sequence[ShareNode],
+    pods: Iterable[OpenbPod],
+    nodes: Iterable[ShareNode],
     policy: str,
     load: float = 1.0,
-    seeds: Sequence[int] = (42,),
+    seeds: Iterable[int] = (42,),
     options: Mapping[str, Any] | None = None,
 ) -> AllocationResult:
     """Run the allocation experiment for each seed; deterministic for a given seed.
@@ -512,10 +521,10 @@ def run_allocation_experiment(
     Returns per-seed results and the mean allocation ratio (percent of all milli-GPU
     allocated once the arrived GPU demand reaches ``load`` x capacity).
     """
-    _check_load_and_seeds(load, seeds)
+    seeds = _check_load_and_seeds(load, seeds)
     if not seeds:
         raise ConfigError("at least one seed is needed")
-    _check_inputs(pods, nodes, options)
+    pods, nodes = _check_inputs(pods, nodes, options)
     # check the GPU specs, the name and the options before any seed runs
     pods = match_gpu_specs(pods, nodes)
     make_scorer(policy, typical=typical_pods(p.request for p in pods), options=options)
