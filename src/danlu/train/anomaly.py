@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import math
 from collections import deque
+from collections.abc import Callable
 from numbers import Integral, Real
 
 import numpy as np
@@ -198,21 +199,34 @@ class AnomalyDetector:
         }
 
     def load_state_dict(self, state: dict[str, object]) -> None:
-        """Restore :meth:`state_dict` output. A value that is not finite (a damaged
-        checkpoint: :meth:`check` never lets one in) is left out; an infinity raised a raw
-        ``OverflowError`` and a NaN a ``ValueError``. A count that is no whole number >= 0
-        (a bool, ``2.5``, a negative one, ``"abc"``: a damaged checkpoint) is a
-        ``ValueError`` naming its kind, nothing loaded; ``int()`` took ``true`` as 1 and
-        a negative count lowered the total of anomalies reported."""
+        """Restore :meth:`state_dict` output: :meth:`parse_state_dict`'s checks, then the
+        load. Nothing is changed when it raises."""
+        self.parse_state_dict(state)()
+
+    def parse_state_dict(self, state: dict[str, object]) -> Callable[[], None]:
+        """Check :meth:`state_dict` output and return the function that loads it (the counts
+        and both statistics windows), which cannot fail; nothing is changed until it is
+        called. A value that is not finite (a damaged checkpoint: :meth:`check` never lets
+        one in) is left out; an infinity raised a raw ``OverflowError`` and a NaN a
+        ``ValueError``. A count that is no whole number >= 0 (a bool, ``2.5``, a negative
+        one, ``"abc"``: a damaged checkpoint) is a ``ValueError`` naming its kind; ``int()``
+        took ``true`` as 1 and a negative count lowered the total of anomalies reported. A
+        window value that is no number is a ``ValueError`` or ``TypeError`` (the load raised
+        it once it had set the counts)."""
         counts = {
             str(kind): stored_count(count, f"the anomaly state's count of {kind}")
             for kind, count in dict(state.get("counts", {})).items()  # type: ignore[call-overload]
         }
-        self.counts, self.total = counts, sum(counts.values())
-        self._grad = _Window(self._grad.size, self.k, self.min_history)
-        self._loss = _Window(self._loss.size, self.k, self.min_history)
-        for window, key in ((self._grad, "grad"), (self._loss, "loss")):
+        grad = _Window(self._grad.size, self.k, self.min_history)
+        loss = _Window(self._loss.size, self.k, self.min_history)
+        for window, key in ((grad, "grad"), (loss, "loss")):
             for v in state.get(key, []):  # type: ignore[attr-defined]
                 value = float(v)
                 if _isfinite(value):
                     window.add(value)
+
+        def load() -> None:
+            self.counts, self.total = counts, sum(counts.values())
+            self._grad, self._loss = grad, loss
+
+        return load

@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import importlib
 import math
+import sys
 from collections.abc import Callable
 from numbers import Real
 from typing import Any
@@ -175,7 +176,8 @@ class BatchController:
         }
 
     def load_state_dict(self, state: dict[str, Any]) -> None:
-        """Restore :meth:`state_dict` output (the world size may have changed meanwhile).
+        """Restore :meth:`state_dict` output (the world size may have changed meanwhile):
+        :meth:`parse_state_dict`'s checks, then the load. Nothing is changed when it raises.
 
         The global batch is the checkpoint's. Of its micro-batch only a cap learned from an
         OOM (:attr:`oom_cap`) holds: it limits this launch's micro-batch, which otherwise
@@ -186,13 +188,24 @@ class BatchController:
         new local batch after a resize (a checkpoint's micro-batch of 4 on 3 ranks of a
         global batch of 12 used to stay 4 on 2 ranks and on one, accumulating 2 and 3), and
         one the run grew to while it ran (a launch batch) is kept. A checkpoint written
-        before :attr:`oom_cap` was kept has an OOM's cap when it counted an OOM.
+        before :attr:`oom_cap` was kept has an OOM's cap when it counted an OOM."""
+        self.parse_state_dict(state)()
 
-        ``ValueError`` (before anything is changed) names a size no run writes: a batch or
-        cap below 1, a negative OOM count, a bool or a fraction (a micro-batch cap of 0
-        divided by zero; a negative global batch trained one sample a step)."""
-        limit = self.micro_limit
+    def parse_state_dict(self, state: dict[str, Any]) -> Callable[[], None]:
+        """Check :meth:`state_dict` output and return the function that loads it (see
+        :meth:`load_state_dict`), which cannot fail; nothing is changed until it is called.
+
+        ``ValueError`` names a size no run writes: a batch or cap below 1, a negative OOM
+        count, a bool or a fraction (a micro-batch cap of 0 divided by zero; a negative
+        global batch trained one sample a step), a global batch beyond the float range (the
+        load raised a bare ``OverflowError`` once it had set part of the state); ``KeyError`` a
+        size it lacks."""
         global_batch = stored_count(state["global_batch"], "the batch state's global_batch", 1)
+        if global_batch > sys.float_info.max:  # its local batch (a float division) raised
+            raise ValueError(
+                f"the batch state's global_batch (a whole number of {global_batch.bit_length()} "
+                "bits) is beyond the float range"
+            )
         base = state.get("base_global_batch", global_batch)
         base_global_batch = stored_count(base, "the batch state's base_global_batch", 1)
         oom_count = stored_count(state.get("oom_count", 0), "the batch state's oom_count")
@@ -208,18 +221,23 @@ class BatchController:
             )
         else:  # written before the OOM's cap was kept apart: on_oom set micro_cap
             oom_cap = saved_cap if oom_count > 0 else None
-        self.global_batch, self.base_global_batch = global_batch, base_global_batch
-        self.oom_count = oom_count
-        self.oom_cap = oom_cap
-        if limit is None:
-            cap = max(saved_cap, self.launch_cap) if oom_cap is None else oom_cap
-        else:
-            cap = limit if oom_cap is None else min(oom_cap, limit)
-        self.micro_cap = cap
-        self.micro = min(cap, self.local_batch)
-        # a learned cap is not lifted by a launch batch; nor is a goodput tuner's (its
-        # context cleared this flag before the restore)
-        self.follows_local = self.follows_local and oom_cap is None
+
+        def load() -> None:
+            limit = self.micro_limit
+            self.global_batch, self.base_global_batch = global_batch, base_global_batch
+            self.oom_count = oom_count
+            self.oom_cap = oom_cap
+            if limit is None:
+                cap = max(saved_cap, self.launch_cap) if oom_cap is None else oom_cap
+            else:
+                cap = limit if oom_cap is None else min(oom_cap, limit)
+            self.micro_cap = cap
+            self.micro = min(cap, self.local_batch)
+            # a learned cap is not lifted by a launch batch; nor is a goodput tuner's (its
+            # context cleared this flag before the restore)
+            self.follows_local = self.follows_local and oom_cap is None
+
+        return load
 
 
 MEMORY_MARGIN = 0.05
@@ -331,14 +349,26 @@ class GradientNoiseScale:
         return {"sigma2": self.sigma2, "mu2": self.mu2, "count": self.count}
 
     def load_state_dict(self, state: dict[str, Any]) -> None:
-        """Resume from :meth:`state_dict` output. An estimate that is not finite (a damaged
-        checkpoint: :meth:`update` never keeps one) is left out: the run estimates again."""
+        """Resume from :meth:`state_dict` output: :meth:`parse_state_dict`'s checks, then the
+        load. Nothing is changed when it raises."""
+        self.parse_state_dict(state)()
+
+    def parse_state_dict(self, state: dict[str, Any]) -> Callable[[], None]:
+        """Read :meth:`state_dict` output and return the function that loads it, which cannot
+        fail; nothing is changed until it is called. An estimate that is not finite (a
+        damaged checkpoint: :meth:`update` never keeps one) is left out: the run estimates
+        again. A value that is no number is a ``ValueError``/``TypeError``, a missing one a
+        ``KeyError``."""
         sigma2, mu2 = float(state["sigma2"]), float(state["mu2"])
         count = int(state["count"])
         if not (math.isfinite(sigma2) and math.isfinite(mu2)):
             sigma2 = mu2 = 0.0
             count = 0
-        self.sigma2, self.mu2, self.count = sigma2, mu2, count
+
+        def load() -> None:
+            self.sigma2, self.mu2, self.count = sigma2, mu2, count
+
+        return load
 
     @property
     def noise_scale(self) -> float | None:

@@ -27,6 +27,7 @@ from __future__ import annotations
 
 import math
 import statistics
+from collections.abc import Callable
 from typing import Any, Literal
 
 from danlu.core.errors import DanluError
@@ -109,9 +110,16 @@ class NormCadence:
 
     def load_state_dict(self, state: dict[str, Any]) -> None:
         """Keep a resumed ``"auto"`` run's cadence (a user's integer wins)."""
+        self.parse_state_dict(state)()
+
+    def parse_state_dict(self, state: dict[str, Any]) -> Callable[[], None]:
+        """The function that loads :meth:`state_dict` output (see :meth:`load_state_dict`),
+        which cannot fail; nothing is changed until it is called. A cadence that is no whole
+        number >= 1 is left out."""
         every = state.get("every")
         if self.auto and isinstance(every, int) and every >= 1:
-            self.fix(every)
+            return lambda: self.fix(every)
+        return lambda: None
 
 
 def check_norm_every(every: object) -> None:

@@ -42,6 +42,7 @@ from danlu.train.data import (
 from danlu.train.distributed import Distributed, unwrap
 from danlu.train.env import JobEnv
 from danlu.train.goodput import PROBE_STEPS, GoodputTuner, placement_of
+from danlu.train.part_states import Parse, parse_parts
 from danlu.train.preempt import Preemption
 from danlu.train.report import MetricsReporter, Progress
 from danlu.train.scaling import lr_factor
@@ -677,25 +678,39 @@ class TrainContext:
         unshipped again (:meth:`~danlu.train.report.MetricsReporter.resend`: the API stores
         those that had arrived once); a rollback does not, its reporter still has them.
 
-        A damaged or incompatible checkpoint is refused (an
-        :class:`~danlu.train.state.IncompatibleCheckpointError`) before anything is loaded:
-        what the context reads of it is checked first (:func:`~danlu.train.state.stored_run`,
-        the sampler's position, the model and optimizer states). Only a part's state
-        (batch, LR, anomaly, ...) refused as it is loaded comes after the model and optimizer
-        were; the context's own step, history, ``extra``, counters, data position and
-        metric records are set once everything was read, so they stay as they were."""
+        All or nothing: a damaged or incompatible checkpoint is refused (an
+        :class:`~danlu.train.state.IncompatibleCheckpointError`) before anything is loaded,
+        and leaves the model, the optimizer, the scheduler, the scaler, every part and the
+        context's own state as they were. What the context reads of it is checked first:
+        :func:`~danlu.train.state.stored_run`, each part's state (batch, LR, anomaly, norm
+        cadence, goodput, gradient noise: :func:`~danlu.train.part_states.parse_parts`),
+        the sampler's position, the model and optimizer states. Then the model, optimizer,
+        scheduler and scaler are loaded, the parts after them in that order (the LR's sets
+        the optimizer's LRs), and the context's own step, history, ``extra``, counters,
+        data position and metric records last."""
         found = self.checkpoints.load_latest()
         if found is None:
             return False
         step, state = found
-        api = state_api()
+        api, where = state_api(), self.checkpoints.directory
         try:  # before anything is loaded (a counter of an older checkpoint: the live one)
             run = api.stored_run(
                 state, rollbacks=self.rollbacks, scheduler_batch=self._scheduler_batch
             )
         except ValueError as exc:
-            where, problem = self.checkpoints.directory, f"{exc} (the checkpoint is damaged)"
+            problem = f"{exc} (the checkpoint is damaged)"
             raise api.resume_refused(step, where, problem) from None
+        gns = self._gradient_noise
+        parsers: dict[str, Parse | None] = {  # the order they load in
+            "batch": self.batch.parse_state_dict,
+            "lr": self.lr.parse_state_dict,
+            "anomaly": None if self.anomaly is None else self.anomaly.parse_state_dict,
+            "norm_cadence": self.engine.cadence.parse_state_dict,
+            "goodput": None if self.goodput is None else self.goodput.parse_state_dict,
+            "gns": None if gns is None else gns.parse_state_dict,
+        }
+        # every part's state checked before anything is loaded
+        loads = parse_parts(run.data_state, parsers, lambda p: api.resume_refused(step, where, p))
         try:
             api.restore_state(
                 state,
@@ -710,30 +725,14 @@ class TrainContext:
             )
         except api.IncompatibleCheckpointError as exc:  # another model, optimizer, data
             raise api.IncompatibleCheckpointError(
-                f"cannot resume from the checkpoint of step {step} in "
-                f"{self.checkpoints.directory}: {exc}. To train this script from scratch, "
-                "give it a new checkpoint_dir (DANLU_CHECKPOINT_DIR) or pass resume=False; to "
-                "resume, run the model, optimizer and data that wrote the checkpoint"
+                f"cannot resume from the checkpoint of step {step} in {where}: {exc}. To train "
+                "this script from scratch, give it a new checkpoint_dir (DANLU_CHECKPOINT_DIR) "
+                "or pass resume=False; to resume, run the model, optimizer and data that wrote "
+                "the checkpoint"
             ) from exc
+        for load in loads:  # after the optimizer's state: the LR's sets its LRs
+            load()
         ds = run.data_state
-        gns = self._gradient_noise
-        loaders: dict[str, Callable[[Any], None] | None] = {
-            "batch": self.batch.load_state_dict,
-            "lr": self.lr.load_state_dict,
-            "anomaly": None if self.anomaly is None else self.anomaly.load_state_dict,
-            "norm_cadence": self.engine.cadence.load_state_dict,
-            "goodput": None if self.goodput is None else self.goodput.load_state_dict,
-            "gns": None if gns is None else gns.load_state_dict,
-        }
-        for part, load in loaders.items():
-            if load is None or ds.get(part) is None:
-                continue
-            try:
-                load(ds[part])
-            except (KeyError, TypeError, ValueError, IndexError) as exc:  # was raw
-                problem = f"its {part!r} state is not one this danlu reads"
-                where, why = self.checkpoints.directory, f"{type(exc).__name__}: {exc}"
-                raise api.resume_refused(step, where, f"{problem} ({why})") from exc
         # everything read and checked (the data position by restore_state): the context's own
         load_data_position(self.sampler, ds.get("sampler"))  # one side only: a WARNING
         self.step_num = run.step

@@ -31,6 +31,7 @@ from __future__ import annotations
 
 import math
 import statistics
+from collections.abc import Callable
 from typing import Any
 
 from danlu.estimate.adapt import BatchLimits, SelfTuner, usable_seconds
@@ -141,12 +142,28 @@ class GoodputTuner:
         return {"tuner": self.tuner.state_dict(), "stats": self._stats}
 
     def load_state_dict(self, state: dict[str, Any]) -> None:
-        """Restore :meth:`state_dict` output (statistics that :meth:`note_stats` would have
-        ignored, a NaN say, are left out: they would reach every measurement)."""
-        self.tuner.load_state_dict(state.get("tuner", {}))
+        """Restore :meth:`state_dict` output: :meth:`parse_state_dict`'s checks, then the
+        load. Nothing is changed when it raises."""
+        self.parse_state_dict(state)()
+
+    def parse_state_dict(self, state: dict[str, Any]) -> Callable[[], None]:
+        """Read :meth:`state_dict` output and return the function that loads it, which cannot
+        fail; nothing is changed until it is called. The measurements are read into a new
+        :class:`~danlu.estimate.adapt.SelfTuner` of the same limits, which the load puts in
+        place of the live one (whose own load set its compute times before it read the
+        sync times: one that raised left it half loaded). Statistics that
+        :meth:`note_stats` would have ignored, a NaN say, are left out: they would reach
+        every measurement."""
+        tuner = SelfTuner(self.tuner.limits)
+        tuner.load_state_dict(state.get("tuner", {}))
         stats = state.get("stats")
         loaded = (float(stats[0]), float(stats[1])) if stats else None
-        self._stats = loaded if loaded is not None and _usable_stats(*loaded) else None
+        usable = loaded if loaded is not None and _usable_stats(*loaded) else None
+
+        def load() -> None:
+            self.tuner, self._stats = tuner, usable
+
+        return load
 
 
 def _usable_stats(grad_sqr: float, grad_var: float) -> bool:

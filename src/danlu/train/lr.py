@@ -16,6 +16,7 @@ schedulers never compound the multipliers.
 from __future__ import annotations
 
 import math
+from collections.abc import Callable
 from typing import Any
 
 import torch
@@ -119,13 +120,31 @@ class LRController:
         }
 
     def load_state_dict(self, state: dict[str, Any]) -> None:
-        """Restore :meth:`state_dict` output. ``ValueError`` names a value no run writes (a
-        damaged checkpoint): a step count that is not a whole number >= 0, a multiplier or
-        LR that is NaN, infinite or negative; they became the optimizer's LR unseen (a NaN
-        scale trained every later step at a NaN LR)."""
+        """Restore :meth:`state_dict` output: :meth:`parse_state_dict`'s checks, then the
+        load. Nothing is changed when it raises."""
+        self.parse_state_dict(state)()
+
+    def parse_state_dict(self, state: dict[str, Any]) -> Callable[[], None]:
+        """Check :meth:`state_dict` output and return the function that loads it (sets the
+        multipliers and the scheduler's LRs and applies them to the optimizer's parameter
+        groups), which cannot fail; nothing is changed until it is called. ``ValueError``
+        names a value no run writes (a damaged checkpoint): a step count that is not a
+        whole number >= 0, a multiplier or LR that is NaN, infinite or negative (they
+        became the optimizer's LR unseen: a NaN scale trained every later step at a NaN
+        LR), or another number of LRs than the optimizer has parameter groups (the load
+        raised only after it had set the multipliers)."""
         steps = stored_count(state["steps"], "the LR state's steps")
         scale = stored_rate(state["scale"], "the LR state's scale")
         decay = stored_rate(state["decay"], "the LR state's decay")
         inner = [stored_rate(v, "the LR state's inner") for v in state["inner"]]
-        self.steps, self.scale, self.decay, self._inner = steps, scale, decay, inner
-        self._apply(1.0)
+        groups = len(self.optimizer.param_groups)
+        if len(inner) != groups:
+            raise ValueError(
+                f"the LR state's inner holds {len(inner)} LRs for {groups} parameter groups"
+            )
+
+        def load() -> None:
+            self.steps, self.scale, self.decay, self._inner = steps, scale, decay, inner
+            self._apply(1.0)
+
+        return load
