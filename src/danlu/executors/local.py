@@ -239,7 +239,8 @@ class LocalExecutor(RunDirExecutor, GpuSharingExecutor):
         env[RUN_MARK] = mark
         log_path, offset = self._open_log(log_dir, job.job_id)
         run_dir.mkdir(mode=0o700)
-        with open(log_path, "ab") as log:
+        # not through a link put there since _open_log checked it
+        with open(os.open(log_path, os.O_WRONLY | os.O_APPEND | os.O_NOFOLLOW), "ab") as log:
             record = self._launch_record(job, log_path, offset)
             if log_path.parent != self._log_dir.resolve():  # the launch's own log_dir
                 record["log_dir"] = str(log_path.parent)
@@ -460,8 +461,8 @@ def last_alive(
     earlier boot (``rebooted``: the clock was set back since), and never before its start."""
     signs = [started, *seen]
     for path in (run_dir / supervise.HEARTBEAT, *([log_file] if log_file else [])):
-        with contextlib.suppress(OSError):
-            signs.append(os.stat(path).st_mtime)
+        with contextlib.suppress(OSError):  # a link's own time: the job can make links here
+            signs.append(os.lstat(path).st_mtime)
     latest = min(max(signs), now)
     boot = supervise.boot_time() if rebooted else None
     return max(started, latest if boot is None else min(latest, boot))

@@ -18,9 +18,15 @@ node of the run, so :func:`append_output` keeps each line whole:
 
 from __future__ import annotations
 
+import errno
+import logging
+import os
+import stat
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
+
+log = logging.getLogger(__name__)
 
 
 @dataclass(frozen=True)
@@ -39,7 +45,10 @@ def append_output(
 ) -> Appended:
     """Append the new output of the ``answers`` (the actors' statuses, None for an actor that
     is gone) to the log at ``log_path``, which ends in the middle of node ``open_line``'s line
-    (None: at a line's end). See the module's docstring for the order."""
+    (None: at a line's end). See the module's docstring for the order. A log that is a
+    symbolic link (not followed) or not a regular file (the job's doing: it can write the log's
+    directory) gets nothing, with a warning logged: the output is dropped, never written into
+    the file a link names."""
     pieces: dict[int, tuple[bytes, bool]] = {
         i: (a["output"], a["exit_code"] is not None and not a["more"])  # (piece, its last?)
         for i, a in enumerate(answers)
@@ -79,6 +88,23 @@ def append_output(
         if partial:
             write(partial[0])
     if out:
-        with open(log_path, "ab") as f:
-            f.write(b"".join(out))
+        _append(log_path, b"".join(out))
     return Appended(frozenset(taken), current)
+
+
+def _append(log_path: str, data: bytes) -> None:
+    """Append ``data`` to the regular file ``log_path`` (made, 0600, when missing); nothing
+    to a link there or a file that is not regular (:func:`append_output`)."""
+    flags = os.O_WRONLY | os.O_CREAT | os.O_APPEND | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_CLOEXEC
+    try:
+        fd = os.open(log_path, flags, 0o600)
+    except OSError as exc:
+        if exc.errno not in (errno.ELOOP, errno.ENXIO):  # ENXIO: a FIFO read by none
+            raise
+        log.warning("log %s is not a regular file; its output is dropped", log_path)
+        return
+    with open(fd, "ab") as f:
+        if not stat.S_ISREG(os.fstat(f.fileno()).st_mode):
+            log.warning("log %s is not a regular file; its output is dropped", log_path)
+            return
+        f.write(data)

@@ -11,14 +11,19 @@ never an exception that would stop the control plane's passes over every other r
 
 from __future__ import annotations
 
+import errno
+import logging
 import math
 import os
+import stat
 from collections.abc import Callable, Mapping
 from pathlib import Path
 from typing import Any
 
 from danlu.executors import supervise
 from danlu.executors.base import StopReason
+
+log = logging.getLogger(__name__)
 
 Check = Callable[[Any], bool]
 
@@ -174,35 +179,93 @@ LOG_TAIL_BYTES = 64 * 1024
 """How much of the end of a run's log is searched for out-of-memory markers."""
 
 
+def _refuse(path: str | Path, what: str) -> None:
+    """Say that the log at ``path`` is read as none, and why (``what`` it is)."""
+    log.warning("log %s %s: read as no log", path, what)
+
+
+_LINK = "is a symbolic link; not followed"
+
+
+def _kind(mode: int) -> str | None:
+    """Why a file of ``mode`` is no log (:func:`_refuse`), or None for a regular file."""
+    if stat.S_ISLNK(mode):
+        return _LINK
+    return None if stat.S_ISREG(mode) else "is not a regular file"
+
+
+def _open_log(path: str | Path) -> int | None:
+    """A descriptor of the log at ``path`` open for reading, or None when it does not exist
+    or is no regular file (then logged: :func:`_refuse`). The job can write its run's
+    directory and replace its log there: a symbolic link in the last component is never
+    followed (``O_NOFOLLOW``), and the file must be regular (``S_ISREG`` of the open file;
+    ``O_NONBLOCK``: a FIFO does not block the open). Other errors are raised."""
+    try:
+        fd = os.open(path, os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_CLOEXEC)
+    except FileNotFoundError:
+        return None
+    except OSError as e:
+        if e.errno not in (errno.ELOOP, errno.ENXIO):  # ENXIO: a socket
+            raise
+        _refuse(path, _LINK if e.errno == errno.ELOOP else "is not a regular file")
+        return None
+    try:
+        why = _kind(os.fstat(fd).st_mode)
+    except BaseException:
+        os.close(fd)
+        raise
+    if why is None:
+        return fd
+    os.close(fd)
+    _refuse(path, why)
+    return None
+
+
 def read_log(path: str | Path, offset: int, limit: int) -> tuple[bytes, int]:
     """Up to ``limit`` bytes of the log at ``path`` from ``offset``, and the offset to ask
     next (nothing yet when the file does not exist; nothing, and ``offset`` again, from an
     offset at or past its end: no seek there, which past the file system's largest file
-    size is an ``EINVAL``)."""
-    try:
-        with open(path, "rb") as f:
-            if offset >= os.fstat(f.fileno()).st_size:
-                return b"", offset
-            f.seek(offset)
-            data = f.read(limit)
-    except FileNotFoundError:
+    size is an ``EINVAL``).
+
+    The log is in a directory the job can write to, and what is read here is served to API
+    users: a symbolic link at ``path`` is not followed and only a regular file is read
+    (:func:`_open_log`); a link, a FIFO, a directory or any other file reads as no log
+    (nothing, and ``offset`` again), with a warning logged."""
+    fd = _open_log(path)
+    if fd is None:
         return b"", offset
+    with open(fd, "rb") as f:
+        if offset >= os.fstat(f.fileno()).st_size:
+            return b"", offset
+        f.seek(offset)
+        data = f.read(limit)
     return data, offset + len(data)
 
 
 def log_size(path: str | Path) -> int:
-    """The bytes of the log at ``path`` (0 when the file does not exist)."""
+    """The bytes of the log at ``path`` (0 when the file does not exist). As for
+    :func:`read_log`, a symbolic link at ``path`` is not followed (``lstat``) and a file that
+    is not regular has no size: 0, with a warning logged."""
     try:
-        return os.stat(path).st_size
+        st = os.lstat(path)
     except FileNotFoundError:
         return 0
+    if (why := _kind(st.st_mode)) is not None:
+        _refuse(path, why)
+        return 0
+    return st.st_size
 
 
 def log_tail(path: str | Path, start: int = 0) -> str:
     """The end of the log at ``path`` written since byte ``start`` (this run's part), at
-    most :data:`LOG_TAIL_BYTES` of it; empty when it cannot be read."""
+    most :data:`LOG_TAIL_BYTES` of it; empty when it cannot be read. As for :func:`read_log`,
+    a symbolic link at ``path`` is not followed and only a regular file is read: any other
+    reads as empty, with a warning logged."""
     try:
-        with open(path, "rb") as f:
+        fd = _open_log(path)
+        if fd is None:
+            return ""
+        with open(fd, "rb") as f:
             end = f.seek(0, os.SEEK_END)
             f.seek(max(start, end - LOG_TAIL_BYTES))
             return f.read().decode("utf-8", "replace")

@@ -11,15 +11,18 @@ GPUs another job's live run holds) and the list of live runs behind the latter. 
 says how a run's status is learned (:meth:`RunDirExecutor._status`) and how it is stopped.
 
 File names come only from validated job ids, and every path is resolved and checked to stay
-in its directory (:func:`safe_child`).
+in its directory (:func:`safe_child`); a job's log is then opened without following a link
+in its name, and only as a regular file (:mod:`~danlu.executors.records`).
 """
 
 from __future__ import annotations
 
 import contextlib
+import errno
 import logging
 import os
 import shutil
+import stat
 import time
 from abc import abstractmethod
 from collections.abc import Callable, Iterator, Mapping
@@ -48,6 +51,7 @@ from danlu.executors.errors import (
     ExecutorError,
     InvalidLaunchError,
     JobAlreadyRunningError,
+    LaunchError,
     UnknownHandleError,
 )
 
@@ -72,11 +76,14 @@ RESULT_FIELDS: Mapping[str, records.Check] = {
 }
 
 
-def safe_child(base: Path, name: str) -> Path:
+def safe_child(base: Path, name: str, *, follow: bool = True) -> Path:
     """``base / name``, resolved, refusing anything that would leave ``base``.
 
     ``name`` must be a single file-name component; the resolved path (symlinks followed) must
-    have ``base`` (resolved) as its parent, else :class:`InvalidLaunchError`.
+    have ``base`` (resolved) as its parent, else :class:`InvalidLaunchError`. With ``follow``
+    false the path returned is ``name`` in ``base`` resolved, a link there not followed: a
+    job's log, which the job can replace with a link to another file of the directory, is
+    then read as the link it is (:func:`~danlu.executors.records.read_log` refuses it).
     """
     root = base.resolve()
     if not name or name in {".", ".."} or "/" in name or "\0" in name:
@@ -84,7 +91,7 @@ def safe_child(base: Path, name: str) -> Path:
     path = (root / name).resolve()
     if path.parent != root:
         raise InvalidLaunchError("job_id", f"{name!r} escapes {root}")
-    return path
+    return path if follow else root / name
 
 
 class RunDirExecutor(Executor):
@@ -255,14 +262,15 @@ class RunDirExecutor(Executor):
         another host too, where the control plane's files are out of its reach), and a
         record pointing at another file would have :meth:`logs` read that file, the output
         appended to it, its tail classified. None when the log is a link out of its
-        directory (not the job's log)."""
+        directory (not the job's log); a link in it is returned as the link (not followed),
+        which :mod:`~danlu.executors.records` reads as no log."""
         name = f"{job_id}.log"
         try:
             if (path := self._log_elsewhere.get(job_id)) is not None:
                 return path
             if launch is not None and "log_dir" in launch:
-                return safe_child(Path(launch["log_dir"]), name)
-            return safe_child(self._log_dir, name)
+                return safe_child(Path(launch["log_dir"]), name, follow=False)
+            return safe_child(self._log_dir, name, follow=False)
         except InvalidLaunchError:
             return None
 
@@ -373,16 +381,28 @@ class RunDirExecutor(Executor):
         """The job's log ``log_dir/JOB_ID.log`` (made if missing) and its length: where the
         output of the run being launched starts. One outside the executor's ``LOG_DIR`` is
         remembered for :meth:`_job_log` while this instance lives (an executor that keeps a
-        launch record's ``log_dir`` records it there for later instances)."""
+        launch record's ``log_dir`` records it there for later instances). A log that is a
+        symbolic link or not a regular file (the job's doing) is a :class:`LaunchError`."""
         log_dir.mkdir(parents=True, exist_ok=True, mode=0o700)
-        path = safe_child(log_dir, f"{job_id}.log")
-        if path.parent == self._log_dir.resolve():
-            self._log_elsewhere.pop(job_id, None)
-        else:
-            self._log_elsewhere[job_id] = path
+        path = safe_child(log_dir, f"{job_id}.log", follow=False)
         # 0600 whatever the umask: the output of a job is its owner's (and the admins'),
-        # and the control plane keeps the usual umask, which its jobs inherit
-        with open(os.open(path, os.O_WRONLY | os.O_CREAT | os.O_APPEND, 0o600), "ab") as log:
+        # and the control plane keeps the usual umask, which its jobs inherit. A link the
+        # job left at its log (to another job's log) is not followed, nor a FIFO opened.
+        flags = os.O_WRONLY | os.O_CREAT | os.O_APPEND | os.O_NOFOLLOW | os.O_NONBLOCK
+        try:
+            fd = os.open(path, flags, 0o600)
+        except OSError as exc:
+            # ENXIO: a FIFO that no one reads; EISDIR: a directory
+            if exc.errno not in (errno.ELOOP, errno.ENXIO, errno.EISDIR):
+                raise
+            raise LaunchError(f"log {path} of job {job_id} is not a regular file") from exc
+        with open(fd, "ab") as log:
+            if not stat.S_ISREG(os.fstat(log.fileno()).st_mode):
+                raise LaunchError(f"log {path} of job {job_id} is not a regular file")
+            if path.parent == self._log_dir.resolve():
+                self._log_elsewhere.pop(job_id, None)
+            else:
+                self._log_elsewhere[job_id] = path
             return path, log.seek(0, os.SEEK_END)
 
     def _launch_record(self, job: JobLaunch, log_path: Path, offset: int) -> dict[str, Any]:

@@ -49,11 +49,14 @@ from __future__ import annotations
 
 import contextlib
 import ctypes
+import errno
 import json
+import logging
 import math
 import os
 import select
 import signal
+import stat
 import subprocess
 import sys
 import time
@@ -61,6 +64,8 @@ from collections.abc import Callable
 from pathlib import Path
 from types import FrameType
 from typing import Any
+
+_log = logging.getLogger(__name__)
 
 LAUNCH = "launch.json"
 JOB = "job.json"
@@ -105,9 +110,22 @@ def write_json(path: Path, data: dict[str, Any]) -> None:
 
 
 def read_json(path: Path) -> dict[str, Any] | None:
-    """The JSON object in ``path``, or None when it is missing or unreadable."""
+    """The JSON object in ``path``, or None when it is missing or unreadable. The records
+    are in a run directory the job can write to: a symbolic link at ``path`` is not followed
+    (``O_NOFOLLOW``) and only a regular file is read (``O_NONBLOCK``, then ``S_ISREG``: a
+    FIFO planted there blocks nothing); any other reads as missing, with a warning logged."""
     try:
-        data = json.loads(path.read_text())
+        fd = os.open(path, os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_CLOEXEC)
+    except OSError as e:
+        if e.errno == errno.ELOOP:
+            _log.warning("record %s is a symbolic link; not followed: read as missing", path)
+        return None
+    try:
+        with open(fd, "rb") as f:
+            if not stat.S_ISREG(os.fstat(f.fileno()).st_mode):
+                _log.warning("record %s is not a regular file: read as missing", path)
+                return None
+            data = json.loads(f.read())
     except (OSError, ValueError):
         return None
     return data if isinstance(data, dict) else None
