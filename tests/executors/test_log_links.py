@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import logging
 import os
+import shutil
 import socket
 import sys
 import threading
@@ -28,6 +29,7 @@ from danlu.executors import (
     records,
     supervise,
 )
+from danlu.executors.errors import UnknownHandleError
 from danlu.executors.local import last_alive
 
 SECRET = b"the server's token: s3cr3t\n"
@@ -258,3 +260,31 @@ def test_a_socket_at_the_log_reads_as_nothing(
     warnings = [r.getMessage() for r in caplog.records if r.levelno == logging.WARNING]
     assert len(warnings) == 3
     assert all("is not a regular file" in w for w in warnings)
+
+
+def test_a_run_directory_replaced_by_a_link_is_not_the_other_jobs_run(
+    ex: LocalExecutor, tmp_path: Path
+) -> None:
+    """``runs/mine`` made a link to ``runs/other``: resolved, its name was ``other`` and the
+    other run's record matched it, so mine's polls read the other run, its discard deleted
+    the other run's records, and mine's next launch emptied them. The link is now the run
+    directory of ``mine``, whose record (the other's) names another job: no run of mine, the
+    link removed, the other run's records kept."""
+    other = _ran(ex, "other", "print('other')", tmp_path / "wd")
+    mine = _ran(ex, "mine", "print('mine')", tmp_path / "wd")
+    runs = tmp_path / "state" / "runs"
+    shutil.rmtree(runs / "mine")
+    (runs / "mine").symlink_to(runs / "other")
+    records_before = sorted(p.name for p in (runs / "other").iterdir())
+    with pytest.raises(UnknownHandleError):
+        ex.poll(mine)
+    assert ex.logs(mine)[0] == b"mine\n"  # its log is still its own
+    ex.discard("mine")
+    assert not (runs / "mine").exists() and not (runs / "mine").is_symlink()
+    assert sorted(p.name for p in (runs / "other").iterdir()) == records_before
+    assert ex.poll(other).outcome is Outcome.SUCCEEDED
+    (runs / "mine").symlink_to(runs / "other")
+    _ran(ex, "mine", "print('again')", tmp_path / "wd")  # the launch removes the link
+    assert (runs / "mine").is_dir() and not (runs / "mine").is_symlink()
+    assert sorted(p.name for p in (runs / "other").iterdir()) == records_before
+    assert ex.poll(other).outcome is Outcome.SUCCEEDED

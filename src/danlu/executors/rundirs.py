@@ -244,7 +244,7 @@ class RunDirExecutor(Executor):
         ran). :class:`UnknownHandleError` when there is neither: the job never had a run
         here, or it was discarded, or its log is a link out of its directory."""
         validate_job_id(handle.job_id)
-        launch = self._read_launch(safe_child(self._runs, handle.job_id))
+        launch = self._read_launch(safe_child(self._runs, handle.job_id, follow=False))
         path = self._job_log(handle.job_id, launch)
         if path is None or not (launch is not None or path.is_file()):
             raise UnknownHandleError(f"no run {handle.key} in {self._runs}, nor its log")
@@ -293,7 +293,7 @@ class RunDirExecutor(Executor):
         log that a launch put elsewhere, ``JobLaunch.log_dir``, is its caller's; the path in
         the run's record is not trusted, the job could have rewritten it)."""
         validate_job_id(job_id)
-        run_dir = safe_child(self._runs, job_id)
+        run_dir = safe_child(self._runs, job_id, follow=False)
         launch = self._read_launch(run_dir) if run_dir.is_dir() else None
         if launch is not None and self._status(run_dir, launch).running:
             raise ExecutorError(f"job {job_id} still runs; stop it before discarding it")
@@ -302,10 +302,15 @@ class RunDirExecutor(Executor):
         safe_child(self._log_dir, f"{job_id}.log").unlink(missing_ok=True)
 
     def _drop(self, run_dir: Path, launch: dict[str, Any] | None) -> None:
+        """Forget the run in ``run_dir`` and delete its records. A link the job put in its
+        run directory's place (``runs/JOB_ID``) is removed, not what it points to."""
         self._dropped(run_dir, launch)
         if self._live is not None:
             self._live.pop(run_dir, None)
-        shutil.rmtree(run_dir, ignore_errors=True)
+        if run_dir.is_symlink():
+            run_dir.unlink(missing_ok=True)
+        else:
+            shutil.rmtree(run_dir, ignore_errors=True)
 
     def _read_launch(self, run_dir: Path) -> dict[str, Any] | None:
         """The run's launch record, or None when it is missing, lacks what identifies the
@@ -317,7 +322,7 @@ class RunDirExecutor(Executor):
 
     def _load(self, handle: Handle) -> tuple[Path, dict[str, Any]]:
         validate_job_id(handle.job_id)
-        run_dir = safe_child(self._runs, handle.job_id)
+        run_dir = safe_child(self._runs, handle.job_id, follow=False)
         launch = self._read_launch(run_dir)
         if launch is None or launch["attempt"] != handle.attempt:
             raise UnknownHandleError(f"no run {handle.key} in {self._runs}")
@@ -331,7 +336,7 @@ class RunDirExecutor(Executor):
         check_slots(cluster, job.gpus)
         if any(s.memory is None for s in job.gpus) and job.memory_limit is not None:
             raise InvalidLaunchError("gpus", "mix of whole GPUs and memory shares in one job")
-        run_dir = safe_child(self._runs, job.job_id)
+        run_dir = safe_child(self._runs, job.job_id, follow=False)
         if (run_dir / supervise.LAUNCH).exists():
             old = self._read_launch(run_dir)
             if old is not None and self._status(run_dir, old).running:
@@ -339,6 +344,8 @@ class RunDirExecutor(Executor):
                     f"job {job.job_id} still runs (attempt {old['attempt']})"
                 )
             self._drop(run_dir, old)
+        elif run_dir.is_symlink():  # a link in the run directory's place: the job's doing
+            run_dir.unlink()
         elif run_dir.exists():
             # A submit that died (control plane killed) between creating the directory and
             # writing the launch record: nothing was started from it.
