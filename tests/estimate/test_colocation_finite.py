@@ -27,6 +27,15 @@ SHIPPED_PAIRS = {
 """The pairs :func:`measured_pairs` read from the shipped file before the check (per GPU)."""
 
 
+PLACES = [
+    ("pair_first", f"v100.{JOB_A}.{JOB_B}"),
+    ("pair_second", f"v100.{JOB_A}.{JOB_B}"),
+    ("solo_a", f"v100.{JOB_A}.null"),
+    ("solo_b", f"v100.{JOB_B}.null"),
+]
+"""Where a test puts a bad number, and the entry its error must name."""
+
+
 def _write(tmp_path: Path, text: str) -> Path:
     path = tmp_path / "throughputs.json"
     path.write_text(text, encoding="utf-8")
@@ -45,15 +54,7 @@ def _table(solo_a: str, pair_ab: str, solo_b: str = "2.0") -> str:
 @pytest.mark.parametrize(
     "bad", ["NaN", "Infinity", "-Infinity", pytest.param("1" + "0" * 400, id="1e400-as-int")]
 )
-@pytest.mark.parametrize(
-    ("where", "entry"),
-    [
-        ("pair_first", f"v100.{JOB_A}.{JOB_B}"),
-        ("pair_second", f"v100.{JOB_A}.{JOB_B}"),
-        ("solo_a", f"v100.{JOB_A}.null"),
-        ("solo_b", f"v100.{JOB_B}.null"),
-    ],
-)
+@pytest.mark.parametrize(("where", "entry"), PLACES)
 def test_a_throughput_that_is_not_finite_is_a_data_error(
     tmp_path: Path, bad: str, where: str, entry: str
 ) -> None:
@@ -93,15 +94,7 @@ def test_the_shipped_file_reads_as_many_pairs_as_before() -> None:
     assert counts == SHIPPED_PAIRS
 
 
-@pytest.mark.parametrize(
-    ("where", "entry"),
-    [
-        ("pair_first", f"v100.{JOB_A}.{JOB_B}"),
-        ("pair_second", f"v100.{JOB_A}.{JOB_B}"),
-        ("solo_a", f"v100.{JOB_A}.null"),
-        ("solo_b", f"v100.{JOB_B}.null"),
-    ],
-)
+@pytest.mark.parametrize(("where", "entry"), PLACES)
 def test_a_negative_throughput_is_a_data_error_not_a_skipped_pair(
     tmp_path: Path, where: str, entry: str
 ) -> None:

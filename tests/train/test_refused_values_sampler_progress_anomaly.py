@@ -13,9 +13,14 @@ from typing import Any
 
 import numpy as np
 import pytest
-from train_helpers import checkpoint_two_steps, mse_loss, small_context, tiny_regression
+from train_helpers import (
+    checkpoint_two_steps,
+    damaged_checkpoints,
+    mse_loss,
+    small_context,
+    tiny_regression,
+)
 
-import danlu.train.state as state_module
 from danlu.core.errors import ConfigError
 from danlu.train.anomaly import AnomalyDetector
 from danlu.train.data import ElasticSampler
@@ -85,17 +90,12 @@ def test_a_check_loss_spikes_that_is_a_bool_is_taken(value: bool) -> None:
 def _write(directory: Path, monkeypatch: pytest.MonkeyPatch, data_state: object) -> int:
     """Train two steps and checkpoint with ``data_state`` in place of the context's (a
     damaged checkpoint); return the step saved."""
-    real = state_module.capture_state
 
-    def written(*args: Any, **kwargs: Any) -> Any:
-        state = real(*args, **kwargs)
+    def damage(state: dict[str, Any]) -> None:
         state["data_state"] = data_state
-        return state
 
-    monkeypatch.setattr(state_module, "capture_state", written)
-    step = checkpoint_two_steps(directory)
-    monkeypatch.setattr(state_module, "capture_state", real)
-    return step
+    with damaged_checkpoints(monkeypatch, damage):
+        return checkpoint_two_steps(directory)
 
 
 @pytest.mark.parametrize("value", [[1, 2], "abc", 3.5, 0, []], ids=repr)

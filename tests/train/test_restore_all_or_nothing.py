@@ -15,10 +15,9 @@ from typing import Any
 
 import pytest
 import torch
-from train_helpers import mse_loss, tiny_model, tiny_regression
+from train_helpers import damaged_checkpoints, mse_loss, tiny_model, tiny_regression
 
 import danlu.train as dt
-import danlu.train.state as state_module
 from danlu.train.anomaly import AnomalyDetector
 from danlu.train.batch import BatchController
 from danlu.train.context import TrainContext
@@ -65,20 +64,10 @@ def _train(ctx: TrainContext, steps: int, seed: int) -> None:
 
 def _write(directory: Path, monkeypatch: pytest.MonkeyPatch, goodput: bool, damage: Damage) -> int:
     """Train three steps, checkpoint a state that ``damage`` changed; return the step."""
-    real = state_module.capture_state
-
-    def written(*args: Any, **kwargs: Any) -> Any:
-        state = real(*args, **kwargs)
-        damage(state)
-        return state
-
-    monkeypatch.setattr(state_module, "capture_state", written)
-    with _context(directory, goodput=goodput) as ctx:
+    with damaged_checkpoints(monkeypatch, damage), _context(directory, goodput=goodput) as ctx:
         _train(ctx, 3, seed=0)
         ctx.save()
-        step = ctx.step_num
-    monkeypatch.setattr(state_module, "capture_state", real)
-    return step
+        return ctx.step_num
 
 
 def _part(part: str, key: str, value: object) -> Damage:

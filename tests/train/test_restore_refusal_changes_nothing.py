@@ -17,9 +17,14 @@ from typing import Any
 
 import pytest
 import torch
-from train_helpers import checkpoint_two_steps, mse_loss, small_context, tiny_regression
+from train_helpers import (
+    checkpoint_two_steps,
+    damaged_checkpoints,
+    mse_loss,
+    small_context,
+    tiny_regression,
+)
 
-import danlu.train.state as state_module
 from danlu.train.context import TrainContext
 from danlu.train.lr import LRController
 from danlu.train.state import IncompatibleCheckpointError
@@ -29,17 +34,8 @@ def _write(
     directory: Path, monkeypatch: pytest.MonkeyPatch, damage: Callable[[dict[str, Any]], None]
 ) -> int:
     """Train two steps and checkpoint a state that ``damage`` changed; return the step."""
-    real = state_module.capture_state
-
-    def written(*args: Any, **kwargs: Any) -> Any:
-        state = real(*args, **kwargs)
-        damage(state)
-        return state
-
-    monkeypatch.setattr(state_module, "capture_state", written)
-    step = checkpoint_two_steps(directory)
-    monkeypatch.setattr(state_module, "capture_state", real)
-    return step
+    with damaged_checkpoints(monkeypatch, damage):
+        return checkpoint_two_steps(directory)
 
 
 def _set_data(key: str, value: object) -> Callable[[dict[str, Any]], None]:

@@ -2,17 +2,20 @@
 
 from __future__ import annotations
 
+import contextlib
 import os
 import socket
 import subprocess
 import sys
-from collections.abc import Sequence
+from collections.abc import Callable, Iterator, Sequence
 from pathlib import Path
-from typing import NoReturn
+from typing import Any, NoReturn
 
+import pytest
 import torch
 
 import danlu.train as dt
+import danlu.train.state as state_module
 from danlu.train.context import TrainContext
 
 
@@ -128,3 +131,23 @@ def checkpoint_two_steps(directory: Path) -> int:
                     break
         ctx.save()
         return ctx.step_num
+
+
+@contextlib.contextmanager
+def damaged_checkpoints(
+    monkeypatch: pytest.MonkeyPatch, damage: Callable[[dict[str, Any]], None]
+) -> Iterator[None]:
+    """Checkpoints saved inside are written with ``damage`` applied to their state (the
+    state :func:`danlu.train.state.capture_state` returns)."""
+    real = state_module.capture_state
+
+    def written(*args: Any, **kwargs: Any) -> Any:
+        state = real(*args, **kwargs)
+        damage(state)
+        return state
+
+    monkeypatch.setattr(state_module, "capture_state", written)
+    try:
+        yield
+    finally:
+        monkeypatch.setattr(state_module, "capture_state", real)
