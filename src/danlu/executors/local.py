@@ -239,8 +239,10 @@ class LocalExecutor(RunDirExecutor, GpuSharingExecutor):
         env[RUN_MARK] = mark
         log_path, offset = self._open_log(log_dir, job.job_id)
         run_dir.mkdir(mode=0o700)
-        # not through a link put there since _open_log checked it
-        with open(os.open(log_path, os.O_WRONLY | os.O_APPEND | os.O_NOFOLLOW), "ab") as log:
+        opened = supervise.open_regular(log_path, os.O_WRONLY | os.O_APPEND)
+        if isinstance(opened, str):  # made a link since _open_log checked it
+            raise LaunchError(f"log {log_path} of job {job.job_id} is not a regular file")
+        with open(opened, "ab") as log:
             record = self._launch_record(job, log_path, offset)
             if log_path.parent != self._log_dir.resolve():  # the launch's own log_dir
                 record["log_dir"] = str(log_path.parent)

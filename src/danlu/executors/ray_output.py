@@ -18,13 +18,13 @@ node of the run, so :func:`append_output` keeps each line whole:
 
 from __future__ import annotations
 
-import errno
 import logging
 import os
-import stat
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
+
+from danlu.executors import supervise
 
 log = logging.getLogger(__name__)
 
@@ -94,17 +94,11 @@ def append_output(
 
 def _append(log_path: str, data: bytes) -> None:
     """Append ``data`` to the regular file ``log_path`` (made, 0600, when missing); nothing
-    to a link there or a file that is not regular (:func:`append_output`)."""
-    flags = os.O_WRONLY | os.O_CREAT | os.O_APPEND | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_CLOEXEC
-    try:
-        fd = os.open(log_path, flags, 0o600)
-    except OSError as exc:
-        if exc.errno not in (errno.ELOOP, errno.ENXIO):  # ENXIO: a FIFO read by none
-            raise
-        log.warning("log %s is not a regular file; its output is dropped", log_path)
+    to a link there or a file that is not regular (:func:`append_output`,
+    :func:`~danlu.executors.supervise.open_regular`)."""
+    opened = supervise.open_regular(log_path, os.O_WRONLY | os.O_CREAT | os.O_APPEND)
+    if isinstance(opened, str):
+        log.warning("log %s %s; its output is dropped", log_path, opened)
         return
-    with open(fd, "ab") as f:
-        if not stat.S_ISREG(os.fstat(f.fileno()).st_mode):
-            log.warning("log %s is not a regular file; its output is dropped", log_path)
-            return
+    with open(opened, "ab") as f:
         f.write(data)

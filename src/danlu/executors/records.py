@@ -11,11 +11,9 @@ never an exception that would stop the control plane's passes over every other r
 
 from __future__ import annotations
 
-import errno
 import logging
 import math
 import os
-import stat
 from collections.abc import Callable, Mapping
 from pathlib import Path
 from typing import Any
@@ -179,46 +177,18 @@ LOG_TAIL_BYTES = 64 * 1024
 """How much of the end of a run's log is searched for out-of-memory markers."""
 
 
-def _refuse(path: str | Path, what: str) -> None:
-    """Say that the log at ``path`` is read as none, and why (``what`` it is)."""
-    log.warning("log %s %s: read as no log", path, what)
-
-
-_LINK = "is a symbolic link; not followed"
-
-
-def _kind(mode: int) -> str | None:
-    """Why a file of ``mode`` is no log (:func:`_refuse`), or None for a regular file."""
-    if stat.S_ISLNK(mode):
-        return _LINK
-    return None if stat.S_ISREG(mode) else "is not a regular file"
-
-
 def _open_log(path: str | Path) -> int | None:
     """A descriptor of the log at ``path`` open for reading, or None when it does not exist
-    or is no regular file (then logged: :func:`_refuse`). The job can write its run's
-    directory and replace its log there: a symbolic link in the last component is never
-    followed (``O_NOFOLLOW``), and the file must be regular (``S_ISREG`` of the open file;
-    ``O_NONBLOCK``: a FIFO does not block the open). Other errors are raised."""
+    or is no regular file (:func:`~danlu.executors.supervise.open_regular`: a link is not
+    followed; then logged). Other errors are raised."""
     try:
-        fd = os.open(path, os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_CLOEXEC)
+        opened = supervise.open_regular(path)
     except FileNotFoundError:
         return None
-    except OSError as e:
-        if e.errno not in (errno.ELOOP, errno.ENXIO):  # ENXIO: a socket
-            raise
-        _refuse(path, _LINK if e.errno == errno.ELOOP else "is not a regular file")
+    if isinstance(opened, str):
+        log.warning("log %s %s: read as no log", path, opened)
         return None
-    try:
-        why = _kind(os.fstat(fd).st_mode)
-    except BaseException:
-        os.close(fd)
-        raise
-    if why is None:
-        return fd
-    os.close(fd)
-    _refuse(path, why)
-    return None
+    return opened
 
 
 def read_log(path: str | Path, offset: int, limit: int) -> tuple[bytes, int]:
@@ -250,8 +220,8 @@ def log_size(path: str | Path) -> int:
         st = os.lstat(path)
     except FileNotFoundError:
         return 0
-    if (why := _kind(st.st_mode)) is not None:
-        _refuse(path, why)
+    if (why := supervise.not_regular(st.st_mode)) is not None:
+        log.warning("log %s %s: read as no log", path, why)
         return 0
     return st.st_size
 

@@ -18,11 +18,9 @@ in its name, and only as a regular file (:mod:`~danlu.executors.records`).
 from __future__ import annotations
 
 import contextlib
-import errno
 import logging
 import os
 import shutil
-import stat
 import time
 from abc import abstractmethod
 from collections.abc import Callable, Iterator, Mapping
@@ -395,17 +393,10 @@ class RunDirExecutor(Executor):
         # 0600 whatever the umask: the output of a job is its owner's (and the admins'),
         # and the control plane keeps the usual umask, which its jobs inherit. A link the
         # job left at its log (to another job's log) is not followed, nor a FIFO opened.
-        flags = os.O_WRONLY | os.O_CREAT | os.O_APPEND | os.O_NOFOLLOW | os.O_NONBLOCK
-        try:
-            fd = os.open(path, flags, 0o600)
-        except OSError as exc:
-            # ENXIO: a FIFO that no one reads; EISDIR: a directory
-            if exc.errno not in (errno.ELOOP, errno.ENXIO, errno.EISDIR):
-                raise
-            raise LaunchError(f"log {path} of job {job_id} is not a regular file") from exc
-        with open(fd, "ab") as log:
-            if not stat.S_ISREG(os.fstat(log.fileno()).st_mode):
-                raise LaunchError(f"log {path} of job {job_id} is not a regular file")
+        opened = supervise.open_regular(path, os.O_WRONLY | os.O_CREAT | os.O_APPEND)
+        if isinstance(opened, str):
+            raise LaunchError(f"log {path} of job {job_id} is not a regular file")
+        with open(opened, "ab") as log:
             if path.parent == self._log_dir.resolve():
                 self._log_elsewhere.pop(job_id, None)
             else:

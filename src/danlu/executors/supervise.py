@@ -109,22 +109,56 @@ def write_json(path: Path, data: dict[str, Any]) -> None:
         raise
 
 
+LINK = "is a symbolic link; not followed"
+NOT_REGULAR = "is not a regular file"
+
+
+def not_regular(mode: int) -> str | None:
+    """Why a file of ``st_mode`` ``mode`` (an ``lstat``'s) is not read as a run's file:
+    :data:`LINK` or :data:`NOT_REGULAR`; None for a regular file."""
+    if stat.S_ISLNK(mode):
+        return LINK
+    return None if stat.S_ISREG(mode) else NOT_REGULAR
+
+
+def open_regular(path: str | Path, flags: int = os.O_RDONLY, mode: int = 0o600) -> int | str:
+    """A descriptor of the regular file at ``path`` opened with ``flags`` (made with
+    ``mode`` under ``O_CREAT``), or, for a symbolic link or a file that is not regular (a
+    FIFO, a socket, a directory), why it was not opened (:data:`LINK`, :data:`NOT_REGULAR`).
+    A run's directory, records and log are the job's to write: it can put a link there (to
+    the control plane's secrets, another job's log), or a FIFO that would block the reader.
+    So a link in the last component is never followed (``O_NOFOLLOW``) and a FIFO does not
+    block the open (``O_NONBLOCK``). Other errors (a missing file) are raised."""
+    try:
+        fd = os.open(path, flags | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_CLOEXEC, mode)
+    except OSError as exc:
+        if exc.errno == errno.ELOOP:
+            return LINK
+        # a socket; a FIFO that none reads, or a directory, opened for writing
+        if exc.errno in (errno.ENXIO, errno.EISDIR):
+            return NOT_REGULAR
+        raise
+    try:
+        regular = stat.S_ISREG(os.fstat(fd).st_mode)
+    except BaseException:
+        os.close(fd)
+        raise
+    if regular:
+        return fd
+    os.close(fd)
+    return NOT_REGULAR
+
+
 def read_json(path: Path) -> dict[str, Any] | None:
     """The JSON object in ``path``, or None when it is missing or unreadable. The records
-    are in a run directory the job can write to: a symbolic link at ``path`` is not followed
-    (``O_NOFOLLOW``) and only a regular file is read (``O_NONBLOCK``, then ``S_ISREG``: a
-    FIFO planted there blocks nothing); any other reads as missing, with a warning logged."""
+    are in a run directory the job can write to: only a regular file is read
+    (:func:`open_regular`); a link or any other reads as missing, with a warning logged."""
     try:
-        fd = os.open(path, os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_CLOEXEC)
-    except OSError as e:
-        if e.errno == errno.ELOOP:
-            _log.warning("record %s is a symbolic link; not followed: read as missing", path)
-        return None
-    try:
-        with open(fd, "rb") as f:
-            if not stat.S_ISREG(os.fstat(f.fileno()).st_mode):
-                _log.warning("record %s is not a regular file: read as missing", path)
-                return None
+        opened = open_regular(path)
+        if isinstance(opened, str):
+            _log.warning("record %s %s: read as missing", path, opened)
+            return None
+        with open(opened, "rb") as f:
             data = json.loads(f.read())
     except (OSError, ValueError):
         return None
