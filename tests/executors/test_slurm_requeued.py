@@ -4,7 +4,7 @@ again: its wait counted from its submission, so a run that had run longer than
 seen ``PENDING`` again, across a new executor instance, and anew at each requeue after it is
 seen running again; a run never seen running whose nodes recorded exits (it ran while the
 control plane was away) counts from when that is found. No Slurm needed: Slurm's commands
-print what each test gives them (:class:`test_slurm_held.Printed`)."""
+print what each test gives them (:class:`slurm_fakes.Printed`)."""
 
 from __future__ import annotations
 

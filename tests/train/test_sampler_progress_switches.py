@@ -41,22 +41,26 @@ def test_a_sampler_switch_that_is_a_bool_is_taken_as_one(value: object) -> None:
     assert sampler.state_dict()["shuffle"] is bool(value)
 
 
+def _init(tmp_path: Path, **arguments: Any) -> None:
+    """``dt.init`` of a one-layer model with ``arguments`` (nothing resumed or written)."""
+    model = torch.nn.Linear(2, 1)
+    dt.init(
+        model,
+        torch.optim.SGD(model.parameters(), lr=0.1),
+        global_batch_size=4,
+        checkpoint_dir=str(tmp_path),
+        resume=False,
+        metrics_file=False,
+        progress=False,
+        environ={},
+        **arguments,
+    )
+
+
 def test_shuffle_no_is_refused_through_init(tmp_path: Path) -> None:
     """Through ``init`` too: ``shuffle="no"`` shuffled every epoch."""
-    model = torch.nn.Linear(2, 1)
     with pytest.raises(ConfigError, match="shuffle must be True or False"):
-        dt.init(
-            model,
-            torch.optim.SGD(model.parameters(), lr=0.1),
-            global_batch_size=4,
-            dataset_size=16,
-            shuffle="no",  # type: ignore[arg-type]
-            checkpoint_dir=str(tmp_path),
-            resume=False,
-            metrics_file=False,
-            progress=False,
-            environ={},
-        )
+        _init(tmp_path, dataset_size=16, shuffle="no")
 
 
 @pytest.mark.parametrize("value", [2.5, 3.0, "7", True, None, math.nan], ids=repr)
@@ -112,18 +116,6 @@ def test_the_sampler_arguments_are_checked_without_a_dataset_size(
 ) -> None:
     """Without a ``dataset_size`` no sampler is built, and its arguments went unchecked: a
     ``shuffle="no"`` shuffled once a later run gave the size."""
-    model = torch.nn.Linear(2, 1)
-    kwargs: dict[str, Any] = {argument: value}
     with pytest.raises(ConfigError) as caught:
-        dt.init(
-            model,
-            torch.optim.SGD(model.parameters(), lr=0.1),
-            global_batch_size=4,
-            checkpoint_dir=str(tmp_path),
-            resume=False,
-            metrics_file=False,
-            progress=False,
-            environ={},
-            **kwargs,
-        )
+        _init(tmp_path, **{argument: value})
     assert str(caught.value) == wanted
