@@ -17,7 +17,7 @@ import copy
 import logging
 import math
 import random
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, NamedTuple
 
@@ -44,6 +44,7 @@ __all__ = [
     "capture_rng_state",
     "capture_state",
     "check_compatible",
+    "parse_rng_state",
     "restore_rng_state",
     "restore_state",
     "resume_refused",
@@ -297,31 +298,63 @@ def capture_rng_state() -> dict[str, Any]:
 
 
 def restore_rng_state(state: dict[str, Any]) -> None:
-    """Set every global RNG from a dict made by :func:`capture_rng_state`."""
+    """Set every global RNG from a dict made by :func:`capture_rng_state`: all of them or,
+    for a damaged state (a :class:`DataError`), none (:func:`parse_rng_state`)."""
+    parse_rng_state(state)()
+
+
+@dataclass(frozen=True)
+class _RngLoad:
+    """Checked RNG states (:func:`parse_rng_state`); calling it sets every global RNG."""
+
+    python: tuple[Any, ...]
+    numpy: dict[str, Any]
+    torch_cpu: torch.Tensor
+    cuda: list[torch.Tensor]
+
+    def __call__(self) -> None:
+        random.setstate(self.python)
+        np.random.set_state(self.numpy)
+        torch.set_rng_state(self.torch_cpu)
+        if self.cuda:
+            torch.cuda.set_rng_state_all(self.cuda)
+
+
+def parse_rng_state(state: dict[str, Any]) -> Callable[[], None]:
+    """Check RNG states made by :func:`capture_rng_state` and return what sets every global
+    RNG from them, which does not fail. A damaged state (a field missing or of the wrong
+    type, a generator state of another size or kind) is a :class:`DataError` saying what,
+    before any generator is set: each state is first set on a scratch generator of its kind.
+    CUDA states are set only where CUDA is available, on as many devices as both have; torch
+    checks their size when CUDA starts (checking here would start it)."""
     try:
         py = state["python"]
-        random.setstate(
-            (int(py["version"]), tuple(int(x) for x in py["internal"]), py["gauss_next"])
-        )
+        gauss_next = py["gauss_next"]
+        if gauss_next is not None and not isinstance(gauss_next, float):
+            raise TypeError(f"python's gauss_next is {type(gauss_next).__name__}, not a float")
+        python = (int(py["version"]), tuple(int(x) for x in py["internal"]), gauss_next)
+        random.Random().setstate(python)
         nps = state["numpy"]
-        np.random.set_state(
-            {
-                "bit_generator": nps["bit_generator"],
-                "state": {
-                    "key": np.asarray(torch.as_tensor(nps["key"]).numpy(), dtype=np.uint32),
-                    "pos": int(nps["pos"]),
-                },
-                "has_gauss": int(nps["has_gauss"]),
-                "gauss": float(nps["gauss"]),
-            }
-        )
-        torch.set_rng_state(torch.as_tensor(state["torch"], dtype=torch.uint8).cpu())
-    except (KeyError, TypeError, ValueError) as exc:
+        numpy = {
+            "bit_generator": nps["bit_generator"],
+            "state": {
+                "key": np.asarray(torch.as_tensor(nps["key"]).numpy(), dtype=np.uint32),
+                "pos": int(nps["pos"]),
+            },
+            "has_gauss": int(nps["has_gauss"]),
+            "gauss": float(nps["gauss"]),
+        }
+        np.random.RandomState().set_state(numpy)
+        torch_cpu = torch.as_tensor(state["torch"], dtype=torch.uint8).cpu()
+        torch.Generator().set_state(torch_cpu)
+        cuda: list[torch.Tensor] = []
+        stored_cuda = state.get("cuda")
+        if stored_cuda and torch.cuda.is_available():
+            n = min(len(stored_cuda), torch.cuda.device_count())
+            cuda = [torch.as_tensor(s, dtype=torch.uint8).cpu() for s in stored_cuda[:n]]
+    except (KeyError, TypeError, ValueError, IndexError, OverflowError, RuntimeError) as exc:
         raise DataError(f"invalid RNG state in checkpoint: {exc}") from exc
-    cuda = state.get("cuda")
-    if cuda and torch.cuda.is_available():
-        n = min(len(cuda), torch.cuda.device_count())
-        torch.cuda.set_rng_state_all([torch.as_tensor(s, dtype=torch.uint8) for s in cuda[:n]])
+    return _RngLoad(python, numpy, torch_cpu, cuda)
 
 
 def capture_state(
@@ -563,6 +596,31 @@ def _scheduler_difference(recorded: Any, scheduler: Any) -> str | None:
     )
 
 
+_SCALER_FIELDS = ("scale", "growth_factor", "backoff_factor", "growth_interval", "_growth_tracker")
+"""What an enabled ``torch.amp.GradScaler`` reads of its state."""
+
+
+def _scaler_state(stored: Any, scaler: Any) -> Any:
+    """The checkpoint's scaler state ``stored`` for the live ``scaler``, checked before
+    anything is loaded: None where it holds none (no state, or a disabled GradScaler's empty
+    one: written at another precision), else the state; a :class:`DataError` naming the
+    field an enabled GradScaler would fail on (missing, no number, a scale that is not
+    finite and positive). Another kind of scaler's state is its own to read."""
+    if stored is None or (isinstance(stored, dict) and not stored):
+        return None
+    if not isinstance(scaler, torch.amp.GradScaler) or not scaler.is_enabled():
+        return stored
+    if not isinstance(stored, dict):
+        raise DataError(f"the GradScaler state is a {type(stored).__name__}, not a dict")
+    for name in _SCALER_FIELDS:
+        value = stored.get(name)
+        if isinstance(value, bool) or not isinstance(value, int | float):
+            raise DataError(f"the GradScaler state's {name!r} is {value!r}, not a number")
+    if not (math.isfinite(stored["scale"]) and stored["scale"] > 0):
+        raise DataError(f"the GradScaler state's 'scale' is {stored['scale']!r}, not > 0")
+    return stored
+
+
 def restore_state(
     state: dict[str, Any],
     model: torch.nn.Module,
@@ -607,23 +665,28 @@ def restore_state(
     check_compatible(
         state, model, optimizer, scheduler, sampler=sampler, global_batch_size=global_batch_size
     )
-    model.load_state_dict(state["model"])
-    for name, obj in (("optimizer", optimizer), ("scheduler", scheduler), ("scaler", scaler)):
-        if obj is None:
-            continue
-        if state.get(name) is None:  # only the scaler is left here (check_compatible)
-            log.warning(
-                "the checkpoint holds no GradScaler state (written at another precision): "
-                "the loss scale starts fresh"
-            )
-            continue
-        obj.load_state_dict(state[name])
     rng = state.get("rng")
     per_rank = state.get("rng_ranks")
     if isinstance(per_rank, list) and len(per_rank) == world_size and 0 <= rank < world_size:
         rng = per_rank[rank]
-    if rng is not None:
-        restore_rng_state(rng)
+    try:  # before anything is loaded
+        set_rng = None if rng is None else parse_rng_state(rng)
+        scaler_state = None if scaler is None else _scaler_state(state.get("scaler"), scaler)
+    except DataError as exc:
+        raise IncompatibleCheckpointError(f"{exc} (the checkpoint is damaged)") from None
+    model.load_state_dict(state["model"])
+    for name, obj in (("optimizer", optimizer), ("scheduler", scheduler)):
+        if obj is not None:  # check_compatible: the state holds one
+            obj.load_state_dict(state[name])
+    if scaler is not None and scaler_state is None:
+        log.warning(
+            "the checkpoint holds no GradScaler state (written at another precision): "
+            "the loss scale starts fresh"
+        )
+    elif scaler is not None:
+        scaler.load_state_dict(scaler_state)
+    if set_rng is not None:
+        set_rng()
     return RestoredInfo(
         step=step,
         data_state=state.get("data_state"),
