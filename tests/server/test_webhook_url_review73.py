@@ -10,6 +10,7 @@ import pytest
 from helpers import live_server
 from sqlalchemy import select
 
+from danlu.core.errors import SpecError
 from danlu.server.db import Webhook
 from danlu.server.services import webhooks
 
@@ -64,6 +65,10 @@ def test_replies_redact_the_password_and_the_messages_still_carry_it(tmp_path: P
         "https://bot:s3cr3t@[zz]/",  # httpx refuses it
         "https://bot:s3cr3t@hooks..example/",  # a host the sender cannot encode
         "https://bot:s3cr3t@hooks\uff03example/",  # urlsplit's own error quotes the netloc
+        "https://bot:s3cr3t/x@hooks.example/",  # an unencoded '/' in the password
+        "https://bot:x/s3cr3t@hooks.example/",
+        "https://bot:s3cr3t?x@hooks.example/a@b",  # an unencoded '?', an @ in the path
+        "https://bot:s3cr3t#x@hooks.example/",
     ],
 )
 def test_a_refused_urls_password_is_not_in_the_error(tmp_path: Path, url: str) -> None:
@@ -78,3 +83,28 @@ def test_a_refused_urls_password_is_not_in_the_error(tmp_path: Path, url: str) -
         assert "s3cr3t" not in refused.text, refused.text
         assert "bot:***@" in error["message"], error
         assert admin.get("/webhooks").json() == []
+
+
+@pytest.mark.parametrize(
+    ("url", "shown"),
+    [
+        ("https://bot:s3cr3t/x@hooks.example/", "https://bot:***@hooks.example/"),
+        ("https://bot:s3?cr#3t@hooks.example/a", "https://bot:***@hooks.example/a"),
+        ("https://bot:s3cr3t/x@hooks.example/a@b", "https://bot:***@b"),  # hides too much
+        ("https://hooks.example:8443/a@b", "https://hooks.example:8443/a@b"),  # a port
+        ("https://[::1]:8443/a@b", "https://[::1]:8443/a@b"),  # an IPv6 host
+        ("https://hooks.example/a:b@c", "https://hooks.example/a:b@c"),  # ':' in the path
+    ],
+)
+def test_an_unencoded_slash_question_mark_or_hash_in_a_password_is_hidden_and_refused(
+    url: str, shown: str
+) -> None:
+    """urlsplit ends the authority at the first '/', '?' or '#', so ``bot:s3cr3t/x@host``
+    read as host ``bot`` with a port ``s3cr3t``: refused, and the whole URL quoted in the
+    error, password and all. The error now says to percent-encode it and hides it."""
+    assert webhooks.hide_password(url, url) == shown
+    if shown == url:
+        return
+    with pytest.raises(SpecError, match="must be percent-encoded") as refused:
+        webhooks.check_url(url)
+    assert "s3" not in str(refused.value) and repr(shown) in str(refused.value)

@@ -66,6 +66,12 @@ def check_url(url: str) -> str:
     if any(c.isspace() or ord(c) < 32 for c in url):
         raise SpecError("url", "must not contain spaces or control characters")
     shown = quoted(hide_password(url, url))
+    if _unencoded_password(url) is not None:
+        raise SpecError(
+            "url",
+            f"{shown}: a '/', '?' or '#' in the password must be percent-encoded "
+            "(%2F, %3F, %23); as given, the host would be read from the part before it",
+        )
     try:
         parts = urlsplit(url)
         port = parts.port  # raises ValueError for a port out of range
@@ -109,6 +115,9 @@ def hide_password(url: str, text: str) -> str:
     parsing, so also for a URL that ``urlsplit`` or httpx refuses: the authority is what
     follows the first ``//`` up to the first ``/``, ``?`` or ``#``, as ``urlsplit`` cuts it,
     and the password what follows the first ``:`` of the part before its last ``@``."""
+    unencoded = _unencoded_password(url)
+    if unencoded is not None:
+        return text.replace(unencoded, REDACTED)
     _, slashes, rest = url.partition("//")
     end = min((i for i in map(rest.find, "/?#") if i >= 0), default=len(rest))
     authority = rest[:end]
@@ -117,6 +126,23 @@ def hide_password(url: str, text: str) -> str:
     if not (slashes and at and colon and password):
         return text
     return text.replace(authority, f"{user}:{REDACTED}@{hostport}")
+
+
+def _unencoded_password(url: str) -> str | None:
+    """The password of ``url`` when it holds a '/', '?' or '#' not percent-encoded
+    (``https://bot:pa/ss@hooks.example/``): the authority ends at that character, so it has
+    no ``@`` and what follows its ``:`` is no port, and an ``@`` comes later. Everything
+    from that ``:`` to the last ``@`` is taken as the password (hiding too much of a URL
+    refused anyway rather than too little); None for any other URL (a bracketed IPv6 host,
+    a numeric port)."""
+    _, slashes, rest = url.partition("//")
+    end = min((i for i in map(rest.find, "/?#") if i >= 0), default=len(rest))
+    colon = rest.find(":", 0, end)
+    if not slashes or rest.startswith("[") or "@" in rest[:end] or colon < 0:
+        return None
+    if not rest[colon + 1 : end] or rest[colon + 1 : end].isdigit() or "@" not in rest[end:]:
+        return None
+    return rest[colon + 1 : rest.rfind("@")]
 
 
 def _check_host(shown: str, parsed: httpx.URL) -> None:
