@@ -1,5 +1,6 @@
-"""The ``slurm`` fixture (the test Slurm cluster of :mod:`slurm_cluster`, one per module) and
-the ``os_user`` fixture (an OS account to start jobs as)."""
+"""The ``slurm`` fixture (the test Slurm cluster of :mod:`slurm_cluster`, one per module),
+the ``os_user`` fixture (an OS account to start jobs as) and the ``ex`` fixture (a local
+executor of one GPU; a module that needs another executor defines an ``ex`` of its own)."""
 
 from __future__ import annotations
 
@@ -7,9 +8,13 @@ import os
 import secrets
 import subprocess
 from collections.abc import Iterator
+from pathlib import Path
 
 import pytest
 from slurm_cluster import SlurmCluster, available, slurm_cluster
+
+from danlu.core.cluster import Cluster
+from danlu.executors import LocalExecutor
 
 
 @pytest.fixture(scope="module")
@@ -37,3 +42,14 @@ def os_user() -> Iterator[str]:
         yield name
     finally:
         subprocess.run(["userdel", name], check=False, capture_output=True)
+
+
+@pytest.fixture
+def ex(tmp_path: Path) -> LocalExecutor:
+    """A local executor of one GPU, its state in ``tmp_path/state``."""
+    return LocalExecutor(
+        Cluster.homogeneous(1, 1, "A100-80GB"),
+        tmp_path / "state",
+        base_env={"PATH": "/usr/bin:/bin"},
+        cancel_grace=1.0,
+    )

@@ -10,7 +10,6 @@ from pathlib import Path
 
 import pytest
 
-from danlu.core.cluster import Cluster
 from danlu.executors import (
     Handle,
     JobLaunch,
@@ -22,16 +21,6 @@ from danlu.executors import (
 
 PY = sys.executable
 OUT = b"the first run's output\n"
-
-
-@pytest.fixture
-def ex(tmp_path: Path) -> LocalExecutor:
-    return LocalExecutor(
-        Cluster.homogeneous(1, 1, "A100-80GB"),
-        tmp_path / "state",
-        base_env={"PATH": "/usr/bin:/bin"},
-        cancel_grace=1.0,
-    )
 
 
 def _ran_then_refused(ex: LocalExecutor, workdir: Path) -> None:

@@ -1,7 +1,8 @@
 """A run's log is read only as the regular file it is: the job can write its run's directory
-and replace its log with a symbolic link (to the server's secrets, another job's log) or a
-FIFO, and what :func:`~danlu.executors.records.read_log` reads is served to API users. A log
-that is a link, a FIFO or a directory reads as no log, with a warning."""
+and replace its log with a symbolic link (to the server's secrets, another job's log), a hard
+link to such a file (run as the control plane's user) or a FIFO, and what
+:func:`~danlu.executors.records.read_log` reads is served to API users. A log that is a link,
+a FIFO or a directory reads as no log, with a warning."""
 
 from __future__ import annotations
 
@@ -18,7 +19,6 @@ from typing import Any
 
 import pytest
 
-from danlu.core.cluster import Cluster
 from danlu.executors import (
     Handle,
     JobLaunch,
@@ -122,16 +122,6 @@ def test_a_directory_at_the_log_reads_as_nothing(
     assert any("is not a regular file" in r.getMessage() for r in caplog.records)
 
 
-@pytest.fixture
-def ex(tmp_path: Path) -> LocalExecutor:
-    return LocalExecutor(
-        Cluster.homogeneous(1, 1, "A100-80GB"),
-        tmp_path / "state",
-        base_env={"PATH": "/usr/bin:/bin"},
-        cancel_grace=1.0,
-    )
-
-
 def _ran(ex: LocalExecutor, job_id: str, code: str, workdir: Path) -> Handle:
     workdir.mkdir(exist_ok=True)
     handle = ex.submit(JobLaunch(job_id, (sys.executable, "-c", code), workdir=str(workdir)))
@@ -196,7 +186,7 @@ def test_a_launch_does_not_append_through_a_link_at_the_log(
     logs = tmp_path / "state" / "logs"
     (logs / "mine.log").unlink()
     (logs / "mine.log").symlink_to(logs / "other.log")
-    with pytest.raises(LaunchError, match="is not a regular file"):
+    with pytest.raises(LaunchError, match="is a symbolic link"):
         ex.submit(JobLaunch("mine", (sys.executable, "-c", "print('into yours')"), attempt=2))
     assert (logs / "other.log").read_bytes() == SECRET
     assert (logs / "mine.log").is_symlink()
@@ -288,3 +278,127 @@ def test_a_run_directory_replaced_by_a_link_is_not_the_other_jobs_run(
     assert (runs / "mine").is_dir() and not (runs / "mine").is_symlink()
     assert sorted(p.name for p in (runs / "other").iterdir()) == records_before
     assert ex.poll(other).outcome is Outcome.SUCCEEDED
+
+
+# -- hard links: the job runs as the control plane's user, and links another of its files ------
+
+HARD_LINK = "has other hard links"
+
+
+def test_a_log_hard_linked_to_a_secret_reads_as_nothing(
+    tmp_path: Path, secret: Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    """The job deleted its log and made a hard link to the server's secrets at its path: the
+    same file, not a link to follow, so only its other name gives it away."""
+    log = tmp_path / "j.log"
+    os.link(secret, log)
+    with caplog.at_level(logging.WARNING, logger=records.__name__):
+        (data, offset), size, tail = _read_all(log)
+        assert records.read_log(log, 7, 100) == (b"", 7)
+    assert (data, offset, size, tail) == (b"", 0, 0, "")
+    warnings = [r.getMessage() for r in caplog.records if r.levelno == logging.WARNING]
+    assert len(warnings) == 4
+    assert all(str(log) in w and HARD_LINK in w for w in warnings)
+    os.unlink(secret)  # the log's only name again: the job's own file, read
+    assert _read_all(log) == ((SECRET, len(SECRET)), len(SECRET), SECRET.decode())
+
+
+def test_a_job_that_hard_links_its_log_to_another_jobs_log_reads_nothing(
+    ex: LocalExecutor, tmp_path: Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    other = _ran(ex, "other", f"print({SECRET.decode().strip()!r})", tmp_path / "wd")
+    mine = _ran(ex, "mine", "print('mine')", tmp_path / "wd")
+    logs = tmp_path / "state" / "logs"
+    (logs / "mine.log").unlink()
+    os.link(logs / "other.log", logs / "mine.log")
+    with caplog.at_level(logging.WARNING, logger=records.__name__):
+        assert (ex.logs(mine), ex.log_size(mine)) == ((b"", 0), 0)
+        assert ex.logs(other) == (b"", 0)  # a file of two names, whichever is read
+    assert any(HARD_LINK in r.getMessage() for r in caplog.records)
+    (logs / "mine.log").unlink()
+    assert ex.logs(other)[0] == SECRET  # its only name again
+
+
+@pytest.mark.parametrize("target", ["other.log", "secret"], ids=["other-job", "secret"])
+def test_a_launch_does_not_append_through_a_hard_link_at_the_log(
+    ex: LocalExecutor, tmp_path: Path, secret: Path, target: str
+) -> None:
+    """The job's next launch appended the new run's output to the file the job linked at its
+    log (the server's database, another job's log): it is refused as for a symbolic link,
+    and the file is left as it was."""
+    _ran(ex, "other", f"print({SECRET.decode().strip()!r})", tmp_path / "wd")
+    _ran(ex, "mine", "print('mine')", tmp_path / "wd")
+    logs = tmp_path / "state" / "logs"
+    linked = secret if target == "secret" else logs / target
+    (logs / "mine.log").unlink()
+    os.link(linked, logs / "mine.log")
+    with pytest.raises(LaunchError, match=HARD_LINK):
+        ex.submit(JobLaunch("mine", (sys.executable, "-c", "print('into yours')"), attempt=2))
+    assert [h.job_id for h in ex.adopt()] == ["other"]  # no run of mine started
+    time.sleep(0.3)  # (a supervisor started anyway would have written by now)
+    assert linked.read_bytes() == SECRET
+    assert os.lstat(logs / "mine.log").st_nlink == 2
+
+
+def test_a_launch_opens_the_log_once(
+    ex: LocalExecutor, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The launch's length of the log and the supervisor's output are of one open: a second
+    open could find another file the job put there in between."""
+    opened: list[str] = []
+    real = supervise.open_regular
+
+    def counting(path: str | Path, flags: int = os.O_RDONLY, mode: int = 0o600) -> int | str:
+        if flags & os.O_WRONLY:
+            opened.append(str(path))
+        return real(path, flags, mode)
+
+    monkeypatch.setattr(supervise, "open_regular", counting)
+    _ran(ex, "mine", "print('mine')", tmp_path / "wd")
+    assert opened == [str(tmp_path / "state" / "logs" / "mine.log")]
+    assert ex.logs(Handle("mine", 1))[0] == b"mine\n"
+
+
+def test_a_record_hard_linked_reads_as_missing(
+    tmp_path: Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    """A hard link at ``exit.json`` to another run's exit record would end the run as that
+    one did."""
+    elsewhere = tmp_path / "elsewhere.json"
+    elsewhere.write_text('{"exit_code": 0, "outcome": "succeeded"}')
+    os.link(elsewhere, tmp_path / supervise.EXIT)
+    with caplog.at_level(logging.WARNING, logger=supervise.__name__):
+        assert supervise.read_json(tmp_path / supervise.EXIT) is None
+        assert records.read_exit(tmp_path) is None
+    warnings = [r.getMessage() for r in caplog.records if r.levelno == logging.WARNING]
+    assert len(warnings) == 2 and all(HARD_LINK in w for w in warnings)
+    assert supervise.read_json(elsewhere) is None  # a file of two names, whichever is read
+
+
+def test_a_heartbeat_hard_linked_to_a_busy_file_does_not_keep_a_run_alive(
+    tmp_path: Path,
+) -> None:
+    """A hard link shares the busy file's time: it is no sign of life at all."""
+    run_dir, busy = tmp_path / "run", tmp_path / "busy"
+    run_dir.mkdir()
+    busy.write_bytes(b"x")
+    os.utime(busy, (5_000.0, 5_000.0))
+    log = tmp_path / "j.log"
+    os.link(busy, log)
+    os.link(busy, run_dir / supervise.HEARTBEAT)
+    assert last_alive(run_dir, log, 1_000.0, 10_000.0, False, [1_200.0]) == 1_200.0
+
+
+def test_ray_output_is_not_appended_through_a_hard_link(
+    tmp_path: Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    other = tmp_path / "other.log"
+    other.write_bytes(SECRET)
+    log = tmp_path / "mine.log"
+    os.link(other, log)
+    answer = {"output": b"mine\n", "exit_code": None, "more": False}
+    with caplog.at_level(logging.WARNING, logger=ray_output.__name__):
+        appended = ray_output.append_output(str(log), [answer], None)
+    assert appended.taken == frozenset({0})
+    assert other.read_bytes() == SECRET
+    assert any(str(log) in r.getMessage() and HARD_LINK in r.getMessage() for r in caplog.records)

@@ -237,12 +237,12 @@ class LocalExecutor(RunDirExecutor, GpuSharingExecutor):
         # it ran, and block the job's next launch, until it counted as lost)
         env = self.child_env(job, account)
         env[RUN_MARK] = mark
-        log_path, offset = self._open_log(log_dir, job.job_id)
-        run_dir.mkdir(mode=0o700)
-        opened = supervise.open_regular(log_path, os.O_WRONLY | os.O_APPEND)
-        if isinstance(opened, str):  # made a link since _open_log checked it
-            raise LaunchError(f"log {log_path} of job {job.job_id} is not a regular file")
-        with open(opened, "ab") as log:
+        # one open of the log, for its length and the supervisor's output: a second could
+        # find another file there, put by the job since the first
+        log_path, log = self._log_file(log_dir, job.job_id)
+        with log:
+            offset = log.seek(0, os.SEEK_END)
+            run_dir.mkdir(mode=0o700)
             record = self._launch_record(job, log_path, offset)
             if log_path.parent != self._log_dir.resolve():  # the launch's own log_dir
                 record["log_dir"] = str(log_path.parent)
@@ -460,11 +460,15 @@ def last_alive(
     (:data:`~danlu.executors.supervise.HEARTBEAT`), the last write to its job's log
     ``log_file`` (None: none known) and the times
     it was ``seen`` running, never after ``now``, nor after the host's boot for a run of an
-    earlier boot (``rebooted``: the clock was set back since), and never before its start."""
+    earlier boot (``rebooted``: the clock was set back since), and never before its start.
+    The job can make links in both places: a symbolic link's own time is taken, and a file
+    with other hard links (another file of this user, written all the time) is no sign."""
     signs = [started, *seen]
     for path in (run_dir / supervise.HEARTBEAT, *([log_file] if log_file else [])):
-        with contextlib.suppress(OSError):  # a link's own time: the job can make links here
-            signs.append(os.lstat(path).st_mtime)
+        with contextlib.suppress(OSError):
+            st = os.lstat(path)
+            if supervise.not_regular(st) != supervise.HARD_LINK:
+                signs.append(st.st_mtime)
     latest = min(max(signs), now)
     boot = supervise.boot_time() if rebooted else None
     return max(started, latest if boot is None else min(latest, boot))

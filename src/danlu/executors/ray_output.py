@@ -46,9 +46,9 @@ def append_output(
     """Append the new output of the ``answers`` (the actors' statuses, None for an actor that
     is gone) to the log at ``log_path``, which ends in the middle of node ``open_line``'s line
     (None: at a line's end). See the module's docstring for the order. A log that is a
-    symbolic link (not followed) or not a regular file (the job's doing: it can write the log's
-    directory) gets nothing, with a warning logged: the output is dropped, never written into
-    the file a link names."""
+    symbolic link (not followed), not a regular file or one with other hard links (the job's
+    doing: it can write the log's directory) gets nothing, with a warning logged: the output
+    is dropped, never written into the file a link names."""
     pieces: dict[int, tuple[bytes, bool]] = {
         i: (a["output"], a["exit_code"] is not None and not a["more"])  # (piece, its last?)
         for i, a in enumerate(answers)
@@ -94,7 +94,7 @@ def append_output(
 
 def _append(log_path: str, data: bytes) -> None:
     """Append ``data`` to the regular file ``log_path`` (made, 0600, when missing); nothing
-    to a link there or a file that is not regular (:func:`append_output`,
+    to a link there, a file that is not regular or has other hard links (:func:`append_output`,
     :func:`~danlu.executors.supervise.open_regular`)."""
     opened = supervise.open_regular(log_path, os.O_WRONLY | os.O_CREAT | os.O_APPEND)
     if isinstance(opened, str):

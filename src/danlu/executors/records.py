@@ -179,8 +179,8 @@ LOG_TAIL_BYTES = 64 * 1024
 
 def _open_log(path: str | Path) -> int | None:
     """A descriptor of the log at ``path`` open for reading, or None when it does not exist
-    or is no regular file (:func:`~danlu.executors.supervise.open_regular`: a link is not
-    followed; then logged). Other errors are raised."""
+    or is no regular file of one name (:func:`~danlu.executors.supervise.open_regular`: a
+    link is not followed, a hard link not read; then logged). Other errors are raised."""
     try:
         opened = supervise.open_regular(path)
     except FileNotFoundError:
@@ -199,8 +199,9 @@ def read_log(path: str | Path, offset: int, limit: int) -> tuple[bytes, int]:
 
     The log is in a directory the job can write to, and what is read here is served to API
     users: a symbolic link at ``path`` is not followed and only a regular file is read
-    (:func:`_open_log`); a link, a FIFO, a directory or any other file reads as no log
-    (nothing, and ``offset`` again), with a warning logged."""
+    (:func:`_open_log`); a link, a FIFO, a directory, a file with other hard links (another
+    file of the same user linked there) or any other file reads as no log (nothing, and
+    ``offset`` again), with a warning logged."""
     fd = _open_log(path)
     if fd is None:
         return b"", offset
@@ -215,12 +216,12 @@ def read_log(path: str | Path, offset: int, limit: int) -> tuple[bytes, int]:
 def log_size(path: str | Path) -> int:
     """The bytes of the log at ``path`` (0 when the file does not exist). As for
     :func:`read_log`, a symbolic link at ``path`` is not followed (``lstat``) and a file that
-    is not regular has no size: 0, with a warning logged."""
+    is not regular, or has other hard links, has no size: 0, with a warning logged."""
     try:
         st = os.lstat(path)
     except FileNotFoundError:
         return 0
-    if (why := supervise.not_regular(st.st_mode)) is not None:
+    if (why := supervise.not_regular(st)) is not None:
         log.warning("log %s %s: read as no log", path, why)
         return 0
     return st.st_size
@@ -229,8 +230,8 @@ def log_size(path: str | Path) -> int:
 def log_tail(path: str | Path, start: int = 0) -> str:
     """The end of the log at ``path`` written since byte ``start`` (this run's part), at
     most :data:`LOG_TAIL_BYTES` of it; empty when it cannot be read. As for :func:`read_log`,
-    a symbolic link at ``path`` is not followed and only a regular file is read: any other
-    reads as empty, with a warning logged."""
+    a symbolic link at ``path`` is not followed and only a regular file of one name is read:
+    any other reads as empty, with a warning logged."""
     try:
         fd = _open_log(path)
         if fd is None:

@@ -24,6 +24,7 @@ import shutil
 import time
 from abc import abstractmethod
 from collections.abc import Callable, Iterator, Mapping
+from io import BufferedWriter
 from pathlib import Path
 from typing import Any
 
@@ -384,24 +385,33 @@ class RunDirExecutor(Executor):
 
     def _open_log(self, log_dir: Path, job_id: str) -> tuple[Path, int]:
         """The job's log ``log_dir/JOB_ID.log`` (made if missing) and its length: where the
-        output of the run being launched starts. One outside the executor's ``LOG_DIR`` is
-        remembered for :meth:`_job_log` while this instance lives (an executor that keeps a
-        launch record's ``log_dir`` records it there for later instances). A log that is a
-        symbolic link or not a regular file (the job's doing) is a :class:`LaunchError`."""
+        output of the run being launched starts (:meth:`_log_file`)."""
+        path, log = self._log_file(log_dir, job_id)
+        with log:
+            return path, log.seek(0, os.SEEK_END)
+
+    def _log_file(self, log_dir: Path, job_id: str) -> tuple[Path, BufferedWriter]:
+        """The job's log ``log_dir/JOB_ID.log`` (made if missing) and the file open to append
+        to it, for the caller to close. One outside the executor's ``LOG_DIR`` is remembered
+        for :meth:`_job_log` while this instance lives (an executor that keeps a launch
+        record's ``log_dir`` records it there for later instances). A log that is a symbolic
+        link, not a regular file or one with other hard links (the job's doing:
+        :func:`~danlu.executors.supervise.open_regular`) is a :class:`LaunchError`."""
         log_dir.mkdir(parents=True, exist_ok=True, mode=0o700)
         path = safe_child(log_dir, f"{job_id}.log", follow=False)
         # 0600 whatever the umask: the output of a job is its owner's (and the admins'),
         # and the control plane keeps the usual umask, which its jobs inherit. A link the
-        # job left at its log (to another job's log) is not followed, nor a FIFO opened.
+        # job left at its log (to another job's log) is not followed, nor a FIFO opened,
+        # nor a hard link the job made there (to another file of this user) written to.
         opened = supervise.open_regular(path, os.O_WRONLY | os.O_CREAT | os.O_APPEND)
         if isinstance(opened, str):
-            raise LaunchError(f"log {path} of job {job_id} is not a regular file")
-        with open(opened, "ab") as log:
-            if path.parent == self._log_dir.resolve():
-                self._log_elsewhere.pop(job_id, None)
-            else:
-                self._log_elsewhere[job_id] = path
-            return path, log.seek(0, os.SEEK_END)
+            raise LaunchError(f"log {path} of job {job_id} {opened}")
+        log = open(opened, "ab")  # noqa: SIM115 (the caller's to close)
+        if path.parent == self._log_dir.resolve():
+            self._log_elsewhere.pop(job_id, None)
+        else:
+            self._log_elsewhere[job_id] = path
+        return path, log
 
     def _launch_record(self, job: JobLaunch, log_path: Path, offset: int) -> dict[str, Any]:
         """The fields of a launch record every executor writes (:data:`records.LAUNCH_FIELDS`);

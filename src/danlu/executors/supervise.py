@@ -111,24 +111,32 @@ def write_json(path: Path, data: dict[str, Any]) -> None:
 
 LINK = "is a symbolic link; not followed"
 NOT_REGULAR = "is not a regular file"
+HARD_LINK = "has other hard links"
 
 
-def not_regular(mode: int) -> str | None:
-    """Why a file of ``st_mode`` ``mode`` (an ``lstat``'s) is not read as a run's file:
-    :data:`LINK` or :data:`NOT_REGULAR`; None for a regular file."""
-    if stat.S_ISLNK(mode):
+def not_regular(st: os.stat_result) -> str | None:
+    """Why a file of status ``st`` (an ``lstat``'s) is not read as a run's file:
+    :data:`LINK`, :data:`NOT_REGULAR` or :data:`HARD_LINK` (see :func:`open_regular`); None
+    for a regular file of one name."""
+    if stat.S_ISLNK(st.st_mode):
         return LINK
-    return None if stat.S_ISREG(mode) else NOT_REGULAR
+    if not stat.S_ISREG(st.st_mode):
+        return NOT_REGULAR
+    return HARD_LINK if st.st_nlink > 1 else None
 
 
 def open_regular(path: str | Path, flags: int = os.O_RDONLY, mode: int = 0o600) -> int | str:
     """A descriptor of the regular file at ``path`` opened with ``flags`` (made with
-    ``mode`` under ``O_CREAT``), or, for a symbolic link or a file that is not regular (a
-    FIFO, a socket, a directory), why it was not opened (:data:`LINK`, :data:`NOT_REGULAR`).
+    ``mode`` under ``O_CREAT``), or, for a symbolic link, a file that is not regular (a FIFO,
+    a socket, a directory) or one with other hard links, why it was not opened
+    (:data:`LINK`, :data:`NOT_REGULAR`, :data:`HARD_LINK`).
     A run's directory, records and log are the job's to write: it can put a link there (to
     the control plane's secrets, another job's log), or a FIFO that would block the reader.
     So a link in the last component is never followed (``O_NOFOLLOW``) and a FIFO does not
-    block the open (``O_NONBLOCK``). Other errors (a missing file) are raised."""
+    block the open (``O_NONBLOCK``). A hard link the job made there, in place of the file,
+    to another file of the same user (the server's database, another job's log) is that
+    file itself: one whose count of names (``st_nlink``) is above 1 is neither read nor
+    written (a file just made has one). Other errors (a missing file) are raised."""
     try:
         fd = os.open(path, flags | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_CLOEXEC, mode)
     except OSError as exc:
@@ -139,20 +147,21 @@ def open_regular(path: str | Path, flags: int = os.O_RDONLY, mode: int = 0o600) 
             return NOT_REGULAR
         raise
     try:
-        regular = stat.S_ISREG(os.fstat(fd).st_mode)
+        why = not_regular(os.fstat(fd))
     except BaseException:
         os.close(fd)
         raise
-    if regular:
+    if why is None:
         return fd
     os.close(fd)
-    return NOT_REGULAR
+    return why
 
 
 def read_json(path: Path) -> dict[str, Any] | None:
     """The JSON object in ``path``, or None when it is missing or unreadable. The records
     are in a run directory the job can write to: only a regular file is read
-    (:func:`open_regular`); a link or any other reads as missing, with a warning logged."""
+    (:func:`open_regular`); a link, a file with other hard links or any other reads as
+    missing, with a warning logged."""
     try:
         opened = open_regular(path)
         if isinstance(opened, str):
