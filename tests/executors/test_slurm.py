@@ -18,6 +18,7 @@ from slurm_cluster import GPUS_PER_NODE, NODES, SlurmCluster
 from danlu.executors import (
     GpusBusyError,
     GpuSlot,
+    Handle,
     JobAlreadyRunningError,
     NodeLaunchError,
     Outcome,
@@ -395,3 +396,66 @@ def test_a_launch_onto_a_node_taken_out_of_the_partition_is_a_node_fault(
         assert raised.value.nodes == ("n2",)
     finally:
         slurm.run("scontrol", "update", "PartitionName=gpu", f"Nodes={','.join(NODES)}")
+
+
+def _requeue(slurm: SlurmCluster) -> str:
+    """Requeue the one job Slurm has, as an admin would (danlu submits ``--no-requeue``, so
+    its requeue flag is set first), and return its id."""
+    (job,) = slurm.run("squeue", "-h", "-o", "%i").split()
+    slurm.run("scontrol", "update", f"JobId={job}", "Requeue=1")
+    slurm.run("scontrol", "requeue", job)
+    return job
+
+
+def _wait_pending(ex: SlurmExecutor, handle: Handle, slurm: SlurmCluster) -> None:
+    """Poll until Slurm reports the run's job ``PENDING`` again (the executor polls as it
+    goes: it must see the run waiting again)."""
+    deadline = time.monotonic() + 30
+    while "PENDING" not in slurm.run("squeue", "-h", "-o", "%T"):
+        assert ex.poll(handle).running and time.monotonic() < deadline
+        time.sleep(0.2)
+    assert ex.poll(handle).running
+
+
+def test_a_run_requeued_after_it_ran_is_cancelled_past_the_pending_limit(
+    slurm: SlurmCluster, tmp_path: Path
+) -> None:
+    """Slurm keeps a requeued job PENDING (``BeginTime``: its requeue delay, 120 s here): its
+    wait counts from when it is seen waiting again, not from its submission."""
+    ex = executor(slurm, tmp_path / "state", pending_limit=5.0)  # Slurm starts it sooner
+    code = "import time; print('ready', flush=True); time.sleep(60)"
+    handle = ex.submit(launch("requeue-1", code, gpus=(GpuSlot(0, 3),)))
+    wait_text(ex, handle, "ready")
+    time.sleep(5.5)  # longer than the limit since the submission: must not count
+    job = _requeue(slurm)
+    _wait_pending(ex, handle, slurm)
+    status = wait(ex, handle)
+    assert status.outcome is Outcome.FAILED and status.exit_code is None
+    assert f"Slurm kept job {job} PENDING (BeginTime) 5 s after it was first seen PENDING " in (
+        status.message or ""
+    )
+    assert "again after it ran (requeued)" in (status.message or "")
+    assert slurm.run("squeue", "-h", "-o", "%i") == ""  # cancelled
+
+
+def test_a_run_requeued_and_started_again_ends_with_its_new_runs_exit(
+    slurm: SlurmCluster, tmp_path: Path
+) -> None:
+    """The first run is killed by the requeue (exit 143 recorded by its node), the second
+    exits 4: the run ends with 4, not with the first run's exit."""
+    ex = executor(slurm, tmp_path / "state", pending_limit=None)
+    marker = tmp_path / "ran-once"
+    code = (
+        f"import os, sys, time; first = not os.path.exists({str(marker)!r}); "
+        f"open({str(marker)!r}, 'a').close(); print('ready', flush=True); "
+        "time.sleep(60 if first else 0); sys.exit(0 if first else 4)"
+    )
+    handle = ex.submit(launch("requeue-2", code, gpus=(GpuSlot(0, 3),)))
+    wait_text(ex, handle, "ready")
+    job = _requeue(slurm)
+    _wait_pending(ex, handle, slurm)
+    slurm.run("scontrol", "update", f"JobId={job}", "StartTime=now")  # no requeue delay
+    status = wait(ex, handle)
+    assert (status.outcome, status.exit_code) == (Outcome.FAILED, 4), status
+    log = ex.logs(handle)[0].decode()
+    assert log.count("ready") == 2 and "DUE TO JOB REQUEUE" in log
