@@ -77,23 +77,32 @@ class NodeRun:
         """When the command's group is due its SIGKILL (``time.monotonic``)."""
         self._mark = secrets.token_hex(8)
         """The run's mark, in the environment of each of its processes (:meth:`_kill_all`)."""
-        with open(self._log_path, "ab") as log:
-            try:
-                self._proc: subprocess.Popen[bytes] | None = subprocess.Popen(
-                    [sys.executable, "-I", str(GUARD), str(os.getpid()), *command],
-                    stdin=subprocess.DEVNULL,
-                    stdout=log,
-                    stderr=subprocess.STDOUT,
-                    env={**env, RUN_MARK: self._mark},
-                    cwd=workdir,
-                    start_new_session=True,
-                    close_fds=True,
-                )
-            except OSError as exc:
-                self._proc = None
-                self._error = f"cannot start {command[0]!r}: {exc}"
-                self.finished_at = time.time()
-                log.write(f"danlu: {self._error}\n".encode())
+        self._proc: subprocess.Popen[bytes] | None = None
+        self._log_fd: int | None = None
+        """The output file, open for as long as the run is kept: its output is read through
+        it, never again by its path, which the command can replace (a link to another
+        file of the node's user, a removed file) while it runs."""
+        opened = supervise.open_regular(self._log_path, os.O_RDWR | os.O_CREAT | os.O_APPEND)
+        if isinstance(opened, str):  # a named log_dir another run left a link in
+            self._error = f"cannot keep the output in {self._log_path}: it {opened}"
+            self.finished_at = time.time()
+            return
+        self._log_fd = opened
+        try:
+            self._proc = subprocess.Popen(
+                [sys.executable, "-I", str(GUARD), str(os.getpid()), *command],
+                stdin=subprocess.DEVNULL,
+                stdout=opened,
+                stderr=subprocess.STDOUT,
+                env={**env, RUN_MARK: self._mark},
+                cwd=workdir,
+                start_new_session=True,
+                close_fds=True,
+            )
+        except OSError as exc:
+            self._error = f"cannot start {command[0]!r}: {exc}"
+            self.finished_at = time.time()
+            os.write(opened, f"danlu: {self._error}\n".encode())
         if self._proc is not None:
             threading.Thread(target=self._wait, args=(self._proc,), daemon=True).start()
 
@@ -190,6 +199,9 @@ class NodeRun:
         self.stop("ended", 0.0)
         with self._lock:
             self._kill_all()
+            if self._log_fd is not None:
+                os.close(self._log_fd)
+                self._log_fd = None
             if self._temp_dir is not None:
                 shutil.rmtree(self._temp_dir, ignore_errors=True)
                 self._temp_dir = None
@@ -223,8 +235,10 @@ class NodeRun:
         kill_marked(self._mark)
 
     def _size(self, default: int) -> int:
+        if self._log_fd is None:
+            return default
         try:
-            return self._log_path.stat().st_size
+            return os.fstat(self._log_fd).st_size
         except OSError:
             return default
 
@@ -232,13 +246,13 @@ class NodeRun:
         """At most :data:`CHUNK` bytes of the output from ``offset``, up to the end of its
         last whole line; all that is left once the command has exited (``final``), its last
         line with or without a newline. A line longer than :data:`CHUNK` comes in pieces."""
+        if self._log_fd is None:
+            return b""
         try:
-            with open(self._log_path, "rb") as f:
-                f.seek(offset)
-                data = f.read(CHUNK)
-                at_end = not f.read(1)
+            read = os.pread(self._log_fd, CHUNK + 1, offset)
         except OSError:
             return b""
+        data, at_end = read[:CHUNK], len(read) <= CHUNK
         if not data or (final and at_end):
             return data
         cut = data.rfind(b"\n")
