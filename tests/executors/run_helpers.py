@@ -9,6 +9,7 @@ import time
 from typing import Any
 
 from danlu.executors import ExecStatus, Executor, Handle, JobLaunch
+from danlu.executors.ray_actor import NodeRun
 
 PY = sys.executable
 
@@ -82,3 +83,18 @@ def launch(job_id: str, code: str, **kwargs: Any) -> JobLaunch:
 def envs(log: str) -> list[dict[str, str]]:
     """The environments the ``ENV_DUMP`` lines of ``log`` print."""
     return [json.loads(line[4:]) for line in log.splitlines() if line.startswith("ENV ")]
+
+
+def until_exit(run: NodeRun, timeout: float = 15) -> dict[str, Any]:
+    """A Ray node run's last status once its command has exited and all its output was
+    handed out, with ``output`` all of it (asked from where each answer left off)."""
+    deadline = time.monotonic() + timeout
+    out, offset = b"", 0
+    while time.monotonic() < deadline:
+        status = run.status(offset)
+        out += status["output"]
+        offset = status["offset"]
+        if status["exit_code"] is not None and not status["more"]:
+            return {**status, "output": out}
+        time.sleep(0.05)
+    raise AssertionError("still running")

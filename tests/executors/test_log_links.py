@@ -219,20 +219,25 @@ def test_a_heartbeat_linked_to_a_busy_file_does_not_keep_a_run_alive(tmp_path: P
     assert last_alive(run_dir, log, 1_000.0, 10_000.0, False) == 1_500.0
 
 
+@pytest.mark.parametrize("hard", [False, True], ids=["symbolic", "hard"])
 def test_ray_output_is_not_appended_through_a_link(
-    tmp_path: Path, caplog: pytest.LogCaptureFixture
+    tmp_path: Path, caplog: pytest.LogCaptureFixture, hard: bool
 ) -> None:
     """The Ray executor appends its actors' output to the job's log at each poll."""
     other = tmp_path / "other.log"
     other.write_bytes(SECRET)
     log = tmp_path / "mine.log"
-    log.symlink_to(other)
+    if hard:
+        os.link(other, log)
+    else:
+        log.symlink_to(other)
     answer = {"output": b"mine\n", "exit_code": None, "more": False}
     with caplog.at_level(logging.WARNING, logger=ray_output.__name__):
         appended = ray_output.append_output(str(log), [answer], None)
     assert appended.taken == frozenset({0})  # dropped, not handed out again
     assert other.read_bytes() == SECRET
-    assert any(str(log) in r.getMessage() for r in caplog.records)
+    why = HARD_LINK if hard else "is a symbolic link"
+    assert any(str(log) in r.getMessage() and why in r.getMessage() for r in caplog.records)
     regular = tmp_path / "regular.log"
     ray_output.append_output(str(regular), [answer], None)
     assert regular.read_bytes() == b"mine\n"
@@ -387,18 +392,3 @@ def test_a_heartbeat_hard_linked_to_a_busy_file_does_not_keep_a_run_alive(
     os.link(busy, log)
     os.link(busy, run_dir / supervise.HEARTBEAT)
     assert last_alive(run_dir, log, 1_000.0, 10_000.0, False, [1_200.0]) == 1_200.0
-
-
-def test_ray_output_is_not_appended_through_a_hard_link(
-    tmp_path: Path, caplog: pytest.LogCaptureFixture
-) -> None:
-    other = tmp_path / "other.log"
-    other.write_bytes(SECRET)
-    log = tmp_path / "mine.log"
-    os.link(other, log)
-    answer = {"output": b"mine\n", "exit_code": None, "more": False}
-    with caplog.at_level(logging.WARNING, logger=ray_output.__name__):
-        appended = ray_output.append_output(str(log), [answer], None)
-    assert appended.taken == frozenset({0})
-    assert other.read_bytes() == SECRET
-    assert any(str(log) in r.getMessage() and HARD_LINK in r.getMessage() for r in caplog.records)

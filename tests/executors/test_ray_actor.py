@@ -12,7 +12,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from run_helpers import SHELL_CHECKPOINT
+from run_helpers import SHELL_CHECKPOINT, until_exit
 
 from danlu.executors import InvalidLaunchError, ray_actor
 from danlu.executors.ray_actor import GUARD, NodeRun
@@ -22,19 +22,6 @@ pytestmark = pytest.mark.xdist_group("ray")
 
 PY = sys.executable
 ENV = {"PATH": os.environ.get("PATH", "/usr/bin:/bin")}
-
-
-def _until_exit(run: NodeRun, timeout: float = 15) -> dict[str, Any]:
-    deadline = time.monotonic() + timeout
-    out, offset = b"", 0
-    while time.monotonic() < deadline:
-        status = run.status(offset)
-        out += status["output"]
-        offset = status["offset"]
-        if status["exit_code"] is not None and not status["more"]:
-            return {**status, "output": out}
-        time.sleep(0.05)
-    raise AssertionError("still running")
 
 
 def test_output_comes_in_whole_lines(tmp_path: Path) -> None:
@@ -51,7 +38,7 @@ def test_output_comes_in_whole_lines(tmp_path: Path) -> None:
         time.sleep(0.05)
     assert first["output"] == b"one\n" and first["offset"] == 4  # not the half line after
     assert run.status(0)["output"].startswith(b"one\n")  # asked again: handed out again
-    done = _until_exit(run)
+    done = until_exit(run)
     assert done["output"] == b"one\ntwo\nend" and done["exit_code"] == 0
 
 
@@ -64,7 +51,7 @@ def test_an_exited_commands_output_is_cut_at_line_ends_while_more_follows(
     monkeypatch.setattr(ray_actor, "CHUNK", 8)
     code = "import sys; print('one two'); print('three'); sys.stdout.write('a long end')"
     run = NodeRun([PY, "-c", code], ENV, log_dir=str(tmp_path))
-    _until_exit(run)
+    until_exit(run)
     pieces, offset, more = [], 0, True
     while more:
         status = run.status(offset)
@@ -84,12 +71,12 @@ def test_stop_terms_then_kills(tmp_path: Path) -> None:
         time.sleep(0.05)
     t0 = time.monotonic()
     run.stop("preempt", 0.5)
-    done = _until_exit(run)
+    done = until_exit(run)
     assert done["exit_code"] == 137 and done["stop"] == "preempt"
     assert time.monotonic() - t0 >= 0.4
     polite = NodeRun([PY, "-c", "import time; time.sleep(60)"], ENV, log_dir=str(tmp_path / "b"))
     polite.stop("cancel", 10)
-    assert _until_exit(polite)["exit_code"] == 128 + 15
+    assert until_exit(polite)["exit_code"] == 128 + 15
 
 
 def test_a_later_stop_that_ends_sooner_brings_the_kill_forward(tmp_path: Path) -> None:
@@ -115,7 +102,7 @@ def test_a_later_stop_that_ends_sooner_brings_the_kill_forward(tmp_path: Path) -
             assert time.monotonic() < deadline
             time.sleep(0.02)
         run.stop(*then)
-        done = _until_exit(run, timeout=10)
+        done = until_exit(run, timeout=10)
         assert (done["exit_code"], done["stop"]) == (137, then[0])
 
 
@@ -133,7 +120,7 @@ def test_a_shell_wrappers_program_gets_the_grace_to_checkpoint(tmp_path: Path) -
         time.sleep(0.05)
     program = int(pid_file.read_text())
     run.stop("preempt", 60.0)
-    done = _until_exit(run, timeout=60)
+    done = until_exit(run, timeout=60)
     assert saved.exists(), "the program was killed in the middle of its checkpoint"
     assert done["stop"] == "preempt" and done["exit_code"] == 128 + 15  # the shell's
     deadline = time.monotonic() + 5
@@ -150,7 +137,7 @@ def test_what_the_command_left_in_its_process_group_is_killed_when_it_exits(
     pid_file = tmp_path / "left.pid"
     script = f"sleep 30 & echo $! > {shlex.quote(str(pid_file))}"
     run = NodeRun(["/bin/sh", "-c", script], ENV, log_dir=str(tmp_path / "log"))
-    assert _until_exit(run)["exit_code"] == 0
+    assert until_exit(run)["exit_code"] == 0
     run.stop("ended", 0.0)
     left = int(pid_file.read_text())
     deadline = time.monotonic() + 5
@@ -202,7 +189,7 @@ def test_close_removes_the_folder_it_made_and_ends_the_group(tmp_path: Path) -> 
     temp = NodeRun([PY, "-c", code], ENV)
     folder = temp._log_path.parent
     assert folder.name.startswith("danlu-run-") and folder.is_dir()
-    assert _until_exit(temp)["output"] == b"done\n"
+    assert until_exit(temp)["output"] == b"done\n"
     temp.close()
     assert not folder.exists()
     child = int(pid_file.read_text())
@@ -213,11 +200,11 @@ def test_close_removes_the_folder_it_made_and_ends_the_group(tmp_path: Path) -> 
     running = NodeRun([PY, "-c", "import time; time.sleep(60)"], ENV)
     running_folder = running._log_path.parent
     running.close()
-    assert _until_exit(running)["exit_code"] == 128 + 9
+    assert until_exit(running)["exit_code"] == 128 + 9
     assert not running_folder.exists()
     named = tmp_path / "named"
     kept = NodeRun([PY, "-c", "print('x')"], ENV, log_dir=str(named))
-    _until_exit(kept)
+    until_exit(kept)
     kept.close()
     assert (named / "output.log").read_bytes() == b"x\n"
 
@@ -251,7 +238,7 @@ def test_an_endless_grace_keeps_the_sigkill_timer_alive(tmp_path: Path) -> None:
         killer.join(timeout=0.5)
         assert killer.is_alive(), "the SIGKILL timer's thread died"
         run.stop("cancel", 0.1)
-        assert _until_exit(run)["exit_code"] == 137
+        assert until_exit(run)["exit_code"] == 137
     finally:
         run.close()
 

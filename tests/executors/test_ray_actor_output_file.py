@@ -8,11 +8,10 @@ from __future__ import annotations
 import os
 import sys
 import tempfile
-import time
 from pathlib import Path
-from typing import Any
 
 import pytest
+from run_helpers import until_exit
 
 from danlu.executors.ray_actor import NodeRun
 
@@ -21,19 +20,6 @@ pytestmark = pytest.mark.xdist_group("ray")
 
 PY = sys.executable
 ENV = {"PATH": os.environ.get("PATH", "/usr/bin:/bin")}
-
-
-def _until_exit(run: NodeRun, timeout: float = 15) -> dict[str, Any]:
-    deadline = time.monotonic() + timeout
-    out, offset = b"", 0
-    while time.monotonic() < deadline:
-        status = run.status(offset)
-        out += status["output"]
-        offset = status["offset"]
-        if status["exit_code"] is not None and not status["more"]:
-            return {**status, "output": out}
-        time.sleep(0.05)
-    raise AssertionError("still running")
 
 
 def _replacing(output: Path, secret: Path | None) -> str:
@@ -53,7 +39,7 @@ def test_the_output_survives_the_command_replacing_its_file(tmp_path: Path, link
     logs = tmp_path / "logs"
     code = _replacing(logs / "output.log", secret if link else None)
     run = NodeRun([PY, "-c", code], ENV, log_dir=str(logs))
-    done = _until_exit(run)
+    done = until_exit(run)
     assert done["exit_code"] == 0
     assert done["output"] == b"before\nafter\n"
     run.close()
@@ -73,7 +59,7 @@ def test_a_temporary_folders_output_is_read_until_close(
     )
     run = NodeRun([PY, "-c", code], ENV)
     assert len(list(tmp_path.glob("danlu-run-*"))) == 1
-    done = _until_exit(run)
+    done = until_exit(run)
     assert done["output"] == b"before\nafter 1\n"
     run.close()
     assert list(tmp_path.glob("danlu-run-*")) == []
