@@ -18,6 +18,7 @@ from danlu.devices.health import GpuFault
 from danlu.devices.inventory import inventory_from_cluster
 from danlu.executors import FakeExecutor, FakeWorld, Outcome
 from danlu.sched.registry import make_policy
+from danlu.server import health as server_health
 from danlu.server.db import Database
 from danlu.server.health import HealthLoop
 from danlu.server.metrics import ServerMetrics
@@ -266,3 +267,33 @@ def test_the_drain_setting_is_read_from_the_environment(
     monkeypatch.setenv("DANLU_HEALTH_DRAIN", "maybe")
     with pytest.raises(ConfigError, match="DANLU_HEALTH_DRAIN=true"):
         load_settings(home=tmp_path)
+
+
+class _ClosedRefuses(_Scripted):
+    """A health check that refuses to check once closed, as NVML's does."""
+
+    def check(self) -> list[GpuFault]:
+        if self.closed:
+            raise AssertionError("checked after close")
+        return super().check()
+
+
+def test_a_stopped_loop_blames_without_checking_its_closed_check(
+    db: Database, caplog: pytest.LogCaptureFixture, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A run failing while the server shuts down: the loop's check is closed, and a pass
+    would start NVML again (now refused by the check: a logged traceback). The closures
+    written before still count."""
+    with db.session() as s:
+        user_and_nodes(s, (A,), NOW)
+    monkeypatch.setattr(server_health, "BLAME_PASS_SECONDS", 0.0)  # a pass due at each blame
+    check = _ClosedRefuses()
+    health = HealthLoop(db, check)
+    check.next = [GpuFault(("a", 0), "Xid 79 (GPU fell off the bus)")]
+    health.run_once(now=NOW)
+    health.stop()
+    assert check.closed
+    with caplog.at_level("WARNING"):
+        blamed = health.blame({("a", 0)}, NOW, now=NOW + 5)
+    assert blamed == "GPU 0 on a (Xid 79 (GPU fell off the bus))"
+    assert "checked after close" not in caplog.text

@@ -25,7 +25,13 @@ from typing import Any, Protocol
 from danlu.devices.errors import DeviceError
 from danlu.devices.inventory import GpuKey, Inventory
 from danlu.devices.metrics import synthetic_power
-from danlu.devices.nvml import MAX_PLAUSIBLE_WATTS, load_nvml, nvml_number, nvml_watts
+from danlu.devices.nvml import (
+    MAX_PLAUSIBLE_WATTS,
+    device_handle,
+    load_nvml,
+    nvml_number,
+    nvml_watts,
+)
 
 
 class EnergyMeter(Protocol):
@@ -96,33 +102,38 @@ class NvmlEnergyMeter:
 
     def __init__(self, inventory: Inventory, nvml: ModuleType | Any | None = None) -> None:
         self.gpus: dict[GpuKey, int] = inventory.devices()
+        self._uuids: dict[GpuKey, str] = inventory.uuids()
+        """Each GPU's UUID: the GPU is read wherever NVML's index of it is now."""
         self._module = nvml
         self._lib: Any = None
         self._first: dict[GpuKey, float] = {}
         """Each counted GPU's counter at the first reading (joules)."""
         self._counted: dict[GpuKey, float] = {}
         """Each counted GPU's last reading (joules since the first)."""
+        self._counted_at: dict[GpuKey, float] = {}
+        """When each counted GPU's counter last answered (the start of the interval its
+        next rise covers)."""
         self._integrator = _Integrator()
         """Totals of the GPUs without a counter, from their power draw."""
         self._closed = False
 
-    def _counter(self, device: int) -> float | None:
+    def _counter(self, key: GpuKey) -> float | None:
         """The device's total-energy counter in joules, or None where it has none (or
         answers with no valid reading: NaN, infinite or negative would poison the total
         for good, so such a reading counts as a failed one)."""
         try:
-            handle = self._lib.nvmlDeviceGetHandleByIndex(device)
+            handle = device_handle(self._lib, self.gpus[key], self._uuids.get(key))
             millijoules = nvml_number(self._lib.nvmlDeviceGetTotalEnergyConsumption(handle))
         except Exception:  # pre-Volta GPUs and some drivers: "Not Supported"
             return None
         return None if millijoules is None else millijoules / 1000.0
 
-    def _power(self, device: int) -> float:
+    def _power(self, key: GpuKey) -> float:
         """The device's power draw in watts (0 where NVML cannot read it, or answers with
         no valid reading: one above :data:`MAX_PLAUSIBLE_WATTS` would be charged as megawatts
         for the whole interval)."""
         try:
-            handle = self._lib.nvmlDeviceGetHandleByIndex(device)
+            handle = device_handle(self._lib, self.gpus[key], self._uuids.get(key))
             watts = nvml_watts(self._lib.nvmlDeviceGetPowerUsage(handle))
         except Exception:  # a GPU that reports neither is metered as using nothing
             return 0.0
@@ -134,7 +145,9 @@ class NvmlEnergyMeter:
         answers only after it was metered by power goes on from its integrated total (this
         reading's interval by power too), so that no total ever falls. A counter that rose
         faster than :data:`MAX_PLAUSIBLE_WATTS` since the last reading is a glitch: the
-        interval counts nothing and the total goes on from the new counter value.
+        interval counts nothing and the total goes on from the new counter value. (A
+        counter that failed for some readings rises over all the time since it last
+        answered, and is held to the ceiling of that time.)
 
         Raises :class:`DeviceError` once the meter is closed (it would start NVML again,
         never to be shut down)."""
@@ -142,7 +155,6 @@ class NvmlEnergyMeter:
             raise DeviceError("this energy meter is closed; make a new one with energy_meter()")
         _check_time(t)
         last = self._integrator.last
-        ceiling = MAX_PLAUSIBLE_WATTS * (0.0 if last is None else max(0.0, t - last))
         if self._lib is None:
             self._lib = load_nvml(self._module)
         counted: dict[GpuKey, float] = {}
@@ -150,26 +162,30 @@ class NvmlEnergyMeter:
         # the GPUs whose counter answers for the first time after they were metered by
         # power, with their counter now (joules)
         switched: dict[GpuKey, float] = {}
-        for key, device in self.gpus.items():
-            joules = self._counter(device)
+        for key in self.gpus:
+            joules = self._counter(key)
             if joules is None:
                 if key in self._first:  # a counter that failed this once: no change
                     counted[key] = self._counted[key]
                 else:
-                    watts[key] = self._power(device)
+                    watts[key] = self._power(key)
             elif key in self._first or key not in self._integrator.totals:
                 first = self._first.setdefault(key, joules)
                 rise = joules - first - self._counted.get(key, 0.0)
+                since = self._counted_at.get(key, last)
+                ceiling = MAX_PLAUSIBLE_WATTS * (0.0 if since is None else max(0.0, t - since))
                 if rise < 0.0 or rise > ceiling:  # the driver reloaded, or a glitch
                     first = self._first[key] = joules - self._counted.get(key, 0.0)
                 counted[key] = self._counted[key] = joules - first
+                self._counted_at[key] = t if since is None else max(since, t)
             else:
                 switched[key] = joules
-                watts[key] = self._power(device)
+                watts[key] = self._power(key)
         totals = self._integrator.add(t, watts)
         for key, joules in switched.items():
             self._first[key] = joules - totals[key]
             counted[key] = self._counted[key] = totals[key]
+            self._counted_at[key] = t if last is None else max(last, t)
         return totals | counted
 
     def close(self) -> None:

@@ -6,6 +6,8 @@ the reason (a per-GPU cordon: the node's other GPUs take work as before). The fa
 each only where the GPU and its driver report it (a check they do not support is skipped):
 
 - the GPU is lost: NVML answers ``GPU_IS_LOST`` for it (it fell off the bus, Xid 79);
+- the GPU needs a reset: NVML answers ``RESET_REQUIRED`` for it;
+- NVML cannot reach the GPU at all (no handle for its index, e.g. it left the driver);
 - row remapping failed, or a remapping waits for a GPU reset (Ampere and later);
 - retired pages wait for a GPU reset (before Ampere);
 - uncorrectable ECC errors since the driver loaded (NVML's volatile count);
@@ -29,7 +31,7 @@ from typing import Any, Final, Protocol
 
 from danlu.devices.errors import DeviceError
 from danlu.devices.inventory import GpuKey, Inventory
-from danlu.devices.nvml import load_nvml, nvml_count
+from danlu.devices.nvml import device_handle, load_nvml, nvml_count
 
 log = logging.getLogger(__name__)
 
@@ -54,6 +56,8 @@ XID_MEANINGS: Final = {
 
 _GPU_IS_LOST: Final = 15
 """``NVML_ERROR_GPU_IS_LOST``."""
+_RESET_REQUIRED: Final = 16
+"""``NVML_ERROR_RESET_REQUIRED``: the GPU cannot be used until it is reset."""
 _XID_CRITICAL: Final = 8
 """``nvmlEventTypeXidCriticalError``."""
 _EVENTS_PER_CHECK: Final = 1000
@@ -80,13 +84,28 @@ class HealthCheck(Protocol):
         ...
 
 
-class _Lost(DeviceError):
-    """NVML answered ``GPU_IS_LOST`` (raised and caught within this module)."""
+class _Unusable(DeviceError):
+    """NVML answered that the GPU cannot be used at all (``GPU_IS_LOST``,
+    ``RESET_REQUIRED``): the message is the fault's reason (raised and caught within this
+    module)."""
+
+
+_LOST_REASON: Final = "GPU is lost (fell off the bus): reset or reboot"
+_RESET_REASON: Final = "GPU needs a reset (NVML answers RESET_REQUIRED): reset it or reboot"
 
 
 def _error_value(exc: BaseException) -> int | None:
     value = getattr(exc, "value", None)
     return value if isinstance(value, int) else None
+
+
+def _raise_unusable(exc: BaseException) -> None:
+    """Raise :class:`_Unusable` where NVML's error ``exc`` says the GPU cannot be used."""
+    value = _error_value(exc)
+    if value == _GPU_IS_LOST:
+        raise _Unusable(_LOST_REASON) from None
+    if value == _RESET_REQUIRED:
+        raise _Unusable(_RESET_REASON) from None
 
 
 def _rows(value: object) -> tuple[int, int, int] | None:
@@ -108,11 +127,14 @@ class NvmlHealthCheck:
 
     def __init__(self, inventory: Inventory, nvml: ModuleType | Any | None = None) -> None:
         self.gpus: dict[GpuKey, int] = inventory.devices()
+        self._uuids: dict[GpuKey, str] = inventory.uuids()
+        """Each GPU's UUID: the GPU is checked wherever NVML's index of it is now."""
         self._by_device = {device: key for key, device in self.gpus.items()}
         self._module = nvml
         self._lib: Any = None
         self._events: Any = None
         """NVML's event set for Xid events (None: none registered)."""
+        self._closed = False
 
     def _start(self) -> None:
         self._lib = load_nvml(self._module)
@@ -136,20 +158,22 @@ class NvmlHealthCheck:
                 lib.nvmlEventSetFree(events)
 
     def _read(self, call: Any, *args: Any) -> Any:
-        """``call(*args)``; :class:`_Lost` for a lost GPU, None where it is not supported
-        (or fails otherwise: a check that cannot be read finds nothing)."""
+        """``call(*args)``; :class:`_Unusable` for a lost GPU or one that needs a reset,
+        None where it is not supported (or fails otherwise: a check that cannot be read
+        finds nothing)."""
         try:
             return call(*args)
         except Exception as exc:
-            if _error_value(exc) == _GPU_IS_LOST:
-                raise _Lost from None
+            _raise_unusable(exc)
             return None
 
-    def _state_faults(self, device: int) -> list[str]:
+    def _state_faults(self, key: GpuKey) -> list[str]:
         lib = self._lib
-        handle = self._read(lib.nvmlDeviceGetHandleByIndex, device)
-        if handle is None:
-            return []
+        try:
+            handle = device_handle(lib, self.gpus[key], self._uuids.get(key))
+        except Exception as exc:  # a GPU NVML cannot reach is not a healthy one
+            _raise_unusable(exc)
+            return [f"NVML cannot reach the GPU ({exc}): reset it or reboot"]
         found: list[str] = []
         rows = _rows(self._read(lib.nvmlDeviceGetRemappedRows, handle))
         if rows is not None:
@@ -204,19 +228,24 @@ class NvmlHealthCheck:
         return found
 
     def check(self) -> list[GpuFault]:
+        """The faults found now. Raises :class:`DeviceError` once the check is closed (it
+        would start NVML again, never to be shut down)."""
+        if self._closed:
+            raise DeviceError("this health check is closed; make a new one with health_check()")
         if self._lib is None:
             self._start()
         faults: list[GpuFault] = []
-        for key, device in self.gpus.items():
+        for key in self.gpus:
             try:
-                faults += [GpuFault(key, reason) for reason in self._state_faults(device)]
-            except _Lost:
-                faults.append(GpuFault(key, "GPU is lost (fell off the bus): reset or reboot"))
+                faults += [GpuFault(key, reason) for reason in self._state_faults(key)]
+            except _Unusable as unusable:
+                faults.append(GpuFault(key, str(unusable)))
         if self._events is not None:
             faults += self._xid_faults()
         return faults
 
     def close(self) -> None:
+        self._closed = True
         if self._lib is not None:
             if self._events is not None:
                 with contextlib.suppress(Exception):

@@ -83,6 +83,14 @@ class Inventory:
             for position, gpu in enumerate(node.gpus)
         }
 
+    def uuids(self) -> dict[GpuKey, str]:
+        """``(node name, position)`` -> the GPU's UUID, for every GPU."""
+        return {
+            (node.name, position): gpu.uuid
+            for node in self.nodes
+            for position, gpu in enumerate(node.gpus)
+        }
+
     @property
     def gpus(self) -> tuple[GpuInfo, ...]:
         """Every GPU, node by node."""

@@ -131,7 +131,7 @@ def sample_metrics(
         for node in inventory.nodes:
             for gpu in node.gpus:
                 try:
-                    read = read_gpu(lib, gpu.index)
+                    read = read_gpu(lib, gpu.index, gpu.uuid)
                 except Exception as exc:  # this GPU only: the others' series go on
                     log.warning(
                         "metrics: GPU %d of %s cannot be read (%s)", gpu.index, node.hostname, exc

@@ -126,10 +126,37 @@ def type_from_name(name: str, memory: int) -> GpuType:
     return gpu_type_from_device(unnamed_gpu(memory) if _blank(name) else name, memory)
 
 
-def read_gpu(nvml: Any, index: int) -> GpuInfo:
-    """One GPU's identity, memory, utilisation, temperature and power from NVML. A name that
-    reads empty keeps its GPU (it is readable, and usable), named :func:`unnamed_gpu`."""
-    handle = nvml.nvmlDeviceGetHandleByIndex(index)
+def device_handle(nvml: Any, index: int, uuid: str | None = None) -> Any:
+    """NVML's handle of the GPU discovered at ``index`` with ``uuid``: the handle at that
+    index while the GPU there is still that one (or its UUID cannot be read), else the
+    handle NVML finds by the UUID, since NVML's indices shift when a GPU leaves the driver
+    (the GPU now at the index is another one). Raises NVML's error where neither finds it:
+    the index's error where the index has none, the UUID's where another GPU took it."""
+    try:
+        handle = nvml.nvmlDeviceGetHandleByIndex(index)
+    except Exception:
+        if uuid is None:
+            raise
+        try:
+            return nvml.nvmlDeviceGetHandleByUUID(uuid)
+        except Exception:  # not found by its UUID either: the index's error says why
+            pass
+        raise
+    if uuid is None:
+        return handle
+    try:
+        there = _text(nvml.nvmlDeviceGetUUID(handle))
+    except Exception:  # no UUID to compare: the index is all there is to go by
+        return handle
+    return handle if there == uuid else nvml.nvmlDeviceGetHandleByUUID(uuid)
+
+
+def read_gpu(nvml: Any, index: int, uuid: str | None = None) -> GpuInfo:
+    """One GPU's identity, memory, utilisation, temperature and power from NVML: the GPU at
+    ``index``, or, given the ``uuid`` it was discovered with, that GPU wherever NVML's index
+    of it is now (:func:`device_handle`; the GpuInfo keeps ``index``). A name that reads
+    empty keeps its GPU (it is readable, and usable), named :func:`unnamed_gpu`."""
+    handle = device_handle(nvml, index, uuid)
     name = _text(nvml.nvmlDeviceGetName(handle))
     total, used = _memory(nvml.nvmlDeviceGetMemoryInfo(handle))
     if _blank(name):
@@ -159,15 +186,28 @@ def read_gpu(nvml: Any, index: int) -> GpuInfo:
     )
 
 
+def mig_enabled(nvml: Any, index: int) -> bool:
+    """Whether the GPU at ``index`` runs in MIG mode (its current mode; False where NVML
+    cannot say: GPUs before Ampere, drivers without MIG)."""
+    try:
+        mode = nvml.nvmlDeviceGetMigMode(nvml.nvmlDeviceGetHandleByIndex(index))
+        current = mode[0]
+    except Exception:  # no MIG on this GPU or driver
+        return False
+    return nvml_count(current) == getattr(nvml, "NVML_DEVICE_MIG_ENABLE", 1)
+
+
 def discover(nvml: ModuleType | Any | None = None, hostname: str | None = None) -> Inventory:
     """This host's GPUs from NVML, grouped into one node per GPU type (in device order).
 
     A GPU NVML cannot read (one that fell off the bus answers ``GPU_IS_LOST``) is left out
     of the inventory, with a warning logged: the GPUs NVML can read are served, and the one
     left out is taken back by a restart once it is mended. A GPU whose name reads empty is
-    served, named :func:`unnamed_gpu`, with a warning logged. Raises
+    served, named :func:`unnamed_gpu`, with a warning logged. A GPU in MIG mode is left out,
+    with a warning logged: a job given its index sees one MIG instance of it (a fraction of
+    its memory), not the whole GPU the scheduler would count. Raises
     :class:`DeviceUnavailableError` (with the fix) when NVML is missing, cannot count the
-    GPUs, finds none, or can read none of them."""
+    GPUs, finds none, or can read (or serve) none of them."""
     lib = load_nvml(nvml)
     host = hostname or socket.gethostname()
     gpus: list[GpuInfo] = []
@@ -198,6 +238,16 @@ def discover(nvml: ModuleType | Any | None = None, hostname: str | None = None) 
                 )
                 unreadable.append(f"GPU {index}: {exc}")
                 continue
+            if mig_enabled(lib, index):
+                log.warning(
+                    "GPU %d is in MIG mode: it is left out of the inventory (a job would see "
+                    "one MIG instance, not the whole GPU); disable MIG (nvidia-smi -i %d "
+                    "-mig 0, then reset the GPU), then restart danlu to use it",
+                    index,
+                    index,
+                )
+                unreadable.append(f"GPU {index}: in MIG mode")
+                continue
             if gpu.name == unnamed_gpu(gpu.memory_total):
                 log.warning(
                     "GPU %d's NVML name reads empty: it is served as GPU type %s; check "
@@ -211,7 +261,7 @@ def discover(nvml: ModuleType | Any | None = None, hostname: str | None = None) 
             lib.nvmlShutdown()
     if unreadable and not gpus:
         raise DeviceUnavailableError(
-            f"none of NVML's {len(unreadable)} GPUs can be read ({'; '.join(unreadable)}); "
+            f"none of NVML's {len(unreadable)} GPUs can be served ({'; '.join(unreadable)}); "
             f"{_NVML_HINT}"
         )
     if not gpus:

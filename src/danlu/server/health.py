@@ -205,6 +205,8 @@ class HealthLoop:
         self._gpu_lock = threading.Lock()
         """One GPU pass at a time: the loop's thread and the reconcile loop's blame."""
         self._last_gpu_pass: float | None = None
+        self._stopped = False
+        """Whether :meth:`stop` released the check (a closed check checks no more)."""
         """When the last GPU pass ended (``time.monotonic``)."""
         self._loop = PeriodicLoop(
             "danlu-health",
@@ -222,6 +224,7 @@ class HealthLoop:
     def stop(self, timeout: float = 30.0) -> None:
         """Stop the thread after its current pass and release the check."""
         self._loop.stop(timeout)
+        self._stopped = True
         if self.check is not None:
             self.check.close()
 
@@ -262,7 +265,9 @@ class HealthLoop:
             return None
         t = resolve_now(now)
         recent = self._last_gpu_pass
-        if recent is None or time.monotonic() - recent >= BLAME_PASS_SECONDS:
+        # none once stopped: the check is closed (a run failing while the server shuts down)
+        due = recent is None or time.monotonic() - recent >= BLAME_PASS_SECONDS
+        if due and not self._stopped:
             try:
                 for line in self._gpus(t):
                     log.warning("health: %s", line)
