@@ -13,6 +13,8 @@ from typing import Any
 import httpx
 
 from danlu.client.errors import NoServerError
+from danlu.core.errors import ConfigError
+from danlu.core.values import quoted
 
 API_PREFIX = "/api/v1"
 DEFAULT_HOME = Path("~/.danlu")
@@ -67,7 +69,7 @@ def _alive(pid: int) -> bool:
     """Whether process ``pid`` of this host exists (another user's counts)."""
     try:
         os.kill(pid, 0)
-    except ProcessLookupError:
+    except (ProcessLookupError, OverflowError):  # OverflowError: past any pid there can be
         return False
     except OSError:  # EPERM: another user's process
         return True
@@ -89,3 +91,45 @@ def same_server(a: str, b: str) -> bool:
         return (u.scheme, u.host.lower(), u.port or defaults.get(u.scheme), path)
 
     return key(x) == key(y)
+
+
+def shown_url(url: str) -> str:
+    """``url`` as an error message may show it: a user name and password before its host
+    (``http://bob:secret@host``) become ``***``."""
+    scheme, sep, rest = url.partition("://")
+    if not sep:
+        scheme, rest = "", url
+    if "@" in rest:  # to the last one: a '/', '?' or '#' left unencoded in a password
+        return f"{scheme}{sep}***@{rest.rpartition('@')[2]}"  # ends the authority early
+    return url
+
+
+def server_base(url: str) -> str:
+    """The base URL of the server at ``url`` (``http://H:P``, with or without the API prefix
+    and a trailing slash), without them; :class:`ConfigError` for one that is not
+    ``http(s)://host[:port][/path]``. A user name or password in it is refused: httpx would
+    send it as Basic auth in place of the API token, which then never reaches the server; a
+    query or fragment would move every request's path into it (``/?x`` + ``/api/v1/jobs``).
+    The messages never show the password."""
+    base = url.rstrip("/").removesuffix(API_PREFIX)
+    shown = quoted(shown_url(url))
+    if "@" in base:  # before httpx, whose errors may quote a piece of the password
+        raise ConfigError(_USERINFO.format(shown))
+    try:
+        parsed = httpx.URL(base)
+    except httpx.InvalidURL as exc:
+        raise ConfigError(f"the server URL {shown} is not a URL ({exc})") from None
+    if parsed.scheme not in ("http", "https") or not parsed.host:
+        raise ConfigError(
+            f"the server URL {shown} must be http(s)://host[:port], e.g. "
+            "http://127.0.0.1:8470 (--url, DANLU_URL)"
+        )
+    if parsed.userinfo or "?" in base or "#" in base:
+        raise ConfigError(_USERINFO.format(shown))
+    return base
+
+
+_USERINFO = (
+    "the server URL {} holds a user name, password, query or fragment; give "
+    "http(s)://host[:port] and the API token apart (--token, DANLU_TOKEN)"
+)

@@ -4,7 +4,8 @@
 ::
 
     DanluError
-    ├── ApiError                   an error answer of the server (status, type, field, message)
+    ├── ApiError                   an error answer of the server (status, type, field, message),
+    │                              or a redirect (3xx, type "redirect": not followed)
     │   ├── AuthError              401
     │   ├── PermissionDenied       403
     │   ├── NotFoundError          404 (also a LookupError)
@@ -23,7 +24,6 @@
 
 from __future__ import annotations
 
-import json
 from typing import Any
 
 import httpx
@@ -158,13 +158,26 @@ _BY_STATUS: dict[int, type[ApiError]] = {
 _UNSCHEDULABLE_TYPES = {"AdmissionError", "UnschedulableError"}
 
 
+def redirected(response: httpx.Response) -> str:
+    """What a 3xx ``response`` says: the server answered elsewhere (a proxy that moved it to
+    https, a URL of another path). Not followed: a POST redirected comes back a GET, and the
+    token would go to wherever it points."""
+    where = response.headers.get("Location")
+    to = f" to {where[:200]}" if where else ""
+    return (
+        f"the server answered {response.status_code} {response.reason_phrase}, redirecting"
+        f"{to}; not followed: give the danlu server's own URL (--url, DANLU_URL)"
+    )
+
+
 def error_from_response(response: httpx.Response) -> ApiError:
-    """The :class:`ApiError` subclass for an error ``response`` (body read already)."""
+    """The :class:`ApiError` subclass for an error ``response`` (body read already): a 3xx
+    (a redirect, not followed) is an :class:`ApiError` of ``type`` ``redirect``."""
     status = response.status_code
     kind, field, message = "http", None, ""
     try:
         body = response.json()
-    except (json.JSONDecodeError, UnicodeDecodeError, ValueError):
+    except (ValueError, RecursionError):  # not JSON; or nested deeper than Python parses
         body = None
     if isinstance(body, dict) and isinstance(body.get("error"), dict):
         error = body["error"]
@@ -174,7 +187,9 @@ def error_from_response(response: httpx.Response) -> ApiError:
     elif isinstance(body, dict) and "detail" in body:  # a plain FastAPI error
         detail = body["detail"]
         if isinstance(detail, list) and detail and isinstance(detail[0], dict):
-            loc = [str(p) for p in detail[0].get("loc", []) if p not in ("body", "query", "path")]
+            where = detail[0].get("loc")
+            where = where if isinstance(where, list) else []  # a loc of another shape: no field
+            loc = [str(p) for p in where if p not in ("body", "query", "path")]
             field = ".".join(loc) or None
             message = str(detail[0].get("msg", ""))
         else:
@@ -185,6 +200,8 @@ def error_from_response(response: httpx.Response) -> ApiError:
         method, path = response.request.method, response.request.url.path
     except RuntimeError:  # a response built without a request
         method, path = "", ""
+    if 300 <= status < 400:
+        return ApiError(status, "redirect", None, redirected(response), method, path)
     if status == 422 and kind in _UNSCHEDULABLE_TYPES:
         cls: type[ApiError] = UnschedulableRequestError
     elif status >= 500:

@@ -16,20 +16,19 @@ _SHAPE_NAMES: dict[type[Any], str] = {dict: "a JSON object", list: "a JSON array
 
 
 def json_body(response: httpx.Response) -> Any:
-    """The JSON body of ``response``; :class:`ServerError` when it is not JSON."""
+    """The JSON body of ``response``; :class:`ServerError` naming the request when it is not
+    JSON (or nested deeper than Python parses)."""
     try:
         return response.json()
-    except ValueError:
-        raise ServerError(
-            response.status_code, "http", None, f"not JSON: {response.text[:200]!r}"
-        ) from None
+    except (ValueError, RecursionError):
+        raise malformed(response, f"not JSON: {response.text[:200]!r}") from None
 
 
 def malformed(response: httpx.Response, what: str) -> ServerError:
     """:class:`ServerError` for a reply that is JSON but not what the API answers, naming
     the request (``GET /api/v1/jobs: ...``)."""
-    where = f"{response.request.method} {response.request.url.path}"
-    return ServerError(response.status_code, "http", None, f"{where}: {what}")
+    method, path = response.request.method, response.request.url.path
+    return ServerError(response.status_code, "http", None, f"{method} {path}: {what}", method, path)
 
 
 def of_shape(response: httpx.Response, value: Any, shape: type[Any]) -> Any:

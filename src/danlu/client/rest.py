@@ -16,7 +16,14 @@ from urllib.parse import quote
 
 import httpx
 
-from danlu.client.discovery import API_PREFIX, DEFAULT_HOME, find_server, same_server
+from danlu.client.discovery import (
+    API_PREFIX,
+    DEFAULT_HOME,
+    find_server,
+    same_server,
+    server_base,
+    shown_url,
+)
 from danlu.client.errors import (
     ApiError,
     InvalidRequestError,
@@ -30,7 +37,7 @@ from danlu.client.errors import (
 )
 from danlu.client.replies import header_count, malformed, records, shaped
 from danlu.client.waits import FINISHED_STATES as FINISHED_STATES
-from danlu.client.waits import wait_for
+from danlu.client.waits import check_limits, check_seconds, wait_for
 from danlu.core.errors import ConfigError, SpecError
 from danlu.core.paging import read_pages
 from danlu.core.spec import JobSpec
@@ -134,8 +141,11 @@ def _clean(params: Mapping[str, Any]) -> dict[str, Any]:
 
 class Client:
     """The REST client. ``url`` is the server's base URL (``http://127.0.0.1:8470``, with or
-    without ``/api/v1``); ``transport`` replaces the network (``httpx.MockTransport``,
-    ``httpx.ASGITransport`` for in-process tests)."""
+    without ``/api/v1``; with a user name, password, query or fragment a
+    :class:`ConfigError`, as are proxy or CA settings httpx cannot use); ``transport``
+    replaces the network (``httpx.MockTransport``, ``httpx.ASGITransport`` for in-process
+    tests). Limits no request or wait can keep are a :class:`SpecError`
+    (:func:`~danlu.client.waits.check_limits`)."""
 
     def __init__(
         self,
@@ -147,7 +157,7 @@ class Client:
         busy_retries: int = 5,
         reconnect_for: float = RECONNECT_FOR,
     ) -> None:
-        base = url.rstrip("/")
+        check_limits(timeout, busy_retries, reconnect_for)
         self.busy_retries = busy_retries
         """How many times a request answered 503 "busy" (the server's database was busy and
         changed nothing) is sent again, after the server's ``Retry-After`` (at most 5 s)."""
@@ -157,25 +167,21 @@ class Client:
         before it raises :class:`ServerUnavailable`."""
         self._answered = False
         """Whether the server has answered this client once (then losing it is a restart)."""
-        base = base.removesuffix(API_PREFIX)
-        self.url = base
         self.token = token
         headers = {"Accept": "application/json"}
         if token:
             _check_token(token)
             headers["Authorization"] = f"Bearer {token}"
-        try:
-            parsed = httpx.URL(base)
-        except httpx.InvalidURL as exc:
-            raise ConfigError(f"the server URL {quoted(url)} is not a URL ({exc})") from None
-        if parsed.scheme not in ("http", "https") or not parsed.host:
-            raise ConfigError(
-                f"the server URL {quoted(url)} must be http(s)://host[:port], e.g. "
-                "http://127.0.0.1:8470 (--url, DANLU_URL)"
+        self.url = base = server_base(url)
+        try:  # httpx reads the proxy and CA settings of the environment here
+            self._http = httpx.Client(
+                base_url=base + API_PREFIX, headers=headers, transport=transport, timeout=timeout
             )
-        self._http = httpx.Client(
-            base_url=base + API_PREFIX, headers=headers, transport=transport, timeout=timeout
-        )
+        except (httpx.InvalidURL, ValueError, OSError, ImportError) as exc:
+            raise ConfigError(
+                f"cannot reach servers with this environment's proxy or CA settings ({exc}): "
+                "check HTTP_PROXY, HTTPS_PROXY, ALL_PROXY, NO_PROXY, SSL_CERT_FILE, SSL_CERT_DIR"
+            ) from None
 
     @classmethod
     def from_home(
@@ -202,12 +208,13 @@ class Client:
                 if url is None:
                     raise
                 raise NoServerError(
-                    f"the server at {url} needs an API token: pass --token or set DANLU_TOKEN "
-                    f"({exc})"
+                    f"the server at {shown_url(url)} needs an API token: pass --token or set "
+                    f"DANLU_TOKEN ({exc})"
                 ) from None
             if token is None and url is not None and not same_server(url, found_url):
                 raise NoServerError(
-                    f"the server at {url} needs an API token: pass --token or set DANLU_TOKEN "
+                    f"the server at {shown_url(url)} needs an API token: pass --token or set "
+                    "DANLU_TOKEN "
                     f"(the token in {home or DEFAULT_HOME} is for {found_url}, another server)"
                 )
             url = url or found_url
@@ -235,7 +242,7 @@ class Client:
         return no_answer(exc, self.url, method, API_PREFIX + path, self._http.timeout.read)
 
     def request(self, method: str, path: str, **kwargs: Any) -> httpx.Response:
-        """Send one request; raise the mapped :class:`ApiError` on a 4xx/5xx answer. A
+        """Send one request; raise the mapped :class:`ApiError` on a 3xx/4xx/5xx answer. A
         ``json`` body JSON cannot hold (NaN, infinity, an object) is an
         :class:`InvalidRequestError` naming its field, and is not sent."""
         if kwargs.get("json") is not None:
@@ -247,7 +254,7 @@ class Client:
             except httpx.HTTPError as exc:
                 raise self._unavailable(exc, method, path) from None
             self._answered = True
-            if not response.is_error:
+            if response.status_code < 300:  # a 3xx is not followed: an ApiError
                 return response
             error = error_from_response(response)
             if attempt == self.busy_retries or not _busy(response, error):
@@ -568,9 +575,11 @@ class Client:
         follow is opened again from the last byte received (after ``reconnect_delay``
         seconds when that stream brought nothing); once the job has finished, what the
         stream may have missed is read with plain requests. Once the server has answered,
-        losing it (a control-plane restart) is retried every ``reconnect_delay`` seconds
-        (at least 1) from the last byte received, for up to :attr:`reconnect_for` seconds
-        without an answer; then :class:`ServerUnavailable`."""
+        losing it (a control-plane restart) is retried every :data:`RECONNECT_PAUSE` seconds
+        from the last byte received, for up to :attr:`reconnect_for` seconds without an
+        answer; then :class:`ServerUnavailable`. A follow answered 503 "busy" (the server's
+        database was busy) is opened again after its ``Retry-After`` (at most 5 s)."""
+        check_seconds("reconnect_delay", reconnect_delay)
         lost_at: float | None = None  # when the server stopped answering, if it has
         while True:
             received = 0
@@ -612,9 +621,13 @@ class Client:
             with self._http.stream(
                 "GET", f"/jobs/{_seg(job)}/logs", params=params, timeout=timeout
             ) as response:
-                if response.is_error:
+                if response.status_code >= 300:
                     response.read()
-                    raise error_from_response(response)
+                    error = error_from_response(response)
+                    if not _busy(response, error):
+                        raise error
+                    time.sleep(_retry_after(response))  # changed nothing: the follower
+                    return  # opens it again, as after a stream that brought nothing
                 self._answered = True
                 yield from response.iter_bytes()
         except httpx.HTTPError as exc:

@@ -63,6 +63,29 @@ class Ended:
     sweep: dict[str, Any] | None = None
 
 
+def check_seconds(
+    name: str, value: float, *, positive: bool = False, endless: bool = False
+) -> None:
+    """Refuse (:class:`SpecError` naming ``name``) a number of seconds that a sleep or a
+    deadline cannot take: NaN (no deadline ever passes it), below 0 (``positive``: 0 too),
+    infinity unless ``endless`` (``time.sleep`` and socket timeouts cannot take it)."""
+    ok = value > 0 if positive else value >= 0
+    if not (ok and (endless or value < math.inf)):
+        what = f"{'positive' if positive else 'non-negative'}{'' if endless else ' finite'}"
+        raise SpecError(name, f"must be a {what} number of seconds (got {value})")
+
+
+def check_limits(timeout: float | None, busy_retries: int, reconnect_for: float) -> None:
+    """Refuse (:class:`SpecError`) a :class:`~danlu.client.rest.Client`'s limits that no
+    request or wait can keep: a ``timeout`` (None: none) NaN, 0, below 0 or infinite, a
+    ``reconnect_for`` NaN or below 0 (infinite: never give up), ``busy_retries`` below 0."""
+    if timeout is not None:
+        check_seconds("timeout", timeout, positive=True)
+    check_seconds("reconnect_for", reconnect_for, endless=True)
+    if busy_retries < 0:
+        raise SpecError("busy_retries", f"must be 0 or more (got {busy_retries})")
+
+
 def wait_for(
     client: Client,
     keys: Sequence[K],
