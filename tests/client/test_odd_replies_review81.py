@@ -7,13 +7,13 @@ is not JSON are the client's documented errors naming the request; a follow answ
 from __future__ import annotations
 
 import json
-import threading
 from collections.abc import Iterator
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from http.server import BaseHTTPRequestHandler
 from typing import Any, ClassVar
 
 import httpx
 import pytest
+from local_http import serving
 
 from danlu.client import ApiError, Client, InvalidRequestError, ServerError
 from danlu.client.rest import LOG_OFFSET_HEADER as LOG_OFFSET
@@ -51,14 +51,8 @@ class _Moved(BaseHTTPRequestHandler):
 def moved() -> Iterator[str]:
     """The URL of a local server that answers every request with a redirect."""
     _Moved.seen = []
-    server = ThreadingHTTPServer(("127.0.0.1", 0), _Moved)
-    server.daemon_threads = True
-    threading.Thread(target=server.serve_forever, daemon=True).start()
-    try:
-        yield f"http://127.0.0.1:{server.server_address[1]}"
-    finally:
-        server.shutdown()
-        server.server_close()
+    with serving(_Moved) as port:
+        yield f"http://127.0.0.1:{port}"
 
 
 def test_a_redirect_is_an_api_error_not_a_removed_webhook(moved: str) -> None:

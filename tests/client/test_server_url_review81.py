@@ -9,13 +9,13 @@ from __future__ import annotations
 import importlib.util
 import json
 import socket
-import threading
 from collections.abc import Iterator
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from http.server import BaseHTTPRequestHandler
 from pathlib import Path
 from typing import Any, ClassVar
 
 import pytest
+from local_http import serving
 
 from danlu.client import Client, NoServerError, ServerUnavailable, find_server
 from danlu.core.errors import ConfigError
@@ -47,14 +47,8 @@ class _Health(BaseHTTPRequestHandler):
 @pytest.fixture
 def port() -> Iterator[int]:
     _Health.seen = []
-    server = ThreadingHTTPServer(("127.0.0.1", 0), _Health)
-    server.daemon_threads = True
-    threading.Thread(target=server.serve_forever, daemon=True).start()
-    try:
-        yield server.server_address[1]
-    finally:
-        server.shutdown()
-        server.server_close()
+    with serving(_Health) as port:
+        yield port
 
 
 def test_the_plain_url_reaches_the_server_with_the_token(port: int) -> None:
