@@ -105,7 +105,16 @@ def no_answer(
     ``url`` that got no answer (``exc``): a :class:`ServerTimeout` once it was sent and not
     answered within ``read_timeout`` seconds (the server may be alive and busy, and may
     carry it out: a request that changes something says to check before sending it again),
-    else a server that cannot be reached."""
+    else, for a request that changes something, a connection the server closed or lost
+    after the request was sent (it may have carried it out: the same advice), else a server
+    that cannot be reached."""
+    changes = method not in ("GET", "HEAD", "OPTIONS")
+    if changes and isinstance(exc, httpx.RemoteProtocolError | httpx.ReadError):
+        return ServerUnavailable(
+            f"the danlu server at {url} closed the connection before answering {method} "
+            f"{path} ({exc or type(exc).__name__}); the request may still have been carried "
+            "out: check before sending it again (`danlu ls`, `danlu sweep ls`)"
+        )
     if not isinstance(exc, httpx.ReadTimeout):
         return ServerUnavailable(
             f"cannot reach the danlu server at {url}: {exc or type(exc).__name__}; "
@@ -113,7 +122,7 @@ def no_answer(
         )
     within = f" within {read_timeout:g} s" if read_timeout else ""
     text = f"the danlu server at {url} did not answer {method} {path}{within}"
-    if method in ("GET", "HEAD", "OPTIONS"):  # it changes nothing
+    if not changes:
         return ServerTimeout(f"{text}; it may be busy: try again")
     return ServerTimeout(
         f"{text}; the request may still have been carried out: check before sending it "
