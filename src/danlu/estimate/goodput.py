@@ -27,7 +27,7 @@ import numpy.typing as npt
 
 from danlu.core.errors import SpecError
 from danlu.core.values import check_positive_int, quoted
-from danlu.estimate.checks import check_bool, check_finite
+from danlu.estimate.checks import as_float, check_bool, check_finite
 from danlu.estimate.optimize import MemoryModel, memory_capped_batch
 from danlu.estimate.throughput import ThroughputModel
 
@@ -59,11 +59,23 @@ class GradientStats:
     def noise_scale(self, init_batch_size: int) -> float:
         """``B_noise = B0 * var / sqr`` (McCandlish et al. 2018); ``inf`` when ``sqr = 0``.
 
-        Raises :class:`SpecError` unless ``init_batch_size`` is a positive integer."""
-        check_positive_int("init_batch_size", init_batch_size)  # before the sqr = 0 shortcut
+        Raises :class:`SpecError` unless ``init_batch_size`` is a positive integer (one a
+        float holds)."""
+        _check_init_batch(init_batch_size)  # before the sqr = 0 shortcut
         if self.sqr == 0:
             return math.inf
         return init_batch_size * self.var / self.sqr
+
+
+def _check_init_batch(init_batch_size: int) -> None:
+    """Raise :class:`SpecError` on ``init_batch_size`` unless it is a positive integer that
+    a float holds (``10**400`` raised a bare OverflowError in the division by it)."""
+    check_positive_int("init_batch_size", init_batch_size)
+    if math.isinf(as_float(init_batch_size)):
+        raise SpecError(
+            "init_batch_size",
+            f"must be a batch size in samples, got {quoted(init_batch_size)}: beyond any batch",
+        )
 
 
 def _scale(batch_size: float, init_batch_size: int) -> float:
@@ -71,7 +83,7 @@ def _scale(batch_size: float, init_batch_size: int) -> float:
     positive integer (the batch the statistics were measured at; 2.5 was let through) and
     ``batch_size`` a positive finite number (NaN passed ``<= 0`` and came back as a gain of
     1; a string raised a bare TypeError)."""
-    check_positive_int("init_batch_size", init_batch_size)
+    _check_init_batch(init_batch_size)
     return check_finite("batch_size", batch_size, positive=True) / init_batch_size
 
 
@@ -120,7 +132,7 @@ class GoodputModel:
 
     def __post_init__(self) -> None:
         # NaN passed a plain `< 1` test and made every efficiency NaN.
-        check_positive_int("init_batch_size", self.init_batch_size)
+        _check_init_batch(self.init_batch_size)
         # A (sqr, var) tuple or None raised AttributeError at the first goodput.
         if not isinstance(self.grad_stats, GradientStats):
             raise SpecError(

@@ -21,7 +21,8 @@ from typing import Any, Protocol, runtime_checkable
 import numpy as np
 
 from danlu.core.errors import SpecError
-from danlu.core.values import check_positive_int, quoted
+from danlu.core.spec import MAX_GPUS
+from danlu.core.values import check_positive_int, quoted, range_message
 from danlu.estimate.checks import as_float, check_bool, check_finite, is_real_number
 from danlu.estimate.memory.model import largest_within
 from danlu.estimate.throughput import ThroughputModel
@@ -106,7 +107,8 @@ def largest_safe_batch(
     :class:`SpecError` as :func:`largest_batch` does, and on ``spare`` unless it is a
     fraction in ``[0, 1)``."""
     _check_bytes("limit_bytes", limit_bytes, positive=True)
-    if not is_real_number(spare) or not (math.isfinite(spare) and 0 <= spare < 1):
+    # as_float: an int beyond float range (10**400) raised OverflowError in isfinite
+    if not is_real_number(spare) or not (math.isfinite(as_float(spare)) and 0 <= spare < 1):
         raise SpecError("spare", f"must be a share in [0, 1), got {quoted(spare)}")
     return largest_batch(memory, limit_bytes, int(limit_bytes * spare), upper=upper)
 
@@ -307,10 +309,16 @@ def parallel_efficiency(
 
 
 def training_time(t0: float, num_gpus: int, efficiency: float) -> float:
-    """``T(K) = T0 / (K * E(K))`` (seed 000 section 9.4); ``T0`` is the time on one GPU."""
+    """``T(K) = T0 / (K * E(K))`` (seed 000 section 9.4); ``T0`` is the time on one GPU.
+
+    Raises :class:`SpecError` naming the argument unless ``t0`` is a finite number > 0,
+    ``num_gpus`` an integer in ``1..MAX_GPUS`` (the most a job may ask for) and
+    ``efficiency`` a number in ``(0, 1]``."""
     # a string raised a bare TypeError, and True passed as 1
     check_finite("t0", t0, positive=True, what="a single-GPU training time in seconds")
     check_positive_int("num_gpus", num_gpus)
+    if num_gpus > MAX_GPUS:  # 10**400 raised a bare OverflowError in the division
+        raise SpecError("num_gpus", f"GPUs {range_message(1, MAX_GPUS, num_gpus)}")
     if not (is_real_number(efficiency) and 0 < efficiency <= 1.0 + 1e-9):
         raise SpecError(
             "efficiency", f"parallel efficiency must be in (0, 1], got {quoted(efficiency)}"
@@ -347,7 +355,9 @@ def cost_optimal_gpu_count(
     number > 0 (NaN, 0 or a negative time won every comparison it met first), and on
     ``cost_rate`` when ``C(K)`` is not a finite number >= 0.
     """
-    if deadline_s is not None and (not is_real_number(deadline_s) or math.isnan(deadline_s)):
+    if deadline_s is not None and (
+        not is_real_number(deadline_s) or math.isnan(as_float(deadline_s))  # 10**400: no bound
+    ):
         raise SpecError("deadline_s", f"must be a number of seconds, got {quoted(deadline_s)}")
     best: CostChoice | None = None
     seen = False

@@ -52,7 +52,7 @@ from scipy.optimize import least_squares
 from danlu.core.errors import DataError, SpecError
 from danlu.core.spec import MAX_BATCH, MAX_GPUS
 from danlu.core.values import check_positive_int, plain_number_text, quoted, range_message
-from danlu.estimate.checks import check_finite
+from danlu.estimate.checks import as_float, check_finite, is_real_number
 
 __all__ = [
     "StepMeasurement",
@@ -115,16 +115,21 @@ class StepMeasurement:
         check_positive_int("local_bsz", self.local_bsz)
         if self.local_bsz > MAX_BATCH:
             raise SpecError("local_bsz", range_message(1, MAX_BATCH, self.local_bsz))
-        step, sync = self.step_time, self.sync_time
-        for name, value in (("step_time", step), ("sync_time", sync)):
+        for name, value in (("step_time", self.step_time), ("sync_time", self.sync_time)):
             if isinstance(value, bool) or not isinstance(value, numbers.Real):
                 raise SpecError(name, f"must be a number of seconds, got {quoted(value)}")
+        # as_float: an int beyond float range (10**400) raised OverflowError in isfinite
+        step, sync = as_float(self.step_time), as_float(self.sync_time)
         if not (math.isfinite(step) and step > 0):
-            raise SpecError("step_time", f"must be a finite number of seconds > 0, got {step}")
+            raise SpecError(
+                "step_time",
+                f"must be a finite number of seconds > 0, got {quoted(self.step_time)}",
+            )
         if not (math.isfinite(sync) and 0 <= sync < step):
             raise SpecError(
                 "sync_time",
-                f"must be >= 0 and less than step_time ({step}), got {sync}: a step "
+                f"must be >= 0 and less than step_time ({self.step_time}), got "
+                f"{quoted(self.sync_time)}: a step "
                 "that only synchronises leaves no compute time to fit",
             )
 
@@ -138,7 +143,8 @@ def _load_csv(path: Path, columns: Sequence[str]) -> list[tuple[int, dict[str, s
     """The rows of the CSV file at ``path``, each with the line it starts on, keyed by the
     header's names stripped of spaces (``step_time, sync_time``, as the simulator's loaders
     read them); a UTF-8 byte-order mark is skipped. :class:`DataError` naming the file when
-    one of ``columns`` is missing from the header or is in it more than once."""
+    one of ``columns`` is missing from the header or is in it more than once, and naming
+    the line of a row with more values than the header has columns (they were dropped)."""
     try:
         with path.open(newline="", encoding="utf-8-sig") as handle:  # a byte-order mark skipped
             reader = csv.DictReader(handle)
@@ -156,7 +162,16 @@ def _load_csv(path: Path, columns: Sequence[str]) -> list[tuple[int, dict[str, s
                     f"{path}:1: column(s) {', '.join(repeated)} appear more than once in the "
                     "header (spaces around names aside); keep one of each"
                 )
-            return [(reader.line_num, row) for row in reader]
+            rows = []
+            for row in reader:
+                if None in row:  # DictReader keeps the values past the header's under None
+                    raise DataError(
+                        f"{path}:{reader.line_num}: {len(row[None])} value(s) more than the "
+                        f"header's {len(header)} columns ({','.join(header)}); remove them "
+                        "or name their column in the header"
+                    )
+                rows.append((reader.line_num, row))
+            return rows
     except OSError as exc:
         raise DataError(f"{path}: cannot read measurements ({exc.strerror or exc})") from exc
     except UnicodeDecodeError as exc:  # a binary or non-UTF-8 file
@@ -327,9 +342,12 @@ class ThroughputParams:
 
 def _check_local_bsz(local_bsz: float) -> None:
     # The model is continuous in b, so a fractional batch is fine; NaN and inf are not
-    # (they passed a plain `<= 0` test and came back as a NaN step time).
-    if not (math.isfinite(local_bsz) and local_bsz > 0):
-        raise SpecError("local_bsz", f"must be a positive finite number, got {local_bsz}")
+    # (they passed a plain `<= 0` test and came back as a NaN step time), nor a string or
+    # None (a bare TypeError), True (read as a batch of 1) or an int beyond float range
+    # (a bare OverflowError).
+    number = as_float(local_bsz) if is_real_number(local_bsz) else math.nan
+    if not (math.isfinite(number) and number > 0):
+        raise SpecError("local_bsz", f"must be a positive finite number, got {quoted(local_bsz)}")
 
 
 def _check_placement(num_nodes: int, num_replicas: int) -> None:

@@ -89,7 +89,9 @@ class TransformerMemory:
         return self.activation_bytes_per_sample * batch_size
 
     def predict(self, batch_size: int) -> int:
-        """Peak bytes per GPU at ``batch_size``."""
+        """Peak bytes per GPU at ``batch_size``; :class:`SpecError` unless it is an integer
+        >= 1 (2.5 and a negative batch were answered, NaN raised a bare ValueError)."""
+        check_positive_int("batch_size", batch_size)
         logical = self.state_bytes + self.activation_bytes(batch_size)
         return int(logical * self.fragmentation) + self.overhead_bytes
 

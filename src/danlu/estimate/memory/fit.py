@@ -2,10 +2,15 @@
 
 from __future__ import annotations
 
+import math
+import numbers
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
+from typing import Any
 
 from danlu.core.errors import DataError
+from danlu.core.values import quoted
+from danlu.estimate.checks import as_float, is_real_number
 
 DEFAULT_TOLERANCE = 0.005
 DEFAULT_MAX_EXTRAPOLATION = 32.0
@@ -113,6 +118,32 @@ def _check_points(points: Sequence[tuple[int, float]], what: str) -> None:
             )
 
 
+def _check_batch(what: str, batch_size: Any) -> None:
+    """Raise :class:`DataError` unless a traced batch size is an integer (not a bool): 1.5
+    was read as 1, a second point at b = 1 (ZeroDivisionError in the line through them)."""
+    if isinstance(batch_size, bool) or not isinstance(batch_size, numbers.Integral):
+        raise DataError(
+            f"{what}: traced batch size {quoted(batch_size)} is not a whole number; trace integer "
+            "batch sizes"
+        )
+
+
+def _as_points(points: Mapping[Any, Any], what: str) -> list[tuple[int, int]]:
+    """The traced ``{b: bytes}`` as sorted ``(b, bytes)`` integers; :class:`DataError` unless
+    every ``b`` is an integer and every peak a finite number (NaN and inf raised a bare
+    ValueError or OverflowError, a string of digits was read as a number)."""
+    out = []
+    for b, m in points.items():
+        _check_batch(what, b)
+        if not (is_real_number(m) and math.isfinite(as_float(m))):
+            raise DataError(
+                f"{what}: the trace at b={b} peaks at {quoted(m)}, not a finite number of bytes; "
+                "trace again"
+            )
+        out.append((int(b), int(m)))
+    return sorted(out)
+
+
 def _line(points: list[tuple[int, int]]) -> tuple[float, float]:
     n = len(points)
     mb = sum(b for b, _ in points) / n
@@ -138,8 +169,8 @@ def fit_two_phase(
     """
     if len(passes) < 2 or set(passes) != set(optimizer):
         raise DataError("need the phase peaks of at least two traced batch sizes to fit M(b)")
-    pa = sorted((int(b), int(m)) for b, m in passes.items())
-    po = sorted((int(b), int(m)) for b, m in optimizer.items())
+    pa = _as_points(passes, what)
+    po = _as_points(optimizer, what)
     _check_points(pa, what)
     _check_points(po, what)
     c0, slope = _line(pa)
@@ -167,7 +198,7 @@ def fit_piecewise_linear(
     The points are split into a flat prefix and a linear suffix (least squares); the split with
     the smallest worst relative misfit wins, preferring the all-linear one on ties.
     """
-    pts = sorted((int(b), int(m)) for b, m in points.items())
+    pts = _as_points(points, what)
     if len(pts) < 2:
         raise DataError("need at least two traced batch sizes to fit M(b)")
     _check_points(pts, what)
@@ -265,6 +296,8 @@ class EnvelopeFit:
 
         if len(lives) < 2 or len({len(v) for v in lives.values()}) != 1:
             raise DataError("need aligned traces of at least two batch sizes")
+        for b in lives:  # 1.5 looked up the curve of b = 1 (int(b)) as a second point
+            _check_batch(what, b)
         bs = np.array(sorted(lives), dtype=float)
         mat = np.array([lives[int(b)] for b in bs], dtype=float)  # (k, T)
         mb = bs.mean()

@@ -3,12 +3,15 @@
 from __future__ import annotations
 
 import bisect
+import numbers
 import time
 from collections.abc import Callable, Iterator, Sequence
 from dataclasses import asdict, dataclass, field
 from typing import Any
 
 from danlu.core.errors import SpecError
+from danlu.core.values import quoted
+from danlu.estimate.checks import check_finite
 from danlu.estimate.family import ModelSummary, infer_family
 from danlu.estimate.memory.allocator import CachingAllocatorModel
 from danlu.estimate.memory.fit import (
@@ -284,6 +287,7 @@ class FittedMemoryModel:
 
     def predict_logical(self, batch_size: int) -> int:
         """Live tensor bytes at the step's peak (never less than at a smaller batch)."""
+        _check_whole("batch_size", batch_size)
         return self._logical_max(batch_size)
 
     def predict_reserved(self, batch_size: int) -> int:
@@ -296,6 +300,7 @@ class FittedMemoryModel:
         answer is the largest of those at the replay points up to the first at or above
         ``batch_size`` (:func:`next_replay_point`; every b up to 128).
         """
+        _check_whole("batch_size", batch_size)
         return self._reserved_max(batch_size)
 
     def _logical(self, batch_size: int) -> int:
@@ -320,7 +325,12 @@ class FittedMemoryModel:
         return int(logical * (1 + self.frag)) + self.fixed
 
     def predict(self, batch_size: int) -> int:
-        """Peak bytes per GPU: reserved plus the CUDA context (see ``MemoryModel``)."""
+        """Peak bytes per GPU: reserved plus the CUDA context (see ``MemoryModel``).
+
+        Raises :class:`SpecError` unless ``batch_size`` is a whole number (2.5 and ``True``
+        were answered as batches, NaN raised a bare ValueError), and
+        :class:`ExtrapolationError` below 1 or where the fit is not trusted; so do
+        :meth:`predict_logical` and :meth:`predict_reserved`."""
         return self.predict_reserved(batch_size) + self.gpu.context_bytes
 
     @property
@@ -340,7 +350,13 @@ class FittedMemoryModel:
         points, so this is the last such point before the first whose prediction is over the
         budget: the search walks the points up from 1 (above 128 the answer is therefore a
         point, at most 1/64 below the exact one), as the running maximum needs each of them
-        anyway."""
+        anyway.
+
+        Raises :class:`SpecError` unless ``limit_bytes`` and ``margin_bytes`` are finite
+        numbers >= 0, as :meth:`TransformerMemory.max_batch` does (a NaN budget compared
+        false with every prediction and answered the search's cap)."""
+        check_finite("limit_bytes", limit_bytes, positive=False, what="a number of bytes")
+        check_finite("margin_bytes", margin_bytes, positive=False, what="a number of bytes")
         problem = self.logical.refusal()
         if problem:
             raise ExtrapolationError(f"{problem}; trace the batch sizes to check directly")
@@ -354,6 +370,13 @@ class FittedMemoryModel:
                 break
             best = b
         return best
+
+
+def _check_whole(field: str, value: Any) -> None:
+    """Raise :class:`SpecError` on ``field`` unless ``value`` is an integer (a NumPy one
+    too), not a bool: a batch size of a memory model. Its range is the model's to check."""
+    if isinstance(value, bool) or not isinstance(value, numbers.Integral):
+        raise SpecError(field, f"must be a whole number of samples, got {quoted(value)}")
 
 
 GRID_SHARE = 64
