@@ -454,7 +454,9 @@ def test_a_run_requeued_and_started_again_ends_with_its_new_runs_exit(
     wait_text(ex, handle, "ready")
     job = _requeue(slurm)
     _wait_pending(ex, handle, slurm)
-    slurm.run("scontrol", "update", f"JobId={job}", "StartTime=now")  # no requeue delay
+    # not Slurm's requeue delay (120 s) but a few seconds: slurmd kills a job started again
+    # within the second its credential was revoked ("Job credential revoked")
+    slurm.run("scontrol", "update", f"JobId={job}", "StartTime=now+3")
     status = wait(ex, handle)
     assert (status.outcome, status.exit_code) == (Outcome.FAILED, 4), status
     log = ex.logs(handle)[0].decode()
