@@ -77,11 +77,16 @@ def test_a_malformed_xid_event_is_passed_over_and_the_others_reported() -> None:
         check.close()
 
 
+def _no_uuid(handle: object) -> str:
+    raise _NvmlError(999)
+
+
 def test_an_event_whose_gpu_has_an_odd_index_closes_nothing() -> None:
     gpus = _gpus(2)
     nvml = _with_health(fake_nvml(gpus), gpus, [(1, 79), (0, 48)])
     nvml.nvmlDeviceGetIndex = lambda h: -1 if h["index"] == 1 else h["index"]
     check = NvmlHealthCheck(discover(nvml, hostname="box"), nvml)
+    nvml.nvmlDeviceGetUUID = _no_uuid  # named by its index alone: the odd one names none
     try:
         assert check.check() == [GpuFault(("box", 0), "Xid 48 (double-bit ECC error)")]
     finally:

@@ -102,3 +102,22 @@ def test_the_metrics_read_each_gpu_by_its_uuid(caplog: pytest.LogCaptureFixture)
     }
     assert utilization == {("0", "GPU-0"): 10.0, ("2", "GPU-2"): 30.0}
     assert "GPU 1 of box cannot be read" in caplog.text
+
+
+def test_an_xid_event_closes_the_gpu_it_came_from() -> None:
+    """The event's GPU was named by NVML's index now: after GPU-1 left, GPU-2's Xid 48
+    closed the GPU discovered at index 1 (the one that left), and GPU-2 stayed open."""
+    gpus = [_gpu(i, H100, 80 * GiB, index=i, rows=(0, 0, 0, 0), retired=0, ecc=0) for i in range(3)]
+    events: list[tuple[int, int]] = []
+    nvml = _with_health(fake_nvml(gpus), gpus, events)
+    _by_uuid(nvml, gpus)
+    nvml.nvmlDeviceGetIndex = gpus.index  # NVML's index of a GPU: its place in the driver now
+    check = NvmlHealthCheck(discover(nvml, hostname="box"), nvml)
+    try:
+        assert check.check() == []
+        del gpus[1]
+        events.append((1, 48))  # from the GPU at the driver's place 1 now: GPU-2
+        faults = [f for f in check.check() if f.reason.startswith("Xid")]
+        assert faults == [GpuFault(("box", 2), "Xid 48 (double-bit ECC error)")]
+    finally:
+        check.close()

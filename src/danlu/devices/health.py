@@ -130,6 +130,7 @@ class NvmlHealthCheck:
         self._uuids: dict[GpuKey, str] = inventory.uuids()
         """Each GPU's UUID: the GPU is checked wherever NVML's index of it is now."""
         self._by_device = {device: key for key, device in self.gpus.items()}
+        self._by_uuid = {uuid: key for key, uuid in self._uuids.items()}
         self._module = nvml
         self._lib: Any = None
         self._events: Any = None
@@ -144,9 +145,9 @@ class NvmlHealthCheck:
         except Exception:  # no events on this driver: the state checks still run
             return
         registered = False
-        for device in self.gpus.values():
+        for key, device in self.gpus.items():
             try:
-                handle = lib.nvmlDeviceGetHandleByIndex(device)
+                handle = device_handle(lib, device, self._uuids.get(key))
                 lib.nvmlDeviceRegisterEvents(handle, _XID_CRITICAL, events)
                 registered = True
             except Exception:  # a GPU without Xid events (or lost already)
@@ -217,15 +218,29 @@ class NvmlHealthCheck:
                 continue
             if xid in APPLICATION_XIDS:
                 continue
-            try:
-                device = nvml_count(lib.nvmlDeviceGetIndex(event.device))
-            except Exception:  # the GPU of the event cannot be named: nothing to close
-                device = None
-            key = None if device is None else self._by_device.get(device)
+            key = self._event_gpu(event.device)
             if key is not None:
                 meaning = XID_MEANINGS.get(xid, "see NVIDIA's Xid catalog")
                 found.append(GpuFault(key, f"Xid {xid} ({meaning})"))
         return found
+
+    def _event_gpu(self, handle: Any) -> GpuKey | None:
+        """The GPU an event's ``handle`` names: by its UUID (NVML's indices shift when a GPU
+        leaves the driver), by its index where the UUID cannot be read; None for a GPU that
+        is none of the check's or cannot be named (nothing to close)."""
+        lib = self._lib
+        try:
+            uuid = lib.nvmlDeviceGetUUID(handle)
+            uuid = uuid.decode(errors="replace") if isinstance(uuid, bytes) else uuid
+        except Exception:
+            uuid = None
+        if isinstance(uuid, str) and uuid:
+            return self._by_uuid.get(uuid)
+        try:
+            device = nvml_count(lib.nvmlDeviceGetIndex(handle))
+        except Exception:
+            return None
+        return None if device is None else self._by_device.get(device)
 
     def check(self) -> list[GpuFault]:
         """The faults found now. Raises :class:`DeviceError` once the check is closed (it
