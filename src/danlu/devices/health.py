@@ -31,7 +31,7 @@ from typing import Any, Final, Protocol
 
 from danlu.devices.errors import DeviceError
 from danlu.devices.inventory import GpuKey, Inventory
-from danlu.devices.nvml import device_handle, load_nvml, nvml_count
+from danlu.devices.nvml import device_handle, handle_uuid, load_nvml, nvml_count
 
 log = logging.getLogger(__name__)
 
@@ -228,16 +228,11 @@ class NvmlHealthCheck:
         """The GPU an event's ``handle`` names: by its UUID (NVML's indices shift when a GPU
         leaves the driver), by its index where the UUID cannot be read; None for a GPU that
         is none of the check's or cannot be named (nothing to close)."""
-        lib = self._lib
-        try:
-            uuid = lib.nvmlDeviceGetUUID(handle)
-            uuid = uuid.decode(errors="replace") if isinstance(uuid, bytes) else uuid
-        except Exception:
-            uuid = None
-        if isinstance(uuid, str) and uuid:
+        uuid = handle_uuid(self._lib, handle)
+        if uuid is not None:
             return self._by_uuid.get(uuid)
         try:
-            device = nvml_count(lib.nvmlDeviceGetIndex(handle))
+            device = nvml_count(self._lib.nvmlDeviceGetIndex(handle))
         except Exception:
             return None
         return None if device is None else self._by_device.get(device)

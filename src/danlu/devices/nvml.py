@@ -126,6 +126,15 @@ def type_from_name(name: str, memory: int) -> GpuType:
     return gpu_type_from_device(unnamed_gpu(memory) if _blank(name) else name, memory)
 
 
+def handle_uuid(nvml: Any, handle: Any) -> str | None:
+    """The UUID of the GPU of NVML's ``handle``; None where NVML cannot read one."""
+    try:
+        uuid = _text(nvml.nvmlDeviceGetUUID(handle))
+    except Exception:  # a lost GPU, a driver without it
+        return None
+    return uuid or None
+
+
 def device_handle(nvml: Any, index: int, uuid: str | None = None) -> Any:
     """NVML's handle of the GPU discovered at ``index`` with ``uuid``: the handle at that
     index while the GPU there is still that one (or its UUID cannot be read), else the
@@ -144,9 +153,8 @@ def device_handle(nvml: Any, index: int, uuid: str | None = None) -> Any:
         raise
     if uuid is None:
         return handle
-    try:
-        there = _text(nvml.nvmlDeviceGetUUID(handle))
-    except Exception:  # no UUID to compare: the index is all there is to go by
+    there = handle_uuid(nvml, handle)
+    if there is None:  # no UUID to compare: the index is all there is to go by
         return handle
     return handle if there == uuid else nvml.nvmlDeviceGetHandleByUUID(uuid)
 

@@ -205,9 +205,9 @@ class HealthLoop:
         self._gpu_lock = threading.Lock()
         """One GPU pass at a time: the loop's thread and the reconcile loop's blame."""
         self._last_gpu_pass: float | None = None
+        """When the last GPU pass ended (``time.monotonic``)."""
         self._stopped = False
         """Whether :meth:`stop` released the check (a closed check checks no more)."""
-        """When the last GPU pass ended (``time.monotonic``)."""
         self._loop = PeriodicLoop(
             "danlu-health",
             interval,
