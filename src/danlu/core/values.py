@@ -67,10 +67,15 @@ def range_message(low: float, high: float, value: float) -> str:
     return f"must lie within {show_number(low)}..{top} (got {show_number(value)})"
 
 
+def is_whole_number(value: Any) -> bool:
+    """Whether ``value`` is an integer (a NumPy integer too), not a bool."""
+    return isinstance(value, numbers.Integral) and not isinstance(value, bool)
+
+
 def check_positive_int(field: str, value: Any) -> None:
     """Raise :class:`SpecError` on ``field`` unless ``value`` is an integer >= 1 (a NumPy
     integer too; a bool, a float such as 2.5 or NaN, or a string is refused)."""
-    if isinstance(value, bool) or not isinstance(value, numbers.Integral) or value < 1:
+    if not is_whole_number(value) or value < 1:
         raise SpecError(field, f"must be a positive integer, got {quoted(value)}")
 
 

@@ -3,13 +3,12 @@
 from __future__ import annotations
 
 import math
-import numbers
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
 from danlu.core.errors import DataError
-from danlu.core.values import quoted
+from danlu.core.values import is_whole_number, quoted
 from danlu.estimate.checks import as_float, is_real_number
 
 DEFAULT_TOLERANCE = 0.005
@@ -121,7 +120,7 @@ def _check_points(points: Sequence[tuple[int, float]], what: str) -> None:
 def _check_batch(what: str, batch_size: Any) -> None:
     """Raise :class:`DataError` unless a traced batch size is an integer (not a bool): 1.5
     was read as 1, a second point at b = 1 (ZeroDivisionError in the line through them)."""
-    if isinstance(batch_size, bool) or not isinstance(batch_size, numbers.Integral):
+    if not is_whole_number(batch_size):
         raise DataError(
             f"{what}: traced batch size {quoted(batch_size)} is not a whole number; trace integer "
             "batch sizes"

@@ -3,14 +3,13 @@
 from __future__ import annotations
 
 import bisect
-import numbers
 import time
 from collections.abc import Callable, Iterator, Sequence
 from dataclasses import asdict, dataclass, field
 from typing import Any
 
 from danlu.core.errors import SpecError
-from danlu.core.values import quoted
+from danlu.core.values import is_whole_number, quoted
 from danlu.estimate.checks import check_finite
 from danlu.estimate.family import ModelSummary, infer_family
 from danlu.estimate.memory.allocator import CachingAllocatorModel
@@ -375,7 +374,7 @@ class FittedMemoryModel:
 def _check_whole(field: str, value: Any) -> None:
     """Raise :class:`SpecError` on ``field`` unless ``value`` is an integer (a NumPy one
     too), not a bool: a batch size of a memory model. Its range is the model's to check."""
-    if isinstance(value, bool) or not isinstance(value, numbers.Integral):
+    if not is_whole_number(value):
         raise SpecError(field, f"must be a whole number of samples, got {quoted(value)}")
 
 
