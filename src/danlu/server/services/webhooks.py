@@ -118,14 +118,20 @@ def hide_password(url: str, text: str) -> str:
     unencoded = _unencoded_password(url)
     if unencoded is not None:
         return text.replace(unencoded, REDACTED)
-    _, slashes, rest = url.partition("//")
-    end = min((i for i in map(rest.find, "/?#") if i >= 0), default=len(rest))
+    rest, end = _after_scheme(url)
     authority = rest[:end]
     userinfo, at, hostport = authority.rpartition("@")
     user, colon, password = userinfo.partition(":")
-    if not (slashes and at and colon and password):
+    if not (at and colon and password):
         return text
     return text.replace(authority, f"{user}:{REDACTED}@{hostport}")
+
+
+def _after_scheme(url: str) -> tuple[str, int]:
+    """What follows the first ``//`` of ``url`` (empty without one) and where its authority
+    ends in it: at the first ``/``, ``?`` or ``#``, as ``urlsplit`` cuts it."""
+    rest = url.partition("//")[2]
+    return rest, min((i for i in map(rest.find, "/?#") if i >= 0), default=len(rest))
 
 
 def _unencoded_password(url: str) -> str | None:
@@ -135,10 +141,9 @@ def _unencoded_password(url: str) -> str | None:
     from that ``:`` to the last ``@`` is taken as the password (hiding too much of a URL
     refused anyway rather than too little); None for any other URL (a bracketed IPv6 host,
     a numeric port)."""
-    _, slashes, rest = url.partition("//")
-    end = min((i for i in map(rest.find, "/?#") if i >= 0), default=len(rest))
+    rest, end = _after_scheme(url)
     colon = rest.find(":", 0, end)
-    if not slashes or rest.startswith("[") or "@" in rest[:end] or colon < 0:
+    if rest.startswith("[") or "@" in rest[:end] or colon < 0:
         return None
     if not rest[colon + 1 : end] or rest[colon + 1 : end].isdigit() or "@" not in rest[end:]:
         return None
