@@ -13,13 +13,36 @@ catch everything of ours with one ``except``, or one branch of the tree::
     └── UnschedulableError              a request can never fit the cluster; says why
 
 ``assert`` is used only for internal invariants, never for input validation.
+
+Every one pickles and comes back the same (type, message, attributes), whatever its
+``__init__`` takes: a danlu error raised in a Ray task, a process pool's worker or any other
+process reaches the caller as itself.
 """
 
 from __future__ import annotations
 
+from typing import Any
+
+
+def rebuild_error(
+    cls: type[DanluError], args: tuple[Any, ...], state: dict[str, Any]
+) -> DanluError:
+    """``cls`` as it was pickled: its ``args`` and attributes set back without calling its
+    ``__init__`` (which takes other arguments than ``args``: ``SpecError(field, message)``
+    holds only the joined text). Used by :meth:`DanluError.__reduce__`."""
+    error = cls.__new__(cls, *args)
+    error.args = args
+    error.__dict__.update(state)
+    return error
+
 
 class DanluError(Exception):
     """Root of all errors raised by danlu."""
+
+    def __reduce__(self) -> tuple[Any, ...]:
+        # Exception's own __reduce__ calls cls(*self.args) when unpickled: an __init__ with
+        # other arguments than the message (most of ours) failed with a TypeError there
+        return (rebuild_error, (type(self), self.args, dict(self.__dict__)))
 
 
 class SpecError(DanluError, ValueError):
