@@ -8,6 +8,7 @@ are those of :mod:`danlu.cli.jobs`.
 
 from __future__ import annotations
 
+import math
 import sys
 import time
 from collections.abc import Callable, Iterable, Sequence
@@ -164,8 +165,25 @@ def user_token(
     """Issue an API token for a user (admin, or the user itself) and print it, alone on
     stdout: it is shown once. The user passes it as --token or DANLU_TOKEN."""
     issued = common.ask(home, url, token, lambda c: c.create_token(name, label))
+    check_issued(issued, name)
     sys.stdout.write(issued + "\n")
     sys.stdout.flush()
+
+
+def check_issued(issued: str, user: str) -> None:
+    """Fail (exit 2) when the token the server sent for ``user`` is not printable ASCII
+    without spaces (an API token is, or no header carries it): its ESC sequence or line
+    break would reach the terminal raw, and it could not be used as ``--token``. The
+    error names the character, never the secret."""
+    for index, char in enumerate(issued):
+        if not "!" <= char <= "~":
+            raise common.fail(
+                f"the server sent a token for {user} holding U+{ord(char):04X} at character "
+                f"{index + 1}, not printable ASCII: not printed, as it cannot be used as "
+                f"--token; revoke it (danlu user tokens {user}; danlu user revoke {user} PREFIX)"
+            )
+    if not issued:
+        raise common.fail(f"the server sent an empty token for {user}: nothing to print")
 
 
 @user_app.command("ls")
@@ -296,14 +314,20 @@ def _quota(value: str | None, option: str, parse: Any) -> Any:
         return "none"
     try:
         return parse(value.strip())
-    except (SpecError, ValueError) as exc:
+    except SpecError as exc:  # it names the option itself (parse_bytes): not twice
+        raise common.fail(exc if exc.field == option else f"{option}: {exc}") from None
+    except ValueError as exc:
         raise common.fail(f"{option}: {exc}") from None
 
 
 def _gpus(value: str) -> float:
-    gpus = float(value)
-    if not gpus >= 0 or gpus == float("inf"):
-        raise ValueError(f"give a number of GPUs >= 0 or 'none', not {value!r}")
+    """``--quota-gpus``: a number of GPUs, 0 or more (a share of one GPU counts its part)."""
+    try:
+        gpus = float(value)
+    except ValueError:  # float's own message ("could not convert string...") says no fix
+        gpus = math.nan
+    if not gpus >= 0 or gpus == math.inf:
+        raise ValueError(f"give a number of GPUs >= 0 (e.g. 8 or 0.5) or 'none', not {value!r}")
     return gpus
 
 

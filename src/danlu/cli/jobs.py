@@ -27,6 +27,7 @@ from danlu.cli import top as top_view
 from danlu.cli import waiting
 from danlu.cli.markup import as_text
 from danlu.cli.options import HomeOpt, JobArg, JsonOpt, TokenOpt, UrlOpt
+from danlu.cli.output import PIPE_CLOSED, quiet_stdout, write_bytes
 from danlu.cli.reply_fields import USAGE, checked_events, checked_job, checked_jobs
 from danlu.client import Client, ServerError
 from danlu.client.rest import read_across_restart
@@ -109,9 +110,16 @@ def report(problems: Sequence[str]) -> None:
 
 
 def print_json(value: Any) -> None:
-    """JSON on stdout, unstyled (for scripts)."""
-    sys.stdout.write(json.dumps(value, indent=2, sort_keys=False) + "\n")
-    sys.stdout.flush()
+    """JSON on stdout, unstyled (for scripts); output that cannot be written (a full disk)
+    is an error line, exit 2, not a traceback."""
+    try:
+        sys.stdout.write(json.dumps(value, indent=2, sort_keys=False) + "\n")
+        sys.stdout.flush()
+    except BrokenPipeError:  # the reader has gone: as click answers it
+        raise
+    except OSError as exc:
+        quiet_stdout()
+        raise fail(f"cannot write the output: {exc.strerror or exc}") from None
 
 
 # -- submit ------------------------------------------------------------------------------------
@@ -513,7 +521,8 @@ def logs(
 ) -> None:
     """Print a job's output (stdout and stderr), its bytes as they are. With --follow, the
     exit status is then danlu wait's: 0 when the job SUCCEEDED, 1 when it FAILED or was
-    CANCELLED (said on stderr), 2 for an error."""
+    CANCELLED (said on stderr), 2 for an error (output that cannot be written, a full disk,
+    too); 141 once the reader of the output has gone (`| head`), as a shell's SIGPIPE."""
     with connect(home, url, token) as client:
         try:
             if not follow:
@@ -527,6 +536,12 @@ def logs(
             raise fail(exc) from None
         except KeyboardInterrupt:
             raise typer.Exit(code=waiting.INTERRUPTED) from None
+        except BrokenPipeError:  # not 1, which says the job FAILED
+            quiet_stdout()
+            raise typer.Exit(code=PIPE_CLOSED) from None
+        except OSError as exc:  # only stdout's writes raise it (the client's are DanluError)
+            quiet_stdout()
+            raise fail(f"cannot write the output: {exc.strerror or exc}") from None
     if ended.get("state") != JobState.SUCCEEDED.value:
         code = ended.get("exit_code")
         status = f" (exit {code})" if isinstance(code, int) and code else ""
@@ -536,20 +551,6 @@ def logs(
             soft_wrap=True,
         )
         raise typer.Exit(code=waiting.NOT_SUCCEEDED)
-
-
-def write_bytes(data: bytes) -> None:
-    """``data`` on stdout as it is, now (a job's output need not be UTF-8): after any text
-    written before it, to the byte stream beneath (the text itself, bytes not UTF-8 each
-    as U+FFFD, where stdout has none)."""
-    sys.stdout.flush()
-    raw = getattr(sys.stdout, "buffer", None)
-    if raw is None:
-        sys.stdout.write(data.decode("utf-8", errors="replace"))
-        sys.stdout.flush()
-        return
-    raw.write(data)
-    raw.flush()
 
 
 def cancel(

@@ -70,26 +70,27 @@ def _node_changed(data: dict[str, Any], json_out: bool, gpu: int | None = None) 
         return
     problems: list[str] = []
     data = checked_nodes([data], problems)[0]
-    # names and reasons are text, neither Rich markup nor control characters (a reason's
-    # escape sequence or line break is shown as \x1b, \n, never acted on)
-    line = f"node [bold]{as_text(data.get('name'))}[/bold]"
     if gpu is not None:
         gpus: list[dict[str, Any]] = data.get("gpus") or []
         found = next((g for g in gpus if g.get("index") == gpu), {})
-        line += f" GPU {gpu}: {as_text(found.get('state') or '?')}"
-        line += _reason(found)
+        rest = f" GPU {gpu}: {found.get('state') or '?'}" + _reason(found)
     else:
-        line += f": {as_text(data.get('state') or '?')}" + _reason(data)
+        rest = f": {data.get('state') or '?'}" + _reason(data)
         if data.get("close_at") is not None:
-            line += f"; {as_text(top_view.scheduled(data))}"
+            rest += f"; {top_view.scheduled(data)}"
+    # names and reasons are text, neither Rich markup nor control characters (a reason's
+    # escape sequence or line break is shown as \x1b, \n, never acted on); the text after
+    # the name is escaped as one string: escaped apart, a cordon reason's "[/ops" and a
+    # scheduled drain's reason "x]" made one tag between them (a MarkupError, or both gone)
+    line = f"node [bold]{as_text(data.get('name'))}[/bold]{as_text(rest)}"
     common.console.print(line, highlight=False)
     common.fail_on(problems)
 
 
 def _reason(found: dict[str, Any]) -> str:
-    """`` (REASON)`` of a node or GPU cordoned for one (Rich markup), else nothing."""
+    """`` (REASON)`` of a node or GPU cordoned for one (plain text), else nothing."""
     reason = found.get("cordon_reason")
-    return f" ({as_text(reason)})" if reason else ""
+    return f" ({reason})" if reason else ""
 
 
 def _close(

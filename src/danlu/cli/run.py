@@ -21,10 +21,8 @@ saying that its job may still be running.
 
 from __future__ import annotations
 
-import os
 import re
 import signal
-import sys
 from collections.abc import Iterator
 from contextlib import contextmanager, suppress
 from pathlib import Path
@@ -32,9 +30,10 @@ from typing import Annotated, Any
 
 import typer
 
-from danlu.cli.jobs import connect, err, fail, set_path, spec_body, write_bytes
+from danlu.cli.jobs import connect, err, fail, set_path, spec_body
 from danlu.cli.markup import as_text
 from danlu.cli.options import HomeOpt, TokenOpt, UrlOpt
+from danlu.cli.output import PIPE_CLOSED, quiet_stdout, write_bytes
 from danlu.client import Client
 from danlu.config import caller_env
 from danlu.core.errors import DanluError, SpecError
@@ -47,9 +46,6 @@ at its time limit, killed for memory) has one: 128 + the signal, as a shell (and
 ``srun``) gives, e.g. 143 after the time limit's SIGTERM, 137 after a SIGKILL."""
 INTERRUPTED = 128 + signal.SIGINT
 """The exit code after Ctrl-C (which cancels the job), as a shell gives 128 + SIGINT."""
-PIPE_CLOSED = 128 + signal.SIGPIPE
-"""The exit code once the reader of the output has gone (which cancels the job), as a
-shell gives a command killed by SIGPIPE."""
 OUTPUT_FAILED = 2
 """The exit code once the output cannot be written (a full disk, an I/O error; which cancels
 the job), as the command's other errors give."""
@@ -283,10 +279,10 @@ def run(
                 raise typer.Exit(code=abandoned(str(body["name"]), 128 + signum)) from None
             raise typer.Exit(code=cancel(client, job_id, 128 + signum)) from None
         except BrokenPipeError:
-            _quiet_stdout()
+            quiet_stdout()
             raise typer.Exit(code=cancel(client, str(job_id), PIPE_CLOSED)) from None
         except OutputFailed as failed:
-            _quiet_stdout()
+            quiet_stdout()
             why = f"cannot write the output ({failed.error.strerror or failed.error})"
             raise typer.Exit(code=cancel(client, str(job_id), OUTPUT_FAILED, why)) from None
         except DanluError as exc:
@@ -341,17 +337,6 @@ def cancel(client: Client, job_id: str, code: int, why: str = "") -> int:
         except DanluError as exc:  # it finished meanwhile, or the server is gone
             say(f"{lead}job {job_id} not cancelled: {exc}")
     return code
-
-
-def _quiet_stdout() -> None:
-    """Point stdout at the null device once its reader has gone (or it cannot be written),
-    so that flushing what is left in its buffer at exit raises no second error."""
-    try:
-        null = os.open(os.devnull, os.O_WRONLY)
-        os.dup2(null, sys.stdout.fileno())
-        os.close(null)
-    except (OSError, ValueError, AttributeError):  # no file descriptor (a test's stdout)
-        pass
 
 
 def register(app: typer.Typer) -> None:

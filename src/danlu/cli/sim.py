@@ -28,6 +28,7 @@ from danlu.cli.sim_checks import (
     check_enabled,
     check_load,
     check_plot,
+    check_synthetic,
     check_traces,
     failure_settings,
     given_options,
@@ -326,8 +327,12 @@ UserQuotaOpt = Annotated[
     ),
 ]
 
-JobsOpt = Annotated[int, typer.Option("--jobs", help="Jobs in the synthetic workload.")]
-SeedOpt = Annotated[int, typer.Option("--seed", help="Seed of the synthetic workload.")]
+JobsOpt = Annotated[
+    int, typer.Option("--jobs", help="Jobs in the synthetic workload (without --workload).")
+]
+SeedOpt = Annotated[
+    int, typer.Option("--seed", help="Seed of the synthetic workload (without --workload).")
+]
 PolicyOpt = Annotated[str, typer.Option("--policy", help="Scheduling policy name.")]
 PolicyOptionOpt = Annotated[
     list[str] | None, typer.Option("--option", help="Policy option key=value (repeatable).")
@@ -416,6 +421,7 @@ def run(
             (node_mtbf, node_repair), (gpu_mtbf, gpu_repair), checkpoint_every, failure_seed
         )
         check_enabled(given_options(ctx))
+        check_synthetic(given_options(ctx))
         check_traces(traces, given_options(ctx))
         wl = _load(workload, jobs, seed)
         config = _config(
@@ -500,6 +506,7 @@ def compare(
             (node_mtbf, node_repair), (gpu_mtbf, gpu_repair), checkpoint_every, failure_seed
         )
         check_enabled(given_options(ctx))
+        check_synthetic(given_options(ctx))
         check_traces(traces, given_options(ctx))
         wl = _load(workload, jobs, seed)
         config = _config(
@@ -598,6 +605,7 @@ def plan(
             (node_mtbf, node_repair), (gpu_mtbf, gpu_repair), checkpoint_every, failure_seed
         )
         check_enabled(given_options(ctx))
+        check_synthetic(given_options(ctx))
         check_traces(traces, given_options(ctx))
         wl = _load(workload, jobs, seed)
         config = _config(

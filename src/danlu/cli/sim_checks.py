@@ -116,6 +116,26 @@ def check_enabled(given: Collection[str]) -> None:
             )
 
 
+SYNTHETIC_ONLY = ("jobs", "seed")
+"""The options (by parameter name) that shape the built-in synthetic workload, and so change
+nothing with ``--workload``."""
+
+
+def check_synthetic(given: Collection[str]) -> None:
+    """Refuse an option of :data:`SYNTHETIC_ONLY` given with ``--workload`` (``given``:
+    :func:`given_options`): the file's jobs are simulated, so ``--jobs 5000`` or ``--seed 7``
+    was read as nothing while the results looked as if they had been."""
+    if "workload" not in given:
+        return
+    for name in SYNTHETIC_ONLY:
+        if name in given:
+            raise ConfigError(
+                f"{_flag(name)} shapes the built-in synthetic workload and changes nothing "
+                f"with --workload, whose jobs are simulated: leave out {_flag(name)} (or "
+                "--workload, for the synthetic one)"
+            )
+
+
 def _positive_duration(flag: str, text: str) -> float:
     seconds = parse_duration(text, flag)
     if not (math.isfinite(seconds) and seconds > 0):

@@ -17,6 +17,8 @@ from danlu.cli.admin import show_data, titled_table, when_text
 from danlu.cli.markup import as_text
 from danlu.cli.options import HomeOpt, JsonOpt, TokenOpt, UrlOpt
 from danlu.cli.reply_fields import DELIVERY, WEBHOOK
+from danlu.core.errors import SpecError
+from danlu.core.state import JobState
 
 webhook_app = typer.Typer(
     rich_markup_mode="markdown",  # as the main app (danlu.cli.main)
@@ -31,7 +33,10 @@ def webhook_add(
     endpoint: Annotated[str, typer.Argument(help="The http(s) URL to post to.")],
     states: Annotated[
         list[str] | None,
-        typer.Option("--state", help="A job state to be told of (repeatable; default the ends)."),
+        typer.Option(
+            "--state",
+            help="A job state to be told of (repeatable or a,b; default the ends).",
+        ),
     ] = None,
     project: Annotated[
         str | None, typer.Option("--project", help="Only this project's jobs.")
@@ -43,7 +48,10 @@ def webhook_add(
     token: TokenOpt = None,
 ) -> None:
     """Add a webhook; prints its secret, the key of the messages' signature, this once."""
-    wanted = [s.upper() for s in states or []]
+    try:
+        wanted = job_states(list(states or []))
+    except SpecError as exc:
+        raise common.fail(exc) from None
     hook = common.ask(
         home,
         url,
@@ -155,6 +163,26 @@ def webhook_deliveries(
         )
 
     show_data(rows, json_out, table, DELIVERY)
+
+
+def job_states(given: list[str]) -> list[str]:
+    """``--state`` values as job states: any case, repeated or comma-separated
+    (``failed,cancelled``, as ``danlu ls`` and ``danlu events`` take them; the server read
+    that as one unknown state, ``states.0``); one that is no job state, or empty, is a
+    :class:`SpecError` naming ``--state``."""
+    valid = [state.value for state in JobState]
+    out: list[str] = []
+    for value in given:
+        for part in value.split(","):
+            state = part.strip().upper()
+            if state not in valid:
+                raise SpecError(
+                    "--state",
+                    f"{part.strip()!r} is not a job state; use one of {', '.join(valid)} "
+                    "(repeat --state, or write a,b, for several)",
+                )
+            out.append(state)
+    return out
 
 
 def _scope(hook: dict[str, Any]) -> str:

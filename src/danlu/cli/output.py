@@ -1,0 +1,37 @@
+"""Writing a job's output bytes to stdout (``danlu logs``, ``danlu run``), and what is done
+once stdout cannot be written: its reader gone (``danlu logs JOB | head``), a full disk."""
+
+from __future__ import annotations
+
+import os
+import signal
+import sys
+
+PIPE_CLOSED = 128 + signal.SIGPIPE
+"""The exit code once the reader of the output has gone, as a shell gives a command killed
+by SIGPIPE (141)."""
+
+
+def write_bytes(data: bytes) -> None:
+    """``data`` on stdout as it is, now (a job's output need not be UTF-8): after any text
+    written before it, to the byte stream beneath (the text itself, bytes not UTF-8 each
+    as U+FFFD, where stdout has none)."""
+    sys.stdout.flush()
+    raw = getattr(sys.stdout, "buffer", None)
+    if raw is None:
+        sys.stdout.write(data.decode("utf-8", errors="replace"))
+        sys.stdout.flush()
+        return
+    raw.write(data)
+    raw.flush()
+
+
+def quiet_stdout() -> None:
+    """Point stdout at the null device once its reader has gone (or it cannot be written),
+    so that flushing what is left in its buffer at exit raises no second error."""
+    try:
+        null = os.open(os.devnull, os.O_WRONLY)
+        os.dup2(null, sys.stdout.fileno())
+        os.close(null)
+    except (OSError, ValueError, AttributeError):  # no file descriptor (a test's stdout)
+        pass
