@@ -360,6 +360,7 @@ def _states(values: list[str]) -> list[str]:
 
 
 def ls(
+    ctx: typer.Context,
     state: Annotated[
         list[str] | None,
         typer.Option("--state", "-s", help="Only jobs in this state (repeatable or a,b)."),
@@ -383,6 +384,10 @@ def ls(
     token: TokenOpt = None,
 ) -> None:
     """List jobs, newest first."""
+    source = ctx.get_parameter_source("limit")
+    if all_ and source is not None and source.name not in ("DEFAULT", "DEFAULT_MAP"):
+        # --all lists every job: a --limit beside it was dropped without a word
+        raise fail("--limit: --all lists every job; give one of --all and --limit, not both")
     try:
         states = _states(list(state or []))
         start = None if since is None else parse_since(since, time.time(), "--since")
@@ -432,6 +437,14 @@ def recent_events(client: Client, job: str, keep: int = SHOWN_EVENTS) -> list[di
                 None,
                 f"server sent {last!r} for field id of an event of job "
                 f"{job}, expected a whole number: its later events cannot be read",
+            )
+        if last <= after:  # the server did not read on from ``after``: it would loop forever
+            raise ServerError(
+                200,
+                "http",
+                None,
+                f"server answered events of job {job} after id {after} with id {last}, not "
+                "later ones: its later events cannot be read",
             )
         after = last
 
