@@ -722,12 +722,29 @@ def load_spec(path: str | Path) -> JobSpec:
     return parse_spec(load_spec_data(path))
 
 
+MAX_SPEC_FILE = 16 * 1024 * 1024
+"""The most bytes a job or sweep spec file may hold (its command and env take at most
+:data:`MAX_EXEC_TOTAL`; the control plane takes a request of 32 MiB): a larger one, or an
+endless one such as ``/dev/zero``, is refused after that much is read (it was read whole:
+a MemoryError)."""
+
+
 def load_spec_data(path: str | Path) -> Any:
     """The data of a job spec file, not yet validated: YAML (a superset of JSON), or JSON
-    for a ``.json`` file; an empty file is an empty mapping. Errors are :class:`SpecError`."""
+    for a ``.json`` file; an empty file is an empty mapping. Errors are :class:`SpecError`
+    (a file of more than :data:`MAX_SPEC_FILE` bytes too)."""
     p = Path(path)
     try:
-        text = p.read_text(encoding="utf-8-sig")  # a BOM, as Windows editors write, is no text
+        with p.open("rb") as file:
+            raw = file.read(MAX_SPEC_FILE + 1)
+        if len(raw) > MAX_SPEC_FILE:
+            raise SpecError(
+                "",
+                f"job spec {p} is larger than {MAX_SPEC_FILE // (1024 * 1024)} MiB; a spec "
+                "names its data, it does not hold it: pass large data in a file",
+            )
+        text = raw.decode("utf-8-sig")  # a BOM, as Windows editors write, is no text
+        text = text.replace("\r\n", "\n").replace("\r", "\n")  # as a text-mode read gives
     except OSError as exc:
         raise SpecError("", f"cannot read job spec {p}: {exc.strerror or exc}") from None
     except UnicodeDecodeError as exc:
