@@ -491,7 +491,7 @@ def test_an_uncordon_while_a_schedule_is_applied_drops_it(
         user_and_nodes(s, (A, B), NOW)
         nodes.cordon(s, "a", "maintenance", drain=True, at=NOW + 100, now=NOW)
     race = Interleave(db)
-    race.pause_at(monkeypatch, nodes, "cordon", before=True)  # about to close the due nodes
+    race.pause_at(monkeypatch, nodes, "_close", before=True)  # about to close the due nodes
     outcome = race.run(lambda s: nodes.close_due(s, NOW + 100), lambda s: nodes.uncordon(s, "a"))
     assert outcome.first_error is None and outcome.second_error is None
     assert outcome.first == ["a"]

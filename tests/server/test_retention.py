@@ -239,6 +239,10 @@ def _spelling(tmp_path: Path, first: str, how: str) -> str:
         "dotted": f"{tmp_path}/checkpoints/other/../{first}/",
         "a sibling": f"{given}-v2",
         "a url": f"s3://bucket/{first}",
+        # danlu.train writes to a file:// URL's path: it names the directory as the path does
+        "a file url": f"file://{given}",
+        "a file url inside": f"file://{given}/continued",
+        "a file url elsewhere": f"file://{given}-v2",
     }[how]
 
 
@@ -253,6 +257,9 @@ def _spelling(tmp_path: Path, first: str, how: str) -> str:
         ("home linked", True),
         ("a sibling", False),
         ("a url", False),
+        ("a file url", True),
+        ("a file url inside", True),
+        ("a file url elsewhere", False),
     ],
 )
 def test_a_directory_named_by_a_spec_in_any_spelling_is_kept(

@@ -45,6 +45,20 @@ def _spellings(path: str | Path) -> set[Path]:
         return {Path(written)}
 
 
+FILE_URL: Final = "file://"
+"""A ``checkpoint_dir`` URL that names a local directory: danlu.train writes to its path
+(as it does to an absolute path), not through a remote file system."""
+
+
+def local_path(checkpoint_dir: str) -> str | None:
+    """The local directory a spec's ``checkpoint_dir`` names: an absolute path as written, a
+    ``file://`` URL's path; None for any other URL (``s3://...``: nothing under the home). A
+    ``file://`` URL naming a directory danlu made was passed over as any URL, and the
+    retention deleted the checkpoints the job naming it wrote there."""
+    path = checkpoint_dir.removeprefix(FILE_URL)
+    return path if path.startswith("/") else None
+
+
 def remove(path: Path) -> None:
     """Delete ``path``, whatever a job made of it: a directory with all it holds, or a link
     (never what it points to, which may be outside the home) or a file; nothing when absent."""
@@ -62,7 +76,8 @@ class NamedDirectories:
     """The directories under ``checkpoints`` (danlu's, one per job: ``checkpoints/JOB_ID``)
     that some job's spec names as its ``checkpoint_dir``: the same directory, one inside it
     (``checkpoints/JOB_ID/run2``) or one containing it (``checkpoints`` itself, the home), each
-    path as written and with its links resolved. A job continuing another's training in the
+    path as written and with its links resolved, a ``file://`` URL as its path
+    (:func:`local_path`). A job continuing another's training in the
     directory that one was given does so: the directory is the naming job's from then on.
 
     Every job's spec counts, whatever its state, the purged ones included. The specs are read
@@ -86,8 +101,9 @@ class NamedDirectories:
         rows = retention.spec_checkpoint_dirs(session, after, retention.SPECS_A_PASS)
         roots = _spellings(self.checkpoints)
         for _, path in rows:
-            if path is not None and path.startswith("/"):  # not a URL
-                self._add(path, roots)
+            local = None if path is None else local_path(path)
+            if local is not None:
+                self._add(local, roots)
         if rows:
             self.read_to = max(self.read_to, rows[-1][0])
         return len(rows) < retention.SPECS_A_PASS

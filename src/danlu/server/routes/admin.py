@@ -203,6 +203,12 @@ def get_usage(
             raise SpecError("until", "is too far in the past; give since too, or a later until")
     else:
         start = since
+        if start >= end and until is None:  # the period ends now: no until was given
+            raise SpecError(
+                "since",
+                "is not in the past: without until the period ends now; give a since "
+                "before now, or an until after since",
+            )
         if start >= end:
             raise SpecError("since", "must come before until")
     with state.db.read_session() as session:

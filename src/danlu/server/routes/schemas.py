@@ -12,7 +12,7 @@ from danlu.core.metric_record import MAX_TIME
 from danlu.core.state import JobState
 from danlu.core.values import control_character
 from danlu.server.db import ApiToken, Job, JobEvent, JobMetric, Node, Project, User
-from danlu.server.services.cluster import ShareRecord
+from danlu.server.services.cluster import ABSENT, ShareRecord
 from danlu.server.services.events import FeedEvent
 from danlu.server.services.nodes import state as node_state
 from danlu.server.services.usage import Standing
@@ -27,6 +27,15 @@ StateName = Literal[
 
 class _In(BaseModel):
     model_config = ConfigDict(extra="forbid")
+
+
+def _no_boolean(value: Any) -> Any:
+    """A before-validator of a number in a request body: ``true`` or ``false`` is refused
+    (pydantic read ``true`` as 1: ``{"quota_gpu_memory": true}`` set a quota of one byte,
+    ``{"at": true}`` a cordon at the epoch, done now)."""
+    if isinstance(value, bool):
+        raise ValueError(f"expected a number, got {str(value).lower()}: write a number")
+    return value
 
 
 class Share(BaseModel):
@@ -187,6 +196,8 @@ class CordonIn(_In):
     at: float | None = Field(default=None, ge=0, allow_inf_nan=False)
     gpu: int | None = Field(default=None, ge=0, le=MAX_GPU_INDEX, strict=True)
 
+    _numbers = field_validator("at", mode="before")(_no_boolean)
+
     @field_validator("at")
     @classmethod
     def _seconds(cls, value: float | None) -> float | None:
@@ -247,6 +258,10 @@ class ProjectIn(_In):
     members: list[UserName] = Field(default_factory=list, max_length=10_000)
     """The users who may submit jobs to it (besides the admins); empty: every user."""
 
+    _numbers = field_validator(
+        "priority", "quota_gpus", "quota_gpu_memory", "share", mode="before"
+    )(_no_boolean)
+
 
 class ProjectPatch(_In):
     """A partial project: fields present are changed (``null`` removes a quota; ``members``
@@ -257,6 +272,10 @@ class ProjectPatch(_In):
     quota_gpu_memory: int | None = Field(default=None, ge=0, le=2**62)
     share: float | None = Field(default=None, gt=0, le=1e6, allow_inf_nan=False)
     members: list[UserName] | None = Field(default=None, max_length=10_000)
+
+    _numbers = field_validator(
+        "priority", "quota_gpus", "quota_gpu_memory", "share", mode="before"
+    )(_no_boolean)
 
 
 class UserOut(BaseModel):
@@ -285,6 +304,8 @@ class UserPatch(_In):
 
     os_user: str | None = Field(default=None, max_length=32)
     quota_gpus: float | None = Field(default=None, ge=0, le=1e9, allow_inf_nan=False)
+
+    _numbers = field_validator("quota_gpus", mode="before")(_no_boolean)
 
 
 class TokenIn(_In):
@@ -468,7 +489,10 @@ def user_out(user: User) -> dict[str, Any]:
 
 
 def nodes_out(nodes: list[Node], shares: list[ShareRecord]) -> list[dict[str, Any]]:
-    """The inventory with, per GPU, the memory and compute allocated and the jobs holding it."""
+    """The inventory with, per GPU, the memory and compute allocated and the jobs holding it.
+    A GPU the last reading lacked, kept for an admin's cordon (memory
+    :data:`~danlu.server.services.cluster.ABSENT`), is left out, as ``GET /cluster/nodes``
+    leaves it out: a cordon's reply listed it with ``memory: -1``."""
     by_gpu: dict[tuple[str, int], list[ShareRecord]] = {}
     for share in shares:
         by_gpu.setdefault((share.node, share.gpu), []).append(share)
@@ -476,6 +500,8 @@ def nodes_out(nodes: list[Node], shares: list[ShareRecord]) -> list[dict[str, An
     for node in nodes:
         gpus = []
         for gpu in node.gpus:
+            if gpu.memory == ABSENT:
+                continue
             held = by_gpu.get((node.name, gpu.index), [])
             gpus.append(
                 {

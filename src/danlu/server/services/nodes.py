@@ -118,14 +118,57 @@ def cordon(
     drain stays to come, the maintenance it was set for).
     ``gpu``: close only the node's GPU at that index, now (``at`` is for whole nodes). With
     no reason, a node the health program or the executor's backend had closed takes
-    :data:`ADMIN_REASON`: it stays closed when what closed it passes."""
-    t = resolve_now(now)
+    :data:`ADMIN_REASON`: it stays closed when what closed it passes; so does a GPU the
+    health check had closed (it stays closed when a reading lacks it for a while). A reason
+    that begins with such a close's mark is a :class:`SpecError` on ``reason``."""
     check_values(reason, "reason")  # no NUL characters: PostgreSQL's text takes none
+    _check_admin_reason(reason, gpu is not None)
+    return _close(session, name, reason, drain=drain, at=at, gpu=gpu, now=now)
+
+
+def _check_admin_reason(reason: str, gpu: bool) -> None:
+    """:class:`SpecError` on ``reason`` for an admin's reason that begins with a mark the
+    control plane puts on the closes it makes itself and takes back by itself (a node's:
+    the health program's, the backend's; a GPU's: the health check's): such a cordon was
+    read as theirs, reopened when they passed (every start of the control plane reopened a
+    node whose reason began ``executor: ``) or forgotten when a reading lacked the node."""
+    marks = (HEALTH_REASON,) if gpu else _MARKS
+    given = reason.strip()
+    mark = next((m for m in marks if given.startswith(m)), None)
+    if mark is not None:
+        example = given[len(mark) :].strip()[:40] or "maintenance"
+        raise SpecError(
+            "reason",
+            f"{given[:60]!r} begins with {mark!r}, the mark of a close the control plane "
+            "makes itself and takes back by itself (the cordon would be undone when that "
+            f"passes): word it otherwise, e.g. {example!r}",
+        )
+
+
+def _close(
+    session: Session,
+    name: str,
+    reason: str,
+    *,
+    drain: bool,
+    at: float | None,
+    gpu: int | None,
+    now: float | None,
+) -> Node:
+    """:func:`cordon` without the checks of an admin's reason (:func:`close_due` applies a
+    reason stored when the close was scheduled)."""
+    t = resolve_now(now)
     node = _node(session, name)
     if gpu is not None:
         if at is not None and at > t:
             raise SpecError("at", "a cordon or drain of one GPU is done now; leave out at")
-        _close_gpu(_gpu(node, gpu), reason, drain, t)
+        closing = _gpu(node, gpu)
+        given = reason
+        if not given.strip() and closing.cordon_reason.startswith(HEALTH_REASON):
+            # the cordon is an admin's now, as a node's is: a GPU closed by the health check
+            # alone is forgotten when a reading lacks it (cluster._automatic), an admin's kept
+            given = ADMIN_REASON
+        _close_gpu(closing, given, drain, t)
         session.flush()
         return node
     if at is not None and at > t:
@@ -194,7 +237,7 @@ def close_due(session: Session, now: float | None = None) -> list[str]:
         kind = "drain" if node.close_drain else "cordon"
         reason = node.close_reason or f"scheduled {kind}"
         drain = node.close_drain
-        cordon(session, node.name, reason, drain=drain, now=at)  # reads the row again
+        _close(session, node.name, reason, drain=drain, at=None, gpu=None, now=at)  # read again
         node.close_at, node.close_drain, node.close_reason = None, False, ""
         names.append(node.name)
     return names

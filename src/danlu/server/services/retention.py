@@ -6,13 +6,13 @@ that stored some, ``job_metric_keys``), its logs and run records (the executor's
 :meth:`~danlu.executors.Executor.discard`) and the checkpoint directory danlu made for it
 under the home (never a spec's ``checkpoint_dir``: that is the user's). A directory danlu made
 that some job's spec names as its ``checkpoint_dir`` (the same directory, one inside it or one
-containing it, links resolved), as a job continuing another's training does, has become that
-job's: it stays for good (:func:`spec_checkpoint_dirs`). The job itself and
-its events stay, with ``purged_at`` set, so ``danlu ls`` and ``danlu show`` still tell what
-happened. The reconcile loop purges a batch at a time (:data:`BATCH`): the files first,
-outside any transaction (the checkpoint directory, then the executor's records and log, so
-that a job whose directory cannot be deleted keeps its log until it is tried again), then
-the rows.
+containing it, links resolved, as a path or a ``file://`` URL), as a job continuing another's
+training does, has become that job's: it stays for good (:func:`spec_checkpoint_dirs`). The
+job itself and its events stay, with ``purged_at`` set, so ``danlu ls`` and ``danlu show``
+still tell what happened. The reconcile loop purges a batch at a time (:data:`BATCH`): the
+files first, outside any transaction (the checkpoint directory, then the executor's records
+and log, so that a job whose directory cannot be deleted keeps its log until it is tried
+again), then the rows.
 """
 
 from __future__ import annotations

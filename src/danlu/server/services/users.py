@@ -297,6 +297,16 @@ def _write_secret(path: Path, text: str) -> None:
         raise
 
 
+def _written_token(path: Path) -> str:
+    """The token ``path`` holds, stripped; ``""`` when it holds no text (bytes that are not
+    UTF-8: a damaged or overwritten file is a stale one, replaced as a missing one is; it
+    stopped the server's start with a ``UnicodeDecodeError``)."""
+    try:
+        return path.read_text(encoding="utf-8").strip()
+    except UnicodeDecodeError:
+        return ""
+
+
 BOOTSTRAP = "bootstrap"
 """The name of the admin tokens :func:`bootstrap_admin` writes to ``admin.token``."""
 
@@ -305,7 +315,8 @@ def bootstrap_admin(session: Session, token_path: Path, now: float | None = None
     """First start: create the ``admin`` user and write a token to ``token_path`` (0600).
 
     Idempotent: when the file already holds a valid admin token nothing changes and ``None``
-    is returned; when the admin exists but the file is missing or stale, a new token is
+    is returned; when the admin exists but the file is missing or stale (a revoked or
+    unknown token, or no text at all: bytes that are not UTF-8), a new token is
     issued and written, and the admin's earlier bootstrap tokens are revoked (deleting the
     file and restarting is how a leaked one is replaced; the tokens made for the admin by
     hand stay). Returns the new plain token when one was issued. Commits (the token must be
@@ -316,7 +327,7 @@ def bootstrap_admin(session: Session, token_path: Path, now: float | None = None
         admin = create_user(session, ADMIN, "admin", now)
     else:
         if token_path.exists():
-            current = token_path.read_text(encoding="utf-8").strip()
+            current = _written_token(token_path)
             user = authenticate(session, current, now)
             if user is not None and user.id == admin.id:
                 session.commit()
