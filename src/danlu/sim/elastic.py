@@ -23,7 +23,7 @@ from bisect import bisect_left, bisect_right
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
@@ -515,10 +515,13 @@ def _read_table(path: Path, columns: tuple[str, ...]) -> tuple[np.ndarray, list[
             if missing:
                 raise DataError(f"{path}: missing column(s) {', '.join(missing)}")
             rows = [(reader.line_num, row) for row in reader]
+            width = len(reader.fieldnames or [])
     except (OSError, UnicodeDecodeError, csv.Error) as exc:
         raise DataError(f"cannot read {path}: {exc}") from exc
     if not rows:
         raise DataError(f"{path}: no data rows")
+    for line, row in rows:
+        _check_no_extra_values(path, line, width, row)
     table = np.empty((len(rows), len(columns)))
     for i, (line, row) in enumerate(rows):
         for j, column in enumerate(columns):
@@ -540,6 +543,23 @@ def _read_table(path: Path, columns: tuple[str, ...]) -> tuple[np.ndarray, list[
                 "measurement or remove the row"
             )
     return table, [line for line, _ in rows]
+
+
+def _check_no_extra_values(path: Path, line: int, width: int, row: dict[Any, Any]) -> None:
+    """Refuse a row of a trace table with a value beyond the header's ``width`` columns
+    (:class:`csv.DictReader` keeps them under the key None; empty ones are fine): a field
+    too many before them shifted every value after it into the next column, silently (a
+    placement ``1,1`` read as placement 1 at local_bsz 1)."""
+    extra = [str(field).strip() for field in row.get(None) or ()]
+    if any(extra):
+        shown = ",".join(extra)
+        shown = shown if len(shown) <= 40 else f"{shown[:40]}..."
+        raise DataError(
+            f"{path}:{line}: {width + len(extra)} fields but the header has {width} columns "
+            f"(beyond them: {shown!r}); a field too many shifts the values after it into the "
+            "wrong columns: write a placement without commas (1122), or name every column "
+            "in the header"
+        )
 
 
 def _check_sync_within_step(path: Path, table: np.ndarray, lines: list[int], step: int) -> None:
@@ -636,7 +656,10 @@ def load_profile(app_dir: Path, override: AppOverride | None = None) -> Applicat
 
 
 def load_profiles(traces_dir: Path) -> dict[str, ApplicationProfile]:
-    """Load every application folder under ``traces_dir`` (files there are ignored).
+    """Load every application folder under ``traces_dir`` (files there are ignored, and so
+    are hidden folders, whose names start with ``.``: a ``.git`` or ``.ipynb_checkpoints``
+    beside the applications was loaded as one, and its missing ``placements.csv`` refused
+    the whole folder).
 
     Raises:
         DataError: ``traces_dir`` is missing or holds no application, or one is malformed.
@@ -644,7 +667,9 @@ def load_profiles(traces_dir: Path) -> dict[str, ApplicationProfile]:
     traces_dir = Path(traces_dir)
     if not traces_dir.is_dir():
         raise DataError(f"traces folder {traces_dir} does not exist")
-    apps = [sub for sub in sorted(traces_dir.iterdir()) if sub.is_dir()]
+    apps = [
+        sub for sub in sorted(traces_dir.iterdir()) if sub.is_dir() and not sub.name.startswith(".")
+    ]
     if not apps:
         raise DataError(f"traces folder {traces_dir} holds no application folders")
     return {sub.name: load_profile(sub) for sub in apps}

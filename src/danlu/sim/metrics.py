@@ -52,8 +52,9 @@ class JobRecord:
 
     @property
     def jct(self) -> float:
-        """Job completion time: end minus submission."""
-        return (self.end_time or math.nan) - self.submit_time
+        """Job completion time: end minus submission (NaN while it has no end; an end at
+        0.0 is a time, whose JCT read NaN)."""
+        return (self.end_time if self.end_time is not None else math.nan) - self.submit_time
 
     @property
     def queueing_delay(self) -> float:

@@ -313,7 +313,7 @@ class AllocationResult:
         return {
             "policy": self.policy,
             "options": dict(self.options),
-            "load": self.load,
+            "load": float(self.load),  # a NumPy float32 is no JSON number
             "seeds": list(self.seeds),
             "allocation_ratio": self.allocation_ratio,
             "frag_ratio": self.frag_ratio,
@@ -323,12 +323,13 @@ class AllocationResult:
 
 
 def _check_load_and_seeds(load: float, seeds: Iterable[int]) -> tuple[int, ...]:
-    """The seeds as a tuple (an iterator is read once, here); refuse a ``load`` that is not
-    a finite number above 0 and at most :data:`MOST_LOAD` and a seed that is not a whole
-    number >= 0, as a :class:`ConfigError`: pods are packed until the arrived demand reaches
-    the load, so a NaN, infinite or huge one packed copies for ever, and numpy's seeding
-    refused a negative seed with a bare ValueError (a float or a string, with a
-    TypeError)."""
+    """The seeds as a tuple of ints (an iterator is read once, here; NumPy's integers made
+    the results' :meth:`~AllocationResult.to_json` fail in ``json.dumps``); refuse a
+    ``load`` that is not a finite number above 0 and at most :data:`MOST_LOAD` and a seed
+    that is not a whole number >= 0, as a :class:`ConfigError`: pods are packed until the
+    arrived demand reaches the load, so a NaN, infinite or huge one packed copies for ever,
+    and numpy's seeding refused a negative seed with a bare ValueError (a float or a
+    string, with a TypeError)."""
     check_real("load (--load)", load, "1.0")
     if not (math.isfinite(load) and 0 < load <= MOST_LOAD):
         raise ConfigError(
@@ -344,7 +345,7 @@ def _check_load_and_seeds(load: float, seeds: Iterable[int]) -> tuple[int, ...]:
         check_whole("seeds (--seeds)", seed, "42")
         if seed < 0:
             raise ConfigError(f"seeds (--seeds) must be whole numbers >= 0; got {seed}")
-    return listed
+    return tuple(int(seed) for seed in listed)  # NumPy's integers broke the results' JSON
 
 
 def _check_inputs(
@@ -438,7 +439,7 @@ def _run_checked_seed(
     """:func:`run_seed` on pods, nodes and options :func:`_check_inputs` has passed."""
     if not pods or not nodes:
         raise ConfigError("the experiment needs at least one pod and one node")
-    _check_load_and_seeds(load, (seed,))
+    (seed,) = _check_load_and_seeds(load, (seed,))
     by_name = sorted(match_gpu_specs(pods, nodes), key=lambda p: p.name)
     requests = [p.request for p in by_name]
     if sum(r.total_gpu_milli for r in requests) == 0:

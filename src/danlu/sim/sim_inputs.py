@@ -73,7 +73,8 @@ def _check_workload(workload: Any) -> None:
     """Refuse a workload that is no :class:`Workload`, whose ``jobs`` are no list or tuple
     of :class:`WorkloadJob` s, that repeats a job id, or whose jobs are out of submission
     order (the simulator lets jobs in in list order: one listed before an earlier
-    submission held it back)."""
+    submission held it back), or whose requests' ``seq`` do not increase in list order (the
+    engine's queue is ordered by it)."""
     if not isinstance(workload, Workload):
         raise ConfigError(
             "Simulator: workload must be a Workload, e.g. load_workload(path) or "
@@ -104,6 +105,16 @@ def _check_workload(workload: Any) -> None:
                 f"{job.request.id!r} (submitted at {job.request.submit_time:g} s) comes after "
                 f"job {previous.request.id!r} (at {previous.request.submit_time:g} s); sort "
                 "the jobs by request.submit_time"
+            )
+        if previous is not None and job.request.seq <= previous.request.seq:
+            # the engine keeps its queue ordered by seq: two of one seq (JobRequest's
+            # default is 0) made it drop the wrong job from the queue, and a policy that
+            # started any but the oldest was then told 'started X, which is not pending'
+            raise ConfigError(
+                f"Simulator: workload.jobs[*].request.seq must increase in list order, but "
+                f"job {job.request.id!r} has seq {job.request.seq} after job "
+                f"{previous.request.id!r}'s {previous.request.seq}; number the jobs with "
+                "in_submission_order(jobs), as load_workload does"
             )
         previous = job
 

@@ -40,7 +40,10 @@ Formats, recognised from the CSV header:
 Files are UTF-8 text, with or without a byte-order mark (a byte that is not UTF-8 is
 reported on its line); spaces around the header's column names and the fields
 (``name, submit_time, gpus, duration``) are ignored; numbers are written with the
-digits 0-9 (``1_000`` and other scripts' digits are refused, not read as 1000). A
+digits 0-9 (``1_000`` and other scripts' digits are refused, not read as 1000). A row
+too short to hold a column it needs is refused naming the columns it lacks (optional
+columns it lacks are read as empty), and so is one with a value beyond the header's
+columns (a field too many shifts the values after it; empty trailing fields are fine). A
 file that leaves no GPU job to simulate (a header without rows, an openb list of CPU-only
 or never-scheduled pods) is refused.
 """
@@ -159,13 +162,17 @@ def _rows(path: Path) -> Iterator[tuple[list[str], Iterator[tuple[int, dict[str,
     skipped but counted; a row with a quoted field that spans lines is reported where it
     starts), names and fields stripped of spaces (``name, submit_time``); a UTF-8
     byte-order mark is skipped. As :class:`csv.DictReader`, a field missing at the end of a
-    short row is None; unlike it, fields beyond the header are dropped. The file is closed
-    when the block ends, whether the rows were all read or an error stopped it (it used to
-    stay open after an unrecognised header, until garbage collection).
+    short row is None; empty fields beyond the header (a spreadsheet's trailing commas) are
+    dropped, and a row with a value beyond it is refused: a field too many before them
+    shifts every value after it into the next column (``j1,0,2,1,3600`` under
+    ``name,submit_time,gpus,duration`` ran for 1 s, its 3600 silently dropped). The file is
+    closed when the block ends, whether the rows were all read or an error stopped it (it
+    used to stay open after an unrecognised header, until garbage collection).
 
     Raises:
         DataError: the file cannot be read, is empty, or its header is blank or repeats a
-            column; the message names the file.
+            column, or a row has a value beyond the header's columns; the message names the
+            file (and the row's line).
     """
     try:
         handle = path.open(newline="", encoding="utf-8-sig")
@@ -192,6 +199,7 @@ def _rows(path: Path) -> Iterator[tuple[list[str], Iterator[tuple[int, dict[str,
             try:
                 for fields in reader:
                     if fields:  # a blank line reads as no fields
+                        _check_no_extra_values(path, start, header, fields)
                         row: dict[str, Any] = dict.fromkeys(header[len(fields) :])  # short: None
                         row.update(zip(header, (f.strip() for f in fields), strict=False))
                         yield start, row
@@ -200,6 +208,22 @@ def _rows(path: Path) -> Iterator[tuple[list[str], Iterator[tuple[int, dict[str,
                 raise DataError(_unreadable(path, start, exc)) from None
 
         yield header, rows()
+
+
+def _check_no_extra_values(path: Path, line: int, header: list[str], fields: list[str]) -> None:
+    """Refuse a row with a value beyond the header's last column (empty fields there are
+    fine): some field before it is one too many (an unquoted comma, a column missing from
+    the header), and every value after that one would be read in the wrong column."""
+    extra = [field.strip() for field in fields[len(header) :]]
+    if any(extra):
+        shown = ",".join(extra)
+        shown = shown if len(shown) <= 40 else f"{shown[:40]}..."
+        raise DataError(
+            f"{path}:{line}: {len(fields)} fields but the header has {len(header)} columns "
+            f"(beyond them: {shown!r}); a field too many shifts the values after it into "
+            "the wrong columns: quote a value holding a comma, or name every column in the "
+            "header"
+        )
 
 
 def _whole_number(
@@ -252,6 +276,16 @@ def undecodable_line(path: Path) -> int | None:
 
 
 def _num(row: dict[str, str], column: str, path: Path, line: int) -> float:
+    """The number in ``column`` (finite, >= 0), or a :class:`DataError` naming the file,
+    line and column: also for a row too short to reach the column (its field is None,
+    which raised a bare AttributeError)."""
+    if column in row and row[column] is None:
+        lacks = ", ".join(repr(name) for name, value in row.items() if value is None)
+        raise DataError(
+            f"{path}:{line}: column {column!r} is missing: the row has fewer fields than the "
+            f"header (it lacks {lacks}); give every row a value for each column (empty ones "
+            "separated by commas)"
+        )
     try:
         value = plain_float(row[column])
     except (KeyError, TypeError, ValueError):
