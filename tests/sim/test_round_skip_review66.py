@@ -38,8 +38,9 @@ PRIORITY_SKIP = HEADER + (
     "j5,3666,1,5000,1,20000000000\n"
     "j6,6336,4,1000,0,\n"
 )
-# Tiresias' round at 9240 starts j3, j1 and j0 and leaves j5 out; the round at 9300 starts
-# it on j3's GPU (both ask for part of one by memory).
+# Tiresias' round at 9240 starts j3, j1 and j0, and j5 on j3's GPU (both ask for part of one
+# by memory). Until review 75 its admission charged j5's share as a whole GPU, left it out,
+# and the round at 9300 started it: the round that leaves a job out must not be skipped.
 STARVE_MIN = HEADER + (
     "j0,710,2,5000,0,\n"
     "j1,0,1,20000,1,\n"
@@ -108,7 +109,7 @@ def test_tiresias_starts_the_job_its_last_round_left_out_at_the_next_tick(
     skipping, every = _both(_write(tmp_path, STARVE_MIN), "tiresias", STARVATION)
     times = _times(skipping)
     assert times["j3"][:2] == (9240.0, 10240.0)
-    assert times["j5"][:2] == (3720.0, 9440.0)  # restarted at 9300, was 10200 (ends 10340)
+    assert times["j5"][:2] == (3720.0, 9380.0)  # restarted at 9240 (at 9300 before review 75)
     assert times == _times(every)
 
 

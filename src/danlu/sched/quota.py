@@ -641,12 +641,17 @@ def _tightened(
             withheld[job.id] = f"waiting for quota: this round's plan fills {', '.join(mine)}"
         elif _sized(entry.status, sizes_jobs):
             planned = sizes[job.id].num_gpus if job.id in sizes else 0
-            least = job.request.gpus if job.request.elastic else 1
+            asked = entry.status.request  # not the view's copy: its range may be cut
+            least = asked.gpus if asked.elastic else 1
             # what the plan keeps of it (a running job: no more than it holds)
             kept = min(planned, job.allocation.num_gpus) if job.running else planned
             shares[job.id] = _Share(mine, order, least, planned, max(kept, least))
     caps = _fitted(shares, left)
-    shown = {j.id: _capped(j, caps[j.id]) for j in (*view.running, *view.pending) if j.id in caps}
+    shown = {
+        j.id: _capped(j, caps[j.id], shares[j.id].least)
+        for j in (*view.running, *view.pending)
+        if j.id in caps
+    }
     pending = tuple(shown.get(j.id, j) for j in view.pending if j.id not in withheld)
     running = tuple(shown.get(j.id, j) for j in view.running)
     return replace(view, running=running, pending=pending), withheld
@@ -717,15 +722,14 @@ def _share(quota: Quota, rigid: Usage, sized: Usage) -> float:
     return max(out, 0.0)
 
 
-def _capped(status: JobStatus, most: int) -> JobStatus:
-    """``status`` (elastic, or sized by the policy) offered at most ``most`` GPUs, never
-    fewer than its least: an elastic range's ``gpus``, else 1."""
+def _capped(status: JobStatus, most: int, least: int) -> JobStatus:
+    """``status`` (elastic, or sized by the policy) offered ``least`` to at most ``most``
+    GPUs. ``least``: its least as the round found it (elastic: ``gpus``, else 1), not read
+    off ``status``, which may be the view's copy with its range cut to one count already (an
+    elastic job of 4..8 GPUs cut to 4..4 reads as rigid: offered ``1..most`` it was started
+    on fewer GPUs than it asked for)."""
     request = status.request
-    if request.elastic:
-        most = max(most, request.gpus)
-        least = request.gpus
-    else:
-        most, least = max(most, 1), 1
+    most = max(most, least)
     if request.max_gpus and most >= request.max_gpus:
         return status
     return replace(status, request=replace(request, gpus=least, max_gpus=most))

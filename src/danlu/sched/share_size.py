@@ -30,7 +30,7 @@ from typing import overload
 
 import numpy as np
 
-from danlu.core.cluster import MILLI_PER_GPU
+from danlu.core.cluster import MILLI_PER_GPU, Cluster
 from danlu.sched.view import IntArray, JobRequest
 
 _MOST_MEMORY = int(np.iinfo(np.int64).max) // MILLI_PER_GPU
@@ -64,3 +64,24 @@ def share_milli(request: JobRequest, gpu_memory: int) -> int:
     if request.gpu_milli < MILLI_PER_GPU or not request.gpu_memory:
         return min(request.gpu_milli, MILLI_PER_GPU)
     return milli_for_memory(request.gpu_memory, gpu_memory)
+
+
+def least_share_milli(request: JobRequest, cluster: Cluster) -> int:
+    """The least milli-GPU a start of ``request``, a share sized by memory, takes on
+    ``cluster``: on the largest GPU of the types it may use (:func:`milli_for_memory`), as
+    :func:`danlu.sched.quota.minimum_usage` counts it; 1000 when no GPU is of those types.
+    What a ranked round's admission charges such a share (its ``gpu_milli`` of 1000 is no
+    whole GPU's compute: counted as one, a share of 20 GiB of an 80 GiB GPU was "outranked:
+    needs 1 GPU" beside a lower-ranked share whose preemption left it room)."""
+    wanted = {name.lower() for name in request.gpu_types}
+    largest = max(
+        (
+            memory
+            for kind, sizes in cluster.gpus_by_type.items()
+            if not wanted or kind in wanted
+            for memory, gpus in sizes.items()
+            if gpus
+        ),
+        default=0,
+    )
+    return milli_for_memory(request.gpu_memory, largest) if largest else MILLI_PER_GPU

@@ -55,6 +55,14 @@ class DrainingFree:
         alloc = soon.place(request) if soon.could_fit_now(request) else None
         if alloc is None:
             return None
+        held = self._free_now(alloc)
+        if held is not None:
+            now.take(held)
+        return alloc, held
+
+    def _free_now(self, alloc: Allocation) -> Allocation | None:
+        """The part of ``alloc`` free on ``now`` (None when none is)."""
+        now = self.now
         cluster = now.cluster
         shares: list[GpuShare] = []
         for share in alloc.shares:
@@ -63,11 +71,19 @@ class DrainingFree:
             memory = min(share.memory, int(now.free_memory[index]))
             if milli > 0 or memory > 0:
                 shares.append(GpuShare(share.node, share.gpu, milli, memory))
-        if not shares:
-            return alloc, None
-        held = Allocation(tuple(shares))
-        now.take(held)
-        return alloc, held
+        return Allocation(tuple(shares)) if shares else None
+
+    def hold(self, alloc: Allocation) -> None:
+        """Take ``alloc``, a placement made on an earlier copy of these maps (by
+        :meth:`place`, now or after the drain), as that placement took it: all of it from
+        ``soon``, and from ``now`` the part of it free now."""
+        if self.soon is None:
+            self.now.take(alloc)
+            return
+        self.soon.take(alloc)
+        held = self._free_now(alloc)
+        if held is not None:
+            self.now.take(held)
 
     def unplace(self, alloc: Allocation, held: Allocation | None) -> None:
         """Undo a :meth:`place_holding` that returned ``(alloc, held)``."""

@@ -32,6 +32,7 @@ from danlu.sched.placement.packing_memo import PackingMemo
 from danlu.sched.policies import reservation
 from danlu.sched.policies.ranked import RankKey
 from danlu.sched.policies.reservation import Reservation, Shape, shape_of
+from danlu.sched.share_size import least_share_milli
 from danlu.sched.view import (
     BoolArray,
     ClusterView,
@@ -507,6 +508,8 @@ def _preempting_round(
     for job in pending_jobs:
         if job.id in unplaceable and job.id not in waiting:
             waiting[job.id] = why_not(free, job)
+    if unplaced:  # jobs admitted but not placed hold capacity they cannot use
+        kept_starts += _start_on_idle(initial, view, pending_jobs, kept_starts, displaced, waiting)
     return Plan(
         starts=tuple(kept_starts),
         preempts=tuple(preempts),
@@ -514,6 +517,46 @@ def _preempting_round(
         waiting_default=default,
         marks=marks,
     )
+
+
+def _start_on_idle(
+    initial: FreeMap,
+    view: ClusterView,
+    pending_jobs: Sequence[JobStatus],
+    starts: Sequence[Start],
+    displaced: Sequence[tuple[RankKey, JobStatus]],
+    waiting: dict[str, str],
+) -> list[Start]:
+    """The jobs of ``pending_jobs`` (in rank order) that fit on the GPUs idle once the
+    round's ``starts`` and preemptions (``displaced``) are carried out, started there in
+    rank order, preempting no one; each started job's reason leaves ``waiting``.
+
+    After its last admission (:data:`_ADMISSION_TRIES`), the jobs admitted but left
+    unplaced hold their capacity budget (a GPU type held by higher-ranked jobs, say): with
+    more such jobs than the tries take out, the jobs ranked below them were refused the
+    budget and waited as "outranked" beside idle GPUs of another type that only they
+    could use, while with fewer such jobs they started there."""
+    after = DrainingFree(initial.copy(), view)
+    for _, victim in displaced:
+        after.release(victim.allocation)
+    for start in starts:
+        after.hold(start.allocation)
+    started = {start.job_id for start in starts}
+    refused: set[Shape] = set()  # shapes that found no room: capacity only shrinks here
+    more: list[Start] = []
+    for job in pending_jobs:
+        if not after.any_room():
+            break
+        shape = shape_of(job.request)
+        if job.id in started or asks_no_gpu(job) or shape in refused:
+            continue
+        alloc = after.place(job.request)
+        if alloc is None:
+            refused.add(shape)
+        else:
+            more.append(Start(job.id, alloc))
+            waiting.pop(job.id, None)
+    return more
 
 
 def _preempt_where_it_fits(
@@ -656,6 +699,7 @@ def _admit(
     rejected: list[int] = []
     waiting: dict[str, str] = {}
     default = ""
+    share_charges: dict[tuple[int, frozenset[str]], int] = {}  # by a share's memory and types
     p, r = 0, 0
     n_pending, n_running = len(pending_jobs), len(run_jobs)
     while p < n_pending or r < n_running:
@@ -681,6 +725,12 @@ def _admit(
         if job.id in skip:
             continue
         demand = job.demand_milli
+        if demand >= MILLI_PER_GPU and job.request.shares_gpu:  # a share sized by memory
+            size = (job.request.gpu_memory, job.request.gpu_types)
+            charge = share_charges.get(size)
+            if charge is None:  # not a whole GPU: its part of the largest it may use
+                charge = share_charges[size] = least_share_milli(job.request, free.cluster)
+            demand = charge
         if demand <= budget:
             admitted.append((pending_keys[p - 1], job))
             budget -= demand

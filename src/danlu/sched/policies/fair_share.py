@@ -50,6 +50,7 @@ from danlu.sched.placement.gang import FreeMap
 from danlu.sched.placement.packing_memo import PackingMemo
 from danlu.sched.policies.base import asks_no_gpu, why_not
 from danlu.sched.policies.options import INF, OptionRange, check_options
+from danlu.sched.share_size import least_share_milli
 from danlu.sched.view import ClusterView, JobStatus, Plan, Preempt, Start
 
 
@@ -152,10 +153,13 @@ class FairSharePolicy:
             line = lines[project]
             job = line.take()
             alloc = drain.place(job.request)
-            line.settle(job, started=alloc is not None)
+            # what the start takes: a share sized by memory takes its part of the GPU's
+            # compute, not the 1000 milli-GPU its request reads as
+            taken = 0 if alloc is None else alloc.gpu_milli
+            line.settle(job, taken)
             if alloc is not None:
                 starts.append(Start(job.id, alloc))
-                held[project] = held.get(project, 0) + job.demand_milli
+                held[project] = held.get(project, 0) + taken
             else:
                 waiting[job.id] = why_not(drain.now, job)
                 if not self.backfill and not asks_no_gpu(job):  # one never starts: no block
@@ -181,9 +185,10 @@ class FairSharePolicy:
             (j for j in view.pending if j.id not in started),
             key=lambda j: (j.request.project, *_within_project(j)),
         )
+        asks = {job.id: _least_taken(job, view) for job in waiting_jobs}
         demand = dict(held)
         for job in waiting_jobs:
-            demand[job.request.project] = demand.get(job.request.project, 0) + job.demand_milli
+            demand[job.request.project] = demand.get(job.request.project, 0) + asks[job.id]
         total = view.cluster.total_gpus * MILLI_PER_GPU
         weights = {project: view.project(project).weight for project in demand}
         share = fair_shares(total, demand, weights)
@@ -203,7 +208,7 @@ class FairSharePolicy:
             firsts.setdefault(job.request.project, job)
         for project in sorted(firsts, key=lambda p: held.get(p, 0) / max(share[p], 1.0)):
             job = firsts[project]
-            if held.get(project, 0) + job.demand_milli > share[project]:
+            if held.get(project, 0) + asks[job.id] > share[project]:
                 continue  # starting it would take the project past its share
             room = (drain.soon or drain.now).copy()
             chosen: list[JobStatus] = []
@@ -285,12 +290,13 @@ class _Line:
         _, _, user = heapq.heappop(self._turns)
         return self._queues[user].popleft()
 
-    def settle(self, job: JobStatus, started: bool) -> None:
-        """Count ``job`` for its user if it ``started``, and give the user its next turn."""
+    def settle(self, job: JobStatus, taken: int) -> None:
+        """Count the milli-GPUs ``job``'s start has ``taken`` (0: it did not start) for its
+        user, and give the user its next turn."""
         user = job.request.user if self.users is not None else ""
-        if started and self.users is not None:
+        if taken and self.users is not None:
             key = (self.project, user)
-            self.users[key] = self.users.get(key, 0) + job.demand_milli
+            self.users[key] = self.users.get(key, 0) + taken
         queue = self._queues[user]
         if queue:
             heapq.heappush(self._turns, (self._held(user), queue[0].request.seq, user))
@@ -352,6 +358,16 @@ def _overtaken_at(
         x = ahead / gap if gap > ahead else 1.0
         soonest = min(soonest, view.time + half_life * -math.log2(x))
     return soonest - 1e-6
+
+
+def _least_taken(job: JobStatus, view: ClusterView) -> int:
+    """The least milli-GPUs the waiting ``job``'s start takes: a share sized by memory its
+    part of the largest GPU it may use, not the 1000 its request reads as (counted as a
+    whole GPU, a share of 8 GiB past its project's fair share of 0.1 GPU was never made
+    room for)."""
+    if job.demand_milli >= MILLI_PER_GPU and job.request.shares_gpu:
+        return least_share_milli(job.request, view.cluster)
+    return job.demand_milli
 
 
 def _within_project(job: JobStatus) -> tuple[int, int, str]:

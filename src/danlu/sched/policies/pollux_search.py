@@ -92,7 +92,33 @@ def values(problem: SearchProblem, states: IntArray) -> FloatArray:
     p = problem.fairness
     if p == 0:
         return np.asarray(np.exp(np.log(shifted).mean(axis=1)), dtype=np.float64)
-    return np.asarray(np.mean(shifted**p, axis=1) ** (1.0 / p), dtype=np.float64)
+    if DIRECT_POWERS[0] <= p and abs(p) >= DIRECT_POWERS[1]:
+        return np.asarray(np.mean(shifted**p, axis=1) ** (1.0 / p), dtype=np.float64)
+    return np.asarray(np.exp(_log_power_mean(shifted, p)), dtype=np.float64)
+
+
+DIRECT_POWERS = (-100.0, 1e-6)
+"""The exponents ``p`` (at least the first, at least the second in size) whose power mean
+:func:`values` takes as ``mean(s**p) ** (1/p)``. Below -100, ``EPSILON ** p`` (a job with
+no GPUs) overflows to inf and every candidate that leaves a job out is worth 0: at -1000
+the search started no waiting job on idle GPUs. Near 0, ``s**p`` rounds to 1 and the mean
+raised to ``1/p`` is noise (at 1e-300 every candidate was worth 1, and nothing started).
+Those exponents go through :func:`_log_power_mean`."""
+
+
+def _log_power_mean(shifted: FloatArray, p: float) -> FloatArray:
+    """The logarithm of each row's power mean with exponent ``p`` (not 0), worked out in
+    log space: ``log M = (x_max + log1p(mean(expm1(x - x_max)))) / p`` with ``x = p log
+    s``, which neither overflows for ``p`` far below 0 (where it tends to the row's least)
+    nor loses the differences for ``p`` near 0 (where it tends to the geometric mean).
+    ``p`` below -1e300 counts as -1e300 (``p log s`` stays finite; the mean is the least
+    by then)."""
+    p = max(p, -1e300)
+    x = p * np.log(shifted)
+    top = x.max(axis=1, keepdims=True)
+    spread = np.log1p(np.expm1(x - top).mean(axis=1))
+    out: FloatArray = (top[:, 0] + spread) / p
+    return out
 
 
 def repair(problem: SearchProblem, states: IntArray, rng: np.random.Generator) -> IntArray:
