@@ -56,6 +56,7 @@ import json
 import os
 import re
 import shlex
+from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -564,10 +565,13 @@ def check_executor_settings(settings: Settings, fake_gpus: str | None = None) ->
         )
 
 
-def load_settings(**overrides: Any) -> Settings:
+def load_settings(*, flags: Mapping[str, str] | None = None, **overrides: Any) -> Settings:
     """Read the settings (keyword overrides win over the environment).
 
-    Raises :class:`ConfigError` naming the ``DANLU_*`` variable and how to fix it.
+    Raises :class:`ConfigError` naming the ``DANLU_*`` variable and how to fix it; for a
+    value given as an override that ``flags`` names the command-line flag of (``interval``:
+    ``--interval``), the flag first (``--interval (DANLU_INTERVAL): ...``): the user typed
+    the flag, not the variable.
     """
     try:
         return Settings(**overrides)
@@ -575,6 +579,8 @@ def load_settings(**overrides: Any) -> Settings:
         err = exc.errors()[0]
         name = str(err["loc"][0]) if err["loc"] else ""
         variable = ENV_PREFIX + name.upper()
+        if flags and name in overrides and name in flags:
+            variable = f"{flags[name]} ({variable})"
         msg = str(err.get("msg", "invalid value")).removeprefix("Value error, ")
         hint = _HINTS.get(name, "")
         raise ConfigError(f"{variable}: {msg}" + (f"; expected {hint}" if hint else "")) from None

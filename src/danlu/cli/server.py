@@ -58,10 +58,25 @@ DbOpt = Annotated[
 ]
 
 
+FLAGS = {
+    "home": "--home",
+    "fake_gpus": "--fake-gpus",
+    "policy": "--policy",
+    "policy_options": "--policy-option",
+    "interval": "--interval",
+    "database_url": "--database-url",
+    "executor": "--executor",
+    "slurm_partition": "--slurm-partition",
+    "ray_address": "--ray-address",
+}
+"""The flag of each setting ``danlu up`` and ``danlu server`` take: a bad value given there
+is reported by its flag (and variable), not by the ``DANLU_*`` variable alone."""
+
+
 def _settings(**given: Any) -> Any:
     from danlu.config import load_settings
 
-    return load_settings(**{k: v for k, v in given.items() if v is not None})
+    return load_settings(flags=FLAGS, **{k: v for k, v in given.items() if v is not None})
 
 
 def _start(
