@@ -1,6 +1,8 @@
 """``danlu ls --all --limit N`` is refused (``--all`` lists every job: the limit was
 dropped without a word), and ``danlu show`` stops with an error against a server that does
-not read events on from ``after_id`` (it asked for the same page forever)."""
+not read events on from ``after_id`` (it asked for the same page forever). ``danlu top``
+into a pipe prints a frame each interval (a Live view showed nothing until Ctrl-C), and
+exits 141 once the pipe's reader has gone."""
 
 from __future__ import annotations
 
@@ -79,3 +81,33 @@ def test_show_stops_at_a_server_that_answers_the_same_events_again(
     assert code == 2
     assert "later events cannot be read" in err
     assert asked == [0, jobs_cli.EVENTS_PAGE]
+
+
+def test_top_into_a_pipe_prints_a_frame_each_interval(
+    fake: FakeApi, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    fake.add_job("runner", "RUNNING")
+    naps: list[float] = []
+
+    def sleep(seconds: float) -> None:
+        naps.append(seconds)
+        if len(naps) == 2:
+            raise KeyboardInterrupt  # Ctrl-C after the second frame
+
+    monkeypatch.setattr(jobs_cli.time, "sleep", sleep)
+    code, out, _ = run("top", "--interval", "5")
+    assert code == 0
+    assert naps == [5.0, 5.0]
+    assert out.count("runner") == 2  # two whole frames, not a Live view shown at the end
+
+
+def test_top_into_a_pipe_whose_reader_has_gone_exits_as_sigpipe(
+    fake: FakeApi, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    class Gone(Console):
+        def print(self, *args: Any, **kwargs: Any) -> None:
+            raise BrokenPipeError(32, "Broken pipe")
+
+    monkeypatch.setattr(jobs_cli, "console", Gone(width=200))
+    code, _, _ = run("top")
+    assert code == 141

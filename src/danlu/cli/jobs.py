@@ -732,7 +732,8 @@ def top(
     token: TokenOpt = None,
 ) -> None:
     """A live view of nodes, GPUs and jobs, as many as the terminal holds (Ctrl-C to
-    quit); with --once, one frame with every GPU."""
+    quit); with --once, one frame with every GPU. Into a pipe or a file, a frame with every
+    GPU each --interval, one after another (as ``top -b``)."""
     with connect(home, url, token) as client:
         try:
             if once:
@@ -740,6 +741,13 @@ def top(
                 console.print(top_view.frame(client, width=console.width, problems=problems))
                 fail_on(problems)
                 return
+            while not console.is_terminal:  # Live would show nothing there until Ctrl-C
+                frame = read_across_restart(
+                    client, lambda: top_view.frame(client, width=console.width)
+                )
+                console.print(frame)
+                console.file.flush()
+                time.sleep(interval)
 
             def live_frame() -> RenderableType:
                 # fitted to the terminal (Live shows no more than its height); a control-plane
@@ -757,6 +765,9 @@ def top(
             raise fail(exc) from None
         except KeyboardInterrupt:
             return
+        except BrokenPipeError:  # `danlu top | head`: its reader has gone
+            quiet_stdout()
+            raise typer.Exit(code=PIPE_CLOSED) from None
 
 
 def register(app: typer.Typer) -> None:
