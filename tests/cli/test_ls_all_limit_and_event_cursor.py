@@ -108,6 +108,10 @@ def test_top_into_a_pipe_whose_reader_has_gone_exits_as_sigpipe(
         def print(self, *args: Any, **kwargs: Any) -> None:
             raise BrokenPipeError(32, "Broken pipe")
 
+    def sleep(seconds: float) -> None:
+        raise AssertionError("top went on after its reader had gone")
+
     monkeypatch.setattr(jobs_cli, "console", Gone(width=200))
+    monkeypatch.setattr(jobs_cli.time, "sleep", sleep)
     code, _, _ = run("top")
     assert code == 141
