@@ -5,8 +5,9 @@ at most, none of a webhook with one being posted: :func:`webhooks.claim_due`), r
 messages in another, and posts them with no transaction open, up to ``parallel`` at a time,
 each ended ``timeout`` seconds after it began however slowly the endpoint answers
 (:class:`_Deadline`). Each outcome is written back as its post ends, only while its token
-still holds (in a savepoint: one the store refuses is written as a plain failure), with the
-backoff counted from that end; then the freed thread is given the next due delivery of any
+still holds (in a savepoint: one the store refuses is written as a plain failure; a store
+that fails, busy or away, is tried again a pass's wait later), with the backoff counted from
+that end; then the freed thread is given the next due delivery of any
 webhook. So an endpoint that never answers holds one thread, and delays its own deliveries
 only. Every control plane sharing a store runs a sender; the row locks keep two from posting
 the same delivery, or to the same webhook, at the same time (a sender that dies mid-post
@@ -48,6 +49,9 @@ READ_AT_MOST = 4096
 """Bytes read of an error answer's body (its first :data:`EXCERPT` characters are kept); none
 of a 2xx answer's: an endpoint's body, however large, is never held."""
 EXCERPT = 200
+WRITE_TRIES = 5
+"""Tries to write one post's outcome when the store fails, a pass's ``interval`` apart
+(within the delivery's lock: 5 x 2 s by default, the lock 50 s)."""
 Clock = Callable[[], float]
 
 
@@ -157,24 +161,42 @@ class WebhookSender:
         posted. A pass ends when nothing is due or being posted: while posts are under way,
         each outcome is written as it comes, and due deliveries are claimed for the threads
         that are free, at once after an outcome or a :meth:`wake`, else every ``interval``
-        seconds. ``now``: the time of the whole pass, every post's end included (tests);
-        else the sender's clock."""
+        seconds. An outcome the store fails to take (busy, away) is written again an
+        ``interval`` later (:meth:`_try_write`), and a claim that fails while posts are under
+        way waits for their outcomes: a pass never ends with an outcome in hand unwritten.
+        ``now``: the time of the whole pass, every post's end included (tests); else the
+        sender's clock."""
         clock: Clock = self._clock if now is None else (lambda: now)
         self._purge(clock())
         ended: queue.SimpleQueue[_Ended | None] = queue.SimpleQueue()
         self._ended = ended
         posting = posted = 0
+        unwritten: list[tuple[_Ended, int]] = []  # outcomes the store refused, and tries
+        retry_at = 0.0  # time.monotonic() when they are tried again
         try:
             while True:
                 if posting < self.parallel and not self._stopping.is_set():
-                    started = self._post_due(clock(), self.parallel - posting, ended, clock)
+                    try:
+                        started = self._post_due(clock(), self.parallel - posting, ended, clock)
+                    except Exception as exc:
+                        if not posting and not unwritten:
+                            raise  # nothing under way: the loop logs it
+                        # posts under way: their outcomes are still written as they come
+                        log.warning("webhooks: cannot claim deliveries now: %s", exc)
+                        started = 0
                     posting += started
                     posted += started
-                if not posting:
+                if not posting and not unwritten:
                     return posted
-                for outcome in _waiting(ended, self.interval):
-                    posting -= 1
-                    self._write(outcome)
+                outcomes = _waiting(ended, self.interval)
+                posting -= len(outcomes)
+                retry: list[tuple[_Ended, int]] = []  # a wait after a failed try, not a wake
+                if unwritten and time.monotonic() >= retry_at:
+                    retry, unwritten = unwritten, []
+                for outcome, tries in [*retry, *((o, 0) for o in outcomes)]:
+                    if not self._try_write(outcome, tries + 1):
+                        unwritten.append((outcome, tries + 1))
+                        retry_at = time.monotonic() + self.interval
         finally:
             self._ended = None
 
@@ -221,6 +243,30 @@ class WebhookSender:
             log.exception("webhooks: delivery %d: the post failed", message.delivery_id)
             status, error = None, f"{type(exc).__name__}: {exc}"
         ended.put(_Ended(message.delivery_id, token, status, error, clock()))
+
+    def _try_write(self, outcome: _Ended, tries: int) -> bool:
+        """:meth:`_write` ``outcome``; False when the store failed (busy, away) and it is to
+        be tried again, a pass's wait later, until :data:`WRITE_TRIES` tries have failed
+        (its delivery stays locked meanwhile: an outcome dropped at the first failure left
+        its delivery to be posted again, a delivered one twice, once its lock expired)."""
+        try:
+            self._write(outcome)
+        except Exception as exc:
+            if tries < WRITE_TRIES:
+                log.warning(
+                    "webhooks: delivery %d: its outcome could not be written (%s); trying again",
+                    outcome.delivery_id,
+                    exc,
+                )
+                return False
+            log.error(
+                "webhooks: delivery %d: its outcome could not be written in %d tries (%s); "
+                "it is posted again once its lock expires",
+                outcome.delivery_id,
+                tries,
+                exc,
+            )
+        return True
 
     def _write(self, outcome: _Ended) -> None:
         """Write one outcome in its own transaction (no network I/O in it)."""

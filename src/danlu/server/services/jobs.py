@@ -466,10 +466,19 @@ def expired(session: Session, now: float | None = None) -> list[tuple[str, str]]
     )
     rows = session.execute(query.order_by(Job.seq)).all()
     return [
-        (job_id, f"{LIMIT_STOPS[0]}: not finished {deadline - submitted:g}s after submission")
+        (
+            job_id,
+            f"{LIMIT_STOPS[0]}: not finished {_seconds(deadline - submitted)} after submission",
+        )
         for job_id, deadline, submitted in rows
         if deadline is not None  # always: the query compares it
     ]
+
+
+def _seconds(span: float) -> str:
+    """``span`` as ``Ns`` to the millisecond, never in exponent form (``:g`` wrote a 14-day
+    deadline as ``1.2096e+06s``): what the deadline's reason says (docs/api.md)."""
+    return f"{round(span, 3):.15g}s"
 
 
 def over_time(session: Session, now: float | None = None) -> list[tuple[str, str]]:

@@ -13,7 +13,7 @@ from __future__ import annotations
 import logging
 import math
 from collections.abc import Iterable, Mapping
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any
 
 import numpy as np
@@ -45,7 +45,7 @@ from danlu.server.services.projects import (
     with_quota,
 )
 from danlu.server.services.user_quotas import UserQuota
-from danlu.server.services.view import Snapshot, to_allocation, to_records
+from danlu.server.services.view import HELD_DRAIN, Snapshot, to_allocation, to_records
 
 log = logging.getLogger(__name__)
 
@@ -455,6 +455,7 @@ def apply_plan(
         session,
         [*touched, *(s.job_id for s in plan.starts), *plan.waiting, *plan.marks, *(withheld or {})],
     )
+    plan = _without_released(plan, rows, out)
     # read before any row changes: a query after them would autoflush them row by row
     projects = {p.id: p for p in session.scalars(select(Project))}
     quotas = {
@@ -676,6 +677,27 @@ def apply_plan(
     events.write(session)  # then their events, in one
     reasons.write(session)  # and the new waiting reasons, in one
     return out
+
+
+def _without_released(plan: Plan, rows: Mapping[str, Job], out: Applied) -> Plan:
+    """``plan`` without the preemptions of held running jobs (:data:`HELD_DRAIN`) that were
+    released since the view was built (their rows, ``rows``, as read in this transaction),
+    noted in ``out.skipped``: a job released before its preemption keeps running (on
+    PostgreSQL a release committed between the snapshot and the record was preempted all
+    the same, and the job re-queued as if still held)."""
+    released = {
+        p.job_id
+        for p in plan.preempts
+        if p.reason == HELD_DRAIN
+        and (job := rows.get(p.job_id)) is not None
+        and job.state == JobState.RUNNING.value
+        and job.held_at is None
+    }
+    if not released:
+        return plan
+    for job_id in sorted(released):
+        out.skipped[job_id] = "released since the view was built"
+    return replace(plan, preempts=tuple(p for p in plan.preempts if p.job_id not in released))
 
 
 def _finite(job_id: str, marks: Mapping[str, float]) -> dict[str, float]:

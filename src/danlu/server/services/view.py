@@ -47,6 +47,10 @@ from danlu.server.services.usage import RecentUsage
 from danlu.server.services.user_quotas import UserQuota
 
 ShareDict = dict[str, int | str]
+HELD_DRAIN = "held: preempted by checkpoint until released"
+"""The reason of the preemption of a running job its owner or an admin held
+(:attr:`Snapshot.drains`); :func:`~danlu.server.services.record.apply_plan` drops it when
+the job was released since the snapshot."""
 
 
 @dataclass(frozen=True)
@@ -517,7 +521,7 @@ def build_snapshot(
     drains = nodes.to_drain(running_jobs, closed, cluster)
     for row, status in zip(held, running_jobs, strict=True):
         if row[_HELD_AT] is not None and row[_STATE] != _PREEMPTING:
-            drains[status.id] = "held: preempted by checkpoint until released"
+            drains[status.id] = HELD_DRAIN
     by_id = {quotas[name].id: gpus for name, gpus in user_used.items()}
     return Snapshot(view, withheld, usage, quotas, by_id, drains)
 
