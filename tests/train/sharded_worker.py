@@ -63,15 +63,15 @@ def full_disk(rank: int, directory: str) -> int:
     step, loaded = mgr.load_latest()  # type: ignore[misc]
     assert step == 4 and torch.equal(loaded["w"], torch.full((4,), 4.0))
     # Step 4 unreadable on rank 1 alone: both ranks fall back to step 1 together.
-    verified = CheckpointManager._read_verified
+    verified = CheckpointManager._verify_file  # a sharded checkpoint's files' check
     if rank == 1:
 
-        def unreadable(self: CheckpointManager, info: Any, fname: str) -> bytes:
+        def unreadable(self: CheckpointManager, info: Any, fname: str) -> None:
             if info.step == 4:
                 raise DataError(f"{fname}: checksum does not match")
-            return verified(self, info, fname)
+            verified(self, info, fname)
 
-        CheckpointManager._read_verified = unreadable  # type: ignore[method-assign]
+        CheckpointManager._verify_file = unreadable  # type: ignore[method-assign]
     step, loaded = mgr.load_latest()  # type: ignore[misc]
     assert step == 1 and torch.equal(loaded["w"], torch.full((4,), 1.0)), (rank, step)
     return 0

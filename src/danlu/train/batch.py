@@ -272,7 +272,8 @@ def estimated_micro_batch(
 
 class PowerSchedule:
     """B(t) = B0 * (1 + t / T) ** alpha (seed 000 section 4.2), rounded down to a multiple of
-    ``multiple`` and clamped to ``[B0, max_batch]``."""
+    ``multiple`` and clamped to ``[B0, max_batch]`` (a ``max_batch`` below ``B0`` is a
+    :class:`ConfigError`: the batch it gave shrank from the first step)."""
 
     def __init__(
         self,
@@ -291,6 +292,11 @@ class PowerSchedule:
         self.total: int = total_steps
         self.alpha: float = float(alpha)
         self.max_batch: int = b0 * 2**30 if not max_batch else _setting(max_batch, "max_batch", 1)
+        if self.max_batch < b0:  # the clamp gave max_batch from step 0: the batch shrank
+            raise ConfigError(
+                f"adaptive batch: max_batch ({self.max_batch}) must be >= b0 ({b0}), the "
+                "batch the run starts at; raise max_batch or lower b0"
+            )
         self.multiple: int = max(1, _setting(multiple, "multiple", 0))
 
     def __call__(self, step: int) -> int:

@@ -163,6 +163,9 @@ def init(
         shuffle=shuffle,
         drop_last=drop_last,
         seed=seed,
+        async_checkpoint=async_checkpoint,
+        incremental_checkpoint=incremental_checkpoint,
+        resume=resume,
     )
     lr_scaling = normalised_rule(lr_scaling)  # "AdaScale" passed the check: compare it once
     env = JobEnv.from_environ(environ)

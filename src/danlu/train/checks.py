@@ -98,6 +98,9 @@ def check_init_args(
     shuffle: object = True,
     drop_last: object = False,
     seed: object = 0,
+    async_checkpoint: object = False,
+    incremental_checkpoint: object = False,
+    resume: object = True,
 ) -> None:
     """Raise :class:`ConfigError` for the first argument out of its range or of the wrong
     type: a count must be an integer (not a bool, not ``2.5`` or ``"8"``, which failed deep
@@ -106,9 +109,18 @@ def check_init_args(
     file of blanks; as ``DANLU_CHECKPOINT_DIR`` and ``DANLU_METRICS_FILE`` are refused).
     The sampler's ``shuffle``, ``drop_last`` (switches) and ``seed`` (an integer) are checked
     here too, with or without a ``dataset_size``: without one no sampler is built, and a
-    ``shuffle="no"`` went unnoticed until a later run gave the dataset's size."""
+    ``shuffle="no"`` went unnoticed until a later run gave the dataset's size. So are the
+    switches ``async_checkpoint``, ``incremental_checkpoint`` and ``resume`` (``"no"`` was
+    true: ``resume="no"`` resumed)."""
     whole_argument("seed", seed, None)
-    for switch, value in (("shuffle", shuffle), ("drop_last", drop_last)):
+    switches = (
+        ("shuffle", shuffle),
+        ("drop_last", drop_last),
+        ("async_checkpoint", async_checkpoint),
+        ("incremental_checkpoint", incremental_checkpoint),
+        ("resume", resume),
+    )
+    for switch, value in switches:
         flag_argument(switch, value)
     for name, path in (("checkpoint_dir", checkpoint_dir), ("metrics_file", metrics_file)):
         if isinstance(path, str) and path and not path.strip():

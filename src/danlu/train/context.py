@@ -25,10 +25,8 @@ import torch
 
 from danlu.core.errors import ConfigError
 from danlu.train.anomaly import TrainingAnomalyError
-from danlu.train.batch import (
-    AdaptiveBatch,
-    GradientNoiseScale,
-)
+from danlu.train.batch import AdaptiveBatch, GradientNoiseScale
+from danlu.train.checks import whole_argument
 from danlu.train.ckpt import Checkpoints, state_api
 from danlu.train.ckpt_news import CheckpointNews
 from danlu.train.data import (
@@ -161,7 +159,9 @@ class TrainContext:
         """Yield the epochs still to run out of ``n`` (resumes mid-epoch after a restart).
 
         From then on each metric record carries ``progress``: the share of the ``n`` epochs'
-        samples done, 0..1 (the scheduler's estimate of the work left reads it)."""
+        samples done, 0..1 (the scheduler's estimate of the work left reads it). ``n`` is an
+        integer >= 0 (a ``"3"`` from a command line was a bare ``TypeError``, ``2.5`` ran 3)."""
+        n = whole_argument("epochs", n, 0)
         sampler = self._need_sampler()
         self._target_epochs = n if n > 0 else None
         while sampler.epoch < n:

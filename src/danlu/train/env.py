@@ -144,7 +144,8 @@ def _job_id(environ: Mapping[str, str]) -> str | None:
 
 def _api_url(environ: Mapping[str, str]) -> str | None:
     """``DANLU_API_URL`` without a trailing slash; refused unless ``http(s)://host...``
-    (``127.0.0.1:8000`` without a scheme failed every metrics POST)."""
+    (``127.0.0.1:8000`` without a scheme failed every metrics POST), and refused with a
+    query, a fragment or a user name or password (see below)."""
     raw = _name(environ, "DANLU_API_URL")
     if raw is None:
         return None
@@ -154,9 +155,25 @@ def _api_url(environ: Mapping[str, str]) -> str | None:
         parts.port  # noqa: B018 - raises ValueError for a port that is not a number
     except ValueError as exc:
         raise ConfigError(f"DANLU_API_URL={raw!r} is not a URL ({exc})") from None
+    if parts.username is not None or parts.password is not None:
+        # not shown: the part before the "@" may be a password
+        raise ConfigError(
+            "DANLU_API_URL holds a user name or password before its host, which no metrics "
+            "POST sends (the job authenticates with DANLU_TOKEN); set it to the URL without "
+            "them, such as http://127.0.0.1:8000"
+        )
     if parts.scheme not in ("http", "https") or not parts.hostname:
         raise ConfigError(
             f"DANLU_API_URL={raw!r} must be an http:// or https:// URL with a host, such as "
+            "http://127.0.0.1:8000"
+        )
+    if parts.query or parts.fragment or url.endswith(("?", "#")):
+        # the metrics path is appended to the URL: after a "?" it was part of the query (the
+        # POST went to the base path) and after a "#" it was dropped, and every request was
+        # refused by whatever answered there, its records dropped
+        raise ConfigError(
+            f"DANLU_API_URL={raw!r} holds a query or fragment ('?' or '#'); the metrics path "
+            "is appended to it, so it must end with its host, port or path prefix, such as "
             "http://127.0.0.1:8000"
         )
     return url.rstrip("/")
@@ -217,7 +234,8 @@ class JobEnv:
         unset); a ``MASTER_PORT`` outside 1-65535; a negative restart
         count, ``DANLU_TRIAL`` or ``DANLU_ARRAY_INDEX``; a ``DANLU_GPU_MEMORY_LIMIT`` that is
         not a positive byte size; a ``DANLU_API_URL`` that is not an ``http(s)://`` URL with
-        a host; a ``DANLU_API_URL``, ``DANLU_JOB_ID``, ``DANLU_CHECKPOINT_DIR`` or
+        a host, or that holds a query, a fragment, a user name or a password; a
+        ``DANLU_API_URL``, ``DANLU_JOB_ID``, ``DANLU_CHECKPOINT_DIR`` or
         ``DANLU_METRICS_FILE`` of only whitespace; a ``DANLU_JOB_ID`` of ``.`` or ``..``; a
         ``DANLU_TOKEN`` with whitespace, a control or a non-ASCII character inside (around it,
         whitespace is stripped). An unset (or empty) variable takes its default.

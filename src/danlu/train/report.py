@@ -55,6 +55,7 @@ import hashlib
 import json
 import logging
 import math
+import os
 import re
 import sys
 import threading
@@ -68,7 +69,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from danlu.core.errors import DanluError
+from danlu.core.errors import ConfigError, DanluError
 from danlu.core.metric_record import RecordError, check_record
 from danlu.train.checks import flag_argument, positive_argument, whole_argument
 
@@ -250,6 +251,28 @@ def _encode(record: Any) -> str:
     return json.dumps(_finite(dict(record)), allow_nan=False, default=_plain)
 
 
+def _append_lines(path: Path, lines: list[str]) -> None:
+    """Append ``lines`` to the JSONL file ``path``, all or none of them: a write that fails
+    part way (a full disk, a file size limit) cuts the file back to where it ended, so the
+    request, kept for the next flush, is written once, whole. Before, the part written stayed:
+    a half line no JSON reader takes, and the records before it twice once the request was
+    written again."""
+    path.parent.mkdir(parents=True, exist_ok=True)
+    data = memoryview("".join(line + "\n" for line in lines).encode())
+    fd = os.open(path, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o666)
+    try:
+        end = os.lseek(fd, 0, os.SEEK_END)
+        try:
+            while data:
+                data = data[os.write(fd, data) :]
+        except BaseException:
+            with contextlib.suppress(OSError):
+                os.ftruncate(fd, end)
+            raise
+    finally:
+        os.close(fd)
+
+
 def _refused_record(exc: urllib.error.HTTPError, count: int) -> tuple[int, str, str] | None:
     """The record a 422 refused, of a request of ``count``: its index, the field within it
     (``""``: the record itself) and the server's message; ``None`` when the refusal names
@@ -274,7 +297,8 @@ class MetricsReporter:
     ``close_timeout_s`` bounds :meth:`close`'s last try; ``clock`` (monotonic seconds) times
     it. ``interval_s``, ``timeout_s`` and ``close_timeout_s`` are positive, finite seconds and
     ``max_pending`` an integer >= 0 (0: a failed flush keeps nothing for the next): anything
-    else is a :class:`~danlu.core.errors.ConfigError` naming the argument.
+    else is a :class:`~danlu.core.errors.ConfigError` naming the argument, as is a ``path``
+    that is a directory.
     """
 
     def __init__(
@@ -298,6 +322,13 @@ class MetricsReporter:
         self.url = url
         self.token = token
         self.path = Path(path) if path is not None and url is None else None
+        if self.path is not None and self.path.is_dir():
+            # every append failed ("Is a directory"): the records were kept, then dropped
+            raise ConfigError(
+                f"the metrics file {str(self.path)!r} is a directory; give metrics_file "
+                "(DANLU_METRICS_FILE) the path of a file, such as "
+                f"{str(self.path / 'metrics.jsonl')!r}"
+            )
         self._clock = clock
         self._deadline: float | None = None
         """When :meth:`close`'s last try ends (on :attr:`_clock`); ``None`` before it."""
@@ -586,9 +617,7 @@ class MetricsReporter:
         again, as a new request with a new key, :func:`_derived_key` (a record fewer each
         time: at most as many resends as records)."""
         if self.path is not None:
-            self.path.parent.mkdir(parents=True, exist_ok=True)
-            with self.path.open("a") as f:
-                f.writelines(line + "\n" for line in request.lines)
+            _append_lines(self.path, request.lines)
             return
         while request.lines and self.url is not None:
             try:

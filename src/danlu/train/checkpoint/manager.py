@@ -19,13 +19,15 @@ import errno
 import json
 import logging
 import math
+import re
 import threading
 import time
 import uuid
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from typing import Any, Literal
 
+import numpy as np
 import torch
 
 from danlu.core.errors import ConfigError, DataError
@@ -39,8 +41,19 @@ from danlu.train.checkpoint.sharded import (
     save_sharded,
 )
 from danlu.train.checkpoint.snapshot import HostSnapshot
-from danlu.train.checkpoint.storage import LocalStorage, Storage, open_storage, sha256
-from danlu.train.checks import normalised_best_mode
+from danlu.train.checkpoint.storage import (
+    LocalStorage,
+    Storage,
+    file_digest,
+    open_storage,
+    sha256,
+)
+from danlu.train.checks import (
+    flag_argument,
+    normalised_best_mode,
+    positive_argument,
+    whole_argument,
+)
 from danlu.train.state import CapturedState, IncompatibleCheckpointError
 
 log = logging.getLogger(__name__)
@@ -50,6 +63,11 @@ MANIFEST, META, TENSORS = "MANIFEST.json", "meta.json", "tensors.pt"
 _PREFIX = "ckpt-"
 _FORMAT_FAMILY = FORMAT.rsplit("/", 1)[0] + "/"
 """The start every version of the manifest's format shares (``danlu.checkpoint/``)."""
+_OWN_NAME = re.compile(r"ckpt-(?:[0-9]{12,}|-[0-9]{11,})-[0-9a-f]{8}")
+"""The names a save gives its directory (``ckpt-<step:012d>-<8 hex digits>``): retention
+removes only these. Another directory of the checkpoint directory that starts with ``ckpt-``
+(a ``ckpt-pretrained`` of the user's, another tool's ``ckpt-epoch3``) is not danlu's to
+delete: retention removed it with the rest at the first save."""
 
 
 class _OtherFormatError(DataError):
@@ -104,6 +122,10 @@ class CheckpointManager:
             ``torch.distributed.checkpoint`` (for sharded state such as FSDP). Off (the
             default), a single process writes the directory: with DDP's replicated state,
             let rank 0 own it and call :meth:`save` there only.
+
+    The counts are integers (not bools, not ``1.5``), ``every_seconds`` a positive finite
+    number and the switches True or False (or 0/1): anything else is a
+    :class:`~danlu.core.errors.ConfigError` naming the argument.
     """
 
     def __init__(
@@ -122,17 +144,20 @@ class CheckpointManager:
         every_seconds: float | None = None,
         sharded: bool = False,
     ) -> None:
-        if keep_last < 1:
-            raise ConfigError("keep_last must be >= 1")
-        if keep_best < 0:
-            raise ConfigError("keep_best must be >= 0")
+        # counts are integers (a keep_last of 1.5 raised a bare TypeError in the retention of
+        # the first save, after its commit; every_steps=2.5 saved on steps 5, 10, ...), a
+        # period a positive finite number (a NaN never saved), switches bools ("no" is true)
+        keep_last = whole_argument("keep_last", keep_last, 1)
+        keep_best = whole_argument("keep_best", keep_best, 0)
         mode = normalised_best_mode(mode, "mode")
-        if full_every < 1:
-            raise ConfigError("full_every must be >= 1")
-        if every_steps is not None and every_steps < 1:
-            raise ConfigError("every_steps must be >= 1")
-        if every_seconds is not None and every_seconds <= 0:
-            raise ConfigError("every_seconds must be > 0")
+        full_every = whole_argument("full_every", full_every, 1)
+        if every_steps is not None:
+            every_steps = whole_argument("every_steps", every_steps, 1)
+        if every_seconds is not None:
+            every_seconds = positive_argument("every_seconds", every_seconds)
+        incremental = flag_argument("incremental", incremental)
+        async_save = flag_argument("async_save", async_save)
+        sharded = flag_argument("sharded", sharded)
         self.directory = directory
         self.sharded = sharded
         self.keep_last, self.keep_best = keep_last, keep_best
@@ -210,14 +235,16 @@ class CheckpointManager:
           copied into reused host buffers before this returns.
 
         Errors of a background save are raised by the next call to :meth:`save`,
-        :meth:`wait` or :meth:`close`.
+        :meth:`wait` or :meth:`close`. ``metrics`` are checked first
+        (:func:`manifest_metrics`).
         """
         if self._closed:
             raise ConfigError("save() on a closed CheckpointManager")
         t0 = time.perf_counter()
+        metrics = manifest_metrics(metrics)  # before anything is written
         self.wait()
         if self.sharded and distributed_world()[1] > 1:
-            self._save_sharded(int(step), state, dict(metrics or {}))
+            self._save_sharded(int(step), state, metrics)
             self.note_saved(step)
             self.last_snapshot_s = time.perf_counter() - t0
             return
@@ -232,7 +259,7 @@ class CheckpointManager:
                 tensors, copy = self._snap.start_deferred(tensors, guards)
             else:
                 tensors = self._snap.copy_now(tensors)
-        job = (int(step), skeleton, tensors, dict(metrics or {}), owned)
+        job = (int(step), skeleton, tensors, metrics, owned)
         self.note_saved(step)
         if self.async_save:
             self._thread = threading.Thread(
@@ -282,9 +309,9 @@ class CheckpointManager:
         the manifest. Returns what failed (for every rank to raise), None when it did not."""
         try:
             files = {}
-            for fname in written:
-                data = self.storage.read(self.storage.join(name, fname))
-                files[fname] = {"size": len(data), "sha256": sha256(data)}
+            for fname in written:  # hashed in chunks: a rank's shards may not fit in memory
+                size, digest = file_digest(self.storage.join(name, fname))
+                files[fname] = {"size": size, "sha256": digest}
             self._commit(name, step, "sharded", None, metrics, files)
         except BaseException as exc:
             return exc
@@ -446,7 +473,7 @@ class CheckpointManager:
         if self._base is not None:
             keep.add(self._base[0])
         for name in self.storage.list_dirs():
-            if name.startswith(_PREFIX) and name not in keep:
+            if _OWN_NAME.fullmatch(name) and name not in keep:
                 if name in self._other:  # a newer danlu's: not ours to drop
                     continue
                 self.storage.remove_dir(name)
@@ -527,6 +554,17 @@ class CheckpointManager:
             raise DataError(f"{where}: size or checksum does not match the manifest")
         return data
 
+    def _verify_file(self, info: CheckpointInfo, fname: str) -> None:
+        """:meth:`_read_verified` for a sharded checkpoint's file (local: see ``load``),
+        hashed in chunks instead of read whole."""
+        where = self.storage.join(info.name, fname)
+        spec = info.files[fname]
+        if not isinstance(self.storage, LocalStorage):
+            self._read_verified(info, fname)
+            return
+        if file_digest(where) != (int(spec["size"]), spec["sha256"]):
+            raise DataError(f"{where}: size or checksum does not match the manifest")
+
     def _load_parts(self, info: CheckpointInfo) -> tuple[dict[str, Any], dict[str, torch.Tensor]]:
         meta_where = self.storage.join(info.name, META)
         try:
@@ -556,7 +594,7 @@ class CheckpointManager:
                     if fname not in info.files:
                         raise DataError(f"{self.storage.join(name, fname)}: not in the manifest")
                 for fname in info.files:
-                    self._read_verified(info, fname)
+                    self._verify_file(info, fname)
             except (OSError, DataError) as exc:
                 failure = exc
             if distributed_world()[1] > 1:  # every rank falls back together, or none does
@@ -685,6 +723,35 @@ def _plain_name(name: object) -> bool:
         and name not in ("", ".", "..")
         and not any(c in name for c in ("/", "\\", "\0"))
     )
+
+
+def manifest_metrics(metrics: Mapping[str, Any] | None) -> dict[str, Any]:
+    """``metrics`` (of :meth:`CheckpointManager.save`) as the manifest stores them, in JSON:
+    a one-element tensor or NumPy value as its Python number (a loss passed as a tensor, an
+    accuracy as ``np.float32``). A name that is not a string, or a value JSON cannot write,
+    is a :class:`ConfigError` naming the metric, before anything is written: it was a bare
+    ``TypeError`` from the manifest once every file was written (an async save's, at the
+    next save: the run went on without that checkpoint)."""
+    out: dict[str, Any] = {}
+    for key, value in dict(metrics or {}).items():
+        if not isinstance(key, str):
+            raise ConfigError(f"checkpoint metric name {key!r} must be a string")
+        if isinstance(value, torch.Tensor | np.ndarray | np.generic) and _elements(value) == 1:
+            value = value.item()
+        try:
+            json.dumps(value)
+        except (TypeError, ValueError) as exc:  # a list tensor, an object, a cycle
+            raise ConfigError(
+                f"checkpoint metric {key!r} cannot be stored ({exc}); give a number, such as "
+                "float(value)"
+            ) from None
+        out[key] = value
+    return out
+
+
+def _elements(value: torch.Tensor | np.ndarray | np.generic) -> int:
+    """How many elements a tensor or NumPy value holds."""
+    return value.numel() if isinstance(value, torch.Tensor) else int(np.size(value))
 
 
 def _whole_number(manifest: dict[str, Any], key: str, where: str) -> int:

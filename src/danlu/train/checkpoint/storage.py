@@ -56,6 +56,26 @@ def sha256(data: bytes) -> str:
     return hashlib.sha256(data).hexdigest()
 
 
+HASH_CHUNK = 1 << 20
+"""Bytes :func:`file_digest` reads at a time (into one reused buffer)."""
+
+
+def file_digest(path: str) -> tuple[int, str]:
+    """The size and hex SHA-256 of the local file ``path``, read :data:`HASH_CHUNK` bytes at a
+    time: a sharded checkpoint's files (each rank's shards, gigabytes each) are checksummed
+    without holding one whole in memory, as reading it to hash it did (rank 0 at each
+    commit, every rank at each load's verification)."""
+    digest = hashlib.sha256()
+    buffer = bytearray(HASH_CHUNK)
+    view = memoryview(buffer)
+    size = 0
+    with open(path, "rb", buffering=0) as f:
+        while count := f.readinto(buffer):
+            digest.update(view[:count])
+            size += count
+    return size, digest.hexdigest()
+
+
 def local_directory(directory: str) -> str | None:
     """The absolute path :func:`open_storage` writes ``directory``'s checkpoints to when it
     is local (a path, ``~`` expanded, or a ``file://`` URL); ``None`` for any other URL."""
