@@ -23,12 +23,13 @@ from bisect import bisect_left, bisect_right
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
 import numpy as np
 
 from danlu.core.errors import DanluError, DataError
 from danlu.core.values import plain_float
+from danlu.sim.csv_rows import check_no_extra_values
 
 if TYPE_CHECKING:  # scipy.interpolate costs ~0.5 s to import: loaded only when interpolating
     from scipy.interpolate import LinearNDInterpolator
@@ -521,7 +522,7 @@ def _read_table(path: Path, columns: tuple[str, ...]) -> tuple[np.ndarray, list[
     if not rows:
         raise DataError(f"{path}: no data rows")
     for line, row in rows:
-        _check_no_extra_values(path, line, width, row)
+        check_no_extra_values(path, line, width, row.get(None) or (), _PLACEMENT_FIX)
     table = np.empty((len(rows), len(columns)))
     for i, (line, row) in enumerate(rows):
         for j, column in enumerate(columns):
@@ -545,21 +546,9 @@ def _read_table(path: Path, columns: tuple[str, ...]) -> tuple[np.ndarray, list[
     return table, [line for line, _ in rows]
 
 
-def _check_no_extra_values(path: Path, line: int, width: int, row: dict[Any, Any]) -> None:
-    """Refuse a row of a trace table with a value beyond the header's ``width`` columns
-    (:class:`csv.DictReader` keeps them under the key None; empty ones are fine): a field
-    too many before them shifted every value after it into the next column, silently (a
-    placement ``1,1`` read as placement 1 at local_bsz 1)."""
-    extra = [str(field).strip() for field in row.get(None) or ()]
-    if any(extra):
-        shown = ",".join(extra)
-        shown = shown if len(shown) <= 40 else f"{shown[:40]}..."
-        raise DataError(
-            f"{path}:{line}: {width + len(extra)} fields but the header has {width} columns "
-            f"(beyond them: {shown!r}); a field too many shifts the values after it into the "
-            "wrong columns: write a placement without commas (1122), or name every column "
-            "in the header"
-        )
+_PLACEMENT_FIX = "write a placement without commas (1122), or name every column in the header"
+"""How a trace table's row with a value beyond its header is written instead (a placement
+``1,1`` read as placement 1 at local_bsz 1)."""
 
 
 def _check_sync_within_step(path: Path, table: np.ndarray, lines: list[int], step: int) -> None:

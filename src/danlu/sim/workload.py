@@ -70,6 +70,7 @@ from danlu.core.spec import MAX_BATCH, MAX_GPUS, MAX_PRIORITY, MODEL_FAMILIES, p
 from danlu.core.units import MiB
 from danlu.core.values import plain_float
 from danlu.sched.view import JobRequest
+from danlu.sim.csv_rows import check_no_extra_values
 from danlu.sim.setting_types import check_real, check_whole
 
 
@@ -199,7 +200,8 @@ def _rows(path: Path) -> Iterator[tuple[list[str], Iterator[tuple[int, dict[str,
             try:
                 for fields in reader:
                     if fields:  # a blank line reads as no fields
-                        _check_no_extra_values(path, start, header, fields)
+                        extra = fields[len(header) :]
+                        check_no_extra_values(path, start, len(header), extra, _ROW_FIX)
                         row: dict[str, Any] = dict.fromkeys(header[len(fields) :])  # short: None
                         row.update(zip(header, (f.strip() for f in fields), strict=False))
                         yield start, row
@@ -210,20 +212,8 @@ def _rows(path: Path) -> Iterator[tuple[list[str], Iterator[tuple[int, dict[str,
         yield header, rows()
 
 
-def _check_no_extra_values(path: Path, line: int, header: list[str], fields: list[str]) -> None:
-    """Refuse a row with a value beyond the header's last column (empty fields there are
-    fine): some field before it is one too many (an unquoted comma, a column missing from
-    the header), and every value after that one would be read in the wrong column."""
-    extra = [field.strip() for field in fields[len(header) :]]
-    if any(extra):
-        shown = ",".join(extra)
-        shown = shown if len(shown) <= 40 else f"{shown[:40]}..."
-        raise DataError(
-            f"{path}:{line}: {len(fields)} fields but the header has {len(header)} columns "
-            f"(beyond them: {shown!r}); a field too many shifts the values after it into "
-            "the wrong columns: quote a value holding a comma, or name every column in the "
-            "header"
-        )
+_ROW_FIX = "quote a value holding a comma, or name every column in the header"
+"""How a workload row with a value beyond its header is written instead."""
 
 
 def _whole_number(
