@@ -59,6 +59,12 @@ class Clock:
         return getattr(real_time, name)
 
 
+def _terminal() -> Console:
+    """A console that is a 30-line terminal (top's Live view; into a file or a pipe it
+    prints whole frames instead)."""
+    return Console(width=100, height=30, file=io.StringIO(), force_terminal=True)
+
+
 def printed(renderable: RenderableType, width: int, height: int = 25) -> list[str]:
     """The lines ``renderable`` prints as on a console ``width`` x ``height``."""
     out = io.StringIO()
@@ -199,7 +205,7 @@ def test_danlu_top_live_shows_pending_jobs_in_a_30_line_terminal(
 ) -> None:
     fake = serve_commands(monkeypatch)
     pending = add_workload(fake)
-    monkeypatch.setattr(jobs_cli, "console", Console(width=100, height=30, file=io.StringIO()))
+    monkeypatch.setattr(jobs_cli, "console", _terminal())
     monkeypatch.setattr(jobs_cli, "Live", RecordingLive)
     monkeypatch.setattr(jobs_cli, "time", Clock(sleeps_left=1))
     result = CliRunner().invoke(top_app(), ["top"])
@@ -394,7 +400,7 @@ def test_top_rides_out_a_restart(monkeypatch: pytest.MonkeyPatch) -> None:
 
     monkeypatch.setattr(jobs_cli, "client_factory", factory)
     monkeypatch.setattr(rest, "time", Clock())
-    monkeypatch.setattr(jobs_cli, "console", Console(width=100, height=30, file=io.StringIO()))
+    monkeypatch.setattr(jobs_cli, "console", _terminal())
     monkeypatch.setattr(jobs_cli, "Live", RecordingLive)
     monkeypatch.setattr(jobs_cli, "time", Clock(sleeps_left=1, on_sleep=server.cut))
     result = CliRunner().invoke(top_app(), ["top"])

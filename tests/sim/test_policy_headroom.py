@@ -127,7 +127,8 @@ def test_solo_runs_each_job_in_a_simulation_of_its_own(load_benchmark: Load) -> 
     )
     jobs = tuple(
         dataclasses.replace(
-            cifar, request=dataclasses.replace(cifar.request, id=f"cifar10-{k}", submit_time=10.0)
+            cifar,
+            request=dataclasses.replace(cifar.request, id=f"cifar10-{k}", submit_time=10.0, seq=k),
         )
         for k in range(6)
     )
