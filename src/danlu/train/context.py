@@ -174,7 +174,7 @@ class TrainContext:
         from then on ``progress`` is the larger of the epochs' share and ``step / n``, so a
         run that ends at its step bound reports 1 on its last step (what the scheduler's
         estimate of the work left, and a sweep's median rule, read as done)."""
-        if n is not None and n < 1:
+        if n is not None and whole_argument("max_steps", n, None) < 1:  # 2.5: a ConfigError
             raise ConfigError(f"max_steps must be 1 or more, not {n}")
         self._target_steps = n
 

@@ -45,6 +45,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import urllib.parse
 from collections.abc import Mapping
 from dataclasses import dataclass, field
@@ -59,14 +60,22 @@ PREEMPTED_EXIT_CODE = 75
 __all__ = ["PREEMPTED_EXIT_CODE", "JobEnv"]
 
 
+_INTEGER = re.compile(r"[+-]?[0-9]{1,18}")
+"""An integer as the executors and launchers write one: digits 0-9 (not ``1_000`` or another
+script's digits, which ``int()`` takes), at most 18 of them (a 400-digit count passed here
+and failed later, a bare OverflowError)."""
+
+
 def _int(environ: Mapping[str, str], name: str, default: int | None) -> int | None:
     raw = environ.get(name)
     if raw is None or raw.strip() == "":
         return default
-    try:
-        return int(raw)
-    except ValueError:
-        raise ConfigError(f"environment variable {name}={raw!r} is not an integer") from None
+    if not _INTEGER.fullmatch(raw.strip()):
+        raise ConfigError(
+            f"environment variable {name}={raw[:40]!r} is not an integer (digits 0-9, at most "
+            "18 of them)"
+        )
+    return int(raw)
 
 
 def _at_least(environ: Mapping[str, str], name: str, default: int | None, low: int) -> int | None:

@@ -8,6 +8,7 @@ from typing import Any
 import torch
 
 from danlu.train.build import init
+from danlu.train.checks import whole_argument
 from danlu.train.context import TrainContext
 from danlu.train.step import LossFn
 
@@ -42,6 +43,8 @@ def fit(
     :func:`danlu.train.init`. Returns the (closed) context, whose ``history`` holds the
     per-step metrics.
     """
+    if max_steps is not None:  # an integer (2.5 ran 3 steps; "3" failed after the start)
+        max_steps = whole_argument("max_steps", max_steps, None)
     if evaluate is not None:
         init_kwargs.setdefault("best_metric", "eval")
         if isinstance(scheduler, torch.optim.lr_scheduler.ReduceLROnPlateau):
