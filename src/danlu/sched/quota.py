@@ -33,7 +33,7 @@ from danlu.core.cluster import MILLI_PER_GPU, Allocation, Cluster
 from danlu.core.errors import ConfigError
 from danlu.sched.policies.base import Policy
 from danlu.sched.policies.danlu_model import LIMIT_KEYS
-from danlu.sched.share_size import share_milli
+from danlu.sched.share_size import allowed_sizes, share_milli
 from danlu.sched.view import (
     ClusterView,
     JobRequest,
@@ -138,17 +138,6 @@ def room_for(quota: Quota, used: Usage, request: JobRequest, cluster: Cluster) -
     cluster's largest GPU."""
     per_gpu = request.memory_on(int(cluster.arrays.gpu_memory.max(initial=1)))
     return room(quota, used, per_gpu)
-
-
-def allowed_sizes(request: JobRequest, cluster: Cluster) -> dict[int, int]:
-    """GPU memory -> GPUs of the types ``request`` allows (every type when it names none)."""
-    wanted = {t.lower() for t in request.gpu_types}
-    out: dict[int, int] = {}
-    for kind, sizes in cluster.gpus_by_type.items():
-        if not wanted or kind in wanted:
-            for memory, gpus in sizes.items():
-                out[memory] = out.get(memory, 0) + gpus
-    return out
 
 
 def minimum_usage(request: JobRequest, cluster: Cluster) -> Usage:

@@ -66,22 +66,23 @@ def share_milli(request: JobRequest, gpu_memory: int) -> int:
     return milli_for_memory(request.gpu_memory, gpu_memory)
 
 
+def allowed_sizes(request: JobRequest, cluster: Cluster) -> dict[int, int]:
+    """GPU memory -> GPUs of the types ``request`` allows (every type when it names none)."""
+    wanted = {t.lower() for t in request.gpu_types}
+    out: dict[int, int] = {}
+    for kind, sizes in cluster.gpus_by_type.items():
+        if not wanted or kind in wanted:
+            for memory, gpus in sizes.items():
+                out[memory] = out.get(memory, 0) + gpus
+    return out
+
+
 def least_share_milli(request: JobRequest, cluster: Cluster) -> int:
     """The least milli-GPU a start of ``request``, a share sized by memory, takes on
-    ``cluster``: on the largest GPU of the types it may use (:func:`milli_for_memory`), as
+    ``cluster``: on the largest GPU of the types it may use (:func:`share_milli`), as
     :func:`danlu.sched.quota.minimum_usage` counts it; 1000 when no GPU is of those types.
     What a ranked round's admission charges such a share (its ``gpu_milli`` of 1000 is no
     whole GPU's compute: counted as one, a share of 20 GiB of an 80 GiB GPU was "outranked:
     needs 1 GPU" beside a lower-ranked share whose preemption left it room)."""
-    wanted = {name.lower() for name in request.gpu_types}
-    largest = max(
-        (
-            memory
-            for kind, sizes in cluster.gpus_by_type.items()
-            if not wanted or kind in wanted
-            for memory, gpus in sizes.items()
-            if gpus
-        ),
-        default=0,
-    )
-    return milli_for_memory(request.gpu_memory, largest) if largest else MILLI_PER_GPU
+    sizes = [memory for memory, gpus in allowed_sizes(request, cluster).items() if gpus]
+    return share_milli(request, max(sizes)) if sizes else MILLI_PER_GPU

@@ -6,7 +6,8 @@ from danlu.core.cluster import MILLI_PER_GPU, Cluster, gpu_type_names
 from danlu.core.errors import SpecError, UnknownNameError
 from danlu.core.spec import AUTO_FAMILY, NO_GPUS, JobSpec
 from danlu.core.units import format_bytes
-from danlu.sched.quota import Usage, allowed_sizes, minimum_usage
+from danlu.sched.quota import Usage, minimum_usage
+from danlu.sched.share_size import allowed_sizes
 from danlu.sched.view import JobRequest
 from danlu.server.db.models import Project, User
 from danlu.server.errors import AdmissionError
