@@ -232,7 +232,8 @@ class PolluxPolicy:
         total = int(capacity.sum())
         reach = [total] * len(jobs) if allowed is None else (allowed @ capacity).tolist()
         problem = self._problem(jobs, marks, models, base, capacity, gpn, now, reach, allowed)
-        rng = np.random.default_rng([self.seed, int(now * 1000)])
+        # NumPy refuses a negative seed word: a clock before 0 (a view built in code) wraps
+        rng = np.random.default_rng([self.seed, int(now * 1000) % 2**64])
         best = ps.search(problem, base[None], rng, self.population, self.generations)
         needs = problem.needs()
         plan = self._plan(view, jobs, models, base, best, needs, shared, new_marks, gpn)
