@@ -69,3 +69,13 @@ def test_seeds_pods_and_nodes_given_as_iterators_are_read_once() -> None:
     assert result.allocation_ratio == listed.allocation_ratio == 100.0
     one = run_seed(iter(PODS), iter(NODES), "fgd", 1.0, 0)
     assert one.allocation_ratio == 100.0 and one.arrived_pods == 4
+
+
+def test_a_seed_named_twice_is_refused_before_any_seed_runs() -> None:
+    """The CLI refused ``--seeds 1,1``; from Python the seed's run counted twice in the mean."""
+    import numpy as np
+
+    with pytest.raises(ConfigError, match=r"seeds \(--seeds\): seed 3 is named twice"):
+        run_allocation_experiment(PODS, NODES, "fgd", 1.0, (3, 5, np.int64(3)))
+    result = run_allocation_experiment(PODS, NODES, "fgd", 1.0, (3, 5))
+    assert result.seeds == (3, 5)

@@ -329,7 +329,8 @@ def _check_load_and_seeds(load: float, seeds: Iterable[int]) -> tuple[int, ...]:
     that is not a whole number >= 0, as a :class:`ConfigError`: pods are packed until the
     arrived demand reaches the load, so a NaN, infinite or huge one packed copies for ever,
     and numpy's seeding refused a negative seed with a bare ValueError (a float or a
-    string, with a TypeError)."""
+    string, with a TypeError); and a seed named twice (its run counted twice in the
+    mean)."""
     check_real("load (--load)", load, "1.0")
     if not (math.isfinite(load) and 0 < load <= MOST_LOAD):
         raise ConfigError(
@@ -345,7 +346,11 @@ def _check_load_and_seeds(load: float, seeds: Iterable[int]) -> tuple[int, ...]:
         check_whole("seeds (--seeds)", seed, "42")
         if seed < 0:
             raise ConfigError(f"seeds (--seeds) must be whole numbers >= 0; got {seed}")
-    return tuple(int(seed) for seed in listed)  # NumPy's integers broke the results' JSON
+    as_ints = tuple(int(seed) for seed in listed)  # NumPy's integers broke the results' JSON
+    if len(set(as_ints)) < len(as_ints):  # it would count twice in the mean
+        twice = next(seed for i, seed in enumerate(as_ints) if seed in as_ints[:i])
+        raise ConfigError(f"seeds (--seeds): seed {twice} is named twice; name each seed once")
+    return as_ints
 
 
 def _check_inputs(

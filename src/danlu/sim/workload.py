@@ -603,12 +603,19 @@ def in_submission_order(jobs: list[WorkloadJob]) -> tuple[WorkloadJob, ...]:
     )
 
 
+MOST_SYNTHETIC_JOBS = 1_000_000
+"""The most jobs :func:`synthetic_workload` builds (a larger count is a typo: it would build
+until memory ran out)."""
+
+
 def synthetic_workload(jobs: int = 200, seed: int = 0, hours: float = 8.0) -> Workload:
     """A deterministic Philly-like workload: mostly 1-GPU jobs, some gangs of 2-16 GPUs,
     log-normal durations (minutes to hours), random priorities; used as the embedded
     default when no workload file is given."""
-    if isinstance(jobs, bool) or not isinstance(jobs, int) or jobs < 1:
-        raise ConfigError(f"jobs (--jobs) must be a whole number >= 1, got {jobs!r}")
+    if isinstance(jobs, bool) or not isinstance(jobs, int) or not 1 <= jobs <= MOST_SYNTHETIC_JOBS:
+        raise ConfigError(
+            f"jobs (--jobs) must be a whole number from 1 to {MOST_SYNTHETIC_JOBS:,}, got {jobs!r}"
+        )
     check_whole("seed (--seed)", seed, "0")  # a list raised a bare TypeError in random
     check_real("hours", hours, "8.0")  # a string, with a bare TypeError below
     if not 0 <= hours <= MOST_SECONDS / 3600.0:  # NaN too: it compares false
