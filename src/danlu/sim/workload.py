@@ -129,13 +129,20 @@ FORMATS: dict[str, frozenset[str]] = {
 
 def detect_format(header: list[str], path: Path | None = None) -> str:
     """The format whose required columns the header has; DataError lists the formats (and
-    names ``path``, the file the header was read from, if given)."""
+    names ``path``, the file the header was read from, if given), or the formats a header
+    with the required columns of several would be read as (it was read as the first)."""
     columns = {c.strip() for c in header}
-    for name, required in FORMATS.items():
-        if required <= columns:
-            return name
-    described = "; ".join(f"{n}: {','.join(sorted(c))}" for n, c in FORMATS.items())
     where = "" if path is None else f"{path}, line 1: "
+    matched = [name for name, required in FORMATS.items() if required <= columns]
+    if len(matched) > 1:
+        raise DataError(
+            f"{where}the columns fit several workload formats ({', '.join(matched)}); keep "
+            f"the columns of one: "
+            + "; ".join(f"{n}: {','.join(sorted(FORMATS[n]))}" for n in matched)
+        )
+    if matched:
+        return matched[0]
+    described = "; ".join(f"{n}: {','.join(sorted(c))}" for n, c in FORMATS.items())
     raise DataError(
         f"{where}unrecognised workload columns {sorted(columns)}; expected one of {described}"
     )
