@@ -50,7 +50,7 @@ import numpy.typing as npt
 from scipy.optimize import least_squares
 
 from danlu.core.errors import DataError, SpecError
-from danlu.core.spec import MAX_BATCH, MAX_GPUS
+from danlu.core.spec import MAX_BATCH, MAX_DURATION, MAX_GPUS
 from danlu.core.values import check_positive_int, plain_number_text, quoted, range_message
 from danlu.estimate.checks import as_float, check_finite, is_real_number
 
@@ -97,8 +97,9 @@ def parse_placement(text: str) -> tuple[int, ...]:
 class StepMeasurement:
     """One measured training step: placement, local batch, step time and its sync part.
 
-    ``step_time`` is seconds per optimizer step with one micro-batch per replica;
-    ``sync_time`` is the gradient-synchronisation part of it (0 for one replica).
+    ``step_time`` is seconds per optimizer step with one micro-batch per replica, at most
+    ``MAX_DURATION`` (100 years); ``sync_time`` is the gradient-synchronisation part of it
+    (0 for one replica).
     """
 
     num_nodes: int
@@ -125,6 +126,8 @@ class StepMeasurement:
                 "step_time",
                 f"must be a finite number of seconds > 0, got {quoted(self.step_time)}",
             )
+        if step > MAX_DURATION:  # 1e300 s stopped the fit with scipy's bare ValueError
+            raise SpecError("step_time", f"is {quoted(self.step_time)}; it {_STEP_RANGE}")
         if not (math.isfinite(sync) and 0 <= sync < step):
             raise SpecError(
                 "sync_time",
@@ -203,15 +206,25 @@ def _number(path: Path, line: int, row: dict[str, str], column: str) -> float:
     return value
 
 
+_STEP_RANGE = (
+    f"must be at most {MAX_DURATION:.0f} s (100 years, the longest a job spec may run); "
+    "give step times in seconds"
+)
+"""The range of a step time: the fit failed (scipy's "Residuals are not finite") on times near
+a float's largest, and a step longer than a job may run is a slip of units or of typing."""
+
+
 def _check_times(path: Path, line: int, step: float, sync: float) -> None:
     """:class:`DataError` naming ``file:line`` and the column at fault unless
-    ``step_time > 0``, ``sync_time >= 0`` and ``sync_time < step_time`` (the fit takes logs
-    of the step time and of its compute part, ``step_time - sync_time``)."""
+    ``0 < step_time <= MAX_DURATION``, ``sync_time >= 0`` and ``sync_time < step_time`` (the
+    fit takes logs of the step time and of its compute part, ``step_time - sync_time``)."""
     if step <= 0:
         raise DataError(
             f"{path}:{line}: column 'step_time' must be seconds > 0 (the time of an "
             f"iteration), got {step:g}"
         )
+    if step > MAX_DURATION:
+        raise DataError(f"{path}:{line}: column 'step_time' is {step:g}; it {_STEP_RANGE}")
     if sync < 0:
         raise DataError(
             f"{path}:{line}: column 'sync_time' must be seconds >= 0 (the iteration's "

@@ -152,11 +152,24 @@ class CachingAllocatorModel:
         self.stats.allocated += block.size
         self.stats.peak_allocated = max(self.stats.peak_allocated, self.stats.allocated)
 
+    def resize(self, key: int, nbytes: int) -> None:
+        """Resize the live storage ``key`` to ``nbytes`` in all, as a storage resized in place
+        (``out=`` into a smaller tensor, ``resize_``) is on a GPU: a new block of the new size
+        is allocated while the old one still holds the data to copy, then the old block is
+        freed. A ``key`` that is not live is allocated (:meth:`malloc`)."""
+        old = self._live.pop(key, None)
+        self.malloc(key, nbytes)
+        if old is not None:
+            self._release(old)
+
     def free(self, key: int) -> None:
         """Free the storage ``key`` (its block goes back to the pool, merged with neighbours)."""
         block = self._live.pop(key, None)
-        if block is None:
-            return
+        if block is not None:
+            self._release(block)
+
+    def _release(self, block: _Block) -> None:
+        """Return an allocated ``block`` to its pool, merged with its free neighbours."""
         self.stats.allocated -= block.size
         block.allocated = False
         for nb in (block.prev, block.next):

@@ -160,19 +160,42 @@ def load_gpu_table(path: str | Path | None = None) -> dict[str, GpuSpec]:
     ``cublas_workspace_bytes`` follows its ``compute_capability`` and its ``context_bytes``
     defaults to :func:`typical_context_bytes` of it (both unless given). An entry that changes
     a GPU's ``compute_capability`` alone gets that capability's cuBLAS workspace. The file is
-    read as UTF-8, a byte-order mark at its start (as Windows editors write) skipped.
+    read as UTF-8, a byte-order mark at its start (as Windows editors write) skipped. Two
+    entries of one GPU (as :func:`gpu_key` reads names: ``H100`` and ``h100``), or a field
+    given twice in one entry, are a :class:`ConfigError` naming both (one was dropped).
     """
     table = dict(GPUS)
     if path is None:
         return table
-    try:
-        data = json.loads(Path(path).read_text(encoding="utf-8-sig"))  # a byte-order mark skipped
+
+    def unique(pairs: list[tuple[str, object]]) -> dict[str, object]:
+        # json kept the last of two equal names: the first entry or field was dropped unread
+        out: dict[str, object] = {}
+        for name, value in pairs:
+            if name in out:
+                raise ConfigError(
+                    f"--gpu-table: {path} gives {name!r} twice in one object; keep one"
+                )
+            out[name] = value
+        return out
+
+    try:  # a byte-order mark skipped
+        data = json.loads(Path(path).read_text(encoding="utf-8-sig"), object_pairs_hook=unique)
+    except ConfigError:
+        raise
     except (OSError, ValueError) as exc:
         raise ConfigError(f"--gpu-table: cannot read {path}: {exc}") from exc
     if not isinstance(data, dict):
         raise ConfigError(f"--gpu-table: {path} must hold a JSON object of GPU names")
+    named: dict[str, str] = {}  # table key -> the file's name for it
     for name, fields in data.items():
         key = gpu_key(name)
+        if key in named:  # "H100" and "h100", "a100" and "A100-80GB": the later one won
+            raise ConfigError(
+                f"--gpu-table: entries {named[key]!r} and {name!r} in {path} both name the GPU "
+                f"{key!r} (names are read in any case, '_' as '-', aliases resolved); keep one"
+            )
+        named[key] = name
         if not isinstance(fields, dict):
             raise ConfigError(
                 f"--gpu-table: entry {name!r} in {path} must be an object of GpuSpec fields, "

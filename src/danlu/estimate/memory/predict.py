@@ -84,6 +84,7 @@ def replay(tr: StepTrace, gpu: GpuSpec) -> MemoryEstimate:
     pseudo = -1
     peak_alloc = peak_res = 0
     handles = 0
+    sizes: dict[int, int] = {}  # the bytes of each live storage, as the events left it
     for i, (sid, delta) in enumerate(tr.events):
         if i == start:
             peak_alloc, peak_res = alloc.stats.allocated, alloc.stats.reserved
@@ -109,8 +110,17 @@ def replay(tr: StepTrace, gpu: GpuSpec) -> MemoryEstimate:
             alloc.free(pseudo)
         if sid in host:
             continue
-        if delta > 0:
-            alloc.malloc(sid, delta)
+        # a later event of a live storage resizes it in place (the tracer's StorageTracker
+        # records the change): on a GPU a block of the new size replaces the old one. As a
+        # block of the change's size, the old block was never freed, and a shrink freed all
+        before = sizes.pop(sid, 0)
+        after = before + delta
+        if after > 0:
+            sizes[sid] = after
+            if before > 0:
+                alloc.resize(sid, after)
+            else:
+                alloc.malloc(sid, after)
         else:
             alloc.free(sid)
         if i >= start:

@@ -14,9 +14,11 @@ the user's model only after its request arrives, so the result is the same.
 
 from __future__ import annotations
 
+import contextlib
 import importlib.util
 import json
 import os
+import signal
 import subprocess
 import sys
 import tempfile
@@ -73,8 +75,14 @@ def validate(req: TraceRequest) -> None:
     if problem:
         raise SpecError("MODEL_REF", problem)
     top = req.model_ref.partition(":")[0].split(".")[0]
+    if top == "__main__":
+        raise SpecError(
+            "MODEL_REF",
+            f"{req.model_ref!r}: the tracer runs in a subprocess of its own, whose __main__ is "
+            "not your script; put the factory in a module and name it, e.g. mymodels:factory",
+        )
     where = (*req.sys_path, os.getcwd())
-    if importlib.util.find_spec(top) is None and not any(
+    if _find_spec(top) is None and not any(
         (Path(p) / top).exists() or (Path(p) / f"{top}.py").exists() for p in where
     ):
         raise SpecError(
@@ -84,21 +92,73 @@ def validate(req: TraceRequest) -> None:
         )
 
 
+def _find_spec(name: str) -> object | None:
+    """``importlib.util.find_spec(name)`` of a top-level module (None: not found), or the
+    module itself when it is imported already without a ``__spec__``, where ``find_spec``
+    raised a bare ValueError (the worker's own import then says what is wrong, if anything)."""
+    try:
+        return importlib.util.find_spec(name)
+    except ValueError:
+        return sys.modules.get(name)
+
+
 _WORKER = [sys.executable, "-m", "danlu.estimate.memory.trace_worker"]
 Worker = tuple["subprocess.Popen[str]", IO[str]]
 """A started trace worker and the temporary file its stderr goes to."""
 
 
 def _start_worker() -> Worker:
-    err = tempfile.TemporaryFile("w+")  # noqa: SIM115 (owned by the worker's holder)
+    """A worker in a session of its own, so that :func:`_kill_group` reaches whatever the
+    user's factory starts in it too."""
+    # read back as UTF-8 with undecodable bytes replaced: what the user's code writes there
+    # need not be text, and its quoted tail raised UnicodeDecodeError instead of the failure
+    err = tempfile.TemporaryFile(  # noqa: SIM115 (owned by the worker's holder)
+        "w+", encoding="utf-8", errors="replace"
+    )
     try:
         proc = subprocess.Popen(
-            _WORKER, stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=err, text=True
+            _WORKER,
+            stdin=subprocess.PIPE,
+            stdout=subprocess.PIPE,
+            stderr=err,
+            text=True,
+            start_new_session=_GROUPS,
         )
     except BaseException:
         err.close()
         raise
     return proc, err
+
+
+_GROUPS = hasattr(os, "killpg") and hasattr(os, "waitid")
+"""Whether workers run in process groups of their own (POSIX)."""
+
+
+def _kill_group(proc: subprocess.Popen[str]) -> None:
+    """Kill a worker that is not reaped yet and every process left in its group: a process
+    the factory forked holds the worker's output pipe, and reading the pipe to its end
+    waited for it (past the timeout, for good with one that never ends). Safe while the
+    worker is unreaped: its process-group id cannot be anyone else's."""
+    if _GROUPS:  # (no group left: the worker exited and left nothing behind)
+        with contextlib.suppress(ProcessLookupError, PermissionError):
+            os.killpg(proc.pid, signal.SIGKILL)
+    proc.kill()  # (a no-op for a worker already reaped)
+
+
+def _wait_unreaped(proc: subprocess.Popen[str]) -> None:
+    """Wait for the worker to exit without reaping it (:func:`_kill_group` may then still
+    name its group); a plain wait where process groups are not used."""
+    if not _GROUPS:
+        proc.wait()
+        return
+    while True:
+        try:
+            os.waitid(os.P_PID, proc.pid, os.WEXITED | os.WNOWAIT)
+            return
+        except InterruptedError:
+            continue
+        except ChildProcessError:  # reaped already
+            return
 
 
 def _stop_workers(workers: list[Worker]) -> None:
@@ -202,34 +262,43 @@ def trace(
             proc.stdin.write(json.dumps(req.to_json()))
             proc.stdin.close()
         except BrokenPipeError:  # it died before reading: reported below with its stderr
-            pass
+            # closed all the same (a request longer than the write buffer failed in write(),
+            # and the pipe stayed open); its unsent rest fails the close's flush again
+            with contextlib.suppress(BrokenPipeError):
+                proc.stdin.close()
         result: list[StepTrace] | None = None
         error: dict[str, str] | None = None
         expired = threading.Event()
 
         def expire() -> None:  # a hung factory never closes its output: stop it here
             expired.set()
-            proc.kill()
+            _kill_group(proc)
 
         watchdog = threading.Timer(timeout_s, expire)
         watchdog.daemon = True
         watchdog.start()
         try:
             for line in proc.stdout:
-                msg = json.loads(line)
+                try:
+                    msg = json.loads(line)
+                except ValueError:
+                    # a reply cut off (the worker killed while it wrote, by the timeout or for
+                    # its memory): no answer; reported below as the worker's exit
+                    continue
                 if "progress" in msg and progress is not None:
                     p = msg["progress"]
                     progress(p["done"], p["total"], p["batch_size"])
-                elif "result" in msg:
+                elif "result" in msg:  # the last reply: a process the factory forked may
                     result = [StepTrace.from_json(r) for r in msg["result"]]
+                    break  # hold the pipe open for good
                 elif "error" in msg:
                     error = msg["error"]
-            proc.wait(timeout=timeout_s)
+                    break
+            _wait_unreaped(proc)  # (the watchdog kills it at the timeout)
         finally:
             watchdog.cancel()
-            if proc.poll() is None:
-                proc.kill()
-                proc.wait()
+            _kill_group(proc)  # what the factory started and left running, too
+            proc.wait()
             proc.stdout.close()
         if workers is not None:
             workers.replenish()
