@@ -27,8 +27,9 @@ def test_year_one_without_an_offset_is_a_spec_error(parse: Parser, text: str) ->
 
 @pytest.mark.parametrize("parse", [parse_since, parse_time], ids=["since", "time"])
 def test_year_one_with_an_offset_is_still_read(parse: Parser) -> None:
-    """With an offset no local time is needed: the moment is read, as before."""
-    assert parse("0001-01-01T00:00Z", NOW, "--since") == -62_135_596_800.0
+    """With an offset no local time is needed: the moment is read, and, being before 1970,
+    is the epoch (the API refuses a since or an at below 0)."""
+    assert parse("0001-01-01T00:00Z", NOW, "--since") == 0.0
 
 
 def test_an_ordinary_date_is_unchanged() -> None:

@@ -64,10 +64,10 @@ def test_nvml_counters_count_from_the_first_reading() -> None:
     gpus[0]["energy"] += 250_000  # mJ
     gpus[1]["energy"] += 1_000
     assert meter.read(10.0, {}) == {(node, 0): 250.0, (node, 1): 1.0}
-    gpus[0]["energy"] = 40_000  # the driver reloaded: its counter starts again
-    assert meter.read(20.0, {})[(node, 0)] == 250.0
+    gpus[0]["energy"] = 40_000  # the driver reloaded: its counter starts again from 0
+    assert meter.read(20.0, {})[(node, 0)] == 290.0  # and the 40 J since count
     gpus[0]["energy"] += 10_000
-    assert meter.read(30.0, {})[(node, 0)] == 260.0
+    assert meter.read(30.0, {})[(node, 0)] == 300.0
     gpus[1]["energy"] = None  # a failed reading: no change this time
     assert meter.read(40.0, {})[(node, 1)] == 1.0
     meter.close()

@@ -91,3 +91,31 @@ def test_an_event_whose_gpu_has_an_odd_index_closes_nothing() -> None:
         assert check.check() == [GpuFault(("box", 0), "Xid 48 (double-bit ECC error)")]
     finally:
         check.close()
+
+
+def test_an_xid_event_without_its_gpu_is_passed_over_and_the_others_reported() -> None:
+    """An event read without its ``device`` was an AttributeError out of the check: the
+    faults found so far and the events read after it were lost."""
+    gpus = _gpus(2)
+    nvml = _with_health(fake_nvml(gpus), gpus, [])
+    check = NvmlHealthCheck(discover(nvml, hostname="box"), nvml)
+    assert check.check() == []
+    gpus[0]["ecc"] = 1
+    waiting = [
+        types.SimpleNamespace(eventType=8, eventData=79),
+        types.SimpleNamespace(device=gpus[1], eventType=8, eventData=48),
+    ]
+
+    def wait(event_set: Any, timeout_ms: int) -> Any:
+        if not waiting:
+            raise _NvmlError(10)  # TIMEOUT
+        return waiting.pop(0)
+
+    nvml.nvmlEventSetWait_v2 = wait
+    try:
+        assert check.check() == [
+            GpuFault(("box", 0), "1 uncorrectable ECC errors since the driver loaded"),
+            GpuFault(("box", 1), "Xid 48 (double-bit ECC error)"),
+        ]
+    finally:
+        check.close()

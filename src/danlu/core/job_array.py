@@ -47,6 +47,8 @@ def parse_array(text: str | int, field: str = "array") -> ArrayRange:
     anything else that is not text (``array: [1, 2]``, ``array: true``) is refused."""
     fix = "write e.g. 0-99, 1-99:2, 1,3,8 or 0-99%8"
     if isinstance(text, int) and not isinstance(text, bool):
+        if abs(text) > MAX_ARRAY_INDEX:  # and no str() of one past 4,300 digits (ValueError)
+            raise SpecError(field, f"an index lies within 0..{MAX_ARRAY_INDEX:,}")
         text = str(text)
     if not isinstance(text, str):
         shown = "a boolean" if isinstance(text, bool) else type(text).__name__

@@ -184,9 +184,10 @@ def _shown(value: int | LongInteger) -> str:
     more than Python converts to text."""
     if isinstance(value, int):
         try:
-            return quoted(value)
-        except ValueError:  # repr() refuses it
+            repr(value)
+        except ValueError:  # repr() refuses it (quoted() would show its magnitude)
             return str(LongInteger.of(value))
+        return quoted(value)
     return str(value)
 
 

@@ -293,7 +293,9 @@ class Resources(_Strict):
             if len(parts) == 2 and all(p.isdecimal() for p in parts):
                 if any(len(p.lstrip("0")) > 18 for p in parts):  # no int() of 5000 digits
                     raise ValueError(f"{quoted(value)}: at most {MAX_GPUS:,} GPUs")
-                return {"min": int(parts[0]), "max": int(parts[1])}
+                # leading zeros count against int()'s 4,300 digits: dropped first
+                low, high = (int(p.lstrip("0") or "0") for p in parts)
+                return {"min": low, "max": high}
             raise ValueError(f"{quoted(value)} is not a GPU count; {_GPUS_HELP}")
         if not isinstance(value, dict | GpuCount):
             raise ValueError(f"{quoted(value)} is not a GPU count; {_GPUS_HELP}")

@@ -102,6 +102,37 @@ def _construct_float(loader: yaml.SafeLoader, node: yaml.ScalarNode) -> float:
     return float(text)
 
 
+_BOOL_TAG = "tag:yaml.org,2002:bool"
+_TIMESTAMP_TAG = "tag:yaml.org,2002:timestamp"
+
+
+def _construct_bool(loader: yaml.SafeLoader, node: yaml.ScalarNode) -> bool:
+    """A boolean as the safe loader reads one (``true``, ``no``, ``on``...); other text
+    given the tag (``!!bool maybe``) is a ``ConstructorError`` saying so, not PyYAML's
+    ``KeyError``, which no caller took for bad YAML (a traceback from ``danlu submit``)."""
+    text = str(loader.construct_scalar(node))
+    if text.lower() not in yaml.SafeLoader.bool_values:
+        raise yaml.constructor.ConstructorError(
+            None, None, f"{text!r} is not a boolean: write true or false", node.start_mark
+        )
+    return bool(yaml.SafeLoader.bool_values[text.lower()])
+
+
+def _construct_timestamp(loader: yaml.SafeLoader, node: yaml.ScalarNode) -> Any:
+    """A date or time as the safe loader reads one; other text given the tag
+    (``!!timestamp soon``) is a ``ConstructorError`` saying so, not PyYAML's
+    ``AttributeError`` (a traceback, as :func:`_construct_bool`'s ``KeyError``)."""
+    text = str(loader.construct_scalar(node))
+    if not yaml.SafeLoader.timestamp_regexp.match(text):
+        raise yaml.constructor.ConstructorError(
+            None,
+            None,
+            f"{text!r} is not a date or time: write e.g. 2026-12-01 or 2026-12-01T02:00:00Z",
+            node.start_mark,
+        )
+    return yaml.SafeLoader.construct_yaml_timestamp(loader, node)
+
+
 def _core_resolvers() -> dict[Any, list[tuple[str, re.Pattern[str]]]]:
     """The safe loader's implicit resolvers (by a scalar's first character) with YAML 1.2's
     integer and float for YAML 1.1's, and before the rest: the first that matches wins, and
@@ -119,6 +150,8 @@ def _core_resolvers() -> dict[Any, list[tuple[str, re.Pattern[str]]]]:
 _SpecLoader.yaml_implicit_resolvers = _core_resolvers()
 _SpecLoader.add_constructor(_INT_TAG, _construct_int)
 _SpecLoader.add_constructor(_FLOAT_TAG, _construct_float)
+_SpecLoader.add_constructor(_BOOL_TAG, _construct_bool)
+_SpecLoader.add_constructor(_TIMESTAMP_TAG, _construct_timestamp)
 
 
 def _check_unique_keys(loader: _SpecLoader, root: yaml.Node) -> None:

@@ -9,6 +9,7 @@ from datetime import time as dt_time
 from typing import NamedTuple, NoReturn
 
 from danlu.core.errors import SpecError
+from danlu.core.metric_record import MAX_TIME
 from danlu.core.values import quoted, show_number
 
 _UNITS: dict[str, int] = {
@@ -76,8 +77,16 @@ def parse_bytes(value: int | float | str, field: str = "size") -> int:
             field, f"{quoted(value)} has more decimals than a size needs; write at most 30"
         )
     # exact integer arithmetic; the floor division drops a fraction of a byte
-    size = int(whole + fraction) * _UNITS[match.group(2).lower()] // 10 ** len(fraction)
+    size = _whole(whole + fraction) * _UNITS[match.group(2).lower()] // 10 ** len(fraction)
     return _at_most_max(size, value, field)
+
+
+def _whole(digits: str) -> int:
+    """The number ASCII ``digits`` write, leading zeros dropped first: ``int()`` counts them
+    against its 4,300 digits (``sys.get_int_max_str_digits()``), so ``0000...01GiB`` (1 GiB,
+    as ``01GiB`` is) was a bare ``ValueError``. The caller has bounded the digits after
+    them."""
+    return int(digits.lstrip("0") or "0")
 
 
 _MAX_WHOLE_DIGITS = 20
@@ -237,7 +246,7 @@ def _clock_fields(parts: list[str], value: str, field: str) -> list[int]:
     """The clock form's fields as integers (no ``int()`` of thousands of digits)."""
     if any(len(part.lstrip("0")) > _MAX_CLOCK_DIGITS for part in parts):
         _too_long(value, field)
-    return [int(part) for part in parts]
+    return [_whole(part) for part in parts]
 
 
 def _check_clock(
@@ -483,7 +492,11 @@ def parse_since(value: str, now: float, field: str = "since") -> float:
     a duration nor a time gets the duration's reason when it was plainly meant as one
     (``1d1d``: the unit given twice; :func:`_not_a_time`). Eight digits that make a date,
     ``20261204``, are refused as ambiguous (:func:`_refuse_basic_date`): write
-    ``2026-12-04`` or ``20261204s``."""
+    ``2026-12-04`` or ``20261204s``.
+
+    A moment before 1970 (``1960-01-01``, ``30000d``, ``inf``) is the epoch, 0: nothing
+    danlu keeps is older, and the API refuses a ``since`` below 0 (the moment itself came
+    back as a 422 about a value the user never wrote)."""
     text = value.strip()
     if text.startswith("+"):
         raise SpecError(field, f"{quoted(value)} is in the future; {_SINCE_HELP}")
@@ -496,10 +509,10 @@ def parse_since(value: str, now: float, field: str = "since") -> float:
         moment = _moment(value, text, field, _SINCE_HELP, _Reading("duration", text, exc))
         if moment > now:
             raise SpecError(field, f"{quoted(value)} is in the future; {_SINCE_HELP}") from None
-        return moment
-    if not math.isfinite(seconds) or seconds < 0:
+        return max(0.0, moment)
+    if math.isnan(seconds) or seconds < 0:
         raise _below_zero(value, field, "duration", _SINCE_HELP)
-    return now - seconds
+    return max(0.0, now - seconds)  # an endless duration back (inf) too: the epoch
 
 
 def parse_time(value: str, now: float, field: str = "time") -> float:
@@ -511,7 +524,12 @@ def parse_time(value: str, now: float, field: str = "time") -> float:
     naming ``field``; text that is neither a delay nor a time gets the delay's reason when it
     was plainly meant as one (``+1d1d``: the unit given twice; :func:`_not_a_time`). Eight
     digits that make a date, ``20261204``, are refused as ambiguous: write ``2026-12-04`` or
-    ``+20261204s``."""
+    ``+20261204s``.
+
+    A moment from the year 10000 on (``+3000000d``, ``+1e20``, ``+inf``) is refused naming
+    ``field``: the API refused it as a time in milliseconds, which it was not. One before
+    1970 (``1960-01-01``) is the epoch, 0, a time gone by as any past one (the API refuses a
+    moment below 0)."""
     text = value.strip()
     if not text.startswith("+") and _CLOCK.match(text):
         return _time_of_day(text, now, field, ahead=True)
@@ -531,7 +549,21 @@ def parse_time(value: str, now: float, field: str = "time") -> float:
     try:
         seconds = parse_duration(delay, field)
     except SpecError as exc:
-        return _moment(value, text, field, _TIME_HELP, _Reading("delay", delay, exc))
-    if not math.isfinite(seconds) or seconds < 0:
+        return _within_years(
+            _moment(value, text, field, _TIME_HELP, _Reading("delay", delay, exc)), value, field
+        )
+    if math.isnan(seconds) or seconds < 0:
         raise _below_zero(value, field, "delay", _TIME_HELP)
-    return now + seconds
+    return _within_years(now + seconds, value, field)
+
+
+def _within_years(moment: float, value: str, field: str) -> float:
+    """``moment`` (POSIX seconds) as :func:`parse_time` gives it: 0 for one before 1970, a
+    :class:`SpecError` naming ``field`` for one from the year 10000 on (:data:`MAX_TIME`)."""
+    if moment >= MAX_TIME:
+        raise SpecError(
+            field,
+            f"{quoted(value)} lies past the year 9999, later than any time danlu keeps: write "
+            f"a time before 10000-01-01, or a shorter delay; {_TIME_HELP}",
+        )
+    return max(0.0, moment)

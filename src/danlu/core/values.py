@@ -18,8 +18,17 @@ MAX_INT = 2**62
 
 
 def quoted(value: Any, limit: int = 60) -> str:
-    """``repr(value)``, cut short: an error message quotes the input, not all of it."""
-    text = repr(value)
+    """``repr(value)``, cut short: an error message quotes the input, not all of it. An
+    integer of more digits than Python converts to text (``sys.get_int_max_str_digits()``,
+    4,300), whose ``repr`` raises ``ValueError``, is shown by its magnitude
+    (:func:`show_number`: ``1e+5000``): the error naming the field was that bare
+    ``ValueError`` instead."""
+    try:
+        text = repr(value)
+    except ValueError:
+        if not isinstance(value, int):
+            raise
+        text = show_number(value)
     return text if len(text) <= limit else text[: limit - 3] + "..."
 
 

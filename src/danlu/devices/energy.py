@@ -147,7 +147,10 @@ class NvmlEnergyMeter:
         faster than :data:`MAX_PLAUSIBLE_WATTS` since the last reading is a glitch: the
         interval counts nothing and the total goes on from the new counter value. (A
         counter that failed for some readings rises over all the time since it last
-        answered, and is held to the ceiling of that time.)
+        answered, and is held to the ceiling of that time.) A counter that fell is one the
+        driver started again from 0 (it reloaded) where it reads no more than that ceiling:
+        the interval counts what it reads (the energy used since the reload; it counted
+        nothing, though the GPU ran on), and a glitch otherwise.
 
         Raises :class:`DeviceError` once the meter is closed (it would start NVML again,
         never to be shut down)."""
@@ -174,7 +177,9 @@ class NvmlEnergyMeter:
                 rise = joules - first - self._counted.get(key, 0.0)
                 since = self._counted_at.get(key, last)
                 ceiling = MAX_PLAUSIBLE_WATTS * (0.0 if since is None else max(0.0, t - since))
-                if rise < 0.0 or rise > ceiling:  # the driver reloaded, or a glitch
+                if rise < 0.0 and joules <= ceiling:  # the driver reloaded: from 0 again
+                    first = self._first[key] = -self._counted.get(key, 0.0)
+                elif rise < 0.0 or rise > ceiling:  # a glitch
                     first = self._first[key] = joules - self._counted.get(key, 0.0)
                 counted[key] = self._counted[key] = joules - first
                 self._counted_at[key] = t if since is None else max(since, t)

@@ -218,7 +218,8 @@ class NvmlHealthCheck:
                 continue
             if xid in APPLICATION_XIDS:
                 continue
-            key = self._event_gpu(event.device)
+            # an event without its GPU names none (closes nothing), as one of an odd index
+            key = self._event_gpu(getattr(event, "device", None))
             if key is not None:
                 meaning = XID_MEANINGS.get(xid, "see NVIDIA's Xid catalog")
                 found.append(GpuFault(key, f"Xid {xid} ({meaning})"))
