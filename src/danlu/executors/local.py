@@ -189,7 +189,9 @@ class LocalExecutor(RunDirExecutor, GpuSharingExecutor):
         """Start ``job`` under a supervisor; raises :class:`JobAlreadyRunningError` while an
         earlier run of the same job id still runs, :class:`GpusBusyError` while a run of
         another job still holds one of its GPUs (see :func:`busy_gpus`), :class:`LaunchError`
-        when it cannot start."""
+        when it cannot start (a file it cannot write: its ``log_dir`` a file, or not this
+        user's), :class:`NodeLaunchError` when the host cannot (a full disk). Either way no
+        run is left recorded."""
         account = self._account(job)
         run_dir = self._clear_for(job, self._cluster)
         if job.workdir is not None and account is None and not Path(job.workdir).is_dir():
@@ -199,9 +201,9 @@ class LocalExecutor(RunDirExecutor, GpuSharingExecutor):
         try:
             return self._start(job, run_dir, account)
         except OSError as exc:
-            if not is_node_fault(exc):
-                raise
             shutil.rmtree(run_dir, ignore_errors=True)
+            if not is_node_fault(exc):  # (a bare OSError here was no DanluError)
+                raise LaunchError(f"cannot launch job {job.job_id}: {exc}") from exc
             raise NodeLaunchError(str(exc)) from exc
 
     def _account(self, job: JobLaunch) -> Account | None:

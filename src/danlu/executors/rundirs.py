@@ -290,7 +290,8 @@ class RunDirExecutor(Executor):
     def discard(self, job_id: str) -> None:
         """Delete the run records and this executor's log of the finished job ``job_id`` (a
         log that a launch put elsewhere, ``JobLaunch.log_dir``, is its caller's; the path in
-        the run's record is not trusted, the job could have rewritten it)."""
+        the run's record is not trusted, the job could have rewritten it). A link the job put
+        at its log (to another job's log) is removed, never the file it names."""
         validate_job_id(job_id)
         run_dir = safe_child(self._runs, job_id, follow=False)
         launch = self._read_launch(run_dir) if run_dir.is_dir() else None
@@ -298,7 +299,8 @@ class RunDirExecutor(Executor):
             raise ExecutorError(f"job {job_id} still runs; stop it before discarding it")
         self._drop(run_dir, launch)
         self._log_elsewhere.pop(job_id, None)
-        safe_child(self._log_dir, f"{job_id}.log").unlink(missing_ok=True)
+        # (the name alone: a link there, in the directory or out of it, is removed itself)
+        (self._log_dir.resolve() / f"{job_id}.log").unlink(missing_ok=True)
 
     def _drop(self, run_dir: Path, launch: dict[str, Any] | None) -> None:
         """Forget the run in ``run_dir`` and delete its records. A link the job put in its

@@ -601,7 +601,9 @@ class SlurmExecutor(RunDirExecutor, MultiNodeExecutor, GpuSharingExecutor):
             outcome = Outcome.PREEMPTED if reason is StopReason.PREEMPT else Outcome.FAILED
         else:
             outcome = classify_exit(code, self._log_tail(run_dir, launch), reason)
-            if state in {"TIMEOUT", "DEADLINE"} or (state == "CANCELLED" and reason is None):
+            if state in {"TIMEOUT", "DEADLINE", "PREEMPTED"} or (
+                state == "CANCELLED" and reason is None
+            ):
                 error = f"Slurm job {slurm_id} ended {state}"
         if sig is None and code is not None and code > 128:
             sig = code - 128  # 128 + N: died of signal N

@@ -128,16 +128,26 @@ def never_ran(job: SlurmJob) -> bool:
     return job.state == "CANCELLED" and start is not None and end is not None and end <= start
 
 
+KILLED_STATES = frozenset({"CANCELLED", "TIMEOUT", "DEADLINE", "PREEMPTED"})
+"""The ended states of a job Slurm (or an admin's ``scancel``) stopped, whatever its script
+would have exited with: Slurm records ``ExitCode=0:0`` for such a job when it has no exit of
+its batch script to record (``TIMEOUT 0:0``, while its batch step reads ``CANCELLED 0:15``)."""
+
+
 def slurm_exit(job: SlurmJob) -> tuple[int | None, int | None]:
     """The exit code and signal of the ended Slurm job ``job`` as Slurm recorded them
     (``ExitCode``), but for the ``0:0`` Slurm records for jobs that did not exit: a job
-    ``CANCELLED`` was killed (137, signal 9) unless it never started (:func:`never_ran`: no
+    Slurm stopped (:data:`KILLED_STATES`: ``CANCELLED``, ``TIMEOUT`` at its time limit,
+    ``DEADLINE``, ``PREEMPTED``) was killed (137, signal 9), not a success, unless it never
+    started (its ``EndTime`` not after its ``StartTime``, as :func:`never_ran` reads it: no
     exit), and one lost with its node (``NODE_FAIL``) has none (None, None: it was killed
     with its node, no exit was seen)."""
     code, sig = job.exit_code, job.signal
     if sig is None and not code:
-        if job.state == "CANCELLED":
-            return (None, None) if never_ran(job) else (128 + 9, 9)
+        if job.state in KILLED_STATES:
+            start, end = job.started_at, job.finished_at
+            unstarted = start is not None and end is not None and end <= start
+            return (None, None) if unstarted else (128 + 9, 9)
         if job.state == "NODE_FAIL":
             return None, None
     return code, sig

@@ -3,7 +3,9 @@ lists (never through a shell), and the parsing of what they print.
 
 :class:`SlurmCommands` is the only place danlu talks to Slurm; :class:`~danlu.executors.slurm.
 SlurmExecutor` builds on it. The environment the commands run with is given (``SLURM_CONF``
-names the cluster's configuration when it is not in ``/etc/slurm``); this module reads none.
+names the cluster's configuration when it is not in ``/etc/slurm``); this module reads none,
+and sets ``SLURM_TIME_FORMAT`` in it for the commands whose output it reads
+(:func:`reading_env`).
 """
 
 from __future__ import annotations
@@ -263,6 +265,25 @@ def job_from_fields(fields: Mapping[str, str]) -> SlurmJob:
     )
 
 
+TIME_FORMAT = "SLURM_TIME_FORMAT"
+"""The variable that sets how Slurm's commands print times (``relative``, an ``strftime``
+format): the commands whose output danlu reads run with it ``standard``
+(``2026-11-29T04:58:05``, which :func:`_time` reads)."""
+
+
+def reading_env(env: Mapping[str, str] | None) -> dict[str, str] | None:
+    """The environment of a Slurm command whose output danlu reads: ``env`` with
+    :data:`TIME_FORMAT` ``standard``. An operator's ``SLURM_TIME_FORMAT=relative`` (or
+    ``%s``) made every ``StartTime`` and ``EndTime`` unreadable: a run had no start time, and
+    one cancelled while pending read as killed by SIGKILL. None (no environment given: the
+    command inherits this process's, which this module does not read) stays None."""
+    if env is None:
+        return None
+    out = dict(env)
+    out[TIME_FORMAT] = "standard"
+    return out
+
+
 class SlurmCommands:
     """Runs Slurm's client commands with ``env`` (e.g. ``{"SLURM_CONF": ..., "PATH": ...}``)
     and a ``timeout`` in seconds; ``bin_dir`` is where they live (default: found on the
@@ -296,12 +317,15 @@ class SlurmCommands:
 
     def run(self, argv: Sequence[str], *, env: Mapping[str, str] | None = None) -> str:
         """Run one Slurm command and return its standard output. The program is found as
-        :meth:`program` says, whatever ``env`` (the job's, for ``sbatch``) holds."""
+        :meth:`program` says, whatever ``env`` (the job's, for ``sbatch``) holds. Run with
+        the commands' own environment (``env`` None; one was given at construction), it
+        prints its times in Slurm's standard form (:func:`reading_env`), the one danlu
+        reads."""
         command = [self.program(argv[0]), *argv[1:]]
         try:
             done = subprocess.run(
                 command,
-                env=dict(env) if env is not None else self._env,
+                env=dict(env) if env is not None else reading_env(self._env),
                 capture_output=True,
                 timeout=self._timeout,
                 check=False,

@@ -157,18 +157,33 @@ def open_regular(path: str | Path, flags: int = os.O_RDONLY, mode: int = 0o600) 
     return why
 
 
+MAX_RECORD_BYTES = 64 * 1024**2
+"""The largest record :func:`read_json` reads (a task record holds the job's environment,
+which the kernel caps far below this at ``exec``)."""
+
+
 def read_json(path: Path) -> dict[str, Any] | None:
     """The JSON object in ``path``, or None when it is missing or unreadable. The records
     are in a run directory the job can write to: only a regular file is read
     (:func:`open_regular`); a link, a file with other hard links or any other reads as
-    missing, with a warning logged."""
+    missing, with a warning logged. So does one of more than :data:`MAX_RECORD_BYTES` (read
+    whole, a record the job filled with gigabytes would take the reader's memory) and one
+    nested too deeply for the parser (``[[[[...``: a ``RecursionError``, not a
+    ``ValueError``, which ended the control plane's pass over every run)."""
     try:
         opened = open_regular(path)
         if isinstance(opened, str):
             _log.warning("record %s %s: read as missing", path, opened)
             return None
         with open(opened, "rb") as f:
-            data = json.loads(f.read())
+            raw = f.read(MAX_RECORD_BYTES + 1)
+        if len(raw) > MAX_RECORD_BYTES:
+            _log.warning("record %s is over %d bytes: read as missing", path, MAX_RECORD_BYTES)
+            return None
+        data = json.loads(raw)
+    except RecursionError:
+        _log.warning("record %s is nested too deeply: read as missing", path)
+        return None
     except (OSError, ValueError):
         return None
     return data if isinstance(data, dict) else None
