@@ -41,6 +41,7 @@ import signal
 import subprocess
 import threading
 import time
+import unicodedata
 from collections.abc import Collection, Sequence
 from dataclasses import dataclass
 from pathlib import Path
@@ -82,11 +83,23 @@ class ProgramResult:
 
 
 def _first_line(*outputs: bytes) -> str:
+    """The first line of ``outputs`` with text, for a node's cordon reason: a tab read as a
+    space, every other control character as ``?`` (a NUL, which PostgreSQL's text cannot
+    hold, failed every pass's write, so the node was never closed; a terminal's escape
+    sequences would reach whoever lists the nodes)."""
     for output in outputs:
         for line in output.decode("utf-8", errors="replace").splitlines():
-            if line.strip():
-                return line.strip()[:_REASON_CHARACTERS]
+            shown = "".join(_shown(c) for c in line).strip()
+            if shown:
+                return shown[:_REASON_CHARACTERS]
     return ""
+
+
+def _shown(character: str) -> str:
+    """``character`` as a reason shows it: a tab as a space, another control as ``?``."""
+    if character == "\t":
+        return " "
+    return "?" if unicodedata.category(character) == "Cc" else character
 
 
 class HealthProgram:
@@ -282,7 +295,9 @@ class HealthLoop:
             return []
         with self._gpu_lock:
             try:
-                faults = self._unwritten + self.check.check()
+                # a fault the check finds every pass is kept once while the store fails
+                # (the list grew by every pass's faults for as long as the outage lasted)
+                faults = list(dict.fromkeys([*self._unwritten, *self.check.check()]))
                 self._unwritten = faults
                 if not faults:
                     return []

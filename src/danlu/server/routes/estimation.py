@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import concurrent.futures
 import logging
+import unicodedata
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, replace
 from typing import TYPE_CHECKING, Any, TypeVar
@@ -148,6 +149,14 @@ _SPEC_FIELDS = {"MODEL_REF": "training.model"}
 """The job spec's name of a field the tracer names as ``danlu estimate`` does."""
 
 
+def _printable(text: str) -> str:
+    """``text`` (a failed trace's message: the user's model's exception and the tracer's
+    stderr) with each control character but a newline or a tab shown as ``?``: it becomes
+    the job's pending reason, and a NUL, which PostgreSQL's text cannot hold, failed the
+    submission (a 500); a terminal's escape sequences would reach whoever lists the job."""
+    return "".join("?" if unicodedata.category(c) == "Cc" and c not in "\n\t" else c for c in text)
+
+
 def _in_worker(fn: Callable[..., T], timeout: float, *args: Any) -> tuple[T | None, str]:
     """``fn(*args)`` in a worker thread: (its value, "") or (None, why not)."""
     pool = concurrent.futures.ThreadPoolExecutor(1, thread_name_prefix="danlu-estimate")
@@ -159,10 +168,11 @@ def _in_worker(fn: Callable[..., T], timeout: float, *args: Any) -> tuple[T | No
     except SpecError as exc:  # the model reference is the job spec's training.model
         field = _SPEC_FIELDS.get(exc.field, exc.field)
         log.info("memory estimate of %s refused: %s", args[0] if args else fn, exc)
-        return None, f"failed ({field}: {exc.message})" if field else f"failed ({exc.message})"
+        message = _printable(exc.message)
+        return None, f"failed ({field}: {message})" if field else f"failed ({message})"
     except Exception as exc:  # the tracer runs arbitrary user models: any failure falls back
         log.info("memory estimate of %s failed: %s", args[0] if args else fn, exc)
-        return None, f"failed ({exc})"
+        return None, f"failed ({_printable(str(exc))})"
     finally:
         pool.shutdown(wait=False)
 

@@ -183,5 +183,8 @@ def check_quota(
         quota = user_quotas.UserQuota(owner.id, owner.name, float(owner.quota_gpus))
         reason = user_quotas.excess(quota, 0.0, least.gpus)
     if reason is not None:
-        field = "resources.gpu_memory" if "memory" in reason else "resources.gpus"
+        # the kind of quota, not a word of the holder's name: a project called memory-lab
+        # over its GPU quota was blamed on resources.gpu_memory (names hold no spaces)
+        memory = " GPU memory quota: " in reason
+        field = "resources.gpu_memory" if memory else "resources.gpus"
         raise AdmissionError(field, f"can never start: {reason}")

@@ -147,10 +147,35 @@ def resolve(
             raise SpecError(field, str(exc)) from None
         resolved.append(dep.model_copy(update={"job": full}))
         found[full] = seen
+        clash = _contradicted(resolved)
+        if clash is not None:
+            raise SpecError(
+                f"depends_on.{i}.condition",
+                f"{seen.kind} {full} is named at depends_on.{clash} too, with condition "
+                f"{resolved[clash].condition!r}: it cannot both succeed and fail, so this job "
+                "could never run; keep one of them (finished: either way)",
+            )
         verdict = judge(resolved[-1:], found)
         if verdict.never is not None:
             raise SpecError(field, f"{verdict.never}: this job could never run")
     return resolved, judge(resolved, found)
+
+
+_EXCLUSIVE = frozenset({"succeeded", "failed"})
+"""Conditions no job meets both of: one of them named with the other, on the same job,
+leaves a job that waits until that job ends, then is cancelled."""
+
+
+def _contradicted(resolved: Sequence[Dependency]) -> int | None:
+    """The index of an earlier entry of ``resolved`` (full ids) whose condition on the same
+    job the last entry's rules out (``succeeded`` with ``failed``), or None."""
+    last = resolved[-1]
+    if last.condition not in _EXCLUSIVE:
+        return None
+    for index, other in enumerate(resolved[:-1]):
+        if other.job == last.job and other.condition in _EXCLUSIVE - {last.condition}:
+            return index
+    return None
 
 
 def _only_job(prefix: str, job_id: str, lookup_sweep: Callable[[str], tuple[str, Found]]) -> None:
