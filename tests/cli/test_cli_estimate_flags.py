@@ -29,3 +29,40 @@ def test_a_limit_that_leaves_nothing_is_refused(flags: list[str], named: str) ->
     result = CliRunner().invoke(APP, args)
     assert result.exit_code == 2, result.output
     assert f"error: {named}" in result.stderr, result.stderr
+
+
+@pytest.mark.parametrize(
+    ("flags", "named", "fix"),
+    [
+        (["--batch-size", "8", "--margin", "10%"], "--margin", "add --max-batch"),
+        (["--batch-size", "8", "--margin", "5%"], "--margin", "add --max-batch"),  # default's
+        (["--sweep", "8,16", "--margin", "2GiB"], "--margin", "add --max-batch"),
+        (["--batch-size", "8", "--fit-points", "8,16"], "--fit-points", "add --sweep"),
+    ],
+)
+def test_a_flag_that_changes_nothing_without_its_mode_is_refused(
+    flags: list[str], named: str, fix: str
+) -> None:
+    """``--margin`` serves ``--max-batch`` only, ``--fit-points`` ``--sweep`` and
+    ``--max-batch``: without them each was read as nothing (``--sweep 8,16 --margin 10%``
+    judged the rows against the whole limit), yet looked as if it had been used."""
+    args = ["estimate", "no_such_module_here:factory", *flags]
+    result = CliRunner().invoke(APP, args)
+    assert result.exit_code == 2, result.output
+    error = " ".join(result.stderr.split())
+    assert error.startswith(f"error: {named}: "), error
+    assert "nothing without" in error and fix in error, error
+
+
+@pytest.mark.parametrize(
+    "flags",
+    [
+        ["--max-batch", "--margin", "10%", "--fit-points", "1,2"],
+        ["--sweep", "8,16", "--fit-points", "1,2"],
+        ["--batch-size", "8"],  # neither given: their defaults are no flag
+    ],
+)
+def test_the_flags_with_their_mode_go_on_to_the_trace(flags: list[str]) -> None:
+    result = CliRunner().invoke(APP, ["estimate", "no_such_module_here:factory", *flags])
+    assert result.exit_code == 2, result.output
+    assert "error: MODEL_REF: cannot find module 'no_such_module_here'" in result.stderr

@@ -307,9 +307,18 @@ def when_text(stamp: float | None, layout: str = "%Y-%m-%d %H:%M") -> str:
 
 def _quota(value: str | None, option: str, parse: Any) -> Any:
     """``None`` for an option not given; ``"none"`` for one given as ``none`` (no quota);
-    else the parsed value (a :class:`SpecError` naming the option becomes exit 2)."""
+    else the parsed value (a :class:`SpecError` naming the option becomes exit 2). An empty
+    value is refused: it removed the quota, so a script's unset variable (``--quota-gpus
+    "$GPUS"``) lifted a project's or user's limit without a word."""
     if value is None:
         return None
+    if not value.strip():
+        raise common.fail(
+            SpecError(
+                option,
+                "is empty: give a number (e.g. 8 or 640GiB), or 'none' to remove the quota",
+            )
+        )
     if value.strip().lower() in _NONE:
         return "none"
     try:

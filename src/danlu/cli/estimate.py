@@ -9,11 +9,13 @@ from typing import Annotated, Any
 
 import typer
 
-from danlu.cli.markup import as_text
+from danlu.cli.markup import as_text, visible_lines
+from danlu.cli.markup import console as cli_console
+from danlu.cli.output import stdout_written
 from danlu.core.errors import DanluError, SpecError
 from danlu.core.spec import MAX_BATCH
 from danlu.core.units import format_bytes, parse_bytes
-from danlu.core.values import range_message, visible
+from danlu.core.values import range_message
 
 
 def _batch_size(value: int, flag: str) -> int:
@@ -66,7 +68,6 @@ def run_estimate(
     traced batch size: ``--fit-points`` and ``--batch-size``."""
     from dataclasses import replace
 
-    from rich.console import Console
     from rich.progress import BarColumn, Progress, TextColumn, TimeElapsedColumn
     from rich.table import Table
 
@@ -80,8 +81,8 @@ def run_estimate(
         trace,
     )
 
-    err = Console(stderr=True)
-    out = Console()
+    err = cli_console(stderr=True)
+    out = cli_console()
     gpu = get_gpu(gpu_name, load_gpu_table(gpu_table))
     sweep_sizes = _ints(sweep, "--sweep") if sweep else []
     need_fit = bool(sweep_sizes) or max_batch
@@ -203,62 +204,70 @@ def run_estimate(
             result["gpu_memory_bytes"] = limit
             result["margin_bytes"] = margin_bytes
         result["fit_seconds"] = round(time.perf_counter() - t1, 4)
-    if as_json:
-        sys.stdout.write(json.dumps(result) + "\n")
-        return result
-    # names (the model's reference, a --gpu-table's GPU) are text, neither Rich markup nor
-    # control characters
-    title = as_text(f"{model_ref}  b={main.batch_size}  {precision}  {optimizer}  on {gpu.name}")
-    table = Table(title=title, show_header=True)
-    table.add_column("")
-    table.add_column("bytes", justify="right")
-    table.add_column("", justify="right")
-    for key, value in main.breakdown.items():
-        table.add_row(f"  {as_text(key)}", str(value), format_bytes(value))
-    for label, value in (
-        ("peak logical (live tensors)", main.peak_logical_bytes),
-        ("peak allocated (allocator)", main.peak_allocated_bytes),
-        ("peak reserved (allocator)", main.peak_reserved_bytes),
-        ("CUDA context", main.context_bytes),
-        ("peak on the GPU", main.peak_device_bytes),
-        (f"{as_text(gpu.name)} capacity", gpu.capacity_bytes),
-        *((("limit (--gpu-memory)", limit),) if gpu_memory else ()),
-    ):
-        table.add_row(label, str(value), format_bytes(value))
-    out.print(table)
-    out.print(
-        "fits" if main.fits else "[red]does NOT fit[/red]",
-        f"within {limit_label} on {as_text(gpu.name)}",
-    )
-    out.print(f"model family (for GPU sharing): {as_text(main.family or 'none recognised')}")
-    for w in main.warnings:
-        err.print(f"[yellow]warning:[/yellow] {as_text(w)}", highlight=False)
-    if rows:
-        st = Table(
-            title="M(b) (fitted from b = "
-            + ",".join(map(str, sizes))
-            + f"; verdicts within {limit_label})"
+    # written as the other commands write: a full disk or a reader gone (| head) is an
+    # error line or exit 141, not a traceback
+    with stdout_written():
+        if as_json:
+            sys.stdout.write(json.dumps(result) + "\n")
+            sys.stdout.flush()
+            return result
+        # names (the model's reference, a --gpu-table's GPU) are text, neither Rich markup nor
+        # control characters
+        title = as_text(
+            f"{model_ref}  b={main.batch_size}  {precision}  {optimizer}  on {gpu.name}"
         )
-        for col in ("batch", "logical", "reserved", "on the GPU", ""):
-            st.add_column(col, justify="right")
-        for r in rows:
-            if "error" in r:
-                st.add_row(str(r["batch_size"]), "-", "-", "-", f"refused: {as_text(r['error'])}")
-            else:
-                st.add_row(
-                    str(r["batch_size"]),
-                    format_bytes(r["peak_logical_bytes"]),
-                    format_bytes(r["peak_reserved_bytes"]),
-                    format_bytes(r["peak_device_bytes"]),
-                    "fits" if r["fits"] else "OOM",
-                )
-        out.print(st)
-    if max_batch:
+        table = Table(title=title, show_header=True)
+        table.add_column("")
+        table.add_column("bytes", justify="right")
+        table.add_column("", justify="right")
+        for key, value in main.breakdown.items():
+            table.add_row(f"  {as_text(key)}", str(value), format_bytes(value))
+        for label, value in (
+            ("peak logical (live tensors)", main.peak_logical_bytes),
+            ("peak allocated (allocator)", main.peak_allocated_bytes),
+            ("peak reserved (allocator)", main.peak_reserved_bytes),
+            ("CUDA context", main.context_bytes),
+            ("peak on the GPU", main.peak_device_bytes),
+            (f"{as_text(gpu.name)} capacity", gpu.capacity_bytes),
+            *((("limit (--gpu-memory)", limit),) if gpu_memory else ()),
+        ):
+            table.add_row(label, str(value), format_bytes(value))
+        out.print(table)
         out.print(
-            f"largest safe batch within {limit_label} - margin "
-            f"{format_bytes(margin_bytes)}: {as_text(_max_batch_answer(result))}",
-            highlight=False,
+            "fits" if main.fits else "[red]does NOT fit[/red]",
+            f"within {limit_label} on {as_text(gpu.name)}",
         )
+        out.print(f"model family (for GPU sharing): {as_text(main.family or 'none recognised')}")
+        for w in main.warnings:
+            err.print(f"[yellow]warning:[/yellow] {as_text(w)}", highlight=False)
+        if rows:
+            st = Table(
+                title="M(b) (fitted from b = "
+                + ",".join(map(str, sizes))
+                + f"; verdicts within {limit_label})"
+            )
+            for col in ("batch", "logical", "reserved", "on the GPU", ""):
+                st.add_column(col, justify="right")
+            for r in rows:
+                if "error" in r:
+                    st.add_row(
+                        str(r["batch_size"]), "-", "-", "-", f"refused: {as_text(r['error'])}"
+                    )
+                else:
+                    st.add_row(
+                        str(r["batch_size"]),
+                        format_bytes(r["peak_logical_bytes"]),
+                        format_bytes(r["peak_reserved_bytes"]),
+                        format_bytes(r["peak_device_bytes"]),
+                        "fits" if r["fits"] else "OOM",
+                    )
+            out.print(st)
+        if max_batch:
+            out.print(
+                f"largest safe batch within {limit_label} - margin "
+                f"{format_bytes(margin_bytes)}: {as_text(_max_batch_answer(result))}",
+                highlight=False,
+            )
     return result
 
 
@@ -293,11 +302,45 @@ def _margin_bytes(margin: str, limit: int) -> int:
     return parse_bytes(text, "--margin")
 
 
+def given_flags(ctx: typer.Context) -> frozenset[str]:
+    """The command's options (by parameter name) that the user gave, even at their
+    default's value (``--margin 5%``), not those left to their default."""
+    return frozenset(
+        name
+        for name in ctx.params
+        if (source := ctx.get_parameter_source(name)) is not None
+        and source.name not in ("DEFAULT", "DEFAULT_MAP")
+    )
+
+
+def check_enabled(given: frozenset[str], *, sweep: str | None, max_batch: bool) -> None:
+    """Refuse ``--margin`` without ``--max-batch`` and ``--fit-points`` without ``--sweep``
+    or ``--max-batch`` (``given``: :func:`given_flags`): neither changed anything then, yet
+    the output looked as if it had (``--sweep 8,16 --margin 10%`` judged every row against
+    the whole limit, no margin kept)."""
+    if "margin" in given and not max_batch:
+        raise SpecError(
+            "--margin",
+            "the safety margin is kept by --max-batch only and changes nothing without it "
+            "(--sweep and the verdicts are judged against the whole limit): add "
+            "--max-batch, or leave --margin out (a smaller --gpu-memory keeps a margin "
+            "everywhere)",
+        )
+    if "fit_points" in given and not (sweep or max_batch):
+        raise SpecError(
+            "--fit-points",
+            "the batch sizes traced to fit M(b) serve --sweep and --max-batch only and "
+            "change nothing without them: add --sweep 1,2,4,8 or --max-batch, or leave "
+            "--fit-points out",
+        )
+
+
 def register(app: typer.Typer) -> None:
     """Add the ``estimate`` command to ``app``."""
 
     @app.command("estimate")
     def estimate(
+        ctx: typer.Context,
         model_ref: Annotated[
             str,
             typer.Argument(
@@ -366,6 +409,7 @@ def register(app: typer.Typer) -> None:
     ) -> None:
         """Predict the peak GPU memory of one training step (and M(b), the largest batch)."""
         try:
+            check_enabled(given_flags(ctx), sweep=sweep, max_batch=max_batch)
             run_estimate(
                 model_ref,
                 batch_size=batch_size,
@@ -385,5 +429,5 @@ def register(app: typer.Typer) -> None:
                 data_parallel=data_parallel,
             )
         except DanluError as exc:
-            typer.echo(f"error: {visible(str(exc))}", err=True)
+            typer.echo(f"error: {visible_lines(exc)}", err=True)
             raise typer.Exit(2) from None

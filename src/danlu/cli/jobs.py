@@ -19,13 +19,14 @@ from typing import Annotated, Any, TypeVar
 
 import typer
 import yaml
-from rich.console import Console, RenderableType
+from rich.console import RenderableType
 from rich.live import Live
 from rich.table import Table
 
 from danlu.cli import top as top_view
 from danlu.cli import waiting
 from danlu.cli.markup import as_text
+from danlu.cli.markup import console as cli_console
 from danlu.cli.options import HomeOpt, JobArg, JsonOpt, TokenOpt, UrlOpt
 from danlu.cli.output import PIPE_CLOSED, quiet_stdout, write_bytes
 from danlu.cli.reply_fields import USAGE, checked_events, checked_job, checked_jobs
@@ -46,8 +47,8 @@ from danlu.core.units import (
     parse_since,
 )
 
-console = Console()
-err = Console(stderr=True)
+console = cli_console()
+err = cli_console(stderr=True)
 
 ClientFactory = Callable[[Path | None, str | None, str | None], Client]
 

@@ -6,6 +6,10 @@ from __future__ import annotations
 import os
 import signal
 import sys
+from collections.abc import Iterator
+from contextlib import contextmanager
+
+import typer
 
 PIPE_CLOSED = 128 + signal.SIGPIPE
 """The exit code once the reader of the output has gone, as a shell gives a command killed
@@ -35,3 +39,22 @@ def quiet_stdout() -> None:
         os.close(null)
     except (OSError, ValueError, AttributeError):  # no file descriptor (a test's stdout)
         pass
+
+
+@contextmanager
+def stdout_written() -> Iterator[None]:
+    """Output written to stdout inside (a local command's tables and JSON: ``danlu sim``,
+    ``danlu estimate``), whose failure ends the command as the other commands' does, not
+    with a traceback: its reader gone (``danlu sim run | head -1``) exits with
+    :data:`PIPE_CLOSED`; another :class:`OSError` (``> /dev/full``, a full disk) prints
+    ``error: cannot write the output: ...`` on stderr and exits with code 2. Wrap only
+    writes: every OSError raised inside is taken for one."""
+    try:
+        yield
+    except BrokenPipeError:
+        quiet_stdout()
+        raise typer.Exit(code=PIPE_CLOSED) from None
+    except OSError as exc:
+        quiet_stdout()
+        typer.echo(f"error: cannot write the output: {exc.strerror or exc}", err=True)
+        raise typer.Exit(code=2) from None

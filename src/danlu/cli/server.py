@@ -9,12 +9,12 @@ from pathlib import Path
 from typing import Annotated, Any
 
 import typer
-from rich.console import Console
 
 from danlu.cli.markup import as_text
+from danlu.cli.markup import console as cli_console
 from danlu.core.errors import DanluError
 
-err = Console(stderr=True)
+err = cli_console(stderr=True)
 
 HomeOpt = Annotated[
     Path | None, typer.Option("--home", help="state directory (default: DANLU_HOME or ~/.danlu)")

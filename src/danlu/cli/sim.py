@@ -15,11 +15,12 @@ from pathlib import Path
 from typing import Annotated, Any
 
 import typer
-from rich.console import Console
 from rich.progress import BarColumn, Progress, TextColumn, TimeElapsedColumn
 from rich.table import Table
 
 from danlu.cli.markup import as_text
+from danlu.cli.markup import console as cli_console
+from danlu.cli.output import stdout_written
 from danlu.cli.sim_checks import (
     MOST_GPUS_PER_NODE,
     MOST_NODES,
@@ -67,8 +68,8 @@ sim_app = typer.Typer(
     help="Simulate scheduling policies on public cluster traces.",
     no_args_is_help=True,
 )
-console = Console()
-err = Console(stderr=True)
+console = cli_console()
+err = cli_console(stderr=True)
 
 
 def register(app: typer.Typer) -> None:
@@ -443,26 +444,27 @@ def run(
         wall = time.perf_counter() - started
     except DanluError as exc:
         raise _fail(exc) from None
-    console.print(
-        summary_table(
-            [result],
-            f"{as_text(wl.name)}: {len(wl.jobs)} jobs on {cluster.total_gpus} GPUs",
+    with stdout_written():  # a full disk or a gone reader: no traceback
+        console.print(
+            summary_table(
+                [result],
+                f"{as_text(wl.name)}: {len(wl.jobs)} jobs on {cluster.total_gpus} GPUs",
+            )
         )
-    )
-    projects = project_table(result)
-    if projects is not None:
-        console.print(projects)
-    _notes(wl, [rejection_note(result)])
-    console.print(f"simulated in {wall:.2f} s wall, {result.rounds} scheduling rounds")
-    if json_out is not None:
-        payload = result.to_json(timeline=True)
-        payload["never_scheduled"] = list(wl.never_scheduled)
-        payload["wall_seconds"] = wall
-        write_output(json_out, _text(json_text(payload)), "--json")
-    if plot is not None:
-        from danlu.sim.report import plot_timeline
+        projects = project_table(result)
+        if projects is not None:
+            console.print(projects)
+        _notes(wl, [rejection_note(result)])
+        console.print(f"simulated in {wall:.2f} s wall, {result.rounds} scheduling rounds")
+        if json_out is not None:
+            payload = result.to_json(timeline=True)
+            payload["never_scheduled"] = list(wl.never_scheduled)
+            payload["wall_seconds"] = wall
+            write_output(json_out, _text(json_text(payload)), "--json")
+        if plot is not None:
+            from danlu.sim.report import plot_timeline
 
-        write_output(plot, lambda path: plot_timeline(result, path), "--plot")
+            write_output(plot, lambda path: plot_timeline(result, path), "--plot")
 
 
 @sim_app.command("compare")
@@ -524,17 +526,19 @@ def compare(
         results = [_simulate(wl, name, {}, cluster, config, traces, not quiet) for name in names]
     except DanluError as exc:
         raise _fail(exc) from None
-    console.print(
-        summary_table(
-            results, f"{as_text(wl.name)}: {len(wl.jobs)} jobs on {cluster.total_gpus} GPUs"
+    with stdout_written():  # a full disk or a gone reader: no traceback
+        console.print(
+            summary_table(
+                results, f"{as_text(wl.name)}: {len(wl.jobs)} jobs on {cluster.total_gpus} GPUs"
+            )
         )
-    )
-    _notes(wl, [rejection_note(r, f"{r.policy}: ") for r in results])
-    if json_out is not None:
-        by_policy = {
-            r.policy: {**r.to_json(), "never_scheduled": list(wl.never_scheduled)} for r in results
-        }
-        write_output(json_out, _text(json_text(by_policy)), "--json")
+        _notes(wl, [rejection_note(r, f"{r.policy}: ") for r in results])
+        if json_out is not None:
+            by_policy = {
+                r.policy: {**r.to_json(), "never_scheduled": list(wl.never_scheduled)}
+                for r in results
+            }
+            write_output(json_out, _text(json_text(by_policy)), "--json")
 
 
 PLAN_COLUMNS = {
@@ -629,55 +633,56 @@ def plan(
         found = plan_capacity(simulate, targets, min_nodes, max_nodes)
     except DanluError as exc:
         raise _fail(exc) from None
-    goals = as_text(", ".join(str(t) for t in targets))
-    table = Table(title=f"{as_text(wl.name)}: {len(wl.jobs)} jobs, {policy}, targets {goals}")
-    table.add_column("nodes", justify="right")
-    table.add_column("GPUs", justify="right")
-    shown = list(PLAN_COLUMNS) + [t.metric for t in targets if t.metric not in PLAN_COLUMNS]
-    for key in shown:
-        table.add_column(PLAN_COLUMNS.get(key, key), justify="right")
-    table.add_column("targets")
-    kinds = ["seconds" if key in SECONDS_METRICS else KINDS.get(key, "ratio") for key in shown]
-    for trial in found.trials:
-        values = (trial.summary.get(key, math.nan) for key in shown)
-        table.add_row(
-            str(trial.nodes),
-            str(trial.nodes * gpus_per_node),
-            *(format_value(value, kind) for value, kind in zip(values, kinds, strict=True)),
-            "met" if trial.met else as_text("missed " + ", ".join(trial.missed)),
-        )
-    console.print(table)
-    _notes(wl, [])
-    if found.nodes is None:
-        console.print(f"no cluster of up to {max_nodes} nodes meets the targets")
-    else:
-        gpus = found.nodes * gpus_per_node
-        console.print(
-            f"smallest cluster meeting the targets: {found.nodes} nodes x {gpus_per_node} "
-            f"GPUs = {gpus} GPUs"
-        )
-    if json_out is not None:
-        payload = {
-            "workload": wl.name,
-            "policy": policy,
-            "gpus_per_node": gpus_per_node,
-            "targets": [str(t) for t in targets],
-            "never_scheduled": list(wl.never_scheduled),
-            "nodes": found.nodes,
-            "gpus": None if found.nodes is None else found.nodes * gpus_per_node,
-            "tried": [
-                {
-                    "nodes": t.nodes,
-                    "met": t.met,
-                    "missed": list(t.missed),
-                    **json_summary(t.summary),
-                }
-                for t in found.trials
-            ],
-        }
-        write_output(json_out, _text(json_text(payload)), "--json")
-    if found.nodes is None:
-        raise typer.Exit(code=1)
+    with stdout_written():  # a full disk or a gone reader: no traceback
+        goals = as_text(", ".join(str(t) for t in targets))
+        table = Table(title=f"{as_text(wl.name)}: {len(wl.jobs)} jobs, {policy}, targets {goals}")
+        table.add_column("nodes", justify="right")
+        table.add_column("GPUs", justify="right")
+        shown = list(PLAN_COLUMNS) + [t.metric for t in targets if t.metric not in PLAN_COLUMNS]
+        for key in shown:
+            table.add_column(PLAN_COLUMNS.get(key, key), justify="right")
+        table.add_column("targets")
+        kinds = ["seconds" if key in SECONDS_METRICS else KINDS.get(key, "ratio") for key in shown]
+        for trial in found.trials:
+            values = (trial.summary.get(key, math.nan) for key in shown)
+            table.add_row(
+                str(trial.nodes),
+                str(trial.nodes * gpus_per_node),
+                *(format_value(value, kind) for value, kind in zip(values, kinds, strict=True)),
+                "met" if trial.met else as_text("missed " + ", ".join(trial.missed)),
+            )
+        console.print(table)
+        _notes(wl, [])
+        if found.nodes is None:
+            console.print(f"no cluster of up to {max_nodes} nodes meets the targets")
+        else:
+            gpus = found.nodes * gpus_per_node
+            console.print(
+                f"smallest cluster meeting the targets: {found.nodes} nodes x {gpus_per_node} "
+                f"GPUs = {gpus} GPUs"
+            )
+        if json_out is not None:
+            payload = {
+                "workload": wl.name,
+                "policy": policy,
+                "gpus_per_node": gpus_per_node,
+                "targets": [str(t) for t in targets],
+                "never_scheduled": list(wl.never_scheduled),
+                "nodes": found.nodes,
+                "gpus": None if found.nodes is None else found.nodes * gpus_per_node,
+                "tried": [
+                    {
+                        "nodes": t.nodes,
+                        "met": t.met,
+                        "missed": list(t.missed),
+                        **json_summary(t.summary),
+                    }
+                    for t in found.trials
+                ],
+            }
+            write_output(json_out, _text(json_text(payload)), "--json")
+        if found.nodes is None:
+            raise typer.Exit(code=1)
 
 
 @sim_app.command("pack")
@@ -727,23 +732,23 @@ def pack(
             )
     except DanluError as exc:
         raise _fail(exc) from None
-    table = Table(title=f"{as_text(pods.name)} on {as_text(nodes.name)}, load {load}")
-    table.add_column("seed", justify="right")
-    table.add_column("allocation ratio (%)", justify="right")
-    table.add_column("multi-GPU pods refused", justify="right")
-    table.add_column("first refused at (% arrived)", justify="right")
-    for one in result.per_seed:
-        first = one.first_multi_gpu_refusal
-        table.add_row(
-            str(one.seed),
-            f"{one.allocation_ratio:.2f}",
-            str(one.failed_multi_gpu_pods),
-            "-" if first is None else f"{first:.1f}",
-        )
-    table.add_row("[bold]mean[/bold]", f"[bold]{result.allocation_ratio:.2f}[/bold]", "", "")
-    console.print(table)
-    console.print(
-        f"allocation_ratio {result.allocation_ratio:.2f} ({policy}, {result.wall_seconds:.1f} s)"
-    )
-    if json_out is not None:
-        write_output(json_out, _text(json_text(result.to_json())), "--json")
+    with stdout_written():  # a full disk or a gone reader: no traceback
+        table = Table(title=f"{as_text(pods.name)} on {as_text(nodes.name)}, load {load}")
+        table.add_column("seed", justify="right")
+        table.add_column("allocation ratio (%)", justify="right")
+        table.add_column("multi-GPU pods refused", justify="right")
+        table.add_column("first refused at (% arrived)", justify="right")
+        for one in result.per_seed:
+            first = one.first_multi_gpu_refusal
+            table.add_row(
+                str(one.seed),
+                f"{one.allocation_ratio:.2f}",
+                str(one.failed_multi_gpu_pods),
+                "-" if first is None else f"{first:.1f}",
+            )
+        table.add_row("[bold]mean[/bold]", f"[bold]{result.allocation_ratio:.2f}[/bold]", "", "")
+        console.print(table)
+        ratio, wall = result.allocation_ratio, result.wall_seconds
+        console.print(f"allocation_ratio {ratio:.2f} ({policy}, {wall:.1f} s)")
+        if json_out is not None:
+            write_output(json_out, _text(json_text(result.to_json())), "--json")
