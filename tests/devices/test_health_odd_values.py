@@ -60,13 +60,7 @@ def test_a_malformed_xid_event_is_passed_over_and_the_others_reported() -> None:
         types.SimpleNamespace(device=gpus[0], eventType=8),
         types.SimpleNamespace(device=gpus[1], eventType=8, eventData=48),
     ]
-
-    def wait(event_set: Any, timeout_ms: int) -> Any:
-        if not waiting:
-            raise _NvmlError(10)  # TIMEOUT
-        return waiting.pop(0)
-
-    nvml.nvmlEventSetWait_v2 = wait
+    _events_then_timeout(nvml, waiting)
     try:
         assert check.check() == [
             GpuFault(("box", 2), "Xid 79 (GPU fell off the bus)"),
@@ -75,6 +69,17 @@ def test_a_malformed_xid_event_is_passed_over_and_the_others_reported() -> None:
         assert check.check() == []  # each event once
     finally:
         check.close()
+
+
+def _events_then_timeout(nvml: Any, waiting: list[Any]) -> None:
+    """NVML's event wait gives ``waiting``'s events in order, then times out."""
+
+    def wait(event_set: Any, timeout_ms: int) -> Any:
+        if not waiting:
+            raise _NvmlError(10)  # TIMEOUT
+        return waiting.pop(0)
+
+    nvml.nvmlEventSetWait_v2 = wait
 
 
 def _no_uuid(handle: object) -> str:
@@ -105,13 +110,7 @@ def test_an_xid_event_without_its_gpu_is_passed_over_and_the_others_reported() -
         types.SimpleNamespace(eventType=8, eventData=79),
         types.SimpleNamespace(device=gpus[1], eventType=8, eventData=48),
     ]
-
-    def wait(event_set: Any, timeout_ms: int) -> Any:
-        if not waiting:
-            raise _NvmlError(10)  # TIMEOUT
-        return waiting.pop(0)
-
-    nvml.nvmlEventSetWait_v2 = wait
+    _events_then_timeout(nvml, waiting)
     try:
         assert check.check() == [
             GpuFault(("box", 0), "1 uncorrectable ECC errors since the driver loaded"),

@@ -18,7 +18,6 @@ from danlu.estimate.memory import (
     gpu_for_device,
     replay,
     trace,
-    tracer,
 )
 from danlu.estimate.memory.trace_result import StepTrace
 
@@ -114,24 +113,15 @@ def test_bad_references_and_failing_models(tmp_path: Path, monkeypatch: pytest.M
 
 
 def test_a_factory_that_never_returns_is_killed_at_the_timeout(
-    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, started_workers: list[subprocess.Popen[str]]
 ) -> None:
     """The timeout holds while the worker prints nothing (it read the worker's output to the
     end first, so a hung factory kept its subprocess, and the caller, for good)."""
     (tmp_path / "hangs.py").write_text("import time\ndef forever():\n    time.sleep(3600)\n")
     monkeypatch.chdir(tmp_path)
-    started: list[subprocess.Popen[str]] = []
-    real = tracer._start_worker
-
-    def recorded() -> tracer.Worker:
-        worker = real()
-        started.append(worker[0])
-        return worker
-
-    monkeypatch.setattr(tracer, "_start_worker", recorded)
     with pytest.raises(DataError, match="timed out after 2 s"):
         trace(TraceRequest("hangs:forever", (1,)), timeout_s=2.0)
-    assert len(started) == 1 and started[0].poll() is not None
+    assert len(started_workers) == 1 and started_workers[0].poll() is not None
 
 
 @pytest.mark.gpu

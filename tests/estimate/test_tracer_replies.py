@@ -54,24 +54,15 @@ def test_a_failure_whose_error_output_is_not_utf8_is_quoted(
 
 
 def test_the_request_pipe_is_closed_when_the_worker_died_before_reading(
-    monkeypatch: pytest.MonkeyPatch, tmp_path: Path
+    monkeypatch: pytest.MonkeyPatch, tmp_path: Path, started_workers: list[subprocess.Popen[str]]
 ) -> None:
     """A request longer than the pipe's buffers failed in write() with BrokenPipeError, and
     the pipe was left open (a ResourceWarning once collected)."""
     _fake_worker(monkeypatch, tmp_path, "import sys\nsys.exit(5)\n")
-    started: list[subprocess.Popen[str]] = []
-    real = tracer._start_worker
-
-    def recorded() -> tracer.Worker:
-        worker = real()
-        started.append(worker[0])
-        return worker
-
-    monkeypatch.setattr(tracer, "_start_worker", recorded)
     long_path = str(tmp_path / ("x" * 200) / ("y" * 200)) * 500  # ~200 kB of request
     with pytest.raises(DataError, match="exited with status 5"):
         trace(TraceRequest("danlu.estimate.zoo:mlp_small", (1,), sys_path=(long_path,)))
-    (proc,) = started
+    (proc,) = started_workers
     assert proc.stdin is not None and proc.stdin.closed
     assert proc.stdout is not None and proc.stdout.closed
 

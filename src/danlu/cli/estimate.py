@@ -11,6 +11,7 @@ import typer
 
 from danlu.cli.markup import as_text, visible_lines
 from danlu.cli.markup import console as cli_console
+from danlu.cli.options import given_options
 from danlu.cli.output import stdout_written
 from danlu.core.errors import DanluError, SpecError
 from danlu.core.spec import MAX_BATCH
@@ -302,20 +303,9 @@ def _margin_bytes(margin: str, limit: int) -> int:
     return parse_bytes(text, "--margin")
 
 
-def given_flags(ctx: typer.Context) -> frozenset[str]:
-    """The command's options (by parameter name) that the user gave, even at their
-    default's value (``--margin 5%``), not those left to their default."""
-    return frozenset(
-        name
-        for name in ctx.params
-        if (source := ctx.get_parameter_source(name)) is not None
-        and source.name not in ("DEFAULT", "DEFAULT_MAP")
-    )
-
-
 def check_enabled(given: frozenset[str], *, sweep: str | None, max_batch: bool) -> None:
     """Refuse ``--margin`` without ``--max-batch`` and ``--fit-points`` without ``--sweep``
-    or ``--max-batch`` (``given``: :func:`given_flags`): neither changed anything then, yet
+    or ``--max-batch`` (``given``: :func:`given_options`): neither changed anything then, yet
     the output looked as if it had (``--sweep 8,16 --margin 10%`` judged every row against
     the whole limit, no margin kept)."""
     if "margin" in given and not max_batch:
@@ -409,7 +399,7 @@ def register(app: typer.Typer) -> None:
     ) -> None:
         """Predict the peak GPU memory of one training step (and M(b), the largest batch)."""
         try:
-            check_enabled(given_flags(ctx), sweep=sweep, max_batch=max_batch)
+            check_enabled(given_options(ctx), sweep=sweep, max_batch=max_batch)
             run_estimate(
                 model_ref,
                 batch_size=batch_size,

@@ -1,4 +1,5 @@
-"""The options every command that talks to a server takes, and the job argument."""
+"""The options every command that talks to a server takes, the job argument, and which
+options a command was given."""
 
 from __future__ import annotations
 
@@ -19,3 +20,15 @@ TokenOpt = Annotated[
 ]
 JsonOpt = Annotated[bool, typer.Option("--json", help="Print JSON instead of a table.")]
 JobArg = Annotated[str, typer.Argument(help="Job id (or a unique prefix).")]
+
+
+def given_options(ctx: typer.Context) -> frozenset[str]:
+    """The command's options (by parameter name) that the user gave, even at their default's
+    value (``--node-repair 1h``, ``--margin 5%``), not those left to their default. (Typer
+    bundles a click of its own: its parameter sources are told apart by name.)"""
+    defaults = {"DEFAULT", "DEFAULT_MAP"}
+    return frozenset(
+        name
+        for name in ctx.params
+        if (source := ctx.get_parameter_source(name)) is not None and source.name not in defaults
+    )

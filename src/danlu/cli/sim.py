@@ -20,6 +20,7 @@ from rich.table import Table
 
 from danlu.cli.markup import as_text
 from danlu.cli.markup import console as cli_console
+from danlu.cli.options import given_options
 from danlu.cli.output import stdout_written
 from danlu.cli.sim_checks import (
     MOST_GPUS_PER_NODE,
@@ -32,7 +33,6 @@ from danlu.cli.sim_checks import (
     check_synthetic,
     check_traces,
     failure_settings,
-    given_options,
 )
 from danlu.cli.sim_flags import (
     check_named,

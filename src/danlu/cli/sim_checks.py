@@ -9,8 +9,6 @@ import math
 from collections.abc import Collection
 from pathlib import Path
 
-import typer
-
 from danlu.core.errors import ConfigError
 from danlu.core.units import parse_duration
 from danlu.sim.failures import Failures
@@ -76,18 +74,6 @@ _ENABLER_EXAMPLES = {
 
 def _flag(name: str) -> str:
     return "--" + name.replace("_", "-")
-
-
-def given_options(ctx: typer.Context) -> frozenset[str]:
-    """The command's options (by parameter name) that the user gave, even at their default's
-    value (``--node-repair 1h``), not those left to their default. (Typer bundles a click of
-    its own: its parameter sources are told apart by name.)"""
-    defaults = {"DEFAULT", "DEFAULT_MAP"}
-    return frozenset(
-        name
-        for name in ctx.params
-        if (source := ctx.get_parameter_source(name)) is not None and source.name not in defaults
-    )
 
 
 def check_traces(traces: Path, given: Collection[str]) -> None:

@@ -191,6 +191,14 @@ def control_character(text: str) -> str | None:
     return None
 
 
+def controls_replaced(text: str, keep: str = "") -> str:
+    """``text`` with each C0 or C1 control character (category ``Cc``) but those in ``keep``
+    written as ``?``: for text a program or a user's model printed that becomes a stored
+    reason (a NUL, which PostgreSQL's text cannot hold, failed its write; a terminal's
+    escape sequences would reach whoever lists it)."""
+    return "".join("?" if unicodedata.category(c) == "Cc" and c not in keep else c for c in text)
+
+
 def visible(text: str) -> str:
     """``text`` as a terminal may print it: each :func:`control_character` and lone
     surrogate written as its Python escape (``\\x1b``, ``\\n``, ``\\u202e``), the rest as

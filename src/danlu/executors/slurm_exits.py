@@ -124,8 +124,14 @@ def recorded_exit(exits: Mapping[str, tuple[float, int]], nodes: int) -> int | N
 def never_ran(job: SlurmJob) -> bool:
     """Whether Slurm cancelled ``job`` before it started (while ``PENDING``): Slurm then
     records its cancel time as both its ``StartTime`` and its ``EndTime``."""
+    return job.state == "CANCELLED" and _ended_unstarted(job)
+
+
+def _ended_unstarted(job: SlurmJob) -> bool:
+    """Whether ``job``'s ``EndTime`` is not after its ``StartTime``: Slurm stopped it before
+    it started."""
     start, end = job.started_at, job.finished_at
-    return job.state == "CANCELLED" and start is not None and end is not None and end <= start
+    return start is not None and end is not None and end <= start
 
 
 KILLED_STATES = frozenset({"CANCELLED", "TIMEOUT", "DEADLINE", "PREEMPTED"})
@@ -139,15 +145,13 @@ def slurm_exit(job: SlurmJob) -> tuple[int | None, int | None]:
     (``ExitCode``), but for the ``0:0`` Slurm records for jobs that did not exit: a job
     Slurm stopped (:data:`KILLED_STATES`: ``CANCELLED``, ``TIMEOUT`` at its time limit,
     ``DEADLINE``, ``PREEMPTED``) was killed (137, signal 9), not a success, unless it never
-    started (its ``EndTime`` not after its ``StartTime``, as :func:`never_ran` reads it: no
+    started (its ``EndTime`` not after its ``StartTime``, as for :func:`never_ran`: no
     exit), and one lost with its node (``NODE_FAIL``) has none (None, None: it was killed
     with its node, no exit was seen)."""
     code, sig = job.exit_code, job.signal
     if sig is None and not code:
         if job.state in KILLED_STATES:
-            start, end = job.started_at, job.finished_at
-            unstarted = start is not None and end is not None and end <= start
-            return (None, None) if unstarted else (128 + 9, 9)
+            return (None, None) if _ended_unstarted(job) else (128 + 9, 9)
         if job.state == "NODE_FAIL":
             return None, None
     return code, sig

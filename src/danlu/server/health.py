@@ -41,12 +41,12 @@ import signal
 import subprocess
 import threading
 import time
-import unicodedata
 from collections.abc import Collection, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import IO, Final
 
+from danlu.core.values import controls_replaced
 from danlu.devices.health import GpuFault, HealthCheck
 from danlu.server.db import Database
 from danlu.server.loops import PeriodicLoop
@@ -89,17 +89,10 @@ def _first_line(*outputs: bytes) -> str:
     sequences would reach whoever lists the nodes)."""
     for output in outputs:
         for line in output.decode("utf-8", errors="replace").splitlines():
-            shown = "".join(_shown(c) for c in line).strip()
+            shown = controls_replaced(line.replace("\t", " ")).strip()
             if shown:
                 return shown[:_REASON_CHARACTERS]
     return ""
-
-
-def _shown(character: str) -> str:
-    """``character`` as a reason shows it: a tab as a space, another control as ``?``."""
-    if character == "\t":
-        return " "
-    return "?" if unicodedata.category(character) == "Cc" else character
 
 
 class HealthProgram:

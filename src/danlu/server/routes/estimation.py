@@ -10,7 +10,6 @@ from __future__ import annotations
 
 import concurrent.futures
 import logging
-import unicodedata
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, replace
 from typing import TYPE_CHECKING, Any, TypeVar
@@ -19,7 +18,7 @@ from danlu.config import DEFAULT_TRACE_MODULES
 from danlu.core.cluster import Cluster
 from danlu.core.errors import SpecError
 from danlu.core.spec import AUTO_FAMILY, JobSpec
-from danlu.core.values import quoted
+from danlu.core.values import controls_replaced, quoted
 from danlu.server.services.admission import canonical_gpu_types
 
 if TYPE_CHECKING:
@@ -149,12 +148,9 @@ _SPEC_FIELDS = {"MODEL_REF": "training.model"}
 """The job spec's name of a field the tracer names as ``danlu estimate`` does."""
 
 
-def _printable(text: str) -> str:
-    """``text`` (a failed trace's message: the user's model's exception and the tracer's
-    stderr) with each control character but a newline or a tab shown as ``?``: it becomes
-    the job's pending reason, and a NUL, which PostgreSQL's text cannot hold, failed the
-    submission (a 500); a terminal's escape sequences would reach whoever lists the job."""
-    return "".join("?" if unicodedata.category(c) == "Cc" and c not in "\n\t" else c for c in text)
+_KEPT = "\n\t"
+"""The control characters a failed trace's message keeps in the job's reason (the others
+are shown as ``?``: :func:`~danlu.core.values.controls_replaced`)."""
 
 
 def _in_worker(fn: Callable[..., T], timeout: float, *args: Any) -> tuple[T | None, str]:
@@ -168,11 +164,11 @@ def _in_worker(fn: Callable[..., T], timeout: float, *args: Any) -> tuple[T | No
     except SpecError as exc:  # the model reference is the job spec's training.model
         field = _SPEC_FIELDS.get(exc.field, exc.field)
         log.info("memory estimate of %s refused: %s", args[0] if args else fn, exc)
-        message = _printable(exc.message)
+        message = controls_replaced(exc.message, keep=_KEPT)
         return None, f"failed ({field}: {message})" if field else f"failed ({message})"
     except Exception as exc:  # the tracer runs arbitrary user models: any failure falls back
         log.info("memory estimate of %s failed: %s", args[0] if args else fn, exc)
-        return None, f"failed ({_printable(str(exc))})"
+        return None, f"failed ({controls_replaced(str(exc), keep=_KEPT)})"
     finally:
         pool.shutdown(wait=False)
 
