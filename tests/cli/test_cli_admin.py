@@ -152,6 +152,18 @@ def test_a_users_os_account_is_set_listed_and_cleared(server: str) -> None:
     assert code == 2 and "nobody" in err
 
 
+def test_an_empty_os_account_is_refused(server: str) -> None:
+    """``--os-user "$ACCOUNT"`` with the variable unset cleared the user's account (its jobs
+    moved to the account named like it) or added it without one, without a word."""
+    assert run("user", "add", "bob", "--os-user", "bobby")[0] == 0
+    for args in (("user", "set", "bob", "--os-user", ""), ("user", "add", "eve", "--os-user", " ")):
+        code, _, err = run(*args)
+        assert code == 2 and "--os-user" in err and "is empty" in err, err
+    code, out, _ = run("user", "ls", "--json")
+    users = {u["name"]: u for u in json.loads(out)}
+    assert users["bob"]["os_user"] == "bobby" and "eve" not in users
+
+
 def test_a_tables_first_column_is_never_cut_on_a_narrow_terminal() -> None:
     """``danlu webhook ls`` in 80 columns showed the webhook's id wrapped over two lines,
     and ``webhook rm`` / ``deliveries`` take the whole id."""

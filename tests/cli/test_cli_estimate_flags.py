@@ -66,3 +66,20 @@ def test_the_flags_with_their_mode_go_on_to_the_trace(flags: list[str]) -> None:
     result = CliRunner().invoke(APP, ["estimate", "no_such_module_here:factory", *flags])
     assert result.exit_code == 2, result.output
     assert "error: MODEL_REF: cannot find module 'no_such_module_here'" in result.stderr
+
+
+@pytest.mark.parametrize(
+    "flags",
+    [
+        ["--batch-size", "8", "--sweep", ""],
+        ["--batch-size", "8", "--sweep", "", "--fit-points", "1,2"],
+        ["--sweep", " "],
+    ],
+)
+def test_an_empty_sweep_is_refused(flags: list[str]) -> None:
+    """``--sweep "$SIZES"`` with the variable unset was read as no sweep: the command traced
+    one batch size and printed no rows, with no word that the sweep was empty."""
+    result = CliRunner().invoke(APP, ["estimate", "no_such_module_here:factory", *flags])
+    assert result.exit_code == 2, result.output
+    error = " ".join(result.stderr.split())
+    assert error.startswith("error: --sweep: "), error

@@ -110,7 +110,7 @@ def user_add(
     default, all and everyone are reserved, in any case (a job's `user: default` means whoever
     submits it, `--members all` every user): the server refuses them."""
     role = "admin" if admin else "user"
-    account = None if os_user is None or os_user.lower() in _NONE else os_user
+    account = _os_account(os_user)
     data = common.ask(home, url, token, lambda c: c.create_user(name, role, account))
     show_data(data, json_out, _user_line, USER)
 
@@ -134,7 +134,7 @@ def user_set(
     it), its GPU quota ('none': no limit of its own)."""
     fields: dict[str, Any] = {}
     if os_user is not None:
-        fields["os_user"] = None if os_user.lower() in _NONE else os_user
+        fields["os_user"] = _os_account(os_user)
     given = _quota(quota_gpus, "--quota-gpus", _gpus)
     if given is not None:
         fields["quota_gpus"] = None if given == "none" else given
@@ -142,6 +142,21 @@ def user_set(
         raise common.fail("nothing to change: give --os-user ACCOUNT or --quota-gpus N (or none)")
     data = common.ask(home, url, token, lambda c: c.update_user(name, **fields))
     show_data(data, json_out, _user_line, USER)
+
+
+def _os_account(value: str | None) -> str | None:
+    """``--os-user``: the account, or ``None`` for none given or ``none`` (the one named like
+    the user). An empty value is refused: a script's unset variable (``--os-user "$ACCOUNT"``)
+    moved the user's jobs to the account named like it without a word."""
+    if value is None:
+        return None
+    if not value.strip():
+        raise common.fail(
+            SpecError(
+                "--os-user", "is empty: give an OS account name, or 'none' for the user's name"
+            )
+        )
+    return None if value.lower() in _NONE else value
 
 
 def _user_line(data: dict[str, Any]) -> str:

@@ -85,7 +85,7 @@ def run_estimate(
     err = cli_console(stderr=True)
     out = cli_console()
     gpu = get_gpu(gpu_name, load_gpu_table(gpu_table))
-    sweep_sizes = _ints(sweep, "--sweep") if sweep else []
+    sweep_sizes = _ints(sweep, "--sweep") if sweep is not None else []
     need_fit = bool(sweep_sizes) or max_batch
     points = _ints(fit_points, "--fit-points") if need_fit else []
     if batch_size is None and not need_fit:
@@ -316,7 +316,7 @@ def check_enabled(given: frozenset[str], *, sweep: str | None, max_batch: bool) 
             "--max-batch, or leave --margin out (a smaller --gpu-memory keeps a margin "
             "everywhere)",
         )
-    if "fit_points" in given and not (sweep or max_batch):
+    if "fit_points" in given and not (sweep is not None or max_batch):
         raise SpecError(
             "--fit-points",
             "the batch sizes traced to fit M(b) serve --sweep and --max-batch only and "
