@@ -53,6 +53,8 @@ def test_a_stopped_job_that_never_started_has_no_exit(state: str) -> None:
         ("TIMEOUT", "1:0", (1, None)),
         ("FAILED", "2:0", (2, None)),
         ("NODE_FAIL", "0:0", (None, None)),
+        ("OUT_OF_MEMORY", "0:9", (137, 9)),
+        ("OUT_OF_MEMORY", "3:0", (3, None)),
     ],
 )
 def test_recorded_exits_read_as_before(
@@ -60,3 +62,11 @@ def test_recorded_exits_read_as_before(
 ) -> None:
     line = f"JobId=7 JobState={state} ExitCode={exit_field} StartTime={START} EndTime={LATER}"
     assert slurm_exit(job_from_fields(parse_fields(line))) == expected
+
+
+@pytest.mark.parametrize("exit_field", ["0:125", "0:0"])
+def test_a_job_killed_out_of_memory_is_a_sigkill(exit_field: str) -> None:
+    """Slurm records ``OUT_OF_MEMORY 0:125`` for a job its cgroup's OOM killer ended: read as
+    signal 125 (no Linux signal), exit 253. The kernel's kill is a SIGKILL."""
+    line = f"JobId=7 JobState=OUT_OF_MEMORY ExitCode={exit_field} StartTime={START} EndTime={LATER}"
+    assert slurm_exit(job_from_fields(parse_fields(line))) == (137, 9)

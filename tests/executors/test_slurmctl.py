@@ -38,6 +38,8 @@ def test_fields_keep_values_with_spaces_whole() -> None:
         ("gpu:a100:8(S:0-1)", (8, "a100")),
         ("gpu:h100:2,gpu:h100:2", (4, "h100")),
         ("gpu:a100:4,shard:16", (4, "a100")),
+        ("gpu:a100:no_consume:4", (4, "a100")),
+        ("gpu:no_consume:2(S:0)", (2, None)),
         ("(null)", (0, None)),
         ("", (0, None)),
     ],

@@ -55,6 +55,8 @@ def test_find_skips_ids_that_are_not_ascii_digits() -> None:
     ("exit_field", "code", "sig"),
     [
         ("0:300", None, None),
+        ("0:125", None, None),
+        ("0:64", 192, 64),
         ("300:0", None, None),
         ("99999999999999999999:0", None, None),
         ("7:0", 7, None),

@@ -146,10 +146,13 @@ def slurm_exit(job: SlurmJob) -> tuple[int | None, int | None]:
     Slurm stopped (:data:`KILLED_STATES`: ``CANCELLED``, ``TIMEOUT`` at its time limit,
     ``DEADLINE``, ``PREEMPTED``) was killed (137, signal 9), not a success, unless it never
     started (its ``EndTime`` not after its ``StartTime``, as for :func:`never_ran`: no
-    exit), and one lost with its node (``NODE_FAIL``) has none (None, None: it was killed
-    with its node, no exit was seen)."""
+    exit), one killed out of memory (``OUT_OF_MEMORY``, recorded ``0:125``: no signal) was
+    SIGKILLed by the kernel (137, signal 9), and one lost with its node (``NODE_FAIL``) has
+    none (None, None: it was killed with its node, no exit was seen)."""
     code, sig = job.exit_code, job.signal
     if sig is None and not code:
+        if job.state == "OUT_OF_MEMORY":  # 0:125, or 0:0: the kernel's OOM kill is a SIGKILL
+            return 128 + 9, 9
         if job.state in KILLED_STATES:
             return (None, None) if _ended_unstarted(job) else (128 + 9, 9)
         if job.state == "NODE_FAIL":

@@ -88,9 +88,13 @@ of Slurm's, not a signal."""
 _KEY = re.compile(r"(?:^|\s)([A-Za-z][A-Za-z0-9_:/.]*)=")
 _REASON_STAMP = re.compile(r"\[[^\]\s@]+@\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d\]")
 """The ``[user@2026-11-29T04:58:05]`` Slurm appends to a node's ``Reason``."""
-_MAX_SIGNAL = 128
-"""Signal numbers are below it (an exit status of 128 + N says signal N)."""
-_GRES_ITEM = re.compile(r"^gpu(?::([^:(]+))?:(\d+)")
+_MAX_SIGNAL = 65
+"""Signal numbers are below it (Linux's run to ``SIGRTMAX``, 64; an exit status of 128 + N
+says signal N): Slurm records ``0:125`` for a job its cgroup killed out of memory
+(``OUT_OF_MEMORY``), which is no signal."""
+# name[:type][:no_consume]:count, as slurm.conf writes a node's Gres; a type is never the
+# word no_consume (``gpu:no_consume:4`` is four GPUs of no type, not 0).
+_GRES_ITEM = re.compile(r"^gpu(?::(?!no_consume:)([^:(]+))?(?::no_consume)?:(\d+)")
 
 
 class SlurmError(ExecutorError):
@@ -177,8 +181,8 @@ def parse_fields(line: str) -> dict[str, str]:
 
 def parse_gres(gres: str) -> tuple[int, str | None]:
     """The GPU count and type of a node's ``Gres`` (``gpu:4``, ``gpu:a100:4(S:0-1)``,
-    ``gpu:a100:2,gpu:a100:2``; ``(null)`` is no GPU). Types differing on one node: the
-    first one's."""
+    ``gpu:a100:2,gpu:a100:2``, ``gpu:a100:no_consume:4``; ``(null)`` is no GPU). Types
+    differing on one node: the first one's."""
     count, kind = 0, None
     for item in gres.split(","):
         match = _GRES_ITEM.match(item.strip())
@@ -242,7 +246,8 @@ def job_from_fields(fields: Mapping[str, str]) -> SlurmJob:
     is exit 75, ``0:9`` a death from signal 9 (exit status 137); a job Slurm could not
     launch (``Reason=JobLaunchFailure``, :data:`LAUNCH_FAILURE`) has neither, whatever its
     ``ExitCode`` holds, and nor has one whose status is no exit status (above 255) or whose
-    signal is no signal (:data:`_MAX_SIGNAL` or above: ``0:300`` is not exit 428)."""
+    signal is no signal (:data:`_MAX_SIGNAL` or above: ``0:300`` is not exit 428, ``0:125``
+    not exit 253)."""
     code: int | None = None
     sig: int | None = None
     exit_field = fields.get("ExitCode", "")
