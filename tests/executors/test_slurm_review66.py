@@ -299,15 +299,17 @@ class FakeSlurm(SlurmCommands):
         (SlurmJob(7, "NODE_FAIL", exit_code=137, signal=9), 137, Outcome.PREEMPTED, True),
         (SlurmJob(7, "CANCELLED", exit_code=0), 137, Outcome.FAILED, False),
         (SlurmJob(7, "COMPLETED", exit_code=0), 0, Outcome.SUCCEEDED, False),
+        (SlurmJob(7, "BOOT_FAIL", exit_code=0), None, Outcome.PREEMPTED, True),
     ],
-    ids=["node-fail-0-0", "node-fail-killed", "cancelled-0-0", "completed"],
+    ids=["node-fail-0-0", "node-fail-killed", "cancelled-0-0", "completed", "boot-fail-0-0"],
 )
 def test_a_run_lost_with_its_node_has_no_exit_code(
     tmp_path: Path, ended: SlurmJob, exit_code: int | None, outcome: Outcome, lost: bool
 ) -> None:
     """Slurm records a job lost with its node as ``JobState=NODE_FAIL ExitCode=0:0``: no exit
     0, the job was killed with its node. Before: exit code 0, which the control plane stored
-    ("lost with its node (exit code 0; ...)")."""
+    ("lost with its node (exit code 0; ...)"). A node that failed to boot for the job
+    (``BOOT_FAIL 0:0``) read as exit 0, a success of a job that never ran."""
     ex = SlurmExecutor(FakeSlurm(ended), tmp_path / "state", poll_interval=0.0)
     handle = ex.submit(launch("lost-1", "pass", gpus=(GpuSlot(0, 0),)))
     status = ex.poll(handle)

@@ -55,8 +55,8 @@ filesystem the nodes share, as Slurm clusters' home directories are.
   else the batch job's exit code (``scontrol show job``: ``ExitCode``; none for a job
   cancelled before it started), classifies the run as
   :func:`~danlu.executors.base.classify_exit` does;
-  ``OUT_OF_MEMORY`` is OOM and ``NODE_FAIL`` a preemption (re-queued to resume from its
-  checkpoint). The recorded exits also serve when Slurm has forgotten the job (its
+  ``OUT_OF_MEMORY`` is OOM and ``NODE_FAIL`` or ``BOOT_FAIL`` a preemption (re-queued to
+  resume from its checkpoint). The recorded exits also serve when Slurm has forgotten the job (its
   ``MinJobAge`` passed while the control plane was away). After a requeue only those written
   since the run started again count (:mod:`~danlu.executors.slurm_exits`).
 - **Submission.** An ``sbatch`` that timed out may have been taken all the same (a busy
@@ -110,6 +110,7 @@ from danlu.executors.rundirs import DEFAULT_PREEMPT_GRACE, RunDirExecutor
 from danlu.executors.slurm_exits import never_ran, node_exits, recorded_exit, slurm_exit
 from danlu.executors.slurmctl import (
     LAUNCH_FAILURE,
+    NODE_LOST_STATES,
     SlurmCommands,
     SlurmError,
     SlurmJob,
@@ -595,8 +596,11 @@ class SlurmExecutor(RunDirExecutor, MultiNodeExecutor, GpuSharingExecutor):
             )
         if state == "OUT_OF_MEMORY":
             outcome = Outcome.OOM
-        elif state == "NODE_FAIL":
-            outcome, error = Outcome.PREEMPTED, f"a node of Slurm job {slurm_id} failed"
+        elif state in NODE_LOST_STATES:
+            outcome, error = (
+                Outcome.PREEMPTED,
+                f"a node of Slurm job {slurm_id} {NODE_LOST_STATES[state]}",
+            )
         elif error:
             outcome = Outcome.PREEMPTED if reason is StopReason.PREEMPT else Outcome.FAILED
         else:
@@ -614,7 +618,7 @@ class SlurmExecutor(RunDirExecutor, MultiNodeExecutor, GpuSharingExecutor):
             "started_at": started,
             "finished_at": finished,
             "error": error,
-            "node_lost": state == "NODE_FAIL",
+            "node_lost": state in NODE_LOST_STATES,
         }
 
     def _gang_stop(self, run_dir: Path, launch: dict[str, Any], slurm_id: int) -> None:

@@ -33,7 +33,7 @@ from typing import Any
 
 from danlu.executors import records, slurm_task, slurm_waiting, supervise
 from danlu.executors.base import PREEMPTED_EXIT_CODE, gang_exit
-from danlu.executors.slurmctl import SlurmJob
+from danlu.executors.slurmctl import NODE_LOST_STATES, SlurmJob
 
 EXITS_SINCE = "exits_since"
 """The launch record's field: exits recorded before it are of an earlier start."""
@@ -148,13 +148,14 @@ def slurm_exit(job: SlurmJob) -> tuple[int | None, int | None]:
     started (its ``EndTime`` not after its ``StartTime``, as for :func:`never_ran`: no
     exit), one killed out of memory (``OUT_OF_MEMORY``, recorded ``0:125``: no signal) was
     SIGKILLed by the kernel (137, signal 9), and one lost with its node (``NODE_FAIL``) has
-    none (None, None: it was killed with its node, no exit was seen)."""
+    none (None, None: it was killed with its node, no exit was seen), as has one whose node
+    failed to boot (``BOOT_FAIL``: it never ran)."""
     code, sig = job.exit_code, job.signal
     if sig is None and not code:
         if job.state == "OUT_OF_MEMORY":  # 0:125, or 0:0: the kernel's OOM kill is a SIGKILL
             return 128 + 9, 9
         if job.state in KILLED_STATES:
             return (None, None) if _ended_unstarted(job) else (128 + 9, 9)
-        if job.state == "NODE_FAIL":
+        if job.state in NODE_LOST_STATES:
             return None, None
     return code, sig

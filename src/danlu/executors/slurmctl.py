@@ -80,6 +80,11 @@ that another cluster runs). Any other state, an empty one or one a newer Slurm a
 taken as the job's end (:attr:`SlurmJob.running`): a job Slurm has ended is forgotten after
 its ``MinJobAge``, and the run then ends as one Slurm no longer knows."""
 
+NODE_LOST_STATES: Mapping[str, str] = {"NODE_FAIL": "failed", "BOOT_FAIL": "failed to boot"}
+"""The ended states of a job lost with its node (what befell the node): the job is re-queued
+to resume, as a preemption. ``BOOT_FAIL``: Slurm could not boot a node to start it on, so it
+never ran (``ExitCode=0:0``, no exit)."""
+
 LAUNCH_FAILURE = "JobLaunchFailure"
 """The ``Reason`` of a batch job Slurm could not launch on its node (its ``--output`` could
 not be opened there, the user unknown there): its ``ExitCode`` (``0:53``) is an error number
