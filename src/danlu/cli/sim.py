@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import math
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from pathlib import Path
 from typing import Annotated, Any
 
@@ -48,10 +48,11 @@ from danlu.cli.sim_tables import (
     project_table,
     rejection_note,
     summary_table,
+    unplaceable_note,
 )
 from danlu.config import parse_option_pairs
 from danlu.core.cluster import Cluster
-from danlu.core.errors import ConfigError, DanluError
+from danlu.core.errors import ConfigError, DanluError, UnknownNameError
 from danlu.sched.quota import Quotas
 from danlu.sched.registry import default_registry
 from danlu.sim.config import SimConfig
@@ -59,6 +60,7 @@ from danlu.sim.engine import Simulator
 from danlu.sim.failures import Failures
 from danlu.sim.interference import Interference
 from danlu.sim.metrics import SimResult, json_summary
+from danlu.sim.setting_types import option_refusal
 from danlu.sim.workload import Workload, load_workload, synthetic_workload
 
 DEFAULT_TRACES = Path("../shared/data/pollux/traces")
@@ -188,7 +190,15 @@ def _simulate(
     traces: Path,
     progress: bool,
 ) -> SimResult:
-    policy = default_registry().create(policy_name, **options)
+    registry = default_registry()
+    try:
+        policy = registry.create(policy_name, **options)
+    except (ConfigError, UnknownNameError) as exc:  # named as the --option typed
+
+        def build(some: Mapping[str, Any]) -> object:
+            return registry.create(policy_name, **some)
+
+        raise option_refusal(exc, options, build) from None
     profiles = {}
     if workload.format == "pollux":
         from danlu.sim.elastic import load_profiles
@@ -750,5 +760,9 @@ def pack(
         console.print(table)
         ratio, wall = result.allocation_ratio, result.wall_seconds
         console.print(f"allocation_ratio {ratio:.2f} ({policy}, {wall:.1f} s)")
+        sources = {pod.name: pod.source for pod in pod_list}
+        note = unplaceable_note(result.unplaceable_pods, sources)
+        if note is not None:
+            console.print(note)
         if json_out is not None:
             write_output(json_out, _text(json_text(result.to_json())), "--json")

@@ -5,6 +5,8 @@ a trace's pods left out of the workload."""
 
 from __future__ import annotations
 
+from collections.abc import Mapping, Sequence
+
 from rich.table import Table
 
 from danlu.cli.markup import as_text
@@ -128,4 +130,23 @@ def left_out_note(workload: Workload) -> str | None:
     return (
         f"[yellow]{len(names)} GPU pod(s) left out[/yellow], never scheduled in the trace, "
         f"e.g. {as_text(names[0])} (pod_phase Pending, no scheduled_time: no running time)"
+    )
+
+
+def unplaceable_note(names: Sequence[str], sources: Mapping[str, str]) -> str | None:
+    """``N pod(s) fit no node ..., e.g. NAME (FILE, line L)`` (Rich markup) for the pods of
+    a ``sim pack`` list that fit no node even of the empty cluster
+    (:attr:`~danlu.sim.openb.AllocationResult.unplaceable_pods`; ``sources`` gives each
+    pod's file and line); None when there are none."""
+    if not names:
+        return None
+    shown = ", ".join(
+        as_text(name) + (f" ({as_text(sources[name])})" if sources.get(name) else "")
+        for name in names[:3]
+    )
+    more = f" and {len(names) - 3} more" if len(names) > 3 else ""
+    return (
+        f"[yellow]{len(names)} pod(s) fit no node[/yellow], even of the empty cluster (CPU, "
+        f"memory, GPUs or gpu_spec): {shown}{more}; every copy of them failed, their demand "
+        "counted as arrived (as in FGD's artifact)"
     )

@@ -1,9 +1,10 @@
-"""A check shared by the simulator's CSV readers (workloads, trace tables)."""
+"""What the simulator's CSV readers (workloads, pod and node lists, trace tables) share."""
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
 from pathlib import Path
+from typing import TextIO
 
 from danlu.core.errors import DataError
 
@@ -25,3 +26,30 @@ def check_no_extra_values(
             f"(beyond them: {shown!r}); a field too many shifts the values after it into the "
             f"wrong columns: {fix}"
         )
+
+
+MAX_LINE_CHARS = 1 << 20
+"""The most characters a line of a CSV file the simulator reads may hold (its line break
+aside): a million, where a workload's or a pod list's rows hold well under a thousand. A
+file without line breaks (``--workload /dev/zero``, a binary or compressed file that
+happens to decode) used to be read whole as its first line, for ever or until memory ran
+out."""
+
+
+def bounded_lines(handle: TextIO, path: Path, what: str) -> Iterator[str]:
+    """The lines of ``handle`` (opened with ``newline=""``, line breaks kept), as
+    :func:`csv.reader` reads them, each read at most :data:`MAX_LINE_CHARS` characters at a
+    time: a longer line is a :class:`DataError` naming ``path``, the line and ``what`` (the
+    file's role and its flag, e.g. ``a workload (--workload)``), instead of a read that
+    never ends. Undecodable bytes raise the handle's :class:`UnicodeDecodeError` as
+    iterating it does."""
+    line = 0
+    while text := handle.readline(MAX_LINE_CHARS + 2):  # room for the line's "\r\n"
+        line += 1
+        if len(text.rstrip("\r\n")) > MAX_LINE_CHARS:
+            raise DataError(
+                f"{path}:{line}: a line longer than {MAX_LINE_CHARS:,} characters (no line "
+                f"break within them); {what} must be a CSV text file with one row per line: "
+                "check that this is the file you meant"
+            )
+        yield text

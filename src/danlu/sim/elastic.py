@@ -29,7 +29,7 @@ import numpy as np
 
 from danlu.core.errors import DanluError, DataError
 from danlu.core.values import plain_float
-from danlu.sim.csv_rows import check_no_extra_values
+from danlu.sim.csv_rows import bounded_lines, check_no_extra_values
 
 if TYPE_CHECKING:  # scipy.interpolate costs ~0.5 s to import: loaded only when interpolating
     from scipy.interpolate import LinearNDInterpolator
@@ -511,7 +511,7 @@ def _read_table(path: Path, columns: tuple[str, ...]) -> tuple[np.ndarray, list[
         raise DataError(f"missing trace file {path}")
     try:
         with path.open(newline="", encoding="utf-8-sig") as handle:  # a byte-order mark skipped
-            reader = csv.DictReader(handle)
+            reader = csv.DictReader(bounded_lines(handle, path, "a trace table (--traces)"))
             missing = [c for c in columns if c not in (reader.fieldnames or [])]
             if missing:
                 raise DataError(f"{path}: missing column(s) {', '.join(missing)}")

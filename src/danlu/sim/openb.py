@@ -24,11 +24,18 @@ from typing import Any
 
 import numpy as np
 
-from danlu.core.errors import ConfigError, DataError
+from danlu.core.errors import ConfigError, DataError, UnknownNameError
 from danlu.core.values import quoted
-from danlu.sched.placement.frag import cluster_fragmentation, typical_pods
-from danlu.sched.placement.share import ShareCluster, ShareNode, ShareRequest, make_scorer
-from danlu.sim.setting_types import check_instance, check_real, check_whole
+from danlu.sched.placement.frag import TypicalPods, cluster_fragmentation, typical_pods
+from danlu.sched.placement.share import (
+    ShareCluster,
+    ShareNode,
+    ShareRequest,
+    ShareScorer,
+    make_scorer,
+)
+from danlu.sim.csv_rows import bounded_lines
+from danlu.sim.setting_types import check_instance, check_real, check_whole, option_refusal
 from danlu.sim.workload import (
     MAX_CPU_MILLI,
     MAX_MEMORY_MIB,
@@ -61,12 +68,16 @@ class OpenbPod:
     source: str = field(default="", compare=False)
 
 
-def _read_rows(path: Path, required: Sequence[str]) -> tuple[list[str], list[list[str]]]:
+def _read_rows(path: Path, required: Sequence[str], what: str) -> tuple[list[str], list[list[str]]]:
+    """The header (names stripped) and the rows of the pod or node list ``path``, whose
+    role and flag ``what`` names (``a pod list (--pods)``) in the error for a line longer
+    than :data:`~danlu.sim.csv_rows.MAX_LINE_CHARS` (a file without line breaks, such as
+    ``/dev/zero``, was read for ever)."""
     rows: list[list[str]] = []
     reader: Any = None
     try:
         with path.open(newline="", encoding="utf-8-sig") as fh:  # a byte-order mark skipped
-            reader = csv.reader(fh)
+            reader = csv.reader(bounded_lines(fh, path, what))
             rows.extend(reader)
     except OSError as exc:
         raise DataError(f"{path}: cannot read: {exc}") from exc
@@ -151,7 +162,9 @@ def _unique_name(
 def load_nodes(path: str | Path) -> list[ShareNode]:
     """Read an openb node list (``sn,cpu_milli,memory_mib,gpu,model``)."""
     path = Path(path)
-    header, rows = _read_rows(path, ("sn", "cpu_milli", "memory_mib", "gpu", "model"))
+    header, rows = _read_rows(
+        path, ("sn", "cpu_milli", "memory_mib", "gpu", "model"), "a node list (--nodes)"
+    )
     col = {name: i for i, name in enumerate(header)}
     nodes: list[ShareNode] = []
     lines: dict[str, int] = {}  # each node's name, and the line it is on
@@ -185,7 +198,9 @@ def load_pods(path: str | Path) -> list[OpenbPod]:
     ``gpu_milli`` is ignored (0) for pods without GPUs; ``gpu_spec`` is ``|``-separated.
     """
     path = Path(path)
-    header, rows = _read_rows(path, ("name", "cpu_milli", "memory_mib", "num_gpu", "gpu_milli"))
+    header, rows = _read_rows(
+        path, ("name", "cpu_milli", "memory_mib", "num_gpu", "gpu_milli"), "a pod list (--pods)"
+    )
     col = {name: i for i, name in enumerate(header)}
     spec_col = col.get("gpu_spec")
     pods: list[OpenbPod] = []
@@ -307,6 +322,9 @@ class AllocationResult:
     wall_seconds: float = field(compare=False)
     options: Mapping[str, Any] = field(default_factory=dict)
     """The scorer's options (``danlu sim pack --option``); empty: its defaults."""
+    unplaceable_pods: tuple[str, ...] = ()
+    """The pods of the list that fit no node even of the empty cluster
+    (:func:`unplaceable_pods`), by name in list order: every copy of them failed."""
 
     def to_json(self) -> dict[str, Any]:
         """Plain-dict form (JSON-serialisable)."""
@@ -318,8 +336,28 @@ class AllocationResult:
             "allocation_ratio": self.allocation_ratio,
             "frag_ratio": self.frag_ratio,
             "per_seed": [s.to_json() for s in self.per_seed],
+            "unplaceable_pods": list(self.unplaceable_pods),
             "wall_seconds": self.wall_seconds,
         }
+
+
+def unplaceable_pods(pods: Iterable[OpenbPod], nodes: Sequence[ShareNode]) -> list[OpenbPod]:
+    """The pods that fit no node of ``nodes`` even when the cluster is empty (too much CPU
+    or memory, too many GPUs, or no node of their ``gpu_spec`` models that has the rest),
+    in order. The experiment keeps them, as FGD's artifact does (their demand counts as
+    arrived, every copy fails: the allocation ratio is the artifact's), but such a pod is
+    most likely a mistake in the list, so :func:`run_allocation_experiment` names them
+    (they used to fail silently)."""
+    empty = ShareCluster(list(nodes), "random")
+    fits: dict[ShareRequest, bool] = {}
+    out: list[OpenbPod] = []
+    for pod in pods:
+        fit = fits.get(pod.request)
+        if fit is None:
+            fit = fits[pod.request] = bool(empty.feasible(pod.request).any())
+        if not fit:
+            out.append(pod)
+    return out
 
 
 def _check_load_and_seeds(load: float, seeds: Iterable[int]) -> tuple[int, ...]:
@@ -418,6 +456,20 @@ def _check_unique_names(items: Iterable[OpenbPod | ShareNode], what: str) -> Non
             )
 
 
+def _scorer(policy: str, typical: TypicalPods, options: Mapping[str, Any] | None) -> ShareScorer:
+    """Scorer ``policy`` for the ``typical`` pods with ``options``
+    (:func:`~danlu.sched.placement.share.make_scorer`); an option it refuses is a
+    :class:`ConfigError` naming it as ``--option KEY=VALUE`` (:func:`option_refusal`)."""
+    try:
+        return make_scorer(policy, typical=typical, options=options)
+    except (ConfigError, UnknownNameError) as exc:
+
+        def build(some: Mapping[str, Any]) -> object:
+            return make_scorer(policy, typical=typical, options=some)
+
+        raise option_refusal(exc, options or {}, build) from None
+
+
 def run_seed(
     pods: Iterable[OpenbPod],
     nodes: Iterable[ShareNode],
@@ -457,7 +509,7 @@ def _run_checked_seed(
     )
     cluster = ShareCluster(
         ordered_nodes,
-        make_scorer(policy, typical=typical, options=options),
+        _scorer(policy, typical, options),
         rng=policy_rng,
         tie_rank=node_rng.permutation(len(ordered_nodes)),
     )
@@ -525,7 +577,8 @@ def run_allocation_experiment(
     """Run the allocation experiment for each seed; deterministic for a given seed.
 
     Returns per-seed results and the mean allocation ratio (percent of all milli-GPU
-    allocated once the arrived GPU demand reaches ``load`` x capacity).
+    allocated once the arrived GPU demand reaches ``load`` x capacity), and the pods that
+    fit no node even of the empty cluster (:func:`unplaceable_pods`).
     """
     seeds = _check_load_and_seeds(load, seeds)
     if not seeds:
@@ -533,10 +586,11 @@ def run_allocation_experiment(
     pods, nodes = _check_inputs(pods, nodes, options)
     # check the GPU specs, the name and the options before any seed runs
     pods = match_gpu_specs(pods, nodes)
-    make_scorer(policy, typical=typical_pods(p.request for p in pods), options=options)
+    _scorer(policy, typical_pods(p.request for p in pods), options)
     start = time.perf_counter()
     per_seed = tuple(_run_checked_seed(pods, nodes, policy, load, s, options) for s in seeds)
     wall = time.perf_counter() - start
+    unplaceable = tuple(pod.name for pod in unplaceable_pods(pods, nodes))
     return AllocationResult(
         policy=policy,
         load=load,
@@ -546,4 +600,5 @@ def run_allocation_experiment(
         frag_ratio=float(np.mean([s.frag_ratio for s in per_seed])),
         wall_seconds=wall,
         options=dict(options or {}),
+        unplaceable_pods=unplaceable,
     )

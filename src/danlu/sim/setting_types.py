@@ -11,10 +11,10 @@ are numbers."""
 from __future__ import annotations
 
 import numbers
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from typing import Any
 
-from danlu.core.errors import ConfigError
+from danlu.core.errors import ConfigError, DanluError, UnknownNameError
 from danlu.core.values import quoted
 
 
@@ -73,3 +73,38 @@ def check_project_shares(shares: Any) -> None:
                 "workload's project name), or it matches no project"
             )
         check_real(f"project_shares: {name}'s weight", weight, "2.0")
+
+
+def option_refusal(
+    error: DanluError, options: Mapping[str, Any], build: Callable[[Mapping[str, Any]], object]
+) -> DanluError:
+    """``error``, raised by ``build(options)`` (a scorer or policy built with the command
+    line's ``--option KEY=VALUE`` options), as a :class:`ConfigError` that names the option
+    at fault as the command line gives it: the first that ``build`` refuses alone, or all
+    of them when none does alone. The scorers and policies name only their parameter
+    (``danlu scorer: fgd_weight must be finite and >= 0, got -1``), not the flag that set
+    it. ``error`` itself when it is no refusal of options: there are none, or ``build``
+    refuses no options either (an unknown scorer name)."""
+    if not options or not isinstance(error, ConfigError | UnknownNameError):
+        return error
+    if _refuses(build, {}):
+        return error
+    at_fault = [key for key in options if _refuses(build, {key: options[key]})][:1]
+    shown = " ".join(f"--option {key}={_shown(options[key])}" for key in at_fault or options)
+    return ConfigError(f"options ({shown}): {error}")
+
+
+def _refuses(build: Callable[[Mapping[str, Any]], object], options: Mapping[str, Any]) -> bool:
+    """Whether ``build(options)`` raises a danlu error."""
+    try:
+        build(options)
+    except DanluError:
+        return True
+    return False
+
+
+def _shown(value: Any) -> str:
+    """An option's value as written after ``KEY=`` (text as it is, cut short)."""
+    if not isinstance(value, str):
+        return quoted(value)
+    return value if len(value) <= 40 else f"{value[:37]}..."

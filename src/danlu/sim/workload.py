@@ -70,7 +70,7 @@ from danlu.core.spec import MAX_BATCH, MAX_GPUS, MAX_PRIORITY, MODEL_FAMILIES, p
 from danlu.core.units import MiB
 from danlu.core.values import plain_float
 from danlu.sched.view import JobRequest
-from danlu.sim.csv_rows import check_no_extra_values
+from danlu.sim.csv_rows import bounded_lines, check_no_extra_values
 from danlu.sim.setting_types import check_real, check_whole
 
 
@@ -179,15 +179,16 @@ def _rows(path: Path) -> Iterator[tuple[list[str], Iterator[tuple[int, dict[str,
 
     Raises:
         DataError: the file cannot be read, is empty, or its header is blank or repeats a
-            column, or a row has a value beyond the header's columns; the message names the
-            file (and the row's line).
+            column, or a row has a value beyond the header's columns, or a line is longer
+            than :data:`~danlu.sim.csv_rows.MAX_LINE_CHARS` (``/dev/zero`` was read for
+            ever); the message names the file (and the row's line).
     """
     try:
         handle = path.open(newline="", encoding="utf-8-sig")
     except OSError as exc:
         raise DataError(f"cannot read workload {path}: {exc.strerror}") from None
     with handle:
-        reader = csv.reader(handle)
+        reader = csv.reader(bounded_lines(handle, path, "a workload (--workload)"))
         try:
             first = next(reader, None)
         except (UnicodeDecodeError, csv.Error) as exc:
