@@ -16,6 +16,7 @@ from typer.testing import CliRunner
 
 from danlu.cli.main import app
 from danlu.cli.sim_flags import parse_project_shares, parse_quotas
+from danlu.core.errors import ConfigError
 
 BASE = ["--jobs", "3", "--quiet"]
 COMMANDS = {
@@ -97,3 +98,15 @@ def test_a_pair_without_a_number_after_its_last_equals_sign_is_refused(
     result = CliRunner().invoke(app, [*COMMANDS["run"], "--quota", pair])
     assert result.exit_code == 2, result.output
     assert "PROJECT=GPUS" in result.output
+
+
+@pytest.mark.parametrize("pair", ["vision=1_6", "vision=\u0661\u0666"])
+def test_a_number_not_written_plainly_is_refused(pair: str) -> None:
+    """``float`` reads ``1_6`` as 16 and ``١٦`` (Arabic-Indic digits) as 16: a quota or share
+    of a number no one wrote plainly."""
+    for flag, form in (("--quota", "PROJECT=GPUS"), ("--project-share", "NAME=WEIGHT")):
+        result = CliRunner().invoke(app, [*COMMANDS["run"], flag, pair])
+        assert result.exit_code == 2, result.output
+        assert form in result.output
+    with pytest.raises(ConfigError, match="--user-quota"):
+        parse_quotas([], ["ana=1_6"])

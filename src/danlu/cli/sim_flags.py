@@ -10,6 +10,7 @@ from collections.abc import Iterable, Mapping
 from typing import Any
 
 from danlu.core.errors import ConfigError
+from danlu.core.values import plain_float
 from danlu.sched.quota import Quota, Quotas
 from danlu.sim.config import SimConfig
 from danlu.sim.workload import Workload
@@ -24,12 +25,13 @@ def _named_numbers(
     """``flag NAME=NUMBER`` pairs: a finite number for each name, above 0 (or from 0 with
     ``zero``), each name once (given twice, which value was meant is unknown; the last
     silently won); ``form`` (``NAME=WEIGHT``) and ``example`` show the fix in the error.
-    The number follows the last ``=``: a name may hold one (``x=y=1`` is ``x=y``'s)."""
+    The number follows the last ``=``: a name may hold one (``x=y=1`` is ``x=y``'s). It is
+    written plainly (ASCII, no ``_``: ``vision=1_6`` was 16 GPUs)."""
     out: dict[str, float] = {}
     for pair in pairs:
         name, sep, text = pair.rpartition("=")
         try:
-            value = float(text) if sep and name else math.nan
+            value = plain_float(text) if sep and name else math.nan
         except ValueError:
             value = math.nan
         if not (math.isfinite(value) and (value >= 0 if zero else value > 0)):
