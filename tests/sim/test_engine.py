@@ -235,6 +235,7 @@ def test_job_larger_than_the_cluster_is_rejected(tmp_path: Path) -> None:
     reasons = dict(result.rejected)
     assert reasons["huge"] == "asks for 3 GPUs; the cluster has 2"
     assert "the largest GPU has" in reasons["fat"]
+    assert reasons["fat"].startswith("asks for 200.0GiB per GPU;"), reasons["fat"]
     assert result.to_json()["rejected"][0]["id"] in {"huge", "fat"}
 
 

@@ -42,7 +42,7 @@ import numpy as np
 from danlu.core.cluster import MILLI_PER_GPU, Allocation, Cluster
 from danlu.core.errors import ConfigError, PlacementError
 from danlu.core.state import Event, JobState, transition
-from danlu.core.units import format_duration
+from danlu.core.units import format_bytes, format_duration
 from danlu.sched.policies.base import Policy
 from danlu.sched.project_usage import (
     DecayingUsage,
@@ -191,7 +191,10 @@ class Simulator:
             return f"asks for {request.gpus} GPUs; the cluster has {total}"
         biggest = self._biggest_gpu
         if request.gpu_memory > biggest:
-            return f"asks for {request.gpu_memory} bytes per GPU; the largest GPU has {biggest}"
+            return (
+                f"asks for {format_bytes(request.gpu_memory)} per GPU; the largest GPU has "
+                f"{format_bytes(biggest)}"
+            )
         if request.gpu_types:
             wanted = {t.lower() for t in request.gpu_types}
             have = sum(n.gpus for n in self.cluster.nodes if n.gpu_type.name.lower() in wanted)
