@@ -133,3 +133,21 @@ def test_an_empty_metrics_file_argument_is_none_given(tmp_path: Path) -> None:
             break
     records = [json.loads(line) for line in target.read_text().splitlines() if line.strip()]
     assert records and "loss" in records[0]
+
+
+@pytest.mark.parametrize(
+    "raw",
+    ["8_000_000_000", "٨٠٠٠", "1" + "0" * 400, "9" * 19],
+    ids=["underscores", "other-digits", "400-digits", "19-digits"],
+)
+def test_a_gpu_memory_limit_only_int_read_is_refused_by_name(raw: str) -> None:
+    """Review 84: ``int()`` read these (``1_000`` and another script's digits as numbers; a
+    400-digit count failed later with a bare ``OverflowError`` when the CUDA memory fraction
+    was worked out); they are refused as any other value that is no size."""
+    with pytest.raises(ConfigError, match="DANLU_GPU_MEMORY_LIMIT"):
+        JobEnv.from_environ({"DANLU_GPU_MEMORY_LIMIT": raw})
+
+
+@pytest.mark.parametrize(("raw", "expected"), [("+8", 8), ("9" * 18, int("9" * 18))])
+def test_a_gpu_memory_limit_of_plain_digits_is_still_read(raw: str, expected: int) -> None:
+    assert JobEnv.from_environ({"DANLU_GPU_MEMORY_LIMIT": raw}).gpu_memory_limit == expected

@@ -76,9 +76,9 @@ def _resends(ctx: TrainContext, monkeypatch: pytest.MonkeyPatch) -> list[object]
     calls: list[object] = []
     real = ctx.reporter.resend
 
-    def resend(pending: object) -> int:
+    def resend(pending: object, step: int | None = None) -> int:
         calls.append(pending)
-        return real(pending)
+        return real(pending, step)
 
     monkeypatch.setattr(ctx.reporter, "resend", resend)
     return calls

@@ -190,6 +190,7 @@ class TrainContext:
         device (a GPU's when the job has one).
         """
         sampler = self._need_sampler()
+        sampler.check_dataset(dataset)  # another size than dataset_size is refused
         d = self.distributed
         on_cpu = d.device.type == "cpu"
         batch = self.batch
@@ -746,7 +747,7 @@ class TrainContext:
         self._scheduler_batch = counters.scheduler_batch
         if not self._reported:
             self._reported = True  # sent once: a second restore would write a file's twice
-            self.reporter.resend(run.metrics_pending)
+            self.reporter.resend(run.metrics_pending, self.step_num)  # the file cut back too
             self._checkpoint_news.resumed_from = self.step_num  # the first record says it
         return True
 

@@ -86,6 +86,7 @@ class ElasticSampler:
         self.offset = 0
         self._perm: list[int] | None = None
         self._perm_key: tuple[int, int, bool] | None = None  # (seed, epoch, shuffle) of _perm
+        self._told_larger = False  # a WARNING said a dataset is larger (check_dataset)
 
     def permutation(self) -> list[int]:
         """The current epoch's order of sample indices.
@@ -168,6 +169,37 @@ class ElasticSampler:
             lb = self.window(pos - self.offset, local, rank, world_size, global_batch=size)
             cursor = pos + lb.global_real
             yield lb
+
+    def check_dataset(self, dataset: Any) -> None:
+        """Compare ``len(dataset)`` (when it has one) with the sampler's ``n``, the
+        ``dataset_size`` the run was given, before a batch is drawn from it: a smaller
+        dataset is a :class:`ConfigError` naming both (the sampler draws indices up to
+        ``n - 1``: an ``IndexError`` at the first batch that held one past its end, possibly
+        after many steps of an epoch), a larger one a WARNING, once (only its first ``n``
+        samples are ever drawn: the rest never trained on, unseen)."""
+        try:
+            size = len(dataset)
+        except TypeError:  # no len(): an index past its end fails as it is read
+            return
+        if not isinstance(size, int) or size == self.n:
+            return
+        if size < self.n:
+            raise ConfigError(
+                f"ctx.batches() got a dataset of {size} samples, but dataset_size={self.n} "
+                f"(init's, or fit's len(dataset)): the sampler draws indices up to "
+                f"{self.n - 1}, past its end; pass dataset_size=len(dataset)"
+            )
+        if not self._told_larger:
+            self._told_larger = True
+            log.warning(
+                "ctx.batches() got a dataset of %d samples, but dataset_size=%d: only its "
+                "first %d samples are drawn, the other %d never; pass dataset_size=len(dataset) "
+                "to train on all of it",
+                size,
+                self.n,
+                self.n,
+                size - self.n,
+            )
 
     def commit(self, global_samples: int) -> None:
         """Record that one step consumed ``global_samples`` samples (over all ranks)."""

@@ -89,14 +89,15 @@ def _at_least(environ: Mapping[str, str], name: str, default: int | None, low: i
 def _bytes(environ: Mapping[str, str], name: str) -> int | None:
     """``name`` as a byte count: an integer (as the executors write it) or a size with a unit,
     as :func:`~danlu.core.units.parse_bytes` reads a job spec's (``8GB``, ``8GiB``,
-    ``512MiB``); None when unset or empty."""
+    ``512MiB``); None when unset or empty. The integer is written as :data:`_INTEGER` says
+    (``int()`` also took ``8_000_000_000``, another script's digits and a count of hundreds
+    of digits, which failed later with a bare ``OverflowError`` as the CUDA memory fraction
+    was worked out); anything else is read as a size, within its limit."""
     raw = environ.get(name)
     if raw is None or raw.strip() == "":
         return None
-    try:
+    if _INTEGER.fullmatch(raw.strip()):
         return int(raw)
-    except ValueError:
-        pass
     try:
         return parse_bytes(raw, name)
     except SpecError as exc:

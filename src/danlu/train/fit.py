@@ -7,6 +7,7 @@ from typing import Any
 
 import torch
 
+from danlu.core.errors import ConfigError
 from danlu.train.build import init
 from danlu.train.checks import whole_argument
 from danlu.train.context import TrainContext
@@ -40,9 +41,23 @@ def fit(
     scheduler's mode, else ``"min"``). Each epoch is evaluated once across restarts (a run
     resumed from an end-of-epoch checkpoint goes on with the next epoch), and a run resumed at
     ``max_steps`` or beyond trains no more. Every other keyword goes to
-    :func:`danlu.train.init`. Returns the (closed) context, whose ``history`` holds the
-    per-step metrics.
+    :func:`danlu.train.init` but ``dataset_size`` (it is ``len(dataset)``: a
+    :class:`~danlu.core.errors.ConfigError`, as is a ``dataset`` without ``len()``). Returns
+    the (closed) context, whose ``history`` holds the per-step metrics.
     """
+    if "dataset_size" in init_kwargs:  # a bare TypeError ("multiple values") from init
+        raise ConfigError(
+            "fit() takes no dataset_size: it is len(dataset); to train on a part of the "
+            "data, pass that part (torch.utils.data.Subset(dataset, range(n)))"
+        )
+    try:
+        dataset_size = len(dataset)
+    except TypeError:  # an IterableDataset, a generator: a bare TypeError before
+        raise ConfigError(
+            f"fit() needs a dataset with len() and indexing (a map-style dataset, such as a "
+            f"TensorDataset), not a {type(dataset).__name__}; for a stream, write the loop "
+            "with danlu.train.init() and ctx.step()"
+        ) from None
     if max_steps is not None:  # an integer (2.5 ran 3 steps; "3" failed after the start)
         max_steps = whole_argument("max_steps", max_steps, None)
     if evaluate is not None:
@@ -54,7 +69,7 @@ def fit(
         optimizer,
         scheduler,
         global_batch_size=global_batch_size,
-        dataset_size=len(dataset),
+        dataset_size=dataset_size,
         **init_kwargs,
     ) as ctx:
         ctx.stop_at_step(max_steps if max_steps is not None and max_steps > 0 else None)

@@ -55,7 +55,6 @@ import hashlib
 import json
 import logging
 import math
-import os
 import re
 import sys
 import threading
@@ -72,6 +71,7 @@ from typing import Any
 from danlu.core.errors import ConfigError, DanluError
 from danlu.core.metric_record import RecordError, check_record
 from danlu.train.checks import flag_argument, positive_argument, whole_argument
+from danlu.train.metrics_file import append_lines, cut_after_step
 
 log = logging.getLogger("danlu.train")
 
@@ -249,28 +249,6 @@ def _encode(record: Any) -> str:
     if not isinstance(record, Mapping):
         raise TypeError(f"a metric record must be a dict, not {type(record).__name__}")
     return json.dumps(_finite(dict(record)), allow_nan=False, default=_plain)
-
-
-def _append_lines(path: Path, lines: list[str]) -> None:
-    """Append ``lines`` to the JSONL file ``path``, all or none of them: a write that fails
-    part way (a full disk, a file size limit) cuts the file back to where it ended, so the
-    request, kept for the next flush, is written once, whole. Before, the part written stayed:
-    a half line no JSON reader takes, and the records before it twice once the request was
-    written again."""
-    path.parent.mkdir(parents=True, exist_ok=True)
-    data = memoryview("".join(line + "\n" for line in lines).encode())
-    fd = os.open(path, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o666)
-    try:
-        end = os.lseek(fd, 0, os.SEEK_END)
-        try:
-            while data:
-                data = data[os.write(fd, data) :]
-        except BaseException:
-            with contextlib.suppress(OSError):
-                os.ftruncate(fd, end)
-            raise
-    finally:
-        os.close(fd)
 
 
 def _refused_record(exc: urllib.error.HTTPError, count: int) -> tuple[int, str, str] | None:
@@ -515,11 +493,27 @@ class MetricsReporter:
         kept.reverse()
         return kept
 
-    def resend(self, pending: Any) -> int:
+    def resend(self, pending: Any, step: int | None = None) -> int:
         """Put the requests a checkpoint kept (:meth:`seal`) back at the head of the outbox,
         as they were, with their keys (the API stores those that arrived before once);
-        called as a run resumes. Returns the number of records put back; an item that is
-        not such a request (a checkpoint of another version) is left out with a WARNING."""
+        called as a run resumes from the checkpoint of ``step``. Returns the number of
+        records put back; an item that is not such a request (a checkpoint of another
+        version) is left out with a WARNING. A JSONL file first loses the records of steps
+        after ``step`` at its end (:func:`~danlu.train.metrics_file.cut_after_step`): the
+        run redoes those steps, and their records were in the file twice (the API keeps
+        one attempt's by itself)."""
+        if self.path is not None and step is not None:
+            with self._io:
+                try:
+                    cut_after_step(self.path, step)
+                except OSError as exc:  # never fails the resume
+                    log.warning(
+                        "the metrics file %s could not be cut back to step %d (%s): the "
+                        "records of the steps this run redoes may be in it twice",
+                        self.path,
+                        step,
+                        exc,
+                    )
         if not self.active or pending is None:
             return 0
         items = pending if isinstance(pending, list) else [pending]
@@ -617,7 +611,7 @@ class MetricsReporter:
         again, as a new request with a new key, :func:`_derived_key` (a record fewer each
         time: at most as many resends as records)."""
         if self.path is not None:
-            _append_lines(self.path, request.lines)
+            append_lines(self.path, request.lines)
             return
         while request.lines and self.url is not None:
             try:
