@@ -22,12 +22,13 @@ CLUSTER_EXECUTORS = ("slurm", "ray")
 """The executors other than the local one that ``server.json`` may name (``--executor``)."""
 
 
-def find_server(home: Path | None = None) -> tuple[str, str | None]:
+def find_server(home: Path | str | None = None) -> tuple[str, str | None]:
     """The URL (from ``home/server.json``) and admin token (``home/admin.token``, if readable)
-    of the server started with ``danlu up --home home``. Raises :class:`NoServerError`, also
-    when ``server.json`` records a server of this host whose process is gone (it was
-    killed): the token is never sent to whatever listens on its port now."""
-    root = (home or DEFAULT_HOME).expanduser()
+    of the server started with ``danlu up --home home`` (a path, or its text: ``~/.danlu``).
+    Raises :class:`NoServerError`, also when ``server.json`` records a server of this host
+    whose process is gone (it was killed): the token is never sent to whatever listens on
+    its port now."""
+    root = Path(home or DEFAULT_HOME).expanduser()
     hint = f"no danlu server found at {root}: start one with `danlu up --home {root}`"
     try:
         info = json.loads((root / "server.json").read_text(encoding="utf-8"))
@@ -110,7 +111,13 @@ def server_base(url: str) -> str:
     ``http(s)://host[:port][/path]``. A user name or password in it is refused: httpx would
     send it as Basic auth in place of the API token, which then never reaches the server; a
     query or fragment would move every request's path into it (``/?x`` + ``/api/v1/jobs``).
-    The messages never show the password."""
+    The messages never show the password; a ``url`` that is not text (None: an unset
+    environment variable) is a :class:`ConfigError` too (it was an AttributeError)."""
+    if not isinstance(url, str):
+        raise ConfigError(
+            f"the server URL must be text such as http://127.0.0.1:8470 (got {quoted(url)}): "
+            "pass --url or set DANLU_URL, or use Client.from_home() for the local server"
+        )
     base = url.rstrip("/").removesuffix(API_PREFIX)
     shown = quoted(shown_url(url))
     if "@" in base:  # before httpx, whose errors may quote a piece of the password

@@ -130,6 +130,28 @@ def no_answer(
     )
 
 
+GATEWAY_STATUSES = frozenset({502, 503, 504})
+"""What a reverse proxy answers while the server behind it cannot be reached."""
+
+
+def from_proxy(error: ApiError) -> bool:
+    """Whether ``error`` is a 502, 503 or 504 whose body is not danlu's (``type`` ``http``):
+    a proxy in front of the server answered for it, the server did not."""
+    return error.status in GATEWAY_STATUSES and error.type == "http"
+
+
+def out_of_reach(error: Exception) -> bool:
+    """Whether ``error`` says the danlu server is out of reach for now, so that a follower
+    asks again (a control-plane restart): no answer (:class:`ServerUnavailable`), a proxy's
+    502, 503 or 504 in front of it (:func:`from_proxy`), or its own 503 ``unavailable`` (its
+    database cannot be reached: it carries on once it is back)."""
+    if isinstance(error, ServerUnavailable):
+        return True
+    if not isinstance(error, ServerError):
+        return False
+    return from_proxy(error) or (error.status == 503 and error.type == "unavailable")
+
+
 class NoServerError(ConfigError):
     """No ``server.json`` under the danlu home: no server was started there."""
 

@@ -5,17 +5,25 @@ those of :mod:`danlu.client.errors`."""
 from __future__ import annotations
 
 import codecs
-import json
-import math
 import time
-from collections.abc import Callable, Iterator, Mapping, Sequence
+from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from pathlib import Path
 from types import TracebackType
 from typing import Any, TypeVar
-from urllib.parse import quote
 
 import httpx
 
+from danlu.client.bodies import (
+    busy,
+    check_token,
+    clean,
+    json_content,
+    listed,
+    metric_records,
+    retry_after,
+    seg,
+    spec_body,
+)
 from danlu.client.discovery import (
     API_PREFIX,
     DEFAULT_HOME,
@@ -25,23 +33,22 @@ from danlu.client.discovery import (
     shown_url,
 )
 from danlu.client.errors import (
-    ApiError,
-    InvalidRequestError,
     JobDict,
     NoServerError,
     ServerError,
     ServerUnavailable,
     WaitTimeout,
     error_from_response,
+    from_proxy,
     no_answer,
+    out_of_reach,
 )
 from danlu.client.replies import header_count, malformed, records, shaped
 from danlu.client.waits import FINISHED_STATES as FINISHED_STATES
-from danlu.client.waits import check_limits, check_seconds, wait_for
+from danlu.client.waits import asked_job, check_limits, check_seconds, wait_for
 from danlu.core.errors import ConfigError, SpecError
 from danlu.core.paging import read_pages
 from danlu.core.spec import JobSpec
-from danlu.core.values import quoted
 
 LOG_OFFSET_HEADER = "X-Danlu-Log-Offset"
 RECONNECT_FOR = 60.0
@@ -51,92 +58,6 @@ RECONNECT_PAUSE = 1.0
 """The pause (seconds) between a follower's tries to reach a server it has lost."""
 METRICS_CURSOR_HEADER = "X-Danlu-Metrics-Cursor"
 MAX_PAGE = 1000
-
-
-def _spec_body(spec: JobSpec | Mapping[str, Any]) -> dict[str, Any]:
-    if isinstance(spec, JobSpec):
-        return spec.model_dump(mode="json", exclude_defaults=True) | {"name": spec.name}
-    return dict(spec)
-
-
-def _seg(value: str) -> str:
-    """One URL path segment: ``/``, ``..`` and the like cannot change the route."""
-    if value in ("", ".", "..") or "/" in value:
-        raise SpecError("id", f"{quoted(value)} is not a valid id or name")
-    return quote(value, safe="")
-
-
-def _busy(response: httpx.Response, error: ApiError) -> bool:
-    """A 503 from a danlu server whose database was busy: the request changed nothing."""
-    return response.status_code == 503 and error.type == "busy"
-
-
-def _retry_after(response: httpx.Response) -> float:
-    try:
-        return min(5.0, max(0.0, float(response.headers.get("Retry-After", "1"))))
-    except ValueError:
-        return 1.0
-
-
-def _check_token(token: str) -> None:
-    """An API token goes in an HTTP header: printable ASCII without whitespace, else a
-    :class:`ConfigError` naming where it came from (never echoing the secret)."""
-    for index, char in enumerate(token):
-        if not "!" <= char <= "~":
-            raise ConfigError(
-                f"the API token holds {_char_name(char)} at character {index + 1}; a token is "
-                "printable ASCII without spaces: check --token, DANLU_TOKEN or the danlu "
-                "home's admin.token"
-            )
-
-
-def _char_name(char: str) -> str:
-    if char.isspace():
-        return f"whitespace (U+{ord(char):04X})"
-    return f"{char!r} (U+{ord(char):04X})" if char.isprintable() else f"U+{ord(char):04X}"
-
-
-def _json_content(body: Any, method: str, path: str) -> bytes:
-    """``body`` as the JSON httpx would send (UTF-8, compact), or an
-    :class:`InvalidRequestError` (``status`` 0: no answer) naming the field JSON cannot hold
-    (NaN, infinity, an object), before anything is sent."""
-    try:
-        text = json.dumps(body, ensure_ascii=False, separators=(",", ":"), allow_nan=False)
-    except (ValueError, TypeError, RecursionError) as exc:
-        try:
-            field, problem = _unsendable(body) or (None, str(exc))
-        except RecursionError:  # a body that holds itself
-            field, problem = None, str(exc)
-        message = f"{problem}; the request was not sent"
-        where = API_PREFIX + path
-        raise InvalidRequestError(0, "SpecError", field, message, method, where) from None
-    return text.encode("utf-8")
-
-
-def _unsendable(value: Any, field: str = "") -> tuple[str | None, str] | None:
-    """The dotted field of ``value`` JSON cannot hold, and why; None when it has none."""
-    if isinstance(value, float) and not math.isfinite(value):
-        return field or None, f"{value} is not a finite number"
-    if value is None or isinstance(value, str | int | float):
-        return None
-    if isinstance(value, Mapping):
-        items: list[tuple[Any, Any]] = list(value.items())
-        for key, _ in items:
-            if not isinstance(key, str | int | float | bool) and key is not None:
-                return field or None, f"key {key!r} is not text"
-    elif isinstance(value, list | tuple):
-        items = list(enumerate(value))
-    else:
-        return field or None, f"a {type(value).__name__} is not a JSON value"
-    for key, item in items:
-        found = _unsendable(item, f"{field}.{key}" if field else str(key))
-        if found:
-            return found
-    return None
-
-
-def _clean(params: Mapping[str, Any]) -> dict[str, Any]:
-    return {k: v for k, v in params.items() if v is not None and v != []}
 
 
 class Client:
@@ -153,7 +74,7 @@ class Client:
         token: str | None = None,
         *,
         transport: httpx.BaseTransport | None = None,
-        timeout: float = 30,
+        timeout: float | None = 30,
         busy_retries: int = 5,
         reconnect_for: float = RECONNECT_FOR,
     ) -> None:
@@ -170,7 +91,7 @@ class Client:
         self.token = token
         headers = {"Accept": "application/json"}
         if token:
-            _check_token(token)
+            check_token(token)
             headers["Authorization"] = f"Bearer {token}"
         self.url = base = server_base(url)
         try:  # httpx reads the proxy and CA settings of the environment here
@@ -186,12 +107,12 @@ class Client:
     @classmethod
     def from_home(
         cls,
-        home: Path | None = None,
+        home: Path | str | None = None,
         *,
         url: str | None = None,
         token: str | None = None,
         transport: httpx.BaseTransport | None = None,
-        timeout: float = 30,
+        timeout: float | None = 30,
     ) -> Client:
         """A client for the server started with ``danlu up --home home`` (default ``~/.danlu``).
 
@@ -246,20 +167,21 @@ class Client:
         ``json`` body JSON cannot hold (NaN, infinity, an object) is an
         :class:`InvalidRequestError` naming its field, and is not sent."""
         if kwargs.get("json") is not None:
-            kwargs["content"] = _json_content(kwargs.pop("json"), method, path)
+            kwargs["content"] = json_content(kwargs.pop("json"), method, path)
             kwargs["headers"] = {"Content-Type": "application/json", **kwargs.get("headers", {})}
         for attempt in range(self.busy_retries + 1):
             try:
                 response = self._http.request(method, path, **kwargs)
             except httpx.HTTPError as exc:
                 raise self._unavailable(exc, method, path) from None
-            self._answered = True
             if response.status_code < 300:  # a 3xx is not followed: an ApiError
+                self._answered = True
                 return response
             error = error_from_response(response)
-            if attempt == self.busy_retries or not _busy(response, error):
+            self._answered = self._answered or not from_proxy(error)  # a proxy's is not its
+            if attempt == self.busy_retries or not busy(response, error):
                 raise error
-            time.sleep(_retry_after(response))
+            time.sleep(retry_after(response))
         raise AssertionError("unreachable")
 
     def _object(self, method: str, path: str, **kwargs: Any) -> dict[str, Any]:
@@ -302,11 +224,11 @@ class Client:
     def update_user(self, name: str, **fields: Any) -> dict[str, Any]:
         """``PUT /users/{name}`` (admin) with the fields to change: ``os_user`` (the OS
         account its jobs run as; None: the one named like it), ``quota_gpus`` (None: none)."""
-        return self._object("PUT", f"/users/{_seg(name)}", json=fields)
+        return self._object("PUT", f"/users/{seg(name)}", json=fields)
 
     def create_token(self, user: str, name: str = "") -> str:
         """``POST /users/{name}/tokens``: a new API token for ``user`` (shown once)."""
-        path = f"/users/{_seg(user)}/tokens"
+        path = f"/users/{seg(user)}/tokens"
         return str(self._field("POST", path, "token", str, json={"name": name}))
 
     def users(self) -> list[dict[str, Any]]:
@@ -315,21 +237,21 @@ class Client:
 
     def tokens(self, user: str) -> list[dict[str, Any]]:
         """``GET /users/{name}/tokens``: ``user``'s live tokens, without their secrets."""
-        return self._records("GET", f"/users/{_seg(user)}/tokens")
+        return self._records("GET", f"/users/{seg(user)}/tokens")
 
     def revoke_tokens(self, user: str, prefix: str | None = None) -> int:
         """``DELETE /users/{name}/tokens[/{prefix}]``: revoke ``user``'s live tokens, or the
         one whose public prefix is ``prefix``; how many were revoked."""
         if prefix is not None and not prefix:
             raise SpecError("prefix", "the token prefix is empty; give a prefix of a token")
-        path = f"/users/{_seg(user)}/tokens" + (f"/{_seg(prefix)}" if prefix is not None else "")
+        path = f"/users/{seg(user)}/tokens" + (f"/{seg(prefix)}" if prefix is not None else "")
         return int(self._field("DELETE", path, "revoked", int))
 
     # -- jobs -------------------------------------------------------------------------------
 
     def submit(self, spec: JobSpec | Mapping[str, Any]) -> JobDict:
         """``POST /jobs``: submit a spec; returns the new Job."""
-        return self._object("POST", "/jobs", json=_spec_body(spec))
+        return self._object("POST", "/jobs", json=spec_body(spec))
 
     def list_jobs(
         self,
@@ -344,10 +266,9 @@ class Client:
     ) -> list[JobDict]:
         """``GET /jobs``: newest first; ``state`` may be one state or several; ``since``:
         submitted then or later; ``name``: a pattern (``train-*``)."""
-        states = [state] if isinstance(state, str) else list(state or [])
-        params = _clean(
+        params = clean(
             {
-                "state": states,
+                "state": listed(state),
                 "project": project,
                 "user": user,
                 "limit": limit,
@@ -388,34 +309,40 @@ class Client:
 
     def get_job(self, job: str) -> JobDict:
         """``GET /jobs/{id}`` (an id or a unique prefix)."""
-        return self._object("GET", f"/jobs/{_seg(job)}")
+        return self._object("GET", f"/jobs/{seg(job)}")
 
     def update_job(
         self, job: str, *, priority: int | None = None, held: bool | None = None
     ) -> JobDict:
         """``PATCH /jobs/{id}``: change an unfinished job's priority, hold a job or
         release it; returns the Job."""
-        body = _clean({"priority": priority, "held": held})
-        return self._object("PATCH", f"/jobs/{_seg(job)}", json=body)
+        body = clean({"priority": priority, "held": held})
+        return self._object("PATCH", f"/jobs/{seg(job)}", json=body)
 
     def wait(
         self,
-        jobs: Sequence[str],
+        jobs: str | Sequence[str],
         *,
         timeout: float | None = None,
         poll: float = 2.0,
         on_end: Callable[[JobDict], None] | None = None,
     ) -> list[JobDict]:
-        """Poll the ``jobs`` (ids or unique prefixes) every ``poll`` seconds until each has
-        finished (SUCCEEDED, FAILED or CANCELLED); returns them as Jobs, in the order given.
-        ``on_end`` is called with each job once it is seen finished. Raises
+        """Poll the ``jobs`` (ids or unique prefixes; one string: one job) every ``poll``
+        seconds until each has finished (SUCCEEDED, FAILED or CANCELLED); returns them as
+        Jobs, in the order given (a prefix is asked for by the full id of the job it named
+        once read: a job submitted meanwhile may share it). ``on_end`` is called with each
+        job once it is seen finished. Raises
         :class:`WaitTimeout` after ``timeout`` seconds (None: no limit), and what
         :meth:`get_job` raises for a job that does not exist. A server lost once it has
         answered (a restart) is asked again for up to :attr:`reconnect_for` seconds. Sweeps
         and job arrays: :func:`~danlu.client.waits.wait_all`."""
 
+        ids: dict[str, str] = {}  # a key once answered: its job's full id, asked from then
+        # on (a job submitted later may share a prefix, which then is ambiguous: a 409)
+
         def finished(key: str) -> JobDict | None:
-            job = self.get_job(key)
+            job = asked_job(self, ids.get(key, key))  # the job asked for, not another
+            ids[key] = str(job["id"])
             return job if job.get("state") in FINISHED_STATES else None
 
         def timed_out(unfinished: list[str], done: list[JobDict]) -> WaitTimeout:
@@ -423,7 +350,7 @@ class Client:
 
         return wait_for(
             self,
-            jobs,
+            listed(jobs),
             finished,
             timeout=timeout,
             poll=poll,
@@ -434,31 +361,31 @@ class Client:
 
     def cancel(self, job: str) -> JobDict:
         """``POST /jobs/{id}/cancel``: returns the Job."""
-        return self._object("POST", f"/jobs/{_seg(job)}/cancel")
+        return self._object("POST", f"/jobs/{seg(job)}/cancel")
 
     def rerun(self, job: str) -> JobDict:
         """``POST /jobs/{id}/rerun``: submit a finished job again; returns the new Job."""
-        return self._object("POST", f"/jobs/{_seg(job)}/rerun")
+        return self._object("POST", f"/jobs/{seg(job)}/rerun")
 
     def submit_sweep(self, spec: Mapping[str, Any]) -> JobDict:
         """``POST /sweeps``: submit a sweep spec; returns the Sweep with its first trials."""
         return self._object("POST", "/sweeps", json=dict(spec))
 
     def sweeps(
-        self, limit: int | None = None, states: Sequence[str] | None = None
+        self, limit: int | None = None, states: str | Sequence[str] | None = None
     ) -> list[JobDict]:
         """``GET /sweeps``: the caller's sweeps (an admin's: all), newest first; with
         ``states``, only those in one of them."""
-        params = _clean({"limit": limit, "state": None if states is None else list(states)})
+        params = clean({"limit": limit, "state": listed(states)})
         return self._records("GET", "/sweeps", params=params)
 
     def sweep(self, sweep: str) -> JobDict:
         """``GET /sweeps/{id}``: one sweep with its trials and the best one."""
-        return self._object("GET", f"/sweeps/{_seg(sweep)}")
+        return self._object("GET", f"/sweeps/{seg(sweep)}")
 
     def cancel_sweep(self, sweep: str) -> JobDict:
         """``POST /sweeps/{id}/cancel``: cancel a sweep and its unfinished trials."""
-        return self._object("POST", f"/sweeps/{_seg(sweep)}/cancel")
+        return self._object("POST", f"/sweeps/{seg(sweep)}/cancel")
 
     # -- webhooks (admin) ---------------------------------------------------------------------
 
@@ -466,13 +393,13 @@ class Client:
         self,
         url: str,
         *,
-        states: Sequence[str] | None = None,
+        states: str | Sequence[str] | None = None,
         project: str | None = None,
         user: str | None = None,
     ) -> dict[str, Any]:
         """``POST /webhooks``: tell ``url`` of job state changes (``states``; default the
         ends); returns the Webhook with its ``secret`` (shown this once)."""
-        body = _clean({"url": url, "states": list(states or []), "project": project, "user": user})
+        body = clean({"url": url, "states": listed(states), "project": project, "user": user})
         return self._object("POST", "/webhooks", json=body)
 
     def webhooks(self) -> list[dict[str, Any]]:
@@ -481,23 +408,23 @@ class Client:
 
     def remove_webhook(self, webhook: str) -> None:
         """``DELETE /webhooks/{id}``: remove a webhook and its deliveries."""
-        self.request("DELETE", f"/webhooks/{_seg(webhook)}")
+        self.request("DELETE", f"/webhooks/{seg(webhook)}")
 
     def ping_webhook(self, webhook: str) -> dict[str, Any]:
         """``POST /webhooks/{id}/ping``: queue a ping message; returns its Delivery."""
-        return self._object("POST", f"/webhooks/{_seg(webhook)}/ping")
+        return self._object("POST", f"/webhooks/{seg(webhook)}/ping")
 
     def webhook_deliveries(self, webhook: str, limit: int | None = None) -> list[dict[str, Any]]:
         """``GET /webhooks/{id}/deliveries``: its messages kept, newest first."""
-        params = _clean({"limit": limit})
-        return self._records("GET", f"/webhooks/{_seg(webhook)}/deliveries", params=params)
+        params = clean({"limit": limit})
+        return self._records("GET", f"/webhooks/{seg(webhook)}/deliveries", params=params)
 
     def events(
         self, job: str, after_id: int | None = None, limit: int | None = None
     ) -> list[dict[str, Any]]:
         """``GET /jobs/{id}/events``: the job's state changes with their reasons."""
-        params = _clean({"after_id": after_id, "limit": limit})
-        return self._records("GET", f"/jobs/{_seg(job)}/events", params=params)
+        params = clean({"after_id": after_id, "limit": limit})
+        return self._records("GET", f"/jobs/{seg(job)}/events", params=params)
 
     def feed(
         self,
@@ -506,20 +433,20 @@ class Client:
         after_id: int | None = None,
         project: str | None = None,
         user: str | None = None,
-        state: Sequence[str] | None = None,
+        state: str | Sequence[str] | None = None,
         limit: int | None = None,
         tail: bool = False,
     ) -> list[dict[str, Any]]:
         """``GET /events``: every job's state changes (a non-admin: their own jobs'), the
         oldest first, from ``since`` and after event ``after_id``; ``tail``: the newest
         ``limit`` of them."""
-        params = _clean(
+        params = clean(
             {
                 "since": since,
                 "after_id": after_id,
                 "project": project,
                 "user": user,
-                "state": list(state or []),
+                "state": listed(state),
                 "limit": limit,
                 "tail": "true" if tail else None,
             }
@@ -528,10 +455,10 @@ class Client:
 
     def why(self, job: str) -> dict[str, Any]:
         """``GET /jobs/{id}/why``: ``{"id", "state", "reason"}``."""
-        return self._object("GET", f"/jobs/{_seg(job)}/why")
+        return self._object("GET", f"/jobs/{seg(job)}/why")
 
     def _log_bytes(self, job: str, offset: int) -> tuple[bytes, int]:
-        response = self.request("GET", f"/jobs/{_seg(job)}/logs", params={"offset": offset})
+        response = self.request("GET", f"/jobs/{seg(job)}/logs", params={"offset": offset})
         raw = response.content
         next_offset = header_count(response, LOG_OFFSET_HEADER)
         return raw, offset + len(raw) if next_offset is None else next_offset
@@ -578,7 +505,9 @@ class Client:
         losing it (a control-plane restart) is retried every :data:`RECONNECT_PAUSE` seconds
         from the last byte received, for up to :attr:`reconnect_for` seconds without an
         answer; then :class:`ServerUnavailable`. A follow answered 503 "busy" (the server's
-        database was busy) is opened again after its ``Retry-After`` (at most 5 s)."""
+        database was busy) is opened again after its ``Retry-After`` (at most 5 s). ``job``
+        may be a unique id prefix: once the job has been read, its full id is asked for (a
+        job submitted meanwhile may share the prefix)."""
         check_seconds("reconnect_delay", reconnect_delay)
         lost_at: float | None = None  # when the server stopped answering, if it has
         while True:
@@ -589,21 +518,26 @@ class Client:
                     offset += len(raw)
                     received += len(raw)
                     yield raw
-                finished = self.get_job(job).get("state") in FINISHED_STATES
+                info = asked_job(self, job)
+                job = str(info["id"])  # from now on: a prefix may grow ambiguous (a 409)
+                finished = info.get("state") in FINISHED_STATES
                 lost_at = None
                 if finished:
                     for raw in self.read_log_bytes(job, offset):
                         offset += len(raw)
                         yield raw
                     return
-            except ServerUnavailable:
+            except (ServerUnavailable, ServerError) as exc:
+                if not out_of_reach(exc):
+                    raise
                 lost_at = self._reconnect_or_raise(lost_at)
                 continue
             if not received:
                 time.sleep(reconnect_delay)
 
     def _reconnect_or_raise(self, lost_at: float | None) -> float:
-        """In a follower, after :class:`ServerUnavailable`: re-raise it when this client has
+        """In a follower, after :class:`ServerUnavailable` (or an error
+        :func:`~danlu.client.errors.out_of_reach` takes for it): re-raise it when this client has
         never had an answer (no server there) or none for :attr:`reconnect_for` seconds
         since ``lost_at``; else pause :data:`RECONNECT_PAUSE` seconds for the caller to try
         again, and return when the server was lost."""
@@ -619,24 +553,26 @@ class Client:
         timeout = httpx.Timeout(self._http.timeout.connect, read=None)
         try:
             with self._http.stream(
-                "GET", f"/jobs/{_seg(job)}/logs", params=params, timeout=timeout
+                "GET", f"/jobs/{seg(job)}/logs", params=params, timeout=timeout
             ) as response:
                 if response.status_code >= 300:
                     response.read()
                     error = error_from_response(response)
-                    if not _busy(response, error):
+                    if not busy(response, error):
                         raise error
-                    time.sleep(_retry_after(response))  # changed nothing: the follower
+                    time.sleep(retry_after(response))  # changed nothing: the follower
                     return  # opens it again, as after a stream that brought nothing
                 self._answered = True
                 yield from response.iter_bytes()
         except httpx.HTTPError as exc:
-            raise self._unavailable(exc, "GET", f"/jobs/{_seg(job)}/logs") from None
+            raise self._unavailable(exc, "GET", f"/jobs/{seg(job)}/logs") from None
 
-    def post_metrics(self, job: str, metrics: Sequence[Mapping[str, Any]]) -> int:
-        """``POST /jobs/{id}/metrics``: returns how many records were accepted."""
-        body = {"metrics": [dict(m) for m in metrics]}
-        path = f"/jobs/{_seg(job)}/metrics"
+    def post_metrics(self, job: str, metrics: Iterable[Mapping[str, Any]]) -> int:
+        """``POST /jobs/{id}/metrics``: returns how many records were accepted. ``metrics``
+        is a list of records (one record alone, or a record that is not a mapping, is an
+        :class:`InvalidRequestError` naming it, not sent)."""
+        path = f"/jobs/{seg(job)}/metrics"
+        body = {"metrics": metric_records(metrics, "POST", path)}
         return int(self._field("POST", path, "accepted", int, json=body))
 
     def metrics(
@@ -658,8 +594,8 @@ class Client:
             "tail": "true" if tail else None,
             "superseded": "true" if superseded else None,
         }
-        params = _clean(wanted)
-        return self._records("GET", f"/jobs/{_seg(job)}/metrics", params=params)
+        params = clean(wanted)
+        return self._records("GET", f"/jobs/{seg(job)}/metrics", params=params)
 
     def metrics_page(
         self,
@@ -682,10 +618,10 @@ class Client:
             "tail": "true" if tail else None,
             "superseded": "true" if superseded else None,
         }
-        response = self.request("GET", f"/jobs/{_seg(job)}/metrics", params=_clean(wanted))
+        response = self.request("GET", f"/jobs/{seg(job)}/metrics", params=clean(wanted))
         cursor = header_count(response, METRICS_CURSOR_HEADER)
         if cursor is None:
-            raise ServerError(response.status_code, "http", None, f"no {METRICS_CURSOR_HEADER}")
+            raise malformed(response, f"no {METRICS_CURSOR_HEADER} header of ASCII digits")
         return records(response), cursor
 
     # -- projects and cluster ---------------------------------------------------------------
@@ -701,7 +637,7 @@ class Client:
         quota_gpus: float | None = None,
         quota_gpu_memory: int | None = None,
         share: float = 1.0,
-        members: Sequence[str] = (),
+        members: str | Sequence[str] = (),
     ) -> dict[str, Any]:
         """``POST /projects`` (admin); ``share``: its weight in the fair-share policy;
         ``members``: the users who may submit to it (none: every user)."""
@@ -711,13 +647,13 @@ class Client:
             "quota_gpus": quota_gpus,
             "quota_gpu_memory": quota_gpu_memory,
             "share": share,
-            "members": list(members),
+            "members": listed(members),
         }
         return self._object("POST", "/projects", json=body)
 
     def update_project(self, name: str, **fields: Any) -> dict[str, Any]:
         """``PUT /projects/{name}`` with a partial Project (admin)."""
-        return self._object("PUT", f"/projects/{_seg(name)}", json=fields)
+        return self._object("PUT", f"/projects/{seg(name)}", json=fields)
 
     def nodes(self) -> list[dict[str, Any]]:
         """``GET /cluster/nodes``: nodes with their GPUs, allocated memory and jobs."""
@@ -741,17 +677,17 @@ class Client:
             body["at"] = at
         if gpu is not None:
             body["gpu"] = gpu
-        return self._object("POST", f"/cluster/nodes/{_seg(node)}/{action}", json=body)
+        return self._object("POST", f"/cluster/nodes/{seg(node)}/{action}", json=body)
 
     def uncordon(self, node: str, gpu: int | None = None) -> dict[str, Any]:
         """``POST /cluster/nodes/{name}/uncordon`` (admin): open the node (``gpu``: only its
         GPU at that index) again."""
         body = {"gpu": gpu} if gpu is not None else None
-        return self._object("POST", f"/cluster/nodes/{_seg(node)}/uncordon", json=body)
+        return self._object("POST", f"/cluster/nodes/{seg(node)}/uncordon", json=body)
 
     def usage(self, since: float | None = None, until: float | None = None) -> list[dict[str, Any]]:
         """``GET /usage``: GPU-hours by project and user in ``[since, until)``."""
-        params = _clean({"since": since, "until": until})
+        params = clean({"since": since, "until": until})
         return self._records("GET", "/usage", params=params)
 
     def allocations(self) -> list[dict[str, Any]]:
@@ -792,5 +728,7 @@ def read_across_restart(client: Client, read: Callable[[], T]) -> T:
     while True:
         try:
             return read()
-        except ServerUnavailable:
+        except (ServerUnavailable, ServerError) as exc:
+            if not out_of_reach(exc):
+                raise
             lost_at = client._reconnect_or_raise(lost_at)

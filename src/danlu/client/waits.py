@@ -11,11 +11,20 @@ import math
 import time
 from collections.abc import Callable, Hashable, Sequence
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any, Protocol, TypeVar
+from typing import TYPE_CHECKING, Any, NoReturn, Protocol, TypeVar
 
-from danlu.client.errors import JobDict, NotFoundError, ServerUnavailable, WaitTimeout
+from danlu.client.discovery import API_PREFIX
+from danlu.client.errors import (
+    JobDict,
+    NotFoundError,
+    ServerError,
+    ServerUnavailable,
+    WaitTimeout,
+    out_of_reach,
+)
 from danlu.core.errors import SpecError
 from danlu.core.sweep import trial_name
+from danlu.core.values import quoted
 
 if TYPE_CHECKING:
     from danlu.client.rest import Client
@@ -67,21 +76,33 @@ def check_seconds(
     name: str, value: float, *, positive: bool = False, endless: bool = False
 ) -> None:
     """Refuse (:class:`SpecError` naming ``name``) a number of seconds that a sleep or a
-    deadline cannot take: NaN (no deadline ever passes it), below 0 (``positive``: 0 too),
-    infinity unless ``endless`` (``time.sleep`` and socket timeouts cannot take it)."""
+    deadline cannot take: not a number (text, a bool: ``True`` was read as 1 s), NaN (no
+    deadline ever passes it), below 0 (``positive``: 0 too), infinity unless ``endless``
+    (``time.sleep`` and socket timeouts cannot take it)."""
+    _check_number(name, value)
     ok = value > 0 if positive else value >= 0
     if not (ok and (endless or value < math.inf)):
         what = f"{'positive' if positive else 'non-negative'}{'' if endless else ' finite'}"
         raise SpecError(name, f"must be a {what} number of seconds (got {value})")
 
 
+def _check_number(name: str, value: object) -> None:
+    """Refuse (:class:`SpecError` naming ``name``) a ``value`` that is not an int or float:
+    text or None gave a bare TypeError at the first comparison, a bool is an int to Python."""
+    if not isinstance(value, int | float) or isinstance(value, bool):
+        raise SpecError(name, f"must be a number of seconds (got {quoted(value)})")
+
+
 def check_limits(timeout: float | None, busy_retries: int, reconnect_for: float) -> None:
     """Refuse (:class:`SpecError`) a :class:`~danlu.client.rest.Client`'s limits that no
     request or wait can keep: a ``timeout`` (None: none) NaN, 0, below 0 or infinite, a
-    ``reconnect_for`` NaN or below 0 (infinite: never give up), ``busy_retries`` below 0."""
+    ``reconnect_for`` NaN or below 0 (infinite: never give up), ``busy_retries`` not a
+    whole number (``range()`` refused a float at the first request) or below 0."""
     if timeout is not None:
         check_seconds("timeout", timeout, positive=True)
     check_seconds("reconnect_for", reconnect_for, endless=True)
+    if not isinstance(busy_retries, int) or isinstance(busy_retries, bool):
+        raise SpecError("busy_retries", f"must be a whole number (got {quoted(busy_retries)})")
     if busy_retries < 0:
         raise SpecError("busy_retries", f"must be 0 or more (got {busy_retries})")
 
@@ -104,8 +125,9 @@ def wait_for(
     as)``. A server lost once it has answered (a restart) is asked again for up to
     :attr:`Client.reconnect_for` seconds. ``clock``: what it reads the time and sleeps
     with."""
-    if not 0 < poll < math.inf:
-        raise SpecError("poll", f"must be a positive finite number of seconds (got {poll})")
+    check_seconds("poll", poll, positive=True)
+    if timeout is not None:
+        _check_number("timeout", timeout)
     if timeout is not None and math.isnan(timeout):
         raise SpecError("timeout", "must be a number of seconds, or None for no limit (got nan)")
     order = list(dict.fromkeys(keys))
@@ -118,7 +140,9 @@ def wait_for(
             try:
                 result = look(key)
                 lost_at = None
-            except ServerUnavailable:
+            except (ServerUnavailable, ServerError) as exc:
+                if not out_of_reach(exc):
+                    raise
                 lost_at = client._reconnect_or_raise(lost_at)
                 break
             if result is not None:
@@ -147,8 +171,50 @@ def resolve(client: Client, key: str) -> Waited:
                 404, "NotFoundError", None, f"no job, sweep or job array {key!r}"
             ) from None
         kind = "array" if sweep.get("array") else "sweep"
-        return Waited(kind, str(sweep["id"]), str(sweep.get("name")))
-    return Waited("job", str(job["id"]), str(job.get("name")))
+        return Waited(kind, asked_for(sweep, "sweeps", key), str(sweep.get("name")))
+    return Waited("job", asked_for(job, "jobs", key), str(job.get("name")))
+
+
+def asked_for(reply: dict[str, Any], route: str, key: str) -> str:
+    """The ``id`` of ``reply``, the answer to ``GET /{route}/{key}``, when it is the one
+    asked for: a string that is ``key`` or begins with it, in any case (``key`` may be a
+    unique prefix, which the server's database may match so); else :class:`ServerError`
+    naming the request (a reply without an id, or one for another job or sweep, is never
+    waited on as if it were the one asked for)."""
+    found = reply.get("id")
+    if isinstance(found, str) and found.lower().startswith(key.lower()):
+        return found
+    got = f"the reply is for {quoted(found)}" if isinstance(found, str) else "the reply has no id"
+    return _bad_reply(route, key, f"{got}, not {quoted(key)}")
+
+
+def _bad_reply(route: str, key: str, what: str) -> NoReturn:
+    """Raise :class:`ServerError` for the reply to ``GET /{route}/{key}`` saying ``what``."""
+    path = f"{API_PREFIX}/{route}/{key}"
+    raise ServerError(200, "http", None, f"GET {path}: {what}", "GET", path)
+
+
+def asked_job(client: Client, key: str) -> JobDict:
+    """``GET /jobs/{key}`` (:meth:`Client.get_job`) when it answers the job asked for
+    (:func:`asked_for`)."""
+    job = client.get_job(key)
+    asked_for(job, "jobs", key)
+    return job
+
+
+def trials_of(sweep: dict[str, Any], key: str) -> list[dict[str, Any]]:
+    """The ``trials`` of ``sweep`` (the answer to ``GET /sweeps/{key}``; missing or null:
+    none), each an object naming its ``job_id``; else :class:`ServerError` naming the
+    request."""
+    trials = sweep.get("trials")
+    if trials is None:
+        return []
+    if not isinstance(trials, list):
+        _bad_reply("sweeps", key, f"its trials are a {type(trials).__name__}, not a JSON array")
+    for index, trial in enumerate(trials):
+        if not isinstance(trial, dict) or not isinstance(trial.get("job_id"), str):
+            _bad_reply("sweeps", key, f"its trial {index} names no job_id")
+    return trials
 
 
 def wait_all(
@@ -175,16 +241,22 @@ def wait_all(
     if all(one.kind == "job" for one in order):
         by_id = {one.id: one for one in order}
 
+        def of(job: JobDict) -> Ended:
+            # Client.wait checked each reply is the job asked for: its id begins with one
+            got = str(job.get("id")).lower()
+            mine = (one for one in order if got.startswith(one.id.lower()))
+            return Ended(max(mine, key=_id_len), [job])
+
         def job_ended(job: JobDict) -> None:
             if on_end is not None:
-                on_end(Ended(by_id[str(job["id"])], [job]))
+                on_end(of(job))
 
         try:
             jobs = client.wait(list(by_id), timeout=timeout, poll=poll, on_end=job_ended)
         except WaitTimeout as exc:
-            done = [Ended(by_id[str(job["id"])], [job]) for job in exc.finished]
+            done = [of(job) for job in exc.finished]
             raise timed_out([by_id[key] for key in exc.unfinished], done) from None
-        return [Ended(by_id[str(job["id"])], [job]) for job in jobs]
+        return [of(job) for job in jobs]
     return wait_for(
         client,
         order,
@@ -194,6 +266,10 @@ def wait_all(
         timed_out=timed_out,
         on_end=on_end,
     )
+
+
+def _id_len(one: Waited) -> int:
+    return len(one.id)
 
 
 def timeout_message(left: Sequence[Waited], timeout: float) -> str:
@@ -210,12 +286,13 @@ def look(client: Client, waited: Waited) -> Ended | None:
     """How ``waited`` ended, or None while it has not: one ``GET`` of the job or of the
     sweep (then, once that has ended, its trials' Jobs: :func:`trial_jobs`)."""
     if waited.kind == "job":
-        job = client.get_job(waited.id)
+        job = asked_job(client, waited.id)
         return Ended(waited, [job]) if job.get("state") in FINISHED_STATES else None
     sweep = client.sweep(waited.id)
+    asked_for(sweep, "sweeps", waited.id)
+    trials = trials_of(sweep, waited.id)
     if sweep.get("state") == "RUNNING":
         return None
-    trials = sweep.get("trials") or []
     # a trial whose state the answer leaves out is judged by its Job below
     if any("state" in trial and trial["state"] not in FINISHED_STATES for trial in trials):
         return None
@@ -229,12 +306,11 @@ def trial_jobs(client: Client, sweep: dict[str, Any]) -> list[JobDict]:
     """The Jobs of ``sweep``'s trials (as ``GET /sweeps/{id}`` answered it), in trial
     order: read from ``GET /jobs`` listing the jobs named like its trials submitted since it
     was made (a request per 1,000), one ``GET /jobs/{id}`` each for any not found there."""
-    ids = [str(trial["job_id"]) for trial in sweep.get("trials") or ()]
+    ids = [str(trial["job_id"]) for trial in trials_of(sweep, str(sweep.get("id")))]
     wanted = set(ids)
     found: dict[str, JobDict] = {}
     if len(wanted) > 1:
-        created = sweep.get("created_at")
-        since = float(created) if isinstance(created, int | float) else None
+        since = _seconds(sweep.get("created_at"))
         for job in client.iter_jobs(since=since, name=_trials_pattern(sweep, len(ids))):
             if job.get("id") in wanted:
                 found[str(job["id"])] = job
@@ -242,8 +318,21 @@ def trial_jobs(client: Client, sweep: dict[str, Any]) -> list[JobDict]:
                     break
     for job_id in ids:
         if job_id not in found:
-            found[job_id] = client.get_job(job_id)
+            found[job_id] = asked_job(client, job_id)
     return [found[job_id] for job_id in ids]
+
+
+def _seconds(value: Any) -> float | None:
+    """``value``, a time in a reply, as a finite float; None when it is none: not a number,
+    a bool (an int to Python: ``true`` was read as 1.0), NaN, infinite, or an integer past
+    a float's range."""
+    if not isinstance(value, int | float) or isinstance(value, bool):
+        return None
+    try:
+        seconds = float(value)
+    except OverflowError:
+        return None
+    return seconds if math.isfinite(seconds) else None
 
 
 def _trials_pattern(sweep: dict[str, Any], trials: int) -> str | None:

@@ -1,0 +1,141 @@
+"""What the :class:`~danlu.client.rest.Client` sends: URL path segments (:func:`seg`), JSON
+bodies checked before they are sent (:func:`json_content`, :func:`metric_records`), query
+parameters (:func:`clean`, :func:`listed`) and the API token (:func:`check_token`); and when a busy
+server's answer is tried again (:func:`busy`, :func:`retry_after`)."""
+
+from __future__ import annotations
+
+import json
+import math
+from collections.abc import Iterable, Mapping, Sequence
+from typing import Any
+from urllib.parse import quote
+
+import httpx
+
+from danlu.client.discovery import API_PREFIX
+from danlu.client.errors import ApiError, InvalidRequestError
+from danlu.core.errors import ConfigError, SpecError
+from danlu.core.spec import JobSpec
+from danlu.core.values import quoted
+
+
+def spec_body(spec: JobSpec | Mapping[str, Any]) -> dict[str, Any]:
+    if isinstance(spec, JobSpec):
+        return spec.model_dump(mode="json", exclude_defaults=True) | {"name": spec.name}
+    return dict(spec)
+
+
+def seg(value: str) -> str:
+    """One URL path segment: ``/``, ``..`` and the like cannot change the route; an id or
+    name that is not text (None, a number: a bare TypeError) is a :class:`SpecError`."""
+    if not isinstance(value, str):
+        raise SpecError("id", f"{quoted(value)} is not a valid id or name: give it as text")
+    if value in ("", ".", "..") or "/" in value:
+        raise SpecError("id", f"{quoted(value)} is not a valid id or name")
+    return quote(value, safe="")
+
+
+def busy(response: httpx.Response, error: ApiError) -> bool:
+    """A 503 from a danlu server whose database was busy: the request changed nothing."""
+    return response.status_code == 503 and error.type == "busy"
+
+
+def retry_after(response: httpx.Response) -> float:
+    try:
+        return min(5.0, max(0.0, float(response.headers.get("Retry-After", "1"))))
+    except ValueError:
+        return 1.0
+
+
+def check_token(token: str) -> None:
+    """An API token goes in an HTTP header: printable ASCII without whitespace, else a
+    :class:`ConfigError` naming where it came from (never echoing the secret)."""
+    for index, char in enumerate(token):
+        if not "!" <= char <= "~":
+            raise ConfigError(
+                f"the API token holds {_char_name(char)} at character {index + 1}; a token is "
+                "printable ASCII without spaces: check --token, DANLU_TOKEN or the danlu "
+                "home's admin.token"
+            )
+
+
+def _char_name(char: str) -> str:
+    if char.isspace():
+        return f"whitespace (U+{ord(char):04X})"
+    return f"{char!r} (U+{ord(char):04X})" if char.isprintable() else f"U+{ord(char):04X}"
+
+
+def json_content(body: Any, method: str, path: str) -> bytes:
+    """``body`` as the JSON httpx would send (UTF-8, compact), or an
+    :class:`InvalidRequestError` (``status`` 0: no answer) naming the field JSON cannot hold
+    (NaN, infinity, an object), before anything is sent."""
+    try:
+        text = json.dumps(body, ensure_ascii=False, separators=(",", ":"), allow_nan=False)
+    except (ValueError, TypeError, RecursionError) as exc:
+        try:
+            field, problem = _unsendable(body) or (None, str(exc))
+        except RecursionError:  # a body that holds itself
+            field, problem = None, str(exc)
+        message = f"{problem}; the request was not sent"
+        where = API_PREFIX + path
+        raise InvalidRequestError(0, "SpecError", field, message, method, where) from None
+    return text.encode("utf-8")
+
+
+def _unsendable(value: Any, field: str = "") -> tuple[str | None, str] | None:
+    """The dotted field of ``value`` JSON cannot hold, and why; None when it has none."""
+    if isinstance(value, float) and not math.isfinite(value):
+        return field or None, f"{value} is not a finite number"
+    if value is None or isinstance(value, str | int | float):
+        return None
+    if isinstance(value, Mapping):
+        items: list[tuple[Any, Any]] = list(value.items())
+        for key, _ in items:
+            if not isinstance(key, str | int | float | bool) and key is not None:
+                return field or None, f"key {key!r} is not text"
+    elif isinstance(value, list | tuple):
+        items = list(enumerate(value))
+    else:
+        return field or None, f"a {type(value).__name__} is not a JSON value"
+    for key, item in items:
+        found = _unsendable(item, f"{field}.{key}" if field else str(key))
+        if found:
+            return found
+    return None
+
+
+def clean(params: Mapping[str, Any]) -> dict[str, Any]:
+    return {k: v for k, v in params.items() if v is not None and v != []}
+
+
+def listed(value: str | Sequence[str] | None) -> list[str]:
+    """The names ``value`` gives where a list of them is asked for (states, members, job
+    ids): one string is one name (a bare string was read character by character: the states
+    ``R``, ``U``, ``N``...), None none."""
+    return [value] if isinstance(value, str) else list(value or [])
+
+
+def metric_records(metrics: Any, method: str, path: str) -> list[dict[str, Any]]:
+    """``metrics``, the records a ``method`` request of ``path`` sends, each as a dict; an
+    :class:`InvalidRequestError` (``status`` 0: not sent) naming ``metrics`` when it is one
+    record rather than a list of them (its keys were read as records: ``{"lr": 0.1}`` went
+    as ``[{"l": "r"}]``) or not a list at all, or ``metrics.N`` for a record that is not a
+    mapping."""
+    where = API_PREFIX + path
+
+    def refused(field: str, message: str) -> InvalidRequestError:
+        return InvalidRequestError(0, "SpecError", field, f"{message}; not sent", method, where)
+
+    list_of = "must be a list of records ([{'step': 1, 'loss': 0.5}])"
+    if isinstance(metrics, Mapping):
+        raise refused("metrics", f"{list_of}, not one record")
+    if isinstance(metrics, str | bytes) or not isinstance(metrics, Iterable):
+        raise refused("metrics", f"{list_of} (got {type(metrics).__name__})")
+    records: list[dict[str, Any]] = []
+    for index, record in enumerate(metrics):
+        if not isinstance(record, Mapping):
+            kind = type(record).__name__
+            raise refused(f"metrics.{index}", f"must be a mapping of names to values (got {kind})")
+        records.append(dict(record))
+    return records
