@@ -43,7 +43,8 @@ def test_users_cannot_touch_each_others_jobs(live: Live) -> None:
         posted = b.post(f"/jobs/{job['id']}/metrics", json={"metrics": [{"step": 1}]})
         assert posted.status_code in (403, 404)
         assert b.get("/jobs").json() == []
-        assert b.get("/jobs", params={"user": "alice"}).json() == []
+        others = b.get("/jobs", params={"user": "alice"})  # refused, not an empty list
+        assert others.status_code == 403 and "alice-secret" not in others.text
         assert a.get(f"/jobs/{job['id']}").json()["state"] == "RUNNING"
         assert [j["id"] for j in a.get("/jobs").json()] == [job["id"]]
         assert b.post("/users/alice/tokens", json={}).status_code == 403

@@ -39,10 +39,19 @@ class PeriodicLoop:
         self._thread: threading.Thread | None = None
 
     def start(self) -> None:
-        """Start the thread (no-op while it runs)."""
-        if self._thread is not None:
-            return
+        """Start the thread (no-op while it runs). A thread told to stop whose last pass still
+        runs (a :meth:`stop` that returned at its timeout) is waited for first: never two
+        threads, nor two passes at once."""
+        thread = self._thread
+        if thread is not None and thread.is_alive():
+            if not self._stop.is_set():
+                return
+            if thread is threading.current_thread():  # started again from its last pass
+                self._stop.clear()
+                return
+            thread.join()
         self._stop.clear()
+        self._wake.clear()  # the first pass runs at once anyway; a stop's wake is spent
         self._thread = threading.Thread(target=self._run, name=self.name, daemon=True)
         self._thread.start()
 
@@ -55,16 +64,24 @@ class PeriodicLoop:
         self._stop.set()
         self._wake.set()
 
-    def join(self, timeout: float = 30.0) -> None:
-        """Wait up to ``timeout`` seconds for the thread to end (after :meth:`finish`)."""
-        if self._thread is not None:
-            self._thread.join(timeout)
+    def join(self, timeout: float = 30.0) -> bool:
+        """Wait up to ``timeout`` seconds for the thread to end (after :meth:`finish`);
+        whether it has ended (or never ran)."""
+        thread = self._thread
+        if thread is None:
+            return True
+        if thread is not threading.current_thread():
+            thread.join(timeout)
+        return not thread.is_alive()
 
-    def stop(self, timeout: float = 30.0) -> None:
-        """Stop the thread after its current pass (waiting up to ``timeout`` seconds)."""
+    def stop(self, timeout: float = 30.0) -> bool:
+        """Stop the thread after its current pass (waiting up to ``timeout`` seconds);
+        whether it has ended. One still in its pass is kept (:meth:`start` waits for it)."""
         self.finish()
-        self.join(timeout)
-        self._thread = None
+        ended = self.join(timeout)
+        if ended:
+            self._thread = None
+        return ended
 
     def _run(self) -> None:
         while not self._stop.is_set():

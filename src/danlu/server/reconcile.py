@@ -329,9 +329,21 @@ class Reconciler(LaunchStep):
         self._loop.wake()
 
     def stop(self, timeout: float = 30.0) -> None:
-        """Stop the thread (after the current pass) and give the lease back."""
-        self._loop.stop(timeout)
-        self.release_lease()
+        """Stop the thread (after the current pass) and give the lease back. A pass still
+        running after ``timeout`` seconds keeps it (it expires ``ttl`` seconds after its
+        last renewal): another plane taking it then would schedule beside that pass."""
+        ended = self._loop.stop(timeout)
+        if not ended or not self._lock.acquire(timeout=timeout):
+            log.warning(
+                "reconcile: a pass still runs %.0f s after the stop; the scheduler lease is "
+                "left to expire instead of given back",
+                timeout,
+            )
+            return
+        try:
+            self.release_lease()
+        finally:
+            self._lock.release()
 
     def hold_lease(self, token: str) -> None:
         """Make the ``scheduler`` lease the plane took at start-up

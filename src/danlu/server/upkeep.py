@@ -10,6 +10,7 @@ import logging
 from dataclasses import dataclass, field
 
 from danlu.core.errors import DanluError
+from danlu.core.state import JobState
 from danlu.server.db import Database
 from danlu.server.services import dependencies, jobs, nodes, sweeps
 
@@ -50,7 +51,9 @@ def expire(db: Database, t: float, out: Upkeep) -> None:
     """Cancel the jobs whose deadline has passed or that used their time limit: a queued one
     ends now, a running one is stopped by the pass (SIGTERM with its preemption grace, to
     checkpoint). Called after the pass has settled the exits it saw: a run that ended before
-    its limit ends as it exited."""
+    its limit ends as it exited. A job is reported only when this call cancelled it: not
+    one whose cancellation was asked meanwhile (by its user, or by its deadline when its
+    time limit is used up too), which cancelling again leaves as it was."""
     with db.read_session() as session:
         past_deadline = jobs.expired(session, t)
         over_time = jobs.over_time(session, t)
@@ -58,11 +61,15 @@ def expire(db: Database, t: float, out: Upkeep) -> None:
         for job_id, reason in due:
             try:
                 with db.session() as session:
-                    jobs.cancel_job(session, job_id, reason=reason, now=t)
+                    job = jobs.cancel_job(session, job_id, reason=reason, now=t)
+                    ours = job.state == JobState.CANCELLED.value or (
+                        job.cancel_requested_at == t and job.cancel_reason == reason
+                    )
             except DanluError as exc:  # finished or cancelled meanwhile
                 log.debug("reconcile: cancelling %s (%s): %s", job_id, reason, exc)
                 continue
-            done.append(job_id)
+            if ours:
+                done.append(job_id)
 
 
 def judge_dependencies(db: Database, t: float, out: Upkeep) -> None:

@@ -6,10 +6,11 @@ import logging
 import re
 import threading
 import time
+import types
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from importlib import metadata
-from typing import TYPE_CHECKING, Annotated, Any
+from typing import TYPE_CHECKING, Annotated, Any, Union, get_args, get_origin
 
 from fastapi import Depends, Request
 from fastapi.dependencies.models import Dependant
@@ -19,6 +20,7 @@ from sqlalchemy.exc import SQLAlchemyError
 from starlette.routing import BaseRoute
 
 from danlu.config import Settings
+from danlu.core.errors import SpecError
 from danlu.devices import Inventory
 from danlu.executors import Executor
 from danlu.server.db import Database, User
@@ -103,6 +105,40 @@ def needs_token(route: BaseRoute | None) -> bool:
 def _calls(dependant: Dependant, call: Callable[..., Any]) -> bool:
     """Whether ``dependant`` or one of its sub-dependencies is ``call``."""
     return dependant.call is call or any(_calls(sub, call) for sub in dependant.dependencies)
+
+
+def single_valued(request: Request) -> None:
+    """422 naming a query parameter given more than once where the route reads one value
+    (``?user=alice&user=bob``): it would otherwise keep the last one without a word. One
+    the route reads as a list (``?state=RUNNING&state=PENDING``) may repeat."""
+    query = request.query_params
+    repeated = {key for key in query if len(query.getlist(key)) > 1}
+    dependant: Dependant | None = getattr(request.scope.get("route"), "dependant", None)
+    if not repeated or dependant is None:
+        return
+    for param in sorted(_query_params(dependant), key=lambda p: p.alias):
+        if param.alias in repeated and not _repeatable(param.field_info.annotation):
+            raise SpecError(
+                param.alias,
+                f"given {len(query.getlist(param.alias))} times; give it once "
+                f"({param.alias}=... takes one value)",
+            )
+
+
+def _query_params(dependant: Dependant) -> list[Any]:
+    """The query parameters ``dependant`` and its sub-dependencies read."""
+    found = list(dependant.query_params)
+    for sub in dependant.dependencies:
+        found += _query_params(sub)
+    return found
+
+
+def _repeatable(annotation: Any) -> bool:
+    """Whether a query parameter of type ``annotation`` takes several values (a list)."""
+    origin = get_origin(annotation)
+    if origin is Union or origin is types.UnionType:
+        return any(_repeatable(arg) for arg in get_args(annotation))
+    return origin in (list, set, frozenset, tuple) or annotation in (list, set, frozenset, tuple)
 
 
 def caller(

@@ -7,7 +7,7 @@ import time
 from collections.abc import AsyncIterator, Callable, Coroutine
 from typing import Annotated, Any
 
-from fastapi import APIRouter, Query, Request
+from fastapi import APIRouter, Depends, Query, Request
 from fastapi.responses import Response, StreamingResponse
 from fastapi.routing import APIRoute
 from fastapi.security.utils import get_authorization_scheme_param
@@ -20,7 +20,7 @@ from danlu.core.values import MAX_INT, check_values
 from danlu.executors import Handle, UnknownHandleError
 from danlu.server.db import User
 from danlu.server.errors import ConflictError, PermissionDenied
-from danlu.server.routes.deps import Caller, ServerState, State, checked_name
+from danlu.server.routes.deps import Caller, ServerState, State, checked_name, single_valued
 from danlu.server.routes.estimation import resolve_memory
 from danlu.server.routes.schemas import (
     TERMINAL,
@@ -38,7 +38,7 @@ from danlu.server.run_as import check_account
 from danlu.server.services import events, jobs, metrics, users
 from danlu.server.services.cluster import load_cluster
 
-router = APIRouter(prefix="/jobs", tags=["jobs"])
+router = APIRouter(prefix="/jobs", tags=["jobs"], dependencies=[Depends(single_valued)])
 LOG_CHUNK = 1 << 20
 METRICS_CURSOR_HEADER = "X-Danlu-Metrics-Cursor"
 """The header of ``GET /jobs/{id}/metrics``: the ``after_id`` for the records after these."""

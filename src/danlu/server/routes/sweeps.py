@@ -4,19 +4,19 @@ from __future__ import annotations
 
 from typing import Annotated, Any
 
-from fastapi import APIRouter, Body, Query
+from fastapi import APIRouter, Body, Depends, Query
 
 from danlu.core.sweep import SWEEP_LIMITS, parse_sweep
 from danlu.core.values import check_values
 from danlu.server.db import Sweep
-from danlu.server.routes.deps import Caller, State, checked_name
+from danlu.server.routes.deps import Caller, State, checked_name, single_valued
 from danlu.server.routes.estimation import resolve_memory
 from danlu.server.routes.schemas import SweepOut
 from danlu.server.run_as import check_account
 from danlu.server.services import jobs, sweeps
 from danlu.server.services.cluster import load_cluster
 
-router = APIRouter(prefix="/sweeps", tags=["sweeps"])
+router = APIRouter(prefix="/sweeps", tags=["sweeps"], dependencies=[Depends(single_valued)])
 
 
 def sweep_out(sweep: Sweep, trials: list[sweeps.TrialResult] | None = None) -> dict[str, Any]:

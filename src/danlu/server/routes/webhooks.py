@@ -5,14 +5,14 @@ from __future__ import annotations
 
 from typing import Annotated, Any
 
-from fastapi import APIRouter, Query, Response
+from fastapi import APIRouter, Depends, Query, Response
 
 from danlu.server.db import Webhook, WebhookDelivery
-from danlu.server.routes.deps import Caller, State, checked_name, require_admin
+from danlu.server.routes.deps import Caller, State, checked_name, require_admin, single_valued
 from danlu.server.routes.schemas import DeliveryOut, WebhookIn, WebhookOut
 from danlu.server.services import webhooks
 
-router = APIRouter(prefix="/webhooks", tags=["webhooks"])
+router = APIRouter(prefix="/webhooks", tags=["webhooks"], dependencies=[Depends(single_valued)])
 
 
 def webhook_out(hook: Webhook, counts: webhooks.Counts | None = None) -> dict[str, Any]:

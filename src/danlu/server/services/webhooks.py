@@ -26,8 +26,8 @@ from typing import Any
 from urllib.parse import urlsplit
 
 import httpx
-from sqlalchemy import ColumnElement, delete, func, insert, or_, select
-from sqlalchemy.orm import Session
+from sqlalchemy import ColumnElement, delete, exists, func, insert, or_, select
+from sqlalchemy.orm import Session, aliased
 
 from danlu.core.errors import SpecError
 from danlu.core.state import JobState
@@ -379,14 +379,24 @@ def enqueue(session: Session, events: Sequence[Mapping[str, Any]]) -> int:
 
 
 def _claimable(now: float) -> list[ColumnElement[bool]]:
-    """A delivery the sender may post at ``now``: due (not done, its attempt time reached)
-    and its webhook's first due one (the lowest id), so that one post at a time goes to a
-    webhook, whichever sender makes it: while it is locked (posted), no other delivery of
-    its webhook is claimable. An endpoint that never answers holds one sender thread, and
-    delays its own deliveries only."""
-    due = [WebhookDelivery.done_at.is_(None), WebhookDelivery.next_attempt_at <= now]
-    first = select(func.min(WebhookDelivery.id)).where(*due).group_by(WebhookDelivery.webhook_seq)
-    return [*due, WebhookDelivery.id.in_(first.scalar_subquery())]
+    """A delivery the sender may post at ``now``: due (not done, its attempt time reached),
+    none of its job's earlier deliveries to its webhook still undone (one waiting for its
+    next attempt holds back the later ones of its job, which would otherwise tell the
+    endpoint of a job's later state before its earlier one), and its webhook's first such
+    one (the lowest id), so that one post at a time goes to a webhook, whichever sender
+    makes it: while it is locked (posted), no other delivery of its webhook is claimable.
+    An endpoint that never answers holds one sender thread, and delays its own deliveries
+    only."""
+    earlier = aliased(WebhookDelivery)
+    behind = exists().where(
+        earlier.webhook_seq == WebhookDelivery.webhook_seq,
+        earlier.job_id == WebhookDelivery.job_id,  # a ping (no job) waits for none
+        earlier.id < WebhookDelivery.id,
+        earlier.done_at.is_(None),
+    )
+    ready = [WebhookDelivery.done_at.is_(None), WebhookDelivery.next_attempt_at <= now, ~behind]
+    first = select(func.min(WebhookDelivery.id)).where(*ready).group_by(WebhookDelivery.webhook_seq)
+    return [*ready, WebhookDelivery.id.in_(first.scalar_subquery())]
 
 
 def any_due(session: Session, now: float) -> bool:
