@@ -106,6 +106,8 @@ def test_a_query_parameter_given_twice_where_one_is_read_is_refused(tmp_path: Pa
             ("/jobs", [("limit", "1"), ("limit", "5")]),
             ("/sweeps", [("limit", "1"), ("limit", "5")]),
             ("/webhooks/wh-1/deliveries", [("limit", "1"), ("limit", "5")]),
+            ("/events", [("user", "admin"), ("user", "nobody")]),
+            ("/usage", [("since", "0"), ("since", "5")]),
         ):
             response = admin.get(path, params=params)
             assert response.status_code == 422, (path, response.text)
@@ -135,6 +137,10 @@ def test_a_user_listing_another_users_jobs_is_refused(tmp_path: Path) -> None:
             assert "may list only their own jobs" in refused.json()["error"]["message"]
             assert carol.get("/jobs", params={"user": "carol"}).json() == []
             assert carol.get("/jobs").json() == []
+            refused = carol.get("/events", params={"user": "bob"})  # an empty feed before
+            assert refused.status_code == 403, refused.text
+            assert "may list only their own jobs' events" in refused.json()["error"]["message"]
+            assert carol.get("/events", params={"user": "carol"}).json() == []
         with live.client() as admin:  # an admin lists anyone's
             assert [j["name"] for j in admin.get("/jobs", params={"user": "bob"}).json()] == [
                 "bobs"

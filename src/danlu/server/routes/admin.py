@@ -6,7 +6,7 @@ import time
 from collections.abc import Callable
 from typing import Annotated, Any
 
-from fastapi import APIRouter, Query
+from fastapi import APIRouter, Depends, Query
 from sqlalchemy.orm import Session
 
 from danlu.core.errors import SpecError
@@ -17,6 +17,7 @@ from danlu.server.routes.deps import (
     State,
     checked_name,
     require_admin,
+    single_valued,
     version,
 )
 from danlu.server.routes.schemas import (
@@ -43,7 +44,7 @@ from danlu.server.routes.schemas import (
 )
 from danlu.server.services import cluster, members, nodes, projects, usage, users
 
-router = APIRouter()
+router = APIRouter(dependencies=[Depends(single_valued)])
 
 USAGE_DAYS = 7.0
 """The period ``/usage`` reports without ``since``: the last week."""

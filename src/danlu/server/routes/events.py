@@ -4,14 +4,14 @@ from __future__ import annotations
 
 from typing import Annotated, Any
 
-from fastapi import APIRouter, Query
+from fastapi import APIRouter, Depends, Query
 
 from danlu.core.values import MAX_INT
-from danlu.server.routes.deps import Caller, State
+from danlu.server.routes.deps import Caller, State, single_valued
 from danlu.server.routes.schemas import FeedEventOut, feed_event_out
 from danlu.server.services import events
 
-router = APIRouter(tags=["events"])
+router = APIRouter(tags=["events"], dependencies=[Depends(single_valued)])
 
 
 @router.get("/events", response_model=list[FeedEventOut], summary="Job events, all jobs")

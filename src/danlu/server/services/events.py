@@ -12,6 +12,7 @@ from sqlalchemy.orm import Session
 from danlu.core.errors import InvalidTransitionError, SpecError
 from danlu.core.state import JobState, check_transition
 from danlu.server.db.models import Job, JobEvent, Project, User
+from danlu.server.services import users
 from danlu.server.services.common import state_values
 from danlu.server.services.settled import settled_only
 
@@ -69,7 +70,9 @@ def feed(
     ``project`` and ``user``, that led to one of ``states``; at most ``limit``: the oldest
     such (follow a stream with the last id seen as ``after_id``: only settled events are
     returned, :func:`~danlu.server.services.settled.settled_id`, so none turns up later
-    below it), or with ``tail`` the newest, in order too."""
+    below it), or with ``tail`` the newest, in order too. A non-admin naming another
+    ``user`` is refused (it read as that user having no events)."""
+    users.check_own_listing(viewer, user, "jobs' events")
     if not 1 <= limit <= MAX_EVENTS:
         raise SpecError("limit", f"must be between 1 and {MAX_EVENTS}")
     query = (

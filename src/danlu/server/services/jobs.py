@@ -22,13 +22,13 @@ from danlu.core.state import JobState, check_transition, restart_backoff
 from danlu.core.sweep import MEMBERSHIP_ENV
 from danlu.core.units import format_bytes, format_duration
 from danlu.server.db.models import Gpu, Job, JobEvent, JobRun, Node, User
-from danlu.server.errors import ConflictError, PermissionDenied
+from danlu.server.errors import ConflictError
 from danlu.server.services import dependencies, pending_reasons, submission, webhooks
 from danlu.server.services.bulk import EventBatch, flush_jobs
 from danlu.server.services.cluster import ABSENT
 from danlu.server.services.common import by_id, lock_row, resolve_now, state_values
 from danlu.server.services.projects import HOLDING
-from danlu.server.services.users import revoke_job_tokens
+from danlu.server.services.users import check_own_listing, revoke_job_tokens
 
 MAX_LIMIT = 1000
 RESTART_BACKOFF_SECONDS = 10.0
@@ -147,11 +147,7 @@ def list_jobs(
     after ``since``, named like ``name`` (``*`` any characters, ``?`` one); a non-admin
     ``viewer`` sees only their own jobs: naming another ``user`` is refused (it read as
     that user having none)."""
-    if viewer is not None and not viewer.is_admin and user is not None and user != viewer.name:
-        raise PermissionDenied(
-            f"user: {viewer.name!r} may list only their own jobs, not {user!r}'s (an admin "
-            "may list anyone's); leave user out or give your own name"
-        )
+    check_own_listing(viewer, user, "jobs")
     if not 1 <= limit <= MAX_LIMIT:
         raise SpecError("limit", f"must be between 1 and {MAX_LIMIT}")
     if offset < 0:

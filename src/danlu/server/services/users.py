@@ -20,7 +20,7 @@ from sqlalchemy.orm import Session
 
 from danlu.core.errors import SpecError
 from danlu.server.db.models import ApiToken, User
-from danlu.server.errors import ConflictError, NotFoundError
+from danlu.server.errors import ConflictError, NotFoundError, PermissionDenied
 from danlu.server.services.common import delete_some, resolve_now
 
 ROLES = ("admin", "user")
@@ -346,3 +346,14 @@ def bootstrap_admin(session: Session, token_path: Path, now: float | None = None
     session.commit()
     _write_secret(token_path, token)
     return token
+
+
+def check_own_listing(viewer: User | None, user: str | None, what: str) -> None:
+    """Refuse (:class:`PermissionDenied`, 403) a non-admin ``viewer`` naming another ``user``
+    in a listing of ``what`` (``jobs``, ``events``): they see only their own, so it read as
+    that user having none."""
+    if viewer is not None and not viewer.is_admin and user is not None and user != viewer.name:
+        raise PermissionDenied(
+            f"user: {viewer.name!r} may list only their own {what}, not {user!r}'s (an admin "
+            "may list anyone's); leave user out or give your own name"
+        )
