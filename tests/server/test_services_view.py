@@ -106,6 +106,32 @@ def test_over_allocation_is_a_placement_error(seeded: Database) -> None:
         record.apply_plan(s, bad, NOW)
 
 
+def test_a_job_being_cancelled_is_not_offered_as_preemptible(seeded: Database) -> None:
+    """A running job whose cancellation was asked is ending: the scheduler preempted it for
+    another (a preemption counted, a "preempted" event, a requeue) before it was stopped."""
+    whole = Allocation((GpuShare(0, 0, 1000, H100),))
+    with seeded.session() as s:
+        alice = users.get_user(s, "alice")
+        ending = jobs.submit(s, spec("ending"), alice, now=NOW).id
+        other = jobs.submit(s, spec("other"), alice, now=NOW).id
+        record.apply_plan(
+            s,
+            Plan(
+                starts=(
+                    Start(ending, whole),
+                    Start(other, Allocation((GpuShare(0, 1, 1000, H100),))),
+                )
+            ),
+            NOW,
+        )
+        jobs.cancel_job(s, ending, now=NOW + 1)
+    with seeded.session() as s:
+        snap = view.build_snapshot(s, NOW + 2)
+        by_id = {status.id: status for status in snap.view.running}
+        assert not by_id[ending].request.preemptible
+        assert by_id[other].request.preemptible
+
+
 def test_start_on_a_checkpointing_gpu_is_deferred(seeded: Database) -> None:
     whole = Allocation((GpuShare(0, 0, 1000, H100),))
     with seeded.session() as s:

@@ -142,8 +142,10 @@ def _status(
     job: Job, project: Project, cluster: Cluster, running: bool, statuses: StatusCache
 ) -> JobStatus:
     spec, request = statuses.request(job, project, cluster)
-    if job.state == JobState.PREEMPTING.value:
-        request = replace(request, preemptible=False)  # already on its way out
+    if job.state == JobState.PREEMPTING.value or job.cancel_requested_at is not None:
+        # already on its way out (preempted, or being cancelled: preempting it would count a
+        # preemption, and a requeue, of a job that is ending)
+        request = replace(request, preemptible=False)
     return JobStatus(
         request=request,
         allocation=to_allocation(job.allocation, cluster) if running else Allocation(),
