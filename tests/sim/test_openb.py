@@ -57,6 +57,9 @@ def test_bad_value_names_file_line_and_column(tmp_path: Path) -> None:
     path = write(tmp_path, "pods2.csv", POD_HEADER + "p0,6000,12288,2,500,,LS,R\n")
     with pytest.raises(DataError, match=r"line 2, column gpu_milli"):
         load_pods(path)
+    path = write(tmp_path, "cpu.csv", POD_HEADER + "p0,6000,12288,0,abc,,LS,R\n")
+    with pytest.raises(DataError, match=r"line 2, column gpu_milli: not a plain integer"):
+        load_pods(path)  # a pod without GPUs: its gpu_milli was not read at all
     path = write(tmp_path, "nodes.csv", "sn,cpu_milli,memory_mib,gpu\nn0,1,1,1\n")
     with pytest.raises(DataError, match=r"nodes\.csv, line 1: missing column\(s\) model"):
         load_nodes(path)

@@ -195,7 +195,8 @@ def load_nodes(path: str | Path) -> list[ShareNode]:
 def load_pods(path: str | Path) -> list[OpenbPod]:
     """Read an openb pod list (``name,cpu_milli,memory_mib,num_gpu,gpu_milli[,gpu_spec]``).
 
-    ``gpu_milli`` is ignored (0) for pods without GPUs; ``gpu_spec`` is ``|``-separated.
+    ``gpu_milli`` is ignored (0) for pods without GPUs, but must still be a whole number
+    (``abc`` there was taken); ``gpu_spec`` is ``|``-separated.
     """
     path = Path(path)
     header, rows = _read_rows(
@@ -212,7 +213,8 @@ def load_pods(path: str | Path) -> list[OpenbPod]:
             raise DataError(f"{path}, line {line}: {len(row)} fields, header has {len(header)}")
         name = _unique_name(path, line, row[col["name"]], lines, "pod")
         num_gpu = _int(path, line, "num_gpu", row[col["num_gpu"]])
-        milli = _int(path, line, "gpu_milli", row[col["gpu_milli"]]) if num_gpu else 0
+        milli = _int(path, line, "gpu_milli", row[col["gpu_milli"]])  # checked: a number
+        milli = milli if num_gpu else 0
         if num_gpu and not 0 < milli <= 1000:
             raise DataError(f"{path}, line {line}, column gpu_milli: {milli} not in 1..1000")
         if num_gpu > 1 and milli != 1000:
