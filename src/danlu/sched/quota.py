@@ -544,7 +544,8 @@ def _over_quota(
     base: Mapping[str, Usage],
 ) -> dict[str, str]:
     """The ids of the ``starts`` and ``resizes`` (taken in that order) whose growth on top of
-    ``base`` and the growths kept before them would pass a quota, each with the reason."""
+    ``base`` and the growths kept before them would pass a quota, each with the reason (what
+    is in use counts those growths; what is asked is the move's own)."""
     grown: dict[str, Usage] = {}
     over: dict[str, str] = {}
     moves: list[Start | Resize] = [*starts, *resizes]
@@ -560,7 +561,8 @@ def _over_quota(
             (
                 r
                 for q in entry.quotas
-                if (r := excess(q, base[q.holder], grown.get(q.holder, Usage()) + more))
+                # in use: what the holder holds with the plan's moves kept before this one
+                if (r := excess(q, base[q.holder] + grown.get(q.holder, Usage()), more))
             ),
             None,
         )
@@ -746,14 +748,18 @@ def _unblocked(
     """The kept ``starts`` and ``resizes`` of ``plan`` without those that would put a job on
     a GPU that is not free once some of the plan's resizes were dropped (those jobs keep
     their GPUs), until none would; and the ids of the pending jobs whose start was dropped.
-    (The whole plan fits the view's GPUs: only a dropped resize can make a move not fit.)"""
+    (The whole plan fits the view's GPUs once its preempted and draining jobs are gone: only
+    a dropped resize can make a move not fit. A move onto a draining job's GPUs waits for
+    its exit; counted as taken, such a start was dropped as blocked.)"""
     cluster = view.cluster
     base_milli, base_memory = view.usage()
     capacity = cluster.arrays.gpu_memory
     holds = {job.id: job.allocation for job in view.running}
+    gone = dict.fromkeys(p.job_id for p in plan.preempts)
+    gone.update(dict.fromkeys(j for j in sorted(view.draining) if j in holds))
     blocked: list[str] = []
     while True:
-        changes = [(holds[p.job_id], -1) for p in plan.preempts]
+        changes = [(holds[job_id], -1) for job_id in gone]
         for resize in resizes:
             changes += [(holds[resize.job_id], -1), (resize.allocation, 1)]
         changes += [(start.allocation, 1) for start in starts]

@@ -7,6 +7,7 @@ to reset between tests).
 
 from __future__ import annotations
 
+import inspect
 import typing
 from collections.abc import Callable
 from dataclasses import fields, is_dataclass
@@ -38,10 +39,16 @@ class PolicyRegistry:
     def register(self, name: str, factory: PolicyFactory) -> None:
         """Make :meth:`create` build a policy named ``name`` with ``factory``. A name that
         is empty or holds whitespace (``--policy`` and ``DANLU_POLICY`` could never name
-        it) or one already registered is a :class:`ConfigError`."""
+        it), one already registered, or a factory that is not callable is a
+        :class:`ConfigError`."""
         if not isinstance(name, str) or not name or name != "".join(name.split()):
             raise ConfigError(
                 f"a policy needs a name without whitespace (what --policy names), got {name!r}"
+            )
+        if not callable(factory):  # else a bare TypeError at the first create
+            raise ConfigError(
+                f"policy {name!r}: the factory must be a callable that builds the policy "
+                f"(a policy class or a function), got {factory!r}"
             )
         if name in self._factories:
             raise ConfigError(f"a policy named {name!r} is already registered")
@@ -66,10 +73,36 @@ class PolicyRegistry:
             hints = typing.get_type_hints(factory)
             for key, value in options.items():
                 check_option_type(name, key, value, hints.get(key))
+        else:
+            accepted = _keywords(factory)
+            unknown = [] if accepted is None else sorted(set(options) - set(accepted))
+            if unknown:
+                listed = ", ".join(accepted or ()) or "none"
+                raise ConfigError(
+                    f"policy {name!r} has no option {unknown[0]!r}; options: {listed}"
+                )
         placement = options.get("placement")
+        if placement is not None and not isinstance(placement, str):
+            raise ConfigError(
+                f"policy {name!r} option 'placement' must be a string, got {placement!r}"
+            )
         if placement is not None and placement not in STRATEGIES:
             raise UnknownNameError("placement", str(placement), list(STRATEGIES))
         return factory(**options)
+
+
+def _keywords(factory: PolicyFactory) -> list[str] | None:
+    """The option keywords a factory that is no dataclass (a function, a class of one's
+    own) accepts, sorted; None when it takes any (``**options``: it checks them itself) or
+    its signature cannot be read. Without this, an option it lacks was a bare TypeError."""
+    try:
+        params = inspect.signature(factory).parameters.values()
+    except (TypeError, ValueError):  # a callable without a readable signature
+        return None
+    if any(p.kind is inspect.Parameter.VAR_KEYWORD for p in params):
+        return None
+    keyword = (inspect.Parameter.POSITIONAL_OR_KEYWORD, inspect.Parameter.KEYWORD_ONLY)
+    return sorted(p.name for p in params if p.kind in keyword)
 
 
 def default_registry() -> PolicyRegistry:

@@ -14,6 +14,7 @@ import numpy as np
 import numpy.typing as npt
 
 from danlu.core.cluster import MILLI_PER_GPU, Allocation, Cluster
+from danlu.core.errors import ConfigError
 from danlu.sched.project_usage import DEFAULT_SHARE, ProjectShare
 
 IntArray = npt.NDArray[np.int64]
@@ -187,9 +188,22 @@ class ClusterView:
     """:meth:`open_gpus`, built once: a round builds several free maps from one view."""
 
     def __post_init__(self) -> None:
+        for name in ("used_milli", "used_memory"):
+            given = getattr(self, name)
+            if given is not None and getattr(given, "shape", None) != (self.cluster.total_gpus,):
+                # NumPy broadcast a length-1 array over every GPU (each then read as that
+                # usage) and met any other length with a bare ValueError in a placement
+                raise ConfigError(
+                    f"ClusterView.{name}: one entry per GPU of the cluster is needed "
+                    f"({self.cluster.total_gpus}, in the flat numbering of "
+                    f"Cluster.gpu_offset), got shape {getattr(given, 'shape', type(given))}; "
+                    "leave it out to derive it from the running jobs' allocations"
+                )
         if self.closed_nodes or self.closed_gpus:
             closed = self.closed_nodes
             arrays = self.cluster.arrays
+            _check_indices("closed_nodes", closed, int(arrays.sizes.size), "node")
+            _check_indices("closed_gpus", self.closed_gpus, self.cluster.total_gpus, "GPU")
             shut = np.zeros(arrays.sizes.size, dtype=bool)
             shut[sorted(closed)] = True
             opened = ~shut[arrays.gpu_node]
@@ -230,6 +244,19 @@ class ClusterView:
         """Per-GPU used milli-GPU and used memory (read-only arrays)."""
         assert self.used_milli is not None and self.used_memory is not None
         return self.used_milli, self.used_memory
+
+
+def _check_indices(name: str, indices: Iterable[object], count: int, what: str) -> None:
+    """Refuse an index of ``indices`` that is no whole number in ``0..count-1``: NumPy read
+    a negative one from the end (``closed_nodes={-1}`` closed the last node) and one past the
+    end raised a bare IndexError."""
+    for index in indices:
+        whole = isinstance(index, int | np.integer) and not isinstance(index, bool)
+        if not whole or not 0 <= index < count:  # type: ignore[operator]
+            raise ConfigError(
+                f"ClusterView.{name}: {index!r} is not a {what} index of this cluster; "
+                f"give {what}s by their index, 0 to {count - 1}"
+            )
 
 
 def usage_from_allocations(

@@ -50,6 +50,7 @@ from danlu.sched.placement.gang import FreeMap
 from danlu.sched.placement.packing_memo import PackingMemo
 from danlu.sched.policies.base import asks_no_gpu, why_not
 from danlu.sched.policies.options import INF, OptionRange, check_options
+from danlu.sched.policies.reservation import Shape, shape_of
 from danlu.sched.share_size import least_share_milli
 from danlu.sched.view import ClusterView, JobStatus, Plan, Preempt, Start
 
@@ -178,8 +179,10 @@ class FairSharePolicy:
         started: set[str],
     ) -> tuple[Start, tuple[Preempt, ...]] | None:
         """Preempt over-share jobs for the waiting job of the project furthest below its
-        share that can be made room for; None when none can. Victims are released youngest
-        first until the job fits; of those, only the ones whose GPUs it gets are preempted."""
+        share that can be made room for (with backfill, a project's first such job in its
+        own order; without, its first job or none); None when none can. Victims are
+        released youngest first until the job fits; of those, only the ones whose GPUs it
+        gets are preempted."""
         now = view.time
         waiting_jobs = sorted(
             (j for j in view.pending if j.id not in started),
@@ -203,35 +206,57 @@ class FairSharePolicy:
             ),
             key=lambda j: (j.run_time_at(now), -j.request.seq),
         )
-        firsts: dict[str, JobStatus] = {}
+        lines: dict[str, list[JobStatus]] = {}
         for job in waiting_jobs:
-            firsts.setdefault(job.request.project, job)
-        for project in sorted(firsts, key=lambda p: held.get(p, 0) / max(share[p], 1.0)):
-            job = firsts[project]
-            if held.get(project, 0) + asks[job.id] > share[project]:
-                continue  # starting it would take the project past its share
-            room = (drain.soon or drain.now).copy()
-            chosen: list[JobStatus] = []
-            left = dict(held)
-            for victim in victims:
-                owner = victim.request.project
-                if owner == project or left.get(owner, 0) - victim.demand_milli < share[owner]:
+            lines.setdefault(job.request.project, []).append(job)
+        for project in sorted(lines, key=lambda p: held.get(p, 0) / max(share[p], 1.0)):
+            # with backfill a project's later jobs may pass one that cannot be made room
+            # for (one past its share, or of a GPU type no victim frees); without it, its
+            # first job holds its line as it holds the queue
+            tried: set[Shape] = set()  # what the placement reads of the requests refused
+            for job in lines[project] if self.backfill else lines[project][:1]:
+                if held.get(project, 0) + asks[job.id] > share[project]:
+                    continue  # starting it would take the project past its share
+                shape = shape_of(job.request)  # the same victims, the same placement
+                if shape in tried:
                     continue
-                room.release(victim.allocation)
-                left[owner] -= victim.demand_milli
-                chosen.append(victim)
-                alloc = room.place(job.request) if room.could_fit_now(job.request) else None
-                if alloc is not None:
-                    reason = f"fair share: GPUs reclaimed for project {project} (job {job.id})"
-                    # Released while looking for room is not needed: only the victims on
-                    # the GPUs the job got are preempted, the others keep running.
-                    gpus = {(share.node, share.gpu) for share in alloc.shares}
-                    needed = [
-                        v
-                        for v in chosen
-                        if any((share.node, share.gpu) in gpus for share in v.allocation.shares)
-                    ]
-                    return Start(job.id, alloc), tuple(Preempt(v.id, reason) for v in needed)
+                taken = self._make_room(job, project, victims, drain, held, share)
+                if taken is not None:
+                    return taken
+                tried.add(shape)
+        return None
+
+    @staticmethod
+    def _make_room(
+        job: JobStatus,
+        project: str,
+        victims: list[JobStatus],
+        drain: DrainingFree,
+        held: Mapping[str, int],
+        share: Mapping[str, float],
+    ) -> tuple[Start, tuple[Preempt, ...]] | None:
+        """Release ``victims`` in order (each keeping its project at or above its share)
+        until ``job`` fits; its start and the preemptions of those on its GPUs, or None."""
+        room = (drain.soon or drain.now).copy()
+        chosen: list[JobStatus] = []
+        left = dict(held)
+        for victim in victims:
+            owner = victim.request.project
+            if owner == project or left.get(owner, 0) - victim.demand_milli < share[owner]:
+                continue
+            room.release(victim.allocation)
+            left[owner] -= victim.demand_milli
+            chosen.append(victim)
+            alloc = room.place(job.request) if room.could_fit_now(job.request) else None
+            if alloc is not None:
+                reason = f"fair share: GPUs reclaimed for project {project} (job {job.id})"
+                # Released while looking for room is not needed: only the victims on the
+                # GPUs the job got are preempted, the others keep running.
+                gpus = {(s.node, s.gpu) for s in alloc.shares}
+                needed = [
+                    v for v in chosen if any((s.node, s.gpu) in gpus for s in v.allocation.shares)
+                ]
+                return Start(job.id, alloc), tuple(Preempt(v.id, reason) for v in needed)
         return None
 
 
