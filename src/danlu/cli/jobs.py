@@ -389,6 +389,10 @@ def ls(
     if all_ and source is not None and source.name not in ("DEFAULT", "DEFAULT_MAP"):
         # --all lists every job: a --limit beside it was dropped without a word
         raise fail("--limit: --all lists every job; give one of --all and --limit, not both")
+    for flag, value in (("--project", project), ("--user", user), ("--name", name)):
+        if value is not None and not value.strip():
+            # an unset shell variable (--project "$P") matched no job: "no jobs", no word
+            raise fail(f"{flag}: empty; give a {flag[2:]} or leave {flag} out to list every one")
     try:
         states = _states(list(state or []))
         start = None if since is None else parse_since(since, time.time(), "--since")
