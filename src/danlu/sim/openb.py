@@ -116,16 +116,22 @@ _PLAIN_INTEGER = re.compile(r"[+-]?[0-9]+")
 """A cell :func:`_int` reads: ASCII digits, with an optional sign."""
 
 
-def _int(path: Path, line: int, column: str, text: str) -> int:
-    """The cell as an integer from 0 to the column's bound (:data:`_LIMITS`), or a
-    :class:`DataError` naming the file, line and column. Only ASCII digits (with a sign)
-    are an integer: Python's ``int`` also read ``1_000`` and other scripts' digits
-    (``\u0661``, Arabic-Indic one) as numbers."""
+def _check_plain_integer(path: Path, line: int, column: str, text: str) -> None:
+    """A :class:`DataError` naming the file, line and column unless ``text`` is
+    :data:`_PLAIN_INTEGER` (its value is not bounded here)."""
     if _PLAIN_INTEGER.fullmatch(text.strip()) is None:
         raise DataError(
             f"{path}, line {line}, column {column}: not a plain integer: {text!r}; write it "
             "with the digits 0-9 only (no '_', no other scripts' digits, no fraction)"
         )
+
+
+def _int(path: Path, line: int, column: str, text: str) -> int:
+    """The cell as an integer from 0 to the column's bound (:data:`_LIMITS`), or a
+    :class:`DataError` naming the file, line and column. Only ASCII digits (with a sign)
+    are an integer: Python's ``int`` also read ``1_000`` and other scripts' digits
+    (``\u0661``, Arabic-Indic one) as numbers."""
+    _check_plain_integer(path, line, column, text)
     value = int(text.strip())
     if value < 0:
         raise DataError(f"{path}, line {line}, column {column}: negative value {value}")
@@ -195,8 +201,8 @@ def load_nodes(path: str | Path) -> list[ShareNode]:
 def load_pods(path: str | Path) -> list[OpenbPod]:
     """Read an openb pod list (``name,cpu_milli,memory_mib,num_gpu,gpu_milli[,gpu_spec]``).
 
-    ``gpu_milli`` is ignored (0) for pods without GPUs, but must still be a whole number
-    (``abc`` there was taken); ``gpu_spec`` is ``|``-separated.
+    ``gpu_milli`` is ignored (0) for pods without GPUs, of any size, but must still be a
+    plain integer (``abc`` there was taken); ``gpu_spec`` is ``|``-separated.
     """
     path = Path(path)
     header, rows = _read_rows(
@@ -213,8 +219,11 @@ def load_pods(path: str | Path) -> list[OpenbPod]:
             raise DataError(f"{path}, line {line}: {len(row)} fields, header has {len(header)}")
         name = _unique_name(path, line, row[col["name"]], lines, "pod")
         num_gpu = _int(path, line, "num_gpu", row[col["num_gpu"]])
-        milli = _int(path, line, "gpu_milli", row[col["gpu_milli"]])  # checked: a number
-        milli = milli if num_gpu else 0
+        if num_gpu:
+            milli = _int(path, line, "gpu_milli", row[col["gpu_milli"]])
+        else:  # not used, so not bounded; but a number all the same (abc was taken)
+            _check_plain_integer(path, line, "gpu_milli", row[col["gpu_milli"]])
+            milli = 0
         if num_gpu and not 0 < milli <= 1000:
             raise DataError(f"{path}, line {line}, column gpu_milli: {milli} not in 1..1000")
         if num_gpu > 1 and milli != 1000:
