@@ -80,5 +80,6 @@ def test_an_id_that_is_not_text_is_refused_before_sending(ident: Any) -> None:
     c = Client("http://danlu.test", "tok", transport=httpx.MockTransport(handler))
     with c, pytest.raises(SpecError) as caught:
         c.get_job(ident)
-    assert caught.value.field == "id" and "give it as text" in str(caught.value)
+    # the argument's name: every path segment was named "id" (a user's, a node's too)
+    assert caught.value.field == "job" and "give it as text" in str(caught.value)
     assert seen == []

@@ -16,6 +16,7 @@ import pytest
 
 from danlu.client.errors import (
     ApiError,
+    GatewayError,
     InvalidRequestError,
     NotFoundError,
     UnschedulableRequestError,
@@ -23,6 +24,7 @@ from danlu.client.errors import (
 )
 from danlu.core.errors import DanluError, SpecError, UnknownNameError
 from danlu.core.metric_record import RecordError
+from danlu.core.paging import StalledListError
 from danlu.executors.errors import NodeLaunchError
 
 SRC = Path(__file__).resolve().parents[2] / "src" / "danlu"
@@ -42,6 +44,8 @@ def _samples() -> dict[str, DanluError]:
         "core/metric_record.py:RecordError": RecordError("step", "must be whole", "whole"),
         "client/errors.py:ApiError": ApiError(302, "redirect", None, "moved", "GET", "/x"),
         "client/errors.py:WaitTimeout": WaitTimeout(["j1"], [{"id": "j0"}], 2.5),
+        "client/errors.py:GatewayError": GatewayError(504, "http", None, "timeout", "POST", "/j"),
+        "core/paging.py:StalledListError": StalledListError(7, 4),
         "executors/errors.py:NodeLaunchError": NodeLaunchError("no GPU", nodes=("n1",)),
         "server/errors.py:NotFoundError": server_errors.NotFoundError("job", "abc", "id", "?"),
         "server/errors.py:AdmissionError": server_errors.AdmissionError("gpus", "too many"),

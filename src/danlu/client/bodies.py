@@ -26,13 +26,20 @@ def spec_body(spec: JobSpec | Mapping[str, Any]) -> dict[str, Any]:
     return dict(spec)
 
 
-def seg(value: str) -> str:
-    """One URL path segment: ``/``, ``..`` and the like cannot change the route; an id or
-    name that is not text (None, a number: a bare TypeError) is a :class:`SpecError`."""
+def seg(value: str, field: str) -> str:
+    """``value``, the argument ``field`` of a client method (``job``, ``user``, ``node``),
+    as one URL path segment: ``/``, ``..`` and the like cannot change the route; an id or
+    name that is not text (None, a number: a bare TypeError) or that is empty, ``.``,
+    ``..`` or holds a ``/`` is a :class:`SpecError` naming ``field`` (every one was named
+    ``id``, a user's or node's name too)."""
     if not isinstance(value, str):
-        raise SpecError("id", f"{quoted(value)} is not a valid id or name: give it as text")
+        raise SpecError(field, f"{quoted(value)} is not a valid id or name: give it as text")
     if value in ("", ".", "..") or "/" in value:
-        raise SpecError("id", f"{quoted(value)} is not a valid id or name")
+        raise SpecError(
+            field,
+            f"{quoted(value)} is not a valid id or name: it cannot be empty, "
+            "'.' or '..', nor hold a '/'",
+        )
     return quote(value, safe="")
 
 
@@ -50,7 +57,13 @@ def retry_after(response: httpx.Response) -> float:
 
 def check_token(token: str) -> None:
     """An API token goes in an HTTP header: printable ASCII without whitespace, else a
-    :class:`ConfigError` naming where it came from (never echoing the secret)."""
+    :class:`ConfigError` naming where it came from (never echoing the secret); a token that
+    is not text (a number, bytes: a bare TypeError) is refused so too, by its type."""
+    if not isinstance(token, str):
+        raise ConfigError(
+            f"the API token must be text, not {type(token).__name__}: check --token, "
+            "DANLU_TOKEN or the danlu home's admin.token"
+        )
     for index, char in enumerate(token):
         if not "!" <= char <= "~":
             raise ConfigError(
@@ -109,11 +122,25 @@ def clean(params: Mapping[str, Any]) -> dict[str, Any]:
     return {k: v for k, v in params.items() if v is not None and v != []}
 
 
-def listed(value: str | Sequence[str] | None) -> list[str]:
-    """The names ``value`` gives where a list of them is asked for (states, members, job
-    ids): one string is one name (a bare string was read character by character: the states
-    ``R``, ``U``, ``N``...), None none."""
-    return [value] if isinstance(value, str) else list(value or [])
+def listed(value: str | Sequence[str] | None, field: str) -> list[str]:
+    """The names ``value``, the argument ``field``, gives where a list of them is asked for
+    (states, members, job ids): one string is one name (a bare string was read character by
+    character: the states ``R``, ``U``, ``N``...), None none. Anything else but a list of
+    strings is a :class:`SpecError` naming ``field`` (``wait(12345)`` was a bare
+    TypeError) or ``field.N`` for an entry that is not text."""
+    if value is None:
+        return []
+    if isinstance(value, str):
+        return [value]
+    if isinstance(value, Mapping | bytes | bytearray) or not isinstance(value, Iterable):
+        raise SpecError(
+            field, f"must be a name or a list of names (got {type(value).__name__} {quoted(value)})"
+        )
+    names = list(value)
+    for index, name in enumerate(names):
+        if not isinstance(name, str):
+            raise SpecError(f"{field}.{index}", f"{quoted(name)} is not a name: give it as text")
+    return names
 
 
 def metric_records(metrics: Any, method: str, path: str) -> list[dict[str, Any]]:

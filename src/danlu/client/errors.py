@@ -14,6 +14,9 @@
     │   │                          cannot send as JSON (NaN, infinity), not sent
     │   ├── UnschedulableRequestError  422 that can never fit (also an UnschedulableError)
     │   └── ServerError            5xx, or an answer that is not JSON
+    │       └── GatewayError       502 / 503 / 504 from a proxy in front of the server, not
+    │                              the server's own: a request that changes something may
+    │                              or may not have been carried out
     ├── ServerUnavailable          no answer at all
     │   └── ServerTimeout          the request was sent but not answered in time (it may
     │                              have been carried out)
@@ -88,6 +91,41 @@ class ServerError(ApiError):
     """5xx: the server failed; its message is kept."""
 
 
+class GatewayError(ServerError):
+    """A 502, 503 or 504 that a reverse proxy in front of the danlu server answered for it
+    (:func:`from_proxy`: the body is not danlu's). ``message`` is the proxy's text as it
+    came; ``str()`` says what it means: for a request that changes something (a ``POST``,
+    ``PUT``, ``PATCH`` or ``DELETE``) the server may have carried it out before the proxy
+    lost its answer (a 504), or never got it (a 502 or 503): check before sending it again.
+    A :class:`ServerError`, as it was, for every ``except ServerError``."""
+
+    def __init__(
+        self,
+        status: int,
+        type: str,
+        field: str | None,
+        message: str,
+        method: str = "",
+        path: str = "",
+    ) -> None:
+        super().__init__(status, type, field, message, method, path)
+        request = f"{method} {path}".strip() or "the request"
+        said = f"a proxy in front of the danlu server answered {status} ({message})"
+        if method.upper() in _READS:
+            text = f"{request}: {said}; the server cannot be reached through it now: try again"
+        else:
+            text = (
+                f"{request}: {said}; the request may or may not have been carried out (the "
+                "server may have done it before the proxy lost its answer): check before "
+                "sending it again (`danlu ls`, `danlu sweep ls`, `danlu show ID`)"
+            )
+        Exception.__init__(self, text)
+
+
+_READS = frozenset({"GET", "HEAD", "OPTIONS"})
+"""The methods of requests that change nothing."""
+
+
 class ServerUnavailable(DanluError):
     """No answer from the server (connection refused, timeout, broken stream)."""
 
@@ -108,7 +146,7 @@ def no_answer(
     else, for a request that changes something, a connection the server closed or lost
     after the request was sent (it may have carried it out: the same advice), else a server
     that cannot be reached."""
-    changes = method not in ("GET", "HEAD", "OPTIONS")
+    changes = method not in _READS
     if changes and isinstance(exc, httpx.RemoteProtocolError | httpx.ReadError):
         return ServerUnavailable(
             f"the danlu server at {url} closed the connection before answering {method} "
@@ -235,6 +273,8 @@ def error_from_response(response: httpx.Response) -> ApiError:
         return ApiError(status, "redirect", None, redirected(response), method, path)
     if status == 422 and kind in _UNSCHEDULABLE_TYPES:
         cls: type[ApiError] = UnschedulableRequestError
+    elif status in GATEWAY_STATUSES and kind == "http":  # from_proxy: not danlu's answer
+        cls = GatewayError
     elif status >= 500:
         cls = ServerError
     else:

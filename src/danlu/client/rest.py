@@ -47,7 +47,7 @@ from danlu.client.replies import header_count, malformed, records, shaped
 from danlu.client.waits import FINISHED_STATES as FINISHED_STATES
 from danlu.client.waits import asked_job, check_limits, check_seconds, wait_for
 from danlu.core.errors import ConfigError, SpecError
-from danlu.core.paging import read_pages
+from danlu.core.paging import StalledListError, read_pages
 from danlu.core.spec import JobSpec
 
 LOG_OFFSET_HEADER = "X-Danlu-Log-Offset"
@@ -56,6 +56,11 @@ RECONNECT_FOR = 60.0
 (a control-plane restart) before it gives up: :attr:`Client.reconnect_for`'s default."""
 RECONNECT_PAUSE = 1.0
 """The pause (seconds) between a follower's tries to reach a server it has lost."""
+MIN_RECONNECT_DELAY = 0.1
+"""The shortest pause (seconds) before a log follow whose stream brought nothing is opened
+again: a smaller ``reconnect_delay`` (0 too) is taken as this one, as ``danlu wait --poll``
+takes nothing below 0.1 s. A server or proxy that ends each stream at once made a delay of 0
+a loop of requests as fast as it answered."""
 METRICS_CURSOR_HEADER = "X-Danlu-Metrics-Cursor"
 MAX_PAGE = 1000
 
@@ -224,11 +229,11 @@ class Client:
     def update_user(self, name: str, **fields: Any) -> dict[str, Any]:
         """``PUT /users/{name}`` (admin) with the fields to change: ``os_user`` (the OS
         account its jobs run as; None: the one named like it), ``quota_gpus`` (None: none)."""
-        return self._object("PUT", f"/users/{seg(name)}", json=fields)
+        return self._object("PUT", f"/users/{seg(name, 'name')}", json=fields)
 
     def create_token(self, user: str, name: str = "") -> str:
         """``POST /users/{name}/tokens``: a new API token for ``user`` (shown once)."""
-        path = f"/users/{seg(user)}/tokens"
+        path = f"/users/{seg(user, 'user')}/tokens"
         return str(self._field("POST", path, "token", str, json={"name": name}))
 
     def users(self) -> list[dict[str, Any]]:
@@ -237,14 +242,16 @@ class Client:
 
     def tokens(self, user: str) -> list[dict[str, Any]]:
         """``GET /users/{name}/tokens``: ``user``'s live tokens, without their secrets."""
-        return self._records("GET", f"/users/{seg(user)}/tokens")
+        return self._records("GET", f"/users/{seg(user, 'user')}/tokens")
 
     def revoke_tokens(self, user: str, prefix: str | None = None) -> int:
         """``DELETE /users/{name}/tokens[/{prefix}]``: revoke ``user``'s live tokens, or the
         one whose public prefix is ``prefix``; how many were revoked."""
         if prefix is not None and not prefix:
             raise SpecError("prefix", "the token prefix is empty; give a prefix of a token")
-        path = f"/users/{seg(user)}/tokens" + (f"/{seg(prefix)}" if prefix is not None else "")
+        path = f"/users/{seg(user, 'user')}/tokens" + (
+            f"/{seg(prefix, 'prefix')}" if prefix is not None else ""
+        )
         return int(self._field("DELETE", path, "revoked", int))
 
     # -- jobs -------------------------------------------------------------------------------
@@ -268,7 +275,7 @@ class Client:
         submitted then or later; ``name``: a pattern (``train-*``)."""
         params = clean(
             {
-                "state": listed(state),
+                "state": listed(state, "state"),
                 "project": project,
                 "user": user,
                 "limit": limit,
@@ -292,7 +299,9 @@ class Client:
         """Every matching job, newest first, each once, fetched ``page`` at a time: every job
         that matches from the first page to the last is yielded, also when jobs leave the
         ``state`` filter or are submitted meanwhile (``GET /jobs`` pages by offset only, so
-        each page overlaps the one before: :func:`~danlu.core.paging.read_pages`)."""
+        each page overlaps the one before: :func:`~danlu.core.paging.read_pages`). A server
+        that ignores ``offset`` (each page the first again: the reading never ended) is a
+        :class:`ServerError` saying so, once the jobs of its first page are yielded."""
 
         def fetch(offset: int, limit: int) -> list[JobDict]:
             return self.list_jobs(
@@ -305,11 +314,25 @@ class Client:
                 name=name,
             )
 
-        return read_pages(fetch, lambda job: str(job.get("id")), page, MAX_PAGE)
+        try:
+            yield from read_pages(fetch, lambda job: str(job.get("id")), page, MAX_PAGE)
+        except StalledListError as exc:
+            path = API_PREFIX + "/jobs"
+            raise ServerError(
+                200,
+                "http",
+                None,
+                f"GET {path}: the server answered the same {exc.limit} jobs at offset "
+                f"{exc.offset} as at offset 0: it (or a proxy in front of it) ignores "
+                "'offset', so the jobs past its first page cannot be listed; check that the "
+                "URL names a danlu server of this version",
+                "GET",
+                path,
+            ) from None
 
     def get_job(self, job: str) -> JobDict:
         """``GET /jobs/{id}`` (an id or a unique prefix)."""
-        return self._object("GET", f"/jobs/{seg(job)}")
+        return self._object("GET", f"/jobs/{seg(job, 'job')}")
 
     def update_job(
         self, job: str, *, priority: int | None = None, held: bool | None = None
@@ -317,7 +340,7 @@ class Client:
         """``PATCH /jobs/{id}``: change an unfinished job's priority, hold a job or
         release it; returns the Job."""
         body = clean({"priority": priority, "held": held})
-        return self._object("PATCH", f"/jobs/{seg(job)}", json=body)
+        return self._object("PATCH", f"/jobs/{seg(job, 'job')}", json=body)
 
     def wait(
         self,
@@ -350,7 +373,7 @@ class Client:
 
         return wait_for(
             self,
-            listed(jobs),
+            listed(jobs, "jobs"),
             finished,
             timeout=timeout,
             poll=poll,
@@ -361,11 +384,11 @@ class Client:
 
     def cancel(self, job: str) -> JobDict:
         """``POST /jobs/{id}/cancel``: returns the Job."""
-        return self._object("POST", f"/jobs/{seg(job)}/cancel")
+        return self._object("POST", f"/jobs/{seg(job, 'job')}/cancel")
 
     def rerun(self, job: str) -> JobDict:
         """``POST /jobs/{id}/rerun``: submit a finished job again; returns the new Job."""
-        return self._object("POST", f"/jobs/{seg(job)}/rerun")
+        return self._object("POST", f"/jobs/{seg(job, 'job')}/rerun")
 
     def submit_sweep(self, spec: Mapping[str, Any]) -> JobDict:
         """``POST /sweeps``: submit a sweep spec; returns the Sweep with its first trials."""
@@ -376,16 +399,16 @@ class Client:
     ) -> list[JobDict]:
         """``GET /sweeps``: the caller's sweeps (an admin's: all), newest first; with
         ``states``, only those in one of them."""
-        params = clean({"limit": limit, "state": listed(states)})
+        params = clean({"limit": limit, "state": listed(states, "states")})
         return self._records("GET", "/sweeps", params=params)
 
     def sweep(self, sweep: str) -> JobDict:
         """``GET /sweeps/{id}``: one sweep with its trials and the best one."""
-        return self._object("GET", f"/sweeps/{seg(sweep)}")
+        return self._object("GET", f"/sweeps/{seg(sweep, 'sweep')}")
 
     def cancel_sweep(self, sweep: str) -> JobDict:
         """``POST /sweeps/{id}/cancel``: cancel a sweep and its unfinished trials."""
-        return self._object("POST", f"/sweeps/{seg(sweep)}/cancel")
+        return self._object("POST", f"/sweeps/{seg(sweep, 'sweep')}/cancel")
 
     # -- webhooks (admin) ---------------------------------------------------------------------
 
@@ -399,7 +422,9 @@ class Client:
     ) -> dict[str, Any]:
         """``POST /webhooks``: tell ``url`` of job state changes (``states``; default the
         ends); returns the Webhook with its ``secret`` (shown this once)."""
-        body = clean({"url": url, "states": listed(states), "project": project, "user": user})
+        body = clean(
+            {"url": url, "states": listed(states, "states"), "project": project, "user": user}
+        )
         return self._object("POST", "/webhooks", json=body)
 
     def webhooks(self) -> list[dict[str, Any]]:
@@ -408,23 +433,25 @@ class Client:
 
     def remove_webhook(self, webhook: str) -> None:
         """``DELETE /webhooks/{id}``: remove a webhook and its deliveries."""
-        self.request("DELETE", f"/webhooks/{seg(webhook)}")
+        self.request("DELETE", f"/webhooks/{seg(webhook, 'webhook')}")
 
     def ping_webhook(self, webhook: str) -> dict[str, Any]:
         """``POST /webhooks/{id}/ping``: queue a ping message; returns its Delivery."""
-        return self._object("POST", f"/webhooks/{seg(webhook)}/ping")
+        return self._object("POST", f"/webhooks/{seg(webhook, 'webhook')}/ping")
 
     def webhook_deliveries(self, webhook: str, limit: int | None = None) -> list[dict[str, Any]]:
         """``GET /webhooks/{id}/deliveries``: its messages kept, newest first."""
         params = clean({"limit": limit})
-        return self._records("GET", f"/webhooks/{seg(webhook)}/deliveries", params=params)
+        return self._records(
+            "GET", f"/webhooks/{seg(webhook, 'webhook')}/deliveries", params=params
+        )
 
     def events(
         self, job: str, after_id: int | None = None, limit: int | None = None
     ) -> list[dict[str, Any]]:
         """``GET /jobs/{id}/events``: the job's state changes with their reasons."""
         params = clean({"after_id": after_id, "limit": limit})
-        return self._records("GET", f"/jobs/{seg(job)}/events", params=params)
+        return self._records("GET", f"/jobs/{seg(job, 'job')}/events", params=params)
 
     def feed(
         self,
@@ -446,7 +473,7 @@ class Client:
                 "after_id": after_id,
                 "project": project,
                 "user": user,
-                "state": listed(state),
+                "state": listed(state, "state"),
                 "limit": limit,
                 "tail": "true" if tail else None,
             }
@@ -455,10 +482,10 @@ class Client:
 
     def why(self, job: str) -> dict[str, Any]:
         """``GET /jobs/{id}/why``: ``{"id", "state", "reason"}``."""
-        return self._object("GET", f"/jobs/{seg(job)}/why")
+        return self._object("GET", f"/jobs/{seg(job, 'job')}/why")
 
     def _log_bytes(self, job: str, offset: int) -> tuple[bytes, int]:
-        response = self.request("GET", f"/jobs/{seg(job)}/logs", params={"offset": offset})
+        response = self.request("GET", f"/jobs/{seg(job, 'job')}/logs", params={"offset": offset})
         raw = response.content
         next_offset = header_count(response, LOG_OFFSET_HEADER)
         return raw, offset + len(raw) if next_offset is None else next_offset
@@ -489,7 +516,8 @@ class Client:
         self, job: str, offset: int = 0, *, reconnect_delay: float = 1.0
     ) -> Iterator[str]:
         """:meth:`follow_log_bytes` as text chunks (a character cut between two chunks kept
-        whole; bytes that are not UTF-8 each become U+FFFD)."""
+        whole; bytes that are not UTF-8 each become U+FFFD); ``reconnect_delay`` as there
+        (at least :data:`MIN_RECONNECT_DELAY`)."""
         decoder = codecs.getincrementaldecoder("utf-8")(errors="replace")
         chunks = self.follow_log_bytes(job, offset, reconnect_delay=reconnect_delay)
         yield from _decoded(decoder, chunks, final=True)
@@ -500,7 +528,9 @@ class Client:
         """``GET /jobs/{id}/logs?follow=true``: the job's bytes as they are, until the job
         has finished. When the server ends a stream before that (its follow timeout), the
         follow is opened again from the last byte received (after ``reconnect_delay``
-        seconds when that stream brought nothing); once the job has finished, what the
+        seconds when that stream brought nothing: at least :data:`MIN_RECONNECT_DELAY`, a
+        smaller one, 0 too, is taken as that; a negative, NaN or infinite one is a
+        :class:`SpecError` naming it); once the job has finished, what the
         stream may have missed is read with plain requests. Once the server has answered,
         losing it (a control-plane restart) is retried every :data:`RECONNECT_PAUSE` seconds
         from the last byte received, for up to :attr:`reconnect_for` seconds without an
@@ -509,6 +539,7 @@ class Client:
         may be a unique id prefix: once the job has been read, its full id is asked for (a
         job submitted meanwhile may share the prefix)."""
         check_seconds("reconnect_delay", reconnect_delay)
+        reconnect_delay = max(reconnect_delay, MIN_RECONNECT_DELAY)  # 0: a tight loop
         lost_at: float | None = None  # when the server stopped answering, if it has
         while True:
             received = 0
@@ -553,7 +584,7 @@ class Client:
         timeout = httpx.Timeout(self._http.timeout.connect, read=None)
         try:
             with self._http.stream(
-                "GET", f"/jobs/{seg(job)}/logs", params=params, timeout=timeout
+                "GET", f"/jobs/{seg(job, 'job')}/logs", params=params, timeout=timeout
             ) as response:
                 if response.status_code >= 300:
                     response.read()
@@ -565,13 +596,13 @@ class Client:
                 self._answered = True
                 yield from response.iter_bytes()
         except httpx.HTTPError as exc:
-            raise self._unavailable(exc, "GET", f"/jobs/{seg(job)}/logs") from None
+            raise self._unavailable(exc, "GET", f"/jobs/{seg(job, 'job')}/logs") from None
 
     def post_metrics(self, job: str, metrics: Iterable[Mapping[str, Any]]) -> int:
         """``POST /jobs/{id}/metrics``: returns how many records were accepted. ``metrics``
         is a list of records (one record alone, or a record that is not a mapping, is an
         :class:`InvalidRequestError` naming it, not sent)."""
-        path = f"/jobs/{seg(job)}/metrics"
+        path = f"/jobs/{seg(job, 'job')}/metrics"
         body = {"metrics": metric_records(metrics, "POST", path)}
         return int(self._field("POST", path, "accepted", int, json=body))
 
@@ -595,7 +626,7 @@ class Client:
             "superseded": "true" if superseded else None,
         }
         params = clean(wanted)
-        return self._records("GET", f"/jobs/{seg(job)}/metrics", params=params)
+        return self._records("GET", f"/jobs/{seg(job, 'job')}/metrics", params=params)
 
     def metrics_page(
         self,
@@ -618,7 +649,7 @@ class Client:
             "tail": "true" if tail else None,
             "superseded": "true" if superseded else None,
         }
-        response = self.request("GET", f"/jobs/{seg(job)}/metrics", params=clean(wanted))
+        response = self.request("GET", f"/jobs/{seg(job, 'job')}/metrics", params=clean(wanted))
         cursor = header_count(response, METRICS_CURSOR_HEADER)
         if cursor is None:
             raise malformed(response, f"no {METRICS_CURSOR_HEADER} header of ASCII digits")
@@ -647,13 +678,13 @@ class Client:
             "quota_gpus": quota_gpus,
             "quota_gpu_memory": quota_gpu_memory,
             "share": share,
-            "members": listed(members),
+            "members": listed(members, "members"),
         }
         return self._object("POST", "/projects", json=body)
 
     def update_project(self, name: str, **fields: Any) -> dict[str, Any]:
         """``PUT /projects/{name}`` with a partial Project (admin)."""
-        return self._object("PUT", f"/projects/{seg(name)}", json=fields)
+        return self._object("PUT", f"/projects/{seg(name, 'name')}", json=fields)
 
     def nodes(self) -> list[dict[str, Any]]:
         """``GET /cluster/nodes``: nodes with their GPUs, allocated memory and jobs."""
@@ -677,13 +708,13 @@ class Client:
             body["at"] = at
         if gpu is not None:
             body["gpu"] = gpu
-        return self._object("POST", f"/cluster/nodes/{seg(node)}/{action}", json=body)
+        return self._object("POST", f"/cluster/nodes/{seg(node, 'node')}/{action}", json=body)
 
     def uncordon(self, node: str, gpu: int | None = None) -> dict[str, Any]:
         """``POST /cluster/nodes/{name}/uncordon`` (admin): open the node (``gpu``: only its
         GPU at that index) again."""
         body = {"gpu": gpu} if gpu is not None else None
-        return self._object("POST", f"/cluster/nodes/{seg(node)}/uncordon", json=body)
+        return self._object("POST", f"/cluster/nodes/{seg(node, 'node')}/uncordon", json=body)
 
     def usage(self, since: float | None = None, until: float | None = None) -> list[dict[str, Any]]:
         """``GET /usage``: GPU-hours by project and user in ``[since, until)``."""

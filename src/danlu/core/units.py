@@ -520,7 +520,8 @@ def parse_time(value: str, now: float, field: str = "time") -> float:
     offset), a time of day ``HH:MM[:SS]`` (the next one, local time: ``02:00`` is tonight's
     once today's has gone by) or a delay from ``now`` (:func:`parse_duration`, an optional
     ``+`` before it; ``+01:00:00`` is an hour, while ``+02:00``, minutes and seconds as Slurm
-    reads it or hours and minutes, is refused as ambiguous). Raises :class:`SpecError`
+    reads it or hours and minutes, is refused as ambiguous; ``++1``, one ``+`` too many,
+    is refused: it was a delay of 1 s). Raises :class:`SpecError`
     naming ``field``; text that is neither a delay nor a time gets the delay's reason when it
     was plainly meant as one (``+1d1d``: the unit given twice; :func:`_not_a_time`). Eight
     digits that make a date, ``20261204``, are refused as ambiguous: write ``2026-12-04`` or
@@ -536,6 +537,11 @@ def parse_time(value: str, now: float, field: str = "time") -> float:
     if not text.startswith("+"):
         _refuse_basic_date(value, text, field, ("seconds from now", "+"))
     delay = text[1:] if text.startswith("+") else text
+    if text.startswith("+") and delay.lstrip().startswith("+"):  # float() read "+1" on
+        raise SpecError(
+            field,
+            f"{quoted(value)} has more than one '+': write one before the delay; {_TIME_HELP}",
+        )
     two_parts = _MINUTES_SECONDS.match(delay)
     if two_parts is not None:
         first, second = _clock_fields(list(two_parts.groups()), value, field)
