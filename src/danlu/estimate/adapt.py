@@ -38,7 +38,8 @@ import numpy as np
 import numpy.typing as npt
 
 from danlu.core.errors import ConfigError
-from danlu.core.values import quoted
+from danlu.core.values import MAX_INT, is_whole_number, quoted
+from danlu.estimate.checks import as_float, is_real_number
 
 
 @dataclass(frozen=True, slots=True)
@@ -102,10 +103,13 @@ class SelfTuner:
         whose gradients overflowed) are ignored: the previous ones stay. So is a timing that
         is not finite (NaN or inf) or negative: kept, a NaN compute or sync time made every
         batch's goodput NaN and pinned the choice to the smallest batch until the same
-        micro-batch was measured again. A micro-batch below one sample is ignored too."""
+        micro-batch was measured again. A micro-batch that is not a whole number of samples
+        in ``1..MAX_INT`` is ignored too, as is a timing or statistic that is no number (a
+        string, None, or an integer beyond float range: they raised a bare TypeError or
+        OverflowError)."""
         if _finite(stats):
             self._stats = (float(stats[0]), float(stats[1]))
-        if not (usable_seconds(step) and usable_seconds(sync) and atomic >= 1):
+        if not (usable_seconds(step) and usable_seconds(sync) and _usable_batch(atomic)):
             return
         compute = max(step - sync, 1e-9)
         if self._compute.get(atomic) != compute:
@@ -251,14 +255,19 @@ _CHUNK = 1 << 16
 
 
 def usable_seconds(value: float) -> bool:
-    """True for a measured time :class:`SelfTuner` can use: finite and >= 0 (``danlu.train``
-    skips the others before they reach it)."""
-    return math.isfinite(value) and value >= 0
+    """True for a measured time :class:`SelfTuner` can use: a real number (not a bool),
+    finite and >= 0 (``danlu.train`` skips the others before they reach it)."""
+    return is_real_number(value) and math.isfinite(as_float(value)) and value >= 0
+
+
+def _usable_batch(value: int) -> bool:
+    """True for a micro-batch :class:`SelfTuner` can use: a whole number in ``1..MAX_INT``."""
+    return is_whole_number(value) and 1 <= value <= MAX_INT
 
 
 def _finite(stats: tuple[float, float]) -> bool:
-    """True when both gradient statistics are finite numbers."""
-    return all(math.isfinite(value) for value in stats)
+    """True when both gradient statistics are finite real numbers."""
+    return all(is_real_number(value) and math.isfinite(as_float(value)) for value in stats)
 
 
 def _rounded(value: float) -> float:

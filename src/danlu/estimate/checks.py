@@ -14,7 +14,7 @@ from typing import Any
 import numpy as np
 
 from danlu.core.errors import SpecError
-from danlu.core.values import quoted
+from danlu.core.values import check_positive_int, quoted, range_message
 
 
 def is_real_number(value: Any) -> bool:
@@ -48,3 +48,13 @@ def check_bool(field: str, value: Any) -> bool:
     if not isinstance(value, bool | np.bool_):
         raise SpecError(field, f"must be True or False, got {quoted(value)}")
     return bool(value)
+
+
+def check_count(field: str, value: Any, high: int) -> int:
+    """``value`` as an int; :class:`SpecError` on ``field`` unless it is an integer (not a
+    bool) in ``1..high``. The bound keeps the float arithmetic of the estimators finite: an
+    integer such as ``10**400`` raised a bare OverflowError where it met a float."""
+    check_positive_int(field, value)
+    if value > high:
+        raise SpecError(field, range_message(1, high, value))
+    return int(value)

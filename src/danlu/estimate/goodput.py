@@ -26,8 +26,8 @@ import numpy as np
 import numpy.typing as npt
 
 from danlu.core.errors import SpecError
-from danlu.core.values import check_positive_int, quoted
-from danlu.estimate.checks import as_float, check_bool, check_finite
+from danlu.core.values import MAX_INT, check_positive_int, quoted
+from danlu.estimate.checks import as_float, check_bool, check_count, check_finite
 from danlu.estimate.optimize import MemoryModel, memory_capped_batch
 from danlu.estimate.throughput import ThroughputModel
 
@@ -186,7 +186,7 @@ def optimize_goodput(
     model.throughput_model.step_time(1, num_nodes, num_replicas)  # validates the placement
     # Whole numbers only: NaN reached np.arange, and max_local_bsz=2.5 let b = 3 through.
     check_positive_int("max_batch_size", max_batch_size)
-    check_positive_int("max_local_bsz", max_local_bsz)
+    check_count("max_local_bsz", max_local_bsz, MAX_INT)  # 10**30: a bare OverflowError
     check_positive_int("min_local_bsz", min_local_bsz)
     accumulation = check_bool("accumulation", accumulation)  # "no" was truthy
     cap = memory_capped_batch(max_local_bsz, memory, limit_bytes, margin_bytes)

@@ -22,8 +22,8 @@ import numpy as np
 
 from danlu.core.errors import SpecError
 from danlu.core.spec import MAX_GPUS
-from danlu.core.values import check_positive_int, quoted, range_message
-from danlu.estimate.checks import as_float, check_bool, check_finite, is_real_number
+from danlu.core.values import MAX_INT, check_positive_int, quoted, range_message
+from danlu.estimate.checks import as_float, check_bool, check_count, check_finite, is_real_number
 from danlu.estimate.memory.model import largest_within
 from danlu.estimate.throughput import ThroughputModel
 
@@ -121,9 +121,10 @@ def memory_capped_batch(
 ) -> int | None:
     """``max_local_bsz``, lowered to the largest batch that fits ``limit_bytes - margin``
     when a memory model is given (None when not even one sample fits). Raises
-    :class:`SpecError` unless ``max_local_bsz`` is an integer >= 1, and as
-    :func:`largest_batch` does."""
-    check_positive_int("max_local_bsz", max_local_bsz)
+    :class:`SpecError` unless ``max_local_bsz`` is an integer in ``1..MAX_INT`` (2**62; a
+    cap of ``10**400`` raised a bare OverflowError in the searches' float and 64-bit
+    arrays), and as :func:`largest_batch` does."""
+    check_count("max_local_bsz", max_local_bsz, MAX_INT)
     if memory is None:
         return max_local_bsz
     if limit_bytes is None:
@@ -188,7 +189,7 @@ def fastest_batch(
     cap, with the fastest batch seen (walking every such tie down to the smallest took hours
     for a cap of 2**62).
     """
-    check_positive_int("max_local_bsz", max_local_bsz)
+    check_count("max_local_bsz", max_local_bsz, MAX_INT)
     model.step_time(1, num_nodes, num_replicas)  # validates the placement
     cap = memory_capped_batch(max_local_bsz, memory, limit_bytes, margin_bytes)
     if cap is None:

@@ -51,7 +51,13 @@ from scipy.optimize import least_squares
 
 from danlu.core.errors import DataError, SpecError
 from danlu.core.spec import MAX_BATCH, MAX_DURATION, MAX_GPUS
-from danlu.core.values import check_positive_int, plain_number_text, quoted, range_message
+from danlu.core.values import (
+    MAX_INT,
+    check_positive_int,
+    plain_number_text,
+    quoted,
+    range_message,
+)
 from danlu.estimate.checks import as_float, check_finite, is_real_number
 
 __all__ = [
@@ -390,6 +396,8 @@ def _check_config(local_bsz: float, num_nodes: int, num_replicas: int, accum_ste
             "accum_steps",
             f"counts micro-batches per step, must be an integer >= 1, got {quoted(accum_steps)}",
         )
+    if accum_steps > MAX_INT:  # 10**400 raised a bare OverflowError in the float product
+        raise SpecError("accum_steps", range_message(1, MAX_INT, accum_steps))
 
 
 def _predict(
@@ -498,28 +506,43 @@ def fit_throughput(rows: Iterable[StepMeasurement]) -> ThroughputModel:
     """Fit :class:`ThroughputModel` to measurements by least squares on log errors.
 
     Minimises ``sum (log T_step_pred - log step_time)^2 + (log T_compute_pred -
-    log(step_time - sync_time))^2`` over the 7 parameters, with every time parameter
-    >= 1e-8 s and ``gamma`` in [1, 10]. Parameters the data cannot identify are pinned, as
-    Pollux does: with one local batch size ``alpha_c`` is half the mean compute time;
-    without multi-node rows the inter-node terms copy the intra-node ones (x1.1, a
-    pessimistic prior); without single-node multi-replica rows the intra-node ones are
-    tiny. A retrogression term is 0 without rows of more than 2 replicas on its own link
+    log(step_time - sync_time))^2`` over the 7 parameters, with ``gamma`` in [1, 10] and
+    every time parameter >= 1e-8 of the median measured compute time ``T`` (``beta_c``: >=
+    1e-8 of ``T`` over the largest measured local batch): the fit runs in units of ``T`` and
+    of that batch, so it does not depend on the unit of time. A fixed floor of 1e-8 s was
+    larger than the whole step of a model timed in microseconds, and such a fit came back
+    several hundred percent off (MAPE) without a word. Parameters the data cannot identify
+    are pinned, as Pollux does: with one local batch size ``alpha_c`` is half the mean
+    compute time; without multi-node rows the inter-node terms copy the intra-node ones
+    (x1.1, a pessimistic prior); without single-node multi-replica rows the intra-node ones
+    are tiny. A retrogression term is 0 without rows of more than 2 replicas on its own link
     (``beta_r``: on one node; ``beta_n``: across nodes), a little stricter than Pollux,
-    which frees both once any row has more than 2 replicas and so let a multi-node row
-    set the single-node term to whatever the solver stopped at.
+    which frees both once any row has more than 2 replicas and so let a multi-node row set
+    the single-node term to whatever the solver stopped at.
 
     The result depends on the set of rows, not on their order: they are sorted first
     (the solver's floating-point path follows the row order, and with few rows that
     picked a different one of the equally good fits).
 
+    Degenerate data is fitted, not refused: one row (or one local batch) pins ``alpha_c``
+    as above and fits it exactly; step times equal at every local batch give a compute
+    time flat in ``b`` (``beta_c`` at its floor); zero or negative times cannot reach the
+    fit (:class:`StepMeasurement` refuses them). Check :func:`mape` on the rows for how
+    well the model describes them.
+
     Raises :class:`DataError` when ``rows`` is empty.
     """
     measured = sorted(  # a list: an empty iterator passed `not rows`
-        rows, key=lambda r: (r.num_nodes, r.num_replicas, r.local_bsz, r.step_time, r.sync_time)
+        _measurements(rows, "fit_throughput"),
+        key=lambda r: (r.num_nodes, r.num_replicas, r.local_bsz, r.step_time, r.sync_time),
     )
     if not measured:
         raise DataError("fit_throughput: no measurements; pass at least one StepMeasurement")
-    nodes, replicas, bsz, step, compute = _arrays(measured)
+    nodes, replicas, bsz_s, step_s, compute_s = _arrays(measured)
+    # units of the fit: the median compute time and the largest local batch (the solver's
+    # bounds and tolerances are absolute); the parameters are scaled back to seconds
+    time_unit, bsz_unit = float(np.median(compute_s)), float(np.max(bsz_s))
+    bsz, step, compute = bsz_s / bsz_unit, step_s / time_unit, compute_s / time_unit
     log_step, log_compute = np.log(step), np.log(compute)
 
     free = np.ones(7, dtype=bool)
@@ -575,15 +598,31 @@ def fit_throughput(rows: Iterable[StepMeasurement]) -> ThroughputModel:
         # Prior: an inter-node link is no faster than an intra-node one.
         p[2] = max(p[2], p[4] * 1.1)
         p[3] = max(p[3], p[5] * 1.1)
+    p[:6] *= time_unit  # back to seconds (beta_c: seconds per sample)
+    p[1] /= bsz_unit
     return ThroughputModel(ThroughputParams(*(float(v) for v in p)))
 
 
 def mape(model: ThroughputModel, rows: Iterable[StepMeasurement]) -> float:
     """Mean absolute percentage error of predicted step times, in percent (seed 000 10.4):
     ``MAPE = 100 / n * sum_i |T_i - T_pred_i| / T_i``."""
-    measured = list(rows)  # a generator was read once for five columns: a NaN MAPE
+    measured = _measurements(rows, "mape")  # a generator was read once per column: NaN
     if not measured:
         raise DataError("mape: no measurements to evaluate on")
     nodes, replicas, bsz, step, _ = _arrays(measured)
     pred = model.step_times(bsz, nodes, replicas)
     return float(np.mean(np.abs(step - pred) / step) * 100.0)
+
+
+def _measurements(rows: Iterable[StepMeasurement], what: str) -> list[StepMeasurement]:
+    """``rows`` as a list; :class:`SpecError` on ``rows`` unless every one is a
+    :class:`StepMeasurement` (a tuple of its fields raised a bare AttributeError)."""
+    measured = list(rows)
+    for row in measured:
+        if not isinstance(row, StepMeasurement):
+            raise SpecError(
+                "rows",
+                f"{what}: each row must be a StepMeasurement (load_placements and "
+                f"load_scalability read them from CSV), got {quoted(row)}",
+            )
+    return measured

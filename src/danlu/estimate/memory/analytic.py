@@ -23,8 +23,9 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from danlu.core.errors import SpecError
-from danlu.core.values import check_positive_int
-from danlu.estimate.checks import check_bool, check_finite
+from danlu.core.spec import MAX_BATCH, MAX_GPUS
+from danlu.core.values import MAX_INT, quoted
+from danlu.estimate.checks import check_bool, check_count, check_finite
 from danlu.estimate.memory.model import largest_within
 from danlu.estimate.memory.trace_result import precision_name
 
@@ -38,10 +39,17 @@ OPTIMIZER_MOMENTS: dict[str, int] = {
 }
 """fp32 moment tensors per parameter kept by each optimizer."""
 
+MAX_FRAGMENTATION = 100.0
+"""The largest ``fragmentation`` factor :func:`transformer_memory` takes (measured ones are
+about 1.0 to 1.5; ``1e308`` made every prediction infinite, an OverflowError in ``int``)."""
+
 
 @dataclass(frozen=True)
 class TransformerConfig:
-    """A GPT-style decoder: layers, hidden size, heads, sequence length, vocabulary."""
+    """A GPT-style decoder: layers, hidden size, heads, sequence length, vocabulary.
+
+    Each is an integer in ``1..MAX_INT`` (2**62): beyond it the memory formulas (products
+    of up to four of them, in floats) overflowed with a bare OverflowError."""
 
     layers: int
     hidden: int
@@ -51,7 +59,7 @@ class TransformerConfig:
 
     def __post_init__(self) -> None:
         for name in ("layers", "hidden", "heads", "seq", "vocab"):
-            check_positive_int(name, getattr(self, name))
+            check_count(name, getattr(self, name), MAX_INT)
         if self.hidden % self.heads:
             raise SpecError("heads", f"hidden ({self.hidden}) must be divisible by heads")
 
@@ -68,7 +76,9 @@ class TransformerMemory:
 
     ``predict(b)`` (the :class:`MemoryModel` protocol) adds ``activation_bytes_per_sample*b``
     to the model states, times ``fragmentation``, plus ``overhead_bytes`` (CUDA context and
-    cuBLAS workspaces of the GPU, when one was given).
+    cuBLAS workspaces of the GPU, when one was given). Batch sizes lie within
+    ``1..MAX_BATCH`` (2**30), the largest a job spec, the tracer or the throughput model
+    takes.
     """
 
     config: TransformerConfig
@@ -85,18 +95,23 @@ class TransformerMemory:
         return self.parameter_bytes + self.gradient_bytes + self.optimizer_bytes
 
     def activation_bytes(self, batch_size: int) -> int:
-        """Activations kept for the backward pass at ``batch_size``."""
+        """Activations kept for the backward pass at ``batch_size``; :class:`SpecError` as
+        :meth:`predict` gives."""
+        check_count("batch_size", batch_size, MAX_BATCH)  # None: a bare TypeError
         return self.activation_bytes_per_sample * batch_size
 
     def predict(self, batch_size: int) -> int:
         """Peak bytes per GPU at ``batch_size``; :class:`SpecError` unless it is an integer
-        >= 1 (2.5 and a negative batch were answered, NaN raised a bare ValueError)."""
-        check_positive_int("batch_size", batch_size)
+        in ``1..MAX_BATCH`` (2.5 and a negative batch were answered, NaN raised a bare
+        ValueError, ``10**400`` a bare OverflowError)."""
+        check_count("batch_size", batch_size, MAX_BATCH)
         logical = self.state_bytes + self.activation_bytes(batch_size)
         return int(logical * self.fragmentation) + self.overhead_bytes
 
     def max_batch(self, limit_bytes: int, margin_bytes: int = 0) -> int | None:
-        """Largest b with ``predict(b) <= limit_bytes - margin_bytes`` (None if b=1 does not).
+        """Largest b with ``predict(b) <= limit_bytes - margin_bytes`` (None if b=1 does not),
+        at most ``MAX_BATCH``: an answer equal to it means "at least this many", as
+        :attr:`FittedMemoryModel.max_batch_cap` does.
 
         Raises :class:`SpecError` unless ``limit_bytes`` and ``margin_bytes`` are finite
         numbers >= 0 (NaN and inf raised ValueError and OverflowError). The answer is found
@@ -108,17 +123,17 @@ class TransformerMemory:
         budget = limit_bytes - margin_bytes
         if self.predict(1) > budget:
             return None
+        if self.activation_bytes_per_sample <= 0 or self.predict(MAX_BATCH) <= budget:
+            return MAX_BATCH  # every batch it takes fits
         guess = max(
             1,
             int((budget - self.overhead_bytes) / self.fragmentation - self.state_bytes)
             // max(1, self.activation_bytes_per_sample),
         )
-        if self.activation_bytes_per_sample <= 0:
-            return guess  # predict() does not grow with b: every batch fits
         # invariant: predict(lo) <= budget < predict(hi)
-        lo, hi, step = 1, guess, 1
+        lo, hi, step = 1, min(guess, MAX_BATCH), 1
         while self.predict(hi) <= budget:
-            lo, hi, step = hi, hi + step, step * 2
+            lo, hi, step = hi, min(hi + step, MAX_BATCH), step * 2
         return largest_within(self.predict, budget, lo, hi)
 
 
@@ -132,8 +147,12 @@ def activation_bytes_per_layer(
     bytes_per_value: int = 2,
     flash_attention: bool = False,
 ) -> float:
-    """Korthikanti et al.'s activation memory of one layer (bytes)."""
-    check_positive_int("tensor_parallel", tensor_parallel)  # 0: ZeroDivisionError
+    """Korthikanti et al.'s activation memory of one layer (bytes).
+
+    :class:`SpecError` unless ``batch_size`` lies within ``1..MAX_BATCH`` and
+    ``tensor_parallel`` within ``1..MAX_GPUS``."""
+    check_count("batch_size", batch_size, MAX_BATCH)
+    check_count("tensor_parallel", tensor_parallel, MAX_GPUS)  # 0: ZeroDivisionError
     sequence_parallel = check_bool("sequence_parallel", sequence_parallel)  # "no" was truthy
     flash_attention = check_bool("flash_attention", flash_attention)
     s, b, h, a, t = cfg.seq, batch_size, cfg.hidden, cfg.heads, tensor_parallel
@@ -174,7 +193,9 @@ def transformer_memory(
     fp32 weights and gradients; fp16/bf16 with ``master_weights`` keeps 16-bit weights and
     gradients plus an fp32 master copy in the optimizer state (the ZeRO paper's
     mixed-precision setting); without ``master_weights`` (PyTorch autocast) weights and
-    gradients stay fp32 and only activations are 16-bit. The switches must be bools.
+    gradients stay fp32 and only activations are 16-bit. The switches must be bools;
+    ``data_parallel`` and ``tensor_parallel`` lie within ``1..MAX_GPUS`` (the most GPUs a
+    job may ask for), ``fragmentation`` within ``(0, MAX_FRAGMENTATION]``.
     """
     precision = precision_name(precision)  # as danlu.train spells it: "BF16" too
     master_weights = check_bool("master_weights", master_weights)  # "no" was truthy
@@ -186,9 +207,15 @@ def transformer_memory(
         )
     if isinstance(zero_stage, bool) or zero_stage not in (0, 1, 2, 3):
         raise SpecError("zero_stage", f"must be 0, 1, 2 or 3, got {zero_stage!r}")
-    check_positive_int("data_parallel", data_parallel)
-    check_positive_int("tensor_parallel", tensor_parallel)
-    check_finite("fragmentation", fragmentation, positive=True)
+    # 10**400 GPUs raised a bare OverflowError in the divisions by them
+    check_count("data_parallel", data_parallel, MAX_GPUS)
+    check_count("tensor_parallel", tensor_parallel, MAX_GPUS)
+    if check_finite("fragmentation", fragmentation, positive=True) > MAX_FRAGMENTATION:
+        raise SpecError(
+            "fragmentation",
+            f"must be at most {MAX_FRAGMENTATION:g} (reserved bytes per logical byte; "
+            f"measured ones are about 1.0 to 1.5), got {quoted(fragmentation)}",
+        )
     if (
         isinstance(overhead_bytes, bool)
         or not isinstance(overhead_bytes, int)

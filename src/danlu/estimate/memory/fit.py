@@ -7,9 +7,10 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from danlu.core.errors import DataError
+from danlu.core.errors import DataError, SpecError
+from danlu.core.spec import MAX_BATCH
 from danlu.core.values import is_whole_number, quoted
-from danlu.estimate.checks import as_float, is_real_number
+from danlu.estimate.checks import as_float, check_finite, is_real_number
 
 DEFAULT_TOLERANCE = 0.005
 DEFAULT_MAX_EXTRAPOLATION = 32.0
@@ -42,13 +43,19 @@ class PiecewiseLinearFit:
     step_slope: float = 0.0
     two_phase: bool = False
 
+    def __post_init__(self) -> None:
+        _check_limits(self.tolerance, self.max_extrapolation)
+
     @property
     def slope_known(self) -> bool:
         """Whether at least two points were on the linear part."""
         return self.two_phase or self.slope > 0 or self.c_step == 0 or len(self.points) < 2
 
     def check(self, batch_size: int) -> None:
-        """Raise :class:`ExtrapolationError` where the fit does not support ``batch_size``."""
+        """Raise :class:`ExtrapolationError` where the fit does not support ``batch_size``,
+        :class:`SpecError` unless it is a whole number (NaN, a string or None raised a bare
+        ValueError or TypeError)."""
+        _check_whole(batch_size)
         traced = dict(self.points)
         if batch_size in traced:
             return
@@ -119,12 +126,36 @@ def _check_points(points: Sequence[tuple[int, float]], what: str) -> None:
 
 def _check_batch(what: str, batch_size: Any) -> None:
     """Raise :class:`DataError` unless a traced batch size is an integer (not a bool): 1.5
-    was read as 1, a second point at b = 1 (ZeroDivisionError in the line through them)."""
+    was read as 1, a second point at b = 1 (ZeroDivisionError in the line through them);
+    and at most ``MAX_BATCH``, the most the tracer traces (``10**400`` raised a bare
+    OverflowError in the line's division)."""
     if not is_whole_number(batch_size):
         raise DataError(
             f"{what}: traced batch size {quoted(batch_size)} is not a whole number; trace integer "
             "batch sizes"
         )
+    if batch_size > MAX_BATCH:
+        raise DataError(
+            f"{what}: traced batch size {quoted(batch_size)} is beyond the largest batch, "
+            f"{MAX_BATCH:,}; trace smaller batch sizes"
+        )
+
+
+def _check_whole(batch_size: Any) -> None:
+    """Raise :class:`SpecError` on ``batch_size`` unless it is an integer, not a bool: the
+    batch a fit is asked about (its range is the fit's to check)."""
+    if not is_whole_number(batch_size):
+        raise SpecError(
+            "batch_size", f"must be a whole number of samples, got {quoted(batch_size)}"
+        )
+
+
+def _check_limits(tolerance: Any, max_extrapolation: Any) -> None:
+    """Raise :class:`SpecError` unless ``tolerance`` is a finite share >= 0 and
+    ``max_extrapolation`` a finite factor > 0 (a string raised a bare TypeError at the
+    first prediction, ``-10**400`` a bare OverflowError, NaN refused nothing)."""
+    check_finite("tolerance", tolerance, positive=False, what="a share of the peak")
+    check_finite("max_extrapolation", max_extrapolation, positive=True, what="a factor")
 
 
 def _as_points(points: Mapping[Any, Any], what: str) -> list[tuple[int, int]]:
@@ -293,6 +324,7 @@ class EnvelopeFit:
     ) -> None:
         import numpy as np
 
+        _check_limits(tolerance, max_extrapolation)
         if len(lives) < 2 or len({len(v) for v in lives.values()}) != 1:
             raise DataError("need aligned traces of at least two batch sizes")
         for b in lives:  # 1.5 looked up the curve of b = 1 (int(b)) as a second point
@@ -321,7 +353,9 @@ class EnvelopeFit:
         self.c_step = float(self.intercepts[t0])
 
     def check(self, batch_size: int) -> None:
-        """Raise :class:`ExtrapolationError` where the fit does not support ``batch_size``."""
+        """Raise :class:`ExtrapolationError` where the fit does not support ``batch_size``,
+        :class:`SpecError` unless it is a whole number."""
+        _check_whole(batch_size)
         traced = dict(self.points)
         if batch_size in traced:
             return

@@ -32,6 +32,7 @@ from pathlib import Path
 
 from danlu.core.cluster import gpu_type_from_device
 from danlu.core.errors import ConfigError, UnknownNameError
+from danlu.core.values import quoted
 from danlu.estimate.checks import check_finite
 
 MiB = 1024**2
@@ -257,6 +258,8 @@ def get_gpu(name: str, table: dict[str, GpuSpec] | None = None) -> GpuSpec:
     """Look a GPU type up by name (case-insensitive, ``_`` read as ``-``; ``a100`` means the
     80 GB one)."""
     table = table if table is not None else GPUS
+    if not isinstance(name, str):  # None raised a bare AttributeError on .lower()
+        raise UnknownNameError("GPU type (--gpu)", quoted(name), list(table))
     key = gpu_key(name)
     if key not in table:
         raise UnknownNameError("GPU type (--gpu)", name, list(table))
