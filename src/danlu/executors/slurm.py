@@ -116,6 +116,7 @@ from danlu.executors.slurmctl import (
     SlurmJob,
     SlurmNode,
     SlurmUnavailableError,
+    node_closed,
 )
 
 log = logging.getLogger(__name__)
@@ -134,7 +135,6 @@ KILL_BATCH_AFTER = 10.0
 """Seconds after a stop's grace at which the batch script is killed too, not only the job's
 processes (whose end ends it)."""
 _PRIVATE_PREFIXES = ("SLURM_", "SBATCH_", "SRUN_", "SALLOC_")
-_BAD_NODE_STATES = ("DOWN", "DRAIN", "FAIL", "NOT_RESPONDING", "POWERED_DOWN", "INVAL")
 _STATE_PREFIX = "danlu"
 _UNSENT = re.compile(r"connect failure|Connection refused", re.IGNORECASE)
 """What ``sbatch`` says when it could not reach the controller at all (nothing was sent)."""
@@ -261,11 +261,13 @@ class SlurmExecutor(RunDirExecutor, MultiNodeExecutor, GpuSharingExecutor):
         return cluster
 
     def closed_nodes(self) -> dict[str, str]:
-        """The partition's nodes Slurm reports down, drained, failing or powered down (as
-        read at the last inventory reading), with Slurm's state and reason."""
+        """The partition's nodes Slurm reports down, drained, failing or not responding (as
+        read at the last inventory reading; :func:`~danlu.executors.slurmctl.node_closed`),
+        with Slurm's state and reason. A node Slurm's power saving powered off
+        (``IDLE+POWERED_DOWN``) is open: the controller boots it for a job given to it."""
         closed: dict[str, str] = {}
         for node in self._nodes or ():
-            if any(bad in node.state for bad in _BAD_NODE_STATES):
+            if node_closed(node.state):
                 why = f": {node.reason}" if node.reason else ""
                 closed[node.name] = f"Slurm reports it {node.state}{why}"
         return closed
@@ -432,7 +434,7 @@ class SlurmExecutor(RunDirExecutor, MultiNodeExecutor, GpuSharingExecutor):
             if state is None:
                 where = f"partition {self._partition}" if self._partition else "Slurm's nodes"
                 raise NodeLaunchError(f"node {name} is no longer in {where}", nodes=(name,))
-            if any(bad in state for bad in _BAD_NODE_STATES):
+            if node_closed(state):
                 raise NodeLaunchError(f"Slurm reports node {name} as {state}", nodes=(name,))
 
     def discard(self, job_id: str) -> None:

@@ -80,6 +80,36 @@ that another cluster runs). Any other state, an empty one or one a newer Slurm a
 taken as the job's end (:attr:`SlurmJob.running`): a job Slurm has ended is forgotten after
 its ``MinJobAge``, and the run then ends as one Slurm no longer knows."""
 
+CLOSED_NODE_STATES = frozenset(
+    {
+        "DOWN",
+        "DRAIN",
+        "DRAINED",
+        "DRAINING",
+        "FAIL",
+        "FAILING",
+        "NOT_RESPONDING",
+        "INVAL",
+        "INVALID_REG",
+    }
+)
+"""The parts of a node's state (``scontrol show node``: a base state and ``+FLAG``s, as
+``IDLE+DRAIN``) that close it to new work (:func:`node_closed`). The power-saving flags
+are not among them: ``POWERED_DOWN``, ``POWERING_DOWN``, ``POWER_DOWN`` and
+``POWERING_UP`` (with ``CLOUD`` on cloud nodes) mark a node the controller boots when a job
+is given to it, capacity that is there."""
+
+
+def node_closed(state: str) -> bool:
+    """Whether a node in ``state`` takes no new work: one of its ``+``-joined parts, without
+    the mark ``sinfo`` appends (``*``, ``~``, ``#``...), is in :data:`CLOSED_NODE_STATES`.
+    Whole parts: the ``DOWN`` in ``IDLE+POWERED_DOWN`` (a node powered off by Slurm's power
+    saving, which it boots on demand) does not close it; ``DOWN+POWERED_DOWN`` and
+    ``IDLE+DRAIN+POWERED_DOWN`` are closed."""
+    parts = (part.strip().rstrip("*~#%!$@^-+") for part in state.upper().split("+"))
+    return any(part in CLOSED_NODE_STATES for part in parts)
+
+
 NODE_LOST_STATES: Mapping[str, str] = {"NODE_FAIL": "failed", "BOOT_FAIL": "failed to boot"}
 """The ended states of a job lost with its node (what befell the node): the job is re-queued
 to resume, as a preemption. ``BOOT_FAIL``: Slurm could not boot a node to start it on, so it
@@ -166,7 +196,15 @@ def parse_fields(line: str) -> dict[str, str]:
     """``Key=value`` pairs of one line of ``scontrol show ... --oneliner`` output. A value
     runs to the next `` Key=``, so values with spaces (a reason, a path) stay whole. A
     node's ``Reason`` runs to the ``[user@time]`` Slurm appends to it, so an admin's free
-    text holding ``=`` (``GPU xid=79``) stays whole too rather than ending the reason."""
+    text holding ``=`` (``GPU xid=79``) stays whole too rather than ending the reason.
+
+    A key given twice keeps its first value. Slurm prints each key of a node or job once
+    (``scontrol show`` without ``--details``, which repeats a job's ``Nodes=`` per node
+    allocation and which danlu does not ask for), and prints the keys danlu reads before
+    the free text that an admin or user writes: a node's ``Reason``, ``Comment`` and
+    ``Extra``, a job's ``Command``, ``WorkDir``, ``Comment`` and output paths. A second
+    ``State=`` can only be such text (``Comment=was State=DOWN``, ``Extra=State=IDLE``),
+    which took the node's or job's place when the last value was kept."""
     matches = list(_KEY.finditer(line))
     out: dict[str, str] = {}
     i = 0
@@ -179,7 +217,7 @@ def parse_fields(line: str) -> dict[str, str]:
                 end = stamp.end()
                 while i + 1 < len(matches) and matches[i + 1].start() < end:
                     i += 1
-        out[match.group(1)] = line[match.end() : end].strip()
+        out.setdefault(match.group(1), line[match.end() : end].strip())
         i += 1
     return out
 
