@@ -33,15 +33,22 @@ class PeriodicLoop:
         self.name = name
         self.interval = interval
         self._work = work
+        self._log = log
+        self._label = label
         self._failures = RepeatedFailure(log, label, recovered)
         self._stop = threading.Event()
         self._wake = threading.Event()
         self._thread: threading.Thread | None = None
+        self._lock = threading.Lock()
+        self._ending: threading.Thread | None = None
+        """The thread that saw its stop and ends (:meth:`_stopped`)."""
 
-    def start(self) -> None:
+    def start(self, timeout: float = 30.0) -> None:
         """Start the thread (no-op while it runs). A thread told to stop whose last pass still
-        runs (a :meth:`stop` that returned at its timeout) is waited for first: never two
-        threads, nor two passes at once."""
+        runs (a :meth:`stop` that returned at its timeout) is waited for first, up to
+        ``timeout`` seconds: never two threads, nor two passes at once. One whose pass still
+        runs then is told to go on instead (its stop withdrawn, said in the log): a pass that
+        hung no longer holds the caller (an app's start-up) for ever."""
         thread = self._thread
         if thread is not None and thread.is_alive():
             if not self._stop.is_set():
@@ -49,9 +56,22 @@ class PeriodicLoop:
             if thread is threading.current_thread():  # started again from its last pass
                 self._stop.clear()
                 return
-            thread.join()
+            thread.join(timeout)
+            with self._lock:
+                if thread is not self._ending:  # still in its pass: it goes on
+                    self._stop.clear()
+                    self._log.warning(
+                        "%s: the last pass of the stopped thread %s still runs after %g s; "
+                        "that thread goes on instead of a new one",
+                        self._label,
+                        self.name,
+                        timeout,
+                    )
+                    return
+            thread.join()  # it saw its stop and only returns now
         self._stop.clear()
         self._wake.clear()  # the first pass runs at once anyway; a stop's wake is spent
+        self._ending = None
         self._thread = threading.Thread(target=self._run, name=self.name, daemon=True)
         self._thread.start()
 
@@ -83,8 +103,18 @@ class PeriodicLoop:
             self._thread = None
         return ended
 
+    def _stopped(self) -> bool:
+        """Whether the running thread is to end now (then it is marked as ending, under the
+        lock :meth:`start` withdraws a stop under: a stop is withdrawn before the thread
+        sees it, or the thread ends)."""
+        with self._lock:
+            if self._stop.is_set():
+                self._ending = threading.current_thread()
+                return True
+            return False
+
     def _run(self) -> None:
-        while not self._stop.is_set():
+        while not self._stopped():
             try:
                 self._work()
                 self._failures.worked()

@@ -429,6 +429,7 @@ def prepare(
             "directory this user can create and write"
         ) from None
     lease: str | None = None
+    sock: socket.socket | None = None
     try:
         if settings.run_as == "user":
             close_home(home)  # before the store is made, so that the database is private
@@ -478,6 +479,8 @@ def prepare(
     except BaseException:
         if lease is not None:
             _release_scheduler(settings, lease)
+        if sock is not None:  # a start-up that failed does not keep the port
+            sock.close()
         home_lock.close()
         raise
     return Prepared(app, sock, url, token, inventory, settings, home_lock)

@@ -102,15 +102,15 @@ class WebhookSender:
         if transport is not None:
             proxies = OutboundProxies()  # every post through the transport given
         self._proxies = outbound_proxies() if proxies is None else proxies
-        # no connection is kept: each post opens its own, for its deadline to shut down
-        limits = httpx.Limits(max_keepalive_connections=0)
-        self._direct = self._client(transport or httpx.HTTPTransport(limits=limits))
-        self._via = {
-            proxy: self._client(httpx.HTTPTransport(limits=limits, proxy=proxy))
-            for proxy in {self._proxies.http, self._proxies.https}
-            if proxy is not None
-        }
-        self._pool = ThreadPoolExecutor(max_workers=parallel, thread_name_prefix="danlu-hook")
+        self._transport = transport
+        self._direct, self._via, self._pool = self._open()
+        self._closed = False
+        """:meth:`stop` closed the pool and the clients (:meth:`start` opens new ones)."""
+        self._close_after_pass = False
+        """:meth:`stop` returned with a pass still posting: that pass closes them as it
+        ends (:meth:`_pass_ended`)."""
+        self._state_lock = threading.Lock()
+        """Guards :attr:`_ended` and the two flags above."""
         self._purged_at = float("-inf")
         self._stopping = threading.Event()
         self._ended: queue.SimpleQueue[_Ended | None] | None = None
@@ -124,6 +124,26 @@ class WebhookSender:
             "webhook passes work again",
         )
 
+    def _open(self) -> tuple[httpx.Client, dict[str, httpx.Client], ThreadPoolExecutor]:
+        """New clients (direct, and one per proxy) and a new pool of posting threads."""
+        # no connection is kept: each post opens its own, for its deadline to shut down
+        limits = httpx.Limits(max_keepalive_connections=0)
+        direct = self._client(self._transport or httpx.HTTPTransport(limits=limits))
+        via = {
+            proxy: self._client(httpx.HTTPTransport(limits=limits, proxy=proxy))
+            for proxy in {self._proxies.http, self._proxies.https}
+            if proxy is not None
+        }
+        pool = ThreadPoolExecutor(max_workers=self.parallel, thread_name_prefix="danlu-hook")
+        return direct, via, pool
+
+    def _close(self) -> None:
+        """Close the pool and the clients (under :attr:`_state_lock`; no post under way)."""
+        self._closed, self._close_after_pass = True, False
+        self._pool.shutdown(wait=False)
+        for client in (self._direct, *self._via.values()):
+            client.close()
+
     def _client(self, transport: httpx.BaseTransport) -> httpx.Client:
         # trust_env=False: the proxies are :attr:`_proxies`, read by danlu.config, not
         # httpx's own reading of the environment (which took HTTPS_PROXY for https:// only)
@@ -132,24 +152,61 @@ class WebhookSender:
         )
 
     def start(self) -> None:
-        """Run passes in a daemon thread until :meth:`stop`."""
-        self._stopping.clear()
+        """Run passes in a daemon thread until :meth:`stop` (again after one: with new
+        clients and posting threads, a stopped sender's being closed)."""
+        with self._state_lock:
+            self._close_after_pass = False  # a stopped pass still posting keeps them
+            self._reopen()
+            self._stopping.clear()
         self._loop.start()
+
+    def _reopen(self) -> None:
+        """New clients and posting threads if :meth:`stop` closed them (under
+        :attr:`_state_lock`)."""
+        if self._closed:
+            self._direct, self._via, self._pool = self._open()
+            self._closed = False
 
     def wake(self) -> None:
         """Look for due deliveries now (in the running pass, or the next one)."""
         self._loop.wake()
         self._nudge()
 
-    def stop(self, timeout: float = 30.0) -> None:
+    def stop(self, timeout: float | None = None) -> None:
         """Stop the thread once the posts under way have ended (within the sender's
-        ``timeout``) and their outcomes are written; close the connections."""
-        self._stopping.set()
+        ``timeout``) and their outcomes are written, waiting for that up to ``timeout``
+        seconds (None: the sender's ``timeout`` plus the outcomes' :data:`WRITE_TRIES`
+        tries, and 10 s more); close the clients and the posting threads. A pass still
+        posting then is not cut off: it finishes its posts and writes their outcomes in its
+        own thread, and closes them as it ends (said in the log; a process that exits
+        meanwhile leaves those deliveries to be posted again once their locks expire). Posts
+        were cut off before: the connections closed under them, a delivered post was
+        written as failed and posted again."""
+        if timeout is None:
+            timeout = self.timeout + WRITE_TRIES * self.interval + 10.0
+        with self._state_lock:
+            self._stopping.set()
         self._nudge()
         self._loop.stop(timeout)
-        self._pool.shutdown(wait=False, cancel_futures=True)
-        for client in (self._direct, *self._via.values()):
-            client.close()
+        with self._state_lock:
+            if self._closed:
+                return
+            if self._ended is None:  # no pass under way
+                self._close()
+                return
+            self._close_after_pass = True
+        log.warning(
+            "webhooks: a pass still posts %g s after the stop; it finishes its posts and "
+            "writes their outcomes before it ends",
+            timeout,
+        )
+
+    def _pass_ended(self) -> None:
+        """A pass ends: close what :meth:`stop` left to it."""
+        with self._state_lock:
+            self._ended = None
+            if self._close_after_pass and self._stopping.is_set():
+                self._close()
 
     def _nudge(self) -> None:
         ended = self._ended
@@ -167,38 +224,44 @@ class WebhookSender:
         ``now``: the time of the whole pass, every post's end included (tests); else the
         sender's clock."""
         clock: Clock = self._clock if now is None else (lambda: now)
-        self._purge(clock())
         ended: queue.SimpleQueue[_Ended | None] = queue.SimpleQueue()
-        self._ended = ended
+        with self._state_lock:
+            self._reopen()  # a pass after a stop (tests): closed again by the next stop
+            self._ended = ended
+        try:
+            return self._pass(clock, ended)
+        finally:
+            self._pass_ended()
+
+    def _pass(self, clock: Clock, ended: queue.SimpleQueue[_Ended | None]) -> int:
+        """The body of :meth:`run_once`, its outcomes coming in ``ended``."""
+        self._purge(clock())
         posting = posted = 0
         unwritten: list[tuple[_Ended, int]] = []  # outcomes the store refused, and tries
         retry_at = 0.0  # time.monotonic() when they are tried again
-        try:
-            while True:
-                if posting < self.parallel and not self._stopping.is_set():
-                    try:
-                        started = self._post_due(clock(), self.parallel - posting, ended, clock)
-                    except Exception as exc:
-                        if not posting and not unwritten:
-                            raise  # nothing under way: the loop logs it
-                        # posts under way: their outcomes are still written as they come
-                        log.warning("webhooks: cannot claim deliveries now: %s", exc)
-                        started = 0
-                    posting += started
-                    posted += started
-                if not posting and not unwritten:
-                    return posted
-                outcomes = _waiting(ended, self.interval)
-                posting -= len(outcomes)
-                retry: list[tuple[_Ended, int]] = []  # a wait after a failed try, not a wake
-                if unwritten and time.monotonic() >= retry_at:
-                    retry, unwritten = unwritten, []
-                for outcome, tries in [*retry, *((o, 0) for o in outcomes)]:
-                    if not self._try_write(outcome, tries + 1):
-                        unwritten.append((outcome, tries + 1))
-                        retry_at = time.monotonic() + self.interval
-        finally:
-            self._ended = None
+        while True:
+            if posting < self.parallel and not self._stopping.is_set():
+                try:
+                    started = self._post_due(clock(), self.parallel - posting, ended, clock)
+                except Exception as exc:
+                    if not posting and not unwritten:
+                        raise  # nothing under way: the loop logs it
+                    # posts under way: their outcomes are still written as they come
+                    log.warning("webhooks: cannot claim deliveries now: %s", exc)
+                    started = 0
+                posting += started
+                posted += started
+            if not posting and not unwritten:
+                return posted
+            outcomes = _waiting(ended, self.interval)
+            posting -= len(outcomes)
+            retry: list[tuple[_Ended, int]] = []  # a wait after a failed try, not a wake
+            if unwritten and time.monotonic() >= retry_at:
+                retry, unwritten = unwritten, []
+            for outcome, tries in [*retry, *((o, 0) for o in outcomes)]:
+                if not self._try_write(outcome, tries + 1):
+                    unwritten.append((outcome, tries + 1))
+                    retry_at = time.monotonic() + self.interval
 
     def _purge(self, t: float) -> None:
         if t - self._purged_at < PURGE_EVERY_SECONDS:

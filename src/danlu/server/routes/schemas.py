@@ -32,9 +32,15 @@ class _In(BaseModel):
 def _no_boolean(value: Any) -> Any:
     """A before-validator of a number in a request body: ``true`` or ``false`` is refused
     (pydantic read ``true`` as 1: ``{"quota_gpu_memory": true}`` set a quota of one byte,
-    ``{"at": true}`` a cordon at the epoch, done now)."""
+    ``{"at": true}`` a cordon at the epoch, done now), and so is a string (pydantic read
+    ``{"priority": "3"}`` as 3: a number sent as text, which a client in another language
+    then reads back as a number and compares wrong)."""
     if isinstance(value, bool):
         raise ValueError(f"expected a number, got {str(value).lower()}: write a number")
+    if isinstance(value, str):
+        raise ValueError(
+            f"expected a number, got the string {value[:40]!r}: write the number without quotes"
+        )
     return value
 
 
