@@ -16,7 +16,6 @@ import pytest
 
 from danlu.client.errors import (
     ApiError,
-    GatewayError,
     InvalidRequestError,
     NotFoundError,
     UnschedulableRequestError,
@@ -44,7 +43,6 @@ def _samples() -> dict[str, DanluError]:
         "core/metric_record.py:RecordError": RecordError("step", "must be whole", "whole"),
         "client/errors.py:ApiError": ApiError(302, "redirect", None, "moved", "GET", "/x"),
         "client/errors.py:WaitTimeout": WaitTimeout(["j1"], [{"id": "j0"}], 2.5),
-        "client/errors.py:GatewayError": GatewayError(504, "http", None, "timeout", "POST", "/j"),
         "core/paging.py:StalledListError": StalledListError(7, 4),
         "executors/errors.py:NodeLaunchError": NodeLaunchError("no GPU", nodes=("n1",)),
         "server/errors.py:NotFoundError": server_errors.NotFoundError("job", "abc", "id", "?"),

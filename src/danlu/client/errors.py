@@ -99,27 +99,16 @@ class GatewayError(ServerError):
     lost its answer (a 504), or never got it (a 502 or 503): check before sending it again.
     A :class:`ServerError`, as it was, for every ``except ServerError``."""
 
-    def __init__(
-        self,
-        status: int,
-        type: str,
-        field: str | None,
-        message: str,
-        method: str = "",
-        path: str = "",
-    ) -> None:
-        super().__init__(status, type, field, message, method, path)
-        request = f"{method} {path}".strip() or "the request"
-        said = f"a proxy in front of the danlu server answered {status} ({message})"
-        if method.upper() in _READS:
-            text = f"{request}: {said}; the server cannot be reached through it now: try again"
-        else:
-            text = (
-                f"{request}: {said}; the request may or may not have been carried out (the "
-                "server may have done it before the proxy lost its answer): check before "
-                "sending it again (`danlu ls`, `danlu sweep ls`, `danlu show ID`)"
-            )
-        Exception.__init__(self, text)
+    def __str__(self) -> str:
+        request = f"{self.method} {self.path}".strip() or "the request"
+        said = f"a proxy in front of the danlu server answered {self.status} ({self.message})"
+        if self.method.upper() in _READS:
+            return f"{request}: {said}; the server cannot be reached through it now: try again"
+        return (
+            f"{request}: {said}; the request may or may not have been carried out (the "
+            "server may have done it before the proxy lost its answer): check before "
+            "sending it again (`danlu ls`, `danlu sweep ls`, `danlu show ID`)"
+        )
 
 
 _READS = frozenset({"GET", "HEAD", "OPTIONS"})
