@@ -24,12 +24,13 @@ from rich.live import Live
 from rich.table import Table
 
 from danlu.cli import top as top_view
+from danlu.cli import usage as usage_cli
 from danlu.cli import waiting
 from danlu.cli.markup import as_text
 from danlu.cli.markup import console as cli_console
-from danlu.cli.options import HomeOpt, JobArg, JsonOpt, TokenOpt, UrlOpt
+from danlu.cli.options import HomeOpt, JobArg, JsonOpt, TokenOpt, UrlOpt, refuse_empty
 from danlu.cli.output import PIPE_CLOSED, quiet_stdout, write_bytes
-from danlu.cli.reply_fields import USAGE, checked_events, checked_job, checked_jobs
+from danlu.cli.reply_fields import checked_events, checked_job, checked_jobs
 from danlu.client import Client, ServerError
 from danlu.client.rest import read_across_restart
 from danlu.config import load_client_settings
@@ -64,8 +65,13 @@ client_factory: ClientFactory = default_client
 
 
 def connect(home: Path | None, url: str | None, token: str | None) -> Client:
-    """The client for one command; a :class:`DanluError` exits with code 2."""
+    """The client for one command; a :class:`DanluError` exits with code 2. An empty
+    ``--url`` or ``--token`` is refused: it was read as not given, so ``--token "$TOKEN"``
+    with the variable unset went on with the home's admin token (``--home``:
+    :data:`~danlu.cli.options.HomeOpt`)."""
     try:
+        refuse_empty("--url", url, "give the server's URL, or leave --url out for the home's")
+        refuse_empty("--token", token, "give an API token, or leave --token out for the home's")
         return client_factory(home, url, token)
     except DanluError as exc:
         raise fail(exc) from None
@@ -518,7 +524,8 @@ def _show_job(data: dict[str, Any], events: list[dict[str, Any]]) -> None:
         for col in ("time", "from", "to", "reason"):
             ev.add_column(col)
         for e in events[-20:]:
-            when = time.strftime("%H:%M:%S", time.localtime(float(e.get("time") or 0)))
+            stamp = e.get("time")  # none, or one left out as not a time: no time shown
+            when = "-" if stamp is None else time.strftime("%H:%M:%S", time.localtime(stamp))
             ev.add_row(
                 when, as_text(e.get("old") or "-"), as_text(e.get("new")), as_text(e.get("reason"))
             )
@@ -679,54 +686,6 @@ def why(
 # -- nodes / top -------------------------------------------------------------------------------
 
 
-def usage(
-    days: Annotated[
-        float, typer.Option("--days", min=0.001, max=36_500.0, help="The last N days.")
-    ] = 7.0,
-    json_out: JsonOpt = False,
-    home: HomeOpt = None,
-    url: UrlOpt = None,
-    token: TokenOpt = None,
-) -> None:
-    """GPU-hours (and energy, where metered) by project and user over the last days (yours
-    only, unless admin)."""
-    now = time.time()
-    data = ask(home, url, token, lambda c: c.usage(since=now - days * 86_400.0, until=now))
-    if json_out:
-        print_json(data)
-        return
-    problems: list[str] = []
-    console.print(_usage_table(USAGE.check(data, problems), days))
-    fail_on(problems)
-
-
-def _usage_table(data: list[dict[str, Any]], days: float) -> Table:
-    """``danlu usage``'s table of ``GET /usage``'s rows (fields of the type the API gives
-    them, :mod:`danlu.cli.reply_fields`; one left out is shown as ``-``)."""
-    table = Table(title=f"GPU usage, last {days:g} days", title_justify="left")
-    metered = any(row.get("energy_kwh") is not None for row in data)
-    columns = ["project", "user", "GPU-hours", "GPU memory GiB-hours", "jobs"]
-    for column in [*columns, "kWh"] if metered else columns:
-        table.add_column(column, justify="left" if column in ("project", "user") else "right")
-    for row in data:
-        cells = [
-            as_text(row.get("project", "-")),
-            as_text(row.get("user", "-")),
-            _fixed(row.get("gpu_hours"), 2),
-            _fixed(row.get("gpu_memory_gib_hours"), 1),
-            str(row.get("jobs", "-")),
-        ]
-        if metered:
-            cells.append(_fixed(row.get("energy_kwh"), 3))
-        table.add_row(*cells)
-    return table
-
-
-def _fixed(value: float | None, places: int) -> str:
-    """``value`` with ``places`` decimals, or ``-`` for none."""
-    return "-" if value is None else f"{value:.{places}f}"
-
-
 def top(
     once: Annotated[bool, typer.Option("--once", help="Print one frame and exit.")] = False,
     interval: Annotated[
@@ -780,5 +739,5 @@ def register(app: typer.Typer) -> None:
     ``update``, ``hold``, ``release``, ``why``, ``usage`` and ``top`` (the node commands are
     :mod:`danlu.cli.nodes`')."""
     commands = (submit, waiting.wait, ls, show, logs, cancel, rerun, update, hold, release, why)
-    for command in (*commands, usage, top):
+    for command in (*commands, usage_cli.usage, top):
         app.command(name=command.__name__)(command)

@@ -1,16 +1,62 @@
-"""The options every command that talks to a server takes, the job argument, and which
-options a command was given."""
+"""The options every command that talks to a server takes, the job argument, which options
+a command was given, and the refusal of an empty value (a script's unset variable)."""
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from pathlib import Path
 from typing import Annotated
 
 import typer
 
+from danlu.cli.markup import as_text
+from danlu.cli.markup import console as cli_console
+from danlu.core.errors import SpecError
+
+
+def empty_error(name: str, fix: str) -> SpecError:
+    """The error for an empty value of the flag or argument ``name``: ``--name: empty; give
+    a job name, or leave --name out for the program's`` (``fix``: what to give instead)."""
+    return SpecError(name, f"empty; {fix}")
+
+
+def refuse_empty(name: str, value: str | None, fix: str) -> None:
+    """A :func:`empty_error` when ``value`` (of the flag ``name``) was given (not None) but
+    is empty or blank: an unset shell variable (``--project "$P"``) that would otherwise be
+    read as not given, as the default, or as no filter, without a word."""
+    if value is not None and not value.strip():
+        raise empty_error(name, fix)
+
+
+def path_of(name: str, fix: str) -> Callable[[str], Path]:
+    """A typer ``parser`` for the path flag or argument ``name``: the path as given; an
+    empty one is an error line (:func:`empty_error`) and exit 2. Once converted, ``""`` is
+    ``Path(".")``, the current directory (``--home "$DIR"`` with DIR unset made the current
+    directory the home), and ``.`` cannot be told from it: so the text is checked. A blank
+    one (``" "``) is a name like any other, never the current directory: it is taken."""
+
+    def parse(text: str) -> Path:
+        if text == "":
+            error = as_text(empty_error(name, fix))
+            cli_console(stderr=True).print(
+                f"[red]error:[/red] {error}", highlight=False, soft_wrap=True
+            )
+            raise typer.Exit(code=2)
+        return Path(text)
+
+    return parse
+
+
 HomeOpt = Annotated[
     Path | None,
-    typer.Option("--home", help="danlu home of the server (default: DANLU_HOME or ~/.danlu)."),
+    typer.Option(
+        "--home",
+        help="danlu home of the server (default: DANLU_HOME or ~/.danlu).",
+        parser=path_of(
+            "--home",
+            "give the server's home directory, or leave --home out for DANLU_HOME or ~/.danlu",
+        ),
+    ),
 ]
 UrlOpt = Annotated[
     str | None, typer.Option("--url", help="Server URL (overrides the home; or DANLU_URL).")

@@ -32,7 +32,7 @@ import typer
 
 from danlu.cli.jobs import connect, err, fail, set_path, spec_body
 from danlu.cli.markup import as_text
-from danlu.cli.options import HomeOpt, TokenOpt, UrlOpt
+from danlu.cli.options import HomeOpt, TokenOpt, UrlOpt, path_of, refuse_empty
 from danlu.cli.output import PIPE_CLOSED, quiet_stdout, write_bytes
 from danlu.client import Client
 from danlu.config import caller_env
@@ -236,7 +236,11 @@ def run(
     ] = None,
     workdir: Annotated[
         Path | None,
-        typer.Option("--workdir", help="Where the command starts (default: here)."),
+        typer.Option(
+            "--workdir",
+            help="Where the command starts (default: here).",
+            parser=path_of("--workdir", "give a directory, or leave --workdir out for this one"),
+        ),
     ] = None,
     home: HomeOpt = None,
     url: UrlOpt = None,
@@ -246,6 +250,8 @@ def run(
     command's, Ctrl-C cancels it. Example: danlu run --gpus 2 -- python train.py --lr 0.1"""
     argv = list(command or [])
     try:
+        # "" was read as none given: the job took the program's name (--name "$N", N unset)
+        refuse_empty("--name", name, "give a job name, or leave --name out for the program's")
         body = run_body(
             argv,
             name=name,

@@ -12,12 +12,20 @@ import typer
 
 from danlu.cli.markup import as_text
 from danlu.cli.markup import console as cli_console
+from danlu.cli.options import path_of, refuse_empty
 from danlu.core.errors import DanluError
 
 err = cli_console(stderr=True)
 
 HomeOpt = Annotated[
-    Path | None, typer.Option("--home", help="state directory (default: DANLU_HOME or ~/.danlu)")
+    Path | None,
+    typer.Option(
+        "--home",
+        help="state directory (default: DANLU_HOME or ~/.danlu)",
+        parser=path_of(
+            "--home", "give the state directory, or leave --home out for DANLU_HOME or ~/.danlu"
+        ),
+    ),
 ]
 PortOpt = Annotated[int | None, typer.Option("--port", help="HTTP port (default 8470; 0: any)")]
 FakeOpt = Annotated[
@@ -72,6 +80,22 @@ FLAGS = {
 """The flag of each setting ``danlu up`` and ``danlu server`` take: a bad value given there
 is reported by its flag (and variable), not by the ``DANLU_*`` variable alone."""
 
+EMPTY_FIXES = {
+    "fake_gpus": "give an inventory such as 4x80GiB, or leave --fake-gpus out for the real GPUs",
+    "policy": "give a policy such as priority, or leave --policy out for the default",
+    "host": "give an address to listen on: 127.0.0.1 (the default), or 0.0.0.0 for every one",
+    "database_url": "give a SQLAlchemy URL, or leave --database-url out for SQLite in the home",
+    "executor": "give local, slurm or ray, or leave --executor out for the default",
+    "slurm_partition": "give a partition, or leave --slurm-partition out for Slurm's default",
+    "ray_address": "give the Ray cluster's address, or leave --ray-address out for auto",
+}
+"""What to give instead of an empty value of each text flag of ``danlu up`` and ``danlu
+server``, which refuse one: it was read as not given, so ``--executor "$EXECUTOR"`` with the
+variable unset ran the jobs on this host and ``--fake-gpus "$GPUS"`` took the real GPUs,
+without a word, and ``--host ""`` listened on every interface (``bind`` reads ``""`` so).
+``--home ""``, the current directory, is refused by its parser
+(:func:`~danlu.cli.options.path_of`)."""
+
 
 def _settings(**given: Any) -> Any:
     from danlu.config import load_settings
@@ -100,6 +124,17 @@ def _start(
     logging.basicConfig(level=logging.INFO, format="%(asctime)s %(name)s: %(message)s")
     logging.getLogger("alembic").setLevel(logging.WARNING)
     try:
+        given = {
+            "fake_gpus": fake_gpus,
+            "policy": policy,
+            "host": host,
+            "database_url": database_url,
+            "executor": executor,
+            "slurm_partition": slurm_partition,
+            "ray_address": ray_address,
+        }
+        for key, fix in EMPTY_FIXES.items():
+            refuse_empty(f"--{key.replace('_', '-')}", given[key], fix)
         options = parse_option_pairs(policy_option, "--policy-option") if policy_option else None
         settings = _settings(
             home=home,

@@ -16,9 +16,9 @@ from rich.table import Table
 from danlu.cli import jobs as common
 from danlu.cli.admin import show_data, titled_table
 from danlu.cli.markup import as_text
-from danlu.cli.options import HomeOpt, JsonOpt, TokenOpt, UrlOpt
+from danlu.cli.options import HomeOpt, JsonOpt, TokenOpt, UrlOpt, empty_error, path_of
 from danlu.cli.reply_fields import SWEEP
-from danlu.core.errors import DanluError
+from danlu.core.errors import DanluError, SpecError
 from danlu.core.spec import load_spec_data
 from danlu.core.sweep import parse_sweep
 
@@ -32,7 +32,13 @@ SweepArg = Annotated[str, typer.Argument(help="The sweep's id.")]
 
 @sweep_app.command("submit")
 def sweep_submit(
-    spec: Annotated[Path, typer.Argument(help="Sweep spec file (YAML or JSON).")],
+    spec: Annotated[
+        Path,
+        typer.Argument(
+            help="Sweep spec file (YAML or JSON).",
+            parser=path_of("SPEC", "give the sweep spec file (YAML or JSON)"),
+        ),
+    ],
     json_out: JsonOpt = False,
     home: HomeOpt = None,
     url: UrlOpt = None,
@@ -66,9 +72,28 @@ def sweep_ls(
     token: TokenOpt = None,
 ) -> None:
     """Sweeps, newest first (an admin sees everyone's); with --state, those in that state."""
-    states = [part.strip() for value in state or [] for part in value.split(",")] or None
+    try:
+        states = sweep_states(list(state or []))
+    except SpecError as exc:
+        raise common.fail(exc) from None
     rows = common.ask(home, url, token, lambda c: c.sweeps(limit, states))
     show_data(rows, json_out, _sweeps_table, SWEEP)
+
+
+def sweep_states(given: list[str]) -> list[str] | None:
+    """``--state`` values, repeated or comma-separated (None for none given); an empty one
+    (``--state "$S"`` with the variable unset, or ``RUNNING,``) is a :class:`SpecError`
+    naming ``--state``, before anything is sent (it was sent on as a state named ``''``,
+    which a server taking it as no filter answered with every sweep; danlu's with an error
+    naming its query field, not the flag). Other names are the server's to judge."""
+    states = [part.strip() for value in given for part in value.split(",")]
+    if "" in states:
+        raise empty_error(
+            "--state",
+            "give a sweep state (RUNNING, DONE, CANCELLED or FAILED), or leave --state out "
+            "to list every sweep",
+        )
+    return states or None
 
 
 def _sweeps_table(sweeps: list[dict[str, Any]]) -> Table:

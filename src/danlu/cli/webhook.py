@@ -15,7 +15,7 @@ from rich.table import Table
 from danlu.cli import jobs as common
 from danlu.cli.admin import show_data, titled_table, when_text
 from danlu.cli.markup import as_text
-from danlu.cli.options import HomeOpt, JsonOpt, TokenOpt, UrlOpt
+from danlu.cli.options import HomeOpt, JsonOpt, TokenOpt, UrlOpt, refuse_empty
 from danlu.cli.reply_fields import DELIVERY, WEBHOOK
 from danlu.core.errors import SpecError
 from danlu.core.state import JobState
@@ -49,6 +49,10 @@ def webhook_add(
 ) -> None:
     """Add a webhook; prints its secret, the key of the messages' signature, this once."""
     try:
+        # an unset variable (--project "$P") was sent on: "project '' not found; add it first"
+        for flag, value in (("--project", project), ("--user", user)):
+            fix = f"give a {flag[2:]}, or leave {flag} out to be told of every {flag[2:]}'s jobs"
+            refuse_empty(flag, value, fix)
         wanted = job_states(list(states or []))
     except SpecError as exc:
         raise common.fail(exc) from None
