@@ -63,7 +63,7 @@ def test_error_texts_with_brackets_are_printed_as_they_are(
 ) -> None:
     monkeypatch.chdir(tmp_path)
     code, _, err = run("ls", "--state", "[/x]")
-    assert code == 2 and "unknown state '[/x]'" in err
+    assert code == 2 and "'[/x]' is not a job state" in err
     code, _, err = run("submit", "run[/1].yaml")
     assert code == 2 and "run[/1].yaml" in err
     code, _, err = run("sim", "run", "--workload", "w[/x].csv", "--quiet")

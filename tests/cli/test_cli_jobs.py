@@ -291,7 +291,7 @@ def test_ls_table_and_bad_state(fake: FakeApi) -> None:
     code, out, _ = run("ls")
     assert code == 0 and "train-a" in out and "RUNNING" in out and "n0:1" in out
     code, _, err = run("ls", "--state", "DONE")
-    assert code == 2 and "unknown state 'DONE'" in err
+    assert code == 2 and "'DONE' is not a job state" in err
 
 
 def test_show_json_and_table(fake: FakeApi) -> None:

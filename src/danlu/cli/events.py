@@ -13,7 +13,7 @@ from rich.table import Table
 
 from danlu.cli.follow import PAGE, GapCursor, read_pages, row_id
 from danlu.cli.jobs import connect, console, fail, fail_on, print_json, report
-from danlu.cli.options import HomeOpt, JsonOpt, TokenOpt, UrlOpt
+from danlu.cli.options import HomeOpt, JsonOpt, TokenOpt, UrlOpt, job_states, refuse_empty
 from danlu.cli.reply_fields import checked_events
 from danlu.client import Client
 from danlu.client.rest import read_across_restart
@@ -138,9 +138,13 @@ def events(
         )
     try:
         start = parse_since(since, time.time(), "--since")
+        for flag, value in (("--project", project), ("--user", user)):
+            # an unset shell variable (--user "$U") matched no job: "no events", no word
+            refuse_empty(flag, value, f"give a {flag[2:]}, or leave {flag} out for every one")
+        # a state read as given ("" or "failed") was sent on for the server to refuse
+        states = job_states(list(state or [])) or None
     except DanluError as exc:
         raise fail(exc) from None
-    states = [part.strip() for value in state or [] for part in value.split(",")] or None
     query: dict[str, Any] = {"since": start, "project": project, "user": user, "state": states}
     with connect(home, url, token) as client:
         try:

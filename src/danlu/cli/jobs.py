@@ -28,7 +28,16 @@ from danlu.cli import usage as usage_cli
 from danlu.cli import waiting
 from danlu.cli.markup import as_text
 from danlu.cli.markup import console as cli_console
-from danlu.cli.options import HomeOpt, JobArg, JsonOpt, TokenOpt, UrlOpt, refuse_empty
+from danlu.cli.options import (
+    HomeOpt,
+    JobArg,
+    JsonOpt,
+    TokenOpt,
+    UrlOpt,
+    job_states,
+    path_of,
+    refuse_empty,
+)
 from danlu.cli.output import PIPE_CLOSED, quiet_stdout, write_bytes
 from danlu.cli.reply_fields import checked_events, checked_job, checked_jobs
 from danlu.client import Client, ServerError
@@ -209,7 +218,13 @@ def spec_body(data: dict[str, Any]) -> dict[str, Any]:
 
 
 def submit(
-    spec: Annotated[Path, typer.Argument(help="Job spec file (YAML or JSON).")],
+    spec: Annotated[
+        Path,
+        typer.Argument(
+            help="Job spec file (YAML or JSON).",
+            parser=path_of("SPEC", "give the job spec file (YAML or JSON)"),
+        ),
+    ],
     name: Annotated[str | None, typer.Option("--name", help="Override the job name.")] = None,
     priority: Annotated[int | None, typer.Option("--priority", help="Override priority.")] = None,
     project: Annotated[str | None, typer.Option("--project", help="Override project.")] = None,
@@ -354,18 +369,6 @@ def _submitted(job: dict[str, Any], json_out: bool) -> None:
 # -- ls / show ---------------------------------------------------------------------------------
 
 
-def _states(values: list[str]) -> list[str]:
-    valid = [s.value for s in JobState]
-    out = []
-    for value in values:
-        for part in value.split(","):
-            upper = part.strip().upper()
-            if upper not in valid:
-                raise SpecError("state", f"unknown state {part!r}; valid: {', '.join(valid)}")
-            out.append(upper)
-    return out
-
-
 def ls(
     ctx: typer.Context,
     state: Annotated[
@@ -400,7 +403,7 @@ def ls(
             # an unset shell variable (--project "$P") matched no job: "no jobs", no word
             raise fail(f"{flag}: empty; give a {flag[2:]} or leave {flag} out to list every one")
     try:
-        states = _states(list(state or []))
+        states = job_states(list(state or []))
         start = None if since is None else parse_since(since, time.time(), "--since")
     except SpecError as exc:
         raise fail(exc) from None

@@ -12,6 +12,7 @@ import typer
 from danlu.cli.markup import as_text
 from danlu.cli.markup import console as cli_console
 from danlu.core.errors import SpecError
+from danlu.core.state import JobState
 
 
 def empty_error(name: str, fix: str) -> SpecError:
@@ -45,6 +46,26 @@ def path_of(name: str, fix: str) -> Callable[[str], Path]:
         return Path(text)
 
     return parse
+
+
+def job_states(given: list[str]) -> list[str]:
+    """``--state`` values as job states: any case, repeated or comma-separated
+    (``failed,cancelled``, as ``danlu ls`` and ``danlu events`` take them; the server read
+    that as one unknown state, ``states.0``); one that is no job state, or empty, is a
+    :class:`SpecError` naming ``--state``."""
+    valid = [state.value for state in JobState]
+    out: list[str] = []
+    for value in given:
+        for part in value.split(","):
+            state = part.strip().upper()
+            if state not in valid:
+                raise SpecError(
+                    "--state",
+                    f"{part.strip()!r} is not a job state; use one of {', '.join(valid)} "
+                    "(repeat --state, or write a,b, for several)",
+                )
+            out.append(state)
+    return out
 
 
 HomeOpt = Annotated[

@@ -15,10 +15,9 @@ from rich.table import Table
 from danlu.cli import jobs as common
 from danlu.cli.admin import show_data, titled_table, when_text
 from danlu.cli.markup import as_text
-from danlu.cli.options import HomeOpt, JsonOpt, TokenOpt, UrlOpt, refuse_empty
+from danlu.cli.options import HomeOpt, JsonOpt, TokenOpt, UrlOpt, job_states, refuse_empty
 from danlu.cli.reply_fields import DELIVERY, WEBHOOK
 from danlu.core.errors import SpecError
-from danlu.core.state import JobState
 
 webhook_app = typer.Typer(
     rich_markup_mode="markdown",  # as the main app (danlu.cli.main)
@@ -167,26 +166,6 @@ def webhook_deliveries(
         )
 
     show_data(rows, json_out, table, DELIVERY)
-
-
-def job_states(given: list[str]) -> list[str]:
-    """``--state`` values as job states: any case, repeated or comma-separated
-    (``failed,cancelled``, as ``danlu ls`` and ``danlu events`` take them; the server read
-    that as one unknown state, ``states.0``); one that is no job state, or empty, is a
-    :class:`SpecError` naming ``--state``."""
-    valid = [state.value for state in JobState]
-    out: list[str] = []
-    for value in given:
-        for part in value.split(","):
-            state = part.strip().upper()
-            if state not in valid:
-                raise SpecError(
-                    "--state",
-                    f"{part.strip()!r} is not a job state; use one of {', '.join(valid)} "
-                    "(repeat --state, or write a,b, for several)",
-                )
-            out.append(state)
-    return out
 
 
 def _scope(hook: dict[str, Any]) -> str:
