@@ -122,7 +122,10 @@ def test_the_servers_own_errors_stay_plain_server_errors(answer: httpx.Response)
     with client(handler) as c, pytest.raises(ServerError) as caught:
         c.cancel("abcd")
     assert type(caught.value) is ServerError
-    assert "may or may not" not in str(caught.value)
+    # review 86: the server's own 500 (or 502) to a POST may come after the change was
+    # made, and says so; its 503 "unavailable" says what happened itself
+    told = answer.status_code == 503
+    assert ("may or may not" in str(caught.value)) is not told
 
 
 def test_a_gateway_error_pickles_as_itself() -> None:

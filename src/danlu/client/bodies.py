@@ -21,9 +21,35 @@ from danlu.core.values import quoted
 
 
 def spec_body(spec: JobSpec | Mapping[str, Any]) -> dict[str, Any]:
+    """The body of a job submission: ``spec``, a :class:`JobSpec` or a mapping of its
+    fields (:func:`mapping_body`)."""
     if isinstance(spec, JobSpec):
         return spec.model_dump(mode="json", exclude_defaults=True) | {"name": spec.name}
+    return mapping_body(spec, "spec")
+
+
+def mapping_body(spec: Mapping[str, Any], field: str) -> dict[str, Any]:
+    """``spec``, the argument ``field``, as the JSON object a request sends; a
+    :class:`SpecError` naming ``field`` when it is no mapping (``submit(None)`` was a bare
+    TypeError, ``submit("name: x")``, the text of a spec, a bare ValueError of ``dict()``)."""
+    if not isinstance(spec, Mapping):
+        raise SpecError(
+            field,
+            f"must be a mapping of the spec's fields (got {type(spec).__name__} "
+            f"{quoted(spec)}); read a spec file with danlu.core.spec.load_spec_data first",
+        )
     return dict(spec)
+
+
+def check_offset(offset: int) -> int:
+    """``offset``, a byte offset into a job's log, when it is a whole number 0 or more; a
+    :class:`SpecError` naming ``offset`` otherwise (``"0"`` was a bare TypeError once the
+    first chunk came, ``True`` went as ``true``, ``-1`` was the server's 422)."""
+    if not isinstance(offset, int) or isinstance(offset, bool) or offset < 0:
+        raise SpecError(
+            "offset", f"must be a whole number of bytes, 0 or more (got {quoted(offset)})"
+        )
+    return offset
 
 
 def seg(value: str, field: str) -> str:

@@ -27,7 +27,13 @@ def find_server(home: Path | str | None = None) -> tuple[str, str | None]:
     of the server started with ``danlu up --home home`` (a path, or its text: ``~/.danlu``).
     Raises :class:`NoServerError`, also when ``server.json`` records a server of this host
     whose process is gone (it was killed): the token is never sent to whatever listens on
-    its port now."""
+    its port now. A ``home`` that is neither (a number: a bare TypeError) is a
+    :class:`ConfigError`."""
+    if home is not None and not isinstance(home, str | os.PathLike):
+        raise ConfigError(
+            f"the danlu home must be a path or its text, e.g. ~/.danlu (got {quoted(home)}): "
+            "pass --home or set DANLU_HOME"
+        )
     root = Path(home or DEFAULT_HOME).expanduser()
     hint = f"no danlu server found at {root}: start one with `danlu up --home {root}`"
     try:

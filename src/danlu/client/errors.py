@@ -13,7 +13,9 @@
     │   ├── InvalidRequestError    400 / 422 (also a SpecError); status 0: a body the client
     │   │                          cannot send as JSON (NaN, infinity), not sent
     │   ├── UnschedulableRequestError  422 that can never fit (also an UnschedulableError)
-    │   └── ServerError            5xx, or an answer that is not JSON
+    │   └── ServerError            5xx, or an answer that is not JSON; for a request that
+    │       │                      changes something (but the server's 503 busy or
+    │       │                      unavailable) it may or may not have been carried out
     │       └── GatewayError       502 / 503 / 504 from a proxy in front of the server, not
     │                              the server's own: a request that changes something may
     │                              or may not have been carried out
@@ -88,7 +90,30 @@ class UnschedulableRequestError(ApiError, UnschedulableError):
 
 
 class ServerError(ApiError):
-    """5xx: the server failed; its message is kept."""
+    """5xx: the server failed; its message is kept. Also an answer the client cannot read
+    (not JSON, or not of the shape the API answers: ``status`` is then what came, a 2xx).
+
+    For a request that changes something (``method`` a ``POST``, ``PUT``, ``PATCH`` or
+    ``DELETE``) ``str()`` adds that it may or may not have been carried out, so check
+    before sending it again: the server commits a change before it builds its answer, so
+    its 500 may come after the change was made, and an unreadable 2xx is an answer to a
+    request it took. Its 503 ``busy`` (nothing was changed) and ``unavailable`` (its
+    database could not be reached) say what happened, and add nothing."""
+
+    def __str__(self) -> str:
+        text = super().__str__()
+        told = self.status == 503 and self.type in _TOLD_TYPES
+        if self.method.upper() not in _CHANGES or told:
+            return text
+        request = f"{self.method.upper()} {self.path}".strip()
+        if self.status < 300:
+            why = f"an answer {self.status} says it was taken, but the answer cannot be read"
+        else:
+            why = f"the server may have made the change before it failed ({self.status})"
+        return (
+            f"{text}; {request} may or may not have been carried out ({why}): check before "
+            "sending it again (`danlu ls`, `danlu sweep ls`, `danlu show ID`)"
+        )
 
 
 class GatewayError(ServerError):
@@ -113,6 +138,11 @@ class GatewayError(ServerError):
 
 _READS = frozenset({"GET", "HEAD", "OPTIONS"})
 """The methods of requests that change nothing."""
+_CHANGES = frozenset({"POST", "PUT", "PATCH", "DELETE"})
+"""The methods of requests that change something."""
+_TOLD_TYPES = frozenset({"busy", "unavailable"})
+"""The ``type`` of the server's own 503s, which say what became of the request (``busy``:
+nothing was changed; ``unavailable``: its database could not be reached)."""
 
 
 class ServerUnavailable(DanluError):

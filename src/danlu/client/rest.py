@@ -15,10 +15,12 @@ import httpx
 
 from danlu.client.bodies import (
     busy,
+    check_offset,
     check_token,
     clean,
     json_content,
     listed,
+    mapping_body,
     metric_records,
     retry_after,
     seg,
@@ -351,7 +353,8 @@ class Client:
         on_end: Callable[[JobDict], None] | None = None,
     ) -> list[JobDict]:
         """Poll the ``jobs`` (ids or unique prefixes; one string: one job) every ``poll``
-        seconds until each has finished (SUCCEEDED, FAILED or CANCELLED); returns them as
+        seconds (at least :data:`~danlu.client.waits.MIN_POLL`, 0.1: a smaller one is taken
+        as that) until each has finished (SUCCEEDED, FAILED or CANCELLED); returns them as
         Jobs, in the order given (a prefix is asked for by the full id of the job it named
         once read: a job submitted meanwhile may share it). ``on_end`` is called with each
         job once it is seen finished. Raises
@@ -392,7 +395,7 @@ class Client:
 
     def submit_sweep(self, spec: Mapping[str, Any]) -> JobDict:
         """``POST /sweeps``: submit a sweep spec; returns the Sweep with its first trials."""
-        return self._object("POST", "/sweeps", json=dict(spec))
+        return self._object("POST", "/sweeps", json=mapping_body(spec, "spec"))
 
     def sweeps(
         self, limit: int | None = None, states: str | Sequence[str] | None = None
@@ -485,7 +488,8 @@ class Client:
         return self._object("GET", f"/jobs/{seg(job, 'job')}/why")
 
     def _log_bytes(self, job: str, offset: int) -> tuple[bytes, int]:
-        response = self.request("GET", f"/jobs/{seg(job, 'job')}/logs", params={"offset": offset})
+        params = {"offset": check_offset(offset)}
+        response = self.request("GET", f"/jobs/{seg(job, 'job')}/logs", params=params)
         raw = response.content
         next_offset = header_count(response, LOG_OFFSET_HEADER)
         return raw, offset + len(raw) if next_offset is None else next_offset
@@ -539,6 +543,7 @@ class Client:
         may be a unique id prefix: once the job has been read, its full id is asked for (a
         job submitted meanwhile may share the prefix)."""
         check_seconds("reconnect_delay", reconnect_delay)
+        check_offset(offset)
         reconnect_delay = max(reconnect_delay, MIN_RECONNECT_DELAY)  # 0: a tight loop
         lost_at: float | None = None  # when the server stopped answering, if it has
         while True:

@@ -33,6 +33,12 @@ MAX_SLEEP = 86_400.0
 """The longest one sleep between two looks lasts (seconds): a longer ``poll`` looks once a
 day (``time.sleep`` cannot take more than about 9.2e9 s: OverflowError)."""
 
+MIN_POLL = 0.1
+"""The shortest pause (seconds) between two looks of a wait: a smaller ``poll`` (0 too) is
+taken as this one, as ``danlu wait --poll`` takes nothing below 0.1 s and a log follow's
+``reconnect_delay`` nothing below :data:`~danlu.client.rest.MIN_RECONNECT_DELAY`. A poll of
+``1e-9`` was a loop of requests as fast as the server answered."""
+
 FINISHED_STATES = frozenset({"SUCCEEDED", "FAILED", "CANCELLED"})
 """The states a job ends in."""
 
@@ -120,12 +126,17 @@ def wait_for(
 ) -> list[R]:
     """Call ``look(key)`` for each of ``keys`` not ended yet every ``poll`` seconds until it
     has returned what the key ended as (None: not ended yet) for each; returns those in the
-    order of ``keys``. ``on_end`` is called with each once it is seen. After ``timeout``
+    order of ``keys``; ``poll`` is at least :data:`MIN_POLL` (a smaller one, 0 too, is taken
+    as that; a negative, NaN or infinite one is a :class:`SpecError` naming it). ``on_end``
+    is called with each once it is seen. After ``timeout``
     seconds (None: no limit) raises ``timed_out(the keys not ended, what the others ended
     as)``. A server lost once it has answered (a restart) is asked again for up to
     :attr:`Client.reconnect_for` seconds. ``clock``: what it reads the time and sleeps
     with."""
-    check_seconds("poll", poll, positive=True)
+    check_seconds("poll", poll)
+    poll = max(poll, MIN_POLL)  # 0 or 1e-9: a loop of requests as fast as the server answers
+    if on_end is not None and not callable(on_end):  # a bare TypeError once one had ended
+        raise SpecError("on_end", f"must be a function or None (got {quoted(on_end)})")
     if timeout is not None:
         _check_number("timeout", timeout)
     if timeout is not None and math.isnan(timeout):

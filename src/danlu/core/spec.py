@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import datetime
 import math
+import os
 import re
 from pathlib import Path
 from typing import Annotated, Any, Literal
@@ -734,7 +735,10 @@ a MemoryError)."""
 def load_spec_data(path: str | Path) -> Any:
     """The data of a job spec file, not yet validated: YAML (a superset of JSON), or JSON
     for a ``.json`` file; an empty file is an empty mapping. Errors are :class:`SpecError`
-    (a file of more than :data:`MAX_SPEC_FILE` bytes too)."""
+    (a file of more than :data:`MAX_SPEC_FILE` bytes too; a ``path`` that is no path, None
+    say, names ``path``: it was a bare TypeError)."""
+    if not isinstance(path, str | os.PathLike):
+        raise SpecError("path", f"must be the path of a spec file (got {quoted(path)})")
     p = Path(path)
     try:
         with p.open("rb") as file:
@@ -756,5 +760,9 @@ def load_spec_data(path: str | Path) -> Any:
 
 
 def loads_spec(text: str, is_json: bool = False) -> JobSpec:
-    """Parse a job spec from YAML (a superset of JSON) or JSON text."""
+    """Parse a job spec from YAML (a superset of JSON) or JSON text; ``text`` that is not a
+    string (None: a bare AttributeError of the YAML reader) is a :class:`SpecError` naming
+    it."""
+    if not isinstance(text, str):
+        raise SpecError("text", f"must be the spec's text, a string (got {quoted(text)})")
     return parse_spec(parse_text(text, is_json))

@@ -157,7 +157,9 @@ def parse_duration(value: int | float | str, field: str = "duration") -> float:
     ``1-12``; a bare number is seconds, unlike Slurm's minutes).
 
     Raises :class:`SpecError` naming ``field`` when the value is not a duration; the caller
-    checks the range.
+    checks the range. A ``+`` before one (``+5``, ``+5m``) is refused, saying to write it
+    without: ``float()`` read ``+5`` as 5 while ``+5m`` was no duration (a ``+`` is a
+    delay's mark in :func:`parse_time`, which takes it off first).
     """
     if isinstance(value, bool) or not isinstance(value, int | float | str):
         raise SpecError(field, f"expected a duration, got {type(value).__name__}; {_DURATION_HELP}")
@@ -166,6 +168,10 @@ def parse_duration(value: int | float | str, field: str = "duration") -> float:
     if isinstance(value, float):
         return value
     text = value.strip()
+    rest = text[1:].strip()
+    if text.startswith("+") and not rest.startswith(("+", "-")) and _is_duration(rest):
+        reason = f"has a '+': a duration is written without one, {rest}"
+        raise _Refused(field, f"{quoted(value)} {reason}; {_DURATION_HELP}", reason)
     try:
         seconds = float(text)
     except ValueError:

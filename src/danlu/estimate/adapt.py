@@ -31,13 +31,14 @@ from __future__ import annotations
 
 import math
 import numbers
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
 import numpy.typing as npt
 
-from danlu.core.errors import ConfigError
+from danlu.core.errors import ConfigError, DataError, SpecError
 from danlu.core.values import MAX_INT, is_whole_number, quoted
 from danlu.estimate.checks import as_float, is_real_number
 
@@ -81,6 +82,8 @@ class SelfTuner:
     def __init__(self, limits: BatchLimits) -> None:
         """Nothing measured yet; ``limits``: the job's batch and micro-batch range (what its
         own configuration and memory model give it)."""
+        if not isinstance(limits, BatchLimits):  # an AttributeError at the first choice
+            raise SpecError("limits", f"must be a BatchLimits, got {quoted(limits)}")
         self.limits = limits
         self._compute: dict[int, float] = {}
         self._sync: dict[tuple[int, ...], float] = {}
@@ -106,7 +109,13 @@ class SelfTuner:
         micro-batch was measured again. A micro-batch that is not a whole number of samples
         in ``1..MAX_INT`` is ignored too, as is a timing or statistic that is no number (a
         string, None, or an integer beyond float range: they raised a bare TypeError or
-        OverflowError)."""
+        OverflowError). A ``placement`` that is no placement (:func:`check_placement`) or
+        ``stats`` that are no pair are a :class:`SpecError` naming the argument."""
+        check_placement(placement)
+        # None or 5 was a bare TypeError, (1.0,) an IndexError
+        pair = isinstance(stats, Sequence | np.ndarray) and not isinstance(stats, str | bytes)
+        if not pair or len(stats) != 2:
+            raise SpecError("stats", f"must be a pair (sqr, var), got {quoted(stats)}")
         if _finite(stats):
             self._stats = (float(stats[0]), float(stats[1]))
         if not (usable_seconds(step) and usable_seconds(sync) and _usable_batch(atomic)):
@@ -120,12 +129,13 @@ class SelfTuner:
 
     def sync_time(self, placement: tuple[int, ...]) -> float | None:
         """The sync time last measured on ``placement`` (None: never measured there)."""
-        return self._sync.get(placement)
+        return self._sync.get(check_placement(placement))
 
     def choose(self, placement: tuple[int, ...]) -> int | None:
         """The goodput-optimal global batch on ``placement`` (GPUs per node, empty nodes
-        dropped) by what the job measured; ``None`` before it measured sync there."""
-        sync = self._sync.get(placement)
+        dropped) by what the job measured; ``None`` before it measured sync there. A
+        ``placement`` that is no placement is a :class:`SpecError` (:func:`check_placement`)."""
+        sync = self._sync.get(check_placement(placement))
         if sync is None or self._stats is None or not self._compute:
             return None
         sqr, var = self._stats
@@ -153,18 +163,15 @@ class SelfTuner:
 
     def load_state_dict(self, state: dict[str, Any]) -> None:
         """Restore :meth:`state_dict` output. Timings :meth:`measure` would have ignored (not
-        finite, or negative: a checkpoint written before it ignored them) are left out."""
-        self._compute = {
-            int(a): float(s) for a, s in state.get("compute", []) if usable_seconds(float(s))
-        }
-        self._sync = {
-            tuple(int(n) for n in p): float(s)
-            for p, s in state.get("sync", [])
-            if usable_seconds(float(s))
-        }
-        stats = state.get("stats")
-        loaded = (float(stats[0]), float(stats[1])) if stats else None
-        self._stats = loaded if loaded is not None and _finite(loaded) else None
+        finite, or negative: a checkpoint written before it ignored them) are left out, as
+        are statistics that are not finite. A state of another shape (a damaged checkpoint)
+        is a :class:`DataError` naming the entry (``compute[0]``), and nothing is loaded:
+        a micro-batch or a GPU count that is not a whole number in ``1..MAX_INT``, a timing
+        or statistic that is no number, an entry that is no pair (they were a bare
+        KeyError, TypeError, ValueError or IndexError, or were read as something else:
+        ``2.5`` GPUs as 2, a micro-batch of 0)."""
+        compute, sync, stats = _parse_state(state)
+        self._compute, self._sync, self._stats = compute, sync, stats
         self._fit = None
         self._cache.clear()
         self._version += 1
@@ -252,6 +259,99 @@ class SelfTuner:
 
 _CHUNK = 1 << 16
 """Per-replica totals :meth:`SelfTuner.choose` evaluates at once."""
+
+
+_WHOLE = "from 1 to 2**62"
+"""The range of a micro-batch or a node's GPU count (``MAX_INT``), in words."""
+
+
+def check_placement(placement: tuple[int, ...]) -> tuple[int, ...]:
+    """``placement`` when it is one: a non-empty tuple of the GPUs used on each node (empty
+    nodes dropped), each a whole number in ``1..MAX_INT`` (2**62); else a :class:`SpecError`
+    naming it (a NaN or 2.5 GPUs was read as a placement, a 0 or ``()`` divided by zero, a
+    list was a bare TypeError)."""
+    if (
+        not isinstance(placement, tuple)
+        or not placement
+        or not all(_usable_batch(gpus) for gpus in placement)
+    ):
+        raise SpecError(
+            "placement",
+            "must be a non-empty tuple of the GPUs used on each node, each a whole number "
+            f"{_WHOLE}, got {quoted(placement)}",
+        )
+    return placement
+
+
+def _parse_state(
+    state: object,
+) -> tuple[dict[int, float], dict[tuple[int, ...], float], tuple[float, float] | None]:
+    """The compute times, sync times and statistics of :meth:`SelfTuner.state_dict` output
+    ``state``, as :meth:`SelfTuner.load_state_dict` takes them; :class:`DataError` naming
+    the entry that is not as that writes it."""
+    if not isinstance(state, Mapping):
+        raise DataError(f"the tuner state must be a mapping, got {quoted(state)}")
+    compute: dict[int, float] = {}
+    for where, atomic, seconds in _pairs(state, "compute"):
+        if not _usable_batch(atomic):
+            raise DataError(
+                f"the tuner state's {where}: the micro-batch must be a whole number "
+                f"{_WHOLE}, got {quoted(atomic)}"
+            )
+        if _stored_seconds(seconds, where):
+            compute[int(atomic)] = float(seconds)
+    sync: dict[tuple[int, ...], float] = {}
+    for where, placement, seconds in _pairs(state, "sync"):
+        if (
+            not _is_list(placement)
+            or not placement
+            or not all(_usable_batch(gpus) for gpus in placement)
+        ):
+            raise DataError(
+                f"the tuner state's {where}: the placement must be a non-empty list of GPU "
+                f"counts, each a whole number {_WHOLE}, got {quoted(placement)}"
+            )
+        if _stored_seconds(seconds, where):
+            sync[tuple(int(gpus) for gpus in placement)] = float(seconds)
+    stats = state.get("stats")
+    if stats is None or (_is_list(stats) and not stats):
+        return compute, sync, None
+    if not _is_list(stats) or len(stats) != 2 or not all(map(is_real_number, stats)):
+        raise DataError(
+            f"the tuner state's stats must be null or a pair of numbers, got {quoted(stats)}"
+        )
+    loaded = (as_float(stats[0]), as_float(stats[1]))
+    return compute, sync, loaded if _finite(loaded) else None
+
+
+def _pairs(state: Mapping[str, Any], key: str) -> list[tuple[str, Any, Any]]:
+    """The entries of ``state[key]`` (missing: none), each ``[what, seconds]``, with where
+    each is (``compute[0]``); :class:`DataError` naming what is no such list."""
+    entries = state.get(key, [])
+    if not _is_list(entries):
+        raise DataError(f"the tuner state's {key} must be a list of pairs, got {quoted(entries)}")
+    pairs = []
+    for index, entry in enumerate(entries):
+        where = f"{key}[{index}]"
+        if not _is_list(entry) or len(entry) != 2:
+            raise DataError(f"the tuner state's {where} must be a pair, got {quoted(entry)}")
+        pairs.append((where, entry[0], entry[1]))
+    return pairs
+
+
+def _is_list(value: object) -> bool:
+    """Whether ``value`` is a list or tuple (what a checkpoint holds), not text."""
+    return isinstance(value, list | tuple)
+
+
+def _stored_seconds(value: object, where: str) -> bool:
+    """Whether ``value``, a stored timing, is one to load (:func:`usable_seconds`); a
+    :class:`DataError` naming ``where`` when it is no number."""
+    if not is_real_number(value):
+        raise DataError(
+            f"the tuner state's {where}: the seconds must be a number, got {quoted(value)}"
+        )
+    return usable_seconds(value)  # type: ignore[arg-type]
 
 
 def usable_seconds(value: float) -> bool:

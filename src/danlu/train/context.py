@@ -24,7 +24,6 @@ from typing import Any
 import torch
 
 from danlu.core.errors import ConfigError
-from danlu.train.anomaly import TrainingAnomalyError
 from danlu.train.batch import AdaptiveBatch, GradientNoiseScale
 from danlu.train.checks import whole_argument
 from danlu.train.ckpt import Checkpoints, state_api
@@ -42,6 +41,7 @@ from danlu.train.env import JobEnv
 from danlu.train.goodput import PROBE_STEPS, GoodputTuner, placement_of
 from danlu.train.part_states import Parse, parse_parts
 from danlu.train.preempt import Preemption
+from danlu.train.recovery import Recovery
 from danlu.train.report import MetricsReporter, Progress
 from danlu.train.scaling import lr_factor
 from danlu.train.step import LossFn, StepEngine, StepResult
@@ -63,7 +63,7 @@ PROBE_PART = 2
 ``TrainContext._probe``): batch normalisation cannot train on one."""
 
 
-class TrainContext:
+class TrainContext(Recovery):
     """Everything a training loop needs; build it with :func:`danlu.train.init`.
 
     Public members: ``env`` (:class:`~danlu.train.env.JobEnv`), ``distributed``, ``model`` (DDP
@@ -142,7 +142,8 @@ class TrainContext:
         self._follows_api = env.metrics_url is not None
         self._saved_step: int | None = None
         """The step of the last checkpoint written (or restored): a preemption at it does
-        not write it again."""
+        not write it again. None while this run has none: a rollback then has nothing of
+        its own to go back to (:meth:`Recovery._rollback`)."""
         self._reported = False
         """Whether this process reported a step (or resent a checkpoint's unshipped records):
         from then on the reporter itself holds every record not shipped yet."""
@@ -487,125 +488,6 @@ class TrainContext:
             lr_factor(self.lr_scaling, new, self.batch.base_global_batch, sigma2=sigma2, mu2=mu2)
         )
 
-    def _parameters_nonfinite(self) -> bool:
-        """Whether a parameter holds NaN/Inf. Checked (one read of the parameters) only
-        after a non-finite loss with the "skip" action, which cannot mend parameters that
-        are already bad, and before a periodic checkpoint."""
-        with torch.no_grad():
-            return not all(bool(torch.isfinite(p).all()) for p in self.model.parameters())
-
-    def _poisoned_checkpoint(self) -> bool:
-        """With anomaly detection on, a periodic checkpoint is never written from NaN/Inf
-        parameters (a NaN gradient on a step whose norm was not checked puts them there;
-        they are read only when such a step was applied since the last checkpoint):
-        the run recovers by its action instead ("stop": the error; "warn": the checkpoint is
-        left out). True when the checkpoint must not be written."""
-        if self.anomaly is None or not self.engine.unchecked_update:
-            return False
-        self.engine.unchecked_update = False
-        if not self._parameters_nonfinite():
-            return False
-        self.anomaly.count("nonfinite_params")
-        if self.anomaly.action == "stop":
-            self.anomaly.raise_for("nonfinite_params", self.step_num, math.nan, None)
-        if self.anomaly.action == "warn":
-            log.warning("parameters hold NaN/Inf at step %d: checkpoint left out", self.step_num)
-        else:
-            self._recover_parameters()
-        return True
-
-    def _recover_parameters(self) -> None:
-        """The parameters went non-finite: a NaN/Inf gradient reached them on a step whose
-        gradient norm was not checked (``grad_norm_every``), or the optimizer's state did.
-        Roll back to the last checkpoint, else stop with a clear error.
-
-        The replay computes the gradient norm on every step up to this one
-        (:attr:`StepEngine.norm_until`), so a batch whose gradient is NaN/Inf is caught and
-        handled by the anomaly action instead of poisoning the parameters again. Parameters
-        found non-finite at the same step again after that stop the run: rolling back once
-        more could not end."""
-        step = self.step_num
-        if step in self._recovered_for:
-            raise TrainingAnomalyError(
-                f"the parameters hold NaN/Inf at step {step} again after rolling back for "
-                "them, although every gradient norm since the checkpoint was checked: the "
-                "optimizer's update or its state puts them there. Lower the learning rate, "
-                "enable gradient clipping or check the optimizer"
-            )
-        failing = self.engine.step_count
-        if self._rollback():
-            self._recovered_for.add(step)
-            self.engine.norm_until = max(self.engine.norm_until, failing)
-            return
-        raise TrainingAnomalyError(
-            f"the parameters hold NaN/Inf at step {self.step_num}, so skipping steps cannot "
-            "recover; a non-finite gradient reached them on a step whose norm was not checked. "
-            "Set grad_norm_every=1 to check every step, or enable checkpoints so that danlu "
-            "can roll back"
-        )
-
-    def _rollback(self) -> bool:
-        """Back to the last checkpoint with a lower LR; False when there is none."""
-        assert self.anomaly is not None
-        self.checkpoints.wait()
-        counts = dict(self.anomaly.counts)  # the checkpoint's counts miss what led here
-        rollbacks = self.rollbacks
-        # and its LR decay the rollbacks since it was written: each rollback compounds
-        decay = self.lr.decay
-        # and the OOMs since: the memory did not grow, their micro-batch limit still holds
-        oom_cap, oom_count = self.batch.oom_cap, self.batch.oom_count
-        if self.restore():
-            self.anomaly.counts = counts
-            self.anomaly.total = sum(counts.values())
-            self.batch.keep_oom_limit(oom_cap, oom_count)
-            self.rollbacks = rollbacks + 1
-            self._rolled_back_for = {s for s in self._rolled_back_for if s >= self.step_num}
-            self._recovered_for = {s for s in self._recovered_for if s >= self.step_num}
-            self.lr.decay = decay
-            self.lr.reduce(self.anomaly.rollback_lr_factor)
-            log.warning(
-                "anomaly: rolled back to step %d, LR x%.3g",
-                self.step_num,
-                self.anomaly.rollback_lr_factor,
-            )
-        else:  # nothing to roll back to: the step was already skipped
-            log.warning(
-                "anomaly at step %d and no checkpoint to roll back to: skipped", self.step_num
-            )
-            return False
-        return True
-
-    def _preempt(self) -> None:
-        """Checkpoint (unless this step's checkpoint was just written: a periodic one took
-        it, and a second copy would take one of ``keep_last``'s places) and exit 75. Without
-        a checkpoint directory nothing can be written: a WARNING says so, and the job
-        still exits 75 (docs/train.md: the control plane re-queues it, and its restart
-        begins from scratch)."""
-        code = self.preemption.exit_code
-        if not self.checkpoints.enabled:
-            log.warning(
-                "preemption requested at step %d: no checkpoint directory is configured "
-                "(checkpoint_dir, DANLU_CHECKPOINT_DIR), so no checkpoint is written and the "
-                "restart begins from scratch; exiting with %d",
-                self.step_num,
-                code,
-            )
-        elif self._saved_step == self.step_num:
-            log.warning(
-                "preemption requested: step %d is already checkpointed; exiting with %d",
-                self.step_num,
-                code,
-            )
-        else:
-            log.warning(
-                "preemption requested: checkpointing at step %d and exiting with %d",
-                self.step_num,
-                code,
-            )
-            self.save()
-        self.close()
-        raise SystemExit(self.preemption.exit_code)
-
     # ------------------------------------------------------------------ state
     def data_state(self) -> dict[str, Any]:
         """Everything besides model/optimizer/scheduler/scaler that a resume needs."""
@@ -634,8 +516,10 @@ class TrainContext:
         ``consistency_check`` is on, checks that all ranks hold the same parameters. The
         ranks' RNG states are gathered to rank 0 and the checkpoint holds each rank's (a
         seed per rank, or ranks that draw different amounts, leave them apart), for
-        :meth:`restore` to give each rank its own."""
-        if not self.checkpoints.enabled:
+        :meth:`restore` to give each rank its own. With anomaly detection on, parameters
+        that hold NaN/Inf are not written (a WARNING says so): see
+        :meth:`~danlu.train.recovery.Recovery._nonfinite_to_save`."""
+        if not self.checkpoints.enabled or self._nonfinite_to_save():
             return
         self._saved_step = self.step_num
         api = state_api()

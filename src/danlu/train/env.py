@@ -197,6 +197,11 @@ def _hparams(environ: Mapping[str, str]) -> dict[str, Any]:
         value = json.loads(raw)
     except ValueError:
         raise ConfigError(f"DANLU_HPARAMS={raw[:80]!r} is not JSON") from None
+    except RecursionError:  # nested deeper than the decoder goes: it was a bare error
+        raise ConfigError(
+            f"DANLU_HPARAMS={raw[:80]!r} is nested too deeply; give a JSON object of "
+            "hyper-parameters"
+        ) from None
     if not isinstance(value, dict):
         raise ConfigError(f"DANLU_HPARAMS must be a JSON object, got {type(value).__name__}")
     return value
@@ -248,7 +253,8 @@ class JobEnv:
         ``DANLU_API_URL``, ``DANLU_JOB_ID``, ``DANLU_CHECKPOINT_DIR`` or
         ``DANLU_METRICS_FILE`` of only whitespace; a ``DANLU_JOB_ID`` of ``.`` or ``..``; a
         ``DANLU_TOKEN`` with whitespace, a control or a non-ASCII character inside (around it,
-        whitespace is stripped). An unset (or empty) variable takes its default.
+        whitespace is stripped); a ``DANLU_HPARAMS`` that is no JSON object (or nested too
+        deeply to decode). An unset (or empty) variable takes its default.
         """
         env = os.environ if environ is None else environ
         world = _at_least(env, "WORLD_SIZE", 1, 1) or 1
