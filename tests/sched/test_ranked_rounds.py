@@ -15,10 +15,10 @@ from hypothesis import strategies as st
 
 from danlu.core.cluster import GPU_TYPES, MILLI_PER_GPU, Allocation, Cluster, Node
 from danlu.sched.placement.gang import FreeMap
-from danlu.sched.policies.base import _preempting_round, ranked_round
 from danlu.sched.policies.danlu import DanluPolicy
 from danlu.sched.policies.priority import PriorityPolicy
 from danlu.sched.policies.ranked import RankedJobs, RankKey, seq_diff
+from danlu.sched.policies.ranked_round import _preempting_round, ranked_round
 from danlu.sched.policies.sjf import SjfPolicy
 from danlu.sched.policies.tiresias import TiresiasPolicy
 from danlu.sched.view import ClusterView, JobRequest, JobStatus, Plan

@@ -7,7 +7,9 @@ adapters) and apply the same plan.
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Mapping
+import math
+import operator
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field, replace
 
 import numpy as np
@@ -61,6 +63,26 @@ class JobRequest:
     policies ask it of every job in every round."""
 
     def __post_init__(self) -> None:
+        if self.gpus >= 1 and not 0 < self.gpu_milli <= MILLI_PER_GPU:
+            # 0 or less was placed as a share of nothing: any number of such jobs started
+            # on one GPU (a negative one with negative memory), none counted as using it
+            raise ConfigError(
+                f"JobRequest {self.id!r}: gpu_milli is the share of each GPU in thousandths, "
+                f"1 to {MILLI_PER_GPU}, got {self.gpu_milli!r}; leave it out for whole GPUs"
+            )
+        duration = self.expected_duration
+        if duration is not None and not duration >= 0:  # NaN too: it compares false
+            # NaN read as "1 s left" by value-density (first in line), a negative one as
+            # the shortest of all by sjf
+            raise ConfigError(
+                f"JobRequest {self.id!r}: expected_duration is an estimate in seconds, 0 or "
+                f"more, got {duration!r}; leave it out (None) when unknown"
+            )
+        if self.gpu_memory < 0:
+            raise ConfigError(
+                f"JobRequest {self.id!r}: gpu_memory is bytes needed on each GPU, 0 or more, "
+                f"got {self.gpu_memory!r}; leave it out (0) for the whole GPU's"
+            )
         shares = self.gpus <= 1 and (self.gpu_milli < MILLI_PER_GPU or self.gpu_memory > 0)
         object.__setattr__(self, "shares_gpu", shares)
 
@@ -188,6 +210,15 @@ class ClusterView:
     """:meth:`open_gpus`, built once: a round builds several free maps from one view."""
 
     def __post_init__(self) -> None:
+        if not math.isfinite(self.time):
+            # NaN or an infinity ranked jobs as NaN (tiresias asked for its next round at
+            # -inf, pollux seeded its search with a bare ValueError)
+            raise ConfigError(
+                f"ClusterView.time: the round's clock must be a finite number of seconds, "
+                f"got {self.time!r}"
+            )
+        _check_jobs(self.running, self.pending)
+        _check_allocations(self.cluster, self.running)
         for name in ("used_milli", "used_memory"):
             given = getattr(self, name)
             if given is not None and getattr(given, "shape", None) != (self.cluster.total_gpus,):
@@ -246,13 +277,94 @@ class ClusterView:
         return self.used_milli, self.used_memory
 
 
+_ID = operator.attrgetter("id")
+_HOLDS = operator.attrgetter("_running")
+
+
+def _check_jobs(running: Sequence[JobStatus], pending: Sequence[JobStatus]) -> None:
+    """Refuse a job id listed twice (twice pending, or running and pending: every policy
+    started it twice, or started a job that was running) and a pending job that holds an
+    allocation (the view's usage leaves it out, so policies started it on other GPUs or,
+    ``danlu``, planned a resize of a job that was not running)."""
+    ids = set(map(_ID, running))
+    ids.update(map(_ID, pending))
+    if len(ids) < len(running) + len(pending):
+        seen: dict[str, str] = {}
+        for where, jobs in (("running", running), ("pending", pending)):
+            for job in jobs:
+                first = seen.get(job.id)
+                if first is not None:
+                    places = f"twice in {where}" if first == where else f"in {first} and {where}"
+                    raise ConfigError(
+                        f"ClusterView: job {job.id!r} is listed {places}; list each job "
+                        "once: in running while it holds GPUs, else in pending"
+                    )
+                seen[job.id] = where
+    if any(map(_HOLDS, pending)):
+        job = next(j for j in pending if j.running)
+        raise ConfigError(
+            f"ClusterView.pending: job {job.id!r} holds an allocation "
+            f"({_gpus_named(job.allocation)}); a pending job holds no GPUs: list it in "
+            "running, or give it an empty Allocation"
+        )
+
+
+def _check_allocations(cluster: Cluster, running: Iterable[JobStatus]) -> None:
+    """Refuse a running job's share on a node or GPU index the cluster does not have: GPUs
+    are counted in the flat numbering of :meth:`Cluster.gpu_offset`, so GPU 4 of a 4-GPU
+    node was counted as GPU 0 of the next node (and node -1 as the last node)."""
+    sizes: list[int] = cluster.arrays.sizes.tolist()
+    for job in running:
+        for share in job.allocation.shares:
+            node, gpu = share.node, share.gpu
+            # plain ints in range: the fast path (a NumPy integer takes the slow one)
+            if (
+                type(node) is int
+                and type(gpu) is int
+                and 0 <= node < len(sizes)
+                and 0 <= gpu < sizes[node]
+            ):
+                continue
+            _check_share(cluster, sizes, job.id, node, gpu)
+
+
+def _check_share(cluster: Cluster, sizes: list[int], job_id: str, node: int, gpu: int) -> None:
+    """:func:`_check_allocations` for one share off its fast path (an index that is no
+    plain ``int``, or one out of range): refuse it unless both are whole numbers in range
+    (the annotations say ``int``; an adapter may hand a float or a bool all the same)."""
+    at = operator.index(node) if _whole(node) else -1
+    if not 0 <= at < len(sizes):
+        raise ConfigError(
+            f"ClusterView.running: job {job_id!r} holds GPU {gpu!r} of node {node!r}, which "
+            f"is not a node index of this cluster; give nodes by their index, 0 to "
+            f"{len(sizes) - 1}"
+        )
+    count = sizes[at]
+    if not _whole(gpu) or not 0 <= operator.index(gpu) < count:
+        has = f"GPUs 0 to {count - 1}" if count else "no GPUs"
+        raise ConfigError(
+            f"ClusterView.running: job {job_id!r} holds GPU {gpu!r} of node {at} "
+            f"({cluster.nodes[at].name!r}), which has {has}; give each share the GPU's "
+            "index on its own node"
+        )
+
+
+def _whole(index: object) -> bool:
+    """Whether ``index`` is a whole number (NumPy's too), not a bool."""
+    return isinstance(index, int | np.integer) and not isinstance(index, bool)
+
+
+def _gpus_named(allocation: Allocation) -> str:
+    """``allocation``'s GPUs as ``node:gpu``, for a message."""
+    return ", ".join(f"{s.node}:{s.gpu}" for s in allocation.shares)
+
+
 def _check_indices(name: str, indices: Iterable[object], count: int, what: str) -> None:
     """Refuse an index of ``indices`` that is no whole number in ``0..count-1``: NumPy read
     a negative one from the end (``closed_nodes={-1}`` closed the last node) and one past the
     end raised a bare IndexError."""
     for index in indices:
-        whole = isinstance(index, int | np.integer) and not isinstance(index, bool)
-        if not whole or not 0 <= index < count:  # type: ignore[operator]
+        if not _whole(index) or not 0 <= index < count:  # type: ignore[operator]
             raise ConfigError(
                 f"ClusterView.{name}: {index!r} is not a {what} index of this cluster; "
                 f"give {what}s by their index, 0 to {count - 1}"

@@ -17,9 +17,9 @@ from danlu.core.cluster import Allocation
 from danlu.sched.placement.gang import FreeMap
 from danlu.sched.policies import danlu_loan as dl
 from danlu.sched.policies import danlu_model as dm
-from danlu.sched.policies.base import NO_GPU_ASKED, asks_no_gpu
 from danlu.sched.policies.danlu_alloc import Option
 from danlu.sched.policies.danlu_share import carry_out
+from danlu.sched.policies.waiting import NO_GPU_ASKED, asks_no_gpu
 from danlu.sched.view import ClusterView, JobStatus, Plan, Preempt, Rebatch, Resize, Start
 
 BATCH = "danlu.batch"

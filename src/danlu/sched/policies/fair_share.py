@@ -48,9 +48,9 @@ from danlu.core.cluster import MILLI_PER_GPU
 from danlu.sched.placement.drain import DrainingFree
 from danlu.sched.placement.gang import FreeMap
 from danlu.sched.placement.packing_memo import PackingMemo
-from danlu.sched.policies.base import asks_no_gpu, why_not
 from danlu.sched.policies.options import INF, OptionRange, check_options
 from danlu.sched.policies.reservation import Shape, shape_of
+from danlu.sched.policies.waiting import asks_no_gpu, why_not
 from danlu.sched.share_size import least_share_milli
 from danlu.sched.view import ClusterView, JobStatus, Plan, Preempt, Start
 

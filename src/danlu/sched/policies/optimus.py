@@ -56,20 +56,13 @@ from typing import ClassVar
 import numpy as np
 import numpy.typing as npt
 
-from danlu.core.errors import UnknownNameError
-from danlu.sched.placement.gang import STRATEGIES, FreeMap
+from danlu.sched.placement.gang import FreeMap
 from danlu.sched.placement.packing_memo import PackingMemo
 from danlu.sched.policies import danlu_model as dm
-from danlu.sched.policies.base import (
-    NO_GPU_ASKED,
-    asks_no_gpu,
-    beyond_reach,
-    nothing_to_size,
-    place_shares_in_order,
-    split_running,
-)
+from danlu.sched.policies.base import nothing_to_size, place_shares_in_order, split_running
 from danlu.sched.policies.options import OptionRange, check_options
 from danlu.sched.policies.pollux import INTER_PRIOR, SYNC_PRIOR, fitting_nodes
+from danlu.sched.policies.waiting import NO_GPU_ASKED, asks_no_gpu, beyond_reach
 from danlu.sched.policies.work_estimate import WORK, estimate_work
 from danlu.sched.view import ClusterView, JobStatus, Plan, Preempt, Resize, Start
 
@@ -144,9 +137,7 @@ class OptimusPolicy:
     """Each job's model and the key it was built from, until it measures something new."""
 
     def __post_init__(self) -> None:
-        check_options(self, self.option_ranges)
-        if self.placement not in STRATEGIES:
-            raise UnknownNameError("placement", self.placement, list(STRATEGIES))
+        check_options(self, self.option_ranges)  # the placement's name too
 
     def schedule(self, view: ClusterView) -> Plan:
         if nothing_to_size(view):

@@ -1,7 +1,7 @@
 """Checks of a policy's options, shared by the registry (options by name, as ``danlu sim run
 --option`` passes them) and the built-in policies, which check themselves when built: each
-option's declared type (:func:`check_option_type`) and each numeric option's valid range
-(:func:`check_options`, with the policy's ``option_ranges``)."""
+option's declared type (:func:`check_option_type`), a ``placement`` option's name, and each
+numeric option's valid range (:func:`check_options`, with the policy's ``option_ranges``)."""
 
 from __future__ import annotations
 
@@ -12,7 +12,8 @@ import typing
 from collections.abc import Mapping
 from typing import Any
 
-from danlu.core.errors import ConfigError
+from danlu.core.errors import ConfigError, UnknownNameError
+from danlu.sched.placement.gang import STRATEGIES
 
 INF = math.inf
 
@@ -48,8 +49,10 @@ def check_option_type(policy: str, key: str, value: object, hint: object) -> Non
 def check_options(policy: Any, ranges: Mapping[str, OptionRange]) -> None:
     """Raise :class:`ConfigError` for the first option of ``policy`` (a policy dataclass)
     whose value has the wrong type or lies outside its range in ``ranges`` (for a tuple
-    option: any of its values). The message names the option, what it accepts and its
-    default: ``"<name> policy: <option> must be in [0, inf), got -1 (default 30.0)"``."""
+    option: any of its values), and :class:`UnknownNameError` for a ``placement`` that is
+    none of the placement strategies (the registry's error). The message names the option,
+    what it accepts and its default: ``"<name> policy: <option> must be in [0, inf), got
+    -1 (default 30.0)"``."""
     name = str(getattr(policy, "name", type(policy).__name__))
     hints = typing.get_type_hints(type(policy))
     defaults: dict[str, Any] = {}
@@ -57,6 +60,10 @@ def check_options(policy: Any, ranges: Mapping[str, OptionRange]) -> None:
         if f.init:
             check_option_type(name, f.name, getattr(policy, f.name), hints[f.name])
             defaults[f.name] = f.default
+    placement = getattr(policy, "placement", None)
+    if placement is not None and placement not in STRATEGIES:
+        # else the first round raised it, after the policy had been built and handed on
+        raise UnknownNameError("placement", str(placement), list(STRATEGIES))
     for option, (low, high, closed) in ranges.items():
         value = getattr(policy, option)
         values = tuple(value) if isinstance(value, tuple | list) else (value,)

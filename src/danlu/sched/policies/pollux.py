@@ -47,13 +47,9 @@ from danlu.sched.placement.gang import FreeMap
 from danlu.sched.placement.packing_memo import PackingMemo
 from danlu.sched.policies import danlu_model as dm
 from danlu.sched.policies import pollux_search as ps
-from danlu.sched.policies.base import (
-    beyond_reach,
-    nothing_to_size,
-    place_shares_in_order,
-    split_running,
-)
+from danlu.sched.policies.base import nothing_to_size, place_shares_in_order, split_running
 from danlu.sched.policies.options import INF, OptionRange, check_options
+from danlu.sched.policies.waiting import beyond_reach
 from danlu.sched.view import ClusterView, JobStatus, Plan, Preempt, Resize, Start
 
 MAX_SEARCH = 1000

@@ -9,9 +9,11 @@ from dataclasses import dataclass, field
 from typing import ClassVar
 
 from danlu.sched.placement.packing_memo import PackingMemo
-from danlu.sched.policies.base import asks_no_gpu, queue_pass, ranked_round
 from danlu.sched.policies.options import INF, OptionRange, check_options, check_reserve
+from danlu.sched.policies.queue_round import queue_pass
 from danlu.sched.policies.ranked import RankedJobs, RankKey, ranked_pending
+from danlu.sched.policies.ranked_round import ranked_round
+from danlu.sched.policies.waiting import asks_no_gpu
 from danlu.sched.view import ClusterView, JobStatus, Plan
 
 

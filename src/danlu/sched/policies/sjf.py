@@ -8,8 +8,8 @@ from dataclasses import dataclass, field
 from typing import ClassVar
 
 from danlu.sched.placement.packing_memo import PackingMemo
-from danlu.sched.policies.base import queue_round
 from danlu.sched.policies.options import OptionRange, check_options, check_reserve
+from danlu.sched.policies.queue_round import queue_round
 from danlu.sched.policies.ranked import RankedJobs, RankKey, ranked_pending
 from danlu.sched.view import ClusterView, JobStatus, Plan
 

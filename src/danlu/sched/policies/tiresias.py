@@ -35,9 +35,9 @@ from typing import ClassVar
 from danlu.core.cluster import MILLI_PER_GPU
 from danlu.core.errors import ConfigError
 from danlu.sched.placement.packing_memo import PackingMemo
-from danlu.sched.policies.base import ranked_round
 from danlu.sched.policies.options import INF, OptionRange, check_options
 from danlu.sched.policies.ranked import RankedJobs, RankKey, ranked_pending
+from danlu.sched.policies.ranked_round import ranked_round
 from danlu.sched.view import ClusterView, JobStatus, Plan
 
 QUEUE = "tiresias.queue"

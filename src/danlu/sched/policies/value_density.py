@@ -22,9 +22,9 @@ from dataclasses import dataclass, field
 from typing import ClassVar
 
 from danlu.sched.placement.packing_memo import PackingMemo
-from danlu.sched.policies.base import ranked_round
 from danlu.sched.policies.options import INF, OptionRange, check_options
 from danlu.sched.policies.ranked import RankedJobs, RankKey, ranked_pending
+from danlu.sched.policies.ranked_round import ranked_round
 from danlu.sched.view import ClusterView, JobStatus, Plan
 
 

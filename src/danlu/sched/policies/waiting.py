@@ -1,0 +1,96 @@
+"""Why a job waits: the reasons the round procedures and the policies give a job left
+waiting (one shared string per request shape and free count, cached on the round's
+:class:`FreeMap`), and the rule for a job that asks for no GPU at all."""
+
+from __future__ import annotations
+
+from danlu.core.cluster import MILLI_PER_GPU
+from danlu.core.units import format_bytes
+from danlu.sched.placement.gang import FreeMap
+from danlu.sched.view import JobStatus
+
+NO_GPU_ASKED = "it asks for no GPU; danlu schedules jobs of 1 GPU or more"
+"""Why a job asking for no GPU waits: the placer places nothing for it (the server's
+admission refuses such a job; the simulator leaves CPU-only pods out)."""
+
+
+def asks_no_gpu(job: JobStatus) -> bool:
+    """Whether ``job`` asks for no GPU: the placer places nothing for it, so it can never
+    start (the server's admission refuses such a job; the simulator leaves CPU-only pods
+    out). It waits with :data:`NO_GPU_ASKED` and holds back no other job."""
+    return job.request.gpus <= 0
+
+
+def beyond_reach(least: int, reach: int) -> str:
+    """Why a job that needs ``least`` GPUs gets none from a search over the cluster's GPUs
+    (Optimus's split, Pollux's search): only ``reach`` of them are ones it may use."""
+    return (
+        f"needs {least} GPUs but may use only {reach} (of the GPU types and memory it asks "
+        "for, on nodes open to new work, not held by jobs that stay)"
+    )
+
+
+def why_not(free: FreeMap, job: JobStatus) -> str:
+    """Why ``job`` could not be placed on ``free`` (one shared string per shape and count)."""
+    req = job.request
+    if asks_no_gpu(job):
+        return NO_GPU_ASKED
+    if req.shares_gpu:
+        return _why_not_share(job)
+    if req.gpu_types or req.gpu_memory:
+        key: tuple[object, ...] = (req.gpus, free.total_free, req.gpu_types, req.gpu_memory)
+        reason = free.reasons.get(key)
+        if reason is None:
+            reason = _why_not_kind(free, job)
+            free.reasons[key] = reason
+        return reason
+    key = (req.gpus, free.total_free)
+    reason = free.reasons.get(key)
+    if reason is None:
+        reason = (
+            f"needs {req.gpus} GPUs, {free.total_free} free"
+            if free.total_free < req.gpus
+            else f"needs {req.gpus} GPUs; the {free.total_free} free GPUs are fragmented"
+        )
+        free.reasons[key] = reason
+    return reason
+
+
+def _why_not_share(job: JobStatus) -> str:
+    """:func:`why_not` for a request for part of one GPU: what it needs free on one GPU, as
+    the placement sizes it (:meth:`FreeMap.place`).
+
+    A share sized by memory (``gpu_milli`` 1000) takes the part of the compute its memory
+    is of the GPU's, rounded down (:func:`~danlu.sched.share_size.milli_for_memory`), so it
+    fits wherever its memory does (unless shares that name both their compute and their
+    memory took more compute than memory there): memory is what it lacks, not a whole GPU's
+    compute. One sized by milli-GPU alone takes the memory in proportion to its compute
+    (:meth:`~danlu.sched.view.JobRequest.memory_on`), or what the GPU has left when less,
+    so it needs its compute and some memory free. One that names both needs both."""
+    req = job.request
+    by_memory = req.gpu_milli >= MILLI_PER_GPU and req.gpu_memory > 0
+    needs = []
+    if not by_memory:
+        needs.append(f"{req.gpu_milli} milli-GPU")
+    needs.append(f"{format_bytes(req.gpu_memory)} of memory" if req.gpu_memory else "some memory")
+    kind = f" of type {', '.join(sorted(req.gpu_types))}" if req.gpu_types else ""
+    return f"no GPU{kind} has {' and '.join(needs)} free"
+
+
+def _why_not_kind(free: FreeMap, job: JobStatus) -> str:
+    """:func:`why_not` for a whole-GPU request that names GPU types or a memory size: the
+    free GPUs of that kind counted apart from the others (too few free at all is no
+    fragmentation)."""
+    req = job.request
+    kinds = []
+    if req.gpu_types:
+        kinds.append(f"of type {', '.join(sorted(req.gpu_types))}")
+    if req.gpu_memory:
+        kinds.append(f"with {format_bytes(req.gpu_memory)}")
+    kind = " ".join(kinds)
+    fitting = free.free_for(req)
+    if free.total_free < req.gpus:
+        return f"needs {req.gpus} GPUs {kind}, {free.total_free} free"
+    if fitting < req.gpus:
+        return f"needs {req.gpus} GPUs {kind}; {fitting} of the {free.total_free} free GPUs are"
+    return f"needs {req.gpus} GPUs {kind}; the {fitting} free GPUs of that kind are fragmented"
