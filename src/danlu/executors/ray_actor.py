@@ -125,13 +125,17 @@ class NodeRun:
         """Wait for the command (a thread of its own), then stamp when it exited: the time
         it did, not when someone first asked, so that the nodes of a run are ordered by
         their exits. What the command left in its group (``sleep &``) or in a session of its
-        own (``setsid daemon &``) would outlive it on its GPUs: it is SIGKILLed."""
-        proc.wait()
+        own (``setsid daemon &``) would outlive it on its GPUs: it is SIGKILLed, while the
+        guard, exited but not yet reaped, still holds its pid (the group's id), and only
+        then is the guard reaped (:meth:`_kill_all`)."""
+        with contextlib.suppress(ChildProcessError):  # (reaped elsewhere: wait() says how)
+            os.waitid(os.P_PID, proc.pid, os.WEXITED | os.WNOWAIT)
         finished = time.time()
         with self._lock:
             if self._killer is not None:
                 self._killer.cancel()
             self._kill_all()
+            proc.wait()
             self.finished_at = finished
 
     def status(self, offset: int = 0) -> dict[str, Any]:
@@ -187,7 +191,7 @@ class NodeRun:
                 self._signal(signal.SIGKILL)
                 return
             self._signal(signal.SIGTERM)
-            self._killer = threading.Timer(grace, self._signal, (signal.SIGKILL,))
+            self._killer = threading.Timer(grace, self._kill_due)
             self._killer.daemon = True
             self._killer.start()
 
@@ -206,6 +210,11 @@ class NodeRun:
                 shutil.rmtree(self._temp_dir, ignore_errors=True)
                 self._temp_dir = None
 
+    def _kill_due(self) -> None:
+        """The stop's SIGKILL, when its grace has passed (the timer's thread)."""
+        with self._lock:
+            self._signal(signal.SIGKILL)
+
     def _signal(self, sig: int) -> None:
         """``sig`` to the command's process group while the guard runs (the guard forwards a
         SIGTERM to the command's processes out of the group); a SIGKILL to every process of
@@ -223,15 +232,18 @@ class NodeRun:
         (as their subreaper, it has the command's daemons among them, even one that replaced
         its environment), the command's process group (the guard with it), then every process
         carrying the run's mark: a daemon whose guard is gone is nobody's descendant of the
-        run's any longer."""
+        run's any longer. The group only while the guard is not reaped (:meth:`_wait` reaps
+        it once this has run): after that its pid, the group's id, is free, and another
+        process may have it, as the leader of a group of its own (another run's guard on
+        this node: its whole group would be SIGKILLed). Called with ``_lock`` held."""
         if self._proc is None:
             return
         if self._proc.returncode is None:  # not reaped: the pid is still the guard's
             for pid in supervise.descendants(self._proc.pid):
                 with contextlib.suppress(ProcessLookupError, PermissionError):
                     os.kill(pid, signal.SIGKILL)
-        with contextlib.suppress(ProcessLookupError, PermissionError):
-            os.killpg(self._proc.pid, signal.SIGKILL)
+            with contextlib.suppress(ProcessLookupError, PermissionError):
+                os.killpg(self._proc.pid, signal.SIGKILL)
         kill_marked(self._mark)
 
     def _size(self, default: int) -> int:

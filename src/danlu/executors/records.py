@@ -11,6 +11,7 @@ never an exception that would stop the control plane's passes over every other r
 
 from __future__ import annotations
 
+import contextlib
 import logging
 import math
 import os
@@ -138,6 +139,13 @@ def read_launch(
     """The run's launch record (``fields`` checked: an executor's own record adds some to
     :data:`LAUNCH_FIELDS`), or None when it is missing or lacks one of ``required``."""
     return checked(supervise.read_json(run_dir / supervise.LAUNCH), fields, required)
+
+
+def save_launch(run_dir: Path, launch: dict[str, Any]) -> None:
+    """Write the run's launch record ``launch``, as well as the disk allows: a write that
+    fails (a full disk) leaves the record as it was (each caller says what that costs)."""
+    with contextlib.suppress(OSError):
+        supervise.write_json(run_dir / supervise.LAUNCH, launch)
 
 
 def read_job(run_dir: Path) -> dict[str, Any]:

@@ -48,7 +48,7 @@ filesystem the nodes share, as Slurm clusters' home directories are.
   the 75), so the other nodes finish their checkpoints within the stop's grace. When one
   node checkpointed with no stop danlu asked for (its host sent SIGTERM to that node alone),
   the executor stops the others once, as a preemption, with the job's grace
-  (:meth:`SlurmExecutor._gang_stop`).
+  (:func:`~danlu.executors.slurm_stops.gang_stop`).
 - **Exit.** The exit the nodes' tasks recorded in the run directory
   (:func:`~danlu.executors.slurm_exits.recorded_exit`: the first failure in time that is not
   a checkpoint, as soon as one is recorded, else 75 or 0 once every node recorded its exit),
@@ -83,9 +83,8 @@ from typing import Any
 
 from danlu.core.cluster import GPU_TYPES, Cluster, GpuType, Node, listed_gpu_type
 from danlu.core.errors import UnknownNameError
-from danlu.executors import records, slurm_exits, slurm_task, slurm_waiting, supervise
+from danlu.executors import records, slurm_exits, slurm_stops, slurm_task, slurm_waiting, supervise
 from danlu.executors.base import (
-    PREEMPTED_EXIT_CODE,
     ExecStatus,
     GpuSharingExecutor,
     Handle,
@@ -94,7 +93,6 @@ from danlu.executors.base import (
     Outcome,
     RunState,
     StopReason,
-    classify_exit,
     job_environment,
     master_port,
     node_devices,
@@ -106,11 +104,11 @@ from danlu.executors.errors import (
     LaunchError,
     NodeLaunchError,
 )
+from danlu.executors.records import save_launch
 from danlu.executors.rundirs import DEFAULT_PREEMPT_GRACE, RunDirExecutor
-from danlu.executors.slurm_exits import never_ran, node_exits, recorded_exit, slurm_exit
+from danlu.executors.slurm_exits import node_exits
+from danlu.executors.slurm_stops import KILL_BATCH_AFTER as KILL_BATCH_AFTER
 from danlu.executors.slurmctl import (
-    LAUNCH_FAILURE,
-    NODE_LOST_STATES,
     SlurmCommands,
     SlurmError,
     SlurmJob,
@@ -131,9 +129,6 @@ PENDING_LIMIT = 300.0
 gives it up (cancels it; it ends as a failed launch): danlu chose its nodes as free, so
 Slurm should start it within a scheduling cycle or two. A run held, or requeued after it
 ran, has as long from when it was first seen so (:mod:`~danlu.executors.slurm_waiting`)."""
-KILL_BATCH_AFTER = 10.0
-"""Seconds after a stop's grace at which the batch script is killed too, not only the job's
-processes (whose end ends it)."""
 _PRIVATE_PREFIXES = ("SLURM_", "SBATCH_", "SRUN_", "SALLOC_")
 _STATE_PREFIX = "danlu"
 _UNSENT = re.compile(r"connect failure|Connection refused", re.IGNORECASE)
@@ -145,7 +140,7 @@ def _launch_fields() -> dict[str, records.Check]:
     fields["slurm_id"] = lambda v: isinstance(v, int) and not isinstance(v, bool) and v > 0
     fields["nodes"] = lambda v: isinstance(v, list) and all(map(slurm_task.is_plain_name, v))
     number = records.STOP_FIELDS["grace"]
-    fields["gang_stopped_at"] = number  # when the executor stopped the nodes (_gang_stop)
+    fields["gang_stopped_at"] = number  # when the executor stopped the nodes (gang_stop)
     fields["gang_grace"] = number  # and with what grace
     # the requested_at of the stop (danlu's, or the gang stop's) whose SIGTERM is not sent yet
     fields["term_due"] = number
@@ -169,21 +164,21 @@ LAUNCH_FIELDS = _launch_fields()
 class SlurmExecutor(RunDirExecutor, MultiNodeExecutor, GpuSharingExecutor):
     """Runs each job as a Slurm batch job on the nodes danlu placed it on.
 
-        ``commands`` runs Slurm's client commands (with the cluster's ``SLURM_CONF``);
-        ``partition`` is danlu's partition (None: Slurm's default one, and every node listed);
-        ``gpu_type`` is the type of GPUs whose ``Gres`` names none or one danlu does not know,
-        and the size of a model it names without one (``a100``: :func:`listed_gpu_type`).
-        ``state_dir`` and ``log_dir`` must be on a filesystem the nodes share. ``sbatch_options``
-        are added to every submission (an account, a QoS, memory per CPU), before the run's own,
-    which win where they overlap. ``python`` is the
-        interpreter the nodes run the per-node task with. ``preempt_grace`` is the grace of
-        a job whose spec has none when the executor stops its nodes itself, as a preemption,
-        because one of them checkpointed alone (:meth:`_gang_stop`). ``pending_limit`` is how
-        long Slurm may keep a run ``PENDING`` after its submission (after it was requeued,
-        from when it was first seen so), or held after a requeue from when it was first seen
-        held, before it is cancelled and ends as a failed launch (None: as long as Slurm keeps
-        it; :mod:`~danlu.executors.slurm_waiting`). Raises
-        :class:`ExecutorError` for a log directory Slurm cannot name (a backslash in it).
+    ``commands`` runs Slurm's client commands (with the cluster's ``SLURM_CONF``);
+    ``partition`` is danlu's partition (None: Slurm's default one, and every node listed);
+    ``gpu_type`` is the type of GPUs whose ``Gres`` names none or one danlu does not know,
+    and the size of a model it names without one (``a100``: :func:`listed_gpu_type`).
+    ``state_dir`` and ``log_dir`` must be on a filesystem the nodes share. ``sbatch_options``
+    are added to every submission (an account, a QoS, memory per CPU), before the run's own,
+    which win where they overlap. ``python`` is the interpreter the nodes run the per-node
+    task with. ``preempt_grace`` is the grace of a job whose spec has none when the executor
+    stops its nodes itself, as a preemption, because one of them checkpointed alone
+    (:func:`~danlu.executors.slurm_stops.gang_stop`). ``pending_limit`` is how long Slurm may
+    keep a run ``PENDING`` after its submission (after it was requeued, from when it was
+    first seen so), or held after a requeue from when it was first seen held, before it is
+    cancelled and ends as a failed launch (None: as long as Slurm keeps it;
+    :mod:`~danlu.executors.slurm_waiting`). Raises :class:`ExecutorError` for a log
+    directory Slurm cannot name (a backslash in it).
     """
 
     launch_fields = LAUNCH_FIELDS
@@ -410,7 +405,7 @@ class SlurmExecutor(RunDirExecutor, MultiNodeExecutor, GpuSharingExecutor):
         log.warning("sbatch of job %s failed, tracked by its name: %s", job.job_id, exc)
         record["sbatch_failed_at"] = self._clock()
         record["sbatch_error"] = str(exc)
-        _save_launch(run_dir, record)
+        save_launch(run_dir, record)
         self._started(run_dir, record)
         with contextlib.suppress(SlurmError):  # still unanswered: looked up at the polls
             self._slurm_id(run_dir, record)
@@ -481,7 +476,7 @@ class SlurmExecutor(RunDirExecutor, MultiNodeExecutor, GpuSharingExecutor):
                 log.warning("cancelling Slurm job %s, a duplicate of job %s", extra, kept)
                 self._commands.cancel(extra)
         launch["slurm_id"] = kept
-        _save_launch(run_dir, launch)
+        save_launch(run_dir, launch)
         return kept
 
     def _slurm_state(self, slurm_id: int) -> SlurmJob | None:
@@ -511,12 +506,23 @@ class SlurmExecutor(RunDirExecutor, MultiNodeExecutor, GpuSharingExecutor):
             pending = slurm_waiting.waiting(state)  # not running: PENDING, or held
             started = slurm_exits.note_start(launch, state)  # before note_wait ends the wait
             if slurm_waiting.note_wait(launch, state, self._clock()) or started:
-                _save_launch(run_dir, launch)  # else the wait's count restarts at each poll
+                save_launch(run_dir, launch)  # else the wait's count restarts at each poll
             if reason is None and pending:
                 return self._pending(run_dir, launch, slurm_id, state)
             if reason is None and state.state == "RUNNING" and "gang_stopped_at" not in launch:
-                self._gang_stop(run_dir, launch, slurm_id)
-            self._enforce_stop(run_dir, launch, slurm_id, state, stop or _gang_stop_request(launch))
+                grace = self._stop_grace(launch, StopReason.PREEMPT, self._preempt_grace)
+                slurm_stops.gang_stop(
+                    self._commands, run_dir, launch, slurm_id, grace, self._clock()
+                )
+            slurm_stops.enforce_stop(
+                self._commands,
+                run_dir,
+                launch,
+                slurm_id,
+                state,
+                stop or slurm_stops.gang_stop_request(launch),
+                self._clock(),
+            )
             return ExecStatus(
                 RunState.RUNNING,
                 stop_reason=reason,
@@ -524,7 +530,17 @@ class SlurmExecutor(RunDirExecutor, MultiNodeExecutor, GpuSharingExecutor):
                 message=_state_message(slurm_id, state),
             )
         full = self._commands.job(slurm_id) if state is not None else None
-        return self._record(run_dir, self._result(run_dir, launch, slurm_id, full, reason), reason)
+        result = slurm_exits.run_result(
+            run_dir,
+            launch,
+            slurm_id,
+            full,
+            reason,
+            now=self._clock(),
+            log_tail=lambda: self._log_tail(run_dir, launch),
+            log_dir=self._log_dir,
+        )
+        return self._record(run_dir, result, reason)
 
     def _pending(
         self, run_dir: Path, launch: dict[str, Any], slurm_id: int, state: SlurmJob
@@ -535,168 +551,22 @@ class SlurmExecutor(RunDirExecutor, MultiNodeExecutor, GpuSharingExecutor):
         was first seen held, or ``PENDING`` again after it ran:
         :mod:`~danlu.executors.slurm_waiting`) it is cancelled (again at each poll until Slurm
         reports it ended; a cancel that fails raises, for the next poll to try again), and its
-        result is a failed launch (:meth:`_result`); but one whose nodes recorded exits, never
-        seen running, ran and was requeued: its wait counts from now."""
+        result is a failed launch (:func:`~danlu.executors.slurm_exits.run_result`); but one
+        whose nodes recorded exits, never seen running, ran and was requeued: its wait counts
+        from now."""
         message = _state_message(slurm_id, state)
         now, limit = self._clock(), self._pending_limit
         if limit is None or not slurm_waiting.over_limit(launch, limit, now):
             return ExecStatus(RunState.RUNNING, message=message)
         ran = "gave_up_at" not in launch and bool(node_exits(run_dir, launch))
         if ran and slurm_waiting.note_unseen_run(launch, state, now):
-            _save_launch(run_dir, launch)  # else given up at the next poll
+            save_launch(run_dir, launch)  # else given up at the next poll
             return ExecStatus(RunState.RUNNING, message=message)
         if slurm_waiting.give_up(launch, state, limit, now):
-            _save_launch(run_dir, launch)  # its result then names no reason
+            save_launch(run_dir, launch)  # its result then names no reason
         self._commands.cancel(slurm_id)
         message += slurm_waiting.given_up_note(launch, state, limit)
         return ExecStatus(RunState.RUNNING, message=message)
-
-    def _result(
-        self,
-        run_dir: Path,
-        launch: dict[str, Any],
-        slurm_id: int,
-        job: SlurmJob | None,
-        reason: StopReason | None,
-    ) -> dict[str, Any]:
-        """The result of an ended run, from Slurm's record of it or, when Slurm has
-        forgotten it, from the exits its tasks recorded."""
-        code: int | None = None
-        sig: int | None = None
-        finished = self._clock()
-        started = launch.get("launched_at")
-        error = ""
-        state = ""
-        if job is not None:
-            slurm_exits.note_start(launch, job)  # started again unseen: earlier exits are not its
-        exits = node_exits(run_dir, launch)
-        recorded = recorded_exit(exits, len(launch.get("nodes") or []))
-        if job is not None:
-            (code, sig), state = slurm_exit(job), job.state
-            started = job.started_at or started
-            finished = job.finished_at or finished
-        if slurm_waiting.given_up_again(launch):  # whatever it recorded before: not started
-            code, sig, started, state = None, None, None, ""
-            error = slurm_waiting.given_up_error(slurm_id, launch)
-        elif recorded is not None:  # the job's own exit: every node's, or a failure's
-            code, sig = recorded, None
-        elif "gave_up_at" in launch and not exits:  # never started: nothing ran
-            code, sig, started, state = None, None, None, ""
-            error = slurm_waiting.given_up_error(slurm_id, launch)
-        elif job is None:
-            error = f"Slurm no longer knows job {slurm_id} and its exit was not recorded"
-        elif not exits and never_ran(job):
-            code, sig, started = None, None, None
-            error = f"Slurm job {slurm_id} was cancelled before it started"
-        elif job.reason == LAUNCH_FAILURE and not exits:
-            code, sig, started = None, None, None
-            where = ", ".join(launch.get("nodes") or []) or "its node"
-            error = (
-                f"Slurm could not launch job {slurm_id} ({LAUNCH_FAILURE}): is the log "
-                f"directory {self._log_dir.resolve()} present and writable on {where}? "
-                "It must be on a filesystem the nodes share (the node's slurmd log says more)"
-            )
-        if state == "OUT_OF_MEMORY":
-            outcome = Outcome.OOM
-        elif state in NODE_LOST_STATES:
-            outcome, error = (
-                Outcome.PREEMPTED,
-                f"a node of Slurm job {slurm_id} {NODE_LOST_STATES[state]}",
-            )
-        elif error:
-            outcome = Outcome.PREEMPTED if reason is StopReason.PREEMPT else Outcome.FAILED
-        else:
-            outcome = classify_exit(code, self._log_tail(run_dir, launch), reason)
-            if state in {"TIMEOUT", "DEADLINE", "PREEMPTED"} or (
-                state == "CANCELLED" and reason is None
-            ):
-                error = f"Slurm job {slurm_id} ended {state}"
-        if sig is None and code is not None and code > 128:
-            sig = code - 128  # 128 + N: died of signal N
-        return {
-            "outcome": outcome.value,
-            "exit_code": code,
-            "signal": sig,
-            "started_at": started,
-            "finished_at": finished,
-            "error": error,
-            "node_lost": state in NODE_LOST_STATES,
-        }
-
-    def _gang_stop(self, run_dir: Path, launch: dict[str, Any], slurm_id: int) -> None:
-        """Stop every node, once, as a preemption, when one node's command checkpointed (its
-        task recorded exit 75) while others still run and no other exited otherwise: its host
-        sent SIGTERM to that node alone (a shutdown, a ``kill``), and the others would wait
-        for it in their collectives. SIGTERM to the job's steps now, SIGKILL after the job's
-        preemption grace (its spec's, else the executor's), enforced at the polls as a stop
-        danlu asked for is (:meth:`_enforce_stop`), though the run's stop reason stays None.
-        A failure is not handled here: ``srun --kill-on-bad-exit`` ends the others. The
-        caller makes none while a stop danlu asked for is under way (every node is
-        checkpointing, and its own grace stands) or Slurm is ending the job itself."""
-        nodes = launch.get("nodes") or []
-        if len(nodes) < 2:
-            return
-        codes = {name: code for name, (_, code) in node_exits(run_dir, launch).items()}
-        if PREEMPTED_EXIT_CODE not in codes.values() or len(codes) >= len(nodes):
-            return
-        if any(code not in (0, PREEMPTED_EXIT_CODE) for code in codes.values()):
-            return
-        grace = self._stop_grace(launch, StopReason.PREEMPT, self._preempt_grace)
-        launch["gang_grace"] = max(0.0, grace)
-        launch["gang_stopped_at"] = launch["term_due"] = self._clock()
-        _save_launch(run_dir, launch)  # else stopped again at the next poll
-        self._commands.cancel(slurm_id, "TERM")  # failed: sent again at the polls
-        self._term_sent(run_dir, launch)
-
-    def _enforce_stop(
-        self,
-        run_dir: Path,
-        launch: dict[str, Any],
-        slurm_id: int,
-        state: SlurmJob,
-        stop: dict[str, Any],
-    ) -> None:
-        """Cancel a run asked to stop that Slurm keeps waiting (not started, or held after
-        a requeue: nothing of it runs); SIGTERM a running one
-        whose SIGTERM could not be sent yet (its launch record's ``term_due`` is the stop's
-        ``requested_at``; a failure is logged and tried again at the next poll); SIGKILL the
-        processes of one whose grace is over, and the batch script too
-        :data:`KILL_BATCH_AFTER` seconds later (a run stopped before its step started has no
-        processes of its own yet). The grace counts from the request, however late its
-        SIGTERM was sent."""
-        if "reason" not in stop or state.state == "COMPLETING":
-            return
-        if slurm_waiting.waiting(state):
-            self._commands.cancel(slurm_id)
-            return
-        overdue = self._clock() - stop.get("requested_at", 0.0) - stop.get("grace", 0.0)
-        if overdue >= KILL_BATCH_AFTER:
-            self._commands.cancel(slurm_id, "KILL", full=True)
-        elif overdue >= 0:
-            self._commands.cancel(slurm_id, "KILL")
-        elif state.state == "RUNNING" and launch.get("term_due") == stop.get("requested_at"):
-            try:
-                self._commands.cancel(slurm_id, "TERM")
-            except SlurmError as exc:
-                log.warning("cannot send SIGTERM to Slurm job %s yet: %s", slurm_id, exc)
-                return
-            self._term_sent(run_dir, launch)
-
-    def _term_due(self, run_dir: Path, launch: dict[str, Any]) -> None:
-        """Record that the SIGTERM of the run's stop request (``stop.json``) is yet to be
-        sent, before it is: :meth:`_enforce_stop` sends it at the polls until
-        :meth:`_term_sent` records it sent (a request that was not recorded has no
-        SIGKILL either; its SIGTERM is sent once)."""
-        requested = records.read_stop(run_dir).get("requested_at")
-        if requested is None:
-            return
-        launch["term_due"] = requested
-        _save_launch(run_dir, launch)  # then sent once, as before
-
-    def _term_sent(self, run_dir: Path, launch: dict[str, Any]) -> None:
-        """The run's due SIGTERM was sent (Slurm took the ``scancel``)."""
-        if launch.pop("term_due", None) is not None:
-            _save_launch(run_dir, launch)  # else sent again at the next poll
 
     def _signal(
         self,
@@ -708,13 +578,13 @@ class SlurmExecutor(RunDirExecutor, MultiNodeExecutor, GpuSharingExecutor):
     ) -> None:
         """SIGTERM the job's steps (SIGKILL when ``grace`` <= 0; cancelled outright while
         Slurm keeps it waiting, not started or held); the SIGKILL after the grace comes from
-        :meth:`_enforce_stop` at the polls, and so does the SIGTERM when it cannot be sent
-        now (the controller unreachable: the error is raised, and the SIGTERM sent again at
-        the next polls until Slurm takes it)."""
+        :func:`~danlu.executors.slurm_stops.enforce_stop` at the polls, and so does the
+        SIGTERM when it cannot be sent now (the controller unreachable: the error is raised,
+        and the SIGTERM sent again at the next polls until Slurm takes it)."""
         slurm_id = self._slurm_id(run_dir, launch)
         if slurm_id is None:  # not in Slurm yet: cancelled or signalled by the poll finding it
             if grace > 0:
-                self._term_due(run_dir, launch)
+                slurm_stops.term_due(run_dir, launch)
             return
         state = self._slurm_state(slurm_id)
         if state is not None and slurm_waiting.waiting(state):
@@ -722,9 +592,9 @@ class SlurmExecutor(RunDirExecutor, MultiNodeExecutor, GpuSharingExecutor):
         elif grace <= 0:
             self._commands.cancel(slurm_id, "KILL")
         else:
-            self._term_due(run_dir, launch)
+            slurm_stops.term_due(run_dir, launch)
             self._commands.cancel(slurm_id, "TERM")
-            self._term_sent(run_dir, launch)
+            slurm_stops.term_sent(run_dir, launch)
 
 
 def slurm_pattern(path: str) -> str:
@@ -767,31 +637,12 @@ def _unsubmitted(launch: Mapping[str, Any], reason: StopReason | None) -> dict[s
     }
 
 
-def _save_launch(run_dir: Path, launch: dict[str, Any]) -> None:
-    """Write the run's launch record, as well as the disk allows: a write that fails leaves
-    the record as it was (each caller says what that costs)."""
-    with contextlib.suppress(OSError):
-        supervise.write_json(run_dir / supervise.LAUNCH, launch)
-
-
 def _state_message(slurm_id: int, state: SlurmJob) -> str:
     """``Slurm job N STATE``, with Slurm's reason when it gives one (why it is pending); a
     state danlu does not know (:attr:`SlurmJob.known`) is named as such, taken as running."""
     reason = slurm_waiting.given_reason(state.reason)
     what = state.state if state.known else f"in unknown state {state.state!r}, taken as running"
     return f"Slurm job {slurm_id} {what}" + (f" ({reason})" if reason else "")
-
-
-def _gang_stop_request(launch: Mapping[str, Any]) -> dict[str, Any]:
-    """The executor's own stop of the run's nodes (:meth:`SlurmExecutor._gang_stop`) as a
-    stop request for :meth:`SlurmExecutor._enforce_stop`; empty when it made none."""
-    if "gang_stopped_at" not in launch:
-        return {}
-    return {
-        "reason": StopReason.PREEMPT.value,
-        "grace": float(launch.get("gang_grace", 0.0)),
-        "requested_at": float(launch["gang_stopped_at"]),
-    }
 
 
 def _public(env: Mapping[str, str]) -> dict[str, str]:

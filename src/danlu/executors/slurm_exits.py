@@ -1,5 +1,6 @@
 """How a run of the Slurm executor ended: the exits its nodes' tasks recorded, and Slurm's
-record of its batch job (:class:`~danlu.executors.slurm.SlurmExecutor`'s results).
+record of its batch job (:class:`~danlu.executors.slurm.SlurmExecutor`'s results, which
+:func:`run_result` works out).
 
 A run Slurm requeued after it ran (``scontrol requeue``; ``scontrol requeuehold``, then a
 release) runs again in the same run directory, where the exit records its nodes' tasks wrote
@@ -27,13 +28,19 @@ An exit record whose ``finished_at`` is unknown is none of a requeued run's.
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from pathlib import Path
 from typing import Any
 
 from danlu.executors import records, slurm_task, slurm_waiting, supervise
-from danlu.executors.base import PREEMPTED_EXIT_CODE, gang_exit
-from danlu.executors.slurmctl import NODE_LOST_STATES, SlurmJob
+from danlu.executors.base import (
+    PREEMPTED_EXIT_CODE,
+    Outcome,
+    StopReason,
+    classify_exit,
+    gang_exit,
+)
+from danlu.executors.slurmctl import LAUNCH_FAILURE, NODE_LOST_STATES, SlurmJob
 
 EXITS_SINCE = "exits_since"
 """The launch record's field: exits recorded before it are of an earlier start."""
@@ -45,8 +52,8 @@ LAUNCH_FIELDS: Mapping[str, records.Check] = {
 }
 """The checks of the launch record's fields this module keeps (a time each)."""
 _GANG = ("gang_stopped_at", "gang_grace")
-"""The launch record's fields of a gang stop (:meth:`~danlu.executors.slurm.SlurmExecutor.
-_gang_stop`), which belongs to the start it stopped."""
+"""The launch record's fields of a gang stop (:func:`~danlu.executors.slurm_stops.gang_stop`),
+which belongs to the start it stopped."""
 
 
 def node_exits(run_dir: Path, launch: Mapping[str, Any]) -> dict[str, tuple[float, int]]:
@@ -159,3 +166,84 @@ def slurm_exit(job: SlurmJob) -> tuple[int | None, int | None]:
         if job.state in NODE_LOST_STATES:
             return None, None
     return code, sig
+
+
+def run_result(
+    run_dir: Path,
+    launch: dict[str, Any],
+    slurm_id: int,
+    job: SlurmJob | None,
+    reason: StopReason | None,
+    *,
+    now: float,
+    log_tail: Callable[[], str],
+    log_dir: Path,
+) -> dict[str, Any]:
+    """The result of the ended run of ``launch`` (Slurm job ``slurm_id``, stopped for
+    ``reason`` if danlu asked), from Slurm's record of it (``job``: ``scontrol show job``) or,
+    when Slurm has forgotten it (None), from the exits its tasks recorded: ``outcome``,
+    ``exit_code``, ``signal``, ``started_at``, ``finished_at`` (``now`` when Slurm gives no
+    end), ``error`` and ``node_lost``. ``log_tail`` reads the end of the run's log (for
+    :func:`~danlu.executors.base.classify_exit`); ``log_dir`` is the executor's log
+    directory, named in the error of a job Slurm could not launch."""
+    code: int | None = None
+    sig: int | None = None
+    finished = now
+    started = launch.get("launched_at")
+    error = ""
+    state = ""
+    if job is not None:
+        note_start(launch, job)  # started again unseen: earlier exits are not its
+    exits = node_exits(run_dir, launch)
+    recorded = recorded_exit(exits, len(launch.get("nodes") or []))
+    if job is not None:
+        (code, sig), state = slurm_exit(job), job.state
+        started = job.started_at or started
+        finished = job.finished_at or finished
+    if slurm_waiting.given_up_again(launch):  # whatever it recorded before: not started
+        code, sig, started, state = None, None, None, ""
+        error = slurm_waiting.given_up_error(slurm_id, launch)
+    elif recorded is not None:  # the job's own exit: every node's, or a failure's
+        code, sig = recorded, None
+    elif "gave_up_at" in launch and not exits:  # never started: nothing ran
+        code, sig, started, state = None, None, None, ""
+        error = slurm_waiting.given_up_error(slurm_id, launch)
+    elif job is None:
+        error = f"Slurm no longer knows job {slurm_id} and its exit was not recorded"
+    elif not exits and never_ran(job):
+        code, sig, started = None, None, None
+        error = f"Slurm job {slurm_id} was cancelled before it started"
+    elif job.reason == LAUNCH_FAILURE and not exits:
+        code, sig, started = None, None, None
+        where = ", ".join(launch.get("nodes") or []) or "its node"
+        error = (
+            f"Slurm could not launch job {slurm_id} ({LAUNCH_FAILURE}): is the log "
+            f"directory {log_dir.resolve()} present and writable on {where}? "
+            "It must be on a filesystem the nodes share (the node's slurmd log says more)"
+        )
+    if state == "OUT_OF_MEMORY":
+        outcome = Outcome.OOM
+    elif state in NODE_LOST_STATES:
+        outcome, error = (
+            Outcome.PREEMPTED,
+            f"a node of Slurm job {slurm_id} {NODE_LOST_STATES[state]}",
+        )
+    elif error:
+        outcome = Outcome.PREEMPTED if reason is StopReason.PREEMPT else Outcome.FAILED
+    else:
+        outcome = classify_exit(code, log_tail(), reason)
+        if state in {"TIMEOUT", "DEADLINE", "PREEMPTED"} or (
+            state == "CANCELLED" and reason is None
+        ):
+            error = f"Slurm job {slurm_id} ended {state}"
+    if sig is None and code is not None and code > 128:
+        sig = code - 128  # 128 + N: died of signal N
+    return {
+        "outcome": outcome.value,
+        "exit_code": code,
+        "signal": sig,
+        "started_at": started,
+        "finished_at": finished,
+        "error": error,
+        "node_lost": state in NODE_LOST_STATES,
+    }

@@ -32,7 +32,7 @@ the batch script pass on; but for a checkpoint (exit 75, once recorded), for whi
 in the middle of their checkpoints. After a stop danlu asked for, every node is checkpointing
 already; after a SIGTERM to this node alone (a node shutting down, a ``kill``), the executor
 stops the others as a preemption, with the job's grace, when it finds this record
-(:meth:`danlu.executors.slurm.SlurmExecutor._gang_stop`).
+(:func:`danlu.executors.slurm_stops.gang_stop`).
 
 The task is the *child subreaper* of what the command starts (``PR_SET_CHILD_SUBREAPER``, as
 the local executor's supervisor and the Ray executor's guard are): a process the command

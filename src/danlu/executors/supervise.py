@@ -94,9 +94,17 @@ is 0 exactly when the job's was, for the executor that started it to read."""
 
 
 def write_json(path: Path, data: dict[str, Any]) -> None:
-    """Write ``data`` to ``path`` atomically (temporary file, fsync, rename), mode 0600."""
-    tmp = path.with_name(f".{path.name}.{os.getpid()}.tmp")
-    fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
+    """Write ``data`` to ``path`` atomically (temporary file, fsync, rename), mode 0600.
+
+    The run's directory is the job's to write (a Slurm job's is on the shared filesystem,
+    the job run as the control plane's user): the temporary file is made anew, under a name
+    no one can foresee, and exclusively (``O_EXCL``: a name that exists, a symbolic link
+    the job put there included, is never opened), so that no link makes this write into the
+    file it names, on the control plane's host. The rename replaces a link at ``path``
+    itself, never the file it names."""
+    tmp = path.with_name(f".{path.name}.{os.getpid()}.{os.urandom(8).hex()}.tmp")
+    flags = os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW | os.O_CLOEXEC
+    fd = os.open(tmp, flags, 0o600)
     try:
         with os.fdopen(fd, "w") as f:
             json.dump(data, f)

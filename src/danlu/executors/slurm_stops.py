@@ -1,0 +1,129 @@
+"""Stopping a run of the Slurm executor (:class:`~danlu.executors.slurm.SlurmExecutor`): the
+SIGTERM of a stop, sent again at the polls until Slurm takes it, the SIGKILL once its grace is
+over, and the executor's own stop of a run's nodes when one of them checkpointed alone (the
+gang stop).
+
+A stop's state is in the run's records, so that a new executor instance, after a restart,
+carries it on: the stop request (``stop.json``: why, the grace, when it was asked for) and
+the launch record's ``term_due`` (the ``requested_at`` of the stop whose SIGTERM is not sent
+yet), ``gang_stopped_at`` and ``gang_grace`` (when the executor stopped the nodes itself, and
+with what grace). Every function here acts through ``commands`` (``scancel``) and writes the
+launch record as well as the disk allows (:func:`~danlu.executors.records.save_launch`).
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Mapping
+from pathlib import Path
+from typing import Any
+
+from danlu.executors import records, slurm_waiting
+from danlu.executors.base import PREEMPTED_EXIT_CODE, StopReason
+from danlu.executors.records import save_launch
+from danlu.executors.slurm_exits import node_exits
+from danlu.executors.slurmctl import SlurmCommands, SlurmError, SlurmJob
+
+log = logging.getLogger(__name__)
+
+KILL_BATCH_AFTER = 10.0
+"""Seconds after a stop's grace at which the batch script is killed too, not only the job's
+processes (whose end ends it)."""
+
+
+def gang_stop(
+    commands: SlurmCommands,
+    run_dir: Path,
+    launch: dict[str, Any],
+    slurm_id: int,
+    grace: float,
+    now: float,
+) -> None:
+    """Stop every node, once, as a preemption, when one node's command checkpointed (its
+    task recorded exit 75) while others still run and no other exited otherwise: its host
+    sent SIGTERM to that node alone (a shutdown, a ``kill``), and the others would wait
+    for it in their collectives. SIGTERM to the job's steps now, SIGKILL after ``grace`` (the
+    job's preemption grace: its spec's, else the executor's), enforced at the polls as a stop
+    danlu asked for is (:func:`enforce_stop`, with :func:`gang_stop_request`), though the
+    run's stop reason stays None. A failure is not handled here: ``srun --kill-on-bad-exit``
+    ends the others. The caller makes none while a stop danlu asked for is under way (every
+    node is checkpointing, and its own grace stands) or Slurm is ending the job itself."""
+    nodes = launch.get("nodes") or []
+    if len(nodes) < 2:
+        return
+    codes = {name: code for name, (_, code) in node_exits(run_dir, launch).items()}
+    if PREEMPTED_EXIT_CODE not in codes.values() or len(codes) >= len(nodes):
+        return
+    if any(code not in (0, PREEMPTED_EXIT_CODE) for code in codes.values()):
+        return
+    launch["gang_grace"] = max(0.0, grace)
+    launch["gang_stopped_at"] = launch["term_due"] = now
+    save_launch(run_dir, launch)  # else stopped again at the next poll
+    commands.cancel(slurm_id, "TERM")  # failed: sent again at the polls
+    term_sent(run_dir, launch)
+
+
+def gang_stop_request(launch: Mapping[str, Any]) -> dict[str, Any]:
+    """The executor's own stop of the run's nodes (:func:`gang_stop`) as a stop request for
+    :func:`enforce_stop`; empty when it made none."""
+    if "gang_stopped_at" not in launch:
+        return {}
+    return {
+        "reason": StopReason.PREEMPT.value,
+        "grace": float(launch.get("gang_grace", 0.0)),
+        "requested_at": float(launch["gang_stopped_at"]),
+    }
+
+
+def enforce_stop(
+    commands: SlurmCommands,
+    run_dir: Path,
+    launch: dict[str, Any],
+    slurm_id: int,
+    state: SlurmJob,
+    stop: Mapping[str, Any],
+    now: float,
+) -> None:
+    """Carry on the stop ``stop`` (a stop request; empty: none) of the run Slurm reports in
+    ``state``, at a poll at ``now``: cancel a run that Slurm keeps waiting (not started, or
+    held after a requeue: nothing of it runs); SIGTERM a running one whose SIGTERM could not
+    be sent yet (its launch record's ``term_due`` is the stop's ``requested_at``; a failure
+    is logged and tried again at the next poll); SIGKILL the processes of one whose grace is
+    over, and the batch script too :data:`KILL_BATCH_AFTER` seconds later (a run stopped
+    before its step started has no processes of its own yet). The grace counts from the
+    request, however late its SIGTERM was sent."""
+    if "reason" not in stop or state.state == "COMPLETING":
+        return
+    if slurm_waiting.waiting(state):
+        commands.cancel(slurm_id)
+        return
+    overdue = now - stop.get("requested_at", 0.0) - stop.get("grace", 0.0)
+    if overdue >= KILL_BATCH_AFTER:
+        commands.cancel(slurm_id, "KILL", full=True)
+    elif overdue >= 0:
+        commands.cancel(slurm_id, "KILL")
+    elif state.state == "RUNNING" and launch.get("term_due") == stop.get("requested_at"):
+        try:
+            commands.cancel(slurm_id, "TERM")
+        except SlurmError as exc:
+            log.warning("cannot send SIGTERM to Slurm job %s yet: %s", slurm_id, exc)
+            return
+        term_sent(run_dir, launch)
+
+
+def term_due(run_dir: Path, launch: dict[str, Any]) -> None:
+    """Record that the SIGTERM of the run's stop request (``stop.json``) is yet to be sent,
+    before it is: :func:`enforce_stop` sends it at the polls until :func:`term_sent` records
+    it sent (a request that was not recorded has no SIGKILL either; its SIGTERM is sent
+    once)."""
+    requested = records.read_stop(run_dir).get("requested_at")
+    if requested is None:
+        return
+    launch["term_due"] = requested
+    save_launch(run_dir, launch)  # then sent once, as before
+
+
+def term_sent(run_dir: Path, launch: dict[str, Any]) -> None:
+    """The run's due SIGTERM was sent (Slurm took the ``scancel``)."""
+    if launch.pop("term_due", None) is not None:
+        save_launch(run_dir, launch)  # else sent again at the next poll
