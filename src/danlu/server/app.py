@@ -6,8 +6,9 @@ into one app; nothing here is global, so tests build as many apps as they like.
 
 from __future__ import annotations
 
+import contextlib
 import logging
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Callable
 from contextlib import asynccontextmanager
 from pathlib import Path
 from typing import Any
@@ -452,7 +453,13 @@ def create_app(
     """The danlu API app. Migrates the store and records the executor's inventory at once;
     the reconcile loop runs in a background thread during the app's lifespan when
     ``start_loops`` (else call ``app.state.reconciler.run_once()`` yourself). A request
-    body is at most ``max_body_bytes`` (None: the settings', ``DANLU_MAX_BODY_BYTES``)."""
+    body is at most ``max_body_bytes`` (None: the settings', ``DANLU_MAX_BODY_BYTES``).
+
+    A step failing after the store is opened (its migration, the inventory, an unknown
+    policy) closes what was made before it raises: the database's connections, and the
+    executor when it was built here (an ``executor`` given stays the caller's to close until
+    the app is made; the app's lifespan closes it after that). Its pool of connections
+    (PostgreSQL's sessions) was left open, for as long as the process ran."""
     if max_body_bytes is None:
         max_body_bytes = settings.max_body_bytes  # DANLU_MAX_BODY_BYTES
     if max_body_bytes < 1:
@@ -461,66 +468,97 @@ def create_app(
             f"{MAX_BODY_SETTING}={MAX_BODY_BYTES} (got {max_body_bytes})"
         )
     program = _health_program(settings)  # refused before the store is opened
-    db = Database(settings.db_url)
-    upgrade_database(db.engine)
-    cluster_source = settings.executor if settings.executor != "local" else "fake"
-    if executor is None and settings.executor != "local":
-        executor = build_cluster_executor(settings, api_url)
-    if inventory is None:
-        inventory = (
-            build_inventory(settings)
-            if executor is None
-            else inventory_from_cluster(executor.inventory(), cluster_source)
+    with contextlib.ExitStack() as undo:  # a later step failing closes what was made
+        db = Database(settings.db_url)
+        undo.callback(close_quietly, "the database's connections", db.dispose)
+        upgrade_database(db.engine)
+        cluster_source = settings.executor if settings.executor != "local" else "fake"
+        if executor is None and settings.executor != "local":
+            executor = build_cluster_executor(settings, api_url)
+            undo.callback(close_quietly, "the executor", executor.close)
+        if inventory is None:
+            inventory = (
+                build_inventory(settings)
+                if executor is None
+                else inventory_from_cluster(executor.inventory(), cluster_source)
+            )
+        if executor is None:
+            executor = build_executor(settings, inventory, api_url)
+            undo.callback(close_quietly, "the executor", executor.close)
+        own = inventory.source in ("nvml", "fake")  # GPUs this host read: their UUIDs are known
+        uuids = {n.name: [g.uuid for g in n.gpus] for n in inventory.nodes} if own else None
+        with db.session() as session:
+            cluster_service.replace_inventory(
+                session, executor.inventory().nodes, uuids, fake=inventory.source == "fake"
+            )
+        metrics = ServerMetrics(db, inventory)
+        state = ServerState(
+            settings, db, executor, inventory, metrics, follow_timeout=follow_timeout
         )
-    if executor is None:
-        executor = build_executor(settings, inventory, api_url)
-    own = inventory.source in ("nvml", "fake")  # GPUs this host read: their UUIDs are known
-    uuids = {n.name: [g.uuid for g in n.gpus] for n in inventory.nodes} if own else None
-    with db.session() as session:
-        cluster_service.replace_inventory(
-            session, executor.inventory().nodes, uuids, fake=inventory.source == "fake"
+        tracers = state.tracers = WarmTracers(settings.estimate_warm_workers)
+        undo.callback(close_quietly, "the warm tracers", tracers.close)
+        checked = _health_loop(settings, db, inventory, program)
+        reconciler = Reconciler(
+            db, executor, settings, metrics=metrics, preempt_grace=preempt_grace, health=checked
         )
-    metrics = ServerMetrics(db, inventory)
-    state = ServerState(settings, db, executor, inventory, metrics, follow_timeout=follow_timeout)
-    state.tracers = WarmTracers(settings.estimate_warm_workers)
-    checked = _health_loop(settings, db, inventory, program)
-    reconciler = Reconciler(
-        db, executor, settings, metrics=metrics, preempt_grace=preempt_grace, health=checked
-    )
-    state.wake = reconciler.wake
-    state.usage_half_life = usage_half_life(reconciler.policy)
-    metrics.set_usage_half_life(state.usage_half_life)
-    sender = WebhookSender(db)
-    state.webhooks = sender
-    meter = energy_meter(inventory) if settings.energy_interval > 0 else None
-    metered = (
-        None
-        if meter is None
-        else EnergyLoop(db, meter, interval=settings.energy_interval, report=metrics.set_energy)
-    )
+        state.wake = reconciler.wake
+        state.usage_half_life = usage_half_life(reconciler.policy)
+        metrics.set_usage_half_life(state.usage_half_life)
+        sender = WebhookSender(db)
+        undo.callback(close_quietly, "the webhook sender", sender.stop)
+        state.webhooks = sender
+        meter = energy_meter(inventory) if settings.energy_interval > 0 else None
+        metered = (
+            None
+            if meter is None
+            else EnergyLoop(db, meter, interval=settings.energy_interval, report=metrics.set_energy)
+        )
+        if metered is not None:
+            undo.callback(close_quietly, "the energy meter", metered.stop)
+        app = _app(state, reconciler, sender, metered, checked, start_loops, max_body_bytes)
+        undo.pop_all()  # made whole: the app's lifespan closes them from now on
+    return app
+
+
+def close_quietly(what: str, close: Callable[[], object]) -> None:
+    """Call ``close`` (one step of closing the control plane), logging what it raises: the
+    steps after it still run, and an error that stopped a start-up is the one raised."""
+    try:
+        close()
+    except Exception as exc:
+        log.warning("closing %s failed: %s", what, exc)
+
+
+def _app(
+    state: ServerState,
+    reconciler: Reconciler,
+    sender: WebhookSender,
+    metered: EnergyLoop | None,
+    checked: HealthLoop | None,
+    start_loops: bool,
+    max_body_bytes: int,
+) -> FastAPI:
+    """The FastAPI app of :func:`create_app`'s parts: its lifespan starts the loops (when
+    ``start_loops``) and, at its end or when one of them fails to start, stops them and
+    closes the tracers, the executor and the database, each whatever the others raise."""
+    loops: list[Reconciler | WebhookSender | EnergyLoop | HealthLoop] = [reconciler, sender]
+    loops += [loop for loop in (metered, checked) if loop is not None]
+    tracers, executor, db, metrics = state.tracers, state.executor, state.db, state.metrics
 
     @asynccontextmanager
     async def lifespan(_app: FastAPI) -> AsyncIterator[None]:
-        if start_loops:
-            reconciler.start()
-            sender.start()
-            if metered is not None:
-                metered.start()
-            if checked is not None:
-                checked.start()
         try:
+            if start_loops:
+                for loop in loops:
+                    loop.start()
             yield
         finally:
-            reconciler.stop()
-            sender.stop()
-            if metered is not None:
-                metered.stop()
-            if checked is not None:
-                checked.stop()
-            if state.tracers is not None:
-                state.tracers.close()
-            executor.close()
-            db.dispose()
+            for loop in loops:
+                close_quietly(f"the {type(loop).__name__}", loop.stop)
+            if tracers is not None:
+                close_quietly("the warm tracers", tracers.close)
+            close_quietly("the executor", executor.close)
+            close_quietly("the database's connections", db.dispose)
 
     app = FastAPI(
         title="danlu",

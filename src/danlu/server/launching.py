@@ -46,6 +46,7 @@ from danlu.executors.accounts import os_account
 from danlu.server.db import Database, Job
 from danlu.server.run_as import give_to
 from danlu.server.services import jobs, locks, nodes, users
+from danlu.server.services.admission import relative_file_url
 from danlu.server.services.projects import HOLDING
 from danlu.server.services.view import lost_gpus, to_allocation
 
@@ -378,10 +379,16 @@ class LaunchStep:
         allocation = to_allocation(job.allocation, self.executor.inventory())
         slots = JobLaunch.slots(allocation, shared_memory=bool(job.gpu_memory_per_gpu) or None)
         checkpoint = spec.checkpoint_dir
-        if checkpoint is None or not is_checkpoint_location(checkpoint):
+        if (
+            checkpoint is None
+            or not is_checkpoint_location(checkpoint)
+            or relative_file_url(checkpoint)
+        ):
             # The job's own directory; a spec stored before locations were checked that
-            # names a relative path gets it too, as it always did. A location of the
-            # spec's is the job's: the control plane neither creates nor reads it.
+            # names a relative path gets it too, as it always did, and so does one stored
+            # before a file:// URL of a relative path was refused (admission's
+            # relative_file_url). A location of the spec's is the job's: the control plane
+            # neither creates nor reads it.
             own = self.checkpoints / job.id  # job ids are validated names
             own.mkdir(parents=True, exist_ok=True, mode=0o700)
             if account is not None:

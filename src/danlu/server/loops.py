@@ -42,13 +42,24 @@ class PeriodicLoop:
         self._lock = threading.Lock()
         self._ending: threading.Thread | None = None
         """The thread that saw its stop and ends (:meth:`_stopped`)."""
+        self._control = threading.Lock()
+        """Held through each :meth:`start` and :meth:`stop`: two callers starting at once
+        both found no thread and started one each (two passes at once), and a stop
+        ending as a start began forgot the thread that start made, so the next start made
+        another."""
 
     def start(self, timeout: float = 30.0) -> None:
         """Start the thread (no-op while it runs). A thread told to stop whose last pass still
         runs (a :meth:`stop` that returned at its timeout) is waited for first, up to
         ``timeout`` seconds: never two threads, nor two passes at once. One whose pass still
         runs then is told to go on instead (its stop withdrawn, said in the log): a pass that
-        hung no longer holds the caller (an app's start-up) for ever."""
+        hung no longer holds the caller (an app's start-up) for ever. Callers of
+        :meth:`start` and :meth:`stop` take turns."""
+        with self._control:
+            self._start(timeout)
+
+    def _start(self, timeout: float) -> None:
+        """:meth:`start`, its caller holding :attr:`_control`."""
         thread = self._thread
         if thread is not None and thread.is_alive():
             if not self._stop.is_set():
@@ -96,12 +107,14 @@ class PeriodicLoop:
 
     def stop(self, timeout: float = 30.0) -> bool:
         """Stop the thread after its current pass (waiting up to ``timeout`` seconds);
-        whether it has ended. One still in its pass is kept (:meth:`start` waits for it)."""
-        self.finish()
-        ended = self.join(timeout)
-        if ended:
-            self._thread = None
-        return ended
+        whether it has ended. One still in its pass is kept (:meth:`start` waits for it).
+        Callers of :meth:`start` and :meth:`stop` take turns."""
+        with self._control:
+            self.finish()
+            ended = self.join(timeout)
+            if ended:
+                self._thread = None
+            return ended
 
     def _stopped(self) -> bool:
         """Whether the running thread is to end now (then it is marked as ending, under the

@@ -33,6 +33,7 @@ from danlu.executors import Executor, ExecutorError
 from danlu.server.app import (
     build_cluster_executor,
     build_executor,
+    close_quietly,
     create_app,
     is_full,
 )
@@ -430,6 +431,7 @@ def prepare(
         ) from None
     lease: str | None = None
     sock: socket.socket | None = None
+    executor: Executor | None = None
     try:
         if settings.run_as == "user":
             close_home(home)  # before the store is made, so that the database is private
@@ -454,7 +456,7 @@ def prepare(
         url = f"http://{shown}:{bound_port}"
         if inventory is None:
             try:
-                executor: Executor = build_cluster_executor(settings, url)
+                executor = build_cluster_executor(settings, url)
                 inventory = inventory_from_cluster(executor.inventory(), settings.executor)
             except ExecutorError as exc:
                 raise ConfigError(
@@ -481,6 +483,8 @@ def prepare(
             _release_scheduler(settings, lease)
         if sock is not None:  # a start-up that failed does not keep the port
             sock.close()
+        if executor is not None:  # nor the executor it built (create_app closes its own)
+            close_quietly("the executor", executor.close)
         home_lock.close()
         raise
     return Prepared(app, sock, url, token, inventory, settings, home_lock)

@@ -54,7 +54,10 @@ def local_path(checkpoint_dir: str) -> str | None:
     """The local directory a spec's ``checkpoint_dir`` names: an absolute path as written, a
     ``file://`` URL's path; None for any other URL (``s3://...``: nothing under the home). A
     ``file://`` URL naming a directory danlu made was passed over as any URL, and the
-    retention deleted the checkpoints the job naming it wrote there."""
+    retention deleted the checkpoints the job naming it wrote there. A ``file://`` URL of a
+    relative path names none: such a spec is refused at submission, and one stored before
+    is launched with a directory of the job's own
+    (:func:`~danlu.server.services.admission.relative_file_url`)."""
     path = checkpoint_dir.removeprefix(FILE_URL)
     return path if path.startswith("/") else None
 
@@ -161,20 +164,22 @@ class Purger:
             return purged, errors
         self._next = t + (0.0 if len(ids) >= retention.BATCH else retention.EVERY)
         started = time.monotonic()
-        for job_id in ids:
-            if time.monotonic() - started > retention.PASS_SECONDS:
-                self._next = t  # the rest in the next pass: scheduling waits meanwhile
-                break
-            try:
-                self._delete_files(job_id)
-                with self.db.session() as session:
-                    retention.purged(session, job_id, t)
-            except (DanluError, OSError) as exc:
-                errors.append(f"purge {job_id}: {exc}")
-                retry[job_id] = t + retention.EVERY
-                continue
-            purged.append(job_id)
-        self._retry = retry
+        try:
+            for job_id in ids:
+                if time.monotonic() - started > retention.PASS_SECONDS:
+                    self._next = t  # the rest in the next pass: scheduling waits meanwhile
+                    break
+                try:
+                    self._delete_files(job_id)
+                    with self.db.session() as session:
+                        retention.purged(session, job_id, t)
+                except (DanluError, OSError) as exc:
+                    errors.append(f"purge {job_id}: {exc}")
+                    retry[job_id] = t + retention.EVERY
+                    continue
+                purged.append(job_id)
+        finally:  # a database error ends the pass: the delays met before it still hold
+            self._retry = retry
         return purged, errors
 
     def purge_stale(self, t: float) -> dict[str, int]:

@@ -353,7 +353,12 @@ class Reconciler(LaunchStep):
         self._leading = True
 
     def release_lease(self) -> None:
-        """Give the ``scheduler`` lease back if this loop holds it (its home stays recorded)."""
+        """Give the ``scheduler`` lease back if this loop holds it (its home stays recorded).
+        The loop no longer leads: a pass after a start again that finds another plane
+        holding it waits, as one that never led does (it logged that it had lost the lease
+        to a plane that took it over, asking to stop one of two planes, when this one had
+        given it back)."""
+        self._leading = False
         try:
             release_scheduler_lease(self.db, self.token)
         except Exception as exc:  # shutting down: the lease expires anyway

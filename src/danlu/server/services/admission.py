@@ -2,10 +2,13 @@
 
 from __future__ import annotations
 
+from typing import Final
+
 from danlu.core.cluster import MILLI_PER_GPU, Cluster, gpu_type_names
 from danlu.core.errors import SpecError, UnknownNameError
 from danlu.core.spec import AUTO_FAMILY, NO_GPUS, JobSpec
 from danlu.core.units import format_bytes
+from danlu.core.values import quoted
 from danlu.sched.quota import Usage, minimum_usage
 from danlu.sched.share_size import allowed_sizes
 from danlu.sched.view import JobRequest
@@ -129,6 +132,30 @@ def check_spec_shape(spec: JobSpec) -> None:
             f"{AUTO_FAMILY!r} infers the family from training.model, which is not set: "
             "set training.model to the model's factory or name the family",
         )
+    if spec.checkpoint_dir is not None and relative_file_url(spec.checkpoint_dir):
+        raise SpecError(
+            "checkpoint_dir",
+            f"{quoted(spec.checkpoint_dir)} is a file:// URL of a relative path, which the "
+            "job would resolve against whatever directory it starts in: write file:// and "
+            "an absolute path (file:///shared/ckpt/run1) or the path itself "
+            "(/shared/ckpt/run1), or leave it out for a directory of the job's own",
+        )
+
+
+FILE_URL: Final = "file://"
+
+
+def relative_file_url(checkpoint_dir: str) -> bool:
+    """Whether a spec's ``checkpoint_dir`` is a ``file://`` URL whose path is not absolute
+    (``file://ckpt/run1``, ``file://~/ckpt``, ``file://localhost/ckpt``). danlu.train writes
+    to the text after ``file://``, relative to the job's working directory then, which the
+    control plane does not know (an executor's, an account's home): the retention could
+    not tell the directory it names, and deleted it with the job whose directory it was
+    when it lay under the home. Refused at submission (:func:`check_spec_shape`); a spec
+    stored before is launched with a directory of the job's own, as one naming a relative
+    path is."""
+    path = checkpoint_dir.removeprefix(FILE_URL)
+    return path != checkpoint_dir and not path.startswith("/")
 
 
 def never_fits(request: JobRequest, cluster: Cluster) -> AdmissionError | None:
