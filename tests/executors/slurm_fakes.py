@@ -27,7 +27,13 @@ class Printed(SlurmCommands):
         self.printed = dict(printed)
         self.cancels: list[list[str]] = []
 
-    def run(self, argv: Sequence[str], *, env: Mapping[str, str] | None = None) -> str:
+    def run(
+        self,
+        argv: Sequence[str],
+        *,
+        env: Mapping[str, str] | None = None,
+        stdin: str | None = None,
+    ) -> str:
         if argv[0] == "scancel":
             self.cancels.append(list(argv))
             return ""

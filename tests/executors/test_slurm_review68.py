@@ -33,18 +33,20 @@ pytestmark = [pytest.mark.slow, pytest.mark.xdist_group("slurm")]
 
 FAKE_SBATCH = """#!/bin/sh
 # The first call: Slurm takes the job ({mode}) but sbatch reports a timeout, as it does when
-# the controller was too busy to answer in time. Every later call: the real sbatch.
+# the controller was too busy to answer in time. Every later call: the real sbatch. The batch
+# script comes on the standard input: read once, given to each real call.
+script=$(cat)
 if [ ! -e "{mark}" ]; then
   touch "{mark}"
   case "{mode}" in
-    now) "{real}" "$@" >/dev/null ;;
-    twice) "{real}" "$@" >/dev/null; "{real}" "$@" >/dev/null ;;
-    later) (sleep 2; "{real}" "$@") >/dev/null 2>&1 & ;;
+    now) printf '%s\\n' "$script" | "{real}" "$@" >/dev/null ;;
+    twice) for _ in 1 2; do printf '%s\\n' "$script" | "{real}" "$@" >/dev/null; done ;;
+    later) (sleep 2; printf '%s\\n' "$script" | "{real}" "$@") >/dev/null 2>&1 & ;;
   esac
   echo "{said}" >&2
   exit 1
 fi
-exec "{real}" "$@"
+printf '%s\\n' "$script" | "{real}" "$@"
 """
 """An ``sbatch`` whose first call submits the job (at once, twice, or 2 s later, as a busy
 controller would once it got to the request) and then fails as a controller that did not

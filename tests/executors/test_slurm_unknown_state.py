@@ -67,7 +67,13 @@ class Printed(SlurmCommands):
         self.printed = dict(printed)
         self.asked: list[str] = []
 
-    def run(self, argv: Sequence[str], *, env: Mapping[str, str] | None = None) -> str:
+    def run(
+        self,
+        argv: Sequence[str],
+        *,
+        env: Mapping[str, str] | None = None,
+        stdin: str | None = None,
+    ) -> str:
         key = " ".join(argv[:3]) if argv[0] == "scontrol" else argv[0]
         self.asked.append(key)
         said = self.printed[key]

@@ -95,13 +95,13 @@ def test_an_unreachable_controller_is_unavailable_not_a_refusal(tmp_path: Path) 
     down = "sbatch: error: Batch job submission failed: Unable to contact slurm controller"
     commands = SlurmCommands({"PATH": "/usr/bin:/bin"}, bin_dir=_fake_bin(tmp_path, "sbatch", down))
     with pytest.raises(ExecutorUnavailableError, match="Unable to contact"):
-        commands.sbatch(["--nodes=1"], "batch.sh", {})
+        commands.sbatch(["--nodes=1"], "#!/bin/sh\n", {})
     refused = tmp_path / "refused"
     refused.mkdir()
     said = "sbatch: error: Batch job submission failed: Invalid account or account/partition"
     commands = SlurmCommands({"PATH": "/usr/bin:/bin"}, bin_dir=_fake_bin(refused, "sbatch", said))
     with pytest.raises(SlurmError, match="Invalid account") as info:
-        commands.sbatch(["--nodes=1"], "batch.sh", {})
+        commands.sbatch(["--nodes=1"], "#!/bin/sh\n", {})
     assert not isinstance(info.value, ExecutorUnavailableError)
 
 

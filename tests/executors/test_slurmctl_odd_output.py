@@ -18,7 +18,13 @@ class PrintingCommands(SlurmCommands):
         super().__init__({})
         self._printed = dict(printed)
 
-    def run(self, argv: Sequence[str], *, env: Mapping[str, str] | None = None) -> str:
+    def run(
+        self,
+        argv: Sequence[str],
+        *,
+        env: Mapping[str, str] | None = None,
+        stdin: str | None = None,
+    ) -> str:
         return self._printed[argv[0]]
 
 

@@ -40,7 +40,11 @@ filesystem the nodes share, as Slurm clusters' home directories are.
   A state danlu does not know (empty, or one a newer Slurm adds) is taken as running, with a
   warning: only :data:`~danlu.executors.slurmctl.ENDED_STATES` end a run.
 - **Paths.** The log's path is a filename pattern to Slurm (``--output``): its ``%`` are
-  escaped (:func:`slurm_pattern`); a log directory with a backslash is refused. A job Slurm
+  escaped (:func:`slurm_pattern`); a log directory with a backslash is refused. The batch
+  script is written into the run directory (the job's to write) under a fresh name and
+  renamed over ``batch.sh`` (:func:`~danlu.executors.supervise.write_file`), and ``sbatch``
+  reads it on its standard input: a link a job puts there is neither written through nor
+  read. A job Slurm
   could not launch (``JobLaunchFailure``: its log could not be opened on the node) fails
   saying so.
 - **Gang.** ``srun --kill-on-bad-exit`` ends the run on every node when one node's task
@@ -56,9 +60,12 @@ filesystem the nodes share, as Slurm clusters' home directories are.
   cancelled before it started), classifies the run as
   :func:`~danlu.executors.base.classify_exit` does;
   ``OUT_OF_MEMORY`` is OOM and ``NODE_FAIL`` or ``BOOT_FAIL`` a preemption (re-queued to
-  resume from its checkpoint). The recorded exits also serve when Slurm has forgotten the job (its
-  ``MinJobAge`` passed while the control plane was away). After a requeue only those written
-  since the run started again count (:mod:`~danlu.executors.slurm_exits`).
+  resume from its checkpoint), unless every node recorded its exit (and for an OOM, a
+  success or a checkpoint each): those exits decide then
+  (:func:`~danlu.executors.slurm_exits.exits_decide`). The recorded exits also serve when
+  Slurm has forgotten the job (its ``MinJobAge`` passed while the control plane was away).
+  After a requeue only those written since the run started again count
+  (:mod:`~danlu.executors.slurm_exits`).
 - **Submission.** An ``sbatch`` that timed out may have been taken all the same (a busy
   controller handles a request its client gave up on): the run is kept and tracked by its
   job name (``danlu.JOB_ID.ATTEMPT``), never submitted again; of several jobs of that name
@@ -342,16 +349,16 @@ class SlurmExecutor(RunDirExecutor, MultiNodeExecutor, GpuSharingExecutor):
         }
         supervise.write_json(run_dir / slurm_task.TASK, task)
         count = max(1, len(names))
-        batch = run_dir / BATCH
         srun = shlex.quote(self._commands.program("srun"))
-        batch.write_text(
+        script = (
             "#!/bin/sh\n"
             f"exec {srun} --kill-on-bad-exit=1 --nodes={count} --ntasks={count} "
             f"--ntasks-per-node=1 --export=ALL {shlex.quote(self._python)} -I "
-            f"{shlex.quote(str(TASK_SCRIPT))} {shlex.quote(str(run_dir))}\n",
-            encoding="utf-8",
+            f"{shlex.quote(str(TASK_SCRIPT))} {shlex.quote(str(run_dir))}\n"
         )
-        batch.chmod(0o700)
+        # the run directory is the job's to write: a link put at batch.sh is replaced, never
+        # written through (write_file), and sbatch reads the script it is given, not the file
+        supervise.write_file(run_dir / BATCH, script, 0o700)
         record = self._launch_record(job, log_path, offset)
         record["nodes"] = names
         supervise.write_json(run_dir / supervise.LAUNCH, record)
@@ -373,7 +380,7 @@ class SlurmExecutor(RunDirExecutor, MultiNodeExecutor, GpuSharingExecutor):
             submission = self._commands.env or {}
             if token is not None:
                 submission["DANLU_TOKEN"] = token
-            slurm_id = self._commands.sbatch(options, str(batch), submission)
+            slurm_id = self._commands.sbatch(options, script, submission)
         except SlurmUnavailableError as exc:
             if _unsent(exc):
                 shutil.rmtree(run_dir, ignore_errors=True)

@@ -128,6 +128,29 @@ def recorded_exit(exits: Mapping[str, tuple[float, int]], nodes: int) -> int | N
     return gang_exit(code for _, code in sorted(exits.values()))
 
 
+def exits_decide(state: str, exits: Mapping[str, tuple[float, int]], nodes: int) -> bool:
+    """Whether the ``exits`` the tasks of all the run's ``nodes`` nodes recorded
+    (:func:`node_exits`) decide its result over Slurm's ended ``state`` of its job, which
+    would otherwise (:func:`run_result`):
+
+    - lost with its node (:data:`~danlu.executors.slurmctl.NODE_LOST_STATES`: ``NODE_FAIL``,
+      ``BOOT_FAIL``): every node recorded its exit, so the job was over on each when the node
+      was lost (in the job's teardown, the node's epilog): its exits decide (a success is
+      not run again, a failure is the job's own, a checkpoint resumes);
+    - ``OUT_OF_MEMORY`` (a process of the job's cgroup was killed out of memory): every node
+      recorded a success or a checkpoint (0 or 75), so the job survived the kill (a helper
+      process of it, a data loader's worker retried); a failure or a kill recorded, or a
+      node that recorded nothing, stays an OOM (a launcher whose worker the kernel killed
+      exits 1: the OOM kill is its cause).
+
+    A run that names no node (none recorded: Slurm picked it) never has its exits decide."""
+    if not nodes or len(exits) < nodes:
+        return False
+    if state == "OUT_OF_MEMORY":
+        return all(code in (0, PREEMPTED_EXIT_CODE) for _, code in exits.values())
+    return state in NODE_LOST_STATES
+
+
 def never_ran(job: SlurmJob) -> bool:
     """Whether Slurm cancelled ``job`` before it started (while ``PENDING``): Slurm then
     records its cancel time as both its ``StartTime`` and its ``EndTime``."""
@@ -185,7 +208,9 @@ def run_result(
     ``exit_code``, ``signal``, ``started_at``, ``finished_at`` (``now`` when Slurm gives no
     end), ``error`` and ``node_lost``. ``log_tail`` reads the end of the run's log (for
     :func:`~danlu.executors.base.classify_exit`); ``log_dir`` is the executor's log
-    directory, named in the error of a job Slurm could not launch."""
+    directory, named in the error of a job Slurm could not launch. Slurm's ``OUT_OF_MEMORY``
+    is an OOM and ``NODE_FAIL`` or ``BOOT_FAIL`` a run lost with its node, unless the exits
+    every node recorded decide (:func:`exits_decide`)."""
     code: int | None = None
     sig: int | None = None
     finished = now
@@ -221,9 +246,11 @@ def run_result(
             f"directory {log_dir.resolve()} present and writable on {where}? "
             "It must be on a filesystem the nodes share (the node's slurmd log says more)"
         )
-    if state == "OUT_OF_MEMORY":
+    decided = exits_decide(state, exits, len(launch.get("nodes") or []))
+    lost = state in NODE_LOST_STATES and not decided
+    if state == "OUT_OF_MEMORY" and not decided:
         outcome = Outcome.OOM
-    elif state in NODE_LOST_STATES:
+    elif lost:
         outcome, error = (
             Outcome.PREEMPTED,
             f"a node of Slurm job {slurm_id} {NODE_LOST_STATES[state]}",
@@ -232,7 +259,9 @@ def run_result(
         outcome = Outcome.PREEMPTED if reason is StopReason.PREEMPT else Outcome.FAILED
     else:
         outcome = classify_exit(code, log_tail(), reason)
-        if state in {"TIMEOUT", "DEADLINE", "PREEMPTED"} or (
+        if decided:
+            error = f"Slurm job {slurm_id} ended {state} after every node recorded its exit"
+        elif state in {"TIMEOUT", "DEADLINE", "PREEMPTED"} or (
             state == "CANCELLED" and reason is None
         ):
             error = f"Slurm job {slurm_id} ended {state}"
@@ -245,5 +274,5 @@ def run_result(
         "started_at": started,
         "finished_at": finished,
         "error": error,
-        "node_lost": state in NODE_LOST_STATES,
+        "node_lost": lost,
     }

@@ -363,12 +363,18 @@ class SlurmCommands:
         path = self._env.get("PATH") if self._env is not None else None
         return shutil.which(name, path=path) or name
 
-    def run(self, argv: Sequence[str], *, env: Mapping[str, str] | None = None) -> str:
+    def run(
+        self,
+        argv: Sequence[str],
+        *,
+        env: Mapping[str, str] | None = None,
+        stdin: str | None = None,
+    ) -> str:
         """Run one Slurm command and return its standard output. The program is found as
         :meth:`program` says, whatever ``env`` (the job's, for ``sbatch``) holds. Run with
         the commands' own environment (``env`` None; one was given at construction), it
         prints its times in Slurm's standard form (:func:`reading_env`), the one danlu
-        reads."""
+        reads. ``stdin``: the text the command reads (UTF-8; None: nothing to read)."""
         command = [self.program(argv[0]), *argv[1:]]
         try:
             done = subprocess.run(
@@ -377,7 +383,7 @@ class SlurmCommands:
                 capture_output=True,
                 timeout=self._timeout,
                 check=False,
-                stdin=subprocess.DEVNULL,
+                input=(stdin or "").encode(),  # none: an empty one, read to its end at once
             )
         except (OSError, subprocess.TimeoutExpired) as exc:
             raise SlurmUnavailableError(f"{' '.join(argv[:2])}: {exc}") from exc
@@ -388,9 +394,11 @@ class SlurmCommands:
         return done.stdout.decode("utf-8", "replace")
 
     def sbatch(self, options: Sequence[str], script: str, env: Mapping[str, str]) -> int:
-        """Submit ``script`` with ``options``; the job's environment is ``env`` (the
-        submission's own, exported whole). Returns the Slurm job id."""
-        out = self.run(["sbatch", "--parsable", *options, script], env=env).strip()
+        """Submit the batch script ``script`` (its text, which ``sbatch`` reads on its
+        standard input: no file a job could replace by a link is read) with ``options``; the
+        job's environment is ``env`` (the submission's own, exported whole). Returns the
+        Slurm job id."""
+        out = self.run(["sbatch", "--parsable", *options], env=env, stdin=script).strip()
         job_id = _job_id(out.split(";", 1)[0])
         if job_id is None:
             raise SlurmError(f"sbatch printed {out!r}, not a job id")

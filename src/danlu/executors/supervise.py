@@ -94,7 +94,13 @@ is 0 exactly when the job's was, for the executor that started it to read."""
 
 
 def write_json(path: Path, data: dict[str, Any]) -> None:
-    """Write ``data`` to ``path`` atomically (temporary file, fsync, rename), mode 0600.
+    """Write ``data`` to ``path`` as JSON atomically, mode 0600 (:func:`write_file`)."""
+    write_file(path, json.dumps(data))
+
+
+def write_file(path: Path, text: str, mode: int = 0o600) -> None:
+    """Write ``text`` (UTF-8) to ``path`` atomically (temporary file, fsync, rename), with
+    ``mode`` exactly (whatever the umask).
 
     The run's directory is the job's to write (a Slurm job's is on the shared filesystem,
     the job run as the control plane's user): the temporary file is made anew, under a name
@@ -104,10 +110,11 @@ def write_json(path: Path, data: dict[str, Any]) -> None:
     itself, never the file it names."""
     tmp = path.with_name(f".{path.name}.{os.getpid()}.{os.urandom(8).hex()}.tmp")
     flags = os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW | os.O_CLOEXEC
-    fd = os.open(tmp, flags, 0o600)
+    fd = os.open(tmp, flags, mode)
     try:
-        with os.fdopen(fd, "w") as f:
-            json.dump(data, f)
+        with os.fdopen(fd, "w", encoding="utf-8") as f:
+            os.fchmod(fd, mode)  # the descriptor's file: no name to follow
+            f.write(text)
             f.flush()
             os.fsync(f.fileno())
         os.replace(tmp, path)
