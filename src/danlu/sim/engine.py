@@ -34,7 +34,6 @@ import bisect
 import heapq
 import math
 import operator
-from collections import Counter
 from collections.abc import Callable, Iterator, Mapping
 
 import numpy as np
@@ -42,7 +41,7 @@ import numpy as np
 from danlu.core.cluster import MILLI_PER_GPU, Allocation, Cluster
 from danlu.core.errors import ConfigError, PlacementError
 from danlu.core.state import Event, JobState, transition
-from danlu.core.units import format_bytes, format_duration
+from danlu.core.units import format_duration
 from danlu.sched.policies.base import Policy
 from danlu.sched.project_usage import (
     DecayingUsage,
@@ -52,15 +51,15 @@ from danlu.sched.project_usage import (
     usage_half_life,
 )
 from danlu.sched.quota import QuotaPolicy
-from danlu.sched.view import ClusterView, JobRequest, JobStatus, Plan
+from danlu.sched.view import ClusterView, JobStatus, Plan
+from danlu.sim.admission import admit
 from danlu.sim.config import SimConfig
 from danlu.sim.elastic import ApplicationProfile, OutOfProfileError
 from danlu.sim.failures import FAIL, MOST_FRUITLESS_FAILURES, NODE, OutageEvent, Outages, StallWatch
 from danlu.sim.metrics import JobRecord, SimResult, Timeline
-from danlu.sim.progress import ProfiledProgress, Progress, RigidProgress
 from danlu.sim.sim_inputs import check_named_models, check_simulator_inputs
-from danlu.sim.simjob import SimJob, check_in_profile, model_of
-from danlu.sim.workload import MOST_SECONDS, ProfiledWork, Workload, WorkloadJob
+from danlu.sim.simjob import SimJob
+from danlu.sim.workload import MOST_SECONDS, Workload
 
 _BY_SEQ = operator.attrgetter("request.seq")
 MIN_RATE = 1e-6
@@ -123,8 +122,6 @@ class Simulator:
         self.on_progress = on_progress
         total = cluster.total_gpus
         self._total_gpus = total
-        self._biggest_gpu = max((n.gpu_type.memory for n in cluster.nodes), default=0)
-        self._node_gpus = max((n.gpus for n in cluster.nodes), default=0)
         self._gpu_memory = np.repeat(
             np.array([n.gpu_type.memory for n in cluster.nodes], dtype=np.int64),
             [n.gpus for n in cluster.nodes],
@@ -166,42 +163,6 @@ class Simulator:
         ``config.gpu_failures``), from the first submission."""
         self._stall = StallWatch(self.config.restart_cost)
         check_named_models(workload, self.config.interference)
-
-    # -- job construction ----------------------------------------------------------------
-    def _progress_for(self, job: WorkloadJob) -> Progress:
-        work = job.work
-        if isinstance(work, ProfiledWork):
-            profile = self.profiles.get(work.application)
-            if profile is None:
-                known = ", ".join(sorted(self.profiles)) or "none loaded"
-                raise ConfigError(
-                    f"job {job.request.id} uses application {work.application!r} but no "
-                    f"measurements for it were loaded (known: {known}); pass --traces DIR"
-                )
-            check_in_profile(job, work, profile, self._node_gpus)
-            return ProfiledProgress(profile, work.batch_size, self.config.restart_cost)
-        return RigidProgress(work.duration, self.config.restart_cost)
-
-    def _never_fits(self, request: JobRequest, elastic: bool = False) -> str | None:
-        """Why ``request`` can never run on this cluster, or None. ``elastic``: a profiled
-        job under a policy that sizes jobs (``sizes_jobs``), which may run it on fewer GPUs
-        than its trace asked for (if it does not, the job fails once nothing else can run)."""
-        total = self._total_gpus
-        if request.gpus > total and not elastic:
-            return f"asks for {request.gpus} GPUs; the cluster has {total}"
-        biggest = self._biggest_gpu
-        if request.gpu_memory > biggest:
-            return (
-                f"asks for {format_bytes(request.gpu_memory)} per GPU; the largest GPU has "
-                f"{format_bytes(biggest)}"
-            )
-        if request.gpu_types:
-            wanted = {t.lower() for t in request.gpu_types}
-            have = sum(n.gpus for n in self.cluster.nodes if n.gpu_type.name.lower() in wanted)
-            if have < request.gpus:
-                return f"asks for {request.gpus} GPUs of {sorted(wanted)}; the cluster has {have}"
-        quota = self.config.quotas.never_starts(request, self.cluster, elastic)
-        return f"can never start: {quota}" if quota is not None else None
 
     # -- state changes -------------------------------------------------------------------
     def _move(self, job: SimJob, new: JobState, reason: str) -> None:
@@ -560,31 +521,20 @@ class Simulator:
         """Simulate until every job has finished (or ``max_time``)."""
         cfg = self.config
         interval = cfg.interval
-        arrivals: list[tuple[WorkloadJob, SimJob]] = []
         sizes_jobs = bool(getattr(self.policy, "sizes_jobs", False))
-        for wj in self.workload.jobs:
-            elastic = sizes_jobs and isinstance(wj.work, ProfiledWork)
-            reason = self._never_fits(wj.request, elastic)
-            if reason is not None:
-                self._rejected.append((wj.request.id, reason))
-                continue
-            if wj.time_limit is not None and isinstance(wj.work, ProfiledWork):
-                raise ConfigError(
-                    f"job {wj.request.id}: time limits apply to rigid jobs (a duration), not "
-                    f"to jobs of a profiled application"
-                )
-            job = SimJob(wj.request, self._progress_for(wj), model=model_of(wj))
-            job.time_limit = wj.time_limit
-            arrivals.append((wj, job))
+        admitted = admit(self.workload, self.cluster, cfg, self.profiles, sizes_jobs)
+        arrivals = admitted.arrivals
+        self._rejected.extend(admitted.rejected)
         total = len(arrivals)
-        counts = Counter(job.id for _, job in arrivals)
-        repeated = sorted(name for name, n in counts.items() if n > 1)
-        if repeated:
-            raise ConfigError(f"job ids must be unique; {', '.join(repeated[:5])} repeat")
-        if arrivals:  # the timeline starts idle at the first submission
+        # the timeline starts idle at the first submission the clock reaches
+        if arrivals and arrivals[0][0].request.submit_time <= cfg.max_time:
             self._record(arrivals[0][0].request.submit_time)
         if cfg.failures is not None or cfg.gpu_failures is not None:
-            start = arrivals[0][0].request.submit_time if arrivals else 0.0
+            # from the workload's first submission, rejected or not: whatever the policy
+            # (one that sizes jobs lets in a profiled job wider than the cluster), one seed
+            # gives the same failure times
+            jobs = self.workload.jobs
+            start = jobs[0].request.submit_time if jobs else 0.0
             sizes = len(self.cluster.nodes), self.cluster.total_gpus
             self._failures = Outages(*sizes, cfg.failures, cfg.gpu_failures, start)
         failures = self._failures
@@ -673,7 +623,8 @@ class Simulator:
                 changed = True
 
             if stopping:
-                self._record(self._now)
+                if self._timeline.times:  # (none: the clock stopped before any submission)
+                    self._record(self._now)
                 break
             active = bool(self._pending) or bool(self._running)
             if not active:

@@ -79,10 +79,25 @@ class Target:
         return value <= self.bound if self.op == "<=" else value >= self.bound
 
     def __str__(self) -> str:
-        """As written on the command line, a time bound as a duration: ``avg_jct<=2h``."""
-        if self.metric in SECONDS_METRICS and self.bound > 0:
-            return f"{self.metric}{self.op}{format_duration(self.bound)}"
-        return f"{self.metric}{self.op}{self.bound:g}"
+        """As written on the command line, a time bound as a duration: ``avg_jct<=2h``.
+        The bound shown is the one checked, which :func:`parse_target` reads back exactly
+        (a duration's text keeps two units: 3661 s was shown as ``1h1m``, 3660 s)."""
+        return f"{self.metric}{self.op}{_bound_text(self.metric, self.bound)}"
+
+
+def _bound_text(metric: str, bound: float) -> str:
+    """``bound`` as :func:`parse_target` reads it back to the same number: a time bound
+    as a duration when one says it exactly (``2h``), else the number, as short as ``:g``
+    writes it when that is exact, else in full (``:g`` keeps six digits)."""
+    if metric in SECONDS_METRICS and bound > 0:
+        duration = format_duration(bound)
+        try:
+            if parse_duration(duration, "--target") == bound:
+                return duration
+        except SpecError:  # days by their magnitude (1e+05d) are no duration to read
+            pass
+    short = f"{bound:g}"
+    return short if float(short) == bound else repr(float(bound))
 
 
 def parse_target(text: str, flag: str = "--target") -> Target:

@@ -9,6 +9,7 @@ order were let in only when every job listed before them had arrived."""
 
 from __future__ import annotations
 
+import math
 from collections import Counter
 from collections.abc import Mapping
 from typing import Any
@@ -19,8 +20,9 @@ from danlu.core.values import quoted
 from danlu.sim.config import SimConfig
 from danlu.sim.elastic import ApplicationProfile
 from danlu.sim.interference import Interference
+from danlu.sim.setting_types import check_real
 from danlu.sim.simjob import model_of
-from danlu.sim.workload import Workload, WorkloadJob
+from danlu.sim.workload import ProfiledWork, RigidWork, Workload, WorkloadJob
 
 
 def _got(value: Any) -> str:
@@ -91,6 +93,7 @@ def _check_workload(workload: Any) -> None:
             raise ConfigError(
                 f"Simulator: workload.jobs[{index}] must be a WorkloadJob; {_got(job)}"
             )
+        _check_job(index, job)
     counts = Counter(job.request.id for job in jobs)
     repeated = sorted(name for name, n in counts.items() if n > 1)
     if repeated:
@@ -117,6 +120,45 @@ def _check_workload(workload: Any) -> None:
                 "in_submission_order(jobs), as load_workload does"
             )
         previous = job
+
+
+def _check_job(index: int, job: WorkloadJob) -> None:
+    """Refuse a job whose submission time, duration or time limit is no time the clock can
+    reach, as a :class:`ConfigError` naming it (the workload files' loaders refuse such
+    values; a workload built in code was not checked): a NaN submission time raised a bare
+    ValueError, a negative one was let in at the first tick with its wait counted from
+    before the clock's start, a NaN or infinite duration left the job running for ever
+    with the run ended as if it were done, a negative one ended it before its start, and
+    a NaN or non-positive time limit cancelled it at its start."""
+    where = f"Simulator: workload.jobs[{index}] (job {job.request.id!r})"
+    submit = job.request.submit_time
+    check_real(f"{where}: request.submit_time", submit, "0.0 (seconds)")
+    if not (math.isfinite(submit) and submit >= 0):
+        raise ConfigError(
+            f"{where}: request.submit_time must be a finite number of seconds >= 0 (the "
+            f"simulated clock starts at 0), got {submit}"
+        )
+    work = job.work
+    if isinstance(work, RigidWork):
+        check_real(f"{where}: work.duration", work.duration, "3600.0 (seconds)")
+        if not (math.isfinite(work.duration) and work.duration >= 0):
+            raise ConfigError(
+                f"{where}: work.duration must be a finite number of seconds >= 0, got "
+                f"{work.duration}"
+            )
+    elif not isinstance(work, ProfiledWork):
+        raise ConfigError(
+            f"{where}: work must be a RigidWork(duration) or a ProfiledWork(application, "
+            f"batch_size); {_got(work)}"
+        )
+    limit = job.time_limit
+    if limit is not None:
+        check_real(f"{where}: time_limit", limit, "3600.0 (seconds; None: no limit)")
+        if not (math.isfinite(limit) and limit > 0):
+            raise ConfigError(
+                f"{where}: time_limit must be a finite number of seconds above 0, or None for "
+                f"no limit; got {limit}"
+            )
 
 
 def _check_profiles(profiles: Any) -> None:

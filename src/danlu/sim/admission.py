@@ -1,0 +1,117 @@
+"""The jobs a simulation lets in: each workload job as a :class:`~danlu.sim.simjob.SimJob`
+with its progress model, or rejected at its submission when it can never run on the
+cluster (:class:`Admission`)."""
+
+from __future__ import annotations
+
+from collections import Counter
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+
+from danlu.core.cluster import Cluster
+from danlu.core.errors import ConfigError
+from danlu.core.units import format_bytes
+from danlu.sched.view import JobRequest
+from danlu.sim.config import SimConfig
+from danlu.sim.elastic import ApplicationProfile
+from danlu.sim.progress import ProfiledProgress, Progress, RigidProgress
+from danlu.sim.simjob import SimJob, check_in_profile, model_of
+from danlu.sim.workload import ProfiledWork, Workload, WorkloadJob
+
+
+@dataclass
+class Admission:
+    """A workload's jobs split into those the simulation runs (:attr:`arrivals`, in
+    submission order) and those it rejects (:attr:`rejected`, with the reason)."""
+
+    arrivals: list[tuple[WorkloadJob, SimJob]] = field(default_factory=list)
+    rejected: list[tuple[str, str]] = field(default_factory=list)
+
+
+def admit(
+    workload: Workload,
+    cluster: Cluster,
+    config: SimConfig,
+    profiles: Mapping[str, ApplicationProfile],
+    sizes_jobs: bool,
+) -> Admission:
+    """Every job of ``workload``, admitted or rejected on ``cluster`` (``sizes_jobs``: the
+    policy chooses profiled jobs' GPU counts). :class:`ConfigError` for a profiled job with
+    a time limit, one whose application has no profile, or job ids that repeat."""
+    out = Admission()
+    never = _NeverFits(cluster, config)
+    node_gpus = max((n.gpus for n in cluster.nodes), default=0)
+    for wj in workload.jobs:
+        elastic = sizes_jobs and isinstance(wj.work, ProfiledWork)
+        reason = never.why(wj.request, elastic)
+        if reason is not None:
+            out.rejected.append((wj.request.id, reason))
+            continue
+        if wj.time_limit is not None and isinstance(wj.work, ProfiledWork):
+            raise ConfigError(
+                f"job {wj.request.id}: time limits apply to rigid jobs (a duration), not "
+                f"to jobs of a profiled application"
+            )
+        progress = _progress_for(wj, profiles, config.restart_cost, node_gpus)
+        job = SimJob(wj.request, progress, model=model_of(wj))
+        job.time_limit = wj.time_limit
+        out.arrivals.append((wj, job))
+    counts = Counter(job.id for _, job in out.arrivals)
+    repeated = sorted(name for name, n in counts.items() if n > 1)
+    if repeated:
+        raise ConfigError(f"job ids must be unique; {', '.join(repeated[:5])} repeat")
+    return out
+
+
+def _progress_for(
+    job: WorkloadJob,
+    profiles: Mapping[str, ApplicationProfile],
+    restart_cost: float,
+    node_gpus: int,
+) -> Progress:
+    """``job``'s progress model: its profile's for a profiled job (checked against the
+    cluster's nodes of at most ``node_gpus`` GPUs), else its rigid duration's."""
+    work = job.work
+    if isinstance(work, ProfiledWork):
+        profile = profiles.get(work.application)
+        if profile is None:
+            known = ", ".join(sorted(profiles)) or "none loaded"
+            raise ConfigError(
+                f"job {job.request.id} uses application {work.application!r} but no "
+                f"measurements for it were loaded (known: {known}); pass --traces DIR"
+            )
+        check_in_profile(job, work, profile, node_gpus)
+        return ProfiledProgress(profile, work.batch_size, restart_cost)
+    return RigidProgress(work.duration, restart_cost)
+
+
+class _NeverFits:
+    """Why a request can never run on a cluster (:meth:`why`)."""
+
+    def __init__(self, cluster: Cluster, config: SimConfig) -> None:
+        self.cluster = cluster
+        self.quotas = config.quotas
+        self.total = cluster.total_gpus
+        self.biggest = max((n.gpu_type.memory for n in cluster.nodes), default=0)
+
+    def why(self, request: JobRequest, elastic: bool = False) -> str | None:
+        """Why ``request`` can never run on this cluster, or None. ``elastic``: a profiled
+        job under a policy that sizes jobs (``sizes_jobs``), which may run it on fewer GPUs
+        than its trace asked for (if it does not, the job fails once nothing else can
+        run)."""
+        total = self.total
+        if request.gpus > total and not elastic:
+            return f"asks for {request.gpus} GPUs; the cluster has {total}"
+        biggest = self.biggest
+        if request.gpu_memory > biggest:
+            return (
+                f"asks for {format_bytes(request.gpu_memory)} per GPU; the largest GPU has "
+                f"{format_bytes(biggest)}"
+            )
+        if request.gpu_types:
+            wanted = {t.lower() for t in request.gpu_types}
+            have = sum(n.gpus for n in self.cluster.nodes if n.gpu_type.name.lower() in wanted)
+            if have < request.gpus:
+                return f"asks for {request.gpus} GPUs of {sorted(wanted)}; the cluster has {have}"
+        quota = self.quotas.never_starts(request, self.cluster, elastic)
+        return f"can never start: {quota}" if quota is not None else None
