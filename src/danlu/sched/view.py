@@ -184,6 +184,7 @@ class ClusterView:
     time: float
     cluster: Cluster
     running: tuple[JobStatus, ...] = ()
+    """Jobs that hold GPUs; one handed in with an empty allocation is moved to :attr:`lost`."""
     pending: tuple[JobStatus, ...] = ()
     """Pending jobs in submission order (ascending ``request.seq``): adapters keep them so,
     and order-preserving policies (fifo) rely on it instead of sorting."""
@@ -206,6 +207,12 @@ class ClusterView:
     projects: Mapping[str, ProjectShare] = field(default_factory=dict)
     """Projects' weights and recent usage, by name (a project missing has weight 1 and no
     recent usage: :meth:`project`); only fair-share policies read it."""
+    lost: tuple[JobStatus, ...] = field(default=(), init=False, compare=False)
+    """The jobs handed in ``running`` that hold no GPU (an empty allocation: the server
+    drops the shares on GPUs that left its inventory, and re-queues such a job once it
+    sees it, ``_requeue_lost``), taken out of :attr:`running`: no policy starts, moves,
+    preempts or counts such a job, as if it had already left (before, ``optimus`` and
+    ``pollux`` started it again while it was recorded running)."""
     _open: BoolArray | None = field(default=None, init=False, repr=False, compare=False)
     """:meth:`open_gpus`, built once: a round builds several free maps from one view."""
 
@@ -219,6 +226,10 @@ class ClusterView:
             )
         _check_jobs(self.running, self.pending)
         _check_allocations(self.cluster, self.running)
+        if not all(map(_HOLDS, self.running)):
+            lost = tuple(job for job in self.running if not job.running)
+            object.__setattr__(self, "lost", lost)
+            object.__setattr__(self, "running", tuple(filter(_HOLDS, self.running)))
         for name in ("used_milli", "used_memory"):
             given = getattr(self, name)
             if given is not None and getattr(given, "shape", None) != (self.cluster.total_gpus,):
