@@ -260,8 +260,9 @@ def test_jobs_submitted_after_max_time_are_listed_not_lost(tmp_path: Path) -> No
     listed = [r.id for r in result.jobs] + result.unfinished + result.not_submitted
     listed += [job_id for job_id, _ in result.rejected]
     assert sorted(listed) == sorted(j.request.id for j in workload.jobs)
-    assert result.not_submitted == ["d", "e"]  # in submission order; huge is rejected
-    assert result.to_json()["not_submitted"] == ["d", "e"]
+    # in submission order; huge, which could never run, too: its submission never came
+    assert result.not_submitted == ["d", "e", "huge"] and not result.rejected
+    assert result.to_json()["not_submitted"] == ["d", "e", "huge"]
     assert simulate(workload, interval=60.0).not_submitted == []
 
 

@@ -26,6 +26,10 @@ class Admission:
 
     arrivals: list[tuple[WorkloadJob, SimJob]] = field(default_factory=list)
     rejected: list[tuple[str, str]] = field(default_factory=list)
+    unreached: list[JobRequest] = field(default_factory=list)
+    """Jobs that could never run but are submitted after ``SimConfig.max_time``: their
+    rejection would come at a submission the clock never reaches, so they are not rejected
+    but not submitted (``SimResult.not_submitted``)."""
 
 
 def admit(
@@ -35,8 +39,9 @@ def admit(
     profiles: Mapping[str, ApplicationProfile],
     sizes_jobs: bool,
 ) -> Admission:
-    """Every job of ``workload``, admitted or rejected on ``cluster`` (``sizes_jobs``: the
-    policy chooses profiled jobs' GPU counts). :class:`ConfigError` for a profiled job with
+    """Every job of ``workload``, admitted or rejected on ``cluster`` (or, one that can never
+    run submitted after ``config.max_time``, unreached; ``sizes_jobs``: the policy chooses
+    profiled jobs' GPU counts). :class:`ConfigError` for a profiled job with
     a time limit, one whose application has no profile, or job ids that repeat."""
     out = Admission()
     never = _NeverFits(cluster, config)
@@ -45,7 +50,10 @@ def admit(
         elastic = sizes_jobs and isinstance(wj.work, ProfiledWork)
         reason = never.why(wj.request, elastic)
         if reason is not None:
-            out.rejected.append((wj.request.id, reason))
+            if wj.request.submit_time > config.max_time:
+                out.unreached.append(wj.request)
+            else:
+                out.rejected.append((wj.request.id, reason))
             continue
         if wj.time_limit is not None and isinstance(wj.work, ProfiledWork):
             raise ConfigError(

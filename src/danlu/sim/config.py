@@ -37,8 +37,10 @@ class SimConfig:
     record_events: bool = False
     """Keep every state-change event (memory grows with the workload)."""
     max_time: float = math.inf
-    """Stop the clock here; jobs submitted by then and not finished are reported as
-    unfinished, those submitted after it as not submitted (``SimResult.not_submitted``)."""
+    """Stop the clock here (seconds, >= 0; ``math.inf``: run until every job has ended);
+    jobs submitted by then and not finished are reported as unfinished, every job submitted
+    after it as not submitted (``SimResult.not_submitted``), one that could never have run
+    too (its rejection would have come at its submission)."""
     idle_retries: int = 5
     """Rounds in a row a policy may start nothing on an idle cluster, with jobs waiting and
     none left to arrive, before those jobs fail as unschedulable; only while its plan says
@@ -79,6 +81,11 @@ class SimConfig:
             raise ConfigError(
                 "max_time must be a number of seconds (inf: no limit), got nan: NaN compares "
                 "false with every instant, so the clock never stopped"
+            )
+        if self.max_time < 0:
+            raise ConfigError(
+                f"max_time must be >= 0 seconds (inf: no limit), got {self.max_time:g}: "
+                "submissions are at 0 s or later, so the clock would stop before any of them"
             )
         if self.idle_retries < 0:
             raise ConfigError(f"idle_retries must be >= 0 rounds, got {self.idle_retries}")

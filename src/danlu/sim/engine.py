@@ -62,6 +62,7 @@ from danlu.sim.simjob import SimJob
 from danlu.sim.workload import MOST_SECONDS, Workload
 
 _BY_SEQ = operator.attrgetter("request.seq")
+_SEQ = operator.attrgetter("seq")
 MIN_RATE = 1e-6
 """The slowest a shared job runs, however many neighbours it has (a product of measured
 rates, which could otherwise reach 0)."""
@@ -153,6 +154,8 @@ class Simulator:
         self._rounds = 0
         self._preemptions = 0
         self._now = 0.0
+        self._stopped_at: float | None = None
+        """The instant the clock stopped at ``config.max_time`` (None: it did not)."""
         half_life = usage_half_life(policy)
         self._usage = DecayingUsage(half_life) if half_life > 0 else None
         """Projects' past GPU use, for a policy that reads recent usage."""
@@ -525,6 +528,7 @@ class Simulator:
         admitted = admit(self.workload, self.cluster, cfg, self.profiles, sizes_jobs)
         arrivals = admitted.arrivals
         self._rejected.extend(admitted.rejected)
+        unreached = admitted.unreached  # rejected, were they ever submitted
         total = len(arrivals)
         # the timeline starts idle at the first submission the clock reaches
         if arrivals and arrivals[0][0].request.submit_time <= cfg.max_time:
@@ -625,6 +629,7 @@ class Simulator:
             if stopping:
                 if self._timeline.times:  # (none: the clock stopped before any submission)
                     self._record(self._now)
+                self._stopped_at = self._now
                 break
             active = bool(self._pending) or bool(self._running)
             if not active:
@@ -656,7 +661,8 @@ class Simulator:
 
         if self.on_progress is not None:
             self.on_progress(self._now, len(self._finished), total)
-        return self._result([job.id for _, job in arrivals[next_arrival:]])
+        late = [job.request for _, job in arrivals[next_arrival:]] + unreached
+        return self._result([request.id for request in sorted(late, key=_SEQ)])
 
     def _record(self, at: float, measure_fragmentation: bool = True) -> None:
         self._timeline.record(
@@ -700,35 +706,22 @@ class Simulator:
         self._pending_order.clear()
 
     def _result(self, not_submitted: list[str]) -> SimResult:
-        """The result; ``not_submitted``: the jobs whose submission the clock never reached."""
-        records = [
-            JobRecord(
-                id=j.id,
-                submit_time=j.request.submit_time,
-                start_time=j.first_start,
-                end_time=j.end_time,
-                gpus=j.request.gpus,
-                gpu_seconds=j.attained,
-                restart_gpu_seconds=j.progress.restart_gpu_seconds,
-                preemptions=j.preemptions,
-                resizes=j.resizes,
-                interference_seconds=j.progress.interference_seconds,
-                interference_gpu_seconds=j.progress.interference_gpu_seconds,
-                timed_out=j.timed_out,
-                failures=j.failures,
-                lost_seconds=j.lost_seconds,
-                project=j.request.project,
-                user=j.request.user,
-            )
-            for j in self._finished
-        ]
-        unfinished = [j.id for j in (*self._running.values(), *self._pending.values())]
+        """The result; ``not_submitted``: the jobs whose submission the clock never reached.
+        Jobs still running when the clock stopped (``max_time``) end their runs there: their
+        records hold the GPU time, restarts and slowdowns up to the stop."""
+        now = self._now
+        running = list(self._running.values())
+        for job in running:
+            job.progress.stop(now)  # settles the restart time and slowdown of the run so far
+        unfinished = [*running, *self._pending.values()]
         return SimResult(
             policy=self.policy.name,
             workload=self.workload.name,
             total_gpus=self.cluster.total_gpus,
-            jobs=records,
-            unfinished=unfinished,
+            jobs=[_record(j, j.attained) for j in self._finished],
+            unfinished=[j.id for j in unfinished],
+            unfinished_records=[_record(j, _held_until(j, now)) for j in unfinished],
+            stopped_at=self._stopped_at,
             not_submitted=not_submitted,
             rejected=self._rejected,
             timeline=self._timeline,
@@ -738,3 +731,33 @@ class Simulator:
             node_failures=self._failures.node_count if self._failures else 0,
             gpu_failures=self._failures.gpu_count if self._failures else 0,
         )
+
+
+def _held_until(job: SimJob, now: float) -> float:
+    """GPU-seconds ``job`` held up to ``now``: its ended runs', and its current run's so far
+    (a job waiting holds no GPUs)."""
+    if job.last_start is None or not job.allocation:
+        return job.attained
+    return job.attained + max(0.0, now - job.last_start) * job.allocation.gpu_milli / MILLI_PER_GPU
+
+
+def _record(job: SimJob, gpu_seconds: float) -> JobRecord:
+    """``job``'s record, holding ``gpu_seconds`` GPU-seconds."""
+    return JobRecord(
+        id=job.id,
+        submit_time=job.request.submit_time,
+        start_time=job.first_start,
+        end_time=job.end_time,
+        gpus=job.request.gpus,
+        gpu_seconds=gpu_seconds,
+        restart_gpu_seconds=job.progress.restart_gpu_seconds,
+        preemptions=job.preemptions,
+        resizes=job.resizes,
+        interference_seconds=job.progress.interference_seconds,
+        interference_gpu_seconds=job.progress.interference_gpu_seconds,
+        timed_out=job.timed_out,
+        failures=job.failures,
+        lost_seconds=job.lost_seconds,
+        project=job.request.project,
+        user=job.request.user,
+    )

@@ -16,7 +16,9 @@ from danlu.core.state import Event
 
 @dataclass(frozen=True, slots=True)
 class JobRecord:
-    """What happened to one finished job."""
+    """What happened to one job: a finished one (:attr:`SimResult.jobs`), or one the clock
+    stopped before it ended (:attr:`SimResult.unfinished_records`: no ``end_time``, its GPU
+    time, restarts and slowdowns up to the stop)."""
 
     id: str
     submit_time: float
@@ -176,10 +178,17 @@ class SimResult:
     jobs: list[JobRecord]
     unfinished: list[str] = field(default_factory=list)
     """Jobs submitted that had not finished when the clock stopped (``SimConfig.max_time``)."""
+    unfinished_records: list[JobRecord] = field(default_factory=list)
+    """The :attr:`unfinished` jobs' records, in the same order, up to the stop (no end): the
+    summary's window and utilisation count them, its JCTs and waits do not."""
+    stopped_at: float | None = None
+    """The instant the clock stopped at ``SimConfig.max_time`` with jobs still to finish or
+    to come (None: every job it let in had ended, or failed, by then)."""
     not_submitted: list[str] = field(default_factory=list)
     """Jobs submitted after the clock stopped (``SimConfig.max_time``), in submission order:
-    never queued. With :attr:`jobs`, :attr:`unfinished` and :attr:`rejected`, every job of
-    the workload is listed once."""
+    never queued, nor rejected (one that could never have run included). With
+    :attr:`jobs`, :attr:`unfinished` and :attr:`rejected`, every job of the workload is
+    listed once."""
     rejected: list[tuple[str, str]] = field(default_factory=list)
     timeline: Timeline = field(default_factory=Timeline)
     rounds: int = 0
@@ -195,14 +204,28 @@ class SimResult:
         return [r.jct for r in self.jobs]
 
     def summary(self) -> dict[str, float]:
-        """Headline metrics (seconds, ratios in 0..1)."""
+        """Headline metrics (seconds, ratios in 0..1).
+
+        ``jobs`` and the JCT and queueing figures are over the finished jobs. ``makespan``
+        is the window the ratios are taken over: from the first submission of a job that
+        finished or was unfinished at the stop, to the last end, or to the stop
+        (``SimConfig.max_time``) while jobs were unfinished there (they held GPUs until
+        then). ``gpu_allocation_ratio`` is the time average of the GPUs allocated over that
+        window, of all GPUs; ``gpu_utilization`` the GPU-seconds of useful work done in it
+        (finished and unfinished jobs' held GPU time, less restarts, slowdowns by sharing
+        and the work of jobs cancelled at their time limit), of all GPU-seconds in it: at
+        most the allocation ratio. ``fragmentation`` is averaged over the same window.
+        """
         jcts = self.jcts
         delays = [r.queueing_delay for r in self.jobs]
-        first_submit = min((r.submit_time for r in self.jobs), default=0.0)
+        ran = [*self.jobs, *self.unfinished_records]
+        first_submit = min((r.submit_time for r in ran), default=0.0)
         last_end = max((r.end_time or 0.0 for r in self.jobs), default=0.0)
+        if self.unfinished_records and self.stopped_at is not None:
+            last_end = max(last_end, self.stopped_at)
         makespan = last_end - first_submit
-        held = sum(r.gpu_seconds for r in self.jobs)
-        lost = sum(r.restart_gpu_seconds + r.interference_gpu_seconds for r in self.jobs)
+        held = sum(r.gpu_seconds for r in ran)
+        lost = sum(r.restart_gpu_seconds + r.interference_gpu_seconds for r in ran)
         killed = sum(
             r.gpu_seconds - r.restart_gpu_seconds - r.interference_gpu_seconds
             for r in self.jobs
@@ -211,7 +234,7 @@ class SimResult:
         useful = held - lost - killed  # no restarts, slowdowns by sharing, nor work cancelled
         capacity = self.total_gpus * makespan
         times = self.timeline.times
-        window = (first_submit, last_end) if self.jobs and makespan > 0 else None
+        window = (first_submit, last_end) if ran and makespan > 0 else None
         alloc_mean = _time_mean(times, self.timeline.allocated_gpus, window)
         mean_alloc = alloc_mean / max(self.total_gpus, 1)
         mean_frag = _time_mean(times, self.timeline.fragmentation, window)
