@@ -15,6 +15,8 @@ if not torch.distributed.is_available():
     pytest.skip("torch.distributed is not available", allow_module_level=True)
 
 HERE = Path(__file__).resolve().parent
+EVERY = 10
+"""``goodput_worker.py``'s decision interval: its first decision is after step 10."""
 
 
 def _run_two_ranks(out: Path, *, cuda: bool, script: str = "sync_worker.py") -> None:
@@ -59,8 +61,12 @@ def test_ddp_ranks_take_the_chief_s_goodput_batch(tmp_path: Path) -> None:
     other = json.loads(Path(f"{out}.1").read_text())
     assert chief["batches"] == other["batches"]
     assert chief["accumulations"] == other["accumulations"]
-    # one micro-batch per step, so the first 20 steps probe the sync with two
-    assert chief["accumulations"][:20] == [2] * 20
+    # one micro-batch per step, so the first 20 steps probe the sync with two; from the first
+    # decision (step 10) on, a batch the tuner picks may accumulate (3 micro-batches of 16 when
+    # the measured sync favours 96 samples: a loaded machine's timings): no probe is needed
+    # then, and none of those steps runs as one micro-batch
+    assert chief["accumulations"][:EVERY] == [2] * EVERY
+    assert all(a >= 2 for a in chief["accumulations"][EVERY:20]), chief["accumulations"]
     assert chief["choice"] is not None  # it measured sync and noise: it decided
     assert chief["batches"][-1] == chief["choice"]  # step 60 was a decision step
     assert 32 <= chief["choice"] <= 512
