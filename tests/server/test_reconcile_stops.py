@@ -250,9 +250,9 @@ def test_a_full_checkpoint_disk_requeues_that_job_and_the_pass_goes_on(
     purges: list[float] = []
     purge = loop.purger.run
 
-    def counted(t: float) -> tuple[list[str], list[str]]:
+    def counted(t: float, *lists: list[str]) -> tuple[list[str], list[str]]:
         purges.append(t)
-        return purge(t)
+        return purge(t, *lists)
 
     monkeypatch.setattr(loop.purger, "run", counted)
     _failing_mkdir(monkeypatch, first, errno.ENOSPC)

@@ -558,6 +558,7 @@ def _app(
             if tracers is not None:
                 close_quietly("the warm tracers", tracers.close)
             close_quietly("the executor", executor.close)
+            close_quietly("the token-use writes", state.close_token_writes)
             close_quietly("the database's connections", db.dispose)
 
     app = FastAPI(

@@ -20,7 +20,7 @@ from collections.abc import Callable, Mapping
 from danlu.devices.energy import EnergyMeter
 from danlu.devices.inventory import GpuKey
 from danlu.server.db import Database
-from danlu.server.loops import PeriodicLoop
+from danlu.server.loops import ClosedAfterUse, PeriodicLoop
 from danlu.server.services import energy
 from danlu.server.services.common import resolve_now
 
@@ -50,6 +50,8 @@ class EnergyLoop:
         self._charged: dict[GpuKey, float] | None = None
         """The reading up to which energy was charged (None before the first)."""
         self._charged_at = 0.0
+        self._closer = ClosedAfterUse(meter.close, log, "the energy meter")
+        """Closes the meter once no pass reads it (:meth:`stop`)."""
         self._loop = PeriodicLoop(
             "danlu-energy",
             interval,
@@ -60,20 +62,29 @@ class EnergyLoop:
         )
 
     def start(self) -> None:
-        """Run passes in a daemon thread until :meth:`stop`."""
+        """Run passes in a daemon thread until :meth:`stop` (again after one: the meter is
+        kept if a stopped pass still read it, else it stays closed)."""
+        self._closer.reopen()
         self._loop.start()
 
     def stop(self, timeout: float = 30.0) -> None:
-        """Stop the thread after its current pass and release the meter."""
-        self._loop.stop(timeout)
-        self.meter.close()
+        """Stop the thread after its current pass (waiting up to ``timeout`` seconds) and
+        release the meter: at once when no pass reads it, else as that pass's reading
+        ends (a pass that outlived the timeout read on with the meter closed under it)."""
+        ended = self._loop.stop(timeout)
+        if not self._closer.close():
+            log.warning(
+                "energy: a pass still reads the meter %s; it releases the meter as it ends",
+                f"{timeout:g} s after the stop" if not ended else "after the stop",
+            )
 
     def run_once(self, now: float | None = None) -> int:
         """One pass at ``now`` (default: the clock); returns the jobs charged."""
         t = resolve_now(now)
         with self.db.read_session() as session:
             held = energy.holdings(session)
-        reading = self.meter.read(t, energy.busy(held))
+        with self._closer.using():  # not closed under the reading (:meth:`stop`)
+            reading = self.meter.read(t, energy.busy(held))
         if self.report is not None:
             self.report(reading)
         last, since = self._charged, self._charged_at

@@ -49,7 +49,7 @@ from typing import IO, Final
 from danlu.core.values import controls_replaced
 from danlu.devices.health import GpuFault, HealthCheck
 from danlu.server.db import Database
-from danlu.server.loops import PeriodicLoop
+from danlu.server.loops import ClosedAfterUse, PeriodicLoop
 from danlu.server.services import nodes
 from danlu.server.services.common import resolve_now
 
@@ -213,7 +213,10 @@ class HealthLoop:
         self._last_gpu_pass: float | None = None
         """When the last GPU pass ended (``time.monotonic``)."""
         self._stopped = False
-        """Whether :meth:`stop` released the check (a closed check checks no more)."""
+        """Whether :meth:`stop` released the check (a closed check checks no more; one
+        still in use is closed as that use ends: :attr:`_closer`)."""
+        self._closer = ClosedAfterUse(self._close_check, log, "the GPU health check")
+        """Closes the check once no GPU pass uses it (:meth:`stop`)."""
         self._loop = PeriodicLoop(
             "danlu-health",
             interval,
@@ -224,13 +227,25 @@ class HealthLoop:
         )
 
     def start(self) -> None:
-        """Run passes in a daemon thread until :meth:`stop`."""
+        """Run passes in a daemon thread until :meth:`stop` (again after one: the check is
+        kept if a stopped pass still used it, else it stays closed)."""
+        if self._closer.reopen():
+            self._stopped = False
         self._loop.start()
 
     def stop(self, timeout: float = 30.0) -> None:
-        """Stop the thread after its current pass and release the check."""
-        self._loop.stop(timeout)
-        self._stopped = True
+        """Stop the thread after its current pass (waiting up to ``timeout`` seconds) and
+        release the check: at once when no GPU pass uses it, else as that pass ends (a
+        pass that outlived the timeout went on with the check closed under it)."""
+        self._stopped = True  # no GPU pass for a blame from now
+        ended = self._loop.stop(timeout)
+        if not self._closer.close():
+            log.warning(
+                "health: a GPU pass still runs %s; it releases the GPU health check as it ends",
+                f"{timeout:g} s after the stop" if not ended else "after the stop",
+            )
+
+    def _close_check(self) -> None:
         if self.check is not None:
             self.check.close()
 
@@ -275,7 +290,7 @@ class HealthLoop:
         due = recent is None or time.monotonic() - recent >= BLAME_PASS_SECONDS
         if due and not self._stopped:
             try:
-                for line in self._gpus(t):
+                for line in self._gpus(t, unless_closed=True):
                     log.warning("health: %s", line)
             except Exception:
                 log.exception("health pass for a failed run")
@@ -283,10 +298,14 @@ class HealthLoop:
             faulty = nodes.faulty_since(session, places, since)
         return "; ".join(faulty) or None
 
-    def _gpus(self, t: float) -> list[str]:
+    def _gpus(self, t: float, *, unless_closed: bool = False) -> list[str]:
+        """The GPU half of a pass; ``unless_closed``: none once the check is closed (a
+        blame while the server stops), else the closed check raises."""
         if self.check is None:
             return []
-        with self._gpu_lock:
+        with self._closer.using() as usable, self._gpu_lock:
+            if unless_closed and not usable:
+                return []
             try:
                 # a fault the check finds every pass is kept once while the store fails
                 # (the list grew by every pass's faults for as long as the outage lasted)

@@ -7,7 +7,8 @@ from __future__ import annotations
 import logging
 import threading
 import time
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass
 
 from danlu.server.failures import RepeatedFailure
@@ -135,6 +136,66 @@ class PeriodicLoop:
                 self._failures.failed(exc)
             self._wake.wait(self.interval)
             self._wake.clear()
+
+
+class ClosedAfterUse:
+    """Closes a handle that a loop's passes use (an NVML health check, an energy meter) once
+    none uses it: at once when none does (:meth:`close`), else as the last use under way
+    ends (:meth:`using`). A loop's stop that returned at its timeout, its pass still
+    running (:meth:`PeriodicLoop.stop`), closed the handle under that pass: NVML shut down
+    under its calls. ``close``: what closes the handle; ``what``: its name in the log line
+    of a close that fails as a use ends."""
+
+    def __init__(self, close: Callable[[], object], log: logging.Logger, what: str) -> None:
+        self._close = close
+        self._log = log
+        self._what = what
+        self._lock = threading.Lock()
+        self._users = 0
+        self._due = False
+        """:meth:`close` was called (and not withdrawn by :meth:`reopen`)."""
+        self.closed = False
+        """Whether the handle is closed (for good)."""
+
+    @contextmanager
+    def using(self) -> Iterator[bool]:
+        """A use of the handle: it is not closed before the block ends (the last use under
+        way when :meth:`close` was called closes it as it ends). Yields whether the handle
+        is open (a closed one refuses to be used: NVML's raise then)."""
+        with self._lock:
+            self._users += 1
+            usable = not self.closed
+        try:
+            yield usable
+        finally:
+            with self._lock:
+                self._users -= 1
+                try:
+                    self._close_if_due()
+                except Exception as exc:  # the use's own outcome stands
+                    self._log.warning("closing %s failed: %s", self._what, exc)
+
+    def close(self) -> bool:
+        """Close the handle now if nothing uses it, else as the last use under way ends;
+        whether it is closed now."""
+        with self._lock:
+            self._due = True
+            self._close_if_due()
+            return self.closed
+
+    def reopen(self) -> bool:
+        """Withdraw a :meth:`close` left to a use under way (a loop started again while its
+        stopped pass still ran); whether the handle is open (False: it was closed)."""
+        with self._lock:
+            self._due = False
+            return not self.closed
+
+    def _close_if_due(self) -> None:
+        """Close the handle if :meth:`close` was called and nothing uses it (under the lock:
+        no use begins while it closes)."""
+        if self._due and not self._users and not self.closed:
+            self.closed = True
+            self._close()
 
 
 @dataclass

@@ -147,11 +147,18 @@ class Purger:
         self._next_stale = 0.0
         """When the next :meth:`purge_stale` is due."""
 
-    def run(self, t: float) -> tuple[list[str], list[str]]:
+    def run(
+        self, t: float, purged: list[str] | None = None, errors: list[str] | None = None
+    ) -> tuple[list[str], list[str]]:
         """One pass at ``t`` if one is due: the jobs purged, and the errors met. The revoked
-        tokens and the old request keys go first, whatever ``days`` (:meth:`purge_stale`)."""
-        purged: list[str] = []
-        errors: list[str] = []
+        tokens and the old request keys go first, whatever ``days`` (:meth:`purge_stale`).
+
+        ``purged`` and ``errors``: the lists the pass adds to as it goes (new ones when
+        None), and returns. A database error ends the pass (it propagates); what the pass
+        met before it is in them then, for the caller to report: the errors of the
+        deletions that failed before were lost with the lists the pass returned."""
+        purged = [] if purged is None else purged
+        errors = [] if errors is None else errors
         self.purge_stale(t)
         if self.days <= 0 or t < self._next:
             return purged, errors

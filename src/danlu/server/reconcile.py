@@ -370,38 +370,44 @@ class Reconciler(LaunchStep):
         """One pass: poll and settle, schedule, launch. Safe to call at any time, repeatedly,
         from several processes (only the lease holder acts)."""
         with self._lock:
-            t0 = time.perf_counter()
             report = RoundReport()
-            t = resolve_now(now)
-            if not self._lease(t):
-                return report
-            report.leader = True
-            if not self._adopted:
-                self.adopt()
-                self._adopted = True
-            if (change := self.inventory.run(t)) is not None:
-                report.inventory += change.describe()
-                self._swept = False  # the jobs on nodes that left are re-queued below
-            if not self._swept:
-                self._swept = self._requeue_lost(t, report)
-            upkeep.close_nodes(self.db, t, report)
-            # exits first: a run that ended within its time limit or deadline succeeded
-            to_launch = self._poll(t, now, report)
-            upkeep.expire(self.db, t, report)
-            if due := [*report.expired, *report.timed_out]:  # their stop, now
-                self._poll(t, now, report, only=due)
-            upkeep.judge_dependencies(self.db, t, report)  # what ended just now counts
-            upkeep.advance_sweeps(self.db, t, report)
-            started = self._schedule(resolve_now(now), report)
-            pending = [*started, *(j for j in to_launch if j not in started)]
-            self._launch(pending, resolve_now(now), report)
-            purged, errors = self.purger.run(resolve_now(now))
-            report.purged += purged
-            report.errors += errors
-            self._report_errors(report.errors)
-            if self.metrics is not None:
-                self.metrics.reconcile_seconds.observe(time.perf_counter() - t0)
+            try:
+                return self._pass(now, report)
+            finally:  # the errors met before one that ends the pass (the loop logs that)
+                self._report_errors(report.errors)
+
+    def _pass(self, now: float | None, report: RoundReport) -> RoundReport:
+        """The body of :meth:`run_once` (under its lock), filling ``report`` as it goes:
+        the errors a step met are in it when a later step raises (a database error ends
+        the pass), and :meth:`run_once` reports them then too."""
+        t0 = time.perf_counter()
+        t = resolve_now(now)
+        if not self._lease(t):
             return report
+        report.leader = True
+        if not self._adopted:
+            self.adopt()
+            self._adopted = True
+        if (change := self.inventory.run(t)) is not None:
+            report.inventory += change.describe()
+            self._swept = False  # the jobs on nodes that left are re-queued below
+        if not self._swept:
+            self._swept = self._requeue_lost(t, report)
+        upkeep.close_nodes(self.db, t, report)
+        # exits first: a run that ended within its time limit or deadline succeeded
+        to_launch = self._poll(t, now, report)
+        upkeep.expire(self.db, t, report)
+        if due := [*report.expired, *report.timed_out]:  # their stop, now
+            self._poll(t, now, report, only=due)
+        upkeep.judge_dependencies(self.db, t, report)  # what ended just now counts
+        upkeep.advance_sweeps(self.db, t, report)
+        started = self._schedule(resolve_now(now), report)
+        pending = [*started, *(j for j in to_launch if j not in started)]
+        self._launch(pending, resolve_now(now), report)
+        self.purger.run(resolve_now(now), report.purged, report.errors)
+        if self.metrics is not None:
+            self.metrics.reconcile_seconds.observe(time.perf_counter() - t0)
+        return report
 
     def _report_errors(self, errors: list[str]) -> None:
         """Log the errors the pass went on from (:attr:`pass_errors`) and count them."""

@@ -47,6 +47,49 @@ def version() -> str:
         return "0+unknown"
 
 
+TOKEN_USE_WAIT_SECONDS = 5.0
+"""How long the app's shutdown waits for the token-use writes under way
+(:meth:`BackgroundWrites.close`) before it closes the database's connections anyway."""
+
+
+class BackgroundWrites:
+    """The writes of the threads :func:`_note_use` starts: those under way, and whether the
+    app has closed (:meth:`close`): a write begun after that is skipped. A thread that ran
+    after the app's shutdown had closed the database's connections opened a new one (the
+    engine makes a new pool after ``dispose``), left open for the life of the process."""
+
+    def __init__(self) -> None:
+        self._changed = threading.Condition()
+        self._running = 0
+        self._closed = False
+
+    @property
+    def closed(self) -> bool:
+        """Whether :meth:`close` was called: no write begins any more."""
+        return self._closed
+
+    def begin(self) -> bool:
+        """Whether a write may begin (then it is under way until :meth:`end`)."""
+        with self._changed:
+            if self._closed:
+                return False
+            self._running += 1
+            return True
+
+    def end(self) -> None:
+        """A write that :meth:`begin` let through has ended."""
+        with self._changed:
+            self._running -= 1
+            self._changed.notify_all()
+
+    def close(self, timeout: float = TOKEN_USE_WAIT_SECONDS) -> bool:
+        """Let no write begin from now, and wait up to ``timeout`` seconds for those under
+        way to end; whether none is left."""
+        with self._changed:
+            self._closed = True
+            return self._changed.wait_for(lambda: self._running == 0, timeout)
+
+
 @dataclass
 class ServerState:
     """Everything the routes and loops share (one per app; no globals)."""
@@ -72,6 +115,20 @@ class ServerState:
     token_uses: dict[int, float] = field(default_factory=dict)
     """When this process last stored a use of each token (by row id): one write a token
     a minute at most, however many requests race (:func:`caller`)."""
+    token_writes: BackgroundWrites = field(default_factory=BackgroundWrites)
+    """The token-use writes under way; closed by the app's shutdown before the database's
+    connections are (:meth:`close_token_writes`)."""
+
+    def close_token_writes(self) -> None:
+        """Let no token-use write begin from now, and wait a while
+        (:data:`TOKEN_USE_WAIT_SECONDS`) for those under way: the app's shutdown, before it
+        closes the database's connections."""
+        if not self.token_writes.close():
+            log.warning(
+                "a token's last use is still being written %g s after the shutdown began; "
+                "the database's connections are closed anyway",
+                TOKEN_USE_WAIT_SECONDS,
+            )
 
 
 def get_state(request: Request) -> ServerState:
@@ -190,6 +247,8 @@ def _note_use(state: ServerState, token_id: int, stored: float | None) -> None:
     written = state.token_uses.get(token_id)
     if not users.use_is_due(stored, now) or not users.use_is_due(written, now):
         return
+    if state.token_writes.closed:  # the app is shutting down: its connections are closed
+        return
     if len(state.token_uses) >= 10_000:  # forget the old ones (the stored time still counts)
         state.token_uses.clear()
     state.token_uses[token_id] = now
@@ -203,13 +262,19 @@ def _note_use(state: ServerState, token_id: int, stored: float | None) -> None:
 
 def _store_use(state: ServerState, token_id: int, now: float) -> None:
     """Write a token's ``last_used_at``; a store that is busy or away: skipped, logged, and
-    tried again at the token's next use."""
+    tried again at the token's next use. Skipped once the app has closed
+    (:meth:`ServerState.close_token_writes`): its database's connections are closed."""
+    if not state.token_writes.begin():
+        log.debug("token %s: its last use was not stored: the server is shutting down", token_id)
+        return
     try:
         with state.db.session() as session:
             users.touch_token(session, token_id, now)
     except SQLAlchemyError as exc:
         log.debug("token %s: its last use was not stored: %s", token_id, exc)
         state.token_uses.pop(token_id, None)
+    finally:
+        state.token_writes.end()
 
 
 def _own_metrics(request: Request, job_id: str) -> bool:
