@@ -156,51 +156,61 @@ def test_the_shutdown_waits_for_a_token_use_write_under_way(
 # -- NVML handles and a pass that outlives its loop's stop ----------------------------------------
 
 
-class _SlowCheck:
-    """A health check whose second check waits for :attr:`release`; it notes a close that
-    comes while it checks."""
+class _SlowHandle:
+    """An NVML handle (a health check, an energy meter) whose second use waits for
+    :attr:`release`; it notes a close that comes while it is in use."""
 
     def __init__(self) -> None:
-        self.checks = 0
-        self.checking = threading.Event()
+        self.uses = 0
+        self.in_use = threading.Event()
         self.release = threading.Event()
         self.closed = False
-        self.closed_while_checking = False
+        self.closed_while_in_use = False
 
-    def check(self) -> list[GpuFault]:
+    def _use(self) -> None:
         if self.closed:
-            raise AssertionError("checked after close")
-        self.checks += 1
-        if self.checks == 2:
-            self.checking.set()
+            raise AssertionError("used after close")
+        self.uses += 1
+        if self.uses == 2:
+            self.in_use.set()
             self.release.wait(10)
         if self.closed:
-            self.closed_while_checking = True
+            self.closed_while_in_use = True
+
+    def check(self) -> list[GpuFault]:
+        """The health check's use."""
+        self._use()
         return []
+
+    def read(self, t: float, busy: Mapping[GpuKey, int]) -> dict[GpuKey, float]:
+        """The energy meter's use."""
+        self._use()
+        return {}
 
     def close(self) -> None:
         self.closed = True
 
 
-def test_a_health_pass_outliving_the_stop_releases_the_check_as_it_ends(
-    sqlite_db: Database,
+@pytest.mark.parametrize("loop_kind", [HealthLoop, EnergyLoop])
+def test_a_pass_outliving_the_stop_releases_its_handle_as_it_ends(
+    sqlite_db: Database, loop_kind: type[HealthLoop] | type[EnergyLoop]
 ) -> None:
-    """stop() closed the check at its timeout while the loop's pass still checked the GPUs
-    with it (NVML shut down under its calls)."""
-    check = _SlowCheck()
-    health = HealthLoop(sqlite_db, check, interval=0.01)
-    health.start()
+    """stop() closed the health check (or the energy meter) at its timeout while the loop's
+    pass still used it (NVML shut down under its calls)."""
+    handle = _SlowHandle()
+    loop = loop_kind(sqlite_db, handle, interval=0.01)
+    loop.start()
     try:
-        assert check.checking.wait(10)
-        health.stop(timeout=0.1)
-        assert not check.closed  # the pass still checks
-        check.release.set()
-        wait_for(lambda: check.closed, 10)
-        assert not check.closed_while_checking
+        assert handle.in_use.wait(10)
+        loop.stop(timeout=0.1)
+        assert not handle.closed  # the pass still uses it
+        handle.release.set()
+        wait_for(lambda: handle.closed, 10)
+        assert not handle.closed_while_in_use
     finally:
-        check.release.set()
-        health.stop()
-    assert check.closed
+        handle.release.set()
+        loop.stop()
+    assert handle.closed
 
 
 def test_a_health_loop_started_again_while_its_stopped_pass_ran_keeps_its_check(
@@ -208,63 +218,17 @@ def test_a_health_loop_started_again_while_its_stopped_pass_ran_keeps_its_check(
 ) -> None:
     """The stopped thread goes on when started again before its pass ends (PeriodicLoop):
     the check its stop left to that pass to close stays open for the passes after."""
-    check = _SlowCheck()
+    check = _SlowHandle()
     health = HealthLoop(sqlite_db, check, interval=0.01)
     health.start()
     try:
-        assert check.checking.wait(10)
+        assert check.in_use.wait(10)
         health.stop(timeout=0.1)
         health.start()  # the stopped thread still in its pass goes on (said in the log)
         check.release.set()
-        wait_for(lambda: check.checks >= 4, 10)  # passes go on with the check
+        wait_for(lambda: check.uses >= 4, 10)  # passes go on with the check
         assert not check.closed
     finally:
         check.release.set()
         health.stop()
     assert check.closed
-
-
-class _SlowMeter:
-    """An energy meter whose second reading waits for :attr:`release`; it notes a close
-    that comes while it reads."""
-
-    def __init__(self) -> None:
-        self.reads = 0
-        self.reading = threading.Event()
-        self.release = threading.Event()
-        self.closed = False
-        self.closed_while_reading = False
-
-    def read(self, t: float, busy: Mapping[GpuKey, int]) -> dict[GpuKey, float]:
-        if self.closed:
-            raise AssertionError("read after close")
-        self.reads += 1
-        if self.reads == 2:
-            self.reading.set()
-            self.release.wait(10)
-        if self.closed:
-            self.closed_while_reading = True
-        return {}
-
-    def close(self) -> None:
-        self.closed = True
-
-
-def test_an_energy_pass_outliving_the_stop_releases_the_meter_as_it_ends(
-    sqlite_db: Database,
-) -> None:
-    """stop() closed the meter at its timeout while the loop's pass still read it."""
-    meter = _SlowMeter()
-    loop = EnergyLoop(sqlite_db, meter, interval=0.01)
-    loop.start()
-    try:
-        assert meter.reading.wait(10)
-        loop.stop(timeout=0.1)
-        assert not meter.closed  # the pass still reads
-        meter.release.set()
-        wait_for(lambda: meter.closed, 10)
-        assert not meter.closed_while_reading
-    finally:
-        meter.release.set()
-        loop.stop()
-    assert meter.closed

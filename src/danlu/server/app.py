@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import contextlib
 import logging
-from collections.abc import AsyncIterator, Callable
+from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
 from pathlib import Path
 from typing import Any
@@ -50,6 +50,7 @@ from danlu.server.errors import (
     PermissionDenied,
 )
 from danlu.server.health import HealthLoop, HealthProgram
+from danlu.server.loops import close_quietly
 from danlu.server.metrics import ServerMetrics
 from danlu.server.plane_lease import EXECUTOR_STATE
 from danlu.server.reconcile import Reconciler
@@ -518,15 +519,6 @@ def create_app(
         app = _app(state, reconciler, sender, metered, checked, start_loops, max_body_bytes)
         undo.pop_all()  # made whole: the app's lifespan closes them from now on
     return app
-
-
-def close_quietly(what: str, close: Callable[[], object]) -> None:
-    """Call ``close`` (one step of closing the control plane), logging what it raises: the
-    steps after it still run, and an error that stopped a start-up is the one raised."""
-    try:
-        close()
-    except Exception as exc:
-        log.warning("closing %s failed: %s", what, exc)
 
 
 def _app(

@@ -71,12 +71,7 @@ class EnergyLoop:
         """Stop the thread after its current pass (waiting up to ``timeout`` seconds) and
         release the meter: at once when no pass reads it, else as that pass's reading
         ends (a pass that outlived the timeout read on with the meter closed under it)."""
-        ended = self._loop.stop(timeout)
-        if not self._closer.close():
-            log.warning(
-                "energy: a pass still reads the meter %s; it releases the meter as it ends",
-                f"{timeout:g} s after the stop" if not ended else "after the stop",
-            )
+        self._closer.release(self._loop.stop(timeout), timeout)
 
     def run_once(self, now: float | None = None) -> int:
         """One pass at ``now`` (default: the clock); returns the jobs charged."""

@@ -238,12 +238,7 @@ class HealthLoop:
         release the check: at once when no GPU pass uses it, else as that pass ends (a
         pass that outlived the timeout went on with the check closed under it)."""
         self._stopped = True  # no GPU pass for a blame from now
-        ended = self._loop.stop(timeout)
-        if not self._closer.close():
-            log.warning(
-                "health: a GPU pass still runs %s; it releases the GPU health check as it ends",
-                f"{timeout:g} s after the stop" if not ended else "after the stop",
-            )
+        self._closer.release(self._loop.stop(timeout), timeout)
 
     def _close_check(self) -> None:
         if self.check is not None:

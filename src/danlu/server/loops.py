@@ -13,6 +13,8 @@ from dataclasses import dataclass
 
 from danlu.server.failures import RepeatedFailure
 
+log = logging.getLogger(__name__)
+
 ERROR_LOG_SECONDS = 3600.0
 """While one error of a pass recurs, one line counts its repeats at most this often."""
 
@@ -138,6 +140,15 @@ class PeriodicLoop:
             self._wake.clear()
 
 
+def close_quietly(what: str, close: Callable[[], object]) -> None:
+    """Call ``close`` (one step of closing the control plane), logging what it raises: the
+    steps after it still run, and an error that stopped a start-up is the one raised."""
+    try:
+        close()
+    except Exception as exc:
+        log.warning("closing %s failed: %s", what, exc)
+
+
 class ClosedAfterUse:
     """Closes a handle that a loop's passes use (an NVML health check, an energy meter) once
     none uses it: at once when none does (:meth:`close`), else as the last use under way
@@ -170,10 +181,7 @@ class ClosedAfterUse:
         finally:
             with self._lock:
                 self._users -= 1
-                try:
-                    self._close_if_due()
-                except Exception as exc:  # the use's own outcome stands
-                    self._log.warning("closing %s failed: %s", self._what, exc)
+                close_quietly(self._what, self._close_if_due)  # the use's own outcome stands
 
     def close(self) -> bool:
         """Close the handle now if nothing uses it, else as the last use under way ends;
@@ -182,6 +190,15 @@ class ClosedAfterUse:
             self._due = True
             self._close_if_due()
             return self.closed
+
+    def release(self, stopped: bool, timeout: float) -> None:
+        """:meth:`close` after the loop's stop (``stopped``: whether its thread ended within
+        ``timeout`` seconds), with a WARNING when a use under way is left to close it."""
+        if not self.close():
+            when = "after the stop" if stopped else f"{timeout:g} s after the stop"
+            self._log.warning(
+                "%s is still in use %s; it is released as that use ends", self._what, when
+            )
 
     def reopen(self) -> bool:
         """Withdraw a :meth:`close` left to a use under way (a loop started again while its

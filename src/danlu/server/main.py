@@ -30,15 +30,10 @@ from danlu.core.errors import ConfigError
 from danlu.devices import Inventory, discover, fake_inventory, inventory_from_cluster
 from danlu.devices.errors import DeviceError
 from danlu.executors import Executor, ExecutorError
-from danlu.server.app import (
-    build_cluster_executor,
-    build_executor,
-    close_quietly,
-    create_app,
-    is_full,
-)
+from danlu.server.app import build_cluster_executor, build_executor, create_app, is_full
 from danlu.server.db import Database, upgrade_database
 from danlu.server.db.engine import database_shown, sqlite_file
+from danlu.server.loops import close_quietly
 from danlu.server.plane_lease import (
     release_scheduler_lease,
     take_scheduler_lease,
