@@ -270,11 +270,7 @@ def check_placement(placement: tuple[int, ...]) -> tuple[int, ...]:
     nodes dropped), each a whole number in ``1..MAX_INT`` (2**62); else a :class:`SpecError`
     naming it (a NaN or 2.5 GPUs was read as a placement, a 0 or ``()`` divided by zero, a
     list was a bare TypeError)."""
-    if (
-        not isinstance(placement, tuple)
-        or not placement
-        or not all(_usable_batch(gpus) for gpus in placement)
-    ):
+    if not isinstance(placement, tuple) or not _gpu_counts(placement):
         raise SpecError(
             "placement",
             "must be a non-empty tuple of the GPUs used on each node, each a whole number "
@@ -302,11 +298,7 @@ def _parse_state(
             compute[int(atomic)] = float(seconds)
     sync: dict[tuple[int, ...], float] = {}
     for where, placement, seconds in _pairs(state, "sync"):
-        if (
-            not _is_list(placement)
-            or not placement
-            or not all(_usable_batch(gpus) for gpus in placement)
-        ):
+        if not _is_list(placement) or not _gpu_counts(placement):
             raise DataError(
                 f"the tuner state's {where}: the placement must be a non-empty list of GPU "
                 f"counts, each a whole number {_WHOLE}, got {quoted(placement)}"
@@ -337,6 +329,12 @@ def _pairs(state: Mapping[str, Any], key: str) -> list[tuple[str, Any, Any]]:
             raise DataError(f"the tuner state's {where} must be a pair, got {quoted(entry)}")
         pairs.append((where, entry[0], entry[1]))
     return pairs
+
+
+def _gpu_counts(placement: Sequence[Any]) -> bool:
+    """Whether ``placement`` names at least one node and each node's GPUs are a whole number
+    from 1 to ``MAX_INT`` (:func:`check_placement`, and a stored one)."""
+    return bool(placement) and all(_usable_batch(gpus) for gpus in placement)
 
 
 def _is_list(value: object) -> bool:

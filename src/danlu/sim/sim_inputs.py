@@ -131,34 +131,27 @@ def _check_job(index: int, job: WorkloadJob) -> None:
     with the run ended as if it were done, a negative one ended it before its start, and
     a NaN or non-positive time limit cancelled it at its start."""
     where = f"Simulator: workload.jobs[{index}] (job {job.request.id!r})"
-    submit = job.request.submit_time
-    check_real(f"{where}: request.submit_time", submit, "0.0 (seconds)")
-    if not (math.isfinite(submit) and submit >= 0):
-        raise ConfigError(
-            f"{where}: request.submit_time must be a finite number of seconds >= 0 (the "
-            f"simulated clock starts at 0), got {submit}"
-        )
+    # the simulated clock starts at 0
+    _check_seconds(f"{where}: request.submit_time", job.request.submit_time, "0.0")
     work = job.work
     if isinstance(work, RigidWork):
-        check_real(f"{where}: work.duration", work.duration, "3600.0 (seconds)")
-        if not (math.isfinite(work.duration) and work.duration >= 0):
-            raise ConfigError(
-                f"{where}: work.duration must be a finite number of seconds >= 0, got "
-                f"{work.duration}"
-            )
+        _check_seconds(f"{where}: work.duration", work.duration, "3600.0")
     elif not isinstance(work, ProfiledWork):
         raise ConfigError(
             f"{where}: work must be a RigidWork(duration) or a ProfiledWork(application, "
             f"batch_size); {_got(work)}"
         )
-    limit = job.time_limit
-    if limit is not None:
-        check_real(f"{where}: time_limit", limit, "3600.0 (seconds; None: no limit)")
-        if not (math.isfinite(limit) and limit > 0):
-            raise ConfigError(
-                f"{where}: time_limit must be a finite number of seconds above 0, or None for "
-                f"no limit; got {limit}"
-            )
+    if job.time_limit is not None:  # None: no limit
+        _check_seconds(f"{where}: time_limit", job.time_limit, "3600.0", above_zero=True)
+
+
+def _check_seconds(field: str, value: float, example: str, *, above_zero: bool = False) -> None:
+    """Refuse ``value`` of ``field`` unless it is a finite number of seconds, 0 or more (above
+    0 with ``above_zero``), as a :class:`ConfigError` naming the field."""
+    check_real(field, value, f"{example} (seconds)")
+    if not (math.isfinite(value) and (value > 0 if above_zero else value >= 0)):
+        bound = "above 0" if above_zero else ">= 0"
+        raise ConfigError(f"{field} must be a finite number of seconds {bound}, got {value}")
 
 
 def _check_profiles(profiles: Any) -> None:
