@@ -110,10 +110,7 @@ class ServerError(ApiError):
             why = f"an answer {self.status} says it was taken, but the answer cannot be read"
         else:
             why = f"the server may have made the change before it failed ({self.status})"
-        return (
-            f"{text}; {request} may or may not have been carried out ({why}): check before "
-            "sending it again (`danlu ls`, `danlu sweep ls`, `danlu show ID`)"
-        )
+        return f"{text}; {request} may or may not have been carried out ({why}): {_CHECK_FIRST}"
 
 
 class GatewayError(ServerError):
@@ -131,8 +128,7 @@ class GatewayError(ServerError):
             return f"{request}: {said}; the server cannot be reached through it now: try again"
         return (
             f"{request}: {said}; the request may or may not have been carried out (the "
-            "server may have done it before the proxy lost its answer): check before "
-            "sending it again (`danlu ls`, `danlu sweep ls`, `danlu show ID`)"
+            f"server may have done it before the proxy lost its answer): {_CHECK_FIRST}"
         )
 
 
@@ -140,6 +136,8 @@ _READS = frozenset({"GET", "HEAD", "OPTIONS"})
 """The methods of requests that change nothing."""
 _CHANGES = frozenset({"POST", "PUT", "PATCH", "DELETE"})
 """The methods of requests that change something."""
+_CHECK_FIRST = "check before sending it again (`danlu ls`, `danlu sweep ls`, `danlu show ID`)"
+"""What to do after a request that changes something may or may not have been carried out."""
 _TOLD_TYPES = frozenset({"busy", "unavailable"})
 """The ``type`` of the server's own 503s, which say what became of the request (``busy``:
 nothing was changed; ``unavailable``: its database could not be reached)."""
