@@ -38,6 +38,9 @@ from danlu.cli.options import (
     path_of,
     refuse_empty,
 )
+from danlu.cli.options import (
+    fail as fail,  # re-exported: the commands' modules call common.fail
+)
 from danlu.cli.output import PIPE_CLOSED, quiet_stdout, write_bytes
 from danlu.cli.reply_fields import checked_events, checked_job, checked_jobs
 from danlu.client import Client, ServerError
@@ -96,12 +99,6 @@ def ask(home: Path | None, url: str | None, token: str | None, request: Callable
             return request(client)
         except DanluError as exc:
             raise fail(exc) from None
-
-
-def fail(exc: Exception | str) -> typer.Exit:
-    """Print ``error: ...`` on stderr and return the exit-2 exception to raise."""
-    err.print(f"[red]error:[/red] {as_text(exc)}", highlight=False, soft_wrap=True)
-    return typer.Exit(code=2)
 
 
 SHOWN_PROBLEMS = 10

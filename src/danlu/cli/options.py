@@ -15,6 +15,13 @@ from danlu.core.errors import SpecError
 from danlu.core.state import JobState
 
 
+def fail(exc: Exception | str) -> typer.Exit:
+    """Print ``error: ...`` on stderr and return the exit-2 exception to raise."""
+    line = f"[red]error:[/red] {as_text(exc)}"
+    cli_console(stderr=True).print(line, highlight=False, soft_wrap=True)
+    return typer.Exit(code=2)
+
+
 def empty_error(name: str, fix: str) -> SpecError:
     """The error for an empty value of the flag or argument ``name``: ``--name: empty; give
     a job name, or leave --name out for the program's`` (``fix``: what to give instead)."""
@@ -38,11 +45,7 @@ def path_of(name: str, fix: str) -> Callable[[str], Path]:
 
     def parse(text: str) -> Path:
         if text == "":
-            error = as_text(empty_error(name, fix))
-            cli_console(stderr=True).print(
-                f"[red]error:[/red] {error}", highlight=False, soft_wrap=True
-            )
-            raise typer.Exit(code=2)
+            raise fail(empty_error(name, fix))
         return Path(text)
 
     return parse
