@@ -235,7 +235,7 @@ class Simulator:
         held = max(0.0, at - job.last_start)
         if self._usage is not None:
             self._usage.add(job.request.project, job.allocation.gpu_milli, job.last_start, at)
-        job.attained += held * job.allocation.gpu_milli / MILLI_PER_GPU
+        job.attained += job.run_gpu_seconds(at)
         job.run_time += held
         job.allocation = Allocation()
         job.cached = None
@@ -720,7 +720,10 @@ class Simulator:
             total_gpus=self.cluster.total_gpus,
             jobs=[_record(j, j.attained) for j in self._finished],
             unfinished=[j.id for j in unfinished],
-            unfinished_records=[_record(j, _held_until(j, now)) for j in unfinished],
+            # the GPU time of their ended runs, and of the current one up to the stop
+            unfinished_records=[
+                _record(j, j.attained + j.run_gpu_seconds(now)) for j in unfinished
+            ],
             stopped_at=self._stopped_at,
             not_submitted=not_submitted,
             rejected=self._rejected,
@@ -731,14 +734,6 @@ class Simulator:
             node_failures=self._failures.node_count if self._failures else 0,
             gpu_failures=self._failures.gpu_count if self._failures else 0,
         )
-
-
-def _held_until(job: SimJob, now: float) -> float:
-    """GPU-seconds ``job`` held up to ``now``: its ended runs', and its current run's so far
-    (a job waiting holds no GPUs)."""
-    if job.last_start is None or not job.allocation:
-        return job.attained
-    return job.attained + max(0.0, now - job.last_start) * job.allocation.gpu_milli / MILLI_PER_GPU
 
 
 def _record(job: SimJob, gpu_seconds: float) -> JobRecord:

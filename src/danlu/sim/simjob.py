@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
-from danlu.core.cluster import Allocation
+from danlu.core.cluster import MILLI_PER_GPU, Allocation
 from danlu.core.errors import ConfigError, DataError
 from danlu.core.state import JobState
 from danlu.sched.view import JobRequest, JobStatus
@@ -46,6 +46,13 @@ class SimJob:
     @property
     def id(self) -> str:
         return self.request.id
+
+    def run_gpu_seconds(self, at: float) -> float:
+        """GPU-seconds of its current run up to ``at`` (0 with no GPUs held, or never
+        started): the engine adds them to :attr:`attained` when the run ends."""
+        if self.last_start is None:
+            return 0.0
+        return max(0.0, at - self.last_start) * self.allocation.gpu_milli / MILLI_PER_GPU
 
     def status(self) -> JobStatus:
         observed = self.progress.observe()
