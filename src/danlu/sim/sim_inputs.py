@@ -131,8 +131,9 @@ def _check_job(index: int, job: WorkloadJob) -> None:
     with the run ended as if it were done, a negative one ended it before its start, and
     a NaN or non-positive time limit cancelled it at its start."""
     where = f"Simulator: workload.jobs[{index}] (job {job.request.id!r})"
-    # the simulated clock starts at 0
-    _check_seconds(f"{where}: request.submit_time", job.request.submit_time, "0.0")
+    submit = job.request.submit_time
+    clock = " (the simulated clock starts at 0)"
+    _check_seconds(f"{where}: request.submit_time", submit, "0.0", after=clock)
     work = job.work
     if isinstance(work, RigidWork):
         _check_seconds(f"{where}: work.duration", work.duration, "3600.0")
@@ -142,16 +143,20 @@ def _check_job(index: int, job: WorkloadJob) -> None:
             f"batch_size); {_got(work)}"
         )
     if job.time_limit is not None:  # None: no limit
-        _check_seconds(f"{where}: time_limit", job.time_limit, "3600.0", above_zero=True)
+        limit, none = job.time_limit, ", or None for no limit"
+        _check_seconds(f"{where}: time_limit", limit, "3600.0", above_zero=True, after=none)
 
 
-def _check_seconds(field: str, value: float, example: str, *, above_zero: bool = False) -> None:
+def _check_seconds(
+    field: str, value: float, example: str, *, above_zero: bool = False, after: str = ""
+) -> None:
     """Refuse ``value`` of ``field`` unless it is a finite number of seconds, 0 or more (above
-    0 with ``above_zero``), as a :class:`ConfigError` naming the field."""
+    0 with ``above_zero``), as a :class:`ConfigError` naming the field (``after``: more said
+    of the bound)."""
     check_real(field, value, f"{example} (seconds)")
     if not (math.isfinite(value) and (value > 0 if above_zero else value >= 0)):
         bound = "above 0" if above_zero else ">= 0"
-        raise ConfigError(f"{field} must be a finite number of seconds {bound}, got {value}")
+        raise ConfigError(f"{field} must be a finite number of seconds {bound}{after}, got {value}")
 
 
 def _check_profiles(profiles: Any) -> None:
