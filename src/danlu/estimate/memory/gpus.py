@@ -17,9 +17,10 @@ only knows by name and memory: :func:`gpu_for_memory`) gets the cuBLAS workspace
 ``compute_capability`` (32 MiB from sm90 on) and, unless the file gives ``context_bytes``,
 :func:`typical_context_bytes` for that capability: the table's public value for the same
 capability (``8.0``: 430 MiB, ``8.6``/``8.9``: 300 MiB, ``7.0``: 310 MiB, ``7.5``: 270 MiB), for
-sm90 and newer the H200's measured 750.8 MiB, otherwise the largest of its major version; with
-no (or an unrecognised) capability :data:`UNKNOWN_CONTEXT_BYTES` (768 MiB) and the 32 MiB
-workspace: the larger figures, so an unknown GPU is never planned fuller than a known one.
+sm90 and newer the 750.8 MiB measured on the H200 and the H100, otherwise the largest of its
+major version; with no (or an unrecognised) capability :data:`UNKNOWN_CONTEXT_BYTES` (768 MiB)
+and the 32 MiB workspace: the larger figures, so an unknown GPU is never planned fuller than a
+known one.
 """
 
 from __future__ import annotations
@@ -80,10 +81,13 @@ def _g(name: str, cap_gib: float, ctx_mib: float, cc: str) -> GpuSpec:
 GPUS: dict[str, GpuSpec] = {
     g.name: g
     for g in (
-        _g("h100", 79.19, 520, "9.0"),  # H100 80GB HBM3 (SXM/PCIe)
+        # H100 80GB HBM3 (SXM/PCIe); context measured on an H100 80GB HBM3 (memory_accuracy.py
+        # --calibrate, 2026-12-05: torch 2.11.0+cu130, driver 580.159.04, median of 6 runs),
+        # the same 750.8125 MiB as the H200's; capacity is total_memory's public value
+        _g("h100", 79.19, 750.8125, "9.0"),
         # H100 NVL (94 GB HBM3): NVML's 95830 MiB less the ~470 MiB by which the H100 80GB's
         # total_memory is below its NVML total; context as the H100's. Not measured
-        _g("h100-nvl", 93.12, 520, "9.0"),
+        _g("h100-nvl", 93.12, 750.8125, "9.0"),
         # H200 141GB HBM3e; capacity and context measured (memory_accuracy.py --calibrate,
         # 2026-11-27: torch 2.11.0+cu130, driver 580.159.04, median of 6 runs)
         _g("h200", 139.80, 750.8125, "9.0"),
@@ -117,8 +121,8 @@ _TYPICAL_CONTEXT_MIB: dict[str, float] = {
 """Public CUDA-context figures by compute capability (those of the table's entries)."""
 
 HOPPER_CONTEXT_BYTES = int(750.8125 * MiB)
-"""The context of sm90 and newer GPUs the table lacks: the H200's measured value (above the
-H100's public 520 MiB; a newer driver and torch hold more)."""
+"""The context of sm90 and newer GPUs the table lacks: the value measured on both the H200 and
+the H100 80GB (torch 2.11.0+cu130, driver 580.159.04; the public figure was 520 MiB)."""
 
 UNKNOWN_CONTEXT_BYTES = 768 * MiB
 """The context of a GPU whose compute capability is not known: above every figure in the
