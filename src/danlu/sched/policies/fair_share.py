@@ -192,7 +192,10 @@ class FairSharePolicy:
         demand = dict(held)
         for job in waiting_jobs:
             demand[job.request.project] = demand.get(job.request.project, 0) + asks[job.id]
-        total = view.cluster.total_gpus * MILLI_PER_GPU
+        # what the projects can hold: not the free part of GPUs closed to new work (a
+        # failed or cordoned node's), which no project can be given: counted, it was each
+        # project's share too, and a project holding every open GPU stayed within its own
+        total = view.cluster.total_gpus * MILLI_PER_GPU - drain.now.closed_free_milli()
         weights = {project: view.project(project).weight for project in demand}
         share = fair_shares(total, demand, weights)
         victims = sorted(

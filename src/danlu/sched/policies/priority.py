@@ -13,6 +13,7 @@ from danlu.sched.policies.options import INF, OptionRange, check_options, check_
 from danlu.sched.policies.queue_round import queue_pass
 from danlu.sched.policies.ranked import RankedJobs, RankKey, ranked_pending
 from danlu.sched.policies.ranked_round import ranked_round
+from danlu.sched.policies.reservation import NeverFits
 from danlu.sched.policies.waiting import asks_no_gpu
 from danlu.sched.view import ClusterView, JobStatus, Plan
 
@@ -136,7 +137,7 @@ class PriorityPolicy:
             memo=self._packing,
         )
         if blocked is not None:  # strict order, or a reservation held
-            plan = keep_queue_order(view, plan, queued, order)
+            plan = keep_queue_order(view, plan, queued, order, blocked)
         if not preempting and not _starts_others(plan, queued):
             return queued  # the preemption pass would start no one the queue pass left out
         return dataclasses.replace(plan, recheck_at=math.inf)
@@ -184,24 +185,35 @@ def _starts_others(plan: Plan, queued: Plan) -> bool:
 
 
 def keep_queue_order(
-    view: ClusterView, ranked: Plan, queued: Plan, order: Sequence[JobStatus]
+    view: ClusterView,
+    ranked: Plan,
+    queued: Plan,
+    order: Sequence[JobStatus],
+    blocked: str | None = None,
 ) -> Plan:
     """``ranked`` (the preemption pass's plan) without the starts that the queue's strict
     order or reservation (``queued``: the queue pass's plan, over ``order``) holds back.
 
     A start is kept when its job comes in ``order`` before the first job neither plan
     starts, or when ``queued`` starts it too (it left the reservation be); the others wait
-    with the queue pass's reason. A preemption is kept when a kept start takes a GPU of the
-    job preempted (a GPU shared with another job counts as taken); a job whose GPUs went
-    only to starts dropped keeps running.
+    with the queue pass's reason. A job that could never start holds back no one: one that
+    asks for no GPU, or one that asks for more than the open cluster could ever give it
+    (:class:`NeverFits`) unless it is ``blocked``, the job the queue pass named as holding
+    the queue back (strict order stops at it; a reservation is never one's). A preemption
+    is kept when a kept start takes a GPU of the job preempted (a GPU shared with another
+    job counts as taken); a job whose GPUs went only to starts dropped keeps running.
     """
     in_queue = {start.job_id for start in queued.starts}
     in_ranked = {start.job_id for start in ranked.starts}
     allowed = set(in_queue)
+    never: NeverFits | None = None
     for job in order:
         if asks_no_gpu(job):
             continue  # it never starts, and holds back no one
         if job.id not in in_queue and job.id not in in_ranked:
+            never = never or NeverFits(view)
+            if job.id != blocked and never(job.request):
+                continue  # as above: the queue pass gave it no reservation either
             break
         allowed.add(job.id)
     kept = tuple(start for start in ranked.starts if start.job_id in allowed)

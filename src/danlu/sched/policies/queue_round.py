@@ -18,7 +18,7 @@ from danlu.sched.placement.drain import DrainingFree
 from danlu.sched.placement.gang import FreeMap
 from danlu.sched.placement.packing_memo import PackingMemo
 from danlu.sched.policies import reservation
-from danlu.sched.policies.reservation import Reservation, Shape, shape_of
+from danlu.sched.policies.reservation import NeverFits, Reservation, Shape, shape_of
 from danlu.sched.policies.waiting import NO_GPU_ASKED, asks_no_gpu, why_not
 from danlu.sched.view import ClusterView, JobStatus, Plan, Start
 
@@ -32,6 +32,19 @@ def _first_asking(
     while head is not None and asks_no_gpu(head):
         waiting[head.id] = NO_GPU_ASKED
         head = next(rest, None)
+    return head
+
+
+def _first_possible(
+    job: JobStatus, rest: Iterator[JobStatus], waiting: dict[str, str], never: NeverFits
+) -> JobStatus | None:
+    """:func:`_first_asking`, passing over too the jobs that ask for more than the cluster
+    could ever give them (``never``): none of them could start whatever ends, so none holds
+    the reservation (None when no job is left that could)."""
+    head = _first_asking(job, rest, waiting)
+    while head is not None and never(head.request):
+        following = next(rest, None)
+        head = None if following is None else _first_asking(following, rest, waiting)
     return head
 
 
@@ -86,6 +99,8 @@ def queue_pass(
     took those GPUs, so the next ones wait without a try. A long queue behind a reservation
     then costs no placement per job; at worst a job that a later start's shift would have let
     in waits a round, and the reservation is never delayed."""
+    never = NeverFits(view)
+    """Requests the cluster could never hold: their jobs hold no reservation."""
     default = ""
     stopped: str | None = None
     """The first job left waiting when the GPUs ran out before any other was."""
@@ -101,9 +116,12 @@ def queue_pass(
             if blocked_by is None and (
                 not backfill or (reserve and not reserved and reserve_when_full)
             ):
-                head = _first_asking(job, jobs, waiting)
+                if not backfill:
+                    head = _first_asking(job, jobs, waiting)
+                else:  # a job that could never start holds no reservation: see below
+                    head = _first_possible(job, jobs, waiting, never)
                 if head is None:
-                    pass  # only jobs asking for no GPU were left: they hold back no one
+                    pass  # only jobs that could never start were left: they hold back no one
                 elif not backfill:
                     stopped = head.id
                 else:
@@ -134,7 +152,10 @@ def queue_pass(
         waiting[job.id] = why_not(free, job)
         if not backfill:
             blocked_by = job.id
-        elif reserve and not reserved:
+        elif reserve and not reserved and not never(job.request):
+            # The first job that could start once enough jobs end gets the reservation; one
+            # that never could (more GPUs than the open cluster has, a GPU type none has)
+            # would hold it in vain, and the round would backfill greedily behind it.
             reserved = True
             # the map once the draining jobs have exited, every start taken from it in full
             later = free if drain.soon is None else drain.soon

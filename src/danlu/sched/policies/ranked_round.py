@@ -419,6 +419,9 @@ def _admit(
             if not j.request.preemptible and j.id not in draining
         )
     budget = free.cluster.total_gpus * MILLI_PER_GPU - fixed - free.closed_free_milli()
+    capacity = budget
+    """All a pending job could be given, whatever the ranks: more than this it can never
+    get, and no higher-ranked job is what holds it back."""
     demand_before = [0, *accumulate(map(_DEMAND, run_jobs))]
     """``demand_before[i]``: milli-GPU held by the ``i`` best-ranked preemptible running jobs."""
     admitted: list[tuple[RankKey, JobStatus]] = []
@@ -460,6 +463,12 @@ def _admit(
         if demand <= budget:
             admitted.append((pending_keys[p - 1], job))
             budget -= demand
+        elif demand > capacity:  # "outranked" would blame jobs it may even outrank
+            waiting[job.id] = (
+                f"needs {_gpus_of_capacity(demand)}, more than the "
+                f"{_gpus_of_capacity(max(capacity, 0))} of capacity new work may use (GPUs "
+                "open to new work, less those held by jobs that may not be preempted)"
+            )
         else:
             waiting[job.id] = (
                 f"outranked: needs {_gpus_of_capacity(demand)} of capacity "

@@ -15,6 +15,12 @@ running job without one is taken to run for ever (its GPUs are never counted fre
 draining out of the cluster ends now. When the reserved job cannot fit even after every job
 with a known end is gone, no reservation is made and the round backfills greedily.
 
+A job that could not be placed even on the cluster's open GPUs with no job on them (more
+GPUs than they have, a GPU type or memory size none has: :class:`NeverFits`) can never
+start, so it holds no reservation: the next job that cannot start gets it. Before, such a
+job took the round's one reservation and, finding no room, left the round to backfill
+greedily, so every wide job behind it waited for ever behind a stream of small ones.
+
 Everything is computed with :class:`~danlu.sched.placement.gang.FreeMap` copies, so the
 reservation honours the policy's placement, GPU types, multi-node gangs and GPU sharing as
 the real start will.
@@ -58,6 +64,40 @@ def end_if_started(job: JobStatus, now: float) -> float:
     duration): its duration less the time its earlier runs took."""
     duration = job.request.expected_duration
     return math.inf if duration is None else now + max(0.0, duration - job.run_time)
+
+
+class NeverFits:
+    """Which requests could never be placed on a view's cluster: not on its GPUs open to
+    new work (closed nodes and GPUs stay closed) with no job on them. Such a job waits for
+    ever whatever ends, so it may hold no reservation. Built once per round, its empty map
+    made on first use, its answers kept by request :data:`Shape`."""
+
+    def __init__(self, view: ClusterView) -> None:
+        self._view = view
+        self._empty: FreeMap | None = None
+        self._known: dict[Shape, bool] = {}
+
+    def __call__(self, request: JobRequest) -> bool:
+        """Whether ``request`` could not be placed even on the empty open cluster."""
+        shape = shape_of(request)
+        known = self._known.get(shape)
+        if known is None:
+            empty = self._empty
+            if empty is None:
+                view = self._view
+                bare = ClusterView(
+                    view.time,
+                    view.cluster,
+                    closed_nodes=view.closed_nodes,
+                    closed_gpus=view.closed_gpus,
+                )
+                empty = self._empty = FreeMap(bare)  # feasibility only: any strategy will do
+            alloc = empty.place(request)
+            known = alloc is None
+            if alloc is not None:
+                empty.release(alloc)
+            self._known[shape] = known
+        return known
 
 
 @dataclass
