@@ -532,9 +532,10 @@ class RayExecutor(RunDirExecutor, MultiNodeExecutor, GpuSharingExecutor):
             launch["answered"] = True
             with contextlib.suppress(OSError):
                 supervise.write_json(run_dir / supervise.LAUNCH, launch)
-        self._append(run_dir, launch, answers)
         codes = [a["exit_code"] if a is not None else None for a in answers]
         started = min((a["started_at"] for a in answers if a), default=launch["launched_at"])
+        if not self._append(run_dir, launch, answers):  # not ended before its output is in
+            return ExecStatus(RunState.RUNNING, stop_reason=reason, started_at=started)
         if any(a is None for a in answers):  # an actor is gone: its node lost, or killed
             where = ", ".join(
                 name
@@ -623,20 +624,29 @@ class RayExecutor(RunDirExecutor, MultiNodeExecutor, GpuSharingExecutor):
 
     def _append(
         self, run_dir: Path, launch: dict[str, Any], answers: list[dict[str, Any] | None]
-    ) -> None:
+    ) -> bool:
         """Append the actors' new output to the job's log, keeping lines whole
         (:func:`~danlu.executors.ray_output.append_output`), and record how far each has been
         read and which node's line the log ends in (a control plane that restarts reads on
         from there). Written to the job's log as this executor places it
         (:meth:`_job_log`), never to the path the launch record names; nothing is while that
-        log is a link out of its directory."""
+        log is a link out of its directory. A log that cannot be written now (a full disk)
+        gets nothing, with a warning logged: no offset advances, so the actors hand the
+        output out again at the next poll, and False is returned (the run is not taken as
+        ended meanwhile: its actors, killed, would take the output with them). A log
+        directory removed since the launch is made again."""
         log_file = self._job_log(run_dir.name)
         if log_file is None:
-            return
+            return True
         before = launch.get("open_line")
-        appended = append_output(str(log_file), answers, before)
+        try:
+            log_file.parent.mkdir(parents=True, exist_ok=True, mode=0o700)
+            appended = append_output(str(log_file), answers, before)
+        except OSError as exc:  # raised out of poll, it ended the control plane's whole pass
+            log.warning("cannot append the output of %s to %s: %s", run_dir.name, log_file, exc)
+            return False
         if not appended.taken and appended.open_line == before:
-            return
+            return True
         offsets = launch.get("offsets") or [0] * len(launch["actors"])
         launch["offsets"] = [
             a["offset"] if a is not None and i in appended.taken else old
@@ -648,6 +658,7 @@ class RayExecutor(RunDirExecutor, MultiNodeExecutor, GpuSharingExecutor):
             launch["open_line"] = appended.open_line
         with contextlib.suppress(OSError):  # read again (and logged twice) after a restart
             supervise.write_json(run_dir / supervise.LAUNCH, launch)
+        return True
 
     def _finish(
         self,

@@ -49,7 +49,6 @@ under ``python -I``, where danlu need not be importable.
 from __future__ import annotations
 
 import importlib.util
-import json
 import os
 import signal
 import subprocess
@@ -182,9 +181,10 @@ def main(argv: list[str]) -> int:
         signal.signal(sig, signal.SIG_IGN)
     record = {"exit_code": code, "finished_at": time.time()}
     try:
-        tmp = exit_path(run_dir, f".{node}.{os.getpid()}")
-        tmp.write_text(json.dumps(record), encoding="utf-8")
-        os.replace(tmp, exit_path(run_dir, node))
+        # the run directory is the job's to write: the record goes through a temporary file
+        # of a name no one can foresee, made exclusively and never through a link the job
+        # put there (write_json), then renamed over the record's name
+        supervise.write_json(exit_path(run_dir, node), record)
     except (OSError, ValueError) as exc:  # the exit still reaches Slurm through the status
         print(f"danlu: cannot record the exit on {node}: {exc}", file=sys.stderr, flush=True)
         return code

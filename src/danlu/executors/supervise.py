@@ -336,10 +336,13 @@ def heartbeat_seconds(spec: dict[str, Any]) -> float:
     return HEARTBEAT_SECONDS
 
 
-def wait_beating(child: subprocess.Popen[bytes], heartbeat: Heartbeat) -> int:
+def wait_beating(child: subprocess.Popen[bytes], heartbeat: Heartbeat, reap: bool = True) -> int:
     """``child.wait()``, touching ``heartbeat`` every ``heartbeat.every`` seconds meanwhile:
     woken by the child's exit through a pidfd (Linux 5.3 and later), else by polling for it
-    between the beats."""
+    between the beats. With ``reap`` false the child's return code is read without reaping it
+    (:func:`exited`): its pid, the id of the process group it led, stays its own (a zombie's)
+    until ``child.wait()``, so that the group can still be signalled by that id (once reaped,
+    the pid is free, and another process may have it as the leader of a group of its own)."""
     try:
         pidfd: int | None = os.pidfd_open(child.pid)
     except (AttributeError, OSError):
@@ -347,14 +350,47 @@ def wait_beating(child: subprocess.Popen[bytes], heartbeat: Heartbeat) -> int:
     try:
         while True:
             timeout = heartbeat.beat_if_due()
-            if pidfd is None:
+            if pidfd is not None:
+                if select.select([pidfd], [], [], timeout)[0]:
+                    if reap:
+                        return child.wait()
+                    if (code := _exited_or_wait(child, block=True)) is not None:
+                        return code
+            elif reap:
                 with contextlib.suppress(subprocess.TimeoutExpired):
                     return child.wait(timeout)
-            elif select.select([pidfd], [], [], timeout)[0]:
-                return child.wait()
+            else:
+                deadline = time.monotonic() + timeout
+                while (code := _exited_or_wait(child, block=False)) is None:
+                    if time.monotonic() >= deadline:
+                        break
+                    time.sleep(min(0.05, max(deadline - time.monotonic(), 0.0)))
+                else:
+                    return code
     finally:
         if pidfd is not None:
             os.close(pidfd)
+
+
+def exited(pid: int, block: bool) -> int | None:
+    """The return code (Popen's: ``-N`` after signal N) of child ``pid`` once it has exited,
+    left unreaped (``WNOWAIT``: a zombie whose pid no other process can have); None while it
+    runs (``block`` false: else this waits for its exit). Raises ``ChildProcessError`` when
+    ``pid`` is no child of this process (reaped already)."""
+    flags = os.WEXITED | os.WNOWAIT | (0 if block else os.WNOHANG)
+    info = os.waitid(os.P_PID, pid, flags)
+    if info is None:
+        return None
+    return info.si_status if info.si_code == os.CLD_EXITED else -info.si_status
+
+
+def _exited_or_wait(child: subprocess.Popen[bytes], block: bool) -> int | None:
+    """:func:`exited` for ``child``; its ``wait()`` (which knows how it ended) when it was
+    reaped already."""
+    try:
+        return exited(child.pid, block)
+    except ChildProcessError:
+        return child.wait()
 
 
 def exit_code_of(returncode: int) -> int:
@@ -467,10 +503,12 @@ def _supervise(run_dir: Path, spec: dict[str, Any], subreaper: bool) -> int:
     signal handlers installed here)."""
     child: subprocess.Popen[bytes] | None = None
     kill_at: float | None = None  # when the job's group is due its SIGKILL (time.monotonic)
+    reaped = False  # the job's process was reaped: its pid, the group's id, is free
 
     def kill_group(sig: int) -> None:
-        """``sig`` to the job's process group and to the job's processes that left it."""
-        if child is None:
+        """``sig`` to the job's process group and to the job's processes that left it; none
+        once the job's process was reaped (its pid may be another process's then)."""
+        if child is None or reaped:
             return
         with contextlib.suppress(ProcessLookupError, PermissionError):
             os.killpg(child.pid, sig)
@@ -565,13 +603,18 @@ def _supervise(run_dir: Path, spec: dict[str, Any], subreaper: bool) -> int:
             kill_group(signal.SIGTERM)  # the timer runs on: its SIGKILL now finds the job
         else:  # the grace ended while the job was being started: that SIGKILL found none
             kill_group(signal.SIGKILL)
-    returncode = wait_beating(child, heartbeat)
+    # The job's process is left unreaped (a zombie) until its group has had its last signal:
+    # its pid is the group's id, which, once reaped, another process could have (the leader of
+    # a group of its own: another run's job), and that group would get the signals.
+    returncode = wait_beating(child, heartbeat, reap=False)
     if kill_at is not None:  # being stopped: the rest of the group may be checkpointing
         while time.monotonic() < kill_at and _group_alive(child.pid):
             heartbeat.beat_if_due()
             time.sleep(0.05)
     signal.setitimer(signal.ITIMER_REAL, 0)
     kill_group(signal.SIGKILL)  # stragglers of the job's process group, and its daemons
+    reaped = True  # no signal to the group from now on: a later stop finds none to stop
+    child.wait()
     _reap()
     heartbeat.beat()  # the run's last sign of life, should its exit go unrecorded
     code = exit_code_of(returncode)
@@ -593,18 +636,26 @@ def _supervise(run_dir: Path, spec: dict[str, Any], subreaper: bool) -> int:
 
 
 def _group_alive(pgid: int) -> bool:
-    """Whether a process of process group ``pgid`` still runs: reaps those of them that
-    exited as our children (re-parented to us as subreaper), so that zombies do not count."""
-    with contextlib.suppress(ChildProcessError):
-        while os.waitpid(-1, os.WNOHANG)[0] > 0:
-            pass
-    try:
-        os.killpg(pgid, 0)
-    except ProcessLookupError:
-        return False
-    except PermissionError:  # it exists, as another account's (DANLU_RUN_AS=user)
-        return True
-    return True
+    """Whether a process of process group ``pgid`` other than a zombie still runs (from
+    /proc: the group's leader, left unreaped, is a zombie that the kernel still counts in
+    the group). Reaps the zombies among this process's children but for the leader (the
+    job's orphans, re-parented to us as subreaper), which are left to it until then."""
+    me, alive_ = os.getpid(), False
+    for entry in os.scandir("/proc"):
+        if not entry.name.isdigit():
+            continue
+        try:
+            raw = Path(entry.path, "stat").read_bytes()
+        except OSError:
+            continue
+        fields = raw[raw.rindex(b")") + 2 :].split()  # state, ppid, pgrp, ...
+        pid = int(entry.name)
+        if fields[0] not in (b"Z", b"X"):
+            alive_ = alive_ or int(fields[2]) == pgid
+        elif int(fields[1]) == me and pid != pgid:
+            with contextlib.suppress(ChildProcessError):
+                os.waitpid(pid, os.WNOHANG)
+    return alive_
 
 
 MAX_GRACE_SECONDS = 10.0**9
