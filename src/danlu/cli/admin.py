@@ -25,6 +25,7 @@ from danlu.cli.options import HomeOpt, JsonOpt, TokenOpt, UrlOpt
 from danlu.cli.reply_fields import PROJECT, TOKEN, USER, Record
 from danlu.core.errors import SpecError
 from danlu.core.units import format_bytes, parse_bytes
+from danlu.core.values import plain_float
 
 NameArg = Annotated[
     str, typer.Argument(help="The user's name (its OS account's too, with DANLU_RUN_AS=user).")
@@ -345,9 +346,11 @@ def _quota(value: str | None, option: str, parse: Any) -> Any:
 
 
 def _gpus(value: str) -> float:
-    """``--quota-gpus``: a number of GPUs, 0 or more (a share of one GPU counts its part)."""
+    """``--quota-gpus``: a number of GPUs, 0 or more (a share of one GPU counts its part),
+    written plainly (:func:`~danlu.core.values.plain_float`): ``float`` also read ``1_6``
+    as 16 and other scripts' digits, so a typo set another quota without a word."""
     try:
-        gpus = float(value)
+        gpus = plain_float(value)
     except ValueError:  # float's own message ("could not convert string...") says no fix
         gpus = math.nan
     if not gpus >= 0 or gpus == math.inf:

@@ -11,7 +11,7 @@ import typer
 
 from danlu.cli.markup import as_text, visible_lines
 from danlu.cli.markup import console as cli_console
-from danlu.cli.options import given_options
+from danlu.cli.options import given_options, refuse_empty
 from danlu.cli.output import stdout_written
 from danlu.core.errors import DanluError, SpecError
 from danlu.core.spec import MAX_BATCH
@@ -325,6 +325,24 @@ def check_enabled(given: frozenset[str], *, sweep: str | None, max_batch: bool) 
         )
 
 
+def refuse_empty_flags(gpu_memory: str | None, gpu_table: str | None) -> None:
+    """Refuse an empty ``--gpu-memory`` or ``--gpu-table`` (a script's unset variable,
+    ``--gpu-memory "$SHARE"``), naming the flag: an empty ``--gpu-memory`` was read as not
+    given, so every verdict was judged against the whole GPU's capacity ("fits" for a job
+    given a share of one), and ``--gpu-table ""`` tried to read the current directory."""
+    refuse_empty(
+        "--gpu-memory",
+        gpu_memory,
+        "give a memory limit per GPU such as 20GiB, or leave --gpu-memory out for the GPU's "
+        "capacity",
+    )
+    refuse_empty(
+        "--gpu-table",
+        gpu_table,
+        "give a JSON file of GPUs, or leave --gpu-table out for the built-in table",
+    )
+
+
 def register(app: typer.Typer) -> None:
     """Add the ``estimate`` command to ``app``."""
 
@@ -400,6 +418,7 @@ def register(app: typer.Typer) -> None:
         """Predict the peak GPU memory of one training step (and M(b), the largest batch)."""
         try:
             check_enabled(given_options(ctx), sweep=sweep, max_batch=max_batch)
+            refuse_empty_flags(gpu_memory, gpu_table)
             run_estimate(
                 model_ref,
                 batch_size=batch_size,

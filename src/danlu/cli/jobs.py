@@ -34,6 +34,7 @@ from danlu.cli.options import (
     JsonOpt,
     TokenOpt,
     UrlOpt,
+    error_line,
     job_states,
     path_of,
     refuse_empty,
@@ -117,9 +118,9 @@ def fail_on(problems: Sequence[str]) -> None:
 def report(problems: Sequence[str]) -> None:
     """Print the first :data:`SHOWN_PROBLEMS` of ``problems`` on stderr, as errors."""
     for problem in problems[:SHOWN_PROBLEMS]:
-        err.print(f"[red]error:[/red] {as_text(problem)}", highlight=False, soft_wrap=True)
+        error_line(problem)
     if len(problems) > SHOWN_PROBLEMS:
-        err.print(f"[red]error:[/red] and {len(problems) - SHOWN_PROBLEMS} more", highlight=False)
+        error_line(f"and {len(problems) - SHOWN_PROBLEMS} more")
 
 
 def print_json(value: Any) -> None:
@@ -177,7 +178,14 @@ def build_spec(
         listed = data.get("depends_on") or []
         data["depends_on"] = list(listed) if isinstance(listed, list) else [listed]
         for item in after:
-            job, _, condition = item.partition(":")
+            job, colon, condition = item.partition(":")
+            if colon and not condition.strip():
+                # --after "$JOB:$WHEN" with WHEN unset waited for the job to succeed
+                raise SpecError(
+                    "--after",
+                    f"{item!r} names no condition after ':'; write {job or 'ID'} (to succeed) "
+                    "or ID:failed, ID:finished, ID:started",
+                )
             data["depends_on"].append({"job": job, "condition": condition or "succeeded"})
     array = data.pop("array", None)
     body = spec_body(data)
@@ -395,11 +403,10 @@ def ls(
     if all_ and source is not None and source.name not in ("DEFAULT", "DEFAULT_MAP"):
         # --all lists every job: a --limit beside it was dropped without a word
         raise fail("--limit: --all lists every job; give one of --all and --limit, not both")
-    for flag, value in (("--project", project), ("--user", user), ("--name", name)):
-        if value is not None and not value.strip():
-            # an unset shell variable (--project "$P") matched no job: "no jobs", no word
-            raise fail(f"{flag}: empty; give a {flag[2:]} or leave {flag} out to list every one")
     try:
+        for flag, value in (("--project", project), ("--user", user), ("--name", name)):
+            # an unset shell variable (--project "$P") matched no job: "no jobs", no word
+            refuse_empty(flag, value, f"give a {flag[2:]}, or leave {flag} out to list every one")
         states = job_states(list(state or []))
         start = None if since is None else parse_since(since, time.time(), "--since")
     except SpecError as exc:

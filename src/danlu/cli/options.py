@@ -15,10 +15,18 @@ from danlu.core.errors import SpecError
 from danlu.core.state import JobState
 
 
-def fail(exc: Exception | str) -> typer.Exit:
-    """Print ``error: ...`` on stderr and return the exit-2 exception to raise."""
+def error_line(exc: Exception | str) -> None:
+    """Print ``error: ...`` on stderr, one line (its text shown as it is, never as Rich
+    markup or terminal control), for an error after which the command goes on or exits
+    otherwise than :func:`fail` does (``danlu wait``'s timeout, 124)."""
     line = f"[red]error:[/red] {as_text(exc)}"
     cli_console(stderr=True).print(line, highlight=False, soft_wrap=True)
+
+
+def fail(exc: Exception | str) -> typer.Exit:
+    """Print ``error: ...`` on stderr (:func:`error_line`) and return the exit-2 exception
+    to raise."""
+    error_line(exc)
     return typer.Exit(code=2)
 
 

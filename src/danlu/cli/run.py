@@ -334,7 +334,10 @@ def say(text: str) -> None:
 def cancel(client: Client, job_id: str, code: int, why: str = "") -> int:
     """Cancel the job ``danlu run`` is leaving and say so, in one line (with ``why`` it is
     leaving, when given); returns ``code``. A second SIGHUP or SIGTERM meanwhile (a closing
-    terminal sends more) is ignored."""
+    terminal sends more) is ignored. A second Ctrl-C (the cancel waiting on a slow server)
+    leaves at once, as one during the submission does, naming the job and how to cancel
+    it: it escaped as a bare KeyboardInterrupt, the job perhaps left running with no word
+    of it."""
     lead = f"danlu: {why}; " if why else "danlu: "
     with stop_signals(signal.SIG_IGN):
         try:
@@ -342,6 +345,11 @@ def cancel(client: Client, job_id: str, code: int, why: str = "") -> int:
             say(f"{lead}job {job_id} cancelled")
         except DanluError as exc:  # it finished meanwhile, or the server is gone
             say(f"{lead}job {job_id} not cancelled: {exc}")
+        except KeyboardInterrupt:
+            say(
+                f"{lead}left before the cancel was answered; job {job_id} may still be "
+                f"running: cancel it with `danlu cancel {job_id}`"
+            )
     return code
 
 

@@ -10,12 +10,9 @@ from typing import Annotated, Any
 
 import typer
 
-from danlu.cli.markup import as_text
-from danlu.cli.markup import console as cli_console
-from danlu.cli.options import path_of, refuse_empty
-from danlu.core.errors import DanluError
-
-err = cli_console(stderr=True)
+from danlu.cli.options import fail, path_of, refuse_empty
+from danlu.core.errors import ConfigError, DanluError
+from danlu.core.values import plain_number_text
 
 HomeOpt = Annotated[
     Path | None,
@@ -27,7 +24,30 @@ HomeOpt = Annotated[
         ),
     ),
 ]
-PortOpt = Annotated[int | None, typer.Option("--port", help="HTTP port (default 8470; 0: any)")]
+
+
+def parse_port(text: str) -> int:
+    """``--port``'s text as a number, written in ASCII digits (a sign or spaces around it
+    as before: the server refuses a port out of 0..65535, naming ``--port``); anything
+    else is an error line and exit 2. ``int`` (click's) also read ``8_470`` as 8470, and
+    other scripts' digits."""
+    try:
+        if not plain_number_text(text):
+            raise ValueError(text)
+        return int(text)
+    except ValueError:
+        raise fail(
+            ConfigError(
+                f"--port: {text!r} is not a port; write it in plain digits, 0..65535, e.g. "
+                "--port 8470 (0: any free port)"
+            )
+        ) from None
+
+
+PortOpt = Annotated[
+    int | None,
+    typer.Option("--port", help="HTTP port (default 8470; 0: any)", parser=parse_port),
+]
 FakeOpt = Annotated[
     str | None,
     typer.Option("--fake-gpus", help="fake GPU inventory instead of NVML, e.g. 4x80GiB"),
@@ -149,8 +169,7 @@ def _start(
         )
         prepared = prepare(settings, host=host, port=port, fake_gpus=fake_gpus)
     except (DanluError, OSError) as exc:
-        err.print(f"[red]error:[/red] {as_text(exc)}", highlight=False, soft_wrap=True)
-        raise typer.Exit(code=2) from None
+        raise fail(exc) from None
 
     def ready(p: Prepared) -> None:
         print(

@@ -20,7 +20,7 @@ from rich.table import Table
 
 from danlu.cli.markup import as_text
 from danlu.cli.markup import console as cli_console
-from danlu.cli.options import given_options
+from danlu.cli.options import fail, given_options
 from danlu.cli.output import stdout_written
 from danlu.cli.sim_checks import (
     MOST_GPUS_PER_NODE,
@@ -77,11 +77,6 @@ err = cli_console(stderr=True)
 def register(app: typer.Typer) -> None:
     """Add the ``sim`` command group to ``app``."""
     app.add_typer(sim_app, name="sim")
-
-
-def _fail(exc: Exception) -> typer.Exit:
-    err.print(f"[red]error:[/red] {as_text(exc)}", highlight=False, soft_wrap=True)
-    return typer.Exit(code=2)
 
 
 MAX_SEEDS = 10_000
@@ -159,7 +154,7 @@ def write_output(path: Path, write: Callable[[Path], object], flag: str) -> None
     try:
         write(path)
     except OSError as exc:
-        raise _fail(ConfigError(f"{flag} {path}: cannot write: {exc.strerror}")) from None
+        raise fail(ConfigError(f"{flag} {path}: cannot write: {exc.strerror}")) from None
     console.print(f"wrote {as_text(path)}", highlight=False)
 
 
@@ -453,7 +448,7 @@ def run(
         )
         wall = time.perf_counter() - started
     except DanluError as exc:
-        raise _fail(exc) from None
+        raise fail(exc) from None
     with stdout_written():  # a full disk or a gone reader: no traceback
         console.print(
             summary_table(
@@ -535,7 +530,7 @@ def compare(
         cluster = Cluster.homogeneous(nodes, gpus_per_node)
         results = [_simulate(wl, name, {}, cluster, config, traces, not quiet) for name in names]
     except DanluError as exc:
-        raise _fail(exc) from None
+        raise fail(exc) from None
     with stdout_written():  # a full disk or a gone reader: no traceback
         console.print(
             summary_table(
@@ -642,7 +637,7 @@ def plan(
 
         found = plan_capacity(simulate, targets, min_nodes, max_nodes)
     except DanluError as exc:
-        raise _fail(exc) from None
+        raise fail(exc) from None
     with stdout_written():  # a full disk or a gone reader: no traceback
         goals = as_text(", ".join(str(t) for t in targets))
         table = Table(title=f"{as_text(wl.name)}: {len(wl.jobs)} jobs, {policy}, targets {goals}")
@@ -741,7 +736,7 @@ def pack(
                 pod_list, node_list, policy, load, seed_list, options
             )
     except DanluError as exc:
-        raise _fail(exc) from None
+        raise fail(exc) from None
     with stdout_written():  # a full disk or a gone reader: no traceback
         table = Table(title=f"{as_text(pods.name)} on {as_text(nodes.name)}, load {load}")
         table.add_column("seed", justify="right")

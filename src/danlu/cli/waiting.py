@@ -13,7 +13,7 @@ import typer
 
 from danlu.cli import jobs as common
 from danlu.cli.markup import as_text
-from danlu.cli.options import HomeOpt, JsonOpt, TokenOpt, UrlOpt
+from danlu.cli.options import HomeOpt, JsonOpt, TokenOpt, UrlOpt, error_line
 from danlu.client import Client, JobDict, WaitTimeout
 from danlu.client.waits import Ended, resolve, wait_all
 from danlu.core.errors import DanluError, SpecError
@@ -54,7 +54,7 @@ def report_sweeps(failed: list[str], code: int) -> int:
     """Print the sweeps in ``failed`` on stderr; ``code``, made 1 when it was 0 and one
     of them failed."""
     for line in failed:  # a sweep's reason is server text: shown, never acted on
-        common.err.print(f"[red]error:[/red] {as_text(line)}", highlight=False, soft_wrap=True)
+        error_line(line)
     return NOT_SUCCEEDED if failed and code == 0 else code
 
 
@@ -111,7 +111,7 @@ def wait_jobs(
     except WaitTimeout as exc:
         if json_out:
             common.print_json(exc.finished)
-        common.err.print(f"[red]error:[/red] {as_text(exc)}", highlight=False, soft_wrap=True)
+        error_line(exc)
         return WAIT_TIMEOUT_EXIT
     except DanluError as exc:
         raise common.fail(exc) from None
