@@ -68,6 +68,7 @@ from pydantic_settings import BaseSettings, SettingsConfigDict
 from danlu.core.cluster import gpu_type
 from danlu.core.errors import ConfigError, UnknownNameError
 from danlu.core.fake_gpus import FakeGroup, parse_fake_gpus
+from danlu.core.values import plain_number_text
 
 ENV_PREFIX = "DANLU_"
 DEFAULT_TRACE_MODULES = ("danlu.estimate.zoo",)
@@ -389,6 +390,23 @@ class Settings(BaseSettings):
         name = info.field_name
         if value == "" and name is not None and name not in _EMPTY_MEANS_SOMETHING:
             return cls.model_fields[name].get_default(call_default_factory=True)
+        return value
+
+    @field_validator("*", mode="before")
+    @classmethod
+    def _plain_number(cls, value: Any, info: ValidationInfo) -> Any:
+        """A number setting given as text must be written plainly, in ASCII digits without
+        ``_`` (:func:`~danlu.core.values.plain_number_text`): pydantic, as ``int``, read
+        ``DANLU_PORT=8_470`` as 8470 and ``DANLU_INTERVAL=1_0`` as 10, so a typo ran the
+        server with another value than meant."""
+        name = info.field_name
+        if (
+            isinstance(value, str)
+            and name is not None
+            and cls.model_fields[name].annotation in (int, float)
+            and not plain_number_text(value)
+        ):
+            raise ValueError(f"{value!r} is not a number written plainly (digits, no '_')")
         return value
 
     @field_validator("home", mode="before")
