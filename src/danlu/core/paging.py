@@ -60,9 +60,13 @@ def read_pages(
 
     A full page that brings no new entry and repeats the page before it (as a list that
     ignores ``offset`` answers, or one that grew at its head by exactly the step between
-    them) is checked once by asking for offset 0 with the same ``limit``: when that is the
-    same page again, the list ignores ``offset`` and :class:`StalledListError` is raised
-    (the loop asked for the same page forever)."""
+    them) is checked once by asking for offset 0 and for the page after it, with the same
+    ``limit``: when both are that page again, the list ignores ``offset`` and
+    :class:`StalledListError` is raised (the loop asked for the same page forever). The
+    head alone was not enough: a list that grew at its head by the step and lost that entry
+    again before its head was read (a job submitted, then started, under ``danlu ls
+    --state PENDING --all``) answered the same page there too, and was refused as one that
+    ignores ``offset``."""
     if not is_whole_number(page):  # text was a bare TypeError at the comparison below
         raise SpecError("page", f"must be a whole number of entries (got {quoted(page)})")
     if page < 1:
@@ -88,7 +92,9 @@ def read_pages(
             # nothing new, the page before again: the list may ignore offset (or have
             # grown at its head by the step exactly); its head tells which, once a page
             checked = keys
-            if [key(entry) for entry in fetch(0, limit)] == keys:
+            if _same_page(fetch, key, 0, limit, keys) and _same_page(
+                fetch, key, offset + limit, limit, keys
+            ):
                 raise StalledListError(offset, limit)
         for entry, one in zip(batch[last_read + 1 :], keys[last_read + 1 :], strict=True):
             seen.add(one)
@@ -96,3 +102,14 @@ def read_pages(
         if len(batch) < limit:
             return
         position, overlap, before = offset + len(batch), 1, keys
+
+
+def _same_page(
+    fetch: Callable[[int, int], Sequence[T]],
+    key: Callable[[T], Hashable],
+    offset: int,
+    limit: int,
+    keys: list[Hashable],
+) -> bool:
+    """Whether the list answers the entries named ``keys``, in order, at ``offset``."""
+    return [key(entry) for entry in fetch(offset, limit)] == keys

@@ -597,6 +597,7 @@ def check_limits(spec: JobSpec) -> None:
         if not low <= value <= high:
             raise SpecError(field, range_message(low, high, value))
     _check_sizes(res)
+    _check_gpu_types(res)
     _check_batch_sizes(training)
     for key in spec.env:
         if not key or "=" in key:
@@ -647,6 +648,20 @@ def _check_batch_sizes(training: TrainingHints) -> None:
             f"{batch} is below training.min_batch_size ({smallest}): lower min_batch_size to "
             f"{batch} or less, or raise global_batch_size",
         )
+
+
+def _check_gpu_types(res: Resources) -> None:
+    """Refuse a ``gpu_type`` name that is empty or only blanks (``gpu_type: ['']``, ``gpu_type:
+    ' '``): it names no GPU, and the spec passed until the control plane's admission called
+    it an unknown GPU type (a job naming it could run on no GPU). Not for a stored spec: a job
+    accepted with one (under an inventory with a type spelt so) is read as it was."""
+    for i, name in enumerate(res.gpu_type):
+        if not name.strip():
+            raise SpecError(
+                "resources.gpu_type",
+                f"name {i + 1} of {len(res.gpu_type)} is {quoted(name)}, which names no GPU "
+                "type: write a type such as A100-80GB or H100, or leave gpu_type out for any",
+            )
 
 
 def _check_sizes(res: Resources) -> None:

@@ -21,7 +21,7 @@ from typing import Any, Protocol, runtime_checkable
 import numpy as np
 
 from danlu.core.errors import SpecError
-from danlu.core.spec import MAX_GPUS
+from danlu.core.spec import MAX_BATCH, MAX_GPUS
 from danlu.core.values import MAX_INT, check_positive_int, quoted, range_message
 from danlu.estimate.checks import as_float, check_bool, check_count, check_finite, is_real_number
 from danlu.estimate.memory.model import largest_within
@@ -151,12 +151,26 @@ def best_batch(
     number (NaN, a string, a bool; ``-inf`` is a number). Use ``score = lambda b:
     model.throughput(b, N, R)`` for the fastest batch or ``lambda b:
     goodput_model.goodput(b, N, R)`` for the goodput-optimal one.
+
+    ``score`` is called once for every batch in range, so a range of more than
+    :data:`~danlu.core.spec.MAX_BATCH` batches (2**30, the largest batch a spec takes) is
+    a :class:`SpecError` on ``max_local_bsz``, raised before any score: a cap near 2**62
+    counted for ever. :func:`fastest_batch` and
+    :func:`~danlu.estimate.goodput.optimize_goodput` search huge caps in bulk.
     """
     check_positive_int("min_local_bsz", min_local_bsz)
     check_positive_int("max_local_bsz", max_local_bsz)
     cap = memory_capped_batch(max_local_bsz, memory, limit_bytes, margin_bytes)
     if cap is None or cap < min_local_bsz:
         return None
+    if cap - min_local_bsz + 1 > MAX_BATCH:
+        raise SpecError(
+            "max_local_bsz",
+            f"{cap - min_local_bsz + 1:,} batches ({min_local_bsz:,}..{cap:,}) to score one "
+            f"by one; best_batch scores at most {MAX_BATCH:,} (the largest batch a spec "
+            "takes): lower max_local_bsz, raise min_local_bsz, give a memory model and "
+            "limit_bytes to cap it, or use fastest_batch or optimize_goodput",
+        )
     best, best_score = min_local_bsz, -math.inf
     for b in range(min_local_bsz, cap + 1):
         # NaN lost every comparison (the smallest batch came back), a string raised TypeError
