@@ -444,7 +444,8 @@ def test_philly_loader(tmp_path: Path) -> None:
         "timestamp,duration,num_gpus,gpu_time,cluster\n"
         "2017-10-01 10:00:30,3600,8,28800,6214e9\n"
         "2017-10-01 10:00:00,120,1,120,11cb48\n"
-        "2017-10-01 10:01:00,0,0,0,\n"
+        "2017-10-01 10:01:00,0,1,0,\n"
+        "2017-10-01 10:02:00,60,0,0,cpu\n"
     )
     workload = load_workload(write(tmp_path, text, "philly.csv"))
     assert workload.format == "philly"
@@ -452,8 +453,9 @@ def test_philly_loader(tmp_path: Path) -> None:
     assert got == [
         ("philly-1", 0.0, 1, RigidWork(120.0)),
         ("philly-0", 30.0, 8, RigidWork(3600.0)),
-        ("philly-2", 60.0, 1, RigidWork(1.0)),  # 0 GPUs -> 1, 0 s -> 1 s
+        ("philly-2", 60.0, 1, RigidWork(1.0)),  # 0 s -> 1 s
     ]
+    assert workload.no_gpu == ("philly-3",)  # 0 GPUs: left out, as openb's CPU-only pods
     # the virtual cluster is the project (quotas, fair-share weights)
     assert [j.request.project for j in workload.jobs] == ["11cb48", "6214e9", "default"]
     bad = write(tmp_path, "timestamp,duration,num_gpus\nyesterday,1,1\n", "bad.csv")

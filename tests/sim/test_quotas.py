@@ -146,7 +146,10 @@ def test_sim_run_quota_flags(tmp_path: Path) -> None:
     # per project: the JSON's table and the printed one
     assert {j["id"]: j["project"] for j in data["per_job"]}["b1"] == "nlp"
     vision, nlp = data["projects"]["vision"], data["projects"]["nlp"]
-    assert vision["jobs"] == 3 and nlp["jobs"] == 2 and "speech" not in data["projects"]
+    assert vision["jobs"] == 3 and nlp["jobs"] == 2
+    # a project whose only job was rejected is listed with it (it was left out)
+    speech = data["projects"]["speech"]
+    assert speech["jobs"] == 0 and speech["rejected"] == 1 and speech["avg_jct"] is None
     assert vision["gpu_hours"] == 12.0 and vision["gpu_share"] == 0.6
     assert vision["avg_jct"] == (3660 + 7260 + 10860) / 3
     assert "byproject" in "".join(result.output.split())

@@ -36,16 +36,31 @@ happens to decode) used to be read whole as its first line, for ever or until me
 out."""
 
 
+MAX_LINES = 5_000_000
+"""The most lines a CSV file the simulator reads may have (its header and blank lines
+included): public GPU-cluster traces hold up to a few million jobs (the Pollux artifact's
+Philly copy: 82,247), and each row loaded takes about a kilobyte of memory. A file of
+endless rows (a FIFO or ``/dev/stdin`` fed by a generator) used to be read for ever, or
+until memory ran out: only each line's length was bounded."""
+
+
 def bounded_lines(handle: TextIO, path: Path, what: str) -> Iterator[str]:
     """The lines of ``handle`` (opened with ``newline=""``, line breaks kept), as
     :func:`csv.reader` reads them, each read at most :data:`MAX_LINE_CHARS` characters at a
-    time: a longer line is a :class:`DataError` naming ``path``, the line and ``what`` (the
-    file's role and its flag, e.g. ``a workload (--workload)``), instead of a read that
-    never ends. Undecodable bytes raise the handle's :class:`UnicodeDecodeError` as
-    iterating it does."""
+    time, and at most :data:`MAX_LINES` of them: a longer line, or one more line, is a
+    :class:`DataError` naming ``path``, the line and ``what`` (the file's role and its
+    flag, e.g. ``a workload (--workload)``), instead of a read that never ends.
+    Undecodable bytes raise the handle's :class:`UnicodeDecodeError` as iterating it
+    does."""
     line = 0
     while text := handle.readline(MAX_LINE_CHARS + 2):  # room for the line's "\r\n"
         line += 1
+        if line > MAX_LINES:
+            raise DataError(
+                f"{path}:{line}: more than {MAX_LINES:,} lines; {what} is read whole before "
+                "the run, so an endless or oversized file cannot be simulated: give a file "
+                f"of at most {MAX_LINES:,} lines (split a longer trace, or keep a window of it)"
+            )
         if len(text.rstrip("\r\n")) > MAX_LINE_CHARS:
             raise DataError(
                 f"{path}:{line}: a line longer than {MAX_LINE_CHARS:,} characters (no line "

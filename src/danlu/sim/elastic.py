@@ -28,8 +28,9 @@ from typing import TYPE_CHECKING
 import numpy as np
 
 from danlu.core.errors import DanluError, DataError
-from danlu.core.values import plain_float
+from danlu.core.values import plain_float, quoted
 from danlu.sim.csv_rows import bounded_lines, check_no_extra_values
+from danlu.sim.workload import undecodable_line
 
 if TYPE_CHECKING:  # scipy.interpolate costs ~0.5 s to import: loaded only when interpolating
     from scipy.interpolate import LinearNDInterpolator
@@ -509,6 +510,7 @@ def _read_table(path: Path, columns: tuple[str, ...]) -> tuple[np.ndarray, list[
     """
     if not path.is_file():
         raise DataError(f"missing trace file {path}")
+    reader: csv.DictReader[str] | None = None
     try:
         with path.open(newline="", encoding="utf-8-sig") as handle:  # a byte-order mark skipped
             reader = csv.DictReader(bounded_lines(handle, path, "a trace table (--traces)"))
@@ -517,8 +519,15 @@ def _read_table(path: Path, columns: tuple[str, ...]) -> tuple[np.ndarray, list[
                 raise DataError(f"{path}: missing column(s) {', '.join(missing)}")
             rows = [(reader.line_num, row) for row in reader]
             width = len(reader.fieldnames or [])
-    except (OSError, UnicodeDecodeError, csv.Error) as exc:
+    except OSError as exc:
         raise DataError(f"cannot read {path}: {exc}") from exc
+    except (UnicodeDecodeError, csv.Error) as exc:
+        # the line, not the decoder's position in the 8 KiB it had read ahead
+        line = undecodable_line(path) if isinstance(exc, UnicodeDecodeError) else None
+        line = line or max(reader.line_num if reader is not None else 1, 1)
+        raise DataError(
+            f"{path}:{line}: not a UTF-8 CSV file ({exc}); save the trace table as UTF-8 text"
+        ) from None
     if not rows:
         raise DataError(f"{path}: no data rows")
     for line, row in rows:
@@ -530,7 +539,7 @@ def _read_table(path: Path, columns: tuple[str, ...]) -> tuple[np.ndarray, list[
             try:
                 value = plain_float(cell)
             except (AttributeError, TypeError, ValueError):
-                raise DataError(f"{path}:{line}: {column}={cell!r} is not a number") from None
+                raise DataError(f"{path}:{line}: {column}={quoted(cell)} is not a number") from None
             rule, meaning = _RULES.get(column, ("", ""))
             finite = math.isfinite(value)
             if finite and (not rule or _TESTS[rule](value)):
@@ -540,7 +549,7 @@ def _read_table(path: Path, columns: tuple[str, ...]) -> tuple[np.ndarray, list[
             if meaning:
                 wanted += f" ({meaning})"
             raise DataError(
-                f"{path}:{line}: {column}={cell!r} must be {wanted}; correct the "
+                f"{path}:{line}: {column}={quoted(cell)} must be {wanted}; correct the "
                 "measurement or remove the row"
             )
     return table, [line for line, _ in rows]

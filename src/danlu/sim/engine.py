@@ -56,9 +56,9 @@ from danlu.sim.admission import admit
 from danlu.sim.config import SimConfig
 from danlu.sim.elastic import ApplicationProfile, OutOfProfileError
 from danlu.sim.failures import FAIL, MOST_FRUITLESS_FAILURES, NODE, OutageEvent, Outages, StallWatch
-from danlu.sim.metrics import JobRecord, SimResult, Timeline
+from danlu.sim.metrics import PENDING, RUNNING, SimResult, Timeline
 from danlu.sim.sim_inputs import check_named_models, check_simulator_inputs
-from danlu.sim.simjob import SimJob
+from danlu.sim.simjob import SimJob, job_record, rejected_records
 from danlu.sim.workload import MOST_SECONDS, Workload
 
 _BY_SEQ = operator.attrgetter("request.seq")
@@ -143,6 +143,8 @@ class Simulator:
         self._stepwise: dict[str, SimJob] = {}
         self._finished: list[SimJob] = []
         self._rejected: list[tuple[str, str]] = []
+        self._failed: list[SimJob] = []
+        """The jobs the engine failed after their submission (also in ``_rejected``)."""
         self._heap: list[tuple[float, int, str, int]] = []
         self._sharers: dict[int, dict[str, SimJob]] = {}
         """With an interference model: the jobs on each GPU (flat index) that asks for part
@@ -693,6 +695,7 @@ class Simulator:
             self._move(job, JobState.FAILED, "can never be placed on this cluster")
             reason = f"asks for {job.request.gpus} GPUs; the cluster has {total}"
             self._rejected.append((job.id, f"{reason} (the policy ran it at its request)"))
+            self._failed.append(job)
             del self._pending[job.id]
             self._drop_pending_status(job.id)
         return len(wide)
@@ -701,6 +704,7 @@ class Simulator:
         for job in list(self._pending.values()):
             self._move(job, JobState.FAILED, "can never be placed on this cluster")
             self._rejected.append((job.id, "could not be placed even on an idle cluster"))
+            self._failed.append(job)
         self._pending.clear()
         self._pending_status.clear()
         self._pending_order.clear()
@@ -714,15 +718,17 @@ class Simulator:
         for job in running:
             job.progress.stop(now)  # settles the restart time and slowdown of the run so far
         unfinished = [*running, *self._pending.values()]
+        states = [RUNNING] * len(running) + [PENDING] * len(self._pending)
         return SimResult(
             policy=self.policy.name,
             workload=self.workload.name,
             total_gpus=self.cluster.total_gpus,
-            jobs=[_record(j, j.attained) for j in self._finished],
+            jobs=[job_record(j, j.attained) for j in self._finished],
             unfinished=[j.id for j in unfinished],
             # the GPU time of their ended runs, and of the current one up to the stop
             unfinished_records=[
-                _record(j, j.attained + j.run_gpu_seconds(now)) for j in unfinished
+                job_record(j, j.attained + j.run_gpu_seconds(now), state)
+                for j, state in zip(unfinished, states, strict=True)
             ],
             stopped_at=self._stopped_at,
             not_submitted=not_submitted,
@@ -733,26 +739,5 @@ class Simulator:
             events=self._events,
             node_failures=self._failures.node_count if self._failures else 0,
             gpu_failures=self._failures.gpu_count if self._failures else 0,
+            rejected_records=rejected_records(self._rejected, self._failed, self.workload),
         )
-
-
-def _record(job: SimJob, gpu_seconds: float) -> JobRecord:
-    """``job``'s record, holding ``gpu_seconds`` GPU-seconds."""
-    return JobRecord(
-        id=job.id,
-        submit_time=job.request.submit_time,
-        start_time=job.first_start,
-        end_time=job.end_time,
-        gpus=job.request.gpus,
-        gpu_seconds=gpu_seconds,
-        restart_gpu_seconds=job.progress.restart_gpu_seconds,
-        preemptions=job.preemptions,
-        resizes=job.resizes,
-        interference_seconds=job.progress.interference_seconds,
-        interference_gpu_seconds=job.progress.interference_gpu_seconds,
-        timed_out=job.timed_out,
-        failures=job.failures,
-        lost_seconds=job.lost_seconds,
-        project=job.request.project,
-        user=job.request.user,
-    )

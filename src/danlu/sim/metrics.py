@@ -5,13 +5,19 @@ from __future__ import annotations
 import math
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, Final
 
 import numpy as np
 import numpy.typing as npt
 
 from danlu.core.cluster import MILLI_PER_GPU
 from danlu.core.state import Event
+
+FINISHED: Final = "finished"
+RUNNING: Final = "running"
+PENDING: Final = "pending"
+REJECTED: Final = "rejected"
+"""The values of :attr:`JobRecord.state`."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -45,6 +51,11 @@ class JobRecord:
     in ``restart_gpu_seconds`` at the GPUs of the run that redid them)."""
     project: str = "default"
     user: str = ""
+    state: str = FINISHED
+    """Where the job stood when the run ended: ``finished`` (it ended: done, or cancelled
+    at its time limit, :attr:`timed_out`), ``running`` or ``pending`` (the clock stopped at
+    ``SimConfig.max_time`` while it ran or waited), or ``rejected`` (it could never run on
+    the cluster: :attr:`SimResult.rejected` says why)."""
 
     @property
     def restarts(self) -> int:
@@ -164,6 +175,11 @@ def json_summary(summary: Mapping[str, float]) -> dict[str, float | None]:
     return {key: finite_or_none(value) for key, value in summary.items()}
 
 
+def _mean(values: Sequence[float]) -> float:
+    """The mean of ``values``, NaN for none (numpy's mean of nothing warns)."""
+    return float(np.mean(values)) if values else math.nan
+
+
 def _percentile(values: Sequence[float], q: float) -> float:
     return float(np.percentile(np.asarray(values, dtype=float), q)) if values else math.nan
 
@@ -190,6 +206,7 @@ class SimResult:
     :attr:`jobs`, :attr:`unfinished` and :attr:`rejected`, every job of the workload is
     listed once."""
     rejected: list[tuple[str, str]] = field(default_factory=list)
+    """Jobs that could never run on the cluster: (id, reason), in the order rejected."""
     timeline: Timeline = field(default_factory=Timeline)
     rounds: int = 0
     preemptions: int = 0
@@ -198,6 +215,10 @@ class SimResult:
     """Nodes that failed (``SimConfig.failures``)."""
     gpu_failures: int = 0
     """GPUs that failed on their own (``SimConfig.gpu_failures``)."""
+    rejected_records: list[JobRecord] = field(default_factory=list)
+    """The :attr:`rejected` jobs' records (state ``rejected``), in the same order: their
+    project and user, and any GPU time they held before (none for a job rejected at its
+    submission). The summary does not count them."""
 
     @property
     def jcts(self) -> list[float]:
@@ -262,31 +283,51 @@ class SimResult:
             "lost_training_seconds": float(sum(r.lost_seconds for r in self.jobs)),
         }
 
+    def all_records(self) -> list[JobRecord]:
+        """Every job the run let in or rejected, each with its :attr:`JobRecord.state`:
+        the finished ones (in the order they ended), then those the clock stopped before
+        they ended (``running``, then ``pending``), then the rejected ones. The jobs
+        submitted after the stop (:attr:`not_submitted`) are not among them."""
+        return [*self.jobs, *self.unfinished_records, *self.rejected_records]
+
     def by_project(self) -> dict[str, dict[str, float]]:
-        """Per project (the workload's ``project`` names, sorted): its finished jobs, their
-        average JCT and wait, the GPU-hours they held and its share of all of them (what a
-        quota or a fair-share weight changes)."""
+        """Per project (the workload's ``project`` names, sorted): its finished jobs
+        (``jobs``), their average JCT and wait (NaN when none finished), the GPU-hours they
+        held and its share of all of them (what a quota or a fair-share weight changes);
+        and its jobs that did not finish: ``unfinished`` (``running`` plus ``pending``
+        when the clock stopped at ``SimConfig.max_time``, holding ``unfinished_gpu_hours``
+        up to the stop) and ``rejected``. A project whose jobs all ran past the stop, or
+        were rejected, is listed too (it used to be left out, as if it had no jobs)."""
         groups: dict[str, list[JobRecord]] = {}
-        for record in self.jobs:
+        for record in self.all_records():
             groups.setdefault(record.project, []).append(record)
         total = sum(r.gpu_seconds for r in self.jobs)
         out: dict[str, dict[str, float]] = {}
         for name in sorted(groups):
-            records = groups[name]
+            records = [r for r in groups[name] if r.state == FINISHED]
+            unfinished = [r for r in groups[name] if r.state in (RUNNING, PENDING)]
             held = sum(r.gpu_seconds for r in records)
             out[name] = {
                 "jobs": float(len(records)),
-                "avg_jct": float(np.mean([r.jct for r in records])),
-                "avg_queueing_delay": float(np.mean([r.queueing_delay for r in records])),
+                "avg_jct": _mean([r.jct for r in records]),
+                "avg_queueing_delay": _mean([r.queueing_delay for r in records]),
                 "gpu_hours": held / 3600.0,
                 "gpu_share": held / total if total > 0 else 0.0,
+                "unfinished": float(len(unfinished)),
+                "running": float(sum(r.state == RUNNING for r in unfinished)),
+                "pending": float(sum(r.state == PENDING for r in unfinished)),
+                "unfinished_gpu_hours": sum(r.gpu_seconds for r in unfinished) / 3600.0,
+                "rejected": float(sum(r.state == REJECTED for r in groups[name])),
             }
         return out
 
     def to_json(self, timeline: bool = False) -> dict[str, Any]:
         """A JSON-ready dict: the summary at top level, per-job JCTs, and optionally the
         timeline. A figure that is not a finite number (the average JCT when no job
-        finished) is None (``null``): strict JSON has no NaN."""
+        finished) is None (``null``): strict JSON has no NaN. ``per_job`` lists every job
+        of :meth:`all_records`, each with its ``state`` (a job still running or waiting at
+        ``max_time``, or rejected, has no end and a ``null`` JCT); ``job_jcts`` the
+        finished ones."""
         out: dict[str, Any] = {
             "policy": self.policy,
             "workload": self.workload,
@@ -315,8 +356,10 @@ class SimResult:
                     "lost_seconds": r.lost_seconds,
                     "project": r.project,
                     "user": r.user,
+                    "state": r.state,
+                    "gpu_seconds": r.gpu_seconds,
                 }
-                for r in self.jobs
+                for r in self.all_records()
             ],
         }
         if timeline:

@@ -68,17 +68,25 @@ class OpenbPod:
     source: str = field(default="", compare=False)
 
 
-def _read_rows(path: Path, required: Sequence[str], what: str) -> tuple[list[str], list[list[str]]]:
-    """The header (names stripped) and the rows of the pod or node list ``path``, whose
-    role and flag ``what`` names (``a pod list (--pods)``) in the error for a line longer
-    than :data:`~danlu.sim.csv_rows.MAX_LINE_CHARS` (a file without line breaks, such as
-    ``/dev/zero``, was read for ever)."""
-    rows: list[list[str]] = []
+def _read_rows(
+    path: Path, required: Sequence[str], what: str
+) -> tuple[list[str], list[tuple[int, list[str]]]]:
+    """The header (names stripped) and the rows of the pod or node list ``path``, each
+    with the line it starts on (a quoted field may span lines: the rows after it were
+    reported a line early for each such break), whose role and flag ``what`` names (``a pod
+    list (--pods)``) in the error for a line longer than
+    :data:`~danlu.sim.csv_rows.MAX_LINE_CHARS` (a file without line breaks, such as
+    ``/dev/zero``, was read for ever) or a file of more than
+    :data:`~danlu.sim.csv_rows.MAX_LINES` lines."""
+    rows: list[tuple[int, list[str]]] = []
     reader: Any = None
     try:
         with path.open(newline="", encoding="utf-8-sig") as fh:  # a byte-order mark skipped
             reader = csv.reader(bounded_lines(fh, path, what))
-            rows.extend(reader)
+            start = 1
+            for row in reader:
+                rows.append((start, row))
+                start = reader.line_num + 1
     except OSError as exc:
         raise DataError(f"{path}: cannot read: {exc}") from exc
     except UnicodeDecodeError as exc:
@@ -92,7 +100,7 @@ def _read_rows(path: Path, required: Sequence[str], what: str) -> tuple[list[str
         ) from None
     if not rows:
         raise DataError(f"{path}: empty file, expected a header line")
-    header = [h.strip() for h in rows[0]]
+    header = [h.strip() for h in rows[0][1]]
     repeated = repeated_columns(header)
     if repeated:
         raise DataError(repeated_message(path, repeated))
@@ -174,7 +182,7 @@ def load_nodes(path: str | Path) -> list[ShareNode]:
     col = {name: i for i, name in enumerate(header)}
     nodes: list[ShareNode] = []
     lines: dict[str, int] = {}  # each node's name, and the line it is on
-    for line, row in enumerate(rows, start=2):
+    for line, row in rows:
         if not row:
             continue
         if len(row) != len(header):
@@ -212,7 +220,7 @@ def load_pods(path: str | Path) -> list[OpenbPod]:
     spec_col = col.get("gpu_spec")
     pods: list[OpenbPod] = []
     lines: dict[str, int] = {}  # each pod's name, and the line it is on
-    for line, row in enumerate(rows, start=2):
+    for line, row in rows:
         if not row:
             continue
         if len(row) != len(header):

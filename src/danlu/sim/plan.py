@@ -59,6 +59,12 @@ METRICS: Final = (
 RATIO_METRICS: Final = frozenset({"gpu_allocation_ratio", "gpu_utilization", "fragmentation"})
 """Metrics from 0 to 1: a lower bound (``>=``) above 1 is refused, as no run meets it."""
 
+MOST_NODES: Final = 4096
+"""``max_nodes`` at most, as ``danlu sim plan --max-nodes`` (and ``--nodes``) bounds it: the
+search simulates ``max_nodes`` nodes first, so a Python caller's ``max_nodes`` of 10**9
+(a target no size meets, tried up to "as many as it takes") built a cluster of a billion
+nodes, for ever or until memory ran out."""
+
 _TARGET = re.compile(r"^\s*([a-z0-9_]+)\s*(<=|>=)\s*(\S+)\s*$")
 
 
@@ -176,7 +182,8 @@ def plan_capacity(
 ) -> Plan:
     """The fewest nodes in ``[min_nodes, max_nodes]`` at which every target holds: the
     fewest that are big enough (by bisection over ``simulate``, each size simulated once),
-    if the lower bounds hold there too."""
+    if the lower bounds hold there too. :class:`ConfigError` for no target, or bounds that
+    are not whole numbers with ``1 <= min_nodes <= max_nodes <= MOST_NODES``."""
     if not targets:
         raise ConfigError("give at least one --target, e.g. --target avg_jct<=2h")
     check_whole("min_nodes (--min-nodes)", min_nodes, "1")  # 1.5 nodes were bisected
@@ -184,6 +191,12 @@ def plan_capacity(
     if not 1 <= min_nodes <= max_nodes:
         raise ConfigError(
             f"--min-nodes {min_nodes} and --max-nodes {max_nodes}: need 1 <= min <= max"
+        )
+    if max_nodes > MOST_NODES:
+        raise ConfigError(
+            f"max_nodes (--max-nodes) must be at most {MOST_NODES:,} nodes, got {max_nodes:,}: "
+            "the search simulates that many first; bound the search to a cluster you "
+            "would build"
         )
     tried: dict[int, Trial] = {}
 

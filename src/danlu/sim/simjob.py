@@ -3,6 +3,7 @@ passes before it is simulated."""
 
 from __future__ import annotations
 
+from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
 
 from danlu.core.cluster import MILLI_PER_GPU, Allocation
@@ -10,8 +11,9 @@ from danlu.core.errors import ConfigError, DataError
 from danlu.core.state import JobState
 from danlu.sched.view import JobRequest, JobStatus
 from danlu.sim.elastic import ApplicationProfile
+from danlu.sim.metrics import FINISHED, REJECTED, JobRecord
 from danlu.sim.progress import Progress
-from danlu.sim.workload import ProfiledWork, RigidWork, WorkloadJob
+from danlu.sim.workload import ProfiledWork, RigidWork, Workload, WorkloadJob
 
 
 @dataclass(eq=False, slots=True)
@@ -105,3 +107,60 @@ def check_in_profile(
 def model_of(job: WorkloadJob) -> str:
     """The model a workload job names for the interference data ("" for none)."""
     return job.work.model if isinstance(job.work, RigidWork) else ""
+
+
+def job_record(job: SimJob, gpu_seconds: float, state: str = FINISHED) -> JobRecord:
+    """``job``'s record, holding ``gpu_seconds`` GPU-seconds, in ``state``."""
+    return JobRecord(
+        id=job.id,
+        submit_time=job.request.submit_time,
+        start_time=job.first_start,
+        end_time=job.end_time,
+        gpus=job.request.gpus,
+        gpu_seconds=gpu_seconds,
+        restart_gpu_seconds=job.progress.restart_gpu_seconds,
+        preemptions=job.preemptions,
+        resizes=job.resizes,
+        interference_seconds=job.progress.interference_seconds,
+        interference_gpu_seconds=job.progress.interference_gpu_seconds,
+        timed_out=job.timed_out,
+        failures=job.failures,
+        lost_seconds=job.lost_seconds,
+        project=job.request.project,
+        user=job.request.user,
+        state=state,
+    )
+
+
+def rejected_records(
+    rejected: Sequence[tuple[str, str]], failed: Iterable[SimJob], workload: Workload
+) -> list[JobRecord]:
+    """The records (state ``rejected``) of the ``rejected`` jobs, (id, reason) pairs, in
+    their order: of the job among ``failed`` (the engine failed it after its submission; it
+    holds any GPU time it had before), or else of its request in ``workload`` (rejected at
+    its submission, :func:`~danlu.sim.admission.admit`: it never ran)."""
+    by_id = {job.id: job for job in failed}
+    requests = {wj.request.id: wj.request for wj in workload.jobs}
+    out: list[JobRecord] = []
+    for job_id, _ in rejected:
+        job = by_id.get(job_id)
+        if job is not None:
+            out.append(job_record(job, job.attained, REJECTED))
+            continue
+        request = requests[job_id]
+        out.append(
+            JobRecord(
+                id=job_id,
+                submit_time=request.submit_time,
+                start_time=None,
+                end_time=None,
+                gpus=request.gpus,
+                gpu_seconds=0.0,
+                restart_gpu_seconds=0.0,
+                preemptions=0,
+                project=request.project,
+                user=request.user,
+                state=REJECTED,
+            )
+        )
+    return out

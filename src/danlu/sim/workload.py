@@ -5,7 +5,10 @@ Formats, recognised from the CSV header:
 - **pollux**: ``name,time,application,num_replicas,batch_size`` (Pollux OSDI'21 artifact):
   profiled jobs that progress by the measured traces of their application.
 - **philly**: ``timestamp,duration,num_gpus,gpu_time,cluster`` (Microsoft Philly, 2017):
-  rigid jobs of known duration; submission times are relative to the first job (a
+  rigid jobs of known duration, named ``philly-N`` by their row (from 0); jobs of
+  ``num_gpus`` 0 are left out, as an openb list's CPU-only pods are (they used to run as
+  1-GPU jobs, GPU demand the trace never had; the Pollux artifact's copy has none), and
+  named in :attr:`Workload.no_gpu`; submission times are relative to the first job (a
   ``timestamp`` without an offset is UTC, whatever the machine's time zone). ``cluster``
   is the job's virtual cluster (a team's share of the cluster in Philly, 15 of them in the
   Pollux artifact's copy): it becomes the job's ``project`` (empty: ``default``), for
@@ -13,10 +16,10 @@ Formats, recognised from the CSV header:
 - **openb**: ``name,cpu_milli,memory_mib,num_gpu,gpu_milli,...,creation_time,deletion_time,
   scheduled_time`` (Alibaba GPU trace 2023): rigid jobs, fractional GPUs allowed, each running
   from its ``scheduled_time`` (empty: its ``creation_time``) to its ``deletion_time``.
-  CPU-only pods are left out, and so are the GPU pods the trace never scheduled
-  (``pod_phase`` ``Pending`` and no ``scheduled_time``: 861 of the 7,064 GPU pods of
-  ``openb_pod_list_default.csv``), which have no known running time; the latter are named in
-  :attr:`Workload.never_scheduled`.
+  CPU-only pods are left out (named in :attr:`Workload.no_gpu`), and so are the GPU pods
+  the trace never scheduled (``pod_phase`` ``Pending`` and no ``scheduled_time``: 861 of
+  the 7,064 GPU pods of ``openb_pod_list_default.csv``), which have no known running time;
+  the latter are named in :attr:`Workload.never_scheduled`.
 - **danlu**: ``name,submit_time,gpus,duration[,priority][,gpu_memory][,family][,model]
   [,project][,time_limit][,user]``: a plain rigid list. ``submit_time``, ``duration`` and
   ``time_limit`` are seconds (at most :data:`MOST_SECONDS`, 1e12: a larger one, such as
@@ -117,6 +120,10 @@ class Workload:
     """The GPU pods of an openb list that the trace never scheduled (``pod_phase`` Pending,
     no ``scheduled_time``), in file order: left out of :attr:`jobs`, having no known
     running time."""
+    no_gpu: tuple[str, ...] = ()
+    """The jobs that ask for no GPU (an openb list's CPU-only pods, by name; a Philly
+    trace's ``num_gpus`` 0 jobs, by the ``philly-N`` name of their row), in file order:
+    left out of :attr:`jobs`, as they are no part of a GPU schedule."""
 
 
 FORMATS: dict[str, frozenset[str]] = {
@@ -466,14 +473,18 @@ def _workload(p: Path, header: list[str], rows: Iterator[tuple[int, dict[str, st
                 ) from None
             gpus = _whole_number(row, "num_gpus", p, line, 0, MAX_GPUS)
             team = (row.get("cluster") or "").strip() or "default"  # its virtual cluster
-            raw.append((stamp, _seconds(row, "duration", p, line), gpus, index, team))
+            duration = _seconds(row, "duration", p, line)
+            if gpus == 0:  # takes no GPU: not part of a GPU schedule (as openb's CPU pods)
+                left_out["cpu"].append(f"philly-{index}")
+                continue
+            raw.append((stamp, duration, gpus, index, team))
         raw.sort(key=lambda r: (r[0], r[3]))
         origin = raw[0][0] if raw else 0.0
         for stamp, duration, gpus, index, team in raw:
             request = JobRequest(
                 id=f"philly-{index}",
                 submit_time=stamp - origin,
-                gpus=max(gpus, 1),
+                gpus=gpus,
                 seq=len(jobs),
                 expected_duration=max(duration, 1.0),
                 project=team,
@@ -552,13 +563,21 @@ def _workload(p: Path, header: list[str], rows: Iterator[tuple[int, dict[str, st
             )
     if not jobs:
         raise DataError(_no_jobs(p, kind, len(left_out["cpu"]), len(left_out["pending"])))
-    return Workload(p.stem, kind, in_submission_order(jobs), tuple(left_out["pending"]))
+    return Workload(
+        p.stem,
+        kind,
+        in_submission_order(jobs),
+        tuple(left_out["pending"]),
+        tuple(left_out["cpu"]),
+    )
 
 
 def _no_jobs(path: Path, kind: str, cpu_only: int, pending: int) -> str:
     """The error for a workload file that leaves no GPU job to simulate, with the cause."""
     if not cpu_only and not pending:
         cause = "the file has a header and no rows (no jobs)"
+    elif kind == "philly":
+        cause = f"its {cpu_only} job(s) ask for no GPU (num_gpus 0)"
     else:
         causes = [f"{cpu_only} CPU-only pod(s) (num_gpu 0)"] if cpu_only else []
         if pending:
