@@ -88,23 +88,32 @@ MOST_PROJECT_ROWS = 30
 
 
 def project_table(result: SimResult) -> Table | None:
-    """Per project: jobs, average JCT and wait, GPU-hours and share (None for a workload
-    of one project, or of more than :data:`MOST_PROJECT_ROWS`; the JSON has them all)."""
+    """Per project: jobs finished, average JCT and wait, GPU-hours and share, and, when any
+    project has some, its jobs unfinished at the stop (``max_time``) and rejected (None for a
+    workload of one project, or of more than :data:`MOST_PROJECT_ROWS`; the JSON has them
+    all)."""
     projects = result.by_project()
     if not 1 < len(projects) <= MOST_PROJECT_ROWS:
         return None
     table = Table(title="by project")
-    for name in ("project", "jobs", "avg JCT (s)", "avg wait (s)", "GPU-hours", "GPU share"):
+    # jobs rejected, or running or waiting when the clock stopped (SimConfig.max_time):
+    # columns only when some are
+    left = any(row["unfinished"] or row["rejected"] for row in projects.values())
+    names = ["project", "jobs", "avg JCT (s)", "avg wait (s)", "GPU-hours", "GPU share"]
+    for name in names + (["unfinished", "rejected"] if left else []):
         table.add_column(name, justify="left" if name == "project" else "right")
     for name, row in projects.items():
-        table.add_row(
+        cells = [
             as_text(name),
             f"{row['jobs']:.0f}",
             format_value(row["avg_jct"], "seconds"),
             format_value(row["avg_queueing_delay"], "seconds"),
             f"{row['gpu_hours']:,.1f}",
             f"{100 * row['gpu_share']:.1f}%",
-        )
+        ]
+        if left:
+            cells += [f"{row['unfinished']:.0f}", f"{row['rejected']:.0f}"]
+        table.add_row(*cells)
     return table
 
 
