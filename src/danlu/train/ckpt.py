@@ -93,6 +93,18 @@ class Checkpoints:
         step = self._manager.committed_step
         return None if step is None else int(step)
 
+    @property
+    def run_id(self) -> str | None:
+        """The run the checkpoints belong to (:attr:`CheckpointManager.run_id`); None
+        without a directory, or before a save or resume gave it one."""
+        return None if self._manager is None else self._manager.run_id
+
+    def join_run(self, run: str | None) -> None:
+        """Count ``run``'s checkpoints as this run's own (a rank that writes none takes the
+        writer's, so that every rank's rollback falls back alike)."""
+        if self._manager is not None:
+            self._manager.join_run(run)
+
     def wait(self) -> None:
         """Wait for a background save to finish."""
         if self._manager is not None:

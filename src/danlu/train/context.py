@@ -38,7 +38,13 @@ from danlu.train.data import (
 )
 from danlu.train.distributed import Distributed, unwrap
 from danlu.train.env import JobEnv
-from danlu.train.goodput import PROBE_STEPS, GoodputTuner, placement_of
+from danlu.train.goodput import (
+    PROBE_STEPS,
+    GoodputTuner,
+    placement_of,
+    probes_state,
+    stored_probes,
+)
 from danlu.train.part_states import Parse, parse_parts
 from danlu.train.preempt import Preemption
 from danlu.train.recovery import Recovery
@@ -148,6 +154,9 @@ class TrainContext(Recovery):
         """Whether this process reported a step (or resent a checkpoint's unshipped records):
         from then on the reporter itself holds every record not shipped yet."""
         self._checkpoint_news = CheckpointNews(checkpoints)
+        self._run_shared = False
+        """Whether the ranks of a distributed run took the writer's checkpoint run (at the
+        first :meth:`save`): a rollback's fallback stays within it on every rank."""
         """Which committed checkpoint the records have not said yet (``checkpoint_step``)."""
 
     # ------------------------------------------------------------------ data
@@ -501,6 +510,12 @@ class TrainContext(Recovery):
             "engine_steps": self.engine.step_count,
             "norm_cadence": self.engine.cadence.state_dict(),
             "goodput": self.goodput.state_dict() if self.goodput is not None else None,
+            # the sync probes left: a resume on the same GPUs does not run them again
+            "probes": (
+                probes_state(self._probes_left, self._placement())
+                if self.goodput is not None
+                else None
+            ),
             "gns": gns.state_dict() if (gns := self._gradient_noise) is not None else None,
             "scheduler_batch": self._scheduler_batch,
         }
@@ -553,6 +568,11 @@ class TrainContext(Recovery):
             self.checkpoints.note_saved(self.step_num)
         if self.distributed.enabled:
             self.checkpoints.wait()
+            if not self._run_shared:  # once: every rank's rollback falls back within it
+                self.checkpoints.join_run(
+                    self.distributed.broadcast_object(self.checkpoints.run_id)
+                )
+                self._run_shared = True
             self.distributed.barrier()
 
     def restore(self) -> bool:
@@ -582,6 +602,9 @@ class TrainContext(Recovery):
             run = api.stored_run(
                 state, rollbacks=self.rollbacks, scheduler_batch=self._scheduler_batch
             )
+            probes = None
+            if self.goodput is not None:
+                probes = stored_probes(run.data_state.get("probes"), self._placement())
         except ValueError as exc:
             problem = f"{exc} (the checkpoint is damaged)"
             raise api.resume_refused(step, where, problem) from None
@@ -629,10 +652,14 @@ class TrainContext(Recovery):
         self.precision.skipped_steps, self.rollbacks = counters.skipped_steps, counters.rollbacks
         self.engine.step_count = counters.engine_steps
         self._scheduler_batch = counters.scheduler_batch
+        if probes is not None:  # else (older checkpoint, other GPUs) as before: measured anew
+            self._probes_left = probes
         if not self._reported:
             self._reported = True  # sent once: a second restore would write a file's twice
             self.reporter.resend(run.metrics_pending, self.step_num)  # the file cut back too
             self._checkpoint_news.resumed_from = self.step_num  # the first record says it
+        else:  # a rollback: the steps it redoes are not in the JSONL file twice
+            self.reporter.rewind(self.step_num)
         return True
 
     # ------------------------------------------------------------------ lifecycle

@@ -40,7 +40,9 @@ def fit(
     for ``keep_best`` (``best_metric`` defaults to ``"eval"``; ``best_mode`` to the plateau
     scheduler's mode, else ``"min"``). Each epoch is evaluated once across restarts (a run
     resumed from an end-of-epoch checkpoint goes on with the next epoch), and a run resumed at
-    ``max_steps`` or beyond trains no more. Every other keyword goes to
+    ``max_steps`` or beyond trains no more. ``max_steps`` is an integer >= 1 or None (no
+    step bound): 0, which trained nothing and said nothing, is a
+    :class:`~danlu.core.errors.ConfigError` naming it. Every other keyword goes to
     :func:`danlu.train.init` but ``dataset_size`` (it is ``len(dataset)``: a
     :class:`~danlu.core.errors.ConfigError`, as is a ``dataset`` without ``len()``). Returns
     the (closed) context, whose ``history`` holds the per-step metrics.
@@ -60,6 +62,11 @@ def fit(
         ) from None
     if max_steps is not None:  # an integer (2.5 ran 3 steps; "3" failed after the start)
         max_steps = whole_argument("max_steps", max_steps, None)
+        if max_steps < 1:  # 0 or -1 returned at once, having trained nothing, silently
+            raise ConfigError(
+                f"fit(max_steps={max_steps}) would train no step: give max_steps >= 1, or "
+                "None (the default) to train the epochs without a step bound"
+            )
     if evaluate is not None:
         init_kwargs.setdefault("best_metric", "eval")
         if isinstance(scheduler, torch.optim.lr_scheduler.ReduceLROnPlateau):
@@ -72,7 +79,7 @@ def fit(
         dataset_size=dataset_size,
         **init_kwargs,
     ) as ctx:
-        ctx.stop_at_step(max_steps if max_steps is not None and max_steps > 0 else None)
+        ctx.stop_at_step(max_steps)
         if max_steps is not None and ctx.step_num >= max_steps:
             return ctx  # resumed from the checkpoint of the last step (e.g. preempted on it)
         for _ in ctx.epochs(epochs):

@@ -166,6 +166,34 @@ class GoodputTuner:
         return load
 
 
+def probes_state(left: int, placement: tuple[int, ...]) -> dict[str, Any]:
+    """What a checkpoint keeps of the sync probes (:data:`PROBE_STEPS`): how many are
+    ``left`` and the ``placement`` they measure, for :func:`stored_probes`."""
+    return {"left": left, "placement": list(placement)}
+
+
+def stored_probes(value: Any, placement: tuple[int, ...]) -> int | None:
+    """The sync probes left that a checkpoint's :func:`probes_state` holds, for a run on
+    ``placement``: a resume on the same GPUs goes on with the count (it ran its first 20
+    steps' probes again: not the uninterrupted run's micro-batches). None when the
+    checkpoint holds none (one written before it kept them) or was written on another
+    placement, whose sync is not this one's (it is measured afresh). ``ValueError`` for a
+    damaged one: not a dict, a count that is no whole number in 0..PROBE_STEPS, a
+    placement that is no list of GPU counts."""
+    if value is None:
+        return None
+    if not isinstance(value, dict):
+        raise ValueError(f"its probes state {value!r:.80} is not a dict")
+    left, where = value.get("left"), value.get("placement")
+    if isinstance(left, bool) or not isinstance(left, int) or not 0 <= left <= PROBE_STEPS:
+        raise ValueError(f"its probes left {left!r:.80} is not a whole number 0..{PROBE_STEPS}")
+    if not isinstance(where, list) or not all(
+        isinstance(n, int) and not isinstance(n, bool) and n >= 1 for n in where
+    ):
+        raise ValueError(f"its probes placement {where!r:.80} is not a list of GPU counts")
+    return left if tuple(where) == tuple(placement) else None
+
+
 def _usable_stats(grad_sqr: float, grad_var: float) -> bool:
     """True when both gradient statistics are finite and positive."""
     return all(math.isfinite(value) and value > 0 for value in (grad_sqr, grad_var))

@@ -154,13 +154,20 @@ def _step(line: bytes) -> int | None:
     return step if isinstance(step, int) and not isinstance(step, bool) else None
 
 
-def cut_after_step(path: Path, step: int) -> int:
+RESUMED = "the step this run resumes from (the run before it went on past its checkpoint)"
+"""What the step of :func:`cut_after_step` is, for its WARNING: a resume's checkpoint."""
+ROLLED_BACK = "the checkpoint's this run rolled back to (an anomaly)"
+"""The step of :func:`cut_after_step` of a rollback."""
+
+
+def cut_after_step(path: Path, step: int, what: str = RESUMED) -> int:
     """Take off the end of the JSONL file ``path`` its records of steps after ``step`` (a
     checkpoint's, which a run resumes from and redoes those steps: before, their records
     were in the file twice, the old run's then the new's); returns how many. Only the
     file's last lines are taken, back to the first that is not a record of a later step (an
     earlier step's, a line that is no record): a file of other lines is left as it is. A
-    half line at the end (a killed writer's) goes with them. Nothing when there is no file."""
+    half line at the end (a killed writer's) goes with them. Nothing when there is no file.
+    ``what`` says in the WARNING what ``step`` is (:data:`RESUMED`, :data:`ROLLED_BACK`)."""
     try:
         fd = _open_locked(path, os.O_RDWR)
     except FileNotFoundError:
@@ -191,12 +198,12 @@ def cut_after_step(path: Path, step: int) -> int:
             os.ftruncate(fd, kept)
         if count:
             log.warning(
-                "the metrics file %s held %d records of steps after %d, the step this run "
-                "resumes from (the run before it went on past its checkpoint): taken off, "
-                "the steps' records are written again as they are redone",
+                "the metrics file %s held %d records of steps after %d, %s: taken off, the "
+                "steps' records are written again as they are redone",
                 path,
                 count,
                 step,
+                what,
             )
         return count
     finally:

@@ -56,7 +56,6 @@ import json
 import logging
 import math
 import re
-import sys
 import threading
 import time
 import urllib.error
@@ -70,8 +69,9 @@ from typing import Any
 
 from danlu.core.errors import ConfigError, DanluError
 from danlu.core.metric_record import RecordError, check_record
-from danlu.train.checks import flag_argument, positive_argument, whole_argument
-from danlu.train.metrics_file import append_lines, cut_after_step
+from danlu.train.checks import positive_argument, whole_argument
+from danlu.train.metrics_file import ROLLED_BACK, append_lines, cut_after_step
+from danlu.train.progress import Progress as Progress  # re-exported: it lived here
 
 log = logging.getLogger("danlu.train")
 
@@ -210,6 +210,12 @@ class _Request:
         if not lines or not all(isinstance(r, dict) for r in records):
             return None
         return _Request(records, list(lines), key)
+
+
+def _after(record: dict[str, Any], step: int) -> bool:
+    """Whether ``record`` is the record of a step after ``step``."""
+    found = record.get("step")
+    return isinstance(found, int) and not isinstance(found, bool) and found > step
 
 
 def _body(lines: list[str]) -> bytes:
@@ -528,6 +534,45 @@ class MetricsReporter:
             self._outbox.extendleft(reversed(requests))
         return sum(len(r.records) for r in requests)
 
+    def rewind(self, step: int) -> int:
+        """A rollback to the checkpoint of ``step`` (anomaly recovery): the run redoes the
+        steps after it, and a JSONL file would hold their records twice, the first try's
+        and the replay's (a resume cuts them, :meth:`resend`; a rollback did not). So the
+        file loses them at its end (:func:`~danlu.train.metrics_file.cut_after_step`), and
+        so do the records not written yet; returns how many of those were dropped. Records
+        for the API are left as they are (each is sent once; the replay's follow them)."""
+        if self.path is None:
+            return 0
+        dropped = 0
+        with self._io:
+            with self._lock:
+                self._drain()
+                kept = [r for r in self._loose if not _after(r, step)]
+                dropped += len(self._loose) - len(kept)
+                self._loose[:] = kept
+                for request in list(self._outbox):
+                    pairs = [
+                        (r, line)
+                        for r, line in zip(request.records, request.lines, strict=True)
+                        if not _after(r, step)
+                    ]
+                    dropped += len(request.records) - len(pairs)
+                    request.records[:] = [r for r, _ in pairs]
+                    request.lines[:] = [line for _, line in pairs]
+                    if not pairs:
+                        self._outbox.remove(request)
+            try:
+                cut_after_step(self.path, step, ROLLED_BACK)
+            except OSError as exc:  # never fails the rollback
+                log.warning(
+                    "the metrics file %s could not be cut back to step %d (%s): the "
+                    "records of the steps this run redoes may be in it twice",
+                    self.path,
+                    step,
+                    exc,
+                )
+        return dropped
+
     def _too_large(self, request: _Request) -> None:
         """The server refused ``request``, the outbox's first, as too large (413, the control
         plane's ``DANLU_MAX_BODY_BYTES``): it becomes its two halves, sent next, each a
@@ -733,43 +778,3 @@ class MetricsReporter:
             )
         if thread is None or not thread.is_alive():
             self._deadline = None  # a later flush ships again; a thread still in a POST stops
-
-
-class Progress:
-    """A Rich progress bar on an interactive terminal (rank 0), a no-op elsewhere.
-
-    Updated every ``every`` steps so it costs nothing measurable: an integer >= 1, else a
-    :class:`~danlu.core.errors.ConfigError` naming it, checked before a bar is started (``0``
-    or ``-5`` was silently taken as 1, a NaN never updated the bar, ``2.5`` did on the wrong
-    steps; a bool or a float is refused as :func:`danlu.train.init`'s counts are).
-    ``enabled`` (``init``'s ``progress``) is True, False or None (on a terminal only); a
-    string is refused naming it (``"no"`` is true: it started a bar).
-    """
-
-    def __init__(self, total: int | None, enabled: bool | None = None, every: int = 10) -> None:
-        self.every = whole_argument("Progress every", every, 1)
-        name = "Progress enabled (init's progress; None: on a terminal only)"
-        self.enabled = sys.stdout.isatty() if enabled is None else flag_argument(name, enabled)
-        self._bar: Any = None
-        self._task: Any = None
-        if self.enabled:
-            with contextlib.suppress(ImportError):
-                from rich.progress import Progress as _RichProgress
-
-                self._bar = _RichProgress(transient=False)
-                self._task = self._bar.add_task("training", total=total)
-                self._bar.start()
-
-    def update(self, step: int, record: dict[str, Any]) -> None:
-        """Show ``step`` and the record's loss."""
-        if self._bar is None or step % self.every:
-            return
-        loss = record.get("loss")
-        desc = f"step {step} loss {loss:.4g}" if isinstance(loss, float) else f"step {step}"
-        self._bar.update(self._task, completed=step, description=desc)
-
-    def close(self) -> None:
-        """Stop the bar."""
-        if self._bar is not None:
-            self._bar.stop()
-            self._bar = None

@@ -15,23 +15,27 @@ reads at most two checkpoints.
 
 from __future__ import annotations
 
-import errno
 import json
 import logging
-import math
 import re
 import threading
 import time
 import uuid
-from collections.abc import Callable, Mapping
-from dataclasses import dataclass, field
+from collections.abc import Callable
 from typing import Any, Literal
 
-import numpy as np
 import torch
 
 from danlu.core.errors import ConfigError, DataError
 from danlu.train.checkpoint import codec, delta
+from danlu.train.checkpoint.fields import CheckpointInfo as CheckpointInfo  # re-exported
+from danlu.train.checkpoint.fields import (
+    finite_metric,
+    manifest_metrics,
+    no_space,
+    plain_name,
+    whole_number,
+)
 from danlu.train.checkpoint.sharded import (
     METADATA,
     SKELETON,
@@ -79,22 +83,10 @@ class _OtherFormatError(DataError):
         self.format = found
 
 
-@dataclass
-class CheckpointInfo:
-    """One complete checkpoint as its manifest describes it."""
-
-    name: str
-    step: int
-    kind: Literal["full", "incremental", "sharded"]
-    base: str | None
-    created_ns: int
-    metrics: dict[str, float] = field(default_factory=dict)
-    files: dict[str, dict[str, Any]] = field(default_factory=dict)
-
-    @property
-    def size(self) -> int:
-        """Bytes of this checkpoint's own files (a base is not counted)."""
-        return sum(int(f["size"]) for f in self.files.values())
+class _NotInThisMode(DataError):
+    """A checkpoint this manager cannot read in its mode (a sharded one without
+    ``sharded=True``, or away from a filesystem): not damaged, so neither marked invalid
+    nor removed by retention (another manager, in its mode, loads it)."""
 
 
 class CheckpointManager:
@@ -168,10 +160,18 @@ class CheckpointManager:
         self.storage: Storage = open_storage(directory, storage_options)
         self._infos: dict[str, CheckpointInfo] = {}
         self._invalid: set[str] = set()
+        """Checkpoints :meth:`load_latest` skipped as invalid: retention does not keep them."""
         self._other: dict[str, str] = {}
         """Checkpoints in another version of the format (a newer danlu's), with it, as the
         last :meth:`list_checkpoints` found them: neither loaded nor removed."""
-        """Checkpoints :meth:`load_latest` skipped as invalid: retention does not keep them."""
+        self.run_id: str | None = None
+        """The run this manager's saves belong to, written in their manifests (``run``): the
+        run of the checkpoint :meth:`load_latest` resumed from, so that a run keeps one id
+        through its restarts, else a new one at the first save. :meth:`load_latest` falls
+        back only within it (see there)."""
+        self._runs: set[str] = set()
+        """The runs whose checkpoints are this run's own: :attr:`run_id` and the run of the
+        checkpoint resumed from."""
         self._base: tuple[str, dict[str, torch.Tensor]] | None = None
         self._since_full = 0
         self._snap = HostSnapshot()
@@ -243,6 +243,8 @@ class CheckpointManager:
         t0 = time.perf_counter()
         metrics = manifest_metrics(metrics)  # before anything is written
         self.wait()
+        if self.run_id is None:
+            self.join_run(uuid.uuid4().hex)
         if self.sharded and distributed_world()[1] > 1:
             self._save_sharded(int(step), state, metrics)
             self.note_saved(step)
@@ -285,9 +287,10 @@ class CheckpointManager:
                 "directory, not an object-store URL"
             )
         dist = torch.distributed
-        names = [f"{_PREFIX}{step:012d}-{uuid.uuid4().hex[:8]}"]
-        dist.broadcast_object_list(names, src=0)  # one directory name for all ranks
-        name = names[0]
+        names = [f"{_PREFIX}{step:012d}-{uuid.uuid4().hex[:8]}", self.run_id]
+        dist.broadcast_object_list(names, src=0)  # one directory name (and run) for all ranks
+        name, self.run_id = str(names[0]), str(names[1])  # rank 0's run on every rank
+        self._runs.add(self.run_id)
         try:
             written = save_sharded(state, self.storage.join(name))
             failure = None
@@ -342,6 +345,7 @@ class CheckpointManager:
             created_ns=max(time.time_ns(), newest + 1),
             metrics=metrics,
             files=files,
+            run=self.run_id,
         )
         self._write_manifest(info)
         self._committed_step = step
@@ -356,6 +360,7 @@ class CheckpointManager:
             "created_ns": info.created_ns,
             "metrics": info.metrics,
             "files": info.files,
+            "run": info.run,
         }
         # No directory fsync before the manifest: a file lost by a power cut is caught by
         # the manifest's checksums, so the manifest alone is the commit record.
@@ -438,7 +443,7 @@ class CheckpointManager:
         """
         self.storage.remove_dir(name)
         self._infos.pop(name, None)
-        if _no_space(exc):
+        if no_space(exc):
             held = len(self.list_checkpoints())
             exc.add_note(
                 f"checkpoint of step {step} not saved: no space left in "
@@ -457,15 +462,19 @@ class CheckpointManager:
         checkpoints and the base of the next one. Checkpoints :meth:`load_latest` found
         invalid count for neither ``keep_last`` nor ``keep_best``. A checkpoint in another
         version of the format (a newer danlu wrote it) is never removed: it is not this
-        version's to judge, and a downgrade deleted it.
+        version's to judge, and a downgrade deleted it. Nor is one this manager cannot read
+        in its mode (a sharded one without ``sharded=True``: such a manager marked it
+        invalid, and retention deleted it); it counts for neither ``keep_last`` nor
+        ``keep_best``.
         """
         infos = self.list_checkpoints()
-        valid = [i for i in infos if i.name not in self._invalid]
+        unreadable = {i.name for i in infos if not self._readable_here(i)}
+        valid = [i for i in infos if i.name not in self._invalid and i.name not in unreadable]
         by_commit = sorted(valid, key=lambda i: (i.created_ns, i.step, i.name))
         keep = {committed} | {i.name for i in by_commit[-self.keep_last :]}
         best = self.best_metric
         if best is not None and self.keep_best > 0:
-            scored = [(v, i) for i in valid if (v := _finite_metric(i, best)) is not None]
+            scored = [(v, i) for i in valid if (v := finite_metric(i, best)) is not None]
             scored.sort(key=lambda vi: vi[0], reverse=self.mode == "max")
             keep |= {i.name for _, i in scored[: self.keep_best]}
         by_name = {i.name: i for i in infos}
@@ -474,7 +483,7 @@ class CheckpointManager:
             keep.add(self._base[0])
         for name in self.storage.list_dirs():
             if _OWN_NAME.fullmatch(name) and name not in keep:
-                if name in self._other:  # a newer danlu's: not ours to drop
+                if name in self._other or name in unreadable:  # not ours to judge
                     continue
                 self.storage.remove_dir(name)
                 self._infos.pop(name, None)
@@ -517,10 +526,10 @@ class CheckpointManager:
             if m.get("kind") not in ("full", "incremental", "sharded"):
                 raise DataError(f"{where}: unknown kind {m.get('kind')!r}")
             base = m["base"]
-            if base is not None and not (_plain_name(base) and base.startswith(_PREFIX)):
+            if base is not None and not (plain_name(base) and base.startswith(_PREFIX)):
                 raise DataError(f"{where}: base {base!r} is not a checkpoint name")
             for fname, spec in dict(m["files"]).items():
-                if not _plain_name(fname):
+                if not plain_name(fname):
                     raise DataError(f"{where}: file name {fname!r} is not a plain file name")
                 if not (
                     isinstance(spec, dict)
@@ -530,14 +539,16 @@ class CheckpointManager:
                     and isinstance(spec.get("sha256"), str)
                 ):
                     raise DataError(f"{where}: file {fname!r} has no size and checksum")
+            run = m.get("run")  # absent from checkpoints written before runs were recorded
             return CheckpointInfo(
                 name=name,
-                step=_whole_number(m, "step", where),
+                step=whole_number(m, "step", where),
                 kind=m["kind"],
                 base=base,
-                created_ns=_whole_number(m, "created_ns", where),
+                created_ns=whole_number(m, "created_ns", where),
                 metrics=dict(m["metrics"]),
                 files=dict(m["files"]),
+                run=run if isinstance(run, str) and run else None,
             )
         except _OtherFormatError:
             raise  # not malformed: another version's
@@ -583,10 +594,10 @@ class CheckpointManager:
         except FileNotFoundError as exc:
             raise DataError(f"{self.storage.join(name)}: no manifest") from exc
         if info.kind == "sharded":
-            if not self.sharded:
-                raise DataError(
+            if not self._readable_here(info):
+                raise _NotInThisMode(
                     f"{self.storage.join(name)}: a sharded checkpoint; only a "
-                    "CheckpointManager(sharded=True) loads it"
+                    "CheckpointManager(sharded=True) on a filesystem directory loads it"
                 )
             failure: OSError | DataError | None = None
             try:
@@ -601,8 +612,6 @@ class CheckpointManager:
                 agree(failure, f"verifying {self.storage.join(name)}", DataError)
             elif failure is not None:
                 raise failure
-            if not isinstance(self.storage, LocalStorage):
-                raise DataError(f"{self.storage.join(name)}: sharded, but not on a filesystem")
             return info.step, load_sharded(self.storage.join(name), files=set(info.files))
         meta, stored = self._load_parts(info)
         tensors: dict[str, torch.Tensor] = {}
@@ -644,7 +653,18 @@ class CheckpointManager:
         run that started afresh over an older run's directory, or went on after a fallback
         past a checkpoint it could not read then, resumes from what it wrote last, not from
         the older run's higher step. Invalid or partial checkpoints are skipped with a
-        warning, falling back to older ones; None when there is no valid checkpoint at all.
+        warning, falling back to older ones **of the same run** (the manifest's ``run``):
+        this manager's own (:attr:`run_id`, the run it resumed from), else, before it saved
+        or loaded any, the run of the newest checkpoint it can read in its mode (one
+        written before runs were recorded, without ``run``, is of any run, as before: the
+        fallback goes to any). Another run's checkpoints are not a fallback (before, a
+        damaged newest checkpoint of a run started with ``resume=False`` over an older
+        run's directory, or a rollback, resumed the older run's weights and data
+        position): with none of the run's left, a WARNING says so and the answer is None
+        (start afresh). A checkpoint it cannot read in its
+        mode (a sharded one without ``sharded=True``) is skipped with a warning, but not
+        marked invalid: retention does not remove it. The run of the checkpoint loaded
+        becomes this manager's (:meth:`join_run`). None when there is no valid checkpoint.
 
         Raises:
             IncompatibleCheckpointError: the directory holds a checkpoint in another version
@@ -661,7 +681,24 @@ class CheckpointManager:
                 "from the older ones (they are not a fallback chosen silently: the run "
                 "would lose the newer one's progress)"
             )
-        for info in sorted(infos, key=lambda i: (i.created_ns, i.step, i.name), reverse=True):
+        newest = sorted(infos, key=lambda i: (i.created_ns, i.step, i.name), reverse=True)
+        unreadable = [i for i in newest if not self._readable_here(i)]
+        if unreadable:
+            log.warning(
+                "skipping %d sharded checkpoint(s) in %s (the newest %s): only a "
+                "CheckpointManager(sharded=True) on a filesystem directory loads them; they "
+                "are kept",
+                len(unreadable),
+                self.storage.root,
+                unreadable[0].name,
+            )
+        readable = [i for i in newest if self._readable_here(i)]
+        runs: set[str | None] = set(self._runs) or {i.run for i in readable[:1]}
+        # a checkpoint that predates recorded runs (run None) belongs to any: as before
+        others = [i for i in readable if None not in runs and i.run not in (None, *runs)]
+        for info in readable:
+            if info.run not in runs and info.run is not None and None not in runs:
+                continue  # another run's (in others)
             try:
                 found = self.load(info.name)
             except (OSError, DataError) as exc:
@@ -669,8 +706,35 @@ class CheckpointManager:
                 self._invalid.add(info.name)
                 continue
             self._invalid.discard(info.name)
+            self.join_run(info.run)
             return found
+        if others:
+            log.warning(
+                "no valid checkpoint of this run in %s: the %d checkpoint(s) of other runs "
+                "there (the newest of step %d) are not loaded in its place (another run's "
+                "weights and data position); starting afresh",
+                self.storage.root,
+                len(others),
+                others[0].step,
+            )
         return None
+
+    def join_run(self, run: str | None) -> None:
+        """Make ``run`` this manager's: its saves carry it (when it is a run's id), and
+        :meth:`load_latest` counts its checkpoints as this run's own. A distributed job's
+        ranks that write none join the writer's (danlu.train shares it), so that every
+        rank falls back alike. None (a checkpoint written before runs were recorded, which
+        any run may fall back to) changes nothing."""
+        if run is None:
+            return
+        if self.run_id is None:
+            self.run_id = run
+        self._runs.add(run)
+
+    def _readable_here(self, info: CheckpointInfo) -> bool:
+        """Whether this manager can read ``info`` in its mode: a sharded checkpoint only
+        with ``sharded=True`` on a filesystem directory."""
+        return info.kind != "sharded" or (self.sharded and isinstance(self.storage, LocalStorage))
 
     # -- lifecycle ------------------------------------------------------------------------
     @property
@@ -713,80 +777,3 @@ class CheckpointManager:
 
     def __exit__(self, *exc: object) -> None:
         self.close()
-
-
-def _plain_name(name: object) -> bool:
-    """True for a single path component read from a manifest: no separator, not ``.`` or
-    ``..``, not absolute, no NUL (so joining it to a directory stays in that directory)."""
-    return (
-        isinstance(name, str)
-        and name not in ("", ".", "..")
-        and not any(c in name for c in ("/", "\\", "\0"))
-    )
-
-
-def manifest_metrics(metrics: Mapping[str, Any] | None) -> dict[str, Any]:
-    """``metrics`` (of :meth:`CheckpointManager.save`) as the manifest stores them, in JSON:
-    a one-element tensor or NumPy value as its Python number (a loss passed as a tensor, an
-    accuracy as ``np.float32``). A name that is not a string, or a value JSON cannot write,
-    is a :class:`ConfigError` naming the metric, before anything is written: it was a bare
-    ``TypeError`` from the manifest once every file was written (an async save's, at the
-    next save: the run went on without that checkpoint)."""
-    out: dict[str, Any] = {}
-    for key, value in dict(metrics or {}).items():
-        if not isinstance(key, str):
-            raise ConfigError(f"checkpoint metric name {key!r} must be a string")
-        if isinstance(value, torch.Tensor | np.ndarray | np.generic) and _elements(value) == 1:
-            value = value.item()
-        try:
-            json.dumps(value)
-        except (TypeError, ValueError) as exc:  # a list tensor, an object, a cycle
-            raise ConfigError(
-                f"checkpoint metric {key!r} cannot be stored ({exc}); give a number, such as "
-                "float(value)"
-            ) from None
-        out[key] = value
-    return out
-
-
-def _elements(value: torch.Tensor | np.ndarray | np.generic) -> int:
-    """How many elements a tensor or NumPy value holds."""
-    return value.numel() if isinstance(value, torch.Tensor) else int(np.size(value))
-
-
-def _whole_number(manifest: dict[str, Any], key: str, where: str) -> int:
-    """The manifest's ``key``, an integer as danlu writes it (or a float of one, ``3.0``).
-    Anything else makes the manifest invalid: ``int()`` read a step of ``1.5`` as step 1 (the
-    run resumed as if from a checkpoint of step 1), and a string or ``true`` as a number."""
-    value = manifest[key]
-    if isinstance(value, float) and value.is_integer():
-        return int(value)
-    if isinstance(value, bool) or not isinstance(value, int):
-        raise DataError(f"{where}: {key} {value!r} is not a whole number")
-    return value
-
-
-def _finite_metric(info: CheckpointInfo, key: str) -> float | None:
-    """``info``'s metric ``key`` as a float when it is a finite number, else None (a NaN
-    or infinite loss, or a value that is no number, never ranks as the best)."""
-    value = info.metrics.get(key)
-    if isinstance(value, bool) or not isinstance(value, int | float):
-        return None
-    number = float(value)
-    return number if math.isfinite(number) else None
-
-
-def _no_space(exc: BaseException) -> bool:
-    """True for a full disk or quota, also inside DCP's per-rank ``CheckpointException``."""
-    if isinstance(exc, OSError):
-        return exc.errno in (errno.ENOSPC, errno.EDQUOT)
-    failures = getattr(exc, "failures", None)  # DCP: {rank: (exception, traceback)}
-    if isinstance(failures, dict):
-        return any(
-            isinstance(pair, tuple)
-            and pair
-            and isinstance(pair[0], BaseException)
-            and _no_space(pair[0])
-            for pair in failures.values()
-        )
-    return False
