@@ -57,6 +57,7 @@ from danlu.server.reconcile import Reconciler
 from danlu.server.routes import admin, dashboard, events, jobs, sweeps, webhooks
 from danlu.server.routes.deps import (
     TOKEN_REQUIRED,
+    BackgroundWrites,
     ServerState,
     has_bearer,
     needs_token,
@@ -437,6 +438,7 @@ def _health_loop(
         hosts=hosts,
         interval=settings.health_interval,
         drain=settings.health_drain,
+        opener=lambda: health_check(inventory),  # a lifespan run again: its stop closed it
     )
 
 
@@ -512,13 +514,28 @@ def create_app(
         metered = (
             None
             if meter is None
-            else EnergyLoop(db, meter, interval=settings.energy_interval, report=metrics.set_energy)
+            else EnergyLoop(
+                db,
+                meter,
+                interval=settings.energy_interval,
+                report=metrics.set_energy,
+                opener=lambda: energy_meter(inventory),  # a lifespan run again
+            )
         )
         if metered is not None:
             undo.callback(close_quietly, "the energy meter", metered.stop)
         app = _app(state, reconciler, sender, metered, checked, start_loops, max_body_bytes)
         undo.pop_all()  # made whole: the app's lifespan closes them from now on
     return app
+
+
+def _renew(state: ServerState) -> None:
+    """Make again what a lifespan's end closed for good, for the next lifespan: the warm
+    tracers (as many spares as the settings say) and the token-use writes."""
+    if state.tracers is not None:
+        state.tracers = WarmTracers(state.settings.estimate_warm_workers)
+    if state.token_writes.closed:
+        state.token_writes = BackgroundWrites()
 
 
 def _app(
@@ -532,21 +549,38 @@ def _app(
 ) -> FastAPI:
     """The FastAPI app of :func:`create_app`'s parts: its lifespan starts the loops (when
     ``start_loops``) and, at its end or when one of them fails to start, stops them and
-    closes the tracers, the executor and the database, each whatever the others raise."""
+    closes the tracers, the executor and the database, each whatever the others raise.
+
+    A lifespan run again (a test client entered twice, an embedding app restarting it)
+    works with new resources in place of those the last one closed: new warm tracers and
+    token-use writes, and the NVML handles of the energy meter and the health check opened
+    again (:meth:`EnergyLoop.reopen`, :meth:`HealthLoop.reopen`). It ran without them
+    before: every estimate failed on the closed tracers, no token's use was stored any
+    more, and every energy and health pass failed on the closed handles."""
     loops: list[Reconciler | WebhookSender | EnergyLoop | HealthLoop] = [reconciler, sender]
     loops += [loop for loop in (metered, checked) if loop is not None]
-    tracers, executor, db, metrics = state.tracers, state.executor, state.db, state.metrics
+    executor, db, metrics = state.executor, state.db, state.metrics
+    ended = False
+    """Whether a lifespan has ended (closed what the next one must make again)."""
 
     @asynccontextmanager
     async def lifespan(_app: FastAPI) -> AsyncIterator[None]:
+        nonlocal ended
         try:
+            if ended:
+                _renew(state)
+                for handled in (metered, checked):
+                    if handled is not None:
+                        handled.reopen()
             if start_loops:
                 for loop in loops:
                     loop.start()
             yield
         finally:
+            ended = True
             for loop in loops:
                 close_quietly(f"the {type(loop).__name__}", loop.stop)
+            tracers = state.tracers
             if tracers is not None:
                 close_quietly("the warm tracers", tracers.close)
             close_quietly("the executor", executor.close)
@@ -565,6 +599,7 @@ def _app(
     app.state.danlu = state
     app.state.reconciler = reconciler
     app.state.health = checked
+    app.state.energy = metered
     app.add_middleware(GuardBody, limit=max_body_bytes)
     app.add_middleware(RejectNul)  # the last added runs first
     app.add_exception_handler(DanluError, _danlu_error)

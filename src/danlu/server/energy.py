@@ -15,6 +15,7 @@ interval of a stretch that ended (at most ``interval`` seconds) is charged to no
 from __future__ import annotations
 
 import logging
+import threading
 from collections.abc import Callable, Mapping
 
 from danlu.devices.energy import EnergyMeter
@@ -43,15 +44,24 @@ class EnergyLoop:
         *,
         interval: float = DEFAULT_INTERVAL,
         report: Callable[[Mapping[GpuKey, float]], None] | None = None,
+        opener: Callable[[], EnergyMeter | None] | None = None,
     ) -> None:
         self.db = db
         self.meter = meter
         self.report = report
+        self._opener = opener
+        """Makes a new meter for a loop started again after :meth:`stop` closed its meter
+        (None: the loop reads no more then)."""
         self._charged: dict[GpuKey, float] | None = None
         """The reading up to which energy was charged (None before the first)."""
         self._charged_at = 0.0
         self._closer = ClosedAfterUse(meter.close, log, "the energy meter")
         """Closes the meter once no pass reads it (:meth:`stop`)."""
+        self._handle_lock = threading.Lock()
+        """Held while the meter is swapped for a new one (:meth:`_renewed`) and while
+        :meth:`stop` releases it: a meter opened as the loop stops is closed too."""
+        self._renew = False
+        """Whether the next pass opens a new meter (:meth:`reopen`) if the old is closed."""
         self._loop = PeriodicLoop(
             "danlu-energy",
             interval,
@@ -63,19 +73,47 @@ class EnergyLoop:
 
     def start(self) -> None:
         """Run passes in a daemon thread until :meth:`stop` (again after one: the meter is
-        kept if a stopped pass still read it, else it stays closed)."""
-        self._closer.reopen()
+        kept if a stopped pass still read it, else the first pass opens a new one with
+        ``opener``: :meth:`reopen`)."""
+        self.reopen()
         self._loop.start()
+
+    def reopen(self) -> None:
+        """Undo a :meth:`stop` (an app's lifespan run again): the meter is kept if a
+        stopped pass still reads it; a closed one is replaced by a new one from ``opener``
+        at the next pass (in the pass, so that no pass of the old meter charges after
+        it), charging from that meter's first reading. The meter stayed closed before, and
+        every pass of a second lifespan failed on it."""
+        with self._handle_lock:
+            self._renew = not self._closer.reopen() and self._opener is not None
 
     def stop(self, timeout: float = 30.0) -> None:
         """Stop the thread after its current pass (waiting up to ``timeout`` seconds) and
         release the meter: at once when no pass reads it, else as that pass's reading
         ends (a pass that outlived the timeout read on with the meter closed under it)."""
-        self._closer.release(self._loop.stop(timeout), timeout)
+        stopped = self._loop.stop(timeout)
+        with self._handle_lock:
+            self._renew = False
+            self._closer.release(stopped, timeout)
+
+    def _renewed(self) -> None:
+        """Open a new meter if :meth:`reopen` asked for one (at the start of a pass)."""
+        with self._handle_lock:
+            if not self._renew or self._opener is None:
+                return
+            self._renew = False
+            meter = self._opener()
+            if meter is None:
+                log.warning("the energy meter cannot be opened again; energy is not metered")
+                return
+            self.meter = meter
+            self._closer = ClosedAfterUse(meter.close, log, "the energy meter")
+            self._charged, self._charged_at = None, 0.0  # its readings start from 0
 
     def run_once(self, now: float | None = None) -> int:
         """One pass at ``now`` (default: the clock); returns the jobs charged."""
         t = resolve_now(now)
+        self._renewed()
         with self.db.read_session() as session:
             held = energy.holdings(session)
         with self._closer.using():  # not closed under the reading (:meth:`stop`)

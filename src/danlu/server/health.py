@@ -41,7 +41,7 @@ import signal
 import subprocess
 import threading
 import time
-from collections.abc import Collection, Sequence
+from collections.abc import Callable, Collection, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import IO, Final
@@ -199,9 +199,18 @@ class HealthLoop:
         hosts: Sequence[str] = (),
         interval: float = DEFAULT_INTERVAL,
         drain: bool = False,
+        opener: Callable[[], HealthCheck | None] | None = None,
     ):
         self.db = db
         self.check = check
+        self._opener = opener
+        """Makes a new check for a loop started again after :meth:`stop` closed its check
+        (None: the loop checks the GPUs no more then)."""
+        self._renew = False
+        """Whether the next GPU pass opens a new check (:meth:`reopen`)."""
+        self._handle_lock = threading.Lock()
+        """Held while the check is swapped for a new one (:meth:`_renewed`) and while
+        :meth:`stop` releases it: a check opened as the loop stops is closed too."""
         self.program = program
         self.hosts = tuple(hosts)
         self.drain = drain
@@ -228,17 +237,45 @@ class HealthLoop:
 
     def start(self) -> None:
         """Run passes in a daemon thread until :meth:`stop` (again after one: the check is
-        kept if a stopped pass still used it, else it stays closed)."""
-        if self._closer.reopen():
-            self._stopped = False
+        kept if a stopped pass still used it, else the first GPU pass opens a new one with
+        ``opener``: :meth:`reopen`)."""
+        self.reopen()
         self._loop.start()
+
+    def reopen(self) -> None:
+        """Undo a :meth:`stop` (an app's lifespan run again): the check is kept if a
+        stopped pass still uses it; a closed one is replaced by a new one from ``opener``
+        at the next GPU pass. The check stayed closed before: every pass of a second
+        lifespan failed on it, and a failed run's :meth:`blame` checked nothing."""
+        with self._handle_lock:
+            if self._closer.reopen():
+                self._stopped = False
+            elif self._opener is not None and self.check is not None:
+                self._renew, self._stopped = True, False
 
     def stop(self, timeout: float = 30.0) -> None:
         """Stop the thread after its current pass (waiting up to ``timeout`` seconds) and
         release the check: at once when no GPU pass uses it, else as that pass ends (a
         pass that outlived the timeout went on with the check closed under it)."""
         self._stopped = True  # no GPU pass for a blame from now
-        self._closer.release(self._loop.stop(timeout), timeout)
+        stopped = self._loop.stop(timeout)
+        with self._handle_lock:
+            self._renew = False
+            self._closer.release(stopped, timeout)
+
+    def _renewed(self) -> None:
+        """Open a new check if :meth:`reopen` asked for one (a GPU pass, under
+        :attr:`_gpu_lock`, before it uses the check)."""
+        with self._handle_lock:
+            if not self._renew or self._opener is None:
+                return
+            self._renew = False
+            check = self._opener()
+            if check is None:
+                log.warning("the GPU health check cannot be opened again; GPUs go unchecked")
+                return
+            self.check = check
+            self._closer = ClosedAfterUse(check.close, log, "the GPU health check")
 
     def _close_check(self) -> None:
         if self.check is not None:
@@ -298,7 +335,15 @@ class HealthLoop:
         blame while the server stops), else the closed check raises."""
         if self.check is None:
             return []
-        with self._closer.using() as usable, self._gpu_lock:
+        with self._gpu_lock:
+            if not unless_closed or not self._stopped:
+                self._renewed()
+            return self._gpu_pass(t, unless_closed)
+
+    def _gpu_pass(self, t: float, unless_closed: bool) -> list[str]:
+        """:meth:`_gpus` once the check is open (its caller holding :attr:`_gpu_lock`)."""
+        assert self.check is not None
+        with self._closer.using() as usable:
             if unless_closed and not usable:
                 return []
             try:

@@ -247,34 +247,49 @@ def _note_use(state: ServerState, token_id: int, stored: float | None) -> None:
     written = state.token_uses.get(token_id)
     if not users.use_is_due(stored, now) or not users.use_is_due(written, now):
         return
-    if state.token_writes.closed:  # the app is shutting down: its connections are closed
+    writes = state.token_writes  # this lifespan's (a lifespan run again makes new ones)
+    if writes.closed:  # the app is shutting down: its connections are closed
         return
     if len(state.token_uses) >= 10_000:  # forget the old ones (the stored time still counts)
         state.token_uses.clear()
     state.token_uses[token_id] = now
     threading.Thread(
         target=_store_use,
-        args=(state, token_id, now),
+        args=(state, token_id, now, writes),
         name="danlu-token-use",
         daemon=True,  # a write cut short by the process's exit is rolled back
     ).start()
 
 
-def _store_use(state: ServerState, token_id: int, now: float) -> None:
+def _store_use(
+    state: ServerState, token_id: int, now: float, writes: BackgroundWrites | None = None
+) -> None:
     """Write a token's ``last_used_at``; a store that is busy or away: skipped, logged, and
     tried again at the token's next use. Skipped once the app has closed
-    (:meth:`ServerState.close_token_writes`): its database's connections are closed."""
-    if not state.token_writes.begin():
+    (:meth:`ServerState.close_token_writes`): its database's connections are closed.
+    ``writes``: those of the lifespan the request came in (default: the state's now).
+
+    A write that the shutdown stopped waiting for (:data:`TOKEN_USE_WAIT_SECONDS`) closes
+    its connection as it ends instead of handing it back to the pool: the shutdown has
+    disposed of that pool already, and a connection handed back to it stayed open (a
+    PostgreSQL session) for the life of the process."""
+    writes = state.token_writes if writes is None else writes
+    if not writes.begin():
         log.debug("token %s: its last use was not stored: the server is shutting down", token_id)
         return
     try:
-        with state.db.session() as session:
-            users.touch_token(session, token_id, now)
+        with state.db.engine.connect() as connection:
+            try:
+                with state.db.sessionmaker(bind=connection) as session, session.begin():
+                    users.touch_token(session, token_id, now)
+            finally:
+                if writes.closed:  # the shutdown began: its pool is (about to be) disposed
+                    connection.invalidate()
     except SQLAlchemyError as exc:
         log.debug("token %s: its last use was not stored: %s", token_id, exc)
         state.token_uses.pop(token_id, None)
     finally:
-        state.token_writes.end()
+        writes.end()
 
 
 def _own_metrics(request: Request, job_id: str) -> bool:
