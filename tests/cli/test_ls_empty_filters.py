@@ -49,3 +49,25 @@ def test_ls_without_the_filters_lists_as_before(fake: FakeApi) -> None:
     code, out, _ = run("ls", "--json")
     assert code == 0
     assert len(json.loads(out)) == 1
+
+
+# review 89: the shared empty-value check's words (refuse_empty), as danlu events and
+# webhook add say them
+@pytest.mark.parametrize("flag", ["--project", "--user", "--name"])
+@pytest.mark.parametrize("value", ["", " \t"])
+def test_ls_empty_filter_has_the_shared_wording(fake: FakeApi, flag: str, value: str) -> None:
+    result = CliRunner().invoke(APP, ["ls", flag, value])
+    assert result.exit_code == 2 and result.stdout == ""
+    what = flag[2:]
+    assert result.stderr.strip() == (
+        f"error: {flag}: empty; give a {what}, or leave {flag} out to list every one"
+    )
+    assert fake.requests == []
+
+
+def test_ls_empty_filter_is_refused_before_a_bad_state(fake: FakeApi) -> None:
+    """Both wrong: the empty filter is named first, as before (one error line)."""
+    result = CliRunner().invoke(APP, ["ls", "--user", "", "--state", "nope"])
+    assert result.exit_code == 2
+    assert result.stderr.startswith("error: --user: empty;")
+    assert fake.requests == []

@@ -70,7 +70,7 @@ from typing import Any
 from danlu.core.errors import ConfigError, DanluError
 from danlu.core.metric_record import RecordError, check_record
 from danlu.train.checks import positive_argument, whole_argument
-from danlu.train.metrics_file import ROLLED_BACK, append_lines, cut_after_step
+from danlu.train.metrics_file import RESUMED, ROLLED_BACK, append_lines, cut_after_step
 from danlu.train.progress import Progress as Progress  # re-exported: it lived here
 
 log = logging.getLogger("danlu.train")
@@ -510,16 +510,7 @@ class MetricsReporter:
         one attempt's by itself)."""
         if self.path is not None and step is not None:
             with self._io:
-                try:
-                    cut_after_step(self.path, step)
-                except OSError as exc:  # never fails the resume
-                    log.warning(
-                        "the metrics file %s could not be cut back to step %d (%s): the "
-                        "records of the steps this run redoes may be in it twice",
-                        self.path,
-                        step,
-                        exc,
-                    )
+                self._cut_file(self.path, step)
         if not self.active or pending is None:
             return 0
         items = pending if isinstance(pending, list) else [pending]
@@ -539,8 +530,9 @@ class MetricsReporter:
         steps after it, and a JSONL file would hold their records twice, the first try's
         and the replay's (a resume cuts them, :meth:`resend`; a rollback did not). So the
         file loses them at its end (:func:`~danlu.train.metrics_file.cut_after_step`), and
-        so do the records not written yet; returns how many of those were dropped. Records
-        for the API are left as they are (each is sent once; the replay's follow them)."""
+        so do the records not written yet; returns how many of those were dropped. A
+        reporter that sends its records to the API (and so writes no file) drops none: each
+        is sent once, the replay's after the first try's."""
         if self.path is None:
             return 0
         dropped = 0
@@ -561,17 +553,24 @@ class MetricsReporter:
                     request.lines[:] = [line for _, line in pairs]
                     if not pairs:
                         self._outbox.remove(request)
-            try:
-                cut_after_step(self.path, step, ROLLED_BACK)
-            except OSError as exc:  # never fails the rollback
-                log.warning(
-                    "the metrics file %s could not be cut back to step %d (%s): the "
-                    "records of the steps this run redoes may be in it twice",
-                    self.path,
-                    step,
-                    exc,
-                )
+            self._cut_file(self.path, step, ROLLED_BACK)
         return dropped
+
+    @staticmethod
+    def _cut_file(path: Path, step: int, what: str = RESUMED) -> None:
+        """:func:`~danlu.train.metrics_file.cut_after_step` of ``path`` (``what``: why, for
+        its WARNING); a file that cannot be cut is a WARNING, never a failed resume or
+        rollback."""
+        try:
+            cut_after_step(path, step, what)
+        except OSError as exc:
+            log.warning(
+                "the metrics file %s could not be cut back to step %d (%s): the records of "
+                "the steps this run redoes may be in it twice",
+                path,
+                step,
+                exc,
+            )
 
     def _too_large(self, request: _Request) -> None:
         """The server refused ``request``, the outbox's first, as too large (413, the control
