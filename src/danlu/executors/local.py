@@ -507,16 +507,21 @@ def _kill_group(job: Mapping[str, Any]) -> bool:
     after the leader has exited too: what the leader started (a shell wrapper's program)
     runs on in the group. Not when the leader's pid is another process's now: the group is
     gone then (a group keeps its leader's pid from reuse while it has a process), and the id
-    may name another's group. Returns whether a live (not zombie) process of the group was
-    there to kill."""
+    may name another's group. Nor when the leader is gone and the group has no live process
+    left: nothing of the job is there to kill, and the id, free then, could be taken by a new
+    process's group between the look and the signal (only a process in it keeps a group's id
+    from reuse). Returns whether a live (not zombie) process of the group was there to
+    kill."""
     pgid = job.get("pgid")
     if pgid is None or int(pgid) <= 0:  # 0 is the caller's own group, not the job's
         return False
-    if not supervise.alive(job.get("pid"), job.get("start")) and (
-        supervise.proc_start_time(int(pgid)) is not None
-    ):
+    group = int(pgid)
+    leader = supervise.alive(job.get("pid"), job.get("start"))
+    if not leader and supervise.proc_start_time(group) is not None:
         return False
-    ran = bool(supervise.group_members(int(pgid)))
+    ran = bool(supervise.group_members(group))
+    if not (leader or ran):
+        return False
     with contextlib.suppress(ProcessLookupError, PermissionError):
-        os.killpg(int(pgid), signal.SIGKILL)
+        os.killpg(group, signal.SIGKILL)
     return ran

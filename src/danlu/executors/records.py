@@ -35,11 +35,17 @@ def _natural(value: Any) -> bool:
     return _int(value) and value >= 0
 
 
+MAX_PID = 2**31 - 1
+"""The largest process id there can be (``pid_t`` is a signed 32-bit integer; Linux's
+``pid_max`` is far below)."""
+
+
 def _pid(value: Any) -> bool:
     """A process (or process group) id: positive. 0 (and -1) are not one: signalled, they
     name the signalling process's own group (every process), which a damaged record must
-    never make the control plane do."""
-    return _int(value) and value > 0
+    never make the control plane do. Nor is one above :data:`MAX_PID`: ``os.killpg`` raised
+    ``OverflowError`` for it, which ended the poll of the run."""
+    return _int(value) and 0 < value <= MAX_PID
 
 
 def _number(value: Any) -> bool:

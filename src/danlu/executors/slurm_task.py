@@ -114,11 +114,16 @@ def exit_path(run_dir: Path, node: str) -> Path:
 
 def task_env(task: dict[str, object], env: dict[str, str]) -> dict[str, str]:
     """The job's environment on the node Slurm names in ``env`` (this process's:
-    ``SLURMD_NODENAME``, ``SLURM_NODEID``, ``DANLU_TOKEN``)."""
+    ``SLURMD_NODENAME``, ``SLURM_NODEID``, ``DANLU_TOKEN``). This node's own ``SLURM*``
+    variables win over the task's: its ``env`` can hold a ``SLURMD_NODENAME`` (the executor
+    drops only ``SLURM_*``), the control plane's own when it runs in a Slurm job, which
+    named every node as that one (the wrong GPUs, rank and exit record on each)."""
     given = task.get("env")
-    out = {k: v for k, v in env.items() if k.startswith("SLURM")}
+    own = {k: v for k, v in env.items() if k.startswith("SLURM")}
+    out: dict[str, str] = {}
     if isinstance(given, dict):
         out.update({str(k): str(v) for k, v in given.items()})
+    out.update(own)
     if "DANLU_TOKEN" in env:
         out["DANLU_TOKEN"] = env["DANLU_TOKEN"]
     node = env.get("SLURMD_NODENAME", "")
