@@ -222,6 +222,7 @@ def init(
             incremental=incremental_checkpoint,
             writer=dist.is_chief,
             agree=dist.any if dist.enabled else None,
+            gather=dist.all_gather_object if dist.enabled else None,
         )
         path = _metrics_path(env, metrics_file, ckpt_dir) if dist.is_chief else None
         reporter = MetricsReporter(

@@ -8,10 +8,13 @@ Without a directory every method is a no-op (the do-nothing default off the clus
 from __future__ import annotations
 
 import importlib
+import logging
 from collections.abc import Callable
 from typing import Any
 
-from danlu.core.errors import ConfigError
+from danlu.core.errors import ConfigError, DataError
+
+log = logging.getLogger("danlu.train")
 
 
 class Checkpoints:
@@ -32,13 +35,17 @@ class Checkpoints:
         storage_options: dict[str, Any] | None = None,
         writer: bool = True,
         agree: Callable[[bool], bool] | None = None,
+        gather: Callable[[Any], list[Any]] | None = None,
     ) -> None:
         """``agree`` (distributed runs: ``Distributed.any``) turns one rank's answer into
         every rank's: with ``every_seconds`` each rank's clock decides, so a save is due on
-        all ranks once it is due on any (one tiny all-reduce a step)."""
+        all ranks once it is due on any (one tiny all-reduce a step). ``gather``
+        (distributed runs: ``Distributed.all_gather_object``) makes every rank's
+        :meth:`load_latest` answer the checkpoint rank 0 chose."""
         self.directory = directory
         self.writer = writer
         self._agree = agree if every_seconds is not None else None
+        self._gather = gather
         self._manager: Any = None
         self.enabled = False
         """True when checkpoints are written somewhere (a plain flag: read on every step)."""
@@ -115,7 +122,53 @@ class Checkpoints:
         if self._manager is None:
             return None
         out = self._manager.load_latest()
+        if self._gather is not None:
+            out = self._as_rank_zero(out)
         return None if out is None else (int(out[0]), out[1])
+
+    def _as_rank_zero(
+        self, out: tuple[int, dict[str, Any]] | None
+    ) -> tuple[int, dict[str, Any]] | None:
+        """A distributed run's ranks each chose a checkpoint (``out``, this rank's): when
+        they differ, every rank takes rank 0's (the writer's), or they all fail together.
+
+        The ranks read the same directory, but a read can fail on one rank alone (a network
+        filesystem's or an object store's passing error, a node's stale cache): that rank
+        fell back to an older checkpoint, or to none, while the others loaded the newest.
+        Before, the ranks went on from different steps and weights (a rank at step 0 next to
+        ranks at step 400), and DDP kept them apart for good. Raises :class:`DataError` on
+        every rank when one cannot load rank 0's choice, or rank 0 found none that another
+        found (a restart reads them again)."""
+        assert self._gather is not None and self._manager is not None
+        mine = self._manager.loaded if out is not None else None
+        names = self._gather(mine)
+        chosen = names[0]
+        if all(name == chosen for name in names):
+            return out
+        failure: str | None = None
+        if chosen is None:
+            failure = "rank 0 found no valid checkpoint of the run"
+        elif mine != chosen:
+            try:
+                out = self._manager.load_chosen(chosen)
+            except (OSError, DataError) as exc:
+                failure = f"this rank cannot load it: {exc}"
+        failures = self._gather(failure)
+        said = [f"rank {r}: {f}" for r, f in enumerate(failures) if f is not None]
+        if said:
+            found = ", ".join(f"rank {r}: {n or 'none'}" for r, n in enumerate(names))
+            raise DataError(
+                f"the ranks do not agree on the checkpoint to resume from in "
+                f"{self.directory} ({found}); {'; '.join(said)}. A read that failed on some "
+                "ranks only (a passing storage error) is read again by a restart"
+            )
+        log.warning(
+            "ranks chose different checkpoints in %s (%s): every rank resumed from rank 0's, %s",
+            self.directory,
+            ", ".join(f"rank {r}: {n or 'none'}" for r, n in enumerate(names)),
+            chosen,
+        )
+        return out
 
     def close(self) -> None:
         """Finish pending saves and release the manager."""

@@ -114,3 +114,13 @@ def no_space(exc: BaseException) -> bool:
             for pair in failures.values()
         )
     return False
+
+
+def damaged(exc: BaseException) -> bool:
+    """Whether a checkpoint that failed to load with ``exc`` is damaged for good (retention
+    may remove it): a :class:`DataError` (a checksum, a manifest, a layout) or a file that
+    is not there. Another ``OSError`` (``EIO``, a network filesystem's or an object store's
+    passing failure, a permission) says nothing about the checkpoint: it is skipped, but
+    kept. Before, a restart whose read of the newest checkpoint failed once fell back past
+    it and its first save's retention deleted it, the run's newest progress."""
+    return isinstance(exc, DataError | FileNotFoundError)

@@ -30,6 +30,7 @@ from danlu.core.errors import ConfigError, DataError
 from danlu.train.checkpoint import codec, delta
 from danlu.train.checkpoint.fields import CheckpointInfo as CheckpointInfo  # re-exported
 from danlu.train.checkpoint.fields import (
+    damaged,
     finite_metric,
     manifest_metrics,
     no_space,
@@ -169,6 +170,9 @@ class CheckpointManager:
         run of the checkpoint :meth:`load_latest` resumed from, so that a run keeps one id
         through its restarts, else a new one at the first save. :meth:`load_latest` falls
         back only within it (see there)."""
+        self.loaded: str | None = None
+        """The name of the checkpoint :meth:`load_latest` (or :meth:`load_chosen`) returned
+        last; None before one, and after a :meth:`load_latest` that found none."""
         self._runs: set[str] = set()
         """The runs whose checkpoints are this run's own: :attr:`run_id` and the run of the
         checkpoint resumed from."""
@@ -458,14 +462,16 @@ class CheckpointManager:
         Kept: ``committed`` itself; the newest ``keep_last`` by commit order (the manifest's
         ``created_ns``, not the step: a run may write lower steps than an older run left in
         the directory, or go on after :meth:`load_latest` fell back past a newer checkpoint);
-        the best ``keep_best`` by a finite ``best_metric``; the bases of the kept incremental
-        checkpoints and the base of the next one. Checkpoints :meth:`load_latest` found
-        invalid count for neither ``keep_last`` nor ``keep_best``. A checkpoint in another
-        version of the format (a newer danlu wrote it) is never removed: it is not this
-        version's to judge, and a downgrade deleted it. Nor is one this manager cannot read
-        in its mode (a sharded one without ``sharded=True``: such a manager marked it
-        invalid, and retention deleted it); it counts for neither ``keep_last`` nor
-        ``keep_best``.
+        the best ``keep_best`` by a finite ``best_metric`` of each run (the manifest's
+        ``run``; those written before runs were recorded count as one: before, an older
+        run's better metric took the new run's places, and its own best went); the bases
+        of the kept incremental checkpoints and the base of the next one. Checkpoints
+        :meth:`load_latest` found invalid count for neither ``keep_last`` nor
+        ``keep_best``. A checkpoint in another version of the format (a newer danlu wrote
+        it) is never removed: it is not this version's to judge, and a downgrade deleted
+        it. Nor is one this manager cannot read in its mode (a sharded one without
+        ``sharded=True``: such a manager marked it invalid, and retention deleted it); it
+        counts for neither ``keep_last`` nor ``keep_best``.
         """
         infos = self.list_checkpoints()
         unreadable = {i.name for i in infos if not self._readable_here(i)}
@@ -476,7 +482,10 @@ class CheckpointManager:
         if best is not None and self.keep_best > 0:
             scored = [(v, i) for i in valid if (v := finite_metric(i, best)) is not None]
             scored.sort(key=lambda vi: vi[0], reverse=self.mode == "max")
-            keep |= {i.name for _, i in scored[: self.keep_best]}
+            for run in {i.run for _, i in scored}:  # the best K of each run
+                keep |= {
+                    i.name for _, i in [vi for vi in scored if vi[1].run == run][: self.keep_best]
+                }
         by_name = {i.name: i for i in infos}
         keep |= {base for n in list(keep) if n in by_name and (base := by_name[n].base) is not None}
         if self._base is not None:
@@ -671,6 +680,7 @@ class CheckpointManager:
                 of the format (a newer danlu's), which falling back past would lose.
         """
         self.wait()
+        self.loaded = None
         infos = self.list_checkpoints()
         if self._other:
             name, other = min(self._other.items())
@@ -703,10 +713,12 @@ class CheckpointManager:
                 found = self.load(info.name)
             except (OSError, DataError) as exc:
                 log.warning("skipping invalid checkpoint %s: %s", info.name, exc)
-                self._invalid.add(info.name)
+                if damaged(exc):  # not a passing read error: retention keeps that one
+                    self._invalid.add(info.name)
                 continue
             self._invalid.discard(info.name)
             self.join_run(info.run)
+            self.loaded = info.name
             return found
         if others:
             log.warning(
@@ -718,6 +730,15 @@ class CheckpointManager:
                 others[0].step,
             )
         return None
+
+    def load_chosen(self, name: str) -> tuple[int, dict[str, Any]]:
+        """Load the checkpoint ``name`` that another rank's :meth:`load_latest` chose, as
+        that does (its run becomes this manager's); raises as :meth:`load` does."""
+        found = self.load(name)
+        self._invalid.discard(name)
+        self.join_run((self._infos.get(name) or self._read_manifest(name)).run)
+        self.loaded = name
+        return found
 
     def join_run(self, run: str | None) -> None:
         """Make ``run`` this manager's: its saves carry it (when it is a run's id), and
