@@ -51,8 +51,25 @@ def records(response: httpx.Response) -> list[dict[str, Any]]:
     return [dict(of_shape(response, item, dict)) for item in shaped(response, list)]
 
 
+_MAX_HEADER_COUNT = 2**63 - 1
+"""The largest count a header may carry: a byte offset or a row id the server keeps in a
+64-bit integer."""
+
+
 def header_count(response: httpx.Response, name: str) -> int | None:
     """The whole number in ``response``'s header ``name``; None when it is missing or not
-    ASCII digits (``str.isdigit`` alone takes ``"²"``, which ``int()`` refuses)."""
+    ASCII digits (``str.isdigit`` alone takes ``"²"``, which ``int()`` refuses).
+    :func:`malformed` (a :class:`ServerError` naming the request and the header) when the
+    number is beyond a 64-bit count: more than 4,300 digits raised ``int()``'s bare
+    ValueError, and a server sends no offset or cursor that large."""
     value = response.headers.get(name, "")
-    return int(value) if value.isascii() and value.isdigit() else None
+    if not (value.isascii() and value.isdigit()):
+        return None
+    digits = value.lstrip("0")
+    if len(digits) > len(str(_MAX_HEADER_COUNT)) or int(digits or "0") > _MAX_HEADER_COUNT:
+        shown = value if len(value) <= 40 else f"{value[:20]}...({len(value)} digits)"
+        raise malformed(
+            response,
+            f"header {name} is {shown}, beyond a 64-bit count (at most {_MAX_HEADER_COUNT})",
+        )
+    return int(digits or "0")

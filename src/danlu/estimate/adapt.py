@@ -102,8 +102,8 @@ class SelfTuner:
     ) -> None:
         """Record one measurement: micro-batch ``atomic`` took ``step`` seconds per
         synchronised step (``sync`` of them in gradient sync) on ``placement``; the
-        gradient statistics were ``stats`` = (sqr, var). Non-finite statistics (a step
-        whose gradients overflowed) are ignored: the previous ones stay. So is a timing that
+        gradient statistics were ``stats`` = (sqr, var). Non-finite or negative statistics
+        (a step whose gradients overflowed) are ignored: the previous ones stay. So is a timing that
         is not finite (NaN or inf) or negative: kept, a NaN compute or sync time made every
         batch's goodput NaN and pinned the choice to the smallest batch until the same
         micro-batch was measured again. A micro-batch that is not a whole number of samples
@@ -116,7 +116,7 @@ class SelfTuner:
         pair = isinstance(stats, Sequence | np.ndarray) and not isinstance(stats, str | bytes)
         if not pair or len(stats) != 2:
             raise SpecError("stats", f"must be a pair (sqr, var), got {quoted(stats)}")
-        if _finite(stats):
+        if _usable_stats(stats):
             self._stats = (float(stats[0]), float(stats[1]))
         if not (usable_seconds(step) and usable_seconds(sync) and _usable_batch(atomic)):
             return
@@ -164,8 +164,9 @@ class SelfTuner:
     def load_state_dict(self, state: dict[str, Any]) -> None:
         """Restore :meth:`state_dict` output. Timings :meth:`measure` would have ignored (not
         finite, or negative: a checkpoint written before it ignored them) are left out, as
-        are statistics that are not finite. A state of another shape (a damaged checkpoint)
-        is a :class:`DataError` naming the entry (``compute[0]``), and nothing is loaded:
+        are statistics that are not finite or are negative. A state of another shape (a
+        damaged checkpoint) is a :class:`DataError` naming the entry (``compute[0]``), and
+        nothing is loaded:
         a micro-batch or a GPU count that is not a whole number in ``1..MAX_INT``, a timing
         or statistic that is no number, an entry that is no pair (they were a bare
         KeyError, TypeError, ValueError or IndexError, or were read as something else:
@@ -224,6 +225,8 @@ class SelfTuner:
         if sqr <= 0 and var <= 0:
             gain = np.ones_like(executed)
         else:
+            if math.isinf(var + sqr):  # both near a float's largest: inf / inf, the smallest
+                var, sqr = var / 2, sqr / 2  # batch chosen; halved exactly, the same ratio
             scale = executed / init
             gain = (var + sqr) / (var / scale + sqr)
         good = gain / iteration
@@ -313,7 +316,7 @@ def _parse_state(
             f"the tuner state's stats must be null or a pair of numbers, got {quoted(stats)}"
         )
     loaded = (as_float(stats[0]), as_float(stats[1]))
-    return compute, sync, loaded if _finite(loaded) else None
+    return compute, sync, loaded if _usable_stats(loaded) else None
 
 
 def _pairs(state: Mapping[str, Any], key: str) -> list[tuple[str, Any, Any]]:
@@ -363,9 +366,15 @@ def _usable_batch(value: int) -> bool:
     return is_whole_number(value) and 1 <= value <= MAX_INT
 
 
-def _finite(stats: tuple[float, float]) -> bool:
-    """True when both gradient statistics are finite real numbers."""
-    return all(is_real_number(value) and math.isfinite(as_float(value)) for value in stats)
+def _usable_stats(stats: tuple[float, float]) -> bool:
+    """True when both gradient statistics are finite real numbers >= 0, as
+    :class:`~danlu.estimate.goodput.GradientStats` takes them (``danlu.train`` passes only
+    positive ones). A negative ``sqr`` (an unbiased estimator's, unclamped) put a zero or a
+    sign change in the gain's denominator: an infinite gain at one batch, which was then
+    chosen whatever it cost."""
+    return all(
+        is_real_number(value) and math.isfinite(as_float(value)) and value >= 0 for value in stats
+    )
 
 
 def _rounded(value: float) -> float:

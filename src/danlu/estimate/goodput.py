@@ -88,9 +88,14 @@ def _scale(batch_size: float, init_batch_size: int) -> float:
 
 
 def _gain(stats: GradientStats, scale: FloatArray) -> FloatArray:
-    denom = stats.var / scale + stats.sqr
+    var, sqr = stats.var, stats.sqr
+    if math.isinf(var + sqr):
+        # both near a float's largest (1e308 each): var + sqr overflowed and the gain was
+        # inf, an infinite AdaScale learning rate. Halved (exactly), the ratio is the same.
+        var, sqr = var / 2, sqr / 2
+    denom = var / scale + sqr
     safe = np.where(denom > 0, denom, 1.0)
-    out: FloatArray = np.where(denom > 0, (stats.var + stats.sqr) / safe, 1.0)
+    out: FloatArray = np.where(denom > 0, (var + sqr) / safe, 1.0)
     return out
 
 

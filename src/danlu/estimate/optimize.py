@@ -267,8 +267,17 @@ def plan_accumulation(
     smallest ``accum_steps`` at or above that minimum with ``R * accum_steps`` dividing ``G``
     (it exists when ``R`` divides ``G``: at worst micro-batch 1); otherwise
     :class:`SpecError` on ``global_batch``. ``exact`` must be a bool (``"no"`` was truthy).
+    ``global_batch`` is at most :data:`~danlu.core.spec.MAX_BATCH` (2**30), the largest
+    ``training.global_batch_size`` a spec takes (``exact=True`` on 10**30 never returned:
+    finding the divisor takes ``sqrt(global_batch)`` steps).
     """
     check_positive_int("global_batch", global_batch)
+    if global_batch > MAX_BATCH:
+        raise SpecError(
+            "global_batch",
+            f"samples {range_message(1, MAX_BATCH, global_batch)} (the largest global batch "
+            "a job spec takes); give a smaller global batch",
+        )
     check_positive_int("num_replicas", num_replicas)
     check_positive_int("max_micro_batch", max_micro_batch)
     exact = check_bool("exact", exact)

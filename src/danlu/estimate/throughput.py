@@ -314,8 +314,9 @@ class ThroughputParams:
 
     Built in code (not by :func:`fit_throughput`, whose bounds keep them valid) they are
     checked: every time is a finite number >= 0, ``alpha_c`` and ``beta_c`` not both 0,
-    and ``gamma`` a finite number >= 1; :class:`SpecError` names the field otherwise. A zero
-    compute time, a NaN or a ``gamma`` of 0 came back as NaN or infinite step times.
+    and ``gamma`` a number in [1, 10] (the fit's range); :class:`SpecError` names the field
+    otherwise. A zero compute time, a NaN or a ``gamma`` of 0 (or of 2000) came back as NaN
+    or infinite step times.
     """
 
     alpha_c: float
@@ -336,11 +337,11 @@ class ThroughputParams:
                 "compute time's fixed part (alpha_c) or per-sample part (beta_c) in seconds",
             )
         gamma = check_finite("gamma", self.gamma, positive=False, what="an overlap exponent")
-        if gamma < _GAMMA_MIN:
+        if not _GAMMA_MIN <= gamma <= _GAMMA_MAX:  # 2000 gave infinite step times
             raise SpecError(
                 "gamma",
-                f"must be at least {_GAMMA_MIN:g} (1: no overlap of compute and sync; "
-                f"{_GAMMA_MAX:g}: nearly full), got {gamma}",
+                f"must lie within {_GAMMA_MIN:g}..{_GAMMA_MAX:g} (1: no overlap of compute "
+                f"and sync; {_GAMMA_MAX:g}: nearly full), got {gamma}",
             )
 
     def as_array(self) -> FloatArray:
@@ -411,8 +412,17 @@ def _predict(
         nodes > 1, alpha_n + beta_n * extra, np.where(replicas > 1, alpha_r + beta_r * extra, 0.0)
     )
     # (c^g + s^g)^(1/g) computed as c * (1 + (s/c)^g)^(1/g) to avoid overflow.
-    ratio = sync / compute
-    step = compute * np.power(1.0 + np.power(ratio, gamma), 1.0 / gamma)
+    with np.errstate(all="ignore"):
+        ratio = sync / compute
+        step = compute * np.power(1.0 + np.power(ratio, gamma), 1.0 / gamma)
+        if not np.all(np.isfinite(step)):
+            # A compute time far below the sync (alpha_c = 1e-300, or b * beta_c gone to 0)
+            # overflowed s/c: infinite or NaN step times. Scaled by the larger term instead
+            # (kept where the first form is finite, so fitted answers do not move by a bit).
+            high, low = np.maximum(compute, sync), np.minimum(compute, sync)
+            scaled = np.divide(low, high, out=np.zeros_like(high), where=high > 0)
+            stable = high * np.power(1.0 + np.power(scaled, gamma), 1.0 / gamma)
+            step = np.where(np.isfinite(step), step, stable)
     return compute, step
 
 
@@ -484,8 +494,16 @@ class ThroughputModel:
     def throughput(
         self, local_bsz: float, num_nodes: int, num_replicas: int, accum_steps: int = 1
     ) -> float:
-        """Samples per second: ``R * b * s / T_step(b, N, R, s)``."""
+        """Samples per second: ``R * b * s / T_step(b, N, R, s)``. :class:`SpecError` on
+        ``local_bsz`` when the step takes 0 s in floating point (``alpha_c = 0`` and a local
+        batch so small that ``beta_c * b`` underflows, 5e-324: a bare ZeroDivisionError)."""
         step = self.step_time(local_bsz, num_nodes, num_replicas, accum_steps)
+        if step == 0:
+            raise SpecError(
+                "local_bsz",
+                f"{quoted(local_bsz)} is so small that a step takes 0 s in floating point, "
+                "so it has no throughput; give a larger local batch",
+            )
         return num_replicas * local_bsz * accum_steps / step
 
 

@@ -33,7 +33,8 @@ from pathlib import Path
 
 from danlu.core.cluster import gpu_type_from_device
 from danlu.core.errors import ConfigError, UnknownNameError
-from danlu.core.values import quoted
+from danlu.core.units import MAX_BYTES
+from danlu.core.values import quoted, range_message
 from danlu.estimate.checks import check_finite
 
 MiB = 1024**2
@@ -60,9 +61,20 @@ class GpuSpec:
 
 
 def _major(cc: str) -> int | None:
-    """The major version of a compute capability such as ``"9.0"`` (None: not one)."""
+    """The major version of a compute capability such as ``"9.0"`` (None: not one, such as
+    ``"².0"``, which ``str.isdigit`` takes and ``int()`` refuses, or thousands of digits:
+    both were a bare ValueError from a ``--gpu-table`` file)."""
     head = cc.strip().partition(".")[0]
-    return int(head) if head.isdigit() else None
+    if not head.isdigit() or len(head) > _MAX_MAJOR_DIGITS:
+        return None
+    try:
+        return int(head)
+    except ValueError:
+        return None
+
+
+_MAX_MAJOR_DIGITS = 4
+"""More digits than any compute capability's major version has."""
 
 
 def cublas_workspace_for(compute_capability: str) -> int:
@@ -233,6 +245,10 @@ _FIELD_KINDS: dict[str, tuple[type, float]] = {
     "cublas_handles": (int, 1),
     "conv_workspace_ratio": (float, 0),
 }
+_MAX_FIELD_INT = MAX_BYTES
+"""The largest integer field of a ``--gpu-table`` entry (2**62, the largest size danlu
+takes): a ``capacity_bytes`` of 10**400 was taken, and ``--max-batch``'s margin of it
+(``5%``) raised a bare OverflowError."""
 
 
 def _field_problem(name: str, value: object) -> str:
@@ -248,6 +264,8 @@ def _field_problem(name: str, value: object) -> str:
         return f"{name} must be {'an integer' if kind is int else 'a number'}, got {value!r}"
     if not (low <= value < math.inf):  # type: ignore[operator]
         return f"{name} must be >= {low:g} and finite, got {value!r}"
+    if isinstance(value, int) and value > _MAX_FIELD_INT:  # (an int field: checked above)
+        return f"{name} {range_message(low, _MAX_FIELD_INT, value)}"
     return ""
 
 
