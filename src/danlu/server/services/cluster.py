@@ -61,8 +61,17 @@ def replace_inventory(
     if len(set(names)) != len(names):
         raise ConfigError(f"duplicate node names in the inventory: {names}")
     uuids = uuids or {}
-    query = (  # every GPU, absent ones too (list_nodes may have loaded only the others)
-        select(Node).options(selectinload(Node.gpus)).execution_options(populate_existing=True)
+    # every GPU, absent ones too (list_nodes may have loaded only the others); the nodes'
+    # rows locked until the transaction ends (in the order of their ids, as a flush writes
+    # them), so that an admin's cordon of a node or of one of its GPUs committed meanwhile
+    # is seen: a node missing from the reading whose admin cordon came after the read was
+    # deleted with it
+    query = (
+        select(Node)
+        .options(selectinload(Node.gpus))
+        .order_by(Node.id)
+        .with_for_update(of=Node)
+        .execution_options(populate_existing=True)
     )
     existing = {n.name: n for n in session.scalars(query)}
     for name in set(existing) - set(names):

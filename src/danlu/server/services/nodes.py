@@ -27,7 +27,7 @@ from collections.abc import Collection, Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from typing import Final
 
-from sqlalchemy import select
+from sqlalchemy import Select, select
 from sqlalchemy.orm import Session
 
 from danlu.core.cluster import Cluster
@@ -84,6 +84,18 @@ def _node(session: Session, name: str) -> Node:
     if node is None:
         raise NotFoundError("node", name, "name")
     return node
+
+
+def _locked(query: Select[Node]) -> Select[Node]:
+    """``query`` (of nodes) with its rows locked until the transaction ends and read again,
+    as :func:`_node` does for one: the closes and reopens the control plane makes by itself
+    (the health program's, the backend's, after failed launches) write what they read, and
+    read without a lock they wrote over an admin's cordon or drain committed meanwhile
+    (which the program's passing then took back). Locked in the order of their ids, the
+    order in which a flush writes several (an inventory's replacement): neither waits for a
+    row the other holds while holding one it wants."""
+    locked = query.order_by(Node.id).with_for_update()
+    return locked.execution_options(populate_existing=True)
 
 
 def _gpu(node: Node, index: int) -> Gpu:
@@ -222,15 +234,13 @@ def close_due(session: Session, now: float | None = None) -> list[str]:
     t = resolve_now(now)
     # locked until the transaction ends (and read again, as :func:`_node` does): an
     # uncordon committed meanwhile is waited for and seen (its node is no longer due), and
-    # one that comes after waits, then opens the node
-    query = (
-        select(Node)
-        .where(Node.close_at <= t)
-        .order_by(Node.position)
-        .with_for_update()
-        .execution_options(populate_existing=True)
+    # one that comes after waits, then opens the node; locked in the order of :func:`_locked`
+    # (the health program's closes lock several nodes at once too), applied in the
+    # inventory's
+    due = sorted(
+        session.scalars(_locked(select(Node).where(Node.close_at <= t))),
+        key=lambda node: node.position,
     )
-    due = list(session.scalars(query))
     names = []
     for node in due:
         at = node.close_at if node.close_at is not None else t
@@ -338,13 +348,21 @@ def close_faulty(
         if reason not in found:
             found.append(reason)
     names = sorted({name for name, _ in reasons})
+    # the GPUs' rows locked and read again (an admin's cordon of one GPU committed
+    # meanwhile is seen, and the GPU passed over: it was written over with the health
+    # check's reason, and forgotten with it once a reading lacked the GPU)
     query = (
         select(Node.name, Gpu)
         .join(Gpu, Gpu.node_id == Node.id)
         .where(Node.name.in_(names), Gpu.cordoned_at.is_(None))
+        .order_by(Gpu.id)  # the order a flush writes them in
+        .with_for_update(of=Gpu)
+        .execution_options(populate_existing=True)
     )
     closed: list[str] = []
     for node_name, gpu in session.execute(query):
+        if gpu.cordoned_at is not None:  # closed meanwhile (read again under the lock)
+            continue
         what = reasons.get((node_name, gpu.index))
         if what:
             _close_gpu(gpu, HEALTH_REASON + "; ".join(what), drain, t)
@@ -394,7 +412,7 @@ def close_marked(
         return []
     t = resolve_now(now)
     closed: list[str] = []
-    for node in session.scalars(select(Node).where(Node.name.in_(sorted(reasons)))):
+    for node in session.scalars(_locked(select(Node).where(Node.name.in_(sorted(reasons))))):
         text = (mark + reasons[node.name].strip())[:MAX_REASON]
         if node.cordoned_at is None:
             node.cordoned_at, node.cordon_reason = t, text
@@ -418,7 +436,7 @@ def reopen_marked(session: Session, names: Collection[str], mark: str) -> list[s
         Node.draining.is_(False),
     )
     opened: list[str] = []
-    for node in session.scalars(query):
+    for node in session.scalars(_locked(query)):
         node.cordoned_at, node.cordon_reason = None, ""
         opened.append(node.name)
     session.flush()
@@ -456,7 +474,7 @@ def launch_failed(
         return []
     t = resolve_now(now)
     cordoned: list[str] = []
-    for node in session.scalars(select(Node).where(Node.name.in_(sorted(names)))):
+    for node in session.scalars(_locked(select(Node).where(Node.name.in_(sorted(names))))):
         node.launch_failures += 1
         if limit > 0 and node.launch_failures >= limit and node.cordoned_at is None:
             node.cordoned_at = t
@@ -472,6 +490,6 @@ def launched(session: Session, names: Collection[str]) -> None:
     if not names:
         return
     query = select(Node).where(Node.name.in_(sorted(names)), Node.launch_failures > 0)
-    for node in session.scalars(query):
+    for node in session.scalars(_locked(query)):
         node.launch_failures = 0
     session.flush()

@@ -258,6 +258,8 @@ def ping(session: Session, webhook_id: str, now: float | None = None) -> Webhook
     """Queue a ``ping`` message to the webhook (to check the endpoint and its secret)."""
     t = resolve_now(now)
     hook = get(session, webhook_id)
+    if not _kept(session, [hook.seq]):  # removed meanwhile
+        raise NotFoundError("webhook", webhook_id)
     delivery = WebhookDelivery(
         webhook_seq=hook.seq, kind="ping", payload={}, created_at=t, next_attempt_at=t
     )
@@ -333,6 +335,9 @@ def enqueue(session: Session, events: Sequence[Mapping[str, Any]]) -> int:
         select(Webhook.seq, Webhook.states, Webhook.project_id, Webhook.user_id)
     ).all()
     wanted = [h for h in hooks if any(e["new"] in h.states for e in events)]
+    if wanted:
+        there = _kept(session, [hook.seq for hook in wanted])
+        wanted = [hook for hook in wanted if hook.seq in there]
     if not wanted:
         return 0
     owners: dict[str, tuple[int, int]] = {}
@@ -373,6 +378,21 @@ def enqueue(session: Session, events: Sequence[Mapping[str, Any]]) -> int:
     if rows:
         session.connection().execute(insert(_DELIVERIES), rows)
     return len(rows)
+
+
+def _kept(session: Session, seqs: Sequence[int]) -> set[int]:
+    """Those of the webhooks ``seqs`` that are still there, on PostgreSQL with their rows
+    locked ``FOR KEY SHARE`` until the transaction ends, as the foreign key of a delivery
+    inserted for them locks them: a webhook removed (:func:`remove`) after :func:`enqueue`
+    (or :func:`ping`) read it, before the delivery was inserted, made the insert fail its
+    foreign key, and with it the transaction it was part of (a job's state change: a
+    cancel, a submission, a whole reconcile round). A removal under way now waits for this
+    transaction (its cascade then deletes these deliveries), or committed before: the
+    webhook is left out. SQLite serialises writers: nothing can come in between there."""
+    if session.get_bind().dialect.name != "postgresql":
+        return set(seqs)
+    query = select(Webhook.seq).where(Webhook.seq.in_(list(seqs))).order_by(Webhook.seq)
+    return set(session.scalars(query.with_for_update(read=True, key_share=True)))
 
 
 # -- the sender's steps ---------------------------------------------------------------------
