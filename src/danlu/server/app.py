@@ -100,7 +100,7 @@ def _danlu_error(_request: Request, exc: Exception) -> Response:
     )
 
 
-def _validation_error(_request: Request, exc: Exception) -> Response:
+def _validation_error(request: Request, exc: Exception) -> Response:
     assert isinstance(exc, RequestValidationError)
     errors = list(exc.errors())
     first = errors[0] if errors else {"loc": (), "msg": "invalid request"}
@@ -115,12 +115,32 @@ def _validation_error(_request: Request, exc: Exception) -> Response:
         msg = "unknown field; check the spelling against docs/api.md"
     elif first.get("type") == "json_invalid":
         field, msg = "body", "the body is not valid JSON"
+    if path == [] and where == "body" and isinstance(exc.body, (bytes, bytearray)):
+        # FastAPI reads a body as JSON only when its Content-Type says so: this one's
+        # bytes were left unread, and pydantic's "Input should be a valid dictionary" spoke
+        # of a body that may well be a JSON object (``curl -d`` sends a form's type)
+        field, msg = "body", _not_json(request)
     more = f" (and {len(errors) - 1} more problem(s))" if len(errors) > 1 else ""
     return JSONResponse(error_body("SpecError", field, msg + more), 422)
 
 
+def _not_json(request: Request) -> str:
+    """The 422's message for a body not sent as JSON (its Content-Type, or none)."""
+    given = request.headers.get("content-type")
+    shown = "none" if given is None else repr(given[:100])
+    return (
+        "send the body as JSON with the header 'Content-Type: application/json' (this "
+        f"request's Content-Type: {shown})"
+    )
+
+
 def _http_error(_request: Request, exc: Exception) -> Response:
     assert isinstance(exc, StarletteHTTPException)
+    if exc.status_code == 400 and isinstance(exc.__cause__, RecursionError):
+        # FastAPI's bare 400 for a body its JSON parser could not read: one nested so deep
+        # that the parser ran out of stack, as invalid as any other bad JSON
+        message = "the body's JSON is nested too deeply to read; send one nested far less"
+        return JSONResponse(error_body("SpecError", "body", message), 422)
     return JSONResponse(
         error_body("http", None, str(exc.detail)), exc.status_code, headers=exc.headers
     )

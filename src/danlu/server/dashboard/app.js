@@ -111,6 +111,18 @@ function renderNodes(nodes) {
       const when = new Date(node.close_at * 1000).toLocaleString();
       why += "; " + node.close_action + " at " + when + (node.close_reason ? ": " + node.close_reason : "");
     }
+    if (node.gpus.length === 0) {
+      // a node with no GPUs (a CPU node of a Slurm partition, one whose GPUs all left the
+      // reading): a row of its own all the same, with its state and its admin's actions
+      const row = el("tr");
+      row.dataset.node = node.name;
+      row.appendChild(el("td", node.name));
+      row.appendChild(el("td", why, "node-" + state));
+      for (let i = 0; i < 5; i += 1) row.appendChild(el("td", "-"));  // gpu .. jobs
+      row.appendChild(nodeActions(node, state));
+      rows.push(row);
+      continue;
+    }
     node.gpus.forEach((gpu, i) => {
       gpus += 1;
       allocated += (gpu.allocated_milli || 0) / 1000;

@@ -4,7 +4,7 @@ they need no token; every byte of data comes from ``/api/v1`` with the user's ow
 
 Only the files of :data:`FILES` are served (a request names a key of that table, never
 a path), each with a Content-Security-Policy that allows the page's own script and style and
-nothing else (no inline script, no other origin, no framing).
+nothing else (no inline script, no other origin, no framing: ``X-Frame-Options`` too).
 """
 
 from __future__ import annotations
@@ -30,6 +30,7 @@ HEADERS: Final = {
         "img-src 'self'; base-uri 'none'; form-action 'none'; frame-ancestors 'none'"
     ),
     "X-Content-Type-Options": "nosniff",
+    "X-Frame-Options": "DENY",  # frame-ancestors' twin for browsers that lack it
     "Referrer-Policy": "no-referrer",
     "Cache-Control": "no-cache",
 }

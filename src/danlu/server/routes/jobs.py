@@ -263,7 +263,9 @@ async def _follow(
     follow was opened with, is revoked (checked every :data:`TOKEN_RECHECK` seconds). It
     waits on the event loop and runs each blocking read in the thread pool only while it
     reads: a follower of a quiet job holds no worker thread (40 of them once held every
-    one, and no other route, not even ``/health``, was answered until they ended)."""
+    one, and no other route, not even ``/health``, was answered until they ended). The
+    timeout holds while the log grows too: it was checked only once a read found nothing
+    new, so the follow of a job writing faster than its reader took it never ended."""
     deadline = time.monotonic() + state.follow_timeout
     checked = time.monotonic()
     while True:
@@ -274,6 +276,8 @@ async def _follow(
         data, offset = await run_in_threadpool(_read_log, state, run, offset)
         if data:
             yield data
+            if time.monotonic() >= deadline:  # a log that keeps growing ends a follow too
+                return
             continue
         done, current = await run_in_threadpool(_current_run, state, run.job_id)
         if current != run:  # a new run (restart, resume) appends to the same log
