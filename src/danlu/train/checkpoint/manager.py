@@ -31,12 +31,12 @@ from danlu.train.checkpoint import codec, delta
 from danlu.train.checkpoint.fields import CheckpointInfo as CheckpointInfo  # re-exported
 from danlu.train.checkpoint.fields import (
     damaged,
-    finite_metric,
     manifest_metrics,
     no_space,
     plain_name,
     whole_number,
 )
+from danlu.train.checkpoint.retention import kept_names
 from danlu.train.checkpoint.sharded import (
     METADATA,
     SKELETON,
@@ -457,15 +457,9 @@ class CheckpointManager:
 
     # -- retention ------------------------------------------------------------------------
     def _retain(self, committed: str) -> None:
-        """Remove the checkpoints retention does not keep, after ``committed`` was written.
-
-        Kept: ``committed`` itself; the newest ``keep_last`` by commit order (the manifest's
-        ``created_ns``, not the step: a run may write lower steps than an older run left in
-        the directory, or go on after :meth:`load_latest` fell back past a newer checkpoint);
-        the best ``keep_best`` by a finite ``best_metric`` of each run (the manifest's
-        ``run``; those written before runs were recorded count as one: before, an older
-        run's better metric took the new run's places, and its own best went); the bases
-        of the kept incremental checkpoints and the base of the next one. Checkpoints
+        """Remove the checkpoints retention does not keep, after ``committed`` was written
+        (:func:`~danlu.train.checkpoint.retention.kept_names` says which: ``keep_last`` by
+        commit order, ``keep_best`` of each run, and the bases those need). Checkpoints
         :meth:`load_latest` found invalid count for neither ``keep_last`` nor
         ``keep_best``. A checkpoint in another version of the format (a newer danlu wrote
         it) is never removed: it is not this version's to judge, and a downgrade deleted
@@ -475,21 +469,16 @@ class CheckpointManager:
         """
         infos = self.list_checkpoints()
         unreadable = {i.name for i in infos if not self._readable_here(i)}
-        valid = [i for i in infos if i.name not in self._invalid and i.name not in unreadable]
-        by_commit = sorted(valid, key=lambda i: (i.created_ns, i.step, i.name))
-        keep = {committed} | {i.name for i in by_commit[-self.keep_last :]}
-        best = self.best_metric
-        if best is not None and self.keep_best > 0:
-            scored = [(v, i) for i in valid if (v := finite_metric(i, best)) is not None]
-            scored.sort(key=lambda vi: vi[0], reverse=self.mode == "max")
-            for run in {i.run for _, i in scored}:  # the best K of each run
-                keep |= {
-                    i.name for _, i in [vi for vi in scored if vi[1].run == run][: self.keep_best]
-                }
-        by_name = {i.name: i for i in infos}
-        keep |= {base for n in list(keep) if n in by_name and (base := by_name[n].base) is not None}
-        if self._base is not None:
-            keep.add(self._base[0])
+        keep = kept_names(
+            infos,
+            committed,
+            skipped=self._invalid | unreadable,
+            keep_last=self.keep_last,
+            keep_best=self.keep_best,
+            best_metric=self.best_metric,
+            mode=self.mode,
+            next_base=None if self._base is None else self._base[0],
+        )
         for name in self.storage.list_dirs():
             if _OWN_NAME.fullmatch(name) and name not in keep:
                 if name in self._other or name in unreadable:  # not ours to judge
