@@ -336,13 +336,14 @@ def heartbeat_seconds(spec: dict[str, Any]) -> float:
     return HEARTBEAT_SECONDS
 
 
-def wait_beating(child: subprocess.Popen[bytes], heartbeat: Heartbeat, reap: bool = True) -> int:
-    """``child.wait()``, touching ``heartbeat`` every ``heartbeat.every`` seconds meanwhile:
+def wait_beating(child: subprocess.Popen[bytes], heartbeat: Heartbeat) -> int:
+    """The return code of ``child`` once it has exited, read without reaping it
+    (:func:`exited`), touching ``heartbeat`` every ``heartbeat.every`` seconds meanwhile:
     woken by the child's exit through a pidfd (Linux 5.3 and later), else by polling for it
-    between the beats. With ``reap`` false the child's return code is read without reaping it
-    (:func:`exited`): its pid, the id of the process group it led, stays its own (a zombie's)
-    until ``child.wait()``, so that the group can still be signalled by that id (once reaped,
-    the pid is free, and another process may have it as the leader of a group of its own)."""
+    between the beats. Its pid, the id of the process group it led, stays its own (a
+    zombie's) until ``child.wait()``, so that the group can still be signalled by that id
+    (once reaped, the pid is free, and another process may have it as the leader of a group
+    of its own)."""
     try:
         pidfd: int | None = os.pidfd_open(child.pid)
     except (AttributeError, OSError):
@@ -351,22 +352,17 @@ def wait_beating(child: subprocess.Popen[bytes], heartbeat: Heartbeat, reap: boo
         while True:
             timeout = heartbeat.beat_if_due()
             if pidfd is not None:
-                if select.select([pidfd], [], [], timeout)[0]:
-                    if reap:
-                        return child.wait()
-                    if (code := _exited_or_wait(child, block=True)) is not None:
-                        return code
-            elif reap:
-                with contextlib.suppress(subprocess.TimeoutExpired):
-                    return child.wait(timeout)
-            else:
-                deadline = time.monotonic() + timeout
-                while (code := _exited_or_wait(child, block=False)) is None:
-                    if time.monotonic() >= deadline:
-                        break
-                    time.sleep(min(0.05, max(deadline - time.monotonic(), 0.0)))
-                else:
+                ready = select.select([pidfd], [], [], timeout)[0]
+                if ready and (code := _exited_or_wait(child, block=True)) is not None:
                     return code
+                continue
+            deadline = time.monotonic() + timeout
+            while (code := _exited_or_wait(child, block=False)) is None:
+                if time.monotonic() >= deadline:
+                    break
+                time.sleep(min(0.05, max(deadline - time.monotonic(), 0.0)))
+            else:
+                return code
     finally:
         if pidfd is not None:
             os.close(pidfd)
@@ -606,7 +602,7 @@ def _supervise(run_dir: Path, spec: dict[str, Any], subreaper: bool) -> int:
     # The job's process is left unreaped (a zombie) until its group has had its last signal:
     # its pid is the group's id, which, once reaped, another process could have (the leader of
     # a group of its own: another run's job), and that group would get the signals.
-    returncode = wait_beating(child, heartbeat, reap=False)
+    returncode = wait_beating(child, heartbeat)
     if kill_at is not None:  # being stopped: the rest of the group may be checkpointing
         while time.monotonic() < kill_at and _group_alive(child.pid):
             heartbeat.beat_if_due()
@@ -636,26 +632,12 @@ def _supervise(run_dir: Path, spec: dict[str, Any], subreaper: bool) -> int:
 
 
 def _group_alive(pgid: int) -> bool:
-    """Whether a process of process group ``pgid`` other than a zombie still runs (from
-    /proc: the group's leader, left unreaped, is a zombie that the kernel still counts in
-    the group). Reaps the zombies among this process's children but for the leader (the
-    job's orphans, re-parented to us as subreaper), which are left to it until then."""
-    me, alive_ = os.getpid(), False
-    for entry in os.scandir("/proc"):
-        if not entry.name.isdigit():
-            continue
-        try:
-            raw = Path(entry.path, "stat").read_bytes()
-        except OSError:
-            continue
-        fields = raw[raw.rindex(b")") + 2 :].split()  # state, ppid, pgrp, ...
-        pid = int(entry.name)
-        if fields[0] not in (b"Z", b"X"):
-            alive_ = alive_ or int(fields[2]) == pgid
-        elif int(fields[1]) == me and pid != pgid:
-            with contextlib.suppress(ChildProcessError):
-                os.waitpid(pid, os.WNOHANG)
-    return alive_
+    """Whether a process of process group ``pgid`` other than a zombie still runs
+    (:func:`group_members`: the group's leader, left unreaped, is a zombie that the kernel
+    still counts in the group, so ``killpg(pgid, 0)`` cannot tell). The job's orphans that
+    exited meanwhile (re-parented to us as subreaper) are zombies that do not count either;
+    :func:`_reap` collects them once the group had its last signal."""
+    return bool(group_members(pgid))
 
 
 MAX_GRACE_SECONDS = 10.0**9
