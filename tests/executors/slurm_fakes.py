@@ -11,7 +11,7 @@ from run_helpers import launch
 
 from danlu.executors import ExecStatus, GpuSlot, Handle, Outcome, RunState
 from danlu.executors.slurm import SlurmExecutor
-from danlu.executors.slurmctl import SlurmCommands
+from danlu.executors.slurmctl import SlurmCommands, SlurmError
 
 START = "2026-11-29T04:58:05"
 NODE = "NodeName=n1 NodeAddr=127.0.0.1 Gres=gpu:4 CPUTot=2 RealMemory=1024 State=IDLE"
@@ -20,11 +20,14 @@ LIMIT = 120.0
 
 class Printed(SlurmCommands):
     """Slurm's commands, each printing ``printed[KEY]`` instead of running (KEY: the
-    program, or ``scontrol show WHAT``); ``cancels`` records each ``scancel``'s argv."""
+    program, or ``scontrol show WHAT``); a :class:`SlurmError` there is raised instead.
+    ``asked`` records every KEY asked but ``scancel``, whose argv ``cancels`` records (it
+    prints nothing)."""
 
-    def __init__(self, printed: Mapping[str, str]) -> None:
+    def __init__(self, printed: Mapping[str, str | SlurmError]) -> None:
         super().__init__({})
         self.printed = dict(printed)
+        self.asked: list[str] = []
         self.cancels: list[list[str]] = []
 
     def run(
@@ -37,7 +40,12 @@ class Printed(SlurmCommands):
         if argv[0] == "scancel":
             self.cancels.append(list(argv))
             return ""
-        return self.printed[" ".join(argv[:3]) if argv[0] == "scontrol" else argv[0]]
+        key = " ".join(argv[:3]) if argv[0] == "scontrol" else argv[0]
+        self.asked.append(key)
+        said = self.printed[key]
+        if isinstance(said, SlurmError):
+            raise said
+        return said
 
     def squeue(self, state: str, reason: str = "None") -> None:
         """``squeue`` reports job 7 in ``state``."""

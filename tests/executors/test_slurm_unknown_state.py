@@ -7,15 +7,15 @@ logged once. No Slurm needed: Slurm's commands print what each test gives them."
 from __future__ import annotations
 
 import logging
-from collections.abc import Mapping, Sequence
 from pathlib import Path
 
 import pytest
 from run_helpers import launch
+from slurm_fakes import NODE, START, Printed
 
 from danlu.executors import GpuSlot, Outcome, RunState
 from danlu.executors.slurm import SlurmExecutor
-from danlu.executors.slurmctl import SlurmCommands, SlurmError, SlurmJob
+from danlu.executors.slurmctl import SlurmError, SlurmJob
 
 SLURM_LIVE_STATES = (
     "PENDING",
@@ -53,33 +53,6 @@ SLURM_END_STATES = (
     "REVOKED",
 )
 """Slurm's job states in which the job is over on this cluster."""
-START = "2026-11-29T04:58:05"
-NODE = "NodeName=n1 NodeAddr=127.0.0.1 Gres=gpu:4 CPUTot=2 RealMemory=1024 State=IDLE"
-
-
-class Printed(SlurmCommands):
-    """Slurm's commands, each printing ``printed[KEY]`` instead of running (KEY: the
-    program, or ``scontrol show WHAT``); a :class:`SlurmError` there is raised instead.
-    ``asked`` records every KEY asked."""
-
-    def __init__(self, printed: Mapping[str, str | SlurmError]) -> None:
-        super().__init__({})
-        self.printed = dict(printed)
-        self.asked: list[str] = []
-
-    def run(
-        self,
-        argv: Sequence[str],
-        *,
-        env: Mapping[str, str] | None = None,
-        stdin: str | None = None,
-    ) -> str:
-        key = " ".join(argv[:3]) if argv[0] == "scontrol" else argv[0]
-        self.asked.append(key)
-        said = self.printed[key]
-        if isinstance(said, SlurmError):
-            raise said
-        return said
 
 
 @pytest.mark.parametrize("state", SLURM_LIVE_STATES)

@@ -4,41 +4,23 @@ with non-ASCII digits, lines of other shapes. Each is read as no job id, or refu
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
-
 import pytest
+from slurm_fakes import Printed
 
-from danlu.executors.slurmctl import SlurmCommands, SlurmError, job_from_fields, parse_fields
-
-
-class PrintingCommands(SlurmCommands):
-    """Slurm's commands, each printing ``printed[name]`` instead of running."""
-
-    def __init__(self, printed: Mapping[str, str]) -> None:
-        super().__init__({})
-        self._printed = dict(printed)
-
-    def run(
-        self,
-        argv: Sequence[str],
-        *,
-        env: Mapping[str, str] | None = None,
-        stdin: str | None = None,
-    ) -> str:
-        return self._printed[argv[0]]
+from danlu.executors.slurmctl import SlurmError, job_from_fields, parse_fields
 
 
 @pytest.mark.parametrize("printed", ["²\n", "1²;cluster\n", "١٢\n", "\n"])
 def test_sbatch_output_that_is_not_an_ascii_job_id_is_refused(printed: str) -> None:
     """``str.isdigit`` took ``²`` (and ``int`` then raised ``ValueError``); Arabic-Indic
     digits passed both and made a job id Slurm never printed."""
-    commands = PrintingCommands({"sbatch": printed})
+    commands = Printed({"sbatch": printed})
     with pytest.raises(SlurmError, match=r"sbatch printed .* not a job id"):
         commands.sbatch(["--nodes=1"], "batch.sh", {})
 
 
 def test_sbatch_job_id_with_a_cluster_name() -> None:
-    assert PrintingCommands({"sbatch": "4242;gpu-cluster\n"}).sbatch([], "batch.sh", {}) == 4242
+    assert Printed({"sbatch": "4242;gpu-cluster\n"}).sbatch([], "batch.sh", {}) == 4242
 
 
 def test_squeue_lines_whose_job_id_is_not_ascii_digits_are_skipped() -> None:
@@ -49,12 +31,12 @@ def test_squeue_lines_whose_job_id_is_not_ascii_digits_are_skipped() -> None:
         "\n"
         "garbage\n"
     )
-    jobs = PrintingCommands({"squeue": printed}).jobs([12, 1, 13])
+    jobs = Printed({"squeue": printed}).jobs([12, 1, 13])
     assert list(jobs) == [12] and jobs[12].running and jobs[12].started_at is not None
 
 
 def test_find_skips_ids_that_are_not_ascii_digits() -> None:
-    assert PrintingCommands({"squeue": "7\n²\n8_1\n9\n"}).find("danlu.a.0") == [7, 9]
+    assert Printed({"squeue": "7\n²\n8_1\n9\n"}).find("danlu.a.0") == [7, 9]
 
 
 @pytest.mark.parametrize(
