@@ -13,9 +13,8 @@ from danlu.core.errors import ConfigError
 from danlu.core.units import parse_duration
 from danlu.sim.failures import Failures
 from danlu.sim.openb import MOST_LOAD
+from danlu.sim.plan import MOST_NODES as MOST_NODES  # --nodes and sim plan --max-nodes at most
 
-MOST_NODES = 4096
-"""``--nodes`` (and ``sim plan --max-nodes``) at most: a simulated cluster's nodes."""
 MOST_GPUS_PER_NODE = 128
 """``--gpus-per-node`` at most (a real node has 8 or 16; its arrays grow with the GPUs)."""
 # ``sim pack --load`` at most: the experiment's own bound (danlu.sim.openb.MOST_LOAD)
