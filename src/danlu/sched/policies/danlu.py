@@ -93,6 +93,7 @@ from danlu.sched.policies.danlu_place import (
 from danlu.sched.policies.danlu_share import MIN_GAIN, gpus_unavailable, place_shared
 from danlu.sched.policies.danlu_shares import share_walk
 from danlu.sched.policies.options import OptionRange, check_options
+from danlu.sched.policies.waiting import beyond_reach
 from danlu.sched.policies.work_estimate import WORK, estimate_work
 from danlu.sched.view import (
     ClusterView,
@@ -111,6 +112,33 @@ def _counts(cap: int, gpn: int, floor: int = 1) -> list[int]:
     if floor > gpn and floor <= cap and floor not in out:
         out.insert(0, floor)  # an elastic minimum that is not a whole number of nodes
     return out
+
+
+def _beyond_capacity(plan: Plan, waits: list[WaitingEntry], capacity: int) -> None:
+    """Give each waiting whole-GPU job in ``waits`` left with no option, because its least
+    GPUs are more than the ``capacity`` it may use (the GPUs open to new work and not held
+    by jobs that stay), that reason in ``plan.waiting``: it waited as "shorter-ranked jobs
+    hold the GPUs" on an idle cluster (a 4-GPU job with 2 GPUs left open), though no job
+    outranked it and none could make room. A scan of the waiting jobs' options (no
+    placement): the decisions are the same."""
+    waiting = plan.waiting
+    for entry in waits:
+        if entry.options:
+            continue
+        job = entry.status
+        req = job.request
+        least = _gpu_range(req)[0] if job.observed else req.gpus
+        if least > capacity and job.id not in waiting:
+            waiting[job.id] = beyond_reach(least, max(capacity, 0))
+
+
+def _expected(req: JobRequest) -> float | None:
+    """The request's ``expected_duration`` when it is finite; None (unknown: the job is
+    priced at ``new_job_seconds``) for an infinite one, which :class:`JobRequest` accepts:
+    priced at infinite seconds, no option of the job ever beat leaving it waiting, and it
+    waited for ever on an idle cluster as "shorter-ranked jobs hold the GPUs"."""
+    duration = req.expected_duration
+    return duration if duration is None or duration < math.inf else None
 
 
 def _gpu_range(req: JobRequest) -> tuple[int, int]:
@@ -363,7 +391,7 @@ class DanluPolicy:
     def _unmeasured_seconds(self, job: JobStatus, now: float) -> float:
         """A job with no throughput model yet: the rest of the user's expected duration
         while it has reported nothing, else ``new_job_seconds``."""
-        duration = job.request.expected_duration
+        duration = _expected(job.request)
         if duration is not None and not job.observed:
             return max(duration - job.run_time_at(now), 1.0)
         return self.new_job_seconds
@@ -453,7 +481,7 @@ class DanluPolicy:
             marks = {**marks, **update}
         moves = marks.get(MOVES, 0.0)
         req = job.request
-        shares, expected, gpus = req.shares_gpu, req.expected_duration, job.allocation.num_gpus
+        shares, expected, gpus = req.shares_gpu, _expected(req), job.allocation.num_gpus
         options = None
         if not job.observed:  # no model: one option, keeping it as it is
             left = self.new_job_seconds
@@ -594,6 +622,7 @@ class DanluPolicy:
         capacity = cluster.total_gpus - gpus_unavailable(fixed, view)
         total = cluster.total_gpus
         waits = self._pending(view.pending, capacity, total, gpn, now)
+        capacity_left = capacity  # what a waiting job's options were cut to
         shared_waits: list[WaitingEntry] = []
         if any(map(_SHARED, waits)):
             shared_waits = [w for w in waits if w.shared]
@@ -672,6 +701,7 @@ class DanluPolicy:
             promoted_ids,
             reserve=len(promoted_shares),  # whole GPUs the walk left the starving shares
         )
+        _beyond_capacity(plan, waits, capacity_left)
         if not shared_waits:
             mark_stopped(view, plan, movable, placing)
             return plan

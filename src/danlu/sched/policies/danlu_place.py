@@ -19,7 +19,7 @@ from danlu.sched.policies import danlu_loan as dl
 from danlu.sched.policies import danlu_model as dm
 from danlu.sched.policies.danlu_alloc import Option
 from danlu.sched.policies.danlu_share import carry_out
-from danlu.sched.policies.waiting import NO_GPU_ASKED, asks_no_gpu
+from danlu.sched.policies.waiting import NO_GPU_ASKED, asks_no_gpu, why_not
 from danlu.sched.view import ClusterView, JobStatus, Plan, Preempt, Rebatch, Resize, Start
 
 BATCH = "danlu.batch"
@@ -120,10 +120,9 @@ def place_plan(
                     free.take(job.allocation)
                 else:
                     preempts.append(Preempt(job.id, "no room after re-packing"))
-            elif asks_no_gpu(job):
-                waiting[job.id] = NO_GPU_ASKED
-            else:
-                waiting[job.id] = "the free GPUs are fragmented"
+            else:  # why its smallest option found no room (a GPU type none free has, too
+                # few free: not always fragmentation), or that it asks for no GPU
+                waiting[job.id] = why_not(free, job, option.gpus)
             continue
         note = marks.setdefault(job.id, {})
         if option.batch is not None:

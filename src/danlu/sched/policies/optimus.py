@@ -306,10 +306,16 @@ def within_reach(free: FreeMap, jobs: list[SplitJob], blocked: dict[str, str]) -
     it is while the split gives it its count)."""
     masks: dict[tuple[frozenset[str], int], npt.NDArray[np.bool_]] = {}
     out: list[SplitJob] = []
+    everywhere = free.total_free  # what a job that names no GPU type or memory may use
     for job in jobs:
         req = job.status.request
         if job.most <= 0 or not (req.gpu_types or req.gpu_memory):
-            out.append(job)  # no GPUs to count, or every GPU is one it may use
+            # no GPUs to count, or every GPU is one it may use: the split gives a waiting
+            # job whose least is more than they are none, and it says so (not that the
+            # split chose others: a 4-GPU job with a node closed left 2 open)
+            if everywhere < job.least and not job.status.running:
+                blocked[job.status.id] = beyond_reach(job.least, everywhere)
+            out.append(job)
             continue
         mask = masks.get((req.gpu_types, req.gpu_memory))
         if mask is None:

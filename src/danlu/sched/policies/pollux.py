@@ -49,7 +49,7 @@ from danlu.sched.policies import danlu_model as dm
 from danlu.sched.policies import pollux_search as ps
 from danlu.sched.policies.base import nothing_to_size, place_shares_in_order, split_running
 from danlu.sched.policies.options import INF, OptionRange, check_options
-from danlu.sched.policies.waiting import beyond_reach
+from danlu.sched.policies.waiting import NO_GPU_ASKED, asks_no_gpu, beyond_reach
 from danlu.sched.view import ClusterView, JobStatus, Plan, Preempt, Resize, Start
 
 MAX_SEARCH = 1000
@@ -361,7 +361,9 @@ class PolluxPolicy:
         started = {s.job_id for s in starts}
         for job in jobs:
             if not job.running and job.id not in started:
-                waiting[job.id] = NO_GPUS
+                # a job asking for no GPU says so, as in every policy (not that the search
+                # chose others over it)
+                waiting[job.id] = NO_GPU_ASKED if asks_no_gpu(job) else NO_GPUS
         place_shares_in_order(free, shared, starts, waiting)
         return Plan(
             starts=tuple(starts),

@@ -7,7 +7,7 @@ from __future__ import annotations
 from danlu.core.cluster import MILLI_PER_GPU
 from danlu.core.units import format_bytes
 from danlu.sched.placement.gang import FreeMap
-from danlu.sched.view import JobStatus
+from danlu.sched.view import JobRequest, JobStatus
 
 NO_GPU_ASKED = "it asks for no GPU; danlu schedules jobs of 1 GPU or more"
 """Why a job asking for no GPU waits: the placer places nothing for it (the server's
@@ -30,27 +30,30 @@ def beyond_reach(least: int, reach: int) -> str:
     )
 
 
-def why_not(free: FreeMap, job: JobStatus) -> str:
-    """Why ``job`` could not be placed on ``free`` (one shared string per shape and count)."""
+def why_not(free: FreeMap, job: JobStatus, gpus: int | None = None) -> str:
+    """Why ``job`` could not be placed on ``free`` (one shared string per shape and count);
+    ``gpus``: the count it was tried at, when not its request's (as
+    :meth:`FreeMap.place` takes it: a policy that sizes jobs places them at their size)."""
     req = job.request
     if asks_no_gpu(job):
         return NO_GPU_ASKED
-    if req.shares_gpu:
+    count = req.gpus if gpus is None else gpus
+    if req.shares_gpu and count == 1:
         return _why_not_share(job)
     if req.gpu_types or req.gpu_memory:
-        key: tuple[object, ...] = (req.gpus, free.total_free, req.gpu_types, req.gpu_memory)
+        key: tuple[object, ...] = (count, free.total_free, req.gpu_types, req.gpu_memory)
         reason = free.reasons.get(key)
         if reason is None:
-            reason = _why_not_kind(free, job)
+            reason = _why_not_kind(free, req, count)
             free.reasons[key] = reason
         return reason
-    key = (req.gpus, free.total_free)
+    key = (count, free.total_free)
     reason = free.reasons.get(key)
     if reason is None:
         reason = (
-            f"needs {req.gpus} GPUs, {free.total_free} free"
-            if free.total_free < req.gpus
-            else f"needs {req.gpus} GPUs; the {free.total_free} free GPUs are fragmented"
+            f"needs {count} GPUs, {free.total_free} free"
+            if free.total_free < count
+            else f"needs {count} GPUs; the {free.total_free} free GPUs are fragmented"
         )
         free.reasons[key] = reason
     return reason
@@ -77,11 +80,10 @@ def _why_not_share(job: JobStatus) -> str:
     return f"no GPU{kind} has {' and '.join(needs)} free"
 
 
-def _why_not_kind(free: FreeMap, job: JobStatus) -> str:
-    """:func:`why_not` for a whole-GPU request that names GPU types or a memory size: the
-    free GPUs of that kind counted apart from the others (too few free at all is no
-    fragmentation)."""
-    req = job.request
+def _why_not_kind(free: FreeMap, req: JobRequest, count: int) -> str:
+    """:func:`why_not` for a whole-GPU request that names GPU types or a memory size, tried
+    at ``count`` GPUs: the free GPUs of that kind counted apart from the others (too few
+    free at all is no fragmentation)."""
     kinds = []
     if req.gpu_types:
         kinds.append(f"of type {', '.join(sorted(req.gpu_types))}")
@@ -89,8 +91,8 @@ def _why_not_kind(free: FreeMap, job: JobStatus) -> str:
         kinds.append(f"with {format_bytes(req.gpu_memory)}")
     kind = " ".join(kinds)
     fitting = free.free_for(req)
-    if free.total_free < req.gpus:
-        return f"needs {req.gpus} GPUs {kind}, {free.total_free} free"
-    if fitting < req.gpus:
-        return f"needs {req.gpus} GPUs {kind}; {fitting} of the {free.total_free} free GPUs are"
-    return f"needs {req.gpus} GPUs {kind}; the {fitting} free GPUs of that kind are fragmented"
+    if free.total_free < count:
+        return f"needs {count} GPUs {kind}, {free.total_free} free"
+    if fitting < count:
+        return f"needs {count} GPUs {kind}; {fitting} of the {free.total_free} free GPUs are"
+    return f"needs {count} GPUs {kind}; the {fitting} free GPUs of that kind are fragmented"
