@@ -122,7 +122,7 @@ def test_every_pollux_job_needs_an_application(tmp_path: Path) -> None:
 
 def test_job_names_are_unique(tmp_path: Path) -> None:
     text = "name,submit_time,gpus,duration\na,0,1,10\nb,5,1,10\na,6,1,10\n"
-    with pytest.raises(DataError, match=r"'a' is used twice \(jobs 1 and 3"):
+    with pytest.raises(DataError, match=r":4: job name 'a' is used twice \(lines 2 and 4\)"):
         load_workload(write(tmp_path, text))
     twice = Workload("w", "danlu", (*synthetic_workload(jobs=2).jobs,) * 2)
     with pytest.raises(ConfigError, match="job ids must be unique"):

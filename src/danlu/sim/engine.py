@@ -167,6 +167,8 @@ class Simulator:
         """The nodes' and GPUs' failures (with ``config.failures`` or
         ``config.gpu_failures``), from the first submission."""
         self._stall = StallWatch(self.config.restart_cost)
+        self._ran = False
+        """Whether :meth:`run` was called: a simulator's state is its one run's."""
         check_named_models(workload, self.config.interference)
 
     # -- state changes -------------------------------------------------------------------
@@ -523,7 +525,17 @@ class Simulator:
 
     # -- main loop -----------------------------------------------------------------------
     def run(self) -> SimResult:
-        """Simulate until every job has finished (or ``max_time``)."""
+        """Simulate until every job has finished (or ``max_time``). Once per simulator:
+        a second call is a :class:`ConfigError` (it went on from the first run's end
+        state, adding to the first result's timeline, which then ran backwards, and
+        crashing in the policy's view or returning the first run's jobs again)."""
+        if self._ran:
+            raise ConfigError(
+                "Simulator.run() was already called: a simulator replays its workload once "
+                "(its clock, queues and timeline are that run's, shared with its result); "
+                "build a new Simulator(...) for another run"
+            )
+        self._ran = True
         cfg = self.config
         interval = cfg.interval
         sizes_jobs = bool(getattr(self.policy, "sizes_jobs", False))

@@ -236,6 +236,15 @@ class SimResult:
         (finished and unfinished jobs' held GPU time, less restarts, slowdowns by sharing
         and the work of jobs cancelled at their time limit), of all GPU-seconds in it: at
         most the allocation ratio. ``fragmentation`` is averaged over the same window.
+
+        The counters of what happened to jobs (``resizes``, ``restarts``,
+        ``max_job_restarts``, ``interference_seconds``, ``lost_runs``,
+        ``lost_training_seconds``) count every job the run let in (:meth:`all_records`:
+        finished, unfinished at the stop, rejected after running), as ``preemptions``,
+        ``node_failures`` and ``gpu_failures`` count every event: with ``max_time`` they
+        counted the finished jobs alone (13 node failures showed 2 lost runs, 26 lost, and
+        the utilisation already left out all 26). ``timed_out`` counts jobs cancelled at
+        their time limit, which are finished.
         """
         jcts = self.jcts
         delays = [r.queueing_delay for r in self.jobs]
@@ -259,6 +268,7 @@ class SimResult:
         alloc_mean = _time_mean(times, self.timeline.allocated_gpus, window)
         mean_alloc = alloc_mean / max(self.total_gpus, 1)
         mean_frag = _time_mean(times, self.timeline.fragmentation, window)
+        every = self.all_records()
         return {
             "jobs": float(len(self.jobs)),
             "avg_jct": float(np.mean(jcts)) if jcts else math.nan,
@@ -271,16 +281,16 @@ class SimResult:
             "gpu_utilization": useful / capacity if capacity > 0 else 0.0,
             "fragmentation": mean_frag,
             "preemptions": float(self.preemptions),
-            "resizes": float(sum(r.resizes for r in self.jobs)),
-            "restarts": float(sum(r.restarts for r in self.jobs)),
-            "max_job_restarts": float(max((r.restarts for r in self.jobs), default=0)),
+            "resizes": float(sum(r.resizes for r in every)),
+            "restarts": float(sum(r.restarts for r in every)),
+            "max_job_restarts": float(max((r.restarts for r in every), default=0)),
             "rounds": float(self.rounds),
-            "interference_seconds": float(sum(r.interference_seconds for r in self.jobs)),
+            "interference_seconds": float(sum(r.interference_seconds for r in every)),
             "timed_out": float(sum(r.timed_out for r in self.jobs)),
             "node_failures": float(self.node_failures),
             "gpu_failures": float(self.gpu_failures),
-            "lost_runs": float(sum(r.failures for r in self.jobs)),
-            "lost_training_seconds": float(sum(r.lost_seconds for r in self.jobs)),
+            "lost_runs": float(sum(r.failures for r in every)),
+            "lost_training_seconds": float(sum(r.lost_seconds for r in every)),
         }
 
     def all_records(self) -> list[JobRecord]:

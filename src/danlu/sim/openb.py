@@ -34,7 +34,7 @@ from danlu.sched.placement.share import (
     ShareScorer,
     make_scorer,
 )
-from danlu.sim.csv_rows import bounded_lines
+from danlu.sim.csv_rows import bounded_lines, check_no_extra_values
 from danlu.sim.setting_types import check_instance, check_real, check_whole, option_refusal
 from danlu.sim.workload import (
     MAX_CPU_MILLI,
@@ -110,6 +110,30 @@ def _read_rows(
     return header, rows[1:]
 
 
+def _fit_row(
+    path: Path, line: int, header: Sequence[str], row: list[str], required: Sequence[str]
+) -> list[str]:
+    """``row`` as wide as ``header``: empty fields beyond the header (a spreadsheet's
+    trailing commas) dropped and optional columns missing at its end read as empty, as a
+    workload's rows are read (both were refused: ``12 fields, header has 11``). A
+    :class:`DataError` naming the line for a value beyond the header (a field too many
+    shifts the values after it) or a row too short to hold a ``required`` column."""
+    width = len(header)
+    if len(row) > width:
+        fix = "quote a value holding a comma, or name every column in the header"
+        check_no_extra_values(path, line, width, row[width:], fix)
+        return row[:width]
+    if len(row) < width:
+        lacking = [name for name in header[len(row) :] if name in required]
+        if lacking:
+            raise DataError(
+                f"{path}, line {line}: {len(row)} fields, header has {width}; the row lacks "
+                f"column(s) {', '.join(lacking)}"
+            )
+        return row + [""] * (width - len(row))
+    return row
+
+
 _LIMITS: dict[str, tuple[int, str]] = {
     "gpu": (MAX_GPUS, " GPUs"),
     "num_gpu": (MAX_GPUS, " GPUs"),
@@ -176,17 +200,15 @@ def _unique_name(
 def load_nodes(path: str | Path) -> list[ShareNode]:
     """Read an openb node list (``sn,cpu_milli,memory_mib,gpu,model``)."""
     path = Path(path)
-    header, rows = _read_rows(
-        path, ("sn", "cpu_milli", "memory_mib", "gpu", "model"), "a node list (--nodes)"
-    )
+    required = ("sn", "cpu_milli", "memory_mib", "gpu", "model")
+    header, rows = _read_rows(path, required, "a node list (--nodes)")
     col = {name: i for i, name in enumerate(header)}
     nodes: list[ShareNode] = []
     lines: dict[str, int] = {}  # each node's name, and the line it is on
     for line, row in rows:
         if not row:
             continue
-        if len(row) != len(header):
-            raise DataError(f"{path}, line {line}: {len(row)} fields, header has {len(header)}")
+        row = _fit_row(path, line, header, row, required)
         name = _unique_name(path, line, row[col["sn"]], lines)
         gpus = _int(path, line, "gpu", row[col["gpu"]])
         model = row[col["model"]].strip()
@@ -210,12 +232,13 @@ def load_pods(path: str | Path) -> list[OpenbPod]:
     """Read an openb pod list (``name,cpu_milli,memory_mib,num_gpu,gpu_milli[,gpu_spec]``).
 
     ``gpu_milli`` is ignored (0) for pods without GPUs, of any size, but must still be a
-    plain integer (``abc`` there was taken); ``gpu_spec`` is ``|``-separated.
+    plain integer (``abc`` there was taken); ``gpu_spec`` is ``|``-separated. A row may
+    end in empty fields beyond the header, or stop before optional columns (read as empty),
+    as :func:`_fit_row` reads it; the node list's rows too.
     """
     path = Path(path)
-    header, rows = _read_rows(
-        path, ("name", "cpu_milli", "memory_mib", "num_gpu", "gpu_milli"), "a pod list (--pods)"
-    )
+    required = ("name", "cpu_milli", "memory_mib", "num_gpu", "gpu_milli")
+    header, rows = _read_rows(path, required, "a pod list (--pods)")
     col = {name: i for i, name in enumerate(header)}
     spec_col = col.get("gpu_spec")
     pods: list[OpenbPod] = []
@@ -223,8 +246,7 @@ def load_pods(path: str | Path) -> list[OpenbPod]:
     for line, row in rows:
         if not row:
             continue
-        if len(row) != len(header):
-            raise DataError(f"{path}, line {line}: {len(row)} fields, header has {len(header)}")
+        row = _fit_row(path, line, header, row, required)
         name = _unique_name(path, line, row[col["name"]], lines, "pod")
         num_gpu = _int(path, line, "num_gpu", row[col["num_gpu"]])
         if num_gpu:

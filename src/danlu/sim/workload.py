@@ -443,6 +443,19 @@ def _workload(p: Path, header: list[str], rows: Iterator[tuple[int, dict[str, st
     kind = detect_format(header, p)
     jobs: list[WorkloadJob] = []
     left_out: dict[str, list[str]] = {"cpu": [], "pending": []}  # openb pods not simulated
+    lines: dict[str, int] = {}  # each job's name, and the line it is on
+
+    def unique(name: str, line: int) -> None:
+        """Refuse a job name used on an earlier line, naming both lines (the jobs'
+        places among the jobs kept were named, which are not the file's rows when an
+        openb list's CPU-only or never-scheduled pods come before them)."""
+        first = lines.setdefault(name, line)
+        if first != line:
+            raise DataError(
+                f"{p}:{line}: job name {name!r} is used twice (lines {first} and {line}); "
+                "give every job its own name"
+            )
+
     if kind == "pollux":
         for line, row in rows:
             replicas = _whole_number(row, "num_replicas", p, line, 1, MAX_GPUS)
@@ -455,6 +468,7 @@ def _workload(p: Path, header: list[str], rows: Iterator[tuple[int, dict[str, st
                 batch_size=batch,
             )
             work = ProfiledWork(_application(row, p, line), batch)
+            unique(request.id, line)
             jobs.append(WorkloadJob(request, work))
     elif kind == "philly":
         raw: list[tuple[float, float, int, int, str]] = []
@@ -528,6 +542,7 @@ def _workload(p: Path, header: list[str], rows: Iterator[tuple[int, dict[str, st
             if gpus == 0:
                 left_out["cpu"].append(request.id)  # takes no GPU: not part of a GPU schedule
                 continue
+            unique(request.id, line)
             jobs.append(WorkloadJob(request, RigidWork(duration)))
     else:
         for line, row in rows:
@@ -551,16 +566,9 @@ def _workload(p: Path, header: list[str], rows: Iterator[tuple[int, dict[str, st
                 user=(row.get("user") or "").strip(),
             )
             model = (row.get("model") or "").strip()
+            unique(request.id, line)
             jobs.append(WorkloadJob(request, RigidWork(duration, model), limit))
         jobs = _from_first_submission(jobs)
-    seen: dict[str, int] = {}
-    for index, job in enumerate(jobs):
-        first = seen.setdefault(job.request.id, index)
-        if first != index:
-            raise DataError(
-                f"{p}: job name {job.request.id!r} is used twice (jobs {first + 1} and "
-                f"{index + 1} of the file); give every job its own name"
-            )
     if not jobs:
         raise DataError(_no_jobs(p, kind, len(left_out["cpu"]), len(left_out["pending"])))
     return Workload(
