@@ -66,7 +66,9 @@ def measured_pairs(path: str | Path, gpu: str = "v100") -> Iterator[MeasuredPair
     Raises :class:`~danlu.core.errors.DataError` naming the file when it is not Gavel's
     layout or has no ``gpu`` section, and naming the entry when a throughput is not a
     finite number (``json`` reads ``NaN`` and ``Infinity``, which would give NaN shares)
-    or is negative (it was skipped as a pair without progress)."""
+    or is negative (it was skipped as a pair without progress), and naming the entry when
+    a job's share (its throughput beside the other over its throughput alone) is above
+    :data:`MAX_SHARE` (an infinite one gave the sharing rule an infinite gain)."""
     p = Path(path)
     try:
         data = json.loads(p.read_text(encoding="utf-8-sig"))  # a byte-order mark skipped
@@ -98,7 +100,22 @@ def measured_pairs(path: str | Path, gpu: str = "v100") -> Iterator[MeasuredPair
                     "negative (0 is a job that made no progress): fix or remove the entry"
                 )
             if solo_a and solo_b and pair[0] > 0 and pair[1] > 0:
-                yield MeasuredPair(name_a, name_b, pair[0] / solo_a, pair[1] / solo_b)
+                shares = (pair[0] / solo_a, pair[1] / solo_b)  # inf where one overflows
+                if max(shares) > MAX_SHARE:
+                    raise DataError(
+                        f"{p}: {gpu}.{name_a}.{name_b} is {pair!r} beside the throughputs "
+                        f"alone {solo_a!r} and {solo_b!r}: a share of "
+                        f"{max(shares):.3g} times a job's speed alone (at most {MAX_SHARE:g} "
+                        "is believed; Gavel's are near 1): fix or remove the entry"
+                    )
+                yield MeasuredPair(name_a, name_b, shares[0], shares[1])
+
+
+MAX_SHARE = 1000.0
+"""The largest normalised throughput (a job's throughput beside another over its
+throughput alone) believed from the file: Gavel's measurements are at most a little above 1
+(noise). A corrupt entry (a throughput of 1e308 beside one alone of 1e-10) gave an infinite
+share, and the sharing rule's calibration an infinite gain."""
 
 
 def _is_number(value: object) -> TypeGuard[int | float]:

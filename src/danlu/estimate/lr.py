@@ -59,17 +59,42 @@ def _ratio(base_lr: float, batch_size: float, base_batch_size: float) -> float:
         # as_float: an int beyond float range (10**400) raised OverflowError in isfinite
         if not (is_real_number(value) and math.isfinite(as_float(value)) and value > 0):
             raise SpecError(name, f"must be a positive number, got {quoted(value)}")
-    return batch_size / base_batch_size
+    ratio = batch_size / base_batch_size
+    if not (math.isfinite(ratio) and ratio > 0):  # 1e308 / 1e-10 is inf, 1e-300 / 1e100 is 0
+        raise SpecError(
+            "batch_size",
+            f"batch_size / base_batch_size = {quoted(batch_size)} / {quoted(base_batch_size)} "
+            "is beyond a float's range; give batch sizes within a few orders of magnitude",
+        )
+    return ratio
+
+
+def _scaled(lr: float, base_lr: float, batch_size: float, base_batch_size: float) -> float:
+    """A rule's learning rate ``lr``; :class:`SpecError` on ``base_lr`` unless it is a
+    positive finite number (``base_lr=1e300`` scaled by 1e10 was an infinite learning rate,
+    ``1e-300`` by ``1e-200`` one of 0, returned as answers)."""
+    if not (math.isfinite(lr) and lr > 0):
+        raise SpecError(
+            "base_lr",
+            f"{quoted(base_lr)} scaled from batch {quoted(base_batch_size)} to "
+            f"{quoted(batch_size)} gives a learning rate of {lr!r}, no positive finite number: "
+            "give a base learning rate within a float's range",
+        )
+    return lr
 
 
 def linear_lr(base_lr: float, batch_size: float, base_batch_size: float) -> float:
-    """Linear scaling rule: ``eta0 * B / B0`` (seed 000 section 4.3)."""
-    return base_lr * _ratio(base_lr, batch_size, base_batch_size)
+    """Linear scaling rule: ``eta0 * B / B0`` (seed 000 section 4.3). Raises
+    :class:`SpecError` naming the argument unless the three are positive finite numbers and
+    the answer is one too (so do the other rules)."""
+    lr = base_lr * _ratio(base_lr, batch_size, base_batch_size)
+    return _scaled(lr, base_lr, batch_size, base_batch_size)
 
 
 def sqrt_lr(base_lr: float, batch_size: float, base_batch_size: float) -> float:
     """Square-root scaling rule: ``eta0 * sqrt(B / B0)`` (seed 000 section 4.3)."""
-    return base_lr * math.sqrt(_ratio(base_lr, batch_size, base_batch_size))
+    lr = base_lr * math.sqrt(_ratio(base_lr, batch_size, base_batch_size))
+    return _scaled(lr, base_lr, batch_size, base_batch_size)
 
 
 def progressive_lr(base_lr: float, batch_size: float, base_batch_size: float, c: float) -> float:
@@ -81,7 +106,10 @@ def progressive_lr(base_lr: float, batch_size: float, base_batch_size: float, c:
     """
     k = _ratio(base_lr, batch_size, base_batch_size)
     factor = check_finite("c", c, positive=True, what="a progressive factor")
-    return base_lr * min(k, factor * math.sqrt(k))
+    scale = min(k, factor * math.sqrt(k))
+    if not scale > 0:  # a c of 5e-324 made the learning rate (nearly) 0
+        raise SpecError("c", f"{quoted(c)} scales the learning rate to 0; give a larger c")
+    return _scaled(base_lr * scale, base_lr, batch_size, base_batch_size)
 
 
 def adascale_lr(
@@ -98,7 +126,8 @@ def adascale_lr(
     check_positive_int("base_batch_size", base_batch_size)
     if not isinstance(grad_stats, GradientStats):  # a (sqr, var) tuple: AttributeError
         raise SpecError("grad_stats", f"must be GradientStats(sqr, var), got {quoted(grad_stats)}")
-    return base_lr * gain(grad_stats, batch_size, base_batch_size)
+    lr = base_lr * gain(grad_stats, batch_size, base_batch_size)
+    return _scaled(lr, base_lr, batch_size, base_batch_size)
 
 
 def rule_names() -> list[str]:

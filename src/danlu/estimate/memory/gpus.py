@@ -266,13 +266,28 @@ def _field_problem(name: str, value: object) -> str:
         return f"{name} must be >= {low:g} and finite, got {value!r}"
     if isinstance(value, int) and value > _MAX_FIELD_INT:  # (an int field: checked above)
         return f"{name} {range_message(low, _MAX_FIELD_INT, value)}"
+    ratio = value if name == "conv_workspace_ratio" and isinstance(value, int | float) else 0
+    if ratio > MAX_CONV_WORKSPACE_RATIO:
+        return (
+            f"conv_workspace_ratio must be at most {MAX_CONV_WORKSPACE_RATIO:g} (a workspace "
+            f"that many times a convolution's output), got {value!r}"
+        )
     return ""
+
+
+MAX_CONV_WORKSPACE_RATIO = 1e6
+"""The largest ``conv_workspace_ratio`` a ``--gpu-table`` entry takes (the largest cuDNN
+workspace measured was about 50 times its convolution's output): ``1e308`` was taken, and the
+replay of any traced convolution raised a bare OverflowError (an infinite workspace)."""
 
 
 def gpu_key(name: str) -> str:
     """The table key of a GPU name, as both :func:`load_gpu_table` and :func:`get_gpu` read
-    it: lower case, ``_`` as ``-``, aliases resolved (``RTX_4090`` -> ``rtx4090``)."""
-    key = name.lower().replace("_", "-")
+    it: blanks around it dropped, lower case, ``_`` as ``-``, aliases resolved (``RTX_4090``
+    -> ``rtx4090``). A ``--gpu-table`` entry ``"h100 "`` was a new GPU beside ``h100``: its
+    calibration (with a ``capacity_bytes``) was kept under a name no look-up gave, and
+    ``h100`` planned with the built-in figures."""
+    key = name.strip().lower().replace("_", "-")
     return ALIASES.get(key, key)
 
 

@@ -285,13 +285,23 @@ def _build(
 
 
 def _layers(model: torch.nn.Module) -> tuple[dict[str, int], dict[str, int]]:
-    """The model's modules by class name, and the parameters each class holds directly."""
+    """The model's modules by class name, and the parameters each class holds directly.
+
+    A parameter two modules share (tied weights: a language model's output layer holding
+    its embedding's table) counts once, for the first module that holds it (as
+    ``model.parameters()`` lists it): it was counted for each, and the summary's total
+    and shares (:mod:`danlu.estimate.family`) grew by it."""
     modules: dict[str, int] = {}
     parameters: dict[str, int] = {}
+    seen: set[int] = set()
     for module in model.modules():
         name = type(module).__name__
         modules[name] = modules.get(name, 0) + 1
-        held = sum(p.numel() for p in module.parameters(recurse=False))
+        held = 0
+        for p in module.parameters(recurse=False):
+            if id(p) not in seen:
+                seen.add(id(p))
+                held += p.numel()
         if held:
             parameters[name] = parameters.get(name, 0) + held
     return modules, parameters
