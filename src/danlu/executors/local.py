@@ -329,6 +329,25 @@ class LocalExecutor(RunDirExecutor, GpuSharingExecutor):
         self._children.pop(run_dir.name, None)
         self._seen.pop(run_dir.name, None)
 
+    def _still_runs(self, run_dir: Path) -> str | None:
+        """The supervisor of the run in ``run_dir`` when it still runs without a readable
+        launch record (the job deleted or rewrote it): its pid, as ``job.json`` or
+        ``supervisor.json`` records it, of a live process that is this run's supervisor
+        (its command line names the supervisor and ``run_dir``, so a pid the job wrote
+        there names no other process to kill). None when there is none, or the run
+        recorded its exit."""
+        if records.read_exit(run_dir) is not None:
+            return None
+        job = records.read_job(run_dir)
+        sup = records.read_supervisor(run_dir)
+        for pid, start in (
+            (job.get("supervisor_pid"), job.get("supervisor_start")),
+            (sup.get("pid"), sup.get("start")),
+        ):
+            if pid is not None and supervise.alive(pid, start) and _supervises(int(pid), run_dir):
+                return f"its supervisor (pid {pid}) still runs; stop it (kill {pid})"
+        return None
+
     def close(self) -> None:
         """Reap supervisors that have exited; running jobs keep running."""
         for proc in self._children.values():
@@ -476,6 +495,18 @@ def last_alive(
     return max(started, latest if boot is None else min(latest, boot))
 
 
+def _supervises(pid: int, run_dir: Path) -> bool:
+    """Whether process ``pid`` is a supervisor of ``run_dir`` (its command line, as
+    :meth:`LocalExecutor._start` starts it, ends with the supervisor and the run
+    directory)."""
+    try:
+        argv = Path(f"/proc/{pid}/cmdline").read_bytes().split(b"\0")
+    except OSError:
+        return False
+    want = [os.fsencode(str(SUPERVISOR)), os.fsencode(str(run_dir)), b""]
+    return argv[-3:] == want
+
+
 def kill_marked(mark: str | None) -> bool:
     """SIGKILL every process whose environment holds the run's ``mark`` (:data:`RUN_MARK`):
     what the job started in a session of its own (a daemon) is out of its process group,
@@ -491,14 +522,16 @@ def kill_marked(mark: str | None) -> bool:
     for entry in os.scandir("/proc"):
         if not entry.name.isdigit() or int(entry.name) == me:
             continue
+        # its start time before its environment: the process whose environment was read is
+        # the one signalled, not another that took its pid since (supervise.signal_process)
+        start = supervise.proc_start_time(int(entry.name))
         try:
             environ = Path(entry.path, "environ").read_bytes()
         except OSError:
             continue
-        if needle in environ.split(b"\0"):
+        if start is not None and needle in environ.split(b"\0"):
             found = True
-            with contextlib.suppress(ProcessLookupError, PermissionError):
-                os.kill(int(entry.name), signal.SIGKILL)
+            supervise.signal_process(int(entry.name), start, signal.SIGKILL)
     return found
 
 

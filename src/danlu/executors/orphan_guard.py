@@ -133,10 +133,12 @@ def signal_descendants(sig: int, outside_group: bool = False) -> None:
     ``outside_group``): as their subreaper, they include what the command started in a
     session of its own, whose parent exited."""
     group = os.getpgid(0)
-    for pid in supervise.descendants(os.getpid()):
+    # (each by its pid and start time: one that exited since the scan, its pid another
+    # process's now, is not signalled)
+    for pid, start in supervise.descendant_processes(os.getpid()):
         with contextlib.suppress(ProcessLookupError, PermissionError):
             if not outside_group or os.getpgid(pid) != group:
-                os.kill(pid, sig)
+                supervise.signal_process(pid, start, sig)
 
 
 def reap(but: int | None = None) -> None:

@@ -239,9 +239,8 @@ class NodeRun:
         if self._proc is None:
             return
         if self._proc.returncode is None:  # not reaped: the pid is still the guard's
-            for pid in supervise.descendants(self._proc.pid):
-                with contextlib.suppress(ProcessLookupError, PermissionError):
-                    os.kill(pid, signal.SIGKILL)
+            for pid, start in supervise.descendant_processes(self._proc.pid):
+                supervise.signal_process(pid, start, signal.SIGKILL)
             with contextlib.suppress(ProcessLookupError, PermissionError):
                 os.killpg(self._proc.pid, signal.SIGKILL)
         kill_marked(self._mark)

@@ -158,6 +158,26 @@ class RunDirExecutor(Executor):
     def _dropped(self, run_dir: Path, launch: dict[str, Any] | None) -> None:
         """Hook: the records of the exited run in ``run_dir`` are about to be deleted."""
 
+    def _still_runs(self, run_dir: Path) -> str | None:
+        """Hook: what of the run in ``run_dir``, whose launch record is missing or cannot be
+        read (damaged, or rewritten by its job), is still seen running, and how to stop it;
+        None when nothing is (default: nothing this executor could find without the record).
+        Its records are not deleted while something runs: its supervisor would go on
+        writing them into the next run's directory, and hold its GPUs unseen."""
+        return None
+
+    def _refuse_unreadable(self, run_dir: Path, job_id: str, doing: str) -> None:
+        """Raise :class:`JobAlreadyRunningError` when the run in ``run_dir`` has no readable
+        launch record and still runs (:meth:`_still_runs`): ``doing`` (launching it again,
+        discarding it) would delete the records of a run that goes on."""
+        running = self._still_runs(run_dir)
+        if running is not None:
+            raise JobAlreadyRunningError(
+                f"job {job_id} still runs, though its launch record "
+                f"{run_dir / supervise.LAUNCH} is missing or damaged, so danlu cannot stop "
+                f"it: {running}; then try {doing} again"
+            )
+
     # -- the shared parts ---------------------------------------------------------------------
 
     def _stop(self, handle: Handle, reason: StopReason, grace: float) -> None:
@@ -297,6 +317,8 @@ class RunDirExecutor(Executor):
         launch = self._read_launch(run_dir) if run_dir.is_dir() else None
         if launch is not None and self._status(run_dir, launch).running:
             raise ExecutorError(f"job {job_id} still runs; stop it before discarding it")
+        if launch is None and run_dir.is_dir() and not run_dir.is_symlink():
+            self._refuse_unreadable(run_dir, job_id, "discarding it")
         self._drop(run_dir, launch)
         self._log_elsewhere.pop(job_id, None)
         # (the name alone: a link there, in the directory or out of it, is removed itself)
@@ -344,12 +366,16 @@ class RunDirExecutor(Executor):
                 raise JobAlreadyRunningError(
                     f"job {job.job_id} still runs (attempt {old['attempt']})"
                 )
+            if old is None and not run_dir.is_symlink():
+                self._refuse_unreadable(run_dir, job.job_id, "the launch")
             self._drop(run_dir, old)
         elif run_dir.is_symlink():  # a link in the run directory's place: the job's doing
             run_dir.unlink()
         elif run_dir.exists():
             # A submit that died (control plane killed) between creating the directory and
-            # writing the launch record: nothing was started from it.
+            # writing the launch record: nothing was started from it. Or a run whose job
+            # deleted its launch record: not removed while its supervisor runs.
+            self._refuse_unreadable(run_dir, job.job_id, "the launch")
             shutil.rmtree(run_dir)
         busy_gpus(job, self._held())
         return run_dir

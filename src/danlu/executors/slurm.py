@@ -521,7 +521,7 @@ class SlurmExecutor(RunDirExecutor, MultiNodeExecutor, GpuSharingExecutor):
                 slurm_stops.gang_stop(
                     self._commands, run_dir, launch, slurm_id, grace, self._clock()
                 )
-            slurm_stops.enforce_stop(
+            refused = slurm_stops.enforce_stop(
                 self._commands,
                 run_dir,
                 launch,
@@ -534,7 +534,7 @@ class SlurmExecutor(RunDirExecutor, MultiNodeExecutor, GpuSharingExecutor):
                 RunState.RUNNING,
                 stop_reason=reason,
                 started_at=None if pending else state.started_at or launch.get("launched_at"),
-                message=_state_message(slurm_id, state),
+                message=_state_message(slurm_id, state) + refused,
             )
         full = self._commands.job(slurm_id) if state is not None else None
         result = slurm_exits.run_result(
@@ -557,7 +557,8 @@ class SlurmExecutor(RunDirExecutor, MultiNodeExecutor, GpuSharingExecutor):
         message. Once it has waited ``pending_limit`` seconds (since its submission, since it
         was first seen held, or ``PENDING`` again after it ran:
         :mod:`~danlu.executors.slurm_waiting`) it is cancelled (again at each poll until Slurm
-        reports it ended; a cancel that fails raises, for the next poll to try again), and its
+        reports it ended; an unreachable controller raises, a cancel Slurm refuses is noted
+        in the message, and either is asked again at the next poll), and its
         result is a failed launch (:func:`~danlu.executors.slurm_exits.run_result`); but one
         whose nodes recorded exits, never seen running, ran and was requeued: its wait counts
         from now."""
@@ -571,8 +572,13 @@ class SlurmExecutor(RunDirExecutor, MultiNodeExecutor, GpuSharingExecutor):
             return ExecStatus(RunState.RUNNING, message=message)
         if slurm_waiting.give_up(launch, state, limit, now):
             save_launch(run_dir, launch)  # its result then names no reason
-        self._commands.cancel(slurm_id)
         message += slurm_waiting.given_up_note(launch, state, limit)
+        try:
+            self._commands.cancel(slurm_id)
+        except SlurmUnavailableError:
+            raise
+        except SlurmError as exc:  # refused: raised, every poll of the run failed
+            message += slurm_stops.refused(slurm_id, exc)
         return ExecStatus(RunState.RUNNING, message=message)
 
     def _signal(

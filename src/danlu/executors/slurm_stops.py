@@ -22,7 +22,7 @@ from danlu.executors import records, slurm_waiting
 from danlu.executors.base import PREEMPTED_EXIT_CODE, StopReason
 from danlu.executors.records import save_launch
 from danlu.executors.slurm_exits import node_exits
-from danlu.executors.slurmctl import SlurmCommands, SlurmError, SlurmJob
+from danlu.executors.slurmctl import SlurmCommands, SlurmError, SlurmJob, SlurmUnavailableError
 
 log = logging.getLogger(__name__)
 
@@ -83,7 +83,7 @@ def enforce_stop(
     state: SlurmJob,
     stop: Mapping[str, Any],
     now: float,
-) -> None:
+) -> str:
     """Carry on the stop ``stop`` (a stop request; empty: none) of the run Slurm reports in
     ``state``, at a poll at ``now``: cancel a run that Slurm keeps waiting (not started, or
     held after a requeue: nothing of it runs); SIGTERM a running one whose SIGTERM could not
@@ -91,24 +91,47 @@ def enforce_stop(
     is logged and tried again at the next poll); SIGKILL the processes of one whose grace is
     over, and the batch script too :data:`KILL_BATCH_AFTER` seconds later (a run stopped
     before its step started has no processes of its own yet). The grace counts from the
-    request, however late its SIGTERM was sent."""
+    request, however late its SIGTERM was sent.
+
+    Returns a note for the run's status when Slurm refused a cancel or SIGKILL (a
+    :class:`SlurmError` other than an unreachable controller: permission denied, a state it
+    cannot signal), which is logged and asked again at the next poll; else ``""``. Raised,
+    the refusal failed every poll of the run, which then never read as running nor ended.
+    :class:`SlurmUnavailableError` is raised, as at the other Slurm calls of a poll."""
     if "reason" not in stop or state.state == "COMPLETING":
-        return
-    if slurm_waiting.waiting(state):
-        commands.cancel(slurm_id)
-        return
-    overdue = now - stop.get("requested_at", 0.0) - stop.get("grace", 0.0)
-    if overdue >= KILL_BATCH_AFTER:
-        commands.cancel(slurm_id, "KILL", full=True)
-    elif overdue >= 0:
-        commands.cancel(slurm_id, "KILL")
-    elif state.state == "RUNNING" and launch.get("term_due") == stop.get("requested_at"):
+        return ""
+    try:
+        if slurm_waiting.waiting(state):
+            commands.cancel(slurm_id)
+            return ""
+        overdue = now - stop.get("requested_at", 0.0) - stop.get("grace", 0.0)
+        if overdue >= KILL_BATCH_AFTER:
+            commands.cancel(slurm_id, "KILL", full=True)
+        elif overdue >= 0:
+            commands.cancel(slurm_id, "KILL")
+    except SlurmUnavailableError:
+        raise
+    except SlurmError as exc:
+        return refused(slurm_id, exc)
+    if (
+        overdue < 0
+        and state.state == "RUNNING"
+        and launch.get("term_due") == stop.get("requested_at")
+    ):
         try:
             commands.cancel(slurm_id, "TERM")
         except SlurmError as exc:
             log.warning("cannot send SIGTERM to Slurm job %s yet: %s", slurm_id, exc)
-            return
+            return ""
         term_sent(run_dir, launch)
+    return ""
+
+
+def refused(slurm_id: int, exc: SlurmError) -> str:
+    """Log that Slurm refused to stop job ``slurm_id`` (``exc``), to be asked again at the
+    next poll, and say so in a note for the run's status message."""
+    log.warning("Slurm refused to stop job %s (asked again at the next poll): %s", slurm_id, exc)
+    return f"; Slurm refused to stop it, asked again at each poll: {exc}"
 
 
 def term_due(run_dir: Path, launch: dict[str, Any]) -> None:

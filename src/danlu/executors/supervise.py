@@ -292,17 +292,63 @@ def is_subreaper() -> bool:
 
 def descendants(root: int) -> list[int]:
     """The pids of the live processes below ``root`` (from /proc), parents first."""
-    children: dict[int, list[int]] = {}
+    return [pid for pid, _ in descendant_processes(root)]
+
+
+def descendant_processes(root: int) -> list[tuple[int, int]]:
+    """The live processes below ``root`` (from /proc), parents first, each as its pid and
+    start time (:func:`proc_start_time`), to be signalled by :func:`signal_process`."""
+    children: dict[int, list[tuple[int, int]]] = {}
     for entry in os.scandir("/proc"):
         if entry.name.isdigit() and (fields := _stat(Path(entry.path, "stat"))) is not None:
-            children.setdefault(int(fields[1]), []).append(int(entry.name))
-    out: list[int] = []
+            children.setdefault(int(fields[1]), []).append((int(entry.name), int(fields[19])))
+    out: list[tuple[int, int]] = []
     todo = list(children.get(root, ()))
     while todo:
-        pid = todo.pop()
-        out.append(pid)
+        pid, start = todo.pop()
+        out.append((pid, start))
         todo.extend(children.get(pid, ()))
     return out
+
+
+def signal_process(pid: int, start: int, sig: int) -> bool:
+    """Send ``sig`` to process ``pid`` only while it is the process that started at ``start``
+    (as a scan of /proc saw it). Between a scan and its ``kill`` the process may exit and be
+    reaped, and its pid be another's, unrelated (another run's, the control plane's): the
+    signal goes through a pidfd (``pidfd_open``: that one process, whatever its pid names
+    later) opened before its start time is checked again. Where there are no pidfds (Linux
+    before 5.3, a seccomp filter refusing them) the check comes just before a plain
+    ``kill``. Returns whether it was sent; a process gone or not this one's to signal is no
+    error."""
+    try:
+        fd = os.pidfd_open(pid)
+    except ProcessLookupError:
+        return False
+    except (OSError, AttributeError):  # no pidfds here (ENOSYS; EPERM: a seccomp filter)
+        return _kill_checked(pid, start, sig)
+    try:
+        if proc_start_time(pid) != start:  # the pidfd's process is another than the scan's
+            return False
+        signal.pidfd_send_signal(fd, sig)
+        return True
+    except ProcessLookupError:
+        return False
+    except OSError:  # refused (EPERM: not this user's, or a seccomp filter): as kill says
+        return _kill_checked(pid, start, sig)
+    finally:
+        os.close(fd)
+
+
+def _kill_checked(pid: int, start: int, sig: int) -> bool:
+    """``kill(pid, sig)`` right after checking that ``pid`` is still the process that started
+    at ``start`` (:func:`signal_process` without a pidfd); whether it was sent."""
+    if proc_start_time(pid) != start:
+        return False
+    try:
+        os.kill(pid, sig)
+    except (ProcessLookupError, PermissionError):
+        return False
+    return True
 
 
 class Heartbeat:
@@ -508,10 +554,10 @@ def _supervise(run_dir: Path, spec: dict[str, Any], subreaper: bool) -> int:
             return
         with contextlib.suppress(ProcessLookupError, PermissionError):
             os.killpg(child.pid, sig)
-        for pid in descendants(os.getpid()) if subreaper else ():
+        for pid, start in descendant_processes(os.getpid()) if subreaper else ():
             with contextlib.suppress(ProcessLookupError, PermissionError):
                 if os.getpgid(pid) != child.pid:
-                    os.kill(pid, sig)
+                    signal_process(pid, start, sig)
 
     def on_stop(signum: int, frame: FrameType | None) -> None:
         """SIGTERM the job's group; SIGKILL it after the stop's grace, or sooner when an
