@@ -16,6 +16,10 @@ from danlu.core.errors import ConfigError, DataError
 
 log = logging.getLogger("danlu.train")
 
+_FAILED = "failed"
+"""The key of what a rank whose ``load_latest`` raised gives the ranks' gather in place of
+its checkpoint's name (a name is a string or None): why it failed."""
+
 
 class Checkpoints:
     """Periodic / on-demand checkpoints through ``CheckpointManager``; no-op without a dir."""
@@ -121,10 +125,26 @@ class Checkpoints:
         """The newest valid checkpoint as ``(step, state)``, or None."""
         if self._manager is None:
             return None
-        out = self._manager.load_latest()
-        if self._gather is not None:
-            out = self._as_rank_zero(out)
+        out = self._manager.load_latest() if self._gather is None else self._agreed_latest()
         return None if out is None else (int(out[0]), out[1])
+
+    def _agreed_latest(self) -> tuple[int, dict[str, Any]] | None:
+        """:meth:`_as_rank_zero` of this rank's ``load_latest``, which may fail on one rank
+        alone (its listing or a manifest's read refused by a network filesystem, a node's
+        stale mount): that rank still joins the ranks' gather, saying why
+        (``{"failed": ...}`` in place of its checkpoint's name), and every rank raises.
+        Before, it raised at once and the others waited at the gather until the
+        collective timeout (300 s by default), then failed on a timeout naming nothing."""
+        assert self._gather is not None and self._manager is not None
+        try:
+            out = self._manager.load_latest()
+        except Exception as exc:
+            try:
+                self._gather({_FAILED: f"{type(exc).__name__}: {exc}"})
+            except Exception as told:  # this rank's own error says more than the gather's
+                exc.add_note(f"telling the other ranks failed too: {told}")
+            raise
+        return self._as_rank_zero(out)
 
     def _as_rank_zero(
         self, out: tuple[int, dict[str, Any]] | None
@@ -142,6 +162,17 @@ class Checkpoints:
         assert self._gather is not None and self._manager is not None
         mine = self._manager.loaded if out is not None else None
         names = self._gather(mine)
+        failed = [
+            f"rank {r}: {name[_FAILED]}"
+            for r, name in enumerate(names)
+            if isinstance(name, dict) and _FAILED in name
+        ]
+        if failed:  # those ranks raised their own error (see _agreed_latest)
+            raise DataError(
+                f"looking for the newest checkpoint in {self.directory} failed on another "
+                f"rank ({'; '.join(failed)}); every rank stops with it, and a restart looks "
+                "again"
+            )
         chosen = names[0]
         if all(name == chosen for name in names):
             return out

@@ -23,7 +23,7 @@ from typing import Any
 
 import torch
 
-from danlu.core.errors import ConfigError
+from danlu.core.errors import ConfigError, DanluError
 from danlu.train.batch import AdaptiveBatch, GradientNoiseScale
 from danlu.train.checks import whole_argument
 from danlu.train.ckpt import Checkpoints, state_api
@@ -533,7 +533,10 @@ class TrainContext(Recovery):
         seed per rank, or ranks that draw different amounts, leave them apart), for
         :meth:`restore` to give each rank its own. With anomaly detection on, parameters
         that hold NaN/Inf are not written (a WARNING says so): see
-        :meth:`~danlu.train.recovery.Recovery._nonfinite_to_save`."""
+        :meth:`~danlu.train.recovery.Recovery._nonfinite_to_save`. Distributed, a save
+        that fails on the writer (a full disk) raises on every rank: the writer's own
+        error, the others an error naming it (an ``OSError`` of its errno where it was
+        one)."""
         if not self.checkpoints.enabled or self._nonfinite_to_save():
             return
         self._saved_step = self.step_num
@@ -544,6 +547,33 @@ class TrainContext(Recovery):
             if self.consistency_check:
                 self.distributed.check_consistency(self.model)
             rng_ranks = self.distributed.gather_object(api.capture_rng_state())
+        failure: Exception | None = None
+        try:
+            self._write_checkpoint(api, rng_ranks, metrics)
+        except Exception as exc:
+            if not self.distributed.enabled:
+                raise
+            failure = exc
+        if self.distributed.enabled:
+            # every rank raises when the writer's save failed (a full disk, say): before, the
+            # writer raised alone and the others waited in the next collective until the
+            # collective timeout, then failed on a timeout naming nothing
+            from danlu.train.checkpoint.sharded import agree  # loaded with the manager
+
+            agree(failure, f"the checkpoint of step {self.step_num}", DanluError)
+            if not self._run_shared:  # once: every rank's rollback falls back within it
+                self.checkpoints.join_run(
+                    self.distributed.broadcast_object(self.checkpoints.run_id)
+                )
+                self._run_shared = True
+            self.distributed.barrier()
+
+    def _write_checkpoint(
+        self, api: Any, rng_ranks: list[Any] | None, metrics: dict[str, float] | None
+    ) -> None:
+        """:meth:`save`'s own part on this rank: the writer (the chief) captures the state
+        and saves it, and waits for it when distributed (an asynchronous save's failure
+        is raised here then, for every rank to know); the others count the save."""
         if self.distributed.is_chief:
             data_state = self.data_state()
             # the records of the steps this checkpoint covers that the reporter has not
@@ -568,12 +598,6 @@ class TrainContext(Recovery):
             self.checkpoints.note_saved(self.step_num)
         if self.distributed.enabled:
             self.checkpoints.wait()
-            if not self._run_shared:  # once: every rank's rollback falls back within it
-                self.checkpoints.join_run(
-                    self.distributed.broadcast_object(self.checkpoints.run_id)
-                )
-                self._run_shared = True
-            self.distributed.barrier()
 
     def restore(self) -> bool:
         """Load the newest valid checkpoint into the live objects; False when there is none.

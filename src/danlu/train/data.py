@@ -87,6 +87,7 @@ class ElasticSampler:
         self._perm: list[int] | None = None
         self._perm_key: tuple[int, int, bool] | None = None  # (seed, epoch, shuffle) of _perm
         self._told_larger = False  # a WARNING said a dataset is larger (check_dataset)
+        self._told_skipped = False  # a WARNING said drop_last skips whole epochs
 
     def permutation(self) -> list[int]:
         """The current epoch's order of sample indices.
@@ -163,12 +164,31 @@ class ElasticSampler:
                 return
             local = local_batch() if local_batch is not None else None
             size = global_batch() if global_batch is not None else None
-            if self.drop_last and self.n - pos < _window_size(local, size, world_size):
+            window = _window_size(local, size, world_size)
+            if self.drop_last and self.n - pos < window:
+                if pos == 0:
+                    self._say_epoch_skipped(window)
                 self.offset = self.n  # the rest of the epoch is skipped, as committed
                 return
             lb = self.window(pos - self.offset, local, rank, world_size, global_batch=size)
             cursor = pos + lb.global_real
             yield lb
+
+    def _say_epoch_skipped(self, window: int) -> None:
+        """WARN, once, that ``drop_last`` skips a whole epoch: one step's ``window`` holds
+        more samples than the dataset, so no step is ever trained (``fit(epochs=3)`` went
+        through its epochs without a step, and said nothing)."""
+        if self._told_skipped:
+            return
+        self._told_skipped = True
+        log.warning(
+            "drop_last=True and one step's global batch (%d samples) is larger than the "
+            "dataset (dataset_size=%d): every epoch is skipped whole and no step is trained; "
+            "give a global batch of at most %d, or drop_last=False",
+            window,
+            self.n,
+            self.n,
+        )
 
     def check_dataset(self, dataset: Any) -> None:
         """Compare ``len(dataset)`` (when it has one) with the sampler's ``n``, the
@@ -347,14 +367,30 @@ def default_collate(samples: list[Any]) -> Any:
 def fetch(
     dataset: Any, batch: LocalBatch, collate: Callable[[list[Any]], Any] = default_collate
 ) -> Any:
-    """Load ``batch`` from an indexable ``dataset``; tensors datasets are sliced directly."""
+    """Load ``batch`` from an indexable ``dataset``; a ``TensorDataset`` is sliced directly.
+
+    Only one whose items are ``TensorDataset``'s own (its ``__getitem__`` not overridden):
+    any dataset with a ``tensors`` tuple was sliced, so a dataset of the user's that keeps
+    its data as ``self.tensors`` and transforms it in ``__getitem__`` (an augmentation, a
+    subclass of ``TensorDataset``) trained on the raw tensors, silently."""
     if isinstance(dataset, torch.Tensor):
         return dataset[batch.indices]
-    tensors = getattr(dataset, "tensors", None)  # torch.utils.data.TensorDataset
-    if isinstance(tensors, tuple):
+    if _plain_tensor_dataset(dataset):
         idx = torch.as_tensor(batch.indices)
-        return tuple(t[idx] for t in tensors)
+        return tuple(t[idx] for t in dataset.tensors)
     return collate([dataset[i] for i in batch.indices])
+
+
+def _plain_tensor_dataset(dataset: Any) -> bool:
+    """Whether ``dataset`` is a ``TensorDataset`` whose items are its tensors' rows as they
+    are (``TensorDataset.__getitem__``), which slicing the tensors gives in one go."""
+    from torch.utils.data import TensorDataset
+
+    return (
+        isinstance(dataset, TensorDataset)
+        and type(dataset).__getitem__ is TensorDataset.__getitem__
+        and isinstance(dataset.tensors, tuple)
+    )
 
 
 def remapped(data: Mapping[Any, Any], values: dict[Any, Any]) -> Mapping[Any, Any]:

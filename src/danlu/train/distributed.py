@@ -203,9 +203,32 @@ def _check_local_gpu(local_rank: int, visible: int) -> None:
 
 
 def unwrap(model: torch.nn.Module) -> torch.nn.Module:
-    """The user's module inside a DDP wrapper (or the module itself)."""
-    inner = getattr(model, "module", None)
-    return inner if isinstance(inner, torch.nn.Module) else model
+    """The user's module inside a DDP wrapper (or the module itself).
+
+    Only torch's data-parallel wrappers (``DistributedDataParallel``, ``DataParallel`` and
+    FSDP) are unwrapped. Any module with a ``module`` attribute was taken for one: a user's
+    model that keeps its backbone as ``self.module`` (or an ``AveragedModel``) was
+    checkpointed as that submodule alone, and a resume left the rest of it (a head, say)
+    at its fresh initialisation, silently."""
+    if isinstance(model, _wrappers()):
+        inner = getattr(model, "module", None)
+        if isinstance(inner, torch.nn.Module):
+            return inner
+    return model
+
+
+def _wrappers() -> tuple[type[torch.nn.Module], ...]:
+    """Torch's module classes that wrap the user's module as ``.module``."""
+    from torch.nn.parallel import DataParallel, DistributedDataParallel
+
+    found: list[type[torch.nn.Module]] = [DistributedDataParallel, DataParallel]
+    try:
+        from torch.distributed.fsdp import FullyShardedDataParallel
+    except ImportError:  # a torch built without distributed support
+        pass
+    else:
+        found.append(FullyShardedDataParallel)
+    return tuple(found)
 
 
 def parameter_hash(model: torch.nn.Module) -> str:

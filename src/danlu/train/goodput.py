@@ -116,6 +116,8 @@ class GoodputTuner:
         sync = min(sync_time or 0.0, step_time) if replicas > 1 else 0.0
         self._steps.append(step_time)
         self._syncs.append(sync)
+        if len(self._steps) > SAMPLES:  # waiting for gradient statistics: the newest SAMPLES
+            del self._steps[:-SAMPLES], self._syncs[:-SAMPLES]
         if len(self._steps) < SAMPLES or self._stats is None:
             return
         step = statistics.median(self._steps)
@@ -138,8 +140,22 @@ class GoodputTuner:
         return self.tuner.choose(placement)
 
     def state_dict(self) -> dict[str, Any]:
-        """What it measured (survives a restart, as AdaptDL keeps its profile)."""
-        return {"tuner": self.tuner.state_dict(), "stats": self._stats}
+        """What it measured (survives a restart, as AdaptDL keeps its profile), and the
+        measurement under way (``window``: the configuration, its steps seen and the
+        samples of its next median; None before the first), so that a resume on the same
+        configuration goes on with it instead of settling and sampling it again."""
+        window = None
+        if self._shape is not None:
+            micro, accumulation, placement = self._shape
+            window = {
+                "micro": micro,
+                "accumulation": accumulation,
+                "placement": list(placement),
+                "seen": self._seen,
+                "steps": list(self._steps),
+                "syncs": list(self._syncs),
+            }
+        return {"tuner": self.tuner.state_dict(), "stats": self._stats, "window": window}
 
     def load_state_dict(self, state: dict[str, Any]) -> None:
         """Restore :meth:`state_dict` output: :meth:`parse_state_dict`'s checks, then the
@@ -159,11 +175,56 @@ class GoodputTuner:
         stats = state.get("stats")
         loaded = (float(stats[0]), float(stats[1])) if stats else None
         usable = loaded if loaded is not None and _usable_stats(*loaded) else None
+        shape, seen, steps, syncs = _stored_window(state.get("window"))
 
         def load() -> None:
             self.tuner, self._stats = tuner, usable
+            self._shape, self._seen = shape, seen
+            self._steps[:], self._syncs[:] = steps, syncs
 
         return load
+
+
+def _stored_window(value: Any) -> tuple[Shape | None, int, list[float], list[float]]:
+    """The measurement under way that a :meth:`GoodputTuner.state_dict` holds (its
+    ``window``): the shape, steps seen, step and sync samples. None (a checkpoint written
+    before it was kept, or before a step was measured) is a fresh one, as before.
+    ``ValueError`` naming the field for one no run writes (a damaged checkpoint): a count
+    that is no whole number (>= 1; ``seen`` >= 0), a placement that is no list of GPU
+    counts, samples that are not finite numbers >= 0 (a step time > 0), of unequal
+    lengths or more than :data:`SAMPLES` of them."""
+    if value is None:
+        return None, 0, [], []
+    if not isinstance(value, dict):
+        raise ValueError(f"the goodput window {value!r:.80} is not a dict")
+
+    def count(name: str, least: int) -> int:
+        number = value.get(name)
+        if isinstance(number, bool) or not isinstance(number, int) or number < least:
+            raise ValueError(f"the goodput window's {name} {number!r:.80} is not a whole number")
+        return number
+
+    micro, accumulation, seen = count("micro", 1), count("accumulation", 1), count("seen", 0)
+    where = value.get("placement")
+    if (
+        not isinstance(where, list)
+        or not where
+        or not all(isinstance(n, int) and not isinstance(n, bool) and n >= 1 for n in where)
+    ):
+        raise ValueError(f"the goodput window's placement {where!r:.80} is no list of GPU counts")
+    samples: list[list[float]] = []
+    for name in ("steps", "syncs"):
+        listed = value.get(name)
+        if not isinstance(listed, list) or len(listed) > SAMPLES:
+            raise ValueError(f"the goodput window's {name} {listed!r:.80} is no list of samples")
+        numbers = [math.nan if isinstance(v, bool) else float(v) for v in listed]
+        if not all(math.isfinite(v) and v >= 0 for v in numbers):
+            raise ValueError(f"the goodput window's {name} {listed!r:.80} are not all >= 0")
+        samples.append(numbers)
+    steps, syncs = samples
+    if len(steps) != len(syncs) or not all(v > 0 for v in steps):
+        raise ValueError("the goodput window's steps and syncs are not pairs of samples")
+    return (micro, accumulation, tuple(where)), seen, steps, syncs
 
 
 def probes_state(left: int, placement: tuple[int, ...]) -> dict[str, Any]:
