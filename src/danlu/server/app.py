@@ -224,7 +224,42 @@ def _database_error(request: Request, exc: Exception) -> Response:
 
 def _internal_error(_request: Request, exc: Exception) -> Response:
     log.exception("internal error: %s", exc)
-    return JSONResponse(error_body("internal", None, "internal server error; see the log"), 500)
+    # sent by Starlette's outermost middleware, past :class:`NoSniff`: its header here
+    return JSONResponse(
+        error_body("internal", None, "internal server error; see the log"), 500, headers=NOSNIFF
+    )
+
+
+NOSNIFF = {"X-Content-Type-Options": "nosniff"}
+"""The header every response carries (:class:`NoSniff`): a browser takes its body as the
+``Content-Type`` says, never as what the bytes look like."""
+
+
+class NoSniff:
+    """ASGI middleware: every response carries ``X-Content-Type-Options: nosniff``
+    (:data:`NOSNIFF`), the API's as the dashboard's files do. A job's log
+    (``GET /jobs/{id}/logs``, ``text/plain``) and a metric record's or a spec's strings in
+    JSON are the submitter's bytes: without it a browser may sniff such a body as HTML and
+    run a script in it with the control plane's origin. A response that sets the header
+    itself keeps its own."""
+
+    def __init__(self, app: ASGIApp) -> None:
+        self.app = app
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        if scope["type"] != "http":
+            await self.app(scope, receive, send)
+            return
+
+        async def with_header(message: Message) -> None:
+            if message["type"] == "http.response.start":
+                headers = list(message.get("headers", ()))
+                if not any(bytes(k).lower() == b"x-content-type-options" for k, _ in headers):
+                    headers.append((b"x-content-type-options", b"nosniff"))
+                    message = {**message, "headers": headers}
+            await send(message)
+
+        await self.app(scope, receive, with_header)
 
 
 class RejectNul:
@@ -621,7 +656,8 @@ def _app(
     app.state.health = checked
     app.state.energy = metered
     app.add_middleware(GuardBody, limit=max_body_bytes)
-    app.add_middleware(RejectNul)  # the last added runs first
+    app.add_middleware(RejectNul)
+    app.add_middleware(NoSniff)  # the last added runs first: its refusals get it too
     app.add_exception_handler(DanluError, _danlu_error)
     app.add_exception_handler(RequestValidationError, _validation_error)
     app.add_exception_handler(StarletteHTTPException, _http_error)

@@ -11,6 +11,7 @@ from sqlalchemy.orm import Session
 
 from danlu.core.errors import SpecError
 from danlu.server.db import Node, User
+from danlu.server.errors import PermissionDenied
 from danlu.server.routes.deps import (
     Caller,
     ServerState,
@@ -266,8 +267,12 @@ def update_user(name: str, body: UserPatch, user: Caller, state: State) -> dict[
 def _own_or_admin(name: str, user: User) -> None:
     """404 for a name that is no name; 403 unless ``user`` is ``name`` or an admin."""
     checked_name(name, "user", "name")
-    if name != user.name:
-        require_admin(user)
+    if name != user.name and not user.is_admin:
+        # not require_admin's "this route is for admins": the user itself may use it too
+        raise PermissionDenied(
+            f"only {name!r} or an admin may see or change {name!r}'s tokens; {user.name!r} "
+            f"is neither: use /users/{user.name}/tokens for your own"
+        )
 
 
 @router.post("/users/{name}/tokens", status_code=201, response_model=TokenOut, tags=["users"])

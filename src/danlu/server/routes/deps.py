@@ -21,6 +21,7 @@ from starlette.routing import BaseRoute
 
 from danlu.config import Settings
 from danlu.core.errors import SpecError
+from danlu.core.values import quoted
 from danlu.devices import Inventory
 from danlu.executors import Executor
 from danlu.server.db import Database, User
@@ -167,13 +168,32 @@ def _calls(dependant: Dependant, call: Callable[..., Any]) -> bool:
 def single_valued(request: Request) -> None:
     """422 naming a query parameter given more than once where the route reads one value
     (``?user=alice&user=bob``): it would otherwise keep the last one without a word. One
-    the route reads as a list (``?state=RUNNING&state=PENDING``) may repeat."""
+    the route reads as a list (``?state=RUNNING&state=PENDING``) may repeat.
+
+    Also 422 naming a query parameter the route does not read at all, on a route that needs
+    a token (``/health`` takes what a probe adds): a misspelt filter was dropped without a
+    word, so ``GET /jobs?states=FAILED`` listed every job (and a script cancelling what it
+    listed cancelled them all), ``/events?after=N`` read the feed from its start."""
     query = request.query_params
-    repeated = {key for key in query if len(query.getlist(key)) > 1}
-    dependant: Dependant | None = getattr(request.scope.get("route"), "dependant", None)
-    if not repeated or dependant is None:
+    route = request.scope.get("route")
+    dependant: Dependant | None = getattr(route, "dependant", None)
+    if not query or dependant is None:
         return
-    for param in sorted(_query_params(dependant), key=lambda p: p.alias):
+    params = sorted(_query_params(dependant), key=lambda p: p.alias)
+    if needs_token(route):
+        known = {param.alias for param in params}
+        unknown = sorted(key for key in query if key and key not in known)
+        if unknown:
+            takes = f"it takes {', '.join(sorted(known))}" if known else "it takes none"
+            name = unknown[0]
+            shown = name if name.isprintable() and len(name) <= 64 else quoted(name)
+            raise SpecError(
+                shown,
+                f"unknown query parameter {quoted(name)}; check the spelling against "
+                f"docs/api.md ({takes})",
+            )
+    repeated = {key for key in query if len(query.getlist(key)) > 1}
+    for param in params:
         if param.alias in repeated and not _repeatable(param.field_info.annotation):
             raise SpecError(
                 param.alias,
