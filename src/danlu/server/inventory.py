@@ -109,7 +109,9 @@ class InventoryRefresh:
         """Read the nodes again when due; record them when they changed. Returns the
         change, or None when nothing changed (or nothing was read). A change read but not
         recorded (the store failed) is recorded at the next call, due or not: until then
-        the scheduler's view and the executor's nodes disagree."""
+        the scheduler's view and the executor's nodes disagree. The backend's closed nodes
+        are synced with each reading (:meth:`sync_closed`); a sync that fails is made again
+        at the next call, and a change recorded before it is still returned."""
         if self._unrecorded():
             return self.record(self.executor.inventory())
         if not self.due(t):
@@ -132,7 +134,21 @@ class InventoryRefresh:
             )
             self._outage = None
         change = self.record(cluster)
-        self.sync_closed(t)
+        try:
+            self.sync_closed(t)
+        except Exception:
+            # synced at the next call, due or not; a change recorded is returned all the
+            # same: raised, it was lost (the next call found nothing to record), and the
+            # reconcile loop never re-queued the jobs of the nodes that left
+            self._synced = False
+            if change is None:
+                raise
+            log.warning(
+                "inventory changed (%s), but the nodes its backend has out of service could "
+                "not be synced now; they are at the next pass",
+                " ".join(change.describe()),
+                exc_info=True,
+            )
         return change
 
     def _unavailable(self, exc: ExecutorUnavailableError, t: float) -> None:

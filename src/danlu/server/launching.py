@@ -312,8 +312,8 @@ class LaunchStep:
                 limit = self.settings.node_launch_failures
                 closed = nodes.launch_failed(session, names, error, limit, t)
             report.settled.append(job_id)
-        except DanluError as exc:
-            report.errors.append(f"re-queue {job_id}: {exc}")
+        except DanluError as exc:  # the launch step's: counted under step="launch"
+            report.errors.append(f"launch {job_id}: cannot re-queue it: {exc}")
             return
         for name in closed:
             log.warning("reconcile: node %s cordoned: %d launches failed in a row", name, limit)

@@ -45,6 +45,7 @@ from pathlib import Path
 from typing import Any
 
 from sqlalchemy import select
+from sqlalchemy.orm import Session
 
 from danlu.config import Settings
 from danlu.core.errors import ConfigError, DanluError, PlacementError, UnknownNameError
@@ -112,6 +113,11 @@ class RoundReport(upkeep.Upkeep):
     errors: list[str] = field(default_factory=list)
     """What the pass met and went on from (``"STEP JOB: why"``): logged by the loop
     (:class:`~danlu.server.loops.PassErrors`) and counted in ``danlu_reconcile_errors_total``."""
+
+
+class _LeaseLost(DanluError):
+    """Another plane holds the ``scheduler`` lease this loop's pass began with (its holder
+    described as the message)."""
 
 
 LOGGED_WHERE_MET = ("policy ", "schedule: ")
@@ -402,6 +408,8 @@ class Reconciler(LaunchStep):
         upkeep.judge_dependencies(self.db, t, report)  # what ended just now counts
         upkeep.advance_sweeps(self.db, t, report)
         started = self._schedule(resolve_now(now), report)
+        if started is None:  # another plane took the lease over: it launches what it started
+            return report
         pending = [*started, *(j for j in to_launch if j not in started)]
         self._launch(pending, resolve_now(now), report)
         self.purger.run(resolve_now(now), report.purged, report.errors)
@@ -425,15 +433,7 @@ class Reconciler(LaunchStep):
             took = take_lease(session, self.token, self.owner, self.ttl, t)
             if took is locks.LeaseTake.HELD:
                 if self._leading:
-                    log.error(
-                        "reconcile: lost the scheduler lease to %s: another control plane "
-                        "took it over (this one did not renew it within %.0f s: a pass ran "
-                        "longer, or the process hung); this plane stops scheduling while the "
-                        "other holds it. Two control planes on one database run jobs twice: "
-                        "stop one of them",
-                        read_holder(session).describe(),
-                        self.ttl,
-                    )
+                    self._lost_lease(read_holder(session).describe())
                 self._leading = False
                 return False
             if took is locks.LeaseTake.TAKEN:
@@ -498,7 +498,8 @@ class Reconciler(LaunchStep):
         run, if the executor still knows it, is cancelled; the job resumes from its last
         checkpoint (a preempting one too; a cancelled one ends), and the run is counted in
         ``danlu_runs_lost_total{cause="node"}`` (unless the job was being cancelled). True
-        when none is left (none was locked by another loop)."""
+        when none is left (none was locked by another loop, nor its lock taken over while
+        its run was cancelled: the job is written back only while this loop holds it)."""
         inventory = self.executor.inventory()
         with self.db.read_session() as session:
             query = select(Job.id, Job.attempt, Job.allocation).where(Job.state.in_(HOLDING))
@@ -508,12 +509,18 @@ class Reconciler(LaunchStep):
                 if (gone := lost_gpus(allocation, inventory))
             }
         claimed = self._claim(sorted(lost), t)
+        kept = 0  # claimed rows whose lock was lost during the cancel: tried again
         try:
             for job_id in sorted(claimed):
                 attempt, gone = lost[job_id]
                 with contextlib.suppress(ExecutorError):  # gone with its node, most likely
                     self.executor.cancel(Handle(job_id, attempt))
                 with self.db.session() as session:
+                    # the cancel is I/O (scancel, a Ray call) that may outlast the row's
+                    # lock: the write-back only while this loop's token still holds it
+                    if not locks.holds(session, Job, job_id, self.token):
+                        kept += 1
+                        continue
                     job = session.scalar(select(Job).where(Job.id == job_id))
                     if job is None or job.attempt != attempt or job.state not in HOLDING:
                         continue
@@ -524,7 +531,7 @@ class Reconciler(LaunchStep):
                     self.metrics.runs_lost.labels("node").inc()
         finally:
             self._release(claimed)
-        return len(claimed) == len(lost)
+        return not kept and len(claimed) == len(lost)
 
     def _poll(
         self, t: float, now: float | None, report: RoundReport, only: list[str] | None = None
@@ -681,8 +688,12 @@ class Reconciler(LaunchStep):
         self, t: float, report: RoundReport, *, fallback: bool
     ) -> tuple[list[str], list[tuple[str, int]], list[tuple[str, int]]]:
         """Snapshot, plan (of :attr:`fallback` when ``fallback``) and its record in one
-        transaction: the ids started, and the (id, attempt) moved and preempted."""
+        transaction: the ids started, and the (id, attempt) moved and preempted. The same
+        transaction renews the ``scheduler`` lease first (:meth:`_renew_in`): a pass that
+        ran past the lease's TTL while another plane took it over raises
+        :class:`_LeaseLost` and records nothing."""
         with collector_paused(), self.db.session() as session:
+            self._renew_in(session, t)
             recent = self.recent.read(session, t) if self.recent is not None else None
             snapshot = build_snapshot(session, t, self.statuses, recent)
             if fallback:
@@ -699,6 +710,29 @@ class Reconciler(LaunchStep):
         if own:  # once the plan is committed
             self._policy_failures.worked()
         return recorded
+
+    def _renew_in(self, session: Session, t: float) -> None:
+        """Push the ``scheduler`` lease's expiry in ``session``'s transaction if this loop's
+        token still holds it, else raise :class:`_LeaseLost` naming the holder. The UPDATE
+        locks the lease's row until the transaction ends (PostgreSQL; SQLite has one writer
+        at a time): a plane taking the lease over waits for the plan to be recorded, or the
+        plan is not recorded. The lease was renewed only as a pass began, and a pass that
+        outlived it recorded its plan beside the plane that had taken it over."""
+        values = {"lock_expires_at": t + self.ttl}
+        if not locks.update_if_token(session, Lease, LEASE, self.token, values):
+            raise _LeaseLost(read_holder(session).describe())
+
+    def _lost_lease(self, holder: str) -> None:
+        """This loop's lease was taken over by ``holder``: say so; it stops acting."""
+        log.error(
+            "reconcile: lost the scheduler lease to %s: another control plane took it over "
+            "(this one did not renew it within %.0f s: a pass ran longer, or the process "
+            "hung); this plane stops scheduling while the other holds it. Two control planes "
+            "on one database run jobs twice: stop one of them",
+            holder,
+            self.ttl,
+        )
+        self._leading = False
 
     def _plan(self, view: ClusterView, report: RoundReport) -> tuple[Plan, bool]:
         """The policy's plan for ``view``. When the policy raises (a bug, a state it cannot
@@ -721,8 +755,9 @@ class Reconciler(LaunchStep):
         if self.metrics is not None:
             self.metrics.policy_failures.inc()
 
-    def _schedule(self, t: float, report: RoundReport) -> list[str]:
-        """Snapshot, policy, plan recorded in one transaction; then SIGTERM the preempted."""
+    def _schedule(self, t: float, report: RoundReport) -> list[str] | None:
+        """Snapshot, policy, plan recorded in one transaction; then SIGTERM the preempted.
+        None when the lease was lost meanwhile (nothing recorded: the pass ends)."""
         t0 = time.perf_counter()
         try:
             try:
@@ -732,6 +767,9 @@ class Reconciler(LaunchStep):
                     raise
                 self._policy_failed(exc, report)
                 started, resized, preempted = self._record_plan(t, report, fallback=True)
+        except _LeaseLost as exc:
+            self._lost_lease(str(exc))
+            return None
         except (PlacementError, DanluError) as exc:
             report.errors.append(f"schedule: {exc}")
             log.warning("reconcile: plan not recorded: %s", exc)
