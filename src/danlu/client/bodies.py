@@ -5,6 +5,8 @@ server's answer is tried again (:func:`busy`, :func:`retry_after`)."""
 
 from __future__ import annotations
 
+import datetime
+import email.utils
 import json
 import math
 from collections.abc import Iterable, Mapping, Sequence
@@ -74,11 +76,34 @@ def busy(response: httpx.Response, error: ApiError) -> bool:
     return response.status_code == 503 and error.type == "busy"
 
 
+MIN_RETRY_AFTER = 0.1
+"""The shortest pause (seconds) before a request a busy server answered is sent again: a
+``Retry-After`` of 0 (or a date gone by) sent every retry back to back, all within the
+moment the database was busy, as :data:`~danlu.client.waits.MIN_POLL` floors a wait's poll."""
+MAX_RETRY_AFTER = 5.0
+"""The longest pause (seconds) before a request a busy server answered is sent again."""
+
+
 def retry_after(response: httpx.Response) -> float:
+    """How long to pause before sending again a request ``response`` answered busy: its
+    ``Retry-After`` in seconds or as an HTTP date (``Wed, 21 Oct 2026 07:28:00 GMT``: the
+    time until then; it was taken as 1 s whatever it said), within
+    :data:`MIN_RETRY_AFTER`..:data:`MAX_RETRY_AFTER`; 1 s when it has none or none that
+    reads (``nan`` too)."""
+    text = response.headers.get("Retry-After", "").strip()
     try:
-        return min(5.0, max(0.0, float(response.headers.get("Retry-After", "1"))))
+        seconds = float(text)
     except ValueError:
+        try:
+            when = email.utils.parsedate_to_datetime(text)
+        except (TypeError, ValueError, IndexError, OverflowError):
+            return 1.0
+        if when.tzinfo is None:  # an HTTP date is in GMT; "-0000" reads as no zone
+            when = when.replace(tzinfo=datetime.UTC)
+        seconds = (when - datetime.datetime.now(datetime.UTC)).total_seconds()
+    if math.isnan(seconds):
         return 1.0
+    return min(MAX_RETRY_AFTER, max(MIN_RETRY_AFTER, seconds))
 
 
 def check_token(token: str) -> None:

@@ -464,6 +464,15 @@ class JobSpec(_Strict):
             raise ValueError(f"a path is at most {MAX_PATH} bytes (Linux's PATH_MAX)")
         return value
 
+    @field_validator("env", mode="before")
+    @classmethod
+    def _env_names(cls, value: Any) -> Any:
+        """Refuse a variable name YAML read as a number, boolean or date (``env: {1: x}``),
+        saying to quote it: pydantic said "Input should be a valid string" at env.1.[key]."""
+        for key in value if isinstance(value, dict) else ():
+            _refuse_non_text(key, "")
+        return value
+
     @field_validator("depends_on", mode="before")
     @classmethod
     def _depends_on(cls, value: Any) -> Any:
@@ -619,6 +628,14 @@ def check_limits(spec: JobSpec) -> None:
             f"{quoted(spec.checkpoint_dir)} is neither an absolute path nor a URL "
             f"(at most {MAX_PATH:,} characters): write /shared/ckpt/run1 or s3://bucket/run1, "
             "or leave it out for a directory of the job's own",
+        )
+    location = spec.checkpoint_dir or ""  # a relative file:// URL: admission's 422, now here
+    if location.startswith("file://") and not location.removeprefix("file://").startswith("/"):
+        raise SpecError(
+            "checkpoint_dir",
+            f"{quoted(location)} is a file:// URL of a relative path, which the job would resolve "
+            "against whatever directory it starts in: write file:///shared/ckpt/run1 or "
+            "/shared/ckpt/run1, or leave it out for a directory of the job's own",
         )
 
 

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import math
 import re
-from datetime import datetime, timedelta
+from datetime import UTC, datetime, timedelta
 from datetime import time as dt_time
 from typing import NamedTuple, NoReturn
 
@@ -489,6 +489,35 @@ def _refuse_basic_date(
     )
 
 
+_BARE_SECONDS = re.compile(r"^0*([0-9]{10,})(?:\.[0-9]*)?\Z")
+"""A bare number of 1,000,000,000 or more (ten digits and up, a fraction allowed): a time in
+POSIX seconds (``date +%s``: 1,000,000,000 is 2001-09-09) or in milliseconds, as much as a
+count of seconds (31.7 years and up)."""
+
+
+def _refuse_posix_seconds(
+    value: str, text: str, field: str, seconds: tuple[str, str] = ("seconds back", "")
+) -> None:
+    """A :class:`SpecError` naming ``field`` when ``text`` is a bare number of ten digits or
+    more (:data:`_BARE_SECONDS`): ``--at 1796342400`` (``date -d ... +%s``) read as a delay
+    of 56 years, a drain that never came, and ``--since 1796342400`` as the epoch, every
+    record since 1970. ``seconds`` as :func:`_refuse_basic_date`'s."""
+    match = _BARE_SECONDS.match(text)
+    if match is None:
+        return
+    whole = int(match.group(1)) if len(match.group(1)) <= 20 else None  # no int() of 5000
+    moment = ""
+    if whole is not None and whole < MAX_TIME:
+        moment = datetime.fromtimestamp(whole, UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
+    as_time = f"the time {moment}" if moment else "a time in POSIX seconds or milliseconds"
+    write = f"{moment} for the time" if moment else "a date and time (2026-12-01T02:00)"
+    raise SpecError(
+        field,
+        f"{quoted(value)} is ambiguous ({as_time}, or that many {seconds[0]}?): write "
+        f"{write}, or {seconds[1]}{text if len(text) <= 40 else 'N'}s for seconds",
+    )
+
+
 def parse_since(value: str, now: float, field: str = "since") -> float:
     """A moment in the past as POSIX seconds: a duration back from ``now`` (``1h``, ``30m``,
     ``2d``), a time of day ``HH:MM[:SS]`` (the last one, local time: ``02:00`` is today's
@@ -498,7 +527,8 @@ def parse_since(value: str, now: float, field: str = "since") -> float:
     a duration nor a time gets the duration's reason when it was plainly meant as one
     (``1d1d``: the unit given twice; :func:`_not_a_time`). Eight digits that make a date,
     ``20261204``, are refused as ambiguous (:func:`_refuse_basic_date`): write
-    ``2026-12-04`` or ``20261204s``.
+    ``2026-12-04`` or ``20261204s``; so is a bare number of ten digits or more, a POSIX time
+    as ``date +%s`` prints it (:func:`_refuse_posix_seconds`): write the time, or ``Ns``.
 
     A moment before 1970 (``1960-01-01``, ``30000d``, ``inf``) is the epoch, 0: nothing
     danlu keeps is older, and the API refuses a ``since`` below 0 (the moment itself came
@@ -507,6 +537,7 @@ def parse_since(value: str, now: float, field: str = "since") -> float:
     if text.startswith("+"):
         raise SpecError(field, f"{quoted(value)} is in the future; {_SINCE_HELP}")
     _refuse_basic_date(value, text, field)
+    _refuse_posix_seconds(value, text, field)
     if _CLOCK.match(text):
         return _time_of_day(text, now, field, ahead=False)
     try:
@@ -531,7 +562,8 @@ def parse_time(value: str, now: float, field: str = "time") -> float:
     naming ``field``; text that is neither a delay nor a time gets the delay's reason when it
     was plainly meant as one (``+1d1d``: the unit given twice; :func:`_not_a_time`). Eight
     digits that make a date, ``20261204``, are refused as ambiguous: write ``2026-12-04`` or
-    ``+20261204s``.
+    ``+20261204s``; so is a bare number of ten digits or more (``1796342400``, a POSIX time
+    that read as a delay of 56 years): write the time, or ``+Ns``.
 
     A moment from the year 10000 on (``+3000000d``, ``+1e20``, ``+inf``) is refused naming
     ``field``: the API refused it as a time in milliseconds, which it was not. One before
@@ -542,6 +574,7 @@ def parse_time(value: str, now: float, field: str = "time") -> float:
         return _time_of_day(text, now, field, ahead=True)
     if not text.startswith("+"):
         _refuse_basic_date(value, text, field, ("seconds from now", "+"))
+        _refuse_posix_seconds(value, text, field, ("seconds from now", "+"))
     delay = text[1:] if text.startswith("+") else text
     if text.startswith("+") and delay.lstrip().startswith("+"):  # float() read "+1" on
         raise SpecError(
