@@ -227,7 +227,7 @@ def test_submit_time_limit_takes_a_duration(fake: FakeApi, tmp_path: Path) -> No
         assert code == 0, out
         assert json.loads(fake.requests[-1].content)["time_limit"] == seconds
     code, _, err = run("submit", str(write(tmp_path, HELLO)), "--time-limit", "soon")
-    assert code == 2 and "time_limit: 'soon' is not a duration" in err
+    assert code == 2 and "--time-limit: 'soon' is not a duration" in err  # named by its flag
 
 
 @pytest.mark.parametrize(

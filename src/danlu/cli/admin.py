@@ -21,7 +21,14 @@ from rich.text import Text
 
 from danlu.cli import jobs as common
 from danlu.cli.markup import as_text
-from danlu.cli.options import HomeOpt, JsonOpt, TokenOpt, UrlOpt
+from danlu.cli.options import (
+    HomeOpt,
+    JsonOpt,
+    TokenOpt,
+    UrlOpt,
+    plain_float_flag,
+    plain_int_flag,
+)
 from danlu.cli.reply_fields import PROJECT, TOKEN, USER, Record
 from danlu.core.errors import SpecError
 from danlu.core.units import format_bytes, parse_bytes
@@ -40,7 +47,13 @@ OsUserOpt = Annotated[
 ProjectArg = Annotated[str, typer.Argument(help="The project's name.")]
 PriorityOpt = Annotated[
     int | None,
-    typer.Option("--priority", min=-1_000_000, max=1_000_000, help="Higher runs first."),
+    typer.Option(
+        "--priority",
+        min=-1_000_000,
+        max=1_000_000,
+        help="Higher runs first.",
+        parser=plain_int_flag("--priority", "10", -1_000_000, 1_000_000),
+    ),
 ]
 QuotaGpusOpt = Annotated[
     str | None,
@@ -67,6 +80,7 @@ ShareOpt = Annotated[
         min=0.000001,
         max=1_000_000,
         help="Its weight in the fair-share policy (default 1): 2 is owed twice what 1 is.",
+        parser=plain_float_flag("--share", "2", 0.000001, 1_000_000),
     ),
 ]
 

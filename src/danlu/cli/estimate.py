@@ -11,7 +11,7 @@ import typer
 
 from danlu.cli.markup import as_text, visible_lines
 from danlu.cli.markup import console as cli_console
-from danlu.cli.options import given_options, refuse_empty
+from danlu.cli.options import given_options, plain_int_flag, refuse_empty
 from danlu.cli.output import stdout_written
 from danlu.core.errors import DanluError, SpecError
 from danlu.core.spec import MAX_BATCH
@@ -358,7 +358,12 @@ def register(app: typer.Typer) -> None:
         ],
         batch_size: Annotated[
             int | None,
-            typer.Option("--batch-size", "-b", help="per-GPU (micro-)batch size to trace"),
+            typer.Option(
+                "--batch-size",
+                "-b",
+                help="per-GPU (micro-)batch size to trace",
+                parser=plain_int_flag("--batch-size", "8"),
+            ),
         ] = None,
         precision: Annotated[str, typer.Option(help="fp32, fp16 or bf16 (autocast)")] = "fp32",
         gpu: Annotated[
@@ -374,7 +379,13 @@ def register(app: typer.Typer) -> None:
         checkpointing: Annotated[
             bool, typer.Option("--checkpointing", help="activation checkpointing on")
         ] = False,
-        accumulation: Annotated[int, typer.Option(help="gradient accumulation steps")] = 1,
+        accumulation: Annotated[
+            int,
+            typer.Option(
+                help="gradient accumulation steps",
+                parser=plain_int_flag("--accumulation", "4"),
+            ),
+        ] = 1,
         sweep: Annotated[
             str | None,
             typer.Option(help="batch sizes to predict from the fitted M(b), e.g. 1,2,4,8,16"),

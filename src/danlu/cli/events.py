@@ -13,7 +13,15 @@ from rich.table import Table
 
 from danlu.cli.follow import PAGE, GapCursor, read_pages, row_id
 from danlu.cli.jobs import connect, console, fail, fail_on, print_json, report
-from danlu.cli.options import HomeOpt, JsonOpt, TokenOpt, UrlOpt, job_states, refuse_empty
+from danlu.cli.options import (
+    HomeOpt,
+    JsonOpt,
+    TokenOpt,
+    UrlOpt,
+    job_states,
+    plain_int_flag,
+    refuse_empty,
+)
 from danlu.cli.reply_fields import checked_events
 from danlu.client import Client
 from danlu.client.rest import read_across_restart
@@ -120,7 +128,14 @@ def events(
         typer.Option("--state", "-s", help="Only changes into this state (repeatable or a,b)."),
     ] = None,
     limit: Annotated[
-        int, typer.Option("--limit", min=1, max=1000, help="The newest N events.")
+        int,
+        typer.Option(
+            "--limit",
+            min=1,
+            max=1000,
+            help="The newest N events.",
+            parser=plain_int_flag("--limit", "100", 1, 1000),
+        ),
     ] = 100,
     follow_on: Annotated[
         bool, typer.Option("--follow", "-f", help="Then print new events as they happen.")

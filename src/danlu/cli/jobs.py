@@ -37,6 +37,8 @@ from danlu.cli.options import (
     error_line,
     job_states,
     path_of,
+    plain_float_flag,
+    plain_int_flag,
     refuse_empty,
 )
 from danlu.cli.options import (
@@ -44,6 +46,7 @@ from danlu.cli.options import (
 )
 from danlu.cli.output import PIPE_CLOSED, quiet_stdout, write_bytes
 from danlu.cli.reply_fields import checked_events, checked_job, checked_jobs
+from danlu.cli.spec_flags import FlagValueError, by_flag
 from danlu.client import Client, ServerError
 from danlu.client.rest import read_across_restart
 from danlu.config import load_client_settings
@@ -129,7 +132,7 @@ def print_json(value: Any) -> None:
     try:
         sys.stdout.write(json.dumps(value, indent=2, sort_keys=False) + "\n")
         sys.stdout.flush()
-    except BrokenPipeError:  # the reader has gone: as click answers it
+    except BrokenPipeError:  # the reader has gone: exit 141 (cli.main.DanluGroup)
         raise
     except OSError as exc:
         quiet_stdout()
@@ -188,7 +191,10 @@ def build_spec(
                 )
             data["depends_on"].append({"job": job, "condition": condition or "succeeded"})
     array = data.pop("array", None)
-    body = spec_body(data)
+    try:
+        body = spec_body(data)
+    except SpecError as exc:  # a field a flag gave is named by that flag
+        raise by_flag(exc, overrides, sets) from None
     if array is not None:
         body["array"] = str(array)
     return body
@@ -231,7 +237,12 @@ def submit(
         ),
     ],
     name: Annotated[str | None, typer.Option("--name", help="Override the job name.")] = None,
-    priority: Annotated[int | None, typer.Option("--priority", help="Override priority.")] = None,
+    priority: Annotated[
+        int | None,
+        typer.Option(
+            "--priority", help="Override priority.", parser=plain_int_flag("--priority", "10")
+        ),
+    ] = None,
     project: Annotated[str | None, typer.Option("--project", help="Override project.")] = None,
     user: Annotated[str | None, typer.Option("--user", help="Submit as user (admin).")] = None,
     gpus: Annotated[str | None, typer.Option("--gpus", help="GPUs: 2 or a range 1..4.")] = None,
@@ -293,7 +304,7 @@ def submit(
         if sweep is not None:
             parse_sweep(sweep)  # what only an array refuses (env.DANLU_ARRAY_INDEX), named here
     except DanluError as exc:
-        raise fail(f"{spec}: {exc}") from None
+        raise fail(exc if isinstance(exc, FlagValueError) else f"{spec}: {exc}") from None
     if sweep is not None:  # submitted as its sweep, and waited for as one
         shown = _array_submitted
         _new_job(lambda c: c.submit_sweep(sweep), wait_end, json_out, home, url, token, shown)
@@ -385,7 +396,16 @@ def ls(
     all_: Annotated[bool, typer.Option("--all", "-a", help="Every job, not only the newest.")] = (
         False
     ),
-    limit: Annotated[int, typer.Option("--limit", min=1, max=1000, help="Newest N jobs.")] = 100,
+    limit: Annotated[
+        int,
+        typer.Option(
+            "--limit",
+            min=1,
+            max=1000,
+            help="Newest N jobs.",
+            parser=plain_int_flag("--limit", "100", 1, 1000),
+        ),
+    ] = 100,
     since: Annotated[
         str | None,
         typer.Option("--since", help=f"Submitted since then: {SINCE_FORMS}."),
@@ -620,7 +640,14 @@ def update(
     job: JobArg,
     priority: Annotated[
         int | None,
-        typer.Option("--priority", "-p", min=-1_000_000, max=1_000_000, help="New priority."),
+        typer.Option(
+            "--priority",
+            "-p",
+            min=-1_000_000,
+            max=1_000_000,
+            help="New priority.",
+            parser=plain_int_flag("--priority", "10", -1_000_000, 1_000_000),
+        ),
     ] = None,
     json_out: JsonOpt = False,
     home: HomeOpt = None,
@@ -696,7 +723,14 @@ def why(
 def top(
     once: Annotated[bool, typer.Option("--once", help="Print one frame and exit.")] = False,
     interval: Annotated[
-        float, typer.Option("--interval", min=0.1, max=3600.0, help="Seconds between refreshes.")
+        float,
+        typer.Option(
+            "--interval",
+            min=0.1,
+            max=3600.0,
+            help="Seconds between refreshes.",
+            parser=plain_float_flag("--interval", "2", 0.1, 3600.0),
+        ),
     ] = 1.0,
     home: HomeOpt = None,
     url: UrlOpt = None,

@@ -3,7 +3,10 @@ here; this module only assembles them."""
 
 from __future__ import annotations
 
+from typing import Any
+
 import typer
+from typer.core import TyperGroup
 
 from danlu.cli import admin as admin_cli
 from danlu.cli import estimate as estimate_cli
@@ -16,8 +19,33 @@ from danlu.cli import server as server_cli
 from danlu.cli import sim as sim_cli
 from danlu.cli import sweep as sweep_cli
 from danlu.cli import webhook as webhook_cli
+from danlu.cli.markup import OutputUnwritable
+from danlu.cli.options import fail
+from danlu.cli.output import PIPE_CLOSED, quiet_stdout
+
+
+class DanluGroup(TyperGroup):
+    """The ``danlu`` command group: every command's output that cannot be written ends it
+    as ``danlu logs``, ``danlu sim`` and ``danlu estimate`` already ended: the reader gone
+    (``danlu ls | head -1``, ``danlu wait A B | head -1``) exits with :data:`PIPE_CLOSED`
+    (141), not click's 1 (which ``danlu wait`` documents as a job that did not succeed); a
+    table into a full disk (``danlu show JOB > /dev/full``) is ``error: cannot write the
+    output: ...``, exit 2, not a traceback. Commands that answer these themselves
+    (``danlu run`` cancels its job first) are left to do so."""
+
+    def invoke(self, ctx: Any) -> Any:
+        try:
+            return super().invoke(ctx)
+        except BrokenPipeError:
+            quiet_stdout()  # the exit's flush of what is left finds no reader either
+            raise typer.Exit(code=PIPE_CLOSED) from None
+        except OutputUnwritable as exc:
+            quiet_stdout()
+            raise fail(exc) from None
+
 
 app = typer.Typer(
+    cls=DanluGroup,
     rich_markup_mode="markdown",  # help text flows: a docstring's line breaks are not kept
     name="danlu",
     help="danlu: GPU-cluster resource manager and training controller for deep learning.",

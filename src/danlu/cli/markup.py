@@ -9,6 +9,7 @@ import os
 from rich.console import Console
 from rich.markup import escape
 
+from danlu.core.errors import DanluError
 from danlu.core.values import visible
 
 
@@ -37,11 +38,36 @@ class CliConsole(Console):
     command's handling: ``danlu sim plan ... | head -1`` then said that a target was
     missed, and the 141 of ``danlu sim`` and ``danlu estimate`` for a reader gone
     (:func:`~danlu.cli.output.stdout_written`) was never reached. A command without such
-    handling still exits 1, as click answers the error."""
+    handling exits 141 too (:class:`~danlu.cli.main.DanluGroup`), not click's 1."""
 
     def on_broken_pipe(self) -> None:
         self.quiet = True  # what is left to print is dropped
         raise BrokenPipeError(errno.EPIPE, os.strerror(errno.EPIPE))
+
+    def _check_buffer(self) -> None:
+        """Rich's write of what was printed; a write that fails otherwise than by the
+        reader going (``> /dev/full``: a full disk, an I/O error) raises
+        :class:`OutputUnwritable`, which the ``danlu`` command group answers with an error
+        line and exit 2 (:class:`~danlu.cli.main.DanluGroup`): it was a traceback from any
+        command that prints a table."""
+        try:
+            super()._check_buffer()
+        except BrokenPipeError:
+            raise
+        except OSError as exc:
+            self.quiet = True  # what is left to print is dropped
+            raise OutputUnwritable(exc.errno, exc.strerror or str(exc)) from exc
+
+
+class OutputUnwritable(DanluError, OSError):
+    """The CLI's output could not be written (its console's write failed: a full disk);
+    ``strerror`` says why. An :class:`OSError`, as the commands that handle their own
+    output's errors (``danlu logs``, ``danlu sim``) expect of a failed write; a
+    :class:`DanluError` that a command's own error handling prints as ``error: cannot write
+    the output: ...`` too."""
+
+    def __str__(self) -> str:
+        return f"cannot write the output: {self.strerror or OSError.__str__(self)}"
 
 
 def console(stderr: bool = False) -> Console:

@@ -18,7 +18,15 @@ from rich.table import Table
 from danlu.cli.follow import PAGE, GapCursor, content, read_pages
 from danlu.cli.jobs import connect, console, fail, fail_on, print_json, report
 from danlu.cli.markup import as_text
-from danlu.cli.options import HomeOpt, JobArg, JsonOpt, TokenOpt, UrlOpt
+from danlu.cli.options import (
+    HomeOpt,
+    JobArg,
+    JsonOpt,
+    TokenOpt,
+    UrlOpt,
+    empty_error,
+    plain_int_flag,
+)
 from danlu.cli.reply_fields import JOB_STATE, TIME, checked_metrics, needed
 from danlu.client import Client
 from danlu.client.rest import read_across_restart
@@ -180,7 +188,15 @@ def refuse_purged(client: Client, job: str) -> None:
 def metrics(
     job: JobArg,
     tail: Annotated[
-        int, typer.Option("--tail", "-n", min=1, max=10_000, help="The last N records.")
+        int,
+        typer.Option(
+            "--tail",
+            "-n",
+            min=1,
+            max=10_000,
+            help="The last N records.",
+            parser=plain_int_flag("--tail", "20", 1, 10_000),
+        ),
     ] = 20,
     keys: Annotated[
         str | None,
@@ -208,7 +224,15 @@ def metrics(
         raise fail(
             "--follow and --json cannot be combined: --json prints them once; leave out one of them"
         )
-    chosen = [k.strip() for k in keys.split(",") if k.strip()] if keys else []
+    chosen = [k.strip() for k in keys.split(",") if k.strip()] if keys is not None else []
+    if keys is not None and not chosen:  # --keys "$KEYS" unset showed the first 8, no word
+        raise fail(
+            empty_error(
+                "--keys",
+                "give metric names, comma-separated (e.g. loss,lr), or leave --keys out for "
+                f"the first {DEFAULT_COLUMNS}",
+            )
+        )
     with connect(home, url, token) as client:
         try:
             if follow_on:

@@ -5,14 +5,16 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from pathlib import Path
-from typing import Annotated
+from typing import Annotated, Any
 
 import typer
+from pydantic import Field, TypeAdapter
 
 from danlu.cli.markup import as_text
 from danlu.cli.markup import console as cli_console
 from danlu.core.errors import SpecError
 from danlu.core.state import JobState
+from danlu.core.values import plain_number_text
 
 
 def error_line(exc: Exception | str) -> None:
@@ -57,6 +59,46 @@ def path_of(name: str, fix: str) -> Callable[[str], Path]:
         return Path(text)
 
     return parse
+
+
+def _plain_number(flag: str, adapter: TypeAdapter[Any], example: str) -> Callable[[Any], Any]:
+    """The parser :func:`plain_int_flag` and :func:`plain_float_flag` return: a value not written
+    plainly is an error line and exit 2; the rest is read and bounded by ``adapter``, as
+    typer reads a number flag (its messages kept: ``Input should be less than or equal to
+    1000``). Typer passes the default through the parser too, as a number: kept as it is."""
+
+    def parse(value: Any) -> Any:
+        if isinstance(value, str) and not plain_number_text(value):
+            raise fail(
+                SpecError(
+                    flag,
+                    f"{value!r} is not a number written plainly; write it in ASCII digits "
+                    f"without '_', e.g. {flag} {example}",
+                )
+            )
+        return adapter.validate_python(value)
+
+    return parse
+
+
+def plain_int_flag(
+    flag: str, example: str, low: int | None = None, high: int | None = None
+) -> Callable[[Any], Any]:
+    """A typer ``parser`` for the whole-number flag ``flag``, at least ``low`` and at most
+    ``high`` where given (give the same as the option's ``min``/``max``, which then only
+    show in the help). Typer's own reading took ``1_000`` as 1000 (``--limit 1_0`` was 10):
+    a number is written in ASCII digits without ``_``, as ``--port`` and ``--quota-gpus``
+    want it; ``example`` is a valid value to show."""
+    bounded = Annotated[int, Field(ge=low, le=high)]
+    return _plain_number(flag, TypeAdapter(bounded), example)
+
+
+def plain_float_flag(
+    flag: str, example: str, low: float | None = None, high: float | None = None
+) -> Callable[[Any], Any]:
+    """:func:`plain_int_flag` for a flag that takes any number (``--poll 1_0`` was 10 s)."""
+    bounded = Annotated[float, Field(ge=low, le=high)]
+    return _plain_number(flag, TypeAdapter(bounded), example)
 
 
 def job_states(given: list[str]) -> list[str]:

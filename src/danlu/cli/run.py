@@ -32,8 +32,9 @@ import typer
 
 from danlu.cli.jobs import connect, err, fail, set_path, spec_body
 from danlu.cli.markup import as_text
-from danlu.cli.options import HomeOpt, TokenOpt, UrlOpt, path_of, refuse_empty
+from danlu.cli.options import HomeOpt, TokenOpt, UrlOpt, path_of, plain_int_flag, refuse_empty
 from danlu.cli.output import PIPE_CLOSED, quiet_stdout, write_bytes
+from danlu.cli.spec_flags import by_flag
 from danlu.client import Client
 from danlu.config import caller_env
 from danlu.core.errors import DanluError, SpecError
@@ -174,7 +175,10 @@ def run_body(
     for key, value in options.items():
         if value is not None:
             set_path(data, key, value)
-    return spec_body(data)
+    try:
+        return spec_body(data)
+    except SpecError as exc:  # a field a flag gave is named by that flag (--name: ...)
+        raise by_flag(exc, {**options, "name": name}, ()) from None
 
 
 def exit_code(job: dict[str, Any]) -> int:
@@ -221,14 +225,22 @@ def run(
         str | None, typer.Option("--gpu-memory", help="Per-GPU memory, e.g. 20GiB or auto.")
     ] = None,
     project: Annotated[str | None, typer.Option("--project", help="Project (queue).")] = None,
-    priority: Annotated[int | None, typer.Option("--priority", help="Priority.")] = None,
+    priority: Annotated[
+        int | None,
+        typer.Option("--priority", help="Priority.", parser=plain_int_flag("--priority", "10")),
+    ] = None,
     time_limit: Annotated[
         str | None,
         typer.Option("--time-limit", help="Stop the job once it has run this long: 90m, 2h."),
     ] = None,
     max_restarts: Annotated[
         int,
-        typer.Option("--max-restarts", min=0, help="Restarts after a failure (default 0: none)."),
+        typer.Option(
+            "--max-restarts",
+            min=0,
+            help="Restarts after a failure (default 0: none).",
+            parser=plain_int_flag("--max-restarts", "3", 0),
+        ),
     ] = 0,
     env: Annotated[
         list[str] | None,

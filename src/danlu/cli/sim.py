@@ -20,10 +20,9 @@ from rich.table import Table
 
 from danlu.cli.markup import as_text
 from danlu.cli.markup import console as cli_console
-from danlu.cli.options import fail, given_options
+from danlu.cli.options import fail, given_options, plain_float_flag, plain_int_flag
 from danlu.cli.output import stdout_written
 from danlu.cli.sim_checks import (
-    MOST_GPUS_PER_NODE,
     MOST_NODES,
     PLOT_FORMATS,
     check_distinct_seeds,
@@ -40,6 +39,15 @@ from danlu.cli.sim_flags import (
     parse_policy_list,
     parse_project_shares,
     parse_quotas,
+)
+from danlu.cli.sim_numbers import (
+    FailureSeedOpt,
+    GpusOpt,
+    IntervalOpt,
+    JobsOpt,
+    NodesOpt,
+    RestartOpt,
+    SeedOpt,
 )
 from danlu.cli.sim_tables import (
     KINDS,
@@ -232,19 +240,6 @@ WorkloadOpt = Annotated[
 TracesOpt = Annotated[
     Path, typer.Option("--traces", help="Folder of per-application measurements (Pollux format).")
 ]
-NodesOpt = Annotated[
-    int,
-    typer.Option("--nodes", min=1, max=MOST_NODES, help="Nodes in the simulated cluster."),
-]
-GpusOpt = Annotated[
-    int, typer.Option("--gpus-per-node", min=1, max=MOST_GPUS_PER_NODE, help="GPUs per node.")
-]
-IntervalOpt = Annotated[
-    float, typer.Option("--interval", help="Seconds between scheduling rounds.")
-]
-RestartOpt = Annotated[
-    float, typer.Option("--restart-cost", help="Seconds lost per (re)allocation.")
-]
 EventOpt = Annotated[
     bool,
     typer.Option(
@@ -308,14 +303,6 @@ CheckpointOpt = Annotated[
         help="Training between two checkpoints of a job (with --node-mtbf or --gpu-mtbf).",
     ),
 ]
-FailureSeedOpt = Annotated[
-    int,
-    typer.Option(
-        "--failure-seed",
-        min=0,
-        help="Seed of the nodes' and GPUs' failure times (with --node-mtbf or --gpu-mtbf).",
-    ),
-]
 QuotaOpt = Annotated[
     list[str] | None,
     typer.Option(
@@ -333,12 +320,6 @@ UserQuotaOpt = Annotated[
     ),
 ]
 
-JobsOpt = Annotated[
-    int, typer.Option("--jobs", help="Jobs in the synthetic workload (without --workload).")
-]
-SeedOpt = Annotated[
-    int, typer.Option("--seed", help="Seed of the synthetic workload (without --workload).")
-]
 PolicyOpt = Annotated[str, typer.Option("--policy", help="Scheduling policy name.")]
 PolicyOptionOpt = Annotated[
     list[str] | None, typer.Option("--option", help="Policy option key=value (repeatable).")
@@ -571,9 +552,24 @@ def plan(
     policy: PolicyOpt = "tiresias",
     option: PolicyOptionOpt = None,
     traces: TracesOpt = DEFAULT_TRACES,
-    min_nodes: Annotated[int, typer.Option("--min-nodes", min=1, help="Fewest nodes to try.")] = 1,
+    min_nodes: Annotated[
+        int,
+        typer.Option(
+            "--min-nodes",
+            min=1,
+            help="Fewest nodes to try.",
+            parser=plain_int_flag("--min-nodes", "1", 1),
+        ),
+    ] = 1,
     max_nodes: Annotated[
-        int, typer.Option("--max-nodes", min=1, max=MOST_NODES, help="Most nodes to try.")
+        int,
+        typer.Option(
+            "--max-nodes",
+            min=1,
+            max=MOST_NODES,
+            help="Most nodes to try.",
+            parser=plain_int_flag("--max-nodes", "64", 1, MOST_NODES),
+        ),
     ] = 64,
     gpus_per_node: GpusOpt = 4,
     interval: IntervalOpt = 60.0,
@@ -698,7 +694,12 @@ def pack(
         str, typer.Option("--policy", help="Placement: random, best-fit, fgd, ...")
     ] = "fgd",
     load: Annotated[
-        float, typer.Option("--load", help="Arrived GPU demand / capacity (above 0, at most 10).")
+        float,
+        typer.Option(
+            "--load",
+            help="Arrived GPU demand / capacity (above 0, at most 10).",
+            parser=plain_float_flag("--load", "1.0"),
+        ),
     ] = 1.0,
     seeds: Annotated[
         str,

@@ -16,7 +16,15 @@ from rich.table import Table
 from danlu.cli import jobs as common
 from danlu.cli.admin import show_data, titled_table
 from danlu.cli.markup import as_text
-from danlu.cli.options import HomeOpt, JsonOpt, TokenOpt, UrlOpt, empty_error, path_of
+from danlu.cli.options import (
+    HomeOpt,
+    JsonOpt,
+    TokenOpt,
+    UrlOpt,
+    empty_error,
+    path_of,
+    plain_int_flag,
+)
 from danlu.cli.reply_fields import SWEEP
 from danlu.core.errors import DanluError, SpecError
 from danlu.core.spec import load_spec_data
@@ -65,7 +73,10 @@ def sweep_ls(
             "(repeatable or a,b).",
         ),
     ] = None,
-    limit: Annotated[int, typer.Option("--limit", min=1, max=1000)] = 100,
+    limit: Annotated[
+        int,
+        typer.Option("--limit", min=1, max=1000, parser=plain_int_flag("--limit", "100", 1, 1000)),
+    ] = 100,
     json_out: JsonOpt = False,
     home: HomeOpt = None,
     url: UrlOpt = None,

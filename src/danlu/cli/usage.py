@@ -12,13 +12,20 @@ from rich.table import Table
 
 from danlu.cli import jobs as common
 from danlu.cli.markup import as_text
-from danlu.cli.options import HomeOpt, JsonOpt, TokenOpt, UrlOpt
+from danlu.cli.options import HomeOpt, JsonOpt, TokenOpt, UrlOpt, plain_float_flag
 from danlu.cli.reply_fields import USAGE
 
 
 def usage(
     days: Annotated[
-        float, typer.Option("--days", min=0.001, max=36_500.0, help="The last N days.")
+        float,
+        typer.Option(
+            "--days",
+            min=0.001,
+            max=36_500.0,
+            help="The last N days.",
+            parser=plain_float_flag("--days", "7", 0.001, 36_500.0),
+        ),
     ] = 7.0,
     json_out: JsonOpt = False,
     home: HomeOpt = None,

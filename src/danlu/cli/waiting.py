@@ -13,7 +13,7 @@ import typer
 
 from danlu.cli import jobs as common
 from danlu.cli.markup import as_text
-from danlu.cli.options import HomeOpt, JsonOpt, TokenOpt, UrlOpt, error_line
+from danlu.cli.options import HomeOpt, JsonOpt, TokenOpt, UrlOpt, error_line, plain_float_flag
 from danlu.client import Client, JobDict, WaitTimeout
 from danlu.client.waits import Ended, resolve, wait_all
 from danlu.core.errors import DanluError, SpecError
@@ -67,7 +67,13 @@ def wait(
         typer.Option("--timeout", help="Give up after this long: 600, 30m, 02:00:00."),
     ] = None,
     poll: Annotated[
-        float, typer.Option("--poll", min=0.1, help="Seconds between two looks.")
+        float,
+        typer.Option(
+            "--poll",
+            min=0.1,
+            help="Seconds between two looks.",
+            parser=plain_float_flag("--poll", "2", 0.1),
+        ),
     ] = 2.0,
     json_out: JsonOpt = False,
     home: HomeOpt = None,

@@ -15,7 +15,15 @@ from rich.table import Table
 from danlu.cli import jobs as common
 from danlu.cli.admin import show_data, titled_table, when_text
 from danlu.cli.markup import as_text
-from danlu.cli.options import HomeOpt, JsonOpt, TokenOpt, UrlOpt, job_states, refuse_empty
+from danlu.cli.options import (
+    HomeOpt,
+    JsonOpt,
+    TokenOpt,
+    UrlOpt,
+    job_states,
+    plain_int_flag,
+    refuse_empty,
+)
 from danlu.cli.reply_fields import DELIVERY, WEBHOOK
 from danlu.core.errors import SpecError
 
@@ -139,7 +147,10 @@ def webhook_ping(
 @webhook_app.command("deliveries")
 def webhook_deliveries(
     webhook: WebhookArg,
-    limit: Annotated[int, typer.Option("--limit", min=1, max=1000)] = 20,
+    limit: Annotated[
+        int,
+        typer.Option("--limit", min=1, max=1000, parser=plain_int_flag("--limit", "20", 1, 1000)),
+    ] = 20,
     json_out: JsonOpt = False,
     home: HomeOpt = None,
     url: UrlOpt = None,

@@ -1,0 +1,82 @@
+"""A spec field's value that a flag of ``danlu submit`` (or ``danlu run``) gave and that the
+validation refuses is named by that flag: ``danlu submit job.yaml --name "my job"`` said
+``job.yaml: name: use 1-63 letters ...``, sending the user to a file that holds a valid
+name. A value the file gave is still named by the file."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+from typer.testing import CliRunner
+
+from danlu.cli.main import app
+
+HELLO = """\
+name: hello
+command: [python, -c, "print('hello')"]
+resources: {gpus: 1, gpu_memory: 20GiB}
+"""
+NAME_RULE = "use 1-63 letters, digits, '.', '_' or '-', starting with a letter or digit"
+
+
+@pytest.fixture
+def spec(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
+    monkeypatch.setenv("DANLU_URL", "http://127.0.0.1:9")  # never reached: refused first
+    monkeypatch.setenv("DANLU_TOKEN", "t")
+    path = tmp_path / "job.yaml"
+    path.write_text(HELLO)
+    return path
+
+
+def _stderr(*args: str) -> str:
+    result = CliRunner().invoke(app, list(args))
+    assert result.exit_code == 2, result.output
+    return result.stderr
+
+
+@pytest.mark.parametrize(
+    ("flag", "value", "says"),
+    [
+        ("--name", "my job", NAME_RULE),
+        ("--gpus", "abc", "'abc' is not a GPU count"),
+        ("--gpu-memory", "2XB", "'2XB' is not a byte size"),
+        ("--time-limit", "soon", "'soon' is not a duration"),
+        ("--priority", "99999999", "must lie within -1,000,000..1,000,000"),
+    ],
+)
+def test_a_flags_bad_value_is_named_by_the_flag(
+    spec: Path, flag: str, value: str, says: str
+) -> None:
+    err = _stderr("submit", str(spec), flag, value)
+    assert err.startswith(f"error: {flag}: {says}"), err
+    assert str(spec) not in err
+
+
+def test_the_last_set_of_a_field_is_named(spec: Path) -> None:
+    err = _stderr("submit", str(spec), "--name", "ok", "--set", "name=a/b")
+    assert err == f"error: --set 'name=a/b': name: {NAME_RULE}\n"
+
+
+def test_a_files_bad_value_is_named_by_the_file(spec: Path) -> None:
+    spec.write_text(HELLO.replace("name: hello", "name: my job"))
+    err = _stderr("submit", str(spec), "--gpus", "2")
+    assert err == f"error: {spec}: name: {NAME_RULE}\n"
+    spec.write_text(HELLO + "name: again\n")  # the file's own error, whatever the flags
+    err = _stderr("submit", str(spec), "--name", "ok")
+    assert err.startswith(f"error: {spec}: name: written twice"), err
+
+
+def test_run_names_its_flag() -> None:
+    err = _stderr("run", "--name", "my job", "--", "echo")
+    assert err == f"error: --name: {NAME_RULE}\n"
+
+
+def test_the_error_keeps_the_spec_field(tmp_path: Path) -> None:
+    from danlu.cli.run import run_body
+    from danlu.cli.spec_flags import FlagValueError
+
+    with pytest.raises(FlagValueError) as raised:
+        run_body(["true"], name=None, workdir=tmp_path, env={}, options={"resources.gpus": "x"})
+    assert raised.value.field == "resources.gpus" and raised.value.flag == "--gpus"
+    assert str(raised.value).startswith("--gpus: 'x' is not a GPU count")
