@@ -439,7 +439,9 @@ def get_metrics(
     ``after_id`` of what comes next: the last record returned (with ``after_id``), else the
     job's newest record when the request began (no later one is in the page). Both modes
     stop below a record still being stored (on PostgreSQL ids are taken at insert, not at
-    commit: :func:`~danlu.server.services.settled.settled_id`), so a follower misses none."""
+    commit: :func:`~danlu.server.services.settled.settled_id`), so a follower misses none.
+    A page by step holds at most 10,000 records, even of one step
+    (:func:`~danlu.server.services.metrics.list_metrics`)."""
     checked_name(job_id, "job")
     with state.db.read_session() as session:
         job = jobs.get_job(session, job_id, user)

@@ -8,7 +8,6 @@ from danlu.core.cluster import MILLI_PER_GPU, Cluster, gpu_type_names
 from danlu.core.errors import SpecError, UnknownNameError
 from danlu.core.spec import AUTO_FAMILY, NO_GPUS, JobSpec
 from danlu.core.units import format_bytes
-from danlu.core.values import quoted
 from danlu.sched.quota import Usage, minimum_usage
 from danlu.sched.share_size import allowed_sizes
 from danlu.sched.view import JobRequest
@@ -132,14 +131,8 @@ def check_spec_shape(spec: JobSpec) -> None:
             f"{AUTO_FAMILY!r} infers the family from training.model, which is not set: "
             "set training.model to the model's factory or name the family",
         )
-    if spec.checkpoint_dir is not None and relative_file_url(spec.checkpoint_dir):
-        raise SpecError(
-            "checkpoint_dir",
-            f"{quoted(spec.checkpoint_dir)} is a file:// URL of a relative path, which the "
-            "job would resolve against whatever directory it starts in: write file:// and "
-            "an absolute path (file:///shared/ckpt/run1) or the path itself "
-            "(/shared/ckpt/run1), or leave it out for a directory of the job's own",
-        )
+    # a checkpoint_dir file:// URL of a relative path: refused by core's check_limits, which
+    # every submission runs first (jobs.submit, a sweep's trials by parse_spec)
 
 
 FILE_URL: Final = "file://"
@@ -151,7 +144,8 @@ def relative_file_url(checkpoint_dir: str) -> bool:
     to the text after ``file://``, relative to the job's working directory then, which the
     control plane does not know (an executor's, an account's home): the retention could
     not tell the directory it names, and deleted it with the job whose directory it was
-    when it lay under the home. Refused at submission (:func:`check_spec_shape`); a spec
+    when it lay under the home. Refused at submission (by
+    :func:`~danlu.core.spec.check_limits`, which ``parse_spec(stored=True)`` skips); a spec
     stored before is launched with a directory of the job's own, as one naming a relative
     path is."""
     path = checkpoint_dir.removeprefix(FILE_URL)

@@ -333,7 +333,7 @@ def list_metrics(
 
     The first ``limit`` by step never end inside a step (:func:`_whole_steps`): the next page
     is read with ``after_step`` = the last step of this one, which would skip the rest of a
-    step cut off."""
+    step cut off. A page holds at most :data:`MAX_READ` records, even of one step."""
     if not 1 <= limit <= MAX_READ:
         raise SpecError("limit", f"must be between 1 and {MAX_READ}")
     query = select(JobMetric).where(JobMetric.job_id == job_id, JobMetric.step > after_step)
@@ -362,18 +362,22 @@ def _whole_steps(
     """The first ``limit`` records of ``query`` (``first``: its first ``limit + 1`` by step
     then id), without those of the step the limit cuts: they come whole in the next page.
     When that step is the page's only one (it alone has more than ``limit`` records), all of
-    its records instead: a page never ends inside a step, so no record is lost to a reader
-    paging with ``after_step``."""
+    its records instead, up to :data:`MAX_READ` (the largest page): a page never ends inside
+    a step of at most that many records, so none is lost to a reader paging with
+    ``after_step``. A step of more (a run reporting one step over and over) had every record
+    in one reply, however many: its first :data:`MAX_READ` come, and the rest are read by
+    arrival (``after_id``)."""
     if len(first) <= limit:
         return first
     page, cut = first[:limit], first[limit].step
     if page[-1].step != cut:
         return page
     whole = [row for row in page if row.step != cut]
-    if whole:
-        return whole
+    if whole or limit >= MAX_READ:
+        return whole or page
     rest = query.where(JobMetric.step == cut, JobMetric.id > page[-1].id)
-    return page + list(session.scalars(rest.order_by(JobMetric.id)))
+    more = rest.order_by(JobMetric.id).limit(MAX_READ - limit)
+    return page + list(session.scalars(more))
 
 
 def cursor(session: Session, job_id: str) -> int:
