@@ -84,6 +84,14 @@ def without_run_fields(record: dict[str, Any]) -> dict[str, Any]:
     return {k: v for k, v in record.items() if k not in RUN_FIELDS}
 
 
+def picked(record: dict[str, Any], keys: Sequence[str], runs: bool = False) -> dict[str, Any]:
+    """``record`` with only its step, time, with ``runs`` its :data:`RUN_FIELDS`, and the
+    metrics ``keys`` it holds (``--json --keys loss``: as the table shows only those, the
+    JSON holds only them; a metric the record lacks stays out, as the API leaves it out)."""
+    kept = {*_OWN, *keys, *(RUN_FIELDS if runs else ())}
+    return {k: v for k, v in record.items() if k in kept}
+
+
 def table(records: Sequence[dict[str, Any]], keys: Sequence[str], runs: bool = False) -> Table:
     """``records`` as a table: step, time of day, with ``runs`` the attempt that reported
     each and whether it is superseded (``yes``/``no``), and ``keys``; every cell is text,
@@ -200,7 +208,11 @@ def metrics(
     ] = 20,
     keys: Annotated[
         str | None,
-        typer.Option("--keys", help="Metrics to show, comma-separated (default: the first 8)."),
+        typer.Option(
+            "--keys",
+            help="Metrics to show, comma-separated (default: the first 8); with --json, each "
+            "record holds only these (and its step and time).",
+        ),
     ] = None,
     follow_on: Annotated[
         bool, typer.Option("--follow", "-f", help="Then print new records until the job ends.")
@@ -247,7 +259,7 @@ def metrics(
             if not records:
                 refuse_purged(client, job)
             if json_out:
-                print_json(records)
+                print_json([picked(r, chosen, superseded) for r in records] if chosen else records)
                 return
         except DanluError as exc:
             raise fail(exc) from None

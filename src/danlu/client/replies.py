@@ -73,3 +73,26 @@ def header_count(response: httpx.Response, name: str) -> int | None:
             f"header {name} is {shown}, beyond a 64-bit count (at most {_MAX_HEADER_COUNT})",
         )
     return int(digits or "0")
+
+
+def next_log_offset(response: httpx.Response, name: str, offset: int, size: int) -> int:
+    """The next offset of a log read at ``offset`` that brought ``size`` bytes (more than
+    none): ``response``'s header ``name``; :func:`malformed`, saying the log cannot be read
+    on, when it is missing (a proxy's page, another server in the way) or not past
+    ``offset``."""
+    next_offset = header_count(response, name)
+    if next_offset is None:
+        raise malformed(
+            response,
+            f"{size} bytes without a {name} header of ASCII digits: it (or a proxy in front "
+            "of it) is not a danlu server of this version, so the log cannot be read past "
+            "them; check that the URL names a danlu server",
+        )
+    if next_offset <= offset:
+        raise malformed(
+            response,
+            f"{size} bytes at offset {offset} with a {name} of {next_offset}, not past it: "
+            "the log cannot be read on; check that the URL names a danlu server of this "
+            "version",
+        )
+    return next_offset

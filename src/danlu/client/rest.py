@@ -45,7 +45,7 @@ from danlu.client.errors import (
     no_answer,
     out_of_reach,
 )
-from danlu.client.replies import header_count, malformed, records, shaped
+from danlu.client.replies import header_count, malformed, next_log_offset, records, shaped
 from danlu.client.waits import FINISHED_STATES as FINISHED_STATES
 from danlu.client.waits import asked_job, check_limits, check_seconds, wait_for
 from danlu.core.errors import ConfigError, SpecError
@@ -63,6 +63,13 @@ MIN_RECONNECT_DELAY = 0.1
 again: a smaller ``reconnect_delay`` (0 too) is taken as this one, as ``danlu wait --poll``
 takes nothing below 0.1 s. A server or proxy that ends each stream at once made a delay of 0
 a loop of requests as fast as it answered."""
+FOLLOW_READ_TIMEOUT = 300.0
+"""How long (seconds) a log follow waits for its stream's next bytes before it ends that
+stream and opens the follow again from the last byte received (the default of
+:attr:`Client.follow_read_timeout`). The server sends nothing while a job is quiet (up to its
+follow timeout, an hour), so this is no bound on its silence: reopening then is what the end
+of its follow timeout does, one request more each time; without it, a half-open connection
+(a peer or NAT gone without a word) blocked a follow for ever."""
 METRICS_CURSOR_HEADER = "X-Danlu-Metrics-Cursor"
 MAX_PAGE = 1000
 
@@ -84,8 +91,13 @@ class Client:
         timeout: float | None = 30,
         busy_retries: int = 5,
         reconnect_for: float = RECONNECT_FOR,
+        follow_read_timeout: float = FOLLOW_READ_TIMEOUT,
     ) -> None:
         check_limits(timeout, busy_retries, reconnect_for)
+        check_seconds("follow_read_timeout", follow_read_timeout, positive=True)
+        self.follow_read_timeout = follow_read_timeout
+        """How long a log follow waits for more bytes before it opens the follow again from
+        the last byte received (:data:`FOLLOW_READ_TIMEOUT`)."""
         self.busy_retries = busy_retries
         """How many times a request answered 503 "busy" (the server's database was busy and
         changed nothing) is sent again, after the server's ``Retry-After`` (at most 5 s)."""
@@ -508,13 +520,18 @@ class Client:
 
     def read_log_bytes(self, job: str, offset: int = 0) -> Iterator[bytes]:
         """The whole log from byte ``offset``, the job's bytes as they are: ``GET
-        /jobs/{id}/logs`` again from each next offset until a request brings no more."""
+        /jobs/{id}/logs`` again from each next offset until a request brings no more. A reply
+        with bytes but no ``X-Danlu-Log-Offset`` past ``offset`` (a proxy's page answered to
+        every request) is a :class:`ServerError` saying so, its bytes not yielded: reading on
+        by their length asked for ever and yielded the page each time."""
         while True:
-            raw, next_offset = self._log_bytes(job, offset)
-            if not raw or next_offset <= offset:
+            params = {"offset": check_offset(offset)}
+            response = self.request("GET", f"/jobs/{seg(job, 'job')}/logs", params=params)
+            raw = response.content
+            if not raw:
                 return
+            offset = next_log_offset(response, LOG_OFFSET_HEADER, offset, len(raw))
             yield raw
-            offset = next_offset
 
     def follow_logs(
         self, job: str, offset: int = 0, *, reconnect_delay: float = 1.0
@@ -530,7 +547,8 @@ class Client:
         self, job: str, offset: int = 0, *, reconnect_delay: float = 1.0
     ) -> Iterator[bytes]:
         """``GET /jobs/{id}/logs?follow=true``: the job's bytes as they are, until the job
-        has finished. When the server ends a stream before that (its follow timeout), the
+        has finished. When the server ends a stream before that (its follow timeout), or it
+        brings nothing for :attr:`follow_read_timeout` seconds, the
         follow is opened again from the last byte received (after ``reconnect_delay``
         seconds when that stream brought nothing: at least :data:`MIN_RECONNECT_DELAY`, a
         smaller one, 0 too, is taken as that; a negative, NaN or infinite one is a
@@ -586,7 +604,7 @@ class Client:
 
     def _follow_stream(self, job: str, offset: int) -> Iterator[bytes]:
         params: dict[str, str | int] = {"offset": offset, "follow": "true"}
-        timeout = httpx.Timeout(self._http.timeout.connect, read=None)
+        timeout = httpx.Timeout(self._http.timeout.connect, read=self.follow_read_timeout)
         try:
             with self._http.stream(
                 "GET", f"/jobs/{seg(job, 'job')}/logs", params=params, timeout=timeout
@@ -599,7 +617,10 @@ class Client:
                     time.sleep(retry_after(response))  # changed nothing: the follower
                     return  # opens it again, as after a stream that brought nothing
                 self._answered = True
-                yield from response.iter_bytes()
+                try:
+                    yield from response.iter_bytes()
+                except httpx.ReadTimeout:  # a quiet job, or a connection lost without a word:
+                    return  # ended as the server's follow timeout ends it, opened again
         except httpx.HTTPError as exc:
             raise self._unavailable(exc, "GET", f"/jobs/{seg(job, 'job')}/logs") from None
 

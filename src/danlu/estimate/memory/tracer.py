@@ -63,6 +63,13 @@ def validate(req: TraceRequest) -> None:
         or req.accumulation < 1
     ):
         raise SpecError("--accumulation", f"must be an integer >= 1, got {req.accumulation!r}")
+    if req.accumulation > MAX_BATCH:  # each of its micro-batches holds a sample at least;
+        # past 2**63 torch's division of the loss overflowed inside the worker
+        raise SpecError(
+            "--accumulation",
+            f"gradient accumulation steps {range_message(1, MAX_BATCH, req.accumulation)} "
+            "(the largest batch a job may give: each step's micro-batch is a sample at least)",
+        )
     check_bool("--checkpointing", req.checkpointing)  # "no" was truthy
     check_bool("--data-parallel", req.data_parallel)
     if ":" not in req.model_ref:
