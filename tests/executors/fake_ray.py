@@ -197,8 +197,9 @@ class FakeRay:
 
     def fail(self, api: str, error: BaseException, times: int = 1) -> None:
         """Make the next ``times`` calls of ``api`` raise ``error``: ``nodes``,
-        ``get_actor``, ``wait``, ``get``, ``kill``, ``actor.remote`` (making an actor) or
-        ``METHOD.remote`` (a call of an actor's method, e.g. ``close.remote``)."""
+        ``get_actor``, ``list_named_actors``, ``wait``, ``get``, ``kill``, ``actor.remote``
+        (making an actor) or ``METHOD.remote`` (a call of an actor's method, e.g.
+        ``close.remote``)."""
         self._faults.setdefault(api, []).extend([error] * times)
 
     def heal(self, api: str | None = None) -> None:
@@ -251,6 +252,7 @@ class FakeRay:
         strategies.NodeAffinitySchedulingStrategy = NodeAffinitySchedulingStrategy  # type: ignore[attr-defined]
         ray.exceptions = exceptions  # type: ignore[attr-defined]
         ray.util = util  # type: ignore[attr-defined]
+        util.list_named_actors = self._list_named_actors  # type: ignore[attr-defined]
         util.scheduling_strategies = strategies  # type: ignore[attr-defined]
         return {
             "ray": ray,
@@ -269,6 +271,15 @@ class FakeRay:
     def _nodes(self) -> list[dict[str, Any]]:
         self.check("nodes")
         return [dict(n) for n in self.nodes]
+
+    def _list_named_actors(self, all_namespaces: bool = False) -> list[Any]:
+        """The live actors: ``{"name", "namespace"}`` each with ``all_namespaces``, else
+        their names (``list_named_actors``)."""
+        self.check("list_named_actors")
+        live = [a for a in self.actors.values() if not a.is_dead]
+        if not all_namespaces:
+            return [a.name for a in live]
+        return [{"name": a.name, "namespace": a.options.get("namespace")} for a in live]
 
     def _get_actor(self, name: str, namespace: str | None = None) -> FakeActor:
         self.check("get_actor")

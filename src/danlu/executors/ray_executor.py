@@ -99,7 +99,7 @@ from danlu.executors.ray_nodes import (
     shared_name,
 )
 from danlu.executors.ray_output import append_output
-from danlu.executors.ray_records import LAUNCH_FIELDS, own_actors, run_actors
+from danlu.executors.ray_records import LAUNCH_FIELDS, job_actors, own_actors, run_actors
 from danlu.executors.rundirs import DEFAULT_PREEMPT_GRACE, RESULT, RunDirExecutor
 
 log = logging.getLogger(__name__)
@@ -395,6 +395,27 @@ class RayExecutor(RunDirExecutor, MultiNodeExecutor, GpuSharingExecutor):
     def _dropped(self, run_dir: Path, launch: dict[str, Any] | None) -> None:
         if launch is not None:
             self._kill_ended(run_dir, launch)
+
+    def _still_runs(self, run_dir: Path) -> str | None:
+        """The live actors of a run of the job of ``run_dir``, whose launch record (naming
+        them) is missing or damaged: found by their names (:func:`job_actors`). Raises
+        :class:`ExecutorUnavailableError` when Ray cannot be asked (nothing is deleted)."""
+        listing = functools.partial(self._ray.util.list_named_actors, all_namespaces=True)
+        try:
+            listed = self._gcs("list Ray's actors", listing)
+        except ExecutorUnavailableError:
+            raise
+        except Exception as exc:  # the GCS gone: what gRPC raised, as for ray.nodes()
+            raise ExecutorUnavailableError(
+                f"cannot list Ray's actors (does job {run_dir.name} still run?): {exc}"
+            ) from exc
+        actors = job_actors(listed, run_dir.name, self._namespace)
+        if not actors:
+            return None
+        named = ", ".join(actors)
+        return (
+            f"its Ray actors {named} are alive; stop them (ray.kill, namespace {self._namespace})"
+        )
 
     def _ended(self, run_dir: Path, launch: dict[str, Any]) -> bool:
         """A run whose result a poll has recorded; asks no actor (a launch would otherwise

@@ -5,7 +5,7 @@ the record (:func:`own_actors`)."""
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Iterable, Mapping
 from typing import Any
 
 from danlu.executors import records
@@ -63,3 +63,21 @@ def own_actors(launch: dict[str, Any]) -> dict[str, Any] | None:
     if pending is not None and not set(pending["actors"]) <= set(actors):
         del launch["unsignalled"]
     return launch
+
+
+def job_actors(listed: Iterable[Any], job_id: str, namespace: str) -> list[str]:
+    """The names of the actors of any run of job ``job_id`` in ``namespace`` among
+    ``listed`` (what ``ray.util.list_named_actors(all_namespaces=True)`` returns: the live
+    named actors, each ``{"name", "namespace"}``), named as :func:`run_actors` names them
+    (``danlu.JOB_ID.ATTEMPT.RANK``: another job's, ``JOB_ID.x``'s say, is not one)."""
+    prefix = f"danlu.{job_id}."
+    found = []
+    for entry in listed:
+        name = entry.get("name") if isinstance(entry, Mapping) else None
+        if not isinstance(name, str) or entry.get("namespace") != namespace:
+            continue
+        attempt, dot, rank = name[len(prefix) :].partition(".")
+        numbers = (attempt, rank)
+        if name.startswith(prefix) and dot and all(n.isascii() and n.isdecimal() for n in numbers):
+            found.append(name)
+    return sorted(found)

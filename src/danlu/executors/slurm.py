@@ -465,6 +465,33 @@ class SlurmExecutor(RunDirExecutor, MultiNodeExecutor, GpuSharingExecutor):
 
     # -- internals ----------------------------------------------------------------------------
 
+    def _still_runs(self, run_dir: Path) -> str | None:
+        """The Slurm jobs of the run in ``run_dir`` that Slurm may still run, when its
+        launch record (and the Slurm job id in it) is missing or damaged: those named as a
+        run of its job (``danlu.JOB_ID.ATTEMPT``, any attempt: the record that named it is
+        gone). Their records are not deleted while they run: a relaunch would run the job
+        twice on its GPUs, the old run's tasks writing into the new run's directory.
+        Raises :class:`SlurmUnavailableError` when Slurm cannot be asked (nothing is
+        deleted then)."""
+        prefix = f"{_STATE_PREFIX}.{run_dir.name}."
+        try:
+            named = self._commands.named(prefix)
+        except SlurmError as exc:
+            raise SlurmUnavailableError(
+                f"cannot ask Slurm whether job {run_dir.name} still runs: {exc}"
+            ) from exc
+        live = sorted(
+            i
+            for i, (name, state) in named.items()
+            if name[len(prefix) :].isdecimal()
+            and name[len(prefix) :].isascii()
+            and SlurmJob(i, state).running
+        )
+        if not live:
+            return None
+        ids = " ".join(map(str, live))
+        return f"Slurm job {ids} of it still runs; stop it (scancel {ids})"
+
     def _slurm_id(self, run_dir: Path, launch: dict[str, Any]) -> int | None:
         """The run's Slurm job id; looked up by name when the launch record lacks it (a
         control plane stopped between ``sbatch`` and writing the id, an ``sbatch`` that timed

@@ -461,6 +461,19 @@ class SlurmCommands:
         out = self.run(["squeue", "-h", "-t", "all", "-o", "%i", "-n", name])
         return [job_id for x in out.split() if (job_id := _job_id(x)) is not None]
 
+    def named(self, prefix: str) -> dict[int, tuple[str, str]]:
+        """The jobs Slurm knows whose name starts with ``prefix``: by id, their name and
+        state (``squeue`` has no prefix search; every job is listed and filtered here). A
+        job's name is the last field printed, so a ``|`` in it is kept."""
+        out = self.run(["squeue", "-h", "-t", "all", "-o", "%i|%T|%j"])
+        found: dict[int, tuple[str, str]] = {}
+        for line in out.splitlines():
+            parts = line.strip().split("|", 2)
+            job_id = _job_id(parts[0]) if len(parts) == 3 else None
+            if job_id is not None and parts[2].startswith(prefix):
+                found[job_id] = (parts[2], parts[1])
+        return found
+
     def nodes(self, partition: str | None = None) -> list[SlurmNode]:
         """The nodes of ``partition`` (all nodes when None), in Slurm's order."""
         names: set[str] | None = None
