@@ -170,7 +170,8 @@ def init(
     lr_scaling = normalised_rule(lr_scaling)  # "AdaScale" passed the check: compare it once
     env = JobEnv.from_environ(environ)
     # what is set up before the context exists goes again if a later step fails (the
-    # caller never gets a context to close): the process group, the reporter's thread
+    # caller never gets a context to close): the process group, the reporter's thread, the
+    # progress bar's thread, the SIGTERM handler
     with contextlib.ExitStack() as undo:
         dist = Distributed.from_env(env, timeout_s=collective_timeout_s)
         undo.callback(dist.close)
@@ -238,6 +239,12 @@ def init(
             if dataset_size is not None
             else None
         )
+        # the bar's refresh thread and the SIGTERM handler go too when the context cannot
+        # be made (its own checks, the goodput tuner's, raise after these exist)
+        bar = Progress(None, progress if dist.is_chief else False)
+        undo.callback(bar.close)
+        preemption = Preemption(dist)
+        undo.callback(preemption.close)
         ctx = TrainContext(
             env=env,
             distributed=dist,
@@ -247,8 +254,8 @@ def init(
             engine=engine,
             checkpoints=checkpoints,
             reporter=reporter,
-            progress=Progress(None, progress if dist.is_chief else False),
-            preemption=Preemption(dist),
+            progress=bar,
+            preemption=preemption,
             sampler=sampler,
             adaptive=adaptive_batch,
             lr_scaling=lr_scaling,

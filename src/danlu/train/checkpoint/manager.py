@@ -165,6 +165,10 @@ class CheckpointManager:
         self._other: dict[str, str] = {}
         """Checkpoints in another version of the format (a newer danlu's), with it, as the
         last :meth:`list_checkpoints` found them: neither loaded nor removed."""
+        self._unread: set[str] = set()
+        """Checkpoints whose manifest the last :meth:`list_checkpoints` could not read for a
+        passing reason (an ``EIO``, a permission: not :func:`damaged`): not removed by
+        retention (a restart's first save deleted such a checkpoint, however new)."""
         self.run_id: str | None = None
         """The run this manager's saves belong to, written in their manifests (``run``): the
         run of the checkpoint :meth:`load_latest` resumed from, so that a run keeps one id
@@ -465,7 +469,8 @@ class CheckpointManager:
         it) is never removed: it is not this version's to judge, and a downgrade deleted
         it. Nor is one this manager cannot read in its mode (a sharded one without
         ``sharded=True``: such a manager marked it invalid, and retention deleted it); it
-        counts for neither ``keep_last`` nor ``keep_best``.
+        counts for neither ``keep_last`` nor ``keep_best``. Nor is one whose manifest could
+        not be read for a passing reason (an ``EIO``, a permission: ``_unread``).
         """
         infos = self.list_checkpoints()
         unreadable = {i.name for i in infos if not self._readable_here(i)}
@@ -481,7 +486,8 @@ class CheckpointManager:
         )
         for name in self.storage.list_dirs():
             if _OWN_NAME.fullmatch(name) and name not in keep:
-                if name in self._other or name in unreadable:  # not ours to judge
+                if name in self._other or name in unreadable or name in self._unread:
+                    # not ours to judge, or not read this time
                     continue
                 self.storage.remove_dir(name)
                 self._infos.pop(name, None)
@@ -493,6 +499,7 @@ class CheckpointManager:
         another version of the format are kept in ``_other`` as this listing found them."""
         out = []
         self._other = {}
+        unread, self._unread = self._unread, set()
         for name in self.storage.list_dirs():
             if not name.startswith(_PREFIX):
                 continue
@@ -503,7 +510,11 @@ class CheckpointManager:
                 except _OtherFormatError as exc:
                     self._other[name] = exc.format
                     continue
-                except (OSError, DataError):
+                except (OSError, DataError) as exc:
+                    if not damaged(exc):  # kept: it may read again (said once)
+                        if name not in unread:
+                            log.warning("cannot read the manifest of %s: %s", name, exc)
+                        self._unread.add(name)
                     continue
                 self._infos[name] = info
             out.append(info)

@@ -138,7 +138,10 @@ def save_sharded(state: dict[str, Any], path: str) -> list[str]:
 def read_metadata(path: str, files: set[str] | None = None) -> Any:
     """DCP's metadata of the checkpoint at ``path``, unpickled with only :data:`_ALLOWED`
     classes and checked: every entry a tensor, every data file a plain name (in ``files``
-    when given). Raises :class:`DataError` for anything else."""
+    when given). Raises :class:`DataError` for anything else, but the ``OSError`` of a read
+    that failed for a passing reason (``EIO``, a permission: not a missing file), which
+    says nothing of the checkpoint: as a :class:`DataError` it marked a sound checkpoint
+    damaged, and retention deleted it."""
     from torch.distributed.checkpoint import filesystem, metadata
 
     where = os.path.join(path, METADATA)
@@ -146,8 +149,10 @@ def read_metadata(path: str, files: set[str] | None = None) -> Any:
         with open(where, "rb") as f:
             data = f.read()
         md = _MetadataUnpickler(io.BytesIO(data)).load()
-    except OSError as exc:
+    except FileNotFoundError as exc:
         raise DataError(f"{where}: unreadable: {exc}") from exc
+    except OSError:
+        raise  # a passing failure (EIO, a permission): not damaged, kept (fields.damaged)
     except Exception as exc:  # UnpicklingError, and what a malformed stream raises
         raise DataError(f"{where}: not a DCP metadata file: {exc}") from exc
     if not (
@@ -213,7 +218,8 @@ def load_sharded(
     loaded whole on this rank, shaped as the checkpoint's metadata says. Works with or
     without an initialised process group. ``files``: the names of the checkpoint's files
     (its manifest's); DCP may read no other. Nothing is unpickled but the metadata, through
-    :func:`read_metadata`; whatever is wrong raises :class:`DataError`.
+    :func:`read_metadata`; whatever is wrong raises :class:`DataError` (a read of the
+    skeleton or the metadata that failed for a passing reason, its ``OSError``).
     """
     from torch.distributed.checkpoint import state_dict_loader
     from torch.distributed.checkpoint.api import CheckpointException
@@ -221,7 +227,7 @@ def load_sharded(
     try:
         with open(os.path.join(path, SKELETON), "rb") as f:
             skeleton = json.loads(f.read())
-    except (OSError, ValueError) as exc:
+    except (FileNotFoundError, ValueError) as exc:
         raise DataError(f"{path}: unreadable sharded-checkpoint skeleton: {exc}") from exc
     md = read_metadata(path, files)
     if template is not None:
