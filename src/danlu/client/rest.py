@@ -499,9 +499,13 @@ class Client:
         """``GET /jobs/{id}/why``: ``{"id", "state", "reason"}``."""
         return self._object("GET", f"/jobs/{seg(job, 'job')}/why")
 
-    def _log_bytes(self, job: str, offset: int) -> tuple[bytes, int]:
+    def _log_reply(self, job: str, offset: int) -> httpx.Response:
+        """``GET /jobs/{id}/logs`` from byte ``offset``: one chunk of the log."""
         params = {"offset": check_offset(offset)}
-        response = self.request("GET", f"/jobs/{seg(job, 'job')}/logs", params=params)
+        return self.request("GET", f"/jobs/{seg(job, 'job')}/logs", params=params)
+
+    def _log_bytes(self, job: str, offset: int) -> tuple[bytes, int]:
+        response = self._log_reply(job, offset)
         raw = response.content
         next_offset = header_count(response, LOG_OFFSET_HEADER)
         return raw, offset + len(raw) if next_offset is None else next_offset
@@ -525,8 +529,7 @@ class Client:
         every request) is a :class:`ServerError` saying so, its bytes not yielded: reading on
         by their length asked for ever and yielded the page each time."""
         while True:
-            params = {"offset": check_offset(offset)}
-            response = self.request("GET", f"/jobs/{seg(job, 'job')}/logs", params=params)
+            response = self._log_reply(job, offset)
             raw = response.content
             if not raw:
                 return
