@@ -62,6 +62,7 @@ def seg(value: str, field: str) -> str:
     ``id``, a user's or node's name too)."""
     if not isinstance(value, str):
         raise SpecError(field, f"{quoted(value)} is not a valid id or name: give it as text")
+    check_unicode(value, field)
     if value in ("", ".", "..") or "/" in value:
         raise SpecError(
             field,
@@ -133,9 +134,11 @@ def _char_name(char: str) -> str:
 def json_content(body: Any, method: str, path: str) -> bytes:
     """``body`` as the JSON httpx would send (UTF-8, compact), or an
     :class:`InvalidRequestError` (``status`` 0: no answer) naming the field JSON cannot hold
-    (NaN, infinity, an object), before anything is sent."""
-    try:
+    (NaN, infinity, an object) or UTF-8 cannot encode (a lone surrogate: a bare
+    UnicodeEncodeError), before anything is sent."""
+    try:  # UnicodeEncodeError is a ValueError
         text = json.dumps(body, ensure_ascii=False, separators=(",", ":"), allow_nan=False)
+        return text.encode("utf-8")
     except (ValueError, TypeError, RecursionError) as exc:
         try:
             field, problem = _unsendable(body) or (None, str(exc))
@@ -144,13 +147,14 @@ def json_content(body: Any, method: str, path: str) -> bytes:
         message = f"{problem}; the request was not sent"
         where = API_PREFIX + path
         raise InvalidRequestError(0, "SpecError", field, message, method, where) from None
-    return text.encode("utf-8")
 
 
 def _unsendable(value: Any, field: str = "") -> tuple[str | None, str] | None:
     """The dotted field of ``value`` JSON cannot hold, and why; None when it has none."""
     if isinstance(value, float) and not math.isfinite(value):
         return field or None, f"{value} is not a finite number"
+    if isinstance(value, str) and (problem := _not_unicode(value)):
+        return field or None, problem
     if value is None or isinstance(value, str | int | float):
         return None
     if isinstance(value, Mapping):
@@ -158,6 +162,8 @@ def _unsendable(value: Any, field: str = "") -> tuple[str | None, str] | None:
         for key, _ in items:
             if not isinstance(key, str | int | float | bool) and key is not None:
                 return field or None, f"key {key!r} is not text"
+            if isinstance(key, str) and (problem := _not_unicode(key)):
+                return field or None, f"key {problem}"
     elif isinstance(value, list | tuple):
         items = list(enumerate(value))
     else:
@@ -170,7 +176,37 @@ def _unsendable(value: Any, field: str = "") -> tuple[str | None, str] | None:
 
 
 def clean(params: Mapping[str, Any]) -> dict[str, Any]:
+    """The query parameters ``params`` that are set (not None, not an empty list); text UTF-8
+    cannot encode is a :class:`SpecError` naming its parameter (:func:`check_unicode`)."""
+    for key, value in params.items():
+        for item in value if isinstance(value, list) else [value]:
+            if isinstance(item, str):
+                check_unicode(item, key)
     return {k: v for k, v in params.items() if v is not None and v != []}
+
+
+def check_unicode(text: str, field: str) -> None:
+    """A :class:`SpecError` naming ``field`` when ``text`` holds a lone surrogate, which
+    UTF-8 cannot encode (Python reads bytes that are not UTF-8 in a command-line argument
+    or file name so): the request failed with a bare UnicodeEncodeError as it was built."""
+    problem = _not_unicode(text)
+    if problem:
+        raise SpecError(field, problem)
+
+
+def _not_unicode(text: str) -> str | None:
+    """Why ``text`` cannot be sent (its first lone surrogate), or None."""
+    if text.isascii():
+        return None
+    try:
+        text.encode("utf-8")
+    except UnicodeEncodeError as exc:
+        return (
+            f"holds U+{ord(text[exc.start]):04X} at character {exc.start + 1}, a lone surrogate "
+            "that is no Unicode text (bytes that are not UTF-8, read from an argument or a "
+            "file name): write it as UTF-8 text"
+        )
+    return None
 
 
 def listed(value: str | Sequence[str] | None, field: str) -> list[str]:

@@ -1,6 +1,8 @@
 """The :class:`Client` of the danlu REST API (``docs/api.md``), over :class:`httpx.Client`;
 it finds a local server with :func:`~danlu.client.discovery.find_server`. Its errors are
-those of :mod:`danlu.client.errors`."""
+those of :mod:`danlu.client.errors`. Here: its requests and their retries, jobs, sweeps, logs,
+metrics, events and the followers that ride out a restart; the calls of accounts, projects,
+the cluster and webhooks are :class:`~danlu.client.account_calls.AccountCalls`'."""
 
 from __future__ import annotations
 
@@ -13,6 +15,7 @@ from typing import Any, TypeVar
 
 import httpx
 
+from danlu.client.account_calls import AccountCalls
 from danlu.client.bodies import (
     busy,
     check_offset,
@@ -45,10 +48,10 @@ from danlu.client.errors import (
     no_answer,
     out_of_reach,
 )
-from danlu.client.replies import header_count, malformed, next_log_offset, records, shaped
+from danlu.client.replies import header_count, malformed, next_log_offset, records
 from danlu.client.waits import FINISHED_STATES as FINISHED_STATES
 from danlu.client.waits import asked_job, check_limits, check_seconds, wait_for
-from danlu.core.errors import ConfigError, SpecError
+from danlu.core.errors import ConfigError
 from danlu.core.paging import StalledListError, read_pages
 from danlu.core.spec import JobSpec
 
@@ -74,7 +77,7 @@ METRICS_CURSOR_HEADER = "X-Danlu-Metrics-Cursor"
 MAX_PAGE = 1000
 
 
-class Client:
+class Client(AccountCalls):
     """The REST client. ``url`` is the server's base URL (``http://127.0.0.1:8470``, with or
     without ``/api/v1``; with a user name, password, query or fragment a
     :class:`ConfigError`, as are proxy or CA settings httpx cannot use); ``transport``
@@ -93,8 +96,7 @@ class Client:
         reconnect_for: float = RECONNECT_FOR,
         follow_read_timeout: float = FOLLOW_READ_TIMEOUT,
     ) -> None:
-        check_limits(timeout, busy_retries, reconnect_for)
-        check_seconds("follow_read_timeout", follow_read_timeout, positive=True)
+        check_limits(timeout, busy_retries, reconnect_for, follow_read_timeout)
         self.follow_read_timeout = follow_read_timeout
         """How long a log follow waits for more bytes before it opens the follow again from
         the last byte received (:data:`FOLLOW_READ_TIMEOUT`)."""
@@ -132,15 +134,21 @@ class Client:
         token: str | None = None,
         transport: httpx.BaseTransport | None = None,
         timeout: float | None = 30,
+        busy_retries: int = 5,
+        reconnect_for: float = RECONNECT_FOR,
+        follow_read_timeout: float = FOLLOW_READ_TIMEOUT,
     ) -> Client:
         """A client for the server started with ``danlu up --home home`` (default ``~/.danlu``).
 
         ``url`` / ``token`` override what the home holds; with both given the home is not read.
+        ``transport``, ``timeout``, ``busy_retries``, ``reconnect_for`` and
+        ``follow_read_timeout`` are :class:`Client`'s, checked before the home is read.
         The home's admin token goes only to the server the home names: a ``url`` of another
         server without a ``token`` is refused (:class:`NoServerError`), never sent the home's
         credentials. Environment variables are the caller's business (the CLI reads them in
         danlu.config).
         """
+        check_limits(timeout, busy_retries, reconnect_for, follow_read_timeout)
         if url is None or token is None:
             try:
                 found_url, found_token = find_server(home)
@@ -159,7 +167,15 @@ class Client:
                 )
             url = url or found_url
             token = token or found_token
-        return cls(url, token, transport=transport, timeout=timeout)
+        return cls(
+            url,
+            token,
+            transport=transport,
+            timeout=timeout,
+            busy_retries=busy_retries,
+            reconnect_for=reconnect_for,
+            follow_read_timeout=follow_read_timeout,
+        )
 
     # -- plumbing ---------------------------------------------------------------------------
 
@@ -202,71 +218,6 @@ class Client:
                 raise error
             time.sleep(retry_after(response))
         raise AssertionError("unreachable")
-
-    def _object(self, method: str, path: str, **kwargs: Any) -> dict[str, Any]:
-        """The reply to a request that answers one JSON object."""
-        return dict(shaped(self.request(method, path, **kwargs), dict))
-
-    def _records(self, method: str, path: str, **kwargs: Any) -> list[dict[str, Any]]:
-        """The reply to a request that answers a JSON array of objects."""
-        return records(self.request(method, path, **kwargs))
-
-    def _field(self, method: str, path: str, key: str, kind: type[Any], **kwargs: Any) -> Any:
-        """The value of ``key``, of type ``kind`` (str or int), in the JSON object a
-        request answers."""
-        response = self.request(method, path, **kwargs)
-        value = shaped(response, dict).get(key)
-        if not isinstance(value, kind) or isinstance(value, bool):
-            raise malformed(response, f"the reply has no {kind.__name__} {key!r}")
-        return value
-
-    # -- health and identity ----------------------------------------------------------------
-
-    def health(self) -> dict[str, Any]:
-        """``GET /health``: ``{"status": "ok", "version"}`` (needs no token)."""
-        return self._object("GET", "/health")
-
-    def me(self) -> dict[str, Any]:
-        """``GET /users/me``: the caller, ``{"name", "role"}``."""
-        return self._object("GET", "/users/me")
-
-    def create_user(
-        self, name: str, role: str = "user", os_user: str | None = None
-    ) -> dict[str, Any]:
-        """``POST /users`` (admin); ``os_user``: the OS account its jobs run as with
-        ``DANLU_RUN_AS=user`` (None: the one named like it)."""
-        body: dict[str, Any] = {"name": name, "role": role}
-        if os_user is not None:
-            body["os_user"] = os_user
-        return self._object("POST", "/users", json=body)
-
-    def update_user(self, name: str, **fields: Any) -> dict[str, Any]:
-        """``PUT /users/{name}`` (admin) with the fields to change: ``os_user`` (the OS
-        account its jobs run as; None: the one named like it), ``quota_gpus`` (None: none)."""
-        return self._object("PUT", f"/users/{seg(name, 'name')}", json=fields)
-
-    def create_token(self, user: str, name: str = "") -> str:
-        """``POST /users/{name}/tokens``: a new API token for ``user`` (shown once)."""
-        path = f"/users/{seg(user, 'user')}/tokens"
-        return str(self._field("POST", path, "token", str, json={"name": name}))
-
-    def users(self) -> list[dict[str, Any]]:
-        """``GET /users`` (admin): every user, ``{"name", "role"}``."""
-        return self._records("GET", "/users")
-
-    def tokens(self, user: str) -> list[dict[str, Any]]:
-        """``GET /users/{name}/tokens``: ``user``'s live tokens, without their secrets."""
-        return self._records("GET", f"/users/{seg(user, 'user')}/tokens")
-
-    def revoke_tokens(self, user: str, prefix: str | None = None) -> int:
-        """``DELETE /users/{name}/tokens[/{prefix}]``: revoke ``user``'s live tokens, or the
-        one whose public prefix is ``prefix``; how many were revoked."""
-        if prefix is not None and not prefix:
-            raise SpecError("prefix", "the token prefix is empty; give a prefix of a token")
-        path = f"/users/{seg(user, 'user')}/tokens" + (
-            f"/{seg(prefix, 'prefix')}" if prefix is not None else ""
-        )
-        return int(self._field("DELETE", path, "revoked", int))
 
     # -- jobs -------------------------------------------------------------------------------
 
@@ -424,42 +375,6 @@ class Client:
     def cancel_sweep(self, sweep: str) -> JobDict:
         """``POST /sweeps/{id}/cancel``: cancel a sweep and its unfinished trials."""
         return self._object("POST", f"/sweeps/{seg(sweep, 'sweep')}/cancel")
-
-    # -- webhooks (admin) ---------------------------------------------------------------------
-
-    def create_webhook(
-        self,
-        url: str,
-        *,
-        states: str | Sequence[str] | None = None,
-        project: str | None = None,
-        user: str | None = None,
-    ) -> dict[str, Any]:
-        """``POST /webhooks``: tell ``url`` of job state changes (``states``; default the
-        ends); returns the Webhook with its ``secret`` (shown this once)."""
-        body = clean(
-            {"url": url, "states": listed(states, "states"), "project": project, "user": user}
-        )
-        return self._object("POST", "/webhooks", json=body)
-
-    def webhooks(self) -> list[dict[str, Any]]:
-        """``GET /webhooks``: every webhook with its deliveries by outcome."""
-        return self._records("GET", "/webhooks")
-
-    def remove_webhook(self, webhook: str) -> None:
-        """``DELETE /webhooks/{id}``: remove a webhook and its deliveries."""
-        self.request("DELETE", f"/webhooks/{seg(webhook, 'webhook')}")
-
-    def ping_webhook(self, webhook: str) -> dict[str, Any]:
-        """``POST /webhooks/{id}/ping``: queue a ping message; returns its Delivery."""
-        return self._object("POST", f"/webhooks/{seg(webhook, 'webhook')}/ping")
-
-    def webhook_deliveries(self, webhook: str, limit: int | None = None) -> list[dict[str, Any]]:
-        """``GET /webhooks/{id}/deliveries``: its messages kept, newest first."""
-        params = clean({"limit": limit})
-        return self._records(
-            "GET", f"/webhooks/{seg(webhook, 'webhook')}/deliveries", params=params
-        )
 
     def events(
         self, job: str, after_id: int | None = None, limit: int | None = None
@@ -683,76 +598,6 @@ class Client:
         if cursor is None:
             raise malformed(response, f"no {METRICS_CURSOR_HEADER} header of ASCII digits")
         return records(response), cursor
-
-    # -- projects and cluster ---------------------------------------------------------------
-
-    def projects(self) -> list[dict[str, Any]]:
-        """``GET /projects``."""
-        return self._records("GET", "/projects")
-
-    def create_project(
-        self,
-        name: str,
-        priority: int = 0,
-        quota_gpus: float | None = None,
-        quota_gpu_memory: int | None = None,
-        share: float = 1.0,
-        members: str | Sequence[str] = (),
-    ) -> dict[str, Any]:
-        """``POST /projects`` (admin); ``share``: its weight in the fair-share policy;
-        ``members``: the users who may submit to it (none: every user)."""
-        body = {
-            "name": name,
-            "priority": priority,
-            "quota_gpus": quota_gpus,
-            "quota_gpu_memory": quota_gpu_memory,
-            "share": share,
-            "members": listed(members, "members"),
-        }
-        return self._object("POST", "/projects", json=body)
-
-    def update_project(self, name: str, **fields: Any) -> dict[str, Any]:
-        """``PUT /projects/{name}`` with a partial Project (admin)."""
-        return self._object("PUT", f"/projects/{seg(name, 'name')}", json=fields)
-
-    def nodes(self) -> list[dict[str, Any]]:
-        """``GET /cluster/nodes``: nodes with their GPUs, allocated memory and jobs."""
-        return self._records("GET", "/cluster/nodes")
-
-    def cordon(
-        self,
-        node: str,
-        reason: str = "",
-        *,
-        drain: bool = False,
-        at: float | None = None,
-        gpu: int | None = None,
-    ) -> dict[str, Any]:
-        """``POST /cluster/nodes/{name}/cordon`` (``drain``: ``.../drain``; admin): close the
-        node (``gpu``: only its GPU at that index) to new work (and preempt its jobs by
-        checkpoint), now or ``at`` (POSIX seconds) when that is later; returns the Node."""
-        action = "drain" if drain else "cordon"
-        body: dict[str, Any] = {"reason": reason}
-        if at is not None:
-            body["at"] = at
-        if gpu is not None:
-            body["gpu"] = gpu
-        return self._object("POST", f"/cluster/nodes/{seg(node, 'node')}/{action}", json=body)
-
-    def uncordon(self, node: str, gpu: int | None = None) -> dict[str, Any]:
-        """``POST /cluster/nodes/{name}/uncordon`` (admin): open the node (``gpu``: only its
-        GPU at that index) again."""
-        body = {"gpu": gpu} if gpu is not None else None
-        return self._object("POST", f"/cluster/nodes/{seg(node, 'node')}/uncordon", json=body)
-
-    def usage(self, since: float | None = None, until: float | None = None) -> list[dict[str, Any]]:
-        """``GET /usage``: GPU-hours by project and user in ``[since, until)``."""
-        params = clean({"since": since, "until": until})
-        return self._records("GET", "/usage", params=params)
-
-    def allocations(self) -> list[dict[str, Any]]:
-        """``GET /cluster/allocations``: ``[{"job_id", "node", "gpu", "milli", "memory"}]``."""
-        return self._records("GET", "/cluster/allocations")
 
 
 def _decoded(

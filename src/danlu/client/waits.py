@@ -99,14 +99,18 @@ def _check_number(name: str, value: object) -> None:
         raise SpecError(name, f"must be a number of seconds (got {quoted(value)})")
 
 
-def check_limits(timeout: float | None, busy_retries: int, reconnect_for: float) -> None:
+def check_limits(
+    timeout: float | None, busy_retries: int, reconnect_for: float, follow_read_timeout: float
+) -> None:
     """Refuse (:class:`SpecError`) a :class:`~danlu.client.rest.Client`'s limits that no
     request or wait can keep: a ``timeout`` (None: none) NaN, 0, below 0 or infinite, a
-    ``reconnect_for`` NaN or below 0 (infinite: never give up), ``busy_retries`` not a
-    whole number (``range()`` refused a float at the first request) or below 0."""
+    ``reconnect_for`` NaN or below 0 (infinite: never give up), a ``follow_read_timeout``
+    NaN, 0, below 0 or infinite, ``busy_retries`` not a whole number (``range()`` refused a
+    float at the first request) or below 0."""
     if timeout is not None:
         check_seconds("timeout", timeout, positive=True)
     check_seconds("reconnect_for", reconnect_for, endless=True)
+    check_seconds("follow_read_timeout", follow_read_timeout, positive=True)
     if not isinstance(busy_retries, int) or isinstance(busy_retries, bool):
         raise SpecError("busy_retries", f"must be a whole number (got {quoted(busy_retries)})")
     if busy_retries < 0:
