@@ -66,17 +66,13 @@ from typing import Any, TypeVar
 from danlu.core.cluster import GPU_TYPES, Cluster, GpuType
 from danlu.executors import records, supervise
 from danlu.executors.base import (
-    PREEMPTED_EXIT_CODE,
     ExecStatus,
     GpuSharingExecutor,
     Handle,
     JobLaunch,
     MultiNodeExecutor,
-    Outcome,
     RunState,
     StopReason,
-    classify_exit,
-    gang_exit,
     job_environment,
     master_port,
     node_devices,
@@ -98,8 +94,15 @@ from danlu.executors.ray_nodes import (
     ray_node,
     shared_name,
 )
-from danlu.executors.ray_output import append_output
-from danlu.executors.ray_records import LAUNCH_FIELDS, job_actors, own_actors, run_actors
+from danlu.executors.ray_output import append_run_output
+from danlu.executors.ray_records import (
+    LAUNCH_FIELDS,
+    job_actors,
+    own_actors,
+    read_offsets,
+    run_actors,
+)
+from danlu.executors.ray_results import exit_result, gang_stop_reason, lost_result, started_at
 from danlu.executors.rundirs import DEFAULT_PREEMPT_GRACE, RESULT, RunDirExecutor
 
 log = logging.getLogger(__name__)
@@ -544,7 +547,7 @@ class RayExecutor(RunDirExecutor, MultiNodeExecutor, GpuSharingExecutor):
             return recorded
         if launch.get("unsignalled"):
             self._signal_again(run_dir, launch)
-        answers = self._ask(launch)
+        answers = self._ask(run_dir, launch)
         if answers is None:  # not answering yet: Ray may still be starting the workers
             if self._clock() - launch["launched_at"] < START_TIMEOUT or launch.get("answered"):
                 return ExecStatus(RunState.RUNNING, stop_reason=reason)
@@ -553,41 +556,19 @@ class RayExecutor(RunDirExecutor, MultiNodeExecutor, GpuSharingExecutor):
             launch["answered"] = True
             with contextlib.suppress(OSError):
                 supervise.write_json(run_dir / supervise.LAUNCH, launch)
-        codes = [a["exit_code"] if a is not None else None for a in answers]
-        started = min((a["started_at"] for a in answers if a), default=launch["launched_at"])
+        started = started_at(answers, launch["launched_at"])
         if not self._append(run_dir, launch, answers):  # not ended before its output is in
             return ExecStatus(RunState.RUNNING, stop_reason=reason, started_at=started)
-        if any(a is None for a in answers):  # an actor is gone: its node lost, or killed
-            where = ", ".join(
-                name
-                for name, answer in zip(launch.get("nodes") or ["?"], answers, strict=False)
-                if answer is None
-            )
-            result = {
-                "outcome": Outcome.PREEMPTED.value,
-                "exit_code": None,
-                "started_at": started,
-                "error": f"the run's actor on {where or 'its node'} is gone (node lost?)",
-                "node_lost": True,
-            }
-            return self._finish(run_dir, launch, result, reason)
-        if all(c is not None for c in codes) and not any(a["more"] for a in answers if a):
-            # by when each node's command exited (stamped by its actor as it happened)
-            exits = sorted((a["finished_at"] or 0.0, a["exit_code"]) for a in answers if a)
-            code = gang_exit(c for _, c in exits)
-            result = {
-                "outcome": classify_exit(code, self._log_tail(run_dir, launch), reason).value,
-                "exit_code": code,
-                "started_at": started,
-                "error": next((a["error"] for a in answers if a and a["error"]), ""),
-            }
-            # it ended with its last node's exit, not when this poll saw it (the control
-            # plane may have been down meanwhile: its run time is billed up to the exit)
-            if (last := max((f for f, _ in exits), default=0.0)) > 0:
-                result["finished_at"] = min(max(last, started), self._clock())
+        present = [a for a in answers if a is not None]
+        if len(present) < len(answers):  # an actor is gone: its node lost, or killed
+            lost = lost_result(launch.get("nodes") or [], answers, started)
+            return self._finish(run_dir, launch, lost, reason)
+        tail = functools.partial(self._log_tail, run_dir, launch)
+        result = exit_result(present, started, tail, reason, self._clock())
+        if result is not None:
             return self._finish(run_dir, launch, result, reason)
         if reason is None and not launch.get("gang_stopped"):
-            self._gang_stop(run_dir, launch, codes)
+            self._gang_stop(run_dir, launch, [a["exit_code"] for a in present])
         return ExecStatus(RunState.RUNNING, stop_reason=reason, started_at=started)
 
     def _gang_stop(self, run_dir: Path, launch: dict[str, Any], codes: list[int | None]) -> None:
@@ -599,30 +580,30 @@ class RayExecutor(RunDirExecutor, MultiNodeExecutor, GpuSharingExecutor):
         when every node exited 0 so far. The caller makes none while a stop danlu asked for
         is under way: every node is checkpointing, and its grace is not cut short. Actors Ray
         could not reach are stopped at the next poll (:meth:`_signal_again`)."""
-        if None not in codes:
+        reason = gang_stop_reason(codes)
+        if reason is None:
             return
-        if any(c not in (None, 0, PREEMPTED_EXIT_CODE) for c in codes):
-            reason, grace = StopReason.CANCEL, self._cancel_grace
-        elif PREEMPTED_EXIT_CODE in codes:
-            reason = StopReason.PREEMPT
-            grace = self._stop_grace(launch, reason, self._preempt_grace)
+        if reason is StopReason.CANCEL:
+            grace = self._cancel_grace
         else:
-            return
+            grace = self._stop_grace(launch, reason, self._preempt_grace)
         launch["gang_stopped"] = True
         with contextlib.suppress(OSError):  # else stopped again at the next poll
             supervise.write_json(run_dir / supervise.LAUNCH, launch)
         self._signal_all(run_dir, launch, launch["actors"], reason.value, float(grace))
 
-    def _ask(self, launch: Mapping[str, Any]) -> list[dict[str, Any] | None] | None:
+    def _ask(self, run_dir: Path, launch: Mapping[str, Any]) -> list[dict[str, Any] | None] | None:
         """Every actor's status (None for an actor that is gone: dead, not found, or one Ray
         cannot place, its node gone); None when they do not all answer within
         :data:`CALL_TIMEOUT` (still starting, busy) or one cannot be reached for now
         (``ActorUnavailableError``): asked again at the next poll. Raises
-        :class:`ExecutorUnavailableError` for Ray's other errors."""
-        offsets = launch.get("offsets") or [0] * len(launch["actors"])
+        :class:`ExecutorUnavailableError` for Ray's other errors, and
+        :class:`ExecutorError` for a launch record whose ``offsets`` do not match its
+        ``actors`` (:func:`~danlu.executors.ray_records.read_offsets`)."""
+        offsets = read_offsets(run_dir, launch)
         refs: list[Any] = []
         with self._asking("ask the run's actors"):
-            for name, offset in zip(launch["actors"], offsets, strict=False):
+            for name, offset in zip(launch["actors"], offsets, strict=True):
                 actor = self._actor_handle(name)
                 refs.append(actor.status.remote(offset) if actor is not None else None)
             pending = [ref for ref in refs if ref is not None]
@@ -646,40 +627,13 @@ class RayExecutor(RunDirExecutor, MultiNodeExecutor, GpuSharingExecutor):
     def _append(
         self, run_dir: Path, launch: dict[str, Any], answers: list[dict[str, Any] | None]
     ) -> bool:
-        """Append the actors' new output to the job's log, keeping lines whole
-        (:func:`~danlu.executors.ray_output.append_output`), and record how far each has been
-        read and which node's line the log ends in (a control plane that restarts reads on
-        from there). Written to the job's log as this executor places it
-        (:meth:`_job_log`), never to the path the launch record names; nothing is while that
-        log is a link out of its directory. A log that cannot be written now (a full disk)
-        gets nothing, with a warning logged: no offset advances, so the actors hand the
-        output out again at the next poll, and False is returned (the run is not taken as
-        ended meanwhile: its actors, killed, would take the output with them). A log
-        directory removed since the launch is made again."""
+        """Append the actors' new output to the job's log and record how far it was read
+        (:func:`~danlu.executors.ray_output.append_run_output`; False when the log cannot be
+        written now). Written to the job's log as this executor places it (:meth:`_job_log`),
+        never to the path the launch record names; nothing is while that log is a link out
+        of its directory."""
         log_file = self._job_log(run_dir.name)
-        if log_file is None:
-            return True
-        before = launch.get("open_line")
-        try:
-            log_file.parent.mkdir(parents=True, exist_ok=True, mode=0o700)
-            appended = append_output(str(log_file), answers, before)
-        except OSError as exc:  # raised out of poll, it ended the control plane's whole pass
-            log.warning("cannot append the output of %s to %s: %s", run_dir.name, log_file, exc)
-            return False
-        if not appended.taken and appended.open_line == before:
-            return True
-        offsets = launch.get("offsets") or [0] * len(launch["actors"])
-        launch["offsets"] = [
-            a["offset"] if a is not None and i in appended.taken else old
-            for i, (a, old) in enumerate(zip(answers, offsets, strict=False))
-        ]
-        if appended.open_line is None:
-            launch.pop("open_line", None)
-        else:
-            launch["open_line"] = appended.open_line
-        with contextlib.suppress(OSError):  # read again (and logged twice) after a restart
-            supervise.write_json(run_dir / supervise.LAUNCH, launch)
-        return True
+        return True if log_file is None else append_run_output(log_file, run_dir, launch, answers)
 
     def _finish(
         self,

@@ -18,13 +18,16 @@ node of the run, so :func:`append_output` keeps each line whole:
 
 from __future__ import annotations
 
+import contextlib
 import logging
 import os
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
+from pathlib import Path
 from typing import Any
 
 from danlu.executors import supervise
+from danlu.executors.ray_records import read_offsets
 
 log = logging.getLogger(__name__)
 
@@ -90,6 +93,44 @@ def append_output(
     if out:
         _append(log_path, b"".join(out))
     return Appended(frozenset(taken), current)
+
+
+def append_run_output(
+    log_file: Path,
+    run_dir: Path,
+    launch: dict[str, Any],
+    answers: Sequence[Mapping[str, Any] | None],
+) -> bool:
+    """Append the new output of the actors of the run in ``run_dir`` (``answers``, by rank) to
+    the job's log ``log_file`` (:func:`append_output`), and record in its launch record
+    ``launch`` how far each has been read and which node's line the log ends in (a control
+    plane that restarts reads on from there). A log that cannot be written now (a full disk)
+    gets nothing, with a warning logged: no offset advances, so the actors hand the output
+    out again at the next poll, and False is returned (the run is not to be taken as ended
+    meanwhile: its actors, killed, would take the output with them). A log directory
+    removed since the launch is made again. Raises :class:`ExecutorError` for a record whose
+    offsets do not match its actors (:func:`~danlu.executors.ray_records.read_offsets`)."""
+    offsets = read_offsets(run_dir, launch)
+    before = launch.get("open_line")
+    try:
+        log_file.parent.mkdir(parents=True, exist_ok=True, mode=0o700)
+        appended = append_output(str(log_file), answers, before)
+    except OSError as exc:  # raised out of poll, it ended the control plane's whole pass
+        log.warning("cannot append the output of %s to %s: %s", run_dir.name, log_file, exc)
+        return False
+    if not appended.taken and appended.open_line == before:
+        return True
+    launch["offsets"] = [
+        a["offset"] if a is not None and i in appended.taken else old
+        for i, (a, old) in enumerate(zip(answers, offsets, strict=True))
+    ]
+    if appended.open_line is None:
+        launch.pop("open_line", None)
+    else:
+        launch["open_line"] = appended.open_line
+    with contextlib.suppress(OSError):  # read again (and logged twice) after a restart
+        supervise.write_json(run_dir / supervise.LAUNCH, launch)
+    return True
 
 
 def _append(log_path: str, data: bytes) -> None:

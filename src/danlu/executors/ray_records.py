@@ -6,9 +6,11 @@ the record (:func:`own_actors`)."""
 from __future__ import annotations
 
 from collections.abc import Iterable, Mapping
+from pathlib import Path
 from typing import Any
 
-from danlu.executors import records
+from danlu.executors import records, supervise
+from danlu.executors.errors import ExecutorError
 
 
 def _unsignalled(value: Any) -> bool:
@@ -49,6 +51,23 @@ far the actors' output was read."""
 def run_actors(job_id: str, attempt: int, count: int) -> list[str]:
     """The names of the ``count`` actors of run ``attempt`` of job ``job_id`` (one a node)."""
     return [f"danlu.{job_id}.{attempt}.{rank}" for rank in range(count)]
+
+
+def read_offsets(run_dir: Path, launch: Mapping[str, Any]) -> list[int]:
+    """How far each actor's output has been read into the job's log (``offsets``, by rank
+    as ``actors``; 0 each before any was). Raises :class:`ExecutorError` when the record
+    of the run in ``run_dir`` lists another number of them than of actors: each answer
+    would be taken for another node's, or an actor left unasked (the run taken as ended
+    while it runs)."""
+    actors = launch["actors"]
+    offsets = launch.get("offsets") or [0] * len(actors)
+    if len(offsets) != len(actors):
+        raise ExecutorError(
+            f"the launch record {run_dir / supervise.LAUNCH} lists {len(offsets)} output "
+            f'offsets for {len(actors)} Ray actors: remove its "offsets" field (the '
+            "actors' output is then appended to the job's log again from its start)"
+        )
+    return list(offsets)
 
 
 def own_actors(launch: dict[str, Any]) -> dict[str, Any] | None:

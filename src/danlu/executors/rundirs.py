@@ -109,6 +109,7 @@ class RunDirExecutor(Executor):
     _clock: Callable[[], float]
     _live: dict[Path, dict[str, Any] | None] | None
     _log_elsewhere: dict[str, Path]
+    _unread_warned: set[Path]
 
     def _init_runs(
         self,
@@ -131,6 +132,9 @@ class RunDirExecutor(Executor):
         """Run directories of the runs that may still run, with their launch records (None:
         not read yet; the first launch scans the state directory once, for runs started
         before this instance, e.g. by a control plane that restarted)."""
+        self._unread_warned = set()
+        """Run directories without a readable launch record whose run was found still
+        running (:meth:`_held_unread`), as warned about."""
 
     # -- what a subclass says -----------------------------------------------------------------
 
@@ -328,6 +332,7 @@ class RunDirExecutor(Executor):
         """Forget the run in ``run_dir`` and delete its records. A link the job put in its
         run directory's place (``runs/JOB_ID``) is removed, not what it points to."""
         self._dropped(run_dir, launch)
+        self._unread_warned.discard(run_dir)
         if self._live is not None:
             self._live.pop(run_dir, None)
         if run_dir.is_symlink():
@@ -388,16 +393,47 @@ class RunDirExecutor(Executor):
     def _held(self) -> Iterator[HeldGpus]:
         """The GPUs of each run not known to have exited (runs launched before the launch
         record had ``gpus`` hold none as far as this knows; those from before it had
-        ``shared`` count as memory shares, the reading that refuses fewer launches)."""
+        ``shared`` count as memory shares, the reading that refuses fewer launches), and of
+        each run without a readable launch record that still runs (:meth:`_held_unread`).
+        Raises what :meth:`_still_runs` raises (its backend cannot be asked)."""
         if self._live is None:
             self._live = {d: self._read_launch(d) for d in self._runs.iterdir()}
         for run_dir, launch in sorted(self._live.items()):
-            if launch is None or self._ended(run_dir, launch):
+            if launch is None:
+                unread = self._held_unread(run_dir)
+                if unread is not None:
+                    yield unread
+                    continue
+                self._unread_warned.discard(run_dir)
+                del self._live[run_dir]
+            elif self._ended(run_dir, launch):
                 del self._live[run_dir]  # exited (a later run of its job is added anew)
             elif launch.get("gpus"):
                 stopping = (run_dir / supervise.STOP).exists()
                 shared = bool(launch.get("shared", True))
                 yield HeldGpus(launch["job_id"], self._gpus_now(launch), shared, stopping)
+
+    def _held_unread(self, run_dir: Path) -> HeldGpus | None:
+        """Every GPU of the inventory, held whole, while the run in ``run_dir``, whose
+        launch record (naming its GPUs) is missing or damaged, still runs
+        (:meth:`_still_runs`; a warning says what runs and how to stop it): which GPUs it
+        holds is not known, and a launch onto them would share them with it unseen. None
+        when nothing of it runs."""
+        running = self._still_runs(run_dir)
+        if running is None:
+            return None
+        if run_dir not in self._unread_warned:
+            self._unread_warned.add(run_dir)
+            log.warning(
+                "job %s still runs, though its launch record %s is missing or damaged: %s; "
+                "no other job is launched until it has exited, as its GPUs are not known",
+                run_dir.name,
+                run_dir / supervise.LAUNCH,
+                running,
+            )
+        nodes = self.inventory().nodes
+        gpus = [(n, gpu) for n, node in enumerate(nodes) for gpu in range(node.gpus)]
+        return HeldGpus(run_dir.name, gpus, shared=False, stopping=False)
 
     def _gpus_now(self, launch: Mapping[str, Any]) -> list[tuple[int, int]]:
         """A run's GPUs as ``(node, gpu)`` of the inventory as it is now. Its launch record

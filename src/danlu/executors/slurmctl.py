@@ -11,6 +11,7 @@ and sets ``SLURM_TIME_FORMAT`` in it for the commands whose output it reads
 from __future__ import annotations
 
 import logging
+import os
 import re
 import shutil
 import subprocess
@@ -335,7 +336,9 @@ def reading_env(env: Mapping[str, str] | None) -> dict[str, str] | None:
 class SlurmCommands:
     """Runs Slurm's client commands with ``env`` (e.g. ``{"SLURM_CONF": ..., "PATH": ...}``)
     and a ``timeout`` in seconds; ``bin_dir`` is where they live (default: found on the
-    ``PATH`` of ``env``). Every failure is a :class:`SlurmError` naming the command."""
+    ``PATH`` of ``env``). ``user`` is the account the jobs are submitted as, whose jobs alone
+    are looked up by name (:meth:`find`, :meth:`named`; default: this process's user id, the
+    one ``sbatch`` submits as). Every failure is a :class:`SlurmError` naming the command."""
 
     def __init__(
         self,
@@ -343,10 +346,12 @@ class SlurmCommands:
         *,
         bin_dir: str | None = None,
         timeout: float = 30.0,
+        user: str | None = None,
     ) -> None:
         self._env = dict(env) if env is not None else None
         self._bin = bin_dir
         self._timeout = timeout
+        self._user = user if user is not None else str(os.getuid())
         self._odd_states: set[tuple[int, str]] = set()
 
     @property
@@ -457,15 +462,20 @@ class SlurmCommands:
         return None
 
     def find(self, name: str) -> list[int]:
-        """Ids of the jobs named ``name`` that Slurm knows."""
-        out = self.run(["squeue", "-h", "-t", "all", "-o", "%i", "-n", name])
+        """Ids of the jobs named ``name`` that Slurm knows, of the account danlu submits as
+        (another user can name a job so: it is not danlu's to adopt, nor to cancel)."""
+        out = self.run(
+            ["squeue", "-h", "-t", "all", "-o", "%i", f"--user={self._user}", "-n", name]
+        )
         return [job_id for x in out.split() if (job_id := _job_id(x)) is not None]
 
     def named(self, prefix: str) -> dict[int, tuple[str, str]]:
-        """The jobs Slurm knows whose name starts with ``prefix``: by id, their name and
-        state (``squeue`` has no prefix search; every job is listed and filtered here). A
-        job's name is the last field printed, so a ``|`` in it is kept."""
-        out = self.run(["squeue", "-h", "-t", "all", "-o", "%i|%T|%j"])
+        """The jobs Slurm knows whose name starts with ``prefix``, of the account danlu
+        submits as (another user's job of such a name is none of danlu's runs): by id, their
+        name and state (``squeue`` has no prefix search; every job of the account is listed
+        and filtered here). A job's name is the last field printed, so a ``|`` in it is
+        kept."""
+        out = self.run(["squeue", "-h", "-t", "all", "-o", "%i|%T|%j", f"--user={self._user}"])
         found: dict[int, tuple[str, str]] = {}
         for line in out.splitlines():
             parts = line.strip().split("|", 2)

@@ -1,0 +1,83 @@
+"""How a run of the Ray executor (:class:`~danlu.executors.ray_executor.RayExecutor`) ends,
+worked out from its actors' answers at a poll (each :meth:`NodeRun.status
+<danlu.executors.ray_actor.NodeRun.status>`, None for an actor that is gone): the result
+recorded when an actor is gone (:func:`lost_result`) or every node's command has exited
+(:func:`exit_result`), and the stop of the other nodes once one node's command has exited
+alone (:func:`gang_stop_reason`). Nothing here asks Ray or writes a file."""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+from typing import Any
+
+from danlu.executors.base import (
+    PREEMPTED_EXIT_CODE,
+    Outcome,
+    StopReason,
+    classify_exit,
+    gang_exit,
+)
+
+Answers = Sequence[dict[str, Any] | None]
+"""The actors' answers to one poll, in the order of the launch record's ``actors``."""
+
+
+def started_at(answers: Answers, launched_at: float) -> float:
+    """When the run started: its first node's command's start, else its launch."""
+    return min((a["started_at"] for a in answers if a), default=launched_at)
+
+
+def lost_result(nodes: Sequence[str], answers: Answers, started: float) -> dict[str, Any]:
+    """The result of a run one of whose actors is gone (its node lost, its worker killed):
+    a preemption (``node_lost``), naming the nodes (``nodes``: the launch record's, by rank)
+    whose actors are gone."""
+    where = ", ".join(
+        name for name, answer in zip(nodes or ["?"], answers, strict=False) if answer is None
+    )
+    return {
+        "outcome": Outcome.PREEMPTED.value,
+        "exit_code": None,
+        "started_at": started,
+        "error": f"the run's actor on {where or 'its node'} is gone (node lost?)",
+        "node_lost": True,
+    }
+
+
+def exit_result(
+    answers: Sequence[dict[str, Any]],
+    started: float,
+    log_tail: Callable[[], str],
+    reason: StopReason | None,
+    now: float,
+) -> dict[str, Any] | None:
+    """The result of a run every node's command of which has exited and handed out all its
+    output, else None (it runs on). Its status is :func:`gang_exit`'s, by when each node's
+    command exited (stamped by its actor as it happened), classified with the end of its
+    log (``log_tail()``, read only then) and the stop ``reason``. It ended with its last
+    node's exit, not when this poll saw it (the control plane may have been down meanwhile:
+    its run time is billed up to the exit), never after ``now`` nor before ``started``."""
+    if any(a["exit_code"] is None or a["more"] for a in answers):
+        return None
+    exits = sorted((a["finished_at"] or 0.0, a["exit_code"]) for a in answers)
+    code = gang_exit(c for _, c in exits)
+    result: dict[str, Any] = {
+        "outcome": classify_exit(code, log_tail(), reason).value,
+        "exit_code": code,
+        "started_at": started,
+        "error": next((a["error"] for a in answers if a["error"]), ""),
+    }
+    if (last := max((f for f, _ in exits), default=0.0)) > 0:
+        result["finished_at"] = min(max(last, started), now)
+    return result
+
+
+def gang_stop_reason(codes: Sequence[int | None]) -> StopReason | None:
+    """Why the other nodes are stopped once some node's command has exited (``codes``: each
+    node's exit status, None while it runs) while others still run: a failure is a cancel,
+    a checkpoint (exit 75) alone a preemption; None when every node that exited exited 0,
+    or none still runs."""
+    if None not in codes:
+        return None
+    if any(c not in (None, 0, PREEMPTED_EXIT_CODE) for c in codes):
+        return StopReason.CANCEL
+    return StopReason.PREEMPT if PREEMPTED_EXIT_CODE in codes else None
