@@ -9,7 +9,6 @@ are those of :mod:`danlu.cli.jobs`.
 from __future__ import annotations
 
 import math
-import sys
 import time
 from collections.abc import Callable, Iterable, Sequence
 from typing import Annotated, Any
@@ -26,8 +25,8 @@ from danlu.cli.options import (
     JsonOpt,
     TokenOpt,
     UrlOpt,
-    plain_float_flag,
-    plain_int_flag,
+    float_option,
+    int_option,
 )
 from danlu.cli.reply_fields import PROJECT, TOKEN, USER, Record
 from danlu.core.errors import SpecError
@@ -47,12 +46,8 @@ OsUserOpt = Annotated[
 ProjectArg = Annotated[str, typer.Argument(help="The project's name.")]
 PriorityOpt = Annotated[
     int | None,
-    typer.Option(
-        "--priority",
-        min=-1_000_000,
-        max=1_000_000,
-        help="Higher runs first.",
-        parser=plain_int_flag("--priority", "10", -1_000_000, 1_000_000),
+    int_option(
+        "--priority", help="Higher runs first.", example="10", low=-1_000_000, high=1_000_000
     ),
 ]
 QuotaGpusOpt = Annotated[
@@ -75,12 +70,12 @@ MembersOpt = Annotated[
 ]
 ShareOpt = Annotated[
     float | None,
-    typer.Option(
+    float_option(
         "--share",
-        min=0.000001,
-        max=1_000_000,
         help="Its weight in the fair-share policy (default 1): 2 is owed twice what 1 is.",
-        parser=plain_float_flag("--share", "2", 0.000001, 1_000_000),
+        example="2",
+        low=0.000001,
+        high=1_000_000,
     ),
 ]
 
@@ -196,8 +191,7 @@ def user_token(
     stdout: it is shown once. The user passes it as --token or DANLU_TOKEN."""
     issued = common.ask(home, url, token, lambda c: c.create_token(name, label))
     check_issued(issued, name)
-    sys.stdout.write(issued + "\n")
-    sys.stdout.flush()
+    common.print_plain(issued)
 
 
 def check_issued(issued: str, user: str) -> None:

@@ -11,8 +11,8 @@ import typer
 
 from danlu.cli.markup import as_text, visible_lines
 from danlu.cli.markup import console as cli_console
-from danlu.cli.options import given_options, plain_int_flag, refuse_empty
-from danlu.cli.output import stdout_written
+from danlu.cli.options import given_options, int_option, refuse_empty
+from danlu.cli.output import stderr_written, stdout_written
 from danlu.core.errors import DanluError, SpecError
 from danlu.core.spec import MAX_BATCH
 from danlu.core.units import format_bytes, parse_bytes
@@ -358,11 +358,8 @@ def register(app: typer.Typer) -> None:
         ],
         batch_size: Annotated[
             int | None,
-            typer.Option(
-                "--batch-size",
-                "-b",
-                help="per-GPU (micro-)batch size to trace",
-                parser=plain_int_flag("--batch-size", "8"),
+            int_option(
+                "--batch-size", "-b", help="per-GPU (micro-)batch size to trace", example="8"
             ),
         ] = None,
         precision: Annotated[str, typer.Option(help="fp32, fp16 or bf16 (autocast)")] = "fp32",
@@ -381,10 +378,7 @@ def register(app: typer.Typer) -> None:
         ] = False,
         accumulation: Annotated[
             int,
-            typer.Option(
-                help="gradient accumulation steps",
-                parser=plain_int_flag("--accumulation", "4"),
-            ),
+            int_option("--accumulation", help="gradient accumulation steps", example="4"),
         ] = 1,
         sweep: Annotated[
             str | None,
@@ -449,5 +443,6 @@ def register(app: typer.Typer) -> None:
                 data_parallel=data_parallel,
             )
         except DanluError as exc:
-            typer.echo(f"error: {visible_lines(exc)}", err=True)
+            with stderr_written():
+                typer.echo(f"error: {visible_lines(exc)}", err=True)
             raise typer.Exit(2) from None

@@ -18,8 +18,8 @@ from danlu.cli.options import (
     JsonOpt,
     TokenOpt,
     UrlOpt,
+    int_option,
     job_states,
-    plain_int_flag,
     refuse_empty,
 )
 from danlu.cli.reply_fields import checked_events
@@ -129,13 +129,7 @@ def events(
     ] = None,
     limit: Annotated[
         int,
-        typer.Option(
-            "--limit",
-            min=1,
-            max=1000,
-            help="The newest N events.",
-            parser=plain_int_flag("--limit", "100", 1, 1000),
-        ),
+        int_option("--limit", help="The newest N events.", example="100", low=1, high=1000),
     ] = 100,
     follow_on: Annotated[
         bool, typer.Option("--follow", "-f", help="Then print new events as they happen.")

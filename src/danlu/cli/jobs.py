@@ -35,11 +35,11 @@ from danlu.cli.options import (
     TokenOpt,
     UrlOpt,
     error_line,
+    float_option,
+    int_option,
     job_states,
-    path_of,
-    plain_float_flag,
-    plain_int_flag,
     refuse_empty,
+    spec_file_of,
 )
 from danlu.cli.options import (
     fail as fail,  # re-exported: the commands' modules call common.fail
@@ -127,10 +127,15 @@ def report(problems: Sequence[str]) -> None:
 
 
 def print_json(value: Any) -> None:
-    """JSON on stdout, unstyled (for scripts); output that cannot be written (a full disk)
-    is an error line, exit 2, not a traceback."""
+    """JSON on stdout, unstyled (for scripts): :func:`print_plain`."""
+    print_plain(json.dumps(value, indent=2, sort_keys=False))
+
+
+def print_plain(text: str) -> None:
+    """``text`` and a line break on stdout, unstyled (for scripts); output that cannot be
+    written (a full disk) is an error line, exit 2, not a traceback."""
     try:
-        sys.stdout.write(json.dumps(value, indent=2, sort_keys=False) + "\n")
+        sys.stdout.write(text + "\n")
         sys.stdout.flush()
     except BrokenPipeError:  # the reader has gone: exit 141 (cli.main.DanluGroup)
         raise
@@ -233,15 +238,13 @@ def submit(
         Path,
         typer.Argument(
             help="Job spec file (YAML or JSON).",
-            parser=path_of("SPEC", "give the job spec file (YAML or JSON)"),
+            parser=spec_file_of("SPEC", "give the job spec file (YAML or JSON)"),
         ),
     ],
     name: Annotated[str | None, typer.Option("--name", help="Override the job name.")] = None,
     priority: Annotated[
         int | None,
-        typer.Option(
-            "--priority", help="Override priority.", parser=plain_int_flag("--priority", "10")
-        ),
+        int_option("--priority", help="Override priority.", example="10"),
     ] = None,
     project: Annotated[str | None, typer.Option("--project", help="Override project.")] = None,
     user: Annotated[str | None, typer.Option("--user", help="Submit as user (admin).")] = None,
@@ -398,13 +401,7 @@ def ls(
     ),
     limit: Annotated[
         int,
-        typer.Option(
-            "--limit",
-            min=1,
-            max=1000,
-            help="Newest N jobs.",
-            parser=plain_int_flag("--limit", "100", 1, 1000),
-        ),
+        int_option("--limit", help="Newest N jobs.", example="100", low=1, high=1000),
     ] = 100,
     since: Annotated[
         str | None,
@@ -640,13 +637,13 @@ def update(
     job: JobArg,
     priority: Annotated[
         int | None,
-        typer.Option(
+        int_option(
             "--priority",
             "-p",
-            min=-1_000_000,
-            max=1_000_000,
             help="New priority.",
-            parser=plain_int_flag("--priority", "10", -1_000_000, 1_000_000),
+            example="10",
+            low=-1_000_000,
+            high=1_000_000,
         ),
     ] = None,
     json_out: JsonOpt = False,
@@ -724,12 +721,8 @@ def top(
     once: Annotated[bool, typer.Option("--once", help="Print one frame and exit.")] = False,
     interval: Annotated[
         float,
-        typer.Option(
-            "--interval",
-            min=0.1,
-            max=3600.0,
-            help="Seconds between refreshes.",
-            parser=plain_float_flag("--interval", "2", 0.1, 3600.0),
+        float_option(
+            "--interval", help="Seconds between refreshes.", example="2", low=0.1, high=3600.0
         ),
     ] = 1.0,
     home: HomeOpt = None,

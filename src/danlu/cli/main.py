@@ -3,6 +3,7 @@ here; this module only assembles them."""
 
 from __future__ import annotations
 
+import sys
 from typing import Any
 
 import typer
@@ -21,7 +22,7 @@ from danlu.cli import sweep as sweep_cli
 from danlu.cli import webhook as webhook_cli
 from danlu.cli.markup import OutputUnwritable
 from danlu.cli.options import fail
-from danlu.cli.output import PIPE_CLOSED, quiet_stdout
+from danlu.cli.output import PIPE_CLOSED, quiet_stderr, quiet_stdout
 
 
 class DanluGroup(TyperGroup):
@@ -42,6 +43,26 @@ class DanluGroup(TyperGroup):
         except OutputUnwritable as exc:
             quiet_stdout()
             raise fail(exc) from None
+
+    def main(self, *args: Any, **kwargs: Any) -> Any:
+        """Typer's own error messages (a usage error: ``danlu ls --limit 0``, ``danlu
+        nosuch``; ``Aborted!``) that cannot be written (``2>/dev/full``) end the command
+        with that error's exit code (2 for a usage error), not with a traceback from the
+        failed write and exit 1."""
+        try:
+            return super().main(*args, **kwargs)
+        except OSError as exc:
+            reported = exc.__context__  # the error whose message was being written
+            if isinstance(reported, typer.Abort):
+                code = 1
+            elif isinstance(getattr(reported, "exit_code", None), int) and hasattr(
+                reported, "format_message"
+            ):  # a click exception: typer's own (vendored) or click's
+                code = reported.exit_code  # type: ignore[union-attr]
+            else:
+                raise
+            quiet_stderr()
+            sys.exit(code)
 
 
 app = typer.Typer(

@@ -25,7 +25,7 @@ from danlu.cli.options import (
     TokenOpt,
     UrlOpt,
     empty_error,
-    plain_int_flag,
+    int_option,
 )
 from danlu.cli.reply_fields import JOB_STATE, TIME, checked_metrics, needed
 from danlu.client import Client
@@ -197,14 +197,7 @@ def metrics(
     job: JobArg,
     tail: Annotated[
         int,
-        typer.Option(
-            "--tail",
-            "-n",
-            min=1,
-            max=10_000,
-            help="The last N records.",
-            parser=plain_int_flag("--tail", "20", 1, 10_000),
-        ),
+        int_option("--tail", "-n", help="The last N records.", example="20", low=1, high=10_000),
     ] = 20,
     keys: Annotated[
         str | None,

@@ -15,7 +15,7 @@ from danlu.cli import jobs as common
 from danlu.cli import top as top_view
 from danlu.cli import waiting
 from danlu.cli.markup import as_text
-from danlu.cli.options import HomeOpt, JsonOpt, TokenOpt, UrlOpt, plain_int_flag
+from danlu.cli.options import HomeOpt, JsonOpt, TokenOpt, UrlOpt, int_option
 from danlu.cli.reply_fields import checked_nodes
 from danlu.client.rest import read_across_restart
 from danlu.core.errors import DanluError, SpecError
@@ -52,10 +52,10 @@ AtOpt = Annotated[
 
 GpuOpt = Annotated[
     int | None,
-    typer.Option(
+    int_option(
         "--gpu",
-        min=0,
-        parser=plain_int_flag("--gpu", "0", 0),
+        example="0",
+        low=0,
         help="Only this GPU of the node (its index, as `danlu nodes` lists it): the node's "
         "other GPUs take work as before.",
     ),

@@ -3,6 +3,8 @@ a command was given, and the refusal of an empty value (a script's unset variabl
 
 from __future__ import annotations
 
+import os
+import stat
 from collections.abc import Callable
 from pathlib import Path
 from typing import Annotated, Any
@@ -12,6 +14,7 @@ from pydantic import Field, TypeAdapter
 
 from danlu.cli.markup import as_text
 from danlu.cli.markup import console as cli_console
+from danlu.cli.output import stderr_written
 from danlu.core.errors import SpecError
 from danlu.core.state import JobState
 from danlu.core.values import plain_number_text
@@ -22,7 +25,8 @@ def error_line(exc: Exception | str) -> None:
     markup or terminal control), for an error after which the command goes on or exits
     otherwise than :func:`fail` does (``danlu wait``'s timeout, 124)."""
     line = f"[red]error:[/red] {as_text(exc)}"
-    cli_console(stderr=True).print(line, highlight=False, soft_wrap=True)
+    with stderr_written():  # 2>/dev/full: the exit code is all that is left to say
+        cli_console(stderr=True).print(line, highlight=False, soft_wrap=True)
 
 
 def fail(exc: Exception | str) -> typer.Exit:
@@ -61,10 +65,38 @@ def path_of(name: str, fix: str) -> Callable[[str], Path]:
     return parse
 
 
+def spec_file_of(name: str, fix: str) -> Callable[[str], Path]:
+    """:func:`path_of` for the spec file argument ``name`` (``danlu submit``, ``danlu sweep
+    submit``), refusing a named pipe (``mkfifo``) with an error line and exit 2: reading one
+    waits for a writer, with no writer for ever. A pipe this process was handed open
+    (``/dev/stdin``, the ``/dev/fd/63`` of ``danlu submit <(envsubst < job.yaml)``) is a
+    link to it, not the pipe by name: still read. A path that cannot be looked at is left to
+    the reading to explain."""
+    as_path = path_of(name, fix)
+
+    def parse(text: str) -> Path:
+        path = as_path(text)
+        try:
+            named = os.lstat(path)
+        except OSError:
+            return path
+        if stat.S_ISFIFO(named.st_mode):
+            raise fail(
+                SpecError(
+                    name,
+                    f"{text!r} is a named pipe, not a file: reading it waits for a writer, "
+                    f"maybe for ever; {fix}, or pipe the text in and give /dev/stdin",
+                )
+            )
+        return path
+
+    return parse
+
+
 def _plain_number(flag: str, adapter: TypeAdapter[Any], example: str) -> Callable[[Any], Any]:
-    """The parser :func:`plain_int_flag` and :func:`plain_float_flag` return: a value not written
-    plainly is an error line and exit 2; the rest is read and bounded by ``adapter``, as
-    typer reads a number flag (its messages kept: ``Input should be less than or equal to
+    """The parser of a number flag (:func:`int_option`, :func:`float_option`): a value not
+    written plainly is an error line and exit 2; the rest is read and bounded by ``adapter``,
+    as typer reads a number flag (its messages kept: ``Input should be less than or equal to
     1000``). Typer passes the default through the parser too, as a number: kept as it is."""
 
     def parse(value: Any) -> Any:
@@ -81,24 +113,59 @@ def _plain_number(flag: str, adapter: TypeAdapter[Any], example: str) -> Callabl
     return parse
 
 
-def plain_int_flag(
-    flag: str, example: str, low: int | None = None, high: int | None = None
-) -> Callable[[Any], Any]:
-    """A typer ``parser`` for the whole-number flag ``flag``, at least ``low`` and at most
-    ``high`` where given (give the same as the option's ``min``/``max``, which then only
-    show in the help). Typer's own reading took ``1_000`` as 1000 (``--limit 1_0`` was 10):
-    a number is written in ASCII digits without ``_``, as ``--port`` and ``--quota-gpus``
-    want it; ``example`` is a valid value to show."""
-    bounded = Annotated[int, Field(ge=low, le=high)]
-    return _plain_number(flag, TypeAdapter(bounded), example)
+def _number_option(
+    kind: type[int] | type[float],
+    decls: tuple[str, ...],
+    help: str | None,
+    example: str,
+    low: float | None,
+    high: float | None,
+    extra: dict[str, Any],
+) -> Any:
+    """The ``typer.Option`` :func:`int_option` and :func:`float_option` build: ``low`` and
+    ``high`` both shown in the help (typer's ``min``/``max``) and checked by the parser,
+    from this one statement of them."""
+    if not decls or not decls[0].startswith("--"):
+        raise ValueError(f"a number option's first name is its long flag (--name), not {decls}")
+    flag = decls[0]
+    adapter: TypeAdapter[Any] = TypeAdapter(Annotated[kind, Field(ge=low, le=high)])
+    return typer.Option(
+        *decls,
+        min=low,
+        max=high,
+        help=help,
+        parser=_plain_number(flag, adapter, example),
+        **extra,
+    )
 
 
-def plain_float_flag(
-    flag: str, example: str, low: float | None = None, high: float | None = None
-) -> Callable[[Any], Any]:
-    """:func:`plain_int_flag` for a flag that takes any number (``--poll 1_0`` was 10 s)."""
-    bounded = Annotated[float, Field(ge=low, le=high)]
-    return _plain_number(flag, TypeAdapter(bounded), example)
+def int_option(
+    *decls: str,
+    help: str | None,
+    example: str,
+    low: int | None = None,
+    high: int | None = None,
+    **extra: Any,
+) -> Any:
+    """A ``typer.Option`` for a whole-number flag, its names ``decls`` (the long flag first:
+    ``"--tail", "-n"``), at least ``low`` and at most ``high`` where given: shown in the help
+    and checked as it is read, an error naming the flag. Typer's own reading took ``1_000``
+    as 1000 (``--limit 1_0`` was 10): a number is written in ASCII digits without ``_``, as
+    ``--port`` and ``--quota-gpus`` want it; ``example`` is a valid value to show in that
+    error. ``extra``: further ``typer.Option`` arguments."""
+    return _number_option(int, decls, help, example, low, high, extra)
+
+
+def float_option(
+    *decls: str,
+    help: str | None,
+    example: str,
+    low: float | None = None,
+    high: float | None = None,
+    **extra: Any,
+) -> Any:
+    """:func:`int_option` for a flag that takes any number (``--poll 1_0`` was 10 s)."""
+    return _number_option(float, decls, help, example, low, high, extra)
 
 
 def job_states(given: list[str]) -> list[str]:

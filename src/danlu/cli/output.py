@@ -8,6 +8,7 @@ import signal
 import sys
 from collections.abc import Iterator
 from contextlib import contextmanager
+from typing import TextIO
 
 import typer
 
@@ -33,12 +34,34 @@ def write_bytes(data: bytes) -> None:
 def quiet_stdout() -> None:
     """Point stdout at the null device once its reader has gone (or it cannot be written),
     so that flushing what is left in its buffer at exit raises no second error."""
+    _point_at_null(sys.stdout)
+
+
+def quiet_stderr() -> None:
+    """:func:`quiet_stdout` for stderr (``2>/dev/full``): what is left in its buffer is
+    dropped at exit, where a failed flush would replace the command's exit code with 1."""
+    _point_at_null(sys.stderr)
+
+
+def _point_at_null(stream: TextIO) -> None:
     try:
         null = os.open(os.devnull, os.O_WRONLY)
-        os.dup2(null, sys.stdout.fileno())
+        os.dup2(null, stream.fileno())
         os.close(null)
-    except (OSError, ValueError, AttributeError):  # no file descriptor (a test's stdout)
+    except (OSError, ValueError, AttributeError):  # no file descriptor (a test's stream)
         pass
+
+
+@contextmanager
+def stderr_written() -> Iterator[None]:
+    """An error line or note written to stderr inside, whose failure (``2>/dev/full``, its
+    reader gone) is let go: there is nowhere left to say so, and the command ends as it
+    would have with the line written (``error: ...`` and exit 2, not a traceback and 1).
+    Wrap only writes to stderr."""
+    try:
+        yield
+    except OSError:
+        quiet_stderr()
 
 
 @contextmanager
@@ -56,5 +79,6 @@ def stdout_written() -> Iterator[None]:
         raise typer.Exit(code=PIPE_CLOSED) from None
     except OSError as exc:
         quiet_stdout()
-        typer.echo(f"error: cannot write the output: {exc.strerror or exc}", err=True)
+        with stderr_written():
+            typer.echo(f"error: cannot write the output: {exc.strerror or exc}", err=True)
         raise typer.Exit(code=2) from None

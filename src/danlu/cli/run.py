@@ -24,7 +24,7 @@ from __future__ import annotations
 import re
 import signal
 from collections.abc import Iterator
-from contextlib import contextmanager, suppress
+from contextlib import contextmanager
 from pathlib import Path
 from typing import Annotated, Any
 
@@ -32,8 +32,8 @@ import typer
 
 from danlu.cli.jobs import connect, err, fail, set_path, spec_body
 from danlu.cli.markup import as_text
-from danlu.cli.options import HomeOpt, TokenOpt, UrlOpt, path_of, plain_int_flag, refuse_empty
-from danlu.cli.output import PIPE_CLOSED, quiet_stdout, write_bytes
+from danlu.cli.options import HomeOpt, TokenOpt, UrlOpt, int_option, path_of, refuse_empty
+from danlu.cli.output import PIPE_CLOSED, quiet_stdout, stderr_written, write_bytes
 from danlu.cli.spec_flags import by_flag
 from danlu.client import Client
 from danlu.config import caller_env
@@ -227,7 +227,7 @@ def run(
     project: Annotated[str | None, typer.Option("--project", help="Project (queue).")] = None,
     priority: Annotated[
         int | None,
-        typer.Option("--priority", help="Priority.", parser=plain_int_flag("--priority", "10")),
+        int_option("--priority", help="Priority.", example="10"),
     ] = None,
     time_limit: Annotated[
         str | None,
@@ -235,11 +235,8 @@ def run(
     ] = None,
     max_restarts: Annotated[
         int,
-        typer.Option(
-            "--max-restarts",
-            min=0,
-            help="Restarts after a failure (default 0: none).",
-            parser=plain_int_flag("--max-restarts", "3", 0),
+        int_option(
+            "--max-restarts", help="Restarts after a failure (default 0: none).", example="3", low=0
         ),
     ] = 0,
     env: Annotated[
@@ -339,7 +336,7 @@ def say(text: str) -> None:
     """A line of text (not markup) on stderr, whole; nothing when stderr has gone (the
     terminal closed). Its control characters are written as escapes (``\\x1b``, ``\\n``): a
     job's state reason, server text quoting a node's, is shown, never acted on."""
-    with suppress(OSError):
+    with stderr_written():
         err.print(as_text(text), highlight=False, soft_wrap=True)
 
 

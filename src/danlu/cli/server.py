@@ -10,7 +10,7 @@ from typing import Annotated, Any
 
 import typer
 
-from danlu.cli.options import fail, path_of, plain_float_flag, refuse_empty
+from danlu.cli.options import fail, float_option, path_of, refuse_empty
 from danlu.core.errors import ConfigError, DanluError
 from danlu.core.values import plain_number_text
 
@@ -80,11 +80,7 @@ PartitionOpt = Annotated[
 ]
 IntervalOpt = Annotated[
     float | None,
-    typer.Option(
-        "--interval",
-        help="seconds between reconcile passes",
-        parser=plain_float_flag("--interval", "2"),
-    ),
+    float_option("--interval", help="seconds between reconcile passes", example="2"),
 ]
 DbOpt = Annotated[
     str | None, typer.Option("--database-url", help="SQLAlchemy URL (default: SQLite in home)")

@@ -20,7 +20,7 @@ from rich.table import Table
 
 from danlu.cli.markup import as_text
 from danlu.cli.markup import console as cli_console
-from danlu.cli.options import fail, given_options, plain_float_flag, plain_int_flag
+from danlu.cli.options import fail, float_option, given_options, int_option
 from danlu.cli.output import stdout_written
 from danlu.cli.sim_checks import (
     MOST_NODES,
@@ -220,7 +220,9 @@ def _simulate(
         TextColumn("{task.completed}/{task.total} jobs"),
         TimeElapsedColumn(),
     )
-    with Progress(*columns, console=err, transient=True) as bar:
+    # drawn for a person at a terminal only: elsewhere it wrote just a line break, which a
+    # stderr that cannot be written (2>/dev/full) made an error after the simulation ran
+    with Progress(*columns, console=err, transient=True, disable=not err.is_terminal) as bar:
         task = bar.add_task(f"{policy_name}", total=len(workload.jobs))
 
         def update(now: float, done: int, total: int) -> None:
@@ -554,22 +556,11 @@ def plan(
     traces: TracesOpt = DEFAULT_TRACES,
     min_nodes: Annotated[
         int,
-        typer.Option(
-            "--min-nodes",
-            min=1,
-            help="Fewest nodes to try.",
-            parser=plain_int_flag("--min-nodes", "1", 1),
-        ),
+        int_option("--min-nodes", help="Fewest nodes to try.", example="1", low=1),
     ] = 1,
     max_nodes: Annotated[
         int,
-        typer.Option(
-            "--max-nodes",
-            min=1,
-            max=MOST_NODES,
-            help="Most nodes to try.",
-            parser=plain_int_flag("--max-nodes", "64", 1, MOST_NODES),
-        ),
+        int_option("--max-nodes", help="Most nodes to try.", example="64", low=1, high=MOST_NODES),
     ] = 64,
     gpus_per_node: GpusOpt = 4,
     interval: IntervalOpt = 60.0,
@@ -695,10 +686,8 @@ def pack(
     ] = "fgd",
     load: Annotated[
         float,
-        typer.Option(
-            "--load",
-            help="Arrived GPU demand / capacity (above 0, at most 10).",
-            parser=plain_float_flag("--load", "1.0"),
+        float_option(
+            "--load", help="Arrived GPU demand / capacity (above 0, at most 10).", example="1.0"
         ),
     ] = 1.0,
     seeds: Annotated[

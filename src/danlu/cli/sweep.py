@@ -22,8 +22,8 @@ from danlu.cli.options import (
     TokenOpt,
     UrlOpt,
     empty_error,
-    path_of,
-    plain_int_flag,
+    int_option,
+    spec_file_of,
 )
 from danlu.cli.reply_fields import SWEEP
 from danlu.core.errors import DanluError, SpecError
@@ -44,7 +44,7 @@ def sweep_submit(
         Path,
         typer.Argument(
             help="Sweep spec file (YAML or JSON).",
-            parser=path_of("SPEC", "give the sweep spec file (YAML or JSON)"),
+            parser=spec_file_of("SPEC", "give the sweep spec file (YAML or JSON)"),
         ),
     ],
     json_out: JsonOpt = False,
@@ -75,7 +75,7 @@ def sweep_ls(
     ] = None,
     limit: Annotated[
         int,
-        typer.Option("--limit", min=1, max=1000, parser=plain_int_flag("--limit", "100", 1, 1000)),
+        int_option("--limit", help=None, example="100", low=1, high=1000),
     ] = 100,
     json_out: JsonOpt = False,
     home: HomeOpt = None,

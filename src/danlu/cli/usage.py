@@ -7,25 +7,18 @@ from __future__ import annotations
 import time
 from typing import Annotated, Any
 
-import typer
 from rich.table import Table
 
 from danlu.cli import jobs as common
 from danlu.cli.markup import as_text
-from danlu.cli.options import HomeOpt, JsonOpt, TokenOpt, UrlOpt, plain_float_flag
+from danlu.cli.options import HomeOpt, JsonOpt, TokenOpt, UrlOpt, float_option
 from danlu.cli.reply_fields import USAGE
 
 
 def usage(
     days: Annotated[
         float,
-        typer.Option(
-            "--days",
-            min=0.001,
-            max=36_500.0,
-            help="The last N days.",
-            parser=plain_float_flag("--days", "7", 0.001, 36_500.0),
-        ),
+        float_option("--days", help="The last N days.", example="7", low=0.001, high=36_500.0),
     ] = 7.0,
     json_out: JsonOpt = False,
     home: HomeOpt = None,

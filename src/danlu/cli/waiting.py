@@ -13,7 +13,7 @@ import typer
 
 from danlu.cli import jobs as common
 from danlu.cli.markup import as_text
-from danlu.cli.options import HomeOpt, JsonOpt, TokenOpt, UrlOpt, error_line, plain_float_flag
+from danlu.cli.options import HomeOpt, JsonOpt, TokenOpt, UrlOpt, error_line, float_option
 from danlu.client import Client, JobDict, WaitTimeout
 from danlu.client.waits import Ended, resolve, wait_all
 from danlu.core.errors import DanluError, SpecError
@@ -68,12 +68,7 @@ def wait(
     ] = None,
     poll: Annotated[
         float,
-        typer.Option(
-            "--poll",
-            min=0.1,
-            help="Seconds between two looks.",
-            parser=plain_float_flag("--poll", "2", 0.1),
-        ),
+        float_option("--poll", help="Seconds between two looks.", example="2", low=0.1),
     ] = 2.0,
     json_out: JsonOpt = False,
     home: HomeOpt = None,

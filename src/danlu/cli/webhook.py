@@ -20,8 +20,8 @@ from danlu.cli.options import (
     JsonOpt,
     TokenOpt,
     UrlOpt,
+    int_option,
     job_states,
-    plain_int_flag,
     refuse_empty,
 )
 from danlu.cli.reply_fields import DELIVERY, WEBHOOK
@@ -149,7 +149,7 @@ def webhook_deliveries(
     webhook: WebhookArg,
     limit: Annotated[
         int,
-        typer.Option("--limit", min=1, max=1000, parser=plain_int_flag("--limit", "20", 1, 1000)),
+        int_option("--limit", help=None, example="20", low=1, high=1000),
     ] = 20,
     json_out: JsonOpt = False,
     home: HomeOpt = None,
