@@ -658,6 +658,13 @@ def job_base_env() -> dict[str, str]:
     return {k: v for k, v in os.environ.items() if not k.startswith(ENV_PREFIX)}
 
 
+def gpu_discovery_env() -> dict[str, str]:
+    """The variables of this process's environment that GPU discovery reads
+    (``CUDA_VISIBLE_DEVICES``: :func:`danlu.devices.discover` serves only the GPUs it
+    shows). Read here: config.py is the server side's only reader of the environment."""
+    return {k: v for k, v in os.environ.items() if k == "CUDA_VISIBLE_DEVICES"}
+
+
 def caller_env() -> dict[str, str]:
     """The environment of the process running the CLI, for ``danlu run --env NAME`` (which
     passes on a variable by name). Read here: config.py is the only reader of environment

@@ -1,6 +1,15 @@
 """GPU discovery through NVML (``nvidia-ml-py``, imported lazily as ``pynvml``).
 
 Every function takes an optional ``nvml`` module object so tests can inject a fake one.
+
+:func:`discover` honours ``CUDA_VISIBLE_DEVICES`` as CUDA reads it (NVML itself lists every
+GPU of the machine: a node agent started with ``CUDA_VISIBLE_DEVICES=1,3`` offered all
+eight): a comma-separated list of NVML indices (``1,3``; CUDA's order is NVML's with
+``CUDA_DEVICE_ORDER=PCI_BUS_ID``) or GPU UUIDs (``GPU-8d1c...``, a unique prefix is
+enough), read up to its first entry that is neither (so ``-1``, like an empty value, hides
+every GPU: discovery then fails, saying so). Unset, every GPU is served. The GPUs served keep
+their NVML indices: a job pinned to one gets that index in its own ``CUDA_VISIBLE_DEVICES``,
+which replaces the agent's. MIG instances (``MIG-...``) are not GPUs discovery serves.
 """
 
 from __future__ import annotations
@@ -9,6 +18,7 @@ import contextlib
 import logging
 import math
 import socket
+from collections.abc import Mapping
 from types import ModuleType
 from typing import Any
 
@@ -205,8 +215,56 @@ def mig_enabled(nvml: Any, index: int) -> bool:
     return nvml_count(current) == getattr(nvml, "NVML_DEVICE_MIG_ENABLE", 1)
 
 
-def discover(nvml: ModuleType | Any | None = None, hostname: str | None = None) -> Inventory:
+VISIBLE_DEVICES = "CUDA_VISIBLE_DEVICES"
+
+
+def visible_devices(value: str | None) -> tuple[frozenset[int], tuple[str, ...]] | None:
+    """The GPUs a ``CUDA_VISIBLE_DEVICES`` value lets a process see: ``(NVML indices, UUID
+    prefixes)``, or None for every GPU (unset). Read as CUDA reads it: entries up to the
+    first that is neither a whole number >= 0 nor a ``GPU-`` UUID (``-1``, a typo, a
+    ``MIG-`` instance) count, blanks around them ignored; empty means none."""
+    if value is None:
+        return None
+    indices: set[int] = set()
+    uuids: list[str] = []
+    for raw in value.split(","):
+        entry = raw.strip()
+        if entry.isdigit() and entry.isascii():
+            indices.add(int(entry))
+        elif entry.startswith("GPU-") and len(entry) > len("GPU-"):
+            uuids.append(entry)
+        else:
+            break
+    return frozenset(indices), tuple(uuids)
+
+
+def _is_visible(
+    lib: Any, index: int, visible: tuple[frozenset[int], tuple[str, ...]] | None
+) -> bool:
+    """Whether the GPU at NVML ``index`` is one of ``visible`` (:func:`visible_devices`);
+    a GPU whose UUID cannot be read matches by its index only."""
+    if visible is None or index in visible[0]:
+        return True
+    if not visible[1]:
+        return False
+    try:
+        uuid = handle_uuid(lib, lib.nvmlDeviceGetHandleByIndex(index))
+    except Exception:  # unreadable: read_gpu says why, if it is visible by index
+        return False
+    return uuid is not None and any(uuid.startswith(prefix) for prefix in visible[1])
+
+
+def discover(
+    nvml: ModuleType | Any | None = None,
+    hostname: str | None = None,
+    environ: Mapping[str, str] | None = None,
+) -> Inventory:
     """This host's GPUs from NVML, grouped into one node per GPU type (in device order).
+
+    Only the GPUs ``CUDA_VISIBLE_DEVICES`` of ``environ`` shows are served (see the module
+    docstring); one it hides is never read. The caller passes its process's environment
+    (the server reads it in :mod:`danlu.config`, its one reader of the environment); None
+    serves every GPU.
 
     A GPU NVML cannot read (one that fell off the bus answers ``GPU_IS_LOST``) is left out
     of the inventory, with a warning logged: the GPUs NVML can read are served, and the one
@@ -216,6 +274,14 @@ def discover(nvml: ModuleType | Any | None = None, hostname: str | None = None) 
     its memory), not the whole GPU the scheduler would count. Raises
     :class:`DeviceUnavailableError` (with the fix) when NVML is missing, cannot count the
     GPUs, finds none, or can read (or serve) none of them."""
+    env: Mapping[str, str] = {} if environ is None else environ
+    visible = visible_devices(env.get(VISIBLE_DEVICES))
+    if visible is not None and not visible[0] and not visible[1]:
+        raise DeviceUnavailableError(
+            f"{VISIBLE_DEVICES}={env.get(VISIBLE_DEVICES)!r} hides every GPU; unset it, or "
+            "list the GPUs to serve by NVML index or UUID (e.g. 0,1), or run without GPUs "
+            "using fake ones: --fake-gpus 4x80GiB"
+        )
     lib = load_nvml(nvml)
     host = hostname or socket.gethostname()
     gpus: list[GpuInfo] = []
@@ -235,6 +301,8 @@ def discover(nvml: ModuleType | Any | None = None, hostname: str | None = None) 
             )
         count = counted
         for index in range(count):
+            if not _is_visible(lib, index, visible):
+                continue
             try:
                 gpu = read_gpu(lib, index)
             except Exception as exc:  # e.g. GPU_IS_LOST: this GPU only, not the host's
@@ -273,7 +341,8 @@ def discover(nvml: ModuleType | Any | None = None, hostname: str | None = None) 
             f"{_NVML_HINT}"
         )
     if not gpus:
-        raise DeviceUnavailableError(f"NVML found no GPU; {_NVML_HINT}")
+        shown = "" if visible is None else f" of those {VISIBLE_DEVICES} shows"
+        raise DeviceUnavailableError(f"NVML found no GPU{shown}; {_NVML_HINT}")
     groups: dict[tuple[str, int], list[GpuInfo]] = {}
     for gpu in gpus:
         groups.setdefault((gpu.gpu_type.name, gpu.memory_total // _GiB), []).append(gpu)

@@ -20,7 +20,7 @@ from sqlalchemy.exc import OperationalError
 from starlette.exceptions import HTTPException as StarletteHTTPException
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
-from danlu.config import DEFAULT_MAX_BODY_BYTES, Settings, job_base_env
+from danlu.config import DEFAULT_MAX_BODY_BYTES, Settings, gpu_discovery_env, job_base_env
 from danlu.core.cluster import gpu_type
 from danlu.core.errors import (
     ConfigError,
@@ -387,7 +387,7 @@ def build_inventory(settings: Settings, fake_gpus: str | None = None) -> Invento
     if spec:
         return fake_inventory(spec)
     try:
-        return discover()
+        return discover(environ=gpu_discovery_env())
     except DeviceError as exc:
         log.warning("no NVML GPUs (%s): using a fake inventory of 1x80GiB", exc)
         return fake_inventory("1x80GiB")

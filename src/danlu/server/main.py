@@ -25,7 +25,7 @@ import uvicorn
 from fastapi import FastAPI
 from sqlalchemy.exc import OperationalError
 
-from danlu.config import Settings, check_executor_settings
+from danlu.config import Settings, check_executor_settings, gpu_discovery_env
 from danlu.core.errors import ConfigError
 from danlu.devices import Inventory, discover, fake_inventory, inventory_from_cluster
 from danlu.devices.errors import DeviceError
@@ -110,7 +110,7 @@ def find_inventory(fake_gpus: str | None, announce: Callable[[str], None]) -> In
         announce(f"danlu: using FAKE GPUs from --fake-gpus {fake_gpus}: {inventory.describe()}")
         return inventory
     try:
-        return discover()
+        return discover(environ=gpu_discovery_env())
     except DeviceError as exc:
         inventory = fake_inventory(FALLBACK_FAKE)
         announce(

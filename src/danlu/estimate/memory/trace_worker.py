@@ -35,6 +35,11 @@ from danlu.estimate.memory.trace_result import (
 
 _TIMELINE_POINTS = 1000
 
+STEADY_PASSES = 2
+"""Forward/backward passes traced per step at most: the first creates the gradients, the
+second adds to them; every later one repeats the second's allocations, so tracing all
+``--accumulation`` passes (slow for many) changes no peak and no breakdown."""
+
 
 class StorageTracker(TorchDispatchMode):  # type: ignore[no-untyped-call]
     """Counts live tensor storage bytes: a storage is born when an op first returns it and
@@ -147,10 +152,10 @@ def _trace_one(req: TraceRequest, batch_size: int) -> StepTrace:
             )
             opt = steps.make_optimizer(req.optimizer, model, foreach)
             batch = make_batch(batch_size)
+            _check_meta(model, batch, req.model_ref)
             batch_sids = {tracker.sid_of(s) for s in steps.storages(batch)}
-            steps.train_step(
-                model, opt, batch, loss_fn, req.precision, req.accumulation, tracker.mark
-            )
+            passes = min(req.accumulation, STEADY_PASSES)
+            steps.train_step(model, opt, batch, loss_fn, req.precision, passes, tracker.mark)
             host: set[int | None] = set()
             if req.target == "cuda":
                 for state in opt.state.values():
@@ -169,7 +174,7 @@ def _trace_one(req: TraceRequest, batch_size: int) -> StepTrace:
                 tracker.mark("measured_" + phase)
 
             tracker.marks["measure_start"] = len(tracker.events)
-            steps.train_step(model, opt, batch, loss_fn, req.precision, req.accumulation, mark)
+            steps.train_step(model, opt, batch, loss_fn, req.precision, passes, mark)
             tracker.marks["measure_end"] = len(tracker.events)
             opt_sids = {tracker.sid_of(s) for s in steps.storages(list(opt.state.values()))}
             del model, opt, batch, make_batch, loss_fn, params
@@ -282,6 +287,28 @@ def _build(
             "a parameter: build the model in its final dtype and device (e.g. "
             "nn.Linear(..., dtype=torch.float16)), or convert it before taking the weakrefs",
         ) from None
+
+
+def _check_meta(model: torch.nn.Module, batch: Any, model_ref: str) -> None:
+    """A :class:`SpecError` on ``MODEL_REF`` when the model or the batch is on the ``meta``
+    device and the other is not: the step failed inside torch with a device mismatch
+    ("found at least two devices, cpu and meta") that named neither. Both on ``meta``
+    trace as on ``cpu`` (the tracer fakes every tensor: shapes and dtypes are what count)."""
+    model_devices = {t.device.type for t in [*model.parameters(), *model.buffers()]}
+    batch_devices = {t.device.type for t in tree_flatten(batch)[0] if isinstance(t, torch.Tensor)}
+    on_meta = [
+        what
+        for what, devices in (("its model", model_devices), ("make_batch's tensors", batch_devices))
+        if "meta" in devices
+    ]
+    if on_meta and len(model_devices | batch_devices) > 1:
+        raise SpecError(
+            "MODEL_REF",
+            f"{model_ref} puts {' and '.join(on_meta)} on the meta device, and other tensors "
+            f"on {', '.join(sorted((model_devices | batch_devices) - {'meta'}))}: one step "
+            "cannot mix them; build the model and the batch on cpu (the tracer fakes every "
+            "tensor, so nothing is allocated) or both on meta",
+        )
 
 
 def _layers(model: torch.nn.Module) -> tuple[dict[str, int], dict[str, int]]:
