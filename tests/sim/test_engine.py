@@ -434,7 +434,7 @@ def test_danlu_loader(tmp_path: Path) -> None:
     assert workload.format == "danlu" and workload.name == "mine"
     b, a = workload.jobs  # same submit time: file order
     assert (b.request.id, b.request.gpus, b.request.priority) == ("b", 2, 3)
-    assert b.work == RigidWork(1.0)  # durations below 1 s count as 1 s
+    assert b.work == RigidWork(0.5)  # a duration below 1 s is kept as given
     assert a.request.gpu_memory == GiB and a.request.expected_duration == 100.0
     assert a.request.shares_gpu and not b.request.shares_gpu
 

@@ -44,12 +44,8 @@ def simulate(jobs: list[WorkloadJob], policy: object = None, **config: object) -
 @pytest.mark.parametrize(
     ("job", "needle"),
     [
-        # a bare ValueError ('cannot convert float NaN to integer') from the clock's grid
-        (rigid("a", math.nan, 10.0, 0), "request.submit_time must be a finite"),
         # let in at the first tick, its wait counted from 100 s before the clock started
         (rigid("a", -100.0, 10.0, 0), "request.submit_time must be a finite"),
-        # never reached: listed as not submitted, a time no file can give
-        (rigid("a", math.inf, 10.0, 0), "request.submit_time must be a finite"),
         # ran for ever: the run ended with it unfinished and no word why
         (rigid("a", 0.0, math.nan, 0), "work.duration must be a finite"),
         (rigid("a", 0.0, math.inf, 0), "work.duration must be a finite"),
@@ -70,6 +66,16 @@ def test_a_job_time_the_clock_cannot_reach_is_refused_naming_the_job(
     with pytest.raises(ConfigError, match=needle) as caught:
         Simulator(Cluster.homogeneous(1, 2), make_policy("fifo"), Workload("w", "t", tuple(jobs)))
     assert "workload.jobs[1] (job 'a')" in str(caught.value)
+
+
+@pytest.mark.parametrize("submit", [math.nan, math.inf])
+def test_a_submit_time_that_is_no_finite_number_is_refused_with_its_request(
+    submit: float,
+) -> None:
+    # NaN: a bare ValueError ('cannot convert float NaN to integer') from the clock's grid;
+    # an infinity: never reached, listed as not submitted. The request refuses both now
+    with pytest.raises(ConfigError, match=r"JobRequest 'a': submit_time .* finite"):
+        rigid("a", submit, 10.0, 0)
 
 
 def test_work_of_no_known_kind_is_refused_naming_the_job() -> None:

@@ -31,7 +31,7 @@ from typing import overload
 import numpy as np
 
 from danlu.core.cluster import MILLI_PER_GPU, Cluster
-from danlu.sched.view import IntArray, JobRequest
+from danlu.sched.view import IntArray, JobRequest, JobStatus
 
 _MOST_MEMORY = int(np.iinfo(np.int64).max) // MILLI_PER_GPU
 """Bytes past any GPU's memory (9 PB) whose thousandfold still fits an int64: a share asking
@@ -86,3 +86,22 @@ def least_share_milli(request: JobRequest, cluster: Cluster) -> int:
     needs 1 GPU" beside a lower-ranked share whose preemption left it room)."""
     sizes = [memory for memory, gpus in allowed_sizes(request, cluster).items() if gpus]
     return share_milli(request, max(sizes)) if sizes else MILLI_PER_GPU
+
+
+def ranked_gpus(job: JobStatus, cluster: Cluster | None = None) -> float:
+    """The GPUs a ranking by GPU time (``sjf``, ``value-density``) weighs ``job`` at: its
+    request's GPUs, at least 1, for a whole-GPU job; for a share of one GPU, its part: the
+    milli-GPU its allocation holds while it runs, else the ``gpu_milli`` it asks for, or,
+    sized by memory alone, its least part of a GPU of ``cluster`` (:func:`least_share_milli`,
+    as a ranked round's admission charges it; a whole GPU without ``cluster``). Counted as a
+    whole GPU, a quarter-GPU job of 1,000 s ranked behind a whole-GPU job of 600 s."""
+    req = job.request
+    if not req.shares_gpu or req.gpus < 1:  # (a job asking for no GPU: as before, 1)
+        return float(max(req.gpus, 1))
+    if job.running:
+        milli = job.allocation.gpu_milli
+    elif req.gpu_milli < MILLI_PER_GPU or not req.gpu_memory:
+        milli = req.gpu_milli
+    else:
+        milli = least_share_milli(req, cluster) if cluster is not None else MILLI_PER_GPU
+    return milli / MILLI_PER_GPU

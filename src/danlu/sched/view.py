@@ -63,6 +63,13 @@ class JobRequest:
     policies ask it of every job in every round."""
 
     def __post_init__(self) -> None:
+        if not math.isfinite(self.submit_time):
+            # NaN compares false with every time: sorting the queue by it (value-density's
+            # ranks, the waited times of danlu's aging) put jobs in an undefined order
+            raise ConfigError(
+                f"JobRequest {self.id!r}: submit_time is when the job was submitted, a finite "
+                f"number of seconds, got {self.submit_time!r}"
+            )
         if self.gpus >= 1 and not 0 < self.gpu_milli <= MILLI_PER_GPU:
             # 0 or less was placed as a share of nothing: any number of such jobs started
             # on one GPU (a negative one with negative memory), none counted as using it

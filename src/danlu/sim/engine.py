@@ -241,6 +241,7 @@ class Simulator:
             self._usage.add(job.request.project, job.allocation.gpu_milli, job.last_start, at)
         job.attained += job.run_gpu_seconds(at)
         job.run_time += held
+        job.released_at = at
         job.allocation = Allocation()
         job.cached = None
         job.version += 1

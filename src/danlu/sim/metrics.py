@@ -51,6 +51,10 @@ class JobRecord:
     in ``restart_gpu_seconds`` at the GPUs of the run that redid them)."""
     project: str = "default"
     user: str = ""
+    released_at: float | None = None
+    """When the last of its runs that ended let its GPUs go (the end, for a finished job;
+    None: no run of it ended). The summary's window reaches it for a job rejected after it
+    ran."""
     state: str = FINISHED
     """Where the job stood when the run ended: ``finished`` (it ended: done, or cancelled
     at its time limit, :attr:`timed_out`), ``running`` or ``pending`` (the clock stopped at
@@ -235,7 +239,12 @@ class SimResult:
         window, of all GPUs; ``gpu_utilization`` the GPU-seconds of useful work done in it
         (finished and unfinished jobs' held GPU time, less restarts, slowdowns by sharing
         and the work of jobs cancelled at their time limit), of all GPU-seconds in it: at
-        most the allocation ratio. ``fragmentation`` is averaged over the same window.
+        most the allocation ratio. ``fragmentation`` is averaged over the same window. A
+        job rejected after it ran (:attr:`rejected_records`) held GPUs too: the window
+        reaches from its submission to the end of its last run, and its GPU time counts as
+        allocated, not as useful work (it never finished; before, a run of such a job
+        before the first kept job's submission or after the last end fell outside the
+        window, and the allocation ratio left it out).
 
         The counters of what happened to jobs (``resizes``, ``restarts``,
         ``max_job_restarts``, ``interference_seconds``, ``lost_runs``,
@@ -249,10 +258,13 @@ class SimResult:
         jcts = self.jcts
         delays = [r.queueing_delay for r in self.jobs]
         ran = [*self.jobs, *self.unfinished_records]
-        first_submit = min((r.submit_time for r in ran), default=0.0)
+        # rejected after they ran: they held GPUs in the window too
+        given_up = [r for r in self.rejected_records if r.released_at is not None]
+        first_submit = min((r.submit_time for r in (*ran, *given_up)), default=0.0)
         last_end = max((r.end_time or 0.0 for r in self.jobs), default=0.0)
         if self.unfinished_records and self.stopped_at is not None:
             last_end = max(last_end, self.stopped_at)
+        last_end = max([last_end, *(r.released_at or 0.0 for r in given_up)])
         makespan = last_end - first_submit
         held = sum(r.gpu_seconds for r in ran)
         lost = sum(r.restart_gpu_seconds + r.interference_gpu_seconds for r in ran)
@@ -264,7 +276,7 @@ class SimResult:
         useful = held - lost - killed  # no restarts, slowdowns by sharing, nor work cancelled
         capacity = self.total_gpus * makespan
         times = self.timeline.times
-        window = (first_submit, last_end) if ran and makespan > 0 else None
+        window = (first_submit, last_end) if (ran or given_up) and makespan > 0 else None
         alloc_mean = _time_mean(times, self.timeline.allocated_gpus, window)
         mean_alloc = alloc_mean / max(self.total_gpus, 1)
         mean_frag = _time_mean(times, self.timeline.fragmentation, window)

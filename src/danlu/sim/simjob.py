@@ -29,6 +29,8 @@ class SimJob:
     last_start: float | None = None
     first_start: float | None = None
     end_time: float | None = None
+    released_at: float | None = None
+    """When the last of its runs that ended let its GPUs go (None: none ended yet)."""
     preemptions: int = 0
     resizes: int = 0
     failures: int = 0
@@ -116,6 +118,7 @@ def job_record(job: SimJob, gpu_seconds: float, state: str = FINISHED) -> JobRec
         submit_time=job.request.submit_time,
         start_time=job.first_start,
         end_time=job.end_time,
+        released_at=job.released_at,
         gpus=job.request.gpus,
         gpu_seconds=gpu_seconds,
         restart_gpu_seconds=job.progress.restart_gpu_seconds,

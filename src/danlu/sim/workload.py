@@ -36,9 +36,11 @@ Formats, recognised from the CSV header:
   and with ``users`` between a project's ``user`` values), ``time_limit`` the seconds it
   may hold GPUs over all its runs before it is cancelled (empty: no limit), as the spec's
   ``time_limit``.
-  Its ``duration`` is the job's true running time; the scheduler is told it as the job's
-  expected duration, unless a ``time_limit`` is given: then it is told the limit, as the
-  control plane tells it a spec's (a user's estimate, not the truth).
+  Its ``duration`` is the job's true running time, as given (under 1 s too, and 0: a job
+  that ends as it starts); the scheduler is told it as the job's expected duration (one of
+  0 the policies read as unknown, as a spec's), unless a ``time_limit`` is given: then it
+  is told the limit, as the control plane tells it a spec's (a user's estimate, not the
+  truth). (The Philly and openb formats, measured traces, run a job of under 1 s for 1 s.)
 
 Files are UTF-8 text, with or without a byte-order mark (a byte that is not UTF-8 is
 reported on its line); spaces around the header's column names and the fields
@@ -546,7 +548,7 @@ def _workload(p: Path, header: list[str], rows: Iterator[tuple[int, dict[str, st
             jobs.append(WorkloadJob(request, RigidWork(duration)))
     else:
         for line, row in rows:
-            duration = max(_seconds(row, "duration", p, line), 1.0)
+            duration = _seconds(row, "duration", p, line)  # as given: under 1 s too
             limit = _seconds(row, "time_limit", p, line) if row.get("time_limit") else None
             if limit is not None and limit <= 0:
                 raise DataError(

@@ -93,7 +93,7 @@ from danlu.sched.policies.danlu_place import (
 from danlu.sched.policies.danlu_share import MIN_GAIN, gpus_unavailable, place_shared
 from danlu.sched.policies.danlu_shares import share_walk
 from danlu.sched.policies.options import OptionRange, check_options
-from danlu.sched.policies.waiting import beyond_reach
+from danlu.sched.policies.waiting import beyond_batch_limits, beyond_reach
 from danlu.sched.policies.work_estimate import WORK, estimate_work
 from danlu.sched.view import (
     ClusterView,
@@ -112,24 +112,6 @@ def _counts(cap: int, gpn: int, floor: int = 1) -> list[int]:
     if floor > gpn and floor <= cap and floor not in out:
         out.insert(0, floor)  # an elastic minimum that is not a whole number of nodes
     return out
-
-
-def _beyond_capacity(plan: Plan, waits: list[WaitingEntry], capacity: int) -> None:
-    """Give each waiting whole-GPU job in ``waits`` left with no option, because its least
-    GPUs are more than the ``capacity`` it may use (the GPUs open to new work and not held
-    by jobs that stay), that reason in ``plan.waiting``: it waited as "shorter-ranked jobs
-    hold the GPUs" on an idle cluster (a 4-GPU job with 2 GPUs left open), though no job
-    outranked it and none could make room. A scan of the waiting jobs' options (no
-    placement): the decisions are the same."""
-    waiting = plan.waiting
-    for entry in waits:
-        if entry.options:
-            continue
-        job = entry.status
-        req = job.request
-        least = _gpu_range(req)[0] if job.observed else req.gpus
-        if least > capacity and job.id not in waiting:
-            waiting[job.id] = beyond_reach(least, max(capacity, 0))
 
 
 def _expected(req: JobRequest) -> float | None:
@@ -337,9 +319,7 @@ class DanluPolicy:
         model, table = self._model(job, marks, explore) if job.observed else (None, {})
         floor, ceiling = _gpu_range(req)
         if model is None:
-            gpus = req.gpus if not req.shares_gpu else 1
-            if job.observed.get("max_batch"):  # elastic, never measured: one node first
-                gpus = max(min(gpus, self.first_gpus or gpn), floor)
+            gpus = self._unmodelled_gpus(job, gpn)
             left = self._unmeasured_seconds(job, now)
             if running:
                 return [Option(cur_gpus, left, None, True)]
@@ -387,6 +367,34 @@ class DanluPolicy:
                 keep = Option(cur_gpus, remaining * total / good, None, True)
                 out.insert(sum(1 for o in out if o.gpus < cur_gpus), keep)
         return out
+
+    def _unmodelled_gpus(self, job: JobStatus, gpn: int) -> int:
+        """The GPUs of the one option of a job with no throughput model yet: its request's
+        (one for a shared request), capped at ``first_gpus`` (else one node) for an elastic
+        job never measured, but not below its request's least."""
+        req = job.request
+        gpus = req.gpus if not req.shares_gpu else 1
+        if job.observed.get("max_batch"):  # elastic, never measured: one node first
+            gpus = max(min(gpus, self.first_gpus or gpn), _gpu_range(req)[0])
+        return gpus
+
+    def _beyond_capacity(
+        self, plan: Plan, waits: list[WaitingEntry], capacity: int, gpn: int
+    ) -> None:
+        """Give each waiting whole-GPU job in ``waits`` left with no option because its least
+        GPUs (those :meth:`_options` starts from) are more than the ``capacity`` it may use
+        (open to new work, not held by jobs that stay) or than its batch limits allow, that
+        reason in ``plan.waiting``, not "shorter-ranked jobs hold the GPUs" (a 4-GPU job with
+        2 GPUs open, on an idle cluster). A scan of options: the decisions are the same."""
+        waiting = plan.waiting
+        for job in (w.status for w in waits if not w.options and w.status.id not in waiting):
+            explore = self.explore_after <= 0  # the model _options built
+            model = self._model(job, job.marks, explore)[0] if job.observed else None
+            least = _gpu_range(job.request)[0] if model else self._unmodelled_gpus(job, gpn)
+            if model is not None and least > model.max_batch // model.min_local:
+                waiting[job.id] = beyond_batch_limits(least, model.max_batch, model.min_local)
+            elif least > capacity:
+                waiting[job.id] = beyond_reach(least, max(capacity, 0))
 
     def _unmeasured_seconds(self, job: JobStatus, now: float) -> float:
         """A job with no throughput model yet: the rest of the user's expected duration
@@ -701,7 +709,7 @@ class DanluPolicy:
             promoted_ids,
             reserve=len(promoted_shares),  # whole GPUs the walk left the starving shares
         )
-        _beyond_capacity(plan, waits, capacity_left)
+        self._beyond_capacity(plan, waits, capacity_left, gpn)
         if not shared_waits:
             mark_stopped(view, plan, movable, placing)
             return plan

@@ -25,6 +25,7 @@ import math
 from collections.abc import Callable, Sequence
 from typing import Any
 
+from danlu.core.cluster import Cluster
 from danlu.sched.view import JobStatus
 
 RankKey = tuple[Any, ...]
@@ -91,6 +92,13 @@ class RankedJobs:
                 return until
             heapq.heappop(heap)
         return math.inf
+
+    def forget(self) -> None:
+        """Rank from scratch at the next :meth:`update`: for a key function whose keys
+        changed for the same status objects (one that reads the cluster's GPU sizes, when
+        they changed)."""
+        self._source = None
+        self._last_diff = (None, None, [], [])
 
     def key_of(self, job: JobStatus) -> RankKey:
         """The key of a job of the current set."""
@@ -201,6 +209,17 @@ class RankedJobs:
 def ranked_pending() -> RankedJobs:
     """A :class:`RankedJobs` for a view's pending jobs (which come in ``seq`` order)."""
     return RankedJobs(by_seq=True)
+
+
+def forget_on_new_sizes(order: RankedJobs, seen: list[object], cluster: Cluster) -> None:
+    """Make ``order`` rank from scratch when ``cluster``'s GPU types and memory sizes differ
+    from those in ``seen`` (a one-item holder the policy keeps, updated here): for keys that
+    read them (a share sized by memory is ranked by its part of the largest GPU of its
+    types, :func:`~danlu.sched.share_size.ranked_gpus`)."""
+    sizes = cluster.gpus_by_type
+    if seen != [sizes]:
+        order.forget()
+        seen[:] = [sizes]
 
 
 def _entry_key(entry: tuple[JobStatus, RankKey, float]) -> RankKey:

@@ -7,16 +7,24 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import ClassVar
 
+from danlu.core.cluster import Cluster
 from danlu.sched.placement.packing_memo import PackingMemo
 from danlu.sched.policies.options import OptionRange, check_options, check_reserve
 from danlu.sched.policies.queue_round import queue_round
-from danlu.sched.policies.ranked import RankedJobs, RankKey, ranked_pending
+from danlu.sched.policies.ranked import (
+    RankedJobs,
+    RankKey,
+    forget_on_new_sizes,
+    ranked_pending,
+)
+from danlu.sched.share_size import ranked_gpus
 from danlu.sched.view import ClusterView, JobStatus, Plan
 
 
 @dataclass(frozen=True)
 class SjfPolicy:
-    """Start the job with the least expected GPU time (``duration x GPUs``) first.
+    """Start the job with the least expected GPU time (``duration x GPUs``) first (a share
+    of one GPU counts its part of it: :func:`~danlu.sched.share_size.ranked_gpus`).
 
     Jobs without an expected duration go last, in submission order. ``by_gpu_time=False``
     orders by duration alone. ``reserve=True``: EASY backfill (:mod:`.reservation`): the
@@ -44,19 +52,32 @@ class SjfPolicy:
         default_factory=ranked_pending, init=False, repr=False, compare=False
     )
     """The pending jobs in order, kept from round to round (a transparent cache)."""
+    _sizes: list[object] = field(default_factory=list, init=False, repr=False, compare=False)
+    """The cluster's GPU sizes the cached order was ranked for (:func:`forget_on_new_sizes`)."""
 
     def __post_init__(self) -> None:
         check_options(self, self.option_ranges)
         check_reserve(self.name, self.backfill, self.reserve)
 
-    def rank_key(self, job: JobStatus, now: float) -> tuple[RankKey, float]:
-        """Expected (GPU) time, then submission order; the key never changes."""
+    def rank_key(
+        self, job: JobStatus, now: float, cluster: Cluster | None = None
+    ) -> tuple[RankKey, float]:
+        """Expected (GPU) time, then submission order; the key never changes (a share of
+        one GPU counts its part of it, :func:`~danlu.sched.share_size.ranked_gpus`, of a
+        GPU of ``cluster`` when sized by memory)."""
         req = job.request
-        size = (req.expected_duration or math.inf) * (max(req.gpus, 1) if self.by_gpu_time else 1)
+        gpus = ranked_gpus(job, cluster) if self.by_gpu_time else 1
+        size = (req.expected_duration or math.inf) * gpus
         return (size, req.seq, req.id), math.inf
 
     def schedule(self, view: ClusterView) -> Plan:
-        order = self._queue.update(view.pending, view.time, self.rank_key).jobs
+        cluster = view.cluster
+        forget_on_new_sizes(self._queue, self._sizes, cluster)
+
+        def key(job: JobStatus, now: float) -> tuple[RankKey, float]:
+            return self.rank_key(job, now, cluster)
+
+        order = self._queue.update(view.pending, view.time, key).jobs
         return queue_round(
             view, order, self.placement, self.backfill, self.reserve, memo=self._packing
         )

@@ -21,10 +21,17 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import ClassVar
 
+from danlu.core.cluster import Cluster
 from danlu.sched.placement.packing_memo import PackingMemo
 from danlu.sched.policies.options import INF, OptionRange, check_options
-from danlu.sched.policies.ranked import RankedJobs, RankKey, ranked_pending
+from danlu.sched.policies.ranked import (
+    RankedJobs,
+    RankKey,
+    forget_on_new_sizes,
+    ranked_pending,
+)
 from danlu.sched.policies.ranked_round import ranked_round
+from danlu.sched.share_size import ranked_gpus
 from danlu.sched.view import ClusterView, JobStatus, Plan
 
 
@@ -55,18 +62,22 @@ class ValueDensityPolicy:
     """The pending jobs in rank order, kept from round to round (a transparent cache, see
     :mod:`.ranked`): a waiting job's rank does not change while it waits, so a round ranks
     and inserts only the jobs new to the queue instead of sorting 10,000 again."""
+    _sizes: list[object] = field(default_factory=list, init=False, repr=False, compare=False)
+    """The cluster's GPU sizes the cached order was ranked for (:func:`forget_on_new_sizes`)."""
 
     def __post_init__(self) -> None:
         check_options(self, self.option_ranges)
 
-    def log_density(self, job: JobStatus, now: float) -> float:
-        """``log2`` of :meth:`density`, finite for every priority (what jobs are ranked by)."""
+    def log_density(self, job: JobStatus, now: float, cluster: Cluster | None = None) -> float:
+        """``log2`` of :meth:`density`, finite for every priority (what jobs are ranked by);
+        a share of one GPU counts its part of it (:func:`~danlu.sched.share_size.ranked_gpus`,
+        of a GPU of ``cluster`` when sized by memory)."""
         req = job.request
         duration = req.expected_duration or self.default_duration
         remaining = max(self.min_remaining, duration - job.run_time_at(now))
         if job.running:
             remaining = max(self.min_remaining, remaining - self.restart_cost)
-        gpus = max(req.gpus, 1)
+        gpus = ranked_gpus(job, cluster)  # a share of one GPU: its part
         gpu_seconds = remaining * gpus
         # past a float's range, two logs: an infinite log beside a priority term that is
         # infinite too (a subnormal priority_scale) ranked as NaN
@@ -77,25 +88,33 @@ class ValueDensityPolicy:
         )
         return req.priority / self.priority_scale - log_gpu_seconds
 
-    def density(self, job: JobStatus, now: float) -> float:
+    def density(self, job: JobStatus, now: float, cluster: Cluster | None = None) -> float:
         """Value per second of remaining GPU time (higher runs first); ``inf`` or 0 where
         it leaves the range of a float (ranks use :meth:`log_density`)."""
-        log = self.log_density(job, now)
+        log = self.log_density(job, now, cluster)
         return math.inf if log >= 1024.0 else float(2.0**log)
 
-    def rank_key(self, job: JobStatus, now: float) -> tuple[RankKey, float]:
+    def rank_key(
+        self, job: JobStatus, now: float, cluster: Cluster | None = None
+    ) -> tuple[RankKey, float]:
         """Density, highest first; then submission time and id (unique). A waiting job's
         holds while its status is the same (its run time does not grow); a running job's is
         for ``now`` only."""
-        key = (-self.log_density(job, now), job.request.submit_time, job.id)
+        key = (-self.log_density(job, now, cluster), job.request.submit_time, job.id)
         return key, (now if job.running else math.inf)
 
     def schedule(self, view: ClusterView) -> Plan:
         now = view.time
-        pending = self._pending.update(view.pending, now, self.rank_key)
+        cluster = view.cluster
+        forget_on_new_sizes(self._pending, self._sizes, cluster)
+
+        def rank(job: JobStatus, at: float) -> tuple[RankKey, float]:
+            return self.rank_key(job, at, cluster)
+
+        pending = self._pending.update(view.pending, now, rank)
 
         def running() -> tuple[list[RankKey], list[JobStatus]]:
-            ranked = sorted((self.rank_key(j, now)[0], j) for j in view.running)
+            ranked = sorted((rank(j, now)[0], j) for j in view.running)
             return [key for key, _ in ranked], [job for _, job in ranked]
 
         plan = ranked_round(

@@ -30,6 +30,16 @@ def beyond_reach(least: int, reach: int) -> str:
     )
 
 
+def beyond_batch_limits(least: int, max_batch: int, min_local: int) -> str:
+    """Why a job that needs ``least`` GPUs gets none: its batch limits give each of more
+    than ``max_batch // min_local`` GPUs less than its least micro-batch."""
+    return (
+        f"needs {least} GPUs but its batch limits allow at most {max_batch // min_local} "
+        f"(max_batch {max_batch} / min_local_bsz {min_local}); ask for fewer GPUs or allow "
+        "a larger batch"
+    )
+
+
 def why_not(free: FreeMap, job: JobStatus, gpus: int | None = None) -> str:
     """Why ``job`` could not be placed on ``free`` (one shared string per shape and count);
     ``gpus``: the count it was tried at, when not its request's (as
