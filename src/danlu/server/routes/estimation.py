@@ -40,6 +40,21 @@ class Estimate:
     family: str | None = None
 
 
+def submission_notes(spec: JobSpec, estimate: Estimate) -> list[str]:
+    """What a submission of ``spec`` tells in its jobs' pending reason (``POST /jobs`` and
+    ``POST /sweeps`` alike): how ``gpu_memory: auto`` was resolved (or why it could not
+    be, whole GPUs then), and the model family ``training.family: auto`` was inferred as."""
+    notes = [estimate.note] if estimate.note and spec.resources.gpu_memory == "auto" else []
+    if spec.training.family == AUTO_FAMILY:
+        notes.append(
+            f"model family {estimate.family} inferred from its layers"
+            if estimate.family
+            else "model family not inferred (no layer it knows, or the trace failed): "
+            "the interference model uses its median pair"
+        )
+    return notes
+
+
 def _gpu_specs(spec: JobSpec, cluster: Cluster) -> list[GpuSpec]:
     """The GPUs ``spec`` may land on, as the memory model sees them, the one with the least
     usable memory first (the capacity checks plan for it): of the nodes with GPUs of a type

@@ -15,13 +15,13 @@ from starlette.concurrency import run_in_threadpool
 
 from danlu.core.errors import SpecError
 from danlu.core.metric_record import parse_json
-from danlu.core.spec import AUTO_FAMILY, JobSpec, check_limits
+from danlu.core.spec import JobSpec, check_limits
 from danlu.core.values import MAX_INT, check_values
 from danlu.executors import Handle, UnknownHandleError
 from danlu.server.db import User
 from danlu.server.errors import ConflictError, PermissionDenied
 from danlu.server.routes.deps import Caller, ServerState, State, checked_name, single_valued
-from danlu.server.routes.estimation import resolve_memory
+from danlu.server.routes.estimation import resolve_memory, submission_notes
 from danlu.server.routes.schemas import (
     TERMINAL,
     AcceptedOut,
@@ -35,7 +35,7 @@ from danlu.server.routes.schemas import (
     metric_out,
 )
 from danlu.server.run_as import check_account
-from danlu.server.services import events, jobs, metrics, users
+from danlu.server.services import events, jobs, metrics, submission, users
 from danlu.server.services.cluster import load_cluster
 
 router = APIRouter(prefix="/jobs", tags=["jobs"], dependencies=[Depends(single_valued)])
@@ -80,19 +80,7 @@ def submit_job(spec: JobSpec, user: Caller, state: State) -> dict[str, Any]:
             max_unfinished=state.settings.max_jobs_per_user,
         )
         check_account(state.settings, job.user.account)  # DANLU_RUN_AS=user: its OS account
-        notes = [estimate.note] if estimate.note and spec.resources.gpu_memory == "auto" else []
-        if spec.training.family == AUTO_FAMILY:
-            notes.append(
-                f"model family {estimate.family} inferred from its layers"
-                if estimate.family
-                else "model family not inferred (no layer it knows, or the trace failed): "
-                "the interference model uses its median pair"
-            )
-        if notes and job.waiting_on is not None:
-            # what it waits for first (jobs.submit wrote it): a round does not rewrite it
-            job.pending_reason = f"{job.pending_reason}; {'; '.join(notes)}"
-        elif notes:
-            job.pending_reason = f"waiting for the next scheduling round ({'; '.join(notes)})"
+        submission.add_notes(job, submission_notes(spec, estimate))
         out = job_out(job)
     if state.wake is not None:
         state.wake()
@@ -112,10 +100,13 @@ def list_jobs(
     offset: Annotated[int, Query(ge=0, le=MAX_INT)] = 0,
     since: Annotated[float | None, Query(ge=0, allow_inf_nan=False)] = None,
     name: Annotated[str | None, Query(max_length=128)] = None,
+    before_id: Annotated[str | None, Query(max_length=32)] = None,
 ) -> list[dict[str, Any]]:
     """Jobs filtered by state(s), project and user, submitted at or after ``since`` (POSIX
     seconds), named like ``name`` (``*`` any characters, ``?`` one); non-admins see only
-    their own."""
+    their own. ``before_id`` (the last job of the page before): only the jobs submitted
+    before it, so that jobs submitted meanwhile shift no page (``offset`` counts from the
+    newest job, which they change)."""
     with state.db.read_session() as session:
         rows = jobs.list_jobs(
             session,
@@ -127,6 +118,7 @@ def list_jobs(
             offset=offset,
             since=since,
             name=name,
+            before_id=before_id,
         )
         return [job_out(j) for j in rows]
 
@@ -367,7 +359,8 @@ def post_metrics(
     under that key already is answered as then (the count it stored) and stores nothing:
     danlu.train's reporter sends a request again, with its key, when it got no reply. The
     records are stored as the attempt of the run whose token sent them, else the job's
-    current attempt (:func:`metrics.reporting_attempt`)."""
+    current attempt (:func:`metrics.reporting_attempt`); a finished job's as the attempt of
+    its last run that reported, so that they supersede none of its records."""
     checked_name(job_id, "job")
     key = request.headers.get(metrics.KEY_HEADER)
     if key is not None:

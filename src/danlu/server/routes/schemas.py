@@ -174,10 +174,14 @@ class NodeOut(BaseModel):
 class JobPatch(_In):
     """What may change of an unfinished job (fields left out stay as they are)."""
 
-    priority: int | None = Field(default=None, ge=-1_000_000, le=1_000_000, strict=True)
+    priority: int | None = Field(default=None, ge=-1_000_000, le=1_000_000)
+    """A whole number; written as ``2.0`` it is 2, as a project's priority (``2.5``,
+    ``true`` and ``"2"`` are refused; a job spec, read as YAML too, also takes ``"2"``)."""
     held: bool | None = Field(default=None, strict=True)
     """True holds a job (not scheduled until released; a running one is preempted by
     checkpoint first), False releases it."""
+
+    _numbers = field_validator("priority", mode="before")(_no_boolean)
 
 
 class UsageOut(BaseModel):
@@ -200,9 +204,9 @@ class CordonIn(_In):
 
     reason: str = Field(default="", max_length=500)
     at: float | None = Field(default=None, ge=0, allow_inf_nan=False)
-    gpu: int | None = Field(default=None, ge=0, le=MAX_GPU_INDEX, strict=True)
+    gpu: int | None = Field(default=None, ge=0, le=MAX_GPU_INDEX)
 
-    _numbers = field_validator("at", mode="before")(_no_boolean)
+    _numbers = field_validator("at", "gpu", mode="before")(_no_boolean)
 
     @field_validator("at")
     @classmethod
@@ -218,7 +222,9 @@ class CordonIn(_In):
 class UncordonIn(_In):
     """``gpu``: open only the node's GPU at that index (left out: the node)."""
 
-    gpu: int | None = Field(default=None, ge=0, le=MAX_GPU_INDEX, strict=True)
+    gpu: int | None = Field(default=None, ge=0, le=MAX_GPU_INDEX)
+
+    _numbers = field_validator("gpu", mode="before")(_no_boolean)
 
 
 class AllocationOut(BaseModel):
@@ -583,6 +589,9 @@ class SweepOut(BaseModel):
     created_at: float
     finished_at: float | None
     spec: dict[str, Any]
+    notes: list[str] = []
+    """What the submission tells of every trial, as their pending reasons do (how
+    ``gpu_memory: auto`` was resolved, or why it could not be: whole GPUs)."""
     trials: list[TrialOut] | None = None
     best: TrialOut | None = None
 

@@ -10,7 +10,7 @@ from danlu.core.sweep import SWEEP_LIMITS, parse_sweep
 from danlu.core.values import check_values
 from danlu.server.db import Sweep
 from danlu.server.routes.deps import Caller, State, checked_name, single_valued
-from danlu.server.routes.estimation import resolve_memory
+from danlu.server.routes.estimation import resolve_memory, submission_notes
 from danlu.server.routes.schemas import SweepOut
 from danlu.server.run_as import check_account
 from danlu.server.services import jobs, sweeps
@@ -36,6 +36,7 @@ def sweep_out(sweep: Sweep, trials: list[sweeps.TrialResult] | None = None) -> d
         "created_at": sweep.created_at,
         "finished_at": sweep.finished_at,
         "spec": sweep.spec,
+        "notes": sweeps.notes_of(sweep),
     }
     if trials is not None:
         out["trials"] = [vars(t) for t in trials]
@@ -63,11 +64,14 @@ def submit_sweep(
     estimate, micro = resolve_memory(
         trial, cluster, state.estimate_timeout, state.tracers, state.settings.trace_module_names
     )
-    resolved = {
+    resolved: dict[str, Any] = {
         "gpu_memory": estimate.gpu_memory,
         "micro_batch_limit": micro,
         "family": estimate.family,
     }
+    notes = submission_notes(trial, estimate)
+    if notes:  # what POST /jobs tells in the job's pending reason: every trial's tells it
+        resolved["notes"] = notes
     with state.db.session() as session:
         sweep = sweeps.create(
             session,

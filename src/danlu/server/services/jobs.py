@@ -142,17 +142,23 @@ def list_jobs(
     offset: int = 0,
     since: float | None = None,
     name: str | None = None,
+    before_id: str | None = None,
 ) -> list[Job]:
     """Jobs, newest first, filtered by state(s), project and user name, submitted at or
     after ``since``, named like ``name`` (``*`` any characters, ``?`` one); a non-admin
     ``viewer`` sees only their own jobs: naming another ``user`` is refused (it read as
-    that user having none)."""
+    that user having none). ``before_id``: only the jobs submitted before that one (a
+    cursor: the last job of the page before, whose next page a job submitted meanwhile
+    does not shift, as it shifts one read by ``offset``); a :class:`SpecError` naming it
+    when the viewer has no job of that full id."""
     check_own_listing(viewer, user, "jobs")
     if not 1 <= limit <= MAX_LIMIT:
         raise SpecError("limit", f"must be between 1 and {MAX_LIMIT}")
     if offset < 0:
         raise SpecError("offset", "cannot be negative")
     query = select(Job)
+    if before_id is not None:
+        query = query.where(Job.seq < _cursor_seq(session, before_id, viewer))
     if states is not None:
         query = query.where(Job.state.in_(state_values(states)))
     if project is not None:
@@ -166,6 +172,22 @@ def list_jobs(
     if viewer is not None and not viewer.is_admin:
         query = query.where(Job.user_id == viewer.id)
     return list(session.scalars(query.order_by(Job.seq.desc()).limit(limit).offset(offset)))
+
+
+def _cursor_seq(session: Session, job_id: str, viewer: User | None) -> int:
+    """The submission order of job ``job_id`` (a full id) as a listing's ``before_id``; a
+    non-admin ``viewer`` may name only their own jobs (the only ones they list)."""
+    query = select(Job.seq).where(Job.id == job_id)
+    if viewer is not None and not viewer.is_admin:
+        query = query.where(Job.user_id == viewer.id)
+    seq = session.scalar(query)
+    if seq is None:
+        raise SpecError(
+            "before_id",
+            f"no job {job_id[:40]!r}{'' if viewer is None or viewer.is_admin else ' of yours'}:"
+            " pass the full id of the last job of the page before",
+        )
+    return int(seq)
 
 
 def name_pattern(glob: str) -> str:

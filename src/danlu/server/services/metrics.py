@@ -30,6 +30,7 @@ from sqlalchemy.orm import Session
 
 from danlu.core.errors import SpecError
 from danlu.core.metric_record import RecordError, check_record
+from danlu.core.state import JobState
 from danlu.core.values import MAX_INT
 from danlu.server.db.models import Job, JobMetric, JobMetricKey
 from danlu.server.errors import ConflictError
@@ -151,7 +152,8 @@ def ingest(
 
     Each record is stored with the attempt of the run reporting it
     (:func:`reporting_attempt`; ``run_token``: the request carries the token of the job's
-    run, ``DANLU_TOKEN``)."""
+    run, ``DANLU_TOKEN``); a finished job's, with the attempt of its last run that reported
+    (:func:`_finished_attempt`): records added after the end supersede none of the job's."""
     t = resolve_now(now)
     if key is not None:
         check_key(key)
@@ -169,7 +171,10 @@ def ingest(
             return done
     last = job.last_step
     checkpoint = job.checkpoint_step
-    attempt = reporting_attempt(job, run_token)
+    if JobState(job.state).terminal:
+        attempt = _finished_attempt(session, job.id, job.attempt)
+    else:
+        attempt = reporting_attempt(job, run_token)
     rows = []
     for i, record in enumerate(records):
         try:
@@ -218,6 +223,20 @@ def ingest(
         session.expire(job, list(values))
     session.flush()
     return len(rows)
+
+
+def _finished_attempt(session: Session, job_id: str, current: int) -> int:
+    """The attempt the records added to a finished job are stored as: the last one that
+    reported (0 for records stored before attempts were kept; ``current``, the job's
+    attempt, when it has none). Never a later one: a job requeued and then cancelled or
+    failed before its new run reported ends at an attempt with no records, and a record
+    stored as it (an eval of a saved checkpoint, at a step below the last) superseded every
+    record of the runs before from its step on, hiding what the job had shown."""
+    reported = session.scalar(select(func.max(JobMetric.attempt)).where(JobMetric.job_id == job_id))
+    if reported is not None:
+        return int(reported)
+    any_record = select(JobMetric.id).where(JobMetric.job_id == job_id).limit(1)
+    return 0 if session.scalar(any_record) is not None else current
 
 
 def _raise_to(column: Any, value: int) -> Any:

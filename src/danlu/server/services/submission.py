@@ -205,6 +205,19 @@ def queue(
     return job
 
 
+def add_notes(job: Job, notes: Sequence[str]) -> None:
+    """Add what the submission tells of a new job (how its ``gpu_memory: auto`` was
+    resolved, and the like) to its pending reason: after what it waits for first, which a
+    round does not rewrite, else in the reason of a job waiting for a round."""
+    if not notes:
+        return
+    told = "; ".join(notes)
+    if job.waiting_on is not None:
+        job.pending_reason = f"{job.pending_reason}; {told}"
+    else:
+        job.pending_reason = f"waiting for the next scheduling round ({told})"
+
+
 def announce(session: Session, admitted: Admitted, queued: Sequence[Job], now: float) -> None:
     """Write the jobs :func:`queue` added and queue the webhooks' deliveries of their first
     event, in one query for them all."""

@@ -63,6 +63,8 @@ FAILED = "FAILED"
 SWEEP_STATES = (RUNNING, DONE, CANCELLED, FAILED)
 JUDGE_EVERY_SECONDS = 10.0
 """How often the median rule reads a running sweep's metric records at most."""
+SUMMARY_ROWS = 1000
+"""The metric records a sweep's summary (:func:`results`) holds at once."""
 
 
 @dataclass(frozen=True)
@@ -87,6 +89,15 @@ def spec_of(sweep: Sweep) -> SweepSpec:
     return SweepSpec.model_validate(sweep.spec)
 
 
+def notes_of(sweep: Sweep) -> list[str]:
+    """What the sweep's submission told of its trials (how ``gpu_memory: auto`` was
+    resolved, or why it could not be), stored with its ``estimate`` (``notes``) and added
+    to every trial's pending reason, as a job's submission adds them to its own; none for a
+    sweep stored before they were."""
+    stored = (sweep.estimate or {}).get("notes")
+    return [note for note in stored if isinstance(note, str)] if isinstance(stored, list) else []
+
+
 def create(
     session: Session,
     data: Mapping[str, Any] | SweepSpec,
@@ -99,7 +110,8 @@ def create(
     """Validate and store a sweep submitted by ``user`` and submit its first trials (up to
     ``parallel``), so that a trial spec the cluster or the quota can never take is refused
     now with the field named (``trial.resources.gpus``). ``estimate``: what ``gpu_memory:
-    auto`` resolved to, for every trial. The sweep is owned by its trials' owner, as a job
+    auto`` resolved to, for every trial, with the ``notes`` for their pending reasons
+    (:func:`notes_of`). The sweep is owned by its trials' owner, as a job
     is: the caller, or the user an admin names in ``trial.user`` (who then sees and
     cancels it, and in whose name its later trials are submitted).
 
@@ -329,6 +341,7 @@ def _submit_trials(
         ended = _ended(trials)
         running = [_parameters(job) for job in trials.unfinished()]
     checkpoint_dir = base.checkpoint_dir
+    notes = notes_of(sweep)
     while active < spec.parallel and sweep.submitted < spec.total:
         n = sweep.submitted
         params = trial_parameters(spec, n, ended, running)
@@ -356,6 +369,7 @@ def _submit_trials(
             waiting=waiting,
             now=t,
         )
+        submission.add_notes(job, notes)
         job.sweep_id = sweep.id
         job.trial = n
         sweep.submitted = n + 1
@@ -461,24 +475,57 @@ def _stop_early(session: Session, sweep: Sweep, trials: _Trials, t: float) -> li
 
 
 def results(session: Session, sweep: Sweep) -> list[TrialResult]:
-    """The sweep's trials in trial order, with their parameters and best values."""
-    trials = _Trials(session, sweep, spec_of(sweep))
+    """The sweep's trials in trial order, with their parameters and best values (read by
+    :func:`_summary`, a trial at a time, holding at most :data:`SUMMARY_ROWS` records: not
+    every trial's curve, which ``GET /sweeps/{id}`` held in memory whole)."""
+    spec = spec_of(sweep)
+    trials = _Trials(session, sweep, spec)
     out = []
     for job in trials.jobs:
-        c = trials.curves().get(job.id)
+        best_value, last_step = _summary(session, job.id, spec)
         out.append(
             TrialResult(
                 job_id=job.id,
                 trial=job.trial or 0,
                 state=job.state,
                 parameters=_parameters(job),
-                best=trials.value(job.id),
-                step=None if c is None else c.last_step,
+                best=best_value,
+                step=last_step,
                 stopped_early=job.state == JobState.CANCELLED.value
                 and (job.cancel_reason or "").startswith(STOPPED_EARLY),
             )
         )
     return out
+
+
+def _summary(session: Session, job_id: str, spec: SweepSpec) -> tuple[float | None, int | None]:
+    """A trial's best value of the sweep's metric (None before a finite one) and the step of
+    its last report of it (None before any), as its curve (:func:`_read_curves`) has them:
+    the superseded records left out, a null value a report that is never the best. Its
+    records are read :data:`SUMMARY_ROWS` at a time and only these two kept."""
+    metric = spec.metric
+    if metric is None:
+        return None, None
+    name, sign = metric.name, metric.sign
+    query = select(JobMetric.step, JobMetric.data).where(JobMetric.job_id == job_id)
+    shown = metrics.supersession(session, job_id).clause()
+    if shown is not None:
+        query = query.where(shown)
+    best_value, last_step = math.inf, -1  # lower is better (``sign``), as in a curve
+    rows = session.execute(query.execution_options(yield_per=SUMMARY_ROWS))
+    for step, data in rows:
+        if not isinstance(data, dict) or name not in data:
+            continue
+        value = data[name]
+        if _number(value):
+            if math.isfinite(value):  # (a record stored before NaN was stored as null)
+                best_value = min(best_value, sign * float(value))
+        elif value is not None:  # text or a boolean: no report of it
+            continue
+        last_step = max(last_step, step)
+    if last_step < 0:
+        return None, None
+    return (None if math.isinf(best_value) else sign * best_value), last_step
 
 
 def best(spec: SweepSpec, trials: Sequence[TrialResult]) -> TrialResult | None:
