@@ -9,6 +9,10 @@ also writes the expected full tensors to DIR/expected.pt for the test to compare
 space, once in rank 1's shards and once in rank 0's manifest, must raise on every rank and
 leave nothing behind; the saves around them must still load, and a checkpoint that fails
 to verify on one rank must be skipped by both.
+
+``python sharded_worker.py RANK WORLD PORT DIR late-failure``: a save whose last sync fails
+on rank 0 after the manifest was written raises on every rank, but its checkpoint, complete,
+is kept and loads.
 """
 
 from __future__ import annotations
@@ -77,6 +81,34 @@ def full_disk(rank: int, directory: str) -> int:
     return 0
 
 
+def late_failure(rank: int, directory: str) -> int:
+    """Save 1 succeeds; save 2 fails on rank 0 syncing the directory after its manifest."""
+    root = os.path.join(directory, "ckpt")
+    mgr = CheckpointManager(root, keep_last=3, sharded=True)
+    mgr.save(1, {"w": torch.full((4,), 1.0), "step": 1})
+    if rank == 0:
+        synced = mgr.storage.sync_dir
+
+        def failing(path: str) -> None:
+            if path == mgr.storage.root:  # the last step of the commit
+                raise OSError(errno.EIO, "Input/output error")
+            synced(path)
+
+        mgr.storage.sync_dir = failing  # type: ignore[method-assign]
+    try:
+        mgr.save(2, {"w": torch.full((4,), 2.0), "step": 2})
+    except OSError as exc:
+        assert exc.errno == errno.EIO, f"rank {rank}: {exc!r}"
+    else:
+        raise AssertionError(f"rank {rank}: the save of step 2 did not fail")
+    dist.barrier()
+    steps = sorted(int(n.split("-")[1]) for n in os.listdir(root))
+    assert steps == [1, 2], f"rank {rank}: {steps}"
+    step, loaded = CheckpointManager(root, sharded=True).load_latest()  # type: ignore[misc]
+    assert step == 2 and torch.equal(loaded["w"], torch.full((4,), 2.0)), (rank, step)
+    return 0
+
+
 def main(rank: int, world: int, port: int, directory: str) -> int:
     dist.init_process_group(
         "gloo", init_method=f"tcp://127.0.0.1:{port}", rank=rank, world_size=world
@@ -114,11 +146,11 @@ def main(rank: int, world: int, port: int, directory: str) -> int:
 
 if __name__ == "__main__":
     r, w, p, d = sys.argv[1:5]
-    if sys.argv[5:] == ["full-disk"]:
+    if sys.argv[5:] in (["full-disk"], ["late-failure"]):
         dist.init_process_group(
             "gloo", init_method=f"tcp://127.0.0.1:{p}", rank=int(r), world_size=int(w)
         )
-        code = full_disk(int(r), d)
+        code = (full_disk if sys.argv[5] == "full-disk" else late_failure)(int(r), d)
         dist.destroy_process_group()
         exit_now(code)
     exit_now(main(int(r), int(w), int(p), d))

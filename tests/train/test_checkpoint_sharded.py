@@ -64,3 +64,12 @@ def test_a_sharded_save_failing_on_one_rank_fails_on_all_and_leaves_nothing(
     run_ranks(tmp_path, "full-disk")
     step, state = CheckpointManager(str(tmp_path / "ckpt"), sharded=True).load_latest()  # type: ignore[misc]
     assert step == 4 and state["step"] == 4
+
+
+def test_a_sharded_save_failing_after_its_manifest_keeps_the_checkpoint(tmp_path: Path) -> None:
+    """Before, a failure after rank 0 had written the manifest (the sync after it, the last
+    collective) made every rank remove the directory: a complete checkpoint lost. The
+    asserts are in the worker."""
+    run_ranks(tmp_path, "late-failure")
+    step, state = CheckpointManager(str(tmp_path / "ckpt"), sharded=True).load_latest()  # type: ignore[misc]
+    assert step == 2 and state["step"] == 2

@@ -92,28 +92,44 @@ def whole_number(manifest: dict[str, Any], key: str, where: str) -> int:
 
 def finite_metric(info: CheckpointInfo, key: str) -> float | None:
     """``info``'s metric ``key`` as a float when it is a finite number, else None (a NaN
-    or infinite loss, or a value that is no number, never ranks as the best)."""
+    or infinite loss, an integer too large for a float, or a value that is no number, never
+    ranks as the best)."""
     value = info.metrics.get(key)
     if isinstance(value, bool) or not isinstance(value, int | float):
         return None
-    number = float(value)
+    try:
+        number = float(value)
+    except OverflowError:  # an int past the float range (10**400): no finite value
+        return None
     return number if math.isfinite(number) else None
+
+
+def os_errors(exc: BaseException) -> list[OSError]:
+    """The ``OSError`` instances ``exc`` is or holds: itself, or those of the ranks inside DCP's
+    ``CheckpointException`` (its ``failures``: ``{rank: (exception, traceback)}``)."""
+    if isinstance(exc, OSError):
+        return [exc]
+    failures = getattr(exc, "failures", None)
+    if not isinstance(failures, dict):
+        return []
+    return [
+        found
+        for pair in failures.values()
+        if isinstance(pair, tuple) and pair and isinstance(pair[0], BaseException)
+        for found in os_errors(pair[0])
+    ]
 
 
 def no_space(exc: BaseException) -> bool:
     """True for a full disk or quota, also inside DCP's per-rank ``CheckpointException``."""
-    if isinstance(exc, OSError):
-        return exc.errno in (errno.ENOSPC, errno.EDQUOT)
-    failures = getattr(exc, "failures", None)  # DCP: {rank: (exception, traceback)}
-    if isinstance(failures, dict):
-        return any(
-            isinstance(pair, tuple)
-            and pair
-            and isinstance(pair[0], BaseException)
-            and no_space(pair[0])
-            for pair in failures.values()
-        )
-    return False
+    return any(e.errno in (errno.ENOSPC, errno.EDQUOT) for e in os_errors(exc))
+
+
+def passing_os_error(exc: BaseException) -> OSError | None:
+    """The ``OSError`` of a read that failed for a passing reason (``EIO``, a permission:
+    not a missing file) that ``exc`` is or holds (see :func:`os_errors`), else None: such a
+    failure says nothing of the checkpoint (:func:`damaged`)."""
+    return next((e for e in os_errors(exc) if not isinstance(e, FileNotFoundError)), None)
 
 
 def damaged(exc: BaseException) -> bool:

@@ -27,15 +27,17 @@ from typing import Any, Literal
 import torch
 
 from danlu.core.errors import ConfigError, DataError
-from danlu.train.checkpoint import codec, delta
+from danlu.train.checkpoint import codec
 from danlu.train.checkpoint.fields import CheckpointInfo as CheckpointInfo  # re-exported
-from danlu.train.checkpoint.fields import (
-    damaged,
-    manifest_metrics,
-    no_space,
-    plain_name,
-    whole_number,
-)
+from danlu.train.checkpoint.fields import damaged, manifest_metrics, no_space
+from danlu.train.checkpoint.layout import decode_layout, encode_layout
+from danlu.train.checkpoint.manifest import FORMAT as FORMAT  # re-exported
+from danlu.train.checkpoint.manifest import FORMAT_FAMILY as _FORMAT_FAMILY
+from danlu.train.checkpoint.manifest import MANIFEST as MANIFEST  # re-exported
+from danlu.train.checkpoint.manifest import META as META  # re-exported
+from danlu.train.checkpoint.manifest import PREFIX as _PREFIX
+from danlu.train.checkpoint.manifest import TENSORS as TENSORS  # re-exported
+from danlu.train.checkpoint.manifest import manifest_json, parse_manifest
 from danlu.train.checkpoint.retention import kept_names
 from danlu.train.checkpoint.sharded import (
     METADATA,
@@ -63,11 +65,6 @@ from danlu.train.state import CapturedState, IncompatibleCheckpointError
 
 log = logging.getLogger(__name__)
 
-FORMAT = "danlu.checkpoint/1"
-MANIFEST, META, TENSORS = "MANIFEST.json", "meta.json", "tensors.pt"
-_PREFIX = "ckpt-"
-_FORMAT_FAMILY = FORMAT.rsplit("/", 1)[0] + "/"
-"""The start every version of the manifest's format shares (``danlu.checkpoint/``)."""
 _OWN_NAME = re.compile(r"ckpt-(?:[0-9]{12,}|-[0-9]{11,})-[0-9a-f]{8}")
 """The names a save gives its directory (``ckpt-<step:012d>-<8 hex digits>``): retention
 removes only these. Another directory of the checkpoint directory that starts with ``ckpt-``
@@ -169,6 +166,9 @@ class CheckpointManager:
         """Checkpoints whose manifest the last :meth:`list_checkpoints` could not read for a
         passing reason (an ``EIO``, a permission: not :func:`damaged`): not removed by
         retention (a restart's first save deleted such a checkpoint, however new)."""
+        self._torn: dict[str, str | None] = {}
+        """Checkpoints whose manifest the last :meth:`list_checkpoints` found damaged (torn,
+        malformed), with the run their ``meta.json`` names (None when it names none)."""
         self.run_id: str | None = None
         """The run this manager's saves belong to, written in their manifests (``run``): the
         run of the checkpoint :meth:`load_latest` resumed from, so that a run keeps one id
@@ -359,20 +359,9 @@ class CheckpointManager:
         self._committed_step = step
 
     def _write_manifest(self, info: CheckpointInfo) -> None:
-        manifest = {
-            "format": FORMAT,
-            "name": info.name,
-            "step": info.step,
-            "kind": info.kind,
-            "base": info.base,
-            "created_ns": info.created_ns,
-            "metrics": info.metrics,
-            "files": info.files,
-            "run": info.run,
-        }
         # No directory fsync before the manifest: a file lost by a power cut is caught by
         # the manifest's checksums, so the manifest alone is the commit record.
-        self.storage.write(self.storage.join(info.name, MANIFEST), json.dumps(manifest).encode())
+        self.storage.write(self.storage.join(info.name, MANIFEST), manifest_json(info))
         self.storage.sync_dir(self.storage.join(info.name))
         self.storage.sync_dir(self.storage.root)
         self._infos[info.name] = info
@@ -396,34 +385,18 @@ class CheckpointManager:
         use_delta = (
             self.incremental and self._base is not None and self._since_full < self.full_every - 1
         )
-        stored: dict[str, torch.Tensor] = {}
-        layout: dict[str, Any] = {}
         base_name: str | None = None
+        base: dict[str, torch.Tensor] | None = None
         if use_delta:
             assert self._base is not None
             base_name, base = self._base
-            for key, t in tensors.items():
-                ref = base.get(key)
-                if ref is None or ref.dtype != t.dtype or ref.shape != t.shape:
-                    layout[key], stored[key] = "full", t
-                    continue
-                d = delta.encode(t, ref)
-                if d is None:
-                    layout[key] = "base"
-                elif d[0].numel() >= t.numel() * t.element_size() or key + "::delta" in tensors:
-                    # whole when smaller, or when the delta's name is one of the state's own
-                    layout[key], stored[key] = "full", t
-                else:
-                    layout[key] = {"delta": d[1]}
-                    stored[key + "::delta"] = d[0]
-        else:
-            stored = tensors
-            layout = dict.fromkeys(tensors, "full")
-
+        stored, layout = encode_layout(tensors, base)
         name = f"{_PREFIX}{step:012d}-{uuid.uuid4().hex[:8]}"
         blobs = {
             TENSORS: codec.tensors_to_bytes(stored),
-            META: json.dumps({"format": FORMAT, "skeleton": skeleton, "layout": layout}).encode(),
+            META: json.dumps(
+                {"format": FORMAT, "skeleton": skeleton, "layout": layout, "run": self.run_id}
+            ).encode(),
         }
         try:
             self.storage.makedirs(self.storage.join(name))
@@ -447,8 +420,17 @@ class CheckpointManager:
         """Remove the directory of a save that did not finish (``exc`` says why).
 
         On a full disk its part would otherwise keep every later save from fitting; the
-        error then gets a note saying where the space went.
+        error then gets a note saying where the space went. A save that failed after its
+        manifest was written (the sync after it, a sharded save's last collective) is
+        committed, complete and loads: it is kept, and the error says so (it was removed,
+        on every rank of a sharded save: a complete checkpoint lost).
         """
+        if self._manifest_written(name):
+            exc.add_note(
+                f"checkpoint {self.storage.join(name)} of step {step} was committed (its "
+                "manifest written) before this failure: it is kept"
+            )
+            return
         self.storage.remove_dir(name)
         self._infos.pop(name, None)
         if no_space(exc):
@@ -458,6 +440,14 @@ class CheckpointManager:
                 f"{self.storage.root}, where the {held} checkpoint(s) kept stay "
                 f"(keep_last={self.keep_last}); free space there or keep fewer"
             )
+
+    def _manifest_written(self, name: str) -> bool:
+        """Whether the manifest of checkpoint ``name`` is there and reads: it is committed."""
+        try:
+            self._read_manifest(name)
+        except (OSError, DataError):
+            return False
+        return True
 
     # -- retention ------------------------------------------------------------------------
     def _retain(self, committed: str) -> None:
@@ -498,7 +488,7 @@ class CheckpointManager:
         """Checkpoints that have a readable manifest, oldest first (not verified); those in
         another version of the format are kept in ``_other`` as this listing found them."""
         out = []
-        self._other = {}
+        self._other, self._torn = {}, {}
         unread, self._unread = self._unread, set()
         for name in self.storage.list_dirs():
             if not name.startswith(_PREFIX):
@@ -511,7 +501,10 @@ class CheckpointManager:
                     self._other[name] = exc.format
                     continue
                 except (OSError, DataError) as exc:
-                    if not damaged(exc):  # kept: it may read again (said once)
+                    if damaged(exc):
+                        if _OWN_NAME.fullmatch(name):  # retention removes only these
+                            self._torn[name] = self._meta_run(name)
+                    else:  # kept: it may read again (said once)
                         if name not in unread:
                             log.warning("cannot read the manifest of %s: %s", name, exc)
                         self._unread.add(name)
@@ -525,44 +518,23 @@ class CheckpointManager:
         where = self.storage.join(name, MANIFEST)
         try:
             m = json.loads(self.storage.read(where))
-            if not isinstance(m, dict):  # JSON, but no manifest: skipped as invalid, not raw
-                raise DataError(f"{where}: not a {FORMAT} manifest (a JSON {type(m).__name__})")
-            named = m.get("format")
-            if isinstance(named, str) and named.startswith(_FORMAT_FAMILY) and named != FORMAT:
-                raise _OtherFormatError(named, f"{where}: format {named}, not {FORMAT}")
-            if m.get("format") != FORMAT or m.get("name") != name:
-                raise DataError(f"{where}: not a {FORMAT} manifest for {name}")
-            if m.get("kind") not in ("full", "incremental", "sharded"):
-                raise DataError(f"{where}: unknown kind {m.get('kind')!r}")
-            base = m["base"]
-            if base is not None and not (plain_name(base) and base.startswith(_PREFIX)):
-                raise DataError(f"{where}: base {base!r} is not a checkpoint name")
-            for fname, spec in dict(m["files"]).items():
-                if not plain_name(fname):
-                    raise DataError(f"{where}: file name {fname!r} is not a plain file name")
-                if not (
-                    isinstance(spec, dict)
-                    and isinstance(spec.get("size"), int)
-                    and not isinstance(spec["size"], bool)  # JSON true is no byte count
-                    and spec["size"] >= 0
-                    and isinstance(spec.get("sha256"), str)
-                ):
-                    raise DataError(f"{where}: file {fname!r} has no size and checksum")
-            run = m.get("run")  # absent from checkpoints written before runs were recorded
-            return CheckpointInfo(
-                name=name,
-                step=whole_number(m, "step", where),
-                kind=m["kind"],
-                base=base,
-                created_ns=whole_number(m, "created_ns", where),
-                metrics=dict(m["metrics"]),
-                files=dict(m["files"]),
-                run=run if isinstance(run, str) and run else None,
-            )
-        except _OtherFormatError:
-            raise  # not malformed: another version's
-        except (ValueError, KeyError, TypeError) as exc:
+        except ValueError as exc:
             raise DataError(f"{where}: malformed manifest: {exc}") from exc
+        named = m.get("format") if isinstance(m, dict) else None
+        if isinstance(named, str) and named.startswith(_FORMAT_FAMILY) and named != FORMAT:
+            raise _OtherFormatError(named, f"{where}: format {named}, not {FORMAT}")
+        return parse_manifest(m, name, where)
+
+    def _meta_run(self, name: str) -> str | None:
+        """The run the ``meta.json`` of checkpoint ``name`` names (written before its
+        manifest), unverified; None when it names none (written before it was recorded
+        there) or cannot be read."""
+        try:
+            meta = json.loads(self.storage.read(self.storage.join(name, META)))
+        except (OSError, ValueError):
+            return None
+        run = meta.get("run") if isinstance(meta, dict) else None
+        return run if isinstance(run, str) and run else None
 
     def _read_verified(self, info: CheckpointInfo, fname: str) -> bytes:
         where = self.storage.join(info.name, fname)
@@ -623,7 +595,6 @@ class CheckpointManager:
                 raise failure
             return info.step, load_sharded(self.storage.join(name), files=set(info.files))
         meta, stored = self._load_parts(info)
-        tensors: dict[str, torch.Tensor] = {}
         base: dict[str, torch.Tensor] | None = None
         if info.kind == "incremental":
             if info.base is None:
@@ -637,22 +608,7 @@ class CheckpointManager:
             if base_info.kind != "full":
                 raise DataError(f"{self.storage.join(info.base)}: base is not full")
             _, base = self._load_parts(base_info)
-        try:
-            for key, how in meta["layout"].items():
-                if how == "full":
-                    tensors[key] = stored[key]
-                elif how == "base" and base is not None:
-                    tensors[key] = base[key]
-                elif isinstance(how, dict) and "delta" in how and base is not None:
-                    tensors[key] = delta.decode(base[key], stored[key + "::delta"], how["delta"])
-                elif how == "sparse" and base is not None:  # written by earlier versions
-                    tensors[key] = codec.apply_delta(
-                        base[key], stored[key + "::idx"], stored[key + "::val"]
-                    )
-                else:
-                    raise DataError(f"{self.storage.join(name)}: bad layout {how!r}")
-        except KeyError as exc:
-            raise DataError(f"{self.storage.join(name)}: missing tensor {exc}") from exc
+        tensors = decode_layout(meta, stored, base, self.storage.join(name))
         return info.step, codec.decode(meta["skeleton"], tensors)
 
     def load_latest(self) -> tuple[int, dict[str, Any]] | None:
@@ -664,7 +620,10 @@ class CheckpointManager:
         the older run's higher step. Invalid or partial checkpoints are skipped with a
         warning, falling back to older ones **of the same run** (the manifest's ``run``):
         this manager's own (:attr:`run_id`, the run it resumed from), else, before it saved
-        or loaded any, the run of the newest checkpoint it can read in its mode (one
+        or loaded any, the run of the newest checkpoint: one whose manifest is damaged
+        (torn, or never written) is newer than every other (retention removes it at each
+        commit), and its run is the one its ``meta.json`` names; else the run of the newest
+        checkpoint it can read in its mode (one
         written before runs were recorded, without ``run``, is of any run, as before: the
         fallback goes to any). Another run's checkpoints are not a fallback (before, a
         damaged newest checkpoint of a run started with ``resume=False`` over an older
@@ -703,7 +662,11 @@ class CheckpointManager:
                 unreadable[0].name,
             )
         readable = [i for i in newest if self._readable_here(i)]
-        runs: set[str | None] = set(self._runs) or {i.run for i in readable[:1]}
+        # A checkpoint with a damaged manifest outlived every commit's retention (which
+        # removes it): it is the newest, and the run its meta.json names is the one resuming
+        # (a new run's only checkpoint, torn, made the resume take an older run's instead).
+        torn: set[str | None] = {run for run in self._torn.values() if run is not None}
+        runs: set[str | None] = set(self._runs) or torn or {i.run for i in readable[:1]}
         # a checkpoint that predates recorded runs (run None) belongs to any: as before
         others = [i for i in readable if None not in runs and i.run not in (None, *runs)]
         for info in readable:

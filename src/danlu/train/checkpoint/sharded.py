@@ -24,6 +24,7 @@ import torch
 
 from danlu.core.errors import DataError
 from danlu.train.checkpoint import codec
+from danlu.train.checkpoint.fields import passing_os_error
 
 SKELETON = "skeleton.json"
 METADATA = ".metadata"
@@ -219,7 +220,8 @@ def load_sharded(
     without an initialised process group. ``files``: the names of the checkpoint's files
     (its manifest's); DCP may read no other. Nothing is unpickled but the metadata, through
     :func:`read_metadata`; whatever is wrong raises :class:`DataError` (a read of the
-    skeleton or the metadata that failed for a passing reason, its ``OSError``).
+    skeleton, the metadata or a shard that failed for a passing reason, an ``OSError`` with
+    its errno).
     """
     from torch.distributed.checkpoint import state_dict_loader
     from torch.distributed.checkpoint.api import CheckpointException
@@ -245,6 +247,11 @@ def load_sharded(
             warnings.filterwarnings("ignore", message="torch.distributed is disabled")
             state_dict_loader.load(tensors, storage_reader=_reader(path, md), no_dist=world == 1)
     except (Exception, CheckpointException) as exc:  # DCP's is a BaseException
+        passing = passing_os_error(exc)
+        if passing is not None:  # an EIO reading a shard: not damaged, kept (fields.damaged)
+            raise OSError(
+                passing.errno, f"{path}: cannot read sharded checkpoint: {passing}"
+            ) from exc
         raise DataError(f"{path}: cannot load sharded checkpoint: {exc}") from exc
     try:
         return codec.decode(skeleton, tensors)  # type: ignore[no-any-return]
