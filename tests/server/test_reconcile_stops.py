@@ -269,16 +269,29 @@ def test_a_full_checkpoint_disk_requeues_that_job_and_the_pass_goes_on(
     loop.stop()
 
 
-def test_a_checkpoint_directory_that_cannot_be_made_is_reported_and_tried_again(
+def test_a_checkpoint_directory_that_cannot_be_made_requeues_the_job_and_is_reported(
     db: Database, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
+    """No permission to make the directory (not a fault of the machine's): the error is
+    reported (an administrator's to fix), and the job gives its GPU back, re-queued with
+    no restart counted, ``danlu explain`` saying why; it launches once the directory can
+    be made, after its backoff. It stayed RUNNING, holding its GPU and said to be running,
+    tried every pass."""
     loop, _, first, second = _two_queued(db, tmp_path)
     _failing_mkdir(monkeypatch, first, errno.EACCES)
     report = loop.run_once(now=NOW + 10)
-    assert report.launched == [second]
+    assert report.launched == [second] and report.settled == [first]
     assert len(report.errors) == 1 and report.errors[0].startswith(f"launch {first}: ")
-    assert _state(db, first) == "RUNNING"  # recorded, not launched: tried next pass
+    assert "cannot make its checkpoint directory" in report.errors[0]
+    with db.read_session() as s:
+        job = jobs.get_job(s, first)
+        assert (job.state, job.restarts, job.allocation) == ("PENDING", 0, None)
+        explained = jobs.why(s, job, now=NOW + 11)
+        assert "cannot make its checkpoint directory" in explained, explained
+        assert "eligible again in" in explained, explained
+        assert [n.launch_failures for n in cluster.list_nodes(s)] == [0]
     monkeypatch.undo()
-    assert loop.run_once(now=NOW + 20).launched == [first]
+    assert loop.run_once(now=NOW + 15).launched == []  # its backoff
+    assert loop.run_once(now=NOW + 30).launched == [first]
     assert (tmp_path / "checkpoints" / first).is_dir()
     loop.stop()

@@ -207,3 +207,79 @@ def test_a_run_that_fails_while_being_preempted_counts_a_restart(
             assert "out of restarts (0 of 0)" in last
     finally:
         loop.stop()
+
+
+def test_an_unasked_exit_75_after_a_rollback_is_judged_by_its_own_runs_steps(
+    db: Database, tmp_path: Path
+) -> None:
+    """Its first run reached step 1000 and exited 75 (free); the next resumed from an
+    earlier checkpoint (step 500), advanced to 900 and exited 75 again. It made progress:
+    free, even with ``max_restarts: 0`` (the job's all-time highest step, 1000, said it
+    made none). A third run that reports no step and exits at once counts."""
+    loop, world = _loop(db, tmp_path)
+    job_id = _submit(db, NOW, name="rollback", max_restarts=0)
+    world.script(job_id, duration=5, outcome=Outcome.PREEMPTED)
+    try:
+        loop.run_once(now=NOW)
+        _report_step(db, job_id, 1000, world.clock.advance(2))
+        loop.run_once(now=world.clock.advance(3))  # exit 1 (free): resumed at once
+        assert _job(db, job_id) == ("RUNNING", 0, 1)
+        for step in (600, 900):  # the resumed run, from step 500's checkpoint
+            _report_step(db, job_id, step, world.clock.advance(1))
+        loop.run_once(now=world.clock.advance(3))  # exit 2
+        assert _job(db, job_id) == ("RUNNING", 0, 2)
+        assert any("last step reported: 900" in r for r in _reasons(db, job_id))
+        loop.run_once(now=world.clock.advance(5))  # exit 3: nothing reported, 5 s
+        assert _job(db, job_id)[:2] == ("FAILED", 0)
+        assert "without progress" in _reasons(db, job_id)[-1]
+    finally:
+        loop.stop()
+
+
+def test_a_run_whose_record_keeps_vanishing_counts_restarts_and_fails(
+    db: Database, tmp_path: Path
+) -> None:
+    """The executor took the launch, then lost its record of the run (a deleted run
+    directory, a backend that forgot it) while the job is RUNNING: a failure, a restart
+    counted with backoff, FAILED out of restarts. It was launched again for free every
+    pass, for ever, as one the control plane never launched."""
+    loop, world = _loop(db, tmp_path)
+    job_id = _submit(db, NOW, name="vanishing", max_restarts=1)
+    world.script(job_id, duration=10_000)
+    try:
+        assert loop.run_once(now=NOW).launched == [job_id]
+        world.runs.pop(job_id)  # the executor no longer knows the run
+        t = world.clock.advance(5)
+        report = loop.run_once(now=t)
+        assert report.settled == [job_id] and report.launched == []
+        assert _job(db, job_id) == ("PENDING", 1, 0)
+        assert "the executor no longer knows the run" in _reasons(db, job_id)[-2]
+        with db.read_session() as s:
+            assert jobs.get_job(s, job_id).next_attempt_at == t + 10  # restart 1's backoff
+        assert loop.run_once(now=world.clock.advance(10)).launched == [job_id]
+        world.runs.pop(job_id)
+        loop.run_once(now=world.clock.advance(5))
+        assert _job(db, job_id)[:2] == ("FAILED", 1)
+        assert "out of restarts (1 of 1)" in _reasons(db, job_id)[-1]
+        assert len(world.launches) == 2
+    finally:
+        loop.stop()
+
+
+def test_a_run_that_never_launched_is_launched_with_no_restart_counted(
+    db: Database, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Recorded started, but the control plane stopped before the launch (the executor took
+    none): the next pass launches it, no restart counted, even with ``max_restarts: 0``."""
+    loop, world = _loop(db, tmp_path)
+    job_id = _submit(db, NOW, name="unlaunched", max_restarts=0)
+    world.script(job_id, duration=10_000)
+    try:
+        with monkeypatch.context() as patched:  # the plane stopped before the launch
+            patched.setattr(loop, "_launch", lambda *args: None)
+            assert loop.run_once(now=NOW).started == [job_id]
+        assert world.launches == []
+        assert loop.run_once(now=world.clock.advance(5)).launched == [job_id]
+        assert _job(db, job_id) == ("RUNNING", 0, 0)
+    finally:
+        loop.stop()

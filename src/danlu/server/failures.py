@@ -10,10 +10,10 @@ import logging
 import re
 import time
 
-from sqlalchemy import select
+from sqlalchemy import func, select
 from sqlalchemy.orm import Session
 
-from danlu.server.db.models import Job, JobEvent
+from danlu.server.db.models import Job, JobEvent, JobMetric
 
 REPEAT_LOG_SECONDS = 60.0
 """While a failure repeats the same way, one line counts the repeats at most this often."""
@@ -89,13 +89,16 @@ def judge_unasked_exit_75(session: Session, job: Job, ran_for: float) -> tuple[b
     after it started. Returns (counted, reason): counted is True when the exit is a failure
     (a restart, with backoff; FAILED out of restarts) rather than a free re-queue.
 
-    It is free the first time (a host shutdown) and when the job made progress since its
-    previous such exit: the highest step it reported (``last_step``, from its metric
-    reports) is above the one that exit's reason records, or, for a job that never reported
-    a step, the run lasted :data:`MIN_PROGRESS_SECONDS`. Otherwise it counts, so a job that
-    exits 75 at once every time ends FAILED. The reason records the step for the next."""
-    step = job.last_step
-    mark = "no step reported" if step is None else f"last step reported: {step}"
+    It is free the first time (a host shutdown) and when this run (the job's current
+    attempt: :func:`run_steps`) made progress: the steps it reported rose within the run,
+    or its highest is above the one the previous such exit's reason records; for a run that
+    reported no step, it lasted :data:`MIN_PROGRESS_SECONDS`. Only this run's steps count:
+    the job's all-time highest (``last_step``) said "no progress" of a run that resumed from
+    an earlier checkpoint (a rollback) and advanced, and "progress" of one that reported
+    nothing after an earlier run's steps. Otherwise it counts, so a job that exits 75 at
+    once every time ends FAILED. The reason records this run's highest step for the next."""
+    lowest, highest = run_steps(session, job.id, job.attempt)
+    mark = "no step reported" if highest is None else f"last step reported: {highest}"
     query = (
         select(JobEvent.reason)
         .where(JobEvent.job_id == job.id, JobEvent.reason.startswith(UNASKED_75, autoescape=True))
@@ -105,9 +108,9 @@ def judge_unasked_exit_75(session: Session, job: Job, ran_for: float) -> tuple[b
     previous = session.scalar(query)
     if previous is None:
         progress = True
-    elif step is not None:
+    elif highest is not None and lowest is not None:
         before = _STEP_MARK.search(previous)
-        progress = before is None or step > int(before.group(1))
+        progress = highest > lowest or before is None or highest > int(before.group(1))
     else:
         progress = ran_for >= MIN_PROGRESS_SECONDS
     if progress:
@@ -116,3 +119,13 @@ def judge_unasked_exit_75(session: Session, job: Job, ran_for: float) -> tuple[b
         f"{UNASKED_75} again without progress since its previous exit 75 ({mark}; ran "
         f"{ran_for:.0f}s): counted as a failure"
     )
+
+
+def run_steps(session: Session, job_id: str, attempt: int) -> tuple[int | None, int | None]:
+    """The lowest and highest step the run ``attempt`` of ``job_id`` reported in its metric
+    records (``job_metrics.attempt``; an index seek each); (None, None) when it reported
+    none."""
+    where = (JobMetric.job_id == job_id, JobMetric.attempt == attempt)
+    row = session.execute(select(func.min(JobMetric.step), func.max(JobMetric.step)).where(*where))
+    lowest, highest = row.one()
+    return lowest, highest

@@ -16,7 +16,7 @@ from __future__ import annotations
 
 import logging
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, NamedTuple
 
 from sqlalchemy import select
 from sqlalchemy.exc import SQLAlchemyError
@@ -52,10 +52,21 @@ from danlu.server.services.view import lost_gpus, to_allocation
 
 LATE_LAUNCH = 1.0
 """Seconds after the decision past which a started job's launch moves its ``last_start``
-(:meth:`LaunchStep._started_late`); a launch in the deciding pass is not."""
+(:meth:`LaunchStep._record_launches`); a launch in the deciding pass is not."""
 
 if TYPE_CHECKING:
     from danlu.server.reconcile import RoundReport
+
+
+class Launched(NamedTuple):
+    """A launch the executor took in the launch step (:meth:`LaunchStep._record_launches`)."""
+
+    job_id: str
+    attempt: int
+    late: bool
+    """Made :data:`LATE_LAUNCH` seconds or more after the decision (a moved job's new run
+    never is)."""
+
 
 log = logging.getLogger("danlu.server.reconcile")
 """The reconcile loop's logger: the launch step is a part of it."""
@@ -162,24 +173,26 @@ class LaunchStep:
     def _launch(self, ids: list[str], t: float, report: RoundReport) -> None:
         claimed = self._claim(ids, t)
         went: set[str] = set()  # the nodes of the launches that went through
+        taken: list[Launched] = []
         try:
             for job_id in ids:
                 if job_id in claimed:
-                    went |= self._launch_one(job_id, t, report)
+                    went |= self._launch_one(job_id, t, report, taken)
+            self._record_launches(taken, went, t, report)  # while the rows are this loop's
         finally:
             self._release(claimed)
-        if went:  # their launch failures in a row start over
-            try:
-                with self.db.session() as session:
-                    nodes.launched(session, went)
-            except DanluError as exc:
-                report.errors.append(f"launch: {exc}")
 
     def _launch_one(
-        self, job_id: str, t: float, report: RoundReport, moved_now: bool = False
+        self,
+        job_id: str,
+        t: float,
+        report: RoundReport,
+        taken: list[Launched],
+        moved_now: bool = False,
     ) -> set[str]:
-        """Launch ``job_id``'s current run; the names of its nodes when it went through.
-        ``moved_now``: the job's move was judged just before (its run follows one it left)."""
+        """Launch ``job_id``'s current run; the names of its nodes when it went through (and
+        the launch added to ``taken``, for :meth:`_record_launches`). ``moved_now``: the
+        job's move was judged just before (its run follows one it left)."""
         attempt = 0
         decided: float | None = None
         try:
@@ -213,12 +226,12 @@ class LaunchStep:
             return set()
         if moved is not None:  # how the run a move left ended counts first
             judged = self._judge_move(job_id, attempt, moved, t, report)
-            return self._launch_one(job_id, t, report, moved_now=True) if judged else set()
+            return self._launch_one(job_id, t, report, taken, moved_now=True) if judged else set()
         try:
             self.executor.submit(launch)  # process I/O: outside any transaction
             report.launched.append(job_id)
-            if not moved_now and decided is not None and t - decided >= LATE_LAUNCH:
-                self._started_late(job_id, attempt, t, report)
+            late = not moved_now and decided is not None and t - decided >= LATE_LAUNCH
+            taken.append(Launched(job_id, attempt, late))
             return names
         except JobAlreadyRunningError:  # its previous run still exits: launched a pass later
             self._discard_token(job_id, launch.token, report)
@@ -244,20 +257,38 @@ class LaunchStep:
             self._settle(job_id, attempt, failed, t, report)
         return set()
 
-    def _started_late(self, job_id: str, attempt: int, t: float, report: RoundReport) -> None:
-        """A started job whose run launched ``t`` passes after the decision (it waited for
-        GPUs a moved or preempted job's run still held, or for a control plane that stopped
-        before the launch): its current stretch on its GPUs counts from now, not from the
-        decision, so its GPU-hours, its time limit and the policy's hold (``last_start``)
-        begin when its process does. A moved job's new run keeps the decision's time (its
-        earlier stretch ended then)."""
+    def _record_launches(
+        self, taken: list[Launched], went: set[str], t: float, report: RoundReport
+    ) -> None:
+        """Record the launches the executor took, in one transaction, while this loop holds
+        the jobs' rows (a row whose lock was lost is left alone): each job's
+        ``launched_attempt`` (a run of it the executor no longer knows is then counted as
+        a failure by the poll, not launched again for free as one never launched), and the
+        launch failures in a row of ``went``, the nodes launched on, start over. A launch
+        made ``t`` passes after the decision (``late``: it waited for GPUs a moved or
+        preempted job's run still held, or for a control plane that stopped before the
+        launch) moves the job's ``last_start`` to ``t``: its GPU-hours, its time limit and
+        the policy's hold begin when its process does. A moved job's new run keeps the
+        decision's time (its earlier stretch ended then). A store that fails now leaves
+        these unrecorded (a vanished run of these is launched again for free, once)."""
+        if not taken and not went:
+            return
         try:
             with self.db.session() as session:
-                job = self._held(session, job_id, attempt)
-                if job is not None and job.last_start is not None and job.last_start < t:
-                    job.last_start = t
-        except DanluError as exc:
-            report.errors.append(f"launch {job_id}: {exc}")
+                for launch in taken:
+                    # a Core UPDATE under the row lock's token: the job's version (and the
+                    # policy's memo of it) stays
+                    values = {"launched_attempt": launch.attempt}
+                    held = locks.update_if_token(session, Job, launch.job_id, self.token, values)
+                    if not held or not launch.late:
+                        continue
+                    job = self._held(session, launch.job_id, launch.attempt)
+                    if job is not None and job.last_start is not None and job.last_start < t:
+                        job.last_start = t
+                if went:
+                    nodes.launched(session, went)
+        except (DanluError, SQLAlchemyError) as exc:  # the launches went through anyway
+            report.errors.append(f"launch: cannot record the launches: {exc}")
 
     def _discard_token(self, job_id: str, token: str | None, report: RoundReport) -> None:
         """Delete the token issued for a launch of ``job_id`` the executor refused for now
@@ -276,17 +307,19 @@ class LaunchStep:
         self, job_id: str, attempt: int, exc: OSError, t: float, report: RoundReport
     ) -> None:
         """The control plane could not make ``job_id``'s checkpoint directory (a full or
-        read-only file system, a failed chown): with an errno of a fault of the machine's
-        (:func:`~danlu.executors.is_node_fault`) the job is re-queued with no restart
-        counted and no node blamed (the directory is the control plane's, not the job's
-        node's); otherwise the error is reported and the launch is tried again next pass."""
+        read-only file system, a failed chown, no permission): the job is re-queued with no
+        restart counted and no node blamed (the directory is the control plane's, not the
+        job's node's), the reason in its events and ``danlu explain``, and tried again after
+        a backoff that doubles with each such failure. Its GPUs go to other jobs meanwhile:
+        left RUNNING, it held them, said "running" and was tried every pass for as long as
+        the directory could not be made. An error that is not a fault of the machine's
+        (:func:`~danlu.executors.is_node_fault`: a permission, a file in the way) is an
+        administrator's to fix: it is reported too (logged, counted)."""
         error = f"cannot make its checkpoint directory: {exc}"
-        if is_node_fault(exc):
-            log.warning("reconcile: %s %s", job_id, error)
-            self._requeue_unlaunched(job_id, attempt, error, t, report, blamed=())
-            return
-        log.warning("reconcile: cannot launch %s: %s", job_id, error)
-        report.errors.append(f"launch {job_id}: {error}")
+        log.warning("reconcile: %s %s", job_id, error)
+        if not is_node_fault(exc):
+            report.errors.append(f"launch {job_id}: {error}")
+        self._requeue_unlaunched(job_id, attempt, error, t, report, blamed=())
 
     def _requeue_unlaunched(
         self,

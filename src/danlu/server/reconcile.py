@@ -8,7 +8,9 @@ One pass (:meth:`Reconciler.run_once`), under the ``scheduler`` lease:
    backoff or FAILED after ``max_restarts``, CANCELLED when cancellation was requested
    before the run exited),
    deliver cancellations and preemptions not yet delivered, and collect jobs recorded as
-   started but never launched (a crash between the scheduling transaction and the launch);
+   started but never launched (a crash between the scheduling transaction and the launch;
+   a run whose launch the executor took and that it no longer knows is a failure instead:
+   :data:`~danlu.server.run_exits.VANISHED`);
    then cancel the jobs past their deadline or time limit (:mod:`~danlu.server.upkeep`: a
    run that exited before is settled by then) and stop their runs, with the job's
    preemption grace to checkpoint;
@@ -33,7 +35,6 @@ nodes left, their jobs are re-queued the same way.
 from __future__ import annotations
 
 import contextlib
-import enum
 import gc
 import logging
 import secrets
@@ -42,7 +43,6 @@ import time
 from collections.abc import Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
 
 from sqlalchemy import select
 from sqlalchemy.orm import Session
@@ -84,6 +84,16 @@ from danlu.server.plane_lease import (
     take_lease,
 )
 from danlu.server.purge import Purger
+from danlu.server.run_exits import (
+    VANISHED,
+    RunGpus,
+    StopKind,
+    describe_exit,
+    ran_until,
+    run_gpus,
+    stop_of,
+    unasked_75,
+)
 from danlu.server.services import jobs, locks, nodes
 from danlu.server.services.common import resolve_now
 from danlu.server.services.projects import HOLDING
@@ -123,86 +133,6 @@ class _LeaseLost(DanluError):
 LOGGED_WHERE_MET = ("policy ", "schedule: ")
 """The errors of a pass that are logged where they are met (a policy's failure in full with
 :class:`RepeatedFailure`, a plan not recorded), not again with the others."""
-
-
-def _describe(status: ExecStatus | None) -> tuple[bool, int | None, str]:
-    """(succeeded, exit code, reason) of an exited run (``None``: it never launched)."""
-    if status is None:
-        return False, None, "never launched (the control plane stopped before the launch)"
-    code = status.exit_code
-    how = f"exit code {code}" if code is not None else "no exit code"
-    if status.signal:
-        how = f"signal {status.signal}"
-    if status.message:
-        how += f"; {status.message}"
-    if status.outcome is Outcome.SUCCEEDED:
-        return True, code, "exited 0"
-    if status.node_lost:
-        return False, code, f"lost with its node ({how})"
-    if status.outcome is Outcome.PREEMPTED:
-        if status.checkpointed and status.stop_reason is None:
-            return False, code, "checkpointed and exited 75 on its own (a SIGTERM from outside)"
-        if status.checkpointed:
-            return False, code, "checkpointed and exited after preemption; re-queued to resume"
-        return False, code, f"stopped for preemption ({how}); re-queued"
-    if status.outcome is Outcome.OOM:
-        return False, code, f"out of memory ({how})"
-    if status.stop_reason is StopReason.CANCEL:
-        return False, code, f"stopped ({how})"
-    return False, code, f"failed ({how})"
-
-
-def _unasked_75(status: ExecStatus | None, job: Job) -> bool:
-    """``status`` is an exit 75 of ``job``'s run that danlu did not ask for: no stop sent to
-    the run, the job RUNNING (not being preempted) and no cancellation requested."""
-    return (
-        status is not None
-        and status.outcome is Outcome.PREEMPTED
-        and status.checkpointed
-        and status.stop_reason is None
-        and not status.node_lost
-        and job.state == JobState.RUNNING.value
-        and job.cancel_requested_at is None
-    )
-
-
-class StopKind(enum.Enum):
-    """How a job whose cancellation was requested is stopped."""
-
-    CANCEL = "cancel"
-    """A cancel: SIGTERM, SIGKILL after the executor's short cancel grace."""
-    LIMIT = "limit"
-    """Its deadline passed or it used its time limit: SIGTERM with the job's preemption
-    grace, to checkpoint (delivered as a preemption; the job still ends CANCELLED)."""
-
-
-def _stop_of(job: Job) -> StopKind | None:
-    """How ``job`` is to be stopped, if its cancellation was requested."""
-    if job.cancel_requested_at is None:
-        return None
-    limited = (job.cancel_reason or "").startswith(jobs.LIMIT_STOPS)
-    return StopKind.LIMIT if limited else StopKind.CANCEL
-
-
-def ran_until(status: ExecStatus | None, last_start: float | None, t: float) -> float | None:
-    """When the run of ``status`` exited, if it is a time on the control plane's clock
-    before ``t``: its GPUs are charged up to then, not up to when its exit was seen. The
-    executors report wall-clock seconds (the local one's supervisor, the Slurm and Ray
-    nodes); a time before the run's start (``last_start``) is on another clock (the fake
-    executor's manual one, a caller driving the pass's clock), and None is returned."""
-    end = status.finished_at if status is not None else None
-    if end is None or last_start is None or not last_start <= end < t:
-        return None
-    return end
-
-
-RunGpus = tuple[list[dict[str, Any]] | None, float]
-"""A run's allocation as the job row stores it, and when the run started."""
-
-
-def _run_gpus(job: Job) -> RunGpus:
-    """``job``'s current run: its allocation (not parsed: most runs do not fail) and start."""
-    return job.allocation, job.last_start if job.last_start is not None else job.submitted_at
 
 
 COLLECTOR_THRESHOLDS = (10_000, 10, 10)
@@ -545,13 +475,21 @@ class Reconciler(LaunchStep):
             query = query.where(Job.id.in_(only))
         with self.db.read_session() as session:
             rows = [
-                (j.id, j.attempt, j.state, _stop_of(j), j.moved_from, _run_gpus(j))
+                (
+                    j.id,
+                    j.attempt,
+                    j.state,
+                    stop_of(j),
+                    j.moved_from,
+                    j.launched_attempt,
+                    run_gpus(j),
+                )
                 for j in session.scalars(query.order_by(Job.seq))
             ]
         claimed = self._claim([r[0] for r in rows], t)
         unlaunched: list[str] = []
         try:
-            for job_id, attempt, state, stop, moved, run_gpus in rows:
+            for job_id, attempt, state, stop, moved, launched, run in rows:
                 if job_id not in claimed:
                     continue
                 cancel = stop is not None
@@ -571,13 +509,15 @@ class Reconciler(LaunchStep):
                         kill = stop is StopKind.CANCEL
                         if self._stop_previous(job_id, attempt, report, cancel=kill):
                             self._settle_unlaunched(job_id, attempt, moved, now, report)
+                    elif launched == attempt:  # it launched: its record vanished
+                        self._settle(job_id, attempt, VANISHED, resolve_now(now), report)
                     else:
                         unlaunched.append(job_id)
                 elif status.running:
                     self._deliver(handle, state, stop, status, report)
                 else:
                     # a preempting run that failed counts too: its GPUs may be to blame
-                    blamed = self._blame(status, run_gpus, now) if not cancel else None
+                    blamed = self._blame(status, run, now) if not cancel else None
                     self._settle(job_id, attempt, status, resolve_now(now), report, blamed)
         finally:
             self._release(claimed)
@@ -648,7 +588,7 @@ class Reconciler(LaunchStep):
         as a failure (:func:`~danlu.server.failures.judge_unasked_exit_75`). One that failed
         while being preempted counts as a failure too. Its GPUs are charged up to its exit
         (:func:`ran_until`)."""
-        succeeded, code, reason = _describe(status)
+        succeeded, code, reason = describe_exit(status)
         if blamed is not None:
             reason = f"{reason}; on a GPU the health check finds faulty: {blamed}"
         if moved:
@@ -662,7 +602,7 @@ class Reconciler(LaunchStep):
                 if job is None:
                     return
                 until = ran_until(status, job.last_start, t)
-                if _unasked_75(status, job):
+                if unasked_75(status, job):
                     ran_for = (t if until is None else until) - (job.last_start or t)
                     counted, reason = judge_unasked_exit_75(session, job, ran_for)
                     preempted = not counted

@@ -232,6 +232,13 @@ class Job(LockMixin, Base):
     """The attempt of the run a move left (:func:`~danlu.server.services.jobs.resize`),
     stopping within its preemption grace, whose exit the launch of the job's new run has not
     judged yet (a success ends the job, a failure counts); null when there is none."""
+    launched_attempt: Mapped[int | None] = mapped_column(Integer, default=None)
+    """The latest attempt whose launch the executor took (written by the reconcile loop after
+    the launch): a run of the job's current attempt that the executor no longer knows
+    launched (its record vanished), and is counted as a failure, not launched again for
+    free as one the control plane never launched (it stopped between the scheduling
+    transaction and the launch). Null before the job's first launch, and for a job recorded
+    running before this column (migration 0032)."""
     purged_at: Mapped[float | None] = mapped_column(Double, default=None)
     """When the retention deleted the finished job's metrics, logs and danlu-made
     checkpoints (:mod:`danlu.server.services.retention`); null while they are kept."""
