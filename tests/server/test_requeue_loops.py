@@ -209,27 +209,61 @@ def test_a_run_that_fails_while_being_preempted_counts_a_restart(
         loop.stop()
 
 
-def test_an_unasked_exit_75_after_a_rollback_is_judged_by_its_own_runs_steps(
+def _report(db: Database, job_id: str, t: float, **record: int) -> None:
+    """The job's run reports one record (``step``, ``checkpoint_step``), as danlu.train does."""
+    with db.session() as s:
+        metrics.ingest(s, jobs.get_job(s, job_id), [{**record, "time": t}], now=t)
+
+
+def test_an_unasked_exit_75_after_a_rollback_that_saved_a_later_checkpoint_is_free(
     db: Database, tmp_path: Path
 ) -> None:
-    """Its first run reached step 1000 and exited 75 (free); the next resumed from an
-    earlier checkpoint (step 500), advanced to 900 and exited 75 again. It made progress:
-    free, even with ``max_restarts: 0`` (the job's all-time highest step, 1000, said it
-    made none). A third run that reports no step and exits at once counts."""
+    """Its first run saved step 500, reached step 1000 and exited 75 (free); the next
+    resumed from step 500's checkpoint, saved step 800, reached 900 and exited 75 again. It
+    made progress (a later checkpoint): free, even with ``max_restarts: 0`` (the job's
+    all-time highest step, 1000, said it made none). A third run that reports no step and
+    exits at once counts."""
     loop, world = _loop(db, tmp_path)
     job_id = _submit(db, NOW, name="rollback", max_restarts=0)
     world.script(job_id, duration=5, outcome=Outcome.PREEMPTED)
     try:
         loop.run_once(now=NOW)
-        _report_step(db, job_id, 1000, world.clock.advance(2))
+        _report(db, job_id, world.clock.advance(1), step=500, checkpoint_step=500)
+        _report(db, job_id, world.clock.advance(1), step=1000)
         loop.run_once(now=world.clock.advance(3))  # exit 1 (free): resumed at once
         assert _job(db, job_id) == ("RUNNING", 0, 1)
-        for step in (600, 900):  # the resumed run, from step 500's checkpoint
-            _report_step(db, job_id, step, world.clock.advance(1))
+        _report(db, job_id, world.clock.advance(1), step=800, checkpoint_step=800)
+        _report(db, job_id, world.clock.advance(1), step=900)
         loop.run_once(now=world.clock.advance(3))  # exit 2
         assert _job(db, job_id) == ("RUNNING", 0, 2)
-        assert any("last step reported: 900" in r for r in _reasons(db, job_id))
+        assert any(
+            "last step reported: 900; checkpoint step: 800" in r for r in _reasons(db, job_id)
+        )
         loop.run_once(now=world.clock.advance(5))  # exit 3: nothing reported, 5 s
+        assert _job(db, job_id)[:2] == ("FAILED", 0)
+        assert "without progress" in _reasons(db, job_id)[-1]
+    finally:
+        loop.stop()
+
+
+def test_an_unasked_exit_75_after_redoing_the_same_steps_unsaved_counts(
+    db: Database, tmp_path: Path
+) -> None:
+    """Each run resumes from step 100's checkpoint, reaches step 110 and exits 75 without
+    saving: the second time is no progress (the steps rose within the run, but nothing of
+    them was kept), so the job does not go round for free for ever."""
+    loop, world = _loop(db, tmp_path)
+    job_id = _submit(db, NOW, name="redo", max_restarts=0)
+    world.script(job_id, duration=5, outcome=Outcome.PREEMPTED)
+    try:
+        loop.run_once(now=NOW)
+        _report(db, job_id, world.clock.advance(1), step=100, checkpoint_step=100)
+        _report(db, job_id, world.clock.advance(1), step=110)
+        loop.run_once(now=world.clock.advance(3))  # exit 1 (free)
+        assert _job(db, job_id) == ("RUNNING", 0, 1)
+        _report(db, job_id, world.clock.advance(1), step=101)
+        _report(db, job_id, world.clock.advance(1), step=110)
+        loop.run_once(now=world.clock.advance(3))  # exit 2: the same steps again
         assert _job(db, job_id)[:2] == ("FAILED", 0)
         assert "without progress" in _reasons(db, job_id)[-1]
     finally:

@@ -81,6 +81,7 @@ next one is judged against the latest of them."""
 MIN_PROGRESS_SECONDS = 300.0
 """For a job that never reported a step: a run that lasted this long made progress."""
 _STEP_MARK = re.compile(r"last step reported: (\d+)")
+_CHECKPOINT_MARK = re.compile(r"checkpoint step: (\d+)")
 
 
 def judge_unasked_exit_75(session: Session, job: Job, ran_for: float) -> tuple[bool, str]:
@@ -89,16 +90,22 @@ def judge_unasked_exit_75(session: Session, job: Job, ran_for: float) -> tuple[b
     after it started. Returns (counted, reason): counted is True when the exit is a failure
     (a restart, with backoff; FAILED out of restarts) rather than a free re-queue.
 
-    It is free the first time (a host shutdown) and when this run (the job's current
-    attempt: :func:`run_steps`) made progress: the steps it reported rose within the run,
-    or its highest is above the one the previous such exit's reason records; for a run that
-    reported no step, it lasted :data:`MIN_PROGRESS_SECONDS`. Only this run's steps count:
-    the job's all-time highest (``last_step``) said "no progress" of a run that resumed from
-    an earlier checkpoint (a rollback) and advanced, and "progress" of one that reported
-    nothing after an earlier run's steps. Otherwise it counts, so a job that exits 75 at
-    once every time ends FAILED. The reason records this run's highest step for the next."""
-    lowest, highest = run_steps(session, job.id, job.attempt)
+    It is free the first time (a host shutdown) and when the job made progress since the
+    previous such exit, whose reason records the marks to beat: this run's highest reported
+    step (the run is the job's current attempt, :func:`run_highest_step`) is above the step
+    recorded there, or the job's ``checkpoint_step`` is above the checkpoint recorded there
+    (or none was); for a run that reported no step and saved no later checkpoint, it lasted
+    :data:`MIN_PROGRESS_SECONDS`. Only this run's steps count, not the job's all-time
+    highest (``last_step``), which spoke for runs that reported nothing. A run that resumed
+    from an earlier checkpoint (a rollback) and advanced is free when it saved a checkpoint
+    past the previous one; one that redid the same steps without saving counts, so a job
+    that exits 75 every time, at once or after steps it never keeps, ends FAILED. The
+    reason records this run's highest step and the checkpoint step for the next."""
+    highest = run_highest_step(session, job.id, job.attempt)
+    checkpoint = job.checkpoint_step
     mark = "no step reported" if highest is None else f"last step reported: {highest}"
+    if checkpoint is not None:
+        mark += f"; checkpoint step: {checkpoint}"
     query = (
         select(JobEvent.reason)
         .where(JobEvent.job_id == job.id, JobEvent.reason.startswith(UNASKED_75, autoescape=True))
@@ -108,11 +115,17 @@ def judge_unasked_exit_75(session: Session, job: Job, ran_for: float) -> tuple[b
     previous = session.scalar(query)
     if previous is None:
         progress = True
-    elif highest is not None and lowest is not None:
-        before = _STEP_MARK.search(previous)
-        progress = highest > lowest or before is None or highest > int(before.group(1))
     else:
-        progress = ran_for >= MIN_PROGRESS_SECONDS
+        step_before = _STEP_MARK.search(previous)
+        checkpoint_before = _CHECKPOINT_MARK.search(previous)
+        checkpointed = checkpoint is not None and (
+            checkpoint_before is None or checkpoint > int(checkpoint_before.group(1))
+        )
+        if highest is None:
+            progress = checkpointed or ran_for >= MIN_PROGRESS_SECONDS
+        else:
+            stepped = step_before is None or highest > int(step_before.group(1))
+            progress = stepped or checkpointed
     if progress:
         return False, f"{UNASKED_75} (a SIGTERM from outside); {mark}"
     return True, (
@@ -121,11 +134,9 @@ def judge_unasked_exit_75(session: Session, job: Job, ran_for: float) -> tuple[b
     )
 
 
-def run_steps(session: Session, job_id: str, attempt: int) -> tuple[int | None, int | None]:
-    """The lowest and highest step the run ``attempt`` of ``job_id`` reported in its metric
-    records (``job_metrics.attempt``; an index seek each); (None, None) when it reported
-    none."""
+def run_highest_step(session: Session, job_id: str, attempt: int) -> int | None:
+    """The highest step the run ``attempt`` of ``job_id`` reported in its metric records
+    (``job_metrics.attempt``; an index seek); None when it reported none."""
     where = (JobMetric.job_id == job_id, JobMetric.attempt == attempt)
-    row = session.execute(select(func.min(JobMetric.step), func.max(JobMetric.step)).where(*where))
-    lowest, highest = row.one()
-    return lowest, highest
+    highest: int | None = session.scalar(select(func.max(JobMetric.step)).where(*where))
+    return highest
