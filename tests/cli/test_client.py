@@ -229,14 +229,15 @@ def test_iter_jobs_pages_until_a_short_page(rec: Recorder) -> None:
 
     def handler(request: httpx.Request) -> httpx.Response:
         rec.requests.append(request)
-        offset, limit = int(request.url.params["offset"]), int(request.url.params["limit"])
-        return httpx.Response(200, json=jobs[offset : offset + limit])
+        params = request.url.params
+        start = int(params["before_id"]) + 1 if "before_id" in params else 0
+        return httpx.Response(200, json=jobs[start : start + int(params["limit"])])
 
     c = Client(URL, "tok", transport=httpx.MockTransport(handler))
     assert [j["id"] for j in c.iter_jobs(page=3)] == ["0", "1", "2", "3"]
-    # each page starts on the last job of the one before: it shows that none was skipped
-    asked = [(r.url.params["offset"], r.url.params["limit"]) for r in rec.requests]
-    assert asked == [("0", "3"), ("2", "4")]
+    # each page after the first: the jobs before the last one read (a cursor)
+    asked = [(r.url.params.get("before_id"), r.url.params["limit"]) for r in rec.requests]
+    assert asked == [(None, "3"), ("2", "3")]
 
 
 ERRORS = [

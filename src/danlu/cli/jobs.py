@@ -26,7 +26,7 @@ from rich.table import Table
 from danlu.cli import top as top_view
 from danlu.cli import usage as usage_cli
 from danlu.cli import waiting
-from danlu.cli.markup import as_text
+from danlu.cli.markup import as_text, note_lines
 from danlu.cli.markup import console as cli_console
 from danlu.cli.options import (
     HomeOpt,
@@ -371,6 +371,8 @@ def _array_submitted(sweep: dict[str, Any], json_out: bool) -> None:
         f"danlu sweep show {as_text(sweep['id'])}",
         highlight=False,
     )
+    for note in note_lines(sweep.get("notes")):  # what the submission told of every task
+        console.print(note, highlight=False)
 
 
 def _submitted(job: dict[str, Any], json_out: bool) -> None:

@@ -32,6 +32,15 @@ def visible_lines(value: object) -> str:
     return "\n".join(visible(line) for line in lines)
 
 
+def note_lines(notes: object) -> list[str]:
+    """A reply's ``notes`` (a sweep's: what its submission tells of every trial, as a
+    job's pending reason tells it) as ``note: ...`` lines of markup, each note's text as
+    :func:`as_text` shows it; none for no list, and an entry that is not text is left out."""
+    if not isinstance(notes, list):
+        return []
+    return [f"note: {as_text(note)}" for note in notes if isinstance(note, str)]
+
+
 class CliConsole(Console):
     """A Rich console whose reader going away raises :class:`BrokenPipeError` where it is
     written, as a plain write does. Rich's own answer exited with status 1 at once, past the

@@ -3,8 +3,6 @@ a command was given, and the refusal of an empty value (a script's unset variabl
 
 from __future__ import annotations
 
-import os
-import stat
 from collections.abc import Callable
 from pathlib import Path
 from typing import Annotated, Any
@@ -16,6 +14,7 @@ from danlu.cli.markup import as_text
 from danlu.cli.markup import console as cli_console
 from danlu.cli.output import stderr_written
 from danlu.core.errors import SpecError
+from danlu.core.spec import refuse_named_pipe
 from danlu.core.state import JobState
 from danlu.core.values import plain_number_text
 
@@ -67,27 +66,19 @@ def path_of(name: str, fix: str) -> Callable[[str], Path]:
 
 def spec_file_of(name: str, fix: str) -> Callable[[str], Path]:
     """:func:`path_of` for the spec file argument ``name`` (``danlu submit``, ``danlu sweep
-    submit``), refusing a named pipe (``mkfifo``) with an error line and exit 2: reading one
-    waits for a writer, with no writer for ever. A pipe this process was handed open
-    (``/dev/stdin``, the ``/dev/fd/63`` of ``danlu submit <(envsubst < job.yaml)``) is a
-    link to it, not the pipe by name: still read. A path that cannot be looked at is left to
-    the reading to explain."""
+    submit``), refusing a named pipe (``mkfifo``) with an error line and exit 2, as the
+    spec loader does (:func:`~danlu.core.spec.refuse_named_pipe`), naming the argument:
+    reading one waits for a writer, with no writer for ever. A pipe this process was handed
+    open (``/dev/stdin``, the ``/dev/fd/63`` of ``danlu submit <(envsubst < job.yaml)``) is
+    a link to it, not the pipe by name: still read."""
     as_path = path_of(name, fix)
 
     def parse(text: str) -> Path:
         path = as_path(text)
         try:
-            named = os.lstat(path)
-        except OSError:
-            return path
-        if stat.S_ISFIFO(named.st_mode):
-            raise fail(
-                SpecError(
-                    name,
-                    f"{text!r} is a named pipe, not a file: reading it waits for a writer, "
-                    f"maybe for ever; {fix}, or pipe the text in and give /dev/stdin",
-                )
-            )
+            refuse_named_pipe(text, name, fix)
+        except SpecError as exc:
+            raise fail(exc) from None
         return path
 
     return parse

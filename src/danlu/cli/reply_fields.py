@@ -199,6 +199,10 @@ TRIAL_FIELDS: Mapping[str, Field] = {
     "step": WHOLE,
     "parameters": record({}),
 }
+TEXTS = Field(
+    "a list of text",
+    lambda value: isinstance(value, list) and all(isinstance(item, str) for item in value),
+)
 SWEEP_FIELDS: Mapping[str, Field] = {
     "id": TEXT,
     "name": TEXT,
@@ -211,13 +215,9 @@ SWEEP_FIELDS: Mapping[str, Field] = {
     "goal": TEXT,
     "best": record({"trial": WHOLE, "job_id": TEXT}),
     "trials": objects(TRIAL_FIELDS),
+    "notes": TEXTS,
 }
 """A sweep's (or job array's) fields that ``danlu sweep ls / show / cancel`` render."""
-
-TEXTS = Field(
-    "a list of text",
-    lambda value: isinstance(value, list) and all(isinstance(item, str) for item in value),
-)
 WEBHOOK_FIELDS: Mapping[str, Field] = {
     "id": TEXT,
     "url": TEXT,

@@ -11,11 +11,13 @@ from pathlib import Path
 from typing import Annotated, Any
 
 import typer
+from rich.console import Group, RenderableType
 from rich.table import Table
+from rich.text import Text
 
 from danlu.cli import jobs as common
 from danlu.cli.admin import show_data, titled_table
-from danlu.cli.markup import as_text
+from danlu.cli.markup import as_text, note_lines
 from danlu.cli.options import (
     HomeOpt,
     JsonOpt,
@@ -59,7 +61,7 @@ def sweep_submit(
     except DanluError as exc:
         raise common.fail(f"{spec}: {exc}") from None
     out = common.ask(home, url, token, lambda c: c.submit_sweep(data))
-    show_data(out, json_out, _line)
+    show_data(out, json_out, lambda sweep: _with_notes(_line(sweep), sweep))
 
 
 @sweep_app.command("ls")
@@ -132,9 +134,10 @@ def sweep_show(
     url: UrlOpt = None,
     token: TokenOpt = None,
 ) -> None:
-    """A sweep's trials, best first: parameters, state and best value of the metric."""
+    """A sweep's trials, best first: parameters, state and best value of the metric; then
+    what its submission told of every trial (``note:`` lines), if anything."""
     data = common.ask(home, url, token, lambda c: c.sweep(sweep))
-    show_data(data, json_out, _trials, SWEEP)
+    show_data(data, json_out, lambda shown: _with_notes(_trials(shown), shown), SWEEP)
 
 
 @sweep_app.command("cancel")
@@ -163,8 +166,19 @@ def _line(data: dict[str, Any]) -> str:
     return (
         f"{kind} {as_text(data.get('id'))} ({as_text(data.get('name'))}): "
         f"{as_text(data.get('state'))}{reason}; "
-        f"{data.get('submitted')} of {data.get('total')} {unit} submitted"
+        f"{as_text(data.get('submitted'))} of {as_text(data.get('total'))} {unit} submitted"
     )
+
+
+def _with_notes(shown: RenderableType, data: dict[str, Any]) -> RenderableType:
+    """``shown`` (a sweep's line or table), then a ``note:`` line for each of its ``notes``
+    (:func:`~danlu.cli.markup.note_lines`): what the submission told of every trial (a
+    memory estimate that was not possible, the model family inferred)."""
+    notes = note_lines(data.get("notes"))
+    if not notes:
+        return shown
+    first = Text.from_markup(shown) if isinstance(shown, str) else shown  # not highlighted
+    return Group(first, *(Text.from_markup(note) for note in notes))
 
 
 def _trials(data: dict[str, Any]) -> Any:

@@ -195,6 +195,17 @@ def from_proxy(error: ApiError) -> bool:
     return error.status in GATEWAY_STATUSES and error.type == "http"
 
 
+def parameter_not_taken(error: ApiError, name: str) -> bool:
+    """Whether ``error`` is a server's refusal of the query parameter ``name`` as one it
+    does not take (a 422 naming it: ``unknown query parameter 'before_id'``), as a server
+    of a version before that parameter answers; not a 422 about its value."""
+    return (
+        isinstance(error, InvalidRequestError)
+        and error.field == name
+        and "query parameter" in error.message
+    )
+
+
 def out_of_reach(error: Exception) -> bool:
     """Whether ``error`` says the danlu server is out of reach for now, so that a follower
     asks again (a control-plane restart): no answer (:class:`ServerUnavailable`), a proxy's

@@ -38,6 +38,7 @@ from danlu.client.discovery import (
     shown_url,
 )
 from danlu.client.errors import (
+    InvalidRequestError,
     JobDict,
     NoServerError,
     ServerError,
@@ -47,13 +48,15 @@ from danlu.client.errors import (
     from_proxy,
     no_answer,
     out_of_reach,
+    parameter_not_taken,
 )
-from danlu.client.replies import header_count, malformed, next_log_offset, records
+from danlu.client.replies import header_count, malformed, next_log_offset, records, shaped
 from danlu.client.waits import FINISHED_STATES as FINISHED_STATES
 from danlu.client.waits import asked_job, check_limits, check_seconds, wait_for
 from danlu.core.errors import ConfigError
 from danlu.core.paging import StalledListError, read_pages
 from danlu.core.spec import JobSpec
+from danlu.core.values import check_positive_int
 
 LOG_OFFSET_HEADER = "X-Danlu-Log-Offset"
 RECONNECT_FOR = 60.0
@@ -109,6 +112,9 @@ class Client(AccountCalls):
         before it raises :class:`ServerUnavailable`."""
         self._answered = False
         """Whether the server has answered this client once (then losing it is a restart)."""
+        self._offset_paging = False
+        """Whether the server took no ``before_id`` once: :meth:`iter_jobs` then pages by
+        ``offset`` without asking again."""
         self.token = token
         headers = {"Accept": "application/json"}
         if token:
@@ -223,7 +229,18 @@ class Client(AccountCalls):
 
     def submit(self, spec: JobSpec | Mapping[str, Any]) -> JobDict:
         """``POST /jobs``: submit a spec; returns the new Job."""
-        return self._object("POST", "/jobs", json=spec_body(spec))
+        return self._made("POST", "/jobs", json=spec_body(spec))
+
+    def _made(self, method: str, path: str, **kwargs: Any) -> JobDict:
+        """The reply to a request that makes a job or a sweep: a JSON object with the text
+        ``id`` of what was made; without one (a proxy's or another server's JSON) a
+        :class:`ServerError` saying that the request may have been carried out. The id was
+        taken as it was: ``danlu submit --wait`` and ``danlu run`` ended in a KeyError."""
+        response = self.request(method, path, **kwargs)
+        made = dict(shaped(response, dict))
+        if not isinstance(made.get("id"), str) or not made["id"]:
+            raise malformed(response, "the reply has no text 'id' of what was made")
+        return made
 
     def list_jobs(
         self,
@@ -235,9 +252,11 @@ class Client(AccountCalls):
         offset: int | None = None,
         since: float | None = None,
         name: str | None = None,
+        before_id: str | None = None,
     ) -> list[JobDict]:
         """``GET /jobs``: newest first; ``state`` may be one state or several; ``since``:
-        submitted then or later; ``name``: a pattern (``train-*``)."""
+        submitted then or later; ``name``: a pattern (``train-*``); ``before_id``: only the
+        jobs submitted before that one (the full id of the last job of the page before)."""
         params = clean(
             {
                 "state": listed(state, "state"),
@@ -247,6 +266,7 @@ class Client(AccountCalls):
                 "offset": offset,
                 "since": since,
                 "name": name,
+                "before_id": before_id,
             }
         )
         return self._records("GET", "/jobs", params=params)
@@ -263,21 +283,54 @@ class Client(AccountCalls):
     ) -> Iterator[JobDict]:
         """Every matching job, newest first, each once, fetched ``page`` at a time: every job
         that matches from the first page to the last is yielded, also when jobs leave the
-        ``state`` filter or are submitted meanwhile (``GET /jobs`` pages by offset only, so
-        each page overlaps the one before: :func:`~danlu.core.paging.read_pages`). A server
-        that ignores ``offset`` (each page the first again: the reading never ended) is a
+        ``state`` filter or are submitted meanwhile. Each page after the first asks for the
+        jobs submitted before the last one read (``before_id``), which no job submitted or
+        leaving the filter meanwhile shifts. A server that does not take ``before_id`` (one
+        of an older version: a 422 naming it as an unknown query parameter, or a page that
+        brings a job already read: the parameter ignored) is read by ``offset`` instead, each
+        page overlapping the one before (:func:`~danlu.core.paging.read_pages`), the jobs
+        already yielded not again; this client then pages so from then on. A server that
+        ignores ``offset`` too (each page the first again: the reading never ended) is a
         :class:`ServerError` saying so, once the jobs of its first page are yielded."""
+        check_positive_int("page", page)  # before a request (read_pages checks it lazily)
+        filters: dict[str, Any] = {"project": project, "user": user, "since": since, "name": name}
+        seen: set[str] = set()  # the ids yielded
+        if not self._offset_paging:
+            limit = min(page, MAX_PAGE)
+            cursor: str | None = None  # the last job read: the next page is of those before
+            while True:
+                try:
+                    batch = self.list_jobs(
+                        state, limit=limit, offset=0, before_id=cursor, **filters
+                    )
+                except InvalidRequestError as exc:
+                    if cursor is None or not parameter_not_taken(exc, "before_id"):
+                        raise
+                    break  # a server of an older version: by offset from here
+                ids = [str(job.get("id")) for job in batch]
+                if cursor is not None and not seen.isdisjoint(ids):
+                    break  # before_id ignored (a server that refuses no query): by offset
+                for job, one in zip(batch, ids, strict=True):
+                    seen.add(one)
+                    yield job
+                if len(batch) < limit:
+                    return
+                cursor = ids[-1]
+            self._offset_paging = True
+        for job in self._jobs_by_offset(state, page, filters):
+            one = str(job.get("id"))
+            if one not in seen:
+                seen.add(one)
+                yield job
+
+    def _jobs_by_offset(
+        self, state: str | Sequence[str] | None, page: int, filters: dict[str, Any]
+    ) -> Iterator[JobDict]:
+        """:meth:`iter_jobs` by ``offset``, for a server that takes no ``before_id``: each
+        page overlaps the one before (:func:`~danlu.core.paging.read_pages`)."""
 
         def fetch(offset: int, limit: int) -> list[JobDict]:
-            return self.list_jobs(
-                state,
-                project=project,
-                user=user,
-                limit=limit,
-                offset=offset,
-                since=since,
-                name=name,
-            )
+            return self.list_jobs(state, limit=limit, offset=offset, **filters)
 
         try:
             yield from read_pages(fetch, lambda job: str(job.get("id")), page, MAX_PAGE)
@@ -354,11 +407,11 @@ class Client(AccountCalls):
 
     def rerun(self, job: str) -> JobDict:
         """``POST /jobs/{id}/rerun``: submit a finished job again; returns the new Job."""
-        return self._object("POST", f"/jobs/{seg(job, 'job')}/rerun")
+        return self._made("POST", f"/jobs/{seg(job, 'job')}/rerun")
 
     def submit_sweep(self, spec: Mapping[str, Any]) -> JobDict:
         """``POST /sweeps``: submit a sweep spec; returns the Sweep with its first trials."""
-        return self._object("POST", "/sweeps", json=mapping_body(spec, "spec"))
+        return self._made("POST", "/sweeps", json=mapping_body(spec, "spec"))
 
     def sweeps(
         self, limit: int | None = None, states: str | Sequence[str] | None = None

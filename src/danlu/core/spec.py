@@ -17,6 +17,7 @@ import datetime
 import math
 import os
 import re
+import stat
 from pathlib import Path
 from typing import Annotated, Any, Literal
 
@@ -609,13 +610,37 @@ endless one such as ``/dev/zero``, is refused after that much is read (it was re
 a MemoryError)."""
 
 
+def refuse_named_pipe(
+    path: str | os.PathLike[str],
+    field: str = "path",
+    fix: str = "give the spec file (YAML or JSON)",
+) -> None:
+    """A :class:`SpecError` naming ``field`` when ``path`` names a named pipe (``mkfifo``)
+    itself: opening one to read waits for a writer, with no writer for ever (``fix``: what
+    to give instead). A pipe handed over open (``/dev/stdin``, the ``/dev/fd/63`` of a
+    shell's ``<(...)``) is a link to it, not the pipe by name (``lstat``): not refused. A
+    path that cannot be looked at is left to its reading to explain."""
+    try:
+        named = os.lstat(path)
+    except (OSError, ValueError):  # ValueError: a NUL in the path, left to the reading
+        return
+    if stat.S_ISFIFO(named.st_mode):
+        raise SpecError(
+            field,
+            f"{os.fspath(path)!r} is a named pipe, not a file: reading it waits for a writer, "
+            f"maybe for ever; {fix}, or pipe the text in and give /dev/stdin",
+        )
+
+
 def load_spec_data(path: str | Path) -> Any:
     """The data of a job spec file, not yet validated: YAML (a superset of JSON), or JSON
     for a ``.json`` file; an empty file is an empty mapping. Errors are :class:`SpecError`
     (a file of more than :data:`MAX_SPEC_FILE` bytes too; a ``path`` that is no path, None
-    say, names ``path``: it was a bare TypeError)."""
+    say, names ``path``: it was a bare TypeError; a named pipe by name names ``path`` too,
+    :func:`refuse_named_pipe`: it blocked for ever)."""
     if not isinstance(path, str | os.PathLike):
         raise SpecError("path", f"must be the path of a spec file (got {quoted(path)})")
+    refuse_named_pipe(path)
     p = Path(path)
     try:
         with p.open("rb") as file:
